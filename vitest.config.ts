@@ -1,0 +1,30 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["tests/unit/**/*.test.ts"],
+          environment: "node",
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: "e2e",
+          include: ["tests/e2e/**/*.test.ts"],
+          environment: "node",
+          // One browser at a time: the machine has 2 cores.
+          fileParallelism: false,
+          maxWorkers: 1,
+          globalSetup: ["tests/e2e/setup.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 300_000,
+        },
+      },
+    ],
+  },
+});

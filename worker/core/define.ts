@@ -1,0 +1,138 @@
+/**
+ * Task definitions and the interfaces handlers see. The phase map is keyed by the checkpoint's
+ * `phase`, so the compiler demands a handler for every phase and narrows each handler's checkpoint.
+ */
+import type {
+  Checkpoint,
+  ConversationId,
+  ConversationOwnership,
+  ConversationRecord,
+  EntryDraft,
+  EntryRecord,
+  Json,
+  NextTaskState,
+  RunningTask,
+  TaskId,
+  TaskOutcome,
+  TaskOwnership,
+  TaskRecord,
+} from "./types.ts";
+
+export interface CreateTaskOptions {
+  /** Default: the calling task inside a runtime commit, the conversation elsewhere. */
+  ownership?: TaskOwnership;
+  /** Default: the owner task's conversation, else the root conversation. */
+  conversationId?: ConversationId;
+  /** Conversation-owned tasks only: a boundary for aborts and idleness. */
+  background?: boolean;
+}
+
+/** The transaction a commit callback receives. Reads see the commit's own writes. */
+export interface Tx {
+  /** Wall clock the harness was opened with. */
+  now(): number;
+  createTask<I, S extends Checkpoint, R>(
+    definition: TaskDefinition<I, S, R>,
+    input: I,
+    options?: CreateTaskOptions,
+  ): TaskId;
+  getTask(id: TaskId): TaskRecord | undefined;
+  appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord;
+  createConversation(ownership?: ConversationOwnership): ConversationRecord;
+  conversation(id: ConversationId): ConversationRecord | undefined;
+  /** Read a document (undefined when absent). */
+  readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined;
+  /** Replace a document's value (undefined deletes it). */
+  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void;
+}
+
+export interface TaskRuntime<I = Json, S extends Checkpoint = Checkpoint, R = Json, H extends object = object> {
+  readonly taskId: TaskId;
+  readonly conversationId: ConversationId;
+  /** Aborted when the invocation ends for any reason (abort mark, close, crash). */
+  readonly signal: AbortSignal;
+  readonly hooks: H | undefined;
+  /** Write the next state atomically with whatever the callback creates. */
+  commit(
+    change: (tx: Tx, current: RunningTask<I, S, R>) => NextTaskState<S, R> | undefined | Promise<NextTaskState<S, R> | undefined>,
+    signal?: AbortSignal,
+  ): Promise<TaskRecord<I, S, R>>;
+  /** First-writer-wins value: with a candidate, insert-or-read in one commit; without, read. */
+  memo<T extends Json>(name: string, candidate?: T, signal?: AbortSignal): Promise<T | undefined>;
+  /** Outcomes of terminal tasks, in order; rejects if one is not terminal. */
+  outcomes(ids: readonly TaskId[], signal?: AbortSignal): Promise<TaskOutcome[]>;
+  getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined>;
+  /** Wait for a task's terminal record; rejects when this invocation ends. */
+  waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord>;
+  now(): number;
+  /** Hand an error to the harness's `onReport`. */
+  report(error: unknown): void;
+}
+
+export type PhaseHandler<I, C, S extends Checkpoint, R, H extends object> = (
+  task: RunningTask<I, C, R>,
+  runtime: TaskRuntime<I, S, R, H>,
+  signal: AbortSignal,
+) => Promise<void>;
+
+export interface TaskDefinition<I = Json, S extends Checkpoint = Checkpoint, R = Json, H extends object = object> {
+  readonly name: string;
+  readonly version: number;
+  initial(input: I): S;
+  readonly phases: { readonly [P in S["phase"]]: PhaseHandler<I, Extract<S, { phase: P }>, S, R, H> };
+  /** Runs in a fresh invocation once owned work drained; must commit a terminal outcome. */
+  abort(task: TaskRecord<I, S, R>, runtime: TaskRuntime<I, S, R, H>, signal: AbortSignal): Promise<void>;
+  /** Upgrade a stored task of an older version when it is reserved. */
+  migrate?(input: Json, checkpoint: Json, fromVersion: number): { input: I; checkpoint: S };
+  readonly hooks?: H;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds definitions of every shape.
+export type AnyTaskDefinition = TaskDefinition<any, any, any, any>;
+
+export function defineTask<I, S extends Checkpoint, R = Json, H extends object = object>(
+  definition: TaskDefinition<I, S, R, H>,
+): TaskDefinition<I, S, R, H> {
+  if (!definition.name) throw new TypeError("a task definition needs a name");
+  if (!Number.isInteger(definition.version) || definition.version < 1) {
+    throw new TypeError(`task ${definition.name}: version must be a positive integer`);
+  }
+  return Object.freeze(definition);
+}
+
+/** Definitions by name. Replacing one takes effect for phases that start later. */
+export class Registry {
+  #byName = new Map<string, AnyTaskDefinition>();
+  #listeners = new Set<() => void>();
+  #generation = 0;
+
+  get generation(): number {
+    return this.#generation;
+  }
+
+  register(...definitions: AnyTaskDefinition[]): void {
+    for (const d of definitions) this.#byName.set(d.name, d);
+    this.#generation++;
+    for (const l of this.#listeners) l();
+  }
+
+  unregister(name: string): void {
+    if (this.#byName.delete(name)) {
+      this.#generation++;
+      for (const l of this.#listeners) l();
+    }
+  }
+
+  get(name: string): AnyTaskDefinition | undefined {
+    return this.#byName.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.#byName.has(name);
+  }
+
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+}

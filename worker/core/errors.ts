@@ -1,0 +1,81 @@
+/**
+ * Typed errors of the engine. Each carries a stable `code` so callers (and the tab protocol) can
+ * branch on it without parsing messages.
+ */
+
+export class HarnessError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A runtime commit was refused: the task's abort mark is set, its invocation ended, or it is finished. */
+export class CommitRefused extends HarnessError {
+  constructor(
+    readonly reason: "abort_requested" | "invocation_ended" | "not_running" | "closing",
+    message: string,
+  ) {
+    super(`commit_refused:${reason}`, message);
+  }
+}
+
+/** A wait that names the task itself, a task on its owner chain, or closes a cycle of waits. */
+export class WaitCycle extends HarnessError {
+  constructor(message: string) {
+    super("wait_cycle", message);
+  }
+}
+
+/** A wait, creation or state that is malformed: missing task, bad policy, pending returned... */
+export class InvalidTransition extends HarnessError {
+  constructor(message: string) {
+    super("invalid_transition", message);
+  }
+}
+
+export class UnknownTask extends HarnessError {
+  constructor(id: number) {
+    super("unknown_task", `no task ${id}`);
+  }
+}
+
+export class UnknownConversation extends HarnessError {
+  constructor(id: number) {
+    super("unknown_conversation", `no conversation ${id}`);
+  }
+}
+
+/** New owned work needs a live owner that is not finishing and not abort-marked. */
+export class OwnerNotLive extends HarnessError {
+  constructor(message: string) {
+    super("owner_not_live", message);
+  }
+}
+
+export class HarnessClosed extends HarnessError {
+  constructor(message = "harness is closed") {
+    super("harness_closed", message);
+  }
+}
+
+/** Values that are not strict JSON (undefined, NaN, functions, cycles) cannot be stored. */
+export class NotJson extends HarnessError {
+  constructor(message: string) {
+    super("not_json", message);
+  }
+}
+
+/** Cancelling a caller's own wait: never aborts the work. */
+export class WaitCancelled extends HarnessError {
+  constructor(message = "wait cancelled") {
+    super("wait_cancelled", message);
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

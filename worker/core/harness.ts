@@ -1,0 +1,221 @@
+/**
+ * The harness: opens a session over a store, recovers it (running tasks become pending, marks and
+ * holds are re-derived by the first drain), and exposes tasks to callers. Cancelling a caller's
+ * signal only stops that caller's wait; work is aborted only through `abortTask`.
+ */
+import type { Store } from "../store/types.ts";
+import { type AnyTaskDefinition, type CreateTaskOptions, Registry, type TaskDefinition, type Tx } from "./define.ts";
+import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
+import { mark } from "./ownership.ts";
+import { type Blocked, Scheduler } from "./scheduler.ts";
+import { Session } from "./session.ts";
+import type {
+  ChangeSet,
+  Checkpoint,
+  ConversationId,
+  JoinPolicy,
+  TaskId,
+  TaskOutcome,
+  TaskRecord,
+  TaskStatus,
+} from "./types.ts";
+
+export interface HarnessOptions {
+  tasks?: readonly AnyTaskDefinition[];
+  registry?: Registry;
+  now?: () => number;
+  /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
+  onReport?: (error: unknown) => void;
+}
+
+export type AbortResult = "marked" | "already_marked" | "terminal";
+
+export interface TaskNode {
+  readonly id: TaskId;
+  readonly kind: string;
+  readonly status: TaskStatus;
+  readonly abortRequested: boolean;
+  readonly background: boolean;
+  readonly phase?: string;
+  readonly waitingOn?: readonly TaskId[];
+  readonly policy?: JoinPolicy;
+  readonly outcome?: TaskOutcome["status"];
+  readonly blocked?: Blocked["reason"];
+  readonly children: readonly TaskNode[];
+  readonly conversations: readonly ConversationNode[];
+}
+
+export interface ConversationNode {
+  readonly id: ConversationId;
+  readonly tasks: readonly TaskNode[];
+}
+
+export interface Inspection {
+  readonly live: number;
+  readonly running: number;
+  readonly blocked: readonly Blocked[];
+  readonly diagnostics: ReadonlyArray<{ id: TaskId; message: string }>;
+  readonly fatal?: string;
+}
+
+export class Harness {
+  readonly registry: Registry;
+  readonly session: Session;
+  readonly scheduler: Scheduler;
+  #closed: Promise<void> | undefined;
+
+  private constructor(
+    readonly store: Store,
+    options: HarnessOptions,
+  ) {
+    this.registry = options.registry ?? new Registry();
+    this.session = new Session(store, options.now ?? Date.now);
+    const report = options.onReport ?? (() => undefined);
+    this.scheduler = new Scheduler(this.session, this.registry, report);
+    this.session.onMerged = () => this.scheduler.kick();
+    this.session.onDefinition = (d) => {
+      if (!this.registry.has(d.name)) this.registry.register(d);
+    };
+    this.session.onFatal = (error) => {
+      void this.scheduler.close(error);
+      this.scheduler.rejectWaiters(new HarnessClosed(`engine stopped: ${error.message}`));
+    };
+    this.registry.onChange(() => this.scheduler.kick());
+    if (options.tasks?.length) this.registry.register(...options.tasks);
+  }
+
+  static async open(store: Store, options: HarnessOptions = {}): Promise<Harness> {
+    const harness = new Harness(store, options);
+    await harness.session.load();
+    // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark kept).
+    const running = [...harness.session.records.live].filter(
+      (id) => harness.session.records.tasks.get(id)?.state.status === "running",
+    );
+    if (running.length > 0) {
+      await harness.session.commit((_tx, overlay) => {
+        for (const id of running) {
+          const t = overlay.task(id)!;
+          if (t.state.status === "running") overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
+        }
+      });
+    }
+    harness.scheduler.kick();
+    return harness;
+  }
+
+  register(...definitions: AnyTaskDefinition[]): void {
+    this.registry.register(...definitions);
+  }
+
+  #live(signal?: AbortSignal): void {
+    if (this.#closed) throw new HarnessClosed();
+    if (this.session.fatal) throw new HarnessClosed(`engine stopped: ${this.session.fatal.message}`);
+    if (signal?.aborted) throw new WaitCancelled();
+  }
+
+  /** Run a callback in one commit (top level: tasks it creates are conversation-owned). */
+  async transaction<T>(work: (tx: Tx) => T | Promise<T>, signal?: AbortSignal): Promise<T> {
+    this.#live(signal);
+    return this.session.commit((tx) => work(tx));
+  }
+
+  createTask<I, S extends Checkpoint, R>(
+    definition: TaskDefinition<I, S, R>,
+    input: I,
+    options?: CreateTaskOptions,
+    signal?: AbortSignal,
+  ): Promise<TaskId> {
+    return this.transaction((tx) => tx.createTask(definition, input, options), signal);
+  }
+
+  async getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined> {
+    this.#live(signal);
+    return this.session.task(id);
+  }
+
+  /** Resolve with the terminal record; the signal cancels only this wait. */
+  async waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord> {
+    this.#live(signal);
+    return this.scheduler.waitForTerminal(id, signal);
+  }
+
+  /** Durably mark a task for abort; its abort handler runs once its owned work drained. */
+  async abortTask(id: TaskId, signal?: AbortSignal): Promise<AbortResult> {
+    this.#live(signal);
+    const result = await this.session.commit((_tx, overlay): AbortResult => {
+      const t = overlay.task(id);
+      if (!t) throw new UnknownTask(id);
+      if (t.state.status === "terminal") return "terminal";
+      if (t.abortRequested) return "already_marked";
+      mark(overlay, id);
+      return "marked";
+    });
+    if (result === "marked") this.scheduler.active.get(id)?.signalAbort();
+    return result;
+  }
+
+  subscribe(listener: (change: ChangeSet) => void): () => void {
+    return this.session.subscribe(listener);
+  }
+
+  /** Every live task as a tree: conversations, their tasks, what each task owns. */
+  taskGraph(): ConversationNode[] {
+    const r = this.session.records;
+    const conversationsWithWork = new Set<ConversationId>();
+    for (const id of r.live) conversationsWithWork.add(r.tasks.get(id)!.conversationId);
+    const nodeOf = (id: TaskId): TaskNode => {
+      const t = r.tasks.get(id)!;
+      const s = t.state;
+      const blocked = this.scheduler.blocked.get(id);
+      return {
+        id,
+        kind: t.kind,
+        status: s.status,
+        abortRequested: t.abortRequested,
+        background: t.background,
+        ...("checkpoint" in s ? { phase: s.checkpoint.phase } : {}),
+        ...(s.status === "waiting" ? { waitingOn: s.on, policy: s.policy } : {}),
+        ...(s.status === "completing" ? { outcome: s.outcome.status } : {}),
+        ...(blocked ? { blocked: blocked.reason } : {}),
+        children: [...(r.children.get(id) ?? [])].map(nodeOf),
+        conversations: [...(r.ownedConversations.get(id) ?? [])].map(conversationNode),
+      };
+    };
+    const conversationNode = (cid: ConversationId): ConversationNode => ({
+      id: cid,
+      tasks: [...r.live]
+        .map((id) => r.tasks.get(id)!)
+        .filter((t) => t.conversationId === cid && t.owner === undefined)
+        .map((t) => nodeOf(t.id)),
+    });
+    return [...conversationsWithWork]
+      .filter((cid) => !r.conversations.get(cid)?.owner)
+      .sort((a, b) => a - b)
+      .map(conversationNode);
+  }
+
+  inspect(): Inspection {
+    const fatal = this.session.fatal;
+    return {
+      live: this.session.records.live.size,
+      running: this.scheduler.active.size,
+      blocked: [...this.scheduler.blocked.values()],
+      diagnostics: [...this.scheduler.diagnostics],
+      ...(fatal ? { fatal: fatal.message } : {}),
+    };
+  }
+
+  get closed(): boolean {
+    return this.#closed !== undefined;
+  }
+
+  /** Stop every invocation without an outcome, let admitted commits settle, close the store. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      await this.scheduler.close();
+      this.scheduler.rejectWaiters(new HarnessClosed());
+      if (!this.store.closed) await this.store.close();
+    })();
+    return this.#closed;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Ownership rules, judged on a commit's candidate records (an overlay): cancellation intent, the
+ * cascade of abort marks, failFast, the completing hold, and validation of waits (no self, no owner,
+ * no cycle). Pure functions over `Overlay`; the scheduler and the runtime call them inside commits.
+ */
+import { InvalidTransition, WaitCycle } from "./errors.ts";
+import type { Overlay } from "./records.ts";
+import type { JoinPolicy, TaskId, TaskOutcome, TaskRecord } from "./types.ts";
+
+/** A live owner's abort mark, or a held outcome other than completed. */
+export function hasCancellationIntent(record: TaskRecord | undefined): boolean {
+  if (!record || record.state.status === "terminal") return false;
+  if (record.abortRequested) return true;
+  return record.state.status === "completing" && record.state.outcome.status !== "completed";
+}
+
+export function outcomeOf(record: TaskRecord | undefined): TaskOutcome | undefined {
+  if (!record) return undefined;
+  const s = record.state;
+  return s.status === "terminal" || s.status === "completing" ? s.outcome : undefined;
+}
+
+/**
+ * Write `outcome` for `record`: terminal when its ordinary owned work is drained, otherwise held in
+ * `completing`. Memos are dropped either way.
+ */
+export function finish(overlay: Overlay, record: TaskRecord, outcome: TaskOutcome, now: number): TaskRecord {
+  const { memos: _memos, ...rest } = record;
+  const held = overlay.hasLiveOwnedWork(record.id);
+  const next: TaskRecord = held
+    ? { ...rest, state: { status: "completing", outcome } }
+    : { ...rest, state: { status: "terminal", outcome }, endedAt: now };
+  overlay.setTask(next);
+  return next;
+}
+
+/** Set the abort mark on a live task; returns whether it changed. */
+export function mark(overlay: Overlay, id: TaskId): boolean {
+  const t = overlay.task(id);
+  if (!t || t.state.status === "terminal" || t.abortRequested) return false;
+  overlay.setTask({ ...t, abortRequested: true });
+  return true;
+}
+
+/**
+ * Derive abort marks: the cascade below every cancelled owner, and failFast siblings. Walks live
+ * tasks in id order, so owners (older) are judged before the work they own.
+ */
+export function deriveMarks(overlay: Overlay, liveIds: Iterable<TaskId>): TaskId[] {
+  const marked: TaskId[] = [];
+  for (const id of liveIds) {
+    const t = overlay.task(id);
+    if (!t || t.state.status === "terminal") continue;
+    if (!t.abortRequested) {
+      const owner = overlay.ownerTask(t);
+      if (owner !== undefined && hasCancellationIntent(overlay.task(owner)) && mark(overlay, id)) marked.push(id);
+    }
+    const s = overlay.task(id)!.state;
+    if (s.status === "waiting" && s.policy === "failFast") {
+      const failed = s.on.some((w) => {
+        const o = outcomeOf(overlay.task(w));
+        return o !== undefined && o.status !== "completed";
+      });
+      if (failed) for (const w of s.on) if (mark(overlay, w)) marked.push(w);
+    }
+  }
+  return marked;
+}
+
+/** Is `ancestor` on `id`'s owner chain (through owning tasks and owning conversations)? */
+function ownerChain(overlay: Overlay, id: TaskId): Set<TaskId> {
+  const chain = new Set<TaskId>();
+  let t = overlay.task(id);
+  while (t) {
+    const up = t.owner ?? overlay.conversation(t.conversationId)?.owner?.taskId;
+    if (up === undefined || chain.has(up)) break;
+    chain.add(up);
+    t = overlay.task(up);
+  }
+  return chain;
+}
+
+/** Refuse a wait on a missing task, on itself, on its owner chain, or one that closes a cycle. */
+export function validateWait(overlay: Overlay, waiter: TaskRecord, on: readonly TaskId[], policy: JoinPolicy): void {
+  if (!Array.isArray(on)) throw new InvalidTransition("waiting needs an `on` list of task ids");
+  if (policy !== "failFast" && policy !== "allSettled") throw new InvalidTransition(`unknown join policy ${String(policy)}`);
+  const owners = ownerChain(overlay, waiter.id);
+  for (const id of on) {
+    if (id === waiter.id) throw new WaitCycle(`task ${waiter.id} cannot wait on itself`);
+    if (!overlay.exists(id)) throw new InvalidTransition(`task ${waiter.id} waits on missing task ${id}`);
+    if (owners.has(id)) throw new WaitCycle(`task ${waiter.id} cannot wait on task ${id}, which owns it`);
+    const target = overlay.task(id); // absent: terminal long ago, nothing to abort
+    if (policy === "failFast" && target && target.owner !== waiter.id) {
+      throw new InvalidTransition(`failFast waits only on owned tasks; task ${id} is not owned by ${waiter.id}`);
+    }
+  }
+  // Wait-for edges: a waiting task waits on its `on`; an owner waits on its live children.
+  const seen = new Set<TaskId>();
+  const stack = [...on];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    if (id === waiter.id) throw new WaitCycle(`waiting on [${on.join(", ")}] would close a cycle through task ${waiter.id}`);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const t = overlay.task(id);
+    if (!t || t.state.status === "terminal") continue;
+    if (t.state.status === "waiting") stack.push(...t.state.on);
+    stack.push(...overlay.liveChildren(id));
+  }
+}

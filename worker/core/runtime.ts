@@ -1,0 +1,272 @@
+/**
+ * One invocation of a task's code, and the runtime its handlers use. A run invocation executes
+ * phases in sequence, applying the step rules before each one (stop when the task left `running`,
+ * when the harness closes, or when an abort mark appeared; fault on a throw or on a phase that made
+ * no durable progress; hand over when the definition was replaced). An abort invocation runs the
+ * abort handler once and faults the task if it returned without an outcome. Every runtime call
+ * rejects once the invocation ended.
+ */
+import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
+import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
+import { finish, validateWait } from "./ownership.ts";
+import type { Scheduler } from "./scheduler.ts";
+import type { Checkpoint, Json, NextTaskState, RunningTask, TaskId, TaskOutcome, TaskRecord } from "./types.ts";
+
+export type InvocationMode = "run" | "abort";
+
+/** Thrown into a run invocation's signal when its task got an abort mark. */
+export class AbortRequested extends HarnessError {
+  constructor(id: TaskId) {
+    super("abort_requested", `task ${id} was asked to abort`);
+  }
+}
+
+export class Invocation {
+  readonly #controller = new AbortController();
+  #ended = false;
+  #progressed = false;
+  #resolveDone!: () => void;
+  readonly done = new Promise<void>((r) => {
+    this.#resolveDone = r;
+  });
+  readonly runtime: TaskRuntime;
+
+  constructor(
+    readonly scheduler: Scheduler,
+    readonly taskId: TaskId,
+    readonly mode: InvocationMode,
+    readonly definition: AnyTaskDefinition,
+  ) {
+    this.runtime = new Runtime(this);
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  markProgress(): void {
+    this.#progressed = true;
+  }
+
+  signalAbort(): void {
+    if (this.mode === "run" && !this.signal.aborted) this.#controller.abort(new AbortRequested(this.taskId));
+  }
+
+  stop(reason: Error): void {
+    if (!this.signal.aborted) this.#controller.abort(reason);
+  }
+
+  launch(): void {
+    const run = this.mode === "run" ? this.#runPhases() : this.#runAbort();
+    void run.finally(() => {
+      this.#ended = true;
+      if (!this.signal.aborted) this.#controller.abort(new CommitRefused("invocation_ended", "invocation ended"));
+      this.scheduler.ended(this);
+      this.#resolveDone();
+    });
+  }
+
+  #current(): TaskRecord | undefined {
+    return this.scheduler.session.records.tasks.get(this.taskId);
+  }
+
+  async #runPhases(): Promise<void> {
+    let first = true;
+    let failure: { error: unknown } | undefined;
+    let phase = "";
+    for (;;) {
+      const task = this.#current();
+      if (!task || task.state.status !== "running") return;
+      if (this.scheduler.closing) return;
+      if (task.abortRequested) return; // the scheduler starts the abort invocation once owned work drained
+      if (!first) {
+        if (failure) return this.#fault(failure.error);
+        if (!this.#progressed) return this.#fault(new Error(`phase ${phase} returned without committing a new checkpoint`));
+        const replacement = this.scheduler.registry.get(task.kind);
+        if (replacement && replacement !== this.definition && replacement.version >= task.version) {
+          return this.#handOver();
+        }
+      }
+      first = false;
+      this.#progressed = false;
+      phase = (task.state.checkpoint as Checkpoint).phase;
+      const handler = (this.definition.phases as Record<string, unknown>)[phase] as
+        | ((t: TaskRecord, r: TaskRuntime, s: AbortSignal) => Promise<void>)
+        | undefined;
+      if (typeof handler !== "function") return this.#fault(new Error(`${task.kind} has no handler for phase ${phase}`));
+      try {
+        await handler(task, this.runtime, this.signal);
+      } catch (error) {
+        failure = { error };
+      }
+    }
+  }
+
+  async #runAbort(): Promise<void> {
+    const task = this.#current();
+    if (!task || task.state.status !== "running") return;
+    let failure: { error: unknown } | undefined;
+    try {
+      await this.definition.abort(task, this.runtime, this.signal);
+    } catch (error) {
+      failure = { error };
+    }
+    const after = this.#current();
+    if (!after || after.state.status !== "running" || this.scheduler.closing) return;
+    await this.#fault(failure ? failure.error : new Error(`abort handler of ${task.kind} returned without a terminal outcome`));
+  }
+
+  async #fault(error: unknown): Promise<void> {
+    if (this.scheduler.closing) return;
+    try {
+      await this.scheduler.fault(this.taskId, error);
+    } catch (e) {
+      // The task stays running; the next reservation reruns it.
+      this.scheduler.report(e);
+    }
+  }
+
+  async #handOver(): Promise<void> {
+    await this.scheduler.session.commit((_tx, overlay) => {
+      const t = overlay.task(this.taskId);
+      if (!t || t.state.status !== "running") return;
+      overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
+    });
+  }
+}
+
+class Runtime implements TaskRuntime {
+  readonly taskId: TaskId;
+  readonly conversationId: number;
+
+  constructor(readonly invocation: Invocation) {
+    this.taskId = invocation.taskId;
+    this.conversationId = invocation.scheduler.session.records.tasks.get(invocation.taskId)?.conversationId ?? 1;
+  }
+
+  get signal(): AbortSignal {
+    return this.invocation.signal;
+  }
+
+  get hooks(): object | undefined {
+    return this.invocation.definition.hooks;
+  }
+
+  #check(signal?: AbortSignal): void {
+    if (this.invocation.ended) throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
+    if (signal?.aborted) throw new WaitCancelled();
+  }
+
+  /** Admission gate, on the line, before the callback runs. */
+  #gate(current: TaskRecord | undefined): asserts current is RunningTask {
+    const inv = this.invocation;
+    if (inv.ended) throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
+    if (inv.scheduler.closing) throw new CommitRefused("closing", "the harness is closing");
+    if (!current || current.state.status !== "running") {
+      throw new CommitRefused("not_running", `task ${this.taskId} is ${current?.state.status ?? "missing"}`);
+    }
+    if (inv.mode === "run" && current.abortRequested) {
+      throw new CommitRefused("abort_requested", `task ${this.taskId} has an abort mark; its run invocation may not commit`);
+    }
+  }
+
+  async commit(
+    change: (tx: Tx, current: RunningTask) => NextTaskState | undefined | Promise<NextTaskState | undefined>,
+    signal?: AbortSignal,
+  ): Promise<TaskRecord> {
+    this.#check(signal);
+    const session = this.invocation.scheduler.session;
+    let progressed = false;
+    const record = await session.commit(
+      async (tx, overlay) => {
+        const current = overlay.task(this.taskId);
+        this.#gate(current);
+        const next = await change(tx, current);
+        if (next === undefined) return overlay.task(this.taskId)!;
+        switch (next.status) {
+          case "running": {
+            const updated: TaskRecord = { ...current, state: { status: "running", checkpoint: next.checkpoint } };
+            overlay.setTask(updated);
+            progressed = true;
+            return updated;
+          }
+          case "waiting": {
+            if (this.invocation.mode === "abort") throw new InvalidTransition("an abort handler may not wait");
+            validateWait(overlay, current, next.on, next.policy);
+            const updated: TaskRecord = {
+              ...current,
+              state: { status: "waiting", checkpoint: next.checkpoint, on: [...next.on], policy: next.policy },
+            };
+            overlay.setTask(updated);
+            return updated;
+          }
+          case "terminal":
+            return finish(overlay, current, validOutcome(next.outcome), session.now());
+          default:
+            throw new InvalidTransition(`a task may not commit status ${(next as { status: string }).status}`);
+        }
+      },
+      { byTaskId: this.taskId },
+    );
+    if (progressed) this.invocation.markProgress();
+    return record;
+  }
+
+  async memo<T extends Json>(name: string, candidate?: T, signal?: AbortSignal): Promise<T | undefined> {
+    this.#check(signal);
+    const session = this.invocation.scheduler.session;
+    if (candidate === undefined) return session.records.tasks.get(this.taskId)?.memos?.[name] as T | undefined;
+    return session.commit((_tx, overlay) => {
+      const current = overlay.task(this.taskId);
+      this.#gate(current);
+      const existing = current.memos?.[name];
+      if (existing !== undefined) return existing as T;
+      overlay.setTask({ ...current, memos: { ...current.memos, [name]: candidate } });
+      return candidate;
+    });
+  }
+
+  async outcomes(ids: readonly TaskId[], signal?: AbortSignal): Promise<TaskOutcome[]> {
+    this.#check(signal);
+    const out: TaskOutcome[] = [];
+    for (const id of ids) {
+      const t = await this.invocation.scheduler.session.task(id);
+      if (!t || t.state.status !== "terminal") {
+        throw new InvalidTransition(`task ${id} is ${t?.state.status ?? "missing"}, not terminal`);
+      }
+      out.push(t.state.outcome);
+    }
+    return out;
+  }
+
+  async getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined> {
+    this.#check(signal);
+    return this.invocation.scheduler.session.task(id);
+  }
+
+  waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord> {
+    this.#check(signal);
+    const signals = signal ? AbortSignal.any([signal, this.signal]) : this.signal;
+    return this.invocation.scheduler.waitForTerminal(id, signals);
+  }
+
+  now(): number {
+    return this.invocation.scheduler.session.now();
+  }
+
+  report(error: unknown): void {
+    this.invocation.scheduler.report(error);
+  }
+}
+
+function validOutcome(outcome: TaskOutcome): TaskOutcome {
+  const kinds = ["completed", "failed", "aborted", "orphaned", "faulted"];
+  if (!outcome || !kinds.includes(outcome.status)) {
+    throw new InvalidTransition(`unknown outcome ${JSON.stringify((outcome as { status?: unknown })?.status)}`);
+  }
+  return outcome;
+}

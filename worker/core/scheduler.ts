@@ -1,0 +1,283 @@
+/**
+ * The scheduler: a dirty-flag drain that, in one commit, derives abort marks, releases completing
+ * holds, faults unreadable records, orphans abort-marked tasks nobody can run, and reserves every
+ * eligible task (pending -> running) before any handler starts. Handlers then run off the line.
+ * Invariants:
+ * - a task has at most one invocation; invocations are registered inside the reserving commit, so
+ *   a second drain can never start the same task twice;
+ * - a drain that would change nothing commits nothing (it is planned dry first);
+ * - a missing or incompatible definition never terminalizes a task: it stays blocked and visible in
+ *   `inspect()`, and only an abort orphans it.
+ */
+import type { AnyTaskDefinition, Registry } from "./define.ts";
+import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
+import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
+import { Overlay } from "./records.ts";
+import { Invocation, type InvocationMode } from "./runtime.ts";
+import type { Session } from "./session.ts";
+import type { BlockedReason, Json, TaskId, TaskRecord } from "./types.ts";
+
+export interface Blocked {
+  readonly id: TaskId;
+  readonly kind: string;
+  readonly reason: BlockedReason;
+  readonly detail: string;
+}
+
+type Resolution =
+  | { ok: true; definition: AnyTaskDefinition; migrated?: { input: Json; checkpoint: Json } }
+  | { ok: false; reason: BlockedReason; detail: string };
+
+interface Plan {
+  writes: boolean;
+  starts: Invocation[];
+  marked: TaskId[];
+}
+
+export class Scheduler {
+  readonly active = new Map<TaskId, Invocation>();
+  readonly blocked = new Map<TaskId, Blocked>();
+  /** Faults the scheduler wrote for unreadable records, with their diagnostics. */
+  readonly diagnostics: Array<{ id: TaskId; message: string }> = [];
+  #dirty = false;
+  #draining = false;
+  #closing = false;
+  /** Migration failures reported once per (task, definition object). */
+  #migrationReported = new Map<TaskId, AnyTaskDefinition>();
+
+  #waiters = new Map<TaskId, Set<{ resolve: (r: TaskRecord) => void; reject: (e: unknown) => void }>>();
+
+  constructor(
+    readonly session: Session,
+    readonly registry: Registry,
+    readonly report: (error: unknown) => void,
+  ) {
+    session.subscribe((change) => {
+      for (const t of change.tasks) {
+        if (t.state.status !== "terminal") continue;
+        const waiters = this.#waiters.get(t.id);
+        if (!waiters) continue;
+        this.#waiters.delete(t.id);
+        for (const w of waiters) w.resolve(t);
+      }
+    });
+  }
+
+  /** Resolve with the task's terminal record; `signal` cancels only this wait. */
+  waitForTerminal(id: TaskId, signal?: AbortSignal): Promise<TaskRecord> {
+    return new Promise<TaskRecord>((resolve, reject) => {
+      if (signal?.aborted) return reject(new WaitCancelled());
+      if (this.closing) return reject(new HarnessClosed());
+      const known = this.session.records.tasks.get(id);
+      if (known?.state.status === "terminal") return resolve(known);
+      let set = this.#waiters.get(id);
+      if (!set) this.#waiters.set(id, (set = new Set()));
+      const waiter = {
+        resolve: (r: TaskRecord) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(r);
+        },
+        reject: (e: unknown) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      };
+      const onAbort = () => {
+        set.delete(waiter);
+        reject(new WaitCancelled());
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      set.add(waiter);
+      if (!known) {
+        this.session.task(id).then(
+          (t) => {
+            if (!t) waiter.reject(new UnknownTask(id));
+            else if (t.state.status === "terminal") waiter.resolve(t);
+          },
+          (e) => waiter.reject(e),
+        );
+      }
+    });
+  }
+
+  /** Reject every pending wait (close, fatal store). */
+  rejectWaiters(error: Error): void {
+    const all = [...this.#waiters.values()];
+    this.#waiters.clear();
+    for (const set of all) for (const w of set) w.reject(error);
+  }
+
+  get closing(): boolean {
+    return this.#closing || this.session.fatal !== undefined;
+  }
+
+  kick(): void {
+    this.#dirty = true;
+    if (this.#draining || this.closing) return;
+    this.#draining = true;
+    queueMicrotask(() => void this.#drain());
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#dirty && !this.closing) {
+        this.#dirty = false;
+        const dry = this.#plan(new Overlay(this.session.records), true);
+        if (!dry.writes && dry.starts.length === 0) continue;
+        const plan = await this.session.commit((_tx, overlay) => this.#plan(overlay, false));
+        for (const id of plan.marked) this.active.get(id)?.signalAbort();
+        for (const invocation of plan.starts) invocation.launch();
+      }
+    } catch (error) {
+      if (!this.closing) this.report(error);
+    } finally {
+      this.#draining = false;
+      if (this.#dirty && !this.closing) this.kick();
+    }
+  }
+
+  /** Decide everything one drain does, writing into `overlay`. Dry runs register nothing. */
+  #plan(overlay: Overlay, dry: boolean): Plan {
+    const records = this.session.records;
+    const now = this.session.now();
+    const plan: Plan = { writes: false, starts: [], marked: [] };
+    const live = [...records.live];
+
+    // Unreadable rows fault their own task, with the diagnostic.
+    for (const [id, diagnostic] of records.corrupt) {
+      const t = overlay.task(id);
+      if (!dry) {
+        records.corrupt.delete(id);
+        this.diagnostics.push({ id, message: diagnostic });
+      }
+      if (t && t.state.status !== "terminal" && t.state.status !== "completing") {
+        finish(overlay, t, { status: "faulted", error: { message: diagnostic } }, now);
+        plan.writes = true;
+      }
+    }
+
+    const marked = deriveMarks(overlay, live);
+    if (marked.length > 0) {
+      plan.writes = true;
+      plan.marked = marked;
+    }
+
+    // Release completing holds, newest first so a drained child lets its owner finish in the same pass.
+    for (let i = live.length - 1; i >= 0; i--) {
+      const t = overlay.task(live[i]!)!;
+      if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
+        overlay.setTask({ ...t, state: { status: "terminal", outcome: t.state.outcome }, endedAt: now });
+        plan.writes = true;
+      }
+    }
+
+    for (const id of live) {
+      if (this.active.has(id)) continue;
+      const t = overlay.task(id)!;
+      const status = t.state.status;
+      if (status === "terminal" || status === "completing") continue;
+      let mode: InvocationMode;
+      if (t.abortRequested) {
+        if (overlay.hasLiveOwnedWork(id)) continue;
+        mode = "abort";
+      } else if (status === "waiting") {
+        const s = t.state as Extract<TaskRecord["state"], { status: "waiting" }>;
+        if (!s.on.every((w) => overlay.isTerminal(w))) continue;
+        mode = "run";
+      } else {
+        mode = "run";
+      }
+      const resolution = this.#resolve(t, dry);
+      if (!resolution.ok) {
+        if (mode === "abort") {
+          finish(overlay, t, { status: "orphaned", reason: resolution.reason }, now);
+          plan.writes = true;
+          if (!dry) this.blocked.delete(id);
+        } else if (!dry) {
+          this.blocked.set(id, { id, kind: t.kind, reason: resolution.reason, detail: resolution.detail });
+        }
+        continue;
+      }
+      if (!dry) this.blocked.delete(id);
+      const checkpoint =
+        resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
+      const reserved: TaskRecord = {
+        ...t,
+        version: resolution.definition.version,
+        input: resolution.migrated ? resolution.migrated.input : t.input,
+        state: { status: "running", checkpoint: checkpoint as { phase: string } },
+        startedAt: t.startedAt ?? now,
+      };
+      if (resolution.migrated) overlay.migratedInputs.add(id);
+      overlay.setTask(reserved);
+      plan.writes = true;
+      const invocation = new Invocation(this, id, mode, resolution.definition);
+      plan.starts.push(invocation);
+      if (!dry) this.active.set(id, invocation);
+    }
+    return plan;
+  }
+
+  #resolve(t: TaskRecord, dry: boolean): Resolution {
+    const definition = this.registry.get(t.kind);
+    if (!definition) return { ok: false, reason: "missing_task", detail: `no definition named ${t.kind} is registered` };
+    if (definition.version < t.version) {
+      return {
+        ok: false,
+        reason: "task_too_old",
+        detail: `stored task ${t.id} is version ${t.version}, the registered ${t.kind} is version ${definition.version}`,
+      };
+    }
+    if (definition.version === t.version) return { ok: true, definition };
+    const reported = this.#migrationReported.get(t.id);
+    if (reported === definition) {
+      return { ok: false, reason: "migration_failed", detail: `migrating ${t.kind} from version ${t.version} failed` };
+    }
+    if (!definition.migrate) {
+      return { ok: false, reason: "migration_failed", detail: `${t.kind} version ${definition.version} has no migrate for version ${t.version}` };
+    }
+    try {
+      const checkpoint = (t.state as { checkpoint?: Json }).checkpoint ?? null;
+      const migrated = definition.migrate(t.input, checkpoint, t.version) as { input: Json; checkpoint: Json };
+      if (!migrated || typeof migrated.checkpoint !== "object" || migrated.checkpoint === null) {
+        throw new TypeError("migrate must return { input, checkpoint }");
+      }
+      return { ok: true, definition, migrated };
+    } catch (error) {
+      if (!dry) {
+        this.#migrationReported.set(t.id, definition);
+        this.report(new Error(`migrating task ${t.id} (${t.kind}) from version ${t.version} failed: ${errorMessage(error)}`));
+      }
+      return { ok: false, reason: "migration_failed", detail: errorMessage(error) };
+    }
+  }
+
+  /** Called by an invocation when it ends. */
+  ended(invocation: Invocation): void {
+    if (this.active.get(invocation.taskId) === invocation) this.active.delete(invocation.taskId);
+    this.kick();
+  }
+
+  /** Fault a task from the scheduler's side (a throwing handler, a phase without progress). */
+  async fault(id: TaskId, error: unknown): Promise<void> {
+    const message = errorMessage(error);
+    await this.session.commit((_tx, overlay) => {
+      const t = overlay.task(id);
+      if (!t || t.state.status === "terminal" || t.state.status === "completing") return;
+      finish(overlay, t, { status: "faulted", error: { message } }, this.session.now());
+    });
+  }
+
+  /** Stop reserving and signal every invocation; resolves when all of them returned. */
+  async close(reason: Error = new HarnessClosed()): Promise<void> {
+    this.#closing = true;
+    const running = [...this.active.values()];
+    for (const invocation of running) invocation.stop(reason);
+    await Promise.all(running.map((i) => i.done));
+  }
+
+  /** Outcome of a task if it is decided (terminal or held). */
+  outcome(id: TaskId) {
+    return outcomeOf(this.session.records.tasks.get(id));
+  }
+}

@@ -1,0 +1,258 @@
+/**
+ * The session: the engine's single mutation line over a store. `commit(work)` runs `work` against an
+ * overlay inside the store's transaction, writes the overlay's rows, merges it into the in-memory
+ * records, and publishes the change set only after COMMIT returned. A storage failure after a merge
+ * makes the session fatal (memory may be ahead of the disk): every later call rejects and the host
+ * must reopen.
+ */
+import type { Store } from "../store/types.ts";
+import { StoreClosed } from "../store/types.ts";
+import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
+import { HarnessClosed, InvalidTransition, OwnerNotLive, UnknownConversation } from "./errors.ts";
+import { conversationFromRow, TASK_COLUMNS, taskFromRow, toJson, writeOverlay } from "./persist.ts";
+import { Overlay, Records } from "./records.ts";
+import {
+  type ChangeSet,
+  type ConversationId,
+  type ConversationOwnership,
+  type ConversationRecord,
+  type EntryDraft,
+  type EntryRecord,
+  type Json,
+  ROOT_CONVERSATION_ID,
+  type TaskId,
+  type TaskRecord,
+} from "./types.ts";
+
+export interface TxContext {
+  /** The task whose runtime commits (entries record it; tasks it creates default to its ownership). */
+  byTaskId?: TaskId;
+}
+
+export class Session {
+  readonly records = new Records();
+  #listeners = new Set<(change: ChangeSet) => void>();
+  #fatal: Error | undefined;
+  /** Called synchronously after every merge (still inside the transaction): the scheduler's kick. */
+  onMerged: () => void = () => undefined;
+  /** Called once when the session becomes fatal. */
+  onFatal: (error: Error) => void = () => undefined;
+  /** Called when a task is created with a definition, so the registry can learn it. */
+  onDefinition: (definition: AnyTaskDefinition) => void = () => undefined;
+
+  constructor(
+    readonly store: Store,
+    readonly now: () => number,
+  ) {}
+
+  get fatal(): Error | undefined {
+    return this.#fatal;
+  }
+
+  /** Load the live part of the store: conversations, documents, live tasks, id counters. */
+  async load(): Promise<void> {
+    const r = this.records;
+    await this.store.read(async (sql) => {
+      for (const row of await sql.all("SELECT * FROM conversations ORDER BY id")) r.putConversation(conversationFromRow(row));
+      for (const row of await sql.all("SELECT conversation_id, name, value FROM documents")) {
+        try {
+          r.docs.set(`${row["conversation_id"]}:${row["name"]}`, JSON.parse(String(row["value"])) as Json);
+        } catch {
+          // An unreadable document reads as absent; its owner rebuilds it.
+        }
+      }
+      for (const row of await sql.all(`SELECT ${TASK_COLUMNS} FROM tasks WHERE status <> 'terminal' ORDER BY id`)) {
+        const { record, corrupt } = taskFromRow(row);
+        r.putTask(record);
+        if (corrupt) r.corrupt.set(record.id, corrupt);
+      }
+      // Terminal tasks that live waits name (failFast and resumption judge their outcomes).
+      const named = new Set<number>();
+      for (const id of r.live) {
+        const s = r.tasks.get(id)!.state;
+        if (s.status === "waiting") for (const w of s.on) if (!r.tasks.has(w)) named.add(w);
+      }
+      for (const id of named) {
+        const row = await sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
+        if (row) r.putTask(taskFromRow(row).record);
+      }
+      const max = async (table: string) => Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0);
+      r.nextTaskId = (await max("tasks")) + 1;
+      r.nextEntryId = (await max("entries")) + 1;
+      r.nextConversationId = (await max("conversations")) + 1;
+    });
+    if (!r.conversations.has(ROOT_CONVERSATION_ID)) {
+      await this.commit((tx) => tx.createConversation({ kind: "ownerless" }));
+    }
+  }
+
+  subscribe(listener: (change: ChangeSet) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Run `work` in a transaction; resolves after COMMIT with its value. */
+  async commit<T>(work: (tx: TxImpl, overlay: Overlay) => T | Promise<T>, context: TxContext = {}): Promise<T> {
+    if (this.#fatal) throw new HarnessClosed(`engine stopped: ${this.#fatal.message}`);
+    let change: ChangeSet | undefined;
+    let value: T;
+    try {
+      value = await this.store.commit(async (sql) => {
+        if (this.#fatal) throw new HarnessClosed(`engine stopped: ${this.#fatal.message}`);
+        const overlay = new Overlay(this.records);
+        const tx = new TxImpl(this, overlay, context);
+        const result = await work(tx, overlay);
+        overlay.sealed = true;
+        await writeOverlay(sql, overlay);
+        change = this.records.merge(overlay);
+        this.onMerged();
+        return result;
+      });
+    } catch (error) {
+      // A merged commit that did not reach COMMIT leaves memory ahead of the disk.
+      if (change) this.fail(error as Error);
+      else if (error instanceof StoreClosed) this.fail(error);
+      throw error;
+    }
+    if (change) this.#publish(change);
+    return value;
+  }
+
+  fail(error: Error): void {
+    if (this.#fatal) return;
+    this.#fatal = error;
+    this.onFatal(error);
+  }
+
+  #publish(change: ChangeSet): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(change);
+      } catch {
+        // Listeners must not throw; one that does is not allowed to break the line.
+      }
+    }
+  }
+
+  /** A task record, from memory or (for old terminal tasks) from the store. */
+  async task(id: TaskId): Promise<TaskRecord | undefined> {
+    const known = this.records.tasks.get(id);
+    if (known) return known;
+    const row = await this.store.read((sql) => sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]));
+    return row ? taskFromRow(row).record : undefined;
+  }
+}
+
+/** The transaction handed to commit callbacks. Valid only while its callback runs. */
+export class TxImpl implements Tx {
+  constructor(
+    readonly session: Session,
+    readonly overlay: Overlay,
+    readonly context: TxContext,
+  ) {}
+
+  #open(): Overlay {
+    if (this.overlay.sealed) throw new InvalidTransition("this transaction has ended; use the one of the current commit");
+    return this.overlay;
+  }
+
+  now(): number {
+    return this.session.now();
+  }
+
+  getTask(id: TaskId): TaskRecord | undefined {
+    return this.#open().task(id);
+  }
+
+  conversation(id: ConversationId): ConversationRecord | undefined {
+    return this.#open().conversation(id);
+  }
+
+  createTask(definition: AnyTaskDefinition, input: unknown, options: CreateTaskOptions = {}): TaskId {
+    const o = this.#open();
+    const ownership =
+      options.ownership ??
+      (this.context.byTaskId !== undefined ? { kind: "task" as const, taskId: this.context.byTaskId } : { kind: "conversation" as const });
+    let conversationId = options.conversationId;
+    let owner: TaskId | undefined;
+    if (ownership.kind === "task") {
+      const ownerRecord = o.task(ownership.taskId);
+      if (!ownerRecord) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
+      if (ownerRecord.state.status === "terminal" || ownerRecord.state.status === "completing" || ownerRecord.abortRequested) {
+        throw new OwnerNotLive(`owner task ${ownership.taskId} is finishing or aborted and cannot own new work`);
+      }
+      if (conversationId !== undefined && conversationId !== ownerRecord.conversationId) {
+        throw new InvalidTransition("a child task lives in its owner's conversation");
+      }
+      if (options.background) throw new InvalidTransition("only conversation-owned tasks may be background");
+      conversationId = ownerRecord.conversationId;
+      owner = ownerRecord.id;
+    } else {
+      conversationId ??=
+        this.context.byTaskId !== undefined ? (o.task(this.context.byTaskId)?.conversationId ?? ROOT_CONVERSATION_ID) : ROOT_CONVERSATION_ID;
+    }
+    if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
+    const checkpoint = definition.initial(input);
+    toJson(input);
+    toJson(checkpoint);
+    this.session.onDefinition(definition);
+    const id = o.nextTaskId++;
+    o.created.add(id);
+    o.setTask({
+      id,
+      conversationId,
+      kind: definition.name,
+      version: definition.version,
+      input: input as Json,
+      ...(owner !== undefined ? { owner } : {}),
+      background: options.background === true,
+      abortRequested: false,
+      state: { status: "pending", checkpoint },
+    });
+    return id;
+  }
+
+  appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord {
+    const o = this.#open();
+    if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
+    toJson(draft);
+    const entry: EntryRecord = {
+      ...draft,
+      id: o.nextEntryId++,
+      conversationId,
+      ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),
+    };
+    o.entries.push(entry);
+    return entry;
+  }
+
+  createConversation(ownership: ConversationOwnership = { kind: "ownerless" }): ConversationRecord {
+    const o = this.#open();
+    let owner: ConversationRecord["owner"];
+    if (ownership.kind === "task") {
+      const t = o.task(ownership.taskId);
+      if (!t) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
+      if (t.state.status === "terminal" || t.state.status === "completing" || t.abortRequested) {
+        throw new OwnerNotLive(`owner task ${ownership.taskId} is finishing or aborted and cannot own new work`);
+      }
+      owner = { taskId: t.id, conversationId: t.conversationId };
+    }
+    const record: ConversationRecord = {
+      id: o.nextConversationId++,
+      createdAt: this.session.now(),
+      ...(owner ? { owner } : {}),
+    };
+    o.conversations.set(record.id, record);
+    return record;
+  }
+
+  readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
+    return this.#open().getDoc(conversationId, name) as T | undefined;
+  }
+
+  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
+    const o = this.#open();
+    if (value !== undefined) toJson(value);
+    o.setDoc(conversationId, name, value);
+  }
+}

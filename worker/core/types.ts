@@ -1,0 +1,110 @@
+/**
+ * The engine's durable records. Every record is plain JSON-compatible data, immutable once
+ * published: a change makes a new record. Ids are plain numbers, distinct per record type.
+ */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export type TaskId = number;
+export type ConversationId = number;
+export type EntryId = number;
+
+export const ROOT_CONVERSATION_ID: ConversationId = 1;
+
+export type JoinPolicy = "failFast" | "allSettled";
+
+export type TaskOutcomeError = { message: string; detail?: Json };
+
+export type TaskOutcome<R = Json> =
+  | { readonly status: "completed"; readonly result: R }
+  | { readonly status: "failed"; readonly error: TaskOutcomeError; readonly result?: R }
+  | { readonly status: "aborted"; readonly reason?: string; readonly result?: R }
+  | { readonly status: "orphaned"; readonly reason: BlockedReason | string }
+  | { readonly status: "faulted"; readonly error: TaskOutcomeError };
+
+export type TaskState<S = Checkpoint, R = Json> =
+  | { readonly status: "pending"; readonly checkpoint: S }
+  | { readonly status: "running"; readonly checkpoint: S }
+  | {
+      readonly status: "waiting";
+      readonly checkpoint: S;
+      readonly on: readonly TaskId[];
+      readonly policy: JoinPolicy;
+    }
+  | { readonly status: "completing"; readonly outcome: TaskOutcome<R> }
+  | { readonly status: "terminal"; readonly outcome: TaskOutcome<R> };
+
+export type TaskStatus = TaskState["status"];
+
+/** What a phase handler may return through `commit`: never `pending` or `completing`. */
+export type NextTaskState<S = Checkpoint, R = Json> =
+  | { readonly status: "running"; readonly checkpoint: S }
+  | {
+      readonly status: "waiting";
+      readonly checkpoint: S;
+      readonly on: readonly TaskId[];
+      readonly policy: JoinPolicy;
+    }
+  | { readonly status: "terminal"; readonly outcome: TaskOutcome<R> };
+
+export type Checkpoint = { readonly phase: string };
+
+export type TaskOwnership = { kind: "conversation" } | { kind: "task"; taskId: TaskId };
+export type ConversationOwnership = { kind: "ownerless" } | { kind: "task"; taskId: TaskId };
+
+export interface TaskRecord<I = Json, S = Checkpoint, R = Json> {
+  readonly id: TaskId;
+  readonly conversationId: ConversationId;
+  readonly kind: string;
+  readonly version: number;
+  readonly input: I;
+  /** The owning task; absent for conversation-owned tasks. */
+  readonly owner?: TaskId;
+  readonly background: boolean;
+  readonly abortRequested: boolean;
+  readonly state: TaskState<S, R>;
+  readonly memos?: Readonly<Record<string, Json>>;
+  readonly startedAt?: number;
+  readonly endedAt?: number;
+}
+
+export type RunningTask<I = Json, S = Checkpoint, R = Json> = TaskRecord<I, S, R> & {
+  readonly state: { readonly status: "running"; readonly checkpoint: S };
+};
+
+export interface ConversationRecord {
+  readonly id: ConversationId;
+  readonly parent?: { readonly conversationId: ConversationId; readonly at: EntryId };
+  readonly owner?: { readonly conversationId: ConversationId; readonly taskId: TaskId };
+  readonly createdAt: number;
+}
+
+export interface EntryRecord {
+  readonly id: EntryId;
+  readonly conversationId: ConversationId;
+  readonly kind: string;
+  readonly data?: Json;
+  readonly model?: Json;
+  readonly head?: EntryId;
+  readonly byTaskId?: TaskId;
+  readonly timestamp?: number;
+}
+
+export type EntryDraft = Omit<EntryRecord, "id" | "conversationId" | "byTaskId">;
+
+/** Why a live task cannot run: derived, never stored. */
+export type BlockedReason = "missing_task" | "task_too_old" | "migration_failed" | "corrupt_record";
+
+/** What one commit changed, published after COMMIT in commit order. */
+export interface ChangeSet {
+  readonly seq: number;
+  readonly tasks: readonly TaskRecord[];
+  readonly entries: readonly EntryRecord[];
+  readonly conversations: readonly ConversationRecord[];
+  readonly docs: ReadonlyArray<{ conversationId: ConversationId; name: string; value: Json | undefined }>;
+}
+
+export function isLive(record: TaskRecord): boolean {
+  return record.state.status !== "terminal";
+}

@@ -1,0 +1,207 @@
+/**
+ * Browser store kinds, each a wa-sqlite build plus a VFS chosen for the context it runs in:
+ * - `idb`: IDBBatchAtomicVFS over IndexedDB. Works in a SharedWorker (the engine's home), a dedicated
+ *   worker or a page. JSPI build when `WebAssembly.Suspending` exists and the caller did not ask for
+ *   Asyncify, else the Asyncify build. Full durability by default (every COMMIT waits for a strict
+ *   IndexedDB transaction).
+ * - `opfs`: OPFSCoopSyncVFS with the sync build. Needs OPFS sync access handles, which only a dedicated
+ *   worker has (the fallback engine host when SharedWorker is missing).
+ * The wasm files are emitted by Vite (`?url`) and handed to Emscripten through `locateFile`. Every
+ * open gets its own module instance: the async builds are not re-entrant, so two stores must never
+ * share one.
+ */
+import * as SQLiteAPI from "@journeyapps/wa-sqlite";
+import asyncifyWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-async.wasm?url";
+import jspiWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.wasm?url";
+import syncWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite.wasm?url";
+import type { SqliteLine } from "./line.ts";
+import { classifyOpenError, finishOpen, type OpenStoreOptions } from "./open.ts";
+import { StoreOpenError } from "./types.ts";
+
+export type BrowserStoreOptions = Extract<OpenStoreOptions, { kind: "idb" | "opfs" }>;
+export type IdbBuild = "jspi" | "asyncify";
+type Build = IdbBuild | "sync";
+
+/** Default pragmas per kind. `synchronous=FULL` is SQLite's default; stated so nobody relaxes it by accident. */
+const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
+  idb: "PRAGMA synchronous = FULL;",
+  opfs: "PRAGMA synchronous = FULL;",
+};
+
+/** The part of a wa-sqlite VFS instance this module touches. */
+interface VfsInstance {
+  readonly name: string;
+  close(): void | Promise<void>;
+}
+interface VfsClass {
+  create(name: string, module: unknown, options?: object): Promise<VfsInstance>;
+}
+/** OPFSCoopSyncVFS keeps temporary-file handles and a Web Lock on their directory until released. */
+interface CoopSyncVfs extends VfsInstance {
+  unboundAccessHandles?: Set<{ close(): void }>;
+  boundAccessHandles?: Map<string, { close(): void }>;
+  releaser?: (() => void) | null;
+}
+type ModuleFactory = (config: { locateFile(path: string, prefix?: string): string }) => Promise<unknown>;
+
+/** Whether this context has JS Promise Integration (the JSPI build's requirement). */
+export function jspiAvailable(): boolean {
+  return typeof (WebAssembly as unknown as { Suspending?: unknown }).Suspending === "function";
+}
+
+/** The build `openBrowserStore` uses for an idb store here, given the caller's request. */
+export function chooseIdbBuild(requested?: IdbBuild): IdbBuild {
+  return requested !== "asyncify" && jspiAvailable() ? "jspi" : "asyncify";
+}
+
+/** True inside a dedicated worker (the only context with OPFS sync access handles). */
+export function inDedicatedWorker(): boolean {
+  const scope = (globalThis as { DedicatedWorkerGlobalScope?: abstract new () => unknown })
+    .DedicatedWorkerGlobalScope;
+  return typeof scope === "function" && globalThis instanceof scope;
+}
+
+async function loadModule(build: Build): Promise<unknown> {
+  let factory: ModuleFactory;
+  let wasmUrl: string;
+  switch (build) {
+    case "jspi":
+      factory = (await import("@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.mjs")).default as ModuleFactory;
+      wasmUrl = jspiWasmUrl;
+      break;
+    case "asyncify":
+      factory = (await import("@journeyapps/wa-sqlite/dist/wa-sqlite-async.mjs")).default as ModuleFactory;
+      wasmUrl = asyncifyWasmUrl;
+      break;
+    case "sync":
+      factory = (await import("@journeyapps/wa-sqlite/dist/wa-sqlite.mjs")).default as ModuleFactory;
+      wasmUrl = syncWasmUrl;
+      break;
+  }
+  return factory({ locateFile: (path) => (path.endsWith(".wasm") ? wasmUrl : path) });
+}
+
+function unsupported(message: string, advice: string): StoreOpenError {
+  return new StoreOpenError(message, "unsupported", advice);
+}
+
+function checkSupport(options: BrowserStoreOptions): void {
+  if (typeof navigator === "undefined" || !navigator.locks) {
+    throw unsupported(
+      `store kind ${options.kind} needs Web Locks, which this context lacks`,
+      "Use a current Chromium, Firefox or Safari.",
+    );
+  }
+  if (options.kind === "idb") {
+    if (typeof indexedDB === "undefined") {
+      throw unsupported(
+        "IndexedDB is not available here",
+        "Storage may be blocked for this site (private browsing or site settings); allow it and reload.",
+      );
+    }
+    return;
+  }
+  if (!inDedicatedWorker()) {
+    throw unsupported(
+      "store kind opfs needs a dedicated worker (OPFS sync access handles exist only there)",
+      "Open the store from the dedicated-worker engine host, or use kind idb.",
+    );
+  }
+  const handle = (globalThis as { FileSystemFileHandle?: { prototype: object } }).FileSystemFileHandle;
+  if (typeof navigator.storage?.getDirectory !== "function" || !handle || !("createSyncAccessHandle" in handle.prototype)) {
+    throw unsupported(
+      "this browser has no OPFS sync access handles",
+      "Use a current Chromium, Firefox or Safari, or the idb store kind.",
+    );
+  }
+}
+
+/** Map anything thrown while opening to a StoreOpenError a user can act on. */
+function toOpenError(error: unknown, name: string): StoreOpenError {
+  if (error instanceof StoreOpenError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const errorName = error instanceof Error ? error.name : "";
+  if (/database is locked|SQLITE_BUSY|NoModificationAllowedError/i.test(`${errorName} ${message}`)) {
+    return new StoreOpenError(
+      `store ${name} is in use by another engine (${message})`,
+      "locked",
+      "Close other tabs or windows of the app, then reload.",
+    );
+  }
+  if (errorName === "SecurityError" || /not allowed|denied/i.test(message)) {
+    return unsupported(
+      `store ${name}: storage access was refused (${message})`,
+      "Storage may be blocked for this site (private browsing or site settings); allow it and reload.",
+    );
+  }
+  if (errorName === "QuotaExceededError") return classifyOpenError(new Error(`quota exceeded: ${message}`), name);
+  return classifyOpenError(error, name);
+}
+
+/** Release what OPFSCoopSyncVFS holds beyond the database file itself. */
+function releaseCoopSync(vfs: CoopSyncVfs): void {
+  for (const handle of vfs.unboundAccessHandles ?? []) {
+    try {
+      handle.close();
+    } catch {
+      // Already closed.
+    }
+  }
+  for (const handle of vfs.boundAccessHandles?.values() ?? []) {
+    try {
+      handle.close();
+    } catch {
+      // Already closed.
+    }
+  }
+  vfs.unboundAccessHandles?.clear();
+  vfs.boundAccessHandles?.clear();
+  vfs.releaser?.();
+  vfs.releaser = null;
+}
+
+export async function openBrowserStore(options: BrowserStoreOptions): Promise<SqliteLine> {
+  const { name } = options;
+  checkSupport(options);
+  let vfs: VfsInstance | undefined;
+  let release: () => Promise<void> | void = () => undefined;
+  let sqlite3: SQLiteAPI;
+  let db: number;
+  try {
+    if (options.kind === "idb") {
+      const module = await loadModule(chooseIdbBuild(options.build));
+      sqlite3 = SQLiteAPI.Factory(module);
+      const { IDBBatchAtomicVFS } = (await import(
+        "@journeyapps/wa-sqlite/src/examples/IDBBatchAtomicVFS.js"
+      )) as unknown as { IDBBatchAtomicVFS: VfsClass };
+      // The IndexedDB database is named after the store; one store, one IndexedDB database.
+      const idbVfs = await IDBBatchAtomicVFS.create("idb", module, { idbName: name, lockPolicy: "exclusive" });
+      vfs = idbVfs;
+      release = () => idbVfs.close();
+    } else {
+      const module = await loadModule("sync");
+      sqlite3 = SQLiteAPI.Factory(module);
+      const { OPFSCoopSyncVFS } = (await import(
+        "@journeyapps/wa-sqlite/src/examples/OPFSCoopSyncVFS.js"
+      )) as unknown as { OPFSCoopSyncVFS: VfsClass };
+      const opfsVfs = (await OPFSCoopSyncVFS.create("opfs", module)) as CoopSyncVfs;
+      vfs = opfsVfs;
+      release = () => releaseCoopSync(opfsVfs);
+    }
+    sqlite3.vfs_register(vfs as unknown as SQLiteVFS, false);
+    db = await sqlite3.open_v2(`${name}.db`, undefined, vfs.name);
+  } catch (error) {
+    try {
+      await release();
+    } catch {
+      // The original error is what matters.
+    }
+    throw toOpenError(error, name);
+  }
+  try {
+    return await finishOpen(sqlite3, db, options.kind, name, options.targetVersion, release, PRAGMAS[options.kind]);
+  } catch (error) {
+    // finishOpen closed the connection (and so released the VFS) before rethrowing.
+    throw toOpenError(error, name);
+  }
+}

@@ -1,0 +1,289 @@
+/**
+ * The commit line over one wa-sqlite connection. Invariants:
+ * - one SQLite call at a time (the Asyncify/JSPI builds are not re-entrant): commits and reads share
+ *   one FIFO;
+ * - commits queued while a transaction is open join it, each inside its own SAVEPOINT, so a failing
+ *   callback rolls back alone (group commit);
+ * - a commit's promise settles only after COMMIT returned; nothing is published before that;
+ * - the line yields to the event loop between transactions, so a sync VFS never starves ports.
+ */
+import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
+import {
+  type FaultHook,
+  type FaultPoint,
+  type Row,
+  type Sql,
+  type SqlValue,
+  type Store,
+  StoreClosed,
+  StoreFailed,
+  type StoreKind,
+  type StoreStats,
+} from "./types.ts";
+
+type Job =
+  | { kind: "commit"; work: (sql: Sql) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }
+  | { kind: "read"; work: (sql: Sql) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
+
+/** Most commit callbacks one transaction takes before it commits. */
+const MAX_GROUP = 512;
+
+/** Give the event loop a turn: setImmediate in Node, a message-channel hop in workers. */
+export const yieldToEventLoop: () => Promise<void> = (() => {
+  const g = globalThis as { setImmediate?: (f: () => void) => void };
+  if (typeof g.setImmediate === "function") {
+    const si = g.setImmediate;
+    return () => new Promise<void>((r) => si(r));
+  }
+  if (typeof MessageChannel !== "undefined") {
+    const channel = new MessageChannel();
+    const waiting: Array<() => void> = [];
+    channel.port1.onmessage = () => waiting.shift()?.();
+    return () =>
+      new Promise<void>((r) => {
+        waiting.push(r);
+        channel.port2.postMessage(0);
+      });
+  }
+  return () => new Promise<void>((r) => setTimeout(r, 0));
+})();
+
+export interface LineOptions {
+  kind: StoreKind;
+  name: string;
+  sqlite3: SQLiteAPI;
+  db: number;
+  schemaVersion: number;
+  /** Called once the connection is closed, to release the VFS and locks. */
+  onClose?: () => Promise<void> | void;
+}
+
+export class SqliteLine implements Store {
+  readonly kind: StoreKind;
+  readonly name: string;
+  readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
+  schemaVersion: number;
+  #sqlite3: SQLiteAPI;
+  #db: number;
+  #queue: Job[] = [];
+  #running = false;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #fault: FaultHook | undefined;
+  #statements = new Map<string, { stmt: number; columns: string[] | undefined }>();
+  #sql: Sql;
+  #onClose: (() => Promise<void> | void) | undefined;
+
+  constructor(options: LineOptions) {
+    this.kind = options.kind;
+    this.name = options.name;
+    this.#sqlite3 = options.sqlite3;
+    this.#db = options.db;
+    this.schemaVersion = options.schemaVersion;
+    this.#onClose = options.onClose;
+    this.#sql = {
+      run: async (sql, params) => {
+        await this.#execute(sql, params, false);
+      },
+      all: (sql, params) => this.#execute(sql, params, true),
+      get: async (sql, params) => (await this.#execute(sql, params, true))[0],
+    };
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  setFaultHook(hook: FaultHook | undefined): void {
+    this.#fault = hook;
+  }
+
+  commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    return this.#enqueue("commit", work);
+  }
+
+  read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    return this.#enqueue("read", work);
+  }
+
+  /** Run multi-statement SQL directly (migrations at open, before the line is shared). */
+  async execScript(sql: string): Promise<void> {
+    await this.#sqlite3.exec(this.#db, sql);
+  }
+
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#closing = (async () => {
+      // Let everything already admitted settle, then refuse the rest.
+      while (this.#running || this.#queue.length > 0) await yieldToEventLoop();
+      this.#closed = true;
+      for (const { stmt } of this.#statements.values()) await this.#sqlite3.finalize(stmt);
+      this.#statements.clear();
+      await this.#sqlite3.close(this.#db);
+      await this.#onClose?.();
+    })();
+    return this.#closing;
+  }
+
+  /** Stop serving at once, as if the process died: pending and future calls reject. */
+  kill(reason = "store died"): void {
+    this.#closed = true;
+    this.#closing = Promise.resolve();
+    const queued = this.#queue.splice(0);
+    for (const job of queued) job.reject(new StoreClosed(reason));
+  }
+
+  #enqueue<T>(kind: "commit" | "read", work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.#running) {
+        this.#running = true;
+        queueMicrotask(() => void this.#drain());
+      }
+    });
+  }
+
+  #point(point: FaultPoint): void {
+    // The number of the transaction the point belongs to (after-commit: the one just committed).
+    const transaction = point === "after-commit" ? this.stats.transactions : this.stats.transactions + 1;
+    this.#fault?.(point, { transaction });
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0 && !this.#closed) {
+        const head = this.#queue[0]!;
+        if (head.kind === "read") {
+          this.#queue.shift();
+          await this.#runRead(head);
+        } else {
+          await this.#runGroup();
+        }
+        if (this.#queue.length > 0) await yieldToEventLoop();
+      }
+    } finally {
+      this.#running = false;
+      if (this.#queue.length > 0 && !this.#closed) {
+        this.#running = true;
+        queueMicrotask(() => void this.#drain());
+      }
+    }
+  }
+
+  async #runRead(job: Job): Promise<void> {
+    try {
+      this.#point("before-read");
+      const value = await job.work(this.#sql);
+      this.stats.reads++;
+      job.resolve(value);
+    } catch (error) {
+      job.reject(error);
+    }
+  }
+
+  async #runGroup(): Promise<void> {
+    const done: Array<{ job: Job; value: unknown }> = [];
+    const failed: Array<{ job: Job; error: unknown }> = [];
+    try {
+      this.#point("before-begin");
+      await this.#execute("BEGIN IMMEDIATE", undefined, false);
+    } catch (error) {
+      // Nothing began: fail only the head, keep the line alive.
+      const job = this.#queue.shift()!;
+      job.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      return;
+    }
+    let count = 0;
+    while (count < MAX_GROUP && this.#queue[0]?.kind === "commit" && !this.#closed) {
+      const job = this.#queue.shift()!;
+      count++;
+      await this.#execute("SAVEPOINT g", undefined, false);
+      try {
+        const value = await job.work(this.#sql);
+        await this.#execute("RELEASE g", undefined, false);
+        done.push({ job, value });
+      } catch (error) {
+        failed.push({ job, error });
+        try {
+          await this.#execute("ROLLBACK TO g", undefined, false);
+          await this.#execute("RELEASE g", undefined, false);
+        } catch {
+          // The transaction is unusable: the COMMIT below fails and reports it.
+        }
+      }
+    }
+    try {
+      this.#point("after-callbacks");
+      this.#point("before-commit");
+      await this.#execute("COMMIT", undefined, false);
+    } catch (error) {
+      try {
+        if (!this.#closed) await this.#execute("ROLLBACK", undefined, false);
+      } catch {
+        // Already rolled back by SQLite.
+      }
+      const failure = this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error);
+      for (const { job } of done) job.reject(failure);
+      for (const { job, error: e } of failed) job.reject(e);
+      return;
+    }
+    this.stats.transactions++;
+    this.stats.commits += done.length;
+    try {
+      this.#point("after-commit");
+    } catch (error) {
+      // The world stopped right after COMMIT: the data is stored, nobody hears back.
+      for (const { job } of done) job.reject(error);
+      for (const { job, error: e } of failed) job.reject(e);
+      return;
+    }
+    for (const { job, value } of done) job.resolve(value);
+    for (const { job, error } of failed) job.reject(error);
+  }
+
+  async #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Promise<Row[]> {
+    if (this.#closed) throw new StoreClosed(`store ${this.name} is closed`);
+    const sqlite3 = this.#sqlite3;
+    let cached = this.#statements.get(sql);
+    if (!cached) {
+      let stmt = 0;
+      for await (const s of sqlite3.statements(this.#db, sql, { unscoped: true })) {
+        stmt = s;
+        break;
+      }
+      if (!stmt) throw new Error(`empty statement: ${sql}`);
+      cached = { stmt, columns: undefined };
+      this.#statements.set(sql, cached);
+    }
+    const { stmt } = cached;
+    try {
+      await sqlite3.reset(stmt);
+    } catch {
+      // reset reports the previous step's error again; that error was already thrown to its caller.
+    }
+    if (params && params.length > 0) sqlite3.bind_collection(stmt, params as SqlValue[]);
+    const rows: Row[] = [];
+    try {
+      while ((await sqlite3.step(stmt)) === SQLite.SQLITE_ROW) {
+        if (!wantRows) continue;
+        const columns = (cached.columns ??= sqlite3.column_names(stmt));
+        const values = sqlite3.row(stmt);
+        const row: Record<string, SqlValue> = {};
+        for (let i = 0; i < columns.length; i++) row[columns[i]!] = (values[i] ?? null) as SqlValue;
+        rows.push(row);
+      }
+    } finally {
+      if (params && params.length > 0) sqlite3.clear_bindings(stmt);
+    }
+    return rows;
+  }
+}
+
+function wrapFailure(error: unknown): Error {
+  if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const failure = new StoreFailed(`transaction failed: ${message}`);
+  (failure as { cause?: unknown }).cause = error;
+  return failure;
+}

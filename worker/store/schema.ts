@@ -1,0 +1,58 @@
+/**
+ * The numbered schema migrations. `migrations[i]` takes a store from `user_version` i to i + 1; all
+ * pending ones run at open in one transaction. Never edit a shipped migration: append a new one.
+ */
+export const migrations: readonly string[] = [
+  // 1: the engine's records.
+  `
+  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE conversations (
+    id INTEGER PRIMARY KEY,
+    parent TEXT,
+    owner_task INTEGER,
+    owner_conversation INTEGER,
+    created_at INTEGER NOT NULL
+  );
+  CREATE TABLE entries (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    by_task INTEGER
+  );
+  CREATE INDEX entries_by_conversation ON entries (conversation_id, id);
+  CREATE TABLE tasks (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    owner_task INTEGER,
+    background INTEGER NOT NULL DEFAULT 0,
+    abort_requested INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    state TEXT NOT NULL,
+    input TEXT NOT NULL,
+    memos TEXT,
+    started_at INTEGER,
+    ended_at INTEGER
+  );
+  CREATE INDEX tasks_live ON tasks (status) WHERE status <> 'terminal';
+  CREATE TABLE documents (
+    conversation_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, name)
+  );
+  CREATE TABLE submissions (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    request_id TEXT,
+    body TEXT NOT NULL
+  );
+  CREATE UNIQUE INDEX submissions_by_request ON submissions (conversation_id, request_id)
+    WHERE request_id IS NOT NULL;
+  `,
+];
+
+export const SCHEMA_VERSION = migrations.length;

@@ -1,0 +1,82 @@
+/**
+ * The store interface the engine depends on. Everything durable goes through `Store.commit`, one
+ * commit line per store: callbacks run one at a time, commits requested while one is in flight are
+ * grouped into the next SQLite transaction (each in its own SAVEPOINT), and a commit's promise
+ * resolves only after COMMIT returned. Reads go through the same FIFO, because the wasm builds are
+ * not re-entrant. No platform API appears here, so `core/` can depend on this file alone.
+ */
+
+export type SqlValue = number | string | null | bigint | Uint8Array;
+export type Row = Readonly<Record<string, SqlValue>>;
+
+/** What a commit or read callback may do with the connection. Statements are prepared once and cached. */
+export interface Sql {
+  run(sql: string, params?: readonly SqlValue[]): Promise<void>;
+  all(sql: string, params?: readonly SqlValue[]): Promise<Row[]>;
+  get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
+}
+
+export type StoreKind = "memory" | "idb" | "opfs";
+
+/**
+ * Named points on the commit path. A fault hook may throw at any of them to stop the world there
+ * (the crash sweep), or just observe them.
+ */
+export type FaultPoint =
+  | "before-begin"
+  | "after-callbacks"
+  | "before-commit"
+  | "after-commit"
+  | "before-read";
+
+export type FaultHook = (point: FaultPoint, info: { transaction: number }) => void;
+
+export interface StoreStats {
+  /** SQLite transactions that reached COMMIT. */
+  transactions: number;
+  /** Commit callbacks that were committed (>= transactions, thanks to group commit). */
+  commits: number;
+  /** Reads served. */
+  reads: number;
+}
+
+export interface Store {
+  readonly kind: StoreKind;
+  readonly name: string;
+  /** Schema version after migrations. */
+  readonly schemaVersion: number;
+  readonly stats: StoreStats;
+  /**
+   * Run `work` inside a transaction. Resolves with its value after COMMIT; rejects with its error
+   * when it threw (its savepoint rolled back alone, the rest of the group commits).
+   */
+  commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T>;
+  /** Run `work` outside any transaction, in line order (after every commit requested before it). */
+  read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T>;
+  /** Install a fault hook (one at a time); returns a remover. */
+  setFaultHook(hook: FaultHook | undefined): void;
+  close(): Promise<void>;
+  readonly closed: boolean;
+}
+
+/** The store was closed, or died (the crash simulation): no further call is served. */
+export class StoreClosed extends Error {
+  override readonly name = "StoreClosed";
+}
+
+/** A transaction could not commit: the engine cannot know what is stored and must reopen. */
+export class StoreFailed extends Error {
+  override readonly name = "StoreFailed";
+}
+
+/** Opening failed: quota, corruption, a store locked by another engine. Carries what a user can do. */
+export class StoreOpenError extends Error {
+  override readonly name = "StoreOpenError";
+  constructor(
+    message: string,
+    readonly reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "unknown",
+    readonly advice: string,
+  ) {
+    super(message);
+  }
+}
