@@ -10,8 +10,8 @@
 import { type MemoryImage, type MemoryStore, openStore } from "./store/open.ts";
 import { StoreClosed } from "./store/types.ts";
 
-export function memoryStore(image?: MemoryImage): Promise<MemoryStore> {
-  return openStore(image ? { kind: "memory", image } : { kind: "memory" });
+export function memoryStore(image?: MemoryImage, options: { groupCommit?: boolean } = {}): Promise<MemoryStore> {
+  return openStore({ kind: "memory", ...(image ? { image } : {}), ...options });
 }
 
 export interface CrashingStore {
@@ -23,19 +23,32 @@ export interface CrashingStore {
   recover(): Promise<MemoryStore>;
 }
 
-export async function crashingStore(options: { afterCommit: number; image?: MemoryImage }): Promise<CrashingStore> {
-  const store = await memoryStore(options.image);
+export interface CrashOptions {
+  /** Die at the k-th transaction (1-based). */
+  at: number;
+  /** `after-commit`: right after COMMIT returned (default); `before-commit`: with the transaction's
+   * pages written but COMMIT not reached, so reopening rolls it back. */
+  point?: "after-commit" | "before-commit";
+  /** Group concurrent commits into one transaction (default true). */
+  groupCommit?: boolean;
+  image?: MemoryImage;
+}
+
+export async function crashingStore(options: CrashOptions | { afterCommit: number }): Promise<CrashingStore> {
+  const o: CrashOptions = "afterCommit" in options ? { at: options.afterCommit } : options;
+  const point = o.point ?? "after-commit";
+  const store = await memoryStore(o.image, o.groupCommit === false ? { groupCommit: false } : {});
   let image: MemoryImage | undefined;
   let signalCrash!: () => void;
   const crashed = new Promise<void>((r) => {
     signalCrash = r;
   });
-  store.setFaultHook((point, { transaction }) => {
-    if (point !== "after-commit" || transaction !== options.afterCommit || image) return;
+  store.setFaultHook((p, { transaction }) => {
+    if (p !== point || transaction !== o.at || image) return;
     image = store.image();
-    store.kill(`crashed after commit ${transaction}`);
+    store.kill(`crashed at ${point} of transaction ${transaction}`);
     signalCrash();
-    throw new StoreClosed(`crashed after commit ${transaction}`);
+    throw new StoreClosed(`crashed at ${point} of transaction ${transaction}`);
   });
   return {
     store,

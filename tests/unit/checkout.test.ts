@@ -19,7 +19,7 @@ describe("payment (the effect sandwich)", () => {
     const done = await h.waitForTask(id);
     expect(outcomeOf(done)).toMatchObject({ status: "completed" });
     expect(payments.applied.map((c) => c.ref)).toEqual(["r1"]);
-    const key = (outcomeOf(done) as { result: { key: string } }).result.key;
+    const key = (outcomeOf(done) as unknown as { result: { key: string } }).result.key;
     expect(payments.charges.get(key)?.ref).toBe("r1");
     await h.close();
   });

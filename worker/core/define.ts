@@ -33,7 +33,7 @@ export interface Tx {
   now(): number;
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
-    input: I,
+    input: NoInfer<I>,
     options?: CreateTaskOptions,
   ): TaskId;
   getTask(id: TaskId): TaskRecord | undefined;

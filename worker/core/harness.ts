@@ -7,6 +7,7 @@ import type { Store } from "../store/types.ts";
 import { type AnyTaskDefinition, type CreateTaskOptions, Registry, type TaskDefinition, type Tx } from "./define.ts";
 import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { mark } from "./ownership.ts";
+import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import { type Blocked, Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
 import type {
@@ -121,7 +122,7 @@ export class Harness {
 
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
-    input: I,
+    input: NoInfer<I>,
     options?: CreateTaskOptions,
     signal?: AbortSignal,
   ): Promise<TaskId> {
@@ -131,6 +132,25 @@ export class Harness {
   async getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined> {
     this.#live(signal);
     return this.session.task(id);
+  }
+
+  /** Stored tasks (terminal ones included), oldest first, optionally of one kind or status. */
+  async tasks(filter: { kind?: string; status?: TaskStatus } = {}, signal?: AbortSignal): Promise<TaskRecord[]> {
+    this.#live(signal);
+    const where: string[] = [];
+    const params: string[] = [];
+    if (filter.kind !== undefined) {
+      where.push("kind = ?");
+      params.push(filter.kind);
+    }
+    if (filter.status !== undefined) {
+      where.push("status = ?");
+      params.push(filter.status);
+    }
+    const sqlText = `SELECT ${TASK_COLUMNS} FROM tasks${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
+    const rows = await this.store.read((sql) => sql.all(sqlText, params));
+    // Memory is ahead of nothing (reads queue behind commits), but it holds the parsed live records.
+    return rows.map((row) => this.session.records.tasks.get(Number(row["id"])) ?? taskFromRow(row).record);
   }
 
   /** Resolve with the terminal record; the signal cancels only this wait. */

@@ -25,6 +25,7 @@ export class Invocation {
   readonly #controller = new AbortController();
   #ended = false;
   #progressed = false;
+  #launched = false;
   #resolveDone!: () => void;
   readonly done = new Promise<void>((r) => {
     this.#resolveDone = r;
@@ -60,7 +61,18 @@ export class Invocation {
     if (!this.signal.aborted) this.#controller.abort(reason);
   }
 
+  get launched(): boolean {
+    return this.#launched;
+  }
+
+  /** The reservation never committed: end without running anything. */
+  abandon(): void {
+    this.#ended = true;
+    this.#resolveDone();
+  }
+
   launch(): void {
+    this.#launched = true;
     const run = this.mode === "run" ? this.#runPhases() : this.#runAbort();
     void run.finally(() => {
       this.#ended = true;

@@ -129,6 +129,13 @@ export class Scheduler {
         for (const invocation of plan.starts) invocation.launch();
       }
     } catch (error) {
+      // The reserving commit failed: the invocations it registered never start.
+      for (const [id, invocation] of this.active) {
+        if (!invocation.launched) {
+          this.active.delete(id);
+          invocation.abandon();
+        }
+      }
       if (!this.closing) this.report(error);
     } finally {
       this.#draining = false;

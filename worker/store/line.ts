@@ -56,6 +56,8 @@ export interface LineOptions {
   schemaVersion: number;
   /** Called once the connection is closed, to release the VFS and locks. */
   onClose?: () => Promise<void> | void;
+  /** Most commit callbacks per transaction (1 turns group commit off). */
+  maxGroup?: number;
 }
 
 export class SqliteLine implements Store {
@@ -73,6 +75,7 @@ export class SqliteLine implements Store {
   #statements = new Map<string, { stmt: number; columns: string[] | undefined }>();
   #sql: Sql;
   #onClose: (() => Promise<void> | void) | undefined;
+  #maxGroup: number;
 
   constructor(options: LineOptions) {
     this.kind = options.kind;
@@ -81,6 +84,7 @@ export class SqliteLine implements Store {
     this.#db = options.db;
     this.schemaVersion = options.schemaVersion;
     this.#onClose = options.onClose;
+    this.#maxGroup = Math.max(1, options.maxGroup ?? MAX_GROUP);
     this.#sql = {
       run: async (sql, params) => {
         await this.#execute(sql, params, false);
@@ -195,7 +199,7 @@ export class SqliteLine implements Store {
       return;
     }
     let count = 0;
-    while (count < MAX_GROUP && this.#queue[0]?.kind === "commit" && !this.#closed) {
+    while (count < this.#maxGroup && this.#queue[0]?.kind === "commit" && !this.#closed) {
       const job = this.#queue.shift()!;
       count++;
       await this.#execute("SAVEPOINT g", undefined, false);

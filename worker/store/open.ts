@@ -23,6 +23,8 @@ export type OpenStoreOptions =
       wasmBinary?: ArrayBuffer | Uint8Array;
       /** Stop migrating at this version (tests of upgrades from older schemas). */
       targetVersion?: number;
+      /** Group concurrent commits into one transaction (default true). */
+      groupCommit?: boolean;
     }
   | { kind: "idb"; name: string; build?: "jspi" | "asyncify"; targetVersion?: number }
   | { kind: "opfs"; name: string; targetVersion?: number };
@@ -84,7 +86,9 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
   sqlite3.vfs_register(vfs as never, false);
   const name = options.name ?? "memory";
   const db = await sqlite3.open_v2(`${name}.db`, undefined, vfsName);
-  const line = await finishOpen(sqlite3, db, "memory", name, options.targetVersion, () => vfs.close());
+  const line = await finishOpen(sqlite3, db, "memory", name, options.targetVersion, () => vfs.close(), "", {
+    ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
+  });
   const store = line as MemoryStore;
   store.image = () =>
     [...vfs.mapNameToFile.values()].map((f) => ({
@@ -103,8 +107,9 @@ export async function finishOpen(
   targetVersion: number | undefined,
   onClose: () => Promise<void> | void,
   pragmas = "",
+  lineOptions: { maxGroup?: number } = {},
 ): Promise<SqliteLine> {
-  const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose });
+  const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose, ...lineOptions });
   try {
     if (pragmas) await line.execScript(pragmas);
     const found = Number((await line.read((sql) => sql.get("PRAGMA user_version")))?.["user_version"] ?? 0);

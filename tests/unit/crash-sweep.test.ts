@@ -1,0 +1,216 @@
+/**
+ * The crash sweep: every scenario runs once per commit boundary k = 1..K (K from its uncrashed run),
+ * with the store dying right after commit k; a fresh engine then opens exactly what was committed
+ * and finishes. Each run must end with the uncrashed run's outcomes, every task terminal, and no
+ * idempotency key charged (or mailed) twice.
+ */
+import { afterAll, describe, expect, test } from "vitest";
+import { type AnyTaskDefinition, defineTask, Harness, type TaskId, type TaskRecord } from "../../worker/index.ts";
+import { crashingStore, FakeMailer, FakePayments } from "../../worker/testing.ts";
+import { checkoutTask, sendEmailTask } from "./fixtures/payments.ts";
+
+interface Scenario<S> {
+  name: string;
+  services(): S;
+  definitions(services: S): AnyTaskDefinition[];
+  /** The client: start the work unless a committed root task exists already. */
+  start(h: Harness, services: S): Promise<TaskId>;
+  /** What a user can observe at the end. */
+  observe(h: Harness, root: TaskRecord, services: S): Promise<unknown>;
+  /** Effect invariants (keys applied once...). */
+  check(services: S): void;
+}
+
+const outcome = (r: TaskRecord) => (r.state.status === "terminal" ? r.state.outcome : undefined);
+
+async function rootOf(h: Harness, kind: string, create: () => Promise<TaskId>): Promise<TaskId> {
+  const existing = await h.tasks({ kind });
+  return existing[0]?.id ?? create();
+}
+
+function checkoutScenario(name: string, cards: string[], policy: "failFast" | "allSettled"): Scenario<FakePayments> {
+  return {
+    name,
+    services: () => new FakePayments({ declined: ["declined"], holdConfirmations: policy === "failFast" }),
+    definitions: (p) => Object.values(checkoutTask(p)),
+    start: (h, p) =>
+      rootOf(h, "checkout", () => h.createTask(checkoutTask(p).checkout, { ref: "c", cards, amount: 7, policy })),
+    observe: async (h, root) => ({ outcome: outcome(root), children: (await h.tasks({ kind: "payment" })).map((t) => outcome(t)?.status) }),
+    check: (p) => {
+      for (const n of p.keysPerRef().values()) expect(n).toBe(1);
+      if (policy === "failFast") for (const c of p.applied) expect(c.refunded).toBe(true);
+    },
+  };
+}
+
+const emailScenario: Scenario<FakeMailer> = {
+  name: "SendEmail",
+  services: () => new FakeMailer(),
+  definitions: (m) => [sendEmailTask(m)],
+  start: (h, m) => rootOf(h, "send-email", () => h.createTask(sendEmailTask(m), { to: "a@b.c", subject: "s" })),
+  observe: async (_h, root) => outcome(root)?.status,
+  check: (m) => expect(m.sent.size).toBe(1),
+};
+
+/** A fan-out tree: a parent creates three children that each create two grandchildren. */
+type TreeState = { phase: "spawn" } | { phase: "gather"; children: TaskId[] };
+function treeDefinition(log: string[]) {
+  const tree = defineTask<{ depth: number; label: string }, TreeState, string[]>({
+    name: "tree",
+    version: 1,
+    initial: () => ({ phase: "spawn" }),
+    phases: {
+      spawn: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          if (task.input.depth === 0) return { status: "terminal", outcome: { status: "completed", result: [task.input.label] } };
+          const width = task.input.depth === 2 ? 3 : 2;
+          const children = Array.from({ length: width }, (_, i) =>
+            tx.createTask(tree, { depth: task.input.depth - 1, label: `${task.input.label}.${i}` }),
+          );
+          return { status: "waiting", checkpoint: { phase: "gather", children }, on: children, policy: "allSettled" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const results = (await runtime.outcomes(task.state.checkpoint.children)).flatMap((o) =>
+          o.status === "completed" ? (o.result as string[]) : [],
+        );
+        log.push(task.input.label);
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: results } }));
+      },
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  return tree;
+}
+const treeScenario: Scenario<string[]> = {
+  name: "fan-out tree (1 + 3 + 6 tasks)",
+  services: () => [],
+  definitions: (log) => [treeDefinition(log)],
+  start: (h, log) => rootOf(h, "tree", () => h.createTask(treeDefinition(log), { depth: 2, label: "r" })),
+  observe: async (h, root) => ({ root: outcome(root), all: (await h.tasks()).map((t) => outcome(t)?.status) }),
+  check: () => undefined,
+};
+
+/** A chain of single-phase tasks, each creating the next. */
+type ChainState = { phase: "step" };
+function chainDefinition() {
+  const chain = defineTask<{ n: number; of: number }, ChainState, number>({
+    name: "chain",
+    version: 1,
+    initial: () => ({ phase: "step" }),
+    phases: {
+      step: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          if (task.input.n < task.input.of) {
+            tx.createTask(chain, { n: task.input.n + 1, of: task.input.of }, { ownership: { kind: "conversation" } });
+          }
+          return { status: "terminal", outcome: { status: "completed", result: task.input.n } };
+        });
+      },
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  return chain;
+}
+const chainScenario: Scenario<null> = {
+  name: "chain of 20 tasks",
+  services: () => null,
+  definitions: () => [chainDefinition()],
+  start: (h) => rootOf(h, "chain", () => h.createTask(chainDefinition(), { n: 1, of: 20 })),
+  observe: async (h) => {
+    // The chain is done when its last link is terminal.
+    for (;;) {
+      const links = await h.tasks({ kind: "chain" });
+      const last = links.at(-1)!;
+      if (links.length === 20 && outcome(last)) return links.map((t) => outcome(t));
+      await h.waitForTask(last.id);
+    }
+  },
+  check: () => undefined,
+};
+
+interface Mode {
+  name: string;
+  point: "after-commit" | "before-commit";
+  groupCommit: boolean;
+}
+
+const modes: Mode[] = [
+  { name: "grouped, crash after COMMIT", point: "after-commit", groupCommit: true },
+  { name: "one commit per transaction, crash after COMMIT", point: "after-commit", groupCommit: false },
+  { name: "grouped, crash before COMMIT", point: "before-commit", groupCommit: true },
+];
+
+async function runOnce<S>(scenario: Scenario<S>, crashAt: number, mode: Mode) {
+  const services = scenario.services();
+  const definitions = scenario.definitions(services);
+  const cs = await crashingStore({ at: crashAt, point: mode.point, groupCommit: mode.groupCommit });
+  const CRASH = Symbol("crash");
+  let first: Harness | undefined;
+  let observed: unknown;
+  try {
+    first = await Harness.open(cs.store, { tasks: definitions });
+    const root = await scenario.start(first, services);
+    const done = await Promise.race([first.waitForTask(root), cs.crashed.then(() => CRASH)]);
+    if (done !== CRASH) observed = await scenario.observe(first, done as TaskRecord, services);
+  } catch (error) {
+    if (!cs.hasCrashed) throw error;
+  }
+  if (!cs.hasCrashed) {
+    const transactions = cs.store.stats.transactions;
+    await first?.close();
+    return { observed, crashed: false, transactions, services };
+  }
+  await first?.close().catch(() => undefined);
+  const h = await Harness.open(await cs.recover(), { tasks: definitions });
+  const root = await scenario.start(h, services);
+  observed = await scenario.observe(h, await h.waitForTask(root), services);
+  const live = (await h.tasks()).filter((t) => t.state.status !== "terminal");
+  expect(live, `tasks left live after crash at ${crashAt}`).toEqual([]);
+  await h.close();
+  return { observed, crashed: true, transactions: 0, services };
+}
+
+const scenarios: Scenario<never>[] = [
+  emailScenario,
+  checkoutScenario("checkout failFast, 4 payments", ["ok", "declined", "ok", "ok"], "failFast"),
+  checkoutScenario("checkout allSettled, 4 payments", ["ok", "declined", "ok", "ok"], "allSettled"),
+  checkoutScenario("checkout failFast, 8 payments", ["ok", "ok", "ok", "declined", "ok", "ok", "ok", "ok"], "failFast"),
+  checkoutScenario("checkout allSettled, 8 payments", ["ok", "ok", "ok", "declined", "ok", "ok", "ok", "ok"], "allSettled"),
+  treeScenario,
+  chainScenario,
+] as Scenario<never>[];
+
+let covered = 0;
+const perScenario: string[] = [];
+
+describe("crash sweep", () => {
+  for (const mode of modes) {
+    for (const scenario of scenarios) {
+      test(`${scenario.name} (${mode.name})`, async () => {
+        const baseline = await runOnce(scenario, Number.POSITIVE_INFINITY, mode);
+        scenario.check(baseline.services);
+        const K = baseline.transactions;
+        let crashes = 0;
+        for (let k = 1; k <= K; k++) {
+          const run = await runOnce(scenario, k, mode);
+          expect(run.observed, `${scenario.name}: crash at ${mode.point} of transaction ${k}`).toEqual(baseline.observed);
+          scenario.check(run.services);
+          if (run.crashed) crashes++;
+        }
+        expect(crashes).toBeGreaterThan(0);
+        covered += crashes;
+        perScenario.push(`${scenario.name} (${mode.name}): ${crashes} crash points of ${K} transactions`);
+      });
+    }
+  }
+});
+
+afterAll(() => {
+  console.log(`crash sweep: ${covered} crash points covered\n  ${perScenario.join("\n  ")}`);
+  if (perScenario.length === scenarios.length * modes.length) expect(covered).toBeGreaterThanOrEqual(200);
+});
