@@ -1,0 +1,377 @@
+/**
+ * The built-in demo model: offline, deterministic, free. It is a pi-ai API provider (api "demo") so
+ * the engine drives it exactly like a real model: it streams text at a settable speed, calls the
+ * built-in tools on a few trigger phrases, and summarises tool results. Same context, same events
+ * (except `timestamp`, which is the wall clock like every provider's).
+ *
+ * Triggers (in the last user message, any case): "run a long task" -> `sleep`, "write a note" ->
+ * `write`, "list the files" -> `ls`, "read <path>" -> `read`. A tool is only called when the
+ * context offers it.
+ */
+import {
+  type Api,
+  type AssistantMessage,
+  type AssistantMessageEvent,
+  type AssistantMessageEventStream,
+  type Context,
+  createAssistantMessageEventStream,
+  type ImageContent,
+  type Message,
+  type Model,
+  parseStreamingJson,
+  registerApiProvider,
+  type StreamOptions,
+  type TextContent,
+  type ToolCall,
+  type ToolResultMessage,
+  type Usage,
+} from "@mariozechner/pi-ai";
+
+export const DEMO_API = "demo";
+export const DEMO_PROVIDER = "demo";
+export const DEMO_SOURCE_ID = "durable-harness:demo-provider";
+
+export const demoModel: Model<"demo"> = {
+  id: "demo-1",
+  name: "Demo (offline)",
+  api: DEMO_API,
+  provider: DEMO_PROVIDER,
+  baseUrl: "demo:offline",
+  reasoning: false,
+  input: ["text"],
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+  contextWindow: 128_000,
+  maxTokens: 8_192,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Speed
+
+export interface DemoSpeed {
+  /** Characters per text or tool-argument delta (at least 1). */
+  readonly charsPerChunk: number;
+  /** Pause before each delta; 0 streams as fast as the event loop allows. */
+  readonly chunkDelayMs: number;
+}
+
+export const DEFAULT_DEMO_SPEED: DemoSpeed = Object.freeze({ charsPerChunk: 8, chunkDelayMs: 15 });
+
+let speed: DemoSpeed = DEFAULT_DEMO_SPEED;
+
+/** Sets the speed of streams started from now on; returns the previous speed. */
+export function setDemoSpeed(next: Partial<DemoSpeed>): DemoSpeed {
+  const previous = speed;
+  const charsPerChunk = Math.max(1, Math.floor(next.charsPerChunk ?? speed.charsPerChunk));
+  const chunkDelayMs = Math.max(0, next.chunkDelayMs ?? speed.chunkDelayMs);
+  speed = Object.freeze({ charsPerChunk, chunkDelayMs });
+  return previous;
+}
+
+export function getDemoSpeed(): DemoSpeed {
+  return speed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What to answer
+
+export interface DemoReply {
+  readonly text: string;
+  readonly toolCalls: readonly ToolCall[];
+}
+
+const HELP =
+  'I can work with the files in this workspace. Try:\n- "list the files"\n- "write a note"\n' +
+  '- "read notes/note-1.md"\n- "run a long task"';
+
+function contentText(content: string | Array<TextContent | ImageContent>): string {
+  if (typeof content === "string") return content;
+  return content
+    .filter((c): c is TextContent => c.type === "text")
+    .map((c) => c.text)
+    .join("\n");
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+function offered(context: Context, name: string): boolean {
+  return context.tools?.some((t) => t.name === name) ?? false;
+}
+
+function priorWrites(messages: readonly Message[]): number {
+  let n = 0;
+  for (const m of messages) {
+    if (m.role !== "assistant") continue;
+    for (const c of m.content) if (c.type === "toolCall" && c.name === "write") n++;
+  }
+  return n;
+}
+
+interface Intent {
+  readonly tool: string;
+  readonly args: Record<string, string | number>;
+  readonly preamble: string;
+}
+
+function intentOf(said: string, messages: readonly Message[]): Intent | undefined {
+  const lower = said.toLowerCase();
+  if (/\blong task\b/.test(lower)) {
+    return {
+      tool: "sleep",
+      args: { seconds: 3, steps: 6 },
+      preamble: "Starting a long task: 3 seconds in 6 steps.",
+    };
+  }
+  if (/\bwrite\s+(?:me\s+)?(?:a|another|one)\s+note\b/.test(lower)) {
+    const n = priorWrites(messages) + 1;
+    const path = `notes/note-${n}.md`;
+    const content =
+      `# Note ${n}\n\nWritten by the offline demo model.\n\nYou asked: "${clip(said, 200)}"\n\n` +
+      "Every step of this conversation is committed to SQLite in your browser, so this note and the chat survive a reload.\n";
+    return { tool: "write", args: { path, content }, preamble: `Writing a note to ${path}.` };
+  }
+  if (
+    /\b(?:list|show)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+(?:the\s+)?)?files\b/.test(lower) ||
+    /^ls\b/.test(lower)
+  ) {
+    return { tool: "ls", args: { path: "." }, preamble: "Let me list the files in the workspace." };
+  }
+  const read = /\bread\s+(?:the\s+)?(?:file\s+)?["'`]?([^\s"'`]+)/i.exec(said);
+  const path = read?.[1]?.replace(/[.,;:!?)]+$/, "");
+  if (path) return { tool: "read", args: { path }, preamble: `Reading ${path}.` };
+  return undefined;
+}
+
+function resultText(result: ToolResultMessage): string {
+  return contentText(result.content).trim();
+}
+
+function preview(text: string, maxLines: number, maxChars: number): string {
+  const lines = text.split("\n");
+  let out = clip(lines.slice(0, maxLines).join("\n"), maxChars);
+  if (lines.length > maxLines) out += `\n… (${lines.length - maxLines} more lines)`;
+  return out;
+}
+
+function summariseOne(result: ToolResultMessage, call: ToolCall | undefined): string {
+  const text = resultText(result);
+  const firstLine = text.split("\n")[0] ?? "";
+  if (result.isError) return `The \`${result.toolName}\` tool reported a problem: ${clip(firstLine, 300)}`;
+  switch (result.toolName) {
+    case "ls": {
+      if (text === "(empty directory)" || text === "")
+        return 'The workspace is empty so far. Try "write a note".';
+      const names = text
+        .split("\n")
+        .filter((l) => l !== "" && !l.startsWith("["))
+        .map((l) => l.replace(/ \(\d+ bytes\)$/, ""));
+      const shown = names.slice(0, 10).join(", ");
+      const more = names.length > 10 ? ` and ${names.length - 10} more` : "";
+      return `I found ${names.length} ${names.length === 1 ? "entry" : "entries"} in the workspace: ${shown}${more}.`;
+    }
+    case "write": {
+      const path = typeof call?.arguments.path === "string" ? call.arguments.path : undefined;
+      return `Done: ${firstLine}.${path ? ` Say "read ${path}" to see it.` : ""}`;
+    }
+    case "read": {
+      const path = typeof call?.arguments.path === "string" ? call.arguments.path : "the file";
+      const quoted = preview(text, 12, 1200)
+        .split("\n")
+        .map((l) => `> ${l}`)
+        .join("\n");
+      return `Here is ${path}:\n\n${quoted}`;
+    }
+    case "sleep":
+      return `The long task is finished. ${firstLine}.`;
+    default:
+      return `The \`${result.toolName}\` tool returned: ${preview(text, 5, 400)}`;
+  }
+}
+
+/** What the demo model answers to `context`: a pure function of the transcript and offered tools. */
+export function planDemoReply(context: Context): DemoReply {
+  const messages = context.messages;
+  const last = messages[messages.length - 1];
+  if (!last) return { text: `Hello! I'm the offline demo model. ${HELP}`, toolCalls: [] };
+
+  if (last.role === "toolResult") {
+    let start = messages.length;
+    while (start > 0 && messages[start - 1]!.role === "toolResult") start--;
+    const assistant = messages[start - 1];
+    const calls = assistant?.role === "assistant" ? assistant.content : [];
+    const parts = messages.slice(start).map((m) => {
+      const result = m as ToolResultMessage;
+      const call = calls.find((c): c is ToolCall => c.type === "toolCall" && c.id === result.toolCallId);
+      return summariseOne(result, call);
+    });
+    return { text: parts.join("\n\n"), toolCalls: [] };
+  }
+
+  if (last.role === "assistant") return { text: "I'm here when you need me. " + HELP, toolCalls: [] };
+
+  const said = contentText(last.content).trim();
+  const intent = intentOf(said, messages);
+  if (intent) {
+    if (!offered(context, intent.tool)) {
+      return {
+        text: `I would use the \`${intent.tool}\` tool for that, but it is not available in this conversation.`,
+        toolCalls: [],
+      };
+    }
+    const call: ToolCall = {
+      type: "toolCall",
+      id: `demo_${messages.length}_0`,
+      name: intent.tool,
+      arguments: { ...intent.args },
+    };
+    return { text: intent.preamble, toolCalls: [call] };
+  }
+  const echo = said === "" ? "" : `You said: "${clip(said.replace(/\s+/g, " "), 120)}". `;
+  return {
+    text: `${echo}I'm the offline demo model: I run in your browser with no API key and answer the same way every time. ${HELP}`,
+    toolCalls: [],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming
+
+const ZERO_USAGE: Usage = Object.freeze({
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 0,
+  cost: Object.freeze({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 }),
+}) as Usage;
+
+function zeroUsage(): Usage {
+  return { ...ZERO_USAGE, cost: { ...ZERO_USAGE.cost } };
+}
+
+function chunks(text: string, size: number): string[] {
+  const out: string[] = [];
+  // Split on code points so a delta never ends inside a surrogate pair.
+  const points = Array.from(text);
+  for (let i = 0; i < points.length; i += size) out.push(points.slice(i, i + size).join(""));
+  return out;
+}
+
+/** Waits `ms` (or one microtask for 0); resolves early when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (ms <= 0 || signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+type Block = TextContent | ToolCall;
+
+function cloneBlock(block: Block): Block {
+  return block.type === "text"
+    ? { ...block }
+    : { ...block, arguments: JSON.parse(JSON.stringify(block.arguments)) as ToolCall["arguments"] };
+}
+
+function streamDemo(
+  model: Model<Api>,
+  context: Context,
+  options?: StreamOptions,
+): AssistantMessageEventStream {
+  const stream = createAssistantMessageEventStream();
+  const signal = options?.signal;
+  const { charsPerChunk, chunkDelayMs } = speed;
+  const content: Block[] = [];
+  const base = {
+    role: "assistant" as const,
+    api: model.api,
+    provider: model.provider,
+    model: model.id,
+    timestamp: Date.now(),
+  };
+  const snapshot = (stopReason: AssistantMessage["stopReason"] = "stop"): AssistantMessage => ({
+    ...base,
+    content: content.map(cloneBlock),
+    usage: zeroUsage(),
+    stopReason,
+  });
+  const push = (event: AssistantMessageEvent) => stream.push(event);
+  const abortNow = (): boolean => {
+    if (!signal?.aborted) return false;
+    const error: AssistantMessage = { ...snapshot("aborted"), errorMessage: "Request was aborted" };
+    push({ type: "error", reason: "aborted", error });
+    stream.end(error);
+    return true;
+  };
+
+  const run = async () => {
+    await Promise.resolve();
+    if (abortNow()) return;
+    const reply = planDemoReply(context);
+    push({ type: "start", partial: snapshot() });
+
+    if (reply.text !== "") {
+      const index = content.length;
+      const block: TextContent = { type: "text", text: "" };
+      content.push(block);
+      push({ type: "text_start", contentIndex: index, partial: snapshot() });
+      for (const delta of chunks(reply.text, charsPerChunk)) {
+        await pause(chunkDelayMs, signal);
+        if (abortNow()) return;
+        block.text += delta;
+        push({ type: "text_delta", contentIndex: index, delta, partial: snapshot() });
+      }
+      push({ type: "text_end", contentIndex: index, content: block.text, partial: snapshot() });
+    }
+
+    for (const call of reply.toolCalls) {
+      const index = content.length;
+      const block: ToolCall = { type: "toolCall", id: call.id, name: call.name, arguments: {} };
+      content.push(block);
+      push({ type: "toolcall_start", contentIndex: index, partial: snapshot() });
+      let json = "";
+      for (const delta of chunks(JSON.stringify(call.arguments), charsPerChunk)) {
+        await pause(chunkDelayMs, signal);
+        if (abortNow()) return;
+        json += delta;
+        block.arguments = parseStreamingJson(json);
+        push({ type: "toolcall_delta", contentIndex: index, delta, partial: snapshot() });
+      }
+      block.arguments = JSON.parse(json) as ToolCall["arguments"];
+      push({
+        type: "toolcall_end",
+        contentIndex: index,
+        toolCall: cloneBlock(block) as ToolCall,
+        partial: snapshot(),
+      });
+    }
+
+    if (abortNow()) return;
+    const reason = reply.toolCalls.length > 0 ? "toolUse" : "stop";
+    const message = snapshot(reason);
+    push({ type: "done", reason, message });
+    stream.end(message);
+  };
+
+  run().catch((error: unknown) => {
+    const failed: AssistantMessage = {
+      ...snapshot("error"),
+      errorMessage: error instanceof Error ? error.message : String(error),
+    };
+    push({ type: "error", reason: "error", error: failed });
+    stream.end(failed);
+  });
+  return stream;
+}
+
+/** Registers the demo provider with pi-ai (api "demo"); calling it again is harmless. */
+export function registerDemoProvider(): void {
+  registerApiProvider({ api: DEMO_API, stream: streamDemo, streamSimple: streamDemo }, DEMO_SOURCE_ID);
+}

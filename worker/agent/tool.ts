@@ -1,0 +1,174 @@
+/**
+ * The tool contract. A tool is a TypeBox-typed function the model may call; the engine validates its
+ * arguments, records intent, runs it with a `ToolApi`, and commits its result. `replay` says what
+ * recovery may do after a crash between intent and result: `safe` runs it again with the stored
+ * arguments, anything else records an `interrupted` error result.
+ */
+import type { ImageContent, TextContent, Tool } from "@mariozechner/pi-ai";
+import type { Static, TSchema } from "typebox";
+import type { Json } from "../core/types.ts";
+import type { WorkspaceFs } from "./fs.ts";
+import { utf8Length } from "./fs.ts";
+
+export type ReplayPolicy = "safe" | "unsafe";
+
+export interface ToolResult {
+  /** What the model sees. */
+  content: Array<TextContent | ImageContent>;
+  /** For UIs and programs; never sent to the model. */
+  details?: Json;
+  isError?: boolean;
+  control?: { terminate?: boolean };
+}
+
+export interface ToolApi {
+  /** Aborted when the call is cancelled or its invocation ends. */
+  readonly signal: AbortSignal;
+  readonly toolCallId: string;
+  readonly fs: WorkspaceFs;
+  /** Streamed partial output; the engine throttles and persists it. */
+  output(chunk: string): void;
+  /** A nested tool call, owned by this one and keyed by position (or `key`). */
+  executeTool(name: string, args: unknown, options?: { key?: string }): Promise<ToolResult>;
+}
+
+export interface ToolDefinition<P extends TSchema = TSchema> {
+  readonly name: string;
+  readonly label?: string;
+  readonly description: string;
+  readonly parameters: P;
+  /** Default "unsafe". */
+  readonly replay?: ReplayPolicy;
+  execute(args: Static<P>, api: ToolApi): Promise<ToolResult>;
+}
+
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** Checks the name (providers accept `[a-zA-Z0-9_-]{1,64}`) and returns the definition frozen. */
+export function defineTool<P extends TSchema>(def: ToolDefinition<P>): ToolDefinition<P> {
+  if (!TOOL_NAME.test(def.name)) {
+    throw new TypeError(`invalid tool name ${JSON.stringify(def.name)}: use 1-64 of [a-zA-Z0-9_-]`);
+  }
+  if (def.replay !== undefined && def.replay !== "safe" && def.replay !== "unsafe") {
+    throw new TypeError(`tool ${def.name}: replay must be "safe" or "unsafe"`);
+  }
+  return Object.freeze({ ...def });
+}
+
+export function replayPolicyOf(def: Pick<ToolDefinition, "replay">): ReplayPolicy {
+  return def.replay ?? "unsafe";
+}
+
+/** What the model is shown: name, description, parameters. */
+export function toPiTool(def: ToolDefinition): Tool {
+  return { name: def.name, description: def.description, parameters: def.parameters };
+}
+
+/** A text-only result. */
+export function textResult(text: string, details?: Json): ToolResult {
+  return details === undefined
+    ? { content: [{ type: "text", text }] }
+    : { content: [{ type: "text", text }], details };
+}
+
+/** A user-facing failure the model should read (missing file, ambiguous edit...). */
+export function errorResult(message: string, details?: Json): ToolResult {
+  return { ...textResult(message, details), isError: true };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output caps
+
+export const OUTPUT_LIMITS = { maxBytes: 50 * 1024, maxLines: 2000 } as const;
+
+export interface CappedHead {
+  /** The kept head: at most `maxLines` lines and `maxBytes` UTF-8 bytes. */
+  readonly head: string;
+  readonly truncated: boolean;
+  /** Lines in the input (a final newline does not start a line). */
+  readonly totalLines: number;
+  /** Lines kept whole. */
+  readonly shownLines: number;
+  readonly totalBytes: number;
+  readonly shownBytes: number;
+}
+
+/** The longest prefix of `text` of at most `maxBytes` UTF-8 bytes that does not split a character. */
+function prefixWithinBytes(text: string, maxBytes: number): string {
+  let bytes = 0;
+  let i = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    let width = 1;
+    let units = 1;
+    if (c >= 0x80 && c < 0x800) width = 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        width = 4;
+        units = 2;
+      } else width = 3;
+    } else if (c >= 0x800) width = 3;
+    if (bytes + width > maxBytes) break;
+    bytes += width;
+    i += units;
+  }
+  return text.slice(0, i);
+}
+
+/**
+ * The head of `text` within both caps, whole lines only (if even the first line is over the byte
+ * cap, its longest prefix that fits). No note is added.
+ */
+export function capHead(
+  text: string,
+  limits: { maxBytes: number; maxLines: number } = OUTPUT_LIMITS,
+): CappedHead {
+  const totalBytes = utf8Length(text);
+  const lines = text.split("\n");
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  const totalLines = text === "" ? 0 : lines.length;
+  if (totalBytes <= limits.maxBytes && totalLines <= limits.maxLines) {
+    return {
+      head: text,
+      truncated: false,
+      totalLines,
+      shownLines: totalLines,
+      totalBytes,
+      shownBytes: totalBytes,
+    };
+  }
+  let shownLines = 0;
+  let shownBytes = 0;
+  while (shownLines < lines.length && shownLines < limits.maxLines) {
+    const lineBytes = utf8Length(lines[shownLines]!) + (shownLines > 0 ? 1 : 0);
+    if (shownBytes + lineBytes > limits.maxBytes) break;
+    shownBytes += lineBytes;
+    shownLines++;
+  }
+  let head = lines.slice(0, shownLines).join("\n");
+  if (shownLines === 0 && lines.length > 0 && limits.maxLines > 0) {
+    head = prefixWithinBytes(lines[0]!, limits.maxBytes);
+    shownBytes = utf8Length(head);
+  }
+  return { head, truncated: true, totalLines, shownLines, totalBytes, shownBytes };
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/**
+ * Keeps the head of `text` within `OUTPUT_LIMITS` (50 KiB and 2,000 lines) and, when something was
+ * cut, appends a note saying how much: `[output truncated: N more lines / M more bytes not shown]`.
+ */
+export function capOutput(text: string): { text: string; truncated: boolean } {
+  const cap = capHead(text);
+  if (!cap.truncated) return { text, truncated: false };
+  const moreLines = cap.totalLines - cap.shownLines;
+  const moreBytes = cap.totalBytes - cap.shownBytes;
+  const note =
+    `[output truncated: ${plural(moreLines, "more line")} / ${plural(moreBytes, "more byte")} not shown;` +
+    ` limits are ${OUTPUT_LIMITS.maxLines} lines and ${OUTPUT_LIMITS.maxBytes / 1024} KiB]`;
+  return { text: cap.head === "" ? note : `${cap.head}\n\n${note}`, truncated: true };
+}

@@ -1,0 +1,36 @@
+import type { ToolDefinition } from "../tool.ts";
+import { createEditTool } from "./edit.ts";
+import { createLsTool } from "./ls.ts";
+import { createReadTool } from "./read.ts";
+import { createSleepTool } from "./sleep.ts";
+import { createWriteTool } from "./write.ts";
+
+export { createEditTool, createLsTool, createReadTool, createSleepTool, createWriteTool };
+
+/** The built-in workspace tools, in the order the model is shown them. */
+export const builtinTools: readonly ToolDefinition[] = Object.freeze([
+  createLsTool(),
+  createReadTool(),
+  createWriteTool(),
+  createEditTool(),
+  createSleepTool(),
+]);
+
+/** A name -> tool lookup over `tools` (the built-ins by default). */
+export function toolRegistry(
+  tools: readonly ToolDefinition[] = builtinTools,
+): ReadonlyMap<string, ToolDefinition> {
+  const map = new Map<string, ToolDefinition>();
+  for (const tool of tools) {
+    if (map.has(tool.name)) throw new Error(`duplicate tool name ${tool.name}`);
+    map.set(tool.name, tool);
+  }
+  return map;
+}
+
+const builtins = toolRegistry();
+
+/** The built-in tool of that name, if any. */
+export function toolByName(name: string): ToolDefinition | undefined {
+  return builtins.get(name);
+}
