@@ -33,3 +33,26 @@ export {
 } from "./core/harness.ts";
 export type { Blocked } from "./core/scheduler.ts";
 export * from "./core/types.ts";
+export { AgentHarness, type AgentHarnessOptions } from "./agent/harness.ts";
+export { Conversation, Submission, type AgentChange, type Settlement } from "./agent/conversation.ts";
+export { ConversationBusy, type SubmissionDraft, type QueueMode } from "./agent/inbox.ts";
+export {
+  DOC,
+  ENTRY,
+  defineDoc,
+  defineEntry,
+  type AgentState,
+  type InboxState,
+  type LiveState,
+  type ModelRef,
+  type ToolSlot,
+  type UsageState,
+} from "./agent/records.ts";
+export type { AgentHooks, AgentSettings, BeforeToolDecision, StreamFn } from "./agent/services.ts";
+export { defineTool, type ToolApi, type ToolDefinition, type ToolResult, OUTPUT_LIMITS } from "./agent/tool.ts";
+export { builtinTools } from "./agent/tools/index.ts";
+export { MemoryFs, OpfsFs, type WorkspaceFs } from "./agent/fs.ts";
+export { createModelResolver, type ModelResolver } from "./agent/models.ts";
+export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/demo-provider.ts";
+export { deriveContext } from "./agent/context.ts";
+export type { ConversationView, Frame, ViewOp, Watch } from "./core/observe.ts";

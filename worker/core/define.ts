@@ -8,10 +8,13 @@ import type {
   ConversationOwnership,
   ConversationRecord,
   EntryDraft,
+  EntryId,
   EntryRecord,
   Json,
   NextTaskState,
   RunningTask,
+  SubmissionId,
+  SubmissionRecord,
   TaskId,
   TaskOutcome,
   TaskOwnership,
@@ -37,9 +40,15 @@ export interface Tx {
     options?: CreateTaskOptions,
   ): TaskId;
   getTask(id: TaskId): TaskRecord | undefined;
+  /** The newest entry id so far (entry ids are global and increasing), including this commit's. */
+  lastEntryId(): EntryId;
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord;
   createConversation(ownership?: ConversationOwnership): ConversationRecord;
   conversation(id: ConversationId): ConversationRecord | undefined;
+  submission(id: SubmissionId): SubmissionRecord | undefined;
+  submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined;
+  createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord;
+  updateSubmission(record: SubmissionRecord): void;
   /** Read a document (undefined when absent). */
   readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined;
   /** Replace a document's value (undefined deletes it). */
@@ -57,8 +66,11 @@ export interface TaskRuntime<I = Json, S extends Checkpoint = Checkpoint, R = Js
     change: (tx: Tx, current: RunningTask<I, S, R>) => NextTaskState<S, R> | undefined | Promise<NextTaskState<S, R> | undefined>,
     signal?: AbortSignal,
   ): Promise<TaskRecord<I, S, R>>;
-  /** First-writer-wins value: with a candidate, insert-or-read in one commit; without, read. */
-  memo<T extends Json>(name: string, candidate?: T, signal?: AbortSignal): Promise<T | undefined>;
+  /**
+   * First-writer-wins value: with a candidate, insert-or-read in one commit; without, read. A
+   * candidate function runs (inside that commit) only when no winner exists yet.
+   */
+  memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T), signal?: AbortSignal): Promise<T | undefined>;
   /** Outcomes of terminal tasks, in order; rejects if one is not terminal. */
   outcomes(ids: readonly TaskId[], signal?: AbortSignal): Promise<TaskOutcome[]>;
   getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined>;

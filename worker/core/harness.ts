@@ -65,7 +65,7 @@ export class Harness {
   readonly scheduler: Scheduler;
   #closed: Promise<void> | undefined;
 
-  private constructor(
+  protected constructor(
     readonly store: Store,
     options: HarnessOptions,
   ) {
@@ -87,6 +87,13 @@ export class Harness {
 
   static async open(store: Store, options: HarnessOptions = {}): Promise<Harness> {
     const harness = new Harness(store, options);
+    await harness.start();
+    return harness;
+  }
+
+  /** Load, recover (running tasks back to pending), start scheduling. */
+  protected async start(): Promise<void> {
+    const harness = this;
     await harness.session.load();
     // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark kept).
     const running = [...harness.session.records.live].filter(
@@ -101,7 +108,6 @@ export class Harness {
       });
     }
     harness.scheduler.kick();
-    return harness;
   }
 
   register(...definitions: AnyTaskDefinition[]): void {

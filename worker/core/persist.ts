@@ -7,7 +7,7 @@
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
 import type { Overlay } from "./records.ts";
-import type { ConversationRecord, EntryRecord, Json, TaskRecord, TaskState } from "./types.ts";
+import type { ConversationRecord, EntryRecord, Json, SubmissionRecord, TaskRecord, TaskState } from "./types.ts";
 
 function strictReplacer(this: unknown, key: string, value: unknown): unknown {
   switch (typeof value) {
@@ -93,6 +93,19 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
       toJson(body),
       byTaskId ?? null,
     ]);
+  }
+  for (const sub of overlay.submissions.values()) {
+    const { id, conversationId, requestId, ...body } = sub;
+    if (overlay.createdSubmissions.has(id)) {
+      await sql.run("INSERT INTO submissions (id, conversation_id, request_id, body) VALUES (?, ?, ?, ?)", [
+        id,
+        conversationId,
+        requestId ?? null,
+        toJson(body),
+      ]);
+    } else {
+      await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [toJson(body), id]);
+    }
   }
   for (const [key, value] of overlay.docs) {
     const i = key.indexOf(":");
@@ -182,3 +195,13 @@ export function entryFromRow(row: Row): EntryRecord {
 
 export const TASK_COLUMNS =
   "id, conversation_id, kind, version, owner_task, background, abort_requested, status, state, input, memos, started_at, ended_at";
+
+export function submissionFromRow(row: Row): SubmissionRecord {
+  const body = JSON.parse(String(row["body"])) as Omit<SubmissionRecord, "id" | "conversationId" | "requestId">;
+  return {
+    ...body,
+    id: Number(row["id"]),
+    conversationId: Number(row["conversation_id"]),
+    ...(row["request_id"] !== null ? { requestId: String(row["request_id"]) } : {}),
+  };
+}

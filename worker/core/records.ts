@@ -14,6 +14,8 @@ import type {
   ConversationRecord,
   EntryRecord,
   Json,
+  SubmissionId,
+  SubmissionRecord,
   TaskId,
   TaskRecord,
 } from "./types.ts";
@@ -33,12 +35,22 @@ export class Records {
   readonly conversationTasks = new Map<ConversationId, Set<TaskId>>();
   /** Conversations owned by a task. */
   readonly ownedConversations = new Map<TaskId, Set<ConversationId>>();
+  /** Unsettled submissions, and every one seen in this process (settled ones are read on demand). */
+  readonly submissions = new Map<SubmissionId, SubmissionRecord>();
+  /** `${conversationId}:${requestId}` of the submissions in `submissions`. */
+  readonly requests = new Map<string, SubmissionId>();
   /** Diagnostics of stored rows that could not be read. */
   readonly corrupt = new Map<TaskId, string>();
   nextTaskId = 1;
   nextEntryId = 1;
   nextConversationId = 1;
+  nextSubmissionId = 1;
   seq = 0;
+
+  putSubmission(record: SubmissionRecord): void {
+    this.submissions.set(record.id, record);
+    if (record.requestId !== undefined) this.requests.set(`${record.conversationId}:${record.requestId}`, record.id);
+  }
 
   getDoc(conversationId: ConversationId, name: string): Json | undefined {
     return this.docs.get(docKey(conversationId, name));
@@ -73,6 +85,7 @@ export class Records {
   merge(overlay: Overlay): ChangeSet {
     for (const c of overlay.conversations.values()) this.putConversation(c);
     for (const t of overlay.tasks.values()) this.putTask(t);
+    for (const sub of overlay.submissions.values()) this.putSubmission(sub);
     for (const [key, value] of overlay.docs) {
       if (value === undefined) this.docs.delete(key);
       else this.docs.set(key, value);
@@ -80,11 +93,13 @@ export class Records {
     this.nextTaskId = overlay.nextTaskId;
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
+    this.nextSubmissionId = overlay.nextSubmissionId;
     return {
       seq: ++this.seq,
       tasks: [...overlay.tasks.values()],
       entries: overlay.entries,
       conversations: [...overlay.conversations.values()],
+      submissions: [...overlay.submissions.values()],
       docs: [...overlay.docs].map(([key, value]) => {
         const i = key.indexOf(":");
         return { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
@@ -102,7 +117,10 @@ export class Overlay {
   readonly conversations = new Map<ConversationId, ConversationRecord>();
   readonly entries: EntryRecord[] = [];
   readonly docs = new Map<DocKey, Json | undefined>();
+  readonly submissions = new Map<SubmissionId, SubmissionRecord>();
+  readonly createdSubmissions = new Set<SubmissionId>();
   nextTaskId: number;
+  nextSubmissionId: number;
   nextEntryId: number;
   nextConversationId: number;
   sealed = false;
@@ -111,6 +129,23 @@ export class Overlay {
     this.nextTaskId = base.nextTaskId;
     this.nextEntryId = base.nextEntryId;
     this.nextConversationId = base.nextConversationId;
+    this.nextSubmissionId = base.nextSubmissionId;
+  }
+
+  submission(id: SubmissionId): SubmissionRecord | undefined {
+    return this.submissions.get(id) ?? this.base.submissions.get(id);
+  }
+
+  submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined {
+    for (const s of this.submissions.values()) {
+      if (s.conversationId === conversationId && s.requestId === requestId) return s;
+    }
+    const id = this.base.requests.get(`${conversationId}:${requestId}`);
+    return id === undefined ? undefined : this.submission(id);
+  }
+
+  setSubmission(record: SubmissionRecord): void {
+    this.submissions.set(record.id, record);
   }
 
   task(id: TaskId): TaskRecord | undefined {

@@ -228,18 +228,24 @@ class Runtime implements TaskRuntime {
     return record;
   }
 
-  async memo<T extends Json>(name: string, candidate?: T, signal?: AbortSignal): Promise<T | undefined> {
+  async memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T), signal?: AbortSignal): Promise<T | undefined> {
     this.#check(signal);
     const session = this.invocation.scheduler.session;
     if (candidate === undefined) return session.records.tasks.get(this.taskId)?.memos?.[name] as T | undefined;
-    return session.commit((_tx, overlay) => {
-      const current = overlay.task(this.taskId);
-      this.#gate(current);
-      const existing = current.memos?.[name];
-      if (existing !== undefined) return existing as T;
-      overlay.setTask({ ...current, memos: { ...current.memos, [name]: candidate } });
-      return candidate;
-    });
+    return session.commit(
+      (tx, overlay) => {
+        const current = overlay.task(this.taskId);
+        this.#gate(current);
+        const existing = current.memos?.[name];
+        if (existing !== undefined) return existing as T;
+        // A factory runs only when there is no winner yet, in the same commit that records it.
+        const value = typeof candidate === "function" ? candidate(tx) : candidate;
+        const latest = overlay.task(this.taskId)!;
+        overlay.setTask({ ...latest, memos: { ...latest.memos, [name]: value } });
+        return value;
+      },
+      { byTaskId: this.taskId },
+    );
   }
 
   async outcomes(ids: readonly TaskId[], signal?: AbortSignal): Promise<TaskOutcome[]> {

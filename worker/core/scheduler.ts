@@ -9,7 +9,7 @@
  * - a missing or incompatible definition never terminalizes a task: it stays blocked and visible in
  *   `inspect()`, and only an abort orphans it.
  */
-import type { AnyTaskDefinition, Registry } from "./define.ts";
+import type { AnyTaskDefinition, Registry, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
 import { Overlay } from "./records.ts";
@@ -42,6 +42,11 @@ export class Scheduler {
   #dirty = false;
   #draining = false;
   #closing = false;
+  /**
+   * Called in the commit where the scheduler writes a `faulted` or `orphaned` outcome, so the layer
+   * above can clean up what the task owned (its run, its live slots). Must only write through `tx`.
+   */
+  outcomeHook: (tx: Tx, task: TaskRecord) => void = () => undefined;
   /** Migration failures reported once per (task, definition object). */
   #migrationReported = new Map<TaskId, AnyTaskDefinition>();
 
@@ -124,7 +129,7 @@ export class Scheduler {
         this.#dirty = false;
         const dry = this.#plan(new Overlay(this.session.records), true);
         if (!dry.writes && dry.starts.length === 0) continue;
-        const plan = await this.session.commit((_tx, overlay) => this.#plan(overlay, false));
+        const plan = await this.session.commit((tx, overlay) => this.#plan(overlay, false, tx));
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
         for (const invocation of plan.starts) invocation.launch();
       }
@@ -144,7 +149,7 @@ export class Scheduler {
   }
 
   /** Decide everything one drain does, writing into `overlay`. Dry runs register nothing. */
-  #plan(overlay: Overlay, dry: boolean): Plan {
+  #plan(overlay: Overlay, dry: boolean, tx?: Tx): Plan {
     const records = this.session.records;
     const now = this.session.now();
     const plan: Plan = { writes: false, starts: [], marked: [] };
@@ -158,7 +163,8 @@ export class Scheduler {
         this.diagnostics.push({ id, message: diagnostic });
       }
       if (t && t.state.status !== "terminal" && t.state.status !== "completing") {
-        finish(overlay, t, { status: "faulted", error: { message: diagnostic } }, now);
+        const done = finish(overlay, t, { status: "faulted", error: { message: diagnostic } }, now);
+        if (tx) this.outcomeHook(tx, done);
         plan.writes = true;
       }
     }
@@ -194,13 +200,15 @@ export class Scheduler {
       } else {
         mode = "run";
       }
-      const resolution = this.#resolve(t, dry);
+      const resolution = this.#resolve(t);
       if (!resolution.ok) {
         if (mode === "abort") {
-          finish(overlay, t, { status: "orphaned", reason: resolution.reason }, now);
+          const done = finish(overlay, t, { status: "orphaned", reason: resolution.reason }, now);
+          if (tx) this.outcomeHook(tx, done);
           plan.writes = true;
           if (!dry) this.blocked.delete(id);
-        } else if (!dry) {
+        } else {
+          // In memory only, so the dry pass records it too: a drain that writes nothing still shows it.
           this.blocked.set(id, { id, kind: t.kind, reason: resolution.reason, detail: resolution.detail });
         }
         continue;
@@ -225,7 +233,7 @@ export class Scheduler {
     return plan;
   }
 
-  #resolve(t: TaskRecord, dry: boolean): Resolution {
+  #resolve(t: TaskRecord): Resolution {
     const definition = this.registry.get(t.kind);
     if (!definition) return { ok: false, reason: "missing_task", detail: `no definition named ${t.kind} is registered` };
     if (definition.version < t.version) {
@@ -251,10 +259,9 @@ export class Scheduler {
       }
       return { ok: true, definition, migrated };
     } catch (error) {
-      if (!dry) {
-        this.#migrationReported.set(t.id, definition);
-        this.report(new Error(`migrating task ${t.id} (${t.kind}) from version ${t.version} failed: ${errorMessage(error)}`));
-      }
+      // Reported from whichever pass sees it first (a dry pass may be the only one): once per definition.
+      this.#migrationReported.set(t.id, definition);
+      this.report(new Error(`migrating task ${t.id} (${t.kind}) from version ${t.version} failed: ${errorMessage(error)}`));
       return { ok: false, reason: "migration_failed", detail: errorMessage(error) };
     }
   }
@@ -268,10 +275,10 @@ export class Scheduler {
   /** Fault a task from the scheduler's side (a throwing handler, a phase without progress). */
   async fault(id: TaskId, error: unknown): Promise<void> {
     const message = errorMessage(error);
-    await this.session.commit((_tx, overlay) => {
+    await this.session.commit((tx, overlay) => {
       const t = overlay.task(id);
       if (!t || t.state.status === "terminal" || t.state.status === "completing") return;
-      finish(overlay, t, { status: "faulted", error: { message } }, this.session.now());
+      this.outcomeHook(tx, finish(overlay, t, { status: "faulted", error: { message } }, this.session.now()));
     });
   }
 

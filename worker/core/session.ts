@@ -9,7 +9,15 @@ import type { Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import { HarnessClosed, InvalidTransition, OwnerNotLive, UnknownConversation } from "./errors.ts";
-import { conversationFromRow, TASK_COLUMNS, taskFromRow, toJson, writeOverlay } from "./persist.ts";
+import {
+  conversationFromRow,
+  entryFromRow,
+  submissionFromRow,
+  TASK_COLUMNS,
+  taskFromRow,
+  toJson,
+  writeOverlay,
+} from "./persist.ts";
 import { Overlay, Records } from "./records.ts";
 import {
   type ChangeSet,
@@ -20,6 +28,8 @@ import {
   type EntryRecord,
   type Json,
   ROOT_CONVERSATION_ID,
+  type SubmissionId,
+  type SubmissionRecord,
   type TaskId,
   type TaskRecord,
 } from "./types.ts";
@@ -37,6 +47,8 @@ export class Session {
   onMerged: () => void = () => undefined;
   /** Called once when the session becomes fatal. */
   onFatal: (error: Error) => void = () => undefined;
+  /** Runs inside every commit that creates a conversation, right after it is created. */
+  onConversationCreated: (tx: TxImpl, record: ConversationRecord) => void = () => undefined;
   /** Called when a task is created with a definition, so the registry can learn it. */
   onDefinition: (definition: AnyTaskDefinition) => void = () => undefined;
 
@@ -80,6 +92,10 @@ export class Session {
       r.nextTaskId = (await max("tasks")) + 1;
       r.nextEntryId = (await max("entries")) + 1;
       r.nextConversationId = (await max("conversations")) + 1;
+      r.nextSubmissionId = (await max("submissions")) + 1;
+      for (const row of await sql.all("SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id")) {
+        r.putSubmission(submissionFromRow(row));
+      }
     });
     if (!r.conversations.has(ROOT_CONVERSATION_ID)) {
       await this.commit((tx) => tx.createConversation({ kind: "ownerless" }));
@@ -134,6 +150,48 @@ export class Session {
     }
   }
 
+  /** A submission, from memory or from the store. */
+  async submission(id: SubmissionId): Promise<SubmissionRecord | undefined> {
+    const known = this.records.submissions.get(id);
+    if (known) return known;
+    const row = await this.store.read((sql) => sql.get("SELECT * FROM submissions WHERE id = ?", [id]));
+    if (!row) return undefined;
+    const sub = submissionFromRow(row);
+    this.records.putSubmission(sub);
+    return sub;
+  }
+
+  /** The submission a conversation admitted under `requestId`, if any. */
+  async submissionByRequest(conversationId: ConversationId, requestId: string): Promise<SubmissionRecord | undefined> {
+    const known = this.records.requests.get(`${conversationId}:${requestId}`);
+    if (known !== undefined) return this.submission(known);
+    const row = await this.store.read((sql) =>
+      sql.get("SELECT * FROM submissions WHERE conversation_id = ? AND request_id = ?", [conversationId, requestId]),
+    );
+    if (!row) return undefined;
+    const sub = submissionFromRow(row);
+    this.records.putSubmission(sub);
+    return sub;
+  }
+
+  async entry(id: number): Promise<EntryRecord | undefined> {
+    const row = await this.store.read((sql) => sql.get("SELECT * FROM entries WHERE id = ?", [id]));
+    return row ? entryFromRow(row) : undefined;
+  }
+
+  /** A conversation's entries in id order, from `afterId` (exclusive), at most `limit`. */
+  async entries(conversationId: ConversationId, options: { afterId?: number; limit?: number; upTo?: number } = {}): Promise<EntryRecord[]> {
+    const rows = await this.store.read((sql) =>
+      sql.all("SELECT * FROM entries WHERE conversation_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?", [
+        conversationId,
+        options.afterId ?? 0,
+        options.upTo ?? Number.MAX_SAFE_INTEGER,
+        options.limit ?? -1,
+      ]),
+    );
+    return rows.map(entryFromRow);
+  }
+
   /** A task record, from memory or (for old terminal tasks) from the store. */
   async task(id: TaskId): Promise<TaskRecord | undefined> {
     const known = this.records.tasks.get(id);
@@ -166,6 +224,10 @@ export class TxImpl implements Tx {
 
   conversation(id: ConversationId): ConversationRecord | undefined {
     return this.#open().conversation(id);
+  }
+
+  lastEntryId(): number {
+    return this.#open().nextEntryId - 1;
   }
 
   createTask(definition: AnyTaskDefinition, input: unknown, options: CreateTaskOptions = {}): TaskId {
@@ -243,7 +305,33 @@ export class TxImpl implements Tx {
       ...(owner ? { owner } : {}),
     };
     o.conversations.set(record.id, record);
+    this.session.onConversationCreated(this, record);
     return record;
+  }
+
+  submission(id: SubmissionId): SubmissionRecord | undefined {
+    return this.#open().submission(id);
+  }
+
+  submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined {
+    return this.#open().submissionByRequest(conversationId, requestId);
+  }
+
+  createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord {
+    const o = this.#open();
+    if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
+    toJson(record);
+    const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
+    o.createdSubmissions.add(sub.id);
+    o.setSubmission(sub);
+    return sub;
+  }
+
+  updateSubmission(record: SubmissionRecord): void {
+    const o = this.#open();
+    if (!o.submission(record.id)) throw new InvalidTransition(`no submission ${record.id}`);
+    toJson(record);
+    o.setSubmission(record);
   }
 
   readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {

@@ -7,6 +7,7 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 export type JsonObject = { [key: string]: Json };
 
 export type TaskId = number;
+export type SubmissionId = number;
 export type ConversationId = number;
 export type EntryId = number;
 
@@ -93,6 +94,26 @@ export interface EntryRecord {
 
 export type EntryDraft = Omit<EntryRecord, "id" | "conversationId" | "byTaskId">;
 
+export type SubmissionStatus = "queued" | "placed" | "done" | "unanswered";
+
+/**
+ * A submission: an input (answered by a run) or a write (an entry placed at a boundary). `payload`
+ * holds what was submitted (the input content or the entry draft) until it is placed.
+ */
+export interface SubmissionRecord {
+  readonly id: SubmissionId;
+  readonly conversationId: ConversationId;
+  readonly requestId?: string;
+  readonly type: "input" | "write";
+  readonly status: SubmissionStatus;
+  readonly mode?: "steer" | "followUp";
+  readonly payload?: Json;
+  readonly entry?: EntryId;
+  readonly answer?: EntryId;
+  readonly reason?: string;
+  readonly detail?: string;
+}
+
 /** Why a live task cannot run: derived, never stored. */
 export type BlockedReason = "missing_task" | "task_too_old" | "migration_failed" | "corrupt_record";
 
@@ -103,6 +124,7 @@ export interface ChangeSet {
   readonly entries: readonly EntryRecord[];
   readonly conversations: readonly ConversationRecord[];
   readonly docs: ReadonlyArray<{ conversationId: ConversationId; name: string; value: Json | undefined }>;
+  readonly submissions: readonly SubmissionRecord[];
 }
 
 export function isLive(record: TaskRecord): boolean {

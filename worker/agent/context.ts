@@ -1,0 +1,92 @@
+/**
+ * The model context derived from entries (the specification's §2.1): the active range starts at the
+ * newest head marker; system entries set the prompt sections and the offered tools; failed and
+ * aborted answers are left out; tool results move directly after their call, in call order; a call
+ * left unanswered gets a synthetic error result; a result without its call is dropped.
+ */
+import type { AssistantMessage, Message, ToolResultMessage } from "@mariozechner/pi-ai";
+import type { EntryRecord } from "../core/types.ts";
+import { ENTRY, modelMessages, type SystemRecord } from "./records.ts";
+
+export interface DerivedContext {
+  systemPrompt: string | undefined;
+  messages: Message[];
+  /** Tool names offered by the transcript's system entries, in order. */
+  tools: string[];
+  sections: Record<string, string | null>;
+}
+
+export const UNANSWERED_TOOL_CALL = "The tool call was not answered (the run was interrupted or cut).";
+
+/** Entries of the active range: from the newest head marker's `head` on. */
+export function activeRange(entries: readonly EntryRecord[]): EntryRecord[] {
+  let start = 0;
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const head = entries[i]!.head;
+    if (head !== undefined) {
+      const headEntry = entries[i]!;
+      return [headEntry, ...entries.filter((e) => e.id >= head && e.id !== headEntry.id && e.head === undefined)];
+    }
+  }
+  return entries.slice(start);
+}
+
+export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
+  const sections: Record<string, string | null> = {};
+  const tools: string[] = [];
+  const flat: Message[] = [];
+  for (const entry of activeRange(entries)) {
+    if (entry.kind === ENTRY.system) {
+      for (const m of modelMessages(entry) as unknown as SystemRecord[]) {
+        for (const [name, text] of Object.entries(m.sections ?? {})) {
+          if (text === null) delete sections[name];
+          else sections[name] = text;
+        }
+        for (const t of m.toolsRemoved ?? []) {
+          const i = tools.indexOf(t);
+          if (i >= 0) tools.splice(i, 1);
+        }
+        for (const t of m.toolsAdded ?? []) if (!tools.includes(t)) tools.push(t);
+      }
+      continue;
+    }
+    for (const m of modelMessages(entry)) {
+      if (m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")) continue;
+      flat.push(m);
+    }
+  }
+  const messages: Message[] = [];
+  const consumed = new Set<number>();
+  for (let i = 0; i < flat.length; i++) {
+    const m = flat[i]!;
+    if (m.role === "toolResult") continue; // placed with its call, or dropped as an orphan
+    messages.push(m);
+    if (m.role !== "assistant") continue;
+    let next = flat.findIndex((x, j) => j > i && x.role === "assistant");
+    if (next < 0) next = flat.length;
+    for (const call of (m as AssistantMessage).content) {
+      if (call.type !== "toolCall") continue;
+      let found: ToolResultMessage | undefined;
+      for (let j = i + 1; j < next; j++) {
+        const r = flat[j]!;
+        if (r.role === "toolResult" && r.toolCallId === call.id && !consumed.has(j)) {
+          consumed.add(j);
+          found = r;
+          break;
+        }
+      }
+      messages.push(
+        found ?? {
+          role: "toolResult",
+          toolCallId: call.id,
+          toolName: call.name,
+          content: [{ type: "text", text: UNANSWERED_TOOL_CALL }],
+          isError: true,
+          timestamp: m.timestamp,
+        },
+      );
+    }
+  }
+  const text = Object.values(sections).filter((s): s is string => typeof s === "string" && s.length > 0);
+  return { systemPrompt: text.length > 0 ? text.join("\n\n") : undefined, messages, tools, sections };
+}

@@ -1,0 +1,170 @@
+/**
+ * Conversation and submission handles. Handles are stateless (compare by id); every call reads or
+ * commits through the harness. Cancelling a signal passed to a wait only stops that wait.
+ */
+import type { Tx } from "../core/define.ts";
+import { HarnessClosed, WaitCancelled } from "../core/errors.ts";
+import type { ConversationView, Watch } from "../core/observe.ts";
+import { mark } from "../core/ownership.ts";
+import type { ConversationId, EntryRecord, SubmissionId, SubmissionRecord } from "../core/types.ts";
+import type { AgentHarness } from "./harness.ts";
+import { admit, type SubmissionDraft, withdraw } from "./inbox.ts";
+import { type AgentState, DOC, inbox, type LiveState, readDoc, writeDoc } from "./records.ts";
+
+export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
+
+export type Settlement =
+  | { status: "done"; answer?: number; entry?: number }
+  | { status: "unanswered"; reason: string; detail?: string };
+
+/** Resolve when `predicate` holds on committed state; re-checked after every commit. */
+function waitFor(harness: AgentHarness, predicate: () => boolean, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new WaitCancelled());
+    if (predicate()) return resolve();
+    const stopListening = harness.session.subscribe(() => {
+      if (predicate()) done();
+    });
+    const timer = setInterval(() => {
+      if (harness.session.fatal || harness.closed) {
+        cleanup();
+        reject(new HarnessClosed());
+      }
+    }, 50);
+    const onAbort = () => {
+      cleanup();
+      reject(new WaitCancelled());
+    };
+    const cleanup = () => {
+      stopListening();
+      clearInterval(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const done = () => {
+      cleanup();
+      resolve();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+export class Submission {
+  constructor(
+    readonly harness: AgentHarness,
+    readonly id: SubmissionId,
+    readonly conversationId: ConversationId,
+  ) {}
+
+  async record(): Promise<SubmissionRecord> {
+    return (await this.harness.session.submission(this.id))!;
+  }
+
+  /** Resolves when the submission is settled: `done` (with the answer) or `unanswered` (with a reason). */
+  async wait(signal?: AbortSignal): Promise<Settlement> {
+    let record = await this.record();
+    const settled = (r: SubmissionRecord) => r.status === "done" || r.status === "unanswered";
+    if (!settled(record)) {
+      await waitFor(
+        this.harness,
+        () => {
+          const r = this.harness.session.records.submissions.get(this.id);
+          if (r) record = r;
+          return settled(record);
+        },
+        signal,
+      );
+    }
+    if (record.status === "done") {
+      return { status: "done", ...(record.answer !== undefined ? { answer: record.answer } : {}), ...(record.entry !== undefined ? { entry: record.entry } : {}) };
+    }
+    return { status: "unanswered", reason: record.reason ?? "unknown", ...(record.detail !== undefined ? { detail: record.detail } : {}) };
+  }
+
+  /** Withdraw a still-queued submission. */
+  async abort(signal?: AbortSignal): Promise<"aborted" | "already_placed" | "settled"> {
+    return this.harness.transaction((tx) => {
+      const r = tx.submission(this.id)!;
+      if (r.status === "placed") return "already_placed";
+      if (r.status !== "queued") return "settled";
+      withdraw(tx, this.conversationId, this.id);
+      return "aborted";
+    }, signal);
+  }
+}
+
+export class Conversation {
+  constructor(
+    readonly harness: AgentHarness,
+    readonly id: ConversationId,
+  ) {}
+
+  /** Admit an input or a write; resolves after durable admission (not settlement). */
+  async submit(draft: SubmissionDraft, signal?: AbortSignal): Promise<Submission> {
+    if (draft.requestId !== undefined) {
+      const known = await this.harness.session.submissionByRequest(this.id, draft.requestId);
+      if (known && known.type === draft.type) return new Submission(this.harness, known.id, this.id);
+    }
+    const record = await this.harness.transaction((tx) => admit(tx, this.harness.policy, this.id, draft), signal);
+    return new Submission(this.harness, record.id, this.id);
+  }
+
+  /** Edit pi.agent: a given field replaces, null clears, an absent one stays. */
+  async configure(change: AgentChange, signal?: AbortSignal): Promise<void> {
+    await this.harness.transaction((tx) => configure(tx, this.id, change), signal);
+  }
+
+  agent(): AgentState {
+    return this.harness.doc<AgentState & Record<string, never>>(this.id, DOC.agent) ?? {};
+  }
+
+  /** Stored entries in id order. */
+  entries(options: { afterId?: number; limit?: number } = {}): Promise<EntryRecord[]> {
+    return this.harness.session.entries(this.id, options);
+  }
+
+  /** The committed view: the active range's entries and the conversation's documents. */
+  async viewState(): Promise<ConversationView> {
+    const mount = this.harness.mount(this.id);
+    const watch = await mount.watch();
+    const value = watch.value;
+    await watch.stop();
+    return value;
+  }
+
+  /** The view now, then each commit's operations (bounded backlog, see Watch). */
+  watch(): Promise<Watch<ConversationView>> {
+    return this.harness.mount(this.id).watch();
+  }
+
+  get busy(): boolean {
+    return (this.harness.doc<LiveState & Record<string, never>>(this.id, DOC.live) ?? {}).run !== undefined;
+  }
+
+  /** Withdraw queued inputs, abort the conversation's live work, resolve once it is idle. */
+  async abort(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw new WaitCancelled();
+    const marked = await this.harness.session.commit((tx, overlay) => {
+      for (const item of inbox(tx, this.id).items) if (item.mode !== "write") withdraw(tx, this.id, item.id);
+      return overlay.liveConversationTasks(this.id).filter((id) => mark(overlay, id));
+    });
+    for (const id of marked) this.harness.scheduler.active.get(id)?.signalAbort();
+    await this.waitForIdle(signal);
+  }
+
+  /** Resolves when no ordinary (non-background) work of this conversation is live. */
+  waitForIdle(signal?: AbortSignal): Promise<void> {
+    const records = this.harness.session.records;
+    return waitFor(this.harness, () => (records.conversationTasks.get(this.id)?.size ?? 0) === 0, signal);
+  }
+}
+
+export function configure(tx: Tx, conversationId: ConversationId, change: AgentChange): void {
+  const current = readDoc<AgentState>(tx, conversationId, DOC.agent, {});
+  const next: Record<string, unknown> = { ...current };
+  for (const [key, value] of Object.entries(change)) {
+    if (value === undefined) continue;
+    if (value === null) delete next[key];
+    else next[key] = value;
+  }
+  writeDoc(tx, conversationId, DOC.agent, next);
+}

@@ -1,0 +1,417 @@
+/**
+ * `pi.generation`: one model turn as a durable task. prepare (resolve the agent, record what the
+ * model will see) -> request (stream; partials to pi.live at most every partialIntervalMs) ->
+ * retry (durable backoff) -> tools (wait for the round, apply the boundary, hand the run on).
+ * Invariants: exactly one pi.assistant entry per classified attempt; a partial left by a crash is
+ * converted to an aborted entry before the next request; every terminal path that owns the run
+ * settles its inputs and clears run, generation and tools in the same commit.
+ */
+import type { AssistantMessage, AssistantMessageEvent, ToolCall } from "@mariozechner/pi-ai";
+import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
+import type { ConversationId, EntryId, Json, TaskId, TaskRecord } from "../core/types.ts";
+import { deriveContext } from "./context.ts";
+import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
+import {
+  type AgentState,
+  appendAssistant,
+  appendUser,
+  DOC,
+  ENTRY,
+  live,
+  type LiveState,
+  type ModelRef,
+  readDoc,
+  type SystemRecord,
+  type ThinkingLevel,
+  type ToolSlot,
+  writeDoc,
+} from "./records.ts";
+import { type AgentServices, type HookContext, isRetryableError, retryDelayMs, sleepUntil, type ToolRoundResult } from "./services.ts";
+import { toPiTool } from "./tool.ts";
+import { type ToolTaskResult, toolResultEntry } from "./tool-task.ts";
+
+export type GenerationCheckpoint =
+  | { phase: "prepare"; attempt: number }
+  | { phase: "request"; attempt: number; model: ModelRef; thinkingLevel: ThinkingLevel; cutoff: EntryId }
+  | { phase: "retry"; attempt: number; until: number }
+  | { phase: "tools"; assistant: EntryId; tools: TaskId[] };
+
+export type GenerationResult = { entryId: EntryId } | null;
+type Runtime = TaskRuntime<Json, GenerationCheckpoint, GenerationResult>;
+
+const ownsRun = (tx: Tx, c: ConversationId, taskId: TaskId) => live(tx, c).run?.taskId === taskId;
+
+/** Fail the run: settle its inputs unanswered, clear the run, end the task `failed`. */
+function failRun(tx: Tx, c: ConversationId, taskId: TaskId, reason: string, detail?: string) {
+  const run = live(tx, c).run;
+  if (run?.taskId === taskId) {
+    settleInputs(tx, run.inputs, { status: "unanswered", reason, ...(detail !== undefined ? { detail } : {}) });
+    endRun(tx, c);
+  }
+  return {
+    status: "terminal" as const,
+    outcome: { status: "failed" as const, error: { message: reason, ...(detail !== undefined ? { detail } : {}) } },
+  };
+}
+
+/** A committed partial answer becomes an aborted pi.assistant entry (and its spend is counted). */
+export function convertLeftoverPartial(tx: Tx, c: ConversationId): void {
+  const state = live(tx, c);
+  const message = state.generation?.message;
+  if (!message) return;
+  appendAssistant(tx, c, { ...message, stopReason: "aborted", errorMessage: message.errorMessage ?? "interrupted" });
+  const { message: _m, ...generation } = state.generation!;
+  writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation });
+}
+
+/** Scheduler-written outcome (faulted, orphaned) of a generation that owns the run. */
+export function cleanUpFailedGeneration(tx: Tx, task: TaskRecord): void {
+  const c = task.conversationId;
+  const run = live(tx, c).run;
+  if (run?.taskId !== task.id) return;
+  convertLeftoverPartial(tx, c);
+  const outcome = task.state.status === "terminal" || task.state.status === "completing" ? task.state.outcome : undefined;
+  const reason = outcome?.status === "orphaned" ? String(outcome.reason) : "faulted";
+  const detail = outcome?.status === "faulted" ? outcome.error.message : undefined;
+  settleInputs(tx, run.inputs, { status: "unanswered", reason, ...(detail !== undefined ? { detail } : {}) });
+  endRun(tx, c);
+}
+
+function sameSections(a: Record<string, string | null>, b: Record<string, string | null>): boolean {
+  const ka = Object.keys(a).filter((k) => a[k] !== null);
+  const kb = Object.keys(b).filter((k) => b[k] !== null);
+  return ka.length === kb.length && ka.every((k) => a[k] === b[k]);
+}
+
+async function runHooks<T>(list: readonly T[] | undefined, each: (hook: T) => Promise<void> | void): Promise<void> {
+  for (const hook of list ?? []) await each(hook);
+}
+
+export function createGenerationTask(services: AgentServices, policy: InboxPolicy, toolTask: () => TaskDefinition<never, never, never>) {
+  const definition: TaskDefinition<Json, GenerationCheckpoint, GenerationResult> = defineTask<Json, GenerationCheckpoint, GenerationResult>({
+    name: "pi.generation",
+    version: 1,
+    initial: () => ({ phase: "prepare", attempt: 1 }),
+    phases: {
+      prepare: async (task, runtime) => {
+        const c = task.conversationId;
+        const entries = await services.session.entries(c);
+        const replayed = deriveContext(entries);
+        await runtime.commit((tx) => {
+          const agent = readDoc<AgentState>(tx, c, DOC.agent, {});
+          const ref = agent.model ?? services.defaultModel;
+          if (!ref || !services.models.resolve(ref)) {
+            return failRun(tx, c, task.id, "no_model", ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured");
+          }
+          const registered = services.tools();
+          const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
+          const sections: Record<string, string | null> = agent.instructions ? { instructions: agent.instructions } : {};
+          const added = desired.filter((t) => !replayed.tools.includes(t));
+          const removed = replayed.tools.filter((t) => !desired.includes(t));
+          const sectionDelta: Record<string, string | null> = { ...sections };
+          for (const name of Object.keys(replayed.sections)) if (!(name in sections)) sectionDelta[name] = null;
+          if (added.length > 0 || removed.length > 0 || !sameSections(sections, replayed.sections)) {
+            const system: SystemRecord = {
+              role: "system",
+              content: "",
+              sections: sectionDelta,
+              ...(added.length ? { toolsAdded: added } : {}),
+              ...(removed.length ? { toolsRemoved: removed } : {}),
+              timestamp: tx.now(),
+            };
+            tx.appendEntry(c, { kind: ENTRY.system, model: [system] as unknown as Json });
+          }
+          const state = live(tx, c);
+          writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { taskId: task.id, attempt: task.state.checkpoint.attempt } });
+          return {
+            status: "running",
+            checkpoint: {
+              phase: "request",
+              attempt: task.state.checkpoint.attempt,
+              model: { provider: ref.provider, id: ref.id },
+              thinkingLevel: agent.thinkingLevel ?? "off",
+              cutoff: tx.lastEntryId(),
+            },
+          };
+        });
+      },
+
+      request: async (task, runtime, signal) => {
+        const c = task.conversationId;
+        const cp = task.state.checkpoint;
+        const ctx: HookContext = { conversationId: c, taskId: task.id };
+        // A partial committed before a crash is kept as an aborted answer, never resent.
+        if (committed<LiveState>(services, c, DOC.live, {}).generation?.message) {
+          await runtime.commit((tx) => {
+            convertLeftoverPartial(tx, c);
+            return undefined;
+          });
+        }
+        const model = services.models.resolve(cp.model);
+        if (!model) {
+          await runtime.commit((tx) => failRun(tx, c, task.id, "no_model", `unknown model ${cp.model.provider}/${cp.model.id}`));
+          return;
+        }
+        const entries = await services.session.entries(c, { upTo: cp.cutoff });
+        const derived = deriveContext(entries);
+        const registered = services.tools();
+        const offered = derived.tools.filter((n) => registered.has(n));
+        let messages = derived.messages;
+        const hooks = services.hooks();
+        await runHooks(hooks.beforeRequest, async (h) => {
+          messages = (await h(messages, ctx)) ?? messages;
+        });
+        const provider = committed<{ sessionId?: string }>(services, c, DOC.provider, {});
+        const apiKey = services.apiKey(model.provider);
+        const stream = services.stream(
+          model,
+          { ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}), messages, tools: offered.map((n) => toPiTool(registered.get(n)!)) },
+          {
+            signal,
+            ...(cp.thinkingLevel !== "off" ? { reasoning: cp.thinkingLevel } : {}),
+            ...(provider.sessionId ? { sessionId: provider.sessionId } : {}),
+            ...(apiKey ? { apiKey } : {}),
+          },
+        );
+        const partials = new PartialWriter(runtime, c, task.id, cp.attempt, services.settings().partialIntervalMs);
+        let final: AssistantMessage | undefined;
+        try {
+          for await (const event of stream as AsyncIterable<AssistantMessageEvent>) {
+            if (event.type === "done") final = event.message;
+            else if (event.type === "error") final = event.error;
+            else if ("partial" in event) partials.offer(event.partial);
+          }
+          final ??= await stream.result();
+        } catch (error) {
+          if (signal.aborted) return;
+          final = errorMessage(model.api, model.provider, model.id, error);
+        }
+        await partials.stop();
+        if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
+        await runHooks(hooks.afterResponse, (h) => h(final!, ctx));
+        const message = final;
+        const calls = message.content.filter((b): b is ToolCall => b.type === "toolCall");
+        if (message.stopReason === "error" || message.stopReason === "aborted") {
+          const retry = services.settings().retry;
+          const retryable = message.stopReason === "error" && isRetryableError(message.errorMessage);
+          await runtime.commit((tx) => {
+            appendAssistant(tx, c, message);
+            clearPartial(tx, c);
+            if (retryable && retry.enabled && cp.attempt <= retry.maxRetries) {
+              const until = tx.now() + retryDelayMs(retry, cp.attempt);
+              const state = live(tx, c);
+              writeDoc<LiveState>(tx, c, DOC.live, {
+                ...state,
+                generation: { taskId: task.id, attempt: cp.attempt, retry: { at: until, error: message.errorMessage ?? "error" } },
+              });
+              return { status: "running", checkpoint: { phase: "retry", attempt: cp.attempt, until } };
+            }
+            return failRun(tx, c, task.id, "model_error", message.errorMessage ?? message.stopReason);
+          });
+          return;
+        }
+        if (message.stopReason === "toolUse" && calls.length > 0) {
+          await runtime.commit((tx) => {
+            const entry = appendAssistant(tx, c, message);
+            const slots: ToolSlot[] = [];
+            const ids: TaskId[] = [];
+            for (const call of calls) {
+              if (!offered.includes(call.name)) {
+                const result = toolResultEntry(tx, c, call.id, call.name, `tool ${call.name} is not available`, "tool_unavailable");
+                slots.push({ callId: call.id, name: call.name, status: "done", entry: result.id });
+                continue;
+              }
+              const id = tx.createTask(toolTask(), { assistant: entry.id, callId: call.id } as never, {
+                ownership: { kind: "task", taskId: task.id },
+              });
+              ids.push(id);
+              slots.push({ callId: call.id, name: call.name, taskId: id, status: "pending" });
+            }
+            const { generation: _g, ...state } = live(tx, c);
+            writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });
+            return { status: "waiting", checkpoint: { phase: "tools", assistant: entry.id, tools: ids }, on: ids, policy: "allSettled" };
+          });
+          return;
+        }
+        let continuation: string | undefined;
+        for (const h of hooks.onYield ?? []) {
+          continuation = await h(message, ctx);
+          if (continuation !== undefined) break;
+        }
+        await runtime.commit((tx) => {
+          const entry = appendAssistant(tx, c, message);
+          clearPartial(tx, c);
+          const run = live(tx, c).run;
+          if (run?.taskId === task.id) {
+            if (continuation !== undefined) {
+              appendUser(tx, c, continuation);
+              handRunTo(tx, c, policy, run.inputs);
+            } else {
+              settleInputs(tx, run.inputs, { status: "done", answer: entry.id });
+              finalBoundary(tx, policy, c);
+            }
+          }
+          return { status: "terminal", outcome: { status: "completed", result: { entryId: entry.id } } };
+        });
+      },
+
+      retry: async (task, runtime, signal) => {
+        const cp = task.state.checkpoint;
+        await sleepUntil(cp.until, () => runtime.now(), signal);
+        await runtime.commit((tx) => {
+          const state = live(tx, task.conversationId);
+          if (state.generation) {
+            const { retry: _r, ...generation } = state.generation;
+            writeDoc<LiveState>(tx, task.conversationId, DOC.live, { ...state, generation: { ...generation, attempt: cp.attempt + 1 } });
+          }
+          return { status: "running", checkpoint: { phase: "prepare", attempt: cp.attempt + 1 } };
+        });
+      },
+
+      tools: async (task, runtime) => {
+        const c = task.conversationId;
+        const cp = task.state.checkpoint;
+        const results: ToolRoundResult[] = [];
+        const slots = committed<LiveState>(services, c, DOC.live, {}).tools ?? [];
+        for (const slot of slots) {
+          const record = slot.taskId !== undefined ? await runtime.getTask(slot.taskId) : undefined;
+          const outcome = record?.state.status === "terminal" ? record.state.outcome : undefined;
+          const result = outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
+          const entryId = result?.entryId ?? slot.entry;
+          results.push({
+            callId: slot.callId,
+            name: slot.name,
+            ...(entryId !== undefined ? { entryId } : {}),
+            isError: outcome?.status !== "completed" || result?.isError === true,
+            terminate: result?.control?.terminate === true,
+          });
+        }
+        await runHooks(services.hooks().afterTools, (h) => h(results, { conversationId: c, taskId: task.id }));
+        const terminate = results.length > 0 && results.every((r) => r.terminate);
+        await runtime.commit((tx) => {
+          const run = live(tx, c).run;
+          const { tools: _t, ...state } = live(tx, c);
+          writeDoc<LiveState>(tx, c, DOC.live, state);
+          if (run?.taskId === task.id) {
+            if (terminate) {
+              settleInputs(tx, run.inputs, { status: "done", answer: cp.assistant });
+              finalBoundary(tx, policy, c);
+            } else {
+              const steers = placeAtBoundary(tx, policy, c, "postTools");
+              handRunTo(tx, c, policy, [...run.inputs, ...steers]);
+            }
+          }
+          return { status: "terminal", outcome: { status: "completed", result: { entryId: cp.assistant } } };
+        });
+      },
+    },
+
+    abort: async (task, runtime) => {
+      const c = task.conversationId;
+      await runtime.commit((tx) => {
+        convertLeftoverPartial(tx, c);
+        const run = live(tx, c).run;
+        if (run?.taskId === task.id) {
+          settleInputs(tx, run.inputs, { status: "unanswered", reason: "aborted" });
+          endRun(tx, c);
+        }
+        return { status: "terminal", outcome: { status: "aborted", reason: "aborted" } };
+      });
+    },
+  });
+
+  /** The next generation takes over the run (same inputs, plus steers placed at this boundary). */
+  function handRunTo(tx: Tx, c: ConversationId, p: InboxPolicy, inputs: number[]): void {
+    const next = p.startGeneration(tx, c);
+    const state = live(tx, c);
+    const { generation: _g, tools: _t, ...rest } = state;
+    writeDoc<LiveState>(tx, c, DOC.live, { ...rest, run: { taskId: next, inputs } });
+  }
+
+  return definition;
+}
+
+function clearPartial(tx: Tx, c: ConversationId): void {
+  const state = live(tx, c);
+  if (!state.generation) return;
+  const { generation: _g, ...rest } = state;
+  writeDoc<LiveState>(tx, c, DOC.live, rest);
+}
+
+/** A document's committed value, read outside a commit. */
+function committed<T>(services: AgentServices, c: ConversationId, name: string, fallback: T): T {
+  return (services.session.records.getDoc(c, name) as T | undefined) ?? fallback;
+}
+
+function errorMessage(api: string, provider: string, model: string, error: unknown): AssistantMessage {
+  return {
+    role: "assistant",
+    content: [],
+    api,
+    provider,
+    model,
+    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    stopReason: "error",
+    errorMessage: error instanceof Error ? error.message : String(error),
+    timestamp: Date.now(),
+  };
+}
+
+/** Commits the newest partial to pi.live at most every `intervalMs`; one commit in flight at a time. */
+class PartialWriter {
+  #latest: AssistantMessage | undefined;
+  #written: AssistantMessage | undefined;
+  #inFlight: Promise<unknown> | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #last = 0;
+  #stopped = false;
+
+  constructor(
+    readonly runtime: Runtime,
+    readonly conversationId: ConversationId,
+    readonly taskId: TaskId,
+    readonly attempt: number,
+    readonly intervalMs: number,
+  ) {}
+
+  offer(partial: AssistantMessage): void {
+    if (this.#stopped) return;
+    this.#latest = partial;
+    if (this.#inFlight || this.#timer) return;
+    const wait = Math.max(0, this.#last + this.intervalMs - Date.now());
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#flush();
+    }, wait);
+  }
+
+  #flush(): void {
+    const message = this.#latest;
+    if (this.#stopped || !message || message === this.#written || message.content.length === 0) return;
+    this.#written = message;
+    this.#last = Date.now();
+    const copy = JSON.parse(JSON.stringify(message)) as AssistantMessage;
+    this.#inFlight = this.runtime
+      .commit((tx) => {
+        const state = live(tx, this.conversationId);
+        writeDoc<LiveState>(tx, this.conversationId, DOC.live, {
+          ...state,
+          generation: { taskId: this.taskId, attempt: this.attempt, message: copy },
+        });
+        return undefined;
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this.#inFlight = undefined;
+        if (this.#latest !== this.#written) this.offer(this.#latest!);
+      });
+  }
+
+  /** Stop writing and wait for the commit in flight, so no stale partial lands after the outcome. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    while (this.#inFlight) await this.#inFlight;
+  }
+}

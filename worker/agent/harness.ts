@@ -1,0 +1,179 @@
+/**
+ * The agent harness: the durable core plus conversations, submissions and the built-in agent tasks
+ * (`pi.generation`, `pi.tool`). Every conversation gets its documents (pi.agent, pi.live, pi.inbox,
+ * pi.usage, pi.provider) in the commit that creates it, whatever path creates it.
+ */
+import type { AnyTaskDefinition } from "../core/define.ts";
+import { Harness, type HarnessOptions } from "../core/harness.ts";
+import { ConversationMount } from "../core/observe.ts";
+import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
+import { ROOT_CONVERSATION_ID } from "../core/types.ts";
+import { UnknownConversation } from "../core/errors.ts";
+import type { Store } from "../store/types.ts";
+import { Conversation, Submission } from "./conversation.ts";
+import { MemoryFs, type WorkspaceFs } from "./fs.ts";
+import { cleanUpFailedGeneration, createGenerationTask } from "./generation.ts";
+import type { InboxPolicy } from "./inbox.ts";
+import { createModelResolver, type ModelResolver } from "./models.ts";
+import { type AgentState, addUsage, DOC, type ModelRef, readDoc, type UsageState, writeDoc } from "./records.ts";
+import {
+  type AgentHooks,
+  type AgentServices,
+  type AgentSettings,
+  defaultStream,
+  resolveSettings,
+  type StreamFn,
+} from "./services.ts";
+import { type ToolDefinition } from "./tool.ts";
+import { cleanUpFailedTool, createToolTask } from "./tool-task.ts";
+
+export interface AgentHarnessOptions extends HarnessOptions {
+  models?: ModelResolver;
+  /** The model of conversations whose pi.agent names none. */
+  defaultModel?: ModelRef;
+  tools?: readonly ToolDefinition[];
+  fs?: WorkspaceFs;
+  settings?: AgentSettings | (() => AgentSettings);
+  hooks?: AgentHooks | (() => AgentHooks);
+  /** pi-ai's streamSimple unless replaced (tests, instrumentation). */
+  stream?: StreamFn;
+  /** Keys are read at request time and never stored. */
+  apiKey?: (provider: string) => string | undefined;
+}
+
+export class AgentHarness extends Harness {
+  readonly services: AgentServices;
+  readonly generationTask: AnyTaskDefinition;
+  readonly toolTask: AnyTaskDefinition;
+  readonly policy: InboxPolicy;
+  #tools = new Map<string, ToolDefinition>();
+  #mounts = new Map<ConversationId, ConversationMount>();
+
+  protected constructor(store: Store, options: AgentHarnessOptions) {
+    super(store, options);
+    for (const tool of options.tools ?? []) this.#tools.set(tool.name, tool);
+    const settings = options.settings;
+    const hooks = options.hooks;
+    this.services = {
+      session: this.session,
+      models: options.models ?? createModelResolver(),
+      defaultModel: options.defaultModel,
+      fs: options.fs ?? new MemoryFs(),
+      stream: options.stream ?? defaultStream,
+      settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
+      hooks: () => (typeof hooks === "function" ? hooks() : (hooks ?? {})),
+      tools: () => this.#tools,
+      apiKey: options.apiKey ?? (() => undefined),
+      report: options.onReport ?? (() => undefined),
+    };
+    const toolTask = createToolTask(this.services);
+    this.toolTask = toolTask as AnyTaskDefinition;
+    this.policy = {
+      steeringMode: () => this.services.settings().steeringMode,
+      followUpMode: () => this.services.settings().followUpMode,
+      startGeneration: (tx, conversationId) =>
+        tx.createTask(this.generationTask, null, { ownership: { kind: "conversation" }, conversationId }),
+    };
+    this.generationTask = createGenerationTask(this.services, this.policy, () => toolTask as never) as AnyTaskDefinition;
+    this.registry.register(this.generationTask, this.toolTask);
+    this.scheduler.outcomeHook = (tx, task) => {
+      if (task.kind === "pi.generation") cleanUpFailedGeneration(tx, task);
+      else if (task.kind === "pi.tool") cleanUpFailedTool(tx, task);
+    };
+    this.session.onConversationCreated = (tx, record) => {
+      let agent: AgentState = {};
+      if (record.owner) agent = readDoc<AgentState>(tx, record.owner.conversationId, DOC.agent, {});
+      writeDoc(tx, record.id, DOC.agent, agent);
+      writeDoc(tx, record.id, DOC.live, {});
+      writeDoc(tx, record.id, DOC.inbox, { items: [] });
+      writeDoc<UsageState>(tx, record.id, DOC.usage, { models: {}, tools: {} });
+      writeDoc(tx, record.id, DOC.provider, { sessionId: crypto.randomUUID() });
+    };
+  }
+
+  static override async open(store: Store, options: AgentHarnessOptions = {}): Promise<AgentHarness> {
+    const harness = new AgentHarness(store, options);
+    await harness.start();
+    return harness;
+  }
+
+  /** Register tools (a later registration of a name replaces it for calls that start later). */
+  registerTools(...tools: ToolDefinition[]): void {
+    for (const tool of tools) this.#tools.set(tool.name, tool);
+  }
+
+  /** The root conversation (id 1), with its agent configured on first use. */
+  async root(options: { agent?: AgentState } = {}, signal?: AbortSignal): Promise<Conversation> {
+    if (options.agent) {
+      await this.transaction((tx) => {
+        const current = readDoc<AgentState>(tx, ROOT_CONVERSATION_ID, DOC.agent, {});
+        if (Object.keys(current).length === 0) writeDoc(tx, ROOT_CONVERSATION_ID, DOC.agent, options.agent);
+      }, signal);
+    }
+    return new Conversation(this, ROOT_CONVERSATION_ID);
+  }
+
+  async createConversation(
+    options: { ownership?: ConversationOwnership; agent?: AgentState } = {},
+    signal?: AbortSignal,
+  ): Promise<Conversation> {
+    const record = await this.transaction((tx) => {
+      const created = tx.createConversation(options.ownership ?? { kind: "ownerless" });
+      if (options.agent) {
+        const base = readDoc<AgentState>(tx, created.id, DOC.agent, {});
+        writeDoc(tx, created.id, DOC.agent, { ...base, ...options.agent });
+      }
+      return created;
+    }, signal);
+    return new Conversation(this, record.id);
+  }
+
+  /** A handle to an existing conversation, or undefined. */
+  conversation(id: ConversationId): Conversation | undefined {
+    return this.session.records.conversations.has(id) ? new Conversation(this, id) : undefined;
+  }
+
+  requireConversation(id: ConversationId): Conversation {
+    const c = this.conversation(id);
+    if (!c) throw new UnknownConversation(id);
+    return c;
+  }
+
+  async submission(id: SubmissionId): Promise<Submission | undefined> {
+    const record = await this.session.submission(id);
+    return record ? new Submission(this, record.id, record.conversationId) : undefined;
+  }
+
+  /** Every conversation's pi.usage added up. */
+  usage(): UsageState {
+    const total: UsageState = { models: {}, tools: {} };
+    for (const [key, value] of this.session.records.docs) {
+      if (!key.endsWith(`:${DOC.usage}`)) continue;
+      const u = value as unknown as UsageState;
+      for (const [m, usage] of Object.entries(u.models ?? {})) total.models[m] = total.models[m] ? addUsage(total.models[m], usage) : usage;
+      for (const [t, usage] of Object.entries(u.tools ?? {})) total.tools[t] = total.tools[t] ? addUsage(total.tools[t], usage) : usage;
+    }
+    return total;
+  }
+
+  /** The shared view mount of a conversation (created on first use, dropped when unobserved). */
+  mount(id: ConversationId): ConversationMount {
+    let mount = this.#mounts.get(id);
+    if (!mount) {
+      mount = new ConversationMount(this.session, id, () => this.#mounts.delete(id));
+      this.#mounts.set(id, mount);
+    }
+    return mount;
+  }
+
+  override async close(): Promise<void> {
+    for (const mount of this.#mounts.values()) mount.endAll();
+    this.#mounts.clear();
+    await super.close();
+  }
+
+  /** A committed document value (for reads outside commits). */
+  doc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
+    return this.session.records.getDoc(conversationId, name) as T | undefined;
+  }
+}

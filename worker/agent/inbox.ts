@@ -1,0 +1,160 @@
+/**
+ * Submissions and the inbox: admission rules, boundary placement and settlement. Every function
+ * here runs inside one commit (it only writes through `tx`), so admission, placement and the run it
+ * starts are atomic. Placement happens only at boundaries: after a tool round (`postTools`: writes
+ * and steers) and when a run answers (`final`: writes, steers and follow-ups).
+ */
+import type { UserMessage } from "@mariozechner/pi-ai";
+import type { Tx } from "../core/define.ts";
+import { HarnessError, InvalidTransition } from "../core/errors.ts";
+import type { ConversationId, EntryDraft, Json, SubmissionId, SubmissionRecord } from "../core/types.ts";
+import { appendUser, DOC, type EntryDraftJson, type InboxItem, inbox, live, type LiveState, writeDoc } from "./records.ts";
+
+export type QueueMode = "one-at-a-time" | "all";
+
+export type SubmissionDraft =
+  | { type: "input"; content: UserMessage["content"]; whenBusy?: "followUp" | "steer" | "reject"; requestId?: string }
+  | { type: "write"; entry: EntryDraftJson; requestId?: string };
+
+/** `whenBusy: "reject"` on a busy conversation. Nothing was written. */
+export class ConversationBusy extends HarnessError {
+  constructor(conversationId: ConversationId) {
+    super("conversation_busy", `conversation ${conversationId} is busy`);
+  }
+}
+
+export interface InboxPolicy {
+  steeringMode(): QueueMode;
+  followUpMode(): QueueMode;
+  /** Create the generation that answers `inputs`; returns its task id. */
+  startGeneration(tx: Tx, conversationId: ConversationId): number;
+}
+
+function validateContent(content: unknown): asserts content is UserMessage["content"] {
+  if (typeof content === "string") return;
+  if (Array.isArray(content) && content.every((c) => c && typeof c === "object" && (c.type === "text" || c.type === "image"))) return;
+  throw new InvalidTransition("input content must be a string or a list of text and image parts");
+}
+
+function entryDraft(draft: EntryDraftJson): EntryDraft {
+  if (!draft || typeof draft.kind !== "string" || draft.kind.length === 0) throw new InvalidTransition("a write needs an entry with a kind");
+  const { head, ...rest } = draft;
+  if (head === "self") throw new InvalidTransition("head: \"self\" writes are made by reset()");
+  return { ...rest, ...(head !== undefined ? { head } : {}) } as EntryDraft;
+}
+
+/** Admit a submission (inside a commit). Returns the stored record (existing one for a known requestId). */
+export function admit(tx: Tx, policy: InboxPolicy, conversationId: ConversationId, draft: SubmissionDraft): SubmissionRecord {
+  if (draft.requestId !== undefined) {
+    const existing = tx.submissionByRequest(conversationId, draft.requestId);
+    if (existing) {
+      if (existing.type !== draft.type) throw new InvalidTransition(`request ${draft.requestId} was a ${existing.type} submission`);
+      return existing;
+    }
+  }
+  const state = live(tx, conversationId);
+  const busy = state.run !== undefined;
+  const items = inbox(tx, conversationId).items;
+  const base = { conversationId, ...(draft.requestId !== undefined ? { requestId: draft.requestId } : {}) };
+  if (draft.type === "input") {
+    validateContent(draft.content);
+    if (busy && draft.whenBusy === "reject") throw new ConversationBusy(conversationId);
+    if (!busy && items.length === 0) {
+      const entry = appendUser(tx, conversationId, draft.content);
+      const sub = tx.createSubmission({ ...base, type: "input", status: "placed", entry: entry.id });
+      startRun(tx, policy, conversationId, [sub.id]);
+      return sub;
+    }
+    const mode = draft.whenBusy === "steer" ? "steer" : "followUp";
+    const sub = tx.createSubmission({ ...base, type: "input", status: "queued", mode, payload: draft.content as Json });
+    writeDoc(tx, conversationId, DOC.inbox, { items: [...items, { id: sub.id, mode, content: draft.content }] });
+    if (!busy) finalBoundary(tx, policy, conversationId);
+    return tx.submission(sub.id)!;
+  }
+  const drafted = entryDraft(draft.entry);
+  const displayOnly = drafted.model === undefined && drafted.head === undefined;
+  if (displayOnly || (!busy && items.length === 0)) {
+    // Between a call and its result a display-only entry changes nothing the model sees.
+    const entry = tx.appendEntry(conversationId, drafted);
+    return tx.createSubmission({ ...base, type: "write", status: "done", entry: entry.id });
+  }
+  const sub = tx.createSubmission({ ...base, type: "write", status: "queued", payload: draft.entry as unknown as Json });
+  writeDoc(tx, conversationId, DOC.inbox, { items: [...items, { id: sub.id, mode: "write", entry: draft.entry }] });
+  if (!busy) finalBoundary(tx, policy, conversationId);
+  return tx.submission(sub.id)!;
+}
+
+export function startRun(tx: Tx, policy: InboxPolicy, conversationId: ConversationId, inputs: SubmissionId[]): void {
+  const taskId = policy.startGeneration(tx, conversationId);
+  const state = live(tx, conversationId);
+  writeDoc<LiveState>(tx, conversationId, DOC.live, { ...state, run: { taskId, inputs } });
+}
+
+/** Place what a boundary selects; returns the ids of the user items placed (in id order). */
+export function placeAtBoundary(tx: Tx, policy: InboxPolicy, conversationId: ConversationId, kind: "postTools" | "final"): SubmissionId[] {
+  const items = inbox(tx, conversationId).items;
+  if (items.length === 0) return [];
+  const pick = (mode: "steer" | "followUp", how: QueueMode): InboxItem[] => {
+    const of = items.filter((i) => i.mode === mode);
+    return how === "all" ? of : of.slice(0, 1);
+  };
+  const writes = items.filter((i) => i.mode === "write");
+  const users = [...pick("steer", policy.steeringMode()), ...(kind === "final" ? pick("followUp", policy.followUpMode()) : [])].sort(
+    (a, b) => a.id - b.id,
+  );
+  const selected = new Set([...writes, ...users].map((i) => i.id));
+  for (const item of writes) {
+    if (item.mode !== "write") continue;
+    const entry = tx.appendEntry(conversationId, entryDraft(item.entry));
+    const { payload: _p, ...sub } = tx.submission(item.id)!;
+    tx.updateSubmission({ ...sub, status: "done", entry: entry.id });
+  }
+  const placed: SubmissionId[] = [];
+  for (const item of users) {
+    if (item.mode === "write") continue;
+    const entry = appendUser(tx, conversationId, item.content);
+    const { payload: _p, ...sub } = tx.submission(item.id)!;
+    tx.updateSubmission({ ...sub, status: "placed", entry: entry.id });
+    placed.push(item.id);
+  }
+  writeDoc(tx, conversationId, DOC.inbox, { items: items.filter((i) => !selected.has(i.id)) });
+  return placed;
+}
+
+/** The run answered (or the conversation is idle with queued items): place, then start the next run. */
+export function finalBoundary(tx: Tx, policy: InboxPolicy, conversationId: ConversationId): void {
+  const placed = placeAtBoundary(tx, policy, conversationId, "final");
+  const state = live(tx, conversationId);
+  const { run: _run, generation: _g, tools: _t, ...rest } = state;
+  writeDoc<LiveState>(tx, conversationId, DOC.live, rest);
+  if (placed.length > 0) startRun(tx, policy, conversationId, placed);
+}
+
+export function settleInputs(
+  tx: Tx,
+  ids: readonly SubmissionId[],
+  settlement: { status: "done"; answer: number } | { status: "unanswered"; reason: string; detail?: string },
+): void {
+  for (const id of ids) {
+    const sub = tx.submission(id);
+    if (!sub || sub.status === "done" || sub.status === "unanswered") continue;
+    const { payload: _p, ...rest } = sub;
+    tx.updateSubmission({ ...rest, ...settlement });
+  }
+}
+
+/** Remove the run's presentation state (run, generation, tools) without touching the inbox. */
+export function endRun(tx: Tx, conversationId: ConversationId): void {
+  const { run: _run, generation: _g, tools: _t, ...rest } = live(tx, conversationId);
+  writeDoc<LiveState>(tx, conversationId, DOC.live, rest);
+}
+
+/** Withdraw a queued item: unanswered `aborted`, out of the inbox. */
+export function withdraw(tx: Tx, conversationId: ConversationId, id: SubmissionId): boolean {
+  const items = inbox(tx, conversationId).items;
+  if (!items.some((i) => i.id === id)) return false;
+  writeDoc(tx, conversationId, DOC.inbox, { items: items.filter((i) => i.id !== id) });
+  const { payload: _p, ...sub } = tx.submission(id)!;
+  tx.updateSubmission({ ...sub, status: "unanswered", reason: "aborted" });
+  return true;
+}

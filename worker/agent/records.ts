@@ -1,0 +1,168 @@
+/**
+ * The agent's durable vocabulary: built-in entry kinds and documents, their types, and typed
+ * accessors over a transaction. Documents hold names and data, never code.
+ */
+import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
+import type { Tx } from "../core/define.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../core/types.ts";
+
+export const ENTRY = {
+  user: "pi.user",
+  assistant: "pi.assistant",
+  toolResult: "pi.tool-result",
+  system: "pi.system",
+  reset: "pi.reset",
+  compaction: "pi.compaction",
+} as const;
+
+export const DOC = {
+  agent: "pi.agent",
+  live: "pi.live",
+  inbox: "pi.inbox",
+  usage: "pi.usage",
+  provider: "pi.provider",
+} as const;
+
+export type ModelRef = { provider: string; id: string };
+export type ThinkingLevel = "off" | "minimal" | "low" | "medium" | "high" | "xhigh";
+
+/** What a conversation stores about its agent: names, never code. */
+export interface AgentState {
+  model?: ModelRef;
+  thinkingLevel?: ThinkingLevel;
+  /** Exactly these tools, in order (names); absent: every registered tool. */
+  tools?: string[];
+  instructions?: string;
+}
+
+/** A system message as recorded in the transcript: the prompt sections and the offered tools. */
+export interface SystemRecord {
+  role: "system";
+  content: "";
+  sections: Record<string, string | null>;
+  toolsAdded?: string[];
+  toolsRemoved?: string[];
+  timestamp: number;
+}
+
+export type ToolDiagnostic = { severity: "info" | "warn" | "error"; message: string; code?: string };
+
+export interface ToolSlot {
+  callId: string;
+  name: string;
+  taskId?: TaskId;
+  status: "pending" | "running" | "done";
+  output?: string;
+  droppedBytes?: number;
+  droppedLines?: number;
+  details?: Json;
+  entry?: EntryId;
+}
+
+export interface LiveState {
+  run?: { taskId: TaskId; inputs: SubmissionId[] };
+  generation?: { taskId: TaskId; attempt: number; message?: AssistantMessage; retry?: { at: number; error: string } };
+  tools?: ToolSlot[];
+}
+
+export type InboxItem =
+  | { id: SubmissionId; mode: "steer" | "followUp"; content: UserMessage["content"] }
+  | { id: SubmissionId; mode: "write"; entry: EntryDraftJson };
+
+export interface InboxState {
+  items: InboxItem[];
+}
+
+export interface UsageState {
+  models: Record<string, Usage>;
+  tools: Record<string, Usage>;
+}
+
+export type EntryDraftJson = { kind: string; data?: Json; model?: Json; head?: number | "self" };
+
+export function readDoc<T>(tx: Tx, conversationId: ConversationId, name: string, fallback: T): T {
+  return (tx.readDoc(conversationId, name) as T | undefined) ?? fallback;
+}
+
+export function writeDoc<T>(tx: Tx, conversationId: ConversationId, name: string, value: T): void {
+  tx.writeDoc(conversationId, name, value as unknown as Json);
+}
+
+export const live = (tx: Tx, c: ConversationId): LiveState => readDoc<LiveState>(tx, c, DOC.live, {});
+export const inbox = (tx: Tx, c: ConversationId): InboxState => readDoc<InboxState>(tx, c, DOC.inbox, { items: [] });
+
+export function zeroUsage(): Usage {
+  return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+}
+
+export function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    input: a.input + b.input,
+    output: a.output + b.output,
+    cacheRead: a.cacheRead + b.cacheRead,
+    cacheWrite: a.cacheWrite + b.cacheWrite,
+    totalTokens: a.totalTokens + b.totalTokens,
+    cost: {
+      input: a.cost.input + b.cost.input,
+      output: a.cost.output + b.cost.output,
+      cacheRead: a.cost.cacheRead + b.cost.cacheRead,
+      cacheWrite: a.cost.cacheWrite + b.cost.cacheWrite,
+      total: a.cost.total + b.cost.total,
+    },
+  };
+}
+
+/** Append an assistant message and count its spend in pi.usage, in the same commit. */
+export function appendAssistant(tx: Tx, c: ConversationId, message: AssistantMessage): EntryRecord {
+  const entry = tx.appendEntry(c, { kind: ENTRY.assistant, model: [message] as unknown as Json });
+  const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
+  const key = `${message.provider}/${message.model}`;
+  writeDoc<UsageState>(tx, c, DOC.usage, {
+    ...usage,
+    models: { ...usage.models, [key]: addUsage(usage.models[key] ?? zeroUsage(), message.usage ?? zeroUsage()) },
+  });
+  return entry;
+}
+
+export function appendUser(tx: Tx, c: ConversationId, content: UserMessage["content"]): EntryRecord {
+  const message: UserMessage = { role: "user", content, timestamp: tx.now() };
+  return tx.appendEntry(c, { kind: ENTRY.user, model: [message] as unknown as Json, timestamp: message.timestamp });
+}
+
+export function modelMessages(entry: EntryRecord): Message[] {
+  return Array.isArray(entry.model) ? (entry.model as unknown as Message[]) : [];
+}
+
+export function toolResultOf(entry: EntryRecord): ToolResultMessage | undefined {
+  const m = modelMessages(entry)[0];
+  return m?.role === "toolResult" ? m : undefined;
+}
+
+/** A typed custom entry kind. */
+export function defineEntry<D extends Json>(kind: string) {
+  if (!kind || kind.startsWith("pi.")) throw new TypeError(`entry kind ${kind} is reserved or empty`);
+  return {
+    kind,
+    is(entry: EntryRecord): entry is EntryRecord & { data: D } {
+      return entry.kind === kind;
+    },
+    draft(data: D): { kind: string; data: D } {
+      return { kind, data };
+    },
+  };
+}
+
+/** A typed custom document with an initial value. */
+export function defineDoc<T extends Json>(name: string, initial: T) {
+  if (!name || name.startsWith("pi.")) throw new TypeError(`document name ${name} is reserved or empty`);
+  return {
+    name,
+    initial,
+    read(tx: Tx, c: ConversationId): T {
+      return readDoc<T>(tx, c, name, initial);
+    },
+    write(tx: Tx, c: ConversationId, value: T): void {
+      tx.writeDoc(c, name, value);
+    },
+  };
+}

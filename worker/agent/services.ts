@@ -1,0 +1,129 @@
+/**
+ * What the built-in agent tasks need from their host: models, tools, the workspace, settings and
+ * hooks. Settings are read at each decision (getters allowed), never copied into durable state.
+ */
+import { type AssistantMessage, type Context, type Message, type SimpleStreamOptions, streamSimple } from "@mariozechner/pi-ai";
+import type { Api, AssistantMessageEventStream, Model } from "@mariozechner/pi-ai";
+import type { Session } from "../core/session.ts";
+import type { ConversationId } from "../core/types.ts";
+import type { WorkspaceFs } from "./fs.ts";
+import type { QueueMode } from "./inbox.ts";
+import type { ModelResolver } from "./models.ts";
+import type { ModelRef } from "./records.ts";
+import type { ToolDefinition, ToolResult } from "./tool.ts";
+
+export interface RetryPolicy {
+  enabled: boolean;
+  maxRetries: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export interface AgentSettings {
+  retry?: Partial<RetryPolicy>;
+  /** How often a streaming answer is committed to pi.live (ms). */
+  partialIntervalMs?: number;
+  /** How often a tool's streamed output is committed to pi.live (ms). */
+  outputIntervalMs?: number;
+  steeringMode?: QueueMode;
+  followUpMode?: QueueMode;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { enabled: true, maxRetries: 3, baseDelayMs: 2000, maxDelayMs: 60_000 };
+
+export interface ResolvedSettings {
+  retry: RetryPolicy;
+  partialIntervalMs: number;
+  outputIntervalMs: number;
+  steeringMode: QueueMode;
+  followUpMode: QueueMode;
+}
+
+export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
+  return {
+    retry: { ...DEFAULT_RETRY, ...(s?.retry ?? {}) },
+    partialIntervalMs: s?.partialIntervalMs ?? 100,
+    outputIntervalMs: s?.outputIntervalMs ?? 100,
+    steeringMode: s?.steeringMode ?? "one-at-a-time",
+    followUpMode: s?.followUpMode ?? "one-at-a-time",
+  };
+}
+
+export type HookContext = { conversationId: ConversationId; taskId: number };
+
+/** Hooks, run in order; each phase reads them once at its start. */
+export interface AgentHooks {
+  /** May replace the messages of this request only. */
+  beforeRequest?: Array<(messages: Message[], ctx: HookContext) => Message[] | undefined | Promise<Message[] | undefined>>;
+  /** Observes every final message before it is classified. */
+  afterResponse?: Array<(message: AssistantMessage, ctx: HookContext) => void | Promise<void>>;
+  /** When a run answers: return text to continue the run with another user message (first wins). */
+  onYield?: Array<(message: AssistantMessage, ctx: HookContext) => string | undefined | Promise<string | undefined>>;
+  /** Observes a finished tool round. */
+  afterTools?: Array<(results: ToolRoundResult[], ctx: HookContext) => void | Promise<void>>;
+  /** Block a call or rewrite its arguments (validated again afterwards). */
+  beforeTool?: Array<
+    (call: { name: string; arguments: unknown }, ctx: HookContext) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
+  >;
+  /** Replace a tool's result. */
+  afterTool?: Array<(call: { name: string; arguments: unknown; result: ToolResult }, ctx: HookContext) => ToolResult | undefined | Promise<ToolResult | undefined>>;
+}
+
+export type BeforeToolDecision = { block: string } | { arguments: unknown };
+
+export interface ToolRoundResult {
+  callId: string;
+  name: string;
+  entryId?: number;
+  isError: boolean;
+  terminate: boolean;
+}
+
+export type StreamFn = (model: Model<Api>, context: Context, options: SimpleStreamOptions) => AssistantMessageEventStream;
+
+export interface AgentServices {
+  readonly session: Session;
+  readonly models: ModelResolver;
+  readonly defaultModel: ModelRef | undefined;
+  readonly fs: WorkspaceFs;
+  readonly stream: StreamFn;
+  settings(): ResolvedSettings;
+  hooks(): AgentHooks;
+  /** Every registered tool by name. */
+  tools(): ReadonlyMap<string, ToolDefinition>;
+  /** The key for a provider, read at request time; never stored, logged or committed. */
+  apiKey(provider: string): string | undefined;
+  report(error: unknown): void;
+}
+
+export const defaultStream: StreamFn = (model, context, options) => streamSimple(model, context, options);
+
+/** Exponential backoff: base * 2^(attempt-1), capped. */
+export function retryDelayMs(policy: RetryPolicy, attempt: number): number {
+  return Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, attempt - 1));
+}
+
+/** Provider errors worth retrying: rate limits, overload, 5xx, timeouts, dropped connections. */
+export function isRetryableError(message: string | undefined): boolean {
+  if (!message) return false;
+  return /\b(408|409|425|429|500|502|503|504|529)\b|overload|rate.?limit|too many requests|timed? ?out|timeout|ECONNRESET|ETIMEDOUT|ECONNREFUSED|socket hang up|network|fetch failed|temporar|unavailable/i.test(
+    message,
+  );
+}
+
+/** Sleep until `until` on `now`'s clock; rejects when the signal aborts. */
+export function sleepUntil(until: number, now: () => number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const delay = Math.max(0, until - now());
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, delay);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}

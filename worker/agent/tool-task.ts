@@ -1,0 +1,360 @@
+/**
+ * `pi.tool`: one tool call as a durable task. `call` resolves and validates the call, runs
+ * `beforeTool` (block or rewrite) and validates again, commits intent (the final arguments and the
+ * replay policy), executes, runs `afterTool` and commits the result. `execute` is reached only by
+ * recovery: a call that is `safe` both as stored and as registered now runs again with the stored
+ * arguments; anything else records an `interrupted` error result built from the durable partial
+ * output. Nested calls (`api.executeTool`) are tasks owned by the caller, keyed by position.
+ */
+import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
+import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
+import { capHead, OUTPUT_LIMITS, type ReplayPolicy, replayPolicyOf, type ToolApi, type ToolDefinition, type ToolResult, toPiTool } from "./tool.ts";
+import { type AgentState, DOC, ENTRY, live, type LiveState, modelMessages, type ToolDiagnostic, type ToolSlot, writeDoc } from "./records.ts";
+import type { AgentServices, HookContext } from "./services.ts";
+
+export type ToolTaskInput =
+  | { assistant: EntryId; callId: string }
+  | { nested: { name: string; arguments: Json; callId: string } };
+export type ToolTaskCheckpoint = { phase: "call" } | { phase: "execute"; arguments: Json; replay: ReplayPolicy };
+export type ToolTaskResult = {
+  entryId?: EntryId;
+  isError?: boolean;
+  control?: { terminate?: boolean };
+  /** Nested calls hand their result to the caller instead of the transcript. */
+  result?: ToolResult;
+};
+type Runtime = TaskRuntime<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult>;
+type ToolTaskRecord = TaskRecord<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult>;
+
+class ToolCallFailed extends Error {
+  constructor(
+    readonly code: "tool_unavailable" | "invalid_arguments" | "blocked",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function harnessBlock(diagnostics: readonly ToolDiagnostic[]): string {
+  return `<harness>\n${diagnostics.map((d) => `[${d.severity}] ${d.message}`).join("\n")}\n</harness>`;
+}
+
+/** Append a pi.tool-result entry: exactly what the model will see, diagnostics included. */
+function appendResult(tx: Tx, c: ConversationId, callId: string, name: string, result: ToolResult, diagnostics: ToolDiagnostic[], durationMs?: number): EntryRecord {
+  const content = [...result.content];
+  if (diagnostics.length > 0) content.push({ type: "text", text: harnessBlock(diagnostics) });
+  const message = {
+    role: "toolResult",
+    toolCallId: callId,
+    toolName: name,
+    content,
+    ...(result.details !== undefined ? { details: result.details } : {}),
+    isError: result.isError === true,
+    ...(durationMs !== undefined ? { durationMs } : {}),
+    timestamp: tx.now(),
+  };
+  return tx.appendEntry(c, { kind: ENTRY.toolResult, model: [message] as unknown as Json, data: { diagnostics } as unknown as Json });
+}
+
+/** A harness-written error result (tool_unavailable, invalid_arguments, blocked, interrupted, aborted, tool_error). */
+export function toolResultEntry(tx: Tx, c: ConversationId, callId: string, name: string, message: string, code: string, partial?: string): EntryRecord {
+  const content: ToolResult["content"] = partial ? [{ type: "text", text: partial }] : [];
+  return appendResult(tx, c, callId, name, { content, isError: true }, [{ severity: "error", code, message }]);
+}
+
+function updateSlot(tx: Tx, c: ConversationId, taskId: TaskId, patch: (slot: ToolSlot) => ToolSlot): void {
+  const state = live(tx, c);
+  if (!state.tools?.some((s) => s.taskId === taskId)) return;
+  writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: state.tools.map((s) => (s.taskId === taskId ? patch(s) : s)) });
+}
+
+function slotDone(tx: Tx, c: ConversationId, taskId: TaskId, entry?: EntryId): void {
+  updateSlot(tx, c, taskId, ({ output: _o, droppedBytes: _b, droppedLines: _l, details: _d, ...s }) => ({
+    ...s,
+    status: "done",
+    ...(entry !== undefined ? { entry } : {}),
+  }));
+}
+
+/** Scheduler-written outcome (faulted, orphaned) of a tool task: its slot is done without an entry. */
+export function cleanUpFailedTool(tx: Tx, task: TaskRecord): void {
+  slotDone(tx, task.conversationId, task.id);
+}
+
+/** Bound every text part of a result; returns the diagnostics for what was dropped. */
+function boundResult(result: ToolResult): { result: ToolResult; diagnostics: ToolDiagnostic[] } {
+  const diagnostics: ToolDiagnostic[] = [];
+  const content = result.content.map((part) => {
+    if (part.type !== "text") return part;
+    const cap = capHead(part.text);
+    if (!cap.truncated) return part;
+    diagnostics.push({
+      severity: "warn",
+      code: "truncated",
+      message: `output truncated: ${cap.totalLines - cap.shownLines} lines and ${cap.totalBytes - cap.shownBytes} bytes not shown (limits ${OUTPUT_LIMITS.maxLines} lines, ${OUTPUT_LIMITS.maxBytes / 1024} KiB)`,
+    });
+    return { ...part, text: cap.head };
+  });
+  return { result: { ...result, content }, diagnostics };
+}
+
+export function createToolTask(services: AgentServices) {
+  const definition: TaskDefinition<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult> = defineTask<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult>({
+    name: "pi.tool",
+    version: 1,
+    initial: () => ({ phase: "call" }),
+    phases: {
+      call: async (task, runtime, signal) => {
+        const call = await readCall(task);
+        const ctx: HookContext = { conversationId: task.conversationId, taskId: task.id };
+        let tool: ToolDefinition;
+        let args: unknown;
+        try {
+          if (!call) throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
+          tool = resolveTool(task, call.name);
+          args = validate(tool, call, call.arguments);
+          for (const hook of services.hooks().beforeTool ?? []) {
+            const decision = await hook({ name: call.name, arguments: args }, ctx);
+            if (decision && "block" in decision) throw new ToolCallFailed("blocked", decision.block);
+            if (decision && "arguments" in decision) args = decision.arguments;
+          }
+          args = validate(tool, call, args);
+        } catch (error) {
+          if (!(error instanceof ToolCallFailed)) throw error;
+          await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", error.code, error.message);
+          return;
+        }
+        const replay = replayPolicyOf(tool);
+        await runtime.commit((tx) => {
+          updateSlot(tx, task.conversationId, task.id, (s) => ({ ...s, status: "running" }));
+          return { status: "running", checkpoint: { phase: "execute", arguments: args as Json, replay } };
+        });
+        await execute(runtime, task, tool, call!, args, signal);
+      },
+
+      // Reached only by recovery: the intent committed, the result did not.
+      execute: async (task, runtime, signal) => {
+        const cp = task.state.checkpoint;
+        const call = await readCall(task);
+        let tool: ToolDefinition | undefined;
+        try {
+          tool = call ? resolveTool(task, call.name) : undefined;
+        } catch {
+          tool = undefined;
+        }
+        if (call && tool && cp.replay === "safe" && replayPolicyOf(tool) === "safe") {
+          await runtime.commit((tx) => {
+            updateSlot(tx, task.conversationId, task.id, ({ output: _o, droppedBytes: _b, droppedLines: _l, ...s }) => ({ ...s, status: "running" }));
+            return undefined;
+          });
+          await execute(runtime, task, tool, call, cp.arguments, signal);
+          return;
+        }
+        const partial = partialOutput(task);
+        await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "interrupted", "the tool call was interrupted before it reported a result; it may or may not have taken effect", partial, "failed");
+      },
+    },
+    abort: async (task, runtime) => {
+      const call = await readCall(task).catch(() => undefined);
+      await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "aborted", "the tool call was aborted", partialOutput(task), "aborted");
+    },
+  });
+
+  async function readCall(task: ToolTaskRecord): Promise<ToolCall | undefined> {
+    const input = task.input;
+    if ("nested" in input) return { type: "toolCall", id: input.nested.callId, name: input.nested.name, arguments: input.nested.arguments as Record<string, unknown> };
+    const entry = await services.session.entry(input.assistant);
+    if (!entry) return undefined;
+    for (const m of modelMessages(entry)) {
+      if (m.role !== "assistant") continue;
+      const call = m.content.find((b): b is ToolCall => b.type === "toolCall" && b.id === input.callId);
+      if (call) return call;
+    }
+    return undefined;
+  }
+
+  function resolveTool(task: ToolTaskRecord, name: string): ToolDefinition {
+    const tool = services.tools().get(name);
+    const agent = (services.session.records.getDoc(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
+    if (!tool || (agent.tools && !agent.tools.includes(name))) throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
+    return tool;
+  }
+
+  function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
+    try {
+      return validateToolArguments(toPiTool(tool), { ...call, arguments: args as Record<string, unknown> });
+    } catch (error) {
+      throw new ToolCallFailed("invalid_arguments", error instanceof Error ? error.message : String(error));
+    }
+  }
+
+  function partialOutput(task: ToolTaskRecord): string | undefined {
+    const state = (services.session.records.getDoc(task.conversationId, DOC.live) as LiveState | undefined) ?? {};
+    return state.tools?.find((s) => s.taskId === task.id)?.output;
+  }
+
+  /** Commit a harness-written error result and end the task (completed unless told otherwise). */
+  async function settleError(
+    runtime: Runtime,
+    task: ToolTaskRecord,
+    callId: string,
+    name: string,
+    code: string,
+    message: string,
+    partial?: string,
+    status: "completed" | "failed" | "aborted" = "completed",
+  ): Promise<void> {
+    await runtime.commit((tx) => {
+      const c = task.conversationId;
+      if ("nested" in task.input) {
+        const result: ToolResult = { content: [{ type: "text", text: `${code}: ${message}` }], isError: true };
+        return terminal(status, { isError: true, result }, message);
+      }
+      const entry = toolResultEntry(tx, c, callId, name, message, code, partial);
+      slotDone(tx, c, task.id, entry.id);
+      return terminal(status, { entryId: entry.id, isError: true }, message);
+    });
+  }
+
+  async function execute(runtime: Runtime, task: ToolTaskRecord, tool: ToolDefinition, call: ToolCall, args: unknown, signal: AbortSignal): Promise<void> {
+    const c = task.conversationId;
+    const output = new OutputBuffer(runtime, c, task.id, services.settings().outputIntervalMs);
+    let position = 0;
+    const api: ToolApi = {
+      signal,
+      toolCallId: call.id,
+      fs: services.fs,
+      output: (chunk) => output.append(chunk),
+      executeTool: async (name, nestedArgs, options) => {
+        const key = options?.key ?? `#${position++}`;
+        const childId = await runtime.memo<number>(`nested:${key}`, (tx) =>
+          tx.createTask(definition, { nested: { name, arguments: nestedArgs as Json, callId: `${call.id}/${key}` } }, { ownership: { kind: "task", taskId: task.id } }),
+        );
+        const child = await runtime.waitForTask(childId!, signal);
+        const outcome = child.state.status === "terminal" ? child.state.outcome : undefined;
+        const result = outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined)?.result : undefined;
+        return result ?? { content: [{ type: "text", text: `nested call ${name} ended ${outcome?.status ?? "without a result"}` }], isError: true };
+      },
+    };
+    let result: ToolResult;
+    let failed = false;
+    const started = performance.now();
+    try {
+      result = await tool.execute(args as never, api);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      failed = true;
+      const message = error instanceof Error ? error.message : String(error);
+      result = { content: output.text ? [{ type: "text", text: output.text }] : [], isError: true };
+      result = { ...result, content: [...result.content, { type: "text", text: `Error: ${message}` }] };
+    }
+    const durationMs = Math.round(performance.now() - started);
+    await output.stop();
+    if (signal.aborted) throw signal.reason;
+    for (const hook of services.hooks().afterTool ?? []) {
+      result = (await hook({ name: call.name, arguments: args, result }, { conversationId: c, taskId: task.id })) ?? result;
+    }
+    if (result.content.length === 0 && output.text) result = { ...result, content: [{ type: "text", text: output.text }] };
+    const bounded = boundResult(result);
+    const diagnostics = failed ? [{ severity: "error" as const, code: "tool_error", message: "the tool threw an error" }, ...bounded.diagnostics] : bounded.diagnostics;
+    await runtime.commit((tx) => {
+      const value: ToolTaskResult = {
+        isError: bounded.result.isError === true,
+        ...(bounded.result.control ? { control: bounded.result.control } : {}),
+      };
+      if ("nested" in task.input) return terminal(failed ? "failed" : "completed", { ...value, result: bounded.result }, "tool_error");
+      const entry = appendResult(tx, c, call.id, call.name, bounded.result, diagnostics, durationMs);
+      slotDone(tx, c, task.id, entry.id);
+      return terminal(failed ? "failed" : "completed", { ...value, entryId: entry.id }, "tool_error");
+    });
+  }
+
+  return definition;
+}
+
+function terminal(status: "completed" | "failed" | "aborted", result: ToolTaskResult, message: string): NextTaskState<ToolTaskCheckpoint, ToolTaskResult> {
+  if (status === "completed") return { status: "terminal", outcome: { status: "completed", result } };
+  if (status === "failed") return { status: "terminal", outcome: { status: "failed", error: { message }, result } };
+  return { status: "terminal", outcome: { status: "aborted", reason: message, result } };
+}
+
+/** Keeps the head of a tool's output within the caps and commits it to its slot, throttled. */
+class OutputBuffer {
+  text = "";
+  #droppedBytes = 0;
+  #droppedLines = 0;
+  #full = false;
+  #dirty = false;
+  #inFlight: Promise<unknown> | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #last = 0;
+  #stopped = false;
+
+  constructor(
+    readonly runtime: Runtime,
+    readonly conversationId: ConversationId,
+    readonly taskId: TaskId,
+    readonly intervalMs: number,
+  ) {}
+
+  append(chunk: string): void {
+    if (this.#stopped) throw new Error("output() after the call ended");
+    if (this.#full) {
+      this.#droppedBytes += new TextEncoder().encode(chunk).length;
+      this.#droppedLines += chunk.split("\n").length - 1;
+    } else {
+      const cap = capHead(this.text + chunk);
+      if (cap.truncated) {
+        this.#full = true;
+        this.#droppedBytes += cap.totalBytes - cap.shownBytes;
+        this.#droppedLines += cap.totalLines - cap.shownLines;
+        this.text = cap.head;
+      } else {
+        this.text += chunk;
+      }
+    }
+    this.#dirty = true;
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#inFlight || this.#timer || this.#stopped) return;
+    const wait = Math.max(0, this.#last + this.intervalMs - Date.now());
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#flush();
+    }, wait);
+  }
+
+  #flush(): void {
+    if (!this.#dirty || this.#stopped) return;
+    this.#dirty = false;
+    this.#last = Date.now();
+    const output = this.text;
+    const droppedBytes = this.#droppedBytes;
+    const droppedLines = this.#droppedLines;
+    this.#inFlight = this.runtime
+      .commit((tx) => {
+        updateSlot(tx, this.conversationId, this.taskId, (s) => ({
+          ...s,
+          output,
+          ...(droppedBytes ? { droppedBytes } : {}),
+          ...(droppedLines ? { droppedLines } : {}),
+        }));
+        return undefined;
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this.#inFlight = undefined;
+        if (this.#dirty) this.#schedule();
+      });
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    while (this.#inFlight) await this.#inFlight;
+  }
+}

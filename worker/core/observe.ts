@@ -1,0 +1,233 @@
+/**
+ * Observation of committed state. A `Watch` delivers frames one at a time, waiting for the
+ * consumer's promise before the next; it keeps at most `limit` undelivered frames, and when one more
+ * arrives the whole undelivered backlog is replaced by a single frame holding the newest value, so a
+ * stalled consumer costs bounded memory and never slows the producer. A `ConversationMount` keeps a
+ * conversation's view (entries of the active range and documents) current from published change
+ * sets; it is shared by every observer of that conversation.
+ */
+import { entryFromRow } from "./persist.ts";
+import type { Session } from "./session.ts";
+import type { ChangeSet, ConversationId, ConversationRecord, EntryRecord, Json } from "./types.ts";
+
+export const WATCH_FRAME_LIMIT = 100;
+
+export type ViewOp =
+  | { op: "append"; entries: readonly EntryRecord[] }
+  | { op: "head"; entries: readonly EntryRecord[] }
+  | { op: "doc"; name: string; value: Json | undefined }
+  | { op: "replace" };
+
+export interface Frame<V> {
+  readonly seq: number;
+  readonly value: V;
+  readonly ops: readonly ViewOp[];
+}
+
+export type WatchEnd = "stopped" | "closed" | "listener_error";
+
+export class Watch<V> {
+  #pending: Frame<V>[] = [];
+  #listener: ((frame: Frame<V>) => unknown) | undefined;
+  #delivering = false;
+  #ended: WatchEnd | undefined;
+  #resolveClosed!: (end: WatchEnd) => void;
+  /** Resolves with the reason the watch ended. */
+  readonly closed = new Promise<WatchEnd>((r) => {
+    this.#resolveClosed = r;
+  });
+  /** Frames replaced by an overflow since the watch began (for diagnostics and tests). */
+  collapsed = 0;
+
+  constructor(
+    /** The value at acquisition; advances just before each delivery. */
+    public value: V,
+    readonly limit = WATCH_FRAME_LIMIT,
+    readonly onEnd: () => void = () => undefined,
+  ) {}
+
+  get pending(): number {
+    return this.#pending.length;
+  }
+
+  /** Install the sole listener; delivery starts on a later tick, never inline. */
+  start(listener: (frame: Frame<V>) => unknown): void {
+    if (this.#listener) throw new Error("a watch has one listener");
+    this.#listener = listener;
+    queueMicrotask(() => void this.#deliver());
+  }
+
+  push(frame: Frame<V>): void {
+    if (this.#ended) return;
+    if (this.#pending.length >= this.limit) {
+      this.collapsed += this.#pending.length;
+      this.#pending = [{ seq: frame.seq, value: frame.value, ops: [{ op: "replace" }] }];
+    } else {
+      this.#pending.push(frame);
+    }
+    if (this.#listener && !this.#delivering) queueMicrotask(() => void this.#deliver());
+  }
+
+  async #deliver(): Promise<void> {
+    if (this.#delivering || !this.#listener) return;
+    this.#delivering = true;
+    try {
+      while (!this.#ended && this.#pending.length > 0) {
+        const frame = this.#pending.shift()!;
+        this.value = frame.value;
+        try {
+          await this.#listener(frame);
+        } catch {
+          this.#end("listener_error");
+        }
+      }
+    } finally {
+      this.#delivering = false;
+    }
+  }
+
+  stop(): Promise<WatchEnd> {
+    this.#end("stopped");
+    return this.closed;
+  }
+
+  end(reason: WatchEnd): void {
+    this.#end(reason);
+  }
+
+  #end(reason: WatchEnd): void {
+    if (this.#ended) return;
+    this.#ended = reason;
+    this.#pending = [];
+    this.onEnd();
+    this.#resolveClosed(reason);
+  }
+}
+
+export interface ConversationView {
+  readonly conversation: ConversationRecord;
+  /** The active range: the newest head marker (if any) and the entries after its head. */
+  readonly entries: readonly EntryRecord[];
+  readonly docs: Readonly<Record<string, Json>>;
+}
+
+/** Apply appended entries to a view's entry list, honouring head markers. */
+export function applyEntries(entries: readonly EntryRecord[], appended: readonly EntryRecord[]): EntryRecord[] {
+  let out = entries as EntryRecord[];
+  let copied = false;
+  for (const e of appended) {
+    if (e.head !== undefined) {
+      out = [e, ...out.filter((x) => x.head === undefined && x.id >= e.head!)];
+      copied = true;
+    } else {
+      if (!copied) {
+        out = [...out];
+        copied = true;
+      }
+      out.push(e);
+    }
+  }
+  return out;
+}
+
+export class ConversationMount {
+  #view: ConversationView | undefined;
+  #watches = new Set<Watch<ConversationView>>();
+  #ready: Promise<void> | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #buffer: ChangeSet[] | undefined = [];
+  #readSeq = 0;
+
+  constructor(
+    readonly session: Session,
+    readonly conversationId: ConversationId,
+    readonly onIdle: () => void,
+  ) {}
+
+  /** Load the view once: subscribe first, then read; changes after the read point are replayed. */
+  ready(): Promise<void> {
+    this.#ready ??= (async () => {
+      this.#unsubscribe = this.session.subscribe((change) => this.#onChange(change));
+      const { entries, conversation, docs } = await this.session.store.read(async (sql) => {
+        this.#readSeq = this.session.records.seq;
+        const records = this.session.records;
+        const conversation = records.conversations.get(this.conversationId)!;
+        const docs: Record<string, Json> = {};
+        const prefix = `${this.conversationId}:`;
+        for (const [key, value] of records.docs) if (key.startsWith(prefix)) docs[key.slice(prefix.length)] = value;
+        const head = await sql.get(
+          "SELECT max(id) AS id FROM entries WHERE conversation_id = ? AND json_extract(body, '$.head') IS NOT NULL",
+          [this.conversationId],
+        );
+        const headId = head?.["id"] === null || head?.["id"] === undefined ? 0 : Number(head["id"]);
+        const rows = await sql.all("SELECT * FROM entries WHERE conversation_id = ? AND id >= ? ORDER BY id", [
+          this.conversationId,
+          headId,
+        ]);
+        return { conversation, docs, entries: applyEntries([], rows.map(entryFromRow)) };
+      });
+      this.#view = { conversation, entries, docs };
+      const buffered = this.#buffer ?? [];
+      this.#buffer = undefined;
+      for (const change of buffered) if (change.seq > this.#readSeq) this.#onChange(change);
+    })();
+    return this.#ready;
+  }
+
+  get view(): ConversationView {
+    if (!this.#view) throw new Error("mount not ready");
+    return this.#view;
+  }
+
+  async watch(limit = WATCH_FRAME_LIMIT): Promise<Watch<ConversationView>> {
+    await this.ready();
+    const watch: Watch<ConversationView> = new Watch(this.view, limit, () => {
+      this.#watches.delete(watch);
+      if (this.#watches.size === 0) this.#release();
+    });
+    this.#watches.add(watch);
+    return watch;
+  }
+
+  #release(): void {
+    this.#unsubscribe?.();
+    this.onIdle();
+  }
+
+  /** End every watch (close). */
+  endAll(): void {
+    for (const w of [...this.#watches]) w.end("closed");
+    this.#unsubscribe?.();
+  }
+
+  #onChange(change: ChangeSet): void {
+    if (this.#buffer) {
+      this.#buffer.push(change);
+      return;
+    }
+    const view = this.#view!;
+    const id = this.conversationId;
+    const appended = change.entries.filter((e) => e.conversationId === id);
+    const docChanges = change.docs.filter((d) => d.conversationId === id);
+    if (appended.length === 0 && docChanges.length === 0) return;
+    const ops: ViewOp[] = [];
+    let entries = view.entries;
+    if (appended.length > 0) {
+      entries = applyEntries(entries, appended);
+      ops.push(appended.some((e) => e.head !== undefined) ? { op: "head", entries: appended } : { op: "append", entries: appended });
+    }
+    let docs = view.docs;
+    if (docChanges.length > 0) {
+      const next: Record<string, Json> = { ...docs };
+      for (const d of docChanges) {
+        if (d.value === undefined) delete next[d.name];
+        else next[d.name] = d.value;
+        ops.push({ op: "doc", name: d.name, value: d.value });
+      }
+      docs = next;
+    }
+    this.#view = { conversation: view.conversation, entries, docs };
+    const frame: Frame<ConversationView> = { seq: change.seq, value: this.#view, ops };
+    for (const w of this.#watches) w.push(frame);
+  }
+}
