@@ -166,10 +166,10 @@ export class AgentHarness extends Harness {
     return mount;
   }
 
-  override async close(): Promise<void> {
+  override async close(options: { graceMs?: number } = {}): Promise<void> {
     for (const mount of this.#mounts.values()) mount.endAll();
     this.#mounts.clear();
-    await super.close();
+    await super.close(options);
   }
 
   /** A committed document value (for reads outside commits). */

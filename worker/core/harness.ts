@@ -235,9 +235,13 @@ export class Harness {
     return this.#closed !== undefined;
   }
 
-  /** Stop every invocation without an outcome, let admitted commits settle, close the store. */
-  close(): Promise<void> {
+  /**
+   * Stop every invocation without an outcome, let admitted commits settle, close the store. With
+   * `graceMs`, running phases first get that long to reach their next commit (a handover).
+   */
+  close(options: { graceMs?: number } = {}): Promise<void> {
     this.#closed ??= (async () => {
+      if (options.graceMs) await this.scheduler.quiesce(options.graceMs);
       await this.scheduler.close();
       this.scheduler.rejectWaiters(new HarnessClosed());
       if (!this.store.closed) await this.store.close();

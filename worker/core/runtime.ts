@@ -21,6 +21,9 @@ export class AbortRequested extends HarnessError {
   }
 }
 
+/** The signal reason of an invocation that ended normally: one shared instance (no stack capture per task). */
+const INVOCATION_ENDED = new CommitRefused("invocation_ended", "invocation ended");
+
 export class Invocation {
   readonly #controller = new AbortController();
   #ended = false;
@@ -76,7 +79,7 @@ export class Invocation {
     const run = this.mode === "run" ? this.#runPhases() : this.#runAbort();
     void run.finally(() => {
       this.#ended = true;
-      if (!this.signal.aborted) this.#controller.abort(new CommitRefused("invocation_ended", "invocation ended"));
+      if (!this.signal.aborted) this.#controller.abort(INVOCATION_ENDED);
       this.scheduler.ended(this);
       this.#resolveDone();
     });
@@ -93,7 +96,7 @@ export class Invocation {
     for (;;) {
       const task = this.#current();
       if (!task || task.state.status !== "running") return;
-      if (this.scheduler.closing) return;
+      if (this.scheduler.stopping) return;
       if (task.abortRequested) return; // the scheduler starts the abort invocation once owned work drained
       if (!first) {
         if (failure) return this.#fault(failure.error);

@@ -116,16 +116,41 @@ export class Scheduler {
     return this.#closing || this.session.fatal !== undefined;
   }
 
+  #quiescing = false;
+
+  /** No new reservations and no next phase, but running phases may still commit (a handover). */
+  get stopping(): boolean {
+    return this.#quiescing || this.closing;
+  }
+
+  /**
+   * Stop reserving and let running phases reach their next boundary, for at most `graceMs`; then
+   * close (signalling whatever still runs). Nothing is lost: stopped tasks stay running in storage
+   * and the next engine returns them to pending.
+   */
+  async quiesce(graceMs: number): Promise<void> {
+    this.#quiescing = true;
+    const running = [...this.active.values()].filter((i) => i.launched);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(running.map((i) => i.done)),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, graceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
   kick(): void {
     this.#dirty = true;
-    if (this.#draining || this.closing) return;
+    if (this.#draining || this.stopping) return;
     this.#draining = true;
     queueMicrotask(() => void this.#drain());
   }
 
   async #drain(): Promise<void> {
     try {
-      while (this.#dirty && !this.closing) {
+      while (this.#dirty && !this.stopping) {
         this.#dirty = false;
         const dry = this.#plan(new Overlay(this.session.records), true);
         if (!dry.writes && dry.starts.length === 0) continue;
@@ -144,7 +169,7 @@ export class Scheduler {
       if (!this.closing) this.report(error);
     } finally {
       this.#draining = false;
-      if (this.#dirty && !this.closing) this.kick();
+      if (this.#dirty && !this.stopping) this.kick();
     }
   }
 
@@ -287,7 +312,7 @@ export class Scheduler {
     this.#closing = true;
     const running = [...this.active.values()];
     for (const invocation of running) invocation.stop(reason);
-    await Promise.all(running.map((i) => i.done));
+    await Promise.all(running.filter((i) => i.launched).map((i) => i.done));
   }
 
   /** Outcome of a task if it is decided (terminal or held). */

@@ -43,7 +43,10 @@ export class Session {
   readonly records = new Records();
   #listeners = new Set<(change: ChangeSet) => void>();
   #fatal: Error | undefined;
-  /** Called synchronously after every merge (still inside the transaction): the scheduler's kick. */
+  /**
+   * Called synchronously after a merge (still inside the transaction): the scheduler's kick. Skipped
+   * for commits that only move running tasks between checkpoints (see `onlyCheckpointMoves`).
+   */
   onMerged: () => void = () => undefined;
   /** Called once when the session becomes fatal. */
   onFatal: (error: Error) => void = () => undefined;
@@ -120,8 +123,9 @@ export class Session {
         const result = await work(tx, overlay);
         overlay.sealed = true;
         await writeOverlay(sql, overlay);
+        const inert = onlyCheckpointMoves(overlay, this.records);
         change = this.records.merge(overlay);
-        this.onMerged();
+        if (!inert) this.onMerged();
         return result;
       });
     } catch (error) {
@@ -199,6 +203,37 @@ export class Session {
     const row = await this.store.read((sql) => sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]));
     return row ? taskFromRow(row).record : undefined;
   }
+}
+
+/**
+ * Does this commit (not yet merged) only move running tasks to a new running checkpoint, or add a
+ * memo? Such a commit cannot make work runnable or change a mark, a hold or a wait, so the scheduler
+ * is not woken for it (the common phase-to-phase step of a busy engine). Anything else wakes it.
+ */
+function onlyCheckpointMoves(overlay: Overlay, records: Records): boolean {
+  if (
+    overlay.tasks.size === 0 ||
+    overlay.created.size > 0 ||
+    overlay.migratedInputs.size > 0 ||
+    overlay.conversations.size > 0 ||
+    overlay.entries.length > 0 ||
+    overlay.docs.size > 0 ||
+    overlay.submissions.size > 0
+  ) {
+    return false;
+  }
+  for (const t of overlay.tasks.values()) {
+    const before = records.tasks.get(t.id);
+    if (
+      before?.state.status !== "running" ||
+      t.state.status !== "running" ||
+      before.abortRequested !== t.abortRequested ||
+      before.version !== t.version
+    ) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** The transaction handed to commit callbacks. Valid only while its callback runs. */

@@ -76,6 +76,7 @@ export class SqliteLine implements Store {
   #sql: Sql;
   #onClose: (() => Promise<void> | void) | undefined;
   #maxGroup: number;
+  #epoch: string | undefined;
 
   constructor(options: LineOptions) {
     this.kind = options.kind;
@@ -108,6 +109,21 @@ export class SqliteLine implements Store {
 
   read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
     return this.#enqueue("read", work);
+  }
+
+  /**
+   * Take ownership: bump the store's owner epoch and check it in every transaction from now on, so
+   * a previous owner that still runs (a stolen lock does not stop its holder) can never write again.
+   */
+  async fence(): Promise<number> {
+    const epoch = await this.commit(async (sql) => {
+      await sql.run(
+        "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+      );
+      return String((await sql.get("SELECT value FROM meta WHERE key = 'epoch'"))?.["value"]);
+    });
+    this.#epoch = epoch;
+    return Number(epoch);
   }
 
   /** Run multi-statement SQL directly (migrations at open, before the line is shared). */
@@ -192,10 +208,19 @@ export class SqliteLine implements Store {
     try {
       this.#point("before-begin");
       await this.#execute("BEGIN IMMEDIATE", undefined, false);
+      if (this.#epoch !== undefined) {
+        const row = (await this.#execute("SELECT value FROM meta WHERE key = 'epoch'", undefined, true))[0];
+        if (String(row?.["value"]) !== this.#epoch) {
+          await this.#execute("ROLLBACK", undefined, false);
+          const fenced = new StoreFailed("another engine has taken over this store; this one stops writing");
+          this.kill(fenced.message);
+          throw fenced;
+        }
+      }
     } catch (error) {
       // Nothing began: fail only the head, keep the line alive.
-      const job = this.#queue.shift()!;
-      job.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      const job = this.#queue.shift();
+      job?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
       return;
     }
     let count = 0;
@@ -261,12 +286,18 @@ export class SqliteLine implements Store {
       this.#statements.set(sql, cached);
     }
     const { stmt } = cached;
-    try {
-      await sqlite3.reset(stmt);
-    } catch {
-      // reset reports the previous step's error again; that error was already thrown to its caller.
+    const bound = params !== undefined && params.length > 0;
+    // Binding needs a reset statement. Without parameters the reset is left to sqlite3_step, which
+    // resets a statement that finished (every run steps to DONE or fails) by itself: one wasm call
+    // fewer for BEGIN, SAVEPOINT, RELEASE and COMMIT, the bulk of a grouped transaction's statements.
+    if (bound) {
+      try {
+        await sqlite3.reset(stmt);
+      } catch {
+        // reset reports the previous step's error again; that error was already thrown to its caller.
+      }
+      sqlite3.bind_collection(stmt, params as SqlValue[]);
     }
-    if (params && params.length > 0) sqlite3.bind_collection(stmt, params as SqlValue[]);
     const rows: Row[] = [];
     try {
       while ((await sqlite3.step(stmt)) === SQLite.SQLITE_ROW) {
@@ -278,7 +309,7 @@ export class SqliteLine implements Store {
         rows.push(row);
       }
     } finally {
-      if (params && params.length > 0) sqlite3.clear_bindings(stmt);
+      if (bound) sqlite3.clear_bindings(stmt);
     }
     return rows;
   }

@@ -1,0 +1,49 @@
+/**
+ * One conversation's committed view in the tab. It subscribes only while something reads it
+ * (createSubscriber), applies the engine's frames in order, and resolves each frame's promise only
+ * after applying it, so the engine's bounded queue is what limits a slow tab.
+ */
+import * as Comlink from "comlink";
+import { createSubscriber } from "svelte/reactivity";
+import { applyFrame, type EngineApi, type WatchFrame } from "../../worker/protocol.ts";
+import type { ConversationView } from "../../worker/core/observe.ts";
+
+export class ConversationState {
+  #view = $state.raw<ConversationView | undefined>(undefined);
+  frames = $state.raw(0);
+  #subscribe: () => void;
+
+  constructor(
+    readonly api: Comlink.Remote<EngineApi>,
+    readonly tabId: string,
+    readonly id: number,
+  ) {
+    this.#subscribe = createSubscriber(() => {
+      let watchId: number | undefined;
+      let stopped = false;
+      void this.api
+        .watch(
+          this.tabId,
+          this.id,
+          Comlink.proxy((frame: WatchFrame) => {
+            if (stopped) return;
+            this.#view = applyFrame(this.#view, frame);
+            this.frames++;
+          }),
+        )
+        .then((id) => {
+          watchId = id;
+          if (stopped) void this.api.unwatch(id);
+        });
+      return () => {
+        stopped = true;
+        if (watchId !== undefined) void this.api.unwatch(watchId);
+      };
+    });
+  }
+
+  get view(): ConversationView | undefined {
+    this.#subscribe();
+    return this.#view;
+  }
+}

@@ -1,0 +1,316 @@
+/**
+ * The engine host: owns one store for its whole life under the Web Lock `store:<name>`, runs the
+ * harness, and serves every connected tab with `EngineApi`. Invariants:
+ * - the store is opened only after the lock is held, and closed before the lock is released;
+ * - a newer build asks over BroadcastChannel; the owner stops reserving, lets running phases reach a
+ *   commit (bounded grace), closes the store, then releases the lock (never a silent steal);
+ * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its
+ *   watches and status listeners are dropped.
+ */
+import type { Api } from "@mariozechner/pi-ai";
+import type { Model } from "@mariozechner/pi-ai";
+import { AgentHarness } from "../agent/harness.ts";
+import { createModelResolver } from "../agent/models.ts";
+import { demoModel, registerDemoProvider } from "../agent/demo-provider.ts";
+import { OpfsFs } from "../agent/fs.ts";
+import { DOC, type LiveState } from "../agent/records.ts";
+import { builtinTools } from "../agent/tools/index.ts";
+import type { Watch } from "../core/observe.ts";
+import type { ConversationView } from "../core/observe.ts";
+import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
+import {
+  type ConversationSummary,
+  type DebugApi,
+  type EngineApi,
+  type EngineStatus,
+  type HandoverMessage,
+  type Hello,
+  handoverChannelName,
+  type ModelChoice,
+  PROTOCOL_VERSION,
+  type SubmitRequest,
+  storeLockName,
+  tabLockName,
+  type TickerRequest,
+  type WatchFrame,
+} from "../protocol.ts";
+import type { SqliteLine } from "../store/line.ts";
+import { StoreOpenError } from "../store/types.ts";
+import { runBrowserBench } from "./bench.ts";
+import { tickerTask } from "./ticker.ts";
+
+export interface HostPlatform {
+  readonly storeName: string;
+  readonly storeKind: "idb" | "opfs";
+  /** Comparable build id (ISO time of the build): a newer one may take the store over. */
+  readonly build: string;
+  openStore(): Promise<SqliteLine>;
+  readonly jspi: boolean;
+}
+
+/** Settings live in documents of conversation 0, which no view, entry or export ever includes. */
+const SETTINGS_CONVERSATION = 0;
+const API_KEYS_DOC = "engine.apiKeys";
+const HANDOVER_GRACE_MS = 2000;
+
+export class EngineHost implements EngineApi {
+  #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
+  #statusListeners = new Map<string, Set<(s: EngineStatus) => void>>();
+  #harness: AgentHarness | undefined;
+  #ready: Promise<AgentHarness>;
+  #resolveReady!: (h: AgentHarness) => void;
+  #rejectReady!: (e: Error) => void;
+  #watches = new Map<number, { tabId: string; watch: Watch<ConversationView> }>();
+  #nextWatch = 1;
+  #tabs = new Set<string>();
+  #releaseLock: (() => void) | undefined;
+  #channel: BroadcastChannel;
+  readonly #id = crypto.randomUUID();
+  readonly debug: DebugApi;
+
+  constructor(readonly platform: HostPlatform) {
+    this.#ready = new Promise((resolve, reject) => {
+      this.#resolveReady = resolve;
+      this.#rejectReady = reject;
+    });
+    this.#ready.catch(() => undefined);
+    this.#channel = new BroadcastChannel(handoverChannelName(platform.storeName));
+    this.#channel.onmessage = (e: MessageEvent<HandoverMessage>) => void this.#onHandoverMessage(e.data);
+    this.debug = {
+      startTicker: (r) => this.#startTicker(r),
+      ticker: async (taskId) => {
+        const h = await this.#ready;
+        const record = await h.getTask(taskId);
+        const entries = record ? await h.session.entries(record.conversationId) : [];
+        const trail = entries
+          .filter((e) => e.kind === "test.tick" && (e.data as { taskId?: number })?.taskId === taskId)
+          .map((e) => (e.data as { n: number }).n);
+        return { taskId, status: record ? (record.state.status === "terminal" ? record.state.outcome.status : record.state.status) : "missing", trail };
+      },
+      stats: async () => {
+        const h = await this.#ready;
+        let pendingFrames = 0;
+        for (const { watch } of this.#watches.values()) pendingFrames += watch.pending;
+        return { transactions: h.store.stats.transactions, commits: h.store.stats.commits, build: this.platform.build, watches: this.#watches.size, pendingFrames };
+      },
+      bench: (options) => runBrowserBench(this.platform, options),
+    };
+  }
+
+  get status(): EngineStatus {
+    return this.#status;
+  }
+
+  #setStatus(status: EngineStatus): void {
+    this.#status = status;
+    for (const listeners of this.#statusListeners.values()) for (const l of listeners) void Promise.resolve(l(status)).catch(() => undefined);
+  }
+
+  /** Take the lock (asking the owner to hand over if needed), then open the store and the harness. */
+  async start(): Promise<void> {
+    const name = storeLockName(this.platform.storeName);
+    const locks = navigator.locks;
+    const held = new Promise<void>((acquired) => {
+      const hold = (lock: Lock | null) => {
+        if (!lock) return Promise.resolve(false);
+        acquired();
+        return new Promise<boolean>((release) => {
+          this.#releaseLock = () => release(true);
+        });
+      };
+      void locks.request(name, { ifAvailable: true }, hold).then((got) => {
+        if (got !== false) return;
+        this.#setStatus({ phase: "waiting-for-lock", detail: "another engine owns the store; asking it to hand over" });
+        this.#post({ type: "handover-request", from: this.#id, build: this.platform.build });
+        void locks.request(name, hold);
+      });
+    });
+    await held;
+    this.#setStatus({ phase: "starting", detail: "opening the store" });
+    try {
+      const store = await this.platform.openStore();
+      await store.fence();
+      registerDemoProvider();
+      const persisted = await navigator.storage?.persisted?.().catch(() => undefined);
+      const harness = await AgentHarness.open(store, {
+        tasks: [tickerTask],
+        models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
+        defaultModel: { provider: demoModel.provider, id: demoModel.id },
+        tools: builtinTools,
+        fs: new OpfsFs(),
+        apiKey: (provider) => {
+          const keys = harness.doc<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC);
+          return keys?.[provider];
+        },
+        onReport: (error) => console.warn("engine:", error instanceof Error ? error.message : String(error)),
+      });
+      this.#harness = harness;
+      this.#resolveReady(harness);
+      this.#setStatus({ phase: "ready", storeKind: this.platform.storeKind, build: this.platform.build, jspi: this.platform.jspi, persisted });
+      this.#post({ type: "owner-ready", from: this.#id, build: this.platform.build });
+    } catch (error) {
+      const e = error instanceof StoreOpenError ? error : new StoreOpenError(error instanceof Error ? error.message : String(error), "unknown", "Reload the page; if it keeps failing, reset the store.");
+      this.#setStatus({ phase: "failed", reason: e.reason, message: e.message, advice: e.advice });
+      this.#rejectReady(e);
+      this.#releaseLock?.();
+    }
+  }
+
+  #post(message: HandoverMessage): void {
+    this.#channel.postMessage(message);
+  }
+
+  async #onHandoverMessage(message: HandoverMessage): Promise<void> {
+    if (message.from === this.#id || message.type !== "handover-request") return;
+    if (!this.#harness || this.#status.phase !== "ready") return;
+    if (message.build < this.platform.build) return; // an older build never takes over a newer one
+    this.#setStatus({ phase: "handing-over", detail: `a newer version (${message.build}) is taking over` });
+    const harness = this.#harness;
+    this.#harness = undefined;
+    for (const { watch } of this.#watches.values()) watch.end("closed");
+    this.#watches.clear();
+    try {
+      await harness.close({ graceMs: HANDOVER_GRACE_MS });
+    } finally {
+      this.#releaseLock?.();
+      this.#setStatus({ phase: "handed-over", detail: "a newer version of the app took over; reload this tab" });
+      this.#post({ type: "handover-released", from: this.#id, build: this.platform.build });
+    }
+  }
+
+  async #h(): Promise<AgentHarness> {
+    if (this.#status.phase === "handed-over" || this.#status.phase === "handing-over") {
+      throw new Error("this engine handed the store over to a newer version; reload the tab");
+    }
+    return this.#ready;
+  }
+
+  // --- EngineApi --------------------------------------------------------------------------
+
+  async hello(tab: { tabId: string; protocol: number }): Promise<Hello> {
+    if (tab.protocol !== PROTOCOL_VERSION) {
+      return { protocol: PROTOCOL_VERSION, build: this.platform.build, status: { phase: "failed", reason: "unsupported", message: `tab speaks protocol ${tab.protocol}, engine ${PROTOCOL_VERSION}`, advice: "Reload the page to load the same version as the engine." } };
+    }
+    if (!this.#tabs.has(tab.tabId)) {
+      this.#tabs.add(tab.tabId);
+      // Granted only once the tab's own lock is released: the tab is gone.
+      void navigator.locks.request(tabLockName(tab.tabId), () => this.#dropTab(tab.tabId));
+    }
+    return { protocol: PROTOCOL_VERSION, build: this.platform.build, status: this.#status };
+  }
+
+  #dropTab(tabId: string): void {
+    this.#tabs.delete(tabId);
+    this.#statusListeners.delete(tabId);
+    for (const [id, w] of this.#watches) {
+      if (w.tabId !== tabId) continue;
+      this.#watches.delete(id);
+      void w.watch.stop();
+    }
+  }
+
+  async onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void> {
+    let set = this.#statusListeners.get(tabId);
+    if (!set) this.#statusListeners.set(tabId, (set = new Set()));
+    set.add(listener);
+    void Promise.resolve(listener(this.#status)).catch(() => undefined);
+  }
+
+  async conversations(): Promise<ConversationSummary[]> {
+    const h = await this.#h();
+    const out: ConversationSummary[] = [];
+    for (const record of h.session.records.conversations.values()) {
+      if (record.owner) continue;
+      const title = h.doc<{ title?: string }>(record.id, "app.title")?.title ?? (record.id === ROOT_CONVERSATION_ID ? "Main" : `Conversation ${record.id}`);
+      const live = h.doc<LiveState & Record<string, never>>(record.id, DOC.live) ?? {};
+      out.push({ id: record.id, title, busy: live.run !== undefined, entries: 0 });
+    }
+    return out;
+  }
+
+  async createConversation(title?: string): Promise<ConversationId> {
+    const h = await this.#h();
+    const c = await h.createConversation();
+    if (title) await h.transaction((tx) => tx.writeDoc(c.id, "app.title", { title }));
+    return c.id;
+  }
+
+  async submit(conversationId: ConversationId, request: SubmitRequest): Promise<number> {
+    const h = await this.#h();
+    const sub = await h.requireConversation(conversationId).submit({
+      type: "input",
+      content: request.text,
+      whenBusy: request.mode ?? "followUp",
+      ...(request.requestId ? { requestId: request.requestId } : {}),
+    });
+    return sub.id;
+  }
+
+  async abort(conversationId: ConversationId): Promise<void> {
+    const h = await this.#h();
+    await h.requireConversation(conversationId).abort();
+  }
+
+  async setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void> {
+    const h = await this.#h();
+    await h.requireConversation(conversationId).configure({ model });
+  }
+
+  async models(): Promise<ModelChoice[]> {
+    const h = await this.#h();
+    return h.services.models.list().map((m) => ({ ...m, needsKey: m.provider !== demoModel.provider }));
+  }
+
+  async setApiKey(provider: string, key: string | null): Promise<void> {
+    const h = await this.#h();
+    await h.transaction((tx) => {
+      const keys = { ...((tx.readDoc(SETTINGS_CONVERSATION, API_KEYS_DOC) as Record<string, string> | undefined) ?? {}) };
+      if (key) keys[provider] = key;
+      else delete keys[provider];
+      tx.writeDoc(SETTINGS_CONVERSATION, API_KEYS_DOC, keys);
+    });
+  }
+
+  async hasApiKey(provider: string): Promise<boolean> {
+    const h = await this.#h();
+    return Boolean(h.doc<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC)?.[provider]);
+  }
+
+  async watch(tabId: string, conversationId: ConversationId, listener: (frame: WatchFrame) => Promise<void> | void): Promise<number> {
+    const h = await this.#h();
+    h.requireConversation(conversationId);
+    const watch = await h.mount(conversationId).watch();
+    const id = this.#nextWatch++;
+    this.#watches.set(id, { tabId, watch });
+    // The first frame carries the whole view; then only operations (and whole views after an overflow).
+    await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
+    watch.start((frame) => listener({ seq: frame.seq, ops: frame.ops, ...(frame.ops[0]?.op === "replace" ? { value: frame.value } : {}) }));
+    return id;
+  }
+
+  async unwatch(watchId: number): Promise<void> {
+    const w = this.#watches.get(watchId);
+    this.#watches.delete(watchId);
+    await w?.watch.stop();
+  }
+
+  async entries(conversationId: ConversationId) {
+    const h = await this.#h();
+    return h.requireConversation(conversationId).entries();
+  }
+
+  async taskGraph(): Promise<unknown> {
+    return (await this.#h()).taskGraph();
+  }
+
+  async inspect(): Promise<unknown> {
+    return (await this.#h()).inspect();
+  }
+
+  async #startTicker(request: TickerRequest): Promise<number> {
+    const h = await this.#h();
+    const phases = Math.max(1, Math.min(10_000, Math.floor(request.phases)));
+    const delayMs = Math.max(0, Math.min(60_000, Math.floor(request.delayMs)));
+    return h.createTask(tickerTask, { phases, delayMs }, { conversationId: request.conversationId ?? ROOT_CONVERSATION_ID });
+  }
+}

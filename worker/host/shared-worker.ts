@@ -1,0 +1,27 @@
+/**
+ * The SharedWorker entry: one engine for every tab of this build, on the `idb` store kind
+ * (IDBBatchAtomicVFS; JSPI where WebAssembly.Suspending exists, Asyncify otherwise).
+ */
+import * as Comlink from "comlink";
+import { DEFAULT_STORE_NAME } from "../protocol.ts";
+import { chooseIdbBuild, jspiAvailable, openBrowserStore } from "../store/browser.ts";
+import { EngineHost } from "./engine.ts";
+
+declare const __BUILD_ID__: string;
+const params = new URLSearchParams((self as unknown as { name: string }).name);
+const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
+const build = params.get("build") === "asyncify" ? "asyncify" : undefined;
+
+const host = new EngineHost({
+  storeName,
+  storeKind: "idb",
+  build: __BUILD_ID__,
+  jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
+  openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
+});
+void host.start();
+
+(self as unknown as { onconnect: (e: MessageEvent) => void }).onconnect = (event) => {
+  const port = event.ports[0];
+  if (port) Comlink.expose(host, port);
+};

@@ -1,0 +1,139 @@
+/**
+ * Everything that crosses between a tab and the engine: the engine API a tab calls through Comlink,
+ * the engine's status, the frames of a watch, and the handover messages engines exchange over
+ * BroadcastChannel. This is the only worker module `src/` imports, and it holds types and constants
+ * only (no engine code).
+ */
+import type { ConversationView, Frame } from "./core/observe.ts";
+import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
+
+/** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
+export const PROTOCOL_VERSION = 1;
+
+export const DEFAULT_STORE_NAME = "agent";
+export const storeLockName = (store: string) => `store:${store}`;
+export const tabLockName = (tabId: string) => `tab:${tabId}`;
+export const handoverChannelName = (store: string) => `engine:${store}`;
+
+export type EngineStatus =
+  | { phase: "starting"; detail: string }
+  | { phase: "waiting-for-lock"; detail: string }
+  | { phase: "ready"; storeKind: "idb" | "opfs"; build: string; jspi: boolean; persisted: boolean | undefined }
+  | { phase: "handing-over"; detail: string }
+  | { phase: "handed-over"; detail: string }
+  | { phase: "failed"; reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "unknown"; message: string; advice: string };
+
+export interface Hello {
+  readonly protocol: number;
+  readonly build: string;
+  readonly status: EngineStatus;
+}
+
+export interface ConversationSummary {
+  readonly id: ConversationId;
+  readonly title: string;
+  readonly busy: boolean;
+  readonly entries: number;
+}
+
+export interface ModelChoice {
+  readonly provider: string;
+  readonly id: string;
+  readonly name: string;
+  readonly needsKey: boolean;
+}
+
+export type InputMode = "followUp" | "steer";
+
+export interface SubmitRequest {
+  readonly text: string;
+  readonly mode?: InputMode;
+  readonly requestId?: string;
+}
+
+/** A watch frame on the wire: the first frame and every overflow frame carry the whole view. */
+export interface WatchFrame {
+  readonly seq: number;
+  readonly ops: Frame<ConversationView>["ops"];
+  readonly value?: ConversationView;
+}
+
+/** Apply a frame to a tab's copy of the view (pure; same rules as the engine's mount). */
+export function applyFrame(view: ConversationView | undefined, frame: WatchFrame): ConversationView | undefined {
+  if (frame.value) return frame.value;
+  if (!view) return undefined;
+  let entries = view.entries as EntryRecord[];
+  let docs = view.docs;
+  for (const op of frame.ops) {
+    if (op.op === "append") entries = [...entries, ...op.entries];
+    else if (op.op === "head") {
+      for (const e of op.entries) {
+        entries =
+          e.head !== undefined ? [e, ...entries.filter((x) => x.head === undefined && x.id >= e.head!)] : [...entries, e];
+      }
+    } else if (op.op === "doc") {
+      const next = { ...docs };
+      if (op.value === undefined) delete next[op.name];
+      else next[op.name] = op.value;
+      docs = next;
+    }
+  }
+  return { conversation: view.conversation, entries, docs };
+}
+
+/** A test task that commits one entry per phase; e2e tests drive and check it. */
+export interface TickerRequest {
+  readonly phases: number;
+  readonly delayMs: number;
+  readonly conversationId?: ConversationId;
+}
+
+export interface TickerStatus {
+  readonly taskId: TaskId;
+  readonly status: string;
+  /** Phase numbers of the ticker's entries, in commit order. */
+  readonly trail: number[];
+}
+
+/** The API each tab gets over its port. Every method is async (Comlink). */
+export interface EngineApi {
+  hello(tab: { tabId: string; protocol: number }): Promise<Hello>;
+  /** Called with every status change until the tab goes away. */
+  onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void>;
+  conversations(): Promise<ConversationSummary[]>;
+  createConversation(title?: string): Promise<ConversationId>;
+  submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
+  abort(conversationId: ConversationId): Promise<void>;
+  setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void>;
+  models(): Promise<ModelChoice[]>;
+  /** Keys live in the store's settings; they never reach entries, exports or logs. */
+  setApiKey(provider: string, key: string | null): Promise<void>;
+  hasApiKey(provider: string): Promise<boolean>;
+  /**
+   * Watch a conversation: `listener` gets the current view at once, then each commit's frame; the
+   * next frame is sent only after the listener's promise resolved, and at most 100 wait (then one
+   * frame with the whole newest view replaces them). Returns a watch id for `unwatch`.
+   */
+  watch(tabId: string, conversationId: ConversationId, listener: (frame: WatchFrame) => Promise<void> | void): Promise<number>;
+  unwatch(watchId: number): Promise<void>;
+  entries(conversationId: ConversationId): Promise<EntryRecord[]>;
+  taskGraph(): Promise<unknown>;
+  inspect(): Promise<unknown>;
+  /** Test and diagnostics helpers. */
+  debug: DebugApi;
+}
+
+export interface DebugApi {
+  startTicker(request: TickerRequest): Promise<TaskId>;
+  ticker(taskId: TaskId): Promise<TickerStatus>;
+  /** SQLite transactions and commits since this engine opened the store. */
+  stats(): Promise<{ transactions: number; commits: number; build: string; watches: number; pendingFrames: number }>;
+  /** Raw transactions/s and engine steps/s measured in this worker (the browser bench). */
+  bench(options: { seconds: number }): Promise<Record<string, number>>;
+}
+
+/** Engines of one store talk over BroadcastChannel to hand the store over. */
+export type HandoverMessage =
+  | { type: "handover-request"; from: string; build: string }
+  | { type: "handover-released"; from: string; build: string }
+  | { type: "owner-ready"; from: string; build: string };
