@@ -216,7 +216,10 @@ export async function launchBrowser(options: LaunchOptions = {}): Promise<Launch
     live.delete(child);
   });
   const wsEndpoint = await new Promise<string>((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error(`Chromium did not start in 30 s:\n${stderr.slice(-4000)}`)), 30_000);
+    const timer = setTimeout(
+      () => fail(new Error(`Chromium did not start in 30 s:\n${stderr.slice(-4000)}`)),
+      30_000,
+    );
     child.stderr?.setEncoding("utf8");
     child.stderr?.on("data", (text: string) => {
       stderr = (stderr + text).slice(-64_000);
@@ -270,7 +273,9 @@ export async function launchBrowser(options: LaunchOptions = {}): Promise<Launch
         }
       }
       killGroup(child, "SIGKILL"); // stragglers of the group, if any
-      await waitFor(() => exited && !groupAlive(pid), 15_000, `Chromium ${pid} to die`).catch(() => undefined);
+      await waitFor(() => exited && !groupAlive(pid), 15_000, `Chromium ${pid} to die`).catch(
+        () => undefined,
+      );
       await browser.close().catch(() => undefined);
       if (!closeOptions.keepProfile) {
         await rm(profileDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
@@ -317,7 +322,8 @@ export class Cdp {
       else waiter.ok(message.result);
     });
     ws.on("close", () => {
-      for (const waiter of this.#pending.values()) waiter.fail(new Error(`${waiter.method}: CDP connection closed`));
+      for (const waiter of this.#pending.values())
+        waiter.fail(new Error(`${waiter.method}: CDP connection closed`));
       this.#pending.clear();
     });
   }
@@ -354,7 +360,9 @@ export async function waitForSharedWorker(b: LaunchedBrowser, urlIncludes = "", 
       if (found) return found;
       if (Date.now() > deadline) {
         const seen = targetInfos.map((t) => `${t.type} ${t.url}`).join("\n  ");
-        throw new Error(`no shared_worker target matching "${urlIncludes}" after ${timeoutMs} ms; targets:\n  ${seen}`);
+        throw new Error(
+          `no shared_worker target matching "${urlIncludes}" after ${timeoutMs} ms; targets:\n  ${seen}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 50));
     }

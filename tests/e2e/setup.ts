@@ -6,7 +6,6 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
@@ -23,13 +22,14 @@ declare module "vitest" {
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
 function viteBuild(args: string[], what: string): void {
-  const viteBin = createRequire(import.meta.url).resolve("vite/bin/vite.js");
+  const viteBin = join(root, "node_modules/vite/bin/vite.js");
   const started = Date.now();
   const result = spawnSync(process.execPath, [viteBin, "build", "--logLevel", "warn", ...args], {
     cwd: root,
     stdio: "inherit",
   });
-  if (result.status !== 0) throw new Error(`building ${what} failed (vite exit ${result.status ?? result.signal})`);
+  if (result.status !== 0)
+    throw new Error(`building ${what} failed (vite exit ${result.status ?? result.signal})`);
   console.log(`[e2e] built ${what} in ${Date.now() - started} ms`);
 }
 

@@ -11,9 +11,9 @@
  * share one.
  */
 import * as SQLiteAPI from "@journeyapps/wa-sqlite";
+import syncWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite.wasm?url";
 import asyncifyWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-async.wasm?url";
 import jspiWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.wasm?url";
-import syncWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite.wasm?url";
 import type { SqliteLine } from "./line.ts";
 import { classifyOpenError, finishOpen, type OpenStoreOptions } from "./open.ts";
 import { StoreOpenError } from "./types.ts";
@@ -22,10 +22,19 @@ export type BrowserStoreOptions = Extract<OpenStoreOptions, { kind: "idb" | "opf
 export type IdbBuild = "jspi" | "asyncify";
 type Build = IdbBuild | "sync";
 
-/** Default pragmas per kind. `synchronous=FULL` is SQLite's default; stated so nobody relaxes it by accident. */
+/**
+ * Default pragmas per kind.
+ * - `synchronous = FULL` is SQLite's default, stated so nobody relaxes it by accident: for idb every
+ *   COMMIT then waits for a strict-durability IndexedDB transaction (DESIGN §12: no acknowledged commit
+ *   lost to a browser SIGKILL).
+ * - `locking_mode = EXCLUSIVE`: the engine host holds the store's Web Lock for the connection's whole
+ *   life, so nobody else may read or write the file anyway. Keeping SQLite's lock saves re-taking it
+ *   (an IndexedDB round trip and a sync for idb) on every transaction: about twice the idb commit rate
+ *   measured in Chromium 156, same durability. The lock goes when the store closes.
+ */
 const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
-  idb: "PRAGMA synchronous = FULL;",
-  opfs: "PRAGMA synchronous = FULL;",
+  idb: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = FULL;",
+  opfs: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = FULL;",
 };
 
 /** The part of a wa-sqlite VFS instance this module touches. */
@@ -108,7 +117,11 @@ function checkSupport(options: BrowserStoreOptions): void {
     );
   }
   const handle = (globalThis as { FileSystemFileHandle?: { prototype: object } }).FileSystemFileHandle;
-  if (typeof navigator.storage?.getDirectory !== "function" || !handle || !("createSyncAccessHandle" in handle.prototype)) {
+  if (
+    typeof navigator.storage?.getDirectory !== "function" ||
+    !handle ||
+    !("createSyncAccessHandle" in handle.prototype)
+  ) {
     throw unsupported(
       "this browser has no OPFS sync access handles",
       "Use a current Chromium, Firefox or Safari, or the idb store kind.",
@@ -134,7 +147,8 @@ function toOpenError(error: unknown, name: string): StoreOpenError {
       "Storage may be blocked for this site (private browsing or site settings); allow it and reload.",
     );
   }
-  if (errorName === "QuotaExceededError") return classifyOpenError(new Error(`quota exceeded: ${message}`), name);
+  if (errorName === "QuotaExceededError")
+    return classifyOpenError(new Error(`quota exceeded: ${message}`), name);
   return classifyOpenError(error, name);
 }
 
@@ -175,7 +189,10 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
         "@journeyapps/wa-sqlite/src/examples/IDBBatchAtomicVFS.js"
       )) as unknown as { IDBBatchAtomicVFS: VfsClass };
       // The IndexedDB database is named after the store; one store, one IndexedDB database.
-      const idbVfs = await IDBBatchAtomicVFS.create("idb", module, { idbName: name, lockPolicy: "exclusive" });
+      const idbVfs = await IDBBatchAtomicVFS.create("idb", module, {
+        idbName: name,
+        lockPolicy: "exclusive",
+      });
       vfs = idbVfs;
       release = () => idbVfs.close();
     } else {
@@ -189,7 +206,9 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
       release = () => releaseCoopSync(opfsVfs);
     }
     sqlite3.vfs_register(vfs as unknown as SQLiteVFS, false);
-    db = await sqlite3.open_v2(`${name}.db`, undefined, vfs.name);
+    // OPFS is shared with the agent's workspace files: keep databases in their own directory.
+    const path = options.kind === "opfs" ? `stores/${name}.db` : `${name}.db`;
+    db = await sqlite3.open_v2(path, undefined, vfs.name);
   } catch (error) {
     try {
       await release();
@@ -199,7 +218,15 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
     throw toOpenError(error, name);
   }
   try {
-    return await finishOpen(sqlite3, db, options.kind, name, options.targetVersion, release, PRAGMAS[options.kind]);
+    return await finishOpen(
+      sqlite3,
+      db,
+      options.kind,
+      name,
+      options.targetVersion,
+      release,
+      PRAGMAS[options.kind],
+    );
   } catch (error) {
     // finishOpen closed the connection (and so released the VFS) before rethrowing.
     throw toOpenError(error, name);

@@ -1,0 +1,172 @@
+/**
+ * The browser store kinds in a real Chromium: idb with the JSPI and the Asyncify build inside a
+ * SharedWorker, opfs inside a dedicated Worker. Each must keep its commits across close/reopen, a page
+ * reload, and a SIGKILL of the whole browser. Workers are served with the app's CSP as a header, so
+ * the wasm must run under `script-src 'self' 'wasm-unsafe-eval'`.
+ */
+import type { Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import {
+  APP_CSP,
+  evaluateInSharedWorker,
+  fixtureDir,
+  killAndRelaunch,
+  type LaunchedBrowser,
+  launchBrowser,
+  type StaticServer,
+  serveStatic,
+} from "./browser.ts";
+import type { WriteResult } from "./fixtures/store-probe/protocol.ts";
+import { openProbe, type ProbeTarget, probe, waitReady } from "./probe-client.ts";
+
+interface Case {
+  label: string;
+  target: ProbeTarget;
+  kind: "idb" | "opfs";
+  build?: "jspi" | "asyncify";
+  expectBuild: string;
+}
+
+const cases: Case[] = [
+  {
+    label: "idb (JSPI) in a SharedWorker",
+    target: "shared",
+    kind: "idb",
+    build: "jspi",
+    expectBuild: "jspi",
+  },
+  {
+    label: "idb (Asyncify) in a SharedWorker",
+    target: "shared",
+    kind: "idb",
+    build: "asyncify",
+    expectBuild: "asyncify",
+  },
+  { label: "opfs in a dedicated Worker", target: "dedicated", kind: "opfs", expectBuild: "sync" },
+];
+
+const sum = (n: number) => (n * (n - 1)) / 2;
+const rates: Array<{ label: string; mode: string; result: WriteResult }> = [];
+
+let server: StaticServer;
+let b: LaunchedBrowser;
+let page: Page;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  server = await serveStatic(fixtureDir(), { headers: { "Content-Security-Policy": APP_CSP } });
+});
+
+afterAll(async () => {
+  await server?.close();
+  if (rates.length > 0) {
+    console.log("raw commit rates (full durability, this machine):");
+    for (const { label, mode, result } of rates) {
+      console.log(
+        `  ${label.padEnd(34)} ${mode.padEnd(10)} ${String(result.committed).padStart(4)} commits in ` +
+          `${String(result.ms).padStart(5)} ms = ${String(result.perSecond).padStart(5)}/s (${result.transactions} transactions)`,
+      );
+    }
+  }
+});
+
+beforeEach(async () => {
+  logs.length = 0;
+  b = await launchBrowser();
+  page = await openProbe(b, server);
+  page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
+});
+
+afterEach(async (context) => {
+  if (context.task.result?.state === "fail") {
+    console.log(`page log:\n${logs.join("\n")}\nchromium stderr (tail):\n${b.log().slice(-3000)}`);
+  }
+  await b?.close();
+});
+
+describe("browser store kinds", () => {
+  test("the SharedWorker has JSPI (WebAssembly.Suspending) and picks the JSPI build", async () => {
+    const info = await probe.info(page, "shared");
+    const viaCdp = await evaluateInSharedWorker<string>(b, "typeof WebAssembly.Suspending", "shared-worker");
+    console.log(
+      `SharedWorker (${info.context}): typeof WebAssembly.Suspending = ${info.suspending} (CDP: ${viaCdp}); default idb build ${info.idbBuild}`,
+    );
+    expect(viaCdp).toBe(info.suspending);
+    expect(info.context).toBe("SharedWorkerGlobalScope");
+    expect(info.jspi).toBe(true);
+    expect(info.idbBuild).toBe("jspi");
+    expect(info.opfsSyncHandles).toBe(false);
+    const dedicated = await probe.info(page, "dedicated");
+    expect(dedicated.context).toBe("DedicatedWorkerGlobalScope");
+    expect(dedicated.opfsSyncHandles).toBe(true);
+  });
+
+  test("opfs is refused, with a reason, outside a dedicated worker", async () => {
+    for (const target of ["shared", "page"] as const) {
+      const result = await probe.open(page, target, { kind: "opfs", name: "nowhere" });
+      expect(result.ok).toBe(false);
+      expect(result.error?.name).toBe("StoreOpenError");
+      expect(result.error?.reason).toBe("unsupported");
+    }
+  });
+
+  for (const c of cases) {
+    const options = {
+      kind: c.kind,
+      name: `probe-${c.kind}-${c.build ?? "sync"}`,
+      ...(c.build ? { build: c.build } : {}),
+    };
+
+    test(`${c.label}: commits survive close/reopen and a page reload`, async () => {
+      const first = await probe.write(page, c.target, {
+        ...options,
+        tag: "a",
+        count: 200,
+        mode: "sequential",
+        close: true,
+      });
+      expect(first.build).toBe(c.expectBuild);
+      expect(first.schemaVersion).toBeGreaterThan(0);
+      rates.push({ label: c.label, mode: "sequential", result: first });
+
+      let read = await probe.read(page, c.target, options);
+      expect(read.tags).toEqual({ a: { count: 200, sum: sum(200) } });
+
+      const burst = await probe.write(page, c.target, {
+        ...options,
+        tag: "b",
+        count: 500,
+        mode: "burst",
+        close: true,
+      });
+      expect(burst.transactions).toBeLessThan(500); // grouped
+      rates.push({ label: c.label, mode: "burst", result: burst });
+
+      read = await probe.read(page, c.target, options);
+      expect(read.tags).toEqual({ a: { count: 200, sum: sum(200) }, b: { count: 500, sum: sum(500) } });
+
+      await page.reload();
+      await waitReady(page);
+      read = await probe.read(page, c.target, options);
+      expect(read.build).toBe(c.expectBuild);
+      expect(read.tags).toEqual({ a: { count: 200, sum: sum(200) }, b: { count: 500, sum: sum(500) } });
+    });
+
+    test(`${c.label}: acknowledged commits survive SIGKILL of the browser`, async () => {
+      // The store stays open: nothing but the commits' own durability protects these rows.
+      await probe.write(page, c.target, {
+        ...options,
+        tag: "k",
+        count: 150,
+        mode: "sequential",
+        close: false,
+      });
+      await probe.write(page, c.target, { ...options, tag: "g", count: 300, mode: "burst", close: false });
+      b = await killAndRelaunch(b);
+      page = await openProbe(b, server);
+      const read = await probe.read(page, c.target, options);
+      expect(read.tags).toEqual({ g: { count: 300, sum: sum(300) }, k: { count: 150, sum: sum(150) } });
+    });
+  }
+});
