@@ -1,0 +1,885 @@
+/**
+ * The durable core's rules, one test each. Every test checks the typed error or outcome the rule
+ * names AND that the rest of the engine keeps running (another task completes afterwards).
+ */
+import { describe, expect, test } from "vitest";
+import {
+  AbortRequested,
+  CommitRefused,
+  defineTask,
+  Harness,
+  type HarnessOptions,
+  InvalidTransition,
+  type JoinPolicy,
+  type Json,
+  NotJson,
+  type PhaseHandler,
+  type TaskDefinition,
+  type TaskId,
+  type TaskOutcome,
+  type TaskRecord,
+  type TaskRuntime,
+  WaitCancelled,
+  WaitCycle,
+} from "../../worker/index.ts";
+import type { MemoryStore } from "../../worker/store/open.ts";
+import { memoryStore } from "../../worker/testing.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+type Go = { phase: "go" };
+
+const outcome = (r: TaskRecord | undefined): TaskOutcome | undefined =>
+  r?.state.status === "terminal" ? r.state.outcome : undefined;
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** Rejects with the signal's reason once it aborts (a handler parked until abort or close). */
+function untilAborted(signal: AbortSignal): Promise<never> {
+  return new Promise<never>((_, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+}
+
+async function until(condition: () => boolean, what = "condition", timeoutMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > timeoutMs) throw new Error(`${what} not met in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+/** A few macrotask turns: enough for any drain a change could start to have run. */
+async function settle(turns = 20): Promise<void> {
+  for (let i = 0; i < turns; i++) await new Promise((r) => setTimeout(r, 0));
+}
+
+/** waitForTask that fails the test instead of hanging it. */
+function done(h: Harness, id: TaskId, timeoutMs = 5000): Promise<TaskRecord> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    h.waitForTask(id).finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`task ${id} not terminal in ${timeoutMs} ms`)), timeoutMs);
+    }),
+  ]);
+}
+
+const complete = (result: Json) => ({
+  status: "terminal" as const,
+  outcome: { status: "completed" as const, result },
+});
+
+async function abortedByHandler(_task: unknown, runtime: TaskRuntime<Json, Go, Json>): Promise<void> {
+  await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "handler" } }));
+}
+
+/** A single-phase task. */
+function single(
+  name: string,
+  go: PhaseHandler<Json, Go, Go, Json, object>,
+  options: { version?: number; abort?: TaskDefinition<Json, Go, Json>["abort"] } = {},
+): TaskDefinition<Json, Go, Json> {
+  return defineTask<Json, Go, Json>({
+    name,
+    version: options.version ?? 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go },
+    abort: options.abort ?? abortedByHandler,
+  });
+}
+
+/** Parks until the invocation is signalled (abort mark or close): keeps a task stored and live. */
+const parked = (name: string, version = 1) =>
+  single(name, async (_t, _r, signal) => untilAborted(signal), { version });
+
+const ping = single("ping", async (_t, runtime) => {
+  await runtime.commit(() => complete("pong"));
+});
+
+/** The rest of the engine keeps running: a fresh task completes. */
+async function engineStillRuns(h: Harness): Promise<void> {
+  const id = await h.createTask(ping, null);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "pong" });
+}
+
+/** A store holding live tasks of the given parked definitions (created, started, then closed). */
+async function storeWith(
+  definitions: TaskDefinition<Json, Go, Json>[],
+  inputs: Json[] = [],
+): Promise<{ image: MemoryStore; ids: TaskId[] }> {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const ids: TaskId[] = [];
+  for (const [i, d] of definitions.entries()) ids.push(await h.createTask(d, inputs[i] ?? null));
+  await until(() => h.inspect().running === definitions.length, "parked tasks running");
+  const image = await memoryStore(store.image());
+  await h.close();
+  return { image, ids };
+}
+
+async function row(store: MemoryStore, id: TaskId) {
+  return store.read((sql) =>
+    sql.get("SELECT version, status, input, memos, state FROM tasks WHERE id = ?", [id]),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe("missing definition", () => {
+  test("stays pending and blocked; other tasks run; abort orphans it; registering it later runs it", async () => {
+    const { image, ids } = await storeWith([parked("ghost"), parked("ghost")]);
+    const [kept, dropped] = ids as [TaskId, TaskId];
+    const h = await Harness.open(image, { tasks: [ping] });
+    // Visible as blocked without any other work arriving to wake the scheduler.
+    await until(() => h.inspect().blocked.length === 2, "both ghosts blocked");
+    expect(h.inspect().blocked.map((b) => [b.id, b.kind, b.reason])).toEqual([
+      [kept, "ghost", "missing_task"],
+      [dropped, "ghost", "missing_task"],
+    ]);
+    expect((await h.getTask(kept))?.state.status).toBe("pending");
+    await engineStillRuns(h);
+    expect((await h.getTask(kept))?.state.status).toBe("pending");
+
+    expect(await h.abortTask(dropped)).toBe("marked");
+    expect(outcome(await done(h, dropped))).toEqual({ status: "orphaned", reason: "missing_task" });
+    expect(h.inspect().blocked.map((b) => b.id)).toEqual([kept]);
+
+    h.register(single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))));
+    expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
+    expect(h.inspect().blocked).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("faults", () => {
+  test("a throwing phase handler faults its task with the error message", async () => {
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(
+      single("thrower", async () => {
+        throw new Error("boom in phase");
+      }),
+      null,
+    );
+    expect(outcome(await done(h, id))).toEqual({ status: "faulted", error: { message: "boom in phase" } });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a phase that returns without committing a new checkpoint faults", async () => {
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(
+      single("idle", async () => undefined),
+      null,
+    );
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /phase go returned without committing/,
+    );
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("an abort handler that returns without a terminal outcome faults", async () => {
+    const h = await Harness.open(await memoryStore());
+    const def = single("lazy-abort", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(def, null);
+    await until(() => h.inspect().running === 1, "running");
+    await h.abortTask(id);
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /abort handler of lazy-abort returned without a terminal outcome/,
+    );
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a checkpoint naming an unknown phase faults", async () => {
+    const h = await Harness.open(await memoryStore());
+    const def = single("wanderer", async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "nowhere" } as unknown as Go }));
+    });
+    const id = await h.createTask(def, null);
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(/no handler for phase nowhere/);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("late commit after abort", () => {
+  test("the blocked handler's later commit is refused with abort_requested; the abort handler decides", async () => {
+    const entered = deferred();
+    const gate = deferred();
+    const log: string[] = [];
+    let refused: unknown;
+    let signalReason: unknown;
+    const def = single(
+      "late",
+      async (_t, runtime, signal) => {
+        entered.resolve();
+        await gate.promise; // deaf to the signal on purpose
+        signalReason = signal.reason;
+        try {
+          await runtime.commit(() => complete("late write"));
+        } catch (error) {
+          refused = error;
+          log.push("refused");
+          throw error;
+        }
+      },
+      {
+        abort: async (_t, runtime) => {
+          log.push("abort handler");
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "by abort handler" },
+          }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(def, null);
+    await entered.promise;
+    expect(await h.abortTask(id)).toBe("marked");
+    expect((await h.getTask(id))?.abortRequested).toBe(true);
+    gate.resolve();
+    const final = await done(h, id);
+    expect(refused).toBeInstanceOf(CommitRefused);
+    expect((refused as CommitRefused).reason).toBe("abort_requested");
+    expect(signalReason).toBeInstanceOf(AbortRequested);
+    expect(log).toEqual(["refused", "abort handler"]);
+    expect(outcome(final)).toEqual({ status: "aborted", reason: "by abort handler" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("waits", () => {
+  type ProbeInput = { on: "self" | number; policy: JoinPolicy };
+  function prober(caught: Map<TaskId, unknown>) {
+    return defineTask<ProbeInput, Go, string>({
+      name: "prober",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          const on = task.input.on === "self" ? runtime.taskId : task.input.on;
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "go" },
+              on: [on],
+              policy: task.input.policy,
+            }));
+          } catch (error) {
+            caught.set(runtime.taskId, error);
+            // The refused task carries on.
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: "carried on" },
+            }));
+          }
+        },
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+  }
+
+  test("waiting on itself is a WaitCycle", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(prober(caught), { on: "self", policy: "allSettled" });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(WaitCycle);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("waiting on a missing task is an InvalidTransition", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(prober(caught), { on: 99_999, policy: "allSettled" });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("failFast on a task it does not own is an InvalidTransition", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const gate = deferred();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("bystander", async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+    );
+    const id = await h.createTask(prober(caught), { on: other, policy: "failFast" });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    expect((await h.getTask(other))?.abortRequested).toBe(false);
+    gate.resolve();
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a child waiting on its owner is a WaitCycle; both carry on", async () => {
+    const caught: unknown[] = [];
+    type ElderState = { phase: "spawn" } | { phase: "after" };
+    const junior = defineTask<{ parent: TaskId }, Go, string>({
+      name: "junior",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "go" },
+              on: [task.input.parent],
+              policy: "allSettled",
+            }));
+          } catch (error) {
+            caught.push(error);
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: "junior" },
+            }));
+          }
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const elder = defineTask<null, ElderState, string>({
+      name: "elder",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const child = tx.createTask(junior, { parent: runtime.taskId });
+            return { status: "waiting", checkpoint: { phase: "after" }, on: [child], policy: "allSettled" };
+          });
+        },
+        after: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: "elder" },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(elder, null);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "elder" });
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("two conversation-owned tasks waiting on each other: the second wait is a WaitCycle", async () => {
+    const firstWaiting = deferred();
+    const caught: unknown[] = [];
+    type PairState = { phase: "go" } | { phase: "after" };
+    const pair = defineTask<{ role: "first" | "second" }, PairState, string>({
+      name: "pair",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          const first = task.input.role === "first";
+          const peer = first ? runtime.taskId + 1 : runtime.taskId - 1;
+          if (!first) await firstWaiting.promise;
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "after" },
+              on: [peer],
+              policy: "allSettled",
+            }));
+            if (first) firstWaiting.resolve();
+          } catch (error) {
+            caught.push(error);
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: task.input.role },
+            }));
+          }
+        },
+        after: async (task, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: `${task.input.role} resumed` },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const [a, b] = await h.transaction((tx) => [
+      tx.createTask(pair, { role: "first" }),
+      tx.createTask(pair, { role: "second" }),
+    ]);
+    expect(b).toBe(a! + 1);
+    expect(outcome(await done(h, b!))).toEqual({ status: "completed", result: "second" });
+    expect(outcome(await done(h, a!))).toEqual({ status: "completed", result: "first resumed" });
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("migrate", () => {
+  type V2State = { phase: "fresh"; carried: Json };
+  function v2(migrate: TaskDefinition<{ upgraded: Json }, V2State, Json>["migrate"], seen: Json[] = []) {
+    return defineTask<{ upgraded: Json }, V2State, Json>({
+      name: "evolving",
+      version: 2,
+      initial: (input) => ({ phase: "fresh", carried: input.upgraded }),
+      phases: {
+        fresh: async (task, runtime) => {
+          seen.push({ input: task.input, checkpoint: task.state.checkpoint });
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: "v2 ran" },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      ...(migrate ? { migrate } : {}),
+    });
+  }
+
+  test("a throwing migrate blocks the task (migration_failed), reports once, and the engine runs on", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    const reports: unknown[] = [];
+    const options: HarnessOptions = {
+      tasks: [
+        v2(() => {
+          throw new Error("cannot upgrade");
+        }),
+        ping,
+      ],
+      onReport: (e) => reports.push(e),
+    };
+    const h = await Harness.open(image, options);
+    await until(() => h.inspect().blocked.length === 1, "blocked");
+    expect(h.inspect().blocked[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
+    await engineStillRuns(h);
+    await engineStillRuns(h);
+    expect(reports).toHaveLength(1);
+    expect(String((reports[0] as Error).message)).toMatch(/cannot upgrade/);
+    const stored = await row(image, ids[0]!);
+    expect(stored?.["version"]).toBe(1);
+    expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
+    await h.close();
+  });
+
+  test("a working migrate upgrades the stored version, input and checkpoint before the phase runs", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    const seen: Json[] = [];
+    const proper = v2(
+      (input, checkpoint, from) => ({
+        input: { upgraded: { input, from } },
+        checkpoint: { phase: "fresh", carried: checkpoint },
+      }),
+      seen,
+    );
+    const h = await Harness.open(image, { tasks: [proper] });
+    expect(outcome(await done(h, ids[0]!))).toEqual({ status: "completed", result: "v2 ran" });
+    expect(seen).toEqual([
+      {
+        input: { upgraded: { input: { old: 1 }, from: 1 } },
+        checkpoint: { phase: "fresh", carried: { phase: "go" } },
+      },
+    ]);
+    const stored = await row(image, ids[0]!);
+    expect(stored?.["version"]).toBe(2);
+    expect(JSON.parse(String(stored?.["input"]))).toEqual({ upgraded: { input: { old: 1 }, from: 1 } });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a stored version newer than the definition blocks the task (task_too_old)", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 3)]);
+    const h = await Harness.open(image, { tasks: [v2(undefined)] });
+    await until(() => h.inspect().blocked.length === 1, "blocked");
+    expect(h.inspect().blocked[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
+    await engineStillRuns(h);
+    expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
+    expect((await row(image, ids[0]!))?.["version"]).toBe(3);
+    await h.close();
+  });
+});
+
+describe("a checkpoint row that is not valid JSON", () => {
+  test("faults its own task with a diagnostic naming the column; the other task completes", async () => {
+    const { image, ids } = await storeWith([parked("victim"), parked("survivor")]);
+    const [victim, survivor] = ids as [TaskId, TaskId];
+    await image.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [victim]));
+    const h = await Harness.open(image, {
+      tasks: [
+        single("victim", async (_t, runtime) => void (await runtime.commit(() => complete("victim ran")))),
+        single(
+          "survivor",
+          async (_t, runtime) => void (await runtime.commit(() => complete("survivor ran"))),
+        ),
+      ],
+    });
+    const v = outcome(await done(h, victim));
+    expect(v?.status).toBe("faulted");
+    expect((v as { error: { message: string } }).error.message).toMatch(/column state is not valid JSON/);
+    expect(h.inspect().diagnostics).toHaveLength(1);
+    expect(h.inspect().diagnostics[0]).toMatchObject({ id: victim });
+    expect(h.inspect().diagnostics[0]!.message).toMatch(/column state/);
+    expect(outcome(await done(h, survivor))).toEqual({ status: "completed", result: "survivor ran" });
+    expect((await row(image, victim))?.["status"]).toBe("terminal");
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("structured concurrency", () => {
+  test("completing hold: a parent finished while its child is live is terminal only after the child", async () => {
+    const gate = deferred();
+    const child = single("held-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    let childId: TaskId | undefined;
+    const parent = single("holder", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        childId = tx.createTask(child, null);
+        return complete("parent");
+      });
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null);
+    await until(() => childId !== undefined && h.scheduler.active.has(childId), "child running");
+    expect((await h.getTask(id))?.state).toEqual({
+      status: "completing",
+      outcome: { status: "completed", result: "parent" },
+    });
+    let childStatusWhenParentDone: string | undefined;
+    const parentDone = h.waitForTask(id).then((r) => {
+      childStatusWhenParentDone = h.session.records.tasks.get(childId!)?.state.status;
+      return r;
+    });
+    await settle();
+    expect(childStatusWhenParentDone).toBeUndefined();
+    expect((await h.getTask(id))?.state.status).toBe("completing");
+    gate.resolve();
+    const final = await parentDone;
+    expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
+    expect(childStatusWhenParentDone).toBe("terminal");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("abort flows down: children abort first, then the parent's abort handler reads their outcomes", async () => {
+    const log: string[] = [];
+    let started = 0;
+    const kid = defineTask<{ i: number }, Go, Json>({
+      name: "kid",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, _r, signal) => {
+          started++;
+          await untilAborted(signal);
+        },
+      },
+      abort: async (task, runtime) => {
+        log.push(`abort kid ${task.input.i}`);
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "cascade" },
+        }));
+      },
+    });
+    type FamilyState = { phase: "spawn" } | { phase: "gather"; kids: TaskId[] };
+    const family = defineTask<null, FamilyState, Json>({
+      name: "family",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [0, 1].map((i) => tx.createTask(kid, { i }));
+            return {
+              status: "waiting",
+              checkpoint: { phase: "gather", kids },
+              on: kids,
+              policy: "allSettled",
+            };
+          });
+        },
+        gather: async (_t, runtime) => void (await runtime.commit(() => complete("not aborted"))),
+      },
+      abort: async (task, runtime) => {
+        const s = task.state;
+        const kids = "checkpoint" in s && s.checkpoint.phase === "gather" ? s.checkpoint.kids : [];
+        const outcomes = (await runtime.outcomes(kids)).map((o) => o.status);
+        log.push(`abort parent sees ${outcomes.join(",")}`);
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "parent", result: outcomes },
+        }));
+      },
+    });
+    const h = await Harness.open(await memoryStore());
+    const terminalOrder: TaskId[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.state.status === "terminal") terminalOrder.push(t.id);
+    });
+    const id = await h.createTask(family, null);
+    await until(() => started === 2, "kids running");
+    expect(await h.abortTask(id)).toBe("marked");
+    const final = await done(h, id);
+    expect(outcome(final)).toEqual({ status: "aborted", reason: "parent", result: ["aborted", "aborted"] });
+    expect(log.slice(0, 2).sort()).toEqual(["abort kid 0", "abort kid 1"]);
+    expect(log[2]).toBe("abort parent sees aborted,aborted");
+    expect(terminalOrder).toHaveLength(3);
+    expect(terminalOrder.at(-1)).toBe(id);
+    for (const k of terminalOrder.slice(0, 2)) expect((await h.getTask(k))?.abortRequested).toBe(true);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("background: a background task in a task-owned conversation survives the owner's abort", async () => {
+    let bgId: TaskId | undefined;
+    let fgId: TaskId | undefined;
+    let conversationId: number | undefined;
+    const bgGate = deferred();
+    const background = single("bg", async (_t, runtime) => {
+      await bgGate.promise;
+      await runtime.commit(() => complete("bg finished"));
+    });
+    const foreground = parked("fg");
+    type HostState = { phase: "setup" } | { phase: "hold" };
+    const host = defineTask<null, HostState, Json>({
+      name: "host",
+      version: 1,
+      initial: () => ({ phase: "setup" }),
+      phases: {
+        setup: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            conversationId = c.id;
+            bgId = tx.createTask(background, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            fgId = tx.createTask(foreground, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+            });
+            return { status: "running", checkpoint: { phase: "hold" } };
+          });
+        },
+        hold: async (_t, _r, signal) => untilAborted(signal),
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "host" } }));
+      },
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(host, null);
+    await until(() => h.inspect().running === 3, "host, bg and fg running");
+    // The graph shows the owned conversation and both of its tasks under the host.
+    const hostNode = h.taskGraph()[0]!.tasks.find((t) => t.id === id)!;
+    expect(hostNode.conversations.map((c) => [c.id, c.tasks.map((t) => [t.id, t.background])])).toEqual([
+      [
+        conversationId,
+        [
+          [bgId, true],
+          [fgId, false],
+        ],
+      ],
+    ]);
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "host" });
+    expect(outcome(await done(h, fgId!))).toEqual({ status: "aborted", reason: "handler" });
+    const bg = await h.getTask(bgId!);
+    expect(bg?.state.status).toBe("running");
+    expect(bg?.abortRequested).toBe(false);
+    bgGate.resolve();
+    expect(outcome(await done(h, bgId!))).toEqual({ status: "completed", result: "bg finished" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("memos: first writer wins, and memos are dropped when the task ends", async () => {
+    const stored = deferred();
+    const gate = deferred();
+    let seen: Json[] = [];
+    const def = single("memo", async (_t, runtime) => {
+      const [a, b] = await Promise.all([runtime.memo("k", "first"), runtime.memo("k", "second")]);
+      seen = [
+        a ?? null,
+        b ?? null,
+        (await runtime.memo<string>("k")) ?? null,
+        (await runtime.memo("k", "third")) ?? null,
+      ];
+      stored.resolve();
+      await gate.promise;
+      await runtime.commit(() => complete("memo done"));
+    });
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const id = await h.createTask(def, null);
+    await stored.promise;
+    expect(seen).toEqual(["first", "first", "first", "first"]);
+    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({ k: "first" });
+    expect((await h.getTask(id))?.memos).toEqual({ k: "first" });
+    gate.resolve();
+    const final = await done(h, id);
+    expect(outcome(final)?.status).toBe("completed");
+    expect(final.memos).toBeUndefined();
+    expect((await row(store, id))?.["memos"]).toBeNull();
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("waitForTask(id, signal): aborting the signal cancels the wait, never the task", async () => {
+    const gate = deferred();
+    const def = single("patient", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("finished anyway"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(def, null);
+    const controller = new AbortController();
+    const wait = h.waitForTask(id, controller.signal);
+    controller.abort();
+    await expect(wait).rejects.toBeInstanceOf(WaitCancelled);
+    expect((await h.getTask(id))?.abortRequested).toBe(false);
+    gate.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "finished anyway" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("taskGraph shows the tree: a waiting parent with its children", async () => {
+    const kid = parked("graph-kid");
+    type ParentState = { phase: "spawn" } | { phase: "gather" };
+    const parent = defineTask<null, ParentState, Json>({
+      name: "graph-parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [tx.createTask(kid, null), tx.createTask(kid, null)];
+            return { status: "waiting", checkpoint: { phase: "gather" }, on: kids, policy: "allSettled" };
+          });
+        },
+        gather: async (_t, runtime) => void (await runtime.commit(() => complete("gathered"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null);
+    await until(() => h.inspect().running === 2, "kids running");
+    const graph = h.taskGraph();
+    expect(graph.map((c) => c.id)).toEqual([1]);
+    expect(graph[0]!.tasks).toHaveLength(1);
+    const node = graph[0]!.tasks[0]!;
+    expect(node).toMatchObject({
+      id,
+      kind: "graph-parent",
+      status: "waiting",
+      waitingOn: [id + 1, id + 2],
+      policy: "allSettled",
+      phase: "gather",
+    });
+    expect(node.children.map((c) => [c.id, c.kind, c.status, c.phase])).toEqual([
+      [id + 1, "graph-kid", "running", "go"],
+      [id + 2, "graph-kid", "running", "go"],
+    ]);
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))?.status).toBe("aborted");
+    expect(h.taskGraph()).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("registry replacement hands over at the next phase boundary", async () => {
+    const log: string[] = [];
+    type TwoPhases = { phase: "one" } | { phase: "two" };
+    let h!: Harness;
+    const make = (label: string, onOne?: () => void) =>
+      defineTask<null, TwoPhases, Json>({
+        name: "swap",
+        version: 1,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            onOne?.();
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (_t, runtime) => {
+            log.push(`${label}:two`);
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const replacement = make("B");
+    const original = make("A", () => h.register(replacement));
+    h = await Harness.open(await memoryStore(), { tasks: [original] });
+    const id = await h.createTask(original, null);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
+    expect(log).toEqual(["A:one", "B:two"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("NotJson", () => {
+  test("a task input holding NaN or a function is refused and nothing is committed", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const def = single("strict", async (_t, runtime) => void (await runtime.commit(() => complete("ok"))));
+    const commitsBefore = store.stats.commits;
+    await expect(h.createTask(def, { x: Number.NaN } as unknown as Json)).rejects.toBeInstanceOf(NotJson);
+    await expect(h.createTask(def, { f: () => 1 } as unknown as Json)).rejects.toBeInstanceOf(NotJson);
+    expect(store.stats.commits).toBe(commitsBefore);
+    expect(await h.tasks()).toEqual([]);
+    expect(await store.read((sql) => sql.get("SELECT count(*) AS n FROM tasks"))).toEqual({ n: 0 });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
