@@ -10,7 +10,10 @@
 import { type MemoryImage, type MemoryStore, openStore } from "./store/open.ts";
 import { StoreClosed } from "./store/types.ts";
 
-export function memoryStore(image?: MemoryImage, options: { groupCommit?: boolean } = {}): Promise<MemoryStore> {
+export function memoryStore(
+  image?: MemoryImage,
+  options: { groupCommit?: boolean } = {},
+): Promise<MemoryStore> {
   return openStore({ kind: "memory", ...(image ? { image } : {}), ...options });
 }
 
@@ -233,7 +236,7 @@ export interface FauxAgentModel {
  */
 export function fauxAgentModel(
   respond: FauxResponder,
-  options: { id?: string; tokensPerSecond?: number } = {},
+  options: { id?: string; tokensPerSecond?: number; record?: boolean } = {},
 ): FauxAgentModel {
   const faux = registerFauxProvider({
     provider: "faux",
@@ -253,10 +256,11 @@ export function fauxAgentModel(
     faux.appendResponses([step]);
     const request: FauxRequest = {
       systemPrompt: context.systemPrompt,
-      messages: structuredClone(context.messages),
+      // Recording copies every request (tests read them later); benchmarks turn it off.
+      messages: options.record === false ? context.messages : structuredClone(context.messages),
       tools: (context.tools ?? []).map((t) => t.name),
     };
-    handle.requests.push(request);
+    if (options.record !== false) handle.requests.push(request);
     return handle.respond(request, handle.requests.length);
   };
   faux.setResponses([step, step, step, step]);
@@ -329,4 +333,13 @@ export function keyedEffectTool(
       return textResult(`${options.name} applied ${args.item}`);
     },
   });
+}
+
+/** Poll until `condition` holds (tests that watch a fake's state); fails after `timeoutMs`. */
+export async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > timeoutMs) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 1));
+  }
 }

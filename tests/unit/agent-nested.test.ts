@@ -41,10 +41,12 @@ function tools(log: string[]) {
 
 function respond() {
   faux.setResponses(
-    Array.from({ length: 40 }, () => (context: { messages: Array<{ role: string }> }) =>
-      context.messages.at(-1)?.role === "toolResult"
-        ? fauxAssistantMessage("batched")
-        : fauxAssistantMessage([fauxToolCall("batch", {}, { id: "b1" })], { stopReason: "toolUse" }),
+    Array.from(
+      { length: 40 },
+      () => (context: { messages: Array<{ role: string }> }) =>
+        context.messages.at(-1)?.role === "toolResult"
+          ? fauxAssistantMessage("batched")
+          : fauxAssistantMessage([fauxToolCall("batch", {}, { id: "b1" })], { stopReason: "toolUse" }),
     ) as never,
   );
 }

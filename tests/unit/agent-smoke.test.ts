@@ -20,7 +20,14 @@ test("smoke: input, a tool round, an answer", async () => {
   const root = await h.root();
   const sub = await root.submit({ type: "input", content: "list the files" });
   const settled = await sub.wait();
-  console.log(settled, JSON.stringify((await root.entries()).map((e) => [e.kind, JSON.stringify(e.model).slice(0, 150)]), null, 1));
+  console.log(
+    settled,
+    JSON.stringify(
+      (await root.entries()).map((e) => [e.kind, JSON.stringify(e.model).slice(0, 150)]),
+      null,
+      1,
+    ),
+  );
   expect(settled.status).toBe("done");
   console.log(JSON.stringify((await root.viewState()).docs));
   await h.close();

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "vitest";
 import { Harness, type TaskRecord } from "../../worker/index.ts";
-import { FakeMailer, FakePayments, memoryStore } from "../../worker/testing.ts";
+import { FakeMailer, FakePayments, memoryStore, until } from "../../worker/testing.ts";
 import { checkoutTask, paymentTask, sendEmailTask } from "./fixtures/payments.ts";
 
 const outcomeOf = (r: TaskRecord) => (r.state.status === "terminal" ? r.state.outcome : undefined);
 
-async function childOutcomes(h: Harness, parent: TaskRecord): Promise<string[]> {
+async function childOutcomes(_h: Harness, parent: TaskRecord): Promise<string[]> {
   const ids = (outcomeOf(parent) as { result?: { outcomes: string[] } }).result?.outcomes;
   return ids ?? [];
 }
@@ -32,7 +32,10 @@ describe("payment (the effect sandwich)", () => {
     const ok = await h.createTask(payment, { ref: "a", amount: 1, card: "ok" });
     const bad = await h.createTask(payment, { ref: "b", amount: 1, card: "bad" });
     expect(outcomeOf(await h.waitForTask(ok))?.status).toBe("completed");
-    expect(outcomeOf(await h.waitForTask(bad))).toEqual({ status: "failed", error: { message: "card bad declined" } });
+    expect(outcomeOf(await h.waitForTask(bad))).toEqual({
+      status: "failed",
+      error: { message: "card bad declined" },
+    });
     await h.close();
   });
 
@@ -71,7 +74,12 @@ describe("checkout: four payments, one card declined", () => {
     const payments = new FakePayments({ declined: ["declined"], holdConfirmations: true });
     const { checkout, payment } = checkoutTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, { ref: "c", cards: ["ok", "declined", "ok", "ok"], amount: 3, policy: "failFast" });
+    const id = await h.createTask(checkout, {
+      ref: "c",
+      cards: ["ok", "declined", "ok", "ok"],
+      amount: 3,
+      policy: "failFast",
+    });
     const done = await h.waitForTask(id);
     expect(outcomeOf(done)).toMatchObject({ status: "failed" });
     expect(await childOutcomes(h, done)).toEqual(["aborted", "failed", "aborted", "aborted"]);
@@ -87,7 +95,12 @@ describe("checkout: four payments, one card declined", () => {
     const payments = new FakePayments({ declined: ["declined"] });
     const { checkout, payment } = checkoutTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, { ref: "c", cards: ["ok", "declined", "ok", "ok"], amount: 3, policy: "allSettled" });
+    const id = await h.createTask(checkout, {
+      ref: "c",
+      cards: ["ok", "declined", "ok", "ok"],
+      amount: 3,
+      policy: "allSettled",
+    });
     const done = await h.waitForTask(id);
     expect(await childOutcomes(h, done)).toEqual(["completed", "failed", "completed", "completed"]);
     expect(payments.log.filter((l) => l.startsWith("refund"))).toEqual([]);
@@ -99,7 +112,12 @@ describe("checkout: four payments, one card declined", () => {
     const { checkout, payment } = checkoutTask(payments);
     const store = await memoryStore();
     const h = await Harness.open(store, { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, { ref: "c", cards: ["ok", "declined", "ok", "ok"], amount: 3, policy: "allSettled" });
+    const id = await h.createTask(checkout, {
+      ref: "c",
+      cards: ["ok", "declined", "ok", "ok"],
+      amount: 3,
+      policy: "allSettled",
+    });
     await until(() => payments.waitingConfirmations === 3);
     await h.close();
     expect(payments.waitingConfirmations).toBe(0); // close signalled the invocations
@@ -112,11 +130,3 @@ describe("checkout: four payments, one card declined", () => {
     await h2.close();
   });
 });
-
-export async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}

@@ -5,7 +5,13 @@
  * idempotency key charged (or mailed) twice.
  */
 import { afterAll, describe, expect, test } from "vitest";
-import { type AnyTaskDefinition, defineTask, Harness, type TaskId, type TaskRecord } from "../../worker/index.ts";
+import {
+  type AnyTaskDefinition,
+  defineTask,
+  Harness,
+  type TaskId,
+  type TaskRecord,
+} from "../../worker/index.ts";
 import { crashingStore, FakeMailer, FakePayments } from "../../worker/testing.ts";
 import { checkoutTask, sendEmailTask } from "./fixtures/payments.ts";
 
@@ -28,14 +34,23 @@ async function rootOf(h: Harness, kind: string, create: () => Promise<TaskId>): 
   return existing[0]?.id ?? create();
 }
 
-function checkoutScenario(name: string, cards: string[], policy: "failFast" | "allSettled"): Scenario<FakePayments> {
+function checkoutScenario(
+  name: string,
+  cards: string[],
+  policy: "failFast" | "allSettled",
+): Scenario<FakePayments> {
   return {
     name,
     services: () => new FakePayments({ declined: ["declined"], holdConfirmations: policy === "failFast" }),
     definitions: (p) => Object.values(checkoutTask(p)),
     start: (h, p) =>
-      rootOf(h, "checkout", () => h.createTask(checkoutTask(p).checkout, { ref: "c", cards, amount: 7, policy })),
-    observe: async (h, root) => ({ outcome: outcome(root), children: (await h.tasks({ kind: "payment" })).map((t) => outcome(t)?.status) }),
+      rootOf(h, "checkout", () =>
+        h.createTask(checkoutTask(p).checkout, { ref: "c", cards, amount: 7, policy }),
+      ),
+    observe: async (h, root) => ({
+      outcome: outcome(root),
+      children: (await h.tasks({ kind: "payment" })).map((t) => outcome(t)?.status),
+    }),
     check: (p) => {
       for (const n of p.keysPerRef().values()) expect(n).toBe(1);
       if (policy === "failFast") for (const c of p.applied) expect(c.refunded).toBe(true);
@@ -47,7 +62,8 @@ const emailScenario: Scenario<FakeMailer> = {
   name: "SendEmail",
   services: () => new FakeMailer(),
   definitions: (m) => [sendEmailTask(m)],
-  start: (h, m) => rootOf(h, "send-email", () => h.createTask(sendEmailTask(m), { to: "a@b.c", subject: "s" })),
+  start: (h, m) =>
+    rootOf(h, "send-email", () => h.createTask(sendEmailTask(m), { to: "a@b.c", subject: "s" })),
   observe: async (_h, root) => outcome(root)?.status,
   check: (m) => expect(m.sent.size).toBe(1),
 };
@@ -62,12 +78,18 @@ function treeDefinition(log: string[]) {
     phases: {
       spawn: async (task, runtime) => {
         await runtime.commit((tx) => {
-          if (task.input.depth === 0) return { status: "terminal", outcome: { status: "completed", result: [task.input.label] } };
+          if (task.input.depth === 0)
+            return { status: "terminal", outcome: { status: "completed", result: [task.input.label] } };
           const width = task.input.depth === 2 ? 3 : 2;
           const children = Array.from({ length: width }, (_, i) =>
             tx.createTask(tree, { depth: task.input.depth - 1, label: `${task.input.label}.${i}` }),
           );
-          return { status: "waiting", checkpoint: { phase: "gather", children }, on: children, policy: "allSettled" };
+          return {
+            status: "waiting",
+            checkpoint: { phase: "gather", children },
+            on: children,
+            policy: "allSettled",
+          };
         });
       },
       gather: async (task, runtime) => {
@@ -75,7 +97,10 @@ function treeDefinition(log: string[]) {
           o.status === "completed" ? (o.result as string[]) : [],
         );
         log.push(task.input.label);
-        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: results } }));
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: results },
+        }));
       },
     },
     abort: async (_t, runtime) => {
@@ -89,7 +114,10 @@ const treeScenario: Scenario<string[]> = {
   services: () => [],
   definitions: (log) => [treeDefinition(log)],
   start: (h, log) => rootOf(h, "tree", () => h.createTask(treeDefinition(log), { depth: 2, label: "r" })),
-  observe: async (h, root) => ({ root: outcome(root), all: (await h.tasks()).map((t) => outcome(t)?.status) }),
+  observe: async (h, root) => ({
+    root: outcome(root),
+    all: (await h.tasks()).map((t) => outcome(t)?.status),
+  }),
   check: () => undefined,
 };
 
@@ -104,7 +132,11 @@ function chainDefinition() {
       step: async (task, runtime) => {
         await runtime.commit((tx) => {
           if (task.input.n < task.input.of) {
-            tx.createTask(chain, { n: task.input.n + 1, of: task.input.of }, { ownership: { kind: "conversation" } });
+            tx.createTask(
+              chain,
+              { n: task.input.n + 1, of: task.input.of },
+              { ownership: { kind: "conversation" } },
+            );
           }
           return { status: "terminal", outcome: { status: "completed", result: task.input.n } };
         });
@@ -179,8 +211,16 @@ const scenarios: Scenario<never>[] = [
   emailScenario,
   checkoutScenario("checkout failFast, 4 payments", ["ok", "declined", "ok", "ok"], "failFast"),
   checkoutScenario("checkout allSettled, 4 payments", ["ok", "declined", "ok", "ok"], "allSettled"),
-  checkoutScenario("checkout failFast, 8 payments", ["ok", "ok", "ok", "declined", "ok", "ok", "ok", "ok"], "failFast"),
-  checkoutScenario("checkout allSettled, 8 payments", ["ok", "ok", "ok", "declined", "ok", "ok", "ok", "ok"], "allSettled"),
+  checkoutScenario(
+    "checkout failFast, 8 payments",
+    ["ok", "ok", "ok", "declined", "ok", "ok", "ok", "ok"],
+    "failFast",
+  ),
+  checkoutScenario(
+    "checkout allSettled, 8 payments",
+    ["ok", "ok", "ok", "declined", "ok", "ok", "ok", "ok"],
+    "allSettled",
+  ),
   treeScenario,
   chainScenario,
 ] as Scenario<never>[];
@@ -198,7 +238,9 @@ describe("crash sweep", () => {
         let crashes = 0;
         for (let k = 1; k <= K; k++) {
           const run = await runOnce(scenario, k, mode);
-          expect(run.observed, `${scenario.name}: crash at ${mode.point} of transaction ${k}`).toEqual(baseline.observed);
+          expect(run.observed, `${scenario.name}: crash at ${mode.point} of transaction ${k}`).toEqual(
+            baseline.observed,
+          );
           scenario.check(run.services);
           if (run.crashed) crashes++;
         }

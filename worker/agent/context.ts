@@ -20,12 +20,15 @@ export const UNANSWERED_TOOL_CALL = "The tool call was not answered (the run was
 
 /** Entries of the active range: from the newest head marker's `head` on. */
 export function activeRange(entries: readonly EntryRecord[]): EntryRecord[] {
-  let start = 0;
+  const start = 0;
   for (let i = entries.length - 1; i >= 0; i--) {
     const head = entries[i]!.head;
     if (head !== undefined) {
       const headEntry = entries[i]!;
-      return [headEntry, ...entries.filter((e) => e.id >= head && e.id !== headEntry.id && e.head === undefined)];
+      return [
+        headEntry,
+        ...entries.filter((e) => e.id >= head && e.id !== headEntry.id && e.head === undefined),
+      ];
     }
   }
   return entries.slice(start);

@@ -75,9 +75,17 @@ export class Submission {
       );
     }
     if (record.status === "done") {
-      return { status: "done", ...(record.answer !== undefined ? { answer: record.answer } : {}), ...(record.entry !== undefined ? { entry: record.entry } : {}) };
+      return {
+        status: "done",
+        ...(record.answer !== undefined ? { answer: record.answer } : {}),
+        ...(record.entry !== undefined ? { entry: record.entry } : {}),
+      };
     }
-    return { status: "unanswered", reason: record.reason ?? "unknown", ...(record.detail !== undefined ? { detail: record.detail } : {}) };
+    return {
+      status: "unanswered",
+      reason: record.reason ?? "unknown",
+      ...(record.detail !== undefined ? { detail: record.detail } : {}),
+    };
   }
 
   /** Withdraw a still-queued submission. */
@@ -104,7 +112,10 @@ export class Conversation {
       const known = await this.harness.session.submissionByRequest(this.id, draft.requestId);
       if (known && known.type === draft.type) return new Submission(this.harness, known.id, this.id);
     }
-    const record = await this.harness.transaction((tx) => admit(tx, this.harness.policy, this.id, draft), signal);
+    const record = await this.harness.transaction(
+      (tx) => admit(tx, this.harness.policy, this.id, draft),
+      signal,
+    );
     return new Submission(this.harness, record.id, this.id);
   }
 
@@ -137,7 +148,7 @@ export class Conversation {
   }
 
   get busy(): boolean {
-    return (this.harness.doc<LiveState & Record<string, never>>(this.id, DOC.live) ?? {}).run !== undefined;
+    return this.harness.doc<LiveState & Record<string, never>>(this.id, DOC.live)?.run !== undefined;
   }
 
   /** Withdraw queued inputs, abort the conversation's live work, resolve once it is idle. */

@@ -8,7 +8,7 @@
  */
 import type { AssistantMessage, AssistantMessageEvent, ToolCall } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
-import type { ConversationId, EntryId, Json, TaskId, TaskRecord } from "../core/types.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../core/types.ts";
 import { deriveContext } from "./context.ts";
 import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
 import {
@@ -17,8 +17,8 @@ import {
   appendUser,
   DOC,
   ENTRY,
-  live,
   type LiveState,
+  live,
   type ModelRef,
   readDoc,
   type SystemRecord,
@@ -26,7 +26,14 @@ import {
   type ToolSlot,
   writeDoc,
 } from "./records.ts";
-import { type AgentServices, type HookContext, isRetryableError, retryDelayMs, sleepUntil, type ToolRoundResult } from "./services.ts";
+import {
+  type AgentServices,
+  type HookContext,
+  isRetryableError,
+  retryDelayMs,
+  sleepUntil,
+  type ToolRoundResult,
+} from "./services.ts";
 import { toPiTool } from "./tool.ts";
 import { type ToolTaskResult, toolResultEntry } from "./tool-task.ts";
 
@@ -39,18 +46,23 @@ export type GenerationCheckpoint =
 export type GenerationResult = { entryId: EntryId } | null;
 type Runtime = TaskRuntime<Json, GenerationCheckpoint, GenerationResult>;
 
-const ownsRun = (tx: Tx, c: ConversationId, taskId: TaskId) => live(tx, c).run?.taskId === taskId;
-
 /** Fail the run: settle its inputs unanswered, clear the run, end the task `failed`. */
 function failRun(tx: Tx, c: ConversationId, taskId: TaskId, reason: string, detail?: string) {
   const run = live(tx, c).run;
   if (run?.taskId === taskId) {
-    settleInputs(tx, run.inputs, { status: "unanswered", reason, ...(detail !== undefined ? { detail } : {}) });
+    settleInputs(tx, run.inputs, {
+      status: "unanswered",
+      reason,
+      ...(detail !== undefined ? { detail } : {}),
+    });
     endRun(tx, c);
   }
   return {
     status: "terminal" as const,
-    outcome: { status: "failed" as const, error: { message: reason, ...(detail !== undefined ? { detail } : {}) } },
+    outcome: {
+      status: "failed" as const,
+      error: { message: reason, ...(detail !== undefined ? { detail } : {}) },
+    },
   };
 }
 
@@ -59,7 +71,11 @@ export function convertLeftoverPartial(tx: Tx, c: ConversationId): void {
   const state = live(tx, c);
   const message = state.generation?.message;
   if (!message) return;
-  appendAssistant(tx, c, { ...message, stopReason: "aborted", errorMessage: message.errorMessage ?? "interrupted" });
+  appendAssistant(tx, c, {
+    ...message,
+    stopReason: "aborted",
+    errorMessage: message.errorMessage ?? "interrupted",
+  });
   const { message: _m, ...generation } = state.generation!;
   writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation });
 }
@@ -70,7 +86,8 @@ export function cleanUpFailedGeneration(tx: Tx, task: TaskRecord): void {
   const run = live(tx, c).run;
   if (run?.taskId !== task.id) return;
   convertLeftoverPartial(tx, c);
-  const outcome = task.state.status === "terminal" || task.state.status === "completing" ? task.state.outcome : undefined;
+  const outcome =
+    task.state.status === "terminal" || task.state.status === "completing" ? task.state.outcome : undefined;
   const reason = outcome?.status === "orphaned" ? String(outcome.reason) : "faulted";
   const detail = outcome?.status === "faulted" ? outcome.error.message : undefined;
   settleInputs(tx, run.inputs, { status: "unanswered", reason, ...(detail !== undefined ? { detail } : {}) });
@@ -83,56 +100,96 @@ function sameSections(a: Record<string, string | null>, b: Record<string, string
   return ka.length === kb.length && ka.every((k) => a[k] === b[k]);
 }
 
-async function runHooks<T>(list: readonly T[] | undefined, each: (hook: T) => Promise<void> | void): Promise<void> {
+async function runHooks<T>(
+  list: readonly T[] | undefined,
+  each: (hook: T) => Promise<void> | void,
+): Promise<void> {
   for (const hook of list ?? []) await each(hook);
 }
 
-export function createGenerationTask(services: AgentServices, policy: InboxPolicy, toolTask: () => TaskDefinition<never, never, never>) {
-  const definition: TaskDefinition<Json, GenerationCheckpoint, GenerationResult> = defineTask<Json, GenerationCheckpoint, GenerationResult>({
+type Prepared =
+  | { ok: true; checkpoint: Extract<GenerationCheckpoint, { phase: "request" }> }
+  | { ok: false; detail: string };
+
+/**
+ * The work of `prepare`, inside a commit: resolve the agent, append a pi.system entry when the
+ * prompt sections or the offered tools differ from what the transcript replays, and pin the model,
+ * thinking level and cutoff of the request. Also used by the commit that creates a generation, so a
+ * turn needs no separate prepare commit when its conversation's entries are at hand.
+ */
+export function prepareRequest(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  taskId: TaskId | undefined,
+  attempt: number,
+  entries: readonly EntryRecord[],
+): Prepared {
+  const agent = readDoc<AgentState>(tx, c, DOC.agent, {});
+  const ref = agent.model ?? services.defaultModel;
+  if (!ref || !services.models.resolve(ref)) {
+    return { ok: false, detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured" };
+  }
+  const replayed = deriveContext(entries);
+  const registered = services.tools();
+  const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
+  const sections: Record<string, string | null> = agent.instructions
+    ? { instructions: agent.instructions }
+    : {};
+  const added = desired.filter((t) => !replayed.tools.includes(t));
+  const removed = replayed.tools.filter((t) => !desired.includes(t));
+  const sectionDelta: Record<string, string | null> = { ...sections };
+  for (const name of Object.keys(replayed.sections)) if (!(name in sections)) sectionDelta[name] = null;
+  if (added.length > 0 || removed.length > 0 || !sameSections(sections, replayed.sections)) {
+    const system: SystemRecord = {
+      role: "system",
+      content: "",
+      sections: sectionDelta,
+      ...(added.length ? { toolsAdded: added } : {}),
+      ...(removed.length ? { toolsRemoved: removed } : {}),
+      timestamp: tx.now(),
+    };
+    tx.appendEntry(c, { kind: ENTRY.system, model: [system] as unknown as Json });
+  }
+  if (taskId !== undefined) {
+    const state = live(tx, c);
+    writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { taskId, attempt } });
+  }
+  return {
+    ok: true,
+    checkpoint: {
+      phase: "request",
+      attempt,
+      model: { provider: ref.provider, id: ref.id },
+      thinkingLevel: agent.thinkingLevel ?? "off",
+      cutoff: tx.lastEntryId(),
+    },
+  };
+}
+
+export function createGenerationTask(
+  services: AgentServices,
+  policy: InboxPolicy,
+  toolTask: () => TaskDefinition<never, never, never>,
+) {
+  const definition: TaskDefinition<Json, GenerationCheckpoint, GenerationResult> = defineTask<
+    Json,
+    GenerationCheckpoint,
+    GenerationResult
+  >({
     name: "pi.generation",
     version: 1,
-    initial: () => ({ phase: "prepare", attempt: 1 }),
+    // A generation created with its request already prepared (in the creating commit) starts there.
+    initial: (input) =>
+      (input as { prepared?: GenerationCheckpoint } | null)?.prepared ?? { phase: "prepare", attempt: 1 },
     phases: {
       prepare: async (task, runtime) => {
         const c = task.conversationId;
-        const entries = await services.session.entries(c);
-        const replayed = deriveContext(entries);
+        const entries = await services.entries.get(c);
         await runtime.commit((tx) => {
-          const agent = readDoc<AgentState>(tx, c, DOC.agent, {});
-          const ref = agent.model ?? services.defaultModel;
-          if (!ref || !services.models.resolve(ref)) {
-            return failRun(tx, c, task.id, "no_model", ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured");
-          }
-          const registered = services.tools();
-          const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
-          const sections: Record<string, string | null> = agent.instructions ? { instructions: agent.instructions } : {};
-          const added = desired.filter((t) => !replayed.tools.includes(t));
-          const removed = replayed.tools.filter((t) => !desired.includes(t));
-          const sectionDelta: Record<string, string | null> = { ...sections };
-          for (const name of Object.keys(replayed.sections)) if (!(name in sections)) sectionDelta[name] = null;
-          if (added.length > 0 || removed.length > 0 || !sameSections(sections, replayed.sections)) {
-            const system: SystemRecord = {
-              role: "system",
-              content: "",
-              sections: sectionDelta,
-              ...(added.length ? { toolsAdded: added } : {}),
-              ...(removed.length ? { toolsRemoved: removed } : {}),
-              timestamp: tx.now(),
-            };
-            tx.appendEntry(c, { kind: ENTRY.system, model: [system] as unknown as Json });
-          }
-          const state = live(tx, c);
-          writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { taskId: task.id, attempt: task.state.checkpoint.attempt } });
-          return {
-            status: "running",
-            checkpoint: {
-              phase: "request",
-              attempt: task.state.checkpoint.attempt,
-              model: { provider: ref.provider, id: ref.id },
-              thinkingLevel: agent.thinkingLevel ?? "off",
-              cutoff: tx.lastEntryId(),
-            },
-          };
+          const checkpoint = prepareRequest(services, tx, c, task.id, task.state.checkpoint.attempt, entries);
+          if (!checkpoint.ok) return failRun(tx, c, task.id, "no_model", checkpoint.detail);
+          return { status: "running", checkpoint: checkpoint.checkpoint };
         });
       },
 
@@ -149,10 +206,12 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
         }
         const model = services.models.resolve(cp.model);
         if (!model) {
-          await runtime.commit((tx) => failRun(tx, c, task.id, "no_model", `unknown model ${cp.model.provider}/${cp.model.id}`));
+          await runtime.commit((tx) =>
+            failRun(tx, c, task.id, "no_model", `unknown model ${cp.model.provider}/${cp.model.id}`),
+          );
           return;
         }
-        const entries = await services.session.entries(c, { upTo: cp.cutoff });
+        const entries = await services.entries.get(c, cp.cutoff);
         const derived = deriveContext(entries);
         const registered = services.tools();
         const offered = derived.tools.filter((n) => registered.has(n));
@@ -165,7 +224,11 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
         const apiKey = services.apiKey(model.provider);
         const stream = services.stream(
           model,
-          { ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}), messages, tools: offered.map((n) => toPiTool(registered.get(n)!)) },
+          {
+            ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}),
+            messages,
+            tools: offered.map((n) => toPiTool(registered.get(n)!)),
+          },
           {
             signal,
             ...(cp.thinkingLevel !== "off" ? { reasoning: cp.thinkingLevel } : {}),
@@ -173,7 +236,13 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
             ...(apiKey ? { apiKey } : {}),
           },
         );
-        const partials = new PartialWriter(runtime, c, task.id, cp.attempt, services.settings().partialIntervalMs);
+        const partials = new PartialWriter(
+          runtime,
+          c,
+          task.id,
+          cp.attempt,
+          services.settings().partialIntervalMs,
+        );
         let final: AssistantMessage | undefined;
         try {
           for await (const event of stream as AsyncIterable<AssistantMessageEvent>) {
@@ -202,7 +271,11 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
               const state = live(tx, c);
               writeDoc<LiveState>(tx, c, DOC.live, {
                 ...state,
-                generation: { taskId: task.id, attempt: cp.attempt, retry: { at: until, error: message.errorMessage ?? "error" } },
+                generation: {
+                  taskId: task.id,
+                  attempt: cp.attempt,
+                  retry: { at: until, error: message.errorMessage ?? "error" },
+                },
               });
               return { status: "running", checkpoint: { phase: "retry", attempt: cp.attempt, until } };
             }
@@ -217,7 +290,14 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
             const ids: TaskId[] = [];
             for (const call of calls) {
               if (!offered.includes(call.name)) {
-                const result = toolResultEntry(tx, c, call.id, call.name, `tool ${call.name} is not available`, "tool_unavailable");
+                const result = toolResultEntry(
+                  tx,
+                  c,
+                  call.id,
+                  call.name,
+                  `tool ${call.name} is not available`,
+                  "tool_unavailable",
+                );
                 slots.push({ callId: call.id, name: call.name, status: "done", entry: result.id });
                 continue;
               }
@@ -229,7 +309,12 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
             }
             const { generation: _g, ...state } = live(tx, c);
             writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });
-            return { status: "waiting", checkpoint: { phase: "tools", assistant: entry.id, tools: ids }, on: ids, policy: "allSettled" };
+            return {
+              status: "waiting",
+              checkpoint: { phase: "tools", assistant: entry.id, tools: ids },
+              on: ids,
+              policy: "allSettled",
+            };
           });
           return;
         }
@@ -262,7 +347,10 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
           const state = live(tx, task.conversationId);
           if (state.generation) {
             const { retry: _r, ...generation } = state.generation;
-            writeDoc<LiveState>(tx, task.conversationId, DOC.live, { ...state, generation: { ...generation, attempt: cp.attempt + 1 } });
+            writeDoc<LiveState>(tx, task.conversationId, DOC.live, {
+              ...state,
+              generation: { ...generation, attempt: cp.attempt + 1 },
+            });
           }
           return { status: "running", checkpoint: { phase: "prepare", attempt: cp.attempt + 1 } };
         });
@@ -276,7 +364,8 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
         for (const slot of slots) {
           const record = slot.taskId !== undefined ? await runtime.getTask(slot.taskId) : undefined;
           const outcome = record?.state.status === "terminal" ? record.state.outcome : undefined;
-          const result = outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
+          const result =
+            outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
           const entryId = result?.entryId ?? slot.entry;
           results.push({
             callId: slot.callId,
@@ -286,7 +375,9 @@ export function createGenerationTask(services: AgentServices, policy: InboxPolic
             terminate: result?.control?.terminate === true,
           });
         }
-        await runHooks(services.hooks().afterTools, (h) => h(results, { conversationId: c, taskId: task.id }));
+        await runHooks(services.hooks().afterTools, (h) =>
+          h(results, { conversationId: c, taskId: task.id }),
+        );
         const terminate = results.length > 0 && results.every((r) => r.terminate);
         await runtime.commit((tx) => {
           const run = live(tx, c).run;
@@ -350,7 +441,14 @@ function errorMessage(api: string, provider: string, model: string, error: unkno
     api,
     provider,
     model,
-    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    usage: {
+      input: 0,
+      output: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: 0,
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+    },
     stopReason: "error",
     errorMessage: error instanceof Error ? error.message : String(error),
     timestamp: Date.now(),

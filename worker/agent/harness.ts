@@ -4,18 +4,28 @@
  * pi.usage, pi.provider) in the commit that creates it, whatever path creates it.
  */
 import type { AnyTaskDefinition } from "../core/define.ts";
+import { UnknownConversation } from "../core/errors.ts";
 import { Harness, type HarnessOptions } from "../core/harness.ts";
 import { ConversationMount } from "../core/observe.ts";
 import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
-import { UnknownConversation } from "../core/errors.ts";
 import type { Store } from "../store/types.ts";
 import { Conversation, Submission } from "./conversation.ts";
+import { EntryCache } from "./entries.ts";
 import { MemoryFs, type WorkspaceFs } from "./fs.ts";
-import { cleanUpFailedGeneration, createGenerationTask } from "./generation.ts";
+import { cleanUpFailedGeneration, createGenerationTask, prepareRequest } from "./generation.ts";
 import type { InboxPolicy } from "./inbox.ts";
 import { createModelResolver, type ModelResolver } from "./models.ts";
-import { type AgentState, addUsage, DOC, type ModelRef, readDoc, type UsageState, writeDoc } from "./records.ts";
+import {
+  type AgentState,
+  addUsage,
+  DOC,
+  type LiveState,
+  type ModelRef,
+  readDoc,
+  type UsageState,
+  writeDoc,
+} from "./records.ts";
 import {
   type AgentHooks,
   type AgentServices,
@@ -24,7 +34,7 @@ import {
   resolveSettings,
   type StreamFn,
 } from "./services.ts";
-import { type ToolDefinition } from "./tool.ts";
+import type { ToolDefinition } from "./tool.ts";
 import { cleanUpFailedTool, createToolTask } from "./tool-task.ts";
 
 export interface AgentHarnessOptions extends HarnessOptions {
@@ -56,6 +66,7 @@ export class AgentHarness extends Harness {
     const hooks = options.hooks;
     this.services = {
       session: this.session,
+      entries: new EntryCache(this.session),
       models: options.models ?? createModelResolver(),
       defaultModel: options.defaultModel,
       fs: options.fs ?? new MemoryFs(),
@@ -71,10 +82,36 @@ export class AgentHarness extends Harness {
     this.policy = {
       steeringMode: () => this.services.settings().steeringMode,
       followUpMode: () => this.services.settings().followUpMode,
-      startGeneration: (tx, conversationId) =>
-        tx.createTask(this.generationTask, null, { ownership: { kind: "conversation" }, conversationId }),
+      startGeneration: (tx, conversationId) => {
+        // With the transcript cached, the creating commit also prepares the first request.
+        const entries = this.services.entries.peek(conversationId);
+        if (entries) {
+          const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
+          if (prepared.ok) {
+            const taskId = tx.createTask(
+              this.generationTask,
+              { prepared: prepared.checkpoint },
+              { ownership: { kind: "conversation" }, conversationId },
+            );
+            const state = readDoc<LiveState>(tx, conversationId, DOC.live, {});
+            writeDoc<LiveState>(tx, conversationId, DOC.live, {
+              ...state,
+              generation: { taskId, attempt: 1 },
+            });
+            return taskId;
+          }
+        }
+        return tx.createTask(this.generationTask, null, {
+          ownership: { kind: "conversation" },
+          conversationId,
+        });
+      },
     };
-    this.generationTask = createGenerationTask(this.services, this.policy, () => toolTask as never) as AnyTaskDefinition;
+    this.generationTask = createGenerationTask(
+      this.services,
+      this.policy,
+      () => toolTask as never,
+    ) as AnyTaskDefinition;
     this.registry.register(this.generationTask, this.toolTask);
     this.scheduler.outcomeHook = (tx, task) => {
       if (task.kind === "pi.generation") cleanUpFailedGeneration(tx, task);
@@ -150,8 +187,10 @@ export class AgentHarness extends Harness {
     for (const [key, value] of this.session.records.docs) {
       if (!key.endsWith(`:${DOC.usage}`)) continue;
       const u = value as unknown as UsageState;
-      for (const [m, usage] of Object.entries(u.models ?? {})) total.models[m] = total.models[m] ? addUsage(total.models[m], usage) : usage;
-      for (const [t, usage] of Object.entries(u.tools ?? {})) total.tools[t] = total.tools[t] ? addUsage(total.tools[t], usage) : usage;
+      for (const [m, usage] of Object.entries(u.models ?? {}))
+        total.models[m] = total.models[m] ? addUsage(total.models[m], usage) : usage;
+      for (const [t, usage] of Object.entries(u.tools ?? {}))
+        total.tools[t] = total.tools[t] ? addUsage(total.tools[t], usage) : usage;
     }
     return total;
   }

@@ -8,12 +8,26 @@ import type { UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
 import { HarnessError, InvalidTransition } from "../core/errors.ts";
 import type { ConversationId, EntryDraft, Json, SubmissionId, SubmissionRecord } from "../core/types.ts";
-import { appendUser, DOC, type EntryDraftJson, type InboxItem, inbox, live, type LiveState, writeDoc } from "./records.ts";
+import {
+  appendUser,
+  DOC,
+  type EntryDraftJson,
+  type InboxItem,
+  inbox,
+  type LiveState,
+  live,
+  writeDoc,
+} from "./records.ts";
 
 export type QueueMode = "one-at-a-time" | "all";
 
 export type SubmissionDraft =
-  | { type: "input"; content: UserMessage["content"]; whenBusy?: "followUp" | "steer" | "reject"; requestId?: string }
+  | {
+      type: "input";
+      content: UserMessage["content"];
+      whenBusy?: "followUp" | "steer" | "reject";
+      requestId?: string;
+    }
   | { type: "write"; entry: EntryDraftJson; requestId?: string };
 
 /** `whenBusy: "reject"` on a busy conversation. Nothing was written. */
@@ -32,23 +46,34 @@ export interface InboxPolicy {
 
 function validateContent(content: unknown): asserts content is UserMessage["content"] {
   if (typeof content === "string") return;
-  if (Array.isArray(content) && content.every((c) => c && typeof c === "object" && (c.type === "text" || c.type === "image"))) return;
+  if (
+    Array.isArray(content) &&
+    content.every((c) => c && typeof c === "object" && (c.type === "text" || c.type === "image"))
+  )
+    return;
   throw new InvalidTransition("input content must be a string or a list of text and image parts");
 }
 
 function entryDraft(draft: EntryDraftJson): EntryDraft {
-  if (!draft || typeof draft.kind !== "string" || draft.kind.length === 0) throw new InvalidTransition("a write needs an entry with a kind");
+  if (!draft || typeof draft.kind !== "string" || draft.kind.length === 0)
+    throw new InvalidTransition("a write needs an entry with a kind");
   const { head, ...rest } = draft;
-  if (head === "self") throw new InvalidTransition("head: \"self\" writes are made by reset()");
+  if (head === "self") throw new InvalidTransition('head: "self" writes are made by reset()');
   return { ...rest, ...(head !== undefined ? { head } : {}) } as EntryDraft;
 }
 
 /** Admit a submission (inside a commit). Returns the stored record (existing one for a known requestId). */
-export function admit(tx: Tx, policy: InboxPolicy, conversationId: ConversationId, draft: SubmissionDraft): SubmissionRecord {
+export function admit(
+  tx: Tx,
+  policy: InboxPolicy,
+  conversationId: ConversationId,
+  draft: SubmissionDraft,
+): SubmissionRecord {
   if (draft.requestId !== undefined) {
     const existing = tx.submissionByRequest(conversationId, draft.requestId);
     if (existing) {
-      if (existing.type !== draft.type) throw new InvalidTransition(`request ${draft.requestId} was a ${existing.type} submission`);
+      if (existing.type !== draft.type)
+        throw new InvalidTransition(`request ${draft.requestId} was a ${existing.type} submission`);
       return existing;
     }
   }
@@ -66,8 +91,16 @@ export function admit(tx: Tx, policy: InboxPolicy, conversationId: ConversationI
       return sub;
     }
     const mode = draft.whenBusy === "steer" ? "steer" : "followUp";
-    const sub = tx.createSubmission({ ...base, type: "input", status: "queued", mode, payload: draft.content as Json });
-    writeDoc(tx, conversationId, DOC.inbox, { items: [...items, { id: sub.id, mode, content: draft.content }] });
+    const sub = tx.createSubmission({
+      ...base,
+      type: "input",
+      status: "queued",
+      mode,
+      payload: draft.content as Json,
+    });
+    writeDoc(tx, conversationId, DOC.inbox, {
+      items: [...items, { id: sub.id, mode, content: draft.content }],
+    });
     if (!busy) finalBoundary(tx, policy, conversationId);
     return tx.submission(sub.id)!;
   }
@@ -78,20 +111,37 @@ export function admit(tx: Tx, policy: InboxPolicy, conversationId: ConversationI
     const entry = tx.appendEntry(conversationId, drafted);
     return tx.createSubmission({ ...base, type: "write", status: "done", entry: entry.id });
   }
-  const sub = tx.createSubmission({ ...base, type: "write", status: "queued", payload: draft.entry as unknown as Json });
-  writeDoc(tx, conversationId, DOC.inbox, { items: [...items, { id: sub.id, mode: "write", entry: draft.entry }] });
+  const sub = tx.createSubmission({
+    ...base,
+    type: "write",
+    status: "queued",
+    payload: draft.entry as unknown as Json,
+  });
+  writeDoc(tx, conversationId, DOC.inbox, {
+    items: [...items, { id: sub.id, mode: "write", entry: draft.entry }],
+  });
   if (!busy) finalBoundary(tx, policy, conversationId);
   return tx.submission(sub.id)!;
 }
 
-export function startRun(tx: Tx, policy: InboxPolicy, conversationId: ConversationId, inputs: SubmissionId[]): void {
+export function startRun(
+  tx: Tx,
+  policy: InboxPolicy,
+  conversationId: ConversationId,
+  inputs: SubmissionId[],
+): void {
   const taskId = policy.startGeneration(tx, conversationId);
   const state = live(tx, conversationId);
   writeDoc<LiveState>(tx, conversationId, DOC.live, { ...state, run: { taskId, inputs } });
 }
 
 /** Place what a boundary selects; returns the ids of the user items placed (in id order). */
-export function placeAtBoundary(tx: Tx, policy: InboxPolicy, conversationId: ConversationId, kind: "postTools" | "final"): SubmissionId[] {
+export function placeAtBoundary(
+  tx: Tx,
+  policy: InboxPolicy,
+  conversationId: ConversationId,
+  kind: "postTools" | "final",
+): SubmissionId[] {
   const items = inbox(tx, conversationId).items;
   if (items.length === 0) return [];
   const pick = (mode: "steer" | "followUp", how: QueueMode): InboxItem[] => {
@@ -99,9 +149,10 @@ export function placeAtBoundary(tx: Tx, policy: InboxPolicy, conversationId: Con
     return how === "all" ? of : of.slice(0, 1);
   };
   const writes = items.filter((i) => i.mode === "write");
-  const users = [...pick("steer", policy.steeringMode()), ...(kind === "final" ? pick("followUp", policy.followUpMode()) : [])].sort(
-    (a, b) => a.id - b.id,
-  );
+  const users = [
+    ...pick("steer", policy.steeringMode()),
+    ...(kind === "final" ? pick("followUp", policy.followUpMode()) : []),
+  ].sort((a, b) => a.id - b.id);
   const selected = new Set([...writes, ...users].map((i) => i.id));
   for (const item of writes) {
     if (item.mode !== "write") continue;

@@ -61,7 +61,12 @@ export interface ToolSlot {
 
 export interface LiveState {
   run?: { taskId: TaskId; inputs: SubmissionId[] };
-  generation?: { taskId: TaskId; attempt: number; message?: AssistantMessage; retry?: { at: number; error: string } };
+  generation?: {
+    taskId: TaskId;
+    attempt: number;
+    message?: AssistantMessage;
+    retry?: { at: number; error: string };
+  };
   tools?: ToolSlot[];
 }
 
@@ -89,10 +94,18 @@ export function writeDoc<T>(tx: Tx, conversationId: ConversationId, name: string
 }
 
 export const live = (tx: Tx, c: ConversationId): LiveState => readDoc<LiveState>(tx, c, DOC.live, {});
-export const inbox = (tx: Tx, c: ConversationId): InboxState => readDoc<InboxState>(tx, c, DOC.inbox, { items: [] });
+export const inbox = (tx: Tx, c: ConversationId): InboxState =>
+  readDoc<InboxState>(tx, c, DOC.inbox, { items: [] });
 
 export function zeroUsage(): Usage {
-  return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  return {
+    input: 0,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 0,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
 }
 
 export function addUsage(a: Usage, b: Usage): Usage {
@@ -119,14 +132,21 @@ export function appendAssistant(tx: Tx, c: ConversationId, message: AssistantMes
   const key = `${message.provider}/${message.model}`;
   writeDoc<UsageState>(tx, c, DOC.usage, {
     ...usage,
-    models: { ...usage.models, [key]: addUsage(usage.models[key] ?? zeroUsage(), message.usage ?? zeroUsage()) },
+    models: {
+      ...usage.models,
+      [key]: addUsage(usage.models[key] ?? zeroUsage(), message.usage ?? zeroUsage()),
+    },
   });
   return entry;
 }
 
 export function appendUser(tx: Tx, c: ConversationId, content: UserMessage["content"]): EntryRecord {
   const message: UserMessage = { role: "user", content, timestamp: tx.now() };
-  return tx.appendEntry(c, { kind: ENTRY.user, model: [message] as unknown as Json, timestamp: message.timestamp });
+  return tx.appendEntry(c, {
+    kind: ENTRY.user,
+    model: [message] as unknown as Json,
+    timestamp: message.timestamp,
+  });
 }
 
 export function modelMessages(entry: EntryRecord): Message[] {

@@ -2,10 +2,18 @@
  * What the built-in agent tasks need from their host: models, tools, the workspace, settings and
  * hooks. Settings are read at each decision (getters allowed), never copied into durable state.
  */
-import { type AssistantMessage, type Context, type Message, type SimpleStreamOptions, streamSimple } from "@mariozechner/pi-ai";
+
 import type { Api, AssistantMessageEventStream, Model } from "@mariozechner/pi-ai";
+import {
+  type AssistantMessage,
+  type Context,
+  type Message,
+  type SimpleStreamOptions,
+  streamSimple,
+} from "@mariozechner/pi-ai";
 import type { Session } from "../core/session.ts";
 import type { ConversationId } from "../core/types.ts";
+import type { EntryCache } from "./entries.ts";
 import type { WorkspaceFs } from "./fs.ts";
 import type { QueueMode } from "./inbox.ts";
 import type { ModelResolver } from "./models.ts";
@@ -29,7 +37,12 @@ export interface AgentSettings {
   followUpMode?: QueueMode;
 }
 
-export const DEFAULT_RETRY: RetryPolicy = { enabled: true, maxRetries: 3, baseDelayMs: 2000, maxDelayMs: 60_000 };
+export const DEFAULT_RETRY: RetryPolicy = {
+  enabled: true,
+  maxRetries: 3,
+  baseDelayMs: 2000,
+  maxDelayMs: 60_000,
+};
 
 export interface ResolvedSettings {
   retry: RetryPolicy;
@@ -54,19 +67,31 @@ export type HookContext = { conversationId: ConversationId; taskId: number };
 /** Hooks, run in order; each phase reads them once at its start. */
 export interface AgentHooks {
   /** May replace the messages of this request only. */
-  beforeRequest?: Array<(messages: Message[], ctx: HookContext) => Message[] | undefined | Promise<Message[] | undefined>>;
+  beforeRequest?: Array<
+    (messages: Message[], ctx: HookContext) => Message[] | undefined | Promise<Message[] | undefined>
+  >;
   /** Observes every final message before it is classified. */
   afterResponse?: Array<(message: AssistantMessage, ctx: HookContext) => void | Promise<void>>;
   /** When a run answers: return text to continue the run with another user message (first wins). */
-  onYield?: Array<(message: AssistantMessage, ctx: HookContext) => string | undefined | Promise<string | undefined>>;
+  onYield?: Array<
+    (message: AssistantMessage, ctx: HookContext) => string | undefined | Promise<string | undefined>
+  >;
   /** Observes a finished tool round. */
   afterTools?: Array<(results: ToolRoundResult[], ctx: HookContext) => void | Promise<void>>;
   /** Block a call or rewrite its arguments (validated again afterwards). */
   beforeTool?: Array<
-    (call: { name: string; arguments: unknown }, ctx: HookContext) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
+    (
+      call: { name: string; arguments: unknown },
+      ctx: HookContext,
+    ) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
   >;
   /** Replace a tool's result. */
-  afterTool?: Array<(call: { name: string; arguments: unknown; result: ToolResult }, ctx: HookContext) => ToolResult | undefined | Promise<ToolResult | undefined>>;
+  afterTool?: Array<
+    (
+      call: { name: string; arguments: unknown; result: ToolResult },
+      ctx: HookContext,
+    ) => ToolResult | undefined | Promise<ToolResult | undefined>
+  >;
 }
 
 export type BeforeToolDecision = { block: string } | { arguments: unknown };
@@ -79,10 +104,16 @@ export interface ToolRoundResult {
   terminate: boolean;
 }
 
-export type StreamFn = (model: Model<Api>, context: Context, options: SimpleStreamOptions) => AssistantMessageEventStream;
+export type StreamFn = (
+  model: Model<Api>,
+  context: Context,
+  options: SimpleStreamOptions,
+) => AssistantMessageEventStream;
 
 export interface AgentServices {
   readonly session: Session;
+  /** Committed entries per conversation, read incrementally. */
+  readonly entries: EntryCache;
   readonly models: ModelResolver;
   readonly defaultModel: ModelRef | undefined;
   readonly fs: WorkspaceFs;

@@ -8,15 +8,44 @@
  */
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
-import { capHead, OUTPUT_LIMITS, type ReplayPolicy, replayPolicyOf, type ToolApi, type ToolDefinition, type ToolResult, toPiTool } from "./tool.ts";
-import { type AgentState, DOC, ENTRY, live, type LiveState, modelMessages, type ToolDiagnostic, type ToolSlot, writeDoc } from "./records.ts";
+import type {
+  ConversationId,
+  EntryId,
+  EntryRecord,
+  Json,
+  NextTaskState,
+  TaskId,
+  TaskRecord,
+} from "../core/types.ts";
+import {
+  type AgentState,
+  DOC,
+  ENTRY,
+  type LiveState,
+  live,
+  modelMessages,
+  type ToolDiagnostic,
+  type ToolSlot,
+  writeDoc,
+} from "./records.ts";
 import type { AgentServices, HookContext } from "./services.ts";
+import {
+  capHead,
+  OUTPUT_LIMITS,
+  type ReplayPolicy,
+  replayPolicyOf,
+  type ToolApi,
+  type ToolDefinition,
+  type ToolResult,
+  toPiTool,
+} from "./tool.ts";
 
 export type ToolTaskInput =
   | { assistant: EntryId; callId: string }
   | { nested: { name: string; arguments: Json; callId: string } };
-export type ToolTaskCheckpoint = { phase: "call" } | { phase: "execute"; arguments: Json; replay: ReplayPolicy };
+export type ToolTaskCheckpoint =
+  | { phase: "call" }
+  | { phase: "execute"; arguments: Json; replay: ReplayPolicy };
 export type ToolTaskResult = {
   entryId?: EntryId;
   isError?: boolean;
@@ -41,7 +70,15 @@ function harnessBlock(diagnostics: readonly ToolDiagnostic[]): string {
 }
 
 /** Append a pi.tool-result entry: exactly what the model will see, diagnostics included. */
-function appendResult(tx: Tx, c: ConversationId, callId: string, name: string, result: ToolResult, diagnostics: ToolDiagnostic[], durationMs?: number): EntryRecord {
+function appendResult(
+  tx: Tx,
+  c: ConversationId,
+  callId: string,
+  name: string,
+  result: ToolResult,
+  diagnostics: ToolDiagnostic[],
+  durationMs?: number,
+): EntryRecord {
   const content = [...result.content];
   if (diagnostics.length > 0) content.push({ type: "text", text: harnessBlock(diagnostics) });
   const message = {
@@ -54,19 +91,36 @@ function appendResult(tx: Tx, c: ConversationId, callId: string, name: string, r
     ...(durationMs !== undefined ? { durationMs } : {}),
     timestamp: tx.now(),
   };
-  return tx.appendEntry(c, { kind: ENTRY.toolResult, model: [message] as unknown as Json, data: { diagnostics } as unknown as Json });
+  return tx.appendEntry(c, {
+    kind: ENTRY.toolResult,
+    model: [message] as unknown as Json,
+    data: { diagnostics } as unknown as Json,
+  });
 }
 
 /** A harness-written error result (tool_unavailable, invalid_arguments, blocked, interrupted, aborted, tool_error). */
-export function toolResultEntry(tx: Tx, c: ConversationId, callId: string, name: string, message: string, code: string, partial?: string): EntryRecord {
+export function toolResultEntry(
+  tx: Tx,
+  c: ConversationId,
+  callId: string,
+  name: string,
+  message: string,
+  code: string,
+  partial?: string,
+): EntryRecord {
   const content: ToolResult["content"] = partial ? [{ type: "text", text: partial }] : [];
-  return appendResult(tx, c, callId, name, { content, isError: true }, [{ severity: "error", code, message }]);
+  return appendResult(tx, c, callId, name, { content, isError: true }, [
+    { severity: "error", code, message },
+  ]);
 }
 
 function updateSlot(tx: Tx, c: ConversationId, taskId: TaskId, patch: (slot: ToolSlot) => ToolSlot): void {
   const state = live(tx, c);
   if (!state.tools?.some((s) => s.taskId === taskId)) return;
-  writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: state.tools.map((s) => (s.taskId === taskId ? patch(s) : s)) });
+  writeDoc<LiveState>(tx, c, DOC.live, {
+    ...state,
+    tools: state.tools.map((s) => (s.taskId === taskId ? patch(s) : s)),
+  });
 }
 
 function slotDone(tx: Tx, c: ConversationId, taskId: TaskId, entry?: EntryId): void {
@@ -100,7 +154,11 @@ function boundResult(result: ToolResult): { result: ToolResult; diagnostics: Too
 }
 
 export function createToolTask(services: AgentServices) {
-  const definition: TaskDefinition<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult> = defineTask<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult>({
+  const definition: TaskDefinition<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult> = defineTask<
+    ToolTaskInput,
+    ToolTaskCheckpoint,
+    ToolTaskResult
+  >({
     name: "pi.tool",
     version: 1,
     initial: () => ({ phase: "call" }),
@@ -111,7 +169,8 @@ export function createToolTask(services: AgentServices) {
         let tool: ToolDefinition;
         let args: unknown;
         try {
-          if (!call) throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
+          if (!call)
+            throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
           tool = resolveTool(task, call.name);
           args = validate(tool, call, call.arguments);
           for (const hook of services.hooks().beforeTool ?? []) {
@@ -145,26 +204,57 @@ export function createToolTask(services: AgentServices) {
         }
         if (call && tool && cp.replay === "safe" && replayPolicyOf(tool) === "safe") {
           await runtime.commit((tx) => {
-            updateSlot(tx, task.conversationId, task.id, ({ output: _o, droppedBytes: _b, droppedLines: _l, ...s }) => ({ ...s, status: "running" }));
+            updateSlot(
+              tx,
+              task.conversationId,
+              task.id,
+              ({ output: _o, droppedBytes: _b, droppedLines: _l, ...s }) => ({ ...s, status: "running" }),
+            );
             return undefined;
           });
           await execute(runtime, task, tool, call, cp.arguments, signal);
           return;
         }
         const partial = partialOutput(task);
-        await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "interrupted", "the tool call was interrupted before it reported a result; it may or may not have taken effect", partial, "failed");
+        await settleError(
+          runtime,
+          task,
+          call?.id ?? "?",
+          call?.name ?? "?",
+          "interrupted",
+          "the tool call was interrupted before it reported a result; it may or may not have taken effect",
+          partial,
+          "failed",
+        );
       },
     },
     abort: async (task, runtime) => {
       const call = await readCall(task).catch(() => undefined);
-      await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "aborted", "the tool call was aborted", partialOutput(task), "aborted");
+      await settleError(
+        runtime,
+        task,
+        call?.id ?? "?",
+        call?.name ?? "?",
+        "aborted",
+        "the tool call was aborted",
+        partialOutput(task),
+        "aborted",
+      );
     },
   });
 
   async function readCall(task: ToolTaskRecord): Promise<ToolCall | undefined> {
     const input = task.input;
-    if ("nested" in input) return { type: "toolCall", id: input.nested.callId, name: input.nested.name, arguments: input.nested.arguments as Record<string, unknown> };
-    const entry = await services.session.entry(input.assistant);
+    if ("nested" in input)
+      return {
+        type: "toolCall",
+        id: input.nested.callId,
+        name: input.nested.name,
+        arguments: input.nested.arguments as Record<string, unknown>,
+      };
+    const entry =
+      services.entries.peek(task.conversationId)?.find((e) => e.id === input.assistant) ??
+      (await services.session.entry(input.assistant));
     if (!entry) return undefined;
     for (const m of modelMessages(entry)) {
       if (m.role !== "assistant") continue;
@@ -176,8 +266,10 @@ export function createToolTask(services: AgentServices) {
 
   function resolveTool(task: ToolTaskRecord, name: string): ToolDefinition {
     const tool = services.tools().get(name);
-    const agent = (services.session.records.getDoc(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
-    if (!tool || (agent.tools && !agent.tools.includes(name))) throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
+    const agent =
+      (services.session.records.getDoc(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
+    if (!tool || (agent.tools && !agent.tools.includes(name)))
+      throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
     return tool;
   }
 
@@ -190,7 +282,8 @@ export function createToolTask(services: AgentServices) {
   }
 
   function partialOutput(task: ToolTaskRecord): string | undefined {
-    const state = (services.session.records.getDoc(task.conversationId, DOC.live) as LiveState | undefined) ?? {};
+    const state =
+      (services.session.records.getDoc(task.conversationId, DOC.live) as LiveState | undefined) ?? {};
     return state.tools?.find((s) => s.taskId === task.id)?.output;
   }
 
@@ -208,7 +301,10 @@ export function createToolTask(services: AgentServices) {
     await runtime.commit((tx) => {
       const c = task.conversationId;
       if ("nested" in task.input) {
-        const result: ToolResult = { content: [{ type: "text", text: `${code}: ${message}` }], isError: true };
+        const result: ToolResult = {
+          content: [{ type: "text", text: `${code}: ${message}` }],
+          isError: true,
+        };
         return terminal(status, { isError: true, result }, message);
       }
       const entry = toolResultEntry(tx, c, callId, name, message, code, partial);
@@ -217,7 +313,14 @@ export function createToolTask(services: AgentServices) {
     });
   }
 
-  async function execute(runtime: Runtime, task: ToolTaskRecord, tool: ToolDefinition, call: ToolCall, args: unknown, signal: AbortSignal): Promise<void> {
+  async function execute(
+    runtime: Runtime,
+    task: ToolTaskRecord,
+    tool: ToolDefinition,
+    call: ToolCall,
+    args: unknown,
+    signal: AbortSignal,
+  ): Promise<void> {
     const c = task.conversationId;
     const output = new OutputBuffer(runtime, c, task.id, services.settings().outputIntervalMs);
     let position = 0;
@@ -229,12 +332,24 @@ export function createToolTask(services: AgentServices) {
       executeTool: async (name, nestedArgs, options) => {
         const key = options?.key ?? `#${position++}`;
         const childId = await runtime.memo<number>(`nested:${key}`, (tx) =>
-          tx.createTask(definition, { nested: { name, arguments: nestedArgs as Json, callId: `${call.id}/${key}` } }, { ownership: { kind: "task", taskId: task.id } }),
+          tx.createTask(
+            definition,
+            { nested: { name, arguments: nestedArgs as Json, callId: `${call.id}/${key}` } },
+            { ownership: { kind: "task", taskId: task.id } },
+          ),
         );
         const child = await runtime.waitForTask(childId!, signal);
         const outcome = child.state.status === "terminal" ? child.state.outcome : undefined;
-        const result = outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined)?.result : undefined;
-        return result ?? { content: [{ type: "text", text: `nested call ${name} ended ${outcome?.status ?? "without a result"}` }], isError: true };
+        const result =
+          outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined)?.result : undefined;
+        return (
+          result ?? {
+            content: [
+              { type: "text", text: `nested call ${name} ended ${outcome?.status ?? "without a result"}` },
+            ],
+            isError: true,
+          }
+        );
       },
     };
     let result: ToolResult;
@@ -253,17 +368,26 @@ export function createToolTask(services: AgentServices) {
     await output.stop();
     if (signal.aborted) throw signal.reason;
     for (const hook of services.hooks().afterTool ?? []) {
-      result = (await hook({ name: call.name, arguments: args, result }, { conversationId: c, taskId: task.id })) ?? result;
+      result =
+        (await hook({ name: call.name, arguments: args, result }, { conversationId: c, taskId: task.id })) ??
+        result;
     }
-    if (result.content.length === 0 && output.text) result = { ...result, content: [{ type: "text", text: output.text }] };
+    if (result.content.length === 0 && output.text)
+      result = { ...result, content: [{ type: "text", text: output.text }] };
     const bounded = boundResult(result);
-    const diagnostics = failed ? [{ severity: "error" as const, code: "tool_error", message: "the tool threw an error" }, ...bounded.diagnostics] : bounded.diagnostics;
+    const diagnostics = failed
+      ? [
+          { severity: "error" as const, code: "tool_error", message: "the tool threw an error" },
+          ...bounded.diagnostics,
+        ]
+      : bounded.diagnostics;
     await runtime.commit((tx) => {
       const value: ToolTaskResult = {
         isError: bounded.result.isError === true,
         ...(bounded.result.control ? { control: bounded.result.control } : {}),
       };
-      if ("nested" in task.input) return terminal(failed ? "failed" : "completed", { ...value, result: bounded.result }, "tool_error");
+      if ("nested" in task.input)
+        return terminal(failed ? "failed" : "completed", { ...value, result: bounded.result }, "tool_error");
       const entry = appendResult(tx, c, call.id, call.name, bounded.result, diagnostics, durationMs);
       slotDone(tx, c, task.id, entry.id);
       return terminal(failed ? "failed" : "completed", { ...value, entryId: entry.id }, "tool_error");
@@ -273,9 +397,14 @@ export function createToolTask(services: AgentServices) {
   return definition;
 }
 
-function terminal(status: "completed" | "failed" | "aborted", result: ToolTaskResult, message: string): NextTaskState<ToolTaskCheckpoint, ToolTaskResult> {
+function terminal(
+  status: "completed" | "failed" | "aborted",
+  result: ToolTaskResult,
+  message: string,
+): NextTaskState<ToolTaskCheckpoint, ToolTaskResult> {
   if (status === "completed") return { status: "terminal", outcome: { status: "completed", result } };
-  if (status === "failed") return { status: "terminal", outcome: { status: "failed", error: { message }, result } };
+  if (status === "failed")
+    return { status: "terminal", outcome: { status: "failed", error: { message }, result } };
   return { status: "terminal", outcome: { status: "aborted", reason: message, result } };
 }
 

@@ -55,7 +55,12 @@ export interface Tx {
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void;
 }
 
-export interface TaskRuntime<I = Json, S extends Checkpoint = Checkpoint, R = Json, H extends object = object> {
+export interface TaskRuntime<
+  I = Json,
+  S extends Checkpoint = Checkpoint,
+  R = Json,
+  H extends object = object,
+> {
   readonly taskId: TaskId;
   readonly conversationId: ConversationId;
   /** Aborted when the invocation ends for any reason (abort mark, close, crash). */
@@ -63,14 +68,21 @@ export interface TaskRuntime<I = Json, S extends Checkpoint = Checkpoint, R = Js
   readonly hooks: H | undefined;
   /** Write the next state atomically with whatever the callback creates. */
   commit(
-    change: (tx: Tx, current: RunningTask<I, S, R>) => NextTaskState<S, R> | undefined | Promise<NextTaskState<S, R> | undefined>,
+    change: (
+      tx: Tx,
+      current: RunningTask<I, S, R>,
+    ) => NextTaskState<S, R> | undefined | Promise<NextTaskState<S, R> | undefined>,
     signal?: AbortSignal,
   ): Promise<TaskRecord<I, S, R>>;
   /**
    * First-writer-wins value: with a candidate, insert-or-read in one commit; without, read. A
    * candidate function runs (inside that commit) only when no winner exists yet.
    */
-  memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T), signal?: AbortSignal): Promise<T | undefined>;
+  memo<T extends Json>(
+    name: string,
+    candidate?: T | ((tx: Tx) => T),
+    signal?: AbortSignal,
+  ): Promise<T | undefined>;
   /** Outcomes of terminal tasks, in order; rejects if one is not terminal. */
   outcomes(ids: readonly TaskId[], signal?: AbortSignal): Promise<TaskOutcome[]>;
   getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined>;
@@ -87,7 +99,12 @@ export type PhaseHandler<I, C, S extends Checkpoint, R, H extends object> = (
   signal: AbortSignal,
 ) => Promise<void>;
 
-export interface TaskDefinition<I = Json, S extends Checkpoint = Checkpoint, R = Json, H extends object = object> {
+export interface TaskDefinition<
+  I = Json,
+  S extends Checkpoint = Checkpoint,
+  R = Json,
+  H extends object = object,
+> {
   readonly name: string;
   readonly version: number;
   initial(input: I): S;

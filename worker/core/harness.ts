@@ -4,7 +4,13 @@
  * signal only stops that caller's wait; work is aborted only through `abortTask`.
  */
 import type { Store } from "../store/types.ts";
-import { type AnyTaskDefinition, type CreateTaskOptions, Registry, type TaskDefinition, type Tx } from "./define.ts";
+import {
+  type AnyTaskDefinition,
+  type CreateTaskOptions,
+  Registry,
+  type TaskDefinition,
+  type Tx,
+} from "./define.ts";
 import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { mark } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
@@ -93,21 +99,21 @@ export class Harness {
 
   /** Load, recover (running tasks back to pending), start scheduling. */
   protected async start(): Promise<void> {
-    const harness = this;
-    await harness.session.load();
+    await this.session.load();
     // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark kept).
-    const running = [...harness.session.records.live].filter(
-      (id) => harness.session.records.tasks.get(id)?.state.status === "running",
+    const running = [...this.session.records.live].filter(
+      (id) => this.session.records.tasks.get(id)?.state.status === "running",
     );
     if (running.length > 0) {
-      await harness.session.commit((_tx, overlay) => {
+      await this.session.commit((_tx, overlay) => {
         for (const id of running) {
           const t = overlay.task(id)!;
-          if (t.state.status === "running") overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
+          if (t.state.status === "running")
+            overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
         }
       });
     }
-    harness.scheduler.kick();
+    this.scheduler.kick();
   }
 
   register(...definitions: AnyTaskDefinition[]): void {
@@ -141,7 +147,10 @@ export class Harness {
   }
 
   /** Stored tasks (terminal ones included), oldest first, optionally of one kind or status. */
-  async tasks(filter: { kind?: string; status?: TaskStatus } = {}, signal?: AbortSignal): Promise<TaskRecord[]> {
+  async tasks(
+    filter: { kind?: string; status?: TaskStatus } = {},
+    signal?: AbortSignal,
+  ): Promise<TaskRecord[]> {
     this.#live(signal);
     const where: string[] = [];
     const params: string[] = [];

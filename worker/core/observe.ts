@@ -112,7 +112,10 @@ export interface ConversationView {
 }
 
 /** Apply appended entries to a view's entry list, honouring head markers. */
-export function applyEntries(entries: readonly EntryRecord[], appended: readonly EntryRecord[]): EntryRecord[] {
+export function applyEntries(
+  entries: readonly EntryRecord[],
+  appended: readonly EntryRecord[],
+): EntryRecord[] {
   let out = entries as EntryRecord[];
   let copied = false;
   for (const e of appended) {
@@ -154,16 +157,17 @@ export class ConversationMount {
         const conversation = records.conversations.get(this.conversationId)!;
         const docs: Record<string, Json> = {};
         const prefix = `${this.conversationId}:`;
-        for (const [key, value] of records.docs) if (key.startsWith(prefix)) docs[key.slice(prefix.length)] = value;
+        for (const [key, value] of records.docs)
+          if (key.startsWith(prefix)) docs[key.slice(prefix.length)] = value;
         const head = await sql.get(
           "SELECT max(id) AS id FROM entries WHERE conversation_id = ? AND json_extract(body, '$.head') IS NOT NULL",
           [this.conversationId],
         );
         const headId = head?.["id"] === null || head?.["id"] === undefined ? 0 : Number(head["id"]);
-        const rows = await sql.all("SELECT * FROM entries WHERE conversation_id = ? AND id >= ? ORDER BY id", [
-          this.conversationId,
-          headId,
-        ]);
+        const rows = await sql.all(
+          "SELECT * FROM entries WHERE conversation_id = ? AND id >= ? ORDER BY id",
+          [this.conversationId, headId],
+        );
         return { conversation, docs, entries: applyEntries([], rows.map(entryFromRow)) };
       });
       this.#view = { conversation, entries, docs };
@@ -214,7 +218,11 @@ export class ConversationMount {
     let entries = view.entries;
     if (appended.length > 0) {
       entries = applyEntries(entries, appended);
-      ops.push(appended.some((e) => e.head !== undefined) ? { op: "head", entries: appended } : { op: "append", entries: appended });
+      ops.push(
+        appended.some((e) => e.head !== undefined)
+          ? { op: "head", entries: appended }
+          : { op: "append", entries: appended },
+      );
     }
     let docs = view.docs;
     if (docChanges.length > 0) {

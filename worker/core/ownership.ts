@@ -53,7 +53,8 @@ export function deriveMarks(overlay: Overlay, liveIds: Iterable<TaskId>): TaskId
     if (!t || t.state.status === "terminal") continue;
     if (!t.abortRequested) {
       const owner = overlay.ownerTask(t);
-      if (owner !== undefined && hasCancellationIntent(overlay.task(owner)) && mark(overlay, id)) marked.push(id);
+      if (owner !== undefined && hasCancellationIntent(overlay.task(owner)) && mark(overlay, id))
+        marked.push(id);
     }
     const s = overlay.task(id)!.state;
     if (s.status === "waiting" && s.policy === "failFast") {
@@ -81,9 +82,15 @@ function ownerChain(overlay: Overlay, id: TaskId): Set<TaskId> {
 }
 
 /** Refuse a wait on a missing task, on itself, on its owner chain, or one that closes a cycle. */
-export function validateWait(overlay: Overlay, waiter: TaskRecord, on: readonly TaskId[], policy: JoinPolicy): void {
+export function validateWait(
+  overlay: Overlay,
+  waiter: TaskRecord,
+  on: readonly TaskId[],
+  policy: JoinPolicy,
+): void {
   if (!Array.isArray(on)) throw new InvalidTransition("waiting needs an `on` list of task ids");
-  if (policy !== "failFast" && policy !== "allSettled") throw new InvalidTransition(`unknown join policy ${String(policy)}`);
+  if (policy !== "failFast" && policy !== "allSettled")
+    throw new InvalidTransition(`unknown join policy ${String(policy)}`);
   const owners = ownerChain(overlay, waiter.id);
   for (const id of on) {
     if (id === waiter.id) throw new WaitCycle(`task ${waiter.id} cannot wait on itself`);
@@ -91,7 +98,9 @@ export function validateWait(overlay: Overlay, waiter: TaskRecord, on: readonly 
     if (owners.has(id)) throw new WaitCycle(`task ${waiter.id} cannot wait on task ${id}, which owns it`);
     const target = overlay.task(id); // absent: terminal long ago, nothing to abort
     if (policy === "failFast" && target && target.owner !== waiter.id) {
-      throw new InvalidTransition(`failFast waits only on owned tasks; task ${id} is not owned by ${waiter.id}`);
+      throw new InvalidTransition(
+        `failFast waits only on owned tasks; task ${id} is not owned by ${waiter.id}`,
+      );
     }
   }
   // Wait-for edges: a waiting task waits on its `on`; an owner waits on its live children.
@@ -99,7 +108,8 @@ export function validateWait(overlay: Overlay, waiter: TaskRecord, on: readonly 
   const stack = [...on];
   while (stack.length > 0) {
     const id = stack.pop()!;
-    if (id === waiter.id) throw new WaitCycle(`waiting on [${on.join(", ")}] would close a cycle through task ${waiter.id}`);
+    if (id === waiter.id)
+      throw new WaitCycle(`waiting on [${on.join(", ")}] would close a cycle through task ${waiter.id}`);
     if (seen.has(id)) continue;
     seen.add(id);
     const t = overlay.task(id);

@@ -7,47 +7,88 @@
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
 import type { Overlay } from "./records.ts";
-import type { ConversationRecord, EntryRecord, Json, SubmissionRecord, TaskRecord, TaskState } from "./types.ts";
+import type {
+  ConversationRecord,
+  EntryRecord,
+  Json,
+  SubmissionRecord,
+  TaskRecord,
+  TaskState,
+} from "./types.ts";
 
-function strictReplacer(this: unknown, key: string, value: unknown): unknown {
+/** Throw `NotJson` unless `value` is strict JSON (no NaN/Infinity, functions, symbols, bigints, cycles). */
+function checkJson(value: unknown, path: string, depth: number): void {
   switch (typeof value) {
+    case "string":
+    case "boolean":
+      return;
     case "number":
-      if (!Number.isFinite(value)) throw new NotJson(`${key || "value"} is ${value}, not JSON`);
-      return value;
-    case "function":
-    case "symbol":
-    case "bigint":
-      throw new NotJson(`${key || "value"} is a ${typeof value}, not JSON`);
-    case "undefined":
-      if (Array.isArray(this)) throw new NotJson(`array item ${key} is undefined, not JSON`);
-      return value;
+      if (!Number.isFinite(value)) throw new NotJson(`${path} is ${value}, not JSON`);
+      return;
+    case "object": {
+      if (value === null) return;
+      if (depth > 200) throw new NotJson(`${path} is nested too deeply (a cycle?)`);
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          if (value[i] === undefined) throw new NotJson(`${path}[${i}] is undefined, not JSON`);
+          checkJson(value[i], path, depth + 1);
+        }
+        return;
+      }
+      for (const key in value) {
+        const item = (value as Record<string, unknown>)[key];
+        if (item !== undefined) checkJson(item, `${path}.${key}`, depth + 1);
+      }
+      return;
+    }
     default:
-      return value;
+      throw new NotJson(`${path} is a ${typeof value}, not JSON`);
   }
 }
 
+/** Validate strict JSON; returns its text. */
 export function toJson(value: unknown): string {
-  try {
-    const text = JSON.stringify(value, strictReplacer);
-    if (text === undefined) throw new NotJson("value is not JSON");
-    return text;
-  } catch (error) {
-    if (error instanceof NotJson) throw error;
-    throw new NotJson(`value is not JSON: ${(error as Error).message}`);
+  checkJson(value, "value", 0);
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new NotJson("value is not JSON");
+  return text;
+}
+
+/** Validate strict JSON without serializing it. */
+export function assertJson(value: unknown): void {
+  checkJson(value, "value", 0);
+}
+
+/**
+ * Check what the callback itself built (task states and memos) is strict JSON; everything else in
+ * an overlay was checked where it entered (createTask, appendEntry, writeDoc, submissions).
+ */
+export function validateOverlay(overlay: Overlay): void {
+  for (const t of overlay.tasks.values()) {
+    assertJson(t.state);
+    if (t.memos) assertJson(t.memos);
   }
 }
 
-/** Persist everything an overlay wrote, inside the commit's savepoint. */
+const stringify = (value: unknown): string => JSON.stringify(value);
+
+/** Persist everything a group of overlays wrote (validated already), inside its transaction. */
 export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
   for (const c of overlay.conversations.values()) {
     await sql.run(
       "INSERT INTO conversations (id, parent, owner_task, owner_conversation, created_at) VALUES (?, ?, ?, ?, ?)",
-      [c.id, c.parent ? toJson(c.parent) : null, c.owner?.taskId ?? null, c.owner?.conversationId ?? null, c.createdAt],
+      [
+        c.id,
+        c.parent ? stringify(c.parent) : null,
+        c.owner?.taskId ?? null,
+        c.owner?.conversationId ?? null,
+        c.createdAt,
+      ],
     );
   }
   for (const t of overlay.tasks.values()) {
-    const state = toJson(t.state);
-    const memos = t.memos && Object.keys(t.memos).length > 0 ? toJson(t.memos) : null;
+    const state = stringify(t.state);
+    const memos = t.memos && Object.keys(t.memos).length > 0 ? stringify(t.memos) : null;
     if (overlay.created.has(t.id)) {
       await sql.run(
         "INSERT INTO tasks (id, conversation_id, kind, version, owner_task, background, abort_requested, status, state, input, memos, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -61,7 +102,7 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
           t.abortRequested ? 1 : 0,
           t.state.status,
           state,
-          toJson(t.input),
+          stringify(t.input),
           memos,
           t.startedAt ?? null,
           t.endedAt ?? null,
@@ -75,7 +116,7 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
           t.abortRequested ? 1 : 0,
           t.state.status,
           state,
-          overlay.migratedInputs.has(t.id) ? toJson(t.input) : null,
+          overlay.migratedInputs.has(t.id) ? stringify(t.input) : null,
           memos,
           t.startedAt ?? null,
           t.endedAt ?? null,
@@ -90,7 +131,7 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
       id,
       conversationId,
       kind,
-      toJson(body),
+      stringify(body),
       byTaskId ?? null,
     ]);
   }
@@ -101,10 +142,10 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
         id,
         conversationId,
         requestId ?? null,
-        toJson(body),
+        stringify(body),
       ]);
     } else {
-      await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [toJson(body), id]);
+      await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [stringify(body), id]);
     }
   }
   for (const [key, value] of overlay.docs) {
@@ -114,12 +155,10 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
     if (value === undefined) {
       await sql.run("DELETE FROM documents WHERE conversation_id = ? AND name = ?", [conversationId, name]);
     } else {
-      await sql.run("INSERT OR REPLACE INTO documents (conversation_id, name, value, seq) VALUES (?, ?, ?, ?)", [
-        conversationId,
-        name,
-        toJson(value),
-        overlay.base.seq + 1,
-      ]);
+      await sql.run(
+        "INSERT OR REPLACE INTO documents (conversation_id, name, value, seq) VALUES (?, ?, ?, ?)",
+        [conversationId, name, stringify(value), overlay.base.seq + 1],
+      );
     }
   }
 }
@@ -171,7 +210,8 @@ export function taskFromRow(row: Row): ParsedTask {
 }
 
 export function conversationFromRow(row: Row): ConversationRecord {
-  const parent = row["parent"] === null ? undefined : (JSON.parse(String(row["parent"])) as ConversationRecord["parent"]);
+  const parent =
+    row["parent"] === null ? undefined : (JSON.parse(String(row["parent"])) as ConversationRecord["parent"]);
   return {
     id: Number(row["id"]),
     createdAt: Number(row["created_at"]),
@@ -183,7 +223,10 @@ export function conversationFromRow(row: Row): ConversationRecord {
 }
 
 export function entryFromRow(row: Row): EntryRecord {
-  const body = JSON.parse(String(row["body"])) as Omit<EntryRecord, "id" | "conversationId" | "kind" | "byTaskId">;
+  const body = JSON.parse(String(row["body"])) as Omit<
+    EntryRecord,
+    "id" | "conversationId" | "kind" | "byTaskId"
+  >;
   return {
     ...body,
     id: Number(row["id"]),
@@ -197,7 +240,10 @@ export const TASK_COLUMNS =
   "id, conversation_id, kind, version, owner_task, background, abort_requested, status, state, input, memos, started_at, ended_at";
 
 export function submissionFromRow(row: Row): SubmissionRecord {
-  const body = JSON.parse(String(row["body"])) as Omit<SubmissionRecord, "id" | "conversationId" | "requestId">;
+  const body = JSON.parse(String(row["body"])) as Omit<
+    SubmissionRecord,
+    "id" | "conversationId" | "requestId"
+  >;
   return {
     ...body,
     id: Number(row["id"]),

@@ -49,7 +49,8 @@ export class Records {
 
   putSubmission(record: SubmissionRecord): void {
     this.submissions.set(record.id, record);
-    if (record.requestId !== undefined) this.requests.set(`${record.conversationId}:${record.requestId}`, record.id);
+    if (record.requestId !== undefined)
+      this.requests.set(`${record.conversationId}:${record.requestId}`, record.id);
   }
 
   getDoc(conversationId: ConversationId, name: string): Json | undefined {
@@ -221,7 +222,8 @@ export class Overlay {
   /** Ordinary owned work of a task that is still live (tasks it owns, tasks in conversations it owns). */
   hasLiveOwnedWork(taskId: TaskId): boolean {
     if (this.liveChildren(taskId).length > 0) return true;
-    for (const c of this.ownedConversations(taskId)) if (this.liveConversationTasks(c).length > 0) return true;
+    for (const c of this.ownedConversations(taskId))
+      if (this.liveConversationTasks(c).length > 0) return true;
     return false;
   }
 

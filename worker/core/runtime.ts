@@ -10,7 +10,15 @@ import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
 import { finish, validateWait } from "./ownership.ts";
 import type { Scheduler } from "./scheduler.ts";
-import type { Checkpoint, Json, NextTaskState, RunningTask, TaskId, TaskOutcome, TaskRecord } from "./types.ts";
+import type {
+  Checkpoint,
+  Json,
+  NextTaskState,
+  RunningTask,
+  TaskId,
+  TaskOutcome,
+  TaskRecord,
+} from "./types.ts";
 
 export type InvocationMode = "run" | "abort";
 
@@ -95,12 +103,13 @@ export class Invocation {
     let phase = "";
     for (;;) {
       const task = this.#current();
-      if (!task || task.state.status !== "running") return;
+      if (task?.state.status !== "running") return;
       if (this.scheduler.stopping) return;
       if (task.abortRequested) return; // the scheduler starts the abort invocation once owned work drained
       if (!first) {
         if (failure) return this.#fault(failure.error);
-        if (!this.#progressed) return this.#fault(new Error(`phase ${phase} returned without committing a new checkpoint`));
+        if (!this.#progressed)
+          return this.#fault(new Error(`phase ${phase} returned without committing a new checkpoint`));
         const replacement = this.scheduler.registry.get(task.kind);
         if (replacement && replacement !== this.definition && replacement.version >= task.version) {
           return this.#handOver();
@@ -112,7 +121,8 @@ export class Invocation {
       const handler = (this.definition.phases as Record<string, unknown>)[phase] as
         | ((t: TaskRecord, r: TaskRuntime, s: AbortSignal) => Promise<void>)
         | undefined;
-      if (typeof handler !== "function") return this.#fault(new Error(`${task.kind} has no handler for phase ${phase}`));
+      if (typeof handler !== "function")
+        return this.#fault(new Error(`${task.kind} has no handler for phase ${phase}`));
       try {
         await handler(task, this.runtime, this.signal);
       } catch (error) {
@@ -123,7 +133,7 @@ export class Invocation {
 
   async #runAbort(): Promise<void> {
     const task = this.#current();
-    if (!task || task.state.status !== "running") return;
+    if (task?.state.status !== "running") return;
     let failure: { error: unknown } | undefined;
     try {
       await this.definition.abort(task, this.runtime, this.signal);
@@ -131,8 +141,12 @@ export class Invocation {
       failure = { error };
     }
     const after = this.#current();
-    if (!after || after.state.status !== "running" || this.scheduler.closing) return;
-    await this.#fault(failure ? failure.error : new Error(`abort handler of ${task.kind} returned without a terminal outcome`));
+    if (after?.state.status !== "running" || this.scheduler.closing) return;
+    await this.#fault(
+      failure
+        ? failure.error
+        : new Error(`abort handler of ${task.kind} returned without a terminal outcome`),
+    );
   }
 
   async #fault(error: unknown): Promise<void> {
@@ -148,7 +162,7 @@ export class Invocation {
   async #handOver(): Promise<void> {
     await this.scheduler.session.commit((_tx, overlay) => {
       const t = overlay.task(this.taskId);
-      if (!t || t.state.status !== "running") return;
+      if (t?.state.status !== "running") return;
       overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
     });
   }
@@ -160,7 +174,8 @@ class Runtime implements TaskRuntime {
 
   constructor(readonly invocation: Invocation) {
     this.taskId = invocation.taskId;
-    this.conversationId = invocation.scheduler.session.records.tasks.get(invocation.taskId)?.conversationId ?? 1;
+    this.conversationId =
+      invocation.scheduler.session.records.tasks.get(invocation.taskId)?.conversationId ?? 1;
   }
 
   get signal(): AbortSignal {
@@ -172,20 +187,25 @@ class Runtime implements TaskRuntime {
   }
 
   #check(signal?: AbortSignal): void {
-    if (this.invocation.ended) throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
+    if (this.invocation.ended)
+      throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
     if (signal?.aborted) throw new WaitCancelled();
   }
 
   /** Admission gate, on the line, before the callback runs. */
   #gate(current: TaskRecord | undefined): asserts current is RunningTask {
     const inv = this.invocation;
-    if (inv.ended) throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
+    if (inv.ended)
+      throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
     if (inv.scheduler.closing) throw new CommitRefused("closing", "the harness is closing");
-    if (!current || current.state.status !== "running") {
+    if (current?.state.status !== "running") {
       throw new CommitRefused("not_running", `task ${this.taskId} is ${current?.state.status ?? "missing"}`);
     }
     if (inv.mode === "run" && current.abortRequested) {
-      throw new CommitRefused("abort_requested", `task ${this.taskId} has an abort mark; its run invocation may not commit`);
+      throw new CommitRefused(
+        "abort_requested",
+        `task ${this.taskId} has an abort mark; its run invocation may not commit`,
+      );
     }
   }
 
@@ -204,17 +224,26 @@ class Runtime implements TaskRuntime {
         if (next === undefined) return overlay.task(this.taskId)!;
         switch (next.status) {
           case "running": {
-            const updated: TaskRecord = { ...current, state: { status: "running", checkpoint: next.checkpoint } };
+            const updated: TaskRecord = {
+              ...current,
+              state: { status: "running", checkpoint: next.checkpoint },
+            };
             overlay.setTask(updated);
             progressed = true;
             return updated;
           }
           case "waiting": {
-            if (this.invocation.mode === "abort") throw new InvalidTransition("an abort handler may not wait");
+            if (this.invocation.mode === "abort")
+              throw new InvalidTransition("an abort handler may not wait");
             validateWait(overlay, current, next.on, next.policy);
             const updated: TaskRecord = {
               ...current,
-              state: { status: "waiting", checkpoint: next.checkpoint, on: [...next.on], policy: next.policy },
+              state: {
+                status: "waiting",
+                checkpoint: next.checkpoint,
+                on: [...next.on],
+                policy: next.policy,
+              },
             };
             overlay.setTask(updated);
             return updated;
@@ -222,7 +251,9 @@ class Runtime implements TaskRuntime {
           case "terminal":
             return finish(overlay, current, validOutcome(next.outcome), session.now());
           default:
-            throw new InvalidTransition(`a task may not commit status ${(next as { status: string }).status}`);
+            throw new InvalidTransition(
+              `a task may not commit status ${(next as { status: string }).status}`,
+            );
         }
       },
       { byTaskId: this.taskId },
@@ -231,10 +262,15 @@ class Runtime implements TaskRuntime {
     return record;
   }
 
-  async memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T), signal?: AbortSignal): Promise<T | undefined> {
+  async memo<T extends Json>(
+    name: string,
+    candidate?: T | ((tx: Tx) => T),
+    signal?: AbortSignal,
+  ): Promise<T | undefined> {
     this.#check(signal);
     const session = this.invocation.scheduler.session;
-    if (candidate === undefined) return session.records.tasks.get(this.taskId)?.memos?.[name] as T | undefined;
+    if (candidate === undefined)
+      return session.records.tasks.get(this.taskId)?.memos?.[name] as T | undefined;
     return session.commit(
       (tx, overlay) => {
         const current = overlay.task(this.taskId);
@@ -256,7 +292,7 @@ class Runtime implements TaskRuntime {
     const out: TaskOutcome[] = [];
     for (const id of ids) {
       const t = await this.invocation.scheduler.session.task(id);
-      if (!t || t.state.status !== "terminal") {
+      if (t?.state.status !== "terminal") {
         throw new InvalidTransition(`task ${id} is ${t?.state.status ?? "missing"}, not terminal`);
       }
       out.push(t.state.outcome);
@@ -287,7 +323,9 @@ class Runtime implements TaskRuntime {
 function validOutcome(outcome: TaskOutcome): TaskOutcome {
   const kinds = ["completed", "failed", "aborted", "orphaned", "faulted"];
   if (!outcome || !kinds.includes(outcome.status)) {
-    throw new InvalidTransition(`unknown outcome ${JSON.stringify((outcome as { status?: unknown })?.status)}`);
+    throw new InvalidTransition(
+      `unknown outcome ${JSON.stringify((outcome as { status?: unknown })?.status)}`,
+    );
   }
   return outcome;
 }

@@ -239,8 +239,7 @@ export class Scheduler {
         continue;
       }
       if (!dry) this.blocked.delete(id);
-      const checkpoint =
-        resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
+      const checkpoint = resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
       const reserved: TaskRecord = {
         ...t,
         version: resolution.definition.version,
@@ -260,7 +259,8 @@ export class Scheduler {
 
   #resolve(t: TaskRecord): Resolution {
     const definition = this.registry.get(t.kind);
-    if (!definition) return { ok: false, reason: "missing_task", detail: `no definition named ${t.kind} is registered` };
+    if (!definition)
+      return { ok: false, reason: "missing_task", detail: `no definition named ${t.kind} is registered` };
     if (definition.version < t.version) {
       return {
         ok: false,
@@ -271,14 +271,25 @@ export class Scheduler {
     if (definition.version === t.version) return { ok: true, definition };
     const reported = this.#migrationReported.get(t.id);
     if (reported === definition) {
-      return { ok: false, reason: "migration_failed", detail: `migrating ${t.kind} from version ${t.version} failed` };
+      return {
+        ok: false,
+        reason: "migration_failed",
+        detail: `migrating ${t.kind} from version ${t.version} failed`,
+      };
     }
     if (!definition.migrate) {
-      return { ok: false, reason: "migration_failed", detail: `${t.kind} version ${definition.version} has no migrate for version ${t.version}` };
+      return {
+        ok: false,
+        reason: "migration_failed",
+        detail: `${t.kind} version ${definition.version} has no migrate for version ${t.version}`,
+      };
     }
     try {
       const checkpoint = (t.state as { checkpoint?: Json }).checkpoint ?? null;
-      const migrated = definition.migrate(t.input, checkpoint, t.version) as { input: Json; checkpoint: Json };
+      const migrated = definition.migrate(t.input, checkpoint, t.version) as {
+        input: Json;
+        checkpoint: Json;
+      };
       if (!migrated || typeof migrated.checkpoint !== "object" || migrated.checkpoint === null) {
         throw new TypeError("migrate must return { input, checkpoint }");
       }
@@ -286,7 +297,11 @@ export class Scheduler {
     } catch (error) {
       // Reported from whichever pass sees it first (a dry pass may be the only one): once per definition.
       this.#migrationReported.set(t.id, definition);
-      this.report(new Error(`migrating task ${t.id} (${t.kind}) from version ${t.version} failed: ${errorMessage(error)}`));
+      this.report(
+        new Error(
+          `migrating task ${t.id} (${t.kind}) from version ${t.version} failed: ${errorMessage(error)}`,
+        ),
+      );
       return { ok: false, reason: "migration_failed", detail: errorMessage(error) };
     }
   }

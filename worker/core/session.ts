@@ -10,12 +10,13 @@ import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import { HarnessClosed, InvalidTransition, OwnerNotLive, UnknownConversation } from "./errors.ts";
 import {
+  assertJson,
   conversationFromRow,
   entryFromRow,
   submissionFromRow,
   TASK_COLUMNS,
   taskFromRow,
-  toJson,
+  validateOverlay,
   writeOverlay,
 } from "./persist.ts";
 import { Overlay, Records } from "./records.ts";
@@ -33,6 +34,22 @@ import {
   type TaskId,
   type TaskRecord,
 } from "./types.ts";
+
+const MAX_GROUP = 512;
+/** Thrown out of a group whose callbacks all failed, so the store rolls it back. */
+const NOTHING_TO_COMMIT = new Error("nothing to commit");
+
+/** Add one successful overlay's writes to the group's (later versions of a record replace earlier). */
+function accumulate(into: Overlay, from: Overlay): void {
+  for (const [id, c] of from.conversations) into.conversations.set(id, c);
+  for (const [id, t] of from.tasks) into.tasks.set(id, t);
+  for (const id of from.created) into.created.add(id);
+  for (const id of from.migratedInputs) into.migratedInputs.add(id);
+  into.entries.push(...from.entries);
+  for (const [key, value] of from.docs) into.docs.set(key, value);
+  for (const [id, sub] of from.submissions) into.submissions.set(id, sub);
+  for (const id of from.createdSubmissions) into.createdSubmissions.add(id);
+}
 
 export interface TxContext {
   /** The task whose runtime commits (entries record it; tasks it creates default to its ownership). */
@@ -68,7 +85,8 @@ export class Session {
   async load(): Promise<void> {
     const r = this.records;
     await this.store.read(async (sql) => {
-      for (const row of await sql.all("SELECT * FROM conversations ORDER BY id")) r.putConversation(conversationFromRow(row));
+      for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
+        r.putConversation(conversationFromRow(row));
       for (const row of await sql.all("SELECT conversation_id, name, value FROM documents")) {
         try {
           r.docs.set(`${row["conversation_id"]}:${row["name"]}`, JSON.parse(String(row["value"])) as Json);
@@ -76,7 +94,9 @@ export class Session {
           // An unreadable document reads as absent; its owner rebuilds it.
         }
       }
-      for (const row of await sql.all(`SELECT ${TASK_COLUMNS} FROM tasks WHERE status <> 'terminal' ORDER BY id`)) {
+      for (const row of await sql.all(
+        `SELECT ${TASK_COLUMNS} FROM tasks WHERE status <> 'terminal' ORDER BY id`,
+      )) {
         const { record, corrupt } = taskFromRow(row);
         r.putTask(record);
         if (corrupt) r.corrupt.set(record.id, corrupt);
@@ -91,12 +111,15 @@ export class Session {
         const row = await sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
         if (row) r.putTask(taskFromRow(row).record);
       }
-      const max = async (table: string) => Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0);
+      const max = async (table: string) =>
+        Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0);
       r.nextTaskId = (await max("tasks")) + 1;
       r.nextEntryId = (await max("entries")) + 1;
       r.nextConversationId = (await max("conversations")) + 1;
       r.nextSubmissionId = (await max("submissions")) + 1;
-      for (const row of await sql.all("SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id")) {
+      for (const row of await sql.all(
+        "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
+      )) {
         r.putSubmission(submissionFromRow(row));
       }
     });
@@ -110,32 +133,122 @@ export class Session {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Run `work` in a transaction; resolves after COMMIT with its value. */
-  async commit<T>(work: (tx: TxImpl, overlay: Overlay) => T | Promise<T>, context: TxContext = {}): Promise<T> {
-    if (this.#fatal) throw new HarnessClosed(`engine stopped: ${this.#fatal.message}`);
-    let change: ChangeSet | undefined;
-    let value: T;
+  /**
+   * Run `work` in a transaction; resolves after COMMIT with its value. Commits requested while a
+   * group is being assembled join it (engine-level group commit): each callback runs against its
+   * own overlay, a callback that throws is dropped alone (callbacks never touch SQL, so nothing
+   * needs rolling back), the group's rows are written once (a task moved twice in a group is
+   * written once) and COMMIT is one transaction for all of them.
+   */
+  commit<T>(work: (tx: TxImpl, overlay: Overlay) => T | Promise<T>, context: TxContext = {}): Promise<T> {
+    if (this.#fatal) return Promise.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.push({ work, context, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.#assembling) {
+        this.#assembling = true;
+        void this.#runGroup();
+      }
+    });
+  }
+
+  #pending: Array<{
+    work: (tx: TxImpl, overlay: Overlay) => unknown;
+    context: TxContext;
+    resolve: (v: unknown) => void;
+    reject: (e: unknown) => void;
+  }> = [];
+  #assembling = false;
+
+  async #runGroup(): Promise<void> {
+    type Done = {
+      resolve: (v: unknown) => void;
+      reject: (e: unknown) => void;
+      value: unknown;
+      change: ChangeSet;
+    };
+    const done: Done[] = [];
+    const failed: Array<{ reject: (e: unknown) => void; error: unknown }> = [];
     try {
-      value = await this.store.commit(async (sql) => {
-        if (this.#fatal) throw new HarnessClosed(`engine stopped: ${this.#fatal.message}`);
-        const overlay = new Overlay(this.records);
-        const tx = new TxImpl(this, overlay, context);
-        const result = await work(tx, overlay);
-        overlay.sealed = true;
-        await writeOverlay(sql, overlay);
-        const inert = onlyCheckpointMoves(overlay, this.records);
-        change = this.records.merge(overlay);
-        if (!inert) this.onMerged();
-        return result;
+      await this.store.commit(async (sql) => {
+        const writes = new Overlay(this.records);
+        let count = 0;
+        const limit = Math.min(MAX_GROUP, this.store.maxGroup);
+        while (this.#pending.length > 0 && count < limit) {
+          const request = this.#pending.shift()!;
+          count++;
+          if (this.#fatal) {
+            failed.push({
+              reject: request.reject,
+              error: new HarnessClosed(`engine stopped: ${this.#fatal.message}`),
+            });
+            continue;
+          }
+          const overlay = new Overlay(this.records);
+          const tx = new TxImpl(this, overlay, request.context);
+          let value: unknown;
+          try {
+            value = await request.work(tx, overlay);
+            overlay.sealed = true;
+            validateOverlay(overlay);
+          } catch (error) {
+            overlay.sealed = true;
+            failed.push({ reject: request.reject, error });
+            continue;
+          }
+          accumulate(writes, overlay);
+          const inert = onlyCheckpointMoves(overlay, this.records);
+          done.push({
+            resolve: request.resolve,
+            reject: request.reject,
+            value,
+            change: this.records.merge(overlay),
+          });
+          if (!inert) {
+            this.onMerged();
+            // Let the scheduler's drain (a microtask) add its reservation to this group.
+            await new Promise<void>((r) => queueMicrotask(r));
+          }
+        }
+        // Requests from now on open the next group.
+        this.#assembling = false;
+        if (done.length === 0) throw NOTHING_TO_COMMIT;
+        await writeOverlay(sql, writes);
       });
     } catch (error) {
-      // A merged commit that did not reach COMMIT leaves memory ahead of the disk.
-      if (change) this.fail(error as Error);
-      else if (error instanceof StoreClosed) this.fail(error);
-      throw error;
+      this.#assembling = false;
+      if (error === NOTHING_TO_COMMIT) {
+        for (const { reject, error: e } of failed) reject(e);
+        this.#restart();
+        return;
+      }
+      // Merged commits that did not reach COMMIT leave memory ahead of the disk.
+      if (done.length > 0 || error instanceof StoreClosed) this.fail(error as Error);
+      for (const { reject, error: e } of failed) reject(e);
+      for (const d of done) d.reject(error);
+      if (this.#fatal) {
+        // Nothing will ever commit again: fail whatever still waits instead of retrying forever.
+        for (const request of this.#pending.splice(0))
+          request.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
+        return;
+      }
+      // The store refused this group without running it (e.g. a fenced write): fail its head.
+      if (done.length === 0 && failed.length === 0) this.#pending.shift()?.reject(error);
+      this.#restart();
+      return;
     }
-    if (change) this.#publish(change);
-    return value;
+    for (const { reject, error } of failed) reject(error);
+    for (const d of done) {
+      this.#publish(d.change);
+      d.resolve(d.value);
+    }
+    this.#restart();
+  }
+
+  #restart(): void {
+    if (this.#pending.length > 0 && !this.#assembling) {
+      this.#assembling = true;
+      void this.#runGroup();
+    }
   }
 
   fail(error: Error): void {
@@ -166,11 +279,17 @@ export class Session {
   }
 
   /** The submission a conversation admitted under `requestId`, if any. */
-  async submissionByRequest(conversationId: ConversationId, requestId: string): Promise<SubmissionRecord | undefined> {
+  async submissionByRequest(
+    conversationId: ConversationId,
+    requestId: string,
+  ): Promise<SubmissionRecord | undefined> {
     const known = this.records.requests.get(`${conversationId}:${requestId}`);
     if (known !== undefined) return this.submission(known);
     const row = await this.store.read((sql) =>
-      sql.get("SELECT * FROM submissions WHERE conversation_id = ? AND request_id = ?", [conversationId, requestId]),
+      sql.get("SELECT * FROM submissions WHERE conversation_id = ? AND request_id = ?", [
+        conversationId,
+        requestId,
+      ]),
     );
     if (!row) return undefined;
     const sub = submissionFromRow(row);
@@ -184,7 +303,10 @@ export class Session {
   }
 
   /** A conversation's entries in id order, from `afterId` (exclusive), at most `limit`. */
-  async entries(conversationId: ConversationId, options: { afterId?: number; limit?: number; upTo?: number } = {}): Promise<EntryRecord[]> {
+  async entries(
+    conversationId: ConversationId,
+    options: { afterId?: number; limit?: number; upTo?: number } = {},
+  ): Promise<EntryRecord[]> {
     const rows = await this.store.read((sql) =>
       sql.all("SELECT * FROM entries WHERE conversation_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?", [
         conversationId,
@@ -200,7 +322,9 @@ export class Session {
   async task(id: TaskId): Promise<TaskRecord | undefined> {
     const known = this.records.tasks.get(id);
     if (known) return known;
-    const row = await this.store.read((sql) => sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]));
+    const row = await this.store.read((sql) =>
+      sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]),
+    );
     return row ? taskFromRow(row).record : undefined;
   }
 }
@@ -245,7 +369,8 @@ export class TxImpl implements Tx {
   ) {}
 
   #open(): Overlay {
-    if (this.overlay.sealed) throw new InvalidTransition("this transaction has ended; use the one of the current commit");
+    if (this.overlay.sealed)
+      throw new InvalidTransition("this transaction has ended; use the one of the current commit");
     return this.overlay;
   }
 
@@ -269,14 +394,22 @@ export class TxImpl implements Tx {
     const o = this.#open();
     const ownership =
       options.ownership ??
-      (this.context.byTaskId !== undefined ? { kind: "task" as const, taskId: this.context.byTaskId } : { kind: "conversation" as const });
+      (this.context.byTaskId !== undefined
+        ? { kind: "task" as const, taskId: this.context.byTaskId }
+        : { kind: "conversation" as const });
     let conversationId = options.conversationId;
     let owner: TaskId | undefined;
     if (ownership.kind === "task") {
       const ownerRecord = o.task(ownership.taskId);
       if (!ownerRecord) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
-      if (ownerRecord.state.status === "terminal" || ownerRecord.state.status === "completing" || ownerRecord.abortRequested) {
-        throw new OwnerNotLive(`owner task ${ownership.taskId} is finishing or aborted and cannot own new work`);
+      if (
+        ownerRecord.state.status === "terminal" ||
+        ownerRecord.state.status === "completing" ||
+        ownerRecord.abortRequested
+      ) {
+        throw new OwnerNotLive(
+          `owner task ${ownership.taskId} is finishing or aborted and cannot own new work`,
+        );
       }
       if (conversationId !== undefined && conversationId !== ownerRecord.conversationId) {
         throw new InvalidTransition("a child task lives in its owner's conversation");
@@ -286,12 +419,14 @@ export class TxImpl implements Tx {
       owner = ownerRecord.id;
     } else {
       conversationId ??=
-        this.context.byTaskId !== undefined ? (o.task(this.context.byTaskId)?.conversationId ?? ROOT_CONVERSATION_ID) : ROOT_CONVERSATION_ID;
+        this.context.byTaskId !== undefined
+          ? (o.task(this.context.byTaskId)?.conversationId ?? ROOT_CONVERSATION_ID)
+          : ROOT_CONVERSATION_ID;
     }
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
     const checkpoint = definition.initial(input);
-    toJson(input);
-    toJson(checkpoint);
+    assertJson(input);
+    assertJson(checkpoint);
     this.session.onDefinition(definition);
     const id = o.nextTaskId++;
     o.created.add(id);
@@ -312,7 +447,7 @@ export class TxImpl implements Tx {
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord {
     const o = this.#open();
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
-    toJson(draft);
+    assertJson(draft);
     const entry: EntryRecord = {
       ...draft,
       id: o.nextEntryId++,
@@ -330,7 +465,9 @@ export class TxImpl implements Tx {
       const t = o.task(ownership.taskId);
       if (!t) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
       if (t.state.status === "terminal" || t.state.status === "completing" || t.abortRequested) {
-        throw new OwnerNotLive(`owner task ${ownership.taskId} is finishing or aborted and cannot own new work`);
+        throw new OwnerNotLive(
+          `owner task ${ownership.taskId} is finishing or aborted and cannot own new work`,
+        );
       }
       owner = { taskId: t.id, conversationId: t.conversationId };
     }
@@ -355,7 +492,7 @@ export class TxImpl implements Tx {
   createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord {
     const o = this.#open();
     if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
-    toJson(record);
+    assertJson(record);
     const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
     o.createdSubmissions.add(sub.id);
     o.setSubmission(sub);
@@ -365,7 +502,7 @@ export class TxImpl implements Tx {
   updateSubmission(record: SubmissionRecord): void {
     const o = this.#open();
     if (!o.submission(record.id)) throw new InvalidTransition(`no submission ${record.id}`);
-    toJson(record);
+    assertJson(record);
     o.setSubmission(record);
   }
 
@@ -375,7 +512,7 @@ export class TxImpl implements Tx {
 
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
     const o = this.#open();
-    if (value !== undefined) toJson(value);
+    if (value !== undefined) assertJson(value);
     o.setDoc(conversationId, name, value);
   }
 }

@@ -22,8 +22,18 @@ import {
 } from "./types.ts";
 
 type Job =
-  | { kind: "commit"; work: (sql: Sql) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }
-  | { kind: "read"; work: (sql: Sql) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
+  | {
+      kind: "commit";
+      work: (sql: Sql) => unknown;
+      resolve: (v: unknown) => void;
+      reject: (e: unknown) => void;
+    }
+  | {
+      kind: "read";
+      work: (sql: Sql) => unknown;
+      resolve: (v: unknown) => void;
+      reject: (e: unknown) => void;
+    };
 
 /** Most commit callbacks one transaction takes before it commits. */
 const MAX_GROUP = 512;
@@ -93,6 +103,10 @@ export class SqliteLine implements Store {
       all: (sql, params) => this.#execute(sql, params, true),
       get: async (sql, params) => (await this.#execute(sql, params, true))[0],
     };
+  }
+
+  get maxGroup(): number {
+    return this.#maxGroup;
   }
 
   get closed(): boolean {

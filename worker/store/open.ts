@@ -5,7 +5,9 @@
  * browser module lazily so Node never touches it.
  */
 import * as SQLiteAPI from "@journeyapps/wa-sqlite";
+
 type Api = SQLiteAPI;
+
 import { SqliteLine } from "./line.ts";
 import { migrations } from "./schema.ts";
 import { StoreOpenError } from "./types.ts";
@@ -67,7 +69,10 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
   const wasm = await syncModule(options.wasmBinary);
   const { default: factory } = await import("@journeyapps/wa-sqlite/dist/wa-sqlite.mjs");
   const module = await factory({
-    instantiateWasm(imports: WebAssembly.Imports, done: (i: WebAssembly.Instance, m: WebAssembly.Module) => void) {
+    instantiateWasm(
+      imports: WebAssembly.Imports,
+      done: (i: WebAssembly.Instance, m: WebAssembly.Module) => void,
+    ) {
       WebAssembly.instantiate(wasm, imports).then((instance) => done(instance, wasm));
       return {};
     },
@@ -86,9 +91,20 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
   sqlite3.vfs_register(vfs as never, false);
   const name = options.name ?? "memory";
   const db = await sqlite3.open_v2(`${name}.db`, undefined, vfsName);
-  const line = await finishOpen(sqlite3, db, "memory", name, options.targetVersion, () => vfs.close(), "", {
-    ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
-  });
+  // PERSIST keeps the rollback journal's file between transactions instead of recreating it: same
+  // atomicity (a crash before COMMIT leaves a hot journal that the next open rolls back).
+  const line = await finishOpen(
+    sqlite3,
+    db,
+    "memory",
+    name,
+    options.targetVersion,
+    () => vfs.close(),
+    "PRAGMA journal_mode = PERSIST;",
+    {
+      ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
+    },
+  );
   const store = line as MemoryStore;
   store.image = () =>
     [...vfs.mapNameToFile.values()].map((f) => ({
@@ -148,10 +164,22 @@ export async function finishOpen(
 export function classifyOpenError(error: unknown, name: string): StoreOpenError {
   const message = error instanceof Error ? error.message : String(error);
   if (/quota|SQLITE_FULL|full/i.test(message)) {
-    return new StoreOpenError(`store ${name}: out of storage (${message})`, "quota", "Free up disk space or delete old conversations, then reload.");
+    return new StoreOpenError(
+      `store ${name}: out of storage (${message})`,
+      "quota",
+      "Free up disk space or delete old conversations, then reload.",
+    );
   }
   if (/corrupt|not a database|malformed/i.test(message)) {
-    return new StoreOpenError(`store ${name} is damaged (${message})`, "corrupt", "Export what can be read, then reset the store.");
+    return new StoreOpenError(
+      `store ${name} is damaged (${message})`,
+      "corrupt",
+      "Export what can be read, then reset the store.",
+    );
   }
-  return new StoreOpenError(`store ${name} could not be opened (${message})`, "unknown", "Reload the page; if it keeps failing, reset the store.");
+  return new StoreOpenError(
+    `store ${name} could not be opened (${message})`,
+    "unknown",
+    "Reload the page; if it keeps failing, reset the store.",
+  );
 }

@@ -45,6 +45,8 @@ export interface Store {
   readonly name: string;
   /** Schema version after migrations. */
   readonly schemaVersion: number;
+  /** Most commit callbacks one transaction may hold (1: no group commit). */
+  readonly maxGroup: number;
   readonly stats: StoreStats;
   /**
    * Run `work` inside a transaction. Resolves with its value after COMMIT; rejects with its error

@@ -1,0 +1,248 @@
+/**
+ * The browser bench: the built app in the system Chromium, measured inside the engine's own worker.
+ *
+ * 1. Throughput, per store kind (and idb build): raw wa-sqlite transactions/s against engine task
+ *    steps/s on scratch stores of the engine's kind (`__engine.api.debug.bench`, worker/host/bench.ts).
+ *    Bars: a sequential chain of tasks >= 45% of the raw rate; 100 concurrent three-phase tasks >= 3x it.
+ * 2. Recovery: a store holding 10,000 terminal tasks and one live ticker; reload the only tab (which
+ *    kills the SharedWorker) and time from the new page's navigation start (`performance.timeOrigin`)
+ *    to the first tick the new engine commits (stamped by the engine after COMMIT). Median of 5; aim
+ *    under 1 s.
+ *
+ * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
+ * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
+ * BENCH_SEED (terminal tasks, default 10000), BENCH_ONLY=throughput|recovery.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { findChromium } from "../../scripts/chromium.mjs";
+import type { EngineStats, TickerStatus } from "../../worker/protocol.ts";
+import { type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "../e2e/browser.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
+const SECONDS = env("BENCH_SECONDS", 3);
+const ROUNDS = env("BENCH_ROUNDS", 3);
+const RECOVERY_ROUNDS = env("BENCH_RECOVERY_ROUNDS", 5);
+const SEED = env("BENCH_SEED", 10_000);
+const ONLY = process.env.BENCH_ONLY;
+const CHAIN_BAR = 0.45;
+const CONCURRENT_BAR = 3;
+const RECOVERY_AIM_MS = 1000;
+
+const fmt = (n: number, digits = 0) => n.toFixed(digits);
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+function table(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  const line = (row: string[]) =>
+    row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  console.log(line(rows[0]!));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const row of rows.slice(1)) console.log(line(row));
+}
+
+/** Call `__engine.api.<method>(...args)` in the page. */
+function engine<T>(page: Page, method: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(
+    ({ method, args }) => {
+      const path = method.split(".");
+      let target = (globalThis as unknown as { __engine: { api: Record<string, unknown> } }).__engine.api;
+      for (const key of path.slice(0, -1)) target = target[key] as Record<string, unknown>;
+      return (target[path.at(-1)!] as (...a: unknown[]) => Promise<unknown>)(...args);
+    },
+    { method, args },
+  ) as Promise<T>;
+}
+
+async function waitReady(page: Page): Promise<void> {
+  await page
+    .locator('[data-testid="engine-status"][data-phase="ready"]')
+    .waitFor({ state: "attached", timeout: 120_000 });
+}
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T>,
+  ok: (v: T) => boolean,
+  timeoutMs = 120_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (ok(value)) return value;
+    } catch {
+      // A page mid-reload: try again.
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const uniqueStore = (label: string) => `bench-${label}-${Date.now().toString(36)}`;
+const appUrl = (server: StaticServer, params: Record<string, string>) =>
+  `${server.url}?${new URLSearchParams({ debug: "1", ...params })}`;
+
+// ---------------------------------------------------------------------------------------------
+
+interface Variant {
+  label: string;
+  params: Record<string, string>;
+}
+
+const variants: Variant[] = [
+  { label: "idb JSPI (SharedWorker)", params: {} },
+  { label: "idb Asyncify (SharedWorker)", params: { build: "asyncify" } },
+  { label: "opfs (dedicated Worker)", params: { engine: "dedicated" } },
+];
+
+async function throughput(b: LaunchedBrowser, server: StaticServer): Promise<void> {
+  console.log(
+    `\nthroughput: ${ROUNDS} round(s) of ${SECONDS} s per workload, medians (bars vs the same kind's raw rate)`,
+  );
+  const rows: string[][] = [
+    [
+      "store kind",
+      "raw tx/s",
+      "chain tasks/s",
+      "tx/task",
+      "conc. steps/s",
+      "steps/tx",
+      "chain/raw",
+      "bar 0.45",
+      "conc/raw",
+      "bar 3x",
+    ],
+  ];
+  for (const variant of variants) {
+    const page = await b.newPage();
+    await page.goto(appUrl(server, { store: uniqueStore("throughput"), ...variant.params }));
+    await waitReady(page);
+    const samples: Array<Record<string, number>> = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      samples.push(await engine<Record<string, number>>(page, "debug.bench", { seconds: SECONDS }));
+    }
+    await page.close();
+    const m = (key: string) => median(samples.map((s) => s[key]!));
+    const chainRatio = m("chainRatio");
+    const concurrentRatio = m("concurrentRatio");
+    rows.push([
+      variant.label,
+      fmt(m("rawTransactionsPerSecond")),
+      fmt(m("chainTasksPerSecond")),
+      fmt(m("chainTransactionsPerTask"), 2),
+      fmt(m("concurrentStepsPerSecond")),
+      fmt(m("concurrentStepsPerTransaction"), 1),
+      fmt(chainRatio, 2),
+      chainRatio >= CHAIN_BAR ? "PASS" : "FAIL",
+      fmt(concurrentRatio, 2),
+      concurrentRatio >= CONCURRENT_BAR ? "PASS" : "FAIL",
+    ]);
+    console.log(
+      `  ${variant.label}: ${samples.map((s) => `raw ${fmt(s["rawTransactionsPerSecond"]!)}/s chain ${fmt(s["chainRatio"]!, 2)} conc ${fmt(s["concurrentRatio"]!, 2)}`).join(" | ")}`,
+    );
+  }
+  table(rows);
+}
+
+async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void> {
+  console.log(
+    `\nrecovery: ${SEED} terminal tasks + one live ticker, reload the only tab, ${RECOVERY_ROUNDS} rounds`,
+  );
+  const page = await b.newPage();
+  await page.goto(appUrl(server, { store: uniqueStore("recovery") }));
+  await waitReady(page);
+  const seeded = await engine<{ conversationId: number; tasks: number; ms: number }>(page, "debug.seed", {
+    tasks: SEED,
+  });
+  console.log(`  seeded ${seeded.tasks} terminal tasks in ${fmt(seeded.ms / 1000, 1)} s`);
+  const conversationId = await engine<number>(page, "createConversation", "recovery ticker");
+  const taskId = await engine<number>(page, "debug.startTicker", {
+    phases: 10_000,
+    delayMs: 0,
+    conversationId,
+  });
+  await until(
+    "the ticker to run",
+    () => engine<TickerStatus>(page, "debug.ticker", taskId),
+    (t) => t.trail.length >= 3,
+  );
+
+  const rows: string[][] = [["round", "engine start", "ready", "first resumed tick", "aim 1 s"]];
+  const totals: number[] = [];
+  for (let round = 1; round <= RECOVERY_ROUNDS; round++) {
+    const before = await engine<TickerStatus>(page, "debug.ticker", taskId);
+    if (before.status !== "running" && before.status !== "pending")
+      throw new Error(`the ticker is ${before.status}`);
+    await page.reload();
+    await waitReady(page);
+    const origin = await page.evaluate(() => performance.timeOrigin);
+    const stats = await until(
+      "the new engine's first tick",
+      () => engine<EngineStats>(page, "debug.stats"),
+      (s) => s.timeline.firstTickAt !== undefined,
+    );
+    const { startedAt, readyAt, firstTickAt } = stats.timeline;
+    const total = firstTickAt! - origin;
+    totals.push(total);
+    rows.push([
+      String(round),
+      `${fmt(startedAt - origin)} ms`,
+      `${fmt(readyAt! - origin)} ms`,
+      `${fmt(total)} ms`,
+      total < RECOVERY_AIM_MS ? "PASS" : "FAIL",
+    ]);
+  }
+  const m = median(totals);
+  rows.push(["median", "", "", `${fmt(m)} ms`, m < RECOVERY_AIM_MS ? "PASS" : "FAIL"]);
+  table(rows);
+  console.log("(times from the new page's navigation start; the ticker commits with no delay between ticks)");
+  const after = await engine<TickerStatus>(page, "debug.ticker", taskId);
+  const exact = after.trail.every((n, i) => n === i + 1);
+  console.log(
+    `  ticker trail after ${RECOVERY_ROUNDS} reloads: ${after.trail.length} ticks, ${exact ? "exactly [1..N]" : "NOT [1..N]"}`,
+  );
+  await page.close();
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  if (!existsSync(join(root, "dist/index.html"))) {
+    console.log("[bench] dist/ is missing: building the app");
+    const built = spawnSync(
+      process.execPath,
+      [join(root, "node_modules/vite/bin/vite.js"), "build", "--logLevel", "warn"],
+      {
+        cwd: root,
+        stdio: "inherit",
+      },
+    );
+    if (built.status !== 0) throw new Error("vite build failed");
+  }
+  const server = await serveStatic(join(root, "dist"));
+  const b = await launchBrowser({ executablePath: findChromium() });
+  try {
+    const version = await b.browser.version();
+    console.log(
+      `browser bench: Chromium ${version}, app from dist/ (built ${new Date((await import("node:fs")).statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
+    );
+    if (ONLY !== "recovery") await throughput(b, server);
+    if (ONLY !== "throughput") await recovery(b, server);
+  } finally {
+    await b.close();
+    await server.close();
+  }
+  console.log(
+    `\nbrowser bench took ${fmt((performance.now() - started) / 1000, 1)} s (PASS/FAIL are reported, never an error)`,
+  );
+}
+
+await main();
