@@ -14,6 +14,7 @@ import {
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { afterEach, describe, expect, test } from "vitest";
+import { addUsage } from "../../worker/agent/records.ts";
 import { textResult } from "../../worker/agent/tool.ts";
 import {
   AgentHarness,
@@ -716,21 +717,7 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
     .map((e) => messageOf(e) as AssistantMessage);
   expect(answers.map((a) => a.stopReason)).toEqual(["error", "stop"]);
   expect(answers[0]!.usage.totalTokens).toBeGreaterThan(0);
-  const sum = (list: Usage[]): Usage =>
-    list.reduce((a, b) => ({
-      input: a.input + b.input,
-      output: a.output + b.output,
-      cacheRead: a.cacheRead + b.cacheRead,
-      cacheWrite: a.cacheWrite + b.cacheWrite,
-      totalTokens: a.totalTokens + b.totalTokens,
-      cost: {
-        input: a.cost.input + b.cost.input,
-        output: a.cost.output + b.cost.output,
-        cacheRead: a.cost.cacheRead + b.cost.cacheRead,
-        cacheWrite: a.cost.cacheWrite + b.cost.cacheWrite,
-        total: a.cost.total + b.cost.total,
-      },
-    }));
+  const sum = (list: Usage[]): Usage => list.reduce((a, b) => addUsage(a, b));
   const usage = h.session.records.getDoc(1, DOC.usage) as unknown as UsageState;
   expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   expect(usage.models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));

@@ -25,6 +25,7 @@ import {
   type ThinkingLevel,
   type ToolSlot,
   writeDoc,
+  zeroUsage,
 } from "./records.ts";
 import {
   type AgentServices,
@@ -34,6 +35,7 @@ import {
   sleepUntil,
   type ToolRoundResult,
 } from "./services.ts";
+import { ThrottledWriter } from "./throttle.ts";
 import { toPiTool } from "./tool.ts";
 import { type ToolTaskResult, toolResultEntry } from "./tool-task.ts";
 
@@ -441,75 +443,46 @@ function errorMessage(api: string, provider: string, model: string, error: unkno
     api,
     provider,
     model,
-    usage: {
-      input: 0,
-      output: 0,
-      cacheRead: 0,
-      cacheWrite: 0,
-      totalTokens: 0,
-      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-    },
+    usage: zeroUsage(),
     stopReason: "error",
     errorMessage: error instanceof Error ? error.message : String(error),
     timestamp: Date.now(),
   };
 }
 
-/** Commits the newest partial to pi.live at most every `intervalMs`; one commit in flight at a time. */
+/** Commits the newest partial answer to pi.live, throttled (see ThrottledWriter). */
 class PartialWriter {
   #latest: AssistantMessage | undefined;
-  #written: AssistantMessage | undefined;
-  #inFlight: Promise<unknown> | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #last = 0;
-  #stopped = false;
+  readonly #writer: ThrottledWriter;
 
   constructor(
-    readonly runtime: Runtime,
-    readonly conversationId: ConversationId,
-    readonly taskId: TaskId,
-    readonly attempt: number,
-    readonly intervalMs: number,
-  ) {}
-
-  offer(partial: AssistantMessage): void {
-    if (this.#stopped) return;
-    this.#latest = partial;
-    if (this.#inFlight || this.#timer) return;
-    const wait = Math.max(0, this.#last + this.intervalMs - Date.now());
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#flush();
-    }, wait);
-  }
-
-  #flush(): void {
-    const message = this.#latest;
-    if (this.#stopped || !message || message === this.#written || message.content.length === 0) return;
-    this.#written = message;
-    this.#last = Date.now();
-    const copy = JSON.parse(JSON.stringify(message)) as AssistantMessage;
-    this.#inFlight = this.runtime
-      .commit((tx) => {
-        const state = live(tx, this.conversationId);
-        writeDoc<LiveState>(tx, this.conversationId, DOC.live, {
+    runtime: Runtime,
+    conversationId: ConversationId,
+    taskId: TaskId,
+    attempt: number,
+    intervalMs: number,
+  ) {
+    this.#writer = new ThrottledWriter(intervalMs, async () => {
+      const message = this.#latest;
+      if (!message || message.content.length === 0) return;
+      const copy = JSON.parse(JSON.stringify(message)) as AssistantMessage;
+      await runtime.commit((tx) => {
+        const state = live(tx, conversationId);
+        writeDoc<LiveState>(tx, conversationId, DOC.live, {
           ...state,
-          generation: { taskId: this.taskId, attempt: this.attempt, message: copy },
+          generation: { taskId, attempt, message: copy },
         });
         return undefined;
-      })
-      .catch(() => undefined)
-      .finally(() => {
-        this.#inFlight = undefined;
-        if (this.#latest !== this.#written) this.offer(this.#latest!);
       });
+    });
   }
 
-  /** Stop writing and wait for the commit in flight, so no stale partial lands after the outcome. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
-    while (this.#inFlight) await this.#inFlight;
+  offer(partial: AssistantMessage): void {
+    this.#latest = partial;
+    this.#writer.mark();
+  }
+
+  stop(): Promise<void> {
+    return this.#writer.stop();
   }
 }

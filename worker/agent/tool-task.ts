@@ -29,6 +29,7 @@ import {
   writeDoc,
 } from "./records.ts";
 import type { AgentServices, HookContext } from "./services.ts";
+import { ThrottledWriter } from "./throttle.ts";
 import {
   capHead,
   OUTPUT_LIMITS,
@@ -414,21 +415,27 @@ class OutputBuffer {
   #droppedBytes = 0;
   #droppedLines = 0;
   #full = false;
-  #dirty = false;
-  #inFlight: Promise<unknown> | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #last = 0;
-  #stopped = false;
+  readonly #writer: ThrottledWriter;
 
-  constructor(
-    readonly runtime: Runtime,
-    readonly conversationId: ConversationId,
-    readonly taskId: TaskId,
-    readonly intervalMs: number,
-  ) {}
+  constructor(runtime: Runtime, conversationId: ConversationId, taskId: TaskId, intervalMs: number) {
+    this.#writer = new ThrottledWriter(intervalMs, () => {
+      const output = this.text;
+      const droppedBytes = this.#droppedBytes;
+      const droppedLines = this.#droppedLines;
+      return runtime.commit((tx) => {
+        updateSlot(tx, conversationId, taskId, (s) => ({
+          ...s,
+          output,
+          ...(droppedBytes ? { droppedBytes } : {}),
+          ...(droppedLines ? { droppedLines } : {}),
+        }));
+        return undefined;
+      });
+    });
+  }
 
   append(chunk: string): void {
-    if (this.#stopped) throw new Error("output() after the call ended");
+    if (this.#writer.stopped) throw new Error("output() after the call ended");
     if (this.#full) {
       this.#droppedBytes += new TextEncoder().encode(chunk).length;
       this.#droppedLines += chunk.split("\n").length - 1;
@@ -443,47 +450,10 @@ class OutputBuffer {
         this.text += chunk;
       }
     }
-    this.#dirty = true;
-    this.#schedule();
+    this.#writer.mark();
   }
 
-  #schedule(): void {
-    if (this.#inFlight || this.#timer || this.#stopped) return;
-    const wait = Math.max(0, this.#last + this.intervalMs - Date.now());
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#flush();
-    }, wait);
-  }
-
-  #flush(): void {
-    if (!this.#dirty || this.#stopped) return;
-    this.#dirty = false;
-    this.#last = Date.now();
-    const output = this.text;
-    const droppedBytes = this.#droppedBytes;
-    const droppedLines = this.#droppedLines;
-    this.#inFlight = this.runtime
-      .commit((tx) => {
-        updateSlot(tx, this.conversationId, this.taskId, (s) => ({
-          ...s,
-          output,
-          ...(droppedBytes ? { droppedBytes } : {}),
-          ...(droppedLines ? { droppedLines } : {}),
-        }));
-        return undefined;
-      })
-      .catch(() => undefined)
-      .finally(() => {
-        this.#inFlight = undefined;
-        if (this.#dirty) this.#schedule();
-      });
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
-    while (this.#inFlight) await this.#inFlight;
+  stop(): Promise<void> {
+    return this.#writer.stop();
   }
 }
