@@ -33,6 +33,11 @@ export interface HarnessOptions {
   now?: () => number;
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
+  /**
+   * The store failed under the engine (quota, I/O, another owner): memory may be ahead of the disk,
+   * so the engine stops. Everything committed is kept; reopening resumes from it.
+   */
+  onFatal?: (error: Error) => void;
 }
 
 export type AbortResult = "marked" | "already_marked" | "terminal";
@@ -86,6 +91,7 @@ export class Harness {
     this.session.onFatal = (error) => {
       void this.scheduler.close(error);
       this.scheduler.rejectWaiters(new HarnessClosed(`engine stopped: ${error.message}`));
+      options.onFatal?.(error);
     };
     this.registry.onChange(() => this.scheduler.kick());
     if (options.tasks?.length) this.registry.register(...options.tasks);
