@@ -13,15 +13,31 @@ export const PROTOCOL_VERSION = 1;
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
 export const tabLockName = (tabId: string) => `tab:${tabId}`;
+/**
+ * Held by the tab that runs the dedicated-worker engine (no SharedWorker) for the tab's whole life:
+ * one such tab per store; the others wait on it and start their engine when it is released.
+ */
+export const hostTabLockName = (store: string) => `host-tab:${store}`;
 export const handoverChannelName = (store: string) => `engine:${store}`;
 
 export type EngineStatus =
   | { phase: "starting"; detail: string }
   | { phase: "waiting-for-lock"; detail: string }
-  | { phase: "ready"; storeKind: "idb" | "opfs"; build: string; jspi: boolean; persisted: boolean | undefined }
+  | {
+      phase: "ready";
+      storeKind: "idb" | "opfs";
+      build: string;
+      jspi: boolean;
+      persisted: boolean | undefined;
+    }
   | { phase: "handing-over"; detail: string }
   | { phase: "handed-over"; detail: string }
-  | { phase: "failed"; reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "unknown"; message: string; advice: string };
+  | {
+      phase: "failed";
+      reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "unknown";
+      message: string;
+      advice: string;
+    };
 
 export interface Hello {
   readonly protocol: number;
@@ -59,7 +75,10 @@ export interface WatchFrame {
 }
 
 /** Apply a frame to a tab's copy of the view (pure; same rules as the engine's mount). */
-export function applyFrame(view: ConversationView | undefined, frame: WatchFrame): ConversationView | undefined {
+export function applyFrame(
+  view: ConversationView | undefined,
+  frame: WatchFrame,
+): ConversationView | undefined {
   if (frame.value) return frame.value;
   if (!view) return undefined;
   let entries = view.entries as EntryRecord[];
@@ -69,7 +88,9 @@ export function applyFrame(view: ConversationView | undefined, frame: WatchFrame
     else if (op.op === "head") {
       for (const e of op.entries) {
         entries =
-          e.head !== undefined ? [e, ...entries.filter((x) => x.head === undefined && x.id >= e.head!)] : [...entries, e];
+          e.head !== undefined
+            ? [e, ...entries.filter((x) => x.head === undefined && x.id >= e.head!)]
+            : [...entries, e];
       }
     } else if (op.op === "doc") {
       const next = { ...docs };
@@ -114,7 +135,11 @@ export interface EngineApi {
    * next frame is sent only after the listener's promise resolved, and at most 100 wait (then one
    * frame with the whole newest view replaces them). Returns a watch id for `unwatch`.
    */
-  watch(tabId: string, conversationId: ConversationId, listener: (frame: WatchFrame) => Promise<void> | void): Promise<number>;
+  watch(
+    tabId: string,
+    conversationId: ConversationId,
+    listener: (frame: WatchFrame) => Promise<void> | void,
+  ): Promise<number>;
   unwatch(watchId: number): Promise<void>;
   entries(conversationId: ConversationId): Promise<EntryRecord[]>;
   taskGraph(): Promise<unknown>;
@@ -123,13 +148,43 @@ export interface EngineApi {
   debug: DebugApi;
 }
 
+export interface EngineTimeline {
+  readonly startedAt: number;
+  readonly lockedAt?: number;
+  readonly openedAt?: number;
+  readonly readyAt?: number;
+  readonly firstTickAt?: number;
+}
+
+export interface EngineStats {
+  readonly transactions: number;
+  readonly commits: number;
+  readonly build: string;
+  /** Watches held for tabs, and their undelivered frames. */
+  readonly watches: number;
+  readonly pendingFrames: number;
+  /**
+   * Wall-clock times (ms since the epoch) of this engine's start, the store lock granted, the store
+   * open (migrated and fenced), ready (recovered, scheduling), and its first tick commit.
+   */
+  readonly timeline: EngineTimeline;
+}
+
 export interface DebugApi {
   startTicker(request: TickerRequest): Promise<TaskId>;
   ticker(taskId: TaskId): Promise<TickerStatus>;
   /** SQLite transactions and commits since this engine opened the store. */
-  stats(): Promise<{ transactions: number; commits: number; build: string; watches: number; pendingFrames: number }>;
+  stats(): Promise<EngineStats>;
   /** Raw transactions/s and engine steps/s measured in this worker (the browser bench). */
   bench(options: { seconds: number }): Promise<Record<string, number>>;
+  /**
+   * Fill the store with `tasks` one-phase tasks that complete at once (in a conversation of their
+   * own, created in batches), and resolve once every one is terminal.
+   */
+  seed(options: {
+    tasks: number;
+    batch?: number;
+  }): Promise<{ conversationId: ConversationId; tasks: number; ms: number }>;
 }
 
 /** Engines of one store talk over BroadcastChannel to hand the store over. */

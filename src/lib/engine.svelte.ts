@@ -5,14 +5,16 @@
  * status as reactive state. Everything the tab knows about the engine arrives through protocol.ts.
  */
 import * as Comlink from "comlink";
+import type { ConversationId } from "../../worker/core/types.ts";
 import {
   type ConversationSummary,
   DEFAULT_STORE_NAME,
   type EngineApi,
   type EngineStatus,
+  hostTabLockName,
   PROTOCOL_VERSION,
-  storeLockName,
   tabLockName,
+  type WatchFrame,
 } from "../../worker/protocol.ts";
 
 export type HostMode = "shared" | "dedicated" | "elsewhere";
@@ -25,10 +27,17 @@ export class EngineClient {
   readonly tabId = crypto.randomUUID();
   readonly storeName: string;
   api: Comlink.Remote<EngineApi> | undefined;
+  /** The protocol this tab speaks (a debug page may claim another, to test the refusal). */
+  readonly protocol: number;
   #worker: Worker | undefined;
+  #waitForHost: AbortController | undefined;
+  #heard = false;
 
   constructor(readonly params: URLSearchParams) {
     this.storeName = params.get("store") ?? DEFAULT_STORE_NAME;
+    const claimed = Number(params.get("protocol"));
+    this.protocol =
+      params.get("debug") === "1" && Number.isInteger(claimed) && claimed > 0 ? claimed : PROTOCOL_VERSION;
     addEventListener("online", () => (this.online = true));
     addEventListener("offline", () => (this.online = false));
   }
@@ -43,36 +52,93 @@ export class EngineClient {
     });
   }
 
+  /**
+   * Hold `host-tab:<store>` for the tab's whole life (the dedicated-worker fallback: one engine tab per
+   * store). With `wait` false, resolves false at once when another tab holds it.
+   */
+  #holdHostLock(wait: boolean, signal?: AbortSignal): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      const options: LockOptions = wait ? (signal ? { signal } : {}) : { ifAvailable: true };
+      navigator.locks
+        .request(hostTabLockName(this.storeName), options, (lock) => {
+          if (!lock) {
+            resolve(false);
+            return;
+          }
+          resolve(true);
+          return new Promise<never>(() => undefined);
+        })
+        .catch(reject);
+    });
+  }
+
   async connect(): Promise<void> {
-    await this.#holdTabLock();
-    const forceDedicated = this.params.get("engine") === "dedicated";
-    // The worker reads its configuration from its name (Vite needs a static worker URL).
-    const query = new URLSearchParams({ store: this.storeName });
-    if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
-    if (!forceDedicated && typeof SharedWorker === "function") {
-      const worker = new SharedWorker(new URL("../../worker/host/shared-worker.ts", import.meta.url), {
-        type: "module",
-        name: query.toString(),
-      });
-      this.api = Comlink.wrap<EngineApi>(worker.port);
-      this.mode = "shared";
-    } else {
-      const held = await navigator.locks.query();
-      const owned = held.held?.some((l) => l.name === storeLockName(this.storeName));
-      if (owned && this.params.get("takeover") !== "1") {
+    try {
+      await this.#holdTabLock();
+      const forceDedicated = this.params.get("engine") === "dedicated";
+      // The worker reads its configuration from its name (Vite needs a static worker URL).
+      const query = this.#workerQuery();
+      if (!forceDedicated && typeof SharedWorker === "function") {
+        const worker = new SharedWorker(new URL("../../worker/host/shared-worker.ts", import.meta.url), {
+          type: "module",
+          name: query.toString(),
+        });
+        worker.addEventListener("error", () => this.#workerFailed());
+        this.api = Comlink.wrap<EngineApi>(worker.port);
+        this.mode = "shared";
+      } else if (await this.#holdHostLock(false)) {
+        this.#startDedicated(query);
+      } else if (this.params.get("takeover") === "1") {
+        await this.takeOver();
+        return;
+      } else {
+        // Another tab runs the engine (or this tab's previous page is still going away): say so, and
+        // start here once that tab has gone.
         this.mode = "elsewhere";
         this.status = { phase: "waiting-for-lock", detail: "The app is open in another tab." };
+        this.#waitForHost = new AbortController();
+        void this.#holdHostLock(true, this.#waitForHost.signal).then(
+          () => {
+            if (this.mode !== "elsewhere") return;
+            this.#startDedicated(query);
+            return this.#hello();
+          },
+          () => undefined,
+        );
         return;
       }
-      this.#startDedicated(query);
+      await this.#hello();
+    } catch (error) {
+      this.status = {
+        phase: "failed",
+        reason: "unknown",
+        message: `the engine could not be reached: ${error instanceof Error ? error.message : String(error)}`,
+        advice: "Reload the page; if it keeps failing, close the app's other tabs and try again.",
+      };
     }
-    await this.#hello();
+  }
+
+  #workerQuery(): URLSearchParams {
+    const query = new URLSearchParams({ store: this.storeName });
+    if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
+    return query;
+  }
+
+  /** The worker's script failed to load or start (an error before the engine ever answered). */
+  #workerFailed(): void {
+    if (this.#heard) return;
+    this.status = {
+      phase: "failed",
+      reason: "unknown",
+      message: "the engine's worker failed to load",
+      advice: "Reload the page; if the app was just updated, reload once more to load the new version.",
+    };
   }
 
   /** Run the engine here (the other tab's engine hands the store over). */
   async takeOver(): Promise<void> {
-    const query = new URLSearchParams({ store: this.storeName });
-    this.#startDedicated(query);
+    this.#waitForHost?.abort();
+    this.#startDedicated(this.#workerQuery());
     await this.#hello();
   }
 
@@ -81,13 +147,28 @@ export class EngineClient {
       type: "module",
       name: query.toString(),
     });
+    this.#worker.addEventListener("error", () => this.#workerFailed());
     this.api = Comlink.wrap<EngineApi>(this.#worker);
     this.mode = "dedicated";
   }
 
   async #hello(): Promise<void> {
     const api = this.api!;
-    const hello = await api.hello({ tabId: this.tabId, protocol: PROTOCOL_VERSION });
+    const hello = await api.hello({ tabId: this.tabId, protocol: this.protocol });
+    this.#heard = true;
+    if (hello.protocol !== this.protocol) {
+      // A different version of the app: never mix them (the engine refuses us, and we it).
+      this.status =
+        hello.status.phase === "failed"
+          ? hello.status
+          : {
+              phase: "failed",
+              reason: "unsupported",
+              message: `this tab speaks protocol ${this.protocol}, the engine ${hello.protocol}`,
+              advice: "Reload the page to load the same version of the app as the engine.",
+            };
+      return;
+    }
     this.status = hello.status;
     await api.onStatus(
       this.tabId,
@@ -97,6 +178,15 @@ export class EngineClient {
       }),
     );
     if (hello.status.phase === "ready") await this.refresh();
+  }
+
+  /** Watch a conversation (the listener is proxied; its promise paces delivery). Returns the watch id. */
+  watch(
+    conversationId: ConversationId,
+    listener: (frame: WatchFrame) => Promise<void> | void,
+  ): Promise<number> {
+    if (!this.api) return Promise.reject(new Error("not connected to the engine"));
+    return this.api.watch(this.tabId, conversationId, Comlink.proxy(listener));
   }
 
   async refresh(): Promise<void> {

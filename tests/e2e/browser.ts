@@ -154,6 +154,8 @@ export interface LaunchedBrowser {
 export interface LaunchOptions {
   /** Reuse this profile directory instead of a fresh temporary one. */
   profileDir?: string;
+  /** The Chromium binary; defaults to the one the e2e global setup found (outside vitest: required). */
+  executablePath?: string;
   /** Extra Chromium flags. */
   args?: string[];
 }
@@ -190,7 +192,7 @@ async function waitFor(condition: () => boolean, timeoutMs: number, what: string
 }
 
 export async function launchBrowser(options: LaunchOptions = {}): Promise<LaunchedBrowser> {
-  const executable = inject("chromiumPath");
+  const executable = options.executablePath ?? inject("chromiumPath");
   const profileDir = options.profileDir ?? (await mkdtemp(join(tmpdir(), "durable-e2e-profile-")));
   const child = spawn(
     executable,

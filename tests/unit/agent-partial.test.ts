@@ -22,10 +22,9 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   const sub = await root.submit({ type: "input", content: "talk", requestId: "q" });
   await until(
     () =>
-      ((h.doc<LiveState & Record<string, never>>(1, DOC.live) ?? {}).generation?.message?.content.length ??
-        0) > 0,
+      (h.doc<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content.length ?? 0) > 0,
   );
-  const partial = (h.doc<LiveState & Record<string, never>>(1, DOC.live) ?? {}).generation!.message!;
+  const partial = h.doc<LiveState & Record<string, never>>(1, DOC.live)!.generation!.message!;
   await h.close();
 
   const h2 = await AgentHarness.open(await memoryStore(store.image()), options);
@@ -35,7 +34,7 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   expect(settled.status).toBe("done");
   const assistants = (await (await h2.root()).entries())
     .filter((e) => e.kind === "pi.assistant")
-    .map((e) => (e.model as never[])[0] as { stopReason: string; content: Array<{ text?: string }> });
+    .map((e) => (e.model as unknown as Array<{ stopReason: string; content: Array<{ text?: string }> }>)[0]!);
   expect(assistants.map((a) => a.stopReason)).toEqual(["aborted", "stop"]);
   expect(assistants[0]!.content[0]!.text).toBe((partial.content[0] as { text: string }).text);
   expect(assistants[1]!.content[0]!.text).toBe(LONG);
@@ -44,6 +43,6 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   expect(faux.requests[1]!.messages).toEqual(faux.requests[0]!.messages.map((m) => ({ ...m })));
   const usage = h2.doc<UsageState & Record<string, never>>(1, DOC.usage)!;
   expect(Object.keys(usage.models)).toEqual([`${faux.ref.provider}/${faux.ref.id}`]);
-  expect((h2.doc<LiveState & Record<string, never>>(1, DOC.live) ?? {}).generation).toBeUndefined();
+  expect(h2.doc<LiveState & Record<string, never>>(1, DOC.live)?.generation).toBeUndefined();
   await h2.close();
 });

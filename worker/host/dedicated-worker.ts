@@ -8,7 +8,8 @@ import { openBrowserStore } from "../store/browser.ts";
 import { EngineHost } from "./engine.ts";
 
 declare const __BUILD_ID__: string;
-const storeName = new URLSearchParams((self as unknown as { name: string }).name).get("store") ?? DEFAULT_STORE_NAME;
+const storeName =
+  new URLSearchParams((self as unknown as { name: string }).name).get("store") ?? DEFAULT_STORE_NAME;
 
 const host = new EngineHost({
   storeName,
@@ -16,6 +17,18 @@ const host = new EngineHost({
   build: __BUILD_ID__,
   jspi: false,
   openStore: () => openBrowserStore({ kind: "opfs", name: storeName }),
+  openScratchStore: (name) => openBrowserStore({ kind: "opfs", name }),
+  deleteScratchStore: async (name) => {
+    // The opfs kind keeps a store as stores/<name>.db (plus its journal) in the origin's OPFS.
+    const root = await navigator.storage.getDirectory();
+    const dir = await root.getDirectoryHandle("stores").catch(() => undefined);
+    if (!dir) return;
+    const names: string[] = [];
+    for await (const key of (dir as unknown as { keys(): AsyncIterable<string> }).keys()) {
+      if (key.startsWith(`${name}.db`)) names.push(key);
+    }
+    for (const key of names) await dir.removeEntry(key).catch(() => undefined);
+  },
 });
 void host.start();
 Comlink.expose(host);

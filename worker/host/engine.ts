@@ -7,22 +7,21 @@
  * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its
  *   watches and status listeners are dropped.
  */
-import type { Api } from "@mariozechner/pi-ai";
-import type { Model } from "@mariozechner/pi-ai";
-import { AgentHarness } from "../agent/harness.ts";
-import { createModelResolver } from "../agent/models.ts";
+import type { Api, Model } from "@mariozechner/pi-ai";
 import { demoModel, registerDemoProvider } from "../agent/demo-provider.ts";
 import { OpfsFs } from "../agent/fs.ts";
+import { AgentHarness } from "../agent/harness.ts";
+import { createModelResolver } from "../agent/models.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
 import { builtinTools } from "../agent/tools/index.ts";
-import type { Watch } from "../core/observe.ts";
-import type { ConversationView } from "../core/observe.ts";
+import type { ConversationView, Watch } from "../core/observe.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {
   type ConversationSummary,
   type DebugApi,
   type EngineApi,
   type EngineStatus,
+  type EngineTimeline,
   type HandoverMessage,
   type Hello,
   handoverChannelName,
@@ -30,14 +29,14 @@ import {
   PROTOCOL_VERSION,
   type SubmitRequest,
   storeLockName,
-  tabLockName,
   type TickerRequest,
+  tabLockName,
   type WatchFrame,
 } from "../protocol.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { StoreOpenError } from "../store/types.ts";
 import { runBrowserBench } from "./bench.ts";
-import { tickerTask } from "./ticker.ts";
+import { noopTask, tickerTask } from "./ticker.ts";
 
 export interface HostPlatform {
   readonly storeName: string;
@@ -45,6 +44,10 @@ export interface HostPlatform {
   /** Comparable build id (ISO time of the build): a newer one may take the store over. */
   readonly build: string;
   openStore(): Promise<SqliteLine>;
+  /** Open a throwaway store of the same kind and build under another name (the bench). */
+  openScratchStore(name: string): Promise<SqliteLine>;
+  /** Delete a scratch store's data (the bench cleans up after itself). */
+  deleteScratchStore(name: string): Promise<void>;
   readonly jspi: boolean;
 }
 
@@ -52,6 +55,35 @@ export interface HostPlatform {
 const SETTINGS_CONVERSATION = 0;
 const API_KEYS_DOC = "engine.apiKeys";
 const HANDOVER_GRACE_MS = 2000;
+
+/** True when a small IndexedDB write fails with QuotaExceededError (works in every worker kind). */
+async function storageIsFull(): Promise<boolean> {
+  if (typeof indexedDB === "undefined") return false;
+  const name = "engine-quota-probe";
+  try {
+    const db = await new Promise<IDBDatabase>((resolve, reject) => {
+      const request = indexedDB.open(name, 1);
+      request.onupgradeneeded = () => request.result.createObjectStore("probe");
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+    });
+    try {
+      const tx = db.transaction("probe", "readwrite");
+      tx.objectStore("probe").put(new Uint8Array(64 * 1024), 1);
+      await new Promise<void>((resolve, reject) => {
+        tx.oncomplete = () => resolve();
+        tx.onabort = () => reject(tx.error);
+        tx.onerror = () => reject(tx.error);
+      });
+      return false;
+    } finally {
+      db.close();
+      indexedDB.deleteDatabase(name);
+    }
+  } catch (error) {
+    return error instanceof DOMException && error.name === "QuotaExceededError";
+  }
+}
 
 export class EngineHost implements EngineApi {
   #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
@@ -64,6 +96,8 @@ export class EngineHost implements EngineApi {
   #nextWatch = 1;
   #tabs = new Set<string>();
   #releaseLock: (() => void) | undefined;
+  #waitingForLock = false;
+  #timeline: { -readonly [K in keyof EngineTimeline]: EngineTimeline[K] } = { startedAt: Date.now() };
   #channel: BroadcastChannel;
   readonly #id = crypto.randomUUID();
   readonly debug: DebugApi;
@@ -85,15 +119,31 @@ export class EngineHost implements EngineApi {
         const trail = entries
           .filter((e) => e.kind === "test.tick" && (e.data as { taskId?: number })?.taskId === taskId)
           .map((e) => (e.data as { n: number }).n);
-        return { taskId, status: record ? (record.state.status === "terminal" ? record.state.outcome.status : record.state.status) : "missing", trail };
+        return {
+          taskId,
+          status: record
+            ? record.state.status === "terminal"
+              ? record.state.outcome.status
+              : record.state.status
+            : "missing",
+          trail,
+        };
       },
       stats: async () => {
         const h = await this.#ready;
         let pendingFrames = 0;
         for (const { watch } of this.#watches.values()) pendingFrames += watch.pending;
-        return { transactions: h.store.stats.transactions, commits: h.store.stats.commits, build: this.platform.build, watches: this.#watches.size, pendingFrames };
+        return {
+          transactions: h.store.stats.transactions,
+          commits: h.store.stats.commits,
+          build: this.platform.build,
+          watches: this.#watches.size,
+          pendingFrames,
+          timeline: { ...this.#timeline },
+        };
       },
       bench: (options) => runBrowserBench(this.platform, options),
+      seed: (options) => this.#seed(options),
     };
   }
 
@@ -103,16 +153,19 @@ export class EngineHost implements EngineApi {
 
   #setStatus(status: EngineStatus): void {
     this.#status = status;
-    for (const listeners of this.#statusListeners.values()) for (const l of listeners) void Promise.resolve(l(status)).catch(() => undefined);
+    for (const listeners of this.#statusListeners.values())
+      for (const l of listeners) void Promise.resolve(l(status)).catch(() => undefined);
   }
 
   /** Take the lock (asking the owner to hand over if needed), then open the store and the harness. */
   async start(): Promise<void> {
     const name = storeLockName(this.platform.storeName);
     const locks = navigator.locks;
+    this.#waitingForLock = true;
     const held = new Promise<void>((acquired) => {
       const hold = (lock: Lock | null) => {
         if (!lock) return Promise.resolve(false);
+        this.#waitingForLock = false;
         acquired();
         return new Promise<boolean>((release) => {
           this.#releaseLock = () => release(true);
@@ -120,20 +173,28 @@ export class EngineHost implements EngineApi {
       };
       void locks.request(name, { ifAvailable: true }, hold).then((got) => {
         if (got !== false) return;
-        this.#setStatus({ phase: "waiting-for-lock", detail: "another engine owns the store; asking it to hand over" });
+        this.#setStatus({
+          phase: "waiting-for-lock",
+          detail: "another engine owns the store; asking it to hand over",
+        });
         this.#post({ type: "handover-request", from: this.#id, build: this.platform.build });
-        void locks.request(name, hold);
+        void locks.request(name, (lock) => {
+          this.#waitingForLock = false;
+          return hold(lock);
+        });
       });
     });
     await held;
+    this.#timeline.lockedAt = Date.now();
     this.#setStatus({ phase: "starting", detail: "opening the store" });
     try {
       const store = await this.platform.openStore();
       await store.fence();
+      this.#timeline.openedAt = Date.now();
       registerDemoProvider();
       const persisted = await navigator.storage?.persisted?.().catch(() => undefined);
       const harness = await AgentHarness.open(store, {
-        tasks: [tickerTask],
+        tasks: [tickerTask, noopTask],
         models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
         defaultModel: { provider: demoModel.provider, id: demoModel.id },
         tools: builtinTools,
@@ -143,15 +204,82 @@ export class EngineHost implements EngineApi {
           return keys?.[provider];
         },
         onReport: (error) => console.warn("engine:", error instanceof Error ? error.message : String(error)),
+        onFatal: (error) => void this.#stopOnFatal(error),
       });
       this.#harness = harness;
+      // The recovery bench times navigation -> the first tick this engine commits (after COMMIT).
+      const unsubscribe = harness.subscribe((change) => {
+        if (!change.entries.some((e) => e.kind === "test.tick")) return;
+        this.#timeline.firstTickAt = Date.now();
+        unsubscribe();
+      });
+      this.#timeline.readyAt = Date.now();
       this.#resolveReady(harness);
-      this.#setStatus({ phase: "ready", storeKind: this.platform.storeKind, build: this.platform.build, jspi: this.platform.jspi, persisted });
+      this.#setStatus({
+        phase: "ready",
+        storeKind: this.platform.storeKind,
+        build: this.platform.build,
+        jspi: this.platform.jspi,
+        persisted,
+      });
       this.#post({ type: "owner-ready", from: this.#id, build: this.platform.build });
     } catch (error) {
-      const e = error instanceof StoreOpenError ? error : new StoreOpenError(error instanceof Error ? error.message : String(error), "unknown", "Reload the page; if it keeps failing, reset the store.");
+      let e =
+        error instanceof StoreOpenError
+          ? error
+          : new StoreOpenError(
+              error instanceof Error ? error.message : String(error),
+              "unknown",
+              "Reload the page; if it keeps failing, reset the store.",
+            );
+      // The VFS reports a failed IndexedDB write as "transaction aborted", losing its cause: ask the
+      // browser whether this site may still write at all.
+      if (e.reason === "unknown" && (await storageIsFull())) {
+        e = new StoreOpenError(
+          `${e.message}: this site's storage is full`,
+          "quota",
+          "Free up disk space (or this site's storage in the browser's settings), then reload.",
+        );
+      }
       this.#setStatus({ phase: "failed", reason: e.reason, message: e.message, advice: e.advice });
       this.#rejectReady(e);
+      this.#releaseLock?.();
+    }
+  }
+
+  /**
+   * A COMMIT failed (storage full, the store taken over, an I/O error): memory may be ahead of the
+   * disk, so the engine stops. Tell every tab why and what to do, close the store (everything
+   * committed stays), and release the lock so the next engine (a reload) can reopen it.
+   */
+  async #stopOnFatal(error: Error): Promise<void> {
+    if (this.#status.phase === "failed") return;
+    const cause = (error as { cause?: unknown }).cause;
+    const text = `${error.message} ${cause instanceof Error ? cause.message : String(cause ?? "")}`;
+    // The idb VFS reports a failed IndexedDB write as "transaction aborted": ask the browser too.
+    const quota = /quota|SQLITE_FULL|full/i.test(text) || (await storageIsFull());
+    const taken = /taken over/i.test(text);
+    this.#setStatus({
+      phase: "failed",
+      reason: quota ? "quota" : taken ? "locked" : "unknown",
+      message: `the engine stopped: ${quota && !/full|quota/i.test(text) ? "this site's storage is full: " : ""}${error.message}`,
+      advice: quota
+        ? "Storage is full. Free up space (or delete old conversations), then reload: everything committed so far is kept."
+        : taken
+          ? "Another tab of the app took over the store: use that tab, or reload this one."
+          : "Reload the page: the engine reopens the store and resumes from its last commit.",
+    });
+    const harness = this.#harness;
+    this.#harness = undefined;
+    for (const { watch } of this.#watches.values()) watch.end("closed");
+    this.#watches.clear();
+    try {
+      // Bounded: after a failed COMMIT the store may never close cleanly; the owner epoch fences any
+      // late write if the next engine opens the store first.
+      await Promise.race([harness?.close(), new Promise((resolve) => setTimeout(resolve, 2000))]);
+    } catch {
+      // Releasing the lock is what counts.
+    } finally {
       this.#releaseLock?.();
     }
   }
@@ -161,7 +289,15 @@ export class EngineHost implements EngineApi {
   }
 
   async #onHandoverMessage(message: HandoverMessage): Promise<void> {
-    if (message.from === this.#id || message.type !== "handover-request") return;
+    if (message.from === this.#id) return;
+    if (message.type === "owner-ready") {
+      // An owner that was still starting when we asked ignored the request: ask it again now.
+      if (this.#waitingForLock && message.build <= this.platform.build) {
+        this.#post({ type: "handover-request", from: this.#id, build: this.platform.build });
+      }
+      return;
+    }
+    if (message.type !== "handover-request") return;
     if (!this.#harness || this.#status.phase !== "ready") return;
     if (message.build < this.platform.build) return; // an older build never takes over a newer one
     this.#setStatus({ phase: "handing-over", detail: `a newer version (${message.build}) is taking over` });
@@ -173,7 +309,10 @@ export class EngineHost implements EngineApi {
       await harness.close({ graceMs: HANDOVER_GRACE_MS });
     } finally {
       this.#releaseLock?.();
-      this.#setStatus({ phase: "handed-over", detail: "a newer version of the app took over; reload this tab" });
+      this.#setStatus({
+        phase: "handed-over",
+        detail: "a newer version of the app took over; reload this tab",
+      });
       this.#post({ type: "handover-released", from: this.#id, build: this.platform.build });
     }
   }
@@ -189,7 +328,16 @@ export class EngineHost implements EngineApi {
 
   async hello(tab: { tabId: string; protocol: number }): Promise<Hello> {
     if (tab.protocol !== PROTOCOL_VERSION) {
-      return { protocol: PROTOCOL_VERSION, build: this.platform.build, status: { phase: "failed", reason: "unsupported", message: `tab speaks protocol ${tab.protocol}, engine ${PROTOCOL_VERSION}`, advice: "Reload the page to load the same version as the engine." } };
+      return {
+        protocol: PROTOCOL_VERSION,
+        build: this.platform.build,
+        status: {
+          phase: "failed",
+          reason: "unsupported",
+          message: `tab speaks protocol ${tab.protocol}, engine ${PROTOCOL_VERSION}`,
+          advice: "Reload the page to load the same version as the engine.",
+        },
+      };
     }
     if (!this.#tabs.has(tab.tabId)) {
       this.#tabs.add(tab.tabId);
@@ -221,7 +369,9 @@ export class EngineHost implements EngineApi {
     const out: ConversationSummary[] = [];
     for (const record of h.session.records.conversations.values()) {
       if (record.owner) continue;
-      const title = h.doc<{ title?: string }>(record.id, "app.title")?.title ?? (record.id === ROOT_CONVERSATION_ID ? "Main" : `Conversation ${record.id}`);
+      const title =
+        h.doc<{ title?: string }>(record.id, "app.title")?.title ??
+        (record.id === ROOT_CONVERSATION_ID ? "Main" : `Conversation ${record.id}`);
       const live = h.doc<LiveState & Record<string, never>>(record.id, DOC.live) ?? {};
       out.push({ id: record.id, title, busy: live.run !== undefined, entries: 0 });
     }
@@ -264,7 +414,9 @@ export class EngineHost implements EngineApi {
   async setApiKey(provider: string, key: string | null): Promise<void> {
     const h = await this.#h();
     await h.transaction((tx) => {
-      const keys = { ...((tx.readDoc(SETTINGS_CONVERSATION, API_KEYS_DOC) as Record<string, string> | undefined) ?? {}) };
+      const keys = {
+        ...((tx.readDoc(SETTINGS_CONVERSATION, API_KEYS_DOC) as Record<string, string> | undefined) ?? {}),
+      };
       if (key) keys[provider] = key;
       else delete keys[provider];
       tx.writeDoc(SETTINGS_CONVERSATION, API_KEYS_DOC, keys);
@@ -276,7 +428,11 @@ export class EngineHost implements EngineApi {
     return Boolean(h.doc<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC)?.[provider]);
   }
 
-  async watch(tabId: string, conversationId: ConversationId, listener: (frame: WatchFrame) => Promise<void> | void): Promise<number> {
+  async watch(
+    tabId: string,
+    conversationId: ConversationId,
+    listener: (frame: WatchFrame) => Promise<void> | void,
+  ): Promise<number> {
     const h = await this.#h();
     h.requireConversation(conversationId);
     const watch = await h.mount(conversationId).watch();
@@ -284,7 +440,13 @@ export class EngineHost implements EngineApi {
     this.#watches.set(id, { tabId, watch });
     // The first frame carries the whole view; then only operations (and whole views after an overflow).
     await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
-    watch.start((frame) => listener({ seq: frame.seq, ops: frame.ops, ...(frame.ops[0]?.op === "replace" ? { value: frame.value } : {}) }));
+    watch.start((frame) =>
+      listener({
+        seq: frame.seq,
+        ops: frame.ops,
+        ...(frame.ops[0]?.op === "replace" ? { value: frame.value } : {}),
+      }),
+    );
     return id;
   }
 
@@ -307,10 +469,35 @@ export class EngineHost implements EngineApi {
     return (await this.#h()).inspect();
   }
 
+  async #seed(options: {
+    tasks: number;
+    batch?: number;
+  }): Promise<{ conversationId: ConversationId; tasks: number; ms: number }> {
+    const h = await this.#h();
+    const started = performance.now();
+    const total = Math.max(0, Math.floor(options.tasks));
+    const batch = Math.max(1, Math.min(2000, Math.floor(options.batch ?? 500)));
+    const conversation = await h.createConversation();
+    await h.transaction((tx) => tx.writeDoc(conversation.id, "app.title", { title: "Seeded tasks" }));
+    for (let done = 0; done < total; ) {
+      const n = Math.min(batch, total - done);
+      const ids = await h.transaction((tx) =>
+        Array.from({ length: n }, () => tx.createTask(noopTask, null, { conversationId: conversation.id })),
+      );
+      await Promise.all(ids.map((id) => h.waitForTask(id)));
+      done += n;
+    }
+    return { conversationId: conversation.id, tasks: total, ms: performance.now() - started };
+  }
+
   async #startTicker(request: TickerRequest): Promise<number> {
     const h = await this.#h();
     const phases = Math.max(1, Math.min(10_000, Math.floor(request.phases)));
     const delayMs = Math.max(0, Math.min(60_000, Math.floor(request.delayMs)));
-    return h.createTask(tickerTask, { phases, delayMs }, { conversationId: request.conversationId ?? ROOT_CONVERSATION_ID });
+    return h.createTask(
+      tickerTask,
+      { phases, delayMs },
+      { conversationId: request.conversationId ?? ROOT_CONVERSATION_ID },
+    );
   }
 }

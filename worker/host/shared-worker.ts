@@ -18,6 +18,14 @@ const host = new EngineHost({
   build: __BUILD_ID__,
   jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
   openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
+  openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
+  deleteScratchStore: (name) =>
+    new Promise<void>((resolve, reject) => {
+      // One store, one IndexedDB database of the same name (see store/browser.ts).
+      const request = indexedDB.deleteDatabase(name);
+      request.onsuccess = () => resolve();
+      request.onerror = () => reject(request.error);
+    }),
 });
 void host.start();
 

@@ -1,0 +1,623 @@
+/**
+ * The engine host in a real Chromium, against the built app (`?debug=1` puts the EngineClient on
+ * `globalThis.__engine`). A `test.ticker` task commits one `test.tick` entry per phase; its trail (the
+ * tick numbers in commit order) must come out exactly [1..N] whatever happens to the tabs, the
+ * browser or the build in between. Every test starts from a fresh browser profile and its own store,
+ * and waits only on observable state (a trail length, a status, text on screen).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, rmSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import type { ConversationView } from "../../worker/core/observe.ts";
+import { applyFrame, type EngineStats, type TickerStatus, type WatchFrame } from "../../worker/protocol.ts";
+import {
+  appDir,
+  killAndRelaunch,
+  type LaunchedBrowser,
+  launchBrowser,
+  type StaticServer,
+  serveStatic,
+} from "./browser.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+let server: StaticServer;
+let b: LaunchedBrowser;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  server = await serveStatic(appDir());
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+beforeEach(async () => {
+  logs.length = 0;
+  b = await launchBrowser();
+});
+
+afterEach(async (context) => {
+  if (context.task.result?.state === "fail") {
+    console.log(
+      `page logs:\n${logs.slice(-200).join("\n")}\nchromium stderr (tail):\n${b?.log().slice(-3000)}`,
+    );
+  }
+  await b?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+const uniqueStore = (label: string) =>
+  `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
+function appUrl(base: string, params: Record<string, string>): string {
+  return `${base}?${new URLSearchParams({ debug: "1", ...params })}`;
+}
+
+function record(page: Page, label: string): Page {
+  page.on("console", (m) => logs.push(`[${label} ${m.type()}] ${m.text()}`));
+  page.on("pageerror", (e) => logs.push(`[${label} pageerror] ${e.message}`));
+  return page;
+}
+
+/** Wait until the tab's status line shows `phase` (the engine's status as the tab last heard it). */
+async function waitPhase(page: Page, phase: string, timeout = 60_000): Promise<void> {
+  await page
+    .locator(`[data-testid="engine-status"][data-phase="${phase}"]`)
+    .waitFor({ state: "attached", timeout });
+}
+
+async function openApp(url: string, label = "tab", phase = "ready", browser = b): Promise<Page> {
+  const page = record(await browser.newPage(), label);
+  await page.goto(url);
+  await waitPhase(page, phase);
+  return page;
+}
+
+/** Call `__engine.api.<method>(...args)` in the page (Comlink: every call is async). */
+function engine<T>(page: Page, method: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(
+    ({ method, args }) => {
+      const path = method.split(".");
+      let target = (globalThis as unknown as { __engine: { api: Record<string, unknown> } }).__engine.api;
+      for (const key of path.slice(0, -1)) target = target[key] as Record<string, unknown>;
+      return (target[path.at(-1)!] as (...a: unknown[]) => Promise<unknown>)(...args);
+    },
+    { method, args },
+  ) as Promise<T>;
+}
+
+const startTicker = (page: Page, phases: number, delayMs: number, conversationId?: number) =>
+  engine<number>(page, "debug.startTicker", {
+    phases,
+    delayMs,
+    ...(conversationId ? { conversationId } : {}),
+  });
+const ticker = (page: Page, taskId: number) => engine<TickerStatus>(page, "debug.ticker", taskId);
+const stats = (page: Page) => engine<EngineStats>(page, "debug.stats");
+
+/**
+ * Poll `probe` until `ok` holds (polling observable state, never a fixed sleep). A probe that throws
+ * (a page mid-reload) is retried.
+ */
+async function until<T>(
+  what: string,
+  probe: () => Promise<T>,
+  ok: (value: T) => boolean,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      last = await probe();
+      if (ok(last)) return last;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last value ${JSON.stringify(last)?.slice(0, 500)}` +
+          (lastError ? `; last error ${String(lastError)}` : ""),
+      );
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const tickerAt = (
+  page: Page,
+  taskId: number,
+  what: string,
+  ok: (t: TickerStatus) => boolean,
+  timeoutMs?: number,
+) => until(`ticker ${taskId}: ${what}`, () => ticker(page, taskId), ok, timeoutMs);
+
+/** The tick numbers the tab shows, in order. */
+async function ticksOnScreen(page: Page): Promise<number[]> {
+  const texts = await page.locator('[data-kind="tick"]').allTextContents();
+  return texts.map((t) => Number(/tick (\d+)/.exec(t)?.[1]));
+}
+
+async function waitTicksOnScreen(page: Page, n: number): Promise<number[]> {
+  return until(
+    `${n} ticks on screen`,
+    () => ticksOnScreen(page),
+    (t) => t.length >= n,
+  );
+}
+
+/** Reload the only tab mid-run: the run finishes once, trail exactly [1..N]. Returns the tab and its URL. */
+async function reloadMidRun(
+  params: Record<string, string>,
+  expectReady: (engine: { status: Record<string, unknown>; mode: string }) => void,
+): Promise<{ page: Page; url: string }> {
+  const phases = 40;
+  const url = appUrl(server.url, { store: uniqueStore("reload"), ...params });
+  const page = await openApp(url);
+  expectReady(await clientState(page));
+  const id = await startTicker(page, phases, 75);
+  const before = await tickerAt(page, id, "5 ticks", (t) => t.trail.length >= 5);
+  expect(before.trail).toEqual(range(before.trail.length));
+  await page.reload();
+  await waitPhase(page, "ready");
+  expectReady(await clientState(page));
+  const done = await tickerAt(page, id, "completed", (t) => t.status === "completed");
+  expect(done.trail).toEqual(range(phases));
+  expect(await waitTicksOnScreen(page, phases)).toEqual(range(phases));
+  return { page, url };
+}
+
+const clientState = (page: Page) =>
+  page.evaluate(() => {
+    const e = (globalThis as unknown as { __engine: { status: Record<string, unknown>; mode: string } })
+      .__engine;
+    return { status: e.status, mode: e.mode };
+  });
+
+/**
+ * Page-side recorders, installed before the app runs: every change of the status line's phase with
+ * its time, and every handover message the engines of the page's store exchange.
+ */
+function installRecorders(): void {
+  type Rec = {
+    last?: string;
+    phases: Array<{ phase: string; t: number }>;
+    messages: Array<{ type: string; build: string; t: number }>;
+  };
+  const rec: Rec = { phases: [], messages: [] };
+  (globalThis as unknown as { __rec: Rec }).__rec = rec;
+  const now = () => performance.timeOrigin + performance.now();
+  const store = new URLSearchParams(location.search).get("store");
+  if (!store) return;
+  const channel = new BroadcastChannel(`engine:${store}`);
+  channel.onmessage = (e: MessageEvent<{ type: string; build: string }>) =>
+    rec.messages.push({ type: e.data.type, build: e.data.build, t: now() });
+  const look = () => {
+    const phase = document.querySelector('[data-testid="engine-status"]')?.getAttribute("data-phase");
+    if (phase && phase !== rec.last) {
+      rec.last = phase;
+      rec.phases.push({ phase, t: now() });
+    }
+  };
+  new MutationObserver(look).observe(document, { subtree: true, childList: true, attributes: true });
+}
+
+type Recording = {
+  phases: Array<{ phase: string; t: number }>;
+  messages: Array<{ type: string; build: string; t: number }>;
+};
+const recording = (page: Page) => page.evaluate(() => (globalThis as unknown as { __rec: Recording }).__rec);
+
+/** The time intervals during which a tab showed `ready`. */
+function readyIntervals(rec: Recording, end: number): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  rec.phases.forEach((p, i) => {
+    if (p.phase === "ready") out.push([p.t, rec.phases[i + 1]?.t ?? end]);
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe("engine host", () => {
+  test("1. reloading the only tab mid-run: the run finishes once, trail exactly [1..40]", async () => {
+    await reloadMidRun({}, ({ status, mode }) => {
+      expect(status).toMatchObject({ phase: "ready", storeKind: "idb", jspi: true });
+      expect(mode).toBe("shared");
+    });
+  });
+
+  test("2. SIGKILL of the browser mid-run: the ticker resumes, every acknowledged tick kept", async () => {
+    const phases = 40;
+    const url = appUrl(server.url, { store: uniqueStore("kill") });
+    let page = await openApp(url, "before-kill");
+    const id = await startTicker(page, phases, 75);
+    const before = await tickerAt(page, id, "8 ticks", (t) => t.trail.length >= 8);
+    expect(before.status).not.toBe("completed");
+    b = await killAndRelaunch(b);
+    page = await openApp(url, "after-kill");
+    const resumed = await ticker(page, id);
+    expect(resumed.trail.slice(0, before.trail.length)).toEqual(before.trail);
+    expect(resumed.trail.length).toBeLessThan(phases);
+    const done = await tickerAt(page, id, "completed", (t) => t.status === "completed");
+    expect(done.trail.slice(0, before.trail.length)).toEqual(before.trail);
+    expect(done.trail).toEqual(range(phases));
+    expect(await waitTicksOnScreen(page, phases)).toEqual(range(phases));
+  });
+
+  test("3. two tabs see the same commits live; closing one disturbs nothing and drops its watches", async () => {
+    const url = appUrl(server.url, { store: uniqueStore("two-tabs") });
+    const tabA = await openApp(url, "A");
+    const tabB = await openApp(url, "B");
+    // Each tab also keeps its own watch of the root conversation, recording every tick it is sent.
+    for (const tab of [tabA, tabB]) {
+      await tab.locator('[data-testid="entries"]').waitFor();
+      await tab.evaluate(() => {
+        type Tick = { taskId: number; n: number };
+        const g = globalThis as unknown as {
+          __ticks: Tick[];
+          __engine: { watch(c: number, l: (f: WatchFrame) => void): Promise<number> };
+        };
+        g.__ticks = [];
+        const take = (entries: readonly { kind: string; data?: unknown }[]) => {
+          for (const e of entries) if (e.kind === "test.tick") g.__ticks.push(e.data as Tick);
+        };
+        return g.__engine.watch(1, (frame) => {
+          if (frame.value) {
+            g.__ticks = [];
+            take(frame.value.entries);
+          } else for (const op of frame.ops) if (op.op === "append" || op.op === "head") take(op.entries);
+        });
+      });
+    }
+    const received = (tab: Page, taskId: number) =>
+      tab.evaluate(
+        (taskId) =>
+          (globalThis as unknown as { __ticks: Array<{ taskId: number; n: number }> }).__ticks
+            .filter((t) => t.taskId === taskId)
+            .map((t) => t.n),
+        taskId,
+      );
+    const watching = await until(
+      "both tabs' watches",
+      () => stats(tabA),
+      (s) => s.watches >= 4,
+    );
+    expect(watching.watches).toBe(4); // each tab: the chat's view and the recorder
+
+    // A first run: both tabs receive every tick, in order, and both show them.
+    const first = await startTicker(tabA, 15, 40);
+    await tickerAt(tabA, first, "completed", (t) => t.status === "completed");
+    for (const tab of [tabA, tabB]) {
+      expect(
+        await until(
+          "all ticks received",
+          () => received(tab, first),
+          (r) => r.length >= 15,
+        ),
+      ).toEqual(range(15));
+      expect(await waitTicksOnScreen(tab, 15)).toEqual(range(15));
+    }
+
+    // A second run, started from B: close B mid-run; A still gets every tick and the run finishes.
+    const second = await startTicker(tabB, 30, 75);
+    const seenByB = await until(
+      "B receives 5 ticks",
+      () => received(tabB, second),
+      (r) => r.length >= 5,
+    );
+    expect(seenByB).toEqual(range(seenByB.length));
+    await tabB.close();
+    const after = await until(
+      "the engine drops B's watches",
+      () => stats(tabA),
+      (s) => s.watches < watching.watches,
+    );
+    expect(after.watches).toBe(2);
+    const done = await tickerAt(tabA, second, "completed", (t) => t.status === "completed");
+    expect(done.trail).toEqual(range(30));
+    expect(
+      await until(
+        "A receives all ticks",
+        () => received(tabA, second),
+        (r) => r.length >= 30,
+      ),
+    ).toEqual(range(30));
+    expect(await waitTicksOnScreen(tabA, 45)).toEqual([...range(15), ...range(30)]);
+  });
+
+  test("4. ten reloads in a row during one run: trail still exactly [1..N]", async () => {
+    const phases = 200;
+    const page = await openApp(appUrl(server.url, { store: uniqueStore("ten-reloads") }));
+    const id = await startTicker(page, phases, 50);
+    let seen = 0;
+    for (let i = 1; i <= 10; i++) {
+      const now = await tickerAt(page, id, `a new tick before reload ${i}`, (t) => t.trail.length > seen);
+      expect(now.status).not.toBe("completed");
+      expect(now.trail).toEqual(range(now.trail.length));
+      seen = now.trail.length;
+      await page.reload();
+      await waitPhase(page, "ready");
+    }
+    const done = await tickerAt(page, id, "completed", (t) => t.status === "completed");
+    expect(done.trail).toEqual(range(phases));
+  });
+
+  test("5. a stalled subscriber during 500 commits: bounded backlog, then one catch-up to the current view", async () => {
+    const page = await openApp(appUrl(server.url, { store: uniqueStore("stall") }));
+    const conversation = await engine<number>(page, "createConversation", "stalled");
+    // A watch whose listener does not return until released (from its very first frame).
+    await page.evaluate((conversation) => {
+      const g = globalThis as unknown as {
+        __frames: WatchFrame[];
+        __ticksSeen: number;
+        __release: () => void;
+        __stalled: Promise<number>;
+        __engine: { watch(c: number, l: (f: WatchFrame) => Promise<void>): Promise<number> };
+      };
+      g.__frames = [];
+      g.__ticksSeen = 0;
+      const gate = new Promise<void>((release) => {
+        g.__release = release;
+      });
+      g.__stalled = g.__engine.watch(conversation, async (frame) => {
+        g.__frames.push(frame);
+        const ticks = (entries: readonly { kind: string }[]) =>
+          entries.filter((e) => e.kind === "test.tick").length;
+        if (frame.value) g.__ticksSeen = ticks(frame.value.entries);
+        else for (const op of frame.ops) if (op.op === "append") g.__ticksSeen += ticks(op.entries);
+        await gate;
+      });
+    }, conversation);
+    await until(
+      "the stalled watch is registered",
+      () => stats(page),
+      (s) => s.watches >= 2,
+    );
+
+    const commits = 500;
+    const id = await startTicker(page, commits, 0, conversation);
+    let maxPending = 0;
+    const done = await until(
+      "500 ticks committed",
+      async () => {
+        const [s, t] = await Promise.all([stats(page), ticker(page, id)]);
+        maxPending = Math.max(maxPending, s.pendingFrames);
+        return t;
+      },
+      (t) => t.status === "completed",
+    );
+    expect(done.trail).toEqual(range(commits));
+    const stalled = await stats(page);
+    maxPending = Math.max(maxPending, stalled.pendingFrames);
+    expect(maxPending).toBeLessThanOrEqual(100);
+    expect(stalled.pendingFrames).toBeGreaterThan(0); // the backlog is real, and bounded
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { __frames: unknown[] }).__frames.length),
+    ).toBe(1);
+
+    await page.evaluate(() => (globalThis as unknown as { __release: () => void }).__release());
+    await until(
+      "the released listener catches up",
+      () => page.evaluate(() => (globalThis as unknown as { __ticksSeen: number }).__ticksSeen),
+      (n) => n >= commits,
+    );
+    expect((await stats(page)).pendingFrames).toBe(0);
+    const frames = await page.evaluate(() => (globalThis as unknown as { __frames: WatchFrame[] }).__frames);
+    expect(frames.length).toBeLessThanOrEqual(101);
+    expect(frames.length).toBeGreaterThan(1);
+    let view: ConversationView | undefined;
+    for (const frame of frames) view = applyFrame(view, frame);
+    // The current view, as a fresh watch's first frame gives it.
+    const current = await page.evaluate(async (conversation) => {
+      const g = globalThis as unknown as {
+        __engine: {
+          watch(c: number, l: (f: WatchFrame) => void): Promise<number>;
+          api: { unwatch(id: number): Promise<void> };
+        };
+      };
+      let first: WatchFrame | undefined;
+      const watchId = await g.__engine.watch(conversation, (f) => {
+        first ??= f;
+      });
+      await g.__engine.api.unwatch(watchId);
+      return first?.value;
+    }, conversation);
+    expect(current?.entries.filter((e) => e.kind === "test.tick")).toHaveLength(commits);
+    expect(view).toEqual(current);
+  });
+
+  describe("6. two engines of different builds on one store", () => {
+    const OLD = "2026-01-01T00:00:00.000Z";
+    const NEW = "2026-06-01T00:00:00.000Z";
+    const skewRoot = join(root, "test-results/e2e-skew");
+    let skew: StaticServer;
+
+    beforeAll(async () => {
+      rmSync(skewRoot, { recursive: true, force: true });
+      mkdirSync(skewRoot, { recursive: true });
+      for (const [folder, buildId] of [
+        ["a", OLD],
+        ["b", NEW],
+      ] as const) {
+        const started = Date.now();
+        const result = spawnSync(
+          process.execPath,
+          [
+            join(root, "node_modules/vite/bin/vite.js"),
+            "build",
+            "--logLevel",
+            "warn",
+            "--outDir",
+            join(skewRoot, folder),
+            "--emptyOutDir",
+            "--base",
+            `/${folder}/`,
+          ],
+          { cwd: root, stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, BUILD_ID: buildId } },
+        );
+        if (result.status !== 0)
+          throw new Error(
+            `building /${folder}/ (BUILD_ID ${buildId}) failed: exit ${result.status ?? result.signal}`,
+          );
+        console.log(`[e2e] built /${folder}/ (BUILD_ID ${buildId}) in ${Date.now() - started} ms`);
+      }
+      // One origin serves both builds, so they share IndexedDB, Web Locks and BroadcastChannel.
+      skew = await serveStatic(skewRoot);
+    });
+
+    afterAll(async () => {
+      await skew?.close();
+    });
+
+    test("a newer build takes the store over with the run intact; an older one never takes it back", async () => {
+      const phases = 60;
+      const store = uniqueStore("skew");
+      await b.context.addInitScript(installRecorders);
+      const tabA = await openApp(appUrl(`${skew.url}a/`, { store }), "A(old)");
+      expect((await stats(tabA)).build).toBe(OLD);
+      const id = await startTicker(tabA, phases, 75);
+      const before = await tickerAt(tabA, id, "5 ticks under A", (t) => t.trail.length >= 5);
+      expect(before.status).not.toBe("completed");
+
+      const tabB = record(await b.newPage(), "B(new)");
+      await tabB.goto(appUrl(`${skew.url}b/`, { store }));
+      await tabA.locator('[data-testid="handed-over"]').waitFor({ timeout: 60_000 });
+      await waitPhase(tabB, "ready");
+      expect((await stats(tabB)).build).toBe(NEW);
+      const done = await tickerAt(tabB, id, "completed under B", (t) => t.status === "completed");
+      expect(done.trail).toEqual(range(phases));
+      expect(await waitTicksOnScreen(tabB, phases)).toEqual(range(phases));
+
+      // Never both ready: A's ready ended before B's began, and the handover messages came in order.
+      const end = Date.now() + 60_000;
+      const [recA, recB] = [await recording(tabA), await recording(tabB)];
+      const readyA = readyIntervals(recA, end);
+      const readyB = readyIntervals(recB, end);
+      expect(readyA).toHaveLength(1);
+      expect(readyB).toHaveLength(1);
+      expect(readyA[0]![1]).toBeLessThanOrEqual(readyB[0]![0]);
+      // After its one ready interval, A only hands over (a fast handover may show only its end).
+      const afterReady = recA.phases
+        .slice(recA.phases.findIndex((p) => p.phase === "ready") + 1)
+        .map((p) => p.phase);
+      expect(afterReady.at(-1)).toBe("handed-over");
+      expect(afterReady.every((p) => p === "handing-over" || p === "handed-over")).toBe(true);
+      const order = recA.messages.map((m) => `${m.type}:${m.build}`);
+      expect(order).toEqual([
+        `owner-ready:${OLD}`,
+        `handover-request:${NEW}`,
+        `handover-released:${OLD}`,
+        `owner-ready:${NEW}`,
+      ]);
+      const released = recA.messages[2]!.t;
+      expect(released).toBeLessThanOrEqual(recA.messages[3]!.t);
+      expect(released).toBeLessThanOrEqual(readyB[0]![0]);
+
+      // The old build again, in a fresh tab: it waits; B stays the owner and keeps working.
+      await tabA.close();
+      const tabA2 = await openApp(appUrl(`${skew.url}a/`, { store }), "A(old) again", "waiting-for-lock");
+      await until(
+        "A's handover request reached B",
+        () => recording(tabB),
+        (r) => r.messages.some((m) => m.type === "handover-request" && m.build === OLD),
+      );
+      const next = await startTicker(tabB, 10, 30);
+      const nextDone = await tickerAt(tabB, next, "completed under B", (t) => t.status === "completed");
+      expect(nextDone.trail).toEqual(range(10));
+      expect((await stats(tabB)).build).toBe(NEW);
+      const [recA2, recB2] = [await recording(tabA2), await recording(tabB)];
+      expect(recA2.phases.map((p) => p.phase)).not.toContain("ready");
+      expect(recB2.phases.at(-1)?.phase).toBe("ready");
+      expect(readyIntervals(recB2, end)).toHaveLength(1);
+      expect(recB2.messages.map((m) => `${m.type}:${m.build}`)).not.toContain(`handover-released:${NEW}`);
+      await waitPhase(tabA2, "waiting-for-lock");
+    });
+  });
+
+  test("7. dedicated-worker fallback (opfs): reload mid-run; a second tab says the app is open elsewhere", async () => {
+    const { url } = await reloadMidRun({ engine: "dedicated" }, ({ status, mode }) => {
+      expect(status).toMatchObject({ phase: "ready", storeKind: "opfs", jspi: false });
+      expect(mode).toBe("dedicated");
+    });
+    const second = await openApp(url, "second", "waiting-for-lock");
+    await second.locator('[data-testid="elsewhere"]').waitFor();
+    expect((await clientState(second)).mode).toBe("elsewhere");
+  });
+
+  test("8. the Asyncify idb build: reload mid-run, trail exactly [1..40]", async () => {
+    await reloadMidRun({ build: "asyncify" }, ({ status, mode }) => {
+      expect(status).toMatchObject({ phase: "ready", storeKind: "idb", jspi: false });
+      expect(mode).toBe("shared");
+    });
+  });
+
+  test("9a. a damaged store shows the reason and advice, never a blank page or a hang", async () => {
+    const store = uniqueStore("corrupt");
+    const first = await openApp(appUrl(server.url, { store: uniqueStore("other") }), "other");
+    // Lay out IndexedDB as IDBBatchAtomicVFS does, with garbage where the database file's first page is.
+    await first.evaluate(async (store) => {
+      const db = await new Promise<IDBDatabase>((resolve, reject) => {
+        const request = indexedDB.open(store, 6);
+        request.onupgradeneeded = () => {
+          request.result.createObjectStore("blocks", { keyPath: ["path", "offset", "version"] });
+          request.result.createObjectStore("metadata", { keyPath: "name" });
+        };
+        request.onsuccess = () => resolve(request.result);
+        request.onerror = () => reject(request.error);
+      });
+      const path = `/${store}.db`;
+      const tx = db.transaction(["blocks", "metadata"], "readwrite");
+      tx.objectStore("metadata").put({ name: path, fileSize: 8192, version: 0 });
+      tx.objectStore("blocks").put({ path, offset: 0, version: 0, data: new Uint8Array(8192).fill(0x5a) });
+      await new Promise((resolve, reject) => {
+        tx.oncomplete = resolve;
+        tx.onerror = () => reject(tx.error);
+      });
+      db.close();
+    }, store);
+    const page = await openApp(appUrl(server.url, { store }), "corrupt", "failed");
+    const error = page.locator('[data-testid="engine-error"]');
+    await error.waitFor();
+    expect(await error.textContent()).toMatch(/could not be opened \(corrupt\)/);
+    expect(await error.textContent()).toMatch(/reset the store/);
+    expect(await page.locator('[data-testid="engine-status"]').textContent()).toMatch(/damaged/);
+  });
+
+  test("9b. a store that cannot be written (storage quota used up) says so, with advice", async () => {
+    const probe = record(await b.newPage(), "quota");
+    const cdp = await b.context.newCDPSession(probe);
+    // A quota of 1 KB for the app's origin: the first write of a new store fails.
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin: new URL(server.url).origin, quotaSize: 1024 });
+    await probe.goto(appUrl(server.url, { store: uniqueStore("quota") }));
+    await waitPhase(probe, "failed");
+    const error = probe.locator('[data-testid="engine-error"]');
+    await error.waitFor();
+    expect(await error.textContent()).toMatch(/could not be opened \(quota\)/);
+    expect(await error.textContent()).toMatch(/Free up disk space/);
+    expect(await probe.locator('[data-testid="engine-status"]').textContent()).toMatch(/storage is full/);
+    await cdp.detach();
+  });
+
+  test("9c. a protocol mismatch gives a clear failed state", async () => {
+    const page = await openApp(
+      appUrl(server.url, { store: uniqueStore("protocol"), protocol: "999" }),
+      "mismatch",
+      "failed",
+    );
+    const error = page.locator('[data-testid="engine-error"]');
+    await error.waitFor();
+    expect(await error.textContent()).toMatch(/\(unsupported\)/);
+    expect(await error.textContent()).toMatch(/Reload the page/);
+    expect(await page.locator('[data-testid="engine-status"]').textContent()).toMatch(/protocol 999/);
+  });
+});
