@@ -37,6 +37,19 @@ export interface CrashOptions {
   image?: MemoryImage;
 }
 
+/** The crash sweeps' modes: where the world stops, and whether commits share transactions. */
+export interface CrashMode {
+  name: string;
+  point: "after-commit" | "before-commit";
+  groupCommit: boolean;
+}
+
+export const CRASH_MODES: readonly CrashMode[] = [
+  { name: "grouped, crash after COMMIT", point: "after-commit", groupCommit: true },
+  { name: "one commit per transaction, crash after COMMIT", point: "after-commit", groupCommit: false },
+  { name: "grouped, crash before COMMIT", point: "before-commit", groupCommit: true },
+];
+
 export async function crashingStore(options: CrashOptions | { afterCommit: number }): Promise<CrashingStore> {
   const o: CrashOptions = "afterCommit" in options ? { at: options.afterCommit } : options;
   const point = o.point ?? "after-commit";

@@ -20,7 +20,13 @@ import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { findChromium } from "../../scripts/chromium.mjs";
 import type { EngineStats, TickerStatus } from "../../worker/protocol.ts";
-import { type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "../e2e/browser.ts";
+import {
+  engine,
+  type LaunchedBrowser,
+  launchBrowser,
+  type StaticServer,
+  serveStatic,
+} from "../e2e/browser.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -47,19 +53,6 @@ function table(rows: string[][]): void {
   console.log(line(rows[0]!));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const row of rows.slice(1)) console.log(line(row));
-}
-
-/** Call `__engine.api.<method>(...args)` in the page. */
-function engine<T>(page: Page, method: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(
-    ({ method, args }) => {
-      const path = method.split(".");
-      let target = (globalThis as unknown as { __engine: { api: Record<string, unknown> } }).__engine.api;
-      for (const key of path.slice(0, -1)) target = target[key] as Record<string, unknown>;
-      return (target[path.at(-1)!] as (...a: unknown[]) => Promise<unknown>)(...args);
-    },
-    { method, args },
-  ) as Promise<T>;
 }
 
 async function waitReady(page: Page): Promise<void> {

@@ -406,3 +406,16 @@ export async function evaluateInSharedWorker<T = unknown>(
     cdp.close();
   }
 }
+
+/** Call `__engine.api.<method>(...args)` in an app page opened with `?debug=1` (Comlink: every call is async). */
+export function engine<T>(page: Page, method: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(
+    ({ method, args }) => {
+      const path = method.split(".");
+      let target = (globalThis as unknown as { __engine: { api: Record<string, unknown> } }).__engine.api;
+      for (const key of path.slice(0, -1)) target = target[key] as Record<string, unknown>;
+      return (target[path.at(-1)!] as (...a: unknown[]) => Promise<unknown>)(...args);
+    },
+    { method, args },
+  ) as Promise<T>;
+}

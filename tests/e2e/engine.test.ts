@@ -15,6 +15,7 @@ import type { ConversationView } from "../../worker/core/observe.ts";
 import { applyFrame, type EngineStats, type TickerStatus, type WatchFrame } from "../../worker/protocol.ts";
 import {
   appDir,
+  engine,
   killAndRelaunch,
   type LaunchedBrowser,
   launchBrowser,
@@ -79,19 +80,6 @@ async function openApp(url: string, label = "tab", phase = "ready", browser = b)
   await page.goto(url);
   await waitPhase(page, phase);
   return page;
-}
-
-/** Call `__engine.api.<method>(...args)` in the page (Comlink: every call is async). */
-function engine<T>(page: Page, method: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(
-    ({ method, args }) => {
-      const path = method.split(".");
-      let target = (globalThis as unknown as { __engine: { api: Record<string, unknown> } }).__engine.api;
-      for (const key of path.slice(0, -1)) target = target[key] as Record<string, unknown>;
-      return (target[path.at(-1)!] as (...a: unknown[]) => Promise<unknown>)(...args);
-    },
-    { method, args },
-  ) as Promise<T>;
 }
 
 const startTicker = (page: Page, phases: number, delayMs: number, conversationId?: number) =>

@@ -16,6 +16,8 @@ import {
   type Settlement,
 } from "../../worker/index.ts";
 import {
+  CRASH_MODES,
+  type CrashMode,
   crashingStore,
   type FauxAgentModel,
   fauxAgentModel,
@@ -23,17 +25,8 @@ import {
   keyedEffectTool,
 } from "../../worker/testing.ts";
 
-interface Mode {
-  name: string;
-  point: "after-commit" | "before-commit";
-  groupCommit: boolean;
-}
-
-const modes: Mode[] = [
-  { name: "grouped, crash after COMMIT", point: "after-commit", groupCommit: true },
-  { name: "one commit per transaction, crash after COMMIT", point: "after-commit", groupCommit: false },
-  { name: "grouped, crash before COMMIT", point: "before-commit", groupCommit: true },
-];
+const modes = CRASH_MODES;
+type Mode = CrashMode;
 
 const INPUT = { type: "input", content: "do both", requestId: "client-request-1" } as const;
 

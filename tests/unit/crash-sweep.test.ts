@@ -12,7 +12,13 @@ import {
   type TaskId,
   type TaskRecord,
 } from "../../worker/index.ts";
-import { crashingStore, FakeMailer, FakePayments } from "../../worker/testing.ts";
+import {
+  CRASH_MODES,
+  type CrashMode,
+  crashingStore,
+  FakeMailer,
+  FakePayments,
+} from "../../worker/testing.ts";
 import { checkoutTask, sendEmailTask } from "./fixtures/payments.ts";
 
 interface Scenario<S> {
@@ -165,17 +171,8 @@ const chainScenario: Scenario<null> = {
   check: () => undefined,
 };
 
-interface Mode {
-  name: string;
-  point: "after-commit" | "before-commit";
-  groupCommit: boolean;
-}
-
-const modes: Mode[] = [
-  { name: "grouped, crash after COMMIT", point: "after-commit", groupCommit: true },
-  { name: "one commit per transaction, crash after COMMIT", point: "after-commit", groupCommit: false },
-  { name: "grouped, crash before COMMIT", point: "before-commit", groupCommit: true },
-];
+const modes = CRASH_MODES;
+type Mode = CrashMode;
 
 async function runOnce<S>(scenario: Scenario<S>, crashAt: number, mode: Mode) {
   const services = scenario.services();
