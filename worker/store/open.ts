@@ -36,8 +36,6 @@ export interface MemoryStore extends SqliteLine {
   image(): MemoryImage;
 }
 
-type MemoryFile = { pathname: string; flags: number; size: number; data: ArrayBuffer };
-type MemoryVfs = { name: string; mapNameToFile: Map<string, MemoryFile>; close(): void };
 
 let compiledSync: Promise<WebAssembly.Module> | undefined;
 
@@ -78,11 +76,9 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     },
   });
   const sqlite3 = SQLiteAPI.Factory(module);
-  const { MemoryVFS } = (await import("@journeyapps/wa-sqlite/src/examples/MemoryVFS.js")) as unknown as {
-    MemoryVFS: { create(name: string, module: unknown): Promise<MemoryVfs> };
-  };
+  const { FastMemoryVFS } = await import("./memory-vfs.ts");
   const vfsName = `mem${++counter}`;
-  const vfs = await MemoryVFS.create(vfsName, module);
+  const vfs = await FastMemoryVFS.create(vfsName, module);
   for (const { path, bytes } of options.image ?? []) {
     const data = new ArrayBuffer(bytes.byteLength);
     new Uint8Array(data).set(bytes);
@@ -100,7 +96,7 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     name,
     options.targetVersion,
     () => vfs.close(),
-    "PRAGMA journal_mode = PERSIST;",
+    "PRAGMA journal_mode = PERSIST; PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;",
     {
       ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
     },
