@@ -36,7 +36,6 @@ export interface MemoryStore extends SqliteLine {
   image(): MemoryImage;
 }
 
-
 let compiledSync: Promise<WebAssembly.Module> | undefined;
 
 async function nodeWasmBytes(): Promise<Uint8Array> {
