@@ -47,6 +47,25 @@ describe("group commit", () => {
     await store.close();
   });
 
+  test("the first callback of a group (no savepoint) throwing after writing loses only its own rows", async () => {
+    const store = await memoryStore();
+    await store.commit(insert("before"));
+    const before = store.stats.transactions;
+    // Queued in one tick: the first opens the transaction bare, the rest would join it.
+    const results = await Promise.allSettled([
+      store.commit(async (sql) => {
+        await insert("first")(sql);
+        throw new Error("first fails after writing");
+      }),
+      store.commit(insert("second")),
+      store.commit(insert("third")),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "fulfilled"]);
+    expect(await keys(store)).toEqual(["before", "second", "third"]);
+    expect(store.stats.transactions - before).toBe(1);
+    await store.close();
+  });
+
   test("a commit's promise resolves only after COMMIT returned", async () => {
     const store = await memoryStore();
     const seen: Array<{ point: FaultPoint; delivered: boolean }> = [];
