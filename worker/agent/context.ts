@@ -65,8 +65,8 @@ export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
     if (m.role === "toolResult") continue; // placed with its call, or dropped as an orphan
     messages.push(m);
     if (m.role !== "assistant") continue;
-    let next = flat.findIndex((x, j) => j > i && x.role === "assistant");
-    if (next < 0) next = flat.length;
+    let next = i + 1;
+    while (next < flat.length && flat[next]!.role !== "assistant") next++;
     for (const call of (m as AssistantMessage).content) {
       if (call.type !== "toolCall") continue;
       let found: ToolResultMessage | undefined;
