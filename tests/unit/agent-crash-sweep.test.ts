@@ -5,7 +5,8 @@
  * engine opens exactly what was committed and the client submits the input again with the same
  * requestId. Every run must end with the uncrashed transcript (a crash inside the unsafe call gives
  * its `interrupted` result instead), one answer per request, the safe effect applied once, and every
- * task terminal.
+ * task terminal. Both intent paths are swept: with no `beforeTool` hook the answer's commit records
+ * the intent; with one, the tool task commits its intent itself.
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
@@ -124,7 +125,10 @@ async function observe(h: AgentHarness, settled: Settlement): Promise<Observed> 
   };
 }
 
-/** The tool calls the crash left between intent and result (read from a copy of the committed image). */
+/**
+ * The tool calls the crash left started but without a result (read from a copy of the committed
+ * image): in `execute` and reserved. One stored `pending` in `execute` was never started.
+ */
 async function callsInExecute(
   copy: Awaited<ReturnType<Awaited<ReturnType<typeof crashingStore>>["recover"]>>,
 ) {
@@ -133,7 +137,7 @@ async function callsInExecute(
   return rows.flatMap((row) => {
     const input = JSON.parse(String(row["input"])) as { callId?: string };
     const state = JSON.parse(String(row["state"])) as { status: string; checkpoint?: { phase: string } };
-    return state.status !== "terminal" && state.checkpoint?.phase === "execute" ? [input.callId] : [];
+    return state.status === "running" && state.checkpoint?.phase === "execute" ? [input.callId] : [];
   });
 }
 
@@ -147,7 +151,9 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
-async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode) {
+type IntentPath = "with the answer" | "by the tool task";
+
+async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode, path: IntentPath) {
   const safe = new KeyedEffects();
   const unsafe = new KeyedEffects();
   const options: AgentHarnessOptions = {
@@ -157,6 +163,8 @@ async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode) {
       keyedEffectTool(safe, { name: "stamp", replay: "safe" }),
       keyedEffectTool(unsafe, { name: "launch", replay: "unsafe" }),
     ],
+    // A hook that changes nothing still sits between the answer and the intent.
+    ...(path === "by the tool task" ? { hooks: { beforeTool: [() => undefined] } } : {}),
   };
   const cs = await crashingStore({ at: crashAt, point: mode.point, groupCommit: mode.groupCommit });
   const CRASH = Symbol("crash");
@@ -207,68 +215,70 @@ async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode) {
 const covered: string[] = [];
 
 describe("agent crash sweep", () => {
-  for (const mode of modes) {
-    test(`input -> safe + unsafe tool round -> answer (${mode.name})`, async () => {
-      const faux = fauxAgentModel((req) => respond(req));
-      try {
-        const baseline = await runOnce(faux, Number.POSITIVE_INFINITY, mode);
-        const expected = baseline.observed;
-        expect(expected.settled).toEqual({ status: "done", answer: expected.entries.length - 1, entry: 0 });
-        expect(expected.answers).toBe(2);
-        expect(
-          expected.entries.some((e) => isLaunchResult(e) && !(message(e) as { isError: boolean }).isError),
-        ).toBe(true);
-        expect(baseline.safe.applied).toHaveLength(1);
-        const K = baseline.transactions;
-        let crashes = 0;
-        let interruptions = 0;
-        let replays = 0;
-        for (let k = 1; k <= K; k++) {
-          const run = await runOnce(faux, k, mode);
-          const at = `crash at ${mode.point} of transaction ${k}`;
-          const got = run.observed;
-          if (run.interrupted) {
-            interruptions++;
-            const result = got.entries.find(isLaunchResult)!;
-            expect(message(result), at).toMatchObject({
-              role: "toolResult",
-              toolName: "launch",
-              isError: true,
-            });
-            expect(
-              (result.data as { diagnostics: Array<{ code: string }> }).diagnostics.map((d) => d.code),
-              at,
-            ).toEqual(["interrupted"]);
-            const without = (o: Observed) => o.entries.filter((e) => !isLaunchResult(e)).map(comparable);
-            expect(without(got), at).toEqual(without(expected));
-            expect(got.entries.findIndex(isLaunchResult), at).toBe(
-              expected.entries.findIndex(isLaunchResult),
-            );
-          } else {
-            expect(got.transcript, at).toEqual(expected.transcript);
-          }
-          expect(got.settled, at).toEqual(expected.settled);
-          expect(got.answers, at).toBe(expected.answers);
-          // The safe tool's keyed effect: applied, once, under one key.
+  const paths: IntentPath[] = ["with the answer", "by the tool task"];
+  for (const path of paths)
+    for (const mode of modes) {
+      test(`input -> safe + unsafe tool round -> answer (${mode.name}, intent ${path})`, async () => {
+        const faux = fauxAgentModel((req) => respond(req));
+        try {
+          const baseline = await runOnce(faux, Number.POSITIVE_INFINITY, mode, path);
+          const expected = baseline.observed;
+          expect(expected.settled).toEqual({ status: "done", answer: expected.entries.length - 1, entry: 0 });
+          expect(expected.answers).toBe(2);
           expect(
-            run.safe.applied.map((a) => a.key),
-            at,
-          ).toEqual(["stamp:call-stamp"]);
-          expect([...run.safe.keysPerRef().values()], at).toEqual([1]);
-          // The unsafe tool is never run a second time.
-          expect(run.unsafe.calls, at).toBeLessThanOrEqual(1);
-          if (run.crashed) crashes++;
-          if (run.replayed) replays++;
+            expected.entries.some((e) => isLaunchResult(e) && !(message(e) as { isError: boolean }).isError),
+          ).toBe(true);
+          expect(baseline.safe.applied).toHaveLength(1);
+          const K = baseline.transactions;
+          let crashes = 0;
+          let interruptions = 0;
+          let replays = 0;
+          for (let k = 1; k <= K; k++) {
+            const run = await runOnce(faux, k, mode, path);
+            const at = `crash at ${mode.point} of transaction ${k}`;
+            const got = run.observed;
+            if (run.interrupted) {
+              interruptions++;
+              const result = got.entries.find(isLaunchResult)!;
+              expect(message(result), at).toMatchObject({
+                role: "toolResult",
+                toolName: "launch",
+                isError: true,
+              });
+              expect(
+                (result.data as { diagnostics: Array<{ code: string }> }).diagnostics.map((d) => d.code),
+                at,
+              ).toEqual(["interrupted"]);
+              const without = (o: Observed) => o.entries.filter((e) => !isLaunchResult(e)).map(comparable);
+              expect(without(got), at).toEqual(without(expected));
+              expect(got.entries.findIndex(isLaunchResult), at).toBe(
+                expected.entries.findIndex(isLaunchResult),
+              );
+            } else {
+              expect(got.transcript, at).toEqual(expected.transcript);
+            }
+            expect(got.settled, at).toEqual(expected.settled);
+            expect(got.answers, at).toBe(expected.answers);
+            // The safe tool's keyed effect: applied, once, under one key.
+            expect(
+              run.safe.applied.map((a) => a.key),
+              at,
+            ).toEqual(["stamp:call-stamp"]);
+            expect([...run.safe.keysPerRef().values()], at).toEqual([1]);
+            // The unsafe tool is never run a second time.
+            expect(run.unsafe.calls, at).toBeLessThanOrEqual(1);
+            if (run.crashed) crashes++;
+            if (run.replayed) replays++;
+          }
+          expect(crashes).toBeGreaterThan(0);
+          covered.push(
+            `${mode.name}, intent ${path}: ${crashes} crash points of ${K} transactions (${interruptions} inside the unsafe call, ${replays} inside the safe one)`,
+          );
+        } finally {
+          faux.unregister();
         }
-        expect(crashes).toBeGreaterThan(0);
-        covered.push(
-          `${mode.name}: ${crashes} crash points of ${K} transactions (${interruptions} inside the unsafe call, ${replays} inside the safe one)`,
-        );
-      } finally {
-        faux.unregister();
-      }
-    });
-  }
+      });
+    }
 });
 
 afterAll(() => {

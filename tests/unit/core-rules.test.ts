@@ -883,3 +883,69 @@ describe("NotJson", () => {
     await h.close();
   });
 });
+
+describe("starting checkpoint and resumed phases", () => {
+  type TwoPhases = { phase: "one" } | { phase: "two" };
+  const seen: string[] = [];
+  const twoPhases = defineTask<null, TwoPhases, Json>({
+    name: "two-phases",
+    version: 1,
+    initial: () => ({ phase: "one" }),
+    phases: {
+      one: async (_t, runtime) => {
+        seen.push(`one resumed=${runtime.resumed}`);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+      },
+      two: async (_t, runtime) => {
+        seen.push(`two resumed=${runtime.resumed}`);
+        await runtime.commit(() => complete("two"));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+
+  test("createTask({ start }) begins at that phase; a phase the definition lacks is an InvalidTransition", async () => {
+    seen.length = 0;
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [twoPhases] });
+    const id = await h.createTask(twoPhases, null, { start: { phase: "two" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["two resumed=false"]);
+    const before = store.stats.commits;
+    await expect(
+      h.createTask(twoPhases, null, { start: { phase: "three" } as unknown as TwoPhases }),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+    expect(store.stats.commits).toBe(before);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a phase cut off mid-run is resumed under the next engine; its next phase is not", async () => {
+    seen.length = 0;
+    const gate = deferred();
+    const stuck = defineTask<null, TwoPhases, Json>({
+      ...twoPhases,
+      phases: {
+        ...twoPhases.phases,
+        one: async (_t, runtime, signal) => {
+          seen.push(`one resumed=${runtime.resumed}`);
+          gate.resolve();
+          await untilAborted(signal);
+        },
+      },
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [stuck] });
+    const id = await first.createTask(stuck, null);
+    await gate.promise;
+    // The image is taken while phase one runs: the crash leaves it running in storage.
+    const image = await memoryStore(store.image());
+    await first.close();
+    const second = await Harness.open(image, { tasks: [twoPhases] });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["one resumed=false", "one resumed=true", "two resumed=false"]);
+    await engineStillRuns(second);
+    await second.close();
+  });
+});

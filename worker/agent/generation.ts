@@ -37,7 +37,7 @@ import {
 } from "./services.ts";
 import { ThrottledWriter } from "./throttle.ts";
 import { toPiTool } from "./tool.ts";
-import { type ToolTaskResult, toolResultEntry } from "./tool-task.ts";
+import { intentAtCreation, type ToolTaskResult, toolResultEntry } from "./tool-task.ts";
 
 export type GenerationCheckpoint =
   | { phase: "prepare"; attempt: number }
@@ -303,11 +303,19 @@ export function createGenerationTask(
                 slots.push({ callId: call.id, name: call.name, status: "done", entry: result.id });
                 continue;
               }
+              // With no hook between the answer and the intent, this commit records the intent too.
+              const intent = intentAtCreation(services, tx, c, call);
               const id = tx.createTask(toolTask(), { assistant: entry.id, callId: call.id } as never, {
                 ownership: { kind: "task", taskId: task.id },
+                ...(intent ? { start: intent as never } : {}),
               });
               ids.push(id);
-              slots.push({ callId: call.id, name: call.name, taskId: id, status: "pending" });
+              slots.push({
+                callId: call.id,
+                name: call.name,
+                taskId: id,
+                status: intent ? "running" : "pending",
+              });
             }
             const { generation: _g, ...state } = live(tx, c);
             writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });

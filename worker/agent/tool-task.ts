@@ -1,13 +1,17 @@
 /**
  * `pi.tool`: one tool call as a durable task. `call` resolves and validates the call, runs
  * `beforeTool` (block or rewrite) and validates again, commits intent (the final arguments and the
- * replay policy), executes, runs `afterTool` and commits the result. `execute` is reached only by
- * recovery: a call that is `safe` both as stored and as registered now runs again with the stored
- * arguments; anything else records an `interrupted` error result built from the durable partial
- * output. Nested calls (`api.executeTool`) are tasks owned by the caller, keyed by position.
+ * replay policy), executes, runs `afterTool` and commits the result. With no `beforeTool` hook there
+ * is nothing between the answer and the intent, so the generation records the intent in the commit
+ * that appends the answer (`intentAtCreation`) and the task starts in `execute`. `execute` resumed
+ * after an interruption (`runtime.resumed`) is recovery: a call that is `safe` both as stored and as
+ * registered now runs again with the stored arguments; anything else records an `interrupted` error
+ * result built from the durable partial output. Nested calls (`api.executeTool`) are tasks owned by
+ * the caller, keyed by position.
  */
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
+import { assertJson } from "../core/persist.ts";
 import type {
   ConversationId,
   EntryId,
@@ -24,6 +28,7 @@ import {
   type LiveState,
   live,
   modelMessages,
+  readDoc,
   type ToolDiagnostic,
   type ToolSlot,
   writeDoc,
@@ -154,6 +159,43 @@ function boundResult(result: ToolResult): { result: ToolResult; diagnostics: Too
   return { result: { ...result, content }, diagnostics };
 }
 
+function resolveToolFor(services: AgentServices, agent: AgentState, name: string): ToolDefinition {
+  const tool = services.tools().get(name);
+  if (!tool || (agent.tools && !agent.tools.includes(name)))
+    throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
+  return tool;
+}
+
+function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
+  try {
+    return validateToolArguments(toPiTool(tool), { ...call, arguments: args as Record<string, unknown> });
+  } catch (error) {
+    throw new ToolCallFailed("invalid_arguments", error instanceof Error ? error.message : String(error));
+  }
+}
+
+/**
+ * The `execute` checkpoint a call can start at, decided inside the commit that appends its answer:
+ * only when no `beforeTool` hook could block or rewrite it and its arguments validate. Otherwise
+ * undefined, and the task starts in `call` (which also writes the error results).
+ */
+export function intentAtCreation(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  call: ToolCall,
+): Extract<ToolTaskCheckpoint, { phase: "execute" }> | undefined {
+  if ((services.hooks().beforeTool ?? []).length > 0) return undefined;
+  try {
+    const tool = resolveToolFor(services, readDoc<AgentState>(tx, c, DOC.agent, {}), call.name);
+    const args = validate(tool, call, call.arguments);
+    assertJson(args);
+    return { phase: "execute", arguments: args as Json, replay: replayPolicyOf(tool) };
+  } catch {
+    return undefined;
+  }
+}
+
 export function createToolTask(services: AgentServices) {
   const definition: TaskDefinition<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult> = defineTask<
     ToolTaskInput,
@@ -193,7 +235,6 @@ export function createToolTask(services: AgentServices) {
         await execute(runtime, task, tool, call!, args, signal);
       },
 
-      // Reached only by recovery: the intent committed, the result did not.
       execute: async (task, runtime, signal) => {
         const cp = task.state.checkpoint;
         const call = await readCall(task);
@@ -203,6 +244,17 @@ export function createToolTask(services: AgentServices) {
         } catch {
           tool = undefined;
         }
+        if (!runtime.resumed) {
+          // The intent was committed with the answer and nothing ran yet: execute it now.
+          if (!call || !tool) {
+            const message = call ? `tool ${call.name} is not available` : "the tool call was not found";
+            await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "tool_unavailable", message);
+            return;
+          }
+          await execute(runtime, task, tool, call, cp.arguments, signal);
+          return;
+        }
+        // Recovery: the intent committed, the result did not.
         if (call && tool && cp.replay === "safe" && replayPolicyOf(tool) === "safe") {
           await runtime.commit((tx) => {
             updateSlot(
@@ -266,20 +318,9 @@ export function createToolTask(services: AgentServices) {
   }
 
   function resolveTool(task: ToolTaskRecord, name: string): ToolDefinition {
-    const tool = services.tools().get(name);
     const agent =
       (services.session.records.getDoc(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
-    if (!tool || (agent.tools && !agent.tools.includes(name)))
-      throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
-    return tool;
-  }
-
-  function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
-    try {
-      return validateToolArguments(toPiTool(tool), { ...call, arguments: args as Record<string, unknown> });
-    } catch (error) {
-      throw new ToolCallFailed("invalid_arguments", error instanceof Error ? error.message : String(error));
-    }
+    return resolveToolFor(services, agent, name);
   }
 
   function partialOutput(task: ToolTaskRecord): string | undefined {

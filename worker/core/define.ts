@@ -21,7 +21,12 @@ import type {
   TaskRecord,
 } from "./types.ts";
 
-export interface CreateTaskOptions {
+export interface CreateTaskOptions<S extends Checkpoint = Checkpoint> {
+  /**
+   * Start at this checkpoint instead of `initial(input)`: for a creator that already did the first
+   * phase's work in the creating commit. Its phase must be one of the definition's.
+   */
+  start?: S;
   /** Default: the calling task inside a runtime commit, the conversation elsewhere. */
   ownership?: TaskOwnership;
   /** Default: the owner task's conversation, else the root conversation. */
@@ -37,7 +42,7 @@ export interface Tx {
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
     input: NoInfer<I>,
-    options?: CreateTaskOptions,
+    options?: CreateTaskOptions<NoInfer<S>>,
   ): TaskId;
   getTask(id: TaskId): TaskRecord | undefined;
   /** The newest entry id so far (entry ids are global and increasing), including this commit's. */
@@ -65,6 +70,11 @@ export interface TaskRuntime<
   readonly conversationId: ConversationId;
   /** Aborted when the invocation ends for any reason (abort mark, close, crash). */
   readonly signal: AbortSignal;
+  /**
+   * True when this checkpoint's phase already started under an earlier engine that stopped before
+   * the phase's next commit (crash, close, handover): whatever it began may have happened.
+   */
+  readonly resumed: boolean;
   readonly hooks: H | undefined;
   /** Write the next state atomically with whatever the callback creates. */
   commit(

@@ -110,6 +110,7 @@ export class Harness {
     const running = [...this.session.records.live].filter(
       (id) => this.session.records.tasks.get(id)?.state.status === "running",
     );
+    for (const id of running) this.session.records.interrupted.add(id);
     if (running.length > 0) {
       await this.session.commit((_tx, overlay) => {
         for (const id of running) {
@@ -141,7 +142,7 @@ export class Harness {
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
     input: NoInfer<I>,
-    options?: CreateTaskOptions,
+    options?: CreateTaskOptions<NoInfer<S>>,
     signal?: AbortSignal,
   ): Promise<TaskId> {
     return this.transaction((tx) => tx.createTask(definition, input, options), signal);

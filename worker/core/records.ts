@@ -41,6 +41,8 @@ export class Records {
   readonly requests = new Map<string, SubmissionId>();
   /** Diagnostics of stored rows that could not be read. */
   readonly corrupt = new Map<TaskId, string>();
+  /** Tasks found running at open: their phase started under an engine that stopped mid-phase. */
+  readonly interrupted = new Set<TaskId>();
   nextTaskId = 1;
   nextEntryId = 1;
   nextConversationId = 1;

@@ -42,6 +42,7 @@ export class Invocation {
     this.#resolveDone = r;
   });
   readonly runtime: TaskRuntime;
+  #resumed: boolean;
 
   constructor(
     readonly scheduler: Scheduler,
@@ -49,11 +50,17 @@ export class Invocation {
     readonly mode: InvocationMode,
     readonly definition: AnyTaskDefinition,
   ) {
+    this.#resumed = mode === "run" && scheduler.session.records.interrupted.has(taskId);
     this.runtime = new Runtime(this);
   }
 
   get signal(): AbortSignal {
     return this.#controller.signal;
+  }
+
+  /** See TaskRuntime.resumed: only the invocation's first phase can be one cut off earlier. */
+  get resumed(): boolean {
+    return this.#resumed;
   }
 
   get ended(): boolean {
@@ -107,6 +114,7 @@ export class Invocation {
       if (this.scheduler.stopping) return;
       if (task.abortRequested) return; // the scheduler starts the abort invocation once owned work drained
       if (!first) {
+        this.#resumed = false;
         if (failure) return this.#fault(failure.error);
         if (!this.#progressed)
           return this.#fault(new Error(`phase ${phase} returned without committing a new checkpoint`));
@@ -180,6 +188,10 @@ class Runtime implements TaskRuntime {
 
   get signal(): AbortSignal {
     return this.invocation.signal;
+  }
+
+  get resumed(): boolean {
+    return this.invocation.resumed;
   }
 
   get hooks(): object | undefined {

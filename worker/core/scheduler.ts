@@ -252,7 +252,11 @@ export class Scheduler {
       plan.writes = true;
       const invocation = new Invocation(this, id, mode, resolution.definition);
       plan.starts.push(invocation);
-      if (!dry) this.active.set(id, invocation);
+      if (!dry) {
+        this.active.set(id, invocation);
+        // Started again: a later invocation of this checkpoint is not the interrupted one.
+        this.session.records.interrupted.delete(id);
+      }
     }
     return plan;
   }

@@ -424,7 +424,11 @@ export class TxImpl implements Tx {
           : ROOT_CONVERSATION_ID;
     }
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
-    const checkpoint = definition.initial(input);
+    const checkpoint = options.start ?? definition.initial(input);
+    if (!checkpoint || typeof checkpoint.phase !== "string" || !(checkpoint.phase in definition.phases))
+      throw new InvalidTransition(
+        `task ${definition.name} has no phase ${String((checkpoint as { phase?: unknown } | undefined)?.phase)}`,
+      );
     assertJson(input);
     assertJson(checkpoint);
     this.session.onDefinition(definition);
