@@ -107,6 +107,35 @@ describe("group commit", () => {
 });
 
 describe("cached statements", () => {
+  test("values round-trip through bound parameters and result columns", async () => {
+    const store = await memoryStore();
+    await store.commit((sql) => sql.run("CREATE TABLE v (id INTEGER PRIMARY KEY, x)"));
+    const long = `{"text":"${"ü€😀 ".repeat(3000)}"}`;
+    const values = [
+      0,
+      -7,
+      2_147_483_648,
+      1_795_992_501_945,
+      Number.MAX_SAFE_INTEGER,
+      0.5,
+      -1e-9,
+      "",
+      "plain",
+      "ü€😀 and a NUL-free tail",
+      long,
+      null,
+      new Uint8Array([0, 1, 2, 255]),
+    ];
+    await store.commit(async (sql) => {
+      for (const [i, x] of values.entries()) await sql.run("INSERT INTO v (id, x) VALUES (?, ?)", [i, x]);
+      await sql.run("INSERT INTO v (id, x) VALUES (?, ?)", [values.length, 12n]);
+    });
+    const rows = await store.read((sql) => sql.all("SELECT id, x FROM v ORDER BY id"));
+    expect(rows.map((r) => r["x"])).toEqual([...values, 12]);
+    expect(rows.map((r) => r["id"])).toEqual([...values.keys(), values.length]);
+    await store.close();
+  });
+
   test("a statement that failed runs again in a later commit (with and without parameters)", async () => {
     const store = await memoryStore();
     const plain = "INSERT INTO meta (key, value) VALUES ('same', 'x')";

@@ -8,6 +8,7 @@ import * as SQLiteAPI from "@journeyapps/wa-sqlite";
 
 type Api = SQLiteAPI;
 
+import { DirectStatements, isSyncModule } from "./direct.ts";
 import { SqliteLine } from "./line.ts";
 import { migrations } from "./schema.ts";
 import { StoreOpenError } from "./types.ts";
@@ -98,6 +99,8 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     "PRAGMA journal_mode = PERSIST; PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;",
     {
       ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
+      // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
+      ...(isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {}),
     },
   );
   const store = line as MemoryStore;
@@ -118,7 +121,7 @@ export async function finishOpen(
   targetVersion: number | undefined,
   onClose: () => Promise<void> | void,
   pragmas = "",
-  lineOptions: { maxGroup?: number } = {},
+  lineOptions: { maxGroup?: number; direct?: DirectStatements } = {},
 ): Promise<SqliteLine> {
   const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose, ...lineOptions });
   try {
