@@ -4,8 +4,11 @@
  * on a memory store and through pi-agent-core's in-memory `Agent`, side by side in one run. Prints one
  * table; the bars are reported, never enforced (the process exits 0 unless it crashes).
  *
+ * Both sides do the same model work: the durable harness sends each conversation's provider session
+ * id (pi.provider), so the in-memory Agent gets one too (the faux provider's prompt cache runs on it).
+ *
  * Bars: at most 4 store transactions per tool round; durable wall time within 5x of in-memory.
- * Env: BENCH_ROUNDS (measured rounds, default 5), BENCH_WARMUP (default 2), BENCH_TOOL_ROUNDS
+ * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (default 5), BENCH_TOOL_ROUNDS
  * (default 50), BENCH_ONLY=durable|memory (one side alone, for a profiler).
  */
 import { Agent, type AgentTool } from "@mariozechner/pi-agent-core";
@@ -16,8 +19,8 @@ import { AgentHarness, defineTool } from "../../worker/index.ts";
 import { type FauxAgentModel, fauxAgentModel, memoryStore } from "../../worker/testing.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
-const ROUNDS = env("BENCH_ROUNDS", 5);
-const WARMUP = env("BENCH_WARMUP", 2);
+const ROUNDS = env("BENCH_ROUNDS", 9);
+const WARMUP = env("BENCH_WARMUP", 5);
 const TOOL_ROUNDS = env("BENCH_TOOL_ROUNDS", 50);
 const TX_PER_ROUND_BAR = 4;
 const RATIO_BAR = 5;
@@ -97,7 +100,10 @@ async function durable(faux: FauxAgentModel): Promise<Sample> {
 }
 
 async function inMemory(faux: FauxAgentModel): Promise<Sample> {
-  const agent = new Agent({ initialState: { systemPrompt: "", model: faux.model, tools: [memoryTool] } });
+  const agent = new Agent({
+    initialState: { systemPrompt: "", model: faux.model, tools: [memoryTool] },
+    sessionId: crypto.randomUUID(),
+  });
   return timed(async () => {
     await agent.prompt("go");
     await agent.waitForIdle();
