@@ -949,3 +949,32 @@ describe("starting checkpoint and resumed phases", () => {
     await second.close();
   });
 });
+
+describe("the invocation signal", () => {
+  test("a handler that reads runtime.signal only after an abort mark sees it aborted with AbortRequested", async () => {
+    const reached = deferred();
+    const release = deferred();
+    let seen: { aborted: boolean; reason: unknown } | undefined;
+    const late = single(
+      "late-signal",
+      // Two parameters: the signal argument is never made; runtime.signal is made on first use.
+      async (_t, runtime) => {
+        reached.resolve();
+        await release.promise;
+        seen = { aborted: runtime.signal.aborted, reason: runtime.signal.reason };
+        throw runtime.signal.reason;
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [late] });
+    const id = await h.createTask(late, null);
+    await reached.promise;
+    await h.abortTask(id);
+    await settle(); // the drain that derives the mark signals the invocation
+    release.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(seen?.aborted).toBe(true);
+    expect(seen?.reason).toBeInstanceOf(AbortRequested);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});

@@ -8,7 +8,15 @@
  */
 import type { AssistantMessage, AssistantMessageEvent, ToolCall } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../core/types.ts";
+import type {
+  ConversationId,
+  EntryId,
+  EntryRecord,
+  Json,
+  NextTaskState,
+  TaskId,
+  TaskRecord,
+} from "../core/types.ts";
 import { deriveContext } from "./context.ts";
 import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
 import {
@@ -367,43 +375,29 @@ export function createGenerationTask(
       },
 
       tools: async (task, runtime) => {
-        const c = task.conversationId;
-        const cp = task.state.checkpoint;
-        const results: ToolRoundResult[] = [];
-        const slots = committed<LiveState>(services, c, DOC.live, {}).tools ?? [];
-        for (const slot of slots) {
-          const record = slot.taskId !== undefined ? await runtime.getTask(slot.taskId) : undefined;
-          const outcome = record?.state.status === "terminal" ? record.state.outcome : undefined;
-          const result =
-            outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
-          const entryId = result?.entryId ?? slot.entry;
-          results.push({
-            callId: slot.callId,
-            name: slot.name,
-            ...(entryId !== undefined ? { entryId } : {}),
-            isError: outcome?.status !== "completed" || result?.isError === true,
-            terminate: result?.control?.terminate === true,
-          });
-        }
+        const slots = committed<LiveState>(services, task.conversationId, DOC.live, {}).tools ?? [];
+        const records = new Map<TaskId, TaskRecord | undefined>();
+        for (const slot of slots)
+          if (slot.taskId !== undefined) records.set(slot.taskId, await runtime.getTask(slot.taskId));
+        const results = roundResults(slots, (id) => records.get(id), true)!;
         await runHooks(services.hooks().afterTools, (h) =>
-          h(results, { conversationId: c, taskId: task.id }),
+          h(results, { conversationId: task.conversationId, taskId: task.id }),
         );
-        const terminate = results.length > 0 && results.every((r) => r.terminate);
-        await runtime.commit((tx) => {
-          const run = live(tx, c).run;
-          const { tools: _t, ...state } = live(tx, c);
-          writeDoc<LiveState>(tx, c, DOC.live, state);
-          if (run?.taskId === task.id) {
-            if (terminate) {
-              settleInputs(tx, run.inputs, { status: "done", answer: cp.assistant });
-              finalBoundary(tx, policy, c);
-            } else {
-              const steers = placeAtBoundary(tx, policy, c, "postTools");
-              handRunTo(tx, c, policy, [...run.inputs, ...steers]);
-            }
-          }
-          return { status: "terminal", outcome: { status: "completed", result: { entryId: cp.assistant } } };
-        });
+        await runtime.commit((tx) => finishToolRound(tx, task, results));
+      },
+    },
+
+    // Without afterTools hooks the round's end is pure bookkeeping: it lands in the commit of the
+    // last tool result (the scheduler runs it there), not in a transaction of its own.
+    wake: {
+      tools: (tx, task) => {
+        if ((services.hooks().afterTools ?? []).length > 0) return undefined;
+        const results = roundResults(
+          live(tx, task.conversationId).tools ?? [],
+          (id) => tx.getTask(id),
+          false,
+        );
+        return results && finishToolRound(tx, task, results);
       },
     },
 
@@ -421,6 +415,36 @@ export function createGenerationTask(
     },
   });
 
+  /**
+   * The tools phase's one commit: remove the round's slots, then end the run (every result asked to
+   * terminate) or place steering at the post-tools boundary and hand the run to the next generation.
+   */
+  function finishToolRound(
+    tx: Tx,
+    task: TaskRecord<Json, GenerationCheckpoint, GenerationResult>,
+    results: ToolRoundResult[],
+  ): NextTaskState<GenerationCheckpoint, GenerationResult> {
+    const c = task.conversationId;
+    const cp = (task.state as { checkpoint: GenerationCheckpoint }).checkpoint as Extract<
+      GenerationCheckpoint,
+      { phase: "tools" }
+    >;
+    const terminate = results.length > 0 && results.every((r) => r.terminate);
+    const run = live(tx, c).run;
+    const { tools: _t, ...state } = live(tx, c);
+    writeDoc<LiveState>(tx, c, DOC.live, state);
+    if (run?.taskId === task.id) {
+      if (terminate) {
+        settleInputs(tx, run.inputs, { status: "done", answer: cp.assistant });
+        finalBoundary(tx, policy, c);
+      } else {
+        const steers = placeAtBoundary(tx, policy, c, "postTools");
+        handRunTo(tx, c, policy, [...run.inputs, ...steers]);
+      }
+    }
+    return { status: "terminal", outcome: { status: "completed", result: { entryId: cp.assistant } } };
+  }
+
   /** The next generation takes over the run (same inputs, plus steers placed at this boundary). */
   function handRunTo(tx: Tx, c: ConversationId, p: InboxPolicy, inputs: number[]): void {
     const next = p.startGeneration(tx, c);
@@ -430,6 +454,34 @@ export function createGenerationTask(
   }
 
   return definition;
+}
+
+/**
+ * Each slot's result as the round's hooks see it, in call order. `getTask` gives a tool task's
+ * record; a missing one counts as failed when `missingIsFailure`, else the whole answer is undefined.
+ */
+function roundResults(
+  slots: readonly ToolSlot[],
+  getTask: (id: TaskId) => TaskRecord | undefined,
+  missingIsFailure: boolean,
+): ToolRoundResult[] | undefined {
+  const results: ToolRoundResult[] = [];
+  for (const slot of slots) {
+    const record = slot.taskId !== undefined ? getTask(slot.taskId) : undefined;
+    if (slot.taskId !== undefined && !record && !missingIsFailure) return undefined;
+    const outcome = record?.state.status === "terminal" ? record.state.outcome : undefined;
+    const result =
+      outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
+    const entryId = result?.entryId ?? slot.entry;
+    results.push({
+      callId: slot.callId,
+      name: slot.name,
+      ...(entryId !== undefined ? { entryId } : {}),
+      isError: outcome?.status !== "completed" || result?.isError === true,
+      terminate: result?.control?.terminate === true,
+    });
+  }
+  return results;
 }
 
 function clearPartial(tx: Tx, c: ConversationId): void {

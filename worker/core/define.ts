@@ -121,6 +121,19 @@ export interface TaskDefinition<
   readonly phases: { readonly [P in S["phase"]]: PhaseHandler<I, Extract<S, { phase: P }>, S, R, H> };
   /** Runs in a fresh invocation once owned work drained; must commit a terminal outcome. */
   abort(task: TaskRecord<I, S, R>, runtime: TaskRuntime<I, S, R, H>, signal: AbortSignal): Promise<void>;
+  /**
+   * Continuations for phases a task enters by waking from a wait. The scheduler runs one inside the
+   * commit that satisfied the wait (no invocation, no transaction of its own) and applies the state
+   * it returns. Synchronous and transaction-only: no effect outside `tx`. Returning undefined (before
+   * writing anything) runs the phase's handler as usual, e.g. when user hooks must run. A wake that
+   * throws is reported and that checkpoint's handler runs instead.
+   */
+  readonly wake?: {
+    readonly [P in S["phase"]]?: (
+      tx: Tx,
+      task: RunningTask<I, Extract<S, { phase: P }>, R>,
+    ) => NextTaskState<S, R> | undefined;
+  };
   /** Upgrade a stored task of an older version when it is reserved. */
   migrate?(input: Json, checkpoint: Json, fromVersion: number): { input: I; checkpoint: S };
   readonly hooks?: H;

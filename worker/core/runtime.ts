@@ -8,8 +8,8 @@
  */
 import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
-import { finish, validateWait } from "./ownership.ts";
 import type { Scheduler } from "./scheduler.ts";
+import { applyNextState } from "./transition.ts";
 import type {
   Checkpoint,
   Json,
@@ -33,7 +33,14 @@ export class AbortRequested extends HarnessError {
 const INVOCATION_ENDED = new CommitRefused("invocation_ended", "invocation ended");
 
 export class Invocation {
-  readonly #controller = new AbortController();
+  /**
+   * Created on first use: an AbortController costs more than a whole phase commit of a small task,
+   * and a handler that never looks at its signal (fewer than three parameters, no runtime.signal)
+   * does not need one. An abort before that is remembered and shows on the signal once made.
+   */
+  #controller: AbortController | undefined;
+  #abortReason: unknown;
+  #aborted = false;
   #ended = false;
   #progressed = false;
   #launched = false;
@@ -55,7 +62,18 @@ export class Invocation {
   }
 
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#abortReason);
+    }
     return this.#controller.signal;
+  }
+
+  #abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#abortReason = reason;
+    this.#controller?.abort(reason);
   }
 
   /** See TaskRuntime.resumed: only the invocation's first phase can be one cut off earlier. */
@@ -72,11 +90,11 @@ export class Invocation {
   }
 
   signalAbort(): void {
-    if (this.mode === "run" && !this.signal.aborted) this.#controller.abort(new AbortRequested(this.taskId));
+    if (this.mode === "run" && !this.#aborted) this.#abort(new AbortRequested(this.taskId));
   }
 
   stop(reason: Error): void {
-    if (!this.signal.aborted) this.#controller.abort(reason);
+    this.#abort(reason);
   }
 
   get launched(): boolean {
@@ -94,7 +112,7 @@ export class Invocation {
     const run = this.mode === "run" ? this.#runPhases() : this.#runAbort();
     void run.finally(() => {
       this.#ended = true;
-      if (!this.signal.aborted) this.#controller.abort(INVOCATION_ENDED);
+      this.#abort(INVOCATION_ENDED);
       this.scheduler.ended(this);
       this.#resolveDone();
     });
@@ -132,7 +150,8 @@ export class Invocation {
       if (typeof handler !== "function")
         return this.#fault(new Error(`${task.kind} has no handler for phase ${phase}`));
       try {
-        await handler(task, this.runtime, this.signal);
+        // A handler declaring fewer than three parameters cannot see the argument: skip making it.
+        await handler(task, this.runtime, handler.length >= 3 ? this.signal : (undefined as never));
       } catch (error) {
         failure = { error };
       }
@@ -144,7 +163,8 @@ export class Invocation {
     if (task?.state.status !== "running") return;
     let failure: { error: unknown } | undefined;
     try {
-      await this.definition.abort(task, this.runtime, this.signal);
+      const abort = this.definition.abort;
+      await abort(task, this.runtime, abort.length >= 3 ? this.signal : (undefined as never));
     } catch (error) {
       failure = { error };
     }
@@ -234,39 +254,9 @@ class Runtime implements TaskRuntime {
         this.#gate(current);
         const next = await change(tx, current);
         if (next === undefined) return overlay.task(this.taskId)!;
-        switch (next.status) {
-          case "running": {
-            const updated: TaskRecord = {
-              ...current,
-              state: { status: "running", checkpoint: next.checkpoint },
-            };
-            overlay.setTask(updated);
-            progressed = true;
-            return updated;
-          }
-          case "waiting": {
-            if (this.invocation.mode === "abort")
-              throw new InvalidTransition("an abort handler may not wait");
-            validateWait(overlay, current, next.on, next.policy);
-            const updated: TaskRecord = {
-              ...current,
-              state: {
-                status: "waiting",
-                checkpoint: next.checkpoint,
-                on: [...next.on],
-                policy: next.policy,
-              },
-            };
-            overlay.setTask(updated);
-            return updated;
-          }
-          case "terminal":
-            return finish(overlay, current, validOutcome(next.outcome), session.now());
-          default:
-            throw new InvalidTransition(
-              `a task may not commit status ${(next as { status: string }).status}`,
-            );
-        }
+        const applied = applyNextState(overlay, current, next, this.invocation.mode, session.now());
+        progressed = applied.progressed;
+        return applied.record;
       },
       { byTaskId: this.taskId },
     );
@@ -330,14 +320,4 @@ class Runtime implements TaskRuntime {
   report(error: unknown): void {
     this.invocation.scheduler.report(error);
   }
-}
-
-function validOutcome(outcome: TaskOutcome): TaskOutcome {
-  const kinds = ["completed", "failed", "aborted", "orphaned", "faulted"];
-  if (!outcome || !kinds.includes(outcome.status)) {
-    throw new InvalidTransition(
-      `unknown outcome ${JSON.stringify((outcome as { status?: unknown })?.status)}`,
-    );
-  }
-  return outcome;
 }

@@ -14,8 +14,17 @@ import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./error
 import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
 import { Overlay } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
-import type { Session } from "./session.ts";
-import type { BlockedReason, Json, TaskId, TaskRecord } from "./types.ts";
+import { type Session, TxImpl } from "./session.ts";
+import { applyNextState } from "./transition.ts";
+import type {
+  BlockedReason,
+  Checkpoint,
+  Json,
+  NextTaskState,
+  RunningTask,
+  TaskId,
+  TaskRecord,
+} from "./types.ts";
 
 export interface Blocked {
   readonly id: TaskId;
@@ -47,6 +56,9 @@ export class Scheduler {
    * above can clean up what the task owned (its run, its live slots). Must only write through `tx`.
    */
   outcomeHook: (tx: Tx, task: TaskRecord) => void = () => undefined;
+  /** Tasks whose wake continuation threw at their current checkpoint; the waking task meanwhile. */
+  #noWake = new Set<TaskId>();
+  #waking: TaskId | undefined;
   /** Migration failures reported once per (task, definition object). */
   #migrationReported = new Map<TaskId, AnyTaskDefinition>();
 
@@ -159,6 +171,12 @@ export class Scheduler {
         for (const invocation of plan.starts) invocation.launch();
       }
     } catch (error) {
+      // A wake continuation threw: that checkpoint's handler runs instead (next pass).
+      if (this.#waking !== undefined) {
+        this.#noWake.add(this.#waking);
+        this.#waking = undefined;
+        this.#dirty = true;
+      }
       // The reserving commit failed: the invocations it registered never start.
       for (const [id, invocation] of this.active) {
         if (!invocation.launched) {
@@ -209,7 +227,10 @@ export class Scheduler {
       }
     }
 
-    for (const id of live) {
+    // Tasks a wake continuation creates join the queue, so they are reserved in this same pass.
+    const queue = [...live];
+    for (let k = 0; k < queue.length; k++) {
+      const id = queue[k]!;
       if (this.active.has(id)) continue;
       const t = overlay.task(id)!;
       const status = t.state.status;
@@ -250,15 +271,47 @@ export class Scheduler {
       if (resolution.migrated) overlay.migratedInputs.add(id);
       overlay.setTask(reserved);
       plan.writes = true;
+      if (tx && mode === "run" && status === "waiting" && !resolution.migrated) {
+        const created = this.#wake(overlay, reserved as RunningTask, resolution.definition, now);
+        if (created) {
+          queue.push(...created);
+          continue;
+        }
+      }
       const invocation = new Invocation(this, id, mode, resolution.definition);
       plan.starts.push(invocation);
       if (!dry) {
         this.active.set(id, invocation);
         // Started again: a later invocation of this checkpoint is not the interrupted one.
         this.session.records.interrupted.delete(id);
+        this.#noWake.delete(id);
       }
     }
     return plan;
+  }
+
+  /**
+   * Run the definition's wake continuation for a task whose wait was just satisfied, in the plan's
+   * own commit. Returns the ids of tasks it created, or undefined when the phase's handler must run.
+   */
+  #wake(
+    overlay: Overlay,
+    task: RunningTask,
+    definition: AnyTaskDefinition,
+    now: number,
+  ): TaskId[] | undefined {
+    const wake = definition.wake?.[(task.state.checkpoint as Checkpoint).phase] as
+      | ((tx: Tx, task: RunningTask) => NextTaskState | undefined)
+      | undefined;
+    if (!wake || this.#noWake.has(task.id)) return undefined;
+    const before = overlay.created.size;
+    this.#waking = task.id;
+    const next = wake(new TxImpl(this.session, overlay, { byTaskId: task.id }), task);
+    this.#waking = undefined;
+    if (next === undefined) return undefined;
+    applyNextState(overlay, task, next, "run", now);
+    this.session.records.interrupted.delete(task.id);
+    return [...overlay.created].slice(before);
   }
 
   #resolve(t: TaskRecord): Resolution {

@@ -173,41 +173,50 @@ export class Session {
         const writes = new Overlay(this.records);
         let count = 0;
         const limit = Math.min(MAX_GROUP, this.store.maxGroup);
-        while (this.#pending.length > 0 && count < limit) {
-          const request = this.#pending.shift()!;
-          count++;
-          if (this.#fatal) {
-            failed.push({
+        // Merged changes the scheduler has not planned for yet. It plans once the queue is empty
+        // (not after every merge: a group of n finishing tasks would be planned n times), and what it
+        // reserves joins this group.
+        let unplanned = false;
+        for (;;) {
+          while (this.#pending.length > 0 && count < limit) {
+            const request = this.#pending.shift()!;
+            count++;
+            if (this.#fatal) {
+              failed.push({
+                reject: request.reject,
+                error: new HarnessClosed(`engine stopped: ${this.#fatal.message}`),
+              });
+              continue;
+            }
+            const overlay = new Overlay(this.records);
+            const tx = new TxImpl(this, overlay, request.context);
+            let value: unknown;
+            try {
+              value = await request.work(tx, overlay);
+              overlay.sealed = true;
+              validateOverlay(overlay);
+            } catch (error) {
+              overlay.sealed = true;
+              failed.push({ reject: request.reject, error });
+              continue;
+            }
+            accumulate(writes, overlay);
+            const inert = onlyCheckpointMoves(overlay, this.records);
+            done.push({
+              resolve: request.resolve,
               reject: request.reject,
-              error: new HarnessClosed(`engine stopped: ${this.#fatal.message}`),
+              value,
+              change: this.records.merge(overlay),
             });
-            continue;
+            if (!inert) unplanned = true;
           }
-          const overlay = new Overlay(this.records);
-          const tx = new TxImpl(this, overlay, request.context);
-          let value: unknown;
-          try {
-            value = await request.work(tx, overlay);
-            overlay.sealed = true;
-            validateOverlay(overlay);
-          } catch (error) {
-            overlay.sealed = true;
-            failed.push({ reject: request.reject, error });
-            continue;
-          }
-          accumulate(writes, overlay);
-          const inert = onlyCheckpointMoves(overlay, this.records);
-          done.push({
-            resolve: request.resolve,
-            reject: request.reject,
-            value,
-            change: this.records.merge(overlay),
-          });
-          if (!inert) {
-            this.onMerged();
-            // Let the scheduler's drain (a microtask) add its reservation to this group.
-            await new Promise<void>((r) => queueMicrotask(r));
-          }
+          if (!unplanned) break;
+          unplanned = false;
+          this.onMerged();
+          if (count >= limit) break;
+          // Let the scheduler's drain (a microtask) add its reservation to this group.
+          await new Promise<void>((r) => queueMicrotask(r));
+          if (this.#pending.length === 0) break;
         }
         // Requests from now on open the next group.
         this.#assembling = false;
