@@ -480,6 +480,35 @@ describe("retry", () => {
 // Tools
 
 describe("tools", () => {
+  test("transactions per tool round: 2 with no hooks; a beforeTool or afterTools hook adds its own commit", async () => {
+    /** Transactions of a run with `rounds` one-call tool rounds, minus a run without tools. */
+    async function perRound(hooks: AgentHarnessOptions["hooks"]): Promise<number> {
+      const cost = async (rounds: number) => {
+        const effects = new KeyedEffects();
+        const { root, store } = await open(
+          (req) => {
+            const done = req.messages.filter((m) => m.role === "toolResult").length;
+            return done >= rounds
+              ? fauxAssistantMessage("done")
+              : fauxAssistantMessage([fauxToolCall("apply", { item: `i${done}` }, { id: `call-${done}` })], {
+                  stopReason: "toolUse",
+                });
+          },
+          { tools: [keyedEffectTool(effects, { name: "apply" })], ...(hooks ? { hooks } : {}) },
+        );
+        const before = store.stats.transactions;
+        expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+        await root.waitForIdle();
+        expect(effects.applied).toHaveLength(rounds);
+        return store.stats.transactions - before;
+      };
+      return ((await cost(5)) - (await cost(0))) / 5;
+    }
+    expect(await perRound(undefined)).toBe(2);
+    expect(await perRound({ beforeTool: [() => undefined] })).toBe(3);
+    expect(await perRound({ afterTools: [() => undefined] })).toBe(3);
+  });
+
   test("beforeTool can block a call: an error result with code blocked, the tool never runs", async () => {
     const effects = new KeyedEffects();
     const seen: Array<{ item: string }> = [];

@@ -978,3 +978,94 @@ describe("the invocation signal", () => {
     await h.close();
   });
 });
+
+describe("wake continuations", () => {
+  type ParentPhases = { phase: "spawn" } | { phase: "join"; child: TaskId };
+  const child = single("wake-child", async (_t, runtime) => {
+    await runtime.commit(() => complete("child done"));
+  });
+  function parentWith(
+    wake: ((tx: unknown, task: { state: { checkpoint: { child: TaskId } } }) => unknown) | undefined,
+    log: string[],
+  ) {
+    return defineTask<null, ParentPhases, Json>({
+      name: "wake-parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const id = tx.createTask(child, null);
+            return {
+              status: "waiting",
+              checkpoint: { phase: "join", child: id },
+              on: [id],
+              policy: "allSettled",
+            };
+          });
+        },
+        join: async (_t, runtime) => {
+          log.push("join handler");
+          await runtime.commit(() => complete("by handler"));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      ...(wake ? { wake: { join: wake as never } } : {}),
+    });
+  }
+
+  test("a wake lands in the commit that satisfied the wait; its handler never runs", async () => {
+    const transactionsOf = async (parent: TaskDefinition<null, ParentPhases, Json>) => {
+      const store = await memoryStore();
+      const h = await Harness.open(store, { tasks: [parent, child] });
+      const before = store.stats.transactions;
+      const id = await h.createTask(parent, null);
+      const finished = outcome(await done(h, id));
+      await settle();
+      const used = store.stats.transactions - before;
+      await engineStillRuns(h);
+      await h.close();
+      return { finished, used };
+    };
+    const log: string[] = [];
+    const woken = await transactionsOf(
+      parentWith((tx, task) => {
+        log.push("wake");
+        const childRecord = (tx as { getTask(id: TaskId): TaskRecord | undefined }).getTask(
+          task.state.checkpoint.child,
+        );
+        return complete(`woken after ${outcome(childRecord)?.status}`);
+      }, log),
+    );
+    expect(woken.finished).toEqual({ status: "completed", result: "woken after completed" });
+    expect(log).toEqual(["wake"]);
+    const handled = await transactionsOf(parentWith(undefined, log));
+    expect(handled.finished).toEqual({ status: "completed", result: "by handler" });
+    expect(log).toEqual(["wake", "join handler"]);
+    // The handler path commits the parent's outcome in a transaction of its own; the wake does not.
+    expect(woken.used).toBe(handled.used - 1);
+  });
+
+  test("a wake returning undefined runs the handler; a throwing wake is reported and the handler runs", async () => {
+    for (const kind of ["undefined", "throws"] as const) {
+      const log: string[] = [];
+      const reports: unknown[] = [];
+      const parent = parentWith(() => {
+        log.push("wake");
+        if (kind === "throws") throw new Error("wake failed");
+        return undefined;
+      }, log);
+      const h = await Harness.open(await memoryStore(), {
+        tasks: [parent, child],
+        onReport: (e) => reports.push(e),
+      });
+      const id = await h.createTask(parent, null);
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "by handler" });
+      expect(log).toEqual(["wake", "join handler"]);
+      expect(reports.map((e) => (e as Error).message)).toEqual(kind === "throws" ? ["wake failed"] : []);
+      await engineStillRuns(h);
+      await h.close();
+    }
+  });
+});
