@@ -12,6 +12,7 @@ import type {
   EntryRecord,
   Json,
   SubmissionRecord,
+  TaskId,
   TaskRecord,
   TaskState,
 } from "./types.ts";
@@ -72,8 +73,28 @@ export function validateOverlay(overlay: Overlay): void {
 
 const stringify = (value: unknown): string => JSON.stringify(value);
 
-/** Persist everything a group of overlays wrote (validated already), inside its transaction. */
-export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
+/** Same row but for status and state (memos compare by identity: a memo write replaces the object). */
+function onlyStateChanged(before: TaskRecord | undefined, after: TaskRecord): boolean {
+  return (
+    before !== undefined &&
+    before.version === after.version &&
+    before.abortRequested === after.abortRequested &&
+    before.memos === after.memos &&
+    before.startedAt === after.startedAt &&
+    before.endedAt === after.endedAt
+  );
+}
+
+/**
+ * Persist everything a group of overlays wrote (validated already), inside its transaction.
+ * `stored` holds each updated task's record as its row stands: a task whose only change is its
+ * state (the common checkpoint move) gets a narrow update.
+ */
+export async function writeOverlay(
+  sql: Sql,
+  overlay: Overlay,
+  stored: ReadonlyMap<TaskId, TaskRecord | undefined> = new Map(),
+): Promise<void> {
   for (const c of overlay.conversations.values()) {
     await sql.run(
       "INSERT INTO conversations (id, parent, owner_task, owner_conversation, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -108,6 +129,8 @@ export async function writeOverlay(sql: Sql, overlay: Overlay): Promise<void> {
           t.endedAt ?? null,
         ],
       );
+    } else if (onlyStateChanged(stored.get(t.id), t) && !overlay.migratedInputs.has(t.id)) {
+      await sql.run("UPDATE tasks SET status = ?, state = ? WHERE id = ?", [t.state.status, state, t.id]);
     } else {
       await sql.run(
         "UPDATE tasks SET version = ?, abort_requested = ?, status = ?, state = ?, input = coalesce(?, input), memos = ?, started_at = ?, ended_at = ? WHERE id = ?",

@@ -170,7 +170,9 @@ export class Session {
     const failed: Array<{ reject: (e: unknown) => void; error: unknown }> = [];
     try {
       await this.store.commit(async (sql) => {
-        const writes = new Overlay(this.records);
+        const merged: Overlay[] = [];
+        // Each task's record as stored before this group (what its row holds), for narrow updates.
+        const stored = new Map<TaskId, TaskRecord | undefined>();
         let count = 0;
         const limit = Math.min(MAX_GROUP, this.store.maxGroup);
         // Merged changes the scheduler has not planned for yet. It plans once the queue is empty
@@ -200,7 +202,9 @@ export class Session {
               failed.push({ reject: request.reject, error });
               continue;
             }
-            accumulate(writes, overlay);
+            merged.push(overlay);
+            for (const id of overlay.tasks.keys())
+              if (!stored.has(id)) stored.set(id, this.records.tasks.get(id));
             const inert = onlyCheckpointMoves(overlay, this.records);
             done.push({
               resolve: request.resolve,
@@ -221,7 +225,12 @@ export class Session {
         // Requests from now on open the next group.
         this.#assembling = false;
         if (done.length === 0) throw NOTHING_TO_COMMIT;
-        await writeOverlay(sql, writes);
+        let writes = merged[0]!;
+        if (merged.length > 1) {
+          writes = new Overlay(this.records);
+          for (const overlay of merged) accumulate(writes, overlay);
+        }
+        await writeOverlay(sql, writes, stored);
       });
     } catch (error) {
       this.#assembling = false;
