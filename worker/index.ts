@@ -8,7 +8,13 @@ export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/demo-prov
 export { MemoryFs, OpfsFs, type WorkspaceFs } from "./agent/fs.ts";
 export { AgentHarness, type AgentHarnessOptions } from "./agent/harness.ts";
 export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/inbox.ts";
-export { createModelResolver, type ModelResolver } from "./agent/models.ts";
+export {
+  createModelResolver,
+  type DeferredAnswer,
+  type DeferredHandle,
+  isDeferred,
+  type ModelResolver,
+} from "./agent/models.ts";
 export {
   type AgentState,
   DOC,

@@ -19,6 +19,7 @@ import type {
 } from "../core/types.ts";
 import { deriveContext } from "./context.ts";
 import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
+import { type DeferredAnswer, type DeferredHandle, isDeferred } from "./models.ts";
 import {
   type AgentState,
   appendAssistant,
@@ -51,6 +52,14 @@ export type GenerationCheckpoint =
   | { phase: "prepare"; attempt: number }
   | { phase: "request"; attempt: number; model: ModelRef; thinkingLevel: ThinkingLevel; cutoff: EntryId }
   | { phase: "retry"; attempt: number; until: number }
+  | {
+      phase: "poll";
+      attempt: number;
+      model: ModelRef;
+      cutoff: EntryId;
+      handle: DeferredHandle;
+      pollAt: number;
+    }
   | { phase: "tools"; assistant: EntryId; tools: TaskId[] };
 
 export type GenerationResult = { entryId: EntryId } | null;
@@ -75,6 +84,36 @@ function failRun(tx: Tx, c: ConversationId, taskId: TaskId, reason: string, deta
     },
   };
 }
+
+/** Move to `poll` for a deferred response: the handle and the next poll time are durable. */
+function deferTo(
+  tx: Tx,
+  taskId: TaskId,
+  c: ConversationId,
+  cp: { attempt: number; model: ModelRef; cutoff: EntryId },
+  handle: DeferredHandle,
+  from: number,
+): NextTaskState<GenerationCheckpoint, GenerationResult> {
+  const pollAt = from + Math.max(0, handle.pollAfterMs ?? DEFAULT_POLL_MS);
+  const { message: _m, ...generation } = live(tx, c).generation ?? { taskId, attempt: cp.attempt };
+  writeDoc<LiveState>(tx, c, DOC.live, {
+    ...live(tx, c),
+    generation: { ...generation, deferred: { pollAt } },
+  });
+  return {
+    status: "running",
+    checkpoint: {
+      phase: "poll",
+      attempt: cp.attempt,
+      model: cp.model,
+      cutoff: cp.cutoff,
+      handle: { ...handle },
+      pollAt,
+    },
+  };
+}
+
+const DEFAULT_POLL_MS = 5000;
 
 /** A committed partial answer becomes an aborted pi.assistant entry (and its spend is counted). */
 export function convertLeftoverPartial(tx: Tx, c: ConversationId): void {
@@ -267,95 +306,64 @@ export function createGenerationTask(
         }
         await partials.stop();
         if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
+        if (isDeferred(final)) {
+          // Not an answer yet: keep the handle and poll for it (no entry, no hooks).
+          const handle = final.deferred;
+          await runtime.commit((tx) => deferTo(tx, task.id, c, cp, handle, tx.now()));
+          return;
+        }
         await runHooks(hooks.afterResponse, (h) => h(final!, ctx));
-        const message = final;
-        const calls = message.content.filter((b): b is ToolCall => b.type === "toolCall");
-        if (message.stopReason === "error" || message.stopReason === "aborted") {
-          const retry = services.settings().retry;
-          const retryable = message.stopReason === "error" && isRetryableError(message.errorMessage);
-          await runtime.commit((tx) => {
-            appendAssistant(tx, c, message);
-            clearPartial(tx, c);
-            if (retryable && retry.enabled && cp.attempt <= retry.maxRetries) {
-              const until = tx.now() + retryDelayMs(retry, cp.attempt);
-              const state = live(tx, c);
-              writeDoc<LiveState>(tx, c, DOC.live, {
-                ...state,
-                generation: {
-                  taskId: task.id,
-                  attempt: cp.attempt,
-                  retry: { at: until, error: message.errorMessage ?? "error" },
-                },
-              });
-              return { status: "running", checkpoint: { phase: "retry", attempt: cp.attempt, until } };
-            }
-            return failRun(tx, c, task.id, "model_error", message.errorMessage ?? message.stopReason);
-          });
+        await classify(task, runtime, final, cp.attempt, offered);
+      },
+
+      poll: async (task, runtime, signal) => {
+        const c = task.conversationId;
+        const cp = task.state.checkpoint;
+        await sleepUntil(cp.pollAt, () => runtime.now(), signal);
+        const model = services.models.resolve(cp.model);
+        if (!model) {
+          await runtime.commit((tx) =>
+            failRun(tx, c, task.id, "no_model", `unknown model ${cp.model.provider}/${cp.model.id}`),
+          );
           return;
         }
-        if (message.stopReason === "toolUse" && calls.length > 0) {
-          await runtime.commit((tx) => {
-            const entry = appendAssistant(tx, c, message);
-            const slots: ToolSlot[] = [];
-            const ids: TaskId[] = [];
-            for (const call of calls) {
-              if (!offered.includes(call.name)) {
-                const result = toolResultEntry(
-                  tx,
-                  c,
-                  call.id,
-                  call.name,
-                  `tool ${call.name} is not available`,
-                  "tool_unavailable",
-                );
-                slots.push({ callId: call.id, name: call.name, status: "done", entry: result.id });
-                continue;
-              }
-              // With no hook between the answer and the intent, this commit records the intent too.
-              const intent = intentAtCreation(services, tx, c, call);
-              const id = tx.createTask(toolTask(), { assistant: entry.id, callId: call.id } as never, {
-                ownership: { kind: "task", taskId: task.id },
-                ...(intent ? { start: intent as never } : {}),
-              });
-              ids.push(id);
-              slots.push({
-                callId: call.id,
-                name: call.name,
-                taskId: id,
-                status: intent ? "running" : "pending",
-              });
-            }
-            const { generation: _g, ...state } = live(tx, c);
-            writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });
-            return {
-              status: "waiting",
-              checkpoint: { phase: "tools", assistant: entry.id, tools: ids },
-              on: ids,
-              policy: "allSettled",
-            };
-          });
+        let answer: AssistantMessage | DeferredAnswer;
+        try {
+          if (!services.models.fetchDeferred)
+            throw new Error(
+              `the model resolver cannot fetch deferred responses (${model.provider}/${model.id})`,
+            );
+          answer = await services.models.fetchDeferred(model, cp.handle, signal);
+        } catch (error) {
+          if (signal.aborted) return;
+          answer = errorMessage(model.api, model.provider, model.id, error);
+        }
+        if (signal.aborted) return;
+        if (isDeferred(answer)) {
+          const handle = answer.deferred;
+          // Still deferred: the next poll is strictly later than this one.
+          await runtime.commit((tx) =>
+            deferTo(tx, task.id, c, cp, handle, Math.max(tx.now(), cp.pollAt + 1)),
+          );
           return;
         }
-        let continuation: string | undefined;
-        for (const h of hooks.onYield ?? []) {
-          continuation = await h(message, ctx);
-          if (continuation !== undefined) break;
-        }
+        const registered = services.tools();
+        const offered = deriveContext(await services.entries.get(c, cp.cutoff)).tools.filter((n) =>
+          registered.has(n),
+        );
+        const message = answer;
+        await runHooks(services.hooks().afterResponse, (h) =>
+          h(message, { conversationId: c, taskId: task.id }),
+        );
         await runtime.commit((tx) => {
-          const entry = appendAssistant(tx, c, message);
-          clearPartial(tx, c);
-          const run = live(tx, c).run;
-          if (run?.taskId === task.id) {
-            if (continuation !== undefined) {
-              appendUser(tx, c, continuation);
-              handRunTo(tx, c, policy, run.inputs);
-            } else {
-              settleInputs(tx, run.inputs, { status: "done", answer: entry.id });
-              finalBoundary(tx, policy, c);
-            }
+          const state = live(tx, c);
+          if (state.generation?.deferred) {
+            const { deferred: _d, ...generation } = state.generation;
+            writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation });
           }
-          return { status: "terminal", outcome: { status: "completed", result: { entryId: entry.id } } };
+          return undefined;
         });
+        await classify(task, runtime, message, cp.attempt, offered);
       },
 
       retry: async (task, runtime, signal) => {
@@ -401,8 +409,19 @@ export function createGenerationTask(
       },
     },
 
-    abort: async (task, runtime) => {
+    abort: async (task, runtime, signal) => {
       const c = task.conversationId;
+      const cp = task.state.status === "running" ? task.state.checkpoint : undefined;
+      if (cp?.phase === "poll") {
+        const model = services.models.resolve(cp.model);
+        if (model && services.models.cancelDeferred) {
+          try {
+            await services.models.cancelDeferred(model, cp.handle, signal);
+          } catch (error) {
+            runtime.report(error);
+          }
+        }
+      }
       await runtime.commit((tx) => {
         convertLeftoverPartial(tx, c);
         const run = live(tx, c).run;
@@ -443,6 +462,109 @@ export function createGenerationTask(
       }
     }
     return { status: "terminal", outcome: { status: "completed", result: { entryId: cp.assistant } } };
+  }
+
+  /**
+   * Classify a terminal answer (from a request or a poll) in one commit: a failed attempt is kept and
+   * retried or fails the run; tool calls start the round; anything else answers the run (or continues
+   * it when an onYield hook asks).
+   */
+  async function classify(
+    task: TaskRecord<Json, GenerationCheckpoint, GenerationResult>,
+    runtime: Runtime,
+    message: AssistantMessage,
+    attempt: number,
+    offered: readonly string[],
+  ): Promise<void> {
+    const c = task.conversationId;
+    const ctx: HookContext = { conversationId: c, taskId: task.id };
+    const calls = message.content.filter((b): b is ToolCall => b.type === "toolCall");
+    if (message.stopReason === "error" || message.stopReason === "aborted") {
+      const retry = services.settings().retry;
+      const retryable = message.stopReason === "error" && isRetryableError(message.errorMessage);
+      await runtime.commit((tx) => {
+        appendAssistant(tx, c, message);
+        clearPartial(tx, c);
+        if (retryable && retry.enabled && attempt <= retry.maxRetries) {
+          const until = tx.now() + retryDelayMs(retry, attempt);
+          const state = live(tx, c);
+          writeDoc<LiveState>(tx, c, DOC.live, {
+            ...state,
+            generation: {
+              taskId: task.id,
+              attempt: attempt,
+              retry: { at: until, error: message.errorMessage ?? "error" },
+            },
+          });
+          return { status: "running", checkpoint: { phase: "retry", attempt: attempt, until } };
+        }
+        return failRun(tx, c, task.id, "model_error", message.errorMessage ?? message.stopReason);
+      });
+      return;
+    }
+    if (message.stopReason === "toolUse" && calls.length > 0) {
+      await runtime.commit((tx) => {
+        const entry = appendAssistant(tx, c, message);
+        const slots: ToolSlot[] = [];
+        const ids: TaskId[] = [];
+        for (const call of calls) {
+          if (!offered.includes(call.name)) {
+            const result = toolResultEntry(
+              tx,
+              c,
+              call.id,
+              call.name,
+              `tool ${call.name} is not available`,
+              "tool_unavailable",
+            );
+            slots.push({ callId: call.id, name: call.name, status: "done", entry: result.id });
+            continue;
+          }
+          // With no hook between the answer and the intent, this commit records the intent too.
+          const intent = intentAtCreation(services, tx, c, call);
+          const id = tx.createTask(toolTask(), { assistant: entry.id, callId: call.id } as never, {
+            ownership: { kind: "task", taskId: task.id },
+            ...(intent ? { start: intent as never } : {}),
+          });
+          ids.push(id);
+          slots.push({
+            callId: call.id,
+            name: call.name,
+            taskId: id,
+            status: intent ? "running" : "pending",
+          });
+        }
+        const { generation: _g, ...state } = live(tx, c);
+        writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });
+        return {
+          status: "waiting",
+          checkpoint: { phase: "tools", assistant: entry.id, tools: ids },
+          on: ids,
+          policy: "allSettled",
+        };
+      });
+      return;
+    }
+    let continuation: string | undefined;
+    for (const h of services.hooks().onYield ?? []) {
+      continuation = await h(message, ctx);
+      if (continuation !== undefined) break;
+    }
+    await runtime.commit((tx) => {
+      const entry = appendAssistant(tx, c, message);
+      clearPartial(tx, c);
+      const run = live(tx, c).run;
+      if (run?.taskId === task.id) {
+        if (continuation !== undefined) {
+          appendUser(tx, c, continuation);
+          handRunTo(tx, c, policy, run.inputs);
+        } else {
+          settleInputs(tx, run.inputs, { status: "done", answer: entry.id });
+          finalBoundary(tx, policy, c);
+        }
+      }
+      return { status: "terminal", outcome: { status: "completed", result: { entryId: entry.id } } };
+    });
   }
 
   /** The next generation takes over the run (same inputs, plus steers placed at this boundary). */

@@ -5,6 +5,7 @@
  */
 import {
   type Api,
+  type AssistantMessage,
   getModel,
   getModels,
   getProviders,
@@ -23,16 +24,44 @@ export interface ModelInfo {
   readonly name: string;
 }
 
+/**
+ * A response a provider will give later (batch APIs): pi-ai 0.73.1 has no deferred API, so this seam
+ * defines one. A stream whose final message carries `deferred` is not an answer; the generation keeps
+ * the handle durably and polls `fetchDeferred` for it.
+ */
+export interface DeferredHandle {
+  readonly id: string;
+  /** When to ask again (default 5,000 ms). */
+  readonly pollAfterMs?: number;
+}
+
+export type DeferredAnswer = AssistantMessage & { readonly deferred: DeferredHandle };
+
+export function isDeferred(message: AssistantMessage | DeferredAnswer): message is DeferredAnswer {
+  const handle = (message as { deferred?: unknown }).deferred;
+  return typeof handle === "object" && handle !== null && typeof (handle as DeferredHandle).id === "string";
+}
+
 export interface ModelResolver {
   /** The model for `ref`, or undefined when neither the extras nor pi-ai know it. */
   resolve(ref: ModelRef): Model<Api> | undefined;
   /** Every known model: the extras first (in the order given), then pi-ai's, by provider. */
   list(): ModelInfo[];
+  /** The answer for a deferred response, or the same or a new handle while it is not ready. */
+  fetchDeferred?(
+    model: Model<Api>,
+    handle: DeferredHandle,
+    signal: AbortSignal,
+  ): Promise<AssistantMessage | DeferredAnswer>;
+  /** Give up a deferred response (the generation was aborted while polling). */
+  cancelDeferred?(model: Model<Api>, handle: DeferredHandle, signal: AbortSignal): Promise<void>;
 }
 
 export interface ModelResolverOptions {
   /** Models known besides pi-ai's catalogue; they win over a catalogue model of the same ref. */
   readonly extra?: readonly Model<Api>[];
+  /** Deferred responses, for resolvers whose providers answer later. */
+  readonly deferred?: Pick<ModelResolver, "fetchDeferred" | "cancelDeferred">;
 }
 
 const keyOf = (ref: ModelRef) => `${ref.provider}\u0000${ref.id}`;
@@ -48,6 +77,7 @@ export function createModelResolver(options: ModelResolverOptions = {}): ModelRe
   const extras = new Map<string, Model<Api>>();
   for (const model of options.extra ?? []) extras.set(keyOf(model), model);
   return {
+    ...options.deferred,
     resolve(ref) {
       return extras.get(keyOf(ref)) ?? catalogueModel(ref);
     },

@@ -66,6 +66,8 @@ export interface LiveState {
     attempt: number;
     message?: AssistantMessage;
     retry?: { at: number; error: string };
+    /** Waiting for a deferred response: the next poll. */
+    deferred?: { pollAt: number };
   };
   tools?: ToolSlot[];
 }

@@ -146,15 +146,22 @@ export function isRetryableError(message: string | undefined): boolean {
 export function sleepUntil(until: number, now: () => number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
-    const delay = Math.max(0, until - now());
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, delay);
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const onAbort = () => {
       clearTimeout(timer);
       reject(signal.reason);
     };
+    // Timers may fire a little early by the wall clock: wait again until the deadline has passed.
+    const wait = () => {
+      const delay = until - now();
+      if (delay <= 0) {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+        return;
+      }
+      timer = setTimeout(wait, delay);
+    };
     signal.addEventListener("abort", onAbort, { once: true });
+    wait();
   });
 }
