@@ -1,0 +1,297 @@
+/**
+ * The parts of a model turn that live outside the `pi.generation` task machine: its checkpoint
+ * types, the commit bodies shared by several phases (fail the run, defer, convert a leftover
+ * partial, prepare a request), the scheduler's cleanup for a failed generation, and the throttled
+ * partial writer. Everything here writes only through the transaction it is given.
+ */
+import type { AssistantMessage } from "@mariozechner/pi-ai";
+import type { TaskRuntime, Tx } from "../core/define.ts";
+import type {
+  ConversationId,
+  EntryId,
+  EntryRecord,
+  Json,
+  NextTaskState,
+  TaskId,
+  TaskRecord,
+} from "../core/types.ts";
+import { deriveContext } from "./context.ts";
+import { endRun, settleInputs } from "./inbox.ts";
+import type { DeferredHandle } from "./models.ts";
+import {
+  type AgentState,
+  appendAssistant,
+  DOC,
+  ENTRY,
+  type LiveState,
+  live,
+  type ModelRef,
+  readDoc,
+  type SystemRecord,
+  type ThinkingLevel,
+  type ToolSlot,
+  writeDoc,
+  zeroUsage,
+} from "./records.ts";
+import type { AgentServices, ToolRoundResult } from "./services.ts";
+import { ThrottledWriter } from "./throttle.ts";
+import type { ToolTaskResult } from "./tool-task.ts";
+
+export type GenerationCheckpoint =
+  | { phase: "prepare"; attempt: number }
+  | { phase: "request"; attempt: number; model: ModelRef; thinkingLevel: ThinkingLevel; cutoff: EntryId }
+  | { phase: "retry"; attempt: number; until: number }
+  | {
+      phase: "poll";
+      attempt: number;
+      model: ModelRef;
+      cutoff: EntryId;
+      handle: DeferredHandle;
+      pollAt: number;
+    }
+  | { phase: "tools"; assistant: EntryId; tools: TaskId[] };
+
+export type GenerationResult = { entryId: EntryId } | null;
+export type GenerationRuntime = TaskRuntime<Json, GenerationCheckpoint, GenerationResult>;
+
+/** Fail the run: settle its inputs unanswered, clear the run, end the task `failed`. */
+export function failRun(tx: Tx, c: ConversationId, taskId: TaskId, reason: string, detail?: string) {
+  const run = live(tx, c).run;
+  if (run?.taskId === taskId) {
+    settleInputs(tx, run.inputs, {
+      status: "unanswered",
+      reason,
+      ...(detail !== undefined ? { detail } : {}),
+    });
+    endRun(tx, c);
+  }
+  return {
+    status: "terminal" as const,
+    outcome: {
+      status: "failed" as const,
+      error: { message: reason, ...(detail !== undefined ? { detail } : {}) },
+    },
+  };
+}
+
+/** Move to `poll` for a deferred response: the handle and the next poll time are durable. */
+export function deferTo(
+  tx: Tx,
+  taskId: TaskId,
+  c: ConversationId,
+  cp: { attempt: number; model: ModelRef; cutoff: EntryId },
+  handle: DeferredHandle,
+  from: number,
+): NextTaskState<GenerationCheckpoint, GenerationResult> {
+  const pollAt = from + Math.max(0, handle.pollAfterMs ?? DEFAULT_POLL_MS);
+  const { message: _m, ...generation } = live(tx, c).generation ?? { taskId, attempt: cp.attempt };
+  writeDoc<LiveState>(tx, c, DOC.live, {
+    ...live(tx, c),
+    generation: { ...generation, deferred: { pollAt } },
+  });
+  return {
+    status: "running",
+    checkpoint: {
+      phase: "poll",
+      attempt: cp.attempt,
+      model: cp.model,
+      cutoff: cp.cutoff,
+      handle: { ...handle },
+      pollAt,
+    },
+  };
+}
+
+const DEFAULT_POLL_MS = 5000;
+
+/** A committed partial answer becomes an aborted pi.assistant entry (and its spend is counted). */
+export function convertLeftoverPartial(tx: Tx, c: ConversationId): void {
+  const state = live(tx, c);
+  const message = state.generation?.message;
+  if (!message) return;
+  appendAssistant(tx, c, {
+    ...message,
+    stopReason: "aborted",
+    errorMessage: message.errorMessage ?? "interrupted",
+  });
+  const { message: _m, ...generation } = state.generation!;
+  writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation });
+}
+
+/** Scheduler-written outcome (faulted, orphaned) of a generation that owns the run. */
+export function cleanUpFailedGeneration(tx: Tx, task: TaskRecord): void {
+  const c = task.conversationId;
+  const run = live(tx, c).run;
+  if (run?.taskId !== task.id) return;
+  convertLeftoverPartial(tx, c);
+  const outcome =
+    task.state.status === "terminal" || task.state.status === "completing" ? task.state.outcome : undefined;
+  const reason = outcome?.status === "orphaned" ? String(outcome.reason) : "faulted";
+  const detail = outcome?.status === "faulted" ? outcome.error.message : undefined;
+  settleInputs(tx, run.inputs, { status: "unanswered", reason, ...(detail !== undefined ? { detail } : {}) });
+  endRun(tx, c);
+}
+
+export function sameSections(a: Record<string, string | null>, b: Record<string, string | null>): boolean {
+  const ka = Object.keys(a).filter((k) => a[k] !== null);
+  const kb = Object.keys(b).filter((k) => b[k] !== null);
+  return ka.length === kb.length && ka.every((k) => a[k] === b[k]);
+}
+
+export async function runHooks<T>(
+  list: readonly T[] | undefined,
+  each: (hook: T) => Promise<void> | void,
+): Promise<void> {
+  for (const hook of list ?? []) await each(hook);
+}
+
+type Prepared =
+  | { ok: true; checkpoint: Extract<GenerationCheckpoint, { phase: "request" }> }
+  | { ok: false; detail: string };
+
+/**
+ * The work of `prepare`, inside a commit: resolve the agent, append a pi.system entry when the
+ * prompt sections or the offered tools differ from what the transcript replays, and pin the model,
+ * thinking level and cutoff of the request. Also used by the commit that creates a generation, so a
+ * turn needs no separate prepare commit when its conversation's entries are at hand.
+ */
+export function prepareRequest(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  taskId: TaskId | undefined,
+  attempt: number,
+  entries: readonly EntryRecord[],
+): Prepared {
+  const agent = readDoc<AgentState>(tx, c, DOC.agent, {});
+  const ref = agent.model ?? services.defaultModel;
+  if (!ref || !services.models.resolve(ref)) {
+    return { ok: false, detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured" };
+  }
+  const replayed = deriveContext(entries);
+  const registered = services.tools();
+  const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
+  const sections: Record<string, string | null> = agent.instructions
+    ? { instructions: agent.instructions }
+    : {};
+  const added = desired.filter((t) => !replayed.tools.includes(t));
+  const removed = replayed.tools.filter((t) => !desired.includes(t));
+  const sectionDelta: Record<string, string | null> = { ...sections };
+  for (const name of Object.keys(replayed.sections)) if (!(name in sections)) sectionDelta[name] = null;
+  if (added.length > 0 || removed.length > 0 || !sameSections(sections, replayed.sections)) {
+    const system: SystemRecord = {
+      role: "system",
+      content: "",
+      sections: sectionDelta,
+      ...(added.length ? { toolsAdded: added } : {}),
+      ...(removed.length ? { toolsRemoved: removed } : {}),
+      timestamp: tx.now(),
+    };
+    tx.appendEntry(c, { kind: ENTRY.system, model: [system] as unknown as Json });
+  }
+  if (taskId !== undefined) {
+    const state = live(tx, c);
+    writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { taskId, attempt } });
+  }
+  return {
+    ok: true,
+    checkpoint: {
+      phase: "request",
+      attempt,
+      model: { provider: ref.provider, id: ref.id },
+      thinkingLevel: agent.thinkingLevel ?? "off",
+      cutoff: tx.lastEntryId(),
+    },
+  };
+}
+
+/**
+ * Each slot's result as the round's hooks see it, in call order. `getTask` gives a tool task's
+ * record; a missing one counts as failed when `missingIsFailure`, else the whole answer is undefined.
+ */
+export function roundResults(
+  slots: readonly ToolSlot[],
+  getTask: (id: TaskId) => TaskRecord | undefined,
+  missingIsFailure: boolean,
+): ToolRoundResult[] | undefined {
+  const results: ToolRoundResult[] = [];
+  for (const slot of slots) {
+    const record = slot.taskId !== undefined ? getTask(slot.taskId) : undefined;
+    if (slot.taskId !== undefined && !record && !missingIsFailure) return undefined;
+    const outcome = record?.state.status === "terminal" ? record.state.outcome : undefined;
+    const result =
+      outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
+    const entryId = result?.entryId ?? slot.entry;
+    results.push({
+      callId: slot.callId,
+      name: slot.name,
+      ...(entryId !== undefined ? { entryId } : {}),
+      isError: outcome?.status !== "completed" || result?.isError === true,
+      terminate: result?.control?.terminate === true,
+    });
+  }
+  return results;
+}
+
+export function clearPartial(tx: Tx, c: ConversationId): void {
+  const state = live(tx, c);
+  if (!state.generation) return;
+  const { generation: _g, ...rest } = state;
+  writeDoc<LiveState>(tx, c, DOC.live, rest);
+}
+
+/** A document's committed value, read outside a commit. */
+export function committed<T>(services: AgentServices, c: ConversationId, name: string, fallback: T): T {
+  return (services.session.records.getDoc(c, name) as T | undefined) ?? fallback;
+}
+
+export function errorMessage(api: string, provider: string, model: string, error: unknown): AssistantMessage {
+  return {
+    role: "assistant",
+    content: [],
+    api,
+    provider,
+    model,
+    usage: zeroUsage(),
+    stopReason: "error",
+    errorMessage: error instanceof Error ? error.message : String(error),
+    timestamp: Date.now(),
+  };
+}
+
+/** Commits the newest partial answer to pi.live, throttled (see ThrottledWriter). */
+export class PartialWriter {
+  #latest: AssistantMessage | undefined;
+  readonly #writer: ThrottledWriter;
+
+  constructor(
+    runtime: GenerationRuntime,
+    conversationId: ConversationId,
+    taskId: TaskId,
+    attempt: number,
+    intervalMs: number,
+  ) {
+    this.#writer = new ThrottledWriter(intervalMs, async () => {
+      const message = this.#latest;
+      if (!message || message.content.length === 0) return;
+      const copy = JSON.parse(JSON.stringify(message)) as AssistantMessage;
+      await runtime.commit((tx) => {
+        const state = live(tx, conversationId);
+        writeDoc<LiveState>(tx, conversationId, DOC.live, {
+          ...state,
+          generation: { taskId, attempt, message: copy },
+        });
+        return undefined;
+      });
+    });
+  }
+
+  offer(partial: AssistantMessage): void {
+    this.#latest = partial;
+    this.#writer.mark();
+  }
+
+  stop(): Promise<void> {
+    return this.#writer.stop();
+  }
+}
