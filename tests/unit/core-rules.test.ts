@@ -877,6 +877,15 @@ describe("NotJson", () => {
     await expect(h.createTask(def, { x: Number.NaN } as unknown as Json)).rejects.toBeInstanceOf(NotJson);
     await expect(h.createTask(def, { f: () => 1 } as unknown as Json)).rejects.toBeInstanceOf(NotJson);
     expect(store.stats.commits).toBe(commitsBefore);
+    // A document value is checked too (once, as the commit ends): the whole commit is refused.
+    await expect(
+      h.transaction((tx) => {
+        tx.writeDoc(1, "strict-doc", { ok: true });
+        tx.writeDoc(1, "strict-doc", { bad: Number.POSITIVE_INFINITY } as unknown as Json);
+        tx.createTask(def, null);
+      }),
+    ).rejects.toBeInstanceOf(NotJson);
+    expect(store.stats.commits).toBe(commitsBefore);
     expect(await h.tasks()).toEqual([]);
     expect(await store.read((sql) => sql.get("SELECT count(*) AS n FROM tasks"))).toEqual({ n: 0 });
     await engineStillRuns(h);

@@ -34,23 +34,37 @@ export function activeRange(entries: readonly EntryRecord[]): EntryRecord[] {
   return entries.slice(start);
 }
 
+/** Apply one pi.system entry to the replayed prompt sections and tool list. */
+function applySystem(entry: EntryRecord, sections: Record<string, string | null>, tools: string[]): void {
+  for (const m of modelMessages(entry) as unknown as SystemRecord[]) {
+    for (const [name, text] of Object.entries(m.sections ?? {})) {
+      if (text === null) delete sections[name];
+      else sections[name] = text;
+    }
+    for (const t of m.toolsRemoved ?? []) {
+      const i = tools.indexOf(t);
+      if (i >= 0) tools.splice(i, 1);
+    }
+    for (const t of m.toolsAdded ?? []) if (!tools.includes(t)) tools.push(t);
+  }
+}
+
+/** Only what the transcript's system entries replay (prompt sections, offered tools): no messages. */
+export function deriveSystem(entries: readonly EntryRecord[]): Pick<DerivedContext, "sections" | "tools"> {
+  const sections: Record<string, string | null> = {};
+  const tools: string[] = [];
+  for (const entry of activeRange(entries))
+    if (entry.kind === ENTRY.system) applySystem(entry, sections, tools);
+  return { sections, tools };
+}
+
 export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
   const sections: Record<string, string | null> = {};
   const tools: string[] = [];
   const flat: Message[] = [];
   for (const entry of activeRange(entries)) {
     if (entry.kind === ENTRY.system) {
-      for (const m of modelMessages(entry) as unknown as SystemRecord[]) {
-        for (const [name, text] of Object.entries(m.sections ?? {})) {
-          if (text === null) delete sections[name];
-          else sections[name] = text;
-        }
-        for (const t of m.toolsRemoved ?? []) {
-          const i = tools.indexOf(t);
-          if (i >= 0) tools.splice(i, 1);
-        }
-        for (const t of m.toolsAdded ?? []) if (!tools.includes(t)) tools.push(t);
-      }
+      applySystem(entry, sections, tools);
       continue;
     }
     for (const m of modelMessages(entry)) {

@@ -306,7 +306,7 @@ export function createToolTask(services: AgentServices) {
         arguments: input.nested.arguments as Record<string, unknown>,
       };
     const entry =
-      services.entries.peek(task.conversationId)?.find((e) => e.id === input.assistant) ??
+      services.entries.peek(task.conversationId)?.findLast((e) => e.id === input.assistant) ??
       (await services.session.entry(input.assistant));
     if (!entry) return undefined;
     for (const m of modelMessages(entry)) {

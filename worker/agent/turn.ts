@@ -15,7 +15,7 @@ import type {
   TaskId,
   TaskRecord,
 } from "../core/types.ts";
-import { deriveContext } from "./context.ts";
+import { deriveSystem } from "./context.ts";
 import { endRun, settleInputs } from "./inbox.ts";
 import type { DeferredHandle } from "./models.ts";
 import {
@@ -168,7 +168,7 @@ export function prepareRequest(
   if (!ref || !services.models.resolve(ref)) {
     return { ok: false, detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured" };
   }
-  const replayed = deriveContext(entries);
+  const replayed = deriveSystem(entries);
   const registered = services.tools();
   const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
   const sections: Record<string, string | null> = agent.instructions

@@ -61,14 +61,16 @@ export function assertJson(value: unknown): void {
 }
 
 /**
- * Check what the callback itself built (task states and memos) is strict JSON; everything else in
- * an overlay was checked where it entered (createTask, appendEntry, writeDoc, submissions).
+ * Check what the callback itself built is strict JSON: task states, memos, and each document's final
+ * value (a commit may rewrite a document several times; only the last is stored). Inputs, entries
+ * and submissions were checked where they entered (createTask, appendEntry, submissions).
  */
 export function validateOverlay(overlay: Overlay): void {
   for (const t of overlay.tasks.values()) {
     assertJson(t.state);
     if (t.memos) assertJson(t.memos);
   }
+  for (const value of overlay.docs.values()) if (value !== undefined) assertJson(value);
 }
 
 const stringify = (value: unknown): string => JSON.stringify(value);

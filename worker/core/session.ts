@@ -533,8 +533,7 @@ export class TxImpl implements Tx {
   }
 
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
-    const o = this.#open();
-    if (value !== undefined) assertJson(value);
-    o.setDoc(conversationId, name, value);
+    // Checked once per commit, on the final value (validateOverlay).
+    this.#open().setDoc(conversationId, name, value);
   }
 }
