@@ -31,7 +31,8 @@ import {
   type ToolRoundResult,
 } from "./services.ts";
 import { toPiTool } from "./tool.ts";
-import { intentAtCreation, toolResultEntry } from "./tool-task.ts";
+import { toolResultEntry } from "./tool-results.ts";
+import { intentAtCreation } from "./tool-task.ts";
 import {
   clearPartial,
   committed,

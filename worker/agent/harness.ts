@@ -35,7 +35,8 @@ import {
   type StreamFn,
 } from "./services.ts";
 import type { ToolDefinition } from "./tool.ts";
-import { cleanUpFailedTool, createToolTask } from "./tool-task.ts";
+import { cleanUpFailedTool } from "./tool-results.ts";
+import { createToolTask } from "./tool-task.ts";
 
 export interface AgentHarnessOptions extends HarnessOptions {
   models?: ModelResolver;
