@@ -64,9 +64,9 @@ export function createGenerationTask(
   >({
     name: "pi.generation",
     version: 1,
-    // A generation created with its request already prepared (in the creating commit) starts there.
-    initial: (input) =>
-      (input as { prepared?: GenerationCheckpoint } | null)?.prepared ?? { phase: "prepare", attempt: 1 },
+    // A generation created with its request already prepared (in the creating commit) is created
+    // with `start` at that request instead.
+    initial: () => ({ phase: "prepare", attempt: 1 }),
     phases: {
       prepare: async (task, runtime) => {
         const c = task.conversationId;

@@ -91,8 +91,12 @@ export class AgentHarness extends Harness {
           if (prepared.ok) {
             const taskId = tx.createTask(
               this.generationTask,
-              { prepared: prepared.checkpoint },
-              { ownership: { kind: "conversation" }, conversationId },
+              {},
+              {
+                ownership: { kind: "conversation" },
+                conversationId,
+                start: prepared.checkpoint,
+              },
             );
             const state = readDoc<LiveState>(tx, conversationId, DOC.live, {});
             writeDoc<LiveState>(tx, conversationId, DOC.live, {
@@ -102,10 +106,14 @@ export class AgentHarness extends Harness {
             return taskId;
           }
         }
-        return tx.createTask(this.generationTask, null, {
-          ownership: { kind: "conversation" },
-          conversationId,
-        });
+        return tx.createTask(
+          this.generationTask,
+          {},
+          {
+            ownership: { kind: "conversation" },
+            conversationId,
+          },
+        );
       },
     };
     this.generationTask = createGenerationTask(
