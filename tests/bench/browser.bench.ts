@@ -14,7 +14,7 @@
  * BENCH_SEED (terminal tasks, default 10000), BENCH_ONLY=throughput|recovery.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
@@ -210,10 +210,36 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
   await page.close();
 }
 
+/** Why dist/ must be built again (missing, or older than a source file), or undefined. */
+function staleBuild(): string | undefined {
+  const built = join(root, "dist/index.html");
+  if (!existsSync(built)) return "dist/ is missing";
+  const builtAt = statSync(built).mtimeMs;
+  const newer = (dir: string): string | undefined => {
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        const found = newer(path);
+        if (found) return found;
+      } else if (statSync(join(root, path)).mtimeMs > builtAt) return path;
+    }
+    return undefined;
+  };
+  for (const dir of ["src", "worker", "public"]) {
+    const found = existsSync(join(root, dir)) ? newer(dir) : undefined;
+    if (found) return `${found} is newer than dist/`;
+  }
+  for (const file of ["index.html", "vite.config.ts", "package-lock.json"])
+    if (existsSync(join(root, file)) && statSync(join(root, file)).mtimeMs > builtAt)
+      return `${file} is newer than dist/`;
+  return undefined;
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
-  if (!existsSync(join(root, "dist/index.html"))) {
-    console.log("[bench] dist/ is missing: building the app");
+  const stale = staleBuild();
+  if (stale) {
+    console.log(`[bench] ${stale}: building the app`);
     const built = spawnSync(
       process.execPath,
       [join(root, "node_modules/vite/bin/vite.js"), "build", "--logLevel", "warn"],
@@ -229,7 +255,7 @@ async function main(): Promise<void> {
   try {
     const version = await b.browser.version();
     console.log(
-      `browser bench: Chromium ${version}, app from dist/ (built ${new Date((await import("node:fs")).statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
+      `browser bench: Chromium ${version}, app from dist/ (built ${new Date(statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
     );
     if (ONLY !== "recovery") await throughput(b, server);
     if (ONLY !== "throughput") await recovery(b, server);
