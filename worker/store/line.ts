@@ -2,8 +2,8 @@
  * The commit line over one wa-sqlite connection. Invariants:
  * - one SQLite call at a time (the Asyncify/JSPI builds are not re-entrant): commits and reads share
  *   one FIFO;
- * - commits queued while a transaction is open join it, each after the first inside its own
- *   SAVEPOINT, so a failing callback rolls back alone (group commit);
+ * - commits queued while a transaction is open join it, each inside its own SAVEPOINT, so a failing
+ *   callback rolls back alone (group commit);
  * - a commit's promise settles only after COMMIT returned; nothing is published before that;
  * - the line yields to the event loop between transactions, so a sync VFS never starves ports.
  */
@@ -237,21 +237,7 @@ export class SqliteLine implements Store {
       job?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
       return;
     }
-    // The first callback runs bare: if it throws, the whole transaction holds only its writes and
-    // rolls back. Callbacks that join it each get a savepoint, so one failing leaves the others.
-    const first = this.#queue.shift()!;
-    try {
-      done.push({ job: first, value: await first.work(this.#sql) });
-    } catch (error) {
-      try {
-        if (!this.#closed) await this.#execute("ROLLBACK", undefined, false);
-      } catch {
-        // Already rolled back by SQLite.
-      }
-      first.reject(error);
-      return;
-    }
-    let count = 1;
+    let count = 0;
     while (count < this.#maxGroup && this.#queue[0]?.kind === "commit" && !this.#closed) {
       const job = this.#queue.shift()!;
       count++;
