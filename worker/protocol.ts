@@ -7,6 +7,9 @@
 import type { ConversationView, Frame } from "./core/observe.ts";
 import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 
+/** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`). */
+export type { InboxState, LiveState } from "./agent/records.ts";
+
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
 export const PROTOCOL_VERSION = 1;
 
