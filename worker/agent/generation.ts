@@ -191,14 +191,7 @@ export function createGenerationTask(
         await runHooks(services.hooks().afterResponse, (h) =>
           h(message, { conversationId: c, taskId: task.id }),
         );
-        await runtime.commit((tx) => {
-          const state = live(tx, c);
-          if (state.generation?.deferred) {
-            const { deferred: _d, ...generation } = state.generation;
-            writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation });
-          }
-          return undefined;
-        });
+        // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
         await classify(task, runtime, message, cp.attempt, offered);
       },
 

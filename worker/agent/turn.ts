@@ -84,9 +84,10 @@ export function deferTo(
   from: number,
 ): NextTaskState<GenerationCheckpoint, GenerationResult> {
   const pollAt = from + Math.max(0, handle.pollAfterMs ?? DEFAULT_POLL_MS);
-  const { message: _m, ...generation } = live(tx, c).generation ?? { taskId, attempt: cp.attempt };
+  const state = live(tx, c);
+  const { message: _m, ...generation } = state.generation ?? { taskId, attempt: cp.attempt };
   writeDoc<LiveState>(tx, c, DOC.live, {
-    ...live(tx, c),
+    ...state,
     generation: { ...generation, deferred: { pollAt } },
   });
   return {
