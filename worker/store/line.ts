@@ -8,6 +8,7 @@
  * - the line yields to the event loop between transactions, so a sync VFS never starves ports.
  */
 import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
+import type { DirectStatements } from "./direct.ts";
 import {
   type FaultHook,
   type FaultPoint,
@@ -68,6 +69,8 @@ export interface LineOptions {
   onClose?: () => Promise<void> | void;
   /** Most commit callbacks per transaction (1 turns group commit off). */
   maxGroup?: number;
+  /** Statements through the C exports, for a synchronous build (see direct.ts). */
+  direct?: DirectStatements;
 }
 
 export class SqliteLine implements Store {
@@ -87,6 +90,7 @@ export class SqliteLine implements Store {
   #onClose: (() => Promise<void> | void) | undefined;
   #maxGroup: number;
   #epoch: string | undefined;
+  #direct: DirectStatements | undefined;
 
   constructor(options: LineOptions) {
     this.kind = options.kind;
@@ -96,6 +100,7 @@ export class SqliteLine implements Store {
     this.schemaVersion = options.schemaVersion;
     this.#onClose = options.onClose;
     this.#maxGroup = Math.max(1, options.maxGroup ?? MAX_GROUP);
+    this.#direct = options.direct;
     this.#sql = {
       run: async (sql, params) => {
         await this.#execute(sql, params, false);
@@ -153,6 +158,7 @@ export class SqliteLine implements Store {
       this.#closed = true;
       for (const { stmt } of this.#statements.values()) await this.#sqlite3.finalize(stmt);
       this.#statements.clear();
+      this.#direct?.dispose();
       await this.#sqlite3.close(this.#db);
       await this.#onClose?.();
     })();
@@ -300,6 +306,10 @@ export class SqliteLine implements Store {
       this.#statements.set(sql, cached);
     }
     const { stmt } = cached;
+    if (this.#direct) {
+      const entry = cached;
+      return this.#direct.run(stmt, params, () => (entry.columns ??= sqlite3.column_names(stmt)), wantRows);
+    }
     const bound = params !== undefined && params.length > 0;
     // Binding needs a reset statement. Without parameters the reset is left to sqlite3_step, which
     // resets a statement that finished (every run steps to DONE or fails) by itself: one wasm call

@@ -8,6 +8,7 @@ import * as SQLiteAPI from "@journeyapps/wa-sqlite";
 
 type Api = SQLiteAPI;
 
+import { DirectStatements, isSyncModule } from "./direct.ts";
 import { SqliteLine } from "./line.ts";
 import { migrations } from "./schema.ts";
 import { StoreOpenError } from "./types.ts";
@@ -35,9 +36,6 @@ export type OpenStoreOptions =
 export interface MemoryStore extends SqliteLine {
   image(): MemoryImage;
 }
-
-type MemoryFile = { pathname: string; flags: number; size: number; data: ArrayBuffer };
-type MemoryVfs = { name: string; mapNameToFile: Map<string, MemoryFile>; close(): void };
 
 let compiledSync: Promise<WebAssembly.Module> | undefined;
 
@@ -78,11 +76,9 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     },
   });
   const sqlite3 = SQLiteAPI.Factory(module);
-  const { MemoryVFS } = (await import("@journeyapps/wa-sqlite/src/examples/MemoryVFS.js")) as unknown as {
-    MemoryVFS: { create(name: string, module: unknown): Promise<MemoryVfs> };
-  };
+  const { FastMemoryVFS } = await import("./memory-vfs.ts");
   const vfsName = `mem${++counter}`;
-  const vfs = await MemoryVFS.create(vfsName, module);
+  const vfs = await FastMemoryVFS.create(vfsName, module);
   for (const { path, bytes } of options.image ?? []) {
     const data = new ArrayBuffer(bytes.byteLength);
     new Uint8Array(data).set(bytes);
@@ -103,6 +99,8 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     "PRAGMA journal_mode = PERSIST;",
     {
       ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
+      // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
+      ...(isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {}),
     },
   );
   const store = line as MemoryStore;
@@ -123,7 +121,7 @@ export async function finishOpen(
   targetVersion: number | undefined,
   onClose: () => Promise<void> | void,
   pragmas = "",
-  lineOptions: { maxGroup?: number } = {},
+  lineOptions: { maxGroup?: number; direct?: DirectStatements } = {},
 ): Promise<SqliteLine> {
   const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose, ...lineOptions });
   try {
