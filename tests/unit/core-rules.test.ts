@@ -22,7 +22,7 @@ import {
   WaitCancelled,
   WaitCycle,
 } from "../../worker/index.ts";
-import type { MemoryStore } from "../../worker/store/open.ts";
+import type { MemoryImage, MemoryStore } from "../../worker/store/open.ts";
 import { memoryStore } from "../../worker/testing.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -928,6 +928,40 @@ describe("starting checkpoint and resumed phases", () => {
     expect(store.stats.commits).toBe(before);
     await engineStillRuns(h);
     await h.close();
+  });
+
+  test("createTask({ reserve }) is stored running by its creating commit, starts only after that commit, and a crash right after it resumes it", async () => {
+    seen.length = 0;
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [twoPhases] });
+    let image: MemoryImage | undefined;
+    const startedBeforeCommit: boolean[] = [];
+    store.setFaultHook((point) => {
+      if (point === "before-commit") startedBeforeCommit.push(seen.length > 0);
+      if (point === "after-commit") image ??= store.image();
+    });
+    const id = await h.createTask(twoPhases, null, { reserve: true });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "two" });
+    // The creating transaction reached COMMIT before the first phase ran.
+    expect(startedBeforeCommit[0]).toBe(false);
+    expect(seen).toEqual(["one resumed=false", "two resumed=false"]);
+    store.setFaultHook(undefined);
+    await h.close();
+
+    // The world as the creating commit left it: the task is running at its first phase.
+    const crashed = await memoryStore(image);
+    expect(
+      await crashed.read((sql) => sql.get("SELECT status, state FROM tasks WHERE id = ?", [id])),
+    ).toEqual({
+      status: "running",
+      state: JSON.stringify({ status: "running", checkpoint: { phase: "one" } }),
+    });
+    seen.length = 0;
+    const second = await Harness.open(crashed, { tasks: [twoPhases] });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["one resumed=true", "two resumed=false"]);
+    await engineStillRuns(second);
+    await second.close();
   });
 
   test("a phase cut off mid-run is resumed under the next engine; its next phase is not", async () => {

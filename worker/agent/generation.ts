@@ -353,7 +353,7 @@ export function createGenerationTask(
           const intent = intentAtCreation(services, tx, c, call);
           const id = tx.createTask(toolTask(), { assistant: entry.id, callId: call.id } as never, {
             ownership: { kind: "task", taskId: task.id },
-            ...(intent ? { start: intent as never } : {}),
+            ...(intent ? { start: intent as never, reserve: true } : {}),
           });
           ids.push(id);
           slots.push({

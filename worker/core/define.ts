@@ -27,6 +27,13 @@ export interface CreateTaskOptions<S extends Checkpoint = Checkpoint> {
    * phase's work in the creating commit. Its phase must be one of the definition's.
    */
   start?: S;
+  /**
+   * Create it already reserved (`running`): it counts as started once the creating commit commits,
+   * exactly as if the scheduler had reserved it in that commit, and the scheduler launches it after
+   * that commit without a reserving write of its own. A crash after the commit finds it `running`,
+   * so its first phase runs with `runtime.resumed`.
+   */
+  reserve?: boolean;
   /** Default: the calling task inside a runtime commit, the conversation elsewhere. */
   ownership?: TaskOwnership;
   /** Default: the owner task's conversation, else the root conversation. */

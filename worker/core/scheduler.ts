@@ -166,6 +166,14 @@ export class Scheduler {
         this.#dirty = false;
         const dry = this.#plan(new Overlay(this.session.records), true);
         if (!dry.writes && dry.starts.length === 0) continue;
+        if (!dry.writes) {
+          // Only tasks that are already running (created reserved) start: there is nothing to write,
+          // but the commit that made them may still be in flight, so they launch once it committed.
+          for (const invocation of dry.starts) this.#register(invocation);
+          await this.session.barrier();
+          for (const invocation of dry.starts) invocation.launch();
+          continue;
+        }
         const plan = await this.session.commit((tx, overlay) => this.#plan(overlay, false, tx));
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
         for (const invocation of plan.starts) invocation.launch();
@@ -260,6 +268,14 @@ export class Scheduler {
         continue;
       }
       if (!dry) this.blocked.delete(id);
+      if (status === "running" && !resolution.migrated && resolution.definition.version === t.version) {
+        // Already reserved (created so, or left running by an invocation that stopped early): start
+        // it without a write.
+        const invocation = new Invocation(this, id, mode, resolution.definition);
+        plan.starts.push(invocation);
+        if (!dry) this.#register(invocation);
+        continue;
+      }
       const checkpoint = resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
       const reserved: TaskRecord = {
         ...t,
@@ -280,14 +296,18 @@ export class Scheduler {
       }
       const invocation = new Invocation(this, id, mode, resolution.definition);
       plan.starts.push(invocation);
-      if (!dry) {
-        this.active.set(id, invocation);
-        // Started again: a later invocation of this checkpoint is not the interrupted one.
-        this.session.records.interrupted.delete(id);
-        this.#noWake.delete(id);
-      }
+      if (!dry) this.#register(invocation);
     }
     return plan;
+  }
+
+  #register(invocation: Invocation): void {
+    const id = invocation.taskId;
+    this.active.set(id, invocation);
+    this.blocked.delete(id);
+    // Started again: a later invocation of this checkpoint is not the interrupted one.
+    this.session.records.interrupted.delete(id);
+    this.#noWake.delete(id);
   }
 
   /**

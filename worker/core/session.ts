@@ -159,7 +159,32 @@ export class Session {
   }> = [];
   #assembling = false;
 
+  /** Settles when the newest group (and so every group before it: the store is FIFO) has ended. */
+  #lastGroup: Promise<void> | undefined;
+
+  /**
+   * Resolves once every commit merged so far is on disk (the groups in flight have committed), at
+   * once when none is in flight; rejects when one of them failed. For work that may start only on
+   * committed state but has nothing to write itself (the scheduler launching a created-reserved task).
+   */
+  barrier(): Promise<void> {
+    if (this.#fatal) return Promise.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
+    return this.#lastGroup ?? Promise.resolve();
+  }
+
   async #runGroup(): Promise<void> {
+    let settle!: (error: unknown) => void;
+    const group = new Promise<void>((resolve, reject) => {
+      settle = (error) => (error === undefined ? resolve() : reject(error));
+    });
+    group.catch(() => undefined); // a failure is reported to the group's own callers
+    this.#lastGroup = group;
+    settle(await this.#assembleAndCommit());
+    if (this.#lastGroup === group) this.#lastGroup = undefined;
+  }
+
+  /** One group: assemble, write, COMMIT, publish. Returns the error that failed it, if any. */
+  async #assembleAndCommit(): Promise<unknown> {
     type Done = {
       resolve: (v: unknown) => void;
       reject: (e: unknown) => void;
@@ -237,7 +262,7 @@ export class Session {
       if (error === NOTHING_TO_COMMIT) {
         for (const { reject, error: e } of failed) reject(e);
         this.#restart();
-        return;
+        return undefined;
       }
       // Merged commits that did not reach COMMIT leave memory ahead of the disk.
       if (done.length > 0 || error instanceof StoreClosed) this.fail(error as Error);
@@ -247,12 +272,12 @@ export class Session {
         // Nothing will ever commit again: fail whatever still waits instead of retrying forever.
         for (const request of this.#pending.splice(0))
           request.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
-        return;
+        return error;
       }
       // The store refused this group without running it (e.g. a fenced write): fail its head.
       if (done.length === 0 && failed.length === 0) this.#pending.shift()?.reject(error);
       this.#restart();
-      return;
+      return error;
     }
     for (const { reject, error } of failed) reject(error);
     for (const d of done) {
@@ -260,6 +285,7 @@ export class Session {
       d.resolve(d.value);
     }
     this.#restart();
+    return undefined;
   }
 
   #restart(): void {
@@ -461,7 +487,9 @@ export class TxImpl implements Tx {
       ...(owner !== undefined ? { owner } : {}),
       background: options.background === true,
       abortRequested: false,
-      state: { status: "pending", checkpoint },
+      ...(options.reserve
+        ? { state: { status: "running", checkpoint }, startedAt: this.session.now() }
+        : { state: { status: "pending", checkpoint } }),
     });
     return id;
   }
