@@ -14,8 +14,9 @@ import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./error
 import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
 import { Overlay } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
-import { type Session, TxImpl } from "./session.ts";
+import type { Session } from "./session.ts";
 import { applyNextState } from "./transition.ts";
+import { TxImpl } from "./tx.ts";
 import type {
   BlockedReason,
   Checkpoint,

@@ -1,0 +1,191 @@
+/**
+ * The transaction a commit callback receives: reads see the commit's own overlay, writes go into it,
+ * and every call checks the rules at the boundary (ownership, JSON values, known conversations and
+ * phases) so a bad write fails its own commit with a typed error. Valid only while its callback runs
+ * (the overlay is sealed afterwards).
+ */
+import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
+import { InvalidTransition, OwnerNotLive, UnknownConversation } from "./errors.ts";
+import { assertJson } from "./persist.ts";
+import type { Overlay } from "./records.ts";
+import type { Session } from "./session.ts";
+import {
+  type ConversationId,
+  type ConversationOwnership,
+  type ConversationRecord,
+  type EntryDraft,
+  type EntryRecord,
+  type Json,
+  ROOT_CONVERSATION_ID,
+  type SubmissionId,
+  type SubmissionRecord,
+  type TaskId,
+  type TaskRecord,
+} from "./types.ts";
+
+export interface TxContext {
+  /** The task whose runtime commits (entries record it; tasks it creates default to its ownership). */
+  byTaskId?: TaskId;
+}
+
+/** The transaction handed to commit callbacks. Valid only while its callback runs. */
+export class TxImpl implements Tx {
+  constructor(
+    readonly session: Session,
+    readonly overlay: Overlay,
+    readonly context: TxContext,
+  ) {}
+
+  #open(): Overlay {
+    if (this.overlay.sealed)
+      throw new InvalidTransition("this transaction has ended; use the one of the current commit");
+    return this.overlay;
+  }
+
+  now(): number {
+    return this.session.now();
+  }
+
+  getTask(id: TaskId): TaskRecord | undefined {
+    return this.#open().task(id);
+  }
+
+  conversation(id: ConversationId): ConversationRecord | undefined {
+    return this.#open().conversation(id);
+  }
+
+  lastEntryId(): number {
+    return this.#open().nextEntryId - 1;
+  }
+
+  createTask(definition: AnyTaskDefinition, input: unknown, options: CreateTaskOptions = {}): TaskId {
+    const o = this.#open();
+    const ownership =
+      options.ownership ??
+      (this.context.byTaskId !== undefined
+        ? { kind: "task" as const, taskId: this.context.byTaskId }
+        : { kind: "conversation" as const });
+    let conversationId = options.conversationId;
+    let owner: TaskId | undefined;
+    if (ownership.kind === "task") {
+      const ownerRecord = o.task(ownership.taskId);
+      if (!ownerRecord) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
+      if (
+        ownerRecord.state.status === "terminal" ||
+        ownerRecord.state.status === "completing" ||
+        ownerRecord.abortRequested
+      ) {
+        throw new OwnerNotLive(
+          `owner task ${ownership.taskId} is finishing or aborted and cannot own new work`,
+        );
+      }
+      if (conversationId !== undefined && conversationId !== ownerRecord.conversationId) {
+        throw new InvalidTransition("a child task lives in its owner's conversation");
+      }
+      if (options.background) throw new InvalidTransition("only conversation-owned tasks may be background");
+      conversationId = ownerRecord.conversationId;
+      owner = ownerRecord.id;
+    } else {
+      conversationId ??=
+        this.context.byTaskId !== undefined
+          ? (o.task(this.context.byTaskId)?.conversationId ?? ROOT_CONVERSATION_ID)
+          : ROOT_CONVERSATION_ID;
+    }
+    if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
+    const checkpoint = options.start ?? definition.initial(input);
+    if (!checkpoint || typeof checkpoint.phase !== "string" || !(checkpoint.phase in definition.phases))
+      throw new InvalidTransition(
+        `task ${definition.name} has no phase ${String((checkpoint as { phase?: unknown } | undefined)?.phase)}`,
+      );
+    assertJson(input);
+    assertJson(checkpoint);
+    this.session.onDefinition(definition);
+    const id = o.nextTaskId++;
+    o.created.add(id);
+    o.setTask({
+      id,
+      conversationId,
+      kind: definition.name,
+      version: definition.version,
+      input: input as Json,
+      ...(owner !== undefined ? { owner } : {}),
+      background: options.background === true,
+      abortRequested: false,
+      ...(options.reserve
+        ? { state: { status: "running", checkpoint }, startedAt: this.session.now() }
+        : { state: { status: "pending", checkpoint } }),
+    });
+    return id;
+  }
+
+  appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord {
+    const o = this.#open();
+    if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
+    assertJson(draft);
+    const entry: EntryRecord = {
+      ...draft,
+      id: o.nextEntryId++,
+      conversationId,
+      ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),
+    };
+    o.entries.push(entry);
+    return entry;
+  }
+
+  createConversation(ownership: ConversationOwnership = { kind: "ownerless" }): ConversationRecord {
+    const o = this.#open();
+    let owner: ConversationRecord["owner"];
+    if (ownership.kind === "task") {
+      const t = o.task(ownership.taskId);
+      if (!t) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
+      if (t.state.status === "terminal" || t.state.status === "completing" || t.abortRequested) {
+        throw new OwnerNotLive(
+          `owner task ${ownership.taskId} is finishing or aborted and cannot own new work`,
+        );
+      }
+      owner = { taskId: t.id, conversationId: t.conversationId };
+    }
+    const record: ConversationRecord = {
+      id: o.nextConversationId++,
+      createdAt: this.session.now(),
+      ...(owner ? { owner } : {}),
+    };
+    o.conversations.set(record.id, record);
+    this.session.onConversationCreated(this, record);
+    return record;
+  }
+
+  submission(id: SubmissionId): SubmissionRecord | undefined {
+    return this.#open().submission(id);
+  }
+
+  submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined {
+    return this.#open().submissionByRequest(conversationId, requestId);
+  }
+
+  createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord {
+    const o = this.#open();
+    if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
+    assertJson(record);
+    const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
+    o.createdSubmissions.add(sub.id);
+    o.setSubmission(sub);
+    return sub;
+  }
+
+  updateSubmission(record: SubmissionRecord): void {
+    const o = this.#open();
+    if (!o.submission(record.id)) throw new InvalidTransition(`no submission ${record.id}`);
+    assertJson(record);
+    o.setSubmission(record);
+  }
+
+  readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
+    return this.#open().getDoc(conversationId, name) as T | undefined;
+  }
+
+  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
+    // Checked once per commit, on the final value (validateOverlay).
+    this.#open().setDoc(conversationId, name, value);
+  }
+}
