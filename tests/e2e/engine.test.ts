@@ -532,14 +532,27 @@ describe("engine host", () => {
     });
   });
 
-  test("7. dedicated-worker fallback (opfs): reload mid-run; a second tab says the app is open elsewhere", async () => {
-    const { url } = await reloadMidRun({ engine: "dedicated" }, ({ status, mode }) => {
+  test("7. dedicated-worker fallback (opfs): reload mid-run; a second tab says the app is open elsewhere and takes over when asked", async () => {
+    const { page: first, url } = await reloadMidRun({ engine: "dedicated" }, ({ status, mode }) => {
       expect(status).toMatchObject({ phase: "ready", storeKind: "opfs", jspi: false });
       expect(mode).toBe("dedicated");
     });
     const second = await openApp(url, "second", "waiting-for-lock");
     await second.locator('[data-testid="elsewhere"]').waitFor();
     expect((await clientState(second)).mode).toBe("elsewhere");
+    // "Use it here": the first tab hands the store over (same build, so not "a newer version") and
+    // the second one runs the engine with the finished run intact.
+    const id = await startTicker(first, 3, 30);
+    await tickerAt(first, id, "completed under the first tab", (t) => t.status === "completed");
+    await second.getByRole("button", { name: "Use it here" }).click();
+    const banner = first.locator('[data-testid="handed-over"]');
+    await banner.waitFor({ timeout: 60_000 });
+    expect(await banner.textContent()).toContain("Another tab took over the app");
+    expect(await banner.textContent()).not.toContain("newer version");
+    await waitPhase(second, "ready");
+    expect(
+      (await tickerAt(second, id, "read under the second tab", (t) => t.status === "completed")).trail,
+    ).toEqual(range(3));
   });
 
   test("8. the Asyncify idb build: reload mid-run, trail exactly [1..40]", async () => {

@@ -300,7 +300,12 @@ export class EngineHost implements EngineApi {
     if (message.type !== "handover-request") return;
     if (!this.#harness || this.#status.phase !== "ready") return;
     if (message.build < this.platform.build) return; // an older build never takes over a newer one
-    this.#setStatus({ phase: "handing-over", detail: `a newer version (${message.build}) is taking over` });
+    // The same build asks only when a tab chose "use it here" (the dedicated-worker fallback).
+    const newer = message.build > this.platform.build;
+    this.#setStatus({
+      phase: "handing-over",
+      detail: newer ? `a newer version (${message.build}) is taking over` : "another tab is taking over",
+    });
     const harness = this.#harness;
     this.#harness = undefined;
     for (const { watch } of this.#watches.values()) watch.end("closed");
@@ -311,7 +316,9 @@ export class EngineHost implements EngineApi {
       this.#releaseLock?.();
       this.#setStatus({
         phase: "handed-over",
-        detail: "a newer version of the app took over; reload this tab",
+        detail: newer
+          ? "A newer version of the app took over in another tab."
+          : "Another tab took over the app; this one is paused.",
       });
       this.#post({ type: "handover-released", from: this.#id, build: this.platform.build });
     }
@@ -319,7 +326,7 @@ export class EngineHost implements EngineApi {
 
   async #h(): Promise<AgentHarness> {
     if (this.#status.phase === "handed-over" || this.#status.phase === "handing-over") {
-      throw new Error("this engine handed the store over to a newer version; reload the tab");
+      throw new Error("this engine handed the store over to another tab; reload this one");
     }
     return this.#ready;
   }
