@@ -37,6 +37,9 @@ export interface MemoryStore extends SqliteLine {
   image(): MemoryImage;
 }
 
+type MemoryFile = { pathname: string; flags: number; size: number; data: ArrayBuffer };
+type MemoryVfs = { name: string; mapNameToFile: Map<string, MemoryFile>; close(): void };
+
 let compiledSync: Promise<WebAssembly.Module> | undefined;
 
 async function nodeWasmBytes(): Promise<Uint8Array> {
@@ -76,9 +79,11 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     },
   });
   const sqlite3 = SQLiteAPI.Factory(module);
-  const { FastMemoryVFS } = await import("./memory-vfs.ts");
+  const { MemoryVFS } = (await import("@journeyapps/wa-sqlite/src/examples/MemoryVFS.js")) as unknown as {
+    MemoryVFS: { create(name: string, module: unknown): Promise<MemoryVfs> };
+  };
   const vfsName = `mem${++counter}`;
-  const vfs = await FastMemoryVFS.create(vfsName, module);
+  const vfs = await MemoryVFS.create(vfsName, module);
   for (const { path, bytes } of options.image ?? []) {
     const data = new ArrayBuffer(bytes.byteLength);
     new Uint8Array(data).set(bytes);
