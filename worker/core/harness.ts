@@ -14,6 +14,7 @@ import {
 import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { mark } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
+import { patchTask } from "./records.ts";
 import { type Blocked, Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
 import type {
@@ -116,7 +117,7 @@ export class Harness {
         for (const id of running) {
           const t = overlay.task(id)!;
           if (t.state.status === "running")
-            overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
+            overlay.setTask(patchTask(t, { state: { status: "pending", checkpoint: t.state.checkpoint } }));
         }
       });
     }

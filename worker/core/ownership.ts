@@ -4,7 +4,7 @@
  * no cycle). Pure functions over `Overlay`; the scheduler and the runtime call them inside commits.
  */
 import { InvalidTransition, WaitCycle } from "./errors.ts";
-import type { Overlay } from "./records.ts";
+import { type Overlay, patchTask } from "./records.ts";
 import type { JoinPolicy, TaskId, TaskOutcome, TaskRecord } from "./types.ts";
 
 /** A live owner's abort mark, or a held outcome other than completed. */
@@ -25,11 +25,10 @@ export function outcomeOf(record: TaskRecord | undefined): TaskOutcome | undefin
  * `completing`. Memos are dropped either way.
  */
 export function finish(overlay: Overlay, record: TaskRecord, outcome: TaskOutcome, now: number): TaskRecord {
-  const { memos: _memos, ...rest } = record;
   const held = overlay.hasLiveOwnedWork(record.id);
-  const next: TaskRecord = held
-    ? { ...rest, state: { status: "completing", outcome } }
-    : { ...rest, state: { status: "terminal", outcome }, endedAt: now };
+  const next = held
+    ? patchTask(record, { state: { status: "completing", outcome }, memos: null })
+    : patchTask(record, { state: { status: "terminal", outcome }, memos: null, endedAt: now });
   overlay.setTask(next);
   return next;
 }
@@ -38,7 +37,7 @@ export function finish(overlay: Overlay, record: TaskRecord, outcome: TaskOutcom
 export function mark(overlay: Overlay, id: TaskId): boolean {
   const t = overlay.task(id);
   if (!t || t.state.status === "terminal" || t.abortRequested) return false;
-  overlay.setTask({ ...t, abortRequested: true });
+  overlay.setTask(patchTask(t, { abortRequested: true }));
   return true;
 }
 

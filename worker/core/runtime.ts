@@ -8,6 +8,7 @@
  */
 import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
+import { patchTask } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
 import { applyNextState } from "./transition.ts";
 import type {
@@ -191,7 +192,7 @@ export class Invocation {
     await this.scheduler.session.commit((_tx, overlay) => {
       const t = overlay.task(this.taskId);
       if (t?.state.status !== "running") return;
-      overlay.setTask({ ...t, state: { status: "pending", checkpoint: t.state.checkpoint } });
+      overlay.setTask(patchTask(t, { state: { status: "pending", checkpoint: t.state.checkpoint } }));
     });
   }
 }
@@ -282,7 +283,7 @@ class Runtime implements TaskRuntime {
         // A factory runs only when there is no winner yet, in the same commit that records it.
         const value = typeof candidate === "function" ? candidate(tx) : candidate;
         const latest = overlay.task(this.taskId)!;
-        overlay.setTask({ ...latest, memos: { ...latest.memos, [name]: value } });
+        overlay.setTask(patchTask(latest, { memos: { ...latest.memos, [name]: value } }));
         return value;
       },
       { byTaskId: this.taskId },

@@ -12,7 +12,7 @@
 import type { AnyTaskDefinition, Registry, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
-import { Overlay } from "./records.ts";
+import { Overlay, patchTask } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
 import type { Session } from "./session.ts";
 import { applyNextState } from "./transition.ts";
@@ -231,7 +231,9 @@ export class Scheduler {
     for (let i = live.length - 1; i >= 0; i--) {
       const t = overlay.task(live[i]!)!;
       if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
-        overlay.setTask({ ...t, state: { status: "terminal", outcome: t.state.outcome }, endedAt: now });
+        overlay.setTask(
+          patchTask(t, { state: { status: "terminal", outcome: t.state.outcome }, endedAt: now }),
+        );
         plan.writes = true;
       }
     }
@@ -278,13 +280,12 @@ export class Scheduler {
         continue;
       }
       const checkpoint = resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
-      const reserved: TaskRecord = {
-        ...t,
+      const reserved = patchTask(t, {
         version: resolution.definition.version,
         input: resolution.migrated ? resolution.migrated.input : t.input,
         state: { status: "running", checkpoint: checkpoint as { phase: string } },
         startedAt: t.startedAt ?? now,
-      };
+      });
       if (resolution.migrated) overlay.migratedInputs.add(id);
       overlay.setTask(reserved);
       plan.writes = true;

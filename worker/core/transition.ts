@@ -6,7 +6,7 @@
  */
 import { InvalidTransition } from "./errors.ts";
 import { finish, validateWait } from "./ownership.ts";
-import type { Overlay } from "./records.ts";
+import { type Overlay, patchTask } from "./records.ts";
 import type { NextTaskState, RunningTask, TaskOutcome, TaskRecord } from "./types.ts";
 
 export function applyNextState(
@@ -18,17 +18,16 @@ export function applyNextState(
 ): { record: TaskRecord; progressed: boolean } {
   switch (next.status) {
     case "running": {
-      const record: TaskRecord = { ...current, state: { status: "running", checkpoint: next.checkpoint } };
+      const record = patchTask(current, { state: { status: "running", checkpoint: next.checkpoint } });
       overlay.setTask(record);
       return { record, progressed: true };
     }
     case "waiting": {
       if (mode === "abort") throw new InvalidTransition("an abort handler may not wait");
       validateWait(overlay, current, next.on, next.policy);
-      const record: TaskRecord = {
-        ...current,
+      const record = patchTask(current, {
         state: { status: "waiting", checkpoint: next.checkpoint, on: [...next.on], policy: next.policy },
-      };
+      });
       overlay.setTask(record);
       return { record, progressed: false };
     }
