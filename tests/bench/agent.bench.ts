@@ -69,7 +69,16 @@ interface Sample {
   toolResults: number;
 }
 
+/**
+ * A pause before each timed run, so a collection the previous run started (concurrent marking ends
+ * in an event-loop task) finishes outside the timing: neither side pays for the other's garbage, and
+ * the durable run allocates far more. (A forced full collection instead measured both sides at up to
+ * twice their time: it also drops compiled code.)
+ */
+const settle = () => new Promise<void>((resolve) => setTimeout(resolve, 25));
+
 async function timed(work: () => Promise<{ transactions: number; toolResults: number }>): Promise<Sample> {
+  await settle();
   const cpu = process.cpuUsage();
   const start = performance.now();
   const r = await work();
