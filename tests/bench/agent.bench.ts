@@ -10,6 +10,8 @@
  * Bars: at most 4 store transactions per tool round; durable wall time within 5x of in-memory.
  * Both sides are measured warm: the durable side has far more code for the JIT to settle, and
  * its first rounds measured up to twice their steady-state time.
+ * The floor row replays one run's own SQL, job by job, on a fresh memory store with no engine: what
+ * the durable run would cost if the engine and the model cost nothing.
  * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (default 15), BENCH_TOOL_ROUNDS
  * (default 50), BENCH_ONLY=durable|memory (one side alone, for a profiler).
  */
@@ -18,6 +20,8 @@ import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { textResult } from "../../worker/agent/tool.ts";
 import { AgentHarness, defineTool } from "../../worker/index.ts";
+import type { MemoryStore } from "../../worker/store/open.ts";
+import type { Sql, SqlValue } from "../../worker/store/types.ts";
 import { type FauxAgentModel, fauxAgentModel, memoryStore } from "../../worker/testing.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -87,8 +91,63 @@ async function timed(work: () => Promise<{ transactions: number; toolResults: nu
   return { ms, cpuMs: (used.user + used.system) / 1000, ...r };
 }
 
-async function durable(faux: FauxAgentModel): Promise<Sample> {
+/** The statements one store job (a transaction, or a read) ran, in order. */
+interface Job {
+  kind: "commit" | "read";
+  statements: Array<{ sql: string; params: readonly SqlValue[] | undefined; rows: boolean }>;
+}
+
+/** Record every job `store` runs from now on, in the order they run, into `recorder.into`. */
+function recordJobs(store: MemoryStore, recorder: { into: Job[] }): void {
+  for (const kind of ["commit", "read"] as const) {
+    const original = store[kind].bind(store);
+    store[kind] = <T>(work: (sql: Sql) => Promise<T> | T) =>
+      original((sql) => {
+        const job: Job = { kind, statements: [] };
+        recorder.into.push(job);
+        const note = (q: string, params: readonly SqlValue[] | undefined, rows: boolean) =>
+          job.statements.push({ sql: q, params, rows });
+        return work({
+          run: (q, params) => {
+            note(q, params, false);
+            return sql.run(q, params);
+          },
+          all: (q, params) => {
+            note(q, params, true);
+            return sql.all(q, params);
+          },
+          get: (q, params) => {
+            note(q, params, true);
+            return sql.get(q, params);
+          },
+        });
+      });
+  }
+}
+
+/**
+ * The floor: the SQL of one durable run (`timed`, after the jobs that opened the harness) replayed
+ * job by job on a fresh memory store, with no engine at all. Returns the replay's wall time.
+ */
+async function replay(opening: readonly Job[], timed: readonly Job[]): Promise<number> {
   const store = await memoryStore();
+  const run = (job: Job) =>
+    store[job.kind](async (sql) => {
+      for (const s of job.statements) await (s.rows ? sql.all(s.sql, s.params) : sql.run(s.sql, s.params));
+    });
+  for (const job of opening) await run(job);
+  await settle();
+  const start = performance.now();
+  for (const job of timed) await run(job);
+  const ms = performance.now() - start;
+  await store.close();
+  return ms;
+}
+
+async function durable(faux: FauxAgentModel, jobs?: { opening: Job[]; timed: Job[] }): Promise<Sample> {
+  const store = await memoryStore();
+  const recorder = { into: jobs?.opening ?? [] };
+  if (jobs) recordJobs(store, recorder);
   const h = await AgentHarness.open(store, {
     models: faux.models,
     defaultModel: faux.ref,
@@ -96,6 +155,7 @@ async function durable(faux: FauxAgentModel): Promise<Sample> {
   });
   const root = await h.root();
   const sample = await timed(async () => {
+    if (jobs) recorder.into = jobs.timed;
     const before = store.stats.transactions;
     const settled = await (await root.submit({ type: "input", content: "go" })).wait();
     if (settled.status !== "done") throw new Error(`durable run ended ${JSON.stringify(settled)}`);
@@ -163,15 +223,14 @@ async function main(): Promise<void> {
   const bare = model(0);
   const fixedTransactions = (await durable(bare)).transactions;
   bare.unregister();
-  // The floor: what the durable run's transactions cost on this store with no engine at all.
-  const rawStore = await memoryStore();
-  const rawStart = performance.now();
-  for (let i = 0; i < 1000; i++)
-    await rawStore.commit((sql) =>
-      sql.run("INSERT OR REPLACE INTO meta (key, value) VALUES ('k', ?)", [String(i)]),
-    );
-  const rawMsPerTx = (performance.now() - rawStart) / 1000;
-  await rawStore.close();
+  // The floor: one more durable run, recorded, and its SQL replayed with no engine (median of 5).
+  const recorded = model();
+  const jobs = { opening: [] as Job[], timed: [] as Job[] };
+  await durable(recorded, jobs);
+  recorded.unregister();
+  const replays: number[] = [];
+  for (let i = 0; i < 5; i++) replays.push(await replay(jobs.opening, jobs.timed));
+  const statements = jobs.timed.reduce((n, job) => n + job.statements.length, 0);
   const med = (f: (r: (typeof rounds)[number]) => number) => median(rounds.map(f));
   const durableMs = med((r) => r.durable.ms);
   const memoryMs = med((r) => r.memory.ms);
@@ -228,13 +287,13 @@ async function main(): Promise<void> {
     ],
   ];
   rows.push(["a run with no tool round (fixed cost)", "", "", "", fmt(fixedTransactions), "", "", ""]);
-  const floorMs = med((r) => r.durable.transactions) * rawMsPerTx;
+  const floorMs = median(replays);
   rows.push([
-    "floor: those transactions on the raw store",
+    `floor: the run's own SQL, no engine (${fmt(statements)} statements)`,
     `${fmt(floorMs, 1)} ms`,
     "",
-    "",
-    "",
+    `${fmt(floorMs / TOOL_ROUNDS, 2)} ms`,
+    fmt(jobs.timed.filter((j) => j.kind === "commit").length),
     "",
     `${fmt(floorMs / memoryMs, 2)}x`,
     "",
