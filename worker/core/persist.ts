@@ -135,7 +135,8 @@ export async function writeOverlay(
       // A checkpoint move keeps its status: leaving `status` out spares SQLite the tasks_live index.
       if (stored.get(t.id)!.state.status === t.state.status)
         await sql.run("UPDATE tasks SET state = ? WHERE id = ?", [state, t.id]);
-      else await sql.run("UPDATE tasks SET status = ?, state = ? WHERE id = ?", [t.state.status, state, t.id]);
+      else
+        await sql.run("UPDATE tasks SET status = ?, state = ? WHERE id = ?", [t.state.status, state, t.id]);
     } else {
       await sql.run(
         "UPDATE tasks SET version = ?, abort_requested = ?, status = ?, state = ?, input = coalesce(?, input), memos = ?, started_at = ?, ended_at = ? WHERE id = ?",

@@ -10,6 +10,7 @@ import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
 import { patchTask } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
+import { isPromiseLike } from "./session.ts";
 import { applyNextState } from "./transition.ts";
 import type {
   Checkpoint,
@@ -250,14 +251,17 @@ class Runtime implements TaskRuntime {
     const session = this.invocation.scheduler.session;
     let progressed = false;
     const record = await session.commit(
-      async (tx, overlay) => {
+      (tx, overlay) => {
         const current = overlay.task(this.taskId);
         this.#gate(current);
-        const next = await change(tx, current);
-        if (next === undefined) return overlay.task(this.taskId)!;
-        const applied = applyNextState(overlay, current, next, this.invocation.mode, session.now());
-        progressed = applied.progressed;
-        return applied.record;
+        const apply = (next: NextTaskState | undefined): TaskRecord => {
+          if (next === undefined) return overlay.task(this.taskId)!;
+          const applied = applyNextState(overlay, current, next, this.invocation.mode, session.now());
+          progressed = applied.progressed;
+          return applied.record;
+        };
+        const next = change(tx, current);
+        return isPromiseLike(next) ? Promise.resolve(next).then(apply) : apply(next);
       },
       { byTaskId: this.taskId },
     );

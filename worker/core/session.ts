@@ -34,6 +34,10 @@ import {
 } from "./types.ts";
 
 const MAX_GROUP = 512;
+
+export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
+}
 /** Thrown out of a group whose callbacks all failed, so the store rolls it back. */
 const NOTHING_TO_COMMIT = new Error("nothing to commit");
 
@@ -212,7 +216,9 @@ export class Session {
             const tx = new TxImpl(this, overlay, request.context);
             let value: unknown;
             try {
-              value = await request.work(tx, overlay);
+              // Most callbacks are synchronous: awaiting only a promise saves a turn per callback.
+              value = request.work(tx, overlay);
+              if (isPromiseLike(value)) value = await value;
               overlay.sealed = true;
               validateOverlay(overlay);
             } catch (error) {
