@@ -111,17 +111,26 @@ export class Records {
   }
 }
 
-/** One commit's writes, readable through (reads fall back to the committed records). */
+// Shared empty collections for overlays that never wrote that kind of record (never mutated: the
+// getters hand them out read-only).
+const EMPTY_MAP: ReadonlyMap<never, never> = new Map<never, never>();
+const EMPTY_SET: ReadonlySet<never> = new Set<never>();
+const EMPTY_LIST: readonly never[] = [];
+
+/**
+ * One commit's writes, readable through (reads fall back to the committed records). Its collections
+ * are made on first write: most commits touch one or two kinds of record, and the scheduler plans
+ * against a fresh overlay that usually writes nothing.
+ */
 export class Overlay {
-  readonly tasks = new Map<TaskId, TaskRecord>();
-  readonly created = new Set<TaskId>();
-  /** Tasks whose input a migration rewrote (inputs are otherwise written once). */
-  readonly migratedInputs = new Set<TaskId>();
-  readonly conversations = new Map<ConversationId, ConversationRecord>();
-  readonly entries: EntryRecord[] = [];
-  readonly docs = new Map<DocKey, Json | undefined>();
-  readonly submissions = new Map<SubmissionId, SubmissionRecord>();
-  readonly createdSubmissions = new Set<SubmissionId>();
+  #tasks: Map<TaskId, TaskRecord> | undefined;
+  #created: Set<TaskId> | undefined;
+  #migratedInputs: Set<TaskId> | undefined;
+  #conversations: Map<ConversationId, ConversationRecord> | undefined;
+  #entries: EntryRecord[] | undefined;
+  #docs: Map<DocKey, Json | undefined> | undefined;
+  #submissions: Map<SubmissionId, SubmissionRecord> | undefined;
+  #createdSubmissions: Set<SubmissionId> | undefined;
   nextTaskId: number;
   nextSubmissionId: number;
   nextEntryId: number;
@@ -133,6 +142,60 @@ export class Overlay {
     this.nextEntryId = base.nextEntryId;
     this.nextConversationId = base.nextConversationId;
     this.nextSubmissionId = base.nextSubmissionId;
+  }
+
+  get tasks(): ReadonlyMap<TaskId, TaskRecord> {
+    return this.#tasks ?? EMPTY_MAP;
+  }
+  get created(): ReadonlySet<TaskId> {
+    return this.#created ?? EMPTY_SET;
+  }
+  /** Tasks whose input a migration rewrote (inputs are otherwise written once). */
+  get migratedInputs(): ReadonlySet<TaskId> {
+    return this.#migratedInputs ?? EMPTY_SET;
+  }
+  get conversations(): ReadonlyMap<ConversationId, ConversationRecord> {
+    return this.#conversations ?? EMPTY_MAP;
+  }
+  get entries(): readonly EntryRecord[] {
+    return this.#entries ?? EMPTY_LIST;
+  }
+  get docs(): ReadonlyMap<DocKey, Json | undefined> {
+    return this.#docs ?? EMPTY_MAP;
+  }
+  get submissions(): ReadonlyMap<SubmissionId, SubmissionRecord> {
+    return this.#submissions ?? EMPTY_MAP;
+  }
+  get createdSubmissions(): ReadonlySet<SubmissionId> {
+    return this.#createdSubmissions ?? EMPTY_SET;
+  }
+
+  markCreated(id: TaskId): void {
+    (this.#created ??= new Set()).add(id);
+  }
+  markMigrated(id: TaskId): void {
+    (this.#migratedInputs ??= new Set()).add(id);
+  }
+  setConversation(record: ConversationRecord): void {
+    (this.#conversations ??= new Map()).set(record.id, record);
+  }
+  pushEntry(entry: EntryRecord): void {
+    (this.#entries ??= []).push(entry);
+  }
+  markCreatedSubmission(id: SubmissionId): void {
+    (this.#createdSubmissions ??= new Set()).add(id);
+  }
+
+  /** Add another overlay's writes to this one (later versions of a record replace earlier ones). */
+  absorb(from: Overlay): void {
+    for (const c of from.conversations.values()) this.setConversation(c);
+    for (const t of from.tasks.values()) this.setTask(t);
+    for (const id of from.created) this.markCreated(id);
+    for (const id of from.migratedInputs) this.markMigrated(id);
+    for (const e of from.entries) this.pushEntry(e);
+    for (const [key, value] of from.docs) (this.#docs ??= new Map()).set(key, value);
+    for (const sub of from.submissions.values()) this.setSubmission(sub);
+    for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
   }
 
   submission(id: SubmissionId): SubmissionRecord | undefined {
@@ -148,7 +211,7 @@ export class Overlay {
   }
 
   setSubmission(record: SubmissionRecord): void {
-    this.submissions.set(record.id, record);
+    (this.#submissions ??= new Map()).set(record.id, record);
   }
 
   task(id: TaskId): TaskRecord | undefined {
@@ -165,11 +228,11 @@ export class Overlay {
   }
 
   setDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
-    this.docs.set(docKey(conversationId, name), value);
+    (this.#docs ??= new Map()).set(docKey(conversationId, name), value);
   }
 
   setTask(record: TaskRecord): void {
-    this.tasks.set(record.id, record);
+    (this.#tasks ??= new Map()).set(record.id, record);
   }
 
   /** Every live task is in memory, and ids below `nextTaskId` all exist: an unknown one is terminal. */

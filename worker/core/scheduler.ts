@@ -286,7 +286,7 @@ export class Scheduler {
         state: { status: "running", checkpoint: checkpoint as { phase: string } },
         startedAt: t.startedAt ?? now,
       });
-      if (resolution.migrated) overlay.migratedInputs.add(id);
+      if (resolution.migrated) overlay.markMigrated(id);
       overlay.setTask(reserved);
       plan.writes = true;
       if (tx && mode === "run" && status === "waiting" && !resolution.migrated) {

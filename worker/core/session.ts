@@ -38,20 +38,9 @@ const MAX_GROUP = 512;
 export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
 }
+
 /** Thrown out of a group whose callbacks all failed, so the store rolls it back. */
 const NOTHING_TO_COMMIT = new Error("nothing to commit");
-
-/** Add one successful overlay's writes to the group's (later versions of a record replace earlier). */
-function accumulate(into: Overlay, from: Overlay): void {
-  for (const [id, c] of from.conversations) into.conversations.set(id, c);
-  for (const [id, t] of from.tasks) into.tasks.set(id, t);
-  for (const id of from.created) into.created.add(id);
-  for (const id of from.migratedInputs) into.migratedInputs.add(id);
-  into.entries.push(...from.entries);
-  for (const [key, value] of from.docs) into.docs.set(key, value);
-  for (const [id, sub] of from.submissions) into.submissions.set(id, sub);
-  for (const id of from.createdSubmissions) into.createdSubmissions.add(id);
-}
 
 export class Session {
   readonly records = new Records();
@@ -252,7 +241,7 @@ export class Session {
         let writes = merged[0]!;
         if (merged.length > 1) {
           writes = new Overlay(this.records);
-          for (const overlay of merged) accumulate(writes, overlay);
+          for (const overlay of merged) writes.absorb(overlay);
         }
         await writeOverlay(sql, writes, stored);
       });

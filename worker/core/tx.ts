@@ -101,7 +101,7 @@ export class TxImpl implements Tx {
     assertJson(checkpoint);
     this.session.onDefinition(definition);
     const id = o.nextTaskId++;
-    o.created.add(id);
+    o.markCreated(id);
     o.setTask({
       id,
       conversationId,
@@ -128,7 +128,7 @@ export class TxImpl implements Tx {
       conversationId,
       ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),
     };
-    o.entries.push(entry);
+    o.pushEntry(entry);
     return entry;
   }
 
@@ -150,7 +150,7 @@ export class TxImpl implements Tx {
       createdAt: this.session.now(),
       ...(owner ? { owner } : {}),
     };
-    o.conversations.set(record.id, record);
+    o.setConversation(record);
     this.session.onConversationCreated(this, record);
     return record;
   }
@@ -168,7 +168,7 @@ export class TxImpl implements Tx {
     if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
     assertJson(record);
     const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
-    o.createdSubmissions.add(sub.id);
+    o.markCreatedSubmission(sub.id);
     o.setSubmission(sub);
     return sub;
   }
