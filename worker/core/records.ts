@@ -99,14 +99,17 @@ export class Records {
     this.nextSubmissionId = overlay.nextSubmissionId;
     return {
       seq: ++this.seq,
-      tasks: [...overlay.tasks.values()],
+      tasks: valuesOf(overlay.tasks),
       entries: overlay.entries,
-      conversations: [...overlay.conversations.values()],
-      submissions: [...overlay.submissions.values()],
-      docs: [...overlay.docs].map(([key, value]) => {
-        const i = key.indexOf(":");
-        return { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
-      }),
+      conversations: valuesOf(overlay.conversations),
+      submissions: valuesOf(overlay.submissions),
+      docs:
+        overlay.docs.size === 0
+          ? EMPTY_LIST
+          : [...overlay.docs].map(([key, value]) => {
+              const i = key.indexOf(":");
+              return { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
+            }),
     };
   }
 }
@@ -337,6 +340,10 @@ export function patchTask(t: TaskRecord, patch: TaskPatch): TaskRecord {
   const endedAt = patch.endedAt ?? t.endedAt;
   if (endedAt !== undefined) r.endedAt = endedAt;
   return r;
+}
+
+function valuesOf<V>(map: ReadonlyMap<unknown, V>): readonly V[] {
+  return map.size === 0 ? EMPTY_LIST : [...map.values()];
 }
 
 function addTo<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
