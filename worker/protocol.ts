@@ -37,6 +37,8 @@ export type EngineStatus =
   | { phase: "handed-over"; detail: string }
   | {
       phase: "failed";
+      /** Where it failed: opening the store, a running engine that stopped, or reaching the engine. */
+      stage: "open" | "run" | "connect";
       reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "unknown";
       message: string;
       advice: string;

@@ -111,6 +111,7 @@ export class EngineClient {
     } catch (error) {
       this.status = {
         phase: "failed",
+        stage: "connect",
         reason: "unknown",
         message: `the engine could not be reached: ${error instanceof Error ? error.message : String(error)}`,
         advice: "Reload the page; if it keeps failing, close the app's other tabs and try again.",
@@ -129,6 +130,7 @@ export class EngineClient {
     if (this.#heard) return;
     this.status = {
       phase: "failed",
+      stage: "connect",
       reason: "unknown",
       message: "the engine's worker failed to load",
       advice: "Reload the page; if the app was just updated, reload once more to load the new version.",
@@ -163,6 +165,7 @@ export class EngineClient {
           ? hello.status
           : {
               phase: "failed",
+              stage: "connect",
               reason: "unsupported",
               message: `this tab speaks protocol ${this.protocol}, the engine ${hello.protocol}`,
               advice: "Reload the page to load the same version of the app as the engine.",

@@ -609,6 +609,55 @@ describe("engine host", () => {
     await cdp.detach();
   });
 
+  test("9d. storage fills up mid-run: the engine stops saying so, and after space is freed a reload resumes with every committed tick", async () => {
+    // Long enough that the quota bites (about 10 s after it shrinks, here) well before the end.
+    const phases = 400;
+    const url = appUrl(server.url, { store: uniqueStore("quota-mid") });
+    const origin = new URL(server.url).origin;
+    const page = await openApp(url, "quota-mid");
+    const cdp = await b.context.newCDPSession(page);
+    const id = await startTicker(page, phases, 50);
+    const before = await tickerAt(page, id, "5 ticks", (t) => t.trail.length >= 5);
+    // Take the quota away, then commit something that grows the store (overwriting pages in place
+    // needs no new space): that COMMIT fails for want of space, mid-run.
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin, quotaSize: 1024 });
+    // IndexedDB re-reads the space left only now and then (about every 10 s here): keep growing the
+    // store until a COMMIT fails.
+    const refused = await until(
+      "a commit refused for want of space",
+      () =>
+        engine(page, "debug.seed", { tasks: 200, batch: 200 }).then(
+          () => "",
+          (e: unknown) => String(e),
+        ),
+      (e) => e !== "",
+    );
+    expect(refused).toMatch(/transaction failed|engine stopped|closed/);
+    await waitPhase(page, "failed");
+    const status = await page.locator('[data-testid="engine-status"]').textContent();
+    expect(status).toMatch(/storage is full/i);
+    const error = await page.locator('[data-testid="engine-error"]').textContent();
+    expect(error).toMatch(/The engine stopped \(quota\)/);
+    expect(error).toMatch(/Free up space/);
+    expect(error).toMatch(/everything committed so far is kept/);
+    // The conversation stays readable as last committed; the run stopped short of its end.
+    await page.locator('[data-testid="composer-stopped"]').waitFor();
+    const shown = await ticksOnScreen(page);
+    expect(shown).toEqual(range(shown.length));
+    expect(shown.length).toBeGreaterThanOrEqual(before.trail.length);
+    expect(shown.length).toBeLessThan(phases);
+    // Space comes back (the override lifted); a reload reopens the store and the ticker resumes.
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin });
+    await cdp.detach();
+    await page.reload();
+    await waitPhase(page, "ready");
+    const resumed = await ticker(page, id);
+    expect(resumed.trail.slice(0, shown.length)).toEqual(shown);
+    const done = await tickerAt(page, id, "completed", (t) => t.status === "completed");
+    expect(done.trail).toEqual(range(phases));
+    expect(await waitTicksOnScreen(page, phases)).toEqual(range(phases));
+  });
+
   test("9c. a protocol mismatch gives a clear failed state", async () => {
     const page = await openApp(
       appUrl(server.url, { store: uniqueStore("protocol"), protocol: "999" }),

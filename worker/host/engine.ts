@@ -241,7 +241,13 @@ export class EngineHost implements EngineApi {
           "Free up disk space (or this site's storage in the browser's settings), then reload.",
         );
       }
-      this.#setStatus({ phase: "failed", reason: e.reason, message: e.message, advice: e.advice });
+      this.#setStatus({
+        phase: "failed",
+        stage: "open",
+        reason: e.reason,
+        message: e.message,
+        advice: e.advice,
+      });
       this.#rejectReady(e);
       this.#releaseLock?.();
     }
@@ -261,6 +267,7 @@ export class EngineHost implements EngineApi {
     const taken = /taken over/i.test(text);
     this.#setStatus({
       phase: "failed",
+      stage: "run",
       reason: quota ? "quota" : taken ? "locked" : "unknown",
       message: `the engine stopped: ${quota && !/full|quota/i.test(text) ? "this site's storage is full: " : ""}${error.message}`,
       advice: quota
@@ -340,6 +347,7 @@ export class EngineHost implements EngineApi {
         build: this.platform.build,
         status: {
           phase: "failed",
+          stage: "connect",
           reason: "unsupported",
           message: `tab speaks protocol ${tab.protocol}, engine ${PROTOCOL_VERSION}`,
           advice: "Reload the page to load the same version as the engine.",
