@@ -7,20 +7,17 @@ import {
   type AssistantMessage,
   fauxAssistantMessage,
   fauxToolCall,
-  type Message,
-  type ToolCall,
   type ToolResultMessage,
   type Usage,
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { afterEach, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { addUsage } from "../../worker/agent/records.ts";
 import { textResult } from "../../worker/agent/tool.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
   type ChangeSet,
-  type Conversation,
   ConversationBusy,
   type ConversationView,
   DOC,
@@ -28,154 +25,27 @@ import {
   deriveContext,
   type EntryRecord,
   type Frame,
-  type InboxState,
-  type LiveState,
-  type MemoryStore,
   type UsageState,
 } from "../../worker/index.ts";
+import { fauxError, KeyedEffects, keyedEffectTool, memoryStore } from "../../worker/testing.ts";
 import {
-  type FauxAgentModel,
-  type FauxRequest,
-  type FauxResponder,
-  fauxAgentModel,
-  fauxError,
-  gate,
-  KeyedEffects,
-  keyedEffectTool,
-  memoryStore,
-} from "../../worker/testing.ts";
-
-// ---------------------------------------------------------------------------------------------
-// Fixtures
-
-const cleanups: Array<() => Promise<void>> = [];
-const gates: Array<() => void> = [];
-afterEach(async () => {
-  // A failed test may leave a responder or a tool held: let it go so the engine can close.
-  for (const open of gates.splice(0)) open();
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-/** A gate opened at the latest when the test ends. */
-function held() {
-  const g = gate();
-  gates.push(() => g.open());
-  return g;
-}
-
-/** A conversation's entries without pi.system ones (the tool set is announced only when a test has tools). */
-async function transcript(c: Conversation): Promise<EntryRecord[]> {
-  return (await c.entries()).filter((e) => e.kind !== "pi.system");
-}
-
-interface Setup {
-  h: AgentHarness;
-  root: Conversation;
-  faux: FauxAgentModel;
-  store: MemoryStore;
-}
-
-async function open(
-  respond: FauxResponder,
-  options: AgentHarnessOptions & { store?: MemoryStore } = {},
-): Promise<Setup> {
-  const faux = fauxAgentModel(respond);
-  const { store: given, ...rest } = options;
-  const store = given ?? (await memoryStore());
-  const h = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref, ...rest });
-  cleanups.push(async () => {
-    await h.close().catch(() => undefined);
-    faux.unregister();
-  });
-  return { h, root: await h.root(), faux, store };
-}
-
-const liveOf = (h: AgentHarness, c = 1): LiveState =>
-  (h.session.records.getDoc(c, DOC.live) ?? {}) as LiveState;
-const inboxOf = (h: AgentHarness, c = 1): InboxState =>
-  (h.session.records.getDoc(c, DOC.inbox) ?? { items: [] }) as unknown as InboxState;
-const messagesOf = (e: EntryRecord): Message[] =>
-  Array.isArray(e.model) ? (e.model as unknown as Message[]) : [];
-const messageOf = (e: EntryRecord): Message => messagesOf(e)[0]!;
-const kinds = (entries: readonly EntryRecord[]) => entries.map((e) => e.kind);
-const textOf = (m: Message): string => {
-  if (typeof m.content === "string") return m.content;
-  return m.content
-    .map((b) => ("text" in b ? b.text : b.type === "toolCall" ? `call:${b.name}` : ""))
-    .join("");
-};
-const last = <T>(list: readonly T[]): T => list[list.length - 1]!;
-const roles = (request: FauxRequest) => request.messages.map((m) => m.role);
-const diagnosticsOf = (e: EntryRecord) =>
-  (e.data as { diagnostics: Array<{ severity: string; code?: string; message: string }> }).diagnostics;
-
-/** Answers with the text of the last user message. */
-const echo: FauxResponder = (req) => {
-  const user = [...req.messages].reverse().find((m) => m.role === "user");
-  return fauxAssistantMessage(`echo: ${user ? textOf(user) : "?"}`);
-};
-
-/** The first request of a conversation calls `calls`; every later one answers "done". */
-function callsThenAnswer(...calls: ToolCall[]): FauxResponder {
-  return (req) =>
-    req.messages.some((m) => m.role === "assistant")
-      ? fauxAssistantMessage("done")
-      : fauxAssistantMessage(calls, { stopReason: "toolUse" });
-}
-
-/** A tool that reports it started, then waits for the gate (or its signal). */
-function gatedTool(name = "hold") {
-  const started = held();
-  const release = held();
-  const tool = defineTool({
-    name,
-    description: "Wait until released",
-    parameters: Type.Object({}),
-    async execute(_args, api) {
-      started.open();
-      await new Promise<void>((resolve, reject) => {
-        void release.promise.then(() => resolve());
-        api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
-      });
-      return textResult(`${name} finished`);
-    },
-  });
-  return { tool, started, release };
-}
-
-/**
- * The transcript alternates validly: it starts with a user message, every tool call's result follows
- * its assistant message (before any other message), no result appears elsewhere, and two assistant
- * messages never follow each other. Failed and aborted answers do not count (they are never sent).
- */
-function alternationProblems(entries: readonly EntryRecord[]): string[] {
-  const problems: string[] = [];
-  const messages = entries
-    .flatMap(messagesOf)
-    .filter((m) => (m.role as string) !== "system")
-    .filter((m) => !(m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")));
-  if (messages[0]?.role !== "user") problems.push("does not start with a user message");
-  for (let i = 0; i < messages.length; i++) {
-    const m = messages[i]!;
-    if (m.role === "assistant") {
-      const calls = m.content.filter((b): b is ToolCall => b.type === "toolCall");
-      const results = messages.slice(i + 1, i + 1 + calls.length) as ToolResultMessage[];
-      for (const call of calls) {
-        if (!results.some((r) => r.role === "toolResult" && r.toolCallId === call.id))
-          problems.push(`call ${call.id} not answered next`);
-      }
-      if (calls.length === 0 && messages[i + 1]?.role === "assistant")
-        problems.push(`two answers in a row at ${i}`);
-    } else if (m.role === "toolResult") {
-      const owner = [...messages.slice(0, i)].reverse().find((x) => x.role !== "toolResult");
-      const ok =
-        owner?.role === "assistant" &&
-        owner.content.some((b) => b.type === "toolCall" && b.id === m.toolCallId);
-      if (!ok) problems.push(`result ${m.toolCallId} is not right after its call`);
-    }
-  }
-  return problems;
-}
+  alternationProblems,
+  callsThenAnswer,
+  cleanups,
+  diagnosticsOf,
+  echo,
+  gatedTool,
+  held,
+  inboxOf,
+  kinds,
+  last,
+  liveOf,
+  messageOf,
+  open,
+  roles,
+  textOf,
+  transcript,
+} from "./agent-fixtures.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Submissions and the inbox
