@@ -893,6 +893,30 @@ describe("NotJson", () => {
   });
 });
 
+describe("committed values are frozen", () => {
+  test("a document or entry handed to a commit cannot be mutated afterwards: memory never drifts from the store", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const value = { items: ["a"], nested: { n: 1 } };
+    await h.transaction((tx) => tx.writeDoc(1, "frozen-doc", value));
+    expect(() => value.items.push("b")).toThrow(TypeError);
+    expect(() => {
+      value.nested.n = 2;
+    }).toThrow(TypeError);
+    const draft = { kind: "note", data: { text: "x" } };
+    await h.transaction((tx) => tx.appendEntry(1, draft));
+    expect(() => {
+      draft.data.text = "y";
+    }).toThrow(TypeError);
+    const expected = { items: ["a"], nested: { n: 1 } };
+    expect(await h.transaction((tx) => tx.readDoc(1, "frozen-doc"))).toEqual(expected);
+    const row = await store.read((sql) => sql.get("SELECT value FROM documents WHERE name = 'frozen-doc'"));
+    expect(JSON.parse(String(row?.["value"]))).toEqual(expected);
+    expect((await h.session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);
+    await h.close();
+  });
+});
+
 describe("starting checkpoint and resumed phases", () => {
   type TwoPhases = { phase: "one" } | { phase: "two" };
   const seen: string[] = [];

@@ -42,7 +42,10 @@ export interface CreateTaskOptions<S extends Checkpoint = Checkpoint> {
   background?: boolean;
 }
 
-/** The transaction a commit callback receives. Reads see the commit's own writes. */
+/**
+ * The transaction a commit callback receives. Reads see the commit's own writes. Every value handed
+ * to it (inputs, entries, documents, checkpoints) is frozen, deeply, once checked: copy before editing.
+ */
 export interface Tx {
   /** Wall clock the harness was opened with. */
   now(): number;

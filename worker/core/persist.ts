@@ -17,7 +17,11 @@ import type {
   TaskState,
 } from "./types.ts";
 
-/** Throw `NotJson` unless `value` is strict JSON (no NaN/Infinity, functions, symbols, bigints, cycles). */
+/**
+ * Throw `NotJson` unless `value` is strict JSON (no NaN/Infinity, functions, symbols, bigints, cycles),
+ * and freeze every object and array in it: a value handed to a commit is shared with the committed
+ * records, so a later mutation by its caller would change memory without changing the store.
+ */
 function checkJson(value: unknown, path: string, depth: number): void {
   switch (typeof value) {
     case "string":
@@ -34,12 +38,14 @@ function checkJson(value: unknown, path: string, depth: number): void {
           if (value[i] === undefined) throw new NotJson(`${path}[${i}] is undefined, not JSON`);
           checkJson(value[i], path, depth + 1);
         }
+        Object.freeze(value);
         return;
       }
       for (const key in value) {
         const item = (value as Record<string, unknown>)[key];
         if (item !== undefined) checkJson(item, `${path}.${key}`, depth + 1);
       }
+      Object.freeze(value);
       return;
     }
     default:
