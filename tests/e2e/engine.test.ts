@@ -671,3 +671,65 @@ describe("engine host", () => {
     expect(await page.locator('[data-testid="engine-status"]').textContent()).toMatch(/protocol 999/);
   });
 });
+
+describe("the app with the demo model", () => {
+  /** Send `text` from the composer the way a user does (Enter). */
+  async function say(page: Page, text: string): Promise<void> {
+    const box = page.getByLabel("message");
+    await box.fill(text);
+    await box.press("Enter");
+  }
+  const entriesOf = (page: Page, kind: string) =>
+    page.locator(`[data-testid="entries"] [data-kind="${kind}"]`);
+  /** Wait for the n-th answer (a pi.assistant entry with text and no tool call still pending). */
+  const answers = (page: Page, n: number) =>
+    until(
+      `${n} settled answers`,
+      async () => {
+        const busy = await page.locator('[data-testid="partial"], [data-testid="tool-slot"]').count();
+        const count = await entriesOf(page, "pi.assistant").count();
+        return { busy, count };
+      },
+      (s) => s.busy === 0 && s.count >= n,
+    );
+
+  test("10. a chat drives real tool calls: a note written to OPFS, listed, read back, and all of it there after a reload", async () => {
+    const page = await openApp(appUrl(server.url, { store: uniqueStore("chat") }), "chat");
+    await say(page, "write a note");
+    await entriesOf(page, "pi.tool-result").first().waitFor();
+    await answers(page, 2);
+    expect(await entriesOf(page, "pi.tool-result").first().textContent()).toMatch(/tool · write/);
+
+    await say(page, "list the files");
+    await until(
+      "the ls result",
+      () => entriesOf(page, "pi.tool-result").count(),
+      (n) => n >= 2,
+    );
+    await answers(page, 4);
+    expect(await entriesOf(page, "pi.tool-result").nth(1).textContent()).toMatch(/notes\//);
+
+    await say(page, "read notes/note-1.md");
+    await until(
+      "the read result",
+      () => entriesOf(page, "pi.tool-result").count(),
+      (n) => n >= 3,
+    );
+    await answers(page, 6);
+    const read = await entriesOf(page, "pi.tool-result").nth(2).textContent();
+    expect(read).toMatch(/tool · read/);
+    expect(read).toMatch(/committed to SQLite in your browser/);
+    // Nothing failed along the way.
+    expect(await page.locator('[data-testid="entries"] .error').count()).toBe(0);
+
+    const before = await page.locator('[data-testid="entries"] [data-kind]').allTextContents();
+    await page.reload();
+    await waitPhase(page, "ready");
+    await until(
+      "the transcript after the reload",
+      () => page.locator('[data-testid="entries"] [data-kind]').allTextContents(),
+      (after) => after.length >= before.length,
+    );
+    expect(await page.locator('[data-testid="entries"] [data-kind]').allTextContents()).toEqual(before);
+  });
+});
