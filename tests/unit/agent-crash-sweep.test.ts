@@ -271,6 +271,9 @@ describe("agent crash sweep", () => {
             if (run.replayed) replays++;
           }
           expect(crashes).toBeGreaterThan(0);
+          // The sweep must actually stop the world inside each call, or it proves nothing about them.
+          expect(interruptions, "crash points inside the unsafe call").toBeGreaterThan(0);
+          expect(replays, "crash points inside the safe call").toBeGreaterThan(0);
           covered.push(
             `${mode.name}, intent ${path}: ${crashes} crash points of ${K} transactions (${interruptions} inside the unsafe call, ${replays} inside the safe one)`,
           );

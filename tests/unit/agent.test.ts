@@ -573,6 +573,11 @@ describe("deriveContext", () => {
     expect(messages[2]).toMatchObject({ isError: false });
   });
 
+  test("a tool result whose call is nowhere in the context is dropped", () => {
+    const { messages } = deriveContext([user("q"), result("ghost", "orphaned"), assistant("a")]);
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+  });
+
   test("a tool result that appears after a later user message is moved right after its call", () => {
     const { messages } = deriveContext([
       user("q"),

@@ -1,0 +1,546 @@
+/**
+ * The agent layer's remaining rules, one test each: hooks, the second validation after beforeTool,
+ * recovery of an interrupted call (stored arguments and policy, no second beforeTool, the durable
+ * partial output), streamed tool output, throttled partial answers, retry defaults and durable
+ * backoff, parallel tool calls, follow-ups held past a tool round, Submission.abort and
+ * Conversation.abort, the conversation API (agent, configure, provider session), custom documents.
+ *
+ * Recovery tests take the store's image while a tool is held mid-execution (its intent committed,
+ * its result not) and open a second harness on that image: what a crash at that moment leaves.
+ */
+import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { defineDoc } from "../../worker/agent/records.ts";
+import { DEFAULT_RETRY, defaultStream, resolveSettings, retryDelayMs } from "../../worker/agent/services.ts";
+import { type ReplayPolicy, textResult } from "../../worker/agent/tool.ts";
+import {
+  AgentHarness,
+  type AgentHarnessOptions,
+  defineTool,
+  type EntryRecord,
+  InvalidTransition,
+  type MemoryStore,
+} from "../../worker/index.ts";
+import { fauxAgentModel, fauxError, memoryStore } from "../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  cleanups,
+  diagnosticsOf,
+  echo,
+  gatedTool,
+  held,
+  inboxOf,
+  kinds,
+  liveOf,
+  messageOf,
+  open,
+  textOf,
+  transcript,
+} from "./agent-fixtures.ts";
+
+const toolResults = async (c: Parameters<typeof transcript>[0]): Promise<EntryRecord[]> =>
+  (await transcript(c)).filter((e) => e.kind === "pi.tool-result");
+
+/** A harness on a copy of `store` as it is now (a crash image), with `options`. */
+async function reopen(store: MemoryStore, options: AgentHarnessOptions): Promise<AgentHarness> {
+  const copy = await memoryStore(store.image());
+  const h = await AgentHarness.open(copy, options);
+  cleanups.push(() => h.close().catch(() => undefined));
+  return h;
+}
+
+/** `{ item }` tool that records each execution's arguments and can be held on its first one. */
+function itemTool(options: { replay?: ReplayPolicy; holdFirst?: boolean; output?: string }) {
+  const seen: Array<{ item: unknown }> = [];
+  const started = held();
+  const release = held();
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.String() }),
+    ...(options.replay ? { replay: options.replay } : {}),
+    async execute(args, api) {
+      seen.push({ item: args.item });
+      if (options.output) api.output(options.output);
+      if (options.holdFirst && seen.length === 1) {
+        started.open();
+        await new Promise<void>((resolve, reject) => {
+          void release.promise.then(() => resolve());
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+      }
+      return textResult(`applied ${args.item}`);
+    },
+  });
+  return { tool, seen, started, release };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe("hooks", () => {
+  test("beforeRequest replaces the messages of that request only; the transcript keeps its own", async () => {
+    const { root, faux } = await open(echo, {
+      hooks: {
+        beforeRequest: [(messages) => [...messages, { role: "user", content: "injected", timestamp: 0 }]],
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "injected"]);
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: injected"]);
+  });
+
+  test("afterResponse sees every final message, tool-calling ones included", async () => {
+    const seen: string[] = [];
+    const { tool } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      tools: [tool],
+      hooks: { afterResponse: [(m) => void seen.push(m.stopReason)] },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toEqual(["toolUse", "stop"]);
+  });
+
+  test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
+    let yields = 0;
+    const { root, faux } = await open(echo, {
+      hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
+    });
+    const settled = await (await root.submit({ type: "input", content: "first" })).wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
+    expect(entries.map((e) => textOf(messageOf(e)))).toEqual([
+      "first",
+      "echo: first",
+      "and once more",
+      "echo: and once more",
+    ]);
+    expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
+    expect(faux.requests).toHaveLength(2);
+    expect(yields).toBe(2);
+  });
+
+  test("afterTool can replace a result: the replacement is what is stored and what the model sees", async () => {
+    const { tool } = itemTool({});
+    const { root, faux } = await open(
+      callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })),
+      {
+        tools: [tool],
+        hooks: {
+          afterTool: [(call) => textResult(`${call.name} replaced (was: ${textOf(call.result as never)})`)],
+        },
+      },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toBe("apply replaced (was: applied a)");
+    expect(textOf(faux.requests[1]!.messages.at(-1)!)).toBe("apply replaced (was: applied a)");
+  });
+
+  test("a beforeTool rewrite is validated again: invalid rewritten arguments give invalid_arguments and the tool never runs", async () => {
+    const { tool, seen } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      tools: [tool],
+      hooks: { beforeTool: [() => ({ arguments: { other: 1 } })] },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["invalid_arguments"]);
+    expect(seen).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("recovery of an interrupted call", () => {
+  test("a safe call runs again with the stored (rewritten) arguments, without running beforeTool again", async () => {
+    let hookRuns = 0;
+    const hooks = {
+      beforeTool: [
+        () => {
+          hookRuns++;
+          return { arguments: { item: "rewritten" } };
+        },
+      ],
+    };
+    const first = itemTool({ replay: "safe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "original" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, { tools: [first.tool], hooks });
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await first.started.promise;
+    expect(first.seen).toEqual([{ item: "rewritten" }]);
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [second.tool],
+      hooks,
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([{ item: "rewritten" }]);
+    expect(hookRuns).toBe(1);
+    const [result] = await toolResults(root2);
+    expect(textOf(messageOf(result!))).toBe("applied rewritten");
+    expect(messageOf(result!)).toMatchObject({ isError: false });
+  });
+
+  test("the policy stored with the intent decides: a call stored unsafe is not run again even if the tool is safe now", async () => {
+    const first = itemTool({ replay: "unsafe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, { tools: [first.tool] });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [second.tool] });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([]);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+  });
+
+  test("an unsafe call's interrupted result carries the output it had streamed durably", async () => {
+    const first = itemTool({ holdFirst: true, output: "progress: step 1 of 3\n" });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { h, root, store, faux } = await open(respond, { tools: [first.tool] });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+    // api.output reaches pi.live while the tool is still running (throttled, so wait for it).
+    const deadline = Date.now() + 5000;
+    while (!liveOf(h).tools?.[0]?.output && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    expect(liveOf(h).tools?.[0]).toMatchObject({ status: "running", output: "progress: step 1 of 3\n" });
+
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [itemTool({}).tool],
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    const [result] = await toolResults(root2);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+    expect(textOf(messageOf(result!))).toContain("progress: step 1 of 3");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("tools", () => {
+  test("the calls of one round run in parallel: both have started before either finishes", async () => {
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const { root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, b.tool] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await Promise.all([a.started.promise, b.started.promise]);
+    a.release.open();
+    b.release.open();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "second finished",
+    ]);
+  });
+
+  test("streamed output in pi.live keeps its head within the caps and counts what it dropped", async () => {
+    const release = held();
+    const chatty = defineTool({
+      name: "chatty",
+      description: "Prints a lot",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        for (let i = 1; i <= 2500; i++) api.output(`line ${i}\n`);
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
+      tools: [chatty],
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    const deadline = Date.now() + 5000;
+    while (!liveOf(h).tools?.[0]?.droppedLines && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 5));
+    const slot = liveOf(h).tools![0]!;
+    const lines = slot.output!.split("\n").filter(Boolean);
+    expect(lines).toHaveLength(2000);
+    expect(lines[0]).toBe("line 1");
+    expect(lines.at(-1)).toBe("line 2000");
+    expect(slot.droppedLines).toBe(500);
+    release.open();
+    expect((await sub.wait()).status).toBe("done");
+    expect(liveOf(h).tools?.[0]?.output).toBeUndefined();
+  });
+
+  test("details are stored with the result for UIs; a throwing tool gives a tool_error result and a failed task", async () => {
+    const withDetails = defineTool({
+      name: "rows",
+      description: "Count rows",
+      parameters: Type.Object({}),
+      execute: async () => ({ ...textResult("3 rows"), details: { rows: 3 } }),
+    });
+    const throws = defineTool({
+      name: "boom",
+      description: "Throws",
+      parameters: Type.Object({}),
+      execute: async () => {
+        throw new Error("kaput");
+      },
+    });
+    const { h, root } = await open(
+      callsThenAnswer(fauxToolCall("rows", {}, { id: "call-1" }), fauxToolCall("boom", {}, { id: "call-2" })),
+      { tools: [withDetails, throws] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [rows, boom] = await toolResults(root);
+    expect(JSON.stringify(rows!.model)).toContain('"details":{"rows":3}');
+    expect(messageOf(boom!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(boom!).map((d) => d.code)).toEqual(["tool_error"]);
+    const outcomes = (await h.tasks({ kind: "pi.tool" })).map((t) =>
+      t.state.status === "terminal" ? t.state.outcome.status : t.state.status,
+    );
+    expect(outcomes.sort()).toEqual(["completed", "failed"]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("generation", () => {
+  test("a streaming answer reaches pi.live at most every 100 ms by default", async () => {
+    const words = Array.from({ length: 400 }, (_, i) => `word${i}`).join(" ");
+    const faux = fauxAgentModel(() => fauxAssistantMessage(words), { tokensPerSecond: 2500 });
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    const partials: number[] = [];
+    let lastText = "";
+    const poll = setInterval(() => {
+      const text = liveOf(h).generation?.message ? JSON.stringify(liveOf(h).generation?.message) : "";
+      if (text && text !== lastText) partials.push(Date.now());
+      lastText = text;
+    }, 1);
+    const before = store.stats.transactions;
+    const started = Date.now();
+    const settled = await (await root.submit({ type: "input", content: "talk" })).wait();
+    const elapsed = Date.now() - started;
+    clearInterval(poll);
+    expect(settled.status).toBe("done");
+    // Admission and the answer, plus one commit per 100 ms of streaming at most.
+    const partialCommits = store.stats.transactions - before - 2;
+    expect(elapsed).toBeGreaterThan(200);
+    expect(partialCommits).toBeGreaterThanOrEqual(1);
+    expect(partialCommits).toBeLessThanOrEqual(Math.ceil(elapsed / 100) + 1);
+    expect(partials.length).toBeGreaterThanOrEqual(1);
+  });
+
+  test("retry defaults: 3 retries, 2 s base doubling per attempt, capped at 60 s", () => {
+    expect(DEFAULT_RETRY).toEqual({ enabled: true, maxRetries: 3, baseDelayMs: 2000, maxDelayMs: 60_000 });
+    const policy = resolveSettings({}).retry;
+    expect(policy).toEqual(DEFAULT_RETRY);
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => retryDelayMs(policy, n))).toEqual([
+      2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000,
+    ]);
+    expect(resolveSettings({})).toMatchObject({ partialIntervalMs: 100, outputIntervalMs: 100 });
+  });
+
+  test("the backoff is durable: after a restart during it, the retry is not sent before the stored time", async () => {
+    const sent: number[] = [];
+    const respond = (req: Parameters<typeof echo>[0], n: number) => {
+      sent.push(Date.now());
+      return n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n);
+    };
+    const settings = { retry: { baseDelayMs: 400, maxDelayMs: 400 } };
+    const { h, root, store, faux } = await open(respond, { settings });
+    const sub = await root.submit({ type: "input", content: "hi", requestId: "r" });
+    const deadline = Date.now() + 5000;
+    while (!liveOf(h).generation?.retry && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    const retryAt = liveOf(h).generation!.retry!.at;
+    expect(retryAt).toBeGreaterThanOrEqual(sent[0]! + 400);
+    await h.close();
+    void sub;
+
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, settings });
+    const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(sent).toHaveLength(2);
+    expect(sent[1]!).toBeGreaterThanOrEqual(retryAt);
+  });
+
+  test("requests carry the conversation's provider session (pi.provider): the model's prompt cache hits", async () => {
+    const { tool } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      tools: [tool],
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers[0]!.usage.cacheRead).toBe(0);
+    expect(answers[1]!.usage.cacheRead).toBeGreaterThan(0);
+  });
+
+  test("the thinking level is passed to the provider as reasoning", async () => {
+    const reasoning: unknown[] = [];
+    const { root } = await open(echo, {
+      stream: (model, context, options) => {
+        reasoning.push(options.reasoning);
+        return defaultStream(model, context, options);
+      },
+    });
+    await (await root.submit({ type: "input", content: "a" })).wait();
+    await root.configure({ thinkingLevel: "high" });
+    await (await root.submit({ type: "input", content: "b" })).wait();
+    expect(reasoning).toEqual([undefined, "high"]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("the inbox", () => {
+  test("a follow-up sent during a tool round waits past the round and starts its own run after the answer", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const later = await root.submit({ type: "input", content: "later" });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp"]);
+    release.open();
+    expect((await first.wait()).status).toBe("done");
+    expect(faux.requests[1]!.messages.map(textOf)).not.toContain("later");
+    expect((await later.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "pi.assistant",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(textOf(messageOf(entries[4]!))).toBe("later");
+  });
+
+  test("Submission.abort withdraws a queued input (aborted), and reports already_placed and settled otherwise", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "never mind" });
+    expect(await queued.abort()).toBe("aborted");
+    expect(inboxOf(h).items).toEqual([]);
+    expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await first.abort()).toBe("already_placed");
+    release.open();
+    await first.wait();
+    expect(await queued.abort()).toBe("settled");
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("never mind");
+  });
+
+  test("Conversation.abort withdraws queued inputs but keeps queued writes for the next submission", async () => {
+    const { tool, started } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const input = await root.submit({ type: "input", content: "queued input" });
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    await root.abort();
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await write.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
+    // The next submission places the kept write first.
+    faux.respond = echo;
+    const next = await root.submit({ type: "input", content: "again" });
+    expect((await next.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    expect(kinds(entries).slice(-3)).toEqual(["app.hint", "pi.user", "pi.assistant"]);
+    expect(await write.wait()).toEqual({ status: "done", entry: entries.at(-3)!.id });
+    expect(textOf(messageOf(entries.at(-2)!))).toBe("again");
+  });
+
+  test("a requestId used for an input cannot be reused for a write", async () => {
+    const { root } = await open(echo);
+    await (await root.submit({ type: "input", content: "hi", requestId: "same" })).wait();
+    await expect(
+      root.submit({
+        type: "write",
+        requestId: "same",
+        entry: { kind: "app.note", data: { n: 1 } },
+      }),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("conversations", () => {
+  test("createConversation({ agent }), configure (null clears) and conversation(id) shape what the model gets", async () => {
+    const { h, faux } = await open(echo);
+    const c = await h.createConversation({ agent: { instructions: "Answer briefly." } });
+    expect(c.agent()).toMatchObject({ instructions: "Answer briefly." });
+    await (await c.submit({ type: "input", content: "one" })).wait();
+    expect(faux.requests[0]!.systemPrompt).toContain("Answer briefly.");
+    await c.configure({ instructions: null });
+    expect(c.agent().instructions).toBeUndefined();
+    await (await c.submit({ type: "input", content: "two" })).wait();
+    expect(faux.requests[1]!.systemPrompt ?? "").not.toContain("Answer briefly.");
+    expect(h.conversation(c.id)?.id).toBe(c.id);
+    expect(h.conversation(9999)).toBeUndefined();
+  });
+
+  test("root({ agent }) configures the root conversation on first use only", async () => {
+    const { h, faux } = await open(echo);
+    const root = await h.root({ agent: { instructions: "First set." } });
+    await h.root({ agent: { instructions: "Second set." } });
+    expect(root.agent()).toMatchObject({ instructions: "First set." });
+    await (await root.submit({ type: "input", content: "x" })).wait();
+    expect(faux.requests[0]!.systemPrompt).toContain("First set.");
+  });
+
+  test("a conversation owned by a task starts with its owner conversation's agent", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    await root.configure({ instructions: "Be terse.", thinkingLevel: "low" });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const taskId = liveOf(h).tools![0]!.taskId!;
+    const child = await h.createConversation({ ownership: { kind: "task", taskId } });
+    expect(child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    const ownerless = await h.createConversation();
+    expect(ownerless.agent()).toEqual({});
+    release.open();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {
+    const notes = defineDoc<{ items: string[] }>("app.notes", { items: [] });
+    const { h, root } = await open(echo);
+    expect(await h.transaction((tx) => notes.read(tx, root.id))).toEqual({ items: [] });
+    await h.transaction((tx) => notes.write(tx, root.id, { items: ["a"] }));
+    expect(await h.transaction((tx) => notes.read(tx, root.id))).toEqual({ items: ["a"] });
+    expect((await root.viewState()).docs["app.notes"]).toEqual({ items: ["a"] });
+    expect(() => defineDoc("pi.custom", {})).toThrow(TypeError);
+  });
+});
