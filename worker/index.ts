@@ -33,6 +33,7 @@ export {
   OUTPUT_LIMITS,
   type ToolApi,
   type ToolDefinition,
+  type ToolExecutionMode,
   type ToolResult,
 } from "./agent/tool.ts";
 export { builtinTools } from "./agent/tools/index.ts";

@@ -6,7 +6,8 @@
  * requestId. Every run must end with the uncrashed transcript (a crash inside the unsafe call gives
  * its `interrupted` result instead), one answer per request, the safe effect applied once, and every
  * task terminal. Both intent paths are swept: with no `beforeTool` hook the answer's commit records
- * the intent; with one, the tool task commits its intent itself.
+ * the intent; with one, the tool task commits its intent itself. A sequential round is swept too: its
+ * second call's task is created by the commit that ends the first.
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
@@ -151,7 +152,7 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
-type IntentPath = "with the answer" | "by the tool task";
+type IntentPath = "with the answer" | "by the tool task" | "in a sequential round";
 
 async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode, path: IntentPath) {
   const safe = new KeyedEffects();
@@ -165,6 +166,7 @@ async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode, path: 
     ],
     // A hook that changes nothing still sits between the answer and the intent.
     ...(path === "by the tool task" ? { hooks: { beforeTool: [() => undefined] } } : {}),
+    ...(path === "in a sequential round" ? { settings: { toolExecution: "sequential" as const } } : {}),
   };
   const cs = await crashingStore({ at: crashAt, point: mode.point, groupCommit: mode.groupCommit });
   const CRASH = Symbol("crash");
@@ -215,7 +217,7 @@ async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode, path: 
 const covered: string[] = [];
 
 describe("agent crash sweep", () => {
-  const paths: IntentPath[] = ["with the answer", "by the tool task"];
+  const paths: IntentPath[] = ["with the answer", "by the tool task", "in a sequential round"];
   for (const path of paths)
     for (const mode of modes) {
       test(`input -> safe + unsafe tool round -> answer (${mode.name}, intent ${path})`, async () => {

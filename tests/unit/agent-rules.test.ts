@@ -252,6 +252,128 @@ describe("tools", () => {
     ]);
   });
 
+  test("toolExecution sequential: the next call of the round starts only when the previous one ended", async () => {
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const beforeTool: string[] = [];
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      {
+        tools: [a.tool, b.tool],
+        settings: { toolExecution: "sequential" },
+        hooks: { beforeTool: [(call) => void beforeTool.push(call.name)] },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    await new Promise((r) => setTimeout(r, 30));
+    let secondStarted = false;
+    void b.started.promise.then(() => {
+      secondStarted = true;
+    });
+    await Promise.resolve();
+    expect(secondStarted).toBe(false);
+    expect(liveOf(h).tools?.map((t) => [t.name, t.status, t.taskId !== undefined])).toEqual([
+      ["first", "running", true],
+      ["second", "pending", false],
+    ]);
+    a.release.open();
+    await b.started.promise;
+    b.release.open();
+    expect((await sub.wait()).status).toBe("done");
+    expect(beforeTool).toEqual(["first", "second"]);
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "second finished",
+    ]);
+  });
+
+  test("a tool with executionMode sequential makes its whole round sequential", async () => {
+    const a = gatedTool("first");
+    const serial = defineTool({
+      name: "serial",
+      description: "One at a time",
+      parameters: Type.Object({}),
+      executionMode: "sequential",
+      execute: async () => textResult("serial done"),
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("serial", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, serial] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    expect(liveOf(h).tools?.map((t) => t.status)).toEqual(["running", "pending"]);
+    a.release.open();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "serial done",
+    ]);
+    expect(() => defineTool({ ...serial, executionMode: "sometimes" as never })).toThrow(TypeError);
+  });
+
+  test("a sequential round survives a restart: the interrupted call gets its result, then the next one runs", async () => {
+    const first = itemTool({ holdFirst: true });
+    const later = defineTool({
+      name: "later",
+      description: "Runs after",
+      parameters: Type.Object({}),
+      execute: async () => textResult("later done"),
+    });
+    const respond = callsThenAnswer(
+      fauxToolCall("apply", { item: "x" }, { id: "call-1" }),
+      fauxToolCall("later", {}, { id: "call-2" }),
+    );
+    const settings = { toolExecution: "sequential" as const };
+    const { root, store, faux } = await open(respond, { tools: [first.tool, later], settings });
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await first.started.promise;
+
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [itemTool({}).tool, later],
+      settings,
+    });
+    const again = await (await h2.root()).submit({ type: "input", content: "go", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    const results = await toolResults(await h2.root());
+    expect(results.map((e) => diagnosticsOf(e).map((d) => d.code))).toEqual([["interrupted"], []]);
+    expect(textOf(messageOf(results[1]!))).toBe("later done");
+  });
+
+  test("aborting a sequential round answers the calls that never started with an aborted result", async () => {
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, b.tool], settings: { toolExecution: "sequential" } },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    const results = await toolResults(root);
+    expect(
+      results.map((e) => [(messageOf(e) as { toolCallId: string }).toolCallId, diagnosticsOf(e)[0]?.code]),
+    ).toEqual([
+      ["call-1", "aborted"],
+      ["call-2", "aborted"],
+    ]);
+    expect(liveOf(h).run).toBeUndefined();
+    expect((liveOf(h).tools ?? []).filter((t) => t.status !== "done")).toEqual([]);
+  });
+
   test("streamed output in pi.live keeps its head within the caps and counts what it dropped", async () => {
     const release = held();
     const chatty = defineTool({

@@ -13,15 +13,7 @@ import type { ConversationId, Json, NextTaskState, TaskId, TaskRecord } from "..
 import { deriveContext } from "./context.ts";
 import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
 import { type DeferredAnswer, isDeferred } from "./models.ts";
-import {
-  appendAssistant,
-  appendUser,
-  DOC,
-  type LiveState,
-  live,
-  type ToolSlot,
-  writeDoc,
-} from "./records.ts";
+import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "./records.ts";
 import {
   type AgentServices,
   type HookContext,
@@ -31,8 +23,7 @@ import {
   type ToolRoundResult,
 } from "./services.ts";
 import { toPiTool } from "./tool.ts";
-import { toolResultEntry } from "./tool-results.ts";
-import { intentAtCreation } from "./tool-task.ts";
+import { abortPendingCalls, continueSequentialRound, startToolRound } from "./tool-round.ts";
 import {
   clearPartial,
   committed,
@@ -212,6 +203,11 @@ export function createGenerationTask(
       },
 
       tools: async (task, runtime) => {
+        // A sequential round whose wake did not start the next call (a restart in between).
+        if (task.state.checkpoint.pending?.length) {
+          await runtime.commit((tx) => continueSequentialRound(toolTask(), tx, task));
+          return;
+        }
         const slots = committed<LiveState>(services, task.conversationId, DOC.live, {}).tools ?? [];
         const records = new Map<TaskId, TaskRecord | undefined>();
         for (const slot of slots)
@@ -228,6 +224,8 @@ export function createGenerationTask(
     // last tool result (the scheduler runs it there), not in a transaction of its own.
     wake: {
       tools: (tx, task) => {
+        const next = continueSequentialRound(toolTask(), tx, task);
+        if (next) return next;
         if ((services.hooks().afterTools ?? []).length > 0) return undefined;
         const results = roundResults(
           live(tx, task.conversationId).tools ?? [],
@@ -253,6 +251,7 @@ export function createGenerationTask(
       }
       await runtime.commit((tx) => {
         convertLeftoverPartial(tx, c);
+        abortPendingCalls(tx, c);
         const run = live(tx, c).run;
         if (run?.taskId === task.id) {
           settleInputs(tx, run.inputs, { status: "unanswered", reason: "aborted" });
@@ -334,43 +333,7 @@ export function createGenerationTask(
     if (message.stopReason === "toolUse" && calls.length > 0) {
       await runtime.commit((tx) => {
         const entry = appendAssistant(tx, c, message);
-        const slots: ToolSlot[] = [];
-        const ids: TaskId[] = [];
-        for (const call of calls) {
-          if (!offered.includes(call.name)) {
-            const result = toolResultEntry(
-              tx,
-              c,
-              call.id,
-              call.name,
-              `tool ${call.name} is not available`,
-              "tool_unavailable",
-            );
-            slots.push({ callId: call.id, name: call.name, status: "done", entry: result.id });
-            continue;
-          }
-          // With no hook between the answer and the intent, this commit records the intent too.
-          const intent = intentAtCreation(services, tx, c, call);
-          const id = tx.createTask(toolTask(), { assistant: entry.id, callId: call.id } as never, {
-            ownership: { kind: "task", taskId: task.id },
-            ...(intent ? { start: intent as never, reserve: true } : {}),
-          });
-          ids.push(id);
-          slots.push({
-            callId: call.id,
-            name: call.name,
-            taskId: id,
-            status: intent ? "running" : "pending",
-          });
-        }
-        const { generation: _g, ...state } = live(tx, c);
-        writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });
-        return {
-          status: "waiting",
-          checkpoint: { phase: "tools", assistant: entry.id, tools: ids },
-          on: ids,
-          policy: "allSettled",
-        };
+        return startToolRound(services, toolTask(), tx, task, entry.id, calls, offered);
       });
       return;
     }

@@ -18,7 +18,7 @@ import type { WorkspaceFs } from "./fs.ts";
 import type { QueueMode } from "./inbox.ts";
 import type { ModelResolver } from "./models.ts";
 import type { ModelRef } from "./records.ts";
-import type { ToolDefinition, ToolResult } from "./tool.ts";
+import type { ToolDefinition, ToolExecutionMode, ToolResult } from "./tool.ts";
 
 export interface RetryPolicy {
   enabled: boolean;
@@ -35,6 +35,8 @@ export interface AgentSettings {
   outputIntervalMs?: number;
   steeringMode?: QueueMode;
   followUpMode?: QueueMode;
+  /** How the calls of one round run (default "parallel"; a sequential tool makes its round sequential). */
+  toolExecution?: ToolExecutionMode;
 }
 
 export const DEFAULT_RETRY: RetryPolicy = {
@@ -50,6 +52,7 @@ export interface ResolvedSettings {
   outputIntervalMs: number;
   steeringMode: QueueMode;
   followUpMode: QueueMode;
+  toolExecution: ToolExecutionMode;
 }
 
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
@@ -59,6 +62,7 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
     outputIntervalMs: s?.outputIntervalMs ?? 100,
     steeringMode: s?.steeringMode ?? "one-at-a-time",
     followUpMode: s?.followUpMode ?? "one-at-a-time",
+    toolExecution: s?.toolExecution ?? "parallel",
   };
 }
 

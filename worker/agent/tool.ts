@@ -39,18 +39,29 @@ export interface ToolDefinition<P extends TSchema = TSchema> {
   readonly parameters: P;
   /** Default "unsafe". */
   readonly replay?: ReplayPolicy;
+  /** "sequential": a round that calls this tool runs its calls one after another. Default: the settings'. */
+  readonly executionMode?: ToolExecutionMode;
   execute(args: Static<P>, api: ToolApi): Promise<ToolResult>;
 }
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /** Checks the name (providers accept `[a-zA-Z0-9_-]{1,64}`) and returns the definition frozen. */
+export type ToolExecutionMode = "parallel" | "sequential";
+
 export function defineTool<P extends TSchema>(def: ToolDefinition<P>): ToolDefinition<P> {
   if (!TOOL_NAME.test(def.name)) {
     throw new TypeError(`invalid tool name ${JSON.stringify(def.name)}: use 1-64 of [a-zA-Z0-9_-]`);
   }
   if (def.replay !== undefined && def.replay !== "safe" && def.replay !== "unsafe") {
     throw new TypeError(`tool ${def.name}: replay must be "safe" or "unsafe"`);
+  }
+  if (
+    def.executionMode !== undefined &&
+    def.executionMode !== "parallel" &&
+    def.executionMode !== "sequential"
+  ) {
+    throw new TypeError(`tool ${def.name}: executionMode must be "parallel" or "sequential"`);
   }
   return Object.freeze({ ...def });
 }

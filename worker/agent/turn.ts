@@ -49,7 +49,8 @@ export type GenerationCheckpoint =
       handle: DeferredHandle;
       pollAt: number;
     }
-  | { phase: "tools"; assistant: EntryId; tools: TaskId[] };
+  /** `pending`: calls of a sequential round not started yet (their tasks are made one at a time). */
+  | { phase: "tools"; assistant: EntryId; tools: TaskId[]; pending?: string[] };
 
 export type GenerationResult = { entryId: EntryId } | null;
 export type GenerationRuntime = TaskRuntime<Json, GenerationCheckpoint, GenerationResult>;
