@@ -600,6 +600,40 @@ describe("the inbox", () => {
     expect(textOf(messageOf(entries.at(-2)!))).toBe("again");
   });
 
+  test("a write carrying edits changes what the model sees next; malformed edits are refused at submit", async () => {
+    const { root, faux } = await open(echo);
+    await (await root.submit({ type: "input", content: "my password is hunter2" })).wait();
+    const [secret] = await transcript(root);
+    const edit = await root.submit({
+      type: "write",
+      entry: { kind: "app.redact", edits: [{ target: secret!.id, action: "omit" }] },
+    });
+    expect((await edit.wait()).status).toBe("done");
+    await (await root.submit({ type: "input", content: "what did I say?" })).wait();
+    expect(faux.requests[1]!.messages.map(textOf)).toEqual([
+      "echo: my password is hunter2",
+      "what did I say?",
+    ]);
+    // The transcript keeps the raw entry: edits change the context, never storage.
+    expect(kinds(await transcript(root))).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "app.redact",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    for (const edits of [
+      [{ target: 10_000, action: "omit" }],
+      [{ target: secret!.id, action: "shred" }],
+      [{ target: secret!.id, action: "replace" }],
+      "all",
+    ]) {
+      await expect(
+        root.submit({ type: "write", entry: { kind: "app.redact", edits: edits as never } }),
+      ).rejects.toBeInstanceOf(InvalidTransition);
+    }
+  });
+
   test("a requestId used for an input cannot be reused for a write", async () => {
     const { root } = await open(echo);
     await (await root.submit({ type: "input", content: "hi", requestId: "same" })).wait();

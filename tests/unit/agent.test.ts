@@ -573,6 +573,28 @@ describe("deriveContext", () => {
     expect(messages[2]).toMatchObject({ isError: false });
   });
 
+  test("edits: the newest edit per target omits or replaces its messages; the raw entries stay", () => {
+    const first = user("first");
+    const second = user("second");
+    const answer = assistant("answer");
+    const edit = (edits: EntryRecord["edits"]) => ({ ...entry("app.edit", {}), model: undefined, edits });
+    const texts = (entries: EntryRecord[]) => deriveContext(entries).messages.map(textOf);
+    expect(texts([first, second, answer, edit([{ target: first.id, action: "omit" }])])).toEqual([
+      "second",
+      "answer",
+    ]);
+    const replacement = [{ role: "user", content: "second, shortened", timestamp: 1 }];
+    expect(
+      texts([
+        first,
+        second,
+        answer,
+        edit([{ target: second.id, action: "omit" }]),
+        edit([{ target: second.id, action: "replace", messages: replacement as never }]),
+      ]),
+    ).toEqual(["first", "second, shortened", "answer"]);
+  });
+
   test("a tool result whose call is nowhere in the context is dropped", () => {
     const { messages } = deriveContext([user("q"), result("ghost", "orphaned"), assistant("a")]);
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);

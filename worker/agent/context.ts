@@ -1,11 +1,11 @@
 /**
  * The model context derived from entries (the specification's §2.1): the active range starts at the
- * newest head marker; system entries set the prompt sections and the offered tools; failed and
- * aborted answers are left out; tool results move directly after their call, in call order; a call
+ * newest head marker; within it the newest edit per target omits or replaces that entry's messages;
+ * system entries set the prompt sections and the offered tools; failed and aborted answers are left out; tool results move directly after their call, in call order; a call
  * left unanswered gets a synthetic error result; a result without its call is dropped.
  */
 import type { AssistantMessage, Message, ToolResultMessage } from "@mariozechner/pi-ai";
-import type { EntryRecord } from "../core/types.ts";
+import type { EntryEdit, EntryId, EntryRecord } from "../core/types.ts";
 import { ENTRY, modelMessages, type SystemRecord } from "./records.ts";
 
 export interface DerivedContext {
@@ -58,16 +58,32 @@ export function deriveSystem(entries: readonly EntryRecord[]): Pick<DerivedConte
   return { sections, tools };
 }
 
+/** The newest edit per target among `range`'s entries (transcript order: a later edit wins). */
+function newestEdits(range: readonly EntryRecord[]): Map<EntryId, EntryEdit> | undefined {
+  let edits: Map<EntryId, EntryEdit> | undefined;
+  for (const entry of range) {
+    if (!entry.edits) continue;
+    edits ??= new Map();
+    for (const edit of entry.edits) edits.set(edit.target, edit);
+  }
+  return edits;
+}
+
 export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
   const sections: Record<string, string | null> = {};
   const tools: string[] = [];
   const flat: Message[] = [];
-  for (const entry of activeRange(entries)) {
+  const range = activeRange(entries);
+  const edits = newestEdits(range);
+  for (const entry of range) {
     if (entry.kind === ENTRY.system) {
       applySystem(entry, sections, tools);
       continue;
     }
-    for (const m of modelMessages(entry)) {
+    const edit = edits?.get(entry.id);
+    if (edit?.action === "omit") continue;
+    const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
+    for (const m of own) {
       if (m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")) continue;
       flat.push(m);
     }

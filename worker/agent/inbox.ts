@@ -105,7 +105,9 @@ export function admit(
     return tx.submission(sub.id)!;
   }
   const drafted = entryDraft(draft.entry);
-  const displayOnly = drafted.model === undefined && drafted.head === undefined;
+  // Writes that change what the model sees (messages, a head, edits) wait for a boundary.
+  const displayOnly =
+    drafted.model === undefined && drafted.head === undefined && drafted.edits === undefined;
   if (displayOnly || (!busy && items.length === 0)) {
     // Between a call and its result a display-only entry changes nothing the model sees.
     const entry = tx.appendEntry(conversationId, drafted);

@@ -85,7 +85,13 @@ export interface UsageState {
   tools: Record<string, Usage>;
 }
 
-export type EntryDraftJson = { kind: string; data?: Json; model?: Json; head?: number | "self" };
+export type EntryDraftJson = {
+  kind: string;
+  data?: Json;
+  model?: Json;
+  head?: number | "self";
+  edits?: EntryRecord["edits"];
+};
 
 export function readDoc<T>(tx: Tx, conversationId: ConversationId, name: string, fallback: T): T {
   return (tx.readDoc(conversationId, name) as T | undefined) ?? fallback;

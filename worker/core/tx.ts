@@ -122,6 +122,7 @@ export class TxImpl implements Tx {
     const o = this.#open();
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
     assertJson(draft);
+    if (draft.edits !== undefined) checkEdits(draft.edits, o.nextEntryId);
     const entry: EntryRecord = {
       ...draft,
       id: o.nextEntryId++,
@@ -187,5 +188,20 @@ export class TxImpl implements Tx {
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
     // Checked once per commit, on the final value (validateOverlay).
     this.#open().setDoc(conversationId, name, value);
+  }
+}
+
+/** Edits name earlier entries and say omit, or replace with a list of messages. */
+function checkEdits(edits: unknown, nextId: number): void {
+  if (!Array.isArray(edits)) throw new InvalidTransition("entry edits must be an array");
+  for (const edit of edits as Array<Record<string, unknown>>) {
+    const target = edit?.["target"];
+    if (typeof target !== "number" || !Number.isInteger(target) || target < 1 || target >= nextId)
+      throw new InvalidTransition(`an edit must target an earlier entry, not ${JSON.stringify(target)}`);
+    const action = edit["action"];
+    if (action === "omit") continue;
+    if (action !== "replace") throw new InvalidTransition(`unknown edit action ${JSON.stringify(action)}`);
+    if (!Array.isArray(edit["messages"]))
+      throw new InvalidTransition("a replace edit needs messages (an array)");
   }
 }

@@ -81,6 +81,14 @@ export interface ConversationRecord {
   readonly createdAt: number;
 }
 
+/**
+ * A context edit carried by an entry: from this entry on, `target`'s messages are left out of the
+ * model context (`omit`) or replaced by `messages` (`replace`). The newest edit per target wins.
+ */
+export type EntryEdit =
+  | { readonly target: EntryId; readonly action: "omit" }
+  | { readonly target: EntryId; readonly action: "replace"; readonly messages: Json };
+
 export interface EntryRecord {
   readonly id: EntryId;
   readonly conversationId: ConversationId;
@@ -88,6 +96,7 @@ export interface EntryRecord {
   readonly data?: Json;
   readonly model?: Json;
   readonly head?: EntryId;
+  readonly edits?: readonly EntryEdit[];
   readonly byTaskId?: TaskId;
   readonly timestamp?: number;
 }
