@@ -577,7 +577,10 @@ describe("deriveContext", () => {
     const first = user("first");
     const second = user("second");
     const answer = assistant("answer");
-    const edit = (edits: EntryRecord["edits"]) => ({ ...entry("app.edit", {}), model: undefined, edits });
+    const edit = (edits: NonNullable<EntryRecord["edits"]>): EntryRecord => {
+      const { model: _model, ...base } = entry("app.edit", {});
+      return { ...base, edits };
+    };
     const texts = (entries: EntryRecord[]) => deriveContext(entries).messages.map(textOf);
     expect(texts([first, second, answer, edit([{ target: first.id, action: "omit" }])])).toEqual([
       "second",
