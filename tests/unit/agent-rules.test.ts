@@ -8,10 +8,10 @@
  * Recovery tests take the store's image while a tool is held mid-execution (its intent committed,
  * its result not) and open a second harness on that image: what a crash at that moment leaves.
  */
-import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { type AssistantMessage, fauxAssistantMessage, fauxToolCall, type Usage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
-import { defineDoc } from "../../worker/agent/records.ts";
+import { addUsage, defineDoc } from "../../worker/agent/records.ts";
 import { DEFAULT_RETRY, defaultStream, resolveSettings, retryDelayMs } from "../../worker/agent/services.ts";
 import { type ReplayPolicy, textResult } from "../../worker/agent/tool.ts";
 import {
@@ -118,6 +118,53 @@ describe("hooks", () => {
     expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
     expect(faux.requests).toHaveLength(2);
     expect(yields).toBe(2);
+  });
+
+  test("onAbort can replace an aborted call's result (its partial output by default); a throwing hook is reported and skipped", async () => {
+    const release = held();
+    const started = held();
+    const slow = defineTool({
+      name: "slow",
+      description: "Works until aborted",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        api.output("half done\n");
+        started.open();
+        await new Promise<void>((resolve, reject) => {
+          void release.promise.then(() => resolve());
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+        return textResult("finished");
+      },
+    });
+    const reported: unknown[] = [];
+    const seen: string[] = [];
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("slow", {}, { id: "call-1" })), {
+      tools: [slow],
+      onReport: (error) => void reported.push(error),
+      hooks: {
+        onAbort: [
+          () => {
+            throw new Error("cleanup hook broke");
+          },
+          (call, result) => {
+            seen.push(`${call.name}: ${textOf(result as never)}`);
+            return textResult(`rolled back (${textOf(result as never).trim()})`);
+          },
+        ],
+      },
+    });
+    await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const deadline = Date.now() + 5000;
+    while (!liveOf(h).tools?.[0]?.output && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await root.abort();
+    expect(seen).toEqual(["slow: half done\n"]);
+    expect(reported.map((e) => (e as Error).message)).toContain("cleanup hook broke");
+    const [result] = await toolResults(root);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(textOf(messageOf(result!))).toContain("rolled back (half done)");
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
   });
 
   test("afterTool can replace a result: the replacement is what is stored and what the model sees", async () => {
@@ -402,6 +449,42 @@ describe("tools", () => {
     release.open();
     expect((await sub.wait()).status).toBe("done");
     expect(liveOf(h).tools?.[0]?.output).toBeUndefined();
+  });
+
+  test("a tool's own model spend is stored with its result and counted in pi.usage.tools", async () => {
+    const spent = (tokens: number): Usage => ({
+      input: tokens,
+      output: 1,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: tokens + 1,
+      cost: {
+        input: tokens / 1000,
+        output: 0.001,
+        cacheRead: 0,
+        cacheWrite: 0,
+        total: tokens / 1000 + 0.001,
+      },
+    });
+    const summarize = defineTool({
+      name: "summarize",
+      description: "Summarize with a model of its own",
+      parameters: Type.Object({ tokens: Type.Number() }),
+      execute: async (args) => ({ ...textResult("summary"), usage: spent(args.tokens) }),
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("summarize", { tokens: 10 }, { id: "call-1" }),
+        fauxToolCall("summarize", { tokens: 30 }, { id: "call-2" }),
+      ),
+      { tools: [summarize] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const results = await toolResults(root);
+    expect(results.map((e) => (e.data as { usage?: Usage }).usage?.input)).toEqual([10, 30]);
+    const usage = h.usage();
+    expect(usage.tools["summarize"]).toEqual(addUsage(spent(10), spent(30)));
+    expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   });
 
   test("details are stored with the result for UIs; a throwing tool gives a tool_error result and a failed task", async () => {

@@ -148,6 +148,15 @@ export function appendAssistant(tx: Tx, c: ConversationId, message: AssistantMes
   return entry;
 }
 
+/** Count a tool call's own model spend in pi.usage.tools[name], in the commit of its result. */
+export function addToolUsage(tx: Tx, c: ConversationId, name: string, spent: Usage): void {
+  const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
+  writeDoc<UsageState>(tx, c, DOC.usage, {
+    ...usage,
+    tools: { ...usage.tools, [name]: addUsage(usage.tools[name] ?? zeroUsage(), spent) },
+  });
+}
+
 export function appendUser(tx: Tx, c: ConversationId, content: UserMessage["content"]): EntryRecord {
   const message: UserMessage = { role: "user", content, timestamp: tx.now() };
   return tx.appendEntry(c, {

@@ -89,6 +89,17 @@ export interface AgentHooks {
       ctx: HookContext,
     ) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
   >;
+  /**
+   * Replace the result an aborted call records (by default its durable partial output, as an error).
+   * Runs in the call's abort handler; a hook that throws is reported and skipped.
+   */
+  onAbort?: Array<
+    (
+      call: { name: string; arguments: unknown },
+      result: ToolResult,
+      ctx: HookContext,
+    ) => ToolResult | undefined | Promise<ToolResult | undefined>
+  >;
   /** Replace a tool's result. */
   afterTool?: Array<
     (

@@ -6,7 +6,16 @@
  */
 import type { Tx } from "../core/define.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../core/types.ts";
-import { DOC, ENTRY, type LiveState, live, type ToolDiagnostic, type ToolSlot, writeDoc } from "./records.ts";
+import {
+  addToolUsage,
+  DOC,
+  ENTRY,
+  type LiveState,
+  live,
+  type ToolDiagnostic,
+  type ToolSlot,
+  writeDoc,
+} from "./records.ts";
 import { ThrottledWriter } from "./throttle.ts";
 import { capHead, OUTPUT_LIMITS, type ToolResult } from "./tool.ts";
 
@@ -36,11 +45,13 @@ export function appendResult(
     ...(durationMs !== undefined ? { durationMs } : {}),
     timestamp: tx.now(),
   };
-  return tx.appendEntry(c, {
+  const entry = tx.appendEntry(c, {
     kind: ENTRY.toolResult,
     model: [message] as unknown as Json,
-    data: { diagnostics } as unknown as Json,
+    data: { diagnostics, ...(result.usage ? { usage: result.usage } : {}) } as unknown as Json,
   });
+  if (result.usage) addToolUsage(tx, c, name, result.usage);
+  return entry;
 }
 
 /** A harness-written error result (tool_unavailable, invalid_arguments, blocked, interrupted, aborted, tool_error). */

@@ -181,6 +181,11 @@ export function createToolTask(services: AgentServices) {
     },
     abort: async (task, runtime) => {
       const call = await readCall(task).catch(() => undefined);
+      const hooks = services.hooks().onAbort ?? [];
+      if (call && hooks.length > 0 && !("nested" in task.input)) {
+        await settleAbortedWithHooks(runtime, task, call, hooks);
+        return;
+      }
       await settleError(
         runtime,
         task,
@@ -250,6 +255,35 @@ export function createToolTask(services: AgentServices) {
       const entry = toolResultEntry(tx, c, callId, name, message, code, partial);
       slotDone(tx, c, task.id, entry.id);
       return terminal(status, { entryId: entry.id, isError: true }, message);
+    });
+  }
+
+  /** The aborted result after the onAbort chain: each hook may replace it; the aborted diagnostic stays. */
+  async function settleAbortedWithHooks(
+    runtime: Runtime,
+    task: ToolTaskRecord,
+    call: ToolCall,
+    hooks: NonNullable<ReturnType<AgentServices["hooks"]>["onAbort"]>,
+  ): Promise<void> {
+    const c = task.conversationId;
+    const partial = partialOutput(task);
+    let result: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
+    const ctx: HookContext = { conversationId: c, taskId: task.id };
+    for (const hook of hooks) {
+      try {
+        result = (await hook({ name: call.name, arguments: call.arguments }, result, ctx)) ?? result;
+      } catch (error) {
+        services.report(error);
+      }
+    }
+    const bounded = boundResult({ ...result, isError: true });
+    await runtime.commit((tx) => {
+      const entry = appendResult(tx, c, call.id, call.name, bounded.result, [
+        { severity: "error", code: "aborted", message: "the tool call was aborted" },
+        ...bounded.diagnostics,
+      ]);
+      slotDone(tx, c, task.id, entry.id);
+      return terminal("aborted", { entryId: entry.id, isError: true }, "the tool call was aborted");
     });
   }
 

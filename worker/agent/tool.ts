@@ -4,7 +4,7 @@
  * recovery may do after a crash between intent and result: `safe` runs it again with the stored
  * arguments, anything else records an `interrupted` error result.
  */
-import type { ImageContent, TextContent, Tool } from "@mariozechner/pi-ai";
+import type { ImageContent, TextContent, Tool, Usage } from "@mariozechner/pi-ai";
 import type { Static, TSchema } from "typebox";
 import type { Json } from "../core/types.ts";
 import type { WorkspaceFs } from "./fs.ts";
@@ -19,6 +19,8 @@ export interface ToolResult {
   details?: Json;
   isError?: boolean;
   control?: { terminate?: boolean };
+  /** What the call spent on models of its own (a subagent, a summarizer): stored with the result, counted in pi.usage.tools. */
+  usage?: Usage;
 }
 
 export interface ToolApi {
