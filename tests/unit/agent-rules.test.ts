@@ -598,6 +598,42 @@ describe("generation", () => {
     expect(answers[1]!.usage.cacheRead).toBeGreaterThan(0);
   });
 
+  test("an API key echoed by a provider error never reaches the store; a provider that throws at once gives an error answer", async () => {
+    const KEY = "sk-test-0123456789abcdef";
+    let mode: "echo" | "throw" = "echo";
+    const { root, store } = await open(() => fauxError(`401 Unauthorized: key ${KEY} is not valid`), {
+      apiKey: () => KEY,
+      settings: { retry: { enabled: false } },
+      stream: (model, context, options) => {
+        expect(options.apiKey).toBe(KEY);
+        if (mode === "throw") throw new Error(`could not reach the provider with key ${KEY}`);
+        return defaultStream(model, context, options);
+      },
+    });
+    const first = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(first).toMatchObject({ status: "unanswered", reason: "model_error" });
+    mode = "throw";
+    const second = await (await root.submit({ type: "input", content: "again" })).wait();
+    expect(second).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const errors = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => (messageOf(e) as AssistantMessage).errorMessage);
+    expect(errors).toEqual([
+      "401 Unauthorized: key [redacted] is not valid",
+      "could not reach the provider with key [redacted]",
+    ]);
+    const everything = await store.read(async (sql) =>
+      JSON.stringify([
+        await sql.all("SELECT * FROM entries"),
+        await sql.all("SELECT * FROM documents"),
+        await sql.all("SELECT * FROM tasks"),
+        await sql.all("SELECT * FROM submissions"),
+      ]),
+    );
+    expect(everything).not.toContain(KEY);
+    expect(JSON.stringify([first, second])).not.toContain(KEY);
+  });
+
   test("the thinking level is passed to the provider as reasoning", async () => {
     const reasoning: unknown[] = [];
     const { root } = await open(echo, {

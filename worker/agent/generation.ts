@@ -98,20 +98,6 @@ export function createGenerationTask(
         });
         const provider = committed<{ sessionId?: string }>(services, c, DOC.provider, {});
         const apiKey = services.apiKey(model.provider);
-        const stream = services.stream(
-          model,
-          {
-            ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}),
-            messages,
-            tools: offered.map((n) => toPiTool(registered.get(n)!)),
-          },
-          {
-            signal,
-            ...(cp.thinkingLevel !== "off" ? { reasoning: cp.thinkingLevel } : {}),
-            ...(provider.sessionId ? { sessionId: provider.sessionId } : {}),
-            ...(apiKey ? { apiKey } : {}),
-          },
-        );
         const partials = new PartialWriter(
           runtime,
           c,
@@ -121,6 +107,22 @@ export function createGenerationTask(
         );
         let final: AssistantMessage | undefined;
         try {
+          // Inside the try: a provider that throws at once (no such API registered, a bad option)
+          // gives an error answer like any other failure, not a faulted task.
+          const stream = services.stream(
+            model,
+            {
+              ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}),
+              messages,
+              tools: offered.map((n) => toPiTool(registered.get(n)!)),
+            },
+            {
+              signal,
+              ...(cp.thinkingLevel !== "off" ? { reasoning: cp.thinkingLevel } : {}),
+              ...(provider.sessionId ? { sessionId: provider.sessionId } : {}),
+              ...(apiKey ? { apiKey } : {}),
+            },
+          );
           for await (const event of stream as AsyncIterable<AssistantMessageEvent>) {
             if (event.type === "done") final = event.message;
             else if (event.type === "error") final = event.error;
@@ -133,6 +135,8 @@ export function createGenerationTask(
         }
         await partials.stop();
         if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
+        // A provider may echo the key in an error ("invalid key sk-..."): it never reaches an entry.
+        if (apiKey) final = withoutSecret(final, apiKey);
         if (isDeferred(final)) {
           // Not an answer yet: keep the handle and poll for it (no entry, no hooks).
           const handle = final.deferred;
@@ -368,4 +372,12 @@ export function createGenerationTask(
   }
 
   return definition;
+}
+
+/** `message` with every occurrence of `secret` replaced (keys of 8 characters or more). */
+export function withoutSecret<T>(message: T, secret: string): T {
+  if (secret.length < 8) return message;
+  const text = JSON.stringify(message);
+  if (!text.includes(secret)) return message;
+  return JSON.parse(text.split(secret).join("[redacted]")) as T;
 }
