@@ -130,9 +130,9 @@ export function createGenerationTask(
           }
           final ??= await stream.result();
         } catch (error) {
-          if (signal.aborted) return;
           final = errorMessage(model.api, model.provider, model.id, error);
         }
+        // Stopped before any return: no throttled partial may land after the outcome's commit.
         await partials.stop();
         if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
         // A provider may echo the key in an error ("invalid key sk-..."): it never reaches an entry.
