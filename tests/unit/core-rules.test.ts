@@ -13,124 +13,31 @@ import {
   type JoinPolicy,
   type Json,
   NotJson,
-  type PhaseHandler,
   type TaskDefinition,
   type TaskId,
-  type TaskOutcome,
   type TaskRecord,
-  type TaskRuntime,
   WaitCancelled,
   WaitCycle,
 } from "../../worker/index.ts";
-import type { MemoryImage, MemoryStore } from "../../worker/store/open.ts";
+import type { MemoryImage } from "../../worker/store/open.ts";
 import { memoryStore } from "../../worker/testing.ts";
 
-// ---------------------------------------------------------------------------------------------
-// Helpers
-
-type Go = { phase: "go" };
-
-const outcome = (r: TaskRecord | undefined): TaskOutcome | undefined =>
-  r?.state.status === "terminal" ? r.state.outcome : undefined;
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
-/** Rejects with the signal's reason once it aborts (a handler parked until abort or close). */
-function untilAborted(signal: AbortSignal): Promise<never> {
-  return new Promise<never>((_, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-  });
-}
-
-async function until(condition: () => boolean, what = "condition", timeoutMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`${what} not met in ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}
-
-/** A few macrotask turns: enough for any drain a change could start to have run. */
-async function settle(turns = 20): Promise<void> {
-  for (let i = 0; i < turns; i++) await new Promise((r) => setTimeout(r, 0));
-}
-
-/** waitForTask that fails the test instead of hanging it. */
-function done(h: Harness, id: TaskId, timeoutMs = 5000): Promise<TaskRecord> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    h.waitForTask(id).finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`task ${id} not terminal in ${timeoutMs} ms`)), timeoutMs);
-    }),
-  ]);
-}
-
-const complete = (result: Json) => ({
-  status: "terminal" as const,
-  outcome: { status: "completed" as const, result },
-});
-
-async function abortedByHandler(_task: unknown, runtime: TaskRuntime<Json, Go, Json>): Promise<void> {
-  await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "handler" } }));
-}
-
-/** A single-phase task. */
-function single(
-  name: string,
-  go: PhaseHandler<Json, Go, Go, Json, object>,
-  options: { version?: number; abort?: TaskDefinition<Json, Go, Json>["abort"] } = {},
-): TaskDefinition<Json, Go, Json> {
-  return defineTask<Json, Go, Json>({
-    name,
-    version: options.version ?? 1,
-    initial: () => ({ phase: "go" }),
-    phases: { go },
-    abort: options.abort ?? abortedByHandler,
-  });
-}
-
-/** Parks until the invocation is signalled (abort mark or close): keeps a task stored and live. */
-const parked = (name: string, version = 1) =>
-  single(name, async (_t, _r, signal) => untilAborted(signal), { version });
-
-const ping = single("ping", async (_t, runtime) => {
-  await runtime.commit(() => complete("pong"));
-});
-
-/** The rest of the engine keeps running: a fresh task completes. */
-async function engineStillRuns(h: Harness): Promise<void> {
-  const id = await h.createTask(ping, null);
-  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "pong" });
-}
-
-/** A store holding live tasks of the given parked definitions (created, started, then closed). */
-async function storeWith(
-  definitions: TaskDefinition<Json, Go, Json>[],
-  inputs: Json[] = [],
-): Promise<{ image: MemoryStore; ids: TaskId[] }> {
-  const store = await memoryStore();
-  const h = await Harness.open(store);
-  const ids: TaskId[] = [];
-  for (const [i, d] of definitions.entries()) ids.push(await h.createTask(d, inputs[i] ?? null));
-  await until(() => h.inspect().running === definitions.length, "parked tasks running");
-  const image = await memoryStore(store.image());
-  await h.close();
-  return { image, ids };
-}
-
-async function row(store: MemoryStore, id: TaskId) {
-  return store.read((sql) =>
-    sql.get("SELECT version, status, input, memos, state FROM tasks WHERE id = ?", [id]),
-  );
-}
+import {
+  complete,
+  deferred,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  ping,
+  row,
+  settle,
+  single,
+  storeWith,
+  until,
+  untilAborted,
+} from "./core-fixtures.ts";
 
 // ---------------------------------------------------------------------------------------------
 
