@@ -21,7 +21,6 @@ import {
 } from "../../worker/index.ts";
 import type { MemoryImage } from "../../worker/store/open.ts";
 import { memoryStore } from "../../worker/testing.ts";
-
 import {
   complete,
   deferred,
