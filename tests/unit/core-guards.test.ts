@@ -1,0 +1,250 @@
+/**
+ * The core's guards on bad input, and the durability of an abort mark, one test each: what a
+ * mutation pass showed no test would notice if it broke. Each bad call gets its typed error and the
+ * engine keeps running.
+ */
+import { describe, expect, test } from "vitest";
+import {
+  CommitRefused,
+  defineTask,
+  Harness,
+  InvalidTransition,
+  type Json,
+  NotJson,
+  OwnerNotLive,
+  type TaskId,
+  type TaskRuntime,
+  type Tx,
+  WaitCancelled,
+} from "../../worker/index.ts";
+import { memoryStore } from "../../worker/testing.ts";
+import {
+  complete,
+  deferred,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  ping,
+  single,
+  until,
+  untilAborted,
+} from "./core-fixtures.ts";
+
+describe("transactions", () => {
+  test("a transaction used after its callback ended is refused", async () => {
+    const h = await Harness.open(await memoryStore());
+    let kept: Tx | undefined;
+    await h.transaction((tx) => {
+      kept = tx;
+    });
+    expect(() => kept!.createTask(ping, null)).toThrow(InvalidTransition);
+    expect(() => kept!.writeDoc(1, "late", { x: 1 })).toThrow(InvalidTransition);
+    expect(await h.transaction((tx) => tx.readDoc(1, "late"))).toBeUndefined();
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("an owner that is abort-marked cannot own new work; a task-owned task cannot be background", async () => {
+    const abortGate = deferred();
+    const owner = single("owner", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await abortGate.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, ping] });
+    const live = await h.createTask(parked("live-owner"), null);
+    await until(() => h.inspect().running === 1, "owner running");
+    await expect(
+      h.transaction((tx) =>
+        tx.createTask(ping, null, { ownership: { kind: "task", taskId: live }, background: true }),
+      ),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+
+    const id = await h.createTask(owner, null);
+    await until(() => h.inspect().running === 2, "both running");
+    expect(await h.abortTask(id)).toBe("marked");
+    await expect(
+      h.transaction((tx) => tx.createTask(ping, null, { ownership: { kind: "task", taskId: id } })),
+    ).rejects.toBeInstanceOf(OwnerNotLive);
+    abortGate.resolve();
+    expect(outcome(await done(h, id))).toMatchObject({ status: "aborted" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("commits a handler may not make", () => {
+  test("an abort handler may not wait, and no handler may commit an unknown outcome", async () => {
+    const caught: unknown[] = [];
+    const stubborn = single(
+      "stubborn",
+      async (_t, runtime, signal) => {
+        try {
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "exploded" } }) as never);
+        } catch (error) {
+          caught.push(error);
+        }
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime) => {
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "go" },
+              on: [],
+              policy: "allSettled",
+            }));
+          } catch (error) {
+            caught.push(error);
+          }
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "done" },
+          }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(stubborn, null);
+    await until(() => caught.length === 1, "the unknown outcome refused");
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "done" });
+    expect(caught.map((e) => [(e as Error).constructor.name, (e as Error).message])).toEqual([
+      ["InvalidTransition", 'unknown outcome "exploded"'],
+      ["InvalidTransition", "an abort handler may not wait"],
+    ]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a runtime kept after its invocation ended refuses commits and reads", async () => {
+    let kept: TaskRuntime<Json, Go, Json> | undefined;
+    const leaky = single("leaky", async (_t, runtime) => {
+      kept = runtime;
+      await runtime.commit(() => complete("ok"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(leaky, null);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ok" });
+    await expect(kept!.commit(() => complete("again"))).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.getTask(id)).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.outcomes([id])).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.memo("late", 1)).rejects.toBeInstanceOf(CommitRefused);
+    expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "ok" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a memo value that is not JSON is refused and nothing is stored", async () => {
+    const caught: unknown[] = [];
+    const memoist = single("memoist", async (_t, runtime) => {
+      try {
+        await runtime.memo("bad", Number.NaN as unknown as Json);
+      } catch (error) {
+        caught.push(error);
+      }
+      const stored = await runtime.memo("bad");
+      await runtime.commit(() => complete(stored === undefined ? "nothing stored" : "stored"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(memoist, null);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "nothing stored" });
+    expect(caught[0]).toBeInstanceOf(NotJson);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("waits", () => {
+  test("waitForTask with a signal that is already aborted rejects at once with WaitCancelled", async () => {
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parked("forever"), null);
+    const controller = new AbortController();
+    controller.abort();
+    await expect(h.waitForTask(id, controller.signal)).rejects.toBeInstanceOf(WaitCancelled);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("failFast: an aborted child (not only a failed one) aborts its siblings and wakes the parent", async () => {
+    type ParentState = { phase: "spawn" } | { phase: "joined"; kids: TaskId[] };
+    const kid = parked("kid");
+    const parent = defineTask<null, ParentState, string[]>({
+      name: "parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [tx.createTask(kid, null), tx.createTask(kid, null)];
+            return { status: "waiting", checkpoint: { phase: "joined", kids }, on: kids, policy: "failFast" };
+          });
+        },
+        joined: async (task, runtime) => {
+          const outcomes = await runtime.outcomes(task.state.checkpoint.kids);
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: outcomes.map((o) => o.status) },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null);
+    await until(() => h.inspect().running === 2, "both kids running");
+    const kids = (await h.tasks({ kind: "kid" })).map((t) => t.id);
+    expect(await h.abortTask(kids[0]!)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["aborted", "aborted"] });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("an abort mark is durable", () => {
+  test("a task marked for abort whose handler had not finished runs its abort handler after a restart, not its phase", async () => {
+    const handlerStarted = deferred();
+    const log: string[] = [];
+    const makeDef = (holdAbort: boolean) =>
+      single(
+        "slow-abort",
+        async (_t, _r, signal) => {
+          log.push("phase");
+          await untilAborted(signal);
+        },
+        {
+          abort: async (_t, runtime) => {
+            log.push("abort");
+            if (holdAbort) {
+              handlerStarted.resolve();
+              await new Promise(() => undefined);
+            }
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "aborted", reason: "cleaned" },
+            }));
+          },
+        },
+      );
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [makeDef(true)] });
+    const id = await h.createTask(makeDef(true), null);
+    await until(() => log.includes("phase"), "phase running");
+    expect(await h.abortTask(id)).toBe("marked");
+    await handlerStarted.promise;
+    const image = store.image();
+    log.length = 0;
+
+    const h2 = await Harness.open(await memoryStore(image), { tasks: [makeDef(false)] });
+    expect((await h2.getTask(id))?.abortRequested).toBe(true);
+    expect(outcome(await done(h2, id))).toEqual({ status: "aborted", reason: "cleaned" });
+    expect(log).toEqual(["abort"]);
+    await engineStillRuns(h2);
+    await h2.close();
+  });
+});
