@@ -28,6 +28,7 @@ import {
   parked,
   ping,
   single,
+  storeWith,
   until,
   untilAborted,
 } from "./core-fixtures.ts";
@@ -246,5 +247,63 @@ describe("an abort mark is durable", () => {
     expect(log).toEqual(["abort"]);
     await engineStillRuns(h2);
     await h2.close();
+  });
+});
+
+describe("ownership and stored rows", () => {
+  test("a parent that fails while its child runs aborts the child before it ends failed itself", async () => {
+    type Step = { phase: "spawn" } | { phase: "fail"; child: TaskId };
+    const child = parked("child");
+    const parent = defineTask<null, Step, Json>({
+      name: "failing-parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => ({
+            status: "running",
+            checkpoint: { phase: "fail", child: tx.createTask(child, null) },
+          }));
+        },
+        fail: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "failed", error: { message: "gave up" } },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null);
+    expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
+    const [kid] = await h.tasks({ kind: "child" });
+    expect(outcome(kid)).toMatchObject({ status: "aborted" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a row whose state disagrees with its status column faults its own task with a diagnostic", async () => {
+    const { image, ids } = await storeWith([parked("mismatch"), parked("fine")]);
+    const [victim, other] = ids as [TaskId, TaskId];
+    await image.commit((sql) =>
+      sql.run(
+        `UPDATE tasks SET state = '{"status":"waiting","checkpoint":{"phase":"go"},"on":[],"policy":"allSettled"}' WHERE id = ?`,
+        [victim],
+      ),
+    );
+    const ran = single("mismatch", async (_t, runtime) => void (await runtime.commit(() => complete("ran"))));
+    const fine = single(
+      "fine",
+      async (_t, runtime) => void (await runtime.commit(() => complete("fine ran"))),
+    );
+    const h = await Harness.open(image, { tasks: [ran, fine] });
+    const v = outcome(await done(h, victim));
+    expect(v?.status).toBe("faulted");
+    expect((v as { error: { message: string } }).error.message).toMatch(/does not match status/);
+    expect(outcome(await done(h, other))).toEqual({ status: "completed", result: "fine ran" });
+    await engineStillRuns(h);
+    await h.close();
   });
 });
