@@ -16,6 +16,7 @@ import {
   type TaskRuntime,
   type Tx,
   WaitCancelled,
+  WaitCycle,
 } from "../../worker/index.ts";
 import { memoryStore } from "../../worker/testing.ts";
 import {
@@ -202,6 +203,98 @@ describe("waits", () => {
     const kids = (await h.tasks({ kind: "kid" })).map((t) => t.id);
     expect(await h.abortTask(kids[0]!)).toBe("marked");
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["aborted", "aborted"] });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("wait cycles through ownership", () => {
+  test("a task in a conversation owned by task X may not wait on X: it would wait on its own owner", async () => {
+    const caught: unknown[] = [];
+    const waiter = single("waits-on-owner", async (task, runtime) => {
+      try {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [task.input as number],
+          policy: "allSettled",
+        }));
+      } catch (error) {
+        caught.push(error);
+        await runtime.commit(() => complete("refused"));
+      }
+    });
+    const h = await Harness.open(await memoryStore());
+    const x = await h.createTask(parked("conversation-owner"), null);
+    await until(() => h.inspect().running === 1, "owner running");
+    const y = await h.transaction((tx) => {
+      const conversation = tx.createConversation({ kind: "task", taskId: x });
+      return tx.createTask(waiter, x, {
+        ownership: { kind: "conversation" },
+        conversationId: conversation.id,
+      });
+    });
+    expect(outcome(await done(h, y))).toEqual({ status: "completed", result: "refused" });
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await h.abortTask(x);
+    await done(h, x);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a wait that closes a cycle through an owner's live child is a WaitCycle", async () => {
+    // B owns C; C waits on A; then A waits on B: A -> B -> (B's live child) C -> A.
+    const cWaiting = deferred();
+    const caught: unknown[] = [];
+    const a = single("cycle-a", async (_task, runtime) => {
+      await cWaiting.promise;
+      try {
+        // A and B are created one after the other in one transaction: B's id follows A's.
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [runtime.taskId + 1],
+          policy: "allSettled",
+        }));
+      } catch (error) {
+        caught.push(error);
+        await runtime.commit(() => complete("refused"));
+      }
+    });
+    const c = single("cycle-c", async (task, runtime) => {
+      const target = task.input as number;
+      if ((await runtime.getTask(target))?.state.status === "terminal") {
+        await runtime.commit(() => complete("c done"));
+        return;
+      }
+      await runtime.commit(() => ({
+        status: "waiting",
+        checkpoint: { phase: "go" },
+        on: [target],
+        policy: "allSettled",
+      }));
+      cWaiting.resolve();
+    });
+    const b = single("cycle-b", async (task, runtime, signal) => {
+      await runtime.commit((tx) => {
+        tx.createTask(c, task.input);
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    });
+    const h = await Harness.open(await memoryStore());
+    const [aId, bId] = await h.transaction((tx) => {
+      const first = tx.createTask(a, null);
+      return [first, tx.createTask(b, first)] as const;
+    });
+    expect(bId).toBe(aId + 1);
+    expect(outcome(await done(h, aId))).toEqual({ status: "completed", result: "refused" });
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await h.abortTask(bId);
+    await done(h, bId);
+    expect((await h.tasks({ kind: "cycle-c" })).map(outcome)).toEqual([
+      { status: "completed", result: "c done" },
+    ]);
     await engineStillRuns(h);
     await h.close();
   });
