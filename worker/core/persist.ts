@@ -21,41 +21,72 @@ import type {
  * Throw `NotJson` unless `value` is strict JSON (no NaN/Infinity, functions, symbols, bigints, cycles),
  * and freeze every object and array in it: a value handed to a commit is shared with the committed
  * records, so a later mutation by its caller would change memory without changing the store.
+ * The walk builds no paths; only a value that fails is walked again to name where.
  */
-function checkJson(value: unknown, path: string, depth: number): void {
+function checkJson(value: unknown): void {
+  if (!isJson(value, 0)) throw new NotJson(describeNotJson(value, "value", 0) ?? "value is not JSON");
+}
+
+function isJson(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case "string":
     case "boolean":
-      return;
+      return true;
     case "number":
-      if (!Number.isFinite(value)) throw new NotJson(`${path} is ${value}, not JSON`);
-      return;
+      return Number.isFinite(value);
     case "object": {
-      if (value === null) return;
-      if (depth > 200) throw new NotJson(`${path} is nested too deeply (a cycle?)`);
+      if (value === null) return true;
+      if (depth > 200) return false;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1)) return false;
+      } else {
+        for (const key in value) {
+          const item = (value as Record<string, unknown>)[key];
+          if (item !== undefined && !isJson(item, depth + 1)) return false;
+        }
+      }
+      Object.freeze(value);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/** Where and why `value` is not JSON (the slow path, for the error message only). */
+function describeNotJson(value: unknown, path: string, depth: number): string | undefined {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return undefined;
+    case "number":
+      return Number.isFinite(value) ? undefined : `${path} is ${value}, not JSON`;
+    case "object": {
+      if (value === null) return undefined;
+      if (depth > 200) return `${path} is nested too deeply (a cycle?)`;
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) {
-          if (value[i] === undefined) throw new NotJson(`${path}[${i}] is undefined, not JSON`);
-          checkJson(value[i], path, depth + 1);
+          if (value[i] === undefined) return `${path}[${i}] is undefined, not JSON`;
+          const problem = describeNotJson(value[i], path, depth + 1);
+          if (problem) return problem;
         }
-        Object.freeze(value);
-        return;
+        return undefined;
       }
       for (const key in value) {
         const item = (value as Record<string, unknown>)[key];
-        if (item !== undefined) checkJson(item, `${path}.${key}`, depth + 1);
+        const problem = item === undefined ? undefined : describeNotJson(item, `${path}.${key}`, depth + 1);
+        if (problem) return problem;
       }
-      Object.freeze(value);
-      return;
+      return undefined;
     }
     default:
-      throw new NotJson(`${path} is a ${typeof value}, not JSON`);
+      return `${path} is a ${typeof value}, not JSON`;
   }
 }
 
 /** Validate strict JSON; returns its text. */
 export function toJson(value: unknown): string {
-  checkJson(value, "value", 0);
+  checkJson(value);
   const text = JSON.stringify(value);
   if (text === undefined) throw new NotJson("value is not JSON");
   return text;
@@ -63,7 +94,7 @@ export function toJson(value: unknown): string {
 
 /** Validate strict JSON without serializing it. */
 export function assertJson(value: unknown): void {
-  checkJson(value, "value", 0);
+  checkJson(value);
 }
 
 /**
