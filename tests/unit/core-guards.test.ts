@@ -400,3 +400,54 @@ describe("ownership and stored rows", () => {
     await h.close();
   });
 });
+
+describe("grouping and old records", () => {
+  test("a store that takes one commit per transaction gets exactly that, however many commits arrive at once", async () => {
+    const store = await memoryStore(undefined, { groupCommit: false });
+    const h = await Harness.open(store);
+    const before = { transactions: store.stats.transactions, commits: store.stats.commits };
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => h.transaction((tx) => tx.writeDoc(1, `doc-${i}`, { i }))),
+    );
+    expect(store.stats.commits - before.commits).toBe(20);
+    expect(store.stats.transactions - before.transactions).toBe(20);
+    await h.close();
+  });
+
+  test("after a restart, a new wait on a task that ended before it is satisfied at once", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const old = await h.createTask(ping, null);
+    expect(outcome(await done(h, old))).toEqual({ status: "completed", result: "pong" });
+    const image = store.image();
+    await h.close();
+
+    type Join = { phase: "go" } | { phase: "joined" };
+    const joiner = defineTask<number, Join, Json>({
+      name: "joiner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "joined" },
+            on: [task.input],
+            policy: "allSettled",
+          }));
+        },
+        joined: async (task, runtime) => {
+          const [o] = await runtime.outcomes([task.input]);
+          await runtime.commit(() => complete(o?.status ?? "none"));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h2 = await Harness.open(await memoryStore(image), { tasks: [ping] });
+    const id = await h2.createTask(joiner, old);
+    expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
+    await engineStillRuns(h2);
+    await h2.close();
+  });
+});
