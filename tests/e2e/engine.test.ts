@@ -681,6 +681,12 @@ describe("the app with the demo model", () => {
   }
   const entriesOf = (page: Page, kind: string) =>
     page.locator(`[data-testid="entries"] [data-kind="${kind}"]`);
+  const toolResultsOnScreen = (page: Page, n: number) =>
+    until(
+      `${n} tool results on screen`,
+      () => entriesOf(page, "pi.tool-result").count(),
+      (count) => count >= n,
+    );
   /** Wait for the n-th answer (a pi.assistant entry with text and no tool call still pending). */
   const answers = (page: Page, n: number) =>
     until(
@@ -701,20 +707,12 @@ describe("the app with the demo model", () => {
     expect(await entriesOf(page, "pi.tool-result").first().textContent()).toMatch(/tool · write/);
 
     await say(page, "list the files");
-    await until(
-      "the ls result",
-      () => entriesOf(page, "pi.tool-result").count(),
-      (n) => n >= 2,
-    );
+    await toolResultsOnScreen(page, 2);
     await answers(page, 4);
     expect(await entriesOf(page, "pi.tool-result").nth(1).textContent()).toMatch(/notes\//);
 
     await say(page, "read notes/note-1.md");
-    await until(
-      "the read result",
-      () => entriesOf(page, "pi.tool-result").count(),
-      (n) => n >= 3,
-    );
+    await toolResultsOnScreen(page, 3);
     await answers(page, 6);
     const read = await entriesOf(page, "pi.tool-result").nth(2).textContent();
     expect(read).toMatch(/tool · read/);

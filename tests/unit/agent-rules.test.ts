@@ -22,7 +22,7 @@ import {
   InvalidTransition,
   type MemoryStore,
 } from "../../worker/index.ts";
-import { fauxAgentModel, fauxError, memoryStore } from "../../worker/testing.ts";
+import { fauxAgentModel, fauxError, memoryStore, until } from "../../worker/testing.ts";
 import {
   callsThenAnswer,
   cleanups,
@@ -156,8 +156,7 @@ describe("hooks", () => {
     });
     await root.submit({ type: "input", content: "go" });
     await started.promise;
-    const deadline = Date.now() + 5000;
-    while (!liveOf(h).tools?.[0]?.output && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await until(() => Boolean(liveOf(h).tools?.[0]?.output));
     await root.abort();
     expect(seen).toEqual(["slow: half done\n"]);
     expect(reported.map((e) => (e as Error).message)).toContain("cleanup hook broke");
@@ -258,8 +257,7 @@ describe("recovery of an interrupted call", () => {
     await root.submit({ type: "input", content: "go" });
     await first.started.promise;
     // api.output reaches pi.live while the tool is still running (throttled, so wait for it).
-    const deadline = Date.now() + 5000;
-    while (!liveOf(h).tools?.[0]?.output && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await until(() => Boolean(liveOf(h).tools?.[0]?.output));
     expect(liveOf(h).tools?.[0]).toMatchObject({ status: "running", output: "progress: step 1 of 3\n" });
 
     const h2 = await reopen(store, {
@@ -437,9 +435,7 @@ describe("tools", () => {
       tools: [chatty],
     });
     const sub = await root.submit({ type: "input", content: "go" });
-    const deadline = Date.now() + 5000;
-    while (!liveOf(h).tools?.[0]?.droppedLines && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 5));
+    await until(() => Boolean(liveOf(h).tools?.[0]?.droppedLines));
     const slot = liveOf(h).tools![0]!;
     const lines = slot.output!.split("\n").filter(Boolean);
     expect(lines).toHaveLength(2000);
@@ -571,8 +567,7 @@ describe("generation", () => {
     const settings = { retry: { baseDelayMs: 400, maxDelayMs: 400 } };
     const { h, root, store, faux } = await open(respond, { settings });
     const sub = await root.submit({ type: "input", content: "hi", requestId: "r" });
-    const deadline = Date.now() + 5000;
-    while (!liveOf(h).generation?.retry && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    await until(() => Boolean(liveOf(h).generation?.retry));
     const retryAt = liveOf(h).generation!.retry!.at;
     expect(retryAt).toBeGreaterThanOrEqual(sent[0]! + 400);
     await h.close();
