@@ -11,9 +11,9 @@
 import { type AssistantMessage, fauxAssistantMessage, fauxToolCall, type Usage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
-import { addUsage, defineDoc } from "../../worker/agent/records.ts";
+import { addUsage, defineDoc, type LiveState } from "../../worker/agent/records.ts";
 import { DEFAULT_RETRY, defaultStream, resolveSettings, retryDelayMs } from "../../worker/agent/services.ts";
-import { type ReplayPolicy, textResult } from "../../worker/agent/tool.ts";
+import { capHead, OUTPUT_LIMITS, type ReplayPolicy, textResult } from "../../worker/agent/tool.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
@@ -445,6 +445,68 @@ describe("tools", () => {
     release.open();
     expect((await sub.wait()).status).toBe("done");
     expect(liveOf(h).tools?.[0]?.output).toBeUndefined();
+  });
+
+  test("output streamed in small chunks is cut by bytes exactly where the whole text would be", async () => {
+    // Chunks of 1-17 characters mixing 1-, 2-, 3- and 4-byte UTF-8, 40,000 of them (about 400 KB):
+    // the buffer counts as chunks arrive, so its cut must match capHead over the concatenation.
+    const alphabet = ["a", "é", "€", "😀", "b", "\n"];
+    const chunks: string[] = [];
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed;
+    };
+    for (let i = 0; i < 40_000; i++) {
+      let chunk = "";
+      const length = 1 + (next() % 17);
+      // Newlines are rare, so the byte cap binds before the line cap.
+      for (let j = 0; j < length; j++) chunk += alphabet[next() % (next() % 50 === 0 ? 6 : 5)];
+      chunks.push(chunk);
+    }
+    const whole = capHead(chunks.join(""));
+    expect(whole.truncated).toBe(true);
+    expect(whole.shownLines).toBeLessThan(OUTPUT_LIMITS.maxLines);
+    const emitted = held();
+    const release = held();
+    const chatty = defineTool({
+      name: "chatty",
+      description: "Prints a lot",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        for (let i = 0; i < chunks.length; i++) {
+          api.output(chunks[i]!);
+          // Pauses let throttled progress commits land mid-stream, before and after the cut.
+          if (i % 250 === 0) await new Promise((r) => setTimeout(r, 2));
+        }
+        emitted.open();
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
+      tools: [chatty],
+      settings: { outputIntervalMs: 1 },
+    });
+    const watch = await root.watch();
+    const committedBytes: number[] = [];
+    watch.start((frame) => {
+      const output = (frame.value.docs["pi.live"] as LiveState | undefined)?.tools?.[0]?.output;
+      if (output !== undefined) committedBytes.push(new TextEncoder().encode(output).length);
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await emitted.promise;
+    const dropped = whole.totalBytes - whole.shownBytes;
+    await until(() => liveOf(h).tools?.[0]?.droppedBytes === dropped);
+    await watch.stop();
+    // Every committed snapshot stayed within the cap, and there were several before the cut.
+    expect(committedBytes.filter((b) => b < whole.shownBytes).length).toBeGreaterThan(5);
+    expect(Math.max(...committedBytes)).toBeLessThanOrEqual(OUTPUT_LIMITS.maxBytes);
+    const slot = liveOf(h).tools![0]!;
+    expect(slot.output).toBe(whole.head);
+    expect(slot.droppedLines).toBe(whole.totalLines - whole.shownLines);
+    release.open();
+    expect((await sub.wait()).status).toBe("done");
   });
 
   test("a tool's own model spend is stored with its result and counted in pi.usage.tools", async () => {

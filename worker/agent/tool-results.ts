@@ -6,6 +6,7 @@
  */
 import type { Tx } from "../core/define.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../core/types.ts";
+import { utf8Length } from "./fs.ts";
 import {
   addToolUsage,
   DOC,
@@ -117,6 +118,9 @@ export function boundResult(result: ToolResult): { result: ToolResult; diagnosti
 /** Keeps the head of a tool's output within the caps and commits it to its slot, throttled. */
 export class OutputBuffer {
   text = "";
+  /** UTF-8 bytes and newlines in `text`, kept as chunks arrive: an append costs its chunk, not the text. */
+  #bytes = 0;
+  #newlines = 0;
   #droppedBytes = 0;
   #droppedLines = 0;
   #full = false;
@@ -147,17 +151,25 @@ export class OutputBuffer {
   append(chunk: string): void {
     if (this.#writer.stopped) throw new Error("output() after the call ended");
     if (this.#full) {
-      this.#droppedBytes += new TextEncoder().encode(chunk).length;
-      this.#droppedLines += chunk.split("\n").length - 1;
+      this.#droppedBytes += utf8Length(chunk);
+      this.#droppedLines += countNewlines(chunk);
     } else {
-      const cap = capHead(this.text + chunk);
-      if (cap.truncated) {
+      const bytes = this.#bytes + utf8Length(chunk);
+      const newlines = this.#newlines + countNewlines(chunk);
+      const text = this.text + chunk;
+      // Lines as capHead counts them: a final newline does not start a line.
+      const lines = text === "" ? 0 : newlines + (text.endsWith("\n") ? 0 : 1);
+      if (bytes <= OUTPUT_LIMITS.maxBytes && lines <= OUTPUT_LIMITS.maxLines) {
+        this.text = text;
+        this.#bytes = bytes;
+        this.#newlines = newlines;
+      } else {
+        // The first chunk past a limit: cut once, count the rest as dropped from now on.
+        const cap = capHead(text);
         this.#full = true;
         this.#droppedBytes += cap.totalBytes - cap.shownBytes;
         this.#droppedLines += cap.totalLines - cap.shownLines;
         this.text = cap.head;
-      } else {
-        this.text += chunk;
       }
     }
     this.#writer.mark();
@@ -166,4 +178,10 @@ export class OutputBuffer {
   stop(): Promise<void> {
     return this.#writer.stop();
   }
+}
+
+function countNewlines(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) n++;
+  return n;
 }
