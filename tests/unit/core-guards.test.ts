@@ -4,14 +4,17 @@
  * engine keeps running.
  */
 import { describe, expect, test } from "vitest";
+import { Watch } from "../../worker/core/observe.ts";
 import {
   CommitRefused,
   defineTask,
+  type Frame,
   Harness,
   InvalidTransition,
   type Json,
   NotJson,
   OwnerNotLive,
+  StoreClosed,
   type TaskId,
   type TaskRuntime,
   type Tx,
@@ -449,5 +452,62 @@ describe("grouping and old records", () => {
     expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
     await engineStillRuns(h2);
     await h2.close();
+  });
+});
+
+describe("boundaries a mutation pass found untested", () => {
+  test("a watch holds exactly its limit of undelivered frames; one more collapses them into one replace", () => {
+    const watch = new Watch(0, 3);
+    for (let seq = 1; seq <= 3; seq++) watch.push({ seq, value: seq, ops: [] });
+    expect([watch.pending, watch.collapsed]).toEqual([3, 0]);
+    watch.push({ seq: 4, value: 4, ops: [] });
+    expect([watch.pending, watch.collapsed]).toEqual([1, 3]);
+    const frames: Frame<number>[] = [];
+    watch.start((frame) => void frames.push(frame));
+    return until(() => frames.length === 1, "the replace frame delivered").then(() => {
+      expect(frames[0]).toEqual({ seq: 4, value: 4, ops: [{ op: "replace" }] });
+      expect(watch.value).toBe(4);
+    });
+  });
+
+  test("a phase whose invocation is already signalled cannot start a wait: it is cancelled at once", async () => {
+    const waited: unknown[] = [];
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(parked("other"), null);
+    const waiter = single("late-waiter", async (_t, runtime, signal) => {
+      await untilAborted(signal).catch(() => undefined);
+      // The abort mark signalled this invocation; a wait begun now must not park on `other`.
+      waited.push(await runtime.waitForTask(other).catch((error: unknown) => error));
+    });
+    const id = await h.createTask(waiter, null);
+    await until(() => h.inspect().running === 2, "both running");
+    await h.abortTask(id);
+    // The phase returned, so its abort handler could run.
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(waited).toHaveLength(1);
+    expect(waited[0]).toBeInstanceOf(WaitCancelled);
+    await h.abortTask(other);
+    await done(h, other);
+    await h.close();
+  });
+
+  test("after another engine bumps the owner epoch, the fenced line refuses its next write and stops", async () => {
+    const store = await memoryStore();
+    expect(await store.fence()).toBe(1);
+    await store.commit((sql) => sql.run("INSERT INTO meta (key, value) VALUES ('mine', 'before')"));
+    // What a newcomer's fence writes into the same database.
+    await store.commit((sql) => sql.run("UPDATE meta SET value = '2' WHERE key = 'epoch'"));
+    const late = store.commit((sql) => sql.run("UPDATE meta SET value = 'after' WHERE key = 'mine'"));
+    await expect(late).rejects.toThrow(StoreClosed);
+    await expect(late).rejects.toThrow(/another engine has taken over/);
+    await expect(store.read((sql) => sql.get("SELECT 1 AS one"))).rejects.toThrow(StoreClosed);
+    const newcomer = await memoryStore(store.image());
+    const meta = await newcomer.read((sql) => sql.all("SELECT key, value FROM meta ORDER BY key"));
+    expect(meta).toEqual([
+      { key: "epoch", value: "2" },
+      { key: "mine", value: "before" },
+    ]);
+    expect(await newcomer.fence()).toBe(3);
+    await newcomer.close();
   });
 });
