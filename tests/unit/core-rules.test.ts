@@ -1041,4 +1041,52 @@ describe("wake continuations", () => {
       await h.close();
     }
   });
+
+  test("a task reserved in the same pass as a throwing wake still runs once that pass is undone", async () => {
+    // Two joiners wait on one gate task; when it ends, one pass reserves the first (no wake) and then
+    // runs the second's wake, which throws: the pass's commit fails, so the first's registration
+    // must go with it or that task would never start.
+    type Join = { phase: "go" } | { phase: "joined" };
+    const gateOpen = deferred();
+    const gateTask = single("gate", async (_t, runtime) => {
+      await gateOpen.promise;
+      await runtime.commit(() => complete("open"));
+    });
+    const joiner = (name: string, wake?: () => never) =>
+      defineTask<number, Join, Json>({
+        name,
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (task, runtime) => {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "joined" },
+              on: [task.input as TaskId],
+              policy: "allSettled",
+            }));
+          },
+          joined: async (_t, runtime) => void (await runtime.commit(() => complete(name))),
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+        ...(wake ? { wake: { joined: wake } } : {}),
+      });
+    const plain = joiner("plain");
+    const throwing = joiner("throwing", () => {
+      throw new Error("wake failed");
+    });
+    const reports: unknown[] = [];
+    const h = await Harness.open(await memoryStore(), { onReport: (e) => reports.push(e) });
+    const gateId = await h.createTask(gateTask, null);
+    const first = await h.createTask(plain, gateId);
+    const second = await h.createTask(throwing, gateId);
+    const waiting = (id: TaskId) => h.session.records.tasks.get(id)?.state.status === "waiting";
+    await until(() => waiting(first) && waiting(second), "both joiners waiting");
+    gateOpen.resolve();
+    expect(outcome(await done(h, first))).toEqual({ status: "completed", result: "plain" });
+    expect(outcome(await done(h, second))).toEqual({ status: "completed", result: "throwing" });
+    expect(reports.map((e) => (e as Error).message)).toEqual(["wake failed"]);
+    await h.close();
+  });
 });
