@@ -47,6 +47,7 @@ export {
   type TaskRuntime,
   type Tx,
 } from "./core/define.ts";
+export type { DocPatch, DocPath } from "./core/doc-patch.ts";
 export * from "./core/errors.ts";
 export {
   type AbortResult,

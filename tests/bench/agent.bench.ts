@@ -20,9 +20,13 @@ import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { textResult } from "../../worker/agent/tool.ts";
 import { AgentHarness, defineTool } from "../../worker/index.ts";
-import type { MemoryStore } from "../../worker/store/open.ts";
-import type { Sql, SqlValue } from "../../worker/store/types.ts";
-import { type FauxAgentModel, fauxAgentModel, memoryStore } from "../../worker/testing.ts";
+import {
+  type FauxAgentModel,
+  fauxAgentModel,
+  type StoreJob as Job,
+  memoryStore,
+  recordJobs,
+} from "../../worker/testing.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const ROUNDS = env("BENCH_ROUNDS", 9);
@@ -89,40 +93,6 @@ async function timed(work: () => Promise<{ transactions: number; toolResults: nu
   const ms = performance.now() - start;
   const used = process.cpuUsage(cpu);
   return { ms, cpuMs: (used.user + used.system) / 1000, ...r };
-}
-
-/** The statements one store job (a transaction, or a read) ran, in order. */
-interface Job {
-  kind: "commit" | "read";
-  statements: Array<{ sql: string; params: readonly SqlValue[] | undefined; rows: boolean }>;
-}
-
-/** Record every job `store` runs from now on, in the order they run, into `recorder.into`. */
-function recordJobs(store: MemoryStore, recorder: { into: Job[] }): void {
-  for (const kind of ["commit", "read"] as const) {
-    const original = store[kind].bind(store);
-    store[kind] = <T>(work: (sql: Sql) => Promise<T> | T) =>
-      original((sql) => {
-        const job: Job = { kind, statements: [] };
-        recorder.into.push(job);
-        const note = (q: string, params: readonly SqlValue[] | undefined, rows: boolean) =>
-          job.statements.push({ sql: q, params, rows });
-        return work({
-          run: (q, params) => {
-            note(q, params, false);
-            return sql.run(q, params);
-          },
-          all: (q, params) => {
-            note(q, params, true);
-            return sql.all(q, params);
-          },
-          get: (q, params) => {
-            note(q, params, true);
-            return sql.get(q, params);
-          },
-        });
-      });
-  }
 }
 
 /**

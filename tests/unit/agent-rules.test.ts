@@ -19,10 +19,18 @@ import {
   type AgentHarnessOptions,
   defineTool,
   type EntryRecord,
+  Harness,
   InvalidTransition,
   type MemoryStore,
 } from "../../worker/index.ts";
-import { fauxAgentModel, fauxError, memoryStore, until } from "../../worker/testing.ts";
+import {
+  fauxAgentModel,
+  fauxError,
+  memoryStore,
+  recordJobs,
+  type StoreJob,
+  until,
+} from "../../worker/testing.ts";
 import {
   callsThenAnswer,
   cleanups,
@@ -505,6 +513,58 @@ describe("tools", () => {
     const slot = liveOf(h).tools![0]!;
     expect(slot.output).toBe(whole.head);
     expect(slot.droppedLines).toBe(whole.totalLines - whole.shownLines);
+    release.open();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("live output is stored once: progress commits store what was printed since the last one", async () => {
+    // 300 chunks of 100 bytes (30 KB, under the cap) with a progress commit after nearly every one.
+    // Rewriting the slot whole per commit would store about 150 times the output; patches store it
+    // once, plus a whole write of pi.live each time a document's patch rows reach their limit.
+    const chunks = Array.from({ length: 300 }, (_, i) => `${String(i).padStart(4, "0")}${"x".repeat(95)}\n`);
+    const emitted = held();
+    const release = held();
+    const chatty = defineTool({
+      name: "chatty",
+      description: "Prints steadily",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        for (const chunk of chunks) {
+          api.output(chunk);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+        emitted.open();
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const store = await memoryStore();
+    const jobs: StoreJob[] = [];
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
+      tools: [chatty],
+      settings: { outputIntervalMs: 1 },
+      store,
+    });
+    recordJobs(store, { into: jobs });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await emitted.promise;
+    const output = chunks.join("");
+    await until(() => liveOf(h).tools?.[0]?.output === output);
+    const liveWrites = jobs.flatMap((j) => j.statements).filter((s) => s.params?.[1] === "pi.live");
+    const bytes = liveWrites.reduce((n, s) => n + String(s.params?.[2] ?? "").length, 0);
+    expect(liveWrites.filter((s) => s.sql.includes("doc_patches")).length).toBeGreaterThan(100);
+    expect(bytes).toBeLessThan(output.length * 4);
+    // What was stored is what the engine holds: a store opened on this image reads the same slot.
+    const reopened = await memoryStore(store.image());
+    const row = await reopened.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_patches WHERE name = 'pi.live'"),
+    );
+    expect(Number(row?.["n"])).toBeGreaterThan(0);
+    // A bare core harness: it loads the documents without recovering the agent's tasks.
+    const again = await Harness.open(reopened);
+    const slot = (again.session.records.getDoc(1, "pi.live") as LiveState).tools?.[0];
+    expect(slot?.output).toBe(output);
+    await again.close();
     release.open();
     expect((await sub.wait()).status).toBe("done");
   });

@@ -233,7 +233,15 @@ describe("schema migrations", () => {
         )
       ).map((r) => r["name"]);
       expect(tables).toEqual(
-        expect.arrayContaining(["conversations", "documents", "entries", "meta", "submissions", "tasks"]),
+        expect.arrayContaining([
+          "conversations",
+          "doc_patches",
+          "documents",
+          "entries",
+          "meta",
+          "submissions",
+          "tasks",
+        ]),
       );
       const h = await Harness.open(store);
       const id = await h.transaction((tx) => tx.appendEntry(1, { kind: "note", data: `from v${from}` }).id);

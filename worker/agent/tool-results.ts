@@ -5,6 +5,7 @@
  * a truncated diagnostic for what was dropped). Everything writes through the transaction given.
  */
 import type { Tx } from "../core/define.ts";
+import type { DocPatch } from "../core/doc-patch.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../core/types.ts";
 import { utf8Length } from "./fs.ts";
 import {
@@ -85,6 +86,35 @@ export function updateSlot(
   });
 }
 
+/**
+ * Bring a running call's slot up to its output so far as document patches: the text added since the
+ * last write (or the whole text when the cut shortened it) and the changed drop counts. A progress
+ * commit thus stores what the tool printed since the previous one, not everything it printed.
+ */
+function patchSlotOutput(
+  tx: Tx,
+  c: ConversationId,
+  taskId: TaskId,
+  output: string,
+  droppedBytes: number,
+  droppedLines: number,
+): void {
+  const tools = live(tx, c).tools ?? [];
+  const index = tools.findIndex((s) => s.taskId === taskId);
+  const slot = tools[index];
+  if (!slot) return;
+  const stored = slot.output ?? "";
+  const patches: DocPatch[] = [];
+  if (!output.startsWith(stored)) patches.push({ path: ["tools", index, "output"], set: output });
+  else if (output.length > stored.length || slot.output === undefined)
+    patches.push({ path: ["tools", index, "output"], append: output.slice(stored.length) });
+  if (droppedBytes && slot.droppedBytes !== droppedBytes)
+    patches.push({ path: ["tools", index, "droppedBytes"], set: droppedBytes });
+  if (droppedLines && slot.droppedLines !== droppedLines)
+    patches.push({ path: ["tools", index, "droppedLines"], set: droppedLines });
+  if (patches.length > 0) tx.patchDoc(c, DOC.live, patches);
+}
+
 export function slotDone(tx: Tx, c: ConversationId, taskId: TaskId, entry?: EntryId): void {
   updateSlot(tx, c, taskId, ({ output: _o, droppedBytes: _b, droppedLines: _l, details: _d, ...s }) => ({
     ...s,
@@ -137,12 +167,7 @@ export class OutputBuffer {
       const droppedBytes = this.#droppedBytes;
       const droppedLines = this.#droppedLines;
       return commit((tx) => {
-        updateSlot(tx, conversationId, taskId, (s) => ({
-          ...s,
-          output,
-          ...(droppedBytes ? { droppedBytes } : {}),
-          ...(droppedLines ? { droppedLines } : {}),
-        }));
+        patchSlotOutput(tx, conversationId, taskId, output, droppedBytes, droppedLines);
         return undefined;
       });
     });

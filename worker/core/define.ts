@@ -2,6 +2,7 @@
  * Task definitions and the interfaces handlers see. The phase map is keyed by the checkpoint's
  * `phase`, so the compiler demands a handler for every phase and narrows each handler's checkpoint.
  */
+import type { DocPatch } from "./doc-patch.ts";
 import type {
   Checkpoint,
   ConversationId,
@@ -68,6 +69,13 @@ export interface Tx {
   readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined;
   /** Replace a document's value (undefined deletes it). */
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void;
+  /**
+   * Change an existing document in place (append text to a string, set a key) and return its new
+   * value. Only the patches are stored, so a writer that streams into a big document pays for what
+   * it adds, not for the document (see doc-patch.ts). Throws InvalidTransition for a path that does
+   * not fit the document.
+   */
+  patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json;
 }
 
 export interface TaskRuntime<

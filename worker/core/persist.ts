@@ -218,6 +218,19 @@ export async function writeOverlay(
     const i = key.indexOf(":");
     const conversationId = Number(key.slice(0, i));
     const name = key.slice(i + 1);
+    const patches = overlay.docPatches.get(key);
+    if (patches) {
+      // Only what changed: the row keeps its older value, the patches replay on it at open.
+      for (const patch of patches)
+        await sql.run("INSERT INTO doc_patches (conversation_id, name, op) VALUES (?, ?, ?)", [
+          conversationId,
+          name,
+          stringify(patch),
+        ]);
+      continue;
+    }
+    if (overlay.base.docPatchRows.get(key))
+      await sql.run("DELETE FROM doc_patches WHERE conversation_id = ? AND name = ?", [conversationId, name]);
     if (value === undefined) {
       await sql.run("DELETE FROM documents WHERE conversation_id = ? AND name = ?", [conversationId, name]);
     } else {

@@ -8,6 +8,7 @@
  * - the ownership indices (live children per owner task, live conversation tasks, owned
  *   conversations) always match `tasks`.
  */
+import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "./doc-patch.ts";
 import type {
   ChangeSet,
   ConversationId,
@@ -27,6 +28,8 @@ export class Records {
   readonly tasks = new Map<TaskId, TaskRecord>();
   readonly conversations = new Map<ConversationId, ConversationRecord>();
   readonly docs = new Map<DocKey, Json>();
+  /** Stored patch rows per document (doc-patch.ts); a whole write of the document deletes them. */
+  readonly docPatchRows = new Map<DocKey, number>();
   /** Live tasks in id order of insertion (ids only grow). */
   readonly live = new Set<TaskId>();
   /** Live tasks owned by a task. */
@@ -84,6 +87,15 @@ export class Records {
     else if (!record.background) removeFrom(this.conversationTasks, record.conversationId, record.id);
   }
 
+  /** Count the patch rows a group's combined writes stored (after they were written). */
+  notePatchRows(writes: Overlay): void {
+    for (const key of writes.docs.keys()) {
+      const patches = writes.docPatches.get(key);
+      if (patches) this.docPatchRows.set(key, (this.docPatchRows.get(key) ?? 0) + patches.length);
+      else this.docPatchRows.delete(key);
+    }
+  }
+
   /** Merge a successful overlay; returns its change set. */
   merge(overlay: Overlay): ChangeSet {
     for (const c of overlay.conversations.values()) this.putConversation(c);
@@ -132,6 +144,8 @@ export class Overlay {
   #conversations: Map<ConversationId, ConversationRecord> | undefined;
   #entries: EntryRecord[] | undefined;
   #docs: Map<DocKey, Json | undefined> | undefined;
+  /** Documents this overlay changed only by patches, with the patches (others are written whole). */
+  #docPatches: Map<DocKey, DocPatch[]> | undefined;
   #submissions: Map<SubmissionId, SubmissionRecord> | undefined;
   #createdSubmissions: Set<SubmissionId> | undefined;
   nextTaskId: number;
@@ -166,6 +180,9 @@ export class Overlay {
   get docs(): ReadonlyMap<DocKey, Json | undefined> {
     return this.#docs ?? EMPTY_MAP;
   }
+  get docPatches(): ReadonlyMap<DocKey, readonly DocPatch[]> {
+    return this.#docPatches ?? EMPTY_MAP;
+  }
   get submissions(): ReadonlyMap<SubmissionId, SubmissionRecord> {
     return this.#submissions ?? EMPTY_MAP;
   }
@@ -196,7 +213,14 @@ export class Overlay {
     for (const id of from.created) this.markCreated(id);
     for (const id of from.migratedInputs) this.markMigrated(id);
     for (const e of from.entries) this.pushEntry(e);
-    for (const [key, value] of from.docs) (this.#docs ??= new Map()).set(key, value);
+    for (const [key, value] of from.docs) {
+      const patches = from.docPatches.get(key);
+      const mine = this.#docPatches?.get(key);
+      // Patches extend this overlay's own patches, or an untouched document; a whole write wins.
+      if (patches && (mine || !this.docs.has(key))) this.#notePatches(key, patches);
+      else this.#docPatches?.delete(key);
+      (this.#docs ??= new Map()).set(key, value);
+    }
     for (const sub of from.submissions.values()) this.setSubmission(sub);
     for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
   }
@@ -231,7 +255,33 @@ export class Overlay {
   }
 
   setDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
-    (this.#docs ??= new Map()).set(docKey(conversationId, name), value);
+    const key = docKey(conversationId, name);
+    (this.#docs ??= new Map()).set(key, value);
+    this.#docPatches?.delete(key);
+  }
+
+  /**
+   * Change a document by patches: the new value is computed here, and unless this overlay already
+   * writes the document whole, only the patches are stored, until the document would hold more
+   * than PATCH_ROW_LIMIT patch rows (then it is written whole).
+   */
+  patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {
+    const key = docKey(conversationId, name);
+    const value = applyDocPatches(this.getDoc(conversationId, name), patches);
+    const whole = this.docs.has(key) && !this.#docPatches?.has(key);
+    (this.#docs ??= new Map()).set(key, value);
+    if (whole) return value;
+    const pending = (this.#docPatches?.get(key)?.length ?? 0) + patches.length;
+    if ((this.base.docPatchRows.get(key) ?? 0) + pending > PATCH_ROW_LIMIT) this.#docPatches?.delete(key);
+    else this.#notePatches(key, patches);
+    return value;
+  }
+
+  #notePatches(key: DocKey, patches: readonly DocPatch[]): void {
+    const map = (this.#docPatches ??= new Map());
+    const list = map.get(key);
+    if (list) list.push(...patches);
+    else map.set(key, [...patches]);
   }
 
   setTask(record: TaskRecord): void {

@@ -8,6 +8,7 @@
 import type { Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
+import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
 import { HarnessClosed } from "./errors.ts";
 import {
   conversationFromRow,
@@ -78,6 +79,16 @@ export class Session {
           r.docs.set(`${row["conversation_id"]}:${row["name"]}`, JSON.parse(String(row["value"])) as Json);
         } catch {
           // An unreadable document reads as absent; its owner rebuilds it.
+        }
+      }
+      // Patches replay on their documents in the order they were stored.
+      for (const row of await sql.all("SELECT conversation_id, name, op FROM doc_patches ORDER BY id")) {
+        const key = `${row["conversation_id"]}:${row["name"]}`;
+        r.docPatchRows.set(key, (r.docPatchRows.get(key) ?? 0) + 1);
+        try {
+          r.docs.set(key, applyDocPatches(r.docs.get(key), [JSON.parse(String(row["op"])) as DocPatch]));
+        } catch {
+          // A patch that no longer fits (its document unreadable) is skipped, like that document.
         }
       }
       for (const row of await sql.all(
@@ -244,6 +255,7 @@ export class Session {
           for (const overlay of merged) writes.absorb(overlay);
         }
         await writeOverlay(sql, writes, stored);
+        this.records.notePatchRows(writes);
       });
     } catch (error) {
       this.#assembling = false;

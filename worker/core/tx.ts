@@ -5,6 +5,7 @@
  * (the overlay is sealed afterwards).
  */
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
+import type { DocPatch } from "./doc-patch.ts";
 import { InvalidTransition, OwnerNotLive, UnknownConversation } from "./errors.ts";
 import { assertJson } from "./persist.ts";
 import type { Overlay } from "./records.ts";
@@ -188,6 +189,11 @@ export class TxImpl implements Tx {
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
     // Checked once per commit, on the final value (validateOverlay).
     this.#open().setDoc(conversationId, name, value);
+  }
+
+  patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {
+    // The new value is checked once per commit with the rest (validateOverlay).
+    return this.#open().patchDoc(conversationId, name, patches);
   }
 }
 

@@ -53,6 +53,17 @@ export const migrations: readonly string[] = [
   CREATE UNIQUE INDEX submissions_by_request ON submissions (conversation_id, request_id)
     WHERE request_id IS NOT NULL;
   `,
+  // 2: document patches (worker/core/doc-patch.ts): a streaming writer's changes stored as they come,
+  // replayed in id order on the document's row at open; a whole write of the document deletes them.
+  `
+  CREATE TABLE doc_patches (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    op TEXT NOT NULL
+  );
+  CREATE INDEX doc_patches_by_doc ON doc_patches (conversation_id, name);
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;
