@@ -43,12 +43,10 @@ describe("applying patches", () => {
       { path: ["tools", 1, "output"], append: "x" },
       { path: ["tools", 1, "dropped"], set: 3 },
       { path: ["tools", 0], set: { id: 1, output: "abcd", done: true } },
+      { path: ["tools", 2], set: { id: 3 } },
     ]) as typeof original & { tools: Array<Record<string, Json>> };
     expect(next).toEqual({
-      tools: [
-        { id: 1, output: "abcd", done: true },
-        { id: 2, output: "x", dropped: 3 },
-      ],
+      tools: [{ id: 1, output: "abcd", done: true }, { id: 2, output: "x", dropped: 3 }, { id: 3 }],
       other: { kept: true },
     });
     expect(original.tools[0]).toEqual({ id: 1, output: "ab" });
@@ -62,6 +60,8 @@ describe("applying patches", () => {
       [doc, { path: [], append: "x" }],
       [doc, { path: ["missing", "text"], append: "x" }],
       [doc, { path: ["list", 1, "text"], append: "x" }],
+      [doc, { path: ["list", 1], append: "x" }],
+      [doc, { path: ["list", 2], set: {} }],
       [doc, { path: ["list", "0", "text"], append: "x" }],
       [doc, { path: ["list", 0, "n"], append: "x" }],
       [doc, { path: ["name", "inner"], set: 1 }],

@@ -13,6 +13,7 @@ import type { ConversationId, Json, NextTaskState, TaskId, TaskRecord } from "..
 import { deriveContext } from "./context.ts";
 import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
 import { type DeferredAnswer, isDeferred } from "./models.ts";
+import { PartialWriter } from "./partial.ts";
 import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "./records.ts";
 import {
   type AgentServices,
@@ -33,7 +34,6 @@ import {
   failRun,
   type GenerationCheckpoint,
   type GenerationResult,
-  PartialWriter,
   prepareRequest,
   type GenerationRuntime as Runtime,
   roundResults,

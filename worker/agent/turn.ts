@@ -34,7 +34,6 @@ import {
   zeroUsage,
 } from "./records.ts";
 import type { AgentServices, ToolRoundResult } from "./services.ts";
-import { ThrottledWriter } from "./throttle.ts";
 import type { ToolTaskResult } from "./tool-task.ts";
 
 export type GenerationCheckpoint =
@@ -259,41 +258,4 @@ export function errorMessage(api: string, provider: string, model: string, error
     errorMessage: error instanceof Error ? error.message : String(error),
     timestamp: Date.now(),
   };
-}
-
-/** Commits the newest partial answer to pi.live, throttled (see ThrottledWriter). */
-export class PartialWriter {
-  #latest: AssistantMessage | undefined;
-  readonly #writer: ThrottledWriter;
-
-  constructor(
-    runtime: GenerationRuntime,
-    conversationId: ConversationId,
-    taskId: TaskId,
-    attempt: number,
-    intervalMs: number,
-  ) {
-    this.#writer = new ThrottledWriter(intervalMs, async () => {
-      const message = this.#latest;
-      if (!message || message.content.length === 0) return;
-      const copy = JSON.parse(JSON.stringify(message)) as AssistantMessage;
-      await runtime.commit((tx) => {
-        const state = live(tx, conversationId);
-        writeDoc<LiveState>(tx, conversationId, DOC.live, {
-          ...state,
-          generation: { taskId, attempt, message: copy },
-        });
-        return undefined;
-      });
-    });
-  }
-
-  offer(partial: AssistantMessage): void {
-    this.#latest = partial;
-    this.#writer.mark();
-  }
-
-  stop(): Promise<void> {
-    return this.#writer.stop();
-  }
 }

@@ -8,7 +8,8 @@
  * - applying is copy-on-write: the value given is never mutated (committed values are frozen), only
  *   the containers on the path are copied;
  * - a path names an existing container at every step but the last; `append` targets a string or an
- *   absent key (which reads as ""), `set` any key of an object or an existing index of an array;
+ *   absent key (which reads as ""), `set` any key of an object, an existing index of an array or
+ *   the index one past its end (adding an item);
  * - a document keeps at most `PATCH_ROW_LIMIT` stored patch rows: the commit that would pass it
  *   stores the whole document instead, which deletes them (so replay at open stays short).
  */
@@ -37,7 +38,9 @@ function applyAt(node: Json, patch: DocPatch, depth: number): Json {
   const key = path[depth]!;
   const last = depth === path.length - 1;
   if (Array.isArray(node)) {
-    if (typeof key !== "number" || !Number.isInteger(key) || key < 0 || key >= node.length)
+    // The last step may also `set` one past the end: that adds an item.
+    const end = last && "set" in patch ? node.length + 1 : node.length;
+    if (typeof key !== "number" || !Number.isInteger(key) || key < 0 || key >= end)
       throw new InvalidTransition(`patch path ${describe(path)}: no index ${String(key)}`);
     const copy = node.slice();
     copy[key] = last ? leaf(node[key], patch) : applyAt(container(node[key], path), patch, depth + 1);
