@@ -18,6 +18,8 @@ export {
 export {
   type AgentState,
   DOC,
+  type DocDefinition,
+  type DocToken,
   defineDoc,
   defineEntry,
   ENTRY,

@@ -20,6 +20,7 @@ import {
   type AgentState,
   addUsage,
   DOC,
+  type DocToken,
   type LiveState,
   type ModelRef,
   readDoc,
@@ -223,5 +224,17 @@ export class AgentHarness extends Harness {
   /** A committed document value (for reads outside commits). */
   doc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
     return this.session.records.getDoc(conversationId, name) as T | undefined;
+  }
+
+  /**
+   * A typed document's committed value outside a commit: migrated in memory when stored at an older
+   * version (nothing is written; the next transaction that reads it stores the migration).
+   */
+  snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): T {
+    const records = this.session.records;
+    return token.view({
+      value: records.getDoc(conversationId, token.name),
+      version: records.docVersion(conversationId, token.name),
+    });
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
+import { DocumentVersionError } from "../core/errors.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../core/types.ts";
 
 export const ENTRY = {
@@ -189,17 +190,86 @@ export function defineEntry<D extends Json>(kind: string) {
   };
 }
 
-/** A typed custom document with an initial value. */
-export function defineDoc<T extends Json>(name: string, initial: T) {
+/** What a custom document is: its name, definition version, initial value and upgrade from older versions. */
+export interface DocDefinition<T extends Json> {
+  readonly name: string;
+  /** A positive integer (default 1); raise it when the value's shape changes, with `migrate`. */
+  readonly version?: number;
+  /** The value of a document never written (an object; a function is called for each fresh copy). */
+  readonly initial: T | (() => T);
+  /** The current version's value from a stored one of `fromVersion`; gets a copy, may change it. */
+  readonly migrate?: (value: Json, fromVersion: number) => T;
+}
+
+/** A typed custom document: reads migrate older stored versions, writes store the current one. */
+export interface DocToken<T extends Json> {
+  readonly name: string;
+  readonly version: number;
+  /**
+   * The document in this transaction: its initial value when never written; a value stored at an
+   * older version is migrated and the migrated value written in this same transaction. A newer
+   * stored version, or an older one without `migrate`, throws DocumentVersionError.
+   */
+  read(tx: Tx, c: ConversationId): T;
+  write(tx: Tx, c: ConversationId, value: T): void;
+  /** The same reading outside a transaction (`stored` is the value and its version): never writes. */
+  view(stored: { value: Json | undefined; version: number | undefined }): T;
+}
+
+/**
+ * Define a typed custom document: `defineDoc(name, initial)` or `defineDoc({ name, version, initial,
+ * migrate })`. Names starting with "pi." are the harness's own.
+ */
+export function defineDoc<T extends Json>(name: string, initial: T): DocToken<T>;
+export function defineDoc<T extends Json>(definition: DocDefinition<T>): DocToken<T>;
+export function defineDoc<T extends Json>(
+  nameOrDefinition: string | DocDefinition<T>,
+  initial?: T,
+): DocToken<T> {
+  const definition: DocDefinition<T> =
+    typeof nameOrDefinition === "string"
+      ? { name: nameOrDefinition, initial: initial as T }
+      : nameOrDefinition;
+  const { name, migrate } = definition;
+  const version = definition.version ?? 1;
   if (!name || name.startsWith("pi.")) throw new TypeError(`document name ${name} is reserved or empty`);
+  if (!Number.isInteger(version) || version < 1)
+    throw new TypeError(`document ${name}: version must be a positive integer, not ${version}`);
+  const fresh = (): T => {
+    const value =
+      typeof definition.initial === "function" ? (definition.initial as () => T)() : definition.initial;
+    return structuredClone(jsonObject(name, "initial", value));
+  };
+  if (typeof definition.initial !== "function") fresh();
+  const upgrade = (value: Json, stored: number): T => {
+    if (stored > version || !migrate) throw new DocumentVersionError(name, stored, version);
+    return jsonObject(name, "migrate", migrate(structuredClone(value), stored));
+  };
+  const view = (stored: { value: Json | undefined; version: number | undefined }): T => {
+    if (stored.value === undefined) return fresh();
+    const at = stored.version ?? 1;
+    return at === version ? (stored.value as T) : upgrade(stored.value, at);
+  };
   return {
     name,
-    initial,
-    read(tx: Tx, c: ConversationId): T {
-      return readDoc<T>(tx, c, name, initial);
+    version,
+    read(tx, c) {
+      const value = tx.readDoc(c, name);
+      const at = tx.docVersion(c, name);
+      if (value === undefined || at === version) return view({ value, version: at });
+      const migrated = upgrade(value, at ?? 1);
+      tx.writeDoc(c, name, migrated, version);
+      return migrated;
     },
-    write(tx: Tx, c: ConversationId, value: T): void {
-      tx.writeDoc(c, name, value);
+    write(tx, c, value) {
+      tx.writeDoc(c, name, jsonObject(name, "a written value", value), version);
     },
+    view,
   };
+}
+
+function jsonObject<T>(name: string, what: string, value: T): T {
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    throw new TypeError(`document ${name}: ${what} must be a JSON object`);
+  return value;
 }

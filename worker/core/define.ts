@@ -67,8 +67,13 @@ export interface Tx {
   updateSubmission(record: SubmissionRecord): void;
   /** Read a document (undefined when absent). */
   readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined;
-  /** Replace a document's value (undefined deletes it). */
-  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void;
+  /**
+   * Replace a document's value (undefined deletes it), stored at `version` of its definition (a
+   * positive integer); without one it keeps the version it is stored at (1 for a new document).
+   */
+  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void;
+  /** The definition version a document is stored at (undefined when absent). */
+  docVersion(conversationId: ConversationId, name: string): number | undefined;
   /**
    * Change an existing document in place (append text to a string, set a key) and return its new
    * value. Only the patches are stored, so a writer that streams into a big document pays for what

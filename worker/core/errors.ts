@@ -69,6 +69,25 @@ export class NotJson extends HarnessError {
   }
 }
 
+/**
+ * Typed access to a document whose stored version this definition cannot read: newer than the
+ * definition, or older with no `migrate`. The stored value is left as it is.
+ */
+export class DocumentVersionError extends HarnessError {
+  constructor(
+    readonly document: string,
+    readonly storedVersion: number,
+    readonly definitionVersion: number,
+  ) {
+    super(
+      "document_version",
+      storedVersion > definitionVersion
+        ? `document ${document} is stored at version ${storedVersion}, newer than this definition's ${definitionVersion}`
+        : `document ${document} is stored at version ${storedVersion} and its definition (version ${definitionVersion}) has no migrate`,
+    );
+  }
+}
+
 /** Cancelling a caller's own wait: never aborts the work. */
 export class WaitCancelled extends HarnessError {
   constructor(message = "wait cancelled") {

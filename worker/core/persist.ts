@@ -235,8 +235,14 @@ export async function writeOverlay(
       await sql.run("DELETE FROM documents WHERE conversation_id = ? AND name = ?", [conversationId, name]);
     } else {
       await sql.run(
-        "INSERT OR REPLACE INTO documents (conversation_id, name, value, seq) VALUES (?, ?, ?, ?)",
-        [conversationId, name, stringify(value), overlay.base.seq + 1],
+        "INSERT OR REPLACE INTO documents (conversation_id, name, value, seq, version) VALUES (?, ?, ?, ?, ?)",
+        [
+          conversationId,
+          name,
+          stringify(value),
+          overlay.base.seq + 1,
+          overlay.docVersions.get(key) ?? overlay.base.docVersions.get(key) ?? 1,
+        ],
       );
     }
   }

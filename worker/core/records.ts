@@ -28,6 +28,8 @@ export class Records {
   readonly tasks = new Map<TaskId, TaskRecord>();
   readonly conversations = new Map<ConversationId, ConversationRecord>();
   readonly docs = new Map<DocKey, Json>();
+  /** Definition versions of documents stored at a version other than 1. */
+  readonly docVersions = new Map<DocKey, number>();
   /** Stored patch rows per document (doc-patch.ts); a whole write of the document deletes them. */
   readonly docPatchRows = new Map<DocKey, number>();
   /** Live tasks in id order of insertion (ids only grow). */
@@ -60,6 +62,12 @@ export class Records {
 
   getDoc(conversationId: ConversationId, name: string): Json | undefined {
     return this.docs.get(docKey(conversationId, name));
+  }
+
+  /** The stored definition version of a document (undefined when the document is absent). */
+  docVersion(conversationId: ConversationId, name: string): number | undefined {
+    const key = docKey(conversationId, name);
+    return this.docs.has(key) ? (this.docVersions.get(key) ?? 1) : undefined;
   }
 
   putTask(record: TaskRecord): void {
@@ -104,6 +112,9 @@ export class Records {
     for (const [key, value] of overlay.docs) {
       if (value === undefined) this.docs.delete(key);
       else this.docs.set(key, value);
+      const version = overlay.docVersions.get(key);
+      if (value === undefined || version === 1) this.docVersions.delete(key);
+      else if (version !== undefined) this.docVersions.set(key, version);
     }
     this.nextTaskId = overlay.nextTaskId;
     this.nextEntryId = overlay.nextEntryId;
@@ -144,6 +155,8 @@ export class Overlay {
   #conversations: Map<ConversationId, ConversationRecord> | undefined;
   #entries: EntryRecord[] | undefined;
   #docs: Map<DocKey, Json | undefined> | undefined;
+  /** Versions given with this overlay's whole document writes. */
+  #docVersions: Map<DocKey, number> | undefined;
   /** Documents this overlay changed only by patches, with the patches (others are written whole). */
   #docPatches: Map<DocKey, DocPatch[]> | undefined;
   #submissions: Map<SubmissionId, SubmissionRecord> | undefined;
@@ -179,6 +192,9 @@ export class Overlay {
   }
   get docs(): ReadonlyMap<DocKey, Json | undefined> {
     return this.#docs ?? EMPTY_MAP;
+  }
+  get docVersions(): ReadonlyMap<DocKey, number> {
+    return this.#docVersions ?? EMPTY_MAP;
   }
   get docPatches(): ReadonlyMap<DocKey, readonly DocPatch[]> {
     return this.#docPatches ?? EMPTY_MAP;
@@ -220,6 +236,8 @@ export class Overlay {
       if (patches && (mine || !this.docs.has(key))) this.#notePatches(key, patches);
       else this.#docPatches?.delete(key);
       (this.#docs ??= new Map()).set(key, value);
+      const version = from.docVersions.get(key);
+      if (version !== undefined) (this.#docVersions ??= new Map()).set(key, version);
     }
     for (const sub of from.submissions.values()) this.setSubmission(sub);
     for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
@@ -254,10 +272,18 @@ export class Overlay {
     return this.docs.has(key) ? this.docs.get(key) : this.base.docs.get(key);
   }
 
-  setDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
+  /** Write a document whole; without a version it keeps the version it is stored at (1 when new). */
+  setDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
     const key = docKey(conversationId, name);
     (this.#docs ??= new Map()).set(key, value);
     this.#docPatches?.delete(key);
+    if (version !== undefined) (this.#docVersions ??= new Map()).set(key, version);
+  }
+
+  docVersion(conversationId: ConversationId, name: string): number | undefined {
+    const key = docKey(conversationId, name);
+    if (this.getDoc(conversationId, name) === undefined) return undefined;
+    return this.#docVersions?.get(key) ?? this.base.docVersions.get(key) ?? 1;
   }
 
   /**

@@ -74,9 +74,12 @@ export class Session {
     await this.store.read(async (sql) => {
       for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
         r.putConversation(conversationFromRow(row));
-      for (const row of await sql.all("SELECT conversation_id, name, value FROM documents")) {
+      for (const row of await sql.all("SELECT conversation_id, name, value, version FROM documents")) {
         try {
-          r.docs.set(`${row["conversation_id"]}:${row["name"]}`, JSON.parse(String(row["value"])) as Json);
+          const key = `${row["conversation_id"]}:${row["name"]}`;
+          r.docs.set(key, JSON.parse(String(row["value"])) as Json);
+          const version = Number(row["version"]);
+          if (version !== 1) r.docVersions.set(key, version);
         } catch {
           // An unreadable document reads as absent; its owner rebuilds it.
         }

@@ -186,9 +186,15 @@ export class TxImpl implements Tx {
     return this.#open().getDoc(conversationId, name) as T | undefined;
   }
 
-  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined): void {
+  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
+    if (version !== undefined && !(Number.isInteger(version) && version >= 1))
+      throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
     // Checked once per commit, on the final value (validateOverlay).
-    this.#open().setDoc(conversationId, name, value);
+    this.#open().setDoc(conversationId, name, value, version);
+  }
+
+  docVersion(conversationId: ConversationId, name: string): number | undefined {
+    return this.#open().docVersion(conversationId, name);
   }
 
   patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {

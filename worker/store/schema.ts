@@ -55,6 +55,7 @@ export const migrations: readonly string[] = [
   `,
   // 2: document patches (worker/core/doc-patch.ts): a streaming writer's changes stored as they come,
   // replayed in id order on the document's row at open; a whole write of the document deletes them.
+  // And each document's definition version (typed documents migrate older stored values).
   `
   CREATE TABLE doc_patches (
     id INTEGER PRIMARY KEY,
@@ -63,6 +64,7 @@ export const migrations: readonly string[] = [
     op TEXT NOT NULL
   );
   CREATE INDEX doc_patches_by_doc ON doc_patches (conversation_id, name);
+  ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
   `,
 ];
 
