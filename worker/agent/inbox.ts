@@ -62,6 +62,17 @@ function entryDraft(draft: EntryDraftJson): EntryDraft {
   return { ...rest, ...(head !== undefined ? { head } : {}) } as EntryDraft;
 }
 
+/**
+ * A head write is stale when its head is older than where the active range starts now (the newest
+ * head marker's head): placing it would bring back entries a newer head cut off. It is answered
+ * `unanswered: stale` and dropped. User inputs never become stale.
+ */
+function isStale(tx: Tx, conversationId: ConversationId, draft: EntryDraft): boolean {
+  if (draft.head === undefined) return false;
+  const start = tx.activeHead(conversationId);
+  return start !== undefined && draft.head < start;
+}
+
 /** Admit a submission (inside a commit). Returns the stored record (existing one for a known requestId). */
 export function admit(
   tx: Tx,
@@ -109,6 +120,8 @@ export function admit(
   const displayOnly =
     drafted.model === undefined && drafted.head === undefined && drafted.edits === undefined;
   if (displayOnly || (!busy && items.length === 0)) {
+    if (isStale(tx, conversationId, drafted))
+      return tx.createSubmission({ ...base, type: "write", status: "unanswered", reason: "stale" });
     // Between a call and its result a display-only entry changes nothing the model sees.
     const entry = tx.appendEntry(conversationId, drafted);
     return tx.createSubmission({ ...base, type: "write", status: "done", entry: entry.id });
@@ -158,8 +171,14 @@ export function placeAtBoundary(
   const selected = new Set([...writes, ...users].map((i) => i.id));
   for (const item of writes) {
     if (item.mode !== "write") continue;
-    const entry = tx.appendEntry(conversationId, entryDraft(item.entry));
+    const drafted = entryDraft(item.entry);
     const { payload: _p, ...sub } = tx.submission(item.id)!;
+    // Heads placed earlier at this boundary count: the active range may have moved past its target.
+    if (isStale(tx, conversationId, drafted)) {
+      tx.updateSubmission({ ...sub, status: "unanswered", reason: "stale" });
+      continue;
+    }
+    const entry = tx.appendEntry(conversationId, drafted);
     tx.updateSubmission({ ...sub, status: "done", entry: entry.id });
   }
   const placed: SubmissionId[] = [];

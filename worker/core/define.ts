@@ -72,6 +72,8 @@ export interface Tx {
    * positive integer); without one it keeps the version it is stored at (1 for a new document).
    */
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void;
+  /** Where a conversation's active range starts: its newest head marker's `head` (this commit's included). */
+  activeHead(conversationId: ConversationId): EntryId | undefined;
   /** The definition version a document is stored at (undefined when absent). */
   docVersion(conversationId: ConversationId, name: string): number | undefined;
   /**

@@ -193,13 +193,10 @@ export async function writeOverlay(
   }
   for (const e of overlay.entries) {
     const { id, conversationId, kind, byTaskId, ...body } = e;
-    await sql.run("INSERT INTO entries (id, conversation_id, kind, body, by_task) VALUES (?, ?, ?, ?, ?)", [
-      id,
-      conversationId,
-      kind,
-      stringify(body),
-      byTaskId ?? null,
-    ]);
+    await sql.run(
+      "INSERT INTO entries (id, conversation_id, kind, body, by_task, head) VALUES (?, ?, ?, ?, ?, ?)",
+      [id, conversationId, kind, stringify(body), byTaskId ?? null, e.head ?? null],
+    );
   }
   for (const sub of overlay.submissions.values()) {
     const { id, conversationId, requestId, ...body } = sub;

@@ -13,6 +13,7 @@ import type {
   ChangeSet,
   ConversationId,
   ConversationRecord,
+  EntryId,
   EntryRecord,
   Json,
   SubmissionId,
@@ -28,6 +29,8 @@ export class Records {
   readonly tasks = new Map<TaskId, TaskRecord>();
   readonly conversations = new Map<ConversationId, ConversationRecord>();
   readonly docs = new Map<DocKey, Json>();
+  /** Per conversation, the `head` of its newest head marker: where its active range starts. */
+  readonly heads = new Map<ConversationId, EntryId>();
   /** Definition versions of documents stored at a version other than 1. */
   readonly docVersions = new Map<DocKey, number>();
   /** Stored patch rows per document (doc-patch.ts); a whole write of the document deletes them. */
@@ -109,6 +112,7 @@ export class Records {
     for (const c of overlay.conversations.values()) this.putConversation(c);
     for (const t of overlay.tasks.values()) this.putTask(t);
     for (const sub of overlay.submissions.values()) this.putSubmission(sub);
+    for (const e of overlay.entries) if (e.head !== undefined) this.heads.set(e.conversationId, e.head);
     for (const [key, value] of overlay.docs) {
       if (value === undefined) this.docs.delete(key);
       else this.docs.set(key, value);
@@ -278,6 +282,16 @@ export class Overlay {
     (this.#docs ??= new Map()).set(key, value);
     this.#docPatches?.delete(key);
     if (version !== undefined) (this.#docVersions ??= new Map()).set(key, version);
+  }
+
+  /** Where the conversation's active range starts (its newest head marker's `head`), this commit included. */
+  activeHead(conversationId: ConversationId): EntryId | undefined {
+    const entries = this.entries;
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const e = entries[i]!;
+      if (e.conversationId === conversationId && e.head !== undefined) return e.head;
+    }
+    return this.base.heads.get(conversationId);
   }
 
   docVersion(conversationId: ConversationId, name: string): number | undefined {

@@ -84,6 +84,11 @@ export class Session {
           // An unreadable document reads as absent; its owner rebuilds it.
         }
       }
+      // Each conversation's newest head marker (the partial index holds only head markers).
+      for (const row of await sql.all(
+        "SELECT conversation_id, head FROM entries WHERE head IS NOT NULL ORDER BY conversation_id, id",
+      ))
+        r.heads.set(Number(row["conversation_id"]), Number(row["head"]));
       // Patches replay on their documents in the order they were stored.
       for (const row of await sql.all("SELECT conversation_id, name, op FROM doc_patches ORDER BY id")) {
         const key = `${row["conversation_id"]}:${row["name"]}`;

@@ -15,6 +15,7 @@ import {
   type ConversationOwnership,
   type ConversationRecord,
   type EntryDraft,
+  type EntryId,
   type EntryRecord,
   type Json,
   ROOT_CONVERSATION_ID,
@@ -124,6 +125,14 @@ export class TxImpl implements Tx {
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
     assertJson(draft);
     if (draft.edits !== undefined) checkEdits(draft.edits, o.nextEntryId);
+    const head = draft.head as unknown;
+    if (
+      head !== undefined &&
+      !(Number.isInteger(head) && (head as number) >= 1 && (head as number) <= o.nextEntryId)
+    )
+      throw new InvalidTransition(
+        `an entry's head must name it or an earlier entry, not ${JSON.stringify(head)}`,
+      );
     const entry: EntryRecord = {
       ...draft,
       id: o.nextEntryId++,
@@ -195,6 +204,10 @@ export class TxImpl implements Tx {
 
   docVersion(conversationId: ConversationId, name: string): number | undefined {
     return this.#open().docVersion(conversationId, name);
+  }
+
+  activeHead(conversationId: ConversationId): EntryId | undefined {
+    return this.#open().activeHead(conversationId);
   }
 
   patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {

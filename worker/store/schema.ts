@@ -55,7 +55,8 @@ export const migrations: readonly string[] = [
   `,
   // 2: document patches (worker/core/doc-patch.ts): a streaming writer's changes stored as they come,
   // replayed in id order on the document's row at open; a whole write of the document deletes them.
-  // And each document's definition version (typed documents migrate older stored values).
+  // And each document's definition version (typed documents migrate older stored values), and
+  // entries' head markers in a column of their own, so open finds each conversation's newest one.
   `
   CREATE TABLE doc_patches (
     id INTEGER PRIMARY KEY,
@@ -65,6 +66,9 @@ export const migrations: readonly string[] = [
   );
   CREATE INDEX doc_patches_by_doc ON doc_patches (conversation_id, name);
   ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE entries ADD COLUMN head INTEGER;
+  UPDATE entries SET head = json_extract(body, '$.head') WHERE json_extract(body, '$.head') IS NOT NULL;
+  CREATE INDEX entries_heads ON entries (conversation_id, id) WHERE head IS NOT NULL;
   `,
 ];
 
