@@ -29,7 +29,13 @@ export {
   type ToolSlot,
   type UsageState,
 } from "./agent/records.ts";
-export type { AgentHooks, AgentSettings, BeforeToolDecision, StreamFn } from "./agent/services.ts";
+export type {
+  AgentHooks,
+  AgentSettings,
+  BeforeToolDecision,
+  StreamFn,
+  StreamSettings,
+} from "./agent/services.ts";
 export {
   defineTool,
   OUTPUT_LIMITS,

@@ -22,6 +22,7 @@ import {
   Harness,
   InvalidTransition,
   type MemoryStore,
+  type StreamSettings,
 } from "../../worker/index.ts";
 import {
   fauxAgentModel,
@@ -763,6 +764,85 @@ describe("generation", () => {
     await root.configure({ thinkingLevel: "high" });
     await (await root.submit({ type: "input", content: "b" })).wait();
     expect(reasoning).toEqual([undefined, "high"]);
+  });
+
+  test("settings.stream options are pinned into the attempt: a resent request keeps them, a retry takes new ones", async () => {
+    const SECRET = "Bearer sk-header-secret-42";
+    let stream: StreamSettings = {
+      transport: "sse",
+      timeoutMs: 1234,
+      maxRetries: 2,
+      maxRetryDelayMs: 500,
+      metadata: { user: "u1" },
+      cacheRetention: "short",
+      headers: { authorization: SECRET },
+    };
+    const seen: Array<Record<string, unknown>> = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      const { signal: _s, sessionId, ...rest } = options;
+      seen.push({ ...rest, sessionId: typeof sessionId });
+      return defaultStream(model, context, options);
+    };
+    // The first request streams slowly, so the store's image is taken while it is in flight.
+    const slow = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(200)), { tokensPerSecond: 200 });
+    cleanups.push(async () => slow.unregister());
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, {
+      models: slow.models,
+      defaultModel: slow.ref,
+      settings: () => ({ stream, retry: { baseDelayMs: 1 } }),
+      stream: record,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const root = await h.root();
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await until(() => seen.length === 1);
+    const image = store.image();
+    const { headers: _h, ...pinned } = stream;
+    expect(seen[0]).toEqual({ ...stream, sessionId: "string" });
+    // Headers carry credentials: read at request time, never stored.
+    const rows = await store.read((sql) => sql.all("SELECT state FROM tasks"));
+    expect(JSON.stringify(rows)).not.toContain(SECRET);
+    expect(JSON.parse(String(rows[0]?.["state"])).checkpoint.stream).toEqual(pinned);
+    await h.close();
+
+    // Reopened with other settings: the in-flight attempt is resent with its pinned options (and
+    // today's headers); its retry after a 503 prepares again and takes the new ones.
+    stream = { timeoutMs: 9999, headers: { authorization: "Bearer new" } };
+    let calls = 0;
+    const flaky = fauxAgentModel(
+      () => (++calls === 1 ? fauxError("503 Service Unavailable") : fauxAssistantMessage("ok")),
+      {
+        id: slow.ref.id,
+      },
+    );
+    cleanups.push(async () => flaky.unregister());
+    const h2 = await AgentHarness.open(await memoryStore(image), {
+      models: flaky.models,
+      defaultModel: flaky.ref,
+      settings: () => ({ stream, retry: { baseDelayMs: 1 } }),
+      stream: record,
+    });
+    cleanups.push(() => h2.close().catch(() => undefined));
+    const again = await (await h2.root()).submit({ type: "input", content: "go", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(seen.slice(1)).toEqual([
+      { ...pinned, headers: { authorization: "Bearer new" }, sessionId: "string" },
+      { timeoutMs: 9999, headers: { authorization: "Bearer new" }, sessionId: "string" },
+    ]);
+  });
+
+  test("bad stream settings are refused when the harness opens", async () => {
+    const bad: unknown[] = [
+      { nope: 1 },
+      { timeoutMs: -5 },
+      { headers: { a: 1 } },
+      { transport: "pigeon" },
+      { maxRetries: 1.5 },
+      [],
+    ];
+    for (const stream of bad)
+      await expect(open(echo, { settings: { stream: stream as StreamSettings } })).rejects.toThrow(TypeError);
   });
 });
 

@@ -98,6 +98,7 @@ export function createGenerationTask(
         });
         const provider = committed<{ sessionId?: string }>(services, c, DOC.provider, {});
         const apiKey = services.apiKey(model.provider);
+        const headers = services.settings().stream.headers;
         const partials = new PartialWriter(
           runtime,
           c,
@@ -117,6 +118,8 @@ export function createGenerationTask(
               tools: offered.map((n) => toPiTool(registered.get(n)!)),
             },
             {
+              ...(cp.stream ?? {}),
+              ...(headers ? { headers } : {}),
               signal,
               ...(cp.thinkingLevel !== "off" ? { reasoning: cp.thinkingLevel } : {}),
               ...(provider.sessionId ? { sessionId: provider.sessionId } : {}),

@@ -65,6 +65,8 @@ export class AgentHarness extends Harness {
     super(store, options);
     for (const tool of options.tools ?? []) this.#tools.set(tool.name, tool);
     const settings = options.settings;
+    // Settings given as an object are checked here, where they enter; a getter's at each reading.
+    if (typeof settings !== "function") resolveSettings(settings);
     const hooks = options.hooks;
     this.services = {
       session: this.session,

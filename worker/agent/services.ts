@@ -12,7 +12,7 @@ import {
   streamSimple,
 } from "@mariozechner/pi-ai";
 import type { Session } from "../core/session.ts";
-import type { ConversationId } from "../core/types.ts";
+import type { ConversationId, Json } from "../core/types.ts";
 import type { EntryCache } from "./entries.ts";
 import type { WorkspaceFs } from "./fs.ts";
 import type { QueueMode } from "./inbox.ts";
@@ -27,8 +27,27 @@ export interface RetryPolicy {
   maxDelayMs: number;
 }
 
+/**
+ * Provider options for each request (pi-ai's StreamOptions): pinned into the attempt when it is
+ * prepared, so a request resent after a restart carries the same ones; a retry prepares again.
+ * `headers` are the exception: they often carry credentials, so like API keys they are read at
+ * request time and never stored.
+ */
+export interface StreamSettings {
+  transport?: "sse" | "websocket" | "auto";
+  timeoutMs?: number;
+  /** Provider/SDK retries within one attempt (the durable retry policy is `retry`). */
+  maxRetries?: number;
+  maxRetryDelayMs?: number;
+  headers?: Record<string, string>;
+  metadata?: Record<string, Json>;
+  cacheRetention?: "none" | "short" | "long";
+}
+
 export interface AgentSettings {
   retry?: Partial<RetryPolicy>;
+  /** Provider options for every request (default none: pi-ai's defaults). */
+  stream?: StreamSettings;
   /** How often a streaming answer is committed to pi.live (ms). */
   partialIntervalMs?: number;
   /** How often a tool's streamed output is committed to pi.live (ms). */
@@ -48,6 +67,7 @@ export const DEFAULT_RETRY: RetryPolicy = {
 
 export interface ResolvedSettings {
   retry: RetryPolicy;
+  stream: StreamSettings;
   partialIntervalMs: number;
   outputIntervalMs: number;
   steeringMode: QueueMode;
@@ -58,12 +78,37 @@ export interface ResolvedSettings {
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
   return {
     retry: { ...DEFAULT_RETRY, ...(s?.retry ?? {}) },
+    stream: checkStreamSettings(s?.stream),
     partialIntervalMs: s?.partialIntervalMs ?? 100,
     outputIntervalMs: s?.outputIntervalMs ?? 100,
     steeringMode: s?.steeringMode ?? "one-at-a-time",
     followUpMode: s?.followUpMode ?? "one-at-a-time",
     toolExecution: s?.toolExecution ?? "parallel",
   };
+}
+
+const STREAM_CHECKS: Record<keyof StreamSettings, (v: unknown) => boolean> = {
+  transport: (v) => v === "sse" || v === "websocket" || v === "auto",
+  timeoutMs: (v) => typeof v === "number" && Number.isFinite(v) && v > 0,
+  maxRetries: (v) => Number.isInteger(v) && (v as number) >= 0,
+  maxRetryDelayMs: (v) => typeof v === "number" && Number.isFinite(v) && v >= 0,
+  headers: (v) =>
+    !!v && typeof v === "object" && !Array.isArray(v) && Object.values(v).every((h) => typeof h === "string"),
+  metadata: (v) => !!v && typeof v === "object" && !Array.isArray(v),
+  cacheRetention: (v) => v === "none" || v === "short" || v === "long",
+};
+
+/** Stream settings as given, or a TypeError naming the first bad field. */
+function checkStreamSettings(stream: StreamSettings | undefined): StreamSettings {
+  if (stream === undefined) return {};
+  if (!stream || typeof stream !== "object" || Array.isArray(stream))
+    throw new TypeError("settings.stream must be an object");
+  for (const [key, value] of Object.entries(stream)) {
+    const check = STREAM_CHECKS[key as keyof StreamSettings];
+    if (!check) throw new TypeError(`settings.stream.${key} is not a stream option`);
+    if (value !== undefined && !check(value)) throw new TypeError(`settings.stream.${key} is invalid`);
+  }
+  return stream;
 }
 
 export type HookContext = { conversationId: ConversationId; taskId: number };

@@ -33,12 +33,20 @@ import {
   writeDoc,
   zeroUsage,
 } from "./records.ts";
-import type { AgentServices, ToolRoundResult } from "./services.ts";
+import type { AgentServices, StreamSettings, ToolRoundResult } from "./services.ts";
 import type { ToolTaskResult } from "./tool-task.ts";
 
 export type GenerationCheckpoint =
   | { phase: "prepare"; attempt: number }
-  | { phase: "request"; attempt: number; model: ModelRef; thinkingLevel: ThinkingLevel; cutoff: EntryId }
+  | {
+      phase: "request";
+      attempt: number;
+      model: ModelRef;
+      thinkingLevel: ThinkingLevel;
+      cutoff: EntryId;
+      /** The provider options of this attempt (settings.stream when it was prepared, but headers). */
+      stream?: Omit<StreamSettings, "headers">;
+    }
   | { phase: "retry"; attempt: number; until: number }
   | {
       phase: "poll";
@@ -169,6 +177,8 @@ export function prepareRequest(
   if (!ref || !services.models.resolve(ref)) {
     return { ok: false, detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured" };
   }
+  // Headers are left out: they often carry credentials, so they are read at request time, never stored.
+  const { headers: _headers, ...stream } = services.settings().stream;
   const replayed = deriveSystem(entries);
   const registered = services.tools();
   const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
@@ -202,6 +212,7 @@ export function prepareRequest(
       model: { provider: ref.provider, id: ref.id },
       thinkingLevel: agent.thinkingLevel ?? "off",
       cutoff: tx.lastEntryId(),
+      ...(Object.keys(stream).length > 0 ? { stream: structuredClone(stream) } : {}),
     },
   };
 }
