@@ -4,12 +4,21 @@
  * `unanswered: stale` and never placed, whether placed at once or queued for a boundary (where heads
  * placed earlier at the same boundary count). User inputs never become stale.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
-import { AgentHarness, InvalidTransition } from "../../worker/index.ts";
+import { AgentHarness, InvalidTransition, type LiveState } from "../../worker/index.ts";
 import { openStore } from "../../worker/store/open.ts";
-import { fauxAgentModel, memoryStore } from "../../worker/testing.ts";
-import { callsThenAnswer, cleanups, echo, gatedTool, inboxOf, open, transcript } from "./agent-fixtures.ts";
+import { type FauxResponder, fauxAgentModel, memoryStore, until } from "../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  cleanups,
+  echo,
+  gatedTool,
+  inboxOf,
+  open,
+  textOf,
+  transcript,
+} from "./agent-fixtures.ts";
 
 const note = (n: number, head?: number) => ({
   type: "write" as const,
@@ -82,5 +91,90 @@ describe("head writes", () => {
     const root = await h.root();
     expect(await (await root.submit(note(4, 1))).wait()).toEqual({ status: "unanswered", reason: "stale" });
     expect((await (await root.submit(note(5, 2))).wait()).status).toBe("done");
+  });
+});
+
+describe("reset", () => {
+  const userTexts = (messages: readonly { role: string }[]) =>
+    messages.filter((m) => m.role === "user").map((m) => textOf(m as never));
+
+  test("idle: the reset is placed at once and the next request starts from its handoff", async () => {
+    const { root, faux } = await open(echo);
+    await (await root.submit({ type: "input", content: "first" })).wait();
+    const reset = await root.reset("summary of before");
+    expect((await reset.wait()).status).toBe("done");
+    expect(await (await root.submit({ type: "input", content: "second" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(faux.requests.map((r) => userTexts(r.messages))).toEqual([
+      ["first"],
+      ["summary of before", "second"],
+    ]);
+    expect(faux.requests[1]!.messages.map((m) => m.role)).toEqual(["user", "user"]);
+    const resetEntry = (await root.entries()).find((e) => e.kind === "pi.reset")!;
+    expect(resetEntry.head).toBe(resetEntry.id);
+    // Nothing is deleted: the old entries stay stored, the view shows the active range.
+    const stored = (await root.entries()).map((e) => e.kind);
+    expect(stored).toEqual(["pi.user", "pi.assistant", "pi.reset", "pi.user", "pi.assistant"]);
+    const view = (await root.viewState()).entries.map((e) => e.kind);
+    expect(view).toEqual(["pi.reset", "pi.user", "pi.assistant"]);
+    // A reset without a handoff starts from nothing.
+    await (await root.reset()).wait();
+    await (await root.submit({ type: "input", content: "third" })).wait();
+    expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["third"]);
+  });
+
+  test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      const texts = userTexts(req.messages);
+      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+    };
+    const { root, faux } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const reset = await root.reset("handoff");
+    const later = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
+    hold.release.open();
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    expect((await reset.wait()).status).toBe("done");
+    expect((await later.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2); // no request continued the reset run
+    expect(userTexts(faux.requests[1]!.messages)).toEqual(["handoff", "after"]);
+    await root.waitForIdle();
+  });
+
+  test("busy: at the final boundary it follows the answer, whose input is already done", async () => {
+    // No tool round: the answer streams slowly, the reset is queued meanwhile.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(100)), { tokensPerSecond: 300 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { partialIntervalMs: 5 },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    const run = await root.submit({ type: "input", content: "go" });
+    await until(
+      () => h.doc<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
+    );
+    const reset = await root.reset("next");
+    expect((await run.wait()).status).toBe("done");
+    expect((await reset.wait()).status).toBe("done");
+    const kinds = (await root.entries()).map((e) => e.kind);
+    expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.reset"]);
+  });
+
+  test("a write may not claim head: self itself, and a reset's handoff must be text", async () => {
+    const { root } = await open(echo);
+    await expect(root.submit({ type: "write", entry: { kind: "app.x", head: "self" } })).rejects.toThrow(
+      InvalidTransition,
+    );
+    await expect(root.reset(42 as unknown as string)).rejects.toThrow(InvalidTransition);
   });
 });

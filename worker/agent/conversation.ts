@@ -8,7 +8,7 @@ import type { ConversationView, Watch } from "../core/observe.ts";
 import { mark } from "../core/ownership.ts";
 import type { ConversationId, EntryRecord, SubmissionId, SubmissionRecord } from "../core/types.ts";
 import type { AgentHarness } from "./harness.ts";
-import { admit, type SubmissionDraft, withdraw } from "./inbox.ts";
+import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 import { type AgentState, DOC, inbox, type LiveState, readDoc, writeDoc } from "./records.ts";
 
 export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
@@ -114,6 +114,20 @@ export class Conversation {
     }
     const record = await this.harness.transaction(
       (tx) => admit(tx, this.harness.policy, this.id, draft),
+      signal,
+    );
+    return new Submission(this.harness, record.id, this.id);
+  }
+
+  /**
+   * Start the context over: admits a `pi.reset` write whose head is itself (earlier entries stay
+   * stored but leave the model's context), with `handoff` as the first user message of the new
+   * context. Resolves once admitted; placed at once when idle, else at the next boundary, where it
+   * ends the current run (its inputs unanswered, reason `reset`).
+   */
+  async reset(handoff?: string, signal?: AbortSignal): Promise<Submission> {
+    const record = await this.harness.transaction(
+      (tx) => admitReset(tx, this.harness.policy, this.id, handoff),
       signal,
     );
     return new Submission(this.harness, record.id, this.id);

@@ -11,7 +11,14 @@ import type { AssistantMessage, AssistantMessageEvent, ToolCall } from "@marioze
 import { defineTask, type TaskDefinition, type Tx } from "../core/define.ts";
 import type { ConversationId, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
 import { deriveContext } from "./context.ts";
-import { endRun, finalBoundary, type InboxPolicy, placeAtBoundary, settleInputs } from "./inbox.ts";
+import {
+  endRun,
+  finalBoundary,
+  type InboxPolicy,
+  placeAtBoundary,
+  resetQueued,
+  settleInputs,
+} from "./inbox.ts";
 import { type DeferredAnswer, isDeferred } from "./models.ts";
 import { PartialWriter } from "./partial.ts";
 import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "./records.ts";
@@ -290,6 +297,11 @@ export function createGenerationTask(
     if (run?.taskId === task.id) {
       if (terminate) {
         settleInputs(tx, run.inputs, { status: "done", answer: cp.assistant });
+        finalBoundary(tx, policy, c);
+      } else if (resetQueued(tx, c)) {
+        // A reset at this boundary ends the run as a final boundary would: its inputs are left
+        // unanswered (reset), and queued users (follow-ups too) start over in the new context.
+        settleInputs(tx, run.inputs, { status: "unanswered", reason: "reset" });
         finalBoundary(tx, policy, c);
       } else {
         const steers = placeAtBoundary(tx, policy, c, "postTools");

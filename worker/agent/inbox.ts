@@ -11,6 +11,7 @@ import type { ConversationId, EntryDraft, Json, SubmissionId, SubmissionRecord }
 import {
   appendUser,
   DOC,
+  ENTRY,
   type EntryDraftJson,
   type InboxItem,
   inbox,
@@ -54,21 +55,63 @@ function validateContent(content: unknown): asserts content is UserMessage["cont
   throw new InvalidTransition("input content must be a string or a list of text and image parts");
 }
 
-function entryDraft(draft: EntryDraftJson): EntryDraft {
+/** An entry to write; `head: "self"` (a reset) becomes the entry's own id when it is appended. */
+type Drafted = Omit<EntryDraft, "head"> & { head?: EntryDraft["head"] | "self" };
+
+function entryDraft(draft: EntryDraftJson, allowSelfHead = false): Drafted {
   if (!draft || typeof draft.kind !== "string" || draft.kind.length === 0)
     throw new InvalidTransition("a write needs an entry with a kind");
   const { head, ...rest } = draft;
-  if (head === "self") throw new InvalidTransition('head: "self" writes are made by reset()');
-  return { ...rest, ...(head !== undefined ? { head } : {}) } as EntryDraft;
+  if (head === "self" && !allowSelfHead)
+    throw new InvalidTransition('head: "self" writes are made by reset()');
+  return { ...rest, ...(head !== undefined ? { head } : {}) } as Drafted;
+}
+
+function appendWrite(tx: Tx, conversationId: ConversationId, drafted: Drafted) {
+  // Entry ids are global and increasing: the entry appended next gets lastEntryId() + 1.
+  const head = drafted.head === "self" ? tx.lastEntryId() + 1 : drafted.head;
+  return tx.appendEntry(conversationId, {
+    ...drafted,
+    ...(head !== undefined ? { head } : {}),
+  } as EntryDraft);
+}
+
+/** A reset is queued: the next boundary starts a fresh context (see finishToolRound). */
+export function resetQueued(tx: Tx, conversationId: ConversationId): boolean {
+  return inbox(tx, conversationId).items.some((i) => i.mode === "write" && i.entry.head === "self");
+}
+
+/**
+ * Admit a reset: a `pi.reset` write whose head is itself, so the active range starts over at it,
+ * carrying the handoff (if any) as a user message. Placed like any write: at once when the
+ * conversation is idle, else at the next boundary, where it ends the current run.
+ */
+export function admitReset(
+  tx: Tx,
+  policy: InboxPolicy,
+  conversationId: ConversationId,
+  handoff?: string,
+): SubmissionRecord {
+  if (handoff !== undefined && typeof handoff !== "string")
+    throw new InvalidTransition("a reset's handoff must be text");
+  const message: UserMessage | undefined =
+    handoff === undefined ? undefined : { role: "user", content: handoff, timestamp: tx.now() };
+  const entry: EntryDraftJson = {
+    kind: ENTRY.reset,
+    head: "self",
+    ...(message ? { model: [message] as unknown as Json } : {}),
+  };
+  return admit(tx, policy, conversationId, { type: "write", entry }, true);
 }
 
 /**
  * A head write is stale when its head is older than where the active range starts now (the newest
  * head marker's head): placing it would bring back entries a newer head cut off. It is answered
- * `unanswered: stale` and dropped. User inputs never become stale.
+ * `unanswered: stale` and dropped. User inputs and resets never become stale.
  */
-function isStale(tx: Tx, conversationId: ConversationId, draft: EntryDraft): boolean {
-  if (draft.head === undefined) return false;
+function isStale(tx: Tx, conversationId: ConversationId, draft: Drafted): boolean {
+  // A reset's head is itself: never stale.
+  if (draft.head === undefined || draft.head === "self") return false;
   const start = tx.activeHead(conversationId);
   return start !== undefined && draft.head < start;
 }
@@ -79,6 +122,7 @@ export function admit(
   policy: InboxPolicy,
   conversationId: ConversationId,
   draft: SubmissionDraft,
+  allowSelfHead = false,
 ): SubmissionRecord {
   if (draft.requestId !== undefined) {
     const existing = tx.submissionByRequest(conversationId, draft.requestId);
@@ -115,7 +159,7 @@ export function admit(
     if (!busy) finalBoundary(tx, policy, conversationId);
     return tx.submission(sub.id)!;
   }
-  const drafted = entryDraft(draft.entry);
+  const drafted = entryDraft(draft.entry, allowSelfHead);
   // Writes that change what the model sees (messages, a head, edits) wait for a boundary.
   const displayOnly =
     drafted.model === undefined && drafted.head === undefined && drafted.edits === undefined;
@@ -123,7 +167,7 @@ export function admit(
     if (isStale(tx, conversationId, drafted))
       return tx.createSubmission({ ...base, type: "write", status: "unanswered", reason: "stale" });
     // Between a call and its result a display-only entry changes nothing the model sees.
-    const entry = tx.appendEntry(conversationId, drafted);
+    const entry = appendWrite(tx, conversationId, drafted);
     return tx.createSubmission({ ...base, type: "write", status: "done", entry: entry.id });
   }
   const sub = tx.createSubmission({
@@ -171,14 +215,14 @@ export function placeAtBoundary(
   const selected = new Set([...writes, ...users].map((i) => i.id));
   for (const item of writes) {
     if (item.mode !== "write") continue;
-    const drafted = entryDraft(item.entry);
+    const drafted = entryDraft(item.entry, true);
     const { payload: _p, ...sub } = tx.submission(item.id)!;
     // Heads placed earlier at this boundary count: the active range may have moved past its target.
     if (isStale(tx, conversationId, drafted)) {
       tx.updateSubmission({ ...sub, status: "unanswered", reason: "stale" });
       continue;
     }
-    const entry = tx.appendEntry(conversationId, drafted);
+    const entry = appendWrite(tx, conversationId, drafted);
     tx.updateSubmission({ ...sub, status: "done", entry: entry.id });
   }
   const placed: SubmissionId[] = [];
