@@ -6,7 +6,8 @@ import type { Tx } from "../core/define.ts";
 import { HarnessClosed, WaitCancelled } from "../core/errors.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import { mark } from "../core/ownership.ts";
-import type { ConversationId, EntryRecord, SubmissionId, SubmissionRecord } from "../core/types.ts";
+import type { ConversationId, EntryRecord, SubmissionId, SubmissionRecord, TaskId } from "../core/types.ts";
+import { startCompaction } from "./compaction.ts";
 import type { AgentHarness } from "./harness.ts";
 import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 import { type AgentState, DOC, inbox, type LiveState, readDoc, writeDoc } from "./records.ts";
@@ -131,6 +132,16 @@ export class Conversation {
       signal,
     );
     return new Submission(this.harness, record.id, this.id);
+  }
+
+  /**
+   * Compact now (spec §2.2, §8.7): admits a manual pi.compaction task and returns its id. It does
+   * not make the conversation busy; its summary is placed as a head write (at once when idle, else
+   * at the next boundary). `Conversation.abort()` aborts it; waiting for idle includes it.
+   */
+  async compact(instructions?: string, signal?: AbortSignal): Promise<TaskId> {
+    const definition = this.harness.compactionTask;
+    return this.harness.transaction((tx) => startCompaction(tx, definition, this.id, instructions), signal);
   }
 
   /** Edit pi.agent: a given field replaces, null clears, an absent one stays. */

@@ -10,6 +10,7 @@ import { ConversationMount } from "../core/observe.ts";
 import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
+import { cleanUpFailedCompaction, createCompactionTask } from "./compaction.ts";
 import { Conversation, Submission } from "./conversation.ts";
 import { EntryCache } from "./entries.ts";
 import { MemoryFs, type WorkspaceFs } from "./fs.ts";
@@ -57,6 +58,7 @@ export class AgentHarness extends Harness {
   readonly services: AgentServices;
   readonly generationTask: AnyTaskDefinition;
   readonly toolTask: AnyTaskDefinition;
+  readonly compactionTask: ReturnType<typeof createCompactionTask>;
   readonly policy: InboxPolicy;
   #tools = new Map<string, ToolDefinition>();
   #mounts = new Map<ConversationId, ConversationMount>();
@@ -124,10 +126,12 @@ export class AgentHarness extends Harness {
       this.policy,
       () => toolTask as never,
     ) as AnyTaskDefinition;
-    this.registry.register(this.generationTask, this.toolTask);
+    this.compactionTask = createCompactionTask(this.services, this.policy);
+    this.registry.register(this.generationTask, this.toolTask, this.compactionTask as AnyTaskDefinition);
     this.scheduler.outcomeHook = (tx, task) => {
       if (task.kind === "pi.generation") cleanUpFailedGeneration(tx, task);
       else if (task.kind === "pi.tool") cleanUpFailedTool(tx, task);
+      else if (task.kind === "pi.compaction") cleanUpFailedCompaction(tx, task);
     };
     this.session.onConversationCreated = (tx, record) => {
       let agent: AgentState = {};

@@ -71,11 +71,22 @@ export interface LiveState {
     deferred?: { pollAt: number };
   };
   tools?: ToolSlot[];
+  /** Compactions under way (spec §8.2): added when the task is created, removed by its outcome. */
+  compactions?: CompactionStatus[];
 }
 
 export type InboxItem =
   | { id: SubmissionId; mode: "steer" | "followUp"; content: UserMessage["content"] }
   | { id: SubmissionId; mode: "write"; entry: EntryDraftJson };
+
+export type CompactionReason = "manual";
+export interface CompactionStatus {
+  taskId: number;
+  reason: CompactionReason;
+  blocking: boolean;
+  attempt: number;
+  retry?: { at: number; error: string };
+}
 
 export interface InboxState {
   items: InboxItem[];

@@ -44,8 +44,17 @@ export interface StreamSettings {
   cacheRetention?: "none" | "short" | "long";
 }
 
+/** How much of a conversation a compaction keeps, and the room left for the summary (tokens). */
+export interface CompactionSettings {
+  keepRecentTokens: number;
+  reserveTokens: number;
+}
+
+export const DEFAULT_COMPACTION: CompactionSettings = { keepRecentTokens: 20_000, reserveTokens: 16_384 };
+
 export interface AgentSettings {
   retry?: Partial<RetryPolicy>;
+  compaction?: Partial<CompactionSettings>;
   /** Provider options for every request (default none: pi-ai's defaults). */
   stream?: StreamSettings;
   /** How often a streaming answer is committed to pi.live (ms). */
@@ -67,6 +76,7 @@ export const DEFAULT_RETRY: RetryPolicy = {
 
 export interface ResolvedSettings {
   retry: RetryPolicy;
+  compaction: CompactionSettings;
   stream: StreamSettings;
   partialIntervalMs: number;
   outputIntervalMs: number;
@@ -78,6 +88,7 @@ export interface ResolvedSettings {
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
   return {
     retry: { ...DEFAULT_RETRY, ...(s?.retry ?? {}) },
+    compaction: { ...DEFAULT_COMPACTION, ...(s?.compaction ?? {}) },
     stream: checkStreamSettings(s?.stream),
     partialIntervalMs: s?.partialIntervalMs ?? 100,
     outputIntervalMs: s?.outputIntervalMs ?? 100,

@@ -1,0 +1,250 @@
+/**
+ * Manual compaction (spec §2.2, §8.7): the cut keeps about keepRecentTokens of the newest entries;
+ * the older part is summarized by one request (pinned, retried with durable backoff) and placed as a
+ * pi.compaction head write: at once when idle, at the next boundary when busy, stale when a newer
+ * head passed its cut. The conversation is never busy because of it; abort cancels it.
+ */
+import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction.ts";
+import { selectCut } from "../../worker/agent/compaction-range.ts";
+import type { Conversation, EntryRecord, LiveState, UsageState } from "../../worker/index.ts";
+import { type FauxRequest, type FauxResponder, fauxError, memoryStore } from "../../worker/testing.ts";
+import { gatedTool, held, open, textOf } from "./agent-fixtures.ts";
+
+const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
+const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+/** A 100-token answer for the conversation, "SUMMARY" for the summarizer. */
+const echoOrSummary: FauxResponder = (req) =>
+  isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"));
+
+const entry = (id: number, kind: string, message: Record<string, unknown>): EntryRecord =>
+  ({ id, conversationId: 1, kind, model: [message] }) as unknown as EntryRecord;
+const user = (id: number, text: string) =>
+  entry(id, "pi.user", { role: "user", content: text, timestamp: 0 });
+const assistant = (id: number, text: string, calls: string[] = []) =>
+  entry(id, "pi.assistant", {
+    role: "assistant",
+    content: [
+      ...(text ? [{ type: "text", text }] : []),
+      ...calls.map((c) => ({ type: "toolCall", id: c, name: "read", arguments: {} })),
+    ],
+    stopReason: calls.length ? "toolUse" : "stop",
+  });
+const result = (id: number, call: string, text: string) =>
+  entry(id, "pi.tool-result", {
+    role: "toolResult",
+    toolCallId: call,
+    toolName: "read",
+    content: [{ type: "text", text }],
+  });
+
+describe("the cut", () => {
+  test("the spec's example: a 30k tool result reaches the budget, the cut is the next assistant", () => {
+    const range = [
+      user(1, "read the file"),
+      assistant(2, "", ["c1"]),
+      result(3, "c1", "y".repeat(120_000)),
+      assistant(4, "done reading"),
+      user(5, "thanks"),
+      assistant(6, "welcome"),
+    ];
+    expect(selectCut(range, 20_000)).toBe(4);
+    // Too little history for the budget: nothing to compact.
+    expect(selectCut(range.slice(3), 20_000)).toBeUndefined();
+  });
+
+  test("a user entry between a call and its result is not a cut point", () => {
+    const range = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      user(3, "a steer sent before the result"),
+      result(4, "c1", "z".repeat(8000)),
+      assistant(5, "ok"),
+    ];
+    // The budget is reached at entry 4: the first candidate at or after it is 5, never 3.
+    expect(selectCut(range, 1500)).toBe(5);
+    // Reached exactly at the steer (3): not a candidate, so the cut moves on to 5.
+    expect(selectCut(range, 2005)).toBe(5);
+  });
+});
+
+async function chat(root: Conversation, turns: number): Promise<void> {
+  for (let i = 1; i <= turns; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+}
+
+const conversationRequests = (requests: FauxRequest[]) => requests.filter((r) => !isSummary(r));
+const userTexts = (messages: readonly Message[]) =>
+  messages.filter((m) => m.role === "user").map((m) => textOf(m).slice(0, 12));
+
+describe("Conversation.compact()", () => {
+  test("idle: the summary is placed at once and the next request starts from it", async () => {
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings: { compaction: { keepRecentTokens: 250 } },
+    });
+    await chat(root, 4); // 8 entries of about 100 tokens
+    const before = (await root.entries()).length;
+    const taskId = await root.compact("keep the numbers");
+    expect(
+      (h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions ?? []).map((s) => s.taskId),
+    ).toEqual([taskId]);
+    const record = await h.waitForTask(taskId);
+    expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+    expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+    const summary = faux.requests.find(isSummary)!;
+    expect(summary.tools).toEqual([]);
+    expect(summary.messages).toHaveLength(1);
+    const prompt = textOf(summary.messages[0]!);
+    expect(prompt).toContain("<conversation>\n[User]: q1");
+    expect(prompt).toContain("Additional focus: keep the numbers");
+    // Entries 1-5 are summarized (about 500 tokens), 6-8 kept (about 300 >= 250).
+    expect(prompt).toContain("[User]: q3");
+    expect(prompt).not.toContain("q4");
+    const entries = await root.entries();
+    expect(entries).toHaveLength(before + 1);
+    const compaction = entries.at(-1)!;
+    expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
+    expect(textOf((compaction.model as unknown as Message[])[0]!)).toContain(
+      "<summary>\nSUMMARY\n</summary>",
+    );
+    await (await root.submit({ type: "input", content: "next" })).wait();
+    const last = conversationRequests(faux.requests).at(-1)!;
+    expect(userTexts(last.messages)).toEqual(["The conversa", "q4 xxxxxxxxx", "next"]);
+    // Its spend is counted with the conversation's.
+    const usage = h.doc<UsageState & Record<string, never>>(1, "pi.usage")!;
+    expect(Object.values(usage.models)[0]!.totalTokens).toBeGreaterThan(0);
+  });
+
+  test("nothing to compact: completed with no summary and no request", async () => {
+    const { h, root, faux } = await open(echoOrSummary);
+    await chat(root, 1);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({
+      outcome: { status: "completed", result: {} },
+    });
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
+  });
+
+  test("busy: the summary waits for the boundary, the conversation never waits for the summary", async () => {
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      const answered = req.messages.at(-1)?.role === "toolResult";
+      return lastUser.startsWith("hold") && !answered
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage(big("answer"));
+    };
+    const { h, root, faux } = await open(responder, {
+      tools: [hold.tool],
+      settings: { compaction: { keepRecentTokens: 150 } },
+    });
+    await chat(root, 3);
+    const run = await root.submit({ type: "input", content: "hold on" });
+    await hold.started.promise;
+    const taskId = await root.compact();
+    const record = await h.waitForTask(taskId);
+    const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
+      .outcome.result.submissionId;
+    expect((await h.session.submission(submissionId))?.status).toBe("queued");
+    hold.release.open();
+    expect((await run.wait()).status).toBe("done");
+    expect((await h.session.submission(submissionId))?.status).toBe("done");
+    // The request after the tool round starts from the summary.
+    const after = conversationRequests(faux.requests).at(-1)!;
+    expect(textOf(after.messages[0]!)).toContain("<summary>");
+  });
+
+  test("a retryable error is retried after its durable backoff, and its spend counted", async () => {
+    let summaries = 0;
+    const responder: FauxResponder = (req) =>
+      isSummary(req)
+        ? ++summaries === 1
+          ? fauxError("503 Service Unavailable")
+          : fauxAssistantMessage("SUMMARY")
+        : echoOrSummary(req, 0);
+    const { h, root } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 5 } },
+    });
+    await chat(root, 3);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(summaries).toBe(2);
+    expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
+  });
+
+  test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
+    const gate = held();
+    const responder: FauxResponder = async (req) => {
+      if (isSummary(req)) await gate.promise;
+      return echoOrSummary(req, 0);
+    };
+    const { h, root, faux } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 } },
+    });
+    await chat(root, 3);
+    const taskId = await root.compact();
+    await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+    // The faux provider does not watch the signal while its responder waits: release it once the
+    // abort mark is stored (a real provider's request is cancelled by the signal).
+    const aborting = root.abort();
+    await expect.poll(() => h.session.records.tasks.get(taskId)?.abortRequested).toBe(true);
+    gate.open();
+    await aborting;
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+    expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+  });
+
+  test("a reset placed while summarizing makes the summary stale", async () => {
+    const gate = held();
+    const responder: FauxResponder = async (req) => {
+      if (isSummary(req)) await gate.promise;
+      return echoOrSummary(req, 0);
+    };
+    const { h, root, faux } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 } },
+    });
+    await chat(root, 3);
+    const taskId = await root.compact();
+    await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+    await (await root.reset()).wait();
+    gate.open();
+    const record = await h.waitForTask(taskId);
+    const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
+      .outcome.result.submissionId;
+    expect(await h.session.submission(submissionId)).toMatchObject({ status: "unanswered", reason: "stale" });
+    expect((await root.entries()).at(-1)?.kind).toBe("pi.reset");
+  });
+});
+
+test("a restart while summarizing resends the same pinned summary request", async () => {
+  const gate = held();
+  const responder: FauxResponder = async (req) => {
+    if (isSummary(req)) await gate.promise;
+    return echoOrSummary(req, 0);
+  };
+  const { h, root, faux, store } = await open(responder, {
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  await chat(root, 3);
+  const taskId = await root.compact("focus");
+  await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+  const image = store.image();
+  const first = faux.requests.find(isSummary)!;
+  gate.open();
+  await h.close();
+  // Another engine on the image, with other settings: the stored attempt is sent as it was pinned.
+  const again = await open(echoOrSummary, {
+    store: await memoryStore(image),
+    settings: { compaction: { keepRecentTokens: 10 } },
+  });
+  expect((await again.h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  const resent = again.faux.requests.filter(isSummary);
+  expect(resent).toHaveLength(1);
+  expect(resent[0]!.messages.map(textOf)).toEqual(first.messages.map(textOf));
+  expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
+});
