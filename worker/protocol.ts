@@ -130,6 +130,10 @@ export interface EngineApi {
   createConversation(title?: string): Promise<ConversationId>;
   submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
   abort(conversationId: ConversationId): Promise<void>;
+  /** Start the context over (a pi.reset entry); earlier entries stay stored. */
+  reset(conversationId: ConversationId): Promise<SubmissionId>;
+  /** Summarize the older context into a pi.compaction entry; resolves once the task is admitted. */
+  compact(conversationId: ConversationId): Promise<number>;
   setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void>;
   models(): Promise<ModelChoice[]>;
   /** Keys live in the store's settings; they never reach entries, exports or logs. */

@@ -687,15 +687,20 @@ describe("the app with the demo model", () => {
       () => entriesOf(page, "pi.tool-result").count(),
       (count) => count >= n,
     );
-  /** Wait for the n-th answer (a pi.assistant entry with text and no tool call still pending). */
+  /**
+   * Wait for the n-th answer (a pi.assistant entry with text and no tool call still pending). Both
+   * counts come from one look at the page: read apart, a partial appearing in between (it renders
+   * as a pi.assistant too) passed for a settled answer.
+   */
   const answers = (page: Page, n: number) =>
     until(
       `${n} settled answers`,
-      async () => {
-        const busy = await page.locator('[data-testid="partial"], [data-testid="tool-slot"]').count();
-        const count = await entriesOf(page, "pi.assistant").count();
-        return { busy, count };
-      },
+      () =>
+        page.evaluate(() => ({
+          busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
+          // Committed entries only: the partial's pi.assistant sits inside its own wrapper.
+          count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
+        })),
       (s) => s.busy === 0 && s.count >= n,
     );
 
@@ -729,5 +734,28 @@ describe("the app with the demo model", () => {
       (after) => after.length >= before.length,
     );
     expect(await page.locator('[data-testid="entries"] [data-kind]').allTextContents()).toEqual(before);
+  });
+
+  test("11. New context: the chat starts over at a reset note, the next answer follows it, and a reload shows the same", async () => {
+    const page = await openApp(appUrl(server.url, { store: uniqueStore("reset") }), "chat");
+    await say(page, "hello there");
+    await answers(page, 1);
+    await page.getByRole("button", { name: "New context" }).click();
+    await entriesOf(page, "pi.reset").waitFor();
+    // The view is the active range: the earlier turn is stored but no longer shown.
+    expect(await entriesOf(page, "pi.user").count()).toBe(0);
+    await say(page, "and again");
+    await answers(page, 1);
+    const shown = await page
+      .locator('[data-testid="entries"] [data-kind]')
+      .evaluateAll((els) => els.map((e) => e.getAttribute("data-kind")));
+    expect(shown).toEqual(["pi.reset", "pi.user", "pi.assistant"]);
+    await page.reload();
+    await waitPhase(page, "ready");
+    await entriesOf(page, "pi.reset").waitFor();
+    const after = await page
+      .locator('[data-testid="entries"] [data-kind]')
+      .evaluateAll((els) => els.map((e) => e.getAttribute("data-kind")));
+    expect(after).toEqual(shown);
   });
 });

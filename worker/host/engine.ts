@@ -416,6 +416,16 @@ export class EngineHost implements EngineApi {
     await h.requireConversation(conversationId).abort();
   }
 
+  async reset(conversationId: ConversationId): Promise<number> {
+    const h = await this.#h();
+    return (await h.requireConversation(conversationId).reset()).id;
+  }
+
+  async compact(conversationId: ConversationId): Promise<number> {
+    const h = await this.#h();
+    return h.requireConversation(conversationId).compact();
+  }
+
   async setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void> {
     const h = await this.#h();
     await h.requireConversation(conversationId).configure({ model });
