@@ -286,11 +286,16 @@ export interface FauxAgentModel {
  */
 export function fauxAgentModel(
   respond: FauxResponder,
-  options: { id?: string; tokensPerSecond?: number; record?: boolean } = {},
+  options: { id?: string; tokensPerSecond?: number; record?: boolean; contextWindow?: number } = {},
 ): FauxAgentModel {
   const faux = registerFauxProvider({
     provider: "faux",
-    models: [{ id: options.id ?? "faux-1" }],
+    models: [
+      {
+        id: options.id ?? "faux-1",
+        ...(options.contextWindow ? { contextWindow: options.contextWindow } : {}),
+      },
+    ],
     ...(options.tokensPerSecond !== undefined ? { tokensPerSecond: options.tokensPerSecond } : {}),
   });
   const model = faux.getModel() as Model<Api>;

@@ -8,9 +8,21 @@ import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/
 import { describe, expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction.ts";
 import { selectCut } from "../../worker/agent/compaction-range.ts";
-import type { Conversation, EntryRecord, LiveState, UsageState } from "../../worker/index.ts";
-import { type FauxRequest, type FauxResponder, fauxError, memoryStore } from "../../worker/testing.ts";
-import { gatedTool, held, open, textOf } from "./agent-fixtures.ts";
+import {
+  AgentHarness,
+  type Conversation,
+  type EntryRecord,
+  type LiveState,
+  type UsageState,
+} from "../../worker/index.ts";
+import {
+  type FauxRequest,
+  type FauxResponder,
+  fauxAgentModel,
+  fauxError,
+  memoryStore,
+} from "../../worker/testing.ts";
+import { cleanups, gatedTool, held, open, textOf } from "./agent-fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
 const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
@@ -247,4 +259,83 @@ test("a restart while summarizing resends the same pinned summary request", asyn
   expect(resent).toHaveLength(1);
   expect(resent[0]!.messages.map(textOf)).toEqual(first.messages.map(textOf));
   expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
+});
+
+describe("compaction a generation waits for", () => {
+  /** A conversation on a faux model with a small context window, answering ~100 tokens a turn. */
+  async function small(respond: FauxResponder, contextWindow: number) {
+    const faux = fauxAgentModel(respond, { contextWindow });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { compaction: { reserveTokens: 100, keepRecentTokens: 150 }, retry: { baseDelayMs: 1 } },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    return { h, root: await h.root(), faux };
+  }
+
+  test("above contextWindow - reserveTokens, prepare compacts first, then sends the request starting from the summary", async () => {
+    const { h, root, faux } = await small(echoOrSummary, 1200);
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    expect(faux.requests.some(isSummary)).toBe(true);
+    // The request right after the summary starts from it; the run's input was answered.
+    const i = faux.requests.findIndex(isSummary);
+    const next = faux.requests[i + 1]!;
+    expect(isSummary(next)).toBe(false);
+    expect(textOf(next.messages[0]!)).toContain("<summary>\nSUMMARY\n</summary>");
+    expect(userTexts(next.messages).at(-1)).toBe(`q${turn} xxxxxxxxx`);
+    // Appended directly by the waiting generation's compaction, with its reason; no status is left.
+    const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
+    expect(compaction.data).toEqual({ reason: "threshold" });
+    expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+  });
+
+  test("a context overflow compacts and sends the request again, without counting a retry", async () => {
+    let overflowed = 0;
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      if (last.startsWith("q4") && !textOf(req.messages[0]!).includes("<summary>")) {
+        overflowed++;
+        return fauxError("prompt is too long: 210000 tokens > 200000 maximum");
+      }
+      return fauxAssistantMessage(big("answer"));
+    };
+    const { root, faux } = await small(responder, 1_000_000);
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    const run = await (await root.submit({ type: "input", content: big("q4") })).wait();
+    expect(run.status).toBe("done");
+    expect(overflowed).toBe(1);
+    const kinds = (await root.entries()).slice(-4).map((e) => e.kind);
+    // The failed answer is kept (never sent again), then the summary, then the answer.
+    expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.compaction", "pi.assistant"]);
+    const last = conversationRequests(faux.requests).at(-1)!;
+    expect(textOf(last.messages[0]!)).toContain("<summary>");
+  });
+
+  test("an overflow whose compaction places no summary fails the run with the overflow", async () => {
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxError("400 bad request: summarizer refused");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      return last.startsWith("q4")
+        ? fauxError("prompt is too long: 210000 tokens")
+        : fauxAssistantMessage(big("answer"));
+    };
+    const { root } = await small(responder, 1_000_000);
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    expect(await (await root.submit({ type: "input", content: big("q4") })).wait()).toEqual({
+      status: "unanswered",
+      reason: "model_error",
+      detail: "prompt is too long: 210000 tokens",
+    });
+  });
 });

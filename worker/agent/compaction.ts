@@ -13,10 +13,9 @@
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
-import type { ConversationId, EntryId, Json, SubmissionId, TaskRecord } from "../core/types.ts";
-import { selectCut, serializeForSummary } from "./compaction-range.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskRecord } from "../core/types.ts";
+import { estimateMessageTokens, selectCut, serializeForSummary } from "./compaction-range.ts";
 import { activeRange, deriveContext } from "./context.ts";
-import { withoutSecret } from "./generation.ts";
 import { admit, type InboxPolicy } from "./inbox.ts";
 import {
   type AgentState,
@@ -27,6 +26,7 @@ import {
   ENTRY,
   type LiveState,
   type ModelRef,
+  modelMessages,
   readDoc,
   type ThinkingLevel,
   type UsageState,
@@ -39,16 +39,20 @@ import {
   retryDelayMs,
   type StreamSettings,
   sleepUntil,
+  withoutSecret,
 } from "./services.ts";
 
 export type { CompactionReason, CompactionStatus } from "./records.ts";
 export interface CompactionInput {
   reason: CompactionReason;
   instructions?: string;
+  /** Started by a generation that waits for it: the summary is appended directly. */
+  blocking?: boolean;
 }
 /** Both absent when there was nothing to compact. */
 export interface CompactionResult {
   submissionId?: SubmissionId;
+  entryId?: EntryId;
 }
 interface SummaryRequest {
   attempt: number;
@@ -60,6 +64,7 @@ interface SummaryRequest {
   tail: EntryId;
   firstKept: EntryId;
 }
+export type CompactionDefinition = TaskDefinition<CompactionInput, CompactionCheckpoint, CompactionResult>;
 export type CompactionCheckpoint =
   | { phase: "select" }
   | ({ phase: "summarize" } & SummaryRequest)
@@ -85,6 +90,45 @@ function setStatus(tx: Tx, c: ConversationId, taskId: number, status: Compaction
 /** A compaction ended without running its own outcome commit (faulted, orphaned): drop its status. */
 export function cleanUpFailedCompaction(tx: Tx, task: TaskRecord): void {
   setStatus(tx, task.conversationId, task.id, undefined);
+}
+
+/**
+ * Start a compaction the generation `ownerTask` waits for (a threshold or an overflow): owned by the
+ * generation, so it is aborted with it; its summary is appended directly.
+ */
+export function startBlockingCompaction(
+  tx: Tx,
+  definition: TaskDefinition<CompactionInput, CompactionCheckpoint, CompactionResult>,
+  conversationId: ConversationId,
+  ownerTask: number,
+  reason: "threshold" | "overflow",
+): number {
+  const taskId = tx.createTask(
+    definition,
+    { reason, blocking: true },
+    { ownership: { kind: "task", taskId: ownerTask } },
+  );
+  setStatus(tx, conversationId, taskId, { taskId, reason, blocking: true, attempt: 1 });
+  return taskId;
+}
+
+/**
+ * The context's size before a request (spec §8.3): the newest answer's reported usage plus an
+ * estimate of what came after it, or an estimate of everything when no answer reported usage.
+ */
+export function contextTokens(entries: readonly EntryRecord[]): number {
+  const range = activeRange(entries);
+  let tokens = 0;
+  for (let i = range.length - 1; i >= 0; i--) {
+    const e = range[i]!;
+    if (e.kind === ENTRY.system) continue;
+    for (const m of modelMessages(e)) {
+      if (m.role === "assistant" && m.usage && m.usage.totalTokens > 0 && m.stopReason !== "error")
+        return tokens + m.usage.totalTokens;
+      tokens += estimateMessageTokens(m);
+    }
+  }
+  return tokens;
 }
 
 /** Create a manual compaction of `conversationId` in this commit; returns its task id. */
@@ -183,17 +227,16 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
     const calls = answer.content.some((b) => b.type === "toolCall");
     if (answer.stopReason === "stop" && text.length > 0 && !calls) {
       const wrapped = `${SUMMARY_INTRO}\n\n<summary>\n${text}\n</summary>`;
-      const submission = admit(tx, policy, c, {
-        type: "write",
-        requestId: `compaction:${task.id}`,
-        entry: {
-          kind: ENTRY.compaction,
-          head: cp.firstKept,
-          model: [{ role: "user", content: [{ type: "text", text: wrapped }], timestamp: tx.now() }] as Json,
-          data: { reason: task.input.reason },
-        },
-      });
+      const entry = {
+        kind: ENTRY.compaction,
+        head: cp.firstKept,
+        model: [{ role: "user", content: [{ type: "text", text: wrapped }], timestamp: tx.now() }] as Json,
+        data: { reason: task.input.reason },
+      };
       setStatus(tx, c, task.id, undefined);
+      // A blocking compaction runs while its run waits: nothing else is placed meanwhile.
+      if (task.input.blocking) return done({ entryId: tx.appendEntry(c, entry).id });
+      const submission = admit(tx, policy, c, { type: "write", requestId: `compaction:${task.id}`, entry });
       return done({ submissionId: submission.id });
     }
     const retry = services.settings().retry;
@@ -208,7 +251,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
       setStatus(tx, c, task.id, {
         taskId: task.id,
         reason: task.input.reason,
-        blocking: false,
+        blocking: task.input.blocking === true,
         attempt: cp.attempt,
         retry: { at: until, error },
       });
@@ -279,7 +322,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
           setStatus(tx, task.conversationId, task.id, {
             taskId: task.id,
             reason: task.input.reason,
-            blocking: false,
+            blocking: task.input.blocking === true,
             attempt: next.attempt,
           });
           return { status: "running", checkpoint: { phase: "summarize", ...next } };

@@ -7,10 +7,22 @@
  * converted to an aborted entry before the next request; every terminal path that owns the run
  * settles its inputs and clears run, generation and tools in the same commit.
  */
-import type { AssistantMessage, AssistantMessageEvent, ToolCall } from "@mariozechner/pi-ai";
+import {
+  type AssistantMessage,
+  type AssistantMessageEvent,
+  isContextOverflow,
+  type ToolCall,
+} from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type Tx } from "../core/define.ts";
-import type { ConversationId, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
-import { deriveContext } from "./context.ts";
+import type { ConversationId, EntryRecord, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
+import {
+  type CompactionDefinition,
+  type CompactionResult,
+  contextTokens,
+  startBlockingCompaction,
+} from "./compaction.ts";
+import { selectCut } from "./compaction-range.ts";
+import { activeRange, deriveContext } from "./context.ts";
 import {
   endRun,
   finalBoundary,
@@ -21,7 +33,16 @@ import {
 } from "./inbox.ts";
 import { type DeferredAnswer, isDeferred } from "./models.ts";
 import { PartialWriter } from "./partial.ts";
-import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "./records.ts";
+import {
+  type AgentState,
+  appendAssistant,
+  appendUser,
+  DOC,
+  type LiveState,
+  live,
+  readDoc,
+  writeDoc,
+} from "./records.ts";
 import {
   type AgentServices,
   type HookContext,
@@ -29,6 +50,7 @@ import {
   retryDelayMs,
   sleepUntil,
   type ToolRoundResult,
+  withoutSecret,
 } from "./services.ts";
 import { toPiTool } from "./tool.ts";
 import { abortPendingCalls, continueSequentialRound, startToolRound } from "./tool-round.ts";
@@ -50,10 +72,30 @@ import {
 export type { GenerationCheckpoint, GenerationResult } from "./turn.ts";
 export { cleanUpFailedGeneration, convertLeftoverPartial, prepareRequest } from "./turn.ts";
 
+/**
+ * The request would not fit (spec §8.3): compaction is enabled, the model has a context window, the
+ * context is above contextWindow - reserveTokens, and there is something to compact.
+ */
+export function overBlockingThreshold(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  entries: readonly EntryRecord[],
+): boolean {
+  const settings = services.settings().compaction;
+  if (!settings.enabled) return false;
+  const ref = readDoc<AgentState>(tx, c, DOC.agent, {}).model ?? services.defaultModel;
+  const model = ref ? services.models.resolve(ref) : undefined;
+  if (!model || !(model.contextWindow > 0)) return false;
+  if (contextTokens(entries) <= model.contextWindow - settings.reserveTokens) return false;
+  return selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
+}
+
 export function createGenerationTask(
   services: AgentServices,
   policy: InboxPolicy,
   toolTask: () => TaskDefinition<never, never, never>,
+  compactionTask: () => CompactionDefinition,
 ) {
   const definition: TaskDefinition<Json, GenerationCheckpoint, GenerationResult> = defineTask<
     Json,
@@ -68,11 +110,30 @@ export function createGenerationTask(
     phases: {
       prepare: async (task, runtime) => {
         const c = task.conversationId;
+        const cp = task.state.checkpoint;
+        // After an overflow, only a compaction that placed its summary lets the request fit.
+        const waited = cp.compaction !== undefined ? (await runtime.outcomes([cp.compaction]))[0] : undefined;
+        const summarized =
+          waited?.status === "completed" && (waited.result as CompactionResult)?.entryId !== undefined;
         const entries = await services.entries.get(c);
         await runtime.commit((tx) => {
-          const checkpoint = prepareRequest(services, tx, c, task.id, task.state.checkpoint.attempt, entries);
+          if (cp.overflow !== undefined && !summarized)
+            return failRun(tx, c, task.id, "model_error", cp.overflow);
+          if (!cp.compacted && overBlockingThreshold(services, tx, c, entries)) {
+            const id = startBlockingCompaction(tx, compactionTask(), c, task.id, "threshold");
+            return {
+              status: "waiting",
+              checkpoint: { phase: "prepare", attempt: cp.attempt, compacted: true, compaction: id },
+              on: [id],
+              policy: "allSettled",
+            };
+          }
+          const checkpoint = prepareRequest(services, tx, c, task.id, cp.attempt, entries);
           if (!checkpoint.ok) return failRun(tx, c, task.id, "no_model", checkpoint.detail);
-          return { status: "running", checkpoint: checkpoint.checkpoint };
+          return {
+            status: "running",
+            checkpoint: { ...checkpoint.checkpoint, ...(cp.compacted ? { compacted: true as const } : {}) },
+          };
         });
       },
 
@@ -154,7 +215,7 @@ export function createGenerationTask(
           return;
         }
         await runHooks(hooks.afterResponse, (h) => h(final!, ctx));
-        await classify(task, runtime, final, cp.attempt, offered);
+        await classify(task, runtime, final, cp.attempt, offered, cp.compacted === true);
       },
 
       poll: async (task, runtime, signal) => {
@@ -197,7 +258,7 @@ export function createGenerationTask(
           h(message, { conversationId: c, taskId: task.id }),
         );
         // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
-        await classify(task, runtime, message, cp.attempt, offered);
+        await classify(task, runtime, message, cp.attempt, offered, false);
       },
 
       retry: async (task, runtime, signal) => {
@@ -212,7 +273,14 @@ export function createGenerationTask(
               generation: { ...generation, attempt: cp.attempt + 1 },
             });
           }
-          return { status: "running", checkpoint: { phase: "prepare", attempt: cp.attempt + 1 } };
+          return {
+            status: "running",
+            checkpoint: {
+              phase: "prepare",
+              attempt: cp.attempt + 1,
+              ...(cp.compacted ? { compacted: true } : {}),
+            },
+          };
         });
       },
 
@@ -322,6 +390,7 @@ export function createGenerationTask(
     message: AssistantMessage,
     attempt: number,
     offered: readonly string[],
+    compacted: boolean,
   ): Promise<void> {
     const c = task.conversationId;
     const ctx: HookContext = { conversationId: c, taskId: task.id };
@@ -329,9 +398,26 @@ export function createGenerationTask(
     if (message.stopReason === "error" || message.stopReason === "aborted") {
       const retry = services.settings().retry;
       const retryable = message.stopReason === "error" && isRetryableError(message.errorMessage);
+      const overflow = message.stopReason === "error" && !compacted && overflowCompactable(c, message);
       await runtime.commit((tx) => {
         appendAssistant(tx, c, message);
         clearPartial(tx, c);
+        if (overflow) {
+          // Compact, then prepare again: the recovery request does not count as a retry.
+          const id = startBlockingCompaction(tx, compactionTask(), c, task.id, "overflow");
+          return {
+            status: "waiting",
+            checkpoint: {
+              phase: "prepare",
+              attempt,
+              compacted: true,
+              compaction: id,
+              overflow: message.errorMessage ?? "context overflow",
+            },
+            on: [id],
+            policy: "allSettled",
+          };
+        }
         if (retryable && retry.enabled && attempt <= retry.maxRetries) {
           const until = tx.now() + retryDelayMs(retry, attempt);
           const state = live(tx, c);
@@ -343,7 +429,15 @@ export function createGenerationTask(
               retry: { at: until, error: message.errorMessage ?? "error" },
             },
           });
-          return { status: "running", checkpoint: { phase: "retry", attempt: attempt, until } };
+          return {
+            status: "running",
+            checkpoint: {
+              phase: "retry",
+              attempt: attempt,
+              until,
+              ...(compacted ? { compacted: true } : {}),
+            },
+          };
         }
         return failRun(tx, c, task.id, "model_error", message.errorMessage ?? message.stopReason);
       });
@@ -378,6 +472,16 @@ export function createGenerationTask(
     });
   }
 
+  /** A context overflow that a compaction can cure: enabled, recognized, and something to compact. */
+  function overflowCompactable(c: ConversationId, message: AssistantMessage): boolean {
+    const settings = services.settings().compaction;
+    if (!settings.enabled) return false;
+    const model = services.models.resolve({ provider: message.provider, id: message.model });
+    if (!isContextOverflow(message, model?.contextWindow)) return false;
+    const entries = services.entries.peek(c);
+    return entries !== undefined && selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
+  }
+
   /** The next generation takes over the run (same inputs, plus steers placed at this boundary). */
   function handRunTo(tx: Tx, c: ConversationId, p: InboxPolicy, inputs: number[]): void {
     const next = p.startGeneration(tx, c);
@@ -387,12 +491,4 @@ export function createGenerationTask(
   }
 
   return definition;
-}
-
-/** `message` with every occurrence of `secret` replaced (keys of 8 characters or more). */
-export function withoutSecret<T>(message: T, secret: string): T {
-  if (secret.length < 8) return message;
-  const text = JSON.stringify(message);
-  if (!text.includes(secret)) return message;
-  return JSON.parse(text.split(secret).join("[redacted]")) as T;
 }

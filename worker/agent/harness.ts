@@ -14,7 +14,12 @@ import { cleanUpFailedCompaction, createCompactionTask } from "./compaction.ts";
 import { Conversation, Submission } from "./conversation.ts";
 import { EntryCache } from "./entries.ts";
 import { MemoryFs, type WorkspaceFs } from "./fs.ts";
-import { cleanUpFailedGeneration, createGenerationTask, prepareRequest } from "./generation.ts";
+import {
+  cleanUpFailedGeneration,
+  createGenerationTask,
+  overBlockingThreshold,
+  prepareRequest,
+} from "./generation.ts";
 import type { InboxPolicy } from "./inbox.ts";
 import { createModelResolver, type ModelResolver } from "./models.ts";
 import {
@@ -91,7 +96,8 @@ export class AgentHarness extends Harness {
       startGeneration: (tx, conversationId) => {
         // With the transcript cached, the creating commit also prepares the first request.
         const entries = this.services.entries.peek(conversationId);
-        if (entries) {
+        // Over the compaction threshold the generation starts at `prepare`, which compacts first.
+        if (entries && !overBlockingThreshold(this.services, tx, conversationId, entries)) {
           const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
           if (prepared.ok) {
             const taskId = tx.createTask(
@@ -121,12 +127,14 @@ export class AgentHarness extends Harness {
         );
       },
     };
+    this.compactionTask = createCompactionTask(this.services, this.policy);
+    const compactionTask = this.compactionTask;
     this.generationTask = createGenerationTask(
       this.services,
       this.policy,
       () => toolTask as never,
+      () => compactionTask,
     ) as AnyTaskDefinition;
-    this.compactionTask = createCompactionTask(this.services, this.policy);
     this.registry.register(this.generationTask, this.toolTask, this.compactionTask as AnyTaskDefinition);
     this.scheduler.outcomeHook = (tx, task) => {
       if (task.kind === "pi.generation") cleanUpFailedGeneration(tx, task);

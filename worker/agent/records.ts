@@ -79,7 +79,7 @@ export type InboxItem =
   | { id: SubmissionId; mode: "steer" | "followUp"; content: UserMessage["content"] }
   | { id: SubmissionId; mode: "write"; entry: EntryDraftJson };
 
-export type CompactionReason = "manual";
+export type CompactionReason = "manual" | "threshold" | "overflow";
 export interface CompactionStatus {
   taskId: number;
   reason: CompactionReason;

@@ -46,11 +46,17 @@ export interface StreamSettings {
 
 /** How much of a conversation a compaction keeps, and the room left for the summary (tokens). */
 export interface CompactionSettings {
+  /** Compact on its own: before a request above contextWindow - reserveTokens, and on overflow. */
+  enabled: boolean;
   keepRecentTokens: number;
   reserveTokens: number;
 }
 
-export const DEFAULT_COMPACTION: CompactionSettings = { keepRecentTokens: 20_000, reserveTokens: 16_384 };
+export const DEFAULT_COMPACTION: CompactionSettings = {
+  enabled: true,
+  keepRecentTokens: 20_000,
+  reserveTokens: 16_384,
+};
 
 export interface AgentSettings {
   retry?: Partial<RetryPolicy>;
@@ -235,4 +241,12 @@ export function sleepUntil(until: number, now: () => number, signal: AbortSignal
     signal.addEventListener("abort", onAbort, { once: true });
     wait();
   });
+}
+
+/** `message` with every occurrence of `secret` replaced (keys of 8 characters or more). */
+export function withoutSecret<T>(message: T, secret: string): T {
+  if (secret.length < 8) return message;
+  const text = JSON.stringify(message);
+  if (!text.includes(secret)) return message;
+  return JSON.parse(text.split(secret).join("[redacted]")) as T;
 }

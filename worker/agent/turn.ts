@@ -37,7 +37,15 @@ import type { AgentServices, StreamSettings, ToolRoundResult } from "./services.
 import type { ToolTaskResult } from "./tool-task.ts";
 
 export type GenerationCheckpoint =
-  | { phase: "prepare"; attempt: number }
+  | {
+      phase: "prepare";
+      attempt: number;
+      /** This run already compacted once (threshold or overflow): it never compacts again. */
+      compacted?: true;
+      /** The compaction it waited for, and the overflow error that started it. */
+      compaction?: TaskId;
+      overflow?: string;
+    }
   | {
       phase: "request";
       attempt: number;
@@ -46,8 +54,9 @@ export type GenerationCheckpoint =
       cutoff: EntryId;
       /** The provider options of this attempt (settings.stream when it was prepared, but headers). */
       stream?: Omit<StreamSettings, "headers">;
+      compacted?: true;
     }
-  | { phase: "retry"; attempt: number; until: number }
+  | { phase: "retry"; attempt: number; until: number; compacted?: true }
   | {
       phase: "poll";
       attempt: number;
