@@ -263,12 +263,15 @@ test("a restart while summarizing resends the same pinned summary request", asyn
 
 describe("compaction a generation waits for", () => {
   /** A conversation on a faux model with a small context window, answering ~100 tokens a turn. */
-  async function small(respond: FauxResponder, contextWindow: number) {
+  async function small(respond: FauxResponder, contextWindow: number, backgroundTokens = 0) {
     const faux = fauxAgentModel(respond, { contextWindow });
     const h = await AgentHarness.open(await memoryStore(), {
       models: faux.models,
       defaultModel: faux.ref,
-      settings: { compaction: { reserveTokens: 100, keepRecentTokens: 150 }, retry: { baseDelayMs: 1 } },
+      settings: {
+        compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
+        retry: { baseDelayMs: 1 },
+      },
     });
     cleanups.push(async () => {
       await h.close().catch(() => undefined);
@@ -297,6 +300,37 @@ describe("compaction a generation waits for", () => {
     const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
     expect(compaction.data).toEqual({ reason: "threshold" });
     expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+  });
+
+  test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
+    // Blocking only above 100,000 tokens; background from 100,000 - 99,500 = 500.
+    const { h, root, faux } = await small(echoOrSummary, 100_100, 99_500);
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const started = [...h.session.records.tasks.values()].filter((t) => t.kind === "pi.compaction");
+    expect(started).toHaveLength(1);
+    expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
+    // Background work is not part of the conversation's idleness: wait for the task itself.
+    const compactions = [await h.waitForTask(started[0]!.id)];
+    const result = (compactions[0]!.state as unknown as { outcome: { result: { submissionId?: number } } })
+      .outcome.result;
+    expect(result.submissionId).toBeDefined();
+    expect(await h.session.submission(result.submissionId!)).toMatchObject({
+      status: "done",
+      requestId: `compaction:${compactions[0]!.id}`,
+    });
+    // The run that started it did not wait: its request went out without the summary.
+    const i = faux.requests.findIndex(isSummary);
+    expect(
+      faux.requests
+        .slice(0, i + 2)
+        .some((r) => !isSummary(r) && textOf(r.messages[0]!).includes("<summary>")),
+    ).toBe(false);
   });
 
   test("a context overflow compacts and sends the request again, without counting a retry", async () => {

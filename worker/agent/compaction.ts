@@ -131,6 +131,24 @@ export function contextTokens(entries: readonly EntryRecord[]): number {
   return tokens;
 }
 
+/**
+ * Start a compaction nobody waits for (a background threshold): conversation-owned and background,
+ * so it survives Conversation.abort(); its summary is placed through the inbox like a manual one's.
+ */
+export function startBackgroundCompaction(
+  tx: Tx,
+  definition: TaskDefinition<CompactionInput, CompactionCheckpoint, CompactionResult>,
+  conversationId: ConversationId,
+): number {
+  const taskId = tx.createTask(
+    definition,
+    { reason: "threshold" },
+    { ownership: { kind: "conversation" }, conversationId, background: true },
+  );
+  setStatus(tx, conversationId, taskId, { taskId, reason: "threshold", blocking: false, attempt: 1 });
+  return taskId;
+}
+
 /** Create a manual compaction of `conversationId` in this commit; returns its task id. */
 export function startCompaction(
   tx: Tx,

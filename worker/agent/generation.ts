@@ -19,6 +19,7 @@ import {
   type CompactionDefinition,
   type CompactionResult,
   contextTokens,
+  startBackgroundCompaction,
   startBlockingCompaction,
 } from "./compaction.ts";
 import { selectCut } from "./compaction-range.ts";
@@ -82,13 +83,40 @@ export function overBlockingThreshold(
   c: ConversationId,
   entries: readonly EntryRecord[],
 ): boolean {
+  return overThreshold(services, tx, c, entries, 0);
+}
+
+/** Context above contextWindow - reserveTokens - `below`, with something to compact. */
+function overThreshold(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  entries: readonly EntryRecord[],
+  below: number,
+): boolean {
   const settings = services.settings().compaction;
   if (!settings.enabled) return false;
   const ref = readDoc<AgentState>(tx, c, DOC.agent, {}).model ?? services.defaultModel;
   const model = ref ? services.models.resolve(ref) : undefined;
   if (!model || !(model.contextWindow > 0)) return false;
-  if (contextTokens(entries) <= model.contextWindow - settings.reserveTokens) return false;
+  if (contextTokens(entries) <= model.contextWindow - settings.reserveTokens - below) return false;
   return selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
+}
+
+/**
+ * In the commit that moves a generation to its request: above the background threshold (and with
+ * no compaction under way), start a background compaction the request does not wait for.
+ */
+export function maybeCompactInBackground(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  entries: readonly EntryRecord[],
+  definition: CompactionDefinition,
+): void {
+  const below = services.settings().compaction.backgroundTokens;
+  if (below <= 0 || (live(tx, c).compactions?.length ?? 0) > 0) return;
+  if (overThreshold(services, tx, c, entries, below)) startBackgroundCompaction(tx, definition, c);
 }
 
 export function createGenerationTask(
@@ -130,6 +158,7 @@ export function createGenerationTask(
           }
           const checkpoint = prepareRequest(services, tx, c, task.id, cp.attempt, entries);
           if (!checkpoint.ok) return failRun(tx, c, task.id, "no_model", checkpoint.detail);
+          if (!cp.compacted) maybeCompactInBackground(services, tx, c, entries, compactionTask());
           return {
             status: "running",
             checkpoint: { ...checkpoint.checkpoint, ...(cp.compacted ? { compacted: true as const } : {}) },

@@ -17,6 +17,7 @@ import { MemoryFs, type WorkspaceFs } from "./fs.ts";
 import {
   cleanUpFailedGeneration,
   createGenerationTask,
+  maybeCompactInBackground,
   overBlockingThreshold,
   prepareRequest,
 } from "./generation.ts";
@@ -100,6 +101,7 @@ export class AgentHarness extends Harness {
         if (entries && !overBlockingThreshold(this.services, tx, conversationId, entries)) {
           const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
           if (prepared.ok) {
+            maybeCompactInBackground(this.services, tx, conversationId, entries, this.compactionTask);
             const taskId = tx.createTask(
               this.generationTask,
               {},

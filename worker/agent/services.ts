@@ -50,12 +50,15 @@ export interface CompactionSettings {
   enabled: boolean;
   keepRecentTokens: number;
   reserveTokens: number;
+  /** Start a compaction nobody waits for this far below the blocking threshold (0: never). */
+  backgroundTokens: number;
 }
 
 export const DEFAULT_COMPACTION: CompactionSettings = {
   enabled: true,
   keepRecentTokens: 20_000,
   reserveTokens: 16_384,
+  backgroundTokens: 32_768,
 };
 
 export interface AgentSettings {
