@@ -11,7 +11,7 @@ import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/t
 export type { InboxState, LiveState } from "./agent/records.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -121,6 +121,11 @@ export interface TickerStatus {
   readonly trail: number[];
 }
 
+export type CompactOutcome =
+  | { status: "summarized" }
+  | { status: "nothing" }
+  | { status: "failed"; reason: string };
+
 /** The API each tab gets over its port. Every method is async (Comlink). */
 export interface EngineApi {
   hello(tab: { tabId: string; protocol: number }): Promise<Hello>;
@@ -132,8 +137,12 @@ export interface EngineApi {
   abort(conversationId: ConversationId): Promise<void>;
   /** Start the context over (a pi.reset entry); earlier entries stay stored. */
   reset(conversationId: ConversationId): Promise<SubmissionId>;
-  /** Summarize the older context into a pi.compaction entry; resolves once the task is admitted. */
-  compact(conversationId: ConversationId): Promise<number>;
+  /**
+   * Summarize the older context into a pi.compaction entry; resolves when the compaction ended:
+   * `summarized` (its summary placed or queued), `nothing` (too little to compact), or `failed`
+   * with the reason.
+   */
+  compact(conversationId: ConversationId): Promise<CompactOutcome>;
   setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void>;
   models(): Promise<ModelChoice[]>;
   /** Keys live in the store's settings; they never reach entries, exports or logs. */

@@ -736,10 +736,14 @@ describe("the app with the demo model", () => {
     expect(await page.locator('[data-testid="entries"] [data-kind]').allTextContents()).toEqual(before);
   });
 
-  test("11. New context: the chat starts over at a reset note, the next answer follows it, and a reload shows the same", async () => {
+  test("11. Compact says when there is nothing to compact; New context starts the chat over at a reset note, and a reload shows the same", async () => {
     const page = await openApp(appUrl(server.url, { store: uniqueStore("reset") }), "chat");
     await say(page, "hello there");
     await answers(page, 1);
+    // A short chat has nothing to compact, and the tab says so.
+    await page.getByRole("button", { name: "Compact" }).click();
+    await page.getByTestId("notice").waitFor();
+    expect(await page.getByTestId("notice").textContent()).toMatch(/Nothing to compact yet/);
     await page.getByRole("button", { name: "New context" }).click();
     await entriesOf(page, "pi.reset").waitFor();
     // The view is the active range: the earlier turn is stored but no longer shown.

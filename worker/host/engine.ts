@@ -17,6 +17,7 @@ import { builtinTools } from "../agent/tools/index.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {
+  type CompactOutcome,
   type ConversationSummary,
   type DebugApi,
   type EngineApi,
@@ -421,9 +422,20 @@ export class EngineHost implements EngineApi {
     return (await h.requireConversation(conversationId).reset()).id;
   }
 
-  async compact(conversationId: ConversationId): Promise<number> {
+  async compact(conversationId: ConversationId): Promise<CompactOutcome> {
     const h = await this.#h();
-    return h.requireConversation(conversationId).compact();
+    const taskId = await h.requireConversation(conversationId).compact();
+    const done = await h.waitForTask(taskId);
+    const outcome = done.state.status === "terminal" ? done.state.outcome : undefined;
+    if (outcome?.status !== "completed") {
+      const error =
+        outcome && "error" in outcome ? (outcome.error as { message?: string; detail?: string }) : undefined;
+      return { status: "failed", reason: error?.detail ?? error?.message ?? outcome?.status ?? "unknown" };
+    }
+    const result = (outcome.result ?? {}) as { submissionId?: number; entryId?: number };
+    return result.submissionId !== undefined || result.entryId !== undefined
+      ? { status: "summarized" }
+      : { status: "nothing" };
   }
 
   async setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void> {
