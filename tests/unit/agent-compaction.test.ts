@@ -85,6 +85,26 @@ async function chat(root: Conversation, turns: number): Promise<void> {
   for (let i = 1; i <= turns; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
 }
 
+/** echoOrSummary, except that a summary request waits until `gate` opens. */
+function gatedSummaries() {
+  const gate = held();
+  const responder: FauxResponder = async (req) => {
+    if (isSummary(req)) await gate.promise;
+    return echoOrSummary(req, 0);
+  };
+  return { gate, responder };
+}
+
+/** A three-turn conversation whose compaction has sent its summary request and waits on `gate`. */
+async function compactionInFlight(instructions?: string) {
+  const { gate, responder } = gatedSummaries();
+  const setup = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
+  await chat(setup.root, 3);
+  const taskId = await setup.root.compact(instructions);
+  await expect.poll(() => setup.faux.requests.filter(isSummary).length).toBe(1);
+  return { ...setup, gate, taskId };
+}
+
 const conversationRequests = (requests: FauxRequest[]) => requests.filter((r) => !isSummary(r));
 const userTexts = (messages: readonly Message[]) =>
   messages.filter((m) => m.role === "user").map((m) => textOf(m).slice(0, 12));
@@ -189,17 +209,7 @@ describe("Conversation.compact()", () => {
   });
 
   test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
-    const gate = held();
-    const responder: FauxResponder = async (req) => {
-      if (isSummary(req)) await gate.promise;
-      return echoOrSummary(req, 0);
-    };
-    const { h, root, faux } = await open(responder, {
-      settings: { compaction: { keepRecentTokens: 150 } },
-    });
-    await chat(root, 3);
-    const taskId = await root.compact();
-    await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+    const { h, root, gate, taskId } = await compactionInFlight();
     // The faux provider does not watch the signal while its responder waits: release it once the
     // abort mark is stored (a real provider's request is cancelled by the signal).
     const aborting = root.abort();
@@ -212,17 +222,7 @@ describe("Conversation.compact()", () => {
   });
 
   test("a reset placed while summarizing makes the summary stale", async () => {
-    const gate = held();
-    const responder: FauxResponder = async (req) => {
-      if (isSummary(req)) await gate.promise;
-      return echoOrSummary(req, 0);
-    };
-    const { h, root, faux } = await open(responder, {
-      settings: { compaction: { keepRecentTokens: 150 } },
-    });
-    await chat(root, 3);
-    const taskId = await root.compact();
-    await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+    const { h, root, gate, taskId } = await compactionInFlight();
     await (await root.reset()).wait();
     gate.open();
     const record = await h.waitForTask(taskId);
@@ -234,17 +234,7 @@ describe("Conversation.compact()", () => {
 });
 
 test("a restart while summarizing resends the same pinned summary request", async () => {
-  const gate = held();
-  const responder: FauxResponder = async (req) => {
-    if (isSummary(req)) await gate.promise;
-    return echoOrSummary(req, 0);
-  };
-  const { h, root, faux, store } = await open(responder, {
-    settings: { compaction: { keepRecentTokens: 150 } },
-  });
-  await chat(root, 3);
-  const taskId = await root.compact("focus");
-  await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+  const { h, faux, store, gate, taskId } = await compactionInFlight("focus");
   const image = store.image();
   const first = faux.requests.find(isSummary)!;
   gate.open();

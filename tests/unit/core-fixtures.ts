@@ -120,3 +120,38 @@ export async function row(store: MemoryStore, id: TaskId) {
     sql.get("SELECT version, status, input, memos, state FROM tasks WHERE id = ?", [id]),
   );
 }
+
+export type Join = { phase: "go" } | { phase: "joined" };
+
+/**
+ * Waits (allSettled) on the task whose id is its input, then completes with `result` of that
+ * task's outcome (its own name by default); `wake` becomes the `joined` phase's wake continuation.
+ */
+export function joiner(
+  name: string,
+  options: { result?: (waitedOn: TaskOutcome | undefined) => Json; wake?: () => never } = {},
+): TaskDefinition<number, Join, Json> {
+  const { result = () => name, wake } = options;
+  return defineTask<number, Join, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "joined" },
+          on: [task.input as TaskId],
+          policy: "allSettled",
+        }));
+      },
+      joined: async (task, runtime) => {
+        const [waitedOn] = await runtime.outcomes([task.input as TaskId]);
+        await runtime.commit(() => complete(result(waitedOn)));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    ...(wake ? { wake: { joined: wake } } : {}),
+  });
+}

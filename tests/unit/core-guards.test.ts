@@ -28,6 +28,7 @@ import {
   done,
   engineStillRuns,
   type Go,
+  joiner,
   outcome,
   parked,
   ping,
@@ -425,30 +426,8 @@ describe("grouping and old records", () => {
     const image = store.image();
     await h.close();
 
-    type Join = { phase: "go" } | { phase: "joined" };
-    const joiner = defineTask<number, Join, Json>({
-      name: "joiner",
-      version: 1,
-      initial: () => ({ phase: "go" }),
-      phases: {
-        go: async (task, runtime) => {
-          await runtime.commit(() => ({
-            status: "waiting",
-            checkpoint: { phase: "joined" },
-            on: [task.input],
-            policy: "allSettled",
-          }));
-        },
-        joined: async (task, runtime) => {
-          const [o] = await runtime.outcomes([task.input]);
-          await runtime.commit(() => complete(o?.status ?? "none"));
-        },
-      },
-      abort: async (_t, runtime) =>
-        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-    });
     const h2 = await Harness.open(await memoryStore(image), { tasks: [ping] });
-    const id = await h2.createTask(joiner, old);
+    const id = await h2.createTask(joiner("joiner", { result: (o) => o?.status ?? "none" }), old);
     expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
     await engineStillRuns(h2);
     await h2.close();

@@ -27,6 +27,7 @@ import {
   done,
   engineStillRuns,
   type Go,
+  joiner,
   outcome,
   parked,
   ping,
@@ -1046,35 +1047,16 @@ describe("wake continuations", () => {
     // Two joiners wait on one gate task; when it ends, one pass reserves the first (no wake) and then
     // runs the second's wake, which throws: the pass's commit fails, so the first's registration
     // must go with it or that task would never start.
-    type Join = { phase: "go" } | { phase: "joined" };
     const gateOpen = deferred();
     const gateTask = single("gate", async (_t, runtime) => {
       await gateOpen.promise;
       await runtime.commit(() => complete("open"));
     });
-    const joiner = (name: string, wake?: () => never) =>
-      defineTask<number, Join, Json>({
-        name,
-        version: 1,
-        initial: () => ({ phase: "go" }),
-        phases: {
-          go: async (task, runtime) => {
-            await runtime.commit(() => ({
-              status: "waiting",
-              checkpoint: { phase: "joined" },
-              on: [task.input as TaskId],
-              policy: "allSettled",
-            }));
-          },
-          joined: async (_t, runtime) => void (await runtime.commit(() => complete(name))),
-        },
-        abort: async (_t, runtime) =>
-          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-        ...(wake ? { wake: { joined: wake } } : {}),
-      });
     const plain = joiner("plain");
-    const throwing = joiner("throwing", () => {
-      throw new Error("wake failed");
+    const throwing = joiner("throwing", {
+      wake: () => {
+        throw new Error("wake failed");
+      },
     });
     const reports: unknown[] = [];
     const h = await Harness.open(await memoryStore(), { onReport: (e) => reports.push(e) });
