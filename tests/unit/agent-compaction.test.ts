@@ -111,7 +111,7 @@ const userTexts = (messages: readonly Message[]) =>
 
 describe("Conversation.compact()", () => {
   test("idle: the summary is placed at once and the next request starts from it", async () => {
-    const { h, root, faux } = await open(echoOrSummary, {
+    const { h, root, faux, store } = await open(echoOrSummary, {
       settings: { compaction: { keepRecentTokens: 250 } },
     });
     await chat(root, 4); // 8 entries of about 100 tokens
@@ -145,6 +145,16 @@ describe("Conversation.compact()", () => {
     // Its spend is counted with the conversation's.
     const usage = h.doc<UsageState & Record<string, never>>(1, "pi.usage")!;
     expect(Object.values(usage.models)[0]!.totalTokens).toBeGreaterThan(0);
+    // The view is the active range: the summary, the kept entries (from 6 on) and what followed;
+    // a view mounted fresh on the stored state (another engine, a reload) shows the same.
+    const view = (await root.viewState()).entries.map((e) => e.id);
+    expect(view).toEqual([compaction.id, 6, 7, 8, compaction.id + 1, compaction.id + 2]);
+    const other = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    expect((await (await other.root()).viewState()).entries.map((e) => e.id)).toEqual(view);
+    await other.close();
   });
 
   test("nothing to compact: completed with no summary and no request", async () => {

@@ -159,14 +159,17 @@ export class ConversationMount {
         const prefix = `${this.conversationId}:`;
         for (const [key, value] of records.docs)
           if (key.startsWith(prefix)) docs[key.slice(prefix.length)] = value;
-        const head = await sql.get(
-          "SELECT max(id) AS id FROM entries WHERE conversation_id = ? AND json_extract(body, '$.head') IS NOT NULL",
+        // The active range starts at the newest head marker's head, which may be older than the
+        // marker itself (a compaction keeps the entries from its first kept one on).
+        const marker = await sql.get(
+          "SELECT head FROM entries WHERE conversation_id = ? AND head IS NOT NULL ORDER BY id DESC LIMIT 1",
           [this.conversationId],
         );
-        const headId = head?.["id"] === null || head?.["id"] === undefined ? 0 : Number(head["id"]);
+        const start =
+          marker?.["head"] === null || marker?.["head"] === undefined ? 0 : Number(marker["head"]);
         const rows = await sql.all(
           "SELECT * FROM entries WHERE conversation_id = ? AND id >= ? ORDER BY id",
-          [this.conversationId, headId],
+          [this.conversationId, start],
         );
         return { conversation, docs, entries: applyEntries([], rows.map(entryFromRow)) };
       });
