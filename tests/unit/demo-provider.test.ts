@@ -1,15 +1,18 @@
 import {
+  type Api,
   type AssistantMessage,
   type AssistantMessageEvent,
   type Context,
   getApiProvider,
   type Message,
+  type Model,
   type SimpleStreamOptions,
   streamSimple,
   type ToolCall,
   type ToolResultMessage,
 } from "@mariozechner/pi-ai";
 import { afterEach, beforeAll, describe, expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction-range.ts";
 import {
   DEFAULT_DEMO_SPEED,
   demoModel,
@@ -22,6 +25,8 @@ import { createModelResolver } from "../../worker/agent/models.ts";
 import type { ToolApi } from "../../worker/agent/tool.ts";
 import { toPiTool } from "../../worker/agent/tool.ts";
 import { builtinTools, toolByName } from "../../worker/agent/tools/index.ts";
+import { AgentHarness } from "../../worker/index.ts";
+import { memoryStore } from "../../worker/testing.ts";
 
 const tools = builtinTools.map(toPiTool);
 const user = (text: string): Message => ({ role: "user", content: text, timestamp: 1 });
@@ -288,6 +293,44 @@ describe("demo provider", () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(
       deltas * DEFAULT_DEMO_SPEED.chunkDelayMs * 0.5,
     );
+  });
+
+  test("a compaction's summary request gets a summary listing what the user asked, never a tool call", () => {
+    const conversation =
+      '<conversation>\n[User]: list the files\n\n[Assistant tool calls]: ls(path=".")\n\n[Tool result]: a.md\n\n' +
+      "[User]: write a note\n</conversation>\n\nSummarize the conversation above.";
+    const reply = planDemoReply({
+      systemPrompt: SUMMARY_SYSTEM_PROMPT,
+      messages: [user(conversation)],
+      tools,
+    });
+    expect(reply.toolCalls).toEqual([]);
+    expect(reply.text).toContain('The user asked:\n- "list the files"\n- "write a note"');
+    expect(reply.text).toContain("Tool rounds so far: 1.");
+    // The same words from a user (no summarizer prompt) still call the tool.
+    expect(planDemoReply({ messages: [user("list the files")], tools }).toolCalls).toHaveLength(1);
+  });
+
+  test("Compact works with the demo model: its summary is placed and the next request starts from it", async () => {
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
+      defaultModel: { provider: demoModel.provider, id: demoModel.id },
+      tools: builtinTools,
+      fs: new MemoryFs(),
+      settings: { compaction: { keepRecentTokens: 60 } },
+    });
+    try {
+      const root = await h.root();
+      for (const text of ["list the files", "write a note", "hello there", "what can you do?"])
+        expect((await (await root.submit({ type: "input", content: text })).wait()).status).toBe("done");
+      const taskId = await root.compact();
+      expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+      const summary = (await root.entries()).find((e) => e.kind === "pi.compaction");
+      expect(JSON.stringify(summary?.model)).toContain("list the files");
+      expect((await root.viewState()).entries[0]?.kind).toBe("pi.compaction");
+    } finally {
+      await h.close();
+    }
   });
 });
 

@@ -7,6 +7,10 @@ import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import type { EntryId, EntryRecord } from "../core/types.ts";
 import { ENTRY, modelMessages } from "./records.ts";
 
+/** The summarizer's system prompt (also how the demo model tells a summary request apart). */
+export const SUMMARY_SYSTEM_PROMPT =
+  "You summarize conversations between a user and a coding assistant so the assistant can continue the work with only the summary. Keep decisions, facts, file names, open tasks and the user's preferences; drop chatter.";
+
 /** Tool results are cut to this many characters in the text sent to the summarizer. */
 const TOOL_RESULT_CHARS = 2000;
 

@@ -14,7 +14,15 @@
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskRecord } from "../core/types.ts";
-import { estimateMessageTokens, selectCut, serializeForSummary } from "./compaction-range.ts";
+import {
+  estimateMessageTokens,
+  SUMMARY_SYSTEM_PROMPT,
+  selectCut,
+  serializeForSummary,
+} from "./compaction-range.ts";
+
+export { SUMMARY_SYSTEM_PROMPT } from "./compaction-range.ts";
+
 import { activeRange, deriveContext } from "./context.ts";
 import { admit, type InboxPolicy } from "./inbox.ts";
 import {
@@ -73,8 +81,6 @@ export type CompactionCheckpoint =
 type Runtime = TaskRuntime<CompactionInput, CompactionCheckpoint, CompactionResult>;
 type Task = TaskRecord<CompactionInput, CompactionCheckpoint, CompactionResult>;
 
-export const SUMMARY_SYSTEM_PROMPT =
-  "You summarize conversations between a user and a coding assistant so the assistant can continue the work with only the summary. Keep decisions, facts, file names, open tasks and the user's preferences; drop chatter.";
 const SUMMARY_PROMPT =
   "Summarize the conversation above. Write what the assistant needs to continue: the goal, what was done, what was learned, and what remains.";
 const SUMMARY_INTRO = "The conversation history before this point was compacted into the following summary:";

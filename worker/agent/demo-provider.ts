@@ -26,6 +26,7 @@ import {
   type ToolResultMessage,
   type Usage,
 } from "@mariozechner/pi-ai";
+import { SUMMARY_SYSTEM_PROMPT } from "./compaction-range.ts";
 
 export const DEMO_API = "demo";
 export const DEMO_PROVIDER = "demo";
@@ -189,11 +190,30 @@ function summariseOne(result: ToolResultMessage, call: ToolCall | undefined): st
   }
 }
 
+/**
+ * A compaction's summary request: the demo model lists what the user asked (it does not really
+ * summarize), so Compact works offline too and never answers with a tool call.
+ */
+function demoSummary(conversation: string): string {
+  const asked = conversation
+    .split("\n")
+    .filter((line) => line.startsWith("[User]: "))
+    .map((line) => `- "${clip(line.slice("[User]: ".length).trim(), 80)}"`);
+  const calls = conversation.split("\n").filter((line) => line.startsWith("[Assistant tool calls]: ")).length;
+  return [
+    "Summary by the offline demo model (it lists requests; a real model keeps decisions, facts and open tasks).",
+    asked.length > 0 ? `The user asked:\n${asked.slice(-8).join("\n")}` : "The user asked nothing yet.",
+    `Tool rounds so far: ${calls}.`,
+  ].join("\n\n");
+}
+
 /** What the demo model answers to `context`: a pure function of the transcript and offered tools. */
 export function planDemoReply(context: Context): DemoReply {
   const messages = context.messages;
   const last = messages[messages.length - 1];
   if (!last) return { text: `Hello! I'm the offline demo model. ${HELP}`, toolCalls: [] };
+  if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT && last.role === "user")
+    return { text: demoSummary(contentText(last.content)), toolCalls: [] };
 
   if (last.role === "toolResult") {
     let start = messages.length;
