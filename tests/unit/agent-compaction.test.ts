@@ -6,8 +6,9 @@
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
-import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction.ts";
-import { selectCut } from "../../worker/agent/compaction-range.ts";
+import { contextTokens, SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction.ts";
+import { estimateMessageTokens, selectCut } from "../../worker/agent/compaction-range.ts";
+import { activeRange } from "../../worker/agent/context.ts";
 import {
   AgentHarness,
   type Conversation,
@@ -64,6 +65,34 @@ describe("the cut", () => {
     expect(selectCut(range, 20_000)).toBe(4);
     // Too little history for the budget: nothing to compact.
     expect(selectCut(range.slice(3), 20_000)).toBeUndefined();
+  });
+
+  test("the context estimate covers exactly the active range, and stops at the newest reported usage", () => {
+    const marker = (id: number, head: number, text: string) => ({ ...user(id, text), head }) as EntryRecord;
+    const entries = [
+      user(1, "a".repeat(400)),
+      assistant(2, "b".repeat(400)),
+      marker(3, 3, "reset"),
+      user(4, "c".repeat(40)),
+      assistant(5, "d".repeat(80)),
+      user(6, "e".repeat(120)),
+      marker(7, 5, "summary".repeat(4)),
+      user(8, "f".repeat(160)),
+    ];
+    const estimate = (list: readonly EntryRecord[]) =>
+      list
+        .flatMap((e) => (e.model as unknown as Message[]).map(estimateMessageTokens))
+        .reduce((a, b) => a + b, 0);
+    // The range is the newest marker, then entries from its head (5) on: not 1-4, not the older marker.
+    expect(contextTokens(entries)).toBe(estimate(activeRange(entries)));
+    expect(contextTokens(entries)).toBe(estimate([entries[6]!, entries[4]!, entries[5]!, entries[7]!]));
+    // The newest answer's reported usage stands for everything up to it.
+    const reported = assistant(5, "d".repeat(80)) as EntryRecord;
+    (reported.model as unknown as Array<{ usage: { totalTokens: number } }>)[0]!.usage = {
+      totalTokens: 1000,
+    } as never;
+    const withUsage = entries.map((e) => (e.id === 5 ? reported : e));
+    expect(contextTokens(withUsage)).toBe(1000 + estimate([entries[5]!, entries[6]!, entries[7]!]));
   });
 
   test("a user entry between a call and its result is not a cut point", () => {

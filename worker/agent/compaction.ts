@@ -123,10 +123,19 @@ export function startBlockingCompaction(
  * estimate of what came after it, or an estimate of everything when no answer reported usage.
  */
 export function contextTokens(entries: readonly EntryRecord[]): number {
-  const range = activeRange(entries);
+  // Walks back from the newest entry only as far as needed (it runs before every request): the
+  // active range ends at the newest head marker's head, and older markers are not in it.
   let tokens = 0;
-  for (let i = range.length - 1; i >= 0; i--) {
-    const e = range[i]!;
+  let start = 0;
+  let marker = false;
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i]!;
+    if (e.id < start) break;
+    if (e.head !== undefined) {
+      if (marker) continue;
+      marker = true;
+      start = e.head;
+    }
     if (e.kind === ENTRY.system) continue;
     for (const m of modelMessages(e)) {
       if (m.role === "assistant" && m.usage && m.usage.totalTokens > 0 && m.stopReason !== "error")

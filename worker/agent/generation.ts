@@ -74,49 +74,34 @@ export type { GenerationCheckpoint, GenerationResult } from "./turn.ts";
 export { cleanUpFailedGeneration, convertLeftoverPartial, prepareRequest } from "./turn.ts";
 
 /**
- * The request would not fit (spec §8.3): compaction is enabled, the model has a context window, the
- * context is above contextWindow - reserveTokens, and there is something to compact.
+ * Whether the request about to be prepared needs a compaction first (spec §8.3), with compaction
+ * enabled, a model with a context window and something to compact: `blocking` above
+ * contextWindow - reserveTokens (the request waits for it); `background` above that less
+ * backgroundTokens when none is under way (the request does not wait). One estimate serves both.
  */
-export function overBlockingThreshold(
+export function compactionNeeded(
   services: AgentServices,
   tx: Tx,
   c: ConversationId,
   entries: readonly EntryRecord[],
-): boolean {
-  return overThreshold(services, tx, c, entries, 0);
-}
-
-/** Context above contextWindow - reserveTokens - `below`, with something to compact. */
-function overThreshold(
-  services: AgentServices,
-  tx: Tx,
-  c: ConversationId,
-  entries: readonly EntryRecord[],
-  below: number,
-): boolean {
+): "blocking" | "background" | undefined {
   const settings = services.settings().compaction;
-  if (!settings.enabled) return false;
+  if (!settings.enabled) return undefined;
   const ref = readDoc<AgentState>(tx, c, DOC.agent, {}).model ?? services.defaultModel;
   const model = ref ? services.models.resolve(ref) : undefined;
-  if (!model || !(model.contextWindow > 0)) return false;
-  if (contextTokens(entries) <= model.contextWindow - settings.reserveTokens - below) return false;
-  return selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
-}
-
-/**
- * In the commit that moves a generation to its request: above the background threshold (and with
- * no compaction under way), start a background compaction the request does not wait for.
- */
-export function maybeCompactInBackground(
-  services: AgentServices,
-  tx: Tx,
-  c: ConversationId,
-  entries: readonly EntryRecord[],
-  definition: CompactionDefinition,
-): void {
-  const below = services.settings().compaction.backgroundTokens;
-  if (below <= 0 || (live(tx, c).compactions?.length ?? 0) > 0) return;
-  if (overThreshold(services, tx, c, entries, below)) startBackgroundCompaction(tx, definition, c);
+  if (!model || !(model.contextWindow > 0)) return undefined;
+  const tokens = contextTokens(entries);
+  const blockingAt = model.contextWindow - settings.reserveTokens;
+  let need: "blocking" | "background" | undefined;
+  if (tokens > blockingAt) need = "blocking";
+  else if (
+    settings.backgroundTokens > 0 &&
+    tokens > blockingAt - settings.backgroundTokens &&
+    (live(tx, c).compactions?.length ?? 0) === 0
+  )
+    need = "background";
+  if (!need || selectCut(activeRange(entries), settings.keepRecentTokens) === undefined) return undefined;
+  return need;
 }
 
 export function createGenerationTask(
@@ -147,7 +132,8 @@ export function createGenerationTask(
         await runtime.commit((tx) => {
           if (cp.overflow !== undefined && !summarized)
             return failRun(tx, c, task.id, "model_error", cp.overflow);
-          if (!cp.compacted && overBlockingThreshold(services, tx, c, entries)) {
+          const need = cp.compacted ? undefined : compactionNeeded(services, tx, c, entries);
+          if (need === "blocking") {
             const id = startBlockingCompaction(tx, compactionTask(), c, task.id, "threshold");
             return {
               status: "waiting",
@@ -158,7 +144,7 @@ export function createGenerationTask(
           }
           const checkpoint = prepareRequest(services, tx, c, task.id, cp.attempt, entries);
           if (!checkpoint.ok) return failRun(tx, c, task.id, "no_model", checkpoint.detail);
-          if (!cp.compacted) maybeCompactInBackground(services, tx, c, entries, compactionTask());
+          if (need === "background") startBackgroundCompaction(tx, compactionTask(), c);
           return {
             status: "running",
             checkpoint: { ...checkpoint.checkpoint, ...(cp.compacted ? { compacted: true as const } : {}) },

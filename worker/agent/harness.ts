@@ -10,15 +10,14 @@ import { ConversationMount } from "../core/observe.ts";
 import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
-import { cleanUpFailedCompaction, createCompactionTask } from "./compaction.ts";
+import { cleanUpFailedCompaction, createCompactionTask, startBackgroundCompaction } from "./compaction.ts";
 import { Conversation, Submission } from "./conversation.ts";
 import { EntryCache } from "./entries.ts";
 import { MemoryFs, type WorkspaceFs } from "./fs.ts";
 import {
   cleanUpFailedGeneration,
+  compactionNeeded,
   createGenerationTask,
-  maybeCompactInBackground,
-  overBlockingThreshold,
   prepareRequest,
 } from "./generation.ts";
 import type { InboxPolicy } from "./inbox.ts";
@@ -97,11 +96,12 @@ export class AgentHarness extends Harness {
       startGeneration: (tx, conversationId) => {
         // With the transcript cached, the creating commit also prepares the first request.
         const entries = this.services.entries.peek(conversationId);
-        // Over the compaction threshold the generation starts at `prepare`, which compacts first.
-        if (entries && !overBlockingThreshold(this.services, tx, conversationId, entries)) {
+        // Over the blocking threshold the generation starts at `prepare`, which compacts first.
+        const need = entries && compactionNeeded(this.services, tx, conversationId, entries);
+        if (entries && need !== "blocking") {
           const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
           if (prepared.ok) {
-            maybeCompactInBackground(this.services, tx, conversationId, entries, this.compactionTask);
+            if (need === "background") startBackgroundCompaction(tx, this.compactionTask, conversationId);
             const taskId = tx.createTask(
               this.generationTask,
               {},
