@@ -54,7 +54,12 @@ async function crashAndFinish(
   create: (h: Harness) => Promise<number>,
   at: number,
   point: "after-commit" | "before-commit",
-): Promise<{ crashed: boolean; transactions: number; statusAtCrash?: string; phaseAtCrash?: string }> {
+): Promise<{
+  crashed: boolean;
+  transactions: number;
+  statusAtCrash?: string;
+  phaseAtCrash?: string | undefined;
+}> {
   const cs = await crashingStore({ at, point });
   let first: Harness | undefined;
   try {
@@ -211,7 +216,7 @@ describe("exercise 3: a parent waits failFast on A, B, C; B fails while A is mid
       policy: "failFast",
     });
     const done = await h.waitForTask(id);
-    expect((outcome(done) as { result: { outcomes: string[] } }).result.outcomes).toEqual([
+    expect((outcome(done) as unknown as { result: { outcomes: string[] } }).result.outcomes).toEqual([
       "aborted",
       "failed",
       "aborted",
