@@ -2,6 +2,7 @@
 import type { Page } from "playwright-core";
 import type { LaunchedBrowser, StaticServer } from "./browser.ts";
 import type {
+  BigResult,
   OpenResult,
   ProbeInfo,
   ProbeRequest,
@@ -38,6 +39,8 @@ export const probe = {
   info: (page: Page, target: ProbeTarget) => call<ProbeInfo>(page, target, { op: "info" }),
   write: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "write" }>, "op">) =>
     call<WriteResult>(page, target, { op: "write", ...request }),
+  big: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "big" }>, "op">) =>
+    call<BigResult>(page, target, { op: "big", ...request }),
   read: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "read" }>, "op">) =>
     call<ReadResult>(page, target, { op: "read", ...request }),
   open: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "open" }>, "op">) =>

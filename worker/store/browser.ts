@@ -25,15 +25,28 @@ type Build = IdbBuild | "sync";
 /**
  * Default pragmas per kind.
  * - `synchronous = FULL` is SQLite's default, stated so nobody relaxes it by accident: for idb every
- *   COMMIT then waits for a strict-durability IndexedDB transaction (DESIGN §12: no acknowledged commit
- *   lost to a browser SIGKILL).
+ *   COMMIT then waits for a strict-durability IndexedDB transaction (no acknowledged commit lost to a
+ *   browser SIGKILL; tests/e2e/store.test.ts proves it).
  * - `locking_mode = EXCLUSIVE`: the engine host holds the store's Web Lock for the connection's whole
  *   life, so nobody else may read or write the file anyway. Keeping SQLite's lock saves re-taking it
- *   (an IndexedDB round trip and a sync for idb) on every transaction: about twice the idb commit rate
- *   measured in Chromium 156, same durability. The lock goes when the store closes.
+ *   (an IndexedDB round trip and a sync for idb) on every transaction. The lock goes when the store
+ *   closes.
+ * - idb: `journal_mode = MEMORY`, `temp_store = MEMORY`. IDBBatchAtomicVFS makes every write
+ *   transaction atomic by itself (blocks of a new version, a pending mark that the next connection
+ *   uses to drop an unfinished transaction's blocks), so a rollback journal file adds nothing to crash
+ *   safety. A journal file is harmful here: a transaction bigger than the page cache spills its journal
+ *   to a file, and rewriting that file at unaligned offsets throws inside the VFS (`RangeError: offset
+ *   is out of bounds`, then `disk I/O error` on every later commit); and exclusive mode set on an empty
+ *   database keeps a real journal open, costing about 4 strict IndexedDB transactions per commit
+ *   instead of 1. In memory, the journal still serves ROLLBACK and savepoints while the engine lives;
+ *   `temp_store = MEMORY` keeps statement journals (group commit's savepoints) out of IndexedDB too.
+ * - opfs: OPFSCoopSyncVFS has no atomic batch writes, so its rollback journal is what makes a
+ *   transaction atomic across a crash: it keeps SQLite's default journal.
  */
 const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
-  idb: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = FULL;",
+  idb:
+    "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = MEMORY; PRAGMA temp_store = MEMORY; " +
+    "PRAGMA synchronous = FULL;",
   opfs: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = FULL;",
 };
 
