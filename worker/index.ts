@@ -2,19 +2,18 @@
  * The engine's public API. Runs in Node (tests, benchmarks) and in workers; no DOM.
  */
 
-export { deriveContext } from "./agent/context.ts";
-export { type AgentChange, Conversation, type Settlement, Submission } from "./agent/conversation.ts";
-export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/demo-provider.ts";
-export { MemoryFs, OpfsFs, type WorkspaceFs } from "./agent/fs.ts";
+export { deriveContext } from "./agent/conversation/context.ts";
+export { type AgentChange, Conversation, type Settlement, Submission } from "./agent/conversation/handles.ts";
+export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/conversation/inbox.ts";
 export { AgentHarness, type AgentHarnessOptions } from "./agent/harness.ts";
-export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/inbox.ts";
+export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/models/demo-provider.ts";
 export {
   createModelResolver,
   type DeferredAnswer,
   type DeferredHandle,
   isDeferred,
   type ModelResolver,
-} from "./agent/models.ts";
+} from "./agent/models/resolver.ts";
 export {
   type AgentState,
   DOC,
@@ -36,6 +35,7 @@ export type {
   StreamFn,
   StreamSettings,
 } from "./agent/services.ts";
+export { builtinTools } from "./agent/tools/builtin/index.ts";
 export {
   defineTool,
   OUTPUT_LIMITS,
@@ -43,8 +43,9 @@ export {
   type ToolDefinition,
   type ToolExecutionMode,
   type ToolResult,
-} from "./agent/tool.ts";
-export { builtinTools } from "./agent/tools/index.ts";
+} from "./agent/tools/contract.ts";
+export type { WorkspaceFs } from "./agent/workspace/fs.ts";
+export { MemoryFs, OpfsFs } from "./agent/workspace/fs.ts";
 export {
   type AnyTaskDefinition,
   type CreateTaskOptions,

@@ -251,8 +251,8 @@ import {
   registerFauxProvider,
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { createModelResolver, type ModelResolver } from "./agent/models.ts";
-import { defineTool, type ReplayPolicy, type ToolDefinition, textResult } from "./agent/tool.ts";
+import { createModelResolver, type ModelResolver } from "./agent/models/resolver.ts";
+import { defineTool, type ReplayPolicy, type ToolDefinition, textResult } from "./agent/tools/contract.ts";
 
 /** A request as the faux model received it: the system prompt, a copy of the messages, tool names. */
 export interface FauxRequest {

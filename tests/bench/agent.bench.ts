@@ -18,7 +18,7 @@
 import { Agent, type AgentTool } from "@mariozechner/pi-agent-core";
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { textResult } from "../../worker/agent/tool.ts";
+import { textResult } from "../../worker/agent/tools/contract.ts";
 import { AgentHarness, defineTool } from "../../worker/index.ts";
 import {
   type FauxAgentModel,

@@ -7,7 +7,7 @@
  */
 import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
-import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction.ts";
+import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,

@@ -6,9 +6,9 @@
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
-import { contextTokens, SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction.ts";
-import { estimateMessageTokens, selectCut } from "../../worker/agent/compaction-range.ts";
-import { activeRange } from "../../worker/agent/context.ts";
+import { estimateMessageTokens, selectCut } from "../../worker/agent/compaction/range.ts";
+import { contextTokens, SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
+import { activeRange } from "../../worker/agent/conversation/context.ts";
 import {
   AgentHarness,
   type Conversation,

@@ -11,7 +11,7 @@ import {
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { afterEach } from "vitest";
-import { textResult } from "../../worker/agent/tool.ts";
+import { textResult } from "../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,

@@ -5,7 +5,7 @@
  */
 import { fauxAssistantMessage, type Usage } from "@mariozechner/pi-ai";
 import { afterEach, expect, test } from "vitest";
-import { messagePatches } from "../../worker/agent/partial.ts";
+import { messagePatches } from "../../worker/agent/generation/partial.ts";
 import { addUsage } from "../../worker/agent/records.ts";
 import { AgentHarness, DOC, Harness, type LiveState, type UsageState } from "../../worker/index.ts";
 import {

@@ -13,7 +13,7 @@ import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { addUsage, defineDoc, type LiveState } from "../../worker/agent/records.ts";
 import { DEFAULT_RETRY, defaultStream, resolveSettings, retryDelayMs } from "../../worker/agent/services.ts";
-import { capHead, OUTPUT_LIMITS, type ReplayPolicy, textResult } from "../../worker/agent/tool.ts";
+import { capHead, OUTPUT_LIMITS, type ReplayPolicy, textResult } from "../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,

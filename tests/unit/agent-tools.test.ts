@@ -1,12 +1,14 @@
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import {
-  FsError,
-  MemoryFs,
-  normalizePath,
-  serializeByPath,
-  type WorkspaceFs,
-} from "../../worker/agent/fs.ts";
+  builtinTools,
+  createEditTool,
+  createLsTool,
+  createReadTool,
+  createSleepTool,
+  createWriteTool,
+  toolByName,
+} from "../../worker/agent/tools/builtin/index.ts";
 import {
   capHead,
   capOutput,
@@ -17,16 +19,14 @@ import {
   type ToolDefinition,
   type ToolResult,
   toPiTool,
-} from "../../worker/agent/tool.ts";
+} from "../../worker/agent/tools/contract.ts";
 import {
-  builtinTools,
-  createEditTool,
-  createLsTool,
-  createReadTool,
-  createSleepTool,
-  createWriteTool,
-  toolByName,
-} from "../../worker/agent/tools/index.ts";
+  FsError,
+  MemoryFs,
+  normalizePath,
+  serializeByPath,
+  type WorkspaceFs,
+} from "../../worker/agent/workspace/fs.ts";
 
 const ls = createLsTool();
 const read = createReadTool();

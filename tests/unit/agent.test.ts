@@ -13,7 +13,7 @@ import {
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { addUsage } from "../../worker/agent/records.ts";
-import { textResult } from "../../worker/agent/tool.ts";
+import { textResult } from "../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,

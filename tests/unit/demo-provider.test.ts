@@ -12,19 +12,20 @@ import {
   type ToolResultMessage,
 } from "@mariozechner/pi-ai";
 import { afterEach, beforeAll, describe, expect, test } from "vitest";
-import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction-range.ts";
+import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/range.ts";
 import {
   DEFAULT_DEMO_SPEED,
   demoModel,
   planDemoReply,
   registerDemoProvider,
   setDemoSpeed,
-} from "../../worker/agent/demo-provider.ts";
-import { MemoryFs, type WorkspaceFs } from "../../worker/agent/fs.ts";
-import { createModelResolver } from "../../worker/agent/models.ts";
-import type { ToolApi } from "../../worker/agent/tool.ts";
-import { toPiTool } from "../../worker/agent/tool.ts";
-import { builtinTools, toolByName } from "../../worker/agent/tools/index.ts";
+} from "../../worker/agent/models/demo-provider.ts";
+import { createModelResolver } from "../../worker/agent/models/resolver.ts";
+import { builtinTools, toolByName } from "../../worker/agent/tools/builtin/index.ts";
+import type { ToolApi } from "../../worker/agent/tools/contract.ts";
+import { toPiTool } from "../../worker/agent/tools/contract.ts";
+import type { WorkspaceFs } from "../../worker/agent/workspace/fs.ts";
+import { MemoryFs } from "../../worker/agent/workspace/fs.ts";
 import { AgentHarness } from "../../worker/index.ts";
 import { memoryStore } from "../../worker/testing.ts";
 

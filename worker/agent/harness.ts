@@ -10,18 +10,21 @@ import { ConversationMount } from "../core/observe.ts";
 import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
-import { cleanUpFailedCompaction, createCompactionTask, startBackgroundCompaction } from "./compaction.ts";
-import { Conversation, Submission } from "./conversation.ts";
-import { EntryCache } from "./entries.ts";
-import { MemoryFs, type WorkspaceFs } from "./fs.ts";
+import {
+  cleanUpFailedCompaction,
+  createCompactionTask,
+  startBackgroundCompaction,
+} from "./compaction/task.ts";
+import { EntryCache } from "./conversation/entries.ts";
+import { Conversation, Submission } from "./conversation/handles.ts";
+import type { InboxPolicy } from "./conversation/inbox.ts";
 import {
   cleanUpFailedGeneration,
   compactionNeeded,
   createGenerationTask,
   prepareRequest,
-} from "./generation.ts";
-import type { InboxPolicy } from "./inbox.ts";
-import { createModelResolver, type ModelResolver } from "./models.ts";
+} from "./generation/task.ts";
+import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,
   addUsage,
@@ -41,9 +44,11 @@ import {
   resolveSettings,
   type StreamFn,
 } from "./services.ts";
-import type { ToolDefinition } from "./tool.ts";
-import { cleanUpFailedTool } from "./tool-results.ts";
-import { createToolTask } from "./tool-task.ts";
+import type { ToolDefinition } from "./tools/contract.ts";
+import { cleanUpFailedTool } from "./tools/results.ts";
+import { createToolTask } from "./tools/task.ts";
+import type { WorkspaceFs } from "./workspace/fs.ts";
+import { MemoryFs } from "./workspace/fs.ts";
 
 export interface AgentHarnessOptions extends HarnessOptions {
   models?: ModelResolver;

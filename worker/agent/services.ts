@@ -13,12 +13,12 @@ import {
 } from "@mariozechner/pi-ai";
 import type { Session } from "../core/session.ts";
 import type { ConversationId, Json } from "../core/types.ts";
-import type { EntryCache } from "./entries.ts";
-import type { WorkspaceFs } from "./fs.ts";
-import type { QueueMode } from "./inbox.ts";
-import type { ModelResolver } from "./models.ts";
+import type { EntryCache } from "./conversation/entries.ts";
+import type { QueueMode } from "./conversation/inbox.ts";
+import type { ModelResolver } from "./models/resolver.ts";
 import type { ModelRef } from "./records.ts";
-import type { ToolDefinition, ToolExecutionMode, ToolResult } from "./tool.ts";
+import type { ToolDefinition, ToolExecutionMode, ToolResult } from "./tools/contract.ts";
+import type { WorkspaceFs } from "./workspace/fs.ts";
 
 export interface RetryPolicy {
   enabled: boolean;

@@ -8,12 +8,12 @@
  *   watches and status listeners are dropped.
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
-import { demoModel, registerDemoProvider } from "../agent/demo-provider.ts";
-import { OpfsFs } from "../agent/fs.ts";
 import { AgentHarness } from "../agent/harness.ts";
-import { createModelResolver } from "../agent/models.ts";
+import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.ts";
+import { createModelResolver } from "../agent/models/resolver.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
-import { builtinTools } from "../agent/tools/index.ts";
+import { builtinTools } from "../agent/tools/builtin/index.ts";
+import { OpfsFs } from "../agent/workspace/fs.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {

@@ -10,11 +10,11 @@
  * the caller, keyed by position.
  */
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
-import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
-import { assertJson } from "../core/persist.ts";
-import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../core/types.ts";
-import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "./records.ts";
-import type { AgentServices, HookContext } from "./services.ts";
+import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../../core/define.ts";
+import { assertJson } from "../../core/persist.ts";
+import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
+import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "../records.ts";
+import type { AgentServices, HookContext } from "../services.ts";
 import {
   type ReplayPolicy,
   replayPolicyOf,
@@ -22,15 +22,8 @@ import {
   type ToolDefinition,
   type ToolResult,
   toPiTool,
-} from "./tool.ts";
-import {
-  appendResult,
-  boundResult,
-  OutputBuffer,
-  slotDone,
-  toolResultEntry,
-  updateSlot,
-} from "./tool-results.ts";
+} from "./contract.ts";
+import { appendResult, boundResult, OutputBuffer, slotDone, toolResultEntry, updateSlot } from "./results.ts";
 
 export type ToolTaskInput =
   | { assistant: EntryId; callId: string }

@@ -1,5 +1,5 @@
 import { Type } from "typebox";
-import { defineTool, textResult } from "../tool.ts";
+import { defineTool, textResult } from "../contract.ts";
 
 const parameters = Type.Object({
   seconds: Type.Number({ minimum: 0, maximum: 3600, description: "How long the task runs, in seconds" }),

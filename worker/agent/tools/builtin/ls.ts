@@ -1,6 +1,6 @@
 import { Type } from "typebox";
-import { FsError } from "../fs.ts";
-import { capOutput, defineTool, errorResult, textResult } from "../tool.ts";
+import { FsError } from "../../workspace/fs.ts";
+import { capOutput, defineTool, errorResult, textResult } from "../contract.ts";
 
 const parameters = Type.Object({
   path: Type.Optional(Type.String({ description: 'Directory relative to the workspace root (default ".")' })),

@@ -6,9 +6,9 @@
  */
 import type { ImageContent, TextContent, Tool, Usage } from "@mariozechner/pi-ai";
 import type { Static, TSchema } from "typebox";
-import type { Json } from "../core/types.ts";
-import type { WorkspaceFs } from "./fs.ts";
-import { utf8Length } from "./fs.ts";
+import type { Json } from "../../core/types.ts";
+import type { WorkspaceFs } from "../workspace/fs.ts";
+import { utf8Length } from "../workspace/fs.ts";
 
 export type ReplayPolicy = "safe" | "unsafe";
 

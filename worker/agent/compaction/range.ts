@@ -4,8 +4,8 @@
  * summarizer reads.
  */
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
-import type { EntryId, EntryRecord } from "../core/types.ts";
-import { ENTRY, modelMessages } from "./records.ts";
+import type { EntryId, EntryRecord } from "../../core/types.ts";
+import { ENTRY, modelMessages } from "../records.ts";
 
 /** The summarizer's system prompt (also how the demo model tells a summary request apart). */
 export const SUMMARY_SYSTEM_PROMPT =

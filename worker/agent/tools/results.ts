@@ -4,10 +4,9 @@
  * durable partial output while running), and the bounds on its output (50 KiB / 2,000 lines, with
  * a truncated diagnostic for what was dropped). Everything writes through the transaction given.
  */
-import type { Tx } from "../core/define.ts";
-import type { DocPatch } from "../core/doc-patch.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../core/types.ts";
-import { utf8Length } from "./fs.ts";
+import type { Tx } from "../../core/define.ts";
+import type { DocPatch } from "../../core/doc-patch.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../../core/types.ts";
 import {
   addToolUsage,
   DOC,
@@ -17,9 +16,10 @@ import {
   type ToolDiagnostic,
   type ToolSlot,
   writeDoc,
-} from "./records.ts";
-import { ThrottledWriter } from "./throttle.ts";
-import { capHead, OUTPUT_LIMITS, type ToolResult } from "./tool.ts";
+} from "../records.ts";
+import { ThrottledWriter } from "../throttle.ts";
+import { utf8Length } from "../workspace/fs.ts";
+import { capHead, OUTPUT_LIMITS, type ToolResult } from "./contract.ts";
 
 export function harnessBlock(diagnostics: readonly ToolDiagnostic[]): string {
   return `<harness>\n${diagnostics.map((d) => `[${d.severity}] ${d.message}`).join("\n")}\n</harness>`;

@@ -1,6 +1,6 @@
 import { Type } from "typebox";
-import { FsError, normalizePath, pathQueueFor } from "../fs.ts";
-import { defineTool, errorResult, textResult } from "../tool.ts";
+import { FsError, normalizePath, pathQueueFor } from "../../workspace/fs.ts";
+import { defineTool, errorResult, textResult } from "../contract.ts";
 
 const parameters = Type.Object({
   path: Type.String({ description: "File path relative to the workspace root" }),

@@ -5,8 +5,8 @@
  * left unanswered gets a synthetic error result; a result without its call is dropped.
  */
 import type { AssistantMessage, Message, ToolResultMessage } from "@mariozechner/pi-ai";
-import type { EntryEdit, EntryId, EntryRecord } from "../core/types.ts";
-import { ENTRY, modelMessages, type SystemRecord } from "./records.ts";
+import type { EntryEdit, EntryId, EntryRecord } from "../../core/types.ts";
+import { ENTRY, modelMessages, type SystemRecord } from "../records.ts";
 
 export interface DerivedContext {
   systemPrompt: string | undefined;

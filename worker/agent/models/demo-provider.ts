@@ -26,7 +26,7 @@ import {
   type ToolResultMessage,
   type Usage,
 } from "@mariozechner/pi-ai";
-import { SUMMARY_SYSTEM_PROMPT } from "./compaction-range.ts";
+import { SUMMARY_SYSTEM_PROMPT } from "../compaction/range.ts";
 
 export const DEMO_API = "demo";
 export const DEMO_PROVIDER = "demo";

@@ -1,4 +1,4 @@
-import type { ToolDefinition } from "../tool.ts";
+import type { ToolDefinition } from "../contract.ts";
 import { createEditTool } from "./edit.ts";
 import { createLsTool } from "./ls.ts";
 import { createReadTool } from "./read.ts";

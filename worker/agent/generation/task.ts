@@ -13,17 +13,24 @@ import {
   isContextOverflow,
   type ToolCall,
 } from "@mariozechner/pi-ai";
-import { defineTask, type TaskDefinition, type Tx } from "../core/define.ts";
-import type { ConversationId, EntryRecord, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
+import { defineTask, type TaskDefinition, type Tx } from "../../core/define.ts";
+import type {
+  ConversationId,
+  EntryRecord,
+  Json,
+  NextTaskState,
+  TaskId,
+  TaskRecord,
+} from "../../core/types.ts";
+import { selectCut } from "../compaction/range.ts";
 import {
   type CompactionDefinition,
   type CompactionResult,
   contextTokens,
   startBackgroundCompaction,
   startBlockingCompaction,
-} from "./compaction.ts";
-import { selectCut } from "./compaction-range.ts";
-import { activeRange, deriveContext } from "./context.ts";
+} from "../compaction/task.ts";
+import { activeRange, deriveContext } from "../conversation/context.ts";
 import {
   endRun,
   finalBoundary,
@@ -31,9 +38,8 @@ import {
   placeAtBoundary,
   resetQueued,
   settleInputs,
-} from "./inbox.ts";
-import { type DeferredAnswer, isDeferred } from "./models.ts";
-import { PartialWriter } from "./partial.ts";
+} from "../conversation/inbox.ts";
+import { type DeferredAnswer, isDeferred } from "../models/resolver.ts";
 import {
   type AgentState,
   appendAssistant,
@@ -43,7 +49,7 @@ import {
   live,
   readDoc,
   writeDoc,
-} from "./records.ts";
+} from "../records.ts";
 import {
   type AgentServices,
   type HookContext,
@@ -52,9 +58,10 @@ import {
   sleepUntil,
   type ToolRoundResult,
   withoutSecret,
-} from "./services.ts";
-import { toPiTool } from "./tool.ts";
-import { abortPendingCalls, continueSequentialRound, startToolRound } from "./tool-round.ts";
+} from "../services.ts";
+import { toPiTool } from "../tools/contract.ts";
+import { abortPendingCalls, continueSequentialRound, startToolRound } from "../tools/round.ts";
+import { PartialWriter } from "./partial.ts";
 import {
   clearPartial,
   committed,

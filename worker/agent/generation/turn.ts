@@ -5,7 +5,7 @@
  * partial writer. Everything here writes only through the transaction it is given.
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
-import type { TaskRuntime, Tx } from "../core/define.ts";
+import type { TaskRuntime, Tx } from "../../core/define.ts";
 import type {
   ConversationId,
   EntryId,
@@ -14,10 +14,10 @@ import type {
   NextTaskState,
   TaskId,
   TaskRecord,
-} from "../core/types.ts";
-import { deriveSystem } from "./context.ts";
-import { endRun, settleInputs } from "./inbox.ts";
-import type { DeferredHandle } from "./models.ts";
+} from "../../core/types.ts";
+import { deriveSystem } from "../conversation/context.ts";
+import { endRun, settleInputs } from "../conversation/inbox.ts";
+import type { DeferredHandle } from "../models/resolver.ts";
 import {
   type AgentState,
   appendAssistant,
@@ -32,9 +32,9 @@ import {
   type ToolSlot,
   writeDoc,
   zeroUsage,
-} from "./records.ts";
-import type { AgentServices, StreamSettings, ToolRoundResult } from "./services.ts";
-import type { ToolTaskResult } from "./tool-task.ts";
+} from "../records.ts";
+import type { AgentServices, StreamSettings, ToolRoundResult } from "../services.ts";
+import type { ToolTaskResult } from "../tools/task.ts";
 
 export type GenerationCheckpoint =
   | {

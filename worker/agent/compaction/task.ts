@@ -12,19 +12,21 @@
  * take run control; its status lives in pi.live.compactions until its outcome commit.
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
-import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../core/define.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskRecord } from "../core/types.ts";
-import {
-  estimateMessageTokens,
-  SUMMARY_SYSTEM_PROMPT,
-  selectCut,
-  serializeForSummary,
-} from "./compaction-range.ts";
+import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../../core/define.ts";
+import type {
+  ConversationId,
+  EntryId,
+  EntryRecord,
+  Json,
+  SubmissionId,
+  TaskRecord,
+} from "../../core/types.ts";
+import { estimateMessageTokens, SUMMARY_SYSTEM_PROMPT, selectCut, serializeForSummary } from "./range.ts";
 
-export { SUMMARY_SYSTEM_PROMPT } from "./compaction-range.ts";
+export { SUMMARY_SYSTEM_PROMPT } from "./range.ts";
 
-import { activeRange, deriveContext } from "./context.ts";
-import { admit, type InboxPolicy } from "./inbox.ts";
+import { activeRange, deriveContext } from "../conversation/context.ts";
+import { admit, type InboxPolicy } from "../conversation/inbox.ts";
 import {
   type AgentState,
   addUsage,
@@ -40,7 +42,7 @@ import {
   type UsageState,
   writeDoc,
   zeroUsage,
-} from "./records.ts";
+} from "../records.ts";
 import {
   type AgentServices,
   isRetryableError,
@@ -48,9 +50,9 @@ import {
   type StreamSettings,
   sleepUntil,
   withoutSecret,
-} from "./services.ts";
+} from "../services.ts";
 
-export type { CompactionReason, CompactionStatus } from "./records.ts";
+export type { CompactionReason, CompactionStatus } from "../records.ts";
 export interface CompactionInput {
   reason: CompactionReason;
   instructions?: string;

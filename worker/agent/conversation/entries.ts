@@ -4,8 +4,8 @@
  * is loaded once from the store and then follows published change sets. Loading subscribes first
  * and replays the changes committed after its read, so nothing falls between.
  */
-import type { Session } from "../core/session.ts";
-import type { ChangeSet, ConversationId, EntryRecord } from "../core/types.ts";
+import type { Session } from "../../core/session.ts";
+import type { ChangeSet, ConversationId, EntryRecord } from "../../core/types.ts";
 
 export class EntryCache {
   #entries = new Map<ConversationId, EntryRecord[]>();

@@ -6,10 +6,10 @@
  * block that shrank or changed kind, a removed field) is written whole.
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
-import type { DocPatch } from "../core/doc-patch.ts";
-import type { ConversationId, Json, TaskId } from "../core/types.ts";
-import { DOC, type LiveState, live, writeDoc } from "./records.ts";
-import { ThrottledWriter } from "./throttle.ts";
+import type { DocPatch } from "../../core/doc-patch.ts";
+import type { ConversationId, Json, TaskId } from "../../core/types.ts";
+import { DOC, type LiveState, live, writeDoc } from "../records.ts";
+import { ThrottledWriter } from "../throttle.ts";
 import type { GenerationRuntime } from "./turn.ts";
 
 type Block = AssistantMessage["content"][number];

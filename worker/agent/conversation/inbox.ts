@@ -5,9 +5,9 @@
  * and steers) and when a run answers (`final`: writes, steers and follow-ups).
  */
 import type { UserMessage } from "@mariozechner/pi-ai";
-import type { Tx } from "../core/define.ts";
-import { HarnessError, InvalidTransition } from "../core/errors.ts";
-import type { ConversationId, EntryDraft, Json, SubmissionId, SubmissionRecord } from "../core/types.ts";
+import type { Tx } from "../../core/define.ts";
+import { HarnessError, InvalidTransition } from "../../core/errors.ts";
+import type { ConversationId, EntryDraft, Json, SubmissionId, SubmissionRecord } from "../../core/types.ts";
 import {
   appendUser,
   DOC,
@@ -18,7 +18,7 @@ import {
   type LiveState,
   live,
   writeDoc,
-} from "./records.ts";
+} from "../records.ts";
 
 export type QueueMode = "one-at-a-time" | "all";
 

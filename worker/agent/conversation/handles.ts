@@ -2,15 +2,21 @@
  * Conversation and submission handles. Handles are stateless (compare by id); every call reads or
  * commits through the harness. Cancelling a signal passed to a wait only stops that wait.
  */
-import type { Tx } from "../core/define.ts";
-import { HarnessClosed, WaitCancelled } from "../core/errors.ts";
-import type { ConversationView, Watch } from "../core/observe.ts";
-import { mark } from "../core/ownership.ts";
-import type { ConversationId, EntryRecord, SubmissionId, SubmissionRecord, TaskId } from "../core/types.ts";
-import { startCompaction } from "./compaction.ts";
-import type { AgentHarness } from "./harness.ts";
+import type { Tx } from "../../core/define.ts";
+import { HarnessClosed, WaitCancelled } from "../../core/errors.ts";
+import type { ConversationView, Watch } from "../../core/observe.ts";
+import { mark } from "../../core/ownership.ts";
+import type {
+  ConversationId,
+  EntryRecord,
+  SubmissionId,
+  SubmissionRecord,
+  TaskId,
+} from "../../core/types.ts";
+import { startCompaction } from "../compaction/task.ts";
+import type { AgentHarness } from "../harness.ts";
+import { type AgentState, DOC, inbox, type LiveState, readDoc, writeDoc } from "../records.ts";
 import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
-import { type AgentState, DOC, inbox, type LiveState, readDoc, writeDoc } from "./records.ts";
 
 export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
 

@@ -7,13 +7,13 @@
  * previous one. Slots in pi.live list every call in order, a pending call without a task yet.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
-import type { TaskDefinition, Tx } from "../core/define.ts";
-import type { ConversationId, EntryId, Json, NextTaskState, TaskId, TaskRecord } from "../core/types.ts";
-import { DOC, type LiveState, live, type ToolSlot, writeDoc } from "./records.ts";
-import type { AgentServices } from "./services.ts";
-import { toolResultEntry } from "./tool-results.ts";
-import { intentAtCreation } from "./tool-task.ts";
-import type { GenerationCheckpoint, GenerationResult } from "./turn.ts";
+import type { TaskDefinition, Tx } from "../../core/define.ts";
+import type { ConversationId, EntryId, Json, NextTaskState, TaskId, TaskRecord } from "../../core/types.ts";
+import type { GenerationCheckpoint, GenerationResult } from "../generation/turn.ts";
+import { DOC, type LiveState, live, type ToolSlot, writeDoc } from "../records.ts";
+import type { AgentServices } from "../services.ts";
+import { toolResultEntry } from "./results.ts";
+import { intentAtCreation } from "./task.ts";
 
 type ToolsCheckpoint = Extract<GenerationCheckpoint, { phase: "tools" }>;
 type Generation = TaskRecord<Json, GenerationCheckpoint, GenerationResult>;
