@@ -45,7 +45,7 @@ export {
   type ToolResult,
 } from "./agent/tools/contract.ts";
 export type { WorkspaceFs } from "./agent/workspace/fs.ts";
-export { MemoryFs, OpfsFs } from "./agent/workspace/fs.ts";
+export { MemoryFs } from "./agent/workspace/memory-fs.ts";
 export {
   type AnyTaskDefinition,
   type CreateTaskOptions,
@@ -70,6 +70,7 @@ export type { ConversationView, Frame, ViewOp, Watch } from "./core/observe.ts";
 export { AbortRequested } from "./core/runtime.ts";
 export type { Blocked } from "./core/scheduler.ts";
 export * from "./core/types.ts";
+export { OpfsFs } from "./host/opfs-fs.ts";
 export { type MemoryImage, type MemoryStore, type OpenStoreOptions, openStore } from "./store/open.ts";
 export {
   type FaultPoint,

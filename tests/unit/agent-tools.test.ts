@@ -22,11 +22,11 @@ import {
 } from "../../worker/agent/tools/contract.ts";
 import {
   FsError,
-  MemoryFs,
   normalizePath,
   serializeByPath,
   type WorkspaceFs,
 } from "../../worker/agent/workspace/fs.ts";
+import { MemoryFs } from "../../worker/agent/workspace/memory-fs.ts";
 
 const ls = createLsTool();
 const read = createReadTool();

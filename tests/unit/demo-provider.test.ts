@@ -25,7 +25,7 @@ import { builtinTools, toolByName } from "../../worker/agent/tools/builtin/index
 import type { ToolApi } from "../../worker/agent/tools/contract.ts";
 import { toPiTool } from "../../worker/agent/tools/contract.ts";
 import type { WorkspaceFs } from "../../worker/agent/workspace/fs.ts";
-import { MemoryFs } from "../../worker/agent/workspace/fs.ts";
+import { MemoryFs } from "../../worker/agent/workspace/memory-fs.ts";
 import { AgentHarness } from "../../worker/index.ts";
 import { memoryStore } from "../../worker/testing.ts";
 

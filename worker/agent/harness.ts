@@ -48,7 +48,7 @@ import type { ToolDefinition } from "./tools/contract.ts";
 import { cleanUpFailedTool } from "./tools/results.ts";
 import { createToolTask } from "./tools/task.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
-import { MemoryFs } from "./workspace/fs.ts";
+import { MemoryFs } from "./workspace/memory-fs.ts";
 
 export interface AgentHarnessOptions extends HarnessOptions {
   models?: ModelResolver;

@@ -13,7 +13,6 @@ import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.t
 import { createModelResolver } from "../agent/models/resolver.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
 import { builtinTools } from "../agent/tools/builtin/index.ts";
-import { OpfsFs } from "../agent/workspace/fs.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {
@@ -37,6 +36,7 @@ import {
 import type { SqliteLine } from "../store/line.ts";
 import { StoreOpenError } from "../store/types.ts";
 import { runBrowserBench } from "./bench.ts";
+import { OpfsFs } from "./opfs-fs.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
 
 export interface HostPlatform {
