@@ -6,7 +6,7 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
-import { textResult } from "../../worker/agent/tool.ts";
+import { textResult } from "../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   defineTask,
