@@ -604,7 +604,8 @@ describe("engine host", () => {
     const error = probe.locator('[data-testid="engine-error"]');
     await error.waitFor();
     expect(await error.textContent()).toMatch(/could not be opened \(quota\)/);
-    expect(await error.textContent()).toMatch(/Free up disk space/);
+    expect(await error.textContent()).toMatch(/Free up space/);
+    expect(await error.textContent()).toMatch(/everything committed so far is kept/);
     expect(await probe.locator('[data-testid="engine-status"]').textContent()).toMatch(/storage is full/);
     await cdp.detach();
   });

@@ -33,8 +33,8 @@ import {
   tabLockName,
   type WatchFrame,
 } from "../protocol.ts";
+import { classifyStoreError } from "../store/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
-import { StoreOpenError } from "../store/types.ts";
 import { runBrowserBench } from "./bench.ts";
 import { OpfsFs } from "./opfs-fs.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
@@ -56,35 +56,6 @@ export interface HostPlatform {
 const SETTINGS_CONVERSATION = 0;
 const API_KEYS_DOC = "engine.apiKeys";
 const HANDOVER_GRACE_MS = 2000;
-
-/** True when a small IndexedDB write fails with QuotaExceededError (works in every worker kind). */
-async function storageIsFull(): Promise<boolean> {
-  if (typeof indexedDB === "undefined") return false;
-  const name = "engine-quota-probe";
-  try {
-    const db = await new Promise<IDBDatabase>((resolve, reject) => {
-      const request = indexedDB.open(name, 1);
-      request.onupgradeneeded = () => request.result.createObjectStore("probe");
-      request.onsuccess = () => resolve(request.result);
-      request.onerror = () => reject(request.error);
-    });
-    try {
-      const tx = db.transaction("probe", "readwrite");
-      tx.objectStore("probe").put(new Uint8Array(64 * 1024), 1);
-      await new Promise<void>((resolve, reject) => {
-        tx.oncomplete = () => resolve();
-        tx.onabort = () => reject(tx.error);
-        tx.onerror = () => reject(tx.error);
-      });
-      return false;
-    } finally {
-      db.close();
-      indexedDB.deleteDatabase(name);
-    }
-  } catch (error) {
-    return error instanceof DOMException && error.name === "QuotaExceededError";
-  }
-}
 
 export class EngineHost implements EngineApi {
   #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
@@ -225,23 +196,7 @@ export class EngineHost implements EngineApi {
       });
       this.#post({ type: "owner-ready", from: this.#id, build: this.platform.build });
     } catch (error) {
-      let e =
-        error instanceof StoreOpenError
-          ? error
-          : new StoreOpenError(
-              error instanceof Error ? error.message : String(error),
-              "unknown",
-              "Reload the page; if it keeps failing, reset the store.",
-            );
-      // The VFS reports a failed IndexedDB write as "transaction aborted", losing its cause: ask the
-      // browser whether this site may still write at all.
-      if (e.reason === "unknown" && (await storageIsFull())) {
-        e = new StoreOpenError(
-          `${e.message}: this site's storage is full`,
-          "quota",
-          "Free up disk space (or this site's storage in the browser's settings), then reload.",
-        );
-      }
+      const e = await classifyStoreError(error, { store: this.platform.storeName, stage: "open" });
       this.#setStatus({
         phase: "failed",
         stage: "open",
@@ -261,21 +216,13 @@ export class EngineHost implements EngineApi {
    */
   async #stopOnFatal(error: Error): Promise<void> {
     if (this.#status.phase === "failed") return;
-    const cause = (error as { cause?: unknown }).cause;
-    const text = `${error.message} ${cause instanceof Error ? cause.message : String(cause ?? "")}`;
-    // The idb VFS reports a failed IndexedDB write as "transaction aborted": ask the browser too.
-    const quota = /quota|SQLITE_FULL|full/i.test(text) || (await storageIsFull());
-    const taken = /taken over/i.test(text);
+    const failure = await classifyStoreError(error, { store: this.platform.storeName, stage: "run" });
     this.#setStatus({
       phase: "failed",
       stage: "run",
-      reason: quota ? "quota" : taken ? "locked" : "unknown",
-      message: `the engine stopped: ${quota && !/full|quota/i.test(text) ? "this site's storage is full: " : ""}${error.message}`,
-      advice: quota
-        ? "Storage is full. Free up space (or delete old conversations), then reload: everything committed so far is kept."
-        : taken
-          ? "Another tab of the app took over the store: use that tab, or reload this one."
-          : "Reload the page: the engine reopens the store and resumes from its last commit.",
+      reason: failure.reason,
+      message: failure.message,
+      advice: failure.advice,
     });
     const harness = this.#harness;
     this.#harness = undefined;

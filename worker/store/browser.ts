@@ -14,12 +14,16 @@ import * as SQLiteAPI from "@journeyapps/wa-sqlite";
 import syncWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite.wasm?url";
 import asyncifyWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-async.wasm?url";
 import jspiWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.wasm?url";
+import { classifyStoreError } from "./errors.ts";
+import { finishOpen } from "./finish-open.ts";
 import type { SqliteLine } from "./line.ts";
-import { classifyOpenError, finishOpen, type OpenStoreOptions } from "./open.ts";
 import { StoreOpenError } from "./types.ts";
 
-export type BrowserStoreOptions = Extract<OpenStoreOptions, { kind: "idb" | "opfs" }>;
 export type IdbBuild = "jspi" | "asyncify";
+/** The browser kinds' options (store/open.ts's `openStore` takes these too). */
+export type BrowserStoreOptions =
+  | { kind: "idb"; name: string; build?: IdbBuild; targetVersion?: number }
+  | { kind: "opfs"; name: string; targetVersion?: number };
 type Build = IdbBuild | "sync";
 
 /**
@@ -142,29 +146,6 @@ function checkSupport(options: BrowserStoreOptions): void {
   }
 }
 
-/** Map anything thrown while opening to a StoreOpenError a user can act on. */
-function toOpenError(error: unknown, name: string): StoreOpenError {
-  if (error instanceof StoreOpenError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  const errorName = error instanceof Error ? error.name : "";
-  if (/database is locked|SQLITE_BUSY|NoModificationAllowedError/i.test(`${errorName} ${message}`)) {
-    return new StoreOpenError(
-      `store ${name} is in use by another engine (${message})`,
-      "locked",
-      "Close other tabs or windows of the app, then reload.",
-    );
-  }
-  if (errorName === "SecurityError" || /not allowed|denied/i.test(message)) {
-    return unsupported(
-      `store ${name}: storage access was refused (${message})`,
-      "Storage may be blocked for this site (private browsing or site settings); allow it and reload.",
-    );
-  }
-  if (errorName === "QuotaExceededError")
-    return classifyOpenError(new Error(`quota exceeded: ${message}`), name);
-  return classifyOpenError(error, name);
-}
-
 /** Release what OPFSCoopSyncVFS holds beyond the database file itself. */
 function releaseCoopSync(vfs: CoopSyncVfs): void {
   for (const handle of vfs.unboundAccessHandles ?? []) {
@@ -228,20 +209,8 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
     } catch {
       // The original error is what matters.
     }
-    throw toOpenError(error, name);
+    throw await classifyStoreError(error, { store: name, stage: "open" });
   }
-  try {
-    return await finishOpen(
-      sqlite3,
-      db,
-      options.kind,
-      name,
-      options.targetVersion,
-      release,
-      PRAGMAS[options.kind],
-    );
-  } catch (error) {
-    // finishOpen closed the connection (and so released the VFS) before rethrowing.
-    throw toOpenError(error, name);
-  }
+  // finishOpen closes the connection (and so releases the VFS) and classifies whatever it throws.
+  return finishOpen(sqlite3, db, options.kind, name, options.targetVersion, release, PRAGMAS[options.kind]);
 }

@@ -1,17 +1,14 @@
 /**
- * Opening a store: pick the VFS and build for the context, open the database, run the numbered
- * migrations in one transaction, hand back the commit line. The memory kind works in Node (tests and
+ * Opening a store: pick the VFS and build for the context, open the database, and let
+ * finish-open.ts run the numbered migrations and hand back the commit line. The memory kind works in Node (tests and
  * benchmarks: sync build, wasm bytes read from disk) and in browsers; `idb` and `opfs` load the
  * browser module lazily so Node never touches it.
  */
 import * as SQLiteAPI from "@journeyapps/wa-sqlite";
-
-type Api = SQLiteAPI;
-
+import type { BrowserStoreOptions } from "./browser.ts";
 import { DirectStatements, isSyncModule } from "./direct.ts";
-import { SqliteLine } from "./line.ts";
-import { migrations } from "./schema.ts";
-import { StoreOpenError } from "./types.ts";
+import { finishOpen } from "./finish-open.ts";
+import type { SqliteLine } from "./line.ts";
 
 /** The bytes of a memory database's files, as a crash would leave them. */
 export type MemoryImage = ReadonlyArray<{ readonly path: string; readonly bytes: Uint8Array }>;
@@ -29,8 +26,7 @@ export type OpenStoreOptions =
       /** Group concurrent commits into one transaction (default true). */
       groupCommit?: boolean;
     }
-  | { kind: "idb"; name: string; build?: "jspi" | "asyncify"; targetVersion?: number }
-  | { kind: "opfs"; name: string; targetVersion?: number };
+  | BrowserStoreOptions;
 
 /** A memory store can also hand out the image of its files. */
 export interface MemoryStore extends SqliteLine {
@@ -115,74 +111,4 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
       bytes: new Uint8Array(f.data, 0, f.size).slice(),
     }));
   return store;
-}
-
-/** Shared by every kind: pragmas, migrations, the line. */
-export async function finishOpen(
-  sqlite3: Api,
-  db: number,
-  kind: "memory" | "idb" | "opfs",
-  name: string,
-  targetVersion: number | undefined,
-  onClose: () => Promise<void> | void,
-  pragmas = "",
-  lineOptions: { maxGroup?: number; direct?: DirectStatements } = {},
-): Promise<SqliteLine> {
-  const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose, ...lineOptions });
-  try {
-    if (pragmas) await line.execScript(pragmas);
-    const found = Number((await line.read((sql) => sql.get("PRAGMA user_version")))?.["user_version"] ?? 0);
-    const target = targetVersion ?? migrations.length;
-    if (found > migrations.length) {
-      throw new StoreOpenError(
-        `store ${name} has schema version ${found}, newer than this build's ${migrations.length}`,
-        "migration",
-        "Reload the page to get the newest version of the app.",
-      );
-    }
-    if (found < target) {
-      await line.execScript("BEGIN IMMEDIATE");
-      try {
-        for (let v = found; v < target; v++) await line.execScript(migrations[v]!);
-        await line.execScript(`PRAGMA user_version = ${target}`);
-        await line.execScript("COMMIT");
-      } catch (error) {
-        await line.execScript("ROLLBACK").catch(() => undefined);
-        throw new StoreOpenError(
-          `migrating store ${name} from schema ${found} failed: ${(error as Error).message}`,
-          "migration",
-          "Export your data from an older version of the app, or reset the store.",
-        );
-      }
-    }
-    line.schemaVersion = Math.max(found, target);
-    return line;
-  } catch (error) {
-    await line.close().catch(() => undefined);
-    if (error instanceof StoreOpenError) throw error;
-    throw classifyOpenError(error, name);
-  }
-}
-
-export function classifyOpenError(error: unknown, name: string): StoreOpenError {
-  const message = error instanceof Error ? error.message : String(error);
-  if (/quota|SQLITE_FULL|full/i.test(message)) {
-    return new StoreOpenError(
-      `store ${name}: out of storage (${message})`,
-      "quota",
-      "Free up disk space or delete old conversations, then reload.",
-    );
-  }
-  if (/corrupt|not a database|malformed/i.test(message)) {
-    return new StoreOpenError(
-      `store ${name} is damaged (${message})`,
-      "corrupt",
-      "Export what can be read, then reset the store.",
-    );
-  }
-  return new StoreOpenError(
-    `store ${name} could not be opened (${message})`,
-    "unknown",
-    "Reload the page; if it keeps failing, reset the store.",
-  );
 }
