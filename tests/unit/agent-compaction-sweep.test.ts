@@ -3,7 +3,7 @@
  * every commit k = 1..K in each crash mode. After a crash a new engine opens what was committed; the
  * client asks for a compaction again only when none was admitted. Every run must end with the
  * uncrashed transcript: exactly one pi.compaction entry, with the same head and summary, no live
- * task, no compaction status left in pi.live.
+ * task, no compaction status left in pi.live. The loop is the kit's `crashSweep`.
  */
 import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
@@ -17,8 +17,8 @@ import {
 import type { MemoryImage } from "../../worker/store/open.ts";
 import {
   CRASH_MODES,
-  type CrashMode,
-  crashingStore,
+  type CrashScenario,
+  crashSweep,
   type FauxAgentModel,
   fauxAgentModel,
   memoryStore,
@@ -77,57 +77,44 @@ async function finish(h: AgentHarness) {
   };
 }
 
-async function runOnce(faux: FauxAgentModel, image: MemoryImage, crashAt: number, mode: CrashMode) {
-  const cs = await crashingStore({ at: crashAt, point: mode.point, groupCommit: mode.groupCommit, image });
-  let first: AgentHarness | undefined;
-  let result: Awaited<ReturnType<typeof finish>> | undefined;
-  const before = cs.store.stats.transactions;
-  try {
-    first = await AgentHarness.open(cs.store, optionsFor(faux));
-    result = await Promise.race([finish(first), cs.crashed.then(() => undefined)]);
-  } catch (error) {
-    if (!cs.hasCrashed) throw error;
-  }
-  if (!cs.hasCrashed) {
-    const transactions = cs.store.stats.transactions - before;
-    await first?.close();
-    return { result: result!, crashed: false, transactions };
-  }
-  await first?.close().catch(() => undefined);
-  const h = await AgentHarness.open(await cs.recover(), optionsFor(faux));
-  try {
-    return { result: await finish(h), crashed: true, transactions: 0 };
-  } finally {
-    await h.close();
-  }
+type Finished = Awaited<ReturnType<typeof finish>>;
+
+function scenario(faux: FauxAgentModel, image: MemoryImage): CrashScenario<AgentHarness, null, Finished> {
+  return {
+    name: "manual compaction of three turns",
+    image,
+    services: () => null,
+    open: (store) => AgentHarness.open(store, optionsFor(faux)),
+    finish: (h) => finish(h),
+  };
 }
 
-const covered: string[] = [];
+/** Crash points each sweep covered when it was written, by mode: the floor it must not fall below. */
+const FLOOR = [3, 4, 3];
+
+let covered = 0;
 
 describe("compaction crash sweep", () => {
-  for (const mode of CRASH_MODES)
+  for (const [m, mode] of CRASH_MODES.entries())
     test(`manual compaction of three turns (${mode.name})`, async () => {
       const faux = model();
       try {
-        const image = await threeTurns(faux);
-        const baseline = await runOnce(faux, image, Number.POSITIVE_INFINITY, mode);
-        const expected = baseline.result;
-        expect(expected.transcript.filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
-        expect(expected.live).toEqual([]);
-        expect(expected.status).toBeUndefined();
-        let crashes = 0;
-        for (let k = 1; k <= baseline.transactions; k++) {
-          const run = await runOnce(faux, image, k, mode);
-          if (run.crashed) crashes++;
-          expect(run.result, `crash at ${mode.point} of transaction ${k}`).toEqual(expected);
-        }
-        expect(crashes).toBeGreaterThan(0);
-        covered.push(`${mode.name}: ${crashes}`);
+        const report = await crashSweep(scenario(faux, await threeTurns(faux)), {
+          mode,
+          atLeast: FLOOR[m]!,
+          baseline: ({ result: expected }) => {
+            expect(expected.transcript.filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
+            expect(expected.live).toEqual([]);
+            expect(expected.status).toBeUndefined();
+          },
+          check: (run, baseline) => expect(run.result, run.label).toEqual(baseline.result),
+        });
+        covered += report.points;
       } finally {
         faux.unregister();
       }
     });
   afterAll(() => {
-    console.log(`compaction crash sweep: ${covered.join(", ")} crash points`);
+    console.log(`compaction crash sweep: ${covered} crash points covered`);
   });
 });

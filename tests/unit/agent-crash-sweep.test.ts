@@ -7,7 +7,7 @@
  * its `interrupted` result instead), one answer per request, the safe effect applied once, and every
  * task terminal. Both intent paths are swept: with no `beforeTool` hook the answer's commit records
  * the intent; with one, the tool task commits its intent itself. A sequential round is swept too: its
- * second call's task is created by the commit that ends the first.
+ * second call's task is created by the commit that ends the first. The loop is the kit's `crashSweep`.
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
@@ -17,18 +17,16 @@ import {
   type EntryRecord,
   type Settlement,
 } from "../../worker/index.ts";
+import type { MemoryStore } from "../../worker/store/open.ts";
 import {
   CRASH_MODES,
-  type CrashMode,
-  crashingStore,
+  type CrashScenario,
+  crashSweep,
   type FauxAgentModel,
   fauxAgentModel,
   KeyedEffects,
   keyedEffectTool,
 } from "../../worker/testing.ts";
-
-const modes = CRASH_MODES;
-type Mode = CrashMode;
 
 const INPUT = { type: "input", content: "do both", requestId: "client-request-1" } as const;
 
@@ -130,11 +128,8 @@ async function observe(h: AgentHarness, settled: Settlement): Promise<Observed> 
  * The tool calls the crash left started but without a result (read from a copy of the committed
  * image): in `execute` and reserved. One stored `pending` in `execute` was never started.
  */
-async function callsInExecute(
-  copy: Awaited<ReturnType<Awaited<ReturnType<typeof crashingStore>>["recover"]>>,
-) {
+async function callsInExecute(copy: MemoryStore) {
   const rows = await copy.read((sql) => sql.all("SELECT state, input FROM tasks WHERE kind = 'pi.tool'"));
-  await copy.close();
   return rows.flatMap((row) => {
     const input = JSON.parse(String(row["input"])) as { callId?: string };
     const state = JSON.parse(String(row["state"])) as { status: string; checkpoint?: { phase: string } };
@@ -142,143 +137,121 @@ async function callsInExecute(
   });
 }
 
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    promise,
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no result after ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 type IntentPath = "with the answer" | "by the tool task" | "in a sequential round";
 
-async function runOnce(faux: FauxAgentModel, crashAt: number, mode: Mode, path: IntentPath) {
-  const safe = new KeyedEffects();
-  const unsafe = new KeyedEffects();
-  const options: AgentHarnessOptions = {
+/** One run's fakes, and what its crash left inside the tool calls. */
+interface RunState {
+  safe: KeyedEffects;
+  unsafe: KeyedEffects;
+  /** The crash stopped the world inside the unsafe call (its result must be `interrupted`). */
+  interrupted: boolean;
+  /** The crash stopped the world inside the safe call (it runs again under the same key). */
+  replayed: boolean;
+}
+
+function scenario(faux: FauxAgentModel, path: IntentPath): CrashScenario<AgentHarness, RunState, Observed> {
+  const options = (run: RunState): AgentHarnessOptions => ({
     models: faux.models,
     defaultModel: faux.ref,
     tools: [
-      keyedEffectTool(safe, { name: "stamp", replay: "safe" }),
-      keyedEffectTool(unsafe, { name: "launch", replay: "unsafe" }),
+      keyedEffectTool(run.safe, { name: "stamp", replay: "safe" }),
+      keyedEffectTool(run.unsafe, { name: "launch", replay: "unsafe" }),
     ],
     // A hook that changes nothing still sits between the answer and the intent.
     ...(path === "by the tool task" ? { hooks: { beforeTool: [() => undefined] } } : {}),
     ...(path === "in a sequential round" ? { settings: { toolExecution: "sequential" as const } } : {}),
-  };
-  const cs = await crashingStore({ at: crashAt, point: mode.point, groupCommit: mode.groupCommit });
-  const CRASH = Symbol("crash");
-  let first: AgentHarness | undefined;
-  let observed: Observed | undefined;
-  try {
-    first = await AgentHarness.open(cs.store, options);
-    const sub = await (await first.root()).submit(INPUT);
-    const settled = await within(
-      Promise.race([sub.wait(), cs.crashed.then(() => CRASH)]),
-      10_000,
-      "first engine",
-    );
-    if (settled !== CRASH) observed = await observe(first, settled as Settlement);
-  } catch (error) {
-    if (!cs.hasCrashed) throw error;
-  }
-  if (!cs.hasCrashed) {
-    const transactions = cs.store.stats.transactions;
-    await first?.close();
-    return {
-      observed: observed!,
-      crashed: false,
+  });
+  return {
+    name: `input -> safe + unsafe tool round -> answer, intent ${path}`,
+    services: () => ({
+      safe: new KeyedEffects(),
+      unsafe: new KeyedEffects(),
       interrupted: false,
       replayed: false,
-      transactions,
-      safe,
-      unsafe,
-    };
-  }
-  await first?.close().catch(() => undefined);
-  const inExecute = await callsInExecute(await cs.recover());
-  const interrupted = inExecute.includes("call-launch");
-  const replayed = inExecute.includes("call-stamp");
-  const h = await AgentHarness.open(await cs.recover(), options);
-  try {
-    // The client did not see an answer (or did not see its admission): it sends the request again.
-    const sub = await (await h.root()).submit(INPUT);
-    observed = await observe(h, await within(sub.wait(), 10_000, `recovery after crash at ${crashAt}`));
-    const live = (await h.tasks()).filter((t) => t.state.status !== "terminal");
-    expect(live, `tasks left live after crash at ${crashAt}`).toEqual([]);
-  } finally {
-    await h.close();
-  }
-  return { observed, crashed: true, interrupted, replayed, transactions: 0, safe, unsafe };
+    }),
+    open: (store, run) => AgentHarness.open(store, options(run)),
+    // After a crash the client did not see an answer (or its admission): it sends the request again.
+    finish: async (h) => observe(h, await (await (await h.root()).submit(INPUT)).wait()),
+    afterCrash: async (committed, run) => {
+      const inExecute = await callsInExecute(committed);
+      run.interrupted = inExecute.includes("call-launch");
+      run.replayed = inExecute.includes("call-stamp");
+    },
+  };
 }
 
-const covered: string[] = [];
+/** Crash points each sweep covered when it was written, by mode: the floor it must not fall below. */
+const FLOOR: Record<IntentPath, [number, number, number]> = {
+  "with the answer": [6, 9, 6],
+  "by the tool task": [7, 12, 7],
+  "in a sequential round": [8, 11, 8],
+};
+
+let covered = 0;
 
 describe("agent crash sweep", () => {
   const paths: IntentPath[] = ["with the answer", "by the tool task", "in a sequential round"];
   for (const path of paths)
-    for (const mode of modes) {
+    for (const [m, mode] of CRASH_MODES.entries()) {
       test(`input -> safe + unsafe tool round -> answer (${mode.name}, intent ${path})`, async () => {
         const faux = fauxAgentModel((req) => respond(req));
         try {
-          const baseline = await runOnce(faux, Number.POSITIVE_INFINITY, mode, path);
-          const expected = baseline.observed;
-          expect(expected.settled).toEqual({ status: "done", answer: expected.entries.length - 1, entry: 0 });
-          expect(expected.answers).toBe(2);
-          expect(
-            expected.entries.some((e) => isLaunchResult(e) && !(message(e) as { isError: boolean }).isError),
-          ).toBe(true);
-          expect(baseline.safe.applied).toHaveLength(1);
-          const K = baseline.transactions;
-          let crashes = 0;
-          let interruptions = 0;
-          let replays = 0;
-          for (let k = 1; k <= K; k++) {
-            const run = await runOnce(faux, k, mode, path);
-            const at = `crash at ${mode.point} of transaction ${k}`;
-            const got = run.observed;
-            if (run.interrupted) {
-              interruptions++;
-              const result = got.entries.find(isLaunchResult)!;
-              expect(message(result), at).toMatchObject({
-                role: "toolResult",
-                toolName: "launch",
-                isError: true,
+          const report = await crashSweep(scenario(faux, path), {
+            mode,
+            atLeast: FLOOR[path][m]!,
+            baseline: ({ result: expected, services }) => {
+              expect(expected.settled).toEqual({
+                status: "done",
+                answer: expected.entries.length - 1,
+                entry: 0,
               });
+              expect(expected.answers).toBe(2);
               expect(
-                (result.data as { diagnostics: Array<{ code: string }> }).diagnostics.map((d) => d.code),
+                expected.entries.some(
+                  (e) => isLaunchResult(e) && !(message(e) as { isError: boolean }).isError,
+                ),
+              ).toBe(true);
+              expect(services.safe.applied).toHaveLength(1);
+            },
+            check: ({ result: got, services: run, label: at }, { result: expected }) => {
+              if (run.interrupted) {
+                const result = got.entries.find(isLaunchResult)!;
+                expect(message(result), at).toMatchObject({
+                  role: "toolResult",
+                  toolName: "launch",
+                  isError: true,
+                });
+                expect(
+                  (result.data as { diagnostics: Array<{ code: string }> }).diagnostics.map((d) => d.code),
+                  at,
+                ).toEqual(["interrupted"]);
+                const without = (o: Observed) => o.entries.filter((e) => !isLaunchResult(e)).map(comparable);
+                expect(without(got), at).toEqual(without(expected));
+                expect(got.entries.findIndex(isLaunchResult), at).toBe(
+                  expected.entries.findIndex(isLaunchResult),
+                );
+              } else {
+                expect(got.transcript, at).toEqual(expected.transcript);
+              }
+              expect(got.settled, at).toEqual(expected.settled);
+              expect(got.answers, at).toBe(expected.answers);
+              // The safe tool's keyed effect: applied, once, under one key.
+              expect(
+                run.safe.applied.map((a) => a.key),
                 at,
-              ).toEqual(["interrupted"]);
-              const without = (o: Observed) => o.entries.filter((e) => !isLaunchResult(e)).map(comparable);
-              expect(without(got), at).toEqual(without(expected));
-              expect(got.entries.findIndex(isLaunchResult), at).toBe(
-                expected.entries.findIndex(isLaunchResult),
-              );
-            } else {
-              expect(got.transcript, at).toEqual(expected.transcript);
-            }
-            expect(got.settled, at).toEqual(expected.settled);
-            expect(got.answers, at).toBe(expected.answers);
-            // The safe tool's keyed effect: applied, once, under one key.
-            expect(
-              run.safe.applied.map((a) => a.key),
-              at,
-            ).toEqual(["stamp:call-stamp"]);
-            expect([...run.safe.keysPerRef().values()], at).toEqual([1]);
-            // The unsafe tool is never run a second time.
-            expect(run.unsafe.calls, at).toBeLessThanOrEqual(1);
-            if (run.crashed) crashes++;
-            if (run.replayed) replays++;
-          }
-          expect(crashes).toBeGreaterThan(0);
+              ).toEqual(["stamp:call-stamp"]);
+              expect([...run.safe.keysPerRef().values()], at).toEqual([1]);
+              // The unsafe tool is never run a second time.
+              expect(run.unsafe.calls, at).toBeLessThanOrEqual(1);
+            },
+          });
           // The sweep must actually stop the world inside each call, or it proves nothing about them.
+          const interruptions = report.runs.filter((r) => r.services.interrupted).length;
+          const replays = report.runs.filter((r) => r.services.replayed).length;
           expect(interruptions, "crash points inside the unsafe call").toBeGreaterThan(0);
           expect(replays, "crash points inside the safe call").toBeGreaterThan(0);
-          covered.push(
-            `${mode.name}, intent ${path}: ${crashes} crash points of ${K} transactions (${interruptions} inside the unsafe call, ${replays} inside the safe one)`,
-          );
+          console.log(`  (${interruptions} inside the unsafe call, ${replays} inside the safe one)`);
+          covered += report.points;
         } finally {
           faux.unregister();
         }
@@ -287,5 +260,5 @@ describe("agent crash sweep", () => {
 });
 
 afterAll(() => {
-  console.log(`agent crash sweep:\n  ${covered.join("\n  ")}`);
+  console.log(`agent crash sweep: ${covered} crash points covered`);
 });

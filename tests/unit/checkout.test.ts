@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { Harness, type TaskRecord } from "../../worker/index.ts";
-import { FakeMailer, FakePayments, memoryStore, until } from "../../worker/testing.ts";
+import { memoryStore, until } from "../../worker/testing.ts";
+import { FakeMailer, FakePayments } from "./fixtures/fakes.ts";
 import { checkoutTask, paymentTask, sendEmailTask } from "./fixtures/payments.ts";
 
 const outcomeOf = (r: TaskRecord) => (r.state.status === "terminal" ? r.state.outcome : undefined);

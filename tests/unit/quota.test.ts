@@ -4,7 +4,8 @@
  */
 import { expect, test } from "vitest";
 import { Harness, HarnessClosed, type TaskRecord } from "../../worker/index.ts";
-import { FakeMailer, memoryStore } from "../../worker/testing.ts";
+import { memoryStore } from "../../worker/testing.ts";
+import { FakeMailer } from "./fixtures/fakes.ts";
 import { sendEmailTask } from "./fixtures/payments.ts";
 
 test("a full disk stops the engine with a typed error and loses nothing committed", async () => {
