@@ -17,13 +17,14 @@ import {
   type UsageState,
 } from "../../worker/index.ts";
 import {
+  deferred,
   type FauxRequest,
   type FauxResponder,
   fauxAgentModel,
   fauxError,
   memoryStore,
 } from "../../worker/testing.ts";
-import { cleanups, gatedTool, held, open, textOf } from "./agent-fixtures.ts";
+import { cleanups, gatedTool, open, textOf } from "./agent-fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
 const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
@@ -116,7 +117,7 @@ async function chat(root: Conversation, turns: number): Promise<void> {
 
 /** echoOrSummary, except that a summary request waits until `gate` opens. */
 function gatedSummaries() {
-  const gate = held();
+  const gate = deferred();
   const responder: FauxResponder = async (req) => {
     if (isSummary(req)) await gate.promise;
     return echoOrSummary(req, 0);
@@ -221,7 +222,7 @@ describe("Conversation.compact()", () => {
     const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
       .outcome.result.submissionId;
     expect((await h.session.submission(submissionId))?.status).toBe("queued");
-    hold.release.open();
+    hold.release.resolve();
     expect((await run.wait()).status).toBe("done");
     expect((await h.session.submission(submissionId))?.status).toBe("done");
     // The request after the tool round starts from the summary.
@@ -253,7 +254,7 @@ describe("Conversation.compact()", () => {
     // abort mark is stored (a real provider's request is cancelled by the signal).
     const aborting = root.abort();
     await expect.poll(() => h.session.records.tasks.get(taskId)?.abortRequested).toBe(true);
-    gate.open();
+    gate.resolve();
     await aborting;
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
@@ -263,7 +264,7 @@ describe("Conversation.compact()", () => {
   test("a reset placed while summarizing makes the summary stale", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     await (await root.reset()).wait();
-    gate.open();
+    gate.resolve();
     const record = await h.waitForTask(taskId);
     const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
       .outcome.result.submissionId;
@@ -276,7 +277,7 @@ test("a restart while summarizing resends the same pinned summary request", asyn
   const { h, faux, store, gate, taskId } = await compactionInFlight("focus");
   const image = store.image();
   const first = faux.requests.find(isSummary)!;
-  gate.open();
+  gate.resolve();
   await h.close();
   // Another engine on the image, with other settings: the stored attempt is sent as it was pinned.
   const again = await open(echoOrSummary, {

@@ -1,7 +1,7 @@
 /**
- * Shared fixtures of the agent tests: a harness on a memory store with pi-ai's faux provider, gates
- * that a failed test opens on its way out, and readers for transcripts, pi.live and the inbox.
- * Importing this module registers the afterEach that closes what a test opened.
+ * Shared fixtures of the agent tests: a harness on a memory store with pi-ai's faux provider, a gated
+ * tool, and readers for transcripts, pi.live and the inbox. Importing this module registers the
+ * afterEach that releases every deferred a test left pending and closes what the test opened.
  */
 import {
   fauxAssistantMessage,
@@ -24,28 +24,21 @@ import {
   type MemoryStore,
 } from "../../worker/index.ts";
 import {
+  deferred,
   type FauxAgentModel,
   type FauxRequest,
   type FauxResponder,
   fauxAgentModel,
-  gate,
   memoryStore,
+  releaseDeferreds,
 } from "../../worker/testing.ts";
 
 export const cleanups: Array<() => Promise<void>> = [];
-export const gates: Array<() => void> = [];
 afterEach(async () => {
   // A failed test may leave a responder or a tool held: let it go so the engine can close.
-  for (const open of gates.splice(0)) open();
+  releaseDeferreds();
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** A gate opened at the latest when the test ends. */
-export function held() {
-  const g = gate();
-  gates.push(() => g.open());
-  return g;
-}
 
 /** A conversation's entries without pi.system ones (the tool set is announced only when a test has tools). */
 export async function transcript(c: Conversation): Promise<EntryRecord[]> {
@@ -109,14 +102,14 @@ export function callsThenAnswer(...calls: ToolCall[]): FauxResponder {
 
 /** A tool that reports it started, then waits for the gate (or its signal). */
 export function gatedTool(name = "hold") {
-  const started = held();
-  const release = held();
+  const started = deferred();
+  const release = deferred();
   const tool = defineTool({
     name,
     description: "Wait until released",
     parameters: Type.Object({}),
     async execute(_args, api) {
-      started.open();
+      started.resolve();
       await new Promise<void>((resolve, reject) => {
         void release.promise.then(() => resolve());
         api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });

@@ -48,7 +48,7 @@ describe("head writes", () => {
     const newer = await root.submit(note(10, 3));
     const older = await root.submit(note(11, 2));
     expect(inboxOf(h).items).toHaveLength(2);
-    hold.release.open();
+    hold.release.resolve();
     expect((await newer.wait()).status).toBe("done");
     expect(await older.wait()).toEqual({ status: "unanswered", reason: "stale" });
     expect((await run.wait()).status).toBe("done");
@@ -137,7 +137,7 @@ describe("reset", () => {
     await hold.started.promise;
     const reset = await root.reset("handoff");
     const later = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
-    hold.release.open();
+    hold.release.resolve();
     expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
     expect((await reset.wait()).status).toBe("done");
     expect((await later.wait()).status).toBe("done");

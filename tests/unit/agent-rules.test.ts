@@ -25,6 +25,7 @@ import {
   type StreamSettings,
 } from "../../worker/index.ts";
 import {
+  deferred,
   fauxAgentModel,
   fauxError,
   memoryStore,
@@ -38,7 +39,6 @@ import {
   diagnosticsOf,
   echo,
   gatedTool,
-  held,
   inboxOf,
   kinds,
   liveOf,
@@ -62,8 +62,8 @@ async function reopen(store: MemoryStore, options: AgentHarnessOptions): Promise
 /** `{ item }` tool that records each execution's arguments and can be held on its first one. */
 function itemTool(options: { replay?: ReplayPolicy; holdFirst?: boolean; output?: string }) {
   const seen: Array<{ item: unknown }> = [];
-  const started = held();
-  const release = held();
+  const started = deferred();
+  const release = deferred();
   const tool = defineTool({
     name: "apply",
     description: "Apply an item",
@@ -73,7 +73,7 @@ function itemTool(options: { replay?: ReplayPolicy; holdFirst?: boolean; output?
       seen.push({ item: args.item });
       if (options.output) api.output(options.output);
       if (options.holdFirst && seen.length === 1) {
-        started.open();
+        started.resolve();
         await new Promise<void>((resolve, reject) => {
           void release.promise.then(() => resolve());
           api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
@@ -130,15 +130,15 @@ describe("hooks", () => {
   });
 
   test("onAbort can replace an aborted call's result (its partial output by default); a throwing hook is reported and skipped", async () => {
-    const release = held();
-    const started = held();
+    const release = deferred();
+    const started = deferred();
     const slow = defineTool({
       name: "slow",
       description: "Works until aborted",
       parameters: Type.Object({}),
       async execute(_args, api) {
         api.output("half done\n");
-        started.open();
+        started.resolve();
         await new Promise<void>((resolve, reject) => {
           void release.promise.then(() => resolve());
           api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
@@ -297,8 +297,8 @@ describe("tools", () => {
     );
     const sub = await root.submit({ type: "input", content: "go" });
     await Promise.all([a.started.promise, b.started.promise]);
-    a.release.open();
-    b.release.open();
+    a.release.resolve();
+    b.release.resolve();
     expect((await sub.wait()).status).toBe("done");
     expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
       "first finished",
@@ -334,9 +334,9 @@ describe("tools", () => {
       ["first", "running", true],
       ["second", "pending", false],
     ]);
-    a.release.open();
+    a.release.resolve();
     await b.started.promise;
-    b.release.open();
+    b.release.resolve();
     expect((await sub.wait()).status).toBe("done");
     expect(beforeTool).toEqual(["first", "second"]);
     expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
@@ -364,7 +364,7 @@ describe("tools", () => {
     const sub = await root.submit({ type: "input", content: "go" });
     await a.started.promise;
     expect(liveOf(h).tools?.map((t) => t.status)).toEqual(["running", "pending"]);
-    a.release.open();
+    a.release.resolve();
     expect((await sub.wait()).status).toBe("done");
     expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
       "first finished",
@@ -429,7 +429,7 @@ describe("tools", () => {
   });
 
   test("streamed output in pi.live keeps its head within the caps and counts what it dropped", async () => {
-    const release = held();
+    const release = deferred();
     const chatty = defineTool({
       name: "chatty",
       description: "Prints a lot",
@@ -451,7 +451,7 @@ describe("tools", () => {
     expect(lines[0]).toBe("line 1");
     expect(lines.at(-1)).toBe("line 2000");
     expect(slot.droppedLines).toBe(500);
-    release.open();
+    release.resolve();
     expect((await sub.wait()).status).toBe("done");
     expect(liveOf(h).tools?.[0]?.output).toBeUndefined();
   });
@@ -476,8 +476,8 @@ describe("tools", () => {
     const whole = capHead(chunks.join(""));
     expect(whole.truncated).toBe(true);
     expect(whole.shownLines).toBeLessThan(OUTPUT_LIMITS.maxLines);
-    const emitted = held();
-    const release = held();
+    const emitted = deferred();
+    const release = deferred();
     const chatty = defineTool({
       name: "chatty",
       description: "Prints a lot",
@@ -488,7 +488,7 @@ describe("tools", () => {
           // Pauses let throttled progress commits land mid-stream, before and after the cut.
           if (i % 250 === 0) await new Promise((r) => setTimeout(r, 2));
         }
-        emitted.open();
+        emitted.resolve();
         await release.promise;
         return textResult("printed");
       },
@@ -514,7 +514,7 @@ describe("tools", () => {
     const slot = liveOf(h).tools![0]!;
     expect(slot.output).toBe(whole.head);
     expect(slot.droppedLines).toBe(whole.totalLines - whole.shownLines);
-    release.open();
+    release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });
 
@@ -523,8 +523,8 @@ describe("tools", () => {
     // Rewriting the slot whole per commit would store about 150 times the output; patches store it
     // once, plus a whole write of pi.live each time a document's patch rows reach their limit.
     const chunks = Array.from({ length: 300 }, (_, i) => `${String(i).padStart(4, "0")}${"x".repeat(95)}\n`);
-    const emitted = held();
-    const release = held();
+    const emitted = deferred();
+    const release = deferred();
     const chatty = defineTool({
       name: "chatty",
       description: "Prints steadily",
@@ -534,7 +534,7 @@ describe("tools", () => {
           api.output(chunk);
           await new Promise((r) => setTimeout(r, 2));
         }
-        emitted.open();
+        emitted.resolve();
         await release.promise;
         return textResult("printed");
       },
@@ -566,7 +566,7 @@ describe("tools", () => {
     const slot = (again.session.records.getDoc(1, "pi.live") as LiveState).tools?.[0];
     expect(slot?.output).toBe(output);
     await again.close();
-    release.open();
+    release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });
 
@@ -858,7 +858,7 @@ describe("the inbox", () => {
     await started.promise;
     const later = await root.submit({ type: "input", content: "later" });
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp"]);
-    release.open();
+    release.resolve();
     expect((await first.wait()).status).toBe("done");
     expect(faux.requests[1]!.messages.map(textOf)).not.toContain("later");
     expect((await later.wait()).status).toBe("done");
@@ -886,7 +886,7 @@ describe("the inbox", () => {
     expect(inboxOf(h).items).toEqual([]);
     expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect(await first.abort()).toBe("already_placed");
-    release.open();
+    release.resolve();
     await first.wait();
     expect(await queued.abort()).toBe("settled");
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("never mind");
@@ -1002,7 +1002,7 @@ describe("conversations", () => {
     expect(child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     const ownerless = await h.createConversation();
     expect(ownerless.agent()).toEqual({});
-    release.open();
+    release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });
 

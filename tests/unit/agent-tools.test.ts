@@ -1,5 +1,5 @@
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import {
   builtinTools,
   createEditTool,
@@ -390,12 +390,24 @@ describe("sleep", () => {
   });
 
   test("stops when aborted", async () => {
-    const controller = new AbortController();
-    const { api, outputs } = makeApi(new MemoryFs(), controller.signal);
-    const running = sleep.execute({ seconds: 10, steps: 1000 }, api);
-    await new Promise((r) => setTimeout(r, 50));
-    controller.abort(new Error("cancelled"));
-    await expect(running).rejects.toThrow("cancelled");
-    expect(outputs.length).toBeLessThan(1000);
+    vi.useFakeTimers();
+    try {
+      const controller = new AbortController();
+      const { api, outputs } = makeApi(new MemoryFs(), controller.signal);
+      const running = sleep.execute({ seconds: 10, steps: 1000 }, api);
+      const settled = running.then(
+        () => "finished",
+        (e: Error) => e.message,
+      );
+      await vi.advanceTimersByTimeAsync(35);
+      expect(outputs).toEqual(["step 1/1000 done\n", "step 2/1000 done\n", "step 3/1000 done\n"]);
+      controller.abort(new Error("cancelled"));
+      expect(await settled).toBe("cancelled");
+      // No step runs after the abort, however long the rest of the task would have taken.
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(outputs).toHaveLength(3);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

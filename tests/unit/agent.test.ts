@@ -27,7 +27,7 @@ import {
   type Frame,
   type UsageState,
 } from "../../worker/index.ts";
-import { fauxError, KeyedEffects, keyedEffectTool, memoryStore } from "../../worker/testing.ts";
+import { deferred, fauxError, KeyedEffects, keyedEffectTool, memoryStore } from "../../worker/testing.ts";
 import {
   alternationProblems,
   callsThenAnswer,
@@ -35,7 +35,6 @@ import {
   diagnosticsOf,
   echo,
   gatedTool,
-  held,
   inboxOf,
   kinds,
   last,
@@ -68,7 +67,7 @@ describe("submissions", () => {
   });
 
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
-    const hold = held();
+    const hold = deferred();
     const { h, root, faux } = await open(async (req, n) => {
       if (n === 1) await hold.promise;
       return echo(req, n);
@@ -78,7 +77,7 @@ describe("submissions", () => {
     expect((await second.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([[second.id, "followUp"]]);
     expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(1);
-    hold.open();
+    hold.resolve();
     const a = await first.wait();
     const b = await second.wait();
     const entries = await transcript(root);
@@ -102,7 +101,7 @@ describe("submissions", () => {
     expect((await steer.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["steer"]);
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
-    release.open();
+    release.resolve();
     const a = await input.wait();
     const b = await steer.wait();
     const entries = await transcript(root);
@@ -115,7 +114,7 @@ describe("submissions", () => {
   });
 
   test("whenBusy reject: throws ConversationBusy and writes nothing", async () => {
-    const hold = held();
+    const hold = deferred();
     const { h, root, faux } = await open(async (req, n) => {
       await hold.promise;
       return echo(req, n);
@@ -135,7 +134,7 @@ describe("submissions", () => {
     // No submission record was written: the next one takes the very next id.
     const note = await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
     expect(note.id).toBe(first.id + 1);
-    hold.open();
+    hold.resolve();
     expect((await first.wait()).status).toBe("done");
   });
 
@@ -155,7 +154,7 @@ describe("submissions", () => {
     await started.promise;
     const a = await root.submit({ type: "input", content: "steer A", whenBusy: "steer" });
     const b = await root.submit({ type: "input", content: "steer B", whenBusy: "steer" });
-    release.open();
+    release.resolve();
     await input.wait();
     await a.wait();
     const settledB = await b.wait();
@@ -174,7 +173,7 @@ describe("submissions", () => {
     ["one-at-a-time", ["pi.user", "pi.assistant", "pi.user", "pi.assistant", "pi.user", "pi.assistant"]],
     ["all", ["pi.user", "pi.assistant", "pi.user", "pi.user", "pi.assistant"]],
   ] as const)("followUpMode %s: how many follow-ups an answer places", async (mode, expected) => {
-    const hold = held();
+    const hold = deferred();
     const { root } = await open(
       async (req, n) => {
         if (n === 1) await hold.promise;
@@ -185,7 +184,7 @@ describe("submissions", () => {
     const input = await root.submit({ type: "input", content: "one" });
     const a = await root.submit({ type: "input", content: "A" });
     const b = await root.submit({ type: "input", content: "B" });
-    hold.open();
+    hold.resolve();
     await input.wait();
     await a.wait();
     const settledB = await b.wait();
@@ -196,7 +195,7 @@ describe("submissions", () => {
   });
 
   test("a display-only write is appended at once, even mid-run", async () => {
-    const hold = held();
+    const hold = deferred();
     const { root, faux } = await open(async (req, n) => {
       await hold.promise;
       return echo(req, n);
@@ -210,7 +209,7 @@ describe("submissions", () => {
     expect(kinds(during)).toEqual(["pi.user", "note"]);
     expect(settled).toEqual({ status: "done", entry: during[1]!.id });
     expect(during[1]!.data).toEqual({ text: "fyi" });
-    hold.open();
+    hold.resolve();
     await input.wait();
     expect(kinds(await transcript(root))).toEqual(["pi.user", "note", "pi.assistant"]);
   });
@@ -227,7 +226,7 @@ describe("submissions", () => {
     expect((await write.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
-    release.open();
+    release.resolve();
     await input.wait();
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "app.hint", "pi.assistant"]);
@@ -261,7 +260,7 @@ describe("submissions", () => {
   });
 
   test("a failed run leaves queued follow-ups in the inbox until the next submission places them", async () => {
-    const hold = held();
+    const hold = deferred();
     const { h, root } = await open(async (req, n) => {
       if (n === 1) {
         await hold.promise;
@@ -271,7 +270,7 @@ describe("submissions", () => {
     });
     const first = await root.submit({ type: "input", content: "one" });
     const followUp = await root.submit({ type: "input", content: "two" });
-    hold.open();
+    hold.resolve();
     expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
     await root.waitForIdle();
     expect(root.busy).toBe(false);
@@ -660,16 +659,16 @@ test("a stalled watch gets at most 101 frames for 500 commits, a replace frame, 
   const { root } = await open(echo);
   const w = await root.watch();
   const frames: Frame<ConversationView>[] = [];
-  const stalled = held();
+  const stalled = deferred();
   w.start(async (frame) => {
     frames.push(frame);
     if (frames.length === 1) await stalled.promise;
   });
   for (let i = 0; i < 500; i++) await root.submit({ type: "write", entry: { kind: "note", data: { i } } });
   expect(frames).toHaveLength(1); // the listener is still stalled on the first frame
-  stalled.open();
+  stalled.resolve();
   await expect.poll(() => last(frames).value.entries.length).toBe(500);
-  await new Promise((r) => setTimeout(r, 10));
+  // The frame of the last commit was delivered, and nothing is queued behind it.
   expect(w.pending).toBe(0);
   expect(frames.length).toBeLessThanOrEqual(101);
   expect(frames.some((f) => f.ops[0]?.op === "replace")).toBe(true);

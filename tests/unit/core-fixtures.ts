@@ -1,6 +1,7 @@
 /**
  * Shared helpers of the core tests: single-phase task definitions, parked tasks, a store holding
- * live tasks, waits that fail a test instead of hanging it, and a check that the engine still runs.
+ * live tasks, a wait for a task that fails a test instead of hanging it, and a check that the engine
+ * still runs. (`deferred` and `until` are the kit's, in worker/testing.ts.)
  */
 import { expect } from "vitest";
 import {
@@ -15,20 +16,12 @@ import {
   type TaskRuntime,
 } from "../../worker/index.ts";
 import type { MemoryStore } from "../../worker/store/open.ts";
-import { memoryStore } from "../../worker/testing.ts";
+import { memoryStore, until } from "../../worker/testing.ts";
 
 export type Go = { phase: "go" };
 
 export const outcome = (r: TaskRecord | undefined): TaskOutcome | undefined =>
   r?.state.status === "terminal" ? r.state.outcome : undefined;
-
-export function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
 
 /** Rejects with the signal's reason once it aborts (a handler parked until abort or close). */
 export function untilAborted(signal: AbortSignal): Promise<never> {
@@ -36,14 +29,6 @@ export function untilAborted(signal: AbortSignal): Promise<never> {
     if (signal.aborted) return reject(signal.reason);
     signal.addEventListener("abort", () => reject(signal.reason), { once: true });
   });
-}
-
-export async function until(condition: () => boolean, what = "condition", timeoutMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`${what} not met in ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
 }
 
 /** A few macrotask turns: enough for any drain a change could start to have run. */
@@ -109,7 +94,7 @@ export async function storeWith(
   const h = await Harness.open(store);
   const ids: TaskId[] = [];
   for (const [i, d] of definitions.entries()) ids.push(await h.createTask(d, inputs[i] ?? null));
-  await until(() => h.inspect().running === definitions.length, "parked tasks running");
+  await until(() => h.inspect().running === definitions.length, { what: "parked tasks running" });
   const image = await memoryStore(store.image());
   await h.close();
   return { image, ids };

@@ -21,10 +21,9 @@ import {
   WaitCancelled,
   WaitCycle,
 } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import {
   complete,
-  deferred,
   done,
   engineStillRuns,
   type Go,
@@ -34,7 +33,6 @@ import {
   ping,
   single,
   storeWith,
-  until,
   untilAborted,
 } from "./core-fixtures.ts";
 
@@ -62,7 +60,7 @@ describe("transactions", () => {
     });
     const h = await Harness.open(await memoryStore(), { tasks: [owner, ping] });
     const live = await h.createTask(parked("live-owner"), null);
-    await until(() => h.inspect().running === 1, "owner running");
+    await until(() => h.inspect().running === 1, { what: "owner running" });
     await expect(
       h.transaction((tx) =>
         tx.createTask(ping, null, { ownership: { kind: "task", taskId: live }, background: true }),
@@ -70,7 +68,7 @@ describe("transactions", () => {
     ).rejects.toBeInstanceOf(InvalidTransition);
 
     const id = await h.createTask(owner, null);
-    await until(() => h.inspect().running === 2, "both running");
+    await until(() => h.inspect().running === 2, { what: "both running" });
     expect(await h.abortTask(id)).toBe("marked");
     await expect(
       h.transaction((tx) => tx.createTask(ping, null, { ownership: { kind: "task", taskId: id } })),
@@ -116,7 +114,7 @@ describe("commits a handler may not make", () => {
     );
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(stubborn, null);
-    await until(() => caught.length === 1, "the unknown outcome refused");
+    await until(() => caught.length === 1, { what: "the unknown outcome refused" });
     await h.abortTask(id);
     expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "done" });
     expect(caught.map((e) => [(e as Error).constructor.name, (e as Error).message])).toEqual([
@@ -203,7 +201,7 @@ describe("waits", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null);
-    await until(() => h.inspect().running === 2, "both kids running");
+    await until(() => h.inspect().running === 2, { what: "both kids running" });
     const kids = (await h.tasks({ kind: "kid" })).map((t) => t.id);
     expect(await h.abortTask(kids[0]!)).toBe("marked");
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["aborted", "aborted"] });
@@ -230,7 +228,7 @@ describe("wait cycles through ownership", () => {
     });
     const h = await Harness.open(await memoryStore());
     const x = await h.createTask(parked("conversation-owner"), null);
-    await until(() => h.inspect().running === 1, "owner running");
+    await until(() => h.inspect().running === 1, { what: "owner running" });
     const y = await h.transaction((tx) => {
       const conversation = tx.createConversation({ kind: "task", taskId: x });
       return tx.createTask(waiter, x, {
@@ -332,7 +330,7 @@ describe("an abort mark is durable", () => {
     const store = await memoryStore();
     const h = await Harness.open(store, { tasks: [makeDef(true)] });
     const id = await h.createTask(makeDef(true), null);
-    await until(() => log.includes("phase"), "phase running");
+    await until(() => log.includes("phase"), { what: "phase running" });
     expect(await h.abortTask(id)).toBe("marked");
     await handlerStarted.promise;
     const image = store.image();
@@ -443,7 +441,7 @@ describe("boundaries a mutation pass found untested", () => {
     expect([watch.pending, watch.collapsed]).toEqual([1, 3]);
     const frames: Frame<number>[] = [];
     watch.start((frame) => void frames.push(frame));
-    return until(() => frames.length === 1, "the replace frame delivered").then(() => {
+    return until(() => frames.length === 1, { what: "the replace frame delivered" }).then(() => {
       expect(frames[0]).toEqual({ seq: 4, value: 4, ops: [{ op: "replace" }] });
       expect(watch.value).toBe(4);
     });
@@ -459,7 +457,7 @@ describe("boundaries a mutation pass found untested", () => {
       waited.push(await runtime.waitForTask(other).catch((error: unknown) => error));
     });
     const id = await h.createTask(waiter, null);
-    await until(() => h.inspect().running === 2, "both running");
+    await until(() => h.inspect().running === 2, { what: "both running" });
     await h.abortTask(id);
     // The phase returned, so its abort handler could run.
     expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });

@@ -20,10 +20,9 @@ import {
   WaitCycle,
 } from "../../worker/index.ts";
 import type { MemoryImage } from "../../worker/store/open.ts";
-import { memoryStore } from "../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import {
   complete,
-  deferred,
   done,
   engineStillRuns,
   type Go,
@@ -35,7 +34,6 @@ import {
   settle,
   single,
   storeWith,
-  until,
   untilAborted,
 } from "./core-fixtures.ts";
 
@@ -47,7 +45,7 @@ describe("missing definition", () => {
     const [kept, dropped] = ids as [TaskId, TaskId];
     const h = await Harness.open(image, { tasks: [ping] });
     // Visible as blocked without any other work arriving to wake the scheduler.
-    await until(() => h.inspect().blocked.length === 2, "both ghosts blocked");
+    await until(() => h.inspect().blocked.length === 2, { what: "both ghosts blocked" });
     expect(h.inspect().blocked.map((b) => [b.id, b.kind, b.reason])).toEqual([
       [kept, "ghost", "missing_task"],
       [dropped, "ghost", "missing_task"],
@@ -103,7 +101,7 @@ describe("faults", () => {
       abort: async () => undefined,
     });
     const id = await h.createTask(def, null);
-    await until(() => h.inspect().running === 1, "running");
+    await until(() => h.inspect().running === 1, { what: "running" });
     await h.abortTask(id);
     const o = outcome(await done(h, id));
     expect(o?.status).toBe("faulted");
@@ -398,7 +396,7 @@ describe("migrate", () => {
       onReport: (e) => reports.push(e),
     };
     const h = await Harness.open(image, options);
-    await until(() => h.inspect().blocked.length === 1, "blocked");
+    await until(() => h.inspect().blocked.length === 1, { what: "blocked" });
     expect(h.inspect().blocked[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
     await engineStillRuns(h);
     await engineStillRuns(h);
@@ -438,7 +436,7 @@ describe("migrate", () => {
   test("a stored version newer than the definition blocks the task (task_too_old)", async () => {
     const { image, ids } = await storeWith([parked("evolving", 3)]);
     const h = await Harness.open(image, { tasks: [v2(undefined)] });
-    await until(() => h.inspect().blocked.length === 1, "blocked");
+    await until(() => h.inspect().blocked.length === 1, { what: "blocked" });
     expect(h.inspect().blocked[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
     await engineStillRuns(h);
     expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
@@ -490,7 +488,7 @@ describe("structured concurrency", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null);
-    await until(() => childId !== undefined && h.scheduler.active.has(childId), "child running");
+    await until(() => childId !== undefined && h.scheduler.active.has(childId), { what: "child running" });
     expect((await h.getTask(id))?.state).toEqual({
       status: "completing",
       outcome: { status: "completed", result: "parent" },
@@ -568,7 +566,7 @@ describe("structured concurrency", () => {
       for (const t of change.tasks) if (t.state.status === "terminal") terminalOrder.push(t.id);
     });
     const id = await h.createTask(family, null);
-    await until(() => started === 2, "kids running");
+    await until(() => started === 2, { what: "kids running" });
     expect(await h.abortTask(id)).toBe("marked");
     const final = await done(h, id);
     expect(outcome(final)).toEqual({ status: "aborted", reason: "parent", result: ["aborted", "aborted"] });
@@ -621,7 +619,7 @@ describe("structured concurrency", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(host, null);
-    await until(() => h.inspect().running === 3, "host, bg and fg running");
+    await until(() => h.inspect().running === 3, { what: "host, bg and fg running" });
     // The graph shows the owned conversation and both of its tasks under the host.
     const hostNode = h.taskGraph()[0]!.tasks.find((t) => t.id === id)!;
     expect(hostNode.conversations.map((c) => [c.id, c.tasks.map((t) => [t.id, t.background])])).toEqual([
@@ -717,7 +715,7 @@ describe("structured concurrency", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null);
-    await until(() => h.inspect().running === 2, "kids running");
+    await until(() => h.inspect().running === 2, { what: "kids running" });
     const graph = h.taskGraph();
     expect(graph.map((c) => c.id)).toEqual([1]);
     expect(graph[0]!.tasks).toHaveLength(1);
@@ -1064,7 +1062,7 @@ describe("wake continuations", () => {
     const first = await h.createTask(plain, gateId);
     const second = await h.createTask(throwing, gateId);
     const waiting = (id: TaskId) => h.session.records.tasks.get(id)?.state.status === "waiting";
-    await until(() => waiting(first) && waiting(second), "both joiners waiting");
+    await until(() => waiting(first) && waiting(second), { what: "both joiners waiting" });
     gateOpen.resolve();
     expect(outcome(await done(h, first))).toEqual({ status: "completed", result: "plain" });
     expect(outcome(await done(h, second))).toEqual({ status: "completed", result: "throwing" });
