@@ -66,7 +66,7 @@ export {
   type Inspection,
   type TaskNode,
 } from "./core/harness.ts";
-export type { ConversationView, Frame, ViewOp, Watch } from "./core/observe.ts";
+export type { ConversationView, Frame, ViewChange, ViewOp, Watch } from "./core/observe.ts";
 export { AbortRequested } from "./core/runtime.ts";
 export type { Blocked } from "./core/scheduler.ts";
 export * from "./core/types.ts";

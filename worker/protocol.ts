@@ -1,14 +1,48 @@
 /**
  * Everything that crosses between a tab and the engine: the engine API a tab calls through Comlink,
  * the engine's status, the frames of a watch, and the handover messages engines exchange over
- * BroadcastChannel. This is the only worker module `src/` imports, and it holds types and constants
- * only (no engine code).
+ * BroadcastChannel. This is the only worker module `src/` imports: it re-exports the engine types the
+ * tab reads (defined once, in the engine) and the few pure functions both sides share (applying a
+ * watch frame, reading a view's built-in documents and messages, the protocol-mismatch status).
+ * Nothing here opens a store, starts a task or touches a browser API.
  */
-import type { ConversationView, Frame } from "./core/observe.ts";
+import { defineEntry } from "./agent/records.ts";
+import type { ConversationNode, Inspection } from "./core/harness.ts";
 import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
+import type { WatchFrame } from "./core/view-ops.ts";
 
-/** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`). */
-export type { InboxState, LiveState } from "./agent/records.ts";
+export type { AssistantMessage, Message as ModelMessage } from "@mariozechner/pi-ai";
+/** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
+export type {
+  CompactionStatus,
+  InboxItem,
+  InboxState,
+  LiveState,
+  ToolSlot,
+} from "./agent/records.ts";
+export { defineEntry, inboxOf, liveOf, modelMessages } from "./agent/records.ts";
+export type { ConversationNode, Inspection, TaskNode } from "./core/harness.ts";
+export type { Blocked } from "./core/scheduler.ts";
+export type {
+  ConversationId,
+  ConversationRecord,
+  EntryEdit,
+  EntryId,
+  EntryRecord,
+  Json,
+  SubmissionId,
+  TaskId,
+  TaskStatus,
+} from "./core/types.ts";
+export {
+  applyFrame,
+  type ChangeFrame,
+  type ConversationView,
+  type SnapshotFrame,
+  type ViewChange,
+  type ViewOp,
+  type WatchFrame,
+} from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
 export const PROTOCOL_VERSION = 2;
@@ -44,6 +78,20 @@ export type EngineStatus =
       advice: string;
     };
 
+/** The `failed` status a tab and an engine of different protocols show: neither serves the other. */
+export function protocolMismatch(protocols: {
+  tab: number;
+  engine: number;
+}): Extract<EngineStatus, { phase: "failed" }> {
+  return {
+    phase: "failed",
+    stage: "connect",
+    reason: "unsupported",
+    message: `this tab speaks protocol ${protocols.tab}, the engine ${protocols.engine}`,
+    advice: "Reload the page to load the same version of the app as the engine.",
+  };
+}
+
 export interface Hello {
   readonly protocol: number;
   readonly build: string;
@@ -72,47 +120,17 @@ export interface SubmitRequest {
   readonly requestId?: string;
 }
 
-/** A watch frame on the wire: the first frame and every overflow frame carry the whole view. */
-export interface WatchFrame {
-  readonly seq: number;
-  readonly ops: Frame<ConversationView>["ops"];
-  readonly value?: ConversationView;
-}
-
-/** Apply a frame to a tab's copy of the view (pure; same rules as the engine's mount). */
-export function applyFrame(
-  view: ConversationView | undefined,
-  frame: WatchFrame,
-): ConversationView | undefined {
-  if (frame.value) return frame.value;
-  if (!view) return undefined;
-  let entries = view.entries as EntryRecord[];
-  let docs = view.docs;
-  for (const op of frame.ops) {
-    if (op.op === "append") entries = [...entries, ...op.entries];
-    else if (op.op === "head") {
-      for (const e of op.entries) {
-        entries =
-          e.head !== undefined
-            ? [e, ...entries.filter((x) => x.head === undefined && x.id >= e.head!)]
-            : [...entries, e];
-      }
-    } else if (op.op === "doc") {
-      const next = { ...docs };
-      if (op.value === undefined) delete next[op.name];
-      else next[op.name] = op.value;
-      docs = next;
-    }
-  }
-  return { conversation: view.conversation, entries, docs };
-}
-
 /** A test task that commits one entry per phase; e2e tests drive and check it. */
 export interface TickerRequest {
   readonly phases: number;
   readonly delayMs: number;
   readonly conversationId?: ConversationId;
 }
+
+/** The data of a `test.tick` entry (one per ticker phase). */
+export type TickData = { n: number; taskId: TaskId };
+/** The ticker's entry kind: `tickEntry.is(entry)` narrows `entry.data` to `TickData`. */
+export const tickEntry = defineEntry<TickData>("test.tick");
 
 export interface TickerStatus {
   readonly taskId: TaskId;
@@ -160,8 +178,10 @@ export interface EngineApi {
   ): Promise<number>;
   unwatch(watchId: number): Promise<void>;
   entries(conversationId: ConversationId): Promise<EntryRecord[]>;
-  taskGraph(): Promise<unknown>;
-  inspect(): Promise<unknown>;
+  /** Every live task as a tree: conversations, their tasks, what each task owns. */
+  taskGraph(): Promise<ConversationNode[]>;
+  /** Counts of live and running tasks, the blocked ones, diagnostics, and a fatal store error. */
+  inspect(): Promise<Inspection>;
   /** Test and diagnostics helpers. */
   debug: DebugApi;
 }

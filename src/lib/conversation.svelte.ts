@@ -5,8 +5,7 @@
  */
 import * as Comlink from "comlink";
 import { createSubscriber } from "svelte/reactivity";
-import type { ConversationView } from "../../worker/core/observe.ts";
-import { applyFrame, type EngineApi, type WatchFrame } from "../../worker/protocol.ts";
+import { applyFrame, type ConversationView, type EngineApi, type WatchFrame } from "../../worker/protocol.ts";
 
 export class ConversationState {
   #view = $state.raw<ConversationView | undefined>(undefined);

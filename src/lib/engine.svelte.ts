@@ -5,14 +5,15 @@
  * status as reactive state. Everything the tab knows about the engine arrives through protocol.ts.
  */
 import * as Comlink from "comlink";
-import type { ConversationId } from "../../worker/core/types.ts";
 import {
+  type ConversationId,
   type ConversationSummary,
   DEFAULT_STORE_NAME,
   type EngineApi,
   type EngineStatus,
   hostTabLockName,
   PROTOCOL_VERSION,
+  protocolMismatch,
   tabLockName,
   type WatchFrame,
 } from "../../worker/protocol.ts";
@@ -163,13 +164,7 @@ export class EngineClient {
       this.status =
         hello.status.phase === "failed"
           ? hello.status
-          : {
-              phase: "failed",
-              stage: "connect",
-              reason: "unsupported",
-              message: `this tab speaks protocol ${this.protocol}, the engine ${hello.protocol}`,
-              advice: "Reload the page to load the same version of the app as the engine.",
-            };
+          : protocolMismatch({ tab: this.protocol, engine: hello.protocol });
       return;
     }
     this.status = hello.status;

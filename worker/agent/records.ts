@@ -117,6 +117,18 @@ export const live = (tx: Tx, c: ConversationId): LiveState => readDoc<LiveState>
 export const inbox = (tx: Tx, c: ConversationId): InboxState =>
   readDoc<InboxState>(tx, c, DOC.inbox, { items: [] });
 
+/** A committed document of a view's `docs` (as a watch delivers them), or `fallback` when absent. */
+function viewDoc<T>(docs: Readonly<Record<string, Json>>, name: string, fallback: T): T {
+  return (docs[name] as T | undefined) ?? fallback;
+}
+
+/** A view's `pi.live` (what runs now: the streaming message, tool slots, compactions). */
+export const liveOf = (docs: Readonly<Record<string, Json>>): LiveState =>
+  viewDoc<LiveState>(docs, DOC.live, {});
+/** A view's `pi.inbox` (queued inputs and writes). */
+export const inboxOf = (docs: Readonly<Record<string, Json>>): InboxState =>
+  viewDoc<InboxState>(docs, DOC.inbox, { items: [] });
+
 export function zeroUsage(): Usage {
   return {
     input: 0,
@@ -178,7 +190,7 @@ export function appendUser(tx: Tx, c: ConversationId, content: UserMessage["cont
   });
 }
 
-export function modelMessages(entry: EntryRecord): Message[] {
+export function modelMessages(entry: Pick<EntryRecord, "model">): Message[] {
   return Array.isArray(entry.model) ? (entry.model as unknown as Message[]) : [];
 }
 
@@ -192,7 +204,7 @@ export function defineEntry<D extends Json>(kind: string) {
   if (!kind || kind.startsWith("pi.")) throw new TypeError(`entry kind ${kind} is reserved or empty`);
   return {
     kind,
-    is(entry: EntryRecord): entry is EntryRecord & { data: D } {
+    is<E extends Pick<EntryRecord, "kind">>(entry: E): entry is E & { data: D } {
       return entry.kind === kind;
     },
     draft(data: D): { kind: string; data: D } {

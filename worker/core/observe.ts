@@ -4,19 +4,23 @@
  * arrives the whole undelivered backlog is replaced by a single frame holding the newest value, so a
  * stalled consumer costs bounded memory and never slows the producer. A `ConversationMount` keeps a
  * conversation's view (entries of the active range and documents) current from published change
- * sets; it is shared by every observer of that conversation.
+ * sets, applying them by the rules of view-ops.ts (the ones a tab applies too); it is shared by every
+ * observer of that conversation.
  */
 import { entryFromRow } from "./persist.ts";
 import type { Session } from "./session.ts";
-import type { ChangeSet, ConversationId, ConversationRecord, EntryRecord, Json } from "./types.ts";
+import type { ChangeSet, ConversationId, Json } from "./types.ts";
+import {
+  applyEntries,
+  applyViewChanges,
+  type ConversationView,
+  type ViewChange,
+  type ViewOp,
+} from "./view-ops.ts";
+
+export type { ConversationView, ViewChange, ViewOp } from "./view-ops.ts";
 
 export const WATCH_FRAME_LIMIT = 100;
-
-export type ViewOp =
-  | { op: "append"; entries: readonly EntryRecord[] }
-  | { op: "head"; entries: readonly EntryRecord[] }
-  | { op: "doc"; name: string; value: Json | undefined }
-  | { op: "replace" };
 
 export interface Frame<V> {
   readonly seq: number;
@@ -104,35 +108,6 @@ export class Watch<V> {
   }
 }
 
-export interface ConversationView {
-  readonly conversation: ConversationRecord;
-  /** The active range: the newest head marker (if any) and the entries after its head. */
-  readonly entries: readonly EntryRecord[];
-  readonly docs: Readonly<Record<string, Json>>;
-}
-
-/** Apply appended entries to a view's entry list, honouring head markers. */
-export function applyEntries(
-  entries: readonly EntryRecord[],
-  appended: readonly EntryRecord[],
-): EntryRecord[] {
-  let out = entries as EntryRecord[];
-  let copied = false;
-  for (const e of appended) {
-    if (e.head !== undefined) {
-      out = [e, ...out.filter((x) => x.head === undefined && x.id >= e.head!)];
-      copied = true;
-    } else {
-      if (!copied) {
-        out = [...out];
-        copied = true;
-      }
-      out.push(e);
-    }
-  }
-  return out;
-}
-
 export class ConversationMount {
   #view: ConversationView | undefined;
   #watches = new Set<Watch<ConversationView>>();
@@ -217,27 +192,15 @@ export class ConversationMount {
     const appended = change.entries.filter((e) => e.conversationId === id);
     const docChanges = change.docs.filter((d) => d.conversationId === id);
     if (appended.length === 0 && docChanges.length === 0) return;
-    const ops: ViewOp[] = [];
-    let entries = view.entries;
-    if (appended.length > 0) {
-      entries = applyEntries(entries, appended);
+    const ops: ViewChange[] = [];
+    if (appended.length > 0)
       ops.push(
         appended.some((e) => e.head !== undefined)
           ? { op: "head", entries: appended }
           : { op: "append", entries: appended },
       );
-    }
-    let docs = view.docs;
-    if (docChanges.length > 0) {
-      const next: Record<string, Json> = { ...docs };
-      for (const d of docChanges) {
-        if (d.value === undefined) delete next[d.name];
-        else next[d.name] = d.value;
-        ops.push({ op: "doc", name: d.name, value: d.value });
-      }
-      docs = next;
-    }
-    this.#view = { conversation: view.conversation, entries, docs };
+    for (const d of docChanges) ops.push({ op: "doc", name: d.name, value: d.value });
+    this.#view = applyViewChanges(view, ops);
     const frame: Frame<ConversationView> = { seq: change.seq, value: this.#view, ops };
     for (const w of this.#watches) w.push(frame);
   }

@@ -13,8 +13,10 @@ import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.t
 import { createModelResolver } from "../agent/models/resolver.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
 import { builtinTools } from "../agent/tools/builtin/index.ts";
+import type { ConversationNode, Inspection } from "../core/harness.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
+import { watchFrame } from "../core/view-ops.ts";
 import {
   type CompactOutcome,
   type ConversationSummary,
@@ -27,6 +29,7 @@ import {
   handoverChannelName,
   type ModelChoice,
   PROTOCOL_VERSION,
+  protocolMismatch,
   type SubmitRequest,
   storeLockName,
   type TickerRequest,
@@ -293,13 +296,7 @@ export class EngineHost implements EngineApi {
       return {
         protocol: PROTOCOL_VERSION,
         build: this.platform.build,
-        status: {
-          phase: "failed",
-          stage: "connect",
-          reason: "unsupported",
-          message: `tab speaks protocol ${tab.protocol}, engine ${PROTOCOL_VERSION}`,
-          advice: "Reload the page to load the same version as the engine.",
-        },
+        status: protocolMismatch({ tab: tab.protocol, engine: PROTOCOL_VERSION }),
       };
     }
     if (!this.#tabs.has(tab.tabId)) {
@@ -424,13 +421,7 @@ export class EngineHost implements EngineApi {
     this.#watches.set(id, { tabId, watch });
     // The first frame carries the whole view; then only operations (and whole views after an overflow).
     await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
-    watch.start((frame) =>
-      listener({
-        seq: frame.seq,
-        ops: frame.ops,
-        ...(frame.ops[0]?.op === "replace" ? { value: frame.value } : {}),
-      }),
-    );
+    watch.start((frame) => listener(watchFrame(frame)));
     return id;
   }
 
@@ -445,11 +436,11 @@ export class EngineHost implements EngineApi {
     return h.requireConversation(conversationId).entries();
   }
 
-  async taskGraph(): Promise<unknown> {
+  async taskGraph(): Promise<ConversationNode[]> {
     return (await this.#h()).taskGraph();
   }
 
-  async inspect(): Promise<unknown> {
+  async inspect(): Promise<Inspection> {
     return (await this.#h()).inspect();
   }
 

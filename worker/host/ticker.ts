@@ -7,6 +7,7 @@
 
 import { sleepUntil } from "../agent/services.ts";
 import { defineTask } from "../core/define.ts";
+import { tickEntry } from "../protocol.ts";
 
 export type TickerInput = { phases: number; delayMs: number };
 type TickerState = { phase: "tick"; n: number };
@@ -21,8 +22,7 @@ export const tickerTask = defineTask<TickerInput, TickerState, { ticks: number }
       await sleepUntil(runtime.now() + task.input.delayMs, () => runtime.now(), signal);
       await runtime.commit((tx, current) => {
         tx.appendEntry(current.conversationId, {
-          kind: "test.tick",
-          data: { n, taskId: task.id },
+          ...tickEntry.draft({ n, taskId: task.id }),
           timestamp: runtime.now(),
         });
         return n >= task.input.phases

@@ -1,0 +1,105 @@
+/**
+ * A conversation's view and the operations that change it: the one set of rules both the engine's
+ * mount (core/observe.ts) and a tab's copy (through protocol.ts) apply, so the two never drift.
+ * Pure: no I/O, inputs are never mutated (a new view shares what did not change).
+ * Rules: operations apply in order; entries apply one by one, a head marker restarting the active
+ * range at its head (it is kept, with the non-marker entries from its head on); a `doc` operation sets
+ * a document, or deletes it when its value is undefined; a snapshot frame replaces the view.
+ */
+import type { ConversationRecord, EntryRecord, Json } from "./types.ts";
+
+export interface ConversationView {
+  readonly conversation: ConversationRecord;
+  /** The active range: the newest head marker (if any) and the entries after its head. */
+  readonly entries: readonly EntryRecord[];
+  readonly docs: Readonly<Record<string, Json>>;
+}
+
+/** One change to a view. `append` entries carry no head marker; `head` ones carry at least one. */
+export type ViewChange =
+  | { readonly op: "append"; readonly entries: readonly EntryRecord[] }
+  | { readonly op: "head"; readonly entries: readonly EntryRecord[] }
+  | { readonly op: "doc"; readonly name: string; readonly value: Json | undefined };
+
+/** A view operation: a change, or `replace` (the frame carries the whole view). */
+export type ViewOp = ViewChange | { readonly op: "replace" };
+
+/** A frame that carries the whole view: a watch's first frame, and the frame after an overflow. */
+export interface SnapshotFrame {
+  readonly seq: number;
+  readonly ops: readonly [{ readonly op: "replace" }];
+  readonly value: ConversationView;
+}
+
+/** A frame that carries one commit's changes to the view. */
+export interface ChangeFrame {
+  readonly seq: number;
+  readonly ops: readonly ViewChange[];
+  readonly value?: undefined;
+}
+
+/** A watch frame on the wire. */
+export type WatchFrame = SnapshotFrame | ChangeFrame;
+
+/** Apply entries in order to an entry list, honouring head markers. */
+export function applyEntries(
+  entries: readonly EntryRecord[],
+  appended: readonly EntryRecord[],
+): readonly EntryRecord[] {
+  let out = entries;
+  let owned: EntryRecord[] | undefined;
+  for (const e of appended) {
+    const head = e.head;
+    if (head !== undefined) {
+      owned = [e, ...out.filter((x) => x.head === undefined && x.id >= head)];
+    } else {
+      owned ??= [...out];
+      owned.push(e);
+    }
+    out = owned;
+  }
+  return out;
+}
+
+/** Apply changes in order; returns `view` itself when there are none. */
+export function applyViewChanges(view: ConversationView, changes: readonly ViewChange[]): ConversationView {
+  if (changes.length === 0) return view;
+  let entries = view.entries;
+  let docs: Record<string, Json> | undefined;
+  for (const change of changes) {
+    if (change.op === "doc") {
+      docs ??= { ...view.docs };
+      if (change.value === undefined) delete docs[change.name];
+      else docs[change.name] = change.value;
+    } else {
+      entries = applyEntries(entries, change.entries);
+    }
+  }
+  return { conversation: view.conversation, entries, docs: docs ?? view.docs };
+}
+
+/**
+ * Apply a watch frame to a copy of the view: a snapshot replaces it; changes apply to it. Without a
+ * view yet (a tab's copy before its first frame), changes have nothing to apply to: undefined.
+ */
+export function applyFrame(
+  view: ConversationView | undefined,
+  frame: WatchFrame,
+): ConversationView | undefined {
+  if (frame.value !== undefined) return frame.value;
+  return view && applyViewChanges(view, frame.ops);
+}
+
+/** The wire form of a watch's frame: the whole view only when the frame replaces the view. */
+export function watchFrame(frame: {
+  readonly seq: number;
+  readonly value: ConversationView;
+  readonly ops: readonly ViewOp[];
+}): WatchFrame {
+  const changes: ViewChange[] = [];
+  for (const op of frame.ops) {
+    if (op.op === "replace") return { seq: frame.seq, ops: [op], value: frame.value };
+    changes.push(op);
+  }
+  return { seq: frame.seq, ops: changes };
+}
