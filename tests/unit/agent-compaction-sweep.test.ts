@@ -73,7 +73,7 @@ async function finish(h: AgentHarness) {
   return {
     transcript: comparable(await root.entries()),
     live: live.map((t) => t.kind),
-    status: h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions,
+    status: (await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions,
   };
 }
 

@@ -148,11 +148,13 @@ describe("Conversation.compact()", () => {
     const before = (await root.entries()).length;
     const taskId = await root.compact("keep the numbers");
     expect(
-      (h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions ?? []).map((s) => s.taskId),
+      ((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions ?? []).map(
+        (s) => s.taskId,
+      ),
     ).toEqual([taskId]);
     const record = await h.waitForTask(taskId);
     expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
-    expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
     const summary = faux.requests.find(isSummary)!;
     expect(summary.tools).toEqual([]);
     expect(summary.messages).toHaveLength(1);
@@ -173,7 +175,7 @@ describe("Conversation.compact()", () => {
     const last = conversationRequests(faux.requests).at(-1)!;
     expect(userTexts(last.messages)).toEqual(["The conversa", "q4 xxxxxxxxx", "next"]);
     // Its spend is counted with the conversation's.
-    const usage = h.doc<UsageState & Record<string, never>>(1, "pi.usage")!;
+    const usage = (await h.doc<UsageState & Record<string, never>>(1, "pi.usage"))!;
     expect(Object.values(usage.models)[0]!.totalTokens).toBeGreaterThan(0);
     // The view is the active range: the summary, the kept entries (from 6 on) and what followed;
     // a view mounted fresh on the stored state (another engine, a reload) shows the same.
@@ -258,7 +260,7 @@ describe("Conversation.compact()", () => {
     await aborting;
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
-    expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
   });
 
   test("a reset placed while summarizing makes the summary stale", async () => {
@@ -329,7 +331,7 @@ describe("compaction a generation waits for", () => {
     // Appended directly by the waiting generation's compaction, with its reason; no status is left.
     const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
     expect(compaction.data).toEqual({ reason: "threshold" });
-    expect(h.doc<LiveState & Record<string, never>>(1, "pi.live")?.compactions).toBeUndefined();
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
   });
 
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {

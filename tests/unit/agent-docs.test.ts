@@ -63,7 +63,7 @@ describe("document versions", () => {
     const notes = v2(calls);
     const migrated = { entries: [{ text: "a" }, { text: "b" }] };
     // A snapshot migrates in memory only.
-    expect(h.snapshot(notes, 1)).toEqual(migrated);
+    expect(await h.snapshot(notes, 1)).toEqual(migrated);
     expect(await row(store)).toEqual({ version: 1, value: { items: ["a", "b"] } });
     // A transaction that fails after reading stores nothing.
     await expect(
@@ -80,13 +80,13 @@ describe("document versions", () => {
     // From now on nothing migrates, also after a restart.
     const again = await harness(await memoryStore(store.image()));
     expect(await again.h.transaction((tx) => notes.read(tx, 1))).toEqual(migrated);
-    expect(again.h.snapshot(notes, 1)).toEqual(migrated);
+    expect(await again.h.snapshot(notes, 1)).toEqual(migrated);
     expect(calls).toEqual([1, 1, 1]);
     // The older definition can no longer read it; the stored value stays as it is.
     const refused = await again.h.transaction((tx) => v1.read(tx, 1)).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(DocumentVersionError);
     expect(refused).toMatchObject({ code: "document_version", storedVersion: 2, definitionVersion: 1 });
-    expect(() => again.h.snapshot(v1, 1)).toThrow(DocumentVersionError);
+    await expect(again.h.snapshot(v1, 1)).rejects.toThrow(DocumentVersionError);
     expect(await row(again.store)).toEqual({ version: 2, value: migrated });
   });
 
@@ -95,7 +95,7 @@ describe("document versions", () => {
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
     const strict = defineDoc<V2>({ name: NAME, version: 2, initial: { entries: [] } });
     await expect(h.transaction((tx) => strict.read(tx, 1))).rejects.toThrow(/version 1 .* has no migrate/);
-    expect(() => h.snapshot(strict, 1)).toThrow(DocumentVersionError);
+    await expect(h.snapshot(strict, 1)).rejects.toThrow(DocumentVersionError);
     expect(await row(store)).toEqual({ version: 1, value: { items: ["a"] } });
   });
 
@@ -112,8 +112,8 @@ describe("document versions", () => {
         return { entries: old.items.map((text) => ({ text })) };
       },
     });
-    expect(h.snapshot(mutating, 1).entries).toHaveLength(2);
-    expect(h.doc(1, NAME)).toEqual({ items: ["a"] });
+    expect((await h.snapshot(mutating, 1)).entries).toHaveLength(2);
+    expect(await h.doc(1, NAME)).toEqual({ items: ["a"] });
   });
 
   test("writes store the definition's version; a core write without one keeps it", async () => {

@@ -161,7 +161,7 @@ describe("reset", () => {
     const root = await h.root();
     const run = await root.submit({ type: "input", content: "go" });
     await until(
-      () => h.doc<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
+      () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
     );
     const reset = await root.reset("next");
     expect((await run.wait()).status).toBe("done");

@@ -31,9 +31,10 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   const sub = await root.submit({ type: "input", content: "talk", requestId: "q" });
   await until(
     () =>
-      (h.doc<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content.length ?? 0) > 0,
+      (h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content.length ?? 0) >
+      0,
   );
-  const partial = h.doc<LiveState & Record<string, never>>(1, DOC.live)!.generation!.message!;
+  const partial = (await h.doc<LiveState & Record<string, never>>(1, DOC.live))!.generation!.message!;
   await h.close();
 
   const h2 = await AgentHarness.open(await memoryStore(store.image()), options);
@@ -55,14 +56,14 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   // Both requests were sent with the same context: the partial never reaches the model.
   expect(faux.requests).toHaveLength(2);
   expect(faux.requests[1]!.messages).toEqual(faux.requests[0]!.messages.map((m) => ({ ...m })));
-  const usage = h2.doc<UsageState & Record<string, never>>(1, DOC.usage)!;
+  const usage = (await h2.doc<UsageState & Record<string, never>>(1, DOC.usage))!;
   expect(Object.keys(usage.models)).toEqual([`${faux.ref.provider}/${faux.ref.id}`]);
   // The converted partial's spend is counted with the answer's.
   expect(assistants[0]!.usage.totalTokens).toBeGreaterThan(0);
   expect(usage.models[`${faux.ref.provider}/${faux.ref.id}`]).toEqual(
     addUsage(assistants[0]!.usage, assistants[1]!.usage),
   );
-  expect(h2.doc<LiveState & Record<string, never>>(1, DOC.live)?.generation).toBeUndefined();
+  expect((await h2.doc<LiveState & Record<string, never>>(1, DOC.live))?.generation).toBeUndefined();
   await h2.close();
 });
 
@@ -79,7 +80,7 @@ test("a streamed answer is stored about once: partial commits store the text add
   recordJobs(store, { into: jobs });
   const textNow = () =>
     (
-      h.doc<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content[0] as
+      h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content[0] as
         | { text: string }
         | undefined
     )?.text ?? "";

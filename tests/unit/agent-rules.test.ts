@@ -601,7 +601,7 @@ describe("tools", () => {
     expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
     const results = await toolResults(root);
     expect(results.map((e) => (e.data as { usage?: Usage }).usage?.input)).toEqual([10, 30]);
-    const usage = h.usage();
+    const usage = await h.usage();
     expect(usage.tools["summarize"]).toEqual(addUsage(spent(10), spent(30)));
     expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   });
@@ -969,11 +969,11 @@ describe("conversations", () => {
   test("createConversation({ agent }), configure (null clears) and conversation(id) shape what the model gets", async () => {
     const { h, faux } = await open(echo);
     const c = await h.createConversation({ agent: { instructions: "Answer briefly." } });
-    expect(c.agent()).toMatchObject({ instructions: "Answer briefly." });
+    expect(await c.agent()).toMatchObject({ instructions: "Answer briefly." });
     await (await c.submit({ type: "input", content: "one" })).wait();
     expect(faux.requests[0]!.systemPrompt).toContain("Answer briefly.");
     await c.configure({ instructions: null });
-    expect(c.agent().instructions).toBeUndefined();
+    expect((await c.agent()).instructions).toBeUndefined();
     await (await c.submit({ type: "input", content: "two" })).wait();
     expect(faux.requests[1]!.systemPrompt ?? "").not.toContain("Answer briefly.");
     expect(h.conversation(c.id)?.id).toBe(c.id);
@@ -984,7 +984,7 @@ describe("conversations", () => {
     const { h, faux } = await open(echo);
     const root = await h.root({ agent: { instructions: "First set." } });
     await h.root({ agent: { instructions: "Second set." } });
-    expect(root.agent()).toMatchObject({ instructions: "First set." });
+    expect(await root.agent()).toMatchObject({ instructions: "First set." });
     await (await root.submit({ type: "input", content: "x" })).wait();
     expect(faux.requests[0]!.systemPrompt).toContain("First set.");
   });
@@ -999,9 +999,9 @@ describe("conversations", () => {
     await started.promise;
     const taskId = liveOf(h).tools![0]!.taskId!;
     const child = await h.createConversation({ ownership: { kind: "task", taskId } });
-    expect(child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     const ownerless = await h.createConversation();
-    expect(ownerless.agent()).toEqual({});
+    expect(await ownerless.agent()).toEqual({});
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });

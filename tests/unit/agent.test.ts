@@ -649,7 +649,7 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
   const usage = h.session.records.getDoc(1, DOC.usage) as unknown as UsageState;
   expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   expect(usage.models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
-  expect(h.usage().models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
+  expect((await h.usage()).models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
 });
 
 // ---------------------------------------------------------------------------------------------

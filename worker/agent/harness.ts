@@ -212,11 +212,10 @@ export class AgentHarness extends Harness {
     return record ? new Submission(this, record.id, record.conversationId) : undefined;
   }
 
-  /** Every conversation's pi.usage added up. */
-  usage(): UsageState {
+  /** Every conversation's pi.usage added up (read from the store for conversations not loaded). */
+  async usage(): Promise<UsageState> {
     const total: UsageState = { models: {}, tools: {} };
-    for (const [key, value] of this.session.records.docs) {
-      if (!key.endsWith(`:${DOC.usage}`)) continue;
+    for (const value of (await this.session.docsNamed(DOC.usage)).values()) {
       const u = value as unknown as UsageState;
       for (const [m, usage] of Object.entries(u.models ?? {}))
         total.models[m] = total.models[m] ? addUsage(total.models[m], usage) : usage;
@@ -242,16 +241,34 @@ export class AgentHarness extends Harness {
     await super.close(options);
   }
 
-  /** A committed document value (for reads outside commits). */
-  doc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
+  /**
+   * A committed document value (for reads outside commits). A conversation's documents are read from
+   * the store on first access (open loads only those live work needs).
+   */
+  async doc<T extends Json>(conversationId: ConversationId, name: string): Promise<T | undefined> {
+    await this.session.ensureDocs(conversationId);
+    return this.docNow<T>(conversationId, name);
+  }
+
+  /**
+   * `doc()` without waiting, for a conversation whose documents are known to be loaded (one that has
+   * run work in this process, or one `doc()` read before); throws `DocsNotLoaded` otherwise.
+   */
+  docNow<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
     return this.session.records.getDoc(conversationId, name) as T | undefined;
+  }
+
+  /** One document's committed value in every conversation that has it (none loaded for this). */
+  docsNamed<T extends Json>(name: string): Promise<Map<ConversationId, T>> {
+    return this.session.docsNamed(name) as Promise<Map<ConversationId, T>>;
   }
 
   /**
    * A typed document's committed value outside a commit: migrated in memory when stored at an older
    * version (nothing is written; the next transaction that reads it stores the migration).
    */
-  snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): T {
+  async snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): Promise<T> {
+    await this.session.ensureDocs(conversationId);
     const records = this.session.records;
     return token.view({
       value: records.getDoc(conversationId, token.name),

@@ -7,6 +7,7 @@
  * sets, applying them by the rules of view-ops.ts (the ones a tab applies too); it is shared by every
  * observer of that conversation.
  */
+import { readConversationDocs } from "./doc-load.ts";
 import { entryFromRow } from "./persist.ts";
 import type { Session } from "./session.ts";
 import type { ChangeSet, ConversationId, Json } from "./types.ts";
@@ -129,6 +130,9 @@ export class ConversationMount {
       const { entries, conversation, docs } = await this.session.store.read(async (sql) => {
         this.#readSeq = this.session.records.seq;
         const records = this.session.records;
+        // First access to the conversation's documents: read them in this same job.
+        if (!records.docsLoaded.has(this.conversationId))
+          records.installDocs(this.conversationId, await readConversationDocs(sql, this.conversationId));
         const conversation = records.conversations.get(this.conversationId)!;
         const docs: Record<string, Json> = {};
         const prefix = `${this.conversationId}:`;

@@ -1,8 +1,12 @@
 /**
  * The engine's in-memory mirror of committed records, and the overlay a commit writes into.
  * Invariants:
- * - `Records` holds every live task, every conversation and every document; terminal tasks are kept
- *   once seen in this process (older ones are read from the store on demand);
+ * - `Records` holds every live task and every conversation; terminal tasks are kept once seen in
+ *   this process (older ones are read from the store on demand);
+ * - a conversation's documents (and its newest head) are in memory once loaded (`docsLoaded`): at open
+ *   only those of conversations with live work, the rest on first access (the session's
+ *   `ensureDocs`), never evicted. Reading or writing the documents of a conversation not loaded
+ *   throws `DocsNotLoaded`; the session then loads them and runs that commit's callback again;
  * - an overlay is merged only after its callback and its SQL writes succeeded, so a failing
  *   callback leaves no trace; merging is synchronous and assigns the commit's `seq`;
  * - the ownership indices (live children per owner task, live conversation tasks, owned
@@ -22,6 +26,28 @@ import type {
   TaskRecord,
 } from "./types.ts";
 
+/**
+ * A read or write of the documents of a conversation whose documents are not in memory yet. Inside a
+ * commit the session catches it, loads them and runs the callback again (callbacks touch no SQL and
+ * have no effect outside their overlay, so a rerun is safe); elsewhere it is a bug: the caller should
+ * have awaited `Session.ensureDocs` first.
+ */
+export class DocsNotLoaded extends Error {
+  override readonly name = "DocsNotLoaded";
+  constructor(readonly conversationId: ConversationId) {
+    super(`the documents of conversation ${conversationId} are not loaded`);
+  }
+}
+
+/** A conversation's documents as stored (patches replayed), handed to `Records.installDocs`. */
+export interface LoadedDocs {
+  docs: Map<string, { value: Json; version: number }>;
+  /** Stored patch rows per document name. */
+  patchRows: Map<string, number>;
+  /** The `head` of the conversation's newest head marker. */
+  head: EntryId | undefined;
+}
+
 type DocKey = string; // `${conversationId}:${name}`
 const docKey = (conversationId: ConversationId, name: string): DocKey => `${conversationId}:${name}`;
 
@@ -29,7 +55,9 @@ export class Records {
   readonly tasks = new Map<TaskId, TaskRecord>();
   readonly conversations = new Map<ConversationId, ConversationRecord>();
   readonly docs = new Map<DocKey, Json>();
-  /** Per conversation, the `head` of its newest head marker: where its active range starts. */
+  /** Conversations whose documents and head are in `docs`, `docVersions`, `docPatchRows`, `heads`. */
+  readonly docsLoaded = new Set<ConversationId>();
+  /** Per loaded conversation, the `head` of its newest head marker: where its active range starts. */
   readonly heads = new Map<ConversationId, EntryId>();
   /** Definition versions of documents stored at a version other than 1. */
   readonly docVersions = new Map<DocKey, number>();
@@ -63,14 +91,38 @@ export class Records {
       this.requests.set(`${record.conversationId}:${record.requestId}`, record.id);
   }
 
+  /** Throw `DocsNotLoaded` unless the conversation's documents are in memory. */
+  needDocs(conversationId: ConversationId): void {
+    if (!this.docsLoaded.has(conversationId)) throw new DocsNotLoaded(conversationId);
+  }
+
   getDoc(conversationId: ConversationId, name: string): Json | undefined {
+    this.needDocs(conversationId);
     return this.docs.get(docKey(conversationId, name));
   }
 
   /** The stored definition version of a document (undefined when the document is absent). */
   docVersion(conversationId: ConversationId, name: string): number | undefined {
+    this.needDocs(conversationId);
     const key = docKey(conversationId, name);
     return this.docs.has(key) ? (this.docVersions.get(key) ?? 1) : undefined;
+  }
+
+  /**
+   * Take a conversation's documents as read from the store. Called inside a store job (a read on the
+   * line), so what was read is exactly what is committed: nothing merged since can be newer.
+   */
+  installDocs(conversationId: ConversationId, loaded: LoadedDocs): void {
+    if (this.docsLoaded.has(conversationId)) return;
+    for (const [name, { value, version }] of loaded.docs) {
+      const key = docKey(conversationId, name);
+      this.docs.set(key, value);
+      if (version !== 1) this.docVersions.set(key, version);
+      else this.docVersions.delete(key);
+    }
+    for (const [name, rows] of loaded.patchRows) this.docPatchRows.set(docKey(conversationId, name), rows);
+    if (loaded.head !== undefined) this.heads.set(conversationId, loaded.head);
+    this.docsLoaded.add(conversationId);
   }
 
   putTask(record: TaskRecord): void {
@@ -109,7 +161,11 @@ export class Records {
 
   /** Merge a successful overlay; returns its change set. */
   merge(overlay: Overlay): ChangeSet {
-    for (const c of overlay.conversations.values()) this.putConversation(c);
+    for (const c of overlay.conversations.values()) {
+      // A conversation created here has all its documents in this overlay.
+      if (!this.conversations.has(c.id)) this.docsLoaded.add(c.id);
+      this.putConversation(c);
+    }
     for (const t of overlay.tasks.values()) this.putTask(t);
     for (const sub of overlay.submissions.values()) this.putSubmission(sub);
     for (const e of overlay.entries) if (e.head !== undefined) this.heads.set(e.conversationId, e.head);
@@ -170,6 +226,8 @@ export class Overlay {
   nextEntryId: number;
   nextConversationId: number;
   sealed = false;
+  /** The first conversation whose documents this overlay needed but memory lacked (see DocsNotLoaded). */
+  missingDocs: ConversationId | undefined;
 
   constructor(readonly base: Records) {
     this.nextTaskId = base.nextTaskId;
@@ -271,13 +329,24 @@ export class Overlay {
     return this.conversations.get(id) ?? this.base.conversations.get(id);
   }
 
+  /** Throw (and remember) `DocsNotLoaded` unless the conversation's documents are at hand. */
+  #needDocs(conversationId: ConversationId): void {
+    if (this.base.docsLoaded.has(conversationId)) return;
+    // Created in this commit: every document it has is in this overlay.
+    if (this.#conversations?.has(conversationId) && !this.base.conversations.has(conversationId)) return;
+    this.missingDocs ??= conversationId;
+    throw new DocsNotLoaded(conversationId);
+  }
+
   getDoc(conversationId: ConversationId, name: string): Json | undefined {
+    this.#needDocs(conversationId);
     const key = docKey(conversationId, name);
     return this.docs.has(key) ? this.docs.get(key) : this.base.docs.get(key);
   }
 
   /** Write a document whole; without a version it keeps the version it is stored at (1 when new). */
   setDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
+    this.#needDocs(conversationId);
     const key = docKey(conversationId, name);
     (this.#docs ??= new Map()).set(key, value);
     this.#docPatches?.delete(key);
@@ -286,6 +355,7 @@ export class Overlay {
 
   /** Where the conversation's active range starts (its newest head marker's `head`), this commit included. */
   activeHead(conversationId: ConversationId): EntryId | undefined {
+    this.#needDocs(conversationId);
     const entries = this.entries;
     for (let i = entries.length - 1; i >= 0; i--) {
       const e = entries[i]!;
@@ -306,6 +376,7 @@ export class Overlay {
    * than PATCH_ROW_LIMIT patch rows (then it is written whole).
    */
   patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {
+    this.#needDocs(conversationId);
     const key = docKey(conversationId, name);
     const value = applyDocPatches(this.getDoc(conversationId, name), patches);
     const whole = this.docs.has(key) && !this.#docPatches?.has(key);

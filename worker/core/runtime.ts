@@ -111,7 +111,14 @@ export class Invocation {
 
   launch(): void {
     this.#launched = true;
-    const run = this.mode === "run" ? this.#runPhases() : this.#runAbort();
+    // Phases read their conversation's committed documents: load them first if nobody has yet.
+    const session = this.scheduler.session;
+    const c = this.#current()?.conversationId;
+    const start = () => (this.mode === "run" ? this.#runPhases() : this.#runAbort());
+    const run =
+      c === undefined || session.records.docsLoaded.has(c)
+        ? start()
+        : session.ensureDocs(c).then(start, () => undefined);
     void run.finally(() => {
       this.#ended = true;
       this.#abort(INVOCATION_ENDED);

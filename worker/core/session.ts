@@ -3,12 +3,13 @@
  * overlay inside the store's transaction, writes the overlay's rows, merges it into the in-memory
  * records, and publishes the change set only after COMMIT returned. A storage failure after a merge
  * makes the session fatal (memory may be ahead of the disk): every later call rejects and the host
- * must reopen.
+ * must reopen. A callback that touches the documents of a conversation not loaded yet is dropped from
+ * its group and runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`).
  */
 import type { Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
-import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
+import { readConversationDocs, readDocsNamed } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
 import {
   conversationFromRow,
@@ -40,6 +41,13 @@ export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
 }
 
+interface PendingCommit {
+  work: (tx: TxImpl, overlay: Overlay) => unknown;
+  context: TxContext;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
 /** Thrown out of a group whose callbacks all failed, so the store rolls it back. */
 const NOTHING_TO_COMMIT = new Error("nothing to commit");
 
@@ -68,37 +76,15 @@ export class Session {
     return this.#fatal;
   }
 
-  /** Load the live part of the store: conversations, documents, live tasks, id counters. */
+  /**
+   * Load the live part of the store: conversations, live tasks, unsettled submissions, id counters,
+   * and the documents of the conversations those tasks and submissions belong to.
+   */
   async load(): Promise<void> {
     const r = this.records;
     await this.store.read(async (sql) => {
       for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
         r.putConversation(conversationFromRow(row));
-      for (const row of await sql.all("SELECT conversation_id, name, value, version FROM documents")) {
-        try {
-          const key = `${row["conversation_id"]}:${row["name"]}`;
-          r.docs.set(key, JSON.parse(String(row["value"])) as Json);
-          const version = Number(row["version"]);
-          if (version !== 1) r.docVersions.set(key, version);
-        } catch {
-          // An unreadable document reads as absent; its owner rebuilds it.
-        }
-      }
-      // Each conversation's newest head marker (the partial index holds only head markers).
-      for (const row of await sql.all(
-        "SELECT conversation_id, head FROM entries WHERE head IS NOT NULL ORDER BY conversation_id, id",
-      ))
-        r.heads.set(Number(row["conversation_id"]), Number(row["head"]));
-      // Patches replay on their documents in the order they were stored.
-      for (const row of await sql.all("SELECT conversation_id, name, op FROM doc_patches ORDER BY id")) {
-        const key = `${row["conversation_id"]}:${row["name"]}`;
-        r.docPatchRows.set(key, (r.docPatchRows.get(key) ?? 0) + 1);
-        try {
-          r.docs.set(key, applyDocPatches(r.docs.get(key), [JSON.parse(String(row["op"])) as DocPatch]));
-        } catch {
-          // A patch that no longer fits (its document unreadable) is skipped, like that document.
-        }
-      }
       for (const row of await sql.all(
         `SELECT ${TASK_COLUMNS} FROM tasks WHERE status <> 'terminal' ORDER BY id`,
       )) {
@@ -127,10 +113,68 @@ export class Session {
       )) {
         r.putSubmission(submissionFromRow(row));
       }
+      // Documents of the conversations live work runs in; every other conversation's load on first
+      // access (ensureDocs).
+      const needed = new Set<ConversationId>();
+      for (const id of r.live) needed.add(r.tasks.get(id)!.conversationId);
+      for (const sub of r.submissions.values()) needed.add(sub.conversationId);
+      for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c));
     });
     if (!r.conversations.has(ROOT_CONVERSATION_ID)) {
       await this.commit((tx) => tx.createConversation({ kind: "ownerless" }));
     }
+  }
+
+  #loadingDocs = new Map<ConversationId, Promise<void>>();
+
+  /**
+   * Resolves once the conversation's documents are in memory (read from the store on first access,
+   * at once when they are). Documents may be kept under an id no conversation has (an app's settings);
+   * those load the same way.
+   */
+  ensureDocs(conversationId: ConversationId): Promise<void> {
+    const r = this.records;
+    if (r.docsLoaded.has(conversationId)) return Promise.resolve();
+    let loading = this.#loadingDocs.get(conversationId);
+    if (!loading) {
+      // Read and installed inside one job on the line: every commit merged before it is on disk.
+      loading = this.store
+        .read(async (sql) => r.installDocs(conversationId, await readConversationDocs(sql, conversationId)))
+        .finally(() => this.#loadingDocs.delete(conversationId));
+      this.#loadingDocs.set(conversationId, loading);
+    }
+    return loading;
+  }
+
+  /**
+   * The committed value of document `name` in every conversation that has one: from memory where the
+   * conversation's documents are loaded, from the store for the others (without loading them).
+   */
+  docsNamed(name: string): Promise<Map<ConversationId, Json>> {
+    const r = this.records;
+    return this.store.read(async (sql) => {
+      const out = await readDocsNamed(sql, name, (c) => !r.docsLoaded.has(c));
+      for (const c of r.docsLoaded) {
+        const value = r.getDoc(c, name);
+        if (value !== undefined) out.set(c, value);
+      }
+      return out;
+    });
+  }
+
+  /** Requests whose callback needed documents not in memory: load them, then queue the requests again. */
+  #retryAfterLoad(deferred: Array<{ request: PendingCommit; conversationId: ConversationId }>): void {
+    if (deferred.length === 0) return;
+    const ids = new Set(deferred.map((d) => d.conversationId));
+    Promise.all([...ids].map((c) => this.ensureDocs(c))).then(
+      () => {
+        this.#pending.unshift(...deferred.map((d) => d.request));
+        this.#restart();
+      },
+      (error: unknown) => {
+        for (const { request } of deferred) request.reject(error);
+      },
+    );
   }
 
   subscribe(listener: (change: ChangeSet) => void): () => void {
@@ -156,12 +200,7 @@ export class Session {
     });
   }
 
-  #pending: Array<{
-    work: (tx: TxImpl, overlay: Overlay) => unknown;
-    context: TxContext;
-    resolve: (v: unknown) => void;
-    reject: (e: unknown) => void;
-  }> = [];
+  #pending: PendingCommit[] = [];
   #assembling = false;
 
   /** Settles when the newest group (and so every group before it: the store is FIFO) has ended. */
@@ -198,6 +237,7 @@ export class Session {
     };
     const done: Done[] = [];
     const failed: Array<{ reject: (e: unknown) => void; error: unknown }> = [];
+    const deferred: Array<{ request: PendingCommit; conversationId: ConversationId }> = [];
     try {
       await this.store.commit(async (sql) => {
         const merged: Overlay[] = [];
@@ -223,15 +263,24 @@ export class Session {
             const overlay = new Overlay(this.records);
             const tx = new TxImpl(this, overlay, request.context);
             let value: unknown;
+            let thrown: { error: unknown } | undefined;
             try {
               // Most callbacks are synchronous: awaiting only a promise saves a turn per callback.
               value = request.work(tx, overlay);
               if (isPromiseLike(value)) value = await value;
               overlay.sealed = true;
-              validateOverlay(overlay);
+              if (overlay.missingDocs === undefined) validateOverlay(overlay);
             } catch (error) {
               overlay.sealed = true;
-              failed.push({ reject: request.reject, error });
+              thrown = { error };
+            }
+            // It needed documents not in memory (even if it caught that): run it again once loaded.
+            if (overlay.missingDocs !== undefined) {
+              deferred.push({ request, conversationId: overlay.missingDocs });
+              continue;
+            }
+            if (thrown) {
+              failed.push({ reject: request.reject, error: thrown.error });
               continue;
             }
             merged.push(overlay);
@@ -269,6 +318,7 @@ export class Session {
       this.#assembling = false;
       if (error === NOTHING_TO_COMMIT) {
         for (const { reject, error: e } of failed) reject(e);
+        this.#retryAfterLoad(deferred);
         this.#restart();
         return undefined;
       }
@@ -278,12 +328,14 @@ export class Session {
       for (const d of done) d.reject(error);
       if (this.#fatal) {
         // Nothing will ever commit again: fail whatever still waits instead of retrying forever.
-        for (const request of this.#pending.splice(0))
+        for (const request of [...deferred.map((d) => d.request), ...this.#pending.splice(0)])
           request.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
         return error;
       }
       // The store refused this group without running it (e.g. a fenced write): fail its head.
-      if (done.length === 0 && failed.length === 0) this.#pending.shift()?.reject(error);
+      if (done.length === 0 && failed.length === 0 && deferred.length === 0)
+        this.#pending.shift()?.reject(error);
+      this.#retryAfterLoad(deferred);
       this.#restart();
       return error;
     }
@@ -292,6 +344,7 @@ export class Session {
       this.#publish(d.change);
       d.resolve(d.value);
     }
+    this.#retryAfterLoad(deferred);
     this.#restart();
     return undefined;
   }

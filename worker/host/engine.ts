@@ -175,13 +175,15 @@ export class EngineHost implements EngineApi {
         tools: builtinTools,
         fs: new OpfsFs(),
         apiKey: (provider) => {
-          const keys = harness.doc<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC);
+          // Loaded right after open (below), so a synchronous read is safe.
+          const keys = harness.docNow<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC);
           return keys?.[provider];
         },
         onReport: (error) => console.warn("engine:", error instanceof Error ? error.message : String(error)),
         onFatal: (error) => void this.#stopOnFatal(error),
       });
       this.#harness = harness;
+      await harness.doc(SETTINGS_CONVERSATION, API_KEYS_DOC);
       // The recovery bench times navigation -> the first tick this engine commits (after COMMIT).
       const unsubscribe = harness.subscribe((change) => {
         if (!change.entries.some((e) => e.kind === "test.tick")) return;
@@ -327,12 +329,15 @@ export class EngineHost implements EngineApi {
   async conversations(): Promise<ConversationSummary[]> {
     const h = await this.#h();
     const out: ConversationSummary[] = [];
+    // Two documents of every conversation, without loading each conversation's documents.
+    const titles = await h.docsNamed<{ title?: string }>("app.title");
+    const lives = await h.docsNamed<LiveState & Record<string, never>>(DOC.live);
     for (const record of h.session.records.conversations.values()) {
       if (record.owner) continue;
       const title =
-        h.doc<{ title?: string }>(record.id, "app.title")?.title ??
+        titles.get(record.id)?.title ??
         (record.id === ROOT_CONVERSATION_ID ? "Main" : `Conversation ${record.id}`);
-      const live = h.doc<LiveState & Record<string, never>>(record.id, DOC.live) ?? {};
+      const live = lives.get(record.id) ?? {};
       out.push({ id: record.id, title, busy: live.run !== undefined, entries: 0 });
     }
     return out;
@@ -406,7 +411,7 @@ export class EngineHost implements EngineApi {
 
   async hasApiKey(provider: string): Promise<boolean> {
     const h = await this.#h();
-    return Boolean(h.doc<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC)?.[provider]);
+    return Boolean((await h.doc<Record<string, string>>(SETTINGS_CONVERSATION, API_KEYS_DOC))?.[provider]);
   }
 
   async watch(

@@ -155,8 +155,8 @@ export class Conversation {
     await this.harness.transaction((tx) => configure(tx, this.id, change), signal);
   }
 
-  agent(): AgentState {
-    return this.harness.doc<AgentState & Record<string, never>>(this.id, DOC.agent) ?? {};
+  async agent(): Promise<AgentState> {
+    return (await this.harness.doc<AgentState & Record<string, never>>(this.id, DOC.agent)) ?? {};
   }
 
   /** Stored entries in id order. */
@@ -178,8 +178,13 @@ export class Conversation {
     return this.harness.mount(this.id).watch();
   }
 
+  /**
+   * A run is under way. A conversation whose documents are not loaded is idle: open loads those of
+   * every conversation with live work or queued submissions.
+   */
   get busy(): boolean {
-    return this.harness.doc<LiveState & Record<string, never>>(this.id, DOC.live)?.run !== undefined;
+    if (!this.harness.session.records.docsLoaded.has(this.id)) return false;
+    return this.harness.docNow<LiveState & Record<string, never>>(this.id, DOC.live)?.run !== undefined;
   }
 
   /** Withdraw queued inputs, abort the conversation's live work, resolve once it is idle. */

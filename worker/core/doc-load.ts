@@ -1,0 +1,80 @@
+/**
+ * Reading one conversation's documents from the store: the rows, their patches replayed in the order
+ * they were stored, and the newest head marker's head. Ordinary documents are not scanned at open
+ * (spec §3.3): the session reads a conversation's documents with this when live work needs them at
+ * open, or on first access. Never throws on bad data: an unreadable document reads as absent (its
+ * owner rebuilds it), and a patch that no longer applies is skipped, like that document.
+ */
+import type { Sql } from "../store/types.ts";
+import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
+import type { LoadedDocs } from "./records.ts";
+import type { ConversationId, Json } from "./types.ts";
+
+export async function readConversationDocs(sql: Sql, conversationId: ConversationId): Promise<LoadedDocs> {
+  const docs = new Map<string, { value: Json; version: number }>();
+  const patchRows = new Map<string, number>();
+  for (const row of await sql.all("SELECT name, value, version FROM documents WHERE conversation_id = ?", [
+    conversationId,
+  ])) {
+    try {
+      docs.set(String(row["name"]), {
+        value: JSON.parse(String(row["value"])) as Json,
+        version: Number(row["version"]),
+      });
+    } catch {
+      // Unreadable: absent.
+    }
+  }
+  for (const row of await sql.all("SELECT name, op FROM doc_patches WHERE conversation_id = ? ORDER BY id", [
+    conversationId,
+  ])) {
+    const name = String(row["name"]);
+    patchRows.set(name, (patchRows.get(name) ?? 0) + 1);
+    const doc = docs.get(name);
+    try {
+      const value = applyDocPatches(doc?.value, [JSON.parse(String(row["op"])) as DocPatch]);
+      docs.set(name, { value, version: doc?.version ?? 1 });
+    } catch {
+      // Skipped.
+    }
+  }
+  const marker = await sql.get(
+    "SELECT head FROM entries WHERE conversation_id = ? AND head IS NOT NULL ORDER BY id DESC LIMIT 1",
+    [conversationId],
+  );
+  const head = marker?.["head"];
+  return { docs, patchRows, head: head === null || head === undefined ? undefined : Number(head) };
+}
+
+/**
+ * One document's stored value in every conversation `wanted` accepts, patches replayed (for reads
+ * across conversations, such as a usage total or a list of titles, without loading each one).
+ */
+export async function readDocsNamed(
+  sql: Sql,
+  name: string,
+  wanted: (conversationId: ConversationId) => boolean,
+): Promise<Map<ConversationId, Json>> {
+  const out = new Map<ConversationId, Json>();
+  for (const row of await sql.all("SELECT conversation_id, value FROM documents WHERE name = ?", [name])) {
+    const c = Number(row["conversation_id"]);
+    if (!wanted(c)) continue;
+    try {
+      out.set(c, JSON.parse(String(row["value"])) as Json);
+    } catch {
+      // Unreadable: absent.
+    }
+  }
+  for (const row of await sql.all("SELECT conversation_id, op FROM doc_patches WHERE name = ? ORDER BY id", [
+    name,
+  ])) {
+    const c = Number(row["conversation_id"]);
+    if (!wanted(c)) continue;
+    try {
+      out.set(c, applyDocPatches(out.get(c), [JSON.parse(String(row["op"])) as DocPatch]));
+    } catch {
+      // Skipped.
+    }
+  }
+  return out;
+}
