@@ -6,8 +6,9 @@
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
+import { contextTokens } from "../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../worker/agent/compaction/range.ts";
-import { contextTokens, SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
+import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
 import { activeRange } from "../../worker/agent/conversation/context.ts";
 import {
   AgentHarness,

@@ -10,6 +10,7 @@ import { ConversationMount } from "../core/observe.ts";
 import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
+import { compactionNeeded } from "./compaction/policy.ts";
 import {
   cleanUpFailedCompaction,
   createCompactionTask,
@@ -18,12 +19,7 @@ import {
 import { EntryCache } from "./conversation/entries.ts";
 import { Conversation, Submission } from "./conversation/handles.ts";
 import type { InboxPolicy } from "./conversation/inbox.ts";
-import {
-  cleanUpFailedGeneration,
-  compactionNeeded,
-  createGenerationTask,
-  prepareRequest,
-} from "./generation/task.ts";
+import { cleanUpFailedGeneration, createGenerationTask, prepareRequest } from "./generation/task.ts";
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,

@@ -4,7 +4,7 @@
  */
 import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
-import { DocumentVersionError } from "../core/errors.ts";
+import { DocumentVersionError, errorMessage } from "../core/errors.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../core/types.ts";
 
 export const ENTRY = {
@@ -154,6 +154,27 @@ export function addUsage(a: Usage, b: Usage): Usage {
       cacheWrite: a.cost.cacheWrite + b.cost.cacheWrite,
       total: a.cost.total + b.cost.total,
     },
+  };
+}
+
+/**
+ * The assistant answer that stands for a request that failed without one (the provider threw, no
+ * model, a failed poll): no content, no spend, `stopReason: "error"` and the error's message.
+ */
+export function errorAnswer(
+  source: { api: string; provider: string; model: string },
+  error: unknown,
+): AssistantMessage {
+  return {
+    role: "assistant",
+    content: [],
+    api: source.api,
+    provider: source.provider,
+    model: source.model,
+    usage: zeroUsage(),
+    stopReason: "error",
+    errorMessage: errorMessage(error),
+    timestamp: Date.now(),
   };
 }
 

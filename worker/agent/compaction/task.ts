@@ -13,15 +13,8 @@
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../../core/define.ts";
-import type {
-  ConversationId,
-  EntryId,
-  EntryRecord,
-  Json,
-  SubmissionId,
-  TaskRecord,
-} from "../../core/types.ts";
-import { estimateMessageTokens, SUMMARY_SYSTEM_PROMPT, selectCut, serializeForSummary } from "./range.ts";
+import type { ConversationId, EntryId, Json, SubmissionId, TaskRecord } from "../../core/types.ts";
+import { SUMMARY_SYSTEM_PROMPT, selectCut, serializeForSummary } from "./range.ts";
 
 export { SUMMARY_SYSTEM_PROMPT } from "./range.ts";
 
@@ -34,9 +27,9 @@ import {
   type CompactionStatus,
   DOC,
   ENTRY,
+  errorAnswer,
   type LiveState,
   type ModelRef,
-  modelMessages,
   readDoc,
   type ThinkingLevel,
   type UsageState,
@@ -121,34 +114,6 @@ export function startBlockingCompaction(
 }
 
 /**
- * The context's size before a request (spec §8.3): the newest answer's reported usage plus an
- * estimate of what came after it, or an estimate of everything when no answer reported usage.
- */
-export function contextTokens(entries: readonly EntryRecord[]): number {
-  // Walks back from the newest entry only as far as needed (it runs before every request): the
-  // active range ends at the newest head marker's head, and older markers are not in it.
-  let tokens = 0;
-  let start = 0;
-  let marker = false;
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const e = entries[i]!;
-    if (e.id < start) break;
-    if (e.head !== undefined) {
-      if (marker) continue;
-      marker = true;
-      start = e.head;
-    }
-    if (e.kind === ENTRY.system) continue;
-    for (const m of modelMessages(e)) {
-      if (m.role === "assistant" && m.usage && m.usage.totalTokens > 0 && m.stopReason !== "error")
-        return tokens + m.usage.totalTokens;
-      tokens += estimateMessageTokens(m);
-    }
-  }
-  return tokens;
-}
-
-/**
  * Start a compaction nobody waits for (a background threshold): conversation-owned and background,
  * so it survives Conversation.abort(); its summary is placed through the inbox like a manual one's.
  */
@@ -205,7 +170,8 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
     const provider = readCommitted<{ sessionId?: string }>(c, DOC.provider);
     const apiKey = model ? services.apiKey(model.provider) : undefined;
     const headers = services.settings().stream.headers;
-    if (!model) return errorAnswer(cp.model, `unknown model ${cp.model.provider}/${cp.model.id}`);
+    if (!model)
+      return errorAnswer(summaryModel(cp.model), `unknown model ${cp.model.provider}/${cp.model.id}`);
     try {
       const stream = services.stream(
         model,
@@ -233,7 +199,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
       const final = await stream.result();
       return apiKey ? withoutSecret(final, apiKey) : final;
     } catch (error) {
-      const answer = errorAnswer(cp.model, error instanceof Error ? error.message : String(error));
+      const answer = errorAnswer(summaryModel(cp.model), error);
       return apiKey ? withoutSecret(answer, apiKey) : answer;
     }
   }
@@ -374,16 +340,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
   return definition;
 }
 
-function errorAnswer(model: ModelRef, message: string): AssistantMessage {
-  return {
-    role: "assistant",
-    content: [],
-    api: "unknown",
-    provider: model.provider,
-    model: model.id,
-    usage: zeroUsage(),
-    stopReason: "error",
-    errorMessage: message,
-    timestamp: Date.now(),
-  };
+/** Whose answer a failed summary request is (the API is unknown when the model is not resolved). */
+function summaryModel(model: ModelRef): { api: string; provider: string; model: string } {
+  return { api: "unknown", provider: model.provider, model: model.id };
 }

@@ -1,10 +1,9 @@
 /**
- * The parts of a model turn that live outside the `pi.generation` task machine: its checkpoint
- * types, the commit bodies shared by several phases (fail the run, defer, convert a leftover
- * partial, prepare a request), the scheduler's cleanup for a failed generation, and the throttled
- * partial writer. Everything here writes only through the transaction it is given.
+ * The parts of a model turn that live outside the `pi.generation` phases: its checkpoint types, the
+ * commit bodies shared by several phases (fail the run, defer, convert a leftover partial, prepare a
+ * request, hand the run on), a tool round's results, and the scheduler's cleanup for a failed
+ * generation. Everything here writes only through the transaction it is given.
  */
-import type { AssistantMessage } from "@mariozechner/pi-ai";
 import type { TaskRuntime, Tx } from "../../core/define.ts";
 import type {
   ConversationId,
@@ -12,11 +11,12 @@ import type {
   EntryRecord,
   Json,
   NextTaskState,
+  RunningTask,
   TaskId,
   TaskRecord,
 } from "../../core/types.ts";
 import { deriveSystem } from "../conversation/context.ts";
-import { endRun, settleInputs } from "../conversation/inbox.ts";
+import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
 import type { DeferredHandle } from "../models/resolver.ts";
 import {
   type AgentState,
@@ -31,7 +31,6 @@ import {
   type ThinkingLevel,
   type ToolSlot,
   writeDoc,
-  zeroUsage,
 } from "../records.ts";
 import type { AgentServices, StreamSettings, ToolRoundResult } from "../services.ts";
 import type { ToolTaskResult } from "../tools/task.ts";
@@ -70,6 +69,12 @@ export type GenerationCheckpoint =
 
 export type GenerationResult = { entryId: EntryId } | null;
 export type GenerationRuntime = TaskRuntime<Json, GenerationCheckpoint, GenerationResult>;
+/** A generation in phase `P`, as that phase's handler sees it. */
+export type GenerationTask<P extends GenerationCheckpoint["phase"]> = RunningTask<
+  Json,
+  Extract<GenerationCheckpoint, { phase: P }>,
+  GenerationResult
+>;
 
 /** Fail the run: settle its inputs unanswered, clear the run, end the task `failed`. */
 export function failRun(tx: Tx, c: ConversationId, taskId: TaskId, reason: string, detail?: string) {
@@ -228,17 +233,18 @@ export function prepareRequest(
 
 /**
  * Each slot's result as the round's hooks see it, in call order. `getTask` gives a tool task's
- * record; a missing one counts as failed when `missingIsFailure`, else the whole answer is undefined.
+ * record; a missing one counts as a failed call (`missing: "failed"`), or means the round is not
+ * finished and the answer is undefined (`missing: "unfinished"`).
  */
 export function roundResults(
   slots: readonly ToolSlot[],
   getTask: (id: TaskId) => TaskRecord | undefined,
-  missingIsFailure: boolean,
+  options: { missing: "failed" | "unfinished" },
 ): ToolRoundResult[] | undefined {
   const results: ToolRoundResult[] = [];
   for (const slot of slots) {
     const record = slot.taskId !== undefined ? getTask(slot.taskId) : undefined;
-    if (slot.taskId !== undefined && !record && !missingIsFailure) return undefined;
+    if (slot.taskId !== undefined && !record && options.missing === "unfinished") return undefined;
     const outcome = record?.state.status === "terminal" ? record.state.outcome : undefined;
     const result =
       outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined) : undefined;
@@ -261,21 +267,14 @@ export function clearPartial(tx: Tx, c: ConversationId): void {
   writeDoc<LiveState>(tx, c, DOC.live, rest);
 }
 
+/** The next generation takes over the run (same inputs, plus steers placed at this boundary). */
+export function handRunTo(tx: Tx, c: ConversationId, policy: InboxPolicy, inputs: number[]): void {
+  const next = policy.startGeneration(tx, c);
+  const { generation: _g, tools: _t, ...rest } = live(tx, c);
+  writeDoc<LiveState>(tx, c, DOC.live, { ...rest, run: { taskId: next, inputs } });
+}
+
 /** A document's committed value, read outside a commit. */
 export function committed<T>(services: AgentServices, c: ConversationId, name: string, fallback: T): T {
   return (services.session.records.getDoc(c, name) as T | undefined) ?? fallback;
-}
-
-export function errorMessage(api: string, provider: string, model: string, error: unknown): AssistantMessage {
-  return {
-    role: "assistant",
-    content: [],
-    api,
-    provider,
-    model,
-    usage: zeroUsage(),
-    stopReason: "error",
-    errorMessage: error instanceof Error ? error.message : String(error),
-    timestamp: Date.now(),
-  };
 }

@@ -26,6 +26,7 @@ import {
   type ToolResultMessage,
   type Usage,
 } from "@mariozechner/pi-ai";
+import { errorMessage } from "../../core/errors.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../compaction/range.ts";
 
 export const DEMO_API = "demo";
@@ -383,7 +384,7 @@ function streamDemo(
   run().catch((error: unknown) => {
     const failed: AssistantMessage = {
       ...snapshot("error"),
-      errorMessage: error instanceof Error ? error.message : String(error),
+      errorMessage: errorMessage(error),
     };
     push({ type: "error", reason: "error", error: failed });
     stream.end(failed);

@@ -11,6 +11,7 @@
  */
 import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../../core/define.ts";
+import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "../records.ts";
@@ -61,7 +62,7 @@ function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown 
   try {
     return validateToolArguments(toPiTool(tool), { ...call, arguments: args as Record<string, unknown> });
   } catch (error) {
-    throw new ToolCallFailed("invalid_arguments", error instanceof Error ? error.message : String(error));
+    throw new ToolCallFailed("invalid_arguments", errorMessage(error));
   }
 }
 
@@ -332,7 +333,7 @@ export function createToolTask(services: AgentServices) {
     } catch (error) {
       if (signal.aborted) throw error;
       failed = true;
-      const message = error instanceof Error ? error.message : String(error);
+      const message = errorMessage(error);
       result = { content: output.text ? [{ type: "text", text: output.text }] : [], isError: true };
       result = { ...result, content: [...result.content, { type: "text", text: `Error: ${message}` }] };
     }

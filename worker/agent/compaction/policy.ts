@@ -1,0 +1,86 @@
+/**
+ * When a conversation compacts on its own (spec §8.3): the context's size before a request, the
+ * threshold check that runs before each request (blocking or background), and whether a context
+ * overflow is one a compaction can cure. Pure reads: nothing here writes.
+ */
+import type { AssistantMessage } from "@mariozechner/pi-ai";
+import { isContextOverflow } from "@mariozechner/pi-ai";
+import type { Tx } from "../../core/define.ts";
+import type { ConversationId, EntryRecord } from "../../core/types.ts";
+import { activeRange } from "../conversation/context.ts";
+import { type AgentState, DOC, ENTRY, live, modelMessages, readDoc } from "../records.ts";
+import type { AgentServices } from "../services.ts";
+import { estimateMessageTokens, selectCut } from "./range.ts";
+
+/**
+ * The context's size before a request (spec §8.3): the newest answer's reported usage plus an
+ * estimate of what came after it, or an estimate of everything when no answer reported usage.
+ */
+export function contextTokens(entries: readonly EntryRecord[]): number {
+  // Walks back from the newest entry only as far as needed (it runs before every request): the
+  // active range ends at the newest head marker's head, and older markers are not in it.
+  let tokens = 0;
+  let start = 0;
+  let marker = false;
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i]!;
+    if (e.id < start) break;
+    if (e.head !== undefined) {
+      if (marker) continue;
+      marker = true;
+      start = e.head;
+    }
+    if (e.kind === ENTRY.system) continue;
+    for (const m of modelMessages(e)) {
+      if (m.role === "assistant" && m.usage && m.usage.totalTokens > 0 && m.stopReason !== "error")
+        return tokens + m.usage.totalTokens;
+      tokens += estimateMessageTokens(m);
+    }
+  }
+  return tokens;
+}
+
+/**
+ * Whether the request about to be prepared needs a compaction first (spec §8.3), with compaction
+ * enabled, a model with a context window and something to compact: `blocking` above
+ * contextWindow - reserveTokens (the request waits for it); `background` above that less
+ * backgroundTokens when none is under way (the request does not wait). One estimate serves both.
+ */
+export function compactionNeeded(
+  services: AgentServices,
+  tx: Tx,
+  c: ConversationId,
+  entries: readonly EntryRecord[],
+): "blocking" | "background" | undefined {
+  const settings = services.settings().compaction;
+  if (!settings.enabled) return undefined;
+  const ref = readDoc<AgentState>(tx, c, DOC.agent, {}).model ?? services.defaultModel;
+  const model = ref ? services.models.resolve(ref) : undefined;
+  if (!model || !(model.contextWindow > 0)) return undefined;
+  const tokens = contextTokens(entries);
+  const blockingAt = model.contextWindow - settings.reserveTokens;
+  let need: "blocking" | "background" | undefined;
+  if (tokens > blockingAt) need = "blocking";
+  else if (
+    settings.backgroundTokens > 0 &&
+    tokens > blockingAt - settings.backgroundTokens &&
+    (live(tx, c).compactions?.length ?? 0) === 0
+  )
+    need = "background";
+  if (!need || selectCut(activeRange(entries), settings.keepRecentTokens) === undefined) return undefined;
+  return need;
+}
+
+/** A context overflow that a compaction can cure: enabled, recognized, and something to compact. */
+export function overflowCompactable(
+  services: AgentServices,
+  c: ConversationId,
+  message: AssistantMessage,
+): boolean {
+  const settings = services.settings().compaction;
+  if (!settings.enabled) return false;
+  const model = services.models.resolve({ provider: message.provider, id: message.model });
+  if (!isContextOverflow(message, model?.contextWindow)) return false;
+  const entries = services.entries.peek(c);
+  return entries !== undefined && selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
+}

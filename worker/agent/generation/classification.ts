@@ -1,0 +1,170 @@
+/**
+ * Classifying a terminal answer of `pi.generation` (from a request or a poll), in one commit:
+ * a failed attempt is kept as an entry and then compacted (a context overflow), retried (a
+ * retryable error, within the retry budget) or fails the run; tool calls start the round; any
+ * other answer ends the run, or continues it when an onYield hook asks. Exactly one pi.assistant
+ * entry is appended per classified attempt.
+ */
+import type { AssistantMessage, ToolCall } from "@mariozechner/pi-ai";
+import type { TaskDefinition, Tx } from "../../core/define.ts";
+import type { Json, NextTaskState, TaskRecord } from "../../core/types.ts";
+import { overflowCompactable } from "../compaction/policy.ts";
+import { type CompactionDefinition, startBlockingCompaction } from "../compaction/task.ts";
+import { finalBoundary, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
+import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "../records.ts";
+import { type AgentServices, isRetryableError, type RetryPolicy, retryDelayMs } from "../services.ts";
+import { startToolRound } from "../tools/round.ts";
+import {
+  clearPartial,
+  failRun,
+  type GenerationCheckpoint,
+  type GenerationResult,
+  type GenerationRuntime,
+  handRunTo,
+} from "./turn.ts";
+
+/** What the generation's phases share: the services, the inbox policy and the tasks it starts. */
+export interface GenerationDeps {
+  readonly services: AgentServices;
+  readonly policy: InboxPolicy;
+  readonly toolTask: () => TaskDefinition<never, never, never>;
+  readonly compactionTask: () => CompactionDefinition;
+}
+
+type Task = TaskRecord<Json, GenerationCheckpoint, GenerationResult>;
+type Next = NextTaskState<GenerationCheckpoint, GenerationResult>;
+
+export interface Attempt {
+  /** The attempt this answer belongs to (1 for the first request of the turn). */
+  readonly attempt: number;
+  /** The tools the request offered (registered ones only). */
+  readonly offered: readonly string[];
+  /** The run already compacted once: an overflow fails instead of compacting again. */
+  readonly compacted: boolean;
+}
+
+export async function classify(
+  deps: GenerationDeps,
+  task: Task,
+  runtime: GenerationRuntime,
+  message: AssistantMessage,
+  attempt: Attempt,
+): Promise<void> {
+  if (message.stopReason === "error" || message.stopReason === "aborted") {
+    const failure = failureKind(deps.services, task, message, attempt);
+    await runtime.commit((tx) => failedAttempt(deps, tx, task, message, attempt, failure));
+    return;
+  }
+  const calls = message.content.filter((b): b is ToolCall => b.type === "toolCall");
+  if (message.stopReason === "toolUse" && calls.length > 0) {
+    await runtime.commit((tx) => {
+      const entry = appendAssistant(tx, task.conversationId, message);
+      return startToolRound(deps.services, deps.toolTask(), tx, task, entry.id, calls, attempt.offered);
+    });
+    return;
+  }
+  const continuation = await askOnYield(deps.services, task, message);
+  await runtime.commit((tx) => answered(deps, tx, task, message, continuation));
+}
+
+interface Failure {
+  /** A context overflow a compaction can cure. */
+  readonly overflow: boolean;
+  /** Set when the error is retryable and the retry budget allows another attempt. */
+  readonly retry?: RetryPolicy;
+}
+
+/** Decided before the commit (they read settings and the entry cache): what a failed attempt gets. */
+function failureKind(
+  services: AgentServices,
+  task: Task,
+  message: AssistantMessage,
+  attempt: Attempt,
+): Failure {
+  const error = message.stopReason === "error";
+  const retry = services.settings().retry;
+  const retryable = error && isRetryableError(message.errorMessage);
+  return {
+    overflow: error && !attempt.compacted && overflowCompactable(services, task.conversationId, message),
+    ...(retryable && retry.enabled && attempt.attempt <= retry.maxRetries ? { retry } : {}),
+  };
+}
+
+/** Keep the failed attempt, then compact and prepare again, retry after a backoff, or fail the run. */
+function failedAttempt(
+  deps: GenerationDeps,
+  tx: Tx,
+  task: Task,
+  message: AssistantMessage,
+  { attempt, compacted }: Attempt,
+  failure: Failure,
+): Next {
+  const c = task.conversationId;
+  appendAssistant(tx, c, message);
+  clearPartial(tx, c);
+  if (failure.overflow) {
+    // Compact, then prepare again: the recovery request does not count as a retry.
+    const id = startBlockingCompaction(tx, deps.compactionTask(), c, task.id, "overflow");
+    return {
+      status: "waiting",
+      checkpoint: {
+        phase: "prepare",
+        attempt,
+        compacted: true,
+        compaction: id,
+        overflow: message.errorMessage ?? "context overflow",
+      },
+      on: [id],
+      policy: "allSettled",
+    };
+  }
+  if (failure.retry) {
+    const until = tx.now() + retryDelayMs(failure.retry, attempt);
+    writeDoc<LiveState>(tx, c, DOC.live, {
+      ...live(tx, c),
+      generation: { taskId: task.id, attempt, retry: { at: until, error: message.errorMessage ?? "error" } },
+    });
+    return {
+      status: "running",
+      checkpoint: { phase: "retry", attempt, until, ...(compacted ? { compacted: true } : {}) },
+    };
+  }
+  return failRun(tx, c, task.id, "model_error", message.errorMessage ?? message.stopReason);
+}
+
+/** The first onYield hook that returns a continuation wins. */
+async function askOnYield(
+  services: AgentServices,
+  task: Task,
+  message: AssistantMessage,
+): Promise<string | undefined> {
+  for (const h of services.hooks().onYield ?? []) {
+    const continuation = await h(message, { conversationId: task.conversationId, taskId: task.id });
+    if (continuation !== undefined) return continuation;
+  }
+  return undefined;
+}
+
+/** An answer: append it; then continue the run with the continuation, or settle it at the final boundary. */
+function answered(
+  deps: GenerationDeps,
+  tx: Tx,
+  task: Task,
+  message: AssistantMessage,
+  continuation: string | undefined,
+): Next {
+  const c = task.conversationId;
+  const entry = appendAssistant(tx, c, message);
+  clearPartial(tx, c);
+  const run = live(tx, c).run;
+  if (run?.taskId === task.id) {
+    if (continuation !== undefined) {
+      appendUser(tx, c, continuation);
+      handRunTo(tx, c, deps.policy, run.inputs);
+    } else {
+      settleInputs(tx, run.inputs, { status: "done", answer: entry.id });
+      finalBoundary(tx, deps.policy, c);
+    }
+  }
+  return { status: "terminal", outcome: { status: "completed", result: { entryId: entry.id } } };
+}

@@ -1,0 +1,221 @@
+/**
+ * The `request` and `poll` phases of `pi.generation`: send the prepared request (or fetch a
+ * deferred response) and hand the final answer to classification. A partial left by a crash is
+ * converted to an aborted entry before anything is sent; partials stream to pi.live through a
+ * throttled writer stopped before any outcome commit; the API key never reaches an entry; a
+ * deferred answer moves the task to `poll` without an entry or hooks.
+ */
+import type {
+  Api,
+  AssistantMessage,
+  AssistantMessageEvent,
+  Context,
+  Message,
+  Model,
+} from "@mariozechner/pi-ai";
+import type { ConversationId, EntryId, TaskId } from "../../core/types.ts";
+import { deriveContext } from "../conversation/context.ts";
+import { type DeferredAnswer, type DeferredHandle, isDeferred } from "../models/resolver.ts";
+import { DOC, errorAnswer, type LiveState, type ModelRef, type ThinkingLevel } from "../records.ts";
+import {
+  type AgentServices,
+  type HookContext,
+  type StreamSettings,
+  sleepUntil,
+  withoutSecret,
+} from "../services.ts";
+import { toPiTool } from "../tools/contract.ts";
+import { classify, type GenerationDeps } from "./classification.ts";
+import { PartialWriter } from "./partial.ts";
+import {
+  committed,
+  convertLeftoverPartial,
+  deferTo,
+  failRun,
+  type GenerationRuntime,
+  type GenerationTask,
+  runHooks,
+} from "./turn.ts";
+
+/** `request`: send the pinned request, stream its partials, classify the answer. */
+export async function request(
+  deps: GenerationDeps,
+  task: GenerationTask<"request">,
+  runtime: GenerationRuntime,
+  signal: AbortSignal,
+): Promise<void> {
+  const { services } = deps;
+  const c = task.conversationId;
+  const cp = task.state.checkpoint;
+  const ctx: HookContext = { conversationId: c, taskId: task.id };
+  await convertPartialLeftByCrash(services, runtime, c);
+  const model = services.models.resolve(cp.model);
+  if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
+  const prompt = await promptFor(services, c, cp.cutoff, ctx);
+  const apiKey = services.apiKey(model.provider);
+  const partials = new PartialWriter(runtime, c, task.id, cp.attempt, services.settings().partialIntervalMs);
+  let final = await streamAnswer(services, model, prompt.context, {
+    stream: cp.stream,
+    thinkingLevel: cp.thinkingLevel,
+    conversationId: c,
+    apiKey,
+    partials,
+    signal,
+  });
+  // Stopped before any return: no throttled partial may land after the outcome's commit.
+  await partials.stop();
+  if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
+  // A provider may echo the key in an error ("invalid key sk-..."): it never reaches an entry.
+  if (apiKey) final = withoutSecret(final, apiKey);
+  if (isDeferred(final)) {
+    // Not an answer yet: keep the handle and poll for it (no entry, no hooks).
+    const handle = final.deferred;
+    await runtime.commit((tx) => deferTo(tx, task.id, c, cp, handle, tx.now()));
+    return;
+  }
+  const answer = final;
+  await runHooks(services.hooks().afterResponse, (h) => h(answer, ctx));
+  await classify(deps, task, runtime, answer, {
+    attempt: cp.attempt,
+    offered: prompt.offered,
+    compacted: cp.compacted === true,
+  });
+}
+
+/** `poll`: at the durable poll time, fetch a deferred response; poll again or classify it. */
+export async function poll(
+  deps: GenerationDeps,
+  task: GenerationTask<"poll">,
+  runtime: GenerationRuntime,
+  signal: AbortSignal,
+): Promise<void> {
+  const { services } = deps;
+  const c = task.conversationId;
+  const cp = task.state.checkpoint;
+  await sleepUntil(cp.pollAt, () => runtime.now(), signal);
+  const model = services.models.resolve(cp.model);
+  if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
+  const answer = await fetchDeferred(services, model, cp.handle, signal);
+  if (signal.aborted) return;
+  if (isDeferred(answer)) {
+    const handle = answer.deferred;
+    // Still deferred: the next poll is strictly later than this one.
+    await runtime.commit((tx) => deferTo(tx, task.id, c, cp, handle, Math.max(tx.now(), cp.pollAt + 1)));
+    return;
+  }
+  const offered = offeredTools(services, deriveContext(await services.entries.get(c, cp.cutoff)).tools);
+  await runHooks(services.hooks().afterResponse, (h) => h(answer, { conversationId: c, taskId: task.id }));
+  // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
+  await classify(deps, task, runtime, answer, { attempt: cp.attempt, offered, compacted: false });
+}
+
+/** A partial committed before a crash is kept as an aborted answer, never resent. */
+async function convertPartialLeftByCrash(
+  services: AgentServices,
+  runtime: GenerationRuntime,
+  c: ConversationId,
+): Promise<void> {
+  if (!committed<LiveState>(services, c, DOC.live, {}).generation?.message) return;
+  await runtime.commit((tx) => {
+    convertLeftoverPartial(tx, c);
+    return undefined;
+  });
+}
+
+async function failUnknownModel(
+  runtime: GenerationRuntime,
+  taskId: TaskId,
+  c: ConversationId,
+  ref: ModelRef,
+): Promise<void> {
+  await runtime.commit((tx) => failRun(tx, c, taskId, "no_model", `unknown model ${ref.provider}/${ref.id}`));
+}
+
+/** The offered tools that are registered, in the context's order. */
+function offeredTools(services: AgentServices, offered: readonly string[]): string[] {
+  const registered = services.tools();
+  return offered.filter((n) => registered.has(n));
+}
+
+/** What the model sees up to `cutoff`, after the beforeRequest hooks, and the tools it is offered. */
+async function promptFor(
+  services: AgentServices,
+  c: ConversationId,
+  cutoff: EntryId,
+  ctx: HookContext,
+): Promise<{ context: Context; offered: string[] }> {
+  const derived = deriveContext(await services.entries.get(c, cutoff));
+  const registered = services.tools();
+  const offered = offeredTools(services, derived.tools);
+  let messages: Message[] = derived.messages;
+  await runHooks(services.hooks().beforeRequest, async (h) => {
+    messages = (await h(messages, ctx)) ?? messages;
+  });
+  return {
+    context: {
+      ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}),
+      messages,
+      tools: offered.map((n) => toPiTool(registered.get(n)!)),
+    },
+    offered,
+  };
+}
+
+interface StreamRequest {
+  /** The provider options pinned in the checkpoint. */
+  readonly stream: Omit<StreamSettings, "headers"> | undefined;
+  readonly thinkingLevel: ThinkingLevel;
+  readonly conversationId: ConversationId;
+  readonly apiKey: string | undefined;
+  readonly partials: PartialWriter;
+  readonly signal: AbortSignal;
+}
+
+/** Stream one request to its final message; every failure is an error answer, never a throw. */
+async function streamAnswer(
+  services: AgentServices,
+  model: Model<Api>,
+  context: Context,
+  req: StreamRequest,
+): Promise<AssistantMessage> {
+  const provider = committed<{ sessionId?: string }>(services, req.conversationId, DOC.provider, {});
+  const headers = services.settings().stream.headers;
+  let final: AssistantMessage | undefined;
+  try {
+    // Inside the try: a provider that throws at once (no such API registered, a bad option)
+    // gives an error answer like any other failure, not a faulted task.
+    const stream = services.stream(model, context, {
+      ...(req.stream ?? {}),
+      ...(headers ? { headers } : {}),
+      signal: req.signal,
+      ...(req.thinkingLevel !== "off" ? { reasoning: req.thinkingLevel } : {}),
+      ...(provider.sessionId ? { sessionId: provider.sessionId } : {}),
+      ...(req.apiKey ? { apiKey: req.apiKey } : {}),
+    });
+    for await (const event of stream as AsyncIterable<AssistantMessageEvent>) {
+      if (event.type === "done") final = event.message;
+      else if (event.type === "error") final = event.error;
+      else if ("partial" in event) req.partials.offer(event.partial);
+    }
+    final ??= await stream.result();
+  } catch (error) {
+    final = errorAnswer({ api: model.api, provider: model.provider, model: model.id }, error);
+  }
+  return final;
+}
+
+/** Fetch a deferred response once; a failure is an error answer. */
+async function fetchDeferred(
+  services: AgentServices,
+  model: Model<Api>,
+  handle: DeferredHandle,
+  signal: AbortSignal,
+): Promise<AssistantMessage | DeferredAnswer> {
+  try {
+    if (!services.models.fetchDeferred)
+      throw new Error(`the model resolver cannot fetch deferred responses (${model.provider}/${model.id})`);
+    return await services.models.fetchDeferred(model, handle, signal);
+  } catch (error) {
+    return errorAnswer({ api: model.api, provider: model.provider, model: model.id }, error);
+  }
+}
