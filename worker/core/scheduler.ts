@@ -38,10 +38,18 @@ type Resolution =
   | { ok: true; definition: AnyTaskDefinition; migrated?: { input: Json; checkpoint: Json } }
   | { ok: false; reason: BlockedReason; detail: string };
 
+/**
+ * What one drain decided. Its writes are already in the overlay (and, for a committing pass, in the
+ * transaction); the in-memory effects are listed here and carried out by `#carryOut`.
+ */
 interface Plan {
   writes: boolean;
   starts: Invocation[];
   marked: TaskId[];
+  /** Unreadable records handled by this pass, with their diagnostics. */
+  corrupt: Array<{ id: TaskId; message: string }>;
+  /** Tasks whose definition now resolves (or that were orphaned): no longer blocked. */
+  unblocked: TaskId[];
 }
 
 export class Scheduler {
@@ -165,7 +173,7 @@ export class Scheduler {
     try {
       while (this.#dirty && !this.stopping) {
         this.#dirty = false;
-        const dry = this.#plan(new Overlay(this.session.records), true);
+        const dry = this.#plan(new Overlay(this.session.records));
         if (!dry.writes && dry.starts.length === 0) continue;
         if (!dry.writes) {
           // Only tasks that are already running (created reserved) start: there is nothing to write,
@@ -175,7 +183,12 @@ export class Scheduler {
           for (const invocation of dry.starts) invocation.launch();
           continue;
         }
-        const plan = await this.session.commit((tx, overlay) => this.#plan(overlay, false, tx));
+        // Carried out inside the reserving commit: a second drain can never start the same task.
+        const plan = await this.session.commit((tx, overlay) => {
+          const decided = this.#plan(overlay, tx);
+          this.#carryOut(decided);
+          return decided;
+        });
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
         for (const invocation of plan.starts) invocation.launch();
       }
@@ -200,20 +213,21 @@ export class Scheduler {
     }
   }
 
-  /** Decide everything one drain does, writing into `overlay`. Dry runs register nothing. */
-  #plan(overlay: Overlay, dry: boolean, tx?: Tx): Plan {
+  /**
+   * Decide everything one drain does, writing into `overlay`. Without `tx` the pass is dry (it only
+   * asks whether a drain would change anything): no outcome hooks, no wake continuations. Either
+   * way it changes no scheduler state but `blocked` entries; `#carryOut` does the rest.
+   */
+  #plan(overlay: Overlay, tx?: Tx): Plan {
     const records = this.session.records;
     const now = this.session.now();
-    const plan: Plan = { writes: false, starts: [], marked: [] };
+    const plan: Plan = { writes: false, starts: [], marked: [], corrupt: [], unblocked: [] };
     const live = [...records.live];
 
     // Unreadable rows fault their own task, with the diagnostic.
     for (const [id, diagnostic] of records.corrupt) {
       const t = overlay.task(id);
-      if (!dry) {
-        records.corrupt.delete(id);
-        this.diagnostics.push({ id, message: diagnostic });
-      }
+      plan.corrupt.push({ id, message: diagnostic });
       if (t && t.state.status !== "terminal" && t.state.status !== "completing") {
         const done = finish(overlay, t, { status: "faulted", error: { message: diagnostic } }, now);
         if (tx) this.outcomeHook(tx, done);
@@ -263,20 +277,19 @@ export class Scheduler {
           const done = finish(overlay, t, { status: "orphaned", reason: resolution.reason }, now);
           if (tx) this.outcomeHook(tx, done);
           plan.writes = true;
-          if (!dry) this.blocked.delete(id);
+          plan.unblocked.push(id);
         } else {
           // In memory only, so the dry pass records it too: a drain that writes nothing still shows it.
           this.blocked.set(id, { id, kind: t.kind, reason: resolution.reason, detail: resolution.detail });
         }
         continue;
       }
-      if (!dry) this.blocked.delete(id);
+      plan.unblocked.push(id);
       if (status === "running" && !resolution.migrated && resolution.definition.version === t.version) {
         // Already reserved (created so, or left running by an invocation that stopped early): start
         // it without a write.
         const invocation = new Invocation(this, id, mode, resolution.definition);
         plan.starts.push(invocation);
-        if (!dry) this.#register(invocation);
         continue;
       }
       const checkpoint = resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
@@ -298,9 +311,18 @@ export class Scheduler {
       }
       const invocation = new Invocation(this, id, mode, resolution.definition);
       plan.starts.push(invocation);
-      if (!dry) this.#register(invocation);
     }
     return plan;
+  }
+
+  /** The in-memory effects of a plan whose writes are being committed. */
+  #carryOut(plan: Plan): void {
+    for (const { id, message } of plan.corrupt) {
+      this.session.records.corrupt.delete(id);
+      this.diagnostics.push({ id, message });
+    }
+    for (const id of plan.unblocked) this.blocked.delete(id);
+    for (const invocation of plan.starts) this.#register(invocation);
   }
 
   #register(invocation: Invocation): void {
