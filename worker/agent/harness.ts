@@ -17,7 +17,7 @@ import {
   startBackgroundCompaction,
 } from "./compaction/task.ts";
 import { EntryCache } from "./conversation/entries.ts";
-import { Conversation, Submission } from "./conversation/handles.ts";
+import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
 import type { InboxPolicy } from "./conversation/inbox.ts";
 import { cleanUpFailedGeneration, createGenerationTask, prepareRequest } from "./generation/task.ts";
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
@@ -206,6 +206,23 @@ export class AgentHarness extends Harness {
   async submission(id: SubmissionId): Promise<Submission | undefined> {
     const record = await this.session.submission(id);
     return record ? new Submission(this, record.id, record.conversationId) : undefined;
+  }
+
+  /**
+   * Withdraw a still-queued submission (spec §2.2). With `conversationId`, a submission of another
+   * conversation counts as not found.
+   */
+  async abortSubmission(
+    id: SubmissionId,
+    signal?: AbortSignal,
+    conversationId?: ConversationId,
+  ): Promise<"aborted" | "already_placed" | "settled" | "not_found"> {
+    return this.transaction((tx) => {
+      const record = tx.submission(id);
+      if (!record || (conversationId !== undefined && record.conversationId !== conversationId))
+        return "not_found";
+      return abortSubmission(tx, record);
+    }, signal);
   }
 
   /** Every conversation's pi.usage added up (read from the store for conversations not loaded). */

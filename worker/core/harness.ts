@@ -39,7 +39,14 @@ export interface HarnessOptions {
    * so the engine stops. Everything committed is kept; reopening resumes from it.
    */
   onFatal?: (error: Error) => void;
+  /**
+   * Open paused (spec §2.2): recovery runs, but no task is reserved or started until `resume()` or a
+   * progress call (submit, compact, abort, a wait). Default false: scheduling starts at open.
+   */
+  paused?: boolean;
 }
+
+export type Scheduling = "paused" | "running" | "closing";
 
 export type AbortResult = "marked" | "already_marked" | "terminal";
 
@@ -64,6 +71,7 @@ export interface ConversationNode {
 }
 
 export interface Inspection {
+  readonly scheduling: Scheduling;
   readonly live: number;
   readonly running: number;
   readonly blocked: readonly Blocked[];
@@ -96,6 +104,7 @@ export class Harness {
     };
     this.registry.onChange(() => this.scheduler.kick());
     if (options.tasks?.length) this.registry.register(...options.tasks);
+    if (options.paused) this.scheduler.pause();
   }
 
   static async open(store: Store, options: HarnessOptions = {}): Promise<Harness> {
@@ -122,6 +131,73 @@ export class Harness {
       });
     }
     this.scheduler.kick();
+  }
+
+  /** Enable scheduling after a paused open; idempotent; throws once close began. */
+  resume(): void {
+    if (this.#closed) throw new HarnessClosed();
+    this.scheduler.resume();
+  }
+
+  get scheduling(): Scheduling {
+    if (this.#closed || this.scheduler.closing) return "closing";
+    return this.scheduler.paused ? "paused" : "running";
+  }
+
+  /**
+   * Resolves when no ordinary work is live anywhere: every live task sits below a background
+   * boundary (spec §2.2, §5.4). A progress call: it resumes a paused harness. The signal cancels
+   * only this wait.
+   */
+  waitForIdle(signal?: AbortSignal): Promise<void> {
+    this.#live(signal);
+    this.resume();
+    return this.waitUntil(() => !this.#ordinaryWorkLive(), signal);
+  }
+
+  #ordinaryWorkLive(): boolean {
+    const r = this.session.records;
+    for (const id of r.live) if (!this.#belowBackground(id)) return true;
+    return false;
+  }
+
+  /** The task, or a task owning it (directly or through an owned conversation), is background. */
+  #belowBackground(id: TaskId): boolean {
+    const r = this.session.records;
+    const seen = new Set<TaskId>();
+    for (let t = r.tasks.get(id); t && !seen.has(t.id); ) {
+      seen.add(t.id);
+      if (t.background) return true;
+      const owner = t.owner ?? r.conversations.get(t.conversationId)?.owner?.taskId;
+      if (owner === undefined) return false;
+      t = r.tasks.get(owner);
+    }
+    return false;
+  }
+
+  /**
+   * Resolve when `predicate` holds on committed state (checked now and after every commit); rejects
+   * when the harness closes or the signal is cancelled (which cancels only this wait).
+   */
+  waitUntil(predicate: () => boolean, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(new WaitCancelled());
+      if (predicate()) return resolve();
+      const stopListening = this.session.subscribe(() => {
+        if (predicate()) finish(resolve);
+      });
+      const timer = setInterval(() => {
+        if (this.session.fatal || this.closed) finish(() => reject(new HarnessClosed()));
+      }, 50);
+      const onAbort = () => finish(() => reject(new WaitCancelled()));
+      const finish = (settle: () => void) => {
+        stopListening();
+        clearInterval(timer);
+        signal?.removeEventListener("abort", onAbort);
+        settle();
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
   }
 
   register(...definitions: AnyTaskDefinition[]): void {
@@ -179,6 +255,7 @@ export class Harness {
   /** Resolve with the terminal record; the signal cancels only this wait. */
   async waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord> {
     this.#live(signal);
+    this.resume();
     return this.scheduler.waitForTerminal(id, signal);
   }
 
@@ -240,6 +317,7 @@ export class Harness {
   inspect(): Inspection {
     const fatal = this.session.fatal;
     return {
+      scheduling: this.scheduling,
       live: this.session.records.live.size,
       running: this.scheduler.active.size,
       blocked: [...this.scheduler.blocked.values()],

@@ -162,16 +162,33 @@ export class Scheduler {
     clearTimeout(timer);
   }
 
+  #paused = false;
+
+  /** Paused: nothing is reserved or started until `resume()` (a paused open, spec §2.2). */
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.kick();
+  }
+
   kick(): void {
     this.#dirty = true;
-    if (this.#draining || this.stopping) return;
+    if (this.#draining || this.stopping || this.#paused) return;
     this.#draining = true;
     queueMicrotask(() => void this.#drain());
   }
 
   async #drain(): Promise<void> {
     try {
-      while (this.#dirty && !this.stopping) {
+      while (this.#dirty && !this.stopping && !this.#paused) {
         this.#dirty = false;
         const dry = this.#plan(new Overlay(this.session.records));
         if (!dry.writes && dry.starts.length === 0) continue;
@@ -209,7 +226,7 @@ export class Scheduler {
       if (!this.closing) this.report(error);
     } finally {
       this.#draining = false;
-      if (this.#dirty && !this.stopping) this.kick();
+      if (this.#dirty && !this.stopping && !this.#paused) this.kick();
     }
   }
 

@@ -68,6 +68,7 @@ export class Submission {
 
   /** Resolves when the submission is settled: `done` (with the answer) or `unanswered` (with a reason). */
   async wait(signal?: AbortSignal): Promise<Settlement> {
+    this.harness.resume(); // a progress call (spec §2.2)
     let record = await this.record();
     const settled = (r: SubmissionRecord) => r.status === "done" || r.status === "unanswered";
     if (!settled(record)) {
@@ -97,14 +98,16 @@ export class Submission {
 
   /** Withdraw a still-queued submission. */
   async abort(signal?: AbortSignal): Promise<"aborted" | "already_placed" | "settled"> {
-    return this.harness.transaction((tx) => {
-      const r = tx.submission(this.id)!;
-      if (r.status === "placed") return "already_placed";
-      if (r.status !== "queued") return "settled";
-      withdraw(tx, this.conversationId, this.id);
-      return "aborted";
-    }, signal);
+    return this.harness.transaction((tx) => abortSubmission(tx, tx.submission(this.id)!), signal);
   }
+}
+
+/** Withdraw a submission if it is still queued; otherwise say why not. Runs inside a commit. */
+export function abortSubmission(tx: Tx, record: SubmissionRecord): "aborted" | "already_placed" | "settled" {
+  if (record.status === "placed") return "already_placed";
+  if (record.status !== "queued") return "settled";
+  withdraw(tx, record.conversationId, record.id);
+  return "aborted";
 }
 
 export class Conversation {
@@ -115,6 +118,7 @@ export class Conversation {
 
   /** Admit an input or a write; resolves after durable admission (not settlement). */
   async submit(draft: SubmissionDraft, signal?: AbortSignal): Promise<Submission> {
+    this.harness.resume(); // a progress call (spec §2.2)
     if (draft.requestId !== undefined) {
       const known = await this.harness.session.submissionByRequest(this.id, draft.requestId);
       if (known && known.type === draft.type) return new Submission(this.harness, known.id, this.id);
@@ -133,6 +137,7 @@ export class Conversation {
    * ends the current run (its inputs unanswered, reason `reset`).
    */
   async reset(handoff?: string, signal?: AbortSignal): Promise<Submission> {
+    this.harness.resume();
     const record = await this.harness.transaction(
       (tx) => admitReset(tx, this.harness.policy, this.id, handoff),
       signal,
@@ -146,6 +151,7 @@ export class Conversation {
    * at the next boundary). `Conversation.abort()` aborts it; waiting for idle includes it.
    */
   async compact(instructions?: string, signal?: AbortSignal): Promise<TaskId> {
+    this.harness.resume();
     const definition = this.harness.compactionTask;
     return this.harness.transaction((tx) => startCompaction(tx, definition, this.id, instructions), signal);
   }
@@ -190,6 +196,7 @@ export class Conversation {
   /** Withdraw queued inputs, abort the conversation's live work, resolve once it is idle. */
   async abort(signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) throw new WaitCancelled();
+    this.harness.resume();
     const marked = await this.harness.session.commit((tx, overlay) => {
       for (const item of inbox(tx, this.id).items) if (item.mode !== "write") withdraw(tx, this.id, item.id);
       return overlay.liveConversationTasks(this.id).filter((id) => mark(overlay, id));
@@ -200,6 +207,7 @@ export class Conversation {
 
   /** Resolves when no ordinary (non-background) work of this conversation is live. */
   waitForIdle(signal?: AbortSignal): Promise<void> {
+    this.harness.resume();
     const records = this.harness.session.records;
     return waitFor(this.harness, () => (records.conversationTasks.get(this.id)?.size ?? 0) === 0, signal);
   }
