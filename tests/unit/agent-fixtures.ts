@@ -11,7 +11,7 @@ import {
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { afterEach } from "vitest";
-import { textResult } from "../../worker/agent/tools/contract.ts";
+import { type ReplayPolicy, textResult } from "../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
@@ -152,4 +152,41 @@ export function alternationProblems(entries: readonly EntryRecord[]): string[] {
     }
   }
   return problems;
+}
+
+export const toolResults = async (c: Parameters<typeof transcript>[0]): Promise<EntryRecord[]> =>
+  (await transcript(c)).filter((e) => e.kind === "pi.tool-result");
+
+/** A harness on a copy of `store` as it is now (a crash image), with `options`. */
+export async function reopen(store: MemoryStore, options: AgentHarnessOptions): Promise<AgentHarness> {
+  const copy = await memoryStore(store.image());
+  const h = await AgentHarness.open(copy, options);
+  cleanups.push(() => h.close().catch(() => undefined));
+  return h;
+}
+
+/** `{ item }` tool that records each execution's arguments and can be held on its first one. */
+export function itemTool(options: { replay?: ReplayPolicy; holdFirst?: boolean; output?: string }) {
+  const seen: Array<{ item: unknown }> = [];
+  const started = deferred();
+  const release = deferred();
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.String() }),
+    ...(options.replay ? { replay: options.replay } : {}),
+    async execute(args, api) {
+      seen.push({ item: args.item });
+      if (options.output) api.output(options.output);
+      if (options.holdFirst && seen.length === 1) {
+        started.resolve();
+        await new Promise<void>((resolve, reject) => {
+          void release.promise.then(() => resolve());
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+      }
+      return textResult(`applied ${args.item}`);
+    },
+  });
+  return { tool, seen, started, release };
 }

@@ -322,3 +322,25 @@ describe("schema migrations", () => {
     await expect(opening).rejects.toMatchObject({ reason: "migration" });
   });
 });
+
+describe("the owner epoch", () => {
+  test("after another engine bumps the owner epoch, the fenced line refuses its next write and stops", async () => {
+    const store = await memoryStore();
+    expect(await store.fence()).toBe(1);
+    await store.commit((sql) => sql.run("INSERT INTO meta (key, value) VALUES ('mine', 'before')"));
+    // What a newcomer's fence writes into the same database.
+    await store.commit((sql) => sql.run("UPDATE meta SET value = '2' WHERE key = 'epoch'"));
+    const late = store.commit((sql) => sql.run("UPDATE meta SET value = 'after' WHERE key = 'mine'"));
+    await expect(late).rejects.toThrow(StoreClosed);
+    await expect(late).rejects.toThrow(/another engine has taken over/);
+    await expect(store.read((sql) => sql.get("SELECT 1 AS one"))).rejects.toThrow(StoreClosed);
+    const newcomer = await memoryStore(store.image());
+    const meta = await newcomer.read((sql) => sql.all("SELECT key, value FROM meta ORDER BY key"));
+    expect(meta).toEqual([
+      { key: "epoch", value: "2" },
+      { key: "mine", value: "before" },
+    ]);
+    expect(await newcomer.fence()).toBe(3);
+    await newcomer.close();
+  });
+});

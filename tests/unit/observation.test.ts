@@ -1,0 +1,97 @@
+/**
+ * Observation: the task graph, a watch's frame limit and its collapse into one replace frame, and
+ * a stalled conversation watch that ends on the committed view.
+ */
+
+import { describe, expect, test } from "vitest";
+import { Watch } from "../../worker/core/observe.ts";
+import { type ConversationView, defineTask, type Frame, Harness, type Json } from "../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
+import { echo, last, open } from "./agent-fixtures.ts";
+import { complete, done, engineStillRuns, outcome, parked } from "./core-fixtures.ts";
+
+describe("the task graph", () => {
+  test("taskGraph shows the tree: a waiting parent with its children", async () => {
+    const kid = parked("graph-kid");
+    type ParentState = { phase: "spawn" } | { phase: "gather" };
+    const parent = defineTask<null, ParentState, Json>({
+      name: "graph-parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [tx.createTask(kid, null), tx.createTask(kid, null)];
+            return { status: "waiting", checkpoint: { phase: "gather" }, on: kids, policy: "allSettled" };
+          });
+        },
+        gather: async (_t, runtime) => void (await runtime.commit(() => complete("gathered"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null);
+    await until(() => h.inspect().running === 2, { what: "kids running" });
+    const graph = h.taskGraph();
+    expect(graph.map((c) => c.id)).toEqual([1]);
+    expect(graph[0]!.tasks).toHaveLength(1);
+    const node = graph[0]!.tasks[0]!;
+    expect(node).toMatchObject({
+      id,
+      kind: "graph-parent",
+      status: "waiting",
+      waitingOn: [id + 1, id + 2],
+      policy: "allSettled",
+      phase: "gather",
+    });
+    expect(node.children.map((c) => [c.id, c.kind, c.status, c.phase])).toEqual([
+      [id + 1, "graph-kid", "running", "go"],
+      [id + 2, "graph-kid", "running", "go"],
+    ]);
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))?.status).toBe("aborted");
+    expect(h.taskGraph()).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("watch", () => {
+  test("a watch holds exactly its limit of undelivered frames; one more collapses them into one replace", () => {
+    const watch = new Watch(0, 3);
+    for (let seq = 1; seq <= 3; seq++) watch.push({ seq, value: seq, ops: [] });
+    expect([watch.pending, watch.collapsed]).toEqual([3, 0]);
+    watch.push({ seq: 4, value: 4, ops: [] });
+    expect([watch.pending, watch.collapsed]).toEqual([1, 3]);
+    const frames: Frame<number>[] = [];
+    watch.start((frame) => void frames.push(frame));
+    return until(() => frames.length === 1, { what: "the replace frame delivered" }).then(() => {
+      expect(frames[0]).toEqual({ seq: 4, value: 4, ops: [{ op: "replace" }] });
+      expect(watch.value).toBe(4);
+    });
+  });
+});
+
+test("a stalled watch gets at most 101 frames for 500 commits, a replace frame, and ends on the committed view", async () => {
+  const { root } = await open(echo);
+  const w = await root.watch();
+  const frames: Frame<ConversationView>[] = [];
+  const stalled = deferred();
+  w.start(async (frame) => {
+    frames.push(frame);
+    if (frames.length === 1) await stalled.promise;
+  });
+  for (let i = 0; i < 500; i++) await root.submit({ type: "write", entry: { kind: "note", data: { i } } });
+  expect(frames).toHaveLength(1); // the listener is still stalled on the first frame
+  stalled.resolve();
+  await expect.poll(() => last(frames).value.entries.length).toBe(500);
+  // The frame of the last commit was delivered, and nothing is queued behind it.
+  expect(w.pending).toBe(0);
+  expect(frames.length).toBeLessThanOrEqual(101);
+  expect(frames.some((f) => f.ops[0]?.op === "replace")).toBe(true);
+  const view = await root.viewState();
+  expect(view.entries).toHaveLength(500);
+  expect(last(frames).value).toEqual(view);
+  await w.stop();
+});
