@@ -1,0 +1,309 @@
+/**
+ * The import direction of the engine and the tab, checked on the source itself:
+ *   store <- core <- agent <- host   (an arrow points from a layer to one that may import it)
+ * - `store/` imports nothing of the engine; `core/` only `store/`; `agent/` only `core/` and
+ *   `store/`; none of them imports `host/`, `protocol.ts`, `index.ts` or `testing.ts`;
+ * - nothing in `worker/` imports `src/`, and `src/` imports from `worker/` only `protocol.ts`;
+ * - `core/` uses no browser global (window, document, navigator, storage, IndexedDB, OPFS handles);
+ * - `worker/` has no import cycle (four type-only ones that predate this test are listed below).
+ * Imports are read with the TypeScript parser (static, dynamic and type-only ones; `.svelte` files
+ * through their `<script>` blocks). The rules are a pure function of that graph, so the tests below
+ * also feed it a graph with each kind of violation and expect it to be reported.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import ts from "typescript";
+import { describe, expect, test } from "vitest";
+
+interface Import {
+  /** Repository-relative path of the imported file, or the bare package name. */
+  readonly to: string;
+  /** `import type` / `export type` only: erased at run time. */
+  readonly typeOnly: boolean;
+}
+type Graph = ReadonlyMap<string, readonly Import[]>;
+interface Source {
+  readonly imports: readonly Import[];
+  /** Browser globals the file refers to (not a local binding, not a property name). */
+  readonly browserGlobals: readonly string[];
+}
+
+const BROWSER_GLOBALS = new Set([
+  "window",
+  "document",
+  "navigator",
+  "localStorage",
+  "sessionStorage",
+  "indexedDB",
+  "IDBFactory",
+  "IDBDatabase",
+  "FileSystemHandle",
+  "FileSystemDirectoryHandle",
+  "FileSystemFileHandle",
+  "FileSystemSyncAccessHandle",
+  "location",
+]);
+
+function repoRoot(): string {
+  let dir = path.dirname(new URL(import.meta.url).pathname);
+  while (!fs.existsSync(path.join(dir, "package.json"))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error("no package.json above the test");
+    dir = up;
+  }
+  return dir;
+}
+
+function sourceFiles(root: string, dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+    const rel = path.posix.join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...sourceFiles(root, rel));
+    else if (/\.(ts|svelte)$/.test(entry.name) && !entry.name.endsWith(".d.ts")) out.push(rel);
+  }
+  return out;
+}
+
+/** The TypeScript of a file (a `.svelte` file's script blocks, joined). */
+function scriptOf(file: string, text: string): string {
+  if (!file.endsWith(".svelte")) return text;
+  return [...text.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script>/g)].map((m) => m[1]).join("\n");
+}
+
+function parse(file: string, text: string): Source {
+  const sf = ts.createSourceFile(file, scriptOf(file, text), ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const imports: Import[] = [];
+  const declared = new Set<string>();
+  const used = new Set<string>();
+  const add = (spec: string, typeOnly: boolean) => {
+    const to = spec.startsWith(".")
+      ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec))
+      : spec;
+    imports.push({ to, typeOnly });
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      const clause = node.importClause;
+      const typeOnly =
+        clause !== undefined &&
+        (clause.isTypeOnly ||
+          (clause.name === undefined &&
+            clause.namedBindings !== undefined &&
+            ts.isNamedImports(clause.namedBindings) &&
+            clause.namedBindings.elements.length > 0 &&
+            clause.namedBindings.elements.every((e) => e.isTypeOnly)));
+      add(node.moduleSpecifier.text, typeOnly);
+    } else if (node.kind === ts.SyntaxKind.ExportDeclaration) {
+      const exp = node as ts.ExportDeclaration;
+      if (exp.moduleSpecifier && ts.isStringLiteral(exp.moduleSpecifier)) {
+        const typeOnly =
+          exp.isTypeOnly ||
+          (exp.exportClause !== undefined &&
+            ts.isNamedExports(exp.exportClause) &&
+            exp.exportClause.elements.length > 0 &&
+            exp.exportClause.elements.every((e) => e.isTypeOnly));
+        add(exp.moduleSpecifier.text, typeOnly);
+      }
+    } else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] &&
+      ts.isStringLiteral(node.arguments[0])
+    ) {
+      add(node.arguments[0].text, false);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
+      const literal = node.argument.literal;
+      if (ts.isStringLiteral(literal)) add(literal.text, true);
+    }
+    if (ts.isIdentifier(node) && BROWSER_GLOBALS.has(node.text)) {
+      const parent = node.parent;
+      const isName =
+        (ts.isPropertyAccessExpression(parent) && parent.name === node) ||
+        (ts.isQualifiedName(parent) && parent.right === node) ||
+        ((ts.isPropertyAssignment(parent) ||
+          ts.isPropertyDeclaration(parent) ||
+          ts.isPropertySignature(parent) ||
+          ts.isMethodDeclaration(parent) ||
+          ts.isMethodSignature(parent)) &&
+          parent.name === node);
+      const isDeclaration =
+        (ts.isParameter(parent) ||
+          ts.isVariableDeclaration(parent) ||
+          ts.isFunctionDeclaration(parent) ||
+          ts.isClassDeclaration(parent) ||
+          ts.isBindingElement(parent) ||
+          ts.isImportSpecifier(parent)) &&
+        (parent as { name?: ts.Node }).name === node;
+      if (isDeclaration) declared.add(node.text);
+      else if (!isName) used.add(node.text);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return { imports, browserGlobals: [...used].filter((name) => !declared.has(name)) };
+}
+
+/** Which part of the project a file belongs to ("other": a package or a file outside both trees). */
+function partOf(file: string): string {
+  const m = /^worker\/(store|core|agent|host|testing)\//.exec(file);
+  if (m) return m[1]!;
+  if (file === "worker/testing.ts") return "testing";
+  if (file === "worker/protocol.ts") return "protocol";
+  if (file === "worker/index.ts") return "index";
+  if (file.startsWith("worker/")) return "worker";
+  if (file.startsWith("src/")) return "src";
+  return "other";
+}
+
+/** For each part, the parts of the project it may import (packages are not restricted here). */
+const MAY_IMPORT: Record<string, readonly string[]> = {
+  store: ["store"],
+  core: ["store", "core"],
+  agent: ["store", "core", "agent"],
+  host: ["store", "core", "agent", "host", "protocol"],
+  protocol: ["store", "core", "agent", "host"],
+  index: ["store", "core", "agent", "host", "protocol"],
+  /** The test kit (worker/testing.ts and worker/testing/) builds on the public API. */
+  testing: ["store", "core", "agent", "host", "protocol", "index", "testing"],
+  worker: ["store", "core", "agent", "host", "protocol"],
+  src: ["src", "protocol"],
+};
+
+/**
+ * Cycles known when this test was written, each only through type-only imports (erased at run
+ * time, so no module sees another half-initialised). They may be broken; no new one may appear.
+ */
+const KNOWN_TYPE_CYCLES: readonly (readonly string[])[] = [
+  ["worker/core/session.ts", "worker/core/tx.ts"],
+  ["worker/core/runtime.ts", "worker/core/scheduler.ts"],
+  ["worker/agent/conversation/handles.ts", "worker/agent/harness.ts"],
+  ["worker/host/bench.ts", "worker/host/engine.ts"],
+];
+
+/** Strongly connected components of more than one file (or a file importing itself). */
+function cycles(graph: Graph, follow: (i: Import) => boolean): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const connect = (v: string): void => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const i of graph.get(v) ?? []) {
+      if (!follow(i) || !graph.has(i.to)) continue;
+      if (!index.has(i.to)) {
+        connect(i.to);
+        low.set(v, Math.min(low.get(v)!, low.get(i.to)!));
+      } else if (onStack.has(i.to)) low.set(v, Math.min(low.get(v)!, index.get(i.to)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      const selfLoop = (graph.get(v) ?? []).some((i) => i.to === v && follow(i));
+      if (component.length > 1 || selfLoop) found.push(component.sort());
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) connect(v);
+  return found;
+}
+
+/** Every broken rule, one line each. */
+function violations(graph: Graph, browserGlobals: ReadonlyMap<string, readonly string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, imports] of graph) {
+    const from = partOf(file);
+    const allowed = MAY_IMPORT[from];
+    if (!allowed) continue;
+    for (const i of imports) {
+      const to = partOf(i.to);
+      if (to === "other") continue; // a package
+      if (!allowed.includes(to)) out.push(`${file} (${from}) imports ${i.to} (${to})`);
+    }
+  }
+  for (const [file, names] of browserGlobals)
+    if (partOf(file) === "core" && names.length > 0)
+      out.push(`${file} uses browser globals: ${names.join(", ")}`);
+  const inWorker = new Map([...graph].filter(([f]) => f.startsWith("worker/")));
+  for (const c of cycles(inWorker, (i) => !i.typeOnly)) out.push(`import cycle among: ${c.join(", ")}`);
+  const known = new Set(KNOWN_TYPE_CYCLES.map((c) => [...c].sort().join(" ")));
+  for (const c of cycles(inWorker, () => true))
+    if (
+      !known.has(c.join(" ")) &&
+      !cycles(inWorker, (i) => !i.typeOnly).some((v) => v.join(" ") === c.join(" "))
+    )
+      out.push(`import cycle (type imports included) among: ${c.join(", ")}`);
+  return out;
+}
+
+function load(): { graph: Map<string, Import[]>; globals: Map<string, readonly string[]> } {
+  const root = repoRoot();
+  const graph = new Map<string, Import[]>();
+  const globals = new Map<string, readonly string[]>();
+  for (const file of [...sourceFiles(root, "worker"), ...sourceFiles(root, "src")]) {
+    const source = parse(file, fs.readFileSync(path.join(root, file), "utf8"));
+    graph.set(file, [...source.imports]);
+    globals.set(file, source.browserGlobals);
+  }
+  return { graph, globals };
+}
+
+describe("import direction", () => {
+  const { graph, globals } = load();
+
+  test("the project follows every rule", () => {
+    expect(graph.size).toBeGreaterThan(50);
+    expect(violations(graph, globals)).toEqual([]);
+  });
+
+  describe("each rule reports a violation", () => {
+    const withImport = (file: string, to: string, typeOnly = false) => {
+      const copy = new Map(graph);
+      copy.set(file, [...(copy.get(file) ?? []), { to, typeOnly }]);
+      return violations(copy, globals);
+    };
+    test.each([
+      ["worker/core/tx.ts", "worker/agent/records.ts"],
+      ["worker/core/tx.ts", "worker/host/engine.ts"],
+      ["worker/store/line.ts", "worker/core/types.ts"],
+      ["worker/agent/records.ts", "worker/host/engine.ts"],
+      ["worker/agent/records.ts", "worker/protocol.ts"],
+      ["worker/host/engine.ts", "src/lib/engine.svelte.ts"],
+      ["src/lib/engine.svelte.ts", "worker/core/types.ts"],
+    ])("%s importing %s", (file, to) => {
+      expect(withImport(file, to, true)).toContain(`${file} (${partOf(file)}) imports ${to} (${partOf(to)})`);
+    });
+
+    test("a browser global in core/", () => {
+      const source = parse("worker/core/x.ts", "export const n = () => navigator.storage; let d = document;");
+      expect([...source.browserGlobals].sort()).toEqual(["document", "navigator"]);
+      const local = parse(
+        "worker/core/y.ts",
+        "export function f(document: string) { return document.length; }",
+      );
+      expect(local.browserGlobals).toEqual([]);
+      const out = violations(graph, new Map([...globals, ["worker/core/x.ts", source.browserGlobals]]));
+      expect(out).toContain("worker/core/x.ts uses browser globals: navigator, document");
+    });
+
+    test("an import cycle in worker/", () => {
+      expect(withImport("worker/core/errors.ts", "worker/core/scheduler.ts")).toContainEqual(
+        expect.stringMatching(/^import cycle among: .*worker\/core\/errors\.ts/),
+      );
+    });
+
+    test("a new cycle through type imports only", () => {
+      expect(withImport("worker/agent/records.ts", "worker/agent/harness.ts", true)).toContainEqual(
+        expect.stringMatching(/^import cycle \(type imports included\) among: .*worker\/agent\/records\.ts/),
+      );
+    });
+  });
+});
