@@ -219,10 +219,12 @@ export interface DebugApi {
    * Fill the store with `tasks` one-phase tasks that complete at once (in a conversation of their
    * own, created in batches), and resolve once every one is terminal.
    */
+  /** Fill the store: terminal tasks in one conversation, and idle conversations with documents. */
   seed(options: {
     tasks: number;
+    conversations?: number;
     batch?: number;
-  }): Promise<{ conversationId: ConversationId; tasks: number; ms: number }>;
+  }): Promise<{ conversationId: ConversationId; tasks: number; conversations: number; ms: number }>;
 }
 
 /** Engines of one store talk over BroadcastChannel to hand the store over. */

@@ -4,14 +4,14 @@
  * 1. Throughput, per store kind (and idb build): raw wa-sqlite transactions/s against engine task
  *    steps/s on scratch stores of the engine's kind (`__engine.api.debug.bench`, worker/host/bench.ts).
  *    Bars: a sequential chain of tasks >= 45% of the raw rate; 100 concurrent three-phase tasks >= 3x it.
- * 2. Recovery: a store holding 10,000 terminal tasks and one live ticker; reload the only tab (which
+ * 2. Recovery: a store holding 10,000 terminal tasks, 1,000 idle conversations and one live ticker; reload the only tab (which
  *    kills the SharedWorker) and time from the new page's navigation start (`performance.timeOrigin`)
- *    to the first tick the new engine commits (stamped by the engine after COMMIT). Median of 5; aim
- *    under 1 s.
+ *    to the first tick the new engine commits (stamped by the engine after COMMIT), in parts. Median
+ *    of 5; aim under 300 ms.
  *
  * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
  * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
- * BENCH_SEED (terminal tasks, default 10000), BENCH_ONLY=throughput|recovery.
+ * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -34,10 +34,11 @@ const SECONDS = env("BENCH_SECONDS", 3);
 const ROUNDS = env("BENCH_ROUNDS", 3);
 const RECOVERY_ROUNDS = env("BENCH_RECOVERY_ROUNDS", 5);
 const SEED = env("BENCH_SEED", 10_000);
+const SEED_CONVERSATIONS = env("BENCH_CONVERSATIONS", 1000);
 const ONLY = process.env.BENCH_ONLY;
 const CHAIN_BAR = 0.45;
 const CONCURRENT_BAR = 3;
-const RECOVERY_AIM_MS = 1000;
+const RECOVERY_AIM_MS = 300;
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
 const median = (values: number[]) => {
@@ -148,15 +149,19 @@ async function throughput(b: LaunchedBrowser, server: StaticServer): Promise<voi
 
 async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void> {
   console.log(
-    `\nrecovery: ${SEED} terminal tasks + one live ticker, reload the only tab, ${RECOVERY_ROUNDS} rounds`,
+    `\nrecovery: ${SEED} terminal tasks, ${SEED_CONVERSATIONS} idle conversations and one live ticker; reload the only tab, ${RECOVERY_ROUNDS} rounds`,
   );
   const page = await b.newPage();
   await page.goto(appUrl(server, { store: uniqueStore("recovery") }));
   await waitReady(page);
-  const seeded = await engine<{ conversationId: number; tasks: number; ms: number }>(page, "debug.seed", {
-    tasks: SEED,
-  });
-  console.log(`  seeded ${seeded.tasks} terminal tasks in ${fmt(seeded.ms / 1000, 1)} s`);
+  const seeded = await engine<{ conversationId: number; tasks: number; conversations: number; ms: number }>(
+    page,
+    "debug.seed",
+    { tasks: SEED, conversations: SEED_CONVERSATIONS },
+  );
+  console.log(
+    `  seeded ${seeded.tasks} terminal tasks and ${seeded.conversations} conversations in ${fmt(seeded.ms / 1000, 1)} s`,
+  );
   const conversationId = await engine<number>(page, "createConversation", "recovery ticker");
   const taskId = await engine<number>(page, "debug.startTicker", {
     phases: 10_000,
@@ -169,10 +174,22 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
     (t) => t.trail.length >= 3,
   );
 
+  // Parts: the engine's script started (engine start), the store's Web Lock, the store opened and
+  // fenced (store open), the harness opened (harness open), its first resumed tick committed.
   const rows: string[][] = [
-    ["round", "engine start", "store lock", "store open", "ready", "first resumed tick", "aim 1 s"],
+    [
+      "round",
+      "engine start",
+      "lock wait",
+      "store open",
+      "harness open",
+      "to first tick",
+      "first resumed tick",
+      `aim ${RECOVERY_AIM_MS} ms`,
+    ],
   ];
   const totals: number[] = [];
+  const parts: number[][] = [];
   for (let round = 1; round <= RECOVERY_ROUNDS; round++) {
     const before = await engine<TickerStatus>(page, "debug.ticker", taskId);
     if (before.status !== "running" && before.status !== "pending")
@@ -187,21 +204,31 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
     );
     const { startedAt, lockedAt, openedAt, readyAt, firstTickAt } = stats.timeline;
     const total = firstTickAt! - origin;
+    const split = [
+      startedAt - origin,
+      lockedAt! - startedAt,
+      openedAt! - lockedAt!,
+      readyAt! - openedAt!,
+      firstTickAt! - readyAt!,
+    ];
     totals.push(total);
+    parts.push(split);
     rows.push([
       String(round),
-      `${fmt(startedAt - origin)} ms`,
-      `${fmt(lockedAt! - origin)} ms`,
-      `${fmt(openedAt! - origin)} ms`,
-      `${fmt(readyAt! - origin)} ms`,
+      ...split.map((ms) => `${fmt(ms)} ms`),
       `${fmt(total)} ms`,
       total < RECOVERY_AIM_MS ? "PASS" : "FAIL",
     ]);
   }
   const m = median(totals);
-  rows.push(["median", "", "", "", "", `${fmt(m)} ms`, m < RECOVERY_AIM_MS ? "PASS" : "FAIL"]);
+  rows.push([
+    "median",
+    ...[0, 1, 2, 3, 4].map((i) => `${fmt(median(parts.map((p) => p[i]!)))} ms`),
+    `${fmt(m)} ms`,
+    m < RECOVERY_AIM_MS ? "PASS" : "FAIL",
+  ]);
   table(rows);
-  console.log("(times from the new page's navigation start; the ticker commits with no delay between ticks)");
+  console.log("(from the new page's navigation start; the ticker commits with no delay between ticks)");
   const after = await engine<TickerStatus>(page, "debug.ticker", taskId);
   const exact = after.trail.every((n, i) => n === i + 1);
   console.log(

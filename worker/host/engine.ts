@@ -451,8 +451,9 @@ export class EngineHost implements EngineApi {
 
   async #seed(options: {
     tasks: number;
+    conversations?: number;
     batch?: number;
-  }): Promise<{ conversationId: ConversationId; tasks: number; ms: number }> {
+  }): Promise<{ conversationId: ConversationId; tasks: number; conversations: number; ms: number }> {
     const h = await this.#h();
     const started = performance.now();
     const total = Math.max(0, Math.floor(options.tasks));
@@ -467,7 +468,21 @@ export class EngineHost implements EngineApi {
       await Promise.all(ids.map((id) => h.waitForTask(id)));
       done += n;
     }
-    return { conversationId: conversation.id, tasks: total, ms: performance.now() - started };
+    // Idle conversations with their documents (the built-in ones, a title) and a short exchange.
+    const conversations = Math.max(0, Math.floor(options.conversations ?? 0));
+    for (let done = 0; done < conversations; ) {
+      const n = Math.min(100, conversations - done);
+      await h.transaction((tx) => {
+        for (let i = 0; i < n; i++) {
+          const c = tx.createConversation({ kind: "ownerless" });
+          tx.writeDoc(c.id, "app.title", { title: `Seeded conversation ${done + i + 1}` });
+          tx.appendEntry(c.id, { kind: "test.seed", data: { role: "user", text: "a question" } });
+          tx.appendEntry(c.id, { kind: "test.seed", data: { role: "assistant", text: "an answer" } });
+        }
+      });
+      done += n;
+    }
+    return { conversationId: conversation.id, tasks: total, conversations, ms: performance.now() - started };
   }
 
   async #startTicker(request: TickerRequest): Promise<number> {
