@@ -40,7 +40,8 @@ type Build = IdbBuild | "sync";
  *   uses to drop an unfinished transaction's blocks), so a rollback journal file adds nothing to crash
  *   safety. A journal file is harmful here: a transaction bigger than the page cache spills its journal
  *   to a file, and rewriting that file at unaligned offsets throws inside the VFS (`RangeError: offset
- *   is out of bounds`, then `disk I/O error` on every later commit); and exclusive mode set on an empty
+ *   is out of bounds`, then `disk I/O error` on every later commit; known upstream as
+ *   rhashimoto/wa-sqlite pull request 351, open at the time of writing); and exclusive mode set on an empty
  *   database keeps a real journal open, costing about 4 strict IndexedDB transactions per commit
  *   instead of 1. In memory, the journal still serves ROLLBACK and savepoints while the engine lives;
  *   `temp_store = MEMORY` keeps statement journals (group commit's savepoints) out of IndexedDB too.
