@@ -24,9 +24,8 @@ import {
   crashSweep,
   type FauxAgentModel,
   fauxAgentModel,
-  KeyedEffects,
-  keyedEffectTool,
 } from "../../worker/testing.ts";
+import { KeyedEffects, keyedEffectTool } from "./fixtures/fakes.ts";
 
 const INPUT = { type: "input", content: "do both", requestId: "client-request-1" } as const;
 

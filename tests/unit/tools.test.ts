@@ -8,7 +8,7 @@ import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { textResult } from "../../worker/agent/tools/contract.ts";
 import { type AgentHarnessOptions, defineTool } from "../../worker/index.ts";
-import { deferred, KeyedEffects, keyedEffectTool, until } from "../../worker/testing.ts";
+import { deferred, until } from "../../worker/testing.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -24,6 +24,7 @@ import {
   toolResults,
   transcript,
 } from "./agent-fixtures.ts";
+import { KeyedEffects, keyedEffectTool } from "./fixtures/fakes.ts";
 
 describe("tools", () => {
   test("transactions per tool round: 2 with no hooks; a beforeTool or afterTools hook adds its own commit", async () => {
