@@ -3,23 +3,25 @@
  * (`pi.generation`, `pi.tool`). Every conversation gets its documents (pi.agent, pi.live, pi.inbox,
  * pi.usage, pi.provider) in the commit that creates it, whatever path creates it.
  */
-import type { AnyTaskDefinition } from "../core/define.ts";
+import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import { UnknownConversation } from "../core/errors.ts";
 import { Harness, type HarnessOptions } from "../core/harness.ts";
 import { ConversationMount } from "../core/observe.ts";
-import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
+import type {
+  ConversationId,
+  ConversationOwnership,
+  ConversationRecord,
+  Json,
+  SubmissionId,
+} from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
 import { compactionNeeded } from "./compaction/policy.ts";
-import {
-  cleanUpFailedCompaction,
-  createCompactionTask,
-  startBackgroundCompaction,
-} from "./compaction/task.ts";
+import { createCompactionTask, startBackgroundCompaction } from "./compaction/task.ts";
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
 import type { InboxPolicy } from "./conversation/inbox.ts";
-import { cleanUpFailedGeneration, createGenerationTask, prepareRequest } from "./generation/task.ts";
+import { createGenerationTask, prepareRequest } from "./generation/task.ts";
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,
@@ -41,7 +43,6 @@ import {
   type StreamFn,
 } from "./services.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
-import { cleanUpFailedTool } from "./tools/results.ts";
 import { createToolTask } from "./tools/task.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
@@ -60,6 +61,17 @@ export interface AgentHarnessOptions extends HarnessOptions {
   apiKey?: (provider: string) => string | undefined;
 }
 
+/** A new conversation's documents; a conversation created by another starts with its agent. */
+function createAgentDocs(tx: Tx, record: ConversationRecord): void {
+  let agent: AgentState = {};
+  if (record.owner) agent = readDoc<AgentState>(tx, record.owner.conversationId, DOC.agent, {});
+  writeDoc(tx, record.id, DOC.agent, agent);
+  writeDoc(tx, record.id, DOC.live, {});
+  writeDoc(tx, record.id, DOC.inbox, { items: [] });
+  writeDoc<UsageState>(tx, record.id, DOC.usage, { models: {}, tools: {} });
+  writeDoc(tx, record.id, DOC.provider, { sessionId: crypto.randomUUID() });
+}
+
 export class AgentHarness extends Harness {
   readonly services: AgentServices;
   readonly generationTask: AnyTaskDefinition;
@@ -70,7 +82,14 @@ export class AgentHarness extends Harness {
   #mounts = new Map<ConversationId, ConversationMount>();
 
   protected constructor(store: Store, options: AgentHarnessOptions) {
-    super(store, options);
+    const created = options.onConversationCreated;
+    super(store, {
+      ...options,
+      onConversationCreated: (tx, record) => {
+        createAgentDocs(tx, record);
+        created?.(tx, record);
+      },
+    });
     for (const tool of options.tools ?? []) this.#tools.set(tool.name, tool);
     const settings = options.settings;
     // Settings given as an object are checked here, where they enter; a getter's at each reading.
@@ -139,20 +158,6 @@ export class AgentHarness extends Harness {
       () => compactionTask,
     ) as AnyTaskDefinition;
     this.registry.register(this.generationTask, this.toolTask, this.compactionTask as AnyTaskDefinition);
-    this.scheduler.outcomeHook = (tx, task) => {
-      if (task.kind === "pi.generation") cleanUpFailedGeneration(tx, task);
-      else if (task.kind === "pi.tool") cleanUpFailedTool(tx, task);
-      else if (task.kind === "pi.compaction") cleanUpFailedCompaction(tx, task);
-    };
-    this.session.onConversationCreated = (tx, record) => {
-      let agent: AgentState = {};
-      if (record.owner) agent = readDoc<AgentState>(tx, record.owner.conversationId, DOC.agent, {});
-      writeDoc(tx, record.id, DOC.agent, agent);
-      writeDoc(tx, record.id, DOC.live, {});
-      writeDoc(tx, record.id, DOC.inbox, { items: [] });
-      writeDoc<UsageState>(tx, record.id, DOC.usage, { models: {}, tools: {} });
-      writeDoc(tx, record.id, DOC.provider, { sessionId: crypto.randomUUID() });
-    };
   }
 
   static override async open(store: Store, options: AgentHarnessOptions = {}): Promise<AgentHarness> {

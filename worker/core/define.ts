@@ -159,6 +159,12 @@ export interface TaskDefinition<
       task: RunningTask<I, Extract<S, { phase: P }>, R>,
     ) => NextTaskState<S, R> | undefined;
   };
+  /**
+   * Runs in the commit where the scheduler, not a handler, ends a task of this kind (`faulted`: a
+   * handler threw or the record is unreadable; `orphaned`: aborted with no runnable definition), so
+   * the definition can release what the task held (a run, live slots). Writes only through `tx`.
+   */
+  cleanUp?(tx: Tx, task: TaskRecord): void;
   /** Upgrade a stored task of an older version when it is reserved. */
   migrate?(input: Json, checkpoint: Json, fromVersion: number): { input: I; checkpoint: S };
   readonly hooks?: H;

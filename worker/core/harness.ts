@@ -21,6 +21,7 @@ import type {
   ChangeSet,
   Checkpoint,
   ConversationId,
+  ConversationRecord,
   JoinPolicy,
   TaskId,
   TaskOutcome,
@@ -32,6 +33,12 @@ export interface HarnessOptions {
   tasks?: readonly AnyTaskDefinition[];
   registry?: Registry;
   now?: () => number;
+  /**
+   * Runs in the commit that creates a conversation, whatever path creates it (the root at first
+   * open, `tx.createConversation`), so the layer above can give it its documents. Writes only
+   * through `tx`.
+   */
+  onConversationCreated?: (tx: Tx, record: ConversationRecord) => void;
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
   /**
@@ -92,6 +99,7 @@ export class Harness {
     this.registry = options.registry ?? new Registry();
     this.session = new Session(store, options.now ?? Date.now);
     const report = options.onReport ?? (() => undefined);
+    if (options.onConversationCreated) this.session.onConversationCreated = options.onConversationCreated;
     this.scheduler = new Scheduler(this.session, this.registry, report);
     this.session.onMerged = () => this.scheduler.kick();
     this.session.onDefinition = (d) => {

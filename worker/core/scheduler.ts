@@ -60,11 +60,6 @@ export class Scheduler {
   #dirty = false;
   #draining = false;
   #closing = false;
-  /**
-   * Called in the commit where the scheduler writes a `faulted` or `orphaned` outcome, so the layer
-   * above can clean up what the task owned (its run, its live slots). Must only write through `tx`.
-   */
-  outcomeHook: (tx: Tx, task: TaskRecord) => void = () => undefined;
   /** Tasks whose wake continuation threw at their current checkpoint; the waking task meanwhile. */
   #noWake = new Set<TaskId>();
   #waking: TaskId | undefined;
@@ -247,7 +242,7 @@ export class Scheduler {
       plan.corrupt.push({ id, message: diagnostic });
       if (t && t.state.status !== "terminal" && t.state.status !== "completing") {
         const done = finish(overlay, t, { status: "faulted", error: { message: diagnostic } }, now);
-        if (tx) this.outcomeHook(tx, done);
+        if (tx) this.#cleanUp(tx, done);
         plan.writes = true;
       }
     }
@@ -292,7 +287,7 @@ export class Scheduler {
       if (!resolution.ok) {
         if (mode === "abort") {
           const done = finish(overlay, t, { status: "orphaned", reason: resolution.reason }, now);
-          if (tx) this.outcomeHook(tx, done);
+          if (tx) this.#cleanUp(tx, done);
           plan.writes = true;
           plan.unblocked.push(id);
         } else {
@@ -340,6 +335,11 @@ export class Scheduler {
     }
     for (const id of plan.unblocked) this.blocked.delete(id);
     for (const invocation of plan.starts) this.#register(invocation);
+  }
+
+  /** The definition's cleanup, in the commit where the scheduler wrote a faulted or orphaned outcome. */
+  #cleanUp(tx: Tx, task: TaskRecord): void {
+    this.registry.get(task.kind)?.cleanUp?.(tx, task);
   }
 
   #register(invocation: Invocation): void {
@@ -436,7 +436,7 @@ export class Scheduler {
     await this.session.commit((tx, overlay) => {
       const t = overlay.task(id);
       if (!t || t.state.status === "terminal" || t.state.status === "completing") return;
-      this.outcomeHook(tx, finish(overlay, t, { status: "faulted", error: { message } }, this.session.now()));
+      this.#cleanUp(tx, finish(overlay, t, { status: "faulted", error: { message } }, this.session.now()));
     });
   }
 

@@ -272,6 +272,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
     CompactionResult
   >({
     name: "pi.compaction",
+    cleanUp: cleanUpFailedCompaction,
     version: 1,
     initial: () => ({ phase: "select" }),
     phases: {

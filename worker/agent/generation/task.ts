@@ -28,6 +28,7 @@ import type { GenerationDeps } from "./classification.ts";
 import { poll, request } from "./request.ts";
 import { awaitToolRound, wakeForToolRound } from "./tools-phase.ts";
 import {
+  cleanUpFailedGeneration,
   convertLeftoverPartial,
   failRun,
   type GenerationCheckpoint,
@@ -49,6 +50,7 @@ export function createGenerationTask(
   const deps: GenerationDeps = { services, policy, toolTask, compactionTask };
   return defineTask<Json, GenerationCheckpoint, GenerationResult>({
     name: "pi.generation",
+    cleanUp: cleanUpFailedGeneration,
     version: 1,
     // A generation created with its request already prepared (in the creating commit) is created
     // with `start` at that request instead.

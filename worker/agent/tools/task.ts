@@ -24,7 +24,15 @@ import {
   type ToolResult,
   toPiTool,
 } from "./contract.ts";
-import { appendResult, boundResult, OutputBuffer, slotDone, toolResultEntry, updateSlot } from "./results.ts";
+import {
+  appendResult,
+  boundResult,
+  cleanUpFailedTool,
+  OutputBuffer,
+  slotDone,
+  toolResultEntry,
+  updateSlot,
+} from "./results.ts";
 
 export type ToolTaskInput =
   | { assistant: EntryId; callId: string }
@@ -95,6 +103,7 @@ export function createToolTask(services: AgentServices) {
     ToolTaskResult
   >({
     name: "pi.tool",
+    cleanUp: cleanUpFailedTool,
     version: 1,
     initial: () => ({ phase: "call" }),
     phases: {
