@@ -43,10 +43,14 @@ const BY_CODE: Record<string, ToolStatus> = {
   tool_unavailable: "refused",
 };
 
-/** The status of a call: from its committed result when there is one, else from its live slot. */
+/**
+ * The status of a call: from its committed result when there is one, else from its live slot; a
+ * call with neither once the run has ended (its message was cut off) never ran: interrupted.
+ */
 export function toolStatus(
   result: { isError: boolean; diagnostics: readonly Diagnostic[] } | undefined,
   slot: Pick<ToolSlot, "status"> | undefined,
+  options: { runLive: boolean } = { runLive: true },
 ): ToolStatus {
   if (result) {
     for (const d of result.diagnostics) {
@@ -55,6 +59,7 @@ export function toolStatus(
     }
     return result.isError ? "failed" : "done";
   }
+  if (slot === undefined && !options.runLive) return "interrupted";
   // A slot marked done is still running until its result entry commits.
   return slot === undefined || slot.status === "pending" ? "queued" : "running";
 }

@@ -71,6 +71,7 @@ describe("tool calls in words", () => {
     expect(toolStatus(undefined, { status: "running" })).toBe("running");
     expect(toolStatus(undefined, { status: "done" })).toBe("running");
     expect(toolStatus(undefined, undefined)).toBe("queued");
+    expect(toolStatus(undefined, undefined, { runLive: false })).toBe("interrupted");
   });
 
   test("the harness block is cut from a result's text; diagnostics are read from entry data", () => {

@@ -1,0 +1,230 @@
+/**
+ * The tab as a person uses it, on the built app with the demo model: the layout at 1280 and 390 px
+ * in light and dark (no horizontal scroll; screenshots kept under test-results/screenshots/), model
+ * text rendered as markdown with code blocks while any HTML or javascript: link in it stays inert,
+ * and the composer's keys (Enter sends and keeps focus, Esc stops a running task).
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "vitest";
+import { appDir, type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "./browser.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const shots = join(root, "test-results", "screenshots");
+
+let server: StaticServer;
+let b: LaunchedBrowser;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  server = await serveStatic(appDir());
+  mkdirSync(shots, { recursive: true });
+});
+afterAll(async () => {
+  await server?.close();
+});
+beforeEach(async () => {
+  logs.length = 0;
+  b = await launchBrowser();
+});
+afterEach(async (context) => {
+  if (context.task.result?.state === "fail") console.log(`page logs:\n${logs.slice(-100).join("\n")}`);
+  await b?.close();
+});
+
+/** Poll `probe` until `ok` holds (observable state, never a fixed sleep). */
+async function until<T>(
+  what: string,
+  probe: () => Promise<T>,
+  ok: (v: T) => boolean,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  for (;;) {
+    last = await probe();
+    if (ok(last)) return last;
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function openApp(label: string, width = 1280, height = 800): Promise<Page> {
+  const page = await b.newPage();
+  page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
+  await page.setViewportSize({ width, height });
+  const store = `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  await page.goto(`${server.url}?${new URLSearchParams({ debug: "1", store })}`);
+  await page
+    .locator('[data-testid="engine-status"][data-phase="ready"]')
+    .waitFor({ state: "attached", timeout: 60_000 });
+  await page.getByLabel("message").waitFor();
+  return page;
+}
+
+async function say(page: Page, text: string): Promise<void> {
+  const box = page.getByLabel("message");
+  await box.fill(text);
+  await box.press("Enter");
+}
+
+/** Wait until `n` assistant entries are committed and nothing streams or runs. */
+const settled = (page: Page, n: number) =>
+  until(
+    `${n} settled answers`,
+    () =>
+      page.evaluate(() => ({
+        busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
+        count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
+      })),
+    (s) => s.busy === 0 && s.count >= n,
+    60_000,
+  );
+
+const lastAnswer = (page: Page) =>
+  page.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').last();
+
+// The note the demo model writes quotes what the user asked; reading it back makes the model's
+// answer carry this text (markdown, a code block, and hostile HTML and links) as a quote.
+const PAYLOAD = [
+  "write a note <img src=x onerror=window.__pwned=1> <script>window.__pwned=2</script> [go](javascript:window.__pwned=3)",
+  "```js",
+  "const answer = 42;",
+  "```",
+].join("\n");
+
+async function demoConversation(page: Page): Promise<void> {
+  await say(page, PAYLOAD);
+  await settled(page, 2);
+  await say(page, "read notes/note-1.md");
+  await settled(page, 4);
+}
+
+test("model text renders as markdown with a code block and its HTML, script and javascript: link stay inert", async () => {
+  const page = await openApp("inert");
+  await demoConversation(page);
+  const answer = lastAnswer(page);
+  // Markdown became elements: the quoted note's heading and code block, with a Copy button.
+  expect(await answer.locator("blockquote h1").textContent()).toBe("Note 1");
+  expect(await answer.locator('pre > code[class="language-js"]').textContent()).toContain(
+    "const answer = 42;",
+  );
+  expect(await answer.locator("pre > button.copy").count()).toBe(1);
+  // The hostile parts are in the answer, as text only.
+  const text = (await answer.textContent()) ?? "";
+  expect(text).toContain("<img src=x onerror=window.__pwned=1>");
+  expect(text).toContain("<script>window.__pwned=2</script>");
+  const dom = await page.evaluate(() => {
+    const entries = document.querySelector('[data-testid="entries"]')!;
+    const all = [...entries.querySelectorAll("*")];
+    return {
+      pwned: (globalThis as { __pwned?: unknown }).__pwned ?? null,
+      images: entries.querySelectorAll("img").length,
+      scripts: entries.querySelectorAll("script").length,
+      handlers: all.flatMap((e) =>
+        [...e.attributes].filter((a) => a.name.startsWith("on")).map((a) => a.name),
+      ),
+      jsLinks: all.filter((e) => /javascript:/i.test(e.getAttribute("href") ?? "")).length,
+    };
+  });
+  expect(dom).toEqual({ pwned: null, images: 0, scripts: 0, handlers: [], jsLinks: 0 });
+  // The write call shows as a card with its arguments as written, not as raw JSON.
+  const card = page.locator('[data-testid="tool-call"]').first();
+  expect(await card.getAttribute("data-status")).toBe("done");
+  expect(await card.locator("dt").allTextContents()).toEqual(["path", "content"]);
+  expect(await card.locator("dd").nth(0).textContent()).toBe("notes/note-1.md");
+});
+
+test("Enter sends and focus stays in the composer; Esc stops a long task, shown as aborted in words", async () => {
+  const page = await openApp("keys");
+  const box = page.getByLabel("message");
+  await say(page, "hello there");
+  expect(await box.inputValue()).toBe("");
+  expect(await box.evaluate((el) => el === document.activeElement)).toBe(true);
+  await page.locator('[data-testid="entries"] > [data-kind="pi.user"]').first().waitFor();
+  await settled(page, 1);
+  // Shift+Enter is a new line, not a send.
+  await box.press("a");
+  await box.press("Shift+Enter");
+  await box.press("b");
+  expect(await box.inputValue()).toBe("a\nb");
+  expect(await page.locator('[data-testid="entries"] > [data-kind="pi.user"]').count()).toBe(1);
+  // Send by button: focus comes back to the composer.
+  await page.getByRole("button", { name: "Send" }).click();
+  await until(
+    "focus back in the composer",
+    () => box.evaluate((el) => el === document.activeElement),
+    (v) => v,
+  );
+  await settled(page, 2);
+
+  await say(page, "run a long task");
+  await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor();
+  await box.press("Escape");
+  const aborted = page.locator('[data-testid="tool-call"][data-status="aborted"]');
+  await aborted.waitFor({ timeout: 30_000 });
+  await until(
+    "the run to end",
+    () => page.locator('[data-testid="partial"], [data-testid="tool-slot"]').count(),
+    (n) => n === 0,
+  );
+  expect(await page.getByRole("button", { name: "Stop" }).count()).toBe(0);
+  const shown = (await page.locator('[data-testid="entries"]').textContent()) ?? "";
+  expect(shown).toContain("tool · sleep · aborted");
+  expect(shown).not.toContain("<harness>");
+});
+
+test("the layout fits 390 px without horizontal scroll, in light and dark, with drawers and a persisted theme switch", async () => {
+  const page = await openApp("layout");
+  await demoConversation(page);
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [width, height] of [
+      [1280, 800],
+      [390, 844],
+    ] as const) {
+      await page.setViewportSize({ width, height });
+      const fit = await page.evaluate(() => ({
+        scrollWidth: document.documentElement.scrollWidth,
+        innerWidth,
+        background: getComputedStyle(document.body).backgroundColor,
+      }));
+      expect(fit.scrollWidth, `${scheme} at ${width} px`).toBe(width);
+      expect(fit.innerWidth).toBe(width);
+      expect(fit.background).toBe(scheme === "light" ? "rgb(255, 255, 255)" : "rgb(15, 23, 42)");
+      await page.screenshot({ path: join(shots, `main-${scheme}-${width}.png`) });
+    }
+  }
+  // At 390 px the conversation list is a drawer behind a button; the task panel too.
+  const list = page.locator("nav#conversations");
+  expect(await list.isVisible()).toBe(false);
+  await page.getByRole("button", { name: "Conversations" }).click();
+  await until(
+    "the drawer open",
+    () => list.isVisible(),
+    (v) => v,
+  );
+  await page.screenshot({ path: join(shots, "drawer-dark-390.png") });
+  await page.keyboard.press("Escape");
+  await until(
+    "the drawer closed",
+    () => list.isVisible(),
+    (v) => !v,
+  );
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBe(390);
+
+  // The switch overrides the system and is remembered across a reload.
+  await page.emulateMedia({ colorScheme: "dark" });
+  const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await page.getByTestId("theme-switch").click(); // system -> light
+  expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe("light");
+  expect(await background()).toBe("rgb(255, 255, 255)");
+  await page.reload();
+  await page.getByTestId("theme-switch").waitFor();
+  expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe("light");
+  expect(await background()).toBe("rgb(255, 255, 255)");
+});
