@@ -66,6 +66,10 @@ async function openApp(label: string, width = 1280, height = 800): Promise<Page>
   return page;
 }
 
+/** Let running CSS transitions (a drawer sliding after a resize) finish. */
+const settleAnimations = (page: Page) =>
+  page.evaluate(() => Promise.all(document.getAnimations().map((a) => a.finished.catch(() => undefined))));
+
 async function say(page: Page, text: string): Promise<void> {
   const box = page.getByLabel("message");
   await box.fill(text);
@@ -172,7 +176,11 @@ test("Enter sends and focus stays in the composer; Esc stops a long task, shown 
     () => page.locator('[data-testid="partial"], [data-testid="tool-slot"]').count(),
     (n) => n === 0,
   );
-  expect(await page.getByRole("button", { name: "Stop" }).count()).toBe(0);
+  await until(
+    "the Stop button gone",
+    () => page.getByRole("button", { name: "Stop", exact: true }).count(),
+    (n) => n === 0,
+  );
   const shown = (await page.locator('[data-testid="entries"]').textContent()) ?? "";
   expect(shown).toContain("tool · sleep · aborted");
   expect(shown).not.toContain("<harness>");
@@ -188,15 +196,27 @@ test("the layout fits 390 px without horizontal scroll, in light and dark, with 
       [390, 844],
     ] as const) {
       await page.setViewportSize({ width, height });
+      await settleAnimations(page);
+      await page.screenshot({ path: join(shots, `main-${scheme}-${width}.png`) });
       const fit = await page.evaluate(() => ({
         scrollWidth: document.documentElement.scrollWidth,
         innerWidth,
         background: getComputedStyle(document.body).backgroundColor,
+        // What sticks out, to name it when the width is wrong.
+        wide: [...document.querySelectorAll("body *")]
+          .filter(
+            (e) =>
+              e.getBoundingClientRect().right > innerWidth + 0.5 &&
+              getComputedStyle(e).visibility !== "hidden",
+          )
+          .slice(0, 5)
+          .map(
+            (e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`,
+          ),
       }));
-      expect(fit.scrollWidth, `${scheme} at ${width} px`).toBe(width);
+      expect(fit.scrollWidth, `${scheme} at ${width} px: ${fit.wide.join("; ")}`).toBe(width);
       expect(fit.innerWidth).toBe(width);
       expect(fit.background).toBe(scheme === "light" ? "rgb(255, 255, 255)" : "rgb(15, 23, 42)");
-      await page.screenshot({ path: join(shots, `main-${scheme}-${width}.png`) });
     }
   }
   // At 390 px the conversation list is a drawer behind a button; the task panel too.
