@@ -228,6 +228,11 @@ test("the layout fits 390 px without horizontal scroll, in light and dark, with 
     () => list.isVisible(),
     (v) => v,
   );
+  await until(
+    "the drawer slid in",
+    () => list.evaluate((e) => e.getBoundingClientRect().left),
+    (x) => x === 0,
+  );
   await page.screenshot({ path: join(shots, "drawer-dark-390.png") });
   await page.keyboard.press("Escape");
   await until(
@@ -235,6 +240,7 @@ test("the layout fits 390 px without horizontal scroll, in light and dark, with 
     () => list.isVisible(),
     (v) => !v,
   );
+  await settleAnimations(page);
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBe(390);
 
   // The switch overrides the system and is remembered across a reload.
