@@ -169,26 +169,6 @@ describe("submissions", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
-  test("a display-only write is appended at once, even mid-run", async () => {
-    const hold = deferred();
-    const { root, faux } = await open(async (req, n) => {
-      await hold.promise;
-      return echo(req, n);
-    });
-    const input = await root.submit({ type: "input", content: "one" });
-    await expect.poll(() => faux.requests.length).toBe(1); // the request is in flight
-    const note = await root.submit({ type: "write", entry: { kind: "note", data: { text: "fyi" } } });
-    const settled = await note.wait();
-    expect(root.busy).toBe(true);
-    const during = await transcript(root);
-    expect(kinds(during)).toEqual(["pi.user", "note"]);
-    expect(settled).toEqual({ status: "done", entry: during[1]!.id });
-    expect(during[1]!.data).toEqual({ text: "fyi" });
-    hold.resolve();
-    await input.wait();
-    expect(kinds(await transcript(root))).toEqual(["pi.user", "note", "pi.assistant"]);
-  });
-
   test("a model-visible write while busy is queued and placed at the next boundary", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

@@ -44,6 +44,7 @@ import {
 } from "./services.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task.ts";
+import { uuidv7 } from "./uuidv7.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
 
@@ -69,7 +70,7 @@ function createAgentDocs(tx: Tx, record: ConversationRecord): void {
   writeDoc(tx, record.id, DOC.live, {});
   writeDoc(tx, record.id, DOC.inbox, { items: [] });
   writeDoc<UsageState>(tx, record.id, DOC.usage, { models: {}, tools: {} });
-  writeDoc(tx, record.id, DOC.provider, { sessionId: crypto.randomUUID() });
+  writeDoc(tx, record.id, DOC.provider, { sessionId: uuidv7(tx.now()) });
 }
 
 export class AgentHarness extends Harness {

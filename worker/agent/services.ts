@@ -207,6 +207,15 @@ export interface AgentServices {
   report(error: unknown): void;
 }
 
+/**
+ * The services as one phase sees them: the hooks resolved once, now, at the phase's start (spec
+ * §7.5), so a registry change while the phase runs takes effect at the next phase.
+ */
+export function atPhaseStart(services: AgentServices): AgentServices {
+  const hooks = services.hooks();
+  return { ...services, hooks: () => hooks };
+}
+
 export const defaultStream: StreamFn = (model, context, options) => streamSimple(model, context, options);
 
 /** Exponential backoff: base * 2^(attempt-1), capped. */

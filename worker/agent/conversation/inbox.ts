@@ -58,12 +58,11 @@ function validateContent(content: unknown): asserts content is UserMessage["cont
 /** An entry to write; `head: "self"` (a reset) becomes the entry's own id when it is appended. */
 type Drafted = Omit<EntryDraft, "head"> & { head?: EntryDraft["head"] | "self" };
 
-function entryDraft(draft: EntryDraftJson, allowSelfHead = false): Drafted {
+/** A write's entry draft, checked. Any host may write `head: "self"` (spec §2.2), not only reset(). */
+function entryDraft(draft: EntryDraftJson): Drafted {
   if (!draft || typeof draft.kind !== "string" || draft.kind.length === 0)
     throw new InvalidTransition("a write needs an entry with a kind");
   const { head, ...rest } = draft;
-  if (head === "self" && !allowSelfHead)
-    throw new InvalidTransition('head: "self" writes are made by reset()');
   return { ...rest, ...(head !== undefined ? { head } : {}) } as Drafted;
 }
 
@@ -74,6 +73,16 @@ function appendWrite(tx: Tx, conversationId: ConversationId, drafted: Drafted) {
     ...drafted,
     ...(head !== undefined ? { head } : {}),
   } as EntryDraft);
+}
+
+/**
+ * Whether a final boundary now would select a user item (a steer or a follow-up) or a reset: then an
+ * onYield continuation is dropped (spec §6, §8.3).
+ */
+export function finalSelectsUser(tx: Tx, conversationId: ConversationId): boolean {
+  return inbox(tx, conversationId).items.some(
+    (i) => i.mode !== "write" || (i.mode === "write" && i.entry.head === "self"),
+  );
 }
 
 /** A reset is queued: the next boundary starts a fresh context (see finishToolRound). */
@@ -101,7 +110,7 @@ export function admitReset(
     head: "self",
     ...(message ? { model: [message] as unknown as Json } : {}),
   };
-  return admit(tx, policy, conversationId, { type: "write", entry }, true);
+  return admit(tx, policy, conversationId, { type: "write", entry });
 }
 
 /**
@@ -122,7 +131,6 @@ export function admit(
   policy: InboxPolicy,
   conversationId: ConversationId,
   draft: SubmissionDraft,
-  allowSelfHead = false,
 ): SubmissionRecord {
   if (draft.requestId !== undefined) {
     const existing = tx.submissionByRequest(conversationId, draft.requestId);
@@ -159,14 +167,12 @@ export function admit(
     if (!busy) finalBoundary(tx, policy, conversationId);
     return tx.submission(sub.id)!;
   }
-  const drafted = entryDraft(draft.entry, allowSelfHead);
-  // Writes that change what the model sees (messages, a head, edits) wait for a boundary.
-  const displayOnly =
-    drafted.model === undefined && drafted.head === undefined && drafted.edits === undefined;
-  if (displayOnly || (!busy && items.length === 0)) {
+  const drafted = entryDraft(draft.entry);
+  // The ordered passive path (spec §6): appended at once only when idle with an empty inbox;
+  // otherwise every write, display-only ones too, queues behind what is waiting.
+  if (!busy && items.length === 0) {
     if (isStale(tx, conversationId, drafted))
       return tx.createSubmission({ ...base, type: "write", status: "unanswered", reason: "stale" });
-    // Between a call and its result a display-only entry changes nothing the model sees.
     const entry = appendWrite(tx, conversationId, drafted);
     return tx.createSubmission({ ...base, type: "write", status: "done", entry: entry.id });
   }
@@ -215,7 +221,7 @@ export function placeAtBoundary(
   const selected = new Set([...writes, ...users].map((i) => i.id));
   for (const item of writes) {
     if (item.mode !== "write") continue;
-    const drafted = entryDraft(item.entry, true);
+    const drafted = entryDraft(item.entry);
     const { payload: _p, ...sub } = tx.submission(item.id)!;
     // Heads placed earlier at this boundary count: the active range may have moved past its target.
     if (isStale(tx, conversationId, drafted)) {

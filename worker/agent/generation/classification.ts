@@ -10,7 +10,13 @@ import type { TaskDefinition, Tx } from "../../core/define.ts";
 import type { Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import { overflowCompactable } from "../compaction/policy.ts";
 import { type CompactionDefinition, startBlockingCompaction } from "../compaction/task.ts";
-import { finalBoundary, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
+import {
+  finalBoundary,
+  finalSelectsUser,
+  type InboxPolicy,
+  placeAtBoundary,
+  settleInputs,
+} from "../conversation/inbox.ts";
 import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "../records.ts";
 import { type AgentServices, isRetryableError, type RetryPolicy, retryDelayMs } from "../services.ts";
 import { startToolRound } from "../tools/round.ts";
@@ -158,7 +164,9 @@ function answered(
   clearPartial(tx, c);
   const run = live(tx, c).run;
   if (run?.taskId === task.id) {
-    if (continuation !== undefined) {
+    // The continuation applies only when this final boundary selects no user item and no reset.
+    if (continuation !== undefined && !finalSelectsUser(tx, c)) {
+      placeAtBoundary(tx, deps.policy, c, "final"); // writes only: nothing else is queued
       appendUser(tx, c, continuation);
       handRunTo(tx, c, deps.policy, run.inputs);
     } else {

@@ -22,7 +22,7 @@ import {
 } from "../compaction/task.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
 import { DOC, type LiveState, live, writeDoc } from "../records.ts";
-import { type AgentServices, sleepUntil } from "../services.ts";
+import { type AgentServices, atPhaseStart, sleepUntil } from "../services.ts";
 import { abortPendingCalls } from "../tools/round.ts";
 import type { GenerationDeps } from "./classification.ts";
 import { poll, request } from "./request.ts";
@@ -48,6 +48,8 @@ export function createGenerationTask(
   compactionTask: () => CompactionDefinition,
 ): TaskDefinition<Json, GenerationCheckpoint, GenerationResult> {
   const deps: GenerationDeps = { services, policy, toolTask, compactionTask };
+  // Each phase resolves its hooks once, at its start (spec §7.5).
+  const phaseDeps = (): GenerationDeps => ({ ...deps, services: atPhaseStart(services) });
   return defineTask<Json, GenerationCheckpoint, GenerationResult>({
     name: "pi.generation",
     cleanUp: cleanUpFailedGeneration,
@@ -56,16 +58,16 @@ export function createGenerationTask(
     // with `start` at that request instead.
     initial: () => ({ phase: "prepare", attempt: 1 }),
     phases: {
-      prepare: (task, runtime) => prepare(deps, task, runtime),
-      request: (task, runtime, signal) => request(deps, task, runtime, signal),
-      poll: (task, runtime, signal) => poll(deps, task, runtime, signal),
+      prepare: (task, runtime) => prepare(phaseDeps(), task, runtime),
+      request: (task, runtime, signal) => request(phaseDeps(), task, runtime, signal),
+      poll: (task, runtime, signal) => poll(phaseDeps(), task, runtime, signal),
       retry: (task, runtime, signal) => retry(task, runtime, signal),
-      tools: (task, runtime) => awaitToolRound(deps, task, runtime),
+      tools: (task, runtime) => awaitToolRound(phaseDeps(), task, runtime),
     },
     wake: {
       tools: (tx, task) => wakeForToolRound(deps, tx, task),
     },
-    abort: (task, runtime, signal) => abort(deps, task, runtime, signal),
+    abort: (task, runtime, signal) => abort(phaseDeps(), task, runtime, signal),
   });
 }
 

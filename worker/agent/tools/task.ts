@@ -15,7 +15,7 @@ import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "../records.ts";
-import type { AgentServices, HookContext } from "../services.ts";
+import type { AgentHooks, AgentServices, HookContext } from "../services.ts";
 import {
   type ReplayPolicy,
   replayPolicyOf,
@@ -108,6 +108,8 @@ export function createToolTask(services: AgentServices) {
     initial: () => ({ phase: "call" }),
     phases: {
       call: async (task, runtime, signal) => {
+        // Each phase resolves its hooks once, at its start (spec §7.5).
+        const hooks = services.hooks();
         const call = await readCall(task);
         const ctx: HookContext = { conversationId: task.conversationId, taskId: task.id };
         let tool: ToolDefinition;
@@ -117,7 +119,7 @@ export function createToolTask(services: AgentServices) {
             throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
           tool = resolveTool(task, call.name);
           args = validate(tool, call, call.arguments);
-          for (const hook of services.hooks().beforeTool ?? []) {
+          for (const hook of hooks.beforeTool ?? []) {
             const decision = await hook({ name: call.name, arguments: args }, ctx);
             if (decision && "block" in decision) throw new ToolCallFailed("blocked", decision.block);
             if (decision && "arguments" in decision) args = decision.arguments;
@@ -133,10 +135,11 @@ export function createToolTask(services: AgentServices) {
           updateSlot(tx, task.conversationId, task.id, (s) => ({ ...s, status: "running" }));
           return { status: "running", checkpoint: { phase: "execute", arguments: args as Json, replay } };
         });
-        await execute(runtime, task, tool, call!, args, signal);
+        await execute(runtime, task, tool, call!, args, signal, hooks);
       },
 
       execute: async (task, runtime, signal) => {
+        const hooks = services.hooks();
         const cp = task.state.checkpoint;
         const call = await readCall(task);
         let tool: ToolDefinition | undefined;
@@ -152,7 +155,7 @@ export function createToolTask(services: AgentServices) {
             await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "tool_unavailable", message);
             return;
           }
-          await execute(runtime, task, tool, call, cp.arguments, signal);
+          await execute(runtime, task, tool, call, cp.arguments, signal, hooks);
           return;
         }
         // Recovery: the intent committed, the result did not.
@@ -166,7 +169,7 @@ export function createToolTask(services: AgentServices) {
             );
             return undefined;
           });
-          await execute(runtime, task, tool, call, cp.arguments, signal);
+          await execute(runtime, task, tool, call, cp.arguments, signal, hooks);
           return;
         }
         const partial = partialOutput(task);
@@ -183,8 +186,8 @@ export function createToolTask(services: AgentServices) {
       },
     },
     abort: async (task, runtime) => {
-      const call = await readCall(task).catch(() => undefined);
       const hooks = services.hooks().onAbort ?? [];
+      const call = await readCall(task).catch(() => undefined);
       if (call && hooks.length > 0 && !("nested" in task.input)) {
         await settleAbortedWithHooks(runtime, task, call, hooks);
         return;
@@ -297,6 +300,7 @@ export function createToolTask(services: AgentServices) {
     call: ToolCall,
     args: unknown,
     signal: AbortSignal,
+    hooks: AgentHooks,
   ): Promise<void> {
     const c = task.conversationId;
     const output = new OutputBuffer(
@@ -349,7 +353,7 @@ export function createToolTask(services: AgentServices) {
     const durationMs = Math.round(performance.now() - started);
     await output.stop();
     if (signal.aborted) throw signal.reason;
-    for (const hook of services.hooks().afterTool ?? []) {
+    for (const hook of hooks.afterTool ?? []) {
       result =
         (await hook({ name: call.name, arguments: args, result }, { conversationId: c, taskId: task.id })) ??
         result;
