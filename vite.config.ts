@@ -19,6 +19,34 @@ function devCsp(): Plugin {
   };
 }
 
+/**
+ * pi-ai's env-api-keys.js (reading keys from the environment, for Node and Bun) `require`s `node:fs`
+ * only under Bun, inside a try. A browser bundle has no `node:fs`: Vite would substitute its
+ * "externalized for browser compatibility" stub and warn on every build. That code never runs here
+ * (the engine's keys come from the store's settings), so it gets an empty module instead, on purpose.
+ */
+function noNodeFsInPiAi(): Plugin {
+  const stub = "\0pi-ai-no-node-fs";
+  return {
+    name: "durable-agent:pi-ai-no-node-fs",
+    enforce: "pre",
+    resolveId(id, importer) {
+      if (id === "node:fs" && importer?.includes("@mariozechner/pi-ai/dist/env-api-keys")) return stub;
+      return undefined;
+    },
+    load(id) {
+      return id === stub ? "export default {};" : undefined;
+    },
+  };
+}
+
+/**
+ * Rolldown reports plugin callbacks that take long: vite-plugin-pwa's service-worker generation and
+ * the worker bundling always do (seconds on two cores), and there is nothing to act on, so the report
+ * is off.
+ */
+const quietTimings = { checks: { bundlerTimings: false } };
+
 /** A comparable build id (ISO time unless BUILD_ID is set): a newer engine may take a store over. */
 const buildId = process.env.BUILD_ID ?? new Date().toISOString();
 
@@ -27,6 +55,7 @@ export default defineConfig({
   plugins: [
     svelte(),
     devCsp(),
+    noNodeFsInPiAi(),
     VitePWA({
       registerType: "autoUpdate",
       injectRegister: "script",
@@ -53,7 +82,8 @@ export default defineConfig({
       },
     }),
   ],
-  worker: { format: "es" },
+  // The engine runs in the workers: they are bundled on their own, with their own plugins.
+  worker: { format: "es", plugins: () => [noNodeFsInPiAi()], rolldownOptions: quietTimings },
   optimizeDeps: { exclude: ["@journeyapps/wa-sqlite"] },
-  build: { target: "es2022" },
+  build: { target: "es2022", rolldownOptions: quietTimings },
 });

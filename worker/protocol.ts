@@ -45,7 +45,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -102,7 +102,6 @@ export interface ConversationSummary {
   readonly id: ConversationId;
   readonly title: string;
   readonly busy: boolean;
-  readonly entries: number;
 }
 
 export interface ModelChoice {
@@ -182,8 +181,6 @@ export interface EngineApi {
   taskGraph(): Promise<ConversationNode[]>;
   /** Counts of live and running tasks, the blocked ones, diagnostics, and a fatal store error. */
   inspect(): Promise<Inspection>;
-  /** Test and diagnostics helpers. */
-  debug: DebugApi;
 }
 
 export interface EngineTimeline {
@@ -208,6 +205,10 @@ export interface EngineStats {
   readonly timeline: EngineTimeline;
 }
 
+/**
+ * The test and bench endpoints (worker/host/test-endpoints.ts): no part of `EngineApi`. An engine
+ * serves them as `debug` only to pages opened with `?debug=1` (the e2e and bench pages).
+ */
 export interface DebugApi {
   startTicker(request: TickerRequest): Promise<TaskId>;
   ticker(taskId: TaskId): Promise<TickerStatus>;

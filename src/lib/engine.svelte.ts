@@ -123,6 +123,9 @@ export class EngineClient {
   #workerQuery(): URLSearchParams {
     const query = new URLSearchParams({ store: this.storeName });
     if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
+    // Test pages ask for the engine's test endpoints (worker/host/test-endpoints.ts); a worker of
+    // another name is another worker, so a normal page never shares an engine that serves them.
+    if (this.params.get("debug") === "1") query.set("debug", "1");
     return query;
   }
 

@@ -1,6 +1,7 @@
 /**
  * The engine host in a real Chromium, against the built app (`?debug=1` puts the EngineClient on
- * `globalThis.__engine`). A `test.ticker` task commits one `test.tick` entry per phase; its trail (the
+ * `globalThis.__engine` and asks the engine for its test endpoints, `__engine.api.debug.*`; the
+ * production API has none). A `test.ticker` task commits one `test.tick` entry per phase; its trail (the
  * tick numbers in commit order) must come out exactly [1..N] whatever happens to the tabs, the
  * browser or the build in between. Every test starts from a fresh browser profile and its own store,
  * and waits only on observable state (a trail length, a status, text on screen).

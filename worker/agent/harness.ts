@@ -22,6 +22,14 @@ import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
 import type { InboxPolicy } from "./conversation/inbox.ts";
 import { createGenerationTask, prepareRequest } from "./generation/task.ts";
+import {
+  API_KEYS_DOC,
+  type ModelChoice,
+  modelChoices,
+  SETTINGS_CONVERSATION,
+  storedApiKey,
+  writeApiKey,
+} from "./models/keys.ts";
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,
@@ -58,7 +66,10 @@ export interface AgentHarnessOptions extends HarnessOptions {
   hooks?: AgentHooks | (() => AgentHooks);
   /** pi-ai's streamSimple unless replaced (tests, instrumentation). */
   stream?: StreamFn;
-  /** Keys are read at request time and never stored. */
+  /**
+   * Where requests get their keys (read at request time, never stored by a request). By default,
+   * the keys kept in the store's settings (`setApiKey`).
+   */
   apiKey?: (provider: string) => string | undefined;
 }
 
@@ -106,7 +117,7 @@ export class AgentHarness extends Harness {
       settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
       hooks: () => (typeof hooks === "function" ? hooks() : (hooks ?? {})),
       tools: () => this.#tools,
-      apiKey: options.apiKey ?? (() => undefined),
+      apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       report: options.onReport ?? (() => undefined),
     };
     const toolTask = createToolTask(this.services);
@@ -164,6 +175,8 @@ export class AgentHarness extends Harness {
   static override async open(store: Store, options: AgentHarnessOptions = {}): Promise<AgentHarness> {
     const harness = new AgentHarness(store, options);
     await harness.start();
+    // Requests read API keys synchronously (docNow): load the settings' documents now.
+    await harness.doc(SETTINGS_CONVERSATION, API_KEYS_DOC);
     return harness;
   }
 
@@ -242,6 +255,21 @@ export class AgentHarness extends Harness {
         total.tools[t] = total.tools[t] ? addUsage(total.tools[t], usage) : usage;
     }
     return total;
+  }
+
+  /** Every model a conversation may use, each marked with whether its provider needs a key. */
+  models(): ModelChoice[] {
+    return modelChoices(this.services.models);
+  }
+
+  /** Keep `key` for `provider` in the store's settings (null forgets it); it is never read back. */
+  async setApiKey(provider: string, key: string | null, signal?: AbortSignal): Promise<void> {
+    await this.transaction((tx) => writeApiKey(tx, provider, key), signal);
+  }
+
+  /** Whether requests to `provider` would carry a key. */
+  hasApiKey(provider: string): boolean {
+    return Boolean(this.services.apiKey(provider));
   }
 
   /** The shared view mount of a conversation (created on first use, dropped when unobserved). */

@@ -11,7 +11,7 @@
  */
 import { defineTask } from "../core/define.ts";
 import { Harness } from "../core/harness.ts";
-import type { HostPlatform } from "./engine.ts";
+import type { HostPlatform } from "./platform.ts";
 
 const chainTask = defineTask<{ n: number; of: number }, { phase: "step" }, number>({
   name: "bench.chain",

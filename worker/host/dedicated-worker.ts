@@ -6,10 +6,11 @@ import * as Comlink from "comlink";
 import { DEFAULT_STORE_NAME } from "../protocol.ts";
 import { openBrowserStore } from "../store/browser.ts";
 import { EngineHost } from "./engine.ts";
+import { TEST_ENDPOINTS_FLAG, withTestEndpoints } from "./test-endpoints.ts";
 
 declare const __BUILD_ID__: string;
-const storeName =
-  new URLSearchParams((self as unknown as { name: string }).name).get("store") ?? DEFAULT_STORE_NAME;
+const params = new URLSearchParams((self as unknown as { name: string }).name);
+const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
 
 const host = new EngineHost({
   storeName,
@@ -31,4 +32,4 @@ const host = new EngineHost({
   },
 });
 void host.start();
-Comlink.expose(host);
+Comlink.expose(params.get(TEST_ENDPOINTS_FLAG) === "1" ? withTestEndpoints(host) : host);

@@ -6,6 +6,7 @@ import * as Comlink from "comlink";
 import { DEFAULT_STORE_NAME } from "../protocol.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore } from "../store/browser.ts";
 import { EngineHost } from "./engine.ts";
+import { TEST_ENDPOINTS_FLAG, withTestEndpoints } from "./test-endpoints.ts";
 
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
@@ -28,8 +29,9 @@ const host = new EngineHost({
     }),
 });
 void host.start();
+const served = params.get(TEST_ENDPOINTS_FLAG) === "1" ? withTestEndpoints(host) : host;
 
 (self as unknown as { onconnect: (e: MessageEvent) => void }).onconnect = (event) => {
   const port = event.ports[0];
-  if (port) Comlink.expose(host, port);
+  if (port) Comlink.expose(served, port);
 };

@@ -1,0 +1,28 @@
+/**
+ * The agent the app's engine runs: the offline demo model (registered, listed first and the default),
+ * pi-ai's catalogue, the built-in tools on the OPFS workspace, and API keys from the store's settings
+ * (the agent's default). The test tasks (`test.ticker`, `test.noop`) are registered in every engine,
+ * not only in test pages' engines: a store a test page used must still open and finish its tasks.
+ */
+import type { Api, Model } from "@mariozechner/pi-ai";
+import { AgentHarness } from "../agent/harness.ts";
+import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.ts";
+import { createModelResolver } from "../agent/models/resolver.ts";
+import { builtinTools } from "../agent/tools/builtin/index.ts";
+import { errorMessage } from "../core/errors.ts";
+import type { SqliteLine } from "../store/line.ts";
+import { OpfsFs } from "./opfs-fs.ts";
+import { noopTask, tickerTask } from "./ticker.ts";
+
+export function openAppHarness(store: SqliteLine, onFatal: (error: Error) => void): Promise<AgentHarness> {
+  registerDemoProvider();
+  return AgentHarness.open(store, {
+    tasks: [tickerTask, noopTask],
+    models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
+    defaultModel: { provider: demoModel.provider, id: demoModel.id },
+    tools: builtinTools,
+    fs: new OpfsFs(),
+    onReport: (error) => console.warn("engine:", errorMessage(error)),
+    onFatal,
+  });
+}

@@ -1,0 +1,197 @@
+/**
+ * The engine's ownership of its store: the Web Lock `store:<name>`, the handover between engines
+ * (BroadcastChannel), and the one teardown. Invariants:
+ * - the store is opened only while the lock is held, and closed before the lock is released;
+ * - an engine that finds the lock held asks the owner to hand over; the owner (when the asker's build
+ *   is not older) stops reserving, lets running phases reach a commit (bounded grace), closes the
+ *   store, then releases the lock: never a silent steal;
+ * - an owner still starting when it was asked ignores the request; its "owner-ready" makes the
+ *   waiting engine ask again;
+ * - a handover and a fatal store error end the same way (`#stop`): stop serving, close, release.
+ */
+import type { AgentHarness } from "../agent/harness.ts";
+import {
+  type EngineStatus,
+  type EngineTimeline,
+  type HandoverMessage,
+  handoverChannelName,
+  storeLockName,
+} from "../protocol.ts";
+import { classifyStoreError } from "../store/errors.ts";
+import type { SqliteLine } from "../store/line.ts";
+import type { HostPlatform } from "./platform.ts";
+
+const HANDOVER_GRACE_MS = 2000;
+/** After a failed COMMIT the store may never close cleanly; the owner epoch fences any late write. */
+const FATAL_CLOSE_MS = 2000;
+
+export interface OwnerEvents {
+  /** The engine's lifecycle moved on (starting, waiting, ready, handing over, failed). */
+  status(status: EngineStatus): void;
+  /** The harness is about to close (a handover or a fatal error): stop serving anything from it. */
+  stopping(): void;
+}
+
+/** Open the engine's harness on the store just opened; `onFatal` is its store-failure callback. */
+export type OpenHarness = (store: SqliteLine, onFatal: (error: Error) => void) => Promise<AgentHarness>;
+
+export class StoreOwner {
+  readonly timeline: { -readonly [K in keyof EngineTimeline]: EngineTimeline[K] } = { startedAt: Date.now() };
+  readonly #platform: HostPlatform;
+  readonly #events: OwnerEvents;
+  readonly #id = crypto.randomUUID();
+  readonly #channel: BroadcastChannel;
+  #harness: AgentHarness | undefined;
+  #release: (() => void) | undefined;
+  #waitingForLock = false;
+  #failed = false;
+
+  constructor(platform: HostPlatform, events: OwnerEvents) {
+    this.#platform = platform;
+    this.#events = events;
+    this.#channel = new BroadcastChannel(handoverChannelName(platform.storeName));
+    this.#channel.onmessage = (e: MessageEvent<HandoverMessage>) => void this.#onMessage(e.data);
+  }
+
+  /**
+   * Take the lock (asking the owner to hand over when another engine holds it), open the store and
+   * the harness. Rejects with a classified StoreOpenError (the lock released) when it cannot.
+   */
+  async open(openHarness: OpenHarness): Promise<AgentHarness> {
+    await this.#acquire();
+    this.timeline.lockedAt = Date.now();
+    this.#events.status({ phase: "starting", detail: "opening the store" });
+    let harness: AgentHarness;
+    try {
+      const store = await this.#platform.openStore();
+      await store.fence();
+      this.timeline.openedAt = Date.now();
+      harness = await openHarness(store, (error) => void this.#fail(error));
+    } catch (error) {
+      const e = await classifyStoreError(error, { store: this.#platform.storeName, stage: "open" });
+      this.#events.status({
+        phase: "failed",
+        stage: "open",
+        reason: e.reason,
+        message: e.message,
+        advice: e.advice,
+      });
+      this.#release?.();
+      throw e;
+    }
+    this.#harness = harness;
+    this.timeline.readyAt = Date.now();
+    this.#events.status({
+      phase: "ready",
+      storeKind: this.#platform.storeKind,
+      build: this.#platform.build,
+      jspi: this.#platform.jspi,
+      persisted: await navigator.storage?.persisted?.().catch(() => undefined),
+    });
+    this.#post("owner-ready");
+    return harness;
+  }
+
+  /** Hold the lock at once if it is free; otherwise ask its owner to hand over and wait for it. */
+  async #acquire(): Promise<void> {
+    this.#waitingForLock = true;
+    if (!(await this.#hold({ ifAvailable: true }))) {
+      this.#events.status({
+        phase: "waiting-for-lock",
+        detail: "another engine owns the store; asking it to hand over",
+      });
+      this.#post("handover-request");
+      await this.#hold({});
+    }
+    this.#waitingForLock = false;
+  }
+
+  /** Request the lock and keep it until `#release`; false only when `ifAvailable` found it held. */
+  #hold(options: LockOptions): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      navigator.locks
+        .request(storeLockName(this.#platform.storeName), options, (lock) => {
+          if (!lock) return resolve(false);
+          resolve(true);
+          return new Promise<void>((release) => {
+            this.#release = release;
+          });
+        })
+        .catch(reject);
+    });
+  }
+
+  /**
+   * The one teardown: stop serving, close the harness (running phases get `graceMs` to reach their
+   * next commit; a close that hangs is given up after `giveUpAfterMs`), then release the lock.
+   */
+  async #stop(options: { graceMs?: number; giveUpAfterMs?: number }): Promise<void> {
+    const harness = this.#harness;
+    this.#harness = undefined;
+    this.#events.stopping();
+    try {
+      const closing = harness?.close(options.graceMs ? { graceMs: options.graceMs } : {});
+      const giveUp = options.giveUpAfterMs;
+      await (giveUp === undefined
+        ? closing
+        : Promise.race([closing, new Promise((resolve) => setTimeout(resolve, giveUp))]));
+    } catch {
+      // Releasing the lock is what counts: everything committed is stored.
+    } finally {
+      this.#release?.();
+    }
+  }
+
+  /**
+   * A COMMIT failed (storage full, the store taken over, an I/O error): memory may be ahead of the
+   * disk, so the engine stops. Say why and what to do, close the store (everything committed stays),
+   * and release the lock so the next engine (a reload) can reopen it.
+   */
+  async #fail(error: Error): Promise<void> {
+    if (this.#failed) return;
+    this.#failed = true;
+    const e = await classifyStoreError(error, { store: this.#platform.storeName, stage: "run" });
+    this.#events.status({
+      phase: "failed",
+      stage: "run",
+      reason: e.reason,
+      message: e.message,
+      advice: e.advice,
+    });
+    await this.#stop({ giveUpAfterMs: FATAL_CLOSE_MS });
+  }
+
+  async #onMessage(message: HandoverMessage): Promise<void> {
+    if (message.from === this.#id) return;
+    const build = this.#platform.build;
+    if (message.type === "owner-ready") {
+      // An owner that was still starting when we asked ignored the request: ask it again now.
+      if (this.#waitingForLock && message.build <= build) this.#post("handover-request");
+      return;
+    }
+    if (message.type !== "handover-request" || !this.#harness || this.#failed) return;
+    if (message.build < build) return; // an older build never takes over a newer one
+    // The same build asks only when a tab chose "use it here" (the dedicated-worker fallback).
+    const newer = message.build > build;
+    this.#events.status({
+      phase: "handing-over",
+      detail: newer ? `a newer version (${message.build}) is taking over` : "another tab is taking over",
+    });
+    await this.#stop({ graceMs: HANDOVER_GRACE_MS });
+    this.#events.status({
+      phase: "handed-over",
+      detail: newer
+        ? "A newer version of the app took over in another tab."
+        : "Another tab took over the app; this one is paused.",
+    });
+    this.#post("handover-released");
+  }
+
+  #post(type: HandoverMessage["type"]): void {
+    this.#channel.postMessage({
+      type,
+      from: this.#id,
+      build: this.#platform.build,
+    } satisfies HandoverMessage);
+  }
+}

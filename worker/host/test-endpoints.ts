@@ -1,0 +1,123 @@
+/**
+ * The test and bench endpoints (`debug.*`): start and read a `test.ticker`, seed a store with
+ * finished tasks, count transactions and watches, run the in-worker bench. They are no part of the
+ * production API: a worker entry adds them (`withTestEndpoints`) only when its page asked for them
+ * with `?debug=1` (the e2e and bench pages do), which the tab passes on in the worker's name. Such a
+ * page gets a worker of its own (a SharedWorker is keyed by its name), so a normal page never
+ * reaches them.
+ */
+import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
+import {
+  type DebugApi,
+  type EngineStats,
+  type TickData,
+  type TickerRequest,
+  type TickerStatus,
+  tickEntry,
+} from "../protocol.ts";
+import { runBrowserBench } from "./bench.ts";
+import { type EngineHost, engineInternals } from "./engine.ts";
+import { noopTask, tickerTask } from "./ticker.ts";
+
+/** The query flag (page URL and worker name) that asks for the test endpoints. */
+export const TEST_ENDPOINTS_FLAG = "debug";
+
+export function withTestEndpoints(host: EngineHost): EngineHost & { readonly debug: DebugApi } {
+  return Object.assign(host, { debug: testEndpoints(host) });
+}
+
+function testEndpoints(host: EngineHost): DebugApi {
+  const engine = host[engineInternals]();
+  // The recovery bench times navigation -> the first tick this engine commits (after COMMIT).
+  let firstTickAt: number | undefined;
+  void engine.harness().then(
+    (h) => {
+      const unsubscribe = h.subscribe((change) => {
+        if (!change.entries.some((e) => tickEntry.is(e))) return;
+        firstTickAt = Date.now();
+        unsubscribe();
+      });
+    },
+    () => undefined,
+  );
+
+  return {
+    async startTicker(request: TickerRequest) {
+      const h = await engine.harness();
+      const phases = Math.max(1, Math.min(10_000, Math.floor(request.phases)));
+      const delayMs = Math.max(0, Math.min(60_000, Math.floor(request.delayMs)));
+      return h.createTask(
+        tickerTask,
+        { phases, delayMs },
+        { conversationId: request.conversationId ?? ROOT_CONVERSATION_ID },
+      );
+    },
+
+    async ticker(taskId): Promise<TickerStatus> {
+      const h = await engine.harness();
+      const record = await h.getTask(taskId);
+      const entries = record ? await h.requireConversation(record.conversationId).entries() : [];
+      const trail = entries
+        .filter((e) => tickEntry.is(e) && e.data.taskId === taskId)
+        .map((e) => (e.data as TickData).n);
+      const status = !record
+        ? "missing"
+        : record.state.status === "terminal"
+          ? record.state.outcome.status
+          : record.state.status;
+      return { taskId, status, trail };
+    },
+
+    async stats(): Promise<EngineStats> {
+      const h = await engine.harness();
+      return {
+        transactions: h.store.stats.transactions,
+        commits: h.store.stats.commits,
+        build: engine.platform.build,
+        ...engine.watchStats(),
+        timeline: { ...engine.timeline, ...(firstTickAt !== undefined ? { firstTickAt } : {}) },
+      };
+    },
+
+    bench: (options) => runBrowserBench(engine.platform, options),
+
+    async seed(
+      options,
+    ): Promise<{ conversationId: ConversationId; tasks: number; conversations: number; ms: number }> {
+      const h = await engine.harness();
+      const started = performance.now();
+      const total = Math.max(0, Math.floor(options.tasks));
+      const batch = Math.max(1, Math.min(2000, Math.floor(options.batch ?? 500)));
+      const conversation = await h.createConversation();
+      await h.transaction((tx) => tx.writeDoc(conversation.id, "app.title", { title: "Seeded tasks" }));
+      for (let done = 0; done < total; ) {
+        const n = Math.min(batch, total - done);
+        const ids = await h.transaction((tx) =>
+          Array.from({ length: n }, () => tx.createTask(noopTask, null, { conversationId: conversation.id })),
+        );
+        await Promise.all(ids.map((id) => h.waitForTask(id)));
+        done += n;
+      }
+      // Idle conversations with their documents (the built-in ones, a title) and a short exchange.
+      const conversations = Math.max(0, Math.floor(options.conversations ?? 0));
+      for (let done = 0; done < conversations; ) {
+        const n = Math.min(100, conversations - done);
+        await h.transaction((tx) => {
+          for (let i = 0; i < n; i++) {
+            const c = tx.createConversation({ kind: "ownerless" });
+            tx.writeDoc(c.id, "app.title", { title: `Seeded conversation ${done + i + 1}` });
+            tx.appendEntry(c.id, { kind: "test.seed", data: { role: "user", text: "a question" } });
+            tx.appendEntry(c.id, { kind: "test.seed", data: { role: "assistant", text: "an answer" } });
+          }
+        });
+        done += n;
+      }
+      return {
+        conversationId: conversation.id,
+        tasks: total,
+        conversations,
+        ms: performance.now() - started,
+      };
+    },
+  };
+}
