@@ -76,7 +76,7 @@ export default defineConfig({
         ],
       },
       workbox: {
-        // The Asyncify wasm is 2.26 MB; the default 2 MiB cap fails the build (DESIGN §12).
+        // The Asyncify wasm is 2.26 MB: the default 2 MiB cap would fail the build.
         maximumFileSizeToCacheInBytes: 8 * 1024 * 1024,
         globPatterns: ["**/*.{js,css,html,wasm,png,svg,ico,webmanifest}"],
       },

@@ -6,7 +6,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 
-/** Launch flags for every test browser (DESIGN §10). */
+/** Launch flags for every test browser (headless, no sandbox, no background traffic or updates). */
 export const CHROMIUM_FLAGS = Object.freeze([
   "--headless",
   "--no-sandbox",

@@ -1,7 +1,7 @@
 /**
  * Document patches: a change to one place in a document, stored as a row of its own instead of a new
  * copy of the whole document. Streaming writers (a tool's live output) append a little text to a big
- * document many times; with patches each commit stores only what it added (DESIGN §3: live output is
+ * document many times; with patches each commit stores only what it added (live output is
  * stored once and appended to).
  *
  * Invariants:
