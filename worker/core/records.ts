@@ -1,5 +1,5 @@
 /**
- * The engine's in-memory mirror of committed records, and the overlay a commit writes into.
+ * The engine's in-memory mirror of records, and the overlay a commit writes into.
  * Invariants:
  * - `Records` holds every live task and every conversation; terminal tasks are kept once seen in
  *   this process (older ones are read from the store on demand);
@@ -7,8 +7,11 @@
  *   only those of conversations with live work, the rest on first access (the session's
  *   `ensureDocs`), never evicted. Reading or writing the documents of a conversation not loaded
  *   throws `DocsNotLoaded`; the session then loads them and runs that commit's callback again;
- * - an overlay is merged only after its callback and its SQL writes succeeded, so a failing
- *   callback leaves no trace; merging is synchronous and assigns the commit's `seq`;
+ * - the session keeps two of them: the published records (what every reader sees: merged only
+ *   after COMMIT returned) and the line's records (merged as a group is assembled, so the next
+ *   callback of the group reads the earlier ones); a failed group resets the line to the published;
+ * - an overlay is merged only after its callback succeeded, so a failing callback leaves no trace;
+ *   merging is synchronous and assigns the commit's `seq`;
  * - the ownership indices (live children per owner task, live conversation tasks, owned
  *   conversations) always match `tasks`.
  */
@@ -75,15 +78,44 @@ export class Records {
   readonly submissions = new Map<SubmissionId, SubmissionRecord>();
   /** `${conversationId}:${requestId}` of the submissions in `submissions`. */
   readonly requests = new Map<string, SubmissionId>();
-  /** Diagnostics of stored rows that could not be read. */
-  readonly corrupt = new Map<TaskId, string>();
-  /** Tasks found running at open: their phase started under an engine that stopped mid-phase. */
-  readonly interrupted = new Set<TaskId>();
+  /** Diagnostics of stored rows that could not be read (shared by a clone: bookkeeping, not records). */
+  readonly corrupt: Map<TaskId, string>;
+  /** Tasks found running at open: their phase started under an engine that stopped mid-phase (shared). */
+  readonly interrupted: Set<TaskId>;
   nextTaskId = 1;
   nextEntryId = 1;
   nextConversationId = 1;
   nextSubmissionId = 1;
   seq = 0;
+
+  constructor(shared: { corrupt?: Map<TaskId, string>; interrupted?: Set<TaskId> } = {}) {
+    this.corrupt = shared.corrupt ?? new Map();
+    this.interrupted = shared.interrupted ?? new Set();
+  }
+
+  /** An independent copy (the maps and the ownership indices copied, records shared: they are immutable). */
+  clone(): Records {
+    const r = new Records({ corrupt: this.corrupt, interrupted: this.interrupted });
+    for (const [k, v] of this.tasks) r.tasks.set(k, v);
+    for (const [k, v] of this.conversations) r.conversations.set(k, v);
+    for (const [k, v] of this.docs) r.docs.set(k, v);
+    for (const [k, v] of this.heads) r.heads.set(k, v);
+    for (const [k, v] of this.docVersions) r.docVersions.set(k, v);
+    for (const [k, v] of this.docPatchRows) r.docPatchRows.set(k, v);
+    for (const id of this.live) r.live.add(id);
+    for (const id of this.docsLoaded) r.docsLoaded.add(id);
+    for (const [k, v] of this.children) r.children.set(k, new Set(v));
+    for (const [k, v] of this.conversationTasks) r.conversationTasks.set(k, new Set(v));
+    for (const [k, v] of this.ownedConversations) r.ownedConversations.set(k, new Set(v));
+    for (const [k, v] of this.submissions) r.submissions.set(k, v);
+    for (const [k, v] of this.requests) r.requests.set(k, v);
+    r.nextTaskId = this.nextTaskId;
+    r.nextEntryId = this.nextEntryId;
+    r.nextConversationId = this.nextConversationId;
+    r.nextSubmissionId = this.nextSubmissionId;
+    r.seq = this.seq;
+    return r;
+  }
 
   putSubmission(record: SubmissionRecord): void {
     this.submissions.set(record.id, record);
@@ -161,6 +193,25 @@ export class Records {
 
   /** Merge a successful overlay; returns its change set. */
   merge(overlay: Overlay): ChangeSet {
+    this.apply(overlay);
+    return {
+      seq: ++this.seq,
+      tasks: valuesOf(overlay.tasks),
+      entries: overlay.entries,
+      conversations: valuesOf(overlay.conversations),
+      submissions: valuesOf(overlay.submissions),
+      docs:
+        overlay.docs.size === 0
+          ? EMPTY_LIST
+          : [...overlay.docs].map(([key, value]) => {
+              const i = key.indexOf(":");
+              return { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
+            }),
+    };
+  }
+
+  /** Merge a successful overlay without making its change set (the line's own copy). */
+  apply(overlay: Overlay): void {
     for (const c of overlay.conversations.values()) {
       // A conversation created here has all its documents in this overlay.
       if (!this.conversations.has(c.id)) this.docsLoaded.add(c.id);
@@ -180,20 +231,6 @@ export class Records {
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
     this.nextSubmissionId = overlay.nextSubmissionId;
-    return {
-      seq: ++this.seq,
-      tasks: valuesOf(overlay.tasks),
-      entries: overlay.entries,
-      conversations: valuesOf(overlay.conversations),
-      submissions: valuesOf(overlay.submissions),
-      docs:
-        overlay.docs.size === 0
-          ? EMPTY_LIST
-          : [...overlay.docs].map(([key, value]) => {
-              const i = key.indexOf(":");
-              return { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
-            }),
-    };
   }
 }
 

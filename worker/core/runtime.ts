@@ -207,12 +207,16 @@ export class Invocation {
 
 class Runtime implements TaskRuntime {
   readonly taskId: TaskId;
-  readonly conversationId: number;
+  #conversationId: number | undefined;
 
   constructor(readonly invocation: Invocation) {
     this.taskId = invocation.taskId;
-    this.conversationId =
-      invocation.scheduler.session.records.tasks.get(invocation.taskId)?.conversationId ?? 1;
+  }
+
+  /** Read once the task is published (an invocation is made in the commit that reserves it). */
+  get conversationId(): number {
+    this.#conversationId ??= this.invocation.scheduler.session.records.tasks.get(this.taskId)?.conversationId;
+    return this.#conversationId ?? 1;
   }
 
   get signal(): AbortSignal {

@@ -185,7 +185,7 @@ export class Scheduler {
     try {
       while (this.#dirty && !this.stopping && !this.#paused) {
         this.#dirty = false;
-        const dry = this.#plan(new Overlay(this.session.records));
+        const dry = this.#plan(new Overlay(this.session.line));
         if (!dry.writes && dry.starts.length === 0) continue;
         if (!dry.writes) {
           // Only tasks that are already running (created reserved) start: there is nothing to write,
@@ -231,7 +231,7 @@ export class Scheduler {
    * way it changes no scheduler state but `blocked` entries; `#carryOut` does the rest.
    */
   #plan(overlay: Overlay, tx?: Tx): Plan {
-    const records = this.session.records;
+    const records = this.session.line;
     const now = this.session.now();
     const plan: Plan = { writes: false, starts: [], marked: [], corrupt: [], unblocked: [] };
     const live = [...records.live];

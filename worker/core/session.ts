@@ -1,10 +1,12 @@
 /**
  * The session: the engine's single mutation line over a store. `commit(work)` runs `work` against an
- * overlay inside the store's transaction, writes the overlay's rows, merges it into the in-memory
- * records, and publishes the change set only after COMMIT returned. A storage failure after a merge
- * makes the session fatal (memory may be ahead of the disk): every later call rejects and the host
- * must reopen. A callback that touches the documents of a conversation not loaded yet is dropped from
- * its group and runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`).
+ * overlay inside the store's transaction, merges it into the line's records (so the next callback of
+ * the group reads it), writes the overlay's rows, and only after COMMIT returned merges it into the
+ * published records and publishes the change set. Readers outside the line (`records`) therefore see
+ * only stored state, and a group whose COMMIT fails leaves them exactly as they were (the line is
+ * reset to them). A storage failure after a merge makes the session fatal: every later call rejects
+ * and the host must reopen. A callback that touches the documents of a conversation not loaded yet
+ * is dropped from its group and runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`).
  */
 import type { Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
@@ -52,7 +54,10 @@ interface PendingCommit {
 const NOTHING_TO_COMMIT = new Error("nothing to commit");
 
 export class Session {
+  /** Published state: merged only after COMMIT. Every reader outside the commit line uses this. */
   readonly records = new Records();
+  /** The line's state: the published records plus the group being assembled (see `line`). */
+  #line = this.records;
   #listeners = new Set<(change: ChangeSet) => void>();
   #fatal: Error | undefined;
   /**
@@ -74,6 +79,14 @@ export class Session {
 
   get fatal(): Error | undefined {
     return this.#fatal;
+  }
+
+  /**
+   * The records commits on the line read: published state plus the merged commits of the group in
+   * flight. Only code running on the line (commit callbacks, the scheduler's planning) uses them.
+   */
+  get line(): Records {
+    return this.#line;
   }
 
   /**
@@ -120,6 +133,7 @@ export class Session {
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
       for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c));
     });
+    this.#line = r.clone();
     if (!r.conversations.has(ROOT_CONVERSATION_ID)) {
       await this.commit((tx) => tx.createConversation({ kind: "ownerless" }));
     }
@@ -139,7 +153,12 @@ export class Session {
     if (!loading) {
       // Read and installed inside one job on the line: every commit merged before it is on disk.
       loading = this.store
-        .read(async (sql) => r.installDocs(conversationId, await readConversationDocs(sql, conversationId)))
+        .read(async (sql) => {
+          const loaded = await readConversationDocs(sql, conversationId);
+          // Both copies: nothing merged on the line can touch documents that were not loaded.
+          r.installDocs(conversationId, loaded);
+          this.#line.installDocs(conversationId, loaded);
+        })
         .finally(() => this.#loadingDocs.delete(conversationId));
       this.#loadingDocs.set(conversationId, loading);
     }
@@ -233,9 +252,10 @@ export class Session {
       resolve: (v: unknown) => void;
       reject: (e: unknown) => void;
       value: unknown;
-      change: ChangeSet;
+      overlay: Overlay;
     };
     const done: Done[] = [];
+    let patchRows: Overlay | undefined;
     const failed: Array<{ reject: (e: unknown) => void; error: unknown }> = [];
     const deferred: Array<{ request: PendingCommit; conversationId: ConversationId }> = [];
     try {
@@ -260,7 +280,8 @@ export class Session {
               });
               continue;
             }
-            const overlay = new Overlay(this.records);
+            const line = this.#line;
+            const overlay = new Overlay(line);
             const tx = new TxImpl(this, overlay, request.context);
             let value: unknown;
             let thrown: { error: unknown } | undefined;
@@ -284,15 +305,10 @@ export class Session {
               continue;
             }
             merged.push(overlay);
-            for (const id of overlay.tasks.keys())
-              if (!stored.has(id)) stored.set(id, this.records.tasks.get(id));
-            const inert = onlyCheckpointMoves(overlay, this.records);
-            done.push({
-              resolve: request.resolve,
-              reject: request.reject,
-              value,
-              change: this.records.merge(overlay),
-            });
+            for (const id of overlay.tasks.keys()) if (!stored.has(id)) stored.set(id, line.tasks.get(id));
+            const inert = onlyCheckpointMoves(overlay, line);
+            line.apply(overlay);
+            done.push({ resolve: request.resolve, reject: request.reject, value, overlay });
             if (!inert) unplanned = true;
           }
           if (!unplanned) break;
@@ -308,14 +324,17 @@ export class Session {
         if (done.length === 0) throw NOTHING_TO_COMMIT;
         let writes = merged[0]!;
         if (merged.length > 1) {
-          writes = new Overlay(this.records);
+          writes = new Overlay(this.#line);
           for (const overlay of merged) writes.absorb(overlay);
         }
         await writeOverlay(sql, writes, stored);
-        this.records.notePatchRows(writes);
+        this.#line.notePatchRows(writes);
+        patchRows = writes;
       });
     } catch (error) {
       this.#assembling = false;
+      // Whatever the group merged on the line never reached the disk: back to the published state.
+      if (done.length > 0) this.#line = this.records.clone();
       if (error === NOTHING_TO_COMMIT) {
         for (const { reject, error: e } of failed) reject(e);
         this.#retryAfterLoad(deferred);
@@ -340,9 +359,12 @@ export class Session {
       return error;
     }
     for (const { reject, error } of failed) reject(error);
-    for (const d of done) {
-      this.#publish(d.change);
-      d.resolve(d.value);
+    // Stored: merge into the published records (in commit order), then tell the listeners.
+    const changes = done.map((d) => this.records.merge(d.overlay));
+    if (patchRows) this.records.notePatchRows(patchRows);
+    for (let i = 0; i < done.length; i++) {
+      this.#publish(changes[i]!);
+      done[i]!.resolve(done[i]!.value);
     }
     this.#retryAfterLoad(deferred);
     this.#restart();
@@ -372,6 +394,12 @@ export class Session {
     }
   }
 
+  /** Keep a settled submission read from the store, where neither copy knows a newer one. */
+  #remember(sub: SubmissionRecord): void {
+    if (!this.records.submissions.has(sub.id)) this.records.putSubmission(sub);
+    if (!this.#line.submissions.has(sub.id)) this.#line.putSubmission(sub);
+  }
+
   /** A submission, from memory or from the store. */
   async submission(id: SubmissionId): Promise<SubmissionRecord | undefined> {
     const known = this.records.submissions.get(id);
@@ -379,7 +407,7 @@ export class Session {
     const row = await this.store.read((sql) => sql.get("SELECT * FROM submissions WHERE id = ?", [id]));
     if (!row) return undefined;
     const sub = submissionFromRow(row);
-    this.records.putSubmission(sub);
+    this.#remember(sub);
     return sub;
   }
 
@@ -398,7 +426,7 @@ export class Session {
     );
     if (!row) return undefined;
     const sub = submissionFromRow(row);
-    this.records.putSubmission(sub);
+    this.#remember(sub);
     return sub;
   }
 

@@ -1,0 +1,81 @@
+/**
+ * The commit line's visibility rule (spec §1, §4): nothing a commit writes is observable before its
+ * COMMIT is stored, and a commit whose COMMIT fails leaves every reader exactly where it was.
+ * The store's fault hook runs synchronously between the callbacks and COMMIT, so it reads what a
+ * caller would see in that window.
+ */
+import { expect, test } from "vitest";
+import { DOC, Harness, type LiveState, type UsageState } from "../../worker/index.ts";
+import { memoryStore } from "../../worker/testing.ts";
+import { echo, open } from "./agent-fixtures.ts";
+import { single } from "./core-fixtures.ts";
+
+const full = () => new Error("SQLITE_FULL: database or disk is full");
+
+test("a created task is not in taskGraph() or inspect() before its COMMIT, nor after that COMMIT failed", async () => {
+  const store = await memoryStore();
+  const idle = single("idle", async () => undefined);
+  const h = await Harness.open(store, { tasks: [idle], onFatal: () => undefined });
+  const graphBefore = h.taskGraph();
+  const liveBefore = h.inspect().live;
+  const seen: Array<{ live: number; graph: unknown }> = [];
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    seen.push({ live: h.inspect().live, graph: h.taskGraph() });
+    throw full();
+  });
+  await expect(h.createTask(idle, {}, { ownership: { kind: "conversation" } })).rejects.toThrow(
+    /disk is full/,
+  );
+  expect(seen).toEqual([{ live: liveBefore, graph: graphBefore }]);
+  expect(h.inspect().live).toBe(liveBefore);
+  expect(h.taskGraph()).toEqual(graphBefore);
+  store.setFaultHook(undefined);
+  await h.close();
+});
+
+test("a document write, usage and a started run are not visible through doc(), usage() or busy before COMMIT, nor after it failed", async () => {
+  const { h, root, store } = await open(echo, { onFatal: () => undefined });
+  const usageBefore = h.usage();
+  const seen: Array<{ note: unknown; usage: UsageState; busy: boolean; live: LiveState | undefined }> = [];
+  const watch = () => ({
+    note: h.doc(1, "test.note"),
+    usage: h.usage(),
+    busy: root.busy,
+    live: h.doc<LiveState & Record<string, never>>(1, DOC.live),
+  });
+  const before = watch();
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    seen.push(watch());
+    throw full();
+  });
+  await expect(
+    h.transaction((tx) => {
+      tx.writeDoc(1, "test.note", { text: "never stored" });
+      tx.writeDoc(1, DOC.usage, {
+        models: { m: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, cost: 1, requests: 1 } },
+        tools: {},
+      });
+    }),
+  ).rejects.toThrow(/disk is full/);
+  expect(seen).toEqual([before]);
+  expect(watch()).toEqual(before);
+  expect(h.usage()).toEqual(usageBefore);
+  store.setFaultHook(undefined);
+});
+
+test("an admitted input that starts a run does not make the conversation busy before its COMMIT", async () => {
+  const { h, root, store } = await open(echo, { onFatal: () => undefined });
+  const busy: boolean[] = [];
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    busy.push(root.busy);
+    throw full();
+  });
+  await expect(root.submit({ type: "input", content: "hello" })).rejects.toThrow(/disk is full/);
+  expect(busy).toEqual([false]);
+  expect(root.busy).toBe(false);
+  expect(h.inspect().live).toBe(0);
+  store.setFaultHook(undefined);
+});
