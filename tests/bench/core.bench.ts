@@ -92,7 +92,7 @@ async function chain(n: number): Promise<Sample> {
   const h = await Harness.open(store, { tasks: [link] });
   const sample = await timed(n, async () => {
     const before = store.stats.transactions;
-    await h.createTask(link, { n: 1, of: n });
+    await h.createTask(link, { n: 1, of: n }, { ownership: { kind: "conversation" } });
     await finished;
     return store.stats.transactions - before;
   });
@@ -129,7 +129,9 @@ async function concurrent(tasks: number, batches: number): Promise<Sample> {
     // Each batch starts `tasks` tasks in one commit; the next batch starts when all of them ended.
     for (let b = 0; b < batches; b++) {
       const ids: TaskId[] = await h.transaction((tx) =>
-        Array.from({ length: tasks }, () => tx.createTask(three, null)),
+        Array.from({ length: tasks }, () =>
+          tx.createTask(three, null, { ownership: { kind: "conversation" } }),
+        ),
       );
       for (const r of await Promise.all(ids.map((id) => h.waitForTask(id)))) {
         if (r.state.status !== "terminal" || r.state.outcome.status !== "completed") {

@@ -16,7 +16,11 @@ describe("payment (the effect sandwich)", () => {
     const payments = new FakePayments();
     const payment = paymentTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [payment] });
-    const id = await h.createTask(payment, { ref: "r1", amount: 10, card: "ok" });
+    const id = await h.createTask(
+      payment,
+      { ref: "r1", amount: 10, card: "ok" },
+      { ownership: { kind: "conversation" } },
+    );
     const done = await h.waitForTask(id);
     expect(outcomeOf(done)).toMatchObject({ status: "completed" });
     expect(payments.applied.map((c) => c.ref)).toEqual(["r1"]);
@@ -30,8 +34,16 @@ describe("payment (the effect sandwich)", () => {
     const payment = paymentTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [payment] });
     payments.failNext(2);
-    const ok = await h.createTask(payment, { ref: "a", amount: 1, card: "ok" });
-    const bad = await h.createTask(payment, { ref: "b", amount: 1, card: "bad" });
+    const ok = await h.createTask(
+      payment,
+      { ref: "a", amount: 1, card: "ok" },
+      { ownership: { kind: "conversation" } },
+    );
+    const bad = await h.createTask(
+      payment,
+      { ref: "b", amount: 1, card: "bad" },
+      { ownership: { kind: "conversation" } },
+    );
     expect(outcomeOf(await h.waitForTask(ok))?.status).toBe("completed");
     expect(outcomeOf(await h.waitForTask(bad))).toEqual({
       status: "failed",
@@ -44,7 +56,11 @@ describe("payment (the effect sandwich)", () => {
     const payments = new FakePayments({ holdConfirmations: true });
     const payment = paymentTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [payment] });
-    const id = await h.createTask(payment, { ref: "x", amount: 5, card: "ok" });
+    const id = await h.createTask(
+      payment,
+      { ref: "x", amount: 5, card: "ok" },
+      { ownership: { kind: "conversation" } },
+    );
     await until(() => payments.waitingConfirmations === 1);
     expect(await h.abortTask(id)).toBe("marked");
     expect(await h.abortTask(id)).toBe("already_marked");
@@ -62,7 +78,11 @@ describe("exercise 1: SendEmail", () => {
     const email = sendEmailTask(mailer);
     const h = await Harness.open(await memoryStore(), { tasks: [email] });
     mailer.failNext(3);
-    const id = await h.createTask(email, { to: "a@example.com", subject: "hi" });
+    const id = await h.createTask(
+      email,
+      { to: "a@example.com", subject: "hi" },
+      { ownership: { kind: "conversation" } },
+    );
     const done = await h.waitForTask(id);
     expect(outcomeOf(done)?.status).toBe("completed");
     expect(mailer.sent.size).toBe(1);
@@ -75,12 +95,16 @@ describe("checkout: four payments, one card declined", () => {
     const payments = new FakePayments({ declined: ["declined"], holdConfirmations: true });
     const { checkout, payment } = checkoutTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, {
-      ref: "c",
-      cards: ["ok", "declined", "ok", "ok"],
-      amount: 3,
-      policy: "failFast",
-    });
+    const id = await h.createTask(
+      checkout,
+      {
+        ref: "c",
+        cards: ["ok", "declined", "ok", "ok"],
+        amount: 3,
+        policy: "failFast",
+      },
+      { ownership: { kind: "conversation" } },
+    );
     const done = await h.waitForTask(id);
     expect(outcomeOf(done)).toMatchObject({ status: "failed" });
     expect(await childOutcomes(h, done)).toEqual(["aborted", "failed", "aborted", "aborted"]);
@@ -96,12 +120,16 @@ describe("checkout: four payments, one card declined", () => {
     const payments = new FakePayments({ declined: ["declined"] });
     const { checkout, payment } = checkoutTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, {
-      ref: "c",
-      cards: ["ok", "declined", "ok", "ok"],
-      amount: 3,
-      policy: "allSettled",
-    });
+    const id = await h.createTask(
+      checkout,
+      {
+        ref: "c",
+        cards: ["ok", "declined", "ok", "ok"],
+        amount: 3,
+        policy: "allSettled",
+      },
+      { ownership: { kind: "conversation" } },
+    );
     const done = await h.waitForTask(id);
     expect(await childOutcomes(h, done)).toEqual(["completed", "failed", "completed", "completed"]);
     expect(payments.log.filter((l) => l.startsWith("refund"))).toEqual([]);
@@ -113,12 +141,16 @@ describe("checkout: four payments, one card declined", () => {
     const { checkout, payment } = checkoutTask(payments);
     const store = await memoryStore();
     const h = await Harness.open(store, { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, {
-      ref: "c",
-      cards: ["ok", "declined", "ok", "ok"],
-      amount: 3,
-      policy: "allSettled",
-    });
+    const id = await h.createTask(
+      checkout,
+      {
+        ref: "c",
+        cards: ["ok", "declined", "ok", "ok"],
+        amount: 3,
+        policy: "allSettled",
+      },
+      { ownership: { kind: "conversation" } },
+    );
     await until(() => payments.waitingConfirmations === 3);
     await h.close();
     expect(payments.waitingConfirmations).toBe(0); // close signalled the invocations

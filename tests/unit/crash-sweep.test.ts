@@ -48,7 +48,11 @@ function checkoutScenario(
     definitions: (p) => Object.values(checkoutTask(p)),
     start: (h, p) =>
       rootOf(h, "checkout", () =>
-        h.createTask(checkoutTask(p).checkout, { ref: "c", cards, amount: 7, policy }),
+        h.createTask(
+          checkoutTask(p).checkout,
+          { ref: "c", cards, amount: 7, policy },
+          { ownership: { kind: "conversation" } },
+        ),
       ),
     observe: async (h, root) => ({
       outcome: outcome(root),
@@ -66,7 +70,9 @@ const emailScenario: Scenario<FakeMailer> = {
   services: () => new FakeMailer(),
   definitions: (m) => [sendEmailTask(m)],
   start: (h, m) =>
-    rootOf(h, "send-email", () => h.createTask(sendEmailTask(m), { to: "a@b.c", subject: "s" })),
+    rootOf(h, "send-email", () =>
+      h.createTask(sendEmailTask(m), { to: "a@b.c", subject: "s" }, { ownership: { kind: "conversation" } }),
+    ),
   observe: async (_h, root) => outcome(root)?.status,
   check: (m) => expect(m.sent.size).toBe(1),
 };
@@ -85,7 +91,11 @@ function treeDefinition(log: string[]) {
             return { status: "terminal", outcome: { status: "completed", result: [task.input.label] } };
           const width = task.input.depth === 2 ? 3 : 2;
           const children = Array.from({ length: width }, (_, i) =>
-            tx.createTask(tree, { depth: task.input.depth - 1, label: `${task.input.label}.${i}` }),
+            tx.createTask(
+              tree,
+              { depth: task.input.depth - 1, label: `${task.input.label}.${i}` },
+              { ownership: { kind: "task", taskId: runtime.taskId } },
+            ),
           );
           return {
             status: "waiting",
@@ -116,7 +126,10 @@ const treeScenario: Scenario<string[]> = {
   name: "fan-out tree (1 + 3 + 6 tasks)",
   services: () => [],
   definitions: (log) => [treeDefinition(log)],
-  start: (h, log) => rootOf(h, "tree", () => h.createTask(treeDefinition(log), { depth: 2, label: "r" })),
+  start: (h, log) =>
+    rootOf(h, "tree", () =>
+      h.createTask(treeDefinition(log), { depth: 2, label: "r" }, { ownership: { kind: "conversation" } }),
+    ),
   observe: async (h, root) => ({
     root: outcome(root),
     all: (await h.tasks()).map((t) => outcome(t)?.status),
@@ -155,7 +168,10 @@ const chainScenario: Scenario<null> = {
   name: "chain of 20 tasks",
   services: () => null,
   definitions: () => [chainDefinition()],
-  start: (h) => rootOf(h, "chain", () => h.createTask(chainDefinition(), { n: 1, of: 20 })),
+  start: (h) =>
+    rootOf(h, "chain", () =>
+      h.createTask(chainDefinition(), { n: 1, of: 20 }, { ownership: { kind: "conversation" } }),
+    ),
   observe: async (h) => {
     // The chain is done when its last link is terminal.
     for (;;) {

@@ -196,12 +196,13 @@ export class AgentHarness extends Harness {
     return new Conversation(this, ROOT_CONVERSATION_ID);
   }
 
+  /** A new conversation; its ownership is required (ownerless, or a live task), never inferred. */
   async createConversation(
-    options: { ownership?: ConversationOwnership; agent?: AgentState } = {},
+    options: { ownership: ConversationOwnership; agent?: AgentState },
     signal?: AbortSignal,
   ): Promise<Conversation> {
     const record = await this.transaction((tx) => {
-      const created = tx.createConversation(options.ownership ?? { kind: "ownerless" });
+      const created = tx.createConversation(options.ownership);
       if (options.agent) {
         const base = readDoc<AgentState>(tx, created.id, DOC.agent, {});
         writeDoc(tx, created.id, DOC.agent, { ...base, ...options.agent });

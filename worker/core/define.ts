@@ -35,8 +35,8 @@ export interface CreateTaskOptions<S extends Checkpoint = Checkpoint> {
    * so its first phase runs with `runtime.resumed`.
    */
   reserve?: boolean;
-  /** Default: the calling task inside a runtime commit, the conversation elsewhere. */
-  ownership?: TaskOwnership;
+  /** Required, never inferred from the calling task (spec §2.2): the conversation, or an owner task. */
+  ownership: TaskOwnership;
   /** Default: the owner task's conversation, else the root conversation. */
   conversationId?: ConversationId;
   /** Conversation-owned tasks only: a boundary for aborts and idleness. */
@@ -53,13 +53,14 @@ export interface Tx {
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
     input: NoInfer<I>,
-    options?: CreateTaskOptions<NoInfer<S>>,
+    options: CreateTaskOptions<NoInfer<S>>,
   ): TaskId;
   getTask(id: TaskId): TaskRecord | undefined;
   /** The newest entry id so far (entry ids are global and increasing), including this commit's. */
   lastEntryId(): EntryId;
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord;
-  createConversation(ownership?: ConversationOwnership): ConversationRecord;
+  /** Ownership is required: ownerless, or owned by a live task (judged at the end of the commit). */
+  createConversation(ownership: ConversationOwnership): ConversationRecord;
   conversation(id: ConversationId): ConversationRecord | undefined;
   submission(id: SubmissionId): SubmissionRecord | undefined;
   submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined;

@@ -218,7 +218,7 @@ export class Harness {
     if (signal?.aborted) throw new WaitCancelled();
   }
 
-  /** Run a callback in one commit (top level: tasks it creates are conversation-owned). */
+  /** Run a callback in one commit (top level: no calling task; every creation names its ownership). */
   async transaction<T>(work: (tx: Tx) => T | Promise<T>, signal?: AbortSignal): Promise<T> {
     this.#live(signal);
     return this.session.commit((tx) => work(tx));
@@ -227,7 +227,7 @@ export class Harness {
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
     input: NoInfer<I>,
-    options?: CreateTaskOptions<NoInfer<S>>,
+    options: CreateTaskOptions<NoInfer<S>>,
     signal?: AbortSignal,
   ): Promise<TaskId> {
     return this.transaction((tx) => tx.createTask(definition, input, options), signal);

@@ -3,9 +3,39 @@
  * cascade of abort marks, failFast, the completing hold, and validation of waits (no self, no owner,
  * no cycle). Pure functions over `Overlay`; the scheduler and the runtime call them inside commits.
  */
-import { InvalidTransition, WaitCycle } from "./errors.ts";
+import { InvalidTransition, OwnerNotLive, WaitCycle } from "./errors.ts";
 import { type Overlay, patchTask } from "./records.ts";
 import type { JoinPolicy, TaskId, TaskOutcome, TaskRecord } from "./types.ts";
+
+/**
+ * The owner of new owned work, if it may own it on the candidate records so far: a task that exists
+ * and is not completing, terminal or abort-marked. Checked again on the commit's final candidate
+ * records (`checkNewOwners`), so a task cannot own work it creates in the commit that finishes it.
+ */
+export function liveOwner(overlay: Overlay, id: TaskId): TaskRecord {
+  const t = overlay.task(id);
+  if (!t) throw new OwnerNotLive(`owner task ${id} does not exist`);
+  const why =
+    t.state.status === "completing" || t.state.status === "terminal"
+      ? t.state.status
+      : t.abortRequested
+        ? "abort-marked"
+        : undefined;
+  if (why) throw new OwnerNotLive(`owner task ${id} is ${why} and cannot own new work`);
+  return t;
+}
+
+/**
+ * Judge the owners of the tasks and conversations a commit creates on its final candidate records
+ * (before anything is stored): an owner finished or abort-marked later in the same commit refuses it.
+ */
+export function checkNewOwners(overlay: Overlay): void {
+  for (const id of overlay.created) {
+    const owner = overlay.tasks.get(id)?.owner;
+    if (owner !== undefined) liveOwner(overlay, owner);
+  }
+  for (const c of overlay.conversations.values()) if (c.owner) liveOwner(overlay, c.owner.taskId);
+}
 
 /** A live owner's abort mark, or a held outcome other than completed. */
 export function hasCancellationIntent(record: TaskRecord | undefined): boolean {

@@ -13,6 +13,7 @@ import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
 import { readConversationDocs, readDocsNamed } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
+import { checkNewOwners } from "./ownership.ts";
 import {
   conversationFromRow,
   entryFromRow,
@@ -290,7 +291,10 @@ export class Session {
               value = request.work(tx, overlay);
               if (isPromiseLike(value)) value = await value;
               overlay.sealed = true;
-              if (overlay.missingDocs === undefined) validateOverlay(overlay);
+              if (overlay.missingDocs === undefined) {
+                checkNewOwners(overlay);
+                validateOverlay(overlay);
+              }
             } catch (error) {
               overlay.sealed = true;
               thrown = { error };

@@ -6,7 +6,8 @@
  */
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import type { DocPatch } from "./doc-patch.ts";
-import { InvalidTransition, OwnerNotLive, UnknownConversation } from "./errors.ts";
+import { InvalidTransition, UnknownConversation } from "./errors.ts";
+import { liveOwner } from "./ownership.ts";
 import { assertJson } from "./persist.ts";
 import type { Overlay } from "./records.ts";
 import type { Session } from "./session.ts";
@@ -26,7 +27,7 @@ import {
 } from "./types.ts";
 
 export interface TxContext {
-  /** The task whose runtime commits (entries record it; tasks it creates default to its ownership). */
+  /** The task whose runtime commits (entries record it; tasks it creates default to its conversation). */
   byTaskId?: TaskId;
 }
 
@@ -60,27 +61,17 @@ export class TxImpl implements Tx {
     return this.#open().nextEntryId - 1;
   }
 
-  createTask(definition: AnyTaskDefinition, input: unknown, options: CreateTaskOptions = {}): TaskId {
+  createTask(definition: AnyTaskDefinition, input: unknown, options: CreateTaskOptions): TaskId {
     const o = this.#open();
-    const ownership =
-      options.ownership ??
-      (this.context.byTaskId !== undefined
-        ? { kind: "task" as const, taskId: this.context.byTaskId }
-        : { kind: "conversation" as const });
+    const ownership = options?.ownership;
+    if (ownership?.kind !== "conversation" && ownership?.kind !== "task")
+      throw new InvalidTransition(
+        "createTask needs an explicit ownership: { kind: 'conversation' } or { kind: 'task', taskId }",
+      );
     let conversationId = options.conversationId;
     let owner: TaskId | undefined;
     if (ownership.kind === "task") {
-      const ownerRecord = o.task(ownership.taskId);
-      if (!ownerRecord) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
-      if (
-        ownerRecord.state.status === "terminal" ||
-        ownerRecord.state.status === "completing" ||
-        ownerRecord.abortRequested
-      ) {
-        throw new OwnerNotLive(
-          `owner task ${ownership.taskId} is finishing or aborted and cannot own new work`,
-        );
-      }
+      const ownerRecord = liveOwner(o, ownership.taskId);
       if (conversationId !== undefined && conversationId !== ownerRecord.conversationId) {
         throw new InvalidTransition("a child task lives in its owner's conversation");
       }
@@ -88,6 +79,7 @@ export class TxImpl implements Tx {
       conversationId = ownerRecord.conversationId;
       owner = ownerRecord.id;
     } else {
+      // The conversation defaults to the committing task's (the transaction's bound conversation).
       conversationId ??=
         this.context.byTaskId !== undefined
           ? (o.task(this.context.byTaskId)?.conversationId ?? ROOT_CONVERSATION_ID)
@@ -143,17 +135,15 @@ export class TxImpl implements Tx {
     return entry;
   }
 
-  createConversation(ownership: ConversationOwnership = { kind: "ownerless" }): ConversationRecord {
+  createConversation(ownership: ConversationOwnership): ConversationRecord {
     const o = this.#open();
+    if (ownership?.kind !== "ownerless" && ownership?.kind !== "task")
+      throw new InvalidTransition(
+        "createConversation needs an explicit ownership: { kind: 'ownerless' } or { kind: 'task', taskId }",
+      );
     let owner: ConversationRecord["owner"];
     if (ownership.kind === "task") {
-      const t = o.task(ownership.taskId);
-      if (!t) throw new OwnerNotLive(`owner task ${ownership.taskId} does not exist`);
-      if (t.state.status === "terminal" || t.state.status === "completing" || t.abortRequested) {
-        throw new OwnerNotLive(
-          `owner task ${ownership.taskId} is finishing or aborted and cannot own new work`,
-        );
-      }
+      const t = liveOwner(o, ownership.taskId);
       owner = { taskId: t.id, conversationId: t.conversationId };
     }
     const record: ConversationRecord = {

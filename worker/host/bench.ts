@@ -97,7 +97,7 @@ export async function runBrowserBench(
     });
     const chainTx0 = chainStore.stats.transactions;
     t0 = performance.now();
-    await chain.createTask(chainTask, { n: 1, of: links });
+    await chain.createTask(chainTask, { n: 1, of: links }, { ownership: { kind: "conversation" } });
     await finished;
     const chainRate = links / ((performance.now() - t0) / 1000);
     const chainTx = chainStore.stats.transactions - chainTx0;
@@ -112,7 +112,9 @@ export async function runBrowserBench(
     t0 = performance.now();
     do {
       const ids = await conc.transaction((tx) =>
-        Array.from({ length: CONCURRENT_TASKS }, () => tx.createTask(threeTask, null)),
+        Array.from({ length: CONCURRENT_TASKS }, () =>
+          tx.createTask(threeTask, null, { ownership: { kind: "conversation" } }),
+        ),
       );
       await Promise.all(ids.map((id) => conc.waitForTask(id)));
       steps += CONCURRENT_TASKS * 3;

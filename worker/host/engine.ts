@@ -155,7 +155,7 @@ export class EngineHost implements EngineApi {
 
   async createConversation(title?: string): Promise<ConversationId> {
     const h = await this.#h();
-    const c = await h.createConversation();
+    const c = await h.createConversation({ ownership: { kind: "ownerless" } });
     if (title) await h.transaction((tx) => tx.writeDoc(c.id, "app.title", { title }));
     return c.id;
   }

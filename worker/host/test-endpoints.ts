@@ -49,7 +49,10 @@ function testEndpoints(host: EngineHost): DebugApi {
       return h.createTask(
         tickerTask,
         { phases, delayMs },
-        { conversationId: request.conversationId ?? ROOT_CONVERSATION_ID },
+        {
+          ownership: { kind: "conversation" },
+          conversationId: request.conversationId ?? ROOT_CONVERSATION_ID,
+        },
       );
     },
 
@@ -88,12 +91,17 @@ function testEndpoints(host: EngineHost): DebugApi {
       const started = performance.now();
       const total = Math.max(0, Math.floor(options.tasks));
       const batch = Math.max(1, Math.min(2000, Math.floor(options.batch ?? 500)));
-      const conversation = await h.createConversation();
+      const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
       await h.transaction((tx) => tx.writeDoc(conversation.id, "app.title", { title: "Seeded tasks" }));
       for (let done = 0; done < total; ) {
         const n = Math.min(batch, total - done);
         const ids = await h.transaction((tx) =>
-          Array.from({ length: n }, () => tx.createTask(noopTask, null, { conversationId: conversation.id })),
+          Array.from({ length: n }, () =>
+            tx.createTask(noopTask, null, {
+              ownership: { kind: "conversation" },
+              conversationId: conversation.id,
+            }),
+          ),
         );
         await Promise.all(ids.map((id) => h.waitForTask(id)));
         done += n;
