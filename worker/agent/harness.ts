@@ -283,10 +283,10 @@ export class AgentHarness extends Harness {
     return mount;
   }
 
-  override async close(options: { graceMs?: number } = {}): Promise<void> {
+  override async close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
     for (const mount of this.#mounts.values()) mount.endAll();
     this.#mounts.clear();
-    await super.close(options);
+    await super.close(options, signal);
   }
 
   /**

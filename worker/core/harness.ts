@@ -12,7 +12,7 @@ import {
   type Tx,
 } from "./define.ts";
 import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
-import { mark } from "./ownership.ts";
+import { finish, mark } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import { patchTask } from "./records.ts";
 import { type Blocked, Scheduler } from "./scheduler.ts";
@@ -55,7 +55,21 @@ export interface HarnessOptions {
 
 export type Scheduling = "paused" | "running" | "closing";
 
-export type AbortResult = "marked" | "already_marked" | "terminal";
+export type AbortResult = "marked" | "terminal";
+
+/** `done`, unless `signal` aborts first (then only this wait ends, with WaitCancelled). */
+function untilDone(done: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return done;
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(new WaitCancelled());
+    const onAbort = () => reject(new WaitCancelled());
+    signal.addEventListener("abort", onAbort, { once: true });
+    void done.then(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    });
+  });
+}
 
 export interface TaskNode {
   readonly id: TaskId;
@@ -267,18 +281,44 @@ export class Harness {
     return this.scheduler.waitForTerminal(id, signal);
   }
 
-  /** Durably mark a task for abort; its abort handler runs once its owned work drained. */
+  /**
+   * Durably mark a task for abort, then signal and join its running invocation; its abort handler
+   * runs once its owned work drained. A blocked task with no running invocation and no live owned
+   * work is settled `orphaned` by the marking commit itself. Resolves `marked` once that is done
+   * (marking again is idempotent), `terminal` for a finished task; the signal cancels only this wait.
+   */
   async abortTask(id: TaskId, signal?: AbortSignal): Promise<AbortResult> {
     this.#live(signal);
-    const result = await this.session.commit((_tx, overlay): AbortResult => {
+    const result = await this.session.commit((tx, overlay): AbortResult => {
       const t = overlay.task(id);
       if (!t) throw new UnknownTask(id);
       if (t.state.status === "terminal") return "terminal";
-      if (t.abortRequested) return "already_marked";
       mark(overlay, id);
+      if (
+        t.state.status !== "completing" &&
+        !this.scheduler.active.has(id) &&
+        !overlay.hasLiveOwnedWork(id)
+      ) {
+        const blocked = this.scheduler.blockedReason(t);
+        if (blocked) {
+          const orphaned = finish(
+            overlay,
+            overlay.task(id)!,
+            { status: "orphaned", reason: blocked },
+            this.session.now(),
+          );
+          this.scheduler.outcomeHook(tx, orphaned);
+        }
+      }
       return "marked";
     });
-    if (result === "marked") this.scheduler.active.get(id)?.signalAbort();
+    if (result === "marked") {
+      const invocation = this.scheduler.active.get(id);
+      if (invocation?.mode === "run") {
+        invocation.signalAbort();
+        await untilDone(invocation.done, signal);
+      }
+    }
     return result;
   }
 
@@ -341,14 +381,16 @@ export class Harness {
   /**
    * Stop every invocation without an outcome, let admitted commits settle, close the store. With
    * `graceMs`, running phases first get that long to reach their next commit (a handover).
+   * Admission is sealed at the first call and stays sealed: `signal` cancels only this wait, and a
+   * later `close()` awaits the same shutdown.
    */
-  close(options: { graceMs?: number } = {}): Promise<void> {
+  close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
     this.#closed ??= (async () => {
       if (options.graceMs) await this.scheduler.quiesce(options.graceMs);
       await this.scheduler.close();
       this.scheduler.rejectWaiters(new HarnessClosed());
       if (!this.store.closed) await this.store.close();
     })();
-    return this.#closed;
+    return untilDone(this.#closed, signal);
   }
 }

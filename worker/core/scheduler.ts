@@ -375,6 +375,12 @@ export class Scheduler {
     return [...overlay.created].slice(before);
   }
 
+  /** Why the current registry cannot run `t` (missing, too old, migration failed), if it cannot. */
+  blockedReason(t: TaskRecord): BlockedReason | undefined {
+    const resolution = this.#resolve(t);
+    return resolution.ok ? undefined : resolution.reason;
+  }
+
   #resolve(t: TaskRecord): Resolution {
     const definition = this.registry.get(t.kind);
     if (!definition)

@@ -1,0 +1,62 @@
+/**
+ * abortTask (spec §2.2, §5.4): it commits the abort mark, then signals and joins the active run; it
+ * returns `marked` only once that happened (or once a blocked task with no live owned work was
+ * settled `orphaned` in the marking commit), `terminal` for a finished task, and nothing else.
+ */
+import { expect, test } from "vitest";
+import { Harness, UnknownTask } from "../../worker/index.ts";
+import { memoryStore } from "../../worker/testing.ts";
+import { complete, deferred, done, outcome, parked, single, storeWith, until } from "./core-fixtures.ts";
+
+const conversationOwned = { ownership: { kind: "conversation" as const } };
+
+test("abortTask returns `marked` only after the mark is committed and the running invocation has returned", async () => {
+  const release = deferred();
+  let returned = false;
+  const slow = single("slow-to-stop", async (_t, _runtime, signal) => {
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await release.promise; // cleans up for a while after the signal
+    returned = true;
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [slow] });
+  const id = await h.createTask(slow, null, conversationOwned);
+  await until(() => h.inspect().running === 1, "running");
+  const result = h.abortTask(id);
+  setTimeout(() => release.resolve(), 50);
+  expect(await result).toBe("marked");
+  expect(returned).toBe(true);
+  expect((await h.getTask(id))?.abortRequested).toBe(true);
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+  await h.close();
+});
+
+test("abortTask on a blocked task without live owned work settles it `orphaned` before returning `marked`", async () => {
+  const { image, ids } = await storeWith([parked("ghost")]);
+  const h = await Harness.open(image);
+  await until(() => h.inspect().blocked.length === 1, "ghost blocked");
+  expect(await h.abortTask(ids[0]!)).toBe("marked");
+  const record = h.session.records.tasks.get(ids[0]!);
+  expect(record?.state).toEqual({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "missing_task" },
+  });
+  await h.close();
+});
+
+test("abortTask answers only `marked` or `terminal`: aborting a marked task again is `marked`; an unknown id rejects", async () => {
+  const stuck = parked("stuck");
+  const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
+  const h = await Harness.open(await memoryStore(), { tasks: [stuck, quick] });
+  const id = await h.createTask(stuck, null, conversationOwned);
+  await until(() => h.inspect().running === 1, "running");
+  const [first, second] = await Promise.all([h.abortTask(id), h.abortTask(id)]);
+  expect([first, second]).toEqual(["marked", "marked"]);
+  expect(await h.abortTask(id)).toMatch(/^(marked|terminal)$/);
+  await done(h, id);
+  expect(await h.abortTask(id)).toBe("terminal");
+  const finished = await h.createTask(quick, null, conversationOwned);
+  await done(h, finished);
+  expect(await h.abortTask(finished)).toBe("terminal");
+  await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
+  await h.close();
+});
