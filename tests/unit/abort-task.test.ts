@@ -5,8 +5,8 @@
  */
 import { expect, test } from "vitest";
 import { Harness, UnknownTask } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
-import { complete, deferred, done, outcome, parked, single, storeWith, until } from "./core-fixtures.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
+import { complete, done, outcome, parked, single, storeWith } from "./core-fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -20,7 +20,7 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   });
   const h = await Harness.open(await memoryStore(), { tasks: [slow] });
   const id = await h.createTask(slow, null, conversationOwned);
-  await until(() => h.inspect().running === 1, "running");
+  await until(() => h.inspect().running === 1, { what: "running" });
   const result = h.abortTask(id);
   setTimeout(() => release.resolve(), 50);
   expect(await result).toBe("marked");
@@ -33,7 +33,7 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
 test("abortTask on a blocked task without live owned work settles it `orphaned` before returning `marked`", async () => {
   const { image, ids } = await storeWith([parked("ghost")]);
   const h = await Harness.open(image);
-  await until(() => h.inspect().blocked.length === 1, "ghost blocked");
+  await until(() => h.inspect().blocked.length === 1, { what: "ghost blocked" });
   expect(await h.abortTask(ids[0]!)).toBe("marked");
   const record = h.session.records.tasks.get(ids[0]!);
   expect(record?.state).toEqual({
@@ -48,7 +48,7 @@ test("abortTask answers only `marked` or `terminal`: aborting a marked task agai
   const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
   const h = await Harness.open(await memoryStore(), { tasks: [stuck, quick] });
   const id = await h.createTask(stuck, null, conversationOwned);
-  await until(() => h.inspect().running === 1, "running");
+  await until(() => h.inspect().running === 1, { what: "running" });
   const [first, second] = await Promise.all([h.abortTask(id), h.abortTask(id)]);
   expect([first, second]).toEqual(["marked", "marked"]);
   expect(await h.abortTask(id)).toMatch(/^(marked|terminal)$/);

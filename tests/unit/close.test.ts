@@ -5,8 +5,8 @@
  */
 import { expect, test } from "vitest";
 import { Harness, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
-import { deferred, single, until } from "./core-fixtures.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
+import { single } from "./core-fixtures.ts";
 
 test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
   const release = deferred();
@@ -19,7 +19,7 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   const store = await memoryStore();
   const h = await Harness.open(store, { tasks: [stubborn] });
   await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
-  await until(() => h.inspect().running === 1, "running");
+  await until(() => h.inspect().running === 1, { what: "running" });
   const controller = new AbortController();
   const first = h.close({}, controller.signal);
   controller.abort();

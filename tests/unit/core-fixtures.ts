@@ -81,7 +81,7 @@ export const ping = single("ping", async (_t, runtime) => {
 
 /** The rest of the engine keeps running: a fresh task completes. */
 export async function engineStillRuns(h: Harness): Promise<void> {
-  const id = await h.createTask(ping, null);
+  const id = await h.createTask(ping, null, { ownership: { kind: "conversation" } });
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "pong" });
 }
 
@@ -93,7 +93,8 @@ export async function storeWith(
   const store = await memoryStore();
   const h = await Harness.open(store);
   const ids: TaskId[] = [];
-  for (const [i, d] of definitions.entries()) ids.push(await h.createTask(d, inputs[i] ?? null));
+  for (const [i, d] of definitions.entries())
+    ids.push(await h.createTask(d, inputs[i] ?? null, { ownership: { kind: "conversation" } }));
   await until(() => h.inspect().running === definitions.length, { what: "parked tasks running" });
   const image = await memoryStore(store.image());
   await h.close();

@@ -103,7 +103,12 @@ describe("exercise 1: SendEmail with phases prepare and send and an abort handle
           finish: async (h, mailer) => {
             const email = sendEmailTask(mailer);
             const id =
-              (await h.tasks())[0]?.id ?? (await h.createTask(email, { to: "a@example.com", subject: "hi" }));
+              (await h.tasks())[0]?.id ??
+              (await h.createTask(
+                email,
+                { to: "a@example.com", subject: "hi" },
+                { ownership: { kind: "conversation" } },
+              ));
             return outcome(await h.waitForTask(id))?.status;
           },
         },
@@ -128,7 +133,7 @@ describe("exercise 1: SendEmail with phases prepare and send and an abort handle
     // Transaction 1 creates the task, 2 reserves it, 3 is send's outcome: lost before COMMIT.
     const run = await crashAndFinish(
       { tasks: [late] },
-      (h) => h.createTask(late, { to: "a@example.com" }),
+      (h) => h.createTask(late, { to: "a@example.com" }, { ownership: { kind: "conversation" } }),
       3,
       "before-commit",
     );
@@ -141,7 +146,11 @@ describe("exercise 1: SendEmail with phases prepare and send and an abort handle
     const email = sendEmailTask(mailer);
     const h = await Harness.open(await memoryStore(), { tasks: [email] });
     mailer.failNext(2);
-    const id = await h.createTask(email, { to: "a@example.com", subject: "hi" });
+    const id = await h.createTask(
+      email,
+      { to: "a@example.com", subject: "hi" },
+      { ownership: { kind: "conversation" } },
+    );
     expect(outcome(await h.waitForTask(id))?.status).toBe("completed");
     expect(mailer.sent.size).toBe(1);
     await h.close();
@@ -213,12 +222,16 @@ describe("exercise 3: a parent waits failFast on A, B, C; B fails while A is mid
     const payments = new FakePayments({ declined: ["declined"], holdConfirmations: true });
     const { checkout, payment } = checkoutTask(payments);
     const h = await Harness.open(await memoryStore(), { tasks: [checkout, payment] });
-    const id = await h.createTask(checkout, {
-      ref: "p",
-      cards: ["ok", "declined", "ok"],
-      amount: 1,
-      policy: "failFast",
-    });
+    const id = await h.createTask(
+      checkout,
+      {
+        ref: "p",
+        cards: ["ok", "declined", "ok"],
+        amount: 1,
+        policy: "failFast",
+      },
+      { ownership: { kind: "conversation" } },
+    );
     const done = await h.waitForTask(id);
     expect((outcome(done) as unknown as { result: { outcomes: string[] } }).result.outcomes).toEqual([
       "aborted",
@@ -261,7 +274,7 @@ describe("exercise 4: the scheduler reserves tasks in a commit before starting t
         void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
     });
     const h = await Harness.open(store, { tasks: [probe] });
-    await h.waitForTask(await h.createTask(probe, null));
+    await h.waitForTask(await h.createTask(probe, null, { ownership: { kind: "conversation" } }));
     expect(seen).toEqual(["running"]);
     await h.close();
   });
@@ -272,7 +285,8 @@ describe("exercise 4: the scheduler reserves tasks in a commit before starting t
     // Transaction 1 creates the task, transaction 2 reserves it: the store dies right after it.
     const run = await crashAndFinish(
       { tasks: [email] },
-      (h) => h.createTask(email, { to: "a@example.com", subject: "hi" }),
+      (h) =>
+        h.createTask(email, { to: "a@example.com", subject: "hi" }, { ownership: { kind: "conversation" } }),
       2,
       "after-commit",
     );

@@ -13,8 +13,8 @@ import {
   OwnerNotLive,
   type TaskId,
 } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
-import { complete, deferred, done, type Go, outcome, parked, single, until } from "./core-fixtures.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
+import { complete, done, type Go, outcome, parked, single } from "./core-fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -108,7 +108,9 @@ test("cannot create a child in its finishing commit, but work it starts in an ow
   expect(await h.tasks({ kind: "child" })).toEqual([]);
 
   const hostId = await h.createTask(host, null, conversationOwned);
-  await until(() => h.session.records.tasks.get(hostId)?.state.status === "completing", "host held");
+  await until(() => h.session.records.tasks.get(hostId)?.state.status === "completing", {
+    what: "host held",
+  });
   const [workerRecord] = await h.tasks({ kind: "worker" });
   expect(workerRecord?.state.status).not.toBe("terminal");
   gate.resolve();
@@ -145,7 +147,9 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   };
 
   const holding = await h.createTask(holder, null, conversationOwned);
-  await until(() => h.session.records.tasks.get(holding)?.state.status === "completing", "holder held");
+  await until(() => h.session.records.tasks.get(holding)?.state.status === "completing", {
+    what: "holder held",
+  });
   for (const m of await attempt(holding)) expect(m).toMatch(/is completing/);
 
   const finished = await h.createTask(quick, null, conversationOwned);
@@ -153,7 +157,7 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   for (const m of await attempt(finished)) expect(m).toMatch(/is terminal/);
 
   const marked = await h.createTask(stuck, null, conversationOwned);
-  await until(() => h.inspect().running >= 1, "stuck running");
+  await until(() => h.inspect().running >= 1, { what: "stuck running" });
   // Marked and asked for owned work in one transaction: judged on the final candidate record.
   const markAndCreate = h.session.commit((tx, overlay) => {
     overlay.setTask({ ...overlay.task(marked)!, abortRequested: true });

@@ -312,6 +312,7 @@ export class Harness {
       }
       return "marked";
     });
+    if (this.session.records.tasks.get(id)?.state.status === "terminal") this.scheduler.blocked.delete(id);
     if (result === "marked") {
       const invocation = this.scheduler.active.get(id);
       if (invocation?.mode === "run") {
