@@ -36,18 +36,20 @@ test("a created task is not in taskGraph() or inspect() before its COMMIT, nor a
 
 test("a document write, usage and a started run are not visible through doc(), usage() or busy before COMMIT, nor after it failed", async () => {
   const { h, root, store } = await open(echo, { onFatal: () => undefined });
-  const usageBefore = h.usage();
-  const seen: Array<{ note: unknown; usage: UsageState; busy: boolean; live: LiveState | undefined }> = [];
-  const watch = () => ({
-    note: h.doc(1, "test.note"),
-    usage: h.usage(),
+  const usageBefore = await h.usage();
+  // Synchronous readers of committed state (the hook cannot await).
+  const now = () => ({
+    note: h.docNow(1, "test.note"),
     busy: root.busy,
-    live: h.doc<LiveState & Record<string, never>>(1, DOC.live),
+    live: h.docNow<LiveState & Record<string, never>>(1, DOC.live),
   });
-  const before = watch();
+  const before = now();
+  const seen: Array<ReturnType<typeof now>> = [];
+  let usageDuring: Promise<UsageState> | undefined;
   store.setFaultHook((point) => {
     if (point !== "before-commit") return;
-    seen.push(watch());
+    seen.push(now());
+    usageDuring = h.usage();
     throw full();
   });
   await expect(
@@ -60,9 +62,9 @@ test("a document write, usage and a started run are not visible through doc(), u
     }),
   ).rejects.toThrow(/disk is full/);
   expect(seen).toEqual([before]);
-  expect(watch()).toEqual(before);
-  expect(h.usage()).toEqual(usageBefore);
+  expect(now()).toEqual(before);
   store.setFaultHook(undefined);
+  expect(await usageDuring).toEqual(usageBefore);
 });
 
 test("an admitted input that starts a run does not make the conversation busy before its COMMIT", async () => {

@@ -54,7 +54,7 @@ async function seed(): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTa
   const setup = await open(echo, { tasks: [holdTask(release.promise)] });
   const { h } = setup;
   for (let i = 0; i < IDLE; i++) {
-    const c = await h.createConversation();
+    const c = await h.createConversation({ ownership: { kind: "ownerless" } });
     const sub = await c.submit({ type: "input", content: `question ${i}`, requestId: `q${i}` });
     await sub.wait();
     await h.transaction((tx) => tx.writeDoc(c.id, NOTES, { items: [`note ${i}`] }));
@@ -101,7 +101,7 @@ test("an idle conversation's documents load on first access: every read API retu
   const release = deferred();
   const first = await open(echo, { tasks: [holdTask(release.promise)] });
   for (let i = 0; i < 3; i++) {
-    const c = await first.h.createConversation();
+    const c = await first.h.createConversation({ ownership: { kind: "ownerless" } });
     await (await c.submit({ type: "input", content: `question ${i}`, requestId: `q${i}` })).wait();
     await first.h.transaction((tx) => tx.writeDoc(c.id, NOTES, { items: [`note ${i}`] }));
     await first.h.transaction((tx) => tx.patchDoc(c.id, NOTES, [{ path: ["items", 1], set: "more" }]));
@@ -130,8 +130,8 @@ test("an idle conversation's documents load on first access: every read API retu
 
 test("a commit reading an idle conversation's documents sees them, and its work there goes on", async () => {
   const first = await open(echo);
-  const c = await first.h.createConversation();
-  const idle = await first.h.createConversation();
+  const c = await first.h.createConversation({ ownership: { kind: "ownerless" } });
+  const idle = await first.h.createConversation({ ownership: { kind: "ownerless" } });
   for (const conversation of [c, idle])
     await (await conversation.submit({ type: "input", content: "one", requestId: "one" })).wait();
   await first.h.transaction((tx) => tx.writeDoc(c.id, NOTES, { items: ["kept"] }));
