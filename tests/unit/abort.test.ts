@@ -57,11 +57,13 @@ describe("late commit after abort", () => {
       },
     );
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(def, null);
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
     await entered.promise;
-    expect(await h.abortTask(id)).toBe("marked");
-    expect((await h.getTask(id))?.abortRequested).toBe(true);
+    // abortTask answers once the deaf handler returned: release it after the mark is stored.
+    const aborting = h.abortTask(id);
+    await until(() => h.session.records.tasks.get(id)?.abortRequested === true, { what: "mark stored" });
     gate.resolve();
+    expect(await aborting).toBe("marked");
     const final = await done(h, id);
     expect(refused).toBeInstanceOf(CommitRefused);
     expect((refused as CommitRefused).reason).toBe("abort_requested");
@@ -103,7 +105,9 @@ describe("abort and the task tree", () => {
       phases: {
         spawn: async (_t, runtime) => {
           await runtime.commit((tx) => {
-            const kids = [0, 1].map((i) => tx.createTask(kid, { i }));
+            const kids = [0, 1].map((i) =>
+              tx.createTask(kid, { i }, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            );
             return {
               status: "waiting",
               checkpoint: { phase: "gather", kids },
@@ -130,7 +134,7 @@ describe("abort and the task tree", () => {
     h.subscribe((change) => {
       for (const t of change.tasks) if (t.state.status === "terminal") terminalOrder.push(t.id);
     });
-    const id = await h.createTask(family, null);
+    const id = await h.createTask(family, null, { ownership: { kind: "conversation" } });
     await until(() => started === 2, { what: "kids running" });
     expect(await h.abortTask(id)).toBe("marked");
     const final = await done(h, id);
@@ -151,7 +155,7 @@ describe("abort and the task tree", () => {
       await runtime.commit(() => complete("finished anyway"));
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(def, null);
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
     const controller = new AbortController();
     const wait = h.waitForTask(id, controller.signal);
     controller.abort();
@@ -180,11 +184,14 @@ describe("the invocation signal", () => {
       },
     );
     const h = await Harness.open(await memoryStore(), { tasks: [late] });
-    const id = await h.createTask(late, null);
+    const id = await h.createTask(late, null, { ownership: { kind: "conversation" } });
     await reached.promise;
-    await h.abortTask(id);
+    // abortTask answers once the handler returned: release it after the mark is stored.
+    const aborting = h.abortTask(id);
+    await until(() => h.session.records.tasks.get(id)?.abortRequested === true, { what: "mark stored" });
     await settle(); // the drain that derives the mark signals the invocation
     release.resolve();
+    expect(await aborting).toBe("marked");
     expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
     expect(seen?.aborted).toBe(true);
     expect(seen?.reason).toBeInstanceOf(AbortRequested);
@@ -220,7 +227,7 @@ describe("an abort mark is durable", () => {
       );
     const store = await memoryStore();
     const h = await Harness.open(store, { tasks: [makeDef(true)] });
-    const id = await h.createTask(makeDef(true), null);
+    const id = await h.createTask(makeDef(true), null, { ownership: { kind: "conversation" } });
     await until(() => log.includes("phase"), { what: "phase running" });
     expect(await h.abortTask(id)).toBe("marked");
     await handlerStarted.promise;

@@ -1,5 +1,5 @@
 /**
- * The conversation API: agent configuration (createConversation, configure, root), a task-owned
+ * The conversa ownership: { kind: "ownerless" }, ownership: { kind: "ownerless" },tion API: agent configuration (createConversation, configure, root), a task-owned
  * conversation's inherited agent, and custom documents.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
@@ -10,7 +10,10 @@ import { callsThenAnswer, echo, gatedTool, liveOf, open } from "./agent-fixtures
 describe("conversations", () => {
   test("createConversation({ agent }), configure (null clears) and conversation(id) shape what the model gets", async () => {
     const { h, faux } = await open(echo);
-    const c = await h.createConversation({ agent: { instructions: "Answer briefly." } });
+    const c = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      agent: { instructions: "Answer briefly." },
+    });
     expect(await c.agent()).toMatchObject({ instructions: "Answer briefly." });
     await (await c.submit({ type: "input", content: "one" })).wait();
     expect(faux.requests[0]!.systemPrompt).toContain("Answer briefly.");
@@ -42,7 +45,7 @@ describe("conversations", () => {
     const taskId = liveOf(h).tools![0]!.taskId!;
     const child = await h.createConversation({ ownership: { kind: "task", taskId } });
     expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
-    const ownerless = await h.createConversation();
+    const ownerless = await h.createConversation({ ownership: { kind: "ownerless" } });
     expect(await ownerless.agent()).toEqual({});
     release.resolve();
     expect((await sub.wait()).status).toBe("done");

@@ -21,7 +21,10 @@ describe("the task graph", () => {
       phases: {
         spawn: async (_t, runtime) => {
           await runtime.commit((tx) => {
-            const kids = [tx.createTask(kid, null), tx.createTask(kid, null)];
+            const kids = [
+              tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+              tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            ];
             return { status: "waiting", checkpoint: { phase: "gather" }, on: kids, policy: "allSettled" };
           });
         },
@@ -31,7 +34,7 @@ describe("the task graph", () => {
         void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(parent, null);
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 2, { what: "kids running" });
     const graph = h.taskGraph();
     expect(graph.map((c) => c.id)).toEqual([1]);

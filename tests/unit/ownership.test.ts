@@ -25,14 +25,16 @@ describe("structured concurrency", () => {
       await runtime.commit(() => complete("child"));
     });
     let childId: TaskId | undefined;
+    // The child is created before the finishing commit (a task cannot own work created in it).
     const parent = single("holder", async (_t, runtime) => {
       await runtime.commit((tx) => {
-        childId = tx.createTask(child, null);
-        return complete("parent");
+        childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
       });
+      await runtime.commit(() => complete("parent"));
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(parent, null);
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
     await until(() => childId !== undefined && h.scheduler.active.has(childId), { what: "child running" });
     expect((await h.getTask(id))?.state).toEqual({
       status: "completing",
@@ -93,7 +95,7 @@ describe("structured concurrency", () => {
       },
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(host, null);
+    const id = await h.createTask(host, null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 3, { what: "host, bg and fg running" });
     // The graph shows the owned conversation and both of its tasks under the host.
     const hostNode = h.taskGraph()[0]!.tasks.find((t) => t.id === id)!;
@@ -131,7 +133,10 @@ describe("ownership and stored rows", () => {
         spawn: async (_t, runtime) => {
           await runtime.commit((tx) => ({
             status: "running",
-            checkpoint: { phase: "fail", child: tx.createTask(child, null) },
+            checkpoint: {
+              phase: "fail",
+              child: tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            },
           }));
         },
         fail: async (_t, runtime) => {
@@ -145,7 +150,7 @@ describe("ownership and stored rows", () => {
         void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(parent, null);
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
     const [kid] = await h.tasks({ kind: "child" });
     expect(outcome(kid)).toMatchObject({ status: "aborted" });
@@ -171,7 +176,7 @@ describe("wait cycles through ownership", () => {
       }
     });
     const h = await Harness.open(await memoryStore());
-    const x = await h.createTask(parked("conversation-owner"), null);
+    const x = await h.createTask(parked("conversation-owner"), null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 1, { what: "owner running" });
     const y = await h.transaction((tx) => {
       const conversation = tx.createConversation({ kind: "task", taskId: x });
@@ -223,15 +228,15 @@ describe("wait cycles through ownership", () => {
     });
     const b = single("cycle-b", async (task, runtime, signal) => {
       await runtime.commit((tx) => {
-        tx.createTask(c, task.input);
+        tx.createTask(c, task.input, { ownership: { kind: "task", taskId: runtime.taskId } });
         return { status: "running", checkpoint: { phase: "go" } };
       });
       await untilAborted(signal);
     });
     const h = await Harness.open(await memoryStore());
     const [aId, bId] = await h.transaction((tx) => {
-      const first = tx.createTask(a, null);
-      return [first, tx.createTask(b, first)] as const;
+      const first = tx.createTask(a, null, { ownership: { kind: "conversation" } });
+      return [first, tx.createTask(b, first, { ownership: { kind: "conversation" } })] as const;
     });
     expect(bId).toBe(aId + 1);
     expect(outcome(await done(h, aId))).toEqual({ status: "completed", result: "refused" });

@@ -54,12 +54,18 @@ describe("starting checkpoint and resumed phases", () => {
     seen.length = 0;
     const store = await memoryStore();
     const h = await Harness.open(store, { tasks: [twoPhases] });
-    const id = await h.createTask(twoPhases, null, { start: { phase: "two" } });
+    const id = await h.createTask(twoPhases, null, {
+      ownership: { kind: "conversation" },
+      start: { phase: "two" },
+    });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "two" });
     expect(seen).toEqual(["two resumed=false"]);
     const before = store.stats.commits;
     await expect(
-      h.createTask(twoPhases, null, { start: { phase: "three" } as unknown as TwoPhases }),
+      h.createTask(twoPhases, null, {
+        ownership: { kind: "conversation" },
+        start: { phase: "three" } as unknown as TwoPhases,
+      }),
     ).rejects.toBeInstanceOf(InvalidTransition);
     expect(store.stats.commits).toBe(before);
     await engineStillRuns(h);
@@ -76,7 +82,7 @@ describe("starting checkpoint and resumed phases", () => {
       if (point === "before-commit") startedBeforeCommit.push(seen.length > 0);
       if (point === "after-commit") image ??= store.image();
     });
-    const id = await h.createTask(twoPhases, null, { reserve: true });
+    const id = await h.createTask(twoPhases, null, { ownership: { kind: "conversation" }, reserve: true });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "two" });
     // The creating transaction reached COMMIT before the first phase ran.
     expect(startedBeforeCommit[0]).toBe(false);
@@ -116,7 +122,7 @@ describe("starting checkpoint and resumed phases", () => {
     });
     const store = await memoryStore();
     const first = await Harness.open(store, { tasks: [stuck] });
-    const id = await first.createTask(stuck, null);
+    const id = await first.createTask(stuck, null, { ownership: { kind: "conversation" } });
     await gate.promise;
     // The image is taken while phase one runs: the crash leaves it running in storage.
     const image = await memoryStore(store.image());
@@ -281,13 +287,15 @@ describe("grouping and old records", () => {
   test("after a restart, a new wait on a task that ended before it is satisfied at once", async () => {
     const store = await memoryStore();
     const h = await Harness.open(store);
-    const old = await h.createTask(ping, null);
+    const old = await h.createTask(ping, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, old))).toEqual({ status: "completed", result: "pong" });
     const image = store.image();
     await h.close();
 
     const h2 = await Harness.open(await memoryStore(image), { tasks: [ping] });
-    const id = await h2.createTask(joiner("joiner", { result: (o) => o?.status ?? "none" }), old);
+    const id = await h2.createTask(joiner("joiner", { result: (o) => o?.status ?? "none" }), old, {
+      ownership: { kind: "conversation" },
+    });
     expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
     await engineStillRuns(h2);
     await h2.close();

@@ -67,6 +67,7 @@ describe("faults", () => {
         throw new Error("boom in phase");
       }),
       null,
+      { ownership: { kind: "conversation" } },
     );
     expect(outcome(await done(h, id))).toEqual({ status: "faulted", error: { message: "boom in phase" } });
     await engineStillRuns(h);
@@ -78,6 +79,7 @@ describe("faults", () => {
     const id = await h.createTask(
       single("idle", async () => undefined),
       null,
+      { ownership: { kind: "conversation" } },
     );
     const o = outcome(await done(h, id));
     expect(o?.status).toBe("faulted");
@@ -93,7 +95,7 @@ describe("faults", () => {
     const def = single("lazy-abort", async (_t, _r, signal) => untilAborted(signal), {
       abort: async () => undefined,
     });
-    const id = await h.createTask(def, null);
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 1, { what: "running" });
     await h.abortTask(id);
     const o = outcome(await done(h, id));
@@ -110,7 +112,7 @@ describe("faults", () => {
     const def = single("wanderer", async (_t, runtime) => {
       await runtime.commit(() => ({ status: "running", checkpoint: { phase: "nowhere" } as unknown as Go }));
     });
-    const id = await h.createTask(def, null);
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
     const o = outcome(await done(h, id));
     expect(o?.status).toBe("faulted");
     expect((o as { error: { message: string } }).error.message).toMatch(/no handler for phase nowhere/);
@@ -125,15 +127,19 @@ describe("NotJson", () => {
     const h = await Harness.open(store);
     const def = single("strict", async (_t, runtime) => void (await runtime.commit(() => complete("ok"))));
     const commitsBefore = store.stats.commits;
-    await expect(h.createTask(def, { x: Number.NaN } as unknown as Json)).rejects.toBeInstanceOf(NotJson);
-    await expect(h.createTask(def, { f: () => 1 } as unknown as Json)).rejects.toBeInstanceOf(NotJson);
+    await expect(
+      h.createTask(def, { x: Number.NaN } as unknown as Json, { ownership: { kind: "conversation" } }),
+    ).rejects.toBeInstanceOf(NotJson);
+    await expect(
+      h.createTask(def, { f: () => 1 } as unknown as Json, { ownership: { kind: "conversation" } }),
+    ).rejects.toBeInstanceOf(NotJson);
     expect(store.stats.commits).toBe(commitsBefore);
     // A document value is checked too (once, as the commit ends): the whole commit is refused.
     await expect(
       h.transaction((tx) => {
         tx.writeDoc(1, "strict-doc", { ok: true });
         tx.writeDoc(1, "strict-doc", { bad: Number.POSITIVE_INFINITY } as unknown as Json);
-        tx.createTask(def, null);
+        tx.createTask(def, null, { ownership: { kind: "conversation" } });
       }),
     ).rejects.toBeInstanceOf(NotJson);
     expect(store.stats.commits).toBe(commitsBefore);
@@ -187,7 +193,7 @@ describe("the task runtime", () => {
     });
     const store = await memoryStore();
     const h = await Harness.open(store);
-    const id = await h.createTask(def, null);
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
     await stored.promise;
     expect(seen).toEqual(["first", "first", "first", "first"]);
     expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({ k: "first" });
@@ -227,7 +233,7 @@ describe("the task runtime", () => {
     const replacement = make("B");
     const original = make("A", () => h.register(replacement));
     h = await Harness.open(await memoryStore(), { tasks: [original] });
-    const id = await h.createTask(original, null);
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
     expect(log).toEqual(["A:one", "B:two"]);
     await engineStillRuns(h);
@@ -242,7 +248,9 @@ describe("transactions", () => {
     await h.transaction((tx) => {
       kept = tx;
     });
-    expect(() => kept!.createTask(ping, null)).toThrow(InvalidTransition);
+    expect(() => kept!.createTask(ping, null, { ownership: { kind: "conversation" } })).toThrow(
+      InvalidTransition,
+    );
     expect(() => kept!.writeDoc(1, "late", { x: 1 })).toThrow(InvalidTransition);
     expect(await h.transaction((tx) => tx.readDoc(1, "late"))).toBeUndefined();
     await engineStillRuns(h);
@@ -258,7 +266,7 @@ describe("transactions", () => {
       },
     });
     const h = await Harness.open(await memoryStore(), { tasks: [owner, ping] });
-    const live = await h.createTask(parked("live-owner"), null);
+    const live = await h.createTask(parked("live-owner"), null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 1, { what: "owner running" });
     await expect(
       h.transaction((tx) =>
@@ -266,7 +274,7 @@ describe("transactions", () => {
       ),
     ).rejects.toBeInstanceOf(InvalidTransition);
 
-    const id = await h.createTask(owner, null);
+    const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 2, { what: "both running" });
     expect(await h.abortTask(id)).toBe("marked");
     await expect(
@@ -312,7 +320,7 @@ describe("commits a handler may not make", () => {
       },
     );
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(stubborn, null);
+    const id = await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
     await until(() => caught.length === 1, { what: "the unknown outcome refused" });
     await h.abortTask(id);
     expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "done" });
@@ -331,7 +339,7 @@ describe("commits a handler may not make", () => {
       await runtime.commit(() => complete("ok"));
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(leaky, null);
+    const id = await h.createTask(leaky, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ok" });
     await expect(kept!.commit(() => complete("again"))).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.getTask(id)).rejects.toBeInstanceOf(CommitRefused);
@@ -354,7 +362,7 @@ describe("commits a handler may not make", () => {
       await runtime.commit(() => complete(stored === undefined ? "nothing stored" : "stored"));
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(memoist, null);
+    const id = await h.createTask(memoist, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "nothing stored" });
     expect(caught[0]).toBeInstanceOf(NotJson);
     await engineStillRuns(h);

@@ -65,7 +65,11 @@ describe("waits", () => {
   test("waiting on itself is a WaitCycle", async () => {
     const caught = new Map<TaskId, unknown>();
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(prober(caught), { on: "self", policy: "allSettled" });
+    const id = await h.createTask(
+      prober(caught),
+      { on: "self", policy: "allSettled" },
+      { ownership: { kind: "conversation" } },
+    );
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
     expect(caught.get(id)).toBeInstanceOf(WaitCycle);
     await engineStillRuns(h);
@@ -75,7 +79,11 @@ describe("waits", () => {
   test("waiting on a missing task is an InvalidTransition", async () => {
     const caught = new Map<TaskId, unknown>();
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(prober(caught), { on: 99_999, policy: "allSettled" });
+    const id = await h.createTask(
+      prober(caught),
+      { on: 99_999, policy: "allSettled" },
+      { ownership: { kind: "conversation" } },
+    );
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
     expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
     await engineStillRuns(h);
@@ -92,8 +100,13 @@ describe("waits", () => {
         await runtime.commit(() => complete("bystander"));
       }),
       null,
+      { ownership: { kind: "conversation" } },
     );
-    const id = await h.createTask(prober(caught), { on: other, policy: "failFast" });
+    const id = await h.createTask(
+      prober(caught),
+      { on: other, policy: "failFast" },
+      { ownership: { kind: "conversation" } },
+    );
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
     expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
     expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
@@ -139,7 +152,11 @@ describe("waits", () => {
       phases: {
         spawn: async (_t, runtime) => {
           await runtime.commit((tx) => {
-            const child = tx.createTask(junior, { parent: runtime.taskId });
+            const child = tx.createTask(
+              junior,
+              { parent: runtime.taskId },
+              { ownership: { kind: "task", taskId: runtime.taskId } },
+            );
             return { status: "waiting", checkpoint: { phase: "after" }, on: [child], policy: "allSettled" };
           });
         },
@@ -154,7 +171,7 @@ describe("waits", () => {
         void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(elder, null);
+    const id = await h.createTask(elder, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "elder" });
     expect(caught).toHaveLength(1);
     expect(caught[0]).toBeInstanceOf(WaitCycle);
@@ -203,8 +220,8 @@ describe("waits", () => {
     });
     const h = await Harness.open(await memoryStore());
     const [a, b] = await h.transaction((tx) => [
-      tx.createTask(pair, { role: "first" }),
-      tx.createTask(pair, { role: "second" }),
+      tx.createTask(pair, { role: "first" }, { ownership: { kind: "conversation" } }),
+      tx.createTask(pair, { role: "second" }, { ownership: { kind: "conversation" } }),
     ]);
     expect(b).toBe(a! + 1);
     expect(outcome(await done(h, b!))).toEqual({ status: "completed", result: "second" });
@@ -219,7 +236,7 @@ describe("waits", () => {
 describe("waits and cancelled waits", () => {
   test("waitForTask with a signal that is already aborted rejects at once with WaitCancelled", async () => {
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(parked("forever"), null);
+    const id = await h.createTask(parked("forever"), null, { ownership: { kind: "conversation" } });
     const controller = new AbortController();
     controller.abort();
     await expect(h.waitForTask(id, controller.signal)).rejects.toBeInstanceOf(WaitCancelled);
@@ -237,7 +254,10 @@ describe("waits and cancelled waits", () => {
       phases: {
         spawn: async (_t, runtime) => {
           await runtime.commit((tx) => {
-            const kids = [tx.createTask(kid, null), tx.createTask(kid, null)];
+            const kids = [
+              tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+              tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            ];
             return { status: "waiting", checkpoint: { phase: "joined", kids }, on: kids, policy: "failFast" };
           });
         },
@@ -253,7 +273,7 @@ describe("waits and cancelled waits", () => {
         void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
     });
     const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(parent, null);
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 2, { what: "both kids running" });
     const kids = (await h.tasks({ kind: "kid" })).map((t) => t.id);
     expect(await h.abortTask(kids[0]!)).toBe("marked");
@@ -279,7 +299,7 @@ describe("wake continuations", () => {
       phases: {
         spawn: async (_t, runtime) => {
           await runtime.commit((tx) => {
-            const id = tx.createTask(child, null);
+            const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
             return {
               status: "waiting",
               checkpoint: { phase: "join", child: id },
@@ -304,7 +324,7 @@ describe("wake continuations", () => {
       const store = await memoryStore();
       const h = await Harness.open(store, { tasks: [parent, child] });
       const before = store.stats.transactions;
-      const id = await h.createTask(parent, null);
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
       const finished = outcome(await done(h, id));
       await settle();
       const used = store.stats.transactions - before;
@@ -344,7 +364,7 @@ describe("wake continuations", () => {
         tasks: [parent, child],
         onReport: (e) => reports.push(e),
       });
-      const id = await h.createTask(parent, null);
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
       expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "by handler" });
       expect(log).toEqual(["wake", "join handler"]);
       expect(reports.map((e) => (e as Error).message)).toEqual(kind === "throws" ? ["wake failed"] : []);
@@ -370,9 +390,9 @@ describe("wake continuations", () => {
     });
     const reports: unknown[] = [];
     const h = await Harness.open(await memoryStore(), { onReport: (e) => reports.push(e) });
-    const gateId = await h.createTask(gateTask, null);
-    const first = await h.createTask(plain, gateId);
-    const second = await h.createTask(throwing, gateId);
+    const gateId = await h.createTask(gateTask, null, { ownership: { kind: "conversation" } });
+    const first = await h.createTask(plain, gateId, { ownership: { kind: "conversation" } });
+    const second = await h.createTask(throwing, gateId, { ownership: { kind: "conversation" } });
     const waiting = (id: TaskId) => h.session.records.tasks.get(id)?.state.status === "waiting";
     await until(() => waiting(first) && waiting(second), { what: "both joiners waiting" });
     gateOpen.resolve();
@@ -387,13 +407,13 @@ describe("a signalled invocation", () => {
   test("a phase whose invocation is already signalled cannot start a wait: it is cancelled at once", async () => {
     const waited: unknown[] = [];
     const h = await Harness.open(await memoryStore());
-    const other = await h.createTask(parked("other"), null);
+    const other = await h.createTask(parked("other"), null, { ownership: { kind: "conversation" } });
     const waiter = single("late-waiter", async (_t, runtime, signal) => {
       await untilAborted(signal).catch(() => undefined);
       // The abort mark signalled this invocation; a wait begun now must not park on `other`.
       waited.push(await runtime.waitForTask(other).catch((error: unknown) => error));
     });
-    const id = await h.createTask(waiter, null);
+    const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
     await until(() => h.inspect().running === 2, { what: "both running" });
     await h.abortTask(id);
     // The phase returned, so its abort handler could run.
