@@ -307,7 +307,7 @@ export class Harness {
             { status: "orphaned", reason: blocked },
             this.session.now(),
           );
-          this.scheduler.outcomeHook(tx, orphaned);
+          this.registry.get(orphaned.kind)?.cleanUp?.(tx, orphaned);
         }
       }
       return "marked";
