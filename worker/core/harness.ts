@@ -357,10 +357,18 @@ export class Harness {
         .filter((t) => t.conversationId === cid && t.owner === undefined)
         .map((t) => nodeOf(t.id)),
     });
-    return [...conversationsWithWork]
-      .filter((cid) => !r.conversations.get(cid)?.owner)
-      .sort((a, b) => a - b)
-      .map(conversationNode);
+    return (
+      [...conversationsWithWork]
+        // Under their owner task while it is live; at the top once it finished (its work stays visible).
+        .filter((cid) => {
+          const owner = r.conversations.get(cid)?.owner;
+          return (
+            !owner || r.tasks.get(owner.taskId)?.state.status === "terminal" || !r.tasks.has(owner.taskId)
+          );
+        })
+        .sort((a, b) => a - b)
+        .map(conversationNode)
+    );
   }
 
   inspect(): Inspection {

@@ -5,7 +5,14 @@
  */
 import { InvalidTransition, OwnerNotLive, WaitCycle } from "./errors.ts";
 import { type Overlay, patchTask } from "./records.ts";
-import type { JoinPolicy, TaskId, TaskOutcome, TaskRecord } from "./types.ts";
+import type {
+  ConversationId,
+  ConversationRecord,
+  JoinPolicy,
+  TaskId,
+  TaskOutcome,
+  TaskRecord,
+} from "./types.ts";
 
 /**
  * The owner of new owned work, if it may own it on the candidate records so far: a task that exists
@@ -146,4 +153,60 @@ export function validateWait(
     if (t.state.status === "waiting") stack.push(...t.state.on);
     stack.push(...overlay.liveChildren(id));
   }
+}
+
+type OwnerView = {
+  task(id: TaskId): TaskRecord | undefined;
+  conversation(id: ConversationId): ConversationRecord | undefined;
+};
+
+/**
+ * Ordinary traversal from a conversation (spec §5.4), judged on `view`: the live tasks whose owner
+ * chain (owner task, then the task owning the conversation, and so on up) reaches `conversationId`,
+ * following owner edges whether or not those owners are still live. A background task is a
+ * boundary (it and all below it are left out) unless `background` is set. An owner task no longer
+ * in memory (finished before this process opened) is passed through by its conversation.
+ */
+export function ordinaryScope(
+  view: OwnerView,
+  liveIds: Iterable<TaskId>,
+  conversationId: ConversationId,
+  options: { background?: boolean } = {},
+): TaskId[] {
+  const out: TaskId[] = [];
+  for (const id of liveIds) {
+    const t = view.task(id);
+    if (t && t.state.status !== "terminal" && reaches(view, t, conversationId, options.background === true))
+      out.push(id);
+  }
+  return out;
+}
+
+function reaches(
+  view: OwnerView,
+  start: TaskRecord,
+  target: ConversationId,
+  crossBackground: boolean,
+): boolean {
+  let task: TaskRecord | undefined = start;
+  let conversation: ConversationId = start.conversationId;
+  // Owner edges form a tree; the bound only guards against a corrupt store.
+  for (let steps = 0; steps < 100_000; steps++) {
+    if (task) {
+      if (task.background && !crossBackground) return false;
+      const owner: TaskRecord | undefined = task.owner !== undefined ? view.task(task.owner) : undefined;
+      if (owner) {
+        task = owner;
+        continue;
+      }
+      // Conversation-owned, or its owner task (same conversation) is no longer in memory.
+      conversation = task.conversationId;
+    }
+    if (conversation === target) return true;
+    const owner = view.conversation(conversation)?.owner;
+    if (!owner) return false;
+    task = view.task(owner.taskId);
+    conversation = owner.conversationId;
+  }
+  return false;
 }

@@ -5,7 +5,7 @@
 import type { Tx } from "../../core/define.ts";
 import { HarnessClosed, WaitCancelled } from "../../core/errors.ts";
 import type { ConversationView, Watch } from "../../core/observe.ts";
-import { mark } from "../../core/ownership.ts";
+import { mark, ordinaryScope } from "../../core/ownership.ts";
 import type {
   ConversationId,
   EntryRecord,
@@ -194,22 +194,47 @@ export class Conversation {
   }
 
   /** Withdraw queued inputs, abort the conversation's live work, resolve once it is idle. */
-  async abort(signal?: AbortSignal): Promise<void> {
+  /**
+   * Withdraw queued inputs and abort the live work ordinary traversal reaches from this
+   * conversation (through owned conversations, also of owners that finished); resolves once it is
+   * idle. With `background: true`, background boundaries are crossed too and the queued inputs of
+   * every reached conversation are withdrawn. The signal cancels only the wait.
+   */
+  async abort(options: { background?: boolean } = {}, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) throw new WaitCancelled();
     this.harness.resume();
     const marked = await this.harness.session.commit((tx, overlay) => {
-      for (const item of inbox(tx, this.id).items) if (item.mode !== "write") withdraw(tx, this.id, item.id);
-      return overlay.liveConversationTasks(this.id).filter((id) => mark(overlay, id));
+      const scope = ordinaryScope(overlay, [...overlay.base.live, ...overlay.created], this.id, options);
+      const reached = new Set([this.id]);
+      if (options.background) for (const id of scope) reached.add(overlay.task(id)!.conversationId);
+      for (const c of reached)
+        for (const item of inbox(tx, c).items) if (item.mode !== "write") withdraw(tx, c, item.id);
+      return scope.filter((id) => mark(overlay, id));
     });
     for (const id of marked) this.harness.scheduler.active.get(id)?.signalAbort();
     await this.waitForIdle(signal);
+    if (options.background) {
+      const records = this.harness.session.records;
+      await waitFor(
+        this.harness,
+        () => marked.every((id) => records.tasks.get(id)?.state.status === "terminal"),
+        signal,
+      );
+    }
   }
 
-  /** Resolves when no ordinary (non-background) work of this conversation is live. */
+  /**
+   * Resolves when ordinary traversal from this conversation (owned conversations included, also
+   * those of finished owners; background work excluded) reaches no live task.
+   */
   waitForIdle(signal?: AbortSignal): Promise<void> {
     this.harness.resume();
     const records = this.harness.session.records;
-    return waitFor(this.harness, () => (records.conversationTasks.get(this.id)?.size ?? 0) === 0, signal);
+    const view = {
+      task: (id: number) => records.tasks.get(id),
+      conversation: (id: number) => records.conversations.get(id),
+    };
+    return waitFor(this.harness, () => ordinaryScope(view, records.live, this.id).length === 0, signal);
   }
 }
 

@@ -1,0 +1,80 @@
+/**
+ * Ordinary traversal (spec §5.4): from a conversation to the tasks it owns, the work those tasks
+ * own and the conversations they own, following owner edges after an owner finished. A background
+ * task is a boundary, crossed only by `abort({ background: true })`.
+ */
+import { expect, test } from "vitest";
+import { defineTask, type Json, type TaskId } from "../../worker/index.ts";
+import { until } from "../../worker/testing.ts";
+import { echo, open } from "./agent-fixtures.ts";
+import { complete, type Go, parked } from "./core-fixtures.ts";
+
+/** A task in the root conversation that creates a conversation it owns, then completes. */
+const founder = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
+  name: "founder",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+      });
+    },
+    finish: async (task, runtime) => {
+      await runtime.commit(() => complete(task.state.checkpoint.conversation));
+    },
+  },
+  abort: async () => undefined,
+});
+
+async function workBelowAFinishedOwner(options: { background?: boolean } = {}) {
+  const worker = parked("worker");
+  const setup = await open(echo, { tasks: [founder, worker] });
+  const { h } = setup;
+  const founderId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
+  const done = await h.waitForTask(founderId);
+  const owned = (done.state as { outcome: { result: number } }).outcome.result;
+  // New work in the conversation the finished task owns: ordinary work of that conversation.
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: owned,
+      ...(options.background ? { background: true } : {}),
+    }),
+  );
+  await until(() => h.inspect().running === 1, { what: "worker running" });
+  return { ...setup, owned, workerId };
+}
+
+test("Conversation.waitForIdle and abort() see work in a conversation owned by a task that already finished", async () => {
+  const { root, h, workerId } = await workBelowAFinishedOwner();
+  let idle = false;
+  void root.waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  expect(idle).toBe(false);
+  await root.abort();
+  expect(idle).toBe(true);
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
+test("taskGraph() keeps live work in a conversation whose owner task is terminal", async () => {
+  const { h, workerId } = await workBelowAFinishedOwner();
+  expect(JSON.stringify(h.taskGraph())).toContain(`"id":${workerId},`);
+});
+
+test("abort({ background: true }) crosses background boundaries; abort() leaves background work running", async () => {
+  const { root, h, workerId } = await workBelowAFinishedOwner({ background: true });
+  await root.abort();
+  expect((await h.getTask(workerId))?.state.status).not.toBe("terminal");
+  await root.abort({ background: true });
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
