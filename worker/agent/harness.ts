@@ -173,10 +173,12 @@ export class AgentHarness extends Harness {
   }
 
   static override async open(store: Store, options: AgentHarnessOptions = {}): Promise<AgentHarness> {
-    const harness = new AgentHarness(store, options);
+    // Opened paused: requests read API keys synchronously (docNow), so the settings' documents are
+    // loaded before any recovered task can start; then scheduling begins unless the caller paused.
+    const harness = new AgentHarness(store, { ...options, paused: true });
     await harness.start();
-    // Requests read API keys synchronously (docNow): load the settings' documents now.
     await harness.doc(SETTINGS_CONVERSATION, API_KEYS_DOC);
+    if (!options.paused) harness.resume();
     return harness;
   }
 
