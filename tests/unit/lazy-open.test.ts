@@ -6,7 +6,7 @@
  */
 import { expect, test } from "vitest";
 import { defineTask, type Json, type MemoryStore } from "../../worker/index.ts";
-import { deferred, memoryStore, recordJobs, type StoreJob } from "../../worker/testing.ts";
+import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../worker/testing.ts";
 import { echo, open } from "./agent-fixtures.ts";
 
 const IDLE = 12;
@@ -92,7 +92,10 @@ test("opening a store reads no row of terminal tasks or idle conversations' docu
     return false;
   });
   expect(offending.map((s) => s.sql.replace(/\s+/g, " "))).toEqual([]);
-  expect(setup.h.session.records.tasks.get(liveTask)?.state.status).toBe("running");
+  // The recovered live task runs (scheduling starts once the settings are loaded, after open's reads).
+  await until(() => setup.h.session.records.tasks.get(liveTask)?.state.status === "running", {
+    what: "the recovered task running",
+  });
   release.resolve();
   await setup.h.waitForTask(liveTask);
 });
