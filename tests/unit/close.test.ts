@@ -6,7 +6,7 @@
 import { expect, test } from "vitest";
 import { Harness, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
-import { single } from "./core-fixtures.ts";
+import { complete, done, outcome, row, single } from "./core-fixtures.ts";
 
 test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
   const release = deferred();
@@ -35,4 +35,32 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   await second;
   expect(returned).toBe(true);
   expect(store.closed).toBe(true);
+});
+
+test("close() stops a running task without writing an outcome or an abort mark: the next engine resumes it", async () => {
+  const started = deferred();
+  let commitAfterClose: unknown;
+  const stopping = single("stopping", async (_t, runtime, signal) => {
+    started.resolve();
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    // A commit after the close began is refused; the task stays as it was stored.
+    commitAfterClose = await runtime.commit(() => complete("too late")).catch((e: unknown) => e);
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stopping] });
+  const id = await h.createTask(stopping, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  await h.close();
+  expect(commitAfterClose).toBeInstanceOf(Error);
+  const image = await memoryStore(store.image());
+  const stored = await row(image, id);
+  expect(stored?.["status"]).toBe("running");
+  const finishing = single(
+    "stopping",
+    async (_t, runtime) => void (await runtime.commit(() => complete("resumed"))),
+  );
+  const next = await Harness.open(image, { tasks: [finishing] });
+  expect((await next.getTask(id))?.abortRequested).toBe(false);
+  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed" });
+  await next.close();
 });
