@@ -78,3 +78,17 @@ test("abort({ background: true }) crosses background boundaries; abort() leaves 
     outcome: { status: "aborted" },
   });
 });
+
+test("waitForTask waits for a background task like any other, though conversation idle does not", async () => {
+  const { root, h, workerId } = await workBelowAFinishedOwner({ background: true });
+  await root.waitForIdle();
+  let settled = false;
+  const waiting = h.waitForTask(workerId).then((r) => {
+    settled = true;
+    return r;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  expect(settled).toBe(false);
+  expect(await h.abortTask(workerId)).toBe("marked");
+  expect((await waiting).state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+});

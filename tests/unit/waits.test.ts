@@ -425,3 +425,85 @@ describe("a signalled invocation", () => {
     await h.close();
   });
 });
+
+describe("waits on subsets", () => {
+  test("a task keeps running phases after spawning and waits on subsets of its children in sequence", async () => {
+    const gates = [deferred(), deferred(), deferred()];
+    const log: string[] = [];
+    const kid = defineTask<number, Go, Json>({
+      name: "subset-kid",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          await gates[task.input]!.promise;
+          log.push(`kid ${task.input}`);
+          await runtime.commit(() => complete(task.input));
+        },
+      },
+      abort: async () => undefined,
+    });
+    type Rounds =
+      | Go
+      | { phase: "more"; kids: TaskId[] }
+      | { phase: "first"; kids: TaskId[] }
+      | { phase: "rest"; kids: TaskId[] };
+    const parent = defineTask<Json, Rounds, Json>({
+      name: "subset-parent",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [0, 1, 2].map((i) =>
+              tx.createTask(kid, i, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            );
+            return { status: "running", checkpoint: { phase: "more", kids } };
+          });
+        },
+        more: async (task, runtime) => {
+          log.push("parent runs on");
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "first", kids },
+            on: [kids[0]!],
+            policy: "allSettled",
+          }));
+        },
+        first: async (task, runtime) => {
+          log.push("after a");
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "rest", kids },
+            on: kids.slice(1),
+            policy: "failFast",
+          }));
+        },
+        rest: async (task, runtime) => {
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          const results = (await runtime.outcomes(kids)).map((o) =>
+            o.status === "completed" ? o.result : o.status,
+          );
+          log.push("after b, c");
+          await runtime.commit(() => complete(results));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [parent, kid] });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await until(() => log.includes("parent runs on"), { what: "parent running after spawning" });
+    gates[0]!.resolve();
+    await until(() => log.includes("after a"), { what: "first subset" });
+    gates[1]!.resolve();
+    await settle();
+    expect(log).toEqual(["parent runs on", "kid 0", "after a", "kid 1"]);
+    expect((await h.getTask(id))?.state.status).toBe("waiting");
+    gates[2]!.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: [0, 1, 2] });
+    expect(log.at(-1)).toBe("after b, c");
+    await h.close();
+  });
+});
