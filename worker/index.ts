@@ -38,12 +38,16 @@ export type {
 export { builtinTools } from "./agent/tools/builtin/index.ts";
 export {
   defineTool,
+  errorResult,
   OUTPUT_LIMITS,
+  type ReplayPolicy,
   type ToolApi,
   type ToolDefinition,
   type ToolExecutionMode,
   type ToolResult,
+  textResult,
 } from "./agent/tools/contract.ts";
+export type { OutputLimits } from "./agent/tools/limits.ts";
 export type { WorkspaceFs } from "./agent/workspace/fs.ts";
 export { MemoryFs } from "./agent/workspace/memory-fs.ts";
 export {

@@ -91,7 +91,8 @@ describe("tool output", () => {
     });
     const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
       tools: [chatty],
-      settings: { outputIntervalMs: 1 },
+      // Commits as often as possible: neither the interval nor the size pacing holds them back.
+      settings: { outputIntervalMs: 1, progressBytesPerSecond: 1024 ** 3 },
     });
     const watch = await root.watch();
     const committedBytes: number[] = [];

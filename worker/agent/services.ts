@@ -70,6 +70,11 @@ export interface AgentSettings {
   partialIntervalMs?: number;
   /** How often a tool's streamed output is committed to pi.live (ms). */
   outputIntervalMs?: number;
+  /**
+   * Size pacing of those commits (spec §7.3): a commit that wrote n bytes delays the next by
+   * n / progressBytesPerSecond seconds when that is longer than `outputIntervalMs` (default 100 KiB/s).
+   */
+  progressBytesPerSecond?: number;
   steeringMode?: QueueMode;
   followUpMode?: QueueMode;
   /** How the calls of one round run (default "parallel"; a sequential tool makes its round sequential). */
@@ -89,6 +94,7 @@ export interface ResolvedSettings {
   stream: StreamSettings;
   partialIntervalMs: number;
   outputIntervalMs: number;
+  progressBytesPerSecond: number;
   steeringMode: QueueMode;
   followUpMode: QueueMode;
   toolExecution: ToolExecutionMode;
@@ -101,6 +107,7 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
     stream: checkStreamSettings(s?.stream),
     partialIntervalMs: s?.partialIntervalMs ?? 100,
     outputIntervalMs: s?.outputIntervalMs ?? 100,
+    progressBytesPerSecond: s?.progressBytesPerSecond ?? 100 * 1024,
     steeringMode: s?.steeringMode ?? "one-at-a-time",
     followUpMode: s?.followUpMode ?? "one-at-a-time",
     toolExecution: s?.toolExecution ?? "parallel",

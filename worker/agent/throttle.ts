@@ -1,32 +1,56 @@
 /**
- * Throttled progress commits (a streaming answer's partial, a tool's output): the first change after
- * a quiet period is written at once, later ones at most every `intervalMs`, changes in between
- * coalesce, and at most one commit is in flight. `stop()` waits for the one in flight, so nothing
- * stale lands after the outcome that follows.
+ * Throttled progress commits (a streaming answer's partial, a tool's output). The first change after
+ * a quiet period is written at once; each write then delays the next by at least `intervalMs` and,
+ * with `bytesPerSecond`, by the size it wrote at that rate (spec §7.3 DEFAULT), so a large write buys
+ * a proportionally longer pause. Changes in between coalesce, and at most one commit is in flight.
+ * `stop()` waits for the one in flight, so nothing stale lands after the outcome that follows.
  */
+
+/** What one write did: the bytes it stored (for size pacing) and its commit. */
+export interface ThrottledWrite {
+  readonly bytes: number;
+  readonly done: Promise<unknown>;
+}
+
+export interface ThrottleOptions {
+  /** Least time between two writes (ms). */
+  readonly intervalMs: number;
+  /** Pace writes by their size as well: a write of n bytes delays the next by n / bytesPerSecond s. */
+  readonly bytesPerSecond?: number;
+  /**
+   * Write the newest state; failures are ignored (the next change or the outcome wins). A bare
+   * promise counts as a write of no bytes.
+   */
+  readonly write: () => ThrottledWrite | Promise<unknown>;
+}
+
 export class ThrottledWriter {
   #dirty = false;
   #inFlight: Promise<unknown> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #last = 0;
+  /** The earliest time the next write may start. */
+  #nextAt = 0;
   #stopped = false;
+  readonly #options: ThrottleOptions;
 
-  constructor(
-    readonly intervalMs: number,
-    /** Write the newest state; failures are ignored (the next change or the outcome wins). */
-    readonly write: () => Promise<unknown>,
-  ) {}
+  constructor(options: ThrottleOptions) {
+    this.#options = options;
+  }
 
   get stopped(): boolean {
     return this.#stopped;
   }
 
-  /** Something changed: write it soon. */
+  /** Something changed: write it now when the writer is idle, else as soon as the pace allows. */
   mark(): void {
     if (this.#stopped) return;
     this.#dirty = true;
     if (this.#inFlight || this.#timer) return;
-    const wait = Math.max(0, this.#last + this.intervalMs - Date.now());
+    const wait = this.#nextAt - Date.now();
+    if (wait <= 0) {
+      this.#flush();
+      return;
+    }
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#flush();
@@ -36,8 +60,12 @@ export class ThrottledWriter {
   #flush(): void {
     if (!this.#dirty || this.#stopped) return;
     this.#dirty = false;
-    this.#last = Date.now();
-    this.#inFlight = this.write()
+    const started = Date.now();
+    const { bytes, done } = asWrite(this.#options.write());
+    const rate = this.#options.bytesPerSecond;
+    const sizeMs = rate !== undefined && rate > 0 ? (bytes * 1000) / rate : 0;
+    this.#nextAt = started + Math.max(this.#options.intervalMs, sizeMs);
+    this.#inFlight = done
       .catch(() => undefined)
       .finally(() => {
         this.#inFlight = undefined;
@@ -51,4 +79,8 @@ export class ThrottledWriter {
     this.#timer = undefined;
     while (this.#inFlight) await this.#inFlight;
   }
+}
+
+function asWrite(result: ThrottledWrite | Promise<unknown>): ThrottledWrite {
+  return result instanceof Promise ? { bytes: 0, done: result } : result;
 }

@@ -28,7 +28,7 @@ export class PartialWriter {
     attempt: number,
     intervalMs: number,
   ) {
-    this.#writer = new ThrottledWriter(intervalMs, async () => {
+    const write = async () => {
       const message = this.#latest;
       if (!message || message.content.length === 0) return;
       const copy = JSON.parse(JSON.stringify(message)) as AssistantMessage;
@@ -52,7 +52,8 @@ export class PartialWriter {
         }
         return undefined;
       });
-    });
+    };
+    this.#writer = new ThrottledWriter({ intervalMs, write });
   }
 
   offer(partial: AssistantMessage): void {

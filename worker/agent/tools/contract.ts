@@ -43,6 +43,21 @@ export interface ToolDefinition<P extends TSchema = TSchema> {
   readonly replay?: ReplayPolicy;
   /** "sequential": a round that calls this tool runs its calls one after another. Default: the settings'. */
   readonly executionMode?: ToolExecutionMode;
+  /**
+   * Pure repair of commonly malformed arguments (say, an array sent as a JSON string). Runs before
+   * validation, which still checks its result; a throw is an `invalid_arguments` result. The stored
+   * call keeps what the model sent.
+   */
+  prepareArguments?(args: unknown): Static<P>;
+  /**
+   * What is retained of the call's output and of its result's text (default 50 KiB, 2,000 lines,
+   * `head`); what is dropped is reported to the model in a `truncated` warning.
+   */
+  readonly outputLimits?: {
+    readonly maxBytes?: number;
+    readonly maxLines?: number;
+    readonly retain?: "head" | "tail";
+  };
   execute(args: Static<P>, api: ToolApi): Promise<ToolResult>;
 }
 
@@ -65,7 +80,20 @@ export function defineTool<P extends TSchema>(def: ToolDefinition<P>): ToolDefin
   ) {
     throw new TypeError(`tool ${def.name}: executionMode must be "parallel" or "sequential"`);
   }
+  checkOutputLimits(def);
   return Object.freeze({ ...def });
+}
+
+function checkOutputLimits(def: ToolDefinition): void {
+  const limits = def.outputLimits;
+  if (limits === undefined) return;
+  for (const key of ["maxBytes", "maxLines"] as const) {
+    const value = limits[key];
+    if (value !== undefined && !(Number.isInteger(value) && value > 0))
+      throw new TypeError(`tool ${def.name}: outputLimits.${key} must be a positive integer`);
+  }
+  if (limits.retain !== undefined && limits.retain !== "head" && limits.retain !== "tail")
+    throw new TypeError(`tool ${def.name}: outputLimits.retain must be "head" or "tail"`);
 }
 
 export function replayPolicyOf(def: Pick<ToolDefinition, "replay">): ReplayPolicy {

@@ -1,8 +1,8 @@
 /**
  * What a tool call writes besides its task record: the pi.tool-result entry (exactly what the model
  * sees, harness diagnostics included), its slot in pi.live (pending -> running -> done, with the
- * durable partial output while running), and the bounds on its output (50 KiB / 2,000 lines, with
- * a truncated diagnostic for what was dropped). Everything writes through the transaction given.
+ * durable partial output while running), and the bounds on its output (the tool's limits, limits.ts,
+ * with a truncated diagnostic for what was dropped). Everything writes through the transaction given.
  */
 import type { Tx } from "../../core/define.ts";
 import type { DocPatch } from "../../core/doc-patch.ts";
@@ -19,7 +19,15 @@ import {
 } from "../records.ts";
 import { ThrottledWriter } from "../throttle.ts";
 import { utf8Length } from "../workspace/fs.ts";
-import { capHead, OUTPUT_LIMITS, type ToolResult } from "./contract.ts";
+import type { ToolResult } from "./contract.ts";
+import {
+  DEFAULT_OUTPUT_LIMITS,
+  type OutputLimits,
+  outputWindow,
+  type Retained,
+  retainText,
+  truncatedDiagnostic,
+} from "./limits.ts";
 
 export function harnessBlock(diagnostics: readonly ToolDiagnostic[]): string {
   return `<harness>\n${diagnostics.map((d) => `[${d.severity}] ${d.message}`).join("\n")}\n</harness>`;
@@ -128,85 +136,79 @@ export function cleanUpFailedTool(tx: Tx, task: TaskRecord): void {
   slotDone(tx, task.conversationId, task.id);
 }
 
-/** Bound every text part of a result; returns the diagnostics for what was dropped. */
-export function boundResult(result: ToolResult): { result: ToolResult; diagnostics: ToolDiagnostic[] } {
+/**
+ * Bound every text part of a result by the tool's limits; returns the diagnostics for what was
+ * dropped (one per cut part).
+ */
+export function boundResult(
+  result: ToolResult,
+  limits: OutputLimits = DEFAULT_OUTPUT_LIMITS,
+): { result: ToolResult; diagnostics: ToolDiagnostic[] } {
   const diagnostics: ToolDiagnostic[] = [];
   const content = result.content.map((part) => {
     if (part.type !== "text") return part;
-    const cap = capHead(part.text);
-    if (!cap.truncated) return part;
-    diagnostics.push({
-      severity: "warn",
-      code: "truncated",
-      message: `output truncated: ${cap.totalLines - cap.shownLines} lines and ${cap.totalBytes - cap.shownBytes} bytes not shown (limits ${OUTPUT_LIMITS.maxLines} lines, ${OUTPUT_LIMITS.maxBytes / 1024} KiB)`,
-    });
-    return { ...part, text: cap.head };
+    const kept = retainText(part.text, limits);
+    const diagnostic = truncatedDiagnostic(kept, limits);
+    if (!diagnostic) return part;
+    diagnostics.push(diagnostic);
+    return { ...part, text: kept.text };
   });
   return { result: { ...result, content }, diagnostics };
 }
 
-/** Keeps the head of a tool's output within the caps and commits it to its slot, throttled. */
-export class OutputBuffer {
-  text = "";
-  /** UTF-8 bytes and newlines in `text`, kept as chunks arrive: an append costs its chunk, not the text. */
-  #bytes = 0;
-  #newlines = 0;
-  #droppedBytes = 0;
-  #droppedLines = 0;
-  #full = false;
-  readonly #writer: ThrottledWriter;
+export interface OutputBufferOptions {
+  readonly conversationId: ConversationId;
+  readonly taskId: TaskId;
+  readonly limits: OutputLimits;
+  /** Progress pacing (spec §7.3): least time between commits, and bytes per second. */
+  readonly intervalMs: number;
+  readonly bytesPerSecond: number;
+}
 
-  constructor(
-    commit: (change: (tx: Tx) => undefined) => Promise<unknown>,
-    conversationId: ConversationId,
-    taskId: TaskId,
-    intervalMs: number,
-  ) {
-    this.#writer = new ThrottledWriter(intervalMs, () => {
-      const output = this.text;
-      const droppedBytes = this.#droppedBytes;
-      const droppedLines = this.#droppedLines;
-      return commit((tx) => {
-        patchSlotOutput(tx, conversationId, taskId, output, droppedBytes, droppedLines);
-        return undefined;
-      });
+/** Keeps a tool's output within its limits and commits it to its slot, throttled. */
+export class OutputBuffer {
+  readonly #window: ReturnType<typeof outputWindow>;
+  readonly #writer: ThrottledWriter;
+  /** The output the last progress commit wrote: the next one writes only what changed since. */
+  #written = "";
+
+  constructor(commit: (change: (tx: Tx) => undefined) => Promise<unknown>, options: OutputBufferOptions) {
+    this.#window = outputWindow(options.limits);
+    const { conversationId, taskId } = options;
+    this.#writer = new ThrottledWriter({
+      intervalMs: options.intervalMs,
+      bytesPerSecond: options.bytesPerSecond,
+      write: () => {
+        const { text: output, droppedBytes, droppedLines } = this.#window.retained();
+        const bytes = utf8Length(
+          output.startsWith(this.#written) ? output.slice(this.#written.length) : output,
+        );
+        this.#written = output;
+        const done = commit((tx) => {
+          patchSlotOutput(tx, conversationId, taskId, output, droppedBytes, droppedLines);
+          return undefined;
+        });
+        return { bytes, done };
+      },
     });
+  }
+
+  /** The retained output so far, and what the limits dropped. */
+  get retained(): Retained {
+    return this.#window.retained();
+  }
+
+  get text(): string {
+    return this.#window.retained().text;
   }
 
   append(chunk: string): void {
     if (this.#writer.stopped) throw new Error("output() after the call ended");
-    if (this.#full) {
-      this.#droppedBytes += utf8Length(chunk);
-      this.#droppedLines += countNewlines(chunk);
-    } else {
-      const bytes = this.#bytes + utf8Length(chunk);
-      const newlines = this.#newlines + countNewlines(chunk);
-      const text = this.text + chunk;
-      // Lines as capHead counts them: a final newline does not start a line.
-      const lines = text === "" ? 0 : newlines + (text.endsWith("\n") ? 0 : 1);
-      if (bytes <= OUTPUT_LIMITS.maxBytes && lines <= OUTPUT_LIMITS.maxLines) {
-        this.text = text;
-        this.#bytes = bytes;
-        this.#newlines = newlines;
-      } else {
-        // The first chunk past a limit: cut once, count the rest as dropped from now on.
-        const cap = capHead(text);
-        this.#full = true;
-        this.#droppedBytes += cap.totalBytes - cap.shownBytes;
-        this.#droppedLines += cap.totalLines - cap.shownLines;
-        this.text = cap.head;
-      }
-    }
+    this.#window.append(chunk);
     this.#writer.mark();
   }
 
   stop(): Promise<void> {
     return this.#writer.stop();
   }
-}
-
-function countNewlines(text: string): number {
-  let n = 0;
-  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) n++;
-  return n;
 }

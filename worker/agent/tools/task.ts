@@ -24,6 +24,7 @@ import {
   type ToolResult,
   toPiTool,
 } from "./contract.ts";
+import { DEFAULT_OUTPUT_LIMITS, limitsOf, truncatedDiagnostic } from "./limits.ts";
 import {
   appendResult,
   boundResult,
@@ -66,6 +67,16 @@ function resolveToolFor(services: AgentServices, agent: AgentState, name: string
   return tool;
 }
 
+/** The tool's repair of the model's arguments (spec §7.3), or them unchanged; a throw is invalid_arguments. */
+function prepare(tool: ToolDefinition, args: unknown): unknown {
+  if (!tool.prepareArguments) return args;
+  try {
+    return tool.prepareArguments(args);
+  } catch (error) {
+    throw new ToolCallFailed("invalid_arguments", errorMessage(error));
+  }
+}
+
 function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
   try {
     return validateToolArguments(toPiTool(tool), { ...call, arguments: args as Record<string, unknown> });
@@ -88,7 +99,7 @@ export function intentAtCreation(
   if ((services.hooks().beforeTool ?? []).length > 0) return undefined;
   try {
     const tool = resolveToolFor(services, readDoc<AgentState>(tx, c, DOC.agent, {}), call.name);
-    const args = validate(tool, call, call.arguments);
+    const args = validate(tool, call, prepare(tool, call.arguments));
     assertJson(args);
     return { phase: "execute", arguments: args as Json, replay: replayPolicyOf(tool) };
   } catch {
@@ -118,7 +129,7 @@ export function createToolTask(services: AgentServices) {
           if (!call)
             throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
           tool = resolveTool(task, call.name);
-          args = validate(tool, call, call.arguments);
+          args = validate(tool, call, prepare(tool, call.arguments));
           for (const hook of hooks.beforeTool ?? []) {
             const decision = await hook({ name: call.name, arguments: args }, ctx);
             if (decision && "block" in decision) throw new ToolCallFailed("blocked", decision.block);
@@ -282,7 +293,13 @@ export function createToolTask(services: AgentServices) {
         services.report(error);
       }
     }
-    const bounded = boundResult({ ...result, isError: true });
+    let limits = DEFAULT_OUTPUT_LIMITS;
+    try {
+      limits = limitsOf(resolveTool(task, call.name));
+    } catch {
+      // An unresolvable tool's replacement is bounded by the defaults.
+    }
+    const bounded = boundResult({ ...result, isError: true }, limits);
     await runtime.commit((tx) => {
       const entry = appendResult(tx, c, call.id, call.name, bounded.result, [
         { severity: "error", code: "aborted", message: "the tool call was aborted" },
@@ -303,12 +320,15 @@ export function createToolTask(services: AgentServices) {
     hooks: AgentHooks,
   ): Promise<void> {
     const c = task.conversationId;
-    const output = new OutputBuffer(
-      (change) => runtime.commit(change),
-      c,
-      task.id,
-      services.settings().outputIntervalMs,
-    );
+    const settings = services.settings();
+    const limits = limitsOf(tool);
+    const output = new OutputBuffer((change) => runtime.commit(change), {
+      conversationId: c,
+      taskId: task.id,
+      limits,
+      intervalMs: settings.outputIntervalMs,
+      bytesPerSecond: settings.progressBytesPerSecond,
+    });
     let position = 0;
     const api: ToolApi = {
       signal,
@@ -340,6 +360,8 @@ export function createToolTask(services: AgentServices) {
     };
     let result: ToolResult;
     let failed = false;
+    /** The result carries the retained output, so what its bounds dropped is reported. */
+    let fromOutput = false;
     const started = performance.now();
     try {
       result = await tool.execute(args as never, api);
@@ -347,7 +369,8 @@ export function createToolTask(services: AgentServices) {
       if (signal.aborted) throw error;
       failed = true;
       const message = errorMessage(error);
-      result = { content: output.text ? [{ type: "text", text: output.text }] : [], isError: true };
+      fromOutput = output.text !== "";
+      result = { content: fromOutput ? [{ type: "text", text: output.text }] : [], isError: true };
       result = { ...result, content: [...result.content, { type: "text", text: `Error: ${message}` }] };
     }
     const durationMs = Math.round(performance.now() - started);
@@ -358,15 +381,21 @@ export function createToolTask(services: AgentServices) {
         (await hook({ name: call.name, arguments: args, result }, { conversationId: c, taskId: task.id })) ??
         result;
     }
-    if (result.content.length === 0 && output.text)
-      result = { ...result, content: [{ type: "text", text: output.text }] };
-    const bounded = boundResult(result);
-    const diagnostics = failed
-      ? [
-          { severity: "error" as const, code: "tool_error", message: "the tool threw an error" },
-          ...bounded.diagnostics,
-        ]
-      : bounded.diagnostics;
+    // Without content of its own, the result is the retained output, and what its bounds dropped.
+    const streamed = output.retained;
+    if (result.content.length === 0 && streamed.text !== "") {
+      fromOutput = true;
+      result = { ...result, content: [{ type: "text", text: streamed.text }] };
+    }
+    const bounded = boundResult(result, limits);
+    const dropped = fromOutput ? truncatedDiagnostic(streamed, limits) : undefined;
+    const diagnostics = [
+      ...(failed
+        ? [{ severity: "error" as const, code: "tool_error", message: "the tool threw an error" }]
+        : []),
+      ...(dropped ? [dropped] : []),
+      ...bounded.diagnostics,
+    ];
     await runtime.commit((tx) => {
       const value: ToolTaskResult = {
         isError: bounded.result.isError === true,
