@@ -25,6 +25,7 @@ export {
   type InboxState,
   type LiveState,
   type ModelRef,
+  type ToolDiagnostic,
   type ToolSlot,
   type UsageState,
 } from "./agent/records.ts";
@@ -48,6 +49,7 @@ export {
   textResult,
 } from "./agent/tools/contract.ts";
 export type { OutputLimits } from "./agent/tools/limits.ts";
+export { isInterruptedResult, isToolResultEntry, type ToolResultEntry } from "./agent/tools/results.ts";
 export type { WorkspaceFs } from "./agent/workspace/fs.ts";
 export { MemoryFs } from "./agent/workspace/memory-fs.ts";
 export {

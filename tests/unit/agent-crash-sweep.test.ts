@@ -15,15 +15,16 @@ import {
   AgentHarness,
   type AgentHarnessOptions,
   type EntryRecord,
+  isInterruptedResult,
   type Settlement,
 } from "../../worker/index.ts";
-import type { MemoryStore } from "../../worker/store/open.ts";
 import {
   CRASH_MODES,
   type CrashScenario,
   crashSweep,
   type FauxAgentModel,
   fauxAgentModel,
+  toolCallsCutByCrash,
 } from "../../worker/testing.ts";
 import { KeyedEffects, keyedEffectTool } from "./fixtures/fakes.ts";
 
@@ -123,19 +124,6 @@ async function observe(h: AgentHarness, settled: Settlement): Promise<Observed> 
   };
 }
 
-/**
- * The tool calls the crash left started but without a result (read from a copy of the committed
- * image): in `execute` and reserved. One stored `pending` in `execute` was never started.
- */
-async function callsInExecute(copy: MemoryStore) {
-  const rows = await copy.read((sql) => sql.all("SELECT state, input FROM tasks WHERE kind = 'pi.tool'"));
-  return rows.flatMap((row) => {
-    const input = JSON.parse(String(row["input"])) as { callId?: string };
-    const state = JSON.parse(String(row["state"])) as { status: string; checkpoint?: { phase: string } };
-    return state.status === "running" && state.checkpoint?.phase === "execute" ? [input.callId] : [];
-  });
-}
-
 type IntentPath = "with the answer" | "by the tool task" | "in a sequential round";
 
 /** One run's fakes, and what its crash left inside the tool calls. */
@@ -172,7 +160,7 @@ function scenario(faux: FauxAgentModel, path: IntentPath): CrashScenario<AgentHa
     // After a crash the client did not see an answer (or its admission): it sends the request again.
     finish: async (h) => observe(h, await (await (await h.root()).submit(INPUT)).wait()),
     afterCrash: async (committed, run) => {
-      const inExecute = await callsInExecute(committed);
+      const inExecute = await toolCallsCutByCrash(committed);
       run.interrupted = inExecute.includes("call-launch");
       run.replayed = inExecute.includes("call-stamp");
     },
@@ -220,10 +208,7 @@ describe("agent crash sweep", () => {
                   toolName: "launch",
                   isError: true,
                 });
-                expect(
-                  (result.data as { diagnostics: Array<{ code: string }> }).diagnostics.map((d) => d.code),
-                  at,
-                ).toEqual(["interrupted"]);
+                expect(isInterruptedResult(result), at).toBe(true);
                 const without = (o: Observed) => o.entries.filter((e) => !isLaunchResult(e)).map(comparable);
                 expect(without(got), at).toEqual(without(expected));
                 expect(got.entries.findIndex(isLaunchResult), at).toBe(

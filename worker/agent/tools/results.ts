@@ -29,6 +29,28 @@ import {
   truncatedDiagnostic,
 } from "./limits.ts";
 
+/** A `pi.tool-result` entry: its model message and, in `data`, the call's diagnostics (spec §8.1). */
+export type ToolResultEntry = EntryRecord & {
+  readonly kind: typeof ENTRY.toolResult;
+  readonly data: { readonly diagnostics: readonly ToolDiagnostic[] };
+};
+
+export function isToolResultEntry(entry: EntryRecord): entry is ToolResultEntry {
+  const data = entry.data as { diagnostics?: unknown } | null | undefined;
+  return entry.kind === ENTRY.toolResult && Array.isArray(data?.diagnostics);
+}
+
+/**
+ * The result recovery wrote for a call a crash cut short that it could not run again (an unsafe
+ * call): it may or may not have taken effect.
+ */
+export function isInterruptedResult(entry: EntryRecord): entry is ToolResultEntry {
+  return (
+    isToolResultEntry(entry) &&
+    entry.data.diagnostics.some((d) => d.severity === "error" && d.code === "interrupted")
+  );
+}
+
 export function harnessBlock(diagnostics: readonly ToolDiagnostic[]): string {
   return `<harness>\n${diagnostics.map((d) => `[${d.severity}] ${d.message}`).join("\n")}\n</harness>`;
 }

@@ -1,0 +1,27 @@
+/**
+ * What a crash left inside tool calls, read from a committed store image (the one a crashed engine
+ * left, or a copy taken while a call runs): the calls whose intent was committed and started but
+ * whose result was not. After reopening, those are the calls recovery runs again (replay-safe ones)
+ * or answers with an `interrupted` result (every other one). Reads only; never opens an engine.
+ */
+import type { MemoryStore } from "../store/open.ts";
+
+/** The call ids (as in the model's tool calls; nested calls as `parent/key`) the crash cut. */
+export async function toolCallsCutByCrash(committed: MemoryStore): Promise<string[]> {
+  const rows = await committed.read((sql) =>
+    sql.all("SELECT state, input FROM tasks WHERE kind = 'pi.tool' ORDER BY id"),
+  );
+  return rows.flatMap((row) => {
+    const input = JSON.parse(String(row["input"])) as { callId?: string; nested?: { callId: string } };
+    const state = JSON.parse(String(row["state"])) as { status: string; checkpoint?: { phase: string } };
+    // A call reserved in `execute` started running; one stored `pending` there was never started.
+    const cut = state.status === "running" && state.checkpoint?.phase === "execute";
+    const callId = input.callId ?? input.nested?.callId;
+    return cut && callId !== undefined ? [callId] : [];
+  });
+}
+
+/** Whether the crash cut the call `callId` (see `toolCallsCutByCrash`). */
+export async function wasToolCallCutByCrash(committed: MemoryStore, callId: string): Promise<boolean> {
+  return (await toolCallsCutByCrash(committed)).includes(callId);
+}
