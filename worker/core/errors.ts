@@ -95,6 +95,5 @@ export class WaitCancelled extends HarnessError {
   }
 }
 
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
+/** An error's message, or the thrown value as text (defined with the store, the lowest layer). */
+export { errorMessage } from "../store/errors.ts";

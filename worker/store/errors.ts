@@ -64,9 +64,14 @@ function both(advice: string): { open: string; run: string } {
   return { open: advice, run: advice };
 }
 
+/** An error's message, or the thrown value as text. Every layer above uses this one (core re-exports it). */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** The name and message of an error and of its causes (a StoreFailed wraps the SQLite error). */
 function describe(error: unknown): { message: string; text: string } {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   const parts: string[] = [];
   let current: unknown = error;
   for (let depth = 0; current !== undefined && current !== null && depth < 3; depth++) {

@@ -9,6 +9,7 @@
  */
 import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
 import type { DirectStatements } from "./direct.ts";
+import { errorMessage } from "./errors.ts";
 import {
   type FaultHook,
   type FaultPoint,
@@ -341,7 +342,7 @@ export class SqliteLine implements Store {
 
 function wrapFailure(error: unknown): Error {
   if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   const failure = new StoreFailed(`transaction failed: ${message}`);
   (failure as { cause?: unknown }).cause = error;
   return failure;
