@@ -4,6 +4,7 @@
  * settled `orphaned` in the marking commit), `terminal` for a finished task, and nothing else.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import { Harness, UnknownTask } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import { complete, done, outcome, parked, single, storeWith } from "./core-fixtures.ts";
@@ -35,7 +36,7 @@ test("abortTask on a blocked task without live owned work settles it `orphaned` 
   const h = await Harness.open(image);
   await until(() => h.inspect().blocked.length === 1, { what: "ghost blocked" });
   expect(await h.abortTask(ids[0]!)).toBe("marked");
-  const record = h.session.records.tasks.get(ids[0]!);
+  const record = internals(h).session.records.tasks.get(ids[0]!);
   expect(record?.state).toEqual({
     status: "terminal",
     outcome: { status: "orphaned", reason: "missing_task" },

@@ -4,6 +4,7 @@
  * cancelled wait that never cancels its task.
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import {
   AbortRequested,
   CommitRefused,
@@ -61,7 +62,9 @@ describe("late commit after abort", () => {
     await entered.promise;
     // abortTask answers once the deaf handler returned: release it after the mark is stored.
     const aborting = h.abortTask(id);
-    await until(() => h.session.records.tasks.get(id)?.abortRequested === true, { what: "mark stored" });
+    await until(() => internals(h).session.records.tasks.get(id)?.abortRequested === true, {
+      what: "mark stored",
+    });
     gate.resolve();
     expect(await aborting).toBe("marked");
     const final = await done(h, id);
@@ -188,7 +191,9 @@ describe("the invocation signal", () => {
     await reached.promise;
     // abortTask answers once the handler returned: release it after the mark is stored.
     const aborting = h.abortTask(id);
-    await until(() => h.session.records.tasks.get(id)?.abortRequested === true, { what: "mark stored" });
+    await until(() => internals(h).session.records.tasks.get(id)?.abortRequested === true, {
+      what: "mark stored",
+    });
     await settle(); // the drain that derives the mark signals the invocation
     release.resolve();
     expect(await aborting).toBe("marked");

@@ -67,10 +67,9 @@ export async function open(
   return { h, root: await h.root(), faux, store };
 }
 
-export const liveOf = (h: AgentHarness, c = 1): LiveState =>
-  (h.session.records.getDoc(c, DOC.live) ?? {}) as LiveState;
+export const liveOf = (h: AgentHarness, c = 1): LiveState => (h.docNow(c, DOC.live) ?? {}) as LiveState;
 export const inboxOf = (h: AgentHarness, c = 1): InboxState =>
-  (h.session.records.getDoc(c, DOC.inbox) ?? { items: [] }) as unknown as InboxState;
+  (h.docNow(c, DOC.inbox) ?? { items: [] }) as unknown as InboxState;
 export const messagesOf = (e: EntryRecord): Message[] =>
   Array.isArray(e.model) ? (e.model as unknown as Message[]) : [];
 export const messageOf = (e: EntryRecord): Message => messagesOf(e)[0]!;

@@ -8,6 +8,7 @@
 import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
+import { internals } from "../../worker/core/internals.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
@@ -64,7 +65,8 @@ const comparable = (entries: readonly EntryRecord[]) =>
 /** Finish every compaction the store holds (asking for one when none was admitted); the outcome. */
 async function finish(h: AgentHarness) {
   const root = await h.root();
-  const compactions = () => [...h.session.records.tasks.values()].filter((t) => t.kind === "pi.compaction");
+  const compactions = () =>
+    [...internals(h).session.records.tasks.values()].filter((t) => t.kind === "pi.compaction");
   const stored = await h.tasks();
   if (!stored.some((t) => t.kind === "pi.compaction")) await root.compact();
   for (const t of compactions()) await h.waitForTask(t.id);

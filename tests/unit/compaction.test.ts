@@ -10,6 +10,7 @@ import { contextTokens } from "../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../worker/agent/compaction/range.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
 import { activeRange } from "../../worker/agent/conversation/context.ts";
+import { internals } from "../../worker/core/internals.ts";
 import {
   AgentHarness,
   type Conversation,
@@ -224,10 +225,10 @@ describe("Conversation.compact()", () => {
     const record = await h.waitForTask(taskId);
     const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
       .outcome.result.submissionId;
-    expect((await h.session.submission(submissionId))?.status).toBe("queued");
+    expect((await internals(h).session.submission(submissionId))?.status).toBe("queued");
     hold.release.resolve();
     expect((await run.wait()).status).toBe("done");
-    expect((await h.session.submission(submissionId))?.status).toBe("done");
+    expect((await internals(h).session.submission(submissionId))?.status).toBe("done");
     // The request after the tool round starts from the summary.
     const after = conversationRequests(faux.requests).at(-1)!;
     expect(textOf(after.messages[0]!)).toContain("<summary>");
@@ -256,7 +257,7 @@ describe("Conversation.compact()", () => {
     // The faux provider does not watch the signal while its responder waits: release it once the
     // abort mark is stored (a real provider's request is cancelled by the signal).
     const aborting = root.abort();
-    await expect.poll(() => h.session.records.tasks.get(taskId)?.abortRequested).toBe(true);
+    await expect.poll(() => internals(h).session.records.tasks.get(taskId)?.abortRequested).toBe(true);
     gate.resolve();
     await aborting;
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
@@ -271,7 +272,10 @@ describe("Conversation.compact()", () => {
     const record = await h.waitForTask(taskId);
     const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
       .outcome.result.submissionId;
-    expect(await h.session.submission(submissionId)).toMatchObject({ status: "unanswered", reason: "stale" });
+    expect(await internals(h).session.submission(submissionId)).toMatchObject({
+      status: "unanswered",
+      reason: "stale",
+    });
     expect((await root.entries()).at(-1)?.kind).toBe("pi.reset");
   });
 });
@@ -345,7 +349,9 @@ describe("compaction a generation waits for", () => {
         "done",
       );
     }
-    const started = [...h.session.records.tasks.values()].filter((t) => t.kind === "pi.compaction");
+    const started = [...internals(h).session.records.tasks.values()].filter(
+      (t) => t.kind === "pi.compaction",
+    );
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
     // Background work is not part of the conversation's idleness: wait for the task itself.
@@ -353,7 +359,7 @@ describe("compaction a generation waits for", () => {
     const result = (compactions[0]!.state as unknown as { outcome: { result: { submissionId?: number } } })
       .outcome.result;
     expect(result.submissionId).toBeDefined();
-    expect(await h.session.submission(result.submissionId!)).toMatchObject({
+    expect(await internals(h).session.submission(result.submissionId!)).toMatchObject({
       status: "done",
       requestId: `compaction:${compactions[0]!.id}`,
     });

@@ -4,6 +4,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "../../worker/core/doc-patch.ts";
+import { internals } from "../../worker/core/internals.ts";
 import { Harness, InvalidTransition, type Json } from "../../worker/index.ts";
 import type { MemoryStore } from "../../worker/store/open.ts";
 import { memoryStore } from "../../worker/testing.ts";
@@ -183,7 +184,7 @@ describe("stored patches", () => {
     const h = await Harness.open(await memoryStore());
     await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "a" }));
     const seen: Json[] = [];
-    const unsubscribe = h.session.subscribe((change) => {
+    const unsubscribe = internals(h).session.subscribe((change) => {
       for (const d of change.docs) if (d.name === DOC && d.value !== undefined) seen.push(d.value);
     });
     await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "b" }]));

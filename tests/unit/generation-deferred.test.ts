@@ -12,6 +12,7 @@ import {
 } from "@mariozechner/pi-ai";
 import { afterEach, describe, expect, test } from "vitest";
 import { zeroUsage } from "../../worker/agent/records.ts";
+import { internals } from "../../worker/core/internals.ts";
 import {
   AgentHarness,
   createModelResolver,
@@ -69,7 +70,7 @@ describe("deferred responses (poll)", () => {
       extra: [faux.model],
       deferred: {
         async fetchDeferred(model, handle) {
-          const live = h.session.records.getDoc(1, DOC.live) as LiveState;
+          const live = internals(h).session.records.getDoc(1, DOC.live) as LiveState;
           polls.push({ id: handle.id, pollAt: live.generation?.deferred?.pollAt, at: Date.now() });
           if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
           return answer("ready now", model);
@@ -97,7 +98,7 @@ describe("deferred responses (poll)", () => {
     const entries = (await root.entries()).filter((e) => e.kind !== "pi.system");
     expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
     expect(textOf(entries[1]!)).toBe("ready now");
-    expect((h.session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
+    expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
   });
 
   test("a restart while polling polls the stored handle; the request is not sent again", async () => {
@@ -115,7 +116,9 @@ describe("deferred responses (poll)", () => {
     const root = await first.root();
     await root.submit({ type: "input", content: "answer later", requestId: "r1" });
     await until(
-      () => (first.session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+      () =>
+        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
+        undefined,
     );
     const image = await memoryStore(store.image());
     await first.close();
@@ -174,12 +177,13 @@ describe("deferred responses (poll)", () => {
     const root = await h.root();
     const sub = await root.submit({ type: "input", content: "answer later" });
     await until(
-      () => (h.session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
     );
     await root.abort();
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect(cancelled).toEqual(["job-9"]);
     await root.waitForIdle();
-    expect(h.session.records.getDoc(1, DOC.live)).toEqual({});
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
 });

@@ -7,6 +7,7 @@ import { fauxAssistantMessage, type Usage } from "@mariozechner/pi-ai";
 import { afterEach, expect, test } from "vitest";
 import { messagePatches } from "../../worker/agent/generation/partial.ts";
 import { addUsage } from "../../worker/agent/records.ts";
+import { internals } from "../../worker/core/internals.ts";
 import { AgentHarness, DOC, Harness, type LiveState, type UsageState } from "../../worker/index.ts";
 import {
   type FauxAgentModel,
@@ -97,7 +98,7 @@ test("a streamed answer is stored about once: partial commits store the text add
   expect(patchRows).toBeGreaterThan(5);
   expect(bytes).toBeLessThan(LONG.length * 2.5);
   const bare = await Harness.open(await memoryStore(image));
-  const stored = (bare.session.records.getDoc(1, DOC.live) as LiveState).generation?.message;
+  const stored = (internals(bare).session.records.getDoc(1, DOC.live) as LiveState).generation?.message;
   expect((stored?.content[0] as { text: string } | undefined)?.text).toBe(held);
   await bare.close();
   await h.close();

@@ -6,6 +6,7 @@ import { type AssistantMessage, fauxAssistantMessage, fauxToolCall, type Usage }
 import { describe, expect, test } from "vitest";
 import { addUsage } from "../../worker/agent/records.ts";
 import { DEFAULT_RETRY, defaultStream, resolveSettings, retryDelayMs } from "../../worker/agent/services.ts";
+import { internals } from "../../worker/core/internals.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
@@ -346,7 +347,7 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
   expect(answers.map((a) => a.stopReason)).toEqual(["error", "stop"]);
   expect(answers[0]!.usage.totalTokens).toBeGreaterThan(0);
   const sum = (list: Usage[]): Usage => list.reduce((a, b) => addUsage(a, b));
-  const usage = h.session.records.getDoc(1, DOC.usage) as unknown as UsageState;
+  const usage = internals(h).session.records.getDoc(1, DOC.usage) as unknown as UsageState;
   expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   expect(usage.models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
   expect((await h.usage()).models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));

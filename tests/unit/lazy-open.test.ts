@@ -5,6 +5,7 @@
  * every read API returns what it returned before the reopen.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import { defineTask, type Json, type MemoryStore } from "../../worker/index.ts";
 import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../worker/testing.ts";
 import { echo, open } from "./agent-fixtures.ts";
@@ -93,7 +94,7 @@ test("opening a store reads no row of terminal tasks or idle conversations' docu
   });
   expect(offending.map((s) => s.sql.replace(/\s+/g, " "))).toEqual([]);
   // The recovered live task runs (scheduling starts once the settings are loaded, after open's reads).
-  await until(() => setup.h.session.records.tasks.get(liveTask)?.state.status === "running", {
+  await until(() => internals(setup.h).session.records.tasks.get(liveTask)?.state.status === "running", {
     what: "the recovered task running",
   });
   release.resolve();
@@ -120,7 +121,7 @@ test("an idle conversation's documents load on first access: every read API retu
     store: await memoryStore(first.store.image()),
     tasks: [holdTask(release.promise)],
   });
-  expect(second.h.session.records.docsLoaded.has(2)).toBe(false);
+  expect(internals(second.h).session.records.docsLoaded.has(2)).toBe(false);
   // A total across conversations, before any of them loaded.
   expect(await second.h.usage()).toEqual(usage);
   expect(second.h.taskGraph()).toEqual(graph);
@@ -141,13 +142,13 @@ test("a commit reading an idle conversation's documents sees them, and its work 
   await first.h.close();
 
   const second = await open(echo, { store: await memoryStore(first.store.image()) });
-  expect(second.h.session.records.docsLoaded.has(c.id)).toBe(false);
+  expect(internals(second.h).session.records.docsLoaded.has(c.id)).toBe(false);
   // Read inside a transaction: the session loads the documents and runs the callback again.
   const seen = await second.h.transaction((tx) => tx.readDoc(c.id, NOTES));
   expect(seen).toEqual({ items: ["kept"] });
   // A new submission in another idle conversation: its inbox is read in the submitting commit, and
   // the generation that answers it reads the conversation's documents.
-  expect(second.h.session.records.docsLoaded.has(idle.id)).toBe(false);
+  expect(internals(second.h).session.records.docsLoaded.has(idle.id)).toBe(false);
   const again = second.h.requireConversation(idle.id);
   await (await again.submit({ type: "input", content: "two", requestId: "two" })).wait();
   const texts = (await again.entries())

@@ -5,6 +5,7 @@
  * `completing` until that work ends.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import {
   defineTask,
   Harness,
@@ -108,7 +109,7 @@ test("cannot create a child in its finishing commit, but work it starts in an ow
   expect(await h.tasks({ kind: "child" })).toEqual([]);
 
   const hostId = await h.createTask(host, null, conversationOwned);
-  await until(() => h.session.records.tasks.get(hostId)?.state.status === "completing", {
+  await until(() => internals(h).session.records.tasks.get(hostId)?.state.status === "completing", {
     what: "host held",
   });
   const [workerRecord] = await h.tasks({ kind: "worker" });
@@ -147,7 +148,7 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   };
 
   const holding = await h.createTask(holder, null, conversationOwned);
-  await until(() => h.session.records.tasks.get(holding)?.state.status === "completing", {
+  await until(() => internals(h).session.records.tasks.get(holding)?.state.status === "completing", {
     what: "holder held",
   });
   for (const m of await attempt(holding)) expect(m).toMatch(/is completing/);
@@ -159,7 +160,7 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   const marked = await h.createTask(stuck, null, conversationOwned);
   await until(() => h.inspect().running >= 1, { what: "stuck running" });
   // Marked and asked for owned work in one transaction: judged on the final candidate record.
-  const markAndCreate = h.session.commit((tx, overlay) => {
+  const markAndCreate = internals(h).session.commit((tx, overlay) => {
     overlay.setTask({ ...overlay.task(marked)!, abortRequested: true });
     tx.createTask(child, null, { ownership: { kind: "task", taskId: marked } });
   });

@@ -4,6 +4,7 @@
  * owner.
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import { defineTask, Harness, type Json, type TaskId, WaitCycle } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import {
@@ -35,14 +36,16 @@ describe("structured concurrency", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
-    await until(() => childId !== undefined && h.scheduler.active.has(childId), { what: "child running" });
+    await until(() => childId !== undefined && internals(h).scheduler.active.has(childId), {
+      what: "child running",
+    });
     expect((await h.getTask(id))?.state).toEqual({
       status: "completing",
       outcome: { status: "completed", result: "parent" },
     });
     let childStatusWhenParentDone: string | undefined;
     const parentDone = h.waitForTask(id).then((r) => {
-      childStatusWhenParentDone = h.session.records.tasks.get(childId!)?.state.status;
+      childStatusWhenParentDone = internals(h).session.records.tasks.get(childId!)?.state.status;
       return r;
     });
     await settle();

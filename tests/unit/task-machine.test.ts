@@ -5,6 +5,7 @@
  * rule names AND that the rest of the engine keeps running.
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import {
   CommitRefused,
   defineTask,
@@ -169,7 +170,7 @@ describe("committed values are frozen", () => {
     expect(await h.transaction((tx) => tx.readDoc(1, "frozen-doc"))).toEqual(expected);
     const row = await store.read((sql) => sql.get("SELECT value FROM documents WHERE name = 'frozen-doc'"));
     expect(JSON.parse(String(row?.["value"]))).toEqual(expected);
-    expect((await h.session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);
+    expect((await internals(h).session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);
     await h.close();
   });
 });

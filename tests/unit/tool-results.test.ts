@@ -9,6 +9,7 @@ import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { addUsage, type LiveState } from "../../worker/agent/records.ts";
 import { capHead, OUTPUT_LIMITS, textResult } from "../../worker/agent/tools/contract.ts";
+import { internals } from "../../worker/core/internals.ts";
 import { defineTool, Harness } from "../../worker/index.ts";
 import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../worker/testing.ts";
 import {
@@ -160,7 +161,7 @@ describe("tool output", () => {
     expect(Number(row?.["n"])).toBeGreaterThan(0);
     // A bare core harness: it loads the documents without recovering the agent's tasks.
     const again = await Harness.open(reopened);
-    const slot = (again.session.records.getDoc(1, "pi.live") as LiveState).tools?.[0];
+    const slot = (internals(again).session.records.getDoc(1, "pi.live") as LiveState).tools?.[0];
     expect(slot?.output).toBe(output);
     await again.close();
     release.resolve();

@@ -3,6 +3,7 @@
  * continuations, and a wait started by an invocation already signalled.
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import {
   defineTask,
   Harness,
@@ -393,7 +394,7 @@ describe("wake continuations", () => {
     const gateId = await h.createTask(gateTask, null, { ownership: { kind: "conversation" } });
     const first = await h.createTask(plain, gateId, { ownership: { kind: "conversation" } });
     const second = await h.createTask(throwing, gateId, { ownership: { kind: "conversation" } });
-    const waiting = (id: TaskId) => h.session.records.tasks.get(id)?.state.status === "waiting";
+    const waiting = (id: TaskId) => internals(h).session.records.tasks.get(id)?.state.status === "waiting";
     await until(() => waiting(first) && waiting(second), { what: "both joiners waiting" });
     gateOpen.resolve();
     expect(outcome(await done(h, first))).toEqual({ status: "completed", result: "plain" });

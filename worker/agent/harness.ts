@@ -6,7 +6,6 @@
 import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import { UnknownConversation } from "../core/errors.ts";
 import { Harness, type HarnessOptions } from "../core/harness.ts";
-import { ConversationMount } from "../core/observe.ts";
 import type {
   ConversationId,
   ConversationOwnership,
@@ -91,7 +90,6 @@ export class AgentHarness extends Harness {
   readonly compactionTask: ReturnType<typeof createCompactionTask>;
   readonly policy: InboxPolicy;
   #tools = new Map<string, ToolDefinition>();
-  #mounts = new Map<ConversationId, ConversationMount>();
 
   protected constructor(store: Store, options: AgentHarnessOptions) {
     const created = options.onConversationCreated;
@@ -108,8 +106,8 @@ export class AgentHarness extends Harness {
     if (typeof settings !== "function") resolveSettings(settings);
     const hooks = options.hooks;
     this.services = {
-      session: this.session,
-      entries: new EntryCache(this.session),
+      core: this,
+      entries: new EntryCache(this),
       models: options.models ?? createModelResolver(),
       defaultModel: options.defaultModel,
       fs: options.fs ?? new MemoryFs(),
@@ -216,7 +214,7 @@ export class AgentHarness extends Harness {
 
   /** A handle to an existing conversation, or undefined. */
   conversation(id: ConversationId): Conversation | undefined {
-    return this.session.records.conversations.has(id) ? new Conversation(this, id) : undefined;
+    return this.conversationRecord(id) ? new Conversation(this, id) : undefined;
   }
 
   requireConversation(id: ConversationId): Conversation {
@@ -226,7 +224,7 @@ export class AgentHarness extends Harness {
   }
 
   async submission(id: SubmissionId): Promise<Submission | undefined> {
-    const record = await this.session.submission(id);
+    const record = await this.submissionRecord(id);
     return record ? new Submission(this, record.id, record.conversationId) : undefined;
   }
 
@@ -250,7 +248,7 @@ export class AgentHarness extends Harness {
   /** Every conversation's pi.usage added up (read from the store for conversations not loaded). */
   async usage(): Promise<UsageState> {
     const total: UsageState = { models: {}, tools: {} };
-    for (const value of (await this.session.docsNamed(DOC.usage)).values()) {
+    for (const value of (await this.docsNamed(DOC.usage)).values()) {
       const u = value as unknown as UsageState;
       for (const [m, usage] of Object.entries(u.models ?? {}))
         total.models[m] = total.models[m] ? addUsage(total.models[m], usage) : usage;
@@ -275,54 +273,11 @@ export class AgentHarness extends Harness {
     return Boolean(this.services.apiKey(provider));
   }
 
-  /** The shared view mount of a conversation (created on first use, dropped when unobserved). */
-  mount(id: ConversationId): ConversationMount {
-    let mount = this.#mounts.get(id);
-    if (!mount) {
-      mount = new ConversationMount(this.session, id, () => this.#mounts.delete(id));
-      this.#mounts.set(id, mount);
-    }
-    return mount;
-  }
-
-  override async close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
-    for (const mount of this.#mounts.values()) mount.endAll();
-    this.#mounts.clear();
-    await super.close(options, signal);
-  }
-
-  /**
-   * A committed document value (for reads outside commits). A conversation's documents are read from
-   * the store on first access (open loads only those live work needs).
-   */
-  async doc<T extends Json>(conversationId: ConversationId, name: string): Promise<T | undefined> {
-    await this.session.ensureDocs(conversationId);
-    return this.docNow<T>(conversationId, name);
-  }
-
-  /**
-   * `doc()` without waiting, for a conversation whose documents are known to be loaded (one that has
-   * run work in this process, or one `doc()` read before); throws `DocsNotLoaded` otherwise.
-   */
-  docNow<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
-    return this.session.records.getDoc(conversationId, name) as T | undefined;
-  }
-
-  /** One document's committed value in every conversation that has it (none loaded for this). */
-  docsNamed<T extends Json>(name: string): Promise<Map<ConversationId, T>> {
-    return this.session.docsNamed(name) as Promise<Map<ConversationId, T>>;
-  }
-
   /**
    * A typed document's committed value outside a commit: migrated in memory when stored at an older
    * version (nothing is written; the next transaction that reads it stores the migration).
    */
   async snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): Promise<T> {
-    await this.session.ensureDocs(conversationId);
-    const records = this.session.records;
-    return token.view({
-      value: records.getDoc(conversationId, token.name),
-      version: records.docVersion(conversationId, token.name),
-    });
+    return token.view(await this.docVersioned(conversationId, token.name));
   }
 }

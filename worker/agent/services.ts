@@ -11,7 +11,7 @@ import {
   type SimpleStreamOptions,
   streamSimple,
 } from "@mariozechner/pi-ai";
-import type { Session } from "../core/session.ts";
+import type { Harness } from "../core/harness.ts";
 import type { ConversationId, Json } from "../core/types.ts";
 import type { EntryCache } from "./conversation/entries.ts";
 import type { QueueMode } from "./conversation/inbox.ts";
@@ -198,7 +198,8 @@ export type StreamFn = (
 ) => AssistantMessageEventStream;
 
 export interface AgentServices {
-  readonly session: Session;
+  /** The core harness, read through its public operations (committed documents, entries, clock). */
+  readonly core: Harness;
   /** Committed entries per conversation, read incrementally. */
   readonly entries: EntryCache;
   readonly models: ModelResolver;

@@ -1,7 +1,11 @@
 /**
  * The harness: opens a session over a store, recovers it (running tasks become pending, marks and
  * holds are re-derived by the first drain), and exposes tasks to callers. Cancelling a caller's
- * signal only stops that caller's wait; work is aborted only through `abortTask`.
+ * signal only stops that caller's wait; work is aborted only through `abortTask` and
+ * `abortConversation`. The session (the commit line and its records) and the scheduler are private:
+ * the layers above use the public operations below (committed reads of documents, entries,
+ * submissions and conversations; transactions; subscriptions and waits; mounts; aborts), and only
+ * the core and tests reach the internals, through `internals.ts`.
  */
 import type { Store } from "../store/types.ts";
 import {
@@ -12,7 +16,9 @@ import {
   type Tx,
 } from "./define.ts";
 import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
-import { finish, mark } from "./ownership.ts";
+import { grantInternals } from "./internals.ts";
+import { ConversationMount } from "./observe.ts";
+import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import { patchTask } from "./records.ts";
 import { type Blocked, Scheduler } from "./scheduler.ts";
@@ -22,7 +28,11 @@ import type {
   Checkpoint,
   ConversationId,
   ConversationRecord,
+  EntryRecord,
   JoinPolicy,
+  Json,
+  SubmissionId,
+  SubmissionRecord,
   TaskId,
   TaskOutcome,
   TaskRecord,
@@ -102,31 +112,40 @@ export interface Inspection {
 
 export class Harness {
   readonly registry: Registry;
-  readonly session: Session;
-  readonly scheduler: Scheduler;
+  /** The commit line and its records (internal to the core: see internals.ts). */
+  readonly #session: Session;
+  readonly #scheduler: Scheduler;
+  #mounts = new Map<ConversationId, ConversationMount>();
   #closed: Promise<void> | undefined;
+
+  static {
+    grantInternals((h) => {
+      if (!(h instanceof Harness)) throw new TypeError("not a harness");
+      return { session: h.#session, scheduler: h.#scheduler };
+    });
+  }
 
   protected constructor(
     readonly store: Store,
     options: HarnessOptions,
   ) {
     this.registry = options.registry ?? new Registry();
-    this.session = new Session(store, options.now ?? Date.now);
+    this.#session = new Session(store, options.now ?? Date.now);
     const report = options.onReport ?? (() => undefined);
-    if (options.onConversationCreated) this.session.onConversationCreated = options.onConversationCreated;
-    this.scheduler = new Scheduler(this.session, this.registry, report);
-    this.session.onMerged = () => this.scheduler.kick();
-    this.session.onDefinition = (d) => {
+    if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
+    this.#scheduler = new Scheduler(this.#session, this.registry, report);
+    this.#session.onMerged = () => this.#scheduler.kick();
+    this.#session.onDefinition = (d) => {
       if (!this.registry.has(d.name)) this.registry.register(d);
     };
-    this.session.onFatal = (error) => {
-      void this.scheduler.close(error);
-      this.scheduler.rejectWaiters(new HarnessClosed(`engine stopped: ${error.message}`));
+    this.#session.onFatal = (error) => {
+      void this.#scheduler.close(error);
+      this.#scheduler.rejectWaiters(new HarnessClosed(`engine stopped: ${error.message}`));
       options.onFatal?.(error);
     };
-    this.registry.onChange(() => this.scheduler.kick());
+    this.registry.onChange(() => this.#scheduler.kick());
     if (options.tasks?.length) this.registry.register(...options.tasks);
-    if (options.paused) this.scheduler.pause();
+    if (options.paused) this.#scheduler.pause();
   }
 
   static async open(store: Store, options: HarnessOptions = {}): Promise<Harness> {
@@ -137,14 +156,14 @@ export class Harness {
 
   /** Load, recover (running tasks back to pending), start scheduling. */
   protected async start(): Promise<void> {
-    await this.session.load();
+    await this.#session.load();
     // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark kept).
-    const running = [...this.session.records.live].filter(
-      (id) => this.session.records.tasks.get(id)?.state.status === "running",
+    const running = [...this.#session.records.live].filter(
+      (id) => this.#session.records.tasks.get(id)?.state.status === "running",
     );
-    for (const id of running) this.session.records.interrupted.add(id);
+    for (const id of running) this.#session.records.interrupted.add(id);
     if (running.length > 0) {
-      await this.session.commit((_tx, overlay) => {
+      await this.#session.commit((_tx, overlay) => {
         for (const id of running) {
           const t = overlay.task(id)!;
           if (t.state.status === "running")
@@ -152,18 +171,18 @@ export class Harness {
         }
       });
     }
-    this.scheduler.kick();
+    this.#scheduler.kick();
   }
 
   /** Enable scheduling after a paused open; idempotent; throws once close began. */
   resume(): void {
     if (this.#closed) throw new HarnessClosed();
-    this.scheduler.resume();
+    this.#scheduler.resume();
   }
 
   get scheduling(): Scheduling {
-    if (this.#closed || this.scheduler.closing) return "closing";
-    return this.scheduler.paused ? "paused" : "running";
+    if (this.#closed || this.#scheduler.closing) return "closing";
+    return this.#scheduler.paused ? "paused" : "running";
   }
 
   /**
@@ -178,14 +197,14 @@ export class Harness {
   }
 
   #ordinaryWorkLive(): boolean {
-    const r = this.session.records;
+    const r = this.#session.records;
     for (const id of r.live) if (!this.#belowBackground(id)) return true;
     return false;
   }
 
   /** The task, or a task owning it (directly or through an owned conversation), is background. */
   #belowBackground(id: TaskId): boolean {
-    const r = this.session.records;
+    const r = this.#session.records;
     const seen = new Set<TaskId>();
     for (let t = r.tasks.get(id); t && !seen.has(t.id); ) {
       seen.add(t.id);
@@ -205,18 +224,18 @@ export class Harness {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(new WaitCancelled());
       if (predicate()) return resolve();
-      const stopListening = this.session.subscribe(() => {
-        if (predicate()) finish(resolve);
+      const stopListening = this.#session.subscribe(() => {
+        if (predicate()) settle(resolve);
       });
       const timer = setInterval(() => {
-        if (this.session.fatal || this.closed) finish(() => reject(new HarnessClosed()));
+        if (this.#session.fatal || this.closed) settle(() => reject(new HarnessClosed()));
       }, 50);
-      const onAbort = () => finish(() => reject(new WaitCancelled()));
-      const finish = (settle: () => void) => {
+      const onAbort = () => settle(() => reject(new WaitCancelled()));
+      const settle = (how: () => void) => {
         stopListening();
         clearInterval(timer);
         signal?.removeEventListener("abort", onAbort);
-        settle();
+        how();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
     });
@@ -228,14 +247,14 @@ export class Harness {
 
   #live(signal?: AbortSignal): void {
     if (this.#closed) throw new HarnessClosed();
-    if (this.session.fatal) throw new HarnessClosed(`engine stopped: ${this.session.fatal.message}`);
+    if (this.#session.fatal) throw new HarnessClosed(`engine stopped: ${this.#session.fatal.message}`);
     if (signal?.aborted) throw new WaitCancelled();
   }
 
   /** Run a callback in one commit (top level: no calling task; every creation names its ownership). */
   async transaction<T>(work: (tx: Tx) => T | Promise<T>, signal?: AbortSignal): Promise<T> {
     this.#live(signal);
-    return this.session.commit((tx) => work(tx));
+    return this.#session.commit((tx) => work(tx));
   }
 
   createTask<I, S extends Checkpoint, R>(
@@ -249,7 +268,7 @@ export class Harness {
 
   async getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined> {
     this.#live(signal);
-    return this.session.task(id);
+    return this.#session.task(id);
   }
 
   /** Stored tasks (terminal ones included), oldest first, optionally of one kind or status. */
@@ -271,14 +290,14 @@ export class Harness {
     const sqlText = `SELECT ${TASK_COLUMNS} FROM tasks${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
     const rows = await this.store.read((sql) => sql.all(sqlText, params));
     // Memory is ahead of nothing (reads queue behind commits), but it holds the parsed live records.
-    return rows.map((row) => this.session.records.tasks.get(Number(row["id"])) ?? taskFromRow(row).record);
+    return rows.map((row) => this.#session.records.tasks.get(Number(row["id"])) ?? taskFromRow(row).record);
   }
 
   /** Resolve with the terminal record; the signal cancels only this wait. */
   async waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord> {
     this.#live(signal);
     this.resume();
-    return this.scheduler.waitForTerminal(id, signal);
+    return this.#scheduler.waitForTerminal(id, signal);
   }
 
   /**
@@ -289,32 +308,32 @@ export class Harness {
    */
   async abortTask(id: TaskId, signal?: AbortSignal): Promise<AbortResult> {
     this.#live(signal);
-    const result = await this.session.commit((tx, overlay): AbortResult => {
+    const result = await this.#session.commit((tx, overlay): AbortResult => {
       const t = overlay.task(id);
       if (!t) throw new UnknownTask(id);
       if (t.state.status === "terminal") return "terminal";
       mark(overlay, id);
       if (
         t.state.status !== "completing" &&
-        !this.scheduler.active.has(id) &&
+        !this.#scheduler.active.has(id) &&
         !overlay.hasLiveOwnedWork(id)
       ) {
-        const blocked = this.scheduler.blockedReason(t);
+        const blocked = this.#scheduler.blockedReason(t);
         if (blocked) {
           const orphaned = finish(
             overlay,
             overlay.task(id)!,
             { status: "orphaned", reason: blocked },
-            this.session.now(),
+            this.#session.now(),
           );
           this.registry.get(orphaned.kind)?.cleanUp?.(tx, orphaned);
         }
       }
       return "marked";
     });
-    if (this.session.records.tasks.get(id)?.state.status === "terminal") this.scheduler.blocked.delete(id);
+    if (this.#session.records.tasks.get(id)?.state.status === "terminal") this.#scheduler.blocked.delete(id);
     if (result === "marked") {
-      const invocation = this.scheduler.active.get(id);
+      const invocation = this.#scheduler.active.get(id);
       if (invocation?.mode === "run") {
         invocation.signalAbort();
         await untilDone(invocation.done, signal);
@@ -323,19 +342,167 @@ export class Harness {
     return result;
   }
 
+  /** Every published change set, after its COMMIT; returns the unsubscribe. */
   subscribe(listener: (change: ChangeSet) => void): () => void {
-    return this.session.subscribe(listener);
+    return this.#session.subscribe(listener);
+  }
+
+  /** The clock commits are stamped with. */
+  now(): number {
+    return this.#session.now();
+  }
+
+  /**
+   * Durably mark the live work ordinary traversal reaches from a conversation (spec §5.4; with
+   * `background`, across background boundaries too), signal its running invocations, and resolve
+   * once that traversal reaches no live task (with `background`, once every marked task is terminal
+   * too). `inCommit` runs in the marking commit with the conversations reached, so the layer above
+   * can withdraw their queued inputs atomically with the marks. A progress call; the signal cancels
+   * only the wait.
+   */
+  async abortConversation(
+    conversationId: ConversationId,
+    options: {
+      background?: boolean;
+      inCommit?: (tx: Tx, reached: ReadonlySet<ConversationId>) => void;
+    } = {},
+    signal?: AbortSignal,
+  ): Promise<void> {
+    if (signal?.aborted) throw new WaitCancelled();
+    this.resume();
+    const marked = await this.#session.commit((tx, overlay) => {
+      const scope = ordinaryScope(
+        overlay,
+        [...overlay.base.live, ...overlay.created],
+        conversationId,
+        options,
+      );
+      const reached = new Set([conversationId]);
+      if (options.background) for (const id of scope) reached.add(overlay.task(id)!.conversationId);
+      options.inCommit?.(tx, reached);
+      return scope.filter((id) => mark(overlay, id));
+    });
+    for (const id of marked) this.#scheduler.active.get(id)?.signalAbort();
+    await this.waitForConversationIdle(conversationId, signal);
+    if (options.background) {
+      const records = this.#session.records;
+      await this.waitUntil(
+        () => marked.every((id) => records.tasks.get(id)?.state.status === "terminal"),
+        signal,
+      );
+    }
+  }
+
+  /**
+   * Resolves when ordinary traversal from a conversation (owned conversations included, also those of
+   * finished owners; background work excluded) reaches no live task. A progress call.
+   */
+  waitForConversationIdle(conversationId: ConversationId, signal?: AbortSignal): Promise<void> {
+    this.resume();
+    const records = this.#session.records;
+    const view = {
+      task: (id: number) => records.tasks.get(id),
+      conversation: (id: number) => records.conversations.get(id),
+    };
+    return this.waitUntil(() => ordinaryScope(view, records.live, conversationId).length === 0, signal);
+  }
+
+  /** Every conversation's record (all are in memory from open). */
+  conversationRecords(): ConversationRecord[] {
+    return [...this.#session.records.conversations.values()];
+  }
+
+  conversationRecord(id: ConversationId): ConversationRecord | undefined {
+    return this.#session.records.conversations.get(id);
+  }
+
+  /** A submission's committed record, from memory or from the store. */
+  submissionRecord(id: SubmissionId): Promise<SubmissionRecord | undefined> {
+    return this.#session.submission(id);
+  }
+
+  /** A submission's committed record if it is in memory (for predicates re-checked after commits). */
+  submissionNow(id: SubmissionId): SubmissionRecord | undefined {
+    return this.#session.records.submissions.get(id);
+  }
+
+  /** The submission a conversation admitted under `requestId`, if any. */
+  submissionByRequest(
+    conversationId: ConversationId,
+    requestId: string,
+  ): Promise<SubmissionRecord | undefined> {
+    return this.#session.submissionByRequest(conversationId, requestId);
+  }
+
+  /** A stored entry by id. */
+  entry(id: number): Promise<EntryRecord | undefined> {
+    return this.#session.entry(id);
+  }
+
+  /** A conversation's stored entries in id order: after `afterId` (exclusive), up to `upTo`, at most `limit`. */
+  entries(
+    conversationId: ConversationId,
+    options: { afterId?: number; limit?: number; upTo?: number } = {},
+  ): Promise<EntryRecord[]> {
+    return this.#session.entries(conversationId, options);
+  }
+
+  /**
+   * A committed document value (for reads outside commits). A conversation's documents are read from
+   * the store on first access (open loads only those live work needs).
+   */
+  async doc<T extends Json>(conversationId: ConversationId, name: string): Promise<T | undefined> {
+    await this.#session.ensureDocs(conversationId);
+    return this.docNow<T>(conversationId, name);
+  }
+
+  /**
+   * `doc()` without waiting, for a conversation whose documents are known to be loaded (one that has
+   * run work in this process, or one `doc()` read before); throws `DocsNotLoaded` otherwise.
+   */
+  docNow<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
+    return this.#session.records.getDoc(conversationId, name) as T | undefined;
+  }
+
+  /** A committed document with its stored definition version (undefined when absent); loads the documents. */
+  async docVersioned(
+    conversationId: ConversationId,
+    name: string,
+  ): Promise<{ value: Json | undefined; version: number | undefined }> {
+    await this.#session.ensureDocs(conversationId);
+    const records = this.#session.records;
+    return { value: records.getDoc(conversationId, name), version: records.docVersion(conversationId, name) };
+  }
+
+  /** Whether a conversation's documents are in memory (`docNow` reads them without throwing). */
+  docsLoaded(conversationId: ConversationId): boolean {
+    return this.#session.records.docsLoaded.has(conversationId);
+  }
+
+  /** One document's committed value in every conversation that has it (none loaded for this). */
+  docsNamed<T extends Json>(name: string): Promise<Map<ConversationId, T>> {
+    return this.#session.docsNamed(name) as Promise<Map<ConversationId, T>>;
+  }
+
+  /** The shared view mount of a conversation (created on first use, dropped when unobserved). */
+  mount(id: ConversationId): ConversationMount {
+    let mount = this.#mounts.get(id);
+    if (!mount) {
+      mount = new ConversationMount(this.#session, id, () => this.#mounts.delete(id));
+      this.#mounts.set(id, mount);
+    }
+    return mount;
   }
 
   /** Every live task as a tree: conversations, their tasks, what each task owns. */
   taskGraph(): ConversationNode[] {
-    const r = this.session.records;
+    const r = this.#session.records;
     const conversationsWithWork = new Set<ConversationId>();
     for (const id of r.live) conversationsWithWork.add(r.tasks.get(id)!.conversationId);
     const nodeOf = (id: TaskId): TaskNode => {
       const t = r.tasks.get(id)!;
       const s = t.state;
-      const blocked = this.scheduler.blocked.get(id);
+      const blocked = this.#scheduler.blocked.get(id);
       return {
         id,
         kind: t.kind,
@@ -372,13 +539,13 @@ export class Harness {
   }
 
   inspect(): Inspection {
-    const fatal = this.session.fatal;
+    const fatal = this.#session.fatal;
     return {
       scheduling: this.scheduling,
-      live: this.session.records.live.size,
-      running: this.scheduler.active.size,
-      blocked: [...this.scheduler.blocked.values()],
-      diagnostics: [...this.scheduler.diagnostics],
+      live: this.#session.records.live.size,
+      running: this.#scheduler.active.size,
+      blocked: [...this.#scheduler.blocked.values()],
+      diagnostics: [...this.#scheduler.diagnostics],
       ...(fatal ? { fatal: fatal.message } : {}),
     };
   }
@@ -394,10 +561,12 @@ export class Harness {
    * later `close()` awaits the same shutdown.
    */
   close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
+    for (const mount of this.#mounts.values()) mount.endAll();
+    this.#mounts.clear();
     this.#closed ??= (async () => {
-      if (options.graceMs) await this.scheduler.quiesce(options.graceMs);
-      await this.scheduler.close();
-      this.scheduler.rejectWaiters(new HarnessClosed());
+      if (options.graceMs) await this.#scheduler.quiesce(options.graceMs);
+      await this.#scheduler.close();
+      this.#scheduler.rejectWaiters(new HarnessClosed());
       if (!this.store.closed) await this.store.close();
     })();
     return untilDone(this.#closed, signal);

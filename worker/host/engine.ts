@@ -142,7 +142,7 @@ export class EngineHost implements EngineApi {
     // Two documents of every conversation, without loading each conversation's documents.
     const titles = await h.docsNamed<{ title?: string }>("app.title");
     const lives = await h.docsNamed<LiveState & Record<string, never>>(DOC.live);
-    for (const record of h.session.records.conversations.values()) {
+    for (const record of h.conversationRecords()) {
       if (record.owner) continue;
       const title =
         titles.get(record.id)?.title ??

@@ -181,7 +181,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
             {
               role: "user",
               content: `<conversation>\n${conversation}\n</conversation>\n\n${SUMMARY_PROMPT}${focus}`,
-              timestamp: services.session.now(),
+              timestamp: services.core.now(),
             },
           ],
         },
@@ -205,7 +205,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
   }
 
   function readCommitted<T>(c: ConversationId, name: string): T | undefined {
-    return services.session.records.getDoc(c, name) as T | undefined;
+    return services.core.docNow(c, name) as T | undefined;
   }
 
   /** The classifying commit: count the spend, then place, retry or fail. */

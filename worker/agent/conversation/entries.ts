@@ -4,7 +4,7 @@
  * is loaded once from the store and then follows published change sets. Loading subscribes first
  * and replays the changes committed after its read, so nothing falls between.
  */
-import type { Session } from "../../core/session.ts";
+import type { Harness } from "../../core/harness.ts";
 import type { ChangeSet, ConversationId, EntryRecord } from "../../core/types.ts";
 
 export class EntryCache {
@@ -12,8 +12,8 @@ export class EntryCache {
   #loading = new Map<ConversationId, Promise<void>>();
   #buffers = new Map<ConversationId, ChangeSet[]>();
 
-  constructor(readonly session: Session) {
-    session.subscribe((change) => {
+  constructor(readonly source: Pick<Harness, "subscribe" | "entries">) {
+    source.subscribe((change) => {
       for (const [c, buffer] of this.#buffers)
         if (change.entries.some((e) => e.conversationId === c)) buffer.push(change);
       for (const e of change.entries) {
@@ -41,7 +41,7 @@ export class EntryCache {
     let loading = this.#loading.get(conversationId);
     if (!loading) {
       this.#buffers.set(conversationId, []);
-      loading = this.session.entries(conversationId).then((list) => {
+      loading = this.source.entries(conversationId).then((list) => {
         const buffered = this.#buffers.get(conversationId) ?? [];
         this.#buffers.delete(conversationId);
         const entries = [...list];

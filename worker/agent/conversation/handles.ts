@@ -3,9 +3,7 @@
  * commits through the harness. Cancelling a signal passed to a wait only stops that wait.
  */
 import type { Tx } from "../../core/define.ts";
-import { HarnessClosed, WaitCancelled } from "../../core/errors.ts";
 import type { ConversationView, Watch } from "../../core/observe.ts";
-import { mark, ordinaryScope } from "../../core/ownership.ts";
 import type {
   ConversationId,
   EntryRecord,
@@ -24,37 +22,6 @@ export type Settlement =
   | { status: "done"; answer?: number; entry?: number }
   | { status: "unanswered"; reason: string; detail?: string };
 
-/** Resolve when `predicate` holds on committed state; re-checked after every commit. */
-function waitFor(harness: AgentHarness, predicate: () => boolean, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new WaitCancelled());
-    if (predicate()) return resolve();
-    const stopListening = harness.session.subscribe(() => {
-      if (predicate()) done();
-    });
-    const timer = setInterval(() => {
-      if (harness.session.fatal || harness.closed) {
-        cleanup();
-        reject(new HarnessClosed());
-      }
-    }, 50);
-    const onAbort = () => {
-      cleanup();
-      reject(new WaitCancelled());
-    };
-    const cleanup = () => {
-      stopListening();
-      clearInterval(timer);
-      signal?.removeEventListener("abort", onAbort);
-    };
-    const done = () => {
-      cleanup();
-      resolve();
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 export class Submission {
   constructor(
     readonly harness: AgentHarness,
@@ -63,7 +30,7 @@ export class Submission {
   ) {}
 
   async record(): Promise<SubmissionRecord> {
-    return (await this.harness.session.submission(this.id))!;
+    return (await this.harness.submissionRecord(this.id))!;
   }
 
   /** Resolves when the submission is settled: `done` (with the answer) or `unanswered` (with a reason). */
@@ -72,15 +39,11 @@ export class Submission {
     let record = await this.record();
     const settled = (r: SubmissionRecord) => r.status === "done" || r.status === "unanswered";
     if (!settled(record)) {
-      await waitFor(
-        this.harness,
-        () => {
-          const r = this.harness.session.records.submissions.get(this.id);
-          if (r) record = r;
-          return settled(record);
-        },
-        signal,
-      );
+      await this.harness.waitUntil(() => {
+        const r = this.harness.submissionNow(this.id);
+        if (r) record = r;
+        return settled(record);
+      }, signal);
     }
     if (record.status === "done") {
       return {
@@ -120,7 +83,7 @@ export class Conversation {
   async submit(draft: SubmissionDraft, signal?: AbortSignal): Promise<Submission> {
     this.harness.resume(); // a progress call (spec §2.2)
     if (draft.requestId !== undefined) {
-      const known = await this.harness.session.submissionByRequest(this.id, draft.requestId);
+      const known = await this.harness.submissionByRequest(this.id, draft.requestId);
       if (known && known.type === draft.type) return new Submission(this.harness, known.id, this.id);
     }
     const record = await this.harness.transaction(
@@ -167,7 +130,7 @@ export class Conversation {
 
   /** Stored entries in id order. */
   entries(options: { afterId?: number; limit?: number } = {}): Promise<EntryRecord[]> {
-    return this.harness.session.entries(this.id, options);
+    return this.harness.entries(this.id, options);
   }
 
   /** The committed view: the active range's entries and the conversation's documents. */
@@ -189,11 +152,10 @@ export class Conversation {
    * every conversation with live work or queued submissions.
    */
   get busy(): boolean {
-    if (!this.harness.session.records.docsLoaded.has(this.id)) return false;
+    if (!this.harness.docsLoaded(this.id)) return false;
     return this.harness.docNow<LiveState & Record<string, never>>(this.id, DOC.live)?.run !== undefined;
   }
 
-  /** Withdraw queued inputs, abort the conversation's live work, resolve once it is idle. */
   /**
    * Withdraw queued inputs and abort the live work ordinary traversal reaches from this
    * conversation (through owned conversations, also of owners that finished); resolves once it is
@@ -201,26 +163,17 @@ export class Conversation {
    * every reached conversation are withdrawn. The signal cancels only the wait.
    */
   async abort(options: { background?: boolean } = {}, signal?: AbortSignal): Promise<void> {
-    if (signal?.aborted) throw new WaitCancelled();
-    this.harness.resume();
-    const marked = await this.harness.session.commit((tx, overlay) => {
-      const scope = ordinaryScope(overlay, [...overlay.base.live, ...overlay.created], this.id, options);
-      const reached = new Set([this.id]);
-      if (options.background) for (const id of scope) reached.add(overlay.task(id)!.conversationId);
-      for (const c of reached)
-        for (const item of inbox(tx, c).items) if (item.mode !== "write") withdraw(tx, c, item.id);
-      return scope.filter((id) => mark(overlay, id));
-    });
-    for (const id of marked) this.harness.scheduler.active.get(id)?.signalAbort();
-    await this.waitForIdle(signal);
-    if (options.background) {
-      const records = this.harness.session.records;
-      await waitFor(
-        this.harness,
-        () => marked.every((id) => records.tasks.get(id)?.state.status === "terminal"),
-        signal,
-      );
-    }
+    await this.harness.abortConversation(
+      this.id,
+      {
+        ...options,
+        inCommit: (tx, reached) => {
+          for (const c of reached)
+            for (const item of inbox(tx, c).items) if (item.mode !== "write") withdraw(tx, c, item.id);
+        },
+      },
+      signal,
+    );
   }
 
   /**
@@ -228,13 +181,7 @@ export class Conversation {
    * those of finished owners; background work excluded) reaches no live task.
    */
   waitForIdle(signal?: AbortSignal): Promise<void> {
-    this.harness.resume();
-    const records = this.harness.session.records;
-    const view = {
-      task: (id: number) => records.tasks.get(id),
-      conversation: (id: number) => records.conversations.get(id),
-    };
-    return waitFor(this.harness, () => ordinaryScope(view, records.live, this.id).length === 0, signal);
+    return this.harness.waitForConversationIdle(this.id, signal);
   }
 }
 

@@ -276,5 +276,5 @@ export function handRunTo(tx: Tx, c: ConversationId, policy: InboxPolicy, inputs
 
 /** A document's committed value, read outside a commit. */
 export function committed<T>(services: AgentServices, c: ConversationId, name: string, fallback: T): T {
-  return (services.session.records.getDoc(c, name) as T | undefined) ?? fallback;
+  return (services.core.docNow(c, name) as T | undefined) ?? fallback;
 }

@@ -227,7 +227,7 @@ export function createToolTask(services: AgentServices) {
       };
     const entry =
       services.entries.peek(task.conversationId)?.findLast((e) => e.id === input.assistant) ??
-      (await services.session.entry(input.assistant));
+      (await services.core.entry(input.assistant));
     if (!entry) return undefined;
     for (const m of modelMessages(entry)) {
       if (m.role !== "assistant") continue;
@@ -238,14 +238,12 @@ export function createToolTask(services: AgentServices) {
   }
 
   function resolveTool(task: ToolTaskRecord, name: string): ToolDefinition {
-    const agent =
-      (services.session.records.getDoc(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
+    const agent = (services.core.docNow(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
     return resolveToolFor(services, agent, name);
   }
 
   function partialOutput(task: ToolTaskRecord): string | undefined {
-    const state =
-      (services.session.records.getDoc(task.conversationId, DOC.live) as LiveState | undefined) ?? {};
+    const state = (services.core.docNow(task.conversationId, DOC.live) as LiveState | undefined) ?? {};
     return state.tools?.find((s) => s.taskId === task.id)?.output;
   }
 
