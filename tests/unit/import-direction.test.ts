@@ -5,6 +5,9 @@
  *   `store/`; none of them imports `host/`, `protocol.ts`, `index.ts` or `testing.ts`;
  * - nothing in `worker/` imports `src/`, and `src/` imports from `worker/` only `protocol.ts`;
  * - `core/` uses no browser global (window, document, navigator, storage, IndexedDB, OPFS handles);
+ * - the core's internals (a harness's session with its records, and its scheduler) stay in `core/`:
+ *   nothing outside it imports `core/internals.ts` or reads a property named `session`, `records` or
+ *   `scheduler` (the agent and the host use the harness's public operations; tests may reach in);
  * - `worker/` has no import cycle (four type-only ones that predate this test are listed below).
  * Imports are read with the TypeScript parser (static, dynamic and type-only ones; `.svelte` files
  * through their `<script>` blocks). The rules are a pure function of that graph, so the tests below
@@ -26,7 +29,13 @@ interface Source {
   readonly imports: readonly Import[];
   /** Browser globals the file refers to (not a local binding, not a property name). */
   readonly browserGlobals: readonly string[];
+  /** Properties named like the core's internals that the file reads (`x.session`, `{ records } = x`). */
+  readonly internalReads: readonly string[];
 }
+
+/** The harness's internal parts, by the names the core gives them. */
+const CORE_INTERNALS = new Set(["session", "records", "scheduler"]);
+const INTERNALS_MODULE = "worker/core/internals.ts";
 
 const BROWSER_GLOBALS = new Set([
   "window",
@@ -75,6 +84,7 @@ function parse(file: string, text: string): Source {
   const imports: Import[] = [];
   const declared = new Set<string>();
   const used = new Set<string>();
+  const internalReads = new Set<string>();
   const add = (spec: string, typeOnly: boolean) => {
     const to = spec.startsWith(".")
       ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec))
@@ -115,6 +125,19 @@ function parse(file: string, text: string): Source {
       const literal = node.argument.literal;
       if (ts.isStringLiteral(literal)) add(literal.text, true);
     }
+    if (ts.isPropertyAccessExpression(node) && CORE_INTERNALS.has(node.name.text))
+      internalReads.add(node.name.text);
+    else if (
+      ts.isElementAccessExpression(node) &&
+      ts.isStringLiteralLike(node.argumentExpression) &&
+      CORE_INTERNALS.has(node.argumentExpression.text)
+    )
+      internalReads.add(node.argumentExpression.text);
+    else if (ts.isBindingElement(node) && ts.isObjectBindingPattern(node.parent)) {
+      const key = node.propertyName ?? node.name;
+      if ((ts.isIdentifier(key) || ts.isStringLiteralLike(key)) && CORE_INTERNALS.has(key.text))
+        internalReads.add(key.text);
+    }
     if (ts.isIdentifier(node) && BROWSER_GLOBALS.has(node.text)) {
       const parent = node.parent;
       const isName =
@@ -140,7 +163,11 @@ function parse(file: string, text: string): Source {
     ts.forEachChild(node, visit);
   };
   visit(sf);
-  return { imports, browserGlobals: [...used].filter((name) => !declared.has(name)) };
+  return {
+    imports,
+    browserGlobals: [...used].filter((name) => !declared.has(name)),
+    internalReads: [...internalReads],
+  };
 }
 
 /** Which part of the project a file belongs to ("other": a package or a file outside both trees). */
@@ -217,7 +244,11 @@ function cycles(graph: Graph, follow: (i: Import) => boolean): string[][] {
 }
 
 /** Every broken rule, one line each. */
-function violations(graph: Graph, browserGlobals: ReadonlyMap<string, readonly string[]>): string[] {
+function violations(
+  graph: Graph,
+  browserGlobals: ReadonlyMap<string, readonly string[]>,
+  internalReads: ReadonlyMap<string, readonly string[]> = new Map(),
+): string[] {
   const out: string[] = [];
   for (const [file, imports] of graph) {
     const from = partOf(file);
@@ -227,11 +258,16 @@ function violations(graph: Graph, browserGlobals: ReadonlyMap<string, readonly s
       const to = partOf(i.to);
       if (to === "other") continue; // a package
       if (!allowed.includes(to)) out.push(`${file} (${from}) imports ${i.to} (${to})`);
+      else if (i.to === INTERNALS_MODULE && from !== "core")
+        out.push(`${file} (${from}) imports the core's internals ${i.to}`);
     }
   }
   for (const [file, names] of browserGlobals)
     if (partOf(file) === "core" && names.length > 0)
       out.push(`${file} uses browser globals: ${names.join(", ")}`);
+  for (const [file, names] of internalReads)
+    if (partOf(file) !== "core" && partOf(file) !== "store" && partOf(file) !== "other" && names.length > 0)
+      out.push(`${file} reads the core's internals: ${names.join(", ")}`);
   const inWorker = new Map([...graph].filter(([f]) => f.startsWith("worker/")));
   for (const c of cycles(inWorker, (i) => !i.typeOnly)) out.push(`import cycle among: ${c.join(", ")}`);
   const known = new Set(KNOWN_TYPE_CYCLES.map((c) => [...c].sort().join(" ")));
@@ -244,24 +280,30 @@ function violations(graph: Graph, browserGlobals: ReadonlyMap<string, readonly s
   return out;
 }
 
-function load(): { graph: Map<string, Import[]>; globals: Map<string, readonly string[]> } {
+function load(): {
+  graph: Map<string, Import[]>;
+  globals: Map<string, readonly string[]>;
+  reads: Map<string, readonly string[]>;
+} {
   const root = repoRoot();
   const graph = new Map<string, Import[]>();
   const globals = new Map<string, readonly string[]>();
+  const reads = new Map<string, readonly string[]>();
   for (const file of [...sourceFiles(root, "worker"), ...sourceFiles(root, "src")]) {
     const source = parse(file, fs.readFileSync(path.join(root, file), "utf8"));
     graph.set(file, [...source.imports]);
     globals.set(file, source.browserGlobals);
+    reads.set(file, source.internalReads);
   }
-  return { graph, globals };
+  return { graph, globals, reads };
 }
 
 describe("import direction", () => {
-  const { graph, globals } = load();
+  const { graph, globals, reads } = load();
 
   test("the project follows every rule", () => {
     expect(graph.size).toBeGreaterThan(50);
-    expect(violations(graph, globals)).toEqual([]);
+    expect(violations(graph, globals, reads)).toEqual([]);
   });
 
   describe("each rule reports a violation", () => {
@@ -292,6 +334,34 @@ describe("import direction", () => {
       expect(local.browserGlobals).toEqual([]);
       const out = violations(graph, new Map([...globals, ["worker/core/x.ts", source.browserGlobals]]));
       expect(out).toContain("worker/core/x.ts uses browser globals: navigator, document");
+    });
+
+    test.each([["worker/agent/conversation/handles.ts"], ["worker/host/engine.ts"], ["worker/index.ts"]])(
+      "%s importing the core's internals",
+      (file) => {
+        expect(withImport(file, INTERNALS_MODULE, true)).toContain(
+          `${file} (${partOf(file)}) imports the core's internals ${INTERNALS_MODULE}`,
+        );
+      },
+    );
+
+    test.each([
+      ["worker/agent/x.ts", "export const f = (h: AgentHarness) => h.session.records.getDoc(1, 'x');"],
+      ["worker/host/x.ts", "export const g = (h: AgentHarness) => h.scheduler.active.size;"],
+      ["worker/host/y.ts", "export function g(h: AgentHarness) { const { session } = h; return session; }"],
+      ["worker/agent/y.ts", "export const f = (h: AgentHarness) => h['records'];"],
+    ])("%s reading the core's internals", (file, text) => {
+      const source = parse(file, text);
+      expect(source.internalReads.length).toBeGreaterThan(0);
+      const out = violations(graph, globals, new Map([...reads, [file, source.internalReads]]));
+      expect(out).toContain(`${file} reads the core's internals: ${source.internalReads.join(", ")}`);
+      // The same reads inside the core are its own business.
+      const inCore = violations(
+        graph,
+        globals,
+        new Map([...reads, ["worker/core/x.ts", source.internalReads]]),
+      );
+      expect(inCore).toEqual(violations(graph, globals, reads));
     });
 
     test("an import cycle in worker/", () => {
