@@ -1,21 +1,25 @@
 /**
  * The agent bench: one 50-round tool-calling run (each round the model calls one tool; the 51st
- * response answers), with an instant faux model and the same tool, through the durable AgentHarness
- * on a memory store and through pi-agent-core's in-memory `Agent`, side by side in one run. Prints one
- * table; the bars are reported, never enforced (the process exits 0 unless it crashes).
- *
- * Both sides do the same model work: the durable harness sends each conversation's provider session
- * id (pi.provider), so the in-memory Agent gets one too (the faux provider's prompt cache runs on it).
- *
- * Bars: at most 4 store transactions per tool round; durable wall time within 5x of in-memory.
- * Both sides are measured warm: the durable side has far more code for the JIT to settle, and
- * its first rounds measured up to twice their steady-state time.
- * The floor row replays one run's own SQL, job by job, on a fresh memory store with no engine: what
- * the durable run would cost if the engine and the model cost nothing.
- * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (default 15), BENCH_TOOL_ROUNDS
- * (default 50), BENCH_ONLY=durable|memory (one side alone, for a profiler).
+ * response answers) with an instant model and the same instant tool, in one run:
+ * - the durable AgentHarness on a memory store (pi-ai's faux provider as the model);
+ * - LangGraph.js, the durable JS peer: the canonical agent graph (a model node, a ToolNode, a
+ *   tools-or-end edge) compiled with its in-memory checkpointer (MemorySaver), which saves a
+ *   checkpoint at every super-step; the model is a LangChain chat model answering from the messages;
+ * - the floor: the durable run's own SQL replayed job by job on a fresh memory store with no engine,
+ *   what the durable run would cost if the engine and the model cost nothing.
+ * Bars (reported, never enforced; the process exits 0 unless it crashes): at most 2 store
+ * transactions per tool round; the durable round at most 0.5x LangGraph's; the durable run at most
+ * 1.5x its own SQL floor. Both engines are measured warm, interleaved round by round.
+ * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (durable warm-up rounds, default 15;
+ * LangGraph joins for the last BENCH_LG_WARMUP of them, default 3: its runs are far longer),
+ * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph (one side alone, for a profiler).
  */
-import { Agent, type AgentTool } from "@mariozechner/pi-agent-core";
+import { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
+import type { ChatResult } from "@langchain/core/outputs";
+import { tool } from "@langchain/core/tools";
+import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { textResult } from "../../worker/agent/tools/contract.ts";
@@ -31,9 +35,11 @@ import {
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const ROUNDS = env("BENCH_ROUNDS", 9);
 const WARMUP = env("BENCH_WARMUP", 15);
+const LG_WARMUP = Math.min(WARMUP, env("BENCH_LG_WARMUP", 3));
 const TOOL_ROUNDS = env("BENCH_TOOL_ROUNDS", 50);
-const TX_PER_ROUND_BAR = 4;
-const RATIO_BAR = 5;
+const TX_PER_ROUND_BAR = 2;
+const LANGGRAPH_BAR = 0.5;
+const FLOOR_BAR = 1.5;
 
 /** The tool both sides run: instant, a little text. */
 const step = (n: number) => `step ${n} done`;
@@ -59,16 +65,48 @@ const durableTool = defineTool({
   execute: async (args) => textResult(step(args.n)),
 });
 
-const memoryTool: AgentTool = {
+/** LangGraph's model: the same script as `model()`, as a LangChain chat model. */
+class InstantChatModel extends BaseChatModel {
+  readonly toolRounds: number;
+  constructor(toolRounds: number) {
+    super({});
+    this.toolRounds = toolRounds;
+  }
+  _llmType(): string {
+    return "instant";
+  }
+  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
+    const results = messages.filter((m) => ToolMessage.isInstance(m)).length;
+    const message =
+      results >= this.toolRounds
+        ? new AIMessage(`all ${results} steps done`)
+        : new AIMessage({
+            content: "",
+            tool_calls: [
+              { id: `call-${results + 1}`, name: "step", args: { n: results + 1 }, type: "tool_call" },
+            ],
+          });
+    return { generations: [{ text: "", message }] };
+  }
+}
+
+const langGraphTool = tool(async ({ n }: { n: number }) => step(n), {
   name: "step",
-  label: "step",
   description: "Do one step",
-  parameters: Type.Object({ n: Type.Number() }),
-  execute: async (_id, params) => ({
-    content: [{ type: "text", text: step((params as { n: number }).n) }],
-    details: {},
-  }),
-};
+  schema: { type: "object", properties: { n: { type: "number" } }, required: ["n"] },
+});
+
+/** The canonical LangGraph agent: model node, ToolNode, tools-or-end; checkpoints in memory. */
+function langGraphAgent() {
+  const chat = new InstantChatModel(TOOL_ROUNDS);
+  return new StateGraph(MessagesAnnotation)
+    .addNode("agent", async (state) => ({ messages: [await chat.invoke(state.messages)] }))
+    .addNode("tools", new ToolNode([langGraphTool]))
+    .addEdge(START, "agent")
+    .addConditionalEdges("agent", toolsCondition, ["tools", END])
+    .addEdge("tools", "agent")
+    .compile({ checkpointer: new MemorySaver() });
+}
 
 interface Sample {
   ms: number;
@@ -79,9 +117,9 @@ interface Sample {
 
 /**
  * A pause before each timed run, so a collection the previous run started (concurrent marking ends
- * in an event-loop task) finishes outside the timing: neither side pays for the other's garbage, and
- * the durable run allocates far more. (A forced full collection instead measured both sides at up to
- * twice their time: it also drops compiled code.)
+ * in an event-loop task) finishes outside the timing: neither side pays for the other's garbage.
+ * (A forced full collection instead measured both sides at up to twice their time: it also drops
+ * compiled code.)
  */
 const settle = () => new Promise<void>((resolve) => setTimeout(resolve, 25));
 
@@ -97,21 +135,22 @@ async function timed(work: () => Promise<{ transactions: number; toolResults: nu
 
 /**
  * The floor: the SQL of one durable run (`timed`, after the jobs that opened the harness) replayed
- * job by job on a fresh memory store, with no engine at all. Returns the replay's wall time.
+ * job by job on a fresh memory store, with no engine at all.
  */
-async function replay(opening: readonly Job[], timed: readonly Job[]): Promise<number> {
+async function replay(opening: readonly Job[], jobs: readonly Job[]): Promise<Sample> {
   const store = await memoryStore();
   const run = (job: Job) =>
     store[job.kind](async (sql) => {
       for (const s of job.statements) await (s.rows ? sql.all(s.sql, s.params) : sql.run(s.sql, s.params));
     });
   for (const job of opening) await run(job);
-  await settle();
-  const start = performance.now();
-  for (const job of timed) await run(job);
-  const ms = performance.now() - start;
+  const sample = await timed(async () => {
+    const before = store.stats.transactions;
+    for (const job of jobs) await run(job);
+    return { transactions: store.stats.transactions - before, toolResults: TOOL_ROUNDS };
+  });
   await store.close();
-  return ms;
+  return sample;
 }
 
 async function durable(faux: FauxAgentModel, jobs?: { opening: Job[]; timed: Job[] }): Promise<Sample> {
@@ -132,26 +171,26 @@ async function durable(faux: FauxAgentModel, jobs?: { opening: Job[]; timed: Job
     await root.waitForIdle();
     return { transactions: store.stats.transactions - before, toolResults: 0 };
   });
-  // Checking the transcript is not part of the run (the in-memory side's check reads an array).
+  // Checking the transcript is not part of the run.
   sample.toolResults = (await root.entries()).filter((e) => e.kind === "pi.tool-result").length;
   await h.close();
   return sample;
 }
 
-async function inMemory(faux: FauxAgentModel): Promise<Sample> {
-  const agent = new Agent({
-    initialState: { systemPrompt: "", model: faux.model, tools: [memoryTool] },
-    sessionId: crypto.randomUUID(),
-  });
+let threads = 0;
+async function langGraph(): Promise<Sample> {
+  const agent = langGraphAgent();
   return timed(async () => {
-    await agent.prompt("go");
-    await agent.waitForIdle();
-    const last = agent.state.messages.at(-1);
-    if (last?.role !== "assistant" || last.stopReason !== "stop")
-      throw new Error("in-memory run did not answer");
+    const out = await agent.invoke(
+      { messages: [new HumanMessage("go")] },
+      { configurable: { thread_id: `t${++threads}` }, recursionLimit: 4 * TOOL_ROUNDS + 10 },
+    );
+    const last = out.messages.at(-1);
+    if (!last || !AIMessage.isInstance(last) || (last.tool_calls?.length ?? 0) > 0)
+      throw new Error("LangGraph run did not answer");
     return {
       transactions: 0,
-      toolResults: agent.state.messages.filter((m) => m.role === "toolResult").length,
+      toolResults: out.messages.filter((m) => ToolMessage.isInstance(m)).length,
     };
   });
 }
@@ -163,6 +202,7 @@ const median = (xs: number[]): number => {
 };
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const verdict = (ok: boolean) => (ok ? "PASS" : "FAIL");
 
 async function main(): Promise<void> {
   const started = performance.now();
@@ -170,7 +210,7 @@ async function main(): Promise<void> {
   const which = process.env["BENCH_ONLY"];
   if (which) {
     for (let i = 0; i < WARMUP + ROUNDS; i++) {
-      const s = which === "memory" ? await inMemory(faux) : await durable(faux);
+      const s = which === "langgraph" ? await langGraph() : await durable(faux);
       console.log(
         `${which}: ${fmt(s.ms, 1)} ms wall, ${fmt(s.cpuMs, 1)} ms cpu, ${s.transactions} transactions`,
       );
@@ -178,14 +218,20 @@ async function main(): Promise<void> {
     faux.unregister();
     return;
   }
-  const rounds: Array<{ durable: Sample; memory: Sample }> = [];
+  const durables: Sample[] = [];
+  const graphs: Sample[] = [];
+  const check = (side: string, s: Sample) => {
+    if (s.toolResults !== TOOL_ROUNDS)
+      throw new Error(`${side}: ${s.toolResults} tool results, not ${TOOL_ROUNDS}`);
+    return s;
+  };
   for (let i = 0; i < WARMUP + ROUNDS; i++) {
-    const round = { durable: await durable(faux), memory: await inMemory(faux) };
-    for (const [side, s] of Object.entries(round)) {
-      if (s.toolResults !== TOOL_ROUNDS)
-        throw new Error(`${side}: ${s.toolResults} tool results, not ${TOOL_ROUNDS}`);
+    const d = check("durable", await durable(faux));
+    const g = i >= WARMUP - LG_WARMUP ? check("LangGraph", await langGraph()) : undefined;
+    if (i >= WARMUP) {
+      durables.push(d);
+      graphs.push(g!);
     }
-    if (i >= WARMUP) rounds.push(round);
   }
   faux.unregister();
   // The fixed cost of a run (admitting the input, the final answer) measured alone, so tx/round is
@@ -198,91 +244,101 @@ async function main(): Promise<void> {
   const jobs = { opening: [] as Job[], timed: [] as Job[] };
   await durable(recorded, jobs);
   recorded.unregister();
-  const replays: number[] = [];
+  const replays: Sample[] = [];
   for (let i = 0; i < 5; i++) replays.push(await replay(jobs.opening, jobs.timed));
   const statements = jobs.timed.reduce((n, job) => n + job.statements.length, 0);
-  const med = (f: (r: (typeof rounds)[number]) => number) => median(rounds.map(f));
-  const durableMs = med((r) => r.durable.ms);
-  const memoryMs = med((r) => r.memory.ms);
-  const ratio = med((r) => r.durable.ms / r.memory.ms);
-  const cpuRatio = med((r) => r.durable.cpuMs / r.memory.cpuMs);
-  const txPerRound = (med((r) => r.durable.transactions) - fixedTransactions) / TOOL_ROUNDS;
+
+  const m = (xs: Sample[], f: (s: Sample) => number) => median(xs.map(f));
+  const durableMs = m(durables, (s) => s.ms);
+  const durableCpu = m(durables, (s) => s.cpuMs);
+  const graphMs = m(graphs, (s) => s.ms);
+  const graphCpu = m(graphs, (s) => s.cpuMs);
+  const floorMs = m(replays, (s) => s.ms);
+  const floorCpu = m(replays, (s) => s.cpuMs);
+  const txPerRound = (m(durables, (s) => s.transactions) - fixedTransactions) / TOOL_ROUNDS;
+  // Ratios: the median of per-round ratios for the interleaved pair; the floor against the medians.
+  const vsGraph = median(durables.map((d, i) => d.ms / graphs[i]!.ms));
+  const vsGraphCpu = median(durables.map((d, i) => d.cpuMs / graphs[i]!.cpuMs));
+  const vsFloor = durableMs / floorMs;
+  const vsFloorCpu = durableCpu / floorCpu;
+  const perRound = (ms: number) => `${fmt((ms / TOOL_ROUNDS) * 1000)} µs`;
 
   const rows: string[][] = [
     [
       "measurement",
       "wall (median)",
       "cpu (median)",
-      "per tool round",
+      "wall per round",
       "transactions",
       "tx/round",
       "bar",
       "result",
     ],
     [
-      "in-memory pi-agent-core Agent",
-      `${fmt(memoryMs, 1)} ms`,
-      `${fmt(
-        med((r) => r.memory.cpuMs),
-        1,
-      )} ms`,
-      `${fmt(memoryMs / TOOL_ROUNDS, 2)} ms`,
-      "-",
-      "-",
-      "",
-      "",
-    ],
-    [
       "durable AgentHarness, memory store",
       `${fmt(durableMs, 1)} ms`,
-      `${fmt(
-        med((r) => r.durable.cpuMs),
-        1,
-      )} ms`,
-      `${fmt(durableMs / TOOL_ROUNDS, 2)} ms`,
-      fmt(med((r) => r.durable.transactions)),
+      `${fmt(durableCpu, 1)} ms`,
+      perRound(durableMs),
+      fmt(m(durables, (s) => s.transactions)),
       fmt(txPerRound, 2),
       `<= ${TX_PER_ROUND_BAR}`,
-      txPerRound <= TX_PER_ROUND_BAR ? "PASS" : "FAIL",
+      verdict(txPerRound <= TX_PER_ROUND_BAR),
     ],
     [
-      "ratio durable / in-memory",
-      `${fmt(ratio, 2)}x`,
-      `${fmt(cpuRatio, 2)}x`,
+      "LangGraph.js, MemorySaver checkpointer",
+      `${fmt(graphMs, 1)} ms`,
+      `${fmt(graphCpu, 1)} ms`,
+      perRound(graphMs),
+      "-",
+      "-",
+      "",
+      "",
+    ],
+    [
+      `floor: the run's own SQL, no engine (${fmt(statements)} statements)`,
+      `${fmt(floorMs, 1)} ms`,
+      `${fmt(floorCpu, 1)} ms`,
+      perRound(floorMs),
+      fmt(m(replays, (s) => s.transactions)),
       "",
       "",
       "",
-      `<= ${RATIO_BAR}x`,
-      ratio <= RATIO_BAR ? "PASS" : "FAIL",
+    ],
+    ["a run with no tool round (fixed cost)", "", "", "", fmt(fixedTransactions), "", "", ""],
+    [
+      "ratio durable / LangGraph (per round)",
+      `${fmt(vsGraph, 3)}x`,
+      `${fmt(vsGraphCpu, 3)}x`,
+      "",
+      "",
+      "",
+      `<= ${LANGGRAPH_BAR}x`,
+      verdict(vsGraph <= LANGGRAPH_BAR),
+    ],
+    [
+      "ratio durable / its SQL floor",
+      `${fmt(vsFloor, 2)}x`,
+      `${fmt(vsFloorCpu, 2)}x`,
+      "",
+      "",
+      "",
+      `<= ${FLOOR_BAR}x`,
+      verdict(vsFloor <= FLOOR_BAR),
     ],
   ];
-  rows.push(["a run with no tool round (fixed cost)", "", "", "", fmt(fixedTransactions), "", "", ""]);
-  const floorMs = median(replays);
-  rows.push([
-    `floor: the run's own SQL, no engine (${fmt(statements)} statements)`,
-    `${fmt(floorMs, 1)} ms`,
-    "",
-    `${fmt(floorMs / TOOL_ROUNDS, 2)} ms`,
-    fmt(jobs.timed.filter((j) => j.kind === "commit").length),
-    "",
-    `${fmt(floorMs / memoryMs, 2)}x`,
-    "",
-  ]);
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   const line = (row: string[]) =>
     row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ");
   console.log(
-    `\nagent bench: ${TOOL_ROUNDS} tool rounds + answer, instant faux model, Node ${process.version}; medians of ${ROUNDS} interleaved rounds after ${WARMUP} warm-up rounds`,
+    `\nagent bench: ${TOOL_ROUNDS} tool rounds + answer, instant model, Node ${process.version}; medians of ${ROUNDS} interleaved rounds after ${WARMUP} warm-up rounds (LangGraph: ${LG_WARMUP})`,
   );
   console.log(line(rows[0]!));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const row of rows.slice(1)) console.log(line(row));
+  console.log("(bars judge wall-clock medians; a miss is reported, never an error)");
+  const list = (xs: Sample[]) => xs.map((s) => fmt(s.ms, 1)).join(", ");
   console.log(
-    "(the ratio bar judges the median of per-round wall-clock ratios; a miss is reported, never an error)",
-  );
-  const list = (f: (r: (typeof rounds)[number]) => number) => rounds.map((r) => fmt(f(r), 1)).join(", ");
-  console.log(
-    `wall ms per round: durable ${list((r) => r.durable.ms)} | in-memory ${list((r) => r.memory.ms)}`,
+    `wall ms per run: durable ${list(durables)} | LangGraph ${list(graphs)} | floor ${list(replays)}`,
   );
   console.log(`agent bench took ${fmt((performance.now() - started) / 1000, 1)} s`);
 }
