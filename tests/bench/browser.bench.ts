@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { findChromium } from "../../scripts/chromium.mjs";
 import type { EngineStats, TickerStatus } from "../../worker/protocol.ts";
+import type { IdbBuild } from "../../worker/store/browser.ts";
 import {
   engine,
   type LaunchedBrowser,
@@ -28,6 +29,8 @@ import {
   type StaticServer,
   serveStatic,
 } from "../e2e/browser.ts";
+import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
+import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -38,6 +41,7 @@ const SEED = env("BENCH_SEED", 10_000);
 const SEED_CONVERSATIONS = env("BENCH_CONVERSATIONS", 1000);
 const ONLY = process.env.BENCH_ONLY;
 const CHAIN_BAR = 0.45;
+const RAW_BAR = 0.9;
 const CONCURRENT_BAR = 3;
 const RECOVERY_AIM_MS = 300;
 
@@ -91,61 +95,127 @@ const appUrl = (server: StaticServer, params: Record<string, string>) =>
 interface Variant {
   label: string;
   params: Record<string, string>;
+  /** Where the store probe runs this kind, and with which request. */
+  probe: { target: ProbeTarget; kind: ProbeKind; build?: IdbBuild };
 }
 
 const variants: Variant[] = [
-  { label: "idb JSPI (SharedWorker)", params: {} },
-  { label: "idb Asyncify (SharedWorker)", params: { build: "asyncify" } },
-  { label: "opfs (dedicated Worker)", params: { engine: "dedicated" } },
+  { label: "idb JSPI (SharedWorker)", params: {}, probe: { target: "shared", kind: "idb", build: "jspi" } },
+  {
+    label: "idb Asyncify (SharedWorker)",
+    params: { build: "asyncify" },
+    probe: { target: "shared", kind: "idb", build: "asyncify" },
+  },
+  {
+    label: "opfs (dedicated Worker)",
+    params: { engine: "dedicated" },
+    probe: { target: "dedicated", kind: "opfs" },
+  },
 ];
 
-async function throughput(b: LaunchedBrowser, server: StaticServer): Promise<void> {
+async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: StaticServer): Promise<void> {
   console.log(
-    `\nthroughput: ${ROUNDS} round(s) of ${SECONDS} s per workload, medians (bars vs the same kind's raw rate)`,
+    `\nthroughput: ${ROUNDS} round(s) of ${SECONDS} s per workload, medians. bare = a bare wa-sqlite connection on the store's VFS (store probe fixture, same context kind), BEGIN/INSERT/COMMIT; raw = the store's commit of the same INSERT (probe); engine raw/chain/conc. = the app engine's debug.bench`,
   );
-  const rows: string[][] = [
+  const rates: string[][] = [
     [
       "store kind",
-      "raw tx/s",
+      "bare default",
+      "bare shipped",
+      "store raw",
+      "raw/bare",
+      `bar ${RAW_BAR}`,
+      "engine raw",
       "chain tasks/s",
       "tx/task",
       "conc. steps/s",
-      "steps/tx",
       "chain/raw",
-      "bar 0.45",
+      `bar ${CHAIN_BAR}`,
       "conc/raw",
-      "bar 3x",
+      `bar ${CONCURRENT_BAR}x`,
     ],
   ];
+  const breakdown: string[][] = [
+    [
+      "store kind (per raw commit)",
+      "commits",
+      "BEGIN+SAVEPOINT",
+      "statement",
+      "RELEASE+COMMIT",
+      "IDB requests",
+      "IDB transactions",
+      "VFS calls",
+      "yields",
+    ],
+  ];
+  const pragmas = new Map<ProbeKind, string>();
+  const probePage = await openProbe(b, fixtures);
   for (const variant of variants) {
     const page = await b.newPage();
     await page.goto(appUrl(server, { store: uniqueStore("throughput"), ...variant.params }));
     await waitReady(page);
     const samples: Array<Record<string, number>> = [];
+    const commits: CommitBenchResult[] = [];
     for (let round = 0; round < ROUNDS; round++) {
+      commits.push(
+        await probe.commitBench(probePage, variant.probe.target, {
+          kind: variant.probe.kind,
+          ...(variant.probe.build ? { build: variant.probe.build } : {}),
+          seconds: SECONDS,
+        }),
+      );
       samples.push(await engine<Record<string, number>>(page, "debug.bench", { seconds: SECONDS }));
     }
     await page.close();
+    pragmas.set(variant.probe.kind, commits[0]!.pragmas);
     const m = (key: string) => median(samples.map((s) => s[key]!));
+    const c = (f: (r: CommitBenchResult) => number) => median(commits.map(f));
     const chainRatio = m("chainRatio");
     const concurrentRatio = m("concurrentRatio");
-    rows.push([
+    const rawRatio = c((r) => r.raw / r.bareShipped);
+    rates.push([
       variant.label,
+      fmt(c((r) => r.bareDefault)),
+      fmt(c((r) => r.bareShipped)),
+      fmt(c((r) => r.raw)),
+      fmt(rawRatio, 2),
+      rawRatio >= RAW_BAR ? "PASS" : "FAIL",
       fmt(m("rawTransactionsPerSecond")),
       fmt(m("chainTasksPerSecond")),
       fmt(m("chainTransactionsPerTask"), 2),
       fmt(m("concurrentStepsPerSecond")),
-      fmt(m("concurrentStepsPerTransaction"), 1),
       fmt(chainRatio, 2),
       chainRatio >= CHAIN_BAR ? "PASS" : "FAIL",
       fmt(concurrentRatio, 2),
       concurrentRatio >= CONCURRENT_BAR ? "PASS" : "FAIL",
     ]);
+    const d = (f: (r: CommitBenchResult["breakdown"]) => number, digits: number) =>
+      fmt(
+        c((r) => f(r.breakdown)),
+        digits,
+      );
+    breakdown.push([
+      `${variant.label} [${commits[0]!.build}]`,
+      d((x) => x.commits, 0),
+      `${d((x) => x.beginMs, 2)} ms`,
+      `${d((x) => x.statementMs, 2)} ms`,
+      `${d((x) => x.commitMs, 2)} ms`,
+      d((x) => x.idbRequests, 1),
+      d((x) => x.idbTransactions, 1),
+      d((x) => x.vfsCalls, 1),
+      d((x) => x.yields, 1),
+    ]);
     console.log(
-      `  ${variant.label}: ${samples.map((s) => `raw ${fmt(s["rawTransactionsPerSecond"]!)}/s chain ${fmt(s["chainRatio"]!, 2)} conc ${fmt(s["concurrentRatio"]!, 2)}`).join(" | ")}`,
+      `  ${variant.label}: ${commits.map((r, i) => `bare ${fmt(r.bareShipped)}/s (default ${fmt(r.bareDefault)}) raw ${fmt(r.raw)}/s engine raw ${fmt(samples[i]!["rawTransactionsPerSecond"]!)}/s chain ${fmt(samples[i]!["chainRatio"]!, 2)}`).join(" | ")}`,
     );
   }
-  table(rows);
+  await probePage.close();
+  table(rates);
+  console.log(`(tx/s; shipped pragmas: ${[...pragmas].map(([kind, p]) => `${kind} "${p}"`).join(", ")})`);
+  console.log(
+    "\nper-commit breakdown (instrumented raw commits: IDB and VFS wrapped in the probe only; medians)",
+  );
+  table(breakdown);
 }
 
 async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void> {
@@ -263,6 +333,23 @@ function staleBuild(): string | undefined {
   return undefined;
 }
 
+/** The store probe fixture (test-results/e2e-fixtures), built fresh: it is small. */
+function buildFixtures(): void {
+  const built = spawnSync(
+    process.execPath,
+    [
+      join(root, "node_modules/vite/bin/vite.js"),
+      "build",
+      "--logLevel",
+      "warn",
+      "--config",
+      "tests/e2e/fixtures/vite.config.ts",
+    ],
+    { cwd: root, stdio: "inherit" },
+  );
+  if (built.status !== 0) throw new Error("building the store probe fixture failed");
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
   const stale = staleBuild();
@@ -278,18 +365,21 @@ async function main(): Promise<void> {
     );
     if (built.status !== 0) throw new Error("vite build failed");
   }
+  buildFixtures();
   const server = await serveStatic(join(root, "dist"));
+  const fixtures = await serveStatic(join(root, "test-results/e2e-fixtures"));
   const b = await launchBrowser({ executablePath: findChromium() });
   try {
     const version = await b.browser.version();
     console.log(
       `browser bench: Chromium ${version}, app from dist/ (built ${new Date(statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
     );
-    if (ONLY !== "recovery") await throughput(b, server);
+    if (ONLY !== "recovery") await throughput(b, server, fixtures);
     if (ONLY !== "throughput") await recovery(b, server);
   } finally {
     await b.close();
     await server.close();
+    await fixtures.close();
   }
   console.log(
     `\nbrowser bench took ${fmt((performance.now() - started) / 1000, 1)} s (PASS/FAIL are reported, never an error)`,

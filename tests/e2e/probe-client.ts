@@ -3,6 +3,7 @@ import type { Page } from "playwright-core";
 import type { LaunchedBrowser, StaticServer } from "./browser.ts";
 import type {
   BigResult,
+  CommitBenchResult,
   OpenResult,
   ProbeInfo,
   ProbeRequest,
@@ -43,6 +44,11 @@ export const probe = {
     call<BigResult>(page, target, { op: "big", ...request }),
   read: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "read" }>, "op">) =>
     call<ReadResult>(page, target, { op: "read", ...request }),
+  commitBench: (
+    page: Page,
+    target: ProbeTarget,
+    request: Omit<Extract<ProbeRequest, { op: "commitBench" }>, "op">,
+  ) => call<CommitBenchResult>(page, target, { op: "commitBench", ...request }),
   open: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "open" }>, "op">) =>
     call<OpenResult>(page, target, { op: "open", ...request }),
 };

@@ -48,7 +48,7 @@ type Build = IdbBuild | "sync";
  * - opfs: OPFSCoopSyncVFS has no atomic batch writes, so its rollback journal is what makes a
  *   transaction atomic across a crash: it keeps SQLite's default journal.
  */
-const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
+export const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
   idb:
     "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = MEMORY; PRAGMA temp_store = MEMORY; " +
     "PRAGMA synchronous = FULL;",
