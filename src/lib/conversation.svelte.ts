@@ -10,6 +10,10 @@ import { applyFrame, type ConversationView, type EngineApi, type WatchFrame } fr
 export class ConversationState {
   #view = $state.raw<ConversationView | undefined>(undefined);
   frames = $state.raw(0);
+  /** The engine has no conversation of this id (an unknown or stale deep link). */
+  missing = $state.raw(false);
+  /** The watch could not start for another reason (said in words). */
+  error = $state.raw<string | undefined>(undefined);
   #subscribe: () => void;
 
   constructor(
@@ -30,10 +34,17 @@ export class ConversationState {
             this.frames++;
           }),
         )
-        .then((id) => {
-          watchId = id;
-          if (stopped) void this.api.unwatch(id);
-        });
+        .then(
+          (id) => {
+            watchId = id;
+            if (stopped) void this.api.unwatch(id);
+          },
+          (e: unknown) => {
+            // Errors cross the wire as plain Errors that keep their name (Comlink).
+            if (e instanceof Error && e.name === "UnknownConversation") this.missing = true;
+            else this.error = e instanceof Error ? e.message : String(e);
+          },
+        );
       return () => {
         stopped = true;
         if (watchId !== undefined) void this.api.unwatch(watchId);

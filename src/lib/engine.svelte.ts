@@ -24,7 +24,6 @@ export class EngineClient {
   status = $state.raw<EngineStatus>({ phase: "starting", detail: "connecting to the engine" });
   conversations = $state.raw<ConversationSummary[]>([]);
   mode = $state.raw<HostMode>("shared");
-  online = $state.raw(typeof navigator === "undefined" ? true : navigator.onLine);
   readonly tabId = crypto.randomUUID();
   readonly storeName: string;
   api: Comlink.Remote<EngineApi> | undefined;
@@ -39,8 +38,6 @@ export class EngineClient {
     const claimed = Number(params.get("protocol"));
     this.protocol =
       params.get("debug") === "1" && Number.isInteger(claimed) && claimed > 0 ? claimed : PROTOCOL_VERSION;
-    addEventListener("online", () => (this.online = true));
-    addEventListener("offline", () => (this.online = false));
   }
 
   /** Hold `tab:<id>` for the tab's whole life; resolves once it is held. */

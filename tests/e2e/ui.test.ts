@@ -254,3 +254,75 @@ test("the layout fits 390 px without horizontal scroll, in light and dark, with 
   expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe("light");
   expect(await background()).toBe("rgb(255, 255, 255)");
 });
+
+test("the header speaks a person's words: Ready, Working while a task runs, Offline when the server is unreachable, engine details on demand; the idle task panel takes no room", async () => {
+  const page = await openApp("status");
+  const status = page.locator('[data-testid="engine-status"]');
+  await until(
+    "Ready",
+    () => status.textContent(),
+    (t) => t?.trim() === "Ready",
+  );
+  // The engine's words (store kind, build, worker) are not in the header, only in the details.
+  const header = (await page.locator("header").textContent()) ?? "";
+  expect(header).not.toMatch(/idb|opfs|JSPI|worker|evicted/i);
+  await page.getByRole("button", { name: "About the engine" }).click();
+  const details = (await page.locator('[data-testid="engine-details"]').textContent()) ?? "";
+  expect(details).toMatch(/IndexedDB|Origin private file system/);
+  expect(details).toMatch(/Kept by the browser/);
+  await page.keyboard.press("Escape");
+  await page.locator('[data-testid="engine-details"]').waitFor({ state: "detached" });
+
+  // Nothing runs: on a desktop the task panel takes no room.
+  const tasks = page.locator("aside#tasks");
+  expect(await tasks.isVisible()).toBe(false);
+  await say(page, "run a long task");
+  await until(
+    "Working",
+    () => status.textContent(),
+    (t) => t?.trim() === "Working",
+    30_000,
+  );
+  await tasks.waitFor({ state: "visible" });
+  expect(await tasks.locator("li").count()).toBeGreaterThan(0);
+  await page.getByLabel("message").press("Escape");
+  await until(
+    "Ready again",
+    () => status.textContent(),
+    (t) => t?.trim() === "Ready",
+    30_000,
+  );
+  await tasks.waitFor({ state: "hidden" });
+
+  // The browser still says "online", but the server does not answer: the probe says Offline.
+  await page.route("**/*network-probe*", (route) => route.abort("connectionrefused"));
+  await page.evaluate(() => dispatchEvent(new Event("online")));
+  await until(
+    "Offline",
+    () => status.textContent(),
+    (t) => t?.trim() === "Offline",
+  );
+  await page.unroute("**/*network-probe*");
+  await page.evaluate(() => dispatchEvent(new Event("online")));
+  await until(
+    "Ready once the server answers",
+    () => status.textContent(),
+    (t) => t?.trim() === "Ready",
+  );
+});
+
+test("an unknown deep link says there is no such conversation and offers the way back", async () => {
+  const page = await openApp("deeplink");
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  await page.evaluate(() => {
+    location.hash = "#/c/99999";
+  });
+  const missing = page.locator('[data-testid="no-such-conversation"]');
+  await missing.waitFor({ timeout: 15_000 });
+  expect(await missing.textContent()).toMatch(/No such conversation/);
+  await missing.getByRole("link", { name: "Back to the main conversation" }).click();
+  await page.getByLabel("message").waitFor();
+  expect(await missing.count()).toBe(0);
+  expect(errors).toEqual([]);
+});

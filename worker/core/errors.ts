@@ -1,6 +1,7 @@
 /**
  * Typed errors of the engine. Each carries a stable `code` so callers (and the tab protocol) can
- * branch on it without parsing messages.
+ * branch on it without parsing messages, and spells its `name` as a literal: the production build
+ * mangles class names, and an error crossing to the tab keeps only its name and message.
  */
 
 export class HarnessError extends Error {
@@ -15,6 +16,7 @@ export class HarnessError extends Error {
 
 /** A runtime commit was refused: the task's abort mark is set, its invocation ended, or it is finished. */
 export class CommitRefused extends HarnessError {
+  override readonly name = "CommitRefused";
   constructor(
     readonly reason: "abort_requested" | "invocation_ended" | "not_running" | "closing",
     message: string,
@@ -25,6 +27,7 @@ export class CommitRefused extends HarnessError {
 
 /** A wait that names the task itself, a task on its owner chain, or closes a cycle of waits. */
 export class WaitCycle extends HarnessError {
+  override readonly name = "WaitCycle";
   constructor(message: string) {
     super("wait_cycle", message);
   }
@@ -32,18 +35,21 @@ export class WaitCycle extends HarnessError {
 
 /** A wait, creation or state that is malformed: missing task, bad policy, pending returned... */
 export class InvalidTransition extends HarnessError {
+  override readonly name = "InvalidTransition";
   constructor(message: string) {
     super("invalid_transition", message);
   }
 }
 
 export class UnknownTask extends HarnessError {
+  override readonly name = "UnknownTask";
   constructor(id: number) {
     super("unknown_task", `no task ${id}`);
   }
 }
 
 export class UnknownConversation extends HarnessError {
+  override readonly name = "UnknownConversation";
   constructor(id: number) {
     super("unknown_conversation", `no conversation ${id}`);
   }
@@ -51,12 +57,14 @@ export class UnknownConversation extends HarnessError {
 
 /** New owned work needs a live owner that is not finishing and not abort-marked. */
 export class OwnerNotLive extends HarnessError {
+  override readonly name = "OwnerNotLive";
   constructor(message: string) {
     super("owner_not_live", message);
   }
 }
 
 export class HarnessClosed extends HarnessError {
+  override readonly name = "HarnessClosed";
   constructor(message = "harness is closed") {
     super("harness_closed", message);
   }
@@ -64,6 +72,7 @@ export class HarnessClosed extends HarnessError {
 
 /** Values that are not strict JSON (undefined, NaN, functions, cycles) cannot be stored. */
 export class NotJson extends HarnessError {
+  override readonly name = "NotJson";
   constructor(message: string) {
     super("not_json", message);
   }
@@ -74,6 +83,7 @@ export class NotJson extends HarnessError {
  * definition, or older with no `migrate`. The stored value is left as it is.
  */
 export class DocumentVersionError extends HarnessError {
+  override readonly name = "DocumentVersionError";
   constructor(
     readonly document: string,
     readonly storedVersion: number,
@@ -90,6 +100,7 @@ export class DocumentVersionError extends HarnessError {
 
 /** Cancelling a caller's own wait: never aborts the work. */
 export class WaitCancelled extends HarnessError {
+  override readonly name = "WaitCancelled";
   constructor(message = "wait cancelled") {
     super("wait_cancelled", message);
   }

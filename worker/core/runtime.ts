@@ -26,6 +26,7 @@ export type InvocationMode = "run" | "abort";
 
 /** Thrown into a run invocation's signal when its task got an abort mark. */
 export class AbortRequested extends HarnessError {
+  override readonly name = "AbortRequested";
   constructor(id: TaskId) {
     super("abort_requested", `task ${id} was asked to abort`);
   }

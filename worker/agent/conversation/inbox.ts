@@ -33,6 +33,7 @@ export type SubmissionDraft =
 
 /** `whenBusy: "reject"` on a busy conversation. Nothing was written. */
 export class ConversationBusy extends HarnessError {
+  override readonly name = "ConversationBusy";
   constructor(conversationId: ConversationId) {
     super("conversation_busy", `conversation ${conversationId} is busy`);
   }
