@@ -19,6 +19,7 @@ import {
   complete,
   done,
   engineStillRuns,
+  type Go,
   joiner,
   outcome,
   parked,
@@ -299,5 +300,44 @@ describe("grouping and old records", () => {
     expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
     await engineStillRuns(h2);
     await h2.close();
+  });
+});
+
+describe("a held outcome across a restart", () => {
+  test("a held outcome whose owned work still lives stays completing after a restart and finishes when that work does", async () => {
+    let childId: TaskId | undefined;
+    const holder = (child: TaskDefinition<Json, Go, Json>) =>
+      single("restart-holder", async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "go" } };
+        });
+        await runtime.commit(() => complete("held"));
+      });
+    const parkedChild = parked("restart-child");
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [holder(parkedChild), parkedChild] });
+    const id = await first.createTask(holder(parkedChild), null, { ownership: { kind: "conversation" } });
+    await until(() => childId !== undefined && first.inspect().running === 1, {
+      what: "held with a live child",
+    });
+    expect((await first.getTask(id))?.state.status).toBe("completing");
+    const image = await memoryStore(store.image());
+    await first.close();
+
+    const gate = deferred();
+    const finishing = single("restart-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    const second = await Harness.open(image, { tasks: [finishing] });
+    await until(() => second.inspect().running === 1, { what: "child running again" });
+    expect((await second.getTask(id))?.state).toEqual({
+      status: "completing",
+      outcome: { status: "completed", result: "held" },
+    });
+    gate.resolve();
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "held" });
+    await second.close();
   });
 });

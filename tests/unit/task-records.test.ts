@@ -4,7 +4,14 @@
  * conversation of the work it creates, memos across checkpoints, and a commit that returns nothing.
  */
 import { expect, test } from "vitest";
-import { defineTask, type EntryRecord, Harness, type Json, type TaskId } from "../../worker/index.ts";
+import {
+  defineTask,
+  type EntryRecord,
+  Harness,
+  type Json,
+  type TaskId,
+  type Tx,
+} from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import { complete, done, engineStillRuns, type Go, outcome, parked, single } from "./core-fixtures.ts";
 
@@ -206,5 +213,44 @@ test("a task never returns pending or completing: its commit is refused with Inv
     "InvalidTransition: a task may not commit status pending",
     "InvalidTransition: a task may not commit status completing",
   ]);
+  await h.close();
+});
+
+test("a child task is created in its owner's conversation with its owner recorded; a missing owner or another conversation is refused", async () => {
+  const child = parked("recorded-child");
+  const refusals: string[] = [];
+  let childId: TaskId | undefined;
+  const parent = single("recording-parent", async (_t, runtime) => {
+    const other = await runtime.commit((tx) => {
+      childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    void other;
+    for (const attempt of [
+      (tx: Tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: 999 } }),
+      (tx: Tx) =>
+        tx.createTask(child, null, {
+          ownership: { kind: "task", taskId: runtime.taskId },
+          conversationId: tx.createConversation({ kind: "ownerless" }).id,
+        }),
+    ])
+      await runtime
+        .commit((tx) => {
+          attempt(tx);
+          return undefined;
+        })
+        .catch((e: unknown) => refusals.push((e as Error).constructor.name));
+    await runtime.commit(() => complete(null));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await h.transaction((tx) =>
+    tx.createTask(parent, null, { ownership: { kind: "conversation" }, conversationId: other }),
+  );
+  await until(() => refusals.length === 2, { what: "both refusals" });
+  expect(refusals).toEqual(["OwnerNotLive", "InvalidTransition"]);
+  const record = await h.getTask(childId as TaskId);
+  expect(record).toMatchObject({ owner: id, conversationId: other, background: false });
+  await h.abortTask(id);
   await h.close();
 });
