@@ -157,3 +157,17 @@ test("Harness.usage() sums the pi.usage of every conversation", async () => {
   expect(total?.input).toBe(a.input + b.input);
   expect(a.totalTokens).toBeGreaterThan(0);
 });
+
+test("an answer that ends aborted without an abort mark is a model error: the input is unanswered model_error", async () => {
+  const { h, root, faux } = await open(() =>
+    fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "the provider hung up" }),
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  expect(faux.requests).toHaveLength(1);
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+  expect(liveOf(h)).toEqual({});
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  expect(generation?.abortRequested).toBe(false);
+  expect(generation?.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+});

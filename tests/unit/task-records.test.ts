@@ -10,6 +10,7 @@ import {
   Harness,
   type Json,
   type TaskId,
+  type TaskRecord,
   type Tx,
 } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
@@ -251,6 +252,29 @@ test("a child task is created in its owner's conversation with its owner recorde
   expect(refusals).toEqual(["OwnerNotLive", "InvalidTransition"]);
   const record = await h.getTask(childId as TaskId);
   expect(record).toMatchObject({ owner: id, conversationId: other, background: false });
+  await h.abortTask(id);
+  await h.close();
+});
+
+test("a completing record carries no memos: they are dropped at the hold, not at the final commit", async () => {
+  const kid = parked("memo-kid");
+  const holder = single("memo-holder", async (_t, runtime) => {
+    await runtime.memo("key", "value");
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
+  const latest = new Map<TaskId, TaskRecord>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) latest.set(t.id, t);
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "completing", { what: "holder completing" });
+  expect(latest.get(id)?.memos).toBeUndefined();
+  expect((await h.getTask(id))?.memos).toBeUndefined();
   await h.abortTask(id);
   await h.close();
 });

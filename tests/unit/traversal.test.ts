@@ -92,3 +92,53 @@ test("waitForTask waits for a background task like any other, though conversatio
   expect(await h.abortTask(workerId)).toBe("marked");
   expect((await waiting).state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
 });
+
+test("operations on a task-owned conversation's own handle start inside it: abort() and waitForIdle() reach its work", async () => {
+  const { h, owned, workerId } = await workBelowAFinishedOwner();
+  const inner = h.conversation(owned);
+  expect(inner).toBeDefined();
+  let idle = false;
+  void inner?.waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  expect(idle).toBe(false);
+  await inner?.abort();
+  expect(idle).toBe(true);
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
+test("Conversation.abort() only marks a held completed task: the work below is aborted, the outcome stays", async () => {
+  const kid = parked("kid-below-held");
+  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "held-in-root",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("held"))),
+    },
+    abort: async () => undefined,
+  });
+  const { root, h } = await open(echo, { tasks: [holder, kid] });
+  const status = new Map<TaskId, string>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => status.get(id) === "completing", { what: "holder held completing" });
+  await root.abort();
+  const final = await h.getTask(id);
+  expect(final?.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
+  expect(final?.abortRequested).toBe(true);
+  const [kidRecord] = await h.tasks({ kind: "kid-below-held" });
+  expect(kidRecord?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+});
