@@ -508,3 +508,80 @@ describe("waits on subsets", () => {
     await h.close();
   });
 });
+
+describe("waits on held tasks", () => {
+  test("a held task is live: outcomes() on it rejects, and a task waiting on it resumes only at its final commit", async () => {
+    const gate = deferred();
+    const kid = single("held-kid", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("kid"));
+    });
+    const held = single("held", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("held"));
+    });
+    let early: unknown;
+    const peeker = single("peeker", async (task, runtime) => {
+      early = await runtime.outcomes([task.input as TaskId]).catch((e: unknown) => e);
+      await runtime.commit(() => complete(null));
+    });
+    const waiter = joiner("held-waiter", { result: (o) => (o?.status === "completed" ? o.result : "?") });
+    const h = await Harness.open(await memoryStore(), { tasks: [kid, held, peeker, waiter] });
+    const status = new Map<TaskId, string>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) status.set(t.id, t.state.status);
+    });
+    const heldId = await h.createTask(held, null, { ownership: { kind: "conversation" } });
+    await until(() => status.get(heldId) === "completing", { what: "held completing" });
+    const peekId = await h.createTask(peeker, heldId, { ownership: { kind: "conversation" } });
+    await done(h, peekId);
+    expect(early).toBeInstanceOf(Error);
+    expect(String((early as Error).message)).toMatch(/not terminal/);
+    const waiterId = await h.createTask(waiter, heldId, { ownership: { kind: "conversation" } });
+    await until(() => status.get(waiterId) === "waiting", { what: "waiter waiting" });
+    await settle();
+    expect(status.get(waiterId)).toBe("waiting");
+    gate.resolve();
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "held" });
+    await h.close();
+  });
+
+  test("a background task may wait on the owner of its conversation: no hold runs from the owner to it", async () => {
+    const release = deferred();
+    type OwnerState = Go | { phase: "finish" };
+    const follower = joiner("bg-follower");
+    const owner = defineTask<Json, OwnerState, Json>({
+      name: "bg-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            tx.createTask(follower, runtime.taskId, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_t, runtime) => {
+          await release.promise;
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, follower] });
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    release.resolve();
+    expect(outcome(await done(h, ownerId))).toEqual({ status: "completed", result: "owner" });
+    const [bg] = await h.tasks({ kind: "bg-follower" });
+    expect(outcome(await done(h, bg!.id))).toEqual({ status: "completed", result: "bg-follower" });
+    await h.close();
+  });
+});

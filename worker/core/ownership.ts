@@ -104,12 +104,17 @@ export function deriveMarks(overlay: Overlay, liveIds: Iterable<TaskId>): TaskId
   return marked;
 }
 
-/** Is `ancestor` on `id`'s owner chain (through owning tasks and owning conversations)? */
+/**
+ * The tasks that hold for `id` (its owner chain through owning tasks and owning conversations): a
+ * wait on one of them would wait on a task that waits for it. The chain stops at a background task,
+ * whose conversation's owner does not hold for it (spec §5.5), so a background task may wait on the
+ * owner of its conversation.
+ */
 function ownerChain(overlay: Overlay, id: TaskId): Set<TaskId> {
   const chain = new Set<TaskId>();
   let t = overlay.task(id);
   while (t) {
-    const up = t.owner ?? overlay.conversation(t.conversationId)?.owner?.taskId;
+    const up = overlay.ownerTask(t);
     if (up === undefined || chain.has(up)) break;
     chain.add(up);
     t = overlay.task(up);
