@@ -585,3 +585,65 @@ describe("waits on held tasks", () => {
     await h.close();
   });
 });
+
+describe("failFast on a held failure", () => {
+  test("failFast fires when a child holds a failed outcome, before that child drains: only the other awaited tasks are marked", async () => {
+    const releaseGrandchild = deferred();
+    const grandchild = single("slow-grandchild", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await releaseGrandchild.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const failing = single("failing-child", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(grandchild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "failed", error: { message: "declined" } },
+      }));
+    });
+    const sibling = parked("waiting-sibling");
+    type ParentState = Go | { phase: "joined"; kids: TaskId[] };
+    const parent = defineTask<Json, ParentState, Json>({
+      name: "held-failfast-parent",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+            const kids = [tx.createTask(failing, null, owned), tx.createTask(sibling, null, owned)];
+            return { status: "waiting", checkpoint: { phase: "joined", kids }, on: kids, policy: "failFast" };
+          });
+        },
+        joined: async (task, runtime) => {
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          const statuses = (await runtime.outcomes(kids)).map((o) => o.status);
+          await runtime.commit(() => complete(statuses));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [parent, failing, sibling, grandchild] });
+    const latest = new Map<TaskId, TaskRecord>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) latest.set(t.id, t);
+    });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    const byKind = (kind: string) => [...latest.values()].find((t) => t.kind === kind);
+    await until(() => byKind("waiting-sibling")?.abortRequested === true, { what: "sibling marked" });
+    // The failing child still holds its outcome (its grandchild's abort handler has not finished).
+    expect(byKind("failing-child")?.state).toMatchObject({
+      status: "completing",
+      outcome: { status: "failed" },
+    });
+    expect(byKind("failing-child")?.abortRequested).toBe(false);
+    expect(latest.get(id)?.abortRequested).toBe(false);
+    releaseGrandchild.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["failed", "aborted"] });
+    await h.close();
+  });
+});

@@ -94,11 +94,14 @@ export function deriveMarks(overlay: Overlay, liveIds: Iterable<TaskId>): TaskId
     }
     const s = overlay.task(id)!.state;
     if (s.status === "waiting" && s.policy === "failFast") {
-      const failed = s.on.some((w) => {
+      // A task holding or ending with a non-completed outcome fires the policy; the others awaited
+      // are marked, never the failed ones themselves (a held failure stays unmarked while it drains).
+      const failedIn = (w: TaskId) => {
         const o = outcomeOf(overlay.task(w));
         return o !== undefined && o.status !== "completed";
-      });
-      if (failed) for (const w of s.on) if (mark(overlay, w)) marked.push(w);
+      };
+      if (!s.on.some(failedIn)) continue;
+      for (const w of s.on) if (!failedIn(w) && mark(overlay, w)) marked.push(w);
     }
   }
   return marked;
