@@ -4,15 +4,19 @@
  * runs onAbort once, before any execution.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
+import { defineTool, textResult } from "../../worker/index.ts";
 import { deferred, memoryStore } from "../../worker/testing.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
   gatedTool,
   itemTool,
+  messageOf,
   open,
   reopen,
+  textOf,
   toolResults,
 } from "./agent-fixtures.ts";
 import { settle } from "./core-fixtures.ts";
@@ -82,4 +86,34 @@ test("an abort while beforeTool decides runs onAbort once, with an empty result,
   expect(executed).toBe(false);
   const [result] = await toolResults(root);
   expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
+});
+
+test("onAbort's replacement content is bounded by the tool's own limits, with the harness diagnostics last", async () => {
+  const started = deferred();
+  const tool = defineTool({
+    name: "tail",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, retain: "tail" },
+    async execute(_args, api) {
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const { root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
+    tools: [tool],
+    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await root.abort();
+  expect((await input.wait()).status).toBe("unanswered");
+  const [result] = await toolResults(root);
+  const codes = diagnosticsOf(result!).map((d) => d.code);
+  expect(codes.at(-1)).toBe("truncated");
+  expect(codes).toContain("aborted");
+  const text = textOf(messageOf(result!));
+  expect(text.startsWith("three\nfour")).toBe(true);
+  expect(text).not.toContain("one\ntwo");
 });
