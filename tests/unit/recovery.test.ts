@@ -341,3 +341,66 @@ describe("a held outcome across a restart", () => {
     await second.close();
   });
 });
+
+describe("a waiting task without its definition", () => {
+  async function waiterOnOther(other: TaskDefinition<Json, Go, Json>) {
+    const waiter = joiner("def-waiter");
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [waiter, other] });
+    const otherId = await first.createTask(other, null, { ownership: { kind: "conversation" } });
+    const waiterId = await first.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+    await until(() => first.inspect().running === 1, { what: "other running" });
+    let waiting = false;
+    while (!waiting) {
+      waiting = (await first.getTask(waiterId))?.state.status === "waiting";
+      if (!waiting) await new Promise((r) => setTimeout(r, 5));
+    }
+    const image = await memoryStore(store.image());
+    await first.close();
+    return { image, otherId, waiterId };
+  }
+
+  test("an aborted waiting task without its definition is orphaned at once; the task it waits on runs on", async () => {
+    const other = parked("def-other");
+    const { image, otherId, waiterId } = await waiterOnOther(other);
+    const h = await Harness.open(image, { tasks: [other] });
+    await until(() => h.inspect().running === 1, { what: "other running again" });
+    expect(await h.abortTask(waiterId)).toBe("marked");
+    expect(outcome(await h.getTask(waiterId))).toEqual({ status: "orphaned", reason: "missing_task" });
+    const still = await h.getTask(otherId);
+    expect(still?.state.status).toBe("running");
+    expect(still?.abortRequested).toBe(false);
+    await h.close();
+  });
+
+  test("a waiting task stays blocked without its definition once its wait is satisfied, and resumes migrated under a newer one", async () => {
+    const gate = deferred();
+    const other = single("def-other", async (_t, runtime, signal) => {
+      await Promise.race([gate.promise, untilAborted(signal)]);
+      await runtime.commit(() => complete("other"));
+    });
+    const { image, otherId, waiterId } = await waiterOnOther(other);
+    const h = await Harness.open(image, { tasks: [other] });
+    gate.resolve();
+    await done(h, otherId);
+    await until(() => h.inspect().blocked.some((b) => b.id === waiterId), { what: "waiter blocked" });
+    expect(h.inspect().blocked.find((b) => b.id === waiterId)?.reason).toBe("missing_task");
+    expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
+    const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
+      name: "def-waiter",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async () => undefined,
+        joined: async () => undefined,
+        migrated: async (_t, runtime) => void (await runtime.commit(() => complete("v2"))),
+      },
+      abort: async () => undefined,
+      migrate: (input) => ({ input: input as number, checkpoint: { phase: "migrated" } }),
+    });
+    h.register(v2);
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "v2" });
+    expect((await h.getTask(waiterId))?.version).toBe(2);
+    await h.close();
+  });
+});
