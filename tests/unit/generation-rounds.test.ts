@@ -4,9 +4,10 @@
  * generation, a run without a usable model, `durationMs` on results, and `Harness.usage()`.
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
-import type { TaskRecord } from "../../worker/index.ts";
-import { until } from "../../worker/testing.ts";
+import { defineTool, type TaskRecord, textResult } from "../../worker/index.ts";
+import { deferred, fauxError, until } from "../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
@@ -170,4 +171,54 @@ test("an answer that ends aborted without an abort mark is a model error: the in
   const [generation] = await h.tasks({ kind: "pi.generation" });
   expect(generation?.abortRequested).toBe(false);
   expect(generation?.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+});
+
+test("a finished call's slot is done with its entry and keeps no output while the rest of the round runs", async () => {
+  const quick = defineTool({
+    name: "quick",
+    description: "Prints and returns",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("some output\n");
+      return textResult("quick done");
+    },
+  });
+  const slow = gatedTool("slow");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("quick", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tools: [quick, slow.tool] },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  await slow.started.promise;
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "first call done" });
+  const [first, second] = liveOf(h).tools ?? [];
+  const [entry] = await toolResults(root);
+  expect(first).toEqual({
+    callId: "c1",
+    name: "quick",
+    taskId: first?.taskId,
+    status: "done",
+    entry: entry?.id,
+  });
+  expect(second?.status).toBe("running");
+  slow.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+});
+
+test("the retry policy is read when the attempt is classified, not when it was prepared", async () => {
+  const gate = deferred();
+  let retry = { enabled: true };
+  const { root, faux } = await open(
+    async () => {
+      await gate.promise;
+      return fauxError("503 Service Unavailable");
+    },
+    { settings: () => ({ retry: { ...retry, baseDelayMs: 1 } }) },
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  await until(() => faux.requests.length === 1, { what: "request sent" });
+  retry = { enabled: false };
+  gate.resolve();
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  expect(faux.requests).toHaveLength(1);
 });

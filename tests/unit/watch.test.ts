@@ -131,3 +131,19 @@ test("closing the harness ends every watch, keeping its last value", async () =>
   expect(await watch.closed).toBe("closed");
   expect(watch.value).toBe(before);
 });
+
+test("every observer of a conversation shares one mount: two watches receive the very same view values", async () => {
+  const { root } = await open(echo);
+  const a = await root.watch();
+  const b = await root.watch();
+  expect(a.value).toBe(b.value);
+  const seenA: unknown[] = [];
+  const seenB: unknown[] = [];
+  a.start((f) => void seenA.push(f.value));
+  b.start((f) => void seenB.push(f.value));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await until(() => seenA.length === 1 && seenB.length === 1, { what: "both delivered" });
+  expect(seenA[0]).toBe(seenB[0]);
+  await a.stop();
+  await b.stop();
+});
