@@ -13,7 +13,16 @@ import {
   type TaskRecord,
 } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
-import { complete, done, engineStillRuns, type Go, outcome, parked, settle } from "./core-fixtures.ts";
+import {
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  settle,
+  untilAborted,
+} from "./core-fixtures.ts";
 
 /** Creates one owned `child` of `definition`, then parks until aborted; its abort handler logs. */
 function ownerOf(
@@ -232,5 +241,35 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
   expect(log).toEqual([]);
   expect(await h.abortTask(id)).toBe("terminal");
+  await h.close();
+});
+
+test("a crash between an owner's abort mark and its cascade loses nothing: the next engine marks the work below, bottom-up", async () => {
+  const log: string[] = [];
+  const child = defineTask<Json, Go, Json>({
+    name: "crash-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      log.push("abort:child");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const owner = ownerOf("crash-owner", child, { log });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, child] });
+  const { latest } = trackTasks(first);
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => first.inspect().running === 2, { what: "owner and child running" });
+  const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
+  const crashed = await memoryStore(store.image());
+  await first.close();
+  // The store as a crash right after the owner's marking commit leaves it: the cascade never ran.
+  await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+  const h = await Harness.open(crashed, { tasks: [owner, child] });
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect((await h.getTask(childId))?.abortRequested).toBe(true);
+  expect(log).toEqual(["abort:child", "abort:crash-owner"]);
   await h.close();
 });
