@@ -404,3 +404,47 @@ describe("a waiting task without its definition", () => {
     await h.close();
   });
 });
+
+test("a held outcome is never migrated: a newer definition leaves it and its stored version alone", async () => {
+  const gate = deferred();
+  const kid = single("held-kid", async (_t, runtime, signal) => {
+    await Promise.race([gate.promise, untilAborted(signal)]);
+    await runtime.commit(() => complete("kid"));
+  });
+  const holder = single("migrating-holder", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const reports: unknown[] = [];
+  const h = await Harness.open(await memoryStore(), {
+    tasks: [holder, kid],
+    onReport: (e) => reports.push(e),
+  });
+  const status = new Map<TaskId, string>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => status.get(id) === "completing", { what: "holder held" });
+  h.register(
+    defineTask<Json, Go, Json>({
+      name: "migrating-holder",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async () => undefined },
+      abort: async () => undefined,
+      migrate: () => {
+        throw new Error("must not migrate a held outcome");
+      },
+    }),
+  );
+  gate.resolve();
+  const final = await done(h, id);
+  expect(outcome(final)).toEqual({ status: "completed", result: "held" });
+  expect(final.version).toBe(1);
+  expect(reports).toEqual([]);
+  await h.close();
+});
