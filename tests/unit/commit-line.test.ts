@@ -81,3 +81,57 @@ test("an admitted input that starts a run does not make the conversation busy be
   expect(h.inspect().live).toBe(0);
   store.setFaultHook(undefined);
 });
+
+test("a commit listener sees each commit once, only after its COMMIT is stored; its disposer may be called twice", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const heard: number[] = [];
+  const atCommit: number[] = [];
+  const stop = h.subscribe((change) => heard.push(change.entries.length));
+  store.setFaultHook((point) => {
+    if (point === "before-commit") atCommit.push(heard.length);
+  });
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 2 }));
+  expect(atCommit).toEqual([0, 1]);
+  expect(heard).toEqual([1, 1]);
+  stop();
+  stop();
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 3 }));
+  expect(heard).toEqual([1, 1]);
+  store.setFaultHook(undefined);
+  await h.close();
+});
+
+test("once admitted, a commit whose caller cancels its signal still commits and resolves", async () => {
+  const h = await Harness.open(await memoryStore());
+  const cancel = new AbortController();
+  const entry = await h.transaction(async (tx) => {
+    cancel.abort();
+    await Promise.resolve();
+    return tx.appendEntry(1, { kind: "app.note", data: "kept" });
+  }, cancel.signal);
+  expect(cancel.signal.aborted).toBe(true);
+  const stored = await h.transaction((tx) => tx.lastEntryId());
+  expect(stored).toBe(entry.id);
+  await h.close();
+});
+
+test("reads in a transaction see its own table and document writes, and more table writes may follow reads", async () => {
+  const h = await Harness.open(await memoryStore());
+  const idle = single("idle", async () => undefined);
+  h.register(idle);
+  await h.transaction((tx) => {
+    const c = tx.createConversation({ kind: "ownerless" });
+    expect(tx.conversation(c.id)).toEqual(c);
+    const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+    expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
+    tx.writeDoc(c.id, "app.doc", { n: 1 });
+    expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1 });
+    const sub = tx.createSubmission({ conversationId: c.id, type: "write", status: "queued" });
+    expect(tx.submission(sub.id)).toEqual(sub);
+    const e = tx.appendEntry(c.id, { kind: "app.note" });
+    expect(tx.lastEntryId()).toBe(e.id);
+  });
+  await h.close();
+});

@@ -3,11 +3,19 @@
  * a stalled conversation watch that ends on the committed view.
  */
 
+import { fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { Watch } from "../../worker/core/observe.ts";
-import { type ConversationView, defineTask, type Frame, Harness, type Json } from "../../worker/index.ts";
+import {
+  AgentHarness,
+  type ConversationView,
+  defineTask,
+  type Frame,
+  Harness,
+  type Json,
+} from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
-import { echo, last, open } from "./agent-fixtures.ts";
+import { callsThenAnswer, echo, itemTool, last, open } from "./agent-fixtures.ts";
 import { complete, done, engineStillRuns, outcome, parked } from "./core-fixtures.ts";
 
 describe("the task graph", () => {
@@ -57,6 +65,40 @@ describe("the task graph", () => {
     expect(h.taskGraph()).toEqual([]);
     await engineStillRuns(h);
     await h.close();
+  });
+});
+
+describe("no volatile publication", () => {
+  test("every published view survives a reopen: a tool's streamed output seen by a watch is in the store as seen", async () => {
+    const { tool, started, release } = itemTool({ holdFirst: true, output: "half way" });
+    const { h, root, store, faux } = await open(
+      callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "c1" })),
+      {
+        tools: [tool],
+      },
+    );
+    const watch = await root.watch();
+    const views: ConversationView[] = [watch.value];
+    watch.start((frame) => views.push(frame.value));
+    await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await until(() => JSON.stringify(views.at(-1)?.docs["pi.live"] ?? null).includes("half way"), {
+      what: "output published",
+    });
+    const seen = views.at(-1)!;
+    const image = await memoryStore(store.image());
+    const again = await AgentHarness.open(image, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    const reopened = await again.conversation(root.id)!.viewState();
+    expect(reopened.docs["pi.live"]).toEqual(seen.docs["pi.live"]);
+    expect(reopened.entries).toEqual(seen.entries);
+    await again.close();
+    await watch.stop();
+    release.resolve();
+    await h.waitForIdle();
   });
 });
 

@@ -7,7 +7,7 @@ import { fauxAssistantMessage, fauxToolCall, type ToolResultMessage } from "@mar
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { textResult } from "../../worker/agent/tools/contract.ts";
-import { type AgentHarnessOptions, defineTool } from "../../worker/index.ts";
+import { type AgentHarness, type AgentHarnessOptions, defineTool } from "../../worker/index.ts";
 import { deferred, until } from "../../worker/testing.ts";
 import {
   callsThenAnswer,
@@ -27,6 +27,36 @@ import {
 import { KeyedEffects, keyedEffectTool } from "./fixtures/fakes.ts";
 
 describe("tools", () => {
+  test("external effects run outside the transaction: a model request and a tool each await a commit of their own", async () => {
+    let harness: AgentHarness | undefined;
+    const note = (data: string) =>
+      harness!.transaction((tx) => tx.appendEntry(2, { kind: "app.note", data }));
+    const tool = defineTool({
+      name: "note",
+      description: "Commit a note, then answer",
+      parameters: Type.Object({}),
+      async execute() {
+        await note("from the tool");
+        return textResult("noted");
+      },
+    });
+    const calls = callsThenAnswer(fauxToolCall("note", {}, { id: "call-1" }));
+    const { h, root } = await open(
+      async (req, n) => {
+        await note(`from request ${n}`);
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    harness = h;
+    await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const notes = (await h.conversation(2)!.entries())
+      .filter((e) => e.kind === "app.note")
+      .map((e) => e.data);
+    expect(notes).toEqual(["from request 1", "from the tool", "from request 2"]);
+  });
+
   test("transactions per tool round: 2 with no hooks; a beforeTool or afterTools hook adds its own commit", async () => {
     /** Transactions of a run with `rounds` one-call tool rounds, minus a run without tools. */
     async function perRound(hooks: AgentHarnessOptions["hooks"]): Promise<number> {
