@@ -6,6 +6,7 @@
 import { expect, test } from "vitest";
 import { Harness, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
+import { echo, open } from "./agent-fixtures.ts";
 import { complete, done, outcome, row, single } from "./core-fixtures.ts";
 
 test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
@@ -63,4 +64,18 @@ test("close() stops a running task without writing an outcome or an abort mark: 
   expect((await next.getTask(id))?.abortRequested).toBe(false);
   expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed" });
   await next.close();
+});
+
+test("once close began, new task, conversation and submission operations reject with HarnessClosed", async () => {
+  const { h, root } = await open(echo);
+  await h.close();
+  await expect(root.submit({ type: "input", content: "late" })).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toBeInstanceOf(
+    HarnessClosed,
+  );
+  await expect(root.configure({ instructions: "x" })).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.getTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.waitForTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.abortTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+  expect(() => h.resume()).toThrow(HarnessClosed);
 });

@@ -1,11 +1,16 @@
 /**
- * The conversa ownership: { kind: "ownerless" }, ownership: { kind: "ownerless" },tion API: agent configuration (createConversation, configure, root), a task-owned
- * conversation's inherited agent, and custom documents.
+ * The conversation API: agent configuration (createConversation, configure, root), the creation hook
+ * that gives every conversation its documents (whatever path creates it), a task-owned
+ * conversation's inherited agent and recorded owner, and custom documents.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../worker/agent/records.ts";
-import { callsThenAnswer, echo, gatedTool, liveOf, open } from "./agent-fixtures.ts";
+import { Harness } from "../../worker/index.ts";
+import { memoryStore } from "../../worker/testing.ts";
+import { callsThenAnswer, echo, gatedTool, liveOf, open, reopen } from "./agent-fixtures.ts";
+
+const BUILT_IN_DOCS = ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider"] as const;
 
 describe("conversations", () => {
   test("createConversation({ agent }), configure (null clears) and conversation(id) shape what the model gets", async () => {
@@ -34,7 +39,7 @@ describe("conversations", () => {
     expect(faux.requests[0]!.systemPrompt).toContain("First set.");
   });
 
-  test("a conversation owned by a task starts with its owner conversation's agent", async () => {
+  test("a conversation owned by a task starts with a copy of its owner conversation's agent; later owner changes do not reach it", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
       tools: [tool],
@@ -47,8 +52,89 @@ describe("conversations", () => {
     expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     const ownerless = await h.createConversation({ ownership: { kind: "ownerless" } });
     expect(await ownerless.agent()).toEqual({});
+    await root.configure({ instructions: "Be verbose.", thinkingLevel: null });
+    expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("a conversation keeps its recorded owner after the owner task ended, also after a reopen", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root, store, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const taskId = liveOf(h).tools![0]!.taskId!;
+    const child = await h.createConversation({ ownership: { kind: "task", taskId } });
+    release.resolve();
+    await sub.wait();
+    expect((await h.getTask(taskId))?.state.status).toBe("terminal");
+    const owner = { taskId, conversationId: root.id };
+    expect((await h.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    await h.close();
+    const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    expect((await again.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+  });
+
+  test("the creation hook runs inside tx.createConversation: a raw creation has pi.agent, pi.live, pi.inbox, pi.usage and pi.provider before the call returns", async () => {
+    const { h } = await open(echo);
+    const seen = await h.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      return { id: created.id, docs: BUILT_IN_DOCS.map((name) => tx.readDoc(created.id, name)) };
+    });
+    expect(seen.docs.slice(0, 4)).toEqual([{}, {}, { items: [] }, { models: {}, tools: {} }]);
+    expect(seen.docs[4]).toMatchObject({ sessionId: expect.any(String) });
+    for (const [i, name] of BUILT_IN_DOCS.entries()) expect(await h.doc(seen.id, name)).toEqual(seen.docs[i]);
+  });
+
+  test("onConversationCreated runs after the built-in hook in the creating commit; a throw there creates nothing", async () => {
+    let fail = false;
+    const seen: Array<{ id: number; live: unknown }> = [];
+    const { h } = await open(echo, {
+      onConversationCreated: (tx, record) => {
+        seen.push({ id: record.id, live: tx.readDoc(record.id, "pi.live") });
+        if (fail) throw new Error("refused by the host");
+        tx.writeDoc(record.id, "app.tag", { by: "host" });
+      },
+    });
+    const made = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(seen.at(-1)).toEqual({ id: made.id, live: {} });
+    expect(await h.doc(made.id, "app.tag")).toEqual({ by: "host" });
+    fail = true;
+    await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toThrow(
+      "refused by the host",
+    );
+    expect(h.conversation(made.id + 1)).toBeUndefined();
+    expect(await h.transaction((tx) => tx.conversation(made.id + 1))).toBeUndefined();
+  });
+
+  test("a conversation made by a plain core harness has no built-in documents; Conversation.agent() reads the absent pi.agent as {} and writes nothing", async () => {
+    const store = await memoryStore();
+    const core = await Harness.open(store);
+    const id = await core.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      expect(BUILT_IN_DOCS.map((name) => tx.readDoc(created.id, name))).toEqual(
+        BUILT_IN_DOCS.map(() => undefined),
+      );
+      return created.id;
+    });
+    await core.close();
+    const { h } = await open(echo, { store: await memoryStore(store.image()) });
+    expect(await h.conversation(id)!.agent()).toEqual({});
+    expect(await h.doc(id, "pi.agent")).toBeUndefined();
+  });
+
+  test("configure() neither starts a generation nor appends an entry", async () => {
+    const { h, root, faux } = await open(echo);
+    let commits = 0;
+    h.subscribe(() => commits++);
+    await root.configure({ instructions: "Be brief.", thinkingLevel: "high" });
+    expect(commits).toBe(1);
+    expect(await root.entries()).toEqual([]);
+    expect(await h.tasks()).toEqual([]);
+    expect(root.busy).toBe(false);
+    expect(faux.requests).toHaveLength(0);
   });
 
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {

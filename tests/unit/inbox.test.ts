@@ -5,7 +5,13 @@
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
-import { AgentHarness, type ChangeSet, ConversationBusy, InvalidTransition } from "../../worker/index.ts";
+import {
+  AgentHarness,
+  type ChangeSet,
+  ConversationBusy,
+  InvalidTransition,
+  WaitCancelled,
+} from "../../worker/index.ts";
 import { deferred, fauxError, memoryStore } from "../../worker/testing.ts";
 import {
   alternationProblems,
@@ -357,5 +363,87 @@ describe("the inbox", () => {
         entry: { kind: "app.note", data: { n: 1 } },
       }),
     ).rejects.toBeInstanceOf(InvalidTransition);
+  });
+});
+
+describe("submission records", () => {
+  test("an input's user message carries the harness clock at placement: a queued follow-up is stamped when placed, not when admitted", async () => {
+    let clock = 1_000;
+    const hold = deferred();
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { now: () => clock },
+    );
+    const first = await root.submit({ type: "input", content: "one" });
+    clock = 2_000;
+    const second = await root.submit({ type: "input", content: "two" });
+    clock = 5_000;
+    hold.resolve();
+    await first.wait();
+    await second.wait();
+    const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
+    expect(users.map((e) => messageOf(e).timestamp)).toEqual([1_000, 5_000]);
+  });
+
+  test("queued has no entry, placed has its entry only, done has entry and answer; a withdrawn write is unanswered without an entry", async () => {
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const placed = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
+    const p = await placed.record();
+    expect(p.status).toBe("placed");
+    expect(p.entry).toEqual(expect.any(Number));
+    expect(p.answer).toBeUndefined();
+    for (const r of [await queued.record(), await write.record()]) {
+      expect(r.status).toBe("queued");
+      expect(r.entry).toBeUndefined();
+    }
+    expect(await write.abort()).toBe("aborted");
+    const withdrawn = await write.record();
+    expect(withdrawn).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(withdrawn.entry).toBeUndefined();
+    hold.resolve();
+    await placed.wait();
+    const done = await placed.record();
+    expect(done).toMatchObject({ status: "done", entry: p.entry, answer: expect.any(Number) });
+  });
+
+  test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {
+    const { h, root, store, faux } = await open(echo);
+    const settled = await root.submit({ type: "input", content: "one" });
+    await settled.wait();
+    await h.close();
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    const found = await again.submission(settled.id);
+    expect(found?.conversationId).toBe(root.id);
+    expect(await found!.record()).toMatchObject({ id: settled.id, type: "input", status: "done" });
+    expect((await found!.wait()).status).toBe("done");
+    expect(await again.submission(settled.id + 100)).toBeUndefined();
+  });
+
+  test("cancelling Submission.wait() cancels only that wait: the input is still answered", async () => {
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const sub = await root.submit({ type: "input", content: "one" });
+    const cancel = new AbortController();
+    const waiting = sub.wait(cancel.signal);
+    cancel.abort();
+    await expect(waiting).rejects.toBeInstanceOf(WaitCancelled);
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
   });
 });

@@ -3,7 +3,7 @@
  * `resume()` or a progress call, `Harness.waitForIdle`, and `abortSubmission`.
  */
 import { describe, expect, test } from "vitest";
-import { AgentHarness, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
+import { AgentHarness, type Conversation, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
 import { deferred, memoryStore } from "../../worker/testing.ts";
 import { cleanups, echo, open } from "./agent-fixtures.ts";
 
@@ -76,6 +76,28 @@ describe("a paused open and resume()", () => {
     const sub = await (await h.root()).submit({ type: "input", content: "go" });
     expect(h.inspect().scheduling).toBe("running");
     expect((await sub.wait()).status).toBe("done");
+  });
+
+  const progressCalls: Array<[string, (h: AgentHarness, root: Conversation) => Promise<unknown>]> = [
+    ["Conversation.compact", (_h, root) => root.compact()],
+    ["Conversation.abort", (_h, root) => root.abort()],
+    ["Conversation.waitForIdle", (_h, root) => root.waitForIdle()],
+    ["Harness.waitForIdle", (h) => h.waitForIdle()],
+    ["Harness.waitForTask", (h) => h.waitForTask(1)],
+  ];
+  test.each(progressCalls)("a progress call resumes a paused harness: %s", async (_name, call) => {
+    const { image, faux } = await storeWithPendingRun();
+    const h = await AgentHarness.open(await memoryStore(image), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const root = await h.root();
+    expect(h.inspect().scheduling).toBe("paused");
+    const pending = call(h, root);
+    expect(h.inspect().scheduling).toBe("running");
+    await pending;
   });
 
   test("without the paused option a harness schedules at once (unchanged default)", async () => {

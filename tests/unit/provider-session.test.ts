@@ -3,11 +3,13 @@
  * commit that creates it; the id's first 48 bits are the creation time in milliseconds.
  */
 import { expect, test } from "vitest";
-import { echo, open } from "./agent-fixtures.ts";
+import { defaultStream } from "../../worker/agent/services.ts";
+import type { AgentHarness, AgentHarnessOptions } from "../../worker/index.ts";
+import { echo, open, reopen } from "./agent-fixtures.ts";
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-const sessionOf = async (h: Awaited<ReturnType<typeof open>>["h"], c: number) =>
+const sessionOf = async (h: AgentHarness, c: number) =>
   (await h.doc<{ sessionId: string }>(c, "pi.provider"))!.sessionId;
 
 test("pi.provider's session id is a UUIDv7 carrying its creation time, distinct per conversation", async () => {
@@ -23,4 +25,26 @@ test("pi.provider's session id is a UUIDv7 carrying its creation time, distinct 
     expect(millis).toBeLessThanOrEqual(after);
   }
   expect(new Set(ids).size).toBe(2);
+});
+
+test("requests pass the conversation's session id; a reset, a compaction, a model change and a reopen keep it", async () => {
+  const sent: unknown[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push(options.sessionId);
+    return defaultStream(model, context, options);
+  };
+  const { h, root, store, faux } = await open(echo, { stream });
+  const id = await sessionOf(h, root.id);
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await (await root.reset("again")).wait();
+  await h.waitForTask(await root.compact());
+  await root.configure({ model: faux.ref, thinkingLevel: "high" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(await sessionOf(h, root.id)).toBe(id);
+  await h.close();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref, stream });
+  await (await (await again.root()).submit({ type: "input", content: "three" })).wait();
+  expect(await sessionOf(again, root.id)).toBe(id);
+  expect(sent.length).toBeGreaterThanOrEqual(3);
+  expect(new Set(sent)).toEqual(new Set([id]));
 });
