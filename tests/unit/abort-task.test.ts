@@ -61,3 +61,29 @@ test("abortTask answers only `marked` or `terminal`: aborting a marked task agai
   await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
   await h.close();
 });
+
+test("an explicit abortTask reaches a background task: it is marked and aborted like any other", async () => {
+  const slow = parked("background-slow");
+  const h = await Harness.open(await memoryStore(), { tasks: [slow] });
+  const id = await h.createTask(slow, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => h.inspect().running === 1, { what: "running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+  await h.close();
+});
+
+test("the harness clock (the now option) stamps conversation creation and task start and end times", async () => {
+  let clock = 10_000;
+  const h = await Harness.open(await memoryStore(), { tasks: [parked("clocked")], now: () => clock });
+  const slow = h.registry.get("clocked")!;
+  const made = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  expect(made.createdAt).toBe(10_000);
+  clock = 20_000;
+  const id = await h.createTask(slow, null, { ownership: { kind: "conversation" } });
+  await until(() => h.inspect().running === 1, { what: "running" });
+  clock = 30_000;
+  await h.abortTask(id);
+  const ended = await done(h, id);
+  expect([ended.startedAt, ended.endedAt]).toEqual([20_000, 30_000]);
+  await h.close();
+});

@@ -137,6 +137,25 @@ describe("conversations", () => {
     expect(faux.requests).toHaveLength(0);
   });
 
+  test("Conversation.entries() is bound to its conversation and pages by afterId and limit", async () => {
+    const { h, root } = await open(echo);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => {
+      for (let i = 0; i < 5; i++) {
+        tx.appendEntry(root.id, { kind: "app.note", data: `root ${i}` });
+        tx.appendEntry(other.id, { kind: "app.note", data: `other ${i}` });
+      }
+    });
+    const all = await root.entries();
+    expect(all.map((e) => e.data)).toEqual(["root 0", "root 1", "root 2", "root 3", "root 4"]);
+    const first = await root.entries({ limit: 2 });
+    const next = await root.entries({ afterId: first.at(-1)!.id, limit: 2 });
+    const rest = await root.entries({ afterId: next.at(-1)!.id });
+    expect([...first, ...next, ...rest]).toEqual(all);
+    expect([first.length, next.length, rest.length]).toEqual([2, 2, 1]);
+    expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
+  });
+
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {
     const notes = defineDoc<{ items: string[] }>("app.notes", { items: [] });
     const { h, root } = await open(echo);

@@ -352,3 +352,34 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
   expect(usage.models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
   expect((await h.usage()).models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
 });
+
+describe("a conversation without a model", () => {
+  test("an agent with no model fails the run durably: the input is unanswered no_model and the generation failed", async () => {
+    const faux = fauxAgentModel(echo);
+    cleanups.push(async () => faux.unregister());
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, { models: faux.models });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "hello" });
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "no_model" });
+    const failed = await h.tasks({ kind: "pi.generation" });
+    expect(failed.map((t) => t.state)).toEqual([
+      {
+        status: "terminal",
+        outcome: expect.objectContaining({
+          status: "failed",
+          error: expect.objectContaining({ message: "no_model" }),
+        }),
+      },
+    ]);
+    expect(faux.requests).toHaveLength(0);
+    expect(root.busy).toBe(false);
+    await h.close();
+    const again = await reopen(store, { models: faux.models });
+    expect(await (await again.submission(sub.id))!.wait()).toMatchObject({
+      status: "unanswered",
+      reason: "no_model",
+    });
+  });
+});
