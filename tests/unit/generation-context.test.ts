@@ -31,6 +31,34 @@ describe("deriveContext", () => {
     });
   const call = (id: string) => fauxToolCall("t", {}, { id });
 
+  const system = (message: object) =>
+    entry("pi.system", { role: "system", content: "", timestamp: 1, sections: {}, ...message });
+
+  test("every system entry of the active range applies in order: sections patch by name (null removes), toolsRemoved before toolsAdded", () => {
+    const derived = deriveContext([
+      system({ sections: { base: "You help.", style: "Be terse." }, toolsAdded: ["read", "write"] }),
+      user("q"),
+      system({
+        sections: { style: null, extra: "Cite files." },
+        toolsRemoved: ["write", "read"],
+        toolsAdded: ["read"],
+      }),
+      user("again"),
+    ]);
+    expect(derived.sections).toEqual({ base: "You help.", extra: "Cite files." });
+    expect(derived.tools).toEqual(["read"]);
+    expect(derived.systemPrompt).toBe("You help.\n\nCite files.");
+    expect(derived.messages.map((m) => m.role)).toEqual(["user", "user"]);
+  });
+
+  test("model-less entries contribute no message", () => {
+    const note: EntryRecord = { id: ++nextId, conversationId: 1, kind: "app.note", data: "for the UI" };
+    expect(deriveContext([user("q"), note, assistant("a")]).messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+    ]);
+  });
+
   test("a tool call without a result gets a synthetic error result", () => {
     const { messages } = deriveContext([
       user("q"),

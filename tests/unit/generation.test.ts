@@ -25,6 +25,7 @@ import {
   last,
   liveOf,
   messageOf,
+  messagesOf,
   open,
   reopen,
   textOf,
@@ -382,4 +383,15 @@ describe("a conversation without a model", () => {
       reason: "no_model",
     });
   });
+});
+
+test('written system messages have content "": the prompt lives in their named sections', async () => {
+  const { tool } = itemTool({});
+  const { root } = await open(echo, { tools: [tool] });
+  await root.configure({ instructions: "Answer in French." });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  const systems = (await root.entries()).filter((e) => e.kind === "pi.system").flatMap(messagesOf);
+  expect(systems.length).toBeGreaterThan(0);
+  for (const m of systems) expect(m).toMatchObject({ role: "system", content: "" });
+  expect(JSON.stringify(systems)).toContain("Answer in French.");
 });

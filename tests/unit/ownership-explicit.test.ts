@@ -172,3 +172,22 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   await done(h, holding);
   await h.close();
 });
+
+test("a child task lives in its owner's conversation: naming another conversation is refused; the owner may be created earlier in the same commit", async () => {
+  const kid = parked("kid-elsewhere");
+  const h = await Harness.open(await memoryStore(), { tasks: [kid] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  await expect(
+    h.transaction((tx) => {
+      const owner = tx.createTask(kid, null, conversationOwned);
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: owner }, conversationId: other.id });
+    }),
+  ).rejects.toBeInstanceOf(InvalidTransition);
+  expect(await h.tasks({ kind: "kid-elsewhere" })).toEqual([]);
+  const [owner, child] = await h.transaction((tx) => {
+    const o = tx.createTask(kid, null, conversationOwned);
+    return [o, tx.createTask(kid, null, { ownership: { kind: "task", taskId: o } })];
+  });
+  expect(await h.getTask(child!)).toMatchObject({ owner, conversationId: 1 });
+  await h.close();
+});
