@@ -3,7 +3,13 @@
  */
 
 export { deriveContext } from "./agent/conversation/context.ts";
-export { type AgentChange, Conversation, type Settlement, Submission } from "./agent/conversation/handles.ts";
+export {
+  type AgentChange,
+  Conversation,
+  configure,
+  type Settlement,
+  Submission,
+} from "./agent/conversation/handles.ts";
 export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/conversation/inbox.ts";
 export { AgentHarness, type AgentHarnessOptions } from "./agent/harness.ts";
 export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/models/demo-provider.ts";

@@ -6,7 +6,7 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../worker/agent/records.ts";
-import { Harness } from "../../worker/index.ts";
+import { configure, Harness } from "../../worker/index.ts";
 import { memoryStore } from "../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, liveOf, open, reopen } from "./agent-fixtures.ts";
 
@@ -154,6 +154,43 @@ describe("conversations", () => {
     expect([...first, ...next, ...rest]).toEqual(all);
     expect([first.length, next.length, rest.length]).toEqual([2, 2, 1]);
     expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
+  });
+
+  test("createConversation's init runs in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
+    const { h } = await open(echo);
+    const seen: unknown[] = [];
+    const made = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      agent: { instructions: "Set first." },
+      init: (tx, id) => {
+        seen.push(tx.readDoc(id, "pi.agent"), tx.readDoc(id, "pi.live"));
+        tx.appendEntry(id, { kind: "app.note", data: "welcome" });
+      },
+    });
+    expect(seen).toEqual([{ instructions: "Set first." }, {}]);
+    expect((await made.entries()).map((e) => e.data)).toEqual(["welcome"]);
+    await expect(
+      h.createConversation({
+        ownership: { kind: "ownerless" },
+        init: () => {
+          throw new Error("init refused");
+        },
+      }),
+    ).rejects.toThrow("init refused");
+    expect(h.conversation(made.id + 1)).toBeUndefined();
+  });
+
+  test("configure(tx, id, change) edits pi.agent inside any commit, also the creating one, over the creation hook's copy", async () => {
+    const { h, root } = await open(echo);
+    await root.configure({ instructions: "Owner's.", thinkingLevel: "low" });
+    const id = await h.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      configure(tx, created.id, { thinkingLevel: "high" });
+      configure(tx, root.id, { instructions: null });
+      return created.id;
+    });
+    expect(await h.conversation(id)!.agent()).toEqual({ thinkingLevel: "high" });
+    expect(await root.agent()).toEqual({ thinkingLevel: "low" });
   });
 
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {

@@ -196,17 +196,26 @@ export class AgentHarness extends Harness {
     return new Conversation(this, ROOT_CONVERSATION_ID);
   }
 
-  /** A new conversation; its ownership is required (ownerless, or a live task), never inferred. */
+  /**
+   * A new conversation; its ownership is required (ownerless, or a live task), never inferred. One
+   * commit (spec §2.2): the conversation with its documents (creation hook), then `agent` over the
+   * hook's copy, then `init` (the host's own writes); a throw anywhere creates nothing.
+   */
   async createConversation(
-    options: { ownership: ConversationOwnership; agent?: AgentState },
+    options: {
+      ownership: ConversationOwnership;
+      agent?: AgentState;
+      init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
+    },
     signal?: AbortSignal,
   ): Promise<Conversation> {
-    const record = await this.transaction((tx) => {
+    const record = await this.transaction(async (tx) => {
       const created = tx.createConversation(options.ownership);
       if (options.agent) {
         const base = readDoc<AgentState>(tx, created.id, DOC.agent, {});
         writeDoc(tx, created.id, DOC.agent, { ...base, ...options.agent });
       }
+      await options.init?.(tx, created.id);
       return created;
     }, signal);
     return new Conversation(this, record.id);

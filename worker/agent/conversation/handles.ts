@@ -185,6 +185,10 @@ export class Conversation {
   }
 }
 
+/**
+ * Edit a conversation's pi.agent inside any commit (spec §2.2), the creating one included (it then
+ * overrides the creation hook's copy): a given field replaces, null clears, an absent one stays.
+ */
 export function configure(tx: Tx, conversationId: ConversationId, change: AgentChange): void {
   const current = readDoc<AgentState>(tx, conversationId, DOC.agent, {});
   const next: Record<string, unknown> = { ...current };
