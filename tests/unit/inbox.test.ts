@@ -367,27 +367,6 @@ describe("the inbox", () => {
 });
 
 describe("submission records", () => {
-  test("an input's user message carries the harness clock at placement: a queued follow-up is stamped when placed, not when admitted", async () => {
-    let clock = 1_000;
-    const hold = deferred();
-    const { root } = await open(
-      async (req, n) => {
-        if (n === 1) await hold.promise;
-        return echo(req, n);
-      },
-      { now: () => clock },
-    );
-    const first = await root.submit({ type: "input", content: "one" });
-    clock = 2_000;
-    const second = await root.submit({ type: "input", content: "two" });
-    clock = 5_000;
-    hold.resolve();
-    await first.wait();
-    await second.wait();
-    const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
-    expect(users.map((e) => messageOf(e).timestamp)).toEqual([1_000, 5_000]);
-  });
-
   test("queued has no entry, placed has its entry only, done has entry and answer; a withdrawn write is unanswered without an entry", async () => {
     const hold = deferred();
     const { root } = await open(async (req, n) => {
