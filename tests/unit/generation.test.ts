@@ -10,11 +10,12 @@ import { internals } from "../../worker/core/internals.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
+  type AgentSettings,
   DOC,
   type StreamSettings,
   type UsageState,
 } from "../../worker/index.ts";
-import { fauxAgentModel, fauxError, memoryStore, until } from "../../worker/testing.ts";
+import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../worker/testing.ts";
 import {
   alternationProblems,
   callsThenAnswer,
@@ -97,6 +98,24 @@ describe("retry", () => {
     expect(settled).toEqual({ status: "done", answer: last(entries).id, entry: entries[0]!.id });
     expect(faux.requests).toHaveLength(3);
     expect(alternationProblems(entries)).toEqual([]);
+  });
+
+  test("the retry policy is read when an attempt is classified: retries turned off while a request is in flight give up at once", async () => {
+    const hold = deferred();
+    let settings: AgentSettings = { retry: { baseDelayMs: 5, maxDelayMs: 20 } };
+    const { root, faux } = await open(
+      async () => {
+        await hold.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: () => settings },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => faux.requests.length === 1, { what: "request sent" });
+    settings = { retry: { enabled: false } };
+    hold.resolve();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(1);
   });
 
   test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {

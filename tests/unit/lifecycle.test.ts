@@ -4,8 +4,8 @@
  */
 import { describe, expect, test } from "vitest";
 import { AgentHarness, type Conversation, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
-import { deferred, memoryStore } from "../../worker/testing.ts";
-import { cleanups, echo, open } from "./agent-fixtures.ts";
+import { deferred, fauxError, memoryStore, until } from "../../worker/testing.ts";
+import { cleanups, echo, kinds, liveOf, open, transcript } from "./agent-fixtures.ts";
 
 /** A crash image taken while conversation 1's first request was in flight: its generation is live. */
 async function storeWithPendingRun() {
@@ -127,6 +127,20 @@ describe("Harness.waitForIdle", () => {
     expect(root.busy).toBe(false);
     expect(other.busy).toBe(false);
     expect(h.inspect().live).toBe(0);
+  });
+
+  test("work blocked on a retry deadline is live: idle waits resolve only after the retried answer", async () => {
+    const { h, root } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 300, maxDelayMs: 300 } },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "one" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "retry scheduled" });
+    await Promise.all([root.waitForIdle(), h.waitForIdle()]);
+    expect((await sub.record()).status).toBe("done");
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant", "pi.assistant"]);
   });
 
   test("cancelling Harness.waitForIdle stops only that wait; the work goes on", async () => {

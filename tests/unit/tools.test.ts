@@ -143,6 +143,41 @@ describe("tools", () => {
     expect(textOf(seenByModel!)).toContain("Validation failed");
   });
 
+  test("a tool the agent names but nobody registered is not offered, and the request goes out without it", async () => {
+    const { tool } = itemTool({});
+    const { root, faux } = await open(
+      callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })),
+      {
+        tools: [tool],
+      },
+    );
+    await root.configure({ tools: ["ghost", "apply"] });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(faux.requests.map((r) => r.tools)).toEqual([["apply"], ["apply"]]);
+  });
+
+  test("a called tool is resolved when its task runs: taken out of the agent's tools meanwhile, the call gets tool_unavailable", async () => {
+    const hold = deferred();
+    const { tool, seen } = itemTool({});
+    const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual(["apply"]);
+    await root.configure({ tools: [] });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toContain("tool_unavailable");
+  });
+
   test("an unknown tool gets a tool_unavailable result and the run continues", async () => {
     const { root, faux } = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "call-1" })));
     const sub = await root.submit({ type: "input", content: "go" });
