@@ -6,9 +6,10 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../worker/agent/records.ts";
-import { configure, Harness } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
-import { callsThenAnswer, echo, gatedTool, liveOf, open, reopen } from "./agent-fixtures.ts";
+import { configure, defineEntry, Harness } from "../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../worker/testing.ts";
+import { callsThenAnswer, echo, gatedTool, itemTool, liveOf, open, reopen } from "./agent-fixtures.ts";
+import { complete, single } from "./core-fixtures.ts";
 
 const BUILT_IN_DOCS = ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider"] as const;
 
@@ -191,6 +192,61 @@ describe("conversations", () => {
     });
     expect(await h.conversation(id)!.agent()).toEqual({ thinkingLevel: "high" });
     expect(await root.agent()).toEqual({ thinkingLevel: "low" });
+  });
+
+  test("defineEntry: a typed entry kind drafts its entries and recognises them; pi. kinds are reserved", async () => {
+    const bookmark = defineEntry<{ label: string }>("app.bookmark");
+    const { h, root } = await open(echo);
+    await h.transaction((tx) => {
+      tx.appendEntry(root.id, bookmark.draft({ label: "start" }));
+      tx.appendEntry(root.id, { kind: "app.other", data: { label: "no" } });
+    });
+    const entries = await root.entries();
+    expect(bookmark.kind).toBe("app.bookmark");
+    expect(entries.filter(bookmark.is).map((e) => e.data.label)).toEqual(["start"]);
+    expect(() => defineEntry("pi.mine")).toThrow(TypeError);
+    expect(() => defineEntry("")).toThrow(TypeError);
+  });
+
+  test("a configure during a request applies at the next preparation: the request in flight keeps the prompt it was prepared with", async () => {
+    const hold = deferred();
+    const { tool } = itemTool({});
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }))(req, n);
+      },
+      { tools: [tool] },
+    );
+    await root.configure({ instructions: "Old rule." });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    await root.configure({ instructions: "New rule." });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+      expect.stringContaining("Old rule."),
+      expect.stringContaining("New rule."),
+    ]);
+    expect(faux.requests[0]!.systemPrompt).not.toContain("New rule.");
+  });
+
+  test("Conversation.commit() is a commit bound to its conversation: a conversation-owned task it creates lands there", async () => {
+    const { h } = await open(echo);
+    const noop = single("bound-noop", async (_t, runtime) => {
+      await runtime.commit(() => complete(null));
+    });
+    h.register(noop);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const [bound, elsewhere] = await other.commit((tx) => [
+      tx.createTask(noop, null, { ownership: { kind: "conversation" } }),
+      tx.createTask(noop, null, { ownership: { kind: "conversation" }, conversationId: 1 }),
+    ]);
+    expect((await h.getTask(bound!))?.conversationId).toBe(other.id);
+    expect((await h.getTask(elsewhere!))?.conversationId).toBe(1);
+    expect(await other.commit((tx) => tx.appendEntry(other.id, { kind: "app.note" }).conversationId)).toBe(
+      other.id,
+    );
   });
 
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {

@@ -119,6 +119,14 @@ export class Conversation {
     return this.harness.transaction((tx) => startCompaction(tx, definition, this.id, instructions), signal);
   }
 
+  /**
+   * A commit bound to this conversation (spec §2.2): a conversation-owned task the callback creates
+   * without naming a conversation lands in this one. Everything else is the harness's transaction.
+   */
+  commit<T>(work: (tx: Tx) => T | Promise<T>, signal?: AbortSignal): Promise<T> {
+    return this.harness.transaction((tx) => work(boundTo(tx, this.id)), signal);
+  }
+
   /** Edit pi.agent: a given field replaces, null clears, an absent one stays. */
   async configure(change: AgentChange, signal?: AbortSignal): Promise<void> {
     await this.harness.transaction((tx) => configure(tx, this.id, change), signal);
@@ -183,6 +191,25 @@ export class Conversation {
   waitForIdle(signal?: AbortSignal): Promise<void> {
     return this.harness.waitForConversationIdle(this.id, signal);
   }
+}
+
+/** `tx` with createTask defaulting a conversation-owned task's conversation to `conversationId`. */
+function boundTo(tx: Tx, conversationId: ConversationId): Tx {
+  const createTask: Tx["createTask"] = (definition, input, options) =>
+    tx.createTask(
+      definition,
+      input,
+      options.ownership.kind === "conversation" && options.conversationId === undefined
+        ? { ...options, conversationId }
+        : options,
+    );
+  return new Proxy(tx, {
+    get(target, key) {
+      if (key === "createTask") return createTask;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
 }
 
 /**
