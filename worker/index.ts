@@ -38,6 +38,8 @@ export {
 export type {
   AgentHooks,
   AgentSettings,
+  BeforeCompactDecision,
+  BeforeCompactInput,
   BeforeToolDecision,
   StreamFn,
   StreamSettings,

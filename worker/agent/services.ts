@@ -12,11 +12,11 @@ import {
   streamSimple,
 } from "@mariozechner/pi-ai";
 import type { Harness } from "../core/harness.ts";
-import type { ConversationId, Json } from "../core/types.ts";
+import type { ConversationId, EntryId, EntryRecord, Json } from "../core/types.ts";
 import type { EntryCache } from "./conversation/entries.ts";
 import type { QueueMode } from "./conversation/inbox.ts";
 import type { ModelResolver } from "./models/resolver.ts";
-import type { ModelRef } from "./records.ts";
+import type { CompactionReason, ModelRef } from "./records.ts";
 import type { ToolDefinition, ToolExecutionMode, ToolResult } from "./tools/contract.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
 
@@ -172,6 +172,16 @@ export interface AgentHooks {
       ctx: HookContext,
     ) => ToolResult | undefined | Promise<ToolResult | undefined>
   >;
+  /**
+   * After a compaction chose its range, before it summarizes: decline it, or supply the summary.
+   * The first decision wins; a hook that throws is reported and skipped.
+   */
+  beforeCompact?: Array<
+    (
+      input: BeforeCompactInput,
+      ctx: HookContext,
+    ) => BeforeCompactDecision | undefined | Promise<BeforeCompactDecision | undefined>
+  >;
   /** Replace a tool's result. */
   afterTool?: Array<
     (
@@ -182,6 +192,20 @@ export interface AgentHooks {
 }
 
 export type BeforeToolDecision = { block: string } | { arguments: unknown };
+
+/** What a compaction is about to summarize (spec §7.2): the head marker, if any, first. */
+export interface BeforeCompactInput {
+  readonly reason: CompactionReason;
+  readonly entries: readonly EntryRecord[];
+  /** The model messages of those entries, as the summarizer would read them. */
+  readonly messages: readonly Message[];
+  /** The first entry kept verbatim: the summary's head. */
+  readonly firstKept: EntryId;
+  readonly instructions?: string;
+}
+
+/** Skip the compaction (it completes with nothing placed), or place this summary instead of asking the model. */
+export type BeforeCompactDecision = { readonly decline: true } | { readonly summary: string };
 
 export interface ToolRoundResult {
   callId: string;

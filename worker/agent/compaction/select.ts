@@ -1,0 +1,118 @@
+/**
+ * The `select` phase (spec §8.7): capture the committed context, choose the cut, let the
+ * `beforeCompact` hooks decline the compaction or supply its summary, and in one commit end the task
+ * (no model, nothing to compact, declined, or the hook's summary placed) or pin the summary request.
+ * The hooks run off the commit line, before that commit; the first decision wins, and a hook that
+ * throws is reported and skipped (unless the invocation was cancelled, which ends the phase).
+ */
+import type { Message } from "@mariozechner/pi-ai";
+import type { EntryId, EntryRecord } from "../../core/types.ts";
+import { activeRange, deriveContext } from "../conversation/context.ts";
+import { type AgentState, DOC, readDoc } from "../records.ts";
+import type { BeforeCompactDecision, ResolvedSettings } from "../services.ts";
+import { selectCut } from "./range.ts";
+import { clearStatus } from "./start.ts";
+import { placeSummary } from "./summary.ts";
+import {
+  type CompactionDeps,
+  type CompactionNext,
+  type CompactionRuntime,
+  type CompactionTask,
+  completed,
+  failed,
+  type SummaryRequest,
+} from "./types.ts";
+
+export async function select(
+  deps: CompactionDeps,
+  task: CompactionTask,
+  runtime: CompactionRuntime,
+  signal: AbortSignal,
+): Promise<void> {
+  const settings = deps.services.settings();
+  const range = activeRange(await deps.services.entries.get(task.conversationId));
+  const firstKept = selectCut(range, settings.compaction.keepRecentTokens);
+  const decision =
+    firstKept === undefined ? undefined : await askHooks(deps, task, { range, firstKept }, signal);
+  await runtime.commit((tx) => {
+    const agent = readDoc<AgentState>(tx, task.conversationId, DOC.agent, {});
+    const ref = agent.model ?? deps.services.defaultModel;
+    const model = ref ? deps.services.models.resolve(ref) : undefined;
+    if (!ref || !model) {
+      clearStatus(tx, task);
+      return failed({
+        message: "no_model",
+        detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured",
+      });
+    }
+    if (firstKept === undefined || (decision && "decline" in decision)) {
+      clearStatus(tx, task);
+      return completed({});
+    }
+    if (decision) return placeSummary(deps, tx, task, { summary: decision.summary, firstKept });
+    return pinRequest(settings, { agent, ref, maxTokens: model.maxTokens }, { range, firstKept });
+  });
+}
+
+/** The first `beforeCompact` decision, or undefined when no hook decided. */
+async function askHooks(
+  { services }: CompactionDeps,
+  task: CompactionTask,
+  cut: { readonly range: readonly EntryRecord[]; readonly firstKept: EntryId },
+  signal: AbortSignal,
+): Promise<BeforeCompactDecision | undefined> {
+  const hooks = services.hooks().beforeCompact ?? [];
+  if (hooks.length === 0) return undefined;
+  const entries = cut.range.filter((e) => e.head !== undefined || e.id < cut.firstKept);
+  const messages: Message[] = deriveContext(entries).messages;
+  const input = {
+    reason: task.input.reason,
+    entries,
+    messages,
+    firstKept: cut.firstKept,
+    ...(task.input.instructions !== undefined ? { instructions: task.input.instructions } : {}),
+  };
+  const ctx = { conversationId: task.conversationId, taskId: task.id };
+  for (const hook of hooks) {
+    try {
+      const decision = await hook(input, ctx);
+      if (decision === undefined) continue;
+      checkDecision(decision);
+      return decision;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      services.report(error);
+    }
+  }
+  return undefined;
+}
+
+function checkDecision(decision: BeforeCompactDecision): void {
+  if ("decline" in decision && decision.decline === true) return;
+  if ("summary" in decision && typeof decision.summary === "string" && decision.summary.trim() !== "") return;
+  throw new TypeError("beforeCompact must return { decline: true }, { summary: <text> } or nothing");
+}
+
+/** The `summarize` checkpoint: the request pinned as the model and settings are now. */
+function pinRequest(
+  settings: ResolvedSettings,
+  model: {
+    readonly agent: AgentState;
+    readonly ref: { provider: string; id: string };
+    readonly maxTokens: number;
+  },
+  cut: { readonly range: readonly EntryRecord[]; readonly firstKept: EntryId },
+): CompactionNext {
+  const { headers: _h, ...stream } = settings.stream;
+  const cap = Math.floor(0.8 * settings.compaction.reserveTokens);
+  const request: SummaryRequest = {
+    attempt: 1,
+    model: { provider: model.ref.provider, id: model.ref.id },
+    thinkingLevel: model.agent.thinkingLevel ?? "off",
+    ...(Object.keys(stream).length > 0 ? { stream: structuredClone(stream) } : {}),
+    maxTokens: model.maxTokens > 0 ? Math.min(cap, model.maxTokens) : cap,
+    tail: cut.range.at(-1)?.id ?? cut.firstKept,
+    firstKept: cut.firstKept,
+  };
+  return { status: "running", checkpoint: { phase: "summarize", ...request } };
+}
