@@ -191,6 +191,12 @@ export interface EngineTimeline {
   readonly firstTickAt?: number;
 }
 
+/** A committed partial answer: its text, and ms since the epoch (sub-ms) when its commit was seen. */
+export interface PartialStamp {
+  readonly at: number;
+  readonly text: string;
+}
+
 export interface EngineStats {
   readonly transactions: number;
   readonly commits: number;
@@ -214,6 +220,13 @@ export interface DebugApi {
   ticker(taskId: TaskId): Promise<TickerStatus>;
   /** SQLite transactions and commits since this engine opened the store. */
   stats(): Promise<EngineStats>;
+  /**
+   * Start recording (again, from empty) every committed partial answer (`pi.live`'s streaming
+   * message): its text and when the engine saw its commit (the second-tab latency bench).
+   */
+  recordPartials(): Promise<void>;
+  /** The partial answers recorded since `recordPartials`. */
+  partials(): Promise<PartialStamp[]>;
   /** Raw transactions/s and engine steps/s measured in this worker (the browser bench). */
   bench(options: { seconds: number }): Promise<Record<string, number>>;
   /**

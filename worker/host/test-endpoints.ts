@@ -6,10 +6,13 @@
  * page gets a worker of its own (a SharedWorker is keyed by its name), so a normal page never
  * reaches them.
  */
+
+import { DOC, type LiveState } from "../agent/records.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {
   type DebugApi,
   type EngineStats,
+  type PartialStamp,
   type TickData,
   type TickerRequest,
   type TickerStatus,
@@ -41,7 +44,34 @@ function testEndpoints(host: EngineHost): DebugApi {
     () => undefined,
   );
 
+  // The second-tab latency bench: each committed partial answer, stamped when its change set (which
+  // the harness publishes after COMMIT) reaches this subscriber, the same moment tabs' watches hear.
+  let partials: PartialStamp[] | undefined;
+  void engine.harness().then(
+    (h) =>
+      h.subscribe((change) => {
+        if (!partials) return;
+        for (const doc of change.docs) {
+          if (doc.name !== DOC.live) continue;
+          const message = (doc.value as LiveState | undefined)?.generation?.message;
+          if (!message) continue;
+          const text = message.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+          if (partials.length < 10_000)
+            partials.push({ at: performance.timeOrigin + performance.now(), text });
+        }
+      }),
+    () => undefined,
+  );
+
   return {
+    async recordPartials() {
+      partials = [];
+    },
+
+    async partials() {
+      return partials ?? [];
+    },
+
     async startTicker(request: TickerRequest) {
       const h = await engine.harness();
       const phases = Math.max(1, Math.min(10_000, Math.floor(request.phases)));
