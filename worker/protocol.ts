@@ -149,7 +149,20 @@ export interface EngineApi {
   /** Called with every status change until the tab goes away. */
   onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void>;
   conversations(): Promise<ConversationSummary[]>;
+  /**
+   * Watch the conversation list: `listener` gets the list at once, then again after each commit that
+   * changed it (created, renamed, became busy or idle). Lists are coalesced: a slow tab gets only the
+   * newest, never a queue. Returns a watch id for `unwatch`.
+   */
+  watchConversations(
+    tabId: string,
+    listener: (list: ConversationSummary[]) => Promise<void> | void,
+  ): Promise<number>;
   createConversation(title?: string): Promise<ConversationId>;
+  /** Give a conversation a title (trimmed, at most 200 characters; an empty title is refused). */
+  renameConversation(conversationId: ConversationId, title: string): Promise<void>;
+  /** The ids of the top-level conversations whose title or entries contain `text` (case-insensitive). */
+  searchConversations(text: string): Promise<ConversationId[]>;
   submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
   abort(conversationId: ConversationId): Promise<void>;
   /** Start the context over (a pi.reset entry); earlier entries stay stored. */

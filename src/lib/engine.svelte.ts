@@ -168,6 +168,13 @@ export class EngineClient {
       return;
     }
     this.status = hello.status;
+    // The list is live from here on; the engine answers once it is ready (not awaited: status first).
+    void api.watchConversations(
+      this.tabId,
+      Comlink.proxy((list: ConversationSummary[]) => {
+        this.conversations = list;
+      }),
+    );
     await api.onStatus(
       this.tabId,
       Comlink.proxy((status: EngineStatus) => {

@@ -326,3 +326,61 @@ test("an unknown deep link says there is no such conversation and offers the way
   expect(await missing.count()).toBe(0);
   expect(errors).toEqual([]);
 });
+
+test("the conversation list is live in every tab: titled from the first input, renamed in place, searched by title and text", async () => {
+  const a = await openApp("list");
+  const b2 = await b.newPage();
+  await b2.setViewportSize({ width: 1280, height: 800 });
+  await b2.goto(a.url());
+  await b2
+    .locator('[data-testid="engine-status"][data-phase="ready"]')
+    .waitFor({ state: "attached", timeout: 60_000 });
+  const titles = (page: Page) =>
+    page.locator('[data-testid="conversation-list"] li a .name').allTextContents();
+
+  await say(a, "hello from the main conversation");
+  await settled(a, 1);
+  await a.getByRole("button", { name: "New conversation" }).click();
+  await until(
+    "the new conversation open",
+    () => a.evaluate(() => location.hash),
+    (h) => h !== "" && h !== "#/c/1",
+  );
+  await say(a, "Plan a trip to Rome\nwith two stops");
+  // The other tab's list shows it, titled from the first line of its first input.
+  await until(
+    "the title in the other tab",
+    () => titles(b2),
+    (t) => t.includes("Plan a trip to Rome"),
+  );
+  expect((await titles(b2))[0]).toBe("Plan a trip to Rome");
+
+  // Rename in the second tab; the first follows.
+  await b2.getByRole("button", { name: "Rename Plan a trip to Rome" }).click();
+  const field = b2.getByLabel("New title");
+  await field.fill("Rome, in May");
+  await field.press("Enter");
+  await until(
+    "the rename in the first tab",
+    () => titles(a),
+    (t) => t.includes("Rome, in May"),
+  );
+
+  // Search: by title at once, by text through the engine.
+  const search = a.getByLabel("Search conversations");
+  await search.fill("may");
+  await until(
+    "a title match",
+    () => titles(a),
+    (t) => t.length === 1 && t[0] === "Rome, in May",
+  );
+  // "two stops" is only in the second line of the input, not in any title.
+  await search.fill("two stops");
+  await until(
+    "a text match",
+    () => titles(a),
+    (t) => t.length === 1 && t[0] === "Rome, in May",
+  );
+  await search.fill("nothing says this");
+  await a.getByText("No conversation matches.").waitFor();
+});

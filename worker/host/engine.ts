@@ -9,11 +9,12 @@
  * Store ownership and handover live in owner.ts, the agent's configuration in app-harness.ts, the
  * test endpoints in test-endpoints.ts.
  */
+
+import { searchConversationText } from "../agent/conversation/search.ts";
 import type { AgentHarness } from "../agent/harness.ts";
-import { DOC, type LiveState } from "../agent/records.ts";
 import type { ConversationNode, Inspection } from "../core/harness.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
-import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
+import type { ConversationId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
 import {
   type CompactOutcome,
@@ -30,6 +31,7 @@ import {
   type WatchFrame,
 } from "../protocol.ts";
 import { openAppHarness } from "./app-harness.ts";
+import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { StoreOwner } from "./owner.ts";
 import type { HostPlatform } from "./platform.ts";
 
@@ -52,6 +54,9 @@ export class EngineHost implements EngineApi {
   #watches = new Map<number, { tabId: string; watch: Watch<ConversationView> }>();
   #nextWatch = 1;
   #tabs = new Set<string>();
+  /** The conversation list of the current harness, and each tab's watches of it. */
+  #list: { harness: AgentHarness; list: Promise<ConversationList> } | undefined;
+  #listWatches = new Map<number, { tabId: string; stop: () => void }>();
 
   constructor(platform: HostPlatform) {
     this.#platform = platform;
@@ -60,6 +65,10 @@ export class EngineHost implements EngineApi {
       stopping: () => {
         for (const { watch } of this.#watches.values()) watch.end("closed");
         this.#watches.clear();
+        for (const { stop } of this.#listWatches.values()) stop();
+        this.#listWatches.clear();
+        void this.#list?.list.then((l) => l.close());
+        this.#list = undefined;
       },
     });
   }
@@ -127,6 +136,18 @@ export class EngineHost implements EngineApi {
       this.#watches.delete(id);
       void w.watch.stop();
     }
+    for (const [id, w] of this.#listWatches) {
+      if (w.tabId !== tabId) continue;
+      this.#listWatches.delete(id);
+      w.stop();
+    }
+  }
+
+  /** The conversation list of the harness now serving (built on first use). */
+  async #conversationList(): Promise<ConversationList> {
+    const h = await this.#h();
+    if (this.#list?.harness !== h) this.#list = { harness: h, list: ConversationList.open(h) };
+    return this.#list.list;
   }
 
   async onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void> {
@@ -137,26 +158,41 @@ export class EngineHost implements EngineApi {
   }
 
   async conversations(): Promise<ConversationSummary[]> {
+    return (await this.#conversationList()).list();
+  }
+
+  async watchConversations(
+    tabId: string,
+    listener: (list: ConversationSummary[]) => Promise<void> | void,
+  ): Promise<number> {
+    const list = await this.#conversationList();
+    const id = this.#nextWatch++;
+    const stop = list.watch(listener, () => this.#listWatches.delete(id));
+    this.#listWatches.set(id, { tabId, stop });
+    return id;
+  }
+
+  async renameConversation(conversationId: ConversationId, title: string): Promise<void> {
     const h = await this.#h();
-    const out: ConversationSummary[] = [];
-    // Two documents of every conversation, without loading each conversation's documents.
-    const titles = await h.docsNamed<{ title?: string }>("app.title");
-    const lives = await h.docsNamed<LiveState & Record<string, never>>(DOC.live);
-    for (const record of h.conversationRecords()) {
-      if (record.owner) continue;
-      const title =
-        titles.get(record.id)?.title ??
-        (record.id === ROOT_CONVERSATION_ID ? "Main" : `Conversation ${record.id}`);
-      const live = lives.get(record.id) ?? {};
-      out.push({ id: record.id, title, busy: live.run !== undefined });
-    }
-    return out;
+    const trimmed = typeof title === "string" ? title.replace(/\s+/g, " ").trim() : "";
+    if (!trimmed) throw new TypeError("a conversation's title cannot be empty");
+    if (trimmed.length > MAX_TITLE)
+      throw new TypeError(`a conversation's title is at most ${MAX_TITLE} characters`);
+    h.requireConversation(conversationId);
+    await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: trimmed }));
+  }
+
+  async searchConversations(text: string): Promise<ConversationId[]> {
+    if (typeof text !== "string") throw new TypeError("search text must be a string");
+    const list = await this.#conversationList();
+    const h = await this.#h();
+    return (await searchConversationText(h.store, text.slice(0, 500))).filter((id) => list.has(id));
   }
 
   async createConversation(title?: string): Promise<ConversationId> {
     const h = await this.#h();
     const c = await h.createConversation({ ownership: { kind: "ownerless" } });
-    if (title) await h.transaction((tx) => tx.writeDoc(c.id, "app.title", { title }));
+    if (title) await this.renameConversation(c.id, title);
     return c.id;
   }
 
@@ -168,6 +204,10 @@ export class EngineHost implements EngineApi {
       whenBusy: request.mode ?? "followUp",
       ...(request.requestId ? { requestId: request.requestId } : {}),
     });
+    // A conversation without a title takes one from its first input.
+    const title = titleFromInput(request.text);
+    if (title && (await h.doc(conversationId, TITLE_DOC)) === undefined)
+      await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title }));
     return sub.id;
   }
 
@@ -231,6 +271,7 @@ export class EngineHost implements EngineApi {
   }
 
   async unwatch(watchId: number): Promise<void> {
+    this.#listWatches.get(watchId)?.stop();
     const w = this.#watches.get(watchId);
     this.#watches.delete(watchId);
     await w?.watch.stop();

@@ -1,0 +1,164 @@
+/**
+ * The conversation list the tabs show: the top-level conversations (owned ones, a subagent's say,
+ * are not listed), each with its title (the `app.title` document) and whether a run is live
+ * (`pi.live.run`). Invariants:
+ * - built once from the store, then kept by applying each commit's change set: a commit costs a few
+ *   map lookups, never a query;
+ * - a watcher gets the list at once and then after each change, coalesced: while its previous
+ *   delivery is unresolved, newer changes only mark it stale, so a slow tab holds one list, not a
+ *   queue; a delivery that rejects (the tab went away) ends the watcher.
+ */
+import type { AgentHarness } from "../agent/harness.ts";
+import { DOC, type LiveState } from "../agent/records.ts";
+import type { ChangeSet, ConversationId, ConversationRecord, Json } from "../core/types.ts";
+import { ROOT_CONVERSATION_ID } from "../core/types.ts";
+import type { ConversationSummary } from "../protocol.ts";
+
+/** Where a conversation's title is kept (an app document: the agent never reads it). */
+export const TITLE_DOC = "app.title";
+export const MAX_TITLE = 200;
+
+export function defaultTitle(id: ConversationId): string {
+  return id === ROOT_CONVERSATION_ID ? "Main" : `Conversation ${id}`;
+}
+
+/** A title from a conversation's first input: its first line, whitespace collapsed, at most 60 characters. */
+export function titleFromInput(text: string): string | undefined {
+  const line = text.split("\n").find((l) => l.trim() !== "") ?? "";
+  const words = line.replace(/\s+/g, " ").trim();
+  if (!words) return undefined;
+  return words.length <= 60 ? words : `${words.slice(0, 59).trimEnd()}…`;
+}
+
+function titleOf(id: ConversationId, value: Json | undefined): string {
+  const title = (value as { title?: unknown } | undefined)?.title;
+  return typeof title === "string" && title.trim() ? title : defaultTitle(id);
+}
+
+function busyOf(value: Json | undefined): boolean {
+  return (value as LiveState | undefined)?.run !== undefined;
+}
+
+type Listener = (list: ConversationSummary[]) => Promise<void> | void;
+
+class Watcher {
+  #sending = false;
+  #stale = false;
+  #stopped = false;
+
+  constructor(
+    readonly listener: Listener,
+    readonly current: () => ConversationSummary[],
+    readonly onEnd: () => void,
+  ) {}
+
+  /** Deliver the newest list now, or once the previous delivery resolved. */
+  changed(): void {
+    if (this.#stopped) return;
+    if (this.#sending) {
+      this.#stale = true;
+      return;
+    }
+    this.#sending = true;
+    this.#stale = false;
+    Promise.resolve()
+      .then(() => this.listener(this.current()))
+      .then(
+        () => {
+          this.#sending = false;
+          if (this.#stale) this.changed();
+        },
+        () => this.stop(),
+      );
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.onEnd();
+  }
+}
+
+export class ConversationList {
+  readonly #items = new Map<ConversationId, ConversationSummary>();
+  readonly #watchers = new Set<Watcher>();
+  readonly #unsubscribe: () => void;
+
+  private constructor(unsubscribe: () => void) {
+    this.#unsubscribe = unsubscribe;
+  }
+
+  /** Read the list from the store, then follow the harness's commits. */
+  static async open(h: AgentHarness): Promise<ConversationList> {
+    // Changes that arrive while the store is read are applied after it, in order: a read queues
+    // behind earlier commits, so replaying them only repeats values the read already has.
+    const early: ChangeSet[] = [];
+    let list: ConversationList | undefined;
+    const unsubscribe = h.subscribe((change) => (list ? list.#apply(change) : early.push(change)));
+    const built = new ConversationList(unsubscribe);
+    const [titles, lives] = await Promise.all([h.docsNamed(TITLE_DOC), h.docsNamed(DOC.live)]);
+    for (const record of h.conversationRecords()) {
+      if (record.owner) continue;
+      built.#items.set(record.id, {
+        id: record.id,
+        title: titleOf(record.id, titles.get(record.id)),
+        busy: busyOf(lives.get(record.id)),
+      });
+    }
+    list = built;
+    for (const change of early) built.#apply(change);
+    return built;
+  }
+
+  list(): ConversationSummary[] {
+    return [...this.#items.values()];
+  }
+
+  has(id: ConversationId): boolean {
+    return this.#items.has(id);
+  }
+
+  /** Watch the list; the returned function stops the watch. */
+  watch(listener: Listener, onEnd: () => void = () => undefined): () => void {
+    const watcher = new Watcher(
+      listener,
+      () => this.list(),
+      () => {
+        this.#watchers.delete(watcher);
+        onEnd();
+      },
+    );
+    this.#watchers.add(watcher);
+    watcher.changed();
+    return () => watcher.stop();
+  }
+
+  close(): void {
+    this.#unsubscribe();
+    for (const w of [...this.#watchers]) w.stop();
+  }
+
+  #apply(change: ChangeSet): void {
+    let changed = false;
+    const add = (record: ConversationRecord) => {
+      if (record.owner || this.#items.has(record.id)) return;
+      this.#items.set(record.id, { id: record.id, title: defaultTitle(record.id), busy: false });
+      changed = true;
+    };
+    for (const record of change.conversations) add(record);
+    for (const doc of change.docs) {
+      const item = this.#items.get(doc.conversationId);
+      if (!item) continue;
+      if (doc.name === TITLE_DOC) {
+        const title = titleOf(item.id, doc.value);
+        if (title !== item.title) this.#items.set(item.id, { ...item, title });
+        changed ||= title !== item.title;
+      } else if (doc.name === DOC.live) {
+        const busy = busyOf(doc.value);
+        if (busy !== item.busy) this.#items.set(item.id, { ...item, busy });
+        changed ||= busy !== item.busy;
+      }
+    }
+    if (changed) for (const w of this.#watchers) w.changed();
+  }
+}
