@@ -1,10 +1,12 @@
 /**
  * One invocation of a task's code, and the runtime its handlers use. A run invocation executes
- * phases in sequence, applying the step rules before each one (stop when the task left `running`,
- * when the harness closes, or when an abort mark appeared; fault on a throw or on a phase that made
- * no durable progress; hand over when the definition was replaced). An abort invocation runs the
- * abort handler once and faults the task if it returned without an outcome. Every runtime call
- * rejects once the invocation ended.
+ * phases in sequence. Before each one a step, decided on the commit line from the committed task
+ * (spec §5.1), applies the first matching rule: stop when the task left `running`, when the harness
+ * closes, or when an abort mark appeared; fault on a throw or on a phase that committed no new
+ * checkpoint; hand over when the definition was replaced; else run the next phase. A commit the
+ * invocation queued before the step lands first and counts. An abort invocation runs the abort
+ * handler once and faults the task if it returned without an outcome. Every runtime call rejects
+ * once the invocation ended.
  */
 import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
@@ -45,7 +47,6 @@ export class Invocation {
   #abortReason: unknown;
   #aborted = false;
   #ended = false;
-  #progressed = false;
   #launched = false;
   #resolveDone!: () => void;
   readonly done = new Promise<void>((r) => {
@@ -88,10 +89,6 @@ export class Invocation {
     return this.#ended;
   }
 
-  markProgress(): void {
-    this.#progressed = true;
-  }
-
   signalAbort(): void {
     if (this.mode === "run" && !this.#aborted) this.#abort(new AbortRequested(this.taskId));
   }
@@ -132,79 +129,126 @@ export class Invocation {
     return this.scheduler.session.records.tasks.get(this.taskId);
   }
 
-  async #runPhases(): Promise<void> {
-    let first = true;
-    let failure: { error: unknown } | undefined;
-    let phase = "";
-    for (;;) {
-      const task = this.#current();
-      if (task?.state.status !== "running") return;
-      if (this.scheduler.stopping) return;
-      if (task.abortRequested) return; // the scheduler starts the abort invocation once owned work drained
-      if (!first) {
-        this.#resumed = false;
-        if (failure) return this.#fault(failure.error);
-        if (!this.#progressed)
-          return this.#fault(new Error(`phase ${phase} returned without committing a new checkpoint`));
-        const replacement = this.scheduler.registry.get(task.kind);
-        if (replacement && replacement !== this.definition && replacement.version >= task.version) {
-          return this.#handOver();
+  /**
+   * The step before a phase (spec §5.1): the first matching rule, applied to the committed task.
+   * When no commit is outstanding on the line, the published record is the committed one and a
+   * step that writes nothing is decided at once. Otherwise the step is a callback on the line, so
+   * whatever the invocation queued before it (a checkpoint, a mark) lands first and counts. A fault
+   * or a handover is written by that same callback. Resolves with the task to run the next phase
+   * on, or undefined when the invocation ends.
+   */
+  async #step(after?: After): Promise<RunningTask | undefined> {
+    const session = this.scheduler.session;
+    if (session.quiet) {
+      const decided = this.#decide(session.records.tasks.get(this.taskId), after);
+      if (decided.kind === "run") return decided.task;
+      if (decided.kind === "stop") return undefined;
+    }
+    try {
+      const decided = await session.commit((tx, overlay) => {
+        const d = this.#decide(overlay.task(this.taskId), after);
+        if (d.kind === "fault") this.scheduler.writeFault(tx, overlay, this.taskId, d.error);
+        else if (d.kind === "handover") {
+          const t = overlay.task(this.taskId) as RunningTask;
+          overlay.setTask(patchTask(t, { state: { status: "pending", checkpoint: t.state.checkpoint } }));
         }
-      }
-      first = false;
-      this.#progressed = false;
-      phase = (task.state.checkpoint as Checkpoint).phase;
+        return d;
+      });
+      return decided.kind === "run" ? decided.task : undefined;
+    } catch (error) {
+      // The step's write was refused: the invocation ends, the task stays running, and the next
+      // reservation runs it again.
+      if (!this.scheduler.closing) this.scheduler.report(error);
+      return undefined;
+    }
+  }
+
+  /** Rules 1-3 before the first phase; after a phase, rules 1-6 (an abort handler: 1, 2 and 4). */
+  #decide(t: TaskRecord | undefined, after: After | undefined): Step {
+    if (!isRunning(t)) return STOP;
+    if (this.mode === "abort") {
+      if (this.scheduler.closing) return STOP;
+      if (!after) return { kind: "run", task: t };
+      const error =
+        after.failure?.error ?? new Error(`abort handler of ${t.kind} returned without a terminal outcome`);
+      return { kind: "fault", error };
+    }
+    if (this.scheduler.stopping) return STOP;
+    if (t.abortRequested) return STOP; // the scheduler starts the abort invocation once owned work drained
+    if (!after) return { kind: "run", task: t };
+    if (after.failure) return { kind: "fault", error: after.failure.error };
+    // Any checkpoint commit (same phase included) replaces the state object; memos keep it.
+    if (t.state === after.state) {
+      const phase = (after.state as { checkpoint: Checkpoint }).checkpoint.phase;
+      return {
+        kind: "fault",
+        error: new Error(`phase ${phase} returned without committing a new checkpoint`),
+      };
+    }
+    const replacement = this.scheduler.registry.get(t.kind);
+    if (replacement && replacement !== this.definition && replacement.version >= t.version) {
+      return { kind: "handover" };
+    }
+    return { kind: "run", task: t };
+  }
+
+  async #runPhases(): Promise<void> {
+    let after: After | undefined;
+    for (;;) {
+      const task = await this.#step(after);
+      if (!task) return;
+      if (after) this.#resumed = false;
+      const phase = (task.state.checkpoint as Checkpoint).phase;
       const handler = (this.definition.phases as Record<string, unknown>)[phase] as
         | ((t: TaskRecord, r: TaskRuntime, s: AbortSignal) => Promise<void>)
         | undefined;
-      if (typeof handler !== "function")
-        return this.#fault(new Error(`${task.kind} has no handler for phase ${phase}`));
+      if (typeof handler !== "function") {
+        after = {
+          state: task.state,
+          failure: { error: new Error(`${task.kind} has no handler for phase ${phase}`) },
+        };
+        continue;
+      }
+      after = { state: task.state };
       try {
         // A handler declaring fewer than three parameters cannot see the argument: skip making it.
         await handler(task, this.runtime, handler.length >= 3 ? this.signal : (undefined as never));
       } catch (error) {
-        failure = { error };
+        after.failure = { error };
       }
     }
   }
 
   async #runAbort(): Promise<void> {
-    const task = this.#current();
-    if (task?.state.status !== "running") return;
-    let failure: { error: unknown } | undefined;
+    const task = await this.#step();
+    if (!task) return;
+    const after: After = { state: task.state };
     try {
       const abort = this.definition.abort;
       await abort(task, this.runtime, abort.length >= 3 ? this.signal : (undefined as never));
     } catch (error) {
-      failure = { error };
+      after.failure = { error };
     }
-    const after = this.#current();
-    if (after?.state.status !== "running" || this.scheduler.closing) return;
-    await this.#fault(
-      failure
-        ? failure.error
-        : new Error(`abort handler of ${task.kind} returned without a terminal outcome`),
-    );
-  }
-
-  async #fault(error: unknown): Promise<void> {
-    if (this.scheduler.closing) return;
-    try {
-      await this.scheduler.fault(this.taskId, error);
-    } catch (e) {
-      // The task stays running; the next reservation reruns it.
-      this.scheduler.report(e);
-    }
-  }
-
-  async #handOver(): Promise<void> {
-    await this.scheduler.session.commit((_tx, overlay) => {
-      const t = overlay.task(this.taskId);
-      if (t?.state.status !== "running") return;
-      overlay.setTask(patchTask(t, { state: { status: "pending", checkpoint: t.state.checkpoint } }));
-    });
+    await this.#step(after);
   }
 }
+
+/** What the phase (or abort handler) that just returned left for the step to judge. */
+interface After {
+  /** The committed state the phase started on. */
+  readonly state: TaskRecord["state"];
+  failure?: { error: unknown };
+}
+
+type Step =
+  | { kind: "run"; task: RunningTask }
+  | { kind: "stop" }
+  | { kind: "fault"; error: unknown }
+  | { kind: "handover" };
+
+const STOP: Step = { kind: "stop" };
+
+const isRunning = (t: TaskRecord | undefined): t is RunningTask => t?.state.status === "running";
 
 class Runtime implements TaskRuntime {
   readonly taskId: TaskId;
@@ -261,24 +305,19 @@ class Runtime implements TaskRuntime {
   ): Promise<TaskRecord> {
     this.#check(signal);
     const session = this.invocation.scheduler.session;
-    let progressed = false;
-    const record = await session.commit(
+    return session.commit(
       (tx, overlay) => {
         const current = overlay.task(this.taskId);
         this.#gate(current);
         const apply = (next: NextTaskState | undefined): TaskRecord => {
           if (next === undefined) return overlay.task(this.taskId)!;
-          const applied = applyNextState(overlay, current, next, this.invocation.mode, session.now());
-          progressed = applied.progressed;
-          return applied.record;
+          return applyNextState(overlay, current, next, this.invocation.mode, session.now()).record;
         };
         const next = change(tx, current);
         return isPromiseLike(next) ? Promise.resolve(next).then(apply) : apply(next);
       },
       { byTaskId: this.taskId },
     );
-    if (progressed) this.invocation.markProgress();
-    return record;
   }
 
   async memo<T extends Json>(

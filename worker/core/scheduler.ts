@@ -436,14 +436,15 @@ export class Scheduler {
     this.kick();
   }
 
-  /** Fault a task from the scheduler's side (a throwing handler, a phase without progress). */
-  async fault(id: TaskId, error: unknown): Promise<void> {
+  /**
+   * Fault a task from the scheduler's side (a throwing handler, a phase without progress), inside
+   * the caller's commit on the line: the outcome (or its hold) and the definition's cleanup.
+   */
+  writeFault(tx: Tx, overlay: Overlay, id: TaskId, error: unknown): void {
+    const t = overlay.task(id);
+    if (!t || t.state.status === "terminal" || t.state.status === "completing") return;
     const message = errorMessage(error);
-    await this.session.commit((tx, overlay) => {
-      const t = overlay.task(id);
-      if (!t || t.state.status === "terminal" || t.state.status === "completing") return;
-      this.#cleanUp(tx, finish(overlay, t, { status: "faulted", error: { message } }, this.session.now()));
-    });
+    this.#cleanUp(tx, finish(overlay, t, { status: "faulted", error: { message } }, this.session.now()));
   }
 
   /** Stop reserving and signal every invocation; resolves when all of them returned. */

@@ -211,8 +211,25 @@ export class Session {
    */
   commit<T>(work: (tx: TxImpl, overlay: Overlay) => T | Promise<T>, context: TxContext = {}): Promise<T> {
     if (this.#fatal) return Promise.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
+    this.#outstanding++;
+    let settled = false;
+    const settle = () => {
+      if (!settled) this.#outstanding--;
+      settled = true;
+    };
     return new Promise<T>((resolve, reject) => {
-      this.#pending.push({ work, context, resolve: resolve as (v: unknown) => void, reject });
+      this.#pending.push({
+        work,
+        context,
+        resolve: (v) => {
+          settle();
+          resolve(v as T);
+        },
+        reject: (e) => {
+          settle();
+          reject(e);
+        },
+      });
       if (!this.#assembling) {
         this.#assembling = true;
         void this.#runGroup();
@@ -221,6 +238,16 @@ export class Session {
   }
 
   #pending: PendingCommit[] = [];
+  /** Commits requested and not settled yet (queued, deferred for documents, or in a group). */
+  #outstanding = 0;
+
+  /**
+   * No commit is outstanding: the published records are what the line holds, so a decision that
+   * writes nothing can read them as if it ran on the line (the scheduler's step, spec §5.1).
+   */
+  get quiet(): boolean {
+    return this.#outstanding === 0;
+  }
   #assembling = false;
 
   /** Settles when the newest group (and so every group before it: the store is FIFO) has ended. */
