@@ -196,7 +196,8 @@ export class Invocation {
     let after: After | undefined;
     for (;;) {
       const task = await this.#step(after);
-      if (!task) return;
+      // Closing may have begun while the step was on the line: rule 2 again, right before the call.
+      if (!task || this.scheduler.stopping) return;
       if (after) this.#resumed = false;
       const phase = (task.state.checkpoint as Checkpoint).phase;
       const handler = (this.definition.phases as Record<string, unknown>)[phase] as
@@ -221,7 +222,7 @@ export class Invocation {
 
   async #runAbort(): Promise<void> {
     const task = await this.#step();
-    if (!task) return;
+    if (!task || this.scheduler.closing) return;
     const after: After = { state: task.state };
     try {
       const abort = this.definition.abort;
