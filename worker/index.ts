@@ -72,14 +72,15 @@ export {
 } from "./core/define.ts";
 export type { DocPatch, DocPath } from "./core/doc-patch.ts";
 export * from "./core/errors.ts";
-export {
-  type AbortResult,
-  type ConversationNode,
-  Harness,
-  type HarnessOptions,
-  type Inspection,
-  type TaskNode,
-} from "./core/harness.ts";
+export { type AbortResult, Harness, type HarnessOptions } from "./core/harness.ts";
+export type {
+  HarnessInspection,
+  TaskGraph,
+  TaskGraphNode,
+  TaskGraphState,
+  TaskInspection,
+  TaskInspectionState,
+} from "./core/inspect.ts";
 export type { ConversationView, Frame, ViewChange, ViewOp, Watch } from "./core/observe.ts";
 export { AbortRequested } from "./core/runtime.ts";
 export type { Blocked } from "./core/scheduler.ts";

@@ -7,7 +7,7 @@
  * Nothing here opens a store, starts a task or touches a browser API.
  */
 import { defineEntry } from "./agent/records.ts";
-import type { ConversationNode, Inspection } from "./core/harness.ts";
+import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
 import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
 
@@ -21,7 +21,14 @@ export type {
   ToolSlot,
 } from "./agent/records.ts";
 export { defineEntry, inboxOf, liveOf, modelMessages } from "./agent/records.ts";
-export type { ConversationNode, Inspection, TaskNode } from "./core/harness.ts";
+export type {
+  HarnessInspection,
+  TaskGraph,
+  TaskGraphNode,
+  TaskGraphState,
+  TaskInspection,
+  TaskInspectionState,
+} from "./core/inspect.ts";
 export type { Blocked } from "./core/scheduler.ts";
 export type {
   ConversationId,
@@ -45,7 +52,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -190,10 +197,13 @@ export interface EngineApi {
   ): Promise<number>;
   unwatch(watchId: number): Promise<void>;
   entries(conversationId: ConversationId): Promise<EntryRecord[]>;
-  /** Every live task as a tree: conversations, their tasks, what each task owns. */
-  taskGraph(): Promise<ConversationNode[]>;
-  /** Counts of live and running tasks, the blocked ones, diagnostics, and a fatal store error. */
-  inspect(): Promise<Inspection>;
+  /** The live tasks keyed by decimal id: owner, owned conversations, phase, wait, held outcome (spec §9.5). */
+  taskGraph(): Promise<TaskGraph>;
+  /**
+   * Every live task with what the scheduler makes of it (running, ready, waiting, completing, blocked
+   * with the reason), the queued and placed submissions, diagnostics, and a fatal store error.
+   */
+  inspect(): Promise<HarnessInspection>;
 }
 
 export interface EngineTimeline {

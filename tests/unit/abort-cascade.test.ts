@@ -20,6 +20,7 @@ import {
   type Go,
   outcome,
   parked,
+  running,
   settle,
   untilAborted,
 } from "./core-fixtures.ts";
@@ -67,7 +68,7 @@ test("cascade marks are derived in a commit of their own, never in the commit th
   const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
   const { changes, latest } = trackTasks(h);
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => h.inspect().running === 2, { what: "owner and child running" });
+  await until(() => running(h) === 2, { what: "owner and child running" });
   const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
   expect(await h.abortTask(id)).toBe("marked");
   await done(h, id);
@@ -111,7 +112,7 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
   const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => h.inspect().running === 3, { what: "owner, background and inner running" });
+  await until(() => running(h) === 3, { what: "owner, background and inner running" });
   const bgId = [...latest.values()].find((t) => t.kind === "background")?.id as TaskId;
   const innerId = [...latest.values()].find((t) => t.kind === "inner")?.id as TaskId;
   // The owner's abort does not wait for, nor mark, the background task or what it owns.
@@ -190,12 +191,12 @@ test("a blocked owner is orphaned only after its owned work drained", async () =
   const store = await memoryStore();
   const first = await Harness.open(store, { tasks: [makesKid, kid] });
   const id = await first.createTask(makesKid, null, { ownership: { kind: "conversation" } });
-  await until(() => first.inspect().running === 2, { what: "owner and kid running" });
+  await until(() => running(first) === 2, { what: "owner and kid running" });
   await first.close();
   // The next engine lacks the owner's definition: the owner is blocked, its kid runs.
   const h = await Harness.open(await memoryStore(store.image()), { tasks: [kid] });
   const { latest } = trackTasks(h);
-  await until(() => h.inspect().running === 1, { what: "kid running" });
+  await until(() => running(h) === 1, { what: "kid running" });
   expect(await h.abortTask(id)).toBe("marked");
   await until(() => log.includes("abort:kid"), { what: "kid's abort handler" });
   await settle();

@@ -7,7 +7,7 @@ import { expect, test } from "vitest";
 import { internals } from "../../worker/core/internals.ts";
 import { Harness, UnknownTask } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
-import { complete, done, outcome, parked, single, storeWith } from "./core-fixtures.ts";
+import { blocked, complete, done, outcome, parked, running, single, storeWith } from "./core-fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -21,7 +21,7 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   });
   const h = await Harness.open(await memoryStore(), { tasks: [slow] });
   const id = await h.createTask(slow, null, conversationOwned);
-  await until(() => h.inspect().running === 1, { what: "running" });
+  await until(() => running(h) === 1, { what: "running" });
   const result = h.abortTask(id);
   setTimeout(() => release.resolve(), 50);
   expect(await result).toBe("marked");
@@ -34,7 +34,7 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
 test("abortTask on a blocked task without live owned work settles it `orphaned` before returning `marked`", async () => {
   const { image, ids } = await storeWith([parked("ghost")]);
   const h = await Harness.open(image);
-  await until(() => h.inspect().blocked.length === 1, { what: "ghost blocked" });
+  await until(() => blocked(h).length === 1, { what: "ghost blocked" });
   expect(await h.abortTask(ids[0]!)).toBe("marked");
   const record = internals(h).session.records.tasks.get(ids[0]!);
   expect(record?.state).toEqual({
@@ -49,7 +49,7 @@ test("abortTask answers only `marked` or `terminal`: aborting a marked task agai
   const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
   const h = await Harness.open(await memoryStore(), { tasks: [stuck, quick] });
   const id = await h.createTask(stuck, null, conversationOwned);
-  await until(() => h.inspect().running === 1, { what: "running" });
+  await until(() => running(h) === 1, { what: "running" });
   const [first, second] = await Promise.all([h.abortTask(id), h.abortTask(id)]);
   expect([first, second]).toEqual(["marked", "marked"]);
   expect(await h.abortTask(id)).toMatch(/^(marked|terminal)$/);

@@ -112,7 +112,7 @@ describe("checkout: four payments, one card declined", () => {
     const refunds = payments.log.filter((l) => l.startsWith("refund:"));
     expect(refunds.sort()).toEqual(["refund:c-p0", "refund:c-p2", "refund:c-p3"]);
     for (const r of refunds) expect(payments.log.indexOf(r)).toBeLessThan(resumeAt);
-    expect(h.inspect().live).toBe(0);
+    expect(h.inspect().tasks.length).toBe(0);
     await h.close();
   });
 

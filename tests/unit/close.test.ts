@@ -7,7 +7,7 @@ import { expect, test } from "vitest";
 import { Harness, HarnessClosed, WaitCancelled } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import { echo, open } from "./agent-fixtures.ts";
-import { complete, done, outcome, row, single } from "./core-fixtures.ts";
+import { complete, done, outcome, row, running, single } from "./core-fixtures.ts";
 
 test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
   const release = deferred();
@@ -20,7 +20,7 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   const store = await memoryStore();
   const h = await Harness.open(store, { tasks: [stubborn] });
   await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
-  await until(() => h.inspect().running === 1, { what: "running" });
+  await until(() => running(h) === 1, { what: "running" });
   const controller = new AbortController();
   const first = h.close({}, controller.signal);
   controller.abort();

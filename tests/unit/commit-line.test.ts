@@ -17,18 +17,18 @@ test("a created task is not in taskGraph() or inspect() before its COMMIT, nor a
   const idle = single("idle", async () => undefined);
   const h = await Harness.open(store, { tasks: [idle], onFatal: () => undefined });
   const graphBefore = h.taskGraph();
-  const liveBefore = h.inspect().live;
+  const liveBefore = h.inspect().tasks.length;
   const seen: Array<{ live: number; graph: unknown }> = [];
   store.setFaultHook((point) => {
     if (point !== "before-commit") return;
-    seen.push({ live: h.inspect().live, graph: h.taskGraph() });
+    seen.push({ live: h.inspect().tasks.length, graph: h.taskGraph() });
     throw full();
   });
   await expect(h.createTask(idle, {}, { ownership: { kind: "conversation" } })).rejects.toThrow(
     /disk is full/,
   );
   expect(seen).toEqual([{ live: liveBefore, graph: graphBefore }]);
-  expect(h.inspect().live).toBe(liveBefore);
+  expect(h.inspect().tasks.length).toBe(liveBefore);
   expect(h.taskGraph()).toEqual(graphBefore);
   store.setFaultHook(undefined);
   await h.close();
@@ -78,7 +78,7 @@ test("an admitted input that starts a run does not make the conversation busy be
   await expect(root.submit({ type: "input", content: "hello" })).rejects.toThrow(/disk is full/);
   expect(busy).toEqual([false]);
   expect(root.busy).toBe(false);
-  expect(h.inspect().live).toBe(0);
+  expect(h.inspect().tasks.length).toBe(0);
   store.setFaultHook(undefined);
 });
 

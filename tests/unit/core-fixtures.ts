@@ -79,6 +79,18 @@ export const ping = single("ping", async (_t, runtime) => {
   await runtime.commit(() => complete("pong"));
 });
 
+/** How many live tasks `inspect()` shows running. */
+export const running = (h: Harness): number =>
+  h.inspect().tasks.filter((t) => t.state.kind === "running").length;
+
+/** The live tasks `inspect()` shows blocked: id, kind and reason. */
+export const blocked = (h: Harness) =>
+  h
+    .inspect()
+    .tasks.flatMap((t) =>
+      t.state.kind === "blocked" ? [{ id: t.record.id, kind: t.record.kind, reason: t.state.reason }] : [],
+    );
+
 /** The rest of the engine keeps running: a fresh task completes. */
 export async function engineStillRuns(h: Harness): Promise<void> {
   const id = await h.createTask(ping, null, { ownership: { kind: "conversation" } });
@@ -95,7 +107,7 @@ export async function storeWith(
   const ids: TaskId[] = [];
   for (const [i, d] of definitions.entries())
     ids.push(await h.createTask(d, inputs[i] ?? null, { ownership: { kind: "conversation" } }));
-  await until(() => h.inspect().running === definitions.length, { what: "parked tasks running" });
+  await until(() => running(h) === definitions.length, { what: "parked tasks running" });
   const image = await memoryStore(store.image());
   await h.close();
   return { image, ids };

@@ -7,7 +7,7 @@ import { expect, test } from "vitest";
 import { internals } from "../../worker/core/internals.ts";
 import { AgentHarness, Harness } from "../../worker/index.ts";
 import { memoryStore, until } from "../../worker/testing.ts";
-import { done, outcome, parked } from "./core-fixtures.ts";
+import { done, outcome, parked, running } from "./core-fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -28,7 +28,7 @@ test("abortConversation marks the reached work in one commit with `inCommit`, si
   const hold = parked("hold");
   const h = await Harness.open(await memoryStore(), { tasks: [hold] });
   const id = await h.createTask(hold, null, conversationOwned);
-  await until(() => h.inspect().running === 1, { what: "running" });
+  await until(() => running(h) === 1, { what: "running" });
   const seen: number[][] = [];
   await h.abortConversation(1, {
     inCommit: (tx, reached) => {

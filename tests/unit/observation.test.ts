@@ -16,10 +16,10 @@ import {
 } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import { callsThenAnswer, echo, itemTool, last, open } from "./agent-fixtures.ts";
-import { complete, done, engineStillRuns, outcome, parked } from "./core-fixtures.ts";
+import { complete, done, engineStillRuns, outcome, parked, running } from "./core-fixtures.ts";
 
 describe("the task graph", () => {
-  test("taskGraph shows the tree: a waiting parent with its children", async () => {
+  test("taskGraph keys live tasks by id: a waiting parent with its wait and policy, its children under it as owner", async () => {
     const kid = parked("graph-kid");
     type ParentState = { phase: "spawn" } | { phase: "gather" };
     const parent = defineTask<null, ParentState, Json>({
@@ -43,26 +43,26 @@ describe("the task graph", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
-    await until(() => h.inspect().running === 2, { what: "kids running" });
+    await until(() => running(h) === 2, { what: "kids running" });
     const graph = h.taskGraph();
-    expect(graph.map((c) => c.id)).toEqual([1]);
-    expect(graph[0]!.tasks).toHaveLength(1);
-    const node = graph[0]!.tasks[0]!;
-    expect(node).toMatchObject({
+    expect(Object.keys(graph.tasks)).toEqual([String(id), String(id + 1), String(id + 2)]);
+    expect(graph.tasks[String(id)]).toEqual({
       id,
       kind: "graph-parent",
-      status: "waiting",
-      waitingOn: [id + 1, id + 2],
-      policy: "allSettled",
-      phase: "gather",
+      conversationId: 1,
+      background: false,
+      abortRequested: false,
+      state: { status: "waiting", phase: "gather", on: [id + 1, id + 2], policy: "allSettled" },
+      conversations: [],
     });
-    expect(node.children.map((c) => [c.id, c.kind, c.status, c.phase])).toEqual([
-      [id + 1, "graph-kid", "running", "go"],
-      [id + 2, "graph-kid", "running", "go"],
+    const kids = [graph.tasks[String(id + 1)]!, graph.tasks[String(id + 2)]!];
+    expect(kids.map((k) => [k.id, k.kind, k.owner, k.state])).toEqual([
+      [id + 1, "graph-kid", id, { status: "running", phase: "go" }],
+      [id + 2, "graph-kid", id, { status: "running", phase: "go" }],
     ]);
     await h.abortTask(id);
     expect(outcome(await done(h, id))?.status).toBe("aborted");
-    expect(h.taskGraph()).toEqual([]);
+    expect(h.taskGraph()).toEqual({ tasks: {} });
     await engineStillRuns(h);
     await h.close();
   });

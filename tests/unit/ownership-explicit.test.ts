@@ -15,7 +15,7 @@ import {
   type TaskId,
 } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
-import { complete, done, type Go, outcome, parked, single } from "./core-fixtures.ts";
+import { complete, done, type Go, outcome, parked, running, single } from "./core-fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -158,7 +158,7 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   for (const m of await attempt(finished)) expect(m).toMatch(/is terminal/);
 
   const marked = await h.createTask(stuck, null, conversationOwned);
-  await until(() => h.inspect().running >= 1, { what: "stuck running" });
+  await until(() => running(h) >= 1, { what: "stuck running" });
   // Marked and asked for owned work in one transaction: judged on the final candidate record.
   const markAndCreate = internals(h).session.commit((tx, overlay) => {
     overlay.setTask({ ...overlay.task(marked)!, abortRequested: true });

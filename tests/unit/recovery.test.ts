@@ -16,6 +16,7 @@ import {
 import type { MemoryImage } from "../../worker/store/open.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import {
+  blocked,
   complete,
   done,
   engineStillRuns,
@@ -171,8 +172,8 @@ describe("migrate", () => {
       onReport: (e) => reports.push(e),
     };
     const h = await Harness.open(image, options);
-    await until(() => h.inspect().blocked.length === 1, { what: "blocked" });
-    expect(h.inspect().blocked[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
     await engineStillRuns(h);
     await engineStillRuns(h);
     expect(reports).toHaveLength(1);
@@ -211,8 +212,8 @@ describe("migrate", () => {
   test("a stored version newer than the definition blocks the task (task_too_old)", async () => {
     const { image, ids } = await storeWith([parked("evolving", 3)]);
     const h = await Harness.open(image, { tasks: [v2(undefined)] });
-    await until(() => h.inspect().blocked.length === 1, { what: "blocked" });
-    expect(h.inspect().blocked[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
     await engineStillRuns(h);
     expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
     expect((await row(image, ids[0]!))?.["version"]).toBe(3);

@@ -20,6 +20,7 @@ import {
 } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import {
+  blocked,
   complete,
   done,
   engineStillRuns,
@@ -28,6 +29,7 @@ import {
   parked,
   ping,
   row,
+  running,
   single,
   storeWith,
   untilAborted,
@@ -39,8 +41,8 @@ describe("missing definition", () => {
     const [kept, dropped] = ids as [TaskId, TaskId];
     const h = await Harness.open(image, { tasks: [ping] });
     // Visible as blocked without any other work arriving to wake the scheduler.
-    await until(() => h.inspect().blocked.length === 2, { what: "both ghosts blocked" });
-    expect(h.inspect().blocked.map((b) => [b.id, b.kind, b.reason])).toEqual([
+    await until(() => blocked(h).length === 2, { what: "both ghosts blocked" });
+    expect(blocked(h).map((b) => [b.id, b.kind, b.reason])).toEqual([
       [kept, "ghost", "missing_task"],
       [dropped, "ghost", "missing_task"],
     ]);
@@ -50,11 +52,11 @@ describe("missing definition", () => {
 
     expect(await h.abortTask(dropped)).toBe("marked");
     expect(outcome(await done(h, dropped))).toEqual({ status: "orphaned", reason: "missing_task" });
-    expect(h.inspect().blocked.map((b) => b.id)).toEqual([kept]);
+    expect(blocked(h).map((b) => b.id)).toEqual([kept]);
 
     h.register(single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))));
     expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
-    expect(h.inspect().blocked).toEqual([]);
+    expect(blocked(h)).toEqual([]);
     await engineStillRuns(h);
     await h.close();
   });
@@ -97,7 +99,7 @@ describe("faults", () => {
       abort: async () => undefined,
     });
     const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
-    await until(() => h.inspect().running === 1, { what: "running" });
+    await until(() => running(h) === 1, { what: "running" });
     await h.abortTask(id);
     const o = outcome(await done(h, id));
     expect(o?.status).toBe("faulted");
@@ -268,7 +270,7 @@ describe("transactions", () => {
     });
     const h = await Harness.open(await memoryStore(), { tasks: [owner, ping] });
     const live = await h.createTask(parked("live-owner"), null, { ownership: { kind: "conversation" } });
-    await until(() => h.inspect().running === 1, { what: "owner running" });
+    await until(() => running(h) === 1, { what: "owner running" });
     await expect(
       h.transaction((tx) =>
         tx.createTask(ping, null, { ownership: { kind: "task", taskId: live }, background: true }),
@@ -276,7 +278,7 @@ describe("transactions", () => {
     ).rejects.toBeInstanceOf(InvalidTransition);
 
     const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-    await until(() => h.inspect().running === 2, { what: "both running" });
+    await until(() => running(h) === 2, { what: "both running" });
     expect(await h.abortTask(id)).toBe("marked");
     await expect(
       h.transaction((tx) => tx.createTask(ping, null, { ownership: { kind: "task", taskId: id } })),

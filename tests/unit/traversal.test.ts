@@ -7,7 +7,7 @@ import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../worker/index.ts";
 import { until } from "../../worker/testing.ts";
 import { echo, open } from "./agent-fixtures.ts";
-import { complete, type Go, parked } from "./core-fixtures.ts";
+import { complete, type Go, parked, running } from "./core-fixtures.ts";
 
 /** A task in the root conversation that creates a conversation it owns, then completes. */
 const founder = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
@@ -43,7 +43,7 @@ async function workBelowAFinishedOwner(options: { background?: boolean } = {}) {
       ...(options.background ? { background: true } : {}),
     }),
   );
-  await until(() => h.inspect().running === 1, { what: "worker running" });
+  await until(() => running(h) === 1, { what: "worker running" });
   return { ...setup, owned, workerId };
 }
 

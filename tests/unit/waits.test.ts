@@ -25,6 +25,7 @@ import {
   joiner,
   outcome,
   parked,
+  running,
   settle,
   single,
   untilAborted,
@@ -275,7 +276,7 @@ describe("waits and cancelled waits", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
-    await until(() => h.inspect().running === 2, { what: "both kids running" });
+    await until(() => running(h) === 2, { what: "both kids running" });
     const kids = (await h.tasks({ kind: "kid" })).map((t) => t.id);
     expect(await h.abortTask(kids[0]!)).toBe("marked");
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["aborted", "aborted"] });
@@ -415,7 +416,7 @@ describe("a signalled invocation", () => {
       waited.push(await runtime.waitForTask(other).catch((error: unknown) => error));
     });
     const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
-    await until(() => h.inspect().running === 2, { what: "both running" });
+    await until(() => running(h) === 2, { what: "both running" });
     await h.abortTask(id);
     // The phase returned, so its abort handler could run.
     expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });

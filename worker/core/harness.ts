@@ -16,12 +16,19 @@ import {
   type Tx,
 } from "./define.ts";
 import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
+import {
+  buildTaskGraph,
+  type HarnessInspection,
+  inspectTasks,
+  openSubmissions,
+  type TaskGraph,
+} from "./inspect.ts";
 import { grantInternals } from "./internals.ts";
 import { ConversationMount } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import { patchTask } from "./records.ts";
-import { type Blocked, Scheduler } from "./scheduler.ts";
+import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
 import type {
   ChangeSet,
@@ -34,7 +41,6 @@ import type {
   SubmissionId,
   SubmissionRecord,
   TaskId,
-  TaskOutcome,
   TaskRecord,
   TaskStatus,
 } from "./types.ts";
@@ -79,35 +85,6 @@ function untilDone(done: Promise<void>, signal: AbortSignal | undefined): Promis
       resolve();
     });
   });
-}
-
-export interface TaskNode {
-  readonly id: TaskId;
-  readonly kind: string;
-  readonly status: TaskStatus;
-  readonly abortRequested: boolean;
-  readonly background: boolean;
-  readonly phase?: string;
-  readonly waitingOn?: readonly TaskId[];
-  readonly policy?: JoinPolicy;
-  readonly outcome?: TaskOutcome["status"];
-  readonly blocked?: Blocked["reason"];
-  readonly children: readonly TaskNode[];
-  readonly conversations: readonly ConversationNode[];
-}
-
-export interface ConversationNode {
-  readonly id: ConversationId;
-  readonly tasks: readonly TaskNode[];
-}
-
-export interface Inspection {
-  readonly scheduling: Scheduling;
-  readonly live: number;
-  readonly running: number;
-  readonly blocked: readonly Blocked[];
-  readonly diagnostics: ReadonlyArray<{ id: TaskId; message: string }>;
-  readonly fatal?: string;
 }
 
 export class Harness {
@@ -494,57 +471,19 @@ export class Harness {
     return mount;
   }
 
-  /** Every live task as a tree: conversations, their tasks, what each task owns. */
-  taskGraph(): ConversationNode[] {
-    const r = this.#session.records;
-    const conversationsWithWork = new Set<ConversationId>();
-    for (const id of r.live) conversationsWithWork.add(r.tasks.get(id)!.conversationId);
-    const nodeOf = (id: TaskId): TaskNode => {
-      const t = r.tasks.get(id)!;
-      const s = t.state;
-      const blocked = this.#scheduler.blocked.get(id);
-      return {
-        id,
-        kind: t.kind,
-        status: s.status,
-        abortRequested: t.abortRequested,
-        background: t.background,
-        ...("checkpoint" in s ? { phase: s.checkpoint.phase } : {}),
-        ...(s.status === "waiting" ? { waitingOn: s.on, policy: s.policy } : {}),
-        ...(s.status === "completing" ? { outcome: s.outcome.status } : {}),
-        ...(blocked ? { blocked: blocked.reason } : {}),
-        children: [...(r.children.get(id) ?? [])].map(nodeOf),
-        conversations: [...(r.ownedConversations.get(id) ?? [])].map(conversationNode),
-      };
-    };
-    const conversationNode = (cid: ConversationId): ConversationNode => ({
-      id: cid,
-      tasks: [...r.live]
-        .map((id) => r.tasks.get(id)!)
-        .filter((t) => t.conversationId === cid && t.owner === undefined)
-        .map((t) => nodeOf(t.id)),
-    });
-    return (
-      [...conversationsWithWork]
-        // Under their owner task while it is live; at the top once it finished (its work stays visible).
-        .filter((cid) => {
-          const owner = r.conversations.get(cid)?.owner;
-          return (
-            !owner || r.tasks.get(owner.taskId)?.state.status === "terminal" || !r.tasks.has(owner.taskId)
-          );
-        })
-        .sort((a, b) => a - b)
-        .map(conversationNode)
-    );
+  /** The live tasks as a structure (spec §9.5): read only, from published records. */
+  taskGraph(): TaskGraph {
+    return buildTaskGraph(this.#session.records);
   }
 
-  inspect(): Inspection {
+  /** Every live task with what the scheduler makes of it, and the open submissions (spec §2.2). */
+  inspect(): HarnessInspection {
     const fatal = this.#session.fatal;
+    const records = this.#session.records;
     return {
       scheduling: this.scheduling,
-      live: this.#session.records.live.size,
-      running: this.#scheduler.active.size,
-      blocked: [...this.#scheduler.blocked.values()],
+      tasks: inspectTasks(records, this.#scheduler),
+      submissions: openSubmissions(records),
       diagnostics: [...this.#scheduler.diagnostics],
       ...(fatal ? { fatal: fatal.message } : {}),
     };

@@ -381,33 +381,44 @@ export class Scheduler {
     return resolution.ok ? undefined : resolution.reason;
   }
 
-  #resolve(t: TaskRecord): Resolution {
+  /**
+   * Whether the current registry can take `t`, without running its migration (no user code, no
+   * report): what `inspect()` shows for a task no drain has judged yet.
+   */
+  check(t: TaskRecord): { migrates: boolean } | Blocked {
+    const checked = this.#check(t);
+    if ("definition" in checked) return { migrates: checked.definition.version !== t.version };
+    return { id: t.id, kind: t.kind, reason: checked.reason, detail: checked.detail };
+  }
+
+  #check(t: TaskRecord): { definition: AnyTaskDefinition } | { reason: BlockedReason; detail: string } {
     const definition = this.registry.get(t.kind);
-    if (!definition)
-      return { ok: false, reason: "missing_task", detail: `no definition named ${t.kind} is registered` };
+    if (!definition) return { reason: "missing_task", detail: `no definition named ${t.kind} is registered` };
     if (definition.version < t.version) {
       return {
-        ok: false,
         reason: "task_too_old",
         detail: `stored task ${t.id} is version ${t.version}, the registered ${t.kind} is version ${definition.version}`,
       };
     }
-    if (definition.version === t.version) return { ok: true, definition };
-    const reported = this.#migrationReported.get(t.id);
-    if (reported === definition) {
-      return {
-        ok: false,
-        reason: "migration_failed",
-        detail: `migrating ${t.kind} from version ${t.version} failed`,
-      };
+    if (definition.version === t.version) return { definition };
+    if (this.#migrationReported.get(t.id) === definition) {
+      return { reason: "migration_failed", detail: `migrating ${t.kind} from version ${t.version} failed` };
     }
     if (!definition.migrate) {
       return {
-        ok: false,
         reason: "migration_failed",
         detail: `${t.kind} version ${definition.version} has no migrate for version ${t.version}`,
       };
     }
+    return { definition };
+  }
+
+  #resolve(t: TaskRecord): Resolution {
+    const checked = this.#check(t);
+    if (!("definition" in checked)) return { ok: false, ...checked };
+    const definition = checked.definition;
+    // (#check blocked a version change without migrate; the test only narrows the type.)
+    if (definition.version === t.version || !definition.migrate) return { ok: true, definition };
     try {
       const checkpoint = (t.state as { checkpoint?: Json }).checkpoint ?? null;
       const migrated = definition.migrate(t.input, checkpoint, t.version) as {

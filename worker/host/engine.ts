@@ -12,7 +12,7 @@
 
 import { searchConversationText } from "../agent/conversation/search.ts";
 import type { AgentHarness } from "../agent/harness.ts";
-import type { ConversationNode, Inspection } from "../core/harness.ts";
+import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import type { ConversationId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
@@ -282,11 +282,11 @@ export class EngineHost implements EngineApi {
     return h.requireConversation(conversationId).entries();
   }
 
-  async taskGraph(): Promise<ConversationNode[]> {
+  async taskGraph(): Promise<TaskGraph> {
     return (await this.#h()).taskGraph();
   }
 
-  async inspect(): Promise<Inspection> {
+  async inspect(): Promise<HarnessInspection> {
     return (await this.#h()).inspect();
   }
 }

@@ -1,0 +1,149 @@
+/**
+ * The two read-only views of live work, in the specification's shapes: `taskGraph()` (spec §9.5),
+ * the live tasks as a structure keyed by decimal id, and `inspect()` (spec §2.2), every live task
+ * with what the scheduler makes of it plus the queued and placed submissions. Both read published
+ * records only (never the line), so nothing is visible before its COMMIT; settled tasks and
+ * submissions are excluded. Building either changes no state and enables no scheduling.
+ */
+import type { Records } from "./records.ts";
+import type { Blocked, Scheduler } from "./scheduler.ts";
+import type {
+  BlockedReason,
+  ConversationId,
+  JoinPolicy,
+  SubmissionRecord,
+  TaskId,
+  TaskOutcome,
+  TaskRecord,
+} from "./types.ts";
+
+/** A live task's state without its payloads: checkpoint phase, wait, held outcome. */
+export type TaskGraphState =
+  | { readonly status: "pending" | "running"; readonly phase: string }
+  | {
+      readonly status: "waiting";
+      readonly phase: string;
+      readonly on: readonly TaskId[];
+      readonly policy: JoinPolicy;
+    }
+  | { readonly status: "completing"; readonly outcome: TaskOutcome["status"] };
+
+export interface TaskGraphNode {
+  readonly id: TaskId;
+  readonly kind: string;
+  readonly conversationId: ConversationId;
+  /** The owning task; absent for a conversation-owned task. */
+  readonly owner?: TaskId;
+  readonly background: boolean;
+  readonly abortRequested: boolean;
+  readonly state: TaskGraphState;
+  /** Conversations this task owns, in id order. */
+  readonly conversations: readonly ConversationId[];
+}
+
+/** Live tasks only, keyed by their decimal id. */
+export interface TaskGraph {
+  readonly tasks: Readonly<Record<string, TaskGraphNode>>;
+}
+
+/** What the scheduler makes of a live task now. */
+export type TaskInspectionState =
+  | { readonly kind: "running" }
+  /** Reservable now (`migrates`: the registered definition is newer than the record). */
+  | { readonly kind: "ready"; readonly migrates: boolean }
+  | { readonly kind: "waiting"; readonly on: readonly TaskId[] }
+  /** Outcome held until its ordinary owned work drains (spec §5.5). */
+  | { readonly kind: "completing" }
+  /** Its definition is missing, too old, or failed to migrate; `error` says which and why. */
+  | { readonly kind: "blocked"; readonly reason: BlockedReason; readonly error?: string };
+
+export interface TaskInspection {
+  readonly record: TaskRecord;
+  readonly state: TaskInspectionState;
+}
+
+export interface HarnessInspection {
+  readonly scheduling: "paused" | "running" | "closing";
+  /** Every live task, in id order. */
+  readonly tasks: readonly TaskInspection[];
+  /** Queued and placed submissions, in id order. */
+  readonly submissions: readonly SubmissionRecord[];
+  /** Faults the scheduler wrote for unreadable task records, with their diagnostics. */
+  readonly diagnostics: ReadonlyArray<{ readonly id: TaskId; readonly message: string }>;
+  /** Why the engine stopped, once the store failed under it. */
+  readonly fatal?: string;
+}
+
+function liveIds(records: Records): TaskId[] {
+  return [...records.live].sort((a, b) => a - b);
+}
+
+export function buildTaskGraph(records: Records): TaskGraph {
+  const tasks: Record<string, TaskGraphNode> = {};
+  for (const id of liveIds(records)) {
+    const t = records.tasks.get(id);
+    if (!t) continue;
+    const state = graphState(t);
+    if (!state) continue;
+    tasks[String(id)] = {
+      id,
+      kind: t.kind,
+      conversationId: t.conversationId,
+      ...(t.owner !== undefined ? { owner: t.owner } : {}),
+      background: t.background,
+      abortRequested: t.abortRequested,
+      state,
+      conversations: [...(records.ownedConversations.get(id) ?? [])].sort((a, b) => a - b),
+    };
+  }
+  return { tasks };
+}
+
+function graphState(t: TaskRecord): TaskGraphState | undefined {
+  const s = t.state;
+  switch (s.status) {
+    case "pending":
+    case "running":
+      return { status: s.status, phase: s.checkpoint.phase };
+    case "waiting":
+      return { status: "waiting", phase: s.checkpoint.phase, on: [...s.on], policy: s.policy };
+    case "completing":
+      return { status: "completing", outcome: s.outcome.status };
+    default:
+      return undefined;
+  }
+}
+
+/** Each live task, in id order; a drain's verdict (a failed migration) wins over the registry check. */
+export function inspectTasks(records: Records, scheduler: Scheduler): TaskInspection[] {
+  const out: TaskInspection[] = [];
+  for (const id of liveIds(records)) {
+    const record = records.tasks.get(id);
+    if (!record) continue;
+    const b = scheduler.blocked.get(id);
+    out.push({ record, state: b ? blockedState(b) : inspectionState(record, records, scheduler) });
+  }
+  return out;
+}
+
+function blockedState(b: Blocked): TaskInspectionState {
+  return { kind: "blocked", reason: b.reason, ...(b.detail ? { error: b.detail } : {}) };
+}
+
+function inspectionState(t: TaskRecord, records: Records, scheduler: Scheduler): TaskInspectionState {
+  const s = t.state;
+  if (s.status === "running") return { kind: "running" };
+  if (s.status === "completing") return { kind: "completing" };
+  // An abort mark lets a waiting task leave its wait for its abort handler (spec §5.5).
+  if (s.status === "waiting" && !t.abortRequested && s.on.some((w) => records.live.has(w))) {
+    return { kind: "waiting", on: [...s.on] };
+  }
+  const checked = scheduler.check(t);
+  return "migrates" in checked ? { kind: "ready", migrates: checked.migrates } : blockedState(checked);
+}
+
+export function openSubmissions(records: Records): SubmissionRecord[] {
+  return [...records.submissions.values()]
+    .filter((s) => s.status === "queued" || s.status === "placed")
+    .sort((a, b) => a.id - b.id);
+}
