@@ -262,7 +262,7 @@ test("a crash between an owner's abort mark and its cascade loses nothing: the n
   const first = await Harness.open(store, { tasks: [owner, child] });
   const { latest } = trackTasks(first);
   const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => first.inspect().running === 2, { what: "owner and child running" });
+  await until(() => running(first) === 2, { what: "owner and child running" });
   const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
   const crashed = await memoryStore(store.image());
   await first.close();

@@ -66,7 +66,7 @@ test("an explicit abortTask reaches a background task: it is marked and aborted 
   const slow = parked("background-slow");
   const h = await Harness.open(await memoryStore(), { tasks: [slow] });
   const id = await h.createTask(slow, null, { ownership: { kind: "conversation" }, background: true });
-  await until(() => h.inspect().running === 1, { what: "running" });
+  await until(() => running(h) === 1, { what: "running" });
   expect(await h.abortTask(id)).toBe("marked");
   expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
   await h.close();
@@ -80,7 +80,7 @@ test("the harness clock (the now option) stamps conversation creation and task s
   expect(made.createdAt).toBe(10_000);
   clock = 20_000;
   const id = await h.createTask(slow, null, { ownership: { kind: "conversation" } });
-  await until(() => h.inspect().running === 1, { what: "running" });
+  await until(() => running(h) === 1, { what: "running" });
   clock = 30_000;
   await h.abortTask(id);
   const ended = await done(h, id);

@@ -26,6 +26,7 @@ import {
   parked,
   ping,
   row,
+  running,
   single,
   storeWith,
   untilAborted,
@@ -319,7 +320,7 @@ describe("a held outcome across a restart", () => {
     const store = await memoryStore();
     const first = await Harness.open(store, { tasks: [holder(parkedChild), parkedChild] });
     const id = await first.createTask(holder(parkedChild), null, { ownership: { kind: "conversation" } });
-    await until(() => childId !== undefined && first.inspect().running === 1, {
+    await until(() => childId !== undefined && running(first) === 1, {
       what: "held with a live child",
     });
     expect((await first.getTask(id))?.state.status).toBe("completing");
@@ -332,7 +333,7 @@ describe("a held outcome across a restart", () => {
       await runtime.commit(() => complete("child"));
     });
     const second = await Harness.open(image, { tasks: [finishing] });
-    await until(() => second.inspect().running === 1, { what: "child running again" });
+    await until(() => running(second) === 1, { what: "child running again" });
     expect((await second.getTask(id))?.state).toEqual({
       status: "completing",
       outcome: { status: "completed", result: "held" },
@@ -350,7 +351,7 @@ describe("a waiting task without its definition", () => {
     const first = await Harness.open(store, { tasks: [waiter, other] });
     const otherId = await first.createTask(other, null, { ownership: { kind: "conversation" } });
     const waiterId = await first.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
-    await until(() => first.inspect().running === 1, { what: "other running" });
+    await until(() => running(first) === 1, { what: "other running" });
     let waiting = false;
     while (!waiting) {
       waiting = (await first.getTask(waiterId))?.state.status === "waiting";
@@ -365,7 +366,7 @@ describe("a waiting task without its definition", () => {
     const other = parked("def-other");
     const { image, otherId, waiterId } = await waiterOnOther(other);
     const h = await Harness.open(image, { tasks: [other] });
-    await until(() => h.inspect().running === 1, { what: "other running again" });
+    await until(() => running(h) === 1, { what: "other running again" });
     expect(await h.abortTask(waiterId)).toBe("marked");
     expect(outcome(await h.getTask(waiterId))).toEqual({ status: "orphaned", reason: "missing_task" });
     const still = await h.getTask(otherId);
@@ -384,8 +385,8 @@ describe("a waiting task without its definition", () => {
     const h = await Harness.open(image, { tasks: [other] });
     gate.resolve();
     await done(h, otherId);
-    await until(() => h.inspect().blocked.some((b) => b.id === waiterId), { what: "waiter blocked" });
-    expect(h.inspect().blocked.find((b) => b.id === waiterId)?.reason).toBe("missing_task");
+    await until(() => blocked(h).some((b) => b.id === waiterId), { what: "waiter blocked" });
+    expect(blocked(h).find((b) => b.id === waiterId)?.reason).toBe("missing_task");
     expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
     const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
       name: "def-waiter",
