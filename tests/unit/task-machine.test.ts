@@ -242,6 +242,47 @@ describe("the task runtime", () => {
     await engineStillRuns(h);
     await h.close();
   });
+  test("a replacement that cannot reserve (a higher version without migrate) does not take over: the task runs on under its definition and the engine reports it once", async () => {
+    const log: string[] = [];
+    const reports: string[] = [];
+    type ThreePhases = { phase: "one" } | { phase: "two" } | { phase: "three" };
+    let h!: Harness;
+    const make = (label: string, version: number, onOne?: () => void) =>
+      defineTask<null, ThreePhases, Json>({
+        name: "swap-unfit",
+        version,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            onOne?.();
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (_t, runtime) => {
+            log.push(`${label}:two`);
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "three" } }));
+          },
+          three: async (_t, runtime) => {
+            log.push(`${label}:three`);
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const unfit = make("B", 2);
+    const original = make("A", 1, () => h.register(unfit));
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(log).toEqual(["A:one", "A:two", "A:three"]);
+    expect(reports.filter((r) => r.includes("swap-unfit"))).toHaveLength(1);
+    expect(reports.find((r) => r.includes("swap-unfit"))).toMatch(/version 2 .*no migrate/);
+    await h.close();
+  });
 });
 
 describe("transactions", () => {

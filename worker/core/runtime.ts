@@ -186,8 +186,24 @@ export class Invocation {
       };
     }
     const replacement = this.scheduler.registry.get(t.kind);
-    if (replacement && replacement !== this.definition && replacement.version >= t.version) {
-      return { kind: "handover" };
+    if (replacement && replacement !== this.definition) {
+      // Hand over only to a definition that can reserve the task (spec §5.4): the same version, or a
+      // higher one with `migrate`. Otherwise run on under this one, report it once per definition,
+      // and look again at the next boundary.
+      const canReserve =
+        replacement.version === t.version ||
+        (replacement.version > t.version && replacement.migrate !== undefined);
+      if (canReserve) return { kind: "handover" };
+      if (!this.scheduler.unfitReplacements.has(replacement)) {
+        this.scheduler.unfitReplacements.add(replacement);
+        this.scheduler.report(
+          new Error(
+            `${t.kind} version ${replacement.version} cannot take over task ${t.id} of version ${t.version} (${
+              replacement.version < t.version ? "an older version" : "no migrate"
+            }); it runs on under the definition it started with`,
+          ),
+        );
+      }
     }
     return { kind: "run", task: t };
   }
