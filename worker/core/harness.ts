@@ -36,7 +36,6 @@ import type {
   ConversationId,
   ConversationRecord,
   EntryRecord,
-  JoinPolicy,
   Json,
   SubmissionId,
   SubmissionRecord,
