@@ -6,12 +6,12 @@
  * watch frame, reading a view's built-in documents and messages, the protocol-mismatch status).
  * Nothing here opens a store, starts a task or touches a browser API.
  */
-import { defineEntry } from "./agent/records.ts";
+import { defineEntry, type UsageState } from "./agent/records.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
 import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
 
-export type { AssistantMessage, Message as ModelMessage } from "@mariozechner/pi-ai";
+export type { AssistantMessage, Message as ModelMessage, Usage } from "@mariozechner/pi-ai";
 /** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
 export type {
   CompactionStatus,
@@ -19,8 +19,9 @@ export type {
   InboxState,
   LiveState,
   ToolSlot,
+  UsageState,
 } from "./agent/records.ts";
-export { defineEntry, inboxOf, liveOf, modelMessages } from "./agent/records.ts";
+export { defineEntry, inboxOf, liveOf, modelMessages, usageOf } from "./agent/records.ts";
 export type {
   HarnessInspection,
   TaskGraph,
@@ -204,6 +205,8 @@ export interface EngineApi {
    * with the reason), the queued and placed submissions, diagnostics, and a fatal store error.
    */
   inspect(): Promise<HarnessInspection>;
+  /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
+  usage(): Promise<UsageState>;
 }
 
 export interface EngineTimeline {

@@ -384,3 +384,21 @@ test("the conversation list is live in every tab: titled from the first input, r
   await search.fill("nothing says this");
   await a.getByText("No conversation matches.").waitFor();
 });
+
+test("usage and cost show per conversation under the composer and for all conversations in the details", async () => {
+  const page = await openApp("usage");
+  await say(page, "hello there");
+  await settled(page, 1);
+  const line = page.locator('[data-testid="usage"] summary');
+  await until(
+    "the usage line",
+    () => line.textContent(),
+    (t) => /^\d[\d.]*k? in · \d[\d.]*k? out · \$0$/.test(t ?? ""),
+  );
+  await line.click();
+  expect(await page.locator('[data-testid="usage"] th').allTextContents()).toEqual(["demo/demo-1"]);
+  await page.getByRole("button", { name: "About the engine" }).click();
+  const total = page.locator('[data-testid="usage-total"]');
+  await total.waitFor();
+  expect(await total.textContent()).toBe(await line.textContent());
+});

@@ -128,6 +128,9 @@ export const liveOf = (docs: Readonly<Record<string, Json>>): LiveState =>
 /** A view's `pi.inbox` (queued inputs and writes). */
 export const inboxOf = (docs: Readonly<Record<string, Json>>): InboxState =>
   viewDoc<InboxState>(docs, DOC.inbox, { items: [] });
+/** A view's `pi.usage` (model spend per provider/model, tools' own spend per tool). */
+export const usageOf = (docs: Readonly<Record<string, Json>>): UsageState =>
+  viewDoc<UsageState>(docs, DOC.usage, { models: {}, tools: {} });
 
 export function zeroUsage(): Usage {
   return {

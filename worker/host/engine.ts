@@ -28,6 +28,7 @@ import {
   protocolMismatch,
   type SubmitRequest,
   tabLockName,
+  type UsageState,
   type WatchFrame,
 } from "../protocol.ts";
 import { openAppHarness } from "./app-harness.ts";
@@ -284,6 +285,10 @@ export class EngineHost implements EngineApi {
 
   async taskGraph(): Promise<TaskGraph> {
     return (await this.#h()).taskGraph();
+  }
+
+  async usage(): Promise<UsageState> {
+    return (await this.#h()).usage();
   }
 
   async inspect(): Promise<HarnessInspection> {

@@ -271,6 +271,17 @@ function zeroUsage(): Usage {
   return { ...ZERO_USAGE, cost: { ...ZERO_USAGE.cost } };
 }
 
+/**
+ * What a real model would have counted, estimated at four characters a token (the demo costs
+ * nothing): the app's usage display then shows real-looking figures with no key.
+ */
+function estimatedUsage(context: Context, content: readonly Block[]): Usage {
+  const tokens = (chars: number) => Math.ceil(chars / 4);
+  const input = tokens((context.systemPrompt ?? "").length + JSON.stringify(context.messages).length);
+  const output = tokens(JSON.stringify(content).length);
+  return { ...zeroUsage(), input, output, totalTokens: input + output };
+}
+
 function chunks(text: string, size: number): string[] {
   const out: string[] = [];
   // Split on code points so a delta never ends inside a surrogate pair.
@@ -320,7 +331,7 @@ function streamDemo(
   const snapshot = (stopReason: AssistantMessage["stopReason"] = "stop"): AssistantMessage => ({
     ...base,
     content: content.map(cloneBlock),
-    usage: zeroUsage(),
+    usage: estimatedUsage(context, content),
     stopReason,
   });
   const push = (event: AssistantMessageEvent) => stream.push(event);
