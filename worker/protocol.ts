@@ -22,6 +22,7 @@ export type {
   UsageState,
 } from "./agent/records.ts";
 export { defineEntry, inboxOf, liveOf, modelMessages, usageOf } from "./agent/records.ts";
+export { errorMessage } from "./core/errors.ts";
 export type {
   HarnessInspection,
   TaskGraph,

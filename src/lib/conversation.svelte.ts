@@ -5,7 +5,13 @@
  */
 import * as Comlink from "comlink";
 import { createSubscriber } from "svelte/reactivity";
-import { applyFrame, type ConversationView, type EngineApi, type WatchFrame } from "../../worker/protocol.ts";
+import {
+  applyFrame,
+  type ConversationView,
+  type EngineApi,
+  errorMessage,
+  type WatchFrame,
+} from "../../worker/protocol.ts";
 
 export class ConversationState {
   #view = $state.raw<ConversationView | undefined>(undefined);
@@ -42,7 +48,7 @@ export class ConversationState {
           (e: unknown) => {
             // Errors cross the wire as plain Errors that keep their name (Comlink).
             if (e instanceof Error && e.name === "UnknownConversation") this.missing = true;
-            else this.error = e instanceof Error ? e.message : String(e);
+            else this.error = errorMessage(e);
           },
         );
       return () => {

@@ -11,6 +11,7 @@ import {
   DEFAULT_STORE_NAME,
   type EngineApi,
   type EngineStatus,
+  errorMessage,
   hostTabLockName,
   PROTOCOL_VERSION,
   protocolMismatch,
@@ -111,7 +112,7 @@ export class EngineClient {
         phase: "failed",
         stage: "connect",
         reason: "unknown",
-        message: `the engine could not be reached: ${error instanceof Error ? error.message : String(error)}`,
+        message: `the engine could not be reached: ${errorMessage(error)}`,
         advice: "Reload the page; if it keeps failing, close the app's other tabs and try again.",
       };
     }
