@@ -275,10 +275,15 @@ function zeroUsage(): Usage {
  * What a real model would have counted, estimated at four characters a token (the demo costs
  * nothing): the app's usage display then shows real-looking figures with no key.
  */
-function estimatedUsage(context: Context, content: readonly Block[]): Usage {
-  const tokens = (chars: number) => Math.ceil(chars / 4);
-  const input = tokens((context.systemPrompt ?? "").length + JSON.stringify(context.messages).length);
-  const output = tokens(JSON.stringify(content).length);
+const estimatedTokens = (chars: number) => Math.ceil(chars / 4);
+
+/** The request's side, counted once per request (every streamed snapshot reuses it). */
+function estimatedInputTokens(context: Context): number {
+  return estimatedTokens((context.systemPrompt ?? "").length + JSON.stringify(context.messages).length);
+}
+
+function estimatedUsage(input: number, content: readonly Block[]): Usage {
+  const output = estimatedTokens(JSON.stringify(content).length);
   return { ...zeroUsage(), input, output, totalTokens: input + output };
 }
 
@@ -321,6 +326,7 @@ function streamDemo(
   const signal = options?.signal;
   const { charsPerChunk, chunkDelayMs } = speed;
   const content: Block[] = [];
+  const inputTokens = estimatedInputTokens(context);
   const base = {
     role: "assistant" as const,
     api: model.api,
@@ -331,7 +337,7 @@ function streamDemo(
   const snapshot = (stopReason: AssistantMessage["stopReason"] = "stop"): AssistantMessage => ({
     ...base,
     content: content.map(cloneBlock),
-    usage: estimatedUsage(context, content),
+    usage: estimatedUsage(inputTokens, content),
     stopReason,
   });
   const push = (event: AssistantMessageEvent) => stream.push(event);
