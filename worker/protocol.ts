@@ -6,18 +6,29 @@
  * watch frame, reading a view's built-in documents and messages, the protocol-mismatch status).
  * Nothing here opens a store, starts a task or touches a browser API.
  */
-import { defineEntry, type UsageState } from "./agent/records.ts";
+import type { KeyCheck } from "./agent/models/key-check.ts";
+import type { ModelChoice } from "./agent/models/keys.ts";
+import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
 import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
 
 export type { AssistantMessage, Message as ModelMessage, Usage } from "@mariozechner/pi-ai";
+export {
+  describeProviderProblem,
+  type KeyCheck,
+  type ProviderProblem,
+  providerProblem,
+} from "./agent/models/key-check.ts";
+export type { ModelChoice } from "./agent/models/keys.ts";
 /** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
 export type {
   CompactionStatus,
   InboxItem,
   InboxState,
   LiveState,
+  ModelRef,
+  ThinkingLevel,
   ToolSlot,
   UsageState,
 } from "./agent/records.ts";
@@ -54,7 +65,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -113,12 +124,25 @@ export interface ConversationSummary {
   readonly busy: boolean;
 }
 
-export interface ModelChoice {
-  readonly provider: string;
-  readonly id: string;
-  readonly name: string;
-  readonly needsKey: boolean;
+/** A conversation's agent settings as the settings panel edits them. */
+export interface AgentSettingsView {
+  readonly model?: ModelRef;
+  readonly thinkingLevel?: ThinkingLevel;
+  readonly instructions?: string;
 }
+
+/** A change to them: a given field replaces, null clears (back to the default), an absent one stays. */
+export interface AgentSettingsChange {
+  readonly thinkingLevel?: ThinkingLevel | null;
+  readonly instructions?: string | null;
+}
+
+export const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high", "xhigh"];
+/** Instructions longer than this are refused where they enter. */
+export const MAX_INSTRUCTIONS = 20_000;
+
+/** The demo model's speed presets. */
+export type DemoSpeedName = "slow" | "normal" | "fast" | "instant";
 
 export type InputMode = "followUp" | "steer";
 
@@ -187,6 +211,20 @@ export interface EngineApi {
   /** Keys live in the store's settings; they never reach entries, exports or logs. */
   setApiKey(provider: string, key: string | null): Promise<void>;
   hasApiKey(provider: string): Promise<boolean>;
+  /** The providers with a saved key (names only). */
+  apiKeys(): Promise<string[]>;
+  /**
+   * Send one tiny request with the provider's saved key: `ok`, or what went wrong in words (missing,
+   * rejected, network, other), never with the key in it.
+   */
+  testApiKey(provider: string): Promise<KeyCheck>;
+  /** A conversation's model, thinking level and instructions (absent: the defaults). */
+  agentSettings(conversationId: ConversationId): Promise<AgentSettingsView>;
+  /** Change a conversation's thinking level or instructions (checked here: a bad value is refused). */
+  configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void>;
+  demoSpeed(): Promise<DemoSpeedName>;
+  /** Every demo stream started from now on, in every tab, runs at this speed; it is kept in the store. */
+  setDemoSpeed(speed: DemoSpeedName): Promise<void>;
   /**
    * Watch a conversation: `listener` gets the current view at once, then each commit's frame; the
    * next frame is sent only after the listener's promise resolved, and at most 100 wait (then one

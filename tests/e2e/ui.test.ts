@@ -402,3 +402,68 @@ test("usage and cost show per conversation under the composer and for all conver
   await total.waitFor();
   expect(await total.textContent()).toBe(await line.textContent());
 });
+
+const POLL = { timeout: 20_000, interval: 100 };
+
+test("settings: a model found by search, a key saved, tested and removed without ever showing, thinking, instructions and the demo speed kept", async () => {
+  const KEY = "sk-e2e-FAKE-9f8e7d6c5b4a39281706";
+  const page = await openApp("settings");
+  await page.getByTestId("open-settings").click();
+  const dialog = page.getByTestId("settings");
+  await dialog.waitFor();
+  await expect.poll(() => dialog.getByTestId("current-model").textContent(), POLL).toContain("Demo");
+  // Search narrows the grouped list; providers a browser cannot use are not offered at all.
+  await dialog.getByTestId("model-search").fill("gpt-4o-mini");
+  const list = dialog.getByTestId("model-list");
+  await expect.poll(() => list.getByRole("group").count(), POLL).toBeGreaterThan(0);
+  const groups = await list
+    .getByRole("group")
+    .evaluateAll((els) => els.map((e) => e.getAttribute("aria-label")));
+  expect(groups).toContain("openai");
+  expect(groups).not.toContain("azure-openai-responses");
+  await list.getByRole("group", { name: "openai", exact: true }).getByRole("button").first().click();
+  await expect.poll(() => dialog.getByTestId("current-model").textContent(), POLL).toContain("openai");
+  // The provider's key row appears; the key is saved and the field empties.
+  const row = dialog.getByTestId("key-openai");
+  await expect.poll(() => row.textContent(), POLL).toContain("no key");
+  await row.getByLabel("openai API key").fill(KEY);
+  await row.getByRole("button", { name: "Save" }).click();
+  await expect.poll(() => row.textContent(), POLL).toContain("key saved");
+  expect(await row.getByLabel("openai API key").inputValue()).toBe("");
+  // Testing it sends a tiny request: offline here it cannot be reached, online the fake key is rejected.
+  await row.getByRole("button", { name: "Test" }).click();
+  const words = await until(
+    "the key check's answer",
+    () => row.locator(".check").textContent(),
+    (t) => Boolean(t && !t.startsWith("Checking")),
+    40_000,
+  );
+  expect(words).toMatch(/could not be reached|rejected the API key/);
+  // The key is in no part of the page, its storage or the console.
+  const everywhere = await page.evaluate(
+    () => document.documentElement.outerHTML + JSON.stringify(localStorage),
+  );
+  expect(everywhere).not.toContain(KEY);
+  expect(logs.join("\n")).not.toContain(KEY);
+  await row.getByRole("button", { name: "Remove" }).click();
+  await expect.poll(() => row.textContent(), POLL).toContain("no key");
+  // A reasoning model's thinking level, instructions, and the demo speed, kept across a reload.
+  await dialog.getByLabel("Instructions").fill("Answer in one sentence.");
+  await dialog.getByRole("button", { name: "Save instructions" }).click();
+  await expect
+    .poll(() => dialog.getByRole("status").first().textContent(), POLL)
+    .toContain("Saved the instructions");
+  await dialog.getByTestId("demo-speed").selectOption("fast");
+  await expect.poll(() => dialog.getByRole("status").first().textContent(), POLL).toContain("fast");
+  await page.screenshot({ path: join(shots, "settings-1280.png") });
+  await page.keyboard.press("Escape");
+  await dialog.waitFor({ state: "detached" });
+  await page.reload();
+  await page
+    .locator('[data-testid="engine-status"][data-phase="ready"]')
+    .waitFor({ state: "attached", timeout: 60_000 });
+  await page.getByTestId("open-settings").click();
+  await expect.poll(() => page.getByLabel("Instructions").inputValue(), POLL).toBe("Answer in one sentence.");
+  expect(await page.getByTestId("demo-speed").inputValue()).toBe("fast");
+  await expect.poll(() => page.getByTestId("current-model").textContent(), POLL).toContain("openai");
+});

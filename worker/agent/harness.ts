@@ -21,10 +21,12 @@ import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
 import type { InboxPolicy } from "./conversation/inbox.ts";
 import { createGenerationTask, prepareRequest } from "./generation/task.ts";
+import { checkApiKey, type KeyCheck } from "./models/key-check.ts";
 import {
   API_KEYS_DOC,
   type ModelChoice,
   modelChoices,
+  providersWithKeys,
   SETTINGS_CONVERSATION,
   storedApiKey,
   writeApiKey,
@@ -280,6 +282,16 @@ export class AgentHarness extends Harness {
   /** Whether requests to `provider` would carry a key. */
   hasApiKey(provider: string): boolean {
     return Boolean(this.services.apiKey(provider));
+  }
+
+  /** The providers with a key in the store's settings (names only). */
+  providersWithKeys(): string[] {
+    return providersWithKeys((c, name) => this.docNow(c, name));
+  }
+
+  /** Send one tiny request with `provider`'s key; the answer says what went wrong, never the key. */
+  testApiKey(provider: string, signal?: AbortSignal): Promise<KeyCheck> {
+    return checkApiKey(this.services, provider, { ...(signal ? { signal } : {}), now: () => this.now() });
   }
 
   /**

@@ -11,12 +11,16 @@ import { createModelResolver } from "../agent/models/resolver.ts";
 import { builtinTools } from "../agent/tools/builtin/index.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
+import { applyStoredDemoSpeed } from "./app-settings.ts";
 import { OpfsFs } from "./opfs-fs.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
 
-export function openAppHarness(store: SqliteLine, onFatal: (error: Error) => void): Promise<AgentHarness> {
+export async function openAppHarness(
+  store: SqliteLine,
+  onFatal: (error: Error) => void,
+): Promise<AgentHarness> {
   registerDemoProvider();
-  return AgentHarness.open(store, {
+  const harness = await AgentHarness.open(store, {
     tasks: [tickerTask, noopTask],
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
     defaultModel: { provider: demoModel.provider, id: demoModel.id },
@@ -25,4 +29,6 @@ export function openAppHarness(store: SqliteLine, onFatal: (error: Error) => voi
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
   });
+  applyStoredDemoSpeed(harness);
+  return harness;
 }

@@ -17,12 +17,16 @@ import type { ConversationView, Watch } from "../core/observe.ts";
 import type { ConversationId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
 import {
+  type AgentSettingsChange,
+  type AgentSettingsView,
   type CompactOutcome,
   type ConversationSummary,
+  type DemoSpeedName,
   type EngineApi,
   type EngineStatus,
   type EngineTimeline,
   type Hello,
+  type KeyCheck,
   type ModelChoice,
   PROTOCOL_VERSION,
   protocolMismatch,
@@ -32,6 +36,7 @@ import {
   type WatchFrame,
 } from "../protocol.ts";
 import { openAppHarness } from "./app-harness.ts";
+import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./app-settings.ts";
 import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { StoreOwner } from "./owner.ts";
 import type { HostPlatform } from "./platform.ts";
@@ -253,6 +258,37 @@ export class EngineHost implements EngineApi {
 
   async hasApiKey(provider: string): Promise<boolean> {
     return (await this.#h()).hasApiKey(provider);
+  }
+
+  async apiKeys(): Promise<string[]> {
+    return (await this.#h()).providersWithKeys();
+  }
+
+  async testApiKey(provider: string): Promise<KeyCheck> {
+    if (typeof provider !== "string" || !provider) throw new TypeError("testApiKey needs a provider name");
+    return (await this.#h()).testApiKey(provider);
+  }
+
+  async agentSettings(conversationId: ConversationId): Promise<AgentSettingsView> {
+    const agent = await (await this.#h()).requireConversation(conversationId).agent();
+    return {
+      ...(agent.model ? { model: agent.model } : {}),
+      ...(agent.thinkingLevel ? { thinkingLevel: agent.thinkingLevel } : {}),
+      ...(agent.instructions !== undefined ? { instructions: agent.instructions } : {}),
+    };
+  }
+
+  async configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void> {
+    const h = await this.#h();
+    await h.requireConversation(conversationId).configure(checkAgentChange(change));
+  }
+
+  async demoSpeed(): Promise<DemoSpeedName> {
+    return storedDemoSpeed(await this.#h());
+  }
+
+  async setDemoSpeed(speed: DemoSpeedName): Promise<void> {
+    await writeDemoSpeed(await this.#h(), speed);
   }
 
   async watch(

@@ -16,10 +16,26 @@ export const API_KEYS_DOC = "engine.apiKeys";
 
 type Keys = Record<string, string>;
 
-/** A model as a picker lists it: whether a key must be set before it can answer. */
+/** A model as a picker lists it: whether a key must be set before it can answer, whether it reasons. */
 export interface ModelChoice extends ModelInfo {
   readonly needsKey: boolean;
+  readonly reasoning: boolean;
 }
+
+/**
+ * Providers a browser cannot use with an API key alone, so the app does not offer them: they sign
+ * requests with cloud credentials, log in with OAuth, or need a per-account endpoint this engine has
+ * no setting for.
+ */
+export const NOT_FROM_A_BROWSER: Readonly<Record<string, string>> = {
+  "amazon-bedrock": "AWS request signing",
+  "azure-openai-responses": "a per-resource endpoint",
+  "cloudflare-ai-gateway": "a per-account endpoint",
+  "cloudflare-workers-ai": "a per-account endpoint",
+  "github-copilot": "OAuth login",
+  "google-vertex": "Google Cloud credentials",
+  "openai-codex": "OAuth login",
+};
 
 /** The stored key of `provider`, given a reader of committed documents. */
 export function storedApiKey(
@@ -37,7 +53,29 @@ export function writeApiKey(tx: Tx, provider: string, key: string | null): void 
   tx.writeDoc(SETTINGS_CONVERSATION, API_KEYS_DOC, keys);
 }
 
-/** Every model the resolver knows, each marked with whether its provider needs a key. */
+/** The providers with a stored key (names only: a key is never read back). */
+export function providersWithKeys(
+  doc: (conversationId: ConversationId, name: string) => Json | undefined,
+): string[] {
+  const keys = doc(SETTINGS_CONVERSATION, API_KEYS_DOC) as Keys | undefined;
+  return Object.keys(keys ?? {})
+    .filter((p) => Boolean(keys?.[p]))
+    .sort();
+}
+
+/**
+ * Every model the resolver knows that a browser can use, each marked with whether its provider
+ * needs a key and whether it reasons (so a picker offers a thinking level only where it means something).
+ */
 export function modelChoices(models: ModelResolver): ModelChoice[] {
-  return models.list().map((m) => ({ ...m, needsKey: m.provider !== demoModel.provider }));
+  return models
+    .list()
+    .filter((m) => !(m.provider in NOT_FROM_A_BROWSER))
+    .map((m) => ({
+      provider: m.provider,
+      id: m.id,
+      name: m.name,
+      needsKey: m.provider !== demoModel.provider,
+      reasoning: models.resolve(m)?.reasoning === true,
+    }));
 }

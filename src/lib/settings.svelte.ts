@@ -1,0 +1,190 @@
+/**
+ * The settings panel's state: the model list (searched and grouped by provider), which providers have
+ * a saved key, the open conversation's agent settings, and the demo model's speed. Keys go to the
+ * engine and are never read back: the panel only knows a provider's name and whether a key is saved.
+ */
+import {
+  type AgentSettingsView,
+  type DemoSpeedName,
+  type EngineApi,
+  errorMessage,
+  type KeyCheck,
+  type ModelChoice,
+  type ThinkingLevel,
+} from "../../worker/protocol.ts";
+
+type Api = Pick<
+  EngineApi,
+  | "models"
+  | "apiKeys"
+  | "setApiKey"
+  | "testApiKey"
+  | "agentSettings"
+  | "configureAgent"
+  | "setModel"
+  | "demoSpeed"
+  | "setDemoSpeed"
+>;
+
+/** At most this many models are listed for a search; the rest are counted. */
+export const MAX_LISTED = 150;
+
+export interface ModelGroup {
+  readonly provider: string;
+  readonly models: readonly ModelChoice[];
+}
+
+/** The models matching `query` (every word in provider, name or id), grouped by provider in list order. */
+export function groupModels(
+  models: readonly ModelChoice[],
+  query: string,
+  max = MAX_LISTED,
+): { groups: ModelGroup[]; hidden: number } {
+  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+  const groups = new Map<string, ModelChoice[]>();
+  let listed = 0;
+  let hidden = 0;
+  for (const m of models) {
+    const text = `${m.provider} ${m.name} ${m.id}`.toLowerCase();
+    if (!words.every((w) => text.includes(w))) continue;
+    if (listed >= max) {
+      hidden++;
+      continue;
+    }
+    listed++;
+    let group = groups.get(m.provider);
+    if (!group) groups.set(m.provider, (group = []));
+    group.push(m);
+  }
+  return { groups: [...groups].map(([provider, list]) => ({ provider, models: list })), hidden };
+}
+
+export const modelKey = (m: { provider: string; id: string }) => `${m.provider}/${m.id}`;
+
+export class SettingsState {
+  models = $state.raw<ModelChoice[]>([]);
+  keys = $state.raw<string[]>([]);
+  agent = $state.raw<AgentSettingsView>({});
+  demoSpeed = $state<DemoSpeedName>("normal");
+  /** The latest key check per provider, in words. */
+  checks = $state.raw<Record<string, KeyCheck | "checking">>({});
+  /** A short confirmation or error for the person, shown in a live region. */
+  note = $state("");
+  error = $state("");
+
+  constructor(
+    readonly api: Api,
+    readonly conversationId: number,
+    /** The model of conversations whose settings name none. */
+    readonly defaultModel = "demo/demo-1",
+  ) {}
+
+  get currentModel(): string {
+    return this.agent.model ? modelKey(this.agent.model) : this.defaultModel;
+  }
+
+  get current(): ModelChoice | undefined {
+    const key = this.currentModel;
+    return this.models.find((m) => modelKey(m) === key);
+  }
+
+  async load(): Promise<void> {
+    await this.#run(async () => {
+      const [models, keys, agent, speed] = await Promise.all([
+        this.api.models(),
+        this.api.apiKeys(),
+        this.api.agentSettings(this.conversationId),
+        this.api.demoSpeed(),
+      ]);
+      this.models = models;
+      this.keys = keys;
+      this.agent = agent;
+      this.demoSpeed = speed;
+    });
+  }
+
+  async chooseModel(choice: ModelChoice): Promise<void> {
+    await this.#run(async () => {
+      await this.api.setModel(this.conversationId, { provider: choice.provider, id: choice.id });
+      this.agent = await this.api.agentSettings(this.conversationId);
+      this.note =
+        choice.needsKey && !this.keys.includes(choice.provider)
+          ? `Using ${choice.name}. It needs a ${choice.provider} API key: add one below.`
+          : `Using ${choice.name}.`;
+    });
+  }
+
+  async saveKey(provider: string, key: string): Promise<boolean> {
+    const trimmed = key.trim();
+    if (!trimmed) {
+      this.error = "Paste a key first.";
+      return false;
+    }
+    return this.#run(async () => {
+      await this.api.setApiKey(provider, trimmed);
+      this.keys = await this.api.apiKeys();
+      this.#forgetCheck(provider);
+      this.note = `Saved the ${provider} key.`;
+    });
+  }
+
+  async removeKey(provider: string): Promise<void> {
+    await this.#run(async () => {
+      await this.api.setApiKey(provider, null);
+      this.keys = await this.api.apiKeys();
+      this.#forgetCheck(provider);
+      this.note = `Removed the ${provider} key.`;
+    });
+  }
+
+  async testKey(provider: string): Promise<void> {
+    this.checks = { ...this.checks, [provider]: "checking" };
+    try {
+      const check = await this.api.testApiKey(provider);
+      this.checks = { ...this.checks, [provider]: check };
+    } catch (e) {
+      this.checks = { ...this.checks, [provider]: { ok: false, problem: "other", message: errorMessage(e) } };
+    }
+  }
+
+  async setThinking(level: ThinkingLevel | null): Promise<void> {
+    await this.#run(async () => {
+      await this.api.configureAgent(this.conversationId, { thinkingLevel: level });
+      this.agent = await this.api.agentSettings(this.conversationId);
+      this.note = level ? `Thinking level: ${level}.` : "Thinking level: the model's default.";
+    });
+  }
+
+  async setInstructions(text: string): Promise<void> {
+    await this.#run(async () => {
+      await this.api.configureAgent(this.conversationId, { instructions: text });
+      this.agent = await this.api.agentSettings(this.conversationId);
+      this.note = this.agent.instructions ? "Saved the instructions." : "Instructions cleared.";
+    });
+  }
+
+  async setDemoSpeed(speed: DemoSpeedName): Promise<void> {
+    await this.#run(async () => {
+      await this.api.setDemoSpeed(speed);
+      this.demoSpeed = speed;
+      this.note = `The demo model now streams at "${speed}" speed.`;
+    });
+  }
+
+  #forgetCheck(provider: string): void {
+    const { [provider]: _, ...rest } = this.checks;
+    this.checks = rest;
+  }
+
+  async #run(work: () => Promise<void>): Promise<boolean> {
+    this.error = "";
+    this.note = "";
+    try {
+      await work();
+      return true;
+    } catch (e) {
+      this.error = errorMessage(e);
+      return false;
+    }
+  }
+}
