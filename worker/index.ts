@@ -11,7 +11,24 @@ export {
   Submission,
 } from "./agent/conversation/handles.ts";
 export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/conversation/inbox.ts";
-export { AgentHarness, type AgentHarnessOptions } from "./agent/harness.ts";
+export { defineExtension, section, wrapSection, wrapTool } from "./agent/extensions/define.ts";
+export {
+  type BuiltinTaskName,
+  type HookHandler,
+  type HookRegistration,
+  hook,
+  type TaskHooks,
+} from "./agent/extensions/hooks.ts";
+export {
+  createRegistry,
+  ExtensionInvalid,
+  type ExtensionRegistry,
+  RegistryInvalid,
+  type RegistryReader,
+  type RegistrySnapshot,
+} from "./agent/extensions/registry.ts";
+export type { Extension, PromptInput, PromptSection, ResolvedAgent, Wrap } from "./agent/extensions/types.ts";
+export { AgentHarness, type AgentHarnessOptions, OPTIONS_EXTENSION } from "./agent/harness.ts";
 export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/models/demo-provider.ts";
 export {
   createModelResolver,
@@ -44,7 +61,7 @@ export type {
   StreamFn,
   StreamSettings,
 } from "./agent/services.ts";
-export { builtinTools } from "./agent/tools/builtin/index.ts";
+export { builtinTools, builtinToolsExtension } from "./agent/tools/builtin/index.ts";
 export {
   defineTool,
   errorResult,

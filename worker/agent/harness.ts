@@ -20,6 +20,9 @@ import { createCompactionTask, startBackgroundCompaction } from "./compaction/ta
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
 import type { InboxPolicy } from "./conversation/inbox.ts";
+import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
+import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
+import type { Extension } from "./extensions/types.ts";
 import { createGenerationTask, prepareRequest } from "./generation/task.ts";
 import { checkApiKey, type KeyCheck } from "./models/key-check.ts";
 import {
@@ -48,9 +51,14 @@ import {
   type AgentServices,
   type AgentSettings,
   defaultStream,
+  resolvers,
   resolveSettings,
   type StreamFn,
 } from "./services.ts";
+
+/** The name of the extension that holds the tools and hooks given as harness options. */
+export const OPTIONS_EXTENSION = "harness-options";
+
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task.ts";
 import { uuidv7 } from "./uuidv7.ts";
@@ -61,6 +69,16 @@ export interface AgentHarnessOptions extends HarnessOptions {
   models?: ModelResolver;
   /** The model of conversations whose pi.agent names none. */
   defaultModel?: ModelRef;
+  /**
+   * The app's extension registry (spec §7.1), bound by `open`: conversations resolve their tools,
+   * prompt sections and hooks from it, and the scheduler its extensions' task definitions. Default:
+   * a registry of the harness's own.
+   */
+  extensions?: ExtensionRegistry;
+  /**
+   * Shorthand for an extension named `harness-options` (installed, or replaced, in the registry by
+   * the constructor) holding these tools and hooks; the hooks are read at each resolution.
+   */
   tools?: readonly ToolDefinition[];
   fs?: WorkspaceFs;
   settings?: AgentSettings | (() => AgentSettings);
@@ -91,7 +109,13 @@ export class AgentHarness extends Harness {
   readonly toolTask: AnyTaskDefinition;
   readonly compactionTask: ReturnType<typeof createCompactionTask>;
   readonly policy: InboxPolicy;
+  /** The bound extension registry. */
+  readonly extensions: ExtensionRegistry;
   #tools = new Map<string, ToolDefinition>();
+  #hooks: AgentHarnessOptions["hooks"];
+  /** Task names the core registry holds because an installed extension defines them. */
+  #extensionTasks = new Set<string>();
+  #unsubscribe: () => void;
 
   protected constructor(store: Store, options: AgentHarnessOptions) {
     const created = options.onConversationCreated;
@@ -102,11 +126,16 @@ export class AgentHarness extends Harness {
         created?.(tx, record);
       },
     });
+    const extensions = options.extensions ?? createRegistry();
+    this.extensions = extensions;
+    this.#hooks = options.hooks;
     for (const tool of options.tools ?? []) this.#tools.set(tool.name, tool);
+    if (options.tools || options.hooks) extensions.install(this.#optionsExtension());
     const settings = options.settings;
     // Settings given as an object are checked here, where they enter; a getter's at each reading.
     if (typeof settings !== "function") resolveSettings(settings);
-    const hooks = options.hooks;
+    const report = options.onReport ?? (() => undefined);
+    const readAgent = (c: ConversationId) => (this.docNow(c, DOC.agent) as AgentState | undefined) ?? {};
     this.services = {
       core: this,
       entries: new EntryCache(this),
@@ -115,10 +144,10 @@ export class AgentHarness extends Harness {
       fs: options.fs ?? new MemoryFs(),
       stream: options.stream ?? defaultStream,
       settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
-      hooks: () => (typeof hooks === "function" ? hooks() : (hooks ?? {})),
-      tools: () => this.#tools,
+      readAgent,
+      ...resolvers(() => extensions.snapshot(), readAgent, report),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
-      report: options.onReport ?? (() => undefined),
+      report,
     };
     const toolTask = createToolTask(this.services);
     this.toolTask = toolTask as AnyTaskDefinition;
@@ -170,11 +199,59 @@ export class AgentHarness extends Harness {
       () => compactionTask,
     ) as AnyTaskDefinition;
     this.registry.register(this.generationTask, this.toolTask, this.compactionTask as AnyTaskDefinition);
+    this.#syncTasks();
+    this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
+  }
+
+  /** The tools and hooks given as options, as an extension (hooks read at each resolution). */
+  #optionsExtension(): Extension {
+    const tools = [...this.#tools.values()];
+    const hooks = () => {
+      const h = this.#hooks;
+      return registrationsOf((typeof h === "function" ? h() : h) ?? {});
+    };
+    return {
+      name: OPTIONS_EXTENSION,
+      tools,
+      get hooks() {
+        return hooks();
+      },
+    };
+  }
+
+  /**
+   * The core registry follows the extensions' task definitions: a new or replaced one is registered
+   * (a running task hands over at its next phase boundary), a removed one unregistered (its pending
+   * tasks stay blocked until it is installed again).
+   */
+  #syncTasks(): void {
+    const wanted = new Map(
+      this.extensions
+        .snapshot()
+        .tasks()
+        .map((t) => [t.name, t] as const),
+    );
+    for (const name of this.#extensionTasks) if (!wanted.has(name)) this.registry.unregister(name);
+    for (const [name, definition] of wanted) {
+      this.registry.manage(name);
+      if (this.registry.get(name) !== definition) this.registry.register(definition);
+    }
+    this.#extensionTasks = new Set(wanted.keys());
+  }
+
+  override close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
+    this.#unsubscribe();
+    return super.close(options, signal);
   }
 
   static override async open(store: Store, options: AgentHarnessOptions = {}): Promise<AgentHarness> {
     // Opened paused: requests read API keys synchronously (docNow), so the settings' documents are
     // loaded before any recovered task can start; then scheduling begins unless the caller paused.
+    // The registry must answer for every built-in task (spec §2.2): a reader of another make may not.
+    const snapshot = options.extensions?.snapshot();
+    const missing = snapshot && BUILTIN_TASKS.filter((name) => !snapshot.hasTask(name));
+    if (missing?.length)
+      throw new RegistryInvalid(`the registry lacks the built-in tasks ${missing.join(", ")}`);
     const harness = new AgentHarness(store, { ...options, paused: true });
     await harness.start();
     await harness.doc(SETTINGS_CONVERSATION, API_KEYS_DOC);
@@ -182,9 +259,13 @@ export class AgentHarness extends Harness {
     return harness;
   }
 
-  /** Register tools (a later registration of a name replaces it for calls that start later). */
+  /**
+   * Add tools to the `harness-options` extension (a later registration of a name replaces it for
+   * phases that start later).
+   */
   registerTools(...tools: ToolDefinition[]): void {
     for (const tool of tools) this.#tools.set(tool.name, tool);
+    this.extensions.install(this.#optionsExtension());
   }
 
   /** The root conversation (id 1), with its agent configured on first use. */

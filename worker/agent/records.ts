@@ -31,8 +31,13 @@ export type ThinkingLevel = "off" | "minimal" | "low" | "medium" | "high" | "xhi
 export interface AgentState {
   model?: ModelRef;
   thinkingLevel?: ThinkingLevel;
-  /** Exactly these tools, in order (names); absent: every registered tool. */
-  tools?: string[];
+  /**
+   * Which installed extensions the conversation uses (names): exactly these, in order, or every
+   * installed one with `add` appended and `remove` left out; absent: every installed one.
+   */
+  extensions?: string[] | { add?: string[]; remove?: string[] };
+  /** Exactly these of the selected extensions' tools, in order, or all but `remove`; absent: all. */
+  tools?: string[] | { remove: string[] };
   instructions?: string;
 }
 

@@ -4,20 +4,18 @@
  */
 
 import type { Api, AssistantMessageEventStream, Model } from "@mariozechner/pi-ai";
-import {
-  type AssistantMessage,
-  type Context,
-  type Message,
-  type SimpleStreamOptions,
-  streamSimple,
-} from "@mariozechner/pi-ai";
+import { type Context, type SimpleStreamOptions, streamSimple } from "@mariozechner/pi-ai";
 import type { Harness } from "../core/harness.ts";
-import type { ConversationId, EntryId, EntryRecord, Json } from "../core/types.ts";
+import type { ConversationId, Json } from "../core/types.ts";
 import type { EntryCache } from "./conversation/entries.ts";
 import type { QueueMode } from "./conversation/inbox.ts";
+import { type AgentHooks, composeHooks } from "./extensions/hooks.ts";
+import type { RegistrySnapshot } from "./extensions/registry.ts";
+import { resolveAgent } from "./extensions/resolve.ts";
+import type { ResolvedAgent } from "./extensions/types.ts";
 import type { ModelResolver } from "./models/resolver.ts";
-import type { CompactionReason, ModelRef } from "./records.ts";
-import type { ToolDefinition, ToolExecutionMode, ToolResult } from "./tools/contract.ts";
+import type { AgentState, ModelRef } from "./records.ts";
+import type { ToolDefinition, ToolExecutionMode } from "./tools/contract.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
 
 export interface RetryPolicy {
@@ -138,82 +136,14 @@ function checkStreamSettings(stream: StreamSettings | undefined): StreamSettings
   return stream;
 }
 
-export type HookContext = { conversationId: ConversationId; taskId: number };
-
-/** Hooks, run in order; each phase reads them once at its start. */
-export interface AgentHooks {
-  /** May replace the messages of this request only. */
-  beforeRequest?: Array<
-    (messages: Message[], ctx: HookContext) => Message[] | undefined | Promise<Message[] | undefined>
-  >;
-  /** Observes every final message before it is classified. */
-  afterResponse?: Array<(message: AssistantMessage, ctx: HookContext) => void | Promise<void>>;
-  /** When a run answers: return text to continue the run with another user message (first wins). */
-  onYield?: Array<
-    (message: AssistantMessage, ctx: HookContext) => string | undefined | Promise<string | undefined>
-  >;
-  /** Observes a finished tool round. */
-  afterTools?: Array<(results: ToolRoundResult[], ctx: HookContext) => void | Promise<void>>;
-  /** Block a call or rewrite its arguments (validated again afterwards). */
-  beforeTool?: Array<
-    (
-      call: { name: string; arguments: unknown },
-      ctx: HookContext,
-    ) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
-  >;
-  /**
-   * Replace the result an aborted call records (by default its durable partial output, as an error).
-   * Runs in the call's abort handler; a hook that throws is reported and skipped.
-   */
-  onAbort?: Array<
-    (
-      call: { name: string; arguments: unknown },
-      result: ToolResult,
-      ctx: HookContext,
-    ) => ToolResult | undefined | Promise<ToolResult | undefined>
-  >;
-  /**
-   * After a compaction chose its range, before it summarizes: decline it, or supply the summary.
-   * The first decision wins; a hook that throws is reported and skipped.
-   */
-  beforeCompact?: Array<
-    (
-      input: BeforeCompactInput,
-      ctx: HookContext,
-    ) => BeforeCompactDecision | undefined | Promise<BeforeCompactDecision | undefined>
-  >;
-  /** Replace a tool's result. */
-  afterTool?: Array<
-    (
-      call: { name: string; arguments: unknown; result: ToolResult },
-      ctx: HookContext,
-    ) => ToolResult | undefined | Promise<ToolResult | undefined>
-  >;
-}
-
-export type BeforeToolDecision = { block: string } | { arguments: unknown };
-
-/** What a compaction is about to summarize (spec §7.2): the head marker, if any, first. */
-export interface BeforeCompactInput {
-  readonly reason: CompactionReason;
-  readonly entries: readonly EntryRecord[];
-  /** The model messages of those entries, as the summarizer would read them. */
-  readonly messages: readonly Message[];
-  /** The first entry kept verbatim: the summary's head. */
-  readonly firstKept: EntryId;
-  readonly instructions?: string;
-}
-
-/** Skip the compaction (it completes with nothing placed), or place this summary instead of asking the model. */
-export type BeforeCompactDecision = { readonly decline: true } | { readonly summary: string };
-
-export interface ToolRoundResult {
-  callId: string;
-  name: string;
-  entryId?: number;
-  isError: boolean;
-  terminate: boolean;
-}
+export type {
+  AgentHooks,
+  BeforeCompactDecision,
+  BeforeCompactInput,
+  BeforeToolDecision,
+  HookContext,
+  ToolRoundResult,
+} from "./extensions/hooks.ts";
 
 export type StreamFn = (
   model: Model<Api>,
@@ -231,21 +161,69 @@ export interface AgentServices {
   readonly fs: WorkspaceFs;
   readonly stream: StreamFn;
   settings(): ResolvedSettings;
-  hooks(): AgentHooks;
-  /** Every registered tool by name. */
-  tools(): ReadonlyMap<string, ToolDefinition>;
+  /** The registry's snapshot: the current one, or the one a phase took at its start. */
+  registry(): RegistrySnapshot;
+  /** A conversation's committed pi.agent (empty when absent). */
+  readAgent(c: ConversationId): AgentState;
+  /** What `c` resolves to from `registry()` and its pi.agent (`state` when given, else committed). */
+  agent(c: ConversationId, state?: AgentState): ResolvedAgent;
+  /** The hooks of `c`'s selected extensions; without `c`, every installed extension's. */
+  hooks(c?: ConversationId): AgentHooks;
+  /** The tools `c` resolves to, by name, in order; without `c`, every installed tool (a later name wins). */
+  tools(c?: ConversationId): ReadonlyMap<string, ToolDefinition>;
   /** The key for a provider, read at request time; never stored, logged or committed. */
   apiKey(provider: string): string | undefined;
   report(error: unknown): void;
 }
 
+/** The registry readers of the services, over the snapshots `registry` gives. */
+export function resolvers(
+  registry: () => RegistrySnapshot,
+  readAgent: (c: ConversationId) => AgentState,
+  report: (error: unknown) => void,
+): Pick<AgentServices, "registry" | "agent" | "hooks" | "tools"> {
+  const agent = (c: ConversationId, state?: AgentState) =>
+    resolveAgent(registry(), state ?? readAgent(c), report);
+  return {
+    registry,
+    agent,
+    hooks: (c) =>
+      c === undefined
+        ? composeHooks(
+            registry()
+              .installed()
+              .flatMap((e) => e.hooks ?? []),
+          )
+        : agent(c).hooks,
+    tools: (c) => {
+      if (c !== undefined) return agent(c).tools;
+      const all = new Map<string, ToolDefinition>();
+      for (const { tool } of registry().tools()) all.set(tool.name, tool);
+      return all;
+    },
+  };
+}
+
 /**
- * The services as one phase sees them: the hooks resolved once, now, at the phase's start (spec
- * §7.5), so a registry change while the phase runs takes effect at the next phase.
+ * The services as one phase sees them (spec §7.1, §7.5): the registry snapshot taken now, at the
+ * phase's start, and `c`'s agent (tools, sections, hooks) resolved from it once, so a registry
+ * change while the phase runs takes effect at the next phase.
  */
-export function atPhaseStart(services: AgentServices): AgentServices {
-  const hooks = services.hooks();
-  return { ...services, hooks: () => hooks };
+export function atPhaseStart(services: AgentServices, c?: ConversationId): AgentServices {
+  const snapshot = services.registry();
+  const r = resolvers(() => snapshot, services.readAgent, services.report);
+  if (c === undefined) {
+    const hooks = r.hooks();
+    return { ...services, ...r, hooks: () => hooks };
+  }
+  const agent = r.agent(c);
+  return {
+    ...services,
+    ...r,
+    agent: (id, state) => (id === c && state === undefined ? agent : r.agent(id, state)),
+    hooks: (id) => (id === undefined || id === c ? agent.hooks : r.hooks(id)),
+    tools: (id) => (id === undefined || id === c ? agent.tools : r.tools(id)),
+  };
 }
 
 export const defaultStream: StreamFn = (model, context, options) => streamSimple(model, context, options);

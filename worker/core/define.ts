@@ -188,6 +188,7 @@ export function defineTask<I, S extends Checkpoint, R = Json, H extends object =
 export class Registry {
   #byName = new Map<string, AnyTaskDefinition>();
   #listeners = new Set<() => void>();
+  #managed = new Set<string>();
   #generation = 0;
 
   get generation(): number {
@@ -198,6 +199,19 @@ export class Registry {
     for (const d of definitions) this.#byName.set(d.name, d);
     this.#generation++;
     for (const l of this.#listeners) l();
+  }
+
+  /**
+   * Names another registry decides (an agent's extension registry): a definition met when a task is
+   * created (`learn`) is never registered under them.
+   */
+  manage(name: string): void {
+    this.#managed.add(name);
+  }
+
+  /** A definition met when a task is created: registered unless its name is known or managed. */
+  learn(definition: AnyTaskDefinition): void {
+    if (!this.#byName.has(definition.name) && !this.#managed.has(definition.name)) this.register(definition);
   }
 
   unregister(name: string): void {

@@ -111,9 +111,7 @@ export class Harness {
     if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
     this.#scheduler = new Scheduler(this.#session, this.registry, report);
     this.#session.onMerged = () => this.#scheduler.kick();
-    this.#session.onDefinition = (d) => {
-      if (!this.registry.has(d.name)) this.registry.register(d);
-    };
+    this.#session.onDefinition = (d) => this.registry.learn(d);
     this.#session.onFatal = (error) => {
       void this.#scheduler.close(error);
       this.#scheduler.rejectWaiters(new HarnessClosed(`engine stopped: ${error.message}`));

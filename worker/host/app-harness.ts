@@ -5,10 +5,11 @@
  * not only in test pages' engines: a store a test page used must still open and finish its tasks.
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
+import { createRegistry } from "../agent/extensions/registry.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
-import { builtinTools } from "../agent/tools/builtin/index.ts";
+import { builtinToolsExtension } from "../agent/tools/builtin/index.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { applyStoredDemoSpeed } from "./app-settings.ts";
@@ -20,11 +21,13 @@ export async function openAppHarness(
   onFatal: (error: Error) => void,
 ): Promise<AgentHarness> {
   registerDemoProvider();
+  const extensions = createRegistry();
+  extensions.install(builtinToolsExtension);
   const harness = await AgentHarness.open(store, {
+    extensions,
     tasks: [tickerTask, noopTask],
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
     defaultModel: { provider: demoModel.provider, id: demoModel.id },
-    tools: builtinTools,
     fs: new OpfsFs(),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,

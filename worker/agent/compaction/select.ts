@@ -61,7 +61,7 @@ async function askHooks(
   cut: { readonly range: readonly EntryRecord[]; readonly firstKept: EntryId },
   signal: AbortSignal,
 ): Promise<BeforeCompactDecision | undefined> {
-  const hooks = services.hooks().beforeCompact ?? [];
+  const hooks = services.hooks(task.conversationId).beforeCompact ?? [];
   if (hooks.length === 0) return undefined;
   const entries = cut.range.filter((e) => e.head !== undefined || e.id < cut.firstKept);
   const messages: Message[] = deriveContext(entries).messages;

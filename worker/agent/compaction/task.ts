@@ -46,15 +46,18 @@ export type {
 
 export function createCompactionTask(services: AgentServices, policy: InboxPolicy): CompactionDefinition {
   // Each phase resolves its hooks once, at its start (spec §7.5).
-  const phaseDeps = (): CompactionDeps => ({ services: atPhaseStart(services), policy });
+  const phaseDeps = (task: { conversationId: number }): CompactionDeps => ({
+    services: atPhaseStart(services, task.conversationId),
+    policy,
+  });
   return defineTask<CompactionInput, CompactionCheckpoint, CompactionResult>({
     name: "pi.compaction",
     cleanUp: cleanUpFailedCompaction,
     version: 1,
     initial: () => ({ phase: "select" }),
     phases: {
-      select: (task, runtime, signal) => select(phaseDeps(), task, runtime, signal),
-      summarize: (task, runtime, signal) => summarize(phaseDeps(), task, runtime, signal),
+      select: (task, runtime, signal) => select(phaseDeps(task), task, runtime, signal),
+      summarize: (task, runtime, signal) => summarize(phaseDeps(task), task, runtime, signal),
       retry: (task, runtime, signal) => retry(task, runtime, signal),
     },
     abort: (task, runtime) => abort(task, runtime),

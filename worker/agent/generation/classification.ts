@@ -144,7 +144,7 @@ async function askOnYield(
   task: Task,
   message: AssistantMessage,
 ): Promise<string | undefined> {
-  for (const h of services.hooks().onYield ?? []) {
+  for (const h of services.hooks(task.conversationId).onYield ?? []) {
     const continuation = await h(message, { conversationId: task.conversationId, taskId: task.id });
     if (continuation !== undefined) return continuation;
   }

@@ -74,7 +74,7 @@ export async function request(
     return;
   }
   const answer = final;
-  await runHooks(services.hooks().afterResponse, (h) => h(answer, ctx));
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, ctx));
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
     offered: prompt.offered,
@@ -103,8 +103,8 @@ export async function poll(
     await runtime.commit((tx) => deferTo(tx, task.id, c, cp, handle, Math.max(tx.now(), cp.pollAt + 1)));
     return;
   }
-  const offered = offeredTools(services, deriveContext(await services.entries.get(c, cp.cutoff)).tools);
-  await runHooks(services.hooks().afterResponse, (h) => h(answer, { conversationId: c, taskId: task.id }));
+  const offered = offeredTools(services, c, deriveContext(await services.entries.get(c, cp.cutoff)).tools);
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, { conversationId: c, taskId: task.id }));
   // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
   await classify(deps, task, runtime, answer, { attempt: cp.attempt, offered, compacted: false });
 }
@@ -131,9 +131,9 @@ async function failUnknownModel(
   await runtime.commit((tx) => failRun(tx, c, taskId, "no_model", `unknown model ${ref.provider}/${ref.id}`));
 }
 
-/** The offered tools that are registered, in the context's order. */
-function offeredTools(services: AgentServices, offered: readonly string[]): string[] {
-  const registered = services.tools();
+/** The offered tools that the conversation's agent has, in the context's order. */
+function offeredTools(services: AgentServices, c: ConversationId, offered: readonly string[]): string[] {
+  const registered = services.tools(c);
   return offered.filter((n) => registered.has(n));
 }
 
@@ -145,10 +145,10 @@ async function promptFor(
   ctx: HookContext,
 ): Promise<{ context: Context; offered: string[] }> {
   const derived = deriveContext(await services.entries.get(c, cutoff));
-  const registered = services.tools();
-  const offered = offeredTools(services, derived.tools);
+  const registered = services.tools(c);
+  const offered = offeredTools(services, c, derived.tools);
   let messages: Message[] = derived.messages;
-  await runHooks(services.hooks().beforeRequest, async (h) => {
+  await runHooks(services.hooks(c).beforeRequest, async (h) => {
     messages = (await h(messages, ctx)) ?? messages;
   });
   return {

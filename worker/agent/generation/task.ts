@@ -49,7 +49,10 @@ export function createGenerationTask(
 ): TaskDefinition<Json, GenerationCheckpoint, GenerationResult> {
   const deps: GenerationDeps = { services, policy, toolTask, compactionTask };
   // Each phase resolves its hooks once, at its start (spec §7.5).
-  const phaseDeps = (): GenerationDeps => ({ ...deps, services: atPhaseStart(services) });
+  const phaseDeps = (task: { conversationId: number }): GenerationDeps => ({
+    ...deps,
+    services: atPhaseStart(services, task.conversationId),
+  });
   return defineTask<Json, GenerationCheckpoint, GenerationResult>({
     name: "pi.generation",
     cleanUp: cleanUpFailedGeneration,
@@ -58,16 +61,16 @@ export function createGenerationTask(
     // with `start` at that request instead.
     initial: () => ({ phase: "prepare", attempt: 1 }),
     phases: {
-      prepare: (task, runtime) => prepare(phaseDeps(), task, runtime),
-      request: (task, runtime, signal) => request(phaseDeps(), task, runtime, signal),
-      poll: (task, runtime, signal) => poll(phaseDeps(), task, runtime, signal),
+      prepare: (task, runtime) => prepare(phaseDeps(task), task, runtime),
+      request: (task, runtime, signal) => request(phaseDeps(task), task, runtime, signal),
+      poll: (task, runtime, signal) => poll(phaseDeps(task), task, runtime, signal),
       retry: (task, runtime, signal) => retry(task, runtime, signal),
-      tools: (task, runtime) => awaitToolRound(phaseDeps(), task, runtime),
+      tools: (task, runtime) => awaitToolRound(phaseDeps(task), task, runtime),
     },
     wake: {
       tools: (tx, task) => wakeForToolRound(deps, tx, task),
     },
-    abort: (task, runtime, signal) => abort(phaseDeps(), task, runtime, signal),
+    abort: (task, runtime, signal) => abort(phaseDeps(task), task, runtime, signal),
   });
 }
 

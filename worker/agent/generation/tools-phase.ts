@@ -42,7 +42,7 @@ export async function awaitToolRound(
   for (const slot of slots)
     if (slot.taskId !== undefined) records.set(slot.taskId, await runtime.getTask(slot.taskId));
   const results = roundResults(slots, (id) => records.get(id), { missing: "failed" })!;
-  await runHooks(services.hooks().afterTools, (h) =>
+  await runHooks(services.hooks(task.conversationId).afterTools, (h) =>
     h(results, { conversationId: task.conversationId, taskId: task.id }),
   );
   await runtime.commit((tx) => finishToolRound(deps, tx, task, results));
@@ -59,7 +59,7 @@ export function wakeForToolRound(
 ): Next | undefined {
   const next = continueSequentialRound(deps.toolTask(), tx, task);
   if (next) return next;
-  if ((deps.services.hooks().afterTools ?? []).length > 0) return undefined;
+  if ((deps.services.hooks(task.conversationId).afterTools ?? []).length > 0) return undefined;
   const results = roundResults(live(tx, task.conversationId).tools ?? [], (id) => tx.getTask(id), {
     missing: "unfinished",
   });

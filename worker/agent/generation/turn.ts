@@ -17,6 +17,7 @@ import type {
 } from "../../core/types.ts";
 import { deriveSystem } from "../conversation/context.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
+import { planSystem, renderSections } from "../extensions/prompt.ts";
 import type { DeferredHandle } from "../models/resolver.ts";
 import {
   type AgentState,
@@ -155,12 +156,6 @@ export function cleanUpFailedGeneration(tx: Tx, task: TaskRecord): void {
   endRun(tx, c);
 }
 
-export function sameSections(a: Record<string, string | null>, b: Record<string, string | null>): boolean {
-  const ka = Object.keys(a).filter((k) => a[k] !== null);
-  const kb = Object.keys(b).filter((k) => b[k] !== null);
-  return ka.length === kb.length && ka.every((k) => a[k] === b[k]);
-}
-
 export async function runHooks<T>(
   list: readonly T[] | undefined,
   each: (hook: T) => Promise<void> | void,
@@ -194,24 +189,18 @@ export function prepareRequest(
   // Headers are left out: they often carry credentials, so they are read at request time, never stored.
   const { headers: _headers, ...stream } = services.settings().stream;
   const replayed = deriveSystem(entries);
-  const registered = services.tools();
-  const desired = (agent.tools ?? [...registered.keys()]).filter((n) => registered.has(n));
-  const sections: Record<string, string | null> = agent.instructions
-    ? { instructions: agent.instructions }
-    : {};
+  const resolved = services.agent(c, agent);
+  const desired = [...resolved.tools.keys()];
+  const sections = renderSections(
+    resolved,
+    { conversationId: c, shown: replayed.sections, read: (name) => services.core.docNow(c, name) },
+    agent.instructions,
+    services.report,
+  );
   const added = desired.filter((t) => !replayed.tools.includes(t));
   const removed = replayed.tools.filter((t) => !desired.includes(t));
-  const sectionDelta: Record<string, string | null> = { ...sections };
-  for (const name of Object.keys(replayed.sections)) if (!(name in sections)) sectionDelta[name] = null;
-  if (added.length > 0 || removed.length > 0 || !sameSections(sections, replayed.sections)) {
-    const system: SystemRecord = {
-      role: "system",
-      content: "",
-      sections: sectionDelta,
-      ...(added.length ? { toolsAdded: added } : {}),
-      ...(removed.length ? { toolsRemoved: removed } : {}),
-      timestamp: tx.now(),
-    };
+  for (const planned of planSystem(replayed.sections, sections, { added, removed })) {
+    const system: SystemRecord = { role: "system", content: "", ...planned, timestamp: tx.now() };
     tx.appendEntry(c, { kind: ENTRY.system, model: [system] as unknown as Json });
   }
   if (taskId !== undefined) {

@@ -20,9 +20,13 @@ type Generation = TaskRecord<Json, GenerationCheckpoint, GenerationResult>;
 type Next = NextTaskState<GenerationCheckpoint, GenerationResult>;
 
 /** True when this round's calls must run one after another. */
-export function isSequentialRound(services: AgentServices, calls: readonly ToolCall[]): boolean {
+export function isSequentialRound(
+  services: AgentServices,
+  c: ConversationId,
+  calls: readonly ToolCall[],
+): boolean {
   if (services.settings().toolExecution === "sequential") return true;
-  const registered = services.tools();
+  const registered = services.tools(c);
   return calls.some((call) => registered.get(call.name)?.executionMode === "sequential");
 }
 
@@ -37,7 +41,7 @@ export function startToolRound(
   offered: readonly string[],
 ): Next {
   const c = generation.conversationId;
-  const sequential = isSequentialRound(services, calls);
+  const sequential = isSequentialRound(services, c, calls);
   const slots: ToolSlot[] = [];
   const ids: TaskId[] = [];
   const pending: string[] = [];

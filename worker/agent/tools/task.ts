@@ -15,7 +15,7 @@ import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "../records.ts";
-import type { AgentHooks, AgentServices, HookContext } from "../services.ts";
+import { type AgentHooks, type AgentServices, atPhaseStart, type HookContext } from "../services.ts";
 import {
   type ReplayPolicy,
   replayPolicyOf,
@@ -60,10 +60,10 @@ class ToolCallFailed extends Error {
   }
 }
 
-function resolveToolFor(services: AgentServices, agent: AgentState, name: string): ToolDefinition {
-  const tool = services.tools().get(name);
-  if (!tool || (agent.tools && !agent.tools.includes(name)))
-    throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
+/** The tool of that name among the conversation's tools (its selection and filter applied). */
+function resolveToolFor(tools: ReadonlyMap<string, ToolDefinition>, name: string): ToolDefinition {
+  const tool = tools.get(name);
+  if (!tool) throw new ToolCallFailed("tool_unavailable", `tool ${name} is not available`);
   return tool;
 }
 
@@ -96,9 +96,10 @@ export function intentAtCreation(
   c: ConversationId,
   call: ToolCall,
 ): Extract<ToolTaskCheckpoint, { phase: "execute" }> | undefined {
-  if ((services.hooks().beforeTool ?? []).length > 0) return undefined;
+  const agent = services.agent(c, readDoc<AgentState>(tx, c, DOC.agent, {}));
+  if ((agent.hooks.beforeTool ?? []).length > 0) return undefined;
   try {
-    const tool = resolveToolFor(services, readDoc<AgentState>(tx, c, DOC.agent, {}), call.name);
+    const tool = resolveToolFor(agent.tools, call.name);
     const args = validate(tool, call, prepare(tool, call.arguments));
     assertJson(args);
     return { phase: "execute", arguments: args as Json, replay: replayPolicyOf(tool) };
@@ -119,8 +120,10 @@ export function createToolTask(services: AgentServices) {
     initial: () => ({ phase: "call" }),
     phases: {
       call: async (task, runtime, signal) => {
-        // Each phase resolves its hooks once, at its start (spec §7.5).
-        const hooks = services.hooks();
+        // Each phase resolves its hooks and tools once, at its start (spec §7.5): a tool found
+        // here keeps its implementation until its execution ends.
+        const phase = atPhaseStart(services, task.conversationId);
+        const hooks = phase.hooks();
         const call = await readCall(task);
         const ctx: HookContext = { conversationId: task.conversationId, taskId: task.id };
         let tool: ToolDefinition;
@@ -128,7 +131,7 @@ export function createToolTask(services: AgentServices) {
         try {
           if (!call)
             throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
-          tool = resolveTool(task, call.name);
+          tool = resolveToolFor(phase.tools(), call.name);
           args = validate(tool, call, prepare(tool, call.arguments));
           for (const hook of hooks.beforeTool ?? []) {
             const decision = await hook({ name: call.name, arguments: args }, ctx);
@@ -150,12 +153,13 @@ export function createToolTask(services: AgentServices) {
       },
 
       execute: async (task, runtime, signal) => {
-        const hooks = services.hooks();
+        const phase = atPhaseStart(services, task.conversationId);
+        const hooks = phase.hooks();
         const cp = task.state.checkpoint;
         const call = await readCall(task);
         let tool: ToolDefinition | undefined;
         try {
-          tool = call ? resolveTool(task, call.name) : undefined;
+          tool = call ? resolveToolFor(phase.tools(), call.name) : undefined;
         } catch {
           tool = undefined;
         }
@@ -197,10 +201,11 @@ export function createToolTask(services: AgentServices) {
       },
     },
     abort: async (task, runtime) => {
-      const hooks = services.hooks().onAbort ?? [];
+      const phase = atPhaseStart(services, task.conversationId);
+      const hooks = phase.hooks().onAbort ?? [];
       const call = await readCall(task).catch(() => undefined);
       if (call && hooks.length > 0 && !("nested" in task.input)) {
-        await settleAbortedWithHooks(runtime, task, call, hooks);
+        await settleAbortedWithHooks(runtime, task, call, hooks, phase.tools());
         return;
       }
       await settleError(
@@ -235,11 +240,6 @@ export function createToolTask(services: AgentServices) {
       if (call) return call;
     }
     return undefined;
-  }
-
-  function resolveTool(task: ToolTaskRecord, name: string): ToolDefinition {
-    const agent = (services.core.docNow(task.conversationId, DOC.agent) as AgentState | undefined) ?? {};
-    return resolveToolFor(services, agent, name);
   }
 
   function partialOutput(task: ToolTaskRecord): string | undefined {
@@ -278,7 +278,8 @@ export function createToolTask(services: AgentServices) {
     runtime: Runtime,
     task: ToolTaskRecord,
     call: ToolCall,
-    hooks: NonNullable<ReturnType<AgentServices["hooks"]>["onAbort"]>,
+    hooks: NonNullable<AgentHooks["onAbort"]>,
+    tools: ReadonlyMap<string, ToolDefinition>,
   ): Promise<void> {
     const c = task.conversationId;
     const partial = partialOutput(task);
@@ -293,7 +294,7 @@ export function createToolTask(services: AgentServices) {
     }
     let limits = DEFAULT_OUTPUT_LIMITS;
     try {
-      limits = limitsOf(resolveTool(task, call.name));
+      limits = limitsOf(resolveToolFor(tools, call.name));
     } catch {
       // An unresolvable tool's replacement is bounded by the defaults.
     }

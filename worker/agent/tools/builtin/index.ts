@@ -1,3 +1,4 @@
+import { defineExtension } from "../../extensions/define.ts";
 import type { ToolDefinition } from "../contract.ts";
 import { createEditTool } from "./edit.ts";
 import { createLsTool } from "./ls.ts";
@@ -15,6 +16,9 @@ export const builtinTools: readonly ToolDefinition[] = Object.freeze([
   createEditTool(),
   createSleepTool(),
 ]);
+
+/** The built-in tools as an extension like any other (spec §7.1): install it to offer them. */
+export const builtinToolsExtension = defineExtension({ name: "workspace-tools", tools: builtinTools });
 
 /** A name -> tool lookup over `tools` (the built-ins by default). */
 export function toolRegistry(

@@ -1,0 +1,109 @@
+/**
+ * Agent resolution (spec §7.1): what a conversation's stored pi.agent selects from one registry
+ * snapshot. A pure function of the two (wrappers are pure); a wrapper that throws or renames its
+ * target drops that target for this resolution, reported through `report`.
+ * - extensions: every installed one (install order) unless the conversation names its own; an
+ *   array is exactly those, in its order; `{ add, remove }` appends and removes; duplicates keep
+ *   their first position; names not installed are skipped;
+ * - tools and sections: the selected extensions' in extension order, a later one of the same name
+ *   replacing an earlier one in place; then every selected extension's wrappers in order; then the
+ *   conversation's tool filter;
+ * - hooks: the selected extensions' registrations, in extension order.
+ */
+import type { AgentState } from "../records.ts";
+import type { ToolDefinition } from "../tools/contract.ts";
+import { composeHooks } from "./hooks.ts";
+import type { RegistrySnapshot } from "./registry.ts";
+import type { Extension, PromptSection, ResolvedAgent } from "./types.ts";
+
+export function selectExtensions(snapshot: RegistrySnapshot, agent: AgentState): Extension[] {
+  const installed = snapshot.installed();
+  const selection = agent.extensions;
+  let names: string[];
+  if (Array.isArray(selection)) names = [...selection];
+  else {
+    const base = installed.map((e) => e.name);
+    const add = (selection as { add?: string[] } | undefined)?.add ?? [];
+    const remove = new Set((selection as { remove?: string[] } | undefined)?.remove ?? []);
+    names = [...base, ...add].filter((n) => !remove.has(n));
+  }
+  const seen = new Set<string>();
+  const out: Extension[] = [];
+  for (const name of names) {
+    if (seen.has(name)) continue;
+    seen.add(name);
+    const e = snapshot.extension(name);
+    if (e) out.push(e);
+  }
+  return out;
+}
+
+/** Apply `wrap` to the target; a throw or a renamed result drops the target (reported). */
+function applyWrap<T extends { readonly name?: string; readonly key?: string }>(
+  target: T,
+  id: string,
+  wrap: (t: T) => T,
+  label: string,
+  report: (error: unknown) => void,
+): T | undefined {
+  try {
+    const wrapped = wrap(target);
+    const wrappedId = (wrapped as { name?: string; key?: string } | undefined)?.[
+      "name" in target ? "name" : "key"
+    ];
+    if (wrappedId !== id)
+      throw new Error(`a wrapper of ${label} ${id} returned one named ${String(wrappedId)}`);
+    return wrapped;
+  } catch (error) {
+    report(error);
+    return undefined;
+  }
+}
+
+export function resolveAgent(
+  snapshot: RegistrySnapshot,
+  agent: AgentState,
+  report: (error: unknown) => void,
+): ResolvedAgent {
+  const selected = selectExtensions(snapshot, agent);
+  let tools = new Map<string, ToolDefinition>();
+  const sections = new Map<string, PromptSection>();
+  for (const e of selected) {
+    for (const t of e.tools ?? []) tools.set(t.name, t);
+    for (const s of e.sections ?? []) sections.set(s.key, s);
+  }
+  for (const e of selected) {
+    for (const w of e.wraps ?? []) {
+      if ("tool" in w) {
+        const target = tools.get(w.tool);
+        if (!target) continue;
+        const wrapped = applyWrap(target, w.tool, (t) => w.wrap(t), "tool", report);
+        if (wrapped) tools.set(w.tool, wrapped);
+        else tools.delete(w.tool);
+      } else {
+        const target = sections.get(w.section);
+        if (!target) continue;
+        const wrapped = applyWrap(target, w.section, (s) => w.wrap(s), "section", report);
+        if (wrapped) sections.set(w.section, wrapped);
+        else sections.delete(w.section);
+      }
+    }
+  }
+  const filter = agent.tools;
+  if (Array.isArray(filter)) {
+    const kept = new Map<string, ToolDefinition>();
+    for (const name of filter) {
+      const t = tools.get(name);
+      if (t && !kept.has(name)) kept.set(name, t);
+    }
+    tools = kept;
+  } else if (filter) {
+    for (const name of filter.remove) tools.delete(name);
+  }
+  return Object.freeze({
+    extensions: selected.map((e) => e.name),
+    tools,
+    sections: [...sections.values()],
+    hooks: composeHooks(selected.flatMap((e) => e.hooks ?? [])),
+  });
+}

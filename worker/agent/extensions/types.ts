@@ -1,0 +1,64 @@
+/**
+ * What an extension is (spec §7.1): a named bundle of tools, prompt sections, hooks, wrappers of
+ * tools and sections, and task definitions. Conversations select extensions by name in pi.agent;
+ * the registry holds the code. Extensions, their tools and task definitions are immutable values;
+ * a wrapper returns a new object and never mutates its input.
+ */
+import type { AnyTaskDefinition } from "../../core/define.ts";
+import type { ConversationId, Json } from "../../core/types.ts";
+import type { AgentState } from "../records.ts";
+import type { ToolDefinition } from "../tools/contract.ts";
+import type { AgentHooks, HookRegistration } from "./hooks.ts";
+
+/** What a section's renderer reads: the conversation, its resolved agent, the sections shown so far. */
+export interface PromptInput {
+  readonly conversationId: ConversationId;
+  readonly agent: ResolvedAgent;
+  /** The sections in effect after replaying the active transcript (stored text, tagged). */
+  readonly shown: Readonly<Record<string, string | null>>;
+  /** A committed document of this conversation (undefined when absent). */
+  read(name: string): Json | undefined;
+}
+
+/**
+ * One part of the system prompt. `render` is synchronous here (it runs inside the preparing
+ * commit); undefined omits the section. Tagged (the default) wraps the text as `<key>\n...\n</key>`.
+ */
+export interface PromptSection {
+  readonly key: string;
+  render(input: PromptInput): string | undefined;
+  readonly tag?: boolean;
+}
+
+export type Wrap =
+  | { readonly tool: string; wrap(tool: ToolDefinition): ToolDefinition }
+  | { readonly section: string; wrap(section: PromptSection): PromptSection };
+
+export interface Extension {
+  readonly name: string;
+  readonly tools?: readonly ToolDefinition[];
+  readonly sections?: readonly PromptSection[];
+  readonly hooks?: readonly HookRegistration[];
+  /** Applied where the extension is selected, in order, to whichever tool or section won. */
+  readonly wraps?: readonly Wrap[];
+  /** Resolved by name for every task, whichever conversations select the extension. */
+  readonly tasks?: readonly AnyTaskDefinition[];
+}
+
+/** What a conversation resolves to from a registry snapshot and its stored pi.agent. */
+export interface ResolvedAgent {
+  /** The selected extensions' names, in order. */
+  readonly extensions: readonly string[];
+  /** The tools after overrides, wrappers and the conversation's filter, in order. */
+  readonly tools: ReadonlyMap<string, ToolDefinition>;
+  /** The prompt sections after overrides and wrappers, in order (instructions not included). */
+  readonly sections: readonly PromptSection[];
+  /** The built-in tasks' hooks of the selected extensions, in extension order. */
+  readonly hooks: AgentHooks;
+}
+
+/** How a conversation selects extensions (pi.agent `extensions`). */
+export type ExtensionSelection = NonNullable<AgentState["extensions"]>;
+
+/** How a conversation filters the selected tools (pi.agent `tools`). */
+export type ToolFilter = NonNullable<AgentState["tools"]>;
