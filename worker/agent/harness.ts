@@ -90,12 +90,26 @@ export interface AgentHarnessOptions extends HarnessOptions {
    * the keys kept in the store's settings (`setApiKey`).
    */
   apiKey?: (provider: string) => string | undefined;
+  /**
+   * Custom documents whose fork rule is not the default "current" (spec §3.7): the harness applies
+   * each definition's `fork`. A document no definition names here is copied into a fork as stored.
+   */
+  documents?: ReadonlyArray<Pick<DocToken<Json>, "name" | "fork">>;
 }
 
-/** A new conversation's documents; a conversation created by another starts with its agent. */
+/** The built-in documents a fork does not copy (its creation hook makes them fresh). */
+const FORK_INITIAL: ReadonlySet<string> = new Set([DOC.live, DOC.inbox, DOC.usage, DOC.provider]);
+
+/**
+ * A new conversation's documents: a fork keeps its copy of its parent's agent as of its entry (the
+ * core copied it: pi.agent's fork rule is "asOf"), a conversation created by a task starts with its
+ * owner conversation's agent; the other built-in documents start fresh, a fork's included (their
+ * fork rule is "initial": empty inbox, zero usage, its own provider session).
+ */
 function createAgentDocs(tx: Tx, record: ConversationRecord): void {
   let agent: AgentState = {};
-  if (record.owner) agent = readDoc<AgentState>(tx, record.owner.conversationId, DOC.agent, {});
+  if (record.parent) agent = readDoc<AgentState>(tx, record.id, DOC.agent, {});
+  else if (record.owner) agent = readDoc<AgentState>(tx, record.owner.conversationId, DOC.agent, {});
   writeDoc(tx, record.id, DOC.agent, agent);
   writeDoc(tx, record.id, DOC.live, {});
   writeDoc(tx, record.id, DOC.inbox, { items: [] });
@@ -119,8 +133,11 @@ export class AgentHarness extends Harness {
 
   protected constructor(store: Store, options: AgentHarnessOptions) {
     const created = options.onConversationCreated;
+    const initial = new Set(FORK_INITIAL);
+    for (const token of options.documents ?? []) if (token.fork === "initial") initial.add(token.name);
     super(store, {
       ...options,
+      forks: { asOf: [DOC.agent], initial: (name) => initial.has(name) },
       onConversationCreated: (tx, record) => {
         createAgentDocs(tx, record);
         created?.(tx, record);
@@ -301,6 +318,40 @@ export class AgentHarness extends Harness {
       await options.init?.(tx, created.id);
       return created;
     }, signal);
+    return new Conversation(this, record.id);
+  }
+
+  /**
+   * A fork of `parentId` at entry `at` (spec §3.7), in one commit like `createConversation`: the
+   * child sees the parent's entries through `at`, the parent's agent as of `at` (then `agent` over
+   * it), a fresh provider session, inbox and usage; then `init`. Rejects with UnknownConversation or
+   * EntryNotVisible (an entry not in the parent's history).
+   */
+  async forkConversation(
+    parentId: ConversationId,
+    at: number,
+    options: {
+      ownership: ConversationOwnership;
+      agent?: AgentState;
+      init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
+    },
+    signal?: AbortSignal,
+  ): Promise<Conversation> {
+    const record = await this.forkRecord(
+      parentId,
+      at,
+      {
+        ownership: options.ownership,
+        init: async (tx, created) => {
+          if (options.agent) {
+            const base = readDoc<AgentState>(tx, created, DOC.agent, {});
+            writeDoc(tx, created, DOC.agent, { ...base, ...options.agent });
+          }
+          await options.init?.(tx, created);
+        },
+      },
+      signal,
+    );
     return new Conversation(this, record.id);
   }
 

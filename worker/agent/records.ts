@@ -251,12 +251,19 @@ export interface DocDefinition<T extends Json> {
   readonly initial: T | (() => T);
   /** The current version's value from a stored one of `fromVersion`; gets a copy, may change it. */
   readonly migrate?: (value: Json, fromVersion: number) => T;
+  /**
+   * In a fork (spec §3.7): "current" (default) copies the parent's value when the fork is made,
+   * "initial" starts the child at `initial`. Takes effect for the harness given the definition in
+   * `AgentHarnessOptions.documents`.
+   */
+  readonly fork?: "current" | "initial";
 }
 
 /** A typed custom document: reads migrate older stored versions, writes store the current one. */
 export interface DocToken<T extends Json> {
   readonly name: string;
   readonly version: number;
+  readonly fork: "current" | "initial";
   /**
    * The document in this transaction: its initial value when never written; a value stored at an
    * older version is migrated and the migrated value written in this same transaction. A newer
@@ -302,9 +309,13 @@ export function defineDoc<T extends Json>(
     const at = stored.version ?? 1;
     return at === version ? (stored.value as T) : upgrade(stored.value, at);
   };
+  const fork = definition.fork ?? "current";
+  if (fork !== "current" && fork !== "initial")
+    throw new TypeError(`document ${name}: fork must be "current" or "initial", not ${String(fork)}`);
   return {
     name,
     version,
+    fork,
     read(tx, c) {
       const value = tx.readDoc(c, name);
       const at = tx.docVersion(c, name);

@@ -61,6 +61,16 @@ export interface Tx {
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord;
   /** Ownership is required: ownerless, or owned by a live task (judged at the end of the commit). */
   createConversation(ownership: ConversationOwnership): ConversationRecord;
+  /**
+   * Fork `parentId` at entry `at`, which must be visible in its history (spec §3.7): the child sees
+   * the parent's entries through `at`, and its documents by their fork rules. Ownership as for
+   * `createConversation`. Throws EntryNotVisible for an entry the parent's history does not show.
+   */
+  forkConversation(
+    parentId: ConversationId,
+    at: EntryId,
+    options: { ownership: ConversationOwnership },
+  ): ConversationRecord;
   conversation(id: ConversationId): ConversationRecord | undefined;
   submission(id: SubmissionId): SubmissionRecord | undefined;
   submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined;

@@ -7,10 +7,19 @@
  */
 import type { Sql } from "../store/types.ts";
 import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
+import { newestHead, type Segment } from "./fork.ts";
 import type { LoadedDocs } from "./records.ts";
 import type { ConversationId, Json } from "./types.ts";
 
-export async function readConversationDocs(sql: Sql, conversationId: ConversationId): Promise<LoadedDocs> {
+/**
+ * `segments` is the conversation's visible history (fork.ts `ancestry`): a fork without a head marker
+ * of its own starts its active range where its parent's did at its entry.
+ */
+export async function readConversationDocs(
+  sql: Sql,
+  conversationId: ConversationId,
+  segments: readonly Segment[] = [{ conversationId, cap: Number.MAX_SAFE_INTEGER }],
+): Promise<LoadedDocs> {
   const docs = new Map<string, { value: Json; version: number }>();
   const patchRows = new Map<string, number>();
   for (const row of await sql.all("SELECT name, value, version FROM documents WHERE conversation_id = ?", [
@@ -38,12 +47,7 @@ export async function readConversationDocs(sql: Sql, conversationId: Conversatio
       // Skipped.
     }
   }
-  const marker = await sql.get(
-    "SELECT head FROM entries WHERE conversation_id = ? AND head IS NOT NULL ORDER BY id DESC LIMIT 1",
-    [conversationId],
-  );
-  const head = marker?.["head"];
-  return { docs, patchRows, head: head === null || head === undefined ? undefined : Number(head) };
+  return { docs, patchRows, head: await newestHead(sql, segments) };
 }
 
 /**

@@ -55,6 +55,17 @@ export class UnknownConversation extends HarnessError {
   }
 }
 
+/** A fork names an entry its parent's history does not show (another conversation's, or past a cap). */
+export class EntryNotVisible extends HarnessError {
+  override readonly name = "EntryNotVisible";
+  constructor(
+    readonly conversationId: number,
+    readonly entryId: number,
+  ) {
+    super("entry_not_visible", `entry ${entryId} is not in the history of conversation ${conversationId}`);
+  }
+}
+
 /** New owned work needs a live owner that is not finishing and not abort-marked. */
 export class OwnerNotLive extends HarnessError {
   override readonly name = "OwnerNotLive";

@@ -15,7 +15,7 @@ import {
   type TaskDefinition,
   type Tx,
 } from "./define.ts";
-import { HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
+import { HarnessClosed, UnknownConversation, UnknownTask, WaitCancelled } from "./errors.ts";
 import {
   buildTaskGraph,
   type HarnessInspection,
@@ -34,6 +34,7 @@ import type {
   ChangeSet,
   Checkpoint,
   ConversationId,
+  ConversationOwnership,
   ConversationRecord,
   EntryRecord,
   Json,
@@ -54,6 +55,12 @@ export interface HarnessOptions {
    * through `tx`.
    */
   onConversationCreated?: (tx: Tx, record: ConversationRecord) => void;
+  /**
+   * Conversation documents' fork rules (spec §3.7), by name: "current" unless listed in `asOf` (the
+   * value at the fork's entry; their history is kept, see fork.ts) or `initial` says so (not copied).
+   * Fixed for the harness's life.
+   */
+  forks?: { readonly asOf?: readonly string[]; readonly initial?: (name: string) => boolean };
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
   /**
@@ -109,6 +116,10 @@ export class Harness {
     this.#session = new Session(store, options.now ?? Date.now);
     const report = options.onReport ?? (() => undefined);
     if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
+    const asOf = new Set(options.forks?.asOf ?? []);
+    const initial = options.forks?.initial ?? (() => false);
+    this.#session.asOfDocuments = [...asOf];
+    this.#session.forkRule = (name) => (asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current");
     this.#scheduler = new Scheduler(this.#session, this.registry, report);
     this.#session.onMerged = () => this.#scheduler.kick();
     this.#session.onDefinition = (d) => this.registry.learn(d);
@@ -229,6 +240,30 @@ export class Harness {
   async transaction<T>(work: (tx: Tx) => T | Promise<T>, signal?: AbortSignal): Promise<T> {
     this.#live(signal);
     return this.#session.commit((tx) => work(tx));
+  }
+
+  /**
+   * Fork `parentId` at entry `at` in one commit (spec §3.7; see `Tx.forkConversation`), with `init`
+   * run after the creation hook in that commit. Rejects with UnknownConversation or EntryNotVisible.
+   */
+  async forkRecord(
+    parentId: ConversationId,
+    at: number,
+    options: {
+      ownership: ConversationOwnership;
+      init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
+    },
+    signal?: AbortSignal,
+  ): Promise<ConversationRecord> {
+    this.#live(signal);
+    if (!this.#session.records.conversations.has(parentId)) throw new UnknownConversation(parentId);
+    // Loaded ahead, so the commit normally runs once (it would load them and run again otherwise).
+    await Promise.all([this.#session.ensureForkPoint(parentId, at), this.#session.ensureDocs(parentId)]);
+    return this.#session.commit(async (tx) => {
+      const record = tx.forkConversation(parentId, at, { ownership: options.ownership });
+      await options.init?.(tx, record.id);
+      return record;
+    });
   }
 
   createTask<I, S extends Checkpoint, R>(

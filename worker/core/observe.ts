@@ -8,7 +8,7 @@
  * observer of that conversation.
  */
 import { readConversationDocs } from "./doc-load.ts";
-import { entryFromRow } from "./persist.ts";
+import { newestHead, readVisibleEntries } from "./fork.ts";
 import type { Session } from "./session.ts";
 import type { ChangeSet, ConversationId, Json } from "./types.ts";
 import {
@@ -130,27 +130,24 @@ export class ConversationMount {
       const { entries, conversation, docs } = await this.session.store.read(async (sql) => {
         this.#readSeq = this.session.records.seq;
         const records = this.session.records;
+        const segments = this.session.segments(this.conversationId);
         // First access to the conversation's documents: read them in this same job.
         if (!records.docsLoaded.has(this.conversationId))
-          records.installDocs(this.conversationId, await readConversationDocs(sql, this.conversationId));
+          records.installDocs(
+            this.conversationId,
+            await readConversationDocs(sql, this.conversationId, segments),
+          );
         const conversation = records.conversations.get(this.conversationId)!;
         const docs: Record<string, Json> = {};
         const prefix = `${this.conversationId}:`;
         for (const [key, value] of records.docs)
           if (key.startsWith(prefix)) docs[key.slice(prefix.length)] = value;
         // The active range starts at the newest head marker's head, which may be older than the
-        // marker itself (a compaction keeps the entries from its first kept one on).
-        const marker = await sql.get(
-          "SELECT head FROM entries WHERE conversation_id = ? AND head IS NOT NULL ORDER BY id DESC LIMIT 1",
-          [this.conversationId],
-        );
-        const start =
-          marker?.["head"] === null || marker?.["head"] === undefined ? 0 : Number(marker["head"]);
-        const rows = await sql.all(
-          "SELECT * FROM entries WHERE conversation_id = ? AND id >= ? ORDER BY id",
-          [this.conversationId, start],
-        );
-        return { conversation, docs, entries: applyEntries([], rows.map(entryFromRow)) };
+        // marker itself (a compaction keeps the entries from its first kept one on); a fork's
+        // history runs on into its parent's, through its entry (fork.ts).
+        const start = (await newestHead(sql, segments)) ?? 0;
+        const entries = await readVisibleEntries(sql, segments, { afterId: start - 1 });
+        return { conversation, docs, entries: applyEntries([], entries) };
       });
       this.#view = { conversation, entries, docs };
       const buffered = this.#buffer ?? [];

@@ -51,6 +51,16 @@ export interface LoadedDocs {
   head: EntryId | undefined;
 }
 
+/** What a fork of a parent at an entry needs from the store (read by fork.ts's `loadForkPoint`). */
+export interface ForkPoint {
+  /** Whether the entry is visible in the parent's history. */
+  readonly visible: boolean;
+  /** The `head` of the newest head marker visible through the entry (the fork's active range start). */
+  readonly head: EntryId | undefined;
+  /** "asOf" documents' values at the entry, by name (absent: no history, the current value is used). */
+  readonly asOf: ReadonlyMap<string, { value: Json | undefined; version: number }>;
+}
+
 type DocKey = string; // `${conversationId}:${name}`
 const docKey = (conversationId: ConversationId, name: string): DocKey => `${conversationId}:${name}`;
 
@@ -76,6 +86,8 @@ export class Records {
   readonly ownedConversations = new Map<TaskId, Set<ConversationId>>();
   /** Unsettled submissions, and every one seen in this process (settled ones are read on demand). */
   readonly submissions = new Map<SubmissionId, SubmissionRecord>();
+  /** Fork points read from the store (fork.ts), by `forkPointKey`: facts about committed entries. */
+  readonly forkPoints = new Map<string, ForkPoint>();
   /** `${conversationId}:${requestId}` of the submissions in `submissions`. */
   readonly requests = new Map<string, SubmissionId>();
   /** Diagnostics of stored rows that could not be read (shared by a clone: bookkeeping, not records). */
@@ -109,6 +121,7 @@ export class Records {
     for (const [k, v] of this.ownedConversations) r.ownedConversations.set(k, new Set(v));
     for (const [k, v] of this.submissions) r.submissions.set(k, v);
     for (const [k, v] of this.requests) r.requests.set(k, v);
+    for (const [k, v] of this.forkPoints) r.forkPoints.set(k, v);
     r.nextTaskId = this.nextTaskId;
     r.nextEntryId = this.nextEntryId;
     r.nextConversationId = this.nextConversationId;
@@ -217,6 +230,8 @@ export class Records {
       if (!this.conversations.has(c.id)) this.docsLoaded.add(c.id);
       this.putConversation(c);
     }
+    // A fork's active range starts where its parent's did at its entry, until it writes a head.
+    for (const [c, head] of overlay.forkHeads) this.heads.set(c, head);
     for (const t of overlay.tasks.values()) this.putTask(t);
     for (const sub of overlay.submissions.values()) this.putSubmission(sub);
     for (const e of overlay.entries) if (e.head !== undefined) this.heads.set(e.conversationId, e.head);
@@ -258,6 +273,10 @@ export class Overlay {
   #docPatches: Map<DocKey, DocPatch[]> | undefined;
   #submissions: Map<SubmissionId, SubmissionRecord> | undefined;
   #createdSubmissions: Set<SubmissionId> | undefined;
+  /** Forks created here whose inherited active range starts at a head (see `activeHead`). */
+  #forkHeads: Map<ConversationId, EntryId> | undefined;
+  /** The first entry id this commit could append (document history rows are keyed by it: fork.ts). */
+  readonly firstEntryId: number;
   nextTaskId: number;
   nextSubmissionId: number;
   nextEntryId: number;
@@ -265,10 +284,13 @@ export class Overlay {
   sealed = false;
   /** The first conversation whose documents this overlay needed but memory lacked (see DocsNotLoaded). */
   missingDocs: ConversationId | undefined;
+  /** The first fork point this overlay needed but memory lacked (loaded, then the callback runs again). */
+  missingFork: { parent: ConversationId; at: EntryId } | undefined;
 
   constructor(readonly base: Records) {
     this.nextTaskId = base.nextTaskId;
     this.nextEntryId = base.nextEntryId;
+    this.firstEntryId = base.nextEntryId;
     this.nextConversationId = base.nextConversationId;
     this.nextSubmissionId = base.nextSubmissionId;
   }
@@ -303,6 +325,13 @@ export class Overlay {
   }
   get createdSubmissions(): ReadonlySet<SubmissionId> {
     return this.#createdSubmissions ?? EMPTY_SET;
+  }
+  get forkHeads(): ReadonlyMap<ConversationId, EntryId> {
+    return this.#forkHeads ?? EMPTY_MAP;
+  }
+
+  setForkHead(conversationId: ConversationId, head: EntryId): void {
+    (this.#forkHeads ??= new Map()).set(conversationId, head);
   }
 
   markCreated(id: TaskId): void {
@@ -340,6 +369,7 @@ export class Overlay {
     }
     for (const sub of from.submissions.values()) this.setSubmission(sub);
     for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
+    for (const [c, head] of from.forkHeads) this.setForkHead(c, head);
   }
 
   submission(id: SubmissionId): SubmissionRecord | undefined {
@@ -367,6 +397,10 @@ export class Overlay {
   }
 
   /** Throw (and remember) `DocsNotLoaded` unless the conversation's documents are at hand. */
+  needDocs(conversationId: ConversationId): void {
+    this.#needDocs(conversationId);
+  }
+
   #needDocs(conversationId: ConversationId): void {
     if (this.base.docsLoaded.has(conversationId)) return;
     // Created in this commit: every document it has is in this overlay.
@@ -398,7 +432,7 @@ export class Overlay {
       const e = entries[i]!;
       if (e.conversationId === conversationId && e.head !== undefined) return e.head;
     }
-    return this.base.heads.get(conversationId);
+    return this.#forkHeads?.get(conversationId) ?? this.base.heads.get(conversationId);
   }
 
   docVersion(conversationId: ConversationId, name: string): number | undefined {

@@ -13,6 +13,14 @@ import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
 import { readConversationDocs, readDocsNamed } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
+import {
+  ancestry,
+  type DocumentFork,
+  forkPointKey,
+  loadForkPoint,
+  readVisibleEntries,
+  type Segment,
+} from "./fork.ts";
 import { checkNewOwners } from "./ownership.ts";
 import {
   conversationFromRow,
@@ -44,6 +52,15 @@ export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
 }
 
+/** A request put aside until what its callback needed is loaded. */
+interface Deferred {
+  request: PendingCommit;
+  load: () => Promise<void>;
+}
+
+/** conversation_id, name, since_entry, value, version (see fork.ts). */
+type HistoryRow = [number, string, number, string | null, number];
+
 interface PendingCommit {
   work: (tx: TxImpl, overlay: Overlay) => unknown;
   context: TxContext;
@@ -72,6 +89,13 @@ export class Session {
   onConversationCreated: (tx: TxImpl, record: ConversationRecord) => void = () => undefined;
   /** Called when a task is created with a definition, so the registry can learn it. */
   onDefinition: (definition: AnyTaskDefinition) => void = () => undefined;
+  /**
+   * A conversation document's fork rule, by name (spec §3.7; fixed for the session's life): every
+   * commit writing an "asOf" document records its value in `doc_history` (fork.ts).
+   */
+  forkRule: (name: string) => DocumentFork = () => "current";
+  /** The names whose rule is "asOf", for loading fork points. */
+  asOfDocuments: readonly string[] = [];
 
   constructor(
     readonly store: Store,
@@ -132,7 +156,7 @@ export class Session {
       const needed = new Set<ConversationId>();
       for (const id of r.live) needed.add(r.tasks.get(id)!.conversationId);
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
-      for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c));
+      for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
     });
     this.#line = r.clone();
     if (!r.conversations.has(ROOT_CONVERSATION_ID)) {
@@ -141,6 +165,25 @@ export class Session {
   }
 
   #loadingDocs = new Map<ConversationId, Promise<void>>();
+
+  /** A conversation's visible history as segments (itself, then its ancestors: fork.ts). */
+  segments(conversationId: ConversationId): Segment[] {
+    return ancestry((id) => this.records.conversations.get(id), conversationId);
+  }
+
+  /**
+   * Resolves once the fork point of `parent` at `at` is in memory (read from the store on first use).
+   * A fork point is a fact about committed entries and documents: `at` must be committed.
+   */
+  ensureForkPoint(parent: ConversationId, at: number): Promise<void> {
+    const key = forkPointKey(parent, at);
+    if (this.records.forkPoints.has(key)) return Promise.resolve();
+    return this.store.read(async (sql) => {
+      const point = await loadForkPoint(sql, this.segments(parent), at, this.asOfDocuments);
+      this.records.forkPoints.set(key, point);
+      this.#line.forkPoints.set(key, point);
+    });
+  }
 
   /**
    * Resolves once the conversation's documents are in memory (read from the store on first access,
@@ -155,7 +198,7 @@ export class Session {
       // Read and installed inside one job on the line: every commit merged before it is on disk.
       loading = this.store
         .read(async (sql) => {
-          const loaded = await readConversationDocs(sql, conversationId);
+          const loaded = await readConversationDocs(sql, conversationId, this.segments(conversationId));
           // Both copies: nothing merged on the line can touch documents that were not loaded.
           r.installDocs(conversationId, loaded);
           this.#line.installDocs(conversationId, loaded);
@@ -182,11 +225,10 @@ export class Session {
     });
   }
 
-  /** Requests whose callback needed documents not in memory: load them, then queue the requests again. */
-  #retryAfterLoad(deferred: Array<{ request: PendingCommit; conversationId: ConversationId }>): void {
+  /** Requests whose callback needed documents or fork points not in memory: load, then queue them again. */
+  #retryAfterLoad(deferred: Deferred[]): void {
     if (deferred.length === 0) return;
-    const ids = new Set(deferred.map((d) => d.conversationId));
-    Promise.all([...ids].map((c) => this.ensureDocs(c))).then(
+    Promise.all(deferred.map((d) => d.load())).then(
       () => {
         this.#pending.unshift(...deferred.map((d) => d.request));
         this.#restart();
@@ -285,7 +327,9 @@ export class Session {
     const done: Done[] = [];
     let patchRows: Overlay | undefined;
     const failed: Array<{ reject: (e: unknown) => void; error: unknown }> = [];
-    const deferred: Array<{ request: PendingCommit; conversationId: ConversationId }> = [];
+    const deferred: Deferred[] = [];
+    // Values of "asOf" documents each merged callback wrote, for doc_history (fork.ts).
+    const history: HistoryRow[] = [];
     try {
       await this.store.commit(async (sql) => {
         const merged: Overlay[] = [];
@@ -327,8 +371,17 @@ export class Session {
               thrown = { error };
             }
             // It needed documents not in memory (even if it caught that): run it again once loaded.
-            if (overlay.missingDocs !== undefined) {
-              deferred.push({ request, conversationId: overlay.missingDocs });
+            const missingDocs = overlay.missingDocs;
+            if (missingDocs !== undefined) {
+              deferred.push({ request, load: () => this.ensureDocs(missingDocs) });
+              continue;
+            }
+            const missingFork = overlay.missingFork;
+            if (missingFork !== undefined) {
+              deferred.push({
+                request,
+                load: () => this.ensureForkPoint(missingFork.parent, missingFork.at),
+              });
               continue;
             }
             if (thrown) {
@@ -338,6 +391,7 @@ export class Session {
             merged.push(overlay);
             for (const id of overlay.tasks.keys()) if (!stored.has(id)) stored.set(id, line.tasks.get(id));
             const inert = onlyCheckpointMoves(overlay, line);
+            if (overlay.docs.size > 0) this.#noteHistory(overlay, history);
             line.apply(overlay);
             done.push({ resolve: request.resolve, reject: request.reject, value, overlay });
             if (!inert) unplanned = true;
@@ -359,6 +413,11 @@ export class Session {
           for (const overlay of merged) writes.absorb(overlay);
         }
         await writeOverlay(sql, writes, stored);
+        for (const row of history)
+          await sql.run(
+            "INSERT INTO doc_history (conversation_id, name, since_entry, value, version) VALUES (?, ?, ?, ?, ?)",
+            row,
+          );
         this.#line.notePatchRows(writes);
         patchRows = writes;
       });
@@ -400,6 +459,22 @@ export class Session {
     this.#retryAfterLoad(deferred);
     this.#restart();
     return undefined;
+  }
+
+  /** The "asOf" documents `overlay` (not merged yet) wrote, as doc_history rows. */
+  #noteHistory(overlay: Overlay, history: HistoryRow[]): void {
+    for (const [key, value] of overlay.docs) {
+      const i = key.indexOf(":");
+      const name = key.slice(i + 1);
+      if (this.forkRule(name) !== "asOf") continue;
+      history.push([
+        Number(key.slice(0, i)),
+        name,
+        overlay.firstEntryId,
+        value === undefined ? null : JSON.stringify(value),
+        overlay.docVersions.get(key) ?? overlay.base.docVersions.get(key) ?? 1,
+      ]);
+    }
   }
 
   #restart(): void {
@@ -466,20 +541,15 @@ export class Session {
     return row ? entryFromRow(row) : undefined;
   }
 
-  /** A conversation's entries in id order, from `afterId` (exclusive), at most `limit`. */
-  async entries(
+  /**
+   * A conversation's visible entries in id order (a fork's inherited ones first: fork.ts), from
+   * `afterId` (exclusive), at most `limit`.
+   */
+  entries(
     conversationId: ConversationId,
     options: { afterId?: number; limit?: number; upTo?: number } = {},
   ): Promise<EntryRecord[]> {
-    const rows = await this.store.read((sql) =>
-      sql.all("SELECT * FROM entries WHERE conversation_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?", [
-        conversationId,
-        options.afterId ?? 0,
-        options.upTo ?? Number.MAX_SAFE_INTEGER,
-        options.limit ?? -1,
-      ]),
-    );
-    return rows.map(entryFromRow);
+    return this.store.read((sql) => readVisibleEntries(sql, this.segments(conversationId), options));
   }
 
   /** A task record, from memory or (for old terminal tasks) from the store. */

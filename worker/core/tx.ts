@@ -6,7 +6,8 @@
  */
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import type { DocPatch } from "./doc-patch.ts";
-import { InvalidTransition, UnknownConversation } from "./errors.ts";
+import { EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
+import { forkPointKey } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
 import { assertJson } from "./persist.ts";
 import type { Overlay } from "./records.ts";
@@ -137,21 +138,76 @@ export class TxImpl implements Tx {
 
   createConversation(ownership: ConversationOwnership): ConversationRecord {
     const o = this.#open();
-    if (ownership?.kind !== "ownerless" && ownership?.kind !== "task")
-      throw new InvalidTransition(
-        "createConversation needs an explicit ownership: { kind: 'ownerless' } or { kind: 'task', taskId }",
-      );
-    let owner: ConversationRecord["owner"];
-    if (ownership.kind === "task") {
-      const t = liveOwner(o, ownership.taskId);
-      owner = { taskId: t.id, conversationId: t.conversationId };
-    }
     const record: ConversationRecord = {
       id: o.nextConversationId++,
       createdAt: this.session.now(),
-      ...(owner ? { owner } : {}),
+      ...this.#owner(o, ownership, "createConversation"),
     };
     o.setConversation(record);
+    this.session.onConversationCreated(this, record);
+    return record;
+  }
+
+  #owner(o: Overlay, ownership: ConversationOwnership, what: string): Pick<ConversationRecord, "owner"> {
+    if (ownership?.kind !== "ownerless" && ownership?.kind !== "task")
+      throw new InvalidTransition(
+        `${what} needs an explicit ownership: { kind: 'ownerless' } or { kind: 'task', taskId }`,
+      );
+    if (ownership.kind === "ownerless") return {};
+    const t = liveOwner(o, ownership.taskId);
+    return { owner: { taskId: t.id, conversationId: t.conversationId } };
+  }
+
+  /**
+   * A fork of `parentId` at entry `at` (spec §3.7): the child sees the parent's history through `at`,
+   * starts its active range where the parent's was at `at`, and gets the parent's documents by each
+   * one's fork rule (the session's `forkRule`): "current" copies the committed value (this commit's
+   * own writes to the parent's documents are refused, not copied), "asOf" the value at the end of
+   * the commit that appended `at`, "initial" nothing. Then the creation hook runs, as for any creation.
+   */
+  forkConversation(
+    parentId: ConversationId,
+    at: EntryId,
+    options: { ownership: ConversationOwnership },
+  ): ConversationRecord {
+    const o = this.#open();
+    if (!o.conversation(parentId)) throw new UnknownConversation(parentId);
+    const point = o.base.forkPoints.get(forkPointKey(parentId, at));
+    if (!point) {
+      o.missingFork ??= { parent: parentId, at };
+      throw new InvalidTransition(`the fork point ${parentId}@${at} is not loaded`);
+    }
+    if (!point.visible) throw new EntryNotVisible(parentId, at);
+    const owner = this.#owner(o, options?.ownership, "forkConversation");
+    o.needDocs(parentId); // its documents are copied from memory
+    const prefix = `${parentId}:`;
+    for (const key of o.docs.keys())
+      if (key.startsWith(prefix) && this.session.forkRule(key.slice(prefix.length)) === "current")
+        throw new InvalidTransition(
+          `a fork of conversation ${parentId} cannot be created in a commit that writes its document ${key.slice(prefix.length)}`,
+        );
+    const record: ConversationRecord = {
+      id: o.nextConversationId++,
+      createdAt: this.session.now(),
+      parent: { conversationId: parentId, at },
+      ...owner,
+    };
+    o.setConversation(record);
+    if (point.head !== undefined) o.setForkHead(record.id, point.head);
+    for (const [key, value] of o.base.docs) {
+      if (!key.startsWith(prefix)) continue;
+      const name = key.slice(prefix.length);
+      const rule = this.session.forkRule(name);
+      if (rule === "initial") continue;
+      const asOf = rule === "asOf" ? point.asOf.get(name) : undefined;
+      if (asOf) {
+        if (asOf.value !== undefined) o.setDoc(record.id, name, asOf.value, asOf.version);
+      } else o.setDoc(record.id, name, value, o.base.docVersions.get(key) ?? 1);
+    }
+    // An "asOf" document deleted since `at` (or written first after it) is not in the parent now.
+    for (const [name, asOf] of point.asOf)
+      if (asOf.value !== undefined && !o.base.docs.has(prefix + name))
+        o.setDoc(record.id, name, asOf.value, asOf.version);
     this.session.onConversationCreated(this, record);
     return record;
   }

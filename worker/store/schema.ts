@@ -70,6 +70,19 @@ export const migrations: readonly string[] = [
   UPDATE entries SET head = json_extract(body, '$.head') WHERE json_extract(body, '$.head') IS NOT NULL;
   CREATE INDEX entries_heads ON entries (conversation_id, id) WHERE head IS NOT NULL;
   `,
+  // 3: the history of documents a fork copies as of its entry (worker/core/fork.ts): each commit that
+  // writes one adds a row with the first entry id that commit could append (value NULL: deleted).
+  `
+  CREATE TABLE doc_history (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    since_entry INTEGER NOT NULL,
+    value TEXT,
+    version INTEGER NOT NULL DEFAULT 1
+  );
+  CREATE INDEX doc_history_by_doc ON doc_history (conversation_id, name, since_entry);
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

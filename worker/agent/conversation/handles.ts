@@ -6,6 +6,7 @@ import type { Tx } from "../../core/define.ts";
 import type { ConversationView, Watch } from "../../core/observe.ts";
 import type {
   ConversationId,
+  ConversationOwnership,
   EntryRecord,
   SubmissionId,
   SubmissionRecord,
@@ -127,6 +128,19 @@ export class Conversation {
     return this.harness.transaction((tx) => work(boundTo(tx, this.id)), signal);
   }
 
+  /**
+   * A new conversation forked from this one at entry `at` (spec §3.7): it sees this conversation's
+   * entries through `at`, its agent as of `at`, and its own provider session. Ownership is required,
+   * as for `createConversation`. Rejects with EntryNotVisible for an entry not in this history.
+   */
+  fork(
+    at: number,
+    options: { ownership: ConversationOwnership; agent?: AgentState },
+    signal?: AbortSignal,
+  ): Promise<Conversation> {
+    return this.harness.forkConversation(this.id, at, options, signal);
+  }
+
   /** Edit pi.agent: a given field replaces, null clears, an absent one stays. */
   async configure(change: AgentChange, signal?: AbortSignal): Promise<void> {
     await this.harness.transaction((tx) => configure(tx, this.id, change), signal);
@@ -136,7 +150,7 @@ export class Conversation {
     return (await this.harness.doc<AgentState & Record<string, never>>(this.id, DOC.agent)) ?? {};
   }
 
-  /** Stored entries in id order. */
+  /** Stored entries in id order (a fork's inherited ones first, through its entry). */
   entries(options: { afterId?: number; limit?: number } = {}): Promise<EntryRecord[]> {
     return this.harness.entries(this.id, options);
   }
