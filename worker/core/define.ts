@@ -72,6 +72,8 @@ export interface Tx {
     options: { ownership: ConversationOwnership },
   ): ConversationRecord;
   conversation(id: ConversationId): ConversationRecord | undefined;
+  /** The conversations a task owns, oldest first (the ownership index, this commit's creations included). */
+  ownedConversations(taskId: TaskId): ConversationId[];
   submission(id: SubmissionId): SubmissionRecord | undefined;
   submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined;
   createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord;

@@ -58,6 +58,12 @@ export class TxImpl implements Tx {
     return this.#open().conversation(id);
   }
 
+  ownedConversations(taskId: TaskId): ConversationId[] {
+    return this.#open()
+      .ownedConversations(taskId)
+      .sort((a, b) => a - b);
+  }
+
   lastEntryId(): number {
     return this.#open().nextEntryId - 1;
   }
