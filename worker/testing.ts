@@ -6,7 +6,8 @@
  *   transaction, and the one loop every crash sweep runs.
  * - `deferred`, `until`, `within` (testing/wait.ts): waiting without hanging.
  * - `toolCallsCutByCrash`, `wasToolCallCutByCrash` (testing/tools.ts): the tool calls a crash left
- *   started without a result, read from the committed image.
+ *   started without a result, read from the committed image; `detachedToolApi`, a tool api for
+ *   running one tool's `execute` outside an engine.
  * - `fauxAgentModel`, `fauxError` (below): pi-ai's faux provider answering from the request context.
  * Fakes of external services that only tests use live with the tests (tests/unit/fixtures/fakes.ts).
  */
@@ -36,7 +37,7 @@ export {
   type SweptEngine,
 } from "./testing/crash.ts";
 export { memoryStore, recordJobs, type StoreJob } from "./testing/store.ts";
-export { toolCallsCutByCrash, wasToolCallCutByCrash } from "./testing/tools.ts";
+export { detachedToolApi, toolCallsCutByCrash, wasToolCallCutByCrash } from "./testing/tools.ts";
 export { type Deferred, deferred, releaseDeferreds, until, within } from "./testing/wait.ts";
 
 /** A request as the faux model received it: the system prompt, a copy of the messages, tool names. */

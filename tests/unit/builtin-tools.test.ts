@@ -27,6 +27,7 @@ import {
   type WorkspaceFs,
 } from "../../worker/agent/workspace/fs.ts";
 import { MemoryFs } from "../../worker/agent/workspace/memory-fs.ts";
+import { detachedToolApi } from "../../worker/testing.ts";
 
 const ls = createLsTool();
 const read = createReadTool();
@@ -36,13 +37,7 @@ const sleep = createSleepTool();
 
 function makeApi(fs: WorkspaceFs, signal: AbortSignal = new AbortController().signal) {
   const outputs: string[] = [];
-  const api: ToolApi = {
-    signal,
-    toolCallId: "call-1",
-    fs,
-    output: (chunk) => outputs.push(chunk),
-    executeTool: () => Promise.reject(new Error("no nested calls in these tests")),
-  };
+  const api: ToolApi = detachedToolApi({ signal, fs, output: (chunk) => void outputs.push(chunk) });
   return { api, outputs };
 }
 
@@ -160,13 +155,14 @@ describe("capOutput", () => {
 
 describe("tool definitions", () => {
   test("built-ins, names, replay policies, pi-ai shape", () => {
-    expect(builtinTools.map((t) => t.name)).toEqual(["ls", "read", "write", "edit", "sleep"]);
+    expect(builtinTools.map((t) => t.name)).toEqual(["ls", "read", "write", "edit", "sleep", "subagent"]);
     expect(Object.fromEntries(builtinTools.map((t) => [t.name, replayPolicyOf(t)]))).toEqual({
       ls: "safe",
       read: "safe",
       write: "safe",
       edit: "unsafe",
       sleep: "safe",
+      subagent: "safe",
     });
     expect(toolByName("edit")?.name).toBe("edit");
     expect(toolByName("nope")).toBeUndefined();

@@ -27,7 +27,7 @@ import { toPiTool } from "../../worker/agent/tools/contract.ts";
 import type { WorkspaceFs } from "../../worker/agent/workspace/fs.ts";
 import { MemoryFs } from "../../worker/agent/workspace/memory-fs.ts";
 import { AgentHarness } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
+import { detachedToolApi, memoryStore } from "../../worker/testing.ts";
 
 const tools = builtinTools.map(toPiTool);
 const user = (text: string): Message => ({ role: "user", content: text, timestamp: 1 });
@@ -59,13 +59,7 @@ async function runTools(message: AssistantMessage, fs: WorkspaceFs): Promise<Too
   const out: ToolResultMessage[] = [];
   for (const call of toolCallsOf(message)) {
     const tool = toolByName(call.name)!;
-    const api: ToolApi = {
-      signal: new AbortController().signal,
-      toolCallId: call.id,
-      fs,
-      output: () => {},
-      executeTool: () => Promise.reject(new Error("unused")),
-    };
+    const api: ToolApi = detachedToolApi({ toolCallId: call.id, fs, output: () => {} });
     const result = await tool.execute(call.arguments as never, api);
     out.push({
       role: "toolResult",

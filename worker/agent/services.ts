@@ -5,10 +5,11 @@
 
 import type { Api, AssistantMessageEventStream, Model } from "@mariozechner/pi-ai";
 import { type Context, type SimpleStreamOptions, streamSimple } from "@mariozechner/pi-ai";
+import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import type { Harness } from "../core/harness.ts";
-import type { ConversationId, Json } from "../core/types.ts";
+import type { ConversationId, Json, SubmissionRecord } from "../core/types.ts";
 import type { EntryCache } from "./conversation/entries.ts";
-import type { QueueMode } from "./conversation/inbox.ts";
+import type { QueueMode, SubmissionDraft } from "./conversation/inbox.ts";
 import { type AgentHooks, composeHooks } from "./extensions/hooks.ts";
 import type { RegistrySnapshot } from "./extensions/registry.ts";
 import { resolveAgent } from "./extensions/resolve.ts";
@@ -174,6 +175,13 @@ export interface AgentServices {
   /** The key for a provider, read at request time; never stored, logged or committed. */
   apiKey(provider: string): string | undefined;
   report(error: unknown): void;
+  /**
+   * Admit a submission inside a commit by the inbox's rules (placed at once when idle, else queued);
+   * a known `requestId` returns the submission admitted under it. For tools and tasks that submit.
+   */
+  admit(tx: Tx, conversationId: ConversationId, draft: SubmissionDraft): SubmissionRecord;
+  /** A registered task definition by name (tools create the tasks of definitions the harness holds). */
+  taskDefinition(name: string): AnyTaskDefinition | undefined;
 }
 
 /** The registry readers of the services, over the snapshots `registry` gives. */

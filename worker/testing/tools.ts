@@ -4,6 +4,8 @@
  * whose result was not. After reopening, those are the calls recovery runs again (replay-safe ones)
  * or answers with an `interrupted` result (every other one). Reads only; never opens an engine.
  */
+
+import type { ToolApi } from "../agent/tools/contract.ts";
 import type { MemoryStore } from "../store/open.ts";
 
 /** The call ids (as in the model's tool calls; nested calls as `parent/key`) the crash cut. */
@@ -24,4 +26,28 @@ export async function toolCallsCutByCrash(committed: MemoryStore): Promise<strin
 /** Whether the crash cut the call `callId` (see `toolCallsCutByCrash`). */
 export async function wasToolCallCutByCrash(committed: MemoryStore, callId: string): Promise<boolean> {
   return (await toolCallsCutByCrash(committed)).includes(callId);
+}
+
+/**
+ * A `ToolApi` for running a tool's `execute` outside an engine (unit tests of a tool alone): the
+ * given members, and every harness-bound one (commits, conversations, nested calls, memos) rejecting.
+ */
+export function detachedToolApi(
+  parts: Pick<ToolApi, "fs" | "output"> & Partial<Pick<ToolApi, "signal" | "toolCallId">>,
+): ToolApi {
+  const detached = () => Promise.reject(new Error("this tool api is not bound to an engine"));
+  return {
+    signal: parts.signal ?? new AbortController().signal,
+    toolCallId: parts.toolCallId ?? "call-1",
+    taskId: 0,
+    conversationId: 0,
+    fs: parts.fs,
+    output: parts.output,
+    executeTool: detached,
+    commit: detached,
+    conversation: () => undefined,
+    entry: detached,
+    memo: detached,
+    taskDefinition: () => undefined,
+  };
 }

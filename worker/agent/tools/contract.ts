@@ -6,7 +6,8 @@
  */
 import type { ImageContent, TextContent, Tool, Usage } from "@mariozechner/pi-ai";
 import type { Static, TSchema } from "typebox";
-import type { Json } from "../../core/types.ts";
+import type { AnyTaskDefinition, Tx } from "../../core/define.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../../core/types.ts";
 import type { WorkspaceFs } from "../workspace/fs.ts";
 import { utf8Length } from "../workspace/fs.ts";
 
@@ -23,10 +24,60 @@ export interface ToolResult {
   usage?: Usage;
 }
 
+/** An input a tool submits to a conversation (tools write passive entries through `commit`). */
+export interface ToolInput {
+  content: string | Array<TextContent | ImageContent>;
+  /** Derive it from the task id (say `subagent:${api.taskId}`) so a rerun finds its admission. */
+  requestId?: string;
+  whenBusy?: "followUp" | "steer" | "reject";
+}
+
+/** How an input settled: answered (the answer entry), or not (with the reason). */
+export type ToolSettlement =
+  | { status: "done"; answer: EntryId }
+  | { status: "unanswered"; reason: string; detail?: string };
+
+/** A submission admitted through a tool's conversation handle; `wait` rejects once the invocation ended. */
+export interface ToolSubmission {
+  readonly id: SubmissionId;
+  wait(): Promise<ToolSettlement>;
+}
+
+/**
+ * An invocation-bound conversation handle (spec §7.3): every operation rejects once the call's
+ * invocation ended, while what it admitted stays durable. It accepts input submissions only.
+ */
+export interface ToolConversation {
+  readonly id: ConversationId;
+  /** Admit an input; with `requestId`, the submission admitted under it before is returned instead. */
+  submit(input: ToolInput): Promise<ToolSubmission>;
+  /** Abort the conversation's live work (`background`: across background boundaries); resolves once idle. */
+  abort(options?: { background?: boolean }): Promise<void>;
+  waitForIdle(): Promise<void>;
+  /** Calls `listener` with the entries each commit appends to this conversation, until the invocation ends. */
+  onEntries(listener: (entries: readonly EntryRecord[]) => void): () => void;
+}
+
 export interface ToolApi {
   /** Aborted when the call is cancelled or its invocation ends. */
   readonly signal: AbortSignal;
   readonly toolCallId: string;
+  /** The call's task: the owner of what the call creates with `ownership: { kind: "task", taskId }`. */
+  readonly taskId: TaskId;
+  readonly conversationId: ConversationId;
+  /**
+   * A commit of the call's task (spec §7.3): create conversations it owns, tasks, documents, in one
+   * atomic write. Rejects once the invocation ended. The callback must not use a conversation handle.
+   */
+  commit<T>(change: (tx: Tx) => T): Promise<T>;
+  /** An invocation-bound handle to a conversation, or undefined when there is none of that id. */
+  conversation(id: ConversationId): ToolConversation | undefined;
+  /** A committed entry by id. */
+  entry(id: EntryId): Promise<EntryRecord | undefined>;
+  /** First-writer-wins value of the call's task (insert-or-read in one commit), kept for a rerun. */
+  memo<T extends Json>(name: string, candidate: T | ((tx: Tx) => T)): Promise<T>;
+  /** A task definition the harness holds, by name (to create its tasks in `commit`). */
+  taskDefinition(name: string): AnyTaskDefinition | undefined;
   readonly fs: WorkspaceFs;
   /** Streamed partial output; the engine throttles and persists it. */
   output(chunk: string): void;

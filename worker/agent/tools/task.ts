@@ -24,6 +24,7 @@ import {
   type ToolResult,
   toPiTool,
 } from "./contract.ts";
+import { type Binding, check, toolCommit, toolConversation } from "./handle.ts";
 import { DEFAULT_OUTPUT_LIMITS, limitsOf, truncatedDiagnostic } from "./limits.ts";
 import {
   appendResult,
@@ -329,11 +330,23 @@ export function createToolTask(services: AgentServices) {
       bytesPerSecond: settings.progressBytesPerSecond,
     });
     let position = 0;
+    let ended = false;
+    const binding: Binding = { services, runtime, signal, ended: () => ended };
     const api: ToolApi = {
       signal,
       toolCallId: call.id,
+      taskId: task.id,
+      conversationId: c,
       fs: services.fs,
       output: (chunk) => output.append(chunk),
+      commit: (change) => toolCommit(binding, change),
+      conversation: (id) => toolConversation(binding, id),
+      entry: (id) => services.core.entry(id),
+      memo: async (name, candidate) => {
+        check(binding);
+        return (await runtime.memo(`tool:${name}`, candidate as never, signal)) as never;
+      },
+      taskDefinition: (name) => services.taskDefinition(name),
       executeTool: async (name, nestedArgs, options) => {
         const key = options?.key ?? `#${position++}`;
         const childId = await runtime.memo<number>(`nested:${key}`, (tx) =>
@@ -365,6 +378,7 @@ export function createToolTask(services: AgentServices) {
     try {
       result = await tool.execute(args as never, api);
     } catch (error) {
+      ended = true;
       if (signal.aborted) throw error;
       failed = true;
       const message = errorMessage(error);
@@ -372,6 +386,7 @@ export function createToolTask(services: AgentServices) {
       result = { content: fromOutput ? [{ type: "text", text: output.text }] : [], isError: true };
       result = { ...result, content: [...result.content, { type: "text", text: `Error: ${message}` }] };
     }
+    ended = true;
     const durationMs = Math.round(performance.now() - started);
     await output.stop();
     if (signal.aborted) throw signal.reason;
