@@ -62,15 +62,20 @@ export type {
   StreamSettings,
 } from "./agent/services.ts";
 export { builtinTools, builtinToolsExtension } from "./agent/tools/builtin/index.ts";
+export { createSubagentTool, SUBAGENT_TASK } from "./agent/tools/builtin/subagent.ts";
 export {
   defineTool,
   errorResult,
   OUTPUT_LIMITS,
   type ReplayPolicy,
   type ToolApi,
+  type ToolConversation,
   type ToolDefinition,
   type ToolExecutionMode,
+  type ToolInput,
   type ToolResult,
+  type ToolSettlement,
+  type ToolSubmission,
   textResult,
 } from "./agent/tools/contract.ts";
 export type { OutputLimits } from "./agent/tools/limits.ts";

@@ -19,7 +19,7 @@ import { compactionNeeded } from "./compaction/policy.ts";
 import { createCompactionTask, startBackgroundCompaction } from "./compaction/task.ts";
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
-import type { InboxPolicy } from "./conversation/inbox.ts";
+import { admit, type InboxPolicy } from "./conversation/inbox.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
 import type { Extension } from "./extensions/types.ts";
@@ -59,6 +59,7 @@ import {
 /** The name of the extension that holds the tools and hooks given as harness options. */
 export const OPTIONS_EXTENSION = "harness-options";
 
+import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task.ts";
 import { uuidv7 } from "./uuidv7.ts";
@@ -165,6 +166,8 @@ export class AgentHarness extends Harness {
       ...resolvers(() => extensions.snapshot(), readAgent, report),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       report,
+      admit: (tx, conversationId, draft) => admit(tx, this.policy, conversationId, draft),
+      taskDefinition: (name) => this.registry.get(name),
     };
     const toolTask = createToolTask(this.services);
     this.toolTask = toolTask as AnyTaskDefinition;
@@ -215,7 +218,12 @@ export class AgentHarness extends Harness {
       () => toolTask as never,
       () => compactionTask,
     ) as AnyTaskDefinition;
-    this.registry.register(this.generationTask, this.toolTask, this.compactionTask as AnyTaskDefinition);
+    this.registry.register(
+      this.generationTask,
+      this.toolTask,
+      this.compactionTask as AnyTaskDefinition,
+      createSubagentTask(this.services) as AnyTaskDefinition,
+    );
     this.#syncTasks();
     this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
   }

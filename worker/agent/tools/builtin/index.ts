@@ -4,17 +4,19 @@ import { createEditTool } from "./edit.ts";
 import { createLsTool } from "./ls.ts";
 import { createReadTool } from "./read.ts";
 import { createSleepTool } from "./sleep.ts";
+import { createSubagentTool } from "./subagent.ts";
 import { createWriteTool } from "./write.ts";
 
-export { createEditTool, createLsTool, createReadTool, createSleepTool, createWriteTool };
+export { createEditTool, createLsTool, createReadTool, createSleepTool, createSubagentTool, createWriteTool };
 
-/** The built-in workspace tools, in the order the model is shown them. */
+/** The built-in tools (the workspace's, then `sleep` and `subagent`), in the order the model is shown them. */
 export const builtinTools: readonly ToolDefinition[] = Object.freeze([
   createLsTool(),
   createReadTool(),
   createWriteTool(),
   createEditTool(),
   createSleepTool(),
+  createSubagentTool(),
 ]);
 
 /** The built-in tools as an extension like any other (spec §7.1): install it to offer them. */
