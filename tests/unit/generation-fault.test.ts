@@ -21,7 +21,11 @@ import {
 
 test("a faulted generation settles its input unanswered faulted with the error, clears pi.live, and the next input runs", async () => {
   let broken = true;
+  // A hook's throw is reported (spec §7.2); a reporter that throws as well faults the phase.
   const { h, root } = await open(echo, {
+    onReport: (error) => {
+      throw error;
+    },
     hooks: {
       afterResponse: [
         () => {
@@ -49,6 +53,9 @@ test("a faulted tool task writes no result entry; the run continues and the mode
   const gate = gatedTool("hold");
   const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
     tools: [gate.tool],
+    onReport: (error) => {
+      throw error;
+    },
     hooks: {
       afterTool: [
         () => {

@@ -69,7 +69,7 @@ export async function classify(
     });
     return;
   }
-  const continuation = await askOnYield(deps.services, task, message);
+  const continuation = await askOnYield(deps.services, task, message, runtime.signal);
   await runtime.commit((tx) => answered(deps, tx, task, message, continuation));
 }
 
@@ -143,10 +143,17 @@ async function askOnYield(
   services: AgentServices,
   task: Task,
   message: AssistantMessage,
+  signal: AbortSignal,
 ): Promise<string | undefined> {
   for (const h of services.hooks(task.conversationId).onYield ?? []) {
-    const continuation = await h(message, { conversationId: task.conversationId, taskId: task.id });
-    if (continuation !== undefined) return continuation;
+    try {
+      const continuation = await h(message, { conversationId: task.conversationId, taskId: task.id });
+      if (continuation !== undefined) return continuation;
+    } catch (error) {
+      // A throw is reported and the next hook asked (spec §7.2), unless the phase was aborted.
+      if (signal.aborted) throw error;
+      services.report(error);
+    }
   }
   return undefined;
 }

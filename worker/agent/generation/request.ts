@@ -51,7 +51,7 @@ export async function request(
   await convertPartialLeftByCrash(services, runtime, c);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
-  const prompt = await promptFor(services, c, cp.cutoff, ctx);
+  const prompt = await promptFor(services, c, cp.cutoff, ctx, signal);
   const apiKey = services.apiKey(model.provider);
   const partials = new PartialWriter(runtime, c, task.id, cp.attempt, services.settings().partialIntervalMs);
   let final = await streamAnswer(services, model, prompt.context, {
@@ -74,7 +74,7 @@ export async function request(
     return;
   }
   const answer = final;
-  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, ctx));
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, ctx), { report: services.report, signal });
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
     offered: prompt.offered,
@@ -104,7 +104,10 @@ export async function poll(
     return;
   }
   const offered = offeredTools(services, c, deriveContext(await services.entries.get(c, cp.cutoff)).tools);
-  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, { conversationId: c, taskId: task.id }));
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, { conversationId: c, taskId: task.id }), {
+    report: services.report,
+    signal,
+  });
   // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
   await classify(deps, task, runtime, answer, { attempt: cp.attempt, offered, compacted: false });
 }
@@ -143,14 +146,19 @@ async function promptFor(
   c: ConversationId,
   cutoff: EntryId,
   ctx: HookContext,
+  signal: AbortSignal,
 ): Promise<{ context: Context; offered: string[] }> {
   const derived = deriveContext(await services.entries.get(c, cutoff));
   const registered = services.tools(c);
   const offered = offeredTools(services, c, derived.tools);
   let messages: Message[] = derived.messages;
-  await runHooks(services.hooks(c).beforeRequest, async (h) => {
-    messages = (await h(messages, ctx)) ?? messages;
-  });
+  await runHooks(
+    services.hooks(c).beforeRequest,
+    async (h) => {
+      messages = (await h(messages, ctx)) ?? messages;
+    },
+    { report: services.report, signal },
+  );
   return {
     context: {
       ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}),

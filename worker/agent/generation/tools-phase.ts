@@ -42,8 +42,10 @@ export async function awaitToolRound(
   for (const slot of slots)
     if (slot.taskId !== undefined) records.set(slot.taskId, await runtime.getTask(slot.taskId));
   const results = roundResults(slots, (id) => records.get(id), { missing: "failed" })!;
-  await runHooks(services.hooks(task.conversationId).afterTools, (h) =>
-    h(results, { conversationId: task.conversationId, taskId: task.id }),
+  await runHooks(
+    services.hooks(task.conversationId).afterTools,
+    (h) => h(results, { conversationId: task.conversationId, taskId: task.id }),
+    { report: services.report, signal: runtime.signal },
   );
   await runtime.commit((tx) => finishToolRound(deps, tx, task, results));
 }

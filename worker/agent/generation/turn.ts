@@ -156,11 +156,23 @@ export function cleanUpFailedGeneration(tx: Tx, task: TaskRecord): void {
   endRun(tx, c);
 }
 
+/**
+ * Run every hook in order (spec §7.2): one that throws is reported and the next runs, unless the
+ * phase was aborted, when the error propagates.
+ */
 export async function runHooks<T>(
   list: readonly T[] | undefined,
   each: (hook: T) => Promise<void> | void,
+  guard: { readonly report: (error: unknown) => void; readonly signal: AbortSignal },
 ): Promise<void> {
-  for (const hook of list ?? []) await each(hook);
+  for (const hook of list ?? []) {
+    try {
+      await each(hook);
+    } catch (error) {
+      if (guard.signal.aborted) throw error;
+      guard.report(error);
+    }
+  }
 }
 
 type Prepared =

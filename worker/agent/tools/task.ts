@@ -15,7 +15,13 @@ import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "../records.ts";
-import { type AgentHooks, type AgentServices, atPhaseStart, type HookContext } from "../services.ts";
+import {
+  type AgentHooks,
+  type AgentServices,
+  atPhaseStart,
+  type BeforeToolDecision,
+  type HookContext,
+} from "../services.ts";
 import {
   type ReplayPolicy,
   replayPolicyOf,
@@ -135,7 +141,14 @@ export function createToolTask(services: AgentServices) {
           tool = resolveToolFor(phase.tools(), call.name);
           args = validate(tool, call, prepare(tool, call.arguments));
           for (const hook of hooks.beforeTool ?? []) {
-            const decision = await hook({ name: call.name, arguments: args }, ctx);
+            let decision: BeforeToolDecision | undefined;
+            try {
+              decision = await hook({ name: call.name, arguments: args }, ctx);
+            } catch (error) {
+              // An ordinary throw blocks the call with its text (spec §7.2); an abort propagates.
+              if (signal.aborted) throw error;
+              throw new ToolCallFailed("blocked", errorMessage(error));
+            }
             if (decision && "block" in decision) throw new ToolCallFailed("blocked", decision.block);
             if (decision && "arguments" in decision) args = decision.arguments;
           }
@@ -391,9 +404,17 @@ export function createToolTask(services: AgentServices) {
     await output.stop();
     if (signal.aborted) throw signal.reason;
     for (const hook of hooks.afterTool ?? []) {
-      result =
-        (await hook({ name: call.name, arguments: args, result }, { conversationId: c, taskId: task.id })) ??
-        result;
+      try {
+        result =
+          (await hook(
+            { name: call.name, arguments: args, result },
+            { conversationId: c, taskId: task.id },
+          )) ?? result;
+      } catch (error) {
+        // Reported, and the next hook sees the result as it was (spec §7.2); an abort propagates.
+        if (signal.aborted) throw error;
+        services.report(error);
+      }
     }
     // Without content of its own, the result is the retained output, and what its bounds dropped.
     const streamed = output.retained;
