@@ -8,7 +8,7 @@ import { expect, test } from "vitest";
 import { Watch } from "../../worker/core/observe.ts";
 import type { Frame } from "../../worker/index.ts";
 import { deferred, until } from "../../worker/testing.ts";
-import { echo, open } from "./agent-fixtures.ts";
+import { echo, open, reopen } from "./agent-fixtures.ts";
 import { settle } from "./core-fixtures.ts";
 
 const frame = (seq: number): Frame<number> => ({ seq, value: seq, ops: [] });
@@ -146,4 +146,15 @@ test("every observer of a conversation shares one mount: two watches receive the
   expect(seenA[0]).toBe(seenB[0]);
   await a.stop();
   await b.stop();
+});
+
+test("a conversation first mounted by a view after a reopen (nothing else loaded its documents) takes commits", async () => {
+  const { h, store, faux } = await open(echo);
+  await (await (await h.root()).submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+  const root = await again.root();
+  expect((await root.viewState()).entries).toHaveLength(1);
+  // The mount loaded the documents for the line too: this commit does not wait for a load forever.
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  expect((await root.viewState()).entries).toHaveLength(2);
 });

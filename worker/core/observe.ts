@@ -7,7 +7,6 @@
  * sets, applying them by the rules of view-ops.ts (the ones a tab applies too); it is shared by every
  * observer of that conversation.
  */
-import { readConversationDocs } from "./doc-load.ts";
 import { newestHead, readVisibleEntries } from "./fork.ts";
 import type { Session } from "./session.ts";
 import type { ChangeSet, ConversationId, Json } from "./types.ts";
@@ -127,16 +126,14 @@ export class ConversationMount {
   ready(): Promise<void> {
     this.#ready ??= (async () => {
       this.#unsubscribe = this.session.subscribe((change) => this.#onChange(change));
+      // First access to the conversation's documents: load them into both the published records
+      // and the line's copy (loading only the former left commits on the conversation retrying a
+      // load that never came, forever).
+      await this.session.ensureDocs(this.conversationId);
       const { entries, conversation, docs } = await this.session.store.read(async (sql) => {
         this.#readSeq = this.session.records.seq;
         const records = this.session.records;
         const segments = this.session.segments(this.conversationId);
-        // First access to the conversation's documents: read them in this same job.
-        if (!records.docsLoaded.has(this.conversationId))
-          records.installDocs(
-            this.conversationId,
-            await readConversationDocs(sql, this.conversationId, segments),
-          );
         const conversation = records.conversations.get(this.conversationId)!;
         const docs: Record<string, Json> = {};
         const prefix = `${this.conversationId}:`;
