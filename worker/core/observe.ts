@@ -5,7 +5,9 @@
  * stalled consumer costs bounded memory and never slows the producer. A `ConversationMount` keeps a
  * conversation's view (entries of the active range and documents) current from published change
  * sets, applying them by the rules of view-ops.ts (the ones a tab applies too); it is shared by every
- * observer of that conversation.
+ * observer of that conversation. Besides watches it serves `MountObserver`s (the agent's event
+ * adapter): attached atomically with the view it returns, each is called synchronously, in commit
+ * order, with every published change set and the view before and after it.
  */
 import { newestHead, readVisibleEntries } from "./fork.ts";
 import type { Session } from "./session.ts";
@@ -29,6 +31,22 @@ export interface Frame<V> {
 }
 
 export type WatchEnd = "stopped" | "closed" | "listener_error";
+
+/**
+ * A synchronous observer of a conversation mount. `change` runs on the publication path for every
+ * published change set (also those that leave the view as it was: `after === before` then), so it
+ * must be quick and must not throw; `end` runs once when the mount is closed under it.
+ */
+export interface MountObserver {
+  change(change: ChangeSet, before: ConversationView, after: ConversationView): void;
+  end(reason: WatchEnd): void;
+}
+
+/** An attached observer: the view it starts from, and `detach` (idempotent). */
+export interface MountAttachment {
+  readonly view: ConversationView;
+  detach(): void;
+}
 
 export class Watch<V> {
   #pending: Frame<V>[] = [];
@@ -111,6 +129,7 @@ export class Watch<V> {
 export class ConversationMount {
   #view: ConversationView | undefined;
   #watches = new Set<Watch<ConversationView>>();
+  #observers = new Set<MountObserver>();
   #ready: Promise<void> | undefined;
   #unsubscribe: (() => void) | undefined;
   #buffer: ChangeSet[] | undefined = [];
@@ -163,10 +182,36 @@ export class ConversationMount {
     await this.ready();
     const watch: Watch<ConversationView> = new Watch(this.view, limit, () => {
       this.#watches.delete(watch);
-      if (this.#watches.size === 0) this.#release();
+      this.#releaseIfUnobserved();
     });
     this.#watches.add(watch);
     return watch;
+  }
+
+  /**
+   * Attach a synchronous observer: the returned view and the observer's first change are adjacent
+   * (no publication falls between them). `start`, when given, runs synchronously at that point too,
+   * so the caller can capture other committed state at the same instant.
+   */
+  async attach(observer: MountObserver, start?: (view: ConversationView) => void): Promise<MountAttachment> {
+    await this.ready();
+    const view = this.view;
+    start?.(view);
+    this.#observers.add(observer);
+    let attached = true;
+    return {
+      view,
+      detach: () => {
+        if (!attached) return;
+        attached = false;
+        this.#observers.delete(observer);
+        this.#releaseIfUnobserved();
+      },
+    };
+  }
+
+  #releaseIfUnobserved(): void {
+    if (this.#watches.size === 0 && this.#observers.size === 0) this.#release();
   }
 
   #release(): void {
@@ -174,9 +219,12 @@ export class ConversationMount {
     this.onIdle();
   }
 
-  /** End every watch (close). */
+  /** End every watch and observer (close). */
   endAll(): void {
     for (const w of [...this.#watches]) w.end("closed");
+    const observers = [...this.#observers];
+    this.#observers.clear();
+    for (const o of observers) o.end("closed");
     this.#unsubscribe?.();
   }
 
@@ -189,7 +237,10 @@ export class ConversationMount {
     const id = this.conversationId;
     const appended = change.entries.filter((e) => e.conversationId === id);
     const docChanges = change.docs.filter((d) => d.conversationId === id);
-    if (appended.length === 0 && docChanges.length === 0) return;
+    if (appended.length === 0 && docChanges.length === 0) {
+      for (const o of this.#observers) o.change(change, view, view);
+      return;
+    }
     const ops: ViewChange[] = [];
     if (appended.length > 0)
       ops.push(
@@ -199,6 +250,7 @@ export class ConversationMount {
       );
     for (const d of docChanges) ops.push({ op: "doc", name: d.name, value: d.value });
     this.#view = applyViewChanges(view, ops);
+    for (const o of this.#observers) o.change(change, view, this.#view);
     const frame: Frame<ConversationView> = { seq: change.seq, value: this.#view, ops };
     for (const w of this.#watches) w.push(frame);
   }
