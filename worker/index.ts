@@ -11,6 +11,19 @@ export {
   Submission,
 } from "./agent/conversation/handles.ts";
 export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/conversation/inbox.ts";
+export {
+  AgentEventStream,
+  type WatchEventsOptions,
+  watchEvents,
+} from "./agent/events/stream.ts";
+export type {
+  AgentEvent,
+  AgentEventType,
+  InboxEventItem,
+  MessageChange,
+  OutputChange,
+  SnapshotEvent,
+} from "./agent/events/types.ts";
 export { defineExtension, section, wrapSection, wrapTool } from "./agent/extensions/define.ts";
 export {
   type BuiltinTaskName,
