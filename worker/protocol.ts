@@ -9,6 +9,7 @@
 import type { KeyCheck } from "./agent/models/key-check.ts";
 import type { ModelChoice } from "./agent/models/keys.ts";
 import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
+import type { WorkspaceFile } from "./agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
 import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
@@ -33,6 +34,7 @@ export type {
   UsageState,
 } from "./agent/records.ts";
 export { defineEntry, inboxOf, liveOf, modelMessages, usageOf } from "./agent/records.ts";
+export type { WorkspaceFile } from "./agent/workspace/browse.ts";
 export { errorMessage } from "./core/errors.ts";
 export type {
   HarnessInspection,
@@ -222,6 +224,17 @@ export interface EngineApi {
   agentSettings(conversationId: ConversationId): Promise<AgentSettingsView>;
   /** Change a conversation's thinking level or instructions (checked here: a bad value is refused). */
   configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void>;
+  /**
+   * A conversation as export JSON (entries and documents, versioned; never a key) and a file name for
+   * it. Import takes such a text and makes it a new conversation in one commit; a malformed or foreign
+   * file is refused with an `ImportRefused` error and nothing is written.
+   */
+  exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }>;
+  importConversation(text: string): Promise<ConversationId>;
+  /** Every file of the workspace with its size (at most 5,000). */
+  workspaceFiles(): Promise<WorkspaceFile[]>;
+  readWorkspaceFile(path: string): Promise<string>;
+  deleteWorkspaceFile(path: string): Promise<void>;
   demoSpeed(): Promise<DemoSpeedName>;
   /** Every demo stream started from now on, in every tab, runs at this speed; it is kept in the store. */
   setDemoSpeed(speed: DemoSpeedName): Promise<void>;

@@ -5,6 +5,7 @@
  * and the composer's keys (Enter sends and keeps focus, Esc stops a running task).
  */
 import { mkdirSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
@@ -101,6 +102,22 @@ const PAYLOAD = [
   "```",
 ].join("\n");
 
+/** What of a hostile payload reached the transcript's DOM: a handler that ran, images, scripts, handlers, links. */
+const hostileDom = (page: Page) =>
+  page.evaluate(() => {
+    const entries = document.querySelector('[data-testid="entries"]')!;
+    const all = [...entries.querySelectorAll("*")];
+    return {
+      pwned: (globalThis as { __pwned?: unknown }).__pwned ?? null,
+      images: entries.querySelectorAll("img").length,
+      scripts: entries.querySelectorAll("script").length,
+      handlers: all.flatMap((e) =>
+        [...e.attributes].filter((a) => a.name.startsWith("on")).map((a) => a.name),
+      ),
+      jsLinks: all.filter((e) => /javascript:/i.test(e.getAttribute("href") ?? "")).length,
+    };
+  });
+
 async function demoConversation(page: Page): Promise<void> {
   await say(page, PAYLOAD);
   await settled(page, 2);
@@ -122,20 +139,7 @@ test("model text renders as markdown with a code block and its HTML, script and 
   const text = (await answer.textContent()) ?? "";
   expect(text).toContain("<img src=x onerror=window.__pwned=1>");
   expect(text).toContain("<script>window.__pwned=2</script>");
-  const dom = await page.evaluate(() => {
-    const entries = document.querySelector('[data-testid="entries"]')!;
-    const all = [...entries.querySelectorAll("*")];
-    return {
-      pwned: (globalThis as { __pwned?: unknown }).__pwned ?? null,
-      images: entries.querySelectorAll("img").length,
-      scripts: entries.querySelectorAll("script").length,
-      handlers: all.flatMap((e) =>
-        [...e.attributes].filter((a) => a.name.startsWith("on")).map((a) => a.name),
-      ),
-      jsLinks: all.filter((e) => /javascript:/i.test(e.getAttribute("href") ?? "")).length,
-    };
-  });
-  expect(dom).toEqual({ pwned: null, images: 0, scripts: 0, handlers: [], jsLinks: 0 });
+  expect(await hostileDom(page)).toEqual({ pwned: null, images: 0, scripts: 0, handlers: [], jsLinks: 0 });
   // The write call shows as a card with its arguments as written, not as raw JSON.
   const card = page.locator('[data-testid="tool-call"]').first();
   expect(await card.getAttribute("data-status")).toBe("done");
@@ -466,4 +470,77 @@ test("settings: a model found by search, a key saved, tested and removed without
   await expect.poll(() => page.getByLabel("Instructions").inputValue(), POLL).toBe("Answer in one sentence.");
   expect(await page.getByTestId("demo-speed").inputValue()).toBe("fast");
   await expect.poll(() => page.getByTestId("current-model").textContent(), POLL).toContain("openai");
+});
+
+test("export and import: the file carries no key and imports as a new conversation; a malformed file is refused; hostile imported text stays inert; the workspace files are listed, viewed and deleted", async () => {
+  const KEY = "sk-e2e-EXPORT-5a4b3c2d1e0f99887766";
+  const page = await openApp("transfer");
+  await page.evaluate(
+    (key) =>
+      (
+        globalThis as unknown as { __engine: { api: { setApiKey(p: string, k: string): Promise<void> } } }
+      ).__engine.api.setApiKey("openai", key),
+    KEY,
+  );
+  await say(page, "write a note");
+  await settled(page, 2);
+  // The workspace browser shows the note, its text, and deletes it after a confirming click.
+  await page.getByTestId("open-files").click();
+  const files = page.getByTestId("files");
+  await expect
+    .poll(() => files.getByTestId("file").allTextContents(), POLL)
+    .toEqual([expect.stringContaining("notes/note-1.md")]);
+  await files.getByRole("button", { name: "View" }).click();
+  await expect.poll(() => files.getByTestId("file-text").textContent(), POLL).toMatch(/^# Note 1/);
+  await page.screenshot({ path: join(shots, "files-1280.png") });
+  await files.getByRole("button", { name: "Delete" }).click();
+  await files.getByRole("button", { name: "Really delete?" }).click();
+  await expect.poll(() => files.textContent(), POLL).toContain("The workspace is empty");
+  await page.keyboard.press("Escape");
+  await files.waitFor({ state: "detached" });
+  // Export: a download of versioned JSON without the key.
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByTestId("export").click()]);
+  const exported = await readFile((await download.path())!, "utf8");
+  expect(exported).not.toContain(KEY);
+  const file = JSON.parse(exported) as { format: string; version: number; entries: Array<{ kind: string }> };
+  expect(file.format).toBe("durable-agent/conversation");
+  expect(file.entries.filter((e) => e.kind === "pi.assistant")).toHaveLength(2);
+  // A malformed file is refused in words and adds no conversation.
+  const listed = () => page.locator('[data-testid="conversation-list"] li').count();
+  const before = await listed();
+  await page.getByTestId("import-file").setInputFiles({
+    name: "broken.json",
+    mimeType: "application/json",
+    buffer: Buffer.from('{"format":"durable-agent/conversation","version":1,"entries":{}}'),
+  });
+  await expect
+    .poll(() => page.getByTestId("transfer-message").textContent(), POLL)
+    .toMatch(/cannot be imported: it has no entries list\. Nothing was written/);
+  expect(await listed()).toBe(before);
+  // A crafted file whose assistant text is hostile HTML imports as a new conversation, rendered inert.
+  const hostile = JSON.parse(exported) as {
+    entries: Array<{ kind: string; model?: Array<{ role: string; content: unknown }> }>;
+  };
+  const answer = hostile.entries.findLast((e) => e.kind === "pi.assistant")!;
+  answer.model![0]!.content = [
+    {
+      type: "text",
+      text: 'Look: <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> [go](javascript:window.__pwned=3) <a href="javascript:window.__pwned=4">x</a>',
+    },
+  ];
+  await page.getByTestId("import-file").setInputFiles({
+    name: "hostile.json",
+    mimeType: "application/json",
+    buffer: Buffer.from(JSON.stringify(hostile)),
+  });
+  await until(
+    "the imported conversation open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== "#/c/1",
+  );
+  await expect.poll(listed, POLL).toBe(before + 1);
+  await expect
+    .poll(() => lastAnswer(page).textContent(), POLL)
+    .toContain("<script>window.__pwned=2</script>");
+  expect(await hostileDom(page)).toEqual({ pwned: null, images: 0, scripts: 0, handlers: [], jsLinks: 0 });
 });

@@ -11,7 +11,10 @@
  */
 
 import { searchConversationText } from "../agent/conversation/search.ts";
+import { exportConversation, importConversation, parseExport } from "../agent/conversation/transfer.ts";
 import type { AgentHarness } from "../agent/harness.ts";
+import { storedApiKeyValues } from "../agent/models/keys.ts";
+import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
 import type { ConversationId } from "../core/types.ts";
@@ -34,12 +37,16 @@ import {
   tabLockName,
   type UsageState,
   type WatchFrame,
+  type WorkspaceFile,
 } from "../protocol.ts";
 import { openAppHarness } from "./app-harness.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./app-settings.ts";
 import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { StoreOwner } from "./owner.ts";
 import type { HostPlatform } from "./platform.ts";
+
+/** The documents an export carries: the agent's settings, its usage, the title. */
+const EXPORTED_DOCS = ["pi.agent", "pi.usage", TITLE_DOC] as const;
 
 /** Keys the test endpoints' view of the engine (see `[engineInternals]`). */
 export const engineInternals = Symbol("engine internals");
@@ -281,6 +288,45 @@ export class EngineHost implements EngineApi {
   async configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void> {
     const h = await this.#h();
     await h.requireConversation(conversationId).configure(checkAgentChange(change));
+  }
+
+  async exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }> {
+    const h = await this.#h();
+    const text = await exportConversation(h, conversationId, {
+      documents: EXPORTED_DOCS,
+      secrets: storedApiKeyValues((c, name) => h.docNow(c, name)),
+    });
+    const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;
+    const slug = (title ?? `conversation-${conversationId}`)
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .slice(0, 60);
+    return { fileName: `${slug || "conversation"}.json`, text };
+  }
+
+  async importConversation(text: string): Promise<ConversationId> {
+    const h = await this.#h();
+    const file = parseExport(text, { documents: EXPORTED_DOCS });
+    const id = await importConversation(h, file);
+    if ((await h.doc(id, TITLE_DOC)) === undefined)
+      await h.transaction((tx) => tx.writeDoc(id, TITLE_DOC, { title: "Imported conversation" }));
+    return id;
+  }
+
+  async workspaceFiles(): Promise<WorkspaceFile[]> {
+    return listWorkspaceFiles((await this.#h()).services.fs);
+  }
+
+  async readWorkspaceFile(path: string): Promise<string> {
+    return (await this.#h()).services.fs.read(path);
+  }
+
+  async deleteWorkspaceFile(path: string): Promise<void> {
+    const fs = (await this.#h()).services.fs;
+    if (!fs.remove) throw new Error("this workspace cannot delete files");
+    if (typeof path !== "string" || !path.trim()) throw new TypeError("name a file to delete");
+    await fs.remove(path);
   }
 
   async demoSpeed(): Promise<DemoSpeedName> {

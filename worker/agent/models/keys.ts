@@ -53,6 +53,13 @@ export function writeApiKey(tx: Tx, provider: string, key: string | null): void 
   tx.writeDoc(SETTINGS_CONVERSATION, API_KEYS_DOC, keys);
 }
 
+/** Every stored key's value: only for redacting them from what leaves the engine (exports). */
+export function storedApiKeyValues(
+  doc: (conversationId: ConversationId, name: string) => Json | undefined,
+): string[] {
+  return Object.values((doc(SETTINGS_CONVERSATION, API_KEYS_DOC) as Keys | undefined) ?? {}).filter(Boolean);
+}
+
 /** The providers with a stored key (names only: a key is never read back). */
 export function providersWithKeys(
   doc: (conversationId: ConversationId, name: string) => Json | undefined,
