@@ -48,6 +48,8 @@ export function detachedToolApi(
     conversation: () => undefined,
     entry: detached,
     memo: detached,
+    recordedCall: detached,
+    tools: () => new Map(),
     taskDefinition: () => undefined,
   };
 }

@@ -81,8 +81,35 @@ export interface ToolApi {
   readonly fs: WorkspaceFs;
   /** Streamed partial output; the engine throttles and persists it. */
   output(chunk: string): void;
-  /** A nested tool call, owned by this one and keyed by position (or `key`). */
-  executeTool(name: string, args: unknown, options?: { key?: string }): Promise<ToolResult>;
+  /**
+   * A nested tool call, owned by this one and keyed by position (or `key`). With `sameAsRecorded`, a
+   * key that an earlier run of this call (before a crash) used for another tool or other arguments
+   * rejects with `NestedCallMismatch` instead of handing back that other call's result.
+   */
+  executeTool(
+    name: string,
+    args: unknown,
+    options?: { key?: string; sameAsRecorded?: boolean },
+  ): Promise<ToolResult>;
+  /** The nested call an earlier run of this call (before a crash) made under `key`, if any. */
+  recordedCall(key: string): Promise<{ name: string; arguments: Json } | undefined>;
+  /** The tools this call's conversation may call now, by name (what a nested call resolves). */
+  tools(): ReadonlyMap<string, ToolDefinition>;
+}
+
+/** A nested call's key was used by an earlier run of the caller for another call (see `executeTool`). */
+export class NestedCallMismatch extends Error {
+  constructor(
+    readonly key: string,
+    readonly recorded: { name: string; arguments: Json },
+    readonly requested: { name: string; arguments: unknown },
+  ) {
+    super(
+      `nested call ${key} was ${recorded.name}(${JSON.stringify(recorded.arguments)}) before, ` +
+        `now ${requested.name}(${JSON.stringify(requested.arguments)})`,
+    );
+    this.name = "NestedCallMismatch";
+  }
 }
 
 export interface ToolDefinition<P extends TSchema = TSchema> {

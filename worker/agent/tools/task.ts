@@ -23,6 +23,7 @@ import {
   type HookContext,
 } from "../services.ts";
 import {
+  NestedCallMismatch,
   type ReplayPolicy,
   replayPolicyOf,
   type ToolApi,
@@ -362,13 +363,17 @@ export function createToolTask(services: AgentServices) {
       taskDefinition: (name) => services.taskDefinition(name),
       executeTool: async (name, nestedArgs, options) => {
         const key = options?.key ?? `#${position++}`;
-        const childId = await runtime.memo<number>(`nested:${key}`, (tx) =>
-          tx.createTask(
+        let created = false;
+        const childId = await runtime.memo<number>(`nested:${key}`, (tx) => {
+          created = true;
+          return tx.createTask(
             definition,
             { nested: { name, arguments: nestedArgs as Json, callId: `${call.id}/${key}` } },
             { ownership: { kind: "task", taskId: task.id } },
-          ),
-        );
+          );
+        });
+        if (options?.sameAsRecorded && !created)
+          await checkRecorded(runtime, childId!, key, name, nestedArgs);
         const child = await runtime.waitForTask(childId!, signal);
         const outcome = child.state.status === "terminal" ? child.state.outcome : undefined;
         const result =
@@ -381,6 +386,16 @@ export function createToolTask(services: AgentServices) {
             isError: true,
           }
         );
+      },
+      recordedCall: async (key) => {
+        const childId = await runtime.memo<number>(`nested:${key}`);
+        return childId === undefined ? undefined : recordedCallOf(await runtime.getTask(childId));
+      },
+      tools: () => {
+        const agent = (services.core.docNow(c, DOC.agent) as AgentState | undefined) ?? {};
+        const all = services.tools();
+        if (!agent.tools) return all;
+        return new Map([...all].filter(([name]) => agent.tools!.includes(name)));
       },
     };
     let result: ToolResult;
@@ -445,6 +460,30 @@ export function createToolTask(services: AgentServices) {
   }
 
   return definition;
+}
+
+function recordedCallOf(child: TaskRecord | undefined): { name: string; arguments: Json } | undefined {
+  const input = child?.input as ToolTaskInput | undefined;
+  if (!input || !("nested" in input)) return undefined;
+  return { name: input.nested.name, arguments: input.nested.arguments };
+}
+
+/** Rejects with `NestedCallMismatch` when the task recorded under `key` is another call. */
+async function checkRecorded(
+  runtime: Runtime,
+  childId: number,
+  key: string,
+  name: string,
+  args: unknown,
+): Promise<void> {
+  const recorded = recordedCallOf(await runtime.getTask(childId));
+  if (!recorded) return;
+  if (recorded.name !== name || JSON.stringify(recorded.arguments) !== JSON.stringify(args ?? null))
+    throw new NestedCallMismatch(
+      key,
+      { name: recorded.name, arguments: recorded.arguments },
+      { name, arguments: args },
+    );
 }
 
 function terminal(
