@@ -172,7 +172,7 @@ function parse(file: string, text: string): Source {
 
 /** Which part of the project a file belongs to ("other": a package or a file outside both trees). */
 function partOf(file: string): string {
-  const m = /^worker\/(store|core|agent|host|testing)\//.exec(file);
+  const m = /^worker\/(store|core|agent|host|testing|sandbox)\//.exec(file);
   if (m) return m[1]!;
   if (file === "worker/testing.ts") return "testing";
   if (file === "worker/protocol.ts") return "protocol";
@@ -186,7 +186,9 @@ function partOf(file: string): string {
 const MAY_IMPORT: Record<string, readonly string[]> = {
   store: ["store"],
   core: ["store", "core"],
-  agent: ["store", "core", "agent"],
+  agent: ["store", "core", "agent", "sandbox"],
+  /** QuickJS code mode: used by the agent only, and imports nothing of the engine. */
+  sandbox: ["sandbox"],
   host: ["store", "core", "agent", "host", "protocol"],
   protocol: ["store", "core", "agent", "host"],
   index: ["store", "core", "agent", "host", "protocol"],
