@@ -77,8 +77,25 @@ export type {
 export { builtinTools, builtinToolsExtension } from "./agent/tools/builtin/index.ts";
 export { createSubagentTool, SUBAGENT_TASK } from "./agent/tools/builtin/subagent.ts";
 export {
+  CODEMODE_TOOL,
+  type CodemodeOptions,
+  CpuSliceExceeded,
+  CpuTimeExceeded,
+  createCodemodeTool,
+  DEFAULT_SANDBOX_LIMITS,
+  MemoryLimitExceeded,
+  NestedCallLimitExceeded,
+  OutputLimitExceeded,
+  ReplayDiverged,
+  SandboxLimitError,
+  type SandboxLimits,
+  ScriptError,
+  StackLimitExceeded,
+} from "./agent/tools/builtin/codemode.ts";
+export {
   defineTool,
   errorResult,
+  NestedCallMismatch,
   OUTPUT_LIMITS,
   type ReplayPolicy,
   type ToolApi,

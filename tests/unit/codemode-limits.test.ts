@@ -1,0 +1,145 @@
+/**
+ * The sandbox's limits: a runaway script is stopped with its own limit's error (CPU slice, CPU total,
+ * memory, stack, output, number of tool calls) while another conversation's run keeps committing:
+ * the other conversation's committed output grows while the runaway call runs.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { createCodemodeTool } from "../../worker/agent/tools/builtin/codemode.ts";
+import { textResult } from "../../worker/agent/tools/contract.ts";
+import { DOC, defineTool, type LiveState } from "../../worker/index.ts";
+import { type FauxResponder, until } from "../../worker/testing.ts";
+import { open, textOf, toolResults } from "./agent-fixtures.ts";
+
+/** The first user message is a script for `codemode`, or "tick" for the ticker; then "done". */
+const responder: FauxResponder = (req) => {
+  if (req.messages.some((m) => m.role === "assistant")) return fauxAssistantMessage("done");
+  const text = textOf(req.messages.find((m) => m.role === "user")!);
+  const call =
+    text === "tick"
+      ? fauxToolCall("ticker", {}, { id: "t1" })
+      : fauxToolCall("codemode", { script: text }, { id: "cm1" });
+  return fauxAssistantMessage([call], { stopReason: "toolUse" });
+};
+
+/** Streams a dot every 2 ms until its call is aborted: a conversation that keeps committing output. */
+const ticker = defineTool({
+  name: "ticker",
+  description: "Tick",
+  parameters: Type.Object({}),
+  replay: "safe",
+  async execute(_args, api) {
+    while (!api.signal.aborted) {
+      api.output(".");
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    return textResult("stopped");
+  },
+});
+
+const size = defineTool({
+  name: "size",
+  description: "A size",
+  parameters: Type.Object({}),
+  replay: "safe",
+  execute: async () => textResult("1", { size: 1 }),
+});
+
+const LIMITS = {
+  sliceMs: 100,
+  cpuMs: 1000,
+  memoryBytes: 16 * 1024 * 1024,
+  stackBytes: 256 * 1024,
+  outputBytes: 64 * 1024,
+  calls: 200,
+};
+
+/**
+ * Runaways that run in one synchronous stretch hold the engine for at most their slice, and nothing
+ * can commit inside that stretch: the other conversation is checked to go on committing after it.
+ * Runaways made of many stretches (awaits, tool calls) are checked strictly: the other conversation
+ * committed between the runaway call's start and its end.
+ */
+test.each([
+  ["while (true) {}", "while (true) {}", "CpuSliceExceeded", "ran 100 ms without yielding", "run"],
+  [
+    "an endless chain of awaits",
+    "for (;;) await null;",
+    "CpuTimeExceeded",
+    "more than 1000 ms of CPU time",
+    "call",
+  ],
+  [
+    "a memory bomb",
+    'const keep = []; let s = "x"; for (;;) { s = s.repeat(2); keep.push(s); }',
+    "MemoryLimitExceeded",
+    "ran out of memory",
+    "run",
+  ],
+  [
+    "deep recursion",
+    "function f(n) { return f(n + 1) + 1; } return f(0);",
+    "StackLimitExceeded",
+    "stack overflowed",
+    "run",
+  ],
+  [
+    "a huge output",
+    'for (;;) console.log("x".repeat(1000));',
+    "OutputLimitExceeded",
+    "more than 65536 bytes",
+    "run",
+  ],
+  [
+    "10,000 nested calls",
+    "let n = 0; for (let i = 0; i < 10000; i++) n += (await size({})).details.size; return n;",
+    "NestedCallLimitExceeded",
+    "more than 200 tool calls",
+    "call",
+  ],
+] as const)(
+  "%s is stopped with its limit's error while another conversation commits",
+  async (_name, script, kind, message, over) => {
+    const inner = createCodemodeTool({ limits: LIMITS });
+    let live = () => 0;
+    const window: { start?: number; end?: number; error?: unknown } = {};
+    // The runaway call's window, as the engine runs it: from its start to its end.
+    const codemode = defineTool({
+      ...inner,
+      async execute(args, api) {
+        window.start = live();
+        try {
+          return await inner.execute(args, api);
+        } catch (error) {
+          window.error = error;
+          throw error;
+        } finally {
+          window.end = live();
+        }
+      },
+    });
+    const { h, root } = await open(responder, {
+      tools: [ticker, size, codemode],
+      settings: { outputIntervalMs: 1 },
+    });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    live = () => ((h.docNow(other.id, DOC.live) as LiveState | undefined)?.tools?.[0]?.output ?? "").length;
+    const ticking = await other.submit({ type: "input", content: "tick" });
+    // The other conversation is committing before the runaway starts.
+    await until(() => live() >= 5, { what: "the ticker's first commits" });
+    await (await root.submit({ type: "input", content: script })).wait();
+    const [entry] = await toolResults(root);
+    expect((window.error as Error | undefined)?.name).toBe(kind);
+    expect(JSON.stringify(entry!.model)).toContain(message);
+    if (over === "call")
+      expect(window.end!, "the other conversation's commits advanced during the runaway").toBeGreaterThan(
+        window.start!,
+      );
+    // A one-stretch runaway held the thread at most its slice; the other conversation goes on committing.
+    else await until(() => live() > window.start!, { what: "the other conversation's next commit" });
+    await other.abort();
+    await ticking.wait().catch(() => undefined);
+  },
+  60_000,
+);
