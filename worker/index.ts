@@ -74,8 +74,6 @@ export type {
   StreamFn,
   StreamSettings,
 } from "./agent/services.ts";
-export { builtinTools, builtinToolsExtension } from "./agent/tools/builtin/index.ts";
-export { createSubagentTool, SUBAGENT_TASK } from "./agent/tools/builtin/subagent.ts";
 export {
   CODEMODE_TOOL,
   type CodemodeOptions,
@@ -92,6 +90,8 @@ export {
   ScriptError,
   StackLimitExceeded,
 } from "./agent/tools/builtin/codemode.ts";
+export { builtinTools, builtinToolsExtension } from "./agent/tools/builtin/index.ts";
+export { createSubagentTool, SUBAGENT_TASK } from "./agent/tools/builtin/subagent.ts";
 export {
   defineTool,
   errorResult,
