@@ -391,12 +391,7 @@ export function createToolTask(services: AgentServices) {
         const childId = await runtime.memo<number>(`nested:${key}`);
         return childId === undefined ? undefined : recordedCallOf(await runtime.getTask(childId));
       },
-      tools: () => {
-        const agent = (services.core.docNow(c, DOC.agent) as AgentState | undefined) ?? {};
-        const all = services.tools();
-        if (!agent.tools) return all;
-        return new Map([...all].filter(([name]) => agent.tools!.includes(name)));
-      },
+      tools: () => services.tools(c),
     };
     let result: ToolResult;
     let failed = false;
