@@ -155,7 +155,15 @@ describe("capOutput", () => {
 
 describe("tool definitions", () => {
   test("built-ins, names, replay policies, pi-ai shape", () => {
-    expect(builtinTools.map((t) => t.name)).toEqual(["ls", "read", "write", "edit", "sleep", "subagent"]);
+    expect(builtinTools.map((t) => t.name)).toEqual([
+      "ls",
+      "read",
+      "write",
+      "edit",
+      "sleep",
+      "subagent",
+      "codemode",
+    ]);
     expect(Object.fromEntries(builtinTools.map((t) => [t.name, replayPolicyOf(t)]))).toEqual({
       ls: "safe",
       read: "safe",
@@ -163,6 +171,7 @@ describe("tool definitions", () => {
       edit: "unsafe",
       sleep: "safe",
       subagent: "safe",
+      codemode: "safe",
     });
     expect(toolByName("edit")?.name).toBe("edit");
     expect(toolByName("nope")).toBeUndefined();

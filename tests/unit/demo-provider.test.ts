@@ -19,6 +19,7 @@ import {
   planDemoReply,
   registerDemoProvider,
   setDemoSpeed,
+  sumSizesScript,
 } from "../../worker/agent/models/demo-provider.ts";
 import { createModelResolver } from "../../worker/agent/models/resolver.ts";
 import { builtinTools, toolByName } from "../../worker/agent/tools/builtin/index.ts";
@@ -222,7 +223,13 @@ describe("demo provider", () => {
     expect(message.stopReason).toBe("stop");
     expect(events.some((e) => e.type.startsWith("toolcall"))).toBe(false);
     const text = textOf(message);
-    for (const phrase of ["list the files", "write a note", "read notes/note-1.md", "run a long task"]) {
+    for (const phrase of [
+      "list the files",
+      "write a note",
+      "read notes/note-1.md",
+      "run a long task",
+      "sum the sizes of the files",
+    ]) {
       expect(text).toContain(phrase);
     }
     expect(text).toContain('You said: "What can you do?"');
@@ -308,6 +315,33 @@ describe("demo provider", () => {
     expect(reply.text).toContain("Tool rounds so far: 1.");
     // The same words from a user (no summarizer prompt) still call the tool.
     expect(planDemoReply({ messages: [user("list the files")], tools }).toolCalls).toHaveLength(1);
+  });
+
+  test("sum the sizes of the files: the demo model writes a script that codemode runs over ls", async () => {
+    const reply = planDemoReply({ messages: [user("Sum the sizes of the files, please")], tools });
+    expect(reply.toolCalls.map((c) => c.name)).toEqual(["codemode"]);
+    expect(reply.toolCalls[0]!.arguments).toEqual({ script: sumSizesScript(false) });
+    const fs = new MemoryFs();
+    await fs.write("a.md", "12345");
+    await fs.write("notes/b.md", "x");
+    await fs.write("c.txt", "123");
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
+      defaultModel: { provider: demoModel.provider, id: demoModel.id },
+      tools: builtinTools,
+      fs,
+    });
+    try {
+      const root = await h.root();
+      await (await root.submit({ type: "input", content: "sum the sizes of the files" })).wait();
+      const answer = (await root.entries()).filter((e) => e.kind === "pi.assistant").at(-1);
+      const text = JSON.stringify(answer?.model);
+      expect(text).toContain("My script ran");
+      expect(text).toContain("a.md: 5 bytes");
+      expect(text).toContain('Result: {\\"files\\":2,\\"totalBytes\\":8}');
+    } finally {
+      await h.close();
+    }
   });
 
   test("Compact works with the demo model: its summary is placed and the next request starts from it", async () => {

@@ -5,8 +5,9 @@
  * (except `timestamp`, which is the wall clock like every provider's).
  *
  * Triggers (in the last user message, any case): "run a long task" -> `sleep`, "write a note" ->
- * `write`, "list the files" -> `ls`, "read <path>" -> `read`. A tool is only called when the
- * context offers it.
+ * `write`, "list the files" -> `ls`, "read <path>" -> `read`, "sum the sizes of the files" ->
+ * `codemode` with a small script (add "slowly" and it runs a two-second `sleep` per file). A
+ * tool is only called when the context offers it.
  */
 import {
   type Api,
@@ -83,7 +84,22 @@ export interface DemoReply {
 
 const HELP =
   'I can work with the files in this workspace. Try:\n- "list the files"\n- "write a note"\n' +
-  '- "read notes/note-1.md"\n- "run a long task"';
+  '- "read notes/note-1.md"\n- "run a long task"\n- "sum the sizes of the files"';
+
+/** The script the demo model writes for "sum the sizes of the files" (`slowly`: a pause per file). */
+export function sumSizesScript(slowly: boolean): string {
+  return [
+    'const listing = await ls({ path: "." });',
+    'const files = (listing.details?.entries ?? []).filter((e) => e.kind === "file");',
+    "let total = 0;",
+    "for (const file of files) {",
+    ...(slowly ? ["  await sleep({ seconds: 2, steps: 2 });"] : []),
+    "  total += file.size;",
+    '  console.log(file.name + ": " + file.size + " bytes");',
+    "}",
+    "return { files: files.length, totalBytes: total };",
+  ].join("\n");
+}
 
 function contentText(content: string | Array<TextContent | ImageContent>): string {
   if (typeof content === "string") return content;
@@ -118,6 +134,14 @@ interface Intent {
 
 function intentOf(said: string, messages: readonly Message[]): Intent | undefined {
   const lower = said.toLowerCase();
+  if (/\b(?:sum|add up|total)\b.*\bsizes?\b/.test(lower)) {
+    const slowly = /\bslowly\b/.test(lower);
+    return {
+      tool: "codemode",
+      args: { script: sumSizesScript(slowly) },
+      preamble: "I'll write a small script that lists the files and adds up their sizes.",
+    };
+  }
   if (/\blong task\b/.test(lower)) {
     return {
       tool: "sleep",
@@ -186,6 +210,8 @@ function summariseOne(result: ToolResultMessage, call: ToolCall | undefined): st
     }
     case "sleep":
       return `The long task is finished. ${firstLine}.`;
+    case "codemode":
+      return `My script ran:\n\n${preview(text, 12, 1200)}`;
     default:
       return `The \`${result.toolName}\` tool returned: ${preview(text, 5, 400)}`;
   }

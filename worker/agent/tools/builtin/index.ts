@@ -1,5 +1,6 @@
 import { defineExtension } from "../../extensions/define.ts";
 import type { ToolDefinition } from "../contract.ts";
+import { createCodemodeTool } from "./codemode.ts";
 import { createEditTool } from "./edit.ts";
 import { createLsTool } from "./ls.ts";
 import { createReadTool } from "./read.ts";
@@ -7,9 +8,17 @@ import { createSleepTool } from "./sleep.ts";
 import { createSubagentTool } from "./subagent.ts";
 import { createWriteTool } from "./write.ts";
 
-export { createEditTool, createLsTool, createReadTool, createSleepTool, createSubagentTool, createWriteTool };
+export {
+  createCodemodeTool,
+  createEditTool,
+  createLsTool,
+  createReadTool,
+  createSleepTool,
+  createSubagentTool,
+  createWriteTool,
+};
 
-/** The built-in tools (the workspace's, then `sleep` and `subagent`), in the order the model is shown them. */
+/** The built-in tools (the workspace's, then `sleep`, `subagent` and `codemode`), in the order the model is shown them. */
 export const builtinTools: readonly ToolDefinition[] = Object.freeze([
   createLsTool(),
   createReadTool(),
@@ -17,6 +26,7 @@ export const builtinTools: readonly ToolDefinition[] = Object.freeze([
   createEditTool(),
   createSleepTool(),
   createSubagentTool(),
+  createCodemodeTool(),
 ]);
 
 /** The built-in tools as an extension like any other (spec §7.1): install it to offer them. */
