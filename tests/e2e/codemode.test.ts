@@ -83,7 +83,8 @@ test("the demo model's script runs in codemode and survives a reload mid-call", 
   const last =
     (await page.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').last().textContent()) ?? "";
   expect(last).toContain("My script ran");
-  expect(last).toMatch(/"files":1,"totalBytes":\d+/);
+  expect(last).toMatch(/"files":1,"totalBytes":[1-9]\d*/);
+  expect(last).toContain("notes/note-1.md:");
   const shown = (await page.locator('[data-testid="entries"]').textContent()) ?? "";
   expect(shown).not.toContain("interrupted");
   expect(shown).not.toContain("replay diverged");

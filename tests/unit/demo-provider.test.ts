@@ -338,7 +338,8 @@ describe("demo provider", () => {
       const text = JSON.stringify(answer?.model);
       expect(text).toContain("My script ran");
       expect(text).toContain("a.md: 5 bytes");
-      expect(text).toContain('Result: {\\"files\\":2,\\"totalBytes\\":8}');
+      expect(text).toContain("notes/b.md: 1 bytes");
+      expect(text).toContain('Result: {\\"files\\":3,\\"totalBytes\\":9}');
     } finally {
       await h.close();
     }

@@ -86,18 +86,33 @@ const HELP =
   'I can work with the files in this workspace. Try:\n- "list the files"\n- "write a note"\n' +
   '- "read notes/note-1.md"\n- "run a long task"\n- "sum the sizes of the files"';
 
-/** The script the demo model writes for "sum the sizes of the files" (`slowly`: a pause per file). */
+/**
+ * The script the demo model writes for "sum the sizes of the files": it walks the workspace with
+ * `ls` and adds up the file sizes (`slowly`: a two-second `sleep` per file).
+ */
 export function sumSizesScript(slowly: boolean): string {
   return [
-    'const listing = await ls({ path: "." });',
-    'const files = (listing.details?.entries ?? []).filter((e) => e.kind === "file");',
-    "let total = 0;",
-    "for (const file of files) {",
-    ...(slowly ? ["  await sleep({ seconds: 2, steps: 2 });"] : []),
-    "  total += file.size;",
-    '  console.log(file.name + ": " + file.size + " bytes");',
+    "async function walk(path) {",
+    "  const listing = await ls({ path });",
+    "  let files = 0;",
+    "  let bytes = 0;",
+    "  for (const entry of listing.details?.entries ?? []) {",
+    '    const child = path === "." ? entry.name : path + "/" + entry.name;',
+    '    if (entry.kind === "dir") {',
+    "      const inner = await walk(child);",
+    "      files += inner.files;",
+    "      bytes += inner.bytes;",
+    "      continue;",
+    "    }",
+    ...(slowly ? ["    await sleep({ seconds: 2, steps: 2 });"] : []),
+    "    files += 1;",
+    "    bytes += entry.size;",
+    '    console.log(child + ": " + entry.size + " bytes");',
+    "  }",
+    "  return { files, bytes };",
     "}",
-    "return { files: files.length, totalBytes: total };",
+    'const { files, bytes } = await walk(".");',
+    "return { files, totalBytes: bytes };",
   ].join("\n");
 }
 
