@@ -257,6 +257,12 @@ export interface EngineApi {
    * with the reason), the queued and placed submissions, diagnostics, and a fatal store error.
    */
   inspect(): Promise<HarnessInspection>;
+  /**
+   * Abort one task from the task panel: durably marked, its invocation signalled; its owned work is
+   * aborted first (bottom-up). `terminal` when it had already finished. An unknown id is an
+   * `UnknownTask` error.
+   */
+  abortTask(taskId: TaskId): Promise<"marked" | "terminal">;
   /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
   usage(): Promise<UsageState>;
 }

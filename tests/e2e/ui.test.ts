@@ -4,14 +4,16 @@
  * text rendered as markdown with code blocks while any HTML or javascript: link in it stays inert,
  * and the composer's keys (Enter sends and keeps focus, Esc stops a running task).
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "vitest";
 import { appDir, type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "./browser.ts";
 
+const require = createRequire(import.meta.url);
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = join(root, "test-results", "screenshots");
 
@@ -543,4 +545,75 @@ test("export and import: the file carries no key and imports as a new conversati
     .poll(() => lastAnswer(page).textContent(), POLL)
     .toContain("<script>window.__pwned=2</script>");
   expect(await hostileDom(page)).toEqual({ pwned: null, images: 0, scripts: 0, handlers: [], jsLinks: 0 });
+});
+
+test("a task is stopped from the task panel: its tool call ends aborted and the panel empties", async () => {
+  const page = await openApp("abort-task");
+  await say(page, "run a long task");
+  await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor();
+  const tree = page.getByTestId("task-tree");
+  await tree.waitFor();
+  // The tool task's own Stop button: its call ends aborted, and the run goes on to an answer.
+  await tree.getByRole("button", { name: /^Stop task #\d+ \(pi\.tool\)$/ }).click();
+  await page.locator('[data-testid="tool-call"][data-status="aborted"]').waitFor({ timeout: 30_000 });
+  await until(
+    "the task panel empty",
+    () => page.getByTestId("task-tree").count(),
+    (n) => n === 0,
+    30_000,
+  );
+  expect(await page.getByRole("alert").count()).toBe(0);
+});
+
+let axeCode: string | undefined;
+const axeSource = () => (axeCode ??= readFileSync(require.resolve("axe-core/axe.min.js"), "utf8"));
+
+/** axe-core's serious and critical violations on the page as it is now (rule id and a few targets). */
+async function seriousViolations(page: Page): Promise<string[]> {
+  // The app's CSP refuses inline scripts; the devtools protocol's evaluation is not bound by it.
+  if (!(await page.evaluate(() => "axe" in globalThis))) await page.evaluate(axeSource());
+  const found = await page.evaluate(async () => {
+    const axe = (
+      globalThis as unknown as {
+        axe: {
+          run(ctx: Document): Promise<{
+            violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>;
+          }>;
+        };
+      }
+    ).axe;
+    const result = await axe.run(document);
+    return result.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map(
+        (v) =>
+          `${v.id}: ${v.nodes
+            .slice(0, 3)
+            .map((n) => n.target.join(" "))
+            .join(", ")}`,
+      );
+  });
+  return found;
+}
+
+test("axe-core finds no serious or critical violation on the chat, settings and files, in light and dark", async () => {
+  const page = await openApp("axe");
+  await say(page, "write a note");
+  await settled(page, 2);
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    expect(await seriousViolations(page), `chat, ${scheme}`).toEqual([]);
+    await page.getByTestId("open-settings").click();
+    await page.getByTestId("settings").waitFor();
+    await expect
+      .poll(() => page.getByTestId("model-list").getByRole("button").count(), POLL)
+      .toBeGreaterThan(0);
+    expect(await seriousViolations(page), `settings, ${scheme}`).toEqual([]);
+    await page.keyboard.press("Escape");
+    await page.getByTestId("open-files").click();
+    await page.getByTestId("files").getByTestId("file").first().waitFor();
+    expect(await seriousViolations(page), `files, ${scheme}`).toEqual([]);
+    await page.keyboard.press("Escape");
+    await page.getByTestId("files").waitFor({ state: "detached" });
+  }
 });

@@ -17,7 +17,7 @@ import { storedApiKeyValues } from "../agent/models/keys.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
-import type { ConversationId } from "../core/types.ts";
+import type { ConversationId, TaskId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
 import {
   type AgentSettingsChange,
@@ -367,6 +367,11 @@ export class EngineHost implements EngineApi {
 
   async taskGraph(): Promise<TaskGraph> {
     return (await this.#h()).taskGraph();
+  }
+
+  async abortTask(taskId: TaskId): Promise<"marked" | "terminal"> {
+    if (!Number.isSafeInteger(taskId) || taskId < 1) throw new TypeError("abortTask needs a task id");
+    return (await this.#h()).abortTask(taskId);
   }
 
   async usage(): Promise<UsageState> {
