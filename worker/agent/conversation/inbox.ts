@@ -7,7 +7,14 @@
 import type { UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
 import { HarnessError, InvalidTransition } from "../../core/errors.ts";
-import type { ConversationId, EntryDraft, Json, SubmissionId, SubmissionRecord } from "../../core/types.ts";
+import type {
+  ConversationId,
+  EntryDraft,
+  EntryRecord,
+  Json,
+  SubmissionId,
+  SubmissionRecord,
+} from "../../core/types.ts";
 import {
   appendUser,
   DOC,
@@ -102,16 +109,28 @@ export function admitReset(
   conversationId: ConversationId,
   handoff?: string,
 ): SubmissionRecord {
+  return admit(tx, policy, conversationId, { type: "write", entry: resetDraft(tx, handoff) });
+}
+
+/** A `pi.reset` entry draft: head itself, the handoff (if any) as its user message. */
+function resetDraft(tx: Tx, handoff: string | undefined): EntryDraftJson {
   if (handoff !== undefined && typeof handoff !== "string")
     throw new InvalidTransition("a reset's handoff must be text");
   const message: UserMessage | undefined =
     handoff === undefined ? undefined : { role: "user", content: handoff, timestamp: tx.now() };
-  const entry: EntryDraftJson = {
+  return {
     kind: ENTRY.reset,
     head: "self",
     ...(message ? { model: [message] as unknown as Json } : {}),
   };
-  return admit(tx, policy, conversationId, { type: "write", entry });
+}
+
+/**
+ * Append a reset at once (a tool round's handoff, spec §7.3, §8.5: the round's closing commit is
+ * the boundary): the same entry `admitReset` places, with no submission.
+ */
+export function appendReset(tx: Tx, conversationId: ConversationId, handoff: string): EntryRecord {
+  return appendWrite(tx, conversationId, entryDraft(resetDraft(tx, handoff)));
 }
 
 /**

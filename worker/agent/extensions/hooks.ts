@@ -91,6 +91,8 @@ export interface ToolRoundResult {
   entryId?: number;
   isError: boolean;
   terminate: boolean;
+  /** The handoff text the result's control carries (spec §7.3). */
+  handoff?: string;
 }
 
 /** The built-in tasks and the hook names each asks. */

@@ -1,13 +1,19 @@
 /**
  * The `tools` phase of `pi.generation`: the round's calls ran as `pi.tool` tasks owned by the
  * generation; when the last one ends, the round's results go to the afterTools hooks and one commit
- * removes the round's slots and either ends the run (every result asked to terminate, or a reset
- * is queued) or places steering at the post-tools boundary and hands the run to the next generation.
+ * removes the round's slots and either ends the run (every result asked to terminate, a result
+ * handed off, or a reset is queued) or places steering at the post-tools boundary and hands the run to the next generation.
  * Without afterTools hooks this lands in the last result's commit (the `wake` continuation).
  */
 import type { Tx } from "../../core/define.ts";
 import type { NextTaskState, TaskId, TaskRecord } from "../../core/types.ts";
-import { finalBoundary, placeAtBoundary, resetQueued, settleInputs } from "../conversation/inbox.ts";
+import {
+  appendReset,
+  finalBoundary,
+  placeAtBoundary,
+  resetQueued,
+  settleInputs,
+} from "../conversation/inbox.ts";
 import { DOC, type LiveState, live, writeDoc } from "../records.ts";
 import type { ToolRoundResult } from "../services.ts";
 import { continueSequentialRound } from "../tools/round.ts";
@@ -78,11 +84,15 @@ function finishToolRound(
   const c = task.conversationId;
   const cp = task.state.checkpoint;
   const terminate = results.length > 0 && results.every((r) => r.terminate);
+  // The last handoff of the round (in call order) wins.
+  const handoff = results.findLast((r) => r.handoff !== undefined)?.handoff;
   const run = live(tx, c).run;
   const { tools: _t, ...state } = live(tx, c);
   writeDoc<LiveState>(tx, c, DOC.live, state);
   if (run?.taskId === task.id) {
-    if (terminate) {
+    if (terminate || handoff !== undefined) {
+      // A handoff ends the run like a terminating round, after starting the context over from it.
+      if (handoff !== undefined) appendReset(tx, c, handoff);
       settleInputs(tx, run.inputs, { status: "done", answer: cp.assistant });
       finalBoundary(tx, policy, c);
     } else if (resetQueued(tx, c)) {

@@ -256,6 +256,7 @@ export function roundResults(
       ...(entryId !== undefined ? { entryId } : {}),
       isError: outcome?.status !== "completed" || result?.isError === true,
       terminate: result?.control?.terminate === true,
+      ...(typeof result?.control?.handoff === "string" ? { handoff: result.control.handoff } : {}),
     });
   }
   return results;

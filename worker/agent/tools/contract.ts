@@ -19,7 +19,12 @@ export interface ToolResult {
   /** For UIs and programs; never sent to the model. */
   details?: Json;
   isError?: boolean;
-  control?: { terminate?: boolean };
+  /**
+   * `terminate`: end the run with the tool-calling answer when every result of the round asks it.
+   * `handoff`: end the run and start the context over from this text (a `pi.reset` entry whose user
+   * message it is, as `Conversation.reset(handoff)` writes); the last handoff of a round wins.
+   */
+  control?: { terminate?: boolean; handoff?: string };
   /** What the call spent on models of its own (a subagent, a summarizer): stored with the result, counted in pi.usage.tools. */
   usage?: Usage;
 }

@@ -52,7 +52,7 @@ export type ToolTaskCheckpoint =
 export type ToolTaskResult = {
   entryId?: EntryId;
   isError?: boolean;
-  control?: { terminate?: boolean };
+  control?: { terminate?: boolean; handoff?: string };
   /** Nested calls hand their result to the caller instead of the transcript. */
   result?: ToolResult;
 };
