@@ -11,7 +11,7 @@ import type { ModelChoice } from "./agent/models/keys.ts";
 import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
 import type { WorkspaceFile } from "./agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
-import type { ConversationId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
+import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
 
 export type { AssistantMessage, Message as ModelMessage, Usage } from "@mariozechner/pi-ai";
@@ -67,7 +67,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -173,6 +173,9 @@ export interface TickerStatus {
   readonly trail: number[];
 }
 
+/** The `name` of the errors `forkConversation` rejects with (the engine's typed errors). */
+export type ForkError = "UnknownConversation" | "EntryNotVisible";
+
 export type CompactOutcome =
   | { status: "summarized" }
   | { status: "nothing" }
@@ -194,6 +197,13 @@ export interface EngineApi {
     listener: (list: ConversationSummary[]) => Promise<void> | void,
   ): Promise<number>;
   createConversation(title?: string): Promise<ConversationId>;
+  /**
+   * A new conversation forked from `conversationId` at `entryId` (spec §3.7): it sees that
+   * conversation's entries through `entryId` and its agent as it was then, with a context, inbox and
+   * usage of its own; its title is the parent's with " (fork)". Rejects with an error whose `name`
+   * is a `ForkError`: `UnknownConversation`, or `EntryNotVisible` (an entry not in that history).
+   */
+  forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId>;
   /** Give a conversation a title (trimmed, at most 200 characters; an empty title is refused). */
   renameConversation(conversationId: ConversationId, title: string): Promise<void>;
   /** The ids of the top-level conversations whose title or entries contain `text` (case-insensitive). */

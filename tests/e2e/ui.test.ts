@@ -616,4 +616,34 @@ test("axe-core finds no serious or critical violation on the chat, settings and 
     await page.keyboard.press("Escape");
     await page.getByTestId("files").waitFor({ state: "detached" });
   }
+
+test("Fork from here opens a new conversation that has the transcript through that message and continues on its own", async () => {
+  const page = await openApp("fork");
+  await say(page, "first question");
+  await settled(page, 1);
+  await say(page, "second question");
+  await settled(page, 2);
+  const userTexts = () =>
+    page.locator('[data-testid="entries"] > [data-kind="pi.user"] .text').allTextContents();
+  const parentHash = await page.evaluate(() => location.hash);
+  // The first answer's action: the fork sees the first exchange, not the second.
+  const firstAnswer = page.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').first();
+  await firstAnswer.hover();
+  await firstAnswer.getByRole("button", { name: "Fork from here" }).click();
+  const forkHash = await until(
+    "the fork open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== parentHash && h !== "#/c/1",
+  );
+  await until("the fork's transcript", userTexts, (t) => t.length === 1 && t[0] === "first question");
+  expect(await page.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').count()).toBe(1);
+  await until(
+    "the fork in the list",
+    () => page.locator('[data-testid="conversation-list"] li a .name').allTextContents(),
+    (t) => t.includes("first question (fork)"),
+  );
+  await say(page, "only in the fork");
+  await settled(page, 2);
+  expect(await userTexts()).toEqual(["first question", "only in the fork"]);
+  expect(await page.evaluate(() => location.hash)).toBe(forkHash);
 });

@@ -17,7 +17,7 @@ import { storedApiKeyValues } from "../agent/models/keys.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
-import type { ConversationId, TaskId } from "../core/types.ts";
+import type { ConversationId, EntryId, TaskId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
 import {
   type AgentSettingsChange,
@@ -207,6 +207,20 @@ export class EngineHost implements EngineApi {
     const c = await h.createConversation({ ownership: { kind: "ownerless" } });
     if (title) await this.renameConversation(c.id, title);
     return c.id;
+  }
+
+  async forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId> {
+    if (!Number.isInteger(conversationId) || !Number.isInteger(entryId))
+      throw new TypeError("forkConversation takes a conversation id and an entry id (integers)");
+    const h = await this.#h();
+    const fork = await h.forkConversation(conversationId, entryId, {
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => {
+        const parent = tx.readDoc<{ title?: string }>(conversationId, TITLE_DOC)?.title;
+        if (parent) tx.writeDoc(id, TITLE_DOC, { title: `${parent.slice(0, MAX_TITLE - 7)} (fork)` });
+      },
+    });
+    return fork.id;
   }
 
   async submit(conversationId: ConversationId, request: SubmitRequest): Promise<number> {
