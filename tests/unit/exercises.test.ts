@@ -1,7 +1,7 @@
 /**
  * The chapter's exercises (seed/durable-harness-chapter.txt, "Exercises"), each answered by a test
- * named after it. Skipped: exercise 5 (code mode's sources of nondeterminism) and exercise 7 (the
- * ownership tree of parallel subagents): code mode and subagents have issues of their own.
+ * named after it. Skipped: exercise 5 (code mode's sources of nondeterminism), which code mode's
+ * issue covers. Exercise 7 (the ownership tree of parallel subagents) is in task-graph-watch.test.ts.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";

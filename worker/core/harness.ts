@@ -22,9 +22,10 @@ import {
   inspectTasks,
   openSubmissions,
   type TaskGraph,
+  TaskGraphMount,
 } from "./inspect.ts";
 import { grantInternals } from "./internals.ts";
-import { ConversationMount } from "./observe.ts";
+import { ConversationMount, type Watch } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import { patchTask } from "./records.ts";
@@ -99,6 +100,7 @@ export class Harness {
   readonly #session: Session;
   readonly #scheduler: Scheduler;
   #mounts = new Map<ConversationId, ConversationMount>();
+  #graph: TaskGraphMount | undefined;
   #closed: Promise<void> | undefined;
 
   static {
@@ -508,6 +510,23 @@ export class Harness {
     return buildTaskGraph(this.#session.records);
   }
 
+  /**
+   * Watch the live task graph (spec §9.5): `watch.value` is the graph now, then one frame per commit
+   * that changed a node; bounded like a conversation's watch (at most 100 wait, then one frame with
+   * the newest graph replaces them). Read only: it enables no scheduling. Close ends it.
+   */
+  async watchTaskGraph(limit?: number): Promise<Watch<TaskGraph>> {
+    this.#live();
+    this.#graph ??= new TaskGraphMount(
+      this.#session.records,
+      (listener) => this.#session.subscribe(listener),
+      () => {
+        this.#graph = undefined;
+      },
+    );
+    return this.#graph.watch(limit);
+  }
+
   /** Every live task with what the scheduler makes of it, and the open submissions (spec §2.2). */
   inspect(): HarnessInspection {
     const fatal = this.#session.fatal;
@@ -534,6 +553,7 @@ export class Harness {
   close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
     for (const mount of this.#mounts.values()) mount.endAll();
     this.#mounts.clear();
+    this.#graph?.endAll();
     this.#closed ??= (async () => {
       if (options.graceMs) await this.#scheduler.quiesce(options.graceMs);
       await this.#scheduler.close();

@@ -4,11 +4,17 @@
  * with what the scheduler makes of it plus the queued and placed submissions. Both read published
  * records only (never the line), so nothing is visible before its COMMIT; settled tasks and
  * submissions are excluded. Building either changes no state and enables no scheduling.
+ * `TaskGraphMount` is the live graph behind `watchTaskGraph()`: built from the published records when
+ * its first watch attaches, advanced on each publication that changes a node (a node set or deleted,
+ * or its owned conversations grown: unchanged nodes are shared), silent on one that changes none, and
+ * dropped with its last watch.
  */
+import { WATCH_FRAME_LIMIT, Watch } from "./observe.ts";
 import type { Records } from "./records.ts";
 import type { Blocked, Scheduler } from "./scheduler.ts";
 import type {
   BlockedReason,
+  ChangeSet,
   ConversationId,
   JoinPolicy,
   SubmissionRecord,
@@ -97,6 +103,67 @@ export function buildTaskGraph(records: Records): TaskGraph {
     };
   }
   return { tasks };
+}
+
+export class TaskGraphMount {
+  #graph: TaskGraph;
+  readonly #watches = new Set<Watch<TaskGraph>>();
+  readonly #unsubscribe: () => void;
+
+  constructor(
+    readonly records: Records,
+    subscribe: (listener: (change: ChangeSet) => void) => () => void,
+    readonly onIdle: () => void,
+  ) {
+    this.#graph = buildTaskGraph(records);
+    this.#unsubscribe = subscribe((change) => this.#onChange(change));
+  }
+
+  get value(): TaskGraph {
+    return this.#graph;
+  }
+
+  watch(limit = WATCH_FRAME_LIMIT): Watch<TaskGraph> {
+    const watch: Watch<TaskGraph> = new Watch(this.#graph, limit, () => {
+      this.#watches.delete(watch);
+      if (this.#watches.size === 0) this.#release();
+    });
+    this.#watches.add(watch);
+    return watch;
+  }
+
+  /** End every watch (close). */
+  endAll(): void {
+    for (const w of [...this.#watches]) w.end("closed");
+    this.#release();
+  }
+
+  #released = false;
+  #release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#unsubscribe();
+    this.onIdle();
+  }
+
+  #onChange(change: ChangeSet): void {
+    if (change.tasks.length === 0 && change.conversations.length === 0) return;
+    const next = buildTaskGraph(this.records).tasks;
+    const before = this.#graph.tasks;
+    const tasks: Record<string, TaskGraphNode> = {};
+    let changed = Object.keys(next).length !== Object.keys(before).length;
+    for (const [id, node] of Object.entries(next)) {
+      const prev = before[id];
+      if (prev && JSON.stringify(prev) === JSON.stringify(node)) tasks[id] = prev;
+      else {
+        tasks[id] = node;
+        changed = true;
+      }
+    }
+    if (!changed) return;
+    this.#graph = { tasks };
+    for (const w of this.#watches) w.push({ seq: change.seq, value: this.#graph, ops: [] });
+  }
 }
 
 function graphState(t: TaskRecord): TaskGraphState | undefined {
