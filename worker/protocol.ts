@@ -6,6 +6,8 @@
  * watch frame, reading a view's built-in documents and messages, the protocol-mismatch status).
  * Nothing here opens a store, starts a task or touches a browser API.
  */
+
+import type { AgentEvent } from "./agent/events/types.ts";
 import type { KeyCheck } from "./agent/models/key-check.ts";
 import type { ModelChoice } from "./agent/models/keys.ts";
 import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
@@ -15,6 +17,14 @@ import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from 
 import type { WatchFrame } from "./core/view-ops.ts";
 
 export type { AssistantMessage, Message as ModelMessage, Usage } from "@mariozechner/pi-ai";
+export type {
+  AgentEvent,
+  AgentEventType,
+  InboxEventItem,
+  MessageChange,
+  OutputChange,
+  SnapshotEvent,
+} from "./agent/events/types.ts";
 export {
   describeProviderProblem,
   type KeyCheck,
@@ -258,6 +268,23 @@ export interface EngineApi {
     conversationId: ConversationId,
     listener: (frame: WatchFrame) => Promise<void> | void,
   ): Promise<number>;
+  /**
+   * Watch a conversation's agent events (spec §9.4): `listener` gets `[snapshot]` at once, then one
+   * commit's events per call, each after the previous call's promise resolved; a tab more than 100
+   * batches behind gets one `[snapshot]` of the newest state instead. Returns a watch id for `unwatch`.
+   */
+  watchEvents(
+    tabId: string,
+    conversationId: ConversationId,
+    listener: (events: readonly AgentEvent[]) => Promise<void> | void,
+  ): Promise<number>;
+  /**
+   * Watch the live task graph (spec §9.5): `listener` gets the graph at once, then again after each
+   * commit that changed a node, paced like `watch` (a tab 100 graphs behind gets only the newest).
+   * Returns a watch id for `unwatch`.
+   */
+  watchTaskGraph(tabId: string, listener: (graph: TaskGraph) => Promise<void> | void): Promise<number>;
+  /** End a watch of any kind (conversation, list, events, task graph); an unknown id is ignored. */
   unwatch(watchId: number): Promise<void>;
   entries(conversationId: ConversationId): Promise<EntryRecord[]>;
   /** The live tasks keyed by decimal id: owner, owned conversations, phase, wait, held outcome (spec §9.5). */

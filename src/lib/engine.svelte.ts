@@ -15,6 +15,7 @@ import {
   hostTabLockName,
   PROTOCOL_VERSION,
   protocolMismatch,
+  type TaskGraph,
   tabLockName,
   type WatchFrame,
 } from "../../worker/protocol.ts";
@@ -193,6 +194,12 @@ export class EngineClient {
   ): Promise<number> {
     if (!this.api) return Promise.reject(new Error("not connected to the engine"));
     return this.api.watch(this.tabId, conversationId, Comlink.proxy(listener));
+  }
+
+  /** Watch the live task graph (the listener is proxied; its promise paces delivery). Returns the watch id. */
+  watchTaskGraph(listener: (graph: TaskGraph) => Promise<void> | void): Promise<number> {
+    if (!this.api) return Promise.reject(new Error("not connected to the engine"));
+    return this.api.watchTaskGraph(this.tabId, Comlink.proxy(listener));
   }
 
   async refresh(): Promise<void> {

@@ -279,9 +279,9 @@ describe("engine host", () => {
     const watching = await until(
       "both tabs' watches",
       () => stats(tabA),
-      (s) => s.watches >= 4,
+      (s) => s.watches >= 6,
     );
-    expect(watching.watches).toBe(4); // each tab: the chat's view and the recorder
+    expect(watching.watches).toBe(6); // each tab: the chat's view, the recorder and the task graph
 
     // A first run: both tabs receive every tick, in order, and both show them.
     const first = await startTicker(tabA, 15, 40);
@@ -311,7 +311,7 @@ describe("engine host", () => {
       () => stats(tabA),
       (s) => s.watches < watching.watches,
     );
-    expect(after.watches).toBe(2);
+    expect(after.watches).toBe(3);
     const done = await tickerAt(tabA, second, "completed", (t) => t.status === "completed");
     expect(done.trail).toEqual(range(30));
     expect(

@@ -12,6 +12,7 @@
 
 import { searchConversationText } from "../agent/conversation/search.ts";
 import { exportConversation, importConversation, parseExport } from "../agent/conversation/transfer.ts";
+import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { storedApiKeyValues } from "../agent/models/keys.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
@@ -20,6 +21,7 @@ import type { ConversationView, Watch } from "../core/observe.ts";
 import type { ConversationId, EntryId, TaskId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
 import {
+  type AgentEvent,
   type AgentSettingsChange,
   type AgentSettingsView,
   type CompactOutcome,
@@ -70,6 +72,8 @@ export class EngineHost implements EngineApi {
   /** The conversation list of the current harness, and each tab's watches of it. */
   #list: { harness: AgentHarness; list: Promise<ConversationList> } | undefined;
   #listWatches = new Map<number, { tabId: string; stop: () => void }>();
+  /** Each tab's event streams and task-graph watches. */
+  #streams = new Map<number, { tabId: string; stop: () => void; pending: () => number }>();
 
   constructor(platform: HostPlatform) {
     this.#platform = platform;
@@ -80,6 +84,8 @@ export class EngineHost implements EngineApi {
         this.#watches.clear();
         for (const { stop } of this.#listWatches.values()) stop();
         this.#listWatches.clear();
+        for (const { stop } of this.#streams.values()) stop();
+        this.#streams.clear();
         void this.#list?.list.then((l) => l.close());
         this.#list = undefined;
       },
@@ -118,7 +124,8 @@ export class EngineHost implements EngineApi {
       watchStats: () => {
         let pendingFrames = 0;
         for (const { watch } of this.#watches.values()) pendingFrames += watch.pending;
-        return { watches: this.#watches.size, pendingFrames };
+        for (const { pending } of this.#streams.values()) pendingFrames += pending();
+        return { watches: this.#watches.size + this.#streams.size, pendingFrames };
       },
     };
   }
@@ -152,6 +159,11 @@ export class EngineHost implements EngineApi {
     for (const [id, w] of this.#listWatches) {
       if (w.tabId !== tabId) continue;
       this.#listWatches.delete(id);
+      w.stop();
+    }
+    for (const [id, w] of this.#streams) {
+      if (w.tabId !== tabId) continue;
+      this.#streams.delete(id);
       w.stop();
     }
   }
@@ -367,8 +379,38 @@ export class EngineHost implements EngineApi {
     return id;
   }
 
+  async watchEvents(
+    tabId: string,
+    conversationId: ConversationId,
+    listener: (events: readonly AgentEvent[]) => Promise<void> | void,
+  ): Promise<number> {
+    const h = await this.#h();
+    h.requireConversation(conversationId);
+    const stream = await watchEvents(h, conversationId);
+    const id = this.#nextWatch++;
+    this.#streams.set(id, { tabId, stop: () => void stream.stop(), pending: () => stream.pending });
+    void stream.closed.then(() => this.#streams.delete(id));
+    // The snapshot first; later batches wait in the stream meanwhile.
+    await listener([stream.snapshot]);
+    stream.start((events) => listener(events));
+    return id;
+  }
+
+  async watchTaskGraph(tabId: string, listener: (graph: TaskGraph) => Promise<void> | void): Promise<number> {
+    const h = await this.#h();
+    const watch = await h.watchTaskGraph();
+    const id = this.#nextWatch++;
+    this.#streams.set(id, { tabId, stop: () => void watch.stop(), pending: () => watch.pending });
+    void watch.closed.then(() => this.#streams.delete(id));
+    await listener(watch.value);
+    watch.start((frame) => listener(frame.value));
+    return id;
+  }
+
   async unwatch(watchId: number): Promise<void> {
     this.#listWatches.get(watchId)?.stop();
+    this.#streams.get(watchId)?.stop();
+    this.#streams.delete(watchId);
     const w = this.#watches.get(watchId);
     this.#watches.delete(watchId);
     await w?.watch.stop();
