@@ -616,6 +616,7 @@ test("axe-core finds no serious or critical violation on the chat, settings and 
     await page.keyboard.press("Escape");
     await page.getByTestId("files").waitFor({ state: "detached" });
   }
+});
 
 test("Fork from here opens a new conversation that has the transcript through that message and continues on its own", async () => {
   const page = await openApp("fork");
