@@ -386,3 +386,34 @@ test("a task asks only the hooks of the extensions its conversation selects", as
   await (await other.submit({ type: "input", content: "two" })).wait();
   expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`]);
 });
+
+test("a hook's error after its phase was aborted propagates: it is not reported and the run ends aborted", async () => {
+  const entered = deferred();
+  const leave = deferred();
+  const { h, root, reported } = await withExtensions(echo, [
+    defineExtension({
+      name: "slow",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async () => {
+            entered.resolve();
+            await leave.promise;
+            throw new Error("failed while aborting");
+          },
+        }),
+      ],
+    }),
+  ]);
+  const input = await root.submit({ type: "input", content: "hi" });
+  await entered.promise;
+  const aborting = root.abort();
+  // The abort mark committed: the generation's invocation is signalled, then the hook fails.
+  await until(() =>
+    h.inspect().tasks.some((t) => t.record.kind === "pi.generation" && t.record.abortRequested),
+  );
+  await new Promise((r) => setTimeout(r, 10));
+  leave.resolve();
+  await aborting;
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(reported).toEqual([]);
+});
