@@ -104,7 +104,9 @@ export function fauxAgentModel(
     if (options.record !== false) handle.requests.push(request);
     return handle.respond(request, handle.requests.length);
   };
-  faux.setResponses([step, step, step, step]);
+  // Each answered request queues the next factory; the depth is how many requests may be in flight
+  // at once (a parent's round of parallel subagents sends that many) before the queue runs dry.
+  faux.setResponses(Array.from({ length: 64 }, () => step));
   return handle;
 }
 
