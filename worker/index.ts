@@ -110,6 +110,7 @@ export {
 } from "./agent/tools/contract.ts";
 export type { OutputLimits } from "./agent/tools/limits.ts";
 export { isInterruptedResult, isToolResultEntry, type ToolResultEntry } from "./agent/tools/results.ts";
+export { sumUsage, type UsageRollup } from "./agent/usage.ts";
 export type { WorkspaceFs } from "./agent/workspace/fs.ts";
 export { MemoryFs } from "./agent/workspace/memory-fs.ts";
 export {

@@ -12,6 +12,7 @@ import type { KeyCheck } from "./agent/models/key-check.ts";
 import type { ModelChoice } from "./agent/models/keys.ts";
 import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
 import type { WorkspaceFile } from "./agent/workspace/browse.ts";
+import type { UsageRollup } from "./agent/usage.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
 import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
@@ -45,6 +46,7 @@ export type {
 } from "./agent/records.ts";
 export { defineEntry, inboxOf, liveOf, modelMessages, usageOf } from "./agent/records.ts";
 export type { WorkspaceFile } from "./agent/workspace/browse.ts";
+export type { UsageRollup } from "./agent/usage.ts";
 export { errorMessage } from "./core/errors.ts";
 export type {
   HarnessInspection,
@@ -302,6 +304,8 @@ export interface EngineApi {
   abortTask(taskId: TaskId): Promise<"marked" | "terminal">;
   /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
   usage(): Promise<UsageState>;
+  /** One conversation's own usage and its subagents' share (the conversations its tasks own), each once. */
+  conversationUsage(conversationId: ConversationId): Promise<UsageRollup>;
 }
 
 export interface EngineTimeline {

@@ -37,7 +37,6 @@ import {
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,
-  addUsage,
   DOC,
   type DocToken,
   type LiveState,
@@ -62,6 +61,7 @@ export const OPTIONS_EXTENSION = "harness-options";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task.ts";
+import { sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
 import { uuidv7 } from "./uuidv7.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
@@ -396,17 +396,18 @@ export class AgentHarness extends Harness {
     }, signal);
   }
 
-  /** Every conversation's pi.usage added up (read from the store for conversations not loaded). */
+  /** Every conversation's pi.usage added up, each once (read from the store for conversations not loaded). */
   async usage(): Promise<UsageState> {
-    const total: UsageState = { models: {}, tools: {} };
-    for (const value of (await this.docsNamed(DOC.usage)).values()) {
-      const u = value as unknown as UsageState;
-      for (const [m, usage] of Object.entries(u.models ?? {}))
-        total.models[m] = total.models[m] ? addUsage(total.models[m], usage) : usage;
-      for (const [t, usage] of Object.entries(u.tools ?? {}))
-        total.tools[t] = total.tools[t] ? addUsage(total.tools[t], usage) : usage;
-    }
-    return total;
+    return sumUsage((await this.docsNamed<UsageState & Record<string, never>>(DOC.usage)).values());
+  }
+
+  /**
+   * One conversation's usage roll-up: its own pi.usage, and the children's share (the conversations
+   * its tasks own, transitively: subagents), each counted once, under the child.
+   */
+  async conversationUsage(id: ConversationId): Promise<UsageRollup> {
+    const all = await this.docsNamed<UsageState & Record<string, never>>(DOC.usage);
+    return usageRollup(this.conversationRecords(), (c) => all.get(c), id);
   }
 
   /** Every model a conversation may use, each marked with whether its provider needs a key. */

@@ -37,6 +37,7 @@ import {
   protocolMismatch,
   type SubmitRequest,
   tabLockName,
+  type UsageRollup,
   type UsageState,
   type WatchFrame,
   type WorkspaceFile,
@@ -432,6 +433,10 @@ export class EngineHost implements EngineApi {
 
   async usage(): Promise<UsageState> {
     return (await this.#h()).usage();
+  }
+
+  async conversationUsage(conversationId: ConversationId): Promise<UsageRollup> {
+    return (await this.#h()).conversationUsage(conversationId);
   }
 
   async inspect(): Promise<HarnessInspection> {
