@@ -11,8 +11,8 @@ import type { AgentEvent } from "./agent/events/types.ts";
 import type { KeyCheck } from "./agent/models/key-check.ts";
 import type { ModelChoice } from "./agent/models/keys.ts";
 import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
-import type { WorkspaceFile } from "./agent/workspace/browse.ts";
 import type { UsageRollup } from "./agent/usage.ts";
+import type { WorkspaceFile } from "./agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
 import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
@@ -45,8 +45,8 @@ export type {
   UsageState,
 } from "./agent/records.ts";
 export { defineEntry, inboxOf, liveOf, modelMessages, usageOf } from "./agent/records.ts";
-export type { WorkspaceFile } from "./agent/workspace/browse.ts";
 export type { UsageRollup } from "./agent/usage.ts";
+export type { WorkspaceFile } from "./agent/workspace/browse.ts";
 export { errorMessage } from "./core/errors.ts";
 export type {
   HarnessInspection,
