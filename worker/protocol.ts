@@ -230,7 +230,7 @@ export interface EngineApi {
    * with the reason.
    */
   compact(conversationId: ConversationId): Promise<CompactOutcome>;
-  setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void>;
+  setModel(conversationId: ConversationId, model: ModelRef): Promise<void>;
   models(): Promise<ModelChoice[]>;
   /** Keys live in the store's settings; they never reach entries, exports or logs. */
   setApiKey(provider: string, key: string | null): Promise<void>;

@@ -22,6 +22,7 @@ import {
   registerFauxProvider,
 } from "@mariozechner/pi-ai";
 import { createModelResolver, type ModelResolver } from "./agent/models/resolver.ts";
+import type { ModelRef } from "./agent/records.ts";
 
 export {
   CRASH_MODES,
@@ -55,7 +56,7 @@ export type FauxResponder = (
 
 export interface FauxAgentModel {
   readonly model: Model<Api>;
-  readonly ref: { provider: string; id: string };
+  readonly ref: ModelRef;
   /** A resolver that knows this model (pass as `models`). */
   readonly models: ModelResolver;
   /** Every request, in order. */
@@ -87,7 +88,7 @@ export function fauxAgentModel(
   const model = faux.getModel() as Model<Api>;
   const handle: FauxAgentModel = {
     model,
-    ref: { provider: model.provider, id: model.id },
+    ref: { provider: model.provider, modelId: model.id },
     models: createModelResolver({ extra: [model] }),
     requests: [],
     respond,

@@ -10,6 +10,7 @@ import {
   errorMessage,
   type KeyCheck,
   type ModelChoice,
+  type ModelRef,
   type ThinkingLevel,
 } from "../../worker/protocol.ts";
 
@@ -59,7 +60,10 @@ export function groupModels(
   return { groups: [...groups].map(([provider, list]) => ({ provider, models: list })), hidden };
 }
 
+/** A listed model's key, "provider/id". */
 export const modelKey = (m: { provider: string; id: string }) => `${m.provider}/${m.id}`;
+/** The same key for a stored model reference. */
+const refKey = (ref: ModelRef) => `${ref.provider}/${ref.modelId}`;
 
 export class SettingsState {
   models = $state.raw<ModelChoice[]>([]);
@@ -80,7 +84,7 @@ export class SettingsState {
   ) {}
 
   get currentModel(): string {
-    return this.agent.model ? modelKey(this.agent.model) : this.defaultModel;
+    return this.agent.model ? refKey(this.agent.model) : this.defaultModel;
   }
 
   get current(): ModelChoice | undefined {
@@ -105,7 +109,7 @@ export class SettingsState {
 
   async chooseModel(choice: ModelChoice): Promise<void> {
     await this.#run(async () => {
-      await this.api.setModel(this.conversationId, { provider: choice.provider, id: choice.id });
+      await this.api.setModel(this.conversationId, { provider: choice.provider, modelId: choice.id });
       this.agent = await this.api.agentSettings(this.conversationId);
       this.note =
         choice.needsKey && !this.keys.includes(choice.provider)

@@ -36,6 +36,8 @@ test("a stored key reaches each request, never the transcript, the view or task 
 test("models() lists the resolver's models, only the demo provider's without a key", async () => {
   const { h, faux } = await open(echo);
   const models = h.models();
-  expect(models.find((m) => m.provider === faux.ref.provider && m.id === faux.ref.id)?.needsKey).toBe(true);
+  expect(models.find((m) => m.provider === faux.ref.provider && m.id === faux.ref.modelId)?.needsKey).toBe(
+    true,
+  );
   expect(models.every((m) => m.needsKey === (m.provider !== demoModel.provider))).toBe(true);
 });

@@ -60,7 +60,7 @@ test("a compaction without a usable model fails no_model before any request", as
   );
   await chat(root, 3);
   const sent = faux.requests.length;
-  await root.configure({ model: { provider: "nowhere", id: "nothing" } });
+  await root.configure({ model: { provider: "nowhere", modelId: "nothing" } });
   const taskId = await root.compact();
   const record = await h.waitForTask(taskId);
   expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });

@@ -348,7 +348,7 @@ describe("demo provider", () => {
   test("Compact works with the demo model: its summary is placed and the next request starts from it", async () => {
     const h = await AgentHarness.open(await memoryStore(), {
       models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
-      defaultModel: { provider: demoModel.provider, id: demoModel.id },
+      defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
       tools: builtinTools,
       fs: new MemoryFs(),
       settings: { compaction: { keepRecentTokens: 60 } },
@@ -371,13 +371,16 @@ describe("demo provider", () => {
 describe("model resolver", () => {
   test("extras first, then pi-ai's catalogue", () => {
     const resolver = createModelResolver({ extra: [demoModel] });
-    expect(resolver.resolve({ provider: "demo", id: "demo-1" })).toBe(demoModel);
-    expect(resolver.resolve({ provider: "demo", id: "nope" })).toBeUndefined();
-    expect(resolver.resolve({ provider: "no-such-provider", id: "x" })).toBeUndefined();
+    expect(resolver.resolve({ provider: "demo", modelId: "demo-1" })).toBe(demoModel);
+    expect(resolver.resolve({ provider: "demo", modelId: "nope" })).toBeUndefined();
+    expect(resolver.resolve({ provider: "no-such-provider", modelId: "x" })).toBeUndefined();
     const list = resolver.list();
     expect(list[0]).toEqual({ provider: "demo", id: "demo-1", name: "Demo (offline)" });
     const real = list.find((m) => m.provider === "anthropic");
     expect(real).toBeDefined();
-    expect(resolver.resolve(real!)).toMatchObject({ provider: "anthropic", id: real!.id });
+    expect(resolver.resolve({ provider: real!.provider, modelId: real!.id })).toMatchObject({
+      provider: "anthropic",
+      id: real!.id,
+    });
   });
 });

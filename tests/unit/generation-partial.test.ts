@@ -58,10 +58,10 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   expect(faux.requests).toHaveLength(2);
   expect(faux.requests[1]!.messages).toEqual(faux.requests[0]!.messages.map((m) => ({ ...m })));
   const usage = (await h2.doc<UsageState & Record<string, never>>(1, DOC.usage))!;
-  expect(Object.keys(usage.models)).toEqual([`${faux.ref.provider}/${faux.ref.id}`]);
+  expect(Object.keys(usage.models)).toEqual([`${faux.ref.provider}/${faux.ref.modelId}`]);
   // The converted partial's spend is counted with the answer's.
   expect(assistants[0]!.usage.totalTokens).toBeGreaterThan(0);
-  expect(usage.models[`${faux.ref.provider}/${faux.ref.id}`]).toEqual(
+  expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]).toEqual(
     addUsage(assistants[0]!.usage, assistants[1]!.usage),
   );
   expect((await h2.doc<LiveState & Record<string, never>>(1, DOC.live))?.generation).toBeUndefined();

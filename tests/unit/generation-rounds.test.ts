@@ -104,7 +104,7 @@ test("a toolUse answer without tool calls is classified like stop: the run answe
 
 test("a run whose model the resolver does not know fails no_model and leaves the conversation idle", async () => {
   const { h, root, faux } = await open(echo);
-  await root.configure({ model: { provider: "nowhere", id: "nothing" } });
+  await root.configure({ model: { provider: "nowhere", modelId: "nothing" } });
   const input = await root.submit({ type: "input", content: "hi" });
   expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "no_model" });
   expect(faux.requests).toHaveLength(0);

@@ -320,7 +320,7 @@ describe("generation", () => {
     const flaky = fauxAgentModel(
       () => (++calls === 1 ? fauxError("503 Service Unavailable") : fauxAssistantMessage("ok")),
       {
-        id: slow.ref.id,
+        id: slow.ref.modelId,
       },
     );
     cleanups.push(async () => flaky.unregister());

@@ -56,7 +56,7 @@ async function run(crashAt: number) {
   const log: string[] = [];
   const options = {
     models: createModelResolver({ extra: [model] }),
-    defaultModel: { provider: model.provider, id: model.id },
+    defaultModel: { provider: model.provider, modelId: model.id },
     tools: tools(log),
   };
   const cs = await crashingStore({ at: crashAt, groupCommit: false });
@@ -92,7 +92,7 @@ test("nested calls are owned by the caller and return their results", async () =
 test("a replay-safe caller rerun after a crash gets its nested calls back", async () => {
   const options = (log: string[]) => ({
     models: createModelResolver({ extra: [model] }),
-    defaultModel: { provider: model.provider, id: model.id },
+    defaultModel: { provider: model.provider, modelId: model.id },
     tools: tools(log),
   });
   await crashSweep(

@@ -37,6 +37,7 @@ import {
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,
+  agentDoc,
   DOC,
   type DocToken,
   type LiveState,
@@ -109,9 +110,9 @@ const FORK_INITIAL: ReadonlySet<string> = new Set([DOC.live, DOC.inbox, DOC.usag
  */
 function createAgentDocs(tx: Tx, record: ConversationRecord): void {
   let agent: AgentState = {};
-  if (record.parent) agent = readDoc<AgentState>(tx, record.id, DOC.agent, {});
-  else if (record.owner) agent = readDoc<AgentState>(tx, record.owner.conversationId, DOC.agent, {});
-  writeDoc(tx, record.id, DOC.agent, agent);
+  if (record.parent) agent = agentDoc.read(tx, record.id);
+  else if (record.owner) agent = agentDoc.read(tx, record.owner.conversationId);
+  agentDoc.write(tx, record.id, agent);
   writeDoc(tx, record.id, DOC.live, {});
   writeDoc(tx, record.id, DOC.inbox, { items: [] });
   writeDoc<UsageState>(tx, record.id, DOC.usage, { models: {}, tools: {} });
@@ -153,7 +154,7 @@ export class AgentHarness extends Harness {
     // Settings given as an object are checked here, where they enter; a getter's at each reading.
     if (typeof settings !== "function") resolveSettings(settings);
     const report = options.onReport ?? (() => undefined);
-    const readAgent = (c: ConversationId) => (this.docNow(c, DOC.agent) as AgentState | undefined) ?? {};
+    const readAgent = (c: ConversationId) => agentDoc.view(this.docVersionedNow(c, DOC.agent));
     this.services = {
       core: this,
       entries: new EntryCache(this),
@@ -295,10 +296,11 @@ export class AgentHarness extends Harness {
 
   /** The root conversation (id 1), with its agent configured on first use. */
   async root(options: { agent?: AgentState } = {}, signal?: AbortSignal): Promise<Conversation> {
-    if (options.agent) {
+    const agent = options.agent;
+    if (agent) {
       await this.transaction((tx) => {
-        const current = readDoc<AgentState>(tx, ROOT_CONVERSATION_ID, DOC.agent, {});
-        if (Object.keys(current).length === 0) writeDoc(tx, ROOT_CONVERSATION_ID, DOC.agent, options.agent);
+        const current = agentDoc.read(tx, ROOT_CONVERSATION_ID);
+        if (Object.keys(current).length === 0) agentDoc.write(tx, ROOT_CONVERSATION_ID, agent);
       }, signal);
     }
     return new Conversation(this, ROOT_CONVERSATION_ID);
@@ -320,8 +322,8 @@ export class AgentHarness extends Harness {
     const record = await this.transaction(async (tx) => {
       const created = tx.createConversation(options.ownership);
       if (options.agent) {
-        const base = readDoc<AgentState>(tx, created.id, DOC.agent, {});
-        writeDoc(tx, created.id, DOC.agent, { ...base, ...options.agent });
+        const base = agentDoc.read(tx, created.id);
+        agentDoc.write(tx, created.id, { ...base, ...options.agent });
       }
       await options.init?.(tx, created.id);
       return created;
@@ -352,8 +354,8 @@ export class AgentHarness extends Harness {
         ownership: options.ownership,
         init: async (tx, created) => {
           if (options.agent) {
-            const base = readDoc<AgentState>(tx, created, DOC.agent, {});
-            writeDoc(tx, created, DOC.agent, { ...base, ...options.agent });
+            const base = agentDoc.read(tx, created);
+            agentDoc.write(tx, created, { ...base, ...options.agent });
           }
           await options.init?.(tx, created);
         },

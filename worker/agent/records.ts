@@ -24,11 +24,12 @@ export const DOC = {
   provider: "pi.provider",
 } as const;
 
-export type ModelRef = { provider: string; id: string };
+/** Which model: a provider and its model id (spec §2.2). Stored in pi.agent since its version 2. */
+export type ModelRef = { provider: string; modelId: string };
 export type ThinkingLevel = "off" | "minimal" | "low" | "medium" | "high" | "xhigh";
 
 /** What a conversation stores about its agent: names, never code. */
-export interface AgentState {
+export type AgentState = {
   model?: ModelRef;
   thinkingLevel?: ThinkingLevel;
   /**
@@ -39,7 +40,7 @@ export interface AgentState {
   /** Exactly these of the selected extensions' tools, in order, or all but `remove`; absent: all. */
   tools?: string[] | { remove: string[] };
   instructions?: string;
-}
+};
 
 /** A system message as recorded in the transcript: the prompt sections and the offered tools. */
 export interface SystemRecord {
@@ -289,9 +290,15 @@ export function defineDoc<T extends Json>(
     typeof nameOrDefinition === "string"
       ? { name: nameOrDefinition, initial: initial as T }
       : nameOrDefinition;
+  const { name } = definition;
+  if (!name || name.startsWith("pi.")) throw new TypeError(`document name ${name} is reserved or empty`);
+  return docToken(definition);
+}
+
+/** The token of a document definition, the harness's own (pi.*) included. */
+function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
   const { name, migrate } = definition;
   const version = definition.version ?? 1;
-  if (!name || name.startsWith("pi.")) throw new TypeError(`document name ${name} is reserved or empty`);
   if (!Number.isInteger(version) || version < 1)
     throw new TypeError(`document ${name}: version must be a positive integer, not ${version}`);
   const fresh = (): T => {
@@ -335,4 +342,28 @@ function jsonObject<T>(name: string, what: string, value: T): T {
   if (value === null || typeof value !== "object" || Array.isArray(value))
     throw new TypeError(`document ${name}: ${what} must be a JSON object`);
   return value;
+}
+
+/**
+ * pi.agent (spec §2.2): version 2 names a model `{ provider, modelId }`; version 1 stored
+ * `{ provider, id }`, read as version 2 (and stored so by the next transaction that reads it).
+ */
+export const agentDoc: DocToken<AgentState> = docToken<AgentState>({
+  name: DOC.agent,
+  version: 2,
+  initial: () => ({}),
+  migrate: (value) => withModelId(value) as AgentState,
+});
+
+/**
+ * `value` with its `model` (a version 1 ModelRef, `{ provider, id }`) renamed to `{ provider, modelId }`;
+ * anything else is returned as it is. Used by pi.agent and by the tasks that pin a model in their checkpoint.
+ */
+export function withModelId<T extends Json>(value: T): T {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
+  const model = value.model;
+  if (model === null || typeof model !== "object" || Array.isArray(model)) return value;
+  if (model.modelId !== undefined || model.id === undefined) return value;
+  const { id, ...rest } = model;
+  return { ...value, model: { ...rest, modelId: id } };
 }

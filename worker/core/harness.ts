@@ -481,6 +481,14 @@ export class Harness {
     name: string,
   ): Promise<{ value: Json | undefined; version: number | undefined }> {
     await this.#session.ensureDocs(conversationId);
+    return this.docVersionedNow(conversationId, name);
+  }
+
+  /** `docVersioned()` without waiting, under `docNow`'s condition (the documents are loaded). */
+  docVersionedNow(
+    conversationId: ConversationId,
+    name: string,
+  ): { value: Json | undefined; version: number | undefined } {
     const records = this.#session.records;
     return { value: records.getDoc(conversationId, name), version: records.docVersion(conversationId, name) };
   }

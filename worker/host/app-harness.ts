@@ -27,7 +27,7 @@ export async function openAppHarness(
     extensions,
     tasks: [tickerTask, noopTask],
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
-    defaultModel: { provider: demoModel.provider, id: demoModel.id },
+    defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
     fs: new OpfsFs(),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,

@@ -15,6 +15,7 @@ import { exportConversation, importConversation, parseExport } from "../agent/co
 import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { storedApiKeyValues } from "../agent/models/keys.ts";
+import type { ModelRef } from "../agent/records.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
@@ -277,7 +278,7 @@ export class EngineHost implements EngineApi {
       : { status: "nothing" };
   }
 
-  async setModel(conversationId: ConversationId, model: { provider: string; id: string }): Promise<void> {
+  async setModel(conversationId: ConversationId, model: ModelRef): Promise<void> {
     const h = await this.#h();
     await h.requireConversation(conversationId).configure({ model });
   }

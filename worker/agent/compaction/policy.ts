@@ -8,7 +8,7 @@ import { isContextOverflow } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryRecord } from "../../core/types.ts";
 import { activeRange } from "../conversation/context.ts";
-import { type AgentState, DOC, ENTRY, live, modelMessages, readDoc } from "../records.ts";
+import { agentDoc, ENTRY, live, modelMessages } from "../records.ts";
 import type { AgentServices } from "../services.ts";
 import { estimateMessageTokens, selectCut } from "./range.ts";
 
@@ -54,7 +54,7 @@ export function compactionNeeded(
 ): "blocking" | "background" | undefined {
   const settings = services.settings().compaction;
   if (!settings.enabled) return undefined;
-  const ref = readDoc<AgentState>(tx, c, DOC.agent, {}).model ?? services.defaultModel;
+  const ref = agentDoc.read(tx, c).model ?? services.defaultModel;
   const model = ref ? services.models.resolve(ref) : undefined;
   if (!model || !(model.contextWindow > 0)) return undefined;
   const tokens = contextTokens(entries);
@@ -79,7 +79,7 @@ export function overflowCompactable(
 ): boolean {
   const settings = services.settings().compaction;
   if (!settings.enabled) return false;
-  const model = services.models.resolve({ provider: message.provider, id: message.model });
+  const model = services.models.resolve({ provider: message.provider, modelId: message.model });
   if (!isContextOverflow(message, model?.contextWindow)) return false;
   const entries = services.entries.peek(c);
   return entries !== undefined && selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;

@@ -8,7 +8,7 @@
 import type { Message } from "@mariozechner/pi-ai";
 import type { EntryId, EntryRecord } from "../../core/types.ts";
 import { activeRange, deriveContext } from "../conversation/context.ts";
-import { type AgentState, DOC, readDoc } from "../records.ts";
+import { type AgentState, agentDoc, type ModelRef } from "../records.ts";
 import type { BeforeCompactDecision, ResolvedSettings } from "../services.ts";
 import { selectCut } from "./range.ts";
 import { clearStatus } from "./start.ts";
@@ -35,14 +35,14 @@ export async function select(
   const decision =
     firstKept === undefined ? undefined : await askHooks(deps, task, { range, firstKept }, signal);
   await runtime.commit((tx) => {
-    const agent = readDoc<AgentState>(tx, task.conversationId, DOC.agent, {});
+    const agent = agentDoc.read(tx, task.conversationId);
     const ref = agent.model ?? deps.services.defaultModel;
     const model = ref ? deps.services.models.resolve(ref) : undefined;
     if (!ref || !model) {
       clearStatus(tx, task);
       return failed({
         message: "no_model",
-        detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured",
+        detail: ref ? `unknown model ${ref.provider}/${ref.modelId}` : "no model is configured",
       });
     }
     if (firstKept === undefined || (decision && "decline" in decision)) {
@@ -98,7 +98,7 @@ function pinRequest(
   settings: ResolvedSettings,
   model: {
     readonly agent: AgentState;
-    readonly ref: { provider: string; id: string };
+    readonly ref: ModelRef;
     readonly maxTokens: number;
   },
   cut: { readonly range: readonly EntryRecord[]; readonly firstKept: EntryId },
@@ -107,7 +107,7 @@ function pinRequest(
   const cap = Math.floor(0.8 * settings.compaction.reserveTokens);
   const request: SummaryRequest = {
     attempt: 1,
-    model: { provider: model.ref.provider, id: model.ref.id },
+    model: { provider: model.ref.provider, modelId: model.ref.modelId },
     thinkingLevel: model.agent.thinkingLevel ?? "off",
     ...(Object.keys(stream).length > 0 ? { stream: structuredClone(stream) } : {}),
     maxTokens: model.maxTokens > 0 ? Math.min(cap, model.maxTokens) : cap,

@@ -52,7 +52,8 @@ export async function requestSummary(
   const provider = readCommitted<{ sessionId?: string }>({ services }, c, DOC.provider);
   const apiKey = model ? services.apiKey(model.provider) : undefined;
   const headers = services.settings().stream.headers;
-  if (!model) return errorAnswer(summaryModel(cp.model), `unknown model ${cp.model.provider}/${cp.model.id}`);
+  if (!model)
+    return errorAnswer(summaryModel(cp.model), `unknown model ${cp.model.provider}/${cp.model.modelId}`);
   try {
     const stream = services.stream(
       model,
@@ -127,7 +128,7 @@ export function classifySummary(
 /** Every summarization attempt's usage counts with the conversation's, placed or not. */
 function countSpend(tx: Tx, c: ConversationId, model: ModelRef, answer: AssistantMessage): void {
   const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
-  const key = `${model.provider}/${model.id}`;
+  const key = `${model.provider}/${model.modelId}`;
   writeDoc<UsageState>(tx, c, DOC.usage, {
     ...usage,
     models: {
@@ -164,5 +165,5 @@ export function placeSummary(
 
 /** Whose answer a failed summary request is (the API is unknown when the model is not resolved). */
 function summaryModel(model: ModelRef): { api: string; provider: string; model: string } {
-  return { api: "unknown", provider: model.provider, model: model.id };
+  return { api: "unknown", provider: model.provider, model: model.modelId };
 }

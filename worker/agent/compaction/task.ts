@@ -14,6 +14,7 @@
  */
 import { defineTask } from "../../core/define.ts";
 import type { InboxPolicy } from "../conversation/inbox.ts";
+import { withModelId } from "../records.ts";
 import { type AgentServices, atPhaseStart, sleepUntil } from "../services.ts";
 import { select } from "./select.ts";
 import { cleanUpFailedCompaction, clearStatus, setStatus } from "./start.ts";
@@ -53,7 +54,12 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
   return defineTask<CompactionInput, CompactionCheckpoint, CompactionResult>({
     name: "pi.compaction",
     cleanUp: cleanUpFailedCompaction,
-    version: 1,
+    // Version 2: a pinned summary request's `model` is `{ provider, modelId }` (version 1 stored `id`).
+    version: 2,
+    migrate: (input, checkpoint) => ({
+      input: input as unknown as CompactionInput,
+      checkpoint: withModelId(checkpoint) as CompactionCheckpoint,
+    }),
     initial: () => ({ phase: "select" }),
     phases: {
       select: (task, runtime, signal) => select(phaseDeps(task), task, runtime, signal),

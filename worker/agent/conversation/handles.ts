@@ -14,7 +14,7 @@ import type {
 } from "../../core/types.ts";
 import { startCompaction } from "../compaction/task.ts";
 import type { AgentHarness } from "../harness.ts";
-import { type AgentState, DOC, inbox, type LiveState, readDoc, writeDoc } from "../records.ts";
+import { type AgentState, agentDoc, DOC, inbox, type LiveState } from "../records.ts";
 import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 
 export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
@@ -147,7 +147,7 @@ export class Conversation {
   }
 
   async agent(): Promise<AgentState> {
-    return (await this.harness.doc<AgentState & Record<string, never>>(this.id, DOC.agent)) ?? {};
+    return agentDoc.view(await this.harness.docVersioned(this.id, DOC.agent));
   }
 
   /** Stored entries in id order (a fork's inherited ones first, through its entry). */
@@ -231,12 +231,12 @@ function boundTo(tx: Tx, conversationId: ConversationId): Tx {
  * overrides the creation hook's copy): a given field replaces, null clears, an absent one stays.
  */
 export function configure(tx: Tx, conversationId: ConversationId, change: AgentChange): void {
-  const current = readDoc<AgentState>(tx, conversationId, DOC.agent, {});
+  const current = agentDoc.read(tx, conversationId);
   const next: Record<string, unknown> = { ...current };
   for (const [key, value] of Object.entries(change)) {
     if (value === undefined) continue;
     if (value === null) delete next[key];
     else next[key] = value;
   }
-  writeDoc(tx, conversationId, DOC.agent, next);
+  agentDoc.write(tx, conversationId, next as AgentState);
 }

@@ -131,7 +131,9 @@ async function failUnknownModel(
   c: ConversationId,
   ref: ModelRef,
 ): Promise<void> {
-  await runtime.commit((tx) => failRun(tx, c, taskId, "no_model", `unknown model ${ref.provider}/${ref.id}`));
+  await runtime.commit((tx) =>
+    failRun(tx, c, taskId, "no_model", `unknown model ${ref.provider}/${ref.modelId}`),
+  );
 }
 
 /** The offered tools that the conversation's agent has, in the context's order. */

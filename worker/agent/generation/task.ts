@@ -21,7 +21,7 @@ import {
   startBlockingCompaction,
 } from "../compaction/task.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
-import { DOC, type LiveState, live, writeDoc } from "../records.ts";
+import { DOC, type LiveState, live, withModelId, writeDoc } from "../records.ts";
 import { type AgentServices, atPhaseStart, sleepUntil } from "../services.ts";
 import { abortPendingCalls } from "../tools/round.ts";
 import type { GenerationDeps } from "./classification.ts";
@@ -56,7 +56,9 @@ export function createGenerationTask(
   return defineTask<Json, GenerationCheckpoint, GenerationResult>({
     name: "pi.generation",
     cleanUp: cleanUpFailedGeneration,
-    version: 1,
+    // Version 2: a pinned request's `model` is `{ provider, modelId }` (version 1 stored `id`).
+    version: 2,
+    migrate: (input, checkpoint) => ({ input, checkpoint: withModelId(checkpoint) as GenerationCheckpoint }),
     // A generation created with its request already prepared (in the creating commit) is created
     // with `start` at that request instead.
     initial: () => ({ phase: "prepare", attempt: 1 }),

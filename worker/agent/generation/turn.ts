@@ -20,14 +20,13 @@ import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts
 import { planSystem, renderSections } from "../extensions/prompt.ts";
 import type { DeferredHandle } from "../models/resolver.ts";
 import {
-  type AgentState,
+  agentDoc,
   appendAssistant,
   DOC,
   ENTRY,
   type LiveState,
   live,
   type ModelRef,
-  readDoc,
   type SystemRecord,
   type ThinkingLevel,
   type ToolSlot,
@@ -193,10 +192,13 @@ export function prepareRequest(
   attempt: number,
   entries: readonly EntryRecord[],
 ): Prepared {
-  const agent = readDoc<AgentState>(tx, c, DOC.agent, {});
+  const agent = agentDoc.read(tx, c);
   const ref = agent.model ?? services.defaultModel;
   if (!ref || !services.models.resolve(ref)) {
-    return { ok: false, detail: ref ? `unknown model ${ref.provider}/${ref.id}` : "no model is configured" };
+    return {
+      ok: false,
+      detail: ref ? `unknown model ${ref.provider}/${ref.modelId}` : "no model is configured",
+    };
   }
   // Headers are left out: they often carry credentials, so they are read at request time, never stored.
   const { headers: _headers, ...stream } = services.settings().stream;
@@ -224,7 +226,7 @@ export function prepareRequest(
     checkpoint: {
       phase: "request",
       attempt,
-      model: { provider: ref.provider, id: ref.id },
+      model: { provider: ref.provider, modelId: ref.modelId },
       thinkingLevel: agent.thinkingLevel ?? "off",
       cutoff: tx.lastEntryId(),
       ...(Object.keys(stream).length > 0 ? { stream: structuredClone(stream) } : {}),

@@ -64,7 +64,9 @@ export async function checkApiKey(
   const key = services.apiKey(provider);
   if (!key) return { ok: false, problem: "missing", message: describeProviderProblem("missing", provider) };
   const info = services.models.list().find((m) => m.provider === provider);
-  const model: Model<Api> | undefined = info ? services.models.resolve(info) : undefined;
+  const model: Model<Api> | undefined = info
+    ? services.models.resolve({ provider: info.provider, modelId: info.id })
+    : undefined;
   if (!model)
     return { ok: false, problem: "other", message: `No model of ${provider} is known to this engine.` };
   const timeout = AbortSignal.timeout(KEY_CHECK_TIMEOUT_MS);

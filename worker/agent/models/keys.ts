@@ -83,6 +83,6 @@ export function modelChoices(models: ModelResolver): ModelChoice[] {
       id: m.id,
       name: m.name,
       needsKey: m.provider !== demoModel.provider,
-      reasoning: models.resolve(m)?.reasoning === true,
+      reasoning: models.resolve({ provider: m.provider, modelId: m.id })?.reasoning === true,
     }));
 }

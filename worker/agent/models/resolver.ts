@@ -13,9 +13,10 @@ import {
   type Model,
 } from "@mariozechner/pi-ai";
 
+/** Which model to resolve: a provider and its model id (the shape pi.agent stores). */
 export interface ModelRef {
   readonly provider: string;
-  readonly id: string;
+  readonly modelId: string;
 }
 
 export interface ModelInfo {
@@ -64,22 +65,22 @@ export interface ModelResolverOptions {
   readonly deferred?: Pick<ModelResolver, "fetchDeferred" | "cancelDeferred">;
 }
 
-const keyOf = (ref: ModelRef) => `${ref.provider}\u0000${ref.id}`;
+const keyOf = (provider: string, modelId: string) => `${provider}\u0000${modelId}`;
 
 function catalogueModel(ref: ModelRef): Model<Api> | undefined {
   if (!(getProviders() as string[]).includes(ref.provider)) return undefined;
   // getModel is typed for literal provider/id pairs; at run time it is a plain lookup.
   const lookup = getModel as unknown as (provider: string, id: string) => Model<Api> | undefined;
-  return lookup(ref.provider, ref.id);
+  return lookup(ref.provider, ref.modelId);
 }
 
 export function createModelResolver(options: ModelResolverOptions = {}): ModelResolver {
   const extras = new Map<string, Model<Api>>();
-  for (const model of options.extra ?? []) extras.set(keyOf(model), model);
+  for (const model of options.extra ?? []) extras.set(keyOf(model.provider, model.id), model);
   return {
     ...options.deferred,
     resolve(ref) {
-      return extras.get(keyOf(ref)) ?? catalogueModel(ref);
+      return extras.get(keyOf(ref.provider, ref.modelId)) ?? catalogueModel(ref);
     },
     list() {
       const out: ModelInfo[] = [...extras.values()].map((m) => ({
@@ -89,7 +90,7 @@ export function createModelResolver(options: ModelResolverOptions = {}): ModelRe
       }));
       for (const provider of getProviders()) {
         for (const m of getModels(provider as KnownProvider) as Model<Api>[]) {
-          if (extras.has(keyOf(m))) continue;
+          if (extras.has(keyOf(m.provider, m.id))) continue;
           out.push({ provider: m.provider, id: m.id, name: m.name });
         }
       }

@@ -14,7 +14,7 @@ import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../.
 import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
-import { type AgentState, DOC, type LiveState, modelMessages, readDoc } from "../records.ts";
+import { agentDoc, DOC, type LiveState, modelMessages } from "../records.ts";
 import {
   type AgentHooks,
   type AgentServices,
@@ -104,7 +104,7 @@ export function intentAtCreation(
   c: ConversationId,
   call: ToolCall,
 ): Extract<ToolTaskCheckpoint, { phase: "execute" }> | undefined {
-  const agent = services.agent(c, readDoc<AgentState>(tx, c, DOC.agent, {}));
+  const agent = services.agent(c, agentDoc.read(tx, c));
   if ((agent.hooks.beforeTool ?? []).length > 0) return undefined;
   try {
     const tool = resolveToolFor(agent.tools, call.name);

@@ -20,7 +20,7 @@ import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { defineTask, type TaskDefinition, type Tx } from "../../../core/define.ts";
 import type { ConversationId, EntryRecord, Json, SubmissionRecord } from "../../../core/types.ts";
-import { type AgentState, DOC, modelMessages, readDoc, writeDoc } from "../../records.ts";
+import { agentDoc, modelMessages } from "../../records.ts";
 import type { AgentServices } from "../../services.ts";
 import { defineTool, errorResult, type ToolApi, textResult } from "../contract.ts";
 import { admitOnce, waitForSettlement } from "../handle.ts";
@@ -43,8 +43,8 @@ type Options = { instructions?: string | undefined; tools?: string[] | undefined
 /** Create the child conversation owned by `taskId`: the parent's agent (the creation hook's copy) with `options` over it. */
 function createChild(tx: Tx, taskId: number, options: Options): ConversationId {
   const child = tx.createConversation({ kind: "task", taskId });
-  const agent = readDoc<AgentState>(tx, child.id, DOC.agent, {});
-  writeDoc<AgentState>(tx, child.id, DOC.agent, {
+  const agent = agentDoc.read(tx, child.id);
+  agentDoc.write(tx, child.id, {
     ...agent,
     ...(options.instructions !== undefined ? { instructions: options.instructions } : {}),
     ...(options.tools !== undefined ? { tools: options.tools } : {}),
