@@ -157,7 +157,12 @@ export class AgentHarness extends Harness {
     const readAgent = (c: ConversationId) => agentDoc.view(this.docVersionedNow(c, DOC.agent));
     this.services = {
       core: this,
-      entries: new EntryCache(this),
+      entries: new EntryCache(this, {
+        retentionMs: () => this.services.settings().contextRetentionMs,
+        busy: (c) =>
+          this.docsLoaded(c) && (this.docNow(c, DOC.live) as LiveState | undefined)?.run !== undefined,
+        now: () => this.now(),
+      }),
       models: options.models ?? createModelResolver(),
       defaultModel: options.defaultModel,
       fs: options.fs ?? new MemoryFs(),
@@ -265,8 +270,10 @@ export class AgentHarness extends Harness {
     this.#extensionTasks = new Set(wanted.keys());
   }
 
+  /** Close the engine; the registry subscription and the entry cache's retention timer stop first. */
   override close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
     this.#unsubscribe();
+    this.services.entries.dispose();
     return super.close(options, signal);
   }
 

@@ -78,6 +78,8 @@ export interface AgentSettings {
   followUpMode?: QueueMode;
   /** How the calls of one round run (default "parallel"; a sequential tool makes its round sequential). */
   toolExecution?: ToolExecutionMode;
+  /** How long an idle conversation keeps its cached entries (ms, default 10 min); busy ones always keep them. */
+  contextRetentionMs?: number;
 }
 
 export const DEFAULT_RETRY: RetryPolicy = {
@@ -97,6 +99,7 @@ export interface ResolvedSettings {
   steeringMode: QueueMode;
   followUpMode: QueueMode;
   toolExecution: ToolExecutionMode;
+  contextRetentionMs: number;
 }
 
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
@@ -110,6 +113,7 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
     steeringMode: s?.steeringMode ?? "one-at-a-time",
     followUpMode: s?.followUpMode ?? "one-at-a-time",
     toolExecution: s?.toolExecution ?? "parallel",
+    contextRetentionMs: checkRetention(s?.contextRetentionMs),
   };
 }
 
@@ -135,6 +139,14 @@ function checkStreamSettings(stream: StreamSettings | undefined): StreamSettings
     if (value !== undefined && !check(value)) throw new TypeError(`settings.stream.${key} is invalid`);
   }
   return stream;
+}
+
+/** contextRetentionMs as given (default 600,000), or a TypeError when it is not a number >= 0. */
+function checkRetention(ms: number | undefined): number {
+  if (ms === undefined) return 600_000;
+  if (typeof ms !== "number" || Number.isNaN(ms) || ms < 0)
+    throw new TypeError("settings.contextRetentionMs must be a number >= 0");
+  return ms;
 }
 
 export type {

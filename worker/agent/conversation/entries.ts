@@ -3,16 +3,42 @@
  * re-reading and re-parsing the whole transcript every turn. The engine is the only writer: the cache
  * is loaded once from the store and then follows published change sets. Loading subscribes first
  * and replays the changes committed after its read, so nothing falls between.
+ *
+ * Retention (spec §5.1, `contextRetentionMs`): a busy conversation always keeps its entries; an idle
+ * one drops them once `retentionMs()` has passed since it was last read or last busy. Expiry is
+ * checked at every published change and by one timer that never keeps the process alive.
  */
 import type { Harness } from "../../core/harness.ts";
 import type { ChangeSet, ConversationId, EntryRecord } from "../../core/types.ts";
 
+export interface EntryCacheOptions {
+  /** How long an idle conversation keeps its entries (ms; read at every check). */
+  readonly retentionMs: () => number;
+  /** Whether a run is under way in the conversation (a busy one always keeps its entries). */
+  readonly busy: (conversationId: ConversationId) => boolean;
+  /** The harness clock. */
+  readonly now: () => number;
+}
+
+const KEEP: EntryCacheOptions = {
+  retentionMs: () => Number.POSITIVE_INFINITY,
+  busy: () => true,
+  now: Date.now,
+};
+
 export class EntryCache {
   #entries = new Map<ConversationId, EntryRecord[]>();
-  #loading = new Map<ConversationId, Promise<void>>();
+  #loading = new Map<ConversationId, Promise<EntryRecord[]>>();
   #buffers = new Map<ConversationId, ChangeSet[]>();
+  /** When each cached conversation was last read or seen busy (the clock of `options.now`). */
+  #usedAt = new Map<ConversationId, number>();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #disposed = false;
 
-  constructor(readonly source: Pick<Harness, "subscribe" | "entries">) {
+  constructor(
+    readonly source: Pick<Harness, "subscribe" | "entries">,
+    readonly options: EntryCacheOptions = KEEP,
+  ) {
     source.subscribe((change) => {
       for (const [c, buffer] of this.#buffers)
         if (change.entries.some((e) => e.conversationId === c)) buffer.push(change);
@@ -20,24 +46,34 @@ export class EntryCache {
         const list = this.#entries.get(e.conversationId);
         if (list && (list.length === 0 || list[list.length - 1]!.id < e.id)) list.push(e);
       }
+      this.expire();
     });
   }
 
   /** Committed entries of a conversation (loaded on first use), in id order. */
   async get(conversationId: ConversationId, upTo = Number.MAX_SAFE_INTEGER): Promise<readonly EntryRecord[]> {
-    await this.ensure(conversationId);
-    const list = this.#entries.get(conversationId)!;
+    // The loaded list itself: the cache may drop it again before this continues (retention 0).
+    const list = await this.ensure(conversationId);
+    this.#touch(conversationId);
     if (upTo >= (list.at(-1)?.id ?? 0)) return list.slice();
     return list.filter((e) => e.id <= upTo);
   }
 
   /** The cached entries if loaded, else undefined (for synchronous callers inside commits). */
   peek(conversationId: ConversationId): readonly EntryRecord[] | undefined {
-    return this.#entries.get(conversationId);
+    const list = this.#entries.get(conversationId);
+    if (list) this.#touch(conversationId);
+    return list;
   }
 
-  ensure(conversationId: ConversationId): Promise<void> {
-    if (this.#entries.has(conversationId)) return Promise.resolve();
+  /** Whether the conversation's entries are in the cache now (does not count as a read). */
+  holds(conversationId: ConversationId): boolean {
+    return this.#entries.has(conversationId);
+  }
+
+  ensure(conversationId: ConversationId): Promise<EntryRecord[]> {
+    const cached = this.#entries.get(conversationId);
+    if (cached) return Promise.resolve(cached);
     let loading = this.#loading.get(conversationId);
     if (!loading) {
       this.#buffers.set(conversationId, []);
@@ -56,9 +92,55 @@ export class EntryCache {
         }
         this.#entries.set(conversationId, entries);
         this.#loading.delete(conversationId);
+        this.#touch(conversationId);
+        return entries;
       });
       this.#loading.set(conversationId, loading);
     }
     return loading;
+  }
+
+  /** Drop the entries of idle conversations whose retention has passed; arm the timer for the next. */
+  expire(): void {
+    if (this.#disposed) return;
+    const now = this.options.now();
+    const retention = Math.max(0, this.options.retentionMs());
+    let next = Number.POSITIVE_INFINITY;
+    for (const c of this.#entries.keys()) {
+      if (this.options.busy(c)) {
+        this.#usedAt.set(c, now);
+        continue;
+      }
+      const due = (this.#usedAt.get(c) ?? now) + retention;
+      if (due <= now) {
+        this.#entries.delete(c);
+        this.#usedAt.delete(c);
+      } else next = Math.min(next, due);
+    }
+    this.#arm(next === Number.POSITIVE_INFINITY ? undefined : next - now);
+  }
+
+  /** Stop the timer (the harness closed). */
+  dispose(): void {
+    this.#disposed = true;
+    this.#arm(undefined);
+  }
+
+  #touch(conversationId: ConversationId): void {
+    this.#usedAt.set(conversationId, this.options.now());
+    if (this.#timer === undefined && !this.#disposed) this.#arm(Math.max(0, this.options.retentionMs()));
+  }
+
+  #arm(delayMs: number | undefined): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (delayMs === undefined || !Number.isFinite(delayMs)) return;
+    const timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.expire();
+    }, delayMs);
+    // Never keeps the process alive (where the platform allows it).
+    (timer as { unref?: () => void }).unref?.();
+    this.#timer = timer;
   }
 }
