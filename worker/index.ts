@@ -2,7 +2,7 @@
  * The engine's public API. Runs in Node (tests, benchmarks) and in workers; no DOM.
  */
 
-export { deriveContext } from "./agent/conversation/context.ts";
+export { type ContextView, deriveContext } from "./agent/conversation/context.ts";
 export {
   type AgentChange,
   Conversation,

@@ -69,25 +69,62 @@ function newestEdits(range: readonly EntryRecord[]): Map<EntryId, EntryEdit> | u
   return edits;
 }
 
-export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
+/**
+ * A conversation's context as `Conversation.context()` gives it (spec §2.2): the head marker, the
+ * context entries (the marker, then the range's non-head entries), each entry's contribution (its
+ * model messages after edits, without failed or aborted answers, before results are moved to their
+ * calls and unanswered calls get results) and the messages a request sends. A pi.system entry
+ * contributes its system record; `messages` leaves those out (pi-ai 0.73.1 has no system role), and
+ * the prompt and tools they replay are `systemPrompt`, `sections` and `tools`.
+ */
+export interface ContextView extends DerivedContext {
+  head: EntryRecord | undefined;
+  entries: EntryRecord[];
+  contributions: Message[][];
+}
+
+/** An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). */
+function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undefined): Message[] {
+  if (entry.kind === ENTRY.system) return modelMessages(entry);
+  const edit = edits?.get(entry.id);
+  if (edit?.action === "omit") return [];
+  const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
+  return own.filter(
+    (m) => !(m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")),
+  );
+}
+
+export function contextView(all: readonly EntryRecord[]): ContextView {
   const sections: Record<string, string | null> = {};
   const tools: string[] = [];
+  const entries = activeRange(all);
+  const edits = newestEdits(entries);
+  const contributions = entries.map((entry) => contribution(entry, edits));
   const flat: Message[] = [];
-  const range = activeRange(entries);
-  const edits = newestEdits(range);
-  for (const entry of range) {
-    if (entry.kind === ENTRY.system) {
-      applySystem(entry, sections, tools);
-      continue;
-    }
-    const edit = edits?.get(entry.id);
-    if (edit?.action === "omit") continue;
-    const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
-    for (const m of own) {
-      if (m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")) continue;
-      flat.push(m);
-    }
-  }
+  entries.forEach((entry, i) => {
+    if (entry.kind === ENTRY.system) applySystem(entry, sections, tools);
+    else flat.push(...contributions[i]!);
+  });
+  const head = entries[0]?.head !== undefined ? entries[0] : undefined;
+  const text = Object.values(sections).filter((s): s is string => typeof s === "string" && s.length > 0);
+  return {
+    head,
+    entries,
+    contributions,
+    systemPrompt: text.length > 0 ? text.join("\n\n") : undefined,
+    messages: pairResults(flat),
+    tools,
+    sections,
+  };
+}
+
+export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
+  const { systemPrompt, messages, tools, sections } = contextView(entries);
+  return { systemPrompt, messages, tools, sections };
+}
+
+/** Rules 7 and 8: each call's result right after its assistant, in call order; a missing one synthesized, an orphan dropped. */
+function pairResults(flat: readonly Message[]): Message[] {
   const messages: Message[] = [];
   const consumed = new Set<number>();
   for (let i = 0; i < flat.length; i++) {
@@ -120,6 +157,5 @@ export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
       );
     }
   }
-  const text = Object.values(sections).filter((s): s is string => typeof s === "string" && s.length > 0);
-  return { systemPrompt: text.length > 0 ? text.join("\n\n") : undefined, messages, tools, sections };
+  return messages;
 }

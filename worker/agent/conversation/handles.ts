@@ -7,6 +7,7 @@ import type { ConversationView, Watch } from "../../core/observe.ts";
 import type {
   ConversationId,
   ConversationOwnership,
+  EntryId,
   EntryRecord,
   SubmissionId,
   SubmissionRecord,
@@ -15,6 +16,7 @@ import type {
 import { startCompaction } from "../compaction/task.ts";
 import type { AgentHarness } from "../harness.ts";
 import { type AgentState, agentDoc, DOC, inbox, type LiveState } from "../records.ts";
+import { type ContextView, contextView } from "./context.ts";
 import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 
 export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
@@ -144,6 +146,17 @@ export class Conversation {
   /** Edit pi.agent: a given field replaces, null clears, an absent one stays. */
   async configure(change: AgentChange, signal?: AbortSignal): Promise<void> {
     await this.harness.transaction((tx) => configure(tx, this.id, change), signal);
+  }
+
+  /**
+   * The context a request would start from now (spec §2.2 ContextView); with `at`, as of that entry
+   * of this conversation (what a fork at it would start with). Reads only; never writes.
+   */
+  async context(options: { at?: EntryId } = {}): Promise<ContextView> {
+    const entries = await this.harness.services.entries.get(this.id, options.at);
+    if (options.at !== undefined && entries.at(-1)?.id !== options.at)
+      throw new RangeError(`entry ${options.at} is not in conversation ${this.id}`);
+    return contextView(entries);
   }
 
   async agent(): Promise<AgentState> {
