@@ -3,6 +3,7 @@
  * commit that creates it; the id's first 48 bits are the creation time in milliseconds.
  */
 import { expect, test } from "vitest";
+import { providerSession } from "../../worker/agent/provider-session.ts";
 import { defaultStream } from "../../worker/agent/services.ts";
 import type { AgentHarness, AgentHarnessOptions } from "../../worker/index.ts";
 import { echo, open, reopen } from "./agent-fixtures.ts";
@@ -47,4 +48,31 @@ test("requests pass the conversation's session id; a reset, a compaction, a mode
   expect(await sessionOf(again, root.id)).toBe(id);
   expect(sent.length).toBeGreaterThanOrEqual(3);
   expect(new Set(sent)).toEqual(new Set([id]));
+});
+
+test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
+  const sent: unknown[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push(options.sessionId);
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(echo, { stream });
+  // As a plain harness or an older store left it: no pi.provider.
+  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
+  expect(await h.doc(root.id, "pi.provider")).toBeUndefined();
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const stored = await sessionOf(h, root.id);
+  expect(stored).toMatch(UUID_V7);
+  expect(sent).toEqual([stored]);
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(sent).toEqual([stored, stored]);
+});
+
+test("concurrent callers of a legacy conversation all get the one session id stored first", async () => {
+  const { h, root } = await open(echo);
+  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
+  const ids = await Promise.all([1, 2, 3].map(() => providerSession(h, root.id)));
+  expect(new Set(ids).size).toBe(1);
+  expect(ids[0]).toMatch(UUID_V7);
+  expect(await sessionOf(h, root.id)).toBe(ids[0]);
 });

@@ -9,6 +9,7 @@ import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryId, Json } from "../../core/types.ts";
 import { activeRange, deriveContext } from "../conversation/context.ts";
 import { admit } from "../conversation/inbox.ts";
+import { providerSession } from "../provider-session.ts";
 import {
   addUsage,
   DOC,
@@ -49,7 +50,7 @@ export async function requestSummary(
   const summarized = activeRange(entries).filter((e) => e.head !== undefined || e.id < cp.firstKept);
   const conversation = serializeForSummary(deriveContext(summarized).messages);
   const focus = task.input.instructions ? `\n\nAdditional focus: ${task.input.instructions}` : "";
-  const provider = readCommitted<{ sessionId?: string }>({ services }, c, DOC.provider);
+  const sessionId = await providerSession(services.core, c);
   const apiKey = model ? services.apiKey(model.provider) : undefined;
   const headers = services.settings().stream.headers;
   if (!model)
@@ -74,7 +75,7 @@ export async function requestSummary(
         cacheRetention: "none",
         maxTokens: cp.maxTokens,
         ...(cp.thinkingLevel !== "off" ? { reasoning: cp.thinkingLevel } : {}),
-        ...(provider?.sessionId ? { sessionId: provider.sessionId } : {}),
+        sessionId,
         ...(apiKey ? { apiKey } : {}),
       },
     );
@@ -84,10 +85,6 @@ export async function requestSummary(
     const answer = errorAnswer(summaryModel(cp.model), error);
     return apiKey ? withoutSecret(answer, apiKey) : answer;
   }
-}
-
-function readCommitted<T>({ services }: Pick<CompactionDeps, "services">, c: ConversationId, name: string) {
-  return services.core.docNow(c, name) as T | undefined;
 }
 
 /** The classifying commit: count the spend, then place, retry or fail. */

@@ -16,6 +16,7 @@ import type {
 import type { ConversationId, EntryId, TaskId } from "../../core/types.ts";
 import { deriveContext } from "../conversation/context.ts";
 import { type DeferredAnswer, type DeferredHandle, isDeferred } from "../models/resolver.ts";
+import { providerSession } from "../provider-session.ts";
 import { DOC, errorAnswer, type LiveState, type ModelRef, type ThinkingLevel } from "../records.ts";
 import {
   type AgentServices,
@@ -188,7 +189,8 @@ async function streamAnswer(
   context: Context,
   req: StreamRequest,
 ): Promise<AssistantMessage> {
-  const provider = committed<{ sessionId?: string }>(services, req.conversationId, DOC.provider, {});
+  // Before the try: a store that cannot take the id is the engine stopping, not a provider failure.
+  const sessionId = await providerSession(services.core, req.conversationId);
   const headers = services.settings().stream.headers;
   let final: AssistantMessage | undefined;
   try {
@@ -199,7 +201,7 @@ async function streamAnswer(
       ...(headers ? { headers } : {}),
       signal: req.signal,
       ...(req.thinkingLevel !== "off" ? { reasoning: req.thinkingLevel } : {}),
-      ...(provider.sessionId ? { sessionId: provider.sessionId } : {}),
+      sessionId,
       ...(req.apiKey ? { apiKey: req.apiKey } : {}),
     });
     for await (const event of stream as AsyncIterable<AssistantMessageEvent>) {
