@@ -66,7 +66,7 @@ test("a parent with a subagent (which has its own subagent) reports each child's
   expect(tokens(rollup.childrenUsage)).toBe(childTokens + grandchildTokens);
   expect(tokens(rollup.total)).toBe(parentTokens + childTokens + grandchildTokens);
   // Per provider/model: one model here, so the total's one row is the sum.
-  expect(Object.keys(rollup.total.models)).toEqual([`${faux.ref.provider}/${faux.ref.id}`]);
+  expect(Object.keys(rollup.total.models)).toEqual([`${faux.ref.provider}/${faux.ref.modelId}`]);
 
   const childRollup = await h.conversationUsage(child!.id);
   expect(tokens(childRollup.own)).toBe(childTokens);
