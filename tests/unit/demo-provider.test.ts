@@ -327,7 +327,7 @@ describe("demo provider", () => {
     await fs.write("c.txt", "123");
     const h = await AgentHarness.open(await memoryStore(), {
       models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
-      defaultModel: { provider: demoModel.provider, id: demoModel.id },
+      defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
       tools: builtinTools,
       fs,
     });
