@@ -37,6 +37,7 @@ export {
   crashSweep,
   type SweptEngine,
 } from "./testing/crash.ts";
+export { comparableEntry } from "./testing/entries.ts";
 export { memoryStore, recordJobs, type StoreJob } from "./testing/store.ts";
 export { detachedToolApi, toolCallsCutByCrash, wasToolCallCutByCrash } from "./testing/tools.ts";
 export { type Deferred, deferred, releaseDeferreds, until, within } from "./testing/wait.ts";

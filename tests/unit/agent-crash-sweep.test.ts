@@ -21,6 +21,7 @@ import {
 import {
   CRASH_MODES,
   type CrashScenario,
+  comparableEntry,
   crashSweep,
   type FauxAgentModel,
   fauxAgentModel,
@@ -41,23 +42,6 @@ function respond(faux: { messages: Message[] }) {
         ],
         { stopReason: "toolUse" },
       );
-}
-
-/** An entry as a user can compare it across runs: no ids, timestamps, durations or usage estimates. */
-function comparable(e: EntryRecord): unknown {
-  const strip = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(strip);
-    if (value && typeof value === "object") {
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value)) {
-        if (k === "timestamp" || k === "durationMs" || k === "usage" || k === "responseId") continue;
-        out[k] = strip(v);
-      }
-      return out;
-    }
-    return value;
-  };
-  return { kind: e.kind, model: strip(e.model), data: strip(e.data) };
 }
 
 const message = (e: EntryRecord) => (e.model as unknown as Message[])[0]!;
@@ -114,7 +98,7 @@ async function observe(h: AgentHarness, settled: Settlement): Promise<Observed> 
   const entries = inCallOrder(await root.entries());
   const index = (id: number | undefined) => entries.findIndex((e) => e.id === id);
   return {
-    transcript: entries.map(comparable),
+    transcript: entries.map(comparableEntry),
     entries,
     settled:
       settled.status === "done"
@@ -209,7 +193,8 @@ describe("agent crash sweep", () => {
                   isError: true,
                 });
                 expect(isInterruptedResult(result), at).toBe(true);
-                const without = (o: Observed) => o.entries.filter((e) => !isLaunchResult(e)).map(comparable);
+                const without = (o: Observed) =>
+                  o.entries.filter((e) => !isLaunchResult(e)).map(comparableEntry);
                 expect(without(got), at).toEqual(without(expected));
                 expect(got.entries.findIndex(isLaunchResult), at).toBe(
                   expected.entries.findIndex(isLaunchResult),

@@ -9,10 +9,11 @@
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
-import { AgentHarness, createSubagentTool, type EntryRecord } from "../../worker/index.ts";
+import { AgentHarness, createSubagentTool } from "../../worker/index.ts";
 import {
   CRASH_MODES,
   type CrashScenario,
+  comparableEntry,
   crashSweep,
   type FauxRequest,
   fauxAgentModel,
@@ -44,23 +45,6 @@ function respond(req: FauxRequest) {
   });
 }
 
-/** An entry as compared across runs: no ids, timestamps, durations or usage estimates. */
-function comparable(e: EntryRecord): unknown {
-  const strip = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(strip);
-    if (value && typeof value === "object") {
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value)) {
-        if (k === "timestamp" || k === "durationMs" || k === "usage" || k === "responseId") continue;
-        out[k] = strip(v);
-      }
-      return out;
-    }
-    return value;
-  };
-  return { kind: e.kind, model: strip(e.model), data: strip(e.data) };
-}
-
 interface Observed {
   parent: unknown[];
   child: unknown[];
@@ -82,8 +66,8 @@ async function observe(h: AgentHarness): Promise<Observed> {
     sql.all("SELECT id FROM submissions WHERE conversation_id = ?", [child.id]),
   );
   return {
-    parent: parentEntries.map(comparable),
-    child: childEntries.map(comparable),
+    parent: parentEntries.map(comparableEntry),
+    child: childEntries.map(comparableEntry),
     children: owned.length,
     childSubmissions: rows.length,
     childUserEntries: childEntries.filter((e) => e.kind === "pi.user").length,
