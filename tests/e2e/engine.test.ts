@@ -11,77 +11,23 @@ import { mkdirSync, rmSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { ConversationView } from "../../worker/core/observe.ts";
 import { applyFrame, type EngineStats, type TickerStatus, type WatchFrame } from "../../worker/protocol.ts";
-import {
-  appDir,
-  engine,
-  killAndRelaunch,
-  type LaunchedBrowser,
-  launchBrowser,
-  type StaticServer,
-  serveStatic,
-} from "./browser.ts";
+import { engine, type StaticServer, serveStatic } from "./browser.ts";
+import { answersOnPage, appSuite, appUrl, entriesOf, say, uniqueStore, until, waitPhase } from "./page.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
-let server: StaticServer;
-let b: LaunchedBrowser;
-const logs: string[] = [];
-
-beforeAll(async () => {
-  server = await serveStatic(appDir());
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-beforeEach(async () => {
-  logs.length = 0;
-  b = await launchBrowser();
-});
-
-afterEach(async (context) => {
-  if (context.task.result?.state === "fail") {
-    console.log(
-      `page logs:\n${logs.slice(-200).join("\n")}\nchromium stderr (tail):\n${b?.log().slice(-3000)}`,
-    );
-  }
-  await b?.close();
-});
+const app = appSuite();
+const record = (page: Page, label: string) => app.record(page, label);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
-const uniqueStore = (label: string) =>
-  `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
-function appUrl(base: string, params: Record<string, string>): string {
-  return `${base}?${new URLSearchParams({ debug: "1", ...params })}`;
-}
-
-function record(page: Page, label: string): Page {
-  page.on("console", (m) => logs.push(`[${label} ${m.type()}] ${m.text()}`));
-  page.on("pageerror", (e) => logs.push(`[${label} pageerror] ${e.message}`));
-  return page;
-}
-
-/** Wait until the tab's status line shows `phase` (the engine's status as the tab last heard it). */
-async function waitPhase(page: Page, phase: string, timeout = 60_000): Promise<void> {
-  await page
-    .locator(`[data-testid="engine-status"][data-phase="${phase}"]`)
-    .waitFor({ state: "attached", timeout });
-}
-
-async function openApp(url: string, label = "tab", phase = "ready", browser = b): Promise<Page> {
-  const page = record(await browser.newPage(), label);
-  await page.goto(url);
-  await waitPhase(page, phase);
-  return page;
-}
+const openApp = (url: string, label = "tab", phase = "ready") => app.open({ url, label, phase });
 
 const startTicker = (page: Page, phases: number, delayMs: number, conversationId?: number) =>
   engine<number>(page, "debug.startTicker", {
@@ -91,36 +37,6 @@ const startTicker = (page: Page, phases: number, delayMs: number, conversationId
   });
 const ticker = (page: Page, taskId: number) => engine<TickerStatus>(page, "debug.ticker", taskId);
 const stats = (page: Page) => engine<EngineStats>(page, "debug.stats");
-
-/**
- * Poll `probe` until `ok` holds (polling observable state, never a fixed sleep). A probe that throws
- * (a page mid-reload) is retried.
- */
-async function until<T>(
-  what: string,
-  probe: () => Promise<T>,
-  ok: (value: T) => boolean,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      last = await probe();
-      if (ok(last)) return last;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what}; last value ${JSON.stringify(last)?.slice(0, 500)}` +
-          (lastError ? `; last error ${String(lastError)}` : ""),
-      );
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const tickerAt = (
   page: Page,
@@ -150,7 +66,7 @@ async function reloadMidRun(
   expectReady: (engine: { status: Record<string, unknown>; mode: string }) => void,
 ): Promise<{ page: Page; url: string }> {
   const phases = 40;
-  const url = appUrl(server.url, { store: uniqueStore("reload"), ...params });
+  const url = appUrl(app.server.url, { store: uniqueStore("reload"), ...params });
   const page = await openApp(url);
   expectReady(await clientState(page));
   const id = await startTicker(page, phases, 75);
@@ -227,12 +143,12 @@ describe("engine host", () => {
 
   test("2. SIGKILL of the browser mid-run: the ticker resumes, every acknowledged tick kept", async () => {
     const phases = 40;
-    const url = appUrl(server.url, { store: uniqueStore("kill") });
+    const url = appUrl(app.server.url, { store: uniqueStore("kill") });
     let page = await openApp(url, "before-kill");
     const id = await startTicker(page, phases, 75);
     const before = await tickerAt(page, id, "8 ticks", (t) => t.trail.length >= 8);
     expect(before.status).not.toBe("completed");
-    b = await killAndRelaunch(b);
+    await app.relaunch();
     page = await openApp(url, "after-kill");
     const resumed = await ticker(page, id);
     expect(resumed.trail.slice(0, before.trail.length)).toEqual(before.trail);
@@ -244,7 +160,7 @@ describe("engine host", () => {
   });
 
   test("3. two tabs see the same commits live; closing one disturbs nothing and drops its watches", async () => {
-    const url = appUrl(server.url, { store: uniqueStore("two-tabs") });
+    const url = appUrl(app.server.url, { store: uniqueStore("two-tabs") });
     const tabA = await openApp(url, "A");
     const tabB = await openApp(url, "B");
     // Each tab also keeps its own watch of the root conversation, recording every tick it is sent.
@@ -326,7 +242,7 @@ describe("engine host", () => {
 
   test("4. ten reloads in a row during one run: trail still exactly [1..N]", async () => {
     const phases = 200;
-    const page = await openApp(appUrl(server.url, { store: uniqueStore("ten-reloads") }));
+    const page = await openApp(appUrl(app.server.url, { store: uniqueStore("ten-reloads") }));
     const id = await startTicker(page, phases, 50);
     let seen = 0;
     for (let i = 1; i <= 10; i++) {
@@ -342,7 +258,7 @@ describe("engine host", () => {
   });
 
   test("5. a stalled subscriber during 500 commits: bounded backlog, then one catch-up to the current view", async () => {
-    const page = await openApp(appUrl(server.url, { store: uniqueStore("stall") }));
+    const page = await openApp(appUrl(app.server.url, { store: uniqueStore("stall") }));
     const conversation = await engine<number>(page, "createConversation", "stalled");
     // A watch whose listener does not return until released (from its very first frame).
     await page.evaluate((conversation) => {
@@ -471,14 +387,14 @@ describe("engine host", () => {
     test("a newer build takes the store over with the run intact; an older one never takes it back", async () => {
       const phases = 60;
       const store = uniqueStore("skew");
-      await b.context.addInitScript(installRecorders);
+      await app.browser.context.addInitScript(installRecorders);
       const tabA = await openApp(appUrl(`${skew.url}a/`, { store }), "A(old)");
       expect((await stats(tabA)).build).toBe(OLD);
       const id = await startTicker(tabA, phases, 75);
       const before = await tickerAt(tabA, id, "5 ticks under A", (t) => t.trail.length >= 5);
       expect(before.status).not.toBe("completed");
 
-      const tabB = record(await b.newPage(), "B(new)");
+      const tabB = record(await app.browser.newPage(), "B(new)");
       await tabB.goto(appUrl(`${skew.url}b/`, { store }));
       await tabA.locator('[data-testid="handed-over"]').waitFor({ timeout: 60_000 });
       await waitPhase(tabB, "ready");
@@ -565,7 +481,7 @@ describe("engine host", () => {
 
   test("9a. a damaged store shows the reason and advice, never a blank page or a hang", async () => {
     const store = uniqueStore("corrupt");
-    const first = await openApp(appUrl(server.url, { store: uniqueStore("other") }), "other");
+    const first = await openApp(appUrl(app.server.url, { store: uniqueStore("other") }), "other");
     // Lay out IndexedDB as IDBBatchAtomicVFS does, with garbage where the database file's first page is.
     await first.evaluate(async (store) => {
       const db = await new Promise<IDBDatabase>((resolve, reject) => {
@@ -587,7 +503,7 @@ describe("engine host", () => {
       });
       db.close();
     }, store);
-    const page = await openApp(appUrl(server.url, { store }), "corrupt", "failed");
+    const page = await openApp(appUrl(app.server.url, { store }), "corrupt", "failed");
     const error = page.locator('[data-testid="engine-error"]');
     await error.waitFor();
     expect(await error.textContent()).toMatch(/could not be opened \(corrupt\)/);
@@ -596,11 +512,14 @@ describe("engine host", () => {
   });
 
   test("9b. a store that cannot be written (storage quota used up) says so, with advice", async () => {
-    const probe = record(await b.newPage(), "quota");
-    const cdp = await b.context.newCDPSession(probe);
+    const probe = record(await app.browser.newPage(), "quota");
+    const cdp = await app.browser.context.newCDPSession(probe);
     // A quota of 1 KB for the app's origin: the first write of a new store fails.
-    await cdp.send("Storage.overrideQuotaForOrigin", { origin: new URL(server.url).origin, quotaSize: 1024 });
-    await probe.goto(appUrl(server.url, { store: uniqueStore("quota") }));
+    await cdp.send("Storage.overrideQuotaForOrigin", {
+      origin: new URL(app.server.url).origin,
+      quotaSize: 1024,
+    });
+    await probe.goto(appUrl(app.server.url, { store: uniqueStore("quota") }));
     await waitPhase(probe, "failed");
     const error = probe.locator('[data-testid="engine-error"]');
     await error.waitFor();
@@ -616,10 +535,10 @@ describe("engine host", () => {
     // only now and then: 20-30 s after the override on this machine since the idb store keeps its
     // journal in memory (the store grows only by the seeded rows), so a 20 s run could finish first.
     const phases = 1000;
-    const url = appUrl(server.url, { store: uniqueStore("quota-mid") });
-    const origin = new URL(server.url).origin;
+    const url = appUrl(app.server.url, { store: uniqueStore("quota-mid") });
+    const origin = new URL(app.server.url).origin;
     const page = await openApp(url, "quota-mid");
-    const cdp = await b.context.newCDPSession(page);
+    const cdp = await app.browser.context.newCDPSession(page);
     const id = await startTicker(page, phases, 50);
     const before = await tickerAt(page, id, "5 ticks", (t) => t.trail.length >= 5);
     // Take the quota away, then commit something that grows the store (overwriting pages in place
@@ -664,7 +583,7 @@ describe("engine host", () => {
 
   test("9c. a protocol mismatch gives a clear failed state", async () => {
     const page = await openApp(
-      appUrl(server.url, { store: uniqueStore("protocol"), protocol: "999" }),
+      appUrl(app.server.url, { store: uniqueStore("protocol"), protocol: "999" }),
       "mismatch",
       "failed",
     );
@@ -677,39 +596,22 @@ describe("engine host", () => {
 });
 
 describe("the app with the demo model", () => {
-  /** Send `text` from the composer the way a user does (Enter). */
-  async function say(page: Page, text: string): Promise<void> {
-    const box = page.getByLabel("message");
-    await box.fill(text);
-    await box.press("Enter");
-  }
-  const entriesOf = (page: Page, kind: string) =>
-    page.locator(`[data-testid="entries"] [data-kind="${kind}"]`);
   const toolResultsOnScreen = (page: Page, n: number) =>
     until(
       `${n} tool results on screen`,
       () => entriesOf(page, "pi.tool-result").count(),
       (count) => count >= n,
     );
-  /**
-   * Wait for the n-th answer (a pi.assistant entry with text and no tool call still pending). Both
-   * counts come from one look at the page: read apart, a partial appearing in between (it renders
-   * as a pi.assistant too) passed for a settled answer.
-   */
+  /** Wait for the n-th answer (a pi.assistant entry with text and no tool call still pending). */
   const answers = (page: Page, n: number) =>
     until(
       `${n} settled answers`,
-      () =>
-        page.evaluate(() => ({
-          busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
-          // Committed entries only: the partial's pi.assistant sits inside its own wrapper.
-          count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
-        })),
+      () => answersOnPage(page),
       (s) => s.busy === 0 && s.count >= n,
     );
 
   test("10. a chat drives real tool calls: a note written to OPFS, listed, read back, and all of it there after a reload", async () => {
-    const page = await openApp(appUrl(server.url, { store: uniqueStore("chat") }), "chat");
+    const page = await openApp(appUrl(app.server.url, { store: uniqueStore("chat") }), "chat");
     await say(page, "write a note");
     await entriesOf(page, "pi.tool-result").first().waitFor();
     await answers(page, 2);
@@ -741,7 +643,7 @@ describe("the app with the demo model", () => {
   });
 
   test("11. Compact says when there is nothing to compact; New context starts the chat over at a reset note, and a reload shows the same", async () => {
-    const page = await openApp(appUrl(server.url, { store: uniqueStore("reset") }), "chat");
+    const page = await openApp(appUrl(app.server.url, { store: uniqueStore("reset") }), "chat");
     await say(page, "hello there");
     await answers(page, 1);
     // A short chat has nothing to compact, and the tab says so.

@@ -10,90 +10,21 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "vitest";
-import { appDir, type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "./browser.ts";
+import { beforeAll, expect, test } from "vitest";
+import { appSuite, lastAnswer, say, settleAnimations, settled, until, waitPhase } from "./page.ts";
 
 const require = createRequire(import.meta.url);
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = join(root, "test-results", "screenshots");
 
-let server: StaticServer;
-let b: LaunchedBrowser;
-const logs: string[] = [];
-
-beforeAll(async () => {
-  server = await serveStatic(appDir());
+const app = appSuite({ logTail: 100 });
+beforeAll(() => {
   mkdirSync(shots, { recursive: true });
 });
-afterAll(async () => {
-  await server?.close();
-});
-beforeEach(async () => {
-  logs.length = 0;
-  b = await launchBrowser();
-});
-afterEach(async (context) => {
-  if (context.task.result?.state === "fail") console.log(`page logs:\n${logs.slice(-100).join("\n")}`);
-  await b?.close();
-});
 
-/** Poll `probe` until `ok` holds (observable state, never a fixed sleep). */
-async function until<T>(
-  what: string,
-  probe: () => Promise<T>,
-  ok: (v: T) => boolean,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    last = await probe();
-    if (ok(last)) return last;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function openApp(label: string, width = 1280, height = 800): Promise<Page> {
-  const page = await b.newPage();
-  page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
-  page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
-  await page.setViewportSize({ width, height });
-  const store = `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-  await page.goto(`${server.url}?${new URLSearchParams({ debug: "1", store })}`);
-  await page
-    .locator('[data-testid="engine-status"][data-phase="ready"]')
-    .waitFor({ state: "attached", timeout: 60_000 });
-  await page.getByLabel("message").waitFor();
-  return page;
-}
-
-/** Let running CSS transitions (a drawer sliding after a resize) finish. */
-const settleAnimations = (page: Page) =>
-  page.evaluate(() => Promise.all(document.getAnimations().map((a) => a.finished.catch(() => undefined))));
-
-async function say(page: Page, text: string): Promise<void> {
-  const box = page.getByLabel("message");
-  await box.fill(text);
-  await box.press("Enter");
-}
-
-/** Wait until `n` assistant entries are committed and nothing streams or runs. */
-const settled = (page: Page, n: number) =>
-  until(
-    `${n} settled answers`,
-    () =>
-      page.evaluate(() => ({
-        busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
-        count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
-      })),
-    (s) => s.busy === 0 && s.count >= n,
-    60_000,
-  );
-
-const lastAnswer = (page: Page) =>
-  page.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').last();
+/** The app on a fresh store, its composer ready. */
+const openApp = (label: string, width = 1280, height = 800): Promise<Page> =>
+  app.open({ label, viewport: { width, height }, composer: true });
 
 // The note the demo model writes quotes what the user asked; reading it back makes the model's
 // answer carry this text (markdown, a code block, and hostile HTML and links) as a quote.
@@ -335,12 +266,7 @@ test("an unknown deep link says there is no such conversation and offers the way
 
 test("the conversation list is live in every tab: titled from the first input, renamed in place, searched by title and text", async () => {
   const a = await openApp("list");
-  const b2 = await b.newPage();
-  await b2.setViewportSize({ width: 1280, height: 800 });
-  await b2.goto(a.url());
-  await b2
-    .locator('[data-testid="engine-status"][data-phase="ready"]')
-    .waitFor({ state: "attached", timeout: 60_000 });
+  const b2 = await app.open({ url: a.url(), label: "list-2", viewport: { width: 1280, height: 800 } });
   const titles = (page: Page) =>
     page.locator('[data-testid="conversation-list"] li a .name').allTextContents();
 
@@ -450,7 +376,7 @@ test("settings: a model found by search, a key saved, tested and removed without
     () => document.documentElement.outerHTML + JSON.stringify(localStorage),
   );
   expect(everywhere).not.toContain(KEY);
-  expect(logs.join("\n")).not.toContain(KEY);
+  expect(app.logs.join("\n")).not.toContain(KEY);
   await row.getByRole("button", { name: "Remove" }).click();
   await expect.poll(() => row.textContent(), POLL).toContain("no key");
   // A reasoning model's thinking level, instructions, and the demo speed, kept across a reload.
@@ -465,9 +391,7 @@ test("settings: a model found by search, a key saved, tested and removed without
   await page.keyboard.press("Escape");
   await dialog.waitFor({ state: "detached" });
   await page.reload();
-  await page
-    .locator('[data-testid="engine-status"][data-phase="ready"]')
-    .waitFor({ state: "attached", timeout: 60_000 });
+  await waitPhase(page, "ready");
   await page.getByTestId("open-settings").click();
   await expect.poll(() => page.getByLabel("Instructions").inputValue(), POLL).toBe("Answer in one sentence.");
   expect(await page.getByTestId("demo-speed").inputValue()).toBe("fast");
