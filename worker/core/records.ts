@@ -218,7 +218,8 @@ export class Records {
           ? EMPTY_LIST
           : [...overlay.docs].map(([key, value]) => {
               const i = key.indexOf(":");
-              return { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
+              const doc = { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
+              return value === undefined ? doc : { ...doc, version: this.docVersions.get(key) ?? 1 };
             }),
     };
   }

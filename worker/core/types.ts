@@ -132,7 +132,13 @@ export interface ChangeSet {
   readonly tasks: readonly TaskRecord[];
   readonly entries: readonly EntryRecord[];
   readonly conversations: readonly ConversationRecord[];
-  readonly docs: ReadonlyArray<{ conversationId: ConversationId; name: string; value: Json | undefined }>;
+  /** Each document this commit wrote: its value (undefined: deleted) and the definition version it is stored at. */
+  readonly docs: ReadonlyArray<{
+    conversationId: ConversationId;
+    name: string;
+    value: Json | undefined;
+    version?: number;
+  }>;
   readonly submissions: readonly SubmissionRecord[];
 }
 

@@ -3,13 +3,17 @@
  * set, with the conversation's view before and after it, into that commit's batch, in the
  * specification's order. Everything but the turns is read from the two views and the change set;
  * the turns need one fact the views lack (which generation tasks already started or ended their
- * turn), which the deriver keeps from the task graph it was started with. `snapshotOf` is the
- * `snapshot` event of a view. Pure apart from that memory; nothing here waits or writes.
+ * turn), which the deriver keeps from the task graph it was started with. Views hold documents as
+ * stored, so `pi.agent` is read through its definition (`agentDoc`): a store written before its
+ * version 2 shows `{ provider, modelId }` like any other; the deriver keeps the stored version of
+ * the view it last saw for that. `snapshotOf` is the `snapshot` event of a view and its agent. Pure
+ * apart from that memory; nothing here waits or writes.
  */
 import type { ChangeSet, ConversationId, EntryRecord, Json, TaskId, TaskRecord } from "../../core/types.ts";
 import type { ConversationView } from "../../core/view-ops.ts";
 import {
   type AgentState,
+  agentDoc,
   DOC,
   ENTRY,
   inboxOf,
@@ -35,7 +39,8 @@ export interface LiveTaskInfo {
 
 const held = (status: string) => status === "completing" || status === "terminal";
 
-export function snapshotOf(view: ConversationView): SnapshotEvent {
+/** The `snapshot` event of `view`; `agent` is its pi.agent as read through the definition. */
+export function snapshotOf(view: ConversationView, agent: AgentState): SnapshotEvent {
   const live = liveOf(view.docs);
   const g = live.generation;
   return {
@@ -55,33 +60,58 @@ export function snapshotOf(view: ConversationView): SnapshotEvent {
     tools: live.tools ?? [],
     compactions: live.compactions ?? [],
     inbox: inboxItems(view),
-    agent: agentOf(view),
+    agent,
     usage: usageOf(view.docs),
   };
 }
 
 const inboxItems = (view: ConversationView): InboxEventItem[] =>
   inboxOf(view.docs).items.map((i) => ({ id: i.id, mode: i.mode }));
-const agentOf = (view: ConversationView): AgentState =>
-  (view.docs[DOC.agent] as AgentState | undefined) ?? {};
+
+/**
+ * `pi.agent` of a view whose stored version is `version`: migrated to the current shape, `{}` when
+ * absent. A version newer than this code knows is shown as stored (a listener must not throw).
+ */
+function agentOf(view: ConversationView, version: number | undefined): AgentState {
+  const value = view.docs[DOC.agent];
+  try {
+    return agentDoc.view({ value, version });
+  } catch {
+    return value as AgentState;
+  }
+}
 
 export class EventDeriver {
   /** Generation tasks of the conversation: `turn` while their turn runs, `ended` once it ended. */
   readonly #turns = new Map<TaskId, "turn" | "ended">();
+  /** The stored definition version of `pi.agent` in the newest view derived (or attached to). */
+  #agentVersion: number | undefined;
 
-  /** `live`: the live tasks when the stream attached (the task graph's nodes). */
+  /**
+   * `live`: the live tasks when the stream attached (the task graph's nodes); `agentVersion`: the
+   * stored version of the conversation's `pi.agent` then.
+   */
   constructor(
     readonly conversationId: ConversationId,
     live: Iterable<LiveTaskInfo>,
+    agentVersion: number | undefined,
   ) {
+    this.#agentVersion = agentVersion;
     for (const t of live) {
       if (t.kind !== GENERATION || t.conversationId !== conversationId) continue;
       this.#turns.set(t.id, held(t.state.status) ? "ended" : "turn");
     }
   }
 
+  /** The conversation's agent in the newest view derived (or the one attached to). */
+  agent(view: ConversationView): AgentState {
+    return agentOf(view, this.#agentVersion);
+  }
+
   derive(change: ChangeSet, before: ConversationView, after: ConversationView): AgentEvent[] {
     const c = this.conversationId;
+    for (const d of change.docs)
+      if (d.conversationId === c && d.name === DOC.agent) this.#agentVersion = d.version;
     const tasks = change.tasks.filter((t) => t.conversationId === c);
     const was = liveOf(before.docs);
     const now = liveOf(after.docs);
@@ -189,7 +219,7 @@ export class EventDeriver {
     const docs: AgentEvent[] = [];
     const touched = new Set(change.docs.filter((d) => d.conversationId === c).map((d) => d.name));
     if (touched.has(DOC.inbox)) docs.push({ type: "inbox_update", items: inboxItems(after) });
-    if (touched.has(DOC.agent)) docs.push({ type: "agent_changed", agent: agentOf(after) });
+    if (touched.has(DOC.agent)) docs.push({ type: "agent_changed", agent: this.agent(after) });
     if (touched.has(DOC.usage)) docs.push({ type: "usage_changed", usage: usageOf(after.docs) });
 
     return [

@@ -14,12 +14,14 @@ import type { Harness } from "../../core/harness.ts";
 import { type Frame, WATCH_FRAME_LIMIT, Watch, type WatchEnd } from "../../core/observe.ts";
 import type { ConversationId } from "../../core/types.ts";
 import type { ConversationView } from "../../core/view-ops.ts";
+import { type AgentState, DOC } from "../records.ts";
 import { EventDeriver, snapshotOf } from "./derive.ts";
 import type { AgentEvent, SnapshotEvent } from "./types.ts";
 
-/** A frame's value: the view after its commit (for an overflow's snapshot) and its events. */
+/** A frame's value: the view after its commit and its agent (for an overflow's snapshot), and its events. */
 interface Batch {
   readonly view: ConversationView;
+  readonly agent: AgentState;
   readonly events: readonly AgentEvent[];
 }
 
@@ -36,7 +38,7 @@ export class AgentEventStream {
   /** @internal Built by `watchEvents`. */
   constructor(watch: Watch<Batch>) {
     this.#watch = watch;
-    this.snapshot = snapshotOf(watch.value.view);
+    this.snapshot = snapshotOf(watch.value.view, watch.value.agent);
   }
 
   /**
@@ -45,7 +47,7 @@ export class AgentEventStream {
    */
   start(listener: (events: readonly AgentEvent[]) => unknown): void {
     this.#watch.start((frame: Frame<Batch>) => {
-      if (frame.ops[0]?.op === "replace") return listener([snapshotOf(frame.value.view)]);
+      if (frame.ops[0]?.op === "replace") return listener([snapshotOf(frame.value.view, frame.value.agent)]);
       return frame.value.events.length > 0 ? listener(frame.value.events) : undefined;
     });
   }
@@ -87,7 +89,11 @@ export async function watchEvents(
         const events = deriver.derive(change, before, after);
         // A commit that moved the view but says nothing still advances what an overflow shows.
         if (events.length > 0 || before !== after)
-          watch.push({ seq: change.seq, value: { view: after, events }, ops: [] });
+          watch.push({
+            seq: change.seq,
+            value: { view: after, agent: deriver.agent(after), events },
+            ops: [],
+          });
       },
       end(reason) {
         watch?.end(reason);
@@ -95,8 +101,9 @@ export async function watchEvents(
     },
     (view) => {
       // At the attachment instant: the task graph and the view describe the same commit.
-      deriver = new EventDeriver(conversationId, Object.values(harness.taskGraph().tasks));
-      watch = new Watch<Batch>({ view, events: [] }, limit, () => detach());
+      const agentVersion = harness.docVersionedNow(conversationId, DOC.agent).version;
+      deriver = new EventDeriver(conversationId, Object.values(harness.taskGraph().tasks), agentVersion);
+      watch = new Watch<Batch>({ view, agent: deriver.agent(view), events: [] }, limit, () => detach());
     },
   );
   detach = attachment.detach;
