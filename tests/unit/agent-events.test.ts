@@ -8,6 +8,7 @@ import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
 import { textResult } from "../../worker/agent/tools/contract.ts";
+import type { OutputLimits } from "../../worker/agent/tools/limits.ts";
 import { type AgentEvent, DOC, defineTool, type LiveState, watchEvents } from "../../worker/index.ts";
 import { deferred, until } from "../../worker/testing.ts";
 import { collect, EventConsumer, render, scriptedModel } from "./agent-events-fixtures.ts";
@@ -16,34 +17,54 @@ import { open } from "./agent-fixtures.ts";
 const SUMMARY_TEXT =
   "The conversation history before this point was compacted into the following summary:\n\n<summary>\nSUMMARY\n</summary>";
 
-test("one full run: thinking, text, a tool call with streamed output, then a compaction, as the expected batches", async () => {
+/**
+ * A tool that prints `chunks` under `limits`, each once the test lets it (`go[i]`), reporting each
+ * printed (`printed[i]`); it answers its label once `go[chunks.length]` is resolved.
+ */
+function printer(name: string, chunks: readonly string[], limits: OutputLimits) {
+  const printed = chunks.map(() => deferred());
+  const go = [...chunks, "finish"].map(() => deferred());
+  const tool = defineTool({
+    name,
+    description: `Print ${chunks.length} chunks`,
+    parameters: Type.Object({ label: Type.Optional(Type.String()) }),
+    outputLimits: limits,
+    async execute(args, api) {
+      for (let i = 0; i < chunks.length; i++) {
+        await go[i]!.promise;
+        api.output(chunks[i]!);
+        printed[i]!.resolve();
+      }
+      await go[chunks.length]!.promise;
+      return textResult(args.label ?? "ok");
+    },
+  });
+  return { tool, printed, go };
+}
+
+test("one full run: thinking, text, tool calls whose output appends, trims and is replaced, then a compaction, as the expected batches", async () => {
   const model = scriptedModel({
     auto: (prompt) => (prompt === SUMMARY_SYSTEM_PROMPT ? fauxAssistantMessage("SUMMARY") : undefined),
   });
-  const step = [deferred(), deferred()];
-  const printed = [deferred(), deferred()];
-  const count = defineTool({
-    name: "count",
-    description: "Count, printing as it goes",
-    parameters: Type.Object({ label: Type.String() }),
-    async execute(args, api) {
-      api.output("one\n");
-      printed[0]!.resolve();
-      await step[0]!.promise;
-      api.output("two\n");
-      printed[1]!.resolve();
-      await step[1]!.promise;
-      return textResult(`counted ${args.label}`);
-    },
-  });
+  // A tail window of 8 bytes drops "one\n" from the front when "six\n" arrives; a head window of
+  // two lines cuts "a\nb\n" back to "a\nb" when a third line arrives: a replacement.
+  const count = printer("count", ["one\n", "two\n", "six\n"], { maxBytes: 8, maxLines: 100, retain: "tail" });
+  const head = printer("head", ["a\nb\n", "c\n"], { maxBytes: 1000, maxLines: 2, retain: "head" });
   const { h, root } = await open(() => fauxAssistantMessage("unused"), {
     stream: model.stream as never,
-    tools: [count],
+    tools: [count.tool, head.tool],
     settings: { partialIntervalMs: 0, outputIntervalMs: 0, compaction: { keepRecentTokens: 5 } },
   });
   const live = () => (h.docNow<LiveState & Record<string, never>>(1, DOC.live) ?? {}) as LiveState;
   const committed = (text: string) =>
     until(() => JSON.stringify(live().generation?.message?.content ?? []).includes(text), { what: text });
+  const outputOf = (callId: string) => live().tools?.find((s) => s.callId === callId)?.output;
+  /** Lets the tool print chunk `i`, then waits until the slot holds `output`. */
+  const step = async (p: typeof count, i: number, callId: string, output: string) => {
+    p.go[i]!.resolve();
+    await p.printed[i]!.promise;
+    await until(() => outputOf(callId) === output, { what: `${callId} output ${JSON.stringify(output)}` });
+  };
 
   const stream = await watchEvents(h, root.id);
   expect(stream.snapshot).toMatchObject({ type: "snapshot", tools: [], compactions: [], inbox: [] });
@@ -64,13 +85,22 @@ test("one full run: thinking, text, a tool call with streamed output, then a com
   await committed('"ab"');
   answer.partial([fauxThinking("Let me think"), fauxText("Counting"), call({ label: "abc" })]);
   await committed('"abc"');
-  answer.done([fauxThinking("Let me think"), fauxText("Counting"), call({ label: "abc" })], "toolUse");
-  await printed[0]!.promise;
-  await until(() => live().tools?.[0]?.output === "one\n", { what: "first output" });
-  step[0]!.resolve();
-  await printed[1]!.promise;
-  await until(() => live().tools?.[0]?.output === "one\ntwo\n", { what: "second output" });
-  step[1]!.resolve();
+  const second = fauxToolCall("head", {}, { id: "call-2" });
+  answer.done(
+    [fauxThinking("Let me think"), fauxText("Counting"), call({ label: "abc" }), second],
+    "toolUse",
+  );
+  // The calls run in parallel; the test lets one print at a time.
+  await step(count, 0, "call-1", "one\n");
+  await step(count, 1, "call-1", "one\ntwo\n");
+  await step(count, 2, "call-1", "two\nsix\n");
+  count.go[3]!.resolve();
+  await until(() => live().tools?.find((s) => s.callId === "call-1")?.status === "done", {
+    what: "count done",
+  });
+  await step(head, 0, "call-2", "a\nb\n");
+  await step(head, 1, "call-2", "a\nb");
+  head.go[2]!.resolve();
   answer = await model.next();
   answer.partial([fauxText("Counted")]);
   await committed("Counted");
@@ -106,13 +136,28 @@ test("one full run: thinking, text, a tool call with streamed output, then a com
     // A key that appears in the arguments is no append to a string: the block is sent whole.
     ['message_update block@2:{"label":"ab"}'],
     ['message_update toolcall_delta@2["label"]:c'],
-    // The answer ends the message and starts the call (first in the batch), whose output streams.
-    ['tool_execution_start count {"label":"abc"}', "message_end pi.assistant", "usage_changed"],
+    // The answer ends the message and starts both calls (first in the batch).
+    [
+      'tool_execution_start count {"label":"abc"}',
+      "tool_execution_start head {}",
+      "message_end pi.assistant",
+      "usage_changed",
+    ],
+    // Appends, then a front trim of the tail window with the new text appended.
     ['tool_execution_update count {"append":"one\\n"}'],
     ['tool_execution_update count {"append":"two\\n"}'],
+    ['tool_execution_update count {"trimStart":4,"append":"six\\n"}'],
     [
       "tool_execution_end count pi.tool-result",
-      "message_start toolResult text:counted abc",
+      "message_start toolResult text:abc",
+      "message_end pi.tool-result",
+    ],
+    // The head window's cut is no append: the window is replaced.
+    ['tool_execution_update head {"append":"a\\nb\\n"}'],
+    ['tool_execution_update head {"set":"a\\nb"}'],
+    [
+      "tool_execution_end head pi.tool-result",
+      "message_start toolResult text:ok",
       "message_end pi.tool-result",
     ],
     // The generation's outcome ends its turn; its successor's turn starts after it.
