@@ -218,6 +218,29 @@ describe("fork", () => {
       copied.write(tx, child.id, { on: false });
     });
     expect(await h.doc(root.id, "app.plan")).toEqual({ on: true });
+    // "initial" copies no instance: the child has none stored until it writes one.
+    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: undefined, version: undefined });
+  });
+
+  test("a definition-free document is copied as stored (its value and version, uninterpreted); a typed read in the child migrates it there only", async () => {
+    const { h, root } = await open(echo);
+    await ask(root, "one");
+    const at = (await root.entries()).at(-1)!.id;
+    // Stored at version 3 by code this harness does not know (no definition given to it).
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.legacy", { n: 1 }, 3));
+    const child = await root.fork(at, ownerless);
+    expect(await h.docVersioned(child.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
+    const v4 = defineDoc<{ count: number }>({
+      name: "app.legacy",
+      version: 4,
+      initial: { count: 0 },
+      migrate: (value) => ({ count: (value as { n: number }).n }),
+    });
+    await h.transaction((tx) => {
+      expect(v4.read(tx, child.id)).toEqual({ count: 1 });
+    });
+    expect(await h.docVersioned(child.id, "app.legacy")).toEqual({ value: { count: 1 }, version: 4 });
+    expect(await h.docVersioned(root.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
   });
 
   test("a fork names a visible entry of a known conversation; a commit cannot fork and write the parent's copied documents", async () => {

@@ -5,10 +5,14 @@
  * parent's roll-up shows the child's share apart; the store's total counts every conversation once.
  */
 import { fauxAssistantMessage, fauxToolCall, type Usage } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { afterEach, expect, test } from "vitest";
+import { textResult } from "../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
+  createModelResolver,
   createSubagentTool,
+  defineTool,
   type EntryRecord,
   sumUsage,
   type UsageState,
@@ -93,4 +97,77 @@ test("sumUsage adds per provider/model and per tool", () => {
     { models: { "a/x": u(3), "b/y": u(4) }, tools: {} },
   ]);
   expect(sum).toEqual({ models: { "a/x": u(4), "b/y": u(4) }, tools: { t: u(2) } });
+});
+
+test("a conversation's roll-up has a row per provider/model and per tool; a subagent's rows stay under the child", async () => {
+  const spent = (tokens: number): Usage => ({
+    input: tokens,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: tokens,
+    cost: { input: tokens / 1000, output: 0, cacheRead: 0, cacheWrite: 0, total: tokens / 1000 },
+  });
+  const summarize = defineTool({
+    name: "summarize",
+    description: "Summarize with a model of its own",
+    parameters: Type.Object({ tokens: Type.Number() }),
+    execute: async (args) => ({ ...textResult("summary"), usage: spent(args.tokens) }),
+  });
+  faux = fauxAgentModel((req) => {
+    const first = req.messages.find((m) => m.role === "user");
+    const text = first?.role === "user" && typeof first.content === "string" ? first.content : "";
+    const lastUser = [...req.messages].reverse().find((m) => m.role === "user");
+    const input = lastUser?.role === "user" && typeof lastUser.content === "string" ? lastUser.content : "";
+    if (text === "child task") return fauxAssistantMessage("child done");
+    if (req.messages.at(-1)?.role === "toolResult") return fauxAssistantMessage(`${input}: done`);
+    const call =
+      input === "one"
+        ? fauxToolCall("summarize", { tokens: 10 }, { id: "sum-1" })
+        : fauxToolCall("subagent", { task: "child task" }, { id: "sub-1" });
+    return fauxAssistantMessage([call], { stopReason: "toolUse" });
+  });
+  const other = { ...faux.model, id: "faux-2" };
+  harness = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({ extra: [faux.model, other] }),
+    defaultModel: faux.ref,
+    tools: [summarize, createSubagentTool()],
+  });
+  const h = harness;
+  const root = await h.root();
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  await root.configure({ model: { provider: other.provider, modelId: other.id } });
+  expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+  await h.waitForIdle();
+  const [child] = h.conversationRecords().filter((c) => c.owner);
+
+  /** What a conversation's answers spent per `provider/model`, read from the entries themselves. */
+  const perModel = (entries: EntryRecord[]) => {
+    const out: Record<string, number> = {};
+    for (const e of entries.filter((x) => x.kind === "pi.assistant")) {
+      const m = (e.model as unknown as Array<{ provider: string; model: string; usage: Usage }>)[0]!;
+      const key = `${m.provider}/${m.model}`;
+      out[key] = (out[key] ?? 0) + m.usage.totalTokens;
+    }
+    return out;
+  };
+  const tokensOf = (rows: Record<string, Usage>) =>
+    Object.fromEntries(Object.entries(rows).map(([k, u]) => [k, u.totalTokens]));
+  const parentSpent = perModel(await root.entries());
+  const childSpent = perModel(await h.entries(child!.id));
+  // Two answers on each model in the parent; the child ran on the parent's model then.
+  expect(Object.keys(parentSpent).sort()).toEqual(["faux/faux-1", "faux/faux-2"]);
+  expect(Object.keys(childSpent)).toEqual(["faux/faux-2"]);
+  expect(Math.min(...Object.values(parentSpent), ...Object.values(childSpent))).toBeGreaterThan(0);
+
+  const rollup = await h.conversationUsage(root.id);
+  expect(tokensOf(rollup.own.models)).toEqual(parentSpent);
+  expect(rollup.own.tools).toEqual({ summarize: spent(10) });
+  expect(tokensOf(rollup.childrenUsage.models)).toEqual(childSpent);
+  expect(rollup.childrenUsage.tools).toEqual({});
+  expect(tokensOf(rollup.total.models)).toEqual({
+    "faux/faux-1": parentSpent["faux/faux-1"],
+    "faux/faux-2": parentSpent["faux/faux-2"]! + childSpent["faux/faux-2"]!,
+  });
+  expect(rollup.total.tools).toEqual({ summarize: spent(10) });
 });
