@@ -171,6 +171,10 @@ describe("subagent", () => {
       )?.output ?? "";
     await until(() => slotOutput().includes("→ probe"));
     expect(slotOutput()).toMatch(/^subagent in conversation \d+\n→ probe \{"n":1\}\n/);
+    // The child's own run marks it working, in its pi.live, while the parent's call waits.
+    const [child] = h.conversationRecords().filter((c) => c.owner?.conversationId === root.id);
+    expect(h.docNow<{ run?: { inputs: number[] } }>(child!.id, "pi.live")?.run?.inputs).toHaveLength(1);
+    expect(h.conversation(child!.id)!.busy).toBe(true);
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });

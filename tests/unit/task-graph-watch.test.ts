@@ -53,6 +53,35 @@ test("watchTaskGraph shows a running tool call under its generation and empties 
   await watch.stop();
 });
 
+test("a stalled task-graph watch keeps at most 100 frames: the backlog is replaced by one frame of the newest graph", async () => {
+  const { h, root } = await open(echo);
+  const watch = await h.watchTaskGraph();
+  const stall = deferred();
+  const frames: Array<{ ops: string[]; tasks: number }> = [];
+  let first = true;
+  watch.start(async (frame) => {
+    if (first) {
+      first = false;
+      await stall.promise;
+      return;
+    }
+    frames.push({ ops: frame.ops.map((o) => o.op), tasks: Object.keys(frame.value.tasks).length });
+  });
+  // Each run creates its generation and ends it: at least two node changes, 120 in all.
+  for (let i = 0; i < 60; i++)
+    expect((await (await root.submit({ type: "input", content: `n${i}` })).wait()).status).toBe("done");
+  await h.waitForIdle();
+  expect(watch.pending).toBeLessThanOrEqual(100);
+  expect(watch.collapsed).toBeGreaterThan(0);
+  stall.resolve();
+  await until(() => watch.pending === 0 && frames.length > 0, { what: "the backlog delivered" });
+  expect(frames.length).toBeLessThanOrEqual(100);
+  expect(frames[0]!.ops).toEqual(["replace"]);
+  expect(frames.at(-1)!.tasks).toBe(0);
+  expect(watch.value).toEqual({ tasks: {} });
+  await watch.stop();
+});
+
 test("closing the harness ends a task-graph watch", async () => {
   const { h } = await open(echo);
   const watch = await h.watchTaskGraph();
