@@ -20,6 +20,7 @@ import {
   type Message,
   type Model,
   registerFauxProvider,
+  type Tool,
 } from "@mariozechner/pi-ai";
 import { createModelResolver, type ModelResolver } from "./agent/models/resolver.ts";
 import type { ModelRef } from "./agent/records.ts";
@@ -47,6 +48,8 @@ export interface FauxRequest {
   readonly systemPrompt: string | undefined;
   readonly messages: Message[];
   readonly tools: string[];
+  /** The tool declarations as sent to the provider (what the model is offered, field by field). */
+  readonly declarations: Tool[];
 }
 
 /** Derives the answer from the request (`call` counts requests from 1, for scripts that need it). */
@@ -102,6 +105,7 @@ export function fauxAgentModel(
       // Recording copies every request (tests read them later); benchmarks turn it off.
       messages: options.record === false ? context.messages : structuredClone(context.messages),
       tools: (context.tools ?? []).map((t) => t.name),
+      declarations: options.record === false ? (context.tools ?? []) : structuredClone(context.tools ?? []),
     };
     if (options.record !== false) handle.requests.push(request);
     return handle.respond(request, handle.requests.length);

@@ -7,7 +7,11 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
-import { createCodemodeTool } from "../../worker/agent/tools/builtin/codemode.ts";
+import {
+  createCodemodeTool,
+  fingerprintDifference,
+  fingerprintOf,
+} from "../../worker/agent/tools/builtin/codemode.ts";
 import { textResult } from "../../worker/agent/tools/contract.ts";
 import { AgentHarness, defineTool, type ToolDefinition } from "../../worker/index.ts";
 import {
@@ -277,5 +281,16 @@ describe("codemode replay divergence", () => {
     });
     const entry = await replay(setup, {}, [sizeTool([]), release(), extra]);
     expect(textOf(entry)).toContain("replay diverged: the tool set changed: extra was added");
+  });
+
+  test("a changed engine variant or prelude is a fingerprint difference named first", () => {
+    const now = fingerprintOf([sizeTool([])]);
+    expect(fingerprintDifference(now, fingerprintOf([sizeTool([])]))).toBeUndefined();
+    expect(fingerprintDifference({ ...now, engine: "quickjs@other", tools: {} }, now)).toBe(
+      `the sandbox engine changed from quickjs@other to ${now.engine}`,
+    );
+    expect(fingerprintDifference({ ...now, prelude: now.prelude - 1 }, now)).toBe(
+      `the sandbox prelude changed from version ${now.prelude - 1} to ${now.prelude}`,
+    );
   });
 });

@@ -169,6 +169,32 @@ describe("selection in pi.agent", () => {
     expect([...h.services.agent(root.id).tools.keys()]).toEqual(["gamma", "alpha"]);
   });
 
+  test("settings.extensions is the default selection's base: { add, remove } edits it, an exact list ignores it", async () => {
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    extensions.install({ name: "c", tools: [tool("gamma")] });
+    let base: string[] | undefined = ["c", "ghost", "b"];
+    const { root, h, faux } = await open(echo, {
+      extensions,
+      settings: () => (base ? { extensions: base } : {}),
+    });
+    expect(h.services.agent(root.id).extensions).toEqual(["c", "b"]);
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["gamma", "beta", "shared"]);
+    await root.configure({ extensions: { add: ["a"], remove: ["c"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["b", "a"]);
+    await root.configure({ extensions: ["a"] });
+    expect(h.services.agent(root.id).extensions).toEqual(["a"]);
+    // A settings change takes effect at the next resolution; without the setting, every installed one.
+    await root.configure({ extensions: null });
+    base = undefined;
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "c"]);
+    await expect(
+      AgentHarness.open(await memoryStore(), { extensions, settings: { extensions: "a" as never } }),
+    ).rejects.toThrow("settings.extensions must be a list of extension names");
+  });
+
   test("pi.agent stores names, never code; an uninstalled extension's conversations stop getting it", async () => {
     const { root, faux, h, extensions } = await setup();
     await root.configure({ extensions: ["a", "b"] });
@@ -182,6 +208,24 @@ describe("selection in pi.agent", () => {
     extensions.install(b);
     await (await root.submit({ type: "input", content: "three" })).wait();
     expect(faux.requests[2]!.tools).toEqual(["alpha", "shared", "beta"]);
+  });
+
+  test("a tool's app metadata never reaches the provider or the transcript: only name, description and parameters", async () => {
+    const { root, faux, extensions } = await setup();
+    // App metadata on a tool (spec §7.1): fields the registry does not check.
+    const withMeta = {
+      ...tool("meta"),
+      label: "Meta",
+      icon: "wrench-icon",
+      category: { group: "files-group" },
+    };
+    extensions.install({ name: "c", tools: [withMeta] });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    const declared = faux.requests[0]!.declarations.find((d) => d.name === "meta");
+    expect(declared).toEqual({ name: "meta", description: "the meta tool", parameters: withMeta.parameters });
+    const stored = JSON.stringify(await root.entries());
+    expect(stored).toContain('"meta"');
+    for (const field of ["Meta", "wrench-icon", "files-group"]) expect(stored).not.toContain(field);
   });
 
   test("two conversations with different selections are offered different tools", async () => {

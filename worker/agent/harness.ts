@@ -169,7 +169,12 @@ export class AgentHarness extends Harness {
       stream: options.stream ?? defaultStream,
       settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
       readAgent,
-      ...resolvers(() => extensions.snapshot(), readAgent, report),
+      ...resolvers(
+        () => extensions.snapshot(),
+        readAgent,
+        report,
+        () => (typeof settings === "function" ? settings() : settings)?.extensions,
+      ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       report,
       admit: (tx, conversationId, draft) => admit(tx, this.policy, conversationId, draft),

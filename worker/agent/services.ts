@@ -80,6 +80,12 @@ export interface AgentSettings {
   toolExecution?: ToolExecutionMode;
   /** How long an idle conversation keeps its cached entries (ms, default 10 min); busy ones always keep them. */
   contextRetentionMs?: number;
+  /**
+   * The base of the default extension selection (spec §7.1): these installed extensions, in this
+   * order, for a conversation whose pi.agent gives no exact list (`{ add, remove }` edits this base).
+   * Default: every installed extension, in install order.
+   */
+  extensions?: readonly string[];
 }
 
 export const DEFAULT_RETRY: RetryPolicy = {
@@ -100,6 +106,7 @@ export interface ResolvedSettings {
   followUpMode: QueueMode;
   toolExecution: ToolExecutionMode;
   contextRetentionMs: number;
+  extensions: readonly string[] | undefined;
 }
 
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
@@ -114,7 +121,16 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
     followUpMode: s?.followUpMode ?? "one-at-a-time",
     toolExecution: s?.toolExecution ?? "parallel",
     contextRetentionMs: checkRetention(s?.contextRetentionMs),
+    extensions: checkExtensionBase(s?.extensions),
   };
+}
+
+/** The default selection's base as given, or a TypeError. */
+function checkExtensionBase(value: unknown): readonly string[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || !value.every((n) => typeof n === "string"))
+    throw new TypeError("settings.extensions must be a list of extension names");
+  return value;
 }
 
 const STREAM_CHECKS: Record<keyof StreamSettings, (v: unknown) => boolean> = {
@@ -196,14 +212,20 @@ export interface AgentServices {
   taskDefinition(name: string): AnyTaskDefinition | undefined;
 }
 
-/** The registry readers of the services, over the snapshots `registry` gives. */
+/**
+ * The registry readers of the services, over the snapshots `registry` gives; `base` is the default
+ * selection's base (settings.extensions), read at each resolution.
+ */
 export function resolvers(
   registry: () => RegistrySnapshot,
   readAgent: (c: ConversationId) => AgentState,
   report: (error: unknown) => void,
+  base: () => readonly string[] | undefined = () => undefined,
 ): Pick<AgentServices, "registry" | "agent" | "hooks" | "tools"> {
-  const agent = (c: ConversationId, state?: AgentState) =>
-    resolveAgent(registry(), state ?? readAgent(c), report);
+  const agent = (c: ConversationId, state?: AgentState) => {
+    const names = base();
+    return resolveAgent(registry(), state ?? readAgent(c), report, names ? { base: names } : {});
+  };
   return {
     registry,
     agent,
@@ -231,7 +253,13 @@ export function resolvers(
  */
 export function atPhaseStart(services: AgentServices, c?: ConversationId): AgentServices {
   const snapshot = services.registry();
-  const r = resolvers(() => snapshot, services.readAgent, services.report);
+  const base = services.settings().extensions;
+  const r = resolvers(
+    () => snapshot,
+    services.readAgent,
+    services.report,
+    () => base,
+  );
   if (c === undefined) {
     const hooks = r.hooks();
     return { ...services, ...r, hooks: () => hooks };

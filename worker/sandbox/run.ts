@@ -16,14 +16,14 @@ import type {
   QuickJSHandle,
   QuickJSRuntime,
 } from "quickjs-emscripten-core";
-import { loadQuickJS } from "./engine.ts";
+import { leaseQuickJS, releaseQuickJS } from "./engine.ts";
 import {
   CpuSliceExceeded,
   CpuTimeExceeded,
   MemoryLimitExceeded,
   NestedCallLimitExceeded,
   OutputLimitExceeded,
-  type SandboxLimitError,
+  SandboxLimitError,
   ScriptError,
   StackLimitExceeded,
 } from "./errors.ts";
@@ -90,19 +90,38 @@ export async function runScript(
   host: ScriptHost,
   limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS,
 ): Promise<ScriptRun> {
-  const quickjs = await loadQuickJS();
-  const runtime = quickjs.newRuntime();
-  try {
-    runtime.setMemoryLimit(limits.memoryBytes);
-    runtime.setMaxStackSize(limits.stackBytes);
-    const context = runtime.newContext();
+  const lease = await leaseQuickJS(limits.memoryBytes);
+  let reuse = false;
+  // A dispose that fails leaves the instance broken: it is dropped, and the run's outcome stands.
+  const dispose = (item: { dispose(): void }) => {
     try {
-      return await new Run(runtime, context, host, limits).run(code);
+      item.dispose();
+    } catch {
+      reuse = false;
+    }
+  };
+  try {
+    const runtime = lease.quickjs.newRuntime();
+    try {
+      runtime.setMemoryLimit(limits.memoryBytes);
+      runtime.setMaxStackSize(limits.stackBytes);
+      const context = runtime.newContext();
+      try {
+        const run = await new Run(runtime, context, host, limits).run(code);
+        reuse = true;
+        return run;
+      } catch (error) {
+        // An instance whose script hit a limit (a full heap, say) is not kept.
+        reuse = !(error instanceof SandboxLimitError) && !(error instanceof WebAssembly.RuntimeError);
+        throw error;
+      } finally {
+        dispose(context);
+      }
     } finally {
-      context.dispose();
+      dispose(runtime);
     }
   } finally {
-    runtime.dispose();
+    releaseQuickJS(lease, { reuse });
   }
 }
 

@@ -8,6 +8,7 @@
 import type { Message } from "@mariozechner/pi-ai";
 import type { EntryId, EntryRecord } from "../../core/types.ts";
 import { activeRange, deriveContext } from "../conversation/context.ts";
+import { type HookApi, hookApi } from "../extensions/hooks.ts";
 import { type AgentState, agentDoc, type ModelRef } from "../records.ts";
 import type { BeforeCompactDecision, ResolvedSettings } from "../services.ts";
 import { selectCut } from "./range.ts";
@@ -33,7 +34,9 @@ export async function select(
   const range = activeRange(await deps.services.entries.get(task.conversationId));
   const firstKept = selectCut(range, settings.compaction.keepRecentTokens);
   const decision =
-    firstKept === undefined ? undefined : await askHooks(deps, task, { range, firstKept }, signal);
+    firstKept === undefined
+      ? undefined
+      : await askHooks(deps, task, { range, firstKept }, hookApi(runtime, deps.services.core), signal);
   await runtime.commit((tx) => {
     const agent = agentDoc.read(tx, task.conversationId);
     const ref = agent.model ?? deps.services.defaultModel;
@@ -59,6 +62,7 @@ async function askHooks(
   { services }: CompactionDeps,
   task: CompactionTask,
   cut: { readonly range: readonly EntryRecord[]; readonly firstKept: EntryId },
+  api: HookApi,
   signal: AbortSignal,
 ): Promise<BeforeCompactDecision | undefined> {
   const hooks = services.hooks(task.conversationId).beforeCompact ?? [];
@@ -72,10 +76,9 @@ async function askHooks(
     firstKept: cut.firstKept,
     ...(task.input.instructions !== undefined ? { instructions: task.input.instructions } : {}),
   };
-  const ctx = { conversationId: task.conversationId, taskId: task.id };
   for (const hook of hooks) {
     try {
-      const decision = await hook(input, ctx);
+      const decision = await hook(input, api, { signal });
       if (decision === undefined) continue;
       checkDecision(decision);
       return decision;

@@ -10,33 +10,84 @@
  * - afterTool, onAbort: result replacement chain; a throw is reported, next runs;
  * - beforeCompact: the first decision wins; a throw is reported, next runs.
  * An abort of the phase propagates from any hook.
+ * Every hook is called `(input, api, ctx)` (spec §7.2): `api` names the asking task and reads
+ * committed state (`doc`) and the task's memos (`memo`, one namespace with the task's own: prefix
+ * names); `ctx.signal` is the asking phase's signal.
  */
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
-import type { ConversationId, EntryId, EntryRecord } from "../../core/types.ts";
+import type { Tx } from "../../core/define.ts";
+import type { ConversationId, EntryId, EntryRecord, Json } from "../../core/types.ts";
 import type { CompactionReason } from "../records.ts";
 import type { ToolResult } from "../tools/contract.ts";
 
 export type HookContext = { conversationId: ConversationId; taskId: number };
 
+/** What a hook reads (spec §7.2 HookApi): the asking task, committed documents, the task's memos. */
+export interface HookApi extends HookContext {
+  /** A committed document of the asking task's conversation (undefined when absent). */
+  doc(name: string): Promise<Json | undefined>;
+  /** The asking task's memo: with a candidate, the first writer wins; without, a read. */
+  memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)): Promise<T | undefined>;
+}
+
+/** The call's context: the asking phase's signal. */
+export interface HookCallContext {
+  readonly signal: AbortSignal;
+}
+
+/** What `hookApi` needs of the asking task's runtime. */
+export interface HookRuntime {
+  readonly taskId: number;
+  readonly conversationId: ConversationId;
+  memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)): Promise<T | undefined>;
+}
+
+/** The api handed to hooks asked by the task of `runtime`; `reader` reads committed documents. */
+export function hookApi(
+  runtime: HookRuntime,
+  reader: { doc(conversationId: ConversationId, name: string): Promise<Json | undefined> },
+): HookApi {
+  const { taskId, conversationId } = runtime;
+  return Object.freeze({
+    taskId,
+    conversationId,
+    doc: (name: string) => reader.doc(conversationId, name),
+    memo: <T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)) => runtime.memo<T>(name, candidate),
+  });
+}
+
 /** Hooks, run in order; each phase reads them once at its start. */
 export interface AgentHooks {
   /** May replace the messages of this request only. */
   beforeRequest?: Array<
-    (messages: Message[], ctx: HookContext) => Message[] | undefined | Promise<Message[] | undefined>
+    (
+      messages: Message[],
+      api: HookApi,
+      ctx: HookCallContext,
+    ) => Message[] | undefined | Promise<Message[] | undefined>
   >;
   /** Observes every final message before it is classified. */
-  afterResponse?: Array<(message: AssistantMessage, ctx: HookContext) => void | Promise<void>>;
+  afterResponse?: Array<
+    (message: AssistantMessage, api: HookApi, ctx: HookCallContext) => void | Promise<void>
+  >;
   /** When a run answers: return text to continue the run with another user message (first wins). */
   onYield?: Array<
-    (message: AssistantMessage, ctx: HookContext) => string | undefined | Promise<string | undefined>
+    (
+      message: AssistantMessage,
+      api: HookApi,
+      ctx: HookCallContext,
+    ) => string | undefined | Promise<string | undefined>
   >;
   /** Observes a finished tool round. */
-  afterTools?: Array<(results: ToolRoundResult[], ctx: HookContext) => void | Promise<void>>;
+  afterTools?: Array<
+    (results: ToolRoundResult[], api: HookApi, ctx: HookCallContext) => void | Promise<void>
+  >;
   /** Block a call or rewrite its arguments (validated again afterwards). */
   beforeTool?: Array<
     (
       call: { name: string; arguments: unknown },
-      ctx: HookContext,
+      api: HookApi,
+      ctx: HookCallContext,
     ) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
   >;
   /**
@@ -47,7 +98,8 @@ export interface AgentHooks {
     (
       call: { name: string; arguments: unknown },
       result: ToolResult,
-      ctx: HookContext,
+      api: HookApi,
+      ctx: HookCallContext,
     ) => ToolResult | undefined | Promise<ToolResult | undefined>
   >;
   /**
@@ -57,14 +109,16 @@ export interface AgentHooks {
   beforeCompact?: Array<
     (
       input: BeforeCompactInput,
-      ctx: HookContext,
+      api: HookApi,
+      ctx: HookCallContext,
     ) => BeforeCompactDecision | undefined | Promise<BeforeCompactDecision | undefined>
   >;
   /** Replace a tool's result. */
   afterTool?: Array<
     (
       call: { name: string; arguments: unknown; result: ToolResult },
-      ctx: HookContext,
+      api: HookApi,
+      ctx: HookCallContext,
     ) => ToolResult | undefined | Promise<ToolResult | undefined>
   >;
 }

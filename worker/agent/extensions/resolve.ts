@@ -2,9 +2,10 @@
  * Agent resolution (spec §7.1): what a conversation's stored pi.agent selects from one registry
  * snapshot. A pure function of the two (wrappers are pure); a wrapper that throws or renames its
  * target drops that target for this resolution, reported through `report`.
- * - extensions: every installed one (install order) unless the conversation names its own; an
- *   array is exactly those, in its order; `{ add, remove }` appends and removes; duplicates keep
- *   their first position; names not installed are skipped;
+ * - extensions: the base (settings.extensions when given, else every installed one in install
+ *   order) unless the conversation names its own; an array is exactly those, in its order;
+ *   `{ add, remove }` edits the base; duplicates keep their first position; names not installed are
+ *   skipped;
  * - tools and sections: the selected extensions' in extension order, a later one of the same name
  *   replacing an earlier one in place; then every selected extension's wrappers in order; then the
  *   conversation's tool filter;
@@ -16,13 +17,22 @@ import { composeHooks } from "./hooks.ts";
 import type { RegistrySnapshot } from "./registry.ts";
 import type { Extension, PromptSection, ResolvedAgent } from "./types.ts";
 
-export function selectExtensions(snapshot: RegistrySnapshot, agent: AgentState): Extension[] {
-  const installed = snapshot.installed();
+/** How a resolution reads the host's settings. */
+export interface ResolveOptions {
+  /** The default selection's base (settings.extensions); absent: every installed extension. */
+  readonly base?: readonly string[];
+}
+
+export function selectExtensions(
+  snapshot: RegistrySnapshot,
+  agent: AgentState,
+  options: ResolveOptions = {},
+): Extension[] {
   const selection = agent.extensions;
   let names: string[];
   if (Array.isArray(selection)) names = [...selection];
   else {
-    const base = installed.map((e) => e.name);
+    const base = options.base ?? snapshot.installed().map((e) => e.name);
     const add = (selection as { add?: string[] } | undefined)?.add ?? [];
     const remove = new Set((selection as { remove?: string[] } | undefined)?.remove ?? []);
     names = [...base, ...add].filter((n) => !remove.has(n));
@@ -64,8 +74,9 @@ export function resolveAgent(
   snapshot: RegistrySnapshot,
   agent: AgentState,
   report: (error: unknown) => void,
+  options: ResolveOptions = {},
 ): ResolvedAgent {
-  const selected = selectExtensions(snapshot, agent);
+  const selected = selectExtensions(snapshot, agent, options);
   let tools = new Map<string, ToolDefinition>();
   const sections = new Map<string, PromptSection>();
   for (const e of selected) {

@@ -17,6 +17,7 @@ import {
   placeAtBoundary,
   settleInputs,
 } from "../conversation/inbox.ts";
+import { type HookApi, hookApi } from "../extensions/hooks.ts";
 import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "../records.ts";
 import { type AgentServices, isRetryableError, type RetryPolicy, retryDelayMs } from "../services.ts";
 import { startToolRound } from "../tools/round.ts";
@@ -69,7 +70,13 @@ export async function classify(
     });
     return;
   }
-  const continuation = await askOnYield(deps.services, task, message, runtime.signal);
+  const continuation = await askOnYield(
+    deps.services,
+    task,
+    message,
+    hookApi(runtime, deps.services.core),
+    runtime.signal,
+  );
   await runtime.commit((tx) => answered(deps, tx, task, message, continuation));
 }
 
@@ -143,11 +150,12 @@ async function askOnYield(
   services: AgentServices,
   task: Task,
   message: AssistantMessage,
+  api: HookApi,
   signal: AbortSignal,
 ): Promise<string | undefined> {
   for (const h of services.hooks(task.conversationId).onYield ?? []) {
     try {
-      const continuation = await h(message, { conversationId: task.conversationId, taskId: task.id });
+      const continuation = await h(message, api, { signal });
       if (continuation !== undefined) return continuation;
     } catch (error) {
       // A throw is reported and the next hook asked (spec §7.2), unless the phase was aborted.

@@ -15,16 +15,11 @@ import type {
 } from "@mariozechner/pi-ai";
 import type { ConversationId, EntryId, TaskId } from "../../core/types.ts";
 import { deriveContext } from "../conversation/context.ts";
+import { type HookApi, hookApi } from "../extensions/hooks.ts";
 import { type DeferredAnswer, type DeferredHandle, isDeferred } from "../models/resolver.ts";
 import { providerSession } from "../provider-session.ts";
 import { DOC, errorAnswer, type LiveState, type ModelRef, type ThinkingLevel } from "../records.ts";
-import {
-  type AgentServices,
-  type HookContext,
-  type StreamSettings,
-  sleepUntil,
-  withoutSecret,
-} from "../services.ts";
+import { type AgentServices, type StreamSettings, sleepUntil, withoutSecret } from "../services.ts";
 import { toPiTool } from "../tools/contract.ts";
 import { classify, type GenerationDeps } from "./classification.ts";
 import { PartialWriter } from "./partial.ts";
@@ -48,11 +43,11 @@ export async function request(
   const { services } = deps;
   const c = task.conversationId;
   const cp = task.state.checkpoint;
-  const ctx: HookContext = { conversationId: c, taskId: task.id };
+  const api = hookApi(runtime, services.core);
   await convertPartialLeftByCrash(services, runtime, c);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
-  const prompt = await promptFor(services, c, cp.cutoff, ctx, signal);
+  const prompt = await promptFor(services, c, cp.cutoff, api, signal);
   const apiKey = services.apiKey(model.provider);
   const partials = new PartialWriter(runtime, c, task.id, cp.attempt, services.settings().partialIntervalMs);
   let final = await streamAnswer(services, model, prompt.context, {
@@ -75,7 +70,10 @@ export async function request(
     return;
   }
   const answer = final;
-  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, ctx), { report: services.report, signal });
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, api, { signal }), {
+    report: services.report,
+    signal,
+  });
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
     offered: prompt.offered,
@@ -105,10 +103,14 @@ export async function poll(
     return;
   }
   const offered = offeredTools(services, c, deriveContext(await services.entries.get(c, cp.cutoff)).tools);
-  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, { conversationId: c, taskId: task.id }), {
-    report: services.report,
-    signal,
-  });
+  await runHooks(
+    services.hooks(c).afterResponse,
+    (h) => h(answer, hookApi(runtime, services.core), { signal }),
+    {
+      report: services.report,
+      signal,
+    },
+  );
   // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
   await classify(deps, task, runtime, answer, { attempt: cp.attempt, offered, compacted: false });
 }
@@ -148,7 +150,7 @@ async function promptFor(
   services: AgentServices,
   c: ConversationId,
   cutoff: EntryId,
-  ctx: HookContext,
+  api: HookApi,
   signal: AbortSignal,
 ): Promise<{ context: Context; offered: string[] }> {
   const derived = deriveContext(await services.entries.get(c, cutoff));
@@ -158,7 +160,7 @@ async function promptFor(
   await runHooks(
     services.hooks(c).beforeRequest,
     async (h) => {
-      messages = (await h(messages, ctx)) ?? messages;
+      messages = (await h(messages, api, { signal })) ?? messages;
     },
     { report: services.report, signal },
   );

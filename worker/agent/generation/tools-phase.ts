@@ -14,6 +14,7 @@ import {
   resetQueued,
   settleInputs,
 } from "../conversation/inbox.ts";
+import { hookApi } from "../extensions/hooks.ts";
 import { DOC, type LiveState, live, writeDoc } from "../records.ts";
 import type { ToolRoundResult } from "../services.ts";
 import { continueSequentialRound } from "../tools/round.ts";
@@ -50,7 +51,7 @@ export async function awaitToolRound(
   const results = roundResults(slots, (id) => records.get(id), { missing: "failed" })!;
   await runHooks(
     services.hooks(task.conversationId).afterTools,
-    (h) => h(results, { conversationId: task.conversationId, taskId: task.id }),
+    (h) => h(results, hookApi(runtime, services.core), { signal: runtime.signal }),
     { report: services.report, signal: runtime.signal },
   );
   await runtime.commit((tx) => finishToolRound(deps, tx, task, results));

@@ -14,14 +14,9 @@ import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../.
 import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
+import { hookApi } from "../extensions/hooks.ts";
 import { agentDoc, DOC, type LiveState, modelMessages } from "../records.ts";
-import {
-  type AgentHooks,
-  type AgentServices,
-  atPhaseStart,
-  type BeforeToolDecision,
-  type HookContext,
-} from "../services.ts";
+import { type AgentHooks, type AgentServices, atPhaseStart, type BeforeToolDecision } from "../services.ts";
 import {
   NestedCallMismatch,
   type ReplayPolicy,
@@ -133,7 +128,7 @@ export function createToolTask(services: AgentServices) {
         const phase = atPhaseStart(services, task.conversationId);
         const hooks = phase.hooks();
         const call = await readCall(task);
-        const ctx: HookContext = { conversationId: task.conversationId, taskId: task.id };
+        const api = hookApi(runtime, services.core);
         let tool: ToolDefinition;
         let args: unknown;
         try {
@@ -144,7 +139,7 @@ export function createToolTask(services: AgentServices) {
           for (const hook of hooks.beforeTool ?? []) {
             let decision: BeforeToolDecision | undefined;
             try {
-              decision = await hook({ name: call.name, arguments: args }, ctx);
+              decision = await hook({ name: call.name, arguments: args }, api, { signal });
             } catch (error) {
               // An ordinary throw blocks the call with its text (spec §7.2); an abort propagates.
               if (signal.aborted) throw error;
@@ -299,10 +294,13 @@ export function createToolTask(services: AgentServices) {
     const c = task.conversationId;
     const partial = partialOutput(task);
     let result: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
-    const ctx: HookContext = { conversationId: c, taskId: task.id };
+    const api = hookApi(runtime, services.core);
     for (const hook of hooks) {
       try {
-        result = (await hook({ name: call.name, arguments: call.arguments }, result, ctx)) ?? result;
+        result =
+          (await hook({ name: call.name, arguments: call.arguments }, result, api, {
+            signal: runtime.signal,
+          })) ?? result;
       } catch (error) {
         services.report(error);
       }
@@ -416,10 +414,9 @@ export function createToolTask(services: AgentServices) {
     for (const hook of hooks.afterTool ?? []) {
       try {
         result =
-          (await hook(
-            { name: call.name, arguments: args, result },
-            { conversationId: c, taskId: task.id },
-          )) ?? result;
+          (await hook({ name: call.name, arguments: args, result }, hookApi(runtime, services.core), {
+            signal,
+          })) ?? result;
       } catch (error) {
         // Reported, and the next hook sees the result as it was (spec §7.2); an abort propagates.
         if (signal.aborted) throw error;
