@@ -118,7 +118,11 @@ export function checkUserToolShape(source: unknown): UserToolSource {
   return { name, description, parameters: parameters as Json, body };
 }
 
-/** The script that defines the body as a value; a body that is not one expression fails to parse. */
+/**
+ * The script that defines the body as a value. Parentheses refuse most bodies that are not one
+ * expression, not all (`x => x); f(); (y => y` parses): what such a body runs, it runs in the
+ * sandbox under the call's limits like any other code of the tool.
+ */
 const bodyExpression = (body: string): string => `(\n${body}\n)`;
 
 /**
