@@ -79,7 +79,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -154,6 +154,41 @@ export interface AgentSettingsChange {
 export const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high", "xhigh"];
 /** Instructions longer than this are refused where they enter. */
 export const MAX_INSTRUCTIONS = 20_000;
+
+/** A user tool as the settings show it: its source, its stored version and the version the engine runs. */
+export interface UserToolView {
+  readonly name: string;
+  readonly description: string;
+  /** The parameters' JSON schema, as JSON text. */
+  readonly parameters: string;
+  /** The async function's source: `async (args, tools) => ...`. */
+  readonly body: string;
+  /** 1 on the first save, one more on each save. */
+  readonly version: number;
+  readonly savedAt: number;
+  /** The version the engine's registry runs now (absent: none; it equals `version` once reloaded). */
+  readonly activeVersion?: number;
+}
+
+/** What the settings send to save a user tool (a new name adds one, a stored name edits it). */
+export interface UserToolDraft {
+  readonly name: string;
+  readonly description: string;
+  /** JSON text of an object schema. */
+  readonly parameters: string;
+  readonly body: string;
+}
+
+/** An installed extension as a conversation's menu offers it. */
+export interface ExtensionChoice {
+  readonly name: string;
+  /** Whether it is a user tool's extension (`user:<tool>`). */
+  readonly user: boolean;
+  /** The tools it offers, by name. */
+  readonly tools: readonly string[];
+  /** Whether this conversation selects it. */
+  readonly enabled: boolean;
+}
 
 /** The demo model's speed presets. */
 export type DemoSpeedName = "slow" | "normal" | "fast" | "instant";
@@ -258,6 +293,21 @@ export interface EngineApi {
   readWorkspaceFile(path: string): Promise<string>;
   deleteWorkspaceFile(path: string): Promise<void>;
   demoSpeed(): Promise<DemoSpeedName>;
+  /** The user tools kept in the store, each with the version the engine runs. */
+  userTools(): Promise<UserToolView[]>;
+  /**
+   * Check and store a user tool (its body is compiled in the engine's sandbox, never in the tab),
+   * then install it: the next call uses it, a running call finishes on its old version. Bad code, a
+   * bad schema or a name another extension's tool has is refused with a `UserToolInvalid` error
+   * whose message says what is wrong; nothing is stored then.
+   */
+  saveUserTool(draft: UserToolDraft): Promise<UserToolView>;
+  /** Remove a user tool (conversations that select it stop getting it). */
+  removeUserTool(name: string): Promise<void>;
+  /** Every installed extension, with whether the conversation selects it (pi.agent `extensions`). */
+  conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]>;
+  /** Select or drop one extension for one conversation (from its next request on). */
+  setExtensionEnabled(conversationId: ConversationId, name: string, enabled: boolean): Promise<void>;
   /** Every demo stream started from now on, in every tab, runs at this speed; it is kept in the store. */
   setDemoSpeed(speed: DemoSpeedName): Promise<void>;
   /**

@@ -13,6 +13,7 @@ import {
   type ModelRef,
   type ThinkingLevel,
 } from "../../worker/protocol.ts";
+import type { UserToolsApi } from "./user-tools.svelte.ts";
 
 type Api = Pick<
   EngineApi,
@@ -25,7 +26,8 @@ type Api = Pick<
   | "setModel"
   | "demoSpeed"
   | "setDemoSpeed"
->;
+> &
+  UserToolsApi;
 
 /** At most this many models are listed for a search; the rest are counted. */
 export const MAX_LISTED = 150;

@@ -3,9 +3,12 @@
  * pi-ai's catalogue, the built-in tools on the OPFS workspace, and API keys from the store's settings
  * (the agent's default). The test tasks (`test.ticker`, `test.noop`) are registered in every engine,
  * not only in test pages' engines: a store a test page used must still open and finish its tasks.
+ * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
+ * one that a reload interrupted finds its tool again.
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { createRegistry } from "../agent/extensions/registry.ts";
+import { installStoredUserTools } from "../agent/extensions/user-tools-store.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
@@ -31,7 +34,10 @@ export async function openAppHarness(
     fs: new OpfsFs(),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
+    paused: true,
   });
+  await installStoredUserTools(harness);
+  harness.resume();
   applyStoredDemoSpeed(harness);
   return harness;
 }

@@ -11,7 +11,7 @@
  */
 
 import { searchConversationText } from "../agent/conversation/search.ts";
-import { exportConversation, importConversation, parseExport } from "../agent/conversation/transfer.ts";
+import { exportConversation } from "../agent/conversation/transfer.ts";
 import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { storedApiKeyValues } from "../agent/models/keys.ts";
@@ -31,6 +31,7 @@ import {
   type EngineApi,
   type EngineStatus,
   type EngineTimeline,
+  type ExtensionChoice,
   type Hello,
   type KeyCheck,
   type ModelChoice,
@@ -40,9 +41,20 @@ import {
   tabLockName,
   type UsageRollup,
   type UsageState,
+  type UserToolDraft,
+  type UserToolView,
   type WatchFrame,
   type WorkspaceFile,
 } from "../protocol.ts";
+import {
+  conversationExtensions,
+  deleteUserTool,
+  exportedUserTools,
+  importWithUserTools,
+  saveUserToolDraft,
+  setExtensionEnabled,
+  userToolViews,
+} from "./app-extensions.ts";
 import { openAppHarness } from "./app-harness.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./app-settings.ts";
 import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
@@ -323,6 +335,7 @@ export class EngineHost implements EngineApi {
     const text = await exportConversation(h, conversationId, {
       documents: EXPORTED_DOCS,
       secrets: storedApiKeyValues((c, name) => h.docNow(c, name)),
+      userTools: await exportedUserTools(h, conversationId),
     });
     const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;
     const slug = (title ?? `conversation-${conversationId}`)
@@ -335,8 +348,7 @@ export class EngineHost implements EngineApi {
 
   async importConversation(text: string): Promise<ConversationId> {
     const h = await this.#h();
-    const file = parseExport(text, { documents: EXPORTED_DOCS });
-    const id = await importConversation(h, file);
+    const id = await importWithUserTools(h, text, { documents: EXPORTED_DOCS });
     if ((await h.doc(id, TITLE_DOC)) === undefined)
       await h.transaction((tx) => tx.writeDoc(id, TITLE_DOC, { title: "Imported conversation" }));
     return id;
@@ -363,6 +375,26 @@ export class EngineHost implements EngineApi {
 
   async setDemoSpeed(speed: DemoSpeedName): Promise<void> {
     await writeDemoSpeed(await this.#h(), speed);
+  }
+
+  async userTools(): Promise<UserToolView[]> {
+    return userToolViews(await this.#h());
+  }
+
+  async saveUserTool(draft: UserToolDraft): Promise<UserToolView> {
+    return saveUserToolDraft(await this.#h(), draft);
+  }
+
+  async removeUserTool(name: string): Promise<void> {
+    await deleteUserTool(await this.#h(), name);
+  }
+
+  async conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]> {
+    return conversationExtensions(await this.#h(), conversationId);
+  }
+
+  async setExtensionEnabled(conversationId: ConversationId, name: string, enabled: boolean): Promise<void> {
+    await setExtensionEnabled(await this.#h(), conversationId, name, enabled);
   }
 
   async watch(

@@ -4,8 +4,11 @@
  * settings conversation, which is never exported, and every stored key is redacted from the text as
  * a second guard. Import checks the whole file before writing anything and then writes it in one
  * commit as a new top-level conversation, renumbering entry ids (heads and edits follow); a malformed
- * or foreign file is refused with an `ImportRefused` that says what is wrong.
+ * or foreign file is refused with an `ImportRefused` that says what is wrong. A file may also carry
+ * the user tools its conversation selects (`userTools`, sources only): the caller checks and stores
+ * them, in the import's commit (`also`).
  */
+import type { Tx } from "../../core/define.ts";
 import { HarnessError, InvalidTransition, NotJson } from "../../core/errors.ts";
 import type { ConversationId, EntryDraft, EntryEdit, EntryId, EntryRecord, Json } from "../../core/types.ts";
 import type { AgentHarness } from "../harness.ts";
@@ -35,6 +38,8 @@ export interface ConversationExport {
   readonly exportedAt: number;
   readonly entries: readonly ExportedEntry[];
   readonly documents: Readonly<Record<string, Json>>;
+  /** The user tools the conversation selects (their sources), when it selects any. */
+  readonly userTools?: readonly Json[];
 }
 
 /** A file that is not a conversation export this engine can read; nothing was written. */
@@ -61,7 +66,7 @@ function exportedEntry(e: EntryRecord): ExportedEntry {
 export async function exportConversation(
   h: AgentHarness,
   conversationId: ConversationId,
-  options: { documents: readonly string[]; secrets: readonly string[] },
+  options: { documents: readonly string[]; secrets: readonly string[]; userTools?: readonly Json[] },
 ): Promise<string> {
   const conversation = h.requireConversation(conversationId);
   const entries = await conversation.entries();
@@ -76,6 +81,7 @@ export async function exportConversation(
     exportedAt: h.now(),
     entries: entries.map(exportedEntry),
     documents,
+    ...(options.userTools?.length ? { userTools: options.userTools } : {}),
   };
   let text = JSON.stringify(file, null, 1);
   for (const secret of options.secrets) text = withoutSecret(text, secret);
@@ -99,7 +105,10 @@ function checkModel(model: unknown, where: string): void {
 }
 
 /** Parse and check an export file completely; throws ImportRefused naming the first problem. */
-export function parseExport(text: unknown, options: { documents: readonly string[] }): ConversationExport {
+export function parseExport(
+  text: unknown,
+  options: { documents: readonly string[]; userTools?: (carried: unknown) => void },
+): ConversationExport {
   if (typeof text !== "string") throw new ImportRefused("it is not text");
   if (text.length > MAX_IMPORT_CHARS)
     throw new ImportRefused(`it is larger than ${MAX_IMPORT_CHARS / 1024 / 1024} MiB`);
@@ -157,14 +166,27 @@ export function parseExport(text: unknown, options: { documents: readonly string
   for (const name of Object.keys(documents))
     if (!options.documents.includes(name))
       throw new ImportRefused(`it carries an unknown document ${JSON.stringify(name)}`);
+  if (file["userTools"] !== undefined) {
+    if (!options.userTools) throw new ImportRefused("it carries user tools, which this engine does not take");
+    try {
+      options.userTools(file["userTools"]);
+    } catch (error) {
+      throw new ImportRefused(`a user tool it carries is invalid: ${(error as Error).message}`);
+    }
+  }
   return file as unknown as ConversationExport;
 }
 
 /** Write a checked export as a new top-level conversation, in one commit; returns its id. */
-export async function importConversation(h: AgentHarness, file: ConversationExport): Promise<ConversationId> {
+export async function importConversation(
+  h: AgentHarness,
+  file: ConversationExport,
+  options: { also?: (tx: Tx, conversationId: ConversationId) => void } = {},
+): Promise<ConversationId> {
   try {
     return await h.transaction((tx) => {
       const record = tx.createConversation({ kind: "ownerless" });
+      options.also?.(tx, record.id);
       for (const [name, value] of Object.entries(file.documents)) tx.writeDoc(record.id, name, value);
       const ids = new Map<EntryId, EntryId>();
       for (const e of file.entries) {

@@ -6,8 +6,9 @@
  *
  * Triggers (in the last user message, any case): "run a long task" -> `sleep`, "write a note" ->
  * `write`, "list the files" -> `ls`, "read <path>" -> `read`, "sum the sizes of the files" ->
- * `codemode` with a small script (add "slowly" and it runs a two-second `sleep` per file). A
- * tool is only called when the context offers it.
+ * `codemode` with a small script (add "slowly" and it runs a two-second `sleep` per file), "use my
+ * tool <name>" (optionally "with {json}") -> `codemode` with a script calling that tool (a user tool
+ * from the settings, say). A tool is only called when the context offers it.
  */
 import {
   type Api,
@@ -116,6 +117,33 @@ export function sumSizesScript(slowly: boolean): string {
   ].join("\n");
 }
 
+/** The script the demo model writes for "use my tool <name> with <args>": one call, its result returned. */
+export function useToolScript(name: string, args: Record<string, unknown>): string {
+  return [
+    `const result = await tools.${name}(${JSON.stringify(args)});`,
+    'console.log("' + name + ' answered: " + result.text);',
+    "return result.details?.result ?? result.text;",
+  ].join("\n");
+}
+
+/** "use my tool NAME [with {json}]": the tool's name and its arguments (undefined when not asked). */
+function useToolRequest(said: string): { name: string; args: Record<string, unknown> } | undefined {
+  const match =
+    /\buse\s+(?:my\s+)?tool\s+[`"']?([A-Za-z_][A-Za-z0-9_]*)[`"']?(?:\s+with\s+(\{[\s\S]*\}))?/i.exec(said);
+  if (!match) return undefined;
+  let args: Record<string, unknown> = {};
+  if (match[2]) {
+    try {
+      const parsed: unknown = JSON.parse(match[2]);
+      if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed))
+        args = parsed as Record<string, unknown>;
+    } catch {
+      // Not JSON: the tool gets no arguments and says what it misses.
+    }
+  }
+  return { name: match[1]!, args };
+}
+
 function contentText(content: string | Array<TextContent | ImageContent>): string {
   if (typeof content === "string") return content;
   return content
@@ -143,12 +171,23 @@ function priorWrites(messages: readonly Message[]): number {
 
 interface Intent {
   readonly tool: string;
+  /** A tool the call needs offered too (the one a script calls). */
+  readonly needs?: string;
   readonly args: Record<string, string | number>;
   readonly preamble: string;
 }
 
 function intentOf(said: string, messages: readonly Message[]): Intent | undefined {
   const lower = said.toLowerCase();
+  const use = useToolRequest(said);
+  if (use) {
+    return {
+      tool: "codemode",
+      needs: use.name,
+      args: { script: useToolScript(use.name, use.args) },
+      preamble: `I'll call your \`${use.name}\` tool from a small script.`,
+    };
+  }
   if (/\b(?:sum|add up|total)\b.*\bsizes?\b/.test(lower)) {
     const slowly = /\bslowly\b/.test(lower);
     return {
@@ -278,6 +317,12 @@ export function planDemoReply(context: Context): DemoReply {
     if (!offered(context, intent.tool)) {
       return {
         text: `I would use the \`${intent.tool}\` tool for that, but it is not available in this conversation.`,
+        toolCalls: [],
+      };
+    }
+    if (intent.needs !== undefined && !offered(context, intent.needs)) {
+      return {
+        text: `I don't see a tool named \`${intent.needs}\` in this conversation. Add it in the settings (Your tools) or enable it for this conversation.`,
         toolCalls: [],
       };
     }

@@ -1,0 +1,165 @@
+/**
+ * Where user tools live (issue 14 item 6): one document, `app.userTools`, of the store's settings
+ * conversation (conversation 0: never listed; its API keys never exported), and their installation
+ * in the engine's extension registry. Invariants:
+ * - a save checks the whole source first (shape, then the body compiled in the sandbox, then the name
+ *   against every other installed extension's tools) and stores nothing when it is refused;
+ * - each save of a name bumps its version by one; the registry then holds exactly the stored tools,
+ *   each as `user:<name>` (a replacement keeps its install position: hot reload, spec §7.5);
+ * - an import adds the tools it carries that the store lacks; a stored tool of the same name is
+ *   never overwritten by a file.
+ */
+import type { Tx } from "../../core/define.ts";
+import type { Json } from "../../core/types.ts";
+import type { AgentHarness } from "../harness.ts";
+import { SETTINGS_CONVERSATION } from "../models/keys.ts";
+import type { ExtensionRegistry } from "./registry.ts";
+import {
+  checkUserToolBody,
+  checkUserToolShape,
+  isUserExtension,
+  UserToolInvalid,
+  type UserToolRecord,
+  type UserToolSource,
+  userExtensionName,
+  userToolExtension,
+  userToolOf,
+} from "./user-tools.ts";
+
+export const USER_TOOLS_DOC = "app.userTools";
+
+interface Stored {
+  tools: UserToolRecord[];
+}
+
+/** A stored tool with what the engine runs now. */
+export interface UserToolStatus extends UserToolRecord {
+  /** The version the registry holds (undefined when it holds none). */
+  readonly activeVersion?: number;
+}
+
+const readStored = (read: (name: string) => unknown): UserToolRecord[] =>
+  ((read(USER_TOOLS_DOC) as Stored | undefined)?.tools ?? []).slice();
+
+/** The stored user tools, in save order (the settings conversation's documents must be loaded). */
+export function storedUserTools(h: AgentHarness): UserToolRecord[] {
+  return readStored((name) => h.docNow(SETTINGS_CONVERSATION, name));
+}
+
+/** Make the registry hold exactly the stored tools; returns the stored list. */
+export function syncUserTools(h: AgentHarness, registry: ExtensionRegistry = h.extensions): UserToolRecord[] {
+  const stored = storedUserTools(h);
+  const wanted = new Map(stored.map((r) => [userExtensionName(r.name), r]));
+  for (const e of registry.snapshot().installed())
+    if (isUserExtension(e.name) && !wanted.has(e.name)) registry.uninstall(e.name);
+  for (const [name, record] of wanted) {
+    const installed = userToolOf(registry.snapshot().extension(name));
+    if (installed?.version === record.version && installed.body === record.body) continue;
+    try {
+      registry.install(userToolExtension(record));
+    } catch (error) {
+      h.services.report(error);
+    }
+  }
+  return stored;
+}
+
+/** Load the stored tools into the registry (before the engine resumes its tasks). */
+export async function installStoredUserTools(h: AgentHarness): Promise<void> {
+  await h.doc(SETTINGS_CONVERSATION, USER_TOOLS_DOC);
+  syncUserTools(h);
+}
+
+/** Every stored tool with the version the registry runs. */
+export function userToolStatuses(h: AgentHarness): UserToolStatus[] {
+  const snapshot = h.extensions.snapshot();
+  return storedUserTools(h).map((r) => {
+    const active = userToolOf(snapshot.extension(userExtensionName(r.name)));
+    return active ? { ...r, activeVersion: active.version } : { ...r };
+  });
+}
+
+/** Throws UserToolInvalid when another installed extension already offers a tool of that name. */
+function checkNameFree(h: AgentHarness, name: string): void {
+  const own = userExtensionName(name);
+  for (const { extension, tool } of h.extensions.snapshot().tools())
+    if (tool.name === name && extension !== own)
+      throw new UserToolInvalid(
+        "name_taken",
+        `a tool named ${name} already exists (from ${extension}); choose another name`,
+      );
+}
+
+/** Check and store a tool (a new one, or the next version of one), then install it. */
+export async function saveUserTool(h: AgentHarness, source: unknown): Promise<UserToolStatus> {
+  const checked: UserToolSource = checkUserToolShape(source);
+  checkNameFree(h, checked.name);
+  await checkUserToolBody(checked.body);
+  const saved = await h.transaction((tx) => {
+    const tools = readStored((name) => tx.readDoc(SETTINGS_CONVERSATION, name));
+    const at = tools.findIndex((t) => t.name === checked.name);
+    const record: UserToolRecord = {
+      name: checked.name,
+      description: checked.description,
+      parameters: checked.parameters,
+      body: checked.body,
+      version: (tools[at]?.version ?? 0) + 1,
+      savedAt: tx.now(),
+    };
+    if (at >= 0) tools[at] = record;
+    else tools.push(record);
+    tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools } as unknown as Json);
+    return record;
+  });
+  syncUserTools(h);
+  return userToolStatuses(h).find((t) => t.name === saved.name) ?? saved;
+}
+
+/** Remove a stored tool and uninstall it (conversations that select it simply stop getting it). */
+export async function removeUserTool(h: AgentHarness, name: string): Promise<void> {
+  if (typeof name !== "string") throw new TypeError("removeUserTool needs a tool name");
+  await h.transaction((tx) => {
+    const tools = readStored((doc) => tx.readDoc(SETTINGS_CONVERSATION, doc));
+    const kept = tools.filter((t) => t.name !== name);
+    if (kept.length !== tools.length)
+      tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools: kept } as unknown as Json);
+  });
+  syncUserTools(h);
+}
+
+/** The sources of the stored tools among `names` (what an export carries: no version, no time). */
+export function userToolSources(h: AgentHarness, names: readonly string[]): UserToolSource[] {
+  const wanted = new Set(names);
+  return storedUserTools(h)
+    .filter((r) => wanted.has(r.name))
+    .map(({ name, description, parameters, body }) => ({ name, description, parameters, body }));
+}
+
+/** Check the tools an export file carries (shape only; bodies compile when they are first saved). */
+export function checkCarriedTools(value: unknown): UserToolSource[] {
+  if (!Array.isArray(value)) throw new UserToolInvalid("invalid_name", "its user tools are not a list");
+  const names = new Set<string>();
+  return value.map((t) => {
+    const checked = checkUserToolShape(t);
+    if (names.has(checked.name))
+      throw new UserToolInvalid("name_taken", `it carries two user tools named ${checked.name}`);
+    names.add(checked.name);
+    return checked;
+  });
+}
+
+/**
+ * Inside an import's commit: store the carried tools the store lacks (version 1); a stored tool of
+ * the same name is kept. Returns the names added. Call `syncUserTools` after the commit.
+ */
+export function addCarriedTools(tx: Tx, carried: readonly UserToolSource[]): string[] {
+  const tools = readStored((doc) => tx.readDoc(SETTINGS_CONVERSATION, doc));
+  const added: string[] = [];
+  for (const source of carried) {
+    if (tools.some((t) => t.name === source.name)) continue;
+    tools.push({ ...source, version: 1, savedAt: tx.now() });
+    added.push(source.name);
+  }
+  if (added.length > 0) tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools } as unknown as Json);
+  return added;
+}
