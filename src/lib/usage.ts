@@ -1,8 +1,8 @@
 /**
- * Usage and cost in words: totals of a `pi.usage` document (model spend plus tools' own spend) and
- * short token and money figures. Pure, so the tab's display is tested without a browser.
+ * Usage and cost in words: totals of a `pi.usage` document (model spend plus tools' own spend),
+ * a conversation's line with its subagents' share, and short token and money figures. Pure, so the tab's display is tested without a browser.
  */
-import type { Usage, UsageState } from "../../worker/protocol.ts";
+import type { Usage, UsageRollup, UsageState } from "../../worker/protocol.ts";
 
 export interface UsageTotals {
   readonly input: number;
@@ -56,4 +56,34 @@ export function usageLine(t: UsageTotals): string {
   if (t.cacheRead + t.cacheWrite > 0) parts.push(`${formatTokens(t.cacheRead + t.cacheWrite)} cached`);
   parts.push(formatCost(t.cost));
   return parts.join(" · ");
+}
+
+/** Two sets of totals added up (their rows side by side, the costliest first). */
+export function addTotals(a: UsageTotals, b: UsageTotals): UsageTotals {
+  return {
+    input: a.input + b.input,
+    output: a.output + b.output,
+    cacheRead: a.cacheRead + b.cacheRead,
+    cacheWrite: a.cacheWrite + b.cacheWrite,
+    cost: a.cost + b.cost,
+    rows: [...a.rows, ...b.rows].sort((x, y) => y.cost - x.cost || y.tokens - x.tokens),
+  };
+}
+
+/** What the composer's usage line says: this conversation's figures, and with its subagents' share. */
+export interface RollupSummary {
+  readonly own: string;
+  /** Only once the conversation has run subagents (its tasks own conversations). */
+  readonly withSubagents?: string;
+}
+
+/**
+ * The usage line of a conversation from its own totals (live, from its pi.usage document) and the
+ * engine's roll-up (`conversationUsage`): with subagents, their share is added to the live figures
+ * (the roll-up's own part may be older than the document). Without subagents, just its own line.
+ */
+export function rollupSummary(own: UsageTotals, rollup: UsageRollup | undefined): RollupSummary {
+  const line = usageLine(own);
+  if (!rollup || rollup.children.length === 0) return { own: line };
+  return { own: line, withSubagents: usageLine(addTotals(own, usageTotals(rollup.childrenUsage))) };
 }

@@ -12,10 +12,12 @@
  * 3. Second-tab latency: two tabs on one store, one sends messages to the demo model, the other only
  *    watches; per committed partial answer, the time from the engine seeing its commit to the other
  *    tab's DOM showing its text, median and p95 (aim: p95 under 20 ms).
+ * 4. Initial JavaScript: what the tab loads before it runs (index.html's scripts and the entry's
+ *    static imports, never lazy chunks), gzip, read from dist/ (tests/bench/initial-js.ts); budget 80 KB.
  *
  * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
  * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
- * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery|tabs, BENCH_ANSWERS (second-tab answers, default 8).
+ * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery|tabs|size, BENCH_ANSWERS (second-tab answers, default 8).
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -34,6 +36,7 @@ import {
 } from "../e2e/browser.ts";
 import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
+import { measureInitialJs } from "./initial-js.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -49,6 +52,7 @@ const CONCURRENT_BAR = 3;
 const RECOVERY_AIM_MS = 300;
 const ANSWERS = env("BENCH_ANSWERS", 8);
 const SECOND_TAB_AIM_MS = 20;
+const INITIAL_JS_BUDGET_KB = 80;
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
 const median = (values: number[]) => {
@@ -405,6 +409,19 @@ async function secondTab(b: LaunchedBrowser, server: StaticServer): Promise<void
   );
 }
 
+function initialJs(): void {
+  const m = measureInitialJs(join(root, "dist"));
+  const kb = (bytes: number) => fmt(bytes / 1024, 1);
+  console.log(
+    "\ninitial JavaScript of the tab: index.html's scripts and the entry's static imports (lazy chunks and workers not counted), gzip at zlib's default level",
+  );
+  table([
+    ["files", "raw KB", "gzip KB", `budget ${INITIAL_JS_BUDGET_KB} KB`],
+    [String(m.files.length), kb(m.bytes), kb(m.gzip), m.gzip / 1024 < INITIAL_JS_BUDGET_KB ? "PASS" : "FAIL"],
+  ]);
+  for (const f of m.files) console.log(`  ${f.path}: ${kb(f.bytes)} KB raw, ${kb(f.gzip)} KB gzip`);
+}
+
 /** Why dist/ must be built again (missing, or older than a source file), or undefined. */
 function staleBuild(): string | undefined {
   const built = join(root, "dist/index.html");
@@ -462,6 +479,8 @@ async function main(): Promise<void> {
     );
     if (built.status !== 0) throw new Error("vite build failed");
   }
+  if (!ONLY || ONLY === "size") initialJs();
+  if (ONLY === "size") return;
   buildFixtures();
   const server = await serveStatic(join(root, "dist"));
   const fixtures = await serveStatic(join(root, "test-results/e2e-fixtures"));

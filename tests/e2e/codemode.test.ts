@@ -11,14 +11,15 @@ const app = appSuite({ logTail: 100 });
 
 test("the demo model's script runs in codemode and survives a reload mid-call", async () => {
   const page = await app.open({ label: "codemode" });
+  // Three answers: it lists the workspace for a free name, writes the note, and says so.
   await say(page, "write a note");
-  await settled(page, 2);
+  await settled(page, 3);
 
   await say(page, "sum the sizes of the files slowly");
   await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor({ timeout: 60_000 });
   await page.reload();
   await waitPhase(page, "ready");
-  await settled(page, 4);
+  await settled(page, 5);
 
   const last = (await lastAnswer(page).textContent()) ?? "";
   expect(last).toContain("My script ran");

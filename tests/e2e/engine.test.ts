@@ -612,20 +612,22 @@ describe("the app with the demo model", () => {
 
   test("10. a chat drives real tool calls: a note written to OPFS, listed, read back, and all of it there after a reload", async () => {
     const page = await openApp(appUrl(app.server.url, { store: uniqueStore("chat") }), "chat");
+    // The model lists the workspace for a free name, then writes: two tool results, three answers.
     await say(page, "write a note");
-    await entriesOf(page, "pi.tool-result").first().waitFor();
-    await answers(page, 2);
-    expect(await entriesOf(page, "pi.tool-result").first().textContent()).toMatch(/tool · write/);
+    await toolResultsOnScreen(page, 2);
+    await answers(page, 3);
+    expect(await entriesOf(page, "pi.tool-result").first().textContent()).toMatch(/tool · ls/);
+    expect(await entriesOf(page, "pi.tool-result").nth(1).textContent()).toMatch(/tool · write/);
 
     await say(page, "list the files");
-    await toolResultsOnScreen(page, 2);
-    await answers(page, 4);
-    expect(await entriesOf(page, "pi.tool-result").nth(1).textContent()).toMatch(/notes\//);
+    await toolResultsOnScreen(page, 3);
+    await answers(page, 5);
+    expect(await entriesOf(page, "pi.tool-result").nth(2).textContent()).toMatch(/notes\//);
 
     await say(page, "read notes/note-1.md");
-    await toolResultsOnScreen(page, 3);
-    await answers(page, 6);
-    const read = await entriesOf(page, "pi.tool-result").nth(2).textContent();
+    await toolResultsOnScreen(page, 4);
+    await answers(page, 7);
+    const read = await entriesOf(page, "pi.tool-result").nth(3).textContent();
     expect(read).toMatch(/tool · read/);
     expect(read).toMatch(/committed to SQLite in your browser/);
     // Nothing failed along the way.

@@ -51,11 +51,12 @@ const hostileDom = (page: Page) =>
     };
   });
 
+/** "write a note" (three answers: a listing for a free name, the write, the summary), then a read. */
 async function demoConversation(page: Page): Promise<void> {
   await say(page, PAYLOAD);
-  await settled(page, 2);
+  await settled(page, 3);
   await say(page, "read notes/note-1.md");
-  await settled(page, 4);
+  await settled(page, 5);
 }
 
 test("model text renders as markdown with a code block and its HTML, script and javascript: link stay inert", async () => {
@@ -73,8 +74,8 @@ test("model text renders as markdown with a code block and its HTML, script and 
   expect(text).toContain("<img src=x onerror=window.__pwned=1>");
   expect(text).toContain("<script>window.__pwned=2</script>");
   expect(await hostileDom(page)).toEqual({ pwned: null, images: 0, scripts: 0, handlers: [], jsLinks: 0 });
-  // The write call shows as a card with its arguments as written, not as raw JSON.
-  const card = page.locator('[data-testid="tool-call"]').first();
+  // The write call (after the listing) shows as a card with its arguments as written, not as raw JSON.
+  const card = page.locator('[data-testid="tool-call"]').nth(1);
   expect(await card.getAttribute("data-status")).toBe("done");
   expect(await card.locator("dt").allTextContents()).toEqual(["path", "content"]);
   expect(await card.locator("dd").nth(0).textContent()).toBe("notes/note-1.md");
@@ -409,7 +410,7 @@ test("export and import: the file carries no key and imports as a new conversati
     KEY,
   );
   await say(page, "write a note");
-  await settled(page, 2);
+  await settled(page, 3);
   // The workspace browser shows the note, its text, and deletes it after a confirming click.
   await page.getByTestId("open-files").click();
   const files = page.getByTestId("files");
@@ -430,7 +431,7 @@ test("export and import: the file carries no key and imports as a new conversati
   expect(exported).not.toContain(KEY);
   const file = JSON.parse(exported) as { format: string; version: number; entries: Array<{ kind: string }> };
   expect(file.format).toBe("durable-agent/conversation");
-  expect(file.entries.filter((e) => e.kind === "pi.assistant")).toHaveLength(2);
+  expect(file.entries.filter((e) => e.kind === "pi.assistant")).toHaveLength(3);
   // A malformed file is refused in words and adds no conversation.
   const listed = () => page.locator('[data-testid="conversation-list"] li').count();
   const before = await listed();
@@ -523,7 +524,7 @@ async function seriousViolations(page: Page): Promise<string[]> {
 test("axe-core finds no serious or critical violation on the chat, settings and files, in light and dark", async () => {
   const page = await openApp("axe");
   await say(page, "write a note");
-  await settled(page, 2);
+  await settled(page, 3);
   for (const scheme of ["light", "dark"] as const) {
     await page.emulateMedia({ colorScheme: scheme });
     expect(await seriousViolations(page), `chat, ${scheme}`).toEqual([]);

@@ -1,7 +1,7 @@
 /** Usage and cost in words (src/lib/usage.ts): totals of a pi.usage document and short figures. */
 import { describe, expect, test } from "vitest";
-import { formatCost, formatTokens, usageLine, usageTotals } from "../../src/lib/usage.ts";
-import type { Usage } from "../../worker/protocol.ts";
+import { formatCost, formatTokens, rollupSummary, usageLine, usageTotals } from "../../src/lib/usage.ts";
+import type { Usage, UsageRollup, UsageState } from "../../worker/protocol.ts";
 
 const spend = (input: number, output: number, cost: number, cacheRead = 0): Usage => ({
   input,
@@ -51,5 +51,32 @@ describe("figures", () => {
   test("the line names cache only when some was used", () => {
     const line = usageLine(usageTotals({ models: { m: spend(12_000, 1100, 0.02, 4000) }, tools: {} }));
     expect(line).toBe("12k in · 1.1k out · 4k cached · $0.02");
+  });
+});
+
+describe("rollupSummary", () => {
+  const own: UsageState = { models: { "openai/gpt-x": spend(1000, 200, 0.05) }, tools: {} };
+  const child: UsageState = { models: { "openai/gpt-x": spend(3000, 800, 0.1) }, tools: {} };
+  const rollup = (children: number[], childrenUsage: UsageState): UsageRollup => ({
+    own,
+    children,
+    childrenUsage,
+    total: { models: {}, tools: {} },
+  });
+
+  test("without subagents: this conversation's line only", () => {
+    expect(rollupSummary(usageTotals(own), undefined)).toEqual({ own: "1k in · 200 out · $0.05" });
+    expect(rollupSummary(usageTotals(own), rollup([], { models: {}, tools: {} }))).toEqual({
+      own: "1k in · 200 out · $0.05",
+    });
+  });
+
+  test("with subagents: their share added to the live figures of this conversation", () => {
+    // The live document has grown since the roll-up was read: the live figures count.
+    const live: UsageState = { models: { "openai/gpt-x": spend(2000, 400, 0.07) }, tools: {} };
+    expect(rollupSummary(usageTotals(live), rollup([4, 5], child))).toEqual({
+      own: "2k in · 400 out · $0.07",
+      withSubagents: "5k in · 1.2k out · $0.17",
+    });
   });
 });

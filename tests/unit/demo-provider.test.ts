@@ -74,17 +74,24 @@ async function runTools(message: AssistantMessage, fs: WorkspaceFs): Promise<Too
   return out;
 }
 
-/** One user turn: the model's answer, the tool round if any, and the follow-up answer. */
+/**
+ * One user turn: the model's first answer, then tool rounds until it answers without a call; gives
+ * every answer that called tools (`calls`), the last round's results and the final answer.
+ */
 async function turn(messages: Message[], said: string, fs: WorkspaceFs) {
   messages.push(user(said));
   const first = (await collect({ messages, tools })).message;
   messages.push(first);
-  if (first.stopReason !== "toolUse") return { first, results: [], answer: undefined };
-  const results = await runTools(first, fs);
-  messages.push(...results);
-  const answer = (await collect({ messages, tools })).message;
-  messages.push(answer);
-  return { first, results, answer };
+  if (first.stopReason !== "toolUse") return { first, calls: [], results: [], answer: undefined };
+  const calls = [first];
+  for (;;) {
+    const results = await runTools(calls.at(-1)!, fs);
+    messages.push(...results);
+    const answer = (await collect({ messages, tools })).message;
+    messages.push(answer);
+    if (answer.stopReason !== "toolUse") return { first, calls, results, answer };
+    calls.push(answer);
+  }
 }
 
 const stripTimestamps = (events: AssistantMessageEvent[]) =>
@@ -169,7 +176,11 @@ describe("demo provider", () => {
     const messages: Message[] = [];
 
     const w = await turn(messages, "write a note", fs);
-    expect(toolCallsOf(w.first)).toMatchObject([{ name: "write", arguments: { path: "notes/note-1.md" } }]);
+    // It lists the workspace first (no notes directory yet), then writes the first name.
+    expect(w.calls.map((c) => toolCallsOf(c))).toMatchObject([
+      [{ name: "ls", arguments: { path: "." } }],
+      [{ name: "write", arguments: { path: "notes/note-1.md" } }],
+    ]);
     expect(Object.keys(fs.snapshot())).toEqual(["notes/note-1.md"]);
     expect(fs.snapshot()["notes/note-1.md"]).toMatch(/^# Note 1\n/);
     expect(textOf(w.answer!)).toMatch(
@@ -180,8 +191,13 @@ describe("demo provider", () => {
     expect(toolCallsOf(r.first)).toMatchObject([{ name: "read", arguments: { path: "notes/note-1.md" } }]);
     expect(textOf(r.answer!)).toMatch(/^Here is notes\/note-1\.md:\n\n> # Note 1/);
 
+    // Now there is a notes directory: it is listed too, and the next number taken.
     const w2 = await turn(messages, "Write another note please", fs);
-    expect(toolCallsOf(w2.first)).toMatchObject([{ name: "write", arguments: { path: "notes/note-2.md" } }]);
+    expect(w2.calls.map((c) => toolCallsOf(c))).toMatchObject([
+      [{ name: "ls", arguments: { path: "." } }],
+      [{ name: "ls", arguments: { path: "notes" } }],
+      [{ name: "write", arguments: { path: "notes/note-2.md" } }],
+    ]);
 
     const missing = await turn(messages, "read nothing-here.md", fs);
     expect(missing.results[0]?.isError).toBe(true);
@@ -192,6 +208,34 @@ describe("demo provider", () => {
     // Ids derive from the transcript length: unique within the conversation.
     const ids = messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m).map((c) => c.id) : []));
     expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  test("'write a note' in a second conversation picks a free name: the first conversation's note stays", async () => {
+    const fs = new MemoryFs();
+    const first = await turn([], "write a note", fs);
+    expect(textOf(first.answer!)).toMatch(/to notes\/note-1\.md\./);
+    const before = fs.snapshot()["notes/note-1.md"];
+    // A new conversation knows nothing of the first one's write: only the listing tells it.
+    await fs.write("notes/note-7.md", "# Note 7\n");
+    await fs.write("notes/other.md", "not a numbered note");
+    const second = await turn([], "write a note", fs);
+    expect(toolCallsOf(second.calls[2]!)).toMatchObject([
+      { name: "write", arguments: { path: "notes/note-8.md" } },
+    ]);
+    expect(fs.snapshot()["notes/note-1.md"]).toBe(before);
+    expect(fs.snapshot()["notes/note-8.md"]).toMatch(/^# Note 8\n/);
+    expect(Object.keys(fs.snapshot()).sort()).toEqual([
+      "notes/note-1.md",
+      "notes/note-7.md",
+      "notes/note-8.md",
+      "notes/other.md",
+    ]);
+  });
+
+  test("'write a note' without ls offered writes at once, numbered after this conversation's writes", () => {
+    const writeOnly = tools.filter((t) => t.name === "write");
+    const reply = planDemoReply({ messages: [user("write a note")], tools: writeOnly });
+    expect(reply.toolCalls).toMatchObject([{ name: "write", arguments: { path: "notes/note-1.md" } }]);
   });
 
   test("'run a long task' calls sleep with 3 seconds in 6 steps", async () => {

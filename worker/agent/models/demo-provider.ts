@@ -5,10 +5,12 @@
  * (except `timestamp`, which is the wall clock like every provider's).
  *
  * Triggers (in the last user message, any case): "run a long task" -> `sleep`, "write a note" ->
- * `write`, "list the files" -> `ls`, "read <path>" -> `read`, "sum the sizes of the files" ->
- * `codemode` with a small script (add "slowly" and it runs a two-second `sleep` per file), "use my
- * tool <name>" (optionally "with {json}") -> `codemode` with a script calling that tool (a user tool
- * from the settings, say). A tool is only called when the context offers it.
+ * `ls` of `notes/` and then `write` to the next free `notes/note-<n>.md` (so a note written in
+ * another conversation is never overwritten), "list the files" -> `ls`, "read <path>" -> `read`,
+ * "sum the sizes of the files" -> `codemode` with a small script (add "slowly" and it runs a
+ * two-second `sleep` per file), "use my tool <name>" (optionally "with {json}") -> `codemode` with a
+ * script calling that tool (a user tool from the settings, say). A tool is only called when the
+ * context offers it.
  */
 import {
   type Api,
@@ -27,6 +29,7 @@ import {
   type ToolCall,
   type ToolResultMessage,
   type Usage,
+  type UserMessage,
 } from "@mariozechner/pi-ai";
 import { errorMessage } from "../../core/errors.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../compaction/range.ts";
@@ -177,7 +180,33 @@ interface Intent {
   readonly preamble: string;
 }
 
-function intentOf(said: string, messages: readonly Message[]): Intent | undefined {
+const NOTES_DIR = "notes";
+
+function asksForNote(said: string): boolean {
+  return /\bwrite\s+(?:me\s+)?(?:a|another|one)\s+note\b/.test(said.toLowerCase());
+}
+
+function noteIntent(said: string, n: number): Intent {
+  const path = `${NOTES_DIR}/note-${n}.md`;
+  const content =
+    `# Note ${n}\n\nWritten by the offline demo model.\n\nYou asked: "${clip(said, 200)}"\n\n` +
+    "Every step of this conversation is committed to SQLite in your browser, so this note and the chat survive a reload.\n";
+  return { tool: "write", args: { path, content }, preamble: `Writing a note to ${path}.` };
+}
+
+/** The note number after the highest `note-<n>.md` an `ls` of the notes directory listed (1 when none). */
+function nextFreeNote(listing: ToolResultMessage): number {
+  let highest = 0;
+  for (const match of resultText(listing).matchAll(/^note-(\d+)\.md \(/gm))
+    highest = Math.max(highest, Number(match[1]));
+  return highest + 1;
+}
+
+/** Whether an `ls` of the workspace root listed the notes directory. */
+const listsNotesDir = (listing: ToolResultMessage) =>
+  !listing.isError && resultText(listing).split("\n").includes(`${NOTES_DIR}/`);
+
+function intentOf(said: string, messages: readonly Message[], context: Context): Intent | undefined {
   const lower = said.toLowerCase();
   const use = useToolRequest(said);
   if (use) {
@@ -203,13 +232,12 @@ function intentOf(said: string, messages: readonly Message[]): Intent | undefine
       preamble: "Starting a long task: 3 seconds in 6 steps.",
     };
   }
-  if (/\bwrite\s+(?:me\s+)?(?:a|another|one)\s+note\b/.test(lower)) {
-    const n = priorWrites(messages) + 1;
-    const path = `notes/note-${n}.md`;
-    const content =
-      `# Note ${n}\n\nWritten by the offline demo model.\n\nYou asked: "${clip(said, 200)}"\n\n` +
-      "Every step of this conversation is committed to SQLite in your browser, so this note and the chat survive a reload.\n";
-    return { tool: "write", args: { path, content }, preamble: `Writing a note to ${path}.` };
+  if (asksForNote(said)) {
+    // With `ls` offered, look for a free name first: the workspace root, then the notes directory
+    // if there is one; the write follows the listing.
+    if (offered(context, "ls"))
+      return { tool: "ls", args: { path: "." }, preamble: "Let me find a free name for the note." };
+    return noteIntent(said, priorWrites(messages) + 1);
   }
   if (
     /\b(?:list|show)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+(?:the\s+)?)?files\b/.test(lower) ||
@@ -288,6 +316,51 @@ function demoSummary(conversation: string): string {
   ].join("\n\n");
 }
 
+/** The reply that calls `intent`'s tool; ids derive from the transcript length (unique in a conversation). */
+function callFor(intent: Intent, length: number): DemoReply {
+  const call: ToolCall = {
+    type: "toolCall",
+    id: `demo_${length}_0`,
+    name: intent.tool,
+    arguments: { ...intent.args },
+  };
+  return { text: intent.preamble, toolCalls: [call] };
+}
+
+function lastUser(messages: readonly Message[], before: number): UserMessage | undefined {
+  for (let i = before - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === "user") return m;
+  }
+  return undefined;
+}
+
+/**
+ * The listing "write a note" looks at, when the tool results from `start` on are exactly one `ls`
+ * made for it (of the workspace root or of the notes directory): the turn goes on from there.
+ */
+function noteListing(
+  messages: readonly Message[],
+  start: number,
+): { listing: ToolResultMessage; path: string; said: string } | undefined {
+  const results = messages.slice(start) as ToolResultMessage[];
+  const assistant = messages[start - 1];
+  if (results.length !== 1 || results[0]!.toolName !== "ls" || assistant?.role !== "assistant")
+    return undefined;
+  const path = assistant.content.find((c): c is ToolCall => c.type === "toolCall")?.arguments.path;
+  if (path !== "." && path !== NOTES_DIR) return undefined;
+  const user = lastUser(messages, start);
+  const said = user ? contentText(user.content).trim() : "";
+  return asksForNote(said) ? { listing: results[0]!, path, said } : undefined;
+}
+
+/** The next step of "write a note" after a listing: look into the notes directory, or write. */
+function nextNoteStep(found: { listing: ToolResultMessage; path: string; said: string }): Intent {
+  if (found.path === "." && listsNotesDir(found.listing))
+    return { tool: "ls", args: { path: NOTES_DIR }, preamble: "There are notes already; let me see which." };
+  return noteIntent(found.said, found.path === "." ? 1 : nextFreeNote(found.listing));
+}
+
 /** What the demo model answers to `context`: a pure function of the transcript and offered tools. */
 export function planDemoReply(context: Context): DemoReply {
   const messages = context.messages;
@@ -301,6 +374,11 @@ export function planDemoReply(context: Context): DemoReply {
     while (start > 0 && messages[start - 1]!.role === "toolResult") start--;
     const assistant = messages[start - 1];
     const calls = assistant?.role === "assistant" ? assistant.content : [];
+    const found = noteListing(messages, start);
+    if (found) {
+      const step = nextNoteStep(found);
+      if (offered(context, step.tool)) return callFor(step, messages.length);
+    }
     const parts = messages.slice(start).map((m) => {
       const result = m as ToolResultMessage;
       const call = calls.find((c): c is ToolCall => c.type === "toolCall" && c.id === result.toolCallId);
@@ -312,7 +390,7 @@ export function planDemoReply(context: Context): DemoReply {
   if (last.role === "assistant") return { text: "I'm here when you need me. " + HELP, toolCalls: [] };
 
   const said = contentText(last.content).trim();
-  const intent = intentOf(said, messages);
+  const intent = intentOf(said, messages, context);
   if (intent) {
     if (!offered(context, intent.tool)) {
       return {
@@ -326,13 +404,7 @@ export function planDemoReply(context: Context): DemoReply {
         toolCalls: [],
       };
     }
-    const call: ToolCall = {
-      type: "toolCall",
-      id: `demo_${messages.length}_0`,
-      name: intent.tool,
-      arguments: { ...intent.args },
-    };
-    return { text: intent.preamble, toolCalls: [call] };
+    return callFor(intent, messages.length);
   }
   const echo = said === "" ? "" : `You said: "${clip(said.replace(/\s+/g, " "), 120)}". `;
   return {
