@@ -223,6 +223,8 @@ export interface TickerStatus {
 /** The `name` of the errors `forkConversation` rejects with (the engine's typed errors). */
 export type ForkError = "UnknownConversation" | "EntryNotVisible";
 
+export type WithdrawOutcome = "withdrawn" | "already_placed" | "settled" | "not_found";
+
 export type CompactOutcome =
   | { status: "summarized" }
   | { status: "nothing" }
@@ -257,6 +259,13 @@ export interface EngineApi {
   searchConversations(text: string): Promise<ConversationId[]>;
   submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
   abort(conversationId: ConversationId): Promise<void>;
+  /**
+   * Withdraw a queued input (a steer or follow-up waiting in the inbox) before the agent takes it
+   * (spec §2.2): `withdrawn` (it will never run; its submission is unanswered, `aborted`),
+   * `already_placed` (the agent took it first), `settled` (it had already ended), `not_found` (no such
+   * submission in this conversation).
+   */
+  withdraw(conversationId: ConversationId, submissionId: SubmissionId): Promise<WithdrawOutcome>;
   /** Start the context over (a pi.reset entry); earlier entries stay stored. */
   reset(conversationId: ConversationId): Promise<SubmissionId>;
   /**
@@ -414,6 +423,12 @@ export interface DebugApi {
     conversations?: number;
     batch?: number;
   }): Promise<{ conversationId: ConversationId; tasks: number; conversations: number; ms: number }>;
+  /**
+   * A new conversation holding `entries` committed messages (a question and its markdown answer in
+   * turn, of varied lengths, the last one an answer naming its number), for the long-chat bench and
+   * e2e. Resolves with its id once committed.
+   */
+  seedChat(options: { entries: number }): Promise<ConversationId>;
 }
 
 /** Engines of one store talk over BroadcastChannel to hand the store over. */

@@ -44,6 +44,7 @@ import {
   type UserToolDraft,
   type UserToolView,
   type WatchFrame,
+  type WithdrawOutcome,
   type WorkspaceFile,
 } from "../protocol.ts";
 import {
@@ -267,6 +268,12 @@ export class EngineHost implements EngineApi {
   async abort(conversationId: ConversationId): Promise<void> {
     const h = await this.#h();
     await h.requireConversation(conversationId).abort();
+  }
+
+  async withdraw(conversationId: ConversationId, submissionId: number): Promise<WithdrawOutcome> {
+    const h = await this.#h();
+    const outcome = await h.abortSubmission(submissionId, undefined, conversationId);
+    return outcome === "aborted" ? "withdrawn" : outcome;
   }
 
   async reset(conversationId: ConversationId): Promise<number> {

@@ -7,7 +7,8 @@
  * reaches them.
  */
 
-import { DOC, type LiveState } from "../agent/records.ts";
+import { DOC, ENTRY, type LiveState, zeroUsage } from "../agent/records.ts";
+import type { Json } from "../core/types.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {
   type DebugApi,
@@ -114,6 +115,22 @@ function testEndpoints(host: EngineHost): DebugApi {
 
     bench: (options) => runBrowserBench(engine.platform, options),
 
+    async seedChat(options) {
+      const h = await engine.harness();
+      const total = Math.max(0, Math.min(50_000, Math.floor(options.entries)));
+      const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
+      await h.transaction((tx) => tx.writeDoc(conversation.id, "app.title", { title: "Seeded long chat" }));
+      for (let done = 0; done < total; ) {
+        const n = Math.min(500, total - done);
+        await h.transaction((tx) => {
+          for (let i = done; i < done + n; i++)
+            tx.appendEntry(conversation.id, seededMessage(i, i === total - 1));
+        });
+        done += n;
+      }
+      return conversation.id;
+    },
+
     async seed(
       options,
     ): Promise<{ conversationId: ConversationId; tasks: number; conversations: number; ms: number }> {
@@ -158,4 +175,34 @@ function testEndpoints(host: EngineHost): DebugApi {
       };
     },
   };
+}
+
+/** Message `i` of a seeded chat: even ones are questions, odd ones answers (markdown, varied lengths). */
+function seededMessage(i: number, last: boolean): { kind: string; model: Json } {
+  const timestamp = Date.now();
+  if (i % 2 === 0 && !last)
+    return {
+      kind: ENTRY.user,
+      model: [{ role: "user", content: `Question ${i + 1}: what comes next?`, timestamp }],
+    };
+  const lines = 1 + (i % 7);
+  const text = [
+    last ? `The newest answer, number ${i + 1}.` : `Answer ${i + 1}, with **markdown**:`,
+    ...Array.from(
+      { length: lines },
+      (_, k) => `- point ${k + 1} of this answer, long enough to wrap on a phone screen`,
+    ),
+    ...(i % 5 === 1 ? ["```js", `const n = ${i};`, "```"] : []),
+  ].join("\n");
+  const message = {
+    role: "assistant",
+    content: [{ type: "text", text }],
+    api: "demo",
+    provider: "demo",
+    model: "demo-1",
+    usage: zeroUsage(),
+    stopReason: "stop",
+    timestamp,
+  };
+  return { kind: ENTRY.assistant, model: [message as unknown as Json] };
 }

@@ -1,0 +1,299 @@
+/**
+ * The chat view's message list and actions on the built app: "Jump to latest" never covers the
+ * composer, message actions (copy, edit and resend as a fork, fork) on user and assistant messages
+ * only, queued inputs withdrawn before they run, and a 5,000-entry conversation rendered as a window
+ * that opens at its newest entries. Screenshots go to test-results/screenshots/.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "vitest";
+import {
+  appDir,
+  engine,
+  type LaunchedBrowser,
+  launchBrowser,
+  type StaticServer,
+  serveStatic,
+} from "./browser.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const shots = join(root, "test-results", "screenshots");
+
+let server: StaticServer;
+let b: LaunchedBrowser;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  server = await serveStatic(appDir());
+  mkdirSync(shots, { recursive: true });
+});
+afterAll(async () => {
+  await server?.close();
+});
+beforeEach(async () => {
+  logs.length = 0;
+  b = await launchBrowser();
+});
+afterEach(async (context) => {
+  if (context.task.result?.state === "fail") console.log(`page logs:\n${logs.slice(-100).join("\n")}`);
+  await b?.close();
+});
+
+/** Poll `probe` until `ok` holds (observable state, never a fixed sleep). */
+async function until<T>(
+  what: string,
+  probe: () => Promise<T>,
+  ok: (v: T) => boolean,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  for (;;) {
+    last = await probe();
+    if (ok(last)) return last;
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function openApp(label: string, width = 1280, height = 800): Promise<Page> {
+  const page = await b.newPage();
+  page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
+  await page.setViewportSize({ width, height });
+  const store = `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  await page.goto(`${server.url}?${new URLSearchParams({ debug: "1", store })}`);
+  await page
+    .locator('[data-testid="engine-status"][data-phase="ready"]')
+    .waitFor({ state: "attached", timeout: 60_000 });
+  await page.getByLabel("message").waitFor();
+  return page;
+}
+
+async function say(page: Page, text: string): Promise<void> {
+  const box = page.getByLabel("message");
+  await box.fill(text);
+  await box.press("Enter");
+}
+
+/** Wait until `n` assistant entries are committed and nothing streams or runs. */
+const settled = (page: Page, n: number) =>
+  until(
+    `${n} settled answers`,
+    () =>
+      page.evaluate(() => ({
+        busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
+        count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
+      })),
+    (s) => s.busy === 0 && s.count >= n,
+    60_000,
+  );
+
+const userTexts = (page: Page) =>
+  page.locator('[data-testid="entries"] > [data-kind="pi.user"] .text').allTextContents();
+
+/** Open a seeded conversation of `entries` messages (debug.seedChat) and wait for its newest answer. */
+async function openSeeded(page: Page, entries: number): Promise<number> {
+  const id = await engine<number>(page, "debug.seedChat", { entries });
+  await page.evaluate((id) => {
+    location.hash = `#/c/${id}`;
+  }, id);
+  await page.getByTestId("entries").getByText(`The newest answer, number ${entries}.`).waitFor();
+  return id;
+}
+
+/** Where the newest seeded answer is, relative to the scroller's visible box. */
+const newestOnScreen = (page: Page, entries: number) =>
+  page.evaluate((entries) => {
+    const scroller = document.querySelector(".scroller")!.getBoundingClientRect();
+    const newest = [
+      ...document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]'),
+    ].find((e) => e.textContent?.includes(`The newest answer, number ${entries}.`));
+    const box = newest?.getBoundingClientRect();
+    return box !== undefined && box.bottom > scroller.top && box.top < scroller.bottom;
+  }, entries);
+
+const scrollUp = (page: Page, px: number) =>
+  page.evaluate((px) => {
+    const scroller = document.querySelector(".scroller")!;
+    scroller.scrollTop = Math.max(0, scroller.scrollTop - px);
+  }, px);
+
+test("Jump to latest sits inside the transcript and never covers the composer, at 1280 and 390 px in light and dark", async () => {
+  const page = await openApp("jump");
+  await openSeeded(page, 200);
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [width, height] of [
+      [1280, 800],
+      [390, 844],
+    ] as const) {
+      await page.setViewportSize({ width, height });
+      await scrollUp(page, 3000);
+      const jump = page.getByTestId("jump-to-latest");
+      await jump.waitFor();
+      await page.screenshot({ path: join(shots, `jump-${scheme}-${width}.png`) });
+      const boxes = await page.evaluate(() => {
+        const rect = (selector: string) => {
+          const r = document.querySelector(selector)!.getBoundingClientRect();
+          return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+        };
+        return {
+          jump: rect('[data-testid="jump-to-latest"]'),
+          composer: rect("form.composer"),
+          scroller: rect(".scroller"),
+        };
+      });
+      const { jump: j, composer: c, scroller: s } = boxes;
+      const overlaps = j.left < c.right && c.left < j.right && j.top < c.bottom && c.top < j.bottom;
+      expect(overlaps, `${scheme} ${width}: ${JSON.stringify(boxes)}`).toBe(false);
+      // Within the scroller's visible box, near its bottom edge.
+      expect(j.top).toBeGreaterThanOrEqual(s.top);
+      expect(j.bottom).toBeLessThanOrEqual(s.bottom);
+      await jump.click();
+      await until(
+        "the newest answer back on screen",
+        () => newestOnScreen(page, 200),
+        (v) => v,
+      );
+      await jump.waitFor({ state: "detached" });
+    }
+  }
+});
+
+test("message actions are on user and assistant messages only: Copy says Copied and fills the clipboard; Edit resends as a fork", async () => {
+  const page = await openApp("actions");
+  await b.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+  await say(page, "first question");
+  await settled(page, 1);
+  await say(page, "write a note");
+  await settled(page, 3);
+  const parentHash = await page.evaluate(() => location.hash);
+
+  // Tool results and notes carry no actions; every user and assistant message has them.
+  const entries = page.locator('[data-testid="entries"] > [data-kind]');
+  const actions = await entries.evaluateAll((els) =>
+    els.map((e) => [
+      e.getAttribute("data-kind"),
+      e.querySelector('[data-testid="message-actions"]') !== null,
+    ]),
+  );
+  expect(actions.some(([kind]) => kind === "pi.tool-result")).toBe(true);
+  for (const [kind, has] of actions)
+    expect(has, String(kind)).toBe(kind === "pi.user" || kind === "pi.assistant");
+  await page.screenshot({ path: join(shots, "actions-dark-1280.png") });
+
+  // Copy, by keyboard: the message's text on the clipboard, and "Copied" where the button was.
+  const first = page.locator('[data-testid="entries"] > [data-kind="pi.user"]').first();
+  const copy = first.getByRole("button", { name: "Copy the text" });
+  await copy.focus();
+  await page.keyboard.press("Enter");
+  await first.getByRole("button", { name: "Copied" }).waitFor();
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe("first question");
+
+  // Edit the second question and resend it: a fork before it, with the edited text, opens.
+  const second = page.locator('[data-testid="entries"] > [data-kind="pi.user"]').nth(1);
+  await second.getByRole("button", { name: "Edit and resend as a fork" }).click();
+  const editor = second.getByLabel("edited text");
+  expect(await editor.inputValue()).toBe("write a note");
+  expect(await editor.evaluate((el) => el === document.activeElement)).toBe(true);
+  await editor.fill("list the files");
+  await editor.press("Enter");
+  await until(
+    "the fork open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== parentHash && h !== "#/c/1",
+  );
+  await until(
+    "the fork's transcript",
+    () => userTexts(page),
+    (t) => t.join("|") === "first question|list the files",
+  );
+  await settled(page, 3);
+  expect(
+    await page.locator('[data-testid="entries"] > [data-kind="pi.tool-result"]').first().textContent(),
+  ).toMatch(/tool · ls/);
+  // The parent is as it was.
+  await page.evaluate((h) => {
+    location.hash = h;
+  }, parentHash);
+  await until(
+    "the parent's transcript",
+    () => userTexts(page),
+    (t) => t.join("|") === "first question|write a note",
+  );
+});
+
+test("editing the first message resends it in a new conversation; Esc cancels an edit", async () => {
+  const page = await openApp("edit-first");
+  await say(page, "hello there");
+  await settled(page, 1);
+  const parentHash = await page.evaluate(() => location.hash);
+  const first = page.locator('[data-testid="entries"] > [data-kind="pi.user"]').first();
+  await first.getByRole("button", { name: "Edit and resend as a fork" }).click();
+  await first.getByLabel("edited text").press("Escape");
+  await first.getByTestId("edit-form").waitFor({ state: "detached" });
+  expect(await userTexts(page)).toEqual(["hello there"]);
+
+  await first.getByRole("button", { name: "Edit and resend as a fork" }).click();
+  await first.getByLabel("edited text").fill("hello again");
+  await first.getByRole("button", { name: "Resend as a fork" }).click();
+  await until(
+    "the new conversation open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== parentHash,
+  );
+  await until(
+    "its transcript",
+    () => userTexts(page),
+    (t) => t.join("|") === "hello again",
+  );
+  await settled(page, 1);
+});
+
+test("queued inputs are listed with Withdraw while the agent works; a withdrawn one never runs, the other does", async () => {
+  const page = await openApp("withdraw");
+  await say(page, "run a long task");
+  await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor();
+  await say(page, "never mind this one");
+  await say(page, "hello after the task");
+  const queued = page.getByTestId("queued-item");
+  await until(
+    "two queued inputs",
+    () => queued.allTextContents(),
+    (t) => t.length === 2,
+  );
+  expect((await queued.allTextContents()).join("|")).toMatch(/never mind this one.*\|.*hello after the task/);
+  await page.screenshot({ path: join(shots, "inbox-dark-1280.png") });
+  await page.getByRole("button", { name: "Withdraw the queued input: never mind this one" }).click();
+  await until(
+    "one queued input left",
+    () => queued.allTextContents(),
+    (t) => t.length === 1 && t[0]!.includes("hello after the task"),
+  );
+  await settled(page, 3);
+  await until(
+    "the queued input answered",
+    () => userTexts(page),
+    (t) => t.includes("hello after the task"),
+  );
+  expect(await userTexts(page)).toEqual(["run a long task", "hello after the task"]);
+  expect(await queued.count()).toBe(0);
+});
+
+test("a 5,000-entry conversation opens at its newest entries with only a window of them in the DOM", async () => {
+  const page = await openApp("long", 390, 844);
+  await openSeeded(page, 5000);
+  await until(
+    "the newest answer on screen",
+    () => newestOnScreen(page, 5000),
+    (v) => v,
+  );
+  const rendered = () => page.locator('[data-testid="entries"] > *').count();
+  expect(await rendered()).toBeGreaterThan(5);
+  expect(await rendered()).toBeLessThan(100);
+  await page.screenshot({ path: join(shots, "long-dark-390.png") });
+});
