@@ -8,8 +8,8 @@
  */
 
 import type { AgentEvent } from "./agent/events/types.ts";
-import type { KeyCheck } from "./agent/models/key-check.ts";
 import type { ModelChoice } from "./agent/models/keys.ts";
+import type { KeyCheck } from "./agent/models/provider-problem.ts";
 import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
 import type { UsageRollup } from "./agent/usage.ts";
 import type { WorkspaceFile } from "./agent/workspace/browse.ts";
@@ -26,13 +26,13 @@ export type {
   OutputChange,
   SnapshotEvent,
 } from "./agent/events/types.ts";
+export type { ModelChoice } from "./agent/models/keys.ts";
 export {
   describeProviderProblem,
   type KeyCheck,
   type ProviderProblem,
   providerProblem,
-} from "./agent/models/key-check.ts";
-export type { ModelChoice } from "./agent/models/keys.ts";
+} from "./agent/models/provider-problem.ts";
 /** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
 export type {
   CompactionStatus,

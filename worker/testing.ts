@@ -11,6 +11,8 @@
  * - `fauxAgentModel`, `fauxError` (below): pi-ai's faux provider answering from the request context.
  * Fakes of external services that only tests use live with the tests (tests/unit/fixtures/fakes.ts).
  */
+
+import * as piAiModule from "@mariozechner/pi-ai";
 import {
   type Api,
   type AssistantMessage,
@@ -22,6 +24,7 @@ import {
   registerFauxProvider,
   type Tool,
 } from "@mariozechner/pi-ai";
+import { providePiAi } from "./agent/models/pi-ai.ts";
 import { createModelResolver, type ModelResolver } from "./agent/models/resolver.ts";
 import type { ModelRef } from "./agent/records.ts";
 
@@ -42,6 +45,9 @@ export { comparableEntry } from "./testing/entries.ts";
 export { memoryStore, recordJobs, type StoreJob } from "./testing/store.ts";
 export { detachedToolApi, toolCallsCutByCrash, wasToolCallCutByCrash } from "./testing/tools.ts";
 export { type Deferred, deferred, releaseDeferreds, until, within } from "./testing/wait.ts";
+
+// The kit imports pi-ai statically anyway: hand it over, so code under test may use it without an open harness.
+providePiAi(piAiModule);
 
 /** A request as the faux model received it: the system prompt, a copy of the messages, tool names. */
 export interface FauxRequest {

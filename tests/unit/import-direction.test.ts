@@ -8,7 +8,10 @@
  * - the core's internals (a harness's session with its records, and its scheduler) stay in `core/`:
  *   nothing outside it imports `core/internals.ts` or reads a property named `session`, `records` or
  *   `scheduler` (the agent and the host use the harness's public operations; tests may reach in);
- * - `worker/` has no import cycle (four type-only ones that predate this test are listed below).
+ * - `worker/` has no import cycle (four type-only ones that predate this test are listed below);
+ * - what the tab and the engine load before their first line (the static value imports reachable from
+ *   their entry modules) never includes pi-ai: its index evaluates the whole model catalogue, so the
+ *   engine imports it on demand (worker/agent/models/pi-ai.ts) and the tab never.
  * Imports are read with the TypeScript parser (static, dynamic and type-only ones; `.svelte` files
  * through their `<script>` blocks). The rules are a pure function of that graph, so the tests below
  * also feed it a graph with each kind of violation and expect it to be reported.
@@ -23,6 +26,8 @@ interface Import {
   readonly to: string;
   /** `import type` / `export type` only: erased at run time. */
   readonly typeOnly: boolean;
+  /** `import("...")`: loaded when the call runs, not before the importer's first line. */
+  readonly dynamic?: boolean;
 }
 type Graph = ReadonlyMap<string, readonly Import[]>;
 interface Source {
@@ -85,11 +90,11 @@ function parse(file: string, text: string): Source {
   const declared = new Set<string>();
   const used = new Set<string>();
   const internalReads = new Set<string>();
-  const add = (spec: string, typeOnly: boolean) => {
+  const add = (spec: string, typeOnly: boolean, dynamic = false) => {
     const to = spec.startsWith(".")
       ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec))
       : spec;
-    imports.push({ to, typeOnly });
+    imports.push({ to, typeOnly, ...(dynamic ? { dynamic } : {}) });
   };
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
@@ -120,7 +125,7 @@ function parse(file: string, text: string): Source {
       node.arguments[0] &&
       ts.isStringLiteral(node.arguments[0])
     ) {
-      add(node.arguments[0].text, false);
+      add(node.arguments[0].text, false, true);
     } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
       const literal = node.argument.literal;
       if (ts.isStringLiteral(literal)) add(literal.text, true);
@@ -209,6 +214,31 @@ const KNOWN_TYPE_CYCLES: readonly (readonly string[])[] = [
   ["worker/host/bench.ts", "worker/host/engine.ts"],
 ];
 
+/** The modules the tab and the engine start from (the SharedWorker, and its dedicated-worker fallback). */
+const ENTRIES = ["src/main.ts", "worker/host/shared-worker.ts", "worker/host/dedicated-worker.ts"];
+/** Packages an entry may load only on demand, through a dynamic import. */
+const ON_DEMAND = new Set(["@mariozechner/pi-ai"]);
+
+/** The chain of static value imports from `entry` to an on-demand package, or undefined. */
+function staticPathToOnDemand(graph: Graph, entry: string): string[] | undefined {
+  const cameFrom = new Map<string, string>([[entry, ""]]);
+  const queue = [entry];
+  while (queue.length > 0) {
+    const file = queue.shift()!;
+    for (const i of graph.get(file) ?? []) {
+      if (i.typeOnly || i.dynamic || cameFrom.has(i.to)) continue;
+      cameFrom.set(i.to, file);
+      if (ON_DEMAND.has(i.to)) {
+        const chain = [i.to];
+        for (let at = file; at !== ""; at = cameFrom.get(at)!) chain.unshift(at);
+        return chain;
+      }
+      queue.push(i.to);
+    }
+  }
+  return undefined;
+}
+
 /** Strongly connected components of more than one file (or a file importing itself). */
 function cycles(graph: Graph, follow: (i: Import) => boolean): string[][] {
   let next = 0;
@@ -270,6 +300,10 @@ function violations(
   for (const [file, names] of internalReads)
     if (partOf(file) !== "core" && partOf(file) !== "store" && partOf(file) !== "other" && names.length > 0)
       out.push(`${file} reads the core's internals: ${names.join(", ")}`);
+  for (const entry of ENTRIES) {
+    const chain = graph.has(entry) ? staticPathToOnDemand(graph, entry) : undefined;
+    if (chain) out.push(`${entry} loads ${chain.at(-1)} before its first line: ${chain.join(" -> ")}`);
+  }
   const inWorker = new Map([...graph].filter(([f]) => f.startsWith("worker/")));
   for (const c of cycles(inWorker, (i) => !i.typeOnly)) out.push(`import cycle among: ${c.join(", ")}`);
   const known = new Set(KNOWN_TYPE_CYCLES.map((c) => [...c].sort().join(" ")));
@@ -365,6 +399,26 @@ describe("import direction", () => {
       );
       expect(inCore).toEqual(violations(graph, globals, reads));
     });
+
+    test.each([["worker/agent/records.ts"], ["worker/agent/services.ts"], ["worker/host/engine.ts"]])(
+      "%s importing a value of pi-ai statically",
+      (file) => {
+        const out = withImport(file, "@mariozechner/pi-ai");
+        expect(out).toContainEqual(
+          expect.stringMatching(
+            /^worker\/host\/shared-worker\.ts loads @mariozechner\/pi-ai before its first line: /,
+          ),
+        );
+        // Its types, or the module through import(), cost nothing before the first line.
+        expect(withImport(file, "@mariozechner/pi-ai", true)).toEqual(violations(graph, globals));
+        const copy = new Map(graph);
+        copy.set(file, [
+          ...(copy.get(file) ?? []),
+          { to: "@mariozechner/pi-ai", typeOnly: false, dynamic: true },
+        ]);
+        expect(violations(copy, globals)).toEqual(violations(graph, globals));
+      },
+    );
 
     test("an import cycle in worker/", () => {
       expect(withImport("worker/core/errors.ts", "worker/core/scheduler.ts")).toContainEqual(

@@ -156,3 +156,38 @@ test("a commit reading an idle conversation's documents sees them, and its work 
     .map((e) => JSON.stringify(e.model));
   expect(texts.some((t) => t.includes("echo: two"))).toBe(true);
 });
+
+test("after an open that read none of them, terminal tasks and idle conversations answer inspect, waits and a fork", async () => {
+  const { image, liveTask } = await seed();
+  const running = (h: Awaited<ReturnType<typeof open>>["h"]) =>
+    until(() => internals(h).session.records.tasks.get(liveTask)?.state.status === "running", {
+      what: "the recovered task running",
+    });
+  const first = await open(echo, { store: await memoryStore(image), tasks: [holdTask(deferred().promise)] });
+  await running(first.h);
+  const inspection = first.h.inspect();
+  const terminal = (await first.h.tasks({ status: "terminal" })).at(-1)!;
+  const idle = first.h.requireConversation(2);
+  const idleEntries = await idle.entries();
+  const idleAgent = await idle.agent();
+  await first.h.close();
+
+  const release = deferred();
+  const second = await open(echo, { store: await memoryStore(image), tasks: [holdTask(release.promise)] });
+  const records = internals(second.h).session.records;
+  // Nothing of them is in memory after the open.
+  expect(records.tasks.has(terminal.id)).toBe(false);
+  expect(records.docsLoaded.has(2)).toBe(false);
+  await running(second.h);
+  expect(second.h.inspect()).toEqual(inspection);
+  // On access: the terminal task's record and outcome, as stored.
+  expect(await second.h.getTask(terminal.id)).toEqual(terminal);
+  expect(await second.h.waitForTask(terminal.id)).toEqual(terminal);
+  // A fork of the idle conversation at its last entry sees its history and its agent.
+  const at = idleEntries.at(-1)!.id;
+  const child = await second.h.requireConversation(2).fork(at, { ownership: { kind: "ownerless" } });
+  expect((await child.entries()).filter((e) => e.id <= at)).toEqual(idleEntries);
+  expect(await child.agent()).toEqual(idleAgent);
+  release.resolve();
+  await second.h.waitForTask(liveTask);
+});

@@ -34,6 +34,7 @@ import {
   storedApiKey,
   writeApiKey,
 } from "./models/keys.ts";
+import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
 import {
   type AgentState,
@@ -290,6 +291,8 @@ export class AgentHarness extends Harness {
     const missing = snapshot && BUILTIN_TASKS.filter((name) => !snapshot.hasTask(name));
     if (missing?.length)
       throw new RegistryInvalid(`the registry lacks the built-in tasks ${missing.join(", ")}`);
+    // pi-ai (models, providers, tool validation) is loaded on demand; every agent task relies on it.
+    await loadPiAi();
     const harness = new AgentHarness(store, { ...options, paused: true });
     await harness.start();
     await harness.doc(SETTINGS_CONVERSATION, API_KEYS_DOC);

@@ -3,8 +3,13 @@
  * hooks. Settings are read at each decision (getters allowed), never copied into durable state.
  */
 
-import type { Api, AssistantMessageEventStream, Model } from "@mariozechner/pi-ai";
-import { type Context, type SimpleStreamOptions, streamSimple } from "@mariozechner/pi-ai";
+import type {
+  Api,
+  AssistantMessageEventStream,
+  Context,
+  Model,
+  SimpleStreamOptions,
+} from "@mariozechner/pi-ai";
 import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import type { Harness } from "../core/harness.ts";
 import type { ConversationId, Json, SubmissionRecord } from "../core/types.ts";
@@ -14,6 +19,7 @@ import { type AgentHooks, composeHooks } from "./extensions/hooks.ts";
 import type { RegistrySnapshot } from "./extensions/registry.ts";
 import { resolveAgent } from "./extensions/resolve.ts";
 import type { ResolvedAgent } from "./extensions/types.ts";
+import { piAi } from "./models/pi-ai.ts";
 import type { ModelResolver } from "./models/resolver.ts";
 import type { AgentState, ModelRef } from "./records.ts";
 import type { ToolDefinition, ToolExecutionMode } from "./tools/contract.ts";
@@ -274,7 +280,9 @@ export function atPhaseStart(services: AgentServices, c?: ConversationId): Agent
   };
 }
 
-export const defaultStream: StreamFn = (model, context, options) => streamSimple(model, context, options);
+/** pi-ai's streamSimple (loaded by then: an open harness has loaded pi-ai, see models/pi-ai.ts). */
+export const defaultStream: StreamFn = (model, context, options) =>
+  piAi().streamSimple(model, context, options);
 
 /** Exponential backoff: base * 2^(attempt-1), capped. */
 export function retryDelayMs(policy: RetryPolicy, attempt: number): number {

@@ -15,6 +15,7 @@ import { exportConversation } from "../agent/conversation/transfer.ts";
 import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { storedApiKeyValues } from "../agent/models/keys.ts";
+import { loadPiAi } from "../agent/models/pi-ai.ts";
 import type { ModelRef } from "../agent/records.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
@@ -109,6 +110,10 @@ export class EngineHost implements EngineApi {
 
   /** Own the store and open the harness; every call waits for this. */
   start(): Promise<void> {
+    // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetch and evaluate it while the lock is
+    // taken and the store opens, not before the engine's first line. The harness open awaits it (a
+    // failure here surfaces there, where the load is tried again).
+    loadPiAi().catch(() => undefined);
     this.#ready ??= this.#owner.open(openAppHarness);
     return this.#ready.then(
       () => undefined,

@@ -4,10 +4,10 @@
  * overflow is one a compaction can cure. Pure reads: nothing here writes.
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
-import { isContextOverflow } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryRecord } from "../../core/types.ts";
 import { activeRange } from "../conversation/context.ts";
+import { piAi } from "../models/pi-ai.ts";
 import { agentDoc, ENTRY, live, modelMessages } from "../records.ts";
 import type { AgentServices } from "../services.ts";
 import { estimateMessageTokens, selectCut } from "./range.ts";
@@ -80,7 +80,7 @@ export function overflowCompactable(
   const settings = services.settings().compaction;
   if (!settings.enabled) return false;
   const model = services.models.resolve({ provider: message.provider, modelId: message.model });
-  if (!isContextOverflow(message, model?.contextWindow)) return false;
+  if (!piAi().isContextOverflow(message, model?.contextWindow)) return false;
   const entries = services.entries.peek(c);
   return entries !== undefined && selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
 }

@@ -12,27 +12,25 @@
  * script calling that tool (a user tool from the settings, say). A tool is only called when the
  * context offers it.
  */
-import {
-  type Api,
-  type AssistantMessage,
-  type AssistantMessageEvent,
-  type AssistantMessageEventStream,
-  type Context,
-  createAssistantMessageEventStream,
-  type ImageContent,
-  type Message,
-  type Model,
-  parseStreamingJson,
-  registerApiProvider,
-  type StreamOptions,
-  type TextContent,
-  type ToolCall,
-  type ToolResultMessage,
-  type Usage,
-  type UserMessage,
+import type {
+  Api,
+  AssistantMessage,
+  AssistantMessageEvent,
+  AssistantMessageEventStream,
+  Context,
+  ImageContent,
+  Message,
+  Model,
+  StreamOptions,
+  TextContent,
+  ToolCall,
+  ToolResultMessage,
+  Usage,
+  UserMessage,
 } from "@mariozechner/pi-ai";
 import { errorMessage } from "../../core/errors.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../compaction/range.ts";
+import { type PiAi, whenPiAiLoads } from "./pi-ai.ts";
 
 export const DEMO_API = "demo";
 export const DEMO_PROVIDER = "demo";
@@ -476,11 +474,12 @@ function cloneBlock(block: Block): Block {
 }
 
 function streamDemo(
+  pi: PiAi,
   model: Model<Api>,
   context: Context,
   options?: StreamOptions,
 ): AssistantMessageEventStream {
-  const stream = createAssistantMessageEventStream();
+  const stream = pi.createAssistantMessageEventStream();
   const signal = options?.signal;
   const { charsPerChunk, chunkDelayMs } = speed;
   const content: Block[] = [];
@@ -537,7 +536,7 @@ function streamDemo(
         await pause(chunkDelayMs, signal);
         if (abortNow()) return;
         json += delta;
-        block.arguments = parseStreamingJson(json);
+        block.arguments = pi.parseStreamingJson(json);
         push({ type: "toolcall_delta", contentIndex: index, delta, partial: snapshot() });
       }
       block.arguments = JSON.parse(json) as ToolCall["arguments"];
@@ -567,7 +566,14 @@ function streamDemo(
   return stream;
 }
 
-/** Registers the demo provider with pi-ai (api "demo"); calling it again is harmless. */
+/**
+ * Registers the demo provider with pi-ai (api "demo") as soon as pi-ai is loaded (at once when it is;
+ * always before a request can reach it: see pi-ai.ts); calling it again is harmless.
+ */
 export function registerDemoProvider(): void {
-  registerApiProvider({ api: DEMO_API, stream: streamDemo, streamSimple: streamDemo }, DEMO_SOURCE_ID);
+  whenPiAiLoads((pi) => {
+    const stream = (model: Model<Api>, context: Context, options?: StreamOptions) =>
+      streamDemo(pi, model, context, options);
+    pi.registerApiProvider({ api: DEMO_API, stream, streamSimple: stream }, DEMO_SOURCE_ID);
+  });
 }

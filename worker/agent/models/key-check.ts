@@ -1,50 +1,22 @@
 /**
- * Checking an API key with a small request, and saying what a provider failure means in words. The
+ * Checking an API key with a small request (what a failure means, in words: provider-problem.ts). The
  * key is read at request time (never stored by the check) and scrubbed from every message: a provider
  * that echoes the key back in an error cannot leak it to the tab, a log or the transcript.
  */
 import type { Api, Message, Model } from "@mariozechner/pi-ai";
 import { errorMessage } from "../../core/errors.ts";
 import { type AgentServices, withoutSecret } from "../services.ts";
+import { describeProviderProblem, type KeyCheck, providerProblem } from "./provider-problem.ts";
 
-/** What kind of trouble a provider failure is, for the person who can fix it. */
-export type ProviderProblem = "missing" | "rejected" | "network" | "other";
-
-export type KeyCheck =
-  | { readonly ok: true; readonly model: string }
-  | { readonly ok: false; readonly problem: ProviderProblem; readonly message: string };
+export {
+  describeProviderProblem,
+  type KeyCheck,
+  type ProviderProblem,
+  providerProblem,
+} from "./provider-problem.ts";
 
 /** How long a key check waits for its answer. */
 export const KEY_CHECK_TIMEOUT_MS = 20_000;
-
-const REJECTED =
-  /\b(401|403)\b|unauthori[sz]ed|forbidden|invalid[ _-]?(api[ _-]?)?key|incorrect api key|invalid x-api-key|authenticat|permission denied|api key not valid/i;
-const MISSING = /no api key|api key is required/i;
-const NETWORK =
-  /failed to fetch|fetch failed|network|connection error|ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|timed? ?out|load failed|cors/i;
-
-/** The kind of a provider's error message (pure: the tab uses it to word a failed run). */
-export function providerProblem(message: string | undefined): ProviderProblem {
-  if (!message) return "other";
-  if (MISSING.test(message)) return "missing";
-  if (REJECTED.test(message)) return "rejected";
-  if (NETWORK.test(message)) return "network";
-  return "other";
-}
-
-/** A provider failure in a person's words, with what to do about it. */
-export function describeProviderProblem(problem: ProviderProblem, provider: string): string {
-  switch (problem) {
-    case "missing":
-      return `No API key is saved for ${provider}. Add one in Settings, then try again.`;
-    case "rejected":
-      return `${provider} rejected the API key. Replace it in Settings, then try again.`;
-    case "network":
-      return `${provider} could not be reached (network). Check the connection, then try again.`;
-    case "other":
-      return `${provider} answered with an error.`;
-  }
-}
 
 /** `text` without the key, cut to `max` characters. */
 function scrub(text: string, key: string, max = 300): string {

@@ -2,16 +2,11 @@
  * The model seam. pi-ai 0.73.1 has a static catalogue (`getProviders`, `getModels`, `getModel`)
  * and no registry for custom models, so the engine resolves model references here: extra models
  * (the offline demo model, user-configured endpoints) first, then pi-ai's catalogue. No API keys.
+ * The catalogue is pi-ai's, loaded on demand (pi-ai.ts): an extra model resolves without it; the
+ * catalogue is read only once pi-ai is loaded, which an open harness guarantees.
  */
-import {
-  type Api,
-  type AssistantMessage,
-  getModel,
-  getModels,
-  getProviders,
-  type KnownProvider,
-  type Model,
-} from "@mariozechner/pi-ai";
+import type { Api, AssistantMessage, KnownProvider, Model } from "@mariozechner/pi-ai";
+import { piAi } from "./pi-ai.ts";
 
 /** Which model to resolve: a provider and its model id (the shape pi.agent stores). */
 export interface ModelRef {
@@ -68,6 +63,7 @@ export interface ModelResolverOptions {
 const keyOf = (provider: string, modelId: string) => `${provider}\u0000${modelId}`;
 
 function catalogueModel(ref: ModelRef): Model<Api> | undefined {
+  const { getModel, getProviders } = piAi();
   if (!(getProviders() as string[]).includes(ref.provider)) return undefined;
   // getModel is typed for literal provider/id pairs; at run time it is a plain lookup.
   const lookup = getModel as unknown as (provider: string, id: string) => Model<Api> | undefined;
@@ -88,6 +84,7 @@ export function createModelResolver(options: ModelResolverOptions = {}): ModelRe
         id: m.id,
         name: m.name,
       }));
+      const { getModels, getProviders } = piAi();
       for (const provider of getProviders()) {
         for (const m of getModels(provider as KnownProvider) as Model<Api>[]) {
           if (extras.has(keyOf(m.provider, m.id))) continue;

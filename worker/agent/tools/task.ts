@@ -9,12 +9,13 @@
  * result built from the durable partial output. Nested calls (`api.executeTool`) are tasks owned by
  * the caller, keyed by position.
  */
-import { type ToolCall, validateToolArguments } from "@mariozechner/pi-ai";
+import type { ToolCall } from "@mariozechner/pi-ai";
 import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../../core/define.ts";
 import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import { hookApi } from "../extensions/hooks.ts";
+import { piAi } from "../models/pi-ai.ts";
 import { agentDoc, DOC, type LiveState, modelMessages } from "../records.ts";
 import { type AgentHooks, type AgentServices, atPhaseStart, type BeforeToolDecision } from "../services.ts";
 import {
@@ -82,7 +83,10 @@ function prepare(tool: ToolDefinition, args: unknown): unknown {
 
 function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
   try {
-    return validateToolArguments(toPiTool(tool), { ...call, arguments: args as Record<string, unknown> });
+    return piAi().validateToolArguments(toPiTool(tool), {
+      ...call,
+      arguments: args as Record<string, unknown>,
+    });
   } catch (error) {
     throw new ToolCallFailed("invalid_arguments", errorMessage(error));
   }
