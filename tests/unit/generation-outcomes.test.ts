@@ -17,10 +17,12 @@ import { afterEach, expect, test } from "vitest";
 import { zeroUsage } from "../../worker/agent/records.ts";
 import {
   AgentHarness,
+  createModelResolver,
   DOC,
   defineTask,
   type LiveState,
   type MemoryStore,
+  type ModelResolver,
   type StreamFn,
 } from "../../worker/index.ts";
 import { deferred, fauxAgentModel, memoryStore, releaseDeferreds, until } from "../../worker/testing.ts";
@@ -201,4 +203,88 @@ test("a faulted generation with live owned work holds its outcome and run contro
   });
   expect(liveOf(h)).toEqual({});
   expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+});
+
+test("a partial is normalized to strict JSON before it is stored: NaN becomes null, undefined fields go", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    stream: model.stream,
+    settings: { partialIntervalMs: 0 },
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  const odd = {
+    ...PARTIAL,
+    usage: { ...PARTIAL.usage, cost: { ...PARTIAL.usage.cost, total: Number.NaN } },
+    responseId: undefined,
+  } as unknown as AssistantMessage;
+  model.partial(model.requests[0]!, odd);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  const stored = liveOf(h).generation!.message!;
+  expect(stored.usage.cost.total).toBeNull();
+  expect("responseId" in stored).toBe(false);
+  model.answer(model.requests[0]!, fauxAssistantMessage("the answer"));
+  expect((await input.wait()).status).toBe("done");
+});
+
+test("a model gone when the request is resent after a restart fails the run no_model, its leftover partial converted first", async () => {
+  const { faux, image, inputId } = await stoppedMidStream(PARTIAL);
+  // Another engine whose resolver no longer knows the pinned model.
+  const h = await AgentHarness.open(await memoryStore(image), {
+    models: createModelResolver(),
+    defaultModel: faux.ref,
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  expect(input.id).toBe(inputId);
+  expect(await input.wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: `unknown model ${faux.ref.provider}/${faux.ref.modelId}`,
+  });
+  expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a model gone by the time a deferred response is polled fails the run no_model", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  let gone = false;
+  let fetched = 0;
+  const base = createModelResolver({
+    extra: [faux.model],
+    deferred: {
+      async fetchDeferred() {
+        fetched++;
+        return fauxAssistantMessage("too late");
+      },
+    },
+  });
+  const models: ModelResolver = { ...base, resolve: (ref) => (gone ? undefined : base.resolve(ref)) };
+  const stream: StreamFn = (m) => {
+    const s = createAssistantMessageEventStream();
+    const message = { ...fauxAssistantMessage(""), model: m.id, deferred: { id: "job", pollAfterMs: 30 } };
+    queueMicrotask(() => {
+      s.push({ type: "done", reason: "stop", message });
+      s.end(message);
+    });
+    return s;
+  };
+  const h = await AgentHarness.open(await memoryStore(), { models, defaultModel: faux.ref, stream });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "later" });
+  await until(() => liveOf(h).generation?.deferred !== undefined, { what: "deferred" });
+  gone = true;
+  expect(await input.wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: `unknown model ${faux.ref.provider}/${faux.ref.modelId}`,
+  });
+  expect(fetched).toBe(0);
+  expect(liveOf(h)).toEqual({});
 });
