@@ -267,8 +267,10 @@ test("a model gone by the time a deferred response is polled fails the run no_mo
   });
   const models: ModelResolver = { ...base, resolve: (ref) => (gone ? undefined : base.resolve(ref)) };
   const stream: StreamFn = (m) => {
+    // The request resolved the model already; from now on the resolver no longer knows it.
+    gone = true;
     const s = createAssistantMessageEventStream();
-    const message = { ...fauxAssistantMessage(""), model: m.id, deferred: { id: "job", pollAfterMs: 30 } };
+    const message = { ...fauxAssistantMessage(""), model: m.id, deferred: { id: "job", pollAfterMs: 10 } };
     queueMicrotask(() => {
       s.push({ type: "done", reason: "stop", message });
       s.end(message);
@@ -278,8 +280,6 @@ test("a model gone by the time a deferred response is polled fails the run no_mo
   const h = await AgentHarness.open(await memoryStore(), { models, defaultModel: faux.ref, stream });
   cleanups.push(() => h.close());
   const input = await (await h.root()).submit({ type: "input", content: "later" });
-  await until(() => liveOf(h).generation?.deferred !== undefined, { what: "deferred" });
-  gone = true;
   expect(await input.wait()).toEqual({
     status: "unanswered",
     reason: "no_model",
