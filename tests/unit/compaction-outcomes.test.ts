@@ -1,13 +1,13 @@
 /**
  * How a summary attempt is classified and pinned (spec §8.7): the request's maxTokens, a summary
  * that stops at `length` or has no model failing the compaction with nothing placed, and the status
- * leaving pi.live with the outcome.
+ * leaving pi.live with the outcome, also one the scheduler writes (faulted, orphaned; spec §5.4).
  */
 import { fauxAssistantMessage, streamSimple } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
 import type { Conversation, LiveState } from "../../worker/index.ts";
-import type { FauxRequest, FauxResponder } from "../../worker/testing.ts";
+import { deferred, type FauxRequest, type FauxResponder, memoryStore } from "../../worker/testing.ts";
 import { liveOf, open } from "./agent-fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
@@ -67,4 +67,61 @@ test("a compaction without a usable model fails no_model before any request", as
   expect(JSON.stringify(record.state)).toContain("no_model");
   expect(faux.requests.length).toBe(sent);
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+});
+
+test("a faulted compaction's status is removed in the commit that writes the fault", async () => {
+  // A hook's throw is reported; a reporter that throws as well faults the phase.
+  const { h, root } = await open(
+    (req) => (isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"))),
+    {
+      settings: { compaction: { keepRecentTokens: 150 } },
+      onReport: (error) => {
+        throw error;
+      },
+      hooks: {
+        beforeCompact: [
+          () => {
+            throw new Error("hook bug");
+          },
+        ],
+      },
+    },
+  );
+  await chat(root, 3);
+  const before = (await root.entries()).length;
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+  expect((await root.entries()).length).toBe(before);
+});
+
+test("an orphaned compaction's status is removed in the commit that orphans it", async () => {
+  const gate = deferred();
+  const first = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(first.root, 3);
+  const taskId = await first.root.compact();
+  await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
+  // The committed image while it summarizes, opened by an engine whose definition is older.
+  const store = await memoryStore(first.store.image());
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [taskId]));
+  const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
+  const before = (await root.entries()).length;
+  expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
+  expect(await h.abortTask(taskId)).toBe("marked");
+  expect((await h.getTask(taskId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+  expect((await root.entries()).length).toBe(before);
 });

@@ -175,7 +175,9 @@ export interface TaskDefinition<
   /**
    * Runs in the commit where the scheduler, not a handler, ends a task of this kind (`faulted`: a
    * handler threw or the record is unreadable; `orphaned`: aborted with no runnable definition), so
-   * the definition can release what the task held (a run, live slots). Writes only through `tx`.
+   * the definition can release what the task held (a run, live slots). A fault held `completing` by
+   * live owned work is cleaned up in the commit that makes it terminal, after that work drained
+   * (that commit runs it for any held faulted outcome). Writes only through `tx`.
    */
   cleanUp?(tx: Tx, task: TaskRecord): void;
   /** Upgrade a stored task of an older version when it is reserved. */

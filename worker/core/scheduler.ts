@@ -259,9 +259,14 @@ export class Scheduler {
     for (let i = live.length - 1; i >= 0; i--) {
       const t = overlay.task(live[i]!)!;
       if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
-        overlay.setTask(
-          patchTask(t, { state: { status: "terminal", outcome: t.state.outcome }, endedAt: now }),
-        );
+        const released = patchTask(t, {
+          state: { status: "terminal", outcome: t.state.outcome },
+          endedAt: now,
+        });
+        overlay.setTask(released);
+        // A held fault gets its cleanup now, in the commit that makes it terminal (spec §5.4).
+        if (tx && (t.state.outcome.status === "faulted" || t.state.outcome.status === "orphaned"))
+          this.#cleanUp(tx, released);
         plan.writes = true;
       }
     }
@@ -339,8 +344,12 @@ export class Scheduler {
     for (const invocation of plan.starts) this.#register(invocation);
   }
 
-  /** The definition's cleanup, in the commit where the scheduler wrote a faulted or orphaned outcome. */
+  /**
+   * The definition's cleanup, in the commit where a faulted or orphaned outcome becomes terminal:
+   * the one that writes it, or, when live owned work holds it `completing`, the final commit.
+   */
   #cleanUp(tx: Tx, task: TaskRecord): void {
+    if (task.state.status !== "terminal") return;
     this.registry.get(task.kind)?.cleanUp?.(tx, task);
   }
 

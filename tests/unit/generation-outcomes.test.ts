@@ -1,0 +1,290 @@
+/**
+ * Outcomes of `pi.generation` that its phases do not commit themselves (spec §5.4, §8.3): a blocked
+ * generation that is aborted is orphaned, and the orphaning commit leaves its input unanswered with
+ * the blocked reason, clears the run and converts its committed partial; a generation that faults
+ * while it owns live work holds its outcome and keeps run control until that work drained, and the
+ * cleanup runs in the final commit. Also: a partial is stored as strict JSON, and a model that is
+ * gone by the time a request or a poll needs it fails the run `no_model`.
+ */
+import {
+  type AssistantMessage,
+  type AssistantMessageEventStream,
+  createAssistantMessageEventStream,
+  fauxAssistantMessage,
+  fauxText,
+} from "@mariozechner/pi-ai";
+import { afterEach, expect, test } from "vitest";
+import { zeroUsage } from "../../worker/agent/records.ts";
+import {
+  AgentHarness,
+  createModelResolver,
+  DOC,
+  defineTask,
+  type LiveState,
+  type MemoryStore,
+  type ModelResolver,
+  type StreamFn,
+} from "../../worker/index.ts";
+import { deferred, fauxAgentModel, memoryStore, releaseDeferreds, until } from "../../worker/testing.ts";
+import { untilAborted } from "./core-fixtures.ts";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  releaseDeferreds();
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/**
+ * A stream function the test drives: each request's stream is kept in `requests`; an aborted
+ * request ends with an aborted answer, as a provider's does.
+ */
+function drivenModel() {
+  const requests: AssistantMessageEventStream[] = [];
+  const stream: StreamFn = (_model, _context, options) => {
+    const s = createAssistantMessageEventStream();
+    requests.push(s);
+    options.signal?.addEventListener(
+      "abort",
+      () => {
+        const error = {
+          ...fauxAssistantMessage(""),
+          stopReason: "aborted" as const,
+          errorMessage: "aborted",
+        };
+        s.push({ type: "error", reason: "aborted", error });
+        s.end();
+      },
+      { once: true },
+    );
+    return s;
+  };
+  const partial = (s: AssistantMessageEventStream, message: AssistantMessage) =>
+    s.push({ type: "text_delta", contentIndex: 0, delta: "", partial: message });
+  const answer = (s: AssistantMessageEventStream, message: AssistantMessage) => {
+    s.push({ type: "done", reason: "stop", message });
+    s.end();
+  };
+  return { stream, requests, partial, answer };
+}
+
+const liveOf = (h: AgentHarness): LiveState => (h.docNow(1, DOC.live) ?? {}) as LiveState;
+const assistantsOf = async (h: AgentHarness) =>
+  (await (await h.root()).entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => (e.model as unknown as AssistantMessage[])[0]!);
+const textOf = (m: AssistantMessage) => m.content.map((b) => ("text" in b ? b.text : "")).join("");
+
+/** A stored conversation whose generation committed `partial` and stopped mid-stream (the engine closed). */
+async function stoppedMidStream(partial: AssistantMessage) {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const store = await memoryStore();
+  const options = { models: faux.models, defaultModel: faux.ref, settings: { partialIntervalMs: 0 } };
+  const h = await AgentHarness.open(store, { ...options, stream: model.stream });
+  const root = await h.root();
+  const input = await root.submit({ type: "input", content: "talk", requestId: "q" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  model.partial(model.requests[0]!, partial);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  const generation = liveOf(h).run!.taskId;
+  await h.close();
+  return { faux, options, image: store.image(), inputId: input.id, generation };
+}
+
+const PARTIAL: AssistantMessage = {
+  ...fauxAssistantMessage([fauxText("half an ans")], { timestamp: 1 }),
+  usage: { ...zeroUsage(), output: 5, totalTokens: 5 },
+};
+
+test("the orphaning commit of an aborted blocked generation leaves its input unanswered with the blocked reason, clears run control and converts its partial", async () => {
+  const { faux, options, image, inputId, generation } = await stoppedMidStream(PARTIAL);
+  // A newer engine stored this generation: the definition here is older, so the task is blocked.
+  const store: MemoryStore = await memoryStore(image);
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [generation]));
+  const h = await AgentHarness.open(store, options);
+  cleanups.push(() => h.close());
+  await until(() => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "blocked"), {
+    what: "generation blocked",
+  });
+  expect(liveOf(h).run?.taskId).toBe(generation);
+  expect(await h.abortTask(generation)).toBe("marked");
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(await h.submissionRecord(inputId)).toMatchObject({ status: "unanswered", reason: "task_too_old" });
+  expect(liveOf(h)).toEqual({});
+  // The only entry written is the partial, kept as an aborted answer; its spend is counted.
+  const entries = await (await h.root()).entries();
+  expect(entries.filter((e) => e.kind !== "pi.system").map((e) => e.kind)).toEqual([
+    "pi.user",
+    "pi.assistant",
+  ]);
+  const [kept] = await assistantsOf(h);
+  expect(kept).toMatchObject({ stopReason: "aborted" });
+  expect(textOf(kept!)).toBe("half an ans");
+  const usage = h.docNow(1, DOC.usage) as { models: Record<string, { totalTokens: number }> };
+  expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]?.totalTokens).toBe(5);
+});
+
+test("a faulted generation with live owned work holds its outcome and run control; the cleanup runs in its final commit", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const stopWatching = deferred();
+  type Watch = { phase: "watch" };
+  const watcher = defineTask<null, Watch, null>({
+    name: "test.watcher",
+    version: 1,
+    initial: () => ({ phase: "watch" }),
+    phases: { watch: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      await stopWatching.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  // A hook's throw is reported; a reporter that throws as well faults the phase.
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    stream: model.stream,
+    tasks: [watcher],
+    settings: { partialIntervalMs: 0 },
+    onReport: (error) => {
+      throw error;
+    },
+    hooks: {
+      afterResponse: [
+        () => {
+          throw new Error("hook bug");
+        },
+      ],
+    },
+  });
+  cleanups.push(() => h.close());
+  const root = await h.root();
+  const input = await root.submit({ type: "input", content: "talk" });
+  let settled = false;
+  void input.wait().then(() => {
+    settled = true;
+  });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  const generation = liveOf(h).run!.taskId;
+  const watch = await h.transaction((tx) =>
+    tx.createTask(watcher, null, { ownership: { kind: "task", taskId: generation } }),
+  );
+  model.partial(model.requests[0]!, PARTIAL);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  model.answer(model.requests[0]!, fauxAssistantMessage("the whole answer"));
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "completing"),
+    {
+      what: "held",
+    },
+  );
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "completing",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  // Held: run control and the partial stay, the input is not settled, the work below is aborted.
+  expect(liveOf(h).run?.taskId).toBe(generation);
+  expect(liveOf(h).generation?.message).toBeDefined();
+  expect((await h.submissionRecord(input.id))?.status).toBe("placed");
+  expect(settled).toBe(false);
+  await until(() => h.inspect().tasks.some((t) => t.record.id === watch && t.record.abortRequested), {
+    what: "owned work marked",
+  });
+  stopWatching.resolve();
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "hook bug" });
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted" },
+  });
+  expect(liveOf(h)).toEqual({});
+  expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+});
+
+test("a partial is normalized to strict JSON before it is stored: NaN becomes null, undefined fields go", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    stream: model.stream,
+    settings: { partialIntervalMs: 0 },
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  const odd = {
+    ...PARTIAL,
+    usage: { ...PARTIAL.usage, cost: { ...PARTIAL.usage.cost, total: Number.NaN } },
+    responseId: undefined,
+  } as unknown as AssistantMessage;
+  model.partial(model.requests[0]!, odd);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  const stored = liveOf(h).generation!.message!;
+  expect(stored.usage.cost.total).toBeNull();
+  expect("responseId" in stored).toBe(false);
+  model.answer(model.requests[0]!, fauxAssistantMessage("the answer"));
+  expect((await input.wait()).status).toBe("done");
+});
+
+test("a model gone when the request is resent after a restart fails the run no_model, its leftover partial converted first", async () => {
+  const { faux, image, inputId } = await stoppedMidStream(PARTIAL);
+  // Another engine whose resolver no longer knows the pinned model.
+  const h = await AgentHarness.open(await memoryStore(image), {
+    models: createModelResolver(),
+    defaultModel: faux.ref,
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  expect(input.id).toBe(inputId);
+  expect(await input.wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: `unknown model ${faux.ref.provider}/${faux.ref.modelId}`,
+  });
+  expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a model gone by the time a deferred response is polled fails the run no_model", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  let gone = false;
+  let fetched = 0;
+  const base = createModelResolver({
+    extra: [faux.model],
+    deferred: {
+      async fetchDeferred() {
+        fetched++;
+        return fauxAssistantMessage("too late");
+      },
+    },
+  });
+  const models: ModelResolver = { ...base, resolve: (ref) => (gone ? undefined : base.resolve(ref)) };
+  const stream: StreamFn = (m) => {
+    // The request resolved the model already; from now on the resolver no longer knows it.
+    gone = true;
+    const s = createAssistantMessageEventStream();
+    const message = { ...fauxAssistantMessage(""), model: m.id, deferred: { id: "job", pollAfterMs: 10 } };
+    queueMicrotask(() => {
+      s.push({ type: "done", reason: "stop", message });
+      s.end(message);
+    });
+    return s;
+  };
+  const h = await AgentHarness.open(await memoryStore(), { models, defaultModel: faux.ref, stream });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "later" });
+  expect(await input.wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: `unknown model ${faux.ref.provider}/${faux.ref.modelId}`,
+  });
+  expect(fetched).toBe(0);
+  expect(liveOf(h)).toEqual({});
+});
