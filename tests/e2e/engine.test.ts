@@ -165,7 +165,7 @@ describe("engine host", () => {
     const tabB = await openApp(url, "B");
     // Each tab also keeps its own watch of the root conversation, recording every tick it is sent.
     for (const tab of [tabA, tabB]) {
-      await tab.locator('[data-testid="entries"]').waitFor();
+      await tab.locator('[data-testid="entries"]').waitFor({ state: "attached" });
       await tab.evaluate(() => {
         type Tick = { taskId: number; n: number };
         const g = globalThis as unknown as {

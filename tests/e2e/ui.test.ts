@@ -96,7 +96,7 @@ test("Enter sends and focus stays in the composer; Esc stops a long task, shown 
   expect(await box.inputValue()).toBe("a\nb");
   expect(await page.locator('[data-testid="entries"] > [data-kind="pi.user"]').count()).toBe(1);
   // Send by button: focus comes back to the composer.
-  await page.getByRole("button", { name: "Send" }).click();
+  await page.getByRole("button", { name: "Send", exact: true }).click();
   await until(
     "focus back in the composer",
     () => box.evaluate((el) => el === document.activeElement),
