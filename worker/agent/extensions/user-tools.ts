@@ -14,14 +14,15 @@
 import { HarnessError } from "../../core/errors.ts";
 import type { Json } from "../../core/types.ts";
 import { ReplayDiverged } from "../../sandbox/errors.ts";
-import { type CallAnswer, DEFAULT_SANDBOX_LIMITS, runScript, type SandboxLimits } from "../../sandbox/run.ts";
+import { DEFAULT_SANDBOX_LIMITS, runScript, type SandboxLimits } from "../../sandbox/run.ts";
 import {
   CODEMODE_TOOL,
   fingerprintDifference,
   fingerprintOf,
+  runJournaledScript,
   type SandboxFingerprint,
 } from "../tools/builtin/codemode.ts";
-import { NestedCallMismatch, type ToolDefinition, type ToolResult } from "../tools/contract.ts";
+import type { ToolDefinition, ToolResult } from "../tools/contract.ts";
 import type { Extension } from "./types.ts";
 
 /** What the user writes. */
@@ -164,18 +165,6 @@ interface CallRecord {
   readonly fingerprint: SandboxFingerprint;
 }
 
-const textOf = (result: ToolResult): string =>
-  result.content.map((c) => (c.type === "text" ? c.text : `[${c.type}]`)).join("\n");
-
-function answerOf(result: ToolResult): CallAnswer {
-  if (result.isError) return { isError: true, text: textOf(result) };
-  const text = textOf(result);
-  return {
-    isError: false,
-    value: result.details === undefined ? { text } : { text, details: result.details },
-  };
-}
-
 /** The tool a record stands for; each call runs the record's body in a fresh sandbox. */
 export function createUserTool(
   record: UserToolRecord,
@@ -205,40 +194,12 @@ export function createUserTool(
         );
       const changed = fingerprintDifference(recorded.fingerprint, fingerprint);
       if (changed) throw new ReplayDiverged(changed);
-      let output = "";
-      const run = await runScript(
+      const run = await runJournaledScript(
+        api,
         `const tool = ${bodyExpression(record.body)};\nreturn await tool(${JSON.stringify(args ?? {})}, tools);`,
-        {
-          start: recorded.start,
-          seed: recorded.seed,
-          functions: tools.map((t) => t.name),
-          signal: api.signal,
-          print: (text) => {
-            output += text;
-            api.output(text);
-          },
-          call: async (name, callArgs, index) => {
-            try {
-              return answerOf(
-                await api.executeTool(name, callArgs, { key: `#${index}`, sameAsRecorded: true }),
-              );
-            } catch (error) {
-              if (error instanceof NestedCallMismatch)
-                throw new ReplayDiverged(
-                  `call ${index} was ${error.recorded.name}(${JSON.stringify(error.recorded.arguments)}) in the first run, ` +
-                    `${name}(${JSON.stringify(callArgs)}) now`,
-                );
-              throw error;
-            }
-          },
-        },
-        limits,
+        { record: recorded, functions: tools.map((t) => t.name), limits },
       );
-      const extra = await api.recordedCall(`#${run.calls}`);
-      if (extra)
-        throw new ReplayDiverged(
-          `the first run made call ${run.calls} (${extra.name}(${JSON.stringify(extra.arguments)})), the rerun returned before it`,
-        );
+      const output = run.output;
       const value = (run.value ?? null) as Json;
       const shown = typeof value === "string" ? value : JSON.stringify(value);
       return {

@@ -21,7 +21,13 @@ import {
   runScript,
   type SandboxLimits,
 } from "../../../sandbox/run.ts";
-import { defineTool, NestedCallMismatch, type ToolDefinition, type ToolResult } from "../contract.ts";
+import {
+  defineTool,
+  NestedCallMismatch,
+  type ToolApi,
+  type ToolDefinition,
+  type ToolResult,
+} from "../contract.ts";
 
 export {
   CpuSliceExceeded,
@@ -121,6 +127,59 @@ function answerOf(result: ToolResult): CallAnswer {
   };
 }
 
+/**
+ * Run `source` in the sandbox with the call's recorded clock start and seed; each tool the script
+ * calls is a nested call keyed by its position (`#<index>`), so a rerun reattaches to the journaled
+ * results. A rerun that calls something else under a key, or returns before a call the first run
+ * made, throws `ReplayDiverged` naming the difference. The script's console output streams to the
+ * call's output and is returned too.
+ */
+export async function runJournaledScript(
+  api: ToolApi,
+  source: string,
+  options: {
+    readonly record: { readonly start: number; readonly seed: number };
+    readonly functions: readonly string[];
+    readonly globals?: Readonly<Record<string, Json>>;
+    readonly limits: SandboxLimits;
+  },
+): Promise<{ readonly value: unknown; readonly calls: number; readonly output: string }> {
+  let output = "";
+  const run = await runScript(
+    source,
+    {
+      start: options.record.start,
+      seed: options.record.seed,
+      functions: [...options.functions],
+      ...(options.globals === undefined ? {} : { globals: options.globals }),
+      signal: api.signal,
+      print: (text) => {
+        output += text;
+        api.output(text);
+      },
+      call: async (name, callArgs, index) => {
+        try {
+          return answerOf(await api.executeTool(name, callArgs, { key: `#${index}`, sameAsRecorded: true }));
+        } catch (error) {
+          if (error instanceof NestedCallMismatch)
+            throw new ReplayDiverged(
+              `call ${index} was ${error.recorded.name}(${JSON.stringify(error.recorded.arguments)}) in the first run, ` +
+                `${name}(${JSON.stringify(callArgs)}) now`,
+            );
+          throw error;
+        }
+      },
+    },
+    options.limits,
+  );
+  const extra = await api.recordedCall(`#${run.calls}`);
+  if (extra)
+    throw new ReplayDiverged(
+      `the first run made call ${run.calls} (${extra.name}(${JSON.stringify(extra.arguments)})), the rerun returned before it`,
+    );
+  return { value: run.value, calls: run.calls, output };
+}
+
 export interface CodemodeOptions {
   /** Over the defaults (`DEFAULT_SANDBOX_LIMITS`). */
   readonly limits?: Partial<SandboxLimits>;
@@ -150,41 +209,13 @@ export function createCodemodeTool(options: CodemodeOptions = {}) {
       }))) as unknown as ScriptRecord;
       const changed = fingerprintDifference(record.fingerprint, fingerprint);
       if (changed) throw new ReplayDiverged(changed);
-      let output = "";
-      const run = await runScript(
-        args.script,
-        {
-          start: record.start,
-          seed: record.seed,
-          functions: tools.map((tool) => tool.name),
-          globals: options.globals?.() ?? {},
-          signal: api.signal,
-          print: (text) => {
-            output += text;
-            api.output(text);
-          },
-          call: async (name, callArgs, index) => {
-            try {
-              return answerOf(
-                await api.executeTool(name, callArgs, { key: `#${index}`, sameAsRecorded: true }),
-              );
-            } catch (error) {
-              if (error instanceof NestedCallMismatch)
-                throw new ReplayDiverged(
-                  `call ${index} was ${error.recorded.name}(${JSON.stringify(error.recorded.arguments)}) in the first run, ` +
-                    `${name}(${JSON.stringify(callArgs)}) now`,
-                );
-              throw error;
-            }
-          },
-        },
+      const run = await runJournaledScript(api, args.script, {
+        record,
+        functions: tools.map((tool) => tool.name),
+        globals: options.globals?.() ?? {},
         limits,
-      );
-      const extra = await api.recordedCall(`#${run.calls}`);
-      if (extra)
-        throw new ReplayDiverged(
-          `the first run made call ${run.calls} (${extra.name}(${JSON.stringify(extra.arguments)})), the rerun returned before it`,
-        );
+      });
+      const output = run.output;
       const shown = run.value === undefined ? "undefined" : JSON.stringify(run.value);
       return {
         content: [{ type: "text", text: `${output === "" ? "" : `${output}\n`}Result: ${shown}` }],
