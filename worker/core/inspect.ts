@@ -181,16 +181,36 @@ function graphState(t: TaskRecord): TaskGraphState | undefined {
   }
 }
 
-/** Each live task, in id order; a drain's verdict (a failed migration) wins over the registry check. */
+/**
+ * Each live task, in id order. An abort-marked task waits for its live ordinary owned work before
+ * anything else unless an invocation still runs (spec §5.5: its abort handler starts only once that
+ * work drained, so neither its definition nor its own wait matters yet); otherwise a drain's verdict (a failed migration) wins
+ * over the registry check.
+ */
 export function inspectTasks(records: Records, scheduler: Scheduler): TaskInspection[] {
   const out: TaskInspection[] = [];
   for (const id of liveIds(records)) {
     const record = records.tasks.get(id);
     if (!record) continue;
+    const owned = record.abortRequested ? liveOwnedWork(records, id) : [];
     const b = scheduler.blocked.get(id);
-    out.push({ record, state: b ? blockedState(b) : inspectionState(record, records, scheduler) });
+    const state: TaskInspectionState =
+      owned.length > 0 && !scheduler.active.has(id) && record.state.status !== "completing"
+        ? { kind: "waiting", on: owned }
+        : b
+          ? blockedState(b)
+          : inspectionState(record, records, scheduler);
+    out.push({ record, state });
   }
   return out;
+}
+
+/** The live tasks a task owns and the live ordinary tasks of the conversations it owns, in id order. */
+function liveOwnedWork(records: Records, id: TaskId): TaskId[] {
+  const out = [...(records.children.get(id) ?? [])];
+  for (const c of records.ownedConversations.get(id) ?? [])
+    out.push(...(records.conversationTasks.get(c) ?? []));
+  return out.sort((a, b) => a - b);
 }
 
 function blockedState(b: Blocked): TaskInspectionState {
@@ -201,9 +221,11 @@ function inspectionState(t: TaskRecord, records: Records, scheduler: Scheduler):
   const s = t.state;
   if (s.status === "running") return { kind: "running" };
   if (s.status === "completing") return { kind: "completing" };
-  // An abort mark lets a waiting task leave its wait for its abort handler (spec §5.5).
-  if (s.status === "waiting" && !t.abortRequested && s.on.some((w) => records.live.has(w))) {
-    return { kind: "waiting", on: [...s.on] };
+  // An abort mark lets a waiting task leave its wait for its abort handler (spec §5.5); otherwise it
+  // waits for the live part of its `on`.
+  if (s.status === "waiting" && !t.abortRequested) {
+    const on = s.on.filter((w) => records.live.has(w));
+    if (on.length > 0) return { kind: "waiting", on };
   }
   const checked = scheduler.check(t);
   return "migrates" in checked ? { kind: "ready", migrates: checked.migrates } : blockedState(checked);
