@@ -28,7 +28,7 @@ import { grantInternals } from "./internals.ts";
 import { ConversationMount, type Watch } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
-import { patchTask } from "./records.ts";
+import { type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
 import type {
@@ -193,12 +193,12 @@ export class Harness {
   #belowBackground(id: TaskId): boolean {
     const r = this.#session.records;
     const seen = new Set<TaskId>();
-    for (let t = r.tasks.get(id); t && !seen.has(t.id); ) {
+    for (let t: OwnerEdge | undefined = r.tasks.get(id); t && !seen.has(t.id); ) {
       seen.add(t.id);
       if (t.background) return true;
       const owner = t.owner ?? r.conversations.get(t.conversationId)?.owner?.taskId;
       if (owner === undefined) return false;
-      t = r.tasks.get(owner);
+      t = r.ownerEdge(owner);
     }
     return false;
   }
@@ -413,6 +413,7 @@ export class Harness {
     const records = this.#session.records;
     const view = {
       task: (id: number) => records.tasks.get(id),
+      ownerEdge: (id: number) => records.ownerEdge(id),
       conversation: (id: number) => records.conversations.get(id),
     };
     return this.waitUntil(() => ordinaryScope(view, records.live, conversationId).length === 0, signal);

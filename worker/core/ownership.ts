@@ -4,7 +4,7 @@
  * no cycle). Pure functions over `Overlay`; the scheduler and the runtime call them inside commits.
  */
 import { InvalidTransition, OwnerNotLive, WaitCycle } from "./errors.ts";
-import { type Overlay, patchTask } from "./records.ts";
+import { type Overlay, type OwnerEdge, patchTask } from "./records.ts";
 import type {
   ConversationId,
   ConversationRecord,
@@ -165,6 +165,8 @@ export function validateWait(
 
 type OwnerView = {
   task(id: TaskId): TaskRecord | undefined;
+  /** A task on an owner chain, also one that finished before this process opened. */
+  ownerEdge(id: TaskId): OwnerEdge | undefined;
   conversation(id: ConversationId): ConversationRecord | undefined;
 };
 
@@ -172,8 +174,8 @@ type OwnerView = {
  * Ordinary traversal from a conversation (spec §5.4), judged on `view`: the live tasks whose owner
  * chain (owner task, then the task owning the conversation, and so on up) reaches `conversationId`,
  * following owner edges whether or not those owners are still live. A background task is a
- * boundary (it and all below it are left out) unless `background` is set. An owner task no longer
- * in memory (finished before this process opened) is passed through by its conversation.
+ * boundary (it and all below it are left out) unless `background` is set, also one that finished
+ * before this process opened (its edge was read at open).
  */
 export function ordinaryScope(
   view: OwnerView,
@@ -196,24 +198,24 @@ function reaches(
   target: ConversationId,
   crossBackground: boolean,
 ): boolean {
-  let task: TaskRecord | undefined = start;
+  let task: OwnerEdge | undefined = start;
   let conversation: ConversationId = start.conversationId;
   // Owner edges form a tree; the bound only guards against a corrupt store.
   for (let steps = 0; steps < 100_000; steps++) {
     if (task) {
       if (task.background && !crossBackground) return false;
-      const owner: TaskRecord | undefined = task.owner !== undefined ? view.task(task.owner) : undefined;
+      const owner: OwnerEdge | undefined = task.owner !== undefined ? view.ownerEdge(task.owner) : undefined;
       if (owner) {
         task = owner;
         continue;
       }
-      // Conversation-owned, or its owner task (same conversation) is no longer in memory.
+      // Conversation-owned, or (a corrupt store) its owner task is unknown.
       conversation = task.conversationId;
     }
     if (conversation === target) return true;
     const owner = view.conversation(conversation)?.owner;
     if (!owner) return false;
-    task = view.task(owner.taskId);
+    task = view.ownerEdge(owner.taskId);
     conversation = owner.conversationId;
   }
   return false;

@@ -62,6 +62,9 @@ export interface ForkPoint {
 }
 
 type DocKey = string; // `${conversationId}:${name}`
+
+/** What ordinary traversal needs of a task on an owner chain (spec §5.4). */
+export type OwnerEdge = Pick<TaskRecord, "id" | "conversationId" | "owner" | "background">;
 const docKey = (conversationId: ConversationId, name: string): DocKey => `${conversationId}:${name}`;
 
 export class Records {
@@ -84,6 +87,12 @@ export class Records {
   readonly conversationTasks = new Map<ConversationId, Set<TaskId>>();
   /** Conversations owned by a task. */
   readonly ownedConversations = new Map<TaskId, Set<ConversationId>>();
+  /**
+   * Owner edges of terminal tasks this process never held that sit on the owner chain of a
+   * task-owned conversation (read at open): traversal follows them after a reopen, so a finished
+   * background ancestor stays a boundary. Never changes after open.
+   */
+  readonly formerOwners = new Map<TaskId, OwnerEdge>();
   /** Unsettled submissions, and every one seen in this process (settled ones are read on demand). */
   readonly submissions = new Map<SubmissionId, SubmissionRecord>();
   /** Fork points read from the store (fork.ts), by `forkPointKey`: facts about committed entries. */
@@ -122,12 +131,18 @@ export class Records {
     for (const [k, v] of this.submissions) r.submissions.set(k, v);
     for (const [k, v] of this.requests) r.requests.set(k, v);
     for (const [k, v] of this.forkPoints) r.forkPoints.set(k, v);
+    for (const [k, v] of this.formerOwners) r.formerOwners.set(k, v);
     r.nextTaskId = this.nextTaskId;
     r.nextEntryId = this.nextEntryId;
     r.nextConversationId = this.nextConversationId;
     r.nextSubmissionId = this.nextSubmissionId;
     r.seq = this.seq;
     return r;
+  }
+
+  /** A task on an owner chain: its record when in memory, else its edge as read at open. */
+  ownerEdge(id: TaskId): OwnerEdge | undefined {
+    return this.tasks.get(id) ?? this.formerOwners.get(id);
   }
 
   putSubmission(record: SubmissionRecord): void {
@@ -395,6 +410,10 @@ export class Overlay {
 
   conversation(id: ConversationId): ConversationRecord | undefined {
     return this.conversations.get(id) ?? this.base.conversations.get(id);
+  }
+
+  ownerEdge(id: TaskId): OwnerEdge | undefined {
+    return this.task(id) ?? this.base.formerOwners.get(id);
   }
 
   /** Throw (and remember) `DocsNotLoaded` unless the conversation's documents are at hand. */

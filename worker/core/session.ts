@@ -25,6 +25,7 @@ import { checkNewOwners } from "./ownership.ts";
 import {
   conversationFromRow,
   entryFromRow,
+  readFormerOwners,
   submissionFromRow,
   TASK_COLUMNS,
   taskFromRow,
@@ -140,6 +141,10 @@ export class Session {
         const row = await sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
         if (row) r.putTask(taskFromRow(row).record);
       }
+      // Edges of finished tasks above task-owned conversations: traversal follows them (spec §5.4).
+      if ([...r.conversations.values()].some((c) => c.owner && !r.tasks.has(c.owner.taskId)))
+        for (const edge of await readFormerOwners(sql))
+          if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
       const max = async (table: string) =>
         Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0);
       r.nextTaskId = (await max("tasks")) + 1;
