@@ -57,6 +57,7 @@ export type TaskInspectionState =
   | { readonly kind: "running" }
   /** Reservable now (`migrates`: the registered definition is newer than the record). */
   | { readonly kind: "ready"; readonly migrates: boolean }
+  /** `on`: the live part of its wait, or, when abort-marked, its live ordinary owned work (spec §5.5). */
   | { readonly kind: "waiting"; readonly on: readonly TaskId[] }
   /** Outcome held until its ordinary owned work drains (spec §5.5). */
   | { readonly kind: "completing" }
