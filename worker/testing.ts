@@ -8,6 +8,8 @@
  * - `toolCallsCutByCrash`, `wasToolCallCutByCrash` (testing/tools.ts): the tool calls a crash left
  *   started without a result, read from the committed image; `detachedToolApi`, a tool api for
  *   running one tool's `execute` outside an engine.
+ * - `nodeScriptWorkers`, `useNodeScriptWorkers` (testing/script-workers.ts): the Node platform's
+ *   script workers (worker_threads), so scripts run off the engine's thread as in a browser worker.
  * - `fauxAgentModel`, `fauxError` (below): pi-ai's faux provider answering from the request context.
  * Fakes of external services that only tests use live with the tests (tests/unit/fixtures/fakes.ts).
  */
@@ -42,6 +44,7 @@ export {
   type SweptEngine,
 } from "./testing/crash.ts";
 export { comparableEntry } from "./testing/entries.ts";
+export { nodeScriptWorkers, useNodeScriptWorkers } from "./testing/script-workers.ts";
 export { memoryStore, recordJobs, type StoreJob } from "./testing/store.ts";
 export { detachedToolApi, toolCallsCutByCrash, wasToolCallCutByCrash } from "./testing/tools.ts";
 export { type Deferred, deferred, releaseDeferreds, until, within } from "./testing/wait.ts";

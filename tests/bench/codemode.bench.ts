@@ -9,7 +9,10 @@
  *   it), reopened and finished (the script reruns on N-1 journaled results), against the original run
  *   to the same point.
  * The model is pi-ai's faux provider (instant) and the store a memory store.
- * Env: BENCH_CALLS (default 100), BENCH_ROUNDS (measured repetitions, default 5).
+ * Env: BENCH_CALLS (default 100), BENCH_ROUNDS (measured repetitions, default 5), BENCH_SCRIPT_WORKERS
+ * (1: scripts run in Node script workers, off the engine's thread, as in an engine that can start
+ * workers; the cold start then includes starting the worker, which in Node loads the sandbox's
+ * TypeScript through tsx; default: in the engine's thread).
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
@@ -17,11 +20,18 @@ import { createCodemodeTool } from "../../worker/agent/tools/builtin/codemode.ts
 import { textResult } from "../../worker/agent/tools/contract.ts";
 import { AgentHarness, defineTool, type MemoryStore, type ToolDefinition } from "../../worker/index.ts";
 import { runScript } from "../../worker/sandbox/run.ts";
-import { deferred, type FauxAgentModel, fauxAgentModel, memoryStore } from "../../worker/testing.ts";
+import {
+  deferred,
+  type FauxAgentModel,
+  fauxAgentModel,
+  memoryStore,
+  useNodeScriptWorkers,
+} from "../../worker/testing.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const CALLS = env("BENCH_CALLS", 100);
 const ROUNDS = env("BENCH_ROUNDS", 5);
+const WORKERS = env("BENCH_SCRIPT_WORKERS", 0) === 1;
 
 const median = (xs: number[]): number => {
   const sorted = [...xs].sort((a, b) => a - b);
@@ -136,6 +146,7 @@ async function replayFrom(image: MemoryStore): Promise<number> {
 }
 
 async function main(): Promise<void> {
+  if (WORKERS) useNodeScriptWorkers();
   const t0 = performance.now();
   await runScript("return 1", host);
   const cold = performance.now() - t0;
@@ -196,7 +207,10 @@ async function main(): Promise<void> {
   ];
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => r.map((cell, c) => cell.padEnd(widths[c]!)).join("  ");
-  console.log(`\ncodemode bench: Node ${process.version}; medians of ${ROUNDS} runs (warm calls: 20)`);
+  const where = WORKERS ? "scripts in script workers" : "scripts in the engine's thread";
+  console.log(
+    `\ncodemode bench: Node ${process.version}, ${where}; medians of ${ROUNDS} runs (warm calls: 20)`,
+  );
   console.log(line(rows[0]!));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const row of rows.slice(1)) console.log(line(row));

@@ -3,9 +3,12 @@
  * model write a script that `codemode` runs (ls, then a two-second sleep per file); the tab is
  * reloaded while the call runs, and the call still ends once, with the sizes summed: the rerun script
  * got its journaled results back and finished.
+ * In the dedicated-worker engine (`?engine=dedicated`), which can start workers, the script runs in
+ * a script worker the engine starts (a nested dedicated Worker); the SharedWorker engine cannot start
+ * one in Chromium and runs scripts in its own thread (docs/ARCHITECTURE.md, code mode).
  */
 import { expect, test } from "vitest";
-import { appSuite, lastAnswer, say, settled, waitPhase } from "./page.ts";
+import { appSuite, appUrl, lastAnswer, say, settled, uniqueStore, waitPhase } from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
 
@@ -28,4 +31,25 @@ test("the demo model's script runs in codemode and survives a reload mid-call", 
   const shown = (await page.locator('[data-testid="entries"]').textContent()) ?? "";
   expect(shown).not.toContain("interrupted");
   expect(shown).not.toContain("replay diverged");
+}, 180_000);
+
+test("in the dedicated-worker engine the script runs in a script worker the engine started", async () => {
+  const url = appUrl(app.server.url, { store: uniqueStore("codemode-dedicated"), engine: "dedicated" });
+  const page = await app.open({ label: "codemode-dedicated", url });
+  await say(page, "write a note");
+  await settled(page, 3);
+  await say(page, "sum the sizes of the files");
+  await settled(page, 5);
+  const last = (await lastAnswer(page).textContent()) ?? "";
+  expect(last).toContain("My script ran");
+  expect(last).toMatch(/"files":1,"totalBytes":[1-9]\d*/);
+  const workers = page.workers().map((w) => w.url());
+  expect(
+    workers.some((u) => u.includes("dedicated-worker")),
+    workers.join(", "),
+  ).toBe(true);
+  expect(
+    workers.some((u) => u.includes("script-worker")),
+    workers.join(", "),
+  ).toBe(true);
 }, 180_000);

@@ -3,10 +3,12 @@
  * other tools as async functions; every result it receives is the committed result of a nested call;
  * after a crash the script reruns, gets the journaled results in order and continues; a rerun that
  * takes another path, or a changed sandbox fingerprint, fails the call with `replay diverged`.
+ * The scripts run in script workers (worker_threads) off the engine's thread, the path an engine that
+ * can start workers takes; tool calls come back to the engine as messages and are journaled there.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import {
   createCodemodeTool,
   fingerprintDifference,
@@ -20,6 +22,7 @@ import {
   deferred,
   fauxAgentModel,
   toolCallsCutByCrash,
+  useNodeScriptWorkers,
 } from "../../worker/testing.ts";
 import { callsThenAnswer, cleanups, open, reopen, toolResults } from "./agent-fixtures.ts";
 
@@ -53,6 +56,9 @@ const textOf = (e: { model?: unknown }) => JSON.stringify(e.model);
 const messageOf = (e: { model?: unknown }) =>
   (e.model as Array<{ isError: boolean; details?: { result?: unknown; calls?: number } }>)[0]!;
 const resultOf = (e: { model?: unknown }) => messageOf(e).details?.result;
+
+beforeAll(() => useNodeScriptWorkers());
+afterAll(() => useNodeScriptWorkers({ enabled: false }));
 
 describe("codemode", () => {
   test("a script calls tools as async functions, prints, and returns a value", async () => {

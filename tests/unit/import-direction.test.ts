@@ -194,11 +194,12 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   agent: ["store", "core", "agent", "sandbox"],
   /** QuickJS code mode: used by the agent only, and imports nothing of the engine. */
   sandbox: ["sandbox"],
-  host: ["store", "core", "agent", "host", "protocol"],
+  /** The host installs the browser's script workers (sandbox/workers.ts). */
+  host: ["store", "core", "agent", "host", "protocol", "sandbox"],
   protocol: ["store", "core", "agent", "host"],
   index: ["store", "core", "agent", "host", "protocol"],
   /** The test kit (worker/testing.ts and worker/testing/) builds on the public API. */
-  testing: ["store", "core", "agent", "host", "protocol", "index", "testing"],
+  testing: ["store", "core", "agent", "host", "protocol", "index", "testing", "sandbox"],
   worker: ["store", "core", "agent", "host", "protocol"],
   src: ["src", "protocol"],
 };

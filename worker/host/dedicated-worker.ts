@@ -6,6 +6,7 @@ import * as Comlink from "comlink";
 import { DEFAULT_STORE_NAME } from "../protocol.ts";
 import { openBrowserStore } from "../store/browser.ts";
 import { EngineHost } from "./engine.ts";
+import { installBrowserScriptWorkers } from "./script-workers.ts";
 import { TEST_ENDPOINTS_FLAG, withTestEndpoints } from "./test-endpoints.ts";
 
 declare const __BUILD_ID__: string;
@@ -31,5 +32,7 @@ const host = new EngineHost({
     for (const key of names) await dir.removeEntry(key).catch(() => undefined);
   },
 });
+// Codemode scripts off the engine's thread where this worker can start workers (see script-workers.ts).
+installBrowserScriptWorkers();
 void host.start();
 Comlink.expose(params.get(TEST_ENDPOINTS_FLAG) === "1" ? withTestEndpoints(host) : host);

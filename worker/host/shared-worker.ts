@@ -6,6 +6,7 @@ import * as Comlink from "comlink";
 import { DEFAULT_STORE_NAME } from "../protocol.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore } from "../store/browser.ts";
 import { EngineHost } from "./engine.ts";
+import { installBrowserScriptWorkers } from "./script-workers.ts";
 import { TEST_ENDPOINTS_FLAG, withTestEndpoints } from "./test-endpoints.ts";
 
 declare const __BUILD_ID__: string;
@@ -28,6 +29,8 @@ const host = new EngineHost({
       request.onerror = () => reject(request.error);
     }),
 });
+// Codemode scripts off the engine's thread where this worker can start workers (see script-workers.ts).
+installBrowserScriptWorkers();
 void host.start();
 const served = params.get(TEST_ENDPOINTS_FLAG) === "1" ? withTestEndpoints(host) : host;
 

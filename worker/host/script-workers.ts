@@ -1,0 +1,35 @@
+/**
+ * The browser platform's script workers: a dedicated Worker per script worker, started by the
+ * engine's own worker, so codemode scripts run off the engine's thread (worker/sandbox/workers.ts).
+ * Only where the engine's worker can start one: Chromium exposes no `Worker` in a SharedWorker
+ * (measured with Chromium 156: `typeof Worker` is "undefined" there), so the SharedWorker engine
+ * keeps running scripts in its own thread; the dedicated-worker engine starts them.
+ */
+import { type ScriptWorkerSpawner, setScriptWorkers } from "../sandbox/workers.ts";
+
+/** The spawner, or undefined where this worker cannot start workers. */
+export function browserScriptWorkers(): ScriptWorkerSpawner | undefined {
+  if (typeof Worker !== "function") return undefined;
+  return () => {
+    const worker = new Worker(new URL("./script-worker.ts", import.meta.url), {
+      type: "module",
+      name: "script-worker",
+    });
+    return {
+      post: (message) => worker.postMessage(message),
+      listen(onMessage, onError) {
+        worker.addEventListener("message", (event) => onMessage(event.data));
+        worker.addEventListener("error", (event) => {
+          event.preventDefault();
+          onError(new Error(`the script worker failed: ${event.message || "it could not start"}`));
+        });
+      },
+      terminate: () => worker.terminate(),
+    };
+  };
+}
+
+/** Run scripts in script workers when this worker can start them (else in its own thread). */
+export function installBrowserScriptWorkers(): void {
+  setScriptWorkers(browserScriptWorkers());
+}
