@@ -198,7 +198,8 @@ export class AgentHarness extends Harness {
         const need = entries && compactionNeeded(this.services, tx, conversationId, entries);
         if (entries && need !== "blocking") {
           const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
-          if (prepared.ok) {
+          // A section that renders asynchronously makes the generation start at `prepare` instead.
+          if (prepared.status === "ready") {
             if (need === "background") startBackgroundCompaction(tx, this.compactionTask, conversationId);
             const taskId = tx.createTask(
               this.generationTask,
