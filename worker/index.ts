@@ -27,6 +27,7 @@ export type {
 export { defineExtension, section, wrapSection, wrapTool } from "./agent/extensions/define.ts";
 export {
   type BuiltinTaskName,
+  type HookApi,
   type HookHandler,
   type HookRegistration,
   hook,
@@ -40,6 +41,7 @@ export {
   type RegistryReader,
   type RegistrySnapshot,
 } from "./agent/extensions/registry.ts";
+export { type AgentHookRunner, agentHooks } from "./agent/extensions/task-hooks.ts";
 export type { Extension, PromptInput, PromptSection, ResolvedAgent, Wrap } from "./agent/extensions/types.ts";
 export { AgentHarness, type AgentHarnessOptions, OPTIONS_EXTENSION } from "./agent/harness.ts";
 export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/models/demo-provider.ts";
@@ -117,6 +119,7 @@ export {
   type AnyTaskDefinition,
   type CreateTaskOptions,
   defineTask,
+  type HookRunner,
   type PhaseHandler,
   Registry,
   type TaskDefinition,

@@ -119,7 +119,10 @@ test("wrappers decorate the winning tool and section; a wrapper that renames its
         wrapTool("bash", (t) => ({ ...t, description: `${t.description} (timed)` })),
         wrapTool("read", (t) => ({ ...t, name: "renamed" })),
         wrapTool("absent", (t) => t),
-        wrapSection("role", (s) => ({ ...s, render: (input) => `${s.render(input)}!` })),
+        wrapSection("role", (s) => ({
+          ...s,
+          render: async (input, ctx) => `${await s.render(input, ctx)}!`,
+        })),
       ],
     }),
   ]);

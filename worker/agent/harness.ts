@@ -22,6 +22,7 @@ import { abortSubmission, Conversation, Submission } from "./conversation/handle
 import { admit, type InboxPolicy } from "./conversation/inbox.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
+import { taskHookSource } from "./extensions/task-hooks.ts";
 import type { Extension } from "./extensions/types.ts";
 import { createGenerationTask, prepareRequest } from "./generation/task.ts";
 import { checkApiKey, type KeyCheck } from "./models/key-check.ts";
@@ -138,14 +139,18 @@ export class AgentHarness extends Harness {
     const created = options.onConversationCreated;
     const initial = new Set(FORK_INITIAL);
     for (const token of options.documents ?? []) if (token.fork === "initial") initial.add(token.name);
+    // The hooks' source reads the services, made after `super` returns.
+    let services: (() => AgentServices) | undefined;
     super(store, {
       ...options,
+      taskHooks: taskHookSource(() => services!()),
       forks: { asOf: [DOC.agent], initial: (name) => initial.has(name) },
       onConversationCreated: (tx, record) => {
         createAgentDocs(tx, record);
         created?.(tx, record);
       },
     });
+    services = () => this.services;
     const extensions = options.extensions ?? createRegistry();
     this.extensions = extensions;
     this.#hooks = options.hooks;
@@ -193,7 +198,8 @@ export class AgentHarness extends Harness {
         const need = entries && compactionNeeded(this.services, tx, conversationId, entries);
         if (entries && need !== "blocking") {
           const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
-          if (prepared.ok) {
+          // A section that renders asynchronously makes the generation start at `prepare` instead.
+          if (prepared.status === "ready") {
             if (need === "background") startBackgroundCompaction(tx, this.compactionTask, conversationId);
             const taskId = tx.createTask(
               this.generationTask,

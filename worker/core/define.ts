@@ -98,11 +98,36 @@ export interface Tx {
   patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json;
 }
 
+/**
+ * Asks a task's hooks (spec §7.2): `each(name, invoke)` calls `invoke` with every handler registered
+ * under `name`, in order, and the api the harness gives hooks (the agent's `HookApi`). An ordinary
+ * throw from `invoke` is reported (onReport) and the next handler runs; once the invocation is
+ * signalled (aborted, closing), the error propagates. A task that composes otherwise (a first
+ * decision wins, a throw blocks) does so inside its own `invoke`.
+ */
+export interface HookRunner {
+  // Untyped here, so a runtime of a task with hooks stays assignable to one without: the layer
+  // above types it (the agent's `agentHooks(runtime)`).
+  each(
+    name: string,
+    invoke: (handler: (...args: unknown[]) => unknown, api: unknown) => unknown,
+  ): Promise<void>;
+}
+
+/**
+ * Where a harness's hooks come from (set by the layer above the core): the handler objects that
+ * apply to a task, and the api handed to them. `handlers` is called at most once per phase.
+ */
+export interface TaskHookSource {
+  handlers(task: TaskRecord): readonly object[];
+  api(runtime: TaskRuntime): unknown;
+}
+
 export interface TaskRuntime<
   I = Json,
   S extends Checkpoint = Checkpoint,
   R = Json,
-  H extends object = object,
+  _H extends object = object,
 > {
   readonly taskId: TaskId;
   readonly conversationId: ConversationId;
@@ -113,7 +138,12 @@ export interface TaskRuntime<
    * the phase's next commit (crash, close, handover): whatever it began may have happened.
    */
   readonly resumed: boolean;
-  readonly hooks: H | undefined;
+  /**
+   * The hooks extensions registered for this task's name (spec §7.2 `runtime.hooks.each`): those
+   * of the extensions its conversation selects, in extension order, resolved once per phase at the
+   * first dispatch (the harness above the core resolves them; none without one).
+   */
+  readonly hooks: HookRunner;
   /** Write the next state atomically with whatever the callback creates. */
   commit(
     change: (

@@ -13,6 +13,7 @@ import {
   type CreateTaskOptions,
   Registry,
   type TaskDefinition,
+  type TaskHookSource,
   type Tx,
 } from "./define.ts";
 import { HarnessClosed, UnknownConversation, UnknownTask, WaitCancelled } from "./errors.ts";
@@ -62,6 +63,11 @@ export interface HarnessOptions {
    * Fixed for the harness's life.
    */
   forks?: { readonly asOf?: readonly string[]; readonly initial?: (name: string) => boolean };
+  /**
+   * The hooks extensions register for tasks (`runtime.hooks.each`), from the layer above the core;
+   * absent: a task has none.
+   */
+  taskHooks?: TaskHookSource;
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
   /**
@@ -123,6 +129,7 @@ export class Harness {
     this.#session.asOfDocuments = [...asOf];
     this.#session.forkRule = (name) => (asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current");
     this.#scheduler = new Scheduler(this.#session, this.registry, report);
+    this.#scheduler.taskHooks = options.taskHooks;
     this.#session.onMerged = () => this.#scheduler.kick();
     this.#session.onDefinition = (d) => this.registry.learn(d);
     this.#session.onFatal = (error) => {

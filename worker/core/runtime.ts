@@ -8,7 +8,7 @@
  * handler once and faults the task if it returned without an outcome. Every runtime call rejects
  * once the invocation ended.
  */
-import type { AnyTaskDefinition, TaskRuntime, Tx } from "./define.ts";
+import type { AnyTaskDefinition, HookRunner, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
 import { patchTask } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
@@ -48,6 +48,8 @@ export class Invocation {
   #aborted = false;
   #ended = false;
   #launched = false;
+  /** Counts the phase handlers this invocation started (a phase's hooks are resolved once). */
+  #phase = 0;
   #resolveDone!: () => void;
   readonly done = new Promise<void>((r) => {
     this.#resolveDone = r;
@@ -87,6 +89,10 @@ export class Invocation {
 
   get ended(): boolean {
     return this.#ended;
+  }
+
+  get phase(): number {
+    return this.#phase;
   }
 
   signalAbort(): void {
@@ -227,6 +233,7 @@ export class Invocation {
         continue;
       }
       after = { state: task.state };
+      this.#phase++;
       try {
         // A handler declaring fewer than three parameters cannot see the argument: skip making it.
         await handler(task, this.runtime, handler.length >= 3 ? this.signal : (undefined as never));
@@ -240,6 +247,7 @@ export class Invocation {
     const task = await this.#step();
     if (!task || this.scheduler.closing) return;
     const after: After = { state: task.state };
+    this.#phase++;
     try {
       const abort = this.definition.abort;
       await abort(task, this.runtime, abort.length >= 3 ? this.signal : (undefined as never));
@@ -265,6 +273,8 @@ type Step =
 
 const STOP: Step = { kind: "stop" };
 
+type HookInvoke = Parameters<HookRunner["each"]>[1];
+
 const isRunning = (t: TaskRecord | undefined): t is RunningTask => t?.state.status === "running";
 
 class Runtime implements TaskRuntime {
@@ -289,8 +299,39 @@ class Runtime implements TaskRuntime {
     return this.invocation.resumed;
   }
 
-  get hooks(): object | undefined {
-    return this.invocation.definition.hooks;
+  /** The hook handlers of the current phase, resolved at its first dispatch. */
+  #phaseHooks: { phase: number; handlers: readonly object[] } | undefined;
+  #hookApi: unknown;
+  #hookRunner: HookRunner | undefined;
+
+  get hooks(): HookRunner {
+    this.#hookRunner ??= Object.freeze({
+      each: (name: string, invoke: HookInvoke) => this.#each(name, invoke),
+    });
+    return this.#hookRunner;
+  }
+
+  /** Spec §7.2 `runtime.hooks.each`: every handler under `name`, in order; a throw reported, unless signalled. */
+  async #each(name: string, invoke: HookInvoke): Promise<void> {
+    this.#check();
+    const inv = this.invocation;
+    const source = inv.scheduler.taskHooks;
+    if (!source) return;
+    if (this.#phaseHooks?.phase !== inv.phase) {
+      const task = inv.scheduler.session.records.tasks.get(this.taskId);
+      this.#phaseHooks = { phase: inv.phase, handlers: task ? source.handlers(task) : [] };
+    }
+    const api = (this.#hookApi ??= source.api(this));
+    for (const set of this.#phaseHooks.handlers) {
+      const handler = (set as Record<string, unknown>)[name];
+      if (typeof handler !== "function") continue;
+      try {
+        await invoke(handler as (...args: unknown[]) => unknown, api);
+      } catch (error) {
+        if (this.signal.aborted) throw error;
+        this.report(error);
+      }
+    }
   }
 
   #check(signal?: AbortSignal): void {

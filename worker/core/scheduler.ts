@@ -9,7 +9,7 @@
  * - a missing or incompatible definition never terminalizes a task: it stays blocked and visible in
  *   `inspect()`, and only an abort orphans it.
  */
-import type { AnyTaskDefinition, Registry, Tx } from "./define.ts";
+import type { AnyTaskDefinition, Registry, TaskHookSource, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
 import { Overlay, patchTask } from "./records.ts";
@@ -67,6 +67,9 @@ export class Scheduler {
   #waking: TaskId | undefined;
   /** Migration failures reported once per (task, definition object). */
   #migrationReported = new Map<TaskId, AnyTaskDefinition>();
+
+  /** Where tasks' hooks come from (see HarnessOptions.taskHooks). */
+  taskHooks: TaskHookSource | undefined;
 
   #waiters = new Map<TaskId, Set<{ resolve: (r: TaskRecord) => void; reject: (e: unknown) => void }>>();
 

@@ -36,7 +36,7 @@ export async function select(
   const decision =
     firstKept === undefined
       ? undefined
-      : await askHooks(deps, task, { range, firstKept }, hookApi(runtime, deps.services.core), signal);
+      : await askHooks(deps, task, { range, firstKept }, hookApi(runtime, deps.services), signal);
   await runtime.commit((tx) => {
     const agent = agentDoc.read(tx, task.conversationId);
     const ref = agent.model ?? deps.services.defaultModel;

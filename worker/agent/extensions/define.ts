@@ -3,7 +3,7 @@
  * check nothing (the registry checks at install).
  */
 import type { ToolDefinition } from "../tools/contract.ts";
-import type { Extension, PromptInput, PromptSection, Wrap } from "./types.ts";
+import type { Extension, PromptSection, Wrap } from "./types.ts";
 
 export function defineExtension<E extends Extension>(extension: E): E {
   return extension;
@@ -11,7 +11,7 @@ export function defineExtension<E extends Extension>(extension: E): E {
 
 export function section(
   key: string,
-  render: (input: PromptInput) => string | undefined,
+  render: PromptSection["render"],
   options: { tag?: boolean } = {},
 ): PromptSection {
   return { key, render, ...(options.tag !== undefined ? { tag: options.tag } : {}) };

@@ -10,22 +10,33 @@
  * - afterTool, onAbort: result replacement chain; a throw is reported, next runs;
  * - beforeCompact: the first decision wins; a throw is reported, next runs.
  * An abort of the phase propagates from any hook.
- * Every hook is called `(input, api, ctx)` (spec §7.2): `api` names the asking task and reads
- * committed state (`doc`) and the task's memos (`memo`, one namespace with the task's own: prefix
- * names); `ctx.signal` is the asking phase's signal.
+ * Every hook is called `(input, api, ctx)` (spec §7.2): `api` names the asking task, reads
+ * committed documents (`doc`, `snapshot`) and the task's memos (`memo`, one namespace with the
+ * task's own: prefix names), and holds the harness's `models`; `ctx.signal` is the asking phase's
+ * signal. Tasks an extension defines ask their hooks through `runtime.hooks.each` (task-hooks.ts).
  */
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryId, EntryRecord, Json } from "../../core/types.ts";
+import type { ModelResolver } from "../models/resolver.ts";
 import type { CompactionReason } from "../records.ts";
 import type { ToolResult } from "../tools/contract.ts";
 
 export type HookContext = { conversationId: ConversationId; taskId: number };
 
-/** What a hook reads (spec §7.2 HookApi): the asking task, committed documents, the task's memos. */
+/**
+ * What a hook reads (spec §7.2 HookApi): the asking task, committed documents, the task's memos,
+ * the harness's models. The spec's `snapshotAsOf` (a document as of an earlier commit) has no
+ * counterpart: our store keeps each document's committed value only (history is kept for fork
+ * copies of `asOf` documents, not as a read).
+ */
 export interface HookApi extends HookContext {
   /** A committed document of the asking task's conversation (undefined when absent). */
   doc(name: string): Promise<Json | undefined>;
+  /** A committed document of any conversation, the asking one by default (spec: `snapshot`). */
+  snapshot(name: string, conversationId?: ConversationId): Promise<Json | undefined>;
+  /** The harness's models (spec: `HarnessOptions.models`), to resolve a model a hook calls itself. */
+  readonly models: ModelResolver;
   /** The asking task's memo: with a candidate, the first writer wins; without, a read. */
   memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)): Promise<T | undefined>;
 }
@@ -42,16 +53,21 @@ export interface HookRuntime {
   memo<T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)): Promise<T | undefined>;
 }
 
-/** The api handed to hooks asked by the task of `runtime`; `reader` reads committed documents. */
-export function hookApi(
-  runtime: HookRuntime,
-  reader: { doc(conversationId: ConversationId, name: string): Promise<Json | undefined> },
-): HookApi {
+/** What `hookApi` reads through: committed documents (the core harness) and the models. */
+export interface HookReader {
+  readonly core: { doc(conversationId: ConversationId, name: string): Promise<Json | undefined> };
+  readonly models: ModelResolver;
+}
+
+/** The api handed to hooks asked by the task of `runtime`. */
+export function hookApi(runtime: HookRuntime, reader: HookReader): HookApi {
   const { taskId, conversationId } = runtime;
   return Object.freeze({
     taskId,
     conversationId,
-    doc: (name: string) => reader.doc(conversationId, name),
+    models: reader.models,
+    doc: (name: string) => reader.core.doc(conversationId, name),
+    snapshot: (name: string, c: ConversationId = conversationId) => reader.core.doc(c, name),
     memo: <T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)) => runtime.memo<T>(name, candidate),
   });
 }

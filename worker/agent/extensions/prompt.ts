@@ -1,7 +1,8 @@
 /**
  * The system prompt from sections (spec §7.4): render the resolved agent's sections in order (then
- * the conversation's instructions), and plan the pi.system entries that take the transcript from the
- * sections and tools it replays to the desired ones. Invariants:
+ * the conversation's instructions; a section may be async, so a phase renders before its commit),
+ * and plan the pi.system entries that take the transcript from the sections and tools it replays to
+ * the desired ones. Invariants:
  * - nothing is planned when the desired sections (text and order) and tools equal the replayed ones;
  * - a change of values in the same order is one minimal patch (changed values, null removals);
  * - a change of order is two entries: the first removes every shown section, the second adds every
@@ -10,43 +11,104 @@
  */
 import type { ConversationId, Json } from "../../core/types.ts";
 import type { SystemRecord } from "../records.ts";
-import type { ResolvedAgent } from "./types.ts";
+import type { PromptEnv, PromptSection, ResolvedAgent } from "./types.ts";
 
 export interface RenderInput {
   readonly conversationId: ConversationId;
+  readonly env: PromptEnv | undefined;
   readonly shown: Readonly<Record<string, string | null>>;
   read(name: string): Json | undefined;
 }
 
+/** How the rendering of the desired sections goes wrong or is reported. */
+export interface RenderOptions {
+  readonly report: (error: unknown) => void;
+  /** The preparing phase's signal: after it aborts, a section's error propagates (spec §7.4). */
+  readonly signal: AbortSignal;
+}
+
 /**
- * The desired sections, in order, as stored (tagged unless a section says otherwise). A section that
- * throws keeps the text shown before (if any) and is reported; one that returns undefined is left out.
+ * The desired sections, in order, as stored (tagged unless a section says otherwise), each section
+ * awaited in turn. A section that throws or rejects keeps the text shown before (if any) and is
+ * reported, unless the phase was aborted (then the error propagates); one that gives undefined is
+ * left out.
  */
-export function renderSections(
+export async function renderSections(
+  agent: ResolvedAgent,
+  input: RenderInput,
+  instructions: string | undefined,
+  options: RenderOptions,
+): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const s of agent.sections) {
+    let text: unknown;
+    try {
+      text = await s.render({ ...input, agent }, { signal: options.signal });
+    } catch (error) {
+      if (options.signal.aborted) throw error;
+      text = failed(error);
+    }
+    place(out, s, text, input.shown, options.report);
+  }
+  if (instructions) out["instructions"] = instructions;
+  return out;
+}
+
+/**
+ * `renderSections` for a commit, which cannot wait: undefined as soon as a section returns a
+ * promise (the caller prepares in a phase of its own instead; that promise is dropped, its
+ * rejection ignored). Nothing aborts such a commit, so every error is reported.
+ */
+export function renderSectionsNow(
   agent: ResolvedAgent,
   input: RenderInput,
   instructions: string | undefined,
   report: (error: unknown) => void,
-): Record<string, string> {
+): Record<string, string> | undefined {
   const out: Record<string, string> = {};
   for (const s of agent.sections) {
+    let text: unknown;
     try {
-      const text: unknown = s.render({ ...input, agent });
-      if (text instanceof Promise) {
-        text.catch(() => undefined);
-        throw new TypeError(`section ${s.key} returned a promise: sections render synchronously`);
-      }
-      if (text === undefined) continue;
-      if (typeof text !== "string") throw new TypeError(`section ${s.key} rendered ${typeof text}, not text`);
-      out[s.key] = s.tag === false ? text : `<${s.key}>\n${text}\n</${s.key}>`;
+      text = s.render({ ...input, agent }, { signal: NEVER_ABORTED });
     } catch (error) {
-      report(error);
-      const before = input.shown[s.key];
-      if (typeof before === "string") out[s.key] = before;
+      text = failed(error);
     }
+    if (text instanceof Promise) {
+      text.catch(() => undefined);
+      return undefined;
+    }
+    place(out, s, text, input.shown, report);
   }
   if (instructions) out["instructions"] = instructions;
   return out;
+}
+
+const NEVER_ABORTED = new AbortController().signal;
+
+/** A section's failure, told apart from what it rendered. */
+class Failed {
+  constructor(readonly error: unknown) {}
+}
+const failed = (error: unknown) => new Failed(error);
+
+/** Put a section's rendered text (or what a failure keeps) into `out`. */
+function place(
+  out: Record<string, string>,
+  s: PromptSection,
+  text: unknown,
+  shown: Readonly<Record<string, string | null>>,
+  report: (error: unknown) => void,
+): void {
+  if (!(text instanceof Failed) && text !== undefined && typeof text !== "string")
+    text = failed(new TypeError(`section ${s.key} rendered ${typeof text}, not text`));
+  if (text instanceof Failed) {
+    report(text.error);
+    const before = shown[s.key];
+    if (typeof before === "string") out[s.key] = before;
+    return;
+  }
+  if (typeof text !== "string") return; // undefined: the section is left out
+  out[s.key] = s.tag === false ? text : `<${s.key}>\n${text}\n</${s.key}>`;
 }
 
 type Planned = Pick<SystemRecord, "sections" | "toolsAdded" | "toolsRemoved">;

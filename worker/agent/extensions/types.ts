@@ -8,25 +8,44 @@ import type { AnyTaskDefinition } from "../../core/define.ts";
 import type { ConversationId, Json } from "../../core/types.ts";
 import type { AgentState } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
+import type { WorkspaceFs } from "../workspace/fs.ts";
 import type { AgentHooks, HookRegistration } from "./hooks.ts";
+
+/**
+ * The environment a section renders in (spec §7.4 `PromptInput.env`): what the conversation's tools
+ * reach. Ours is the engine's workspace file system (the spec's `ExecutionEnv` also has a shell and a
+ * working directory, which the browser does not).
+ */
+export interface PromptEnv {
+  readonly fs: WorkspaceFs;
+}
 
 /** What a section's renderer reads: the conversation, its resolved agent, the sections shown so far. */
 export interface PromptInput {
   readonly conversationId: ConversationId;
   readonly agent: ResolvedAgent;
+  /** The environment of this preparation (undefined when the harness has none). */
+  readonly env: PromptEnv | undefined;
   /** The sections in effect after replaying the active transcript (stored text, tagged). */
   readonly shown: Readonly<Record<string, string | null>>;
   /** A committed document of this conversation (undefined when absent). */
   read(name: string): Json | undefined;
 }
 
+/** The render call's context: the preparing phase's signal. */
+export interface RenderContext {
+  readonly signal: AbortSignal;
+}
+
 /**
- * One part of the system prompt. `render` is synchronous here (it runs inside the preparing
- * commit); undefined omits the section. Tagged (the default) wraps the text as `<key>\n...\n</key>`.
+ * One part of the system prompt. `render` may be synchronous or async (spec §7.4); undefined omits
+ * the section; a throw or a rejection keeps the text shown before and is reported. Tagged (the
+ * default) wraps the text as `<key>\n...\n</key>`. Renderers must be deterministic: any change of
+ * the rendered text appends a system delta.
  */
 export interface PromptSection {
   readonly key: string;
-  render(input: PromptInput): string | undefined;
+  render(input: PromptInput, ctx: RenderContext): string | undefined | Promise<string | undefined>;
   readonly tag?: boolean;
 }
 

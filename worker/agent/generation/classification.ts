@@ -74,7 +74,7 @@ export async function classify(
     deps.services,
     task,
     message,
-    hookApi(runtime, deps.services.core),
+    hookApi(runtime, deps.services),
     runtime.signal,
   );
   await runtime.commit((tx) => answered(deps, tx, task, message, continuation));

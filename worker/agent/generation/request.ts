@@ -43,7 +43,7 @@ export async function request(
   const { services } = deps;
   const c = task.conversationId;
   const cp = task.state.checkpoint;
-  const api = hookApi(runtime, services.core);
+  const api = hookApi(runtime, services);
   await convertPartialLeftByCrash(services, runtime, c);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
@@ -103,14 +103,10 @@ export async function poll(
     return;
   }
   const offered = offeredTools(services, c, deriveContext(await services.entries.get(c, cp.cutoff)).tools);
-  await runHooks(
-    services.hooks(c).afterResponse,
-    (h) => h(answer, hookApi(runtime, services.core), { signal }),
-    {
-      report: services.report,
-      signal,
-    },
-  );
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, hookApi(runtime, services), { signal }), {
+    report: services.report,
+    signal,
+  });
   // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
   await classify(deps, task, runtime, answer, { attempt: cp.attempt, offered, compacted: false });
 }

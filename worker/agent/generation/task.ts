@@ -36,6 +36,7 @@ import {
   type GenerationRuntime,
   type GenerationTask,
   prepareRequest,
+  renderPrompt,
 } from "./turn.ts";
 
 export type { GenerationCheckpoint, GenerationResult } from "./turn.ts";
@@ -63,7 +64,7 @@ export function createGenerationTask(
     // with `start` at that request instead.
     initial: () => ({ phase: "prepare", attempt: 1 }),
     phases: {
-      prepare: (task, runtime) => prepare(phaseDeps(task), task, runtime),
+      prepare: (task, runtime, signal) => prepare(phaseDeps(task), task, runtime, signal),
       request: (task, runtime, signal) => request(phaseDeps(task), task, runtime, signal),
       poll: (task, runtime, signal) => poll(phaseDeps(task), task, runtime, signal),
       retry: (task, runtime, signal) => retry(task, runtime, signal),
@@ -85,6 +86,7 @@ async function prepare(
   { services, compactionTask }: GenerationDeps,
   task: GenerationTask<"prepare">,
   runtime: GenerationRuntime,
+  signal: AbortSignal,
 ): Promise<void> {
   const c = task.conversationId;
   const cp = task.state.checkpoint;
@@ -92,26 +94,36 @@ async function prepare(
   const summarized =
     waited?.status === "completed" && (waited.result as CompactionResult)?.entryId !== undefined;
   const entries = await services.entries.get(c);
-  await runtime.commit((tx) => {
-    if (cp.overflow !== undefined && !summarized) return failRun(tx, c, task.id, "model_error", cp.overflow);
-    const need = cp.compacted ? undefined : compactionNeeded(services, tx, c, entries);
-    if (need === "blocking") {
-      const id = startBlockingCompaction(tx, compactionTask(), c, task.id, "threshold");
+  // Sections render before the commit (they may be async); pi.agent changed meanwhile: again.
+  for (let stale = true; stale; ) {
+    const rendered = await renderPrompt(services, c, entries, signal);
+    stale = false;
+    await runtime.commit((tx) => {
+      if (cp.overflow !== undefined && !summarized)
+        return failRun(tx, c, task.id, "model_error", cp.overflow);
+      const need = cp.compacted ? undefined : compactionNeeded(services, tx, c, entries);
+      if (need === "blocking") {
+        const id = startBlockingCompaction(tx, compactionTask(), c, task.id, "threshold");
+        return {
+          status: "waiting",
+          checkpoint: { phase: "prepare", attempt: cp.attempt, compacted: true, compaction: id },
+          on: [id],
+          policy: "allSettled",
+        };
+      }
+      const prepared = prepareRequest(services, tx, c, task.id, cp.attempt, entries, rendered);
+      if (prepared.status === "render") {
+        stale = true;
+        return undefined;
+      }
+      if (prepared.status === "failed") return failRun(tx, c, task.id, "no_model", prepared.detail);
+      if (need === "background") startBackgroundCompaction(tx, compactionTask(), c);
       return {
-        status: "waiting",
-        checkpoint: { phase: "prepare", attempt: cp.attempt, compacted: true, compaction: id },
-        on: [id],
-        policy: "allSettled",
+        status: "running",
+        checkpoint: { ...prepared.checkpoint, ...(cp.compacted ? { compacted: true as const } : {}) },
       };
-    }
-    const checkpoint = prepareRequest(services, tx, c, task.id, cp.attempt, entries);
-    if (!checkpoint.ok) return failRun(tx, c, task.id, "no_model", checkpoint.detail);
-    if (need === "background") startBackgroundCompaction(tx, compactionTask(), c);
-    return {
-      status: "running",
-      checkpoint: { ...checkpoint.checkpoint, ...(cp.compacted ? { compacted: true as const } : {}) },
-    };
-  });
+    });
+  }
 }
 
 /** `retry`: wait out the durable backoff, then prepare the next attempt. */

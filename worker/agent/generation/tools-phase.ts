@@ -51,7 +51,7 @@ export async function awaitToolRound(
   const results = roundResults(slots, (id) => records.get(id), { missing: "failed" })!;
   await runHooks(
     services.hooks(task.conversationId).afterTools,
-    (h) => h(results, hookApi(runtime, services.core), { signal: runtime.signal }),
+    (h) => h(results, hookApi(runtime, services), { signal: runtime.signal }),
     { report: services.report, signal: runtime.signal },
   );
   await runtime.commit((tx) => finishToolRound(deps, tx, task, results));

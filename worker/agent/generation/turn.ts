@@ -17,9 +17,10 @@ import type {
 } from "../../core/types.ts";
 import { deriveSystem } from "../conversation/context.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
-import { planSystem, renderSections } from "../extensions/prompt.ts";
+import { planSystem, type RenderInput, renderSections, renderSectionsNow } from "../extensions/prompt.ts";
 import type { DeferredHandle } from "../models/resolver.ts";
 import {
+  type AgentState,
   agentDoc,
   appendAssistant,
   DOC,
@@ -175,14 +176,58 @@ export async function runHooks<T>(
 }
 
 type Prepared =
-  | { ok: true; checkpoint: Extract<GenerationCheckpoint, { phase: "request" }> }
-  | { ok: false; detail: string };
+  | { status: "ready"; checkpoint: Extract<GenerationCheckpoint, { phase: "request" }> }
+  | { status: "failed"; detail: string }
+  /** The sections must be rendered outside the commit (one is async, or pi.agent changed since). */
+  | { status: "render" };
+
+/** Sections rendered before the preparing commit, and the pi.agent they were rendered for. */
+export interface RenderedPrompt {
+  readonly agent: AgentState;
+  readonly sections: Readonly<Record<string, string>>;
+}
+
+/** What a section's renderer reads in conversation `c` whose active transcript is `entries`. */
+function renderInput(
+  services: AgentServices,
+  c: ConversationId,
+  entries: readonly EntryRecord[],
+): RenderInput {
+  return {
+    conversationId: c,
+    env: { fs: services.fs },
+    shown: deriveSystem(entries).sections,
+    read: (name) => services.core.docNow(c, name),
+  };
+}
+
+/**
+ * Render the conversation's sections off the line (spec §7.4: a section may be async), for the
+ * committed pi.agent; `prepareRequest` takes the result when pi.agent is still the same then.
+ */
+export async function renderPrompt(
+  services: AgentServices,
+  c: ConversationId,
+  entries: readonly EntryRecord[],
+  signal: AbortSignal,
+): Promise<RenderedPrompt> {
+  const agent = services.readAgent(c);
+  const sections = await renderSections(
+    services.agent(c, agent),
+    renderInput(services, c, entries),
+    agent.instructions,
+    { report: services.report, signal },
+  );
+  return { agent, sections };
+}
 
 /**
  * The work of `prepare`, inside a commit: resolve the agent, append a pi.system entry when the
  * prompt sections or the offered tools differ from what the transcript replays, and pin the model,
- * thinking level and cutoff of the request. Also used by the commit that creates a generation, so a
- * turn needs no separate prepare commit when its conversation's entries are at hand.
+ * thinking level and cutoff of the request. The sections are `rendered` (by `renderPrompt`, before
+ * the commit) when given; without, they render here, unless one is async. Also used by the commit
+ * that creates a generation, so a turn needs no separate prepare commit when its conversation's
+ * entries are at hand and its sections render synchronously.
  */
 export function prepareRequest(
   services: AgentServices,
@@ -191,12 +236,13 @@ export function prepareRequest(
   taskId: TaskId | undefined,
   attempt: number,
   entries: readonly EntryRecord[],
+  rendered?: RenderedPrompt,
 ): Prepared {
   const agent = agentDoc.read(tx, c);
   const ref = agent.model ?? services.defaultModel;
   if (!ref || !services.models.resolve(ref)) {
     return {
-      ok: false,
+      status: "failed",
       detail: ref ? `unknown model ${ref.provider}/${ref.modelId}` : "no model is configured",
     };
   }
@@ -205,12 +251,16 @@ export function prepareRequest(
   const replayed = deriveSystem(entries);
   const resolved = services.agent(c, agent);
   const desired = [...resolved.tools.keys()];
-  const sections = renderSections(
-    resolved,
-    { conversationId: c, shown: replayed.sections, read: (name) => services.core.docNow(c, name) },
-    agent.instructions,
-    services.report,
-  );
+  let sections: Readonly<Record<string, string>> | undefined;
+  if (!rendered)
+    sections = renderSectionsNow(
+      resolved,
+      renderInput(services, c, entries),
+      agent.instructions,
+      services.report,
+    );
+  else if (JSON.stringify(rendered.agent) === JSON.stringify(agent)) sections = rendered.sections;
+  if (!sections) return { status: "render" };
   const added = desired.filter((t) => !replayed.tools.includes(t));
   const removed = replayed.tools.filter((t) => !desired.includes(t));
   for (const planned of planSystem(replayed.sections, sections, { added, removed })) {
@@ -222,7 +272,7 @@ export function prepareRequest(
     writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { taskId, attempt } });
   }
   return {
-    ok: true,
+    status: "ready",
     checkpoint: {
       phase: "request",
       attempt,

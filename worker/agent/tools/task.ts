@@ -132,7 +132,7 @@ export function createToolTask(services: AgentServices) {
         const phase = atPhaseStart(services, task.conversationId);
         const hooks = phase.hooks();
         const call = await readCall(task);
-        const api = hookApi(runtime, services.core);
+        const api = hookApi(runtime, services);
         let tool: ToolDefinition;
         let args: unknown;
         try {
@@ -298,7 +298,7 @@ export function createToolTask(services: AgentServices) {
     const c = task.conversationId;
     const partial = partialOutput(task);
     let result: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
-    const api = hookApi(runtime, services.core);
+    const api = hookApi(runtime, services);
     for (const hook of hooks) {
       try {
         result =
@@ -418,7 +418,7 @@ export function createToolTask(services: AgentServices) {
     for (const hook of hooks.afterTool ?? []) {
       try {
         result =
-          (await hook({ name: call.name, arguments: args, result }, hookApi(runtime, services.core), {
+          (await hook({ name: call.name, arguments: args, result }, hookApi(runtime, services), {
             signal,
           })) ?? result;
       } catch (error) {
