@@ -368,6 +368,8 @@ export interface EngineApi {
 }
 
 export interface EngineTimeline {
+  /** The worker's creation (its `performance.timeOrigin`): the tab's part of the start ends here. */
+  readonly createdAt?: number;
   readonly startedAt: number;
   readonly lockedAt?: number;
   readonly openedAt?: number;

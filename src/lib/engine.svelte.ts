@@ -74,11 +74,13 @@ export class EngineClient {
 
   async connect(): Promise<void> {
     try {
-      await this.#holdTabLock();
       const forceDedicated = this.params.get("engine") === "dedicated";
       // The worker reads its configuration from its name (Vite needs a static worker URL).
       const query = this.#workerQuery();
-      if (!forceDedicated && typeof SharedWorker === "function") {
+      const shared = !forceDedicated && typeof SharedWorker === "function";
+      if (shared) {
+        // Created before this tab takes its own lock: the engine opens the store meanwhile. It
+        // learns of the tab only from hello, which waits for that lock.
         const worker = new SharedWorker(new URL("../../worker/host/shared-worker.ts", import.meta.url), {
           type: "module",
           name: query.toString(),
@@ -86,26 +88,30 @@ export class EngineClient {
         worker.addEventListener("error", () => this.#workerFailed());
         this.api = Comlink.wrap<EngineApi>(worker.port);
         this.mode = "shared";
-      } else if (await this.#holdHostLock(false)) {
-        this.#startDedicated(query);
-      } else if (this.params.get("takeover") === "1") {
-        await this.takeOver();
-        return;
-      } else {
-        // Another tab runs the engine (or this tab's previous page is still going away): say so, and
-        // start here once that tab has gone.
-        this.mode = "elsewhere";
-        this.status = { phase: "waiting-for-lock", detail: "The app is open in another tab." };
-        this.#waitForHost = new AbortController();
-        void this.#holdHostLock(true, this.#waitForHost.signal).then(
-          () => {
-            if (this.mode !== "elsewhere") return;
-            this.#startDedicated(query);
-            return this.#hello();
-          },
-          () => undefined,
-        );
-        return;
+      }
+      await this.#holdTabLock();
+      if (!shared) {
+        if (await this.#holdHostLock(false)) {
+          this.#startDedicated(query);
+        } else if (this.params.get("takeover") === "1") {
+          await this.takeOver();
+          return;
+        } else {
+          // Another tab runs the engine (or this tab's previous page is still going away): say so,
+          // and start here once that tab has gone.
+          this.mode = "elsewhere";
+          this.status = { phase: "waiting-for-lock", detail: "The app is open in another tab." };
+          this.#waitForHost = new AbortController();
+          void this.#holdHostLock(true, this.#waitForHost.signal).then(
+            () => {
+              if (this.mode !== "elsewhere") return;
+              this.#startDedicated(query);
+              return this.#hello();
+            },
+            () => undefined,
+          );
+          return;
+        }
       }
       await this.#hello();
     } catch (error) {

@@ -215,8 +215,18 @@ const KNOWN_TYPE_CYCLES: readonly (readonly string[])[] = [
   ["worker/host/bench.ts", "worker/host/engine.ts"],
 ];
 
-/** The modules the tab and the engine start from (the SharedWorker, and its dedicated-worker fallback). */
-const ENTRIES = ["src/main.ts", "worker/host/shared-worker.ts", "worker/host/dedicated-worker.ts"];
+/**
+ * The modules the tab and the engine start from (the SharedWorker, and its dedicated-worker fallback),
+ * and the two the engine loads at once while its store opens (worker/host/boot.ts): the API module and
+ * the harness's configuration. What they load statically is what a recovery waits for.
+ */
+const ENTRIES = [
+  "src/main.ts",
+  "worker/host/shared-worker.ts",
+  "worker/host/dedicated-worker.ts",
+  "worker/host/engine.ts",
+  "worker/host/app-harness.ts",
+];
 /** Packages an entry may load only on demand, through a dynamic import. */
 const ON_DEMAND = new Set(["@mariozechner/pi-ai"]);
 
@@ -407,7 +417,7 @@ describe("import direction", () => {
         const out = withImport(file, "@mariozechner/pi-ai");
         expect(out).toContainEqual(
           expect.stringMatching(
-            /^worker\/host\/shared-worker\.ts loads @mariozechner\/pi-ai before its first line: /,
+            /^worker\/host\/(engine|app-harness)\.ts loads @mariozechner\/pi-ai before its first line: /,
           ),
         );
         // Its types, or the module through import(), cost nothing before the first line.

@@ -125,7 +125,9 @@ export class Session {
       for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
         r.putConversation(conversationFromRow(row));
       for (const row of await sql.all(
-        `SELECT ${TASK_COLUMNS} FROM tasks WHERE status <> 'terminal' ORDER BY id`,
+        // Named: without statistics SQLite prefers walking the whole table in id order to the
+        // partial index, and a store of many finished tasks then reads all of them at open.
+        `SELECT ${TASK_COLUMNS} FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' ORDER BY id`,
       )) {
         const { record, corrupt } = taskFromRow(row);
         r.putTask(record);

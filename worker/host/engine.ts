@@ -6,8 +6,8 @@
  * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches
  *   and status listeners are dropped;
  * - when the harness stops (handover, fatal error) every watch ends ("closed").
- * Store ownership and handover live in owner.ts, the agent's configuration in app-harness.ts, the
- * test endpoints in test-endpoints.ts.
+ * Store ownership and handover live in owner.ts, the start (owner first, this module loaded meanwhile)
+ * in boot.ts, the agent's configuration in app-harness.ts, the test endpoints in test-endpoints.ts.
  */
 
 import { searchConversationText } from "../agent/conversation/search.ts";
@@ -15,7 +15,6 @@ import { exportConversation } from "../agent/conversation/transfer.ts";
 import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { storedApiKeyValues } from "../agent/models/keys.ts";
-import { loadPiAi } from "../agent/models/pi-ai.ts";
 import type { ModelRef } from "../agent/records.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
@@ -57,10 +56,9 @@ import {
   setExtensionEnabled,
   userToolViews,
 } from "./app-extensions.ts";
-import { openAppHarness } from "./app-harness.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./app-settings.ts";
 import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
-import { StoreOwner } from "./owner.ts";
+import type { StoreOwner } from "./owner.ts";
 import type { HostPlatform } from "./platform.ts";
 
 /** The documents an export carries: the agent's settings, its usage, the title. */
@@ -81,7 +79,7 @@ export class EngineHost implements EngineApi {
   readonly #owner: StoreOwner;
   #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
   #statusListeners = new Map<string, Set<(s: EngineStatus) => void>>();
-  #ready: Promise<AgentHarness> | undefined;
+  readonly #ready: Promise<AgentHarness>;
   #watches = new Map<number, { tabId: string; watch: Watch<ConversationView> }>();
   #nextWatch = 1;
   #tabs = new Set<string>();
@@ -91,9 +89,12 @@ export class EngineHost implements EngineApi {
   /** Each tab's event streams and task-graph watches. */
   #streams = new Map<number, { tabId: string; stop: () => void; pending: () => number }>();
 
-  constructor(platform: HostPlatform) {
+  /** `started`: the owner already taking the store and opening the harness (boot.ts). */
+  constructor(platform: HostPlatform, started: { owner: StoreOwner; ready: Promise<AgentHarness> }) {
     this.#platform = platform;
-    this.#owner = new StoreOwner(platform, {
+    this.#owner = started.owner;
+    this.#ready = started.ready;
+    this.#owner.listen({
       status: (status) => this.#setStatus(status),
       stopping: () => {
         for (const { watch } of this.#watches.values()) watch.end("closed");
@@ -108,19 +109,6 @@ export class EngineHost implements EngineApi {
     });
   }
 
-  /** Own the store and open the harness; every call waits for this. */
-  start(): Promise<void> {
-    // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetch and evaluate it while the lock is
-    // taken and the store opens, not before the engine's first line. The harness open awaits it (a
-    // failure here surfaces there, where the load is tried again).
-    loadPiAi().catch(() => undefined);
-    this.#ready ??= this.#owner.open(openAppHarness);
-    return this.#ready.then(
-      () => undefined,
-      () => undefined, // the owner reported the failure as the engine's status
-    );
-  }
-
   #setStatus(status: EngineStatus): void {
     this.#status = status;
     for (const listeners of this.#statusListeners.values())
@@ -131,7 +119,6 @@ export class EngineHost implements EngineApi {
     if (this.#status.phase === "handed-over" || this.#status.phase === "handing-over") {
       throw new Error("this engine handed the store over to another tab; reload this one");
     }
-    if (!this.#ready) throw new Error("the engine has not started");
     return this.#ready;
   }
 

@@ -36,9 +36,14 @@ export interface OwnerEvents {
 export type OpenHarness = (store: SqliteLine, onFatal: (error: Error) => void) => Promise<AgentHarness>;
 
 export class StoreOwner {
-  readonly timeline: { -readonly [K in keyof EngineTimeline]: EngineTimeline[K] } = { startedAt: Date.now() };
+  readonly timeline: { -readonly [K in keyof EngineTimeline]: EngineTimeline[K] } = {
+    startedAt: Date.now(),
+    createdAt: performance.timeOrigin,
+  };
   readonly #platform: HostPlatform;
-  readonly #events: OwnerEvents;
+  /** Who hears the events: set by `listen` (the engine's API may load after the open began). */
+  #events: OwnerEvents | undefined;
+  #lastStatus: EngineStatus | undefined;
   readonly #id = crypto.randomUUID();
   readonly #channel: BroadcastChannel;
   #harness: AgentHarness | undefined;
@@ -46,11 +51,21 @@ export class StoreOwner {
   #waitingForLock = false;
   #failed = false;
 
-  constructor(platform: HostPlatform, events: OwnerEvents) {
+  constructor(platform: HostPlatform) {
     this.#platform = platform;
-    this.#events = events;
     this.#channel = new BroadcastChannel(handoverChannelName(platform.storeName));
     this.#channel.onmessage = (e: MessageEvent<HandoverMessage>) => void this.#onMessage(e.data);
+  }
+
+  /** Send the owner's events to `events` from now on; it hears the newest status at once. */
+  listen(events: OwnerEvents): void {
+    this.#events = events;
+    if (this.#lastStatus) events.status(this.#lastStatus);
+  }
+
+  #status(status: EngineStatus): void {
+    this.#lastStatus = status;
+    this.#events?.status(status);
   }
 
   /**
@@ -60,7 +75,7 @@ export class StoreOwner {
   async open(openHarness: OpenHarness): Promise<AgentHarness> {
     await this.#acquire();
     this.timeline.lockedAt = Date.now();
-    this.#events.status({ phase: "starting", detail: "opening the store" });
+    this.#status({ phase: "starting", detail: "opening the store" });
     let harness: AgentHarness;
     try {
       const store = await this.#platform.openStore();
@@ -69,7 +84,7 @@ export class StoreOwner {
       harness = await openHarness(store, (error) => void this.#fail(error));
     } catch (error) {
       const e = await classifyStoreError(error, { store: this.#platform.storeName, stage: "open" });
-      this.#events.status({
+      this.#status({
         phase: "failed",
         stage: "open",
         reason: e.reason,
@@ -81,7 +96,7 @@ export class StoreOwner {
     }
     this.#harness = harness;
     this.timeline.readyAt = Date.now();
-    this.#events.status({
+    this.#status({
       phase: "ready",
       storeKind: this.#platform.storeKind,
       build: this.#platform.build,
@@ -96,7 +111,7 @@ export class StoreOwner {
   async #acquire(): Promise<void> {
     this.#waitingForLock = true;
     if (!(await this.#hold({ ifAvailable: true }))) {
-      this.#events.status({
+      this.#status({
         phase: "waiting-for-lock",
         detail: "another engine owns the store; asking it to hand over",
       });
@@ -128,7 +143,7 @@ export class StoreOwner {
   async #stop(options: { graceMs?: number; giveUpAfterMs?: number }): Promise<void> {
     const harness = this.#harness;
     this.#harness = undefined;
-    this.#events.stopping();
+    this.#events?.stopping();
     try {
       const closing = harness?.close(options.graceMs ? { graceMs: options.graceMs } : {});
       const giveUp = options.giveUpAfterMs;
@@ -151,7 +166,7 @@ export class StoreOwner {
     if (this.#failed) return;
     this.#failed = true;
     const e = await classifyStoreError(error, { store: this.#platform.storeName, stage: "run" });
-    this.#events.status({
+    this.#status({
       phase: "failed",
       stage: "run",
       reason: e.reason,
@@ -173,12 +188,12 @@ export class StoreOwner {
     if (message.build < build) return; // an older build never takes over a newer one
     // The same build asks only when a tab chose "use it here" (the dedicated-worker fallback).
     const newer = message.build > build;
-    this.#events.status({
+    this.#status({
       phase: "handing-over",
       detail: newer ? `a newer version (${message.build}) is taking over` : "another tab is taking over",
     });
     await this.#stop({ graceMs: HANDOVER_GRACE_MS });
-    this.#events.status({
+    this.#status({
       phase: "handed-over",
       detail: newer
         ? "A newer version of the app took over in another tab."

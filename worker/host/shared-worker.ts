@@ -1,40 +1,39 @@
 /**
  * The SharedWorker entry: one engine for every tab of this build, on the `idb` store kind
- * (IDBBatchAtomicVFS; JSPI where WebAssembly.Suspending exists, Asyncify otherwise).
+ * (IDBBatchAtomicVFS; JSPI where WebAssembly.Suspending exists, Asyncify otherwise). It stays small:
+ * the store's wasm starts compiling on its first line, and boot.ts opens the store while the rest of
+ * the engine loads.
  */
-import * as Comlink from "comlink";
 import { DEFAULT_STORE_NAME } from "../protocol.ts";
-import { chooseIdbBuild, jspiAvailable, openBrowserStore } from "../store/browser.ts";
-import { EngineHost } from "./engine.ts";
-import { installBrowserScriptWorkers } from "./script-workers.ts";
-import { TEST_ENDPOINTS_FLAG, withTestEndpoints } from "./test-endpoints.ts";
+import { chooseIdbBuild, jspiAvailable, openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
+import { bootEngine, serveWhenReady, TEST_ENDPOINTS_FLAG } from "./boot.ts";
 
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
 const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
 const build = params.get("build") === "asyncify" ? "asyncify" : undefined;
+preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
 
-const host = new EngineHost({
-  storeName,
-  storeKind: "idb",
-  build: __BUILD_ID__,
-  jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
-  openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
-  openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
-  deleteScratchStore: (name) =>
-    new Promise<void>((resolve, reject) => {
-      // One store, one IndexedDB database of the same name (see store/browser.ts).
-      const request = indexedDB.deleteDatabase(name);
-      request.onsuccess = () => resolve();
-      request.onerror = () => reject(request.error);
-    }),
-});
-// Codemode scripts off the engine's thread where this worker can start workers (see script-workers.ts).
-installBrowserScriptWorkers();
-void host.start();
-const served = params.get(TEST_ENDPOINTS_FLAG) === "1" ? withTestEndpoints(host) : host;
+const served = bootEngine(
+  {
+    storeName,
+    storeKind: "idb",
+    build: __BUILD_ID__,
+    jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
+    openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
+    openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
+    deleteScratchStore: (name) =>
+      new Promise<void>((resolve, reject) => {
+        // One store, one IndexedDB database of the same name (see store/browser.ts).
+        const request = indexedDB.deleteDatabase(name);
+        request.onsuccess = () => resolve();
+        request.onerror = () => reject(request.error);
+      }),
+  },
+  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1" },
+);
 
 (self as unknown as { onconnect: (e: MessageEvent) => void }).onconnect = (event) => {
   const port = event.ports[0];
-  if (port) Comlink.expose(served, port);
+  if (port) serveWhenReady(served, port);
 };

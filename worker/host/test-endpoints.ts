@@ -23,9 +23,6 @@ import { runBrowserBench } from "./bench.ts";
 import { type EngineHost, engineInternals } from "./engine.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
 
-/** The query flag (page URL and worker name) that asks for the test endpoints. */
-export const TEST_ENDPOINTS_FLAG = "debug";
-
 export function withTestEndpoints(host: EngineHost): EngineHost & { readonly debug: DebugApi } {
   return Object.assign(host, { debug: testEndpoints(host) });
 }

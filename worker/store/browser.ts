@@ -6,8 +6,9 @@
  *   IndexedDB transaction).
  * - `opfs`: OPFSCoopSyncVFS with the sync build. Needs OPFS sync access handles, which only a dedicated
  *   worker has (the fallback engine host when SharedWorker is missing).
- * The wasm files are emitted by Vite (`?url`) and handed to Emscripten through `locateFile`. Every
- * open gets its own module instance: the async builds are not re-entrant, so two stores must never
+ * The wasm files are emitted by Vite (`?url`); each build's is fetched and compiled once per context
+ * (`preloadBrowserStore` starts that early) and instantiated through Emscripten's `instantiateWasm`.
+ * Every open gets its own instance: the async builds are not re-entrant, so two stores must never
  * share one.
  */
 import * as SQLiteAPI from "@journeyapps/wa-sqlite";
@@ -69,7 +70,6 @@ interface CoopSyncVfs extends VfsInstance {
   boundAccessHandles?: Map<string, { close(): void }>;
   releaser?: (() => void) | null;
 }
-type ModuleFactory = (config: { locateFile(path: string, prefix?: string): string }) => Promise<unknown>;
 
 /** Whether this context has JS Promise Integration (the JSPI build's requirement). */
 export function jspiAvailable(): boolean {
@@ -88,24 +88,79 @@ export function inDedicatedWorker(): boolean {
   return typeof scope === "function" && globalThis instanceof scope;
 }
 
-async function loadModule(build: Build): Promise<unknown> {
-  let factory: ModuleFactory;
-  let wasmUrl: string;
+type ModuleFactory = (config: {
+  instantiateWasm(
+    imports: WebAssembly.Imports,
+    done: (instance: WebAssembly.Instance, module: WebAssembly.Module) => void,
+  ): object;
+}) => Promise<unknown>;
+
+/** A build's Emscripten factory and its compiled wasm: fetched and compiled once per context. */
+const builds = new Map<Build, Promise<{ factory: ModuleFactory; wasm: WebAssembly.Module }>>();
+
+function importFactory(build: Build): Promise<{ default: unknown }> {
   switch (build) {
     case "jspi":
-      factory = (await import("@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.mjs")).default as ModuleFactory;
-      wasmUrl = jspiWasmUrl;
-      break;
+      return import("@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.mjs");
     case "asyncify":
-      factory = (await import("@journeyapps/wa-sqlite/dist/wa-sqlite-async.mjs")).default as ModuleFactory;
-      wasmUrl = asyncifyWasmUrl;
-      break;
+      return import("@journeyapps/wa-sqlite/dist/wa-sqlite-async.mjs");
     case "sync":
-      factory = (await import("@journeyapps/wa-sqlite/dist/wa-sqlite.mjs")).default as ModuleFactory;
-      wasmUrl = syncWasmUrl;
-      break;
+      return import("@journeyapps/wa-sqlite/dist/wa-sqlite.mjs");
   }
-  return factory({ locateFile: (path) => (path.endsWith(".wasm") ? wasmUrl : path) });
+}
+
+const WASM_URLS: Record<Build, string> = { jspi: jspiWasmUrl, asyncify: asyncifyWasmUrl, sync: syncWasmUrl };
+
+/** Compile while the bytes arrive; a server that does not say application/wasm gets a plain compile. */
+async function compileWasm(url: string): Promise<WebAssembly.Module> {
+  try {
+    return await WebAssembly.compileStreaming(fetch(url, { credentials: "same-origin" }));
+  } catch {
+    const response = await fetch(url, { credentials: "same-origin" });
+    if (!response.ok) throw new Error(`fetching ${url} failed: HTTP ${response.status}`);
+    return WebAssembly.compile(await response.arrayBuffer());
+  }
+}
+
+function loadBuild(build: Build): Promise<{ factory: ModuleFactory; wasm: WebAssembly.Module }> {
+  let loading = builds.get(build);
+  if (!loading) {
+    loading = Promise.all([importFactory(build), compileWasm(WASM_URLS[build])]).then(([m, wasm]) => ({
+      factory: m.default as ModuleFactory,
+      wasm,
+    }));
+    builds.set(build, loading);
+    // A failed fetch may be tried again by the next open.
+    loading.catch(() => builds.delete(build));
+  }
+  return loading;
+}
+
+/**
+ * Start fetching and compiling the wasm (and its glue) that opening a store of this kind needs, so a
+ * host can do it before it holds the store's lock. Never rejects: the open reports a failure.
+ */
+export function preloadBrowserStore(options: Pick<BrowserStoreOptions, "kind"> & { build?: IdbBuild }): void {
+  loadBuild(options.kind === "idb" ? chooseIdbBuild(options.build) : "sync").catch(() => undefined);
+}
+
+/** A new instance of the build (its own memory: the async builds are not re-entrant) from the cached module. */
+async function loadModule(build: Build): Promise<unknown> {
+  const { factory, wasm } = await loadBuild(build);
+  // Emscripten waits for `done` forever: an instantiation that fails rejects the load instead.
+  let failed: (error: unknown) => void = () => undefined;
+  const failure = new Promise<never>((_, reject) => {
+    failed = reject;
+  });
+  return Promise.race([
+    factory({
+      instantiateWasm(imports, done) {
+        WebAssembly.instantiate(wasm, imports).then((instance) => done(instance, wasm), failed);
+        return {};
+      },
+    }),
+    failure,
+  ]);
 }
 
 function unsupported(message: string, advice: string): StoreOpenError {

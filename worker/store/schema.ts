@@ -83,6 +83,16 @@ export const migrations: readonly string[] = [
   );
   CREATE INDEX doc_history_by_doc ON doc_history (conversation_id, name, since_entry);
   `,
+  // 4: indexes for the reads an open and the tab's first calls make, so none of them scans a table
+  // that grows with history (issue 16): the live tasks (tasks_live exists; the open names it), the
+  // unsettled submissions, and one document's value across conversations (the conversation list's
+  // titles and run states, usage totals).
+  `
+  CREATE INDEX submissions_unsettled ON submissions (id)
+    WHERE json_extract(body, '$.status') IN ('queued', 'placed');
+  CREATE INDEX documents_by_name ON documents (name);
+  CREATE INDEX doc_patches_by_name ON doc_patches (name, id);
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;
