@@ -476,7 +476,7 @@ async function longChat(b: LaunchedBrowser, server: StaticServer): Promise<void>
     await page.evaluate(() => {
       location.hash = "#/c/1";
     });
-    await page.locator('[data-testid="entries"]').waitFor();
+    await page.locator('[data-testid="entries"]').waitFor({ state: "attached" });
     await until(
       "conversation 1 shown",
       () => page.getByText(newest).count(),

@@ -305,5 +305,6 @@ test("a 5,000-entry conversation opens at its newest entries and scrolls up to i
       }),
     (v) => v,
   );
-  expect(await page.locator('[data-testid="entries"] > *').count()).toBe(5000);
+  // Only a window of them is in the DOM (tests/e2e/long-chat.test.ts walks the window further).
+  expect(await page.locator('[data-testid="entries"] > *').count()).toBeLessThanOrEqual(100);
 });
