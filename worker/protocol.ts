@@ -79,7 +79,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -223,6 +223,13 @@ export interface TickerStatus {
 /** The `name` of the errors `forkConversation` rejects with (the engine's typed errors). */
 export type ForkError = "UnknownConversation" | "EntryNotVisible";
 
+/**
+ * The `name` of the errors `deleteConversation` rejects with: `UnknownConversation`, or
+ * `ConversationNotDeletable` (the main conversation; one a task owns; one with forks; one still
+ * working: its message says which, in words).
+ */
+export type DeleteError = "UnknownConversation" | "ConversationNotDeletable";
+
 export type WithdrawOutcome = "withdrawn" | "already_placed" | "settled" | "not_found";
 
 export type CompactOutcome =
@@ -253,6 +260,13 @@ export interface EngineApi {
    * is a `ForkError`: `UnknownConversation`, or `EntryNotVisible` (an entry not in that history).
    */
   forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId>;
+  /**
+   * Delete a conversation (not the main one) with everything in it, in one commit: entries,
+   * documents, tasks, inputs, and the conversations its tasks own. Refused while it works (stop it
+   * first) or while a fork reads its history (delete the forks first): rejects with an error whose
+   * `name` is a `DeleteError`. Every tab's list drops it; its watches end. Ids are never reused.
+   */
+  deleteConversation(conversationId: ConversationId): Promise<void>;
   /** Give a conversation a title (trimmed, at most 200 characters; an empty title is refused). */
   renameConversation(conversationId: ConversationId, title: string): Promise<void>;
   /** The ids of the top-level conversations whose title or entries contain `text` (case-insensitive). */

@@ -21,6 +21,7 @@ export class ConversationState {
   /** The watch could not start for another reason (said in words). */
   error = $state.raw<string | undefined>(undefined);
   #subscribe: () => void;
+  #listed = false;
 
   constructor(
     readonly api: Comlink.Remote<EngineApi>,
@@ -56,6 +57,17 @@ export class ConversationState {
         if (watchId !== undefined) void this.api.unwatch(watchId);
       };
     });
+  }
+
+  /**
+   * Follow the conversation list: once this conversation was listed, its leaving the list means it
+   * was deleted (here or in another tab), and the view says so instead of showing a stale transcript.
+   * (Conversations a task owns are never listed, so they are never taken for deleted.)
+   */
+  noteList(list: readonly { id: number }[]): void {
+    const listed = list.some((c) => c.id === this.id);
+    if (listed) this.#listed = true;
+    else if (this.#listed) this.missing = true;
   }
 
   get view(): ConversationView | undefined {

@@ -8,89 +8,21 @@ import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "vitest";
-import {
-  appDir,
-  engine,
-  type LaunchedBrowser,
-  launchBrowser,
-  type StaticServer,
-  serveStatic,
-} from "./browser.ts";
+import { beforeAll, expect, test } from "vitest";
+import { engine } from "./browser.ts";
+import { appSuite, say, settled, until } from "./page.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = join(root, "test-results", "screenshots");
 
-let server: StaticServer;
-let b: LaunchedBrowser;
-const logs: string[] = [];
-
-beforeAll(async () => {
-  server = await serveStatic(appDir());
+const app = appSuite({ logTail: 100 });
+beforeAll(() => {
   mkdirSync(shots, { recursive: true });
 });
-afterAll(async () => {
-  await server?.close();
-});
-beforeEach(async () => {
-  logs.length = 0;
-  b = await launchBrowser();
-});
-afterEach(async (context) => {
-  if (context.task.result?.state === "fail") console.log(`page logs:\n${logs.slice(-100).join("\n")}`);
-  await b?.close();
-});
 
-/** Poll `probe` until `ok` holds (observable state, never a fixed sleep). */
-async function until<T>(
-  what: string,
-  probe: () => Promise<T>,
-  ok: (v: T) => boolean,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    last = await probe();
-    if (ok(last)) return last;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function openApp(label: string, width = 1280, height = 800): Promise<Page> {
-  const page = await b.newPage();
-  page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
-  page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
-  await page.setViewportSize({ width, height });
-  const store = `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-  await page.goto(`${server.url}?${new URLSearchParams({ debug: "1", store })}`);
-  await page
-    .locator('[data-testid="engine-status"][data-phase="ready"]')
-    .waitFor({ state: "attached", timeout: 60_000 });
-  await page.getByLabel("message").waitFor();
-  return page;
-}
-
-async function say(page: Page, text: string): Promise<void> {
-  const box = page.getByLabel("message");
-  await box.fill(text);
-  await box.press("Enter");
-}
-
-/** Wait until `n` assistant entries are committed and nothing streams or runs. */
-const settled = (page: Page, n: number) =>
-  until(
-    `${n} settled answers`,
-    () =>
-      page.evaluate(() => ({
-        busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
-        count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
-      })),
-    (s) => s.busy === 0 && s.count >= n,
-    60_000,
-  );
+/** The app on a fresh store, its composer ready. */
+const openApp = (label: string, width = 1280, height = 800): Promise<Page> =>
+  app.open({ label, viewport: { width, height }, composer: true });
 
 const userTexts = (page: Page) =>
   page.locator('[data-testid="entries"] > [data-kind="pi.user"] .text').allTextContents();
@@ -166,7 +98,9 @@ test("Jump to latest sits inside the transcript and never covers the composer, a
 
 test("message actions are on user and assistant messages only: Copy says Copied and fills the clipboard; Edit resends as a fork", async () => {
   const page = await openApp("actions");
-  await b.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+  await app.browser.context.grantPermissions(["clipboard-read", "clipboard-write"], {
+    origin: app.server.url,
+  });
   await say(page, "first question");
   await settled(page, 1);
   await say(page, "write a note");

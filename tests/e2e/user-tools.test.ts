@@ -11,78 +11,25 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "vitest";
-import { appDir, type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "./browser.ts";
+import { beforeAll, expect, test } from "vitest";
+import { answersOnPage, appSuite, lastAnswer as lastAnswerOf, say, until, waitPhase } from "./page.ts";
 
 const require = createRequire(import.meta.url);
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = join(root, "test-results", "screenshots");
 
-let server: StaticServer;
-let b: LaunchedBrowser;
-const logs: string[] = [];
-
-beforeAll(async () => {
-  server = await serveStatic(appDir());
+const app = appSuite({ logTail: 100 });
+beforeAll(() => {
   mkdirSync(shots, { recursive: true });
-});
-afterAll(async () => {
-  await server?.close();
-});
-beforeEach(async () => {
-  logs.length = 0;
-  b = await launchBrowser();
-});
-afterEach(async (context) => {
-  if (context.task.result?.state === "fail") console.log(`page logs:\n${logs.slice(-100).join("\n")}`);
-  await b?.close();
 });
 
 const POLL = { timeout: 30_000, interval: 100 };
 
-/** Poll `probe` until `ok` holds (observable state, never a fixed sleep). */
-async function until<T>(what: string, probe: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const last = await probe();
-    if (ok(last)) return last;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** The app on a fresh store, its composer ready. */
+const openApp = (label: string, width = 1280, height = 800): Promise<Page> =>
+  app.open({ label, viewport: { width, height }, composer: true });
 
-const ready = (page: Page) =>
-  page
-    .locator('[data-testid="engine-status"][data-phase="ready"]')
-    .waitFor({ state: "attached", timeout: 60_000 });
-
-async function openApp(label: string, width = 1280, height = 800): Promise<Page> {
-  const page = await b.newPage();
-  page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
-  page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
-  await page.setViewportSize({ width, height });
-  const store = `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-  await page.goto(`${server.url}?${new URLSearchParams({ debug: "1", store })}`);
-  await ready(page);
-  await page.getByLabel("message").waitFor();
-  return page;
-}
-
-async function say(page: Page, text: string): Promise<void> {
-  const box = page.getByLabel("message");
-  await box.fill(text);
-  await box.press("Enter");
-}
-
-const answers = (page: Page) =>
-  page.evaluate(() => ({
-    busy: document.querySelectorAll('[data-testid="partial"], [data-testid="tool-slot"]').length,
-    count: document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]').length,
-  }));
-
-const lastAnswer = async (page: Page) =>
-  (await page.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').last().textContent()) ?? "";
+const lastAnswer = async (page: Page) => (await lastAnswerOf(page).textContent()) ?? "";
 
 async function openSettings(page: Page) {
   await page.getByTestId("open-settings").click();
@@ -127,10 +74,10 @@ test("a tool added in the settings is used by the demo model through codemode an
   await say(page, 'use my tool greet with {"name": "Ada"}');
   await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor({ timeout: 60_000 });
   await page.reload();
-  await ready(page);
+  await waitPhase(page, "ready");
   await until(
     "the greeting answer",
-    () => answers(page),
+    () => answersOnPage(page),
     (s) => s.busy === 0 && s.count >= 2,
   );
   expect(await lastAnswer(page)).toContain("greet answered: Hello, Ada!");
@@ -195,7 +142,7 @@ test("the per-conversation switch drops a user tool; the sections pass axe-core 
   await say(page, 'use my tool greet with {"name": "Ada"}');
   await until(
     "the answer",
-    () => answers(page),
+    () => answersOnPage(page),
     (s) => s.busy === 0 && s.count >= 1,
   );
   expect(await lastAnswer(page)).toContain("I don't see a tool named greet in this conversation");

@@ -90,6 +90,27 @@ describe("ConversationList", () => {
     list.close();
   });
 
+  test("a deleted conversation leaves a watcher's list; a search no longer finds it", async () => {
+    const { h } = await open(echo);
+    const list = await ConversationList.open(h);
+    const seen: ConversationSummary[][] = [];
+    const stop = list.watch((l) => {
+      seen.push(l);
+    });
+    const c = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await c.submit({ type: "input", content: "a word to find" });
+    await c.waitForIdle();
+    await until(() => seen.at(-1)?.some((s) => s.id === c.id) === true, { what: "the new conversation" });
+    expect(await searchConversationText(h.store, "word to find")).toEqual([c.id]);
+    await h.deleteConversation(c.id);
+    await until(() => seen.at(-1)?.some((s) => s.id === c.id) === false, { what: "the deletion" });
+    expect(list.has(c.id)).toBe(false);
+    expect(list.list().map((s) => s.id)).toEqual([1]);
+    expect(await searchConversationText(h.store, "word to find")).toEqual([]);
+    stop();
+    list.close();
+  });
+
   test("a slow watcher holds one list, not a queue: after its delivery resolves it gets only the newest", async () => {
     const { h } = await open(echo);
     const list = await ConversationList.open(h);

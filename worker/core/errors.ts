@@ -55,6 +55,27 @@ export class UnknownConversation extends HarnessError {
   }
 }
 
+/** Why a conversation cannot be deleted (see `ConversationNotDeletable`). */
+export type DeleteRefusal = "root" | "owned" | "forked" | "busy";
+
+/**
+ * A conversation that cannot be deleted now: the root conversation (`root`), one a task owns (`owned`:
+ * it goes with its owner's conversation), one whose history forks read (`forked`: `blockers` are the
+ * forks), or one with live work or queued inputs in it or in the conversations its tasks own
+ * (`busy`: `blockers` are the live tasks; stop them first).
+ */
+export class ConversationNotDeletable extends HarnessError {
+  override readonly name = "ConversationNotDeletable";
+  constructor(
+    readonly conversationId: number,
+    readonly reason: DeleteRefusal,
+    readonly blockers: readonly number[],
+    message: string,
+  ) {
+    super(`not_deletable:${reason}`, message);
+  }
+}
+
 /** A fork names an entry its parent's history does not show (another conversation's, or past a cap). */
 export class EntryNotVisible extends HarnessError {
   override readonly name = "EntryNotVisible";

@@ -275,6 +275,17 @@ export class Harness {
     });
   }
 
+  /**
+   * Delete a conversation in one commit, with the conversations its tasks own: entries, documents,
+   * tasks and submissions (delete.ts). Rejects with UnknownConversation, or ConversationNotDeletable
+   * naming why (root, owned, forked, busy: stop its work first). Its watches end with "deleted"; its
+   * ids are never handed out again, also after a reopen. Resolves with the ids deleted.
+   */
+  async deleteConversation(conversationId: ConversationId, signal?: AbortSignal): Promise<ConversationId[]> {
+    this.#live(signal);
+    return this.#session.commit((tx) => tx.deleteConversation(conversationId));
+  }
+
   createTask<I, S extends Checkpoint, R>(
     definition: TaskDefinition<I, S, R>,
     input: NoInfer<I>,

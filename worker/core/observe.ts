@@ -7,8 +7,10 @@
  * sets, applying them by the rules of view-ops.ts (the ones a tab applies too); it is shared by every
  * observer of that conversation. Besides watches it serves `MountObserver`s (the agent's event
  * adapter): attached atomically with the view it returns, each is called synchronously, in commit
- * order, with every published change set and the view before and after it.
+ * order, with every published change set and the view before and after it. When its conversation
+ * is deleted, every watch and observer of the mount ends with "deleted".
  */
+import { UnknownConversation } from "./errors.ts";
 import { newestHead, readVisibleEntries } from "./fork.ts";
 import type { Session } from "./session.ts";
 import type { ChangeSet, ConversationId, Json } from "./types.ts";
@@ -30,7 +32,7 @@ export interface Frame<V> {
   readonly ops: readonly ViewOp[];
 }
 
-export type WatchEnd = "stopped" | "closed" | "listener_error";
+export type WatchEnd = "stopped" | "closed" | "listener_error" | "deleted";
 
 /**
  * A synchronous observer of a conversation mount. `change` runs on the publication path for every
@@ -153,7 +155,9 @@ export class ConversationMount {
         this.#readSeq = this.session.records.seq;
         const records = this.session.records;
         const segments = this.session.segments(this.conversationId);
-        const conversation = records.conversations.get(this.conversationId)!;
+        const conversation = records.conversations.get(this.conversationId);
+        // Deleted between the caller's check and this read.
+        if (!conversation) throw new UnknownConversation(this.conversationId);
         const docs: Record<string, Json> = {};
         const prefix = `${this.conversationId}:`;
         for (const [key, value] of records.docs)
@@ -170,6 +174,10 @@ export class ConversationMount {
       this.#buffer = undefined;
       for (const change of buffered) if (change.seq > this.#readSeq) this.#onChange(change);
     })();
+    this.#ready.catch(() => {
+      this.#unsubscribe?.();
+      this.onIdle();
+    });
     return this.#ready;
   }
 
@@ -219,12 +227,12 @@ export class ConversationMount {
     this.onIdle();
   }
 
-  /** End every watch and observer (close). */
-  endAll(): void {
-    for (const w of [...this.#watches]) w.end("closed");
+  /** End every watch and observer (close; or "deleted": the conversation is gone). */
+  endAll(reason: WatchEnd = "closed"): void {
+    for (const w of [...this.#watches]) w.end(reason);
     const observers = [...this.#observers];
     this.#observers.clear();
-    for (const o of observers) o.end("closed");
+    for (const o of observers) o.end(reason);
     this.#unsubscribe?.();
   }
 
@@ -235,6 +243,11 @@ export class ConversationMount {
     }
     const view = this.#view!;
     const id = this.conversationId;
+    if (change.deletedConversations?.includes(id)) {
+      this.endAll("deleted");
+      this.onIdle();
+      return;
+    }
     const appended = change.entries.filter((e) => e.conversationId === id);
     const docChanges = change.docs.filter((d) => d.conversationId === id);
     if (appended.length === 0 && docChanges.length === 0) {

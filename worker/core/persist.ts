@@ -243,6 +243,34 @@ export async function writeOverlay(
       );
     }
   }
+  // Last: a deletion removes whatever earlier callbacks of the group wrote to the conversation too.
+  if (overlay.deleted.size > 0) await deleteConversationRows(sql, overlay);
+}
+
+/** The meta row keeping the id counters' high-water marks (ids are never reused after a deletion). */
+export const NEXT_IDS_KEY = "next_ids";
+
+/** The counters as stored in meta; the session takes the larger of these and max(id) + 1 at open. */
+export interface NextIds {
+  tasks: number;
+  entries: number;
+  conversations: number;
+  submissions: number;
+}
+
+async function deleteConversationRows(sql: Sql, overlay: Overlay): Promise<void> {
+  for (const id of overlay.deleted) {
+    for (const table of ["entries", "tasks", "submissions", "documents", "doc_patches", "doc_history"])
+      await sql.run(`DELETE FROM ${table} WHERE conversation_id = ?`, [id]);
+    await sql.run("DELETE FROM conversations WHERE id = ?", [id]);
+  }
+  const next: NextIds = {
+    tasks: overlay.nextTaskId,
+    entries: overlay.nextEntryId,
+    conversations: overlay.nextConversationId,
+    submissions: overlay.nextSubmissionId,
+  };
+  await sql.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [NEXT_IDS_KEY, stringify(next)]);
 }
 
 export type ParsedTask = { record: TaskRecord; corrupt?: string };

@@ -228,6 +228,7 @@ export class Records {
       entries: overlay.entries,
       conversations: valuesOf(overlay.conversations),
       submissions: valuesOf(overlay.submissions),
+      ...(overlay.deleted.size > 0 ? { deletedConversations: [...overlay.deleted] } : {}),
       docs:
         overlay.docs.size === 0
           ? EMPTY_LIST
@@ -258,10 +259,33 @@ export class Records {
       if (value === undefined || version === 1) this.docVersions.delete(key);
       else if (version !== undefined) this.docVersions.set(key, version);
     }
+    for (const id of overlay.deleted) this.#forget(id);
     this.nextTaskId = overlay.nextTaskId;
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
     this.nextSubmissionId = overlay.nextSubmissionId;
+  }
+
+  /**
+   * Drop a deleted conversation and everything of it held in memory. Its tasks are all terminal and
+   * its submissions settled (the deletion was refused otherwise), so no live index names them.
+   */
+  #forget(id: ConversationId): void {
+    const record = this.conversations.get(id);
+    if (record?.owner) removeFrom(this.ownedConversations, record.owner.taskId, id);
+    this.conversations.delete(id);
+    const prefix = `${id}:`;
+    for (const map of [this.docs, this.docVersions, this.docPatchRows, this.forkPoints, this.requests])
+      for (const key of map.keys()) if (key.startsWith(prefix)) map.delete(key);
+    this.docsLoaded.delete(id);
+    this.heads.delete(id);
+    for (const [taskId, t] of this.tasks) {
+      if (t.conversationId !== id) continue;
+      this.tasks.delete(taskId);
+      this.ownedConversations.delete(taskId);
+    }
+    for (const [subId, sub] of this.submissions)
+      if (sub.conversationId === id) this.submissions.delete(subId);
   }
 }
 
@@ -291,6 +315,7 @@ export class Overlay {
   #createdSubmissions: Set<SubmissionId> | undefined;
   /** Forks created here whose inherited active range starts at a head (see `activeHead`). */
   #forkHeads: Map<ConversationId, EntryId> | undefined;
+  #deleted: Set<ConversationId> | undefined;
   /** The first entry id this commit could append (document history rows are keyed by it: fork.ts). */
   readonly firstEntryId: number;
   nextTaskId: number;
@@ -346,6 +371,15 @@ export class Overlay {
     return this.#forkHeads ?? EMPTY_MAP;
   }
 
+  /** Conversations this commit deletes with everything in them (worker/core/delete.ts). */
+  get deleted(): ReadonlySet<ConversationId> {
+    return this.#deleted ?? EMPTY_SET;
+  }
+
+  markDeleted(id: ConversationId): void {
+    (this.#deleted ??= new Set()).add(id);
+  }
+
   setForkHead(conversationId: ConversationId, head: EntryId): void {
     (this.#forkHeads ??= new Map()).set(conversationId, head);
   }
@@ -386,6 +420,7 @@ export class Overlay {
     for (const sub of from.submissions.values()) this.setSubmission(sub);
     for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
     for (const [c, head] of from.forkHeads) this.setForkHead(c, head);
+    for (const id of from.deleted) this.markDeleted(id);
   }
 
   submission(id: SubmissionId): SubmissionRecord | undefined {
@@ -409,6 +444,7 @@ export class Overlay {
   }
 
   conversation(id: ConversationId): ConversationRecord | undefined {
+    if (this.#deleted?.has(id)) return undefined;
     return this.conversations.get(id) ?? this.base.conversations.get(id);
   }
 

@@ -8,7 +8,7 @@
  * and the host must reopen. A callback that touches the documents of a conversation not loaded yet
  * is dropped from its group and runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`).
  */
-import type { Store } from "../store/types.ts";
+import type { Sql, Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
 import { readConversationDocs, readDocsNamed } from "./doc-load.ts";
@@ -25,6 +25,8 @@ import { checkNewOwners } from "./ownership.ts";
 import {
   conversationFromRow,
   entryFromRow,
+  NEXT_IDS_KEY,
+  type NextIds,
   readFormerOwners,
   submissionFromRow,
   TASK_COLUMNS,
@@ -67,6 +69,23 @@ interface PendingCommit {
   context: TxContext;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
+}
+
+/** The id high-water marks a deletion stored (absent before any deletion; unreadable ones ignored). */
+async function readNextIds(sql: Sql): Promise<Partial<NextIds> | undefined> {
+  const row = await sql.get("SELECT value FROM meta WHERE key = ?", [NEXT_IDS_KEY]);
+  if (!row) return undefined;
+  try {
+    const value = JSON.parse(String(row["value"])) as Record<string, unknown>;
+    const out: Partial<NextIds> = {};
+    for (const key of ["tasks", "entries", "conversations", "submissions"] as const) {
+      const n = value[key];
+      if (Number.isSafeInteger(n)) out[key] = n as number;
+    }
+    return out;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Thrown out of a group whose callbacks all failed, so the store rolls it back. */
@@ -147,12 +166,17 @@ export class Session {
       if ([...r.conversations.values()].some((c) => c.owner && !r.tasks.has(c.owner.taskId)))
         for (const edge of await readFormerOwners(sql))
           if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
-      const max = async (table: string) =>
-        Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0);
-      r.nextTaskId = (await max("tasks")) + 1;
-      r.nextEntryId = (await max("entries")) + 1;
-      r.nextConversationId = (await max("conversations")) + 1;
-      r.nextSubmissionId = (await max("submissions")) + 1;
+      // Ids are never reused: past the newest row, and past the high-water marks a deletion kept.
+      const marks = await readNextIds(sql);
+      const next = async (table: keyof NextIds) =>
+        Math.max(
+          Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0) + 1,
+          marks?.[table] ?? 1,
+        );
+      r.nextTaskId = await next("tasks");
+      r.nextEntryId = await next("entries");
+      r.nextConversationId = await next("conversations");
+      r.nextSubmissionId = await next("submissions");
       for (const row of await sql.all(
         "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
       )) {

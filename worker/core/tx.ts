@@ -5,6 +5,7 @@
  * (the overlay is sealed afterwards).
  */
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
+import { deletionSet } from "./delete.ts";
 import type { DocPatch } from "./doc-patch.ts";
 import { EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
 import { forkPointKey } from "./fork.ts";
@@ -216,6 +217,18 @@ export class TxImpl implements Tx {
         o.setDoc(record.id, name, asOf.value, asOf.version);
     this.session.onConversationCreated(this, record);
     return record;
+  }
+
+  /**
+   * Delete a conversation with the conversations its tasks own: their entries, documents, tasks and
+   * submissions go in this commit. Refused with `ConversationNotDeletable` (root, owned, forked or
+   * busy: see delete.ts) or `UnknownConversation`. Returns the ids deleted, `conversationId` first.
+   */
+  deleteConversation(conversationId: ConversationId): ConversationId[] {
+    const o = this.#open();
+    const set = deletionSet(o, conversationId);
+    for (const id of set) o.markDeleted(id);
+    return set;
   }
 
   submission(id: SubmissionId): SubmissionRecord | undefined {

@@ -140,6 +140,8 @@ export interface ChangeSet {
     version?: number;
   }>;
   readonly submissions: readonly SubmissionRecord[];
+  /** Conversations this commit deleted with everything in them (absent: none). */
+  readonly deletedConversations?: readonly ConversationId[];
 }
 
 export function isLive(record: TaskRecord): boolean {

@@ -1,7 +1,7 @@
 /**
  * The conversation list the tabs show: the top-level conversations (owned ones, a subagent's say,
  * are not listed), each with its title (the `app.title` document) and whether a run is live
- * (`pi.live.run`). Invariants:
+ * (`pi.live.run`); a deleted one leaves it. Invariants:
  * - built once from the store, then kept by applying each commit's change set: a commit costs a few
  *   map lookups, never a query;
  * - a watcher gets the list at once and then after each change, coalesced: while its previous
@@ -146,6 +146,7 @@ export class ConversationList {
       changed = true;
     };
     for (const record of change.conversations) add(record);
+    for (const id of change.deletedConversations ?? []) changed = this.#items.delete(id) || changed;
     for (const doc of change.docs) {
       const item = this.#items.get(doc.conversationId);
       if (!item) continue;

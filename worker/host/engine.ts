@@ -214,6 +214,12 @@ export class EngineHost implements EngineApi {
     await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: trimmed }));
   }
 
+  async deleteConversation(conversationId: ConversationId): Promise<void> {
+    if (!Number.isSafeInteger(conversationId))
+      throw new TypeError("deleteConversation takes a conversation id");
+    await (await this.#h()).deleteConversation(conversationId);
+  }
+
   async searchConversations(text: string): Promise<ConversationId[]> {
     if (typeof text !== "string") throw new TypeError("search text must be a string");
     const list = await this.#conversationList();

@@ -46,6 +46,10 @@ export class EntryCache {
         const list = this.#entries.get(e.conversationId);
         if (list && (list.length === 0 || list[list.length - 1]!.id < e.id)) list.push(e);
       }
+      for (const c of change.deletedConversations ?? []) {
+        this.#entries.delete(c);
+        this.#usedAt.delete(c);
+      }
       this.expire();
     });
   }

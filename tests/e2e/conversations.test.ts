@@ -1,0 +1,125 @@
+/**
+ * Deleting a conversation on the built app: the confirmation dialog used by keyboard alone (focus
+ * starts on Cancel; Esc cancels and deletes nothing; Tab then Enter deletes), every other tab's list
+ * drops it at once, a tab showing it says "no such conversation", and the deleted id's deep link says
+ * so after a reload. Screenshots of the dialog at 1280 and 390 px in light and dark go to
+ * test-results/screenshots/.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { beforeAll, expect, test } from "vitest";
+import { appSuite, say, settleAnimations, settled, until, waitPhase } from "./page.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const shots = join(root, "test-results", "screenshots");
+
+const app = appSuite({ logTail: 100 });
+beforeAll(() => {
+  mkdirSync(shots, { recursive: true });
+});
+
+const titles = (page: Page) => page.locator('[data-testid="conversation-list"] li a .name').allTextContents();
+const focused = (page: Page) => page.evaluate(() => document.activeElement?.textContent?.trim() ?? "");
+
+test("delete with confirmation by keyboard: Esc keeps it, Enter on Delete removes it from every tab; a tab showing it says no such conversation", async () => {
+  const a = await app.open({ label: "delete", viewport: { width: 1280, height: 800 }, composer: true });
+  const b = await app.open({ url: a.url(), label: "delete-2", viewport: { width: 1280, height: 800 } });
+
+  await a.getByRole("button", { name: "New conversation" }).click();
+  await until(
+    "the new conversation open",
+    () => a.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== "#/c/1",
+  );
+  const hash = await a.evaluate(() => location.hash);
+  await say(a, "Trip to Lisbon");
+  await settled(a, 1);
+  await until(
+    "the conversation in the other tab's list",
+    () => titles(b),
+    (t) => t.includes("Trip to Lisbon"),
+  );
+  // The other tab shows it too.
+  await b.evaluate((h) => {
+    location.hash = h;
+  }, hash);
+  await b.locator('[data-testid="entries"] > [data-kind="pi.assistant"]').first().waitFor();
+
+  // The keyboard: focus the row's Delete button, Enter opens the dialog with focus on Cancel. (The
+  // first tab comes to the front: a page in the background paints no frames to screenshot.)
+  await a.bringToFront();
+  const remove = a.getByRole("button", { name: "Delete Trip to Lisbon" });
+  await remove.focus();
+  await a.keyboard.press("Enter");
+  const dialog = a.getByTestId("delete-dialog");
+  await dialog.waitFor();
+  expect(await focused(a)).toBe("Cancel");
+  for (const scheme of ["light", "dark"] as const) {
+    await a.emulateMedia({ colorScheme: scheme });
+    await a.screenshot({ path: join(shots, `delete-dialog-${scheme}-1280.png`) });
+  }
+  // Esc cancels: the dialog closes, focus returns to the row's button, nothing is deleted.
+  await a.keyboard.press("Escape");
+  await dialog.waitFor({ state: "detached" });
+  expect(await a.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe(
+    "Delete Trip to Lisbon",
+  );
+  expect(await titles(b)).toContain("Trip to Lisbon");
+
+  // Again, and this time Tab to Delete and Enter.
+  await a.keyboard.press("Enter");
+  await dialog.waitFor();
+  await a.keyboard.press("Tab");
+  expect(await focused(a)).toBe("Delete");
+  await a.keyboard.press("Enter");
+  await dialog.waitFor({ state: "detached" });
+
+  // This tab goes back to the main conversation; the other tab's list drops it and its view says so.
+  await until(
+    "this tab back on the main conversation",
+    () => a.evaluate(() => location.hash),
+    (h) => h === "#/c/1",
+  );
+  await until(
+    "the other tab's list without it",
+    () => titles(b),
+    (t) => !t.includes("Trip to Lisbon"),
+  );
+  expect(await titles(a)).not.toContain("Trip to Lisbon");
+  await b.getByTestId("no-such-conversation").waitFor();
+  // Its deep link, loaded fresh, says the same (the id is gone for good).
+  await b.reload();
+  await waitPhase(b, "ready");
+  await b.getByTestId("no-such-conversation").waitFor();
+  expect(await titles(b)).not.toContain("Trip to Lisbon");
+});
+
+test("the delete dialog at 390 px: opened from the conversation drawer, readable in light and dark, and the main conversation has no Delete", async () => {
+  const page = await app.open({ label: "delete-390", viewport: { width: 390, height: 844 }, composer: true });
+  await page.getByRole("button", { name: "Conversations" }).click();
+  await page.getByRole("button", { name: "New conversation" }).click();
+  await until(
+    "the new conversation open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== "#/c/1",
+  );
+  await say(page, "A rather long title for a narrow screen, to see it wrap");
+  await settled(page, 1);
+  await page.getByRole("button", { name: "Conversations" }).click();
+  await settleAnimations(page);
+  expect(await page.getByRole("button", { name: "Delete Main" }).count()).toBe(0);
+  await page.getByRole("button", { name: /^Delete A rather long title/ }).click();
+  const dialog = page.getByTestId("delete-dialog");
+  await dialog.waitFor();
+  const box = await dialog.boundingBox();
+  expect(box && box.x >= 0 && box.x + box.width <= 390).toBe(true);
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBe(390);
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.screenshot({ path: join(shots, `delete-dialog-${scheme}-390.png`) });
+  }
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+  await dialog.waitFor({ state: "detached" });
+});
