@@ -142,3 +142,27 @@ test("Conversation.abort() only marks a held completed task: the work below is a
   const [kidRecord] = await h.tasks({ kind: "kid-below-held" });
   expect(kidRecord?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
 });
+
+test("a history parent is not an owner: work in a fork of the root is not reached by the root's waitForIdle() or abort()", async () => {
+  const worker = parked("fork-worker");
+  const { h, root } = await open(echo, { tasks: [worker] });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const at = (await root.entries()).at(-1)!.id;
+  const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: child.id }),
+  );
+  await until(() => running(h) === 1, { what: "worker running" });
+  // The root is idle although its fork's work runs, and aborting the root leaves that work alone.
+  await root.waitForIdle();
+  await root.abort();
+  const record = await h.getTask(workerId);
+  expect(record?.state.status).toBe("running");
+  expect(record?.abortRequested).toBe(false);
+  // The fork's own handle reaches it.
+  await child.abort();
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
