@@ -22,6 +22,7 @@ import {
   parked,
   running,
   settle,
+  single,
   untilAborted,
 } from "./core-fixtures.ts";
 
@@ -272,5 +273,46 @@ test("a crash between an owner's abort mark and its cascade loses nothing: the n
   expect(outcome(await done(h, id))?.status).toBe("aborted");
   expect((await h.getTask(childId))?.abortRequested).toBe(true);
   expect(log).toEqual(["abort:child", "abort:crash-owner"]);
+  await h.close();
+});
+
+test("cascades through task and conversation edges, bottom-up", async () => {
+  const log: string[] = [];
+  const logAbort =
+    (name: string): TaskDefinition<Json, Go, Json>["abort"] =>
+    async (_t, runtime) => {
+      log.push(`abort:${name}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    };
+  // x: ordinary work in the conversation b owns.
+  const x = single("edge.x", async (_t, _r, signal) => untilAborted(signal), { abort: logAbort("x") });
+  // b: a task owned by a; it owns a conversation holding x.
+  const b = single(
+    "edge.b",
+    async (_t, runtime, signal) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        tx.createTask(x, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    },
+    { abort: logAbort("b") },
+  );
+  const a = ownerOf("a", b, { log });
+  const h = await Harness.open(await memoryStore(), { tasks: [a, b, x] });
+  const id = await h.createTask(a, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "a, b and x running" });
+  const [xRecord] = await h.tasks({ kind: "edge.x" });
+  const [bRecord] = await h.tasks({ kind: "edge.b" });
+  expect(xRecord?.owner).toBeUndefined();
+  expect(h.conversationRecords().find((c) => c.id === xRecord?.conversationId)?.owner?.taskId).toBe(
+    bRecord?.id,
+  );
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(xRecord!.id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(bRecord!.id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:x", "abort:b", "abort:a"]);
   await h.close();
 });

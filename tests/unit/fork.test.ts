@@ -19,6 +19,7 @@ import {
 } from "../../worker/index.ts";
 import { type FauxRequest, memoryStore } from "../../worker/testing.ts";
 import { echo, open, textOf } from "./agent-fixtures.ts";
+import { parked } from "./core-fixtures.ts";
 
 const ownerless = { ownership: { kind: "ownerless" as const } };
 
@@ -265,6 +266,26 @@ describe("fork", () => {
       }),
     ).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
     await expect(root.fork(at, { ownership: undefined as never })).rejects.toThrow(/explicit ownership/);
+  });
+
+  test("a fork copies the parent's committed documents and no task: a write after the fork in the same commit, and live work, stay the parent's", async () => {
+    const { h, root } = await open(echo, { tasks: [parked("fork.worker")] });
+    await ask(root, "one");
+    const at = (await root.entries()).at(-1)!.id;
+    const worker = await h.createTask(parked("fork.worker"), null, { ownership: { kind: "conversation" } });
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.note", { n: 1 }));
+    const childId = await h.transaction((tx) => {
+      const child = tx.forkConversation(root.id, at, ownerless);
+      tx.writeDoc(root.id, "app.note", { n: 2 });
+      return child.id;
+    });
+    // The copy reads the state committed before this commit, not the commit's own later write.
+    expect(await h.doc(childId, "app.note")).toEqual({ n: 1 });
+    expect(await h.doc(root.id, "app.note")).toEqual({ n: 2 });
+    // No task is copied: the parent's live work stays the parent's alone.
+    const live = await h.tasks({ kind: "fork.worker" });
+    expect(live.map((t) => [t.id, t.conversationId])).toEqual([[worker, root.id]]);
+    expect(h.inspect().tasks.filter((t) => t.record.conversationId === childId)).toEqual([]);
   });
 
   test("tx.forkConversation inside any commit: the fork point is loaded and the commit runs again", async () => {

@@ -3,7 +3,8 @@
  * generation that is aborted is orphaned, and the orphaning commit leaves its input unanswered with
  * the blocked reason, clears the run and converts its committed partial; a generation that faults
  * while it owns live work holds its outcome and keeps run control until that work drained, and the
- * cleanup runs in the final commit. Also: a partial is stored as strict JSON, and a model that is
+ * cleanup runs in the final commit (a store failure on that commit stops the engine, and the next
+ * engine applies it). Also: a partial is stored as strict JSON, and a model that is
  * gone by the time a request or a poll needs it fails the run `no_model`.
  */
 import {
@@ -20,12 +21,21 @@ import {
   createModelResolver,
   DOC,
   defineTask,
+  HarnessClosed,
   type LiveState,
   type MemoryStore,
   type ModelResolver,
   type StreamFn,
 } from "../../worker/index.ts";
-import { deferred, fauxAgentModel, memoryStore, releaseDeferreds, until } from "../../worker/testing.ts";
+import {
+  deferred,
+  fauxAgentModel,
+  memoryStore,
+  recordJobs,
+  releaseDeferreds,
+  type StoreJob,
+  until,
+} from "../../worker/testing.ts";
 import { untilAborted } from "./core-fixtures.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -128,7 +138,11 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
   expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]?.totalTokens).toBe(5);
 });
 
-test("a faulted generation with live owned work holds its outcome and run control; the cleanup runs in its final commit", async () => {
+/**
+ * A generation that faults on its answer (a throwing afterResponse hook whose reporter throws too)
+ * while it owns a watcher task, up to its hold: the watcher's abort waits for `stopWatching`.
+ */
+async function heldFaultedGeneration(store: MemoryStore, onFatal?: (e: Error) => void) {
   const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
   cleanups.push(async () => faux.unregister());
   const model = drivenModel();
@@ -144,16 +158,20 @@ test("a faulted generation with live owned work holds its outcome and run contro
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
-  // A hook's throw is reported; a reporter that throws as well faults the phase.
-  const h = await AgentHarness.open(await memoryStore(), {
+  const options = {
     models: faux.models,
     defaultModel: faux.ref,
-    stream: model.stream,
     tasks: [watcher],
     settings: { partialIntervalMs: 0 },
+  };
+  // A hook's throw is reported; a reporter that throws as well faults the phase.
+  const h = await AgentHarness.open(store, {
+    ...options,
+    stream: model.stream,
     onReport: (error) => {
       throw error;
     },
+    ...(onFatal ? { onFatal } : {}),
     hooks: {
       afterResponse: [
         () => {
@@ -165,10 +183,6 @@ test("a faulted generation with live owned work holds its outcome and run contro
   cleanups.push(() => h.close());
   const root = await h.root();
   const input = await root.submit({ type: "input", content: "talk" });
-  let settled = false;
-  void input.wait().then(() => {
-    settled = true;
-  });
   await until(() => model.requests.length === 1, { what: "request sent" });
   const generation = liveOf(h).run!.taskId;
   const watch = await h.transaction((tx) =>
@@ -183,6 +197,15 @@ test("a faulted generation with live owned work holds its outcome and run contro
       what: "held",
     },
   );
+  return { h, options, input, generation, watch, stopWatching };
+}
+
+test("a faulted generation with live owned work holds its outcome and run control; the cleanup runs in its final commit", async () => {
+  const { h, input, generation, watch, stopWatching } = await heldFaultedGeneration(await memoryStore());
+  let settled = false;
+  void input.wait().then(() => {
+    settled = true;
+  });
   expect((await h.getTask(generation))?.state).toMatchObject({
     status: "completing",
     outcome: { status: "faulted", error: { message: "hook bug" } },
@@ -203,6 +226,66 @@ test("a faulted generation with live owned work holds its outcome and run contro
   });
   expect(liveOf(h)).toEqual({});
   expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+});
+
+test("keeps run control with a faulted generation until its owned work drains, and fails the Harness on a failed final commit", async () => {
+  // One commit per transaction: the watcher's outcome and the generation's final commit are stored apart.
+  const store = await memoryStore(undefined, { groupCommit: false });
+  const fatal: Error[] = [];
+  const { h, options, input, generation, watch, stopWatching } = await heldFaultedGeneration(store, (e) =>
+    fatal.push(e),
+  );
+  expect(liveOf(h).run?.taskId).toBe(generation);
+  expect((await h.submissionRecord(input.id))?.status).toBe("placed");
+  await until(() => h.inspect().tasks.some((t) => t.record.id === watch && t.record.abortRequested), {
+    what: "owned work marked",
+  });
+  // The storage fails on the transaction that writes the generation terminal: its final commit.
+  const jobs: { into: StoreJob[] } = { into: [] };
+  recordJobs(store, jobs);
+  const finalizes = (job: StoreJob | undefined) =>
+    job?.statements.some(
+      (s) => /^UPDATE tasks/.test(s.sql) && s.params?.includes("terminal") && s.params.at(-1) === generation,
+    );
+  store.setFaultHook((point) => {
+    if (point === "before-commit" && finalizes(jobs.into.at(-1))) throw new Error("disk I/O error");
+  });
+  const waiting = input.wait();
+  stopWatching.resolve();
+  await expect(waiting).rejects.toBeInstanceOf(HarnessClosed);
+  expect(fatal).toHaveLength(1);
+  expect(fatal[0]?.message).toMatch(/disk I\/O error/);
+  expect(h.inspect().fatal).toMatch(/disk I\/O error/);
+  store.setFaultHook(undefined);
+  const image = await memoryStore(store.image());
+  await h.close();
+  // Stored: the watcher's outcome, and the generation still completing.
+  const status = async (id: number) =>
+    (await image.read((sql) => sql.get("SELECT status FROM tasks WHERE id = ?", [id])))?.status;
+  expect([await status(watch), await status(generation)]).toEqual(["terminal", "completing"]);
+
+  // Reopening applies the final commit: the input unanswered faulted, run control cleared, the
+  // partial kept as one aborted answer.
+  const h2 = await AgentHarness.open(image, options);
+  cleanups.push(() => h2.close());
+  expect((await h2.waitForTask(generation)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  expect(await (await h2.submission(input.id))!.wait()).toEqual({
+    status: "unanswered",
+    reason: "faulted",
+    detail: "hook bug",
+  });
+  expect(liveOf(h2)).toEqual({});
+  const entries = await (await h2.root()).entries();
+  expect(entries.filter((e) => e.kind !== "pi.system").map((e) => e.kind)).toEqual([
+    "pi.user",
+    "pi.assistant",
+  ]);
+  expect((await assistantsOf(h2)).map((m) => [m.stopReason, textOf(m)])).toEqual([
+    ["aborted", "half an ans"],
+  ]);
 });
 
 test("a partial is normalized to strict JSON before it is stored: NaN becomes null, undefined fields go", async () => {

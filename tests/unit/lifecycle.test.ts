@@ -37,6 +37,7 @@ describe("a paused open and resume()", () => {
     // Read-only calls never enable scheduling.
     await h.getTask(1);
     h.taskGraph();
+    (await h.watchTaskGraph()).start(() => undefined);
     await h.usage();
     await (await h.root()).viewState();
     await new Promise((r) => setTimeout(r, 50));

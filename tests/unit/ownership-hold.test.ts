@@ -1,12 +1,20 @@
 /**
  * The completing hold (spec §5.5.1-§5.5.3), upstream's scenarios: work created during the hold
  * extends it, and a held scheduler fault is cancellation intent, so the work below is aborted and
- * the task then ends with the held fault.
+ * the task then ends with the held fault. And a store failure on the commit that finalizes a held
+ * task stops the engine; the next engine applies that finalization.
  */
 import { expect, test } from "vitest";
-import { defineTask, Harness, type Json, type TaskId } from "../../worker/index.ts";
-import { type Deferred, deferred, memoryStore, until } from "../../worker/testing.ts";
-import { complete, done, outcome, parked, single, untilAborted } from "./core-fixtures.ts";
+import { defineTask, Harness, HarnessClosed, type Json, type TaskId } from "../../worker/index.ts";
+import {
+  type Deferred,
+  deferred,
+  memoryStore,
+  recordJobs,
+  type StoreJob,
+  until,
+} from "../../worker/testing.ts";
+import { complete, done, outcome, parked, row, single, untilAborted } from "./core-fixtures.ts";
 
 const stateOf = (h: Harness, id: TaskId) => h.inspect().tasks.find((t) => t.record.id === id)?.state.kind;
 
@@ -90,4 +98,67 @@ test("aborts the work below a held scheduler fault, then finishes with the held 
   expect(outcome(kid)).toMatchObject({ status: "aborted" });
   expect(kid!.endedAt!).toBeLessThanOrEqual(final.endedAt!);
   await h.close();
+});
+
+test("fails the Harness on a failed finalization, which reopening applies", async () => {
+  const gate = deferred();
+  let kidRuns = 0;
+  const kid = single("final.kid", async (_t, runtime, signal) => {
+    kidRuns++;
+    await Promise.race([gate.promise, untilAborted(signal)]);
+    await runtime.commit(() => complete("kid"));
+  });
+  const holder = single("final.holder", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  // One commit per transaction, so the kid's outcome and the holder's release are stored apart.
+  const store = await memoryStore(undefined, { groupCommit: false });
+  const fatal: Error[] = [];
+  const reports: unknown[] = [];
+  const h = await Harness.open(store, {
+    tasks: [holder, kid],
+    onFatal: (e) => fatal.push(e),
+    onReport: (e) => reports.push(e),
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(h, id) === "completing", { what: "holder held" });
+  const [kidRecord] = await h.tasks({ kind: "final.kid" });
+  // The storage fails on the transaction that writes the holder terminal: the finalizing commit.
+  const jobs: { into: StoreJob[] } = { into: [] };
+  recordJobs(store, jobs);
+  const finalizes = (job: StoreJob | undefined) =>
+    job?.statements.some(
+      (s) => /^UPDATE tasks/.test(s.sql) && s.params?.includes("terminal") && s.params.at(-1) === id,
+    );
+  store.setFaultHook((point) => {
+    if (point === "before-commit" && finalizes(jobs.into.at(-1))) throw new Error("disk I/O error");
+  });
+  const waiting = h.waitForTask(id);
+  gate.resolve();
+  await expect(waiting).rejects.toBeInstanceOf(HarnessClosed);
+  // Reported once, as the engine's failure (not as a drain error).
+  expect(fatal).toHaveLength(1);
+  expect(fatal[0]?.message).toMatch(/disk I\/O error/);
+  expect(reports).toEqual([]);
+  expect(h.inspect().fatal).toMatch(/disk I\/O error/);
+  await expect(h.createTask(holder, null, { ownership: { kind: "conversation" } })).rejects.toBeInstanceOf(
+    HarnessClosed,
+  );
+  // Stored: the kid's outcome, and the holder still completing (its release never reached the disk).
+  store.setFaultHook(undefined);
+  const image = await memoryStore(store.image());
+  expect(JSON.parse((await row(image, kidRecord!.id))?.state as string)).toMatchObject({
+    status: "terminal",
+  });
+  expect((await row(image, id))?.status).toBe("completing");
+  await h.close();
+
+  const h2 = await Harness.open(image, { tasks: [holder, kid] });
+  expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "held" });
+  expect(kidRuns).toBe(1);
+  await h2.close();
 });

@@ -19,7 +19,7 @@ import { compactionNeeded } from "./compaction/policy.ts";
 import { createCompactionTask, startBackgroundCompaction } from "./compaction/task.ts";
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
-import { admit, type InboxPolicy } from "./conversation/inbox.ts";
+import { admit, type InboxPolicy, withdraw } from "./conversation/inbox.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
 import { taskHookSource } from "./extensions/task-hooks.ts";
@@ -42,6 +42,7 @@ import {
   agentDoc,
   DOC,
   type DocToken,
+  inbox,
   type LiveState,
   type ModelRef,
   readDoc,
@@ -141,16 +142,28 @@ export class AgentHarness extends Harness {
     for (const token of options.documents ?? []) if (token.fork === "initial") initial.add(token.name);
     // The hooks' source reads the services, made after `super` returns.
     let services: (() => AgentServices) | undefined;
+    const self: { harness?: AgentHarness } = {};
     super(store, {
       ...options,
       taskHooks: taskHookSource(() => services!()),
       forks: { asOf: [DOC.agent], initial: (name) => initial.has(name) },
+      // A conversation the abort cascade reaches is treated like Conversation.abort(): its queued
+      // inputs are withdrawn, its queued writes stay (spec §5.4). Its documents are in memory: it
+      // holds the live work just marked.
+      onCascade: (tx, conversations) => {
+        for (const c of conversations) {
+          if (!self.harness?.docsLoaded(c)) continue;
+          for (const item of inbox(tx, c).items) if (item.mode !== "write") withdraw(tx, c, item.id);
+        }
+        options.onCascade?.(tx, conversations);
+      },
       onConversationCreated: (tx, record) => {
         createAgentDocs(tx, record);
         created?.(tx, record);
       },
     });
     services = () => this.services;
+    self.harness = this;
     const extensions = options.extensions ?? createRegistry();
     this.extensions = extensions;
     this.#hooks = options.hooks;

@@ -58,6 +58,12 @@ export interface HarnessOptions {
    */
   onConversationCreated?: (tx: Tx, record: ConversationRecord) => void;
   /**
+   * Runs in the commit where the abort cascade marks work in conversations owned by a cancelled
+   * task, with those conversations (spec §5.4), so the layer above can treat each like
+   * `Conversation.abort()`. Writes only through `tx`.
+   */
+  onCascade?: (tx: Tx, conversations: ReadonlySet<ConversationId>) => void;
+  /**
    * Conversation documents' fork rules (spec §3.7), by name: "current" unless listed in `asOf` (the
    * value at the fork's entry; their history is kept, see fork.ts) or `initial` says so (not copied).
    * Fixed for the harness's life.
@@ -130,6 +136,7 @@ export class Harness {
     this.#session.forkRule = (name) => (asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current");
     this.#scheduler = new Scheduler(this.#session, this.registry, report);
     this.#scheduler.taskHooks = options.taskHooks;
+    this.#scheduler.onCascade = options.onCascade;
     this.#session.onMerged = () => this.#scheduler.kick();
     this.#session.onDefinition = (d) => this.registry.learn(d);
     this.#session.onFatal = (error) => {

@@ -11,7 +11,7 @@
  */
 import type { AnyTaskDefinition, Registry, TaskHookSource, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
-import { deriveMarks, finish, outcomeOf } from "./ownership.ts";
+import { deriveMarks, finish, hasCancellationIntent, outcomeOf } from "./ownership.ts";
 import { Overlay, patchTask } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
 import type { Session } from "./session.ts";
@@ -20,6 +20,7 @@ import { TxImpl } from "./tx.ts";
 import type {
   BlockedReason,
   Checkpoint,
+  ConversationId,
   Json,
   NextTaskState,
   RunningTask,
@@ -72,6 +73,11 @@ export class Scheduler {
   taskHooks: TaskHookSource | undefined;
 
   #waiters = new Map<TaskId, Set<{ resolve: (r: TaskRecord) => void; reject: (e: unknown) => void }>>();
+  /**
+   * Runs in the commit whose cascade marks work in conversations owned by a cancelled task, with
+   * those conversations (spec §5.4: each is treated like Conversation.abort()). Writes only through `tx`.
+   */
+  onCascade: ((tx: Tx, conversations: ReadonlySet<ConversationId>) => void) | undefined;
 
   constructor(
     readonly session: Session,
@@ -256,6 +262,17 @@ export class Scheduler {
     if (marked.length > 0) {
       plan.writes = true;
       plan.marked = marked;
+    }
+    if (tx && this.onCascade && marked.length > 0) {
+      // Conversations the cascade reached through a conversation edge (not the cancelled task's own).
+      const reached = new Set<ConversationId>();
+      for (const id of marked) {
+        const t = overlay.task(id)!;
+        if (t.owner !== undefined || t.background) continue;
+        const owner = overlay.conversation(t.conversationId)?.owner;
+        if (owner && hasCancellationIntent(overlay.task(owner.taskId))) reached.add(t.conversationId);
+      }
+      if (reached.size > 0) this.onCascade(tx, reached);
     }
 
     // Release completing holds, newest first so a drained child lets its owner finish in the same pass.
