@@ -153,3 +153,29 @@ export function joiner(
     ...(wake ? { wake: { joined: wake } } : {}),
   });
 }
+
+/**
+ * Creates an owned `child` (a definition taking no input) and waits on it (allSettled), then
+ * completes with its own name; aborted by its handler.
+ */
+export function waitsOnOwnedChild<S extends { phase: string }>(
+  name: string,
+  child: TaskDefinition<Json, S, Json>,
+): TaskDefinition<Json, Join, Json> {
+  return defineTask<Json, Join, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
+        });
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete(name))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}

@@ -7,27 +7,17 @@
 import { expect, test } from "vitest";
 import { defineTask, Harness, type Json, type TaskId } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
-import { complete, done, type Go, outcome, parked, ping, running, untilAborted } from "./core-fixtures.ts";
-
-/** Creates an owned `child` and waits on it (allSettled); completes once it ended. */
-function waitsOnItsChild(name: string, child: ReturnType<typeof parked>) {
-  return defineTask<Json, Go | { phase: "joined" }, Json>({
-    name,
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
-        });
-      },
-      joined: async (_t, runtime) => void (await runtime.commit(() => complete(name))),
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
-}
+import {
+  complete,
+  done,
+  type Go,
+  outcome,
+  parked,
+  ping,
+  running,
+  untilAborted,
+  waitsOnOwnedChild,
+} from "./core-fixtures.ts";
 
 /** Waits (allSettled) on the tasks named by its input. */
 const waitsOnInput = defineTask<TaskId[], Go | { phase: "joined" }, Json>({
@@ -68,7 +58,7 @@ test("reports an abort-marked task as waiting for its live owned work", async ()
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
-  const parent = waitsOnItsChild("inspect-parent", child);
+  const parent = waitsOnOwnedChild("inspect-parent", child);
   const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
   const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
   await until(() => stateOf(h, id)?.kind === "waiting" && running(h) === 1, {
@@ -142,7 +132,7 @@ test("a waiting task lists only the live part of its wait", async () => {
 
 test("an abort-marked owner without its definition waits for its live owned work, then is orphaned", async () => {
   const child = parked("inspect-kid");
-  const owner = waitsOnItsChild("inspect-ghost-owner", child);
+  const owner = waitsOnOwnedChild("inspect-ghost-owner", child);
   const store = await memoryStore();
   const first = await Harness.open(store, { tasks: [owner, child] });
   const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
@@ -167,7 +157,7 @@ test("an abort-marked owner without its definition waits for its live owned work
 test("inspect() shows each live task's lifecycle times: startedAt once it ran, kept across a reopen; no endedAt while live", async () => {
   let clock = 1000;
   const child = parked("timed-child");
-  const parent = waitsOnItsChild("timed-parent", child);
+  const parent = waitsOnOwnedChild("timed-parent", child);
   const store = await memoryStore();
   const first = await Harness.open(store, { tasks: [parent, child], now: () => clock });
   const id = await first.createTask(parent, null, { ownership: { kind: "conversation" } });

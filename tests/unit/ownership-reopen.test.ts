@@ -16,7 +16,16 @@ import {
 } from "../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../worker/testing.ts";
 import { echo, open } from "./agent-fixtures.ts";
-import { complete, done, type Go, outcome, parked, settle, untilAborted } from "./core-fixtures.ts";
+import {
+  complete,
+  done,
+  type Go,
+  outcome,
+  parked,
+  settle,
+  untilAborted,
+  waitsOnOwnedChild,
+} from "./core-fixtures.ts";
 
 /** Parks until aborted; its abort handler logs `abort:<name>` and ends aborted. */
 function node(name: string, log: string[]): TaskDefinition<Json, Go, Json> {
@@ -29,26 +38,6 @@ function node(name: string, log: string[]): TaskDefinition<Json, Go, Json> {
       log.push(`abort:${name}`);
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
-  });
-}
-
-/** Creates an owned `child` and waits on it (allSettled), then completes. */
-function parentOf(name: string, child: ReturnType<typeof founder>) {
-  return defineTask<Json, Go | { phase: "joined" }, Json>({
-    name,
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
-        });
-      },
-      joined: async (_t, runtime) => void (await runtime.commit(() => complete(name))),
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
   });
 }
 
@@ -128,7 +117,7 @@ test("shows an abort-marked owner waiting for work in its owned conversation bef
 test("keeps the root busy after reopen for work below a child task's owned conversation", async () => {
   const innerParked = parked("inner");
   const child = founder(innerParked);
-  const parent = parentOf("parent", child);
+  const parent = waitsOnOwnedChild("parent", child);
   const first = await open(echo, { tasks: [parent, child, innerParked] });
   const parentId: TaskId = await first.h.createTask(parent, null, { ownership: { kind: "conversation" } });
   await until(
@@ -168,7 +157,7 @@ test("keeps the root busy after reopen for work below a child task's owned conve
 
 test("keeps a finished background ancestor a boundary after reopen, which { background: true } crosses", async () => {
   const child = founder();
-  const background = parentOf("background", child);
+  const background = waitsOnOwnedChild("background", child);
   const first = await open(echo, { tasks: [background, child] });
   const backgroundId: TaskId = await first.h.createTask(background, null, {
     ownership: { kind: "conversation" },
