@@ -165,6 +165,43 @@ test("a tool's slot updates apply only while its slot exists: output after the s
   expect(textOf(messageOf(result!))).not.toMatch(/first|second/);
 });
 
+test("does not re-bound retained output when an unchanged result outlives the tool's limits", async () => {
+  const started = deferred();
+  const work = (outputLimits?: { maxBytes: number }) =>
+    defineTool({
+      name: "work",
+      description: "Prints a line durably, then works until aborted",
+      parameters: Type.Object({}),
+      ...(outputLimits ? { outputLimits } : {}),
+      async execute(_args, api) {
+        api.output("durable\n");
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason)),
+        );
+        return textResult("never");
+      },
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "tooling", tools: [work()] }));
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("work", {}, { id: "c1" })), {
+    extensions,
+    settings: { outputIntervalMs: 1 },
+    hooks: { onAbort: [() => undefined] },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => liveOf(h).tools?.[0]?.output === "durable\n", { what: "the output stored" });
+  // The tool is replaced mid-call by one whose limits would cut that output to one byte.
+  extensions.install(defineExtension({ name: "tooling", tools: [work({ maxBytes: 1 })] }));
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(await h.abortTask(task!.id)).toBe("marked");
+  expect((await input.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  expect(messageOf(result!).content).toContainEqual({ type: "text", text: "durable\n" });
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+});
+
 test("settles an abort even when the tool was uninstalled, using default content bounds", async () => {
   const started = deferred();
   const bounded = defineTool({

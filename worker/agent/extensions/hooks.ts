@@ -163,6 +163,8 @@ export interface ToolRoundResult {
   terminate: boolean;
   /** The handoff text the result's control carries (spec §7.3). */
   handoff?: string;
+  /** Tool names the result's control adds to the conversation's tools filter (spec §7.3). */
+  addTools?: readonly string[];
 }
 
 /** The built-in tasks and the hook names each asks. */

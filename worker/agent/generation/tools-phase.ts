@@ -15,7 +15,7 @@ import {
   settleInputs,
 } from "../conversation/inbox.ts";
 import { hookApi } from "../extensions/hooks.ts";
-import { DOC, type LiveState, live, writeDoc } from "../records.ts";
+import { type AgentState, agentDoc, DOC, type LiveState, live, writeDoc } from "../records.ts";
 import type { ToolRoundResult } from "../services.ts";
 import { continueSequentialRound } from "../tools/round.ts";
 import type { GenerationDeps } from "./classification.ts";
@@ -87,6 +87,11 @@ function finishToolRound(
   const terminate = results.length > 0 && results.every((r) => r.terminate);
   // The last handoff of the round (in call order) wins.
   const handoff = results.findLast((r) => r.handoff !== undefined)?.handoff;
+  addTools(
+    tx,
+    c,
+    results.flatMap((r) => r.addTools ?? []),
+  );
   const run = live(tx, c).run;
   const { tools: _t, ...state } = live(tx, c);
   writeDoc<LiveState>(tx, c, DOC.live, state);
@@ -107,4 +112,22 @@ function finishToolRound(
     }
   }
   return { status: "terminal", outcome: { status: "completed", result: { entryId: cp.assistant } } };
+}
+
+/**
+ * The round's `addTools` controls (spec §8.5): each name is appended to an exact `tools` list unless
+ * present, or taken out of a `{ remove }` list; with no filter every tool is offered already, so
+ * nothing is written. The next preparation sees the edited filter.
+ */
+function addTools(tx: Tx, c: TaskRecord["conversationId"], names: readonly string[]): void {
+  if (names.length === 0) return;
+  const agent = agentDoc.read(tx, c);
+  const filter = agent.tools;
+  if (filter === undefined) return;
+  let tools: AgentState["tools"];
+  if (Array.isArray(filter))
+    tools = [...filter, ...names.filter((n, i) => !filter.includes(n) && names.indexOf(n) === i)];
+  else tools = { remove: filter.remove.filter((n) => !names.includes(n)) };
+  if (JSON.stringify(tools) === JSON.stringify(filter)) return;
+  agentDoc.write(tx, c, { ...agent, tools });
 }

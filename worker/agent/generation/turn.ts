@@ -309,6 +309,7 @@ export function roundResults(
       isError: outcome?.status !== "completed" || result?.isError === true,
       terminate: result?.control?.terminate === true,
       ...(typeof result?.control?.handoff === "string" ? { handoff: result.control.handoff } : {}),
+      ...(result?.control?.addTools?.length ? { addTools: result.control.addTools } : {}),
     });
   }
   return results;

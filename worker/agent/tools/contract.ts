@@ -13,6 +13,13 @@ import { utf8Length } from "../workspace/fs.ts";
 
 export type ReplayPolicy = "safe" | "unsafe";
 
+/** What a result asks of the run (spec §7.3 ToolControl). */
+export interface ToolControl {
+  terminate?: boolean;
+  handoff?: string;
+  addTools?: string[];
+}
+
 export interface ToolResult {
   /** What the model sees. */
   content: Array<TextContent | ImageContent>;
@@ -23,8 +30,11 @@ export interface ToolResult {
    * `terminate`: end the run with the tool-calling answer when every result of the round asks it.
    * `handoff`: end the run and start the context over from this text (a `pi.reset` entry whose user
    * message it is, as `Conversation.reset(handoff)` writes); the last handoff of a round wins.
+   * `addTools`: tool names the round's closing commit adds to the conversation's stored `pi.agent`
+   * `tools` filter (appended to an exact list unless present, taken out of `{ remove }`; an absent
+   * filter already offers every tool, so nothing is written), effective at the next preparation.
    */
-  control?: { terminate?: boolean; handoff?: string };
+  control?: ToolControl;
   /** What the call spent on models of its own (a subagent, a summarizer): stored with the result, counted in pi.usage.tools. */
   usage?: Usage;
 }

@@ -23,6 +23,7 @@ import {
   type ReplayPolicy,
   replayPolicyOf,
   type ToolApi,
+  type ToolControl,
   type ToolDefinition,
   type ToolResult,
   toPiTool,
@@ -48,7 +49,7 @@ export type ToolTaskCheckpoint =
 export type ToolTaskResult = {
   entryId?: EntryId;
   isError?: boolean;
-  control?: { terminate?: boolean; handoff?: string };
+  control?: ToolControl;
   /** Nested calls hand their result to the caller instead of the transcript. */
   result?: ToolResult;
 };
@@ -297,7 +298,8 @@ export function createToolTask(services: AgentServices) {
   ): Promise<void> {
     const c = task.conversationId;
     const partial = partialOutput(task);
-    let result: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
+    const retained: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
+    let result = retained;
     const api = hookApi(runtime, services);
     for (const hook of hooks) {
       try {
@@ -315,7 +317,12 @@ export function createToolTask(services: AgentServices) {
     } catch {
       // An unresolvable tool's replacement is bounded by the defaults.
     }
-    const bounded = boundResult({ ...result, isError: true }, limits);
+    // The retained output was bounded while the call ran: only a hook's replacement is bounded
+    // again (spec §8.4), so a tool replaced mid-call with tighter limits does not cut it.
+    const bounded =
+      result === retained
+        ? { result: retained, diagnostics: [] }
+        : boundResult({ ...result, isError: true }, limits);
     await runtime.commit((tx) => {
       const entry = appendResult(tx, c, call.id, call.name, bounded.result, [
         { severity: "error", code: "aborted", message: "the tool call was aborted" },
