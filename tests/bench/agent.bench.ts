@@ -1,7 +1,8 @@
 /**
  * The agent bench: one 50-round tool-calling run (each round the model calls one tool; the 51st
  * response answers) with an instant model and the same instant tool, in one run:
- * - the durable AgentHarness on a memory store (pi-ai's faux provider as the model);
+ * - the durable AgentHarness on a memory store; the model is a pi-ai provider answering from the
+ *   request's messages, all at once (a `start` and a `done` event);
  * - LangGraph.js, the durable JS peer: the canonical agent graph (a model node, a ToolNode, a
  *   tools-or-end edge) compiled with its in-memory checkpointer (MemorySaver), which saves a
  *   checkpoint at every super-step; the model is a LangChain chat model answering from the messages;
@@ -13,6 +14,11 @@
  * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (durable warm-up rounds, default 15;
  * LangGraph joins for the last BENCH_LG_WARMUP of them, default 3: its runs are far longer),
  * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph (one side alone, for a profiler).
+ * The models are the same on both sides: count the tool results in the messages, answer with the next
+ * call or the final text, stream nothing, estimate nothing. (Until issue 16 the durable side used
+ * pi-ai's faux provider, which also estimates token usage over the whole serialized context and
+ * streams the answer in small deltas each round: about a tenth of the durable run, and work
+ * LangGraph's model did not do. The durable model reports a fixed usage, so pi.usage is still written.)
  */
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
@@ -20,17 +26,21 @@ import type { ChatResult } from "@langchain/core/outputs";
 import { tool } from "@langchain/core/tools";
 import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
-import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import {
+  type Api,
+  type AssistantMessage,
+  type Context,
+  createAssistantMessageEventStream,
+  fauxAssistantMessage,
+  fauxToolCall,
+  type Model,
+  registerApiProvider,
+  unregisterApiProviders,
+} from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { textResult } from "../../worker/agent/tools/contract.ts";
-import { AgentHarness, defineTool } from "../../worker/index.ts";
-import {
-  type FauxAgentModel,
-  fauxAgentModel,
-  type StoreJob as Job,
-  memoryStore,
-  recordJobs,
-} from "../../worker/testing.ts";
+import { AgentHarness, createModelResolver, defineTool, type ModelResolver } from "../../worker/index.ts";
+import { type StoreJob as Job, memoryStore, recordJobs } from "../../worker/testing.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const ROUNDS = env("BENCH_ROUNDS", 9);
@@ -44,18 +54,69 @@ const FLOOR_BAR = 1.5;
 /** The tool both sides run: instant, a little text. */
 const step = (n: number) => `step ${n} done`;
 
-/** The model: a tool call per round until TOOL_ROUNDS results are in the context, then an answer. */
-function model(toolRounds = TOOL_ROUNDS): FauxAgentModel {
-  return fauxAgentModel(
-    (req) => {
-      const results = req.messages.filter((m) => m.role === "toolResult").length;
-      if (results >= toolRounds) return fauxAssistantMessage(`all ${results} steps done`);
-      return fauxAssistantMessage([fauxToolCall("step", { n: results + 1 }, { id: `call-${results + 1}` })], {
-        stopReason: "toolUse",
-      });
-    },
-    { record: false },
-  );
+/** The answer both models give: a tool call per round until TOOL_ROUNDS results are in, then text. */
+function answer(results: number, toolRounds: number): AssistantMessage {
+  if (results >= toolRounds) return fauxAssistantMessage(`all ${results} steps done`);
+  return fauxAssistantMessage([fauxToolCall("step", { n: results + 1 }, { id: `call-${results + 1}` })], {
+    stopReason: "toolUse",
+  });
+}
+
+/** What the durable harness needs to know its model by. */
+interface DurableModel {
+  readonly models: ModelResolver;
+  readonly ref: { provider: string; modelId: string };
+  unregister(): void;
+}
+
+const USAGE = {
+  input: 10,
+  output: 5,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 15,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+};
+
+let registrations = 0;
+/** The durable side's model: a pi-ai provider answering at once from the request's messages. */
+function model(toolRounds = TOOL_ROUNDS): DurableModel {
+  const api = `bench-instant-${++registrations}`;
+  const instant: Model<Api> = {
+    id: "instant",
+    name: "instant",
+    api,
+    provider: "bench",
+    baseUrl: "http://localhost:0",
+    reasoning: false,
+    input: ["text"],
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+    contextWindow: 128_000,
+    maxTokens: 16_384,
+  };
+  const stream = (m: Model<Api>, context: Context) => {
+    const out = createAssistantMessageEventStream();
+    queueMicrotask(() => {
+      const results = context.messages.filter((msg) => msg.role === "toolResult").length;
+      const message: AssistantMessage = {
+        ...answer(results, toolRounds),
+        api: m.api,
+        provider: m.provider,
+        model: m.id,
+        usage: USAGE,
+      };
+      out.push({ type: "start", partial: { ...message, content: [] } });
+      out.push({ type: "done", reason: message.stopReason as "stop" | "toolUse", message });
+      out.end(message);
+    });
+    return out;
+  };
+  registerApiProvider({ api, stream, streamSimple: stream }, api);
+  return {
+    models: createModelResolver({ extra: [instant] }),
+    ref: { provider: instant.provider, modelId: instant.id },
+    unregister: () => unregisterApiProviders(api),
+  };
 }
 
 const durableTool = defineTool({
@@ -153,13 +214,13 @@ async function replay(opening: readonly Job[], jobs: readonly Job[]): Promise<Sa
   return sample;
 }
 
-async function durable(faux: FauxAgentModel, jobs?: { opening: Job[]; timed: Job[] }): Promise<Sample> {
+async function durable(chat: DurableModel, jobs?: { opening: Job[]; timed: Job[] }): Promise<Sample> {
   const store = await memoryStore();
   const recorder = { into: jobs?.opening ?? [] };
   if (jobs) recordJobs(store, recorder);
   const h = await AgentHarness.open(store, {
-    models: faux.models,
-    defaultModel: faux.ref,
+    models: chat.models,
+    defaultModel: chat.ref,
     tools: [durableTool],
   });
   const root = await h.root();
@@ -206,16 +267,16 @@ const verdict = (ok: boolean) => (ok ? "PASS" : "FAIL");
 
 async function main(): Promise<void> {
   const started = performance.now();
-  const faux = model();
+  const chat = model();
   const which = process.env["BENCH_ONLY"];
   if (which) {
     for (let i = 0; i < WARMUP + ROUNDS; i++) {
-      const s = which === "langgraph" ? await langGraph() : await durable(faux);
+      const s = which === "langgraph" ? await langGraph() : await durable(chat);
       console.log(
         `${which}: ${fmt(s.ms, 1)} ms wall, ${fmt(s.cpuMs, 1)} ms cpu, ${s.transactions} transactions`,
       );
     }
-    faux.unregister();
+    chat.unregister();
     return;
   }
   const durables: Sample[] = [];
@@ -226,14 +287,14 @@ async function main(): Promise<void> {
     return s;
   };
   for (let i = 0; i < WARMUP + ROUNDS; i++) {
-    const d = check("durable", await durable(faux));
+    const d = check("durable", await durable(chat));
     const g = i >= WARMUP - LG_WARMUP ? check("LangGraph", await langGraph()) : undefined;
     if (i >= WARMUP) {
       durables.push(d);
       graphs.push(g!);
     }
   }
-  faux.unregister();
+  chat.unregister();
   // The fixed cost of a run (admitting the input, the final answer) measured alone, so tx/round is
   // what each tool round adds.
   const bare = model(0);

@@ -17,7 +17,7 @@ import type { EntryCache } from "./conversation/entries.ts";
 import type { QueueMode, SubmissionDraft } from "./conversation/inbox.ts";
 import { type AgentHooks, composeHooks } from "./extensions/hooks.ts";
 import type { RegistrySnapshot } from "./extensions/registry.ts";
-import { resolveAgent } from "./extensions/resolve.ts";
+import { resolveAgentCached } from "./extensions/resolve.ts";
 import type { ResolvedAgent } from "./extensions/types.ts";
 import { piAi } from "./models/pi-ai.ts";
 import type { ModelResolver } from "./models/resolver.ts";
@@ -230,7 +230,7 @@ export function resolvers(
 ): Pick<AgentServices, "registry" | "agent" | "hooks" | "tools"> {
   const agent = (c: ConversationId, state?: AgentState) => {
     const names = base();
-    return resolveAgent(registry(), state ?? readAgent(c), report, names ? { base: names } : {});
+    return resolveAgentCached(registry(), state ?? readAgent(c), report, names ? { base: names } : {});
   };
   return {
     registry,

@@ -3,6 +3,12 @@
  * newest head marker; within it the newest edit per target omits or replaces that entry's messages;
  * system entries set the prompt sections and the offered tools; failed and aborted answers are left out; tool results move directly after their call, in call order; a call
  * left unanswered gets a synthetic error result; a result without its call is dropped.
+ *
+ * A run derives its context every round from a list that only grew: the derivation of the previous
+ * list is kept (per list, keyed by its first entry) and extended by the new entries when that gives
+ * exactly what a derivation from scratch would (the kept list is a prefix of the new one, entry for
+ * entry, and neither it nor the new entries hold edits, head markers or system entries that would
+ * change what came before); anything else derives from scratch. Callers get fresh arrays each time.
  */
 import type { AssistantMessage, Message, ToolResultMessage } from "@mariozechner/pi-ai";
 import type { EntryEdit, EntryId, EntryRecord } from "../../core/types.ts";
@@ -51,11 +57,8 @@ function applySystem(entry: EntryRecord, sections: Record<string, string | null>
 
 /** Only what the transcript's system entries replay (prompt sections, offered tools): no messages. */
 export function deriveSystem(entries: readonly EntryRecord[]): Pick<DerivedContext, "sections" | "tools"> {
-  const sections: Record<string, string | null> = {};
-  const tools: string[] = [];
-  for (const entry of activeRange(entries))
-    if (entry.kind === ENTRY.system) applySystem(entry, sections, tools);
-  return { sections, tools };
+  const d = derive(entries);
+  return { sections: { ...d.sections }, tools: d.tools.slice() };
 }
 
 /** The newest edit per target among `range`'s entries (transcript order: a later edit wins). */
@@ -94,7 +97,35 @@ function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undef
   );
 }
 
-export function contextView(all: readonly EntryRecord[]): ContextView {
+/** A derivation kept for extending: its source list and what it derived, never handed out. */
+interface Derived {
+  readonly source: readonly EntryRecord[];
+  readonly head: EntryRecord | undefined;
+  readonly entries: readonly EntryRecord[];
+  readonly contributions: readonly Message[][];
+  /** Every non-system contribution, in order (what pairResults reads). */
+  readonly flat: readonly Message[];
+  /** Where the last assistant message of `flat` is (0 without one): results pair from there on. */
+  readonly lastAssistant: number;
+  /** pairResults of `flat` before `lastAssistant`: final, whatever is appended. */
+  readonly settled: readonly Message[];
+  readonly messages: readonly Message[];
+  readonly sections: Readonly<Record<string, string | null>>;
+  readonly tools: readonly string[];
+  readonly systemPrompt: string | undefined;
+  /** Whether the range holds an edit (an appended entry could then not be derived alone). */
+  readonly edited: boolean;
+}
+
+/** The newest derivation per list, by the list's first entry. */
+const kept = new WeakMap<EntryRecord, Derived>();
+
+function lastAssistantIn(flat: readonly Message[], from: number): number {
+  for (let i = flat.length - 1; i >= from; i--) if (flat[i]!.role === "assistant") return i;
+  return from;
+}
+
+function deriveFromScratch(all: readonly EntryRecord[]): Derived {
   const sections: Record<string, string | null> = {};
   const tools: string[] = [];
   const entries = activeRange(all);
@@ -107,20 +138,86 @@ export function contextView(all: readonly EntryRecord[]): ContextView {
   });
   const head = entries[0]?.head !== undefined ? entries[0] : undefined;
   const text = Object.values(sections).filter((s): s is string => typeof s === "string" && s.length > 0);
+  const lastAssistant = lastAssistantIn(flat, 0);
+  const settled = pairResults(flat.slice(0, lastAssistant));
   return {
+    source: all.slice(),
     head,
     entries,
     contributions,
-    systemPrompt: text.length > 0 ? text.join("\n\n") : undefined,
-    messages: pairResults(flat),
-    tools,
+    flat,
+    lastAssistant,
+    settled,
+    messages: settled.concat(pairResults(flat.slice(lastAssistant))),
     sections,
+    tools,
+    systemPrompt: text.length > 0 ? text.join("\n\n") : undefined,
+    edited: edits !== undefined,
+  };
+}
+
+/** `before` extended by the entries `all` adds to its source, or undefined when that is not exact. */
+function extend(before: Derived, all: readonly EntryRecord[]): Derived | undefined {
+  const source = before.source;
+  if (before.edited || all.length < source.length) return undefined;
+  for (let i = source.length - 1; i >= 0; i--) if (all[i] !== source[i]) return undefined;
+  if (all.length === source.length) return before;
+  const headId = before.head?.head;
+  const added: EntryRecord[] = [];
+  for (let i = source.length; i < all.length; i++) {
+    const entry = all[i]!;
+    if (entry.head !== undefined || entry.edits || entry.kind === ENTRY.system) return undefined;
+    // activeRange keeps, after a head marker, the entries from its head on.
+    if (headId === undefined || entry.id >= headId) added.push(entry);
+  }
+  const contributions = before.contributions.concat(added.map((entry) => contribution(entry, undefined)));
+  const flat = before.flat.concat(...contributions.slice(before.contributions.length));
+  const lastAssistant = lastAssistantIn(flat, before.lastAssistant);
+  const settled =
+    lastAssistant === before.lastAssistant
+      ? before.settled
+      : before.settled.concat(pairResults(flat.slice(before.lastAssistant, lastAssistant)));
+  return {
+    ...before,
+    source: all.slice(),
+    entries: before.entries.concat(added),
+    contributions,
+    flat,
+    lastAssistant,
+    settled,
+    messages: settled.concat(pairResults(flat.slice(lastAssistant))),
+  };
+}
+
+function derive(all: readonly EntryRecord[]): Derived {
+  const first = all[0];
+  const before = first && kept.get(first);
+  const derived = (before && extend(before, all)) ?? deriveFromScratch(all);
+  if (first) kept.set(first, derived);
+  return derived;
+}
+
+export function contextView(all: readonly EntryRecord[]): ContextView {
+  const d = derive(all);
+  return {
+    head: d.head,
+    entries: d.entries.slice(),
+    contributions: d.contributions.map((c) => c.slice()),
+    systemPrompt: d.systemPrompt,
+    messages: d.messages.slice(),
+    tools: d.tools.slice(),
+    sections: { ...d.sections },
   };
 }
 
 export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
-  const { systemPrompt, messages, tools, sections } = contextView(entries);
-  return { systemPrompt, messages, tools, sections };
+  const d = derive(entries);
+  return {
+    systemPrompt: d.systemPrompt,
+    messages: d.messages.slice(),
+    tools: d.tools.slice(),
+    sections: { ...d.sections },
+  };
 }
 
 /** Rules 7 and 8: each call's result right after its assistant, in call order; a missing one synthesized, an orphan dropped. */

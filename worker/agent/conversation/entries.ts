@@ -6,7 +6,9 @@
  *
  * Retention (spec §5.1, `contextRetentionMs`): a busy conversation always keeps its entries; an idle
  * one drops them once `retentionMs()` has passed since it was last read or last busy. Expiry is
- * checked at every published change and by one timer that never keeps the process alive.
+ * checked at every published change and by one timer that never keeps the process alive. The timer
+ * is moved only to fire earlier: one that fires late or finds nothing due just checks again, so a
+ * busy engine does not clear and set a timer at every commit.
  */
 import type { Harness } from "../../core/harness.ts";
 import type { ChangeSet, ConversationId, EntryRecord } from "../../core/types.ts";
@@ -33,6 +35,8 @@ export class EntryCache {
   /** When each cached conversation was last read or seen busy (the clock of `options.now`). */
   #usedAt = new Map<ConversationId, number>();
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the armed timer is due (the clock of `options.now`). */
+  #timerDue = Number.POSITIVE_INFINITY;
   #disposed = false;
 
   constructor(
@@ -127,7 +131,7 @@ export class EntryCache {
   /** Stop the timer (the harness closed). */
   dispose(): void {
     this.#disposed = true;
-    this.#arm(undefined);
+    this.#disarm();
   }
 
   #touch(conversationId: ConversationId): void {
@@ -135,16 +139,26 @@ export class EntryCache {
     if (this.#timer === undefined && !this.#disposed) this.#arm(Math.max(0, this.options.retentionMs()));
   }
 
+  /** Have the timer check again within `delayMs` (nothing when undefined: the armed one may stay). */
   #arm(delayMs: number | undefined): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = undefined;
     if (delayMs === undefined || !Number.isFinite(delayMs)) return;
+    const due = this.options.now() + delayMs;
+    if (this.#timer !== undefined && this.#timerDue <= due) return;
+    this.#disarm();
+    this.#timerDue = due;
     const timer = setTimeout(() => {
       this.#timer = undefined;
+      this.#timerDue = Number.POSITIVE_INFINITY;
       this.expire();
     }, delayMs);
     // Never keeps the process alive (where the platform allows it).
     (timer as { unref?: () => void }).unref?.();
     this.#timer = timer;
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerDue = Number.POSITIVE_INFINITY;
   }
 }

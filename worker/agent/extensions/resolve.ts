@@ -10,6 +10,7 @@
  *   replacing an earlier one in place; then every selected extension's wrappers in order; then the
  *   conversation's tool filter;
  * - hooks: the selected extensions' registrations, in extension order.
+ * Being pure, a resolution is kept and handed out again for the same three (`resolveAgentCached`).
  */
 import type { AgentState } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
@@ -117,4 +118,42 @@ export function resolveAgent(
     sections: [...sections.values()],
     hooks: composeHooks(selected.flatMap((e) => e.hooks ?? [])),
   });
+}
+
+/** Resolutions kept per registry snapshot, by pi.agent and base (see `resolveAgentCached`). */
+const resolutions = new WeakMap<RegistrySnapshot, Map<string, ResolvedAgent>>();
+/** Distinct (pi.agent, base) pairs kept per snapshot before the oldest ones are dropped. */
+const RESOLUTIONS_KEPT = 64;
+
+/**
+ * `resolveAgent`, kept: a resolution is a pure function of the snapshot, the pi.agent value and the
+ * base, and every phase of every task resolves its conversation's agent again. One that reported a
+ * problem (a throwing wrapper) is not kept, so each resolution reports it as before.
+ */
+export function resolveAgentCached(
+  snapshot: RegistrySnapshot,
+  agent: AgentState,
+  report: (error: unknown) => void,
+  options: ResolveOptions = {},
+): ResolvedAgent {
+  const key = JSON.stringify([agent, options.base ?? null]);
+  let kept = resolutions.get(snapshot);
+  const hit = kept?.get(key);
+  if (hit) return hit;
+  let reported = false;
+  const resolved = resolveAgent(
+    snapshot,
+    agent,
+    (error) => {
+      reported = true;
+      report(error);
+    },
+    options,
+  );
+  if (!reported) {
+    if (!kept) resolutions.set(snapshot, (kept = new Map()));
+    if (kept.size >= RESOLUTIONS_KEPT) kept.delete(kept.keys().next().value!);
+    kept.set(key, resolved);
+  }
+  return resolved;
 }
