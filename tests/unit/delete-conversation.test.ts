@@ -4,6 +4,7 @@
  * the store is reopened (the counters' high-water marks are kept in meta).
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import {
   type ConversationId,
   ConversationNotDeletable,
@@ -245,5 +246,29 @@ describe("a deletion is refused, with its reason, and changes nothing", () => {
     expect(await waiting).toEqual({ status: "unanswered", reason: "deleted" });
     expect(await two.wait()).toEqual({ status: "unanswered", reason: "deleted" });
     expect(await rowsOf(store, c.id)).toEqual({});
+  });
+});
+
+describe("a deletion forgets what it deleted", () => {
+  test("the owner edges read at open of the deleted conversations' finished tasks", async () => {
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [spawner] });
+    const parent = (await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id;
+    const kept = (await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id;
+    const spawn = (conversationId: ConversationId) =>
+      first.createTask(spawner, null, { ownership: { kind: "conversation" }, conversationId });
+    const gone = await spawn(parent);
+    const stays = await spawn(kept);
+    for (const id of [gone, stays]) expect(outcome(await done(first, id))?.status).toBe("completed");
+    await first.close();
+
+    // After a reopen, the finished spawners are known only by the owner edges read at open.
+    const h = await Harness.open(await memoryStore(store.image()), { tasks: [spawner] });
+    const former = internals(h).session.records.formerOwners;
+    expect([...former.keys()].sort((a, b) => a - b)).toEqual([gone, stays]);
+    const deleted = await h.deleteConversation(parent);
+    expect(deleted).toHaveLength(2);
+    expect([...former.keys()]).toEqual([stays]);
+    await h.close();
   });
 });
