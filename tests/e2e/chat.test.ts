@@ -4,21 +4,12 @@
  * only, queued inputs withdrawn before they run, and a 5,000-entry conversation rendered as a window
  * that opens at its newest entries. Screenshots go to test-results/screenshots/.
  */
-import { mkdirSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
-import { appSuite, say, settled, until } from "./page.ts";
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const shots = join(root, "test-results", "screenshots");
+import { appSuite, eachLook, say, settled, shot, until } from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
-beforeAll(() => {
-  mkdirSync(shots, { recursive: true });
-});
 
 /** The app on a fresh store, its composer ready. */
 const openApp = (label: string, width = 1280, height = 800): Promise<Page> =>
@@ -57,43 +48,37 @@ const scrollUp = (page: Page, px: number) =>
 test("Jump to latest sits inside the transcript and never covers the composer, at 1280 and 390 px in light and dark", async () => {
   const page = await openApp("jump");
   await openSeeded(page, 200);
-  for (const scheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const [width, height] of [
-      [1280, 800],
-      [390, 844],
-    ] as const) {
-      await page.setViewportSize({ width, height });
-      await scrollUp(page, 3000);
-      const jump = page.getByTestId("jump-to-latest");
-      await jump.waitFor();
-      await page.screenshot({ path: join(shots, `jump-${scheme}-${width}.png`) });
-      const boxes = await page.evaluate(() => {
-        const rect = (selector: string) => {
-          const r = document.querySelector(selector)!.getBoundingClientRect();
-          return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
-        };
-        return {
-          jump: rect('[data-testid="jump-to-latest"]'),
-          composer: rect("form.composer"),
-          scroller: rect(".scroller"),
-        };
-      });
-      const { jump: j, composer: c, scroller: s } = boxes;
-      const overlaps = j.left < c.right && c.left < j.right && j.top < c.bottom && c.top < j.bottom;
-      expect(overlaps, `${scheme} ${width}: ${JSON.stringify(boxes)}`).toBe(false);
-      // Within the scroller's visible box, near its bottom edge.
-      expect(j.top).toBeGreaterThanOrEqual(s.top);
-      expect(j.bottom).toBeLessThanOrEqual(s.bottom);
-      await jump.click();
-      await until(
-        "the newest answer back on screen",
-        () => newestOnScreen(page, 200),
-        (v) => v,
-      );
-      await jump.waitFor({ state: "detached" });
-    }
-  }
+  await eachLook(page, async (look) => {
+    const { scheme, width } = look;
+    await scrollUp(page, 3000);
+    const jump = page.getByTestId("jump-to-latest");
+    await jump.waitFor();
+    await page.screenshot({ path: look.shot("jump") });
+    const boxes = await page.evaluate(() => {
+      const rect = (selector: string) => {
+        const r = document.querySelector(selector)!.getBoundingClientRect();
+        return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+      };
+      return {
+        jump: rect('[data-testid="jump-to-latest"]'),
+        composer: rect("form.composer"),
+        scroller: rect(".scroller"),
+      };
+    });
+    const { jump: j, composer: c, scroller: s } = boxes;
+    const overlaps = j.left < c.right && c.left < j.right && j.top < c.bottom && c.top < j.bottom;
+    expect(overlaps, `${scheme} ${width}: ${JSON.stringify(boxes)}`).toBe(false);
+    // Within the scroller's visible box, near its bottom edge.
+    expect(j.top).toBeGreaterThanOrEqual(s.top);
+    expect(j.bottom).toBeLessThanOrEqual(s.bottom);
+    await jump.click();
+    await until(
+      "the newest answer back on screen",
+      () => newestOnScreen(page, 200),
+      (v) => v,
+    );
+    await jump.waitFor({ state: "detached" });
+  });
 });
 
 test("message actions are on user and assistant messages only: Copy says Copied and fills the clipboard; Edit resends as a fork", async () => {
@@ -118,7 +103,7 @@ test("message actions are on user and assistant messages only: Copy says Copied 
   expect(actions.some(([kind]) => kind === "pi.tool-result")).toBe(true);
   for (const [kind, has] of actions)
     expect(has, String(kind)).toBe(kind === "pi.user" || kind === "pi.assistant");
-  await page.screenshot({ path: join(shots, "actions-dark-1280.png") });
+  await page.screenshot({ path: shot("actions-dark-1280") });
 
   // Copy, by keyboard: the message's text on the clipboard, and "Copied" where the button was.
   const first = page.locator('[data-testid="entries"] > [data-kind="pi.user"]').first();
@@ -201,7 +186,7 @@ test("queued inputs are listed with Withdraw while the agent works; a withdrawn 
     (t) => t.length === 2,
   );
   expect((await queued.allTextContents()).join("|")).toMatch(/never mind this one.*\|.*hello after the task/);
-  await page.screenshot({ path: join(shots, "inbox-dark-1280.png") });
+  await page.screenshot({ path: shot("inbox-dark-1280") });
   await page.getByRole("button", { name: "Withdraw the queued input: never mind this one" }).click();
   await until(
     "one queued input left",
@@ -226,7 +211,7 @@ test("a 5,000-entry conversation opens at its newest entries and scrolls up to i
     () => newestOnScreen(page, 5000),
     (v) => v,
   );
-  await page.screenshot({ path: join(shots, "long-dark-390.png") });
+  await page.screenshot({ path: shot("long-dark-390") });
   // Every entry stays reachable: scrolled all the way up, the first message is on screen.
   await scrollUp(page, Number.MAX_SAFE_INTEGER);
   await until(

@@ -5,20 +5,11 @@
  * so after a reload. Screenshots of the dialog at 1280 and 390 px in light and dark go to
  * test-results/screenshots/.
  */
-import { mkdirSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { beforeAll, expect, test } from "vitest";
-import { appSuite, say, settleAnimations, settled, until, waitPhase } from "./page.ts";
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const shots = join(root, "test-results", "screenshots");
+import { expect, test } from "vitest";
+import { appSuite, say, settleAnimations, settled, shot, until, waitPhase } from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
-beforeAll(() => {
-  mkdirSync(shots, { recursive: true });
-});
 
 const titles = (page: Page) => page.locator('[data-testid="conversation-list"] li a .name').allTextContents();
 const focused = (page: Page) => page.evaluate(() => document.activeElement?.textContent?.trim() ?? "");
@@ -58,7 +49,7 @@ test("delete with confirmation by keyboard: Esc keeps it, Enter on Delete remove
   expect(await focused(a)).toBe("Cancel");
   for (const scheme of ["light", "dark"] as const) {
     await a.emulateMedia({ colorScheme: scheme });
-    await a.screenshot({ path: join(shots, `delete-dialog-${scheme}-1280.png`) });
+    await a.screenshot({ path: shot(`delete-dialog-${scheme}-1280`) });
   }
   // Esc cancels: the dialog closes, focus returns to the row's button, nothing is deleted.
   await a.keyboard.press("Escape");
@@ -118,7 +109,7 @@ test("the delete dialog at 390 px: opened from the conversation drawer, readable
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBe(390);
   for (const scheme of ["light", "dark"] as const) {
     await page.emulateMedia({ colorScheme: scheme });
-    await page.screenshot({ path: join(shots, `delete-dialog-${scheme}-390.png`) });
+    await page.screenshot({ path: shot(`delete-dialog-${scheme}-390`) });
   }
   await dialog.getByRole("button", { name: "Cancel" }).click();
   await dialog.waitFor({ state: "detached" });

@@ -6,20 +6,12 @@
  * Chats are seeded by `debug.seedChat` (entry i says "Question i+1" or "Answer i+1"; the last "The
  * newest answer, number N"). Screenshots go to test-results/screenshots/.
  */
-import { mkdirSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
-import { appSuite, say, until } from "./page.ts";
+import { appSuite, eachLook, say, until } from "./page.ts";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const shots = join(root, "test-results", "screenshots");
 const app = appSuite({ logTail: 100 });
-beforeAll(() => {
-  mkdirSync(shots, { recursive: true });
-});
 
 /** More entries than this in the DOM is not a window (the view shows a dozen or two). */
 const WINDOW_MAX = 100;
@@ -119,21 +111,14 @@ test("a 5,000-entry chat renders only a window; Home reaches the first message a
   expect(top.firstOffset).toBeGreaterThanOrEqual(0);
   expect(top.rendered).toBeLessThanOrEqual(WINDOW_MAX);
   await page.getByTestId("jump-to-latest").waitFor();
-  for (const scheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const [width, height] of [
-      [1280, 800],
-      [390, 844],
-    ] as const) {
-      await page.setViewportSize({ width, height });
-      await until(
-        "still at the first message",
-        () => look(page),
-        (l) => l.first === 1,
-      );
-      await page.screenshot({ path: join(shots, `long-top-${scheme}-${width}.png`) });
-    }
-  }
+  await eachLook(page, async (scene) => {
+    await until(
+      "still at the first message",
+      () => look(page),
+      (l) => l.first === 1,
+    );
+    await page.screenshot({ path: scene.shot("long-top") });
+  });
 
   await transcript.focus();
   await page.keyboard.press("End");

@@ -2,9 +2,13 @@
  * Page helpers shared by the e2e files that drive the built app: the suite's server and browser
  * (`appSuite()` registers the hooks: one static server per file, a fresh browser and log per test,
  * the page logs and Chromium's stderr printed when a test fails), opening the app on its own store,
- * polling observable state (`until`, never a fixed sleep), and the chat's composer and answers.
+ * polling observable state (`until`, never a fixed sleep), the chat's composer and answers, and
+ * the screenshots (`shot`, and `eachLook` for the light/dark x 1280/390 px looks).
  * Invariant: every wait here polls what a page shows or reports; nothing sleeps a fixed time.
  */
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, beforeEach } from "vitest";
 import {
@@ -190,3 +194,48 @@ export const entriesOf = (page: Page, kind: string) =>
 /** Let running CSS transitions (a drawer sliding after a resize) finish. */
 export const settleAnimations = (page: Page) =>
   page.evaluate(() => Promise.all(document.getAnimations().map((a) => a.finished.catch(() => undefined))));
+
+// ---------------------------------------------------------------------------------------------
+// Screenshots
+
+/** Where the suite's screenshots are kept as test artifacts. */
+export const screenshotDir = join(
+  resolve(dirname(fileURLToPath(import.meta.url)), "../.."),
+  "test-results",
+  "screenshots",
+);
+
+/** The path of the screenshot `name`.png (its folder made on first use). */
+export function shot(name: string): string {
+  mkdirSync(screenshotDir, { recursive: true });
+  return join(screenshotDir, `${name}.png`);
+}
+
+/** One of the four ways a person sees the app: a colour scheme at a window size. */
+export interface Look {
+  readonly scheme: "light" | "dark";
+  readonly width: number;
+  readonly height: number;
+  /** The path of this look's screenshot `name-<scheme>-<width>`.png. */
+  shot(name: string): string;
+}
+
+/** The window sizes every look is taken at: a desktop and a phone. */
+export const LOOK_SIZES = [
+  { width: 1280, height: 800 },
+  { width: 390, height: 844 },
+] as const;
+
+/**
+ * Run `body` in each look, light then dark, each at 1280 then 390 px: the page's colour scheme is
+ * emulated and its window resized before `body` runs. The scheme stays emulated afterwards.
+ */
+export async function eachLook(page: Page, body: (look: Look) => Promise<void>): Promise<void> {
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const { width, height } of LOOK_SIZES) {
+      await page.setViewportSize({ width, height });
+      await body({ scheme, width, height, shot: (name) => shot(`${name}-${scheme}-${width}`) });
+    }
+  }
+}

@@ -4,23 +4,25 @@
  * text rendered as markdown with code blocks while any HTML or javascript: link in it stays inert,
  * and the composer's keys (Enter sends and keeps focus, Esc stops a running task).
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { beforeAll, expect, test } from "vitest";
-import { appSuite, lastAnswer, say, settleAnimations, settled, until, waitPhase } from "./page.ts";
+import { expect, test } from "vitest";
+import {
+  appSuite,
+  eachLook,
+  lastAnswer,
+  say,
+  settleAnimations,
+  settled,
+  shot,
+  until,
+  waitPhase,
+} from "./page.ts";
 
 const require = createRequire(import.meta.url);
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const shots = join(root, "test-results", "screenshots");
-
 const app = appSuite({ logTail: 100 });
-beforeAll(() => {
-  mkdirSync(shots, { recursive: true });
-});
 
 /** The app on a fresh store, its composer ready. */
 const openApp = (label: string, width = 1280, height = 800): Promise<Page> =>
@@ -127,36 +129,29 @@ test("Enter sends and focus stays in the composer; Esc stops a long task, shown 
 test("the layout fits 390 px without horizontal scroll, in light and dark, with drawers and a persisted theme switch", async () => {
   const page = await openApp("layout");
   await demoConversation(page);
-  for (const scheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const [width, height] of [
-      [1280, 800],
-      [390, 844],
-    ] as const) {
-      await page.setViewportSize({ width, height });
-      await settleAnimations(page);
-      await page.screenshot({ path: join(shots, `main-${scheme}-${width}.png`) });
-      const fit = await page.evaluate(() => ({
-        scrollWidth: document.documentElement.scrollWidth,
-        innerWidth,
-        background: getComputedStyle(document.body).backgroundColor,
-        // What sticks out, to name it when the width is wrong.
-        wide: [...document.querySelectorAll("body *")]
-          .filter(
-            (e) =>
-              e.getBoundingClientRect().right > innerWidth + 0.5 &&
-              getComputedStyle(e).visibility !== "hidden",
-          )
-          .slice(0, 5)
-          .map(
-            (e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`,
-          ),
-      }));
-      expect(fit.scrollWidth, `${scheme} at ${width} px: ${fit.wide.join("; ")}`).toBe(width);
-      expect(fit.innerWidth).toBe(width);
-      expect(fit.background).toBe(scheme === "light" ? "rgb(255, 255, 255)" : "rgb(15, 23, 42)");
-    }
-  }
+  await eachLook(page, async (look) => {
+    const { scheme, width } = look;
+    await settleAnimations(page);
+    await page.screenshot({ path: look.shot("main") });
+    const fit = await page.evaluate(() => ({
+      scrollWidth: document.documentElement.scrollWidth,
+      innerWidth,
+      background: getComputedStyle(document.body).backgroundColor,
+      // What sticks out, to name it when the width is wrong.
+      wide: [...document.querySelectorAll("body *")]
+        .filter(
+          (e) =>
+            e.getBoundingClientRect().right > innerWidth + 0.5 && getComputedStyle(e).visibility !== "hidden",
+        )
+        .slice(0, 5)
+        .map(
+          (e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`,
+        ),
+    }));
+    expect(fit.scrollWidth, `${scheme} at ${width} px: ${fit.wide.join("; ")}`).toBe(width);
+    expect(fit.innerWidth).toBe(width);
+    expect(fit.background).toBe(scheme === "light" ? "rgb(255, 255, 255)" : "rgb(15, 23, 42)");
+  });
   // At 390 px the conversation list is a drawer behind a button; the task panel too.
   const list = page.locator("nav#conversations");
   expect(await list.isVisible()).toBe(false);
@@ -171,7 +166,7 @@ test("the layout fits 390 px without horizontal scroll, in light and dark, with 
     () => list.evaluate((e) => e.getBoundingClientRect().left),
     (x) => x === 0,
   );
-  await page.screenshot({ path: join(shots, "drawer-dark-390.png") });
+  await page.screenshot({ path: shot("drawer-dark-390") });
   await page.keyboard.press("Escape");
   await until(
     "the drawer closed",
@@ -388,7 +383,7 @@ test("settings: a model found by search, a key saved, tested and removed without
     .toContain("Saved the instructions");
   await dialog.getByTestId("demo-speed").selectOption("fast");
   await expect.poll(() => dialog.getByRole("status").first().textContent(), POLL).toContain("fast");
-  await page.screenshot({ path: join(shots, "settings-1280.png") });
+  await page.screenshot({ path: shot("settings-1280") });
   await page.keyboard.press("Escape");
   await dialog.waitFor({ state: "detached" });
   await page.reload();
@@ -419,7 +414,7 @@ test("export and import: the file carries no key and imports as a new conversati
     .toEqual([expect.stringContaining("notes/note-1.md")]);
   await files.getByRole("button", { name: "View" }).click();
   await expect.poll(() => files.getByTestId("file-text").textContent(), POLL).toMatch(/^# Note 1/);
-  await page.screenshot({ path: join(shots, "files-1280.png") });
+  await page.screenshot({ path: shot("files-1280") });
   await files.getByRole("button", { name: "Delete" }).click();
   await files.getByRole("button", { name: "Really delete?" }).click();
   await expect.poll(() => files.textContent(), POLL).toContain("The workspace is empty");

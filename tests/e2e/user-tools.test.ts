@@ -6,22 +6,22 @@
  * drops the tool from one conversation, and the new settings sections are screenshotted at 1280 and
  * 390 px in light and dark and checked with axe-core.
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { beforeAll, expect, test } from "vitest";
-import { answersOnPage, appSuite, lastAnswer as lastAnswerOf, say, until, waitPhase } from "./page.ts";
+import { expect, test } from "vitest";
+import {
+  answersOnPage,
+  appSuite,
+  eachLook,
+  lastAnswer as lastAnswerOf,
+  say,
+  until,
+  waitPhase,
+} from "./page.ts";
 
 const require = createRequire(import.meta.url);
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const shots = join(root, "test-results", "screenshots");
-
 const app = appSuite({ logTail: 100 });
-beforeAll(() => {
-  mkdirSync(shots, { recursive: true });
-});
 
 const POLL = { timeout: 30_000, interval: 100 };
 
@@ -147,34 +147,28 @@ test("the per-conversation switch drops a user tool; the sections pass axe-core 
   );
   expect(await lastAnswer(page)).toContain("I don't see a tool named greet in this conversation");
 
-  for (const scheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const [width, height] of [
-      [1280, 800],
-      [390, 844],
-    ] as const) {
-      await page.setViewportSize({ width, height });
-      dialog = await openSettings(page);
-      await expect.poll(() => dialog.getByTestId("extension-user:greet").isChecked(), POLL).toBe(false);
-      // Nothing wider than the dialog.
-      const overflow = await dialog.evaluate((d) => d.scrollWidth - d.clientWidth);
-      expect(overflow, `horizontal overflow at ${width} px, ${scheme}`).toBeLessThanOrEqual(0);
-      const extensions = dialog.getByTestId("conversation-extensions");
-      await extensions.scrollIntoViewIfNeeded();
-      await extensions.screenshot({ path: join(shots, `extensions-${scheme}-${width}.png`) });
-      const tools = dialog.getByTestId("user-tools");
-      await tools.scrollIntoViewIfNeeded();
-      await tools.screenshot({ path: join(shots, `user-tools-${scheme}-${width}.png`) });
-      expect(
-        await seriousViolations(page, '[data-testid="user-tools"]'),
-        `your tools, ${scheme}, ${width}`,
-      ).toEqual([]);
-      expect(
-        await seriousViolations(page, '[data-testid="conversation-extensions"]'),
-        `extensions, ${scheme}, ${width}`,
-      ).toEqual([]);
-      await page.keyboard.press("Escape");
-      await dialog.waitFor({ state: "detached" });
-    }
-  }
+  await eachLook(page, async (look) => {
+    const { scheme, width } = look;
+    dialog = await openSettings(page);
+    await expect.poll(() => dialog.getByTestId("extension-user:greet").isChecked(), POLL).toBe(false);
+    // Nothing wider than the dialog.
+    const overflow = await dialog.evaluate((d) => d.scrollWidth - d.clientWidth);
+    expect(overflow, `horizontal overflow at ${width} px, ${scheme}`).toBeLessThanOrEqual(0);
+    const extensions = dialog.getByTestId("conversation-extensions");
+    await extensions.scrollIntoViewIfNeeded();
+    await extensions.screenshot({ path: look.shot("extensions") });
+    const tools = dialog.getByTestId("user-tools");
+    await tools.scrollIntoViewIfNeeded();
+    await tools.screenshot({ path: look.shot("user-tools") });
+    expect(
+      await seriousViolations(page, '[data-testid="user-tools"]'),
+      `your tools, ${scheme}, ${width}`,
+    ).toEqual([]);
+    expect(
+      await seriousViolations(page, '[data-testid="conversation-extensions"]'),
+      `extensions, ${scheme}, ${width}`,
+    ).toEqual([]);
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "detached" });
+  });
 }, 240_000);

@@ -4,6 +4,7 @@
  * the store is reopened (the counters' high-water marks are kept in meta).
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../worker/core/internals.ts";
 import {
   type ConversationId,
   ConversationNotDeletable,
@@ -17,11 +18,34 @@ import {
   type SubmissionId,
   UnknownConversation,
 } from "../../worker/index.ts";
-import { memoryStore, until } from "../../worker/testing.ts";
-import { echo, open, reopen } from "./agent-fixtures.ts";
-import { abortedByHandler, complete, done, parked, running } from "./core-fixtures.ts";
+import { deferred, fauxError, memoryStore, until } from "../../worker/testing.ts";
+import { echo, inboxOf, open, reopen } from "./agent-fixtures.ts";
+import { abortedByHandler, complete, done, outcome, parked, running } from "./core-fixtures.ts";
 
 const ownerless = { ownership: { kind: "ownerless" as const } };
+
+/**
+ * Creates a conversation it owns (one note in it), then completes in a later commit (an owner must be
+ * live to own) with that conversation's id.
+ */
+const spawner = defineTask<Json, { phase: "go" } | { phase: "finish"; conversation: ConversationId }, Json>({
+  name: "spawner",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (task, runtime) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: task.id });
+        tx.appendEntry(c.id, { kind: "note", data: "owned" });
+        return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+      });
+    },
+    finish: async (task, runtime) => {
+      await runtime.commit(() => complete(task.state.checkpoint.conversation));
+    },
+  },
+  abort: abortedByHandler,
+});
 
 /** Every row of the store that names the conversation, table by table (empty tables left out). */
 async function rowsOf(store: MemoryStore, id: ConversationId): Promise<Record<string, number>> {
@@ -129,40 +153,23 @@ describe("a deletion is refused, with its reason, and changes nothing", () => {
   test("the root conversation, an unknown one, and one a task owns (it goes with its owner's)", async () => {
     const store = await memoryStore();
     const h = await Harness.open(store);
-    let owned: ConversationId | undefined;
-    // Spawns a conversation it owns, then completes in a later commit (an owner must be live to own).
-    const spawner = defineTask<Json, { phase: "go" } | { phase: "finish" }, Json>({
-      name: "spawner",
-      version: 1,
-      initial: () => ({ phase: "go" }),
-      phases: {
-        go: async (task, runtime) => {
-          await runtime.commit((tx) => {
-            const c = tx.createConversation({ kind: "task", taskId: task.id });
-            tx.appendEntry(c.id, { kind: "note", data: "owned" });
-            owned = c.id;
-            return { status: "running", checkpoint: { phase: "finish" } };
-          });
-        },
-        finish: async (_task, runtime) => void (await runtime.commit(() => complete(null))),
-      },
-      abort: abortedByHandler,
-    });
     const parent = (await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id;
     const taskId = await h.createTask(spawner, null, {
       ownership: { kind: "conversation" },
       conversationId: parent,
     });
-    expect((await done(h, taskId)).state).toEqual(complete(null));
+    const finished = await done(h, taskId);
+    expect(outcome(finished)?.status).toBe("completed");
+    const owned = (outcome(finished) as { result: ConversationId }).result;
 
     expect(await refusal(h, ROOT_CONVERSATION_ID)).toEqual({ reason: "root", blockers: [] });
     await expect(h.deleteConversation(9999)).rejects.toBeInstanceOf(UnknownConversation);
-    expect(await refusal(h, owned!)).toEqual({ reason: "owned", blockers: [parent] });
-    expect(await rowsOf(store, owned!)).toEqual({ conversations: 1, entries: 1 });
+    expect(await refusal(h, owned)).toEqual({ reason: "owned", blockers: [parent] });
+    expect(await rowsOf(store, owned)).toEqual({ conversations: 1, entries: 1 });
 
     // Deleting the owner's conversation takes the owned one with it.
     expect(await h.deleteConversation(parent)).toEqual([parent, owned]);
-    expect(await rowsOf(store, owned!)).toEqual({});
+    expect(await rowsOf(store, owned)).toEqual({});
     expect(await rowsOf(store, parent)).toEqual({});
     await h.close();
   });
@@ -206,6 +213,62 @@ describe("a deletion is refused, with its reason, and changes nothing", () => {
     await done(h, background);
     expect(await h.deleteConversation(c)).toEqual([c]);
     expect(await rowsOf(store, c)).toEqual({});
+    await h.close();
+  });
+
+  test("not one whose failed run left a queued input and nothing running: the input is settled unanswered, deleted", async () => {
+    const hold = deferred();
+    const { h, store } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const c = await h.createConversation(ownerless);
+    const one = await c.submit({ type: "input", content: "one" });
+    const two = await c.submit({ type: "input", content: "two" });
+    // While the run runs, its generation refuses the deletion.
+    const generation = (await h.tasks()).filter(
+      (t) => t.conversationId === c.id && t.state.status !== "terminal",
+    );
+    expect(generation.map((t) => t.kind)).toEqual(["pi.generation"]);
+    expect(await refusal(h, c.id)).toEqual({ reason: "busy", blockers: [generation[0]!.id] });
+    hold.resolve();
+    expect(await one.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    // The failed run leaves the follow-up queued; nothing runs or would run until another input.
+    await c.waitForIdle();
+    expect((await two.record()).status).toBe("queued");
+    expect(inboxOf(h, c.id).items.map((i) => i.id)).toEqual([two.id]);
+    const waiting = two.wait();
+
+    expect(await h.deleteConversation(c.id)).toEqual([c.id]);
+    expect(await waiting).toEqual({ status: "unanswered", reason: "deleted" });
+    expect(await two.wait()).toEqual({ status: "unanswered", reason: "deleted" });
+    expect(await rowsOf(store, c.id)).toEqual({});
+  });
+});
+
+describe("a deletion forgets what it deleted", () => {
+  test("the owner edges read at open of the deleted conversations' finished tasks", async () => {
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [spawner] });
+    const parent = (await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id;
+    const kept = (await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id;
+    const spawn = (conversationId: ConversationId) =>
+      first.createTask(spawner, null, { ownership: { kind: "conversation" }, conversationId });
+    const gone = await spawn(parent);
+    const stays = await spawn(kept);
+    for (const id of [gone, stays]) expect(outcome(await done(first, id))?.status).toBe("completed");
+    await first.close();
+
+    // After a reopen, the finished spawners are known only by the owner edges read at open.
+    const h = await Harness.open(await memoryStore(store.image()), { tasks: [spawner] });
+    const former = internals(h).session.records.formerOwners;
+    expect([...former.keys()].sort((a, b) => a - b)).toEqual([gone, stays]);
+    const deleted = await h.deleteConversation(parent);
+    expect(deleted).toHaveLength(2);
+    expect([...former.keys()]).toEqual([stays]);
     await h.close();
   });
 });

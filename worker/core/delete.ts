@@ -6,8 +6,11 @@
  * - nothing left behind reads what is deleted: a conversation whose history a fork outside the
  *   deleted set reads is refused (`forked`); so is one a task owns (`owned`: it goes with its
  *   owner's conversation) and the root conversation (`root`: every open expects it);
- * - nothing live is deleted: a live task (background ones too) or an unsettled submission in the
- *   set refuses the deletion (`busy`); the caller stops the work first (abort, then wait);
+ * - nothing live is deleted: a live task (background ones too) in the set refuses the deletion
+ *   (`busy`); the caller stops the work first (abort, then wait). An unsettled submission with no
+ *   live task beside it does not refuse it: nothing runs or would run it (a failed run leaves its
+ *   follow-ups queued until the next submission places them), so it goes with its conversation and
+ *   its waiters settle it unanswered, `deleted` (Submission.wait);
  * - ids are never reused: the deleting commit stores the id counters' high-water marks, which the
  *   session takes at open (session.ts), so a reopened store does not hand a deleted id out again.
  */
@@ -58,18 +61,12 @@ export function deletionSet(o: Overlay, id: ConversationId): ConversationId[] {
     const t = o.task(taskId);
     if (t && t.state.status !== "terminal" && set.has(t.conversationId)) live.push(taskId);
   }
-  let queued = 0;
-  const submissions = new Set([...o.base.submissions.keys(), ...o.submissions.keys()]);
-  for (const subId of submissions) {
-    const sub = o.submission(subId);
-    if (sub && set.has(sub.conversationId) && (sub.status === "queued" || sub.status === "placed")) queued++;
-  }
-  if (live.length > 0 || queued > 0)
+  if (live.length > 0)
     throw new ConversationNotDeletable(
       id,
       "busy",
       live.sort((a, b) => a - b),
-      `conversation ${id} is still working (${live.length} live task${live.length === 1 ? "" : "s"}, ${queued} unanswered input${queued === 1 ? "" : "s"}): stop it first`,
+      `conversation ${id} is still working (${live.length} live task${live.length === 1 ? "" : "s"}): stop it first`,
     );
   return [...set];
 }

@@ -90,7 +90,8 @@ export class Records {
   /**
    * Owner edges of terminal tasks this process never held that sit on the owner chain of a
    * task-owned conversation (read at open): traversal follows them after a reopen, so a finished
-   * background ancestor stays a boundary. Never changes after open.
+   * background ancestor stays a boundary. Changes after open only when a deletion drops the edges of
+   * its conversations' tasks.
    */
   readonly formerOwners = new Map<TaskId, OwnerEdge>();
   /** Unsettled submissions, and every one seen in this process (settled ones are read on demand). */
@@ -267,8 +268,9 @@ export class Records {
   }
 
   /**
-   * Drop a deleted conversation and everything of it held in memory. Its tasks are all terminal and
-   * its submissions settled (the deletion was refused otherwise), so no live index names them.
+   * Drop a deleted conversation and everything of it held in memory, owner edges of its finished
+   * tasks included. Its tasks are all terminal (the deletion was refused otherwise), so no live index
+   * names them; its unsettled submissions (queued with nothing to run them) go too.
    */
   #forget(id: ConversationId): void {
     const record = this.conversations.get(id);
@@ -284,6 +286,8 @@ export class Records {
       this.tasks.delete(taskId);
       this.ownedConversations.delete(taskId);
     }
+    for (const [taskId, edge] of this.formerOwners)
+      if (edge.conversationId === id) this.formerOwners.delete(taskId);
     for (const [subId, sub] of this.submissions)
       if (sub.conversationId === id) this.submissions.delete(subId);
   }

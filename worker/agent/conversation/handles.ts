@@ -36,18 +36,23 @@ export class Submission {
     return (await this.harness.submissionRecord(this.id))!;
   }
 
-  /** Resolves when the submission is settled: `done` (with the answer) or `unanswered` (with a reason). */
+  /**
+   * Resolves when the submission is settled: `done` (with the answer) or `unanswered` (with a
+   * reason). One deleted with its conversation before it was settled is unanswered, `deleted`.
+   */
   async wait(signal?: AbortSignal): Promise<Settlement> {
     this.harness.resume(); // a progress call (spec §2.2)
-    let record = await this.record();
-    const settled = (r: SubmissionRecord) => r.status === "done" || r.status === "unanswered";
+    let record: SubmissionRecord | undefined = await this.harness.submissionRecord(this.id);
+    const settled = (r: SubmissionRecord | undefined) =>
+      !r || r.status === "done" || r.status === "unanswered";
     if (!settled(record)) {
+      // An unsettled submission stays in memory until it settles or its conversation is deleted.
       await this.harness.waitUntil(() => {
-        const r = this.harness.submissionNow(this.id);
-        if (r) record = r;
+        record = this.harness.submissionNow(this.id);
         return settled(record);
       }, signal);
     }
+    if (!record) return { status: "unanswered", reason: "deleted" };
     if (record.status === "done") {
       return {
         status: "done",
