@@ -52,6 +52,7 @@ export {
   isDeferred,
   type ModelResolver,
 } from "./agent/models/resolver.ts";
+export { ALWAYS_ONLINE, type NetworkState } from "./agent/network.ts";
 export {
   type AgentState,
   DOC,

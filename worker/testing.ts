@@ -10,6 +10,7 @@
  *   running one tool's `execute` outside an engine.
  * - `nodeScriptWorkers`, `useNodeScriptWorkers` (testing/script-workers.ts): the Node platform's
  *   script workers (worker_threads), so scripts run off the engine's thread as in a browser worker.
+ * - `networkSwitch` (testing/network.ts): the platform's network state, switched by hand.
  * - `fauxAgentModel`, `fauxError` (below): pi-ai's faux provider answering from the request context.
  * Fakes of external services that only tests use live with the tests (tests/unit/fixtures/fakes.ts).
  */
@@ -44,6 +45,7 @@ export {
   type SweptEngine,
 } from "./testing/crash.ts";
 export { comparableEntry } from "./testing/entries.ts";
+export { type NetworkSwitch, networkSwitch } from "./testing/network.ts";
 export { nodeScriptWorkers, useNodeScriptWorkers } from "./testing/script-workers.ts";
 export { memoryStore, recordJobs, type StoreJob } from "./testing/store.ts";
 export { detachedToolApi, toolCallsCutByCrash, wasToolCallCutByCrash } from "./testing/tools.ts";

@@ -37,6 +37,7 @@ import {
 } from "./models/keys.ts";
 import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
+import { ALWAYS_ONLINE, type NetworkState } from "./network.ts";
 import {
   type AgentState,
   agentDoc,
@@ -95,6 +96,11 @@ export interface AgentHarnessOptions extends HarnessOptions {
    * the keys kept in the store's settings (`setApiKey`).
    */
   apiKey?: (provider: string) => string | undefined;
+  /**
+   * The platform's network state (network.ts): a request that failed on the network while it says
+   * offline waits for the network instead of spending the retry budget. Default: always online.
+   */
+  network?: NetworkState;
   /**
    * Custom documents whose fork rule is not the default "current" (spec §3.7): the harness applies
    * each definition's `fork`. A document no definition names here is copied into a fork as stored.
@@ -195,6 +201,7 @@ export class AgentHarness extends Harness {
         () => (typeof settings === "function" ? settings() : settings)?.extensions,
       ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
+      network: options.network ?? ALWAYS_ONLINE,
       report,
       admit: (tx, conversationId, draft) => admit(tx, this.policy, conversationId, draft),
       taskDefinition: (name) => this.registry.get(name),

@@ -73,6 +73,8 @@ export interface LiveState {
     attempt: number;
     message?: AssistantMessage;
     retry?: { at: number; error: string };
+    /** Waiting for the network since `since` (the platform said offline when `error` came). */
+    offline?: { since: number; error: string };
     /** Waiting for a deferred response: the next poll. */
     deferred?: { pollAt: number };
   };

@@ -20,7 +20,9 @@ import type { RegistrySnapshot } from "./extensions/registry.ts";
 import { resolveAgentCached } from "./extensions/resolve.ts";
 import type { ResolvedAgent } from "./extensions/types.ts";
 import { piAi } from "./models/pi-ai.ts";
+import { providerProblem } from "./models/provider-problem.ts";
 import type { ModelResolver } from "./models/resolver.ts";
+import type { NetworkState } from "./network.ts";
 import type { AgentState, ModelRef } from "./records.ts";
 import type { ToolDefinition, ToolExecutionMode } from "./tools/contract.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
@@ -208,6 +210,8 @@ export interface AgentServices {
   tools(c?: ConversationId): ReadonlyMap<string, ToolDefinition>;
   /** The key for a provider, read at request time; never stored, logged or committed. */
   apiKey(provider: string): string | undefined;
+  /** The platform's network state: asked when a request failed on the network (network.ts). */
+  readonly network: NetworkState;
   report(error: unknown): void;
   /**
    * Admit a submission inside a commit by the inbox's rules (placed at once when idle, else queued);
@@ -289,12 +293,26 @@ export function retryDelayMs(policy: RetryPolicy, attempt: number): number {
   return Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, attempt - 1));
 }
 
-/** Provider errors worth retrying: rate limits, overload, 5xx, timeouts, dropped connections. */
+/**
+ * Provider errors worth retrying: rate limits, overload, 5xx, timeouts, dropped connections, and a
+ * network that could not be reached (`isNetworkError`).
+ */
 export function isRetryableError(message: string | undefined): boolean {
   if (!message) return false;
-  return /\b(408|409|425|429|500|502|503|504|529)\b|overload|rate.?limit|too many requests|timed? ?out|timeout|ECONNRESET|ETIMEDOUT|ECONNREFUSED|socket hang up|network|fetch failed|temporar|unavailable/i.test(
-    message,
+  return (
+    /\b(408|409|425|429|500|502|503|504|529)\b|overload|rate.?limit|too many requests|timed? ?out|timeout|ECONNRESET|ETIMEDOUT|ECONNREFUSED|socket hang up|network|fetch failed|temporar|unavailable/i.test(
+      message,
+    ) || isNetworkError(message)
   );
+}
+
+/**
+ * A request that failed for want of a network (the words browsers and SDKs use: "Failed to fetch",
+ * "Connection error.", "Load failed", a refused or reset connection), not a provider's answer: a
+ * rejected or missing key is never one, whatever else its message says.
+ */
+export function isNetworkError(message: string | undefined): boolean {
+  return providerProblem(message) === "network";
 }
 
 /** Sleep until `until` on `now`'s clock; rejects when the signal aborts. */

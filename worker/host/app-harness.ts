@@ -4,7 +4,8 @@
  * (the agent's default). The test tasks (`test.ticker`, `test.noop`) are registered in every engine,
  * not only in test pages' engines: a store a test page used must still open and finish its tasks.
  * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
- * one that a reload interrupted finds its tool again.
+ * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
+ * probed at the worker script's own URL: a run that failed offline waits until that answers.
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { createRegistry } from "../agent/extensions/registry.ts";
@@ -16,6 +17,7 @@ import { builtinToolsExtension } from "../agent/tools/builtin/index.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { applyStoredDemoSpeed } from "./app-settings.ts";
+import { browserNetwork } from "./network.ts";
 import { OpfsFs } from "./opfs-fs.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
 
@@ -32,6 +34,7 @@ export async function openAppHarness(
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
     defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
     fs: new OpfsFs(),
+    network: browserNetwork({ probeUrl: self.location.href }),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
     paused: true,

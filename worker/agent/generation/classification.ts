@@ -1,7 +1,9 @@
 /**
  * Classifying a terminal answer of `pi.generation` (from a request or a poll), in one commit:
- * a failed attempt is kept as an entry and then compacted (a context overflow), retried (a
- * retryable error, within the retry budget) or fails the run; tool calls start the round; any
+ * a failed attempt is kept as an entry and then compacted (a context overflow), waits for the
+ * network (a network failure while the platform says offline: not counted against the retry
+ * budget), retried (a retryable error, within the retry budget) or fails the run; tool calls start
+ * the round; any
  * other answer ends the run, or continues it when an onYield hook asks. Exactly one pi.assistant
  * entry is appended per classified attempt.
  */
@@ -19,7 +21,13 @@ import {
 } from "../conversation/inbox.ts";
 import { type HookApi, hookApi } from "../extensions/hooks.ts";
 import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "../records.ts";
-import { type AgentServices, isRetryableError, type RetryPolicy, retryDelayMs } from "../services.ts";
+import {
+  type AgentServices,
+  isNetworkError,
+  isRetryableError,
+  type RetryPolicy,
+  retryDelayMs,
+} from "../services.ts";
 import { startToolRound } from "../tools/round.ts";
 import {
   clearPartial,
@@ -44,6 +52,8 @@ type Next = NextTaskState<GenerationCheckpoint, GenerationResult>;
 export interface Attempt {
   /** The attempt this answer belongs to (1 for the first request of the turn). */
   readonly attempt: number;
+  /** How many of the turn's attempts failed offline: they do not count against the retry budget. */
+  readonly uncounted: number;
   /** The tools the request offered (registered ones only). */
   readonly offered: readonly string[];
   /** The run already compacted once: an overflow fails instead of compacting again. */
@@ -58,7 +68,7 @@ export async function classify(
   attempt: Attempt,
 ): Promise<void> {
   if (message.stopReason === "error" || message.stopReason === "aborted") {
-    const failure = failureKind(deps.services, task, message, attempt);
+    const failure = await failureKind(deps.services, task, message, attempt, runtime.signal);
     await runtime.commit((tx) => failedAttempt(deps, tx, task, message, attempt, failure));
     return;
   }
@@ -83,23 +93,35 @@ export async function classify(
 interface Failure {
   /** A context overflow a compaction can cure. */
   readonly overflow: boolean;
+  /** A network failure while the platform is offline: wait for the network, then try again. */
+  readonly offline?: true;
   /** Set when the error is retryable and the retry budget allows another attempt. */
   readonly retry?: RetryPolicy;
 }
 
-/** Decided before the commit (they read settings and the entry cache): what a failed attempt gets. */
-function failureKind(
+/**
+ * Decided before the commit (they read settings, the entry cache and the network): what a failed
+ * attempt gets. Only the attempts not spent offline count against `maxRetries`.
+ */
+async function failureKind(
   services: AgentServices,
   task: Task,
   message: AssistantMessage,
   attempt: Attempt,
-): Failure {
+  signal: AbortSignal,
+): Promise<Failure> {
   const error = message.stopReason === "error";
+  const overflow = error && !attempt.compacted && overflowCompactable(services, task.conversationId, message);
+  if (error && !overflow && isNetworkError(message.errorMessage) && services.settings().retry.enabled) {
+    if (!(await services.network.check(signal))) return { overflow: false, offline: true };
+  }
   const retry = services.settings().retry;
   const retryable = error && isRetryableError(message.errorMessage);
   return {
-    overflow: error && !attempt.compacted && overflowCompactable(services, task.conversationId, message),
-    ...(retryable && retry.enabled && attempt.attempt <= retry.maxRetries ? { retry } : {}),
+    overflow,
+    ...(retryable && retry.enabled && attempt.attempt - attempt.uncounted <= retry.maxRetries
+      ? { retry }
+      : {}),
   };
 }
 
@@ -109,12 +131,16 @@ function failedAttempt(
   tx: Tx,
   task: Task,
   message: AssistantMessage,
-  { attempt, compacted }: Attempt,
+  { attempt, compacted, uncounted }: Attempt,
   failure: Failure,
 ): Next {
   const c = task.conversationId;
   appendAssistant(tx, c, message);
   clearPartial(tx, c);
+  const carried = {
+    ...(compacted ? { compacted: true as const } : {}),
+    ...(uncounted > 0 ? { uncounted } : {}),
+  };
   if (failure.overflow) {
     // Compact, then prepare again: the recovery request does not count as a retry.
     const id = startBlockingCompaction(tx, deps.compactionTask(), c, task.id, "overflow");
@@ -123,6 +149,7 @@ function failedAttempt(
       checkpoint: {
         phase: "prepare",
         attempt,
+        ...carried,
         compacted: true,
         compaction: id,
         overflow: message.errorMessage ?? "context overflow",
@@ -131,16 +158,21 @@ function failedAttempt(
       policy: "allSettled",
     };
   }
+  if (failure.offline) {
+    const since = tx.now();
+    writeDoc<LiveState>(tx, c, DOC.live, {
+      ...live(tx, c),
+      generation: { taskId: task.id, attempt, offline: { since, error: message.errorMessage ?? "error" } },
+    });
+    return { status: "running", checkpoint: { phase: "offline", attempt, since, ...carried } };
+  }
   if (failure.retry) {
-    const until = tx.now() + retryDelayMs(failure.retry, attempt);
+    const until = tx.now() + retryDelayMs(failure.retry, attempt - uncounted);
     writeDoc<LiveState>(tx, c, DOC.live, {
       ...live(tx, c),
       generation: { taskId: task.id, attempt, retry: { at: until, error: message.errorMessage ?? "error" } },
     });
-    return {
-      status: "running",
-      checkpoint: { phase: "retry", attempt, until, ...(compacted ? { compacted: true } : {}) },
-    };
+    return { status: "running", checkpoint: { phase: "retry", attempt, until, ...carried } };
   }
   return failRun(tx, c, task.id, "model_error", message.errorMessage ?? message.stopReason);
 }

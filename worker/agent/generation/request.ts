@@ -76,6 +76,7 @@ export async function request(
   });
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
+    uncounted: cp.uncounted ?? 0,
     offered: prompt.offered,
     compacted: cp.compacted === true,
   });
@@ -108,7 +109,12 @@ export async function poll(
     signal,
   });
   // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
-  await classify(deps, task, runtime, answer, { attempt: cp.attempt, offered, compacted: false });
+  await classify(deps, task, runtime, answer, {
+    attempt: cp.attempt,
+    uncounted: 0,
+    offered,
+    compacted: false,
+  });
 }
 
 /** A partial committed before a crash is kept as an aborted answer, never resent. */

@@ -1,7 +1,8 @@
 /**
  * `pi.generation`: one model turn as a durable task. prepare (resolve the agent, record what the
  * model will see) -> request (stream; partials to pi.live at most every partialIntervalMs) ->
- * retry (durable backoff) | poll (a deferred response) -> tools (wait for the round, apply the
+ * retry (durable backoff) | offline (wait for the network; the attempt is not counted) |
+ * poll (a deferred response) -> tools (wait for the round, apply the
  * boundary, hand the run on; without afterTools hooks this lands in the last result's commit).
  * Invariants: exactly one pi.assistant entry per classified attempt; a partial left by a crash is
  * converted to an aborted entry before the next request; every terminal path that owns the run
@@ -11,8 +12,8 @@
  * classification.ts (what an answer leads to), tools-phase.ts (the end of a tool round), turn.ts
  * (checkpoint types and commit bodies several phases share).
  */
-import { defineTask, type TaskDefinition } from "../../core/define.ts";
-import type { Json } from "../../core/types.ts";
+import { defineTask, type TaskDefinition, type Tx } from "../../core/define.ts";
+import type { ConversationId, Json, NextTaskState } from "../../core/types.ts";
 import { compactionNeeded } from "../compaction/policy.ts";
 import {
   type CompactionDefinition,
@@ -68,6 +69,7 @@ export function createGenerationTask(
       request: (task, runtime, signal) => request(phaseDeps(task), task, runtime, signal),
       poll: (task, runtime, signal) => poll(phaseDeps(task), task, runtime, signal),
       retry: (task, runtime, signal) => retry(task, runtime, signal),
+      offline: (task, runtime, signal) => waitForNetwork(deps.services, task, runtime, signal),
       tools: (task, runtime) => awaitToolRound(phaseDeps(task), task, runtime),
     },
     wake: {
@@ -106,7 +108,13 @@ async function prepare(
         const id = startBlockingCompaction(tx, compactionTask(), c, task.id, "threshold");
         return {
           status: "waiting",
-          checkpoint: { phase: "prepare", attempt: cp.attempt, compacted: true, compaction: id },
+          checkpoint: {
+            ...carried(cp),
+            phase: "prepare",
+            attempt: cp.attempt,
+            compacted: true,
+            compaction: id,
+          },
           on: [id],
           policy: "allSettled",
         };
@@ -118,32 +126,59 @@ async function prepare(
       }
       if (prepared.status === "failed") return failRun(tx, c, task.id, "no_model", prepared.detail);
       if (need === "background") startBackgroundCompaction(tx, compactionTask(), c);
-      return {
-        status: "running",
-        checkpoint: { ...prepared.checkpoint, ...(cp.compacted ? { compacted: true as const } : {}) },
-      };
+      return { status: "running", checkpoint: { ...prepared.checkpoint, ...carried(cp) } };
     });
   }
+}
+
+/** What a checkpoint hands on to the next phase of the same turn: compacted once, uncounted attempts. */
+function carried(cp: { compacted?: true; uncounted?: number }): { compacted?: true; uncounted?: number } {
+  return {
+    ...(cp.compacted ? { compacted: true as const } : {}),
+    ...(cp.uncounted ? { uncounted: cp.uncounted } : {}),
+  };
 }
 
 /** `retry`: wait out the durable backoff, then prepare the next attempt. */
 async function retry(task: GenerationTask<"retry">, runtime: GenerationRuntime, signal: AbortSignal) {
   const cp = task.state.checkpoint;
   await sleepUntil(cp.until, () => runtime.now(), signal);
-  await runtime.commit((tx) => {
-    const state = live(tx, task.conversationId);
-    if (state.generation) {
-      const { retry: _r, ...generation } = state.generation;
-      writeDoc<LiveState>(tx, task.conversationId, DOC.live, {
-        ...state,
-        generation: { ...generation, attempt: cp.attempt + 1 },
-      });
-    }
-    return {
-      status: "running",
-      checkpoint: { phase: "prepare", attempt: cp.attempt + 1, ...(cp.compacted ? { compacted: true } : {}) },
-    };
-  });
+  await runtime.commit((tx) => nextAttempt(tx, task.conversationId, cp.attempt + 1, carried(cp)));
+}
+
+/**
+ * `offline`: wait until the platform says the network may be back (at once when it already is, as
+ * after a reload), then prepare the next attempt; the one that failed offline is not counted.
+ */
+async function waitForNetwork(
+  services: AgentServices,
+  task: GenerationTask<"offline">,
+  runtime: GenerationRuntime,
+  signal: AbortSignal,
+) {
+  const cp = task.state.checkpoint;
+  await services.network.whenOnline(signal);
+  await runtime.commit((tx) =>
+    nextAttempt(tx, task.conversationId, cp.attempt + 1, {
+      ...carried(cp),
+      uncounted: (cp.uncounted ?? 0) + 1,
+    }),
+  );
+}
+
+/** Leave a wait (a backoff, the network) for `prepare` of `attempt`; pi.live says which attempt is next. */
+function nextAttempt(
+  tx: Tx,
+  c: ConversationId,
+  attempt: number,
+  carry: { compacted?: true; uncounted?: number },
+): NextTaskState<GenerationCheckpoint, GenerationResult> {
+  const state = live(tx, c);
+  if (state.generation) {
+    const { retry: _r, offline: _o, ...generation } = state.generation;
+    writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { ...generation, attempt } });
+  }
+  return { status: "running", checkpoint: { phase: "prepare", attempt, ...carry } };
 }
 
 /**

@@ -36,10 +36,15 @@ import {
 import type { AgentServices, StreamSettings, ToolRoundResult } from "../services.ts";
 import type { ToolTaskResult } from "../tools/task.ts";
 
+/**
+ * `attempt` counts a turn's requests (1 for the first); `uncounted` says how many of them failed on
+ * the network while the platform was offline: those do not count against the retry budget.
+ */
 export type GenerationCheckpoint =
   | {
       phase: "prepare";
       attempt: number;
+      uncounted?: number;
       /** This run already compacted once (threshold or overflow): it never compacts again. */
       compacted?: true;
       /** The compaction it waited for, and the overflow error that started it. */
@@ -55,8 +60,11 @@ export type GenerationCheckpoint =
       /** The provider options of this attempt (settings.stream when it was prepared, but headers). */
       stream?: Omit<StreamSettings, "headers">;
       compacted?: true;
+      uncounted?: number;
     }
-  | { phase: "retry"; attempt: number; until: number; compacted?: true }
+  | { phase: "retry"; attempt: number; until: number; compacted?: true; uncounted?: number }
+  /** Waiting for the network (since `since`): the failed attempt `attempt` is not counted. */
+  | { phase: "offline"; attempt: number; since: number; compacted?: true; uncounted?: number }
   | {
       phase: "poll";
       attempt: number;
