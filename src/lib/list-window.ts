@@ -30,6 +30,12 @@ export const FIRST_GUESS = 80;
 export class Heights {
   readonly #known = new Map<number, number>();
   #sum = 0;
+  #version = 0;
+
+  /** Changes whenever a height (or the estimate) may have: a layout built before is stale. */
+  get version(): number {
+    return this.#version;
+  }
 
   /** Record a measured height; true when it differs from the one known by more than half a pixel. */
   set(id: number, height: number): boolean {
@@ -37,6 +43,7 @@ export class Heights {
     if (old !== undefined && Math.abs(old - height) <= 0.5) return false;
     this.#sum += height - (old ?? 0);
     this.#known.set(id, height);
+    this.#version++;
     return true;
   }
 
@@ -44,6 +51,7 @@ export class Heights {
   clear(): void {
     this.#known.clear();
     this.#sum = 0;
+    this.#version++;
   }
 
   estimate(): number {
