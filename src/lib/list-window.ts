@@ -61,10 +61,23 @@ export class Heights {
   of(id: number): number {
     return this.#known.get(id) ?? this.estimate();
   }
+
+  /** The measured height of `id`, if any. */
+  known(id: number): number | undefined {
+    return this.#known.get(id);
+  }
+}
+
+/** What a window is chosen from: entries' virtual tops (`Layout`, or the incremental `LiveLayout`). */
+export interface VirtualLayout {
+  readonly length: number;
+  readonly total: number;
+  top(i: number): number;
+  indexAt(y: number): number;
 }
 
 /** The virtual layout of a list: each entry's top, and the whole height. */
-export class Layout {
+export class Layout implements VirtualLayout {
   /** `tops[i]` is entry i's virtual top; `tops[n]` the list's height. */
   readonly #tops: Float64Array;
 
@@ -112,7 +125,7 @@ export interface WindowOptions {
 }
 
 /** The window covering the viewport at `top` and the overscan on either side. */
-export function windowFor(layout: Layout, view: WindowOptions): ListWindow {
+export function windowFor(layout: VirtualLayout, view: WindowOptions): ListWindow {
   const n = layout.length;
   if (n <= view.wholeUpTo) return { start: 0, end: n, before: 0, after: 0 };
   const top = Math.max(0, Math.min(view.top, layout.total - view.height));

@@ -17,7 +17,8 @@
  * element never moves and keeps the focus) and placed out of the flow at its virtual position
  * (`keptTop`, px from the list's top); it is then neither measured nor an anchor.
  */
-import { EMPTY_WINDOW, Heights, Layout, type ListWindow, sameWindow, windowFor } from "./list-window.ts";
+import { EMPTY_WINDOW, Heights, type ListWindow, sameWindow, windowFor } from "./list-window.ts";
+import { LiveLayout } from "./live-layout.ts";
 
 /** An entry the reader sees, by id, and its top's offset from the scroller's top edge, px. */
 interface Anchor {
@@ -55,8 +56,11 @@ export class TranscriptWindow {
   /** The scroll position the last update left (another one now: the reader scrolled). */
   #scrollTop = Number.NaN;
   #width = 0;
-  /** The layout of the last update, kept while neither the ids nor a height changed. */
-  #layout: { ids: readonly number[]; version: number; layout: Layout } | undefined;
+  /**
+   * The layout of `ids` as of heights' `version`: kept across updates, each measurement noted into it
+   * (O(log n)); built again when the ids changed (new entries) or heights changed behind it.
+   */
+  #layout: { ids: readonly number[]; version: number; layout: LiveLayout } | undefined;
 
   constructor(options: TranscriptWindowOptions) {
     this.#options = options;
@@ -124,12 +128,14 @@ export class TranscriptWindow {
     const box = list.getBoundingClientRect();
     let anchor: Anchor | undefined;
     let index = -1;
+    const live =
+      this.#layout?.ids === ids && this.#layout.version === this.#heights.version ? this.#layout : undefined;
     if (current) {
       let top = rendered[0]?.getBoundingClientRect().top ?? box.top;
       for (let k = 0; k < rendered.length; k++) {
         const bottom = k + 1 < rendered.length ? rendered[k + 1]!.getBoundingClientRect().top : box.bottom;
         const id = ids[range.start + k]!;
-        this.#heights.set(id, bottom - top);
+        if (this.#heights.set(id, bottom - top)) live?.layout.note(range.start + k, bottom - top);
         if (!anchor && bottom > view.top && top < view.bottom) {
           anchor = { id, offset: top - view.top };
           index = range.start + k;
@@ -138,6 +144,7 @@ export class TranscriptWindow {
       }
     }
 
+    if (live) live.version = this.#heights.version;
     const layout = this.#layoutOf(ids);
     // The viewport's virtual top: from the entry on screen, or (a jump) from the scroll position.
     const top =
@@ -159,11 +166,11 @@ export class TranscriptWindow {
   }
 
   /** The virtual layout of `ids` with the heights known now (built again only when either changed). */
-  #layoutOf(ids: readonly number[]): Layout {
+  #layoutOf(ids: readonly number[]): LiveLayout {
     const version = this.#heights.version;
     const kept = this.#layout;
     if (kept && kept.ids === ids && kept.version === version) return kept.layout;
-    const layout = new Layout(ids, this.#heights);
+    const layout = new LiveLayout(ids, this.#heights);
     this.#layout = { ids, version, layout };
     return layout;
   }
