@@ -31,14 +31,19 @@ export class ConversationState {
     this.#subscribe = createSubscriber(() => {
       let watchId: number | undefined;
       let stopped = false;
+      // Marks for the browser bench: the watch asked for, its first frame received and applied.
+      performance.mark("watch:asked");
       void this.api
         .watch(
           this.tabId,
           this.id,
           Comlink.proxy((frame: WatchFrame) => {
             if (stopped) return;
+            const first = this.#view === undefined;
+            if (first) performance.mark("watch:received");
             this.#view = applyFrame(this.#view, frame);
             this.frames++;
+            if (first) performance.mark("watch:applied");
           }),
         )
         .then(

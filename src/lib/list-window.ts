@@ -30,6 +30,12 @@ export const FIRST_GUESS = 80;
 export class Heights {
   readonly #known = new Map<number, number>();
   #sum = 0;
+  #version = 0;
+
+  /** Changes whenever a height (or the estimate) may have: a layout built before is stale. */
+  get version(): number {
+    return this.#version;
+  }
 
   /** Record a measured height; true when it differs from the one known by more than half a pixel. */
   set(id: number, height: number): boolean {
@@ -37,6 +43,7 @@ export class Heights {
     if (old !== undefined && Math.abs(old - height) <= 0.5) return false;
     this.#sum += height - (old ?? 0);
     this.#known.set(id, height);
+    this.#version++;
     return true;
   }
 
@@ -44,6 +51,7 @@ export class Heights {
   clear(): void {
     this.#known.clear();
     this.#sum = 0;
+    this.#version++;
   }
 
   estimate(): number {
@@ -53,10 +61,23 @@ export class Heights {
   of(id: number): number {
     return this.#known.get(id) ?? this.estimate();
   }
+
+  /** The measured height of `id`, if any. */
+  known(id: number): number | undefined {
+    return this.#known.get(id);
+  }
+}
+
+/** What a window is chosen from: entries' virtual tops (`Layout`, or the incremental `LiveLayout`). */
+export interface VirtualLayout {
+  readonly length: number;
+  readonly total: number;
+  top(i: number): number;
+  indexAt(y: number): number;
 }
 
 /** The virtual layout of a list: each entry's top, and the whole height. */
-export class Layout {
+export class Layout implements VirtualLayout {
   /** `tops[i]` is entry i's virtual top; `tops[n]` the list's height. */
   readonly #tops: Float64Array;
 
@@ -104,7 +125,7 @@ export interface WindowOptions {
 }
 
 /** The window covering the viewport at `top` and the overscan on either side. */
-export function windowFor(layout: Layout, view: WindowOptions): ListWindow {
+export function windowFor(layout: VirtualLayout, view: WindowOptions): ListWindow {
   const n = layout.length;
   if (n <= view.wholeUpTo) return { start: 0, end: n, before: 0, after: 0 };
   const top = Math.max(0, Math.min(view.top, layout.total - view.height));

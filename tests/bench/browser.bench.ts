@@ -17,11 +17,12 @@
  * 4. Initial JavaScript: what the tab loads before it runs (index.html's scripts and the entry's
  *    static imports, never lazy chunks), gzip, read from dist/ (tests/bench/initial-js.ts); budget 80 KB.
  *
- * 5. A long chat: a conversation of BENCH_CHAT_ENTRIES (5,000) committed messages (`debug.seedChat`);
- *    from setting the tab's hash to it (from another conversation) to its newest answer on screen,
- *    median of 5 (aim under 300 ms), the transcript's DOM size then, and while scrolling it from the
- *    bottom to the top 600 px a frame: the long tasks (PerformanceObserver "longtask", > 50 ms) and
- *    the longest frame.
+ * 5. A long chat (long-chat.ts): a conversation of BENCH_CHAT_ENTRIES (5,000) committed messages
+ *    (`debug.seedChat`); from setting the tab's hash to it (from another conversation) to its newest
+ *    answer on screen, median of 5 (aim under 300 ms), split into route / engine / transfer / apply /
+ *    render, the transcript's DOM size then, and while scrolling it from the bottom to the top 600 px
+ *    a frame: the long tasks (PerformanceObserver "longtask", > 50 ms) and the longest frame.
+ *    BENCH_CHAT_PROFILE=1 writes CPU profiles of the tab and the engine to test-results/profiles/.
  *
  * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
  * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
@@ -46,6 +47,7 @@ import {
 import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
 import { measureInitialJs } from "./initial-js.ts";
+import { longChat } from "./long-chat.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -62,9 +64,6 @@ const RECOVERY_AIM_MS = 300;
 const ANSWERS = env("BENCH_ANSWERS", 8);
 const SECOND_TAB_AIM_MS = 20;
 const INITIAL_JS_BUDGET_KB = 80;
-const CHAT_ENTRIES = env("BENCH_CHAT_ENTRIES", 5000);
-const CHAT_OPEN_AIM_MS = 300;
-const CHAT_OPEN_ROUNDS = 5;
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
 const median = (values: number[]) => {
@@ -437,112 +436,6 @@ function initialJs(): void {
   for (const f of m.files) console.log(`  ${f.path}: ${kb(f.bytes)} KB raw, ${kb(f.gzip)} KB gzip`);
 }
 
-/**
- * The long chat: open a seeded conversation of CHAT_ENTRIES messages from another conversation and
- * time hash change -> its newest answer inside the scroller's visible box (polled every frame); then
- * scroll it to the top and count long tasks and the longest frame.
- */
-async function longChat(b: LaunchedBrowser, server: StaticServer): Promise<void> {
-  console.log(
-    `\nlong chat: ${CHAT_ENTRIES} committed messages, opened ${CHAT_OPEN_ROUNDS} times, then scrolled to the top`,
-  );
-  const page = await b.newPage();
-  await page.setViewportSize({ width: 1280, height: 800 });
-  await page.goto(appUrl(server, { store: uniqueStore("chat") }));
-  await waitReady(page);
-  const id = await engine<number>(page, "debug.seedChat", { entries: CHAT_ENTRIES });
-  const newest = `The newest answer, number ${CHAT_ENTRIES}.`;
-  // A string, not a function: tsx would wrap named closures in a helper the page lacks.
-  const open = `(() => new Promise((done) => {
-    const started = performance.now();
-    location.hash = "#/c/${id}";
-    const look = () => {
-      const scroller = document.querySelector(".scroller");
-      const entry = [...document.querySelectorAll('[data-testid="entries"] > [data-kind="pi.assistant"]')]
-        .findLast((e) => e.textContent.includes(${JSON.stringify(newest)}));
-      if (scroller && entry) {
-        const s = scroller.getBoundingClientRect();
-        const r = entry.getBoundingClientRect();
-        if (r.bottom > s.top && r.top < s.bottom)
-          return done({ ms: performance.now() - started, nodes: document.querySelector('[data-testid="entries"]').querySelectorAll("*").length });
-      }
-      requestAnimationFrame(look);
-    };
-    requestAnimationFrame(look);
-  }))()`;
-  const opens: number[] = [];
-  let nodes = 0;
-  for (let round = 1; round <= CHAT_OPEN_ROUNDS; round++) {
-    await page.evaluate(() => {
-      location.hash = "#/c/1";
-    });
-    await page.locator('[data-testid="entries"]').waitFor({ state: "attached" });
-    await until(
-      "conversation 1 shown",
-      () => page.getByText(newest).count(),
-      (n) => n === 0,
-    );
-    const result = (await page.evaluate(open)) as { ms: number; nodes: number };
-    opens.push(result.ms);
-    nodes = result.nodes;
-  }
-  const scroll = (await page.evaluate(`(() => new Promise((done) => {
-    const long = [];
-    const observer = new PerformanceObserver((list) => { for (const e of list.getEntries()) long.push(e.duration); });
-    observer.observe({ type: "longtask" });
-    const scroller = document.querySelector(".scroller");
-    let last = performance.now();
-    let worst = 0;
-    let frames = 0;
-    const started = last;
-    const step = () => {
-      const now = performance.now();
-      worst = Math.max(worst, now - last);
-      last = now;
-      frames++;
-      if (scroller.scrollTop <= 0 || frames > 20000) {
-        setTimeout(() => { observer.disconnect(); done({ long, worst, frames, ms: now - started, found: document.body.textContent.includes("Question 1: what comes next?") }); }, 100);
-        return;
-      }
-      scroller.scrollTop = Math.max(0, scroller.scrollTop - 600);
-      requestAnimationFrame(step);
-    };
-    requestAnimationFrame(step);
-  }))()`)) as { long: number[]; worst: number; frames: number; ms: number; found: boolean };
-  await page.close();
-  const m = median(opens);
-  table([
-    ["open to newest on screen", "median", "max", `aim ${CHAT_OPEN_AIM_MS} ms`, "DOM nodes in the list"],
-    [
-      opens.map((ms) => fmt(ms)).join(", "),
-      `${fmt(m)} ms`,
-      `${fmt(Math.max(...opens))} ms`,
-      m < CHAT_OPEN_AIM_MS ? "PASS" : "FAIL",
-      String(nodes),
-    ],
-  ]);
-  table([
-    [
-      "scroll to the top",
-      "frames",
-      "took",
-      "long tasks",
-      "longest task",
-      "longest frame",
-      "reached the first",
-    ],
-    [
-      "600 px a frame",
-      String(scroll.frames),
-      `${fmt(scroll.ms)} ms`,
-      String(scroll.long.length),
-      scroll.long.length ? `${fmt(Math.max(...scroll.long))} ms` : "none",
-      `${fmt(scroll.worst, 1)} ms`,
-      scroll.found ? "yes" : "NO",
-    ],
-  ]);
-}
-
 /** Why dist/ must be built again (missing, or older than a source file), or undefined. */
 function staleBuild(): string | undefined {
   const built = join(root, "dist/index.html");
@@ -615,7 +508,9 @@ async function main(): Promise<void> {
     if (!ONLY || ONLY === "recovery") await recovery(b, server);
     if (!ONLY || ONLY === "tabs") await secondTab(b, server);
     if (!ONLY || ONLY === "chat")
-      await longChat(b, server).catch((e: unknown) => console.log(`long chat: not measured: ${String(e)}`));
+      await longChat(b, server, { fmt, median, table, until, waitReady, appUrl, uniqueStore }).catch(
+        (e: unknown) => console.log(`long chat: not measured: ${String(e)}`),
+      );
   } finally {
     await b.close();
     await server.close();

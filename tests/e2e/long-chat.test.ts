@@ -255,3 +255,57 @@ test("a windowed chat follows the stream when pinned, holds still when scrolled 
   await page.getByTestId("jump-to-latest").waitFor({ state: "detached" });
   expect(await page.getByTestId("entries").locator('[data-kind="pi.tool-result"]').count()).toBe(1);
 });
+
+test("an edit box with the focus stays rendered, with its text and the focus, while the reader scrolls far away and back", async () => {
+  const page = await app.open({ label: "kept", composer: true });
+  await openSeeded(page, 600);
+  await until(
+    "the newest answer on screen",
+    () => look(page),
+    (l) => l.last === 600,
+  );
+  const question = page.getByTestId("entries").locator('[data-kind="pi.user"]', { hasText: "Question 599:" });
+  await question.getByRole("button", { name: "Edit and resend as a fork" }).click();
+  const editor = page.getByLabel("edited text");
+  await editor.fill("a draft that must survive scrolling");
+  const focused = () =>
+    page.evaluate(() => {
+      const a = document.activeElement;
+      return a instanceof HTMLTextAreaElement && a.getAttribute("aria-label") === "edited text"
+        ? a.value
+        : "";
+    });
+  expect(await focused()).toBe("a draft that must survive scrolling");
+
+  // Far up: the window is at the first messages; the edit box is still there, focused, and still small.
+  await page.evaluate(() => {
+    document.querySelector(".scroller")!.scrollTop = 0;
+  });
+  const top = await until(
+    "the first message at the top",
+    () => look(page),
+    (l) => l.first === 1 && l.scrollTop === 0,
+  );
+  expect(top.rendered).toBeLessThanOrEqual(WINDOW_MAX);
+  await frames(page);
+  expect(await focused()).toBe("a draft that must survive scrolling");
+
+  // Back down: the edit box is where its message is, with the text, and typing goes on into it.
+  await page.evaluate(() => {
+    const scroller = document.querySelector(".scroller")!;
+    scroller.scrollTop = scroller.scrollHeight;
+  });
+  await until(
+    "the newest answer back on screen",
+    () => look(page),
+    (l) => l.last === 600,
+  );
+  await page.keyboard.type(", typed later");
+  expect(await focused()).toBe("a draft that must survive scrolling, typed later");
+  const placed = await page.evaluate(() => {
+    const form = document.querySelector('[data-testid="edit-form"]')!.getBoundingClientRect();
+    const view = document.querySelector(".scroller")!.getBoundingClientRect();
+    return form.bottom > view.top && form.top < view.bottom;
+  });
+  expect(placed).toBe(true);
+});

@@ -129,6 +129,21 @@ describe("Heights", () => {
     expect(h.of(1)).toBe(FIRST_GUESS);
     expect(h.estimate()).toBe(FIRST_GUESS);
   });
+
+  test("version changes with every height that changed and with clear, and only then", () => {
+    const h = new Heights();
+    const v0 = h.version;
+    h.set(1, 100);
+    const v1 = h.version;
+    expect(v1).not.toBe(v0);
+    h.set(1, 100.3);
+    expect(h.version).toBe(v1);
+    h.set(2, 50);
+    const v2 = h.version;
+    expect(v2).not.toBe(v1);
+    h.clear();
+    expect(h.version).not.toBe(v2);
+  });
 });
 
 test("sameWindow compares the range and the spacers to half a pixel", () => {

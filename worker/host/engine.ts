@@ -407,12 +407,15 @@ export class EngineHost implements EngineApi {
     conversationId: ConversationId,
     listener: (frame: WatchFrame) => Promise<void> | void,
   ): Promise<number> {
+    performance.mark("watch:called");
     const h = await this.#h();
     h.requireConversation(conversationId);
     const watch = await h.mount(conversationId).watch();
     const id = this.#nextWatch++;
     this.#watches.set(id, { tabId, watch });
     // The first frame carries the whole view; then only operations (and whole views after an overflow).
+    // The marks time a watch's opening (the browser bench reads them): the view read, then sent.
+    performance.mark("watch:read");
     await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
     watch.start((frame) => listener(watchFrame(frame)));
     return id;
