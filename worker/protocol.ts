@@ -386,9 +386,15 @@ export interface EngineTimeline {
   readonly createdAt?: number;
   readonly startedAt: number;
   readonly lockedAt?: number;
+  /** The store opened and migrated, before its owner-epoch fence (the bench shows the fence apart). */
+  readonly migratedAt?: number;
   readonly openedAt?: number;
   readonly readyAt?: number;
   readonly firstTickAt?: number;
+  /** pi-ai's chunk loaded and evaluated (its load starts at the engine's first line). */
+  readonly piAiAt?: number;
+  /** The engine's API module (engine.ts and the agent under it) loaded. */
+  readonly apiAt?: number;
 }
 
 /** A committed partial answer: its text, and ms since the epoch (sub-ms) when its commit was seen. */
