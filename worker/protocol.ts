@@ -412,7 +412,8 @@ export interface EngineStats {
   readonly pendingFrames: number;
   /**
    * Wall-clock times (ms since the epoch) of this engine's start, the store lock granted, the store
-   * open (migrated and fenced), ready (recovered, scheduling), and its first tick commit.
+   * open (migrated; its owner epoch moves in the first commit), ready (recovered, scheduling), and its
+   * first tick commit.
    */
   readonly timeline: EngineTimeline;
 }
