@@ -386,9 +386,15 @@ export interface EngineTimeline {
   readonly createdAt?: number;
   readonly startedAt: number;
   readonly lockedAt?: number;
+  /** The store opened and migrated, before its owner-epoch fence (the bench shows the fence apart). */
+  readonly migratedAt?: number;
   readonly openedAt?: number;
   readonly readyAt?: number;
   readonly firstTickAt?: number;
+  /** pi-ai's chunk loaded and evaluated (its load starts at the engine's first line). */
+  readonly piAiAt?: number;
+  /** The engine's API module (engine.ts and the agent under it) loaded. */
+  readonly apiAt?: number;
 }
 
 /** A committed partial answer: its text, and ms since the epoch (sub-ms) when its commit was seen. */
@@ -406,7 +412,8 @@ export interface EngineStats {
   readonly pendingFrames: number;
   /**
    * Wall-clock times (ms since the epoch) of this engine's start, the store lock granted, the store
-   * open (migrated and fenced), ready (recovered, scheduling), and its first tick commit.
+   * open (migrated; its owner epoch moves in the first commit), ready (recovered, scheduling), and its
+   * first tick commit.
    */
   readonly timeline: EngineTimeline;
 }

@@ -9,8 +9,12 @@
  *    kills the SharedWorker) and time from the new page's navigation start (`performance.timeOrigin`)
  *    to the first tick the new engine commits (stamped by the engine after COMMIT), in parts (the tab
  *    up to creating the engine's worker, the engine's script up to its first line, the store's lock,
- *    the store's open, the harness's open, the first tick). Median
- *    of 5; aim under 300 ms.
+ *    the store's open, its owner-epoch fence, the harness's open, the first tick). Median of 5; aim
+ *    under 300 ms. Before each round, the same tab navigates to the recovery floor
+ *    (tests/e2e/fixtures/recovery-floor.html, served on the app's origin): a bare page whose
+ *    SharedWorker opens the same store with the store layer alone (no engine) and commits one row;
+ *    navigation start to that COMMIT is the floor of this machine, shown beside recovery as a ratio.
+ *    The machine's load (`uptime`) is printed with the table.
  * 3. Second-tab latency: two tabs on one store, one sends messages to the demo model, the other only
  *    watches; per committed partial answer, the time from the engine seeing its commit to the other
  *    tab's DOM showing its text, median and p95 (aim: p95 under 20 ms).
@@ -29,7 +33,7 @@
  * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery|tabs|size|chat, BENCH_ANSWERS (second-tab answers, default 8),
  * BENCH_CHAT_ENTRIES (default 5000).
  */
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -44,6 +48,7 @@ import {
   type StaticServer,
   serveStatic,
 } from "../e2e/browser.ts";
+import type { FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
 import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
 import { measureInitialJs } from "./initial-js.ts";
@@ -238,12 +243,56 @@ async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: St
   table(breakdown);
 }
 
+/** The machine's load averages (`uptime`), to print beside timings taken on a shared machine. */
+function machineLoad(): string {
+  try {
+    return execFileSync("uptime", { encoding: "utf8" })
+      .trim()
+      .replace(/^.*load/, "load");
+  } catch {
+    return "load unknown";
+  }
+}
+
+/**
+ * One floor round: the tab (whose engine holds `store`) navigates to the recovery floor, whose bare
+ * SharedWorker opens the same store (after the dying engine lets go of it) and commits one row.
+ * Parts as in the recovery table: the tab up to the worker's creation, the store's open, the commit.
+ * The app's service worker would answer this navigation with index.html: bypassed for it.
+ */
+async function floorRound(page: Page, server: StaticServer, store: string): Promise<number[]> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.setBypassServiceWorker", { bypass: true });
+  try {
+    await page.goto(`${server.url}recovery-floor.html?${new URLSearchParams({ store })}`);
+    const result = await until(
+      "the floor's commit",
+      () => page.evaluate(() => (globalThis as unknown as { floor?: FloorResult }).floor),
+      (r) => r !== undefined,
+    );
+    if (!result || result.error) throw new Error(`the recovery floor failed: ${result?.error}`);
+    const origin = await page.evaluate(() => performance.timeOrigin);
+    return [
+      result.createdAt - origin,
+      result.openedAt - result.createdAt,
+      result.committedAt - result.openedAt,
+      result.committedAt - origin,
+    ];
+  } finally {
+    await cdp.send("Network.setBypassServiceWorker", { bypass: false }).catch(() => undefined);
+    await cdp.detach().catch(() => undefined);
+  }
+}
+
 async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void> {
   console.log(
     `\nrecovery: ${SEED} terminal tasks, ${SEED_CONVERSATIONS} idle conversations and one live ticker; reload the only tab, ${RECOVERY_ROUNDS} rounds`,
   );
   const page = await b.newPage();
-  await page.goto(appUrl(server, { store: uniqueStore("recovery") }));
+  const store = uniqueStore("recovery");
+  const url = appUrl(server, { store });
+  await page.goto(url);
   await waitReady(page);
   const seeded = await engine<{ conversationId: number; tasks: number; conversations: number; ms: number }>(
     page,
@@ -266,8 +315,9 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
   );
 
   // Parts: the tab created the engine's worker (tab), the engine's first line ran (engine script),
-  // the store's Web Lock, the store opened and fenced (store open), the harness opened (harness
-  // open), its first resumed tick committed.
+  // the store's Web Lock, the store opened (store open), its owner epoch bumped (fence: 0 when the
+  // fence rides in the first resumed commit), the harness opened (harness open), its first resumed
+  // tick committed.
   const rows: string[][] = [
     [
       "round",
@@ -275,16 +325,36 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
       "engine script",
       "lock wait",
       "store open",
+      "fence",
       "harness open",
       "to first tick",
       "first resumed tick",
       `aim ${RECOVERY_AIM_MS} ms`,
     ],
   ];
+  const floorRows: string[][] = [["round", "tab", "store open", "commit", "floor: first commit"]];
   const totals: number[] = [];
   const parts: number[][] = [];
+  const floors: number[][] = [];
+  const loads: string[] = [machineLoad()];
+  // What of the engine's code is loaded when, beside the store's open (from the engine's first line).
+  const codeRows: string[][] = [
+    ["round", "engine API loaded", "pi-ai loaded", "store opened", "harness open"],
+  ];
   for (let round = 1; round <= RECOVERY_ROUNDS; round++) {
-    const before = await engine<TickerStatus>(page, "debug.ticker", taskId);
+    // The floor first, from the same tab (its engine dies as it navigates away, as on a reload); then
+    // back to the app, whose engine resumes the ticker, and the measured reload.
+    const floor = await floorRound(page, server, store);
+    floors.push(floor);
+    floorRows.push([String(round), ...floor.map((ms) => `${fmt(ms)} ms`)]);
+    await page.goto(url);
+    await waitReady(page);
+    const resumed = (await engine<TickerStatus>(page, "debug.ticker", taskId)).trail.length;
+    const before = await until(
+      "the ticker to run again",
+      () => engine<TickerStatus>(page, "debug.ticker", taskId),
+      (t) => t.trail.length > resumed + 2,
+    );
     if (before.status !== "running" && before.status !== "pending")
       throw new Error(`the ticker is ${before.status}`);
     await page.reload();
@@ -295,13 +365,15 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
       () => engine<EngineStats>(page, "debug.stats"),
       (s) => s.timeline.firstTickAt !== undefined,
     );
-    const { createdAt, startedAt, lockedAt, openedAt, readyAt, firstTickAt } = stats.timeline;
+    const { createdAt, startedAt, lockedAt, migratedAt, openedAt, readyAt, firstTickAt, apiAt, piAiAt } =
+      stats.timeline;
     const total = firstTickAt! - origin;
     const split = [
       createdAt! - origin,
       startedAt - createdAt!,
       lockedAt! - startedAt,
-      openedAt! - lockedAt!,
+      (migratedAt ?? openedAt!) - lockedAt!,
+      openedAt! - (migratedAt ?? openedAt!),
       readyAt! - openedAt!,
       firstTickAt! - readyAt!,
     ];
@@ -313,16 +385,32 @@ async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void>
       `${fmt(total)} ms`,
       total < RECOVERY_AIM_MS ? "PASS" : "FAIL",
     ]);
+    loads.push(machineLoad());
+    const since = (at: number | undefined) => (at === undefined ? "-" : `+${fmt(at - startedAt)} ms`);
+    codeRows.push([String(round), since(apiAt), since(piAiAt), since(migratedAt), since(readyAt)]);
   }
   const m = median(totals);
   rows.push([
     "median",
-    ...[0, 1, 2, 3, 4, 5].map((i) => `${fmt(median(parts.map((p) => p[i]!)))} ms`),
+    ...[0, 1, 2, 3, 4, 5, 6].map((i) => `${fmt(median(parts.map((p) => p[i]!)))} ms`),
     `${fmt(m)} ms`,
     m < RECOVERY_AIM_MS ? "PASS" : "FAIL",
   ]);
   table(rows);
   console.log("(from the new page's navigation start; the ticker commits with no delay between ticks)");
+  console.log("\nthe engine's code beside its store (from the engine's first line)");
+  table(codeRows);
+  const floorMedian = median(floors.map((f) => f[3]!));
+  floorRows.push(["median", ...[0, 1, 2, 3].map((i) => `${fmt(median(floors.map((f) => f[i]!)))} ms`)]);
+  console.log(
+    "\nrecovery floor: a bare page on the same tab, its SharedWorker opens the same store (no engine) and commits one row",
+  );
+  table(floorRows);
+  table([
+    ["", "floor", "recovery", "recovery / floor"],
+    ["median", `${fmt(floorMedian)} ms`, `${fmt(m)} ms`, `${fmt(m / floorMedian, 2)}x`],
+  ]);
+  console.log(`machine ${loads[0]} before the rounds, ${loads.at(-1)} after`);
   const after = await engine<TickerStatus>(page, "debug.ticker", taskId);
   const exact = after.trail.every((n, i) => n === i + 1);
   console.log(
@@ -496,7 +584,8 @@ async function main(): Promise<void> {
   if (!ONLY || ONLY === "size") initialJs();
   if (ONLY === "size") return;
   buildFixtures();
-  const server = await serveStatic(join(root, "dist"));
+  // The fixtures also on the app's origin (the recovery floor opens the app's store).
+  const server = await serveStatic(join(root, "dist"), { fallback: join(root, "test-results/e2e-fixtures") });
   const fixtures = await serveStatic(join(root, "test-results/e2e-fixtures"));
   const b = await launchBrowser({ executablePath: findChromium() });
   try {

@@ -57,6 +57,11 @@ export interface ServeOptions {
   headers?: Record<string, string>;
   /** Port to listen on; 0 (default) picks a free one. A restarted server can reuse its old port. */
   port?: number;
+  /**
+   * A second directory, served where `root` has no such file: fixture pages on the app's origin
+   * (the bench's recovery floor opens the app's store, and IndexedDB is per origin).
+   */
+  fallback?: string;
 }
 
 /** The CSP of index.html, as a header: a meta tag does not cover workers, a header does. */
@@ -86,6 +91,14 @@ export async function serveStatic(root: string, options: ServeOptions = {}): Pro
       if (info?.isDirectory()) {
         file = join(file, "index.html");
         info = await stat(file).catch(() => undefined);
+      }
+      if (!info && options.fallback) {
+        const second = resolve(options.fallback);
+        const other = normalize(join(second, pathname));
+        if (other.startsWith(second + sep)) {
+          file = other;
+          info = await stat(file).catch(() => undefined);
+        }
       }
       if (!info?.isFile()) {
         res.writeHead(404, { "Content-Type": "text/plain; charset=utf-8", ...extra }).end("not found");

@@ -343,4 +343,45 @@ describe("the owner epoch", () => {
     expect(await newcomer.fence()).toBe(3);
     await newcomer.close();
   });
+
+  const epochOf = async (store: MemoryStore) =>
+    (await store.read((sql) => sql.get("SELECT value FROM meta WHERE key = 'epoch'")))?.["value"];
+
+  test("a fence on the first commit bumps the epoch inside that commit, not before it, and then fences", async () => {
+    const store = await memoryStore();
+    store.fenceOnFirstCommit();
+    expect(await epochOf(store)).toBeUndefined();
+    expect(store.epoch).toBeUndefined();
+    const transactions = store.stats.transactions;
+    await store.commit(insert("mine"));
+    expect(store.stats.transactions).toBe(transactions + 1);
+    expect(await epochOf(store)).toBe("1");
+    expect(store.epoch).toBe(1);
+    // Later transactions check it and bump nothing.
+    await store.commit(insert("again"));
+    expect(await epochOf(store)).toBe("1");
+    // What a newcomer's fence writes: the next write of this line is refused and the line stops.
+    await store.commit((sql) => sql.run("UPDATE meta SET value = '2' WHERE key = 'epoch'"));
+    await expect(store.commit(insert("late"))).rejects.toThrow(/another engine has taken over/);
+    expect(await keys(await memoryStore(store.image()))).toEqual(["again", "epoch", "mine"]);
+  });
+
+  test("a first commit that fails takes its epoch bump with it; the next commit carries the fence", async () => {
+    const store = await memoryStore();
+    store.fenceOnFirstCommit();
+    let failOnce = true;
+    store.setFaultHook((point) => {
+      if (point !== "before-commit" || !failOnce) return;
+      failOnce = false;
+      throw new Error("disk is full");
+    });
+    await expect(store.commit(insert("lost"))).rejects.toThrow(/disk is full/);
+    expect(store.epoch).toBeUndefined();
+    expect(await epochOf(store)).toBeUndefined();
+    await store.commit(insert("kept"));
+    expect(store.epoch).toBe(1);
+    expect(await epochOf(store)).toBe("1");
+    expect(await keys(store)).toEqual(["epoch", "kept"]);
+    await store.close();
+  });
 });

@@ -27,7 +27,12 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetched and evaluated while the lock is
   // taken and the store opens. The harness open awaits it (a failure surfaces there, where the load
   // is tried again).
-  loadPiAi().catch(() => undefined);
+  loadPiAi().then(
+    () => {
+      owner.timeline.piAiAt = Date.now();
+    },
+    () => undefined,
+  );
   const ready = owner.open(async (store, onFatal) => {
     // Codemode scripts off the engine's thread where this worker can start workers (script-workers.ts).
     (await import("./script-workers.ts")).installBrowserScriptWorkers();
@@ -36,6 +41,7 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
   return import("./engine.ts").then(async ({ EngineHost }) => {
+    owner.timeline.apiAt = Date.now();
     const host = new EngineHost(platform, { owner, ready });
     if (!options.testEndpoints) return host;
     return (await import("./test-endpoints.ts")).withTestEndpoints(host);

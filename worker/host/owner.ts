@@ -2,6 +2,7 @@
  * The engine's ownership of its store: the Web Lock `store:<name>`, the handover between engines
  * (BroadcastChannel), and the one teardown. Invariants:
  * - the store is opened only while the lock is held, and closed before the lock is released;
+ * - the owner epoch moves in this engine's first commit, before any of its writes (store/line.ts);
  * - an engine that finds the lock held asks the owner to hand over; the owner (when the asker's build
  *   is not older) stops reserving, lets running phases reach a commit (bounded grace), closes the
  *   store, then releases the lock: never a silent steal;
@@ -79,7 +80,11 @@ export class StoreOwner {
     let harness: AgentHarness;
     try {
       const store = await this.#platform.openStore();
-      await store.fence();
+      this.timeline.migratedAt = Date.now();
+      // The owner epoch moves in the first commit this engine makes (the resumed work's), not in a
+      // commit of its own: safe because the connection excludes every other one from its first
+      // read on (docs/ARCHITECTURE.md, "The owner epoch").
+      store.fenceOnFirstCommit();
       this.timeline.openedAt = Date.now();
       harness = await openHarness(store, (error) => void this.#fail(error));
     } catch (error) {

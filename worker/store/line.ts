@@ -91,6 +91,8 @@ export class SqliteLine implements Store {
   #onClose: (() => Promise<void> | void) | undefined;
   #maxGroup: number;
   #epoch: string | undefined;
+  /** `fenceOnFirstCommit` was called: the next transaction bumps the epoch before its callbacks. */
+  #fencePending = false;
   #direct: DirectStatements | undefined;
 
   constructor(options: LineOptions) {
@@ -136,14 +138,25 @@ export class SqliteLine implements Store {
    * a previous owner that still runs (a stolen lock does not stop its holder) can never write again.
    */
   async fence(): Promise<number> {
-    const epoch = await this.commit(async (sql) => {
-      await sql.run(
-        "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-      );
-      return String((await sql.get("SELECT value FROM meta WHERE key = 'epoch'"))?.["value"]);
-    });
+    const epoch = await this.commit((sql) => bumpEpoch(sql));
     this.#epoch = epoch;
     return Number(epoch);
+  }
+
+  /**
+   * The same fence without a commit of its own: the next transaction bumps the owner epoch right
+   * after BEGIN, before any callback writes, and every later one checks it. Until then this line has
+   * written nothing, so there is nothing of its own to protect; if that transaction fails, the bump
+   * rolls back with it and the one after carries it. Safe only where no other connection can commit
+   * between this line's first read and its first commit (docs/ARCHITECTURE.md, "The owner epoch").
+   */
+  fenceOnFirstCommit(): void {
+    if (this.#epoch === undefined) this.#fencePending = true;
+  }
+
+  /** The owner epoch this line holds and checks, once fenced. */
+  get epoch(): number | undefined {
+    return this.#epoch === undefined ? undefined : Number(this.#epoch);
   }
 
   /** Run multi-statement SQL directly (migrations at open, before the line is shared). */
@@ -226,10 +239,16 @@ export class SqliteLine implements Store {
   async #runGroup(): Promise<void> {
     const done: Array<{ job: Job; value: unknown }> = [];
     const failed: Array<{ job: Job; error: unknown }> = [];
+    let fencedAt: string | undefined;
+    let begun = false;
     try {
       this.#point("before-begin");
       await this.#execute("BEGIN IMMEDIATE", undefined, false);
-      if (this.#epoch !== undefined) {
+      begun = true;
+      if (this.#fencePending) {
+        // Set only once COMMIT returns: a transaction that fails takes its bump with it.
+        fencedAt = await bumpEpoch(this.#sql);
+      } else if (this.#epoch !== undefined) {
         const row = (await this.#execute("SELECT value FROM meta WHERE key = 'epoch'", undefined, true))[0];
         if (String(row?.["value"]) !== this.#epoch) {
           await this.#execute("ROLLBACK", undefined, false);
@@ -239,7 +258,8 @@ export class SqliteLine implements Store {
         }
       }
     } catch (error) {
-      // Nothing began: fail only the head, keep the line alive.
+      // No callback ran: fail only the head, keep the line alive.
+      if (begun && !this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
       const job = this.#queue.shift();
       job?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
       return;
@@ -277,6 +297,10 @@ export class SqliteLine implements Store {
       for (const { job } of done) job.reject(failure);
       for (const { job, error: e } of failed) job.reject(e);
       return;
+    }
+    if (fencedAt !== undefined) {
+      this.#epoch = fencedAt;
+      this.#fencePending = false;
     }
     this.stats.transactions++;
     this.stats.commits += done.length;
@@ -346,4 +370,12 @@ function wrapFailure(error: unknown): Error {
   const failure = new StoreFailed(`transaction failed: ${message}`);
   (failure as { cause?: unknown }).cause = error;
   return failure;
+}
+
+/** Bump the store's owner epoch (inside the caller's transaction); resolves with the new value. */
+async function bumpEpoch(sql: Sql): Promise<string> {
+  await sql.run(
+    "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+  );
+  return String((await sql.get("SELECT value FROM meta WHERE key = 'epoch'"))?.["value"]);
 }
