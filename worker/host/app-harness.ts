@@ -4,11 +4,12 @@
  * (the agent's default). The test tasks (`test.ticker`, `test.noop`) are registered in every engine,
  * not only in test pages' engines: a store a test page used must still open and finish its tasks.
  * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
- * one that a reload interrupted finds its tool again.
+ * one that a reload interrupted finds its tool again. The default extension selection leaves out
+ * the user tools that arrived by import (opt-in: `userToolSettings`).
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { createRegistry } from "../agent/extensions/registry.ts";
-import { installStoredUserTools } from "../agent/extensions/user-tools-store.ts";
+import { installStoredUserTools, userToolSettings } from "../agent/extensions/user-tools-store.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
@@ -26,8 +27,10 @@ export async function openAppHarness(
   registerDemoProvider();
   const extensions = createRegistry();
   extensions.install(builtinToolsExtension);
+  let opened: AgentHarness | undefined;
   const harness = await AgentHarness.open(store, {
     extensions,
+    settings: userToolSettings(() => opened),
     tasks: [tickerTask, noopTask],
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
     defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
@@ -37,6 +40,7 @@ export async function openAppHarness(
     paused: true,
   });
   await installStoredUserTools(harness);
+  opened = harness;
   harness.resume();
   applyStoredDemoSpeed(harness);
   return harness;
