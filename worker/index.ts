@@ -7,6 +7,7 @@ export {
   type AgentChange,
   Conversation,
   configure,
+  type ResolvedAgentView,
   type Settlement,
   Submission,
 } from "./agent/conversation/handles.ts";
