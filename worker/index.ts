@@ -7,10 +7,12 @@ export {
   type AgentChange,
   Conversation,
   configure,
+  type ResolvedAgentView,
   type Settlement,
   Submission,
 } from "./agent/conversation/handles.ts";
 export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/conversation/inbox.ts";
+export type { EnvBuilder, EnvTarget, ExecutionEnv } from "./agent/env.ts";
 export {
   AgentEventStream,
   type WatchEventsOptions,

@@ -168,6 +168,11 @@ export interface UserToolView {
   readonly savedAt: number;
   /** The version the engine's registry runs now (absent: none; it equals `version` once reloaded). */
   readonly activeVersion?: number;
+  /**
+   * It arrived with an imported conversation and is opt-in: only conversations that select it get
+   * it, until `enableUserToolEverywhere` (absent: the user's own, in every conversation by default).
+   */
+  readonly imported?: true;
 }
 
 /** What the settings send to save a user tool (a new name adds one, a stored name edits it). */
@@ -188,6 +193,8 @@ export interface ExtensionChoice {
   readonly tools: readonly string[];
   /** Whether this conversation selects it. */
   readonly enabled: boolean;
+  /** An imported user tool, opt-in: off unless a conversation selects it (see UserToolView.imported). */
+  readonly imported?: true;
 }
 
 /** The demo model's speed presets. */
@@ -327,6 +334,8 @@ export interface EngineApi {
   saveUserTool(draft: UserToolDraft): Promise<UserToolView>;
   /** Remove a user tool (conversations that select it stop getting it). */
   removeUserTool(name: string): Promise<void>;
+  /** Clear an imported tool's opt-in mark: every conversation that does not drop it gets it. */
+  enableUserToolEverywhere(name: string): Promise<void>;
   /** Every installed extension, with whether the conversation selects it (pi.agent `extensions`). */
   conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]>;
   /** Select or drop one extension for one conversation (from its next request on). */

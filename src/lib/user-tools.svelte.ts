@@ -2,7 +2,8 @@
  * The state of the settings' "Your tools" and "Extensions" sections: the user tools the engine keeps
  * (with the version it runs), a draft being edited, and which extensions the open conversation
  * selects. The tab never evaluates a tool's code: it sends the text, and the engine checks it in its
- * sandbox and answers with the stored version or the reason it refused.
+ * sandbox and answers with the stored version or the reason it refused. A tool that came with an
+ * imported conversation is opt-in (`imported`) until the user enables it everywhere.
  */
 import {
   type EngineApi,
@@ -14,7 +15,12 @@ import {
 
 export type UserToolsApi = Pick<
   EngineApi,
-  "userTools" | "saveUserTool" | "removeUserTool" | "conversationExtensions" | "setExtensionEnabled"
+  | "userTools"
+  | "saveUserTool"
+  | "removeUserTool"
+  | "enableUserToolEverywhere"
+  | "conversationExtensions"
+  | "setExtensionEnabled"
 >;
 
 /** What a new tool's form starts with: a working example. */
@@ -42,9 +48,8 @@ export function reloadWords(tool: UserToolView): string {
 
 /** An extension's name as the menu shows it. */
 export function extensionLabel(choice: ExtensionChoice): string {
-  return choice.user
-    ? `${choice.tools.join(", ")} (your tool)`
-    : `${choice.name}: ${choice.tools.join(", ")}`;
+  if (!choice.user) return `${choice.name}: ${choice.tools.join(", ")}`;
+  return `${choice.tools.join(", ")} (${choice.imported ? "imported tool" : "your tool"})`;
 }
 
 export class UserToolsState {
@@ -120,6 +125,16 @@ export class UserToolsState {
       this.extensions = await this.api.conversationExtensions(this.conversationId);
       if (this.editing === name) this.startNew();
       this.note = `Removed ${name}.`;
+    });
+  }
+
+  /** Clear an imported tool's opt-in mark: every conversation that does not drop it uses it. */
+  async enableEverywhere(name: string): Promise<void> {
+    await this.#run(async () => {
+      await this.api.enableUserToolEverywhere(name);
+      this.tools = await this.api.userTools();
+      this.extensions = await this.api.conversationExtensions(this.conversationId);
+      this.note = `Enabled ${name} in every conversation.`;
     });
   }
 

@@ -2,102 +2,34 @@
  * User tools (issue 14 item 6): a tool written in JavaScript from the settings is checked in the
  * sandbox and stored in the store's settings conversation, installed as its own extension
  * (`user:<name>`), hot-reloaded on each save (a running call finishes on the old code), selected or
- * dropped per conversation through pi.agent `extensions`, carried by a conversation's export and
- * added by its import; the demo model calls one through `codemode`.
+ * dropped per conversation through pi.agent `extensions`; the demo model calls one through
+ * `codemode`. Export and import: `user-tools-import.test.ts`.
  */
-import { type Api, fauxAssistantMessage, fauxToolCall, type Model } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
-import { exportConversation } from "../../worker/agent/conversation/transfer.ts";
+import { describe, expect, test } from "vitest";
 import { createRegistry, type ExtensionRegistry } from "../../worker/agent/extensions/registry.ts";
 import { UserToolInvalid } from "../../worker/agent/extensions/user-tools.ts";
 import {
-  installStoredUserTools,
   saveUserTool,
   storedUserTools,
   USER_TOOLS_DOC,
   userToolStatuses,
 } from "../../worker/agent/extensions/user-tools-store.ts";
 import { AgentHarness } from "../../worker/agent/harness.ts";
-import {
-  type DemoSpeed,
-  demoModel,
-  planDemoReply,
-  registerDemoProvider,
-  setDemoSpeed,
-  useToolScript,
-} from "../../worker/agent/models/demo-provider.ts";
+import { planDemoReply, useToolScript } from "../../worker/agent/models/demo-provider.ts";
 import { SETTINGS_CONVERSATION } from "../../worker/agent/models/keys.ts";
-import { createModelResolver } from "../../worker/agent/models/resolver.ts";
-import { builtinToolsExtension } from "../../worker/agent/tools/builtin/index.ts";
 import { toPiTool } from "../../worker/agent/tools/contract.ts";
-import { MemoryFs } from "../../worker/agent/workspace/memory-fs.ts";
 import {
   conversationExtensions,
-  exportedUserTools,
-  importWithUserTools,
   saveUserToolDraft,
   setExtensionEnabled,
 } from "../../worker/host/app-extensions.ts";
 import { defineExtension, defineTool, textResult } from "../../worker/index.ts";
 import { deferred, type FauxResponder, fauxAgentModel, memoryStore } from "../../worker/testing.ts";
+import { appEngines, ask, GREET } from "./user-tools-fixtures.ts";
 
-const GREET = {
-  name: "greet",
-  description: "Greets someone by name",
-  parameters: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
-  body: 'async (args, tools) => "Hello, " + args.name + "!"',
-};
-
-const DOCS = ["pi.agent"] as const;
-
-let previousSpeed: DemoSpeed;
-beforeAll(() => {
-  registerDemoProvider();
-  previousSpeed = setDemoSpeed({ charsPerChunk: 4096, chunkDelayMs: 0 });
-});
-afterAll(() => {
-  setDemoSpeed(previousSpeed);
-});
-
-const closers: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close().catch(() => undefined);
-});
-
-/** An engine like the app's: the built-in tools, the demo model, the stored user tools installed. */
-async function openApp(
-  options: { store?: Awaited<ReturnType<typeof memoryStore>>; extensions?: ExtensionRegistry } = {},
-) {
-  const store = options.store ?? (await memoryStore());
-  const extensions = options.extensions ?? createRegistry();
-  if (!extensions.snapshot().extension(builtinToolsExtension.name)) extensions.install(builtinToolsExtension);
-  const h = await AgentHarness.open(store, {
-    extensions,
-    models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
-    defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
-    fs: new MemoryFs(),
-    paused: true,
-  });
-  await installStoredUserTools(h);
-  h.resume();
-  closers.push(() => h.close());
-  return { h, store, extensions };
-}
-
-/** The text of the conversation's last answer. */
-async function lastAnswer(h: AgentHarness, conversationId: number): Promise<string> {
-  const answer = (await h.requireConversation(conversationId).entries())
-    .filter((e) => e.kind === "pi.assistant")
-    .at(-1);
-  return JSON.stringify(answer?.model ?? null);
-}
-
-async function ask(h: AgentHarness, conversationId: number, text: string): Promise<string> {
-  const sub = await h.requireConversation(conversationId).submit({ type: "input", content: text });
-  expect(await sub.wait()).toMatchObject({ status: "done" });
-  return lastAnswer(h, conversationId);
-}
+const { openApp, closeLater } = appEngines();
 
 const userExtensions = (registry: ExtensionRegistry) =>
   registry
@@ -246,13 +178,13 @@ describe("hot reload", () => {
           })
         : fauxAssistantMessage("done");
     const faux = fauxAgentModel(callGreet);
-    closers.push(async () => faux.unregister());
+    closeLater(async () => faux.unregister());
     const h = await AgentHarness.open(await memoryStore(), {
       extensions,
       models: faux.models,
       defaultModel: faux.ref,
     });
-    closers.push(() => h.close());
+    closeLater(() => h.close());
     await saveUserTool(h, {
       ...GREET,
       body: 'async (args, tools) => { await tools.gate({}); return "v1 " + args.name; }',
@@ -312,70 +244,6 @@ describe("per conversation", () => {
     expect((await root.agent()).extensions).toEqual(["workspace-tools", "user:greet"]);
     await setExtensionEnabled(h, root.id, "workspace-tools", false);
     expect((await root.agent()).extensions).toEqual(["user:greet"]);
-  });
-});
-
-describe("export and import", () => {
-  test("an export carries the user tools its conversation selects, never a key; an import adds them", async () => {
-    const source = await openApp();
-    await saveUserTool(source.h, GREET);
-    await saveUserTool(source.h, { ...GREET, name: "unused", body: "async () => 1" });
-    await source.h.setApiKey("openai", "sk-test-secret-0123456789");
-    const root = await source.h.root();
-    await setExtensionEnabled(source.h, root.id, "user:unused", false);
-    await ask(source.h, root.id, 'use my tool greet with {"name":"Ada"}');
-    const text = await exportConversation(source.h, root.id, {
-      documents: DOCS,
-      secrets: ["sk-test-secret-0123456789"],
-      userTools: await exportedUserTools(source.h, root.id),
-    });
-    const file = JSON.parse(text) as { userTools?: unknown[] };
-    expect(file.userTools).toEqual([GREET]);
-    expect(text).not.toContain("sk-test-secret");
-
-    const target = await openApp();
-    const id = await importWithUserTools(target.h, text, { documents: DOCS });
-    expect(userToolStatuses(target.h)).toMatchObject([{ name: "greet", version: 1, activeVersion: 1 }]);
-    expect(await ask(target.h, id, 'use my tool greet with {"name":"Bo"}')).toContain("Hello, Bo!");
-  });
-
-  test("an import never overwrites a stored tool of the same name", async () => {
-    const source = await openApp();
-    await saveUserTool(source.h, GREET);
-    const root = await source.h.root();
-    const text = await exportConversation(source.h, root.id, {
-      documents: DOCS,
-      secrets: [],
-      userTools: await exportedUserTools(source.h, root.id),
-    });
-    const target = await openApp();
-    const mine = { ...GREET, body: 'async () => "mine"' };
-    await saveUserTool(target.h, mine);
-    await importWithUserTools(target.h, text, { documents: DOCS });
-    expect(userToolStatuses(target.h)).toMatchObject([{ name: "greet", version: 1, body: mine.body }]);
-  });
-
-  test("a file whose tool does not compile, or takes a built-in's name, is refused and nothing is written", async () => {
-    const source = await openApp();
-    await saveUserTool(source.h, GREET);
-    const root = await source.h.root();
-    const text = await exportConversation(source.h, root.id, {
-      documents: DOCS,
-      secrets: [],
-      userTools: await exportedUserTools(source.h, root.id),
-    });
-    const target = await openApp();
-    const before = target.h.conversationRecords().length;
-    const broken = text.replace(JSON.stringify(GREET.body).slice(1, -1), "async (args) => {");
-    await expect(importWithUserTools(target.h, broken, { documents: DOCS })).rejects.toThrow(
-      /user tool greet is invalid: .*SyntaxError.*Nothing was written/s,
-    );
-    const clash = text.replace('"name": "greet"', '"name": "ls"');
-    await expect(importWithUserTools(target.h, clash, { documents: DOCS })).rejects.toThrow(
-      /user tool ls has the name of a tool of workspace-tools/,
-    );
-    expect(target.h.conversationRecords().length).toBe(before);
-    expect(storedUserTools(target.h)).toEqual([]);
   });
 });
 

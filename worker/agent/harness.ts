@@ -63,6 +63,7 @@ import {
 /** The name of the extension that holds the tools and hooks given as harness options. */
 export const OPTIONS_EXTENSION = "harness-options";
 
+import type { EnvBuilder } from "./env.ts";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task.ts";
@@ -86,7 +87,15 @@ export interface AgentHarnessOptions extends HarnessOptions {
    * the constructor) holding these tools and hooks; the hooks are read at each resolution.
    */
   tools?: readonly ToolDefinition[];
+  /** The workspace: every conversation's environment when no `env` builder is given (default: in memory). */
   fs?: WorkspaceFs;
+  /**
+   * Builds a conversation's environment (spec §2.2 `HarnessOptions.env`) at each use: once per tool
+   * execution (`api.env`; a throw is the call's error result) and once per preparation that renders
+   * prompt sections (`input.env`; a throw is reported, the sections render without). Never called
+   * inside a commit. Default: the workspace (`fs`) for every conversation.
+   */
+  env?: EnvBuilder;
   settings?: AgentSettings | (() => AgentSettings);
   hooks?: AgentHooks | (() => AgentHooks);
   /** pi-ai's streamSimple unless replaced (tests, instrumentation). */
@@ -180,6 +189,7 @@ export class AgentHarness extends Harness {
     if (typeof settings !== "function") resolveSettings(settings);
     const report = options.onReport ?? (() => undefined);
     const readAgent = (c: ConversationId) => agentDoc.view(this.docVersionedNow(c, DOC.agent));
+    const workspace = options.fs ?? new MemoryFs();
     this.services = {
       core: this,
       entries: new EntryCache(this, {
@@ -190,7 +200,12 @@ export class AgentHarness extends Harness {
       }),
       models: options.models ?? createModelResolver(),
       defaultModel: options.defaultModel,
-      fs: options.fs ?? new MemoryFs(),
+      fs: workspace,
+      envBuilder: options.env !== undefined,
+      env: async (c, signal) =>
+        options.env
+          ? await options.env({ conversationId: c, read: (name) => this.docNow(c, name) }, { signal })
+          : { fs: workspace },
       stream: options.stream ?? defaultStream,
       settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
       readAgent,

@@ -15,6 +15,7 @@ import type { Harness } from "../core/harness.ts";
 import type { ConversationId, Json, SubmissionRecord } from "../core/types.ts";
 import type { EntryCache } from "./conversation/entries.ts";
 import type { QueueMode, SubmissionDraft } from "./conversation/inbox.ts";
+import type { ExecutionEnv } from "./env.ts";
 import { type AgentHooks, composeHooks } from "./extensions/hooks.ts";
 import type { RegistrySnapshot } from "./extensions/registry.ts";
 import { resolveAgentCached } from "./extensions/resolve.ts";
@@ -195,7 +196,15 @@ export interface AgentServices {
   readonly entries: EntryCache;
   readonly models: ModelResolver;
   readonly defaultModel: ModelRef | undefined;
+  /** The harness's workspace (`fs`): every conversation's environment unless an env builder is given. */
   readonly fs: WorkspaceFs;
+  /** Whether environments come from a builder (`AgentHarnessOptions.env`): built off the commit line only. */
+  readonly envBuilder: boolean;
+  /**
+   * `c`'s environment for one use (a tool execution, a preparation): the builder's, else the
+   * workspace. Rejects with the builder's error.
+   */
+  env(c: ConversationId, signal: AbortSignal): Promise<ExecutionEnv | undefined>;
   readonly stream: StreamFn;
   settings(): ResolvedSettings;
   /** The registry's snapshot: the current one, or the one a phase took at its start. */

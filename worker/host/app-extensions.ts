@@ -3,7 +3,11 @@
  * host: drafts from the settings (parameters as JSON text) become checked sources; a conversation's
  * extensions are toggled through its pi.agent `extensions` selection (names only, never code); an
  * export carries the user tools its conversation selects and an import adds the ones the store
- * lacks, in the import's commit, after checking every carried body in the sandbox.
+ * lacks, in the import's commit, after checking every carried body in the sandbox. A tool that
+ * arrives by import is opt-in (importing someone's file must not add code to every conversation):
+ * the import selects it in the imported conversation alone (pi.agent `extensions`, names only), and
+ * the user enables it elsewhere per conversation or everywhere (which clears the mark). Selections
+ * are read against the engine's default base (settings.extensions, which leaves opt-in tools out).
  */
 
 import { ImportRefused, importConversation, parseExport } from "../agent/conversation/transfer.ts";
@@ -27,6 +31,8 @@ import {
   userToolStatuses,
 } from "../agent/extensions/user-tools-store.ts";
 import type { AgentHarness } from "../agent/harness.ts";
+import { agentDoc } from "../agent/records.ts";
+import type { Tx } from "../core/define.ts";
 import type { ConversationId, Json } from "../core/types.ts";
 import type { ExtensionChoice, UserToolDraft, UserToolView } from "../protocol.ts";
 
@@ -38,6 +44,7 @@ function viewOf(status: UserToolStatus): UserToolView {
     body: status.body,
     version: status.version,
     savedAt: status.savedAt,
+    ...(status.imported ? { imported: true as const } : {}),
     ...(status.activeVersion !== undefined ? { activeVersion: status.activeVersion } : {}),
   };
 }
@@ -69,24 +76,48 @@ export async function deleteUserTool(h: AgentHarness, name: string): Promise<voi
   await removeUserTool(h, name);
 }
 
+/** The engine's default selection base (settings.extensions), as selectExtensions takes it. */
+function baseOption(h: AgentHarness): { base?: readonly string[] } {
+  const base = h.services.settings().extensions;
+  return base ? { base } : {};
+}
+
+/** The names of the default selection's base: settings.extensions, else every installed extension. */
+function baseNames(h: AgentHarness): readonly string[] {
+  return (
+    h.services.settings().extensions ??
+    h.extensions
+      .snapshot()
+      .installed()
+      .map((e) => e.name)
+  );
+}
+
 export async function conversationExtensions(
   h: AgentHarness,
   conversationId: ConversationId,
 ): Promise<ExtensionChoice[]> {
   const agent = await h.requireConversation(conversationId).agent();
   const snapshot = h.extensions.snapshot();
-  const selected = new Set(selectExtensions(snapshot, agent).map((e) => e.name));
+  const selected = new Set(selectExtensions(snapshot, agent, baseOption(h)).map((e) => e.name));
+  const imported = new Set(
+    userToolStatuses(h)
+      .filter((t) => t.imported)
+      .map((t) => userExtensionName(t.name)),
+  );
   return snapshot.installed().map((e) => ({
     name: e.name,
     user: isUserExtension(e.name),
     tools: (e.tools ?? []).map((t) => t.name),
     enabled: selected.has(e.name),
+    ...(imported.has(e.name) ? { imported: true as const } : {}),
   }));
 }
 
 /**
- * Select or drop one extension: an exact list gains or loses the name; otherwise (every installed
- * extension by default) the name leaves or joins `remove`.
+ * Select or drop one extension: an exact list gains or loses the name; otherwise (the default base)
+ * a name of the base leaves or joins `remove`, and one outside it (an imported tool) joins or
+ * leaves `add`.
  */
 export async function setExtensionEnabled(
   h: AgentHarness,
@@ -107,7 +138,9 @@ export async function setExtensionEnabled(
   } else {
     const add = (current?.add ?? []).filter((n) => n !== name);
     const remove = (current?.remove ?? []).filter((n) => n !== name);
-    if (!enabled) remove.push(name);
+    const inBase = baseNames(h).includes(name);
+    if (enabled && !inBase) add.push(name);
+    if (!enabled && inBase) remove.push(name);
     next =
       add.length === 0 && remove.length === 0
         ? null
@@ -119,10 +152,29 @@ export async function setExtensionEnabled(
 /** The user tools a conversation selects, as an export carries them. */
 export async function exportedUserTools(h: AgentHarness, conversationId: ConversationId): Promise<Json[]> {
   const agent = await h.requireConversation(conversationId).agent();
-  const names = selectExtensions(h.extensions.snapshot(), agent)
+  const names = selectExtensions(h.extensions.snapshot(), agent, baseOption(h))
     .filter((e) => isUserExtension(e.name))
     .map((e) => e.name.slice(USER_EXTENSION_PREFIX.length));
   return userToolSources(h, names) as unknown as Json[];
+}
+
+/**
+ * Inside a commit: make a conversation's pi.agent select `names` (an exact list gains the missing
+ * ones at its end; otherwise they join `add` and leave `remove`).
+ */
+function selectIn(tx: Tx, conversationId: ConversationId, names: readonly string[]): void {
+  const agent = agentDoc.read(tx, conversationId);
+  const current = agent.extensions;
+  let next: string[] | { add?: string[]; remove?: string[] };
+  if (Array.isArray(current)) next = [...current, ...names.filter((n) => !current.includes(n))];
+  else {
+    const add = [...(current?.add ?? [])];
+    for (const n of names) if (!add.includes(n)) add.push(n);
+    const remove = (current?.remove ?? []).filter((n) => !names.includes(n));
+    next = { add, ...(remove.length ? { remove } : {}) };
+  }
+  if (JSON.stringify(next) === JSON.stringify(current)) return;
+  agentDoc.write(tx, conversationId, { ...agent, extensions: next });
 }
 
 /**
@@ -156,8 +208,9 @@ export async function importWithUserTools(
     }
   }
   const id = await importConversation(h, file, {
-    also: (tx) => {
-      addCarriedTools(tx, carried);
+    also: (tx, conversationId) => {
+      const names = addCarriedTools(tx, carried).map(userExtensionName);
+      if (names.length > 0) selectIn(tx, conversationId, names);
     },
   });
   syncUserTools(h);

@@ -5,11 +5,13 @@
  * not only in test pages' engines: a store a test page used must still open and finish its tasks.
  * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
  * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
- * probed at the worker script's own URL: a run that failed offline waits until that answers.
+ * probed at the worker script's own URL: a run that failed offline waits until that answers. The
+ * default extension selection leaves out the user tools that arrived by import (opt-in:
+ * `userToolSettings`).
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { createRegistry } from "../agent/extensions/registry.ts";
-import { installStoredUserTools } from "../agent/extensions/user-tools-store.ts";
+import { installStoredUserTools, userToolSettings } from "../agent/extensions/user-tools-store.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { demoModel, registerDemoProvider } from "../agent/models/demo-provider.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
@@ -28,8 +30,10 @@ export async function openAppHarness(
   registerDemoProvider();
   const extensions = createRegistry();
   extensions.install(builtinToolsExtension);
+  let opened: AgentHarness | undefined;
   const harness = await AgentHarness.open(store, {
     extensions,
+    settings: userToolSettings(() => opened),
     tasks: [tickerTask, noopTask],
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
     defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
@@ -40,6 +44,7 @@ export async function openAppHarness(
     paused: true,
   });
   await installStoredUserTools(harness);
+  opened = harness;
   harness.resume();
   applyStoredDemoSpeed(harness);
   return harness;

@@ -13,6 +13,7 @@
 import { searchConversationText } from "../agent/conversation/search.ts";
 import { exportConversation } from "../agent/conversation/transfer.ts";
 import { watchEvents } from "../agent/events/stream.ts";
+import { enableUserToolEverywhere } from "../agent/extensions/user-tools-store.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { storedApiKeyValues } from "../agent/models/keys.ts";
 import type { ModelRef } from "../agent/records.ts";
@@ -392,6 +393,10 @@ export class EngineHost implements EngineApi {
 
   async removeUserTool(name: string): Promise<void> {
     await deleteUserTool(await this.#h(), name);
+  }
+
+  async enableUserToolEverywhere(name: string): Promise<void> {
+    await enableUserToolEverywhere(await this.#h(), name);
   }
 
   async conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]> {

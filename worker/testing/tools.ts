@@ -30,10 +30,10 @@ export async function wasToolCallCutByCrash(committed: MemoryStore, callId: stri
 
 /**
  * A `ToolApi` for running a tool's `execute` outside an engine (unit tests of a tool alone): the
- * given members, and every harness-bound one (commits, conversations, nested calls, memos) rejecting.
+ * given members (the environment: `env`, else the workspace `fs`), and every harness-bound one (commits, conversations, nested calls, memos) rejecting.
  */
 export function detachedToolApi(
-  parts: Pick<ToolApi, "fs" | "output"> & Partial<Pick<ToolApi, "signal" | "toolCallId">>,
+  parts: Pick<ToolApi, "fs" | "output"> & Partial<Pick<ToolApi, "signal" | "toolCallId" | "env">>,
 ): ToolApi {
   const detached = () => Promise.reject(new Error("this tool api is not bound to an engine"));
   return {
@@ -42,6 +42,7 @@ export function detachedToolApi(
     taskId: 0,
     conversationId: 0,
     fs: parts.fs,
+    env: "env" in parts ? parts.env : { fs: parts.fs },
     output: parts.output,
     executeTool: detached,
     commit: detached,

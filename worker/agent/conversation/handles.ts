@@ -14,10 +14,20 @@ import type {
   TaskId,
 } from "../../core/types.ts";
 import { startCompaction } from "../compaction/task.ts";
+import type { ResolvedAgent } from "../extensions/types.ts";
 import type { AgentHarness } from "../harness.ts";
-import { type AgentState, agentDoc, DOC, inbox, type LiveState } from "../records.ts";
+import { type AgentState, agentDoc, DOC, inbox, type LiveState, type ModelRef } from "../records.ts";
 import { type ContextView, contextView } from "./context.ts";
 import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
+
+/** A conversation's agent as resolved now (`Conversation.resolvedAgent()`). */
+export interface ResolvedAgentView extends ResolvedAgent {
+  /** The stored pi.agent it was resolved from. */
+  readonly state: AgentState;
+  /** The model a request would use (pi.agent's, else the harness's default; absent: none). */
+  readonly model?: ModelRef;
+  readonly thinkingLevel: NonNullable<AgentState["thinkingLevel"]>;
+}
 
 export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
 
@@ -164,8 +174,27 @@ export class Conversation {
     return contextView(entries);
   }
 
+  /** The stored pi.agent (names only, absent as `{}`): what `configure` edits. Never writes. */
   async agent(): Promise<AgentState> {
     return agentDoc.view(await this.harness.docVersioned(this.id, DOC.agent));
+  }
+
+  /**
+   * What the conversation resolves to now, for UIs (spec §2.2 `Conversation.agent()`, §7.1): the
+   * stored pi.agent resolved against the current registry snapshot and settings (the selected
+   * extensions, tools, sections and hooks, as the next phase would take them), with the model and
+   * thinking level a request would use. Never writes.
+   */
+  async resolvedAgent(): Promise<ResolvedAgentView> {
+    const state = await this.agent();
+    const resolved = this.harness.services.agent(this.id, state);
+    const model = state.model ?? this.harness.services.defaultModel;
+    return {
+      ...resolved,
+      state,
+      ...(model ? { model } : {}),
+      thinkingLevel: state.thinkingLevel ?? "off",
+    };
   }
 
   /** Stored entries in id order (a fork's inherited ones first, through its entry). */

@@ -6,7 +6,7 @@
  * commit as a new top-level conversation, renumbering entry ids (heads and edits follow); a malformed
  * or foreign file is refused with an `ImportRefused` that says what is wrong. A file may also carry
  * the user tools its conversation selects (`userTools`, sources only): the caller checks and stores
- * them, in the import's commit (`also`).
+ * them, in the import's commit (`also`, which runs after the file's documents are written).
  */
 import type { Tx } from "../../core/define.ts";
 import { HarnessError, InvalidTransition, NotJson } from "../../core/errors.ts";
@@ -186,8 +186,8 @@ export async function importConversation(
   try {
     return await h.transaction((tx) => {
       const record = tx.createConversation({ kind: "ownerless" });
-      options.also?.(tx, record.id);
       for (const [name, value] of Object.entries(file.documents)) tx.writeDoc(record.id, name, value);
+      options.also?.(tx, record.id);
       const ids = new Map<EntryId, EntryId>();
       for (const e of file.entries) {
         // The new entry's id is the next one: a head naming the entry itself maps to it.

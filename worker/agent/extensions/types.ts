@@ -6,19 +6,17 @@
  */
 import type { AnyTaskDefinition } from "../../core/define.ts";
 import type { ConversationId, Json } from "../../core/types.ts";
+import type { ExecutionEnv } from "../env.ts";
 import type { AgentState } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
-import type { WorkspaceFs } from "../workspace/fs.ts";
 import type { AgentHooks, HookRegistration } from "./hooks.ts";
 
 /**
  * The environment a section renders in (spec §7.4 `PromptInput.env`): what the conversation's tools
- * reach. Ours is the engine's workspace file system (the spec's `ExecutionEnv` also has a shell and a
- * working directory, which the browser does not).
+ * reach, built for each preparation (see env.ts). The spec's `ExecutionEnv` also has a shell and a
+ * working directory, which the browser does not.
  */
-export interface PromptEnv {
-  readonly fs: WorkspaceFs;
-}
+export type PromptEnv = ExecutionEnv;
 
 /** What a section's renderer reads: the conversation, its resolved agent, the sections shown so far. */
 export interface PromptInput {

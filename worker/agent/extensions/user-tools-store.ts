@@ -6,13 +6,18 @@
  *   against every other installed extension's tools) and stores nothing when it is refused;
  * - each save of a name bumps its version by one; the registry then holds exactly the stored tools,
  *   each as `user:<name>` (a replacement keeps its install position: hot reload, spec §7.5);
- * - an import adds the tools it carries that the store lacks; a stored tool of the same name is
- *   never overwritten by a file.
+ * - an import adds the tools it carries that the store lacks, marked `imported`; a stored tool of the
+ *   same name is never overwritten by a file;
+ * - an imported tool is opt-in: the default selection's base (`defaultExtensionBase`, the engine's
+ *   settings.extensions) leaves it out, so only the conversations that name it in their pi.agent get
+ *   it, until the user enables it everywhere (`enableUserToolEverywhere` clears the mark); a save of
+ *   a new version keeps the mark.
  */
 import type { Tx } from "../../core/define.ts";
 import type { Json } from "../../core/types.ts";
 import type { AgentHarness } from "../harness.ts";
 import { SETTINGS_CONVERSATION } from "../models/keys.ts";
+import type { AgentSettings } from "../services.ts";
 import type { ExtensionRegistry } from "./registry.ts";
 import {
   checkUserToolBody,
@@ -64,7 +69,7 @@ export function syncUserTools(h: AgentHarness, registry: ExtensionRegistry = h.e
   return stored;
 }
 
-/** Load the stored tools into the registry (before the engine resumes its tasks). */
+/** Load the stored tools into the registry (before the engine resumes its tasks; `userToolSettings` reads them after). */
 export async function installStoredUserTools(h: AgentHarness): Promise<void> {
   await h.doc(SETTINGS_CONVERSATION, USER_TOOLS_DOC);
   syncUserTools(h);
@@ -105,6 +110,7 @@ export async function saveUserTool(h: AgentHarness, source: unknown): Promise<Us
       body: checked.body,
       version: (tools[at]?.version ?? 0) + 1,
       savedAt: tx.now(),
+      ...(tools[at]?.imported ? { imported: true as const } : {}),
     };
     if (at >= 0) tools[at] = record;
     else tools.push(record);
@@ -113,6 +119,49 @@ export async function saveUserTool(h: AgentHarness, source: unknown): Promise<Us
   });
   syncUserTools(h);
   return userToolStatuses(h).find((t) => t.name === saved.name) ?? saved;
+}
+
+/**
+ * The default selection's base (settings.extensions, spec §7.1) of an engine with user tools: every
+ * installed extension in install order but the imported tools not enabled everywhere.
+ */
+export function defaultExtensionBase(h: AgentHarness): string[] {
+  const optIn = new Set(
+    storedUserTools(h)
+      .filter((r) => r.imported)
+      .map((r) => userExtensionName(r.name)),
+  );
+  return h.extensions
+    .snapshot()
+    .installed()
+    .map((e) => e.name)
+    .filter((n) => !optIn.has(n));
+}
+
+/**
+ * The settings of an engine with user tools, read at each resolution: the default selection's base
+ * is `defaultExtensionBase` once `harness()` gives the harness with its stored tools installed
+ * (before, nothing resolves: the harness is opened paused).
+ */
+export function userToolSettings(harness: () => AgentHarness | undefined): () => AgentSettings {
+  return () => {
+    const h = harness();
+    return h ? { extensions: defaultExtensionBase(h) } : {};
+  };
+}
+
+/** Clear an imported tool's mark: every conversation that does not drop it gets it from now on. */
+export async function enableUserToolEverywhere(h: AgentHarness, name: string): Promise<void> {
+  if (typeof name !== "string") throw new TypeError("enableUserToolEverywhere needs a tool name");
+  await h.transaction((tx) => {
+    const tools = readStored((doc) => tx.readDoc(SETTINGS_CONVERSATION, doc));
+    const at = tools.findIndex((t) => t.name === name);
+    if (at < 0) throw new TypeError(`no user tool named ${JSON.stringify(name)} is stored`);
+    const { imported: _, ...trusted } = tools[at]!;
+    if (!tools[at]!.imported) return;
+    tools[at] = trusted;
+    tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools } as unknown as Json);
+  });
 }
 
 /** Remove a stored tool and uninstall it (conversations that select it simply stop getting it). */
@@ -149,17 +198,25 @@ export function checkCarriedTools(value: unknown): UserToolSource[] {
 }
 
 /**
- * Inside an import's commit: store the carried tools the store lacks (version 1); a stored tool of
- * the same name is kept. Returns the names added. Call `syncUserTools` after the commit.
+ * Inside an import's commit: store the carried tools the store lacks (version 1, marked `imported`:
+ * opt-in); a stored tool of the same name is kept. Returns the names whose stored code is now the
+ * carried code (added, or stored already with the same body): the ones the imported conversation
+ * may select. Call `syncUserTools` after the commit.
  */
 export function addCarriedTools(tx: Tx, carried: readonly UserToolSource[]): string[] {
   const tools = readStored((doc) => tx.readDoc(SETTINGS_CONVERSATION, doc));
-  const added: string[] = [];
+  const same: string[] = [];
+  let added = false;
   for (const source of carried) {
-    if (tools.some((t) => t.name === source.name)) continue;
-    tools.push({ ...source, version: 1, savedAt: tx.now() });
-    added.push(source.name);
+    const stored = tools.find((t) => t.name === source.name);
+    if (stored) {
+      if (stored.body === source.body) same.push(source.name);
+      continue;
+    }
+    tools.push({ ...source, version: 1, savedAt: tx.now(), imported: true });
+    same.push(source.name);
+    added = true;
   }
-  if (added.length > 0) tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools } as unknown as Json);
-  return added;
+  if (added) tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools } as unknown as Json);
+  return same;
 }

@@ -39,6 +39,11 @@ export interface UserToolSource {
 export interface UserToolRecord extends UserToolSource {
   readonly version: number;
   readonly savedAt: number;
+  /**
+   * Arrived with an imported conversation file and not yet enabled everywhere: opt-in, left out of
+   * the default selection (only the conversations that name it get it).
+   */
+  readonly imported?: true;
 }
 
 export const USER_EXTENSION_PREFIX = "user:";

@@ -17,6 +17,7 @@ import type {
 } from "../../core/types.ts";
 import { deriveSystem } from "../conversation/context.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
+import type { ExecutionEnv } from "../env.ts";
 import { planSystem, type RenderInput, renderSections, renderSectionsNow } from "../extensions/prompt.ts";
 import type { DeferredHandle } from "../models/resolver.ts";
 import {
@@ -200,10 +201,11 @@ function renderInput(
   services: AgentServices,
   c: ConversationId,
   entries: readonly EntryRecord[],
+  env: ExecutionEnv | undefined,
 ): RenderInput {
   return {
     conversationId: c,
-    env: { fs: services.fs },
+    env,
     shown: deriveSystem(entries).sections,
     read: (name) => services.core.docNow(c, name),
   };
@@ -211,7 +213,9 @@ function renderInput(
 
 /**
  * Render the conversation's sections off the line (spec §7.4: a section may be async), for the
- * committed pi.agent; `prepareRequest` takes the result when pi.agent is still the same then.
+ * committed pi.agent; `prepareRequest` takes the result when pi.agent is still the same then. The
+ * environment is built once for the renderers (when there are any); a builder's throw is reported
+ * and they render with none.
  */
 export async function renderPrompt(
   services: AgentServices,
@@ -220,9 +224,19 @@ export async function renderPrompt(
   signal: AbortSignal,
 ): Promise<RenderedPrompt> {
   const agent = services.readAgent(c);
+  const resolved = services.agent(c, agent);
+  let env: ExecutionEnv | undefined;
+  if (resolved.sections.length > 0) {
+    try {
+      env = await services.env(c, signal);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      services.report(error);
+    }
+  }
   const sections = await renderSections(
-    services.agent(c, agent),
-    renderInput(services, c, entries),
+    resolved,
+    renderInput(services, c, entries, env),
     agent.instructions,
     { report: services.report, signal },
   );
@@ -260,14 +274,16 @@ export function prepareRequest(
   const resolved = services.agent(c, agent);
   const desired = [...resolved.tools.keys()];
   let sections: Readonly<Record<string, string>> | undefined;
-  if (!rendered)
-    sections = renderSectionsNow(
-      resolved,
-      renderInput(services, c, entries),
-      agent.instructions,
-      services.report,
-    );
-  else if (JSON.stringify(rendered.agent) === JSON.stringify(agent)) sections = rendered.sections;
+  if (!rendered) {
+    // A built environment is made off the commit line: sections that need one render in `prepare`.
+    if (!(services.envBuilder && resolved.sections.length > 0))
+      sections = renderSectionsNow(
+        resolved,
+        renderInput(services, c, entries, services.envBuilder ? undefined : { fs: services.fs }),
+        agent.instructions,
+        services.report,
+      );
+  } else if (JSON.stringify(rendered.agent) === JSON.stringify(agent)) sections = rendered.sections;
   if (!sections) return { status: "render" };
   const added = desired.filter((t) => !replayed.tools.includes(t));
   const removed = replayed.tools.filter((t) => !desired.includes(t));

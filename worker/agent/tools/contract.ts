@@ -8,6 +8,7 @@ import type { ImageContent, TextContent, Tool, Usage } from "@mariozechner/pi-ai
 import type { Static, TSchema } from "typebox";
 import type { AnyTaskDefinition, Tx } from "../../core/define.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../../core/types.ts";
+import type { ExecutionEnv } from "../env.ts";
 import type { WorkspaceFs } from "../workspace/fs.ts";
 import { utf8Length } from "../workspace/fs.ts";
 
@@ -93,7 +94,13 @@ export interface ToolApi {
   memo<T extends Json>(name: string, candidate: T | ((tx: Tx) => T)): Promise<T>;
   /** A task definition the harness holds, by name (to create its tasks in `commit`). */
   taskDefinition(name: string): AnyTaskDefinition | undefined;
+  /** The harness's workspace (`fs`), whatever this conversation's environment is. */
   readonly fs: WorkspaceFs;
+  /**
+   * This conversation's environment, built for this execution (spec §7.3; the harness's `env`
+   * builder, else the workspace); undefined when it has none. The built-in file tools use it.
+   */
+  readonly env: ExecutionEnv | undefined;
   /** Streamed partial output; the engine throttles and persists it. */
   output(chunk: string): void;
   /**

@@ -14,6 +14,7 @@ import { defineTask, type TaskDefinition, type TaskRuntime, type Tx } from "../.
 import { errorMessage } from "../../core/errors.ts";
 import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
+import type { ExecutionEnv } from "../env.ts";
 import { hookApi } from "../extensions/hooks.ts";
 import { piAi } from "../models/pi-ai.ts";
 import { agentDoc, DOC, type LiveState, modelMessages } from "../records.ts";
@@ -354,6 +355,16 @@ export function createToolTask(services: AgentServices) {
     });
     let position = 0;
     let ended = false;
+    // Built per execution, off the line (a rerun after recovery builds it again); a throw is the
+    // call's ordinary error result.
+    let env: ExecutionEnv | undefined;
+    let envFailed: { error: unknown } | undefined;
+    try {
+      env = await services.env(c, signal);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      envFailed = { error };
+    }
     const binding: Binding = { services, runtime, signal, ended: () => ended };
     const api: ToolApi = {
       signal,
@@ -361,6 +372,7 @@ export function createToolTask(services: AgentServices) {
       taskId: task.id,
       conversationId: c,
       fs: services.fs,
+      env,
       output: (chunk) => output.append(chunk),
       commit: (change) => toolCommit(binding, change),
       conversation: (id) => toolConversation(binding, id),
@@ -408,6 +420,7 @@ export function createToolTask(services: AgentServices) {
     let fromOutput = false;
     const started = performance.now();
     try {
+      if (envFailed) throw envFailed.error;
       result = await tool.execute(args as never, api);
     } catch (error) {
       ended = true;

@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { envFs } from "../../env.ts";
 import { FsError, normalizePath, pathQueueFor } from "../../workspace/fs.ts";
 import { defineTool, errorResult, textResult } from "../contract.ts";
 
@@ -28,11 +29,12 @@ export function createEditTool() {
     parameters,
     replay: "unsafe",
     async execute(args, api) {
+      const fs = envFs(api.env);
       if (args.oldText === "") return errorResult("oldText must not be empty");
       try {
         const path = normalizePath(args.path);
-        return await pathQueueFor(api.fs)(path, async () => {
-          const before = await api.fs.read(path);
+        return await pathQueueFor(fs)(path, async () => {
+          const before = await fs.read(path);
           const found = occurrences(before, args.oldText);
           if (found.length === 0) {
             return errorResult(`oldText was not found in ${path}; read the file and copy the text exactly`);
@@ -44,7 +46,7 @@ export function createEditTool() {
           }
           const index = found[0]!;
           api.signal.throwIfAborted();
-          await api.fs.write(
+          await fs.write(
             path,
             before.slice(0, index) + args.newText + before.slice(index + args.oldText.length),
           );

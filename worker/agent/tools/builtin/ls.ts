@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { envFs } from "../../env.ts";
 import { FsError } from "../../workspace/fs.ts";
 import { capOutput, defineTool, errorResult, textResult } from "../contract.ts";
 
@@ -16,9 +17,10 @@ export function createLsTool() {
     parameters,
     replay: "safe",
     async execute(args, api) {
+      const fs = envFs(api.env);
       const path = args.path ?? ".";
       try {
-        const entries = await api.fs.list(path);
+        const entries = await fs.list(path);
         if (entries.length === 0) return textResult("(empty directory)", { path, entries: [] });
         const lines = entries.map((e) => (e.kind === "dir" ? `${e.name}/` : `${e.name} (${e.size} bytes)`));
         const { text } = capOutput(lines.join("\n"));

@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { envFs } from "../../env.ts";
 import { FsError } from "../../workspace/fs.ts";
 import { capHead, defineTool, errorResult, textResult } from "../contract.ts";
 
@@ -21,9 +22,10 @@ export function createReadTool() {
     parameters,
     replay: "safe",
     async execute(args, api) {
+      const fs = envFs(api.env);
       let text: string;
       try {
-        text = await api.fs.read(args.path);
+        text = await fs.read(args.path);
       } catch (error) {
         if (error instanceof FsError) {
           if (error.code === "not_found") return errorResult(`File not found: ${error.path}`);

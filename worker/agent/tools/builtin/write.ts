@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { envFs } from "../../env.ts";
 import { FsError, normalizePath, pathQueueFor, utf8Length } from "../../workspace/fs.ts";
 import { defineTool, errorResult, textResult } from "../contract.ts";
 
@@ -20,11 +21,12 @@ export function createWriteTool() {
     parameters,
     replay: "safe",
     async execute(args, api) {
+      const fs = envFs(api.env);
       try {
         const path = normalizePath(args.path);
-        await pathQueueFor(api.fs)(path, async () => {
+        await pathQueueFor(fs)(path, async () => {
           api.signal.throwIfAborted();
-          await api.fs.write(path, args.content);
+          await fs.write(path, args.content);
         });
         const bytes = utf8Length(args.content);
         return textResult(`Wrote ${bytes} bytes to ${path}`, { path, bytes });
