@@ -79,7 +79,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -388,6 +388,40 @@ export interface EngineApi {
   usage(): Promise<UsageState>;
   /** One conversation's own usage and its subagents' share (the conversations its tasks own), each once. */
   conversationUsage(conversationId: ConversationId): Promise<UsageRollup>;
+  /**
+   * Offer this tab's script workers to the engine (a SharedWorker cannot start workers in Chromium):
+   * the engine asks `offer` (a Comlink proxy) to start one when a codemode script needs it and talks
+   * to it over the port it gets back. The offer ends when the tab goes away; an engine that starts
+   * its own workers ignores it.
+   */
+  offerScriptWorkers(tabId: string, offer: ScriptWorkerOffer): Promise<void>;
+}
+
+/** A tab's script workers as the engine reaches them (worker/host/tab-script-workers.ts). */
+export interface ScriptWorkerOffer {
+  /** Start a script worker; resolves once it serves scripts on `port` (transferred to the engine). */
+  start(): Promise<{ id: number; port: MessagePort }>;
+  /** Stop worker `id` at once, whatever it runs (an unknown id is ignored). */
+  terminate(id: number): Promise<void>;
+  /** Answers at once while the tab lives (asked when a worker falls silent). */
+  ping(): Promise<true>;
+}
+
+/** What `debug.runScript` saw: the outcome, how long it took, the engine thread's longest stall. */
+export interface ScriptProbe {
+  /** The value as JSON, or the error's class name. */
+  readonly outcome: string;
+  readonly ms: number;
+  readonly maxStallMs: number;
+}
+
+/** The tabs offering script workers to this engine, and how its lost workers were noticed. */
+export interface ScriptWorkerStats {
+  readonly tabs: readonly { tabId: string; workers: number; busy: number; failed: boolean }[];
+  /** Workers started in tabs so far. */
+  readonly started: number;
+  /** Lost workers by what noticed first: the tab's lock, the port's close event, a failed ping or start. */
+  readonly lost: Readonly<Record<"lock" | "close" | "ping" | "start", number>>;
 }
 
 export interface EngineTimeline {
@@ -461,6 +495,19 @@ export interface DebugApi {
    * e2e. Resolves with its id once committed.
    */
   seedChat(options: { entries: number }): Promise<ConversationId>;
+  /**
+   * Run `code` in the codemode sandbox from this engine (no tools; default limits but those given),
+   * in a script worker when one can be had, in the engine's thread with `inThread`; the engine's
+   * thread stall is sampled meanwhile.
+   */
+  runScript(request: {
+    code: string;
+    sliceMs?: number;
+    cpuMs?: number;
+    inThread?: boolean;
+  }): Promise<ScriptProbe>;
+  /** The tabs offering script workers (worker/host/tab-script-workers.ts). */
+  scriptWorkers(): Promise<ScriptWorkerStats>;
 }
 
 /** Engines of one store talk over BroadcastChannel to hand the store over. */

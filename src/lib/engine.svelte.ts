@@ -2,7 +2,8 @@
  * The tab's engine client: connects to the SharedWorker engine (or, where SharedWorker is missing or
  * `?engine=dedicated` is set, runs the engine in a dedicated worker when this tab may own the store),
  * holds the tab's own Web Lock so the engine learns when the tab is gone, and keeps the engine's
- * status as reactive state. Everything the tab knows about the engine arrives through protocol.ts.
+ * status as reactive state, and offers the SharedWorker engine this tab's script workers
+ * (script-worker-offer.ts). Everything the tab knows about the engine arrives through protocol.ts.
  */
 import * as Comlink from "comlink";
 import {
@@ -19,6 +20,7 @@ import {
   tabLockName,
   type WatchFrame,
 } from "../../worker/protocol.ts";
+import { scriptWorkerOffer } from "./script-worker-offer.ts";
 
 export type HostMode = "shared" | "dedicated" | "elsewhere";
 
@@ -176,6 +178,9 @@ export class EngineClient {
       return;
     }
     this.status = hello.status;
+    // The SharedWorker engine cannot start script workers: it runs codemode scripts in ours.
+    if (this.mode === "shared" && typeof Worker === "function")
+      void api.offerScriptWorkers(this.tabId, Comlink.proxy(scriptWorkerOffer())).catch(() => undefined);
     // The list is live from here on; the engine answers once it is ready (not awaited: status first).
     void api.watchConversations(
       this.tabId,

@@ -5,7 +5,8 @@
  * got its journaled results back and finished.
  * In the dedicated-worker engine (`?engine=dedicated`), which can start workers, the script runs in
  * a script worker the engine starts (a nested dedicated Worker); the SharedWorker engine cannot start
- * one in Chromium and runs scripts in its own thread (docs/ARCHITECTURE.md, code mode).
+ * one in Chromium and runs scripts in workers its tabs start (codemode-tabs.test.ts;
+ * docs/ARCHITECTURE.md, code mode).
  */
 import { expect, test } from "vitest";
 import { appSuite, appUrl, lastAnswer, say, settled, uniqueStore, waitPhase } from "./page.ts";

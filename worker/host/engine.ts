@@ -5,7 +5,8 @@
  *   refuses with "reload";
  * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches
  *   and status listeners are dropped;
- * - when the harness stops (handover, fatal error) every watch ends ("closed").
+ * - when the harness stops (handover, fatal error) every watch ends ("closed");
+ * - a tab's offer of script workers (tab-script-workers.ts) ends with the tab.
  * Store ownership and handover live in owner.ts, the start (owner first, this module loaded meanwhile)
  * in boot.ts, the agent's configuration in app-harness.ts, the test endpoints in test-endpoints.ts.
  */
@@ -38,6 +39,7 @@ import {
   type ModelChoice,
   PROTOCOL_VERSION,
   protocolMismatch,
+  type ScriptWorkerOffer,
   type SubmitRequest,
   tabLockName,
   type UsageRollup,
@@ -61,6 +63,7 @@ import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./app-setting
 import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import type { StoreOwner } from "./owner.ts";
 import type { HostPlatform } from "./platform.ts";
+import { type TabOffer, tabScriptWorkers } from "./tab-script-workers.ts";
 
 /** The documents an export carries: the agent's settings, its usage, the title. */
 const EXPORTED_DOCS = ["pi.agent", "pi.usage", TITLE_DOC] as const;
@@ -158,6 +161,7 @@ export class EngineHost implements EngineApi {
 
   #dropTab(tabId: string): void {
     this.#tabs.delete(tabId);
+    tabScriptWorkers.drop(tabId);
     this.#statusListeners.delete(tabId);
     for (const [id, w] of this.#watches) {
       if (w.tabId !== tabId) continue;
@@ -181,6 +185,11 @@ export class EngineHost implements EngineApi {
     const h = await this.#h();
     if (this.#list?.harness !== h) this.#list = { harness: h, list: ConversationList.open(h) };
     return this.#list.list;
+  }
+
+  async offerScriptWorkers(tabId: string, offer: ScriptWorkerOffer): Promise<void> {
+    // Only a tab that said hello: its lock tells when the offer ends.
+    if (this.#tabs.has(tabId)) tabScriptWorkers.offer(tabId, offer as unknown as TabOffer);
   }
 
   async onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void> {

@@ -3,9 +3,11 @@
  * engine's own worker, so codemode scripts run off the engine's thread (worker/sandbox/workers.ts).
  * Only where the engine's worker can start one: Chromium exposes no `Worker` in a SharedWorker
  * (measured with Chromium 156: `typeof Worker` is "undefined" there), so the SharedWorker engine
- * keeps running scripts in its own thread; the dedicated-worker engine starts them.
+ * runs scripts in workers its tabs start and hand over (tab-script-workers.ts), and in its own thread
+ * while no tab offers one; the dedicated-worker engine starts them itself.
  */
 import { type ScriptWorkerSpawner, setScriptWorkers } from "../sandbox/workers.ts";
+import { tabScriptWorkers } from "./tab-script-workers.ts";
 
 /** The spawner, or undefined where this worker cannot start workers. */
 export function browserScriptWorkers(): ScriptWorkerSpawner | undefined {
@@ -29,7 +31,9 @@ export function browserScriptWorkers(): ScriptWorkerSpawner | undefined {
   };
 }
 
-/** Run scripts in script workers when this worker can start them (else in its own thread). */
+/** Run scripts in script workers this worker starts, else in ones its tabs offer, else in its own thread. */
 export function installBrowserScriptWorkers(): void {
-  setScriptWorkers(browserScriptWorkers());
+  const own = browserScriptWorkers();
+  if (own) setScriptWorkers(own);
+  else setScriptWorkers(tabScriptWorkers.spawn, { available: tabScriptWorkers.available });
 }

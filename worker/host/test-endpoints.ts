@@ -19,8 +19,11 @@ import {
   type TickerStatus,
   tickEntry,
 } from "../protocol.ts";
+import { runScriptInThread } from "../sandbox/in-thread.ts";
+import { DEFAULT_SANDBOX_LIMITS, runScript, type ScriptHost } from "../sandbox/run.ts";
 import { runBrowserBench } from "./bench.ts";
 import { type EngineHost, engineInternals } from "./engine.ts";
+import { tabScriptWorkers } from "./tab-script-workers.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
 
 export function withTestEndpoints(host: EngineHost): EngineHost & { readonly debug: DebugApi } {
@@ -111,6 +114,43 @@ function testEndpoints(host: EngineHost): DebugApi {
     },
 
     bench: (options) => runBrowserBench(engine.platform, options),
+
+    async runScript(request) {
+      const limits = {
+        ...DEFAULT_SANDBOX_LIMITS,
+        ...(request.sliceMs === undefined ? {} : { sliceMs: request.sliceMs }),
+        ...(request.cpuMs === undefined ? {} : { cpuMs: request.cpuMs }),
+      };
+      const host: ScriptHost = {
+        start: Date.now(),
+        seed: 1,
+        functions: [],
+        call: async () => ({ isError: true, text: "no tools here" }),
+        print: () => undefined,
+      };
+      // The engine thread's longest stall: the widest gap between two 10 ms timer callbacks.
+      let last = performance.now();
+      let maxStallMs = 0;
+      const sampler = setInterval(() => {
+        const now = performance.now();
+        maxStallMs = Math.max(maxStallMs, now - last);
+        last = now;
+      }, 10);
+      const started = performance.now();
+      let outcome: string;
+      try {
+        const run = await (request.inThread ? runScriptInThread : runScript)(request.code, host, limits);
+        outcome = JSON.stringify(run.value) ?? "undefined";
+      } catch (error) {
+        outcome = error instanceof Error ? error.name : String(error);
+      }
+      const ms = performance.now() - started;
+      clearInterval(sampler);
+      maxStallMs = Math.max(maxStallMs, performance.now() - last);
+      return { outcome, ms, maxStallMs };
+    },
+
+    scriptWorkers: async () => tabScriptWorkers.stats(),
 
     async seedChat(options) {
       const h = await engine.harness();

@@ -2,7 +2,8 @@
  * The sandbox's errors. Each limit has its own class (all `SandboxLimitError`s) so that a caller can
  * tell which bound stopped a script; `ScriptError` is the script's own uncaught throw, and
  * `ReplayDiverged` a rerun that does not match what the first run recorded. Messages are meant for
- * the model: they say what happened and which limit applied.
+ * the model: they say what happened and which limit applied. `ScriptWorkerLost` is no error of the
+ * script's: its worker went away, and the run is retried elsewhere (run.ts).
  */
 
 export type SandboxLimit = "slice" | "cpu" | "memory" | "stack" | "output" | "calls";
@@ -77,5 +78,16 @@ export class ReplayDiverged extends Error {
   constructor(readonly difference: string) {
     super(`replay diverged: ${difference}`);
     this.name = "ReplayDiverged";
+  }
+}
+
+/**
+ * The script's worker went away under it for a reason of the platform's, not the script's: the tab
+ * hosting it closed, or stopped answering. Never a limit: the script reruns elsewhere (run.ts).
+ */
+export class ScriptWorkerLost extends Error {
+  constructor(readonly reason: string) {
+    super(`the script's worker was lost: ${reason}`);
+    this.name = "ScriptWorkerLost";
   }
 }

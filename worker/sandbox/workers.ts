@@ -13,9 +13,13 @@
  *   failure terminates the worker and the run rejects with it, as in the engine's thread.
  * - Workers are pooled: one that ended its script (with a value or the script's own error or limit)
  *   goes back to the pool; one that was terminated is replaced by a fresh one started in the background.
+ * - A worker hosted by someone else (a tab's worker handed to the SharedWorker engine) may go away
+ *   under its script: the platform reports that as `ScriptWorkerLost` (never a limit), and when the
+ *   watchdog fires it first asks the port whether its host still answers (`alive`): a silent host
+ *   means the worker was lost, not that the script overran. run.ts reruns a lost script elsewhere.
  * Invariant: every run settles exactly once, and its worker is then either idle in the pool or gone.
  */
-import { CpuSliceExceeded } from "./errors.ts";
+import { CpuSliceExceeded, ScriptWorkerLost } from "./errors.ts";
 import { decodeError, type FromScriptWorker, type ToScriptWorker } from "./messages.ts";
 import type { SandboxLimits, ScriptHost, ScriptRun } from "./types.ts";
 
@@ -26,11 +30,21 @@ export interface ScriptWorkerPort {
   listen(onMessage: (message: FromScriptWorker) => void, onError: (error: Error) => void): void;
   /** A busy worker keeps its process alive, an idle one does not (Node's ref/unref; optional). */
   hold?(busy: boolean): void;
+  /**
+   * Whether the worker's host still answers (asked when the watchdog fires; optional: a worker the
+   * engine started itself is never lost that way). False makes the run fail with ScriptWorkerLost.
+   */
+  alive?(): Promise<boolean>;
   terminate(): void;
 }
 
 /** Starts a script worker. */
 export type ScriptWorkerSpawner = () => ScriptWorkerPort;
+
+export interface ScriptWorkerOptions {
+  /** Whether a worker can be started now (default: always); else scripts run in the calling thread. */
+  readonly available?: () => boolean;
+}
 
 /** How long past its slice a stretch may run before the engine terminates its worker. */
 export const WATCHDOG_GRACE_MS = 1000;
@@ -45,18 +59,28 @@ interface PooledWorker {
 }
 
 let spawner: ScriptWorkerSpawner | undefined;
+let available: () => boolean = () => true;
 const idle: PooledWorker[] = [];
 let started = 0;
 
 /** Install (or remove, with undefined) the platform's script workers; idle ones are dropped. */
-export function setScriptWorkers(next: ScriptWorkerSpawner | undefined): void {
+export function setScriptWorkers(
+  next: ScriptWorkerSpawner | undefined,
+  options: ScriptWorkerOptions = {},
+): void {
   spawner = next;
+  available = options.available ?? (() => true);
   for (const worker of idle.splice(0)) worker.port.terminate();
 }
 
 /** Whether scripts run in workers (else in the calling thread). */
 export function scriptWorkersInstalled(): boolean {
   return spawner !== undefined;
+}
+
+/** Whether the next script can run in a worker now: installed, and a worker can be started or is idle. */
+export function scriptWorkersAvailable(): boolean {
+  return spawner !== undefined && (idle.some((worker) => !worker.dead) || available());
 }
 
 /** How many script workers were started so far (a test sees a runaway's worker replaced). */
@@ -84,7 +108,10 @@ function spawn(start: ScriptWorkerSpawner): PooledWorker {
 function lease(start: ScriptWorkerSpawner): PooledWorker {
   for (;;) {
     const worker = idle.pop();
-    if (!worker) return spawn(start);
+    if (!worker) {
+      if (!available()) throw new ScriptWorkerLost("no host can start a script worker");
+      return spawn(start);
+    }
     if (!worker.dead) return worker;
   }
 }
@@ -103,7 +130,7 @@ function discard(worker: PooledWorker): void {
   worker.dead = true;
   worker.port.terminate();
   // The replacement starts now, so the next script does not wait for it.
-  if (spawner && idle.length === 0) idle.push(spawn(spawner));
+  if (spawner && idle.length === 0 && available()) idle.push(spawn(spawner));
 }
 
 /** Run `code` in a script worker (one must be installed) under `limits`. */
@@ -112,7 +139,12 @@ export function runScriptInWorker(code: string, host: ScriptHost, limits: Sandbo
   if (!start) return Promise.reject(new Error("no script workers are installed"));
   const signal = host.signal;
   if (signal?.aborted) return Promise.reject(signal.reason);
-  const worker = lease(start);
+  let worker: PooledWorker;
+  try {
+    worker = lease(start);
+  } catch (error) {
+    return Promise.reject(error);
+  }
   worker.port.hold?.(true);
   return new Promise<ScriptRun>((resolve, reject) => {
     let settled = false;
@@ -134,10 +166,21 @@ export function runScriptInWorker(code: string, host: ScriptHost, limits: Sandbo
     const heard = () => {
       lastWord = performance.now();
     };
+    /** Set while the watchdog asks whether the worker's host still answers. */
+    let asking = false;
     const watchdog = setInterval(
       () => {
-        if (running && performance.now() - lastWord > limits.sliceMs + WATCHDOG_GRACE_MS)
-          fail(new CpuSliceExceeded(limits.sliceMs));
+        if (asking || !running || performance.now() - lastWord <= limits.sliceMs + WATCHDOG_GRACE_MS) return;
+        const alive = worker.port.alive;
+        if (!alive) return fail(new CpuSliceExceeded(limits.sliceMs));
+        asking = true;
+        void alive.call(worker.port).then(
+          (yes) =>
+            fail(
+              yes ? new CpuSliceExceeded(limits.sliceMs) : new ScriptWorkerLost("its host stopped answering"),
+            ),
+          () => fail(new ScriptWorkerLost("its host stopped answering")),
+        );
       },
       Math.max(10, limits.sliceMs / 4),
     );
