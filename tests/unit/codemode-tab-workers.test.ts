@@ -242,3 +242,27 @@ test("a silent worker whose tab still answers is a runaway: CpuSliceExceeded, as
   ).rejects.toMatchObject({ name: "CpuSliceExceeded", sliceMs: LIMITS.sliceMs });
   expect(tabs.stats().lost).toEqual({ lock: 0, close: 0, ping: 0, start: 0 });
 });
+
+test("a worker that never starts its script is lost after the start bound: the script reruns, at last in the engine's thread", async () => {
+  // Workers that take every message and never answer: a worker that died silently under a live tab.
+  let given = 0;
+  setScriptWorkers(
+    () => ({
+      post: (message) => {
+        if (message.type === "run") given++;
+      },
+      listen: () => undefined,
+      terminate: () => undefined,
+    }),
+    { startTimeoutMs: 100 },
+  );
+  const { host, release, asked, printed } = slowSecondCall();
+  release.resolve();
+  const run = await runScript(SCRIPT, host, LIMITS);
+  expect(run.value).toBe(3);
+  // Three workers were given the script and given up on (run.ts tries three before the thread);
+  // the thread ran it, each call made once.
+  expect(given).toBe(3);
+  expect(asked).toEqual([0, 1]);
+  expect(printed.join("")).toBe("one\ntwo\n");
+});

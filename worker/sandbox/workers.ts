@@ -17,6 +17,9 @@
  *   under its script: the platform reports that as `ScriptWorkerLost` (never a limit), and when the
  *   watchdog fires it first asks the port whether its host still answers (`alive`): a silent host
  *   means the worker was lost, not that the script overran. run.ts reruns a lost script elsewhere.
+ * - A worker that never reports that its script started (it died silently, or never loaded) within
+ *   `startTimeoutMs` is lost too: without that bound the watchdog, which arms at `started`, would
+ *   never fire and the run would wait forever.
  * Invariant: every run settles exactly once, and its worker is then either idle in the pool or gone.
  */
 import { CpuSliceExceeded, ScriptWorkerLost } from "./errors.ts";
@@ -44,7 +47,11 @@ export type ScriptWorkerSpawner = () => ScriptWorkerPort;
 export interface ScriptWorkerOptions {
   /** Whether a worker can be started now (default: always); else scripts run in the calling thread. */
   readonly available?: () => boolean;
+  /** How long a worker may take to start a script before it counts as lost (default 30 s). */
+  readonly startTimeoutMs?: number;
 }
+
+const DEFAULT_START_TIMEOUT_MS = 30_000;
 
 /** How long past its slice a stretch may run before the engine terminates its worker. */
 export const WATCHDOG_GRACE_MS = 1000;
@@ -60,6 +67,7 @@ interface PooledWorker {
 
 let spawner: ScriptWorkerSpawner | undefined;
 let available: () => boolean = () => true;
+let startTimeoutMs = DEFAULT_START_TIMEOUT_MS;
 const idle: PooledWorker[] = [];
 let started = 0;
 
@@ -70,6 +78,7 @@ export function setScriptWorkers(
 ): void {
   spawner = next;
   available = options.available ?? (() => true);
+  startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   for (const worker of idle.splice(0)) worker.port.terminate();
 }
 
@@ -150,6 +159,9 @@ export function runScriptInWorker(code: string, host: ScriptHost, limits: Sandbo
     let settled = false;
     /** Whether the script is running (not waiting for an answer), and since when it last said so. */
     let running = false;
+    /** Whether the worker said its script started; until then the start bound applies. */
+    let begun = false;
+    const dispatched = performance.now();
     let lastWord = 0;
     let answers = 0;
     const settle = (outcome: () => void, options: { keep: boolean }) => {
@@ -170,6 +182,8 @@ export function runScriptInWorker(code: string, host: ScriptHost, limits: Sandbo
     let asking = false;
     const watchdog = setInterval(
       () => {
+        if (!begun && performance.now() - dispatched > startTimeoutMs)
+          return fail(new ScriptWorkerLost("it never started the script"));
         if (asking || !running || performance.now() - lastWord <= limits.sliceMs + WATCHDOG_GRACE_MS) return;
         const alive = worker.port.alive;
         if (!alive) return fail(new CpuSliceExceeded(limits.sliceMs));
@@ -189,6 +203,7 @@ export function runScriptInWorker(code: string, host: ScriptHost, limits: Sandbo
       if (settled) return;
       switch (message.type) {
         case "started":
+          begun = true;
           running = true;
           heard();
           return;
