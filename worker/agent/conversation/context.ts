@@ -1,7 +1,8 @@
 /**
  * The model context derived from entries (the specification's §2.1): the active range starts at the
  * newest head marker; within it the newest edit per target omits or replaces that entry's messages;
- * system entries set the prompt sections and the offered tools; failed and aborted answers are left out; tool results move directly after their call, in call order; a call
+ * system entries set the prompt sections and the offered tools (an omitted one sets nothing: a head
+ * rebaseline omits the retained ones it restates, spec §7.4); failed and aborted answers are left out; tool results move directly after their call, in call order; a call
  * left unanswered gets a synthetic error result; a result without its call is dropped.
  *
  * A run derives its context every round from a list that only grew: the derivation of the previous
@@ -40,9 +41,14 @@ export function activeRange(entries: readonly EntryRecord[]): EntryRecord[] {
   return entries.slice(start);
 }
 
-/** Apply one pi.system entry to the replayed prompt sections and tool list. */
-function applySystem(entry: EntryRecord, sections: Record<string, string | null>, tools: string[]): void {
-  for (const m of modelMessages(entry) as unknown as SystemRecord[]) {
+/** Apply one pi.system entry's contribution to the replayed prompt sections and tool list. */
+function applySystem(
+  messages: readonly Message[],
+  sections: Record<string, string | null>,
+  tools: string[],
+): void {
+  for (const m of messages as unknown as SystemRecord[]) {
+    if (m.role !== "system") continue;
     for (const [name, text] of Object.entries(m.sections ?? {})) {
       if (text === null) delete sections[name];
       else sections[name] = text;
@@ -59,6 +65,20 @@ function applySystem(entry: EntryRecord, sections: Record<string, string | null>
 export function deriveSystem(entries: readonly EntryRecord[]): Pick<DerivedContext, "sections" | "tools"> {
   const d = derive(entries);
   return { sections: { ...d.sections }, tools: d.tools.slice() };
+}
+
+/**
+ * The retained pi.system entries a head rebaseline omits (spec §7.4), in order, when the next
+ * preparation must write one: the active context starts at a head marker and no pi.system entry was
+ * appended after that marker. Undefined otherwise (no head, or a baseline already follows it).
+ */
+export function headRebaseline(entries: readonly EntryRecord[]): EntryId[] | undefined {
+  const d = derive(entries);
+  const marker = d.head;
+  if (marker === undefined) return undefined;
+  const systems = d.entries.filter((e) => e.kind === ENTRY.system);
+  if (systems.some((e) => e.id > marker.id)) return undefined;
+  return systems.map((e) => e.id);
 }
 
 /** The newest edit per target among `range`'s entries (transcript order: a later edit wins). */
@@ -88,10 +108,10 @@ export interface ContextView extends DerivedContext {
 
 /** An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). */
 function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undefined): Message[] {
-  if (entry.kind === ENTRY.system) return modelMessages(entry);
   const edit = edits?.get(entry.id);
   if (edit?.action === "omit") return [];
   const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
+  if (entry.kind === ENTRY.system) return own;
   return own.filter(
     (m) => !(m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")),
   );
@@ -133,7 +153,7 @@ function deriveFromScratch(all: readonly EntryRecord[]): Derived {
   const contributions = entries.map((entry) => contribution(entry, edits));
   const flat: Message[] = [];
   entries.forEach((entry, i) => {
-    if (entry.kind === ENTRY.system) applySystem(entry, sections, tools);
+    if (entry.kind === ENTRY.system) applySystem(contributions[i]!, sections, tools);
     else flat.push(...contributions[i]!);
   });
   const head = entries[0]?.head !== undefined ? entries[0] : undefined;

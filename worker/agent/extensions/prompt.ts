@@ -7,9 +7,14 @@
  * - a change of values in the same order is one minimal patch (changed values, null removals);
  * - a change of order is two entries: the first removes every shown section, the second adds every
  *   desired section in order (replay appends a re-added section at the end);
- * - tool changes ride on the last planned entry, or have one of their own.
+ * - tool changes ride on the last planned entry, or have one of their own;
+ * - a head rebaseline (the active context starts at a head marker with no pi.system entry after it)
+ *   takes precedence: one entry, written even when it restates the replayed values, whose message is
+ *   a complete baseline (every desired section in order, every desired tool) and whose edits omit
+ *   every retained pi.system entry; only when there is nothing to omit and nothing to state is
+ *   nothing planned.
  */
-import type { ConversationId, Json } from "../../core/types.ts";
+import type { ConversationId, EntryEdit, EntryId, Json } from "../../core/types.ts";
 import type { SystemRecord } from "../records.ts";
 import type { PromptEnv, PromptSection, ResolvedAgent } from "./types.ts";
 
@@ -113,12 +118,36 @@ function place(
 
 type Planned = Pick<SystemRecord, "sections" | "toolsAdded" | "toolsRemoved">;
 
-/** The system messages (without role and timestamp) that bring `shown` to `desired`. */
+/** One planned pi.system entry: its message (without role and timestamp) and its context edits. */
+export interface PlannedSystem {
+  readonly message: Planned;
+  readonly edits?: EntryEdit[];
+}
+
+/** The offered tools: what the transcript replays and what the agent desires, in order. */
+export interface PlannedTools {
+  readonly shown: readonly string[];
+  readonly desired: readonly string[];
+}
+
+export interface PlanOptions {
+  /**
+   * The retained pi.system entries to omit when the active context starts at a head marker with no
+   * pi.system entry after it (`headRebaseline`); undefined plans ordinary deltas.
+   */
+  readonly rebaseline?: readonly EntryId[] | undefined;
+}
+
+/** The pi.system entries that bring `shown` to `desired`. */
 export function planSystem(
   shown: Readonly<Record<string, string | null>>,
   desired: Readonly<Record<string, string>>,
-  tools: { readonly added: readonly string[]; readonly removed: readonly string[] },
-): Planned[] {
+  tools: PlannedTools,
+  options: PlanOptions = {},
+): PlannedSystem[] {
+  if (options.rebaseline) return planRebaseline(desired, tools.desired, options.rebaseline);
+  const added = tools.desired.filter((t) => !tools.shown.includes(t));
+  const removed = tools.shown.filter((t) => !tools.desired.includes(t));
   const shownKeys = Object.keys(shown).filter((k) => shown[k] !== null);
   const desiredKeys = Object.keys(desired);
   const patched = [
@@ -135,11 +164,25 @@ export function planSystem(
     planned.push({ sections: Object.fromEntries(shownKeys.map((k) => [k, null])) });
     planned.push({ sections: { ...desired } });
   }
-  if (tools.added.length > 0 || tools.removed.length > 0) {
+  if (added.length > 0 || removed.length > 0) {
     if (planned.length === 0) planned.push({ sections: {} });
     const last = planned[planned.length - 1]!;
-    if (tools.added.length) last.toolsAdded = [...tools.added];
-    if (tools.removed.length) last.toolsRemoved = [...tools.removed];
+    if (added.length) last.toolsAdded = [...added];
+    if (removed.length) last.toolsRemoved = [...removed];
   }
-  return planned;
+  return planned.map((message) => ({ message }));
+}
+
+/** The head rebaseline: one complete baseline omitting the retained pi.system entries. */
+function planRebaseline(
+  desired: Readonly<Record<string, string>>,
+  tools: readonly string[],
+  omit: readonly EntryId[],
+): PlannedSystem[] {
+  // Nothing retained and nothing to state: an empty baseline would change nothing the model sees.
+  if (omit.length === 0 && Object.keys(desired).length === 0 && tools.length === 0) return [];
+  const message: Planned = { sections: { ...desired } };
+  if (tools.length > 0) message.toolsAdded = [...tools];
+  if (omit.length === 0) return [{ message }];
+  return [{ message, edits: omit.map((target) => ({ target, action: "omit" as const })) }];
 }

@@ -15,7 +15,7 @@ import type {
   TaskId,
   TaskRecord,
 } from "../../core/types.ts";
-import { deriveSystem } from "../conversation/context.ts";
+import { deriveSystem, headRebaseline } from "../conversation/context.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
 import type { ExecutionEnv } from "../env.ts";
 import { planSystem, type RenderInput, renderSections, renderSectionsNow } from "../extensions/prompt.ts";
@@ -285,11 +285,19 @@ export function prepareRequest(
       );
   } else if (JSON.stringify(rendered.agent) === JSON.stringify(agent)) sections = rendered.sections;
   if (!sections) return { status: "render" };
-  const added = desired.filter((t) => !replayed.tools.includes(t));
-  const removed = replayed.tools.filter((t) => !desired.includes(t));
-  for (const planned of planSystem(replayed.sections, sections, { added, removed })) {
-    const system: SystemRecord = { role: "system", content: "", ...planned, timestamp: tx.now() };
-    tx.appendEntry(c, { kind: ENTRY.system, model: [system] as unknown as Json });
+  const plan = planSystem(
+    replayed.sections,
+    sections,
+    { shown: replayed.tools, desired },
+    { rebaseline: headRebaseline(entries) },
+  );
+  for (const { message, edits } of plan) {
+    const system: SystemRecord = { role: "system", content: "", ...message, timestamp: tx.now() };
+    tx.appendEntry(c, {
+      kind: ENTRY.system,
+      model: [system] as unknown as Json,
+      ...(edits ? { edits } : {}),
+    });
   }
   if (taskId !== undefined) {
     const state = live(tx, c);
