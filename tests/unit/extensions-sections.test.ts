@@ -77,6 +77,44 @@ test("a value change is one minimal patch; an order change appends two entries; 
   expect(Object.keys((await systems())[3]!.sections)).toEqual(["style", "role"]);
 });
 
+test("a tool order change removes every offered tool and adds the desired ones in order; a plain addition appends", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { root, faux, ask, systems } = await setup([
+    defineExtension({ name: "a", tools: [tool("read"), tool("edit"), tool("bash")] }),
+  ]);
+  await ask("one");
+  const toolsOf = async (i: number) => {
+    const { toolsAdded, toolsRemoved } = (await systems())[i]!;
+    return { toolsAdded, toolsRemoved };
+  };
+  await root.configure({ tools: ["read", "bash"] });
+  await ask("two");
+  // Dropping a tool keeps the others in place: a removal only.
+  expect(await toolsOf(1)).toEqual({ toolsAdded: undefined, toolsRemoved: ["edit"] });
+  await root.configure({ tools: ["read", "bash", "edit"] });
+  await ask("three");
+  // Appending gives the desired order: an addition only.
+  expect(await toolsOf(2)).toEqual({ toolsAdded: ["edit"], toolsRemoved: undefined });
+  await root.configure({ tools: ["bash", "read", "edit"] });
+  await ask("four");
+  expect(await toolsOf(3)).toEqual({
+    toolsAdded: ["bash", "read", "edit"],
+    toolsRemoved: ["read", "bash", "edit"],
+  });
+  expect(faux.requests.map((r) => r.tools)).toEqual([
+    ["read", "edit", "bash"],
+    ["read", "bash"],
+    ["read", "bash", "edit"],
+    ["bash", "read", "edit"],
+  ]);
+});
+
 test("a throwing section keeps the text shown before and is reported; the request is still sent", async () => {
   let broken = false;
   const { ask, faux, reported, systems } = await setup([

@@ -7,7 +7,9 @@
  * - a change of values in the same order is one minimal patch (changed values, null removals);
  * - a change of order is two entries: the first removes every shown section, the second adds every
  *   desired section in order (replay appends a re-added section at the end);
- * - tool changes ride on the last planned entry, or have one of their own;
+ * - tool changes ride on the last planned entry, or have one of their own; replay keeps retained
+ *   tools in place and appends additions, so when that would not give the desired order, the entry
+ *   removes every offered tool and adds the desired ones in order;
  * - a head rebaseline (the active context starts at a head marker with no pi.system entry after it)
  *   takes precedence: one entry, written even when it restates the replayed values, whose message is
  *   a complete baseline (every desired section in order, every desired tool) and whose edits omit
@@ -146,8 +148,15 @@ export function planSystem(
   options: PlanOptions = {},
 ): PlannedSystem[] {
   if (options.rebaseline) return planRebaseline(desired, tools.desired, options.rebaseline);
-  const added = tools.desired.filter((t) => !tools.shown.includes(t));
-  const removed = tools.shown.filter((t) => !tools.desired.includes(t));
+  let added = tools.desired.filter((t) => !tools.shown.includes(t));
+  let removed = tools.shown.filter((t) => !tools.desired.includes(t));
+  // Replay keeps retained tools in place and appends additions: when that is not the desired
+  // order, remove every offered tool and add the desired ones in order.
+  const replayed = [...tools.shown.filter((t) => tools.desired.includes(t)), ...added];
+  if (replayed.join("\n") !== tools.desired.join("\n")) {
+    removed = [...tools.shown];
+    added = [...tools.desired];
+  }
   const shownKeys = Object.keys(shown).filter((k) => shown[k] !== null);
   const desiredKeys = Object.keys(desired);
   const patched = [
