@@ -17,8 +17,9 @@ import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
 import { compactionNeeded } from "./compaction/policy.ts";
 import { createCompactionTask, startBackgroundCompaction } from "./compaction/task.ts";
+import { type AgentChange, applyAgentChange } from "./conversation/agent-change.ts";
 import { EntryCache } from "./conversation/entries.ts";
-import { abortSubmission, Conversation, Submission } from "./conversation/handles.ts";
+import { abortSubmission, Conversation, configure, Submission } from "./conversation/handles.ts";
 import { admit, type InboxPolicy, withdraw } from "./conversation/inbox.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
@@ -55,6 +56,7 @@ import {
   type AgentServices,
   type AgentSettings,
   defaultStream,
+  extensionNames,
   resolvers,
   resolveSettings,
   type StreamFn,
@@ -213,7 +215,7 @@ export class AgentHarness extends Harness {
         () => extensions.snapshot(),
         readAgent,
         report,
-        () => (typeof settings === "function" ? settings() : settings)?.extensions,
+        () => extensionNames((typeof settings === "function" ? settings() : settings)?.extensions),
       ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       network: options.network ?? ALWAYS_ONLINE,
@@ -351,12 +353,13 @@ export class AgentHarness extends Harness {
   }
 
   /** The root conversation (id 1), with its agent configured on first use. */
-  async root(options: { agent?: AgentState } = {}, signal?: AbortSignal): Promise<Conversation> {
+  async root(options: { agent?: AgentChange } = {}, signal?: AbortSignal): Promise<Conversation> {
     const agent = options.agent;
     if (agent) {
       await this.transaction((tx) => {
         const current = agentDoc.read(tx, ROOT_CONVERSATION_ID);
-        if (Object.keys(current).length === 0) agentDoc.write(tx, ROOT_CONVERSATION_ID, agent);
+        if (Object.keys(current).length === 0)
+          agentDoc.write(tx, ROOT_CONVERSATION_ID, applyAgentChange(current, agent));
       }, signal);
     }
     return new Conversation(this, ROOT_CONVERSATION_ID);
@@ -370,17 +373,14 @@ export class AgentHarness extends Harness {
   async createConversation(
     options: {
       ownership: ConversationOwnership;
-      agent?: AgentState;
+      agent?: AgentChange;
       init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
     },
     signal?: AbortSignal,
   ): Promise<Conversation> {
     const record = await this.transaction(async (tx) => {
       const created = tx.createConversation(options.ownership);
-      if (options.agent) {
-        const base = agentDoc.read(tx, created.id);
-        agentDoc.write(tx, created.id, { ...base, ...options.agent });
-      }
+      if (options.agent) configure(tx, created.id, options.agent);
       await options.init?.(tx, created.id);
       return created;
     }, signal);
@@ -398,7 +398,7 @@ export class AgentHarness extends Harness {
     at: number,
     options: {
       ownership: ConversationOwnership;
-      agent?: AgentState;
+      agent?: AgentChange;
       init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
     },
     signal?: AbortSignal,
@@ -409,10 +409,7 @@ export class AgentHarness extends Harness {
       {
         ownership: options.ownership,
         init: async (tx, created) => {
-          if (options.agent) {
-            const base = agentDoc.read(tx, created);
-            agentDoc.write(tx, created, { ...base, ...options.agent });
-          }
+          if (options.agent) configure(tx, created, options.agent);
           await options.init?.(tx, created);
         },
       },

@@ -19,7 +19,7 @@ import type { ExecutionEnv } from "./env.ts";
 import { type AgentHooks, composeHooks } from "./extensions/hooks.ts";
 import type { RegistrySnapshot } from "./extensions/registry.ts";
 import { resolveAgentCached } from "./extensions/resolve.ts";
-import type { ResolvedAgent } from "./extensions/types.ts";
+import type { Extension, ResolvedAgent } from "./extensions/types.ts";
 import { piAi } from "./models/pi-ai.ts";
 import { providerProblem } from "./models/provider-problem.ts";
 import type { ModelResolver } from "./models/resolver.ts";
@@ -92,9 +92,9 @@ export interface AgentSettings {
   /**
    * The base of the default extension selection (spec §7.1): these installed extensions, in this
    * order, for a conversation whose pi.agent gives no exact list (`{ add, remove }` edits this base).
-   * Default: every installed extension, in install order.
+   * Default: every installed extension, in install order. An extension object stands for its name.
    */
-  extensions?: readonly string[];
+  extensions?: readonly (string | Extension)[];
 }
 
 export const DEFAULT_RETRY: RetryPolicy = {
@@ -134,12 +134,27 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
   };
 }
 
-/** The default selection's base as given, or a TypeError. */
+/** The default selection's base as names (an extension object stands for its name), or a TypeError. */
 function checkExtensionBase(value: unknown): readonly string[] | undefined {
   if (value === undefined) return undefined;
-  if (!Array.isArray(value) || !value.every((n) => typeof n === "string"))
+  const named = (n: unknown) =>
+    typeof n === "string" || (!!n && typeof n === "object" && typeof (n as Extension).name === "string");
+  if (!Array.isArray(value) || !value.every(named))
     throw new TypeError("settings.extensions must be a list of extension names");
-  return value;
+  return extensionNames(value);
+}
+
+/** The names a default selection's base stands for (the list itself when it holds names only). */
+export function extensionNames(list: readonly (string | Extension)[]): readonly string[];
+export function extensionNames(
+  list: readonly (string | Extension)[] | undefined,
+): readonly string[] | undefined;
+export function extensionNames(
+  list: readonly (string | Extension)[] | undefined,
+): readonly string[] | undefined {
+  if (list === undefined || list.every((n) => typeof n === "string"))
+    return list as readonly string[] | undefined;
+  return list.map((n) => (typeof n === "string" ? n : n.name));
 }
 
 const STREAM_CHECKS: Record<keyof StreamSettings, (v: unknown) => boolean> = {

@@ -17,6 +17,7 @@ import { startCompaction } from "../compaction/task.ts";
 import type { ResolvedAgent } from "../extensions/types.ts";
 import type { AgentHarness } from "../harness.ts";
 import { type AgentState, agentDoc, DOC, inbox, type LiveState, type ModelRef } from "../records.ts";
+import { type AgentChange, applyAgentChange } from "./agent-change.ts";
 import { type ContextView, contextView } from "./context.ts";
 import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 
@@ -29,7 +30,7 @@ export interface ResolvedAgentView extends ResolvedAgent {
   readonly thinkingLevel: NonNullable<AgentState["thinkingLevel"]>;
 }
 
-export type AgentChange = { [K in keyof AgentState]?: AgentState[K] | null };
+export type { AgentChange } from "./agent-change.ts";
 
 export type Settlement =
   | { status: "done"; answer?: number; entry?: number }
@@ -152,13 +153,16 @@ export class Conversation {
    */
   fork(
     at: number,
-    options: { ownership: ConversationOwnership; agent?: AgentState },
+    options: { ownership: ConversationOwnership; agent?: AgentChange },
     signal?: AbortSignal,
   ): Promise<Conversation> {
     return this.harness.forkConversation(this.id, at, options, signal);
   }
 
-  /** Edit pi.agent: a given field replaces, null clears, an absent one stays. */
+  /**
+   * Edit pi.agent: a given field replaces, null clears, an absent one stays; extension and tool
+   * objects stand for their names.
+   */
   async configure(change: AgentChange, signal?: AbortSignal): Promise<void> {
     await this.harness.transaction((tx) => configure(tx, this.id, change), signal);
   }
@@ -275,15 +279,9 @@ function boundTo(tx: Tx, conversationId: ConversationId): Tx {
 
 /**
  * Edit a conversation's pi.agent inside any commit (spec §2.2), the creating one included (it then
- * overrides the creation hook's copy): a given field replaces, null clears, an absent one stays.
+ * overrides the creation hook's copy): a given field replaces, null clears, an absent one stays;
+ * extension and tool objects stand for their names (`applyAgentChange`).
  */
 export function configure(tx: Tx, conversationId: ConversationId, change: AgentChange): void {
-  const current = agentDoc.read(tx, conversationId);
-  const next: Record<string, unknown> = { ...current };
-  for (const [key, value] of Object.entries(change)) {
-    if (value === undefined) continue;
-    if (value === null) delete next[key];
-    else next[key] = value;
-  }
-  agentDoc.write(tx, conversationId, next as AgentState);
+  agentDoc.write(tx, conversationId, applyAgentChange(agentDoc.read(tx, conversationId), change));
 }
