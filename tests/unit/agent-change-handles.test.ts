@@ -4,6 +4,7 @@
  * only; an old object of an extension installed again still selects it (the name resolves to the
  * new one); `settings.extensions` takes objects the same way. Extensions have no creation hook: a
  * new conversation holds no document of theirs, and their sections read an absent one as its default.
+ * A wrapper's target object stands for its name too (spec §7.1).
  */
 import { Type } from "typebox";
 import { expect, test } from "vitest";
@@ -14,6 +15,7 @@ import {
   defineTool,
   section,
   textResult,
+  wrapTool,
 } from "../../worker/index.ts";
 import { echo, open } from "./agent-fixtures.ts";
 
@@ -90,6 +92,23 @@ test("createConversation, fork, root and configure in a commit take objects too"
   expect((await root.agent()).extensions).toEqual(["notes", "coding"]);
   await root.commit((tx) => configure(tx, root.id, { tools: { remove: [bash, "note"] } }));
   expect((await root.agent()).tools).toEqual({ remove: ["bash", "note"] });
+});
+
+test("a wrapper's target object stands for its name: it wraps the tool installed under that name now", async () => {
+  const extensions = createRegistry();
+  extensions.install(Coding);
+  const timed = (t: { description: string }) => `${t.description} (timed)`;
+  extensions.install(
+    defineExtension({ name: "timing", wraps: [wrapTool(bash, (t) => ({ ...t, description: timed(t) }))] }),
+  );
+  // The coding extension installed again with a new bash: the old bash object still names it.
+  extensions.install(
+    defineExtension({ name: "coding", tools: [read, edit, tool("bash", "bash, version 2")] }),
+  );
+  const { root, faux } = await open(echo, { extensions });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  const declared = faux.requests[0]!.declarations.find((d) => d.name === "bash")!;
+  expect(declared.description).toBe("bash, version 2 (timed)");
 });
 
 test("settings.extensions takes extension objects for their names", async () => {
