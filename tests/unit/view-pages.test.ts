@@ -169,3 +169,23 @@ describe("a head marker on a paged view", () => {
     expect(applyPage(after, page).older).toBeUndefined();
   });
 });
+
+test("a tab's round trip: the paged watch's view, commits after it, then pages before its first entry rebuild the whole view", async () => {
+  const { h, root } = await open(echo);
+  await notes(h, root.id, 1, FIRST_PAGE + 300);
+  const watch = await h.pageMount(root.id).watch();
+  let view = watch.value;
+  watch.start((frame) => {
+    view = applyViewChanges(
+      view,
+      frame.ops.filter((op) => op.op !== "replace"),
+    );
+  });
+  await notes(h, root.id, FIRST_PAGE + 301, FIRST_PAGE + 305);
+  await expect.poll(() => view.entries.length).toBe(FIRST_PAGE + 5);
+  expect(view.older).toBe(300);
+  while ((view.older ?? 0) > 0)
+    view = applyPage(view, await h.entryPage(root.id, { before: pageCursor(view)!, limit: 120 }));
+  expect(view).toEqual(await root.viewState());
+  await watch.stop();
+});
