@@ -14,6 +14,7 @@ import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from 
 import type { UsageRollup } from "./agent/usage.ts";
 import type { WorkspaceFile } from "./agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
+import type { EntryPage } from "./core/pages.ts";
 import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
 import type { WatchFrame } from "./core/view-ops.ts";
 
@@ -56,6 +57,7 @@ export type {
   TaskInspection,
   TaskInspectionState,
 } from "./core/inspect.ts";
+export type { EntryPage } from "./core/pages.ts";
 export type { Blocked } from "./core/scheduler.ts";
 export type {
   ConversationId,
@@ -70,8 +72,10 @@ export type {
 } from "./core/types.ts";
 export {
   applyFrame,
+  applyPage,
   type ChangeFrame,
   type ConversationView,
+  pageCursor,
   type SnapshotFrame,
   type ViewChange,
   type ViewOp,
@@ -79,7 +83,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -345,7 +349,9 @@ export interface EngineApi {
   /**
    * Watch a conversation: `listener` gets the current view at once, then each commit's frame; the
    * next frame is sent only after the listener's promise resolved, and at most 100 wait (then one
-   * frame with the whole newest view replaces them). Returns a watch id for `unwatch`.
+   * frame with the whole newest view replaces them). Returns a watch id for `unwatch`. The view is
+   * paged: it carries the newest entries of the active range (150 at first, and those appended
+   * since) and counts the others in `older`; `entriesBefore` fetches them.
    */
   watch(
     tabId: string,
@@ -371,6 +377,13 @@ export interface EngineApi {
   /** End a watch of any kind (conversation, list, events, task graph); an unknown id is ignored. */
   unwatch(watchId: number): Promise<void>;
   entries(conversationId: ConversationId): Promise<EntryRecord[]>;
+  /**
+   * A page of older entries for a paged view (`watch`): the `limit` (at most 1,000) entries of the
+   * active range just before entry `beforeId` in the view's order (`pageCursor(view)`: the view's
+   * first entry that is not a head marker), with the range's head marker once they reach its start,
+   * and how many entries precede them (`older`). `applyPage(view, page)` puts it in front.
+   */
+  entriesBefore(conversationId: ConversationId, beforeId: EntryId, limit: number): Promise<EntryPage>;
   /** The live tasks keyed by decimal id: owner, owned conversations, phase, wait, held outcome (spec §9.5). */
   taskGraph(): Promise<TaskGraph>;
   /**

@@ -1,17 +1,28 @@
 /**
  * One conversation's committed view in the tab. It subscribes only while something reads it
  * (createSubscriber), applies the engine's frames in order, and resolves each frame's promise only
- * after applying it, so the engine's bounded queue is what limits a slow tab.
+ * after applying it, so the engine's bounded queue is what limits a slow tab. The view is paged (the
+ * engine's first frame carries the newest entries and counts the rest in `older`): `loadOlder`
+ * fetches the entries before the loaded ones, one request at a time, and puts them in front. A page
+ * asked for before a frame that replaced the view or moved its start (a head marker) is dropped: it
+ * may not fit any more (the reader's next scroll asks again).
  */
 import * as Comlink from "comlink";
 import { createSubscriber } from "svelte/reactivity";
 import {
   applyFrame,
+  applyPage,
   type ConversationView,
   type EngineApi,
+  type EntryRecord,
   errorMessage,
+  pageCursor,
   type WatchFrame,
 } from "../../worker/protocol.ts";
+
+/** Entries asked for in one older page: at least, and at most. */
+export const OLDER_PAGE = 250;
+export const OLDER_PAGE_MAX = 1000;
 
 export class ConversationState {
   #view = $state.raw<ConversationView | undefined>(undefined);
@@ -22,6 +33,9 @@ export class ConversationState {
   error = $state.raw<string | undefined>(undefined);
   #subscribe: () => void;
   #listed = false;
+  /** Frames that replaced the view or moved its start since the watch began (a page asked before is stale). */
+  #moves = 0;
+  #loading = false;
 
   constructor(
     readonly api: Comlink.Remote<EngineApi>,
@@ -41,9 +55,14 @@ export class ConversationState {
             if (stopped) return;
             const first = this.#view === undefined;
             if (first) performance.mark("watch:received");
+            if (frame.value !== undefined || frame.ops.some((op) => op.op === "head")) this.#moves++;
             this.#view = applyFrame(this.#view, frame);
             this.frames++;
-            if (first) performance.mark("watch:applied");
+            // The first frame's size too (the e2e checks it is a page, not the whole history).
+            if (first)
+              performance.mark("watch:applied", {
+                detail: { entries: this.#view?.entries.length ?? 0, older: this.#view?.older ?? 0 },
+              });
           }),
         )
         .then(
@@ -78,5 +97,47 @@ export class ConversationState {
   get view(): ConversationView | undefined {
     this.#subscribe();
     return this.#view;
+  }
+
+  /** Entries of the active range before `view.entries` not loaded yet. */
+  get older(): number {
+    return this.view?.older ?? 0;
+  }
+
+  /**
+   * Load at least `count` (within OLDER_PAGE..OLDER_PAGE_MAX) of the older entries, unless a load is
+   * under way or none are left; resolves when the page is in (or dropped).
+   */
+  async loadOlder(count: number = OLDER_PAGE): Promise<void> {
+    const view = this.#view;
+    const before = view && (view.older ?? 0) > 0 ? pageCursor(view) : undefined;
+    if (this.#loading || before === undefined) return;
+    this.#loading = true;
+    const moves = this.#moves;
+    try {
+      const limit = Math.min(OLDER_PAGE_MAX, Math.max(OLDER_PAGE, Math.ceil(count)));
+      const page = await this.api.entriesBefore(this.id, before, limit);
+      if (this.#moves === moves && this.#view) this.#view = applyPage(this.#view, page);
+    } catch (e) {
+      this.error = errorMessage(e);
+    } finally {
+      this.#loading = false;
+    }
+  }
+
+  /**
+   * The entry just before `entryId` in the active range (loading the page it is on when it is not
+   * loaded), or undefined when `entryId` is the first.
+   */
+  async entryBefore(entryId: number): Promise<EntryRecord | undefined> {
+    const entries = this.#view?.entries ?? [];
+    const older = this.#view?.older ?? 0;
+    const i = entries.findIndex((e) => e.id === entryId);
+    // Unloaded entries sit before the first non-marker entry (after a head marker, if any).
+    const gap = older > 0 ? entries.findIndex((e) => e.head === undefined) : -1;
+    if (i > 0 && i !== gap) return entries[i - 1];
+    if (i < 0 || older === 0) return undefined;
+    const page = await this.api.entriesBefore(this.id, entryId, 1);
+    return page.entries.at(-1);
   }
 }

@@ -5,6 +5,8 @@
  * measurement costs O(log n), an entry's top O(log n) and the entry at a position O(log² n).
  * Invariant: after `note(i, h)` for every height `heights.set` changed, `top(i)` equals
  * `new Layout(ids, heights).top(i)` (an unmeasured entry counts as the mean of the measured ones).
+ * `lead` entries not loaded yet (a paged transcript's older ones) come first, each at the estimate:
+ * positions count them, so entry `ids[k]` is at position `lead + k`.
  */
 import type { Heights, VirtualLayout } from "./list-window.ts";
 
@@ -16,14 +18,19 @@ export class LiveLayout implements VirtualLayout {
   readonly #sum: Float64Array;
   readonly #count: Float64Array;
 
-  constructor(ids: readonly number[], heights: Pick<Heights, "known" | "estimate">) {
+  constructor(
+    ids: readonly number[],
+    heights: Pick<Heights, "known" | "estimate">,
+    options: { readonly lead?: number } = {},
+  ) {
     this.#heights = heights;
-    const n = ids.length;
+    const lead = Math.max(0, options.lead ?? 0);
+    const n = lead + ids.length;
     this.#own = new Float64Array(n).fill(Number.NaN);
     this.#sum = new Float64Array(n + 1);
     this.#count = new Float64Array(n + 1);
-    for (let i = 0; i < n; i++) {
-      const h = heights.known(ids[i]!);
+    for (let i = lead; i < n; i++) {
+      const h = heights.known(ids[i - lead]!);
       if (h === undefined) continue;
       this.#own[i] = h;
       this.#sum[i + 1] = h;

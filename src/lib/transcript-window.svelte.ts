@@ -16,9 +16,18 @@
  * outside the window it is rendered after or before the window's entries (in list order, so its
  * element never moves and keeps the focus) and placed out of the flow at its virtual position
  * (`keptTop`, px from the list's top); it is then neither measured nor an anchor.
+ *
+ * A paged transcript (the engine's watch carries the newest entries: lib/conversation.svelte.ts)
+ * has `older()` entries before `ids()` not loaded yet: they count in the layout at the estimated
+ * height (the top spacer stands for them) and are never rendered; positions (`range`, `kept.index`)
+ * count them, so a page loaded in front leaves the rendered entries at their positions. When the
+ * window comes within PREFETCH entries of them, `loadOlder(n)` asks for the `n` it needs.
  */
 import { EMPTY_WINDOW, Heights, type ListWindow, sameWindow, windowFor } from "./list-window.ts";
 import { LiveLayout } from "./live-layout.ts";
+
+/** Ask for older entries once the window comes this close to them (entries). */
+export const PREFETCH = 100;
 
 /** An entry the reader sees, by id, and its top's offset from the scroller's top edge, px. */
 interface Anchor {
@@ -37,16 +46,23 @@ export interface TranscriptWindowOptions {
   readonly wholeUpTo?: number;
   /** The id of an entry to keep rendered (it holds the focus), if any. */
   readonly kept?: () => number | undefined;
+  /** Entries before `ids()` not loaded yet (a paged transcript); absent: none. */
+  readonly older?: () => number;
+  /** Load at least `count` of the older entries (called again while the window still wants them). */
+  readonly loadOlder?: (count: number) => void;
 }
 
 export class TranscriptWindow {
-  /** The entries rendered, `[start, end)` of `ids()`, and the spacers' heights. */
+  /**
+   * The entries rendered, `[start, end)` of the list's positions (`older()` unloaded ones, then
+   * `ids()`), and the spacers' heights.
+   */
   range = $state.raw<ListWindow>(EMPTY_WINDOW);
   /**
-   * The kept entry when it is outside the range: its index in `ids()` and its virtual top relative
+   * The kept entry when it is outside the range: its id, its position, and its virtual top relative
    * to the range's first entry, px (negative above it).
    */
-  kept = $state.raw<{ index: number; top: number } | undefined>(undefined);
+  kept = $state.raw<{ id: number; index: number; top: number } | undefined>(undefined);
   readonly #heights = new Heights();
   readonly #options: TranscriptWindowOptions;
   #scroller: HTMLElement | undefined;
@@ -60,7 +76,7 @@ export class TranscriptWindow {
    * The layout of `ids` as of heights' `version`: kept across updates, each measurement noted into it
    * (O(log n)); built again when the ids changed (new entries) or heights changed behind it.
    */
-  #layout: { ids: readonly number[]; version: number; layout: LiveLayout } | undefined;
+  #layout: { ids: readonly number[]; older: number; version: number; layout: LiveLayout } | undefined;
 
   constructor(options: TranscriptWindowOptions) {
     this.#options = options;
@@ -80,6 +96,19 @@ export class TranscriptWindow {
     };
   }
 
+  /**
+   * The entries to render, in list order, from `shown` (the entries of `ids()`): the window's, and
+   * the kept entry (outside the window) before or after them.
+   */
+  rows<T extends { readonly id: number }>(shown: readonly T[]): T[] {
+    const older = this.#options.older?.() ?? 0;
+    const slice = shown.slice(Math.max(0, this.range.start - older), Math.max(0, this.range.end - older));
+    const kept = this.kept;
+    const entry = kept && shown[kept.index - older];
+    if (!kept || entry?.id !== kept.id) return slice;
+    return kept.index < this.range.start ? [entry, ...slice] : [...slice, entry];
+  }
+
   /** Another conversation: nothing measured, nothing rendered. */
   reset(): void {
     this.#heights.clear();
@@ -96,6 +125,7 @@ export class TranscriptWindow {
    */
   sync(): void {
     const ids = this.#options.ids();
+    const older = this.#options.older?.() ?? 0;
     const pinned = this.#options.pinned();
     const scroller = this.#scroller;
     const list = this.#list;
@@ -107,13 +137,16 @@ export class TranscriptWindow {
     const keptElement =
       kept === undefined ? undefined : kept.index < range.start ? children.shift() : children.pop();
     const rendered = children;
+    // The position of `ids[0]`: the rendered entries are `ids` from `range.start - older` on.
+    const first = range.start - older;
     const current =
-      range.end <= ids.length &&
+      first >= 0 &&
+      range.end - older <= ids.length &&
       rendered.length === range.end - range.start &&
       (kept === undefined || keptElement !== undefined);
 
     if (this.#seen && current && !pinned && scroller.scrollTop === this.#scrollTop)
-      this.#restore(this.#seen, ids, scroller, rendered);
+      this.#restore(this.#seen, ids, first, scroller, rendered);
     this.#seen = undefined;
     this.#scrollTop = scroller.scrollTop;
 
@@ -129,12 +162,16 @@ export class TranscriptWindow {
     let anchor: Anchor | undefined;
     let index = -1;
     const live =
-      this.#layout?.ids === ids && this.#layout.version === this.#heights.version ? this.#layout : undefined;
+      this.#layout?.ids === ids &&
+      this.#layout.older === older &&
+      this.#layout.version === this.#heights.version
+        ? this.#layout
+        : undefined;
     if (current) {
       let top = rendered[0]?.getBoundingClientRect().top ?? box.top;
       for (let k = 0; k < rendered.length; k++) {
         const bottom = k + 1 < rendered.length ? rendered[k + 1]!.getBoundingClientRect().top : box.bottom;
-        const id = ids[range.start + k]!;
+        const id = ids[first + k]!;
         if (this.#heights.set(id, bottom - top)) live?.layout.note(range.start + k, bottom - top);
         if (!anchor && bottom > view.top && top < view.bottom) {
           anchor = { id, offset: top - view.top };
@@ -145,33 +182,48 @@ export class TranscriptWindow {
     }
 
     if (live) live.version = this.#heights.version;
-    const layout = this.#layoutOf(ids);
+    const layout = this.#layoutOf(ids, older);
     // The viewport's virtual top: from the entry on screen, or (a jump) from the scroll position.
     const top =
       anchor && index >= 0 ? layout.top(index) - anchor.offset : view.top - (box.top - range.before);
-    const next = windowFor(layout, {
+    const wanted = windowFor(layout, {
       top: pinned ? Number.POSITIVE_INFINITY : top,
       height: scroller.clientHeight,
       overscan: this.#options.overscan ?? 1200,
       wholeUpTo: this.#options.wholeUpTo ?? 120,
     });
+    // Never the unloaded entries: the top spacer stands for them until their page is here.
+    const next = older > 0 ? clampTo(layout, wanted, older) : wanted;
+    if (older > 0 && wanted.start < older + PREFETCH)
+      this.#options.loadOlder?.(older - wanted.start + PREFETCH);
     this.#seen = anchor;
     if (!sameWindow(next, range)) this.range = next;
     const keptId = this.#options.kept?.();
-    const keptIndex = keptId === undefined ? -1 : ids.lastIndexOf(keptId);
+    const keptAt = keptId === undefined ? -1 : ids.lastIndexOf(keptId);
+    const keptIndex = keptAt < 0 ? -1 : older + keptAt;
     const outside = keptIndex >= 0 && (keptIndex < next.start || keptIndex >= next.end);
-    const place = outside ? { index: keptIndex, top: layout.top(keptIndex) - next.before } : undefined;
-    if (place?.index !== this.kept?.index || Math.abs((place?.top ?? 0) - (this.kept?.top ?? 0)) >= 0.5)
+    const place =
+      outside && keptId !== undefined
+        ? { id: keptId, index: keptIndex, top: layout.top(keptIndex) - next.before }
+        : undefined;
+    if (
+      place?.index !== this.kept?.index ||
+      place?.id !== this.kept?.id ||
+      Math.abs((place?.top ?? 0) - (this.kept?.top ?? 0)) >= 0.5
+    )
       this.kept = place;
   }
 
-  /** The virtual layout of `ids` with the heights known now (built again only when either changed). */
-  #layoutOf(ids: readonly number[]): LiveLayout {
+  /**
+   * The virtual layout of `older` unloaded entries and `ids` with the heights known now (built again
+   * only when any of them changed).
+   */
+  #layoutOf(ids: readonly number[], older: number): LiveLayout {
     const version = this.#heights.version;
     const kept = this.#layout;
-    if (kept && kept.ids === ids && kept.version === version) return kept.layout;
-    const layout = new LiveLayout(ids, this.#heights);
-    this.#layout = { ids, version, layout };
+    if (kept && kept.ids === ids && kept.older === older && kept.version === version) return kept.layout;
+    const layout = new LiveLayout(ids, this.#heights, { lead: older });
+    this.#layout = { ids, older, version, layout };
     return layout;
   }
 
@@ -179,13 +231,21 @@ export class TranscriptWindow {
   #restore(
     anchor: Anchor,
     ids: readonly number[],
+    first: number,
     scroller: HTMLElement,
     rendered: readonly Element[],
   ): void {
-    const k = ids.indexOf(anchor.id) - this.range.start;
+    const k = ids.indexOf(anchor.id) - first;
     const element = k >= 0 ? rendered[k] : undefined;
     if (!element) return;
     const moved = element.getBoundingClientRect().top - scroller.getBoundingClientRect().top - anchor.offset;
     if (Math.abs(moved) >= 0.5) scroller.scrollTop += moved;
   }
+}
+
+/** `window` without the first `older` positions (unloaded): they join the top spacer. */
+function clampTo(layout: LiveLayout, window: ListWindow, older: number): ListWindow {
+  const start = Math.max(window.start, older);
+  const end = Math.max(window.end, start);
+  return { start, end, before: layout.top(start), after: layout.total - layout.top(end) };
 }

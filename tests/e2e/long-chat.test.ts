@@ -4,7 +4,9 @@
  * its first and newest messages, and scrolling up never jumps back down while measured heights
  * replace estimates; the view follows the stream when pinned and holds still when scrolled up.
  * Chats are seeded by `debug.seedChat` (entry i says "Question i+1" or "Answer i+1"; the last "The
- * newest answer, number N"). Screenshots go to test-results/screenshots/.
+ * newest answer, number N"). Screenshots go to test-results/screenshots/. The transcript is paged:
+ * the watch's first frame carries the newest entries only, and older pages load as the reader
+ * scrolls up (the scroller's `data-older`: entries not loaded yet).
  */
 import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
@@ -98,6 +100,16 @@ test("a 5,000-entry chat renders only a window; Home reaches the first message a
   );
   expect(opened.rendered).toBeLessThanOrEqual(WINDOW_MAX);
   expect(opened.before).toBeGreaterThan(100_000);
+  // The first frame was a page of the newest entries, the rest counted, not sent.
+  const firstFrame = await page.evaluate(
+    () =>
+      (performance.getEntriesByName("watch:applied", "mark").at(-1) as PerformanceMark | undefined)?.detail as
+        | { entries: number; older: number }
+        | undefined,
+  );
+  expect(firstFrame?.entries).toBeLessThanOrEqual(200);
+  expect(firstFrame!.entries + firstFrame!.older).toBe(5000);
+  expect(Number(await page.locator(".scroller").getAttribute("data-older"))).toBeGreaterThan(4000);
 
   const transcript = page.getByRole("region", { name: "transcript" });
   await transcript.focus();
@@ -109,6 +121,8 @@ test("a 5,000-entry chat renders only a window; Home reaches the first message a
   );
   expect(top.before).toBe(0);
   expect(top.firstOffset).toBeGreaterThanOrEqual(0);
+  // Scrolled to the top: every older page is loaded.
+  expect(await page.locator(".scroller").getAttribute("data-older")).toBe("0");
   expect(top.rendered).toBeLessThanOrEqual(WINDOW_MAX);
   await page.getByTestId("jump-to-latest").waitFor();
   await eachLook(page, async (scene) => {

@@ -49,3 +49,28 @@ test("an empty list has no entries and no height", () => {
   expect(live.total).toBe(0);
   expect(live.indexAt(10)).toBe(-1);
 });
+
+test("entries not loaded yet (`lead`) come first at the estimate, as unmeasured entries of a rebuilt Layout", () => {
+  const next = random(11);
+  const ids = Array.from({ length: 200 }, (_, i) => 5000 + i);
+  const heights = new Heights();
+  for (let i = 0; i < 60; i++) heights.set(ids[i * 3]!, 40 + Math.floor(next() * 150));
+  const lead = 1000;
+  const live = new LiveLayout(ids, heights, { lead });
+  // The same list with the unloaded entries standing in as ids never measured.
+  const stand = [...Array.from({ length: lead }, (_, i) => -1 - i), ...ids];
+  for (let step = 0; step < 50; step++) {
+    const k = Math.floor(next() * ids.length);
+    const height = 20 + Math.floor(next() * 300);
+    if (heights.set(ids[k]!, height)) live.note(lead + k, height);
+  }
+  const whole = new Layout(stand, heights);
+  expect(live.length).toBe(lead + ids.length);
+  expect(live.total).toBeCloseTo(whole.total, 6);
+  expect(live.top(lead)).toBeCloseTo(lead * heights.estimate(), 6);
+  for (let i = 0; i <= stand.length; i += 17) expect(live.top(i)).toBeCloseTo(whole.top(i), 6);
+  for (let k = 0; k < 30; k++) {
+    const y = next() * whole.total;
+    expect(live.indexAt(y)).toBe(whole.indexAt(y));
+  }
+});

@@ -72,6 +72,81 @@ export async function readVisibleEntries(
   return out;
 }
 
+/**
+ * The newest `limit` visible entries after `afterId` and before `before` (both exclusive), in id
+ * order: read newest first, the conversation's own segment first (its ids are the highest), so the
+ * rows read are only the ones returned. `markers: false` leaves head markers out.
+ */
+export async function readNewestEntries(
+  sql: Sql,
+  segments: readonly Segment[],
+  options: { afterId?: number; before?: number; limit: number; markers?: boolean },
+): Promise<EntryRecord[]> {
+  const newestFirst: EntryRecord[] = [];
+  const markers = options.markers === false ? " AND head IS NULL" : "";
+  for (const segment of segments) {
+    if (newestFirst.length >= options.limit) break;
+    const hi = Math.min((options.before ?? Number.MAX_SAFE_INTEGER) - 1, segment.cap);
+    const lo = options.afterId ?? 0;
+    if (hi <= lo) continue;
+    const rows = await sql.all(
+      `SELECT * FROM entries WHERE conversation_id = ? AND id > ? AND id <= ?${markers} ORDER BY id DESC LIMIT ?`,
+      [segment.conversationId, lo, hi, options.limit - newestFirst.length],
+    );
+    for (const row of rows) newestFirst.push(entryFromRow(row));
+  }
+  return newestFirst.reverse();
+}
+
+/**
+ * How many visible entries lie after `afterId` and before `before` (both exclusive); `markers:
+ * false` does not count head markers. Index-only: the total, less the markers (a partial index).
+ */
+export async function countVisibleEntries(
+  sql: Sql,
+  segments: readonly Segment[],
+  options: { afterId?: number; before?: number; markers?: boolean } = {},
+): Promise<number> {
+  let n = 0;
+  for (const segment of segments) {
+    const hi = Math.min((options.before ?? Number.MAX_SAFE_INTEGER) - 1, segment.cap);
+    const lo = options.afterId ?? 0;
+    if (hi <= lo) continue;
+    const where = "conversation_id = ? AND id > ? AND id <= ?";
+    const all = await sql.get(`SELECT count(*) AS n FROM entries WHERE ${where}`, [
+      segment.conversationId,
+      lo,
+      hi,
+    ]);
+    n += Number(all?.["n"] ?? 0);
+    if (options.markers === false) {
+      const heads = await sql.get(`SELECT count(*) AS n FROM entries WHERE ${where} AND head IS NOT NULL`, [
+        segment.conversationId,
+        lo,
+        hi,
+      ]);
+      n -= Number(heads?.["n"] ?? 0);
+    }
+  }
+  return n;
+}
+
+/** The newest head marker visible through `upTo`, or undefined. */
+export async function newestMarker(
+  sql: Sql,
+  segments: readonly Segment[],
+  upTo = Number.MAX_SAFE_INTEGER,
+): Promise<EntryRecord | undefined> {
+  for (const segment of segments) {
+    const row = await sql.get(
+      "SELECT * FROM entries WHERE conversation_id = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
+      [segment.conversationId, Math.min(upTo, segment.cap)],
+    );
+    if (row) return entryFromRow(row);
+  }
+  return undefined;
+}
+
 /** The `head` of the newest head marker visible through `upTo`, or undefined (from the start). */
 export async function newestHead(
   sql: Sql,

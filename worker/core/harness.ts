@@ -28,6 +28,7 @@ import {
 import { grantInternals } from "./internals.ts";
 import { ConversationMount, type Watch } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
+import { type EntryPage, FIRST_PAGE } from "./pages.ts";
 import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import { type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
@@ -38,6 +39,7 @@ import type {
   ConversationId,
   ConversationOwnership,
   ConversationRecord,
+  EntryId,
   EntryRecord,
   Json,
   SubmissionId,
@@ -112,6 +114,7 @@ export class Harness {
   readonly #session: Session;
   readonly #scheduler: Scheduler;
   #mounts = new Map<ConversationId, ConversationMount>();
+  #pageMounts = new Map<ConversationId, ConversationMount>();
   #graph: TaskGraphMount | undefined;
   #closed: Promise<void> | undefined;
 
@@ -485,6 +488,17 @@ export class Harness {
   }
 
   /**
+   * A page of a conversation's active range (core/pages.ts): the `limit` entries that precede entry
+   * `before` in view order (none given: the newest), and how many precede those.
+   */
+  entryPage(
+    conversationId: ConversationId,
+    options: { before?: EntryId; limit: number },
+  ): Promise<EntryPage> {
+    return this.#session.entryPage(conversationId, options);
+  }
+
+  /**
    * A committed document value (for reads outside commits). A conversation's documents are read from
    * the store on first access (open loads only those live work needs).
    */
@@ -539,6 +553,19 @@ export class Harness {
     return mount;
   }
 
+  /**
+   * The shared paged view mount of a conversation (the tab's watch): its view carries the newest
+   * FIRST_PAGE entries of the active range and counts the others (`older`).
+   */
+  pageMount(id: ConversationId): ConversationMount {
+    let mount = this.#pageMounts.get(id);
+    if (!mount) {
+      mount = new ConversationMount(this.#session, id, () => this.#pageMounts.delete(id), FIRST_PAGE);
+      this.#pageMounts.set(id, mount);
+    }
+    return mount;
+  }
+
   /** The live tasks as a structure (spec §9.5): read only, from published records. */
   taskGraph(): TaskGraph {
     return buildTaskGraph(this.#session.records);
@@ -585,8 +612,9 @@ export class Harness {
    * later `close()` awaits the same shutdown.
    */
   close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
-    for (const mount of this.#mounts.values()) mount.endAll();
+    for (const mount of [...this.#mounts.values(), ...this.#pageMounts.values()]) mount.endAll();
     this.#mounts.clear();
+    this.#pageMounts.clear();
     this.#graph?.endAll();
     this.#closed ??= (async () => {
       if (options.graceMs) await this.#scheduler.quiesce(options.graceMs);

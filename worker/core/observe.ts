@@ -8,10 +8,14 @@
  * observer of that conversation. Besides watches it serves `MountObserver`s (the agent's event
  * adapter): attached atomically with the view it returns, each is called synchronously, in commit
  * order, with every published change set and the view before and after it. When its conversation
- * is deleted, every watch and observer of the mount ends with "deleted".
+ * is deleted, every watch and observer of the mount ends with "deleted". A paged mount (`page`
+ * given: the tab's watch) reads only the newest `page` entries of the active range and counts the
+ * rest (`view.older`, core/pages.ts), so opening a long conversation never reads its whole history;
+ * its watchers fetch older pages themselves.
  */
 import { UnknownConversation } from "./errors.ts";
 import { newestHead, readVisibleEntries } from "./fork.ts";
+import { readActivePage } from "./pages.ts";
 import type { Session } from "./session.ts";
 import type { ChangeSet, ConversationId, Json } from "./types.ts";
 import {
@@ -141,6 +145,8 @@ export class ConversationMount {
     readonly session: Session,
     readonly conversationId: ConversationId,
     readonly onIdle: () => void,
+    /** Carry only this many of the newest entries (a paged view); absent: the whole active range. */
+    readonly page?: number,
   ) {}
 
   /** Load the view once: subscribe first, then read; changes after the read point are replayed. */
@@ -151,7 +157,7 @@ export class ConversationMount {
       // and the line's copy (loading only the former left commits on the conversation retrying a
       // load that never came, forever).
       await this.session.ensureDocs(this.conversationId);
-      const { entries, conversation, docs } = await this.session.store.read(async (sql) => {
+      const { entries, conversation, docs, older } = await this.session.store.read(async (sql) => {
         this.#readSeq = this.session.records.seq;
         const records = this.session.records;
         const segments = this.session.segments(this.conversationId);
@@ -162,14 +168,18 @@ export class ConversationMount {
         const prefix = `${this.conversationId}:`;
         for (const [key, value] of records.docs)
           if (key.startsWith(prefix)) docs[key.slice(prefix.length)] = value;
+        if (this.page !== undefined) {
+          const page = await readActivePage(sql, segments, { limit: this.page });
+          return { conversation, docs, entries: page.entries, older: page.older };
+        }
         // The active range starts at the newest head marker's head, which may be older than the
         // marker itself (a compaction keeps the entries from its first kept one on); a fork's
         // history runs on into its parent's, through its entry (fork.ts).
         const start = (await newestHead(sql, segments)) ?? 0;
         const entries = await readVisibleEntries(sql, segments, { afterId: start - 1 });
-        return { conversation, docs, entries: applyEntries([], entries) };
+        return { conversation, docs, entries: applyEntries([], entries), older: 0 };
       });
-      this.#view = { conversation, entries, docs };
+      this.#view = { conversation, entries, docs, ...(older > 0 ? { older } : {}) };
       const buffered = this.#buffer ?? [];
       this.#buffer = undefined;
       for (const change of buffered) if (change.seq > this.#readSeq) this.#onChange(change);

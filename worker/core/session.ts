@@ -22,6 +22,7 @@ import {
   type Segment,
 } from "./fork.ts";
 import { checkNewOwners } from "./ownership.ts";
+import { type EntryPage, readActivePage } from "./pages.ts";
 import {
   conversationFromRow,
   entryFromRow,
@@ -40,6 +41,7 @@ import {
   type ChangeSet,
   type ConversationId,
   type ConversationRecord,
+  type EntryId,
   type EntryRecord,
   type Json,
   ROOT_CONVERSATION_ID,
@@ -581,6 +583,14 @@ export class Session {
     options: { afterId?: number; limit?: number; upTo?: number } = {},
   ): Promise<EntryRecord[]> {
     return this.store.read((sql) => readVisibleEntries(sql, this.segments(conversationId), options));
+  }
+
+  /** A page of a conversation's active range: the `limit` entries before `before` in view order (pages.ts). */
+  entryPage(
+    conversationId: ConversationId,
+    options: { before?: EntryId; limit: number },
+  ): Promise<EntryPage> {
+    return this.store.read((sql) => readActivePage(sql, this.segments(conversationId), options));
   }
 
   /** A task record, from memory or (for old terminal tasks) from the store. */

@@ -5,6 +5,11 @@
  * Rules: operations apply in order; entries apply one by one, a head marker restarting the active
  * range at its head (it is kept, with the non-marker entries from its head on); a `doc` operation sets
  * a document, or deletes it when its value is undefined; a snapshot frame replaces the view.
+ * A paged view (the tab's watch: core/pages.ts) carries only the newest entries of the active range
+ * and counts the others (`older`); a page of them goes in front (`applyPage`). A head marker whose
+ * head is at or after a carried entry leaves none of the uncarried ones in the range (`older` 0);
+ * one whose head is before every carried entry keeps `older` as it was, then an upper bound (the
+ * next page says how many there are).
  */
 import type { ConversationRecord, EntryRecord, Json } from "./types.ts";
 
@@ -13,6 +18,11 @@ export interface ConversationView {
   /** The active range: the newest head marker (if any) and the entries after its head. */
   readonly entries: readonly EntryRecord[];
   readonly docs: Readonly<Record<string, Json>>;
+  /**
+   * Entries of the active range before `entries` that this view does not carry (a paged view);
+   * absent: it carries them all.
+   */
+  readonly older?: number;
 }
 
 /** One change to a view. `append` entries carry no head marker; `head` ones carry at least one. */
@@ -66,16 +76,65 @@ export function applyViewChanges(view: ConversationView, changes: readonly ViewC
   if (changes.length === 0) return view;
   let entries = view.entries;
   let docs: Record<string, Json> | undefined;
+  let older = view.older ?? 0;
   for (const change of changes) {
     if (change.op === "doc") {
       docs ??= { ...view.docs };
       if (change.value === undefined) delete docs[change.name];
       else docs[change.name] = change.value;
     } else {
+      if (older > 0 && change.op === "head") older = olderAfter(entries, change.entries, older);
       entries = applyEntries(entries, change.entries);
     }
   }
-  return { conversation: view.conversation, entries, docs: docs ?? view.docs };
+  return {
+    conversation: view.conversation,
+    entries,
+    docs: docs ?? view.docs,
+    ...(older > 0 ? { older } : {}),
+  };
+}
+
+/**
+ * `older` after head markers: the uncarried entries precede every carried non-marker entry, so a
+ * marker whose head is at or after one of those leaves none of them in the range.
+ */
+function olderAfter(
+  entries: readonly EntryRecord[],
+  appended: readonly EntryRecord[],
+  older: number,
+): number {
+  let first = Number.POSITIVE_INFINITY;
+  for (const e of entries) if (e.head === undefined && e.id < first) first = e.id;
+  for (const e of appended) {
+    if (e.head !== undefined && e.head >= first) return 0;
+    if (e.head === undefined && e.id < first) first = e.id;
+  }
+  return older;
+}
+
+/**
+ * Put a page of older entries (core/pages.ts: those just before the view's first non-marker entry)
+ * in front of a paged view; an entry it already carries (its head marker) stays once, in the page's
+ * place. `older` becomes the page's.
+ */
+export function applyPage(
+  view: ConversationView,
+  page: { readonly entries: readonly EntryRecord[]; readonly older: number },
+): ConversationView {
+  const paged = new Set(page.entries.map((e) => e.id));
+  const entries = [...page.entries, ...view.entries.filter((e) => !paged.has(e.id))];
+  return {
+    conversation: view.conversation,
+    entries,
+    docs: view.docs,
+    ...(page.older > 0 ? { older: page.older } : {}),
+  };
+}
+
+/** The entry a paged view's next older page ends before: its first non-marker entry. */
+export function pageCursor(view: ConversationView): EntryRecord["id"] | undefined {
+  return view.entries.find((e) => e.head === undefined)?.id;
 }
 
 /**

@@ -21,6 +21,7 @@ import type { ModelRef } from "../agent/records.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
+import { type EntryPage, MAX_PAGE } from "../core/pages.ts";
 import type { ConversationId, EntryId, TaskId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
 import {
@@ -424,10 +425,11 @@ export class EngineHost implements EngineApi {
     performance.mark("watch:called");
     const h = await this.#h();
     h.requireConversation(conversationId);
-    const watch = await h.mount(conversationId).watch();
+    const watch = await h.pageMount(conversationId).watch();
     const id = this.#nextWatch++;
     this.#watches.set(id, { tabId, watch });
-    // The first frame carries the whole view; then only operations (and whole views after an overflow).
+    // The first frame carries the whole (paged) view; then only operations (and whole views after an
+    // overflow).
     // The marks time a watch's opening (the browser bench reads them): the view read, then sent.
     performance.mark("watch:read");
     await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
@@ -475,6 +477,14 @@ export class EngineHost implements EngineApi {
   async entries(conversationId: ConversationId) {
     const h = await this.#h();
     return h.requireConversation(conversationId).entries();
+  }
+
+  async entriesBefore(conversationId: ConversationId, beforeId: EntryId, limit: number): Promise<EntryPage> {
+    const h = await this.#h();
+    h.requireConversation(conversationId);
+    if (!Number.isInteger(beforeId) || !Number.isInteger(limit) || limit < 1)
+      throw new TypeError("entriesBefore takes an entry id and a positive whole limit");
+    return h.entryPage(conversationId, { before: beforeId, limit: Math.min(limit, MAX_PAGE) });
   }
 
   async taskGraph(): Promise<TaskGraph> {
