@@ -190,3 +190,54 @@ test("on a desktop the task panel shows one row per task: the name cut short wit
   expect(new Set(tasks.map((r) => Math.round(r.stop!.right))).size).toBe(1);
   await page.getByLabel("message").press("Escape");
 });
+
+test("a new user on a phone, by keyboard, in dark: an empty conversation offers first steps, a drawer opened from the keyboard takes the focus, the engine details fit the window", async () => {
+  const page = await openApp("phone-walk", 390, 844);
+  await page.emulateMedia({ colorScheme: "dark" });
+  // The empty conversation says what to try; a step fills the composer and focuses it.
+  const steps = page.getByTestId("first-steps");
+  await steps.waitFor();
+  await steps.getByRole("button", { name: "write a note" }).focus();
+  await page.keyboard.press("Enter");
+  const box = page.getByLabel("message");
+  expect(await box.inputValue()).toBe("write a note");
+  expect(await isFocused(box)).toBe(true);
+  await page.screenshot({ path: shot("first-steps-dark-390") });
+  await box.press("Enter");
+  await settled(page, 3);
+  expect(await steps.count()).toBe(0);
+
+  // The conversations drawer, opened with Enter: the focus moves into it, and Esc brings it back.
+  const menu = page.getByRole("button", { name: "Conversations" });
+  await menu.focus();
+  await page.keyboard.press("Enter");
+  await until(
+    "the focus inside the drawer",
+    () =>
+      page.evaluate(
+        () => document.getElementById("conversations")?.contains(document.activeElement) ?? false,
+      ),
+    (inside) => inside,
+    5_000,
+  );
+  await page.keyboard.press("Escape");
+  await until(
+    "the focus back on the menu button",
+    () => isFocused(menu),
+    (v) => v,
+    5_000,
+  );
+
+  // The engine details, from the header's middle: the whole card in the window.
+  await page.getByRole("button", { name: "About the engine" }).click();
+  const details = page.getByTestId("engine-details");
+  await details.waitFor();
+  const card = await boxOf(details);
+  expect(card.x).toBeGreaterThanOrEqual(0);
+  expect(card.x + card.width).toBeLessThanOrEqual(390);
+  expect(card.y + card.height).toBeLessThanOrEqual(844);
+  await page.screenshot({ path: shot("engine-details-dark-390") });
+  expect(await seriousViolations(page, '[data-testid="engine-details"]')).toEqual([]);
+  await page.keyboard.press("Escape");
+  await details.waitFor({ state: "detached" });
+});
