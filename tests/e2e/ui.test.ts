@@ -4,11 +4,10 @@
  * text rendered as markdown with code blocks while any HTML or javascript: link in it stays inert,
  * and the composer's keys (Enter sends and keeps focus, Esc stops a running task).
  */
-import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { createRequire } from "node:module";
 import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
+import { seriousViolations } from "./axe.ts";
 import {
   appSuite,
   eachLook,
@@ -21,7 +20,6 @@ import {
   waitPhase,
 } from "./page.ts";
 
-const require = createRequire(import.meta.url);
 const app = appSuite({ logTail: 100 });
 
 /** The app on a fresh store, its composer ready. */
@@ -484,37 +482,6 @@ test("a task is stopped from the task panel: its tool call ends aborted and the 
   );
   expect(await page.getByRole("alert").count()).toBe(0);
 });
-
-let axeCode: string | undefined;
-const axeSource = () => (axeCode ??= readFileSync(require.resolve("axe-core/axe.min.js"), "utf8"));
-
-/** axe-core's serious and critical violations on the page as it is now (rule id and a few targets). */
-async function seriousViolations(page: Page): Promise<string[]> {
-  // The app's CSP refuses inline scripts; the devtools protocol's evaluation is not bound by it.
-  if (!(await page.evaluate(() => "axe" in globalThis))) await page.evaluate(axeSource());
-  const found = await page.evaluate(async () => {
-    const axe = (
-      globalThis as unknown as {
-        axe: {
-          run(ctx: Document): Promise<{
-            violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>;
-          }>;
-        };
-      }
-    ).axe;
-    const result = await axe.run(document);
-    return result.violations
-      .filter((v) => v.impact === "serious" || v.impact === "critical")
-      .map(
-        (v) =>
-          `${v.id}: ${v.nodes
-            .slice(0, 3)
-            .map((n) => n.target.join(" "))
-            .join(", ")}`,
-      );
-  });
-  return found;
-}
 
 test("axe-core finds no serious or critical violation on the chat, settings and files, in light and dark", async () => {
   const page = await openApp("axe");

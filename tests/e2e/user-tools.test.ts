@@ -6,10 +6,9 @@
  * drops the tool from one conversation, and the new settings sections are screenshotted at 1280 and
  * 390 px in light and dark and checked with axe-core.
  */
-import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
+import { seriousViolations } from "./axe.ts";
 import {
   answersOnPage,
   appSuite,
@@ -20,7 +19,6 @@ import {
   waitPhase,
 } from "./page.ts";
 
-const require = createRequire(import.meta.url);
 const app = appSuite({ logTail: 100 });
 
 const POLL = { timeout: 30_000, interval: 100 };
@@ -93,36 +91,6 @@ test("a tool added in the settings is used by the demo model through codemode an
     .poll(() => dialog.getByTestId("user-tool-greet").getByTestId("tool-status").textContent(), POLL)
     .toBe("version 2, active");
 }, 240_000);
-
-let axeCode: string | undefined;
-const axeSource = () => (axeCode ??= readFileSync(require.resolve("axe-core/axe.min.js"), "utf8"));
-
-/** axe-core's serious and critical violations inside `selector` (rule id and a few targets). */
-async function seriousViolations(page: Page, selector: string): Promise<string[]> {
-  // The app's CSP refuses inline scripts; the devtools protocol's evaluation is not bound by it.
-  if (!(await page.evaluate(() => "axe" in globalThis))) await page.evaluate(axeSource());
-  return page.evaluate(async (selector) => {
-    const axe = (
-      globalThis as unknown as {
-        axe: {
-          run(ctx: Element): Promise<{
-            violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>;
-          }>;
-        };
-      }
-    ).axe;
-    const result = await axe.run(document.querySelector(selector)!);
-    return result.violations
-      .filter((v) => v.impact === "serious" || v.impact === "critical")
-      .map(
-        (v) =>
-          `${v.id}: ${v.nodes
-            .slice(0, 3)
-            .map((n) => n.target.join(" "))
-            .join(", ")}`,
-      );
-  }, selector);
-}
 
 test("the per-conversation switch drops a user tool; the sections pass axe-core and fit at 1280 and 390 px, light and dark", async () => {
   const page = await openApp("user-tools-ui");

@@ -1,0 +1,158 @@
+/**
+ * Failed attempts, shown quietly, on the built app with a network model (groq, a fake key) whose
+ * provider is routed (this reaches the engine in its dedicated worker, `?engine=dedicated`; see
+ * offline.test.ts for why not a SharedWorker): the attempts a turn retried after are one muted line
+ * ("2 attempts failed: ...", each attempt on demand), never red entries, while the countdown runs and
+ * after the answer came; a run whose retries ran out ends with its last failure shown as an error.
+ * The engine's entries are unchanged: every attempt is still a pi.assistant entry in the store.
+ */
+import type { Page, Route } from "playwright-core";
+import { expect, test } from "vitest";
+import { engine } from "./browser.ts";
+import { appSuite, appUrl, eachLook, say, settleAnimations, uniqueStore, until } from "./page.ts";
+
+const app = appSuite({ logTail: 150 });
+
+const KEY = "gsk-e2e-FAKE-attempts-5f4e3d2c1b0a";
+const MODEL = { provider: "groq", modelId: "llama-3.1-8b-instant" };
+const PROVIDER = "https://api.groq.com/**";
+const ANSWER = "Third time lucky: here is the answer.";
+
+/** An OpenAI-style streamed completion of ANSWER. */
+function completion(): string {
+  const chunk = (delta: object, finish: string | null, extra: object = {}) =>
+    `data: ${JSON.stringify({
+      id: "chatcmpl-e2e",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: MODEL.modelId,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+      ...extra,
+    })}\n\n`;
+  return (
+    chunk({ role: "assistant", content: ANSWER }, null) +
+    chunk({}, "stop", { usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } }) +
+    "data: [DONE]\n\n"
+  );
+}
+
+/** What the transcript shows of the failures: quiet lines (with their counts) and red entries. */
+const failuresShown = (page: Page) =>
+  page.evaluate(() => {
+    const entries = document.querySelector('[data-testid="entries"]');
+    return {
+      quiet: [...(entries?.querySelectorAll('[data-testid="failed-attempts"]') ?? [])].map((e) =>
+        Number(e.getAttribute("data-count")),
+      ),
+      red: entries?.querySelectorAll(".error").length ?? 0,
+      answers: [...(entries?.querySelectorAll(':scope > [data-kind="pi.assistant"]') ?? [])].map(
+        (e) => e.textContent ?? "",
+      ),
+    };
+  });
+
+/** The conversation's stored pi.assistant entries and how each ended. */
+const storedAnswers = async (page: Page, conversation: number) =>
+  (
+    await engine<Array<{ kind: string; model?: Array<{ stopReason?: string }> }>>(
+      page,
+      "entries",
+      conversation,
+    )
+  )
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => e.model?.[0]?.stopReason);
+
+test("the attempts a turn retried after show as one quiet line, never red; a run whose retries ran out ends in one red error after them", async () => {
+  const url = appUrl(app.server.url, { store: uniqueStore("attempts"), engine: "dedicated" });
+  const page = await app.open({
+    url,
+    label: "attempts",
+    viewport: { width: 1280, height: 800 },
+    composer: true,
+  });
+  // The provider answers 503 while `failing` (the SDK's own retries within an attempt included), then
+  // streams ANSWER.
+  let failing = true;
+  await app.browser.context.route(PROVIDER, (route: Route) => {
+    if (failing) {
+      return route.fulfill({
+        status: 503,
+        contentType: "application/json",
+        body: JSON.stringify({ error: { message: "Service Unavailable", type: "server_error" } }),
+      });
+    }
+    return route.fulfill({ status: 200, contentType: "text/event-stream", body: completion() });
+  });
+  await engine(page, "setApiKey", MODEL.provider, KEY);
+  const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
+  await engine(page, "setModel", conversation, MODEL);
+
+  await say(page, "hello, eventually");
+  // While the countdown runs, the failed attempt is a quiet line, not a red answer.
+  await page.getByTestId("retry").waitFor({ timeout: 60_000 });
+  expect(await failuresShown(page)).toEqual({ quiet: [1], red: 0, answers: [] });
+  const line = page.getByTestId("failed-attempts");
+  expect(await line.locator("summary").textContent()).toMatch(/^1 attempt failed: .*503/);
+  // The second attempt fails too; the third (after a backoff of seconds) gets the answer.
+  await until(
+    "two failed attempts stored",
+    () => storedAnswers(page, conversation),
+    (stored) => stored.length === 2,
+    60_000,
+  );
+  failing = false;
+  await until(
+    "the answer after two failed attempts",
+    () => failuresShown(page),
+    (s) => s.answers.length === 1,
+    60_000,
+  );
+  expect(await failuresShown(page)).toEqual({
+    quiet: [2],
+    red: 0,
+    answers: [expect.stringContaining(ANSWER)],
+  });
+  expect(await line.locator("summary").textContent()).toMatch(/^2 attempts failed: .*503/);
+  // Each attempt on demand.
+  await line.locator("summary").click();
+  expect(await line.locator("li").allTextContents()).toEqual([
+    expect.stringMatching(/503/),
+    expect.stringMatching(/503/),
+  ]);
+  // The store keeps every attempt: errors are data.
+  expect(await storedAnswers(page, conversation)).toEqual(["error", "error", "stop"]);
+  await eachLook(page, async (look) => {
+    await settleAnimations(page);
+    await line.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: look.shot("failed-attempts") });
+  });
+  await page.emulateMedia({ colorScheme: null });
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  // The retries run out (three, then the run fails): three quiet attempts, then the failure in red.
+  failing = true;
+  await say(page, "and once more");
+  await until(
+    "the run's final failure",
+    () => failuresShown(page),
+    (s) => s.red === 1,
+    90_000,
+  );
+  const shown = await failuresShown(page);
+  expect(shown.quiet).toEqual([2, 3]);
+  expect(shown.answers).toHaveLength(2);
+  expect(shown.answers[1]).toMatch(/503/);
+  const last = page.locator('[data-testid="entries"] > *').last();
+  expect(await last.getAttribute("data-kind")).toBe("pi.assistant");
+  expect(await last.evaluate((e) => e.classList.contains("error"))).toBe(true);
+  expect(await storedAnswers(page, conversation)).toEqual([
+    "error",
+    "error",
+    "stop",
+    "error",
+    "error",
+    "error",
+    "error",
+  ]);
+}, 240_000);

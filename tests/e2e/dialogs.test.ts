@@ -1,0 +1,243 @@
+/**
+ * What a person sees of the dialogs and the task panel, on the built app with the demo model: the
+ * settings and files dialogs keep their title and close button in view while their body scrolls, fit
+ * the window at 1280 and 390 px in light and dark, close on Esc and give the focus back to what opened
+ * them (on a phone, to the drawer's button when the opener went away with the drawer); on a desktop the
+ * task panel shows one row per task, its name cut short with an ellipsis (in full in a tooltip) and
+ * Stop at the right. Geometry is read from the page (bounding boxes, what is on top at a point), and
+ * each look is kept as a screenshot under test-results/screenshots/.
+ */
+import type { Locator, Page } from "playwright-core";
+import { expect, test } from "vitest";
+import { seriousViolations } from "./axe.ts";
+import { appSuite, eachLook, type Look, say, settleAnimations, settled, shot, until } from "./page.ts";
+
+const app = appSuite({ logTail: 100 });
+const POLL = { timeout: 20_000, interval: 100 };
+
+/** The app on a fresh store, its composer ready. */
+const openApp = (label: string, width = 1280, height = 800): Promise<Page> =>
+  app.open({ label, viewport: { width, height }, composer: true });
+
+type Box = { x: number; y: number; width: number; height: number };
+const boxOf = async (l: Locator): Promise<Box> => {
+  const box = await l.boundingBox();
+  if (!box) throw new Error(`${l} has no box`);
+  return box;
+};
+
+/** Whether `l`'s middle is in the window and `l` (or something inside it) is what a click there hits. */
+const onTop = (l: Locator) =>
+  l.evaluate((e) => {
+    const r = e.getBoundingClientRect();
+    const [x, y] = [r.left + r.width / 2, r.top + r.height / 2];
+    if (x < 0 || y < 0 || x > innerWidth || y > innerHeight) return false;
+    const hit = document.elementFromPoint(x, y);
+    return hit !== null && (e === hit || e.contains(hit));
+  });
+
+const isFocused = (l: Locator) => l.evaluate((e) => e === document.activeElement);
+
+/**
+ * The open dialog, scrolled to `last`: its title and close button stay where they were and on top,
+ * while `last` came up into view; the card is inside the window with nothing wider than it.
+ */
+async function checkDialog(
+  dialog: Locator,
+  { last, look, what }: { last: Locator; look: Look; what: string },
+) {
+  const where = `${what}, ${look.scheme} at ${look.width} px`;
+  const title = dialog.getByRole("heading", { level: 2 });
+  const close = dialog.getByRole("button", { name: /^Close/ });
+  const before = { title: await boxOf(title), close: await boxOf(close), last: await boxOf(last) };
+  await last.evaluate((e) => e.scrollIntoView({ block: "end" }));
+  const after = { title: await boxOf(title), close: await boxOf(close), last: await boxOf(last) };
+  // The body did scroll (the last control moved up), and the header did not.
+  const sizes = await dialog.evaluate((d) => `dialog ${d.clientHeight} px, content ${d.scrollHeight} px`);
+  expect(after.last.y, `${where}: the body scrolled (${sizes})`).toBeLessThan(before.last.y);
+  expect(after.title.y, `${where}: the title stayed`).toBeCloseTo(before.title.y, 0);
+  expect(after.close.y, `${where}: the close button stayed`).toBeCloseTo(before.close.y, 0);
+  expect(await onTop(title), `${where}: the title in view`).toBe(true);
+  expect(await onTop(close), `${where}: the close button in view`).toBe(true);
+  expect(after.last.y + after.last.height, `${where}: the last control in view`).toBeLessThanOrEqual(
+    look.height,
+  );
+  // The card fits the window, and nothing in it is wider than it.
+  const card = await boxOf(dialog);
+  expect(card.x, where).toBeGreaterThanOrEqual(0);
+  expect(card.y, where).toBeGreaterThanOrEqual(0);
+  expect(card.x + card.width, where).toBeLessThanOrEqual(look.width);
+  expect(card.y + card.height, where).toBeLessThanOrEqual(look.height);
+  expect(
+    await dialog.evaluate(
+      (d) =>
+        [d, ...d.querySelectorAll("*")].filter(
+          (e) => e.scrollWidth > e.clientWidth + 1 && e.tagName !== "PRE",
+        ).length,
+    ),
+    `${where}: nothing scrolls sideways`,
+  ).toBe(0);
+}
+
+// A note long enough to make the files dialog scroll once it is viewed.
+const LONG_NOTE = [
+  "write a note",
+  ...Array.from({ length: 40 }, (_, i) => `line ${i + 1} of a long note`),
+].join("\n");
+
+test("the settings and files dialogs keep their title and close button in view while the body scrolls, fit 1280 and 390 px in light and dark, close on Esc and give the focus back", async () => {
+  const page = await openApp("dialogs");
+  await say(page, LONG_NOTE);
+  await settled(page, 3);
+  await eachLook(page, async (look) => {
+    // Settings, opened from the header's button with the keyboard.
+    const gear = page.getByTestId("open-settings");
+    await gear.focus();
+    await page.keyboard.press("Enter");
+    const settings = page.getByTestId("settings");
+    await settings.waitFor();
+    await expect
+      .poll(() => settings.getByTestId("model-list").getByRole("button").count(), POLL)
+      .toBeGreaterThan(0);
+    await settleAnimations(page);
+    await checkDialog(settings, { last: settings.getByTestId("demo-speed"), look, what: "settings" });
+    await page.screenshot({ path: look.shot("settings-scrolled") });
+    expect(await seriousViolations(page, '[data-testid="settings"]'), `settings, ${look.scheme}`).toEqual([]);
+    await page.keyboard.press("Escape");
+    await settings.waitFor({ state: "detached" });
+    expect(await isFocused(gear), "focus back on the settings button").toBe(true);
+
+    // Files, from the conversation list (a drawer on a phone), the note viewed, in a window short
+    // enough (a phone on its side) for the note to make the dialog scroll.
+    const short = { ...look, height: 400 };
+    await page.setViewportSize({ width: short.width, height: short.height });
+    const drawerButton = page.getByRole("button", { name: "Conversations" });
+    const phone = look.width < 760;
+    if (phone) {
+      await drawerButton.click();
+      await settleAnimations(page);
+    }
+    const opener = page.getByTestId("open-files");
+    await opener.focus();
+    await page.keyboard.press("Enter");
+    const files = page.getByTestId("files");
+    await files.getByTestId("file").first().waitFor();
+    await files.getByRole("button", { name: "View" }).click();
+    const text = files.getByTestId("file-text");
+    await expect.poll(() => text.textContent(), POLL).toContain("committed to SQLite");
+    await settleAnimations(page);
+    await checkDialog(files, { last: text, look: short, what: "files" });
+    await page.screenshot({ path: look.shot("files-scrolled-short") });
+    await page.keyboard.press("Escape");
+    await files.waitFor({ state: "detached" });
+    // On a phone the drawer closed when the dialog opened: focus goes to the button that opens it.
+    expect(await isFocused(phone ? drawerButton : opener), "focus back where the files were opened").toBe(
+      true,
+    );
+  });
+}, 240_000);
+
+test("on a desktop the task panel shows one row per task: the name cut short with an ellipsis and in full in its tooltip, Stop at the right", async () => {
+  const page = await openApp("task-rows");
+  await say(page, "run a long task");
+  await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor();
+  const tree = page.getByTestId("task-tree");
+  await tree.waitFor();
+  await until(
+    "two tasks in the panel",
+    () => tree.getByRole("button", { name: /^Stop task/ }).count(),
+    (n) => n >= 2,
+  );
+  await settleAnimations(page);
+  await page.locator("aside#tasks").screenshot({ path: shot("task-panel-1280") });
+  const panel = await boxOf(page.locator("aside#tasks"));
+  const rows = await page.locator("aside#tasks li").evaluateAll((items) =>
+    items.map((li) => {
+      // This task's own parts (not those of the tasks nested under it): its Stop and its kind.
+      const own = (e: Element) => e.closest("li") === li;
+      const stop = [...li.querySelectorAll('button[aria-label^="Stop task"]')].find(own);
+      const name = [...li.querySelectorAll("span")].find(
+        (e) => own(e) && /^pi\.[\w-]+$/.test(e.textContent?.trim() ?? ""),
+      );
+      const box = (e: Element | null | undefined) => {
+        const r = e?.getBoundingClientRect();
+        return r ? { top: r.top, bottom: r.bottom, right: r.right } : undefined;
+      };
+      // The element that carries the full name in a tooltip, and whether its text is cut with an ellipsis.
+      const titled = [...li.querySelectorAll("[title^='pi.']")].find(own);
+      return {
+        name: box(name),
+        stop: box(stop),
+        title: titled?.getAttribute("title") ?? null,
+        ellipsis: titled ? getComputedStyle(titled).textOverflow : null,
+        nowrap: titled ? getComputedStyle(titled).whiteSpace : null,
+      };
+    }),
+  );
+  const tasks = rows.filter((r) => r.stop !== undefined);
+  expect(tasks.length).toBeGreaterThanOrEqual(2);
+  for (const [i, r] of tasks.entries()) {
+    // Stop sits on the name's line (no wrap under it), at the panel's right edge.
+    expect(r.name, `row ${i}`).toBeDefined();
+    expect(r.stop!.top, `row ${i}: Stop on the name's line`).toBeLessThan(r.name!.bottom);
+    expect(r.stop!.bottom, `row ${i}: Stop on the name's line`).toBeGreaterThan(r.name!.top);
+    expect(panel.x + panel.width - r.stop!.right, `row ${i}: Stop at the right edge`).toBeLessThan(16);
+    expect(r.title, `row ${i}: the full name in a tooltip`).toMatch(/^pi\.\S+ #\d+ \w+ · \w+/);
+    expect(r.ellipsis, `row ${i}`).toBe("ellipsis");
+    expect(r.nowrap, `row ${i}`).toBe("nowrap");
+  }
+  // The Stop buttons line up: one right edge for all.
+  expect(new Set(tasks.map((r) => Math.round(r.stop!.right))).size).toBe(1);
+  await page.getByLabel("message").press("Escape");
+});
+
+test("a new user on a phone, by keyboard, in dark: an empty conversation offers first steps, a drawer opened from the keyboard takes the focus, the engine details fit the window", async () => {
+  const page = await openApp("phone-walk", 390, 844);
+  await page.emulateMedia({ colorScheme: "dark" });
+  // The empty conversation says what to try; a step fills the composer and focuses it.
+  const steps = page.getByTestId("first-steps");
+  await steps.waitFor();
+  await steps.getByRole("button", { name: "write a note" }).focus();
+  await page.keyboard.press("Enter");
+  const box = page.getByLabel("message");
+  expect(await box.inputValue()).toBe("write a note");
+  expect(await isFocused(box)).toBe(true);
+  await page.screenshot({ path: shot("first-steps-dark-390") });
+  await box.press("Enter");
+  await settled(page, 3);
+  expect(await steps.count()).toBe(0);
+
+  // The conversations drawer, opened with Enter: the focus moves into it, and Esc brings it back.
+  const menu = page.getByRole("button", { name: "Conversations" });
+  await menu.focus();
+  await page.keyboard.press("Enter");
+  await until(
+    "the focus inside the drawer",
+    () =>
+      page.evaluate(
+        () => document.getElementById("conversations")?.contains(document.activeElement) ?? false,
+      ),
+    (inside) => inside,
+    5_000,
+  );
+  await page.keyboard.press("Escape");
+  await until(
+    "the focus back on the menu button",
+    () => isFocused(menu),
+    (v) => v,
+    5_000,
+  );
+
+  // The engine details, from the header's middle: the whole card in the window.
+  await page.getByRole("button", { name: "About the engine" }).click();
+  const details = page.getByTestId("engine-details");
+  await details.waitFor();
+  const card = await boxOf(details);
+  expect(card.x).toBeGreaterThanOrEqual(0);
+  expect(card.x + card.width).toBeLessThanOrEqual(390);
+  expect(card.y + card.height).toBeLessThanOrEqual(844);
+  await page.screenshot({ path: shot("engine-details-dark-390") });
+  expect(await seriousViolations(page, '[data-testid="engine-details"]')).toEqual([]);
+  await page.keyboard.press("Escape");
+  await details.waitFor({ state: "detached" });
+});
