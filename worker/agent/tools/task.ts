@@ -16,9 +16,9 @@ import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import type { ExecutionEnv } from "../env.ts";
 import { hookApi } from "../extensions/hooks.ts";
-import { piAi } from "../models/pi-ai.ts";
 import { agentDoc, DOC, type LiveState, modelMessages } from "../records.ts";
 import { type AgentHooks, type AgentServices, atPhaseStart, type BeforeToolDecision } from "../services.ts";
+import { validateToolArguments } from "./arguments.ts";
 import {
   NestedCallMismatch,
   type ReplayPolicy,
@@ -85,7 +85,7 @@ function prepare(tool: ToolDefinition, args: unknown): unknown {
 
 function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
   try {
-    return piAi().validateToolArguments(toPiTool(tool), {
+    return validateToolArguments(toPiTool(tool), {
       ...call,
       arguments: args as Record<string, unknown>,
     });
