@@ -3,11 +3,17 @@
  * validateToolArguments gives for every input, and skips pi-ai's copy-and-convert only where that
  * result is the arguments themselves (a plain schema, frozen JSON data that satisfies it).
  */
-import { validateToolArguments as piValidate, type Tool, type ToolCall } from "@mariozechner/pi-ai";
+import {
+  fauxToolCall,
+  validateToolArguments as piValidate,
+  type Tool,
+  type ToolCall,
+} from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, it } from "vitest";
 import { satisfiesPlainSchema, validateToolArguments } from "../../worker/agent/tools/arguments.ts";
 import "../../worker/testing.ts"; // hands pi-ai to the engine
+import { callsThenAnswer, itemTool, open } from "./agent-fixtures.ts";
 
 const deepFreeze = <T>(value: T): T => {
   if (typeof value === "object" && value !== null) {
@@ -84,5 +90,24 @@ describe("tool argument validation", () => {
     (schema.properties.n as unknown as Record<string, unknown>)["minimum"] = 10;
     expect(satisfiesPlainSchema(schema, args)).toBe(false);
     expect(() => validateToolArguments(tool(schema), call(args))).toThrow(/minimum|>= 10|greater/i);
+  });
+
+  it("hands beforeTool hooks a copy of their own, as pi-ai's validation did: one edited in place is what the tool runs with", async () => {
+    const { tool, seen } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "one" }, { id: "c1" })), {
+      tools: [tool],
+      hooks: {
+        beforeTool: [
+          (call) => {
+            (call.arguments as { item: string }).item = "edited";
+            return undefined;
+          },
+        ],
+      },
+    });
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(seen).toEqual([{ item: "edited" }]);
   });
 });

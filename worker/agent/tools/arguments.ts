@@ -8,7 +8,7 @@
  * bounds or patterns) and arguments that are already JSON data of that shape, every conversion is
  * the identity and the check passes, so the result equals the arguments. Those are returned as they
  * are, when they are already frozen (the engine's own copy, out of a committed answer: nothing can
- * change them, and nobody gets a mutable alias of them). Anything else, including every value that
+ * change them) and go straight to a commit, which would freeze pi-ai's copy anyway. Anything else, including every value that
  * fails, goes to pi-ai, which also writes the error message.
  *
  * The plain-shape check walks the schema and the value together each time: nothing is cached, so
@@ -127,9 +127,13 @@ function deeplyFrozen(value: unknown): boolean {
   return true;
 }
 
-/** pi-ai's validateToolArguments (same result, same errors), skipping its work where the result is the arguments. */
-export function validateToolArguments(tool: Tool, call: ToolCall): unknown {
+/**
+ * pi-ai's validateToolArguments (same result, same errors), skipping its work where the result is
+ * the arguments. `copy`: the result goes where a copy of one's own may be expected (beforeTool hooks
+ * see it before anything freezes it), so pi-ai's copy is always made.
+ */
+export function validateToolArguments(tool: Tool, call: ToolCall, options: { copy?: boolean } = {}): unknown {
   const args = call.arguments;
-  if (satisfiesPlainSchema(tool.parameters, args) && deeplyFrozen(args)) return args;
+  if (!options.copy && satisfiesPlainSchema(tool.parameters, args) && deeplyFrozen(args)) return args;
   return piAi().validateToolArguments(tool, call);
 }
