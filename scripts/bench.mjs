@@ -3,15 +3,24 @@
  * TypeScript file under tests/bench/ run with tsx (not a timed test: a missed bar is reported, never
  * a failure). Only a suite that crashes makes the run exit non-zero. `npm run bench -- core` runs the
  * suites whose file name contains "core".
+ *
+ * A suite that times the engine's own JavaScript (listed in BUILT) runs as the app ships it instead:
+ * bundled with esbuild (as Vite bundles the worker: ES2022, no `keepNames`, whose `__name` wrapper
+ * tsx adds to every named function and class and costs a few percent of such a run), next to its
+ * source so `import.meta.url` resolves the same, run with plain node, then deleted. npm packages
+ * stay external (Node loads them as published). BENCH_TSX=1 runs such a suite with tsx anyway.
  */
 import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const benchDir = join(root, "tests", "bench");
 const filters = process.argv.slice(2);
+/** The suites run from a build rather than through tsx. */
+const BUILT = new Set(["agent.bench.ts"]);
 
 const suites = readdirSync(benchDir)
   .filter((f) => f.endsWith(".bench.ts"))
@@ -23,10 +32,50 @@ if (suites.length === 0) {
   process.exit(1);
 }
 
+/** Vite's `import url from "x?url"`: the asset's file URL, as a module. */
+const assetUrls = {
+  name: "asset-urls",
+  setup(build) {
+    build.onResolve({ filter: /\?url$/ }, (args) => ({
+      path: createRequire(join(args.resolveDir, "x")).resolve(args.path.slice(0, -"?url".length)),
+      namespace: "asset-url",
+    }));
+    build.onLoad({ filter: /.*/, namespace: "asset-url" }, (args) => ({
+      contents: `export default ${JSON.stringify(pathToFileURL(args.path).href)};`,
+      loader: "js",
+    }));
+  },
+};
+
+/** Bundle `suite` next to its source, run it with node, delete the bundle. */
+async function runBuilt(suite) {
+  const { build } = await import("esbuild");
+  const outfile = join(benchDir, suite.replace(/\.ts$/, ".built.mjs"));
+  try {
+    await build({
+      entryPoints: [join(benchDir, suite)],
+      outfile,
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "es2022",
+      packages: "external",
+      logLevel: "warning",
+      plugins: [assetUrls],
+    });
+    return spawnSync(process.execPath, [outfile], { cwd: root, stdio: "inherit" });
+  } finally {
+    rmSync(outfile, { force: true });
+  }
+}
+
 const crashed = [];
 for (const suite of suites) {
   console.log(`\n[bench] ${suite}`);
-  const result = spawnSync("npx", ["tsx", join(benchDir, suite)], { cwd: root, stdio: "inherit" });
+  const result =
+    BUILT.has(suite) && process.env.BENCH_TSX !== "1"
+      ? await runBuilt(suite)
+      : spawnSync("npx", ["tsx", join(benchDir, suite)], { cwd: root, stdio: "inherit" });
   if (result.error || result.status !== 0) crashed.push(suite);
 }
 if (crashed.length > 0) {

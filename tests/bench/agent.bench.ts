@@ -13,7 +13,9 @@
  * 1.5x its own SQL floor. Both engines are measured warm, interleaved round by round.
  * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (durable warm-up rounds, default 15;
  * LangGraph joins for the last BENCH_LG_WARMUP of them, default 3: its runs are far longer),
- * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph (one side alone, for a profiler).
+ * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph (one side alone, for a profiler);
+ * with BENCH_ONLY=durable, BENCH_PROFILE=1 profiles the timed part of the runs after the warm-up
+ * and ranks self time by module and function (tests/bench/node-profile.ts).
  * The models are the same on both sides: count the tool results in the messages, answer with the next
  * call or the final text, stream nothing, estimate nothing. (Until issue 16 the durable side used
  * pi-ai's faux provider, which also estimates token usage over the whole serialized context and
@@ -41,6 +43,7 @@ import { Type } from "typebox";
 import { textResult } from "../../worker/agent/tools/contract.ts";
 import { AgentHarness, createModelResolver, defineTool, type ModelResolver } from "../../worker/index.ts";
 import { type StoreJob as Job, memoryStore, recordJobs } from "../../worker/testing.ts";
+import { type NodeProfiler, nodeProfiler } from "./node-profile.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const ROUNDS = env("BENCH_ROUNDS", 9);
@@ -214,7 +217,11 @@ async function replay(opening: readonly Job[], jobs: readonly Job[]): Promise<Sa
   return sample;
 }
 
-async function durable(chat: DurableModel, jobs?: { opening: Job[]; timed: Job[] }): Promise<Sample> {
+async function durable(
+  chat: DurableModel,
+  jobs?: { opening: Job[]; timed: Job[] },
+  profiler?: NodeProfiler,
+): Promise<Sample> {
   const store = await memoryStore();
   const recorder = { into: jobs?.opening ?? [] };
   if (jobs) recordJobs(store, recorder);
@@ -224,6 +231,7 @@ async function durable(chat: DurableModel, jobs?: { opening: Job[]; timed: Job[]
     tools: [durableTool],
   });
   const root = await h.root();
+  await profiler?.start();
   const sample = await timed(async () => {
     if (jobs) recorder.into = jobs.timed;
     const before = store.stats.transactions;
@@ -232,6 +240,7 @@ async function durable(chat: DurableModel, jobs?: { opening: Job[]; timed: Job[]
     await root.waitForIdle();
     return { transactions: store.stats.transactions - before, toolResults: 0 };
   });
+  await profiler?.stop();
   // Checking the transcript is not part of the run.
   sample.toolResults = (await root.entries()).filter((e) => e.kind === "pi.tool-result").length;
   await h.close();
@@ -270,12 +279,20 @@ async function main(): Promise<void> {
   const chat = model();
   const which = process.env["BENCH_ONLY"];
   if (which) {
+    const profiler = process.env["BENCH_PROFILE"] === "1" ? await nodeProfiler() : undefined;
+    const samples: Sample[] = [];
     for (let i = 0; i < WARMUP + ROUNDS; i++) {
-      const s = which === "langgraph" ? await langGraph() : await durable(chat);
+      const profiled = i >= WARMUP ? profiler : undefined;
+      const s = which === "langgraph" ? await langGraph() : await durable(chat, undefined, profiled);
+      if (i >= WARMUP) samples.push(s);
       console.log(
         `${which}: ${fmt(s.ms, 1)} ms wall, ${fmt(s.cpuMs, 1)} ms cpu, ${s.transactions} transactions`,
       );
     }
+    console.log(
+      `${which}, median of ${ROUNDS}: ${fmt(median(samples.map((s) => s.ms)), 1)} ms wall, ${fmt(median(samples.map((s) => s.cpuMs)), 1)} ms cpu`,
+    );
+    profiler?.report(`agent-${which}`);
     chat.unregister();
     return;
   }

@@ -16,9 +16,9 @@ import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskRecord } from "../../core/types.ts";
 import type { ExecutionEnv } from "../env.ts";
 import { hookApi } from "../extensions/hooks.ts";
-import { piAi } from "../models/pi-ai.ts";
 import { agentDoc, DOC, type LiveState, modelMessages } from "../records.ts";
 import { type AgentHooks, type AgentServices, atPhaseStart, type BeforeToolDecision } from "../services.ts";
+import { validateToolArguments } from "./arguments.ts";
 import {
   NestedCallMismatch,
   type ReplayPolicy,
@@ -83,12 +83,19 @@ function prepare(tool: ToolDefinition, args: unknown): unknown {
   }
 }
 
-function validate(tool: ToolDefinition, call: ToolCall, args: unknown): unknown {
+/** `toHooks`: beforeTool hooks get the result (as before, a copy of their own, not yet frozen). */
+function validate(
+  tool: ToolDefinition,
+  call: ToolCall,
+  args: unknown,
+  options: { toHooks?: boolean } = {},
+): unknown {
   try {
-    return piAi().validateToolArguments(toPiTool(tool), {
-      ...call,
-      arguments: args as Record<string, unknown>,
-    });
+    return validateToolArguments(
+      toPiTool(tool),
+      { ...call, arguments: args as Record<string, unknown> },
+      { copy: options.toHooks === true },
+    );
   } catch (error) {
     throw new ToolCallFailed("invalid_arguments", errorMessage(error));
   }
@@ -141,7 +148,9 @@ export function createToolTask(services: AgentServices) {
           if (!call)
             throw new ToolCallFailed("tool_unavailable", "the tool call was not found in its answer");
           tool = resolveToolFor(phase.tools(), call.name);
-          args = validate(tool, call, prepare(tool, call.arguments));
+          args = validate(tool, call, prepare(tool, call.arguments), {
+            toHooks: (hooks.beforeTool ?? []).length > 0,
+          });
           for (const hook of hooks.beforeTool ?? []) {
             let decision: BeforeToolDecision | undefined;
             try {
