@@ -451,6 +451,8 @@ export interface EngineTimeline {
   readonly piAiAt?: number;
   /** The engine's API module (engine.ts and the agent under it) loaded. */
   readonly apiAt?: number;
+  /** The store's wasm and its glue fetched and compiled (started on the engine's first line). */
+  readonly wasmAt?: number;
 }
 
 /** A committed partial answer: its text, and ms since the epoch (sub-ms) when its commit was seen. */

@@ -5,16 +5,11 @@
  *    steps/s on scratch stores of the engine's kind (`__engine.api.debug.bench`, worker/host/bench.ts; the
  *    page passes `?debug=1`, which alone gives its engine the test endpoints).
  *    Bars: a sequential chain of tasks >= 45% of the raw rate; 100 concurrent three-phase tasks >= 3x it.
- * 2. Recovery: a store holding 10,000 terminal tasks, 1,000 idle conversations and one live ticker; reload the only tab (which
- *    kills the SharedWorker) and time from the new page's navigation start (`performance.timeOrigin`)
- *    to the first tick the new engine commits (stamped by the engine after COMMIT), in parts (the tab
- *    up to creating the engine's worker, the engine's script up to its first line, the store's lock,
- *    the store's open, its owner-epoch fence, the harness's open, the first tick). Median of 5; aim
- *    under 300 ms. Before each round, the same tab navigates to the recovery floor
- *    (tests/e2e/fixtures/recovery-floor.html, served on the app's origin): a bare page whose
- *    SharedWorker opens the same store with the store layer alone (no engine) and commits one row;
- *    navigation start to that COMMIT is the floor of this machine, shown beside recovery as a ratio.
- *    The machine's load (`uptime`) is printed with the table.
+ * 2. Recovery (recovery.ts): a store holding 10,000 terminal tasks, 1,000 idle conversations and one
+ *    live ticker, opened again by the app: navigation start to the first tick the new engine commits,
+ *    in parts, median of 5 (aim under 300 ms); beside it, in the same rounds, the machine's floor (a
+ *    bare page whose SharedWorker opens the same store with the store layer alone and commits one
+ *    row), in parts. Each timed page starts once no SharedWorker is left in the browser.
  * 3. Second-tab latency: two tabs on one store, one sends messages to the demo model, the other only
  *    watches; per committed partial answer, the time from the engine seeing its commit to the other
  *    tab's DOM showing its text, median and p95 (aim: p95 under 20 ms).
@@ -33,13 +28,13 @@
  * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery|tabs|size|chat, BENCH_ANSWERS (second-tab answers, default 8),
  * BENCH_CHAT_ENTRIES (default 5000).
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { findChromium } from "../../scripts/chromium.mjs";
-import type { EngineStats, PartialStamp, TickerStatus } from "../../worker/protocol.ts";
+import type { PartialStamp } from "../../worker/protocol.ts";
 import type { IdbBuild } from "../../worker/store/browser.ts";
 import {
   engine,
@@ -48,24 +43,20 @@ import {
   type StaticServer,
   serveStatic,
 } from "../e2e/browser.ts";
-import type { FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
 import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
 import { measureInitialJs } from "./initial-js.ts";
 import { longChat } from "./long-chat.ts";
+import { recovery } from "./recovery.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const SECONDS = env("BENCH_SECONDS", 3);
 const ROUNDS = env("BENCH_ROUNDS", 3);
-const RECOVERY_ROUNDS = env("BENCH_RECOVERY_ROUNDS", 5);
-const SEED = env("BENCH_SEED", 10_000);
-const SEED_CONVERSATIONS = env("BENCH_CONVERSATIONS", 1000);
 const ONLY = process.env.BENCH_ONLY;
 const CHAIN_BAR = 0.45;
 const RAW_BAR = 0.9;
 const CONCURRENT_BAR = 3;
-const RECOVERY_AIM_MS = 300;
 const ANSWERS = env("BENCH_ANSWERS", 8);
 const SECOND_TAB_AIM_MS = 20;
 const INITIAL_JS_BUDGET_KB = 80;
@@ -243,182 +234,6 @@ async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: St
   table(breakdown);
 }
 
-/** The machine's load averages (`uptime`), to print beside timings taken on a shared machine. */
-function machineLoad(): string {
-  try {
-    return execFileSync("uptime", { encoding: "utf8" })
-      .trim()
-      .replace(/^.*load/, "load");
-  } catch {
-    return "load unknown";
-  }
-}
-
-/**
- * One floor round: the tab (whose engine holds `store`) navigates to the recovery floor, whose bare
- * SharedWorker opens the same store (after the dying engine lets go of it) and commits one row.
- * Parts as in the recovery table: the tab up to the worker's creation, the store's open, the commit.
- * The app's service worker would answer this navigation with index.html: bypassed for it.
- */
-async function floorRound(page: Page, server: StaticServer, store: string): Promise<number[]> {
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send("Network.enable");
-  await cdp.send("Network.setBypassServiceWorker", { bypass: true });
-  try {
-    await page.goto(`${server.url}recovery-floor.html?${new URLSearchParams({ store })}`);
-    const result = await until(
-      "the floor's commit",
-      () => page.evaluate(() => (globalThis as unknown as { floor?: FloorResult }).floor),
-      (r) => r !== undefined,
-    );
-    if (!result || result.error) throw new Error(`the recovery floor failed: ${result?.error}`);
-    const origin = await page.evaluate(() => performance.timeOrigin);
-    return [
-      result.createdAt - origin,
-      result.openedAt - result.createdAt,
-      result.committedAt - result.openedAt,
-      result.committedAt - origin,
-    ];
-  } finally {
-    await cdp.send("Network.setBypassServiceWorker", { bypass: false }).catch(() => undefined);
-    await cdp.detach().catch(() => undefined);
-  }
-}
-
-async function recovery(b: LaunchedBrowser, server: StaticServer): Promise<void> {
-  console.log(
-    `\nrecovery: ${SEED} terminal tasks, ${SEED_CONVERSATIONS} idle conversations and one live ticker; reload the only tab, ${RECOVERY_ROUNDS} rounds`,
-  );
-  const page = await b.newPage();
-  const store = uniqueStore("recovery");
-  const url = appUrl(server, { store });
-  await page.goto(url);
-  await waitReady(page);
-  const seeded = await engine<{ conversationId: number; tasks: number; conversations: number; ms: number }>(
-    page,
-    "debug.seed",
-    { tasks: SEED, conversations: SEED_CONVERSATIONS },
-  );
-  console.log(
-    `  seeded ${seeded.tasks} terminal tasks and ${seeded.conversations} conversations in ${fmt(seeded.ms / 1000, 1)} s`,
-  );
-  const conversationId = await engine<number>(page, "createConversation", "recovery ticker");
-  const taskId = await engine<number>(page, "debug.startTicker", {
-    phases: 10_000,
-    delayMs: 0,
-    conversationId,
-  });
-  await until(
-    "the ticker to run",
-    () => engine<TickerStatus>(page, "debug.ticker", taskId),
-    (t) => t.trail.length >= 3,
-  );
-
-  // Parts: the tab created the engine's worker (tab), the engine's first line ran (engine script),
-  // the store's Web Lock, the store opened (store open), its owner epoch bumped (fence: 0 when the
-  // fence rides in the first resumed commit), the harness opened (harness open), its first resumed
-  // tick committed.
-  const rows: string[][] = [
-    [
-      "round",
-      "tab",
-      "engine script",
-      "lock wait",
-      "store open",
-      "fence",
-      "harness open",
-      "to first tick",
-      "first resumed tick",
-      `aim ${RECOVERY_AIM_MS} ms`,
-    ],
-  ];
-  const floorRows: string[][] = [["round", "tab", "store open", "commit", "floor: first commit"]];
-  const totals: number[] = [];
-  const parts: number[][] = [];
-  const floors: number[][] = [];
-  const loads: string[] = [machineLoad()];
-  // What of the engine's code is loaded when, beside the store's open (from the engine's first line).
-  const codeRows: string[][] = [
-    ["round", "engine API loaded", "pi-ai loaded", "store opened", "harness open"],
-  ];
-  for (let round = 1; round <= RECOVERY_ROUNDS; round++) {
-    // The floor first, from the same tab (its engine dies as it navigates away, as on a reload); then
-    // back to the app, whose engine resumes the ticker, and the measured reload.
-    const floor = await floorRound(page, server, store);
-    floors.push(floor);
-    floorRows.push([String(round), ...floor.map((ms) => `${fmt(ms)} ms`)]);
-    await page.goto(url);
-    await waitReady(page);
-    const resumed = (await engine<TickerStatus>(page, "debug.ticker", taskId)).trail.length;
-    const before = await until(
-      "the ticker to run again",
-      () => engine<TickerStatus>(page, "debug.ticker", taskId),
-      (t) => t.trail.length > resumed + 2,
-    );
-    if (before.status !== "running" && before.status !== "pending")
-      throw new Error(`the ticker is ${before.status}`);
-    await page.reload();
-    await waitReady(page);
-    const origin = await page.evaluate(() => performance.timeOrigin);
-    const stats = await until(
-      "the new engine's first tick",
-      () => engine<EngineStats>(page, "debug.stats"),
-      (s) => s.timeline.firstTickAt !== undefined,
-    );
-    const { createdAt, startedAt, lockedAt, migratedAt, openedAt, readyAt, firstTickAt, apiAt, piAiAt } =
-      stats.timeline;
-    const total = firstTickAt! - origin;
-    const split = [
-      createdAt! - origin,
-      startedAt - createdAt!,
-      lockedAt! - startedAt,
-      (migratedAt ?? openedAt!) - lockedAt!,
-      openedAt! - (migratedAt ?? openedAt!),
-      readyAt! - openedAt!,
-      firstTickAt! - readyAt!,
-    ];
-    totals.push(total);
-    parts.push(split);
-    rows.push([
-      String(round),
-      ...split.map((ms) => `${fmt(ms)} ms`),
-      `${fmt(total)} ms`,
-      total < RECOVERY_AIM_MS ? "PASS" : "FAIL",
-    ]);
-    loads.push(machineLoad());
-    const since = (at: number | undefined) => (at === undefined ? "-" : `+${fmt(at - startedAt)} ms`);
-    codeRows.push([String(round), since(apiAt), since(piAiAt), since(migratedAt), since(readyAt)]);
-  }
-  const m = median(totals);
-  rows.push([
-    "median",
-    ...[0, 1, 2, 3, 4, 5, 6].map((i) => `${fmt(median(parts.map((p) => p[i]!)))} ms`),
-    `${fmt(m)} ms`,
-    m < RECOVERY_AIM_MS ? "PASS" : "FAIL",
-  ]);
-  table(rows);
-  console.log("(from the new page's navigation start; the ticker commits with no delay between ticks)");
-  console.log("\nthe engine's code beside its store (from the engine's first line)");
-  table(codeRows);
-  const floorMedian = median(floors.map((f) => f[3]!));
-  floorRows.push(["median", ...[0, 1, 2, 3].map((i) => `${fmt(median(floors.map((f) => f[i]!)))} ms`)]);
-  console.log(
-    "\nrecovery floor: a bare page on the same tab, its SharedWorker opens the same store (no engine) and commits one row",
-  );
-  table(floorRows);
-  table([
-    ["", "floor", "recovery", "recovery / floor"],
-    ["median", `${fmt(floorMedian)} ms`, `${fmt(m)} ms`, `${fmt(m / floorMedian, 2)}x`],
-  ]);
-  console.log(`machine ${loads[0]} before the rounds, ${loads.at(-1)} after`);
-  const after = await engine<TickerStatus>(page, "debug.ticker", taskId);
-  const exact = after.trail.every((n, i) => n === i + 1);
-  console.log(
-    `  ticker trail after ${RECOVERY_ROUNDS} reloads: ${after.trail.length} ticks, ${exact ? "exactly [1..N]" : "NOT [1..N]"}`,
-  );
-  await page.close();
-}
-
 /** Wait until `page` shows `n` settled answers (committed pi.assistant entries, nothing streaming). */
 async function settledAnswers(page: Page, n: number): Promise<void> {
   await until(
@@ -594,7 +409,8 @@ async function main(): Promise<void> {
       `browser bench: Chromium ${version}, app from dist/ (built ${new Date(statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
     );
     if (!ONLY || ONLY === "throughput") await throughput(b, server, fixtures);
-    if (!ONLY || ONLY === "recovery") await recovery(b, server);
+    if (!ONLY || ONLY === "recovery")
+      await recovery(b, server, { fmt, median, table, until, waitReady, appUrl, uniqueStore });
     if (!ONLY || ONLY === "tabs") await secondTab(b, server);
     if (!ONLY || ONLY === "chat")
       await longChat(b, server, { fmt, median, table, until, waitReady, appUrl, uniqueStore }).catch(

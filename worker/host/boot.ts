@@ -19,11 +19,16 @@ export const TEST_ENDPOINTS_FLAG = "debug";
 export interface BootOptions {
   /** Serve the test endpoints too (the page asked with `?debug=1`). */
   testEndpoints: boolean;
+  /** The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline. */
+  wasm?: Promise<void>;
 }
 
 /** Start the engine; resolves with what its ports serve. */
 export function bootEngine(platform: HostPlatform, options: BootOptions): Promise<object> {
   const owner = new StoreOwner(platform);
+  void options.wasm?.then(() => {
+    owner.timeline.wasmAt = Date.now();
+  });
   // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetched and evaluated while the lock is
   // taken and the store opens. The harness open awaits it (a failure surfaces there, where the load
   // is tried again).

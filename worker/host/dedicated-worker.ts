@@ -12,7 +12,7 @@ import { bootEngine, serveWhenReady, TEST_ENDPOINTS_FLAG } from "./boot.ts";
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
 const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
-preloadBrowserStore({ kind: "opfs" });
+const wasm = preloadBrowserStore({ kind: "opfs" });
 
 /** `self` as an endpoint that holds the messages it gets until its listener is added. */
 function heldSelf(): Endpoint {
@@ -52,6 +52,6 @@ const served = bootEngine(
       for (const key of names) await dir.removeEntry(key).catch(() => undefined);
     },
   },
-  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1" },
+  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1", wasm },
 );
 serveWhenReady(served, endpoint);

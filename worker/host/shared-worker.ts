@@ -12,7 +12,7 @@ declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
 const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
 const build = params.get("build") === "asyncify" ? "asyncify" : undefined;
-preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
+const wasm = preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
 
 const served = bootEngine(
   {
@@ -30,7 +30,7 @@ const served = bootEngine(
         request.onerror = () => reject(request.error);
       }),
   },
-  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1" },
+  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1", wasm },
 );
 
 (self as unknown as { onconnect: (e: MessageEvent) => void }).onconnect = (event) => {

@@ -138,10 +138,16 @@ function loadBuild(build: Build): Promise<{ factory: ModuleFactory; wasm: WebAss
 
 /**
  * Start fetching and compiling the wasm (and its glue) that opening a store of this kind needs, so a
- * host can do it before it holds the store's lock. Never rejects: the open reports a failure.
+ * host can do it before it holds the store's lock. Resolves when both are here (a host may time
+ * it); never rejects: the open reports a failure.
  */
-export function preloadBrowserStore(options: Pick<BrowserStoreOptions, "kind"> & { build?: IdbBuild }): void {
-  loadBuild(options.kind === "idb" ? chooseIdbBuild(options.build) : "sync").catch(() => undefined);
+export function preloadBrowserStore(
+  options: Pick<BrowserStoreOptions, "kind"> & { build?: IdbBuild },
+): Promise<void> {
+  return loadBuild(options.kind === "idb" ? chooseIdbBuild(options.build) : "sync").then(
+    () => undefined,
+    () => undefined,
+  );
 }
 
 /** A new instance of the build (its own memory: the async builds are not re-entrant) from the cached module. */

@@ -1,0 +1,243 @@
+/**
+ * The browser bench's recovery (browser.bench.ts, part 2): a store holding BENCH_SEED terminal tasks,
+ * BENCH_CONVERSATIONS idle conversations and one live ticker, opened again by the app, timed from the
+ * page's navigation start (`performance.timeOrigin`) to the first tick the new engine commits
+ * (stamped by the engine after COMMIT); beside it, in the same rounds, the machine's floor: a bare
+ * page (tests/e2e/fixtures/recovery-floor.html, served on the app's origin) whose SharedWorker opens
+ * the same store with the store layer alone (no engine) and commits one row.
+ *
+ * Clean rounds: an old engine or floor worker still holding the store would make the next open wait
+ * for it (a page left by navigation stays in the back/forward cache, its SharedWorker alive, for up
+ * to about a minute). So each timed page is a new tab, opened once the previous tab is closed and
+ * the browser has no SharedWorker left (CDP `Target.getTargets`); how long that took is printed. The
+ * timed app page then opens a store whose engine is gone, as a reload does once the old engine ended.
+ *
+ * Parts, recovery: the tab up to creating the engine's worker (tab), the engine's script up to its
+ * first line, from that line the wasm compile and the store's Web Lock (both run at once), the
+ * store's open once both are here, the harness's open, the first resumed tick. Floor: the page up to
+ * creating its worker, its script, the wasm compile, the store's open, the one commit.
+ * Figures only: a missed aim prints FAIL.
+ */
+import { execFileSync } from "node:child_process";
+import type { Page } from "playwright-core";
+import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/protocol.ts";
+import { Cdp, engine, type LaunchedBrowser, type StaticServer } from "../e2e/browser.ts";
+import type { FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
+import type { BenchKit } from "./long-chat.ts";
+
+const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
+const ROUNDS = env("BENCH_RECOVERY_ROUNDS", 5);
+const SEED = env("BENCH_SEED", 10_000);
+const SEED_CONVERSATIONS = env("BENCH_CONVERSATIONS", 1000);
+const AIM_MS = 300;
+/** How long an old SharedWorker may take to go away before the round gives up. */
+const WORKER_GONE_TIMEOUT_MS = 120_000;
+
+const RECOVERY_PARTS = [
+  "tab",
+  "engine script",
+  "wasm compile*",
+  "lock wait*",
+  "store open",
+  "harness open",
+  "to first tick",
+] as const;
+const FLOOR_PARTS = ["page", "worker script", "wasm compile", "store open", "commit"] as const;
+
+/** The machine's load averages (`uptime`), to print beside timings taken on a shared machine. */
+export function machineLoad(): string {
+  try {
+    return execFileSync("uptime", { encoding: "utf8" })
+      .trim()
+      .replace(/^.*load averages?:\s*/, "");
+  } catch {
+    return "unknown";
+  }
+}
+
+/**
+ * Close `page` and wait until the browser has no SharedWorker left; resolves with a new page and the
+ * wait in ms. Closed, not navigated away: a page left by navigation stays alive in the back/forward
+ * cache (up to about a minute here), and so does its SharedWorker, which then still holds the store.
+ */
+async function freshPage(b: LaunchedBrowser, page: Page): Promise<{ page: Page; waitedMs: number }> {
+  await page.close();
+  const started = Date.now();
+  const cdp = await Cdp.connect(b.wsEndpoint);
+  try {
+    for (;;) {
+      const { targetInfos } = await cdp.send<{ targetInfos: Array<{ type: string }> }>("Target.getTargets");
+      if (!targetInfos.some((t) => t.type === "shared_worker")) break;
+      if (Date.now() - started > WORKER_GONE_TIMEOUT_MS)
+        throw new Error(`a SharedWorker was still alive ${WORKER_GONE_TIMEOUT_MS} ms after its tab closed`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    cdp.close();
+  }
+  return { page: await b.newPage(), waitedMs: Date.now() - started };
+}
+
+/**
+ * One floor round: the bare page's worker opens `store` and commits one row; its parts (FLOOR_PARTS)
+ * and the total. The app's service worker would answer this navigation with index.html: bypassed.
+ */
+async function floorRound(page: Page, server: StaticServer, store: string, kit: BenchKit): Promise<number[]> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.setBypassServiceWorker", { bypass: true });
+  try {
+    await page.goto(`${server.url}recovery-floor.html?${new URLSearchParams({ store })}`);
+    const r = await kit.until(
+      "the floor's commit",
+      () => page.evaluate(() => (globalThis as unknown as { floor?: FloorResult }).floor),
+      (v) => v !== undefined,
+    );
+    if (!r || r.error) throw new Error(`the recovery floor failed: ${r?.error}`);
+    const origin = await page.evaluate(() => performance.timeOrigin);
+    return [
+      r.createdAt - origin,
+      r.scriptAt - r.createdAt,
+      r.wasmAt - r.scriptAt,
+      r.openedAt - r.wasmAt,
+      r.committedAt - r.openedAt,
+      r.committedAt - origin,
+    ];
+  } finally {
+    await cdp.send("Network.setBypassServiceWorker", { bypass: false }).catch(() => undefined);
+    await cdp.detach().catch(() => undefined);
+  }
+}
+
+/** The recovery parts (RECOVERY_PARTS) of one engine start, and the total, from its timeline. */
+function recoveryParts(t: EngineTimeline, origin: number): number[] {
+  const lockedAt = t.lockedAt!;
+  const wasmAt = t.wasmAt ?? lockedAt;
+  const migratedAt = t.migratedAt ?? t.openedAt!;
+  return [
+    t.createdAt! - origin,
+    t.startedAt - t.createdAt!,
+    wasmAt - t.startedAt,
+    lockedAt - t.startedAt,
+    migratedAt - Math.max(lockedAt, wasmAt),
+    t.readyAt! - migratedAt,
+    t.firstTickAt! - t.readyAt!,
+    t.firstTickAt! - origin,
+  ];
+}
+
+export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: BenchKit): Promise<void> {
+  const { fmt, median, table, until, waitReady } = kit;
+  console.log(
+    `\nrecovery: ${SEED} terminal tasks, ${SEED_CONVERSATIONS} idle conversations and one live ticker; ${ROUNDS} rounds of floor then app, each page started once no SharedWorker is left`,
+  );
+  let page = await b.newPage();
+  const store = kit.uniqueStore("recovery");
+  const url = kit.appUrl(server, { store });
+  await page.goto(url);
+  await waitReady(page);
+  const seeded = await engine<{ tasks: number; conversations: number; ms: number }>(page, "debug.seed", {
+    tasks: SEED,
+    conversations: SEED_CONVERSATIONS,
+  });
+  console.log(
+    `  seeded ${seeded.tasks} terminal tasks and ${seeded.conversations} conversations in ${fmt(seeded.ms / 1000, 1)} s`,
+  );
+  const conversationId = await engine<number>(page, "createConversation", "recovery ticker");
+  const taskId = await engine<number>(page, "debug.startTicker", {
+    phases: 100_000,
+    delayMs: 0,
+    conversationId,
+  });
+  await until(
+    "the ticker to run",
+    () => engine<TickerStatus>(page, "debug.ticker", taskId),
+    (t) => t.trail.length >= 3,
+  );
+
+  const recoveries: number[][] = [];
+  const floors: number[][] = [];
+  const rows: string[][] = [["round", ...RECOVERY_PARTS, "first resumed tick", `aim ${AIM_MS} ms`]];
+  const floorRows: string[][] = [["round", ...FLOOR_PARTS, "floor: first commit"]];
+  const waitRows: string[][] = [
+    ["round", "old engine gone after", "floor worker gone after", "load (1, 5, 15 min)"],
+  ];
+  const codeRows: string[][] = [
+    ["round", "engine API loaded", "pi-ai loaded", "store opened", "harness open"],
+  ];
+  let ticks = 0;
+  for (let round = 1; round <= ROUNDS; round++) {
+    const leftApp = await freshPage(b, page);
+    page = leftApp.page;
+    const floor = await floorRound(page, server, store, kit);
+    floors.push(floor);
+    floorRows.push([String(round), ...floor.map((ms) => `${fmt(ms)} ms`)]);
+    const leftFloor = await freshPage(b, page);
+    page = leftFloor.page;
+    await page.goto(url);
+    await waitReady(page);
+    const origin = await page.evaluate(() => performance.timeOrigin);
+    const stats = await until(
+      "the new engine's first tick",
+      () => engine<EngineStats>(page, "debug.stats"),
+      (s) => s.timeline.firstTickAt !== undefined,
+    );
+    const parts = recoveryParts(stats.timeline, origin);
+    recoveries.push(parts);
+    const total = parts.at(-1)!;
+    rows.push([String(round), ...parts.map((ms) => `${fmt(ms)} ms`), total < AIM_MS ? "PASS" : "FAIL"]);
+    waitRows.push([
+      String(round),
+      `${fmt(leftApp.waitedMs)} ms`,
+      `${fmt(leftFloor.waitedMs)} ms`,
+      machineLoad(),
+    ]);
+    const { startedAt, apiAt, piAiAt, migratedAt, readyAt } = stats.timeline;
+    const since = (at: number | undefined) => (at === undefined ? "-" : `+${fmt(at - startedAt)} ms`);
+    codeRows.push([String(round), since(apiAt), since(piAiAt), since(migratedAt), since(readyAt)]);
+    // Nothing lost, nothing doubled: the trail goes on from where the last engine left it.
+    const status = await until(
+      "the ticker to run again",
+      () => engine<TickerStatus>(page, "debug.ticker", taskId),
+      (t) => t.trail.length > ticks + 1,
+    );
+    if (!status.trail.every((n, i) => n === i + 1))
+      throw new Error("the ticker's trail is not exactly [1..N]");
+    ticks = status.trail.length;
+  }
+  const medians = (runs: number[][]) => runs[0]!.map((_, i) => median(runs.map((r) => r[i]!)));
+  const m = medians(recoveries);
+  const f = medians(floors);
+  rows.push(["median", ...m.map((ms) => `${fmt(ms)} ms`), m.at(-1)! < AIM_MS ? "PASS" : "FAIL"]);
+  floorRows.push(["median", ...f.map((ms) => `${fmt(ms)} ms`)]);
+  table(rows);
+  console.log(
+    "(from the new page's navigation start; * from the engine's first line, at the same time: store open starts once both are done)",
+  );
+  console.log(
+    "\nrecovery floor: a bare page in a new tab, its SharedWorker opens the same store (no engine) and commits one row",
+  );
+  table(floorRows);
+  console.log("\nside by side (medians)");
+  const ms = (n: number | undefined) => (n === undefined ? "-" : `${fmt(n)} ms`);
+  table([
+    ["part", "floor", "recovery"],
+    ["page, up to creating the worker", ms(f[0]), ms(m[0])],
+    ["worker script, up to its first line", ms(f[1]), ms(m[1])],
+    ["wasm compile (from the first line)", ms(f[2]), ms(m[2])],
+    ["store lock (from the first line)", "-", ms(m[3])],
+    ["store open", ms(f[3]), ms(m[4])],
+    ["harness open", "-", ms(m[5])],
+    ["first commit (floor) / first resumed tick", ms(f[4]), ms(m[6])],
+    ["total", ms(f[5]), ms(m[7])],
+    ["recovery / floor", "", `${fmt(m[7]! / f[5]!, 2)}x`],
+  ]);
+  console.log("\nthe engine's code beside its store (from the engine's first line)");
+  table(codeRows);
+  console.log(
+    "\nbefore each page: how long the previous page's SharedWorker lived on, and the machine's load",
+  );
+  table(waitRows);
+  console.log(`  ticker trail after ${ROUNDS} rounds: ${ticks} ticks, exactly [1..N]`);
+  await page.close();
+}
