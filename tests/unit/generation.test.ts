@@ -45,6 +45,39 @@ describe("request hooks", () => {
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: injected"]);
   });
 
+  test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {
+    const hold = deferred();
+    let hooked = 0;
+    const hooks: AgentHarnessOptions["hooks"] = {
+      beforeRequest: [
+        (messages) => [...messages, { role: "user", content: `injected ${++hooked}`, timestamp: 0 }],
+      ],
+    };
+    const { root, store, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks },
+    );
+    void root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+
+    // A crash while the request streams: the image holds the request phase, not the answer.
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks });
+    const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(hooked).toBe(2);
+    expect(faux.requests.map((r) => r.messages.map(textOf))).toEqual([
+      ["hi", "injected 1"],
+      ["hi", "injected 2"],
+    ]);
+    expect((await transcript(await h2.root())).map((e) => textOf(messageOf(e)))).toEqual([
+      "hi",
+      "echo: injected 2",
+    ]);
+  });
+
   test("afterResponse sees every final message, tool-calling ones included", async () => {
     const seen: string[] = [];
     const { tool } = itemTool({});

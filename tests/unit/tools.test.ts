@@ -178,6 +178,38 @@ describe("tools", () => {
     expect(diagnosticsOf(result!).map((d) => d.code)).toContain("tool_unavailable");
   });
 
+  test("a call to a tool its request did not offer gets tool_unavailable at once, with no task, though the agent has it now", async () => {
+    const hold = deferred();
+    const { tool, seen } = itemTool({});
+    const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    await root.configure({ tools: [] });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual([]);
+    // After preparation the agent offers the tool again; the request's cutoff still decides.
+    await root.configure({ tools: null });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const entries = await transcript(root);
+    const answer = entries.find((e) => e.kind === "pi.assistant")!;
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    // Written with the answer, not by a tool task that ran later.
+    expect(result!.id).toBe(answer.id + 1);
+    const tasks = [];
+    for (let id = 1; id <= 20; id++) tasks.push(await h.getTask(id));
+    expect(tasks.filter((t) => t?.kind === "pi.tool")).toEqual([]);
+    expect(faux.requests[1]!.tools).toEqual(["apply"]);
+  });
+
   test("an unknown tool gets a tool_unavailable result and the run continues", async () => {
     const { root, faux } = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "call-1" })));
     const sub = await root.submit({ type: "input", content: "go" });
