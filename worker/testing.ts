@@ -2,8 +2,9 @@
  * The test kit: the stores, loops and model scripting tests and benches share, in one place. Tests and
  * benches import these instead of writing their own.
  * - `memoryStore`, `recordJobs` (testing/store.ts): memory stores, and the SQL a store ran.
- * - `crashingStore`, `CRASH_MODES`, `crashSweep` (testing/crash.ts): a store that dies at a chosen
- *   transaction, and the one loop every crash sweep runs.
+ * - `crashingStore`, `CRASH_MODES`, `crashSweep`, `CRASH_SWEEP_TEST_TIMEOUT_MS` (testing/crash.ts): a
+ *   store that dies at a chosen transaction, the one loop every crash sweep runs, and the timeout of
+ *   a test that runs sweeps.
  * - `deferred`, `until`, `within` (testing/wait.ts): waiting without hanging.
  * - `toolCallsCutByCrash`, `wasToolCallCutByCrash` (testing/tools.ts): the tool calls a crash left
  *   started without a result, read from the committed image; `detachedToolApi`, a tool api for
@@ -33,6 +34,7 @@ import type { ModelRef } from "./agent/records.ts";
 
 export {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   type CrashingStore,
   type CrashMode,
   type CrashOptions,

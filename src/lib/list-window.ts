@@ -101,16 +101,24 @@ export class Layout implements VirtualLayout {
 
   /** The entry at virtual position `y` (clamped into the list); -1 for an empty list. */
   indexAt(y: number): number {
-    if (this.length === 0) return -1;
-    let lo = 0;
-    let hi = this.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (this.#tops[mid]! <= y) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    return indexAt(this, y);
   }
+}
+
+/**
+ * The entry of `layout` at virtual position `y`: the last one whose top is at or above it (0 above the
+ * first entry, the last one below the list), -1 for an empty list. A binary search over the tops.
+ */
+export function indexAt(layout: Pick<VirtualLayout, "length" | "top">, y: number): number {
+  if (layout.length === 0) return -1;
+  let lo = 0;
+  let hi = layout.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (layout.top(mid) <= y) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 export interface WindowOptions {

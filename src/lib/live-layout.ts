@@ -8,7 +8,7 @@
  * `lead` entries not loaded yet (a paged transcript's older ones) come first, each at the estimate:
  * positions count them, so entry `ids[k]` is at position `lead + k`.
  */
-import type { Heights, VirtualLayout } from "./list-window.ts";
+import { type Heights, indexAt, type VirtualLayout } from "./list-window.ts";
 
 export class LiveLayout implements VirtualLayout {
   readonly #heights: Pick<Heights, "known" | "estimate">;
@@ -83,14 +83,6 @@ export class LiveLayout implements VirtualLayout {
 
   /** The entry at virtual position `y` (clamped into the list); -1 for an empty list. */
   indexAt(y: number): number {
-    if (this.length === 0) return -1;
-    let lo = 0;
-    let hi = this.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (this.top(mid) <= y) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    return indexAt(this, y);
   }
 }

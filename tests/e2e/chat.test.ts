@@ -4,10 +4,10 @@
  * only, queued inputs withdrawn before they run, and a 5,000-entry conversation rendered as a window
  * that opens at its newest entries. Screenshots go to test-results/screenshots/.
  */
-import type { Page } from "playwright-core";
+import type { Page, Route } from "playwright-core";
 import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
-import { appSuite, eachLook, say, settled, shot, until } from "./page.ts";
+import { appSuite, appUrl, eachLook, say, settled, shot, uniqueStore, until } from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
 
@@ -173,10 +173,59 @@ test("editing the first message resends it in a new conversation; Esc cancels an
   await settled(page, 1);
 });
 
+/** A network model the withdraw test routes (the engine's dedicated worker is what routes reach). */
+const ROUTED = { provider: "groq", modelId: "llama-3.1-8b-instant", key: "gsk-e2e-FAKE-withdraw-0a1b2c3d" };
+
+/** An OpenAI-style streamed completion answering `text`. */
+function streamedAnswer(text: string): string {
+  const chunk = (delta: object, finish: string | null) =>
+    `data: ${JSON.stringify({
+      id: "chatcmpl-e2e",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: ROUTED.modelId,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    })}\n\n`;
+  return `${chunk({ role: "assistant", content: text }, null)}${chunk({}, "stop")}data: [DONE]\n\n`;
+}
+
 test("queued inputs are listed with Withdraw while the agent works; a withdrawn one never runs, the other does", async () => {
-  const page = await openApp("withdraw");
+  // The agent is kept at work by its model's first answer, held by the test until the withdrawal has
+  // landed, so the steps below wait for states, not against a clock. (With the demo model's 3 s task
+  // the agent finished first under load and took the input before its Withdraw was clicked.) A
+  // provider route reaches a dedicated worker's fetches, not a SharedWorker's: hence the engine mode.
+  const page = await app.open({
+    url: appUrl(app.server.url, { store: uniqueStore("withdraw"), engine: "dedicated" }),
+    label: "withdraw",
+    viewport: { width: 1280, height: 800 },
+    composer: true,
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const requests: string[] = [];
+  await app.browser.context.route("https://api.groq.com/**/chat/completions", async (route: Route) => {
+    const body = route.request().postData() ?? "";
+    requests.push(body);
+    if (requests.length === 1) await held;
+    const asked = requests.length === 1 ? "the long task" : "the next input";
+    await route.fulfill({
+      status: 200,
+      contentType: "text/event-stream",
+      body: streamedAnswer(`Done: ${asked}.`),
+    });
+  });
+  await engine(page, "setApiKey", ROUTED.provider, ROUTED.key);
+  const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
+  await engine(page, "setModel", conversation, { provider: ROUTED.provider, modelId: ROUTED.modelId });
+
   await say(page, "run a long task");
-  await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor();
+  await until(
+    "the model asked, its answer held",
+    async () => requests.length,
+    (n) => n === 1,
+  );
   await say(page, "never mind this one");
   await say(page, "hello after the task");
   const queued = page.getByTestId("queued-item");
@@ -193,7 +242,8 @@ test("queued inputs are listed with Withdraw while the agent works; a withdrawn 
     () => queued.allTextContents(),
     (t) => t.length === 1 && t[0]!.includes("hello after the task"),
   );
-  await settled(page, 3);
+  release();
+  await settled(page, 2);
   await until(
     "the queued input answered",
     () => userTexts(page),
@@ -201,6 +251,10 @@ test("queued inputs are listed with Withdraw while the agent works; a withdrawn 
   );
   expect(await userTexts(page)).toEqual(["run a long task", "hello after the task"]);
   expect(await queued.count()).toBe(0);
+  // The withdrawn input never reached the model; the other one did, in the second request.
+  expect(requests).toHaveLength(2);
+  expect(requests.some((r) => r.includes("never mind this one"))).toBe(false);
+  expect(requests[1]).toContain("hello after the task");
 });
 
 test("a 5,000-entry conversation opens at its newest entries and scrolls up to its first", async () => {

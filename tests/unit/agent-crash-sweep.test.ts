@@ -20,6 +20,7 @@ import {
 } from "../../worker/index.ts";
 import {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   type CrashScenario,
   comparableEntry,
   crashSweep,
@@ -164,7 +165,9 @@ describe("agent crash sweep", () => {
   const paths: IntentPath[] = ["with the answer", "by the tool task", "in a sequential round"];
   for (const path of paths)
     for (const [m, mode] of CRASH_MODES.entries()) {
-      test(`input -> safe + unsafe tool round -> answer (${mode.name}, intent ${path})`, async () => {
+      test(`input -> safe + unsafe tool round -> answer (${mode.name}, intent ${path})`, {
+        timeout: CRASH_SWEEP_TEST_TIMEOUT_MS,
+      }, async () => {
         const faux = fauxAgentModel((req) => respond(req));
         try {
           const report = await crashSweep(scenario(faux, path), {

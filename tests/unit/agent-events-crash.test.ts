@@ -18,7 +18,14 @@ import { Type } from "typebox";
 import { afterAll, expect, test } from "vitest";
 import { textResult } from "../../worker/agent/tools/contract.ts";
 import { AgentHarness, DOC, defineTool, type LiveState, watchEvents } from "../../worker/index.ts";
-import { CRASH_MODES, type CrashRun, crashSweep, fauxAgentModel, until } from "../../worker/testing.ts";
+import {
+  CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
+  type CrashRun,
+  crashSweep,
+  fauxAgentModel,
+  until,
+} from "../../worker/testing.ts";
 import { EventConsumer } from "./agent-events-fixtures.ts";
 
 const INPUT = { type: "input", content: "report twice", requestId: "client-1" } as const;
@@ -122,6 +129,7 @@ test.each([
   { mode: CRASH_MODES[1]!, atLeast: POINTS.single },
 ])(
   "after a crash at any commit of a run ($mode.name), a consumer of the reopened store gets a snapshot, then a well-formed continuation",
+  { timeout: CRASH_SWEEP_TEST_TIMEOUT_MS },
   async ({ mode, atLeast }) => {
     const check = (run: CrashRun<undefined, Seen>) => {
       expect(run.result.errors, run.label).toEqual([]);

@@ -19,7 +19,7 @@ import {
 } from "../../worker/index.ts";
 import { type Deferred, deferred, until } from "../../worker/testing.ts";
 import { collect } from "./agent-events-fixtures.ts";
-import { callsThenAnswer, liveOf, open } from "./agent-fixtures.ts";
+import { callsThenAnswer, faultingHook, liveOf, open } from "./agent-fixtures.ts";
 import { complete, untilAborted } from "./core-fixtures.ts";
 
 /** A task parked until the test opens its gate (by input name); its abort handler waits on `abort.<name>`. */
@@ -156,16 +156,7 @@ test("holds a faulted tool's slot and task_failed until the work it owns drained
     tasks: [node],
     tools: [broken],
     // A hook's throw is reported; a reporter that throws as well faults the tool task.
-    onReport: (error) => {
-      throw error;
-    },
-    hooks: {
-      afterTool: [
-        () => {
-          throw new Error("afterTool bug");
-        },
-      ],
-    },
+    ...faultingHook("afterTool", "afterTool bug"),
   });
   const events = collect(await watchEvents(h, root.id));
   const submission = await root.submit({ type: "input", content: "go" });

@@ -26,7 +26,7 @@ import {
 } from "../../worker/index.ts";
 import { fauxAgentModel, fauxError, memoryStore, until } from "../../worker/testing.ts";
 import { collect, EventConsumer, render } from "./agent-events-fixtures.ts";
-import { callsThenAnswer, cleanups, echo, gatedTool, open } from "./agent-fixtures.ts";
+import { callsThenAnswer, cleanups, echo, faultingHook, gatedTool, open } from "./agent-fixtures.ts";
 
 type Of<T extends AgentEvent["type"]> = Extract<AgentEvent, { type: T }>;
 const ofType = <T extends AgentEvent["type"]>(batches: AgentEvent[][], type: T): Of<T>[] =>
@@ -242,16 +242,7 @@ test("inbox_update lists the queued items (submission and mode) as inputs queue 
 test("task_failed when a task of the conversation faults, before its turn and run end", async () => {
   const { h, root } = await open(echo, {
     // A hook's throw is reported; a reporter that throws as well faults the generation.
-    onReport: (error) => {
-      throw error;
-    },
-    hooks: {
-      afterResponse: [
-        () => {
-          throw new Error("hook bug");
-        },
-      ],
-    },
+    ...faultingHook("afterResponse", "hook bug"),
   });
   const stream = await watchEvents(h, root.id);
   const { batches } = collect(stream);
@@ -270,16 +261,7 @@ test("a tool whose task faulted ends without an entry, before the task_failed of
   const gate = gatedTool("hold");
   const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
     tools: [gate.tool],
-    onReport: (error) => {
-      throw error;
-    },
-    hooks: {
-      afterTool: [
-        () => {
-          throw new Error("afterTool bug");
-        },
-      ],
-    },
+    ...faultingHook("afterTool", "afterTool bug"),
   });
   const stream = await watchEvents(h, root.id);
   const { batches } = collect(stream);

@@ -67,6 +67,26 @@ export async function open(
   return { h, root: await h.root(), faux, store };
 }
 
+/**
+ * Options that fault a phase from a hook (spec §7.2): `hook` throws `message` (while `when()` holds);
+ * a hook's throw is reported, and this reporter throws it on, which faults the phase that ran it.
+ */
+export function faultingHook(
+  hook: "afterTool" | "afterResponse" | "beforeCompact",
+  message: string,
+  when: () => boolean = () => true,
+): Pick<AgentHarnessOptions, "onReport" | "hooks"> {
+  const bug = () => {
+    if (when()) throw new Error(message);
+  };
+  return {
+    onReport: (error) => {
+      throw error;
+    },
+    hooks: { [hook]: [bug] },
+  };
+}
+
 export const liveOf = (h: AgentHarness, c = 1): LiveState => (h.docNow(c, DOC.live) ?? {}) as LiveState;
 export const inboxOf = (h: AgentHarness, c = 1): InboxState =>
   (h.docNow(c, DOC.inbox) ?? { items: [] }) as unknown as InboxState;

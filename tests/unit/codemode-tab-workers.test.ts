@@ -18,15 +18,7 @@ import {
   setScriptWorkers,
 } from "../../worker/sandbox/workers.ts";
 import { deferred, nodeScriptWorkers, until } from "../../worker/testing.ts";
-
-const LIMITS = {
-  sliceMs: 50,
-  cpuMs: 5_000,
-  memoryBytes: 16 * 1024 * 1024,
-  stackBytes: 256 * 1024,
-  outputBytes: 64 * 1024,
-  calls: 100,
-};
+import { WORKER_TEST_LIMITS as LIMITS } from "./sandbox-fixtures.ts";
 
 /** A tab whose workers are Node worker threads, bridged to the engine through a fake MessagePort. */
 function nodeTab(options: { ping?: () => Promise<true> } = {}) {

@@ -11,15 +11,7 @@ import { MemoryLimitExceeded, SandboxLimitError } from "../../worker/sandbox/err
 import { runScript, type ScriptHost } from "../../worker/sandbox/run.ts";
 import { setScriptWorkers, WATCHDOG_GRACE_MS } from "../../worker/sandbox/workers.ts";
 import { nodeScriptWorkers } from "../../worker/testing.ts";
-
-const LIMITS = {
-  sliceMs: 50,
-  cpuMs: 5_000,
-  memoryBytes: 16 * 1024 * 1024,
-  stackBytes: 256 * 1024,
-  outputBytes: 64 * 1024,
-  calls: 100,
-};
+import { WORKER_TEST_LIMITS as LIMITS } from "./sandbox-fixtures.ts";
 
 /** Node's script workers, counting the workers started and terminated by the engine. */
 let counts = { started: 0, terminated: 0 };

@@ -18,6 +18,7 @@ import { textResult } from "../../worker/agent/tools/contract.ts";
 import { AgentHarness, defineTool, type ToolDefinition } from "../../worker/index.ts";
 import {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   crashSweep,
   deferred,
   fauxAgentModel,
@@ -132,7 +133,9 @@ describe("codemode", () => {
     expect(messageOf(entry!).isError).toBe(true);
   });
 
-  test("a crash sweep over a script with three nested calls always ends with the same result", async () => {
+  test("a crash sweep over a script with three nested calls always ends with the same result", {
+    timeout: CRASH_SWEEP_TEST_TIMEOUT_MS,
+  }, async () => {
     // One mode (the one with the most crash points) keeps the suite's time reasonable.
     for (const mode of CRASH_MODES.filter((m) => !m.groupCommit)) {
       await crashSweep(
@@ -186,7 +189,7 @@ describe("codemode", () => {
         },
       );
     }
-  }, 120_000);
+  });
 });
 
 describe("codemode replay divergence", () => {

@@ -8,7 +8,7 @@ import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../worker/agent/compaction/task.ts";
 import type { Conversation, LiveState } from "../../worker/index.ts";
 import { deferred, type FauxRequest, type FauxResponder, memoryStore } from "../../worker/testing.ts";
-import { liveOf, open } from "./agent-fixtures.ts";
+import { faultingHook, liveOf, open } from "./agent-fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
 const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
@@ -75,16 +75,7 @@ test("a faulted compaction's status is removed in the commit that writes the fau
     (req) => (isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"))),
     {
       settings: { compaction: { keepRecentTokens: 150 } },
-      onReport: (error) => {
-        throw error;
-      },
-      hooks: {
-        beforeCompact: [
-          () => {
-            throw new Error("hook bug");
-          },
-        ],
-      },
+      ...faultingHook("beforeCompact", "hook bug"),
     },
   );
   await chat(root, 3);

@@ -18,6 +18,7 @@ import {
 import type { MemoryImage } from "../../worker/store/open.ts";
 import {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   type CrashScenario,
   crashSweep,
   type FauxAgentModel,
@@ -98,7 +99,9 @@ let covered = 0;
 
 describe("compaction crash sweep", () => {
   for (const [m, mode] of CRASH_MODES.entries())
-    test(`manual compaction of three turns (${mode.name})`, async () => {
+    test(`manual compaction of three turns (${mode.name})`, {
+      timeout: CRASH_SWEEP_TEST_TIMEOUT_MS,
+    }, async () => {
       const faux = model();
       try {
         const report = await crashSweep(scenario(faux, await threeTurns(faux)), {

@@ -14,7 +14,12 @@ import {
   type TaskId,
   type TaskRecord,
 } from "../../worker/index.ts";
-import { CRASH_MODES, type CrashScenario, crashSweep } from "../../worker/testing.ts";
+import {
+  CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
+  type CrashScenario,
+  crashSweep,
+} from "../../worker/testing.ts";
 import { FakeMailer, FakePayments } from "./fixtures/fakes.ts";
 import { checkoutTask, sendEmailTask } from "./fixtures/payments.ts";
 
@@ -236,7 +241,7 @@ let covered = 0;
 describe("crash sweep", () => {
   for (const [m, mode] of CRASH_MODES.entries()) {
     for (const scenario of scenarios) {
-      test(`${scenario.name} (${mode.name})`, async () => {
+      test(`${scenario.name} (${mode.name})`, { timeout: CRASH_SWEEP_TEST_TIMEOUT_MS }, async () => {
         const report = await crashSweep(swept(scenario), {
           mode,
           baseline: (run) => scenario.check(run.services.services),

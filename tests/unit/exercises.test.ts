@@ -17,6 +17,7 @@ import {
 } from "../../worker/index.ts";
 import {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   crashingStore,
   crashSweep,
   deferred,
@@ -93,7 +94,9 @@ async function crashAndFinish(
 }
 
 describe("exercise 1: SendEmail with phases prepare and send and an abort handler", () => {
-  test("exercise 1: the key is created in prepare, so a crash at any commit sends one email per key", async () => {
+  test("exercise 1: the key is created in prepare, so a crash at any commit sends one email per key", {
+    timeout: CRASH_SWEEP_TEST_TIMEOUT_MS,
+  }, async () => {
     for (const mode of CRASH_MODES) {
       await crashSweep(
         {

@@ -10,6 +10,7 @@ import { expect, test } from "vitest";
 import {
   callsThenAnswer,
   echo,
+  faultingHook,
   gatedTool,
   kinds,
   liveOf,
@@ -22,18 +23,10 @@ import {
 test("a faulted generation settles its input unanswered faulted with the error, clears pi.live, and the next input runs", async () => {
   let broken = true;
   // A hook's throw is reported (spec §7.2); a reporter that throws as well faults the phase.
-  const { h, root } = await open(echo, {
-    onReport: (error) => {
-      throw error;
-    },
-    hooks: {
-      afterResponse: [
-        () => {
-          if (broken) throw new Error("hook bug");
-        },
-      ],
-    },
-  });
+  const { h, root } = await open(
+    echo,
+    faultingHook("afterResponse", "hook bug", () => broken),
+  );
   const input = await root.submit({ type: "input", content: "hi" });
   expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "hook bug" });
   const [generation] = await h.tasks({ kind: "pi.generation" });
@@ -53,16 +46,7 @@ test("a faulted tool task writes no result entry; the run continues and the mode
   const gate = gatedTool("hold");
   const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
     tools: [gate.tool],
-    onReport: (error) => {
-      throw error;
-    },
-    hooks: {
-      afterTool: [
-        () => {
-          throw new Error("afterTool bug");
-        },
-      ],
-    },
+    ...faultingHook("afterTool", "afterTool bug"),
   });
   const input = await root.submit({ type: "input", content: "go" });
   await gate.started.promise;

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, test } from "vitest";
 import { AgentHarness, createSubagentTool } from "../../worker/index.ts";
 import {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   type CrashScenario,
   comparableEntry,
   crashSweep,
@@ -112,7 +113,7 @@ const FLOOR = [12, 20, 12];
 
 describe("subagent crash sweep", () => {
   for (const [m, mode] of CRASH_MODES.entries())
-    test(`${scenario.name} (${mode.name})`, async () => {
+    test(`${scenario.name} (${mode.name})`, { timeout: CRASH_SWEEP_TEST_TIMEOUT_MS }, async () => {
       await crashSweep(scenario, {
         mode,
         atLeast: FLOOR[m]!,
@@ -132,5 +133,5 @@ describe("subagent crash sweep", () => {
           expect(services.effects.applied, label).toEqual([{ key: "stamp:call-stamp", ref: "invoice-7" }]);
         },
       });
-    }, 120_000);
+    });
 });

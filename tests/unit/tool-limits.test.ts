@@ -6,7 +6,7 @@
  */
 import { fauxToolCall, type ToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { ThrottledWriter } from "../../worker/agent/throttle.ts";
 import { type OutputLimits, outputWindow, retainText } from "../../worker/agent/tools/limits.ts";
 import { defineTool, textResult } from "../../worker/index.ts";
@@ -238,47 +238,68 @@ describe("outputLimits", () => {
 });
 
 describe("progress pacing", () => {
+  // The writer's pace is judged on a fake clock (Date and timers), where each step is exact: read on
+  // the wall clock of a machine at load 20-30, two writes paced 200 ms apart were once 180 ms apart
+  // (the writer paces by Date.now, its timer runs on the event loop's monotonic clock).
   test("the first change after idle commits at once; the next waits for the written size at the byte rate", async () => {
-    const writes: Array<{ at: number; bytes: number }> = [];
-    let size = 0;
-    const writer = new ThrottledWriter({
-      intervalMs: 1,
-      bytesPerSecond: 10_000,
-      write: () => {
-        writes.push({ at: Date.now(), bytes: size });
-        return { bytes: size, done: Promise.resolve() };
-      },
-    });
-    size = 2_000;
-    writer.mark();
-    // At once: no timer between the change and its write.
-    expect(writes).toHaveLength(1);
-    size = 10;
-    writer.mark();
-    await until(() => writes.length === 2, { what: "the paced write" });
-    // 2,000 bytes at 10,000 bytes/s: at least 200 ms, not the 1 ms interval.
-    expect(writes[1]!.at - writes[0]!.at).toBeGreaterThanOrEqual(195);
-    // After a quiet period longer than the pace, the next change is written at once again.
-    await new Promise((r) => setTimeout(r, 30));
-    writer.mark();
-    expect(writes).toHaveLength(3);
-    await writer.stop();
+    vi.useFakeTimers();
+    try {
+      const writes: Array<{ at: number; bytes: number }> = [];
+      let size = 0;
+      const writer = new ThrottledWriter({
+        intervalMs: 1,
+        bytesPerSecond: 10_000,
+        write: () => {
+          writes.push({ at: Date.now(), bytes: size });
+          return { bytes: size, done: Promise.resolve() };
+        },
+      });
+      size = 2_000;
+      writer.mark();
+      // At once: no timer between the change and its write.
+      expect(writes).toHaveLength(1);
+      size = 10;
+      writer.mark();
+      // 2,000 bytes at 10,000 bytes/s: 200 ms, not the 1 ms interval.
+      await vi.advanceTimersByTimeAsync(199);
+      expect(writes).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(writes.map((w) => w.bytes)).toEqual([2_000, 10]);
+      expect(writes[1]!.at - writes[0]!.at).toBe(200);
+      // After a quiet period longer than the pace (10 bytes: the 1 ms interval), the next change is
+      // written at once again.
+      await vi.advanceTimersByTimeAsync(30);
+      writer.mark();
+      expect(writes).toHaveLength(3);
+      await writer.stop();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   test("a tool's progress commits are paced by their size at 100 KiB/s by default", async () => {
-    const firstShown = deferred();
+    // The default rate is 100 KiB/s, and the tool's output commits use it: 100 KiB at that rate, the
+    // next commit waits a second after the first. Judged by order against a timer of half that pace
+    // started with the first commit, on the clock the writer's own timer runs on, rather than by
+    // reading the wall clock: the tail is committed after the half-pace timer fires. Paced by the
+    // 1 ms interval alone (size pacing lost), it is committed right after the first commit.
+    const big = `${"x".repeat(1023)}\n`.repeat(100);
+    const events: string[] = [];
     const release = deferred();
-    const big = `${"x".repeat(1023)}\n`.repeat(40);
-    let printed = 0;
     const tool = defineTool({
       name: "dump",
-      description: "Print 40 KiB, then a little more",
+      description: "Print 100 KiB, then a little more",
       parameters: Type.Object({}),
+      // Above the default 50 KiB, so that the first commit is the whole 100 KiB.
+      outputLimits: { maxBytes: 200 * 1024 },
       async execute(_args, api) {
-        printed = Date.now();
+        // The first change after idle is written at once: the pace starts here.
         api.output(big);
-        await firstShown.promise;
+        const half = new Promise((resolve) => setTimeout(resolve, 500)).then(() =>
+          events.push("half the pace"),
+        );
         api.output("tail\n");
+        await half;
         await release.promise;
         return textResult("dumped");
       },
@@ -287,13 +308,17 @@ describe("progress pacing", () => {
       tools: [tool],
       settings: { outputIntervalMs: 1 },
     });
+    expect(h.services.settings().progressBytesPerSecond).toBe(100 * 1024);
+    // Each commit as it lands (subscribers hear a change right after its COMMIT).
+    const unsubscribe = h.subscribe(() => {
+      const output = liveOf(h).tools?.[0]?.output;
+      const event = output === big ? "the 100 KiB" : output === `${big}tail\n` ? "the tail" : undefined;
+      if (event && events.at(-1) !== event) events.push(event);
+    });
     const sub = await root.submit({ type: "input", content: "go" });
-    await until(() => liveOf(h).tools?.[0]?.output === big, { what: "the 40 KiB commit" });
-    firstShown.resolve();
-    await until(() => liveOf(h).tools?.[0]?.output === `${big}tail\n`, { what: "the next commit" });
-    // 40 KiB at 100 KiB/s: the next commit starts at least 400 ms after the first one, which started
-    // when the tool printed (the first change after idle is written at once).
-    expect(Date.now() - printed).toBeGreaterThanOrEqual(399);
+    await until(() => events.includes("the tail"), { what: "the tail's commit" });
+    unsubscribe();
+    expect(events).toEqual(["the 100 KiB", "half the pace", "the tail"]);
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });

@@ -7,7 +7,7 @@ import { fauxAssistantMessage, fauxToolCall, registerFauxProvider } from "@mario
 import { Type } from "typebox";
 import { afterAll, expect, test } from "vitest";
 import { AgentHarness, createModelResolver, defineTool, type TaskRecord } from "../../worker/index.ts";
-import { CRASH_MODES, crashingStore, crashSweep } from "../../worker/testing.ts";
+import { CRASH_MODES, CRASH_SWEEP_TEST_TIMEOUT_MS, crashingStore, crashSweep } from "../../worker/testing.ts";
 
 const faux = registerFauxProvider({ provider: "faux-nested", models: [{ id: "n-1" }] });
 afterAll(() => faux.unregister());
@@ -89,7 +89,9 @@ test("nested calls are owned by the caller and return their results", async () =
   expect(r.log).toEqual(["one", "two"]);
 });
 
-test("a replay-safe caller rerun after a crash gets its nested calls back", async () => {
+test("a replay-safe caller rerun after a crash gets its nested calls back", {
+  timeout: CRASH_SWEEP_TEST_TIMEOUT_MS,
+}, async () => {
   const options = (log: string[]) => ({
     models: createModelResolver({ extra: [model] }),
     defaultModel: { provider: model.provider, modelId: model.id },

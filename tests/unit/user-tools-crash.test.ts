@@ -14,6 +14,7 @@ import { AgentHarness } from "../../worker/agent/harness.ts";
 import { defineExtension, defineTool, textResult } from "../../worker/index.ts";
 import {
   CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
   crashSweep,
   fauxAgentModel,
   memoryStore,
@@ -77,7 +78,9 @@ const detailsOf = (e: { model?: unknown }) =>
     }>
   )[0]!;
 
-test("a crash sweep over a user tool's call always ends with the same result, each nested call run once", async () => {
+test("a crash sweep over a user tool's call always ends with the same result, each nested call run once", {
+  timeout: CRASH_SWEEP_TEST_TIMEOUT_MS,
+}, async () => {
   const image = await imageWithUserTool();
   for (const mode of CRASH_MODES.filter((m) => !m.groupCommit)) {
     await crashSweep(
@@ -140,4 +143,4 @@ test("a crash sweep over a user tool's call always ends with the same result, ea
       },
     );
   }
-}, 180_000);
+});

@@ -9,8 +9,10 @@ import { describe, expect, test } from "vitest";
 import { exportConversation } from "../../worker/agent/conversation/transfer.ts";
 import {
   enableUserToolEverywhere,
+  removeUserTool,
   saveUserTool,
   storedUserTools,
+  userToolSettings,
   userToolStatuses,
 } from "../../worker/agent/extensions/user-tools-store.ts";
 import {
@@ -188,5 +190,40 @@ describe("an imported tool is opt-in", () => {
     const id = await importWithUserTools(third.h, text, { documents: DOCS });
     expect(await ask(third.h, id, 'use my tool greet with {"name":"Ed"}')).toContain("Hello, Ed!");
     expect(third.h.services.agent((await third.h.root()).id).tools.has("greet")).toBe(false);
+  });
+});
+
+describe("the default selection's base", () => {
+  const HELLO = { ...GREET, name: "hello" };
+  test("repeated reads hand out the same base; a save, an import, enabling and a removal are seen at the next read", async () => {
+    const target = await openApp();
+    const settings = userToolSettings(() => target.h);
+    const base = () => settings().extensions;
+    const first = base();
+    expect(first).toContain("workspace-tools");
+    expect(base(), "a read with nothing changed reuses the base").toBe(first);
+    // A save installs user:greet (a new registry snapshot).
+    await saveUserTool(target.h, GREET);
+    expect(base()).toEqual([...first!, "user:greet"]);
+    const saved = base();
+    expect(base()).toBe(saved);
+    // An import stores an opt-in tool: installed, yet left out of the base.
+    const source = await openApp();
+    await saveUserTool(source.h, HELLO);
+    const root = (await source.h.root()).id;
+    await ask(source.h, root, 'use my tool hello with {"name":"Ada"}');
+    const file = await exportConversation(source.h, root, {
+      documents: DOCS,
+      secrets: [],
+      userTools: await exportedUserTools(source.h, root),
+    });
+    await importWithUserTools(target.h, file, { documents: DOCS });
+    expect(target.h.extensions.snapshot().extension("user:hello")).toBeDefined();
+    expect(base()).toEqual(saved);
+    // Enabling it everywhere writes only the stored tools' document: the next read has it.
+    await enableUserToolEverywhere(target.h, "hello");
+    expect(base()).toEqual([...saved!, "user:hello"]);
+    await removeUserTool(target.h, "greet");
+    expect(base()).toEqual([...first!, "user:hello"]);
   });
 });

@@ -35,6 +35,16 @@ export interface CrashOptions {
   image?: MemoryImage;
 }
 
+/**
+ * The timeout a test running crash sweeps gives itself (vitest's per-test timeout). How long a sweep
+ * takes is its number of crash points times one run, and the machine's load multiplies it (31 s at
+ * load 12 for the longest; the 60 s default failed several at load 20-30). What stops a sweep that
+ * goes wrong is per run, and so scales with the sweep: each run of `crashSweep` fails after its own
+ * `timeoutMs` naming the run, and the runs are as many as the uncrashed run's transactions. This
+ * bound is only the backstop behind those.
+ */
+export const CRASH_SWEEP_TEST_TIMEOUT_MS = 15 * 60_000;
+
 /** The crash sweeps' modes: where the world stops, and whether commits share transactions. */
 export interface CrashMode {
   name: string;

@@ -18,7 +18,7 @@ import type { Json } from "../../core/types.ts";
 import type { AgentHarness } from "../harness.ts";
 import { SETTINGS_CONVERSATION } from "../models/keys.ts";
 import type { AgentSettings } from "../services.ts";
-import type { ExtensionRegistry } from "./registry.ts";
+import type { ExtensionRegistry, RegistrySnapshot } from "./registry.ts";
 import {
   checkUserToolBody,
   checkUserToolShape,
@@ -139,14 +139,25 @@ export function defaultExtensionBase(h: AgentHarness): string[] {
 }
 
 /**
- * The settings of an engine with user tools, read at each resolution: the default selection's base
- * is `defaultExtensionBase` once `harness()` gives the harness with its stored tools installed
- * (before, nothing resolves: the harness is opened paused).
+ * The settings of an engine with user tools, read at each resolution (every phase): the default
+ * selection's base is `defaultExtensionBase` once `harness()` gives the harness with its stored tools
+ * installed (before, nothing resolves: the harness is opened paused). The base is kept and handed out
+ * again until what it is built from changes: the registry's snapshot (a new one at each install or
+ * uninstall) or the stored user tools' document (a new value at each commit that writes it: a save,
+ * an import, enabling one everywhere, a removal).
  */
 export function userToolSettings(harness: () => AgentHarness | undefined): () => AgentSettings {
+  let kept:
+    | { h: AgentHarness; snapshot: RegistrySnapshot; stored: unknown; settings: AgentSettings }
+    | undefined;
   return () => {
     const h = harness();
-    return h ? { extensions: defaultExtensionBase(h) } : {};
+    if (!h) return {};
+    const snapshot = h.extensions.snapshot();
+    const stored = h.docNow(SETTINGS_CONVERSATION, USER_TOOLS_DOC);
+    if (kept?.h !== h || kept.snapshot !== snapshot || kept.stored !== stored)
+      kept = { h, snapshot, stored, settings: { extensions: defaultExtensionBase(h) } };
+    return kept.settings;
   };
 }
 
