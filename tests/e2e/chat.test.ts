@@ -7,6 +7,7 @@
 import type { Page, Route } from "playwright-core";
 import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
+import { openAiStream } from "./openai-stream.ts";
 import { appSuite, appUrl, eachLook, say, settled, shot, uniqueStore, until } from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
@@ -177,17 +178,7 @@ test("editing the first message resends it in a new conversation; Esc cancels an
 const ROUTED = { provider: "groq", modelId: "llama-3.1-8b-instant", key: "gsk-e2e-FAKE-withdraw-0a1b2c3d" };
 
 /** An OpenAI-style streamed completion answering `text`. */
-function streamedAnswer(text: string): string {
-  const chunk = (delta: object, finish: string | null) =>
-    `data: ${JSON.stringify({
-      id: "chatcmpl-e2e",
-      object: "chat.completion.chunk",
-      created: 1,
-      model: ROUTED.modelId,
-      choices: [{ index: 0, delta, finish_reason: finish }],
-    })}\n\n`;
-  return `${chunk({ role: "assistant", content: text }, null)}${chunk({}, "stop")}data: [DONE]\n\n`;
-}
+const streamedAnswer = (text: string) => openAiStream(text, { model: ROUTED.modelId });
 
 test("queued inputs are listed with Withdraw while the agent works; a withdrawn one never runs, the other does", async () => {
   // The agent is kept at work by its model's first answer, held by the test until the withdrawal has

@@ -19,6 +19,7 @@
 import type { Page, Route } from "playwright-core";
 import { afterEach, expect, test } from "vitest";
 import { appDir, engine, type StaticServer, serveStatic } from "./browser.ts";
+import { openAiStream } from "./openai-stream.ts";
 import { appSuite, appUrl, eachLook, settleAnimations, uniqueStore, until, waitPhase } from "./page.ts";
 
 const app = appSuite({ logTail: 150 });
@@ -35,23 +36,9 @@ const MODEL = { provider: "groq", modelId: "llama-3.1-8b-instant" };
 const PROVIDER = "https://api.groq.com/**";
 const ANSWER = "Back online: here is the answer.";
 
-/** An OpenAI-style streamed completion of ANSWER. */
-function completion(): string {
-  const chunk = (delta: object, finish: string | null, extra: object = {}) =>
-    `data: ${JSON.stringify({
-      id: "chatcmpl-e2e",
-      object: "chat.completion.chunk",
-      created: 1,
-      model: MODEL.modelId,
-      choices: [{ index: 0, delta, finish_reason: finish }],
-      ...extra,
-    })}\n\n`;
-  return (
-    chunk({ role: "assistant", content: ANSWER }, null) +
-    chunk({}, "stop", { usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } }) +
-    "data: [DONE]\n\n"
-  );
-}
+/** A streamed completion of ANSWER. */
+const completion = () =>
+  openAiStream(ANSWER, { model: MODEL.modelId, usage: { prompt_tokens: 12, completion_tokens: 7 } });
 
 /** The header's status label. */
 const status = (page: Page) => page.getByTestId("engine-status").textContent();

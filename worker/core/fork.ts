@@ -153,15 +153,7 @@ export async function newestHead(
   segments: readonly Segment[],
   upTo = Number.MAX_SAFE_INTEGER,
 ): Promise<EntryId | undefined> {
-  for (const segment of segments) {
-    const row = await sql.get(
-      "SELECT head FROM entries WHERE conversation_id = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
-      [segment.conversationId, Math.min(upTo, segment.cap)],
-    );
-    const head = row?.["head"];
-    if (head !== null && head !== undefined) return Number(head);
-  }
-  return undefined;
+  return (await newestMarker(sql, segments, upTo))?.head;
 }
 
 export const forkPointKey = (parent: ConversationId, at: EntryId): string => `${parent}:${at}`;
