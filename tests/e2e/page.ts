@@ -193,7 +193,14 @@ export const entriesOf = (page: Page, kind: string) =>
 
 /** Let running CSS transitions (a drawer sliding after a resize) finish. */
 export const settleAnimations = (page: Page) =>
-  page.evaluate(() => Promise.all(document.getAnimations().map((a) => a.finished.catch(() => undefined))));
+  page.evaluate(() =>
+    Promise.all(
+      document
+        .getAnimations()
+        .filter((a) => a.effect?.getComputedTiming().endTime !== Number.POSITIVE_INFINITY)
+        .map((a) => a.finished.catch(() => undefined)),
+    ),
+  );
 
 // ---------------------------------------------------------------------------------------------
 // Screenshots
@@ -235,6 +242,9 @@ export async function eachLook(page: Page, body: (look: Look) => Promise<void>):
     await page.emulateMedia({ colorScheme: scheme });
     for (const { width, height } of LOOK_SIZES) {
       await page.setViewportSize({ width, height });
+      // A width change starts transitions (the sidebar becomes a drawer and slides away at 390 px):
+      // a screenshot taken mid-slide showed the drawer half over the chat.
+      await settleAnimations(page);
       await body({ scheme, width, height, shot: (name) => shot(`${name}-${scheme}-${width}`) });
     }
   }
