@@ -6,17 +6,25 @@
  * after the answer came; a run whose retries ran out ends with its last failure shown as an error.
  * The engine's entries are unchanged: every attempt is still a pi.assistant entry in the store.
  */
-import type { Page, Route } from "playwright-core";
+import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
-import { openAiStream } from "./openai-stream.ts";
-import { appSuite, appUrl, eachLook, say, settleAnimations, uniqueStore, until } from "./page.ts";
+import { openAiStream, routeProvider } from "./openai-stream.ts";
+import {
+  appSuite,
+  appUrl,
+  eachLook,
+  say,
+  settleAnimations,
+  uniqueStore,
+  until,
+  useRoutedModel,
+} from "./page.ts";
 
 const app = appSuite({ logTail: 150 });
 
 const KEY = "gsk-e2e-FAKE-attempts-5f4e3d2c1b0a";
 const MODEL = { provider: "groq", modelId: "llama-3.1-8b-instant" };
-const PROVIDER = "https://api.groq.com/**";
 const ANSWER = "Third time lucky: here is the answer.";
 
 /** A streamed completion of ANSWER. */
@@ -58,22 +66,10 @@ test("the attempts a turn retried after show as one quiet line, never red; a run
     viewport: { width: 1280, height: 800 },
     composer: true,
   });
-  // The provider answers 503 while `failing` (the SDK's own retries within an attempt included), then
+  // The provider answers 503 while busy (the SDK's own retries within an attempt included), then
   // streams ANSWER.
-  let failing = true;
-  await app.browser.context.route(PROVIDER, (route: Route) => {
-    if (failing) {
-      return route.fulfill({
-        status: 503,
-        contentType: "application/json",
-        body: JSON.stringify({ error: { message: "Service Unavailable", type: "server_error" } }),
-      });
-    }
-    return route.fulfill({ status: 200, contentType: "text/event-stream", body: completion() });
-  });
-  await engine(page, "setApiKey", MODEL.provider, KEY);
-  const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
-  await engine(page, "setModel", conversation, MODEL);
+  const provider = await routeProvider(app.browser.context, { completion });
+  const conversation = await useRoutedModel(page, MODEL, KEY);
 
   await say(page, "hello, eventually");
   // While the countdown runs, the failed attempt is a quiet line, not a red answer.
@@ -88,7 +84,7 @@ test("the attempts a turn retried after show as one quiet line, never red; a run
     (stored) => stored.length === 2,
     60_000,
   );
-  failing = false;
+  provider.mode = "up";
   await until(
     "the answer after two failed attempts",
     () => failuresShown(page),
@@ -118,7 +114,7 @@ test("the attempts a turn retried after show as one quiet line, never red; a run
   await page.setViewportSize({ width: 1280, height: 800 });
 
   // The retries run out (three, then the run fails): three quiet attempts, then the failure in red.
-  failing = true;
+  provider.mode = "busy";
   await say(page, "and once more");
   await until(
     "the run's final failure",

@@ -16,11 +16,21 @@
  * reaches the engine as "Connection error." (the OpenAI SDK's words for a failed fetch), which was not
  * a retryable error then, so the run failed at once instead of retrying.
  */
-import type { Page, Route } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterEach, expect, test } from "vitest";
-import { appDir, engine, type StaticServer, serveStatic } from "./browser.ts";
-import { openAiStream } from "./openai-stream.ts";
-import { appSuite, appUrl, eachLook, settleAnimations, uniqueStore, until, waitPhase } from "./page.ts";
+import { appDir, type StaticServer, serveStatic } from "./browser.ts";
+import { openAiStream, routeProvider } from "./openai-stream.ts";
+import {
+  appSuite,
+  appUrl,
+  eachLook,
+  say,
+  settleAnimations,
+  uniqueStore,
+  until,
+  useRoutedModel,
+  waitPhase,
+} from "./page.ts";
 
 const app = appSuite({ logTail: 150 });
 
@@ -33,7 +43,6 @@ afterEach(async () => {
 
 const KEY = "gsk-e2e-FAKE-0a1b2c3d4e5f60718293";
 const MODEL = { provider: "groq", modelId: "llama-3.1-8b-instant" };
-const PROVIDER = "https://api.groq.com/**";
 const ANSWER = "Back online: here is the answer.";
 
 /** A streamed completion of ANSWER. */
@@ -82,33 +91,17 @@ test("offline with the server stopped: a network model's input shows its countdo
   );
 
   // The provider, routed (this reaches the dedicated engine's fetches): 503, then down, then up.
-  let provider: "busy" | "down" | "up" = "busy";
-  const sent = { busy: 0, down: 0, up: 0 };
-  await app.browser.context.route(PROVIDER, (route: Route) => {
-    sent[provider]++;
-    if (provider === "down") return route.abort("internetdisconnected");
-    if (provider === "busy")
-      return route.fulfill({
-        status: 503,
-        contentType: "application/json",
-        body: JSON.stringify({ error: { message: "Service Unavailable", type: "server_error" } }),
-      });
-    return route.fulfill({ status: 200, contentType: "text/event-stream", body: completion() });
-  });
-  await engine(page, "setApiKey", MODEL.provider, KEY);
-  const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
-  await engine(page, "setModel", conversation, MODEL);
+  const provider = await routeProvider(app.browser.context, { completion });
+  await useRoutedModel(page, MODEL, KEY);
 
   // Online, the provider busy: the durable retry's countdown, in seconds.
-  const box = page.getByLabel("message");
-  await box.fill("hello over the network");
-  await box.press("Enter");
+  await say(page, "hello over the network");
   const retry = page.getByTestId("retry");
   await retry.waitFor({ timeout: 60_000 });
   expect(await retry.textContent()).toMatch(/Retrying in \d+ s|Retrying now/);
 
   // The server stops and the provider is unreachable: the run waits for the network, uncounted.
-  provider = "down";
+  provider.mode = "down";
   await server.close();
   const wait = page.getByTestId("network-wait");
   await wait.waitFor({ timeout: 60_000 });
@@ -136,10 +129,10 @@ test("offline with the server stopped: a network model's input shows its countdo
     (t) => t?.trim() === "Offline · waiting to go on",
   );
   await screenshots(page, "offline-wait");
-  expect(sent.up).toBe(0);
+  expect(provider.sent.up).toBe(0);
 
   // The network is back: the engine's probe finds the server, the request goes again, once.
-  provider = "up";
+  provider.mode = "up";
   server = await serveStatic(appDir(), { port });
   await until(
     "the answer",
@@ -155,7 +148,7 @@ test("offline with the server stopped: a network model's input shows its countdo
     (t) => t?.trim() === "Ready",
   );
   expect(await answersShown(page)).toBe(1);
-  expect(sent.up).toBe(1);
+  expect(provider.sent.up).toBe(1);
   // The fake key reached neither the page nor its logs.
   expect(await page.evaluate(() => document.documentElement.outerHTML)).not.toContain(KEY);
   expect(app.logs.join("\n")).not.toContain(KEY);

@@ -13,6 +13,7 @@ import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, beforeEach } from "vitest";
 import {
   appDir,
+  engine,
   killAndRelaunch,
   type LaunchedBrowser,
   launchBrowser,
@@ -154,6 +155,21 @@ export function appSuite(options: { logTail?: number } = {}): AppSuite {
 
 // ---------------------------------------------------------------------------------------------
 // The chat
+
+/**
+ * Give the open conversation (the one the page's URL names, the first by default) a network `model`
+ * whose provider holds `key`, through the engine's debug endpoints; hands back the conversation.
+ */
+export async function useRoutedModel(
+  page: Page,
+  model: { readonly provider: string; readonly modelId: string },
+  key: string,
+): Promise<number> {
+  await engine(page, "setApiKey", model.provider, key);
+  const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
+  await engine(page, "setModel", conversation, model);
+  return conversation;
+}
 
 /** Send `text` from the composer the way a user does (Enter). */
 export async function say(page: Page, text: string): Promise<void> {

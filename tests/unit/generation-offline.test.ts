@@ -8,7 +8,15 @@
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { isNetworkError, isRetryableError } from "../../worker/agent/services.ts";
-import { crashingStore, fauxError, networkSwitch, until } from "../../worker/testing.ts";
+import type { MemoryStore } from "../../worker/index.ts";
+import {
+  crashingStore,
+  type FauxResponder,
+  fauxError,
+  type NetworkSwitch,
+  networkSwitch,
+  until,
+} from "../../worker/testing.ts";
 import {
   alternationProblems,
   cleanups,
@@ -26,16 +34,31 @@ import {
 const OFFLINE = "Connection error.";
 const settings = { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } };
 
+/**
+ * A harness on the kit's network switch (offline unless `online`) with this file's retry settings,
+ * whose model answers with `respond(network)`: by default it echoes while the network is online and
+ * fails with OFFLINE while not.
+ */
+async function openOffline(
+  options: {
+    online?: boolean;
+    respond?: (network: NetworkSwitch) => FauxResponder;
+    store?: MemoryStore;
+  } = {},
+) {
+  const { online = false, respond, ...rest } = options;
+  const network = networkSwitch({ online });
+  const model: FauxResponder =
+    respond?.(network) ?? ((req, n) => (network.online ? echo(req, n) : fauxError(OFFLINE)));
+  return { ...(await open(model, { settings, network, ...rest })), network };
+}
+
 const stopReasons = (entries: Awaited<ReturnType<typeof transcript>>) =>
   entries.filter((e) => e.kind === "pi.assistant").map((e) => (messageOf(e) as AssistantMessage).stopReason);
 
 describe("a network failure while offline", () => {
   test("waits for the network past the old retry budget, shown in pi.live, then runs once when it returns", async () => {
-    const network = networkSwitch({ online: false });
-    const { h, root, faux } = await open((req, n) => (network.online ? echo(req, n) : fauxError(OFFLINE)), {
-      settings,
-      network,
-    });
+    const { h, root, faux, network } = await openOffline();
     const sub = await root.submit({ type: "input", content: "hi" });
     await until(() => network.waiting === 1, { what: "the run waits for the network" });
     const waiting = liveOf(h).generation;
@@ -60,16 +83,14 @@ describe("a network failure while offline", () => {
   });
 
   test("attempts that failed offline are not counted: more of them than maxRetries, then an answer", async () => {
-    const network = networkSwitch({ online: false });
     // Each time the network "returns", the request fails on it again (and the platform says offline).
-    const { root, faux } = await open(
-      (req, n) => {
+    const { root, faux, network } = await openOffline({
+      respond: (network) => (req, n) => {
         if (n > 4) return echo(req, n);
         network.set(false);
         return fauxError("TypeError: Failed to fetch");
       },
-      { settings, network },
-    );
+    });
     const sub = await root.submit({ type: "input", content: "hi" });
     for (let woken = 0; woken < 4; woken++) {
       await until(() => network.waiting === 1, { what: `wait ${woken + 1} for the network` });
@@ -81,11 +102,9 @@ describe("a network failure while offline", () => {
   });
 
   test("the retry budget counts only the attempts made online: after an offline wait, 503s get maxRetries retries", async () => {
-    const network = networkSwitch({ online: false });
-    const { root, faux } = await open(
-      (_req, n) => (n === 1 ? fauxError(OFFLINE) : fauxError("503 Service Unavailable")),
-      { settings, network },
-    );
+    const { root, faux, network } = await openOffline({
+      respond: () => (_req, n) => (n === 1 ? fauxError(OFFLINE) : fauxError("503 Service Unavailable")),
+    });
     const sub = await root.submit({ type: "input", content: "hi" });
     await until(() => network.waiting === 1, { what: "the run waits for the network" });
     network.set(true);
@@ -95,13 +114,8 @@ describe("a network failure while offline", () => {
   });
 
   test("a reload while waiting waits again, sends nothing until the network returns, then answers once", async () => {
-    const network = networkSwitch({ online: false });
     const crash = await crashingStore({ at: Number.POSITIVE_INFINITY });
-    const { h, root, faux } = await open((req, n) => (network.online ? echo(req, n) : fauxError(OFFLINE)), {
-      settings,
-      network,
-      store: crash.store,
-    });
+    const { h, root, faux, network } = await openOffline({ store: crash.store });
     await root.submit({ type: "input", content: "hi", requestId: "r1" });
     await until(() => network.waiting === 1, { what: "the run waits for the network" });
     // The engine dies here: a new one opens what was committed.
@@ -126,11 +140,7 @@ describe("a network failure while offline", () => {
   });
 
   test("an abort while waiting ends the run aborted; the network's return sends nothing", async () => {
-    const network = networkSwitch({ online: false });
-    const { h, root, faux } = await open((req, n) => (network.online ? echo(req, n) : fauxError(OFFLINE)), {
-      settings,
-      network,
-    });
+    const { h, root, faux, network } = await openOffline();
     const sub = await root.submit({ type: "input", content: "hi" });
     await until(() => network.waiting === 1, { what: "the run waits for the network" });
     await root.abort();
@@ -147,8 +157,10 @@ describe("a network failure while offline", () => {
 
 describe("other failures are as before", () => {
   test("a network failure while online is retried on the timed backoff and gives up after maxRetries", async () => {
-    const network = networkSwitch({ online: true });
-    const { root, faux } = await open(() => fauxError(OFFLINE), { settings, network });
+    const { root, faux, network } = await openOffline({
+      online: true,
+      respond: () => () => fauxError(OFFLINE),
+    });
     const sub = await root.submit({ type: "input", content: "hi" });
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
     expect(faux.requests).toHaveLength(3);
@@ -156,10 +168,8 @@ describe("other failures are as before", () => {
   });
 
   test("a rejected key fails at once, offline or not, and the network is not asked", async () => {
-    const network = networkSwitch({ online: false });
-    const { root, faux } = await open(() => fauxError("401 Unauthorized: invalid api key"), {
-      settings,
-      network,
+    const { root, faux, network } = await openOffline({
+      respond: () => () => fauxError("401 Unauthorized: invalid api key"),
     });
     const sub = await root.submit({ type: "input", content: "hi" });
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
