@@ -15,6 +15,7 @@ import {
   userToolSettings,
   userToolStatuses,
 } from "../../worker/agent/extensions/user-tools-store.ts";
+import type { ChangeSet } from "../../worker/core/types.ts";
 import {
   conversationExtensions,
   exportedUserTools,
@@ -26,6 +27,19 @@ import { memoryStore } from "../../worker/testing.ts";
 import { appEngines, ask, DOCS, GREET } from "./user-tools-fixtures.ts";
 
 const { openApp } = appEngines();
+
+/** A file exported from another store whose root conversation used greet. */
+async function greetFile(): Promise<string> {
+  const source = await openApp();
+  await saveUserTool(source.h, GREET);
+  const root = await source.h.root();
+  await ask(source.h, root.id, 'use my tool greet with {"name":"Ada"}');
+  return exportConversation(source.h, root.id, {
+    documents: DOCS,
+    secrets: [],
+    userTools: await exportedUserTools(source.h, root.id),
+  });
+}
 
 describe("export and import", () => {
   test("an export carries the user tools its conversation selects, never a key; an import adds them", async () => {
@@ -92,19 +106,6 @@ describe("export and import", () => {
 });
 
 describe("an imported tool is opt-in", () => {
-  /** A file exported from another store whose root conversation used greet. */
-  async function greetFile(): Promise<string> {
-    const source = await openApp();
-    await saveUserTool(source.h, GREET);
-    const root = await source.h.root();
-    await ask(source.h, root.id, 'use my tool greet with {"name":"Ada"}');
-    return exportConversation(source.h, root.id, {
-      documents: DOCS,
-      secrets: [],
-      userTools: await exportedUserTools(source.h, root.id),
-    });
-  }
-
   test("the imported conversation selects it by name; another conversation does not get it", async () => {
     const text = await greetFile();
     const target = await openApp();
@@ -190,6 +191,58 @@ describe("an imported tool is opt-in", () => {
     const id = await importWithUserTools(third.h, text, { documents: DOCS });
     expect(await ask(third.h, id, 'use my tool greet with {"name":"Ed"}')).toContain("Hello, Ed!");
     expect(third.h.services.agent((await third.h.root()).id).tools.has("greet")).toBe(false);
+  });
+});
+
+describe("removing a tool", () => {
+  test("drops it from every pi.agent that names it, in the removal's commit: a later, different tool of that name is not active there", async () => {
+    // A store where four conversations name the imported greet: the imported one (add), one switched
+    // on (add), one with an exact list, one that removes it. Opened again, so none of their documents
+    // is in memory when the tool is removed.
+    const first = await openApp();
+    const imported = await importWithUserTools(first.h, await greetFile(), { documents: DOCS });
+    const switched = (await first.h.root()).id;
+    await setExtensionEnabled(first.h, switched, "user:greet", true);
+    const exact = await first.h.createConversation({ ownership: { kind: "ownerless" } });
+    await exact.configure({ extensions: ["workspace-tools", "user:greet"] });
+    const removing = await first.h.createConversation({ ownership: { kind: "ownerless" } });
+    await removing.configure({
+      extensions: { add: ["user:greet"], remove: ["user:greet", "workspace-tools"] },
+    });
+    const target = await openApp({ store: await memoryStore(first.store.image()) });
+
+    const commits: ChangeSet[] = [];
+    target.h.subscribe((change) => commits.push(change));
+    await removeUserTool(target.h, "greet");
+    // One commit wrote the stored tools and each of the four pi.agent documents.
+    expect(commits.map((c) => c.docs.map((d) => `${d.conversationId}:${d.name}`).sort())).toEqual([
+      [
+        "0:app.userTools",
+        `${exact.id}:pi.agent`,
+        `${imported}:pi.agent`,
+        `${removing.id}:pi.agent`,
+        `${switched}:pi.agent`,
+      ].sort(),
+    ]);
+    const agent = (c: number) => target.h.requireConversation(c).agent();
+    expect((await agent(imported)).extensions).toBeUndefined();
+    expect((await agent(switched)).extensions).toBeUndefined();
+    expect((await agent(exact.id)).extensions).toEqual(["workspace-tools"]);
+    expect((await agent(removing.id)).extensions).toEqual({ remove: ["workspace-tools"] });
+
+    // Another file brings a different greet: only its own conversation gets it.
+    const other = await openApp();
+    await saveUserTool(other.h, { ...GREET, body: 'async (args) => "Other " + args.name' });
+    const otherRoot = (await other.h.root()).id;
+    const file = await exportConversation(other.h, otherRoot, {
+      documents: DOCS,
+      secrets: [],
+      userTools: await exportedUserTools(other.h, otherRoot),
+    });
+    const newer = await importWithUserTools(target.h, file, { documents: DOCS });
+    expect(target.h.services.agent(newer).tools.has("greet")).toBe(true);
+    for (const c of [imported, switched, exact.id, removing.id])
+      expect([c, target.h.services.agent(c).tools.has("greet")]).toEqual([c, false]);
   });
 });
 

@@ -11,12 +11,15 @@
  * - an imported tool is opt-in: the default selection's base (`defaultExtensionBase`, the engine's
  *   settings.extensions) leaves it out, so only the conversations that name it in their pi.agent get
  *   it, until the user enables it everywhere (`enableUserToolEverywhere` clears the mark); a save of
- *   a new version keeps the mark.
+ *   a new version keeps the mark;
+ * - a removal, in its commit, drops `user:<name>` from every conversation's pi.agent selection, so
+ *   no conversation's choice carries over to a later, different tool of that name.
  */
 import type { Tx } from "../../core/define.ts";
-import type { Json } from "../../core/types.ts";
+import type { ConversationId, Json } from "../../core/types.ts";
 import type { AgentHarness } from "../harness.ts";
 import { SETTINGS_CONVERSATION } from "../models/keys.ts";
+import { type AgentState, agentDoc, DOC } from "../records.ts";
 import type { AgentSettings } from "../services.ts";
 import type { ExtensionRegistry, RegistrySnapshot } from "./registry.ts";
 import {
@@ -175,16 +178,64 @@ export async function enableUserToolEverywhere(h: AgentHarness, name: string): P
   });
 }
 
-/** Remove a stored tool and uninstall it (conversations that select it simply stop getting it). */
+/**
+ * Remove a stored tool and uninstall it; in the same commit every conversation's pi.agent stops
+ * naming `user:<name>` (in an exact list, `add` or `remove`), so a later, different tool of that name
+ * is never taken for the one a conversation chose or dropped.
+ */
 export async function removeUserTool(h: AgentHarness, name: string): Promise<void> {
   if (typeof name !== "string") throw new TypeError("removeUserTool needs a tool name");
+  const own = userExtensionName(name);
+  // Load the documents of the conversations whose committed pi.agent names it: the commit then finds
+  // them, and every other one that may name it by then, among the conversations loaded.
+  const naming = [...(await h.docsNamed(DOC.agent))].filter(([, agent]) => namesExtension(agent, own));
+  await Promise.all(naming.map(([c]) => h.doc(c, DOC.agent)));
   await h.transaction((tx) => {
     const tools = readStored((doc) => tx.readDoc(SETTINGS_CONVERSATION, doc));
     const kept = tools.filter((t) => t.name !== name);
     if (kept.length !== tools.length)
       tx.writeDoc(SETTINGS_CONVERSATION, USER_TOOLS_DOC, { tools: kept } as unknown as Json);
+    for (const c of loadedConversations(h, tx)) {
+      if (!namesExtension(tx.readDoc(c, DOC.agent), own)) continue;
+      const { extensions, ...agent } = agentDoc.read(tx, c);
+      const next = withoutExtension(extensions, own);
+      agentDoc.write(tx, c, next === undefined ? agent : { ...agent, extensions: next });
+    }
   });
   syncUserTools(h);
+}
+
+/** Whether a stored pi.agent value's extension selection names `extension`. */
+function namesExtension(agent: Json | undefined, extension: string): boolean {
+  const selection = (agent as AgentState | undefined)?.extensions;
+  if (selection === undefined) return false;
+  const names = Array.isArray(selection)
+    ? selection
+    : [...(selection.add ?? []), ...(selection.remove ?? [])];
+  return names.includes(extension);
+}
+
+/** A selection without `extension`: an exact list keeps its other names; an emptied edit is undefined. */
+function withoutExtension(selection: AgentState["extensions"], extension: string): AgentState["extensions"] {
+  if (selection === undefined) return undefined;
+  if (Array.isArray(selection)) return selection.filter((n) => n !== extension);
+  const add = (selection.add ?? []).filter((n) => n !== extension);
+  const remove = (selection.remove ?? []).filter((n) => n !== extension);
+  if (add.length === 0 && remove.length === 0) return undefined;
+  return { ...(add.length ? { add } : {}), ...(remove.length ? { remove } : {}) };
+}
+
+/**
+ * Inside a commit: the conversations whose documents are in memory, those created earlier in the
+ * commit's group included (numbered past the published ones). A pi.agent is written only once its
+ * conversation's documents are loaded, and loaded documents stay: any other conversation's pi.agent is
+ * still as the store held it before.
+ */
+function loadedConversations(h: AgentHarness, tx: Tx): ConversationId[] {
+  const published = h.conversationRecords().map((r) => r.id);
+  const loaded = published.filter((c) => h.docsLoaded(c) && tx.conversation(c));
+  for (let c = Math.max(0, ...published) + 1; tx.conversation(c); c++) loaded.push(c);
+  return loaded;
 }
 
 /** The sources of the stored tools among `names` (what an export carries: no version, no time). */
