@@ -238,22 +238,30 @@ describe("outputLimits", () => {
 });
 
 describe("progress pacing", () => {
-  // The writer's pace is judged on a fake clock (Date and timers), where each step is exact: read on
-  // the wall clock of a machine at load 20-30, two writes paced 200 ms apart were once 180 ms apart
-  // (the writer paces by Date.now, its timer runs on the event loop's monotonic clock).
+  // The writer's pace is judged on a fake clock (timers, performance.now and Date), where each step is
+  // exact. Two writes paced 200 ms apart were once logged 180 ms apart on a machine at load 20-30: the
+  // writer paced by Date.now while its timer ran on the monotonic clock; it now paces by the latter.
+  const fakeClock = () => vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date", "performance"] });
+
+  /** A writer of `size()` bytes at 10,000 bytes/s (1 ms interval) that logs each write's bytes and time. */
+  function sizedWriter(size: () => number) {
+    const writes: Array<{ at: number; bytes: number }> = [];
+    const writer = new ThrottledWriter({
+      intervalMs: 1,
+      bytesPerSecond: 10_000,
+      write: () => {
+        writes.push({ at: performance.now(), bytes: size() });
+        return { bytes: size(), done: Promise.resolve() };
+      },
+    });
+    return { writer, writes };
+  }
+
   test("the first change after idle commits at once; the next waits for the written size at the byte rate", async () => {
-    vi.useFakeTimers();
+    fakeClock();
     try {
-      const writes: Array<{ at: number; bytes: number }> = [];
       let size = 0;
-      const writer = new ThrottledWriter({
-        intervalMs: 1,
-        bytesPerSecond: 10_000,
-        write: () => {
-          writes.push({ at: Date.now(), bytes: size });
-          return { bytes: size, done: Promise.resolve() };
-        },
-      });
+      const { writer, writes } = sizedWriter(() => size);
       size = 2_000;
       writer.mark();
       // At once: no timer between the change and its write.
@@ -271,6 +279,34 @@ describe("progress pacing", () => {
       await vi.advanceTimersByTimeAsync(30);
       writer.mark();
       expect(writes).toHaveLength(3);
+      await writer.stop();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  test("the pace is kept on the timers' clock when the wall clock jumps, forward or back", async () => {
+    fakeClock();
+    try {
+      let size = 2_000;
+      const { writer, writes } = sizedWriter(() => size);
+      writer.mark();
+      size = 10;
+      // The wall clock jumps an hour ahead (a clock correction): the pace of 200 ms still holds.
+      vi.setSystemTime(Date.now() + 3_600_000);
+      writer.mark();
+      expect(writes).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(199);
+      expect(writes).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(writes.map((w) => w.bytes)).toEqual([2_000, 10]);
+      // It jumps back two hours: the next change after the 1 ms pace is written at once, not in hours.
+      size = 2_000;
+      await vi.advanceTimersByTimeAsync(5);
+      vi.setSystemTime(Date.now() - 7_200_000);
+      writer.mark();
+      expect(writes.map((w) => w.bytes)).toEqual([2_000, 10, 2_000]);
+      expect(writes[1]!.at - writes[0]!.at).toBe(200);
       await writer.stop();
     } finally {
       vi.useRealTimers();

@@ -4,6 +4,9 @@
  * with `bytesPerSecond`, by the size it wrote at that rate (spec §7.3 DEFAULT), so a large write buys
  * a proportionally longer pause. Changes in between coalesce, and at most one commit is in flight.
  * `stop()` waits for the one in flight, so nothing stale lands after the outcome that follows.
+ * The pace is measured on the monotonic clock (`performance.now`), the one the timer that ends it runs
+ * on: paced by the wall clock, two writes were once 180 ms apart against 200, and a clock correction
+ * would shorten or stretch a pause by the size of the jump.
  */
 
 /** What one write did: the bytes it stored (for size pacing) and its commit. */
@@ -28,7 +31,7 @@ export class ThrottledWriter {
   #dirty = false;
   #inFlight: Promise<unknown> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  /** The earliest time the next write may start. */
+  /** The earliest time the next write may start (`performance.now()`). */
   #nextAt = 0;
   #stopped = false;
   readonly #options: ThrottleOptions;
@@ -46,7 +49,7 @@ export class ThrottledWriter {
     if (this.#stopped) return;
     this.#dirty = true;
     if (this.#inFlight || this.#timer) return;
-    const wait = this.#nextAt - Date.now();
+    const wait = this.#nextAt - performance.now();
     if (wait <= 0) {
       this.#flush();
       return;
@@ -60,7 +63,7 @@ export class ThrottledWriter {
   #flush(): void {
     if (!this.#dirty || this.#stopped) return;
     this.#dirty = false;
-    const started = Date.now();
+    const started = performance.now();
     const { bytes, done } = asWrite(this.#options.write());
     const rate = this.#options.bytesPerSecond;
     const sizeMs = rate !== undefined && rate > 0 ? (bytes * 1000) / rate : 0;
