@@ -1,8 +1,10 @@
 /**
  * `npm run bench`: every bench suite, one after the other, each printing its own table. A suite is a
  * TypeScript file under tests/bench/ run with tsx (not a timed test: a missed bar is reported, never
- * a failure). Only a suite that crashes makes the run exit non-zero. `npm run bench -- core` runs the
- * suites whose file name contains "core".
+ * a failure). Only a suite that crashes makes the run exit non-zero. `npm run bench -- agent` runs the
+ * suite agent.bench.ts alone (a name matches one file exactly, with or without ".bench.ts": "agent"
+ * once ran subagent.bench.ts too); `npm run bench -- agent core` runs both. A name that matches no
+ * suite is an error. `--list` prints the suites a run would take, one a line, and runs none.
  *
  * A suite that times the engine's own JavaScript (listed in BUILT) runs as the app ships it instead:
  * bundled with esbuild (as Vite bundles the worker: ES2022, no `keepNames`, whose `__name` wrapper
@@ -18,18 +20,30 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const benchDir = join(root, "tests", "bench");
-const filters = process.argv.slice(2);
+const listOnly = process.argv.includes("--list");
+const filters = process.argv.slice(2).filter((a) => a !== "--list");
 /** The suites run from a build rather than through tsx. */
 const BUILT = new Set(["agent.bench.ts"]);
 
-const suites = readdirSync(benchDir)
-  .filter((f) => f.endsWith(".bench.ts"))
-  .filter((f) => filters.length === 0 || filters.some((word) => f.includes(word)))
+const SUFFIX = ".bench.ts";
+const all = readdirSync(benchDir)
+  .filter((f) => f.endsWith(SUFFIX))
   .sort();
+/** Whether the suite file `f` is the one `name` names: its file name, or that without ".bench.ts". */
+const names = (name, f) => f === name || f === `${name}${SUFFIX}`;
 
-if (suites.length === 0) {
-  console.error(`[bench] no suite under tests/bench matches ${filters.join(", ") || "*.bench.ts"}`);
+const unknown = filters.filter((name) => !all.some((f) => names(name, f)));
+if (all.length === 0 || unknown.length > 0) {
+  console.error(
+    `[bench] no suite under tests/bench is named ${unknown.join(", ") || `*${SUFFIX}`}; the suites: ` +
+      all.map((f) => f.slice(0, -SUFFIX.length)).join(", "),
+  );
   process.exit(1);
+}
+const suites = filters.length === 0 ? all : all.filter((f) => filters.some((name) => names(name, f)));
+if (listOnly) {
+  console.log(suites.join("\n"));
+  process.exit(0);
 }
 
 /** Vite's `import url from "x?url"`: the asset's file URL, as a module. */
