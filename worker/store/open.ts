@@ -9,6 +9,7 @@ import type { BrowserStoreOptions } from "./browser.ts";
 import { DirectStatements, isSyncModule } from "./direct.ts";
 import { finishOpen } from "./finish-open.ts";
 import type { SqliteLine } from "./line.ts";
+import { createMemoryVfs } from "./memory-vfs.ts";
 
 /** The bytes of a memory database's files, as a crash would leave them. */
 export type MemoryImage = ReadonlyArray<{ readonly path: string; readonly bytes: Uint8Array }>;
@@ -32,9 +33,6 @@ export type OpenStoreOptions =
 export interface MemoryStore extends SqliteLine {
   image(): MemoryImage;
 }
-
-type MemoryFile = { pathname: string; flags: number; size: number; data: ArrayBuffer };
-type MemoryVfs = { name: string; mapNameToFile: Map<string, MemoryFile>; close(): void };
 
 let compiledSync: Promise<WebAssembly.Module> | undefined;
 
@@ -75,11 +73,8 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     },
   });
   const sqlite3 = SQLiteAPI.Factory(module);
-  const { MemoryVFS } = (await import("@journeyapps/wa-sqlite/src/examples/MemoryVFS.js")) as unknown as {
-    MemoryVFS: { create(name: string, module: unknown): Promise<MemoryVfs> };
-  };
   const vfsName = `mem${++counter}`;
-  const vfs = await MemoryVFS.create(vfsName, module);
+  const vfs = await createMemoryVfs(vfsName, module);
   for (const { path, bytes } of options.image ?? []) {
     const data = new ArrayBuffer(bytes.byteLength);
     new Uint8Array(data).set(bytes);
