@@ -1,31 +1,29 @@
 /**
  * The agent harness: the durable core plus conversations, submissions and the built-in agent tasks
  * (`pi.generation`, `pi.tool`). Every conversation gets its documents (pi.agent, pi.live, pi.inbox,
- * pi.usage, pi.provider) in the commit that creates it, whatever path creates it.
+ * pi.usage, pi.provider) in the commit that creates it, whatever path creates it. Beside it:
+ * its options (harness-options.ts), those documents (conversation/initial-docs.ts) and the inbox
+ * policy that starts generations (generation/start.ts).
  */
 import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import { UnknownConversation } from "../core/errors.ts";
-import { Harness, type HarnessOptions } from "../core/harness.ts";
-import type {
-  ConversationId,
-  ConversationOwnership,
-  ConversationRecord,
-  Json,
-  SubmissionId,
-} from "../core/types.ts";
+import { Harness } from "../core/harness.ts";
+import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
-import { compactionNeeded } from "./compaction/policy.ts";
-import { createCompactionTask, startBackgroundCompaction } from "./compaction/task.ts";
+import { createCompactionTask } from "./compaction/task.ts";
 import { type AgentChange, applyAgentChange } from "./conversation/agent-change.ts";
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, configure, Submission } from "./conversation/handles.ts";
 import { admit, type InboxPolicy, withdraw } from "./conversation/inbox.ts";
+import { createAgentDocs, FORK_INITIAL } from "./conversation/initial-docs.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
 import { taskHookSource } from "./extensions/task-hooks.ts";
 import type { Extension } from "./extensions/types.ts";
-import { createGenerationTask, prepareRequest } from "./generation/task.ts";
+import { inboxPolicy } from "./generation/start.ts";
+import { createGenerationTask } from "./generation/task.ts";
+import { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
 import { checkApiKey, type KeyCheck } from "./models/key-check.ts";
 import {
   API_KEYS_DOC,
@@ -37,107 +35,17 @@ import {
   writeApiKey,
 } from "./models/keys.ts";
 import { loadPiAi } from "./models/pi-ai.ts";
-import { createModelResolver, type ModelResolver } from "./models/resolver.ts";
-import { ALWAYS_ONLINE, type NetworkState } from "./network.ts";
-import {
-  type AgentState,
-  agentDoc,
-  DOC,
-  type DocToken,
-  inbox,
-  type LiveState,
-  type ModelRef,
-  readDoc,
-  type UsageState,
-  writeDoc,
-} from "./records.ts";
-import {
-  type AgentHooks,
-  type AgentServices,
-  type AgentSettings,
-  defaultStream,
-  extensionNames,
-  resolvers,
-  resolveSettings,
-  type StreamFn,
-} from "./services.ts";
-
-/** The name of the extension that holds the tools and hooks given as harness options. */
-export const OPTIONS_EXTENSION = "harness-options";
-
-import type { EnvBuilder } from "./env.ts";
+import { createModelResolver } from "./models/resolver.ts";
+import { ALWAYS_ONLINE } from "./network.ts";
+import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } from "./records.ts";
+import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task.ts";
 import { sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
-import { uuidv7 } from "./uuidv7.ts";
-import type { WorkspaceFs } from "./workspace/fs.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
 
-export interface AgentHarnessOptions extends HarnessOptions {
-  models?: ModelResolver;
-  /** The model of conversations whose pi.agent names none. */
-  defaultModel?: ModelRef;
-  /**
-   * The app's extension registry (spec §7.1), bound by `open`: conversations resolve their tools,
-   * prompt sections and hooks from it, and the scheduler its extensions' task definitions. Default:
-   * a registry of the harness's own.
-   */
-  extensions?: ExtensionRegistry;
-  /**
-   * Shorthand for an extension named `harness-options` (installed, or replaced, in the registry by
-   * the constructor) holding these tools and hooks; the hooks are read at each resolution.
-   */
-  tools?: readonly ToolDefinition[];
-  /** The workspace: every conversation's environment when no `env` builder is given (default: in memory). */
-  fs?: WorkspaceFs;
-  /**
-   * Builds a conversation's environment (spec §2.2 `HarnessOptions.env`) at each use: once per tool
-   * execution (`api.env`; a throw is the call's error result) and once per preparation that renders
-   * prompt sections (`input.env`; a throw is reported, the sections render without). Never called
-   * inside a commit. Default: the workspace (`fs`) for every conversation.
-   */
-  env?: EnvBuilder;
-  settings?: AgentSettings | (() => AgentSettings);
-  hooks?: AgentHooks | (() => AgentHooks);
-  /** pi-ai's streamSimple unless replaced (tests, instrumentation). */
-  stream?: StreamFn;
-  /**
-   * Where requests get their keys (read at request time, never stored by a request). By default,
-   * the keys kept in the store's settings (`setApiKey`).
-   */
-  apiKey?: (provider: string) => string | undefined;
-  /**
-   * The platform's network state (network.ts): a request that failed on the network while it says
-   * offline waits for the network instead of spending the retry budget. Default: always online.
-   */
-  network?: NetworkState;
-  /**
-   * Custom documents whose fork rule is not the default "current" (spec §3.7): the harness applies
-   * each definition's `fork`. A document no definition names here is copied into a fork as stored.
-   */
-  documents?: ReadonlyArray<Pick<DocToken<Json>, "name" | "fork">>;
-}
-
-/** The built-in documents a fork does not copy (its creation hook makes them fresh). */
-const FORK_INITIAL: ReadonlySet<string> = new Set([DOC.live, DOC.inbox, DOC.usage, DOC.provider]);
-
-/**
- * A new conversation's documents: a fork keeps its copy of its parent's agent as of its entry (the
- * core copied it: pi.agent's fork rule is "asOf"), a conversation created by a task starts with its
- * owner conversation's agent; the other built-in documents start fresh, a fork's included (their
- * fork rule is "initial": empty inbox, zero usage, its own provider session).
- */
-function createAgentDocs(tx: Tx, record: ConversationRecord): void {
-  let agent: AgentState = {};
-  if (record.parent) agent = agentDoc.read(tx, record.id);
-  else if (record.owner) agent = agentDoc.read(tx, record.owner.conversationId);
-  agentDoc.write(tx, record.id, agent);
-  writeDoc(tx, record.id, DOC.live, {});
-  writeDoc(tx, record.id, DOC.inbox, { items: [] });
-  writeDoc<UsageState>(tx, record.id, DOC.usage, { models: {}, tools: {} });
-  writeDoc(tx, record.id, DOC.provider, { sessionId: uuidv7(tx.now()) });
-}
+export { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
 
 export class AgentHarness extends Harness {
   readonly services: AgentServices;
@@ -225,46 +133,10 @@ export class AgentHarness extends Harness {
     };
     const toolTask = createToolTask(this.services);
     this.toolTask = toolTask as AnyTaskDefinition;
-    this.policy = {
-      steeringMode: () => this.services.settings().steeringMode,
-      followUpMode: () => this.services.settings().followUpMode,
-      startGeneration: (tx, conversationId) => {
-        // With the transcript cached, the creating commit also prepares the first request.
-        const entries = this.services.entries.peek(conversationId);
-        // Over the blocking threshold the generation starts at `prepare`, which compacts first.
-        const need = entries && compactionNeeded(this.services, tx, conversationId, entries);
-        if (entries && need !== "blocking") {
-          const prepared = prepareRequest(this.services, tx, conversationId, undefined, 1, entries);
-          // A section that renders asynchronously makes the generation start at `prepare` instead.
-          if (prepared.status === "ready") {
-            if (need === "background") startBackgroundCompaction(tx, this.compactionTask, conversationId);
-            const taskId = tx.createTask(
-              this.generationTask,
-              {},
-              {
-                ownership: { kind: "conversation" },
-                conversationId,
-                start: prepared.checkpoint,
-              },
-            );
-            const state = readDoc<LiveState>(tx, conversationId, DOC.live, {});
-            writeDoc<LiveState>(tx, conversationId, DOC.live, {
-              ...state,
-              generation: { taskId, attempt: 1 },
-            });
-            return taskId;
-          }
-        }
-        return tx.createTask(
-          this.generationTask,
-          {},
-          {
-            ownership: { kind: "conversation" },
-            conversationId,
-          },
-        );
-      },
-    };
+    this.policy = inboxPolicy(this.services, {
+      generation: () => this.generationTask,
+      compaction: () => this.compactionTask,
+    });
     this.compactionTask = createCompactionTask(this.services, this.policy);
     const compactionTask = this.compactionTask;
     this.generationTask = createGenerationTask(

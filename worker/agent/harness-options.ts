@@ -1,0 +1,63 @@
+/**
+ * What `AgentHarness.open` takes (spec §2.2 `HarnessOptions`): the core's options plus the agent's
+ * models, extensions, workspace, settings, hooks, keys and network. Types only, and the name of the
+ * extension the `tools` and `hooks` options become.
+ */
+import type { HarnessOptions } from "../core/harness.ts";
+import type { Json } from "../core/types.ts";
+import type { EnvBuilder } from "./env.ts";
+import type { ExtensionRegistry } from "./extensions/registry.ts";
+import type { ModelResolver } from "./models/resolver.ts";
+import type { NetworkState } from "./network.ts";
+import type { DocToken, ModelRef } from "./records.ts";
+import type { AgentHooks, AgentSettings, StreamFn } from "./services.ts";
+import type { ToolDefinition } from "./tools/contract.ts";
+import type { WorkspaceFs } from "./workspace/fs.ts";
+
+/** The name of the extension that holds the tools and hooks given as harness options. */
+export const OPTIONS_EXTENSION = "harness-options";
+
+export interface AgentHarnessOptions extends HarnessOptions {
+  models?: ModelResolver;
+  /** The model of conversations whose pi.agent names none. */
+  defaultModel?: ModelRef;
+  /**
+   * The app's extension registry (spec §7.1), bound by `open`: conversations resolve their tools,
+   * prompt sections and hooks from it, and the scheduler its extensions' task definitions. Default:
+   * a registry of the harness's own.
+   */
+  extensions?: ExtensionRegistry;
+  /**
+   * Shorthand for an extension named `harness-options` (installed, or replaced, in the registry by
+   * the constructor) holding these tools and hooks; the hooks are read at each resolution.
+   */
+  tools?: readonly ToolDefinition[];
+  /** The workspace: every conversation's environment when no `env` builder is given (default: in memory). */
+  fs?: WorkspaceFs;
+  /**
+   * Builds a conversation's environment (spec §2.2 `HarnessOptions.env`) at each use: once per tool
+   * execution (`api.env`; a throw is the call's error result) and once per preparation that renders
+   * prompt sections (`input.env`; a throw is reported, the sections render without). Never called
+   * inside a commit. Default: the workspace (`fs`) for every conversation.
+   */
+  env?: EnvBuilder;
+  settings?: AgentSettings | (() => AgentSettings);
+  hooks?: AgentHooks | (() => AgentHooks);
+  /** pi-ai's streamSimple unless replaced (tests, instrumentation). */
+  stream?: StreamFn;
+  /**
+   * Where requests get their keys (read at request time, never stored by a request). By default,
+   * the keys kept in the store's settings (`setApiKey`).
+   */
+  apiKey?: (provider: string) => string | undefined;
+  /**
+   * The platform's network state (network.ts): a request that failed on the network while it says
+   * offline waits for the network instead of spending the retry budget. Default: always online.
+   */
+  network?: NetworkState;
+  /**
+   * Custom documents whose fork rule is not the default "current" (spec §3.7): the harness applies
+   * each definition's `fork`. A document no definition names here is copied into a fork as stored.
+   */
+  documents?: ReadonlyArray<Pick<DocToken<Json>, "name" | "fork">>;
+}
