@@ -234,7 +234,8 @@ function withoutExtension(selection: AgentState["extensions"], extension: string
 function loadedConversations(h: AgentHarness, tx: Tx): ConversationId[] {
   const published = h.conversationRecords().map((r) => r.id);
   const loaded = published.filter((c) => h.docsLoaded(c) && tx.conversation(c));
-  for (let c = Math.max(0, ...published) + 1; tx.conversation(c); c++) loaded.push(c);
+  const newest = published.reduce((max, c) => Math.max(max, c), 0);
+  for (let c = newest + 1; tx.conversation(c); c++) loaded.push(c);
   return loaded;
 }
 
