@@ -14,7 +14,7 @@ export interface TaskWords {
   readonly status: string;
   /** "background", "stopping". */
   readonly flags: readonly string[];
-  /** "waits on #2, #3 (all of them settled)", when it waits on live tasks. */
+  /** "waits on #2, #3 until all settle", when it waits on live tasks. */
   readonly waits?: string;
   /** "blocked: its definition is missing (…)", when the scheduler cannot run it. */
   readonly blocked?: string;

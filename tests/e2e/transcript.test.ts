@@ -3,7 +3,8 @@
  * model (and a routed network model where a provider's answer must be chosen):
  * - a reload mid-stream shows the partial answer in the very first frame of the transcript, and the
  *   answer is committed once;
- * - a steer sent while a tool runs lands after that tool round, a follow-up after the answer;
+ * - a steer sent while a tool runs lands after that tool round, a follow-up after the answer, and the
+ *   conversation list marks the conversation busy meanwhile;
  * - an image in a tool result shows inline, an SVG one is refused in words;
  * - a fake API key reaches no console: the page's, the engine's (a dedicated worker, or the
  *   SharedWorker) or the service worker's, even when the provider's rejection quotes it.
@@ -129,7 +130,15 @@ test("while a tool runs, a steer lands after that tool round and a follow-up aft
   expect(queued.join("|")).toMatch(/steer: skip the rest.*\|.*follow: and then this/);
   expect(await page.locator('[data-testid="tool-slot"][data-status="running"]').count()).toBe(1);
   await page.screenshot({ path: shot("steer-queued-1280") });
+  // The conversation list marks the busy conversation, and only while it works.
+  const list = page.getByTestId("conversation-list");
+  expect(await list.getByRole("img", { name: "working" }).count()).toBe(1);
   await settled(page, 3);
+  await until(
+    "the busy mark gone",
+    () => list.getByRole("img", { name: "working" }).count(),
+    (n) => n === 0,
+  );
   const lines = await stored(page, conversationOf(page));
   expect(lines.map((l) => l.split(":")[0]).join(" ")).toBe(
     "user assistant toolResult user assistant user assistant",
