@@ -6,12 +6,15 @@
  * - a steer sent while a tool runs lands after that tool round, a follow-up after the answer, and the
  *   conversation list marks the conversation busy meanwhile;
  * - an image in a tool result shows inline, an SVG one is refused in words;
+ * - a missing key, then a rejected one, are said in words, and Try again answers once the right key
+ *   is saved;
  * - a fake API key reaches no console: the page's, the engine's (a dedicated worker, or the
  *   SharedWorker) or the service worker's, even when the provider's rejection quotes it.
  */
 import type { Page, Route } from "playwright-core";
 import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
+import { openAiStream } from "./openai-stream.ts";
 import {
   appSuite,
   appUrl,
@@ -286,4 +289,57 @@ test("a fake key quoted back by the provider reaches no console: page, engine, s
   } finally {
     workers.close();
   }
+});
+
+test("a missing key, then a rejected one, are said in words; with the right key saved, Try again answers once", async () => {
+  const GOOD = "gsk-e2e-GOOD-1a2b3c4d5e6f";
+  const BAD = "gsk-e2e-BAD-6f5e4d3c2b1a";
+  const MODEL = "llama-3.1-8b-instant";
+  // The engine in a dedicated worker, so the provider can be routed: the right key gets an answer.
+  const url = appUrl(app.server.url, { store: uniqueStore("key-fixed"), engine: "dedicated" });
+  const page = await app.open({
+    url,
+    label: "key-fixed",
+    viewport: { width: 1280, height: 800 },
+    composer: true,
+  });
+  const asked: string[] = [];
+  await app.browser.context.route("https://api.groq.com/**", async (route: Route) => {
+    const auth = route.request().headers().authorization ?? "";
+    asked.push(auth);
+    if (auth === `Bearer ${GOOD}`)
+      await route.fulfill({
+        status: 200,
+        contentType: "text/event-stream",
+        body: openAiStream("Fixed: here is the answer.", { model: MODEL }),
+      });
+    else
+      await route.fulfill({
+        status: 401,
+        contentType: "application/json",
+        body: JSON.stringify({ error: { message: "Invalid API Key", type: "invalid_request_error" } }),
+      });
+  });
+  await engine(page, "setModel", conversationOf(page), { provider: "groq", modelId: MODEL });
+  const problem = () => page.locator("[data-problem]").last().textContent();
+  await say(page, "hello groq");
+  await until("the missing key said", problem, (t) => /No API key is saved for groq/.test(t ?? ""));
+  expect(asked).toEqual([]);
+  await engine(page, "setApiKey", "groq", BAD);
+  await page.getByTestId("try-again").click();
+  await until("the rejected key said", problem, (t) => /groq rejected the API key/.test(t ?? ""));
+  expect(asked.every((a) => a === `Bearer ${BAD}`)).toBe(true);
+  await engine(page, "setApiKey", "groq", GOOD);
+  await page.getByTestId("try-again").click();
+  await until(
+    "the answer",
+    () => lastAnswer(page).textContent(),
+    (t) => (t ?? "").includes("Fixed: here is the answer."),
+  );
+  await settled(page, 3);
+  expect(await page.getByTestId("try-again").count()).toBe(0);
+  const answers = await entriesOf(page, "pi.assistant").allTextContents();
+  expect(answers.filter((t) => t.includes("Fixed: here is the answer."))).toHaveLength(1);
+  expect(asked.filter((a) => a === `Bearer ${GOOD}`)).toHaveLength(1);
+  await page.screenshot({ path: shot("key-fixed-1280") });
 });
