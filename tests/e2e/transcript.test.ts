@@ -7,7 +7,7 @@
  *   conversation list marks the conversation busy meanwhile;
  * - an image in a tool result shows inline, an SVG one is refused in words;
  * - a missing key, then a rejected one, are said in words, and Try again answers once the right key
- *   is saved;
+ *   is saved (the answer's thinking folded under "Thinking");
  * - a fake API key reaches no console: the page's, the engine's (a dedicated worker, or the
  *   SharedWorker) or the service worker's, even when the provider's rejection quotes it.
  */
@@ -291,10 +291,11 @@ test("a fake key quoted back by the provider reaches no console: page, engine, s
   }
 });
 
-test("a missing key, then a rejected one, are said in words; with the right key saved, Try again answers once", async () => {
+test("a missing key, then a rejected one, are said in words; with the right key saved, Try again answers once, its thinking folded", async () => {
   const GOOD = "gsk-e2e-GOOD-1a2b3c4d5e6f";
   const BAD = "gsk-e2e-BAD-6f5e4d3c2b1a";
   const MODEL = "llama-3.1-8b-instant";
+  const THOUGHT = "The person asked twice; answer briefly.";
   // The engine in a dedicated worker, so the provider can be routed: the right key gets an answer.
   const url = appUrl(app.server.url, { store: uniqueStore("key-fixed"), engine: "dedicated" });
   const page = await app.open({
@@ -311,7 +312,16 @@ test("a missing key, then a rejected one, are said in words; with the right key 
       await route.fulfill({
         status: 200,
         contentType: "text/event-stream",
-        body: openAiStream("Fixed: here is the answer.", { model: MODEL }),
+        // The model's reasoning first (a reasoning_content delta), then the answer.
+        body: `data: ${JSON.stringify({
+          id: "chatcmpl-e2e",
+          object: "chat.completion.chunk",
+          created: 1,
+          model: MODEL,
+          choices: [
+            { index: 0, delta: { role: "assistant", reasoning_content: THOUGHT }, finish_reason: null },
+          ],
+        })}\n\n${openAiStream("Fixed: here is the answer.", { model: MODEL })}`,
       });
     else
       await route.fulfill({
@@ -338,6 +348,14 @@ test("a missing key, then a rejected one, are said in words; with the right key 
   );
   await settled(page, 3);
   expect(await page.getByTestId("try-again").count()).toBe(0);
+  // The answer's thinking is folded away under "Thinking", open on demand.
+  const thinking = lastAnswer(page).locator("details.thinking");
+  expect(await thinking.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
+  expect(await thinking.locator("summary").textContent()).toBe("Thinking");
+  expect(await thinking.locator(".text").isVisible()).toBe(false);
+  await thinking.locator("summary").click();
+  expect(await thinking.locator(".text").textContent()).toBe(THOUGHT);
+  expect(await thinking.locator(".text").isVisible()).toBe(true);
   const answers = await entriesOf(page, "pi.assistant").allTextContents();
   expect(answers.filter((t) => t.includes("Fixed: here is the answer."))).toHaveLength(1);
   expect(asked.filter((a) => a === `Bearer ${GOOD}`)).toHaveLength(1);
