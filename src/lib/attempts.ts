@@ -4,6 +4,9 @@
  * countdown leaves two failed answers in the transcript. This folds them, for display only: the
  * consecutive failed attempts of one turn that the turn went on from become one item (its first
  * entry stands for the group), while a turn's last failure (the run failed) stays an entry of its own.
+ * A partial answer a reload or crash cut short is an aborted attempt of its turn (spec §8.3: the
+ * turn's next request converts it) and folds the same way; a partial the person stopped ends its
+ * turn, so it stays listed.
  * Invariants: presentation only (the entries are not changed, only which of them are listed and how);
  * every entry is either listed or in exactly one group; groups keep the entries' order.
  */
@@ -35,7 +38,7 @@ export function attemptOf(entry: Pick<EntryRecord, "model" | "timestamp">): { er
 const failed = (entry: Listed): boolean => {
   if (entry.kind !== "pi.assistant") return false;
   const m = modelMessages(entry)[0];
-  return m?.role === "assistant" && m.stopReason === "error";
+  return m?.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted");
 };
 
 /**

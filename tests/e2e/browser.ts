@@ -320,16 +320,24 @@ export class Cdp {
   #ws: WebSocket;
   #next = 1;
   #pending = new Map<number, { ok: (v: unknown) => void; fail: (e: Error) => void; method: string }>();
+  #listeners: Array<(method: string, params: unknown, sessionId: string | undefined) => void> = [];
 
   private constructor(ws: WebSocket) {
     this.#ws = ws;
     ws.on("message", (data) => {
       const message = JSON.parse(String(data)) as {
         id?: number;
+        method?: string;
+        params?: unknown;
+        sessionId?: string;
         result?: unknown;
         error?: { message: string; code: number };
       };
-      if (message.id === undefined) return;
+      if (message.id === undefined) {
+        if (message.method)
+          for (const listen of this.#listeners) listen(message.method, message.params, message.sessionId);
+        return;
+      }
       const waiter = this.#pending.get(message.id);
       if (!waiter) return;
       this.#pending.delete(message.id);
@@ -357,6 +365,11 @@ export class Cdp {
       this.#pending.set(id, { ok: ok as (v: unknown) => void, fail, method });
       this.#ws.send(JSON.stringify(sessionId ? { id, method, params, sessionId } : { id, method, params }));
     });
+  }
+
+  /** Hear every event (of every attached session: `sessionId` says which). */
+  onEvent(listen: (method: string, params: unknown, sessionId: string | undefined) => void): void {
+    this.#listeners.push(listen);
   }
 
   close(): void {

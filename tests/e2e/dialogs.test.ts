@@ -188,6 +188,18 @@ test("on a desktop the task panel shows one row per task: the name cut short wit
   }
   // The Stop buttons line up: one right edge for all.
   expect(new Set(tasks.map((r) => Math.round(r.stop!.right))).size).toBe(1);
+  // Under each name its status and phase, never cut; the model turn says what it waits on, in words.
+  const statuses = await page
+    .getByTestId("task-status")
+    .evaluateAll((els) =>
+      els.map((e) => ({ text: e.textContent ?? "", whole: e.scrollWidth <= e.clientWidth })),
+    );
+  expect(statuses.length).toBe(tasks.length);
+  for (const s of statuses) {
+    expect(s.text).toMatch(/^(pending|running|waiting) · \w+/);
+    expect(s.whole, s.text).toBe(true);
+  }
+  expect(await page.locator("aside#tasks").textContent()).toMatch(/waits on #\d+ until all settle/);
   await page.getByLabel("message").press("Escape");
 });
 

@@ -412,6 +412,12 @@ test("export and import: the file carries no key and imports as a new conversati
     .toEqual([expect.stringContaining("notes/note-1.md")]);
   await files.getByRole("button", { name: "View" }).click();
   await expect.poll(() => files.getByTestId("file-text").textContent(), POLL).toMatch(/^# Note 1/);
+  const [saved] = await Promise.all([
+    page.waitForEvent("download"),
+    files.getByRole("button", { name: "Download" }).click(),
+  ]);
+  expect(saved.suggestedFilename()).toBe("note-1.md");
+  expect(await readFile((await saved.path())!, "utf8")).toMatch(/^# Note 1/);
   await page.screenshot({ path: shot("files-1280") });
   await files.getByRole("button", { name: "Delete" }).click();
   await files.getByRole("button", { name: "Really delete?" }).click();

@@ -71,13 +71,26 @@ describe("foldFailedAttempts", () => {
     ]);
   });
 
+  test("a partial a reload cut short (aborted, converted by its turn) folds when the turn went on; one the person stopped stays", () => {
+    const cut = (id: number, task: number) => answer(id, task, "aborted", "interrupted");
+    const f = foldFailedAttempts([user(1), cut(2, 7), answer(3, 7), user(4), cut(5, 8), user(6), cut(7, 9)], {
+      liveTurn: 9,
+    });
+    expect(ids(f.shown)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect([...f.attempts.entries()].map(([k, g]) => [k, ids(g)])).toEqual([
+      [2, [2]],
+      [7, [7]],
+    ]);
+    expect(attemptOf(cut(2, 7)).error).toBe("interrupted");
+  });
+
   test("a transcript without failures is listed as it is", () => {
     const entries = [
       user(1),
       answer(2, 7, "toolUse"),
       { id: 3, kind: "pi.tool-result" },
       answer(4, 8),
-      answer(5, 9, "aborted"),
+      answer(5, 9, "aborted"), // stopped by the person: its turn's last word
     ];
     const f = foldFailedAttempts(entries);
     expect(f.shown).toEqual(entries);

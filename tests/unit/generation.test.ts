@@ -4,6 +4,7 @@
  */
 import { type AssistantMessage, fauxAssistantMessage, fauxToolCall, type Usage } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
+import { providerProblem } from "../../worker/agent/models/provider-problem.ts";
 import { addUsage } from "../../worker/agent/records.ts";
 import { DEFAULT_RETRY, defaultStream, resolveSettings, retryDelayMs } from "../../worker/agent/services.ts";
 import { internals } from "../../worker/core/internals.ts";
@@ -290,6 +291,28 @@ describe("generation", () => {
     );
     expect(everything).not.toContain(KEY);
     expect(JSON.stringify([first, second])).not.toContain(KEY);
+  });
+
+  test("a request without a key that fails on it (pi-ai reads process.env in a browser) says the key is missing", async () => {
+    let key: string | undefined;
+    const { root } = await open(echo, {
+      apiKey: () => key,
+      settings: { retry: { enabled: false } },
+      stream: () => {
+        throw new ReferenceError("process is not defined");
+      },
+    });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    key = "sk-test-present";
+    await (await root.submit({ type: "input", content: "again" })).wait();
+    const errors = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(errors.map((m) => m.errorMessage)).toEqual([
+      `No API key is saved for ${errors[0]!.provider}.`,
+      "process is not defined",
+    ]);
+    expect(providerProblem(errors[0]!.errorMessage)).toBe("missing");
   });
 
   test("the thinking level is passed to the provider as reasoning", async () => {

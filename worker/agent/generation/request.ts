@@ -16,6 +16,7 @@ import type {
 import type { ConversationId, EntryId, TaskId } from "../../core/types.ts";
 import { deriveContext } from "../conversation/context.ts";
 import { type HookApi, hookApi } from "../extensions/hooks.ts";
+import { keylessFailure } from "../models/provider-problem.ts";
 import { type DeferredAnswer, type DeferredHandle, isDeferred } from "../models/resolver.ts";
 import { providerSession } from "../provider-session.ts";
 import { DOC, errorAnswer, type LiveState, type ModelRef, type ThinkingLevel } from "../records.ts";
@@ -216,6 +217,11 @@ async function streamAnswer(
     final ??= await stream.result();
   } catch (error) {
     final = errorAnswer({ api: model.api, provider: model.provider, model: model.id }, error);
+  }
+  // Without a key, pi-ai's providers fail on `process.env` in a browser: say what is missing.
+  if (!req.apiKey && final.stopReason === "error") {
+    const said = keylessFailure(final.errorMessage, model.provider);
+    if (said !== undefined && said !== final.errorMessage) final = { ...final, errorMessage: said };
   }
   return final;
 }

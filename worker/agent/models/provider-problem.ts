@@ -17,6 +17,22 @@ const MISSING = /no api key|api key is required/i;
 const NETWORK =
   /failed to fetch|fetch failed|network|connection error|ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|timed? ?out|load failed|cors/i;
 
+/**
+ * How pi-ai's providers fail when a request carries no key in a browser: they fall back to
+ * `process.env` (a ReferenceError here) or say a key is required.
+ */
+const KEYLESS_FAILURE = /process is not defined|api key is required|no api key/i;
+
+/**
+ * The error message of a request sent without a key: a failure that comes from the missing key is
+ * said as one (`No API key is saved for <provider>.`); any other message is kept as it is.
+ */
+export function keylessFailure(message: string | undefined, provider: string): string | undefined {
+  return message !== undefined && KEYLESS_FAILURE.test(message)
+    ? `No API key is saved for ${provider}.`
+    : message;
+}
+
 /** The kind of a provider's error message (pure: the tab uses it to word a failed run). */
 export function providerProblem(message: string | undefined): ProviderProblem {
   if (!message) return "other";
