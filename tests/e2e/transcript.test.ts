@@ -25,6 +25,7 @@ import {
   shot,
   uniqueStore,
   until,
+  useRoutedModel,
   waitPhase,
 } from "./page.ts";
 import { listenToWorkers } from "./worker-console.ts";
@@ -196,6 +197,7 @@ test("an image in a tool result shows inline; an SVG one is refused in words and
 });
 
 const KEY = "sk-e2e-CONSOLE-0a1b2c3d4e5f66778899";
+const OPENAI = { provider: "openai", modelId: "gpt-4o-mini" };
 
 test("a fake key quoted back by the provider reaches no console: page, engine, service worker, nor the DOM", async () => {
   // The engine in a dedicated worker, so the provider can be routed to reject the key by quoting it.
@@ -224,8 +226,7 @@ test("a fake key quoted back by the provider reaches no console: page, engine, s
     await page.goto(url);
     await waitPhase(page, "ready");
     await page.getByLabel("message").waitFor();
-    await engine(page, "setApiKey", "openai", KEY);
-    await engine(page, "setModel", conversationOf(page), { provider: "openai", modelId: "gpt-4o-mini" });
+    await useRoutedModel(page, OPENAI, KEY);
     await say(page, "hello with a key");
     const failure = await until(
       "the rejection said in words",
@@ -269,8 +270,7 @@ test("a fake key quoted back by the provider reaches no console: page, engine, s
       async () => workers.kinds(),
       (k) => k.includes("shared_worker"),
     );
-    await engine(shared, "setApiKey", "openai", KEY);
-    await engine(shared, "setModel", conversationOf(shared), { provider: "openai", modelId: "gpt-4o-mini" });
+    await useRoutedModel(shared, OPENAI, KEY);
     await say(shared, "hello from the shared engine");
     await until(
       "the failure said in words",
