@@ -11,14 +11,12 @@
  * applied -> on screen (Svelte, markdown, layout, the window settling).
  * The first frame's entries (a page: the rest load as the reader scrolls up) are printed with it.
  * Scroll: from the bottom to the top 600 px a frame, the long tasks (PerformanceObserver "longtask",
- * > 50 ms) and the longest frame.
+ * > 50 ms; the aim is none) and the longest frame, and one row per long task: when it started, and
+ * where it fell among the older pages' applies (the tab marks each "page:applied").
  * BENCH_CHAT_PROFILE=1 also records CPU profiles of the tab and the engine over one open and the
  * scroll, written to test-results/profiles/*.cpuprofile (DevTools opens them), with their top
- * functions by self time printed.
+ * functions by self time printed, and each long task's top functions (cpu-profile.ts).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { CDPSession, Page } from "playwright-core";
 import {
   Cdp,
@@ -28,8 +26,8 @@ import {
   type StaticServer,
   waitForSharedWorker,
 } from "../e2e/browser.ts";
+import { type CpuProfile, printTop, saveProfile, selfTime } from "./cpu-profile.ts";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const CHAT_ENTRIES = Number(process.env.BENCH_CHAT_ENTRIES ?? 5000);
 const PROFILE = process.env.BENCH_CHAT_PROFILE === "1";
 const CHAT_OPEN_AIM_MS = 300;
@@ -60,7 +58,8 @@ const marksExpression = (names: readonly string[]) => `(() => {
 /** One CPU profiler: the tab's (a Playwright CDP session) or the engine's (its SharedWorker target). */
 interface Profiler {
   start(): Promise<void>;
-  stop(file: string): Promise<void>;
+  /** Stop, write the profile to `file` and print its top functions; the profile. */
+  stop(file: string): Promise<CpuProfile>;
   close(): Promise<void>;
 }
 
@@ -70,7 +69,7 @@ async function tabProfiler(page: Page): Promise<Profiler> {
   await session.send("Profiler.setSamplingInterval", { interval: 200 });
   return {
     start: async () => void (await session.send("Profiler.start")),
-    stop: async (file) => save(file, (await session.send("Profiler.stop")).profile),
+    stop: async (file) => save(file, (await session.send("Profiler.stop")).profile as CpuProfile),
     close: () => session.detach(),
   };
 }
@@ -92,34 +91,10 @@ async function engineProfiler(b: LaunchedBrowser): Promise<Profiler> {
   };
 }
 
-interface CpuProfile {
-  nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number } }>;
-  samples?: number[];
-  timeDeltas?: number[];
-}
-
-/** Write the profile and print its top functions by self time. */
-function save(file: string, profile: CpuProfile): void {
-  const dir = join(root, "test-results", "profiles");
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, file), JSON.stringify(profile));
-  const byNode = new Map(profile.nodes.map((n) => [n.id, n]));
-  const self = new Map<string, number>();
-  const samples = profile.samples ?? [];
-  const deltas = profile.timeDeltas ?? [];
-  let total = 0;
-  for (let i = 0; i < samples.length; i++) {
-    const ms = (deltas[i + 1] ?? 0) / 1000;
-    const node = byNode.get(samples[i]!);
-    if (!node || node.callFrame.functionName === "(idle)") continue;
-    const where = node.callFrame.url.split("/").at(-1) ?? "";
-    const key = `${node.callFrame.functionName || "(anonymous)"} ${where}:${node.callFrame.lineNumber + 1}`;
-    self.set(key, (self.get(key) ?? 0) + ms);
-    total += ms;
-  }
-  const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 12);
-  console.log(`  ${file}: ${total.toFixed(0)} ms busy; top self time:`);
-  for (const [name, ms] of top) console.log(`    ${ms.toFixed(1).padStart(7)} ms  ${name}`);
+function save(file: string, profile: CpuProfile): CpuProfile {
+  saveProfile(file, profile);
+  printTop(file, profile);
+  return profile;
 }
 
 export async function longChat(b: LaunchedBrowser, server: StaticServer, kit: BenchKit): Promise<void> {
@@ -194,10 +169,23 @@ export async function longChat(b: LaunchedBrowser, server: StaticServer, kit: Be
       result.shown - applied,
     ]);
   }
-  if (PROFILE) for (const p of profilers) await p.start();
+  // The renderer's counters (layouts, style recalcs, their time, script time) around the scroll.
+  const metrics = await page.context().newCDPSession(page);
+  await metrics.send("Performance.enable");
+  const counters = async () =>
+    new Map((await metrics.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
+  const countersBefore = await counters();
+  // The tab's clock when its profiler started (long tasks are attributed on it), then the scroll.
+  let profiledFrom = 0;
+  if (PROFILE) {
+    for (const p of profilers) await p.start();
+    profiledFrom = (await page.evaluate("performance.now()")) as number;
+  }
   const scroll = (await page.evaluate(`(() => new Promise((done) => {
     const long = [];
-    const observer = new PerformanceObserver((list) => { for (const e of list.getEntries()) long.push(e.duration); });
+    const observer = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) long.push({ start: e.startTime, ms: e.duration });
+    });
     observer.observe({ type: "longtask" });
     const scroller = document.querySelector(".scroller");
     let last = performance.now();
@@ -210,17 +198,29 @@ export async function longChat(b: LaunchedBrowser, server: StaticServer, kit: Be
       last = now;
       frames++;
       if (scroller.scrollTop <= 0 || frames > 20000) {
-        setTimeout(() => { observer.disconnect(); done({ long, worst, frames, ms: now - started, found: document.body.textContent.includes("Question 1: what comes next?") }); }, 100);
+        setTimeout(() => {
+          observer.disconnect();
+          const pages = performance.getEntriesByName("page:applied", "mark")
+            .filter((m) => m.startTime >= started)
+            .map((m) => ({ at: m.startTime, entries: m.detail?.entries ?? 0 }));
+          done({ long, pages, worst, frames, started, ms: now - started, found: document.body.textContent.includes("Question 1: what comes next?") });
+        }, 100);
         return;
       }
       scroller.scrollTop = Math.max(0, scroller.scrollTop - 600);
       requestAnimationFrame(step);
     };
     requestAnimationFrame(step);
-  }))()`)) as { long: number[]; worst: number; frames: number; ms: number; found: boolean };
+  }))()`)) as ScrollResult;
+  const countersAfter = await counters();
+  await metrics.detach();
+  const spent = (name: string) => (countersAfter.get(name) ?? 0) - (countersBefore.get(name) ?? 0);
+  let tabProfile: CpuProfile | undefined;
   if (PROFILE) {
-    for (const [i, p] of profilers.entries())
-      await p.stop(`long-chat-scroll-${i === 0 ? "tab" : "engine"}.cpuprofile`);
+    for (const [i, p] of profilers.entries()) {
+      const profile = await p.stop(`long-chat-scroll-${i === 0 ? "tab" : "engine"}.cpuprofile`);
+      if (i === 0) tabProfile = profile;
+    }
     for (const p of profilers) await p.close();
   }
   await page.close();
@@ -253,19 +253,88 @@ export async function longChat(b: LaunchedBrowser, server: StaticServer, kit: Be
       "scroll to the top",
       "frames",
       "took",
+      "older pages",
       "long tasks",
       "longest task",
       "longest frame",
+      "aim: no long task",
       "reached the first",
     ],
     [
       "600 px a frame",
       String(scroll.frames),
       `${fmt(scroll.ms)} ms`,
+      String(scroll.pages.length),
       String(scroll.long.length),
-      scroll.long.length ? `${fmt(Math.max(...scroll.long))} ms` : "none",
+      scroll.long.length ? `${fmt(Math.max(...scroll.long.map((t) => t.ms)))} ms` : "none",
       `${fmt(scroll.worst, 1)} ms`,
+      scroll.long.length === 0 ? "PASS" : "FAIL",
       scroll.found ? "yes" : "NO",
     ],
+  ]);
+  const perFrame = (n: number, digits = 1) => fmt(n / Math.max(1, scroll.frames), digits);
+  table([
+    ["scroll, the renderer's work", "layouts", "style recalcs", "layout", "style", "script", "tasks"],
+    [
+      "per frame",
+      perFrame(spent("LayoutCount"), 2),
+      perFrame(spent("RecalcStyleCount"), 2),
+      `${perFrame(spent("LayoutDuration") * 1000)} ms`,
+      `${perFrame(spent("RecalcStyleDuration") * 1000)} ms`,
+      `${perFrame(spent("ScriptDuration") * 1000)} ms`,
+      `${perFrame(spent("TaskDuration") * 1000)} ms`,
+    ],
+  ]);
+  printLongTasks(scroll, kit, tabProfile && { profile: tabProfile, startedAt: profiledFrom });
+}
+
+/** What the scroll reports: long tasks and page applies on the tab's clock (`performance.now()`). */
+interface ScrollResult {
+  long: Array<{ start: number; ms: number }>;
+  pages: Array<{ at: number; entries: number }>;
+  worst: number;
+  frames: number;
+  started: number;
+  ms: number;
+  found: boolean;
+}
+
+/**
+ * One row per long task: when (ms into the scroll), how long, where it fell among the older pages'
+ * applies (during one, or how long after the last), and with a tab profile its top functions.
+ */
+function printLongTasks(
+  scroll: ScrollResult,
+  kit: BenchKit,
+  profiled: { profile: CpuProfile; startedAt: number } | undefined,
+): void {
+  if (scroll.long.length === 0) return;
+  const { fmt, table } = kit;
+  const pageAt = (t: { start: number; ms: number }): string => {
+    const k = scroll.pages.findIndex((p) => p.at >= t.start && p.at <= t.start + t.ms);
+    if (k >= 0) return `applying page ${k + 1} (${scroll.pages[k]!.entries} entries)`;
+    const before = scroll.pages.filter((p) => p.at < t.start);
+    if (before.length === 0) return "before any page";
+    return `${fmt(t.start - before.at(-1)!.at)} ms after page ${before.length}`;
+  };
+  const top = (t: { start: number; ms: number }): string =>
+    profiled
+      ? selfTime(profiled.profile, {
+          within: { from: t.start, to: t.start + t.ms },
+          startedAt: profiled.startedAt,
+        })
+          .slice(0, 3)
+          .map(([name, ms]) => `${name} ${fmt(ms)}`)
+          .join(", ")
+      : "(BENCH_CHAT_PROFILE=1)";
+  table([
+    ["long task", "at", "took", "older pages", "top self time (ms)"],
+    ...scroll.long.map((t, i) => [
+      String(i + 1),
+      `${fmt(t.start - scroll.started)} ms`,
+      `${fmt(t.ms)} ms`,
+      pageAt(t),
+      top(t),
+    ]),
   ]);
 }
