@@ -5,8 +5,10 @@
  * them (on a phone, to the drawer's button when the opener went away with the drawer); on a desktop the
  * task panel shows one row per task, its name cut short with an ellipsis (in full in a tooltip) and
  * Stop at the right; while a run is busy, the composer's "when busy" choice, Stop and Send share one
- * row from 360 px up. Geometry is read from the page (bounding boxes, what is on top at a point), and
- * each look is kept as a screenshot under test-results/screenshots/.
+ * row from 360 px up; by keyboard the transcript is one Tab stop (arrow keys move between its
+ * messages, Tab enters the focused one's actions), so Shift+Tab from the composer reaches the header in
+ * a bounded number of stops. Geometry is read from the page (bounding boxes, what is on top at a
+ * point), and each look is kept as a screenshot under test-results/screenshots/.
  */
 import type { Locator, Page } from "playwright-core";
 import { expect, test } from "vitest";
@@ -318,4 +320,99 @@ test("while a run is busy the composer is one tidy layout from 360 px up: the us
   }
   await parts.message.press("Escape");
   await stop.waitFor({ state: "detached", timeout: 30_000 });
+});
+
+/** Where the focus is, in words: `header`, `transcript`, `entry`, `in-entry:<label>`, `composer` or the element. */
+const focusAt = (page: Page) =>
+  page.evaluate(() => {
+    const a = document.activeElement;
+    if (!a || a === document.body) return "body";
+    if (a.closest("header")) return "header";
+    if (a.getAttribute("aria-label") === "message") return "composer";
+    if (a.getAttribute("aria-label") === "transcript") return "transcript";
+    const list = document.querySelector('[data-testid="entries"]');
+    if (a.parentElement === list) return "entry";
+    if (list?.contains(a)) return `in-entry:${a.getAttribute("aria-label") ?? a.textContent?.trim()}`;
+    return `${a.tagName.toLowerCase()}:${a.getAttribute("aria-label") ?? a.textContent?.trim().slice(0, 30)}`;
+  });
+
+/** The Tab stops Shift+Tab walks from the composer until the header (at most `max`). */
+async function stopsBackToHeader(page: Page, max = 60): Promise<string[]> {
+  await page.getByLabel("message").focus();
+  const stops: string[] = [];
+  while (stops.length < max) {
+    await page.keyboard.press("Shift+Tab");
+    const at = await focusAt(page);
+    stops.push(at);
+    if (at === "header") break;
+  }
+  return stops;
+}
+
+test("by keyboard the transcript is one Tab stop: Shift+Tab from the composer reaches the header in a few stops however many messages; arrow keys move between messages and Tab enters the focused one's actions", async () => {
+  const page = await openApp("roving", 390, 844);
+  await say(page, "write a note");
+  await settled(page, 3);
+  // On a phone (the lists are drawers) the composer, the transcript, then the header.
+  expect(await stopsBackToHeader(page)).toEqual(["transcript", "header"]);
+  // Twice the messages: the same stops.
+  await say(page, "list the files");
+  await settled(page, 5);
+  expect(await stopsBackToHeader(page)).toEqual(["transcript", "header"]);
+
+  // Arrow Up from the transcript: the newest message in view; again: the one before it.
+  const transcript = page.getByRole("region", { name: "transcript" });
+  await transcript.focus();
+  const entries = page.locator('[data-testid="entries"] > *');
+  const focusedIndex = () => entries.evaluateAll((els) => els.findIndex((e) => e === document.activeElement));
+  await page.keyboard.press("ArrowUp");
+  expect(await focusAt(page)).toBe("entry");
+  const newest = await focusedIndex();
+  expect(newest).toBe((await entries.count()) - 1);
+  await page.keyboard.press("ArrowUp");
+  expect(await focusedIndex()).toBe(newest - 1);
+  await page.keyboard.press("ArrowDown");
+  expect(await focusedIndex()).toBe(newest);
+  // The newest message is an answer: Tab enters its actions, Copy first.
+  await page.keyboard.press("Tab");
+  expect(await focusAt(page)).toBe("in-entry:Copy the text");
+  await page.keyboard.press("Tab");
+  expect(await focusAt(page)).toBe("in-entry:Fork from here");
+  // From its actions, Arrow Up goes on to the message before.
+  await page.keyboard.press("ArrowUp");
+  expect(await focusedIndex()).toBe(newest - 1);
+  // The message last visited keeps its actions in the Tab order: still a bounded walk back.
+  const stops = await stopsBackToHeader(page);
+  expect(stops.at(-1)).toBe("header");
+  expect(stops.length).toBeLessThanOrEqual(8);
+  expect(await seriousViolations(page), "the chat after moving by keyboard").toEqual([]);
+
+  // A user message: its Edit opens the editor, Esc gives the focus back to Edit.
+  await transcript.focus();
+  await page.keyboard.press("ArrowDown");
+  for (let i = 0; i < 20; i++) {
+    if ((await entries.nth(await focusedIndex()).getAttribute("data-kind")) === "pi.user") break;
+    await page.keyboard.press("ArrowDown");
+  }
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  expect(await focusAt(page)).toBe("in-entry:Edit and resend as a fork");
+  await page.keyboard.press("Enter");
+  await until(
+    "the focus in the editor",
+    () => focusAt(page),
+    (at) => at === "in-entry:edited text",
+    5_000,
+  );
+  await page.keyboard.press("Escape");
+  await until(
+    "the focus back on Edit",
+    () => focusAt(page),
+    (at) => at === "in-entry:Edit and resend as a fork",
+    5_000,
+  );
+  // End from a focused message: the newest in view, the focus on the transcript.
+  await page.keyboard.press("ArrowUp");
+  await page.keyboard.press("End");
+  expect(await focusAt(page)).toBe("transcript");
 });
