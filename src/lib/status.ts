@@ -43,25 +43,62 @@ export function statusWords(facts: StatusFacts): StatusWords {
   }
 }
 
-/** The engine's details, for the "About this app" panel: label/value rows in plain words. */
-export function engineDetails(
-  status: EngineStatus,
-  mode: StatusFacts["mode"],
-): readonly { readonly label: string; readonly value: string }[] {
-  if (status.phase !== "ready") return [{ label: "Engine", value: status.phase }];
-  return [
-    {
-      label: "Storage",
-      value: status.storeKind === "opfs" ? "Origin private file system" : "IndexedDB",
-    },
-    { label: "Database build", value: `${status.build}${status.jspi ? " (JSPI)" : ""}` },
-    {
-      label: "Engine runs in",
-      value: mode === "shared" ? "a shared worker (all tabs use it)" : "a worker of one tab",
-    },
-    { label: "Kept by the browser", value: persistenceWords(status.persisted) },
-  ];
+/** One row of the details panel. */
+export interface DetailRow {
+  readonly label: string;
+  readonly value: string;
 }
+
+/**
+ * The details panel: first what a person asks (where the data is and whether the browser keeps it),
+ * in plain words; the engine's own words (store kind, database build, where the engine runs) apart,
+ * for the "Technical details" disclosure.
+ */
+export interface EngineDetails {
+  readonly plain: readonly DetailRow[];
+  readonly technical: readonly DetailRow[];
+}
+
+/** The engine's details for the "About the engine" panel. */
+export function engineDetails(status: EngineStatus, mode: StatusFacts["mode"]): EngineDetails {
+  if (status.phase !== "ready")
+    return {
+      plain: [{ label: "Your data", value: notOpenWords[status.phase] }],
+      technical: [{ label: "Engine phase", value: status.phase }],
+    };
+  const opfs = status.storeKind === "opfs";
+  return {
+    plain: [
+      {
+        label: "Your data",
+        value: opfs
+          ? "Stored in this browser (its private file system)"
+          : "Stored in this browser (IndexedDB)",
+      },
+      { label: "Kept by the browser", value: persistenceWords(status.persisted) },
+    ],
+    technical: [
+      {
+        label: "Store",
+        value: `SQLite on ${opfs ? "the origin private file system (opfs)" : "IndexedDB (idb)"}`,
+      },
+      { label: "Database build", value: `${status.build}${status.jspi ? " (JSPI)" : ""}` },
+      {
+        label: "Engine runs in",
+        value: mode === "shared" ? "a shared worker (all tabs use it)" : "a worker of one tab",
+      },
+    ],
+  };
+}
+
+/** Where the data stands while the engine is not ready here. */
+const notOpenWords: Record<Exclude<EngineStatus["phase"], "ready">, string> = {
+  starting: "Opening…",
+  "waiting-for-lock": "Open in another tab",
+  "handing-over": "A newer version is taking over",
+  "handed-over": "A newer version took over",
+  failed: "Could not be opened here",
+};
 
 /** The storage-persistence answer, said without alarm. */
 export function persistenceWords(persisted: boolean | undefined): string {

@@ -97,11 +97,19 @@ test("the attempts a turn retried after show as one quiet line, never red; a run
     answers: [expect.stringContaining(ANSWER)],
   });
   expect(await line.locator("summary").textContent()).toMatch(/^2 attempts failed: .*503/);
-  // Each attempt on demand.
+  // Each attempt on demand, with its own time.
   await line.locator("summary").click();
+  // Its time, then why: "8:38:04 AM · 503 Service Unavailable".
   expect(await line.locator("li").allTextContents()).toEqual([
-    expect.stringMatching(/503/),
-    expect.stringMatching(/503/),
+    expect.stringMatching(/^[^·]*\d[^·]* · [^·]*503/),
+    expect.stringMatching(/^[^·]*\d[^·]* · [^·]*503/),
+  ]);
+  const times = await line
+    .locator("li > time")
+    .evaluateAll((ts) => ts.map((t) => t.getAttribute("datetime")));
+  expect(times).toEqual([
+    expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
   ]);
   // The store keeps every attempt: errors are data.
   expect(await storedAnswers(page, conversation)).toEqual(["error", "error", "stop"]);

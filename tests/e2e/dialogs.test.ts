@@ -1,16 +1,31 @@
 /**
- * What a person sees of the dialogs and the task panel, on the built app with the demo model: the
+ * What a person sees of the dialogs, the task panel and the composer, on the built app: the
  * settings and files dialogs keep their title and close button in view while their body scrolls, fit
  * the window at 1280 and 390 px in light and dark, close on Esc and give the focus back to what opened
  * them (on a phone, to the drawer's button when the opener went away with the drawer); on a desktop the
  * task panel shows one row per task, its name cut short with an ellipsis (in full in a tooltip) and
- * Stop at the right. Geometry is read from the page (bounding boxes, what is on top at a point), and
- * each look is kept as a screenshot under test-results/screenshots/.
+ * Stop at the right; while a run is busy, the composer's "when busy" choice, Stop and Send share one
+ * row from 360 px up; by keyboard the transcript is one Tab stop (arrow keys move between its
+ * messages, Tab enters the focused one's actions), so Shift+Tab from the composer reaches the header in
+ * a bounded number of stops. Geometry is read from the page (bounding boxes, what is on top at a
+ * point), and each look is kept as a screenshot under test-results/screenshots/.
  */
 import type { Locator, Page } from "playwright-core";
 import { expect, test } from "vitest";
 import { seriousViolations } from "./axe.ts";
-import { appSuite, eachLook, type Look, say, settleAnimations, settled, shot, until } from "./page.ts";
+import { engine } from "./browser.ts";
+import {
+  appSuite,
+  appUrl,
+  eachLook,
+  type Look,
+  say,
+  settleAnimations,
+  settled,
+  shot,
+  uniqueStore,
+  until,
+} from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
 const POLL = { timeout: 20_000, interval: 100 };
@@ -252,4 +267,164 @@ test("a new user on a phone, by keyboard, in dark: an empty conversation offers 
   expect(await seriousViolations(page, '[data-testid="engine-details"]')).toEqual([]);
   await page.keyboard.press("Escape");
   await details.waitFor({ state: "detached" });
+});
+
+test("while a run is busy the composer is one tidy layout from 360 px up: the usage line, then the when-busy choice, Stop and Send on one row inside the window", async () => {
+  // The run is kept busy by a network model whose provider never answers (a route reaches the
+  // engine's fetches in a dedicated worker, not in a SharedWorker: hence the engine mode).
+  const page = await app.open({
+    url: appUrl(app.server.url, { store: uniqueStore("busy-composer"), engine: "dedicated" }),
+    label: "busy-composer",
+    viewport: { width: 390, height: 844 },
+    composer: true,
+  });
+  // A first answer from the demo model, so the usage line shows too.
+  await say(page, "hello there");
+  await settled(page, 1);
+  await app.browser.context.route("https://api.groq.com/**", () => {
+    // Never answered: the run waits for its model until it is stopped.
+  });
+  await engine(page, "setApiKey", "groq", "gsk-e2e-FAKE-busy-composer-0a1b2c");
+  const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
+  await engine(page, "setModel", conversation, { provider: "groq", modelId: "llama-3.1-8b-instant" });
+  await say(page, "and now a slow one");
+  const stop = page.getByRole("button", { name: "Stop", exact: true });
+  await stop.waitFor();
+  const parts = {
+    usage: page.locator('[data-testid="usage"] summary'),
+    when: page.getByRole("combobox", { name: /^when busy/ }),
+    stop,
+    send: page.getByRole("button", { name: "Send", exact: true }),
+    message: page.getByLabel("message"),
+  };
+  for (const width of [360, 390, 1280]) {
+    await page.setViewportSize({ width, height: width < 760 ? 740 : 800 });
+    await settleAnimations(page);
+    const where = `at ${width} px`;
+    const box = {
+      usage: await boxOf(parts.usage),
+      when: await boxOf(parts.when),
+      stop: await boxOf(parts.stop),
+      send: await boxOf(parts.send),
+      message: await boxOf(parts.message),
+    };
+    // The choice, Stop and Send on one row: their middles at one height.
+    const middle = (b: Box) => b.y + b.height / 2;
+    expect(Math.abs(middle(box.stop) - middle(box.when)), `${where}: Stop beside the choice`).toBeLessThan(2);
+    expect(Math.abs(middle(box.send) - middle(box.when)), `${where}: Send beside the choice`).toBeLessThan(2);
+    // In that order, not overlapping, Send's right edge on the message box's.
+    expect(box.when.x + box.when.width, where).toBeLessThanOrEqual(box.stop.x);
+    expect(box.stop.x + box.stop.width, where).toBeLessThanOrEqual(box.send.x);
+    expect(Math.abs(box.send.x + box.send.width - (box.message.x + box.message.width)), where).toBeLessThan(
+      1,
+    );
+    expect(box.when.x, where).toBeGreaterThanOrEqual(box.message.x);
+    // The choice stays wide enough to read its words.
+    expect(box.when.width, `${where}: the choice readable`).toBeGreaterThanOrEqual(140);
+    // The usage line above the row on a phone, beside it on a desktop; never below.
+    if (width < 760) expect(box.usage.y + box.usage.height, where).toBeLessThanOrEqual(box.when.y);
+    else expect(Math.abs(middle(box.usage) - middle(box.when)), where).toBeLessThan(4);
+    expect(
+      await page.evaluate(() => document.documentElement.scrollWidth),
+      `${where}: no horizontal scroll`,
+    ).toBe(width);
+    await page.screenshot({ path: shot(`busy-composer-light-${width}`) });
+  }
+  await parts.message.press("Escape");
+  await stop.waitFor({ state: "detached", timeout: 30_000 });
+});
+
+/** Where the focus is, in words: `header`, `transcript`, `entry`, `in-entry:<label>`, `composer` or the element. */
+const focusAt = (page: Page) =>
+  page.evaluate(() => {
+    const a = document.activeElement;
+    if (!a || a === document.body) return "body";
+    if (a.closest("header")) return "header";
+    if (a.getAttribute("aria-label") === "message") return "composer";
+    if (a.getAttribute("aria-label") === "transcript") return "transcript";
+    const list = document.querySelector('[data-testid="entries"]');
+    if (a.parentElement === list) return "entry";
+    if (list?.contains(a)) return `in-entry:${a.getAttribute("aria-label") ?? a.textContent?.trim()}`;
+    return `${a.tagName.toLowerCase()}:${a.getAttribute("aria-label") ?? a.textContent?.trim().slice(0, 30)}`;
+  });
+
+/** The Tab stops Shift+Tab walks from the composer until the header (at most `max`). */
+async function stopsBackToHeader(page: Page, max = 60): Promise<string[]> {
+  await page.getByLabel("message").focus();
+  const stops: string[] = [];
+  while (stops.length < max) {
+    await page.keyboard.press("Shift+Tab");
+    const at = await focusAt(page);
+    stops.push(at);
+    if (at === "header") break;
+  }
+  return stops;
+}
+
+test("by keyboard the transcript is one Tab stop: Shift+Tab from the composer reaches the header in a few stops however many messages; arrow keys move between messages and Tab enters the focused one's actions", async () => {
+  const page = await openApp("roving", 390, 844);
+  await say(page, "write a note");
+  await settled(page, 3);
+  // On a phone (the lists are drawers) the composer, the transcript, then the header.
+  expect(await stopsBackToHeader(page)).toEqual(["transcript", "header"]);
+  // Twice the messages: the same stops.
+  await say(page, "list the files");
+  await settled(page, 5);
+  expect(await stopsBackToHeader(page)).toEqual(["transcript", "header"]);
+
+  // Arrow Up from the transcript: the newest message in view; again: the one before it.
+  const transcript = page.getByRole("region", { name: "transcript" });
+  await transcript.focus();
+  const entries = page.locator('[data-testid="entries"] > *');
+  const focusedIndex = () => entries.evaluateAll((els) => els.findIndex((e) => e === document.activeElement));
+  await page.keyboard.press("ArrowUp");
+  expect(await focusAt(page)).toBe("entry");
+  const newest = await focusedIndex();
+  expect(newest).toBe((await entries.count()) - 1);
+  await page.keyboard.press("ArrowUp");
+  expect(await focusedIndex()).toBe(newest - 1);
+  await page.keyboard.press("ArrowDown");
+  expect(await focusedIndex()).toBe(newest);
+  // The newest message is an answer: Tab enters its actions, Copy first.
+  await page.keyboard.press("Tab");
+  expect(await focusAt(page)).toBe("in-entry:Copy the text");
+  await page.keyboard.press("Tab");
+  expect(await focusAt(page)).toBe("in-entry:Fork from here");
+  // From its actions, Arrow Up goes on to the message before.
+  await page.keyboard.press("ArrowUp");
+  expect(await focusedIndex()).toBe(newest - 1);
+  // The message last visited keeps its actions in the Tab order: still a bounded walk back.
+  const stops = await stopsBackToHeader(page);
+  expect(stops.at(-1)).toBe("header");
+  expect(stops.length).toBeLessThanOrEqual(8);
+  expect(await seriousViolations(page), "the chat after moving by keyboard").toEqual([]);
+
+  // A user message: its Edit opens the editor, Esc gives the focus back to Edit.
+  await transcript.focus();
+  await page.keyboard.press("ArrowDown");
+  for (let i = 0; i < 20; i++) {
+    if ((await entries.nth(await focusedIndex()).getAttribute("data-kind")) === "pi.user") break;
+    await page.keyboard.press("ArrowDown");
+  }
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  expect(await focusAt(page)).toBe("in-entry:Edit and resend as a fork");
+  await page.keyboard.press("Enter");
+  await until(
+    "the focus in the editor",
+    () => focusAt(page),
+    (at) => at === "in-entry:edited text",
+    5_000,
+  );
+  await page.keyboard.press("Escape");
+  await until(
+    "the focus back on Edit",
+    () => focusAt(page),
+    (at) => at === "in-entry:Edit and resend as a fork",
+    5_000,
+  );
+  // End from a focused message: the newest in view, the focus on the transcript.
+  await page.keyboard.press("ArrowUp");
+  await page.keyboard.press("End");
+  expect(await focusAt(page)).toBe("transcript");
 });

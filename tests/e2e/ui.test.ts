@@ -198,9 +198,17 @@ test("the header speaks a person's words: Ready, Working while a task runs, Offl
   const header = (await page.locator("header").textContent()) ?? "";
   expect(header).not.toMatch(/idb|opfs|JSPI|worker|evicted/i);
   await page.getByRole("button", { name: "About the engine" }).click();
-  const details = (await page.locator('[data-testid="engine-details"]').textContent()) ?? "";
-  expect(details).toMatch(/IndexedDB|Origin private file system/);
+  const panel = page.locator('[data-testid="engine-details"]');
+  const details = (await panel.textContent()) ?? "";
   expect(details).toMatch(/Kept by the browser/);
+  // First, in a person's words, where the data is; the engine's words only under "Technical details".
+  expect(await panel.locator("dd").first().textContent()).toMatch(
+    /^Stored in this browser \((IndexedDB|its private file system)\)$/,
+  );
+  const technical = panel.getByTestId("engine-technical");
+  expect(await technical.locator("dl").isVisible()).toBe(false);
+  await technical.locator("summary").click();
+  expect(await technical.locator("dl").textContent()).toMatch(/SQLite on .*\((idb|opfs)\).*Database build/);
   await page.keyboard.press("Escape");
   await page.locator('[data-testid="engine-details"]').waitFor({ state: "detached" });
 

@@ -53,15 +53,42 @@ describe("statusWords", () => {
 });
 
 describe("engineDetails", () => {
-  test("the engine's details are in words: storage, build, where it runs, persistence", () => {
-    const rows = Object.fromEntries(engineDetails(ready, "shared").map((r) => [r.label, r.value]));
-    expect(rows["Storage"]).toBe("IndexedDB");
-    expect(rows["Database build"]).toBe("jspi (JSPI)");
-    expect(rows["Engine runs in"]).toMatch(/shared worker/);
-    expect(rows["Kept by the browser"]).toMatch(/best effort/);
+  const rows = (list: readonly { label: string; value: string }[]) =>
+    Object.fromEntries(list.map((r) => [r.label, r.value]));
+
+  test("the first lines say in plain words where the data is and whether the browser keeps it", () => {
+    const { plain } = engineDetails(ready, "shared");
+    expect(plain[0]).toEqual({ label: "Your data", value: "Stored in this browser (IndexedDB)" });
+    expect(rows(plain)["Kept by the browser"]).toMatch(/best effort/);
     const opfs = engineDetails({ ...ready, storeKind: "opfs", jspi: false, build: "asyncify" }, "dedicated");
-    expect(opfs.map((r) => r.value)).toContain("Origin private file system");
-    expect(opfs.map((r) => r.value)).toContain("a worker of one tab");
+    expect(opfs.plain[0]?.value).toBe("Stored in this browser (its private file system)");
+    // No engine words in the plain part: store kinds, builds and workers are technical details.
+    for (const d of [engineDetails(ready, "shared"), opfs])
+      expect(d.plain.map((r) => `${r.label} ${r.value}`).join(" ")).not.toMatch(
+        /\bidb\b|opfs|jspi|asyncify|worker|SQLite/i,
+      );
+  });
+
+  test("the engine's own words are the technical details: store, build, where it runs", () => {
+    const technical = rows(engineDetails(ready, "shared").technical);
+    expect(technical["Store"]).toBe("SQLite on IndexedDB (idb)");
+    expect(technical["Database build"]).toBe("jspi (JSPI)");
+    expect(technical["Engine runs in"]).toMatch(/shared worker/);
+    const opfs = rows(
+      engineDetails({ ...ready, storeKind: "opfs", jspi: false, build: "asyncify" }, "dedicated").technical,
+    );
+    expect(opfs["Store"]).toBe("SQLite on the origin private file system (opfs)");
+    expect(opfs["Database build"]).toBe("asyncify");
+    expect(opfs["Engine runs in"]).toBe("a worker of one tab");
+  });
+
+  test("an engine not ready here says so in words, its phase only among the technical details", () => {
+    const starting = engineDetails({ phase: "starting", detail: "d" }, "shared");
+    expect(starting.plain).toEqual([{ label: "Your data", value: "Opening…" }]);
+    expect(starting.technical).toEqual([{ label: "Engine phase", value: "starting" }]);
+    expect(engineDetails({ phase: "waiting-for-lock", detail: "d" }, "elsewhere").plain[0]?.value).toBe(
+      "Open in another tab",
+    );
   });
 
   test("persistence is said without alarm, and an unknown answer says so", () => {
