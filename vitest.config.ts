@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
@@ -8,6 +9,10 @@ export default defineConfig({
           name: "unit",
           include: ["tests/unit/**/*.test.ts"],
           environment: "node",
+          // Vitest's default is one worker fewer than the cores: one on a 2-core CI machine, which
+          // left a core idle through the whole unit run (most of a file's time is its CPU-bound
+          // module import and tests).
+          maxWorkers: Math.max(2, availableParallelism() - 1),
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },
