@@ -22,9 +22,11 @@ export default defineConfig({
           name: "e2e",
           include: ["tests/e2e/**/*.test.ts"],
           environment: "node",
-          // One browser at a time: the machine has 2 cores.
-          fileParallelism: false,
-          maxWorkers: 1,
+          // Two files at a time: a file spends most of its time waiting on a browser (reloads, a
+          // ticker's pacing, Chromium's quota checks), so two overlap well on 2 cores. Files never
+          // share a store: each serves the app on its own port (0: a free one), each test launches
+          // its own Chromium on a fresh temporary profile, and stores are uniquely named.
+          maxWorkers: 2,
           globalSetup: ["tests/e2e/setup.ts"],
           testTimeout: 180_000,
           hookTimeout: 300_000,
