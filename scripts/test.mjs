@@ -2,7 +2,8 @@
  * `npm test`: unit tests (Node), then a fresh build of the app, then the e2e suite in the system
  * Chromium. Every stage runs even when an earlier one failed (except e2e, which needs the build), and
  * the run exits non-zero if any stage failed. Browser tests are never skipped silently: no Chromium is
- * a failure, and so is an e2e run that ran no tests. The last line is `N passed, N failed`.
+ * a failure, and so is an e2e run that ran no tests. Each stage's wall time is printed at the end,
+ * before the last line, `N passed, N failed`.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -17,6 +18,18 @@ mkdirSync(outDir, { recursive: true });
 let passed = 0;
 let failed = 0;
 const problems = [];
+/** Wall time of each stage run, in order: what CI time is made of. */
+const stages = [];
+
+/** Run `body` as the stage `name`, timing it. */
+function stage(name, body) {
+  const started = Date.now();
+  try {
+    return body();
+  } finally {
+    stages.push(`${name} ${Math.round((Date.now() - started) / 1000)} s`);
+  }
+}
 
 function run(command, args, env = process.env) {
   console.log(`\n$ ${[command, ...args].join(" ")}`);
@@ -75,10 +88,10 @@ function vitest(project, env) {
   }
 }
 
-vitest("unit");
+stage("unit", () => vitest("unit"));
 
 console.log("\n[test] building the app");
-const built = run("npx", ["vite", "build"]) === 0;
+const built = stage("build", () => run("npx", ["vite", "build"]) === 0);
 if (!built) {
   failed++;
   problems.push("build: vite build failed, so the e2e suite could not run");
@@ -94,11 +107,12 @@ if (built) {
   }
   if (chromium) {
     console.log(`[test] Chromium: ${chromium}`);
-    vitest("e2e", { ...process.env, CHROMIUM_PATH: chromium });
+    stage("e2e", () => vitest("e2e", { ...process.env, CHROMIUM_PATH: chromium }));
   }
 }
 
 console.log("");
+console.log(`[test] stage times: ${stages.join(", ")}`);
 for (const problem of problems) console.log(`[test] FAILED ${problem}`);
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(problems.length > 0 || failed > 0 ? 1 : 0);

@@ -3,8 +3,8 @@
  * memory, stack, output, number of tool calls) while another conversation's run keeps committing:
  * the other conversation's committed output grows while the runaway call runs, and the engine's
  * thread is never held for long (the longest gap between two turns of the event loop during the
- * runaway is measured, in this process's CPU time: see `holdProbe`). Every row runs on both paths a
- * script can take:
+ * runaway is measured, in the engine's thread's own CPU time: see `holdProbe`). Every row runs on
+ * both paths a script can take:
  * - in a script worker (worker_threads here, as the platform installs them): the engine's thread only
  *   passes messages, so it is never held by the script; a builtin looped for seconds between two
  *   interrupt polls is stopped by the engine's watchdog, which terminates the worker;
@@ -14,6 +14,7 @@
  *   got an instance whose memory is capped. A loop over a heavy builtin still holds it far longer
  *   (`"x".repeat(1e5)` in a loop: about 15 s measured), so that row runs on the worker path only.
  */
+import { closeSync, openSync, readSync } from "node:fs";
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -79,31 +80,61 @@ const LIMITS = {
 const MAX_HOLD_MS = { worker: 500, thread: LIMITS.cpuMs } as const;
 
 /**
- * The longest stretch between two turns of the engine's event loop while it runs, measured in this
- * process's CPU time (`process.cpuUsage`: every thread of the test file's process) rather than wall
- * time: on a loaded machine the thread waits for a core between turns, and wall time counts that wait
- * (1,031-1,448 ms measured for a 100 ms slice at load 20-30) while CPU time counts only the work done.
- * A runaway that does hold the thread still holds it for its work's CPU time, whatever the load. On the
- * worker path the script's own thread adds its CPU to a stretch, but only for as long as the stretch
- * lasts, and those stretches are short while the engine's thread is free.
+ * The longest stretch between two turns of the engine's event loop while it runs, measured in the
+ * engine's thread's own CPU time rather than wall time: on a loaded machine the thread waits for a
+ * core between turns, and wall time counts that wait (1,031-1,448 ms measured for a 100 ms slice at
+ * load 20-30) while CPU time counts only the work done. A runaway that does hold the thread still
+ * holds it for its work's CPU time, whatever the load. The thread's own time, not the process's: the
+ * process's (`process.cpuUsage`) also counts the script worker's thread and V8's helper threads, which
+ * run on the other core while the engine's thread waits for one, and so grew with the load: at load
+ * 20 it put a deep recursion's hold at 551 ms on the worker path, where none of the script runs on
+ * the engine's thread, and 1,006-1,084 ms on the thread path (this thread's own, at load 6: 2 ms and
+ * 32 ms). See `threadCpuMs`.
  */
 function holdProbe() {
-  const cpuMs = () => {
-    const { user, system } = process.cpuUsage();
-    return (user + system) / 1000;
-  };
-  let last = cpuMs();
+  const cpu = threadCpuMs();
+  let last = cpu.now();
   let longest = 0;
   const timer = setInterval(() => {
-    const now = cpuMs();
+    const now = cpu.now();
     longest = Math.max(longest, now - last);
     last = now;
   }, 1);
   return {
     stop(): number {
       clearInterval(timer);
-      return Math.max(longest, cpuMs() - last);
+      const held = Math.max(longest, cpu.now() - last);
+      cpu.close();
+      return held;
     },
+  };
+}
+
+/**
+ * The calling thread's CPU time so far, in ms: Linux's scheduler statistics for this thread (its first
+ * field is the nanoseconds it ran on a CPU), read again at offset 0 each time. Where there are none
+ * (not Linux), the whole process's CPU time, which counts every thread: an upper bound of the thread's.
+ */
+function threadCpuMs(): { now(): number; close(): void } {
+  let fd: number;
+  try {
+    fd = openSync("/proc/thread-self/schedstat", "r");
+  } catch {
+    return {
+      now: () => {
+        const { user, system } = process.cpuUsage();
+        return (user + system) / 1000;
+      },
+      close: () => undefined,
+    };
+  }
+  const buffer = Buffer.alloc(128);
+  return {
+    now: () => {
+      const n = readSync(fd, buffer, 0, buffer.length, 0);
+      return Number(buffer.toString("latin1", 0, n).split(" ")[0]) / 1e6;
+    },
+    close: () => closeSync(fd),
   };
 }
 
