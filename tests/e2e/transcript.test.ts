@@ -335,6 +335,9 @@ test("a missing key, then a rejected one, are said in words; with the right key 
   await say(page, "hello groq");
   await until("the missing key said", problem, (t) => /No API key is saved for groq/.test(t ?? ""));
   expect(asked).toEqual([]);
+  // Said once, in the app's words: the engine's own message is not repeated under it.
+  const missing = (await entriesOf(page, "pi.assistant").first().textContent()) ?? "";
+  expect(missing.split("No API key is saved for groq").length - 1).toBe(1);
   await engine(page, "setApiKey", "groq", BAD);
   await page.getByTestId("try-again").click();
   await until("the rejected key said", problem, (t) => /groq rejected the API key/.test(t ?? ""));
