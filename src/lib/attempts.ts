@@ -5,8 +5,9 @@
  * consecutive failed attempts of one turn that the turn went on from become one item (its first
  * entry stands for the group), while a turn's last failure (the run failed) stays an entry of its own.
  * A partial answer a reload or crash cut short is an aborted attempt of its turn (spec §8.3: the
- * turn's next request converts it) and folds the same way; a partial the person stopped ends its
- * turn, so it stays listed.
+ * turn's next request converts it) and folds the same way once the turn has answered after it; while
+ * that request is still under way it stays listed, so what was streamed before the reload is on
+ * screen right after it. A partial the person stopped ends its turn, so it stays listed.
  * Invariants: presentation only (the entries are not changed, only which of them are listed and how);
  * every entry is either listed or in exactly one group; groups keep the entries' order.
  */
@@ -35,6 +36,11 @@ export function attemptOf(entry: Pick<EntryRecord, "model" | "timestamp">): { er
   return at === undefined ? { error } : { error, at };
 }
 
+const aborted = (entry: Listed): boolean => {
+  const m = modelMessages(entry)[0];
+  return m?.role === "assistant" && m.stopReason === "aborted";
+};
+
 const failed = (entry: Listed): boolean => {
   if (entry.kind !== "pi.assistant") return false;
   const m = modelMessages(entry)[0];
@@ -56,7 +62,7 @@ export function foldFailedAttempts<E extends Listed>(
   const wentOn = (e: E) =>
     failed(e) &&
     e.byTaskId !== undefined &&
-    (lastOfTurn.get(e.byTaskId) !== e.id || e.byTaskId === options.liveTurn);
+    (lastOfTurn.get(e.byTaskId) !== e.id || (e.byTaskId === options.liveTurn && !aborted(e)));
 
   const shown: E[] = [];
   const attempts = new Map<number, E[]>();

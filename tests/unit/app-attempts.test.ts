@@ -71,17 +71,17 @@ describe("foldFailedAttempts", () => {
     ]);
   });
 
-  test("a partial a reload cut short (aborted, converted by its turn) folds when the turn went on; one the person stopped stays", () => {
+  test("a partial a reload cut short (aborted, converted by its turn) folds once the turn answered after it, stays listed while the turn asks again; one the person stopped stays", () => {
     const cut = (id: number, task: number) => answer(id, task, "aborted", "interrupted");
     const f = foldFailedAttempts([user(1), cut(2, 7), answer(3, 7), user(4), cut(5, 8), user(6), cut(7, 9)], {
       liveTurn: 9,
     });
     expect(ids(f.shown)).toEqual([1, 2, 3, 4, 5, 6, 7]);
-    expect([...f.attempts.entries()].map(([k, g]) => [k, ids(g)])).toEqual([
-      [2, [2]],
-      [7, [7]],
-    ]);
+    expect([...f.attempts.entries()].map(([k, g]) => [k, ids(g)])).toEqual([[2, [2]]]);
     expect(attemptOf(cut(2, 7)).error).toBe("interrupted");
+    // A failed (error) attempt of the live turn still folds at once (a countdown runs after it).
+    const waiting = foldFailedAttempts([user(1), fail(2, 9)], { liveTurn: 9 });
+    expect([...waiting.attempts.keys()]).toEqual([2]);
   });
 
   test("a transcript without failures is listed as it is", () => {
