@@ -46,7 +46,6 @@ export {
 export { type AgentHookRunner, agentHooks } from "./agent/extensions/task-hooks.ts";
 export type { Extension, PromptInput, PromptSection, ResolvedAgent, Wrap } from "./agent/extensions/types.ts";
 export { AgentHarness, type AgentHarnessOptions, OPTIONS_EXTENSION } from "./agent/harness.ts";
-export { demoModel, registerDemoProvider, setDemoSpeed } from "./agent/models/demo-provider.ts";
 export {
   createModelResolver,
   type DeferredAnswer,
@@ -118,6 +117,8 @@ export { isInterruptedResult, isToolResultEntry, type ToolResultEntry } from "./
 export { sumUsage, type UsageRollup } from "./agent/usage.ts";
 export type { WorkspaceFs } from "./agent/workspace/fs.ts";
 export { MemoryFs } from "./agent/workspace/memory-fs.ts";
+export { demoModel, registerDemoProvider, setDemoSpeed } from "./app/demo-model.ts";
+export { OpfsFs } from "./browser/opfs-fs.ts";
 export {
   type AnyTaskDefinition,
   type CreateTaskOptions,
@@ -144,7 +145,6 @@ export type { ConversationView, Frame, ViewChange, ViewOp, Watch } from "./core/
 export { AbortRequested } from "./core/runtime.ts";
 export type { Blocked } from "./core/scheduler.ts";
 export * from "./core/types.ts";
-export { OpfsFs } from "./host/opfs-fs.ts";
 export { type MemoryImage, type MemoryStore, type OpenStoreOptions, openStore } from "./store/open.ts";
 export {
   type FaultPoint,

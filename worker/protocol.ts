@@ -410,7 +410,7 @@ export interface EngineApi {
   offerScriptWorkers(tabId: string, offer: ScriptWorkerOffer): Promise<void>;
 }
 
-/** A tab's script workers as the engine reaches them (worker/host/tab-script-workers.ts). */
+/** A tab's script workers as the engine reaches them (worker/browser/tab-script-workers.ts). */
 export interface ScriptWorkerOffer {
   /** Start a script worker; resolves once it serves scripts on `port` (transferred to the engine). */
   start(): Promise<{ id: number; port: MessagePort }>;
@@ -477,7 +477,7 @@ export interface EngineStats {
 }
 
 /**
- * The test and bench endpoints (worker/host/test-endpoints.ts): no part of `EngineApi`. An engine
+ * The test and bench endpoints (worker/debug/endpoints.ts): no part of `EngineApi`. An engine
  * serves them as `debug` only to pages opened with `?debug=1` (the e2e and bench pages).
  */
 export interface DebugApi {
@@ -521,7 +521,7 @@ export interface DebugApi {
     cpuMs?: number;
     inThread?: boolean;
   }): Promise<ScriptProbe>;
-  /** The tabs offering script workers (worker/host/tab-script-workers.ts). */
+  /** The tabs offering script workers (worker/browser/tab-script-workers.ts). */
   scriptWorkers(): Promise<ScriptWorkerStats>;
 }
 

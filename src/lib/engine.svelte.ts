@@ -83,7 +83,7 @@ export class EngineClient {
       if (shared) {
         // Created before this tab takes its own lock: the engine opens the store meanwhile. It
         // learns of the tab only from hello, which waits for that lock.
-        const worker = new SharedWorker(new URL("../../worker/host/shared-worker.ts", import.meta.url), {
+        const worker = new SharedWorker(new URL("../../worker/entry/shared-worker.ts", import.meta.url), {
           type: "module",
           name: query.toString(),
         });
@@ -130,7 +130,7 @@ export class EngineClient {
   #workerQuery(): URLSearchParams {
     const query = new URLSearchParams({ store: this.storeName });
     if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
-    // Test pages ask for the engine's test endpoints (worker/host/test-endpoints.ts); a worker of
+    // Test pages ask for the engine's test endpoints (worker/debug/endpoints.ts); a worker of
     // another name is another worker, so a normal page never shares an engine that serves them.
     if (this.params.get("debug") === "1") query.set("debug", "1");
     return query;
@@ -156,7 +156,7 @@ export class EngineClient {
   }
 
   #startDedicated(query: URLSearchParams): void {
-    this.#worker = new Worker(new URL("../../worker/host/dedicated-worker.ts", import.meta.url), {
+    this.#worker = new Worker(new URL("../../worker/entry/dedicated-worker.ts", import.meta.url), {
       type: "module",
       name: query.toString(),
     });

@@ -15,7 +15,7 @@ export function scriptWorkerOffer(): ScriptWorkerOffer {
   let next = 0;
   return {
     async start() {
-      const worker = new Worker(new URL("../../worker/host/script-worker.ts", import.meta.url), {
+      const worker = new Worker(new URL("../../worker/entry/script-worker.ts", import.meta.url), {
         type: "module",
         name: "script-worker",
       });

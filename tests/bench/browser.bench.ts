@@ -2,7 +2,7 @@
  * The browser bench: the built app in the system Chromium, measured inside the engine's own worker.
  *
  * 1. Throughput, per store kind (and idb build): raw wa-sqlite transactions/s against engine task
- *    steps/s on scratch stores of the engine's kind (`__engine.api.debug.bench`, worker/host/bench.ts; the
+ *    steps/s on scratch stores of the engine's kind (`__engine.api.debug.bench`, worker/debug/bench.ts; the
  *    page passes `?debug=1`, which alone gives its engine the test endpoints).
  *    Bars: a sequential chain of tasks >= 45% of the raw rate; 100 concurrent three-phase tasks >= 3x it.
  * 2. Recovery (recovery.ts): a store holding 10,000 terminal tasks, 1,000 idle conversations and one

@@ -5,7 +5,7 @@
  * Open: from setting the tab's hash to its newest answer inside the scroller's visible box (polled
  * every frame), median of CHAT_OPEN_ROUNDS, and where the time went, from performance marks on one
  * clock (`timeOrigin + startTime`) in the tab (lib/conversation.svelte.ts: watch asked, first frame
- * received, applied) and the engine (host/engine.ts: watch called, view read): "route" hash -> watch
+ * received, applied) and the engine (app/engine-host.ts: watch called, view read): "route" hash -> watch
  * asked; "engine" asked -> view read (the call's hop and the read); "transfer" view read -> frame
  * received (structured clone out and in, the message's wait); "apply" the frame applied; "render"
  * applied -> on screen (Svelte, markdown, layout, the window settling).

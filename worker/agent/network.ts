@@ -1,7 +1,7 @@
 /**
  * The network as the platform sees it: a typed input the agent reads when a model request failed for
  * want of a network. A browser host gives one built on `navigator.onLine`, the worker's online event
- * and a probe (host/network.ts); Node tests drive one by hand (`networkSwitch` in the test kit); the
+ * and a probe (browser/network.ts); Node tests drive one by hand (`networkSwitch` in the test kit); the
  * default is always online, so without a platform a network failure gets the timed retry alone.
  * Invariants: `check` never throws; `whenOnline` resolves once the platform has a reason to think the
  * network is back (it may be wrong: the next request is the last word) and rejects only when its

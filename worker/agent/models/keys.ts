@@ -2,11 +2,11 @@
  * API keys are agent settings, kept in the store's settings: one document of conversation 0, which
  * no conversation view, entry, export or log includes. A request reads its provider's key at the
  * moment it is sent (never into task state or the transcript); a tab may set a key or ask whether
- * one is set, never read it back. The offline demo provider needs no key.
+ * one is set, never read it back. A provider the resolver lists as keyless (the app's offline demo
+ * model) needs none.
  */
 import type { Tx } from "../../core/define.ts";
 import type { ConversationId, Json } from "../../core/types.ts";
-import { demoModel } from "./demo-provider.ts";
 import type { ModelInfo, ModelResolver } from "./resolver.ts";
 
 /** The conversation whose documents hold settings (never a real conversation: ids start at 1). */
@@ -82,7 +82,7 @@ export function modelChoices(models: ModelResolver): ModelChoice[] {
       provider: m.provider,
       id: m.id,
       name: m.name,
-      needsKey: m.provider !== demoModel.provider,
+      needsKey: m.keyless !== true,
       reasoning: models.resolve({ provider: m.provider, modelId: m.id })?.reasoning === true,
     }));
 }

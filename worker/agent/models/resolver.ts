@@ -18,6 +18,8 @@ export interface ModelInfo {
   readonly provider: string;
   readonly id: string;
   readonly name: string;
+  /** Its provider answers without an API key (the app's offline demo model). */
+  readonly keyless?: true;
 }
 
 /**
@@ -58,6 +60,8 @@ export interface ModelResolverOptions {
   readonly extra?: readonly Model<Api>[];
   /** Deferred responses, for resolvers whose providers answer later. */
   readonly deferred?: Pick<ModelResolver, "fetchDeferred" | "cancelDeferred">;
+  /** Providers that need no API key (their models are listed `keyless`). */
+  readonly keyless?: readonly string[];
 }
 
 const keyOf = (provider: string, modelId: string) => `${provider}\u0000${modelId}`;
@@ -73,22 +77,25 @@ function catalogueModel(ref: ModelRef): Model<Api> | undefined {
 export function createModelResolver(options: ModelResolverOptions = {}): ModelResolver {
   const extras = new Map<string, Model<Api>>();
   for (const model of options.extra ?? []) extras.set(keyOf(model.provider, model.id), model);
+  const keyless = new Set(options.keyless ?? []);
+  const info = (m: Model<Api>): ModelInfo => ({
+    provider: m.provider,
+    id: m.id,
+    name: m.name,
+    ...(keyless.has(m.provider) ? { keyless: true as const } : {}),
+  });
   return {
     ...options.deferred,
     resolve(ref) {
       return extras.get(keyOf(ref.provider, ref.modelId)) ?? catalogueModel(ref);
     },
     list() {
-      const out: ModelInfo[] = [...extras.values()].map((m) => ({
-        provider: m.provider,
-        id: m.id,
-        name: m.name,
-      }));
+      const out: ModelInfo[] = [...extras.values()].map(info);
       const { getModels, getProviders } = piAi();
       for (const provider of getProviders()) {
         for (const m of getModels(provider as KnownProvider) as Model<Api>[]) {
           if (extras.has(keyOf(m.provider, m.id))) continue;
-          out.push({ provider: m.provider, id: m.id, name: m.name });
+          out.push(info(m));
         }
       }
       return out;

@@ -1,7 +1,7 @@
 /**
  * The workspace seam: the files the built-in tools see. Paths are always relative to the workspace
  * root; `..` may not climb above it and absolute host paths are refused. Two implementations:
- * `MemoryFs` (memory-fs.ts: tests, Node) and `OpfsFs` (host/opfs-fs.ts: the browser's origin-private
+ * `MemoryFs` (memory-fs.ts: tests, Node) and `OpfsFs` (browser/opfs-fs.ts: the browser's origin-private
  * file system). This module runs in Node and in workers: no DOM, no Node APIs.
  */
 

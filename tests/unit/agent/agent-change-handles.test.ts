@@ -1,0 +1,151 @@
+/**
+ * AgentChange objects are handles for their names (spec §2.2): `configure`, `createConversation`,
+ * `fork` and `root` take extensions and tools by name or by object, and pi.agent stores the names
+ * only; an old object of an extension installed again still selects it (the name resolves to the
+ * new one); `settings.extensions` takes objects the same way. Extensions have no creation hook: a
+ * new conversation holds no document of theirs, and their sections read an absent one as its default.
+ * A wrapper's target object stands for its name too (spec §7.1).
+ */
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import {
+  configure,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  section,
+  textResult,
+  wrapTool,
+} from "../../../worker/index.ts";
+import { echo, open } from "./fixtures.ts";
+
+const tool = (name: string, description = `the ${name} tool`) =>
+  defineTool({ name, description, parameters: Type.Object({}), execute: async () => textResult(name) });
+const read = tool("read");
+const edit = tool("edit");
+const bash = tool("bash");
+const Coding = defineExtension({ name: "coding", tools: [read, edit, bash] });
+const Notes = defineExtension({ name: "notes", tools: [tool("note")] });
+const Web = defineExtension({ name: "web", tools: [tool("fetch")] });
+
+async function setup() {
+  const extensions = createRegistry();
+  for (const e of [Coding, Notes, Web]) extensions.install(e);
+  const s = await open(echo, { extensions });
+  const ask = async (content: string) => (await s.root.submit({ type: "input", content })).wait();
+  return { ...s, extensions, ask };
+}
+
+test("configure takes extension and tool objects for their names; pi.agent stores the names", async () => {
+  const { h, root, faux, ask } = await setup();
+  await root.configure({ extensions: [Web, "coding"], tools: { remove: [edit] } });
+  expect(h.docNow(root.id, "pi.agent")).toEqual({
+    extensions: ["web", "coding"],
+    tools: { remove: ["edit"] },
+  });
+  await ask("one");
+  expect(faux.requests[0]!.tools).toEqual(["fetch", "read", "bash"]);
+  // The spec's example: each change replaces the whole field.
+  await root.configure({ tools: { remove: [bash] } });
+  expect((await root.resolvedAgent()).tools.has("edit")).toBe(true);
+  await root.configure({ extensions: { add: [Notes], remove: [Web] }, tools: [bash, read] });
+  expect(await root.agent()).toEqual({
+    extensions: { add: ["notes"], remove: ["web"] },
+    tools: ["bash", "read"],
+  });
+  await ask("two");
+  expect(faux.requests[1]!.tools).toEqual(["bash", "read"]);
+  await root.configure({ tools: null });
+  expect([...(await root.resolvedAgent()).tools.keys()]).toEqual(["read", "edit", "bash", "note"]);
+});
+
+test("an old object of an extension installed again still selects it: the name resolves to the new one", async () => {
+  const { root, faux, extensions, ask } = await setup();
+  const OldNotes = Notes;
+  await root.configure({ extensions: [OldNotes] });
+  extensions.install(defineExtension({ name: "notes", tools: [tool("note", "notes, version 2")] }));
+  await ask("hi");
+  expect(faux.requests[0]!.tools).toEqual(["note"]);
+  expect(faux.requests[0]!.declarations[0]!.description).toBe("notes, version 2");
+  // Selecting with the old object again after the reinstall changes nothing stored.
+  await root.configure({ extensions: [OldNotes] });
+  expect((await root.agent()).extensions).toEqual(["notes"]);
+});
+
+test("createConversation, fork, root and configure in a commit take objects too", async () => {
+  const { h, root, ask } = await setup();
+  // The root's agent is applied when it is still empty.
+  await h.root({ agent: { extensions: [Notes, Coding] } });
+  expect(await root.agent()).toEqual({ extensions: ["notes", "coding"] });
+  const child = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: [Coding], tools: [read] },
+  });
+  expect(await child.agent()).toEqual({ extensions: ["coding"], tools: ["read"] });
+  await ask("hi");
+  const at = (await root.entries()).at(-1)!.id;
+  const fork = await root.fork(at, {
+    ownership: { kind: "ownerless" },
+    agent: { extensions: { remove: [Web] } },
+  });
+  expect(await fork.agent()).toEqual({ extensions: { remove: ["web"] } });
+  expect((await root.agent()).extensions).toEqual(["notes", "coding"]);
+  await root.commit((tx) => configure(tx, root.id, { tools: { remove: [bash, "note"] } }));
+  expect((await root.agent()).tools).toEqual({ remove: ["bash", "note"] });
+});
+
+test("a wrapper's target object stands for its name: it wraps the tool installed under that name now", async () => {
+  const extensions = createRegistry();
+  extensions.install(Coding);
+  const timed = (t: { description: string }) => `${t.description} (timed)`;
+  extensions.install(
+    defineExtension({ name: "timing", wraps: [wrapTool(bash, (t) => ({ ...t, description: timed(t) }))] }),
+  );
+  // The coding extension installed again with a new bash: the old bash object still names it.
+  extensions.install(
+    defineExtension({ name: "coding", tools: [read, edit, tool("bash", "bash, version 2")] }),
+  );
+  const { root, faux } = await open(echo, { extensions });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  const declared = faux.requests[0]!.declarations.find((d) => d.name === "bash")!;
+  expect(declared.description).toBe("bash, version 2 (timed)");
+});
+
+test("settings.extensions takes extension objects for their names", async () => {
+  const extensions = createRegistry();
+  for (const e of [Coding, Notes, Web]) extensions.install(e);
+  const { root, faux } = await open(echo, { extensions, settings: { extensions: [Web, "notes"] } });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(faux.requests[0]!.tools).toEqual(["fetch", "note"]);
+});
+
+test("extensions have no creation hook: a new conversation holds none of their documents; a section reads the absent one as its default", async () => {
+  const seen: unknown[] = [];
+  const Counter = defineExtension({
+    name: "counter",
+    sections: [
+      section("count", (input) => {
+        const doc = input.read("counter.state") as { count: number } | undefined;
+        seen.push(doc);
+        return `count ${(doc ?? { count: 0 }).count}`;
+      }),
+    ],
+  });
+  const extensions = createRegistry();
+  extensions.install(Counter);
+  const { h, faux } = await open(echo, { extensions });
+  const c = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: [Counter] },
+  });
+  expect(Object.keys((await c.viewState()).docs).sort()).toEqual([
+    "pi.agent",
+    "pi.inbox",
+    "pi.live",
+    "pi.provider",
+    "pi.usage",
+  ]);
+  await (await c.submit({ type: "input", content: "hi" })).wait();
+  expect(seen).toEqual([undefined]);
+  expect(faux.requests[0]!.systemPrompt).toBe("<count>\ncount 0\n</count>");
+});

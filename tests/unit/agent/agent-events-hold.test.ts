@@ -1,0 +1,177 @@
+/**
+ * Agent events around the completing hold (upstream's "tool rounds and events" scenarios): a
+ * generation or a tool task that owns live work is held (`completing`) after its last phase; the
+ * events a UI gets must not end its turn twice, must end a tool's call when its result is committed
+ * (not when the work it owns drains), and must not report a held fault before the hold ends.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import {
+  type AgentEvent,
+  type AgentHarness,
+  defineTask,
+  defineTool,
+  type Json,
+  type TaskId,
+  watchEvents,
+} from "../../../worker/index.ts";
+import { type Deferred, deferred, until } from "../../../worker/testing.ts";
+import { complete, untilAborted } from "../core/fixtures.ts";
+import { collect } from "./events-fixtures.ts";
+import { callsThenAnswer, faultingHook, liveOf, open } from "./fixtures.ts";
+
+/** A task parked until the test opens its gate (by input name); its abort handler waits on `abort.<name>`. */
+function gatedNodes() {
+  const gates = new Map<string, Deferred<void>>();
+  const gate = (name: string) => {
+    let d = gates.get(name);
+    if (!d) gates.set(name, (d = deferred()));
+    return d;
+  };
+  const log: string[] = [];
+  const node = defineTask<string, { phase: "go" }, Json>({
+    name: "test.node",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime, signal) => {
+        await Promise.race([gate(task.input).promise, untilAborted(signal)]);
+        await runtime.commit(() => complete(task.input));
+      },
+    },
+    abort: async (task, runtime) => {
+      log.push(`abort:${task.input}`);
+      await gate(`abort.${task.input}`).promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  return { node, gate, log };
+}
+
+const stateOf = (h: AgentHarness, id: TaskId) =>
+  h.inspect().tasks.find((t) => t.record.id === id)?.state.kind;
+const statusOf = (h: AgentHarness, id: TaskId) =>
+  h.inspect().tasks.find((t) => t.record.id === id)?.record.state;
+const turnEnds = (batches: AgentEvent[][]) => batches.flat().filter((e) => e.type === "turn_end").length;
+
+test("emits one turn_end per generation, also for a stream attached while it holds", async () => {
+  const { node, gate } = gatedNodes();
+  const noop = defineTool({
+    name: "noop",
+    description: "Does nothing",
+    parameters: Type.Object({}),
+    execute: async () => textResult(""),
+  });
+  let harness: AgentHarness | undefined;
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("noop", {}, { id: "c1" })), {
+    tasks: [node],
+    tools: [noop],
+    hooks: {
+      // The first generation's round ends by starting work it owns: the generation is then held.
+      afterTools: [
+        async (_results, api) => {
+          await harness!.createTask(node, "hooked", { ownership: { kind: "task", taskId: api.taskId } });
+        },
+      ],
+    },
+  });
+  harness = h;
+  const early = collect(await watchEvents(h, root.id));
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const [first, second] = await h.tasks({ kind: "pi.generation" });
+  expect(stateOf(h, first!.id)).toBe("completing");
+  expect(second!.state.status).toBe("terminal");
+  const late = collect(await watchEvents(h, root.id));
+  gate("hooked").resolve();
+  await until(() => statusOf(h, first!.id) === undefined, { what: "the held generation ended" });
+  // A later commit to the conversation reaches both streams: both saw the hold end before it.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => late.batches.flat().some((e) => e.type === "entry_appended"), { what: "the late note" });
+  await until(() => early.batches.flat().some((e) => e.type === "entry_appended"), {
+    what: "the early note",
+  });
+  expect(turnEnds(early.batches)).toBe(2);
+  expect(turnEnds(late.batches)).toBe(0);
+});
+
+test("lets a tool that owns live work finish its call at the hold while the generation waits for its final commit", async () => {
+  const { node, gate } = gatedNodes();
+  const delegate = defineTool({
+    name: "delegate",
+    description: "Starts work in a conversation it owns",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) => {
+        const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+        tx.createTask(node, "sub", { ownership: { kind: "conversation" }, conversationId: child.id });
+      });
+      return textResult("started");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("delegate", {}, { id: "c1" })), {
+    tasks: [node],
+    tools: [delegate],
+  });
+  const events = collect(await watchEvents(h, root.id));
+  const submission = await root.submit({ type: "input", content: "go" });
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "the call's slot done" });
+  const live = liveOf(h);
+  const tool = live.tools![0]!.taskId!;
+  expect(live.tools![0]!.entry).toBeDefined();
+  expect(stateOf(h, tool)).toBe("completing");
+  expect(stateOf(h, live.generation?.taskId ?? live.run!.taskId)).toBe("waiting");
+  await until(
+    () =>
+      events.batches
+        .flat()
+        .some((e) => e.type === "tool_execution_end" && e.toolCallId === "c1" && e.entry !== undefined),
+    { what: "the call's end with its result entry" },
+  );
+  let settled = false;
+  void submission.wait().then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 50));
+  expect(settled).toBe(false);
+  gate("sub").resolve();
+  expect((await submission.wait()).status).toBe("done");
+  const [record] = await h.tasks({ kind: "pi.tool" });
+  expect(record!.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+});
+
+test("holds a faulted tool's slot and task_failed until the work it owns drained", async () => {
+  const { node, gate, log } = gatedNodes();
+  const broken = defineTool({
+    name: "broken",
+    description: "Starts owned work, then its afterTool hook faults the call",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) =>
+        tx.createTask(node, "held", { ownership: { kind: "task", taskId: api.taskId } }),
+      );
+      return textResult("");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("broken", {}, { id: "c1" })), {
+    tasks: [node],
+    tools: [broken],
+    // A hook's throw is reported; a reporter that throws as well faults the tool task.
+    ...faultingHook("afterTool", "afterTool bug"),
+  });
+  const events = collect(await watchEvents(h, root.id));
+  const submission = await root.submit({ type: "input", content: "go" });
+  // The fault is cancellation intent: the work the tool owns is aborted; its abort handler is parked.
+  await until(() => log.includes("abort:held"), { what: "the owned work's abort started" });
+  const [toolTask] = await h.tasks({ kind: "pi.tool" });
+  expect(stateOf(h, toolTask!.id)).toBe("completing");
+  expect(statusOf(h, toolTask!.id)).toMatchObject({ status: "completing", outcome: { status: "faulted" } });
+  expect(liveOf(h).tools?.[0]?.status).not.toBe("done");
+  expect(events.batches.flat().some((e) => e.type === "task_failed")).toBe(false);
+  gate("abort.held").resolve();
+  expect((await submission.wait()).status).toBe("done");
+  const [record] = await h.tasks({ kind: "pi.tool" });
+  expect(record!.state).toMatchObject({ status: "terminal", outcome: { status: "faulted" } });
+  await until(() => events.batches.flat().some((e) => e.type === "task_failed"), { what: "task_failed" });
+  const ends = events.batches.flat().filter((e) => e.type === "tool_execution_end");
+  expect(ends).toEqual([{ type: "tool_execution_end", toolCallId: "c1", toolName: "broken" }]);
+});

@@ -1,0 +1,320 @@
+/**
+ * Agent events (spec §9.4), one kind at a time: the retry and deferred-poll events from
+ * `pi.live.generation`, `agent_changed` (read through pi.agent's definition, so an old store's
+ * `{ provider, id }` shows as `{ provider, modelId }`), `usage_changed`, `inbox_update`,
+ * `task_failed`, and tool slots that end without running or without an entry. Each test compares a
+ * whole run's batches with the expected list, in the specification's order within a batch.
+ */
+import {
+  type AssistantMessage,
+  createAssistantMessageEventStream,
+  fauxAssistantMessage,
+  fauxToolCall,
+} from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { zeroUsage } from "../../../worker/agent/records.ts";
+import {
+  type AgentEvent,
+  type AgentEventStream,
+  AgentHarness,
+  createModelResolver,
+  type DeferredAnswer,
+  DOC,
+  type StreamFn,
+  type UsageState,
+  watchEvents,
+} from "../../../worker/index.ts";
+import { fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
+import { collect, EventConsumer, render } from "./events-fixtures.ts";
+import { callsThenAnswer, cleanups, echo, faultingHook, gatedTool, open } from "./fixtures.ts";
+
+type Of<T extends AgentEvent["type"]> = Extract<AgentEvent, { type: T }>;
+const ofType = <T extends AgentEvent["type"]>(batches: AgentEvent[][], type: T): Of<T>[] =>
+  batches.flat().filter((e): e is Of<T> => e.type === type);
+
+/** Waits until the conversation is idle and every batch was delivered; checks a consumer ends clean. */
+async function settled(h: AgentHarness, stream: AgentEventStream, batches: AgentEvent[][]) {
+  await h.waitForConversationIdle(1);
+  await until(() => stream.pending === 0, { what: "every batch delivered" });
+  const consumer = new EventConsumer(stream.snapshot);
+  for (const b of batches) consumer.apply(b);
+  expect(consumer.problems()).toEqual([]);
+  await stream.stop();
+  return batches.map((b) => b.map(render));
+}
+
+const harnessError = (text: string) => `<harness>\n[error] ${text}\n</harness>`;
+const runStart = ["message_start user go", "message_end pi.user", "submission input placed", "run_start 1"];
+
+test("auto_retry_start when a failed attempt waits for its retry, auto_retry_end when the retry starts", async () => {
+  let n = 0;
+  const { h, root } = await open(
+    () => (++n === 1 ? fauxError("503 Service Unavailable") : fauxAssistantMessage("ok")),
+    { settings: { retry: { baseDelayMs: 5 } } },
+  );
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const before = Date.now();
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(await settled(h, stream, batches)).toEqual([
+    [...runStart, "turn_start"],
+    // The failed answer is kept (never sent again); the generation waits with `retry` set.
+    ["auto_retry_start", "message_start assistant ", "message_end pi.assistant", "usage_changed"],
+    ["auto_retry_end"],
+    ["message_start assistant text:ok", "message_end pi.assistant", "turn_end", "run_end 1"].concat([
+      "submission input done",
+      "usage_changed",
+    ]),
+  ]);
+  const [start] = ofType(batches, "auto_retry_start");
+  expect(start).toMatchObject({ attempt: 1, errorMessage: "503 Service Unavailable" });
+  expect(start!.at).toBeGreaterThanOrEqual(before + 5);
+  expect(ofType(batches, "auto_retry_end")).toEqual([{ type: "auto_retry_end", attempt: 1 }]);
+});
+
+test("deferred_poll when an answer is deferred, and again each time its poll moves", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  const as = (model: { api: string; provider: string; id: string }, text: string) => ({
+    ...fauxAssistantMessage(text),
+    api: model.api,
+    provider: model.provider,
+    model: model.id,
+  });
+  let polls = 0;
+  const models = createModelResolver({
+    extra: [faux.model],
+    deferred: {
+      async fetchDeferred(model) {
+        polls++;
+        return polls === 1
+          ? { ...as(model, ""), deferred: { id: "job-2", pollAfterMs: 20 } }
+          : as(model, "ready");
+      },
+    },
+  });
+  const stream: StreamFn = (model) => {
+    const s = createAssistantMessageEventStream();
+    const message = {
+      ...as(model, ""),
+      content: [],
+      usage: zeroUsage(),
+      deferred: { id: "job-1", pollAfterMs: 20 },
+    } satisfies DeferredAnswer as AssistantMessage;
+    queueMicrotask(() => {
+      s.push({ type: "done", reason: "stop", message });
+      s.end(message);
+    });
+    return s;
+  };
+  const h = await AgentHarness.open(await memoryStore(), { models, defaultModel: faux.ref, stream });
+  cleanups.push(async () => {
+    await h.close();
+    faux.unregister();
+  });
+  const root = await h.root();
+  const events = await watchEvents(h, root.id);
+  const { batches } = collect(events);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(await settled(h, events, batches)).toEqual([
+    [...runStart, "turn_start"],
+    ["deferred_poll"],
+    ["deferred_poll"],
+    ["message_start assistant text:ready", "message_end pi.assistant", "turn_end", "run_end 1"].concat([
+      "submission input done",
+      "usage_changed",
+    ]),
+  ]);
+  const [first, second] = ofType(batches, "deferred_poll").map((e) => e.pollAt);
+  expect(second!).toBeGreaterThan(first!);
+  expect(polls).toBe(2);
+});
+
+test("agent_changed carries pi.agent as configured", async () => {
+  const { h, root, faux } = await open(echo);
+  const stream = await watchEvents(h, root.id);
+  expect(stream.snapshot.agent).toEqual({});
+  const { batches } = collect(stream);
+  await root.configure({ model: faux.ref, thinkingLevel: "low" });
+  await root.configure({ thinkingLevel: "high" });
+  expect(await settled(h, stream, batches)).toEqual([["agent_changed"], ["agent_changed"]]);
+  expect(ofType(batches, "agent_changed").map((e) => e.agent)).toEqual([
+    { model: faux.ref, thinkingLevel: "low" },
+    { model: faux.ref, thinkingLevel: "high" },
+  ]);
+});
+
+test("an old store's pi.agent ({ provider, id }) shows as { provider, modelId } in the snapshot, agent_changed and an overflow's snapshot", async () => {
+  const store = await memoryStore();
+  const first = await open(echo, { store });
+  const v1 = (level: string) => ({
+    model: { provider: first.faux.ref.provider, id: first.faux.ref.modelId },
+    thinkingLevel: level,
+  });
+  const v2 = (level: string) => ({ model: first.faux.ref, thinkingLevel: level });
+  await first.h.transaction((tx) => tx.writeDoc(1, DOC.agent, v1("low"), 1));
+  const image = store.image();
+  await first.h.close();
+
+  const { h, root } = await open(echo, { store: await memoryStore(image) });
+  expect(await h.docVersioned(root.id, DOC.agent)).toEqual({ value: v1("low"), version: 1 });
+  const stream = await watchEvents(h, root.id, { limit: 1 });
+  expect(stream.snapshot.agent).toEqual(v2("low"));
+  const { batches } = collect(stream);
+  await h.transaction((tx) => tx.writeDoc(1, DOC.agent, v1("medium"), 1));
+  await until(() => batches.length === 1, { what: "the first write's batch" });
+  expect(batches[0]).toEqual([{ type: "agent_changed", agent: v2("medium") }]);
+  // Two commits while the listener is busy: the second overflows the one-batch bound.
+  await stream.stop();
+  const late = await watchEvents(h, root.id, { limit: 1 });
+  await h.transaction((tx) => tx.writeDoc(1, DOC.agent, v1("high"), 1));
+  await h.transaction((tx) => tx.writeDoc(1, DOC.usage, { models: {}, tools: {} }));
+  expect(late.collapsed).toBe(1);
+  const { batches: after, seen } = collect(late);
+  await seen;
+  expect(after[0]).toHaveLength(1);
+  expect((after[0]![0] as Of<"snapshot">).agent).toEqual(v2("high"));
+  await late.stop();
+});
+
+test("usage_changed carries the conversation's pi.usage after each answer", async () => {
+  const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gatedTool("hold").tool],
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const input = await root.submit({ type: "input", content: "go" });
+  await until(() => ofType(batches, "usage_changed").length === 1, { what: "the first answer's usage" });
+  const once = (await h.doc<UsageState & Record<string, never>>(root.id, DOC.usage)) as UsageState;
+  await root.abort();
+  await input.wait();
+  await settled(h, stream, batches);
+  const usages = ofType(batches, "usage_changed").map((e) => e.usage);
+  const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+  expect(usages[0]).toEqual(once);
+  expect(Object.keys(usages[0]!.models)).toEqual([key]);
+  expect(usages[0]!.models[key]!.totalTokens).toBeGreaterThan(0);
+  expect(usages.at(-1)).toEqual(await h.doc(root.id, DOC.usage));
+});
+
+test("inbox_update lists the queued items (submission and mode) as inputs queue and leave", async () => {
+  const gate = gatedTool("hold");
+  const { h, root } = await open(
+    (req, n) =>
+      req.messages.some((m) => m.role === "toolResult")
+        ? echo(req, n)
+        : fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" }),
+    { tools: [gate.tool] },
+  );
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const input = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const follow = await root.submit({ type: "input", content: "after" });
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  gate.release.resolve();
+  for (const s of [input, follow, steer]) expect((await s.wait()).status).toBe("done");
+  const rendered = await settled(h, stream, batches);
+  expect(ofType(batches, "inbox_update").map((e) => e.items)).toEqual([
+    [{ id: follow.id, mode: "followUp" }],
+    [
+      { id: follow.id, mode: "followUp" },
+      { id: steer.id, mode: "steer" },
+    ],
+    // The steer joins the run at the tools boundary; the follow-up waits for its answer.
+    [{ id: follow.id, mode: "followUp" }],
+    [],
+  ]);
+  // Queueing is a submission and an inbox change; the steer joining is no run event.
+  expect(rendered.slice(3, 5)).toEqual([
+    ["submission input queued", "inbox_update followUp"],
+    ["submission input queued", "inbox_update followUp,steer"],
+  ]);
+  expect(rendered[6]).toEqual([
+    "message_start user steer",
+    "message_end pi.user",
+    "turn_end",
+    "submission input placed",
+    "inbox_update followUp",
+    "turn_start",
+  ]);
+});
+
+test("task_failed when a task of the conversation faults, before its turn and run end", async () => {
+  const { h, root } = await open(echo, {
+    // A hook's throw is reported; a reporter that throws as well faults the generation.
+    ...faultingHook("afterResponse", "hook bug"),
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("unanswered");
+  expect(await settled(h, stream, batches)).toEqual([
+    [...runStart, "turn_start"],
+    ["task_failed pi.generation", "turn_end", "run_end 1", "submission input unanswered"],
+  ]);
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  expect(ofType(batches, "task_failed")).toEqual([
+    { type: "task_failed", taskId: generation!.id, kind: "pi.generation", message: "hook bug" },
+  ]);
+});
+
+test("a tool whose task faulted ends without an entry, before the task_failed of its task", async () => {
+  const gate = gatedTool("hold");
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+    ...faultingHook("afterTool", "afterTool bug"),
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const input = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  gate.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  const rendered = await settled(h, stream, batches);
+  expect(rendered.slice(2, 4)).toEqual([
+    [
+      "tool_execution_start hold {}",
+      "message_start assistant toolCall:{}",
+      "message_end pi.assistant",
+    ].concat("usage_changed"),
+    ["tool_execution_end hold", "task_failed pi.tool"],
+  ]);
+  const [tool] = await h.tasks({ kind: "pi.tool" });
+  expect(ofType(batches, "tool_execution_end")).toEqual([
+    { type: "tool_execution_end", toolCallId: "c1", toolName: "hold" },
+  ]);
+  expect(ofType(batches, "task_failed")).toEqual([
+    { type: "task_failed", taskId: tool!.id, kind: "pi.tool", message: "afterTool bug" },
+  ]);
+});
+
+test("an aborted round's unstarted call ends with its result entry, directly before its message, and never started", async () => {
+  const gate = gatedTool("hold");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" }), fauxToolCall("hold", {}, { id: "c2" })),
+    { tools: [gate.tool], settings: { toolExecution: "sequential" } },
+  );
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const input = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  await root.abort();
+  expect((await input.wait()).status).toBe("unanswered");
+  const rendered = await settled(h, stream, batches);
+  expect(rendered.slice(3)).toEqual([
+    [
+      "tool_execution_end hold pi.tool-result",
+      `message_start toolResult text:${harnessError("the tool call was aborted")}`,
+      "message_end pi.tool-result",
+    ],
+    [
+      "tool_execution_end hold pi.tool-result",
+      `message_start toolResult text:${harnessError("the run was aborted before this call started")}`,
+      "message_end pi.tool-result",
+      "turn_end",
+      "run_end 1",
+      "submission input unanswered",
+    ],
+  ]);
+  expect(ofType(batches, "tool_execution_start").map((e) => e.toolCallId)).toEqual(["c1"]);
+  expect(ofType(batches, "tool_execution_end").map((e) => e.toolCallId)).toEqual(["c1", "c2"]);
+});

@@ -1,0 +1,270 @@
+/**
+ * Agent events (spec §9.4): `watchEvents` turns one conversation's commits into batches in the
+ * specification's order; a consumer more than 100 batches behind gets one `snapshot`; a consumer of a
+ * store reopened after a crash gets a snapshot and then events that continue it (never half a message).
+ */
+import { fauxAssistantMessage, fauxText, fauxThinking, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import type { OutputLimits } from "../../../worker/agent/tools/limits.ts";
+import { type AgentEvent, DOC, defineTool, type LiveState, watchEvents } from "../../../worker/index.ts";
+import { deferred, until } from "../../../worker/testing.ts";
+import { collect, EventConsumer, render, scriptedModel } from "./events-fixtures.ts";
+import { open } from "./fixtures.ts";
+
+const SUMMARY_TEXT =
+  "The conversation history before this point was compacted into the following summary:\n\n<summary>\nSUMMARY\n</summary>";
+
+/**
+ * A tool that prints `chunks` under `limits`, each once the test lets it (`go[i]`), reporting each
+ * printed (`printed[i]`); it answers its label once `go[chunks.length]` is resolved.
+ */
+function printer(name: string, chunks: readonly string[], limits: OutputLimits) {
+  const printed = chunks.map(() => deferred());
+  const go = [...chunks, "finish"].map(() => deferred());
+  const tool = defineTool({
+    name,
+    description: `Print ${chunks.length} chunks`,
+    parameters: Type.Object({ label: Type.Optional(Type.String()) }),
+    outputLimits: limits,
+    async execute(args, api) {
+      for (let i = 0; i < chunks.length; i++) {
+        await go[i]!.promise;
+        api.output(chunks[i]!);
+        printed[i]!.resolve();
+      }
+      await go[chunks.length]!.promise;
+      return textResult(args.label ?? "ok");
+    },
+  });
+  return { tool, printed, go };
+}
+
+test("one full run: thinking, text, tool calls whose output appends, trims and is replaced, then a compaction, as the expected batches", async () => {
+  const model = scriptedModel({
+    auto: (prompt) => (prompt === SUMMARY_SYSTEM_PROMPT ? fauxAssistantMessage("SUMMARY") : undefined),
+  });
+  // A tail window of 8 bytes drops "one\n" from the front when "six\n" arrives; a head window of
+  // two lines cuts "a\nb\n" back to "a\nb" when a third line arrives: a replacement.
+  const count = printer("count", ["one\n", "two\n", "six\n"], { maxBytes: 8, maxLines: 100, retain: "tail" });
+  const head = printer("head", ["a\nb\n", "c\n"], { maxBytes: 1000, maxLines: 2, retain: "head" });
+  const { h, root } = await open(() => fauxAssistantMessage("unused"), {
+    stream: model.stream as never,
+    tools: [count.tool, head.tool],
+    settings: { partialIntervalMs: 0, outputIntervalMs: 0, compaction: { keepRecentTokens: 5 } },
+  });
+  const live = () => (h.docNow<LiveState & Record<string, never>>(1, DOC.live) ?? {}) as LiveState;
+  const committed = (text: string) =>
+    until(() => JSON.stringify(live().generation?.message?.content ?? []).includes(text), { what: text });
+  const outputOf = (callId: string) => live().tools?.find((s) => s.callId === callId)?.output;
+  /** Lets the tool print chunk `i`, then waits until the slot holds `output`. */
+  const step = async (p: typeof count, i: number, callId: string, output: string) => {
+    p.go[i]!.resolve();
+    await p.printed[i]!.promise;
+    await until(() => outputOf(callId) === output, { what: `${callId} output ${JSON.stringify(output)}` });
+  };
+
+  const stream = await watchEvents(h, root.id);
+  expect(stream.snapshot).toMatchObject({ type: "snapshot", tools: [], compactions: [], inbox: [] });
+  const { batches } = collect(stream);
+
+  const input = await root.submit({ type: "input", content: "hello" });
+  let answer = await model.next();
+  answer.partial([fauxThinking("Let me")]);
+  await committed("Let me");
+  answer.partial([fauxThinking("Let me think")]);
+  await committed("Let me think");
+  answer.partial([fauxThinking("Let me think"), fauxText("Counting")]);
+  await committed("Counting");
+  const call = (args: Record<string, string>) => fauxToolCall("count", args, { id: "call-1" });
+  answer.partial([fauxThinking("Let me think"), fauxText("Counting"), call({})]);
+  await committed('"arguments":{}');
+  answer.partial([fauxThinking("Let me think"), fauxText("Counting"), call({ label: "ab" })]);
+  await committed('"ab"');
+  answer.partial([fauxThinking("Let me think"), fauxText("Counting"), call({ label: "abc" })]);
+  await committed('"abc"');
+  const second = fauxToolCall("head", {}, { id: "call-2" });
+  answer.done(
+    [fauxThinking("Let me think"), fauxText("Counting"), call({ label: "abc" }), second],
+    "toolUse",
+  );
+  // The calls run in parallel; the test lets one print at a time.
+  await step(count, 0, "call-1", "one\n");
+  await step(count, 1, "call-1", "one\ntwo\n");
+  await step(count, 2, "call-1", "two\nsix\n");
+  count.go[3]!.resolve();
+  await until(() => live().tools?.find((s) => s.callId === "call-1")?.status === "done", {
+    what: "count done",
+  });
+  await step(head, 0, "call-2", "a\nb\n");
+  await step(head, 1, "call-2", "a\nb");
+  head.go[2]!.resolve();
+  answer = await model.next();
+  answer.partial([fauxText("Counted")]);
+  await committed("Counted");
+  answer.done([fauxText("Counted abc.")]);
+  expect((await input.wait()).status).toBe("done");
+  await h.waitForConversationIdle(root.id);
+  const compaction = await root.compact();
+  await h.waitForTask(compaction);
+  await until(() => batches.flat().some((e) => e.type === "compaction_end"), { what: "compaction end" });
+  await until(
+    () => batches.flat().some((e) => e.type === "message_end" && e.entry.kind === "pi.compaction"),
+    {
+      what: "summary placed",
+    },
+  );
+  await stream.stop();
+
+  expect(batches.map((b) => b.map(render))).toEqual([
+    // The input is admitted and placed; the run and its first turn start.
+    [
+      "message_start user hello",
+      "message_end pi.user",
+      "submission input placed",
+      "run_start 1",
+      "turn_start",
+    ],
+    // The request's system prompt (its tool set) is recorded, then the answer streams.
+    ["message_start system ", "message_end pi.system"],
+    ["message_start assistant thinking:Let me"],
+    ["message_update thinking_delta@0: think"],
+    ["message_update text_start@1:Counting"],
+    ["message_update toolcall_start@2:{}"],
+    // A key that appears in the arguments is no append to a string: the block is sent whole.
+    ['message_update block@2:{"label":"ab"}'],
+    ['message_update toolcall_delta@2["label"]:c'],
+    // The answer ends the message and starts both calls (first in the batch).
+    [
+      'tool_execution_start count {"label":"abc"}',
+      "tool_execution_start head {}",
+      "message_end pi.assistant",
+      "usage_changed",
+    ],
+    // Appends, then a front trim of the tail window with the new text appended.
+    ['tool_execution_update count {"append":"one\\n"}'],
+    ['tool_execution_update count {"append":"two\\n"}'],
+    ['tool_execution_update count {"trimStart":4,"append":"six\\n"}'],
+    [
+      "tool_execution_end count pi.tool-result",
+      "message_start toolResult text:abc",
+      "message_end pi.tool-result",
+    ],
+    // The head window's cut is no append: the window is replaced.
+    ['tool_execution_update head {"append":"a\\nb\\n"}'],
+    ['tool_execution_update head {"set":"a\\nb"}'],
+    [
+      "tool_execution_end head pi.tool-result",
+      "message_start toolResult text:ok",
+      "message_end pi.tool-result",
+    ],
+    // The generation's outcome ends its turn; its successor's turn starts after it.
+    ["turn_end", "turn_start"],
+    ["message_start assistant text:Counted"],
+    // The final answer (never committed as a partial) ends the message, the turn and the run.
+    ["message_end pi.assistant", "turn_end", "run_end 1", "submission input done", "usage_changed"],
+    ["compaction_start manual"],
+    // The summary is placed at once (idle): its entry, the status gone, its write submission done.
+    [
+      `message_start user text:${SUMMARY_TEXT}`,
+      "message_end pi.compaction",
+      "compaction_end manual",
+      "submission write done",
+      "usage_changed",
+    ],
+  ]);
+  // Whatever the batches, a consumer applying them ends where the engine is.
+  const consumer = new EventConsumer(stream.snapshot);
+  for (const b of batches) consumer.apply(b);
+  expect(consumer.problems()).toEqual([]);
+  expect(consumer.entries.map((e) => e.id)).toEqual((await root.viewState()).entries.map((e) => e.id));
+});
+
+test("a consumer more than 100 batches behind gets one snapshot of the newest state, then events again", async () => {
+  const { h, root } = await open(() => fauxAssistantMessage("unused"));
+  const stream = await watchEvents(h, root.id);
+  const write = async (n: number) =>
+    (await root.submit({ type: "write", entry: { kind: "note", data: { n } } })).wait();
+  for (let n = 1; n <= 100; n++) await write(n);
+  // One batch per commit, all still waiting: exactly at the bound nothing collapses.
+  expect(stream.pending).toBe(100);
+  expect(stream.collapsed).toBe(0);
+  await write(101);
+  expect(stream.pending).toBe(1);
+  expect(stream.collapsed).toBe(100);
+  const { batches, seen } = collect(stream);
+  await seen;
+  expect(batches).toHaveLength(1);
+  const [snapshot] = batches[0]!;
+  expect(batches[0]).toHaveLength(1);
+  expect(snapshot?.type).toBe("snapshot");
+  const notes = (snapshot as Extract<AgentEvent, { type: "snapshot" }>).entries.filter(
+    (e) => e.kind === "note",
+  );
+  expect(notes.map((e) => (e.data as { n: number }).n)).toEqual(Array.from({ length: 101 }, (_, i) => i + 1));
+  await write(102);
+  await until(() => batches.length === 2, { what: "the next commit's batch" });
+  expect(batches[1]!.map(render)).toEqual(["entry_appended note", "submission write done"]);
+  await stream.stop();
+});
+
+test("a front-trimmed output window travels as trims and appends that rebuild it exactly", async () => {
+  const lines = ["aaaa\n", "bbbb\n", "cccc\n", "dddd\n"];
+  const printed = lines.map(() => deferred());
+  const go = lines.map(() => deferred());
+  const tail = defineTool({
+    name: "tail",
+    description: "Print lines, keeping the last ones",
+    parameters: Type.Object({}),
+    outputLimits: { maxBytes: 12, maxLines: 100, retain: "tail" },
+    async execute(_args, api) {
+      for (let i = 0; i < lines.length; i++) {
+        api.output(lines[i]!);
+        printed[i]!.resolve();
+        await go[i]!.promise;
+      }
+      return textResult("printed");
+    },
+  });
+  const { h, root } = await open(
+    (req) =>
+      req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage("done")
+        : fauxAssistantMessage([fauxToolCall("tail", {}, { id: "call-t" })], { stopReason: "toolUse" }),
+    { tools: [tail], settings: { outputIntervalMs: 0 } },
+  );
+  const live = () => (h.docNow<LiveState & Record<string, never>>(1, DOC.live) ?? {}) as LiveState;
+  const stream = await watchEvents(h, root.id);
+  const consumer = new EventConsumer(stream.snapshot);
+  const outputs: Array<{ consumer: string; engine: string }> = [];
+  const updates: AgentEvent[] = [];
+  stream.start((events) => {
+    consumer.apply(events);
+    for (const e of events) {
+      if (e.type !== "tool_execution_update") continue;
+      updates.push(e);
+      outputs.push({ consumer: consumer.tools.get("call-t")!.output, engine: "" });
+    }
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  for (let i = 0; i < lines.length; i++) {
+    await printed[i]!.promise;
+    // Whole lines are dropped from the front while over 12 bytes: two 5-byte lines stay.
+    const expected = lines.slice(Math.max(0, i - 1), i + 1).join("");
+    await until(() => live().tools?.[0]?.output === expected, { what: `output ${i + 1} committed` });
+    await until(() => outputs.length === i + 1, { what: `update ${i + 1} delivered` });
+    outputs[i]!.engine = expected;
+    go[i]!.resolve();
+  }
+  await input.wait();
+  expect(outputs.map((o) => o.consumer)).toEqual(outputs.map((o) => o.engine));
+  expect(updates.map((e) => (e as { output?: unknown }).output)).toEqual([
+    { append: "aaaa\n" },
+    { append: "bbbb\n" },
+    { trimStart: 5, append: "cccc\n" },
+    { trimStart: 5, append: "dddd\n" },
+  ]);
+  await stream.stop();
+});

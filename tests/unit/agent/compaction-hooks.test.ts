@@ -1,0 +1,180 @@
+/**
+ * `beforeCompact` (spec §7.2, §8.7): after range selection and before summarizing, the hooks see the
+ * summarized entries (head marker first) and their messages, the first kept entry, the reason and the
+ * instructions. The first decision wins: `{ decline: true }` completes with `{}` and writes nothing;
+ * `{ summary }` is placed as the model's summary would be, without a summary request. A hook that
+ * throws is reported and the next one asked; with nothing to compact no hook is asked.
+ */
+import { fauxAssistantMessage, type Message } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import type { BeforeCompactInput, Conversation, EntryRecord } from "../../../worker/index.ts";
+import { AgentHarness } from "../../../worker/index.ts";
+import {
+  type FauxRequest,
+  type FauxResponder,
+  fauxAgentModel,
+  memoryStore,
+} from "../../../worker/testing.ts";
+import { cleanups, open, textOf } from "./fixtures.ts";
+
+const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
+const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+const echoOrSummary: FauxResponder = (req) =>
+  isSummary(req) ? fauxAssistantMessage("MODEL SUMMARY") : fauxAssistantMessage(big("answer"));
+const settings = { compaction: { keepRecentTokens: 250 } };
+
+async function chat(root: Conversation, turns: number): Promise<void> {
+  for (let i = 1; i <= turns; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+}
+
+const summaryText = (e: EntryRecord) => textOf((e.model as unknown as Message[])[0]!);
+
+describe("beforeCompact", () => {
+  test("sees the range about to be summarized; declining completes with no summary and no request", async () => {
+    const seen: BeforeCompactInput[] = [];
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings,
+      hooks: {
+        beforeCompact: [
+          (input) => {
+            seen.push(input);
+            return { decline: true };
+          },
+        ],
+      },
+    });
+    await chat(root, 4); // 8 entries of about 100 tokens: 1-5 summarized, 6-8 kept
+    const before = await root.entries();
+    const taskId = await root.compact("keep the numbers");
+    expect((await h.waitForTask(taskId)).state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "completed", result: {} },
+    });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ reason: "manual", firstKept: 6, instructions: "keep the numbers" });
+    expect(seen[0]!.entries.map((e) => e.id)).toEqual([1, 2, 3, 4, 5]);
+    expect(seen[0]!.messages.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant", "user"]);
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+    expect(await root.entries()).toEqual(before);
+  });
+
+  test("a supplied summary is placed like the model's, headed at the first kept entry, without a request", async () => {
+    const seen: BeforeCompactInput[] = [];
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings,
+      hooks: {
+        beforeCompact: [
+          (input) => {
+            seen.push(input);
+            return { summary: `HOOK SUMMARY ${seen.length}` };
+          },
+        ],
+      },
+    });
+    await chat(root, 4);
+    const record = await h.waitForTask(await root.compact());
+    expect(record.state).toMatchObject({ outcome: { status: "completed" } });
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+    const placed = (await root.entries()).at(-1)!;
+    expect(placed).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
+    expect(summaryText(placed)).toBe(
+      "The conversation history before this point was compacted into the following summary:\n\n<summary>\nHOOK SUMMARY 1\n</summary>",
+    );
+    // The next compaction summarizes the earlier summary again: the head marker leads its entries.
+    await chat(root, 3);
+    await h.waitForTask(await root.compact());
+    expect(seen).toHaveLength(2);
+    expect(seen[1]!.entries[0]).toMatchObject({ id: placed.id, kind: "pi.compaction" });
+    expect(textOf(seen[1]!.messages[0]!)).toContain("HOOK SUMMARY 1");
+  });
+
+  test("the first decision wins; a throwing hook is reported and the next one asked", async () => {
+    const reports: unknown[] = [];
+    const asked: string[] = [];
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings,
+      onReport: (error) => reports.push(error),
+      hooks: {
+        beforeCompact: [
+          () => {
+            asked.push("throws");
+            throw new Error("hook broke");
+          },
+          () => {
+            asked.push("passes");
+            return undefined;
+          },
+          () => {
+            asked.push("decides");
+            return { summary: "SECOND" };
+          },
+          () => {
+            asked.push("too late");
+            return { decline: true };
+          },
+        ],
+      },
+    });
+    await chat(root, 4);
+    await h.waitForTask(await root.compact());
+    expect(asked).toEqual(["throws", "passes", "decides"]);
+    expect(reports.map((e) => (e as Error).message)).toEqual(["hook broke"]);
+    expect(summaryText((await root.entries()).at(-1)!)).toContain("<summary>\nSECOND\n</summary>");
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+  });
+
+  test("with nothing to compact no hook is asked; without a decision the model summarizes", async () => {
+    const asked: number[] = [];
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings,
+      hooks: { beforeCompact: [(input) => void asked.push(input.firstKept)] },
+    });
+    await chat(root, 1);
+    await h.waitForTask(await root.compact());
+    expect(asked).toEqual([]);
+    await chat(root, 3);
+    await h.waitForTask(await root.compact());
+    expect(asked).toHaveLength(1);
+    expect(faux.requests.filter(isSummary)).toHaveLength(1);
+    expect(summaryText((await root.entries()).at(-1)!)).toContain("MODEL SUMMARY");
+  });
+
+  test("a declined blocking compaction lets its generation send the request anyway", async () => {
+    const reasons: string[] = [];
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 1200 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 } },
+      hooks: {
+        beforeCompact: [
+          (input) => {
+            reasons.push(input.reason);
+            return { decline: true };
+          },
+        ],
+      },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    let turn = 0;
+    while (reasons.length === 0 && turn < 12) {
+      turn++;
+      const settled = await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait();
+      expect(settled.status).toBe("done");
+    }
+    expect(reasons).toEqual(["threshold"]);
+    const compactions = await h.tasks({ kind: "pi.compaction" });
+    expect(compactions.map((t) => t.state)).toEqual([
+      { status: "terminal", outcome: { status: "completed", result: {} } },
+    ]);
+    // The waiting generation's request went out after the decline, and nothing was summarized.
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+    expect(textOf(faux.requests.at(-1)!.messages.at(-1)!)).toBe(big(`q${turn}`));
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+  });
+});

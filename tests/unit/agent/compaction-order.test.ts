@@ -1,0 +1,118 @@
+/**
+ * Compaction summaries are head writes ordered by their cut (spec §6, §12): a summary whose cut is
+ * before where the active range starts when it is placed settles `stale`; one at or after it is
+ * placed. A summary reflects the context at its selection, so an application edit placed while it
+ * summarizes is lost, and an application head before its cut is undone.
+ */
+import { fauxAssistantMessage, type Message } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import type { AgentHarness, Conversation, EntryRecord } from "../../../worker/index.ts";
+import { deferred, type FauxRequest, type FauxResponder, until } from "../../../worker/testing.ts";
+import { open, textOf } from "./fixtures.ts";
+
+const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
+const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+
+async function chat(root: Conversation, from: number, turns: number): Promise<void> {
+  for (let i = from; i < from + turns; i++)
+    await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+}
+
+/**
+ * A conversation whose first compaction ("B") is summarizing and held until `releaseB`; later ones
+ * answer at once. `keep` is read by each compaction when it selects its range.
+ */
+async function withBSummarizing() {
+  const gate = deferred();
+  let summaries = 0;
+  const responder: FauxResponder = async (req) => {
+    if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+    const n = ++summaries;
+    if (n === 1) await gate.promise;
+    return fauxAssistantMessage(n === 1 ? "SUMMARY B" : "SUMMARY A");
+  };
+  const keep = { tokens: 150 };
+  const setup = await open(responder, {
+    settings: () => ({ compaction: { keepRecentTokens: keep.tokens } }),
+  });
+  await chat(setup.root, 1, 3);
+  const b = await setup.root.compact();
+  await until(() => setup.faux.requests.some(isSummary), { what: "B summarizing" });
+  return { ...setup, keep, b, releaseB: () => gate.resolve() };
+}
+
+/** The write submission a compaction placed its summary through, and that submission's record. */
+async function placement(h: AgentHarness, taskId: number) {
+  const record = await h.waitForTask(taskId);
+  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
+    .submissionId;
+  await h.waitUntil(() => h.submissionNow(id)?.status !== "queued");
+  return h.submissionNow(id)!;
+}
+
+const summaries = (entries: readonly EntryRecord[]) => entries.filter((e) => e.kind === "pi.compaction");
+const firstText = async (root: Conversation) => textOf((await root.context()).messages[0] as Message);
+
+test("compaction order: B cuts before where A's summary starts the range, so B settles stale", async () => {
+  const { h, root, b, releaseB } = await withBSummarizing();
+  await chat(root, 4, 3);
+  const a = await root.compact();
+  expect((await placement(h, a)).status).toBe("done");
+  releaseB();
+  expect(await placement(h, b)).toMatchObject({ status: "unanswered", reason: "stale" });
+  const placed = summaries(await root.entries());
+  expect(placed).toHaveLength(1);
+  expect(await firstText(root)).toContain("SUMMARY A");
+});
+
+test("compaction order: A cuts before B's cut, so B is placed after A and the range starts at B", async () => {
+  const { h, root, keep, b, releaseB } = await withBSummarizing();
+  keep.tokens = 450;
+  const a = await root.compact();
+  expect((await placement(h, a)).status).toBe("done");
+  releaseB();
+  expect((await placement(h, b)).status).toBe("done");
+  const [first, second] = summaries(await root.entries());
+  expect(first!.head!).toBeLessThan(second!.head!);
+  expect(textOf((second!.model as unknown as Message[])[0]!)).toContain("SUMMARY B");
+  expect(await firstText(root)).toContain("SUMMARY B");
+});
+
+test("an application edit placed while a compaction summarizes is lost", async () => {
+  const { h, root, faux, b, releaseB } = await withBSummarizing();
+  const q1 = (await root.entries()).find((e) => e.kind === "pi.user")!;
+  const edit = await root.submit({
+    type: "write",
+    entry: { kind: "app.redact", edits: [{ target: q1.id, action: "omit" }] },
+  });
+  expect((await edit.wait()).status).toBe("done");
+  expect((await root.context()).messages.map((m) => textOf(m))).not.toContain(big("q1"));
+  releaseB();
+  expect((await placement(h, b)).status).toBe("done");
+  // The summary was asked for the context as it was at selection, the redacted message included.
+  expect(textOf(faux.requests.find(isSummary)!.messages[0]!)).toContain("[User]: q1");
+  expect(await firstText(root)).toContain("SUMMARY B");
+});
+
+test("an application head placed while a compaction summarizes is undone when the summary cuts past it", async () => {
+  const { h, root, b, releaseB } = await withBSummarizing();
+  const users = (await root.entries()).filter((e) => e.kind === "pi.user");
+  const note = await root.submit({
+    type: "write",
+    entry: {
+      kind: "app.context",
+      head: users[1]!.id,
+      model: [{ role: "user", content: "APP NOTE", timestamp: 0 }],
+    },
+  });
+  expect((await note.wait()).status).toBe("done");
+  expect(await firstText(root)).toBe("APP NOTE");
+  releaseB();
+  expect((await placement(h, b)).status).toBe("done");
+  const [summary] = summaries(await root.entries());
+  expect(summary!.head!).toBeGreaterThanOrEqual(users[1]!.id);
+  const texts = (await root.context()).messages.map((m) => textOf(m));
+  expect(texts).not.toContain("APP NOTE");
+  expect(texts[0]).toContain("SUMMARY B");
+});

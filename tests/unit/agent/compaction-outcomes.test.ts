@@ -1,0 +1,118 @@
+/**
+ * How a summary attempt is classified and pinned (spec §8.7): the request's maxTokens, a summary
+ * that stops at `length` or has no model failing the compaction with nothing placed, and the status
+ * leaving pi.live with the outcome, also one the scheduler writes (faulted, orphaned; spec §5.4).
+ */
+import { fauxAssistantMessage, streamSimple } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import type { Conversation, LiveState } from "../../../worker/index.ts";
+import { deferred, type FauxRequest, type FauxResponder, memoryStore } from "../../../worker/testing.ts";
+import { faultingHook, liveOf, open } from "./fixtures.ts";
+
+const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
+const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+
+async function chat(root: Conversation, turns: number): Promise<void> {
+  for (let i = 1; i <= turns; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+}
+
+test("the summary request's maxTokens is floor(0.8 * reserveTokens) when the model allows more", async () => {
+  const maxTokens: unknown[] = [];
+  const responder: FauxResponder = (req) =>
+    isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"));
+  const { h, root, faux } = await open(responder, {
+    settings: { compaction: { keepRecentTokens: 150, reserveTokens: 1001 } },
+    stream: (model, context, options) => {
+      if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) maxTokens.push(options?.maxTokens);
+      return streamSimple(model, context, options);
+    },
+  });
+  expect(faux.model.maxTokens).toBeGreaterThan(800);
+  await chat(root, 3);
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  expect(maxTokens).toEqual([800]);
+});
+
+test("a summary that stops at length fails the compaction with model_error; nothing is placed and the status goes", async () => {
+  const responder: FauxResponder = (req) =>
+    isSummary(req)
+      ? fauxAssistantMessage("SUMMA", { stopReason: "length" })
+      : fauxAssistantMessage(big("answer"));
+  const { h, root } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
+  await chat(root, 3);
+  const before = (await root.entries()).length;
+  const taskId = await root.compact();
+  const record = await h.waitForTask(taskId);
+  expect(record.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", error: { message: "model_error" } },
+  });
+  expect((await root.entries()).length).toBe(before);
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+});
+
+test("a compaction without a usable model fails no_model before any request", async () => {
+  const { h, root, faux } = await open(
+    (req) => (isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"))),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 3);
+  const sent = faux.requests.length;
+  await root.configure({ model: { provider: "nowhere", modelId: "nothing" } });
+  const taskId = await root.compact();
+  const record = await h.waitForTask(taskId);
+  expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+  expect(JSON.stringify(record.state)).toContain("no_model");
+  expect(faux.requests.length).toBe(sent);
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+});
+
+test("a faulted compaction's status is removed in the commit that writes the fault", async () => {
+  // A hook's throw is reported; a reporter that throws as well faults the phase.
+  const { h, root } = await open(
+    (req) => (isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"))),
+    {
+      settings: { compaction: { keepRecentTokens: 150 } },
+      ...faultingHook("beforeCompact", "hook bug"),
+    },
+  );
+  await chat(root, 3);
+  const before = (await root.entries()).length;
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+  expect((await root.entries()).length).toBe(before);
+});
+
+test("an orphaned compaction's status is removed in the commit that orphans it", async () => {
+  const gate = deferred();
+  const first = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(first.root, 3);
+  const taskId = await first.root.compact();
+  await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
+  // The committed image while it summarizes, opened by an engine whose definition is older.
+  const store = await memoryStore(first.store.image());
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [taskId]));
+  const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
+  const before = (await root.entries()).length;
+  expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
+  expect(await h.abortTask(taskId)).toBe("marked");
+  expect((await h.getTask(taskId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+  expect((await root.entries()).length).toBe(before);
+});

@@ -1,0 +1,29 @@
+/**
+ * The summary request's serialization (spec §8.7): [User]/[Assistant]/[Tool result] lines, tool
+ * results cut to 2,000 characters, no system text.
+ */
+import type { Message } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { serializeForSummary } from "../../../worker/agent/compaction/range.ts";
+
+const toolResult = (text: string): Message => ({
+  role: "toolResult",
+  toolCallId: "c1",
+  toolName: "read",
+  content: [{ type: "text", text }],
+  isError: false,
+  timestamp: 1,
+});
+
+test("summary serialization cuts a tool result to its first 2,000 characters and keeps a shorter one whole", () => {
+  const long = `${"a".repeat(2000)}${"b".repeat(3000)}`;
+  const cut = serializeForSummary([toolResult(long)]);
+  expect(cut.startsWith(`[Tool result]: ${"a".repeat(2000)}`)).toBe(true);
+  expect(cut).not.toContain("b");
+  expect(cut.length).toBeLessThan("[Tool result]: ".length + 2000 + 10);
+  const exact = "c".repeat(2000);
+  expect(serializeForSummary([toolResult(exact)])).toBe(`[Tool result]: ${exact}`);
+  expect(serializeForSummary([{ role: "user", content: "hi", timestamp: 1 }, toolResult("ok")])).toBe(
+    "[User]: hi\n\n[Tool result]: ok",
+  );
+});

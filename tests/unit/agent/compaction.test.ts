@@ -1,0 +1,414 @@
+/**
+ * Manual compaction (spec §2.2, §8.7): the cut keeps about keepRecentTokens of the newest entries;
+ * the older part is summarized by one request (pinned, retried with durable backoff) and placed as a
+ * pi.compaction head write: at once when idle, at the next boundary when busy, stale when a newer
+ * head passed its cut. The conversation is never busy because of it; abort cancels it.
+ */
+import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
+import { estimateMessageTokens, selectCut } from "../../../worker/agent/compaction/range.ts";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import { activeRange } from "../../../worker/agent/conversation/context.ts";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  AgentHarness,
+  type Conversation,
+  type EntryRecord,
+  type LiveState,
+  type UsageState,
+} from "../../../worker/index.ts";
+import {
+  deferred,
+  type FauxRequest,
+  type FauxResponder,
+  fauxAgentModel,
+  fauxError,
+  memoryStore,
+} from "../../../worker/testing.ts";
+import { cleanups, gatedTool, open, textOf } from "./fixtures.ts";
+
+const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
+const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+/** A 100-token answer for the conversation, "SUMMARY" for the summarizer. */
+const echoOrSummary: FauxResponder = (req) =>
+  isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"));
+
+const entry = (id: number, kind: string, message: Record<string, unknown>): EntryRecord =>
+  ({ id, conversationId: 1, kind, model: [message] }) as unknown as EntryRecord;
+const user = (id: number, text: string) =>
+  entry(id, "pi.user", { role: "user", content: text, timestamp: 0 });
+const assistant = (id: number, text: string, calls: string[] = []) =>
+  entry(id, "pi.assistant", {
+    role: "assistant",
+    content: [
+      ...(text ? [{ type: "text", text }] : []),
+      ...calls.map((c) => ({ type: "toolCall", id: c, name: "read", arguments: {} })),
+    ],
+    stopReason: calls.length ? "toolUse" : "stop",
+  });
+const result = (id: number, call: string, text: string) =>
+  entry(id, "pi.tool-result", {
+    role: "toolResult",
+    toolCallId: call,
+    toolName: "read",
+    content: [{ type: "text", text }],
+  });
+
+describe("the cut", () => {
+  test("the spec's example: a 30k tool result reaches the budget, the cut is the next assistant", () => {
+    const range = [
+      user(1, "read the file"),
+      assistant(2, "", ["c1"]),
+      result(3, "c1", "y".repeat(120_000)),
+      assistant(4, "done reading"),
+      user(5, "thanks"),
+      assistant(6, "welcome"),
+    ];
+    expect(selectCut(range, 20_000)).toBe(4);
+    // Too little history for the budget: nothing to compact.
+    expect(selectCut(range.slice(3), 20_000)).toBeUndefined();
+  });
+
+  test("the context estimate covers exactly the active range, and stops at the newest reported usage", () => {
+    const marker = (id: number, head: number, text: string) => ({ ...user(id, text), head }) as EntryRecord;
+    const entries = [
+      user(1, "a".repeat(400)),
+      assistant(2, "b".repeat(400)),
+      marker(3, 3, "reset"),
+      user(4, "c".repeat(40)),
+      assistant(5, "d".repeat(80)),
+      user(6, "e".repeat(120)),
+      marker(7, 5, "summary".repeat(4)),
+      user(8, "f".repeat(160)),
+    ];
+    const estimate = (list: readonly EntryRecord[]) =>
+      list
+        .flatMap((e) => (e.model as unknown as Message[]).map(estimateMessageTokens))
+        .reduce((a, b) => a + b, 0);
+    // The range is the newest marker, then entries from its head (5) on: not 1-4, not the older marker.
+    expect(contextTokens(entries)).toBe(estimate(activeRange(entries)));
+    expect(contextTokens(entries)).toBe(estimate([entries[6]!, entries[4]!, entries[5]!, entries[7]!]));
+    // The newest answer's reported usage stands for everything up to it.
+    const reported = assistant(5, "d".repeat(80)) as EntryRecord;
+    (reported.model as unknown as Array<{ usage: { totalTokens: number } }>)[0]!.usage = {
+      totalTokens: 1000,
+    } as never;
+    const withUsage = entries.map((e) => (e.id === 5 ? reported : e));
+    expect(contextTokens(withUsage)).toBe(1000 + estimate([entries[5]!, entries[6]!, entries[7]!]));
+  });
+
+  test("a user entry between a call and its result is not a cut point", () => {
+    const range = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      user(3, "a steer sent before the result"),
+      result(4, "c1", "z".repeat(8000)),
+      assistant(5, "ok"),
+    ];
+    // The budget is reached at entry 4: the first candidate at or after it is 5, never 3.
+    expect(selectCut(range, 1500)).toBe(5);
+    // Reached exactly at the steer (3): not a candidate, so the cut moves on to 5.
+    expect(selectCut(range, 2005)).toBe(5);
+  });
+});
+
+async function chat(root: Conversation, turns: number): Promise<void> {
+  for (let i = 1; i <= turns; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+}
+
+/** echoOrSummary, except that a summary request waits until `gate` opens. */
+function gatedSummaries() {
+  const gate = deferred();
+  const responder: FauxResponder = async (req) => {
+    if (isSummary(req)) await gate.promise;
+    return echoOrSummary(req, 0);
+  };
+  return { gate, responder };
+}
+
+/** A three-turn conversation whose compaction has sent its summary request and waits on `gate`. */
+async function compactionInFlight(instructions?: string) {
+  const { gate, responder } = gatedSummaries();
+  const setup = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
+  await chat(setup.root, 3);
+  const taskId = await setup.root.compact(instructions);
+  await expect.poll(() => setup.faux.requests.filter(isSummary).length).toBe(1);
+  return { ...setup, gate, taskId };
+}
+
+const conversationRequests = (requests: FauxRequest[]) => requests.filter((r) => !isSummary(r));
+const userTexts = (messages: readonly Message[]) =>
+  messages.filter((m) => m.role === "user").map((m) => textOf(m).slice(0, 12));
+
+describe("Conversation.compact()", () => {
+  test("idle: the summary is placed at once and the next request starts from it", async () => {
+    const { h, root, faux, store } = await open(echoOrSummary, {
+      settings: { compaction: { keepRecentTokens: 250 } },
+    });
+    await chat(root, 4); // 8 entries of about 100 tokens
+    const before = (await root.entries()).length;
+    const taskId = await root.compact("keep the numbers");
+    expect(
+      ((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions ?? []).map(
+        (s) => s.taskId,
+      ),
+    ).toEqual([taskId]);
+    const record = await h.waitForTask(taskId);
+    expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
+    const summary = faux.requests.find(isSummary)!;
+    expect(summary.tools).toEqual([]);
+    expect(summary.messages).toHaveLength(1);
+    const prompt = textOf(summary.messages[0]!);
+    expect(prompt).toContain("<conversation>\n[User]: q1");
+    expect(prompt).toContain("Additional focus: keep the numbers");
+    // Entries 1-5 are summarized (about 500 tokens), 6-8 kept (about 300 >= 250).
+    expect(prompt).toContain("[User]: q3");
+    expect(prompt).not.toContain("q4");
+    const entries = await root.entries();
+    expect(entries).toHaveLength(before + 1);
+    const compaction = entries.at(-1)!;
+    expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
+    expect(textOf((compaction.model as unknown as Message[])[0]!)).toContain(
+      "<summary>\nSUMMARY\n</summary>",
+    );
+    await (await root.submit({ type: "input", content: "next" })).wait();
+    const last = conversationRequests(faux.requests).at(-1)!;
+    expect(userTexts(last.messages)).toEqual(["The conversa", "q4 xxxxxxxxx", "next"]);
+    // Its spend is counted with the conversation's.
+    const usage = (await h.doc<UsageState & Record<string, never>>(1, "pi.usage"))!;
+    expect(Object.values(usage.models)[0]!.totalTokens).toBeGreaterThan(0);
+    // The view is the active range: the summary, the kept entries (from 6 on) and what followed;
+    // a view mounted fresh on the stored state (another engine, a reload) shows the same.
+    const view = (await root.viewState()).entries.map((e) => e.id);
+    expect(view).toEqual([compaction.id, 6, 7, 8, compaction.id + 1, compaction.id + 2]);
+    const other = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    expect((await (await other.root()).viewState()).entries.map((e) => e.id)).toEqual(view);
+    await other.close();
+  });
+
+  test("nothing to compact: completed with no summary and no request", async () => {
+    const { h, root, faux } = await open(echoOrSummary);
+    await chat(root, 1);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({
+      outcome: { status: "completed", result: {} },
+    });
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
+  });
+
+  test("busy: the summary waits for the boundary, the conversation never waits for the summary", async () => {
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      const answered = req.messages.at(-1)?.role === "toolResult";
+      return lastUser.startsWith("hold") && !answered
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage(big("answer"));
+    };
+    const { h, root, faux } = await open(responder, {
+      tools: [hold.tool],
+      settings: { compaction: { keepRecentTokens: 150 } },
+    });
+    await chat(root, 3);
+    const run = await root.submit({ type: "input", content: "hold on" });
+    await hold.started.promise;
+    const taskId = await root.compact();
+    const record = await h.waitForTask(taskId);
+    const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
+      .outcome.result.submissionId;
+    expect((await internals(h).session.submission(submissionId))?.status).toBe("queued");
+    hold.release.resolve();
+    expect((await run.wait()).status).toBe("done");
+    expect((await internals(h).session.submission(submissionId))?.status).toBe("done");
+    // The request after the tool round starts from the summary.
+    const after = conversationRequests(faux.requests).at(-1)!;
+    expect(textOf(after.messages[0]!)).toContain("<summary>");
+  });
+
+  test("a retryable error is retried after its durable backoff, and its spend counted", async () => {
+    let summaries = 0;
+    const responder: FauxResponder = (req) =>
+      isSummary(req)
+        ? ++summaries === 1
+          ? fauxError("503 Service Unavailable")
+          : fauxAssistantMessage("SUMMARY")
+        : echoOrSummary(req, 0);
+    const { h, root } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 5 } },
+    });
+    await chat(root, 3);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(summaries).toBe(2);
+    expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
+  });
+
+  test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
+    const { h, root, gate, taskId } = await compactionInFlight();
+    // The faux provider does not watch the signal while its responder waits: release it once the
+    // abort mark is stored (a real provider's request is cancelled by the signal).
+    const aborting = root.abort();
+    await expect.poll(() => internals(h).session.records.tasks.get(taskId)?.abortRequested).toBe(true);
+    gate.resolve();
+    await aborting;
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
+  });
+
+  test("a reset placed while summarizing makes the summary stale", async () => {
+    const { h, root, gate, taskId } = await compactionInFlight();
+    await (await root.reset()).wait();
+    gate.resolve();
+    const record = await h.waitForTask(taskId);
+    const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
+      .outcome.result.submissionId;
+    expect(await internals(h).session.submission(submissionId)).toMatchObject({
+      status: "unanswered",
+      reason: "stale",
+    });
+    expect((await root.entries()).at(-1)?.kind).toBe("pi.reset");
+  });
+});
+
+test("a restart while summarizing resends the same pinned summary request", async () => {
+  const { h, faux, store, gate, taskId } = await compactionInFlight("focus");
+  const image = store.image();
+  const first = faux.requests.find(isSummary)!;
+  gate.resolve();
+  await h.close();
+  // Another engine on the image, with other settings: the stored attempt is sent as it was pinned.
+  const again = await open(echoOrSummary, {
+    store: await memoryStore(image),
+    settings: { compaction: { keepRecentTokens: 10 } },
+  });
+  expect((await again.h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  const resent = again.faux.requests.filter(isSummary);
+  expect(resent).toHaveLength(1);
+  expect(resent[0]!.messages.map(textOf)).toEqual(first.messages.map(textOf));
+  expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
+});
+
+describe("compaction a generation waits for", () => {
+  /** A conversation on a faux model with a small context window, answering ~100 tokens a turn. */
+  async function small(respond: FauxResponder, contextWindow: number, backgroundTokens = 0) {
+    const faux = fauxAgentModel(respond, { contextWindow });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: {
+        compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
+        retry: { baseDelayMs: 1 },
+      },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    return { h, root: await h.root(), faux };
+  }
+
+  test("above contextWindow - reserveTokens, prepare compacts first, then sends the request starting from the summary", async () => {
+    const { h, root, faux } = await small(echoOrSummary, 1200);
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    expect(faux.requests.some(isSummary)).toBe(true);
+    // The request right after the summary starts from it; the run's input was answered.
+    const i = faux.requests.findIndex(isSummary);
+    const next = faux.requests[i + 1]!;
+    expect(isSummary(next)).toBe(false);
+    expect(textOf(next.messages[0]!)).toContain("<summary>\nSUMMARY\n</summary>");
+    expect(userTexts(next.messages).at(-1)).toBe(`q${turn} xxxxxxxxx`);
+    // Appended directly by the waiting generation's compaction, with its reason; no status is left.
+    const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
+    expect(compaction.data).toEqual({ reason: "threshold" });
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
+  });
+
+  test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
+    // Blocking only above 100,000 tokens; background from 100,000 - 99,500 = 500.
+    const { h, root, faux } = await small(echoOrSummary, 100_100, 99_500);
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const started = [...internals(h).session.records.tasks.values()].filter(
+      (t) => t.kind === "pi.compaction",
+    );
+    expect(started).toHaveLength(1);
+    expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
+    // Background work is not part of the conversation's idleness: wait for the task itself.
+    const compactions = [await h.waitForTask(started[0]!.id)];
+    const result = (compactions[0]!.state as unknown as { outcome: { result: { submissionId?: number } } })
+      .outcome.result;
+    expect(result.submissionId).toBeDefined();
+    expect(await internals(h).session.submission(result.submissionId!)).toMatchObject({
+      status: "done",
+      requestId: `compaction:${compactions[0]!.id}`,
+    });
+    // The run that started it did not wait: its request went out without the summary.
+    const i = faux.requests.findIndex(isSummary);
+    expect(
+      faux.requests
+        .slice(0, i + 2)
+        .some((r) => !isSummary(r) && textOf(r.messages[0]!).includes("<summary>")),
+    ).toBe(false);
+  });
+
+  test("a context overflow compacts and sends the request again, without counting a retry", async () => {
+    let overflowed = 0;
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      if (last.startsWith("q4") && !textOf(req.messages[0]!).includes("<summary>")) {
+        overflowed++;
+        return fauxError("prompt is too long: 210000 tokens > 200000 maximum");
+      }
+      return fauxAssistantMessage(big("answer"));
+    };
+    const { root, faux } = await small(responder, 1_000_000);
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    const run = await (await root.submit({ type: "input", content: big("q4") })).wait();
+    expect(run.status).toBe("done");
+    expect(overflowed).toBe(1);
+    const kinds = (await root.entries()).slice(-4).map((e) => e.kind);
+    // The failed answer is kept (never sent again), then the summary, then the answer.
+    expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.compaction", "pi.assistant"]);
+    const last = conversationRequests(faux.requests).at(-1)!;
+    expect(textOf(last.messages[0]!)).toContain("<summary>");
+  });
+
+  test("an overflow whose compaction places no summary fails the run with the overflow", async () => {
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxError("400 bad request: summarizer refused");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      return last.startsWith("q4")
+        ? fauxError("prompt is too long: 210000 tokens")
+        : fauxAssistantMessage(big("answer"));
+    };
+    const { root } = await small(responder, 1_000_000);
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    expect(await (await root.submit({ type: "input", content: big("q4") })).wait()).toEqual({
+      status: "unanswered",
+      reason: "model_error",
+      detail: "prompt is too long: 210000 tokens",
+    });
+  });
+});

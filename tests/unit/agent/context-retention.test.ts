@@ -1,0 +1,78 @@
+/**
+ * settings.contextRetentionMs (spec §2.2, §5.1): a conversation's cached entries stay while it is
+ * busy and for contextRetentionMs (default 10 minutes) once idle; then they are dropped, checked at
+ * every change and by a timer, and the next read loads them again from the store.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { resolveSettings } from "../../../worker/agent/services.ts";
+import type { AgentHarness } from "../../../worker/index.ts";
+import { until } from "../../../worker/testing.ts";
+import { echo, gatedTool, open, textOf } from "./fixtures.ts";
+
+const cached = (h: AgentHarness, c = 1) => h.services.entries.holds(c);
+/** Any commit: expiry is checked at every published change. */
+const someCommit = (h: AgentHarness) => h.createConversation({ ownership: { kind: "ownerless" } });
+
+test("contextRetentionMs defaults to 10 minutes; a negative value is refused", () => {
+  expect(resolveSettings(undefined).contextRetentionMs).toBe(600_000);
+  expect(resolveSettings({ contextRetentionMs: 0 }).contextRetentionMs).toBe(0);
+  expect(() => resolveSettings({ contextRetentionMs: -1 })).toThrow(/contextRetentionMs/);
+});
+
+test("an idle conversation drops its cached entries once contextRetentionMs has passed, and the next run reads them again", async () => {
+  let offset = 0;
+  const { h, root, faux } = await open(echo, {
+    now: () => Date.now() + offset,
+    settings: { contextRetentionMs: 60_000 },
+  });
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  expect(cached(h)).toBe(true);
+  offset += 59_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  offset += 2_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(false);
+  // Loaded again for the next run: the request still carries the whole conversation.
+  expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+  const sent = faux.requests
+    .at(-1)!
+    .messages.filter((m) => m.role === "user")
+    .map(textOf);
+  expect(sent).toEqual(["one", "two"]);
+  expect(cached(h)).toBe(true);
+});
+
+test("a busy conversation keeps its cached entries however long it runs; retention counts from when it went idle", async () => {
+  let offset = 0;
+  const hold = gatedTool();
+  let turn = 0;
+  const { h, root } = await open(
+    () =>
+      ++turn === 1
+        ? fauxAssistantMessage([fauxToolCall("hold", {})], { stopReason: "toolUse" })
+        : fauxAssistantMessage("done"),
+    { now: () => Date.now() + offset, tools: [hold.tool], settings: { contextRetentionMs: 1_000 } },
+  );
+  const run = await root.submit({ type: "input", content: "hold on" });
+  await hold.started.promise;
+  expect(cached(h)).toBe(true);
+  offset += 3_600_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  hold.release.resolve();
+  expect((await run.wait()).status).toBe("done");
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  offset += 1_001;
+  await someCommit(h);
+  expect(cached(h)).toBe(false);
+});
+
+test("without any later change, a timer drops an idle conversation's entries after contextRetentionMs", async () => {
+  const { h, root } = await open(echo, { settings: { contextRetentionMs: 30 } });
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  await until(() => !cached(h), { what: "the entries dropped by the timer" });
+  expect((await root.entries()).length).toBeGreaterThan(0);
+});

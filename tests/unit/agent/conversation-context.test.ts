@@ -1,0 +1,145 @@
+/**
+ * Conversation.context({ at }) (spec §2.2 ContextView, §2.1 derivation): the head marker, the
+ * context entries, each entry's contribution (after edits and rule 9, before rules 7 and 8) and the
+ * messages a request sends; with `at`, the context as of that entry of the conversation.
+ */
+import type { AssistantMessage, Message, ToolResultMessage, UserMessage } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { UNANSWERED_TOOL_CALL } from "../../../worker/agent/conversation/context.ts";
+import type { Conversation, EntryRecord, Json } from "../../../worker/index.ts";
+import { echo, open } from "./fixtures.ts";
+
+const user = (text: string): UserMessage => ({ role: "user", content: text, timestamp: 1 });
+const assistant = (
+  text: string,
+  calls: string[] = [],
+  stopReason: AssistantMessage["stopReason"] = calls.length ? "toolUse" : "stop",
+): AssistantMessage => ({
+  role: "assistant",
+  content: [
+    ...(text ? [{ type: "text" as const, text }] : []),
+    ...calls.map((id) => ({ type: "toolCall" as const, id, name: "read", arguments: {} })),
+  ],
+  api: "faux",
+  provider: "faux",
+  model: "faux-1",
+  usage: {
+    input: 0,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 0,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  },
+  stopReason,
+  timestamp: 1,
+});
+const result = (callId: string, text: string): ToolResultMessage => ({
+  role: "toolResult",
+  toolCallId: callId,
+  toolName: "read",
+  content: [{ type: "text", text }],
+  isError: false,
+  timestamp: 1,
+});
+
+/** Append raw entries in one commit; their ids in order. */
+async function append(
+  root: Conversation,
+  drafts: Array<{ kind: string; model?: Message[]; edits?: EntryRecord["edits"] }>,
+): Promise<number[]> {
+  return root.commit((tx) =>
+    drafts.map(
+      (d) =>
+        tx.appendEntry(root.id, {
+          kind: d.kind,
+          ...(d.model ? { model: d.model as unknown as Json } : {}),
+          ...(d.edits ? { edits: d.edits } : {}),
+        }).id,
+    ),
+  );
+}
+
+test("context(): contributions are each entry's messages after edits and without failed answers; messages pair results with their calls", async () => {
+  const { root } = await open(echo);
+  const [q, call, note, res, cut, replaced, editor] = await append(root, [
+    { kind: "pi.user", model: [user("read two files")] },
+    { kind: "pi.assistant", model: [assistant("", ["c1", "c2"])] },
+    { kind: "pi.user", model: [user("meanwhile")] },
+    { kind: "pi.tool-result", model: [result("c1", "file one")] },
+    { kind: "pi.assistant", model: [assistant("half an answer", [], "aborted")] },
+    { kind: "pi.user", model: [user("original")] },
+    { kind: "app.note" },
+  ]);
+  // An edit replaces one entry's messages; the newest edit per target wins.
+  const [edit] = await append(root, [
+    {
+      kind: "app.edit",
+      edits: [
+        { target: replaced!, action: "omit" },
+        { target: replaced!, action: "replace", messages: [user("rewritten")] as unknown as Json },
+      ],
+    },
+  ]);
+  const view = await root.context();
+  expect(view.head).toBeUndefined();
+  expect(view.entries.map((e) => e.id)).toEqual([q, call, note, res, cut, replaced, editor, edit]);
+  expect(view.contributions).toEqual([
+    [user("read two files")],
+    [assistant("", ["c1", "c2"])],
+    [user("meanwhile")],
+    [result("c1", "file one")],
+    [], // an aborted answer is never sent (rule 9)
+    [user("rewritten")],
+    [], // model-less entries contribute nothing
+    [],
+  ]);
+  // Rule 7: c1's result moves ahead of the user message; rule 8: c2 gets a synthesized error result.
+  expect(view.messages).toEqual([
+    user("read two files"),
+    assistant("", ["c1", "c2"]),
+    result("c1", "file one"),
+    {
+      role: "toolResult",
+      toolCallId: "c2",
+      toolName: "read",
+      content: [{ type: "text", text: UNANSWERED_TOOL_CALL }],
+      isError: true,
+      timestamp: 1,
+    },
+    user("meanwhile"),
+    user("rewritten"),
+  ]);
+});
+
+test("context({ at }) is the context as of that entry: before a reset it has no head and the older entries, after it starts at the reset", async () => {
+  const { root } = await open(echo);
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  const before = (await root.entries()).at(-1)!.id;
+  await (await root.reset("start over")).wait();
+  expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+
+  const now = await root.context();
+  expect(now.head?.kind).toBe("pi.reset");
+  expect(now.entries[0]).toEqual(now.head);
+  const texts = (messages: readonly Message[]) =>
+    messages.map((m) =>
+      typeof m.content === "string" ? m.content : m.content.map((b) => ("text" in b ? b.text : "")).join(""),
+    );
+  expect(texts(now.messages).some((t) => t.includes("one"))).toBe(false);
+  expect(texts(now.messages).at(-1)).toBe("echo: two");
+
+  const then = await root.context({ at: before });
+  expect(then.head).toBeUndefined();
+  expect(then.entries.at(-1)?.id).toBe(before);
+  expect(texts(then.messages)).toEqual(["one", "echo: one"]);
+});
+
+test("context({ at }) refuses an entry that is not in the conversation", async () => {
+  const { h, root } = await open(echo);
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const last = (await root.entries()).at(-1)!.id;
+  await expect(other.context({ at: last })).rejects.toThrow(RangeError);
+  await expect(root.context({ at: last + 100 })).rejects.toThrow(RangeError);
+});

@@ -1,0 +1,52 @@
+/**
+ * The conversation view (spec §9.3, §6, §8.2, §8.6): every Harness conversation is created with its
+ * built-in documents, mounted by kind under `docs`; the view shows only committed state; a head
+ * marker restarts the mounted entries at its head.
+ */
+import { fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { echo, open } from "./fixtures.ts";
+
+test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage and pi.provider, mounted by kind", async () => {
+  const { h, root } = await open(echo);
+  const child = await h.createConversation({ ownership: { kind: "ownerless" } });
+  for (const c of [root, child]) {
+    const { docs, entries } = await c.viewState();
+    expect(Object.keys(docs).sort()).toEqual(["pi.agent", "pi.inbox", "pi.live", "pi.provider", "pi.usage"]);
+    expect(docs["pi.live"]).toEqual({});
+    expect(docs["pi.inbox"]).toEqual({ items: [] });
+    expect(docs["pi.usage"]).toEqual({ models: {}, tools: {} });
+    expect(typeof (docs["pi.provider"] as { sessionId?: unknown }).sessionId).toBe("string");
+    expect(entries).toEqual([]);
+  }
+});
+
+test("pi.live holds run exactly while the conversation is busy, and is {} again when the run ends", async () => {
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  const { root } = await open(async () => {
+    await held;
+    return fauxAssistantMessage("ok");
+  });
+  const input = await root.submit({ type: "input", content: "hi" });
+  const busy = (await root.viewState()).docs["pi.live"] as { run?: { taskId: number; inputs: number[] } };
+  expect(busy.run?.inputs).toEqual([input.id]);
+  release();
+  await input.wait();
+  expect((await root.viewState()).docs["pi.live"]).toEqual({});
+});
+
+test("a head marker restarts the view's entries: the marker, then the kept entries from its head", async () => {
+  const { root } = await open(echo);
+  const write = (n: number, head?: number) =>
+    root.submit({ type: "write", entry: { kind: "app.note", data: { n }, ...(head ? { head } : {}) } });
+  for (let n = 1; n <= 3; n++) await (await write(n)).wait();
+  const ids = (await root.entries()).map((e) => e.id);
+  await (await write(4, ids[1])).wait();
+  const view = await root.viewState();
+  expect(view.entries.map((e) => (e.data as { n: number }).n)).toEqual([4, 2, 3]);
+  // The raw history keeps every entry.
+  expect((await root.entries()).map((e) => (e.data as { n: number }).n)).toEqual([1, 2, 3, 4]);
+});

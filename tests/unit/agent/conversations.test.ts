@@ -1,0 +1,261 @@
+/**
+ * The conversation API: agent configuration (createConversation, configure, root), the creation hook
+ * that gives every conversation its documents (whatever path creates it), a task-owned
+ * conversation's inherited agent and recorded owner, and custom documents.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { defineDoc } from "../../../worker/agent/records.ts";
+import { configure, defineEntry, Harness } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { complete, single } from "../core/fixtures.ts";
+import { callsThenAnswer, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
+
+const BUILT_IN_DOCS = ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider"] as const;
+
+describe("conversations", () => {
+  test("createConversation({ agent }), configure (null clears) and conversation(id) shape what the model gets", async () => {
+    const { h, faux } = await open(echo);
+    const c = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      agent: { instructions: "Answer briefly." },
+    });
+    expect(await c.agent()).toMatchObject({ instructions: "Answer briefly." });
+    await (await c.submit({ type: "input", content: "one" })).wait();
+    expect(faux.requests[0]!.systemPrompt).toContain("Answer briefly.");
+    await c.configure({ instructions: null });
+    expect((await c.agent()).instructions).toBeUndefined();
+    await (await c.submit({ type: "input", content: "two" })).wait();
+    expect(faux.requests[1]!.systemPrompt ?? "").not.toContain("Answer briefly.");
+    expect(h.conversation(c.id)?.id).toBe(c.id);
+    expect(h.conversation(9999)).toBeUndefined();
+  });
+
+  test("root({ agent }) configures the root conversation on first use only", async () => {
+    const { h, faux } = await open(echo);
+    const root = await h.root({ agent: { instructions: "First set." } });
+    await h.root({ agent: { instructions: "Second set." } });
+    expect(await root.agent()).toMatchObject({ instructions: "First set." });
+    await (await root.submit({ type: "input", content: "x" })).wait();
+    expect(faux.requests[0]!.systemPrompt).toContain("First set.");
+  });
+
+  test("a conversation owned by a task starts with a copy of its owner conversation's agent; later owner changes do not reach it", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    await root.configure({ instructions: "Be terse.", thinkingLevel: "low" });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const taskId = liveOf(h).tools![0]!.taskId!;
+    const child = await h.createConversation({ ownership: { kind: "task", taskId } });
+    expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    const ownerless = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(await ownerless.agent()).toEqual({});
+    await root.configure({ instructions: "Be verbose.", thinkingLevel: null });
+    expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("a conversation keeps its recorded owner after the owner task ended, also after a reopen", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root, store, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const taskId = liveOf(h).tools![0]!.taskId!;
+    const child = await h.createConversation({ ownership: { kind: "task", taskId } });
+    release.resolve();
+    await sub.wait();
+    expect((await h.getTask(taskId))?.state.status).toBe("terminal");
+    const owner = { taskId, conversationId: root.id };
+    expect((await h.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    await h.close();
+    const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    expect((await again.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+  });
+
+  test("the creation hook runs inside tx.createConversation: a raw creation has pi.agent, pi.live, pi.inbox, pi.usage and pi.provider before the call returns", async () => {
+    const { h } = await open(echo);
+    const seen = await h.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      return { id: created.id, docs: BUILT_IN_DOCS.map((name) => tx.readDoc(created.id, name)) };
+    });
+    expect(seen.docs.slice(0, 4)).toEqual([{}, {}, { items: [] }, { models: {}, tools: {} }]);
+    expect(seen.docs[4]).toMatchObject({ sessionId: expect.any(String) });
+    for (const [i, name] of BUILT_IN_DOCS.entries()) expect(await h.doc(seen.id, name)).toEqual(seen.docs[i]);
+  });
+
+  test("onConversationCreated runs after the built-in hook in the creating commit; a throw there creates nothing", async () => {
+    let fail = false;
+    const seen: Array<{ id: number; live: unknown }> = [];
+    const { h } = await open(echo, {
+      onConversationCreated: (tx, record) => {
+        seen.push({ id: record.id, live: tx.readDoc(record.id, "pi.live") });
+        if (fail) throw new Error("refused by the host");
+        tx.writeDoc(record.id, "app.tag", { by: "host" });
+      },
+    });
+    const made = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(seen.at(-1)).toEqual({ id: made.id, live: {} });
+    expect(await h.doc(made.id, "app.tag")).toEqual({ by: "host" });
+    fail = true;
+    await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toThrow(
+      "refused by the host",
+    );
+    expect(h.conversation(made.id + 1)).toBeUndefined();
+    expect(await h.transaction((tx) => tx.conversation(made.id + 1))).toBeUndefined();
+  });
+
+  test("a conversation made by a plain core harness has no built-in documents; Conversation.agent() reads the absent pi.agent as {} and writes nothing", async () => {
+    const store = await memoryStore();
+    const core = await Harness.open(store);
+    const id = await core.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      expect(BUILT_IN_DOCS.map((name) => tx.readDoc(created.id, name))).toEqual(
+        BUILT_IN_DOCS.map(() => undefined),
+      );
+      return created.id;
+    });
+    await core.close();
+    const { h } = await open(echo, { store: await memoryStore(store.image()) });
+    expect(await h.conversation(id)!.agent()).toEqual({});
+    expect(await h.doc(id, "pi.agent")).toBeUndefined();
+  });
+
+  test("configure() neither starts a generation nor appends an entry", async () => {
+    const { h, root, faux } = await open(echo);
+    let commits = 0;
+    h.subscribe(() => commits++);
+    await root.configure({ instructions: "Be brief.", thinkingLevel: "high" });
+    expect(commits).toBe(1);
+    expect(await root.entries()).toEqual([]);
+    expect(await h.tasks()).toEqual([]);
+    expect(root.busy).toBe(false);
+    expect(faux.requests).toHaveLength(0);
+  });
+
+  test("Conversation.entries() is bound to its conversation and pages by afterId and limit", async () => {
+    const { h, root } = await open(echo);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => {
+      for (let i = 0; i < 5; i++) {
+        tx.appendEntry(root.id, { kind: "app.note", data: `root ${i}` });
+        tx.appendEntry(other.id, { kind: "app.note", data: `other ${i}` });
+      }
+    });
+    const all = await root.entries();
+    expect(all.map((e) => e.data)).toEqual(["root 0", "root 1", "root 2", "root 3", "root 4"]);
+    const first = await root.entries({ limit: 2 });
+    const next = await root.entries({ afterId: first.at(-1)!.id, limit: 2 });
+    const rest = await root.entries({ afterId: next.at(-1)!.id });
+    expect([...first, ...next, ...rest]).toEqual(all);
+    expect([first.length, next.length, rest.length]).toEqual([2, 2, 1]);
+    expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
+  });
+
+  test("createConversation's init runs in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
+    const { h } = await open(echo);
+    const seen: unknown[] = [];
+    const made = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      agent: { instructions: "Set first." },
+      init: (tx, id) => {
+        seen.push(tx.readDoc(id, "pi.agent"), tx.readDoc(id, "pi.live"));
+        tx.appendEntry(id, { kind: "app.note", data: "welcome" });
+      },
+    });
+    expect(seen).toEqual([{ instructions: "Set first." }, {}]);
+    expect((await made.entries()).map((e) => e.data)).toEqual(["welcome"]);
+    await expect(
+      h.createConversation({
+        ownership: { kind: "ownerless" },
+        init: () => {
+          throw new Error("init refused");
+        },
+      }),
+    ).rejects.toThrow("init refused");
+    expect(h.conversation(made.id + 1)).toBeUndefined();
+  });
+
+  test("configure(tx, id, change) edits pi.agent inside any commit, also the creating one, over the creation hook's copy", async () => {
+    const { h, root } = await open(echo);
+    await root.configure({ instructions: "Owner's.", thinkingLevel: "low" });
+    const id = await h.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      configure(tx, created.id, { thinkingLevel: "high" });
+      configure(tx, root.id, { instructions: null });
+      return created.id;
+    });
+    expect(await h.conversation(id)!.agent()).toEqual({ thinkingLevel: "high" });
+    expect(await root.agent()).toEqual({ thinkingLevel: "low" });
+  });
+
+  test("defineEntry: a typed entry kind drafts its entries and recognises them; pi. kinds are reserved", async () => {
+    const bookmark = defineEntry<{ label: string }>("app.bookmark");
+    const { h, root } = await open(echo);
+    await h.transaction((tx) => {
+      tx.appendEntry(root.id, bookmark.draft({ label: "start" }));
+      tx.appendEntry(root.id, { kind: "app.other", data: { label: "no" } });
+    });
+    const entries = await root.entries();
+    expect(bookmark.kind).toBe("app.bookmark");
+    expect(entries.filter(bookmark.is).map((e) => e.data.label)).toEqual(["start"]);
+    expect(() => defineEntry("pi.mine")).toThrow(TypeError);
+    expect(() => defineEntry("")).toThrow(TypeError);
+  });
+
+  test("a configure during a request applies at the next preparation: the request in flight keeps the prompt it was prepared with", async () => {
+    const hold = deferred();
+    const { tool } = itemTool({});
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }))(req, n);
+      },
+      { tools: [tool] },
+    );
+    await root.configure({ instructions: "Old rule." });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    await root.configure({ instructions: "New rule." });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+      expect.stringContaining("Old rule."),
+      expect.stringContaining("New rule."),
+    ]);
+    expect(faux.requests[0]!.systemPrompt).not.toContain("New rule.");
+  });
+
+  test("Conversation.commit() is a commit bound to its conversation: a conversation-owned task it creates lands there", async () => {
+    const { h } = await open(echo);
+    const noop = single("bound-noop", async (_t, runtime) => {
+      await runtime.commit(() => complete(null));
+    });
+    h.register(noop);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const [bound, elsewhere] = await other.commit((tx) => [
+      tx.createTask(noop, null, { ownership: { kind: "conversation" } }),
+      tx.createTask(noop, null, { ownership: { kind: "conversation" }, conversationId: 1 }),
+    ]);
+    expect((await h.getTask(bound!))?.conversationId).toBe(other.id);
+    expect((await h.getTask(elsewhere!))?.conversationId).toBe(1);
+    expect(await other.commit((tx) => tx.appendEntry(other.id, { kind: "app.note" }).conversationId)).toBe(
+      other.id,
+    );
+  });
+
+  test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {
+    const notes = defineDoc<{ items: string[] }>("app.notes", { items: [] });
+    const { h, root } = await open(echo);
+    expect(await h.transaction((tx) => notes.read(tx, root.id))).toEqual({ items: [] });
+    await h.transaction((tx) => notes.write(tx, root.id, { items: ["a"] }));
+    expect(await h.transaction((tx) => notes.read(tx, root.id))).toEqual({ items: ["a"] });
+    expect((await root.viewState()).docs["app.notes"]).toEqual({ items: ["a"] });
+    expect(() => defineDoc("pi.custom", {})).toThrow(TypeError);
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The per-conversation environment (spec §2.2 `HarnessOptions.env`, §7.3, §7.4): `AgentHarness.open`
+ * takes an `env` builder, called at each use and never inside a commit: once per tool execution
+ * (`api.env`, what the built-in file tools use; a throw is the call's ordinary error result; a rerun
+ * after recovery builds it again) and once per preparation that renders sections (`input.env`; a
+ * throw is reported and the sections render with none). Without a builder every conversation gets
+ * the harness's workspace (asserted in sections-async and the built-in tools' tests).
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import {
+  builtinToolsExtension,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  type EnvBuilder,
+  type EnvTarget,
+  MemoryFs,
+  section,
+  textResult,
+  type WorkspaceFs,
+} from "../../../worker/index.ts";
+import { deferred } from "../../../worker/testing.ts";
+import { callsThenAnswer, messageOf, open, reopen, textOf, toolResults } from "./fixtures.ts";
+
+/** A section that says whether the environment's workspace holds notes.md. */
+const notesSection = defineExtension({
+  name: "notes",
+  sections: [
+    section("notes", async ({ env }) =>
+      env ? ((await env.fs.exists("notes.md")) ? await env.fs.read("notes.md") : "none") : "no env",
+    ),
+  ],
+});
+
+function registry() {
+  const extensions = createRegistry();
+  extensions.install(builtinToolsExtension);
+  extensions.install(notesSection);
+  return extensions;
+}
+
+const resultText = async (c: Parameters<typeof toolResults>[0]) =>
+  (await toolResults(c)).map((e) => textOf(messageOf(e)));
+
+test("a builder gives each conversation its own workspace: the file tools and the sections reach it", async () => {
+  const workspace = new MemoryFs();
+  const own = new Map<number, MemoryFs>();
+  const asked: EnvTarget[] = [];
+  const env: EnvBuilder = async (target) => {
+    asked.push(target);
+    if (!own.has(target.conversationId)) own.set(target.conversationId, new MemoryFs());
+    return { fs: own.get(target.conversationId)! };
+  };
+  const write = fauxToolCall("write", { path: "notes.md", content: "mine" }, { id: "w1" });
+  const { h, root, faux } = await open(callsThenAnswer(write), {
+    extensions: registry(),
+    fs: workspace,
+    env,
+  });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await (await root.submit({ type: "input", content: "write" })).wait();
+  await own.get(root.id)!.write("notes.md", "root's notes");
+  await (await root.submit({ type: "input", content: "again" })).wait();
+  await (await other.submit({ type: "input", content: "hello" })).wait();
+  expect(await own.get(root.id)!.read("notes.md")).toBe("root's notes");
+  expect(await own.get(other.id)!.read("notes.md")).toBe("mine");
+  expect(await workspace.exists("notes.md")).toBe(false);
+  // Each preparation rendered with its conversation's environment.
+  expect(faux.requests.map((r) => r.systemPrompt)).toContain("<notes>\nroot's notes\n</notes>");
+  expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nnone\n</notes>");
+  // The builder read the asking conversation's committed documents.
+  expect(asked.every((t) => t.read("pi.agent") !== undefined)).toBe(true);
+  expect(new Set(asked.map((t) => t.conversationId))).toEqual(new Set([root.id, other.id]));
+});
+
+test("a builder that throws: the call's result is an ordinary error, the preparation reports it and renders with none", async () => {
+  const reported: string[] = [];
+  const env: EnvBuilder = () => {
+    throw new Error("no environment today");
+  };
+  const ls = fauxToolCall("ls", {}, { id: "l1" });
+  const { root, faux } = await open(callsThenAnswer(ls), {
+    extensions: registry(),
+    env,
+    onReport: (e) => void reported.push((e as Error).message),
+  });
+  expect(await (await root.submit({ type: "input", content: "list" })).wait()).toMatchObject({
+    status: "done",
+  });
+  const [result] = await resultText(root);
+  expect(result).toMatch(/^Error: no environment today/);
+  expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nno env\n</notes>");
+  expect(reported).toContain("no environment today");
+});
+
+test("a builder that gives no environment: a file tool's call is an ordinary error naming it", async () => {
+  const ls = fauxToolCall("ls", {}, { id: "l1" });
+  const { root } = await open(callsThenAnswer(ls), { extensions: registry(), env: () => undefined });
+  expect(await (await root.submit({ type: "input", content: "list" })).wait()).toMatchObject({
+    status: "done",
+  });
+  const [result] = await resultText(root);
+  expect(result).toMatch(/^Error: this conversation has no environment: no workspace to reach/);
+});
+
+test("a rerun after recovery builds the environment again", async () => {
+  const started = deferred();
+  const seen: WorkspaceFs[] = [];
+  const probe = defineTool({
+    name: "probe",
+    description: "reads the environment",
+    parameters: Type.Object({}),
+    replay: "safe",
+    async execute(_args, api) {
+      seen.push(api.env!.fs);
+      if (seen.length === 1) {
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+        );
+      }
+      return textResult("probed");
+    },
+  });
+  const before = new MemoryFs();
+  const after = new MemoryFs();
+  const call = callsThenAnswer(fauxToolCall("probe", {}, { id: "p1" }));
+  const first = await open(call, { tools: [probe], env: () => ({ fs: before }) });
+  await first.root.submit({ type: "input", content: "probe" });
+  await started.promise;
+  const again = await reopen(first.store, {
+    tools: [probe],
+    env: () => ({ fs: after }),
+    models: first.h.services.models,
+    defaultModel: first.h.services.defaultModel!,
+  });
+  await again.waitForIdle();
+  expect(seen).toHaveLength(2);
+  expect(seen[0]).toBe(before);
+  expect(seen[1]).toBe(after);
+  expect(await resultText(await again.root())).toEqual(["probed"]);
+});

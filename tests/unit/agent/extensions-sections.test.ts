@@ -1,0 +1,174 @@
+/**
+ * Prompt sections and wrappers (spec §7.1, §7.4): sections render the system prompt in extension
+ * order (a later same-key section replaces in place, the instructions last), tagged unless told not;
+ * a value change is one minimal pi.system patch, an order change two entries (remove all, re-add in
+ * order); a throwing section keeps the text shown before and is reported; wrappers decorate the
+ * winning tool or section, and one that renames its target drops it.
+ */
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import {
+  createRegistry,
+  defineExtension,
+  defineTool,
+  type EntryRecord,
+  type Extension,
+  section,
+  textResult,
+  wrapSection,
+  wrapTool,
+} from "../../../worker/index.ts";
+import { echo, open } from "./fixtures.ts";
+
+type System = { sections: Record<string, string | null>; toolsAdded?: string[]; toolsRemoved?: string[] };
+const systemOf = (e: EntryRecord) => (e.model as unknown as System[])[0]!;
+
+async function setup(list: Extension[]) {
+  const extensions = createRegistry();
+  for (const e of list) extensions.install(e);
+  const reported: string[] = [];
+  const s = await open(echo, { extensions, onReport: (e) => void reported.push((e as Error).message) });
+  const ask = async (content: string) => (await s.root.submit({ type: "input", content })).wait();
+  const systems = async () => (await s.root.entries()).filter((e) => e.kind === "pi.system").map(systemOf);
+  return { ...s, extensions, reported, ask, systems };
+}
+
+test("sections render in extension order, a later same key in place, tagged by default, instructions last", async () => {
+  const { root, faux, ask } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("role", () => "You help."),
+        section("style", () => "Be terse."),
+        section("none", () => undefined),
+      ],
+    }),
+    defineExtension({
+      name: "b",
+      sections: [section("style", () => "Be kind.", { tag: false }), section("files", () => "f.txt")],
+    }),
+  ]);
+  await root.configure({ instructions: "Answer in French." });
+  await ask("hi");
+  expect(faux.requests[0]!.systemPrompt).toBe(
+    "<role>\nYou help.\n</role>\n\nBe kind.\n\n<files>\nf.txt\n</files>\n\nAnswer in French.",
+  );
+});
+
+test("a value change is one minimal patch; an order change appends two entries; no change appends none", async () => {
+  let style = "terse";
+  const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
+  const b = defineExtension({ name: "b", sections: [section("style", () => style)] });
+  const { root, ask, systems } = await setup([a, b]);
+  await ask("one");
+  await ask("two");
+  expect((await systems()).map((s) => s.sections)).toEqual([
+    { role: "<role>\nhelper\n</role>", style: "<style>\nterse\n</style>" },
+  ]);
+  style = "kind";
+  await ask("three");
+  expect((await systems()).slice(1).map((s) => s.sections)).toEqual([{ style: "<style>\nkind\n</style>" }]);
+  await root.configure({ extensions: ["b", "a"] });
+  await ask("four");
+  expect((await systems()).slice(2).map((s) => s.sections)).toEqual([
+    { role: null, style: null },
+    { style: "<style>\nkind\n</style>", role: "<role>\nhelper\n</role>" },
+  ]);
+  expect(Object.keys((await systems())[3]!.sections)).toEqual(["style", "role"]);
+});
+
+test("a tool order change removes every offered tool and adds the desired ones in order; a plain addition appends", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { root, faux, ask, systems } = await setup([
+    defineExtension({ name: "a", tools: [tool("read"), tool("edit"), tool("bash")] }),
+  ]);
+  await ask("one");
+  const toolsOf = async (i: number) => {
+    const { toolsAdded, toolsRemoved } = (await systems())[i]!;
+    return { toolsAdded, toolsRemoved };
+  };
+  await root.configure({ tools: ["read", "bash"] });
+  await ask("two");
+  // Dropping a tool keeps the others in place: a removal only.
+  expect(await toolsOf(1)).toEqual({ toolsAdded: undefined, toolsRemoved: ["edit"] });
+  await root.configure({ tools: ["read", "bash", "edit"] });
+  await ask("three");
+  // Appending gives the desired order: an addition only.
+  expect(await toolsOf(2)).toEqual({ toolsAdded: ["edit"], toolsRemoved: undefined });
+  await root.configure({ tools: ["bash", "read", "edit"] });
+  await ask("four");
+  expect(await toolsOf(3)).toEqual({
+    toolsAdded: ["bash", "read", "edit"],
+    toolsRemoved: ["read", "bash", "edit"],
+  });
+  expect(faux.requests.map((r) => r.tools)).toEqual([
+    ["read", "edit", "bash"],
+    ["read", "bash"],
+    ["read", "bash", "edit"],
+    ["bash", "read", "edit"],
+  ]);
+});
+
+test("a throwing section keeps the text shown before and is reported; the request is still sent", async () => {
+  let broken = false;
+  const { ask, faux, reported, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("clock", () => {
+          if (broken) throw new Error("clock broke");
+          return "noon";
+        }),
+      ],
+    }),
+  ]);
+  await ask("one");
+  broken = true;
+  expect(await ask("two")).toMatchObject({ status: "done" });
+  expect(reported).toEqual(["clock broke"]);
+  expect(faux.requests[1]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
+  expect(await systems()).toHaveLength(1);
+});
+
+test("wrappers decorate the winning tool and section; a wrapper that renames its target drops it (reported)", async () => {
+  const tool = (name: string, text: string) =>
+    defineTool({
+      name,
+      description: text,
+      parameters: Type.Object({}),
+      execute: async () => textResult(text),
+    });
+  const { h, root, faux, ask, reported } = await setup([
+    defineExtension({
+      name: "base",
+      tools: [tool("bash", "base bash"), tool("read", "read")],
+      sections: [section("role", () => "r")],
+    }),
+    defineExtension({ name: "venv", tools: [tool("bash", "venv bash")] }),
+    defineExtension({
+      name: "timing",
+      wraps: [
+        wrapTool("bash", (t) => ({ ...t, description: `${t.description} (timed)` })),
+        wrapTool("read", (t) => ({ ...t, name: "renamed" })),
+        wrapTool("absent", (t) => t),
+        wrapSection("role", (s) => ({
+          ...s,
+          render: async (input, ctx) => `${await s.render(input, ctx)}!`,
+        })),
+      ],
+    }),
+  ]);
+  await ask("hi");
+  const agent = h.services.agent(root.id);
+  expect(agent.tools.get("bash")?.description).toBe("venv bash (timed)");
+  expect([...agent.tools.keys()]).toEqual(["bash"]);
+  expect(faux.requests[0]!.tools).toEqual(["bash"]);
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr!\n</role>");
+  expect(reported.some((m) => /read.*renamed/.test(m))).toBe(true);
+});

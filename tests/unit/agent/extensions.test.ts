@@ -1,0 +1,299 @@
+/**
+ * Extensions and their registry (spec §7.1, issue 14 item 1): install validates the registry as it
+ * would be and publishes nothing when invalid; a same-name install replaces in place; conversations
+ * select extensions by name in pi.agent (an exact list, or add/remove) and get only their tools;
+ * an uninstalled extension's pending tasks stay blocked and resume when it is installed again; open
+ * refuses a registry lacking a built-in task.
+ */
+import { fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import {
+  AgentHarness,
+  builtinTools,
+  builtinToolsExtension,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  type Extension,
+  ExtensionInvalid,
+  RegistryInvalid,
+  type RegistryReader,
+  section,
+  textResult,
+} from "../../../worker/index.ts";
+import { memoryStore, until } from "../../../worker/testing.ts";
+import { blocked, complete, done, outcome, single } from "../core/fixtures.ts";
+import { echo, open } from "./fixtures.ts";
+
+const tool = (name: string, text = name) =>
+  defineTool({
+    name,
+    description: `the ${name} tool`,
+    parameters: Type.Object({}),
+    execute: async () => textResult(text),
+  });
+
+const invalid = (fn: () => void) => {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ExtensionInvalid);
+    return (error as ExtensionInvalid).code;
+  }
+  throw new Error("install did not throw");
+};
+
+describe("the registry", () => {
+  test("an invalid install throws a typed error and publishes nothing", () => {
+    const registry = createRegistry();
+    registry.install(
+      defineExtension({ name: "base", tools: [tool("a")], tasks: [single("job", async () => {})] }),
+    );
+    const before = registry.snapshot();
+    let published = 0;
+    registry.subscribe(() => published++);
+    expect(invalid(() => registry.install({ name: "x", tools: [tool("t"), tool("t")] }))).toBe(
+      "duplicate_tool",
+    );
+    const s = section("notes", () => "n");
+    expect(invalid(() => registry.install({ name: "x", sections: [s, s] }))).toBe("duplicate_section");
+    expect(invalid(() => registry.install({ name: "x", sections: [section("Bad Key", () => "")] }))).toBe(
+      "invalid_section_key",
+    );
+    expect(
+      invalid(() => registry.install({ name: "x", sections: [section("instructions", () => "")] })),
+    ).toBe("reserved_section_key");
+    expect(invalid(() => registry.install({ name: "x", tasks: [single("pi.tool", async () => {})] }))).toBe(
+      "task_collision",
+    );
+    expect(invalid(() => registry.install({ name: "x", tasks: [single("job", async () => {})] }))).toBe(
+      "task_collision",
+    );
+    expect(registry.snapshot()).toBe(before);
+    expect(published).toBe(0);
+    // The same tool name in two extensions is fine.
+    registry.install({ name: "other", tools: [tool("a")] });
+    expect(published).toBe(1);
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => `${t.extension}:${t.tool.name}`),
+    ).toEqual(["base:a", "other:a"]);
+  });
+
+  test("a same-name install replaces in place in one publication; uninstall removes; a later install appends", () => {
+    const registry = createRegistry();
+    for (const name of ["a", "b", "c"]) registry.install({ name, tools: [tool(`${name}1`)] });
+    let published = 0;
+    registry.subscribe(() => published++);
+    const old = registry.snapshot();
+    registry.install({ name: "a", tools: [tool("a2")] });
+    expect(published).toBe(1);
+    expect(
+      registry
+        .snapshot()
+        .installed()
+        .map((e) => e.name),
+    ).toEqual(["a", "b", "c"]);
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => t.tool.name),
+    ).toEqual(["a2", "b1", "c1"]);
+    // Earlier snapshots are immutable values.
+    expect(old.tools().map((t) => t.tool.name)).toEqual(["a1", "b1", "c1"]);
+    registry.uninstall({ name: "a" });
+    registry.install({ name: "a", tools: [tool("a3")] });
+    expect(
+      registry
+        .snapshot()
+        .installed()
+        .map((e) => e.name),
+    ).toEqual(["b", "c", "a"]);
+    expect(published).toBe(3);
+  });
+
+  test("the built-in tools are an extension like any other", () => {
+    const registry = createRegistry();
+    registry.install(builtinToolsExtension);
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => t.tool.name),
+    ).toEqual(builtinTools.map((t) => t.name));
+  });
+});
+
+describe("selection in pi.agent", () => {
+  const a = defineExtension({ name: "a", tools: [tool("alpha"), tool("shared", "from a")] });
+  const b = defineExtension({ name: "b", tools: [tool("beta"), tool("shared", "from b")] });
+
+  async function setup() {
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    const s = await open(echo, { extensions });
+    return { ...s, extensions };
+  }
+
+  test("default: every installed extension in install order, a later same-name tool replacing in place", async () => {
+    const { root, faux, h } = await setup();
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["alpha", "shared", "beta"]);
+    expect(h.services.agent(root.id).tools.get("shared")).toBe(b.tools[1]);
+  });
+
+  test("an exact list selects exactly those, in its order; unknown names are skipped", async () => {
+    const { root, faux, h } = await setup();
+    await root.configure({ extensions: ["b", "ghost", "a", "b"] });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(h.services.agent(root.id).extensions).toEqual(["b", "a"]);
+    expect(faux.requests[0]!.tools).toEqual(["beta", "shared", "alpha"]);
+    expect(h.services.agent(root.id).tools.get("shared")).toBe(a.tools[1]);
+  });
+
+  test("{ add, remove } edits the default; the tools filter keeps or drops names", async () => {
+    const { root, h, extensions } = await setup();
+    extensions.install({ name: "c", tools: [tool("gamma")] });
+    await root.configure({ extensions: { remove: ["a"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["b", "c"]);
+    await root.configure({ extensions: { remove: ["c"], add: ["c"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b"]);
+    await root.configure({ extensions: null, tools: { remove: ["beta"] } });
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual(["alpha", "shared", "gamma"]);
+    await root.configure({ tools: ["gamma", "alpha", "gamma"] });
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual(["gamma", "alpha"]);
+  });
+
+  test("settings.extensions is the default selection's base: { add, remove } edits it, an exact list ignores it", async () => {
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    extensions.install({ name: "c", tools: [tool("gamma")] });
+    let base: string[] | undefined = ["c", "ghost", "b"];
+    const { root, h, faux } = await open(echo, {
+      extensions,
+      settings: () => (base ? { extensions: base } : {}),
+    });
+    expect(h.services.agent(root.id).extensions).toEqual(["c", "b"]);
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["gamma", "beta", "shared"]);
+    await root.configure({ extensions: { add: ["a"], remove: ["c"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["b", "a"]);
+    await root.configure({ extensions: ["a"] });
+    expect(h.services.agent(root.id).extensions).toEqual(["a"]);
+    // A settings change takes effect at the next resolution; without the setting, every installed one.
+    await root.configure({ extensions: null });
+    base = undefined;
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "c"]);
+    await expect(
+      AgentHarness.open(await memoryStore(), { extensions, settings: { extensions: "a" as never } }),
+    ).rejects.toThrow("settings.extensions must be a list of extension names");
+  });
+
+  test("pi.agent stores names, never code; an uninstalled extension's conversations stop getting it", async () => {
+    const { root, faux, h, extensions } = await setup();
+    await root.configure({ extensions: ["a", "b"] });
+    expect(h.docNow(root.id, "pi.agent")).toEqual({ extensions: ["a", "b"] });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    extensions.uninstall("b");
+    await (await root.submit({ type: "input", content: "two" })).wait();
+    expect(faux.requests[1]!.tools).toEqual(["alpha", "shared"]);
+    // The stored selection is untouched; reinstalling brings it back.
+    expect(h.docNow(root.id, "pi.agent")).toEqual({ extensions: ["a", "b"] });
+    extensions.install(b);
+    await (await root.submit({ type: "input", content: "three" })).wait();
+    expect(faux.requests[2]!.tools).toEqual(["alpha", "shared", "beta"]);
+  });
+
+  test("a tool's app metadata never reaches the provider or the transcript: only name, description and parameters", async () => {
+    const { root, faux, extensions } = await setup();
+    // App metadata on a tool (spec §7.1): fields the registry does not check.
+    const withMeta = {
+      ...tool("meta"),
+      label: "Meta",
+      icon: "wrench-icon",
+      category: { group: "files-group" },
+    };
+    extensions.install({ name: "c", tools: [withMeta] });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    const declared = faux.requests[0]!.declarations.find((d) => d.name === "meta");
+    expect(declared).toEqual({ name: "meta", description: "the meta tool", parameters: withMeta.parameters });
+    const stored = JSON.stringify(await root.entries());
+    expect(stored).toContain('"meta"');
+    for (const field of ["Meta", "wrench-icon", "files-group"]) expect(stored).not.toContain(field);
+  });
+
+  test("two conversations with different selections are offered different tools", async () => {
+    const { root, faux, h } = await setup();
+    await root.configure({ extensions: ["a"] });
+    const other = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      agent: { extensions: ["b"] },
+    });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    await (await other.submit({ type: "input", content: "two" })).wait();
+    expect(faux.requests.map((r) => r.tools)).toEqual([
+      ["alpha", "shared"],
+      ["beta", "shared"],
+    ]);
+  });
+});
+
+describe("extension tasks", () => {
+  test("an uninstalled extension's pending task stays blocked (inspect shows it) and resumes when reinstalled", async () => {
+    const job = single("ext.job", async (_t, runtime) => {
+      await runtime.commit(() => complete("ran"));
+    });
+    const jobs: Extension = { name: "jobs", tasks: [job] };
+    const extensions = createRegistry();
+    extensions.install(jobs);
+    const { h } = await open(echo, { extensions });
+    extensions.uninstall(jobs);
+    const id = await h.createTask(job, null, { ownership: { kind: "conversation" } });
+    await until(() => blocked(h).some((b) => b.id === id), { what: "job blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "missing_task" }]);
+    expect((await h.getTask(id))?.state.status).toBe("pending");
+    extensions.install(jobs);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ran" });
+    expect(blocked(h)).toEqual([]);
+  });
+});
+
+describe("Harness.open binds the registry", () => {
+  test("open refuses a registry whose snapshot lacks a built-in task definition", async () => {
+    const real = createRegistry();
+    const lacking: RegistryReader = {
+      subscribe: (l) => real.subscribe(l),
+      snapshot: () => ({ ...real.snapshot(), hasTask: (name: string) => name !== "pi.tool" }),
+    };
+    const store = await memoryStore();
+    await expect(
+      AgentHarness.open(store, { extensions: lacking as ReturnType<typeof createRegistry> }),
+    ).rejects.toThrow(RegistryInvalid);
+    await expect(
+      AgentHarness.open(store, { extensions: lacking as ReturnType<typeof createRegistry> }),
+    ).rejects.toThrow(/pi\.tool/);
+  });
+
+  test("the tools option is shorthand for an extension of the harness's registry", async () => {
+    const { h } = await open(() => fauxAssistantMessage("ok"), { tools: [tool("x")] });
+    expect(
+      h.extensions
+        .snapshot()
+        .installed()
+        .map((e) => e.name),
+    ).toEqual(["harness-options"]);
+    h.registerTools(tool("y"));
+    expect(
+      h.extensions
+        .snapshot()
+        .tools()
+        .map((t) => t.tool.name),
+    ).toEqual(["x", "y"]);
+  });
+});

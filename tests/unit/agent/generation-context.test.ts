@@ -1,0 +1,135 @@
+/**
+ * deriveContext: the messages a request carries, derived from the transcript (synthetic results
+ * for unanswered calls, edits, misplaced or orphan results, failed answers left out).
+ */
+import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { deriveContext, type EntryRecord } from "../../../worker/index.ts";
+import { textOf } from "./fixtures.ts";
+
+describe("deriveContext", () => {
+  let nextId = 0;
+  const entry = (kind: string, message: object): EntryRecord => ({
+    id: ++nextId,
+    conversationId: 1,
+    kind,
+    model: [message] as never,
+  });
+  const user = (text: string) => entry("pi.user", { role: "user", content: text, timestamp: 1 });
+  const assistant = (
+    content: string | AssistantMessage["content"],
+    stopReason: AssistantMessage["stopReason"] = "stop",
+  ) => entry("pi.assistant", { ...fauxAssistantMessage(content, { stopReason, timestamp: 1 }) });
+  const result = (callId: string, text: string) =>
+    entry("pi.tool-result", {
+      role: "toolResult",
+      toolCallId: callId,
+      toolName: "t",
+      content: [{ type: "text", text }],
+      isError: false,
+      timestamp: 1,
+    });
+  const call = (id: string) => fauxToolCall("t", {}, { id });
+
+  const system = (message: object) =>
+    entry("pi.system", { role: "system", content: "", timestamp: 1, sections: {}, ...message });
+
+  test("every system entry of the active range applies in order: sections patch by name (null removes), toolsRemoved before toolsAdded", () => {
+    const derived = deriveContext([
+      system({ sections: { base: "You help.", style: "Be terse." }, toolsAdded: ["read", "write"] }),
+      user("q"),
+      system({
+        sections: { style: null, extra: "Cite files." },
+        toolsRemoved: ["write", "read"],
+        toolsAdded: ["read"],
+      }),
+      user("again"),
+    ]);
+    expect(derived.sections).toEqual({ base: "You help.", extra: "Cite files." });
+    expect(derived.tools).toEqual(["read"]);
+    expect(derived.systemPrompt).toBe("You help.\n\nCite files.");
+    expect(derived.messages.map((m) => m.role)).toEqual(["user", "user"]);
+  });
+
+  test("model-less entries contribute no message", () => {
+    const note: EntryRecord = { id: ++nextId, conversationId: 1, kind: "app.note", data: "for the UI" };
+    expect(deriveContext([user("q"), note, assistant("a")]).messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+    ]);
+  });
+
+  test("a tool call without a result gets a synthetic error result", () => {
+    const { messages } = deriveContext([
+      user("q"),
+      assistant([call("c1"), call("c2")], "toolUse"),
+      result("c1", "r1"),
+      user("next"),
+    ]);
+    expect(messages.map((m) => [m.role, m.role === "toolResult" ? m.toolCallId : textOf(m)])).toEqual([
+      ["user", "q"],
+      ["assistant", "call:tcall:t"],
+      ["toolResult", "c1"],
+      ["toolResult", "c2"],
+      ["user", "next"],
+    ]);
+    expect(messages[3]).toMatchObject({ role: "toolResult", toolCallId: "c2", toolName: "t", isError: true });
+    expect(messages[2]).toMatchObject({ isError: false });
+  });
+
+  test("edits: the newest edit per target omits or replaces its messages; the raw entries stay", () => {
+    const first = user("first");
+    const second = user("second");
+    const answer = assistant("answer");
+    const edit = (edits: NonNullable<EntryRecord["edits"]>): EntryRecord => {
+      const { model: _model, ...base } = entry("app.edit", {});
+      return { ...base, edits };
+    };
+    const texts = (entries: EntryRecord[]) => deriveContext(entries).messages.map(textOf);
+    expect(texts([first, second, answer, edit([{ target: first.id, action: "omit" }])])).toEqual([
+      "second",
+      "answer",
+    ]);
+    const replacement = [{ role: "user", content: "second, shortened", timestamp: 1 }];
+    expect(
+      texts([
+        first,
+        second,
+        answer,
+        edit([{ target: second.id, action: "omit" }]),
+        edit([{ target: second.id, action: "replace", messages: replacement as never }]),
+      ]),
+    ).toEqual(["first", "second, shortened", "answer"]);
+  });
+
+  test("a tool result whose call is nowhere in the context is dropped", () => {
+    const { messages } = deriveContext([user("q"), result("ghost", "orphaned"), assistant("a")]);
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+  });
+
+  test("a tool result that appears after a later user message is moved right after its call", () => {
+    const { messages } = deriveContext([
+      user("q"),
+      assistant([call("c1")], "toolUse"),
+      user("steer"),
+      result("c1", "r1"),
+      assistant("answer"),
+    ]);
+    expect(
+      messages.map((m) => (m.role === "toolResult" ? `result:${m.toolCallId}` : `${m.role}:${textOf(m)}`)),
+    ).toEqual(["user:q", "assistant:call:t", "result:c1", "user:steer", "assistant:answer"]);
+  });
+
+  test("aborted and error answers are left out", () => {
+    const { messages } = deriveContext([
+      user("q"),
+      assistant("half an ans", "aborted"),
+      entry(
+        "pi.assistant",
+        fauxAssistantMessage([], { stopReason: "error", errorMessage: "503", timestamp: 1 }),
+      ),
+      assistant("the answer"),
+    ]);
+    expect(messages.map((m) => `${m.role}:${textOf(m)}`)).toEqual(["user:q", "assistant:the answer"]);
+  });
+});

@@ -1,0 +1,189 @@
+/**
+ * Deferred responses and the generation's `poll` phase. pi-ai 0.73.1 has no deferred API, so the
+ * model seam defines one: a stream whose final message carries a `deferred` handle is not an answer;
+ * the generation keeps the handle and the next poll time durably, asks `fetchDeferred` when due (a
+ * handle that is still deferred polls again strictly later), classifies the answer like any other,
+ * survives a restart without sending the request again, and cancels the handle when aborted.
+ */
+import {
+  type AssistantMessage,
+  createAssistantMessageEventStream,
+  fauxAssistantMessage,
+} from "@mariozechner/pi-ai";
+import { afterEach, describe, expect, test } from "vitest";
+import { zeroUsage } from "../../../worker/agent/records.ts";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  AgentHarness,
+  createModelResolver,
+  type DeferredAnswer,
+  type DeferredHandle,
+  DOC,
+  type LiveState,
+  type StreamFn,
+} from "../../../worker/index.ts";
+import { fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** Every request is answered "later" with `handle`; counts the requests sent. */
+function deferringStream(handle: DeferredHandle, sent: { count: number }): StreamFn {
+  return (model) => {
+    sent.count++;
+    const stream = createAssistantMessageEventStream();
+    const message: DeferredAnswer = {
+      role: "assistant",
+      content: [],
+      api: model.api,
+      provider: model.provider,
+      model: model.id,
+      usage: zeroUsage(),
+      stopReason: "stop",
+      timestamp: Date.now(),
+      deferred: handle,
+    };
+    queueMicrotask(() => {
+      stream.push({ type: "done", reason: "stop", message });
+      stream.end(message);
+    });
+    return stream;
+  };
+}
+
+function answer(text: string, model: { api: string; provider: string; id: string }): AssistantMessage {
+  return { ...fauxAssistantMessage(text), api: model.api, provider: model.provider, model: model.id };
+}
+
+const textOf = (e: { model?: unknown }) =>
+  ((e.model as AssistantMessage[])[0]?.content ?? []).map((b) => ("text" in b ? b.text : "")).join("");
+
+describe("deferred responses (poll)", () => {
+  test("polled until ready: still-deferred polls strictly later, the answer settles the run", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    const polls: Array<{ id: string; pollAt: number | undefined; at: number }> = [];
+    let h!: AgentHarness;
+    const models = createModelResolver({
+      extra: [faux.model],
+      deferred: {
+        async fetchDeferred(model, handle) {
+          const live = internals(h).session.records.getDoc(1, DOC.live) as LiveState;
+          polls.push({ id: handle.id, pollAt: live.generation?.deferred?.pollAt, at: Date.now() });
+          if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
+          return answer("ready now", model);
+        },
+      },
+    });
+    h = await AgentHarness.open(await memoryStore(), {
+      models,
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 20 }, sent),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
+    expect(settled.status).toBe("done");
+    expect(sent.count).toBe(1);
+    expect(polls.map((p) => p.id)).toEqual(["job-1", "job-2"]);
+    const [first, second] = polls as [(typeof polls)[0], (typeof polls)[0]];
+    expect(first.pollAt).toBeDefined();
+    expect(second.pollAt!).toBeGreaterThan(first.pollAt!);
+    for (const p of polls) expect(p.at).toBeGreaterThanOrEqual(p.pollAt!);
+    const entries = (await root.entries()).filter((e) => e.kind !== "pi.system");
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
+    expect(textOf(entries[1]!)).toBe("ready now");
+    expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
+  });
+
+  test("a restart while polling polls the stored handle; the request is not sent again", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    const store = await memoryStore();
+    const first = await AgentHarness.open(store, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-7", pollAfterMs: 60_000 }, sent),
+    });
+    const root = await first.root();
+    await root.submit({ type: "input", content: "answer later", requestId: "r1" });
+    await until(
+      () =>
+        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
+        undefined,
+    );
+    const image = await memoryStore(store.image());
+    await first.close();
+    const fetched: string[] = [];
+    const second = await AgentHarness.open(image, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model, handle) {
+            fetched.push(handle.id);
+            return answer("fetched after restart", model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "never", pollAfterMs: 1 }, sent),
+      // The stored poll is a minute away: let the clock have moved on.
+      now: () => Date.now() + 120_000,
+    });
+    cleanups.push(async () => {
+      await second.close();
+      faux.unregister();
+    });
+    const again = await (await second.root()).submit({
+      type: "input",
+      content: "answer later",
+      requestId: "r1",
+    });
+    expect((await again.wait()).status).toBe("done");
+    expect(fetched).toEqual(["job-7"]);
+    expect(sent.count).toBe(1);
+    const entries = (await (await second.root()).entries()).filter((e) => e.kind === "pi.assistant");
+    expect(entries.map(textOf)).toEqual(["fetched after restart"]);
+  });
+
+  test("abort while polling cancels the handle and leaves the input unanswered (aborted)", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const cancelled: string[] = [];
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          fetchDeferred: () => new Promise(() => undefined),
+          async cancelDeferred(_model, handle) {
+            cancelled.push(handle.id);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-9", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(cancelled).toEqual(["job-9"]);
+    await root.waitForIdle();
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
+});

@@ -1,0 +1,155 @@
+/**
+ * Hook timing in the built-in tasks: each phase resolves its hooks once, at its start (spec §7.5),
+ * and an onYield continuation applies only when the run's final boundary selected no user item and
+ * no reset (spec §6, §8.3).
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { type AgentHooks, defineTool } from "../../../worker/index.ts";
+import { deferred } from "../../../worker/testing.ts";
+import { callsThenAnswer, echo, kinds, messageOf, open, textOf, transcript } from "./fixtures.ts";
+
+const users = async (c: Parameters<typeof transcript>[0]) =>
+  (await transcript(c)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
+
+describe("onYield continuation", () => {
+  test("an onYield continuation is dropped when the final boundary selects a queued follow-up", async () => {
+    const hold = deferred();
+    let yields = 0;
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks: { onYield: [() => (++yields === 1 ? "continue please" : undefined)] } },
+    );
+    const one = await root.submit({ type: "input", content: "one" });
+    const two = await root.submit({ type: "input", content: "two" });
+    hold.resolve();
+    const first = await one.wait();
+    expect((await two.wait()).status).toBe("done");
+    expect(await users(root)).toEqual(["one", "two"]);
+    const entries = await transcript(root);
+    // "one" was answered by the first answer: the continuation did not keep it open.
+    expect(first).toMatchObject({ status: "done", answer: entries[1]!.id });
+  });
+
+  test("an onYield continuation is dropped when the final boundary places a queued reset", async () => {
+    const hold = deferred();
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks: { onYield: [(m) => (textOf(m) === "echo: one" ? "continue please" : undefined)] } },
+    );
+    const one = await root.submit({ type: "input", content: "one" });
+    const reset = await root.reset();
+    hold.resolve();
+    expect((await one.wait()).status).toBe("done");
+    expect((await reset.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(kinds(await root.entries())).toEqual(["pi.user", "pi.assistant", "pi.reset"]);
+  });
+
+  test("an onYield continuation still applies when the final boundary selects only writes", async () => {
+    const hold = deferred();
+    let yields = 0;
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks: { onYield: [() => (++yields === 1 ? "continue please" : undefined)] } },
+    );
+    const one = await root.submit({ type: "input", content: "one" });
+    const note = await root.submit({ type: "write", entry: { kind: "note", data: {} } });
+    hold.resolve();
+    expect((await one.wait()).status).toBe("done");
+    expect((await note.wait()).status).toBe("done");
+    expect(await users(root)).toEqual(["one", "continue please"]);
+  });
+});
+
+describe("each phase resolves hooks once, at its start", () => {
+  test("a request phase keeps the hooks it started with: an onYield installed mid-request does not apply to it", async () => {
+    let continued = 0;
+    const later: AgentHooks = { onYield: [() => (++continued === 1 ? "continue please" : undefined)] };
+    let current: AgentHooks = {};
+    current = {
+      beforeRequest: [
+        () => {
+          current = later; // the registry changes while this phase runs
+          return undefined;
+        },
+      ],
+    };
+    const { root } = await open(echo, { hooks: () => current });
+    expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+    expect(await users(root)).toEqual(["one"]);
+    expect(continued).toBe(0);
+  });
+
+  test("a tool call phase keeps the hooks it started with: an afterTool installed by beforeTool does not apply to it", async () => {
+    const tool = defineTool({
+      name: "probe",
+      description: "Answers ran",
+      parameters: Type.Object({}),
+      async execute() {
+        return textResult("ran");
+      },
+    });
+    let current: AgentHooks = {};
+    const later: AgentHooks = { afterTool: [() => textResult("replaced")] };
+    current = {
+      beforeTool: [
+        () => {
+          current = later;
+          return undefined;
+        },
+      ],
+    };
+    const { root } = await open(callsThenAnswer(fauxToolCall("probe", {}, { id: "call-1" })), {
+      tools: [tool],
+      hooks: () => current,
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const result = (await transcript(root)).find((e) => e.kind === "pi.tool-result")!;
+    expect(textOf(messageOf(result))).toBe("ran");
+  });
+
+  test("a request phase reads the hooks getter once: its beforeRequest and onYield hooks see no read in between", async () => {
+    let reads = 0;
+    const seen: Record<string, number> = {};
+    const hooks: AgentHooks = {
+      beforeRequest: [
+        () => {
+          seen["beforeRequest"] = reads;
+          return undefined;
+        },
+      ],
+      afterResponse: [() => void (seen["afterResponse"] = reads)],
+      onYield: [
+        () => {
+          seen["onYield"] = reads;
+          return undefined;
+        },
+      ],
+    };
+    const { root } = await open(echo, {
+      hooks: () => {
+        reads++;
+        return hooks;
+      },
+    });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    expect(seen["beforeRequest"]).toBeGreaterThan(0);
+    expect(seen).toEqual({
+      beforeRequest: seen["beforeRequest"],
+      afterResponse: seen["beforeRequest"],
+      onYield: seen["beforeRequest"],
+    });
+  });
+});

@@ -1,0 +1,188 @@
+/**
+ * A model request that fails on the network while the platform says offline: the run waits durably
+ * for the network (phase `offline`, shown in pi.live) without spending the retry budget, and goes on
+ * when the network returns; a reload while waiting waits again; an abort ends the wait. A network
+ * failure while online gets the timed retry, and a rejected key fails at once, offline or not. The
+ * platform's network is the kit's `networkSwitch`.
+ */
+import type { AssistantMessage } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { isNetworkError, isRetryableError } from "../../../worker/agent/services.ts";
+import type { MemoryStore } from "../../../worker/index.ts";
+import {
+  crashingStore,
+  type FauxResponder,
+  fauxError,
+  type NetworkSwitch,
+  networkSwitch,
+  until,
+} from "../../../worker/testing.ts";
+import {
+  alternationProblems,
+  cleanups,
+  echo,
+  kinds,
+  liveOf,
+  messageOf,
+  open,
+  reopen,
+  textOf,
+  transcript,
+} from "./fixtures.ts";
+
+/** Browsers' and SDKs' words for a request that never reached its server. */
+const OFFLINE = "Connection error.";
+const settings = { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } };
+
+/**
+ * A harness on the kit's network switch (offline unless `online`) with this file's retry settings,
+ * whose model answers with `respond(network)`: by default it echoes while the network is online and
+ * fails with OFFLINE while not.
+ */
+async function openOffline(
+  options: {
+    online?: boolean;
+    respond?: (network: NetworkSwitch) => FauxResponder;
+    store?: MemoryStore;
+  } = {},
+) {
+  const { online = false, respond, ...rest } = options;
+  const network = networkSwitch({ online });
+  const model: FauxResponder =
+    respond?.(network) ?? ((req, n) => (network.online ? echo(req, n) : fauxError(OFFLINE)));
+  return { ...(await open(model, { settings, network, ...rest })), network };
+}
+
+const stopReasons = (entries: Awaited<ReturnType<typeof transcript>>) =>
+  entries.filter((e) => e.kind === "pi.assistant").map((e) => (messageOf(e) as AssistantMessage).stopReason);
+
+describe("a network failure while offline", () => {
+  test("waits for the network past the old retry budget, shown in pi.live, then runs once when it returns", async () => {
+    const { h, root, faux, network } = await openOffline();
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => network.waiting === 1, { what: "the run waits for the network" });
+    const waiting = liveOf(h).generation;
+    expect(waiting).toMatchObject({ attempt: 1, offline: { error: OFFLINE } });
+    expect(waiting?.retry).toBeUndefined();
+    // Three backoffs of at most 20 ms were the whole budget: well past it, nothing more was sent.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(faux.requests).toHaveLength(1);
+    expect(root.busy).toBe(true);
+    expect(network.waiting).toBe(1);
+
+    network.set(true);
+    expect((await sub.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2);
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.assistant"]);
+    expect(stopReasons(entries)).toEqual(["error", "stop"]);
+    expect(textOf(messageOf(entries[2]!))).toBe("echo: hi");
+    expect(alternationProblems(entries)).toEqual([]);
+    await root.waitForIdle();
+    expect(liveOf(h).generation).toBeUndefined();
+  });
+
+  test("attempts that failed offline are not counted: more of them than maxRetries, then an answer", async () => {
+    // Each time the network "returns", the request fails on it again (and the platform says offline).
+    const { root, faux, network } = await openOffline({
+      respond: (network) => (req, n) => {
+        if (n > 4) return echo(req, n);
+        network.set(false);
+        return fauxError("TypeError: Failed to fetch");
+      },
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    for (let woken = 0; woken < 4; woken++) {
+      await until(() => network.waiting === 1, { what: `wait ${woken + 1} for the network` });
+      network.set(true);
+    }
+    expect((await sub.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(5);
+    expect(stopReasons(await transcript(root))).toEqual(["error", "error", "error", "error", "stop"]);
+  });
+
+  test("the retry budget counts only the attempts made online: after an offline wait, 503s get maxRetries retries", async () => {
+    const { root, faux, network } = await openOffline({
+      respond: () => (_req, n) => (n === 1 ? fauxError(OFFLINE) : fauxError("503 Service Unavailable")),
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => network.waiting === 1, { what: "the run waits for the network" });
+    network.set(true);
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    // One uncounted attempt, then the first try and maxRetries (2) retries.
+    expect(faux.requests).toHaveLength(4);
+  });
+
+  test("a reload while waiting waits again, sends nothing until the network returns, then answers once", async () => {
+    const crash = await crashingStore({ at: Number.POSITIVE_INFINITY });
+    const { h, root, faux, network } = await openOffline({ store: crash.store });
+    await root.submit({ type: "input", content: "hi", requestId: "r1" });
+    await until(() => network.waiting === 1, { what: "the run waits for the network" });
+    // The engine dies here: a new one opens what was committed.
+    crash.store.kill("the page was reloaded");
+    cleanups.push(() => h.close().catch(() => undefined));
+    const after = networkSwitch({ online: false });
+    const h2 = await reopen(await crash.recover(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings,
+      network: after,
+    });
+    await until(() => after.waiting === 1, { what: "the reopened engine waits for the network" });
+    expect(faux.requests).toHaveLength(1);
+    network.set(true);
+    after.set(true);
+    const root2 = await h2.root();
+    const again = await root2.submit({ type: "input", content: "hi", requestId: "r1" });
+    expect((await again.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2);
+    expect(stopReasons(await transcript(root2))).toEqual(["error", "stop"]);
+  });
+
+  test("an abort while waiting ends the run aborted; the network's return sends nothing", async () => {
+    const { h, root, faux, network } = await openOffline();
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => network.waiting === 1, { what: "the run waits for the network" });
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(network.waiting).toBe(0);
+    await root.waitForIdle();
+    network.set(true);
+    expect(faux.requests).toHaveLength(1);
+    expect(liveOf(h).run).toBeUndefined();
+    expect(liveOf(h).generation).toBeUndefined();
+    expect(root.busy).toBe(false);
+  });
+});
+
+describe("other failures are as before", () => {
+  test("a network failure while online is retried on the timed backoff and gives up after maxRetries", async () => {
+    const { root, faux, network } = await openOffline({
+      online: true,
+      respond: () => () => fauxError(OFFLINE),
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(3);
+    expect(network.checks).toBe(3);
+  });
+
+  test("a rejected key fails at once, offline or not, and the network is not asked", async () => {
+    const { root, faux, network } = await openOffline({
+      respond: () => () => fauxError("401 Unauthorized: invalid api key"),
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(1);
+    expect(network.checks).toBe(0);
+  });
+
+  test("network failures are retryable and are told apart from a provider's answer", () => {
+    for (const m of [OFFLINE, "TypeError: Failed to fetch", "Load failed", "fetch failed"]) {
+      expect([m, isNetworkError(m), isRetryableError(m)]).toEqual([m, true, true]);
+    }
+    for (const m of ["401 Unauthorized: invalid api key", "400 Bad Request", "No API key for provider"]) {
+      expect([m, isNetworkError(m), isRetryableError(m)]).toEqual([m, false, false]);
+    }
+  });
+});

@@ -1,0 +1,373 @@
+/**
+ * Outcomes of `pi.generation` that its phases do not commit themselves (spec §5.4, §8.3): a blocked
+ * generation that is aborted is orphaned, and the orphaning commit leaves its input unanswered with
+ * the blocked reason, clears the run and converts its committed partial; a generation that faults
+ * while it owns live work holds its outcome and keeps run control until that work drained, and the
+ * cleanup runs in the final commit (a store failure on that commit stops the engine, and the next
+ * engine applies it). Also: a partial is stored as strict JSON, and a model that is
+ * gone by the time a request or a poll needs it fails the run `no_model`.
+ */
+import {
+  type AssistantMessage,
+  type AssistantMessageEventStream,
+  createAssistantMessageEventStream,
+  fauxAssistantMessage,
+  fauxText,
+} from "@mariozechner/pi-ai";
+import { afterEach, expect, test } from "vitest";
+import { zeroUsage } from "../../../worker/agent/records.ts";
+import {
+  AgentHarness,
+  createModelResolver,
+  DOC,
+  defineTask,
+  HarnessClosed,
+  type LiveState,
+  type MemoryStore,
+  type ModelResolver,
+  type StreamFn,
+} from "../../../worker/index.ts";
+import {
+  deferred,
+  fauxAgentModel,
+  memoryStore,
+  recordJobs,
+  releaseDeferreds,
+  type StoreJob,
+  until,
+} from "../../../worker/testing.ts";
+import { untilAborted } from "../core/fixtures.ts";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  releaseDeferreds();
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/**
+ * A stream function the test drives: each request's stream is kept in `requests`; an aborted
+ * request ends with an aborted answer, as a provider's does.
+ */
+function drivenModel() {
+  const requests: AssistantMessageEventStream[] = [];
+  const stream: StreamFn = (_model, _context, options) => {
+    const s = createAssistantMessageEventStream();
+    requests.push(s);
+    options.signal?.addEventListener(
+      "abort",
+      () => {
+        const error = {
+          ...fauxAssistantMessage(""),
+          stopReason: "aborted" as const,
+          errorMessage: "aborted",
+        };
+        s.push({ type: "error", reason: "aborted", error });
+        s.end();
+      },
+      { once: true },
+    );
+    return s;
+  };
+  const partial = (s: AssistantMessageEventStream, message: AssistantMessage) =>
+    s.push({ type: "text_delta", contentIndex: 0, delta: "", partial: message });
+  const answer = (s: AssistantMessageEventStream, message: AssistantMessage) => {
+    s.push({ type: "done", reason: "stop", message });
+    s.end();
+  };
+  return { stream, requests, partial, answer };
+}
+
+const liveOf = (h: AgentHarness): LiveState => (h.docNow(1, DOC.live) ?? {}) as LiveState;
+const assistantsOf = async (h: AgentHarness) =>
+  (await (await h.root()).entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => (e.model as unknown as AssistantMessage[])[0]!);
+const textOf = (m: AssistantMessage) => m.content.map((b) => ("text" in b ? b.text : "")).join("");
+
+/** A stored conversation whose generation committed `partial` and stopped mid-stream (the engine closed). */
+async function stoppedMidStream(partial: AssistantMessage) {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const store = await memoryStore();
+  const options = { models: faux.models, defaultModel: faux.ref, settings: { partialIntervalMs: 0 } };
+  const h = await AgentHarness.open(store, { ...options, stream: model.stream });
+  const root = await h.root();
+  const input = await root.submit({ type: "input", content: "talk", requestId: "q" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  model.partial(model.requests[0]!, partial);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  const generation = liveOf(h).run!.taskId;
+  await h.close();
+  return { faux, options, image: store.image(), inputId: input.id, generation };
+}
+
+const PARTIAL: AssistantMessage = {
+  ...fauxAssistantMessage([fauxText("half an ans")], { timestamp: 1 }),
+  usage: { ...zeroUsage(), output: 5, totalTokens: 5 },
+};
+
+test("the orphaning commit of an aborted blocked generation leaves its input unanswered with the blocked reason, clears run control and converts its partial", async () => {
+  const { faux, options, image, inputId, generation } = await stoppedMidStream(PARTIAL);
+  // A newer engine stored this generation: the definition here is older, so the task is blocked.
+  const store: MemoryStore = await memoryStore(image);
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [generation]));
+  const h = await AgentHarness.open(store, options);
+  cleanups.push(() => h.close());
+  await until(() => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "blocked"), {
+    what: "generation blocked",
+  });
+  expect(liveOf(h).run?.taskId).toBe(generation);
+  expect(await h.abortTask(generation)).toBe("marked");
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(await h.submissionRecord(inputId)).toMatchObject({ status: "unanswered", reason: "task_too_old" });
+  expect(liveOf(h)).toEqual({});
+  // The only entry written is the partial, kept as an aborted answer; its spend is counted.
+  const entries = await (await h.root()).entries();
+  expect(entries.filter((e) => e.kind !== "pi.system").map((e) => e.kind)).toEqual([
+    "pi.user",
+    "pi.assistant",
+  ]);
+  const [kept] = await assistantsOf(h);
+  expect(kept).toMatchObject({ stopReason: "aborted" });
+  expect(textOf(kept!)).toBe("half an ans");
+  const usage = h.docNow(1, DOC.usage) as { models: Record<string, { totalTokens: number }> };
+  expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]?.totalTokens).toBe(5);
+});
+
+/**
+ * A generation that faults on its answer (a throwing afterResponse hook whose reporter throws too)
+ * while it owns a watcher task, up to its hold: the watcher's abort waits for `stopWatching`.
+ */
+async function heldFaultedGeneration(store: MemoryStore, onFatal?: (e: Error) => void) {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const stopWatching = deferred();
+  type Watch = { phase: "watch" };
+  const watcher = defineTask<null, Watch, null>({
+    name: "test.watcher",
+    version: 1,
+    initial: () => ({ phase: "watch" }),
+    phases: { watch: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      await stopWatching.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const options = {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tasks: [watcher],
+    settings: { partialIntervalMs: 0 },
+  };
+  // A hook's throw is reported; a reporter that throws as well faults the phase.
+  const h = await AgentHarness.open(store, {
+    ...options,
+    stream: model.stream,
+    onReport: (error) => {
+      throw error;
+    },
+    ...(onFatal ? { onFatal } : {}),
+    hooks: {
+      afterResponse: [
+        () => {
+          throw new Error("hook bug");
+        },
+      ],
+    },
+  });
+  cleanups.push(() => h.close());
+  const root = await h.root();
+  const input = await root.submit({ type: "input", content: "talk" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  const generation = liveOf(h).run!.taskId;
+  const watch = await h.transaction((tx) =>
+    tx.createTask(watcher, null, { ownership: { kind: "task", taskId: generation } }),
+  );
+  model.partial(model.requests[0]!, PARTIAL);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  model.answer(model.requests[0]!, fauxAssistantMessage("the whole answer"));
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "completing"),
+    {
+      what: "held",
+    },
+  );
+  return { h, options, input, generation, watch, stopWatching };
+}
+
+test("a faulted generation with live owned work holds its outcome and run control; the cleanup runs in its final commit", async () => {
+  const { h, input, generation, watch, stopWatching } = await heldFaultedGeneration(await memoryStore());
+  let settled = false;
+  void input.wait().then(() => {
+    settled = true;
+  });
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "completing",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  // Held: run control and the partial stay, the input is not settled, the work below is aborted.
+  expect(liveOf(h).run?.taskId).toBe(generation);
+  expect(liveOf(h).generation?.message).toBeDefined();
+  expect((await h.submissionRecord(input.id))?.status).toBe("placed");
+  expect(settled).toBe(false);
+  await until(() => h.inspect().tasks.some((t) => t.record.id === watch && t.record.abortRequested), {
+    what: "owned work marked",
+  });
+  stopWatching.resolve();
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "hook bug" });
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted" },
+  });
+  expect(liveOf(h)).toEqual({});
+  expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+});
+
+test("keeps run control with a faulted generation until its owned work drains, and fails the Harness on a failed final commit", async () => {
+  // One commit per transaction: the watcher's outcome and the generation's final commit are stored apart.
+  const store = await memoryStore(undefined, { groupCommit: false });
+  const fatal: Error[] = [];
+  const { h, options, input, generation, watch, stopWatching } = await heldFaultedGeneration(store, (e) =>
+    fatal.push(e),
+  );
+  expect(liveOf(h).run?.taskId).toBe(generation);
+  expect((await h.submissionRecord(input.id))?.status).toBe("placed");
+  await until(() => h.inspect().tasks.some((t) => t.record.id === watch && t.record.abortRequested), {
+    what: "owned work marked",
+  });
+  // The storage fails on the transaction that writes the generation terminal: its final commit.
+  const jobs: { into: StoreJob[] } = { into: [] };
+  recordJobs(store, jobs);
+  const finalizes = (job: StoreJob | undefined) =>
+    job?.statements.some(
+      (s) => /^UPDATE tasks/.test(s.sql) && s.params?.includes("terminal") && s.params.at(-1) === generation,
+    );
+  store.setFaultHook((point) => {
+    if (point === "before-commit" && finalizes(jobs.into.at(-1))) throw new Error("disk I/O error");
+  });
+  const waiting = input.wait();
+  stopWatching.resolve();
+  await expect(waiting).rejects.toBeInstanceOf(HarnessClosed);
+  expect(fatal).toHaveLength(1);
+  expect(fatal[0]?.message).toMatch(/disk I\/O error/);
+  expect(h.inspect().fatal).toMatch(/disk I\/O error/);
+  store.setFaultHook(undefined);
+  const image = await memoryStore(store.image());
+  await h.close();
+  // Stored: the watcher's outcome, and the generation still completing.
+  const status = async (id: number) =>
+    (await image.read((sql) => sql.get("SELECT status FROM tasks WHERE id = ?", [id])))?.status;
+  expect([await status(watch), await status(generation)]).toEqual(["terminal", "completing"]);
+
+  // Reopening applies the final commit: the input unanswered faulted, run control cleared, the
+  // partial kept as one aborted answer.
+  const h2 = await AgentHarness.open(image, options);
+  cleanups.push(() => h2.close());
+  expect((await h2.waitForTask(generation)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  expect(await (await h2.submission(input.id))!.wait()).toEqual({
+    status: "unanswered",
+    reason: "faulted",
+    detail: "hook bug",
+  });
+  expect(liveOf(h2)).toEqual({});
+  const entries = await (await h2.root()).entries();
+  expect(entries.filter((e) => e.kind !== "pi.system").map((e) => e.kind)).toEqual([
+    "pi.user",
+    "pi.assistant",
+  ]);
+  expect((await assistantsOf(h2)).map((m) => [m.stopReason, textOf(m)])).toEqual([
+    ["aborted", "half an ans"],
+  ]);
+});
+
+test("a partial is normalized to strict JSON before it is stored: NaN becomes null, undefined fields go", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    stream: model.stream,
+    settings: { partialIntervalMs: 0 },
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  const odd = {
+    ...PARTIAL,
+    usage: { ...PARTIAL.usage, cost: { ...PARTIAL.usage.cost, total: Number.NaN } },
+    responseId: undefined,
+  } as unknown as AssistantMessage;
+  model.partial(model.requests[0]!, odd);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  const stored = liveOf(h).generation!.message!;
+  expect(stored.usage.cost.total).toBeNull();
+  expect("responseId" in stored).toBe(false);
+  model.answer(model.requests[0]!, fauxAssistantMessage("the answer"));
+  expect((await input.wait()).status).toBe("done");
+});
+
+test("a model gone when the request is resent after a restart fails the run no_model, its leftover partial converted first", async () => {
+  const { faux, image, inputId } = await stoppedMidStream(PARTIAL);
+  // Another engine whose resolver no longer knows the pinned model.
+  const h = await AgentHarness.open(await memoryStore(image), {
+    models: createModelResolver(),
+    defaultModel: faux.ref,
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  expect(input.id).toBe(inputId);
+  expect(await input.wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: `unknown model ${faux.ref.provider}/${faux.ref.modelId}`,
+  });
+  expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a model gone by the time a deferred response is polled fails the run no_model", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  let gone = false;
+  let fetched = 0;
+  const base = createModelResolver({
+    extra: [faux.model],
+    deferred: {
+      async fetchDeferred() {
+        fetched++;
+        return fauxAssistantMessage("too late");
+      },
+    },
+  });
+  const models: ModelResolver = { ...base, resolve: (ref) => (gone ? undefined : base.resolve(ref)) };
+  const stream: StreamFn = (m) => {
+    // The request resolved the model already; from now on the resolver no longer knows it.
+    gone = true;
+    const s = createAssistantMessageEventStream();
+    const message = { ...fauxAssistantMessage(""), model: m.id, deferred: { id: "job", pollAfterMs: 10 } };
+    queueMicrotask(() => {
+      s.push({ type: "done", reason: "stop", message });
+      s.end(message);
+    });
+    return s;
+  };
+  const h = await AgentHarness.open(await memoryStore(), { models, defaultModel: faux.ref, stream });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "later" });
+  expect(await input.wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: `unknown model ${faux.ref.provider}/${faux.ref.modelId}`,
+  });
+  expect(fetched).toBe(0);
+  expect(liveOf(h)).toEqual({});
+});

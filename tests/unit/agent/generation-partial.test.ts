@@ -1,0 +1,141 @@
+/**
+ * Streaming partials: the answer being streamed is committed to pi.live (throttled); an engine that
+ * stops mid-stream leaves that partial, and the next engine converts it into an aborted pi.assistant
+ * entry (its spend counted) before it sends the request again. The model never sees the partial.
+ */
+import { fauxAssistantMessage, type Usage } from "@mariozechner/pi-ai";
+import { afterEach, expect, test } from "vitest";
+import { messagePatches } from "../../../worker/agent/generation/partial.ts";
+import { addUsage } from "../../../worker/agent/records.ts";
+import { internals } from "../../../worker/core/internals.ts";
+import { AgentHarness, DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
+import {
+  type FauxAgentModel,
+  fauxAgentModel,
+  memoryStore,
+  recordJobs,
+  type StoreJob,
+  until,
+} from "../../../worker/testing.ts";
+
+let faux: FauxAgentModel | undefined;
+afterEach(() => faux?.unregister());
+
+const LONG = "word ".repeat(400).trim();
+
+test("a partial left by a stopped engine becomes an aborted entry, then the request is sent again", async () => {
+  faux = fauxAgentModel(() => fauxAssistantMessage(LONG), { tokensPerSecond: 400 });
+  const options = { models: faux.models, defaultModel: faux.ref, settings: { partialIntervalMs: 20 } };
+  const store = await memoryStore();
+  const h = await AgentHarness.open(store, options);
+  const root = await h.root();
+  const sub = await root.submit({ type: "input", content: "talk", requestId: "q" });
+  await until(
+    () =>
+      (h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content.length ?? 0) >
+      0,
+  );
+  const partial = (await h.doc<LiveState & Record<string, never>>(1, DOC.live))!.generation!.message!;
+  await h.close();
+
+  const h2 = await AgentHarness.open(await memoryStore(store.image()), options);
+  const again = await (await h2.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  expect(again.id).toBe(sub.id);
+  const settled = await again.wait();
+  expect(settled.status).toBe("done");
+  const assistants = (await (await h2.root()).entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map(
+      (e) =>
+        (
+          e.model as unknown as Array<{ stopReason: string; content: Array<{ text?: string }>; usage: Usage }>
+        )[0]!,
+    );
+  expect(assistants.map((a) => a.stopReason)).toEqual(["aborted", "stop"]);
+  expect(assistants[0]!.content[0]!.text).toBe((partial.content[0] as { text: string }).text);
+  expect(assistants[1]!.content[0]!.text).toBe(LONG);
+  // Both requests were sent with the same context: the partial never reaches the model.
+  expect(faux.requests).toHaveLength(2);
+  expect(faux.requests[1]!.messages).toEqual(faux.requests[0]!.messages.map((m) => ({ ...m })));
+  const usage = (await h2.doc<UsageState & Record<string, never>>(1, DOC.usage))!;
+  expect(Object.keys(usage.models)).toEqual([`${faux.ref.provider}/${faux.ref.modelId}`]);
+  // The converted partial's spend is counted with the answer's.
+  expect(assistants[0]!.usage.totalTokens).toBeGreaterThan(0);
+  expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]).toEqual(
+    addUsage(assistants[0]!.usage, assistants[1]!.usage),
+  );
+  expect((await h2.doc<LiveState & Record<string, never>>(1, DOC.live))?.generation).toBeUndefined();
+  await h2.close();
+});
+
+test("a streamed answer is stored about once: partial commits store the text added since the last one", async () => {
+  faux = fauxAgentModel(() => fauxAssistantMessage(LONG), { tokensPerSecond: 1500 });
+  const store = await memoryStore();
+  const jobs: StoreJob[] = [];
+  const h = await AgentHarness.open(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 20 },
+  });
+  const root = await h.root();
+  recordJobs(store, { into: jobs });
+  const textNow = () =>
+    (
+      h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content[0] as
+        | { text: string }
+        | undefined
+    )?.text ?? "";
+  const sub = await root.submit({ type: "input", content: "talk" });
+  await until(() => textNow().length > LONG.length / 2);
+  // The engine's partial and the store's image, taken in the same turn: the store reads the same.
+  const held = textNow();
+  const image = store.image();
+  expect((await sub.wait()).status).toBe("done");
+  const liveWrites = jobs.flatMap((j) => j.statements).filter((s) => s.params?.[1] === "pi.live");
+  const patchRows = liveWrites.filter((s) => s.sql.includes("doc_patches")).length;
+  const bytes = liveWrites.reduce((n, s) => n + String(s.params?.[2] ?? "").length, 0);
+  // About 15 partial commits of a 2 KB answer: rewriting it whole each time would store over 15 KB.
+  expect(patchRows).toBeGreaterThan(5);
+  expect(bytes).toBeLessThan(LONG.length * 2.5);
+  const bare = await Harness.open(await memoryStore(image));
+  const stored = (internals(bare).session.records.getDoc(1, DOC.live) as LiveState).generation?.message;
+  expect((stored?.content[0] as { text: string } | undefined)?.text).toBe(held);
+  await bare.close();
+  await h.close();
+});
+
+test("patches take a stored partial to the next one, or say it needs a whole write", () => {
+  const base = fauxAssistantMessage([
+    { type: "thinking", thinking: "hmm" },
+    { type: "text", text: "Hel" },
+  ]);
+  const grown = {
+    ...base,
+    content: [
+      { type: "thinking" as const, thinking: "hmm, ok" },
+      { type: "text" as const, text: "Hello" },
+      { type: "toolCall" as const, id: "c1", name: "ls", arguments: {} },
+    ],
+    usage: { ...base.usage, output: 7 },
+  };
+  const at = (...path: Array<string | number>) => ["generation", "message", ...path];
+  expect(messagePatches(base, base)).toEqual([]);
+  expect(messagePatches(base, grown)).toEqual([
+    { path: at("usage"), set: grown.usage },
+    { path: at("content", 0, "thinking"), append: ", ok" },
+    { path: at("content", 1, "text"), append: "lo" },
+    { path: at("content", 2), set: grown.content[2] },
+  ]);
+  // A tool call's arguments change as they stream: the block is set, not appended to.
+  const args = {
+    ...grown,
+    content: [...grown.content.slice(0, 2), { ...grown.content[2]!, arguments: { path: "." } }],
+  };
+  expect(messagePatches(grown, args)).toEqual([{ path: at("content", 2), set: args.content[2] }]);
+  // What a patch cannot say: a block gone, text that is not an extension of the stored text, a field removed.
+  expect(messagePatches(grown, base)).toBeUndefined();
+  const rewritten = { ...base, content: [base.content[0]!, { type: "text" as const, text: "Bye" }] };
+  expect(messagePatches(base, rewritten)).toEqual([{ path: at("content", 1), set: rewritten.content[1] }]);
+  const { usage: _u, ...withoutUsage } = base;
+  expect(messagePatches(base, withoutUsage as typeof base)).toBeUndefined();
+});

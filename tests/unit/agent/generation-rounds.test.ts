@@ -1,0 +1,224 @@
+/**
+ * The generation and its tool round as tasks (spec §8.3, §8.4, §8.5, §8.6): who owns the tool tasks,
+ * who holds the run, what a generation completes with, aborting a whole round through its
+ * generation, a run without a usable model, `durationMs` on results, and `Harness.usage()`.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { defineTool, type TaskRecord, textResult } from "../../../worker/index.ts";
+import { deferred, fauxError, until } from "../../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  echo,
+  gatedTool,
+  kinds,
+  liveOf,
+  messageOf,
+  open,
+  toolResults,
+  transcript,
+} from "./fixtures.ts";
+
+function trackTasks(h: { subscribe: (l: (c: { tasks: readonly TaskRecord[] }) => void) => () => void }) {
+  const latest = new Map<number, TaskRecord>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) latest.set(t.id, t);
+  });
+  return latest;
+}
+
+test("a generation owns its tool tasks, waits for them, and hands the run to a conversation-owned generation", async () => {
+  const a = gatedTool("a");
+  const b = gatedTool("b");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" })),
+    { tools: [a.tool, b.tool] },
+  );
+  const tasks = trackTasks(h);
+  const input = await root.submit({ type: "input", content: "go" });
+  await a.started.promise;
+  await b.started.promise;
+  const generations = () => [...tasks.values()].filter((t) => t.kind === "pi.generation");
+  const tools = () => [...tasks.values()].filter((t) => t.kind === "pi.tool");
+  const [first] = generations();
+  // While the round runs, the run stays with the waiting generation; the slots name their tasks.
+  expect(first?.state).toMatchObject({ status: "waiting", policy: "allSettled" });
+  expect(liveOf(h).run?.taskId).toBe(first?.id);
+  expect(liveOf(h).generation).toBeUndefined();
+  expect(liveOf(h).tools?.map((s) => [s.callId, s.taskId])).toEqual(
+    tools().map((t, i) => [`c${i + 1}`, t.id]),
+  );
+  expect(tools().map((t) => t.owner)).toEqual([first?.id, first?.id]);
+  a.release.resolve();
+  b.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  const [, second] = generations();
+  expect(first?.owner).toBeUndefined();
+  expect(second?.owner).toBeUndefined();
+  const answer = (await transcript(root)).find((e) => e.kind === "pi.assistant");
+  const firstDone = tasks.get(first!.id);
+  expect(firstDone?.state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: { entryId: answer?.id } },
+  });
+  expect(liveOf(h)).toEqual({});
+});
+
+test("abortTask on the generation aborts its whole parallel round: every call gets its result, then the input is unanswered", async () => {
+  const a = gatedTool("a");
+  const b = gatedTool("b");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" })),
+    { tools: [a.tool, b.tool] },
+  );
+  const tasks = trackTasks(h);
+  const input = await root.submit({ type: "input", content: "go" });
+  await a.started.promise;
+  await b.started.promise;
+  const generation = liveOf(h).run?.taskId as number;
+  expect(await h.abortTask(generation)).toBe("marked");
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+  const results = await toolResults(root);
+  expect(results.map((e) => (messageOf(e) as { toolCallId: string }).toolCallId)).toEqual(["c1", "c2"]);
+  expect(results.every((e) => (messageOf(e) as { isError: boolean }).isError)).toBe(true);
+  await until(() => tasks.get(generation)?.state.status === "terminal", { what: "generation terminal" });
+  expect(tasks.get(generation)?.state).toMatchObject({ outcome: { status: "aborted" } });
+  // Its tools ended before it did.
+  for (const t of tasks.values())
+    if (t.kind === "pi.tool")
+      expect(t.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a toolUse answer without tool calls is classified like stop: the run answers with it", async () => {
+  const { root, faux } = await open(() =>
+    fauxAssistantMessage("no calls after all", { stopReason: "toolUse" }),
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  const settled = await input.wait();
+  expect(settled.status).toBe("done");
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+  expect(faux.requests).toHaveLength(1);
+});
+
+test("a run whose model the resolver does not know fails no_model and leaves the conversation idle", async () => {
+  const { h, root, faux } = await open(echo);
+  await root.configure({ model: { provider: "nowhere", modelId: "nothing" } });
+  const input = await root.submit({ type: "input", content: "hi" });
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "no_model" });
+  expect(faux.requests).toHaveLength(0);
+  expect(liveOf(h)).toEqual({});
+  expect(await h.tasks({ kind: "pi.generation" })).toMatchObject([
+    { state: { status: "terminal", outcome: { status: "failed" } } },
+  ]);
+});
+
+test("an executed call's result carries durationMs; an aborted call's result carries none", async () => {
+  const gate = gatedTool("hold");
+  const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  gate.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  const [executed] = await toolResults(root);
+  expect(typeof (messageOf(executed!) as { durationMs?: unknown }).durationMs).toBe("number");
+
+  const blocked = gatedTool("hold");
+  const second = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c9" })), {
+    tools: [blocked.tool],
+  });
+  const run = await second.root.submit({ type: "input", content: "go" });
+  await blocked.started.promise;
+  await second.root.abort();
+  expect((await run.wait()).status).toBe("unanswered");
+  const [aborted] = await toolResults(second.root);
+  expect(messageOf(aborted!)).not.toHaveProperty("durationMs");
+});
+
+test("Harness.usage() sums the pi.usage of every conversation", async () => {
+  const { h, root } = await open(echo);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await (await other.submit({ type: "input", content: "two" })).wait();
+  const each = await Promise.all(
+    [root, other].map(
+      async (c) =>
+        (await c.viewState()).docs["pi.usage"] as {
+          models: Record<string, { input: number; output: number; totalTokens: number }>;
+        },
+    ),
+  );
+  const total = (await h.usage()).models["faux/faux-1"];
+  const a = each[0]!.models["faux/faux-1"]!;
+  const b = each[1]!.models["faux/faux-1"]!;
+  expect(total?.totalTokens).toBe(a.totalTokens + b.totalTokens);
+  expect(total?.input).toBe(a.input + b.input);
+  expect(a.totalTokens).toBeGreaterThan(0);
+});
+
+test("an answer that ends aborted without an abort mark is a model error: the input is unanswered model_error", async () => {
+  const { h, root, faux } = await open(() =>
+    fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "the provider hung up" }),
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  expect(faux.requests).toHaveLength(1);
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+  expect(liveOf(h)).toEqual({});
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  expect(generation?.abortRequested).toBe(false);
+  expect(generation?.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+});
+
+test("a finished call's slot is done with its entry and keeps no output while the rest of the round runs", async () => {
+  const quick = defineTool({
+    name: "quick",
+    description: "Prints and returns",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("some output\n");
+      return textResult("quick done");
+    },
+  });
+  const slow = gatedTool("slow");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("quick", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tools: [quick, slow.tool] },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  await slow.started.promise;
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "first call done" });
+  const [first, second] = liveOf(h).tools ?? [];
+  const [entry] = await toolResults(root);
+  expect(first).toEqual({
+    callId: "c1",
+    name: "quick",
+    taskId: first?.taskId,
+    status: "done",
+    entry: entry?.id,
+  });
+  expect(second?.status).toBe("running");
+  slow.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+});
+
+test("the retry policy is read when the attempt is classified, not when it was prepared", async () => {
+  const gate = deferred();
+  let retry = { enabled: true };
+  const { root, faux } = await open(
+    async () => {
+      await gate.promise;
+      return fauxError("503 Service Unavailable");
+    },
+    { settings: () => ({ retry: { ...retry, baseDelayMs: 1 } }) },
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  await until(() => faux.requests.length === 1, { what: "request sent" });
+  retry = { enabled: false };
+  gate.resolve();
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  expect(faux.requests).toHaveLength(1);
+});

@@ -1,0 +1,477 @@
+/**
+ * Generation, against pi-ai's faux provider: request hooks, throttled partial answers, retries
+ * with durable backoff, provider sessions, keys kept out of the store, stream settings, and usage.
+ */
+import { type AssistantMessage, fauxAssistantMessage, fauxToolCall, type Usage } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { providerProblem } from "../../../worker/agent/models/provider-problem.ts";
+import { addUsage } from "../../../worker/agent/records.ts";
+import {
+  DEFAULT_RETRY,
+  defaultStream,
+  resolveSettings,
+  retryDelayMs,
+} from "../../../worker/agent/services.ts";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  AgentHarness,
+  type AgentHarnessOptions,
+  type AgentSettings,
+  DOC,
+  type StreamSettings,
+  type UsageState,
+} from "../../../worker/index.ts";
+import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  alternationProblems,
+  callsThenAnswer,
+  cleanups,
+  echo,
+  itemTool,
+  kinds,
+  last,
+  liveOf,
+  messageOf,
+  messagesOf,
+  open,
+  reopen,
+  textOf,
+  transcript,
+} from "./fixtures.ts";
+
+describe("request hooks", () => {
+  test("beforeRequest replaces the messages of that request only; the transcript keeps its own", async () => {
+    const { root, faux } = await open(echo, {
+      hooks: {
+        beforeRequest: [(messages) => [...messages, { role: "user", content: "injected", timestamp: 0 }]],
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "injected"]);
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: injected"]);
+  });
+
+  test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {
+    const hold = deferred();
+    let hooked = 0;
+    const hooks: AgentHarnessOptions["hooks"] = {
+      beforeRequest: [
+        (messages) => [...messages, { role: "user", content: `injected ${++hooked}`, timestamp: 0 }],
+      ],
+    };
+    const { root, store, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks },
+    );
+    void root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+
+    // A crash while the request streams: the image holds the request phase, not the answer.
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks });
+    const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(hooked).toBe(2);
+    expect(faux.requests.map((r) => r.messages.map(textOf))).toEqual([
+      ["hi", "injected 1"],
+      ["hi", "injected 2"],
+    ]);
+    expect((await transcript(await h2.root())).map((e) => textOf(messageOf(e)))).toEqual([
+      "hi",
+      "echo: injected 2",
+    ]);
+  });
+
+  test("afterResponse sees every final message, tool-calling ones included", async () => {
+    const seen: string[] = [];
+    const { tool } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      tools: [tool],
+      hooks: { afterResponse: [(m) => void seen.push(m.stopReason)] },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toEqual(["toolUse", "stop"]);
+  });
+
+  test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
+    let yields = 0;
+    const { root, faux } = await open(echo, {
+      hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
+    });
+    const settled = await (await root.submit({ type: "input", content: "first" })).wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
+    expect(entries.map((e) => textOf(messageOf(e)))).toEqual([
+      "first",
+      "echo: first",
+      "and once more",
+      "echo: and once more",
+    ]);
+    expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
+    expect(faux.requests).toHaveLength(2);
+    expect(yields).toBe(2);
+  });
+});
+
+describe("retry", () => {
+  test("a retryable provider error is retried after a durable backoff, then answered", async () => {
+    const { root, faux } = await open(
+      (req, n) => (n <= 2 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 5, maxDelayMs: 20 } },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    const settled = await sub.wait();
+    const entries = await transcript(root);
+    const answers = entries
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => [m.stopReason, m.errorMessage])).toEqual([
+      ["error", "503 Service Unavailable"],
+      ["error", "503 Service Unavailable"],
+      ["stop", undefined],
+    ]);
+    expect(settled).toEqual({ status: "done", answer: last(entries).id, entry: entries[0]!.id });
+    expect(faux.requests).toHaveLength(3);
+    expect(alternationProblems(entries)).toEqual([]);
+  });
+
+  test("the retry policy is read when an attempt is classified: retries turned off while a request is in flight give up at once", async () => {
+    const hold = deferred();
+    let settings: AgentSettings = { retry: { baseDelayMs: 5, maxDelayMs: 20 } };
+    const { root, faux } = await open(
+      async () => {
+        await hold.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: () => settings },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => faux.requests.length === 1, { what: "request sent" });
+    settings = { retry: { enabled: false } };
+    hold.resolve();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(1);
+  });
+
+  test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {
+    const { h, root, faux } = await open(() => fauxError("503 Service Unavailable"), {
+      settings: { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } },
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    const settled = await sub.wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(3);
+    const errors = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
+    expect(errors.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual([
+      "error",
+      "error",
+      "error",
+    ]);
+    await root.waitForIdle();
+    expect(liveOf(h).run).toBeUndefined();
+    expect(liveOf(h).generation).toBeUndefined();
+    expect(root.busy).toBe(false);
+    faux.respond = echo;
+    const next = await root.submit({ type: "input", content: "again" });
+    const answered = await next.wait();
+    expect(answered.status).toBe("done");
+    const entries = await transcript(root);
+    expect(textOf(messageOf(last(entries)))).toBe("echo: again");
+    expect(alternationProblems(entries)).toEqual([]);
+  });
+});
+
+describe("generation", () => {
+  test("a streaming answer reaches pi.live at most every 100 ms by default", async () => {
+    const words = Array.from({ length: 400 }, (_, i) => `word${i}`).join(" ");
+    const faux = fauxAgentModel(() => fauxAssistantMessage(words), { tokensPerSecond: 2500 });
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    const partials: number[] = [];
+    let lastText = "";
+    const poll = setInterval(() => {
+      const text = liveOf(h).generation?.message ? JSON.stringify(liveOf(h).generation?.message) : "";
+      if (text && text !== lastText) partials.push(Date.now());
+      lastText = text;
+    }, 1);
+    const before = store.stats.transactions;
+    const started = Date.now();
+    const settled = await (await root.submit({ type: "input", content: "talk" })).wait();
+    const elapsed = Date.now() - started;
+    clearInterval(poll);
+    expect(settled.status).toBe("done");
+    // Admission and the answer, plus one commit per 100 ms of streaming at most.
+    const partialCommits = store.stats.transactions - before - 2;
+    expect(elapsed).toBeGreaterThan(200);
+    expect(partialCommits).toBeGreaterThanOrEqual(1);
+    expect(partialCommits).toBeLessThanOrEqual(Math.ceil(elapsed / 100) + 1);
+    expect(partials.length).toBeGreaterThanOrEqual(1);
+  });
+
+  test("retry defaults: 3 retries, 2 s base doubling per attempt, capped at 60 s", () => {
+    expect(DEFAULT_RETRY).toEqual({ enabled: true, maxRetries: 3, baseDelayMs: 2000, maxDelayMs: 60_000 });
+    const policy = resolveSettings({}).retry;
+    expect(policy).toEqual(DEFAULT_RETRY);
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => retryDelayMs(policy, n))).toEqual([
+      2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000,
+    ]);
+    expect(resolveSettings({})).toMatchObject({ partialIntervalMs: 100, outputIntervalMs: 100 });
+  });
+
+  test("the backoff is durable: after a restart during it, the retry is not sent before the stored time", async () => {
+    const sent: number[] = [];
+    const respond = (req: Parameters<typeof echo>[0], n: number) => {
+      sent.push(Date.now());
+      return n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n);
+    };
+    const settings = { retry: { baseDelayMs: 400, maxDelayMs: 400 } };
+    const { h, root, store, faux } = await open(respond, { settings });
+    const sub = await root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => Boolean(liveOf(h).generation?.retry));
+    const retryAt = liveOf(h).generation!.retry!.at;
+    expect(retryAt).toBeGreaterThanOrEqual(sent[0]! + 400);
+    await h.close();
+    void sub;
+
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, settings });
+    const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(sent).toHaveLength(2);
+    expect(sent[1]!).toBeGreaterThanOrEqual(retryAt);
+  });
+
+  test("requests carry the conversation's provider session (pi.provider): the model's prompt cache hits", async () => {
+    const { tool } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      tools: [tool],
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers[0]!.usage.cacheRead).toBe(0);
+    expect(answers[1]!.usage.cacheRead).toBeGreaterThan(0);
+  });
+
+  test("an API key echoed by a provider error never reaches the store; a provider that throws at once gives an error answer", async () => {
+    const KEY = "sk-test-0123456789abcdef";
+    let mode: "echo" | "throw" = "echo";
+    const { root, store } = await open(() => fauxError(`401 Unauthorized: key ${KEY} is not valid`), {
+      apiKey: () => KEY,
+      settings: { retry: { enabled: false } },
+      stream: (model, context, options) => {
+        expect(options.apiKey).toBe(KEY);
+        if (mode === "throw") throw new Error(`could not reach the provider with key ${KEY}`);
+        return defaultStream(model, context, options);
+      },
+    });
+    const first = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(first).toMatchObject({ status: "unanswered", reason: "model_error" });
+    mode = "throw";
+    const second = await (await root.submit({ type: "input", content: "again" })).wait();
+    expect(second).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const errors = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => (messageOf(e) as AssistantMessage).errorMessage);
+    expect(errors).toEqual([
+      "401 Unauthorized: key [redacted] is not valid",
+      "could not reach the provider with key [redacted]",
+    ]);
+    const everything = await store.read(async (sql) =>
+      JSON.stringify([
+        await sql.all("SELECT * FROM entries"),
+        await sql.all("SELECT * FROM documents"),
+        await sql.all("SELECT * FROM tasks"),
+        await sql.all("SELECT * FROM submissions"),
+      ]),
+    );
+    expect(everything).not.toContain(KEY);
+    expect(JSON.stringify([first, second])).not.toContain(KEY);
+  });
+
+  test("a request without a key that fails on it (pi-ai reads process.env in a browser) says the key is missing", async () => {
+    let key: string | undefined;
+    const { root } = await open(echo, {
+      apiKey: () => key,
+      settings: { retry: { enabled: false } },
+      stream: () => {
+        throw new ReferenceError("process is not defined");
+      },
+    });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    key = "sk-test-present";
+    await (await root.submit({ type: "input", content: "again" })).wait();
+    const errors = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(errors.map((m) => m.errorMessage)).toEqual([
+      `No API key is saved for ${errors[0]!.provider}.`,
+      "process is not defined",
+    ]);
+    expect(providerProblem(errors[0]!.errorMessage)).toBe("missing");
+  });
+
+  test("the thinking level is passed to the provider as reasoning", async () => {
+    const reasoning: unknown[] = [];
+    const { root } = await open(echo, {
+      stream: (model, context, options) => {
+        reasoning.push(options.reasoning);
+        return defaultStream(model, context, options);
+      },
+    });
+    await (await root.submit({ type: "input", content: "a" })).wait();
+    await root.configure({ thinkingLevel: "high" });
+    await (await root.submit({ type: "input", content: "b" })).wait();
+    expect(reasoning).toEqual([undefined, "high"]);
+  });
+
+  test("settings.stream options are pinned into the attempt: a resent request keeps them, a retry takes new ones", async () => {
+    const SECRET = "Bearer sk-header-secret-42";
+    let stream: StreamSettings = {
+      transport: "sse",
+      timeoutMs: 1234,
+      maxRetries: 2,
+      maxRetryDelayMs: 500,
+      metadata: { user: "u1" },
+      cacheRetention: "short",
+      headers: { authorization: SECRET },
+    };
+    const seen: Array<Record<string, unknown>> = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      const { signal: _s, sessionId, ...rest } = options;
+      seen.push({ ...rest, sessionId: typeof sessionId });
+      return defaultStream(model, context, options);
+    };
+    // The first request streams slowly, so the store's image is taken while it is in flight.
+    const slow = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(200)), { tokensPerSecond: 200 });
+    cleanups.push(async () => slow.unregister());
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, {
+      models: slow.models,
+      defaultModel: slow.ref,
+      settings: () => ({ stream, retry: { baseDelayMs: 1 } }),
+      stream: record,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const root = await h.root();
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await until(() => seen.length === 1);
+    const image = store.image();
+    const { headers: _h, ...pinned } = stream;
+    expect(seen[0]).toEqual({ ...stream, sessionId: "string" });
+    // Headers carry credentials: read at request time, never stored.
+    const rows = await store.read((sql) => sql.all("SELECT state FROM tasks"));
+    expect(JSON.stringify(rows)).not.toContain(SECRET);
+    expect(JSON.parse(String(rows[0]?.["state"])).checkpoint.stream).toEqual(pinned);
+    await h.close();
+
+    // Reopened with other settings: the in-flight attempt is resent with its pinned options (and
+    // today's headers); its retry after a 503 prepares again and takes the new ones.
+    stream = { timeoutMs: 9999, headers: { authorization: "Bearer new" } };
+    let calls = 0;
+    const flaky = fauxAgentModel(
+      () => (++calls === 1 ? fauxError("503 Service Unavailable") : fauxAssistantMessage("ok")),
+      {
+        id: slow.ref.modelId,
+      },
+    );
+    cleanups.push(async () => flaky.unregister());
+    const h2 = await AgentHarness.open(await memoryStore(image), {
+      models: flaky.models,
+      defaultModel: flaky.ref,
+      settings: () => ({ stream, retry: { baseDelayMs: 1 } }),
+      stream: record,
+    });
+    cleanups.push(() => h2.close().catch(() => undefined));
+    const again = await (await h2.root()).submit({ type: "input", content: "go", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(seen.slice(1)).toEqual([
+      { ...pinned, headers: { authorization: "Bearer new" }, sessionId: "string" },
+      { timeoutMs: 9999, headers: { authorization: "Bearer new" }, sessionId: "string" },
+    ]);
+  });
+
+  test("bad stream settings are refused when the harness opens", async () => {
+    const bad: unknown[] = [
+      { nope: 1 },
+      { timeoutMs: -5 },
+      { headers: { a: 1 } },
+      { transport: "pigeon" },
+      { maxRetries: 1.5 },
+      [],
+    ];
+    for (const stream of bad)
+      await expect(open(echo, { settings: { stream: stream as StreamSettings } })).rejects.toThrow(TypeError);
+  });
+});
+
+test("pi.usage counts the usage of every assistant entry, failed attempts included", async () => {
+  const { h, root } = await open(
+    (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+    {
+      settings: { retry: { baseDelayMs: 5, maxDelayMs: 20 } },
+    },
+  );
+  await (await root.submit({ type: "input", content: "count me" })).wait();
+  const answers = (await transcript(root))
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => messageOf(e) as AssistantMessage);
+  expect(answers.map((a) => a.stopReason)).toEqual(["error", "stop"]);
+  expect(answers[0]!.usage.totalTokens).toBeGreaterThan(0);
+  const sum = (list: Usage[]): Usage => list.reduce((a, b) => addUsage(a, b));
+  const usage = internals(h).session.records.getDoc(1, DOC.usage) as unknown as UsageState;
+  expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
+  expect(usage.models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
+  expect((await h.usage()).models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
+});
+
+describe("a conversation without a model", () => {
+  test("an agent with no model fails the run durably: the input is unanswered no_model and the generation failed", async () => {
+    const faux = fauxAgentModel(echo);
+    cleanups.push(async () => faux.unregister());
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, { models: faux.models });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "hello" });
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "no_model" });
+    const failed = await h.tasks({ kind: "pi.generation" });
+    expect(failed.map((t) => t.state)).toEqual([
+      {
+        status: "terminal",
+        outcome: expect.objectContaining({
+          status: "failed",
+          error: expect.objectContaining({ message: "no_model" }),
+        }),
+      },
+    ]);
+    expect(faux.requests).toHaveLength(0);
+    expect(root.busy).toBe(false);
+    await h.close();
+    const again = await reopen(store, { models: faux.models });
+    expect(await (await again.submission(sub.id))!.wait()).toMatchObject({
+      status: "unanswered",
+      reason: "no_model",
+    });
+  });
+});
+
+test('written system messages have content "": the prompt lives in their named sections', async () => {
+  const { tool } = itemTool({});
+  const { root } = await open(echo, { tools: [tool] });
+  await root.configure({ instructions: "Answer in French." });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  const systems = (await root.entries()).filter((e) => e.kind === "pi.system").flatMap(messagesOf);
+  expect(systems.length).toBeGreaterThan(0);
+  for (const m of systems) expect(m).toMatchObject({ role: "system", content: "" });
+  expect(JSON.stringify(systems)).toContain("Answer in French.");
+});

@@ -1,0 +1,86 @@
+/**
+ * Handoff (spec §7.3, §8.5): a tool result's `control: { handoff }` ends the run at the round's
+ * closing commit, after a `pi.reset` entry (head itself) whose user message is the handoff text, as
+ * `Conversation.reset(handoff)` writes; the inputs are answered with the tool-calling answer. The
+ * next input's request starts from the handoff text.
+ */
+import { fauxAssistantMessage, fauxToolCall, type ToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { defineTool } from "../../../worker/index.ts";
+import type { FauxRequest } from "../../../worker/testing.ts";
+import { echo, messagesOf, open, textOf, transcript } from "./fixtures.ts";
+
+/** A tool that hands off with the `text` argument, or answers plainly without one. */
+const handoffTool = defineTool({
+  name: "hand_off",
+  description: "Start the context over from a summary",
+  parameters: Type.Object({ text: Type.Optional(Type.String()) }),
+  async execute(args) {
+    const result = textResult(args.text === undefined ? "nothing to hand off" : "handed off");
+    return args.text === undefined ? result : { ...result, control: { handoff: args.text } };
+  },
+});
+
+/** Calls `calls` when the last message is the user's "start"; echoes otherwise. */
+const callsOnStart =
+  (...calls: ToolCall[]) =>
+  (req: FauxRequest) => {
+    const last = req.messages.at(-1)!;
+    if (last.role === "user" && textOf(last) === "start")
+      return fauxAssistantMessage(calls, { stopReason: "toolUse" });
+    return echo(req, 0);
+  };
+
+const contextOf = (request: FauxRequest) => request.messages.map((m) => `${m.role}:${textOf(m)}`);
+
+describe("handoff", () => {
+  test("a tool's handoff ends the run with the tool-calling answer; the next input starts from the handoff text", async () => {
+    const { root, faux } = await open(
+      callsOnStart(fauxToolCall("hand_off", { text: "Summary: the user wants a haiku" }, { id: "call-1" })),
+      { tools: [handoffTool] },
+    );
+    const settled = await (await root.submit({ type: "input", content: "start" })).wait();
+    // One request only: the round's results never went back to the model.
+    expect(faux.requests).toHaveLength(1);
+    const entries = await transcript(root);
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.reset"]);
+    expect(settled).toEqual({ status: "done", answer: entries[1]!.id, entry: entries[0]!.id });
+    const reset = entries[3]!;
+    expect(reset.head).toBe(reset.id);
+    expect(messagesOf(reset).map((m) => `${m.role}:${textOf(m)}`)).toEqual([
+      "user:Summary: the user wants a haiku",
+    ]);
+    expect(root.busy).toBe(false);
+
+    await (await root.submit({ type: "input", content: "go on" })).wait();
+    expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: the user wants a haiku", "user:go on"]);
+  });
+
+  test("the last handoff of a round wins, and one handoff ends a round whose other results do not terminate", async () => {
+    const { root, faux } = await open(
+      callsOnStart(
+        fauxToolCall("hand_off", { text: "first summary" }, { id: "call-1" }),
+        fauxToolCall("hand_off", {}, { id: "call-2" }),
+        fauxToolCall("hand_off", { text: "second summary" }, { id: "call-3" }),
+      ),
+      { tools: [handoffTool] },
+    );
+    expect((await (await root.submit({ type: "input", content: "start" })).wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(1);
+    const resets = (await transcript(root)).filter((e) => e.kind === "pi.reset");
+    expect(resets.map((e) => messagesOf(e).map(textOf))).toEqual([["second summary"]]);
+    await (await root.submit({ type: "input", content: "next" })).wait();
+    expect(contextOf(faux.requests[1]!)).toEqual(["user:second summary", "user:next"]);
+  });
+
+  test("a round without a handoff goes back to the model as before", async () => {
+    const { root, faux } = await open(callsOnStart(fauxToolCall("hand_off", {}, { id: "call-1" })), {
+      tools: [handoffTool],
+    });
+    expect((await (await root.submit({ type: "input", content: "start" })).wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2);
+    expect((await transcript(root)).some((e) => e.kind === "pi.reset")).toBe(false);
+  });
+});

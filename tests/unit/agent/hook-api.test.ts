@@ -1,0 +1,82 @@
+/**
+ * The hooks' call signature (spec §7.2): every hook is called `(input, api, ctx)`. `api` names the
+ * asking task and conversation, reads committed documents (`doc`) and the asking task's memos
+ * (`memo`: first writer wins, one namespace with the task's own memos); `ctx.signal` is the asking
+ * phase's signal. Hooks written against the older `(input, { conversationId, taskId })` keep working:
+ * the api carries both fields.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { createRegistry, defineExtension, defineTool, hook, textResult } from "../../../worker/index.ts";
+import { callsThenAnswer, open } from "./fixtures.ts";
+
+const item = defineTool({
+  name: "item",
+  description: "An item",
+  parameters: Type.Object({}),
+  execute: async () => textResult("ok"),
+});
+
+test("hooks get (input, api, ctx): the asking task, committed documents, the task's memos, the phase's signal", async () => {
+  const seen: unknown[] = [];
+  const registry = createRegistry();
+  registry.install(defineExtension({ name: "tools", tools: [item] }));
+  registry.install(
+    defineExtension({
+      name: "observer",
+      hooks: [
+        hook("pi.tool", {
+          beforeTool: async (call, api, ctx) => {
+            const first = await api.memo("observer:first", call.name);
+            const again = await api.memo("observer:first", "another");
+            seen.push({
+              hook: "beforeTool",
+              conversationId: api.conversationId,
+              agent: await api.doc("pi.agent"),
+              first,
+              again,
+              aborted: ctx.signal.aborted,
+              taskId: api.taskId,
+            });
+            return undefined;
+          },
+          afterTool: async (_call, api, ctx) => {
+            seen.push({
+              hook: "afterTool",
+              memo: await api.memo("observer:first"),
+              taskId: api.taskId,
+              aborted: ctx.signal.aborted,
+            });
+            return undefined;
+          },
+        }),
+        hook("pi.generation", {
+          // A hook in the older form: the api is also the { conversationId, taskId } it read.
+          afterResponse: (_message, ctx) =>
+            void seen.push({ hook: "afterResponse", conversationId: ctx.conversationId }),
+        }),
+      ],
+    }),
+  );
+  const { root } = await open(callsThenAnswer(fauxToolCall("item", {}, { id: "c1" })), {
+    extensions: registry,
+  });
+  await root.configure({ instructions: "Be brief." });
+  await (await root.submit({ type: "input", content: "go" })).wait();
+  const before = seen.find((s) => (s as { hook: string }).hook === "beforeTool") as Record<string, unknown>;
+  const after = seen.find((s) => (s as { hook: string }).hook === "afterTool") as Record<string, unknown>;
+  expect(before).toMatchObject({
+    conversationId: root.id,
+    agent: { instructions: "Be brief." },
+    first: "item",
+    again: "item",
+    aborted: false,
+  });
+  // The memo belongs to the asking tool task: its afterTool reads what its beforeTool wrote.
+  expect(after).toMatchObject({ memo: "item", taskId: before["taskId"], aborted: false });
+  expect(seen.filter((s) => (s as { hook: string }).hook === "afterResponse")).toEqual([
+    { hook: "afterResponse", conversationId: root.id },
+    { hook: "afterResponse", conversationId: root.id },
+  ]);
+});

@@ -1,0 +1,419 @@
+/**
+ * The hooks table (spec §7.2, issue 14 item 2), one test per row: how the hooks of several selected
+ * extensions compose (extension order) and what a throw does. Every row's hooks come from separate
+ * extensions, so the order asserted is the extensions' order; a thrower sits first so the test also
+ * shows the rest still run (or, for beforeTool, that the call is blocked). Also: a task asks only the
+ * hooks of the extensions its conversation selects.
+ */
+import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import {
+  type AgentHarnessOptions,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  type Extension,
+  hook,
+  textResult,
+} from "../../../worker/index.ts";
+import { deferred, type FauxResponder, until } from "../../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  diagnosticsOf,
+  echo,
+  itemTool,
+  liveOf,
+  messageOf,
+  open,
+  textOf,
+  toolResults,
+  transcript,
+} from "./fixtures.ts";
+
+/** A harness whose registry holds `extensions` in order, reporting into `reported`. */
+async function withExtensions(
+  respond: FauxResponder,
+  extensions: Extension[],
+  options: AgentHarnessOptions = {},
+) {
+  const registry = createRegistry();
+  for (const e of extensions) registry.install(e);
+  const reported: string[] = [];
+  const setup = await open(respond, {
+    extensions: registry,
+    onReport: (error) => void reported.push((error as Error).message),
+    ...options,
+  });
+  return { ...setup, reported, registry };
+}
+
+const boom = (what: string) => () => {
+  throw new Error(`${what} broke`);
+};
+const user = (text: string): Message => ({ role: "user", content: text, timestamp: 0 });
+
+describe("the hooks table: composition in extension order, and what a throw does", () => {
+  test("beforeRequest: a replacement chain (each sees the previous output); a throw is reported and the next runs", async () => {
+    const seenByB: number[] = [];
+    const { root, faux, reported } = await withExtensions(echo, [
+      defineExtension({ name: "x", hooks: [hook("pi.generation", { beforeRequest: boom("x") })] }),
+      defineExtension({
+        name: "a",
+        hooks: [hook("pi.generation", { beforeRequest: (messages) => [...messages, user("from a")] })],
+      }),
+      defineExtension({
+        name: "b",
+        hooks: [
+          hook("pi.generation", {
+            beforeRequest: (messages) => {
+              seenByB.push(messages.length);
+              return [...messages, user("from b")];
+            },
+          }),
+        ],
+      }),
+    ]);
+    expect(await (await root.submit({ type: "input", content: "hi" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "from a", "from b"]);
+    expect(seenByB).toEqual([2]);
+    expect(reported).toEqual(["x broke"]);
+    // For that request only: the transcript keeps its own messages.
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: from b"]);
+  });
+
+  test("afterResponse: every observer runs, in order; a throw is reported and the next runs", async () => {
+    const calls: string[] = [];
+    const { root, reported } = await withExtensions(echo, [
+      defineExtension({ name: "x", hooks: [hook("pi.generation", { afterResponse: boom("x") })] }),
+      defineExtension({
+        name: "a",
+        hooks: [hook("pi.generation", { afterResponse: (m) => void calls.push(`a:${textOf(m)}`) })],
+      }),
+      defineExtension({
+        name: "b",
+        hooks: [hook("pi.generation", { afterResponse: (m) => void calls.push(`b:${textOf(m)}`) })],
+      }),
+    ]);
+    expect(await (await root.submit({ type: "input", content: "hi" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(calls).toEqual(["a:echo: hi", "b:echo: hi"]);
+    expect(reported).toEqual(["x broke"]);
+  });
+
+  test("onYield: the first continuation wins; a throw is reported and the next is asked", async () => {
+    let yields = 0;
+    const asked: string[] = [];
+    const { root, reported } = await withExtensions(echo, [
+      defineExtension({ name: "x", hooks: [hook("pi.generation", { onYield: boom("x") })] }),
+      defineExtension({
+        name: "a",
+        hooks: [
+          hook("pi.generation", {
+            onYield: () => {
+              asked.push("a");
+              return yields++ === 0 ? "continue from a" : undefined;
+            },
+          }),
+        ],
+      }),
+      defineExtension({
+        name: "b",
+        hooks: [
+          hook("pi.generation", {
+            onYield: () => {
+              asked.push("b");
+              return undefined;
+            },
+          }),
+        ],
+      }),
+    ]);
+    expect(await (await root.submit({ type: "input", content: "hi" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(asked).toEqual(["a", "a", "b"]);
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "hi",
+      "echo: hi",
+      "continue from a",
+      "echo: continue from a",
+    ]);
+    expect(reported).toEqual(["x broke", "x broke"]);
+  });
+
+  test("beforeTool: an argument replacement chain, the first block wins; an ordinary throw blocks the call with its text", async () => {
+    const { tool, seen } = itemTool({});
+    const asked: string[] = [];
+    const calls = [
+      fauxToolCall("apply", { item: "one" }, { id: "c1" }),
+      fauxToolCall("apply", { item: "two" }, { id: "c2" }),
+      fauxToolCall("apply", { item: "three" }, { id: "c3" }),
+    ];
+    const { root } = await withExtensions(
+      callsThenAnswer(...calls),
+      [
+        defineExtension({ name: "tools", tools: [tool] }),
+        defineExtension({
+          name: "a",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: (call) => {
+                const item = (call.arguments as { item: string }).item;
+                asked.push(`a:${item}`);
+                if (item === "three") throw new Error("a refuses three");
+                return { arguments: { item: `${item}+a` } };
+              },
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: (call) => {
+                const item = (call.arguments as { item: string }).item;
+                asked.push(`b:${item}`);
+                return item === "two+a" ? { block: "b blocks two" } : undefined;
+              },
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "c",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: (call) => {
+                asked.push(`c:${(call.arguments as { item: string }).item}`);
+                return { block: "c blocks everything" };
+              },
+            }),
+          ],
+        }),
+      ],
+      { settings: { toolExecution: "sequential" } },
+    );
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(asked).toEqual(["a:one", "b:one+a", "c:one+a", "a:two", "b:two+a", "a:three"]);
+    expect(seen).toEqual([]);
+    const results = await toolResults(root);
+    expect(results.map((e) => textOf(messageOf(e)))).toEqual([
+      expect.stringContaining("c blocks everything"),
+      expect.stringContaining("b blocks two"),
+      expect.stringContaining("a refuses three"),
+    ]);
+    for (const r of results) expect(diagnosticsOf(r).map((d) => d.code)).toEqual(["blocked"]);
+  });
+
+  test("afterTool: a result replacement chain; a throw is reported and the next sees the result as it was", async () => {
+    const { tool } = itemTool({});
+    const { root, faux, reported } = await withExtensions(
+      callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "c1" })),
+      [
+        defineExtension({ name: "tools", tools: [tool] }),
+        defineExtension({ name: "x", hooks: [hook("pi.tool", { afterTool: boom("x") })] }),
+        defineExtension({
+          name: "a",
+          hooks: [hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} +a`) })],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} +b`) })],
+        }),
+      ],
+    );
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toBe("applied x +a +b");
+    expect(faux.requests[1]!.messages.map(textOf)).toContain("applied x +a +b");
+    expect(reported).toEqual(["x broke"]);
+  });
+
+  test("onAbort: an aborted-result replacement chain; a throw is reported and the next runs", async () => {
+    const started = deferred();
+    const slow = defineTool({
+      name: "slow",
+      description: "Works until aborted",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        api.output("half\n");
+        started.resolve();
+        await new Promise<void>((_resolve, reject) => {
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+        return textResult("finished");
+      },
+    });
+    const { h, root, reported } = await withExtensions(
+      callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" })),
+      [
+        defineExtension({ name: "tools", tools: [slow] }),
+        defineExtension({ name: "x", hooks: [hook("pi.tool", { onAbort: boom("x") })] }),
+        defineExtension({
+          name: "a",
+          hooks: [
+            hook("pi.tool", { onAbort: (_c, result) => textResult(`${textOf(result as never).trim()} +a`) }),
+          ],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [hook("pi.tool", { onAbort: (_c, result) => textResult(`${textOf(result as never)} +b`) })],
+        }),
+      ],
+    );
+    await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await until(() => Boolean(liveOf(h).tools?.[0]?.output));
+    await root.abort();
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toContain("half +a +b");
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+    expect(reported).toEqual(["x broke"]);
+  });
+
+  test("afterTools: every observer runs, in order, with the round's results; a throw is reported and the next runs", async () => {
+    const { tool } = itemTool({});
+    const seen: string[] = [];
+    const { root, reported } = await withExtensions(
+      callsThenAnswer(
+        fauxToolCall("apply", { item: "x" }, { id: "c1" }),
+        fauxToolCall("apply", { item: "y" }, { id: "c2" }),
+      ),
+      [
+        defineExtension({ name: "tools", tools: [tool] }),
+        defineExtension({ name: "x", hooks: [hook("pi.generation", { afterTools: boom("x") })] }),
+        defineExtension({
+          name: "a",
+          hooks: [
+            hook("pi.generation", {
+              afterTools: (results) => void seen.push(`a:${results.map((r) => r.callId)}`),
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [
+            hook("pi.generation", {
+              afterTools: (results) => void seen.push(`b:${results.map((r) => r.callId)}`),
+            }),
+          ],
+        }),
+      ],
+    );
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(seen).toEqual(["a:c1,c2", "b:c1,c2"]);
+    expect(reported).toEqual(["x broke"]);
+  });
+
+  test("beforeCompact: the first decision wins; a throw is reported and the next is asked", async () => {
+    const big = (label: string) => `${label} ${"x".repeat(400)}`;
+    const respond: FauxResponder = (req) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT
+        ? fauxAssistantMessage("MODEL SUMMARY")
+        : fauxAssistantMessage(big("a"));
+    const asked: string[] = [];
+    const { h, root, faux, reported } = await withExtensions(
+      respond,
+      [
+        defineExtension({ name: "x", hooks: [hook("pi.compaction", { beforeCompact: boom("x") })] }),
+        defineExtension({
+          name: "a",
+          hooks: [
+            hook("pi.compaction", {
+              beforeCompact: () => {
+                asked.push("a");
+                return { summary: "FROM A" };
+              },
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [
+            hook("pi.compaction", {
+              beforeCompact: () => {
+                asked.push("b");
+                return { decline: true };
+              },
+            }),
+          ],
+        }),
+      ],
+      { settings: { compaction: { keepRecentTokens: 250 } } },
+    );
+    for (let i = 1; i <= 4; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    const record = await h.waitForTask(await root.compact());
+    expect(record.state).toMatchObject({ outcome: { status: "completed" } });
+    expect(asked).toEqual(["a"]);
+    expect(faux.requests.filter((r) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT)).toEqual([]);
+    expect(JSON.stringify((await root.entries()).at(-1)!.model)).toContain("FROM A");
+    expect(reported).toEqual(["x broke"]);
+  });
+});
+
+test("a task asks only the hooks of the extensions its conversation selects", async () => {
+  const asked: string[] = [];
+  const { h, root } = await withExtensions(echo, [
+    defineExtension({
+      name: "a",
+      hooks: [
+        hook("pi.generation", { afterResponse: (_m, ctx) => void asked.push(`a:${ctx.conversationId}`) }),
+      ],
+    }),
+    defineExtension({
+      name: "b",
+      hooks: [
+        hook("pi.generation", { afterResponse: (_m, ctx) => void asked.push(`b:${ctx.conversationId}`) }),
+      ],
+    }),
+  ]);
+  await root.configure({ extensions: ["a"] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["b"] },
+  });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await (await other.submit({ type: "input", content: "two" })).wait();
+  expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`]);
+});
+
+test("a hook's error after its phase was aborted propagates: it is not reported and the run ends aborted", async () => {
+  const entered = deferred();
+  const leave = deferred();
+  const { h, root, reported } = await withExtensions(echo, [
+    defineExtension({
+      name: "slow",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async () => {
+            entered.resolve();
+            await leave.promise;
+            throw new Error("failed while aborting");
+          },
+        }),
+      ],
+    }),
+  ]);
+  const input = await root.submit({ type: "input", content: "hi" });
+  await entered.promise;
+  const aborting = root.abort();
+  // The abort mark committed: the generation's invocation is signalled, then the hook fails.
+  await until(() =>
+    h.inspect().tasks.some((t) => t.record.kind === "pi.generation" && t.record.abortRequested),
+  );
+  await new Promise((r) => setTimeout(r, 10));
+  leave.resolve();
+  await aborting;
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(reported).toEqual([]);
+});

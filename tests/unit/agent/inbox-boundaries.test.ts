@@ -1,0 +1,138 @@
+/**
+ * What a boundary selects from the inbox (spec §6): followUpMode and steeringMode read at each
+ * boundary ("one-at-a-time" takes the first item of the mode, "all" every item, one successor run for
+ * all their ids), writes before user items, a queued input's entry stamped at placement, and writes
+ * that never start a generation by themselves.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import type { AgentSettings } from "../../../worker/index.ts";
+import { deferred } from "../../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  echo,
+  gatedTool,
+  inboxOf,
+  kinds,
+  liveOf,
+  messageOf,
+  open,
+  textOf,
+  transcript,
+} from "./fixtures.ts";
+
+/** A harness whose first request is held until released; later ones echo. */
+async function busyWithHeldAnswer(settings: AgentSettings) {
+  const hold = deferred();
+  const setup = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    { settings },
+  );
+  const first = await setup.root.submit({ type: "input", content: "one" });
+  return { ...setup, hold, first };
+}
+
+test("followUpMode one-at-a-time: each final boundary places only the first queued follow-up", async () => {
+  const { root, faux, hold, first } = await busyWithHeldAnswer({ followUpMode: "one-at-a-time" });
+  const two = await root.submit({ type: "input", content: "two" });
+  const three = await root.submit({ type: "input", content: "three" });
+  hold.resolve();
+  await first.wait();
+  await two.wait();
+  await three.wait();
+  expect(faux.requests).toHaveLength(3);
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
+  expect(users).toEqual(["one", "two", "three"]);
+});
+
+test("followUpMode all: the final boundary places every queued follow-up and one successor run answers them all", async () => {
+  const { h, root, faux, hold, first } = await busyWithHeldAnswer({ followUpMode: "all" });
+  const two = await root.submit({ type: "input", content: "two" });
+  const three = await root.submit({ type: "input", content: "three" });
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual([two.id, three.id]);
+  hold.resolve();
+  await first.wait();
+  const [b, c] = [await two.wait(), await three.wait()];
+  expect(faux.requests).toHaveLength(2);
+  expect(b.status).toBe("done");
+  expect(c.status).toBe("done");
+  expect((b as { answer: number }).answer).toBe((c as { answer: number }).answer);
+  expect(kinds(await transcript(root))).toEqual([
+    "pi.user",
+    "pi.assistant",
+    "pi.user",
+    "pi.user",
+    "pi.assistant",
+  ]);
+  expect(inboxOf(h).items).toEqual([]);
+});
+
+test("steeringMode all: the post-tools boundary places every queued steer and they all join the run", async () => {
+  const gate = gatedTool();
+  const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+    settings: { steeringMode: "all" },
+  });
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const s1 = await root.submit({ type: "input", content: "steer one", whenBusy: "steer" });
+  const s2 = await root.submit({ type: "input", content: "steer two", whenBusy: "steer" });
+  expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["steer", "steer"]);
+  gate.release.resolve();
+  const answers = [await first.wait(), await s1.wait(), await s2.wait()];
+  expect(new Set(answers.map((a) => (a as { answer?: number }).answer)).size).toBe(1);
+  expect(faux.requests).toHaveLength(2);
+  const last = faux.requests[1]!.messages.map((m) => (m.role === "user" ? textOf(m) : m.role));
+  expect(last).toEqual(["go", "assistant", "toolResult", "steer one", "steer two"]);
+  expect(liveOf(h).run).toBeUndefined();
+});
+
+test("a boundary places the selected writes before the selected user items, even a write queued after them", async () => {
+  const { root, hold, first } = await busyWithHeldAnswer({});
+  const follow = await root.submit({ type: "input", content: "two" });
+  const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+  hold.resolve();
+  await first.wait();
+  await follow.wait();
+  expect((await note.wait()).status).toBe("done");
+  expect(kinds(await transcript(root))).toEqual([
+    "pi.user",
+    "pi.assistant",
+    "app.note",
+    "pi.user",
+    "pi.assistant",
+  ]);
+});
+
+test("a queued input's pi.user entry is stamped with the harness clock at placement, not at admission", async () => {
+  let clock = 1_000;
+  const hold = deferred();
+  const { root } = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    { now: () => clock },
+  );
+  const first = await root.submit({ type: "input", content: "one" });
+  const second = await root.submit({ type: "input", content: "two" });
+  clock = 5_000;
+  hold.resolve();
+  await first.wait();
+  await second.wait();
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
+  expect(users.map((e) => (messageOf(e) as { timestamp: number }).timestamp)).toEqual([1_000, 5_000]);
+});
+
+test("writes never start a generation: a write on an idle conversation is done at once and no run begins", async () => {
+  const { h, root, faux } = await open(echo);
+  const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+  expect((await note.record()).status).toBe("done");
+  expect(liveOf(h).run).toBeUndefined();
+  await root.waitForIdle();
+  expect(faux.requests).toHaveLength(0);
+  expect(kinds(await transcript(root))).toEqual(["app.note"]);
+});

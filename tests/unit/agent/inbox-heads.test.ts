@@ -1,0 +1,168 @@
+/**
+ * Head writes and staleness (spec §6): an entry with `head` starts the active range at that entry.
+ * A head write whose head is older than where the active range starts now is stale: it is answered
+ * `unanswered: stale` and never placed, whether placed at once or queued for a boundary (where heads
+ * placed earlier at the same boundary count). User inputs never become stale.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { AgentHarness, InvalidTransition, type LiveState } from "../../../worker/index.ts";
+import { openStore } from "../../../worker/store/open.ts";
+import { type FauxResponder, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+import { callsThenAnswer, cleanups, echo, gatedTool, inboxOf, open, textOf, transcript } from "./fixtures.ts";
+
+const note = (n: number, head?: number) => ({
+  type: "write" as const,
+  entry: { kind: "app.note", data: { n }, model: [], ...(head !== undefined ? { head } : {}) },
+});
+
+describe("head writes", () => {
+  test("placed at once: a head older than the active range start is stale; at or after it is placed", async () => {
+    const { root } = await open(echo);
+    for (let n = 1; n <= 3; n++) expect((await (await root.submit(note(n))).wait()).status).toBe("done");
+    const cut = await (await root.submit(note(4, 3))).wait(); // entry 4: the range starts at 3
+    expect(cut.status).toBe("done");
+    expect(await (await root.submit(note(5, 2))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await (await root.submit(note(6, 3))).wait()).status).toBe("done");
+    const kept = (await transcript(root)).map((e) => (e.data as { n: number }).n);
+    expect(kept).toEqual([1, 2, 3, 4, 6]);
+  });
+
+  test("queued at a boundary: a head placed earlier at the same boundary makes a later, older one stale", async () => {
+    const hold = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [hold.tool],
+    });
+    for (let n = 1; n <= 2; n++) await (await root.submit(note(n))).wait();
+    const run = await root.submit({ type: "input", content: "go" }); // entry 3
+    await hold.started.promise;
+    const newer = await root.submit(note(10, 3));
+    const older = await root.submit(note(11, 2));
+    expect(inboxOf(h).items).toHaveLength(2);
+    hold.release.resolve();
+    expect((await newer.wait()).status).toBe("done");
+    expect(await older.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await run.wait()).status).toBe("done");
+    expect(inboxOf(h).items).toEqual([]);
+    const notes = (await transcript(root))
+      .filter((e) => e.kind === "app.note")
+      .map((e) => (e.data as { n: number }).n);
+    expect(notes).toEqual([1, 2, 10]);
+  });
+
+  test("a head that names no earlier entry is refused at submit", async () => {
+    const { root } = await open(echo);
+    await (await root.submit(note(1))).wait();
+    for (const head of [0, -1, 1.5, 99])
+      await expect(root.submit(note(2, head))).rejects.toThrow(InvalidTransition);
+  });
+
+  test("the active range start survives a restart, and is found in a store written before the head column", async () => {
+    // A schema-1 store holding a head marker only in the entry's body.
+    const old = await openStore({ kind: "memory", targetVersion: 1 });
+    await old.commit(async (sql) => {
+      await sql.run("INSERT INTO conversations (id, created_at) VALUES (1, 0)");
+      for (let id = 1; id <= 3; id++)
+        await sql.run("INSERT INTO entries (id, conversation_id, kind, body) VALUES (?, 1, 'app.note', ?)", [
+          id,
+          JSON.stringify({ data: { n: id }, model: [], ...(id === 3 ? { head: 2 } : {}) }),
+        ]);
+    });
+    const image = old.image();
+    await old.close();
+    const faux = fauxAgentModel(echo);
+    const h = await AgentHarness.open(await memoryStore(image), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    expect(await (await root.submit(note(4, 1))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await (await root.submit(note(5, 2))).wait()).status).toBe("done");
+  });
+});
+
+describe("reset", () => {
+  const userTexts = (messages: readonly { role: string }[]) =>
+    messages.filter((m) => m.role === "user").map((m) => textOf(m as never));
+
+  test("idle: the reset is placed at once and the next request starts from its handoff", async () => {
+    const { root, faux } = await open(echo);
+    await (await root.submit({ type: "input", content: "first" })).wait();
+    const reset = await root.reset("summary of before");
+    expect((await reset.wait()).status).toBe("done");
+    expect(await (await root.submit({ type: "input", content: "second" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(faux.requests.map((r) => userTexts(r.messages))).toEqual([
+      ["first"],
+      ["summary of before", "second"],
+    ]);
+    expect(faux.requests[1]!.messages.map((m) => m.role)).toEqual(["user", "user"]);
+    const resetEntry = (await root.entries()).find((e) => e.kind === "pi.reset")!;
+    expect(resetEntry.head).toBe(resetEntry.id);
+    // Nothing is deleted: the old entries stay stored, the view shows the active range.
+    const stored = (await root.entries()).map((e) => e.kind);
+    expect(stored).toEqual(["pi.user", "pi.assistant", "pi.reset", "pi.user", "pi.assistant"]);
+    const view = (await root.viewState()).entries.map((e) => e.kind);
+    expect(view).toEqual(["pi.reset", "pi.user", "pi.assistant"]);
+    // A reset without a handoff starts from nothing.
+    await (await root.reset()).wait();
+    await (await root.submit({ type: "input", content: "third" })).wait();
+    expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["third"]);
+  });
+
+  test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      const texts = userTexts(req.messages);
+      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+    };
+    const { root, faux } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const reset = await root.reset("handoff");
+    const later = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
+    hold.release.resolve();
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    expect((await reset.wait()).status).toBe("done");
+    expect((await later.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2); // no request continued the reset run
+    expect(userTexts(faux.requests[1]!.messages)).toEqual(["handoff", "after"]);
+    await root.waitForIdle();
+  });
+
+  test("busy: at the final boundary it follows the answer, whose input is already done", async () => {
+    // No tool round: the answer streams slowly, the reset is queued meanwhile.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(100)), { tokensPerSecond: 300 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { partialIntervalMs: 5 },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    const run = await root.submit({ type: "input", content: "go" });
+    await until(
+      () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
+    );
+    const reset = await root.reset("next");
+    expect((await run.wait()).status).toBe("done");
+    expect((await reset.wait()).status).toBe("done");
+    const kinds = (await root.entries()).map((e) => e.kind);
+    expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.reset"]);
+  });
+
+  test("a reset's handoff must be text", async () => {
+    const { root } = await open(echo);
+    await expect(root.reset(42 as unknown as string)).rejects.toThrow(InvalidTransition);
+  });
+});

@@ -1,0 +1,95 @@
+/**
+ * Writes take the ordered passive path (spec §2.2, §6): a write is appended at once only when the
+ * conversation is idle with an empty inbox; otherwise it queues and a boundary places it. An idle
+ * conversation whose inbox still holds items (a failed run leaves them there) queues every new
+ * submission behind them and runs a final boundary in the same commit, so nothing is stranded.
+ */
+import { fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import { deferred, fauxError } from "../../../worker/testing.ts";
+import { echo, inboxOf, kinds, messageOf, open, textOf, transcript } from "./fixtures.ts";
+
+const users = async (c: Parameters<typeof transcript>[0]) =>
+  (await transcript(c)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
+
+/** A conversation whose first run fails while a follow-up ("two") waits: idle, inbox non-empty. */
+async function failedRunWithFollowUp() {
+  const hold = deferred();
+  const setup = await open(async (req, n) => {
+    if (n === 1) {
+      await hold.promise;
+      return fauxError("400 invalid request");
+    }
+    return echo(req, n);
+  });
+  const { root } = setup;
+  const one = await root.submit({ type: "input", content: "one" });
+  const two = await root.submit({ type: "input", content: "two" });
+  hold.resolve();
+  expect(await one.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  expect(root.busy).toBe(false);
+  expect(inboxOf(setup.h).items.map((i) => i.id)).toEqual([two.id]);
+  return { ...setup, two };
+}
+
+describe("writes take the ordered passive path", () => {
+  test("a display-only write while busy queues and is placed at the next boundary, not mid-request", async () => {
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const input = await root.submit({ type: "input", content: "one" });
+    await expect.poll(() => faux.requests.length).toBe(1);
+    const note = await root.submit({ type: "write", entry: { kind: "note", data: { text: "fyi" } } });
+    expect((await note.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
+    expect(kinds(await transcript(root))).toEqual(["pi.user"]);
+    hold.resolve();
+    await input.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "note"]);
+    expect(await note.wait()).toEqual({ status: "done", entry: entries[2]!.id });
+  });
+
+  test("a display-only write while the inbox holds items is not appended ahead of the queued items", async () => {
+    const { root, two } = await failedRunWithFollowUp();
+    const note = await root.submit({ type: "write", entry: { kind: "note", data: { text: "fyi" } } });
+    // A stranded follow-up would never settle: give up after a few seconds instead of the test's limit.
+    expect((await two.wait(AbortSignal.timeout(5000))).status).toBe("done");
+    const entries = await transcript(root);
+    // The boundary that places the waiting follow-up places the write with it (writes first).
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "note", "pi.user", "pi.assistant"]);
+    expect(await note.wait()).toEqual({ status: "done", entry: entries[2]!.id });
+    expect(await users(root)).toEqual(["one", "two"]);
+  });
+
+  test("in an idle conversation with a non-empty inbox a new input queues behind the waiting follow-up and a final boundary starts it", async () => {
+    const { h, root, two } = await failedRunWithFollowUp();
+    const three = await root.submit({ type: "input", content: "three" });
+    // One commit: the new input queued, the boundary placed the older follow-up and started its run.
+    const record = await two.record();
+    expect(record.status === "placed" || record.status === "done").toBe(true);
+    expect((await three.record()).status).toBe("queued");
+    expect(root.busy).toBe(true);
+    expect((await two.wait()).status).toBe("done");
+    expect((await three.wait()).status).toBe("done");
+    expect(await users(root)).toEqual(["one", "two", "three"]);
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
+  test("a host may write an entry with head: self through submit; its head is its own id", async () => {
+    const { root, h } = await open(() => fauxAssistantMessage("ok"));
+    await (await root.submit({ type: "input", content: "before" })).wait();
+    const write = await root.submit({ type: "write", entry: { kind: "app.restart", head: "self" } });
+    const settled = await write.wait();
+    expect(settled.status).toBe("done");
+    const entry = (await root.entries()).find((e) => e.kind === "app.restart")!;
+    expect(settled).toEqual({ status: "done", entry: entry.id });
+    expect(entry.head).toBe(entry.id);
+    // The active range starts over at it: the view no longer shows the earlier turn.
+    const view = await root.viewState();
+    expect(view.entries.map((e) => e.kind)).toEqual(["app.restart"]);
+    expect(h.closed).toBe(false);
+  });
+});

@@ -1,0 +1,428 @@
+/**
+ * Submissions and the inbox, against pi-ai's faux provider: inputs placed at once or queued by
+ * whenBusy (followUp, steer, reject), writes, requestIds, follow-ups held past a tool round, and
+ * withdrawing queued inputs.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { describe, expect, test } from "vitest";
+import {
+  AgentHarness,
+  type ChangeSet,
+  ConversationBusy,
+  InvalidTransition,
+  WaitCancelled,
+} from "../../../worker/index.ts";
+import { deferred, fauxError, memoryStore } from "../../../worker/testing.ts";
+import {
+  alternationProblems,
+  callsThenAnswer,
+  cleanups,
+  echo,
+  gatedTool,
+  inboxOf,
+  kinds,
+  last,
+  liveOf,
+  messageOf,
+  open,
+  roles,
+  textOf,
+  transcript,
+} from "./fixtures.ts";
+
+describe("submissions", () => {
+  test("an input on an idle conversation is placed at once, starts a run, and settles done with the answer", async () => {
+    const { h, root } = await open(echo);
+    const sub = await root.submit({ type: "input", content: "hello" });
+    const record = await sub.record();
+    expect(record.status).toBe("placed");
+    expect(liveOf(h).run?.inputs).toEqual([sub.id]);
+    expect(root.busy).toBe(true);
+    const settled = await sub.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant"]);
+    expect(settled).toEqual({ status: "done", answer: entries[1]!.id, entry: entries[0]!.id });
+    expect(textOf(messageOf(entries[1]!))).toBe("echo: hello");
+    expect(alternationProblems(entries)).toEqual([]);
+    expect(root.busy).toBe(false);
+  });
+
+  test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const second = await root.submit({ type: "input", content: "two" });
+    expect((await second.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([[second.id, "followUp"]]);
+    expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(1);
+    hold.resolve();
+    const a = await first.wait();
+    const b = await second.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
+    expect(a).toEqual({ status: "done", answer: entries[1]!.id, entry: entries[0]!.id });
+    expect(b).toEqual({ status: "done", answer: entries[3]!.id, entry: entries[2]!.id });
+    expect(textOf(messageOf(entries[3]!))).toBe("echo: two");
+    expect(faux.requests.map(roles)).toEqual([["user"], ["user", "assistant", "user"]]);
+    expect(alternationProblems(entries)).toEqual([]);
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
+  test("steer: placed after the current tool round and joins the run", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const steer = await root.submit({ type: "input", content: "also this", whenBusy: "steer" });
+    expect((await steer.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["steer"]);
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+    release.resolve();
+    const a = await input.wait();
+    const b = await steer.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.user", "pi.assistant"]);
+    expect(messageOf(entries[3]!)).toMatchObject({ role: "user", content: "also this" });
+    expect(a).toEqual({ status: "done", answer: entries[4]!.id, entry: entries[0]!.id });
+    expect(b).toEqual({ status: "done", answer: entries[4]!.id, entry: entries[3]!.id });
+    expect(faux.requests.map(roles)).toEqual([["user"], ["user", "assistant", "toolResult", "user"]]);
+    expect(alternationProblems(entries)).toEqual([]);
+  });
+
+  test("whenBusy reject: throws ConversationBusy and writes nothing", async () => {
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    await expect.poll(() => faux.requests.length).toBe(1); // the run waits in its request: nothing commits
+    const before = await transcript(root);
+    const changes: ChangeSet[] = [];
+    const stop = h.subscribe((change) => changes.push(change));
+    await expect(root.submit({ type: "input", content: "two", whenBusy: "reject" })).rejects.toBeInstanceOf(
+      ConversationBusy,
+    );
+    stop();
+    expect(changes).toEqual([]);
+    expect(await transcript(root)).toEqual(before);
+    expect(inboxOf(h).items).toEqual([]);
+    // No submission record was written: the next one takes the very next id.
+    const note = await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
+    expect(note.id).toBe(first.id + 1);
+    hold.resolve();
+    expect((await first.wait()).status).toBe("done");
+  });
+
+  test.each([
+    [
+      "one-at-a-time",
+      ["pi.user", "pi.assistant", "pi.tool-result", "pi.user", "pi.assistant", "pi.user", "pi.assistant"],
+    ],
+    ["all", ["pi.user", "pi.assistant", "pi.tool-result", "pi.user", "pi.user", "pi.assistant"]],
+  ] as const)("steeringMode %s: how many steers a tool round places", async (mode, expected) => {
+    const { tool, started, release } = gatedTool();
+    const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+      settings: { steeringMode: mode },
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const a = await root.submit({ type: "input", content: "steer A", whenBusy: "steer" });
+    const b = await root.submit({ type: "input", content: "steer B", whenBusy: "steer" });
+    release.resolve();
+    await input.wait();
+    await a.wait();
+    const settledB = await b.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(expected);
+    expect(entries.filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)))).toEqual([
+      "work",
+      "steer A",
+      "steer B",
+    ]);
+    expect(settledB).toMatchObject({ status: "done", answer: last(entries).id });
+    expect(alternationProblems(entries)).toEqual([]);
+  });
+
+  test.each([
+    ["one-at-a-time", ["pi.user", "pi.assistant", "pi.user", "pi.assistant", "pi.user", "pi.assistant"]],
+    ["all", ["pi.user", "pi.assistant", "pi.user", "pi.user", "pi.assistant"]],
+  ] as const)("followUpMode %s: how many follow-ups an answer places", async (mode, expected) => {
+    const hold = deferred();
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { settings: { followUpMode: mode } },
+    );
+    const input = await root.submit({ type: "input", content: "one" });
+    const a = await root.submit({ type: "input", content: "A" });
+    const b = await root.submit({ type: "input", content: "B" });
+    hold.resolve();
+    await input.wait();
+    await a.wait();
+    const settledB = await b.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(expected);
+    expect(settledB).toMatchObject({ status: "done", answer: last(entries).id });
+    expect(alternationProblems(entries)).toEqual([]);
+  });
+
+  test("a model-visible write while busy is queued and placed at the next boundary", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    expect((await write.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+    release.resolve();
+    await input.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "app.hint", "pi.assistant"]);
+    expect(await write.wait()).toEqual({ status: "done", entry: entries[3]!.id });
+    expect(faux.requests[1]!.messages.map((m) => [m.role, textOf(m)])).toContainEqual(["user", "a hint"]);
+    expect(alternationProblems(entries)).toEqual([]);
+  });
+
+  test("requestId: the same requestId returns the same submission, also after close and reopen", async () => {
+    const { h, root, store, faux } = await open(echo);
+    const a = await root.submit({ type: "input", content: "once", requestId: "req-1" });
+    const b = await root.submit({ type: "input", content: "once", requestId: "req-1" });
+    expect(b.id).toBe(a.id);
+    await a.wait();
+    await h.close();
+    const reopened = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => reopened.close().catch(() => undefined));
+    const again = await (await reopened.root()).submit({
+      type: "input",
+      content: "once",
+      requestId: "req-1",
+    });
+    expect(again.id).toBe(a.id);
+    expect((await again.wait()).status).toBe("done");
+    const entries = await transcript(await reopened.root());
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant"]);
+    expect(faux.requests).toHaveLength(1);
+  });
+
+  test("a failed run leaves queued follow-ups in the inbox until the next submission places them", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const followUp = await root.submit({ type: "input", content: "two" });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await root.waitForIdle();
+    expect(root.busy).toBe(false);
+    expect((await followUp.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([followUp.id]);
+    const third = await root.submit({ type: "input", content: "three" });
+    // The queued follow-up goes first; the new input waits behind it.
+    expect((await followUp.record()).status).toBe("placed");
+    expect((await third.record()).status).toBe("queued");
+    expect(await followUp.wait()).toMatchObject({ status: "done" });
+    expect(await third.wait()).toMatchObject({ status: "done" });
+    const users = (await transcript(root))
+      .filter((e) => e.kind === "pi.user")
+      .map((e) => textOf(messageOf(e)));
+    expect(users).toEqual(["one", "two", "three"]);
+    expect(alternationProblems(await transcript(root))).toEqual([]);
+  });
+});
+
+describe("the inbox", () => {
+  test("a follow-up sent during a tool round waits past the round and starts its own run after the answer", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const later = await root.submit({ type: "input", content: "later" });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp"]);
+    release.resolve();
+    expect((await first.wait()).status).toBe("done");
+    expect(faux.requests[1]!.messages.map(textOf)).not.toContain("later");
+    expect((await later.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "pi.assistant",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(textOf(messageOf(entries[4]!))).toBe("later");
+  });
+
+  test("Submission.abort withdraws a queued input (aborted), and reports already_placed and settled otherwise", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "never mind" });
+    expect(await queued.abort()).toBe("aborted");
+    expect(inboxOf(h).items).toEqual([]);
+    expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await first.abort()).toBe("already_placed");
+    release.resolve();
+    await first.wait();
+    expect(await queued.abort()).toBe("settled");
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("never mind");
+  });
+
+  test("Conversation.abort withdraws queued inputs but keeps queued writes for the next submission", async () => {
+    const { tool, started } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const input = await root.submit({ type: "input", content: "queued input" });
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    await root.abort();
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await write.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
+    // The next submission places the kept write first.
+    faux.respond = echo;
+    const next = await root.submit({ type: "input", content: "again" });
+    expect((await next.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    expect(kinds(entries).slice(-3)).toEqual(["app.hint", "pi.user", "pi.assistant"]);
+    expect(await write.wait()).toEqual({ status: "done", entry: entries.at(-3)!.id });
+    expect(textOf(messageOf(entries.at(-2)!))).toBe("again");
+  });
+
+  test("a write carrying edits changes what the model sees next; malformed edits are refused at submit", async () => {
+    const { root, faux } = await open(echo);
+    await (await root.submit({ type: "input", content: "my password is hunter2" })).wait();
+    const [secret] = await transcript(root);
+    const edit = await root.submit({
+      type: "write",
+      entry: { kind: "app.redact", edits: [{ target: secret!.id, action: "omit" }] },
+    });
+    expect((await edit.wait()).status).toBe("done");
+    await (await root.submit({ type: "input", content: "what did I say?" })).wait();
+    expect(faux.requests[1]!.messages.map(textOf)).toEqual([
+      "echo: my password is hunter2",
+      "what did I say?",
+    ]);
+    // The transcript keeps the raw entry: edits change the context, never storage.
+    expect(kinds(await transcript(root))).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "app.redact",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    for (const edits of [
+      [{ target: 10_000, action: "omit" }],
+      [{ target: secret!.id, action: "shred" }],
+      [{ target: secret!.id, action: "replace" }],
+      "all",
+    ]) {
+      await expect(
+        root.submit({ type: "write", entry: { kind: "app.redact", edits: edits as never } }),
+      ).rejects.toBeInstanceOf(InvalidTransition);
+    }
+  });
+
+  test("a requestId used for an input cannot be reused for a write", async () => {
+    const { root } = await open(echo);
+    await (await root.submit({ type: "input", content: "hi", requestId: "same" })).wait();
+    await expect(
+      root.submit({
+        type: "write",
+        requestId: "same",
+        entry: { kind: "app.note", data: { n: 1 } },
+      }),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+  });
+});
+
+describe("submission records", () => {
+  test("queued has no entry, placed has its entry only, done has entry and answer; a withdrawn write is unanswered without an entry", async () => {
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const placed = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
+    const p = await placed.record();
+    expect(p.status).toBe("placed");
+    expect(p.entry).toEqual(expect.any(Number));
+    expect(p.answer).toBeUndefined();
+    for (const r of [await queued.record(), await write.record()]) {
+      expect(r.status).toBe("queued");
+      expect(r.entry).toBeUndefined();
+    }
+    expect(await write.abort()).toBe("aborted");
+    const withdrawn = await write.record();
+    expect(withdrawn).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(withdrawn.entry).toBeUndefined();
+    hold.resolve();
+    await placed.wait();
+    const done = await placed.record();
+    expect(done).toMatchObject({ status: "done", entry: p.entry, answer: expect.any(Number) });
+  });
+
+  test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {
+    const { h, root, store, faux } = await open(echo);
+    const settled = await root.submit({ type: "input", content: "one" });
+    await settled.wait();
+    await h.close();
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    const found = await again.submission(settled.id);
+    expect(found?.conversationId).toBe(root.id);
+    expect(await found!.record()).toMatchObject({ id: settled.id, type: "input", status: "done" });
+    expect((await found!.wait()).status).toBe("done");
+    expect(await again.submission(settled.id + 100)).toBeUndefined();
+  });
+
+  test("cancelling Submission.wait() cancels only that wait: the input is still answered", async () => {
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const sub = await root.submit({ type: "input", content: "one" });
+    const cancel = new AbortController();
+    const waiting = sub.wait(cancel.signal);
+    cancel.abort();
+    await expect(waiting).rejects.toBeInstanceOf(WaitCancelled);
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+});

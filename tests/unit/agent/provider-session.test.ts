@@ -1,0 +1,78 @@
+/**
+ * pi.provider (spec §2.2): every conversation gets its own provider session id, a UUIDv7, in the
+ * commit that creates it; the id's first 48 bits are the creation time in milliseconds.
+ */
+import { expect, test } from "vitest";
+import { providerSession } from "../../../worker/agent/provider-session.ts";
+import { defaultStream } from "../../../worker/agent/services.ts";
+import type { AgentHarness, AgentHarnessOptions } from "../../../worker/index.ts";
+import { echo, open, reopen } from "./fixtures.ts";
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+const sessionOf = async (h: AgentHarness, c: number) =>
+  (await h.doc<{ sessionId: string }>(c, "pi.provider"))!.sessionId;
+
+test("pi.provider's session id is a UUIDv7 carrying its creation time, distinct per conversation", async () => {
+  const before = Date.now();
+  const { h } = await open(echo);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const after = Date.now();
+  const ids = [await sessionOf(h, 1), await sessionOf(h, other.id)];
+  for (const id of ids) {
+    expect(id).toMatch(UUID_V7);
+    const millis = Number.parseInt(id.replace(/-/g, "").slice(0, 12), 16);
+    expect(millis).toBeGreaterThanOrEqual(before);
+    expect(millis).toBeLessThanOrEqual(after);
+  }
+  expect(new Set(ids).size).toBe(2);
+});
+
+test("requests pass the conversation's session id; a reset, a compaction, a model change and a reopen keep it", async () => {
+  const sent: unknown[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push(options.sessionId);
+    return defaultStream(model, context, options);
+  };
+  const { h, root, store, faux } = await open(echo, { stream });
+  const id = await sessionOf(h, root.id);
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await (await root.reset("again")).wait();
+  await h.waitForTask(await root.compact());
+  await root.configure({ model: faux.ref, thinkingLevel: "high" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(await sessionOf(h, root.id)).toBe(id);
+  await h.close();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref, stream });
+  await (await (await again.root()).submit({ type: "input", content: "three" })).wait();
+  expect(await sessionOf(again, root.id)).toBe(id);
+  expect(sent.length).toBeGreaterThanOrEqual(3);
+  expect(new Set(sent)).toEqual(new Set([id]));
+});
+
+test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
+  const sent: unknown[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push(options.sessionId);
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(echo, { stream });
+  // As a plain harness or an older store left it: no pi.provider.
+  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
+  expect(await h.doc(root.id, "pi.provider")).toBeUndefined();
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const stored = await sessionOf(h, root.id);
+  expect(stored).toMatch(UUID_V7);
+  expect(sent).toEqual([stored]);
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(sent).toEqual([stored, stored]);
+});
+
+test("concurrent callers of a legacy conversation all get the one session id stored first", async () => {
+  const { h, root } = await open(echo);
+  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
+  const ids = await Promise.all([1, 2, 3].map(() => providerSession(h, root.id)));
+  expect(new Set(ids).size).toBe(1);
+  expect(ids[0]).toMatch(UUID_V7);
+  expect(await sessionOf(h, root.id)).toBe(ids[0]);
+});

@@ -1,0 +1,123 @@
+/**
+ * Async prompt sections and their environment (spec §7.4, §7.1 PromptInput): a section may render
+ * asynchronously, with the preparation's `env` (our workspace file system); it renders before the
+ * preparing commit, which takes its text only when pi.agent is still what it rendered for; a
+ * rejection keeps the text shown before and is reported; after the phase is aborted, a section's
+ * error propagates instead of being reported.
+ */
+import { expect, test } from "vitest";
+import { createRegistry, defineExtension, type Extension, MemoryFs, section } from "../../../worker/index.ts";
+import { deferred } from "../../../worker/testing.ts";
+import { echo, open } from "./fixtures.ts";
+
+async function setup(list: Extension[], fs = new MemoryFs()) {
+  const extensions = createRegistry();
+  for (const e of list) extensions.install(e);
+  const reported: string[] = [];
+  const s = await open(echo, { extensions, fs, onReport: (e) => void reported.push((e as Error).message) });
+  const ask = async (content: string) => (await s.root.submit({ type: "input", content })).wait();
+  return { ...s, reported, ask };
+}
+
+test("an async section renders with the env (the workspace) and its text reaches the request", async () => {
+  const fs = new MemoryFs();
+  await fs.write("AGENTS.md", "Use tabs.");
+  const { ask, faux } = await setup(
+    [
+      defineExtension({
+        name: "context-files",
+        sections: [
+          section("agents-md", async ({ env }) =>
+            env && (await env.fs.exists("AGENTS.md")) ? await env.fs.read("AGENTS.md") : undefined,
+          ),
+        ],
+      }),
+    ],
+    fs,
+  );
+  await ask("one");
+  await fs.write("AGENTS.md", "Use spaces.");
+  await ask("two");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<agents-md>\nUse tabs.\n</agents-md>",
+    "<agents-md>\nUse spaces.\n</agents-md>",
+  ]);
+});
+
+test("a section that rejects keeps the text shown before and is reported; the request is still sent", async () => {
+  let broken = false;
+  const { ask, faux, reported } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("clock", async () => {
+          await Promise.resolve();
+          if (broken) throw new Error("clock broke");
+          return "noon";
+        }),
+      ],
+    }),
+  ]);
+  await ask("one");
+  broken = true;
+  expect(await ask("two")).toMatchObject({ status: "done" });
+  expect(reported).toEqual(["clock broke"]);
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<clock>\nnoon\n</clock>",
+    "<clock>\nnoon\n</clock>",
+  ]);
+});
+
+test("pi.agent changed while an async section rendered: the preparation renders again for the new agent", async () => {
+  const entered = deferred<void>();
+  const release = deferred<void>();
+  let engine: { docNow(c: number, name: string): unknown } | undefined;
+  let held = false;
+  const { h, root, faux } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("notes", async ({ conversationId }) => {
+          // Hold the preparing phase's render (the run is published by then; a creating commit's
+          // attempt runs before it is).
+          const live = engine?.docNow(conversationId, "pi.live") as { run?: unknown } | undefined;
+          if (live?.run && !held) {
+            held = true;
+            entered.resolve();
+            await release.promise;
+          }
+          return "n";
+        }),
+      ],
+    }),
+  ]);
+  engine = h;
+  const submission = await root.submit({ type: "input", content: "one" });
+  await entered.promise;
+  await root.configure({ instructions: "Be brief." });
+  release.resolve();
+  expect(await submission.wait()).toMatchObject({ status: "done" });
+  expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nn\n</notes>\n\nBe brief.");
+});
+
+test("a section's error after the preparing phase was aborted propagates: not reported, the run ends aborted", async () => {
+  const entered = deferred<void>();
+  const { root, reported, faux } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("slow", async (_input, ctx) => {
+          entered.resolve();
+          await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+          throw new Error("render stopped");
+        }),
+      ],
+    }),
+  ]);
+  const submission = await root.submit({ type: "input", content: "one" });
+  await entered.promise;
+  await root.abort();
+  expect(await submission.wait()).toMatchObject({ status: "unanswered" });
+  expect(reported).toEqual([]);
+  expect(faux.requests).toHaveLength(0);
+});

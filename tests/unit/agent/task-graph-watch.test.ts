@@ -1,0 +1,177 @@
+/**
+ * The live task graph (spec §9.5): `watchTaskGraph()` starts from the live tasks and gets a frame per
+ * commit that changed a node, so it shows work while it runs and empties as it finishes; a commit that
+ * changes no task makes no frame. Exercise 7 of the chapter: two parallel subagents, one of them
+ * calling a tool, shown as one tree while they run.
+ */
+import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { createSubagentTool, defineTool, type TaskGraph, type TaskGraphNode } from "../../../worker/index.ts";
+import { deferred, until } from "../../../worker/testing.ts";
+import { callsThenAnswer, echo, gatedTool, open } from "./fixtures.ts";
+
+const nodes = (g: TaskGraph): TaskGraphNode[] => Object.values(g.tasks);
+
+test("watchTaskGraph shows a running tool call under its generation and empties as the run finishes", async () => {
+  const hold = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [hold.tool],
+  });
+  const watch = await h.watchTaskGraph();
+  expect(watch.value).toEqual({ tasks: {} });
+  const seen: TaskGraph[] = [];
+  watch.start((frame) => void seen.push(frame.value));
+  const input = await root.submit({ type: "input", content: "hold it" });
+  await hold.started.promise;
+  await until(
+    () =>
+      nodes(seen.at(-1) ?? { tasks: {} }).some((n) => n.kind === "pi.tool" && n.state.status === "running"),
+    {
+      what: "the running call in the graph",
+    },
+  );
+  const running = nodes(seen.at(-1)!);
+  const generation = running.find((n) => n.kind === "pi.generation")!;
+  const call = running.find((n) => n.kind === "pi.tool")!;
+  expect(generation).toMatchObject({ conversationId: root.id, state: { status: "waiting", on: [call.id] } });
+  expect(generation.owner).toBeUndefined();
+  expect(call).toMatchObject({ owner: generation.id, conversationId: root.id, state: { status: "running" } });
+  // What the watch shows is what taskGraph() reads from the same records.
+  expect(seen.at(-1)).toEqual(h.taskGraph());
+  hold.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await h.waitForIdle();
+  await until(() => Object.keys(seen.at(-1)!.tasks).length === 0, { what: "the graph empties" });
+  expect(watch.value).toEqual({ tasks: {} });
+  // A commit that changes no task changes no node: no frame.
+  const frames = seen.length;
+  await (await root.submit({ type: "write", entry: { kind: "note", data: {} } })).wait();
+  await new Promise((r) => setTimeout(r, 20));
+  expect(seen).toHaveLength(frames);
+  await watch.stop();
+});
+
+test("a stalled task-graph watch keeps at most 100 frames: the backlog is replaced by one frame of the newest graph", async () => {
+  const { h, root } = await open(echo);
+  const watch = await h.watchTaskGraph();
+  const stall = deferred();
+  const frames: Array<{ ops: string[]; tasks: number }> = [];
+  let first = true;
+  watch.start(async (frame) => {
+    if (first) {
+      first = false;
+      await stall.promise;
+      return;
+    }
+    frames.push({ ops: frame.ops.map((o) => o.op), tasks: Object.keys(frame.value.tasks).length });
+  });
+  // Each run creates its generation and ends it: at least two node changes, 120 in all.
+  for (let i = 0; i < 60; i++)
+    expect((await (await root.submit({ type: "input", content: `n${i}` })).wait()).status).toBe("done");
+  await h.waitForIdle();
+  expect(watch.pending).toBeLessThanOrEqual(100);
+  expect(watch.collapsed).toBeGreaterThan(0);
+  stall.resolve();
+  await until(() => watch.pending === 0 && frames.length > 0, { what: "the backlog delivered" });
+  expect(frames.length).toBeLessThanOrEqual(100);
+  expect(frames[0]!.ops).toEqual(["replace"]);
+  expect(frames.at(-1)!.tasks).toBe(0);
+  expect(watch.value).toEqual({ tasks: {} });
+  await watch.stop();
+});
+
+test("closing the harness ends a task-graph watch", async () => {
+  const { h } = await open(echo);
+  const watch = await h.watchTaskGraph();
+  watch.start(() => undefined);
+  await h.close();
+  expect(await watch.closed).toBe("closed");
+});
+
+test("exercise 7: two parallel subagents, one calling a tool, shown as one tree while they run; it empties as they finish", async () => {
+  const probeStarted = deferred();
+  const releaseProbe = deferred();
+  const releaseB = deferred();
+  const probe = defineTool({
+    name: "probe",
+    description: "probe",
+    parameters: Type.Object({}),
+    execute: async () => {
+      probeStarted.resolve();
+      await releaseProbe.promise;
+      return textResult("probed");
+    },
+  });
+  const firstUser = (messages: Message[]) => {
+    const m = messages.find((x) => x.role === "user");
+    return typeof m?.content === "string"
+      ? m.content
+      : (m?.content ?? []).map((c) => ("text" in c ? c.text : "")).join("");
+  };
+  const { h, root } = await open(
+    async (req) => {
+      const first = firstUser(req.messages);
+      const answered = req.messages.some((m) => m.role === "toolResult");
+      if (first.startsWith("CHILD-A")) {
+        return answered
+          ? fauxAssistantMessage("A done")
+          : fauxAssistantMessage([fauxToolCall("probe", {}, { id: "call-probe" })], {
+              stopReason: "toolUse",
+            });
+      }
+      if (first.startsWith("CHILD-B")) {
+        await releaseB.promise;
+        return fauxAssistantMessage("B done");
+      }
+      return answered
+        ? fauxAssistantMessage("both done")
+        : fauxAssistantMessage(
+            [
+              fauxToolCall("subagent", { task: "CHILD-A: probe once" }, { id: "call-a" }),
+              fauxToolCall("subagent", { task: "CHILD-B: answer" }, { id: "call-b" }),
+            ],
+            { stopReason: "toolUse" },
+          );
+    },
+    { tools: [createSubagentTool(), probe] },
+  );
+  const watch = await h.watchTaskGraph();
+  let graph = watch.value;
+  watch.start((frame) => {
+    graph = frame.value;
+  });
+  const input = await root.submit({ type: "input", content: "delegate both" });
+  await probeStarted.promise;
+  const tree = () => {
+    const all = nodes(graph);
+    const parent = all.find((n) => n.kind === "pi.generation" && n.conversationId === root.id);
+    const calls = all.filter((n) => n.kind === "pi.tool" && n.owner === parent?.id);
+    const children = calls.flatMap((c) => c.conversations);
+    const probing = all.find(
+      (n) => n.kind === "pi.tool" && n.conversationId !== root.id && n.state.status === "running",
+    );
+    return { parent, calls, children, probing };
+  };
+  await until(() => tree().children.length === 2 && tree().probing !== undefined, {
+    what: "both children and the probe in the graph",
+  });
+  const { parent, calls, children, probing } = tree();
+  expect(parent!.owner).toBeUndefined();
+  expect(calls).toHaveLength(2);
+  // Each subagent call owns one child conversation, where that child's own generation runs.
+  for (const call of calls) expect(call.conversations).toHaveLength(1);
+  for (const child of children)
+    expect(nodes(graph).some((n) => n.kind === "pi.generation" && n.conversationId === child)).toBe(true);
+  // The probe runs in child A, under child A's generation (a top-level task of that conversation).
+  const childGeneration = nodes(graph).find((n) => n.id === probing!.owner)!;
+  expect(childGeneration).toMatchObject({ kind: "pi.generation", conversationId: probing!.conversationId });
+  expect(children).toContain(probing!.conversationId);
+  releaseProbe.resolve();
+  releaseB.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await h.waitForIdle();
+  await until(() => nodes(graph).length === 0, { what: "the tree empties" });
+  await watch.stop();
+});

@@ -1,0 +1,159 @@
+/**
+ * `runtime.hooks.each` (spec §7.2) for tasks an extension defines: the handlers registered under the
+ * task's name by the extensions its conversation selects, in extension order, resolved once per
+ * phase; an ordinary throw is reported and the next handler runs; once the invocation is signalled
+ * the error propagates. Each handler gets the asking task's HookApi.
+ */
+import { expect, test } from "vitest";
+import {
+  agentHooks,
+  createRegistry,
+  defineExtension,
+  defineTask,
+  type Extension,
+  type HookApi,
+  hook,
+  type Json,
+  type TaskRuntime,
+} from "../../../worker/index.ts";
+import { abortedByHandler, done, outcome } from "../core/fixtures.ts";
+import { echo, open } from "./fixtures.ts";
+
+/** The hooks of the `app.review` task: one question, answered with a word. */
+interface ReviewHooks {
+  inspect(input: string, api: HookApi, ctx: { signal: AbortSignal }): string | Promise<string>;
+}
+
+type Review = { phase: "first" } | { phase: "second"; first: string[] };
+
+const answering = (name: string, word: string, spy?: (api: HookApi) => void): Extension =>
+  defineExtension({
+    name,
+    hooks: [
+      hook("app.review", {
+        inspect: (input: string, api: HookApi) => {
+          spy?.(api);
+          return `${word}:${input}`;
+        },
+      }),
+      // A hook of another task under the same handler name is never asked by app.review.
+      hook("other.task", { inspect: () => `${word}:other` }),
+    ],
+  });
+
+test("an extension task asks its conversation's selected hooks in extension order; a throw is reported, the next runs; once per phase", async () => {
+  const reports: unknown[] = [];
+  const apis: HookApi[] = [];
+  const answers: string[][] = [];
+  let reinstall: () => void = () => undefined;
+  const ask = async (runtime: TaskRuntime<Json, Review, Json, ReviewHooks>) => {
+    const words: string[] = [];
+    await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+      words.push(await handler("diff", api, { signal: runtime.signal }));
+    });
+    return words;
+  };
+  const review = defineTask<Json, Review, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_task, runtime) => {
+        const before = await ask(runtime);
+        // A reinstall while the phase runs: this phase keeps the hooks it resolved.
+        reinstall();
+        const after = await ask(runtime);
+        answers.push(before, after);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second", first: before } }));
+      },
+      second: async (_task, runtime) => {
+        answers.push(await ask(runtime));
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a", (api) => apis.push(api)));
+  extensions.install(
+    defineExtension({
+      name: "thrower",
+      hooks: [
+        hook("app.review", {
+          inspect: () => {
+            throw new Error("thrower broke");
+          },
+        }),
+      ],
+    }),
+  );
+  extensions.install(answering("b", "b"));
+  extensions.install(answering("unselected", "u"));
+  reinstall = () => extensions.install(answering("a", "a2"));
+  const { h, root } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
+  await root.configure({ extensions: { remove: ["unselected"] } });
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(answers).toEqual([
+    ["a:diff", "b:diff"],
+    ["a:diff", "b:diff"],
+    // The next phase resolves again: the replacement, still at a's install position.
+    ["a2:diff", "b:diff"],
+  ]);
+  expect(reports.map((e) => (e as Error).message)).toEqual([
+    "thrower broke",
+    "thrower broke",
+    "thrower broke",
+  ]);
+  expect(apis[0]).toMatchObject({ taskId: id, conversationId: root.id });
+  expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: { remove: ["unselected"] } });
+  expect(apis[0]!.models).toBe(h.services.models);
+});
+
+test("a hook's error after the task was signalled propagates from each, unreported", async () => {
+  const reports: unknown[] = [];
+  let propagated: unknown;
+  const review = defineTask<Json, { phase: "go" }, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_task, runtime) => {
+        try {
+          await agentHooks<ReviewHooks>(runtime).each("inspect", (handler, api) =>
+            handler("diff", api, { signal: runtime.signal }),
+          );
+        } catch (error) {
+          propagated = error;
+          throw error;
+        }
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  let abort: (id: number) => void = () => undefined;
+  extensions.install(
+    defineExtension({
+      name: "slow",
+      hooks: [
+        hook("app.review", {
+          inspect: async (_input: string, api: HookApi, ctx: { signal: AbortSignal }) => {
+            abort(api.taskId);
+            await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+            throw new Error("stopped while asked");
+          },
+        }),
+      ],
+    }),
+  );
+  extensions.install(answering("after", "after"));
+  const { h } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
+  abort = (id) => void h.abortTask(id as never);
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect((propagated as Error).message).toBe("stopped while asked");
+  expect(reports).toEqual([]);
+});

@@ -1,0 +1,305 @@
+/**
+ * When a tool's onAbort hooks run (spec §8.4): only for an explicit abort of the call. A host close
+ * and the unsafe recovery that follows it are not an abort; an abort while beforeTool still decides
+ * runs onAbort once, before any execution. The abort handler settles with the snapshot its phase
+ * took (default bounds once the tool is uninstalled), asks onAbort again after a restart, and writes
+ * nothing into a slot that is gone.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { readDoc, writeDoc } from "../../../worker/agent/records.ts";
+import {
+  createRegistry,
+  DOC,
+  defineExtension,
+  defineTool,
+  type LiveState,
+  textResult,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { settle } from "../core/fixtures.ts";
+import {
+  callsThenAnswer,
+  diagnosticsOf,
+  gatedTool,
+  itemTool,
+  liveOf,
+  messageOf,
+  open,
+  reopen,
+  textOf,
+  toolResults,
+} from "./fixtures.ts";
+
+test("a host close and the unsafe recovery after it never run onAbort: the call ends interrupted, its task failed", async () => {
+  const aborts: string[] = [];
+  const hooks = { onAbort: [(call: { name: string }) => void aborts.push(call.name)] };
+  const held = itemTool({ holdFirst: true, replay: "unsafe" });
+  const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+  const { h, root, store, faux } = await open(respond, { tools: [held.tool], hooks });
+  await root.submit({ type: "input", content: "go" });
+  await held.started.promise;
+  const image = store.image();
+  await h.close();
+  expect(aborts).toEqual([]);
+  const h2 = await reopen(await memoryStore(image), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [itemTool({ replay: "unsafe" }).tool],
+    hooks,
+  });
+  const root2 = await h2.root();
+  await root2.waitForIdle();
+  expect(aborts).toEqual([]);
+  const [result] = await toolResults(root2);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+  const [tool] = await h2.tasks({ kind: "pi.tool" });
+  expect(tool?.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+});
+
+test("an abort while beforeTool decides runs onAbort once, with an empty result, and never executes the tool", async () => {
+  const aborts: Array<{ name: string; text: string }> = [];
+  const inBeforeTool = deferred();
+  const release = deferred();
+  const gate = gatedTool("hold");
+  let executed = false;
+  void gate.started.promise.then(() => {
+    executed = true;
+  });
+  const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+    hooks: {
+      beforeTool: [
+        async () => {
+          inBeforeTool.resolve();
+          await release.promise;
+          return undefined;
+        },
+      ],
+      onAbort: [
+        (call, result) =>
+          void aborts.push({
+            name: call.name,
+            text: result.content.map((b) => ("text" in b ? b.text : "")).join(""),
+          }),
+      ],
+    },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await inBeforeTool.promise;
+  const aborting = root.abort();
+  await settle();
+  release.resolve();
+  await aborting;
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+  expect(aborts).toEqual([{ name: "hold", text: "" }]);
+  expect(executed).toBe(false);
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
+});
+
+test("onAbort's replacement content is bounded by the tool's own limits, with the harness diagnostics last", async () => {
+  const started = deferred();
+  const tool = defineTool({
+    name: "tail",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, retain: "tail" },
+    async execute(_args, api) {
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const { root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
+    tools: [tool],
+    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await root.abort();
+  expect((await input.wait()).status).toBe("unanswered");
+  const [result] = await toolResults(root);
+  const codes = diagnosticsOf(result!).map((d) => d.code);
+  expect(codes.at(-1)).toBe("truncated");
+  expect(codes).toContain("aborted");
+  const text = textOf(messageOf(result!));
+  expect(text.startsWith("three\nfour")).toBe(true);
+  expect(text).not.toContain("one\ntwo");
+});
+
+test("a tool's slot updates apply only while its slot exists: output after the slot went is not stored, and its aborted result has no partial output", async () => {
+  const more = deferred();
+  const tool = defineTool({
+    name: "talk",
+    description: "Prints, then works until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("first\n");
+      await more.promise;
+      api.output("second\n");
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("talk", {}, { id: "c1" })), {
+    tools: [tool],
+    settings: { outputIntervalMs: 1 },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await until(() => liveOf(h).tools?.[0]?.output === "first\n", { what: "first output stored" });
+  // The slot goes (an application rewrites pi.live): the call's later updates have nowhere to land.
+  await h.transaction((tx) => {
+    const { tools: _t, ...rest } = readDoc<LiveState>(tx, 1, DOC.live, {});
+    writeDoc<LiveState>(tx, 1, DOC.live, rest);
+  });
+  more.resolve();
+  await new Promise((r) => setTimeout(r, 50));
+  await settle();
+  expect(liveOf(h).tools).toBeUndefined();
+  await root.abort();
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
+  expect(textOf(messageOf(result!))).not.toMatch(/first|second/);
+});
+
+test("does not re-bound retained output when an unchanged result outlives the tool's limits", async () => {
+  const started = deferred();
+  const work = (outputLimits?: { maxBytes: number }) =>
+    defineTool({
+      name: "work",
+      description: "Prints a line durably, then works until aborted",
+      parameters: Type.Object({}),
+      ...(outputLimits ? { outputLimits } : {}),
+      async execute(_args, api) {
+        api.output("durable\n");
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason)),
+        );
+        return textResult("never");
+      },
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "tooling", tools: [work()] }));
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("work", {}, { id: "c1" })), {
+    extensions,
+    settings: { outputIntervalMs: 1 },
+    hooks: { onAbort: [() => undefined] },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => liveOf(h).tools?.[0]?.output === "durable\n", { what: "the output stored" });
+  // The tool is replaced mid-call by one whose limits would cut that output to one byte.
+  extensions.install(defineExtension({ name: "tooling", tools: [work({ maxBytes: 1 })] }));
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(await h.abortTask(task!.id)).toBe("marked");
+  expect((await input.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  expect(messageOf(result!).content).toContainEqual({ type: "text", text: "durable\n" });
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+});
+
+test("settles an abort even when the tool was uninstalled, using default content bounds", async () => {
+  const started = deferred();
+  const bounded = defineTool({
+    name: "bounded",
+    description: "Works until aborted; keeps two lines",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, retain: "head" },
+    async execute(_args, api) {
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
+    extensions,
+    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+  });
+  await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  extensions.uninstall("tooling");
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(await h.abortTask(task!.id)).toBe("marked");
+  expect((await h.waitForTask(task!.id)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  const [result] = await toolResults(root);
+  // The replacement is stored under the default bounds, not the uninstalled tool's two lines.
+  expect(textOf(messageOf(result!)).startsWith("one\ntwo\nthree\nfour")).toBe(true);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+});
+
+test("replays the hook after close before settlement, retaining the abort mark and application note", async () => {
+  const asked: string[] = [];
+  const firstAsk = deferred();
+  const never = deferred();
+  let executions = 0;
+  const reports: unknown[] = [];
+  const note = (call: { arguments: unknown }) => `note for ${JSON.stringify(call.arguments)}`;
+  const started = deferred();
+  const worker = defineTool({
+    name: "worker",
+    description: "Works until aborted",
+    parameters: Type.Object({ job: Type.String() }),
+    async execute(_args, api) {
+      executions++;
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const respond = callsThenAnswer(fauxToolCall("worker", { job: "j1" }, { id: "c1" }));
+  const { h, root, store, faux } = await open(respond, {
+    tools: [worker],
+    onReport: (e) => void reports.push(e),
+    hooks: {
+      onAbort: [
+        async (call) => {
+          asked.push(note(call));
+          firstAsk.resolve();
+          await never.promise; // the first engine stops while the hook decides
+          return textResult(note(call));
+        },
+      ],
+    },
+  });
+  const input = await root.submit({ type: "input", content: "go", requestId: "r" });
+  await started.promise;
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  void h.abortTask(task!.id).catch(() => undefined);
+  await firstAsk.promise;
+  const h2 = await reopen(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [worker],
+    onReport: (e) => void reports.push(e),
+    hooks: {
+      onAbort: [
+        (call) => {
+          asked.push(note(call));
+          return textResult(note(call));
+        },
+      ],
+    },
+  });
+  const record = await h2.waitForTask(task!.id);
+  expect(record.abortRequested).toBe(true);
+  expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  expect(asked).toEqual(['note for {"job":"j1"}', 'note for {"job":"j1"}']);
+  expect(executions).toBe(1);
+  const root2 = await h2.root();
+  const results = await toolResults(root2);
+  expect(results).toHaveLength(1);
+  expect(textOf(messageOf(results[0]!))).toContain('note for {"job":"j1"}');
+  const again = await root2.submit({ type: "input", content: "go", requestId: "r" });
+  expect(again.id).toBe(input.id);
+  expect((await again.wait()).status).toBe("done");
+  expect(reports).toEqual([]);
+});

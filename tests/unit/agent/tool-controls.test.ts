@@ -1,0 +1,66 @@
+/**
+ * The `addTools` control (spec §7.3 ToolControl, §8.5): the tool round's closing commit adds the
+ * names to the conversation's stored `pi.agent` tools filter, and the next preparation offers them.
+ * An exact list gains the name (once), a `{ remove }` list loses it, no filter writes nothing.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import type { AgentState } from "../../../worker/agent/records.ts";
+import { DOC, defineTool } from "../../../worker/index.ts";
+import type { FauxResponder } from "../../../worker/testing.ts";
+import { open } from "./fixtures.ts";
+
+const plain = (name: string) =>
+  defineTool({
+    name,
+    description: `the ${name} tool`,
+    parameters: Type.Object({}),
+    execute: async () => ({ content: [{ type: "text", text: `${name} ran` }] }),
+  });
+
+/** `unlock` asks for `secret` (twice in one result: added once). */
+const unlock = defineTool({
+  name: "unlock",
+  description: "makes the secret tool available",
+  parameters: Type.Object({}),
+  execute: async () => ({
+    content: [{ type: "text", text: "unlocked" }],
+    control: { addTools: ["secret", "secret"] },
+  }),
+});
+
+/** Calls unlock, then answers. */
+const unlockThenAnswer: FauxResponder = (req) =>
+  req.messages.some((m) => m.role === "toolResult")
+    ? fauxAssistantMessage("done")
+    : fauxAssistantMessage([fauxToolCall("unlock", {}, { id: "c1" })], { stopReason: "toolUse" });
+
+async function run(agent: AgentState) {
+  const setup = await open(unlockThenAnswer, { tools: [unlock, plain("secret"), plain("other")] });
+  const root = await setup.h.root({ agent });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  return { ...setup, agent: setup.h.docNow(root.id, DOC.agent) as AgentState };
+}
+
+test("addTools appends the name to an exact tools list once; the next request offers it", async () => {
+  const { agent, faux } = await run({ tools: ["unlock"] });
+  expect(agent.tools).toEqual(["unlock", "secret"]);
+  expect(faux.requests[0]!.tools).toEqual(["unlock"]);
+  expect(faux.requests[1]!.tools).toEqual(["unlock", "secret"]);
+});
+
+test("addTools takes the name out of a { remove } filter", async () => {
+  const { agent, faux } = await run({ tools: { remove: ["secret", "other"] } });
+  expect(agent.tools).toEqual({ remove: ["other"] });
+  expect(faux.requests[0]!.tools).toEqual(["unlock"]);
+  expect(faux.requests[1]!.tools).toEqual(["unlock", "secret"]);
+});
+
+test("addTools writes nothing when no filter is stored: every tool is offered already", async () => {
+  const { agent, h } = await run({});
+  expect(agent.tools).toBeUndefined();
+  expect(agent).toEqual({});
+  const agentEntries = (await (await h.root()).entries()).filter((e) => e.kind === "pi.system");
+  expect(agentEntries).toHaveLength(1);
+});

@@ -1,0 +1,310 @@
+/**
+ * What a tool call leaves: streamed output within its caps and stored once, the tool's own model
+ * spend, details and errors, and the recovery of an interrupted call (stored arguments and policy, no
+ * second beforeTool, the durable partial output). Recovery tests take the store's image while a tool
+ * is held mid-execution (its intent committed, its result not) and open a second harness on it.
+ */
+import { fauxToolCall, type Usage } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { addUsage, type LiveState } from "../../../worker/agent/records.ts";
+import { capHead, OUTPUT_LIMITS, textResult } from "../../../worker/agent/tools/contract.ts";
+import { internals } from "../../../worker/core/internals.ts";
+import { defineTool, Harness } from "../../../worker/index.ts";
+import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  diagnosticsOf,
+  itemTool,
+  liveOf,
+  messageOf,
+  open,
+  reopen,
+  textOf,
+  toolResults,
+} from "./fixtures.ts";
+
+describe("tool output", () => {
+  test("streamed output in pi.live keeps its head within the caps and counts what it dropped", async () => {
+    const release = deferred();
+    const chatty = defineTool({
+      name: "chatty",
+      description: "Prints a lot",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        for (let i = 1; i <= 2500; i++) api.output(`line ${i}\n`);
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
+      tools: [chatty],
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => Boolean(liveOf(h).tools?.[0]?.droppedLines));
+    const slot = liveOf(h).tools![0]!;
+    const lines = slot.output!.split("\n").filter(Boolean);
+    expect(lines).toHaveLength(2000);
+    expect(lines[0]).toBe("line 1");
+    expect(lines.at(-1)).toBe("line 2000");
+    expect(slot.droppedLines).toBe(500);
+    release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(liveOf(h).tools?.[0]?.output).toBeUndefined();
+  });
+
+  test("output streamed in small chunks is cut by bytes exactly where the whole text would be", async () => {
+    // Chunks of 1-17 characters mixing 1-, 2-, 3- and 4-byte UTF-8, 40,000 of them (about 400 KB):
+    // the buffer counts as chunks arrive, so its cut must match capHead over the concatenation.
+    const alphabet = ["a", "é", "€", "😀", "b", "\n"];
+    const chunks: string[] = [];
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed;
+    };
+    for (let i = 0; i < 40_000; i++) {
+      let chunk = "";
+      const length = 1 + (next() % 17);
+      // Newlines are rare, so the byte cap binds before the line cap.
+      for (let j = 0; j < length; j++) chunk += alphabet[next() % (next() % 50 === 0 ? 6 : 5)];
+      chunks.push(chunk);
+    }
+    const whole = capHead(chunks.join(""));
+    expect(whole.truncated).toBe(true);
+    expect(whole.shownLines).toBeLessThan(OUTPUT_LIMITS.maxLines);
+    const emitted = deferred();
+    const release = deferred();
+    const chatty = defineTool({
+      name: "chatty",
+      description: "Prints a lot",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        for (let i = 0; i < chunks.length; i++) {
+          api.output(chunks[i]!);
+          // Pauses let throttled progress commits land mid-stream, before and after the cut.
+          if (i % 250 === 0) await new Promise((r) => setTimeout(r, 2));
+        }
+        emitted.resolve();
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
+      tools: [chatty],
+      // Commits as often as possible: neither the interval nor the size pacing holds them back.
+      settings: { outputIntervalMs: 1, progressBytesPerSecond: 1024 ** 3 },
+    });
+    const watch = await root.watch();
+    const committedBytes: number[] = [];
+    watch.start((frame) => {
+      const output = (frame.value.docs["pi.live"] as LiveState | undefined)?.tools?.[0]?.output;
+      if (output !== undefined) committedBytes.push(new TextEncoder().encode(output).length);
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await emitted.promise;
+    const dropped = whole.totalBytes - whole.shownBytes;
+    await until(() => liveOf(h).tools?.[0]?.droppedBytes === dropped);
+    await watch.stop();
+    // Every committed snapshot stayed within the cap, and there were several before the cut.
+    expect(committedBytes.filter((b) => b < whole.shownBytes).length).toBeGreaterThan(5);
+    expect(Math.max(...committedBytes)).toBeLessThanOrEqual(OUTPUT_LIMITS.maxBytes);
+    const slot = liveOf(h).tools![0]!;
+    expect(slot.output).toBe(whole.head);
+    expect(slot.droppedLines).toBe(whole.totalLines - whole.shownLines);
+    release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("live output is stored once: progress commits store what was printed since the last one", async () => {
+    // 300 chunks of 100 bytes (30 KB, under the cap) with a progress commit after nearly every one.
+    // Rewriting the slot whole per commit would store about 150 times the output; patches store it
+    // once, plus a whole write of pi.live each time a document's patch rows reach their limit.
+    const chunks = Array.from({ length: 300 }, (_, i) => `${String(i).padStart(4, "0")}${"x".repeat(95)}\n`);
+    const emitted = deferred();
+    const release = deferred();
+    const chatty = defineTool({
+      name: "chatty",
+      description: "Prints steadily",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        for (const chunk of chunks) {
+          api.output(chunk);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+        emitted.resolve();
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const store = await memoryStore();
+    const jobs: StoreJob[] = [];
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("chatty", {}, { id: "call-1" })), {
+      tools: [chatty],
+      settings: { outputIntervalMs: 1 },
+      store,
+    });
+    recordJobs(store, { into: jobs });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await emitted.promise;
+    const output = chunks.join("");
+    await until(() => liveOf(h).tools?.[0]?.output === output);
+    const liveWrites = jobs.flatMap((j) => j.statements).filter((s) => s.params?.[1] === "pi.live");
+    const bytes = liveWrites.reduce((n, s) => n + String(s.params?.[2] ?? "").length, 0);
+    expect(liveWrites.filter((s) => s.sql.includes("doc_patches")).length).toBeGreaterThan(100);
+    expect(bytes).toBeLessThan(output.length * 4);
+    // What was stored is what the engine holds: a store opened on this image reads the same slot.
+    const reopened = await memoryStore(store.image());
+    const row = await reopened.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_patches WHERE name = 'pi.live'"),
+    );
+    expect(Number(row?.["n"])).toBeGreaterThan(0);
+    // A bare core harness: it loads the documents without recovering the agent's tasks.
+    const again = await Harness.open(reopened);
+    const slot = (internals(again).session.records.getDoc(1, "pi.live") as LiveState).tools?.[0];
+    expect(slot?.output).toBe(output);
+    await again.close();
+    release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("a tool's own model spend is stored with its result and counted in pi.usage.tools", async () => {
+    const spent = (tokens: number): Usage => ({
+      input: tokens,
+      output: 1,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: tokens + 1,
+      cost: {
+        input: tokens / 1000,
+        output: 0.001,
+        cacheRead: 0,
+        cacheWrite: 0,
+        total: tokens / 1000 + 0.001,
+      },
+    });
+    const summarize = defineTool({
+      name: "summarize",
+      description: "Summarize with a model of its own",
+      parameters: Type.Object({ tokens: Type.Number() }),
+      execute: async (args) => ({ ...textResult("summary"), usage: spent(args.tokens) }),
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("summarize", { tokens: 10 }, { id: "call-1" }),
+        fauxToolCall("summarize", { tokens: 30 }, { id: "call-2" }),
+      ),
+      { tools: [summarize] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const results = await toolResults(root);
+    expect(results.map((e) => (e.data as { usage?: Usage }).usage?.input)).toEqual([10, 30]);
+    const usage = await h.usage();
+    expect(usage.tools["summarize"]).toEqual(addUsage(spent(10), spent(30)));
+    expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
+  });
+
+  test("details are stored with the result for UIs; a throwing tool gives a tool_error result and a failed task", async () => {
+    const withDetails = defineTool({
+      name: "rows",
+      description: "Count rows",
+      parameters: Type.Object({}),
+      execute: async () => ({ ...textResult("3 rows"), details: { rows: 3 } }),
+    });
+    const throws = defineTool({
+      name: "boom",
+      description: "Throws",
+      parameters: Type.Object({}),
+      execute: async () => {
+        throw new Error("kaput");
+      },
+    });
+    const { h, root } = await open(
+      callsThenAnswer(fauxToolCall("rows", {}, { id: "call-1" }), fauxToolCall("boom", {}, { id: "call-2" })),
+      { tools: [withDetails, throws] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [rows, boom] = await toolResults(root);
+    expect(JSON.stringify(rows!.model)).toContain('"details":{"rows":3}');
+    expect(messageOf(boom!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(boom!).map((d) => d.code)).toEqual(["tool_error"]);
+    const outcomes = (await h.tasks({ kind: "pi.tool" })).map((t) =>
+      t.state.status === "terminal" ? t.state.outcome.status : t.state.status,
+    );
+    expect(outcomes.sort()).toEqual(["completed", "failed"]);
+  });
+});
+
+describe("recovery of an interrupted call", () => {
+  test("a safe call runs again with the stored (rewritten) arguments, without running beforeTool again", async () => {
+    let hookRuns = 0;
+    const hooks = {
+      beforeTool: [
+        () => {
+          hookRuns++;
+          return { arguments: { item: "rewritten" } };
+        },
+      ],
+    };
+    const first = itemTool({ replay: "safe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "original" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, { tools: [first.tool], hooks });
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await first.started.promise;
+    expect(first.seen).toEqual([{ item: "rewritten" }]);
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [second.tool],
+      hooks,
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([{ item: "rewritten" }]);
+    expect(hookRuns).toBe(1);
+    const [result] = await toolResults(root2);
+    expect(textOf(messageOf(result!))).toBe("applied rewritten");
+    expect(messageOf(result!)).toMatchObject({ isError: false });
+  });
+
+  test("the policy stored with the intent decides: a call stored unsafe is not run again even if the tool is safe now", async () => {
+    const first = itemTool({ replay: "unsafe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, { tools: [first.tool] });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [second.tool] });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([]);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+  });
+
+  test("an unsafe call's interrupted result carries the output it had streamed durably", async () => {
+    const first = itemTool({ holdFirst: true, output: "progress: step 1 of 3\n" });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { h, root, store, faux } = await open(respond, { tools: [first.tool] });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+    // api.output reaches pi.live while the tool is still running (throttled, so wait for it).
+    await until(() => Boolean(liveOf(h).tools?.[0]?.output));
+    expect(liveOf(h).tools?.[0]).toMatchObject({ status: "running", output: "progress: step 1 of 3\n" });
+
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [itemTool({}).tool],
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    const [result] = await toolResults(root2);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+    expect(textOf(messageOf(result!))).toContain("progress: step 1 of 3");
+  });
+});

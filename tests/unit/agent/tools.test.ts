@@ -1,0 +1,526 @@
+/**
+ * Tool rounds, against pi-ai's faux provider: transactions per round, tool hooks (block, rewrite,
+ * replace a result, onAbort), invalid or unknown calls, terminate, parallel and sequential rounds,
+ * and aborting mid-tool.
+ */
+import { fauxAssistantMessage, fauxToolCall, type ToolResultMessage } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { type AgentHarness, type AgentHarnessOptions, defineTool } from "../../../worker/index.ts";
+import { deferred, until } from "../../../worker/testing.ts";
+import { KeyedEffects, keyedEffectTool } from "../core/fixtures/fakes.ts";
+import {
+  callsThenAnswer,
+  diagnosticsOf,
+  gatedTool,
+  itemTool,
+  kinds,
+  last,
+  liveOf,
+  messageOf,
+  open,
+  reopen,
+  textOf,
+  toolResults,
+  transcript,
+} from "./fixtures.ts";
+
+describe("tools", () => {
+  test("external effects run outside the transaction: a model request and a tool each await a commit of their own", async () => {
+    let harness: AgentHarness | undefined;
+    const note = (data: string) =>
+      harness!.transaction((tx) => tx.appendEntry(2, { kind: "app.note", data }));
+    const tool = defineTool({
+      name: "note",
+      description: "Commit a note, then answer",
+      parameters: Type.Object({}),
+      async execute() {
+        await note("from the tool");
+        return textResult("noted");
+      },
+    });
+    const calls = callsThenAnswer(fauxToolCall("note", {}, { id: "call-1" }));
+    const { h, root } = await open(
+      async (req, n) => {
+        await note(`from request ${n}`);
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    harness = h;
+    await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const notes = (await h.conversation(2)!.entries())
+      .filter((e) => e.kind === "app.note")
+      .map((e) => e.data);
+    expect(notes).toEqual(["from request 1", "from the tool", "from request 2"]);
+  });
+
+  test("transactions per tool round: 2 with no hooks; a beforeTool or afterTools hook adds its own commit", async () => {
+    /** Transactions of a run with `rounds` one-call tool rounds, minus a run without tools. */
+    async function perRound(hooks: AgentHarnessOptions["hooks"]): Promise<number> {
+      const cost = async (rounds: number) => {
+        const effects = new KeyedEffects();
+        const { root, store } = await open(
+          (req) => {
+            const done = req.messages.filter((m) => m.role === "toolResult").length;
+            return done >= rounds
+              ? fauxAssistantMessage("done")
+              : fauxAssistantMessage([fauxToolCall("apply", { item: `i${done}` }, { id: `call-${done}` })], {
+                  stopReason: "toolUse",
+                });
+          },
+          { tools: [keyedEffectTool(effects, { name: "apply" })], ...(hooks ? { hooks } : {}) },
+        );
+        const before = store.stats.transactions;
+        expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+        await root.waitForIdle();
+        expect(effects.applied).toHaveLength(rounds);
+        return store.stats.transactions - before;
+      };
+      return ((await cost(5)) - (await cost(0))) / 5;
+    }
+    expect(await perRound(undefined)).toBe(2);
+    expect(await perRound({ beforeTool: [() => undefined] })).toBe(3);
+    expect(await perRound({ afterTools: [() => undefined] })).toBe(3);
+  });
+
+  test("beforeTool can block a call: an error result with code blocked, the tool never runs", async () => {
+    const effects = new KeyedEffects();
+    const seen: Array<{ item: string }> = [];
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" })), {
+      tools: [keyedEffectTool(effects, { name: "apply", seen })],
+      hooks: { beforeTool: [(call) => (call.name === "apply" ? { block: "not allowed here" } : undefined)] },
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    expect((await sub.wait()).status).toBe("done");
+    const result = (await transcript(root)).find((e) => e.kind === "pi.tool-result")!;
+    expect(messageOf(result)).toMatchObject({ role: "toolResult", toolCallId: "call-1", isError: true });
+    expect(diagnosticsOf(result)).toEqual([
+      { severity: "error", code: "blocked", message: "not allowed here" },
+    ]);
+    expect(seen).toEqual([]);
+    expect(effects.calls).toBe(0);
+  });
+
+  test("beforeTool can rewrite the arguments: the tool sees the rewritten ones", async () => {
+    const effects = new KeyedEffects();
+    const seen: Array<{ item: string }> = [];
+    const { root } = await open(
+      callsThenAnswer(fauxToolCall("apply", { item: "original" }, { id: "call-1" })),
+      {
+        tools: [keyedEffectTool(effects, { name: "apply", seen })],
+        hooks: { beforeTool: [() => ({ arguments: { item: "rewritten" } })] },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([{ item: "rewritten" }]);
+    const result = (await transcript(root)).find((e) => e.kind === "pi.tool-result")!;
+    expect(textOf(messageOf(result))).toBe("apply applied rewritten");
+    expect(effects.applied.map((a) => a.ref)).toEqual(["rewritten"]);
+  });
+
+  test("invalid arguments from the model: an error result the model sees in its next request", async () => {
+    const effects = new KeyedEffects();
+    const seen: Array<{ item: string }> = [];
+    const { root, faux } = await open(
+      callsThenAnswer(fauxToolCall("apply", { wrong: 1 }, { id: "call-1" })),
+      {
+        tools: [keyedEffectTool(effects, { name: "apply", seen })],
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const result = (await transcript(root)).find((e) => e.kind === "pi.tool-result")!;
+    expect(diagnosticsOf(result).map((d) => d.code)).toEqual(["invalid_arguments"]);
+    const seenByModel = faux.requests[1]!.messages.find(
+      (m): m is ToolResultMessage => m.role === "toolResult",
+    );
+    expect(seenByModel).toMatchObject({ toolCallId: "call-1", isError: true });
+    expect(textOf(seenByModel!)).toContain("Validation failed");
+  });
+
+  test("a tool the agent names but nobody registered is not offered, and the request goes out without it", async () => {
+    const { tool } = itemTool({});
+    const { root, faux } = await open(
+      callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })),
+      {
+        tools: [tool],
+      },
+    );
+    await root.configure({ tools: ["ghost", "apply"] });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(faux.requests.map((r) => r.tools)).toEqual([["apply"], ["apply"]]);
+  });
+
+  test("a called tool is resolved when its task runs: taken out of the agent's tools meanwhile, the call gets tool_unavailable", async () => {
+    const hold = deferred();
+    const { tool, seen } = itemTool({});
+    const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual(["apply"]);
+    await root.configure({ tools: [] });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toContain("tool_unavailable");
+  });
+
+  test("a call to a tool its request did not offer gets tool_unavailable at once, with no task, though the agent has it now", async () => {
+    const hold = deferred();
+    const { tool, seen } = itemTool({});
+    const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    await root.configure({ tools: [] });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual([]);
+    // After preparation the agent offers the tool again; the request's cutoff still decides.
+    await root.configure({ tools: null });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const entries = await transcript(root);
+    const answer = entries.find((e) => e.kind === "pi.assistant")!;
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    // Written with the answer, not by a tool task that ran later.
+    expect(result!.id).toBe(answer.id + 1);
+    const tasks = [];
+    for (let id = 1; id <= 20; id++) tasks.push(await h.getTask(id));
+    expect(tasks.filter((t) => t?.kind === "pi.tool")).toEqual([]);
+    expect(faux.requests[1]!.tools).toEqual(["apply"]);
+  });
+
+  test("an unknown tool gets a tool_unavailable result and the run continues", async () => {
+    const { root, faux } = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "call-1" })));
+    const sub = await root.submit({ type: "input", content: "go" });
+    const settled = await sub.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.assistant"]);
+    expect(diagnosticsOf(entries[2]!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    expect(messageOf(entries[2]!)).toMatchObject({ toolCallId: "call-1", toolName: "nope", isError: true });
+    expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
+    expect(faux.requests).toHaveLength(2);
+  });
+
+  test("output caps: a result over 2,000 lines is bounded and carries a truncated diagnostic", async () => {
+    const lines = Array.from({ length: 2500 }, (_, i) => `line ${i + 1}`).join("\n");
+    const big = defineTool({
+      name: "big",
+      description: "A lot of output",
+      parameters: Type.Object({}),
+      execute: async () => textResult(lines),
+    });
+    const { root } = await open(callsThenAnswer(fauxToolCall("big", {}, { id: "call-1" })), { tools: [big] });
+    await (await root.submit({ type: "input", content: "go" })).wait();
+    const result = (await transcript(root)).find((e) => e.kind === "pi.tool-result")!;
+    const message = messageOf(result) as ToolResultMessage;
+    expect(message.isError).toBe(false);
+    const shown = (message.content[0] as { text: string }).text;
+    expect(shown.split("\n")).toHaveLength(2000);
+    expect(shown.endsWith("line 2000")).toBe(true);
+    expect(diagnosticsOf(result)).toEqual([expect.objectContaining({ severity: "warn", code: "truncated" })]);
+    expect((last(message.content) as { text: string }).text).toMatch(/^<harness>\n\[warn\] .*500 lines/);
+  });
+
+  const finish = defineTool({
+    name: "finish",
+    description: "End the run",
+    parameters: Type.Object({}),
+    execute: async () => ({ content: [{ type: "text", text: "finished" }], control: { terminate: true } }),
+  });
+
+  test("terminate on every call of a round ends the run with the tool-calling answer as the answer", async () => {
+    const { root, faux } = await open(
+      callsThenAnswer(
+        fauxToolCall("finish", {}, { id: "call-1" }),
+        fauxToolCall("finish", {}, { id: "call-2" }),
+      ),
+      { tools: [finish] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    const settled = await sub.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.tool-result"]);
+    expect(settled).toMatchObject({ status: "done", answer: entries[1]!.id });
+    expect(faux.requests).toHaveLength(1);
+    await root.waitForIdle();
+    expect(root.busy).toBe(false);
+  });
+
+  test("terminate on only some calls of a round does not end the run", async () => {
+    const effects = new KeyedEffects();
+    const { root, faux } = await open(
+      callsThenAnswer(
+        fauxToolCall("finish", {}, { id: "call-1" }),
+        fauxToolCall("apply", { item: "x" }, { id: "call-2" }),
+      ),
+      { tools: [finish, keyedEffectTool(effects, { name: "apply" })] },
+    );
+    const settled = await (await root.submit({ type: "input", content: "go" })).wait();
+    const entries = await transcript(root);
+    expect(last(entries).kind).toBe("pi.assistant");
+    expect(settled).toMatchObject({ status: "done", answer: last(entries).id });
+    expect(faux.requests).toHaveLength(2);
+  });
+
+  test("abort mid-tool: the tool's result is an aborted error, the input unanswered aborted, the conversation idle", async () => {
+    const { tool, started } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await root.abort();
+    expect(await sub.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result"]);
+    expect(messageOf(entries[2]!)).toMatchObject({ toolCallId: "call-1", isError: true });
+    expect(diagnosticsOf(entries[2]!).map((d) => d.code)).toEqual(["aborted"]);
+    expect(root.busy).toBe(false);
+    expect(liveOf(h)).toEqual({});
+    expect((await h.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+  });
+});
+
+describe("tool hooks", () => {
+  test("onAbort can replace an aborted call's result (its partial output by default); a throwing hook is reported and skipped", async () => {
+    const release = deferred();
+    const started = deferred();
+    const slow = defineTool({
+      name: "slow",
+      description: "Works until aborted",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        api.output("half done\n");
+        started.resolve();
+        await new Promise<void>((resolve, reject) => {
+          void release.promise.then(() => resolve());
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+        return textResult("finished");
+      },
+    });
+    const reported: unknown[] = [];
+    const seen: string[] = [];
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("slow", {}, { id: "call-1" })), {
+      tools: [slow],
+      onReport: (error) => void reported.push(error),
+      hooks: {
+        onAbort: [
+          () => {
+            throw new Error("cleanup hook broke");
+          },
+          (call, result) => {
+            seen.push(`${call.name}: ${textOf(result as never)}`);
+            return textResult(`rolled back (${textOf(result as never).trim()})`);
+          },
+        ],
+      },
+    });
+    await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await until(() => Boolean(liveOf(h).tools?.[0]?.output));
+    await root.abort();
+    expect(seen).toEqual(["slow: half done\n"]);
+    expect(reported.map((e) => (e as Error).message)).toContain("cleanup hook broke");
+    const [result] = await toolResults(root);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(textOf(messageOf(result!))).toContain("rolled back (half done)");
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+  });
+
+  test("afterTool can replace a result: the replacement is what is stored and what the model sees", async () => {
+    const { tool } = itemTool({});
+    const { root, faux } = await open(
+      callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })),
+      {
+        tools: [tool],
+        hooks: {
+          afterTool: [(call) => textResult(`${call.name} replaced (was: ${textOf(call.result as never)})`)],
+        },
+      },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toBe("apply replaced (was: applied a)");
+    expect(textOf(faux.requests[1]!.messages.at(-1)!)).toBe("apply replaced (was: applied a)");
+  });
+
+  test("a beforeTool rewrite is validated again: invalid rewritten arguments give invalid_arguments and the tool never runs", async () => {
+    const { tool, seen } = itemTool({});
+    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      tools: [tool],
+      hooks: { beforeTool: [() => ({ arguments: { other: 1 } })] },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["invalid_arguments"]);
+    expect(seen).toEqual([]);
+  });
+});
+
+describe("parallel and sequential rounds", () => {
+  test("the calls of one round run in parallel: both have started before either finishes", async () => {
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const { root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, b.tool] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await Promise.all([a.started.promise, b.started.promise]);
+    a.release.resolve();
+    b.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "second finished",
+    ]);
+  });
+
+  test("toolExecution sequential: the next call of the round starts only when the previous one ended", async () => {
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const beforeTool: string[] = [];
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      {
+        tools: [a.tool, b.tool],
+        settings: { toolExecution: "sequential" },
+        hooks: { beforeTool: [(call) => void beforeTool.push(call.name)] },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    await new Promise((r) => setTimeout(r, 30));
+    let secondStarted = false;
+    void b.started.promise.then(() => {
+      secondStarted = true;
+    });
+    await Promise.resolve();
+    expect(secondStarted).toBe(false);
+    expect(liveOf(h).tools?.map((t) => [t.name, t.status, t.taskId !== undefined])).toEqual([
+      ["first", "running", true],
+      ["second", "pending", false],
+    ]);
+    a.release.resolve();
+    await b.started.promise;
+    b.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(beforeTool).toEqual(["first", "second"]);
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "second finished",
+    ]);
+  });
+
+  test("a tool with executionMode sequential makes its whole round sequential", async () => {
+    const a = gatedTool("first");
+    const serial = defineTool({
+      name: "serial",
+      description: "One at a time",
+      parameters: Type.Object({}),
+      executionMode: "sequential",
+      execute: async () => textResult("serial done"),
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("serial", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, serial] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    expect(liveOf(h).tools?.map((t) => t.status)).toEqual(["running", "pending"]);
+    a.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "serial done",
+    ]);
+    expect(() => defineTool({ ...serial, executionMode: "sometimes" as never })).toThrow(TypeError);
+  });
+
+  test("a sequential round survives a restart: the interrupted call gets its result, then the next one runs", async () => {
+    const first = itemTool({ holdFirst: true });
+    const later = defineTool({
+      name: "later",
+      description: "Runs after",
+      parameters: Type.Object({}),
+      execute: async () => textResult("later done"),
+    });
+    const respond = callsThenAnswer(
+      fauxToolCall("apply", { item: "x" }, { id: "call-1" }),
+      fauxToolCall("later", {}, { id: "call-2" }),
+    );
+    const settings = { toolExecution: "sequential" as const };
+    const { root, store, faux } = await open(respond, { tools: [first.tool, later], settings });
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await first.started.promise;
+
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [itemTool({}).tool, later],
+      settings,
+    });
+    const again = await (await h2.root()).submit({ type: "input", content: "go", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    const results = await toolResults(await h2.root());
+    expect(results.map((e) => diagnosticsOf(e).map((d) => d.code))).toEqual([["interrupted"], []]);
+    expect(textOf(messageOf(results[1]!))).toBe("later done");
+  });
+
+  test("aborting a sequential round answers the calls that never started with an aborted result", async () => {
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, b.tool], settings: { toolExecution: "sequential" } },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    const results = await toolResults(root);
+    expect(
+      results.map((e) => [(messageOf(e) as { toolCallId: string }).toolCallId, diagnosticsOf(e)[0]?.code]),
+    ).toEqual([
+      ["call-1", "aborted"],
+      ["call-2", "aborted"],
+    ]);
+    expect(liveOf(h).run).toBeUndefined();
+    expect((liveOf(h).tools ?? []).filter((t) => t.status !== "done")).toEqual([]);
+  });
+});

@@ -1,0 +1,265 @@
+/**
+ * User tools (issue 14 item 6): a tool written in JavaScript from the settings is checked in the
+ * sandbox and stored in the store's settings conversation, installed as its own extension
+ * (`user:<name>`), hot-reloaded on each save (a running call finishes on the old code), selected or
+ * dropped per conversation through pi.agent `extensions`; the demo model calls one through
+ * `codemode`. Export and import: `user-tools-import.test.ts`.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { createRegistry, type ExtensionRegistry } from "../../../worker/agent/extensions/registry.ts";
+import { AgentHarness } from "../../../worker/agent/harness.ts";
+import { SETTINGS_CONVERSATION } from "../../../worker/agent/models/keys.ts";
+import { toPiTool } from "../../../worker/agent/tools/contract.ts";
+import { planDemoReply, useToolScript } from "../../../worker/app/demo-model.ts";
+import {
+  conversationExtensions,
+  saveUserToolDraft,
+  setExtensionEnabled,
+} from "../../../worker/app/extensions.ts";
+import {
+  saveUserTool,
+  storedUserTools,
+  USER_TOOLS_DOC,
+  userToolStatuses,
+} from "../../../worker/app/user-tools/store.ts";
+import { UserToolInvalid } from "../../../worker/app/user-tools/tool.ts";
+import { defineExtension, defineTool, textResult } from "../../../worker/index.ts";
+import { deferred, type FauxResponder, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { appEngines, ask, GREET } from "./user-tools-fixtures.ts";
+
+const { openApp, closeLater } = appEngines();
+
+const userExtensions = (registry: ExtensionRegistry) =>
+  registry
+    .snapshot()
+    .installed()
+    .map((e) => e.name)
+    .filter((n) => n.startsWith("user:"));
+
+describe("saving a user tool", () => {
+  test("a saved tool is stored as version 1, installed as user:greet, and the demo model calls it through codemode", async () => {
+    const { h, extensions } = await openApp();
+    const saved = await saveUserTool(h, GREET);
+    expect(saved).toMatchObject({ name: "greet", version: 1, activeVersion: 1, body: GREET.body });
+    expect(storedUserTools(h).map((t) => t.name)).toEqual(["greet"]);
+    expect(userExtensions(extensions)).toEqual(["user:greet"]);
+    const root = await h.root();
+    const answer = await ask(h, root.id, 'use my tool greet with {"name":"Ada"}');
+    expect(answer).toContain("My script ran");
+    expect(answer).toContain("greet answered: Hello, Ada!");
+    // The nested call of greet ran as its own tool task under the codemode call.
+    const nested = (await h.tasks({ kind: "pi.tool" })).filter((t) =>
+      JSON.stringify(t.input).includes('"greet"'),
+    );
+    expect(nested.length).toBeGreaterThanOrEqual(1);
+  });
+
+  test("the stored tools are installed again when the store is opened again", async () => {
+    const first = await openApp();
+    await saveUserTool(first.h, GREET);
+    await saveUserTool(first.h, { ...GREET, body: 'async (args) => "Hi " + args.name' });
+    // The store as it is now, opened by another engine (a reload).
+    const again = await openApp({ store: await memoryStore(first.store.image()) });
+    expect(userToolStatuses(again.h)).toMatchObject([{ name: "greet", version: 2, activeVersion: 2 }]);
+    expect(await ask(again.h, (await again.h.root()).id, 'use my tool greet with {"name":"Bo"}')).toContain(
+      "greet answered: Hi Bo",
+    );
+  });
+
+  const refused: Array<[string, Record<string, unknown>, string, RegExp]> = [
+    [
+      "a syntax error",
+      { body: "async (args) => {" },
+      "invalid_body",
+      /does not compile to a function: SyntaxError/,
+    ],
+    ["a body that is not a function", { body: "42" }, "invalid_body", /must be a function/],
+    ["two statements", { body: "async () => 1; globalThis.x = 1" }, "invalid_body", /SyntaxError/],
+    [
+      "a body that runs forever when defined",
+      { body: "(() => { while (true) {} })()" },
+      "invalid_body",
+      /does not compile to a function: .*(time|slice)/i,
+    ],
+    [
+      "a schema that is not an object schema",
+      { parameters: { type: "string" } },
+      "invalid_schema",
+      /"type": "object"/,
+    ],
+    [
+      "a required property the schema lacks",
+      { parameters: { type: "object", properties: {}, required: ["name"] } },
+      "invalid_schema",
+      /required property "name"/,
+    ],
+    [
+      "a property of an unknown type",
+      { parameters: { type: "object", properties: { n: { type: "float" } } } },
+      "invalid_schema",
+      /unknown type "float"/,
+    ],
+    [
+      "the name of a built-in tool",
+      { name: "ls" },
+      "name_taken",
+      /a tool named ls already exists \(from workspace-tools\)/,
+    ],
+    ["the codemode tool's name", { name: "codemode" }, "name_taken", /codemode already exists/],
+    ["a name scripts cannot call", { name: "my tool" }, "invalid_name", /letters, digits or _/],
+    ["no description", { description: " " }, "invalid_description", /needs a description/],
+  ];
+  test.each(refused)(
+    "%s is refused with a clear error and nothing is stored",
+    async (_, change, code, message) => {
+      const { h, extensions } = await openApp();
+      const error = await saveUserTool(h, { ...GREET, ...change }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(UserToolInvalid);
+      expect((error as UserToolInvalid).code).toBe(code);
+      expect((error as Error).message).toMatch(message);
+      expect(h.docNow(SETTINGS_CONVERSATION, USER_TOOLS_DOC)).toBeUndefined();
+      expect(userExtensions(extensions)).toEqual([]);
+    },
+  );
+
+  test("parameters that are not JSON text are refused like a bad schema", async () => {
+    const { h } = await openApp();
+    const error = await saveUserToolDraft(h, { ...GREET, parameters: "{ type: object" }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(UserToolInvalid);
+    expect((error as Error).message).toMatch(/the parameters are not JSON/);
+    expect(storedUserTools(h)).toEqual([]);
+  });
+
+  test("a refused edit leaves the stored version and the running one as they were", async () => {
+    const { h } = await openApp();
+    await saveUserTool(h, GREET);
+    await expect(saveUserTool(h, { ...GREET, body: "async (" })).rejects.toThrow(UserToolInvalid);
+    expect(userToolStatuses(h)).toMatchObject([{ version: 1, activeVersion: 1, body: GREET.body }]);
+  });
+
+  test("a runaway body is stopped by the sandbox's limits and the call reports it", async () => {
+    const { h } = await openApp();
+    await saveUserTool(h, {
+      ...GREET,
+      name: "spin",
+      parameters: { type: "object", properties: {} },
+      body: "async () => { while (true) {} }",
+    });
+    const answer = await ask(h, (await h.root()).id, "use my tool spin");
+    expect(answer).toMatch(/The `codemode` tool reported a problem: .*(slice|CPU)/i);
+  });
+});
+
+describe("hot reload", () => {
+  test("an edit while a call runs: that call finishes on the old version, the next call runs the new one", async () => {
+    const started = deferred();
+    const release = deferred();
+    const gate = defineTool({
+      name: "gate",
+      description: "waits for the test",
+      parameters: Type.Object({}),
+      replay: "safe",
+      async execute() {
+        started.resolve();
+        await release.promise;
+        return textResult("open");
+      },
+    });
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "test-gate", tools: [gate] }));
+    const callGreet: FauxResponder = (req, n) =>
+      req.messages.at(-1)!.role === "user"
+        ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage("done");
+    const faux = fauxAgentModel(callGreet);
+    closeLater(async () => faux.unregister());
+    const h = await AgentHarness.open(await memoryStore(), {
+      extensions,
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    closeLater(() => h.close());
+    await saveUserTool(h, {
+      ...GREET,
+      body: 'async (args, tools) => { await tools.gate({}); return "v1 " + args.name; }',
+    });
+    const root = await h.root();
+    const one = await root.submit({ type: "input", content: "one" });
+    await started.promise;
+    const v2 = await saveUserTool(h, { ...GREET, body: 'async (args) => "v2 " + args.name' });
+    // The app shows the reload took effect: the registry runs version 2.
+    expect(v2).toMatchObject({ version: 2, activeVersion: 2 });
+    release.resolve();
+    expect(await one.wait()).toMatchObject({ status: "done" });
+    await (await root.submit({ type: "input", content: "two" })).wait();
+    const results = (await root.entries())
+      .filter((e) => e.kind === "pi.tool-result")
+      .map((e) => (e.model as Array<{ details?: { result?: unknown; version?: number } }>)[0]!.details);
+    expect(results).toEqual([
+      { result: "v1 Ada", version: 1, calls: 1 },
+      { result: "v2 Ada", version: 2, calls: 0 },
+    ]);
+  });
+});
+
+describe("per conversation", () => {
+  test("a conversation drops a user tool through pi.agent extensions (names only); another keeps it", async () => {
+    const { h } = await openApp();
+    await saveUserTool(h, GREET);
+    const a = (await h.root()).id;
+    const b = (await h.createConversation({ ownership: { kind: "ownerless" } })).id;
+    await setExtensionEnabled(h, a, "user:greet", false);
+    expect((await h.requireConversation(a).agent()).extensions).toEqual({ remove: ["user:greet"] });
+    expect(await conversationExtensions(h, a)).toEqual([
+      {
+        name: "workspace-tools",
+        user: false,
+        tools: expect.arrayContaining(["ls", "codemode"]),
+        enabled: true,
+      },
+      { name: "user:greet", user: true, tools: ["greet"], enabled: false },
+    ]);
+    expect((await conversationExtensions(h, b)).find((e) => e.name === "user:greet")?.enabled).toBe(true);
+    expect(await ask(h, a, 'use my tool greet with {"name":"Ada"}')).toContain(
+      "I don't see a tool named `greet` in this conversation",
+    );
+    expect(await ask(h, b, 'use my tool greet with {"name":"Ada"}')).toContain("Hello, Ada!");
+    await setExtensionEnabled(h, a, "user:greet", true);
+    expect((await h.requireConversation(a).agent()).extensions).toBeUndefined();
+    expect(await ask(h, a, 'use my tool greet with {"name":"Cy"}')).toContain("Hello, Cy!");
+  });
+
+  test("an exact list gains and loses the name", async () => {
+    const { h } = await openApp();
+    await saveUserTool(h, GREET);
+    const root = await h.root();
+    await root.configure({ extensions: ["workspace-tools"] });
+    await setExtensionEnabled(h, root.id, "user:greet", true);
+    expect((await root.agent()).extensions).toEqual(["workspace-tools", "user:greet"]);
+    await setExtensionEnabled(h, root.id, "workspace-tools", false);
+    expect((await root.agent()).extensions).toEqual(["user:greet"]);
+  });
+});
+
+describe("the demo model", () => {
+  const tools = [toPiTool(GREET as never), { name: "codemode", description: "", parameters: {} as never }];
+  const user = (text: string) => ({ role: "user" as const, content: text, timestamp: 0 });
+
+  test('"use my tool NAME with {json}" writes a codemode script calling that tool with those arguments', () => {
+    const reply = planDemoReply({ messages: [user('Use my tool greet with {"name": "Ada"}')], tools });
+    expect(reply.toolCalls.map((c) => c.name)).toEqual(["codemode"]);
+    expect(reply.toolCalls[0]!.arguments).toEqual({ script: useToolScript("greet", { name: "Ada" }) });
+  });
+
+  test("a tool the conversation does not offer is named, and nothing is called", () => {
+    const reply = planDemoReply({ messages: [user("use my tool nope")], tools });
+    expect(reply.toolCalls).toEqual([]);
+    expect(reply.text).toContain("I don't see a tool named `nope`");
+  });
+});

@@ -1,0 +1,318 @@
+/**
+ * How an abort mark travels (spec §5.4, §5.5): cascade marks are derived in a commit of their own,
+ * reach work created below a cancelled owner after the cascade, stop at a background task unless it
+ * is aborted directly, and a waiting task does not wait for tasks it waits on but does not own.
+ */
+import { expect, test } from "vitest";
+import {
+  defineTask,
+  Harness,
+  type Json,
+  type TaskDefinition,
+  type TaskId,
+  type TaskRecord,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  running,
+  settle,
+  single,
+  untilAborted,
+} from "./fixtures.ts";
+
+/** Creates one owned `child` of `definition`, then parks until aborted; its abort handler logs. */
+function ownerOf(
+  name: string,
+  child: TaskDefinition<Json, Go, Json>,
+  options: { background?: boolean; log?: string[] } = {},
+) {
+  return defineTask<Json, Go | { phase: "hold" }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) =>
+        new Promise<void>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    },
+    abort: async (_t, runtime) => {
+      options.log?.push(`abort:${name}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+}
+
+function trackTasks(h: Harness): { changes: TaskRecord[][]; latest: Map<TaskId, TaskRecord> } {
+  const changes: TaskRecord[][] = [];
+  const latest = new Map<TaskId, TaskRecord>();
+  h.subscribe((change) => {
+    changes.push([...change.tasks]);
+    for (const t of change.tasks) latest.set(t.id, t);
+  });
+  return { changes, latest };
+}
+
+test("cascade marks are derived in a commit of their own, never in the commit that marks the owner", async () => {
+  const child = parked("cascade-child");
+  const owner = ownerOf("cascade-owner", child);
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const { changes, latest } = trackTasks(h);
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "owner and child running" });
+  const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
+  expect(await h.abortTask(id)).toBe("marked");
+  await done(h, id);
+  const ownerMarked = changes.findIndex((c) => c.some((t) => t.id === id && t.abortRequested));
+  const childMarked = changes.findIndex((c) => c.some((t) => t.id === childId && t.abortRequested));
+  expect(ownerMarked).toBeGreaterThanOrEqual(0);
+  expect(childMarked).toBeGreaterThan(ownerMarked);
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("a background task owned by a cancelled owner's conversation is a boundary; aborting it directly aborts its own subtree", async () => {
+  const log: string[] = [];
+  const inner = parked("inner");
+  const background = ownerOf("background", inner, { log });
+  // The owner creates a conversation it owns and a background task there, then parks.
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(background, null, {
+            ownership: { kind: "conversation" },
+            conversationId: c.id,
+            background: true,
+          });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) =>
+        new Promise<void>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:owner");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "owner, background and inner running" });
+  const bgId = [...latest.values()].find((t) => t.kind === "background")?.id as TaskId;
+  const innerId = [...latest.values()].find((t) => t.kind === "inner")?.id as TaskId;
+  // The owner's abort does not wait for, nor mark, the background task or what it owns.
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  await settle();
+  expect((await h.getTask(bgId))?.abortRequested).toBe(false);
+  expect((await h.getTask(innerId))?.abortRequested).toBe(false);
+  expect(log).toEqual(["abort:owner"]);
+  // Aborted directly, the background task's ordinary owned work is marked and drains first.
+  expect(await h.abortTask(bgId)).toBe("marked");
+  expect(outcome(await done(h, bgId))?.status).toBe("aborted");
+  expect((await h.getTask(innerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect(log).toEqual(["abort:owner", "abort:background"]);
+  await h.close();
+});
+
+test("an abort-marked waiting task does not wait for a task it waits on but does not own", async () => {
+  const other = parked("other");
+  const aborted = deferred();
+  const waiter = defineTask<TaskId, Go | { phase: "joined" }, Json>({
+    name: "waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "joined" },
+          on: [task.input],
+          policy: "allSettled",
+        }));
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+    },
+    abort: async (_t, runtime) => {
+      aborted.resolve();
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [waiter, other] });
+  const { latest } = trackTasks(h);
+  const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+  const id = await h.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "waiting", { what: "waiter waiting" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await aborted.promise;
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  const stillRunning = await h.getTask(otherId);
+  expect(stillRunning?.state.status).toBe("running");
+  expect(stillRunning?.abortRequested).toBe(false);
+  await h.close();
+});
+
+test("a blocked owner is orphaned only after its owned work drained", async () => {
+  const log: string[] = [];
+  const gate = deferred();
+  const kid = defineTask<Json, Go, Json>({
+    name: "kid",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, _r, signal) =>
+        new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:kid");
+      await gate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const makesKid = ownerOf("blocked-owner", kid);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [makesKid, kid] });
+  const id = await first.createTask(makesKid, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 2, { what: "owner and kid running" });
+  await first.close();
+  // The next engine lacks the owner's definition: the owner is blocked, its kid runs.
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [kid] });
+  const { latest } = trackTasks(h);
+  await until(() => running(h) === 1, { what: "kid running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(() => log.includes("abort:kid"), { what: "kid's abort handler" });
+  await settle();
+  // The kid's abort handler has not committed: the owner is not settled yet.
+  expect(latest.get(id)?.state.status).toBe("pending");
+  expect((await h.getTask(id))?.abortRequested).toBe(true);
+  gate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("abortTask on a completing task only marks it: the work below is aborted, the held completed outcome stays", async () => {
+  const log: string[] = [];
+  const kid = parked("held-kid");
+  let kidId: TaskId | undefined;
+  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "holder",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("held"))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:holder");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "completing", { what: "holder completing" });
+  expect(await h.abortTask(id)).toBe("marked");
+  const final = await done(h, id);
+  expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
+  expect(final.abortRequested).toBe(true);
+  expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
+  expect(log).toEqual([]);
+  expect(await h.abortTask(id)).toBe("terminal");
+  await h.close();
+});
+
+test("a crash between an owner's abort mark and its cascade loses nothing: the next engine marks the work below, bottom-up", async () => {
+  const log: string[] = [];
+  const child = defineTask<Json, Go, Json>({
+    name: "crash-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      log.push("abort:child");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const owner = ownerOf("crash-owner", child, { log });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, child] });
+  const { latest } = trackTasks(first);
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 2, { what: "owner and child running" });
+  const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
+  const crashed = await memoryStore(store.image());
+  await first.close();
+  // The store as a crash right after the owner's marking commit leaves it: the cascade never ran.
+  await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+  const h = await Harness.open(crashed, { tasks: [owner, child] });
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect((await h.getTask(childId))?.abortRequested).toBe(true);
+  expect(log).toEqual(["abort:child", "abort:crash-owner"]);
+  await h.close();
+});
+
+test("cascades through task and conversation edges, bottom-up", async () => {
+  const log: string[] = [];
+  const logAbort =
+    (name: string): TaskDefinition<Json, Go, Json>["abort"] =>
+    async (_t, runtime) => {
+      log.push(`abort:${name}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    };
+  // x: ordinary work in the conversation b owns.
+  const x = single("edge.x", async (_t, _r, signal) => untilAborted(signal), { abort: logAbort("x") });
+  // b: a task owned by a; it owns a conversation holding x.
+  const b = single(
+    "edge.b",
+    async (_t, runtime, signal) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        tx.createTask(x, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    },
+    { abort: logAbort("b") },
+  );
+  const a = ownerOf("a", b, { log });
+  const h = await Harness.open(await memoryStore(), { tasks: [a, b, x] });
+  const id = await h.createTask(a, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "a, b and x running" });
+  const [xRecord] = await h.tasks({ kind: "edge.x" });
+  const [bRecord] = await h.tasks({ kind: "edge.b" });
+  expect(xRecord?.owner).toBeUndefined();
+  expect(h.conversationRecords().find((c) => c.id === xRecord?.conversationId)?.owner?.taskId).toBe(
+    bRecord?.id,
+  );
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(xRecord!.id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(bRecord!.id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:x", "abort:b", "abort:a"]);
+  await h.close();
+});

@@ -1,0 +1,89 @@
+/**
+ * abortTask (spec §2.2, §5.4): it commits the abort mark, then signals and joins the active run; it
+ * returns `marked` only once that happened (or once a blocked task with no live owned work was
+ * settled `orphaned` in the marking commit), `terminal` for a finished task, and nothing else.
+ */
+import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import { Harness, UnknownTask } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { blocked, complete, done, outcome, parked, running, single, storeWith } from "./fixtures.ts";
+
+const conversationOwned = { ownership: { kind: "conversation" as const } };
+
+test("abortTask returns `marked` only after the mark is committed and the running invocation has returned", async () => {
+  const release = deferred();
+  let returned = false;
+  const slow = single("slow-to-stop", async (_t, _runtime, signal) => {
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await release.promise; // cleans up for a while after the signal
+    returned = true;
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [slow] });
+  const id = await h.createTask(slow, null, conversationOwned);
+  await until(() => running(h) === 1, { what: "running" });
+  const result = h.abortTask(id);
+  setTimeout(() => release.resolve(), 50);
+  expect(await result).toBe("marked");
+  expect(returned).toBe(true);
+  expect((await h.getTask(id))?.abortRequested).toBe(true);
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+  await h.close();
+});
+
+test("abortTask on a blocked task without live owned work settles it `orphaned` before returning `marked`", async () => {
+  const { image, ids } = await storeWith([parked("ghost")]);
+  const h = await Harness.open(image);
+  await until(() => blocked(h).length === 1, { what: "ghost blocked" });
+  expect(await h.abortTask(ids[0]!)).toBe("marked");
+  const record = internals(h).session.records.tasks.get(ids[0]!);
+  expect(record?.state).toEqual({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "missing_task" },
+  });
+  await h.close();
+});
+
+test("abortTask answers only `marked` or `terminal`: aborting a marked task again is `marked`; an unknown id rejects", async () => {
+  const stuck = parked("stuck");
+  const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
+  const h = await Harness.open(await memoryStore(), { tasks: [stuck, quick] });
+  const id = await h.createTask(stuck, null, conversationOwned);
+  await until(() => running(h) === 1, { what: "running" });
+  const [first, second] = await Promise.all([h.abortTask(id), h.abortTask(id)]);
+  expect([first, second]).toEqual(["marked", "marked"]);
+  expect(await h.abortTask(id)).toMatch(/^(marked|terminal)$/);
+  await done(h, id);
+  expect(await h.abortTask(id)).toBe("terminal");
+  const finished = await h.createTask(quick, null, conversationOwned);
+  await done(h, finished);
+  expect(await h.abortTask(finished)).toBe("terminal");
+  await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
+  await h.close();
+});
+
+test("an explicit abortTask reaches a background task: it is marked and aborted like any other", async () => {
+  const slow = parked("background-slow");
+  const h = await Harness.open(await memoryStore(), { tasks: [slow] });
+  const id = await h.createTask(slow, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => running(h) === 1, { what: "running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+  await h.close();
+});
+
+test("the harness clock (the now option) stamps conversation creation and task start and end times", async () => {
+  let clock = 10_000;
+  const h = await Harness.open(await memoryStore(), { tasks: [parked("clocked")], now: () => clock });
+  const slow = h.registry.get("clocked")!;
+  const made = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  expect(made.createdAt).toBe(10_000);
+  clock = 20_000;
+  const id = await h.createTask(slow, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  clock = 30_000;
+  await h.abortTask(id);
+  const ended = await done(h, id);
+  expect([ended.startedAt, ended.endedAt]).toEqual([20_000, 30_000]);
+  await h.close();
+});

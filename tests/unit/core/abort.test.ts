@@ -1,0 +1,249 @@
+/**
+ * Abort: the abort handler decides the outcome, a late commit after the mark is refused, abort
+ * flows down to children first, the invocation signal, a durable abort mark across a restart, and a
+ * cancelled wait that never cancels its task.
+ */
+import { describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  AbortRequested,
+  CommitRefused,
+  defineTask,
+  Harness,
+  type Json,
+  type TaskId,
+  WaitCancelled,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  settle,
+  single,
+  untilAborted,
+} from "./fixtures.ts";
+
+describe("late commit after abort", () => {
+  test("the blocked handler's later commit is refused with abort_requested; the abort handler decides", async () => {
+    const entered = deferred();
+    const gate = deferred();
+    const log: string[] = [];
+    let refused: unknown;
+    let signalReason: unknown;
+    const def = single(
+      "late",
+      async (_t, runtime, signal) => {
+        entered.resolve();
+        await gate.promise; // deaf to the signal on purpose
+        signalReason = signal.reason;
+        try {
+          await runtime.commit(() => complete("late write"));
+        } catch (error) {
+          refused = error;
+          log.push("refused");
+          throw error;
+        }
+      },
+      {
+        abort: async (_t, runtime) => {
+          log.push("abort handler");
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "by abort handler" },
+          }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await entered.promise;
+    // abortTask answers once the deaf handler returned: release it after the mark is stored.
+    const aborting = h.abortTask(id);
+    await until(() => internals(h).session.records.tasks.get(id)?.abortRequested === true, {
+      what: "mark stored",
+    });
+    gate.resolve();
+    expect(await aborting).toBe("marked");
+    const final = await done(h, id);
+    expect(refused).toBeInstanceOf(CommitRefused);
+    expect((refused as CommitRefused).reason).toBe("abort_requested");
+    expect(signalReason).toBeInstanceOf(AbortRequested);
+    expect(log).toEqual(["refused", "abort handler"]);
+    expect(outcome(final)).toEqual({ status: "aborted", reason: "by abort handler" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("abort and the task tree", () => {
+  test("abort flows down: children abort first, then the parent's abort handler reads their outcomes", async () => {
+    const log: string[] = [];
+    let started = 0;
+    const kid = defineTask<{ i: number }, Go, Json>({
+      name: "kid",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, _r, signal) => {
+          started++;
+          await untilAborted(signal);
+        },
+      },
+      abort: async (task, runtime) => {
+        log.push(`abort kid ${task.input.i}`);
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "cascade" },
+        }));
+      },
+    });
+    type FamilyState = { phase: "spawn" } | { phase: "gather"; kids: TaskId[] };
+    const family = defineTask<null, FamilyState, Json>({
+      name: "family",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [0, 1].map((i) =>
+              tx.createTask(kid, { i }, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            );
+            return {
+              status: "waiting",
+              checkpoint: { phase: "gather", kids },
+              on: kids,
+              policy: "allSettled",
+            };
+          });
+        },
+        gather: async (_t, runtime) => void (await runtime.commit(() => complete("not aborted"))),
+      },
+      abort: async (task, runtime) => {
+        const s = task.state;
+        const kids = "checkpoint" in s && s.checkpoint.phase === "gather" ? s.checkpoint.kids : [];
+        const outcomes = (await runtime.outcomes(kids)).map((o) => o.status);
+        log.push(`abort parent sees ${outcomes.join(",")}`);
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "parent", result: outcomes },
+        }));
+      },
+    });
+    const h = await Harness.open(await memoryStore());
+    const terminalOrder: TaskId[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.state.status === "terminal") terminalOrder.push(t.id);
+    });
+    const id = await h.createTask(family, null, { ownership: { kind: "conversation" } });
+    await until(() => started === 2, { what: "kids running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    const final = await done(h, id);
+    expect(outcome(final)).toEqual({ status: "aborted", reason: "parent", result: ["aborted", "aborted"] });
+    expect(log.slice(0, 2).sort()).toEqual(["abort kid 0", "abort kid 1"]);
+    expect(log[2]).toBe("abort parent sees aborted,aborted");
+    expect(terminalOrder).toHaveLength(3);
+    expect(terminalOrder.at(-1)).toBe(id);
+    for (const k of terminalOrder.slice(0, 2)) expect((await h.getTask(k))?.abortRequested).toBe(true);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("waitForTask(id, signal): aborting the signal cancels the wait, never the task", async () => {
+    const gate = deferred();
+    const def = single("patient", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("finished anyway"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    const controller = new AbortController();
+    const wait = h.waitForTask(id, controller.signal);
+    controller.abort();
+    await expect(wait).rejects.toBeInstanceOf(WaitCancelled);
+    expect((await h.getTask(id))?.abortRequested).toBe(false);
+    gate.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "finished anyway" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("the invocation signal", () => {
+  test("a handler that reads runtime.signal only after an abort mark sees it aborted with AbortRequested", async () => {
+    const reached = deferred();
+    const release = deferred();
+    let seen: { aborted: boolean; reason: unknown } | undefined;
+    const late = single(
+      "late-signal",
+      // Two parameters: the signal argument is never made; runtime.signal is made on first use.
+      async (_t, runtime) => {
+        reached.resolve();
+        await release.promise;
+        seen = { aborted: runtime.signal.aborted, reason: runtime.signal.reason };
+        throw runtime.signal.reason;
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [late] });
+    const id = await h.createTask(late, null, { ownership: { kind: "conversation" } });
+    await reached.promise;
+    // abortTask answers once the handler returned: release it after the mark is stored.
+    const aborting = h.abortTask(id);
+    await until(() => internals(h).session.records.tasks.get(id)?.abortRequested === true, {
+      what: "mark stored",
+    });
+    await settle(); // the drain that derives the mark signals the invocation
+    release.resolve();
+    expect(await aborting).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(seen?.aborted).toBe(true);
+    expect(seen?.reason).toBeInstanceOf(AbortRequested);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("an abort mark is durable", () => {
+  test("a task marked for abort whose handler had not finished runs its abort handler after a restart, not its phase", async () => {
+    const handlerStarted = deferred();
+    const log: string[] = [];
+    const makeDef = (holdAbort: boolean) =>
+      single(
+        "slow-abort",
+        async (_t, _r, signal) => {
+          log.push("phase");
+          await untilAborted(signal);
+        },
+        {
+          abort: async (_t, runtime) => {
+            log.push("abort");
+            if (holdAbort) {
+              handlerStarted.resolve();
+              await new Promise(() => undefined);
+            }
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "aborted", reason: "cleaned" },
+            }));
+          },
+        },
+      );
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [makeDef(true)] });
+    const id = await h.createTask(makeDef(true), null, { ownership: { kind: "conversation" } });
+    await until(() => log.includes("phase"), { what: "phase running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    await handlerStarted.promise;
+    const image = store.image();
+    log.length = 0;
+
+    const h2 = await Harness.open(await memoryStore(image), { tasks: [makeDef(false)] });
+    expect((await h2.getTask(id))?.abortRequested).toBe(true);
+    expect(outcome(await done(h2, id))).toEqual({ status: "aborted", reason: "cleaned" });
+    expect(log).toEqual(["abort"]);
+    await engineStillRuns(h2);
+    await h2.close();
+  });
+});

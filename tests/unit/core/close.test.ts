@@ -1,0 +1,81 @@
+/**
+ * close (spec §2.2, §4): the first call seals admission and reservation for good. Its optional
+ * signal cancels only that caller's wait: admission stays sealed, and a later close() awaits the
+ * same shutdown.
+ */
+import { expect, test } from "vitest";
+import { Harness, HarnessClosed, WaitCancelled } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { echo, open } from "../agent/fixtures.ts";
+import { complete, done, outcome, row, running, single } from "./fixtures.ts";
+
+test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
+  const release = deferred();
+  let returned = false;
+  // Ignores its signal until released: the shutdown waits for it.
+  const stubborn = single("stubborn", async () => {
+    await release.promise;
+    returned = true;
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stubborn] });
+  await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const controller = new AbortController();
+  const first = h.close({}, controller.signal);
+  controller.abort();
+  await expect(first).rejects.toBeInstanceOf(WaitCancelled);
+  expect(h.closed).toBe(true);
+  await expect(h.createTask(stubborn, null, { ownership: { kind: "conversation" } })).rejects.toBeInstanceOf(
+    HarnessClosed,
+  );
+  await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  const second = h.close();
+  expect(store.closed).toBe(false);
+  release.resolve();
+  await second;
+  expect(returned).toBe(true);
+  expect(store.closed).toBe(true);
+});
+
+test("close() stops a running task without writing an outcome or an abort mark: the next engine resumes it", async () => {
+  const started = deferred();
+  let commitAfterClose: unknown;
+  const stopping = single("stopping", async (_t, runtime, signal) => {
+    started.resolve();
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    // A commit after the close began is refused; the task stays as it was stored.
+    commitAfterClose = await runtime.commit(() => complete("too late")).catch((e: unknown) => e);
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stopping] });
+  const id = await h.createTask(stopping, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  await h.close();
+  expect(commitAfterClose).toBeInstanceOf(Error);
+  const image = await memoryStore(store.image());
+  const stored = await row(image, id);
+  expect(stored?.["status"]).toBe("running");
+  const finishing = single(
+    "stopping",
+    async (_t, runtime) => void (await runtime.commit(() => complete("resumed"))),
+  );
+  const next = await Harness.open(image, { tasks: [finishing] });
+  expect((await next.getTask(id))?.abortRequested).toBe(false);
+  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed" });
+  await next.close();
+});
+
+test("once close began, new task, conversation and submission operations reject with HarnessClosed", async () => {
+  const { h, root } = await open(echo);
+  await h.close();
+  await expect(root.submit({ type: "input", content: "late" })).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toBeInstanceOf(
+    HarnessClosed,
+  );
+  await expect(root.configure({ instructions: "x" })).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.getTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.waitForTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(h.abortTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+  expect(() => h.resume()).toThrow(HarnessClosed);
+});

@@ -1,0 +1,196 @@
+/**
+ * Document patches (worker/core/doc-patch.ts): a change stored as its own row instead of a new copy
+ * of the document, replayed at open; whole writes and the row limit fold them back into the document.
+ */
+import { describe, expect, test } from "vitest";
+import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "../../../worker/core/doc-patch.ts";
+import { internals } from "../../../worker/core/internals.ts";
+import { Harness, InvalidTransition, type Json } from "../../../worker/index.ts";
+import type { MemoryStore } from "../../../worker/store/open.ts";
+import { memoryStore } from "../../../worker/testing.ts";
+
+const DOC = "test.stream";
+
+/** The stored rows behind the document: its row's value and its patch rows. */
+async function stored(store: MemoryStore): Promise<{ row: Json | undefined; patches: DocPatch[] }> {
+  return store.read(async (sql) => {
+    const row = await sql.get("SELECT value FROM documents WHERE conversation_id = 1 AND name = ?", [DOC]);
+    const patches = await sql.all(
+      "SELECT op FROM doc_patches WHERE conversation_id = 1 AND name = ? ORDER BY id",
+      [DOC],
+    );
+    return {
+      row: row ? (JSON.parse(String(row["value"])) as Json) : undefined,
+      patches: patches.map((p) => JSON.parse(String(p["op"])) as DocPatch),
+    };
+  });
+}
+
+async function reopened(store: MemoryStore): Promise<Json | undefined> {
+  const h = await Harness.open(await memoryStore(store.image()));
+  const value = await h.transaction((tx) => tx.readDoc(1, DOC));
+  await h.close();
+  return value;
+}
+
+describe("applying patches", () => {
+  test("appends to strings and absent keys, sets keys and array items, and copies only the path", () => {
+    const original = Object.freeze({
+      tools: Object.freeze([Object.freeze({ id: 1, output: "ab" }), Object.freeze({ id: 2 })]),
+      other: Object.freeze({ kept: true }),
+    });
+    const next = applyDocPatches(original as unknown as Json, [
+      { path: ["tools", 0, "output"], append: "cd" },
+      { path: ["tools", 1, "output"], append: "x" },
+      { path: ["tools", 1, "dropped"], set: 3 },
+      { path: ["tools", 0], set: { id: 1, output: "abcd", done: true } },
+      { path: ["tools", 2], set: { id: 3 } },
+    ]) as typeof original & { tools: Array<Record<string, Json>> };
+    expect(next).toEqual({
+      tools: [{ id: 1, output: "abcd", done: true }, { id: 2, output: "x", dropped: 3 }, { id: 3 }],
+      other: { kept: true },
+    });
+    expect(original.tools[0]).toEqual({ id: 1, output: "ab" });
+    expect(next.other).toBe(original.other);
+  });
+
+  test("a path that does not fit the document is refused with InvalidTransition", () => {
+    const doc = { list: [{ text: "a", n: 1 }], name: "x" };
+    const bad: Array<[Json | undefined, DocPatch]> = [
+      [undefined, { path: ["a"], append: "x" }],
+      [doc, { path: [], append: "x" }],
+      [doc, { path: ["missing", "text"], append: "x" }],
+      [doc, { path: ["list", 1, "text"], append: "x" }],
+      [doc, { path: ["list", 1], append: "x" }],
+      [doc, { path: ["list", 2], set: {} }],
+      [doc, { path: ["list", "0", "text"], append: "x" }],
+      [doc, { path: ["list", 0, "n"], append: "x" }],
+      [doc, { path: ["name", "inner"], set: 1 }],
+      [doc, { path: ["name"], append: 5 } as unknown as DocPatch],
+    ];
+    for (const [value, patch] of bad)
+      expect(() => applyDocPatches(value, [patch])).toThrow(InvalidTransition);
+  });
+});
+
+describe("stored patches", () => {
+  test("a patch commit stores only the patch; the document replays whole at open", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { slot: { output: "start " } }));
+    for (let i = 0; i < 5; i++)
+      await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["slot", "output"], append: `chunk${i} ` }]));
+    const value = { slot: { output: "start chunk0 chunk1 chunk2 chunk3 chunk4 " } };
+    expect(await h.transaction((tx) => tx.readDoc(1, DOC))).toEqual(value);
+    const rows = await stored(store);
+    expect(rows.row).toEqual({ slot: { output: "start " } });
+    expect(rows.patches.map((p) => "append" in p && p.append)).toEqual([
+      "chunk0 ",
+      "chunk1 ",
+      "chunk2 ",
+      "chunk3 ",
+      "chunk4 ",
+    ]);
+    expect(await reopened(store)).toEqual(value);
+    // A whole write folds the patches away.
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { slot: { output: "reset" } }));
+    expect(await stored(store)).toEqual({ row: { slot: { output: "reset" } }, patches: [] });
+    await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["slot", "output"], append: "!" }]));
+    expect(await reopened(store)).toEqual({ slot: { output: "reset!" } });
+    // Deleting the document deletes its patches too.
+    await h.transaction((tx) => tx.writeDoc(1, DOC, undefined));
+    expect(await stored(store)).toEqual({ row: undefined, patches: [] });
+    expect(await reopened(store)).toBeUndefined();
+    await h.close();
+  });
+
+  test(`a document never holds more than ${PATCH_ROW_LIMIT} patch rows: the next change is written whole`, async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "" }));
+    let expected = "";
+    for (let i = 0; i < PATCH_ROW_LIMIT; i++) {
+      expected += `${i},`;
+      await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: `${i},` }]));
+    }
+    expect((await stored(store)).patches).toHaveLength(PATCH_ROW_LIMIT);
+    expected += "last,";
+    await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "last," }]));
+    expect(await stored(store)).toEqual({ row: { text: expected }, patches: [] });
+    // The count restarted: the next change is a patch row again, and it survives a restart.
+    await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "again" }]));
+    expect((await stored(store)).patches).toHaveLength(1);
+    await h.close();
+    const store2 = await memoryStore(store.image());
+    const h2 = await Harness.open(store2);
+    expect(await h2.transaction((tx) => tx.readDoc(1, DOC))).toEqual({ text: `${expected}again` });
+    // Rows counted at open: the limit still holds across the restart.
+    for (let i = 0; i < PATCH_ROW_LIMIT; i++)
+      await h2.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "." }]));
+    const after = await h2.transaction((tx) => tx.readDoc<{ text: string }>(1, DOC));
+    expect(after?.text).toBe(`${expected}again${".".repeat(PATCH_ROW_LIMIT)}`);
+    expect((await stored(store2)).patches.length).toBeLessThanOrEqual(PATCH_ROW_LIMIT);
+    await h2.close();
+  });
+
+  test("grouped commits store each one's patches in order; a whole write in the group wins", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "" }));
+    const before = store.stats.transactions;
+    await Promise.all([
+      h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "a" }])),
+      h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "b" }])),
+      h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "c" }])),
+    ]);
+    expect(store.stats.transactions - before).toBe(1);
+    expect(await stored(store)).toEqual({
+      row: { text: "" },
+      patches: [
+        { path: ["text"], append: "a" },
+        { path: ["text"], append: "b" },
+        { path: ["text"], append: "c" },
+      ],
+    });
+    await Promise.all([
+      h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "d" }])),
+      h.transaction((tx) => {
+        const current = tx.readDoc<{ text: string }>(1, DOC)!;
+        tx.writeDoc(1, DOC, { text: `${current.text}E` });
+      }),
+      h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "f" }])),
+    ]);
+    expect(await stored(store)).toEqual({ row: { text: "abcdEf" }, patches: [] });
+    expect(await reopened(store)).toEqual({ text: "abcdEf" });
+    await h.close();
+  });
+
+  test("a refused patch fails its own commit and leaves the document as it was", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "kept" }));
+    await expect(
+      h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["nope", "x"], append: "!" }])),
+    ).rejects.toThrow(InvalidTransition);
+    await expect(h.transaction((tx) => tx.patchDoc(1, "absent", [{ path: ["x"], set: 1 }]))).rejects.toThrow(
+      InvalidTransition,
+    );
+    expect(await stored(store)).toEqual({ row: { text: "kept" }, patches: [] });
+    expect(await h.transaction((tx) => tx.readDoc(1, DOC))).toEqual({ text: "kept" });
+    await h.close();
+  });
+
+  test("watchers see the whole new value of a patched document", async () => {
+    const h = await Harness.open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "a" }));
+    const seen: Json[] = [];
+    const unsubscribe = internals(h).session.subscribe((change) => {
+      for (const d of change.docs) if (d.name === DOC && d.value !== undefined) seen.push(d.value);
+    });
+    await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "b" }]));
+    await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["more"], set: [1] }]));
+    unsubscribe();
+    expect(seen).toEqual([{ text: "ab" }, { text: "ab", more: [1] }]);
+    await h.close();
+  });
+});

@@ -1,0 +1,152 @@
+/**
+ * Typed custom documents (defineDoc) and their versions (spec §3.1, §3.6): a stored value of an older
+ * version is migrated on typed access, and stored migrated only by a transaction that read it; a
+ * newer stored version, or an older one with no `migrate`, is refused; a read-only snapshot never
+ * writes.
+ */
+import { afterEach, describe, expect, test } from "vitest";
+import {
+  AgentHarness,
+  DocumentVersionError,
+  defineDoc,
+  type Json,
+  type MemoryStore,
+} from "../../../worker/index.ts";
+import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { echo } from "../agent/fixtures.ts";
+
+const NAME = "app.notes";
+type V1 = { items: string[] };
+type V2 = { entries: Array<{ text: string }> };
+
+const v1 = defineDoc<V1>({ name: NAME, version: 1, initial: { items: [] } });
+function v2(log: number[] = []) {
+  return defineDoc<V2>({
+    name: NAME,
+    version: 2,
+    initial: () => ({ entries: [] }),
+    migrate: (value, from) => {
+      log.push(from);
+      return { entries: (value as V1).items.map((text) => ({ text })) };
+    },
+  });
+}
+
+const opened: AgentHarness[] = [];
+afterEach(async () => {
+  for (const h of opened.splice(0)) await h.close().catch(() => undefined);
+});
+
+async function harness(store?: MemoryStore) {
+  const faux = fauxAgentModel(echo);
+  const s = store ?? (await memoryStore());
+  const h = await AgentHarness.open(s, { models: faux.models, defaultModel: faux.ref });
+  opened.push(h);
+  faux.unregister();
+  return { h, store: s };
+}
+
+/** The document's row as stored: its version and value. */
+async function row(store: MemoryStore): Promise<{ version: number; value: Json } | undefined> {
+  const r = await store.read((sql) =>
+    sql.get("SELECT version, value FROM documents WHERE conversation_id = 1 AND name = ?", [NAME]),
+  );
+  return r ? { version: Number(r["version"]), value: JSON.parse(String(r["value"])) as Json } : undefined;
+}
+
+describe("document versions", () => {
+  test("an older stored value is migrated on typed access and stored by the transaction that read it", async () => {
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a", "b"] }));
+    expect(await row(store)).toEqual({ version: 1, value: { items: ["a", "b"] } });
+    const calls: number[] = [];
+    const notes = v2(calls);
+    const migrated = { entries: [{ text: "a" }, { text: "b" }] };
+    // A snapshot migrates in memory only.
+    expect(await h.snapshot(notes, 1)).toEqual(migrated);
+    expect(await row(store)).toEqual({ version: 1, value: { items: ["a", "b"] } });
+    // A transaction that fails after reading stores nothing.
+    await expect(
+      h.transaction((tx) => {
+        notes.read(tx, 1);
+        throw new Error("changed my mind");
+      }),
+    ).rejects.toThrow("changed my mind");
+    expect(await row(store)).toEqual({ version: 1, value: { items: ["a", "b"] } });
+    // A transaction that reads it stores the migration, at the definition's version.
+    expect(await h.transaction((tx) => notes.read(tx, 1))).toEqual(migrated);
+    expect(await row(store)).toEqual({ version: 2, value: migrated });
+    expect(calls).toEqual([1, 1, 1]);
+    // From now on nothing migrates, also after a restart.
+    const again = await harness(await memoryStore(store.image()));
+    expect(await again.h.transaction((tx) => notes.read(tx, 1))).toEqual(migrated);
+    expect(await again.h.snapshot(notes, 1)).toEqual(migrated);
+    expect(calls).toEqual([1, 1, 1]);
+    // The older definition can no longer read it; the stored value stays as it is.
+    const refused = await again.h.transaction((tx) => v1.read(tx, 1)).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DocumentVersionError);
+    expect(refused).toMatchObject({ code: "document_version", storedVersion: 2, definitionVersion: 1 });
+    await expect(again.h.snapshot(v1, 1)).rejects.toThrow(DocumentVersionError);
+    expect(await row(again.store)).toEqual({ version: 2, value: migrated });
+  });
+
+  test("an older stored version with no migrate is refused, not guessed", async () => {
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    const strict = defineDoc<V2>({ name: NAME, version: 2, initial: { entries: [] } });
+    await expect(h.transaction((tx) => strict.read(tx, 1))).rejects.toThrow(/version 1 .* has no migrate/);
+    await expect(h.snapshot(strict, 1)).rejects.toThrow(DocumentVersionError);
+    expect(await row(store)).toEqual({ version: 1, value: { items: ["a"] } });
+  });
+
+  test("migrate gets a copy: changing it does not change the committed value", async () => {
+    const { h } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    const mutating = defineDoc<V2>({
+      name: NAME,
+      version: 2,
+      initial: { entries: [] },
+      migrate: (value) => {
+        const old = value as V1;
+        old.items.push("added by migrate");
+        return { entries: old.items.map((text) => ({ text })) };
+      },
+    });
+    expect((await h.snapshot(mutating, 1)).entries).toHaveLength(2);
+    expect(await h.doc(1, NAME)).toEqual({ items: ["a"] });
+  });
+
+  test("writes store the definition's version; a core write without one keeps it", async () => {
+    const { h, store } = await harness();
+    const notes = v2();
+    expect(await h.transaction((tx) => notes.read(tx, 1))).toEqual({ entries: [] });
+    expect(await row(store)).toBeUndefined(); // reading the initial value writes nothing
+    await h.transaction((tx) => notes.write(tx, 1, { entries: [{ text: "x" }] }));
+    expect((await row(store))?.version).toBe(2);
+    await h.transaction((tx) => tx.writeDoc(1, NAME, { entries: [] }));
+    expect(await row(store)).toEqual({ version: 2, value: { entries: [] } });
+    await h.transaction((tx) => tx.writeDoc(1, NAME, undefined));
+    await h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }));
+    expect((await row(store))?.version).toBe(1);
+  });
+
+  test("bad definitions and bad values are refused where they enter", async () => {
+    for (const version of [0, -1, 1.5])
+      expect(() => defineDoc({ name: "app.bad", version, initial: {} })).toThrow(TypeError);
+    expect(() => defineDoc("app.bad", [] as unknown as Json)).toThrow(/initial must be a JSON object/);
+    expect(() => defineDoc("app.bad", 3 as unknown as Json)).toThrow(TypeError);
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: [] }));
+    const broken = defineDoc<V2>({
+      name: NAME,
+      version: 2,
+      initial: { entries: [] },
+      migrate: () => null as never,
+    });
+    await expect(h.transaction((tx) => broken.read(tx, 1))).rejects.toThrow(/migrate must be a JSON object/);
+    await expect(h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }, 0))).rejects.toThrow(
+      /positive integer/,
+    );
+    expect(await row(store)).toEqual({ version: 1, value: { items: [] } });
+  });
+});

@@ -1,0 +1,194 @@
+/**
+ * What `inspect()` says a live task is waiting for (spec §2.2): a waiting task lists only the live
+ * part of its `on`; an abort-marked task waits for its live ordinary owned work (spec §5.5), whatever
+ * its own state and even when its definition is missing. Each record carries its lifecycle times
+ * (startedAt at the first move to running, kept across a reopen; endedAt only once terminal).
+ */
+import { expect, test } from "vitest";
+import { defineTask, Harness, type Json, type TaskId } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  complete,
+  done,
+  type Go,
+  outcome,
+  parked,
+  ping,
+  running,
+  untilAborted,
+  waitsOnOwnedChild,
+} from "./fixtures.ts";
+
+/** Waits (allSettled) on the tasks named by its input. */
+const waitsOnInput = defineTask<TaskId[], Go | { phase: "joined" }, Json>({
+  name: "waits-on-input",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (task, runtime) => {
+      await runtime.commit(() => ({
+        status: "waiting",
+        checkpoint: { phase: "joined" },
+        on: task.input,
+        policy: "allSettled",
+      }));
+    },
+    joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+  },
+  abort: async (_t, runtime) =>
+    void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+});
+
+const stateOf = (h: Harness, id: TaskId) => h.inspect().tasks.find((t) => t.record.id === id)?.state;
+
+/** The one task `inspect()` shows `id` waiting on. */
+function awaited(h: Harness, id: TaskId): TaskId {
+  const state = stateOf(h, id);
+  if (state?.kind !== "waiting" || state.on.length !== 1)
+    throw new Error(`task ${id} is not waiting on one task`);
+  return state.on[0]!;
+}
+
+test("reports an abort-marked task as waiting for its live owned work", async () => {
+  const abortChild = deferred();
+  const child = defineTask<Json, Go, Json>({
+    ...parked("inspect-child"),
+    abort: async (_t, runtime) => {
+      await abortChild.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const parent = waitsOnOwnedChild("inspect-parent", child);
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(h, id)?.kind === "waiting" && running(h) === 1, {
+    what: "parent waiting on its running child",
+  });
+  const childId = awaited(h, id);
+  expect(await h.abortTask(id)).toBe("marked");
+  // The child's abort handler runs (held); the parent's may start only after the child ended.
+  await until(() => h.inspect().tasks.find((t) => t.record.id === childId)?.record.abortRequested === true, {
+    what: "the mark cascaded to the child",
+  });
+  expect(stateOf(h, id)).toEqual({ kind: "waiting", on: [childId] });
+  abortChild.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  await h.close();
+});
+
+test("an abort-marked task whose run was joined while running waits for its live owned work, not ready", async () => {
+  const abortChild = deferred();
+  const child = defineTask<Json, Go, Json>({
+    ...parked("running-child"),
+    abort: async (_t, runtime) => {
+      await abortChild.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  let childId: TaskId | undefined;
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "running-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "owner and child running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  // Its run joined; the record still says running, but no invocation runs it until the child ended.
+  expect(h.inspect().tasks.find((t) => t.record.id === id)?.record.state.status).toBe("running");
+  expect(stateOf(h, id)).toEqual({ kind: "waiting", on: [childId] });
+  abortChild.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  await h.close();
+});
+
+test("a waiting task lists only the live part of its wait", async () => {
+  const other = parked("inspect-other");
+  const h = await Harness.open(await memoryStore(), { tasks: [ping, other, waitsOnInput] });
+  const finished = await h.createTask(ping, null, { ownership: { kind: "conversation" } });
+  await done(h, finished);
+  const live = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+  const waiter = await h.createTask(waitsOnInput, [finished, live], { ownership: { kind: "conversation" } });
+  await until(() => stateOf(h, waiter)?.kind === "waiting", { what: "waiter waiting" });
+  const record = h.inspect().tasks.find((t) => t.record.id === waiter)!.record;
+  expect(record.state).toMatchObject({ status: "waiting", on: [finished, live] });
+  expect(stateOf(h, waiter)).toEqual({ kind: "waiting", on: [live] });
+  await h.abortTask(live);
+  expect(outcome(await done(h, waiter))).toEqual({ status: "completed", result: "joined" });
+  await h.close();
+});
+
+test("an abort-marked owner without its definition waits for its live owned work, then is orphaned", async () => {
+  const child = parked("inspect-kid");
+  const owner = waitsOnOwnedChild("inspect-ghost-owner", child);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, child] });
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(first, id)?.kind === "waiting" && running(first) === 1, {
+    what: "owner waiting on its running child",
+  });
+  const childId = awaited(first, id);
+  const image = await memoryStore(store.image());
+  await first.close();
+
+  // Reopened paused without the owner's definition: blocked until it is marked.
+  const h = await Harness.open(image, { tasks: [child], paused: true });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(stateOf(h, id)).toEqual({ kind: "waiting", on: [childId] });
+  h.resume();
+  const final = await done(h, id);
+  expect(outcome(final)?.status).toBe("orphaned");
+  expect(outcome(await done(h, childId))?.status).toBe("aborted");
+  await h.close();
+});
+
+test("inspect() shows each live task's lifecycle times: startedAt once it ran, kept across a reopen; no endedAt while live", async () => {
+  let clock = 1000;
+  const child = parked("timed-child");
+  const parent = waitsOnOwnedChild("timed-parent", child);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [parent, child], now: () => clock });
+  const id = await first.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(first, id)?.kind === "waiting" && running(first) === 1, {
+    what: "parent waiting on its running child",
+  });
+  const childId = awaited(first, id);
+  const image = await memoryStore(store.image());
+  await first.close();
+
+  clock = 5000;
+  const h = await Harness.open(image, { tasks: [parent, child, ping], now: () => clock, paused: true });
+  const notYet = await h.createTask(ping, null, { ownership: { kind: "conversation" } });
+  const times = () =>
+    h.inspect().tasks.map((t) => [t.record.id, t.record.startedAt, t.record.endedAt] as const);
+  expect(times()).toEqual([
+    [id, 1000, undefined],
+    [childId, 1000, undefined],
+    [notYet, undefined, undefined],
+  ]);
+  clock = 6000;
+  h.resume();
+  const pinged = await done(h, notYet);
+  expect([pinged.startedAt, pinged.endedAt]).toEqual([6000, 6000]);
+  expect(times()).toEqual([
+    [id, 1000, undefined],
+    [childId, 1000, undefined],
+  ]);
+  clock = 7000;
+  await h.abortTask(childId);
+  const joined = await done(h, id);
+  expect([joined.startedAt, joined.endedAt]).toEqual([1000, 7000]);
+  await h.close();
+});

@@ -1,0 +1,193 @@
+/**
+ * Ordinary documents are not scanned at open (spec §3.3; issue 12 item 10, issue 16 item 3): opening a
+ * store reads the rows live work needs (live tasks, unsettled submissions, the documents of their
+ * conversations) and nothing of terminal tasks or idle conversations; those load on first access and
+ * every read API returns what it returned before the reopen.
+ */
+import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import { defineTask, type Json, type MemoryStore } from "../../../worker/index.ts";
+import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
+import { echo, open } from "../agent/fixtures.ts";
+
+const IDLE = 12;
+const NOTES = "app.notes";
+
+/** A task that holds its first phase until the test lets it go (the live work of the reopened store). */
+function holdTask(release: Promise<void>) {
+  return defineTask<null, { phase: "hold" }, null>({
+    name: "test.hold",
+    version: 1,
+    initial: () => ({ phase: "hold" }),
+    phases: {
+      hold: async (_t, runtime, signal) => {
+        // Closing the harness stops the phase through its signal.
+        await new Promise<void>((resolve, reject) => {
+          void release.then(resolve);
+          signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+        });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}
+
+/** Everything the read APIs say about a conversation. */
+async function readAll(setup: Awaited<ReturnType<typeof open>>, c: number) {
+  const { h } = setup;
+  const conversation = h.requireConversation(c);
+  const docs: Record<string, Json | undefined> = {};
+  for (const name of ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider", NOTES])
+    docs[name] = await h.doc(c, name);
+  return {
+    docs,
+    agent: await conversation.agent(),
+    entries: await conversation.entries(),
+    view: await conversation.viewState(),
+  };
+}
+
+/** A store with IDLE idle conversations (answered, so with terminal tasks, usage and a patched doc) and one live task in the root. */
+async function seed(): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTask: number }> {
+  const release = deferred();
+  const setup = await open(echo, { tasks: [holdTask(release.promise)] });
+  const { h } = setup;
+  for (let i = 0; i < IDLE; i++) {
+    const c = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const sub = await c.submit({ type: "input", content: `question ${i}`, requestId: `q${i}` });
+    await sub.wait();
+    await h.transaction((tx) => tx.writeDoc(c.id, NOTES, { items: [`note ${i}`] }));
+    await h.transaction((tx) => tx.patchDoc(c.id, NOTES, [{ path: ["items", 1], set: "more" }]));
+  }
+  const liveTask = await h.transaction((tx) =>
+    tx.createTask(holdTask(release.promise), null, {
+      ownership: { kind: "conversation" },
+      conversationId: 1,
+    }),
+  );
+  await h.close();
+  return { image: setup.store.image(), liveTask };
+}
+
+test("opening a store reads no row of terminal tasks or idle conversations' documents", async () => {
+  const { image, liveTask } = await seed();
+  const store = await memoryStore(image);
+  const recorder: { into: StoreJob[] } = { into: [] };
+  recordJobs(store, recorder);
+  const release = deferred();
+  const setup = await open(echo, { store, tasks: [holdTask(release.promise)] });
+  const statements = recorder.into.flatMap((job) => job.statements);
+  expect(statements.length).toBeGreaterThan(0);
+  const idle = new Set(Array.from({ length: IDLE }, (_, i) => i + 2));
+  const offending = statements.filter((s) => {
+    const sql = s.sql.replace(/\s+/g, " ");
+    if (/\b(documents|doc_patches)\b/.test(sql)) {
+      // Only per-conversation reads, and only of conversations with live work.
+      const c = Number(s.params?.[0]);
+      return !/conversation_id = \?/.test(sql) || idle.has(c);
+    }
+    if (/FROM entries/.test(sql) && /head IS NOT NULL/.test(sql)) return idle.has(Number(s.params?.[0]));
+    if (/FROM tasks/.test(sql)) return !/status <> 'terminal'|max\(id\)/.test(sql);
+    return false;
+  });
+  expect(offending.map((s) => s.sql.replace(/\s+/g, " "))).toEqual([]);
+  // The recovered live task runs (scheduling starts once the settings are loaded, after open's reads).
+  await until(() => internals(setup.h).session.records.tasks.get(liveTask)?.state.status === "running", {
+    what: "the recovered task running",
+  });
+  release.resolve();
+  await setup.h.waitForTask(liveTask);
+});
+
+test("an idle conversation's documents load on first access: every read API returns what it did before", async () => {
+  const release = deferred();
+  const first = await open(echo, { tasks: [holdTask(release.promise)] });
+  for (let i = 0; i < 3; i++) {
+    const c = await first.h.createConversation({ ownership: { kind: "ownerless" } });
+    await (await c.submit({ type: "input", content: `question ${i}`, requestId: `q${i}` })).wait();
+    await first.h.transaction((tx) => tx.writeDoc(c.id, NOTES, { items: [`note ${i}`] }));
+    await first.h.transaction((tx) => tx.patchDoc(c.id, NOTES, [{ path: ["items", 1], set: "more" }]));
+  }
+  const before = [];
+  for (const c of [2, 3, 4]) before.push(await readAll(first, c));
+  const usage = await first.h.usage();
+  const graph = first.h.taskGraph();
+  const stored = await first.h.tasks();
+  await first.h.close();
+
+  const second = await open(echo, {
+    store: await memoryStore(first.store.image()),
+    tasks: [holdTask(release.promise)],
+  });
+  expect(internals(second.h).session.records.docsLoaded.has(2)).toBe(false);
+  // A total across conversations, before any of them loaded.
+  expect(await second.h.usage()).toEqual(usage);
+  expect(second.h.taskGraph()).toEqual(graph);
+  expect(await second.h.tasks()).toEqual(stored);
+  const after = [];
+  for (const c of [2, 3, 4]) after.push(await readAll(second, c));
+  expect(after).toEqual(before);
+  release.resolve();
+});
+
+test("a commit reading an idle conversation's documents sees them, and its work there goes on", async () => {
+  const first = await open(echo);
+  const c = await first.h.createConversation({ ownership: { kind: "ownerless" } });
+  const idle = await first.h.createConversation({ ownership: { kind: "ownerless" } });
+  for (const conversation of [c, idle])
+    await (await conversation.submit({ type: "input", content: "one", requestId: "one" })).wait();
+  await first.h.transaction((tx) => tx.writeDoc(c.id, NOTES, { items: ["kept"] }));
+  await first.h.close();
+
+  const second = await open(echo, { store: await memoryStore(first.store.image()) });
+  expect(internals(second.h).session.records.docsLoaded.has(c.id)).toBe(false);
+  // Read inside a transaction: the session loads the documents and runs the callback again.
+  const seen = await second.h.transaction((tx) => tx.readDoc(c.id, NOTES));
+  expect(seen).toEqual({ items: ["kept"] });
+  // A new submission in another idle conversation: its inbox is read in the submitting commit, and
+  // the generation that answers it reads the conversation's documents.
+  expect(internals(second.h).session.records.docsLoaded.has(idle.id)).toBe(false);
+  const again = second.h.requireConversation(idle.id);
+  await (await again.submit({ type: "input", content: "two", requestId: "two" })).wait();
+  const texts = (await again.entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => JSON.stringify(e.model));
+  expect(texts.some((t) => t.includes("echo: two"))).toBe(true);
+});
+
+test("after an open that read none of them, terminal tasks and idle conversations answer inspect, waits and a fork", async () => {
+  const { image, liveTask } = await seed();
+  const running = (h: Awaited<ReturnType<typeof open>>["h"]) =>
+    until(() => internals(h).session.records.tasks.get(liveTask)?.state.status === "running", {
+      what: "the recovered task running",
+    });
+  const first = await open(echo, { store: await memoryStore(image), tasks: [holdTask(deferred().promise)] });
+  await running(first.h);
+  const inspection = first.h.inspect();
+  const terminal = (await first.h.tasks({ status: "terminal" })).at(-1)!;
+  const idle = first.h.requireConversation(2);
+  const idleEntries = await idle.entries();
+  const idleAgent = await idle.agent();
+  await first.h.close();
+
+  const release = deferred();
+  const second = await open(echo, { store: await memoryStore(image), tasks: [holdTask(release.promise)] });
+  const records = internals(second.h).session.records;
+  // Nothing of them is in memory after the open.
+  expect(records.tasks.has(terminal.id)).toBe(false);
+  expect(records.docsLoaded.has(2)).toBe(false);
+  await running(second.h);
+  expect(second.h.inspect()).toEqual(inspection);
+  // On access: the terminal task's record and outcome, as stored.
+  expect(await second.h.getTask(terminal.id)).toEqual(terminal);
+  expect(await second.h.waitForTask(terminal.id)).toEqual(terminal);
+  // A fork of the idle conversation at its last entry sees its history and its agent.
+  const at = idleEntries.at(-1)!.id;
+  const child = await second.h.requireConversation(2).fork(at, { ownership: { kind: "ownerless" } });
+  expect((await child.entries()).filter((e) => e.id <= at)).toEqual(idleEntries);
+  expect(await child.agent()).toEqual(idleAgent);
+  release.resolve();
+  await second.h.waitForTask(liveTask);
+});

@@ -1,0 +1,183 @@
+/**
+ * The Harness lifecycle of spec §2.2 that the app uses: a paused open that runs no task until
+ * `resume()` or a progress call, `Harness.waitForIdle`, and `abortSubmission`.
+ */
+import { describe, expect, test } from "vitest";
+import { AgentHarness, type Conversation, HarnessClosed, WaitCancelled } from "../../../worker/index.ts";
+import { deferred, fauxError, memoryStore, until } from "../../../worker/testing.ts";
+import { cleanups, echo, kinds, liveOf, open, transcript } from "../agent/fixtures.ts";
+
+/** A crash image taken while conversation 1's first request was in flight: its generation is live. */
+async function storeWithPendingRun() {
+  const hold = deferred();
+  let first = true;
+  const { h, store, faux } = await open(async (req, n) => {
+    if (first) {
+      first = false;
+      await hold.promise;
+    }
+    return echo(req, n);
+  });
+  const sub = await (await h.root()).submit({ type: "input", content: "hello" });
+  await expect.poll(() => faux.requests.length).toBe(1);
+  return { image: store.image(), faux, submission: sub.id };
+}
+
+describe("a paused open and resume()", () => {
+  test("a harness opened paused runs no task until resume(); inspect reports the scheduling state", async () => {
+    const { image, faux } = await storeWithPendingRun();
+    const h = await AgentHarness.open(await memoryStore(image), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const before = faux.requests.length;
+    expect(h.inspect().scheduling).toBe("paused");
+    // Read-only calls never enable scheduling.
+    await h.getTask(1);
+    h.taskGraph();
+    (await h.watchTaskGraph()).start(() => undefined);
+    await h.usage();
+    await (await h.root()).viewState();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(faux.requests.length).toBe(before);
+    expect(h.inspect().scheduling).toBe("paused");
+    h.resume();
+    h.resume(); // idempotent
+    expect(h.inspect().scheduling).toBe("running");
+    await h.waitForIdle();
+    expect(faux.requests.length).toBe(before + 1);
+    await h.close();
+    expect(h.inspect().scheduling).toBe("closing");
+    expect(() => h.resume()).toThrow(HarnessClosed);
+  });
+
+  test("a progress call resumes a paused harness: Submission.wait", async () => {
+    const { image, faux, submission } = await storeWithPendingRun();
+    const h = await AgentHarness.open(await memoryStore(image), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const sub = (await h.submission(submission))!;
+    expect(h.inspect().scheduling).toBe("paused");
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("a progress call resumes a paused harness: Conversation.submit", async () => {
+    const { faux } = await open(echo);
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const sub = await (await h.root()).submit({ type: "input", content: "go" });
+    expect(h.inspect().scheduling).toBe("running");
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  const progressCalls: Array<[string, (h: AgentHarness, root: Conversation) => Promise<unknown>]> = [
+    ["Conversation.compact", (_h, root) => root.compact()],
+    ["Conversation.abort", (_h, root) => root.abort()],
+    ["Conversation.waitForIdle", (_h, root) => root.waitForIdle()],
+    ["Harness.waitForIdle", (h) => h.waitForIdle()],
+    ["Harness.waitForTask", (h) => h.waitForTask(1)],
+  ];
+  test.each(progressCalls)("a progress call resumes a paused harness: %s", async (_name, call) => {
+    const { image, faux } = await storeWithPendingRun();
+    const h = await AgentHarness.open(await memoryStore(image), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    cleanups.push(() => h.close().catch(() => undefined));
+    const root = await h.root();
+    expect(h.inspect().scheduling).toBe("paused");
+    const pending = call(h, root);
+    expect(h.inspect().scheduling).toBe("running");
+    await pending;
+  });
+
+  test("without the paused option a harness schedules at once (unchanged default)", async () => {
+    const { h } = await open(echo);
+    expect(h.inspect().scheduling).toBe("running");
+  });
+});
+
+describe("Harness.waitForIdle", () => {
+  test("Harness.waitForIdle resolves once no ordinary work is live in any conversation", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await root.submit({ type: "input", content: "one" });
+    await other.submit({ type: "input", content: "two" });
+    let idle = false;
+    const waiting = h.waitForIdle().then(() => {
+      idle = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(idle).toBe(false);
+    hold.resolve();
+    await waiting;
+    expect(root.busy).toBe(false);
+    expect(other.busy).toBe(false);
+    expect(h.inspect().tasks.length).toBe(0);
+  });
+
+  test("work blocked on a retry deadline is live: idle waits resolve only after the retried answer", async () => {
+    const { h, root } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 300, maxDelayMs: 300 } },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "one" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "retry scheduled" });
+    await Promise.all([root.waitForIdle(), h.waitForIdle()]);
+    expect((await sub.record()).status).toBe("done");
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant", "pi.assistant"]);
+  });
+
+  test("cancelling Harness.waitForIdle stops only that wait; the work goes on", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const sub = await root.submit({ type: "input", content: "one" });
+    const cancel = new AbortController();
+    const waiting = h.waitForIdle(cancel.signal);
+    cancel.abort();
+    await expect(waiting).rejects.toThrow(WaitCancelled);
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+});
+
+describe("abortSubmission", () => {
+  test("abortSubmission withdraws a queued submission and reports already_placed, settled and not_found", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const placed = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    // The id exists, but not in the conversation named.
+    expect(await h.abortSubmission(queued.id, undefined, other.id)).toBe("not_found");
+    expect(await h.abortSubmission(queued.id)).toBe("aborted");
+    expect(await queued.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+    expect(await h.abortSubmission(placed.id, undefined, root.id)).toBe("already_placed");
+    hold.resolve();
+    await placed.wait();
+    expect(await h.abortSubmission(placed.id)).toBe("settled");
+    expect(await h.abortSubmission(9999)).toBe("not_found");
+  });
+});

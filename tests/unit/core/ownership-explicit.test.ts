@@ -1,0 +1,193 @@
+/**
+ * Ownership (spec §2.2, §3.3, §5.5): every task and conversation names its owner explicitly; the
+ * owner is judged on its final candidate record in the transaction, so a task cannot create owned
+ * work in the commit that finishes it, while work it starts in a conversation it owns holds it
+ * `completing` until that work ends.
+ */
+import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  defineTask,
+  Harness,
+  InvalidTransition,
+  type Json,
+  OwnerNotLive,
+  type TaskId,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { complete, done, type Go, outcome, parked, running, single } from "./fixtures.ts";
+
+const conversationOwned = { ownership: { kind: "conversation" as const } };
+
+test("ownership is never inferred: tx.createTask without it is refused, also inside a task's own commit", async () => {
+  const child = parked("child");
+  const errors: unknown[] = [];
+  const spawner = single("spawner", async (_t, runtime) => {
+    try {
+      await runtime.commit((tx) => {
+        tx.createTask(child, null, {} as never);
+        return undefined;
+      });
+    } catch (error) {
+      errors.push(error);
+    }
+    await runtime.commit(() => complete("after"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [child, spawner] });
+  const id = await h.createTask(spawner, null, conversationOwned);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "after" });
+  expect(errors).toHaveLength(1);
+  expect(errors[0]).toBeInstanceOf(InvalidTransition);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
+  await expect(h.transaction((tx) => tx.createTask(child, null, undefined as never))).rejects.toBeInstanceOf(
+    InvalidTransition,
+  );
+  await h.close();
+});
+
+test("ownership is never inferred: creating a conversation without naming its ownership is refused", async () => {
+  const h = await Harness.open(await memoryStore());
+  await expect(h.transaction((tx) => tx.createConversation(undefined as never))).rejects.toBeInstanceOf(
+    InvalidTransition,
+  );
+  const made = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  expect(made.owner).toBeUndefined();
+  await h.close();
+});
+
+test("cannot create a child in its finishing commit, but work it starts in an owned conversation holds it", async () => {
+  const child = parked("child");
+  const errors: unknown[] = [];
+  // Creates its own child in the commit that finishes it: that commit is refused, the task faults.
+  const hasty = single("hasty", async (_t, runtime) => {
+    try {
+      await runtime.commit((tx) => {
+        tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return complete("too soon");
+      });
+    } catch (error) {
+      errors.push(error);
+      throw error;
+    }
+  });
+  const gate = deferred();
+  const worker = single("worker", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("worked"));
+  });
+  // Owns a conversation; starts conversation-owned work there in its finishing commit.
+  const host = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
+    name: "host",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+        });
+      },
+      finish: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(worker, null, {
+            ...conversationOwned,
+            conversationId: task.state.checkpoint.conversation,
+          });
+          return complete("hosted");
+        });
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [child, hasty, worker, host] });
+
+  const hastyId = await h.createTask(hasty, null, conversationOwned);
+  const faulted = outcome(await done(h, hastyId));
+  expect(faulted).toMatchObject({ status: "faulted" });
+  expect((faulted as { error: { message: string } }).error.message).toMatch(/is completing/);
+  expect(errors[0]).toBeInstanceOf(OwnerNotLive);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
+
+  const hostId = await h.createTask(host, null, conversationOwned);
+  await until(() => internals(h).session.records.tasks.get(hostId)?.state.status === "completing", {
+    what: "host held",
+  });
+  const [workerRecord] = await h.tasks({ kind: "worker" });
+  expect(workerRecord?.state.status).not.toBe("terminal");
+  gate.resolve();
+  expect(outcome(await done(h, hostId))).toEqual({ status: "completed", result: "hosted" });
+  expect(outcome(await done(h, workerRecord!.id))).toEqual({ status: "completed", result: "worked" });
+  await h.close();
+});
+
+test("rejects new owned work below an owner that is completing, terminal, or abort-marked", async () => {
+  const child = parked("child");
+  const gate = deferred();
+  const kid = single("kid", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("kid"));
+  });
+  // Finishes while its kid is live: held `completing`.
+  const holder = single("holder", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
+  const stuck = parked("stuck");
+  const h = await Harness.open(await memoryStore(), { tasks: [child, kid, holder, quick, stuck] });
+  /** Both kinds of owned work below `owner`: the messages they were refused with. */
+  const attempt = async (owner: TaskId) => {
+    const results = await Promise.allSettled([
+      h.transaction((tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } })),
+      h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
+    ]);
+    return results.map((r) => (r.status === "rejected" ? String((r.reason as Error).message) : "created"));
+  };
+
+  const holding = await h.createTask(holder, null, conversationOwned);
+  await until(() => internals(h).session.records.tasks.get(holding)?.state.status === "completing", {
+    what: "holder held",
+  });
+  for (const m of await attempt(holding)) expect(m).toMatch(/is completing/);
+
+  const finished = await h.createTask(quick, null, conversationOwned);
+  await done(h, finished);
+  for (const m of await attempt(finished)) expect(m).toMatch(/is terminal/);
+
+  const marked = await h.createTask(stuck, null, conversationOwned);
+  await until(() => running(h) >= 1, { what: "stuck running" });
+  // Marked and asked for owned work in one transaction: judged on the final candidate record.
+  const markAndCreate = internals(h).session.commit((tx, overlay) => {
+    overlay.setTask({ ...overlay.task(marked)!, abortRequested: true });
+    tx.createTask(child, null, { ownership: { kind: "task", taskId: marked } });
+  });
+  await expect(markAndCreate).rejects.toThrow(/is abort-marked/);
+  await h.abortTask(marked);
+  for (const m of await attempt(marked)) expect(m).toMatch(/is abort-marked|is terminal/);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
+  gate.resolve();
+  await done(h, holding);
+  await h.close();
+});
+
+test("a child task lives in its owner's conversation: naming another conversation is refused; the owner may be created earlier in the same commit", async () => {
+  const kid = parked("kid-elsewhere");
+  const h = await Harness.open(await memoryStore(), { tasks: [kid] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  await expect(
+    h.transaction((tx) => {
+      const owner = tx.createTask(kid, null, conversationOwned);
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: owner }, conversationId: other.id });
+    }),
+  ).rejects.toBeInstanceOf(InvalidTransition);
+  expect(await h.tasks({ kind: "kid-elsewhere" })).toEqual([]);
+  const [owner, child] = await h.transaction((tx) => {
+    const o = tx.createTask(kid, null, conversationOwned);
+    return [o, tx.createTask(kid, null, { ownership: { kind: "task", taskId: o } })];
+  });
+  expect(await h.getTask(child!)).toMatchObject({ owner, conversationId: 1 });
+  await h.close();
+});

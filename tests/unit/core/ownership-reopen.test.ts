@@ -1,0 +1,223 @@
+/**
+ * The specification's ownership scenarios across a reopen, and `{ background: true }` admission
+ * (spec §5.4, §5.5, the upstream test list's "recovery through ownership edges" and "conversation
+ * abort and boundaries"): owner edges are followed after a reopen whether or not the owners are
+ * still live, a finished background ancestor stays a boundary, and an abort mark waits for the
+ * owned work below it before the owner's abort handler runs.
+ */
+import { expect, test } from "vitest";
+import {
+  type ConversationId,
+  defineTask,
+  type Json,
+  type MemoryStore,
+  type TaskDefinition,
+  type TaskId,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { echo, open } from "../agent/fixtures.ts";
+import {
+  complete,
+  done,
+  type Go,
+  outcome,
+  parked,
+  settle,
+  untilAborted,
+  waitsOnOwnedChild,
+} from "./fixtures.ts";
+
+/** Parks until aborted; its abort handler logs `abort:<name>` and ends aborted. */
+function node(name: string, log: string[]): TaskDefinition<Json, Go, Json> {
+  return defineTask<Json, Go, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      log.push(`abort:${name}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+}
+
+/**
+ * Creates a conversation it owns (and, given `inner`, a conversation-owned task of that definition
+ * in it), then completes: held while that task lives. Its result is the conversation's id.
+ */
+function founder(inner?: TaskDefinition<Json, Go, Json>) {
+  return defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
+    name: "child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          if (inner)
+            tx.createTask(inner, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+        });
+      },
+      finish: async (task, runtime) => {
+        await runtime.commit(() => complete(task.state.checkpoint.conversation));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}
+
+/** Whether `promise` settles within a few macrotask turns. */
+async function settles(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  void promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await settle();
+  await new Promise((r) => setTimeout(r, 30));
+  return settled;
+}
+
+const image = async (store: MemoryStore) => memoryStore(store.image());
+
+test("shows an abort-marked owner waiting for work in its owned conversation before resume after reopen", async () => {
+  const log: string[] = [];
+  const owner = node("owner", log);
+  const inner = node("inner", log);
+  const first = await open(echo, { tasks: [owner, inner], paused: true });
+  const tree = await first.h.transaction((tx) => {
+    const conversation = tx.createConversation({ kind: "ownerless" });
+    const ownerId = tx.createTask(owner, null, {
+      ownership: { kind: "conversation" },
+      conversationId: conversation.id,
+    });
+    const child = tx.createConversation({ kind: "task", taskId: ownerId });
+    const innerId = tx.createTask(inner, null, {
+      ownership: { kind: "conversation" },
+      conversationId: child.id,
+    });
+    return { owner: ownerId, inner: innerId };
+  });
+  // Marked while paused: nothing ran, and the cascade to the work below is not derived yet.
+  expect(await first.h.abortTask(tree.owner)).toBe("marked");
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const { h } = await open(echo, { tasks: [owner, inner], paused: true, store: stored });
+  const inspected = h.inspect().tasks.find((t) => t.record.id === tree.owner);
+  expect(inspected?.record.abortRequested).toBe(true);
+  expect(inspected?.state).toEqual({ kind: "waiting", on: [tree.inner] });
+  h.resume();
+  expect(outcome(await done(h, tree.owner))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:inner", "abort:owner"]);
+});
+
+test("keeps the root busy after reopen for work below a child task's owned conversation", async () => {
+  const innerParked = parked("inner");
+  const child = founder(innerParked);
+  const parent = waitsOnOwnedChild("parent", child);
+  const first = await open(echo, { tasks: [parent, child, innerParked] });
+  const parentId: TaskId = await first.h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => {
+      const states = first.h.inspect().tasks.map((t) => [t.record.kind, t.state.kind]);
+      return (
+        JSON.stringify(states) ===
+        JSON.stringify([
+          ["parent", "waiting"],
+          ["child", "completing"],
+          ["inner", "running"],
+        ])
+      );
+    },
+    { what: "inner running below the held child" },
+  );
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const gate = deferred();
+  const innerGated = defineTask<Json, Go, Json>({
+    ...parked("inner"),
+    phases: {
+      go: async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("inner"));
+      },
+    },
+  });
+  const { h, root } = await open(echo, { tasks: [parent, child, innerGated], store: stored });
+  expect(await settles(root.waitForIdle())).toBe(false);
+  expect(await settles(h.waitForIdle())).toBe(false);
+  gate.resolve();
+  await root.waitForIdle();
+  expect(outcome(await h.getTask(parentId))).toEqual({ status: "completed", result: "parent" });
+});
+
+test("keeps a finished background ancestor a boundary after reopen, which { background: true } crosses", async () => {
+  const child = founder();
+  const background = waitsOnOwnedChild("background", child);
+  const first = await open(echo, { tasks: [background, child] });
+  const backgroundId: TaskId = await first.h.createTask(background, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
+  expect(outcome(await done(first.h, backgroundId))?.status).toBe("completed");
+  const [childRecord] = await first.h.tasks({ kind: "child" });
+  const conversation = (outcome(childRecord) as { result: ConversationId }).result;
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const below = parked("below");
+  const { h, root } = await open(echo, { tasks: [background, child, below], store: stored });
+  const belowId: TaskId = await h.createTask(below, null, {
+    ownership: { kind: "conversation" },
+    conversationId: conversation,
+  });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
+    what: "below running",
+  });
+  // Below a finished background task: neither the root's nor the harness's ordinary work.
+  await root.waitForIdle();
+  await h.waitForIdle();
+  await root.abort();
+  expect(await h.getTask(belowId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  await root.abort({ background: true });
+  expect(outcome(await h.getTask(belowId))?.status).toBe("aborted");
+});
+
+test("marks and awaits only the background work reached when { background: true } is admitted", async () => {
+  const log: string[] = [];
+  const abortFirst = deferred();
+  const first = defineTask<Json, Go, Json>({
+    ...node("first", log),
+    abort: async (_t, runtime) => {
+      await abortFirst.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const later = node("later", log);
+  const { h, root } = await open(echo, { tasks: [first, later] });
+  const background = { ownership: { kind: "conversation" as const }, background: true };
+  const firstId: TaskId = await h.createTask(first, null, background);
+  await until(() => h.inspect().tasks.some((t) => t.record.id === firstId && t.state.kind === "running"), {
+    what: "first running",
+  });
+  let aborted = false;
+  const aborting = root.abort({ background: true }).then(() => {
+    aborted = true;
+  });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === firstId && t.record.abortRequested), {
+    what: "first marked",
+  });
+  const laterId: TaskId = await h.createTask(later, null, background);
+  await settle();
+  expect(aborted).toBe(false);
+  abortFirst.resolve();
+  await aborting;
+  expect(outcome(await h.getTask(firstId))?.status).toBe("aborted");
+  expect(await h.getTask(laterId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  expect(await h.abortTask(laterId)).toBe("marked");
+  expect(outcome(await done(h, laterId))?.status).toBe("aborted");
+});

@@ -1,0 +1,253 @@
+/**
+ * Ownership: a parent is terminal only after its children, background tasks outlive their
+ * owner's abort, a failing parent aborts its live child, and no wait may close a cycle through an
+ * owner.
+ */
+import { describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import { defineTask, Harness, type Json, type TaskId, WaitCycle } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  complete,
+  done,
+  engineStillRuns,
+  outcome,
+  parked,
+  running,
+  settle,
+  single,
+  untilAborted,
+} from "./fixtures.ts";
+
+describe("structured concurrency", () => {
+  test("completing hold: a parent finished while its child is live is terminal only after the child", async () => {
+    const gate = deferred();
+    const child = single("held-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    let childId: TaskId | undefined;
+    // The child is created before the finishing commit (a task cannot own work created in it).
+    const parent = single("holder", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("parent"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await until(() => childId !== undefined && internals(h).scheduler.active.has(childId), {
+      what: "child running",
+    });
+    expect((await h.getTask(id))?.state).toEqual({
+      status: "completing",
+      outcome: { status: "completed", result: "parent" },
+    });
+    let childStatusWhenParentDone: string | undefined;
+    const parentDone = h.waitForTask(id).then((r) => {
+      childStatusWhenParentDone = internals(h).session.records.tasks.get(childId!)?.state.status;
+      return r;
+    });
+    await settle();
+    expect(childStatusWhenParentDone).toBeUndefined();
+    expect((await h.getTask(id))?.state.status).toBe("completing");
+    gate.resolve();
+    const final = await parentDone;
+    expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
+    expect(childStatusWhenParentDone).toBe("terminal");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("background: a background task in a task-owned conversation survives the owner's abort", async () => {
+    let bgId: TaskId | undefined;
+    let fgId: TaskId | undefined;
+    let conversationId: number | undefined;
+    const bgGate = deferred();
+    const background = single("bg", async (_t, runtime) => {
+      await bgGate.promise;
+      await runtime.commit(() => complete("bg finished"));
+    });
+    const foreground = parked("fg");
+    type HostState = { phase: "setup" } | { phase: "hold" };
+    const host = defineTask<null, HostState, Json>({
+      name: "host",
+      version: 1,
+      initial: () => ({ phase: "setup" }),
+      phases: {
+        setup: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            conversationId = c.id;
+            bgId = tx.createTask(background, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            fgId = tx.createTask(foreground, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+            });
+            return { status: "running", checkpoint: { phase: "hold" } };
+          });
+        },
+        hold: async (_t, _r, signal) => untilAborted(signal),
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "host" } }));
+      },
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(host, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 3, { what: "host, bg and fg running" });
+    // The graph shows the owned conversation under the host, and both of its tasks in it.
+    const graph = h.taskGraph();
+    expect(graph.tasks[String(id)]?.conversations).toEqual([conversationId]);
+    const inOwned = Object.values(graph.tasks).filter((t) => t.conversationId === conversationId);
+    expect(inOwned.map((t) => [t.id, t.background, t.owner])).toEqual([
+      [bgId, true, undefined],
+      [fgId, false, undefined],
+    ]);
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "host" });
+    expect(outcome(await done(h, fgId!))).toEqual({ status: "aborted", reason: "handler" });
+    const bg = await h.getTask(bgId!);
+    expect(bg?.state.status).toBe("running");
+    expect(bg?.abortRequested).toBe(false);
+    bgGate.resolve();
+    expect(outcome(await done(h, bgId!))).toEqual({ status: "completed", result: "bg finished" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("ownership and stored rows", () => {
+  test("a parent that fails while its child runs aborts the child before it ends failed itself", async () => {
+    type Step = { phase: "spawn" } | { phase: "fail"; child: TaskId };
+    const child = parked("child");
+    const parent = defineTask<null, Step, Json>({
+      name: "failing-parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => ({
+            status: "running",
+            checkpoint: {
+              phase: "fail",
+              child: tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            },
+          }));
+        },
+        fail: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "failed", error: { message: "gave up" } },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
+    const [kid] = await h.tasks({ kind: "child" });
+    expect(outcome(kid)).toMatchObject({ status: "aborted" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("wait cycles through ownership", () => {
+  test("a task in a conversation owned by task X may not wait on X: it would wait on its own owner", async () => {
+    const caught: unknown[] = [];
+    const waiter = single("waits-on-owner", async (task, runtime) => {
+      try {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [task.input as number],
+          policy: "allSettled",
+        }));
+      } catch (error) {
+        caught.push(error);
+        await runtime.commit(() => complete("refused"));
+      }
+    });
+    const h = await Harness.open(await memoryStore());
+    const x = await h.createTask(parked("conversation-owner"), null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "owner running" });
+    const y = await h.transaction((tx) => {
+      const conversation = tx.createConversation({ kind: "task", taskId: x });
+      return tx.createTask(waiter, x, {
+        ownership: { kind: "conversation" },
+        conversationId: conversation.id,
+      });
+    });
+    expect(outcome(await done(h, y))).toEqual({ status: "completed", result: "refused" });
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await h.abortTask(x);
+    await done(h, x);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a wait that closes a cycle through an owner's live child is a WaitCycle", async () => {
+    // B owns C; C waits on A; then A waits on B: A -> B -> (B's live child) C -> A.
+    const cWaiting = deferred();
+    const caught: unknown[] = [];
+    const a = single("cycle-a", async (_task, runtime) => {
+      await cWaiting.promise;
+      try {
+        // A and B are created one after the other in one transaction: B's id follows A's.
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [runtime.taskId + 1],
+          policy: "allSettled",
+        }));
+      } catch (error) {
+        caught.push(error);
+        await runtime.commit(() => complete("refused"));
+      }
+    });
+    const c = single("cycle-c", async (task, runtime) => {
+      const target = task.input as number;
+      if ((await runtime.getTask(target))?.state.status === "terminal") {
+        await runtime.commit(() => complete("c done"));
+        return;
+      }
+      await runtime.commit(() => ({
+        status: "waiting",
+        checkpoint: { phase: "go" },
+        on: [target],
+        policy: "allSettled",
+      }));
+      cWaiting.resolve();
+    });
+    const b = single("cycle-b", async (task, runtime, signal) => {
+      await runtime.commit((tx) => {
+        tx.createTask(c, task.input, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    });
+    const h = await Harness.open(await memoryStore());
+    const [aId, bId] = await h.transaction((tx) => {
+      const first = tx.createTask(a, null, { ownership: { kind: "conversation" } });
+      return [first, tx.createTask(b, first, { ownership: { kind: "conversation" } })] as const;
+    });
+    expect(bId).toBe(aId + 1);
+    expect(outcome(await done(h, aId))).toEqual({ status: "completed", result: "refused" });
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await h.abortTask(bId);
+    await done(h, bId);
+    expect((await h.tasks({ kind: "cycle-c" })).map(outcome)).toEqual([
+      { status: "completed", result: "c done" },
+    ]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});

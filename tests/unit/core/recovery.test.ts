@@ -1,0 +1,452 @@
+/**
+ * What a restart resumes from stored rows: the starting checkpoint and phases cut off mid-run,
+ * migrations of old versions, rows that are not valid (bad JSON, a state that disagrees with its
+ * status), commit grouping, and waits on tasks that ended before the restart.
+ */
+import { describe, expect, test } from "vitest";
+import {
+  defineTask,
+  Harness,
+  type HarnessOptions,
+  InvalidTransition,
+  type Json,
+  type TaskDefinition,
+  type TaskId,
+} from "../../../worker/index.ts";
+import type { MemoryImage } from "../../../worker/store/open.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  blocked,
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  joiner,
+  outcome,
+  parked,
+  ping,
+  row,
+  running,
+  single,
+  storeWith,
+  untilAborted,
+} from "./fixtures.ts";
+
+describe("starting checkpoint and resumed phases", () => {
+  type TwoPhases = { phase: "one" } | { phase: "two" };
+  const seen: string[] = [];
+  const twoPhases = defineTask<null, TwoPhases, Json>({
+    name: "two-phases",
+    version: 1,
+    initial: () => ({ phase: "one" }),
+    phases: {
+      one: async (_t, runtime) => {
+        seen.push(`one resumed=${runtime.resumed}`);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+      },
+      two: async (_t, runtime) => {
+        seen.push(`two resumed=${runtime.resumed}`);
+        await runtime.commit(() => complete("two"));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+
+  test("createTask({ start }) begins at that phase; a phase the definition lacks is an InvalidTransition", async () => {
+    seen.length = 0;
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [twoPhases] });
+    const id = await h.createTask(twoPhases, null, {
+      ownership: { kind: "conversation" },
+      start: { phase: "two" },
+    });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["two resumed=false"]);
+    const before = store.stats.commits;
+    await expect(
+      h.createTask(twoPhases, null, {
+        ownership: { kind: "conversation" },
+        start: { phase: "three" } as unknown as TwoPhases,
+      }),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+    expect(store.stats.commits).toBe(before);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("createTask({ reserve }) is stored running by its creating commit, starts only after that commit, and a crash right after it resumes it", async () => {
+    seen.length = 0;
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [twoPhases] });
+    let image: MemoryImage | undefined;
+    const startedBeforeCommit: boolean[] = [];
+    store.setFaultHook((point) => {
+      if (point === "before-commit") startedBeforeCommit.push(seen.length > 0);
+      if (point === "after-commit") image ??= store.image();
+    });
+    const id = await h.createTask(twoPhases, null, { ownership: { kind: "conversation" }, reserve: true });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "two" });
+    // The creating transaction reached COMMIT before the first phase ran.
+    expect(startedBeforeCommit[0]).toBe(false);
+    expect(seen).toEqual(["one resumed=false", "two resumed=false"]);
+    store.setFaultHook(undefined);
+    await h.close();
+
+    // The world as the creating commit left it: the task is running at its first phase.
+    const crashed = await memoryStore(image);
+    expect(
+      await crashed.read((sql) => sql.get("SELECT status, state FROM tasks WHERE id = ?", [id])),
+    ).toEqual({
+      status: "running",
+      state: JSON.stringify({ status: "running", checkpoint: { phase: "one" } }),
+    });
+    seen.length = 0;
+    const second = await Harness.open(crashed, { tasks: [twoPhases] });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["one resumed=true", "two resumed=false"]);
+    await engineStillRuns(second);
+    await second.close();
+  });
+
+  test("a phase cut off mid-run is resumed under the next engine; its next phase is not", async () => {
+    seen.length = 0;
+    const gate = deferred();
+    const stuck = defineTask<null, TwoPhases, Json>({
+      ...twoPhases,
+      phases: {
+        ...twoPhases.phases,
+        one: async (_t, runtime, signal) => {
+          seen.push(`one resumed=${runtime.resumed}`);
+          gate.resolve();
+          await untilAborted(signal);
+        },
+      },
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [stuck] });
+    const id = await first.createTask(stuck, null, { ownership: { kind: "conversation" } });
+    await gate.promise;
+    // The image is taken while phase one runs: the crash leaves it running in storage.
+    const image = await memoryStore(store.image());
+    await first.close();
+    const second = await Harness.open(image, { tasks: [twoPhases] });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["one resumed=false", "one resumed=true", "two resumed=false"]);
+    await engineStillRuns(second);
+    await second.close();
+  });
+});
+
+describe("migrate", () => {
+  type V2State = { phase: "fresh"; carried: Json };
+  function v2(migrate: TaskDefinition<{ upgraded: Json }, V2State, Json>["migrate"], seen: Json[] = []) {
+    return defineTask<{ upgraded: Json }, V2State, Json>({
+      name: "evolving",
+      version: 2,
+      initial: (input) => ({ phase: "fresh", carried: input.upgraded }),
+      phases: {
+        fresh: async (task, runtime) => {
+          seen.push({ input: task.input, checkpoint: task.state.checkpoint });
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: "v2 ran" },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      ...(migrate ? { migrate } : {}),
+    });
+  }
+
+  test("a throwing migrate blocks the task (migration_failed), reports once, and the engine runs on", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    const reports: unknown[] = [];
+    const options: HarnessOptions = {
+      tasks: [
+        v2(() => {
+          throw new Error("cannot upgrade");
+        }),
+        ping,
+      ],
+      onReport: (e) => reports.push(e),
+    };
+    const h = await Harness.open(image, options);
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
+    await engineStillRuns(h);
+    await engineStillRuns(h);
+    expect(reports).toHaveLength(1);
+    expect(String((reports[0] as Error).message)).toMatch(/cannot upgrade/);
+    const stored = await row(image, ids[0]!);
+    expect(stored?.["version"]).toBe(1);
+    expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
+    await h.close();
+  });
+
+  test("a working migrate upgrades the stored version, input and checkpoint before the phase runs", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    const seen: Json[] = [];
+    const proper = v2(
+      (input, checkpoint, from) => ({
+        input: { upgraded: { input, from } },
+        checkpoint: { phase: "fresh", carried: checkpoint },
+      }),
+      seen,
+    );
+    const h = await Harness.open(image, { tasks: [proper] });
+    expect(outcome(await done(h, ids[0]!))).toEqual({ status: "completed", result: "v2 ran" });
+    expect(seen).toEqual([
+      {
+        input: { upgraded: { input: { old: 1 }, from: 1 } },
+        checkpoint: { phase: "fresh", carried: { phase: "go" } },
+      },
+    ]);
+    const stored = await row(image, ids[0]!);
+    expect(stored?.["version"]).toBe(2);
+    expect(JSON.parse(String(stored?.["input"]))).toEqual({ upgraded: { input: { old: 1 }, from: 1 } });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a stored version newer than the definition blocks the task (task_too_old)", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 3)]);
+    const h = await Harness.open(image, { tasks: [v2(undefined)] });
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
+    await engineStillRuns(h);
+    expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
+    expect((await row(image, ids[0]!))?.["version"]).toBe(3);
+    await h.close();
+  });
+});
+
+describe("a checkpoint row that is not valid JSON", () => {
+  test("faults its own task with a diagnostic naming the column; the other task completes", async () => {
+    const { image, ids } = await storeWith([parked("victim"), parked("survivor")]);
+    const [victim, survivor] = ids as [TaskId, TaskId];
+    await image.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [victim]));
+    const h = await Harness.open(image, {
+      tasks: [
+        single("victim", async (_t, runtime) => void (await runtime.commit(() => complete("victim ran")))),
+        single(
+          "survivor",
+          async (_t, runtime) => void (await runtime.commit(() => complete("survivor ran"))),
+        ),
+      ],
+    });
+    const v = outcome(await done(h, victim));
+    expect(v?.status).toBe("faulted");
+    expect((v as { error: { message: string } }).error.message).toMatch(/column state is not valid JSON/);
+    expect(h.inspect().diagnostics).toHaveLength(1);
+    expect(h.inspect().diagnostics[0]).toMatchObject({ id: victim });
+    expect(h.inspect().diagnostics[0]!.message).toMatch(/column state/);
+    expect(outcome(await done(h, survivor))).toEqual({ status: "completed", result: "survivor ran" });
+    expect((await row(image, victim))?.["status"]).toBe("terminal");
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("stored rows", () => {
+  test("a row whose state disagrees with its status column faults its own task with a diagnostic", async () => {
+    const { image, ids } = await storeWith([parked("mismatch"), parked("fine")]);
+    const [victim, other] = ids as [TaskId, TaskId];
+    await image.commit((sql) =>
+      sql.run(
+        `UPDATE tasks SET state = '{"status":"waiting","checkpoint":{"phase":"go"},"on":[],"policy":"allSettled"}' WHERE id = ?`,
+        [victim],
+      ),
+    );
+    const ran = single("mismatch", async (_t, runtime) => void (await runtime.commit(() => complete("ran"))));
+    const fine = single(
+      "fine",
+      async (_t, runtime) => void (await runtime.commit(() => complete("fine ran"))),
+    );
+    const h = await Harness.open(image, { tasks: [ran, fine] });
+    const v = outcome(await done(h, victim));
+    expect(v?.status).toBe("faulted");
+    expect((v as { error: { message: string } }).error.message).toMatch(/does not match status/);
+    expect(outcome(await done(h, other))).toEqual({ status: "completed", result: "fine ran" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("grouping and old records", () => {
+  test("a store that takes one commit per transaction gets exactly that, however many commits arrive at once", async () => {
+    const store = await memoryStore(undefined, { groupCommit: false });
+    const h = await Harness.open(store);
+    const before = { transactions: store.stats.transactions, commits: store.stats.commits };
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => h.transaction((tx) => tx.writeDoc(1, `doc-${i}`, { i }))),
+    );
+    expect(store.stats.commits - before.commits).toBe(20);
+    expect(store.stats.transactions - before.transactions).toBe(20);
+    await h.close();
+  });
+
+  test("after a restart, a new wait on a task that ended before it is satisfied at once", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const old = await h.createTask(ping, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, old))).toEqual({ status: "completed", result: "pong" });
+    const image = store.image();
+    await h.close();
+
+    const h2 = await Harness.open(await memoryStore(image), { tasks: [ping] });
+    const id = await h2.createTask(joiner("joiner", { result: (o) => o?.status ?? "none" }), old, {
+      ownership: { kind: "conversation" },
+    });
+    expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
+    await engineStillRuns(h2);
+    await h2.close();
+  });
+});
+
+describe("a held outcome across a restart", () => {
+  test("a held outcome whose owned work still lives stays completing after a restart and finishes when that work does", async () => {
+    let childId: TaskId | undefined;
+    const holder = (child: TaskDefinition<Json, Go, Json>) =>
+      single("restart-holder", async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "go" } };
+        });
+        await runtime.commit(() => complete("held"));
+      });
+    const parkedChild = parked("restart-child");
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [holder(parkedChild), parkedChild] });
+    const id = await first.createTask(holder(parkedChild), null, { ownership: { kind: "conversation" } });
+    await until(() => childId !== undefined && running(first) === 1, {
+      what: "held with a live child",
+    });
+    expect((await first.getTask(id))?.state.status).toBe("completing");
+    const image = await memoryStore(store.image());
+    await first.close();
+
+    const gate = deferred();
+    const finishing = single("restart-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    const second = await Harness.open(image, { tasks: [finishing] });
+    await until(() => running(second) === 1, { what: "child running again" });
+    expect((await second.getTask(id))?.state).toEqual({
+      status: "completing",
+      outcome: { status: "completed", result: "held" },
+    });
+    gate.resolve();
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "held" });
+    await second.close();
+  });
+});
+
+describe("a waiting task without its definition", () => {
+  async function waiterOnOther(other: TaskDefinition<Json, Go, Json>) {
+    const waiter = joiner("def-waiter");
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [waiter, other] });
+    const otherId = await first.createTask(other, null, { ownership: { kind: "conversation" } });
+    const waiterId = await first.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+    await until(() => running(first) === 1, { what: "other running" });
+    let waiting = false;
+    while (!waiting) {
+      waiting = (await first.getTask(waiterId))?.state.status === "waiting";
+      if (!waiting) await new Promise((r) => setTimeout(r, 5));
+    }
+    const image = await memoryStore(store.image());
+    await first.close();
+    return { image, otherId, waiterId };
+  }
+
+  test("an aborted waiting task without its definition is orphaned at once; the task it waits on runs on", async () => {
+    const other = parked("def-other");
+    const { image, otherId, waiterId } = await waiterOnOther(other);
+    const h = await Harness.open(image, { tasks: [other] });
+    await until(() => running(h) === 1, { what: "other running again" });
+    expect(await h.abortTask(waiterId)).toBe("marked");
+    expect(outcome(await h.getTask(waiterId))).toEqual({ status: "orphaned", reason: "missing_task" });
+    const still = await h.getTask(otherId);
+    expect(still?.state.status).toBe("running");
+    expect(still?.abortRequested).toBe(false);
+    await h.close();
+  });
+
+  test("a waiting task stays blocked without its definition once its wait is satisfied, and resumes migrated under a newer one", async () => {
+    const gate = deferred();
+    const other = single("def-other", async (_t, runtime, signal) => {
+      await Promise.race([gate.promise, untilAborted(signal)]);
+      await runtime.commit(() => complete("other"));
+    });
+    const { image, otherId, waiterId } = await waiterOnOther(other);
+    const h = await Harness.open(image, { tasks: [other] });
+    gate.resolve();
+    await done(h, otherId);
+    await until(() => blocked(h).some((b) => b.id === waiterId), { what: "waiter blocked" });
+    expect(blocked(h).find((b) => b.id === waiterId)?.reason).toBe("missing_task");
+    expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
+    const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
+      name: "def-waiter",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async () => undefined,
+        joined: async () => undefined,
+        migrated: async (_t, runtime) => void (await runtime.commit(() => complete("v2"))),
+      },
+      abort: async () => undefined,
+      migrate: (input) => ({ input: input as number, checkpoint: { phase: "migrated" } }),
+    });
+    h.register(v2);
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "v2" });
+    expect((await h.getTask(waiterId))?.version).toBe(2);
+    await h.close();
+  });
+});
+
+test("a held outcome is never migrated: a newer definition leaves it and its stored version alone", async () => {
+  const gate = deferred();
+  const kid = single("held-kid", async (_t, runtime, signal) => {
+    await Promise.race([gate.promise, untilAborted(signal)]);
+    await runtime.commit(() => complete("kid"));
+  });
+  const holder = single("migrating-holder", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const reports: unknown[] = [];
+  const h = await Harness.open(await memoryStore(), {
+    tasks: [holder, kid],
+    onReport: (e) => reports.push(e),
+  });
+  const status = new Map<TaskId, string>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => status.get(id) === "completing", { what: "holder held" });
+  h.register(
+    defineTask<Json, Go, Json>({
+      name: "migrating-holder",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async () => undefined },
+      abort: async () => undefined,
+      migrate: () => {
+        throw new Error("must not migrate a held outcome");
+      },
+    }),
+  );
+  gate.resolve();
+  const final = await done(h, id);
+  expect(outcome(final)).toEqual({ status: "completed", result: "held" });
+  expect(final.version).toBe(1);
+  expect(reports).toEqual([]);
+  await h.close();
+});

@@ -1,0 +1,121 @@
+/**
+ * Hot reload (spec §7.5, issue 14 item 3): replacing an extension never interrupts work already
+ * started. A running tool call keeps the implementation it resolved until its execution ends and the
+ * next call uses the new one; a phase keeps the hooks it resolved at its start, and the next phase
+ * sees the replacement; a replaced extension keeps its install position.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { createRegistry, defineExtension, defineTool, hook, textResult } from "../../../worker/index.ts";
+import { deferred, type FauxResponder } from "../../../worker/testing.ts";
+import { echo, messageOf, open, textOf, toolResults } from "../agent/fixtures.ts";
+
+/** Every user message gets one call of `work`, then an answer. */
+const callWorkEachTurn: FauxResponder = (req, n) => {
+  const lastMessage = req.messages[req.messages.length - 1]!;
+  return lastMessage.role === "user"
+    ? fauxAssistantMessage([fauxToolCall("work", {}, { id: `call-${n}` })], { stopReason: "toolUse" })
+    : fauxAssistantMessage("done");
+};
+
+test("a tool replaced while one of its calls runs: that call finishes on the old code, the next call uses the new", async () => {
+  const started = deferred();
+  const release = deferred();
+  const v1 = defineTool({
+    name: "work",
+    description: "version 1",
+    parameters: Type.Object({}),
+    async execute() {
+      started.resolve();
+      await release.promise;
+      return textResult("v1 result");
+    },
+  });
+  const v2 = defineTool({
+    name: "work",
+    description: "version 2",
+    parameters: Type.Object({}),
+    execute: async () => textResult("v2 result"),
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "first" }));
+  extensions.install(defineExtension({ name: "worker", tools: [v1] }));
+  extensions.install(defineExtension({ name: "last" }));
+  const { root } = await open(callWorkEachTurn, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  extensions.install(defineExtension({ name: "worker", tools: [v2] }));
+  // The replacement keeps its install position.
+  expect(
+    extensions
+      .snapshot()
+      .installed()
+      .map((e) => e.name),
+  ).toEqual(["first", "worker", "last"]);
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["v1 result", "v2 result"]);
+});
+
+test("a phase keeps the hooks it resolved at its start; the next phase uses the replacement", async () => {
+  const inRequest = deferred();
+  const answer = deferred();
+  let held = true;
+  const respond: FauxResponder = async (req, n) => {
+    if (held && n === 1) {
+      inRequest.resolve();
+      await answer.promise;
+    }
+    return echo(req, n);
+  };
+  const seen: string[] = [];
+  const observer = (name: string) =>
+    defineExtension({
+      name: "observer",
+      hooks: [hook("pi.generation", { afterResponse: (m) => void seen.push(`${name}:${textOf(m)}`) })],
+    });
+  const extensions = createRegistry();
+  extensions.install(observer("old"));
+  const { root } = await open(respond, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await inRequest.promise;
+  // The request phase already started with the old hooks: it keeps them until it settles.
+  extensions.install(observer("new"));
+  held = false;
+  answer.resolve();
+  await one.wait();
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(seen).toEqual(["old:echo: one", "new:echo: two"]);
+});
+
+test("uninstalling an extension mid-run: the running phase keeps its tool, the next preparation drops it from the prompt", async () => {
+  const started = deferred();
+  const release = deferred();
+  const work = defineTool({
+    name: "work",
+    description: "held",
+    parameters: Type.Object({}),
+    async execute() {
+      started.resolve();
+      await release.promise;
+      return textResult("worked");
+    },
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "worker", tools: [work] }));
+  const { root, faux } = await open(callWorkEachTurn, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  extensions.uninstall("worker");
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["worked"]);
+  // The request after the round was prepared without the tool: a system delta removed it.
+  expect(faux.requests.map((r) => r.tools)).toEqual([["work"], []]);
+  const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
+  expect(
+    systems.map((e) => (e.model as unknown as Array<{ toolsRemoved?: string[] }>)[0]!.toolsRemoved),
+  ).toEqual([undefined, ["work"]]);
+});

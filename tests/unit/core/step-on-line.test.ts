@@ -1,0 +1,70 @@
+/**
+ * The step before every phase (spec §5.1, "Reservation and step rules") runs on the commit line and
+ * reads the committed task: a runtime commit or an abort mark queued on the line before the step
+ * lands first and counts; the step never decides from state that is still on its way to storage.
+ */
+import { describe, expect, test } from "vitest";
+import { defineTask, Harness, type Json, type TaskId } from "../../../worker/index.ts";
+import { memoryStore } from "../../../worker/testing.ts";
+import { complete, done, engineStillRuns, outcome } from "./fixtures.ts";
+
+type Two = { phase: "a" } | { phase: "b" };
+
+describe("the step before a phase runs on the commit line", () => {
+  test("a runtime commit queued before the phase returned lands before the step and counts as progress", async () => {
+    const h = await Harness.open(await memoryStore());
+    let landed: Promise<unknown> | undefined;
+    const task = defineTask<Json, Two, Json>({
+      name: "unawaited",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        // Queues its checkpoint commit and returns before it is stored.
+        a: async (_t, runtime) => {
+          landed = runtime.commit(() => ({ status: "running", checkpoint: { phase: "b" } }));
+        },
+        b: async (_t, runtime) => void (await runtime.commit(() => complete("b ran"))),
+      },
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(task, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "b ran" });
+    await expect(landed).resolves.toMatchObject({ state: { status: "running", checkpoint: { phase: "b" } } });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("an abort mark queued before the phase returned stops the invocation: the next phase never starts", async () => {
+    const h = await Harness.open(await memoryStore());
+    let self: TaskId | undefined;
+    let marking: Promise<unknown> | undefined;
+    const started: string[] = [];
+    const task = defineTask<Json, Two, Json>({
+      name: "marked-at-boundary",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        a: async (_t, runtime) => {
+          started.push("a");
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "b" } }));
+          // The mark is queued on the line now, ahead of the step that follows this return.
+          marking = h.abortTask(self!);
+        },
+        b: async (_t, runtime) => {
+          started.push("b");
+          await runtime.commit(() => complete("b ran"));
+        },
+      },
+      abort: async (_t, runtime) => {
+        started.push("abort");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "mark" } }));
+      },
+    });
+    self = await h.createTask(task, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, self))).toEqual({ status: "aborted", reason: "mark" });
+    expect(await marking).toBe("marked");
+    expect(started).toEqual(["a", "abort"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});

@@ -1,0 +1,415 @@
+/**
+ * The task machine's rules, one test each: a missing definition, faults, what a transaction and a
+ * handler may commit (JSON only, frozen once committed, no unknown outcome, no use after its
+ * callback), memos, and a registry replaced mid-run. Every test checks the typed error or outcome the
+ * rule names AND that the rest of the engine keeps running.
+ */
+import { describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  CommitRefused,
+  defineTask,
+  Harness,
+  InvalidTransition,
+  type Json,
+  NotJson,
+  OwnerNotLive,
+  type TaskId,
+  type TaskRuntime,
+  type Tx,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  blocked,
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  ping,
+  row,
+  running,
+  single,
+  storeWith,
+  untilAborted,
+} from "./fixtures.ts";
+
+describe("missing definition", () => {
+  test("stays pending and blocked; other tasks run; abort orphans it; registering it later runs it", async () => {
+    const { image, ids } = await storeWith([parked("ghost"), parked("ghost")]);
+    const [kept, dropped] = ids as [TaskId, TaskId];
+    const h = await Harness.open(image, { tasks: [ping] });
+    // Visible as blocked without any other work arriving to wake the scheduler.
+    await until(() => blocked(h).length === 2, { what: "both ghosts blocked" });
+    expect(blocked(h).map((b) => [b.id, b.kind, b.reason])).toEqual([
+      [kept, "ghost", "missing_task"],
+      [dropped, "ghost", "missing_task"],
+    ]);
+    expect((await h.getTask(kept))?.state.status).toBe("pending");
+    await engineStillRuns(h);
+    expect((await h.getTask(kept))?.state.status).toBe("pending");
+
+    expect(await h.abortTask(dropped)).toBe("marked");
+    expect(outcome(await done(h, dropped))).toEqual({ status: "orphaned", reason: "missing_task" });
+    expect(blocked(h).map((b) => b.id)).toEqual([kept]);
+
+    h.register(single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))));
+    expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
+    expect(blocked(h)).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("faults", () => {
+  test("a throwing phase handler faults its task with the error message", async () => {
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(
+      single("thrower", async () => {
+        throw new Error("boom in phase");
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, id))).toEqual({ status: "faulted", error: { message: "boom in phase" } });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a phase that returns without committing a new checkpoint faults", async () => {
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(
+      single("idle", async () => undefined),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /phase go returned without committing/,
+    );
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("an abort handler that returns without a terminal outcome faults", async () => {
+    const h = await Harness.open(await memoryStore());
+    const def = single("lazy-abort", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "running" });
+    await h.abortTask(id);
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /abort handler of lazy-abort returned without a terminal outcome/,
+    );
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a checkpoint naming an unknown phase faults", async () => {
+    const h = await Harness.open(await memoryStore());
+    const def = single("wanderer", async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "nowhere" } as unknown as Go }));
+    });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(/no handler for phase nowhere/);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("NotJson", () => {
+  test("a task input holding NaN or a function is refused and nothing is committed", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const def = single("strict", async (_t, runtime) => void (await runtime.commit(() => complete("ok"))));
+    const commitsBefore = store.stats.commits;
+    await expect(
+      h.createTask(def, { x: Number.NaN } as unknown as Json, { ownership: { kind: "conversation" } }),
+    ).rejects.toBeInstanceOf(NotJson);
+    await expect(
+      h.createTask(def, { f: () => 1 } as unknown as Json, { ownership: { kind: "conversation" } }),
+    ).rejects.toBeInstanceOf(NotJson);
+    expect(store.stats.commits).toBe(commitsBefore);
+    // A document value is checked too (once, as the commit ends): the whole commit is refused.
+    await expect(
+      h.transaction((tx) => {
+        tx.writeDoc(1, "strict-doc", { ok: true });
+        tx.writeDoc(1, "strict-doc", { bad: Number.POSITIVE_INFINITY } as unknown as Json);
+        tx.createTask(def, null, { ownership: { kind: "conversation" } });
+      }),
+    ).rejects.toBeInstanceOf(NotJson);
+    expect(store.stats.commits).toBe(commitsBefore);
+    expect(await h.tasks()).toEqual([]);
+    expect(await store.read((sql) => sql.get("SELECT count(*) AS n FROM tasks"))).toEqual({ n: 0 });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("committed values are frozen", () => {
+  test("a document or entry handed to a commit cannot be mutated afterwards: memory never drifts from the store", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const value = { items: ["a"], nested: { n: 1 } };
+    await h.transaction((tx) => tx.writeDoc(1, "frozen-doc", value));
+    expect(() => value.items.push("b")).toThrow(TypeError);
+    expect(() => {
+      value.nested.n = 2;
+    }).toThrow(TypeError);
+    const draft = { kind: "note", data: { text: "x" } };
+    await h.transaction((tx) => tx.appendEntry(1, draft));
+    expect(() => {
+      draft.data.text = "y";
+    }).toThrow(TypeError);
+    const expected = { items: ["a"], nested: { n: 1 } };
+    expect(await h.transaction((tx) => tx.readDoc(1, "frozen-doc"))).toEqual(expected);
+    const row = await store.read((sql) => sql.get("SELECT value FROM documents WHERE name = 'frozen-doc'"));
+    expect(JSON.parse(String(row?.["value"]))).toEqual(expected);
+    expect((await internals(h).session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);
+    await h.close();
+  });
+});
+
+describe("the task runtime", () => {
+  test("memos: first writer wins, and memos are dropped when the task ends", async () => {
+    const stored = deferred();
+    const gate = deferred();
+    let seen: Json[] = [];
+    const def = single("memo", async (_t, runtime) => {
+      const [a, b] = await Promise.all([runtime.memo("k", "first"), runtime.memo("k", "second")]);
+      seen = [
+        a ?? null,
+        b ?? null,
+        (await runtime.memo<string>("k")) ?? null,
+        (await runtime.memo("k", "third")) ?? null,
+      ];
+      stored.resolve();
+      await gate.promise;
+      await runtime.commit(() => complete("memo done"));
+    });
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await stored.promise;
+    expect(seen).toEqual(["first", "first", "first", "first"]);
+    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({ k: "first" });
+    expect((await h.getTask(id))?.memos).toEqual({ k: "first" });
+    gate.resolve();
+    const final = await done(h, id);
+    expect(outcome(final)?.status).toBe("completed");
+    expect(final.memos).toBeUndefined();
+    expect((await row(store, id))?.["memos"]).toBeNull();
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("registry replacement hands over at the next phase boundary", async () => {
+    const log: string[] = [];
+    type TwoPhases = { phase: "one" } | { phase: "two" };
+    let h!: Harness;
+    const make = (label: string, onOne?: () => void) =>
+      defineTask<null, TwoPhases, Json>({
+        name: "swap",
+        version: 1,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            onOne?.();
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (_t, runtime) => {
+            log.push(`${label}:two`);
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const replacement = make("B");
+    const original = make("A", () => h.register(replacement));
+    h = await Harness.open(await memoryStore(), { tasks: [original] });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
+    expect(log).toEqual(["A:one", "B:two"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+  test("a replacement that cannot reserve (a higher version without migrate) does not take over: the task runs on under its definition and the engine reports it once", async () => {
+    const log: string[] = [];
+    const reports: string[] = [];
+    type ThreePhases = { phase: "one" } | { phase: "two" } | { phase: "three" };
+    let h!: Harness;
+    const make = (label: string, version: number, onOne?: () => void) =>
+      defineTask<null, ThreePhases, Json>({
+        name: "swap-unfit",
+        version,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            onOne?.();
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (_t, runtime) => {
+            log.push(`${label}:two`);
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "three" } }));
+          },
+          three: async (_t, runtime) => {
+            log.push(`${label}:three`);
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const unfit = make("B", 2);
+    const original = make("A", 1, () => h.register(unfit));
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(log).toEqual(["A:one", "A:two", "A:three"]);
+    expect(reports.filter((r) => r.includes("swap-unfit"))).toHaveLength(1);
+    expect(reports.find((r) => r.includes("swap-unfit"))).toMatch(/version 2 .*no migrate/);
+    await h.close();
+  });
+});
+
+describe("transactions", () => {
+  test("a transaction used after its callback ended is refused", async () => {
+    const h = await Harness.open(await memoryStore());
+    let kept: Tx | undefined;
+    await h.transaction((tx) => {
+      kept = tx;
+    });
+    expect(() => kept!.createTask(ping, null, { ownership: { kind: "conversation" } })).toThrow(
+      InvalidTransition,
+    );
+    expect(() => kept!.writeDoc(1, "late", { x: 1 })).toThrow(InvalidTransition);
+    expect(await h.transaction((tx) => tx.readDoc(1, "late"))).toBeUndefined();
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("an owner that is abort-marked cannot own new work; a task-owned task cannot be background", async () => {
+    const abortGate = deferred();
+    const owner = single("owner", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await abortGate.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, ping] });
+    const live = await h.createTask(parked("live-owner"), null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "owner running" });
+    await expect(
+      h.transaction((tx) =>
+        tx.createTask(ping, null, { ownership: { kind: "task", taskId: live }, background: true }),
+      ),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+
+    const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 2, { what: "both running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    await expect(
+      h.transaction((tx) => tx.createTask(ping, null, { ownership: { kind: "task", taskId: id } })),
+    ).rejects.toBeInstanceOf(OwnerNotLive);
+    abortGate.resolve();
+    expect(outcome(await done(h, id))).toMatchObject({ status: "aborted" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("commits a handler may not make", () => {
+  test("an abort handler may not wait, and no handler may commit an unknown outcome", async () => {
+    const caught: unknown[] = [];
+    const stubborn = single(
+      "stubborn",
+      async (_t, runtime, signal) => {
+        try {
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "exploded" } }) as never);
+        } catch (error) {
+          caught.push(error);
+        }
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime) => {
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "go" },
+              on: [],
+              policy: "allSettled",
+            }));
+          } catch (error) {
+            caught.push(error);
+          }
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "done" },
+          }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+    await until(() => caught.length === 1, { what: "the unknown outcome refused" });
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "done" });
+    expect(caught.map((e) => [(e as Error).constructor.name, (e as Error).message])).toEqual([
+      ["InvalidTransition", 'unknown outcome "exploded"'],
+      ["InvalidTransition", "an abort handler may not wait"],
+    ]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a runtime kept after its invocation ended refuses commits and reads", async () => {
+    let kept: TaskRuntime<Json, Go, Json> | undefined;
+    const leaky = single("leaky", async (_t, runtime) => {
+      kept = runtime;
+      await runtime.commit(() => complete("ok"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(leaky, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ok" });
+    await expect(kept!.commit(() => complete("again"))).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.getTask(id)).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.outcomes([id])).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.memo("late", 1)).rejects.toBeInstanceOf(CommitRefused);
+    expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "ok" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a memo value that is not JSON is refused and nothing is stored", async () => {
+    const caught: unknown[] = [];
+    const memoist = single("memoist", async (_t, runtime) => {
+      try {
+        await runtime.memo("bad", Number.NaN as unknown as Json);
+      } catch (error) {
+        caught.push(error);
+      }
+      const stored = await runtime.memo("bad");
+      await runtime.commit(() => complete(stored === undefined ? "nothing stored" : "stored"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(memoist, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "nothing stored" });
+    expect(caught[0]).toBeInstanceOf(NotJson);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});

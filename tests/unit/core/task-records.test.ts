@@ -1,0 +1,280 @@
+/**
+ * What a task record carries and how a task's own commits shape it (spec §5.1, §5.2, §5.3): the
+ * lifecycle times on the harness clock, `byTaskId` on the entries a task appends, the default
+ * conversation of the work it creates, memos across checkpoints, and a commit that returns nothing.
+ */
+import { expect, test } from "vitest";
+import {
+  defineTask,
+  type EntryRecord,
+  Harness,
+  type Json,
+  type TaskId,
+  type TaskRecord,
+  type Tx,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { complete, done, engineStillRuns, type Go, outcome, parked, single } from "./fixtures.ts";
+
+test("startedAt is stamped on the harness clock at the first move to running and kept through a wait; endedAt at terminal", async () => {
+  let clock = 1000;
+  const child = parked("child");
+  const parent = defineTask<Json, Go | { phase: "joined" }, Json>({
+    name: "parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
+        });
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child], now: () => clock });
+  const status = new Map<TaskId, string>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => status.get(id) === "waiting" && status.get(id + 1) === "running", {
+    what: "parent waiting on its running child",
+  });
+  const waiting = await h.getTask(id);
+  expect(waiting?.state.status).toBe("waiting");
+  expect(waiting?.startedAt).toBe(1000);
+  expect(waiting?.endedAt).toBeUndefined();
+  clock = 2000;
+  const childId = waiting?.state.status === "waiting" ? (waiting.state.on[0] as TaskId) : -1;
+  expect(await h.abortTask(childId)).toBe("marked");
+  clock = 3000;
+  const final = await done(h, id);
+  expect(outcome(final)).toEqual({ status: "completed", result: "joined" });
+  // Resuming after the wait did not restamp the start; the end is the clock at the terminal commit.
+  expect(final.startedAt).toBe(1000);
+  expect(final.endedAt).toBe(3000);
+  await h.close();
+});
+
+test("a task orphaned before it ever ran has an endedAt and no startedAt", async () => {
+  const missing = parked("never-registered");
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [], paused: true });
+  const id = await first.createTask(missing, null, { ownership: { kind: "conversation" } });
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { now: () => 5000 });
+  expect(await h.abortTask(id)).toBe("marked");
+  const final = await done(h, id);
+  expect(outcome(final)).toMatchObject({ status: "orphaned", reason: "missing_task" });
+  expect(final.startedAt).toBeUndefined();
+  expect(final.endedAt).toBe(5000);
+  await h.close();
+});
+
+test("every entry a task appends in its own commit records byTaskId = that task; a host commit's entries carry none", async () => {
+  const writer = single("writer", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: "from the task" });
+      return complete(null);
+    });
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [writer] });
+  const appended: EntryRecord[] = [];
+  h.subscribe((change) => appended.push(...change.entries));
+  const id = await h.createTask(writer, null, { ownership: { kind: "conversation" } });
+  await done(h, id);
+  await h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "from the host" }));
+  const notes = appended.filter((e) => e.kind === "note");
+  expect(notes.map((e) => [e.data, e.byTaskId])).toEqual([
+    ["from the task", id],
+    ["from the host", undefined],
+  ]);
+  await h.close();
+});
+
+test("a conversation-owned task created in a task's commit defaults to that task's conversation", async () => {
+  const sibling = single("sibling", async (_t, runtime) => void (await runtime.commit(() => complete(null))));
+  let created: TaskId | undefined;
+  const maker = single("maker", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      created = tx.createTask(sibling, null, { ownership: { kind: "conversation" } });
+      return complete(null);
+    });
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [maker, sibling] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await h.transaction((tx) =>
+    tx.createTask(maker, null, { ownership: { kind: "conversation" }, conversationId: other }),
+  );
+  await done(h, id);
+  expect(created).toBeDefined();
+  const record = await done(h, created as TaskId);
+  expect(record.conversationId).toBe(other);
+  expect(record.owner).toBeUndefined();
+  await h.close();
+});
+
+test("memos survive checkpoint commits: a later phase reads the winner stored by an earlier one", async () => {
+  const seen: Json[] = [];
+  const def = defineTask<Json, Go | { phase: "second" }, Json>({
+    name: "memo-phases",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        seen.push((await runtime.memo("key", "first")) ?? null);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }));
+      },
+      second: async (_t, runtime) => {
+        seen.push((await runtime.memo<string>("key")) ?? null);
+        seen.push((await runtime.memo("key", "later")) ?? null);
+        await runtime.commit(() => complete(null));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  await done(h, id);
+  expect(seen).toEqual(["first", "first", "first"]);
+  await h.close();
+});
+
+test("a commit whose callback returns undefined leaves the task state unchanged while its writes land", async () => {
+  const between = deferred<Json>();
+  const gate = deferred();
+  const def = single("no-state-change", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: "written" });
+      return undefined;
+    });
+    between.resolve(((await runtime.getTask(runtime.taskId))?.state ?? null) as Json);
+    await gate.promise;
+    await runtime.commit(() => complete("after"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const appended: EntryRecord[] = [];
+  h.subscribe((change) => appended.push(...change.entries));
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  expect(await between.promise).toEqual({ status: "running", checkpoint: { phase: "go" } });
+  expect(appended.map((e) => e.kind)).toEqual(["note"]);
+  gate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "after" });
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("a task that waits on nothing resumes at its checkpoint in the next scheduling pass", async () => {
+  const log: string[] = [];
+  const def = defineTask<Json, Go | { phase: "resume" }, Json>({
+    name: "wait-nothing",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        log.push("run");
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "resume" },
+          on: [],
+          policy: "allSettled",
+        }));
+      },
+      resume: async (_t, runtime) => {
+        log.push("resume");
+        await runtime.commit(() => complete(null));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))?.status).toBe("completed");
+  expect(log).toEqual(["run", "resume"]);
+  await h.close();
+});
+
+test("a task never returns pending or completing: its commit is refused with InvalidTransition", async () => {
+  const caught: string[] = [];
+  const def = single("bad-states", async (_t, runtime) => {
+    for (const status of ["pending", "completing"]) {
+      await runtime
+        .commit(() => ({ status, checkpoint: { phase: "go" } }) as never)
+        .catch((e: unknown) => caught.push(`${(e as Error).name}: ${(e as Error).message}`));
+    }
+    await runtime.commit(() => complete("carried on"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+  expect(caught).toEqual([
+    "InvalidTransition: a task may not commit status pending",
+    "InvalidTransition: a task may not commit status completing",
+  ]);
+  await h.close();
+});
+
+test("a child task is created in its owner's conversation with its owner recorded; a missing owner or another conversation is refused", async () => {
+  const child = parked("recorded-child");
+  const refusals: string[] = [];
+  let childId: TaskId | undefined;
+  const parent = single("recording-parent", async (_t, runtime) => {
+    const other = await runtime.commit((tx) => {
+      childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    void other;
+    for (const attempt of [
+      (tx: Tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: 999 } }),
+      (tx: Tx) =>
+        tx.createTask(child, null, {
+          ownership: { kind: "task", taskId: runtime.taskId },
+          conversationId: tx.createConversation({ kind: "ownerless" }).id,
+        }),
+    ])
+      await runtime
+        .commit((tx) => {
+          attempt(tx);
+          return undefined;
+        })
+        .catch((e: unknown) => refusals.push((e as Error).constructor.name));
+    await runtime.commit(() => complete(null));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await h.transaction((tx) =>
+    tx.createTask(parent, null, { ownership: { kind: "conversation" }, conversationId: other }),
+  );
+  await until(() => refusals.length === 2, { what: "both refusals" });
+  expect(refusals).toEqual(["OwnerNotLive", "InvalidTransition"]);
+  const record = await h.getTask(childId as TaskId);
+  expect(record).toMatchObject({ owner: id, conversationId: other, background: false });
+  await h.abortTask(id);
+  await h.close();
+});
+
+test("a completing record carries no memos: they are dropped at the hold, not at the final commit", async () => {
+  const kid = parked("memo-kid");
+  const holder = single("memo-holder", async (_t, runtime) => {
+    await runtime.memo("key", "value");
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
+  const latest = new Map<TaskId, TaskRecord>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) latest.set(t.id, t);
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "completing", { what: "holder completing" });
+  expect(latest.get(id)?.memos).toBeUndefined();
+  expect((await h.getTask(id))?.memos).toBeUndefined();
+  await h.abortTask(id);
+  await h.close();
+});

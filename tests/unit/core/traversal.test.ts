@@ -1,0 +1,212 @@
+/**
+ * Ordinary traversal (spec §5.4): from a conversation to the tasks it owns, the work those tasks
+ * own and the conversations they own, following owner edges after an owner finished. A background
+ * task is a boundary, crossed only by `abort({ background: true })`.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
+import { until } from "../../../worker/testing.ts";
+import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open } from "../agent/fixtures.ts";
+import { complete, type Go, parked, running, untilAborted } from "./fixtures.ts";
+
+/** A task in the root conversation that creates a conversation it owns, then completes. */
+const founder = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
+  name: "founder",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+      });
+    },
+    finish: async (task, runtime) => {
+      await runtime.commit(() => complete(task.state.checkpoint.conversation));
+    },
+  },
+  abort: async () => undefined,
+});
+
+async function workBelowAFinishedOwner(options: { background?: boolean } = {}) {
+  const worker = parked("worker");
+  const setup = await open(echo, { tasks: [founder, worker] });
+  const { h } = setup;
+  const founderId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
+  const done = await h.waitForTask(founderId);
+  const owned = (done.state as { outcome: { result: number } }).outcome.result;
+  // New work in the conversation the finished task owns: ordinary work of that conversation.
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: owned,
+      ...(options.background ? { background: true } : {}),
+    }),
+  );
+  await until(() => running(h) === 1, { what: "worker running" });
+  return { ...setup, owned, workerId };
+}
+
+test("Conversation.waitForIdle and abort() see work in a conversation owned by a task that already finished", async () => {
+  const { root, h, workerId } = await workBelowAFinishedOwner();
+  let idle = false;
+  void root.waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  expect(idle).toBe(false);
+  await root.abort();
+  expect(idle).toBe(true);
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
+test("taskGraph() keeps live work in a conversation whose owner task is terminal", async () => {
+  const { h, workerId } = await workBelowAFinishedOwner();
+  expect(JSON.stringify(h.taskGraph())).toContain(`"id":${workerId},`);
+});
+
+test("abort({ background: true }) crosses background boundaries; abort() leaves background work running", async () => {
+  const { root, h, workerId } = await workBelowAFinishedOwner({ background: true });
+  await root.abort();
+  expect((await h.getTask(workerId))?.state.status).not.toBe("terminal");
+  await root.abort({ background: true });
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
+test("waitForTask waits for a background task like any other, though conversation idle does not", async () => {
+  const { root, h, workerId } = await workBelowAFinishedOwner({ background: true });
+  await root.waitForIdle();
+  let settled = false;
+  const waiting = h.waitForTask(workerId).then((r) => {
+    settled = true;
+    return r;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  expect(settled).toBe(false);
+  expect(await h.abortTask(workerId)).toBe("marked");
+  expect((await waiting).state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+});
+
+test("operations on a task-owned conversation's own handle start inside it: abort() and waitForIdle() reach its work", async () => {
+  const { h, owned, workerId } = await workBelowAFinishedOwner();
+  const inner = h.conversation(owned);
+  expect(inner).toBeDefined();
+  let idle = false;
+  void inner?.waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  expect(idle).toBe(false);
+  await inner?.abort();
+  expect(idle).toBe(true);
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
+test("Conversation.abort() only marks a held completed task: the work below is aborted, the outcome stays", async () => {
+  const kid = parked("kid-below-held");
+  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "held-in-root",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("held"))),
+    },
+    abort: async () => undefined,
+  });
+  const { root, h } = await open(echo, { tasks: [holder, kid] });
+  const status = new Map<TaskId, string>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => status.get(id) === "completing", { what: "holder held completing" });
+  await root.abort();
+  const final = await h.getTask(id);
+  expect(final?.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
+  expect(final?.abortRequested).toBe(true);
+  const [kidRecord] = await h.tasks({ kind: "kid-below-held" });
+  expect(kidRecord?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+});
+
+test("a history parent is not an owner: work in a fork of the root is not reached by the root's waitForIdle() or abort()", async () => {
+  const worker = parked("fork-worker");
+  const { h, root } = await open(echo, { tasks: [worker] });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const at = (await root.entries()).at(-1)!.id;
+  const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: child.id }),
+  );
+  await until(() => running(h) === 1, { what: "worker running" });
+  // The root is idle although its fork's work runs, and aborting the root leaves that work alone.
+  await root.waitForIdle();
+  await root.abort();
+  const record = await h.getTask(workerId);
+  expect(record?.state.status).toBe("running");
+  expect(record?.abortRequested).toBe(false);
+  // The fork's own handle reaches it.
+  await child.abort();
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
+test("a cascade treats the conversations it reaches like Conversation.abort(): their queued inputs are withdrawn, queued writes stay", async () => {
+  type Step = Go | { phase: "hold"; conversation: number };
+  const owner = defineTask<Json, Step, Json>({
+    name: "inbox-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { tool, started } = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner],
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const running = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  const hint = { role: "user", content: "a hint", timestamp: 0 };
+  const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+  // The owner's own conversation, busy with a queued input: the cascade starts below the owner.
+  await root.submit({ type: "input", content: "busy root" });
+  await until(() => liveOf(h, root.id).run !== undefined, { what: "root busy" });
+  const rootQueued = await root.submit({ type: "input", content: "root queued" });
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await running.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+  expect((await rootQueued.record()).status).toBe("queued");
+});

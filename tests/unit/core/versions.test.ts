@@ -1,0 +1,142 @@
+/**
+ * Versioned task definitions delivered by extensions (spec §5.4, §7.5; issue 14 item 4): a stored
+ * task of an older version is migrated when it resumes under an installed extension's newer
+ * definition; a failing migration leaves that task alone blocked (`migration_failed`, the error in
+ * `inspect()` and reported once) while the rest runs, and a fixed extension takes it; a stored
+ * version newer than the installed definition leaves the task blocked (`task_too_old`), its row
+ * untouched, until a definition that can take it is installed.
+ */
+import { describe, expect, test } from "vitest";
+import {
+  AgentHarness,
+  createRegistry,
+  defineExtension,
+  defineTask,
+  type Json,
+  type TaskDefinition,
+} from "../../../worker/index.ts";
+import { type memoryStore, until } from "../../../worker/testing.ts";
+import { cleanups } from "../agent/fixtures.ts";
+import { blocked, complete, done, type Go, outcome, parked, row, single, storeWith } from "./fixtures.ts";
+
+/** Version 2 of `ext.job`: completes with what it read; `migrate` as given. */
+function jobV2(migrate?: TaskDefinition<Json, Go, Json>["migrate"]): TaskDefinition<Json, Go, Json> {
+  return defineTask<Json, Go, Json>({
+    name: "ext.job",
+    version: 2,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => void (await runtime.commit(() => complete({ ran: 2, input: task.input }))),
+    },
+    abort: async () => {},
+    ...(migrate ? { migrate } : {}),
+  });
+}
+
+const other = single(
+  "ext.other",
+  async (_t, runtime) => void (await runtime.commit(() => complete("other ran"))),
+);
+
+async function openWith(
+  image: Awaited<ReturnType<typeof memoryStore>>,
+  task: TaskDefinition<Json, Go, Json>,
+) {
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [task, other] }));
+  const reports: string[] = [];
+  const h = await AgentHarness.open(image, {
+    extensions,
+    onReport: (e) => void reports.push((e as Error).message),
+  });
+  cleanups.push(() => h.close());
+  return { h, extensions, reports };
+}
+
+describe("versioned task definitions from extensions", () => {
+  test("a stored version-1 task is migrated to version 2 when it resumes", async () => {
+    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
+    const { h } = await openWith(
+      image,
+      jobV2((input, checkpoint, from) => ({
+        input: { migrated: input, from },
+        checkpoint: checkpoint as Go,
+      })),
+    );
+    expect(outcome(await done(h, ids[0]!))).toEqual({
+      status: "completed",
+      result: { ran: 2, input: { migrated: { v1: "data" }, from: 1 } },
+    });
+    expect((await row(image, ids[0]!))?.["version"]).toBe(2);
+  });
+
+  test("a failing migration blocks that task alone with the error; the rest runs; a fixed extension takes it", async () => {
+    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
+    const { h, extensions, reports } = await openWith(
+      image,
+      jobV2(() => {
+        throw new Error("cannot read v1");
+      }),
+    );
+    const id = ids[0]!;
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "migration_failed" }]);
+    const inspected = h.inspect().tasks.find((t) => t.record.id === id)!;
+    expect(inspected.state).toMatchObject({
+      kind: "blocked",
+      reason: "migration_failed",
+      error: "cannot read v1",
+    });
+    // Other work of the same extension runs on.
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, otherId))).toEqual({ status: "completed", result: "other ran" });
+    expect(reports.filter((m) => m.includes("cannot read v1"))).toHaveLength(1);
+    expect((await row(image, id))?.["version"]).toBe(1);
+    // A different definition object is tried again.
+    extensions.install(
+      defineExtension({
+        name: "jobs",
+        tasks: [jobV2((input, checkpoint) => ({ input, checkpoint: checkpoint as Go })), other],
+      }),
+    );
+    expect(outcome(await done(h, id))).toEqual({
+      status: "completed",
+      result: { ran: 2, input: { v1: "data" } },
+    });
+  });
+
+  test("a stored version newer than the installed definition stays blocked, touching nothing, until one can take it", async () => {
+    const { image, ids } = await storeWith([parked("ext.job", 3)], [{ v3: "data" }]);
+    const id = ids[0]!;
+    const before = await row(image, id);
+    const { h, extensions } = await openWith(image, jobV2());
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "task_too_old" }]);
+    expect(h.inspect().tasks.find((t) => t.record.id === id)!.state).toMatchObject({
+      kind: "blocked",
+      reason: "task_too_old",
+    });
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    await done(h, otherId);
+    // Version, input, memos and checkpoint as stored; only recovery set it back to pending.
+    const after = await row(image, id);
+    const stateOf = (r: typeof before) => JSON.parse(String(r?.["state"]));
+    expect(after).toMatchObject({ version: 3, input: before?.["input"], memos: before?.["memos"] });
+    expect(stateOf(after)).toEqual({ ...stateOf(before), status: "pending" });
+    const v3 = defineTask<Json, Go, Json>({
+      name: "ext.job",
+      version: 3,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) =>
+          void (await runtime.commit(() => complete({ ran: 3, input: task.input }))),
+      },
+      abort: async () => {},
+    });
+    extensions.install(defineExtension({ name: "jobs", tasks: [v3, other] }));
+    expect(outcome(await done(h, id))).toEqual({
+      status: "completed",
+      result: { ran: 3, input: { v3: "data" } },
+    });
+  });
+});

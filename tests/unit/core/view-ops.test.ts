@@ -1,0 +1,146 @@
+/**
+ * View operations (worker/core/view-ops.ts): the one set of rules by which the engine's mount and a
+ * tab's copy of a conversation's view apply changes, and the wire form of a watch's frames.
+ */
+import { describe, expect, test } from "vitest";
+import { applyViewChanges, type ViewChange, watchFrame } from "../../../worker/core/view-ops.ts";
+import type { Frame } from "../../../worker/index.ts";
+import {
+  applyFrame,
+  type ConversationView,
+  type EntryRecord,
+  type WatchFrame,
+} from "../../../worker/protocol.ts";
+import { echo, open } from "../agent/fixtures.ts";
+
+const entry = (id: number, more: Partial<EntryRecord> = {}): EntryRecord => ({
+  id,
+  conversationId: 1,
+  kind: "note",
+  ...more,
+});
+const ids = (view: ConversationView | undefined) => view?.entries.map((e) => e.id);
+const view = (entries: EntryRecord[], docs: ConversationView["docs"] = {}): ConversationView => ({
+  conversation: { id: 1, createdAt: 0 },
+  entries,
+  docs,
+});
+
+describe("applyViewChanges", () => {
+  test("applies changes in order: entries append, a later doc change wins over an earlier one", () => {
+    const before = view([entry(1)], { kept: 1, gone: 2 });
+    const after = applyViewChanges(before, [
+      { op: "append", entries: [entry(2)] },
+      { op: "doc", name: "d", value: "first" },
+      { op: "doc", name: "gone", value: undefined },
+      { op: "append", entries: [entry(3), entry(4)] },
+      { op: "doc", name: "d", value: "second" },
+    ]);
+    expect(ids(after)).toEqual([1, 2, 3, 4]);
+    expect(after.docs).toEqual({ kept: 1, d: "second" });
+    expect(after.conversation).toBe(before.conversation);
+  });
+
+  test("a head marker restarts the range at its head: kept, with the non-marker entries from its head on", () => {
+    const before = view([entry(3, { head: 1 }), entry(4), entry(5), entry(6)]);
+    const after = applyViewChanges(before, [
+      { op: "head", entries: [entry(7), entry(8, { head: 5 }), entry(9)] },
+    ]);
+    // The older marker (3) and the entries before 5 leave; 7 (appended first) stays, being after 5.
+    expect(ids(after)).toEqual([8, 5, 6, 7, 9]);
+  });
+
+  test("a marker that names itself leaves only itself and what follows it", () => {
+    const after = applyViewChanges(view([entry(1), entry(2)]), [
+      { op: "head", entries: [entry(3, { head: 3 }), entry(4)] },
+    ]);
+    expect(ids(after)).toEqual([3, 4]);
+  });
+
+  test("never changes its input; no changes give back the same view", () => {
+    const entries = [entry(1)];
+    const docs = { a: 1 };
+    const before = view(entries, docs);
+    const after = applyViewChanges(before, [
+      { op: "append", entries: [entry(2)] },
+      { op: "doc", name: "a", value: undefined },
+    ]);
+    expect(entries.map((e) => e.id)).toEqual([1]);
+    expect(docs).toEqual({ a: 1 });
+    expect(after).not.toBe(before);
+    expect(applyViewChanges(before, [])).toBe(before);
+  });
+
+  test("a change that touches only documents keeps the same entry list, and the reverse", () => {
+    const before = view([entry(1)], { a: 1 });
+    expect(applyViewChanges(before, [{ op: "doc", name: "a", value: 2 }]).entries).toBe(before.entries);
+    expect(applyViewChanges(before, [{ op: "append", entries: [entry(2)] }]).docs).toBe(before.docs);
+  });
+});
+
+describe("applyFrame", () => {
+  test("a snapshot frame replaces the view, with or without one", () => {
+    const snapshot = view([entry(9)], { x: true });
+    const frame: WatchFrame = { seq: 4, ops: [{ op: "replace" }], value: snapshot };
+    expect(applyFrame(view([entry(1), entry(2)]), frame)).toBe(snapshot);
+    expect(applyFrame(undefined, frame)).toBe(snapshot);
+  });
+
+  test("a change frame applies to the view; without a view it has nothing to apply to", () => {
+    const frame: WatchFrame = { seq: 5, ops: [{ op: "append", entries: [entry(2)] }] };
+    expect(ids(applyFrame(view([entry(1)]), frame))).toEqual([1, 2]);
+    expect(applyFrame(undefined, frame)).toBeUndefined();
+  });
+});
+
+describe("watchFrame", () => {
+  const value = view([entry(1)]);
+  test("a frame that replaces the view goes on the wire with the whole view", () => {
+    expect(watchFrame({ seq: 3, value, ops: [{ op: "replace" }] })).toEqual({
+      seq: 3,
+      ops: [{ op: "replace" }],
+      value,
+    });
+  });
+
+  test("a frame of changes goes without the view", () => {
+    const ops: ViewChange[] = [{ op: "doc", name: "a", value: 1 }];
+    const wire = watchFrame({ seq: 3, value, ops });
+    expect(wire).toEqual({ seq: 3, ops });
+    expect("value" in wire).toBe(false);
+  });
+});
+
+test("a tab's copy built from the wire frames equals the mount's view after every commit", async () => {
+  const { h, root } = await open(echo);
+  const watch = await root.watch();
+  const frames: Frame<ConversationView>[] = [];
+  watch.start((frame) => void frames.push(frame));
+  let copy = applyFrame(undefined, watchFrame({ seq: 0, value: watch.value, ops: [{ op: "replace" }] }));
+  const catchUp = async () => {
+    await expect.poll(() => frames.length > 0 && watch.pending === 0).toBe(true);
+    for (const frame of frames.splice(0)) copy = applyFrame(copy, watchFrame(frame));
+    expect(copy).toEqual(watch.value);
+  };
+  for (const i of [1, 2, 3]) {
+    await root.submit({ type: "write", entry: { kind: "note", data: { i } } });
+    await catchUp();
+  }
+  await h.transaction((tx) => tx.writeDoc(1, "app.title", { title: "t" }));
+  await catchUp();
+  // A marker that keeps an earlier part (as a compaction does), then one that restarts at itself.
+  const second = copy!.entries.filter((e) => e.kind === "note")[1]!.id;
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "marker", head: second }));
+  await catchUp();
+  expect(copy?.entries.map((e) => e.kind)).toEqual(["marker", "note", "note"]);
+  await (await root.reset()).wait();
+  await catchUp();
+  await h.transaction((tx) => {
+    tx.appendEntry(1, { kind: "note", data: { after: true } });
+    tx.writeDoc(1, "app.title", undefined);
+  });
+  await catchUp();
+  expect(copy?.entries.map((e) => e.kind)).toEqual(["pi.reset", "note"]);
+  expect(copy?.docs["app.title"]).toBeUndefined();
+  await watch.stop();
+});

@@ -1,0 +1,650 @@
+/**
+ * Waits: join policies, cycles refused as WaitCycle, waits on missing or foreign tasks, wake
+ * continuations, and a wait started by an invocation already signalled.
+ */
+import { describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
+import {
+  defineTask,
+  Harness,
+  InvalidTransition,
+  type JoinPolicy,
+  type Json,
+  type TaskDefinition,
+  type TaskId,
+  type TaskRecord,
+  WaitCancelled,
+  WaitCycle,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  joiner,
+  outcome,
+  parked,
+  running,
+  settle,
+  single,
+  untilAborted,
+} from "./fixtures.ts";
+
+describe("waits", () => {
+  type ProbeInput = { on: "self" | number; policy: JoinPolicy };
+  function prober(caught: Map<TaskId, unknown>) {
+    return defineTask<ProbeInput, Go, string>({
+      name: "prober",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          const on = task.input.on === "self" ? runtime.taskId : task.input.on;
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "go" },
+              on: [on],
+              policy: task.input.policy,
+            }));
+          } catch (error) {
+            caught.set(runtime.taskId, error);
+            // The refused task carries on.
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: "carried on" },
+            }));
+          }
+        },
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+  }
+
+  test("waiting on itself is a WaitCycle", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(
+      prober(caught),
+      { on: "self", policy: "allSettled" },
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(WaitCycle);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("waiting on a missing task is an InvalidTransition", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(
+      prober(caught),
+      { on: 99_999, policy: "allSettled" },
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("failFast on a task it does not own is an InvalidTransition", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const gate = deferred();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("bystander", async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    const id = await h.createTask(
+      prober(caught),
+      { on: other, policy: "failFast" },
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    expect((await h.getTask(other))?.abortRequested).toBe(false);
+    gate.resolve();
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a child waiting on its owner is a WaitCycle; both carry on", async () => {
+    const caught: unknown[] = [];
+    type ElderState = { phase: "spawn" } | { phase: "after" };
+    const junior = defineTask<{ parent: TaskId }, Go, string>({
+      name: "junior",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "go" },
+              on: [task.input.parent],
+              policy: "allSettled",
+            }));
+          } catch (error) {
+            caught.push(error);
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: "junior" },
+            }));
+          }
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const elder = defineTask<null, ElderState, string>({
+      name: "elder",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const child = tx.createTask(
+              junior,
+              { parent: runtime.taskId },
+              { ownership: { kind: "task", taskId: runtime.taskId } },
+            );
+            return { status: "waiting", checkpoint: { phase: "after" }, on: [child], policy: "allSettled" };
+          });
+        },
+        after: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: "elder" },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(elder, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "elder" });
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("two conversation-owned tasks waiting on each other: the second wait is a WaitCycle", async () => {
+    const firstWaiting = deferred();
+    const caught: unknown[] = [];
+    type PairState = { phase: "go" } | { phase: "after" };
+    const pair = defineTask<{ role: "first" | "second" }, PairState, string>({
+      name: "pair",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          const first = task.input.role === "first";
+          const peer = first ? runtime.taskId + 1 : runtime.taskId - 1;
+          if (!first) await firstWaiting.promise;
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "after" },
+              on: [peer],
+              policy: "allSettled",
+            }));
+            if (first) firstWaiting.resolve();
+          } catch (error) {
+            caught.push(error);
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: task.input.role },
+            }));
+          }
+        },
+        after: async (task, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: `${task.input.role} resumed` },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const [a, b] = await h.transaction((tx) => [
+      tx.createTask(pair, { role: "first" }, { ownership: { kind: "conversation" } }),
+      tx.createTask(pair, { role: "second" }, { ownership: { kind: "conversation" } }),
+    ]);
+    expect(b).toBe(a! + 1);
+    expect(outcome(await done(h, b!))).toEqual({ status: "completed", result: "second" });
+    expect(outcome(await done(h, a!))).toEqual({ status: "completed", result: "first resumed" });
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("waits and cancelled waits", () => {
+  test("waitForTask with a signal that is already aborted rejects at once with WaitCancelled", async () => {
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parked("forever"), null, { ownership: { kind: "conversation" } });
+    const controller = new AbortController();
+    controller.abort();
+    await expect(h.waitForTask(id, controller.signal)).rejects.toBeInstanceOf(WaitCancelled);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("failFast: an aborted child (not only a failed one) aborts its siblings and wakes the parent", async () => {
+    type ParentState = { phase: "spawn" } | { phase: "joined"; kids: TaskId[] };
+    const kid = parked("kid");
+    const parent = defineTask<null, ParentState, string[]>({
+      name: "parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [
+              tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+              tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            ];
+            return { status: "waiting", checkpoint: { phase: "joined", kids }, on: kids, policy: "failFast" };
+          });
+        },
+        joined: async (task, runtime) => {
+          const outcomes = await runtime.outcomes(task.state.checkpoint.kids);
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: outcomes.map((o) => o.status) },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 2, { what: "both kids running" });
+    const kids = (await h.tasks({ kind: "kid" })).map((t) => t.id);
+    expect(await h.abortTask(kids[0]!)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["aborted", "aborted"] });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("wake continuations", () => {
+  type ParentPhases = { phase: "spawn" } | { phase: "join"; child: TaskId };
+  const child = single("wake-child", async (_t, runtime) => {
+    await runtime.commit(() => complete("child done"));
+  });
+  function parentWith(
+    wake: ((tx: unknown, task: { state: { checkpoint: { child: TaskId } } }) => unknown) | undefined,
+    log: string[],
+  ) {
+    return defineTask<null, ParentPhases, Json>({
+      name: "wake-parent",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return {
+              status: "waiting",
+              checkpoint: { phase: "join", child: id },
+              on: [id],
+              policy: "allSettled",
+            };
+          });
+        },
+        join: async (_t, runtime) => {
+          log.push("join handler");
+          await runtime.commit(() => complete("by handler"));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      ...(wake ? { wake: { join: wake as never } } : {}),
+    });
+  }
+
+  test("a wake lands in the commit that satisfied the wait; its handler never runs", async () => {
+    const transactionsOf = async (parent: TaskDefinition<null, ParentPhases, Json>) => {
+      const store = await memoryStore();
+      const h = await Harness.open(store, { tasks: [parent, child] });
+      const before = store.stats.transactions;
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      const finished = outcome(await done(h, id));
+      await settle();
+      const used = store.stats.transactions - before;
+      await engineStillRuns(h);
+      await h.close();
+      return { finished, used };
+    };
+    const log: string[] = [];
+    const woken = await transactionsOf(
+      parentWith((tx, task) => {
+        log.push("wake");
+        const childRecord = (tx as { getTask(id: TaskId): TaskRecord | undefined }).getTask(
+          task.state.checkpoint.child,
+        );
+        return complete(`woken after ${outcome(childRecord)?.status}`);
+      }, log),
+    );
+    expect(woken.finished).toEqual({ status: "completed", result: "woken after completed" });
+    expect(log).toEqual(["wake"]);
+    const handled = await transactionsOf(parentWith(undefined, log));
+    expect(handled.finished).toEqual({ status: "completed", result: "by handler" });
+    expect(log).toEqual(["wake", "join handler"]);
+    // The handler path commits the parent's outcome in a transaction of its own; the wake does not.
+    expect(woken.used).toBe(handled.used - 1);
+  });
+
+  test("a wake returning undefined runs the handler; a throwing wake is reported and the handler runs", async () => {
+    for (const kind of ["undefined", "throws"] as const) {
+      const log: string[] = [];
+      const reports: unknown[] = [];
+      const parent = parentWith(() => {
+        log.push("wake");
+        if (kind === "throws") throw new Error("wake failed");
+        return undefined;
+      }, log);
+      const h = await Harness.open(await memoryStore(), {
+        tasks: [parent, child],
+        onReport: (e) => reports.push(e),
+      });
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "by handler" });
+      expect(log).toEqual(["wake", "join handler"]);
+      expect(reports.map((e) => (e as Error).message)).toEqual(kind === "throws" ? ["wake failed"] : []);
+      await engineStillRuns(h);
+      await h.close();
+    }
+  });
+
+  test("a task reserved in the same pass as a throwing wake still runs once that pass is undone", async () => {
+    // Two joiners wait on one gate task; when it ends, one pass reserves the first (no wake) and then
+    // runs the second's wake, which throws: the pass's commit fails, so the first's registration
+    // must go with it or that task would never start.
+    const gateOpen = deferred();
+    const gateTask = single("gate", async (_t, runtime) => {
+      await gateOpen.promise;
+      await runtime.commit(() => complete("open"));
+    });
+    const plain = joiner("plain");
+    const throwing = joiner("throwing", {
+      wake: () => {
+        throw new Error("wake failed");
+      },
+    });
+    const reports: unknown[] = [];
+    const h = await Harness.open(await memoryStore(), { onReport: (e) => reports.push(e) });
+    const gateId = await h.createTask(gateTask, null, { ownership: { kind: "conversation" } });
+    const first = await h.createTask(plain, gateId, { ownership: { kind: "conversation" } });
+    const second = await h.createTask(throwing, gateId, { ownership: { kind: "conversation" } });
+    const waiting = (id: TaskId) => internals(h).session.records.tasks.get(id)?.state.status === "waiting";
+    await until(() => waiting(first) && waiting(second), { what: "both joiners waiting" });
+    gateOpen.resolve();
+    expect(outcome(await done(h, first))).toEqual({ status: "completed", result: "plain" });
+    expect(outcome(await done(h, second))).toEqual({ status: "completed", result: "throwing" });
+    expect(reports.map((e) => (e as Error).message)).toEqual(["wake failed"]);
+    await h.close();
+  });
+});
+
+describe("a signalled invocation", () => {
+  test("a phase whose invocation is already signalled cannot start a wait: it is cancelled at once", async () => {
+    const waited: unknown[] = [];
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(parked("other"), null, { ownership: { kind: "conversation" } });
+    const waiter = single("late-waiter", async (_t, runtime, signal) => {
+      await untilAborted(signal).catch(() => undefined);
+      // The abort mark signalled this invocation; a wait begun now must not park on `other`.
+      waited.push(await runtime.waitForTask(other).catch((error: unknown) => error));
+    });
+    const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 2, { what: "both running" });
+    await h.abortTask(id);
+    // The phase returned, so its abort handler could run.
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(waited).toHaveLength(1);
+    expect(waited[0]).toBeInstanceOf(WaitCancelled);
+    await h.abortTask(other);
+    await done(h, other);
+    await h.close();
+  });
+});
+
+describe("waits on subsets", () => {
+  test("a task keeps running phases after spawning and waits on subsets of its children in sequence", async () => {
+    const gates = [deferred(), deferred(), deferred()];
+    const log: string[] = [];
+    const kid = defineTask<number, Go, Json>({
+      name: "subset-kid",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          await gates[task.input]!.promise;
+          log.push(`kid ${task.input}`);
+          await runtime.commit(() => complete(task.input));
+        },
+      },
+      abort: async () => undefined,
+    });
+    type Rounds =
+      | Go
+      | { phase: "more"; kids: TaskId[] }
+      | { phase: "first"; kids: TaskId[] }
+      | { phase: "rest"; kids: TaskId[] };
+    const parent = defineTask<Json, Rounds, Json>({
+      name: "subset-parent",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const kids = [0, 1, 2].map((i) =>
+              tx.createTask(kid, i, { ownership: { kind: "task", taskId: runtime.taskId } }),
+            );
+            return { status: "running", checkpoint: { phase: "more", kids } };
+          });
+        },
+        more: async (task, runtime) => {
+          log.push("parent runs on");
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "first", kids },
+            on: [kids[0]!],
+            policy: "allSettled",
+          }));
+        },
+        first: async (task, runtime) => {
+          log.push("after a");
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "rest", kids },
+            on: kids.slice(1),
+            policy: "failFast",
+          }));
+        },
+        rest: async (task, runtime) => {
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          const results = (await runtime.outcomes(kids)).map((o) =>
+            o.status === "completed" ? o.result : o.status,
+          );
+          log.push("after b, c");
+          await runtime.commit(() => complete(results));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [parent, kid] });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await until(() => log.includes("parent runs on"), { what: "parent running after spawning" });
+    gates[0]!.resolve();
+    await until(() => log.includes("after a"), { what: "first subset" });
+    gates[1]!.resolve();
+    await settle();
+    expect(log).toEqual(["parent runs on", "kid 0", "after a", "kid 1"]);
+    expect((await h.getTask(id))?.state.status).toBe("waiting");
+    gates[2]!.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: [0, 1, 2] });
+    expect(log.at(-1)).toBe("after b, c");
+    await h.close();
+  });
+});
+
+describe("waits on held tasks", () => {
+  test("a held task is live: outcomes() on it rejects, and a task waiting on it resumes only at its final commit", async () => {
+    const gate = deferred();
+    const kid = single("held-kid", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("kid"));
+    });
+    const held = single("held", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("held"));
+    });
+    let early: unknown;
+    const peeker = single("peeker", async (task, runtime) => {
+      early = await runtime.outcomes([task.input as TaskId]).catch((e: unknown) => e);
+      await runtime.commit(() => complete(null));
+    });
+    const waiter = joiner("held-waiter", { result: (o) => (o?.status === "completed" ? o.result : "?") });
+    const h = await Harness.open(await memoryStore(), { tasks: [kid, held, peeker, waiter] });
+    const status = new Map<TaskId, string>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) status.set(t.id, t.state.status);
+    });
+    const heldId = await h.createTask(held, null, { ownership: { kind: "conversation" } });
+    await until(() => status.get(heldId) === "completing", { what: "held completing" });
+    const peekId = await h.createTask(peeker, heldId, { ownership: { kind: "conversation" } });
+    await done(h, peekId);
+    expect(early).toBeInstanceOf(Error);
+    expect(String((early as Error).message)).toMatch(/not terminal/);
+    const waiterId = await h.createTask(waiter, heldId, { ownership: { kind: "conversation" } });
+    await until(() => status.get(waiterId) === "waiting", { what: "waiter waiting" });
+    await settle();
+    expect(status.get(waiterId)).toBe("waiting");
+    gate.resolve();
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "held" });
+    await h.close();
+  });
+
+  test("a background task may wait on the owner of its conversation: no hold runs from the owner to it", async () => {
+    const release = deferred();
+    type OwnerState = Go | { phase: "finish" };
+    const follower = joiner("bg-follower");
+    const owner = defineTask<Json, OwnerState, Json>({
+      name: "bg-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            tx.createTask(follower, runtime.taskId, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_t, runtime) => {
+          await release.promise;
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, follower] });
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    release.resolve();
+    expect(outcome(await done(h, ownerId))).toEqual({ status: "completed", result: "owner" });
+    const [bg] = await h.tasks({ kind: "bg-follower" });
+    expect(outcome(await done(h, bg!.id))).toEqual({ status: "completed", result: "bg-follower" });
+    await h.close();
+  });
+});
+
+describe("failFast on a held failure", () => {
+  test("failFast fires when a child holds a failed outcome, before that child drains: only the other awaited tasks are marked", async () => {
+    const releaseGrandchild = deferred();
+    const grandchild = single("slow-grandchild", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await releaseGrandchild.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const failing = single("failing-child", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(grandchild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "failed", error: { message: "declined" } },
+      }));
+    });
+    const sibling = parked("waiting-sibling");
+    type ParentState = Go | { phase: "joined"; kids: TaskId[] };
+    const parent = defineTask<Json, ParentState, Json>({
+      name: "held-failfast-parent",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+            const kids = [tx.createTask(failing, null, owned), tx.createTask(sibling, null, owned)];
+            return { status: "waiting", checkpoint: { phase: "joined", kids }, on: kids, policy: "failFast" };
+          });
+        },
+        joined: async (task, runtime) => {
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          const statuses = (await runtime.outcomes(kids)).map((o) => o.status);
+          await runtime.commit(() => complete(statuses));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [parent, failing, sibling, grandchild] });
+    const latest = new Map<TaskId, TaskRecord>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) latest.set(t.id, t);
+    });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    const byKind = (kind: string) => [...latest.values()].find((t) => t.kind === kind);
+    await until(() => byKind("waiting-sibling")?.abortRequested === true, { what: "sibling marked" });
+    // The failing child still holds its outcome (its grandchild's abort handler has not finished).
+    expect(byKind("failing-child")?.state).toMatchObject({
+      status: "completing",
+      outcome: { status: "failed" },
+    });
+    expect(byKind("failing-child")?.abortRequested).toBe(false);
+    expect(latest.get(id)?.abortRequested).toBe(false);
+    releaseGrandchild.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["failed", "aborted"] });
+    await h.close();
+  });
+});

@@ -1,0 +1,160 @@
+/**
+ * The watch contract (spec §9.2, §9.3; DESIGN §8): delivery never runs inline, the value advances
+ * just before each callback, callbacks are awaited one at a time, stop() is idempotent and discards
+ * what is pending, a throwing listener ends only its own watch, and a conversation's watch sees only
+ * publications that touch that conversation.
+ */
+import { expect, test } from "vitest";
+import { Watch } from "../../../worker/core/observe.ts";
+import type { Frame } from "../../../worker/index.ts";
+import { deferred, until } from "../../../worker/testing.ts";
+import { echo, open, reopen } from "../agent/fixtures.ts";
+import { settle } from "./fixtures.ts";
+
+const frame = (seq: number): Frame<number> => ({ seq, value: seq, ops: [] });
+
+test("start() never calls the listener inline, and watch.value stays the acquisition value until delivery", async () => {
+  const watch = new Watch(0);
+  watch.push(frame(1));
+  expect(watch.value).toBe(0);
+  const seen: Array<[number, number]> = [];
+  watch.start((f) => void seen.push([f.value, watch.value]));
+  expect(seen).toEqual([]);
+  await until(() => seen.length === 1, { what: "first delivery" });
+  // The value advanced immediately before the callback ran.
+  expect(seen).toEqual([[1, 1]]);
+});
+
+test("each callback is awaited before the next is delivered; pushes never wait for callbacks", async () => {
+  const watch = new Watch(0);
+  const gate = deferred();
+  const seen: number[] = [];
+  watch.start(async (f) => {
+    seen.push(f.value);
+    if (f.value === 1) await gate.promise;
+  });
+  watch.push(frame(1));
+  watch.push(frame(2));
+  watch.push(frame(3));
+  await settle();
+  expect(seen).toEqual([1]);
+  expect(watch.pending).toBe(2);
+  gate.resolve();
+  await until(() => seen.length === 3, { what: "the rest delivered" });
+  expect(seen).toEqual([1, 2, 3]);
+});
+
+test("repeated overflow replaces the undelivered suffix again; later frames follow normally", async () => {
+  const watch = new Watch(0, 2);
+  for (let seq = 1; seq <= 3; seq++) watch.push(frame(seq));
+  expect(watch.pending).toBe(1);
+  watch.push(frame(4));
+  watch.push(frame(5));
+  expect(watch.pending).toBe(1);
+  const seen: Frame<number>[] = [];
+  watch.start((f) => void seen.push(f));
+  await until(() => seen.length === 1, { what: "replacement delivered" });
+  expect(seen[0]).toEqual({ seq: 5, value: 5, ops: [{ op: "replace" }] });
+  watch.push(frame(6));
+  await until(() => seen.length === 2, { what: "a normal frame after it" });
+  expect(seen[1]).toEqual(frame(6));
+});
+
+test("stop() is idempotent: it discards pending frames, no callback follows, and every call returns the same end", async () => {
+  const watch = new Watch(0);
+  const gate = deferred();
+  const seen: number[] = [];
+  watch.start(async (f) => {
+    seen.push(f.value);
+    await gate.promise;
+  });
+  watch.push(frame(1));
+  watch.push(frame(2));
+  await until(() => seen.length === 1, { what: "first callback running" });
+  const first = watch.stop();
+  const second = watch.stop();
+  expect(watch.pending).toBe(0);
+  gate.resolve();
+  expect(await first).toBe("stopped");
+  expect(await second).toBe("stopped");
+  watch.push(frame(3));
+  await settle();
+  expect(seen).toEqual([1]);
+});
+
+test("a throwing listener ends only its own watch with listener_error, discarding what was pending", async () => {
+  const { root } = await open(echo);
+  const failing = await root.watch();
+  const healthy = await root.watch();
+  const healthySeen: number[] = [];
+  failing.start(() => {
+    throw new Error("listener bug");
+  });
+  healthy.start((f) => void healthySeen.push(f.value.entries.length));
+  await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
+  expect(await failing.closed).toBe("listener_error");
+  await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } });
+  await until(() => healthySeen.at(-1) === 2, { what: "the other watch goes on" });
+  expect(failing.pending).toBe(0);
+  await healthy.stop();
+});
+
+test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
+  const { h, root } = await open(echo);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const watch = await root.watch();
+  const seen: Frame<unknown>[] = [];
+  watch.start((f) => void seen.push(f));
+  await (await other.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await settle();
+  expect(seen).toEqual([]);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await until(() => seen.length === 1, { what: "a frame for its own conversation" });
+  await watch.stop();
+});
+
+test("deleting a document removes its key from the view's docs", async () => {
+  const { h, root } = await open(echo);
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", { a: 1 }));
+  expect((await root.viewState()).docs["app.extra"]).toEqual({ a: 1 });
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", undefined));
+  expect("app.extra" in (await root.viewState()).docs).toBe(false);
+});
+
+test("closing the harness ends every watch, keeping its last value", async () => {
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const watch = await root.watch();
+  watch.start(() => undefined);
+  const before = watch.value;
+  await h.close();
+  expect(await watch.closed).toBe("closed");
+  expect(watch.value).toBe(before);
+});
+
+test("every observer of a conversation shares one mount: two watches receive the very same view values", async () => {
+  const { root } = await open(echo);
+  const a = await root.watch();
+  const b = await root.watch();
+  expect(a.value).toBe(b.value);
+  const seenA: unknown[] = [];
+  const seenB: unknown[] = [];
+  a.start((f) => void seenA.push(f.value));
+  b.start((f) => void seenB.push(f.value));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await until(() => seenA.length === 1 && seenB.length === 1, { what: "both delivered" });
+  expect(seenA[0]).toBe(seenB[0]);
+  await a.stop();
+  await b.stop();
+});
+
+test("a conversation first mounted by a view after a reopen (nothing else loaded its documents) takes commits", async () => {
+  const { h, store, faux } = await open(echo);
+  await (await (await h.root()).submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+  const root = await again.root();
+  expect((await root.viewState()).entries).toHaveLength(1);
+  // The mount loaded the documents for the line too: this commit does not wait for a load forever.
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  expect((await root.viewState()).entries).toHaveLength(2);
+});

@@ -1,0 +1,137 @@
+/**
+ * The commit line's visibility rule (spec §1, §4): nothing a commit writes is observable before its
+ * COMMIT is stored, and a commit whose COMMIT fails leaves every reader exactly where it was.
+ * The store's fault hook runs synchronously between the callbacks and COMMIT, so it reads what a
+ * caller would see in that window.
+ */
+import { expect, test } from "vitest";
+import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
+import { memoryStore } from "../../../worker/testing.ts";
+import { echo, open } from "../agent/fixtures.ts";
+import { single } from "../core/fixtures.ts";
+
+const full = () => new Error("SQLITE_FULL: database or disk is full");
+
+test("a created task is not in taskGraph() or inspect() before its COMMIT, nor after that COMMIT failed", async () => {
+  const store = await memoryStore();
+  const idle = single("idle", async () => undefined);
+  const h = await Harness.open(store, { tasks: [idle], onFatal: () => undefined });
+  const graphBefore = h.taskGraph();
+  const liveBefore = h.inspect().tasks.length;
+  const seen: Array<{ live: number; graph: unknown }> = [];
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    seen.push({ live: h.inspect().tasks.length, graph: h.taskGraph() });
+    throw full();
+  });
+  await expect(h.createTask(idle, {}, { ownership: { kind: "conversation" } })).rejects.toThrow(
+    /disk is full/,
+  );
+  expect(seen).toEqual([{ live: liveBefore, graph: graphBefore }]);
+  expect(h.inspect().tasks.length).toBe(liveBefore);
+  expect(h.taskGraph()).toEqual(graphBefore);
+  store.setFaultHook(undefined);
+  await h.close();
+});
+
+test("a document write, usage and a started run are not visible through doc(), usage() or busy before COMMIT, nor after it failed", async () => {
+  const { h, root, store } = await open(echo, { onFatal: () => undefined });
+  const usageBefore = await h.usage();
+  // Synchronous readers of committed state (the hook cannot await).
+  const now = () => ({
+    note: h.docNow(1, "test.note"),
+    busy: root.busy,
+    live: h.docNow<LiveState & Record<string, never>>(1, DOC.live),
+  });
+  const before = now();
+  const seen: Array<ReturnType<typeof now>> = [];
+  let usageDuring: Promise<UsageState> | undefined;
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    seen.push(now());
+    usageDuring = h.usage();
+    throw full();
+  });
+  await expect(
+    h.transaction((tx) => {
+      tx.writeDoc(1, "test.note", { text: "never stored" });
+      tx.writeDoc(1, DOC.usage, {
+        models: { m: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, cost: 1, requests: 1 } },
+        tools: {},
+      });
+    }),
+  ).rejects.toThrow(/disk is full/);
+  expect(seen).toEqual([before]);
+  expect(now()).toEqual(before);
+  store.setFaultHook(undefined);
+  expect(await usageDuring).toEqual(usageBefore);
+});
+
+test("an admitted input that starts a run does not make the conversation busy before its COMMIT", async () => {
+  const { h, root, store } = await open(echo, { onFatal: () => undefined });
+  const busy: boolean[] = [];
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    busy.push(root.busy);
+    throw full();
+  });
+  await expect(root.submit({ type: "input", content: "hello" })).rejects.toThrow(/disk is full/);
+  expect(busy).toEqual([false]);
+  expect(root.busy).toBe(false);
+  expect(h.inspect().tasks.length).toBe(0);
+  store.setFaultHook(undefined);
+});
+
+test("a commit listener sees each commit once, only after its COMMIT is stored; its disposer may be called twice", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const heard: number[] = [];
+  const atCommit: number[] = [];
+  const stop = h.subscribe((change) => heard.push(change.entries.length));
+  store.setFaultHook((point) => {
+    if (point === "before-commit") atCommit.push(heard.length);
+  });
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 2 }));
+  expect(atCommit).toEqual([0, 1]);
+  expect(heard).toEqual([1, 1]);
+  stop();
+  stop();
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 3 }));
+  expect(heard).toEqual([1, 1]);
+  store.setFaultHook(undefined);
+  await h.close();
+});
+
+test("once admitted, a commit whose caller cancels its signal still commits and resolves", async () => {
+  const h = await Harness.open(await memoryStore());
+  const cancel = new AbortController();
+  const entry = await h.transaction(async (tx) => {
+    cancel.abort();
+    await Promise.resolve();
+    return tx.appendEntry(1, { kind: "app.note", data: "kept" });
+  }, cancel.signal);
+  expect(cancel.signal.aborted).toBe(true);
+  const stored = await h.transaction((tx) => tx.lastEntryId());
+  expect(stored).toBe(entry.id);
+  await h.close();
+});
+
+test("reads in a transaction see its own table and document writes, and more table writes may follow reads", async () => {
+  const h = await Harness.open(await memoryStore());
+  const idle = single("idle", async () => undefined);
+  h.register(idle);
+  await h.transaction((tx) => {
+    const c = tx.createConversation({ kind: "ownerless" });
+    expect(tx.conversation(c.id)).toEqual(c);
+    const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+    expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
+    tx.writeDoc(c.id, "app.doc", { n: 1 });
+    expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1 });
+    const sub = tx.createSubmission({ conversationId: c.id, type: "write", status: "queued" });
+    expect(tx.submission(sub.id)).toEqual(sub);
+    const e = tx.appendEntry(c.id, { kind: "app.note" });
+    expect(tx.lastEntryId()).toBe(e.id);
+  });
+  await h.close();
+});

@@ -1,0 +1,59 @@
+/**
+ * The agent the app's engine runs: the offline demo model (registered, listed first and the default),
+ * pi-ai's catalogue, the built-in tools on the OPFS workspace, and API keys from the store's settings
+ * (the agent's default). Task definitions of the caller's (`tasks`: the debug entry's test tasks,
+ * only in test pages' engines) are registered besides the agent's own.
+ * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
+ * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
+ * probed at the worker script's own URL: a run that failed offline waits until that answers. The
+ * default extension selection leaves out the user tools that arrived by import (opt-in:
+ * `userToolSettings`).
+ */
+import type { Api, Model } from "@mariozechner/pi-ai";
+import { createRegistry } from "../agent/extensions/registry.ts";
+import { AgentHarness } from "../agent/harness.ts";
+import { createModelResolver } from "../agent/models/resolver.ts";
+import { builtinToolsExtension } from "../agent/tools/builtin/index.ts";
+import { browserNetwork } from "../browser/network.ts";
+import { OpfsFs } from "../browser/opfs-fs.ts";
+import type { AnyTaskDefinition } from "../core/define.ts";
+import { errorMessage } from "../core/errors.ts";
+import type { SqliteLine } from "../store/line.ts";
+import { demoModel, registerDemoProvider } from "./demo-model.ts";
+import { applyStoredDemoSpeed } from "./settings.ts";
+import { installStoredUserTools, userToolSettings } from "./user-tools/store.ts";
+
+export interface AppHarnessOptions {
+  /** Called once when the store fails for good (the engine stops). */
+  readonly onFatal: (error: Error) => void;
+  /** More task definitions to register (the test pages' `test.ticker` and `test.noop`). */
+  readonly tasks?: readonly AnyTaskDefinition[];
+}
+
+export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
+  const { onFatal } = options;
+  registerDemoProvider();
+  const extensions = createRegistry();
+  extensions.install(builtinToolsExtension);
+  let opened: AgentHarness | undefined;
+  const harness = await AgentHarness.open(store, {
+    extensions,
+    settings: userToolSettings(() => opened),
+    tasks: [...(options.tasks ?? [])],
+    models: createModelResolver({
+      extra: [demoModel as unknown as Model<Api>],
+      keyless: [demoModel.provider],
+    }),
+    defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
+    fs: new OpfsFs(),
+    network: browserNetwork({ probeUrl: self.location.href }),
+    onReport: (error) => console.warn("engine:", errorMessage(error)),
+    onFatal,
+    paused: true,
+  });
+  await installStoredUserTools(harness);
+  opened = harness;
+  harness.resume();
+  applyStoredDemoSpeed(harness);
+  return harness;
+}

@@ -1,0 +1,510 @@
+/**
+ * The engine host: adapts `EngineApi` (what each tab calls over its port) to the agent harness. It
+ * keeps what is per tab: the tabs themselves, their status listeners and their watches. Invariants:
+ * - every call waits for the harness (the store owned and open, see owner.ts); after a handover it
+ *   refuses with "reload";
+ * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches
+ *   and status listeners are dropped;
+ * - when the harness stops (handover, fatal error) every watch ends ("closed");
+ * - a tab's offer of script workers (tab-script-workers.ts) ends with the tab.
+ * Store ownership and handover live in owner.ts, the start (owner first, this module loaded meanwhile)
+ * in boot.ts, the agent's configuration in app-harness.ts, the test endpoints in test-endpoints.ts.
+ */
+
+import { watchEvents } from "../agent/events/stream.ts";
+import type { AgentHarness } from "../agent/harness.ts";
+import { storedApiKeyValues } from "../agent/models/keys.ts";
+import type { ModelRef } from "../agent/records.ts";
+import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
+import type { StoreOwner } from "../browser/owner.ts";
+import type { HostPlatform } from "../browser/platform.ts";
+import { type TabOffer, tabScriptWorkers } from "../browser/tab-script-workers.ts";
+import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
+import type { ConversationView, Watch } from "../core/observe.ts";
+import { type EntryPage, MAX_PAGE } from "../core/pages.ts";
+import type { ConversationId, EntryId, TaskId } from "../core/types.ts";
+import { watchFrame } from "../core/view-ops.ts";
+import {
+  type AgentEvent,
+  type AgentSettingsChange,
+  type AgentSettingsView,
+  type CompactOutcome,
+  type ConversationSummary,
+  type DemoSpeedName,
+  type EngineApi,
+  type EngineStatus,
+  type EngineTimeline,
+  type ExtensionChoice,
+  type Hello,
+  type KeyCheck,
+  type ModelChoice,
+  PROTOCOL_VERSION,
+  protocolMismatch,
+  type ScriptWorkerOffer,
+  type SubmitRequest,
+  tabLockName,
+  type UsageRollup,
+  type UsageState,
+  type UserToolDraft,
+  type UserToolView,
+  type WatchFrame,
+  type WithdrawOutcome,
+  type WorkspaceFile,
+} from "../protocol.ts";
+import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
+import {
+  conversationExtensions,
+  deleteUserTool,
+  exportedUserTools,
+  importWithUserTools,
+  saveUserToolDraft,
+  setExtensionEnabled,
+  userToolViews,
+} from "./extensions.ts";
+import { searchConversationText } from "./search.ts";
+import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
+import { exportConversation } from "./transfer.ts";
+import { enableUserToolEverywhere } from "./user-tools/store.ts";
+
+/** The documents an export carries: the agent's settings, its usage, the title. */
+const EXPORTED_DOCS = ["pi.agent", "pi.usage", TITLE_DOC] as const;
+
+/** Keys the test endpoints' view of the engine (see `[engineInternals]`). */
+export const engineInternals = Symbol("engine internals");
+
+export interface EngineInternals {
+  readonly platform: HostPlatform;
+  readonly timeline: EngineTimeline;
+  harness(): Promise<AgentHarness>;
+  watchStats(): { watches: number; pendingFrames: number };
+}
+
+export class EngineHost implements EngineApi {
+  readonly #platform: HostPlatform;
+  readonly #owner: StoreOwner;
+  #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
+  #statusListeners = new Map<string, Set<(s: EngineStatus) => void>>();
+  readonly #ready: Promise<AgentHarness>;
+  #watches = new Map<number, { tabId: string; watch: Watch<ConversationView> }>();
+  #nextWatch = 1;
+  #tabs = new Set<string>();
+  /** The conversation list of the current harness, and each tab's watches of it. */
+  #list: { harness: AgentHarness; list: Promise<ConversationList> } | undefined;
+  #listWatches = new Map<number, { tabId: string; stop: () => void }>();
+  /** Each tab's event streams and task-graph watches. */
+  #streams = new Map<number, { tabId: string; stop: () => void; pending: () => number }>();
+
+  /** `started`: the owner already taking the store and opening the harness (boot.ts). */
+  constructor(platform: HostPlatform, started: { owner: StoreOwner; ready: Promise<AgentHarness> }) {
+    this.#platform = platform;
+    this.#owner = started.owner;
+    this.#ready = started.ready;
+    this.#owner.listen({
+      status: (status) => this.#setStatus(status),
+      stopping: () => {
+        for (const { watch } of this.#watches.values()) watch.end("closed");
+        this.#watches.clear();
+        for (const { stop } of this.#listWatches.values()) stop();
+        this.#listWatches.clear();
+        for (const { stop } of this.#streams.values()) stop();
+        this.#streams.clear();
+        void this.#list?.list.then((l) => l.close());
+        this.#list = undefined;
+      },
+    });
+  }
+
+  #setStatus(status: EngineStatus): void {
+    this.#status = status;
+    for (const listeners of this.#statusListeners.values())
+      for (const l of listeners) void Promise.resolve(l(status)).catch(() => undefined);
+  }
+
+  async #h(): Promise<AgentHarness> {
+    if (this.#status.phase === "handed-over" || this.#status.phase === "handing-over") {
+      throw new Error("this engine handed the store over to another tab; reload this one");
+    }
+    return this.#ready;
+  }
+
+  /** What the test endpoints read; a symbol key, so no tab can reach it through the port. */
+  [engineInternals](): EngineInternals {
+    return {
+      platform: this.#platform,
+      timeline: this.#owner.timeline,
+      harness: () => this.#h(),
+      watchStats: () => {
+        let pendingFrames = 0;
+        for (const { watch } of this.#watches.values()) pendingFrames += watch.pending;
+        for (const { pending } of this.#streams.values()) pendingFrames += pending();
+        return { watches: this.#watches.size + this.#streams.size, pendingFrames };
+      },
+    };
+  }
+
+  // --- EngineApi --------------------------------------------------------------------------
+
+  async hello(tab: { tabId: string; protocol: number }): Promise<Hello> {
+    if (tab.protocol !== PROTOCOL_VERSION) {
+      return {
+        protocol: PROTOCOL_VERSION,
+        build: this.#platform.build,
+        status: protocolMismatch({ tab: tab.protocol, engine: PROTOCOL_VERSION }),
+      };
+    }
+    if (!this.#tabs.has(tab.tabId)) {
+      this.#tabs.add(tab.tabId);
+      // Granted only once the tab's own lock is released: the tab is gone.
+      void navigator.locks.request(tabLockName(tab.tabId), () => this.#dropTab(tab.tabId));
+    }
+    return { protocol: PROTOCOL_VERSION, build: this.#platform.build, status: this.#status };
+  }
+
+  #dropTab(tabId: string): void {
+    this.#tabs.delete(tabId);
+    tabScriptWorkers.drop(tabId);
+    this.#statusListeners.delete(tabId);
+    for (const [id, w] of this.#watches) {
+      if (w.tabId !== tabId) continue;
+      this.#watches.delete(id);
+      void w.watch.stop();
+    }
+    for (const [id, w] of this.#listWatches) {
+      if (w.tabId !== tabId) continue;
+      this.#listWatches.delete(id);
+      w.stop();
+    }
+    for (const [id, w] of this.#streams) {
+      if (w.tabId !== tabId) continue;
+      this.#streams.delete(id);
+      w.stop();
+    }
+  }
+
+  /** The conversation list of the harness now serving (built on first use). */
+  async #conversationList(): Promise<ConversationList> {
+    const h = await this.#h();
+    if (this.#list?.harness !== h) this.#list = { harness: h, list: ConversationList.open(h) };
+    return this.#list.list;
+  }
+
+  async offerScriptWorkers(tabId: string, offer: ScriptWorkerOffer): Promise<void> {
+    // Only a tab that said hello: its lock tells when the offer ends.
+    if (this.#tabs.has(tabId)) tabScriptWorkers.offer(tabId, offer as unknown as TabOffer);
+  }
+
+  async onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void> {
+    let set = this.#statusListeners.get(tabId);
+    if (!set) this.#statusListeners.set(tabId, (set = new Set()));
+    set.add(listener);
+    void Promise.resolve(listener(this.#status)).catch(() => undefined);
+  }
+
+  async conversations(): Promise<ConversationSummary[]> {
+    return (await this.#conversationList()).list();
+  }
+
+  async watchConversations(
+    tabId: string,
+    listener: (list: ConversationSummary[]) => Promise<void> | void,
+  ): Promise<number> {
+    const list = await this.#conversationList();
+    const id = this.#nextWatch++;
+    const stop = list.watch(listener, () => this.#listWatches.delete(id));
+    this.#listWatches.set(id, { tabId, stop });
+    return id;
+  }
+
+  async renameConversation(conversationId: ConversationId, title: string): Promise<void> {
+    const h = await this.#h();
+    const trimmed = typeof title === "string" ? title.replace(/\s+/g, " ").trim() : "";
+    if (!trimmed) throw new TypeError("a conversation's title cannot be empty");
+    if (trimmed.length > MAX_TITLE)
+      throw new TypeError(`a conversation's title is at most ${MAX_TITLE} characters`);
+    h.requireConversation(conversationId);
+    await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: trimmed }));
+  }
+
+  async deleteConversation(conversationId: ConversationId): Promise<void> {
+    if (!Number.isSafeInteger(conversationId))
+      throw new TypeError("deleteConversation takes a conversation id");
+    await (await this.#h()).deleteConversation(conversationId);
+  }
+
+  async searchConversations(text: string): Promise<ConversationId[]> {
+    if (typeof text !== "string") throw new TypeError("search text must be a string");
+    const list = await this.#conversationList();
+    const h = await this.#h();
+    return (await searchConversationText(h.store, text.slice(0, 500))).filter((id) => list.has(id));
+  }
+
+  async createConversation(title?: string): Promise<ConversationId> {
+    const h = await this.#h();
+    const c = await h.createConversation({ ownership: { kind: "ownerless" } });
+    if (title) await this.renameConversation(c.id, title);
+    return c.id;
+  }
+
+  async forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId> {
+    if (!Number.isInteger(conversationId) || !Number.isInteger(entryId))
+      throw new TypeError("forkConversation takes a conversation id and an entry id (integers)");
+    const h = await this.#h();
+    const fork = await h.forkConversation(conversationId, entryId, {
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => {
+        const parent = tx.readDoc<{ title?: string }>(conversationId, TITLE_DOC)?.title;
+        if (parent) tx.writeDoc(id, TITLE_DOC, { title: `${parent.slice(0, MAX_TITLE - 7)} (fork)` });
+      },
+    });
+    return fork.id;
+  }
+
+  async submit(conversationId: ConversationId, request: SubmitRequest): Promise<number> {
+    const h = await this.#h();
+    const sub = await h.requireConversation(conversationId).submit({
+      type: "input",
+      content: request.text,
+      whenBusy: request.mode ?? "followUp",
+      ...(request.requestId ? { requestId: request.requestId } : {}),
+    });
+    // A conversation without a title takes one from its first input.
+    const title = titleFromInput(request.text);
+    if (title && (await h.doc(conversationId, TITLE_DOC)) === undefined)
+      await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title }));
+    return sub.id;
+  }
+
+  async abort(conversationId: ConversationId): Promise<void> {
+    const h = await this.#h();
+    await h.requireConversation(conversationId).abort();
+  }
+
+  async withdraw(conversationId: ConversationId, submissionId: number): Promise<WithdrawOutcome> {
+    const h = await this.#h();
+    const outcome = await h.abortSubmission(submissionId, undefined, conversationId);
+    return outcome === "aborted" ? "withdrawn" : outcome;
+  }
+
+  async reset(conversationId: ConversationId): Promise<number> {
+    const h = await this.#h();
+    return (await h.requireConversation(conversationId).reset()).id;
+  }
+
+  async compact(conversationId: ConversationId): Promise<CompactOutcome> {
+    const h = await this.#h();
+    const taskId = await h.requireConversation(conversationId).compact();
+    const done = await h.waitForTask(taskId);
+    const outcome = done.state.status === "terminal" ? done.state.outcome : undefined;
+    if (outcome?.status !== "completed") {
+      const error =
+        outcome && "error" in outcome ? (outcome.error as { message?: string; detail?: string }) : undefined;
+      return { status: "failed", reason: error?.detail ?? error?.message ?? outcome?.status ?? "unknown" };
+    }
+    const result = (outcome.result ?? {}) as { submissionId?: number; entryId?: number };
+    return result.submissionId !== undefined || result.entryId !== undefined
+      ? { status: "summarized" }
+      : { status: "nothing" };
+  }
+
+  async setModel(conversationId: ConversationId, model: ModelRef): Promise<void> {
+    const h = await this.#h();
+    await h.requireConversation(conversationId).configure({ model });
+  }
+
+  async models(): Promise<ModelChoice[]> {
+    return (await this.#h()).models();
+  }
+
+  async setApiKey(provider: string, key: string | null): Promise<void> {
+    await (await this.#h()).setApiKey(provider, key);
+  }
+
+  async hasApiKey(provider: string): Promise<boolean> {
+    return (await this.#h()).hasApiKey(provider);
+  }
+
+  async apiKeys(): Promise<string[]> {
+    return (await this.#h()).providersWithKeys();
+  }
+
+  async testApiKey(provider: string): Promise<KeyCheck> {
+    if (typeof provider !== "string" || !provider) throw new TypeError("testApiKey needs a provider name");
+    return (await this.#h()).testApiKey(provider);
+  }
+
+  async agentSettings(conversationId: ConversationId): Promise<AgentSettingsView> {
+    const agent = await (await this.#h()).requireConversation(conversationId).agent();
+    return {
+      ...(agent.model ? { model: agent.model } : {}),
+      ...(agent.thinkingLevel ? { thinkingLevel: agent.thinkingLevel } : {}),
+      ...(agent.instructions !== undefined ? { instructions: agent.instructions } : {}),
+    };
+  }
+
+  async configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void> {
+    const h = await this.#h();
+    await h.requireConversation(conversationId).configure(checkAgentChange(change));
+  }
+
+  async exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }> {
+    const h = await this.#h();
+    const text = await exportConversation(h, conversationId, {
+      documents: EXPORTED_DOCS,
+      secrets: storedApiKeyValues((c, name) => h.docNow(c, name)),
+      userTools: await exportedUserTools(h, conversationId),
+    });
+    const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;
+    const slug = (title ?? `conversation-${conversationId}`)
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .slice(0, 60);
+    return { fileName: `${slug || "conversation"}.json`, text };
+  }
+
+  async importConversation(text: string): Promise<ConversationId> {
+    const h = await this.#h();
+    const id = await importWithUserTools(h, text, { documents: EXPORTED_DOCS });
+    if ((await h.doc(id, TITLE_DOC)) === undefined)
+      await h.transaction((tx) => tx.writeDoc(id, TITLE_DOC, { title: "Imported conversation" }));
+    return id;
+  }
+
+  async workspaceFiles(): Promise<WorkspaceFile[]> {
+    return listWorkspaceFiles((await this.#h()).services.fs);
+  }
+
+  async readWorkspaceFile(path: string): Promise<string> {
+    return (await this.#h()).services.fs.read(path);
+  }
+
+  async deleteWorkspaceFile(path: string): Promise<void> {
+    const fs = (await this.#h()).services.fs;
+    if (!fs.remove) throw new Error("this workspace cannot delete files");
+    if (typeof path !== "string" || !path.trim()) throw new TypeError("name a file to delete");
+    await fs.remove(path);
+  }
+
+  async demoSpeed(): Promise<DemoSpeedName> {
+    return storedDemoSpeed(await this.#h());
+  }
+
+  async setDemoSpeed(speed: DemoSpeedName): Promise<void> {
+    await writeDemoSpeed(await this.#h(), speed);
+  }
+
+  async userTools(): Promise<UserToolView[]> {
+    return userToolViews(await this.#h());
+  }
+
+  async saveUserTool(draft: UserToolDraft): Promise<UserToolView> {
+    return saveUserToolDraft(await this.#h(), draft);
+  }
+
+  async removeUserTool(name: string): Promise<void> {
+    await deleteUserTool(await this.#h(), name);
+  }
+
+  async enableUserToolEverywhere(name: string): Promise<void> {
+    await enableUserToolEverywhere(await this.#h(), name);
+  }
+
+  async conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]> {
+    return conversationExtensions(await this.#h(), conversationId);
+  }
+
+  async setExtensionEnabled(conversationId: ConversationId, name: string, enabled: boolean): Promise<void> {
+    await setExtensionEnabled(await this.#h(), conversationId, name, enabled);
+  }
+
+  async watch(
+    tabId: string,
+    conversationId: ConversationId,
+    listener: (frame: WatchFrame) => Promise<void> | void,
+  ): Promise<number> {
+    performance.mark("watch:called");
+    const h = await this.#h();
+    h.requireConversation(conversationId);
+    const watch = await h.pageMount(conversationId).watch();
+    const id = this.#nextWatch++;
+    this.#watches.set(id, { tabId, watch });
+    // The first frame carries the whole (paged) view; then only operations (and whole views after an
+    // overflow).
+    // The marks time a watch's opening (the browser bench reads them): the view read, then sent.
+    performance.mark("watch:read");
+    await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
+    watch.start((frame) => listener(watchFrame(frame)));
+    return id;
+  }
+
+  async watchEvents(
+    tabId: string,
+    conversationId: ConversationId,
+    listener: (events: readonly AgentEvent[]) => Promise<void> | void,
+  ): Promise<number> {
+    const h = await this.#h();
+    h.requireConversation(conversationId);
+    const stream = await watchEvents(h, conversationId);
+    const id = this.#nextWatch++;
+    this.#streams.set(id, { tabId, stop: () => void stream.stop(), pending: () => stream.pending });
+    void stream.closed.then(() => this.#streams.delete(id));
+    // The snapshot first; later batches wait in the stream meanwhile.
+    await listener([stream.snapshot]);
+    stream.start((events) => listener(events));
+    return id;
+  }
+
+  async watchTaskGraph(tabId: string, listener: (graph: TaskGraph) => Promise<void> | void): Promise<number> {
+    const h = await this.#h();
+    const watch = await h.watchTaskGraph();
+    const id = this.#nextWatch++;
+    this.#streams.set(id, { tabId, stop: () => void watch.stop(), pending: () => watch.pending });
+    void watch.closed.then(() => this.#streams.delete(id));
+    await listener(watch.value);
+    watch.start((frame) => listener(frame.value));
+    return id;
+  }
+
+  async unwatch(watchId: number): Promise<void> {
+    this.#listWatches.get(watchId)?.stop();
+    this.#streams.get(watchId)?.stop();
+    this.#streams.delete(watchId);
+    const w = this.#watches.get(watchId);
+    this.#watches.delete(watchId);
+    await w?.watch.stop();
+  }
+
+  async entries(conversationId: ConversationId) {
+    const h = await this.#h();
+    return h.requireConversation(conversationId).entries();
+  }
+
+  async entriesBefore(conversationId: ConversationId, beforeId: EntryId, limit: number): Promise<EntryPage> {
+    const h = await this.#h();
+    h.requireConversation(conversationId);
+    if (!Number.isInteger(beforeId) || !Number.isInteger(limit) || limit < 1)
+      throw new TypeError("entriesBefore takes an entry id and a positive whole limit");
+    return h.entryPage(conversationId, { before: beforeId, limit: Math.min(limit, MAX_PAGE) });
+  }
+
+  async taskGraph(): Promise<TaskGraph> {
+    return (await this.#h()).taskGraph();
+  }
+
+  async abortTask(taskId: TaskId): Promise<"marked" | "terminal"> {
+    if (!Number.isSafeInteger(taskId) || taskId < 1) throw new TypeError("abortTask needs a task id");
+    return (await this.#h()).abortTask(taskId);
+  }
+
+  async usage(): Promise<UsageState> {
+    return (await this.#h()).usage();
+  }
+
+  async conversationUsage(conversationId: ConversationId): Promise<UsageRollup> {
+    return (await this.#h()).conversationUsage(conversationId);
+  }
+
+  async inspect(): Promise<HarnessInspection> {
+    return (await this.#h()).inspect();
+  }
+}
