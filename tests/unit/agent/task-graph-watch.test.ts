@@ -1,7 +1,7 @@
 /**
  * The live task graph (spec §9.5): `watchTaskGraph()` starts from the live tasks and gets a frame per
  * commit that changed a node, so it shows work while it runs and empties as it finishes; a commit that
- * changes no task makes no frame. Exercise 7 of the chapter: two parallel subagents, one of them
+ * changes no task makes no frame. Exercise 7 (see core/exercises.test.ts): two parallel subagents, one of them
  * calling a tool, shown as one tree while they run.
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";

@@ -1,7 +1,10 @@
 /**
- * The chapter's exercises (seed/durable-harness-chapter.txt, "Exercises"), each answered by a test
- * named after it. Skipped: exercise 5 (code mode's sources of nondeterminism), which code mode's
- * issue covers. Exercise 7 (the ownership tree of parallel subagents) is in task-graph-watch.test.ts.
+ * Exercises on durable tasks, each stated by its describe block and answered by the tests named after
+ * it: 1, a SendEmail task whose key survives a crash; 2, a replay-safe tool appending to a log; 3, a
+ * failFast wait on three children (like the specification's Checkout example, spec §5.5); 4,
+ * reservation before start; 6, a stalled watch consumer (spec §9.2). Exercise 5 (code mode's sources
+ * of nondeterminism) is covered by code mode's own tests; exercise 7 (the ownership tree of parallel
+ * subagents) is in tests/unit/agent/task-graph-watch.test.ts.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";

@@ -1,5 +1,5 @@
 /**
- * The watch contract (spec §9.2, §9.3; DESIGN §8): delivery never runs inline, the value advances
+ * The watch contract (spec §9.2, §9.3; docs/ARCHITECTURE.md, watches): delivery never runs inline, the value advances
  * just before each callback, callbacks are awaited one at a time, stop() is idempotent and discards
  * what is pending, a throwing listener ends only its own watch, and a conversation's watch sees only
  * publications that touch that conversation.
