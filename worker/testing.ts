@@ -13,7 +13,7 @@
  *   script workers (worker_threads), so scripts run off the engine's thread as in a browser worker.
  * - `networkSwitch` (testing/network.ts): the platform's network state, switched by hand.
  * - `fauxAgentModel`, `fauxError` (below): pi-ai's faux provider answering from the request context.
- * Fakes of external services that only tests use live with the tests (tests/unit/fixtures/fakes.ts).
+ * Fakes of external services that only tests use live with the tests (tests/unit/core/fixtures/fakes.ts).
  */
 
 import * as piAiModule from "@mariozechner/pi-ai";

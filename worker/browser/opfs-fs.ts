@@ -1,6 +1,6 @@
 /**
  * `OpfsFs`: the agent's workspace in the browser's origin-private file system (a sub-directory
- * "workspace" of the OPFS root). Browser code: it lives with the host, not in the portable agent.
+ * "workspace" of the OPFS root). Browser code: it lives with the platform adapters, not in the portable agent.
  * It follows the `WorkspaceFs` contract of `agent/workspace/fs.ts`: DOM errors become `FsError`s.
  */
 import { displayPath, type FsEntry, FsError, pathSegments, type WorkspaceFs } from "../agent/workspace/fs.ts";

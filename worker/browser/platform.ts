@@ -1,7 +1,7 @@
 /**
  * What an engine host gets from the worker that runs it (shared-worker.ts or dedicated-worker.ts):
- * its store's name, kind and build, and how to open it. Everything else in host/ is the same for
- * both kinds of worker.
+ * its store's name, kind and build, and how to open it. Everything else the engine host does is the
+ * same for both kinds of worker.
  */
 import type { SqliteLine } from "../store/line.ts";
 

@@ -202,5 +202,5 @@ export class TabScriptWorkers {
   }
 }
 
-/** The engine's one registry: engine.ts takes the offers, script-workers.ts installs the spawner. */
+/** The engine's one registry: app/engine-host.ts takes the offers, script-workers.ts installs the spawner. */
 export const tabScriptWorkers = new TabScriptWorkers();
