@@ -33,7 +33,8 @@ export async function rejects(
   }
   if (error === undefined) throw new AssertionFailed(`${message}: expected a rejection, it resolved`);
   const name = error instanceof Error ? error.name : typeof error;
-  if (type && name !== type.name) throw new AssertionFailed(`${message}: expected ${type.name}, got ${name}: ${text(error)}`);
+  if (type && name !== type.name)
+    throw new AssertionFailed(`${message}: expected ${type.name}, got ${name}: ${text(error)}`);
   if (pattern && !pattern.test(text(error)))
     throw new AssertionFailed(`${message}: expected a message matching ${pattern}, got ${text(error)}`);
   return error;

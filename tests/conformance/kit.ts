@@ -11,8 +11,11 @@ import type { Store } from "../../worker/store/types.ts";
 export interface StoreKit<S extends Store = Store> {
   /** The implementation's name, for messages. */
   readonly label: string;
-  /** A fresh, empty store, migrated up to `targetVersion` (default: the newest schema). */
-  fresh(options?: { targetVersion?: number }): Promise<S>;
+  /**
+   * A fresh, empty store, migrated up to `targetVersion` (default: the newest schema), grouping
+   * concurrent commits into one transaction unless `groupCommit` is false.
+   */
+  fresh(options?: { targetVersion?: number; groupCommit?: boolean }): Promise<S>;
   /**
    * Stop `store` at once, as if its process died: queued and later calls reject with StoreClosed,
    * and nothing it has not committed yet is ever stored.

@@ -64,7 +64,10 @@ const lineOrder: Scenario = {
     await Promise.all(range(20).map((i) => store.commit(insert(`o${pad(i)}`)).then(() => settled.push(i))));
     equal(settled, range(20), "commits settle in request order");
     equal((await keys(store)).length, 21, "every commit stored");
-    assert(store.stats.reads >= 1 && store.stats.commits >= 21, `stats count work: ${JSON.stringify(store.stats)}`);
+    assert(
+      store.stats.reads >= 1 && store.stats.commits >= 21,
+      `stats count work: ${JSON.stringify(store.stats)}`,
+    );
     await store.close();
   },
 };
@@ -84,7 +87,11 @@ const rollbackAlone: Scenario = {
         }),
       ),
     );
-    equal(results.map(nameOf), names.map((_, i) => (i === 3 ? "Error" : "ok")), "outcomes");
+    equal(
+      results.map(nameOf),
+      names.map((_, i) => (i === 3 ? "Error" : "ok")),
+      "outcomes",
+    );
     const failure = results[3];
     assert(failure?.status === "rejected", "callback 3 rejected");
     equal((failure.reason as Error).message, "callback 3 fails after writing", "with its own error");
@@ -93,7 +100,11 @@ const rollbackAlone: Scenario = {
       range(10).filter((i) => i !== 3),
       "values",
     );
-    equal(await keys(store), names.filter((_, i) => i !== 3), "stored rows");
+    equal(
+      await keys(store),
+      names.filter((_, i) => i !== 3),
+      "stored rows",
+    );
     equal(store.stats.commits - before, 9, "committed callbacks");
     await store.close();
   },
@@ -169,7 +180,11 @@ const valuesRoundTrip: Scenario = {
       [...values.keys(), values.length],
       "ids",
     );
-    equal(await store.read((sql) => sql.get("SELECT x FROM v WHERE id = ?", [999])), undefined, "get of no row");
+    equal(
+      await store.read((sql) => sql.get("SELECT x FROM v WHERE id = ?", [999])),
+      undefined,
+      "get of no row",
+    );
     await store.close();
   },
 };
@@ -182,8 +197,18 @@ const failedStatementAgain: Scenario = {
     const bound = "INSERT INTO meta (key, value) VALUES (?, 'y')";
     await store.commit((sql) => sql.run(plain));
     await store.commit((sql) => sql.run(bound, ["b"]));
-    await rejects(store.commit((sql) => sql.run(plain)), undefined, /UNIQUE/, "duplicate key");
-    await rejects(store.commit((sql) => sql.run(bound, ["b"])), undefined, /UNIQUE/, "duplicate bound key");
+    await rejects(
+      store.commit((sql) => sql.run(plain)),
+      undefined,
+      /UNIQUE/,
+      "duplicate key",
+    );
+    await rejects(
+      store.commit((sql) => sql.run(bound, ["b"])),
+      undefined,
+      /UNIQUE/,
+      "duplicate bound key",
+    );
     await store.commit(async (sql) => {
       await sql.run("DELETE FROM meta");
       await sql.run(plain);
@@ -224,7 +249,12 @@ const closing: Scenario = {
     await closed;
     assert(store.closed, "closed");
     await rejects(store.commit(insert("late")), StoreClosed, undefined, "a commit after close");
-    await rejects(store.read((sql) => sql.all("SELECT 1")), StoreClosed, undefined, "a read after close");
+    await rejects(
+      store.read((sql) => sql.all("SELECT 1")),
+      StoreClosed,
+      undefined,
+      "a read after close",
+    );
     const reopened = await kit.reopen(store);
     equal(await keys(reopened), ["admitted"], "what a reopen finds");
     await reopened.close();
@@ -251,7 +281,12 @@ const killAndReopen: Scenario = {
     held.resolve();
     await rejects(inFlight, StoreClosed, undefined, "the commit in flight");
     await rejects(queued, StoreClosed, undefined, "the queued commit");
-    await rejects(store.read((sql) => sql.all("SELECT 1")), StoreClosed, undefined, "a read");
+    await rejects(
+      store.read((sql) => sql.all("SELECT 1")),
+      StoreClosed,
+      undefined,
+      "a read",
+    );
     assert(store.closed, "closed once killed");
     const reopened = await kit.reopen(store);
     equal(await keys(reopened), ["r1", "r2"], "what was committed");
@@ -275,7 +310,11 @@ const crashAtK: Scenario = {
         const [result] = await Promise.allSettled([store.commit(insert(k))]);
         outcomes.push(`${k}:${nameOf(result!)}`);
       }
-      equal(outcomes, ["r1:ok", "r2:ok", "r3:StoreClosed", "r4:StoreClosed", "r5:StoreClosed"], `${point}: outcomes`);
+      equal(
+        outcomes,
+        ["r1:ok", "r2:ok", "r3:StoreClosed", "r4:StoreClosed", "r5:StoreClosed"],
+        `${point}: outcomes`,
+      );
       const recovered = await kit.reopen(store);
       equal(
         await keys(recovered),
@@ -299,9 +338,20 @@ const migrationsAtOpen: Scenario = {
       equal(store.schemaVersion, SCHEMA_VERSION, `from v${from}: schemaVersion after open`);
       equal(await kit.storedVersion(store), SCHEMA_VERSION, `from v${from}: stored version after open`);
       const tables = (
-        await store.read((sql) => sql.all("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"))
+        await store.read((sql) =>
+          sql.all("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
+        )
       ).map((r) => String(r["name"]));
-      for (const table of ["conversations", "doc_history", "doc_patches", "documents", "entries", "meta", "submissions", "tasks"])
+      for (const table of [
+        "conversations",
+        "doc_history",
+        "doc_patches",
+        "documents",
+        "entries",
+        "meta",
+        "submissions",
+        "tasks",
+      ])
         assert(tables.includes(table), `from v${from}: table ${table} in ${tables.join(", ")}`);
       const h = await Harness.open(store);
       const id = await h.transaction((tx) => tx.appendEntry(1, { kind: "note", data: `from v${from}` }).id);
@@ -328,11 +378,18 @@ type Go = { phase: "go" };
 const outcome = (r: TaskRecord | undefined): TaskOutcome | undefined =>
   r?.state.status === "terminal" ? r.state.outcome : undefined;
 
-const complete = (result: Json) => ({ status: "terminal" as const, outcome: { status: "completed" as const, result } });
+const complete = <R extends Json>(result: R) => ({
+  status: "terminal" as const,
+  outcome: { status: "completed" as const, result },
+});
 
 function single(
   name: string,
-  go: (task: TaskRecord<Json, Go, Json>, runtime: Parameters<TaskDefinition<Json, Go, Json>["abort"]>[1], signal: AbortSignal) => Promise<void>,
+  go: (
+    task: TaskRecord<Json, Go, Json>,
+    runtime: Parameters<TaskDefinition<Json, Go, Json>["abort"]>[1],
+    signal: AbortSignal,
+  ) => Promise<void>,
 ): TaskDefinition<Json, Go, Json> {
   return defineTask<Json, Go, Json>({
     name,
@@ -340,7 +397,10 @@ function single(
     initial: () => ({ phase: "go" }),
     phases: { go },
     abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "handler" } }))),
+      void (await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "handler" },
+      }))),
   });
 }
 
@@ -357,7 +417,9 @@ const conversationOwned = { ownership: { kind: "conversation" as const } };
 
 const running = (h: Harness) => h.inspect().tasks.filter((t) => t.state.kind === "running").length;
 const blocked = (h: Harness) =>
-  h.inspect().tasks.flatMap((t) => (t.state.kind === "blocked" ? [{ id: t.record.id, reason: t.state.reason }] : []));
+  h
+    .inspect()
+    .tasks.flatMap((t) => (t.state.kind === "blocked" ? [{ id: t.record.id, reason: t.state.reason }] : []));
 
 function done(h: Harness, id: TaskId): Promise<TaskRecord> {
   return within(h.waitForTask(id), 5000, `task ${id} terminal`);
@@ -413,14 +475,21 @@ const faults: Scenario = {
       null,
       conversationOwned,
     );
-    equal(outcome(await done(h, thrower)), { status: "faulted", error: { message: "boom in phase" } }, "thrower");
+    equal(
+      outcome(await done(h, thrower)),
+      { status: "faulted", error: { message: "boom in phase" } },
+      "thrower",
+    );
     const idle = await h.createTask(
       single("idle", async () => undefined),
       null,
       conversationOwned,
     );
     const o = outcome(await done(h, idle));
-    assert(o?.status === "faulted" && /phase go returned without committing/.test(o.error.message), `idle: ${JSON.stringify(o)}`);
+    assert(
+      o?.status === "faulted" && /phase go returned without committing/.test(o.error.message),
+      `idle: ${JSON.stringify(o)}`,
+    );
     await engineStillRuns(h);
     await h.close();
   },
@@ -458,7 +527,11 @@ const memos: Scenario = {
     await h.close().catch(() => undefined);
     const reopened = await kit.reopen(store);
     const h2 = await Harness.open(reopened, { tasks: [memoTask] });
-    equal(outcome(await done(h2, id)), { status: "completed", result: ["first", "first", true] }, "the winner");
+    equal(
+      outcome(await done(h2, id)),
+      { status: "completed", result: ["first", "first", true] },
+      "the winner",
+    );
     await h2.close();
   },
 };
@@ -508,12 +581,19 @@ const waitsAcrossReopen: Scenario = {
               const children = [1, 2, 3].map((n) =>
                 tx.createTask(child, n, { ownership: { kind: "task", taskId: runtime.taskId } }),
               );
-              return { status: "waiting", checkpoint: { phase: "joined", children }, on: children, policy: "allSettled" };
+              return {
+                status: "waiting",
+                checkpoint: { phase: "joined", children },
+                on: children,
+                policy: "allSettled",
+              };
             });
           },
           joined: async (task, runtime) => {
             const results = await runtime.outcomes(task.state.checkpoint.children);
-            await runtime.commit(() => complete(results.map((o) => (o.status === "completed" ? o.result : o.status))));
+            await runtime.commit(() =>
+              complete(results.map((o) => (o.status === "completed" ? o.result : o.status))),
+            );
           },
         },
         abort: async (_t, runtime) =>
@@ -561,7 +641,10 @@ function tickerDefinition(ledger: Ledger) {
     phases: {
       intend: async (task, runtime) => {
         const { i } = task.state.checkpoint;
-        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "apply", i, key: `tick-${i}` } }));
+        await runtime.commit(() => ({
+          status: "running",
+          checkpoint: { phase: "apply", i, key: `tick-${i}` },
+        }));
       },
       apply: async (task, runtime) => {
         const { i, key } = task.state.checkpoint;
@@ -589,7 +672,9 @@ function tickerScenario(ticks: number): SweepScenario<Harness, Ledger, unknown> 
     services: () => new Ledger(),
     open: (store, ledger) => Harness.open(store, { tasks: [tickerDefinition(ledger)] }),
     finish: async (h, ledger) => {
-      const root = await rootOf(h, "ticker", () => h.createTask(tickerDefinition(ledger), { ticks }, conversationOwned));
+      const root = await rootOf(h, "ticker", () =>
+        h.createTask(tickerDefinition(ledger), { ticks }, conversationOwned),
+      );
       const record = await h.waitForTask(root);
       return { outcome: outcome(record), entries: await h.transaction((tx) => tx.lastEntryId()) };
     },
@@ -614,7 +699,12 @@ function treeDefinition(log: string[]) {
               { ownership: { kind: "task", taskId: runtime.taskId } },
             ),
           );
-          return { status: "waiting", checkpoint: { phase: "gather", children }, on: children, policy: "allSettled" };
+          return {
+            status: "waiting",
+            checkpoint: { phase: "gather", children },
+            on: children,
+            policy: "allSettled",
+          };
         });
       },
       gather: async (task, runtime) => {
@@ -644,17 +734,29 @@ const treeScenario: SweepScenario<Harness, string[], unknown> = {
   },
 };
 
+/** The kit's crash modes (worker/testing/crash.ts, CRASH_MODES): where the world stops, and grouping. */
+const MODES = {
+  grouped: { name: "grouped, crash after COMMIT", point: "after-commit", groupCommit: true },
+  single: {
+    name: "one commit per transaction, crash after COMMIT",
+    point: "after-commit",
+    groupCommit: false,
+  },
+  before: { name: "grouped, crash before COMMIT", point: "before-commit", groupCommit: true },
+} as const;
+
 function sweep<S>(
   scenario: SweepScenario<Harness, S, unknown>,
-  point: "after-commit" | "before-commit",
+  mode: (typeof MODES)[keyof typeof MODES],
   atLeast: number,
   check: (services: S) => void = () => undefined,
 ): Scenario {
   return {
-    name: `crash sweep: ${scenario.name}, crash ${point === "after-commit" ? "after" : "before"} COMMIT`,
+    name: `crash sweep: ${scenario.name} (${mode.name})`,
     async run(kit, log) {
       const report = await sweepOn(kit, scenario, {
-        point,
+        point: mode.point,
+        groupCommit: mode.groupCommit,
         atLeast,
         baseline: (run) => check(run.services),
         check: (run, baseline) => {
@@ -662,13 +764,19 @@ function sweep<S>(
           check(run.services);
         },
       });
-      log(`${scenario.name} (${point}): ${report.points} crash points of ${report.transactions} transactions`);
+      log(
+        `${scenario.name} (${mode.name}): ${report.points} crash points of ${report.transactions} transactions`,
+      );
     },
   };
 }
 
 const everyTickOnce = (ticks: number) => (ledger: Ledger) =>
-  equal(ledger.applied, range(ticks).map((i) => `tick-${i}`), "every tick's effect applied, in order");
+  equal(
+    ledger.applied,
+    range(ticks).map((i) => `tick-${i}`),
+    "every tick's effect applied, in order",
+  );
 
 export const scenarios: readonly Scenario[] = [
   lineOrder,
@@ -687,10 +795,12 @@ export const scenarios: readonly Scenario[] = [
   memos,
   recovery,
   waitsAcrossReopen,
-  sweep(tickerScenario(4), "after-commit", 8, everyTickOnce(4)),
-  sweep(tickerScenario(4), "before-commit", 8, everyTickOnce(4)),
-  sweep(treeScenario, "after-commit", 7),
-  sweep(treeScenario, "before-commit", 7),
+  sweep(tickerScenario(4), MODES.grouped, 8, everyTickOnce(4)),
+  sweep(tickerScenario(4), MODES.single, 8, everyTickOnce(4)),
+  sweep(tickerScenario(4), MODES.before, 8, everyTickOnce(4)),
+  sweep(treeScenario, MODES.grouped, 7),
+  sweep(treeScenario, MODES.single, 7),
+  sweep(treeScenario, MODES.before, 7),
 ];
 
 /** The scenario named `name`; throws when there is none (a misspelt name must not pass as "no failures"). */

@@ -35,6 +35,8 @@ export interface SweepRun<S, R> {
 
 export interface SweepOptions<S, R> {
   point: "after-commit" | "before-commit";
+  /** Group concurrent commits into one transaction (default true). */
+  groupCommit?: boolean;
   baseline?(run: SweepRun<S, R>): void;
   check(run: SweepRun<S, R>, baseline: SweepRun<S, R>): void;
   atLeast?: number;
@@ -61,7 +63,9 @@ export async function sweepOn<St extends Store, E extends SweptEngine, S, R>(
     points++;
   }
   if (options.atLeast !== undefined && points < options.atLeast)
-    throw new Error(`${scenario.name} (${options.point}): ${points} crash points, fewer than ${options.atLeast}`);
+    throw new Error(
+      `${scenario.name} (${options.point}): ${points} crash points, fewer than ${options.atLeast}`,
+    );
   return { transactions: first.transactions, points };
 }
 
@@ -71,10 +75,10 @@ async function runOnce<St extends Store, E extends SweptEngine, S, R>(
   options: SweepOptions<S, R>,
   at: number | undefined,
 ): Promise<{ run: SweepRun<S, R>; crashed: boolean; transactions: number }> {
-  const { point, timeoutMs = 10_000 } = options;
+  const { point, groupCommit = true, timeoutMs = 10_000 } = options;
   const label = at === undefined ? "the uncrashed run" : `crash at ${point} of transaction ${at}`;
   const services = scenario.services();
-  const store = await kit.fresh();
+  const store = await kit.fresh({ groupCommit });
   let crashed = false;
   let signalCrash!: () => void;
   const crash = new Promise<void>((r) => {
@@ -123,5 +127,7 @@ async function runOnce<St extends Store, E extends SweptEngine, S, R>(
 async function noneLive(engine: SweptEngine, label: string): Promise<void> {
   const live = (await engine.tasks()).filter((t) => t.state.status !== "terminal");
   if (live.length > 0)
-    throw new Error(`${label}: tasks left live: ${live.map((t) => `${t.kind} #${t.id} (${t.state.status})`).join(", ")}`);
+    throw new Error(
+      `${label}: tasks left live: ${live.map((t) => `${t.kind} #${t.id} (${t.state.status})`).join(", ")}`,
+    );
 }

@@ -10,7 +10,11 @@ import { scenarios } from "../../conformance/store-suite.ts";
 const memoryKit: StoreKit<MemoryStore> = {
   label: "memory",
   fresh: (options = {}) =>
-    openStore({ kind: "memory", ...(options.targetVersion === undefined ? {} : { targetVersion: options.targetVersion }) }),
+    openStore({
+      kind: "memory",
+      ...(options.targetVersion === undefined ? {} : { targetVersion: options.targetVersion }),
+      ...(options.groupCommit === false ? { groupCommit: false } : {}),
+    }),
   kill: (store, reason) => store.kill(reason),
   async reopen(store) {
     // The files as the store left them: a killed store's uncommitted pages roll back at open.
