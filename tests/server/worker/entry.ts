@@ -13,7 +13,7 @@
  * - `POST /park?object=O&tasks=C`: open the core's harness, start C tasks that park, answer once all
  *   are running (the test then kills workerd);
  * - `POST /resume?object=O`: open the harness on what the dead process committed, let the parked
- *   tasks finish, answer their outcomes.
+ *   tasks finish (each appends one entry as it completes), answer their outcomes and the entries.
  */
 import { defineTask } from "../../../worker/core/define.ts";
 import { Harness } from "../../../worker/core/harness.ts";
@@ -45,10 +45,13 @@ const parkedTask = (resume: boolean) =>
     phases: {
       go: async (task, runtime, signal) => {
         if (resume) {
-          await runtime.commit(() => ({
-            status: "terminal",
-            outcome: { status: "completed", result: { input: task.input, resumed: runtime.resumed } },
-          }));
+          await runtime.commit((tx) => {
+            tx.appendEntry(1, { kind: "resumed", data: task.input });
+            return {
+              status: "terminal",
+              outcome: { status: "completed", result: { input: task.input, resumed: runtime.resumed } },
+            };
+          });
           return;
         }
         await new Promise<never>((_, reject) =>
@@ -129,8 +132,9 @@ export class ConformanceObject {
             const record = await h.waitForTask(task.id);
             outcomes.push(record.state.status === "terminal" ? record.state.outcome : record.state.status);
           }
+          const entries = await h.transaction((tx) => tx.lastEntryId());
           await h.close();
-          return Response.json(outcomes);
+          return Response.json({ outcomes, entries });
         }
         default:
           return new Response("no such route", { status: 404 });
