@@ -734,6 +734,47 @@ const treeScenario: SweepScenario<Harness, string[], unknown> = {
   },
 };
 
+/** A chain of single-phase tasks, each creating the next in its terminal commit. */
+function chainDefinition() {
+  const chain = defineTask<{ n: number; of: number }, Go, number>({
+    name: "chain",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          if (task.input.n < task.input.of)
+            tx.createTask(chain, { n: task.input.n + 1, of: task.input.of }, conversationOwned);
+          return complete(task.input.n);
+        });
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  return chain;
+}
+
+function chainScenario(length: number): SweepScenario<Harness, null, unknown> {
+  return {
+    name: `chain of ${length} tasks`,
+    services: () => null,
+    open: (store) => Harness.open(store, { tasks: [chainDefinition()] }),
+    finish: async (h) => {
+      await rootOf(h, "chain", () =>
+        h.createTask(chainDefinition(), { n: 1, of: length }, conversationOwned),
+      );
+      // Done when the last link is terminal.
+      for (;;) {
+        const links = await h.tasks({ kind: "chain" });
+        const last = links.at(-1)!;
+        if (links.length === length && outcome(last)) return links.map((t) => outcome(t));
+        await h.waitForTask(last.id);
+      }
+    },
+  };
+}
+
 /** The kit's crash modes (worker/testing/crash.ts, CRASH_MODES): where the world stops, and grouping. */
 const MODES = {
   grouped: { name: "grouped, crash after COMMIT", point: "after-commit", groupCommit: true },
@@ -801,6 +842,8 @@ export const scenarios: readonly Scenario[] = [
   sweep(treeScenario, MODES.grouped, 7),
   sweep(treeScenario, MODES.single, 7),
   sweep(treeScenario, MODES.before, 7),
+  sweep(chainScenario(10), MODES.grouped, 10),
+  sweep(chainScenario(10), MODES.before, 10),
 ];
 
 /** The scenario named `name`; throws when there is none (a misspelt name must not pass as "no failures"). */
