@@ -24,6 +24,10 @@
  * `sql.exec` refuses SQL `BEGIN`, `SAVEPOINT` and `COMMIT` ("To execute a transaction, please use
  * ... transaction()") and `PRAGMA user_version` (`SQLITE_AUTH`), so the schema version lives in a
  * table of its own (`store_schema`), written in the migrating transaction.
+ * While a `transaction(async)` is open, workerd delivers no other event to the object (measured: a
+ * request arriving 100 ms into a transaction that awaited a 300 ms timer was answered after it
+ * ended; during a plain 300 ms sleep it was answered at once). So nothing outside the line ever sees
+ * uncommitted rows, and a commit callback must not await slow foreign I/O (the core's do not).
  * Only one instance of a Durable Object runs at a time (the platform's guarantee), so this store
  * needs no owner epoch: the object is the lock.
  *
