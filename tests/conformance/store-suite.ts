@@ -617,6 +617,104 @@ const waitsAcrossReopen: Scenario = {
   },
 };
 
+const documentsAndConversations: Scenario = {
+  name: "documents, patches, forks and deletes read back the same after a reopen; ids are never reused",
+  async run(kit) {
+    const store = await kit.fresh();
+    const h = await Harness.open(store);
+    const c = await h.transaction((tx) => {
+      const conversation = tx.createConversation({ kind: "ownerless" });
+      tx.appendEntry(conversation.id, { kind: "note", data: "a" });
+      tx.writeDoc(conversation.id, "app.doc", { text: "he", n: 1 });
+      return conversation.id;
+    });
+    // Patches are stored as rows of their own (doc_patches) and replayed at open.
+    await h.transaction((tx) =>
+      tx.patchDoc(c, "app.doc", [
+        { path: ["text"], append: "llo" },
+        { path: ["n"], set: 2 },
+      ]),
+    );
+    const at = await h.transaction((tx) => tx.appendEntry(c, { kind: "note", data: "b" }).id);
+    const fork = await h.forkRecord(c, at, { ownership: { kind: "ownerless" } });
+    const doomed = await h.transaction((tx) => {
+      const d = tx.createConversation({ kind: "ownerless" });
+      tx.appendEntry(d.id, { kind: "note", data: "gone" });
+      tx.writeDoc(d.id, "app.doc", { text: "gone", n: 0 });
+      return d.id;
+    });
+    equal(await h.deleteConversation(doomed), [doomed], "deleted");
+    equal(await h.doc(c, "app.doc"), { text: "hello", n: 2 }, "the patched document");
+    const before = h.conversationRecords();
+    kit.kill(store, "reopen");
+    await h.close().catch(() => undefined);
+
+    const h2 = await Harness.open(await kit.reopen(store));
+    equal(await h2.doc(c, "app.doc"), { text: "hello", n: 2 }, "the patched document after a reopen");
+    equal(h2.conversationRecords(), before, "conversations after a reopen");
+    equal(h2.conversationRecord(fork.id)?.parent, { conversationId: c, at }, "the fork's parent");
+    assert(h2.conversationRecord(doomed) === undefined, "the deleted conversation stays deleted");
+    const next = await h2.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    assert(next > doomed, `a new conversation id (${next}) is above the deleted one (${doomed})`);
+    await h2.close();
+  },
+};
+
+const abortAcrossReopen: Scenario = {
+  name: "abort: a durable abort mark outlives the engine; the reopened one runs the abort handler once",
+  async run(kit) {
+    const store = await kit.fresh();
+    const aborts: number[] = [];
+    const stubborn = defineTask<Json, Go, Json>({
+      name: "stubborn",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+      abort: async (task, runtime) => {
+        aborts.push(task.id);
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "by the user" },
+        }));
+      },
+    });
+    // The first engine's abort handler never commits: the engine dies with the mark stored.
+    const stuck = defineTask<Json, Go, Json>({
+      ...stubborn,
+      abort: async (_t, _r, signal) => untilAborted(signal),
+    });
+    const h = await Harness.open(store, { tasks: [stuck] });
+    const id = await h.createTask(stuck, null, conversationOwned);
+    await until(() => running(h) === 1, { what: "running" });
+    equal(await h.abortTask(id), "marked", "abortTask");
+    await within(
+      (async () => {
+        for (;;) {
+          const row = await store.read((sql) =>
+            sql.get("SELECT abort_requested FROM tasks WHERE id = ?", [id]),
+          );
+          if (Number(row?.["abort_requested"]) === 1) return;
+          await new Promise((r) => setTimeout(r, 1));
+        }
+      })(),
+      5000,
+      "abort mark stored",
+    );
+    kit.kill(store, "died before the abort handler committed");
+    await h.close().catch(() => undefined);
+
+    const h2 = await Harness.open(await kit.reopen(store), { tasks: [stubborn] });
+    equal(
+      outcome(await done(h2, id)),
+      { status: "aborted", reason: "by the user" },
+      "aborted after the reopen",
+    );
+    equal(aborts, [id], "the abort handler ran once");
+    await engineStillRuns(h2);
+    await h2.close();
+  },
+};
+
 // ---- crash sweeps -------------------------------------------------------------------------------
 
 /** A fake external service applying keyed effects once per key (the outside world of a sweep). */
@@ -836,6 +934,8 @@ export const scenarios: readonly Scenario[] = [
   memos,
   recovery,
   waitsAcrossReopen,
+  documentsAndConversations,
+  abortAcrossReopen,
   sweep(tickerScenario(4), MODES.grouped, 8, everyTickOnce(4)),
   sweep(tickerScenario(4), MODES.single, 8, everyTickOnce(4)),
   sweep(tickerScenario(4), MODES.before, 8, everyTickOnce(4)),
