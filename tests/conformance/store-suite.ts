@@ -11,6 +11,15 @@
  * core on top: faults, memos, recovery of work a dead engine left running, waits across a reopen,
  * and crash sweeps (every transaction boundary of a scenario, after and before its commit).
  * Each scenario opens at most one store at a time (a kit's invariant) and closes what it opens.
+ *
+ * What does not run in workerd, and why: the core's unit files themselves (task-machine, recovery,
+ * waits, crash-sweep...) use the memory store's images, opening a second store on a copy of the
+ * first while the first is still open (`memoryStore(store.image())`); a Durable Object has exactly
+ * one database, so no copy can exist beside it. The scenarios here port what those files check
+ * through the store (faults, memos, recovery, waits, abort, documents and forks, and sweeps of the
+ * same scenario shapes: an effect sandwich, a fan-out tree, a chain), written for one database at a
+ * time. The payments/email sweeps stay in Node: their fixtures import the agent's tool contract. The
+ * agent (AgentHarness, pi-ai, code mode) is the server engine's to run (issue 27, item 2).
  */
 import { defineTask, type TaskDefinition } from "../../worker/core/define.ts";
 import { Harness } from "../../worker/core/harness.ts";
