@@ -1,6 +1,8 @@
 /**
- * `npm test`: unit tests (Node), then a fresh build of the app, then the e2e suite in the system
- * Chromium. Every stage runs even when an earlier one failed (except e2e, which needs the build), and
+ * `npm test`: unit tests (Node), the server tests (the Durable Object store in workerd, served by
+ * miniflare: a workerd that cannot start fails the stage), then a fresh build of the app, then the
+ * e2e suite in the system Chromium. Every stage runs even when an earlier one failed (except e2e,
+ * which needs the build), and
  * the run exits non-zero if any stage failed. Browser tests are never skipped silently: no Chromium is
  * a failure, and so is an e2e run that ran no tests. Each stage's wall time is printed at the end,
  * before the last line, `N passed, N failed`.
@@ -89,6 +91,7 @@ function vitest(project, env) {
 }
 
 stage("unit", () => vitest("unit"));
+stage("server", () => vitest("server"));
 
 console.log("\n[test] building the app");
 const built = stage("build", () => run("npx", ["vite", "build"]) === 0);

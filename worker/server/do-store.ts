@@ -1,0 +1,412 @@
+/**
+ * The server home's store: the `Store` contract of store/types.ts on a Durable Object's own SQLite
+ * (`ctx.storage.sql`). Invariants, the same as the wa-sqlite line's (store/line.ts):
+ * - one commit line: commits and reads share one FIFO and run one at a time;
+ * - group commit, as the wa-sqlite line: the commits queued when a transaction starts share it (up
+ *   to `maxGroup`), each in a nested `transaction()` (a savepoint), so a callback that throws rolls
+ *   back alone and rejects with its own error while the rest commit;
+ * - a commit's promise settles only after its transaction is durable: after the outer
+ *   `transaction()` resolved AND `ctx.storage.sync()` resolved (the platform's "every write so far
+ *   is on disk"); the caller, and so every observer the core publishes to, hears nothing before;
+ * - the fault points fire in the line's order (before-begin, after-callbacks, before-commit,
+ *   after-commit, before-read), so the crash sweeps drive this store as they drive memory. Only
+ *   transactions that commit something count (a group whose every callback threw rolls back);
+ * - failures are typed: StoreClosed once closed or killed (a killed store's open transaction fails
+ *   at its next statement and rolls back), StoreFailed when the platform could not run or confirm
+ *   a transaction (the engine must reopen), StoreOpenError at open.
+ *
+ * Why `transaction(async)` and not `transactionSync`: the core's commit callback is async (the
+ * session awaits each request's callback and a microtask for the scheduler's reservation), and
+ * `transactionSync` takes a synchronous function only (handed an async one it returns the promise at
+ * once and the writes after the first await land outside the transaction). In workerd (miniflare
+ * 3.20250718.3) `transaction(async)` keeps the transaction open across awaits, microtasks and timers
+ * alike, rolls it back when the closure throws, and nests (an inner one that throws rolls back alone).
+ * `sql.exec` refuses SQL `BEGIN`, `SAVEPOINT` and `COMMIT` ("To execute a transaction, please use
+ * ... transaction()") and `PRAGMA user_version` (`SQLITE_AUTH`), so the schema version lives in a
+ * table of its own (`store_schema`), written in the migrating transaction.
+ * While a `transaction(async)` is open, workerd delivers no other event to the object (measured: a
+ * request arriving 100 ms into a transaction that awaited a 300 ms timer was answered after it
+ * ended; during a plain 300 ms sleep it was answered at once). So nothing outside the line ever sees
+ * uncommitted rows, and a commit callback must not await slow foreign I/O (the core's do not).
+ * Only one instance of a Durable Object runs at a time (the platform's guarantee), so this store
+ * needs no owner epoch: the object is the lock.
+ *
+ * Values: `sql.exec` refuses bigint (converted here when it is a safe integer, refused otherwise),
+ * returns blobs as ArrayBuffer (handed back as Uint8Array), and returns integers beyond 2^53 rounded
+ * (the engine stores none: ids and timestamps are far below).
+ */
+import { classifyStoreError, errorMessage } from "../store/errors.ts";
+import { migrations as coreMigrations } from "../store/schema.ts";
+import {
+  type FaultHook,
+  type FaultPoint,
+  type Row,
+  type Sql,
+  type SqlValue,
+  type Store,
+  StoreClosed,
+  StoreFailed,
+  StoreOpenError,
+  type StoreStats,
+} from "../store/types.ts";
+
+/** What `sql.exec` takes and gives back (a structural slice of workerd's `SqlStorage`). */
+export type DoSqlValue = number | string | null | ArrayBuffer | ArrayBufferView;
+
+export interface DoSqlCursor extends Iterable<Record<string, DoSqlValue>> {
+  toArray(): Array<Record<string, DoSqlValue>>;
+}
+
+export interface DoSqlStorage {
+  exec(query: string, ...bindings: DoSqlValue[]): DoSqlCursor;
+}
+
+/** The part of a Durable Object's `ctx.storage` this store uses. */
+export interface DoStorage {
+  readonly sql: DoSqlStorage;
+  transaction<T>(closure: () => Promise<T>): Promise<T>;
+  sync(): Promise<void>;
+}
+
+export interface OpenDoStoreOptions {
+  /** The object's `ctx.storage`. */
+  storage: DoStorage;
+  name?: string;
+  /** Stop migrating at this version (tests of upgrades from older schemas). */
+  targetVersion?: number;
+  /** The numbered migrations (default: the core's, store/schema.ts). */
+  migrations?: readonly string[];
+  /** Group concurrent commits into one transaction (default true). */
+  groupCommit?: boolean;
+}
+
+type Job = {
+  kind: "commit" | "read";
+  work: (sql: Sql) => unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+};
+
+/** The table holding the schema version (`PRAGMA user_version` is refused by `sql.exec`). */
+const VERSION_TABLE = "store_schema";
+
+/** Most commit callbacks one transaction takes (the wa-sqlite line's figure). */
+const MAX_GROUP = 512;
+
+/** Thrown out of a transaction whose every callback failed: roll back, nothing to confirm. */
+const NOTHING_TO_COMMIT = new Error("nothing to commit");
+
+/** Reads in a row without any I/O before the line gives the event loop a turn. */
+const READS_BETWEEN_YIELDS = 32;
+
+const yieldToEventLoop = () => new Promise<void>((r) => setTimeout(r, 0));
+
+export class DoStore implements Store {
+  readonly kind = "durable-object" as const;
+  readonly name: string;
+  readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
+  schemaVersion = 0;
+  #storage: DoStorage;
+  #queue: Job[] = [];
+  #running = false;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #fault: FaultHook | undefined;
+  #sql: Sql;
+  #maxGroup: number;
+
+  constructor(options: { storage: DoStorage; name: string; maxGroup?: number }) {
+    this.#storage = options.storage;
+    this.name = options.name;
+    this.#maxGroup = Math.max(1, options.maxGroup ?? MAX_GROUP);
+    this.#sql = {
+      run: async (sql, params) => {
+        this.#execute(sql, params, false);
+      },
+      all: async (sql, params) => this.#execute(sql, params, true),
+      get: async (sql, params) => this.#execute(sql, params, true)[0],
+    };
+  }
+
+  get maxGroup(): number {
+    return this.#maxGroup;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  setFaultHook(hook: FaultHook | undefined): void {
+    this.#fault = hook;
+  }
+
+  commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    return this.#enqueue("commit", work);
+  }
+
+  read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    return this.#enqueue("read", work);
+  }
+
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#closing = (async () => {
+      // Let everything already admitted settle, then refuse the rest. The database stays: it is the
+      // object's, and outlives this view of it.
+      while (this.#running || this.#queue.length > 0) await yieldToEventLoop();
+      this.#closed = true;
+    })();
+    return this.#closing;
+  }
+
+  /**
+   * Stop serving at once, as if the object died: queued and future calls reject with StoreClosed,
+   * and a callback still running fails at its next statement, so its transaction rolls back.
+   */
+  kill(reason = "store died"): void {
+    this.#closed = true;
+    this.#closing = Promise.resolve();
+    for (const job of this.#queue.splice(0)) job.reject(new StoreClosed(reason));
+  }
+
+  /** Run `migrations` from the stored version up to `target`, in one transaction (at open). */
+  async migrate(migrations: readonly string[], target: number): Promise<void> {
+    const sql = this.#storage.sql;
+    const found = await this.read(() => storedVersion(sql));
+    if (found > migrations.length) {
+      throw new StoreOpenError(
+        `store ${this.name} has schema version ${found}, newer than this build's ${migrations.length}`,
+        "migration",
+        "Deploy the newest version of the server.",
+      );
+    }
+    if (found < target) {
+      try {
+        await this.#storage.transaction(async () => {
+          for (let v = found; v < target; v++) sql.exec(migrations[v]!);
+          sql.exec(
+            `CREATE TABLE IF NOT EXISTS ${VERSION_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`,
+          );
+          sql.exec(
+            `INSERT INTO ${VERSION_TABLE} (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version`,
+            target,
+          );
+        });
+        await this.#storage.sync();
+      } catch (error) {
+        throw new StoreOpenError(
+          `migrating store ${this.name} from schema ${found} failed: ${errorMessage(error)}`,
+          "migration",
+          "Export the space's data with an older version of the server, or reset the space.",
+        );
+      }
+    }
+    this.schemaVersion = Math.max(found, target);
+  }
+
+  #enqueue<T>(kind: "commit" | "read", work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.#running) {
+        this.#running = true;
+        queueMicrotask(() => void this.#drain());
+      }
+    });
+  }
+
+  #point(point: FaultPoint): void {
+    // The number of the transaction the point belongs to (after-commit: the one just committed).
+    const transaction = point === "after-commit" ? this.stats.transactions : this.stats.transactions + 1;
+    this.#fault?.(point, { transaction });
+  }
+
+  async #drain(): Promise<void> {
+    let readsInARow = 0;
+    try {
+      while (this.#queue.length > 0 && !this.#closed) {
+        const job = this.#queue[0]!;
+        if (job.kind === "read") {
+          this.#queue.shift();
+          await this.#runRead(job);
+          // A read does no I/O: after a run of them, let the object's other events in.
+          if (++readsInARow >= READS_BETWEEN_YIELDS && this.#queue.length > 0) {
+            readsInARow = 0;
+            await yieldToEventLoop();
+          }
+        } else {
+          readsInARow = 0;
+          await this.#runGroup();
+        }
+      }
+    } finally {
+      this.#running = false;
+      if (this.#queue.length > 0 && !this.#closed) {
+        this.#running = true;
+        queueMicrotask(() => void this.#drain());
+      }
+    }
+  }
+
+  async #runRead(job: Job): Promise<void> {
+    try {
+      this.#point("before-read");
+      const value = await job.work(this.#sql);
+      this.stats.reads++;
+      job.resolve(value);
+    } catch (error) {
+      job.reject(error);
+    }
+  }
+
+  /**
+   * One transaction: the head commit and the commits queued behind it (up to `maxGroup`), each in a
+   * nested `transaction()` (a savepoint), so a callback that throws rolls back alone and the rest
+   * commit together.
+   */
+  async #runGroup(): Promise<void> {
+    const done: Array<{ job: Job; value: unknown }> = [];
+    const failed: Array<{ job: Job; error: unknown }> = [];
+    try {
+      this.#point("before-begin");
+    } catch (error) {
+      // Nothing ran: fail the head only, the line stays alive.
+      this.#queue.shift()?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      return;
+    }
+    try {
+      await this.#storage.transaction(async () => {
+        while (
+          done.length + failed.length < this.#maxGroup &&
+          this.#queue[0]?.kind === "commit" &&
+          !this.#closed
+        ) {
+          const job = this.#queue.shift()!;
+          let value: unknown;
+          try {
+            await this.#storage.transaction(async () => {
+              value = await job.work(this.#sql);
+            });
+            done.push({ job, value });
+          } catch (error) {
+            failed.push({ job, error });
+          }
+        }
+        // Killed meanwhile: a dead object commits nothing more.
+        if (this.#closed) throw new StoreClosed("store died before COMMIT");
+        if (done.length === 0) throw NOTHING_TO_COMMIT;
+        // Throwing here (the crash sweep's "before-commit") rolls the whole transaction back.
+        this.#point("after-callbacks");
+        this.#point("before-commit");
+      });
+    } catch (error) {
+      const failure =
+        error === NOTHING_TO_COMMIT
+          ? undefined
+          : this.#closed
+            ? new StoreClosed("store died before COMMIT")
+            : wrapFailure(error);
+      for (const { job } of done) job.reject(failure);
+      for (const { job, error: e } of failed) job.reject(e);
+      return;
+    }
+    try {
+      // transaction() resolves before the write is flushed (measured in workerd: about 1 ms per
+      // transaction, 2.4 ms with sync); the contract is "settles once durable".
+      await this.#storage.sync();
+    } catch (error) {
+      const failure = this.#closed
+        ? new StoreClosed("store died before its commit was confirmed")
+        : wrapFailure(error);
+      for (const { job } of done) job.reject(failure);
+      for (const { job, error: e } of failed) job.reject(e);
+      return;
+    }
+    this.stats.transactions++;
+    this.stats.commits += done.length;
+    try {
+      this.#point("after-commit");
+    } catch (error) {
+      // The world stopped right after the commit: the data is stored, nobody hears back.
+      for (const { job } of done) job.reject(error);
+      for (const { job, error: e } of failed) job.reject(e);
+      return;
+    }
+    for (const { job, value } of done) job.resolve(value);
+    for (const { job, error } of failed) job.reject(error);
+  }
+
+  #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Row[] {
+    if (this.#closed) throw new StoreClosed(`store ${this.name} is closed`);
+    const cursor = this.#storage.sql.exec(sql, ...(params ?? []).map(toDoValue));
+    const rows: Row[] = [];
+    for (const raw of cursor) {
+      if (!wantRows) continue;
+      const row: Record<string, SqlValue> = {};
+      for (const [column, value] of Object.entries(raw)) row[column] = fromDoValue(value);
+      rows.push(row);
+    }
+    return rows;
+  }
+}
+
+/** Open a store on a Durable Object's storage: run the migrations, hand back the line. */
+export async function openDoStore(options: OpenDoStoreOptions): Promise<DoStore> {
+  const name = options.name ?? "space";
+  const migrations = options.migrations ?? coreMigrations;
+  const store = new DoStore({
+    storage: options.storage,
+    name,
+    ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
+  });
+  try {
+    await store.migrate(migrations, options.targetVersion ?? migrations.length);
+    return store;
+  } catch (error) {
+    store.kill("open failed");
+    if (error instanceof StoreOpenError) throw error;
+    throw await classifyStoreError(error, { store: name, stage: "open", storageFull: async () => false });
+  }
+}
+
+/** The schema version stored by `migrate` (0: a database this store never migrated). */
+export function storedVersion(sql: DoSqlStorage): number {
+  const table = sql
+    .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?", VERSION_TABLE)
+    .toArray();
+  if (table.length === 0) return 0;
+  const row = sql.exec(`SELECT version FROM ${VERSION_TABLE} WHERE id = 1`).toArray()[0];
+  return Number(row?.["version"] ?? 0);
+}
+
+/** Set the stored schema version by hand (tests of a store newer than the build). */
+export function setStoredVersion(sql: DoSqlStorage, version: number): void {
+  sql.exec(
+    `CREATE TABLE IF NOT EXISTS ${VERSION_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`,
+  );
+  sql.exec(
+    `INSERT INTO ${VERSION_TABLE} (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version`,
+    version,
+  );
+}
+
+function toDoValue(value: SqlValue): DoSqlValue {
+  if (typeof value !== "bigint") return value;
+  if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER))
+    throw new RangeError(`${value} is beyond what a Durable Object's SQL binds exactly (2^53)`);
+  return Number(value);
+}
+
+function fromDoValue(value: DoSqlValue): SqlValue {
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  if (ArrayBuffer.isView(value))
+    return new Uint8Array(value.buffer, value.byteOffset, value.byteLength).slice();
+  return value;
+}
+
+function wrapFailure(error: unknown): Error {
+  if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
+  const failure = new StoreFailed(`transaction failed: ${errorMessage(error)}`);
+  (failure as { cause?: unknown }).cause = error;
+  return failure;
+}
