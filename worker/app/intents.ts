@@ -13,7 +13,9 @@
  * - a conversation without a title takes one from its first input, in the commit that admits the
  *   input; a fork's title is its parent's with " (fork)", in the commit that makes it;
  * - a commit's callback writes only through `tx` (the session may run it twice when it must load
- *   documents first).
+ *   documents first);
+ * - none of them resumes a paused harness (the engine's runs from its open, app-agent.ts): the run
+ *   an intent starts waits for `resume()` there, which is what lets a test count its commits.
  * The engine host (engine-host.ts) calls these; each returns what its engine call answers.
  */
 
