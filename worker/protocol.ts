@@ -83,7 +83,7 @@ export {
 } from "./core/view-ops.ts";
 
 /** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 10;
+export const PROTOCOL_VERSION = 11;
 
 export const DEFAULT_STORE_NAME = "agent";
 export const storeLockName = (store: string) => `store:${store}`;
@@ -283,6 +283,13 @@ export interface EngineApi {
   /** The ids of the top-level conversations whose title or entries contain `text` (case-insensitive). */
   searchConversations(text: string): Promise<ConversationId[]>;
   submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
+  /**
+   * Edit and resend, in one commit: a fork of `conversationId` at the entry just before `entryId`
+   * (or, when nothing is before it, a new conversation with that one's model, thinking level and
+   * instructions) with `text` submitted there. Resolves with the new conversation's id; rejects like
+   * `forkConversation` (a `ForkError`), and then nothing was written.
+   */
+  resendAsFork(conversationId: ConversationId, entryId: EntryId, text: string): Promise<ConversationId>;
   abort(conversationId: ConversationId): Promise<void>;
   /**
    * Withdraw a queued input (a steer or follow-up waiting in the inbox) before the agent takes it
