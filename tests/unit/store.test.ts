@@ -1,6 +1,7 @@
 /**
- * The commit line: group commit with per-callback savepoints, resolution only after COMMIT, reads in
- * line order, closing, the crash simulation, and schema migrations from every older version.
+ * The commit line: one transaction per commit callback (a throwing one rolls back alone; grouping is
+ * the engine's, see commit-line.test.ts), resolution only after COMMIT, reads in line order,
+ * closing, the crash simulation, and schema migrations from every older version.
  */
 import { describe, expect, test } from "vitest";
 import { Harness, StoreClosed, StoreOpenError } from "../../worker/index.ts";
@@ -17,8 +18,8 @@ async function keys(store: MemoryStore): Promise<string[]> {
   return rows.map((r) => String(r["key"]));
 }
 
-describe("group commit", () => {
-  test("100 concurrent commits share transactions; a throwing callback rolls back alone", async () => {
+describe("one transaction per commit", () => {
+  test("100 concurrent commits run one transaction each, in order; a throwing callback rolls back alone", async () => {
     const store = await memoryStore();
     const before = { ...store.stats };
     const names = Array.from({ length: 100 }, (_, i) => `k${String(i).padStart(3, "0")}`);
@@ -34,8 +35,8 @@ describe("group commit", () => {
     const transactions = store.stats.transactions - before.transactions;
     const commits = store.stats.commits - before.commits;
     expect(commits).toBe(99);
-    expect(transactions).toBeGreaterThanOrEqual(1);
-    expect(transactions).toBeLessThan(commits);
+    // The store groups nothing: the rolled-back one is not counted.
+    expect(transactions).toBe(99);
     expect(results[37]).toMatchObject({
       status: "rejected",
       reason: { message: "callback 37 fails after writing" },
@@ -47,11 +48,11 @@ describe("group commit", () => {
     await store.close();
   });
 
-  test("the first callback of a group (no savepoint) throwing after writing loses only its own rows", async () => {
+  test("a callback throwing after writing loses only its own rows; the commits queued behind it commit", async () => {
     const store = await memoryStore();
     await store.commit(insert("before"));
     const before = store.stats.transactions;
-    // Queued in one tick: the first opens the transaction bare, the rest would join it.
+    // Queued in one tick: the first fails after its write, the two behind it run in their own.
     const results = await Promise.allSettled([
       store.commit(async (sql) => {
         await insert("first")(sql);
@@ -62,7 +63,7 @@ describe("group commit", () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "fulfilled"]);
     expect(await keys(store)).toEqual(["before", "second", "third"]);
-    expect(store.stats.transactions - before).toBe(1);
+    expect(store.stats.transactions - before).toBe(2);
     await store.close();
   });
 
@@ -85,7 +86,7 @@ describe("group commit", () => {
     expect(value).toBe("value");
     expect(seen).toEqual([
       { point: "before-begin", delivered: false },
-      { point: "after-callbacks", delivered: false },
+      { point: "after-callback", delivered: false },
       { point: "before-commit", delivered: false },
       { point: "after-commit", delivered: false },
     ]);
@@ -199,15 +200,21 @@ describe("crashingStore", () => {
     await recovered.close();
   });
 
-  test("a grouped transaction that crashes after COMMIT: its commits are all stored, none delivered", async () => {
-    const cs = await crashingStore({ at: 2 });
-    await cs.store.commit((sql) => insert("r1")(sql));
+  test("a crash after the COMMIT of an engine's group: its commits are all stored, none delivered", async () => {
+    // Transaction 1 creates the root conversation, 2 writes r1, 3 is the group.
+    const cs = await crashingStore({ at: 3 });
+    const h = await Harness.open(cs.store, { onFatal: () => undefined });
+    await h.transaction((tx) => tx.writeDoc(1, "test.r1", 1));
+    expect(cs.store.stats.transactions).toBe(2);
+    // Requested together: one group, one transaction, which the crash cuts right after its COMMIT.
     const grouped = await Promise.allSettled(
-      ["g1", "g2", "g3"].map((k) => cs.store.commit((sql) => insert(k)(sql))),
+      ["g1", "g2", "g3"].map((k) => h.transaction((tx) => tx.writeDoc(1, `test.${k}`, 1))),
     );
     expect(grouped.map((r) => r.status)).toEqual(["rejected", "rejected", "rejected"]);
-    const recovered = await cs.recover();
-    expect(await keys(recovered)).toEqual(["g1", "g2", "g3", "r1"]);
+    await h.close().catch(() => undefined);
+    const recovered = await Harness.open(await cs.recover());
+    const stored = await Promise.all(["r1", "g1", "g2", "g3"].map((k) => recovered.doc(1, `test.${k}`)));
+    expect(stored).toEqual([1, 1, 1, 1]);
     await recovered.close();
   });
 });

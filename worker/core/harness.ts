@@ -88,6 +88,12 @@ export interface HarnessOptions {
    * progress call (submit, compact, abort, a wait). Default false: scheduling starts at open.
    */
   paused?: boolean;
+  /**
+   * Group commits requested together into one transaction (default true: the session's group
+   * commit, core/session.ts). `false`: one commit per transaction, for crash sweeps that must cut
+   * between any two commits.
+   */
+  groupCommit?: boolean;
 }
 
 export type Scheduling = "paused" | "running" | "closing";
@@ -131,6 +137,7 @@ export class Harness {
   ) {
     this.registry = options.registry ?? new Registry();
     this.#session = new Session(store, options.now ?? Date.now);
+    if (options.groupCommit === false) this.#session.maxGroup = 1;
     const report = options.onReport ?? (() => undefined);
     if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
     const asOf = new Set(options.forks?.asOf ?? []);

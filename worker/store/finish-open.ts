@@ -19,7 +19,7 @@ export async function finishOpen(
   targetVersion: number | undefined,
   onClose: () => Promise<void> | void,
   pragmas = "",
-  lineOptions: { maxGroup?: number; direct?: DirectStatements } = {},
+  lineOptions: { direct?: DirectStatements } = {},
 ): Promise<SqliteLine> {
   const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose, ...lineOptions });
   try {

@@ -2,8 +2,9 @@
  * The commit line over one wa-sqlite connection. Invariants:
  * - one SQLite call at a time (the Asyncify/JSPI builds are not re-entrant): commits and reads share
  *   one FIFO;
- * - commits queued while a transaction is open join it, each inside its own SAVEPOINT, so a failing
- *   callback rolls back alone (group commit);
+ * - one commit callback, one transaction: BEGIN IMMEDIATE, the callback, COMMIT; a callback that
+ *   throws rolls its whole transaction back and the line goes on. Grouping commits is the layer
+ *   above's (core/session.ts: one callback of the store carries a whole group of the engine's);
  * - a commit's promise settles only after COMMIT returned; nothing is published before that;
  * - the line yields to the event loop between transactions, so a sync VFS never starves ports.
  */
@@ -23,22 +24,13 @@ import {
   type StoreStats,
 } from "./types.ts";
 
-type Job =
-  | {
-      kind: "commit";
-      work: (sql: Sql) => unknown;
-      resolve: (v: unknown) => void;
-      reject: (e: unknown) => void;
-    }
-  | {
-      kind: "read";
-      work: (sql: Sql) => unknown;
-      resolve: (v: unknown) => void;
-      reject: (e: unknown) => void;
-    };
-
-/** Most commit callbacks one transaction takes before it commits. */
-const MAX_GROUP = 512;
+interface Job {
+  /** A commit runs in a transaction of its own; a read outside any. */
+  kind: "commit" | "read";
+  work: (sql: Sql) => unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
 
 /** Give the event loop a turn: setImmediate in Node, a message-channel hop in workers. */
 export const yieldToEventLoop: () => Promise<void> = (() => {
@@ -68,8 +60,6 @@ export interface LineOptions {
   schemaVersion: number;
   /** Called once the connection is closed, to release the VFS and locks. */
   onClose?: () => Promise<void> | void;
-  /** Most commit callbacks per transaction (1 turns group commit off). */
-  maxGroup?: number;
   /** Statements through the C exports, for a synchronous build (see direct.ts). */
   direct?: DirectStatements;
 }
@@ -89,7 +79,6 @@ export class SqliteLine implements Store {
   #statements = new Map<string, { stmt: number; columns: string[] | undefined }>();
   #sql: Sql;
   #onClose: (() => Promise<void> | void) | undefined;
-  #maxGroup: number;
   #epoch: string | undefined;
   /** `fenceOnFirstCommit` was called: the next transaction bumps the epoch before its callbacks. */
   #fencePending = false;
@@ -102,7 +91,6 @@ export class SqliteLine implements Store {
     this.#db = options.db;
     this.schemaVersion = options.schemaVersion;
     this.#onClose = options.onClose;
-    this.#maxGroup = Math.max(1, options.maxGroup ?? MAX_GROUP);
     this.#direct = options.direct;
     this.#sql = {
       run: async (sql, params) => {
@@ -111,10 +99,6 @@ export class SqliteLine implements Store {
       all: (sql, params) => this.#execute(sql, params, true),
       get: async (sql, params) => (await this.#execute(sql, params, true))[0],
     };
-  }
-
-  get maxGroup(): number {
-    return this.#maxGroup;
   }
 
   get closed(): boolean {
@@ -138,7 +122,7 @@ export class SqliteLine implements Store {
    * a previous owner that still runs (a stolen lock does not stop its holder) can never write again.
    */
   async fence(): Promise<number> {
-    const epoch = await this.commit((sql) => bumpEpoch(sql));
+    const epoch = await this.commit((sql) => this.#bumpEpoch(sql));
     this.#epoch = epoch;
     return Number(epoch);
   }
@@ -187,7 +171,7 @@ export class SqliteLine implements Store {
     for (const job of queued) job.reject(new StoreClosed(reason));
   }
 
-  #enqueue<T>(kind: "commit" | "read", work: (sql: Sql) => Promise<T> | T): Promise<T> {
+  #enqueue<T>(kind: Job["kind"], work: (sql: Sql) => Promise<T> | T): Promise<T> {
     if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
@@ -207,13 +191,9 @@ export class SqliteLine implements Store {
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0 && !this.#closed) {
-        const head = this.#queue[0]!;
-        if (head.kind === "read") {
-          this.#queue.shift();
-          await this.#runRead(head);
-        } else {
-          await this.#runGroup();
-        }
+        const job = this.#queue.shift()!;
+        if (job.kind === "commit") await this.#runCommit(job);
+        else await this.#runRead(job);
         if (this.#queue.length > 0) await yieldToEventLoop();
       }
     } finally {
@@ -236,9 +216,8 @@ export class SqliteLine implements Store {
     }
   }
 
-  async #runGroup(): Promise<void> {
-    const done: Array<{ job: Job; value: unknown }> = [];
-    const failed: Array<{ job: Job; error: unknown }> = [];
+  /** One commit callback in one transaction. */
+  async #runCommit(job: Job): Promise<void> {
     let fencedAt: string | undefined;
     let begun = false;
     try {
@@ -247,44 +226,33 @@ export class SqliteLine implements Store {
       begun = true;
       if (this.#fencePending) {
         // Set only once COMMIT returns: a transaction that fails takes its bump with it.
-        fencedAt = await bumpEpoch(this.#sql);
+        fencedAt = await this.#bumpEpoch(this.#sql);
       } else if (this.#epoch !== undefined) {
-        const row = (await this.#execute("SELECT value FROM meta WHERE key = 'epoch'", undefined, true))[0];
-        if (String(row?.["value"]) !== this.#epoch) {
+        if ((await this.#readEpoch(this.#sql)) !== this.#epoch) {
           await this.#execute("ROLLBACK", undefined, false);
-          const fenced = new StoreFailed("another engine has taken over this store; this one stops writing");
-          this.kill(fenced.message);
-          throw fenced;
+          const reason = "another engine has taken over this store; this one stops writing";
+          this.kill(reason);
+          throw new StoreClosed(reason);
         }
       }
     } catch (error) {
-      // No callback ran: fail only the head, keep the line alive.
+      // The callback did not run: fail it (the line stays alive unless it was killed).
       if (begun && !this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
-      const job = this.#queue.shift();
-      job?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      const closed = error instanceof StoreClosed ? error : new StoreClosed("store closed");
+      job.reject(this.#closed ? closed : wrapFailure(error));
       return;
     }
-    let count = 0;
-    while (count < this.#maxGroup && this.#queue[0]?.kind === "commit" && !this.#closed) {
-      const job = this.#queue.shift()!;
-      count++;
-      await this.#execute("SAVEPOINT g", undefined, false);
-      try {
-        const value = await job.work(this.#sql);
-        await this.#execute("RELEASE g", undefined, false);
-        done.push({ job, value });
-      } catch (error) {
-        failed.push({ job, error });
-        try {
-          await this.#execute("ROLLBACK TO g", undefined, false);
-          await this.#execute("RELEASE g", undefined, false);
-        } catch {
-          // The transaction is unusable: the COMMIT below fails and reports it.
-        }
-      }
+    let value: unknown;
+    try {
+      value = await job.work(this.#sql);
+    } catch (error) {
+      // Its own failure: none of its writes stay, the line goes on.
+      if (!this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
+      job.reject(error);
+      return;
     }
     try {
-      this.#point("after-callbacks");
+      this.#point("after-callback");
       this.#point("before-commit");
       await this.#execute("COMMIT", undefined, false);
     } catch (error) {
@@ -293,9 +261,7 @@ export class SqliteLine implements Store {
       } catch {
         // Already rolled back by SQLite.
       }
-      const failure = this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error);
-      for (const { job } of done) job.reject(failure);
-      for (const { job, error: e } of failed) job.reject(e);
+      job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
       return;
     }
     if (fencedAt !== undefined) {
@@ -303,17 +269,29 @@ export class SqliteLine implements Store {
       this.#fencePending = false;
     }
     this.stats.transactions++;
-    this.stats.commits += done.length;
+    this.stats.commits++;
     try {
       this.#point("after-commit");
     } catch (error) {
       // The world stopped right after COMMIT: the data is stored, nobody hears back.
-      for (const { job } of done) job.reject(error);
-      for (const { job, error: e } of failed) job.reject(e);
+      job.reject(error);
       return;
     }
-    for (const { job, value } of done) job.resolve(value);
-    for (const { job, error } of failed) job.reject(error);
+    job.resolve(value);
+  }
+
+  /** The owner epoch as stored (inside the caller's transaction); undefined before the first bump. */
+  async #readEpoch(sql: Sql): Promise<string | undefined> {
+    const row = await sql.get("SELECT value FROM meta WHERE key = 'epoch'");
+    return row === undefined ? undefined : String(row["value"]);
+  }
+
+  /** Bump the store's owner epoch (inside the caller's transaction); resolves with the new value. */
+  async #bumpEpoch(sql: Sql): Promise<string> {
+    await sql.run(
+      "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+    );
+    return String(await this.#readEpoch(sql));
   }
 
   async #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Promise<Row[]> {
@@ -370,12 +348,4 @@ function wrapFailure(error: unknown): Error {
   const failure = new StoreFailed(`transaction failed: ${message}`);
   (failure as { cause?: unknown }).cause = error;
   return failure;
-}
-
-/** Bump the store's owner epoch (inside the caller's transaction); resolves with the new value. */
-async function bumpEpoch(sql: Sql): Promise<string> {
-  await sql.run(
-    "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-  );
-  return String((await sql.get("SELECT value FROM meta WHERE key = 'epoch'"))?.["value"]);
 }

@@ -24,8 +24,6 @@ export type OpenStoreOptions =
       wasmBinary?: ArrayBuffer | Uint8Array;
       /** Stop migrating at this version (tests of upgrades from older schemas). */
       targetVersion?: number;
-      /** Group concurrent commits into one transaction (default true). */
-      groupCommit?: boolean;
     }
   | BrowserStoreOptions;
 
@@ -93,11 +91,8 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     options.targetVersion,
     () => vfs.close(),
     "PRAGMA journal_mode = PERSIST;",
-    {
-      ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
-      // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
-      ...(isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {}),
-    },
+    // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
+    isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {},
   );
   const store = line as MemoryStore;
   store.image = () =>

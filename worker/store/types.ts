@@ -1,9 +1,10 @@
 /**
  * The store interface the engine depends on. Everything durable goes through `Store.commit`, one
- * commit line per store: callbacks run one at a time, commits requested while one is in flight are
- * grouped into the next SQLite transaction (each in its own SAVEPOINT), and a commit's promise
- * resolves only after COMMIT returned. Reads go through the same FIFO, because the wasm builds are
- * not re-entrant. No platform API appears here, so `core/` can depend on this file alone.
+ * commit line per store: a FIFO where each commit callback is one SQLite transaction (BEGIN, the
+ * callback, COMMIT; ROLLBACK when it throws), and a commit's promise resolves only after COMMIT
+ * returned. Reads go through the same FIFO, because the wasm builds are not re-entrant. Grouping
+ * many commits into one transaction is the layer above's (core/session.ts), not the store's. No
+ * platform API appears here, so `core/` can depend on this file alone.
  */
 
 export type SqlValue = number | string | null | bigint | Uint8Array;
@@ -22,19 +23,17 @@ export type StoreKind = "memory" | "idb" | "opfs";
  * Named points on the commit path. A fault hook may throw at any of them to stop the world there
  * (the crash sweep), or just observe them.
  */
-export type FaultPoint =
-  | "before-begin"
-  | "after-callbacks"
-  | "before-commit"
-  | "after-commit"
-  | "before-read";
+export type FaultPoint = "before-begin" | "after-callback" | "before-commit" | "after-commit" | "before-read";
 
 export type FaultHook = (point: FaultPoint, info: { transaction: number }) => void;
 
 export interface StoreStats {
   /** SQLite transactions that reached COMMIT. */
   transactions: number;
-  /** Commit callbacks that were committed (>= transactions, thanks to group commit). */
+  /**
+   * Commit callbacks that were committed: one per transaction (equal to `transactions`), since the
+   * store runs each callback in a transaction of its own; the layer above counts what it grouped.
+   */
   commits: number;
   /** Reads served. */
   reads: number;
@@ -45,12 +44,10 @@ export interface Store {
   readonly name: string;
   /** Schema version after migrations. */
   readonly schemaVersion: number;
-  /** Most commit callbacks one transaction may hold (1: no group commit). */
-  readonly maxGroup: number;
   readonly stats: StoreStats;
   /**
-   * Run `work` inside a transaction. Resolves with its value after COMMIT; rejects with its error
-   * when it threw (its savepoint rolled back alone, the rest of the group commits).
+   * Run `work` in a transaction of its own. Resolves with its value after COMMIT; rejects with its
+   * error when it threw (the transaction rolled back: none of its writes stay).
    */
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T>;
   /** Run `work` outside any transaction, in line order (after every commit requested before it). */

@@ -5,11 +5,8 @@
 import { type MemoryImage, type MemoryStore, openStore } from "../store/open.ts";
 import type { Sql, SqlValue } from "../store/types.ts";
 
-export function memoryStore(
-  image?: MemoryImage,
-  options: { groupCommit?: boolean } = {},
-): Promise<MemoryStore> {
-  return openStore({ kind: "memory", ...(image ? { image } : {}), ...options });
+export function memoryStore(image?: MemoryImage): Promise<MemoryStore> {
+  return openStore({ kind: "memory", ...(image ? { image } : {}) });
 }
 
 /** The statements one store job (a transaction, or a read) ran, in order. */
