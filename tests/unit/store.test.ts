@@ -1,12 +1,13 @@
 /**
  * The commit line: one transaction per commit callback (a throwing one rolls back alone; grouping is
  * the engine's, see commit-line.test.ts), resolution only after COMMIT, reads in line order,
- * closing, the crash simulation, and schema migrations from every older version.
+ * closing, the crash simulation, the schema the core hands over (migrations from every older
+ * version), and the owner epoch.
  */
 import { describe, expect, test } from "vitest";
+import { SCHEMA_VERSION, schema } from "../../worker/core/schema.ts";
 import { Harness, StoreClosed, StoreOpenError } from "../../worker/index.ts";
 import { type MemoryStore, openStore } from "../../worker/store/open.ts";
-import { SCHEMA_VERSION } from "../../worker/store/schema.ts";
 import type { FaultPoint, Sql } from "../../worker/store/types.ts";
 import { crashingStore, memoryStore } from "../../worker/testing.ts";
 
@@ -281,11 +282,27 @@ describe("transactions larger than the page cache", () => {
   });
 });
 
-describe("schema migrations", () => {
+describe("the schema the core hands over", () => {
+  test("a store opens schema-agnostic: no table until the core's migrations are handed over", async () => {
+    const store = await openStore({ kind: "memory" });
+    expect(store.schemaVersion).toBe(0);
+    const tables = async () =>
+      (await store.read((sql) => sql.all("SELECT name FROM sqlite_master WHERE type = 'table'"))).length;
+    expect(await tables()).toBe(0);
+    await store.migrate(schema);
+    expect(store.schemaVersion).toBe(SCHEMA_VERSION);
+    expect(await tables()).toBeGreaterThan(0);
+    // Handing it over again is free: nothing runs.
+    const before = { ...store.stats };
+    await store.migrate(schema);
+    expect(store.stats).toEqual(before);
+    await store.close();
+  });
+
   test("a store of every older version opens at the current schema and runs the engine", async () => {
     expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(1);
     for (let from = 0; from < SCHEMA_VERSION; from++) {
-      const old = await openStore({ kind: "memory", targetVersion: from });
+      const old = await memoryStore(undefined, { schemaVersion: from });
       expect(old.schemaVersion).toBe(from);
       const version = async (s: MemoryStore) =>
         Number((await s.read((sql) => sql.get("PRAGMA user_version")))?.["user_version"]);
@@ -293,7 +310,10 @@ describe("schema migrations", () => {
       const image = old.image();
       await old.close();
 
+      // Opened as the engine opens it: the store alone, then the harness hands it the core's schema.
       const store = await openStore({ kind: "memory", image });
+      expect(store.schemaVersion).toBe(from);
+      const h = await Harness.open(store);
       expect(store.schemaVersion).toBe(SCHEMA_VERSION);
       expect(await version(store)).toBe(SCHEMA_VERSION);
       const tables = (
@@ -312,21 +332,22 @@ describe("schema migrations", () => {
           "tasks",
         ]),
       );
-      const h = await Harness.open(store);
       const id = await h.transaction((tx) => tx.appendEntry(1, { kind: "note", data: `from v${from}` }).id);
       expect(id).toBe(1);
       await h.close();
     }
   });
 
-  test("a store whose schema is newer than this build refuses to open (StoreOpenError, migration)", async () => {
+  test("a store whose schema is newer than this build refuses to open (StoreOpenError, migration) and is closed", async () => {
     const store = await memoryStore();
     await store.commit((sql) => sql.run(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`));
     const image = store.image();
     await store.close();
-    const opening = openStore({ kind: "memory", image });
+    const newer = await openStore({ kind: "memory", image });
+    const opening = Harness.open(newer);
     await expect(opening).rejects.toBeInstanceOf(StoreOpenError);
     await expect(opening).rejects.toMatchObject({ reason: "migration" });
+    expect(newer.closed).toBe(true);
   });
 });
 

@@ -10,7 +10,8 @@
  * whose COMMIT fails leaves them exactly as they were (the line is reset to them). A storage failure
  * after a merge makes the session fatal: every later call rejects and the host must reopen. A
  * callback that touches the documents of a conversation not loaded yet is dropped from its group and
- * runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`).
+ * runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`). The store gets the core's
+ * schema (schema.ts) before the session reads anything.
  */
 import type { Sql, Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
@@ -40,6 +41,7 @@ import {
   writeOverlay,
 } from "./persist.ts";
 import { Overlay, Records } from "./records.ts";
+import { schema } from "./schema.ts";
 import { type TxContext, TxImpl } from "./tx.ts";
 import {
   type ChangeSet,
@@ -152,6 +154,7 @@ export class Session {
    */
   async load(): Promise<void> {
     const r = this.records;
+    await this.store.migrate(schema);
     await this.store.read(async (sql) => {
       for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
         r.putConversation(conversationFromRow(row));

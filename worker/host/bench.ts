@@ -11,6 +11,7 @@
  */
 import { defineTask } from "../core/define.ts";
 import { Harness } from "../core/harness.ts";
+import { migrateStore } from "../core/schema.ts";
 import type { HostPlatform } from "./platform.ts";
 
 const chainTask = defineTask<{ n: number; of: number }, { phase: "step" }, number>({
@@ -66,6 +67,7 @@ export async function runBrowserBench(
   try {
     // Raw: one INSERT per transaction, sequentially.
     const raw = await scratch();
+    await migrateStore(raw);
     let t0 = performance.now();
     let n = 0;
     while (performance.now() - t0 < budgetMs) {

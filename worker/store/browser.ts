@@ -23,8 +23,8 @@ import { StoreOpenError } from "./types.ts";
 export type IdbBuild = "jspi" | "asyncify";
 /** The browser kinds' options (store/open.ts's `openStore` takes these too). */
 export type BrowserStoreOptions =
-  | { kind: "idb"; name: string; build?: IdbBuild; targetVersion?: number }
-  | { kind: "opfs"; name: string; targetVersion?: number };
+  | { kind: "idb"; name: string; build?: IdbBuild }
+  | { kind: "opfs"; name: string };
 type Build = IdbBuild | "sync";
 
 /**
@@ -274,5 +274,5 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
     throw await classifyStoreError(error, { store: name, stage: "open" });
   }
   // finishOpen closes the connection (and so releases the VFS) and classifies whatever it throws.
-  return finishOpen(sqlite3, db, options.kind, name, options.targetVersion, release, PRAGMAS[options.kind]);
+  return finishOpen(sqlite3, db, options.kind, name, release, PRAGMAS[options.kind]);
 }

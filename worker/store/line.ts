@@ -6,7 +6,9 @@
  *   throws rolls its whole transaction back and the line goes on. Grouping commits is the layer
  *   above's (core/session.ts: one callback of the store carries a whole group of the engine's);
  * - a commit's promise settles only after COMMIT returned; nothing is published before that;
- * - the line yields to the event loop between transactions, so a sync VFS never starves ports.
+ * - the line yields to the event loop between transactions, so a sync VFS never starves ports;
+ * - schema-agnostic: the tables and the owner epoch's statements come from the `Schema` the layer
+ *   above hands to `migrate`; the line itself names no table.
  */
 import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
 import type { DirectStatements } from "./direct.ts";
@@ -15,18 +17,20 @@ import {
   type FaultHook,
   type FaultPoint,
   type Row,
+  type Schema,
   type Sql,
   type SqlValue,
   type Store,
   StoreClosed,
   StoreFailed,
   type StoreKind,
+  StoreOpenError,
   type StoreStats,
 } from "./types.ts";
 
 interface Job {
-  /** A commit runs in a transaction of its own; a read outside any. */
-  kind: "commit" | "read";
+  /** A commit runs in a transaction; a read outside any; a migration is its own transaction. */
+  kind: "commit" | "read" | "migrate";
   work: (sql: Sql) => unknown;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
@@ -57,6 +61,7 @@ export interface LineOptions {
   name: string;
   sqlite3: SQLiteAPI;
   db: number;
+  /** The schema version found at open (`PRAGMA user_version`). */
   schemaVersion: number;
   /** Called once the connection is closed, to release the VFS and locks. */
   onClose?: () => Promise<void> | void;
@@ -79,6 +84,8 @@ export class SqliteLine implements Store {
   #statements = new Map<string, { stmt: number; columns: string[] | undefined }>();
   #sql: Sql;
   #onClose: (() => Promise<void> | void) | undefined;
+  /** What `migrate` was handed: the owner epoch's statements come from it. */
+  #schema: Schema | undefined;
   #epoch: string | undefined;
   /** `fenceOnFirstCommit` was called: the next transaction bumps the epoch before its callbacks. */
   #fencePending = false;
@@ -107,6 +114,48 @@ export class SqliteLine implements Store {
 
   setFaultHook(hook: FaultHook | undefined): void {
     this.#fault = hook;
+  }
+
+  /**
+   * Bring the store to `schema`: the pending migrations and the new `user_version` in one
+   * transaction, on the line (after whatever was queued before). A store already there costs
+   * nothing: its version was read at open. A store newer than the schema, or a migration that
+   * fails, closes the line and rejects with a StoreOpenError, as a failed open does.
+   */
+  async migrate(schema: Schema): Promise<void> {
+    const { migrations } = schema;
+    const found = this.schemaVersion;
+    try {
+      if (found > migrations.length) {
+        throw new StoreOpenError(
+          `store ${this.name} has schema version ${found}, newer than this build's ${migrations.length}`,
+          "migration",
+          "Reload the page to get the newest version of the app.",
+        );
+      }
+      if (found < migrations.length) {
+        await this.#enqueue("migrate", async () => {
+          await this.execScript("BEGIN IMMEDIATE");
+          try {
+            for (let v = found; v < migrations.length; v++) await this.execScript(migrations[v]!);
+            await this.execScript(`PRAGMA user_version = ${migrations.length}`);
+            await this.execScript("COMMIT");
+          } catch (error) {
+            await this.execScript("ROLLBACK").catch(() => undefined);
+            throw new StoreOpenError(
+              `migrating store ${this.name} from schema ${found} failed: ${errorMessage(error)}`,
+              "migration",
+              "Export your data from an older version of the app, or reset the store.",
+            );
+          }
+        });
+      }
+    } catch (error) {
+      await this.close().catch(() => undefined);
+      throw error;
+    }
+    this.#schema = schema;
+    this.schemaVersion = migrations.length;
   }
 
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
@@ -143,7 +192,7 @@ export class SqliteLine implements Store {
     return this.#epoch === undefined ? undefined : Number(this.#epoch);
   }
 
-  /** Run multi-statement SQL directly (migrations at open, before the line is shared). */
+  /** Run multi-statement SQL directly (pragmas at open, migrations), outside the FIFO. */
   async execScript(sql: string): Promise<void> {
     await this.#sqlite3.exec(this.#db, sql);
   }
@@ -193,7 +242,8 @@ export class SqliteLine implements Store {
       while (this.#queue.length > 0 && !this.#closed) {
         const job = this.#queue.shift()!;
         if (job.kind === "commit") await this.#runCommit(job);
-        else await this.#runRead(job);
+        else if (job.kind === "read") await this.#runRead(job);
+        else await this.#runMigration(job);
         if (this.#queue.length > 0) await yieldToEventLoop();
       }
     } finally {
@@ -211,6 +261,15 @@ export class SqliteLine implements Store {
       const value = await job.work(this.#sql);
       this.stats.reads++;
       job.resolve(value);
+    } catch (error) {
+      job.reject(error);
+    }
+  }
+
+  /** Migrations: a transaction of their own, outside the fault points, the stats and the epoch. */
+  async #runMigration(job: Job): Promise<void> {
+    try {
+      job.resolve(await job.work(this.#sql));
     } catch (error) {
       job.reject(error);
     }
@@ -280,17 +339,21 @@ export class SqliteLine implements Store {
     job.resolve(value);
   }
 
+  #epochStatements(): Schema["epoch"] {
+    if (!this.#schema) throw new StoreFailed(`store ${this.name} has no schema: migrate() it before fencing`);
+    return this.#schema.epoch;
+  }
+
   /** The owner epoch as stored (inside the caller's transaction); undefined before the first bump. */
   async #readEpoch(sql: Sql): Promise<string | undefined> {
-    const row = await sql.get("SELECT value FROM meta WHERE key = 'epoch'");
-    return row === undefined ? undefined : String(row["value"]);
+    const row = await sql.get(this.#epochStatements().read);
+    const value = row === undefined ? undefined : Object.values(row)[0];
+    return value === undefined || value === null ? undefined : String(value);
   }
 
   /** Bump the store's owner epoch (inside the caller's transaction); resolves with the new value. */
   async #bumpEpoch(sql: Sql): Promise<string> {
-    await sql.run(
-      "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-    );
+    await sql.run(this.#epochStatements().bump);
     return String(await this.#readEpoch(sql));
   }
 
