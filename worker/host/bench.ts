@@ -11,6 +11,7 @@
  */
 import { defineTask } from "../core/define.ts";
 import { Harness } from "../core/harness.ts";
+import { commitBenchEntry } from "../core/queries.ts";
 import { migrateStore } from "../core/schema.ts";
 import type { HostPlatform } from "./platform.ts";
 
@@ -71,9 +72,7 @@ export async function runBrowserBench(
     let t0 = performance.now();
     let n = 0;
     while (performance.now() - t0 < budgetMs) {
-      await raw.commit((sql) =>
-        sql.run("INSERT INTO entries (conversation_id, kind, body) VALUES (1, 'bench', ?)", [`{"i":${n}}`]),
-      );
+      await commitBenchEntry(raw, `{"i":${n}}`);
       n++;
     }
     const rawRate = n / ((performance.now() - t0) / 1000);
