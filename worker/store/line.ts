@@ -135,9 +135,14 @@ export class SqliteLine implements Store {
       }
       if (found < migrations.length) {
         await this.#enqueue("migrate", async () => {
+          // Read again on the line: a migration handed over twice at once runs once.
+          const at = Number(
+            (await this.#execute("PRAGMA user_version", undefined, true))[0]?.["user_version"],
+          );
+          if (at >= migrations.length) return;
           await this.execScript("BEGIN IMMEDIATE");
           try {
-            for (let v = found; v < migrations.length; v++) await this.execScript(migrations[v]!);
+            for (let v = at; v < migrations.length; v++) await this.execScript(migrations[v]!);
             await this.execScript(`PRAGMA user_version = ${migrations.length}`);
             await this.execScript("COMMIT");
           } catch (error) {
