@@ -58,7 +58,7 @@ import {
 } from "./types.ts";
 
 /** Most commits one group (one transaction) takes. */
-export const MAX_GROUP = 512;
+const MAX_GROUP = 512;
 
 export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function";

@@ -33,8 +33,8 @@ export interface StoreStats {
   /** SQLite transactions that reached COMMIT. */
   transactions: number;
   /**
-   * Commit callbacks that were committed: one per transaction (equal to `transactions`), since the
-   * store runs each callback in a transaction of its own; the layer above counts what it grouped.
+   * Commit callbacks that were committed: equal to `transactions`, since the store runs each callback
+   * in a transaction of its own (how many engine commits one carried is the session's grouping).
    */
   commits: number;
   /** Reads served. */
@@ -42,8 +42,8 @@ export interface StoreStats {
 }
 
 /**
- * What the layer above hands the store at open: its tables, as numbered migrations, and the two
- * statements of the owner epoch, which the store runs inside its transactions (see line.ts).
+ * What the layer above hands the store (`Store.migrate`): its tables, as numbered migrations, and the
+ * two statements of the owner epoch, which the store runs inside its transactions (see line.ts).
  */
 export interface Schema {
   /**
