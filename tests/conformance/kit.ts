@@ -6,22 +6,31 @@
  * time, because a Durable Object has one database; `fresh` and `reopen` are only called once the
  * previous store is closed or killed (`reopen` kills it itself).
  */
-import type { Store } from "../../worker/store/types.ts";
+import { schema } from "../../worker/core/schema.ts";
+import type { Schema, Store } from "../../worker/store/types.ts";
+
+/** The core's schema, its first `version` migrations only when given (upgrade tests). */
+export function schemaUpTo(version?: number): Schema {
+  return version === undefined ? schema : { ...schema, migrations: schema.migrations.slice(0, version) };
+}
 
 export interface StoreKit<S extends Store = Store> {
   /** The implementation's name, for messages. */
   readonly label: string;
   /**
-   * A fresh, empty store, migrated up to `targetVersion` (default: the newest schema), grouping
-   * concurrent commits into one transaction unless `groupCommit` is false.
+   * A fresh, empty store, handed the core's schema up to `targetVersion` (default: all of it), as a
+   * harness's open hands it over.
    */
-  fresh(options?: { targetVersion?: number; groupCommit?: boolean }): Promise<S>;
+  fresh(options?: { targetVersion?: number }): Promise<S>;
   /**
    * Stop `store` at once, as if its process died: queued and later calls reject with StoreClosed,
    * and nothing it has not committed yet is ever stored.
    */
   kill(store: S, reason: string): void;
-  /** A new store on exactly what `store` committed (killing `store` first if it is still open). */
+  /**
+   * A new store on exactly what `store` committed (killing `store` first if it is still open), handed
+   * the core's whole schema; rejects (StoreOpenError) when the stored schema is newer.
+   */
   reopen(store: S): Promise<S>;
   /** The schema version as stored (outside the commit line). */
   storedVersion(store: S): Promise<number>;

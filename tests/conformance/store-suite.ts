@@ -23,8 +23,8 @@
  */
 import { defineTask, type TaskDefinition } from "../../worker/core/define.ts";
 import { Harness } from "../../worker/core/harness.ts";
+import { SCHEMA_VERSION } from "../../worker/core/schema.ts";
 import type { Json, TaskId, TaskOutcome, TaskRecord } from "../../worker/core/types.ts";
-import { SCHEMA_VERSION } from "../../worker/store/schema.ts";
 import {
   type FaultPoint,
   type Sql,
@@ -140,7 +140,7 @@ const settlesAfterCommit: Scenario = {
     equal(value, "value", "the callback's value");
     equal(
       seen,
-      (["before-begin", "after-callbacks", "before-commit", "after-commit"] as const).map((point) => ({
+      (["before-begin", "after-callback", "before-commit", "after-commit"] as const).map((point) => ({
         point,
         transaction: 1,
         delivered: false,
@@ -777,7 +777,7 @@ function tickerScenario(ticks: number): SweepScenario<Harness, Ledger, unknown> 
   return {
     name: `ticker of ${ticks}`,
     services: () => new Ledger(),
-    open: (store, ledger) => Harness.open(store, { tasks: [tickerDefinition(ledger)] }),
+    open: (store, ledger, options) => Harness.open(store, { ...options, tasks: [tickerDefinition(ledger)] }),
     finish: async (h, ledger) => {
       const root = await rootOf(h, "ticker", () =>
         h.createTask(tickerDefinition(ledger), { ticks }, conversationOwned),
@@ -831,7 +831,7 @@ function treeDefinition(log: string[]) {
 const treeScenario: SweepScenario<Harness, string[], unknown> = {
   name: "fan-out tree (1 + 3 + 6 tasks)",
   services: () => [],
-  open: (store, log) => Harness.open(store, { tasks: [treeDefinition(log)] }),
+  open: (store, log, options) => Harness.open(store, { ...options, tasks: [treeDefinition(log)] }),
   finish: async (h, log) => {
     const root = await rootOf(h, "tree", () =>
       h.createTask(treeDefinition(log), { depth: 2, label: "r" }, conversationOwned),
@@ -866,7 +866,7 @@ function chainScenario(length: number): SweepScenario<Harness, null, unknown> {
   return {
     name: `chain of ${length} tasks`,
     services: () => null,
-    open: (store) => Harness.open(store, { tasks: [chainDefinition()] }),
+    open: (store, _services, options) => Harness.open(store, { ...options, tasks: [chainDefinition()] }),
     finish: async (h) => {
       await rootOf(h, "chain", () =>
         h.createTask(chainDefinition(), { n: 1, of: length }, conversationOwned),
@@ -883,7 +883,8 @@ function chainScenario(length: number): SweepScenario<Harness, null, unknown> {
 }
 
 /**
- * The kit's crash modes (worker/testing/crash.ts, CRASH_MODES): where the world stops, and grouping.
+ * The kit's crash modes (worker/testing/crash.ts, CRASH_MODES): where the world stops, and whether
+ * the harness groups concurrent commits into one transaction (the core's one group-commit layer).
  * One commit per transaction sweeps only the ticker: the tree has 47 transactions that way (against
  * 8 grouped), 5-10 s in workerd on a loaded machine, and the unit suite's crash sweep covers it.
  */

@@ -21,7 +21,8 @@ export interface SweepScenario<E extends SweptEngine, S, R> {
   readonly name: string;
   /** Fresh services for one run (the outside world: it outlives the crash). */
   services(): S;
-  open(store: Store, services: S): Promise<E>;
+  /** Open the engine on `store`; `options` is the sweep mode's (whether the harness groups commits). */
+  open(store: Store, services: S, options: { groupCommit: boolean }): Promise<E>;
   /** Drive to the end; after a crash it runs in full on the reopened engine, like a client. */
   finish(engine: E, services: S): Promise<R>;
 }
@@ -35,7 +36,7 @@ export interface SweepRun<S, R> {
 
 export interface SweepOptions<S, R> {
   point: "after-commit" | "before-commit";
-  /** Group concurrent commits into one transaction (default true). */
+  /** The harness groups concurrent commits into one transaction (default true). */
   groupCommit?: boolean;
   baseline?(run: SweepRun<S, R>): void;
   check(run: SweepRun<S, R>, baseline: SweepRun<S, R>): void;
@@ -78,7 +79,7 @@ async function runOnce<St extends Store, E extends SweptEngine, S, R>(
   const { point, groupCommit = true, timeoutMs = 10_000 } = options;
   const label = at === undefined ? "the uncrashed run" : `crash at ${point} of transaction ${at}`;
   const services = scenario.services();
-  const store = await kit.fresh({ groupCommit });
+  const store = await kit.fresh();
   let crashed = false;
   let signalCrash!: () => void;
   const crash = new Promise<void>((r) => {
@@ -94,7 +95,7 @@ async function runOnce<St extends Store, E extends SweptEngine, S, R>(
   let engine: E | undefined;
   let result: { value: R } | undefined;
   try {
-    engine = await scenario.open(store, services);
+    engine = await scenario.open(store, services, { groupCommit });
     const finished = scenario.finish(engine, services).then((value) => ({ value }));
     result = await within(Promise.race([finished, crash.then(() => undefined)]), timeoutMs, label);
   } catch (error) {
@@ -113,7 +114,7 @@ async function runOnce<St extends Store, E extends SweptEngine, S, R>(
   }
   await engine?.close().catch(() => undefined);
   const reopened = await kit.reopen(store);
-  const again = await scenario.open(reopened, services);
+  const again = await scenario.open(reopened, services, { groupCommit });
   try {
     const value = await within(scenario.finish(again, services), timeoutMs, `${label}, reopened`);
     await noneLive(again, label);

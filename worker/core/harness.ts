@@ -29,7 +29,7 @@ import { grantInternals } from "./internals.ts";
 import { ConversationMount, type Watch } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { type EntryPage, FIRST_PAGE } from "./pages.ts";
-import { TASK_COLUMNS, taskFromRow } from "./persist.ts";
+import { storedTasks } from "./queries.ts";
 import { type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
@@ -88,6 +88,12 @@ export interface HarnessOptions {
    * progress call (submit, compact, abort, a wait). Default false: scheduling starts at open.
    */
   paused?: boolean;
+  /**
+   * Group commits requested together into one transaction (default true: the session's group
+   * commit, core/session.ts). `false`: one commit per transaction, for crash sweeps that must cut
+   * between any two commits.
+   */
+  groupCommit?: boolean;
 }
 
 export type Scheduling = "paused" | "running" | "closing";
@@ -131,6 +137,7 @@ export class Harness {
   ) {
     this.registry = options.registry ?? new Registry();
     this.#session = new Session(store, options.now ?? Date.now);
+    if (options.groupCommit === false) this.#session.maxGroup = 1;
     const report = options.onReport ?? (() => undefined);
     if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
     const asOf = new Set(options.forks?.asOf ?? []);
@@ -316,20 +323,8 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<TaskRecord[]> {
     this.#live(signal);
-    const where: string[] = [];
-    const params: string[] = [];
-    if (filter.kind !== undefined) {
-      where.push("kind = ?");
-      params.push(filter.kind);
-    }
-    if (filter.status !== undefined) {
-      where.push("status = ?");
-      params.push(filter.status);
-    }
-    const sqlText = `SELECT ${TASK_COLUMNS} FROM tasks${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
-    const rows = await this.store.read((sql) => sql.all(sqlText, params));
     // Memory is ahead of nothing (reads queue behind commits), but it holds the parsed live records.
-    return rows.map((row) => this.#session.records.tasks.get(Number(row["id"])) ?? taskFromRow(row).record);
+    return storedTasks(this.store, filter, (id) => this.#session.records.tasks.get(id));
   }
 
   /** Resolve with the terminal record; the signal cancels only this wait. */

@@ -1,12 +1,17 @@
 /**
- * The session: the engine's single mutation line over a store. `commit(work)` runs `work` against an
- * overlay inside the store's transaction, merges it into the line's records (so the next callback of
- * the group reads it), writes the overlay's rows, and only after COMMIT returned merges it into the
- * published records and publishes the change set. Readers outside the line (`records`) therefore see
- * only stored state, and a group whose COMMIT fails leaves them exactly as they were (the line is
- * reset to them). A storage failure after a merge makes the session fatal: every later call rejects
- * and the host must reopen. A callback that touches the documents of a conversation not loaded yet
- * is dropped from its group and runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`).
+ * The session: the engine's single mutation line over a store, and its only group-commit layer (the
+ * store runs one callback per transaction and groups nothing). Commits requested while a group waits
+ * for the store join it: when the store's line reaches the group's transaction, each callback runs
+ * against an overlay of its own, and is merged into the line's records (so the next callback of the
+ * group reads it); a callback that throws is dropped alone (callbacks never touch SQL, so nothing
+ * needs rolling back); then the group's rows are written once and COMMIT is one transaction for all
+ * of them. Only after COMMIT returned are they merged into the published records and their change
+ * sets published. Readers outside the line (`records`) therefore see only stored state, and a group
+ * whose COMMIT fails leaves them exactly as they were (the line is reset to them). A storage failure
+ * after a merge makes the session fatal: every later call rejects and the host must reopen. A
+ * callback that touches the documents of a conversation not loaded yet is dropped from its group and
+ * runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`). The store gets the core's
+ * schema (schema.ts) before the session reads anything.
  */
 import type { Sql, Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
@@ -36,6 +41,7 @@ import {
   writeOverlay,
 } from "./persist.ts";
 import { Overlay, Records } from "./records.ts";
+import { schema } from "./schema.ts";
 import { type TxContext, TxImpl } from "./tx.ts";
 import {
   type ChangeSet,
@@ -51,6 +57,7 @@ import {
   type TaskRecord,
 } from "./types.ts";
 
+/** Most commits one group (one transaction) takes. */
 const MAX_GROUP = 512;
 
 export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
@@ -118,6 +125,11 @@ export class Session {
   forkRule: (name: string) => DocumentFork = () => "current";
   /** The names whose rule is "asOf", for loading fork points. */
   asOfDocuments: readonly string[] = [];
+  /**
+   * Most commits a group takes (fixed for the session's life). 1: one commit per transaction, for
+   * crash sweeps that must cut between any two commits (`HarnessOptions.groupCommit`).
+   */
+  maxGroup = MAX_GROUP;
 
   constructor(
     readonly store: Store,
@@ -142,6 +154,7 @@ export class Session {
    */
   async load(): Promise<void> {
     const r = this.records;
+    await this.store.migrate(schema);
     await this.store.read(async (sql) => {
       for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
         r.putConversation(conversationFromRow(row));
@@ -369,7 +382,7 @@ export class Session {
         // Each task's record as stored before this group (what its row holds), for narrow updates.
         const stored = new Map<TaskId, TaskRecord | undefined>();
         let count = 0;
-        const limit = Math.min(MAX_GROUP, this.store.maxGroup);
+        const limit = Math.max(1, this.maxGroup);
         // Merged changes the scheduler has not planned for yet. It plans once the queue is empty
         // (not after every merge: a group of n finishing tasks would be planned n times), and what it
         // reserves joins this group.

@@ -13,6 +13,8 @@
 import type { HostPlatform } from "../browser/platform.ts";
 import { defineTask } from "../core/define.ts";
 import { Harness } from "../core/harness.ts";
+import { commitBenchEntry } from "../core/queries.ts";
+import { migrateStore } from "../core/schema.ts";
 
 const chainTask = defineTask<{ n: number; of: number }, { phase: "step" }, number>({
   name: "bench.chain",
@@ -67,12 +69,11 @@ export async function runBrowserBench(
   try {
     // Raw: one INSERT per transaction, sequentially.
     const raw = await scratch();
+    await migrateStore(raw);
     let t0 = performance.now();
     let n = 0;
     while (performance.now() - t0 < budgetMs) {
-      await raw.commit((sql) =>
-        sql.run("INSERT INTO entries (conversation_id, kind, body) VALUES (1, 'bench', ?)", [`{"i":${n}}`]),
-      );
+      await commitBenchEntry(raw, `{"i":${n}}`);
       n++;
     }
     const rawRate = n / ((performance.now() - t0) / 1000);

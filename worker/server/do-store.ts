@@ -1,16 +1,16 @@
 /**
  * The server home's store: the `Store` contract of store/types.ts on a Durable Object's own SQLite
  * (`ctx.storage.sql`). Invariants, the same as the wa-sqlite line's (store/line.ts):
- * - one commit line: commits and reads share one FIFO and run one at a time;
- * - group commit, as the wa-sqlite line: the commits queued when a transaction starts share it (up
- *   to `maxGroup`), each in a nested `transaction()` (a savepoint), so a callback that throws rolls
- *   back alone and rejects with its own error while the rest commit;
+ * - one commit line: commits and reads share one FIFO and run one at a time; each commit callback
+ *   is one transaction (grouping many engine commits into one is the core session's job, not the
+ *   store's), and a callback that throws rolls its transaction back and rejects with its own error;
+ * - schema-agnostic: the layer above hands `migrate` its numbered migrations;
  * - a commit's promise settles only after its transaction is durable: after the outer
  *   `transaction()` resolved AND `ctx.storage.sync()` resolved (the platform's "every write so far
  *   is on disk"); the caller, and so every observer the core publishes to, hears nothing before;
- * - the fault points fire in the line's order (before-begin, after-callbacks, before-commit,
+ * - the fault points fire in the line's order (before-begin, after-callback, before-commit,
  *   after-commit, before-read), so the crash sweeps drive this store as they drive memory. Only
- *   transactions that commit something count (a group whose every callback threw rolls back);
+ *   transactions that commit count (one whose callback threw rolls back);
  * - failures are typed: StoreClosed once closed or killed (a killed store's open transaction fails
  *   at its next statement and rolls back), StoreFailed when the platform could not run or confirm
  *   a transaction (the engine must reopen), StoreOpenError at open.
@@ -20,7 +20,7 @@
  * `transactionSync` takes a synchronous function only (handed an async one it returns the promise at
  * once and the writes after the first await land outside the transaction). In workerd (miniflare
  * 3.20250718.3) `transaction(async)` keeps the transaction open across awaits, microtasks and timers
- * alike, rolls it back when the closure throws, and nests (an inner one that throws rolls back alone).
+ * alike, and rolls it back when the closure throws.
  * `sql.exec` refuses SQL `BEGIN`, `SAVEPOINT` and `COMMIT` ("To execute a transaction, please use
  * ... transaction()") and `PRAGMA user_version` (`SQLITE_AUTH`), so the schema version lives in a
  * table of its own (`store_schema`), written in the migrating transaction.
@@ -36,11 +36,11 @@
  * (the engine stores none: ids and timestamps are far below).
  */
 import { classifyStoreError, errorMessage } from "../store/errors.ts";
-import { migrations as coreMigrations } from "../store/schema.ts";
 import {
   type FaultHook,
   type FaultPoint,
   type Row,
+  type Schema,
   type Sql,
   type SqlValue,
   type Store,
@@ -72,12 +72,6 @@ export interface OpenDoStoreOptions {
   /** The object's `ctx.storage`. */
   storage: DoStorage;
   name?: string;
-  /** Stop migrating at this version (tests of upgrades from older schemas). */
-  targetVersion?: number;
-  /** The numbered migrations (default: the core's, store/schema.ts). */
-  migrations?: readonly string[];
-  /** Group concurrent commits into one transaction (default true). */
-  groupCommit?: boolean;
 }
 
 type Job = {
@@ -89,12 +83,6 @@ type Job = {
 
 /** The table holding the schema version (`PRAGMA user_version` is refused by `sql.exec`). */
 const VERSION_TABLE = "store_schema";
-
-/** Most commit callbacks one transaction takes (the wa-sqlite line's figure). */
-const MAX_GROUP = 512;
-
-/** Thrown out of a transaction whose every callback failed: roll back, nothing to confirm. */
-const NOTHING_TO_COMMIT = new Error("nothing to commit");
 
 /** Reads in a row without any I/O before the line gives the event loop a turn. */
 const READS_BETWEEN_YIELDS = 32;
@@ -113,12 +101,10 @@ export class DoStore implements Store {
   #closing: Promise<void> | undefined;
   #fault: FaultHook | undefined;
   #sql: Sql;
-  #maxGroup: number;
 
-  constructor(options: { storage: DoStorage; name: string; maxGroup?: number }) {
+  constructor(options: { storage: DoStorage; name: string }) {
     this.#storage = options.storage;
     this.name = options.name;
-    this.#maxGroup = Math.max(1, options.maxGroup ?? MAX_GROUP);
     this.#sql = {
       run: async (sql, params) => {
         this.#execute(sql, params, false);
@@ -126,10 +112,6 @@ export class DoStore implements Store {
       all: async (sql, params) => this.#execute(sql, params, true),
       get: async (sql, params) => this.#execute(sql, params, true)[0],
     };
-  }
-
-  get maxGroup(): number {
-    return this.#maxGroup;
   }
 
   get closed(): boolean {
@@ -169,39 +151,46 @@ export class DoStore implements Store {
     for (const job of this.#queue.splice(0)) job.reject(new StoreClosed(reason));
   }
 
-  /** Run `migrations` from the stored version up to `target`, in one transaction (at open). */
-  async migrate(migrations: readonly string[], target: number): Promise<void> {
+  /**
+   * Bring the store to `schema`: its pending migrations in one transaction (nothing when it is there
+   * already). A store newer than the schema, or a migration that fails, closes the store and rejects
+   * with a StoreOpenError (reason "migration"). The owner epoch's statements are not needed here:
+   * only one instance of a Durable Object runs at a time, so the object is the lock.
+   */
+  async migrate(schema: Schema): Promise<void> {
+    const { migrations } = schema;
     const sql = this.#storage.sql;
-    const found = await this.read(() => storedVersion(sql));
-    if (found > migrations.length) {
-      throw new StoreOpenError(
-        `store ${this.name} has schema version ${found}, newer than this build's ${migrations.length}`,
-        "migration",
-        "Deploy the newest version of the server.",
-      );
-    }
-    if (found < target) {
-      try {
-        await this.#storage.transaction(async () => {
-          for (let v = found; v < target; v++) sql.exec(migrations[v]!);
-          sql.exec(
-            `CREATE TABLE IF NOT EXISTS ${VERSION_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`,
-          );
-          sql.exec(
-            `INSERT INTO ${VERSION_TABLE} (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version`,
-            target,
-          );
-        });
-        await this.#storage.sync();
-      } catch (error) {
+    try {
+      const found = await this.read(() => storedVersion(sql));
+      if (found > migrations.length) {
         throw new StoreOpenError(
-          `migrating store ${this.name} from schema ${found} failed: ${errorMessage(error)}`,
+          `store ${this.name} has schema version ${found}, newer than this build's ${migrations.length}`,
           "migration",
-          "Export the space's data with an older version of the server, or reset the space.",
+          "Deploy the newest version of the server.",
         );
       }
+      if (found < migrations.length) {
+        try {
+          await this.#storage.transaction(async () => {
+            // Read again inside the transaction: a schema handed over twice at once migrates once.
+            const at = storedVersion(sql);
+            for (let v = at; v < migrations.length; v++) sql.exec(migrations[v]!);
+            setStoredVersion(sql, migrations.length);
+          });
+          await this.#storage.sync();
+        } catch (error) {
+          throw new StoreOpenError(
+            `migrating store ${this.name} from schema ${found} failed: ${errorMessage(error)}`,
+            "migration",
+            "Export the space's data with an older version of the server, or reset the space.",
+          );
+        }
+      }
+    } catch (error) {
+      this.kill("migration failed");
+      throw error;
     }
-    this.schemaVersion = Math.max(found, target);
+    this.schemaVersion = migrations.length;
   }
 
   #enqueue<T>(kind: "commit" | "read", work: (sql: Sql) => Promise<T> | T): Promise<T> {
@@ -236,7 +225,7 @@ export class DoStore implements Store {
           }
         } else {
           readsInARow = 0;
-          await this.#runGroup();
+          await this.#runCommit(this.#queue.shift()!);
         }
       }
     } finally {
@@ -259,55 +248,35 @@ export class DoStore implements Store {
     }
   }
 
-  /**
-   * One transaction: the head commit and the commits queued behind it (up to `maxGroup`), each in a
-   * nested `transaction()` (a savepoint), so a callback that throws rolls back alone and the rest
-   * commit together.
-   */
-  async #runGroup(): Promise<void> {
-    const done: Array<{ job: Job; value: unknown }> = [];
-    const failed: Array<{ job: Job; error: unknown }> = [];
+  /** One commit callback, one transaction: durable (synced) before its promise settles. */
+  async #runCommit(job: Job): Promise<void> {
     try {
       this.#point("before-begin");
     } catch (error) {
-      // Nothing ran: fail the head only, the line stays alive.
-      this.#queue.shift()?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      // Nothing ran: fail this commit only, the line stays alive.
+      job.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
       return;
     }
+    let value: unknown;
+    let thrown: { error: unknown } | undefined;
     try {
       await this.#storage.transaction(async () => {
-        while (
-          done.length + failed.length < this.#maxGroup &&
-          this.#queue[0]?.kind === "commit" &&
-          !this.#closed
-        ) {
-          const job = this.#queue.shift()!;
-          let value: unknown;
-          try {
-            await this.#storage.transaction(async () => {
-              value = await job.work(this.#sql);
-            });
-            done.push({ job, value });
-          } catch (error) {
-            failed.push({ job, error });
-          }
+        try {
+          value = await job.work(this.#sql);
+        } catch (error) {
+          // The callback's own error: roll back and reject with it as it is.
+          thrown = { error };
+          throw error;
         }
         // Killed meanwhile: a dead object commits nothing more.
         if (this.#closed) throw new StoreClosed("store died before COMMIT");
-        if (done.length === 0) throw NOTHING_TO_COMMIT;
-        // Throwing here (the crash sweep's "before-commit") rolls the whole transaction back.
-        this.#point("after-callbacks");
+        // Throwing here (the crash sweep's "before-commit") rolls the transaction back.
+        this.#point("after-callback");
         this.#point("before-commit");
       });
     } catch (error) {
-      const failure =
-        error === NOTHING_TO_COMMIT
-          ? undefined
-          : this.#closed
-            ? new StoreClosed("store died before COMMIT")
-            : wrapFailure(error);
-      for (const { job } of done) job.reject(failure);
-      for (const { job, error: e } of failed) job.reject(e);
+      if (thrown) job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : thrown.error);
+      else job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
       return;
     }
     try {
@@ -315,25 +284,21 @@ export class DoStore implements Store {
       // transaction, 2.4 ms with sync); the contract is "settles once durable".
       await this.#storage.sync();
     } catch (error) {
-      const failure = this.#closed
-        ? new StoreClosed("store died before its commit was confirmed")
-        : wrapFailure(error);
-      for (const { job } of done) job.reject(failure);
-      for (const { job, error: e } of failed) job.reject(e);
+      job.reject(
+        this.#closed ? new StoreClosed("store died before its commit was confirmed") : wrapFailure(error),
+      );
       return;
     }
     this.stats.transactions++;
-    this.stats.commits += done.length;
+    this.stats.commits++;
     try {
       this.#point("after-commit");
     } catch (error) {
       // The world stopped right after the commit: the data is stored, nobody hears back.
-      for (const { job } of done) job.reject(error);
-      for (const { job, error: e } of failed) job.reject(e);
+      job.reject(error);
       return;
     }
-    for (const { job, value } of done) job.resolve(value);
-    for (const { job, error } of failed) job.reject(error);
+    job.resolve(value);
   }
 
   #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Row[] {
@@ -350,21 +315,18 @@ export class DoStore implements Store {
   }
 }
 
-/** Open a store on a Durable Object's storage: run the migrations, hand back the line. */
+/**
+ * Open a store on a Durable Object's storage. It knows no schema until the layer above hands it one
+ * (`migrate`, the first thing a harness's open does); `schemaVersion` is the stored one until then.
+ */
 export async function openDoStore(options: OpenDoStoreOptions): Promise<DoStore> {
   const name = options.name ?? "space";
-  const migrations = options.migrations ?? coreMigrations;
-  const store = new DoStore({
-    storage: options.storage,
-    name,
-    ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
-  });
+  const store = new DoStore({ storage: options.storage, name });
   try {
-    await store.migrate(migrations, options.targetVersion ?? migrations.length);
+    store.schemaVersion = await store.read(() => storedVersion(options.storage.sql));
     return store;
   } catch (error) {
     store.kill("open failed");
-    if (error instanceof StoreOpenError) throw error;
     throw await classifyStoreError(error, { store: name, stage: "open", storageFull: async () => false });
   }
 }

@@ -23,8 +23,8 @@ import { StoreOpenError } from "./types.ts";
 export type IdbBuild = "jspi" | "asyncify";
 /** The browser kinds' options (store/open.ts's `openStore` takes these too). */
 export type BrowserStoreOptions =
-  | { kind: "idb"; name: string; build?: IdbBuild; targetVersion?: number }
-  | { kind: "opfs"; name: string; targetVersion?: number };
+  | { kind: "idb"; name: string; build?: IdbBuild }
+  | { kind: "opfs"; name: string };
 type Build = IdbBuild | "sync";
 
 /**
@@ -44,8 +44,8 @@ type Build = IdbBuild | "sync";
  *   is out of bounds`, then `disk I/O error` on every later commit; known upstream as
  *   rhashimoto/wa-sqlite pull request 351, open at the time of writing); and exclusive mode set on an empty
  *   database keeps a real journal open, costing about 4 strict IndexedDB transactions per commit
- *   instead of 1. In memory, the journal still serves ROLLBACK and savepoints while the engine lives;
- *   `temp_store = MEMORY` keeps statement journals (group commit's savepoints) out of IndexedDB too.
+ *   instead of 1. In memory, the journal still serves ROLLBACK while the engine lives;
+ *   `temp_store = MEMORY` keeps statement journals out of IndexedDB too.
  * - opfs: OPFSCoopSyncVFS has no atomic batch writes, so its rollback journal is what makes a
  *   transaction atomic across a crash: it keeps SQLite's default journal.
  */
@@ -274,5 +274,5 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
     throw await classifyStoreError(error, { store: name, stage: "open" });
   }
   // finishOpen closes the connection (and so releases the VFS) and classifies whatever it throws.
-  return finishOpen(sqlite3, db, options.kind, name, options.targetVersion, release, PRAGMAS[options.kind]);
+  return finishOpen(sqlite3, db, options.kind, name, release, PRAGMAS[options.kind]);
 }

@@ -2,10 +2,13 @@
  * The commit line over one wa-sqlite connection. Invariants:
  * - one SQLite call at a time (the Asyncify/JSPI builds are not re-entrant): commits and reads share
  *   one FIFO;
- * - commits queued while a transaction is open join it, each inside its own SAVEPOINT, so a failing
- *   callback rolls back alone (group commit);
+ * - one commit callback, one transaction: BEGIN IMMEDIATE, the callback, COMMIT; a callback that
+ *   throws rolls its whole transaction back and the line goes on. Grouping commits is the layer
+ *   above's (core/session.ts: one callback of the store carries a whole group of the engine's);
  * - a commit's promise settles only after COMMIT returned; nothing is published before that;
- * - the line yields to the event loop between transactions, so a sync VFS never starves ports.
+ * - the line yields to the event loop between transactions, so a sync VFS never starves ports;
+ * - schema-agnostic: the tables and the owner epoch's statements come from the `Schema` the layer
+ *   above hands to `migrate`; the line itself names no table.
  */
 import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
 import type { DirectStatements } from "./direct.ts";
@@ -14,31 +17,24 @@ import {
   type FaultHook,
   type FaultPoint,
   type Row,
+  type Schema,
   type Sql,
   type SqlValue,
   type Store,
   StoreClosed,
   StoreFailed,
   type StoreKind,
+  StoreOpenError,
   type StoreStats,
 } from "./types.ts";
 
-type Job =
-  | {
-      kind: "commit";
-      work: (sql: Sql) => unknown;
-      resolve: (v: unknown) => void;
-      reject: (e: unknown) => void;
-    }
-  | {
-      kind: "read";
-      work: (sql: Sql) => unknown;
-      resolve: (v: unknown) => void;
-      reject: (e: unknown) => void;
-    };
-
-/** Most commit callbacks one transaction takes before it commits. */
-const MAX_GROUP = 512;
+interface Job {
+  /** A commit runs in a transaction; a read outside any; a migration is its own transaction. */
+  kind: "commit" | "read" | "migrate";
+  work: (sql: Sql) => unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
 
 /** Give the event loop a turn: setImmediate in Node, a message-channel hop in workers. */
 export const yieldToEventLoop: () => Promise<void> = (() => {
@@ -65,11 +61,10 @@ export interface LineOptions {
   name: string;
   sqlite3: SQLiteAPI;
   db: number;
+  /** The schema version found at open (`PRAGMA user_version`). */
   schemaVersion: number;
   /** Called once the connection is closed, to release the VFS and locks. */
   onClose?: () => Promise<void> | void;
-  /** Most commit callbacks per transaction (1 turns group commit off). */
-  maxGroup?: number;
   /** Statements through the C exports, for a synchronous build (see direct.ts). */
   direct?: DirectStatements;
 }
@@ -89,7 +84,8 @@ export class SqliteLine implements Store {
   #statements = new Map<string, { stmt: number; columns: string[] | undefined }>();
   #sql: Sql;
   #onClose: (() => Promise<void> | void) | undefined;
-  #maxGroup: number;
+  /** What `migrate` was handed: the owner epoch's statements come from it. */
+  #schema: Schema | undefined;
   #epoch: string | undefined;
   /** `fenceOnFirstCommit` was called: the next transaction bumps the epoch before its callbacks. */
   #fencePending = false;
@@ -102,7 +98,6 @@ export class SqliteLine implements Store {
     this.#db = options.db;
     this.schemaVersion = options.schemaVersion;
     this.#onClose = options.onClose;
-    this.#maxGroup = Math.max(1, options.maxGroup ?? MAX_GROUP);
     this.#direct = options.direct;
     this.#sql = {
       run: async (sql, params) => {
@@ -113,16 +108,59 @@ export class SqliteLine implements Store {
     };
   }
 
-  get maxGroup(): number {
-    return this.#maxGroup;
-  }
-
   get closed(): boolean {
     return this.#closed;
   }
 
   setFaultHook(hook: FaultHook | undefined): void {
     this.#fault = hook;
+  }
+
+  /**
+   * Bring the store to `schema`: the pending migrations and the new `user_version` in one
+   * transaction, on the line (after whatever was queued before). A store already there costs
+   * nothing: its version was read at open. A store newer than the schema, or a migration that
+   * fails, closes the line and rejects with a StoreOpenError, as a failed open does.
+   */
+  async migrate(schema: Schema): Promise<void> {
+    const { migrations } = schema;
+    const found = this.schemaVersion;
+    try {
+      if (found > migrations.length) {
+        throw new StoreOpenError(
+          `store ${this.name} has schema version ${found}, newer than this build's ${migrations.length}`,
+          "migration",
+          "Reload the page to get the newest version of the app.",
+        );
+      }
+      if (found < migrations.length) {
+        await this.#enqueue("migrate", async () => {
+          // Read again on the line: a migration handed over twice at once runs once.
+          const at = Number(
+            (await this.#execute("PRAGMA user_version", undefined, true))[0]?.["user_version"],
+          );
+          if (at >= migrations.length) return;
+          await this.execScript("BEGIN IMMEDIATE");
+          try {
+            for (let v = at; v < migrations.length; v++) await this.execScript(migrations[v]!);
+            await this.execScript(`PRAGMA user_version = ${migrations.length}`);
+            await this.execScript("COMMIT");
+          } catch (error) {
+            await this.execScript("ROLLBACK").catch(() => undefined);
+            throw new StoreOpenError(
+              `migrating store ${this.name} from schema ${found} failed: ${errorMessage(error)}`,
+              "migration",
+              "Export your data from an older version of the app, or reset the store.",
+            );
+          }
+        });
+      }
+    } catch (error) {
+      await this.close().catch(() => undefined);
+      throw error;
+    }
+    this.#schema = schema;
+    this.schemaVersion = migrations.length;
   }
 
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
@@ -138,7 +176,7 @@ export class SqliteLine implements Store {
    * a previous owner that still runs (a stolen lock does not stop its holder) can never write again.
    */
   async fence(): Promise<number> {
-    const epoch = await this.commit((sql) => bumpEpoch(sql));
+    const epoch = await this.commit((sql) => this.#bumpEpoch(sql));
     this.#epoch = epoch;
     return Number(epoch);
   }
@@ -159,7 +197,7 @@ export class SqliteLine implements Store {
     return this.#epoch === undefined ? undefined : Number(this.#epoch);
   }
 
-  /** Run multi-statement SQL directly (migrations at open, before the line is shared). */
+  /** Run multi-statement SQL directly (pragmas at open, migrations), outside the FIFO. */
   async execScript(sql: string): Promise<void> {
     await this.#sqlite3.exec(this.#db, sql);
   }
@@ -187,7 +225,7 @@ export class SqliteLine implements Store {
     for (const job of queued) job.reject(new StoreClosed(reason));
   }
 
-  #enqueue<T>(kind: "commit" | "read", work: (sql: Sql) => Promise<T> | T): Promise<T> {
+  #enqueue<T>(kind: Job["kind"], work: (sql: Sql) => Promise<T> | T): Promise<T> {
     if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
@@ -207,13 +245,10 @@ export class SqliteLine implements Store {
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0 && !this.#closed) {
-        const head = this.#queue[0]!;
-        if (head.kind === "read") {
-          this.#queue.shift();
-          await this.#runRead(head);
-        } else {
-          await this.#runGroup();
-        }
+        const job = this.#queue.shift()!;
+        if (job.kind === "commit") await this.#runCommit(job);
+        else if (job.kind === "read") await this.#runRead(job);
+        else await this.#runMigration(job);
         if (this.#queue.length > 0) await yieldToEventLoop();
       }
     } finally {
@@ -236,9 +271,17 @@ export class SqliteLine implements Store {
     }
   }
 
-  async #runGroup(): Promise<void> {
-    const done: Array<{ job: Job; value: unknown }> = [];
-    const failed: Array<{ job: Job; error: unknown }> = [];
+  /** Migrations: a transaction of their own, outside the fault points, the stats and the epoch. */
+  async #runMigration(job: Job): Promise<void> {
+    try {
+      job.resolve(await job.work(this.#sql));
+    } catch (error) {
+      job.reject(error);
+    }
+  }
+
+  /** One commit callback in one transaction. */
+  async #runCommit(job: Job): Promise<void> {
     let fencedAt: string | undefined;
     let begun = false;
     try {
@@ -247,44 +290,33 @@ export class SqliteLine implements Store {
       begun = true;
       if (this.#fencePending) {
         // Set only once COMMIT returns: a transaction that fails takes its bump with it.
-        fencedAt = await bumpEpoch(this.#sql);
+        fencedAt = await this.#bumpEpoch(this.#sql);
       } else if (this.#epoch !== undefined) {
-        const row = (await this.#execute("SELECT value FROM meta WHERE key = 'epoch'", undefined, true))[0];
-        if (String(row?.["value"]) !== this.#epoch) {
+        if ((await this.#readEpoch(this.#sql)) !== this.#epoch) {
           await this.#execute("ROLLBACK", undefined, false);
-          const fenced = new StoreFailed("another engine has taken over this store; this one stops writing");
-          this.kill(fenced.message);
-          throw fenced;
+          const reason = "another engine has taken over this store; this one stops writing";
+          this.kill(reason);
+          throw new StoreClosed(reason);
         }
       }
     } catch (error) {
-      // No callback ran: fail only the head, keep the line alive.
+      // The callback did not run: fail it (the line stays alive unless it was killed).
       if (begun && !this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
-      const job = this.#queue.shift();
-      job?.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      const closed = error instanceof StoreClosed ? error : new StoreClosed("store closed");
+      job.reject(this.#closed ? closed : wrapFailure(error));
       return;
     }
-    let count = 0;
-    while (count < this.#maxGroup && this.#queue[0]?.kind === "commit" && !this.#closed) {
-      const job = this.#queue.shift()!;
-      count++;
-      await this.#execute("SAVEPOINT g", undefined, false);
-      try {
-        const value = await job.work(this.#sql);
-        await this.#execute("RELEASE g", undefined, false);
-        done.push({ job, value });
-      } catch (error) {
-        failed.push({ job, error });
-        try {
-          await this.#execute("ROLLBACK TO g", undefined, false);
-          await this.#execute("RELEASE g", undefined, false);
-        } catch {
-          // The transaction is unusable: the COMMIT below fails and reports it.
-        }
-      }
+    let value: unknown;
+    try {
+      value = await job.work(this.#sql);
+    } catch (error) {
+      // Its own failure: none of its writes stay, the line goes on.
+      if (!this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
+      job.reject(error);
+      return;
     }
     try {
-      this.#point("after-callbacks");
+      this.#point("after-callback");
       this.#point("before-commit");
       await this.#execute("COMMIT", undefined, false);
     } catch (error) {
@@ -293,9 +325,7 @@ export class SqliteLine implements Store {
       } catch {
         // Already rolled back by SQLite.
       }
-      const failure = this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error);
-      for (const { job } of done) job.reject(failure);
-      for (const { job, error: e } of failed) job.reject(e);
+      job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
       return;
     }
     if (fencedAt !== undefined) {
@@ -303,17 +333,33 @@ export class SqliteLine implements Store {
       this.#fencePending = false;
     }
     this.stats.transactions++;
-    this.stats.commits += done.length;
+    this.stats.commits++;
     try {
       this.#point("after-commit");
     } catch (error) {
       // The world stopped right after COMMIT: the data is stored, nobody hears back.
-      for (const { job } of done) job.reject(error);
-      for (const { job, error: e } of failed) job.reject(e);
+      job.reject(error);
       return;
     }
-    for (const { job, value } of done) job.resolve(value);
-    for (const { job, error } of failed) job.reject(error);
+    job.resolve(value);
+  }
+
+  #epochStatements(): Schema["epoch"] {
+    if (!this.#schema) throw new StoreFailed(`store ${this.name} has no schema: migrate() it before fencing`);
+    return this.#schema.epoch;
+  }
+
+  /** The owner epoch as stored (inside the caller's transaction); undefined before the first bump. */
+  async #readEpoch(sql: Sql): Promise<string | undefined> {
+    const row = await sql.get(this.#epochStatements().read);
+    const value = row === undefined ? undefined : Object.values(row)[0];
+    return value === undefined || value === null ? undefined : String(value);
+  }
+
+  /** Bump the store's owner epoch (inside the caller's transaction); resolves with the new value. */
+  async #bumpEpoch(sql: Sql): Promise<string> {
+    await sql.run(this.#epochStatements().bump);
+    return String(await this.#readEpoch(sql));
   }
 
   async #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Promise<Row[]> {
@@ -370,12 +416,4 @@ function wrapFailure(error: unknown): Error {
   const failure = new StoreFailed(`transaction failed: ${message}`);
   (failure as { cause?: unknown }).cause = error;
   return failure;
-}
-
-/** Bump the store's owner epoch (inside the caller's transaction); resolves with the new value. */
-async function bumpEpoch(sql: Sql): Promise<string> {
-  await sql.run(
-    "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-  );
-  return String((await sql.get("SELECT value FROM meta WHERE key = 'epoch'"))?.["value"]);
 }

@@ -1,8 +1,9 @@
 /**
  * Opening a store: pick the VFS and build for the context, open the database, and let
- * finish-open.ts run the numbered migrations and hand back the commit line. The memory kind works in Node (tests and
- * benchmarks: sync build, wasm bytes read from disk) and in browsers; `idb` and `opfs` load the
- * browser module lazily so Node never touches it.
+ * finish-open.ts check its schema version and hand back the commit line (the layer above then hands
+ * it the migrations: `Store.migrate`). The memory kind works in Node (tests and benchmarks: sync
+ * build, wasm bytes read from disk) and in browsers; `idb` and `opfs` load the browser module lazily
+ * so Node never touches it.
  */
 import * as SQLiteAPI from "@journeyapps/wa-sqlite";
 import type { BrowserStoreOptions } from "./browser.ts";
@@ -22,10 +23,6 @@ export type OpenStoreOptions =
       image?: MemoryImage;
       /** The sync build's wasm bytes; read from node_modules when omitted in Node. */
       wasmBinary?: ArrayBuffer | Uint8Array;
-      /** Stop migrating at this version (tests of upgrades from older schemas). */
-      targetVersion?: number;
-      /** Group concurrent commits into one transaction (default true). */
-      groupCommit?: boolean;
     }
   | BrowserStoreOptions;
 
@@ -90,14 +87,10 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
     db,
     "memory",
     name,
-    options.targetVersion,
     () => vfs.close(),
     "PRAGMA journal_mode = PERSIST;",
-    {
-      ...(options.groupCommit === false ? { maxGroup: 1 } : {}),
-      // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
-      ...(isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {}),
-    },
+    // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
+    isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {},
   );
   const store = line as MemoryStore;
   store.image = () =>

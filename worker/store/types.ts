@@ -1,9 +1,12 @@
 /**
  * The store interface the engine depends on. Everything durable goes through `Store.commit`, one
- * commit line per store: callbacks run one at a time, commits requested while one is in flight are
- * grouped into the next SQLite transaction (each in its own SAVEPOINT), and a commit's promise
- * resolves only after COMMIT returned. Reads go through the same FIFO, because the wasm builds are
- * not re-entrant. No platform API appears here, so `core/` can depend on this file alone.
+ * commit line per store: a FIFO where each commit callback is one SQLite transaction (BEGIN, the
+ * callback, COMMIT; ROLLBACK when it throws), and a commit's promise resolves only after COMMIT
+ * returned. Reads go through the same FIFO, because the wasm builds are not re-entrant. Grouping
+ * many commits into one transaction is the layer above's (core/session.ts), not the store's.
+ * The store is schema-agnostic: the layer above hands it a `Schema` (numbered migrations and where
+ * the owner epoch lives), so no table name appears in store/. No platform API appears here either,
+ * so `core/` can depend on this file alone.
  */
 
 export type SqlValue = number | string | null | bigint | Uint8Array;
@@ -22,35 +25,56 @@ export type StoreKind = "memory" | "idb" | "opfs" | "durable-object";
  * Named points on the commit path. A fault hook may throw at any of them to stop the world there
  * (the crash sweep), or just observe them.
  */
-export type FaultPoint =
-  | "before-begin"
-  | "after-callbacks"
-  | "before-commit"
-  | "after-commit"
-  | "before-read";
+export type FaultPoint = "before-begin" | "after-callback" | "before-commit" | "after-commit" | "before-read";
 
 export type FaultHook = (point: FaultPoint, info: { transaction: number }) => void;
 
 export interface StoreStats {
   /** SQLite transactions that reached COMMIT. */
   transactions: number;
-  /** Commit callbacks that were committed (>= transactions, thanks to group commit). */
+  /**
+   * Commit callbacks that were committed: equal to `transactions`, since the store runs each callback
+   * in a transaction of its own (how many engine commits one carried is the session's grouping).
+   */
   commits: number;
   /** Reads served. */
   reads: number;
 }
 
+/**
+ * What the layer above hands the store (`Store.migrate`): its tables, as numbered migrations, and the
+ * two statements of the owner epoch, which the store runs inside its transactions (see line.ts).
+ */
+export interface Schema {
+  /**
+   * `migrations[i]` takes a store from `PRAGMA user_version` i to i + 1; every pending one runs in
+   * one transaction. Never edit a shipped migration: append one.
+   */
+  readonly migrations: readonly string[];
+  readonly epoch: {
+    /** Selects the owner epoch: one row whose first column is its value, or no row before the first bump. */
+    readonly read: string;
+    /** Adds one to the owner epoch (creating it at 1). */
+    readonly bump: string;
+  };
+}
+
 export interface Store {
   readonly kind: StoreKind;
   readonly name: string;
-  /** Schema version after migrations. */
+  /** Schema version: the one found at open, then the schema's once `migrate` returned. */
   readonly schemaVersion: number;
-  /** Most commit callbacks one transaction may hold (1: no group commit). */
-  readonly maxGroup: number;
   readonly stats: StoreStats;
   /**
-   * Run `work` inside a transaction. Resolves with its value after COMMIT; rejects with its error
-   * when it threw (its savepoint rolled back alone, the rest of the group commits).
+   * Bring the store to `schema` (the pending migrations in one transaction; nothing when it is
+   * there already) and keep it for the owner epoch. Called before the first commit. A store newer
+   * than the schema, or a migration that fails, closes the store and rejects with a StoreOpenError
+   * (reason "migration"), as a failed open does.
+   */
+  migrate(schema: Schema): Promise<void>;
+  /**
+   * Run `work` in a transaction of its own. Resolves with its value after COMMIT; rejects with its
+   * error when it threw (the transaction rolled back: none of its writes stay).
    */
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T>;
   /** Run `work` outside any transaction, in line order (after every commit requested before it). */

@@ -5,11 +5,15 @@
  * transactions counted), then once per transaction k = 1..K crashing at k in the given mode, a new
  * engine opened on what was committed and the scenario finished there; each run goes to the
  * scenario's own assertions, and the sweep prints the crash points it covered.
+ * Grouping commits is the engine's (core/session.ts; the store runs one callback per transaction),
+ * so a mode's `groupCommit` reaches the engine: the sweep hands it to the scenario's `open`, which
+ * passes it to the harness it opens.
  * Invariants the sweep checks itself: every crash point it runs does crash (or the sweep fails: a
- * point that is never reached proves nothing), it covers at least `atLeast` points, and every run
- * ends with no task left live.
+ * point that is never reached proves nothing), it covers at least `atLeast` points, every run ends
+ * with no task left live, and in a mode without grouping no transaction carries two commits (or the
+ * scenario did not pass the mode on).
  */
-import type { TaskRecord } from "../core/types.ts";
+import type { ChangeSet, TaskRecord } from "../core/types.ts";
 import type { MemoryImage, MemoryStore } from "../store/open.ts";
 import { StoreClosed } from "../store/types.ts";
 import { memoryStore } from "./store.ts";
@@ -30,8 +34,6 @@ export interface CrashOptions {
   /** `after-commit`: right after COMMIT returned (default); `before-commit`: with the transaction's
    * pages written but COMMIT not reached, so reopening rolls it back. */
   point?: "after-commit" | "before-commit";
-  /** Group concurrent commits into one transaction (default true). */
-  groupCommit?: boolean;
   image?: MemoryImage;
 }
 
@@ -45,11 +47,19 @@ export interface CrashOptions {
  */
 export const CRASH_SWEEP_TEST_TIMEOUT_MS = 15 * 60_000;
 
-/** The crash sweeps' modes: where the world stops, and whether commits share transactions. */
+/**
+ * The crash sweeps' modes: where the world stops, and whether the engine groups commits into shared
+ * transactions (`HarnessOptions.groupCommit`; without grouping every two commits are a crash point).
+ */
 export interface CrashMode {
   name: string;
   point: "after-commit" | "before-commit";
   groupCommit: boolean;
+}
+
+/** What a scenario's `open` passes on to the harness it opens: the mode's grouping. */
+export interface CrashEngineOptions {
+  readonly groupCommit: boolean;
 }
 
 export const CRASH_MODES: readonly CrashMode[] = [
@@ -61,7 +71,7 @@ export const CRASH_MODES: readonly CrashMode[] = [
 export async function crashingStore(options: CrashOptions | { afterCommit: number }): Promise<CrashingStore> {
   const o: CrashOptions = "afterCommit" in options ? { at: options.afterCommit } : options;
   const point = o.point ?? "after-commit";
-  const store = await memoryStore(o.image, o.groupCommit === false ? { groupCommit: false } : {});
+  const store = await memoryStore(o.image);
   let image: MemoryImage | undefined;
   let signalCrash!: () => void;
   const crashed = new Promise<void>((r) => {
@@ -87,6 +97,7 @@ export async function crashingStore(options: CrashOptions | { afterCommit: numbe
 /** What the sweep needs of an engine (a `Harness` or an `AgentHarness`). */
 export interface SweptEngine {
   tasks(): Promise<TaskRecord[]>;
+  subscribe(listener: (change: ChangeSet) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -100,8 +111,11 @@ export interface CrashScenario<E extends SweptEngine, S, R> {
   readonly image?: MemoryImage;
   /** A fresh state for one run. */
   services(): S;
-  /** Open an engine on `store` (the first one, or the one reopened after the crash). */
-  open(store: MemoryStore, services: S): Promise<E>;
+  /**
+   * Open an engine on `store` (the first one, or the one reopened after the crash), with `engine`
+   * among the harness's options (the mode's grouping).
+   */
+  open(store: MemoryStore, services: S, engine: CrashEngineOptions): Promise<E>;
   /**
    * Drive the engine to the end and observe the result. Runs on the first engine (raced against the
    * crash) and, after a crash, in full on the reopened one: like a client, it starts work only when
@@ -201,9 +215,9 @@ async function runOnce<E extends SweptEngine, S, R>(
   const cs = await crashingStore({
     at: at ?? Number.POSITIVE_INFINITY,
     point: mode.point,
-    groupCommit: mode.groupCommit,
     ...(scenario.image ? { image: scenario.image } : {}),
   });
+  const engineOptions: CrashEngineOptions = { groupCommit: mode.groupCommit };
   const done = (result: R, crashed: boolean): CrashRun<S, R> => ({
     mode,
     at,
@@ -215,9 +229,15 @@ async function runOnce<E extends SweptEngine, S, R>(
   let engine: E | undefined;
   let result: { value: R } | undefined;
   try {
-    engine = await scenario.open(cs.store, services);
+    engine = await scenario.open(cs.store, services, engineOptions);
+    const ungrouped = mode.groupCommit ? undefined : oneCommitPerTransaction(engine, cs.store, scenario.name);
     const finished = scenario.finish(engine, services).then((value) => ({ value }));
-    result = await within(Promise.race([finished, cs.crashed.then(() => undefined)]), timeoutMs, label);
+    try {
+      result = await within(Promise.race([finished, cs.crashed.then(() => undefined)]), timeoutMs, label);
+    } finally {
+      ungrouped?.stop();
+    }
+    ungrouped?.check();
   } catch (error) {
     if (!cs.hasCrashed) throw error;
   }
@@ -240,14 +260,48 @@ async function runOnce<E extends SweptEngine, S, R>(
       await copy.close();
     }
   }
-  const reopened = await scenario.open(await cs.recover(), services);
+  const recovered = await cs.recover();
+  const reopened = await scenario.open(recovered, services, engineOptions);
+  const ungrouped = mode.groupCommit
+    ? undefined
+    : oneCommitPerTransaction(reopened, recovered, scenario.name);
   try {
     const value = await within(scenario.finish(reopened, services), timeoutMs, `${label}, reopened`);
+    ungrouped?.stop();
+    ungrouped?.check();
     await noneLive(reopened, label);
     return { run: done(value, true), transactions: 0 };
   } finally {
     await reopened.close();
   }
+}
+
+/**
+ * Watch that `engine` commits one commit per transaction: each commit publishes one change set after
+ * its COMMIT and before the store's next transaction, so two change sets published at the same
+ * transaction count came from one transaction.
+ */
+function oneCommitPerTransaction(
+  engine: SweptEngine,
+  store: MemoryStore,
+  scenario: string,
+): { stop(): void; check(): void } {
+  let shared: number | undefined;
+  let last: number | undefined;
+  const stop = engine.subscribe(() => {
+    const t = store.stats.transactions;
+    if (t === last) shared ??= t;
+    last = t;
+  });
+  return {
+    stop,
+    check() {
+      if (shared !== undefined)
+        throw new Error(
+          `${scenario}: transaction ${shared} carried more than one commit in a mode without grouping (does its open pass the mode's options to the harness?)`,
+        );
+    },
+  };
 }
 
 async function noneLive(engine: SweptEngine, label: string): Promise<void> {

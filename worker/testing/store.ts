@@ -1,15 +1,28 @@
 /**
  * Memory stores for tests and benches: `memoryStore(image?)` opens one (optionally holding a
- * committed image), `recordJobs` records the SQL of every job a store runs from then on.
+ * committed image) with the core's schema, as an engine's store has it; `recordJobs` records the SQL
+ * of every job a store runs from then on.
  */
+import { schema } from "../core/schema.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../store/open.ts";
 import type { Sql, SqlValue } from "../store/types.ts";
 
-export function memoryStore(
+/**
+ * A memory store migrated to the core's schema, or to its first `schemaVersion` migrations (what an
+ * older build left: tests of upgrades). Rejects as a failed open does when the image is newer.
+ */
+export async function memoryStore(
   image?: MemoryImage,
-  options: { groupCommit?: boolean } = {},
+  options: { schemaVersion?: number } = {},
 ): Promise<MemoryStore> {
-  return openStore({ kind: "memory", ...(image ? { image } : {}), ...options });
+  const store = await openStore({ kind: "memory", ...(image ? { image } : {}) });
+  const { schemaVersion } = options;
+  await store.migrate(
+    schemaVersion === undefined
+      ? schema
+      : { ...schema, migrations: schema.migrations.slice(0, schemaVersion) },
+  );
+  return store;
 }
 
 /** The statements one store job (a transaction, or a read) ran, in order. */

@@ -6,18 +6,17 @@
  */
 
 import type { ToolApi } from "../agent/tools/contract.ts";
+import { storedTasks } from "../core/queries.ts";
 import type { MemoryStore } from "../store/open.ts";
 
 /** The call ids (as in the model's tool calls; nested calls as `parent/key`) the crash cut. */
 export async function toolCallsCutByCrash(committed: MemoryStore): Promise<string[]> {
-  const rows = await committed.read((sql) =>
-    sql.all("SELECT state, input FROM tasks WHERE kind = 'pi.tool' ORDER BY id"),
-  );
-  return rows.flatMap((row) => {
-    const input = JSON.parse(String(row["input"])) as { callId?: string; nested?: { callId: string } };
-    const state = JSON.parse(String(row["state"])) as { status: string; checkpoint?: { phase: string } };
+  const tasks = await storedTasks(committed, { kind: "pi.tool" });
+  return tasks.flatMap(({ input: stored, state }) => {
+    const input = stored as { callId?: string; nested?: { callId: string } };
     // A call reserved in `execute` started running; one stored `pending` there was never started.
-    const cut = state.status === "running" && state.checkpoint?.phase === "execute";
+    const cut =
+      state.status === "running" && (state.checkpoint as { phase?: string } | undefined)?.phase === "execute";
     const callId = input.callId ?? input.nested?.callId;
     return cut && callId !== undefined ? [callId] : [];
   });

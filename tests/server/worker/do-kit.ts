@@ -14,7 +14,7 @@ import {
   setStoredVersion,
   storedVersion,
 } from "../../../worker/server/do-store.ts";
-import type { StoreKit } from "../../conformance/kit.ts";
+import { type StoreKit, schemaUpTo } from "../../conformance/kit.ts";
 
 /** What `fresh` needs beyond the store's slice of `ctx.storage`. */
 export interface KitStorage extends DoStorage {
@@ -26,17 +26,16 @@ export function doKit(storage: KitStorage): StoreKit<DoStore> {
     label: "durable-object",
     async fresh(options = {}) {
       await storage.deleteAll();
-      return openDoStore({
-        storage,
-        name: "conformance",
-        ...(options.groupCommit === false ? { groupCommit: false } : {}),
-        ...(options.targetVersion === undefined ? {} : { targetVersion: options.targetVersion }),
-      });
+      const store = await openDoStore({ storage, name: "conformance" });
+      await store.migrate(schemaUpTo(options.targetVersion));
+      return store;
     },
     kill: (store, reason) => store.kill(reason),
     async reopen(store) {
       if (!store.closed) store.kill("reopened");
-      return openDoStore({ storage, name: "conformance" });
+      const reopened = await openDoStore({ storage, name: "conformance" });
+      await reopened.migrate(schemaUpTo());
+      return reopened;
     },
     storedVersion: async (store) => store.read(() => storedVersion(storage.sql)),
     setStoredVersion: async (store, version) => {

@@ -141,7 +141,7 @@ function scenario(faux: FauxAgentModel, path: IntentPath): CrashScenario<AgentHa
       interrupted: false,
       replayed: false,
     }),
-    open: (store, run) => AgentHarness.open(store, options(run)),
+    open: (store, run, engine) => AgentHarness.open(store, { ...options(run), ...engine }),
     // After a crash the client did not see an answer (or its admission): it sends the request again.
     finish: async (h) => observe(h, await (await (await h.root()).submit(INPUT)).wait()),
     afterCrash: async (committed, run) => {

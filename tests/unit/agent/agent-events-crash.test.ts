@@ -140,8 +140,9 @@ test.each([
       {
         name: "agent events",
         services: () => undefined,
-        open: async (store) => {
+        open: async (store, _services, options) => {
           engine = await AgentHarness.open(store, {
+            ...options,
             models: faux.models,
             defaultModel: faux.ref,
             stream: stream as never,

@@ -146,9 +146,10 @@ describe("codemode", () => {
             cut: [] as string[],
             faux: fauxAgentModel(runScript(THREE_CALLS)),
           }),
-          open: (store, s) => {
+          open: (store, s, engine) => {
             cleanups.push(async () => s.faux.unregister());
             return AgentHarness.open(store, {
+              ...engine,
               models: s.faux.models,
               defaultModel: s.faux.ref,
               tools: [sizeTool(s.executions), createCodemodeTool()],

@@ -87,7 +87,7 @@ function scenario(faux: FauxAgentModel, image: MemoryImage): CrashScenario<Agent
     name: "manual compaction of three turns",
     image,
     services: () => null,
-    open: (store) => AgentHarness.open(store, optionsFor(faux)),
+    open: (store, _services, engine) => AgentHarness.open(store, { ...optionsFor(faux), ...engine }),
     finish: (h) => finish(h),
   };
 }

@@ -142,7 +142,11 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
  * A generation that faults on its answer (a throwing afterResponse hook whose reporter throws too)
  * while it owns a watcher task, up to its hold: the watcher's abort waits for `stopWatching`.
  */
-async function heldFaultedGeneration(store: MemoryStore, onFatal?: (e: Error) => void) {
+async function heldFaultedGeneration(
+  store: MemoryStore,
+  onFatal?: (e: Error) => void,
+  engine: { groupCommit?: boolean } = {},
+) {
   const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
   cleanups.push(async () => faux.unregister());
   const model = drivenModel();
@@ -167,6 +171,7 @@ async function heldFaultedGeneration(store: MemoryStore, onFatal?: (e: Error) =>
   // A hook's throw is reported; a reporter that throws as well faults the phase.
   const h = await AgentHarness.open(store, {
     ...options,
+    ...engine,
     stream: model.stream,
     onReport: (error) => {
       throw error;
@@ -230,10 +235,12 @@ test("a faulted generation with live owned work holds its outcome and run contro
 
 test("keeps run control with a faulted generation until its owned work drains, and fails the Harness on a failed final commit", async () => {
   // One commit per transaction: the watcher's outcome and the generation's final commit are stored apart.
-  const store = await memoryStore(undefined, { groupCommit: false });
+  const store = await memoryStore();
   const fatal: Error[] = [];
-  const { h, options, input, generation, watch, stopWatching } = await heldFaultedGeneration(store, (e) =>
-    fatal.push(e),
+  const { h, options, input, generation, watch, stopWatching } = await heldFaultedGeneration(
+    store,
+    (e) => fatal.push(e),
+    { groupCommit: false },
   );
   expect(liveOf(h).run?.taskId).toBe(generation);
   expect((await h.submissionRecord(input.id))?.status).toBe("placed");

@@ -7,7 +7,6 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { AgentHarness, InvalidTransition, type LiveState } from "../../../worker/index.ts";
-import { openStore } from "../../../worker/store/open.ts";
 import { type FauxResponder, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, inboxOf, open, textOf, transcript } from "./fixtures.ts";
 
@@ -59,7 +58,7 @@ describe("head writes", () => {
 
   test("the active range start survives a restart, and is found in a store written before the head column", async () => {
     // A schema-1 store holding a head marker only in the entry's body.
-    const old = await openStore({ kind: "memory", targetVersion: 1 });
+    const old = await memoryStore(undefined, { schemaVersion: 1 });
     await old.commit(async (sql) => {
       await sql.run("INSERT INTO conversations (id, created_at) VALUES (1, 0)");
       for (let id = 1; id <= 3; id++)

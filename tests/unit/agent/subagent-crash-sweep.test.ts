@@ -86,8 +86,9 @@ afterAll(() => faux.unregister());
 const scenario: CrashScenario<AgentHarness, RunState, Observed> = {
   name: "input -> subagent (child: one tool call -> answer) -> answer",
   services: () => ({ effects: new KeyedEffects() }),
-  open: (store, run) =>
+  open: (store, run, engine) =>
     AgentHarness.open(store, {
+      ...engine,
       models: faux.models,
       defaultModel: faux.ref,
       tools: [

@@ -173,8 +173,13 @@ describe("head rebaseline", () => {
 
 describe("head rebaseline under crashes", () => {
   const INPUT = { type: "input", content: "q4", requestId: "rebaseline-q4" } as const;
-  /** Crash points each mode covered when this was written: the floor it must not fall below. */
-  const FLOOR = [4, 5, 4];
+  /**
+   * Crash points each mode covered: the floor it must not fall below. One fewer per mode than when
+   * written ([4, 5, 4]) since the store groups nothing (issue 26): the first group after the open,
+   * set aside for its conversation's documents, used to COMMIT an empty transaction (a crash point
+   * with nothing in it) and now rolls back uncounted. Every transaction is still swept.
+   */
+  const FLOOR = [3, 4, 3];
   for (const [m, mode] of CRASH_MODES.entries())
     test(`a crash at any commit of the preparation's run still leaves one baseline (${mode.name})`, async () => {
       const faux = fauxAgentModel(respond);
@@ -190,7 +195,8 @@ describe("head rebaseline under crashes", () => {
           name: "compaction retaining a delta -> input -> head rebaseline",
           image,
           services: () => ({}),
-          open: (s) => AgentHarness.open(s, { models: faux.models, defaultModel: faux.ref, ...options() }),
+          open: (s, _services, engine) =>
+            AgentHarness.open(s, { models: faux.models, defaultModel: faux.ref, ...options(), ...engine }),
           finish: async (engine) => {
             const root = await engine.root();
             await ask(root, INPUT.content, INPUT.requestId);

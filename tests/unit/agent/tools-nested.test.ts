@@ -64,10 +64,10 @@ async function run(crashAt: number) {
     defaultModel: { provider: model.provider, modelId: model.id },
     tools: tools(log),
   };
-  const cs = await crashingStore({ at: crashAt, groupCommit: false });
+  const cs = await crashingStore({ at: crashAt });
   let h: AgentHarness | undefined;
   try {
-    h = await AgentHarness.open(cs.store, options);
+    h = await AgentHarness.open(cs.store, { ...options, groupCommit: false });
     const sub = await (await h.root()).submit({ type: "input", content: "go", requestId: "r" });
     await Promise.race([sub.wait(), cs.crashed]);
   } catch (error) {
@@ -109,7 +109,7 @@ test("a replay-safe caller rerun after a crash gets its nested calls back", {
         respond();
         return [] as string[];
       },
-      open: (store, log) => AgentHarness.open(store, options(log)),
+      open: (store, log, engine) => AgentHarness.open(store, { ...options(log), ...engine }),
       finish: async (h) => {
         await (await (await h.root()).submit({ type: "input", content: "go", requestId: "r" })).wait();
         const nested = (await h.tasks({ kind: "pi.tool" })).filter((t) => "nested" in (t.input as object));

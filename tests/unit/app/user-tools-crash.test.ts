@@ -92,11 +92,12 @@ test("a crash sweep over a user tool's call always ends with the same result, ea
           cut: [] as string[],
           faux: fauxAgentModel(callsThenAnswer(fauxToolCall("sumSizes", {}, { id: "u1" }))),
         }),
-        open: async (store, s) => {
+        open: async (store, s, engine) => {
           cleanups.push(async () => s.faux.unregister());
           const extensions = createRegistry();
           extensions.install(sizeExtension(s.executions));
           const h = await AgentHarness.open(store, {
+            ...engine,
             extensions,
             models: s.faux.models,
             defaultModel: s.faux.ref,
@@ -127,7 +128,10 @@ test("a crash sweep over a user tool's call always ends with the same result, ea
       },
       {
         mode,
-        atLeast: 24,
+        // 24 when written; one fewer since the store groups nothing (issue 26): the first group after
+        // the open, set aside for its conversation's documents, used to COMMIT an empty transaction
+        // (a crash point with nothing in it) and now rolls back uncounted. Every transaction is swept.
+        atLeast: 23,
         baseline: ({ result }) => {
           expect(result).toMatchObject({ isError: false, result: 60, calls: 3, nested: 3 });
           expect(result.text).toContain("sizes 10 20 30");

@@ -199,7 +199,7 @@ function swept<S>(
       const services = scenario.services();
       return { services, definitions: scenario.definitions(services) };
     },
-    open: (store, run) => Harness.open(store, { tasks: run.definitions }),
+    open: (store, run, engine) => Harness.open(store, { tasks: run.definitions, ...engine }),
     finish: async (h, run) => {
       const root = await scenario.start(h, run.services);
       return scenario.observe(h, await h.waitForTask(root), run.services);

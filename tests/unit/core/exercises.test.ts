@@ -105,7 +105,7 @@ describe("exercise 1: SendEmail with phases prepare and send and an abort handle
         {
           name: "exercise 1: SendEmail",
           services: () => new FakeMailer(),
-          open: (store, mailer) => Harness.open(store, { tasks: [sendEmailTask(mailer)] }),
+          open: (store, mailer, engine) => Harness.open(store, { tasks: [sendEmailTask(mailer)], ...engine }),
           finish: async (h, mailer) => {
             const email = sendEmailTask(mailer);
             const id =

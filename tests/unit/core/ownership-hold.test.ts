@@ -116,10 +116,11 @@ test("fails the Harness on a failed finalization, which reopening applies", asyn
     await runtime.commit(() => complete("held"));
   });
   // One commit per transaction, so the kid's outcome and the holder's release are stored apart.
-  const store = await memoryStore(undefined, { groupCommit: false });
+  const store = await memoryStore();
   const fatal: Error[] = [];
   const reports: unknown[] = [];
   const h = await Harness.open(store, {
+    groupCommit: false,
     tasks: [holder, kid],
     onFatal: (e) => fatal.push(e),
     onReport: (e) => reports.push(e),

@@ -275,9 +275,9 @@ describe("stored rows", () => {
 });
 
 describe("grouping and old records", () => {
-  test("a store that takes one commit per transaction gets exactly that, however many commits arrive at once", async () => {
-    const store = await memoryStore(undefined, { groupCommit: false });
-    const h = await Harness.open(store);
+  test("a harness opened without grouping commits one commit per transaction, however many arrive at once", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store, { groupCommit: false });
     const before = { transactions: store.stats.transactions, commits: store.stats.commits };
     await Promise.all(
       Array.from({ length: 20 }, (_, i) => h.transaction((tx) => tx.writeDoc(1, `doc-${i}`, { i }))),

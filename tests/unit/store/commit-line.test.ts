@@ -2,7 +2,8 @@
  * The commit line's visibility rule (spec §1, §4): nothing a commit writes is observable before its
  * COMMIT is stored, and a commit whose COMMIT fails leaves every reader exactly where it was.
  * The store's fault hook runs synchronously between the callbacks and COMMIT, so it reads what a
- * caller would see in that window.
+ * caller would see in that window. And its one group-commit layer, the session's: commits requested
+ * together share one transaction, and one whose callback throws is dropped alone.
  */
 import { expect, test } from "vitest";
 import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
@@ -133,5 +134,53 @@ test("reads in a transaction see its own table and document writes, and more tab
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
   });
+  await h.close();
+});
+
+test("100 commits requested together share one transaction; one whose callback throws is dropped alone", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const before = { ...store.stats };
+  const results = await Promise.allSettled(
+    Array.from({ length: 100 }, (_, i) =>
+      h.transaction((tx) => {
+        tx.writeDoc(1, `test.doc-${i}`, { i });
+        if (i === 37) throw new Error("callback 37 fails after writing");
+        return i;
+      }),
+    ),
+  );
+  // One group: one store callback, one transaction.
+  expect(store.stats.transactions - before.transactions).toBe(1);
+  expect(store.stats.commits - before.commits).toBe(1);
+  expect(results[37]).toMatchObject({
+    status: "rejected",
+    reason: { message: "callback 37 fails after writing" },
+  });
+  expect(
+    results.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<number>).value),
+  ).toEqual(Array.from({ length: 100 }, (_, i) => i).filter((i) => i !== 37));
+  const image = store.image();
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(image));
+  const stored = await Promise.all(Array.from({ length: 100 }, (_, i) => reopened.doc(1, `test.doc-${i}`)));
+  expect(stored).toEqual(Array.from({ length: 100 }, (_, i) => (i === 37 ? undefined : { i })));
+  await reopened.close();
+});
+
+test("a commit requested while a group's transaction runs waits for the next one, and the store runs them in turn", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const before = store.stats.transactions;
+  let inner: Promise<number> | undefined;
+  store.setFaultHook((point) => {
+    // Inside the first group's transaction, after its callbacks: too late to join it.
+    if (point === "before-commit" && !inner)
+      inner = h.transaction((tx) => tx.appendEntry(1, { kind: "app.note" }).id);
+  });
+  const first = await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note" }).id);
+  store.setFaultHook(undefined);
+  expect(await inner).toBe(first + 1);
+  expect(store.stats.transactions - before).toBe(2);
   await h.close();
 });

@@ -4,23 +4,24 @@
  */
 import { describe, test } from "vitest";
 import { type MemoryStore, openStore } from "../../../worker/store/open.ts";
-import type { StoreKit } from "../../conformance/kit.ts";
+import { type StoreKit, schemaUpTo } from "../../conformance/kit.ts";
 import { scenarios } from "../../conformance/store-suite.ts";
 
 const memoryKit: StoreKit<MemoryStore> = {
   label: "memory",
-  fresh: (options = {}) =>
-    openStore({
-      kind: "memory",
-      ...(options.targetVersion === undefined ? {} : { targetVersion: options.targetVersion }),
-      ...(options.groupCommit === false ? { groupCommit: false } : {}),
-    }),
+  async fresh(options = {}) {
+    const store = await openStore({ kind: "memory" });
+    await store.migrate(schemaUpTo(options.targetVersion));
+    return store;
+  },
   kill: (store, reason) => store.kill(reason),
   async reopen(store) {
     // The files as the store left them: a killed store's uncommitted pages roll back at open.
     const image = store.image();
     if (!store.closed) store.kill("reopened");
-    return openStore({ kind: "memory", image });
+    const reopened = await openStore({ kind: "memory", image });
+    await reopened.migrate(schemaUpTo());
+    return reopened;
   },
   storedVersion: async (store) =>
     Number((await store.read((sql) => sql.get("PRAGMA user_version")))?.["user_version"]),

@@ -1,11 +1,13 @@
 /**
- * The commit line: group commit with per-callback savepoints, resolution only after COMMIT, reads in
- * line order, closing, the crash simulation, and schema migrations from every older version.
+ * The commit line: one transaction per commit callback (a throwing one rolls back alone; grouping is
+ * the engine's, see commit-line.test.ts), resolution only after COMMIT, reads in line order,
+ * closing, the crash simulation, the schema the core hands over (migrations from every older
+ * version), and the owner epoch.
  */
 import { describe, expect, test } from "vitest";
+import { SCHEMA_VERSION, schema } from "../../../worker/core/schema.ts";
 import { Harness, StoreClosed, StoreOpenError } from "../../../worker/index.ts";
 import { type MemoryStore, openStore } from "../../../worker/store/open.ts";
-import { SCHEMA_VERSION } from "../../../worker/store/schema.ts";
 import type { FaultPoint, Sql } from "../../../worker/store/types.ts";
 import { crashingStore, memoryStore } from "../../../worker/testing.ts";
 
@@ -17,8 +19,8 @@ async function keys(store: MemoryStore): Promise<string[]> {
   return rows.map((r) => String(r["key"]));
 }
 
-describe("group commit", () => {
-  test("100 concurrent commits share transactions; a throwing callback rolls back alone", async () => {
+describe("one transaction per commit", () => {
+  test("100 concurrent commits run one transaction each, in order; a throwing callback rolls back alone", async () => {
     const store = await memoryStore();
     const before = { ...store.stats };
     const names = Array.from({ length: 100 }, (_, i) => `k${String(i).padStart(3, "0")}`);
@@ -34,8 +36,8 @@ describe("group commit", () => {
     const transactions = store.stats.transactions - before.transactions;
     const commits = store.stats.commits - before.commits;
     expect(commits).toBe(99);
-    expect(transactions).toBeGreaterThanOrEqual(1);
-    expect(transactions).toBeLessThan(commits);
+    // The store groups nothing: the rolled-back one is not counted.
+    expect(transactions).toBe(99);
     expect(results[37]).toMatchObject({
       status: "rejected",
       reason: { message: "callback 37 fails after writing" },
@@ -47,11 +49,11 @@ describe("group commit", () => {
     await store.close();
   });
 
-  test("the first callback of a group (no savepoint) throwing after writing loses only its own rows", async () => {
+  test("a callback throwing after writing loses only its own rows; the commits queued behind it commit", async () => {
     const store = await memoryStore();
     await store.commit(insert("before"));
     const before = store.stats.transactions;
-    // Queued in one tick: the first opens the transaction bare, the rest would join it.
+    // Queued in one tick: the first fails after its write, the two behind it run in their own.
     const results = await Promise.allSettled([
       store.commit(async (sql) => {
         await insert("first")(sql);
@@ -62,7 +64,7 @@ describe("group commit", () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "fulfilled"]);
     expect(await keys(store)).toEqual(["before", "second", "third"]);
-    expect(store.stats.transactions - before).toBe(1);
+    expect(store.stats.transactions - before).toBe(2);
     await store.close();
   });
 
@@ -85,7 +87,7 @@ describe("group commit", () => {
     expect(value).toBe("value");
     expect(seen).toEqual([
       { point: "before-begin", delivered: false },
-      { point: "after-callbacks", delivered: false },
+      { point: "after-callback", delivered: false },
       { point: "before-commit", delivered: false },
       { point: "after-commit", delivered: false },
     ]);
@@ -199,15 +201,21 @@ describe("crashingStore", () => {
     await recovered.close();
   });
 
-  test("a grouped transaction that crashes after COMMIT: its commits are all stored, none delivered", async () => {
-    const cs = await crashingStore({ at: 2 });
-    await cs.store.commit((sql) => insert("r1")(sql));
+  test("a crash after the COMMIT of an engine's group: its commits are all stored, none delivered", async () => {
+    // Transaction 1 creates the root conversation, 2 writes r1, 3 is the group.
+    const cs = await crashingStore({ at: 3 });
+    const h = await Harness.open(cs.store, { onFatal: () => undefined });
+    await h.transaction((tx) => tx.writeDoc(1, "test.r1", 1));
+    expect(cs.store.stats.transactions).toBe(2);
+    // Requested together: one group, one transaction, which the crash cuts right after its COMMIT.
     const grouped = await Promise.allSettled(
-      ["g1", "g2", "g3"].map((k) => cs.store.commit((sql) => insert(k)(sql))),
+      ["g1", "g2", "g3"].map((k) => h.transaction((tx) => tx.writeDoc(1, `test.${k}`, 1))),
     );
     expect(grouped.map((r) => r.status)).toEqual(["rejected", "rejected", "rejected"]);
-    const recovered = await cs.recover();
-    expect(await keys(recovered)).toEqual(["g1", "g2", "g3", "r1"]);
+    await h.close().catch(() => undefined);
+    const recovered = await Harness.open(await cs.recover());
+    const stored = await Promise.all(["r1", "g1", "g2", "g3"].map((k) => recovered.doc(1, `test.${k}`)));
+    expect(stored).toEqual([1, 1, 1, 1]);
     await recovered.close();
   });
 });
@@ -274,11 +282,27 @@ describe("transactions larger than the page cache", () => {
   });
 });
 
-describe("schema migrations", () => {
+describe("the schema the core hands over", () => {
+  test("a store opens schema-agnostic: no table until the core's migrations are handed over", async () => {
+    const store = await openStore({ kind: "memory" });
+    expect(store.schemaVersion).toBe(0);
+    const tables = async () =>
+      (await store.read((sql) => sql.all("SELECT name FROM sqlite_master WHERE type = 'table'"))).length;
+    expect(await tables()).toBe(0);
+    await store.migrate(schema);
+    expect(store.schemaVersion).toBe(SCHEMA_VERSION);
+    expect(await tables()).toBeGreaterThan(0);
+    // Handing it over again is free: nothing runs.
+    const before = { ...store.stats };
+    await store.migrate(schema);
+    expect(store.stats).toEqual(before);
+    await store.close();
+  });
+
   test("a store of every older version opens at the current schema and runs the engine", async () => {
     expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(1);
     for (let from = 0; from < SCHEMA_VERSION; from++) {
-      const old = await openStore({ kind: "memory", targetVersion: from });
+      const old = await memoryStore(undefined, { schemaVersion: from });
       expect(old.schemaVersion).toBe(from);
       const version = async (s: MemoryStore) =>
         Number((await s.read((sql) => sql.get("PRAGMA user_version")))?.["user_version"]);
@@ -286,7 +310,10 @@ describe("schema migrations", () => {
       const image = old.image();
       await old.close();
 
+      // Opened as the engine opens it: the store alone, then the harness hands it the core's schema.
       const store = await openStore({ kind: "memory", image });
+      expect(store.schemaVersion).toBe(from);
+      const h = await Harness.open(store);
       expect(store.schemaVersion).toBe(SCHEMA_VERSION);
       expect(await version(store)).toBe(SCHEMA_VERSION);
       const tables = (
@@ -305,21 +332,22 @@ describe("schema migrations", () => {
           "tasks",
         ]),
       );
-      const h = await Harness.open(store);
       const id = await h.transaction((tx) => tx.appendEntry(1, { kind: "note", data: `from v${from}` }).id);
       expect(id).toBe(1);
       await h.close();
     }
   });
 
-  test("a store whose schema is newer than this build refuses to open (StoreOpenError, migration)", async () => {
+  test("a store whose schema is newer than this build refuses to open (StoreOpenError, migration) and is closed", async () => {
     const store = await memoryStore();
     await store.commit((sql) => sql.run(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`));
     const image = store.image();
     await store.close();
-    const opening = openStore({ kind: "memory", image });
+    const newer = await openStore({ kind: "memory", image });
+    const opening = Harness.open(newer);
     await expect(opening).rejects.toBeInstanceOf(StoreOpenError);
     await expect(opening).rejects.toMatchObject({ reason: "migration" });
+    expect(newer.closed).toBe(true);
   });
 });
 

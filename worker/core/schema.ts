@@ -1,7 +1,11 @@
 /**
- * The numbered schema migrations. `migrations[i]` takes a store from `user_version` i to i + 1; all
- * pending ones run at open in one transaction. Never edit a shipped migration: append a new one.
+ * The core's tables: the numbered schema migrations and where the owner epoch lives. The store knows
+ * no table; the core hands it this `schema` (`Store.migrate`, first thing a session's load does), and
+ * every query over these tables lives in the core. `migrations[i]` takes a store from `user_version`
+ * i to i + 1; all pending ones run in one transaction. Never edit a shipped migration: append one.
  */
+import type { Schema, Store } from "../store/types.ts";
+
 export const migrations: readonly string[] = [
   // 1: the engine's records.
   `
@@ -96,3 +100,20 @@ export const migrations: readonly string[] = [
 ];
 
 export const SCHEMA_VERSION = migrations.length;
+
+/**
+ * The core's schema as the store takes it. The owner epoch is a row of `meta` (every build since the
+ * epoch exists checks it there, so an older engine still running is fenced by a newer one's bump).
+ */
+export const schema: Schema = {
+  migrations,
+  epoch: {
+    read: "SELECT value FROM meta WHERE key = 'epoch'",
+    bump: "INSERT INTO meta (key, value) VALUES ('epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+  },
+};
+
+/** Bring `store` to the core's schema (a store opened outside a harness: a bench's scratch store). */
+export function migrateStore(store: Store): Promise<void> {
+  return store.migrate(schema);
+}

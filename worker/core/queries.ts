@@ -1,0 +1,71 @@
+/**
+ * Queries over the core's tables (schema.ts) for callers that hold a store but not a place on a
+ * harness's commit line: the stored tasks (the harness's `tasks()`, a crash image's), a text search
+ * over entries (the app's conversation search), and a bench's raw commit. They live here so that no
+ * SQL over the core's tables is written outside the core. Reads go through the store's FIFO, so they
+ * see committed rows only, after every commit requested before them.
+ */
+import type { Store } from "../store/types.ts";
+import { entryFromRow, TASK_COLUMNS, taskFromRow } from "./persist.ts";
+import type { EntryRecord, TaskId, TaskRecord, TaskStatus } from "./types.ts";
+
+/**
+ * Stored tasks (terminal ones included), oldest first, optionally of one kind or status. `known`
+ * gives a record already in memory (parsed once), used instead of parsing its row again.
+ */
+export async function storedTasks(
+  store: Store,
+  filter: { kind?: string; status?: TaskStatus } = {},
+  known: (id: TaskId) => TaskRecord | undefined = () => undefined,
+): Promise<TaskRecord[]> {
+  const where: string[] = [];
+  const params: string[] = [];
+  if (filter.kind !== undefined) {
+    where.push("kind = ?");
+    params.push(filter.kind);
+  }
+  if (filter.status !== undefined) {
+    where.push("status = ?");
+    params.push(filter.status);
+  }
+  const sqlText = `SELECT ${TASK_COLUMNS} FROM tasks${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
+  const rows = await store.read((sql) => sql.all(sqlText, params));
+  return rows.map((row) => known(Number(row["id"])) ?? taskFromRow(row).record);
+}
+
+function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/**
+ * Entries of the given kinds whose stored row (the entry's JSON: its data, model message, tool data)
+ * contains `text`, compared by SQLite's LIKE (case-insensitive for ASCII; `%` and `_` are literal),
+ * newest first, at most `limit`: candidates a caller confirms on the text it means.
+ */
+export async function entriesContaining(
+  store: Store,
+  text: string,
+  options: { kinds: readonly string[]; limit: number },
+): Promise<EntryRecord[]> {
+  if (options.kinds.length === 0) return [];
+  const kinds = options.kinds.map(() => "?").join(", ");
+  const rows = await store.read((sql) =>
+    sql.all(
+      `SELECT id, conversation_id, kind, body, by_task FROM entries WHERE kind IN (${kinds}) AND body LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT ?`,
+      [...options.kinds, likePattern(text), options.limit],
+    ),
+  );
+  return rows.map(entryFromRow);
+}
+
+/**
+ * One row appended to `entries` in a transaction of its own, outside any harness: the raw commit a
+ * bench compares the engine with (the store's own cost for one small write; the statement is the
+ * one the store probe's commit bench times, tests/e2e/fixtures/store-probe). The store must have
+ * the core's schema (`migrateStore`).
+ */
+export async function commitBenchEntry(store: Store, body: string): Promise<void> {
+  await store.commit((sql) =>
+    sql.run("INSERT INTO entries (conversation_id, kind, body) VALUES (1, 'bench', ?)", [body]),
+  );
+}
