@@ -189,8 +189,18 @@ export function errorAnswer(
   };
 }
 
+/**
+ * A provider's message as strict JSON (spec §3.4: a committed value is plain JSON): pi-ai leaves
+ * optional fields as `undefined` members (`errorMessage`, `responseId`), which the engine refuses.
+ * A JSON copy drops them, as storing it would; it is taken here, where provider output enters.
+ */
+export function providerJson<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
 /** Append an assistant message and count its spend in pi.usage, in the same commit. */
-export function appendAssistant(tx: Tx, c: ConversationId, message: AssistantMessage): EntryRecord {
+export function appendAssistant(tx: Tx, c: ConversationId, received: AssistantMessage): EntryRecord {
+  const message = providerJson(received);
   const entry = tx.appendEntry(c, { kind: ENTRY.assistant, model: [message] as unknown as Json });
   const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
   const key = `${message.provider}/${message.model}`;
