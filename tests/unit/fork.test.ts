@@ -15,6 +15,7 @@ import {
   defineTool,
   EntryNotVisible,
   type EntryRecord,
+  type Tx,
   UnknownConversation,
 } from "../../worker/index.ts";
 import { type FauxRequest, memoryStore } from "../../worker/testing.ts";
@@ -268,20 +269,45 @@ describe("fork", () => {
     await expect(root.fork(at, { ownership: undefined as never })).rejects.toThrow(/explicit ownership/);
   });
 
-  test("a fork copies the parent's committed documents and no task: a write after the fork in the same commit, and live work, stay the parent's", async () => {
-    const { h, root } = await open(echo, { tasks: [parked("fork.worker")] });
+  test("a fork's source may not change in the forking commit: a write to the parent's copied document after the fork is refused as one before it; the copy is the committed value and no task is copied", async () => {
+    const plan = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
+    const scratch = defineDoc({ name: "app.scratch", initial: { n: 0 }, fork: "initial" });
+    const { h, root } = await open(echo, { tasks: [parked("fork.worker")], documents: [scratch] });
     await ask(root, "one");
     const at = (await root.entries()).at(-1)!.id;
     const worker = await h.createTask(parked("fork.worker"), null, { ownership: { kind: "conversation" } });
-    await h.transaction((tx) => tx.writeDoc(root.id, "app.note", { n: 1 }));
+    await h.transaction((tx) => {
+      tx.writeDoc(root.id, "app.note", { n: 1 });
+      plan.write(tx, root.id, { n: 1 });
+    });
+    const conversationsBefore = h.conversationRecords().length;
+    // After the fork, in the same commit: a whole write, a typed write and a patch are each refused.
+    const afterFork: Array<(tx: Tx) => void> = [
+      (tx) => tx.writeDoc(root.id, "app.note", { n: 2 }),
+      (tx) => plan.write(tx, root.id, { n: 2 }),
+      (tx) => void tx.patchDoc(root.id, "app.note", [{ path: ["n"], set: 2 }]),
+      (tx) => tx.writeDoc(root.id, "app.new", { created: true }), // creating one is a change too
+    ];
+    for (const write of afterFork)
+      await expect(
+        h.transaction((tx) => {
+          tx.forkConversation(root.id, at, ownerless);
+          write(tx);
+        }),
+      ).rejects.toThrow(/forked in this commit/);
+    expect(h.conversationRecords().length).toBe(conversationsBefore);
+    expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
+    expect(await h.doc(root.id, "app.new")).toBeUndefined();
+    // A document the fork does not copy ("initial") may change in the same commit.
     const childId = await h.transaction((tx) => {
       const child = tx.forkConversation(root.id, at, ownerless);
-      tx.writeDoc(root.id, "app.note", { n: 2 });
+      scratch.write(tx, root.id, { n: 5 });
       return child.id;
     });
-    // The copy reads the state committed before this commit, not the commit's own later write.
     expect(await h.doc(childId, "app.note")).toEqual({ n: 1 });
-    expect(await h.doc(root.id, "app.note")).toEqual({ n: 2 });
+    expect(await h.doc(childId, "app.plan")).toEqual({ n: 1 });
+    expect(await h.doc(root.id, "app.scratch")).toEqual({ n: 5 });
+    expect(await h.doc(childId, "app.scratch")).toBeUndefined();
     // No task is copied: the parent's live work stays the parent's alone.
     const live = await h.tasks({ kind: "fork.worker" });
     expect(live.map((t) => [t.id, t.conversationId])).toEqual([[worker, root.id]]);
