@@ -72,7 +72,7 @@ describe("fork", () => {
     expect(entryWhere(parentEntries, "pi.tool-result", 1).id).toBeGreaterThan(firstResult.id);
 
     const child = await root.fork(firstResult.id, ownerless);
-    expect(await child.agent()).toEqual({ instructions: "before" });
+    expect(await child.agentState()).toEqual({ instructions: "before" });
     expect((await child.entries()).map((e) => e.id)).toEqual(
       parentEntries.filter((e) => e.id <= firstResult.id).map((e) => e.id),
     );
@@ -90,7 +90,7 @@ describe("fork", () => {
     expect(request.systemPrompt).toContain("before");
     // The parent is untouched by the child's run.
     expect((await root.entries()).map((e) => e.id)).toEqual(parentEntries.map((e) => e.id));
-    expect(await root.agent()).toEqual({ instructions: "after" });
+    expect(await root.agentState()).toEqual({ instructions: "after" });
   });
 
   test("at an entry appended in the same commit as later ones: the child sees entries through it and the agent that commit left", async () => {
@@ -112,7 +112,7 @@ describe("fork", () => {
 
     const child = await root.fork(x, ownerless);
     expect((await child.entries()).map((e) => e.id).at(-1)).toBe(x);
-    expect(await child.agent()).toEqual({ instructions: "same commit" });
+    expect(await child.agentState()).toEqual({ instructions: "same commit" });
     const n = faux.requests.length;
     await ask(child, "two");
     expect(context(faux.requests[n]!)).toEqual(["user:one", "assistant:echo: one", "user:x", "user:two"]);
@@ -130,7 +130,7 @@ describe("fork", () => {
     await ask(root, "r3"); // after the fork point: never seen by a child
 
     const child = await root.fork(e1, ownerless);
-    expect(await child.agent()).toEqual({ instructions: "root-2" });
+    expect(await child.agentState()).toEqual({ instructions: "root-2" });
     await child.configure({ instructions: "child-1" });
     await ask(child, "c1");
     const e2 = (await child.entries()).at(-1)!.id;
@@ -138,7 +138,7 @@ describe("fork", () => {
     await ask(child, "c2");
 
     const grandchild = await child.fork(e2, ownerless);
-    expect(await grandchild.agent()).toEqual({ instructions: "child-1" });
+    expect(await grandchild.agentState()).toEqual({ instructions: "child-1" });
     let n = faux.requests.length;
     await ask(grandchild, "g1");
     expect(context(faux.requests[n]!)).toEqual([
@@ -154,7 +154,7 @@ describe("fork", () => {
 
     // A fork of the child at an entry it inherited reads the root's agent as of that entry.
     const early = await child.fork(r1, ownerless);
-    expect(await early.agent()).toEqual({ instructions: "root-1" });
+    expect(await early.agentState()).toEqual({ instructions: "root-1" });
     n = faux.requests.length;
     await ask(early, "e");
     expect(context(faux.requests[n]!)).toEqual(["user:r1", "assistant:echo: r1", "user:e"]);
@@ -188,7 +188,7 @@ describe("fork", () => {
     const reopened = setup.h.conversation(childId)!;
     expect(setup.h.conversationRecord(childId)?.parent).toEqual({ conversationId: 1, at });
     expect((await reopened.entries()).map((e) => e.id)).toEqual(before);
-    expect(await reopened.agent()).toEqual({ instructions: "kept" });
+    expect(await reopened.agentState()).toEqual({ instructions: "kept" });
     // The view shows the inherited active range: from the reset on.
     const view = await reopened.viewState();
     expect(view.entries.map((e) => e.kind)).toEqual(["pi.reset", "pi.user", "pi.system", "pi.assistant"]);
@@ -319,7 +319,7 @@ describe("fork", () => {
     await ask(root, "one");
     const at = (await root.entries()).at(-1)!.id;
     const id = await h.transaction((tx) => tx.forkConversation(root.id, at, ownerless).id);
-    expect(await h.conversation(id)!.agent()).toEqual({});
+    expect(await h.conversation(id)!.agentState()).toEqual({});
     const n = faux.requests.length;
     await ask(h.conversation(id)!, "two");
     expect(context(faux.requests[n]!)).toEqual(["user:one", "assistant:echo: one", "user:two"]);
