@@ -112,10 +112,11 @@ export class AgentHarness extends Harness {
       defaultModel: options.defaultModel,
       fs: workspace,
       envBuilder: options.env !== undefined,
+      // No builder, no environment (spec §2.2); an app that wants its workspace passes workspaceEnv(fs).
       env: async (c, signal) =>
         options.env
           ? await options.env({ conversationId: c, read: (name) => this.docNow(c, name) }, { signal })
-          : { fs: workspace },
+          : undefined,
       stream: options.stream ?? defaultStream,
       settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
       readAgent,

@@ -10,6 +10,7 @@
  * `userToolSettings`).
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
+import { workspaceEnv } from "../agent/env.ts";
 import { createRegistry } from "../agent/extensions/registry.ts";
 import { installStoredUserTools, userToolSettings } from "../agent/extensions/user-tools-store.ts";
 import { AgentHarness } from "../agent/harness.ts";
@@ -31,13 +32,16 @@ export async function openAppHarness(
   const extensions = createRegistry();
   extensions.install(builtinToolsExtension);
   let opened: AgentHarness | undefined;
+  const workspace = new OpfsFs();
   const harness = await AgentHarness.open(store, {
     extensions,
     settings: userToolSettings(() => opened),
     tasks: [tickerTask, noopTask],
     models: createModelResolver({ extra: [demoModel as unknown as Model<Api>] }),
     defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
-    fs: new OpfsFs(),
+    // The workspace is every conversation's environment: passed explicitly (no env, no environment).
+    fs: workspace,
+    env: workspaceEnv(workspace),
     network: browserNetwork({ probeUrl: self.location.href }),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
