@@ -213,6 +213,8 @@ describe("fork", () => {
       tx.writeDoc(root.id, "app.raw", { free: 1 }); // no definition: copied as stored
     });
     const child = await root.fork(at, ownerless);
+    // "initial" copies no instance: the child has none stored until its first typed access.
+    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: undefined, version: undefined });
     await h.transaction((tx) => {
       expect(copied.read(tx, child.id)).toEqual({ on: true });
       expect(fresh.read(tx, child.id)).toEqual({ text: "" });
@@ -220,8 +222,8 @@ describe("fork", () => {
       copied.write(tx, child.id, { on: false });
     });
     expect(await h.doc(root.id, "app.plan")).toEqual({ on: true });
-    // "initial" copies no instance: the child has none stored until it writes one.
-    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: undefined, version: undefined });
+    // That first access created it from the initializer (spec §3.7), not from the parent's value.
+    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: { text: "" }, version: 1 });
   });
 
   test("a definition-free document is copied as stored (its value and version, uninterpreted); a typed read in the child migrates it there only", async () => {
