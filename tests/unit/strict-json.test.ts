@@ -6,9 +6,21 @@
  * checkpoint, a memo, an outcome, a submission. Nothing of the refused commit is written.
  */
 import { describe, expect, test } from "vitest";
-import { Harness, type Json, NotJson } from "../../worker/index.ts";
-import { memoryStore } from "../../worker/testing.ts";
-import { complete, done, engineStillRuns, outcome, single } from "./core-fixtures.ts";
+import { defineTask, Harness, type Json, NotJson, type TaskId } from "../../worker/index.ts";
+import { memoryStore, until } from "../../worker/testing.ts";
+import {
+  blocked,
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  ping,
+  row,
+  single,
+  storeWith,
+} from "./core-fixtures.ts";
 
 class Point {
   constructor(
@@ -128,5 +140,36 @@ describe("strict JSON: every committed value is plain JSON (spec §3.4)", () => 
     const value = await h.doc(1, "plain-doc");
     expect(value).toEqual({ bare: { k: [1, "two", true, null, { deep: [] }] } });
     await h.close();
+  });
+
+  test("a migration that returns a value that is not plain JSON blocks its task alone (migration_failed); the engine runs on", async () => {
+    for (const [what, bad] of notJson()) {
+      const { image, ids } = await storeWith([parked("old-input"), parked("old-checkpoint")]);
+      const [oldInput, oldCheckpoint] = ids as [TaskId, TaskId];
+      const reported: string[] = [];
+      const h = await Harness.open(image, {
+        tasks: [
+          defineTask<Json, Go, Json>({
+            ...parked("old-input", 2),
+            migrate: (_input, checkpoint) => ({ input: asJson(bad), checkpoint: checkpoint as Go }),
+          }),
+          defineTask<Json, Go, Json>({
+            ...parked("old-checkpoint", 2),
+            migrate: (input) => ({ input, checkpoint: { phase: "go", extra: asJson(bad) } as Go }),
+          }),
+          ping,
+        ],
+        onReport: (e) => void reported.push(String(e)),
+      });
+      await until(() => blocked(h).length === 2, { what: `${what}: both blocked` });
+      expect(blocked(h), what).toEqual([
+        { id: oldInput, kind: "old-input", reason: "migration_failed" },
+        { id: oldCheckpoint, kind: "old-checkpoint", reason: "migration_failed" },
+      ]);
+      expect(reported.join("\n"), what).toMatch(/not JSON/);
+      expect(await row(image, oldInput), what).toMatchObject({ version: 1, status: "pending" });
+      await engineStillRuns(h);
+      await h.close();
+    }
   });
 });
