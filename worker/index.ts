@@ -12,7 +12,7 @@ export {
   Submission,
 } from "./agent/conversation/handles.ts";
 export { ConversationBusy, type QueueMode, type SubmissionDraft } from "./agent/conversation/inbox.ts";
-export type { EnvBuilder, EnvTarget, ExecutionEnv } from "./agent/env.ts";
+export { type EnvBuilder, type EnvTarget, type ExecutionEnv, workspaceEnv } from "./agent/env.ts";
 export {
   AgentEventStream,
   type WatchEventsOptions,

@@ -32,13 +32,17 @@ export interface AgentHarnessOptions extends HarnessOptions {
    * the constructor) holding these tools and hooks; the hooks are read at each resolution.
    */
   tools?: readonly ToolDefinition[];
-  /** The workspace: every conversation's environment when no `env` builder is given (default: in memory). */
+  /**
+   * The workspace: the app's files (default: in memory). It is no conversation's environment unless
+   * the `env` builder gives it (`env: workspaceEnv(fs)`).
+   */
   fs?: WorkspaceFs;
   /**
    * Builds a conversation's environment (spec §2.2 `HarnessOptions.env`) at each use: once per tool
    * execution (`api.env`; a throw is the call's error result) and once per preparation that renders
    * prompt sections (`input.env`; a throw is reported, the sections render without). Never called
-   * inside a commit. Default: the workspace (`fs`) for every conversation.
+   * inside a commit. Without it there is no environment (spec §2.2): the file tools' calls are
+   * ordinary errors and sections render with `env` undefined.
    */
   env?: EnvBuilder;
   settings?: AgentSettings | (() => AgentSettings);

@@ -118,10 +118,11 @@ export class AgentHarness extends Harness {
       defaultModel: options.defaultModel,
       fs: workspace,
       envBuilder: options.env !== undefined,
+      // No builder, no environment (spec §2.2); an app that wants its workspace passes workspaceEnv(fs).
       env: async (c, signal) =>
         options.env
           ? await options.env({ conversationId: c, read: (name) => this.docNow(c, name) }, { signal })
-          : { fs: workspace },
+          : undefined,
       stream: options.stream ?? defaultStream,
       settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
       readAgent,
@@ -382,10 +383,12 @@ export class AgentHarness extends Harness {
   }
 
   /**
-   * A typed document's committed value outside a commit: migrated in memory when stored at an older
-   * version (nothing is written; the next transaction that reads it stores the migration).
+   * A typed document's committed value outside a commit (spec §3.3 `snapshot()`): migrated in memory
+   * when stored at an older version (nothing is written; the next transaction that reads it stores
+   * the migration); undefined when the document is absent: only a typed transaction read creates it.
    */
-  async snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): Promise<T> {
-    return token.view(await this.docVersioned(conversationId, token.name));
+  async snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): Promise<T | undefined> {
+    const stored = await this.docVersioned(conversationId, token.name);
+    return stored.value === undefined ? undefined : token.view(stored);
   }
 }

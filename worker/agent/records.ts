@@ -189,8 +189,18 @@ export function errorAnswer(
   };
 }
 
+/**
+ * A provider's message as strict JSON (spec §3.4: a committed value is plain JSON): pi-ai leaves
+ * optional fields as `undefined` members (`errorMessage`, `responseId`), which the engine refuses.
+ * A JSON copy drops them, as storing it would; it is taken here, where provider output enters.
+ */
+export function providerJson<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
 /** Append an assistant message and count its spend in pi.usage, in the same commit. */
-export function appendAssistant(tx: Tx, c: ConversationId, message: AssistantMessage): EntryRecord {
+export function appendAssistant(tx: Tx, c: ConversationId, received: AssistantMessage): EntryRecord {
+  const message = providerJson(received);
   const entry = tx.appendEntry(c, { kind: ENTRY.assistant, model: [message] as unknown as Json });
   const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
   const key = `${message.provider}/${message.model}`;
@@ -268,13 +278,18 @@ export interface DocToken<T extends Json> {
   readonly version: number;
   readonly fork: "current" | "initial";
   /**
-   * The document in this transaction: its initial value when never written; a value stored at an
-   * older version is migrated and the migrated value written in this same transaction. A newer
-   * stored version, or an older one without `migrate`, throws DocumentVersionError.
+   * The document in this transaction (spec §3.3 typed `tx.doc()`, get-or-create): one never written
+   * is created with its initial value in this transaction; a value stored at an older version is
+   * migrated and the migrated value written in this same transaction. A newer stored version, or an
+   * older one without `migrate`, throws DocumentVersionError.
    */
   read(tx: Tx, c: ConversationId): T;
   write(tx: Tx, c: ConversationId, value: T): void;
-  /** The same reading outside a transaction (`stored` is the value and its version): never writes. */
+  /**
+   * A stored value read through the definition outside a transaction (`stored` is the value and its
+   * version), migrated in memory; one never written reads as the initial value. Never writes. (The
+   * public snapshot, `AgentHarness.snapshot`, gives undefined for an absent document instead.)
+   */
   view(stored: { value: Json | undefined; version: number | undefined }): T;
 }
 
@@ -328,7 +343,13 @@ function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
     read(tx, c) {
       const value = tx.readDoc(c, name);
       const at = tx.docVersion(c, name);
-      if (value === undefined || at === version) return view({ value, version: at });
+      if (value === undefined) {
+        // Get-or-create (spec §3.3): the only typed access that creates an absent document.
+        const created = fresh();
+        tx.writeDoc(c, name, created, version);
+        return created;
+      }
+      if (at === version) return value as T;
       const migrated = upgrade(value, at ?? 1);
       tx.writeDoc(c, name, migrated, version);
       return migrated;

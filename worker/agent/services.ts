@@ -211,13 +211,13 @@ export interface AgentServices {
   readonly entries: EntryCache;
   readonly models: ModelResolver;
   readonly defaultModel: ModelRef | undefined;
-  /** The harness's workspace (`fs`): every conversation's environment unless an env builder is given. */
+  /** The harness's workspace (`fs`): the app's files; a conversation's environment only through a builder. */
   readonly fs: WorkspaceFs;
   /** Whether environments come from a builder (`AgentHarnessOptions.env`): built off the commit line only. */
   readonly envBuilder: boolean;
   /**
-   * `c`'s environment for one use (a tool execution, a preparation): the builder's, else the
-   * workspace. Rejects with the builder's error.
+   * `c`'s environment for one use (a tool execution, a preparation): the builder's; without a
+   * builder, none (spec §2.2). Rejects with the builder's error.
    */
   env(c: ConversationId, signal: AbortSignal): Promise<ExecutionEnv | undefined>;
   readonly stream: StreamFn;

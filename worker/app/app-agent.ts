@@ -10,6 +10,7 @@
  * `userToolSettings`).
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
+import { workspaceEnv } from "../agent/env.ts";
 import { createRegistry } from "../agent/extensions/registry.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
@@ -36,6 +37,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
   const extensions = createRegistry();
   extensions.install(builtinToolsExtension);
   let opened: AgentHarness | undefined;
+  const workspace = new OpfsFs();
   const harness = await AgentHarness.open(store, {
     extensions,
     settings: userToolSettings(() => opened),
@@ -45,7 +47,9 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
       keyless: [demoModel.provider],
     }),
     defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
-    fs: new OpfsFs(),
+    // The workspace is every conversation's environment: passed explicitly (no env, no environment).
+    fs: workspace,
+    env: workspaceEnv(workspace),
     network: browserNetwork({ probeUrl: self.location.href }),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,

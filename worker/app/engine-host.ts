@@ -328,7 +328,7 @@ export class EngineHost implements EngineApi {
   }
 
   async agentSettings(conversationId: ConversationId): Promise<AgentSettingsView> {
-    const agent = await (await this.#h()).requireConversation(conversationId).agent();
+    const agent = await (await this.#h()).requireConversation(conversationId).agentState();
     return {
       ...(agent.model ? { model: agent.model } : {}),
       ...(agent.thinkingLevel ? { thinkingLevel: agent.thinkingLevel } : {}),

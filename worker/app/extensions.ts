@@ -76,12 +76,6 @@ export async function deleteUserTool(h: AgentHarness, name: string): Promise<voi
   await removeUserTool(h, name);
 }
 
-/** The engine's default selection base (settings.extensions), as selectExtensions takes it. */
-function baseOption(h: AgentHarness): { base?: readonly string[] } {
-  const base = h.services.settings().extensions;
-  return base ? { base } : {};
-}
-
 /** The names of the default selection's base: settings.extensions, else every installed extension. */
 function baseNames(h: AgentHarness): readonly string[] {
   return (
@@ -97,9 +91,9 @@ export async function conversationExtensions(
   h: AgentHarness,
   conversationId: ConversationId,
 ): Promise<ExtensionChoice[]> {
-  const agent = await h.requireConversation(conversationId).agent();
+  // UIs re-resolve through Conversation.agent() (spec §7.1): its extensions are the selection now.
+  const selected = new Set((await h.requireConversation(conversationId).agent()).extensions);
   const snapshot = h.extensions.snapshot();
-  const selected = new Set(selectExtensions(snapshot, agent, baseOption(h)).map((e) => e.name));
   const imported = new Set(
     userToolStatuses(h)
       .filter((t) => t.imported)
@@ -130,7 +124,7 @@ export async function setExtensionEnabled(
   if (enabled && !h.extensions.snapshot().extension(name))
     throw new TypeError(`no extension named ${JSON.stringify(name)} is installed`);
   const conversation = h.requireConversation(conversationId);
-  const current = (await conversation.agent()).extensions;
+  const current = (await conversation.agentState()).extensions;
   let next: string[] | { add?: string[]; remove?: string[] } | null;
   if (Array.isArray(current)) {
     const kept = current.filter((n) => n !== name);
@@ -151,10 +145,9 @@ export async function setExtensionEnabled(
 
 /** The user tools a conversation selects, as an export carries them. */
 export async function exportedUserTools(h: AgentHarness, conversationId: ConversationId): Promise<Json[]> {
-  const agent = await h.requireConversation(conversationId).agent();
-  const names = selectExtensions(h.extensions.snapshot(), agent, baseOption(h))
-    .filter((e) => isUserExtension(e.name))
-    .map((e) => e.name.slice(USER_EXTENSION_PREFIX.length));
+  const names = (await h.requireConversation(conversationId).agent()).extensions
+    .filter(isUserExtension)
+    .map((name) => name.slice(USER_EXTENSION_PREFIX.length));
   return userToolSources(h, names) as unknown as Json[];
 }
 

@@ -18,14 +18,23 @@ import type {
 } from "./types.ts";
 
 /**
- * Throw `NotJson` unless `value` is strict JSON (no NaN/Infinity, functions, symbols, bigints, cycles),
- * and freeze every object and array in it: a value handed to a commit is shared with the committed
+ * Throw `NotJson` unless `value` is strict JSON (spec §3.4): plain objects (prototype
+ * `Object.prototype` or null) with string keys and data properties, arrays without holes, strings,
+ * finite numbers, booleans and null. An undefined member, a Date, a Map, a class instance, a getter,
+ * a symbol key, NaN, a function, a bigint or a cycle is refused: `JSON.stringify` would quietly
+ * change each of them, so the store would hold something other than what the caller committed.
+ * Every object and array in it is frozen: a value handed to a commit is shared with the committed
  * records, so a later mutation by its caller would change memory without changing the store.
  * The walk builds no paths; only a value that fails is walked again to name where.
  */
 function checkJson(value: unknown): void {
   if (!isJson(value, 0)) throw new NotJson(describeNotJson(value, "value", 0) ?? "value is not JSON");
 }
+
+const objectProto = Object.prototype;
+/** Objects and arrays found strict JSON (and frozen) by an earlier check: shared subtrees are walked once. */
+const checked = new WeakSet<object>();
+const arrayProto = Array.prototype;
 
 function isJson(value: unknown, depth: number): boolean {
   switch (typeof value) {
@@ -35,17 +44,28 @@ function isJson(value: unknown, depth: number): boolean {
     case "number":
       return Number.isFinite(value);
     case "object": {
-      if (value === null) return true;
+      if (value === null || checked.has(value)) return true;
       if (depth > 200) return false;
       if (Array.isArray(value)) {
-        for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1)) return false;
+        if (Object.getPrototypeOf(value) !== arrayProto) return false;
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value)) return false;
+          const item: unknown = value[i];
+          if (item === undefined || !isJson(item, depth + 1)) return false;
+        }
       } else {
+        const proto: unknown = Object.getPrototypeOf(value);
+        if (proto !== objectProto && proto !== null) return false;
+        if (Object.getOwnPropertySymbols(value).length > 0) return false;
         for (const key in value) {
-          const item = (value as Record<string, unknown>)[key];
-          if (item !== undefined && !isJson(item, depth + 1)) return false;
+          const property = Object.getOwnPropertyDescriptor(value, key);
+          if (property === undefined || !("value" in property)) return false;
+          const item: unknown = property.value;
+          if (item === undefined || !isJson(item, depth + 1)) return false;
         }
       }
       Object.freeze(value);
+      checked.add(value);
       return true;
     }
     default:
@@ -61,20 +81,31 @@ function describeNotJson(value: unknown, path: string, depth: number): string | 
       return undefined;
     case "number":
       return Number.isFinite(value) ? undefined : `${path} is ${value}, not JSON`;
+    case "undefined":
+      return `${path} is undefined, not JSON`;
     case "object": {
       if (value === null) return undefined;
       if (depth > 200) return `${path} is nested too deeply (a cycle?)`;
       if (Array.isArray(value)) {
+        if (Object.getPrototypeOf(value) !== arrayProto) return `${path} is not a plain array`;
         for (let i = 0; i < value.length; i++) {
-          if (value[i] === undefined) return `${path}[${i}] is undefined, not JSON`;
-          const problem = describeNotJson(value[i], path, depth + 1);
+          if (!(i in value)) return `${path}[${i}] is a hole, not JSON`;
+          const problem = describeNotJson(value[i], `${path}[${i}]`, depth + 1);
           if (problem) return problem;
         }
         return undefined;
       }
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== objectProto && proto !== null) {
+        const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+        return `${path} is ${typeof name === "string" && name ? `a ${name}` : "not a plain object"}, not JSON`;
+      }
+      if (Object.getOwnPropertySymbols(value).length > 0) return `${path} has a symbol key, not JSON`;
       for (const key in value) {
-        const item = (value as Record<string, unknown>)[key];
-        const problem = item === undefined ? undefined : describeNotJson(item, `${path}.${key}`, depth + 1);
+        const property = Object.getOwnPropertyDescriptor(value, key);
+        if (property === undefined || !("value" in property))
+          return `${path}.${key} is an accessor, not JSON`;
+        const problem = describeNotJson(property.value, `${path}.${key}`, depth + 1);
         if (problem) return problem;
       }
       return undefined;

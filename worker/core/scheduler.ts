@@ -12,6 +12,7 @@
 import type { AnyTaskDefinition, Registry, TaskHookSource, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { deriveMarks, finish, hasCancellationIntent, outcomeOf } from "./ownership.ts";
+import { assertJson } from "./persist.ts";
 import { Overlay, patchTask } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
 import type { Session } from "./session.ts";
@@ -459,6 +460,9 @@ export class Scheduler {
       if (!migrated || typeof migrated.checkpoint !== "object" || migrated.checkpoint === null) {
         throw new TypeError("migrate must return { input, checkpoint }");
       }
+      // Strict JSON where it enters (spec §3.4): a bad migration blocks its task, not the commit.
+      assertJson(migrated.input);
+      assertJson(migrated.checkpoint);
       return { ok: true, definition, migrated };
     } catch (error) {
       // Reported from whichever pass sees it first (a dry pass may be the only one): once per definition.

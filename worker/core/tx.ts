@@ -169,7 +169,8 @@ export class TxImpl implements Tx {
    * A fork of `parentId` at entry `at` (spec §3.7): the child sees the parent's history through `at`,
    * starts its active range where the parent's was at `at`, and gets the parent's documents by each
    * one's fork rule (the session's `forkRule`): "current" copies the committed value (this commit's
-   * own writes to the parent's documents are refused, not copied), "asOf" the value at the end of
+   * own writes to the parent's documents, before the fork or after it, are refused, not copied),
+   * "asOf" the value at the end of
    * the commit that appended `at`, "initial" nothing. Then the creation hook runs, as for any creation.
    */
   forkConversation(
@@ -263,8 +264,25 @@ export class TxImpl implements Tx {
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
     if (version !== undefined && !(Number.isInteger(version) && version >= 1))
       throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
+    const o = this.#open();
+    this.#refuseForkSourceWrite(o, conversationId, name);
     // Checked once per commit, on the final value (validateOverlay).
-    this.#open().setDoc(conversationId, name, value, version);
+    o.setDoc(conversationId, name, value, version);
+  }
+
+  /**
+   * A fork's source may not change in the commit that forks it (spec §3.7): the child copies the
+   * parent's committed "current" documents, so a write to one of them after the fork, in the same
+   * commit, is refused as one before it is (forkConversation): the copy has one source revision.
+   */
+  #refuseForkSourceWrite(o: Overlay, conversationId: ConversationId, name: string): void {
+    for (const c of o.conversations.values()) {
+      if (c.parent?.conversationId !== conversationId) continue;
+      if (this.session.forkRule(name) !== "current") return;
+      throw new InvalidTransition(
+        `conversation ${conversationId} was forked in this commit: its document ${name} cannot change in it (the fork copies its committed value; commit the change first)`,
+      );
+    }
   }
 
   docVersion(conversationId: ConversationId, name: string): number | undefined {
@@ -276,8 +294,10 @@ export class TxImpl implements Tx {
   }
 
   patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {
+    const o = this.#open();
+    this.#refuseForkSourceWrite(o, conversationId, name);
     // The new value is checked once per commit with the rest (validateOverlay).
-    return this.#open().patchDoc(conversationId, name, patches);
+    return o.patchDoc(conversationId, name, patches);
   }
 }
 

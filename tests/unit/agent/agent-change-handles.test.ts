@@ -47,16 +47,16 @@ test("configure takes extension and tool objects for their names; pi.agent store
   expect(faux.requests[0]!.tools).toEqual(["fetch", "read", "bash"]);
   // The spec's example: each change replaces the whole field.
   await root.configure({ tools: { remove: [bash] } });
-  expect((await root.resolvedAgent()).tools.has("edit")).toBe(true);
+  expect((await root.agent()).tools.has("edit")).toBe(true);
   await root.configure({ extensions: { add: [Notes], remove: [Web] }, tools: [bash, read] });
-  expect(await root.agent()).toEqual({
+  expect(await root.agentState()).toEqual({
     extensions: { add: ["notes"], remove: ["web"] },
     tools: ["bash", "read"],
   });
   await ask("two");
   expect(faux.requests[1]!.tools).toEqual(["bash", "read"]);
   await root.configure({ tools: null });
-  expect([...(await root.resolvedAgent()).tools.keys()]).toEqual(["read", "edit", "bash", "note"]);
+  expect([...(await root.agent()).tools.keys()]).toEqual(["read", "edit", "bash", "note"]);
 });
 
 test("an old object of an extension installed again still selects it: the name resolves to the new one", async () => {
@@ -69,29 +69,29 @@ test("an old object of an extension installed again still selects it: the name r
   expect(faux.requests[0]!.declarations[0]!.description).toBe("notes, version 2");
   // Selecting with the old object again after the reinstall changes nothing stored.
   await root.configure({ extensions: [OldNotes] });
-  expect((await root.agent()).extensions).toEqual(["notes"]);
+  expect((await root.agentState()).extensions).toEqual(["notes"]);
 });
 
 test("createConversation, fork, root and configure in a commit take objects too", async () => {
   const { h, root, ask } = await setup();
   // The root's agent is applied when it is still empty.
   await h.root({ agent: { extensions: [Notes, Coding] } });
-  expect(await root.agent()).toEqual({ extensions: ["notes", "coding"] });
+  expect(await root.agentState()).toEqual({ extensions: ["notes", "coding"] });
   const child = await h.createConversation({
     ownership: { kind: "ownerless" },
     agent: { extensions: [Coding], tools: [read] },
   });
-  expect(await child.agent()).toEqual({ extensions: ["coding"], tools: ["read"] });
+  expect(await child.agentState()).toEqual({ extensions: ["coding"], tools: ["read"] });
   await ask("hi");
   const at = (await root.entries()).at(-1)!.id;
   const fork = await root.fork(at, {
     ownership: { kind: "ownerless" },
     agent: { extensions: { remove: [Web] } },
   });
-  expect(await fork.agent()).toEqual({ extensions: { remove: ["web"] } });
-  expect((await root.agent()).extensions).toEqual(["notes", "coding"]);
+  expect(await fork.agentState()).toEqual({ extensions: { remove: ["web"] } });
+  expect((await root.agentState()).extensions).toEqual(["notes", "coding"]);
   await root.commit((tx) => configure(tx, root.id, { tools: { remove: [bash, "note"] } }));
-  expect((await root.agent()).tools).toEqual({ remove: ["bash", "note"] });
+  expect((await root.agentState()).tools).toEqual({ remove: ["bash", "note"] });
 });
 
 test("a wrapper's target object stands for its name: it wraps the tool installed under that name now", async () => {

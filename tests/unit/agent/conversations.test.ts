@@ -20,11 +20,11 @@ describe("conversations", () => {
       ownership: { kind: "ownerless" },
       agent: { instructions: "Answer briefly." },
     });
-    expect(await c.agent()).toMatchObject({ instructions: "Answer briefly." });
+    expect(await c.agentState()).toMatchObject({ instructions: "Answer briefly." });
     await (await c.submit({ type: "input", content: "one" })).wait();
     expect(faux.requests[0]!.systemPrompt).toContain("Answer briefly.");
     await c.configure({ instructions: null });
-    expect((await c.agent()).instructions).toBeUndefined();
+    expect((await c.agentState()).instructions).toBeUndefined();
     await (await c.submit({ type: "input", content: "two" })).wait();
     expect(faux.requests[1]!.systemPrompt ?? "").not.toContain("Answer briefly.");
     expect(h.conversation(c.id)?.id).toBe(c.id);
@@ -35,7 +35,7 @@ describe("conversations", () => {
     const { h, faux } = await open(echo);
     const root = await h.root({ agent: { instructions: "First set." } });
     await h.root({ agent: { instructions: "Second set." } });
-    expect(await root.agent()).toMatchObject({ instructions: "First set." });
+    expect(await root.agentState()).toMatchObject({ instructions: "First set." });
     await (await root.submit({ type: "input", content: "x" })).wait();
     expect(faux.requests[0]!.systemPrompt).toContain("First set.");
   });
@@ -50,11 +50,11 @@ describe("conversations", () => {
     await started.promise;
     const taskId = liveOf(h).tools![0]!.taskId!;
     const child = await h.createConversation({ ownership: { kind: "task", taskId } });
-    expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    expect(await child.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     const ownerless = await h.createConversation({ ownership: { kind: "ownerless" } });
-    expect(await ownerless.agent()).toEqual({});
+    expect(await ownerless.agentState()).toEqual({});
     await root.configure({ instructions: "Be verbose.", thinkingLevel: null });
-    expect(await child.agent()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    expect(await child.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
   });
@@ -122,7 +122,7 @@ describe("conversations", () => {
     });
     await core.close();
     const { h } = await open(echo, { store: await memoryStore(store.image()) });
-    expect(await h.conversation(id)!.agent()).toEqual({});
+    expect(await h.conversation(id)!.agentState()).toEqual({});
     expect(await h.doc(id, "pi.agent")).toBeUndefined();
   });
 
@@ -190,8 +190,8 @@ describe("conversations", () => {
       configure(tx, root.id, { instructions: null });
       return created.id;
     });
-    expect(await h.conversation(id)!.agent()).toEqual({ thinkingLevel: "high" });
-    expect(await root.agent()).toEqual({ thinkingLevel: "low" });
+    expect(await h.conversation(id)!.agentState()).toEqual({ thinkingLevel: "high" });
+    expect(await root.agentState()).toEqual({ thinkingLevel: "low" });
   });
 
   test("defineEntry: a typed entry kind drafts its entries and recognises them; pi. kinds are reserved", async () => {

@@ -3,8 +3,8 @@
  * takes an `env` builder, called at each use and never inside a commit: once per tool execution
  * (`api.env`, what the built-in file tools use; a throw is the call's ordinary error result; a rerun
  * after recovery builds it again) and once per preparation that renders sections (`input.env`; a
- * throw is reported and the sections render with none). Without a builder every conversation gets
- * the harness's workspace (asserted in sections-async and the built-in tools' tests).
+ * throw is reported and the sections render with none). Without a builder there is no environment,
+ * whatever workspace (`fs`) the harness holds; `workspaceEnv(fs)` gives every conversation that one.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
@@ -20,6 +20,7 @@ import {
   section,
   textResult,
   type WorkspaceFs,
+  workspaceEnv,
 } from "../../../worker/index.ts";
 import { deferred } from "../../../worker/testing.ts";
 import { callsThenAnswer, messageOf, open, reopen, textOf, toolResults } from "./fixtures.ts";
@@ -103,6 +104,27 @@ test("a builder that gives no environment: a file tool's call is an ordinary err
   });
   const [result] = await resultText(root);
   expect(result).toMatch(/^Error: this conversation has no environment: no workspace to reach/);
+});
+
+test("without an env option there is no environment, even with a workspace given: a file tool's call is an ordinary error, the sections render with none; the workspace builder gives it back", async () => {
+  const workspace = new MemoryFs();
+  await workspace.write("notes.md", "in the workspace");
+  const ls = fauxToolCall("ls", {}, { id: "l1" });
+  const bare = await open(callsThenAnswer(ls), { extensions: registry(), fs: workspace });
+  expect(await (await bare.root.submit({ type: "input", content: "list" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect((await resultText(bare.root))[0]).toMatch(/^Error: this conversation has no environment/);
+  expect(bare.faux.requests[0]!.systemPrompt).toBe("<notes>\nno env\n</notes>");
+  // The app passes its workspace explicitly (app-harness.ts): every conversation then reaches it.
+  const given = await open(callsThenAnswer(fauxToolCall("ls", {}, { id: "l2" })), {
+    extensions: registry(),
+    fs: workspace,
+    env: workspaceEnv(workspace),
+  });
+  await (await given.root.submit({ type: "input", content: "list" })).wait();
+  expect((await resultText(given.root))[0]).toContain("notes.md");
+  expect(given.faux.requests[0]!.systemPrompt).toBe("<notes>\nin the workspace\n</notes>");
 });
 
 test("a rerun after recovery builds the environment again", async () => {

@@ -15,6 +15,7 @@ import {
   defineTool,
   EntryNotVisible,
   type EntryRecord,
+  type Tx,
   UnknownConversation,
 } from "../../../worker/index.ts";
 import { type FauxRequest, memoryStore } from "../../../worker/testing.ts";
@@ -71,7 +72,7 @@ describe("fork", () => {
     expect(entryWhere(parentEntries, "pi.tool-result", 1).id).toBeGreaterThan(firstResult.id);
 
     const child = await root.fork(firstResult.id, ownerless);
-    expect(await child.agent()).toEqual({ instructions: "before" });
+    expect(await child.agentState()).toEqual({ instructions: "before" });
     expect((await child.entries()).map((e) => e.id)).toEqual(
       parentEntries.filter((e) => e.id <= firstResult.id).map((e) => e.id),
     );
@@ -89,7 +90,7 @@ describe("fork", () => {
     expect(request.systemPrompt).toContain("before");
     // The parent is untouched by the child's run.
     expect((await root.entries()).map((e) => e.id)).toEqual(parentEntries.map((e) => e.id));
-    expect(await root.agent()).toEqual({ instructions: "after" });
+    expect(await root.agentState()).toEqual({ instructions: "after" });
   });
 
   test("at an entry appended in the same commit as later ones: the child sees entries through it and the agent that commit left", async () => {
@@ -111,7 +112,7 @@ describe("fork", () => {
 
     const child = await root.fork(x, ownerless);
     expect((await child.entries()).map((e) => e.id).at(-1)).toBe(x);
-    expect(await child.agent()).toEqual({ instructions: "same commit" });
+    expect(await child.agentState()).toEqual({ instructions: "same commit" });
     const n = faux.requests.length;
     await ask(child, "two");
     expect(context(faux.requests[n]!)).toEqual(["user:one", "assistant:echo: one", "user:x", "user:two"]);
@@ -129,7 +130,7 @@ describe("fork", () => {
     await ask(root, "r3"); // after the fork point: never seen by a child
 
     const child = await root.fork(e1, ownerless);
-    expect(await child.agent()).toEqual({ instructions: "root-2" });
+    expect(await child.agentState()).toEqual({ instructions: "root-2" });
     await child.configure({ instructions: "child-1" });
     await ask(child, "c1");
     const e2 = (await child.entries()).at(-1)!.id;
@@ -137,7 +138,7 @@ describe("fork", () => {
     await ask(child, "c2");
 
     const grandchild = await child.fork(e2, ownerless);
-    expect(await grandchild.agent()).toEqual({ instructions: "child-1" });
+    expect(await grandchild.agentState()).toEqual({ instructions: "child-1" });
     let n = faux.requests.length;
     await ask(grandchild, "g1");
     expect(context(faux.requests[n]!)).toEqual([
@@ -153,7 +154,7 @@ describe("fork", () => {
 
     // A fork of the child at an entry it inherited reads the root's agent as of that entry.
     const early = await child.fork(r1, ownerless);
-    expect(await early.agent()).toEqual({ instructions: "root-1" });
+    expect(await early.agentState()).toEqual({ instructions: "root-1" });
     n = faux.requests.length;
     await ask(early, "e");
     expect(context(faux.requests[n]!)).toEqual(["user:r1", "assistant:echo: r1", "user:e"]);
@@ -187,7 +188,7 @@ describe("fork", () => {
     const reopened = setup.h.conversation(childId)!;
     expect(setup.h.conversationRecord(childId)?.parent).toEqual({ conversationId: 1, at });
     expect((await reopened.entries()).map((e) => e.id)).toEqual(before);
-    expect(await reopened.agent()).toEqual({ instructions: "kept" });
+    expect(await reopened.agentState()).toEqual({ instructions: "kept" });
     // The view shows the inherited active range: from the reset on.
     const view = await reopened.viewState();
     expect(view.entries.map((e) => e.kind)).toEqual(["pi.reset", "pi.user", "pi.system", "pi.assistant"]);
@@ -212,6 +213,8 @@ describe("fork", () => {
       tx.writeDoc(root.id, "app.raw", { free: 1 }); // no definition: copied as stored
     });
     const child = await root.fork(at, ownerless);
+    // "initial" copies no instance: the child has none stored until its first typed access.
+    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: undefined, version: undefined });
     await h.transaction((tx) => {
       expect(copied.read(tx, child.id)).toEqual({ on: true });
       expect(fresh.read(tx, child.id)).toEqual({ text: "" });
@@ -219,8 +222,8 @@ describe("fork", () => {
       copied.write(tx, child.id, { on: false });
     });
     expect(await h.doc(root.id, "app.plan")).toEqual({ on: true });
-    // "initial" copies no instance: the child has none stored until it writes one.
-    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: undefined, version: undefined });
+    // That first access created it from the initializer (spec §3.7), not from the parent's value.
+    expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: { text: "" }, version: 1 });
   });
 
   test("a definition-free document is copied as stored (its value and version, uninterpreted); a typed read in the child migrates it there only", async () => {
@@ -268,20 +271,45 @@ describe("fork", () => {
     await expect(root.fork(at, { ownership: undefined as never })).rejects.toThrow(/explicit ownership/);
   });
 
-  test("a fork copies the parent's committed documents and no task: a write after the fork in the same commit, and live work, stay the parent's", async () => {
-    const { h, root } = await open(echo, { tasks: [parked("fork.worker")] });
+  test("a fork's source may not change in the forking commit: a write to the parent's copied document after the fork is refused as one before it; the copy is the committed value and no task is copied", async () => {
+    const plan = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
+    const scratch = defineDoc({ name: "app.scratch", initial: { n: 0 }, fork: "initial" });
+    const { h, root } = await open(echo, { tasks: [parked("fork.worker")], documents: [scratch] });
     await ask(root, "one");
     const at = (await root.entries()).at(-1)!.id;
     const worker = await h.createTask(parked("fork.worker"), null, { ownership: { kind: "conversation" } });
-    await h.transaction((tx) => tx.writeDoc(root.id, "app.note", { n: 1 }));
+    await h.transaction((tx) => {
+      tx.writeDoc(root.id, "app.note", { n: 1 });
+      plan.write(tx, root.id, { n: 1 });
+    });
+    const conversationsBefore = h.conversationRecords().length;
+    // After the fork, in the same commit: a whole write, a typed write and a patch are each refused.
+    const afterFork: Array<(tx: Tx) => void> = [
+      (tx) => tx.writeDoc(root.id, "app.note", { n: 2 }),
+      (tx) => plan.write(tx, root.id, { n: 2 }),
+      (tx) => void tx.patchDoc(root.id, "app.note", [{ path: ["n"], set: 2 }]),
+      (tx) => tx.writeDoc(root.id, "app.new", { created: true }), // creating one is a change too
+    ];
+    for (const write of afterFork)
+      await expect(
+        h.transaction((tx) => {
+          tx.forkConversation(root.id, at, ownerless);
+          write(tx);
+        }),
+      ).rejects.toThrow(/forked in this commit/);
+    expect(h.conversationRecords().length).toBe(conversationsBefore);
+    expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
+    expect(await h.doc(root.id, "app.new")).toBeUndefined();
+    // A document the fork does not copy ("initial") may change in the same commit.
     const childId = await h.transaction((tx) => {
       const child = tx.forkConversation(root.id, at, ownerless);
-      tx.writeDoc(root.id, "app.note", { n: 2 });
+      scratch.write(tx, root.id, { n: 5 });
       return child.id;
     });
-    // The copy reads the state committed before this commit, not the commit's own later write.
     expect(await h.doc(childId, "app.note")).toEqual({ n: 1 });
-    expect(await h.doc(root.id, "app.note")).toEqual({ n: 2 });
+    expect(await h.doc(childId, "app.plan")).toEqual({ n: 1 });
+    expect(await h.doc(root.id, "app.scratch")).toEqual({ n: 5 });
+    expect(await h.doc(childId, "app.scratch")).toBeUndefined();
     // No task is copied: the parent's live work stays the parent's alone.
     const live = await h.tasks({ kind: "fork.worker" });
     expect(live.map((t) => [t.id, t.conversationId])).toEqual([[worker, root.id]]);
@@ -293,7 +321,7 @@ describe("fork", () => {
     await ask(root, "one");
     const at = (await root.entries()).at(-1)!.id;
     const id = await h.transaction((tx) => tx.forkConversation(root.id, at, ownerless).id);
-    expect(await h.conversation(id)!.agent()).toEqual({});
+    expect(await h.conversation(id)!.agentState()).toEqual({});
     const n = faux.requests.length;
     await ask(h.conversation(id)!, "two");
     expect(context(faux.requests[n]!)).toEqual(["user:one", "assistant:echo: one", "user:two"]);

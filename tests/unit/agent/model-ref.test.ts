@@ -80,7 +80,7 @@ test("an old store's pi.agent naming { provider, id } is read as { provider, mod
     model: { provider: faux.ref.provider, modelId: faux.ref.modelId },
     thinkingLevel: "low",
   };
-  expect(await root.agent()).toEqual(migrated);
+  expect(await root.agentState()).toEqual(migrated);
   // Reading outside a commit writes nothing.
   expect(await agentRow(old)).toEqual({ version: 1, value: { model: v1Ref(faux), thinkingLevel: "low" } });
   // A run resolves the migrated model (there is no default one) and its commit stores version 2.

@@ -1,12 +1,21 @@
 /**
- * `Conversation.agent()` "for UIs" (spec §2.2, §7.1): the spec's returns the agent resolved from the
- * current registry snapshot and settings. Ours keeps `agent()` as the stored pi.agent (the app and
- * the engine host read it as such) and adds `resolvedAgent()`: that resolution, with the model and
- * thinking level a request would use. Reads only.
+ * `Conversation.agent()` (spec §2.2, §7.1): the conversation's agent resolved with the current
+ * registry snapshot and settings (the selected extensions, their tools and sections, the model and
+ * thinking level a request would use and `instructions`; no `cwd`, see NOT-APPLICABLE); UIs re-resolve through it, so a
+ * registry or settings change shows at its next call. It reads an absent pi.agent as `{}` and never
+ * writes. The stored names (what `configure` edits) are `agentState()`.
  */
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { createRegistry, defineExtension, defineTool, section, textResult } from "../../../worker/index.ts";
+import {
+  createRegistry,
+  defineExtension,
+  defineTool,
+  Harness,
+  section,
+  textResult,
+} from "../../../worker/index.ts";
+import { memoryStore } from "../../../worker/testing.ts";
 import { echo, open } from "./fixtures.ts";
 
 const tool = (name: string) =>
@@ -17,27 +26,64 @@ const tool = (name: string) =>
     execute: async () => textResult(name),
   });
 
-test("resolvedAgent() gives the current resolution of the stored names, the base and the model; agent() the stored names", async () => {
+test("agent() is the resolved agent: the current resolution of the stored names over the base, with the model, thinking level and instructions; agentState() the stored names", async () => {
   const extensions = createRegistry();
   extensions.install(
     defineExtension({ name: "a", tools: [tool("one")], sections: [section("s", () => "x")] }),
   );
-  extensions.install(defineExtension({ name: "b", tools: [tool("two")] }));
+  extensions.install(
+    defineExtension({ name: "b", tools: [tool("two")], sections: [section("t", () => "y")] }),
+  );
   extensions.install(defineExtension({ name: "c", tools: [tool("three")] }));
-  const { h, root, faux } = await open(echo, { extensions, settings: { extensions: ["a", "b"] } });
-  await root.configure({ extensions: { add: ["c"], remove: ["a"] }, thinkingLevel: "low" });
-  const view = await root.resolvedAgent();
-  expect(view.extensions).toEqual(["b", "c"]);
-  expect([...view.tools.keys()]).toEqual(["two", "three"]);
-  expect(view.sections).toEqual([]);
-  expect(view.model).toEqual(faux.ref);
-  expect(view.thinkingLevel).toBe("low");
-  expect(view.state).toEqual(await root.agent());
-  expect((await root.agent()).extensions).toEqual({ add: ["c"], remove: ["a"] });
-  // A registry change shows at once; nothing is written.
+  let base = ["a", "b"];
+  const { h, root, faux } = await open(echo, {
+    extensions,
+    settings: () => ({ extensions: base }),
+  });
+  await root.configure({
+    extensions: { add: ["c"], remove: ["a"] },
+    thinkingLevel: "low",
+    instructions: "be brief",
+  });
+  const agent = await root.agent();
+  expect(agent.extensions).toEqual(["b", "c"]);
+  expect([...agent.tools.keys()]).toEqual(["two", "three"]);
+  expect(agent.sections.map((s) => s.key)).toEqual(["t"]);
+  expect(agent.model).toEqual(faux.ref);
+  expect(agent.thinkingLevel).toBe("low");
+  expect(agent.instructions).toBe("be brief");
+  expect(agent.state).toEqual(await root.agentState());
+  expect((await root.agentState()).extensions).toEqual({ add: ["c"], remove: ["a"] });
+  // UIs re-resolve through it: a registry change and a settings change show at the next call; nothing is written.
   const before = (await root.entries()).length;
+  let commits = 0;
+  h.subscribe(() => commits++);
   extensions.uninstall("b");
-  expect([...(await root.resolvedAgent()).tools.keys()]).toEqual(["three"]);
+  expect([...(await root.agent()).tools.keys()]).toEqual(["three"]);
+  extensions.install(defineExtension({ name: "d", tools: [tool("four")] }));
+  base = ["d"];
+  expect((await root.agent()).extensions).toEqual(["d", "c"]);
+  expect([...(await root.agent()).tools.keys()]).toEqual(["four", "three"]);
   expect((await root.entries()).length).toBe(before);
-  expect(h.services.agent(root.id).extensions).toEqual(["c"]);
+  expect(commits).toBe(0);
+  expect(h.services.agent(root.id).extensions).toEqual(["d", "c"]);
+});
+
+test("agent() of a conversation with no pi.agent resolves it as {}: the host default, thinking off, and writes nothing", async () => {
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("one")] }));
+  // A conversation made by the plain core harness has no built-in documents.
+  const store = await memoryStore();
+  const core = await Harness.open(store);
+  const id = await core.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  await core.close();
+  const { h } = await open(echo, { extensions, store: await memoryStore(store.image()) });
+  const bare = h.conversation(id)!;
+  expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
+  const agent = await bare.agent();
+  expect(agent.extensions).toEqual(["a"]);
+  expect(agent.thinkingLevel).toBe("off");
+  expect(agent.instructions).toBeUndefined();
+  expect(await bare.agentState()).toEqual({});
+  expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
 });

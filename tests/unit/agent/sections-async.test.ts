@@ -6,7 +6,14 @@
  * error propagates instead of being reported.
  */
 import { expect, test } from "vitest";
-import { createRegistry, defineExtension, type Extension, MemoryFs, section } from "../../../worker/index.ts";
+import {
+  createRegistry,
+  defineExtension,
+  type Extension,
+  MemoryFs,
+  section,
+  workspaceEnv,
+} from "../../../worker/index.ts";
 import { deferred } from "../../../worker/testing.ts";
 import { echo, open } from "./fixtures.ts";
 
@@ -14,7 +21,12 @@ async function setup(list: Extension[], fs = new MemoryFs()) {
   const extensions = createRegistry();
   for (const e of list) extensions.install(e);
   const reported: string[] = [];
-  const s = await open(echo, { extensions, fs, onReport: (e) => void reported.push((e as Error).message) });
+  const s = await open(echo, {
+    extensions,
+    fs,
+    env: workspaceEnv(fs), // the workspace as every conversation's environment (none without a builder)
+    onReport: (e) => void reported.push((e as Error).message),
+  });
   const ask = async (content: string) => (await s.root.submit({ type: "input", content })).wait();
   return { ...s, reported, ask };
 }

@@ -4,7 +4,7 @@
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
-import { builtinTools, MemoryFs } from "../../../worker/index.ts";
+import { builtinTools, MemoryFs, workspaceEnv } from "../../../worker/index.ts";
 import { messageOf, open, textOf, transcript } from "./fixtures.ts";
 
 test("smoke: input, a tool round, an answer", async () => {
@@ -16,7 +16,7 @@ test("smoke: input, a tool round, an answer", async () => {
         : fauxAssistantMessage([fauxToolCall("ls", { path: "." }, { id: "call-1" })], {
             stopReason: "toolUse",
           }),
-    { tools: builtinTools, fs },
+    { tools: builtinTools, fs, env: workspaceEnv(fs) },
   );
   const settled = await (await root.submit({ type: "input", content: "list the files" })).wait();
   const entries = await transcript(root);

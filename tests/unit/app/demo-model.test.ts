@@ -13,6 +13,7 @@ import {
 } from "@mariozechner/pi-ai";
 import { afterEach, beforeAll, describe, expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/range.ts";
+import { workspaceEnv } from "../../../worker/agent/env.ts";
 import { createModelResolver } from "../../../worker/agent/models/resolver.ts";
 import { builtinTools, toolByName } from "../../../worker/agent/tools/builtin/index.ts";
 import type { ToolApi } from "../../../worker/agent/tools/contract.ts";
@@ -374,6 +375,7 @@ describe("demo provider", () => {
       defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
       tools: builtinTools,
       fs,
+      env: workspaceEnv(fs),
     });
     try {
       const root = await h.root();

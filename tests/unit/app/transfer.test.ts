@@ -56,7 +56,7 @@ test("a conversation exported and imported keeps its entries, documents and mode
   const head = after.find((e) => e.kind === "pi.reset");
   expect(head?.head).toBe(head?.id);
   expect(await h.doc(id, "app.title")).toEqual({ title: "Round trip" });
-  expect((await copy.agent()).instructions).toBe("Never say [redacted]");
+  expect((await copy.agentState()).instructions).toBe("Never say [redacted]");
   // The model sees the same context in the copy: only what follows the reset.
   seen.length = 0;
   await (await copy.submit({ type: "input", content: "third" })).wait();

@@ -112,7 +112,7 @@ describe("an imported tool is opt-in", () => {
     const other = (await target.h.root()).id;
     const id = await importWithUserTools(target.h, text, { documents: DOCS });
     expect(userToolStatuses(target.h)).toMatchObject([{ name: "greet", imported: true, activeVersion: 1 }]);
-    expect((await target.h.requireConversation(id).agent()).extensions).toEqual({ add: ["user:greet"] });
+    expect((await target.h.requireConversation(id).agentState()).extensions).toEqual({ add: ["user:greet"] });
     expect(await ask(target.h, id, 'use my tool greet with {"name":"Bo"}')).toContain("Hello, Bo!");
     expect(await ask(target.h, other, 'use my tool greet with {"name":"Bo"}')).toContain(
       "I don't see a tool named `greet` in this conversation",
@@ -130,9 +130,9 @@ describe("an imported tool is opt-in", () => {
     expect(userToolViews(target.h)).toMatchObject([{ name: "greet", imported: true }]);
     // Opened again, the store keeps it opt-in.
     const again = await openApp({ store: await memoryStore(target.store.image()) });
-    await again.h.requireConversation(other).agent();
+    await again.h.requireConversation(other).agentState();
     expect(again.h.services.agent(other).tools.has("greet")).toBe(false);
-    await again.h.requireConversation(id).agent();
+    await again.h.requireConversation(id).agentState();
     expect(again.h.services.agent(id).tools.has("greet")).toBe(true);
   });
 
@@ -142,10 +142,10 @@ describe("an imported tool is opt-in", () => {
     await importWithUserTools(target.h, text, { documents: DOCS });
     const other = await target.h.root();
     await setExtensionEnabled(target.h, other.id, "user:greet", true);
-    expect((await other.agent()).extensions).toEqual({ add: ["user:greet"] });
+    expect((await other.agentState()).extensions).toEqual({ add: ["user:greet"] });
     expect(await ask(target.h, other.id, 'use my tool greet with {"name":"Cy"}')).toContain("Hello, Cy!");
     await setExtensionEnabled(target.h, other.id, "user:greet", false);
-    expect((await other.agent()).extensions).toBeUndefined();
+    expect((await other.agentState()).extensions).toBeUndefined();
     expect(target.h.services.agent(other.id).tools.has("greet")).toBe(false);
   });
 
@@ -224,7 +224,7 @@ describe("removing a tool", () => {
         `${switched}:pi.agent`,
       ].sort(),
     ]);
-    const agent = (c: number) => target.h.requireConversation(c).agent();
+    const agent = (c: number) => target.h.requireConversation(c).agentState();
     expect((await agent(imported)).extensions).toBeUndefined();
     expect((await agent(switched)).extensions).toBeUndefined();
     expect((await agent(exact.id)).extensions).toEqual(["workspace-tools"]);

@@ -215,7 +215,7 @@ describe("per conversation", () => {
     const a = (await h.root()).id;
     const b = (await h.createConversation({ ownership: { kind: "ownerless" } })).id;
     await setExtensionEnabled(h, a, "user:greet", false);
-    expect((await h.requireConversation(a).agent()).extensions).toEqual({ remove: ["user:greet"] });
+    expect((await h.requireConversation(a).agentState()).extensions).toEqual({ remove: ["user:greet"] });
     expect(await conversationExtensions(h, a)).toEqual([
       {
         name: "workspace-tools",
@@ -231,7 +231,7 @@ describe("per conversation", () => {
     );
     expect(await ask(h, b, 'use my tool greet with {"name":"Ada"}')).toContain("Hello, Ada!");
     await setExtensionEnabled(h, a, "user:greet", true);
-    expect((await h.requireConversation(a).agent()).extensions).toBeUndefined();
+    expect((await h.requireConversation(a).agentState()).extensions).toBeUndefined();
     expect(await ask(h, a, 'use my tool greet with {"name":"Cy"}')).toContain("Hello, Cy!");
   });
 
@@ -241,9 +241,9 @@ describe("per conversation", () => {
     const root = await h.root();
     await root.configure({ extensions: ["workspace-tools"] });
     await setExtensionEnabled(h, root.id, "user:greet", true);
-    expect((await root.agent()).extensions).toEqual(["workspace-tools", "user:greet"]);
+    expect((await root.agentState()).extensions).toEqual(["workspace-tools", "user:greet"]);
     await setExtensionEnabled(h, root.id, "workspace-tools", false);
-    expect((await root.agent()).extensions).toEqual(["user:greet"]);
+    expect((await root.agentState()).extensions).toEqual(["user:greet"]);
   });
 });
 

@@ -112,15 +112,13 @@ describe("document versions", () => {
         return { entries: old.items.map((text) => ({ text })) };
       },
     });
-    expect((await h.snapshot(mutating, 1)).entries).toHaveLength(2);
+    expect((await h.snapshot(mutating, 1))?.entries).toHaveLength(2);
     expect(await h.doc(1, NAME)).toEqual({ items: ["a"] });
   });
 
   test("writes store the definition's version; a core write without one keeps it", async () => {
     const { h, store } = await harness();
     const notes = v2();
-    expect(await h.transaction((tx) => notes.read(tx, 1))).toEqual({ entries: [] });
-    expect(await row(store)).toBeUndefined(); // reading the initial value writes nothing
     await h.transaction((tx) => notes.write(tx, 1, { entries: [{ text: "x" }] }));
     expect((await row(store))?.version).toBe(2);
     await h.transaction((tx) => tx.writeDoc(1, NAME, { entries: [] }));
@@ -148,5 +146,40 @@ describe("document versions", () => {
       /positive integer/,
     );
     expect(await row(store)).toEqual({ version: 1, value: { items: [] } });
+  });
+});
+
+describe("absent documents (spec §3.3, §12: only a typed tx.doc() creates one)", () => {
+  test("a typed snapshot of an absent document is undefined and writes nothing; the typed transaction read creates it with its initial value in that commit", async () => {
+    const { h, store } = await harness();
+    const notes = v2();
+    const commits = store.stats.commits;
+    expect(await h.snapshot(notes, 1)).toBeUndefined();
+    expect(await h.snapshot(notes, 1)).toBeUndefined(); // asking again still finds none
+    expect(store.stats.commits).toBe(commits);
+    expect(await row(store)).toBeUndefined();
+    // The typed transaction read (our tx.doc()) is get-or-create: the initial value is stored.
+    expect(await h.transaction((tx) => notes.read(tx, 1))).toEqual({ entries: [] });
+    expect(await row(store)).toEqual({ version: 2, value: { entries: [] } });
+    expect(await h.snapshot(notes, 1)).toEqual({ entries: [] });
+    // A commit that creates it and fails stores nothing.
+    const other = defineDoc<{ n: number }>({ name: "app.other", initial: { n: 0 } });
+    await expect(
+      h.transaction((tx) => {
+        other.read(tx, 1);
+        throw new Error("changed my mind");
+      }),
+    ).rejects.toThrow("changed my mind");
+    expect(await h.snapshot(other, 1)).toBeUndefined();
+  });
+
+  test("a snapshot in a conversation without the document is undefined, whatever another conversation holds", async () => {
+    const { h } = await harness();
+    const notes = v2();
+    const fresh = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(await h.snapshot(notes, fresh.id)).toBeUndefined();
+    await h.transaction((tx) => notes.write(tx, 1, { entries: [{ text: "root" }] }));
+    expect(await h.snapshot(notes, 1)).toEqual({ entries: [{ text: "root" }] });
+    expect(await h.snapshot(notes, fresh.id)).toBeUndefined();
   });
 });

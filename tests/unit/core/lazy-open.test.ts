@@ -43,7 +43,7 @@ async function readAll(setup: Awaited<ReturnType<typeof open>>, c: number) {
     docs[name] = await h.doc(c, name);
   return {
     docs,
-    agent: await conversation.agent(),
+    agent: await conversation.agentState(),
     entries: await conversation.entries(),
     view: await conversation.viewState(),
   };
@@ -169,7 +169,7 @@ test("after an open that read none of them, terminal tasks and idle conversation
   const terminal = (await first.h.tasks({ status: "terminal" })).at(-1)!;
   const idle = first.h.requireConversation(2);
   const idleEntries = await idle.entries();
-  const idleAgent = await idle.agent();
+  const idleAgent = await idle.agentState();
   await first.h.close();
 
   const release = deferred();
@@ -187,7 +187,7 @@ test("after an open that read none of them, terminal tasks and idle conversation
   const at = idleEntries.at(-1)!.id;
   const child = await second.h.requireConversation(2).fork(at, { ownership: { kind: "ownerless" } });
   expect((await child.entries()).filter((e) => e.id <= at)).toEqual(idleEntries);
-  expect(await child.agent()).toEqual(idleAgent);
+  expect(await child.agentState()).toEqual(idleAgent);
   release.resolve();
   await second.h.waitForTask(liveTask);
 });

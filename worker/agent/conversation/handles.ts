@@ -21,13 +21,15 @@ import { type AgentChange, applyAgentChange } from "./agent-change.ts";
 import { type ContextView, contextView } from "./context.ts";
 import { admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 
-/** A conversation's agent as resolved now (`Conversation.resolvedAgent()`). */
+/** A conversation's agent as resolved now (`Conversation.agent()`, spec §2.2 `Agent`). */
 export interface ResolvedAgentView extends ResolvedAgent {
   /** The stored pi.agent it was resolved from. */
   readonly state: AgentState;
   /** The model a request would use (pi.agent's, else the harness's default; absent: none). */
   readonly model?: ModelRef;
   readonly thinkingLevel: NonNullable<AgentState["thinkingLevel"]>;
+  /** pi.agent's instructions, rendered after every extension section. */
+  readonly instructions?: string;
 }
 
 export type { AgentChange } from "./agent-change.ts";
@@ -176,18 +178,19 @@ export class Conversation {
   }
 
   /** The stored pi.agent (names only, absent as `{}`): what `configure` edits. Never writes. */
-  async agent(): Promise<AgentState> {
+  async agentState(): Promise<AgentState> {
     return agentDoc.view(await this.harness.docVersioned(this.id, DOC.agent));
   }
 
   /**
-   * What the conversation resolves to now, for UIs (spec §2.2 `Conversation.agent()`, §7.1): the
-   * stored pi.agent resolved against the current registry snapshot and settings (the selected
-   * extensions, tools, sections and hooks, as the next phase would take them), with the model and
-   * thinking level a request would use. Never writes.
+   * The conversation's agent resolved now (spec §2.2 `Conversation.agent()`, §7.1): the stored
+   * pi.agent (absent as `{}`) resolved against the current registry snapshot and settings (the
+   * selected extensions, tools, sections and hooks, as the next phase would take them), with the
+   * model and thinking level a request would use, and `instructions` (no `cwd`: NOT-APPLICABLE §2.2). UIs re-resolve through
+   * it: a registry or settings change shows at the next call. Never writes.
    */
-  async resolvedAgent(): Promise<ResolvedAgentView> {
-    const state = await this.agent();
+  async agent(): Promise<ResolvedAgentView> {
+    const state = await this.agentState();
     const resolved = this.harness.services.agent(this.id, state);
     const model = state.model ?? this.harness.services.defaultModel;
     return {
@@ -195,6 +198,7 @@ export class Conversation {
       state,
       ...(model ? { model } : {}),
       thinkingLevel: state.thinkingLevel ?? "off",
+      ...(state.instructions !== undefined ? { instructions: state.instructions } : {}),
     };
   }
 

@@ -19,7 +19,11 @@ export const FORK_INITIAL: ReadonlySet<string> = new Set([DOC.live, DOC.inbox, D
 export function createAgentDocs(tx: Tx, record: ConversationRecord): void {
   let agent: AgentState = {};
   if (record.parent) agent = agentDoc.read(tx, record.id);
-  else if (record.owner) agent = agentDoc.read(tx, record.owner.conversationId);
+  else if (record.owner) {
+    // The owner's stored agent, read without creating one there (absent reads as `{}`).
+    const owner = record.owner.conversationId;
+    agent = agentDoc.view({ value: tx.readDoc(owner, DOC.agent), version: tx.docVersion(owner, DOC.agent) });
+  }
   agentDoc.write(tx, record.id, agent);
   writeDoc(tx, record.id, DOC.live, {});
   writeDoc(tx, record.id, DOC.inbox, { items: [] });

@@ -279,7 +279,7 @@ export function prepareRequest(
     if (!(services.envBuilder && resolved.sections.length > 0))
       sections = renderSectionsNow(
         resolved,
-        renderInput(services, c, entries, services.envBuilder ? undefined : { fs: services.fs }),
+        renderInput(services, c, entries, undefined), // no builder: no environment (spec §2.2)
         agent.instructions,
         services.report,
       );

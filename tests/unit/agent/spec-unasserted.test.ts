@@ -1,0 +1,297 @@
+/**
+ * Agent rules of the specification that held by construction but that no test asserted (issue 29
+ * item 9), each asserted here in full: `output()` throws after the call ends and never spills to a
+ * file (spec §7.3); every tool task's terminal outcome carries the `{entryId}` of its result entry
+ * (§8.4); `pi.tool` is version 1, starts at `call` and reads its call from the assistant entry
+ * (§8.4); a queued summary's timestamp is the compaction's finish time and the token estimate goes
+ * by entry order, not timestamps (§12, §8.3).
+ */
+import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { describe, expect, test } from "vitest";
+import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
+import { estimateMessageTokens } from "../../../worker/agent/compaction/range.ts";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import { type ToolApi, textResult } from "../../../worker/agent/tools/contract.ts";
+import {
+  defineTool,
+  type EntryRecord,
+  MemoryFs,
+  type TaskRecord,
+  workspaceEnv,
+} from "../../../worker/index.ts";
+import { deferred, type FauxRequest, type FauxResponder } from "../../../worker/testing.ts";
+import {
+  callsThenAnswer,
+  diagnosticsOf,
+  gatedTool,
+  messageOf,
+  open,
+  textOf,
+  toolResults,
+  transcript,
+} from "./fixtures.ts";
+
+const toolTasks = async (h: { tasks(q: { kind: string }): Promise<TaskRecord[]> }) =>
+  h.tasks({ kind: "pi.tool" });
+const callIdOf = (t: TaskRecord) => (t.input as { callId: string }).callId;
+const outcomeOf = (t: TaskRecord) =>
+  t.state.status === "terminal"
+    ? (t.state.outcome as { status: string; result?: { entryId?: number } })
+    : undefined;
+
+describe("output() (spec §7.3)", () => {
+  test("throws after the call ends, and never spills to a file: output past every bound writes nothing to the environment", async () => {
+    const fs = new MemoryFs();
+    let kept: ToolApi | undefined;
+    const loud = defineTool({
+      name: "loud",
+      description: "Print a lot",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        kept = api;
+        for (let i = 0; i < 6000; i++) api.output(`line ${i} ${"y".repeat(20)}\n`);
+        return { content: [], isError: false };
+      },
+    });
+    const { root } = await open(callsThenAnswer(fauxToolCall("loud", {}, { id: "l1" })), {
+      tools: [loud],
+      fs,
+      env: workspaceEnv(fs),
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(() => kept!.output("late")).toThrow(/after the call ended/);
+    // Bounded, with a truncation diagnostic; no file anywhere and no path in the result.
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toContain("truncated");
+    expect(fs.snapshot()).toEqual({});
+    expect(JSON.stringify(messageOf(result!))).not.toMatch(/\.(log|txt|out)\b/);
+  });
+});
+
+describe("tool tasks end with { entryId } (spec §8.4)", () => {
+  test("completed, an isError result, a throw, invalid arguments, a blocked call and an abort: each terminal outcome carries the entryId of its call's result entry", async () => {
+    const ok = defineTool({
+      name: "ok",
+      description: "ok",
+      parameters: Type.Object({}),
+      execute: async () => textResult("fine"),
+    });
+    const soft = defineTool({
+      name: "soft",
+      description: "soft error",
+      parameters: Type.Object({}),
+      execute: async () => ({ content: [{ type: "text", text: "not quite" }], isError: true }),
+    });
+    const boom = defineTool({
+      name: "boom",
+      description: "throws",
+      parameters: Type.Object({}),
+      execute: async () => {
+        throw new Error("boom");
+      },
+    });
+    const strict = defineTool({
+      name: "strict",
+      description: "needs x",
+      parameters: Type.Object({ x: Type.String() }),
+      execute: async () => textResult("never"),
+    });
+    const guarded = defineTool({
+      name: "guarded",
+      description: "blocked by a hook",
+      parameters: Type.Object({}),
+      execute: async () => textResult("never"),
+    });
+    const calls = [
+      fauxToolCall("ok", {}, { id: "c-ok" }),
+      fauxToolCall("soft", {}, { id: "c-soft" }),
+      fauxToolCall("boom", {}, { id: "c-boom" }),
+      fauxToolCall("strict", {}, { id: "c-strict" }),
+      fauxToolCall("guarded", {}, { id: "c-guarded" }),
+    ];
+    const { h, root } = await open(callsThenAnswer(...calls), {
+      tools: [ok, soft, boom, strict, guarded],
+      hooks: {
+        beforeTool: [(call) => (call.name === "guarded" ? { block: "no" } : undefined)],
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const results = await toolResults(root);
+    const entryOf = new Map(
+      results.map((e) => [(messageOf(e) as { toolCallId: string }).toolCallId, e.id] as const),
+    );
+    const ended = new Map((await toolTasks(h)).map((t) => [callIdOf(t), outcomeOf(t)] as const));
+    expect(ended.get("c-ok")).toMatchObject({
+      status: "completed",
+      result: { entryId: entryOf.get("c-ok") },
+    });
+    expect(ended.get("c-soft")).toMatchObject({
+      status: "completed",
+      result: { entryId: entryOf.get("c-soft") },
+    });
+    expect(ended.get("c-boom")).toMatchObject({
+      status: "failed",
+      result: { entryId: entryOf.get("c-boom") },
+    });
+    for (const id of ["c-strict", "c-guarded"])
+      expect(ended.get(id)?.result?.entryId, id).toBe(entryOf.get(id));
+    // Aborted mid-call: the abort handler's result entry is in the outcome too.
+    const hold = gatedTool();
+    const other = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c-hold" })), {
+      tools: [hold.tool],
+    });
+    await other.root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    await other.root.abort();
+    const [aborted] = await toolTasks(other.h);
+    const [abortResult] = await toolResults(other.root);
+    expect(outcomeOf(aborted!)).toMatchObject({ status: "aborted", result: { entryId: abortResult!.id } });
+  });
+});
+
+describe("pi.tool (spec §8.4)", () => {
+  test("is version 1, starts at call, and reads its call from the assistant entry: its input names only the entry and the call id", async () => {
+    const held = deferred();
+    const release = deferred();
+    const seen: unknown[] = [];
+    const echoTool = defineTool({
+      name: "echo",
+      description: "echo",
+      parameters: Type.Object({ item: Type.String() }),
+      execute: async (args) => {
+        seen.push(args);
+        return textResult(args.item);
+      },
+    });
+    const { h, root } = await open(
+      callsThenAnswer(fauxToolCall("echo", { item: "from the entry" }, { id: "c1" })),
+      {
+        tools: [echoTool],
+        hooks: {
+          beforeTool: [
+            async () => {
+              held.resolve();
+              await release.promise;
+              return undefined;
+            },
+          ],
+        },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await held.promise;
+    const [task] = await toolTasks(h);
+    expect(task).toMatchObject({
+      kind: "pi.tool",
+      version: 1,
+      state: { status: "running", checkpoint: { phase: "call" } },
+    });
+    const assistant = (await transcript(root)).find((e) => e.kind === "pi.assistant")!;
+    expect(task!.input).toEqual({ assistant: assistant.id, callId: "c1" });
+    const call = (
+      messageOf(assistant) as { content: Array<{ type: string; id?: string; arguments?: unknown }> }
+    ).content.find((b) => b.type === "toolCall" && b.id === "c1");
+    expect(call?.arguments).toEqual({ item: "from the entry" });
+    release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([{ item: "from the entry" }]);
+  });
+});
+
+describe("a queued summary (spec §12, §8.3)", () => {
+  const big = (label: string) => `${label} ${"x".repeat(400)}`;
+  const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+
+  test("its timestamp is the compaction's finish time, not its placement; the token estimate goes by entry order", async () => {
+    let clock = 1_000_000;
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) {
+        clock += 5000; // the summary request takes a while: the compaction finishes later than it began
+        return fauxAssistantMessage("SUMMARY");
+      }
+      const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      const answered = req.messages.at(-1)?.role === "toolResult";
+      return lastUser.startsWith("hold") && !answered
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage(big("answer"));
+    };
+    const { h, root } = await open(responder, {
+      tools: [hold.tool],
+      settings: { compaction: { keepRecentTokens: 150 } },
+      now: () => clock,
+    });
+    for (let i = 1; i <= 3; i++) {
+      clock += 1000;
+      await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    }
+    clock += 1000;
+    const run = await root.submit({ type: "input", content: "hold on" });
+    await hold.started.promise;
+    const began = (clock += 1000);
+    const compaction = await h.waitForTask(await root.compact());
+    const finished = began + 5000;
+    expect(compaction.endedAt).toBe(finished);
+    // Placed later, at the run's next boundary, when the clock reads much later.
+    clock += 60_000;
+    hold.release.resolve();
+    expect((await run.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    const summaryAt = entries.findIndex((e) => e.kind === "pi.compaction");
+    const summary = entries[summaryAt]!;
+    expect((messageOf(summary) as { timestamp: number }).timestamp).toBe(finished);
+    // In entry order it follows the tool's result, stamped at placement time, later than its own.
+    const before = entries[summaryAt - 1]!;
+    expect((messageOf(before) as { timestamp: number }).timestamp).toBeGreaterThan(finished);
+    // The estimate before a request: the newest answer's usage plus what follows it in entry order.
+    const range = entries.slice(0, summaryAt + 1);
+    const answer = [...range]
+      .reverse()
+      .find(
+        (e) =>
+          e.kind === "pi.assistant" &&
+          ((messageOf(e) as { usage?: { totalTokens: number } }).usage?.totalTokens ?? 0) > 0,
+      ) as EntryRecord;
+    const after = range.filter((e) => e.id > answer.id && e.kind !== "pi.system");
+    const usage = (messageOf(answer) as { usage: { totalTokens: number } }).usage.totalTokens;
+    const expected =
+      usage +
+      after.flatMap((e) => e.model as unknown as Message[]).reduce((n, m) => n + estimateMessageTokens(m), 0);
+    expect(contextTokens(range)).toBe(expected);
+  });
+
+  test("the estimate counts a summary placed after an answer although its timestamp is earlier (entry order, not timestamps)", () => {
+    const entry = (id: number, kind: string, message: Record<string, unknown>, head?: number): EntryRecord =>
+      ({
+        id,
+        conversationId: 1,
+        kind,
+        model: [message],
+        ...(head ? { head } : {}),
+      }) as unknown as EntryRecord;
+    const summaryMessage = {
+      role: "user",
+      content: [{ type: "text", text: big("summary") }],
+      timestamp: 150,
+    };
+    const question = { role: "user", content: big("next"), timestamp: 300 };
+    const entries = [
+      entry(1, "pi.user", { role: "user", content: "a", timestamp: 100 }),
+      entry(2, "pi.assistant", {
+        role: "assistant",
+        content: [{ type: "text", text: "b" }],
+        usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 1000 },
+        stopReason: "stop",
+        timestamp: 200,
+      }),
+      entry(3, "pi.compaction", summaryMessage, 2),
+      entry(4, "pi.user", question, undefined),
+    ];
+    expect(contextTokens(entries)).toBe(
+      1000 + estimateMessageTokens(summaryMessage as Message) + estimateMessageTokens(question as Message),
+    );
+  });
+});

@@ -1,0 +1,143 @@
+/**
+ * Rules of the specification that held by construction but that no test asserted (issue 29 item 9),
+ * each asserted here in full: `inspect()` never runs a migration (spec §2.2); there are no
+ * free-standing task dependencies (§5.5); a phase handler that never settles never hands over to a
+ * replacing definition (§5.4).
+ */
+import { describe, expect, test } from "vitest";
+import {
+  type CreateTaskOptions,
+  defineTask,
+  Harness,
+  type Json,
+  type TaskId,
+} from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { complete, done, type Go, outcome, parked, row, settle, storeWith } from "./fixtures.ts";
+
+describe("inspect() never runs a migration (spec §2.2)", () => {
+  test("a newer definition with migrate shows ready { migrates: true } and migrate is not called; one without migrate shows migration_failed; a failing migrate shows failed only after the scheduler tried it, once", async () => {
+    const { image, ids } = await storeWith([parked("older"), parked("plain")]);
+    const [older, plain] = ids as [TaskId, TaskId];
+    let calls = 0;
+    const failing = defineTask<Json, Go, Json>({
+      ...parked("older", 2),
+      migrate: () => {
+        calls++;
+        throw new Error("cannot migrate");
+      },
+    });
+    const h = await Harness.open(image, { tasks: [failing, parked("plain", 2)], paused: true });
+    for (let i = 0; i < 3; i++) {
+      const states = h.inspect().tasks.map((t) => [t.record.id, t.state.kind, t.state]);
+      expect(states).toEqual([
+        [older, "ready", { kind: "ready", migrates: true }],
+        [plain, "blocked", expect.objectContaining({ kind: "blocked", reason: "migration_failed" })],
+      ]);
+    }
+    expect(calls).toBe(0);
+    // Nothing was written: both records are still stored at version 1, pending.
+    expect(await row(image, older)).toMatchObject({ version: 1, status: "pending" });
+    expect(await row(image, plain)).toMatchObject({ version: 1, status: "pending" });
+    // The scheduler tries the migration once it runs; only then does inspection show it failed.
+    h.resume();
+    await until(() => h.inspect().tasks.find((t) => t.record.id === older)?.state.kind === "blocked", {
+      what: "the failed migration shown",
+    });
+    expect(calls).toBe(1);
+    for (let i = 0; i < 3; i++)
+      expect(h.inspect().tasks.find((t) => t.record.id === older)?.state).toMatchObject({
+        kind: "blocked",
+        reason: "migration_failed",
+      });
+    expect(calls).toBe(1);
+    expect(await row(image, older)).toMatchObject({ version: 1, status: "pending" });
+    await h.close();
+  });
+});
+
+describe("no free-standing task dependencies (spec §5.5)", () => {
+  test("createTask takes no dependency: a task created after another starts without waiting for it; ordering exists only through a waiting state", async () => {
+    const h = await Harness.open(await memoryStore());
+    const gate = deferred();
+    const first = defineTask<Json, Go, Json>({
+      ...parked("first"),
+      phases: {
+        go: async (_t, runtime) => {
+          await gate.promise;
+          await runtime.commit(() => complete("first"));
+        },
+      },
+    });
+    const second = defineTask<Json, Go, Json>({
+      ...parked("second"),
+      phases: { go: async (_t, runtime) => void (await runtime.commit(() => complete("second"))) },
+    });
+    const a = await h.createTask(first, null, { ownership: { kind: "conversation" } });
+    // A dependency option is not part of the options: one given anyway is ignored, not honoured.
+    const b = await h.createTask(second, null, {
+      ownership: { kind: "conversation" },
+      dependsOn: [a],
+      after: [a],
+    } as CreateTaskOptions<Go>);
+    expect(outcome(await done(h, b))).toEqual({ status: "completed", result: "second" });
+    expect((await h.getTask(a))?.state.status).toBe("running");
+    // The stored record carries no dependency: only a waiting state names other tasks.
+    const stored = (await h.getTask(b))!;
+    expect(Object.keys(stored).sort()).toEqual(
+      [
+        "abortRequested",
+        "background",
+        "conversationId",
+        "endedAt",
+        "id",
+        "input",
+        "kind",
+        "startedAt",
+        "state",
+        "version",
+      ].sort(),
+    );
+    gate.resolve();
+    expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "first" });
+    await h.close();
+  });
+});
+
+describe("a never-settling handler never hands over (spec §5.4)", () => {
+  test("a replaced definition's handler that never returns keeps running its old code: the new version runs only after a phase boundary, which never comes", async () => {
+    const h = await Harness.open(await memoryStore());
+    const ran: string[] = [];
+    const stuck = defineTask<Json, Go, Json>({
+      ...parked("handover"),
+      phases: {
+        go: async (_t, _runtime, signal) => {
+          ran.push("v1");
+          await new Promise((_resolve, reject) =>
+            signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+          );
+        },
+      },
+    });
+    const id = await h.createTask(stuck, null, { ownership: { kind: "conversation" } });
+    await until(() => ran.length === 1, { what: "v1 running" });
+    const replacement = defineTask<Json, Go, Json>({
+      ...parked("handover", 2),
+      migrate: (input, checkpoint) => ({ input, checkpoint: checkpoint as Go }),
+      phases: {
+        go: async (_t, runtime) => {
+          ran.push("v2");
+          await runtime.commit(() => complete("v2"));
+        },
+      },
+    });
+    h.register(replacement);
+    await settle(50);
+    expect(ran).toEqual(["v1"]);
+    expect((await h.getTask(id))?.version).toBe(1);
+    expect(h.inspect().tasks.map((t) => [t.record.id, t.state.kind])).toEqual([[id, "running"]]);
+    // Close signals the handler; still no handover: v2 never ran in this harness.
+    await h.close();
+    expect(ran).toEqual(["v1"]);
+  });
+});
