@@ -10,7 +10,6 @@
  * are read against the engine's default base (settings.extensions, which leaves opt-in tools out).
  */
 
-import { selectExtensions } from "../agent/extensions/resolve.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import { agentDoc } from "../agent/records.ts";
 import type { Tx } from "../core/define.ts";
