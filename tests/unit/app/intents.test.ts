@@ -90,7 +90,7 @@ interface Held {
 
 async function held(h: AgentHarness, id: ConversationId): Promise<Held> {
   const own = (await h.requireConversation(id).entries()).filter((e) => e.conversationId === id);
-  const { model, thinkingLevel, instructions } = await h.requireConversation(id).agent();
+  const { model, thinkingLevel, instructions } = await h.requireConversation(id).agentState();
   return {
     id,
     title: ((await h.doc(id, TITLE_DOC)) as { title?: string } | undefined)?.title,
@@ -211,7 +211,7 @@ async function oldResend(
       await h.forkConversation(source, before.id, { ...OWNERLESS, init: (tx, c) => forkTitle(tx, source, c) })
     ).id;
   else {
-    const settings = await h.requireConversation(source).agent();
+    const settings = await h.requireConversation(source).agentState();
     id = (await h.createConversation(OWNERLESS)).id;
     if (settings.model) await h.requireConversation(id).configure({ model: settings.model });
     if (settings.thinkingLevel || settings.instructions)
@@ -241,7 +241,7 @@ function scenario(intent: Intent, s: Seed): CrashScenario<AgentHarness, RunState
     name: intent.name,
     image: s.image,
     services: () => ({ seen: [] }),
-    open: (store) => AgentHarness.open(store, options),
+    open: (store, _services, engine) => AgentHarness.open(store, { ...options, ...engine }),
     finish: async (h, run) => {
       const at = await intent.look(h, s);
       run.seen.push(at);
