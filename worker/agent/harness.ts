@@ -191,7 +191,7 @@ export class AgentHarness extends Harness {
     this.#extensionTasks = new Set(wanted.keys());
   }
 
-  /** Close the engine; the registry subscription and the entry cache's retention timer stop first. */
+  /** Close the harness; the registry subscription and the entry cache's retention timer stop first. */
   override close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
     this.#unsubscribe();
     this.services.entries.dispose();

@@ -79,8 +79,9 @@ export interface HarnessOptions {
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
   /**
-   * The store failed under the engine (quota, I/O, another owner): memory may be ahead of the disk,
-   * so the engine stops. Everything committed is kept; reopening resumes from it.
+   * The store failed under the harness (quota, I/O, another owner): memory may be ahead of the disk,
+   * so the harness stops (and with it the engine it runs in). Everything committed is kept; reopening
+   * resumes from it.
    */
   onFatal?: (error: Error) => void;
   /**

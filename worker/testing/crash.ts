@@ -3,7 +3,7 @@
  * refuses every call, as if the process died) and hands back a fresh store holding exactly what was
  * committed. `crashSweep` is the one loop every crash sweep runs: the scenario once uncrashed (its
  * transactions counted), then once per transaction k = 1..K crashing at k in the given mode, a new
- * engine opened on what was committed and the scenario finished there; each run goes to the
+ * harness opened on what was committed and the scenario finished there; each run goes to the
  * scenario's own assertions, and the sweep prints the crash points it covered.
  * Invariants the sweep checks itself: every crash point it runs does crash (or the sweep fails: a
  * point that is never reached proves nothing), it covers at least `atLeast` points, and every run
@@ -84,8 +84,8 @@ export async function crashingStore(options: CrashOptions | { afterCommit: numbe
   };
 }
 
-/** What the sweep needs of an engine (a `Harness` or an `AgentHarness`). */
-export interface SweptEngine {
+/** What the sweep needs of a harness (a `Harness` or an `AgentHarness`). */
+export interface SweptHarness {
   tasks(): Promise<TaskRecord[]>;
   close(): Promise<void>;
 }
@@ -94,21 +94,21 @@ export interface SweptEngine {
  * A scenario to sweep. `S` is one run's own state (fresh fakes, what the run records), `R` what a
  * user can observe at the end of a run, compared across runs by the scenario's assertions.
  */
-export interface CrashScenario<E extends SweptEngine, S, R> {
+export interface CrashScenario<E extends SweptHarness, S, R> {
   readonly name: string;
   /** The committed state every run starts from (default: an empty store). */
   readonly image?: MemoryImage;
   /** A fresh state for one run. */
   services(): S;
-  /** Open an engine on `store` (the first one, or the one reopened after the crash). */
+  /** Open a harness on `store` (the first one, or the one reopened after the crash). */
   open(store: MemoryStore, services: S): Promise<E>;
   /**
-   * Drive the engine to the end and observe the result. Runs on the first engine (raced against the
+   * Drive the harness to the end and observe the result. Runs on the first harness (raced against the
    * crash) and, after a crash, in full on the reopened one: like a client, it starts work only when
    * the committed state does not hold it already (or resends it with the same request id).
    */
-  finish(engine: E, services: S): Promise<R>;
-  /** After a crash, before the engine reopens: look at a copy of what was committed. */
+  finish(harness: E, services: S): Promise<R>;
+  /** After a crash, before the harness reopens: look at a copy of what was committed. */
   afterCrash?(committed: MemoryStore, services: S): Promise<void>;
 }
 
@@ -146,7 +146,7 @@ export interface CrashSweepOptions<S, R> {
    * that makes it sweep fewer fails it, in whatever selection of tests runs, instead of going unseen.
    */
   atLeast?: number;
-  /** One engine's `finish` fails after this long (default 10 s) instead of hanging the sweep. */
+  /** One harness's `finish` fails after this long (default 10 s) instead of hanging the sweep. */
   timeoutMs?: number;
   /** Where the covered points are printed (default `console.log`). */
   log?: (line: string) => void;
@@ -156,7 +156,7 @@ export interface CrashSweepOptions<S, R> {
  * Sweep `scenario` in one crash mode (callers run it once per entry of `CRASH_MODES`). Resolves with
  * the report once every run passed its checks; rejects on the first failing one.
  */
-export async function crashSweep<E extends SweptEngine, S, R>(
+export async function crashSweep<E extends SweptHarness, S, R>(
   scenario: CrashScenario<E, S, R>,
   options: CrashSweepOptions<S, R>,
 ): Promise<CrashSweepReport<S, R>> {
@@ -190,7 +190,7 @@ export async function crashSweep<E extends SweptEngine, S, R>(
   return report;
 }
 
-async function runOnce<E extends SweptEngine, S, R>(
+async function runOnce<E extends SweptHarness, S, R>(
   scenario: CrashScenario<E, S, R>,
   options: CrashSweepOptions<S, R>,
   at: number | undefined,
@@ -212,26 +212,26 @@ async function runOnce<E extends SweptEngine, S, R>(
     services,
     label,
   });
-  let engine: E | undefined;
+  let harness: E | undefined;
   let result: { value: R } | undefined;
   try {
-    engine = await scenario.open(cs.store, services);
-    const finished = scenario.finish(engine, services).then((value) => ({ value }));
+    harness = await scenario.open(cs.store, services);
+    const finished = scenario.finish(harness, services).then((value) => ({ value }));
     result = await within(Promise.race([finished, cs.crashed.then(() => undefined)]), timeoutMs, label);
   } catch (error) {
     if (!cs.hasCrashed) throw error;
   }
   if (!cs.hasCrashed) {
-    if (!engine || !result) throw new Error(`${label}: finished without a result`);
+    if (!harness || !result) throw new Error(`${label}: finished without a result`);
     const transactions = cs.store.stats.transactions;
     try {
-      await noneLive(engine, label);
+      await noneLive(harness, label);
     } finally {
-      await engine.close();
+      await harness.close();
     }
     return { run: done(result.value, false), transactions };
   }
-  await engine?.close().catch(() => undefined);
+  await harness?.close().catch(() => undefined);
   if (scenario.afterCrash) {
     const copy = await cs.recover();
     try {
@@ -250,8 +250,8 @@ async function runOnce<E extends SweptEngine, S, R>(
   }
 }
 
-async function noneLive(engine: SweptEngine, label: string): Promise<void> {
-  const live = (await engine.tasks()).filter((t) => t.state.status !== "terminal");
+async function noneLive(harness: SweptHarness, label: string): Promise<void> {
+  const live = (await harness.tasks()).filter((t) => t.state.status !== "terminal");
   if (live.length > 0)
     throw new Error(
       `${label}: tasks left live: ${live.map((t) => `${t.kind} #${t.id} (${t.state.status})`).join(", ")}`,
