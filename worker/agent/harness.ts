@@ -41,7 +41,7 @@ import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } 
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
-import { createToolTask } from "./tools/task.ts";
+import { createToolTask } from "./tools/task/definition.ts";
 import { sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
 
