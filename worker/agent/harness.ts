@@ -24,18 +24,10 @@ import type { Extension } from "./extensions/types.ts";
 import { inboxPolicy } from "./generation/start.ts";
 import { createGenerationTask } from "./generation/task.ts";
 import { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
-import { checkApiKey, type KeyCheck } from "./models/key-check.ts";
-import {
-  API_KEYS_DOC,
-  type ModelChoice,
-  modelChoices,
-  providersWithKeys,
-  SETTINGS_CONVERSATION,
-  storedApiKey,
-  writeApiKey,
-} from "./models/keys.ts";
+import { API_KEYS_DOC, SETTINGS_CONVERSATION, storedApiKey } from "./models/keys.ts";
 import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver } from "./models/resolver.ts";
+import { type ModelsAndKeys, modelsAndKeys } from "./models/settings.ts";
 import { ALWAYS_ONLINE } from "./network.ts";
 import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } from "./records.ts";
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
@@ -47,14 +39,31 @@ import { MemoryFs } from "./workspace/memory-fs.ts";
 
 export { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
 
+/** The built-in agent tasks, and the inbox policy that starts generations and compactions. */
+export interface BuiltinTasks {
+  readonly generation: AnyTaskDefinition;
+  readonly tool: AnyTaskDefinition;
+  readonly compaction: ReturnType<typeof createCompactionTask>;
+  readonly subagent: AnyTaskDefinition;
+  readonly inbox: InboxPolicy;
+}
+
+/**
+ * A `Harness` (every core operation: transactions, tasks, documents, entries, waits, mounts, close)
+ * plus the agent. Its own surface, by area: conversations and submissions (`root`,
+ * `createConversation`, `forkConversation`, `conversation`, `requireConversation`, `submission`,
+ * `abortSubmission`), usage (`usage`, `conversationUsage`), models and keys (`models`), extensions
+ * and tools (`extensions`, `registerTools`), typed document reads (`snapshot`), and the wiring the
+ * agent's own modules share (`services`, `builtin`).
+ */
 export class AgentHarness extends Harness {
   readonly services: AgentServices;
-  readonly generationTask: AnyTaskDefinition;
-  readonly toolTask: AnyTaskDefinition;
-  readonly compactionTask: ReturnType<typeof createCompactionTask>;
-  readonly policy: InboxPolicy;
+  /** The built-in tasks and the inbox policy (for the agent's modules and tests). */
+  readonly builtin: BuiltinTasks;
   /** The bound extension registry. */
   readonly extensions: ExtensionRegistry;
+  /** The models a conversation may use and their API keys. */
+  readonly models: ModelsAndKeys;
   #tools = new Map<string, ToolDefinition>();
   #hooks: AgentHarnessOptions["hooks"];
   /** Task names the core registry holds because an installed extension defines them. */
@@ -128,29 +137,30 @@ export class AgentHarness extends Harness {
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       network: options.network ?? ALWAYS_ONLINE,
       report,
-      admit: (tx, conversationId, draft) => admit(tx, this.policy, conversationId, draft),
+      admit: (tx, conversationId, draft) => admit(tx, this.builtin.inbox, conversationId, draft),
       taskDefinition: (name) => this.registry.get(name),
     };
     const toolTask = createToolTask(this.services);
-    this.toolTask = toolTask as AnyTaskDefinition;
-    this.policy = inboxPolicy(this.services, {
-      generation: () => this.generationTask,
-      compaction: () => this.compactionTask,
+    const policy = inboxPolicy(this.services, {
+      generation: () => this.builtin.generation,
+      compaction: () => this.builtin.compaction,
     });
-    this.compactionTask = createCompactionTask(this.services, this.policy);
-    const compactionTask = this.compactionTask;
-    this.generationTask = createGenerationTask(
-      this.services,
-      this.policy,
-      () => toolTask as never,
-      () => compactionTask,
-    ) as AnyTaskDefinition;
-    this.registry.register(
-      this.generationTask,
-      this.toolTask,
-      this.compactionTask as AnyTaskDefinition,
-      createSubagentTask(this.services) as AnyTaskDefinition,
-    );
+    const compactionTask = createCompactionTask(this.services, policy);
+    this.builtin = {
+      generation: createGenerationTask(
+        this.services,
+        policy,
+        () => toolTask as never,
+        () => compactionTask,
+      ) as AnyTaskDefinition,
+      tool: toolTask as AnyTaskDefinition,
+      compaction: compactionTask,
+      subagent: createSubagentTask(this.services) as AnyTaskDefinition,
+      inbox: policy,
+    };
+    this.models = modelsAndKeys(this, () => this.services);
+    const { generation, tool, compaction, subagent } = this.builtin;
+    this.registry.register(generation, tool, compaction as AnyTaskDefinition, subagent);
     this.#syncTasks();
     this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
   }
@@ -335,31 +345,6 @@ export class AgentHarness extends Harness {
   async conversationUsage(id: ConversationId): Promise<UsageRollup> {
     const all = await this.docsNamed<UsageState & Record<string, never>>(DOC.usage);
     return usageRollup(this.conversationRecords(), (c) => all.get(c), id);
-  }
-
-  /** Every model a conversation may use, each marked with whether its provider needs a key. */
-  models(): ModelChoice[] {
-    return modelChoices(this.services.models);
-  }
-
-  /** Keep `key` for `provider` in the store's settings (null forgets it); it is never read back. */
-  async setApiKey(provider: string, key: string | null, signal?: AbortSignal): Promise<void> {
-    await this.transaction((tx) => writeApiKey(tx, provider, key), signal);
-  }
-
-  /** Whether requests to `provider` would carry a key. */
-  hasApiKey(provider: string): boolean {
-    return Boolean(this.services.apiKey(provider));
-  }
-
-  /** The providers with a key in the store's settings (names only). */
-  providersWithKeys(): string[] {
-    return providersWithKeys((c, name) => this.docNow(c, name));
-  }
-
-  /** Send one tiny request with `provider`'s key; the answer says what went wrong, never the key. */
-  testApiKey(provider: string, signal?: AbortSignal): Promise<KeyCheck> {
-    return checkApiKey(this.services, provider, { ...(signal ? { signal } : {}), now: () => this.now() });
   }
 
   /**

@@ -185,7 +185,8 @@ export class Harness {
     this.#scheduler.resume();
   }
 
-  get scheduling(): Scheduling {
+  /** Whether tasks are being scheduled (reported by `inspect()`). */
+  get #scheduling(): Scheduling {
     if (this.#closed || this.#scheduler.closing) return "closing";
     return this.#scheduler.paused ? "paused" : "running";
   }
@@ -244,10 +245,6 @@ export class Harness {
       };
       signal?.addEventListener("abort", onAbort, { once: true });
     });
-  }
-
-  register(...definitions: AnyTaskDefinition[]): void {
-    this.registry.register(...definitions);
   }
 
   #live(signal?: AbortSignal): void {
@@ -594,7 +591,7 @@ export class Harness {
     const fatal = this.#session.fatal;
     const records = this.#session.records;
     return {
-      scheduling: this.scheduling,
+      scheduling: this.#scheduling,
       tasks: inspectTasks(records, this.#scheduler),
       submissions: openSubmissions(records),
       diagnostics: [...this.#scheduler.diagnostics],

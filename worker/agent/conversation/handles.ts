@@ -106,7 +106,7 @@ export class Conversation {
       if (known && known.type === draft.type) return new Submission(this.harness, known.id, this.id);
     }
     const record = await this.harness.transaction(
-      (tx) => admit(tx, this.harness.policy, this.id, draft),
+      (tx) => admit(tx, this.harness.builtin.inbox, this.id, draft),
       signal,
     );
     return new Submission(this.harness, record.id, this.id);
@@ -121,7 +121,7 @@ export class Conversation {
   async reset(handoff?: string, signal?: AbortSignal): Promise<Submission> {
     this.harness.resume();
     const record = await this.harness.transaction(
-      (tx) => admitReset(tx, this.harness.policy, this.id, handoff),
+      (tx) => admitReset(tx, this.harness.builtin.inbox, this.id, handoff),
       signal,
     );
     return new Submission(this.harness, record.id, this.id);
@@ -134,7 +134,7 @@ export class Conversation {
    */
   async compact(instructions?: string, signal?: AbortSignal): Promise<TaskId> {
     this.harness.resume();
-    const definition = this.harness.compactionTask;
+    const definition = this.harness.builtin.compaction;
     return this.harness.transaction((tx) => startCompaction(tx, definition, this.id, instructions), signal);
   }
 
