@@ -103,13 +103,24 @@ export class AgentHarness extends Harness {
     this.#hooks = options.hooks;
     for (const tool of options.tools ?? []) this.#tools.set(tool.name, tool);
     if (options.tools || options.hooks) extensions.install(this.#optionsExtension());
+    this.services = this.#makeServices(options, extensions);
+    this.builtin = this.#makeBuiltin(this.services);
+    this.models = modelsAndKeys(this, () => this.services);
+    const { generation, tool, compaction, subagent } = this.builtin;
+    this.registry.register(generation, tool, compaction as AnyTaskDefinition, subagent);
+    this.#syncTasks();
+    this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
+  }
+
+  /** The services every agent task reads: the options with their defaults, bound to this harness. */
+  #makeServices(options: AgentHarnessOptions, extensions: ExtensionRegistry): AgentServices {
     const settings = options.settings;
     // Settings given as an object are checked here, where they enter; a getter's at each reading.
     if (typeof settings !== "function") resolveSettings(settings);
     const report = options.onReport ?? (() => undefined);
     const readAgent = (c: ConversationId) => agentDoc.view(this.docVersionedNow(c, DOC.agent));
     const workspace = options.fs ?? new MemoryFs();
-    this.services = {
+    return {
       core: this,
       entries: new EntryCache(this, {
         retentionMs: () => this.services.settings().contextRetentionMs,
@@ -140,29 +151,28 @@ export class AgentHarness extends Harness {
       admit: (tx, conversationId, draft) => admit(tx, this.builtin.inbox, conversationId, draft),
       taskDefinition: (name) => this.registry.get(name),
     };
-    const toolTask = createToolTask(this.services);
-    const policy = inboxPolicy(this.services, {
+  }
+
+  /** The built-in tasks over `services`, and the inbox policy that starts generations and compactions. */
+  #makeBuiltin(services: AgentServices): BuiltinTasks {
+    const toolTask = createToolTask(services);
+    const policy = inboxPolicy(services, {
       generation: () => this.builtin.generation,
       compaction: () => this.builtin.compaction,
     });
-    const compactionTask = createCompactionTask(this.services, policy);
-    this.builtin = {
+    const compactionTask = createCompactionTask(services, policy);
+    return {
       generation: createGenerationTask(
-        this.services,
+        services,
         policy,
         () => toolTask as never,
         () => compactionTask,
       ) as AnyTaskDefinition,
       tool: toolTask as AnyTaskDefinition,
       compaction: compactionTask,
-      subagent: createSubagentTask(this.services) as AnyTaskDefinition,
+      subagent: createSubagentTask(services) as AnyTaskDefinition,
       inbox: policy,
     };
-    this.models = modelsAndKeys(this, () => this.services);
-    const { generation, tool, compaction, subagent } = this.builtin;
-    this.registry.register(generation, tool, compaction as AnyTaskDefinition, subagent);
-    this.#syncTasks();
-    this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
   }
 
   /** The tools and hooks given as options, as an extension (hooks read at each resolution). */
