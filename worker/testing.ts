@@ -8,7 +8,7 @@
  * - `deferred`, `until`, `within` (testing/wait.ts): waiting without hanging.
  * - `toolCallsCutByCrash`, `wasToolCallCutByCrash` (testing/tools.ts): the tool calls a crash left
  *   started without a result, read from the committed image; `detachedToolApi`, a tool api for
- *   running one tool's `execute` outside an engine.
+ *   running one tool's `execute` outside a harness.
  * - `nodeScriptWorkers`, `useNodeScriptWorkers` (testing/script-workers.ts): the Node platform's
  *   script workers (worker_threads), so scripts run off the engine's thread as in a browser worker.
  * - `networkSwitch` (testing/network.ts): the platform's network state, switched by hand.
@@ -44,7 +44,7 @@ export {
   type CrashSweepReport,
   crashingStore,
   crashSweep,
-  type SweptEngine,
+  type SweptHarness,
 } from "./testing/crash.ts";
 export { comparableEntry } from "./testing/entries.ts";
 export { type NetworkSwitch, networkSwitch } from "./testing/network.ts";

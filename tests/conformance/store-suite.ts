@@ -567,7 +567,9 @@ const recovery: Scenario = {
     await until(() => blocked(h2).length === 1, { what: "the ghost blocked" });
     equal(blocked(h2), [{ id: ghost, reason: "missing_task" }], "blocked");
     await engineStillRuns(h2);
-    h2.register(single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))));
+    h2.registry.register(
+      single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))),
+    );
     equal(outcome(await done(h2, ghost)), complete("found").outcome, "the ghost ran once registered");
     await h2.close();
   },

@@ -51,7 +51,7 @@ export interface AgentHarnessOptions extends HarnessOptions {
   stream?: StreamFn;
   /**
    * Where requests get their keys (read at request time, never stored by a request). By default,
-   * the keys kept in the store's settings (`setApiKey`).
+   * the keys kept in the store's settings (`models.setKey`).
    */
   apiKey?: (provider: string) => string | undefined;
   /**

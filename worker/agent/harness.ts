@@ -30,37 +30,46 @@ import type { Extension } from "./extensions/types.ts";
 import { inboxPolicy } from "./generation/start.ts";
 import { createGenerationTask } from "./generation/task.ts";
 import { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
-import { checkApiKey, type KeyCheck } from "./models/key-check.ts";
-import {
-  API_KEYS_DOC,
-  type ModelChoice,
-  modelChoices,
-  providersWithKeys,
-  SETTINGS_CONVERSATION,
-  storedApiKey,
-  writeApiKey,
-} from "./models/keys.ts";
+import { API_KEYS_DOC, SETTINGS_CONVERSATION, storedApiKey } from "./models/keys.ts";
 import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver } from "./models/resolver.ts";
+import { type ModelsAndKeys, modelsAndKeys } from "./models/settings.ts";
 import { ALWAYS_ONLINE } from "./network.ts";
 import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } from "./records.ts";
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
-import { createToolTask } from "./tools/task.ts";
+import { createToolTask } from "./tools/task/definition.ts";
 import { sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
 
 export { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
 
+/** The built-in agent tasks, and the inbox policy that starts generations and compactions. */
+export interface BuiltinTasks {
+  readonly generation: AnyTaskDefinition;
+  readonly tool: AnyTaskDefinition;
+  readonly compaction: ReturnType<typeof createCompactionTask>;
+  readonly subagent: AnyTaskDefinition;
+  readonly inbox: InboxPolicy;
+}
+
+/**
+ * A `Harness` (every core operation: transactions, tasks, documents, entries, waits, mounts, close)
+ * plus the agent. Its own surface, by area: conversations and submissions (`root`,
+ * `createConversation`, `forkConversation`, `conversation`, `requireConversation`, `submission`,
+ * `abortSubmission`), usage (`usage`, `conversationUsage`), models and keys (`models`), extensions
+ * and tools (`extensions`, `registerTools`), typed document reads (`snapshot`), and the wiring the
+ * agent's own modules share (`services`, `builtin`).
+ */
 export class AgentHarness extends Harness {
   readonly services: AgentServices;
-  readonly generationTask: AnyTaskDefinition;
-  readonly toolTask: AnyTaskDefinition;
-  readonly compactionTask: ReturnType<typeof createCompactionTask>;
-  readonly policy: InboxPolicy;
+  /** The built-in tasks and the inbox policy (for the agent's modules and tests). */
+  readonly builtin: BuiltinTasks;
   /** The bound extension registry. */
   readonly extensions: ExtensionRegistry;
+  /** The models a conversation may use and their API keys. */
+  readonly models: ModelsAndKeys;
   #tools = new Map<string, ToolDefinition>();
   #hooks: AgentHarnessOptions["hooks"];
   /** Task names the core registry holds because an installed extension defines them. */
@@ -100,13 +109,24 @@ export class AgentHarness extends Harness {
     this.#hooks = options.hooks;
     for (const tool of options.tools ?? []) this.#tools.set(tool.name, tool);
     if (options.tools || options.hooks) extensions.install(this.#optionsExtension());
+    this.services = this.#makeServices(options, extensions);
+    this.builtin = this.#makeBuiltin(this.services);
+    this.models = modelsAndKeys(this, () => this.services);
+    const { generation, tool, compaction, subagent } = this.builtin;
+    this.registry.register(generation, tool, compaction as AnyTaskDefinition, subagent);
+    this.#syncTasks();
+    this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
+  }
+
+  /** The services every agent task reads: the options with their defaults, bound to this harness. */
+  #makeServices(options: AgentHarnessOptions, extensions: ExtensionRegistry): AgentServices {
     const settings = options.settings;
     // Settings given as an object are checked here, where they enter; a getter's at each reading.
     if (typeof settings !== "function") resolveSettings(settings);
     const report = options.onReport ?? (() => undefined);
     const readAgent = (c: ConversationId) => agentDoc.view(this.docVersionedNow(c, DOC.agent));
     const workspace = options.fs ?? new MemoryFs();
-    this.services = {
+    return {
       core: this,
       entries: new EntryCache(this, {
         retentionMs: () => this.services.settings().contextRetentionMs,
@@ -135,31 +155,31 @@ export class AgentHarness extends Harness {
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       network: options.network ?? ALWAYS_ONLINE,
       report,
-      admit: (tx, conversationId, draft) => admit(tx, this.policy, conversationId, draft),
+      admit: (tx, conversationId, draft) => admit(tx, this.builtin.inbox, conversationId, draft),
       taskDefinition: (name) => this.registry.get(name),
     };
-    const toolTask = createToolTask(this.services);
-    this.toolTask = toolTask as AnyTaskDefinition;
-    this.policy = inboxPolicy(this.services, {
-      generation: () => this.generationTask,
-      compaction: () => this.compactionTask,
+  }
+
+  /** The built-in tasks over `services`, and the inbox policy that starts generations and compactions. */
+  #makeBuiltin(services: AgentServices): BuiltinTasks {
+    const toolTask = createToolTask(services);
+    const policy = inboxPolicy(services, {
+      generation: () => this.builtin.generation,
+      compaction: () => this.builtin.compaction,
     });
-    this.compactionTask = createCompactionTask(this.services, this.policy);
-    const compactionTask = this.compactionTask;
-    this.generationTask = createGenerationTask(
-      this.services,
-      this.policy,
-      () => toolTask as never,
-      () => compactionTask,
-    ) as AnyTaskDefinition;
-    this.registry.register(
-      this.generationTask,
-      this.toolTask,
-      this.compactionTask as AnyTaskDefinition,
-      createSubagentTask(this.services) as AnyTaskDefinition,
-    );
-    this.#syncTasks();
-    this.#unsubscribe = extensions.subscribe(() => this.#syncTasks());
+    const compactionTask = createCompactionTask(services, policy);
+    return {
+      generation: createGenerationTask(
+        services,
+        policy,
+        () => toolTask as never,
+        () => compactionTask,
+      ) as AnyTaskDefinition,
+      tool: toolTask as AnyTaskDefinition,
+      compaction: compactionTask,
+      subagent: createSubagentTask(services) as AnyTaskDefinition,
+      inbox: policy,
+    };
   }
 
   /** The tools and hooks given as options, as an extension (hooks read at each resolution). */
@@ -198,7 +218,7 @@ export class AgentHarness extends Harness {
     this.#extensionTasks = new Set(wanted.keys());
   }
 
-  /** Close the engine; the registry subscription and the entry cache's retention timer stop first. */
+  /** Close the harness; the registry subscription and the entry cache's retention timer stop first. */
   override close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
     this.#unsubscribe();
     this.services.entries.dispose();
@@ -307,7 +327,7 @@ export class AgentHarness extends Harness {
    * any commit, not a progress call: on a paused harness the run it starts waits for `resume()`.
    */
   submitIn(tx: Tx, conversationId: ConversationId, draft: SubmissionDraft): SubmissionRecord {
-    return admit(tx, this.policy, conversationId, draft);
+    return admit(tx, this.builtin.inbox, conversationId, draft);
   }
 
   /** A handle to an existing conversation, or undefined. */
@@ -355,31 +375,6 @@ export class AgentHarness extends Harness {
   async conversationUsage(id: ConversationId): Promise<UsageRollup> {
     const all = await this.docsNamed<UsageState & Record<string, never>>(DOC.usage);
     return usageRollup(this.conversationRecords(), (c) => all.get(c), id);
-  }
-
-  /** Every model a conversation may use, each marked with whether its provider needs a key. */
-  models(): ModelChoice[] {
-    return modelChoices(this.services.models);
-  }
-
-  /** Keep `key` for `provider` in the store's settings (null forgets it); it is never read back. */
-  async setApiKey(provider: string, key: string | null, signal?: AbortSignal): Promise<void> {
-    await this.transaction((tx) => writeApiKey(tx, provider, key), signal);
-  }
-
-  /** Whether requests to `provider` would carry a key. */
-  hasApiKey(provider: string): boolean {
-    return Boolean(this.services.apiKey(provider));
-  }
-
-  /** The providers with a key in the store's settings (names only). */
-  providersWithKeys(): string[] {
-    return providersWithKeys((c, name) => this.docNow(c, name));
-  }
-
-  /** Send one tiny request with `provider`'s key; the answer says what went wrong, never the key. */
-  testApiKey(provider: string, signal?: AbortSignal): Promise<KeyCheck> {
-    return checkApiKey(this.services, provider, { ...(signal ? { signal } : {}), now: () => this.now() });
   }
 
   /**

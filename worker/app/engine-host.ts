@@ -307,24 +307,24 @@ export class EngineHost implements EngineApi {
   }
 
   async models(): Promise<ModelChoice[]> {
-    return (await this.#h()).models();
+    return (await this.#h()).models.list();
   }
 
   async setApiKey(provider: string, key: string | null): Promise<void> {
-    await (await this.#h()).setApiKey(provider, key);
+    await (await this.#h()).models.setKey(provider, key);
   }
 
   async hasApiKey(provider: string): Promise<boolean> {
-    return (await this.#h()).hasApiKey(provider);
+    return (await this.#h()).models.hasKey(provider);
   }
 
   async apiKeys(): Promise<string[]> {
-    return (await this.#h()).providersWithKeys();
+    return (await this.#h()).models.providersWithKeys();
   }
 
   async testApiKey(provider: string): Promise<KeyCheck> {
     if (typeof provider !== "string" || !provider) throw new TypeError("testApiKey needs a provider name");
-    return (await this.#h()).testApiKey(provider);
+    return (await this.#h()).models.testKey(provider);
   }
 
   async agentSettings(conversationId: ConversationId): Promise<AgentSettingsView> {

@@ -79,8 +79,9 @@ export interface HarnessOptions {
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
   /**
-   * The store failed under the engine (quota, I/O, another owner): memory may be ahead of the disk,
-   * so the engine stops. Everything committed is kept; reopening resumes from it.
+   * The store failed under the harness (quota, I/O, another owner): memory may be ahead of the disk,
+   * so the harness stops (and with it the engine it runs in). Everything committed is kept; reopening
+   * resumes from it.
    */
   onFatal?: (error: Error) => void;
   /**
@@ -191,7 +192,8 @@ export class Harness {
     this.#scheduler.resume();
   }
 
-  get scheduling(): Scheduling {
+  /** Whether tasks are being scheduled (reported by `inspect()`). */
+  get #scheduling(): Scheduling {
     if (this.#closed || this.#scheduler.closing) return "closing";
     return this.#scheduler.paused ? "paused" : "running";
   }
@@ -250,10 +252,6 @@ export class Harness {
       };
       signal?.addEventListener("abort", onAbort, { once: true });
     });
-  }
-
-  register(...definitions: AnyTaskDefinition[]): void {
-    this.registry.register(...definitions);
   }
 
   #live(signal?: AbortSignal): void {
@@ -588,7 +586,7 @@ export class Harness {
     const fatal = this.#session.fatal;
     const records = this.#session.records;
     return {
-      scheduling: this.scheduling,
+      scheduling: this.#scheduling,
       tasks: inspectTasks(records, this.#scheduler),
       submissions: openSubmissions(records),
       diagnostics: [...this.#scheduler.diagnostics],

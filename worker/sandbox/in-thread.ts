@@ -17,7 +17,6 @@ import type {
   QuickJSHandle,
   QuickJSRuntime,
 } from "quickjs-emscripten-core";
-import { leaseQuickJS, releaseQuickJS } from "./engine.ts";
 import {
   CpuSliceExceeded,
   CpuTimeExceeded,
@@ -28,6 +27,7 @@ import {
   ScriptError,
   StackLimitExceeded,
 } from "./errors.ts";
+import { leaseInterpreter, releaseInterpreter } from "./interpreter.ts";
 import { HOST_CALL, HOST_PRINT, preludeSource } from "./prelude.ts";
 import type { CallAnswer, SandboxLimits, ScriptHost, ScriptRun } from "./types.ts";
 
@@ -56,7 +56,7 @@ export async function runScriptInThread(
   limits: SandboxLimits,
   observer: RunObserver = {},
 ): Promise<ScriptRun> {
-  const lease = await leaseQuickJS(limits.memoryBytes);
+  const lease = await leaseInterpreter(limits.memoryBytes);
   let reuse = false;
   // A dispose that fails leaves the instance broken: it is dropped, and the run's outcome stands.
   const dispose = (item: { dispose(): void }) => {
@@ -87,7 +87,7 @@ export async function runScriptInThread(
       dispose(runtime);
     }
   } finally {
-    releaseQuickJS(lease, { reuse });
+    releaseInterpreter(lease, { reuse });
   }
 }
 

@@ -29,7 +29,7 @@ export type ToScriptWorker =
   | { readonly type: "answer"; readonly index: number; readonly answer: CallAnswer };
 
 export type FromScriptWorker =
-  /** The engine is loaded and the prelude ran: the script's first stretch starts. */
+  /** The interpreter is loaded and the prelude ran: the script's first stretch starts. */
   | { readonly type: "started" }
   /** A stretch ended (sent at most every quarter slice): the script is alive and yielding. */
   | { readonly type: "beat" }

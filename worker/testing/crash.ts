@@ -3,10 +3,10 @@
  * refuses every call, as if the process died) and hands back a fresh store holding exactly what was
  * committed. `crashSweep` is the one loop every crash sweep runs: the scenario once uncrashed (its
  * transactions counted), then once per transaction k = 1..K crashing at k in the given mode, a new
- * engine opened on what was committed and the scenario finished there; each run goes to the
+ * harness opened on what was committed and the scenario finished there; each run goes to the
  * scenario's own assertions, and the sweep prints the crash points it covered.
- * Grouping commits is the engine's (core/session.ts; the store runs one callback per transaction),
- * so a mode's `groupCommit` reaches the engine: the sweep hands it to the scenario's `open`, which
+ * Grouping commits is the harness's (core/session.ts; the store runs one callback per transaction),
+ * so a mode's `groupCommit` reaches the harness: the sweep hands it to the scenario's `open`, which
  * passes it to the harness it opens.
  * Invariants the sweep checks itself: every crash point it runs does crash (or the sweep fails: a
  * point that is never reached proves nothing), it covers at least `atLeast` points, every run ends
@@ -48,7 +48,7 @@ export interface CrashOptions {
 export const CRASH_SWEEP_TEST_TIMEOUT_MS = 15 * 60_000;
 
 /**
- * The crash sweeps' modes: where the world stops, and whether the engine groups commits into shared
+ * The crash sweeps' modes: where the world stops, and whether the harness groups commits into shared
  * transactions (`HarnessOptions.groupCommit`; without grouping every two commits are a crash point).
  */
 export interface CrashMode {
@@ -58,7 +58,7 @@ export interface CrashMode {
 }
 
 /** What a scenario's `open` passes on to the harness it opens: the mode's grouping. */
-export interface CrashEngineOptions {
+export interface CrashHarnessOptions {
   readonly groupCommit: boolean;
 }
 
@@ -94,8 +94,8 @@ export async function crashingStore(options: CrashOptions | { afterCommit: numbe
   };
 }
 
-/** What the sweep needs of an engine (a `Harness` or an `AgentHarness`). */
-export interface SweptEngine {
+/** What the sweep needs of a harness (a `Harness` or an `AgentHarness`). */
+export interface SweptHarness {
   tasks(): Promise<TaskRecord[]>;
   subscribe(listener: (change: ChangeSet) => void): () => void;
   close(): Promise<void>;
@@ -105,24 +105,24 @@ export interface SweptEngine {
  * A scenario to sweep. `S` is one run's own state (fresh fakes, what the run records), `R` what a
  * user can observe at the end of a run, compared across runs by the scenario's assertions.
  */
-export interface CrashScenario<E extends SweptEngine, S, R> {
+export interface CrashScenario<E extends SweptHarness, S, R> {
   readonly name: string;
   /** The committed state every run starts from (default: an empty store). */
   readonly image?: MemoryImage;
   /** A fresh state for one run. */
   services(): S;
   /**
-   * Open an engine on `store` (the first one, or the one reopened after the crash), with `engine`
+   * Open a harness on `store` (the first one, or the one reopened after the crash), with `options`
    * among the harness's options (the mode's grouping).
    */
-  open(store: MemoryStore, services: S, engine: CrashEngineOptions): Promise<E>;
+  open(store: MemoryStore, services: S, options: CrashHarnessOptions): Promise<E>;
   /**
-   * Drive the engine to the end and observe the result. Runs on the first engine (raced against the
+   * Drive the harness to the end and observe the result. Runs on the first harness (raced against the
    * crash) and, after a crash, in full on the reopened one: like a client, it starts work only when
    * the committed state does not hold it already (or resends it with the same request id).
    */
-  finish(engine: E, services: S): Promise<R>;
-  /** After a crash, before the engine reopens: look at a copy of what was committed. */
+  finish(harness: E, services: S): Promise<R>;
+  /** After a crash, before the harness reopens: look at a copy of what was committed. */
   afterCrash?(committed: MemoryStore, services: S): Promise<void>;
 }
 
@@ -160,7 +160,7 @@ export interface CrashSweepOptions<S, R> {
    * that makes it sweep fewer fails it, in whatever selection of tests runs, instead of going unseen.
    */
   atLeast?: number;
-  /** One engine's `finish` fails after this long (default 10 s) instead of hanging the sweep. */
+  /** One harness's `finish` fails after this long (default 10 s) instead of hanging the sweep. */
   timeoutMs?: number;
   /** Where the covered points are printed (default `console.log`). */
   log?: (line: string) => void;
@@ -170,7 +170,7 @@ export interface CrashSweepOptions<S, R> {
  * Sweep `scenario` in one crash mode (callers run it once per entry of `CRASH_MODES`). Resolves with
  * the report once every run passed its checks; rejects on the first failing one.
  */
-export async function crashSweep<E extends SweptEngine, S, R>(
+export async function crashSweep<E extends SweptHarness, S, R>(
   scenario: CrashScenario<E, S, R>,
   options: CrashSweepOptions<S, R>,
 ): Promise<CrashSweepReport<S, R>> {
@@ -204,7 +204,7 @@ export async function crashSweep<E extends SweptEngine, S, R>(
   return report;
 }
 
-async function runOnce<E extends SweptEngine, S, R>(
+async function runOnce<E extends SweptHarness, S, R>(
   scenario: CrashScenario<E, S, R>,
   options: CrashSweepOptions<S, R>,
   at: number | undefined,
@@ -217,7 +217,7 @@ async function runOnce<E extends SweptEngine, S, R>(
     point: mode.point,
     ...(scenario.image ? { image: scenario.image } : {}),
   });
-  const engineOptions: CrashEngineOptions = { groupCommit: mode.groupCommit };
+  const harnessOptions: CrashHarnessOptions = { groupCommit: mode.groupCommit };
   const done = (result: R, crashed: boolean): CrashRun<S, R> => ({
     mode,
     at,
@@ -226,12 +226,14 @@ async function runOnce<E extends SweptEngine, S, R>(
     services,
     label,
   });
-  let engine: E | undefined;
+  let harness: E | undefined;
   let result: { value: R } | undefined;
   try {
-    engine = await scenario.open(cs.store, services, engineOptions);
-    const ungrouped = mode.groupCommit ? undefined : oneCommitPerTransaction(engine, cs.store, scenario.name);
-    const finished = scenario.finish(engine, services).then((value) => ({ value }));
+    harness = await scenario.open(cs.store, services, harnessOptions);
+    const ungrouped = mode.groupCommit
+      ? undefined
+      : oneCommitPerTransaction(harness, cs.store, scenario.name);
+    const finished = scenario.finish(harness, services).then((value) => ({ value }));
     try {
       result = await within(Promise.race([finished, cs.crashed.then(() => undefined)]), timeoutMs, label);
     } finally {
@@ -242,16 +244,16 @@ async function runOnce<E extends SweptEngine, S, R>(
     if (!cs.hasCrashed) throw error;
   }
   if (!cs.hasCrashed) {
-    if (!engine || !result) throw new Error(`${label}: finished without a result`);
+    if (!harness || !result) throw new Error(`${label}: finished without a result`);
     const transactions = cs.store.stats.transactions;
     try {
-      await noneLive(engine, label);
+      await noneLive(harness, label);
     } finally {
-      await engine.close();
+      await harness.close();
     }
     return { run: done(result.value, false), transactions };
   }
-  await engine?.close().catch(() => undefined);
+  await harness?.close().catch(() => undefined);
   if (scenario.afterCrash) {
     const copy = await cs.recover();
     try {
@@ -261,7 +263,7 @@ async function runOnce<E extends SweptEngine, S, R>(
     }
   }
   const recovered = await cs.recover();
-  const reopened = await scenario.open(recovered, services, engineOptions);
+  const reopened = await scenario.open(recovered, services, harnessOptions);
   const ungrouped = mode.groupCommit
     ? undefined
     : oneCommitPerTransaction(reopened, recovered, scenario.name);
@@ -277,18 +279,18 @@ async function runOnce<E extends SweptEngine, S, R>(
 }
 
 /**
- * Watch that `engine` commits one commit per transaction: each commit publishes one change set after
+ * Watch that `harness` commits one commit per transaction: each commit publishes one change set after
  * its COMMIT and before the store's next transaction, so two change sets published at the same
  * transaction count came from one transaction.
  */
 function oneCommitPerTransaction(
-  engine: SweptEngine,
+  harness: SweptHarness,
   store: MemoryStore,
   scenario: string,
 ): { stop(): void; check(): void } {
   let shared: number | undefined;
   let last: number | undefined;
-  const stop = engine.subscribe(() => {
+  const stop = harness.subscribe(() => {
     const t = store.stats.transactions;
     if (t === last) shared ??= t;
     last = t;
@@ -304,8 +306,8 @@ function oneCommitPerTransaction(
   };
 }
 
-async function noneLive(engine: SweptEngine, label: string): Promise<void> {
-  const live = (await engine.tasks()).filter((t) => t.state.status !== "terminal");
+async function noneLive(harness: SweptHarness, label: string): Promise<void> {
+  const live = (await harness.tasks()).filter((t) => t.state.status !== "terminal");
   if (live.length > 0)
     throw new Error(
       `${label}: tasks left live: ${live.map((t) => `${t.kind} #${t.id} (${t.state.status})`).join(", ")}`,

@@ -2,7 +2,7 @@
  * What a crash left inside tool calls, read from a committed store image (the one a crashed engine
  * left, or a copy taken while a call runs): the calls whose intent was committed and started but
  * whose result was not. After reopening, those are the calls recovery runs again (replay-safe ones)
- * or answers with an `interrupted` result (every other one). Reads only; never opens an engine.
+ * or answers with an `interrupted` result (every other one). Reads only; never opens a harness.
  */
 
 import type { ToolApi } from "../agent/tools/contract.ts";
@@ -28,13 +28,13 @@ export async function wasToolCallCutByCrash(committed: MemoryStore, callId: stri
 }
 
 /**
- * A `ToolApi` for running a tool's `execute` outside an engine (unit tests of a tool alone): the
+ * A `ToolApi` for running a tool's `execute` outside a harness (unit tests of a tool alone): the
  * given members (the environment: `env`, else the workspace `fs`), and every harness-bound one (commits, conversations, nested calls, memos) rejecting.
  */
 export function detachedToolApi(
   parts: Pick<ToolApi, "fs" | "output"> & Partial<Pick<ToolApi, "signal" | "toolCallId" | "env">>,
 ): ToolApi {
-  const detached = () => Promise.reject(new Error("this tool api is not bound to an engine"));
+  const detached = () => Promise.reject(new Error("this tool api is not bound to a harness"));
   return {
     signal: parts.signal ?? new AbortController().signal,
     toolCallId: parts.toolCallId ?? "call-1",

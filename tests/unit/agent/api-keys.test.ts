@@ -16,13 +16,13 @@ test("a stored key reaches each request, never the transcript, the view or task 
       return defaultStream(model, context, options);
     },
   });
-  expect(h.hasApiKey(faux.ref.provider)).toBe(false);
-  await h.setApiKey(faux.ref.provider, KEY);
-  expect(h.hasApiKey(faux.ref.provider)).toBe(true);
-  expect(h.hasApiKey("some-other-provider")).toBe(false);
+  expect(h.models.hasKey(faux.ref.provider)).toBe(false);
+  await h.models.setKey(faux.ref.provider, KEY);
+  expect(h.models.hasKey(faux.ref.provider)).toBe(true);
+  expect(h.models.hasKey("some-other-provider")).toBe(false);
   expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
-  await h.setApiKey(faux.ref.provider, null);
-  expect(h.hasApiKey(faux.ref.provider)).toBe(false);
+  await h.models.setKey(faux.ref.provider, null);
+  expect(h.models.hasKey(faux.ref.provider)).toBe(false);
   expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
   expect(seen).toEqual([KEY, undefined]);
   const view = await root.viewState();
@@ -35,7 +35,7 @@ test("a stored key reaches each request, never the transcript, the view or task 
 
 test("models() lists the resolver's models, only the demo provider's without a key", async () => {
   const { h, faux } = await open(echo);
-  const models = h.models();
+  const models = h.models.list();
   expect(models.find((m) => m.provider === faux.ref.provider && m.id === faux.ref.modelId)?.needsKey).toBe(
     true,
   );

@@ -297,7 +297,7 @@ describe("codemode replay divergence", () => {
     const now = fingerprintOf([sizeTool([])]);
     expect(fingerprintDifference(now, fingerprintOf([sizeTool([])]))).toBeUndefined();
     expect(fingerprintDifference({ ...now, engine: "quickjs@other", tools: {} }, now)).toBe(
-      `the sandbox engine changed from quickjs@other to ${now.engine}`,
+      `the sandbox interpreter changed from quickjs@other to ${now.engine}`,
     );
     expect(fingerprintDifference({ ...now, prelude: now.prelude - 1 }, now)).toBe(
       `the sandbox prelude changed from version ${now.prelude - 1} to ${now.prelude}`,

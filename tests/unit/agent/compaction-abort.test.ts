@@ -49,7 +49,7 @@ test("a background compaction survives Conversation.abort(); abort({ background:
   };
   const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
   await chat(root, 3);
-  const first = await h.transaction((tx) => startBackgroundCompaction(tx, h.compactionTask, root.id));
+  const first = await h.transaction((tx) => startBackgroundCompaction(tx, h.builtin.compaction, root.id));
   await until(() => faux.requests.filter(isSummary).length === 1, { what: "summarizing" });
   await root.abort();
   expect((await h.getTask(first))?.abortRequested).toBe(false);
@@ -59,7 +59,7 @@ test("a background compaction survives Conversation.abort(); abort({ background:
   // Crossing the boundary: a second one under way is aborted.
   gate = deferred();
   await chat(root, 3);
-  const second = await h.transaction((tx) => startBackgroundCompaction(tx, h.compactionTask, root.id));
+  const second = await h.transaction((tx) => startBackgroundCompaction(tx, h.builtin.compaction, root.id));
   await until(() => faux.requests.filter(isSummary).length === 2, { what: "summarizing again" });
   // The faux provider does not watch the signal while its responder waits: release it once marked.
   const aborting = root.abort({ background: true });

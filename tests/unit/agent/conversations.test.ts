@@ -236,7 +236,7 @@ describe("conversations", () => {
     const noop = single("bound-noop", async (_t, runtime) => {
       await runtime.commit(() => complete(null));
     });
-    h.register(noop);
+    h.registry.register(noop);
     const other = await h.createConversation({ ownership: { kind: "ownerless" } });
     const [bound, elsewhere] = await other.commit((tx) => [
       tx.createTask(noop, null, { ownership: { kind: "conversation" } }),

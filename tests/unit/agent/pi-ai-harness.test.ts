@@ -13,7 +13,7 @@ test("AgentHarness.open loads pi-ai: the catalogue resolves synchronously once i
   try {
     expect(piAi().getProviders().length).toBeGreaterThan(0);
     const ref = { provider: "anthropic", modelId: piAi().getModels("anthropic")[0]!.id };
-    expect(h.models().some((m) => m.provider === ref.provider && m.id === ref.modelId)).toBe(true);
+    expect(h.models.list().some((m) => m.provider === ref.provider && m.id === ref.modelId)).toBe(true);
   } finally {
     await h.close();
   }

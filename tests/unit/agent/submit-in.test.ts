@@ -36,7 +36,7 @@ test("an input admitted with the caller's writes: one transaction, placed and it
   expect(liveOf(h, id).run?.inputs).toEqual([record.id]);
   expect(await h.doc(id, "test.note")).toEqual({ by: "the caller" });
   // Not a progress call: the run waits for resume().
-  expect(h.scheduling).toBe("paused");
+  expect(h.inspect().scheduling).toBe("paused");
   h.resume();
   const c = h.requireConversation(id);
   await c.waitForIdle();

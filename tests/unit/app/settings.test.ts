@@ -52,15 +52,15 @@ test("testing a key: missing without one, ok when the provider answers, and the 
     },
   });
   const provider = faux.ref.provider;
-  const missing = await h.testApiKey(provider);
+  const missing = await h.models.testKey(provider);
   expect(missing).toMatchObject({ ok: false, problem: "missing" });
   expect(seen).toEqual([]);
-  await h.setApiKey(provider, KEY);
-  expect(h.providersWithKeys()).toEqual([provider]);
-  expect(await h.testApiKey(provider)).toEqual({ ok: true, model: faux.model.name });
+  await h.models.setKey(provider, KEY);
+  expect(h.models.providersWithKeys()).toEqual([provider]);
+  expect(await h.models.testKey(provider)).toEqual({ ok: true, model: faux.model.name });
   expect(seen).toEqual([KEY]);
-  await h.setApiKey(provider, null);
-  expect(h.providersWithKeys()).toEqual([]);
+  await h.models.setKey(provider, null);
+  expect(h.models.providersWithKeys()).toEqual([]);
 });
 
 test("a rejected key is said in words and the key the provider echoed back is scrubbed", async () => {
@@ -70,8 +70,8 @@ test("a rejected key is said in words and the key the provider echoed back is sc
       errorMessage: `401 Unauthorized: invalid api key ${KEY}`,
     }),
   );
-  await h.setApiKey(faux.ref.provider, KEY);
-  const check = await h.testApiKey(faux.ref.provider);
+  await h.models.setKey(faux.ref.provider, KEY);
+  const check = await h.models.testKey(faux.ref.provider);
   expect(check).toMatchObject({ ok: false, problem: "rejected" });
   expect(check.ok ? "" : check.message).toContain("rejected the API key");
   expect(JSON.stringify(check)).not.toContain(KEY);
@@ -84,16 +84,16 @@ test("an unreachable provider is a network problem, not a thrown error", async (
       throw new TypeError("Failed to fetch");
     },
   });
-  await h.setApiKey(faux.ref.provider, KEY);
-  const check = await h.testApiKey(faux.ref.provider);
+  await h.models.setKey(faux.ref.provider, KEY);
+  const check = await h.models.testKey(faux.ref.provider);
   expect(check).toMatchObject({ ok: false, problem: "network" });
   expect(check.ok ? "" : check.message).toContain("could not be reached");
 });
 
 test("an unknown provider has no key and no model: the check says so", async () => {
   const { h } = await open(echo);
-  await h.setApiKey("nobody", KEY);
-  const check = await h.testApiKey("nobody");
+  await h.models.setKey("nobody", KEY);
+  const check = await h.models.testKey("nobody");
   expect(check).toMatchObject({ ok: false, problem: "other" });
   expect(JSON.stringify(check)).not.toContain(KEY);
 });

@@ -28,7 +28,7 @@ test("a conversation exported and imported keeps its entries, documents and mode
       return defaultStream(model, context, options);
     },
   });
-  await h.setApiKey(faux.ref.provider, KEY);
+  await h.models.setKey(faux.ref.provider, KEY);
   await root.configure({ instructions: `Never say ${KEY}` });
   await (await root.submit({ type: "input", content: "first" })).wait();
   await root.reset();

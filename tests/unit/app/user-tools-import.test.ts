@@ -46,7 +46,7 @@ describe("export and import", () => {
     const source = await openApp();
     await saveUserTool(source.h, GREET);
     await saveUserTool(source.h, { ...GREET, name: "unused", body: "async () => 1" });
-    await source.h.setApiKey("openai", "sk-test-secret-0123456789");
+    await source.h.models.setKey("openai", "sk-test-secret-0123456789");
     const root = await source.h.root();
     await setExtensionEnabled(source.h, root.id, "user:unused", false);
     await ask(source.h, root.id, 'use my tool greet with {"name":"Ada"}');

@@ -400,7 +400,7 @@ describe("a waiting task without its definition", () => {
       abort: async () => undefined,
       migrate: (input) => ({ input: input as number, checkpoint: { phase: "migrated" } }),
     });
-    h.register(v2);
+    h.registry.register(v2);
     expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "v2" });
     expect((await h.getTask(waiterId))?.version).toBe(2);
     await h.close();
@@ -431,7 +431,7 @@ test("a held outcome is never migrated: a newer definition leaves it and its sto
   });
   const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
   await until(() => status.get(id) === "completing", { what: "holder held" });
-  h.register(
+  h.registry.register(
     defineTask<Json, Go, Json>({
       name: "migrating-holder",
       version: 2,

@@ -131,7 +131,7 @@ describe("a never-settling handler never hands over (spec §5.4)", () => {
         },
       },
     });
-    h.register(replacement);
+    h.registry.register(replacement);
     await settle(50);
     expect(ran).toEqual(["v1"]);
     expect((await h.getTask(id))?.version).toBe(1);

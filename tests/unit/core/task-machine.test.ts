@@ -54,7 +54,9 @@ describe("missing definition", () => {
     expect(outcome(await done(h, dropped))).toEqual({ status: "orphaned", reason: "missing_task" });
     expect(blocked(h).map((b) => b.id)).toEqual([kept]);
 
-    h.register(single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))));
+    h.registry.register(
+      single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))),
+    );
     expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
     expect(blocked(h)).toEqual([]);
     await engineStillRuns(h);
@@ -234,7 +236,7 @@ describe("the task runtime", () => {
           void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
       });
     const replacement = make("B");
-    const original = make("A", () => h.register(replacement));
+    const original = make("A", () => h.registry.register(replacement));
     h = await Harness.open(await memoryStore(), { tasks: [original] });
     const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
@@ -271,7 +273,7 @@ describe("the task runtime", () => {
           void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
       });
     const unfit = make("B", 2);
-    const original = make("A", 1, () => h.register(unfit));
+    const original = make("A", 1, () => h.registry.register(unfit));
     h = await Harness.open(await memoryStore(), {
       tasks: [original],
       onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),

@@ -121,7 +121,7 @@ test("once admitted, a commit whose caller cancels its signal still commits and 
 test("reads in a transaction see its own table and document writes, and more table writes may follow reads", async () => {
   const h = await Harness.open(await memoryStore());
   const idle = single("idle", async () => undefined);
-  h.register(idle);
+  h.registry.register(idle);
   await h.transaction((tx) => {
     const c = tx.createConversation({ kind: "ownerless" });
     expect(tx.conversation(c.id)).toEqual(c);

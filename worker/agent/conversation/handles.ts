@@ -120,7 +120,7 @@ export class Conversation {
   async reset(handoff?: string, signal?: AbortSignal): Promise<Submission> {
     this.harness.resume();
     const record = await this.harness.transaction(
-      (tx) => admitReset(tx, this.harness.policy, this.id, handoff),
+      (tx) => admitReset(tx, this.harness.builtin.inbox, this.id, handoff),
       signal,
     );
     return new Submission(this.harness, record.id, this.id);
@@ -133,7 +133,7 @@ export class Conversation {
    */
   async compact(instructions?: string, signal?: AbortSignal): Promise<TaskId> {
     this.harness.resume();
-    const definition = this.harness.compactionTask;
+    const definition = this.harness.builtin.compaction;
     return this.harness.transaction((tx) => startCompaction(tx, definition, this.id, instructions), signal);
   }
 

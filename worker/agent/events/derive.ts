@@ -115,83 +115,47 @@ export class EventDeriver {
     const tasks = change.tasks.filter((t) => t.conversationId === c);
     const was = liveOf(before.docs);
     const now = liveOf(after.docs);
-
-    const toolStarts: AgentEvent[] = [];
-    const toolUpdates: AgentEvent[] = [];
-    const wasSlots = new Map((was.tools ?? []).map((s) => [s.callId, s]));
-    for (const slot of now.tools ?? []) {
-      const prev = wasSlots.get(slot.callId);
-      if (slot.status === "running" && (!prev || prev.status === "pending")) {
-        toolStarts.push({
-          type: "tool_execution_start",
-          toolCallId: slot.callId,
-          toolName: slot.name,
-          args: argumentsOf(slot, tasks, after.entries),
-        });
-      } else if (prev && prev.status !== "done" && slot.status !== "done") {
-        const update = slotUpdate(prev, slot);
-        if (update) toolUpdates.push(update);
-      }
-    }
-
+    const { toolStarts, toolUpdates } = slotEvents(was, now, tasks, after.entries);
     const { messageStart, messageUpdate } = partialEvents(was, now);
-    const retries = retryEvents(was, now);
-
-    // Entries, in append order. A partial that this commit cleared ends with the first answer.
+    // A partial that this commit cleared ends with the first answer.
     const partialEnded =
       was.generation?.message !== undefined && (messageStart !== undefined || !now.generation?.message);
-    let open = partialEnded;
-    const ended = new Set<string>();
-    const entryEvents: AgentEvent[] = [];
-    for (const entry of change.entries) {
-      if (entry.conversationId !== c) continue;
-      const result = entry.kind === ENTRY.toolResult ? toolResultOf(entry) : undefined;
-      if (result) {
-        ended.add(result.toolCallId);
-        entryEvents.push({
-          type: "tool_execution_end",
-          toolCallId: result.toolCallId,
-          toolName: result.toolName,
-          entry,
-        });
-      }
-      const messages = modelMessages(entry);
-      if (messages.length === 0) {
-        entryEvents.push({ type: "entry_appended", entry });
-      } else if (open && entry.kind === ENTRY.assistant) {
-        open = false;
-        entryEvents.push({ type: "message_end", entry });
-      } else {
-        entryEvents.push({ type: "message_start", message: messages[0]! }, { type: "message_end", entry });
-      }
-    }
+    const entries = entryEvents(
+      change.entries.filter((e) => e.conversationId === c),
+      partialEnded,
+    );
+    const { compactionEnds, compactionStarts } = compactionEvents(was, now);
+    const { turnEnds, turnStarts } = this.#turnEvents(tasks);
+    const { runEnds, runStarts } = runEvents(was, now);
+    const submissions: AgentEvent[] = change.submissions
+      .filter((s) => s.conversationId === c)
+      .sort((a, b) => a.id - b.id)
+      .map((record) => ({ type: "submission", record }));
+    return [
+      ...toolStarts,
+      ...(messageStart ? [messageStart] : []),
+      ...(messageUpdate ? [messageUpdate] : []),
+      ...toolUpdates,
+      ...retryEvents(was, now),
+      ...entries.events,
+      ...toolEndsWithoutResult(was, now, entries.toolsEnded),
+      ...compactionEnds,
+      ...failedEvents(tasks),
+      ...turnEnds,
+      ...runEnds,
+      ...submissions,
+      ...this.#docEvents(change, after),
+      ...compactionStarts,
+      ...runStarts,
+      ...turnStarts,
+    ];
+  }
 
-    // Slots that ended (or vanished with their run) without a result entry in this commit.
-    const toolEnds: AgentEvent[] = [];
-    const nowSlots = new Map((now.tools ?? []).map((s) => [s.callId, s]));
-    for (const prev of was.tools ?? []) {
-      if (prev.status === "done" || ended.has(prev.callId)) continue;
-      const slot = nowSlots.get(prev.callId);
-      if (!slot || slot.status === "done")
-        toolEnds.push({ type: "tool_execution_end", toolCallId: prev.callId, toolName: prev.name });
-    }
-
-    const nowCompactions = new Set((now.compactions ?? []).map((s) => s.taskId));
-    const wasCompactions = new Set((was.compactions ?? []).map((s) => s.taskId));
-    const compactionEnds: AgentEvent[] = (was.compactions ?? [])
-      .filter((s) => !nowCompactions.has(s.taskId))
-      .map((s) => ({ type: "compaction_end", taskId: s.taskId, reason: s.reason }));
-    const compactionStarts: AgentEvent[] = (now.compactions ?? [])
-      .filter((s) => !wasCompactions.has(s.taskId))
-      .map((s) => ({ type: "compaction_start", taskId: s.taskId, reason: s.reason, blocking: s.blocking }));
-
-    const failed: AgentEvent[] = [];
+  /** A generation task's first sight starts its turn; reaching `completing` or `terminal` ends it. */
+  #turnEvents(tasks: readonly TaskRecord[]): { turnEnds: AgentEvent[]; turnStarts: AgentEvent[] } {
     const turnEnds: AgentEvent[] = [];
     const turnStarts: AgentEvent[] = [];
     for (const t of tasks) {
-      const failure = failureOf(t);
-      if (failure !== undefined)
-        failed.push({ type: "task_failed", taskId: t.id, kind: t.kind, message: failure });
       if (t.kind !== GENERATION) continue;
       const turn = this.#turns.get(t.id);
       const status = t.state.status;
@@ -204,43 +168,132 @@ export class EventDeriver {
       if (status === "terminal") this.#turns.delete(t.id);
       else if (held(status)) this.#turns.set(t.id, "ended");
     }
+    return { turnEnds, turnStarts };
+  }
 
-    const runEnds: AgentEvent[] = [];
-    const runStarts: AgentEvent[] = [];
-    const successor = was.run && now.run && was.run.inputs[0] !== now.run.inputs[0];
-    if (was.run && (!now.run || successor)) runEnds.push({ type: "run_end", inputs: was.run.inputs });
-    if (now.run && (!was.run || successor)) runStarts.push({ type: "run_start", inputs: now.run.inputs });
-
-    const submissions: AgentEvent[] = change.submissions
-      .filter((s) => s.conversationId === c)
-      .sort((a, b) => a.id - b.id)
-      .map((record) => ({ type: "submission", record }));
-
+  /** The documents the commit touched that listeners follow: the inbox, the agent, the usage. */
+  #docEvents(change: ChangeSet, after: ConversationView): AgentEvent[] {
     const docs: AgentEvent[] = [];
+    const c = this.conversationId;
     const touched = new Set(change.docs.filter((d) => d.conversationId === c).map((d) => d.name));
     if (touched.has(DOC.inbox)) docs.push({ type: "inbox_update", items: inboxItems(after) });
     if (touched.has(DOC.agent)) docs.push({ type: "agent_changed", agent: this.agent(after) });
     if (touched.has(DOC.usage)) docs.push({ type: "usage_changed", usage: usageOf(after.docs) });
-
-    return [
-      ...toolStarts,
-      ...(messageStart ? [messageStart] : []),
-      ...(messageUpdate ? [messageUpdate] : []),
-      ...toolUpdates,
-      ...retries,
-      ...entryEvents,
-      ...toolEnds,
-      ...compactionEnds,
-      ...failed,
-      ...turnEnds,
-      ...runEnds,
-      ...submissions,
-      ...docs,
-      ...compactionStarts,
-      ...runStarts,
-      ...turnStarts,
-    ];
+    return docs;
   }
+}
+
+/** A slot that started running starts its tool's execution; one that kept running may update it. */
+function slotEvents(
+  was: LiveState,
+  now: LiveState,
+  tasks: readonly TaskRecord[],
+  entries: readonly EntryRecord[],
+): { toolStarts: AgentEvent[]; toolUpdates: AgentEvent[] } {
+  const toolStarts: AgentEvent[] = [];
+  const toolUpdates: AgentEvent[] = [];
+  const wasSlots = new Map((was.tools ?? []).map((s) => [s.callId, s]));
+  for (const slot of now.tools ?? []) {
+    const prev = wasSlots.get(slot.callId);
+    if (slot.status === "running" && (!prev || prev.status === "pending")) {
+      toolStarts.push({
+        type: "tool_execution_start",
+        toolCallId: slot.callId,
+        toolName: slot.name,
+        args: argumentsOf(slot, tasks, entries),
+      });
+    } else if (prev && prev.status !== "done" && slot.status !== "done") {
+      const update = slotUpdate(prev, slot);
+      if (update) toolUpdates.push(update);
+    }
+  }
+  return { toolStarts, toolUpdates };
+}
+
+/**
+ * The conversation's appended entries, in append order: a tool result ends its tool's execution, a
+ * message entry starts and ends its message (only ends it when it closes the partial that was open),
+ * anything else is `entry_appended`. Also the calls whose result entry came in this commit.
+ */
+function entryEvents(
+  entries: readonly EntryRecord[],
+  partialOpen: boolean,
+): { events: AgentEvent[]; toolsEnded: ReadonlySet<string> } {
+  let open = partialOpen;
+  const toolsEnded = new Set<string>();
+  const events: AgentEvent[] = [];
+  for (const entry of entries) {
+    const result = entry.kind === ENTRY.toolResult ? toolResultOf(entry) : undefined;
+    if (result) {
+      toolsEnded.add(result.toolCallId);
+      events.push({
+        type: "tool_execution_end",
+        toolCallId: result.toolCallId,
+        toolName: result.toolName,
+        entry,
+      });
+    }
+    const messages = modelMessages(entry);
+    if (messages.length === 0) {
+      events.push({ type: "entry_appended", entry });
+    } else if (open && entry.kind === ENTRY.assistant) {
+      open = false;
+      events.push({ type: "message_end", entry });
+    } else {
+      events.push({ type: "message_start", message: messages[0]! }, { type: "message_end", entry });
+    }
+  }
+  return { events, toolsEnded };
+}
+
+/** Slots that ended (or vanished with their run) without a result entry in this commit. */
+function toolEndsWithoutResult(was: LiveState, now: LiveState, ended: ReadonlySet<string>): AgentEvent[] {
+  const toolEnds: AgentEvent[] = [];
+  const nowSlots = new Map((now.tools ?? []).map((s) => [s.callId, s]));
+  for (const prev of was.tools ?? []) {
+    if (prev.status === "done" || ended.has(prev.callId)) continue;
+    const slot = nowSlots.get(prev.callId);
+    if (!slot || slot.status === "done")
+      toolEnds.push({ type: "tool_execution_end", toolCallId: prev.callId, toolName: prev.name });
+  }
+  return toolEnds;
+}
+
+function compactionEvents(
+  was: LiveState,
+  now: LiveState,
+): { compactionEnds: AgentEvent[]; compactionStarts: AgentEvent[] } {
+  const nowCompactions = new Set((now.compactions ?? []).map((s) => s.taskId));
+  const wasCompactions = new Set((was.compactions ?? []).map((s) => s.taskId));
+  return {
+    compactionEnds: (was.compactions ?? [])
+      .filter((s) => !nowCompactions.has(s.taskId))
+      .map((s) => ({ type: "compaction_end", taskId: s.taskId, reason: s.reason })),
+    compactionStarts: (now.compactions ?? [])
+      .filter((s) => !wasCompactions.has(s.taskId))
+      .map((s) => ({ type: "compaction_start", taskId: s.taskId, reason: s.reason, blocking: s.blocking })),
+  };
+}
+
+/** `task_failed` for each of the conversation's tasks that settled faulted or orphaned. */
+function failedEvents(tasks: readonly TaskRecord[]): AgentEvent[] {
+  const failed: AgentEvent[] = [];
+  for (const t of tasks) {
+    const failure = failureOf(t);
+    if (failure !== undefined)
+      failed.push({ type: "task_failed", taskId: t.id, kind: t.kind, message: failure });
+  }
+  return failed;
+}
+
+/** A run ends when its pi.live run is gone or replaced by its successor's; the new one starts. */
+function runEvents(was: LiveState, now: LiveState): { runEnds: AgentEvent[]; runStarts: AgentEvent[] } {
+  const runEnds: AgentEvent[] = [];
+  const runStarts: AgentEvent[] = [];
+  const successor = was.run && now.run && was.run.inputs[0] !== now.run.inputs[0];
+  if (was.run && (!now.run || successor)) runEnds.push({ type: "run_end", inputs: was.run.inputs });
+  if (now.run && (!was.run || successor)) runStarts.push({ type: "run_start", inputs: now.run.inputs });
+  return { runEnds, runStarts };
 }
 
 /** A first partial of an attempt starts a message; a later one of the same attempt updates it. */

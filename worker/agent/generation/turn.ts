@@ -35,7 +35,7 @@ import {
   writeDoc,
 } from "../records.ts";
 import type { AgentServices, StreamSettings, ToolRoundResult } from "../services.ts";
-import type { ToolTaskResult } from "../tools/task.ts";
+import type { ToolTaskResult } from "../tools/task/types.ts";
 
 /**
  * `attempt` counts a turn's requests (1 for the first); `uncounted` says how many of them failed on

@@ -13,7 +13,7 @@ import type { GenerationCheckpoint, GenerationResult } from "../generation/turn.
 import { DOC, type LiveState, live, type ToolSlot, writeDoc } from "../records.ts";
 import type { AgentServices } from "../services.ts";
 import { toolResultEntry } from "./results.ts";
-import { intentAtCreation } from "./task.ts";
+import { intentAtCreation } from "./task/call.ts";
 
 type ToolsCheckpoint = Extract<GenerationCheckpoint, { phase: "tools" }>;
 type Generation = TaskRecord<Json, GenerationCheckpoint, GenerationResult>;

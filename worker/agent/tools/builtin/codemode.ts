@@ -4,7 +4,7 @@
  * keyed by its position among the script's calls, so its result is committed (by the nested task)
  * before the script receives it, and the value handed over is the committed one.
  * Replay: the call is replay-safe. Its first run records, in one memo, the virtual clock's start, the
- * random seed and the sandbox's fingerprint (engine variant, prelude, tool set). After a crash the
+ * random seed and the sandbox's fingerprint (interpreter variant, prelude, tool set). After a crash the
  * script runs again with those, so it makes the same calls, which reattach to their nested tasks by
  * key and hand back the journaled results. A rerun that makes another call under a key, stops short of
  * the calls the first run made, or finds another fingerprint fails the call with `replay diverged:`
@@ -12,8 +12,8 @@
  */
 import { Type } from "typebox";
 import type { Json } from "../../../core/types.ts";
-import { ENGINE_VARIANT } from "../../../sandbox/engine.ts";
 import { ReplayDiverged } from "../../../sandbox/errors.ts";
+import { INTERPRETER_VARIANT } from "../../../sandbox/interpreter.ts";
 import { PRELUDE_VERSION } from "../../../sandbox/prelude.ts";
 import {
   type CallAnswer,
@@ -46,6 +46,10 @@ export const CODEMODE_TOOL = "codemode";
 
 /** What a script's world is made of; a replay under another one is refused. */
 export interface SandboxFingerprint {
+  /**
+   * The interpreter's variant (`INTERPRETER_VARIANT`). The field keeps its first name, `engine`:
+   * fingerprints are stored in the memos of calls that may resume after an upgrade.
+   */
   readonly engine: string;
   readonly prelude: number;
   /** Tool name -> a hash of its parameters' schema. */
@@ -88,7 +92,7 @@ export function fingerprintOf(tools: readonly ToolDefinition[]): SandboxFingerpr
   const byName: Record<string, string> = {};
   for (const tool of [...tools].sort((a, b) => (a.name < b.name ? -1 : 1)))
     byName[tool.name] = hash(JSON.stringify(tool.parameters));
-  return { engine: ENGINE_VARIANT, prelude: PRELUDE_VERSION, tools: byName };
+  return { engine: INTERPRETER_VARIANT, prelude: PRELUDE_VERSION, tools: byName };
 }
 
 /** The first difference between the recorded fingerprint and the current one, in words. */
@@ -97,7 +101,7 @@ export function fingerprintDifference(
   now: SandboxFingerprint,
 ): string | undefined {
   if (recorded.engine !== now.engine)
-    return `the sandbox engine changed from ${recorded.engine} to ${now.engine}`;
+    return `the sandbox interpreter changed from ${recorded.engine} to ${now.engine}`;
   if (recorded.prelude !== now.prelude)
     return `the sandbox prelude changed from version ${recorded.prelude} to ${now.prelude}`;
   const names = [...new Set([...Object.keys(recorded.tools), ...Object.keys(now.tools)])].sort();

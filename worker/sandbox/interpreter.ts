@@ -1,31 +1,33 @@
 /**
- * The QuickJS engine, loaded lazily: the first script pays for fetching and compiling the
+ * The QuickJS interpreter, loaded lazily: the first script pays for fetching and compiling the
  * WebAssembly module (dynamic imports, so the tab's bundle never contains it and an engine that runs
- * no script never loads it). The variant is fixed (the release build with a separate .wasm file,
- * synchronous), and its name is part of every script's fingerprint: a replay under another variant
- * is refused.
+ * no script never loads it). "Interpreter" names the QuickJS WebAssembly module and its instances;
+ * "engine" is only ever the worker that owns the store. The variant is fixed (the release build with
+ * a separate .wasm file, synchronous), and its name is part of every script's fingerprint: a replay
+ * under another variant is refused.
  * Memory: this build cannot measure its allocations (no `malloc_usable_size`), so QuickJS's own
  * memory limit only refuses a single allocation larger than the limit, and a script keeping many
  * smaller ones grew the shared WebAssembly heap to its 2 GiB maximum, holding the thread for tens of
  * seconds. So every script runs in a module instance of its own whose WebAssembly memory is capped
- * at the engine's base plus the script's memory limit: an allocation past the cap fails inside QuickJS
- * (`out of memory`). Instances are leased: one script at a time, returned to a small idle pool when
+ * at the interpreter's base plus the script's memory limit: an allocation past the cap fails inside
+ * QuickJS (`out of memory`). Instances are leased: one script at a time, returned to a small idle pool when
  * the script ended cleanly and left the memory small, so a warm call reuses one; any other is dropped
  * (its memory goes with it).
  */
 import type { QuickJSWASMModule } from "quickjs-emscripten-core";
 
-/** The engine and variant, as recorded in a script's fingerprint. */
-export const ENGINE_VARIANT = "quickjs-emscripten-core@0.32.0+@jitl/quickjs-wasmfile-release-sync@0.32.0";
+/** The interpreter and its variant, as recorded in a script's fingerprint (`SandboxFingerprint.engine`). */
+export const INTERPRETER_VARIANT =
+  "quickjs-emscripten-core@0.32.0+@jitl/quickjs-wasmfile-release-sync@0.32.0";
 
 const PAGE = 64 * 1024;
-/** The engine's own start (its static data, stack and first heap): Emscripten's INITIAL_MEMORY, 16 MiB. */
-export const ENGINE_BASE_BYTES = 256 * PAGE;
+/** The interpreter's own start (its static data, stack and first heap): Emscripten's INITIAL_MEMORY, 16 MiB. */
+export const INTERPRETER_BASE_BYTES = 256 * PAGE;
 /** Idle instances kept per memory cap. */
 const IDLE_PER_CAP = 2;
 
-/** One instance of the engine with its own capped memory, leased to one script at a time. */
-export interface QuickJSLease {
+/** One interpreter instance with its own capped memory, leased to one script at a time. */
+export interface InterpreterLease {
   readonly quickjs: QuickJSWASMModule;
   readonly memory: WebAssembly.Memory;
   readonly memoryBytes: number;
@@ -33,8 +35,7 @@ export interface QuickJSLease {
 
 type Loader = (memory: WebAssembly.Memory) => Promise<QuickJSWASMModule>;
 let loading: Promise<Loader> | undefined;
-let made = 0;
-const idle = new Map<number, QuickJSLease[]>();
+const idle = new Map<number, InterpreterLease[]>();
 
 function loader(): Promise<Loader> {
   if (!loading) {
@@ -54,31 +55,25 @@ function loader(): Promise<Loader> {
 }
 
 /** An instance whose scripts may allocate about `memoryBytes` (an idle one when there is one). */
-export async function leaseQuickJS(memoryBytes: number): Promise<QuickJSLease> {
+export async function leaseInterpreter(memoryBytes: number): Promise<InterpreterLease> {
   const reused = idle.get(memoryBytes)?.pop();
   if (reused) return reused;
   const load = await loader();
-  const initial = ENGINE_BASE_BYTES / PAGE;
+  const initial = INTERPRETER_BASE_BYTES / PAGE;
   const memory = new WebAssembly.Memory({ initial, maximum: initial + Math.ceil(memoryBytes / PAGE) });
   const quickjs = await load(memory);
-  made++;
   return { quickjs, memory, memoryBytes };
 }
 
 /**
  * Give an instance back. It is kept for the next script only when `reuse` (its script ended without
- * hitting a limit or breaking the engine, every runtime disposed) and its memory stayed at most
+ * hitting a limit or breaking the interpreter, every runtime disposed) and its memory stayed at most
  * twice the base; otherwise it is dropped.
  */
-export function releaseQuickJS(lease: QuickJSLease, options: { reuse: boolean }): void {
-  if (!options.reuse || lease.memory.buffer.byteLength > 2 * ENGINE_BASE_BYTES) return;
+export function releaseInterpreter(lease: InterpreterLease, options: { reuse: boolean }): void {
+  if (!options.reuse || lease.memory.buffer.byteLength > 2 * INTERPRETER_BASE_BYTES) return;
   const list = idle.get(lease.memoryBytes) ?? [];
   if (list.length >= IDLE_PER_CAP) return;
   list.push(lease);
   idle.set(lease.memoryBytes, list);
-}
-
-/** Whether an instance was made already (a bench tells a cold start from a warm one). */
-export function quickJSLoaded(): boolean {
-  return made > 0;
 }

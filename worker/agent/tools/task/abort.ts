@@ -1,0 +1,85 @@
+/**
+ * The tool task's abort handler: the call ends `aborted` with an error result. A top-level call
+ * whose conversation has `onAbort` hooks gets the output it retained, passed through those hooks
+ * (each may replace it; the `aborted` diagnostic stays); any other call gets a harness-written
+ * `aborted` result carrying the partial output.
+ */
+import type { ToolCall } from "@mariozechner/pi-ai";
+import { hookApi } from "../../extensions/hooks.ts";
+import { type AgentHooks, atPhaseStart } from "../../services.ts";
+import type { ToolDefinition, ToolResult } from "../contract.ts";
+import { DEFAULT_OUTPUT_LIMITS, limitsOf } from "../limits.ts";
+import { appendResult, boundResult, slotDone } from "../results.ts";
+import { readCall, resolveToolFor } from "./resolve.ts";
+import { partialOutput, settleError, terminal } from "./settle.ts";
+import type { ToolTaskContext, ToolTaskRecord, ToolTaskRuntime } from "./types.ts";
+
+export async function abortToolCall(
+  ctx: ToolTaskContext,
+  task: ToolTaskRecord,
+  runtime: ToolTaskRuntime,
+): Promise<void> {
+  const phase = atPhaseStart(ctx.services, task.conversationId);
+  const hooks = phase.hooks().onAbort ?? [];
+  const call = await readCall(ctx.services, task).catch(() => undefined);
+  if (call && hooks.length > 0 && !("nested" in task.input)) {
+    await settleAbortedWithHooks(ctx, runtime, task, call, hooks, phase.tools());
+    return;
+  }
+  await settleError(
+    runtime,
+    task,
+    call?.id ?? "?",
+    call?.name ?? "?",
+    "aborted",
+    "the tool call was aborted",
+    partialOutput(ctx.services, task),
+    "aborted",
+  );
+}
+
+/** The aborted result after the onAbort chain: each hook may replace it; the aborted diagnostic stays. */
+async function settleAbortedWithHooks(
+  ctx: ToolTaskContext,
+  runtime: ToolTaskRuntime,
+  task: ToolTaskRecord,
+  call: ToolCall,
+  hooks: NonNullable<AgentHooks["onAbort"]>,
+  tools: ReadonlyMap<string, ToolDefinition>,
+): Promise<void> {
+  const c = task.conversationId;
+  const partial = partialOutput(ctx.services, task);
+  const retained: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
+  let result = retained;
+  const api = hookApi(runtime, ctx.services);
+  for (const hook of hooks) {
+    try {
+      result =
+        (await hook({ name: call.name, arguments: call.arguments }, result, api, {
+          signal: runtime.signal,
+        })) ?? result;
+    } catch (error) {
+      ctx.services.report(error);
+    }
+  }
+  let limits = DEFAULT_OUTPUT_LIMITS;
+  try {
+    limits = limitsOf(resolveToolFor(tools, call.name));
+  } catch {
+    // An unresolvable tool's replacement is bounded by the defaults.
+  }
+  // The retained output was bounded while the call ran: only a hook's replacement is bounded
+  // again (spec §8.4), so a tool replaced mid-call with tighter limits does not cut it.
+  const bounded =
+    result === retained
+      ? { result: retained, diagnostics: [] }
+      : boundResult({ ...result, isError: true }, limits);
+  await runtime.commit((tx) => {
+    const entry = appendResult(tx, c, call.id, call.name, bounded.result, [
+      { severity: "error", code: "aborted", message: "the tool call was aborted" },
+      ...bounded.diagnostics,
+    ]);
+    slotDone(tx, c, task.id, entry.id);
+    return terminal("aborted", { entryId: entry.id, isError: true }, "the tool call was aborted");
+  });
+}

@@ -1,0 +1,218 @@
+/**
+ * The `execute` phase and the execution itself. The phase runs the committed intent: at once when
+ * the intent was committed with the answer and nothing ran yet; after an interruption
+ * (`runtime.resumed`) it is recovery: a call that is `safe` both as stored and as registered now
+ * runs again with the stored arguments, anything else records an `interrupted` error result built
+ * from the durable partial output. `runTool` builds the call's environment and `ToolApi`, runs the
+ * tool with its output streamed (throttled, bounded) into `pi.live`, runs the `afterTool` hooks and
+ * commits the bounded result with the task's terminal state.
+ */
+import type { ToolCall } from "@mariozechner/pi-ai";
+import { errorMessage } from "../../../core/errors.ts";
+import type { RunningTask } from "../../../core/types.ts";
+import type { ExecutionEnv } from "../../env.ts";
+import { hookApi } from "../../extensions/hooks.ts";
+import { type AgentHooks, atPhaseStart } from "../../services.ts";
+import { replayPolicyOf, type ToolDefinition, type ToolResult } from "../contract.ts";
+import { limitsOf, type OutputLimits, truncatedDiagnostic } from "../limits.ts";
+import { appendResult, boundResult, OutputBuffer, slotDone, updateSlot } from "../results.ts";
+import { readCall, resolveToolFor } from "./resolve.ts";
+import { partialOutput, settleError, terminal } from "./settle.ts";
+import { toolApi } from "./tool-api.ts";
+import type {
+  ToolTaskCheckpoint,
+  ToolTaskContext,
+  ToolTaskInput,
+  ToolTaskRecord,
+  ToolTaskResult,
+  ToolTaskRuntime,
+} from "./types.ts";
+
+export async function executePhase(
+  ctx: ToolTaskContext,
+  task: RunningTask<ToolTaskInput, Extract<ToolTaskCheckpoint, { phase: "execute" }>, ToolTaskResult>,
+  runtime: ToolTaskRuntime,
+  signal: AbortSignal,
+): Promise<void> {
+  const phase = atPhaseStart(ctx.services, task.conversationId);
+  const hooks = phase.hooks();
+  const cp = task.state.checkpoint;
+  const call = await readCall(ctx.services, task);
+  let tool: ToolDefinition | undefined;
+  try {
+    tool = call ? resolveToolFor(phase.tools(), call.name) : undefined;
+  } catch {
+    tool = undefined;
+  }
+  if (!runtime.resumed) {
+    // The intent was committed with the answer and nothing ran yet: execute it now.
+    if (!call || !tool) {
+      const message = call ? `tool ${call.name} is not available` : "the tool call was not found";
+      await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "tool_unavailable", message);
+      return;
+    }
+    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, hooks);
+    return;
+  }
+  // Recovery: the intent committed, the result did not.
+  if (call && tool && cp.replay === "safe" && replayPolicyOf(tool) === "safe") {
+    await runtime.commit((tx) => {
+      updateSlot(
+        tx,
+        task.conversationId,
+        task.id,
+        ({ output: _o, droppedBytes: _b, droppedLines: _l, ...s }) => ({ ...s, status: "running" }),
+      );
+      return undefined;
+    });
+    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, hooks);
+    return;
+  }
+  await settleError(
+    runtime,
+    task,
+    call?.id ?? "?",
+    call?.name ?? "?",
+    "interrupted",
+    "the tool call was interrupted before it reported a result; it may or may not have taken effect",
+    partialOutput(ctx.services, task),
+    "failed",
+  );
+}
+
+/** What the tool's execution gave, after the `afterTool` hooks, before the bounds. */
+interface Execution {
+  result: ToolResult;
+  /** The tool threw (or its environment could not be built). */
+  failed: boolean;
+  /** The result carries the retained output, so what its bounds dropped is reported. */
+  fromOutput: boolean;
+  durationMs: number;
+}
+
+/** Run the tool with the committed arguments and commit its result (see the header). */
+export async function runTool(
+  ctx: ToolTaskContext,
+  runtime: ToolTaskRuntime,
+  task: ToolTaskRecord,
+  tool: ToolDefinition,
+  call: ToolCall,
+  args: unknown,
+  signal: AbortSignal,
+  hooks: AgentHooks,
+): Promise<void> {
+  const { services } = ctx;
+  const c = task.conversationId;
+  const settings = services.settings();
+  const limits = limitsOf(tool);
+  const output = new OutputBuffer((change) => runtime.commit(change), {
+    conversationId: c,
+    taskId: task.id,
+    limits,
+    intervalMs: settings.outputIntervalMs,
+    bytesPerSecond: settings.progressBytesPerSecond,
+  });
+  let ended = false;
+  // Built per execution, off the line (a rerun after recovery builds it again); a throw is the
+  // call's ordinary error result.
+  let env: ExecutionEnv | undefined;
+  let envFailed: { error: unknown } | undefined;
+  try {
+    env = await services.env(c, signal);
+  } catch (error) {
+    if (signal.aborted) throw error;
+    envFailed = { error };
+  }
+  const api = toolApi(ctx, { runtime, task, call, signal, env, output, ended: () => ended });
+  let result: ToolResult;
+  let failed = false;
+  let fromOutput = false;
+  const started = performance.now();
+  try {
+    if (envFailed) throw envFailed.error;
+    result = await tool.execute(args as never, api);
+  } catch (error) {
+    ended = true;
+    if (signal.aborted) throw error;
+    failed = true;
+    const message = errorMessage(error);
+    fromOutput = output.text !== "";
+    result = { content: fromOutput ? [{ type: "text", text: output.text }] : [], isError: true };
+    result = { ...result, content: [...result.content, { type: "text", text: `Error: ${message}` }] };
+  }
+  ended = true;
+  const durationMs = Math.round(performance.now() - started);
+  await output.stop();
+  if (signal.aborted) throw signal.reason;
+  result = await afterTool(ctx, runtime, hooks, call, args, result, signal);
+  await commitResult(runtime, task, call, limits, output.retained, {
+    result,
+    failed,
+    fromOutput,
+    durationMs,
+  });
+}
+
+/** The `afterTool` chain: each hook may replace the result; a throw is reported and skipped. */
+async function afterTool(
+  ctx: ToolTaskContext,
+  runtime: ToolTaskRuntime,
+  hooks: AgentHooks,
+  call: ToolCall,
+  args: unknown,
+  result: ToolResult,
+  signal: AbortSignal,
+): Promise<ToolResult> {
+  for (const hook of hooks.afterTool ?? []) {
+    try {
+      result =
+        (await hook({ name: call.name, arguments: args, result }, hookApi(runtime, ctx.services), {
+          signal,
+        })) ?? result;
+    } catch (error) {
+      // Reported, and the next hook sees the result as it was (spec §7.2); an abort propagates.
+      if (signal.aborted) throw error;
+      ctx.services.report(error);
+    }
+  }
+  return result;
+}
+
+/** Bound the result, add its diagnostics, and commit it with the task's terminal state. */
+async function commitResult(
+  runtime: ToolTaskRuntime,
+  task: ToolTaskRecord,
+  call: ToolCall,
+  limits: OutputLimits,
+  streamed: OutputBuffer["retained"],
+  execution: Execution,
+): Promise<void> {
+  const c = task.conversationId;
+  const { failed, durationMs } = execution;
+  let { result, fromOutput } = execution;
+  // Without content of its own, the result is the retained output, and what its bounds dropped.
+  if (result.content.length === 0 && streamed.text !== "") {
+    fromOutput = true;
+    result = { ...result, content: [{ type: "text", text: streamed.text }] };
+  }
+  const bounded = boundResult(result, limits);
+  const dropped = fromOutput ? truncatedDiagnostic(streamed, limits) : undefined;
+  const diagnostics = [
+    ...(failed
+      ? [{ severity: "error" as const, code: "tool_error", message: "the tool threw an error" }]
+      : []),
+    ...(dropped ? [dropped] : []),
+    ...bounded.diagnostics,
+  ];
+  await runtime.commit((tx) => {
+    const value: ToolTaskResult = {
+      isError: bounded.result.isError === true,
+      ...(bounded.result.control ? { control: bounded.result.control } : {}),
+    };
+    if ("nested" in task.input)
+      return terminal(failed ? "failed" : "completed", { ...value, result: bounded.result }, "tool_error");
+    const entry = appendResult(tx, c, call.id, call.name, bounded.result, diagnostics, durationMs);
+    slotDone(tx, c, task.id, entry.id);
+    return terminal(failed ? "failed" : "completed", { ...value, entryId: entry.id }, "tool_error");
+  });
+}

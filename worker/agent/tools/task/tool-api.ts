@@ -1,0 +1,120 @@
+/**
+ * The `ToolApi` one execution of a tool gets: its call's identity, the workspace and environment,
+ * streamed output, commits and conversations bound to the calling task (refused once the tool's
+ * `execute` settled), memos, and nested calls. A nested call (`executeTool`) is a tool task owned by
+ * the calling one, keyed by its position among the execution's calls (or the caller's own key), so a
+ * rerun after a crash reattaches to the task the first run created and gets its recorded result.
+ */
+import type { ToolCall } from "@mariozechner/pi-ai";
+import type { Json, TaskRecord } from "../../../core/types.ts";
+import type { ExecutionEnv } from "../../env.ts";
+import { NestedCallMismatch, type ToolApi, type ToolResult } from "../contract.ts";
+import { type Binding, check, toolCommit, toolConversation } from "../handle.ts";
+import type { OutputBuffer } from "../results.ts";
+import type {
+  ToolTaskContext,
+  ToolTaskInput,
+  ToolTaskRecord,
+  ToolTaskResult,
+  ToolTaskRuntime,
+} from "./types.ts";
+
+/** What one execution binds its api to. */
+export interface ExecutionParts {
+  readonly runtime: ToolTaskRuntime;
+  readonly task: ToolTaskRecord;
+  readonly call: ToolCall;
+  readonly signal: AbortSignal;
+  readonly env: ExecutionEnv | undefined;
+  readonly output: OutputBuffer;
+  /** True once the tool's execute settled. */
+  readonly ended: () => boolean;
+}
+
+export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
+  const { services } = ctx;
+  const { runtime, task, call, signal, output } = parts;
+  const c = task.conversationId;
+  let position = 0;
+  const binding: Binding = { services, runtime, signal, ended: parts.ended };
+  return {
+    signal,
+    toolCallId: call.id,
+    taskId: task.id,
+    conversationId: c,
+    fs: services.fs,
+    env: parts.env,
+    output: (chunk) => output.append(chunk),
+    commit: (change) => toolCommit(binding, change),
+    conversation: (id) => toolConversation(binding, id),
+    entry: (id) => services.core.entry(id),
+    memo: async (name, candidate) => {
+      check(binding);
+      return (await runtime.memo(`tool:${name}`, candidate as never, signal)) as never;
+    },
+    taskDefinition: (name) => services.taskDefinition(name),
+    executeTool: (name, nestedArgs, options) =>
+      executeNested(ctx, parts, options?.key ?? `#${position++}`, name, nestedArgs, options?.sameAsRecorded),
+    recordedCall: async (key) => {
+      const childId = await runtime.memo<number>(`nested:${key}`);
+      return childId === undefined ? undefined : recordedCallOf(await runtime.getTask(childId));
+    },
+    tools: () => services.tools(c),
+  };
+}
+
+/** Run (or reattach to) the nested call recorded under `key` and hand back its result. */
+async function executeNested(
+  ctx: ToolTaskContext,
+  parts: ExecutionParts,
+  key: string,
+  name: string,
+  nestedArgs: unknown,
+  sameAsRecorded: boolean | undefined,
+): Promise<ToolResult> {
+  const { runtime, task, call, signal } = parts;
+  let created = false;
+  const childId = await runtime.memo<number>(`nested:${key}`, (tx) => {
+    created = true;
+    return tx.createTask(
+      ctx.definition(),
+      { nested: { name, arguments: nestedArgs as Json, callId: `${call.id}/${key}` } },
+      { ownership: { kind: "task", taskId: task.id } },
+    );
+  });
+  if (sameAsRecorded && !created) await checkRecorded(runtime, childId!, key, name, nestedArgs);
+  const child = await runtime.waitForTask(childId!, signal);
+  const outcome = child.state.status === "terminal" ? child.state.outcome : undefined;
+  const result =
+    outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined)?.result : undefined;
+  return (
+    result ?? {
+      content: [{ type: "text", text: `nested call ${name} ended ${outcome?.status ?? "without a result"}` }],
+      isError: true,
+    }
+  );
+}
+
+function recordedCallOf(child: TaskRecord | undefined): { name: string; arguments: Json } | undefined {
+  const input = child?.input as ToolTaskInput | undefined;
+  if (!input || !("nested" in input)) return undefined;
+  return { name: input.nested.name, arguments: input.nested.arguments };
+}
+
+/** Rejects with `NestedCallMismatch` when the task recorded under `key` is another call. */
+async function checkRecorded(
+  runtime: ToolTaskRuntime,
+  childId: number,
+  key: string,
+  name: string,
+  args: unknown,
+): Promise<void> {
+  const recorded = recordedCallOf(await runtime.getTask(childId));
+  if (!recorded) return;
+  if (recorded.name !== name || JSON.stringify(recorded.arguments) !== JSON.stringify(args ?? null))
+    throw new NestedCallMismatch(
+      key,
+      { name: recorded.name, arguments: recorded.arguments },
+      { name, arguments: args },
+    );
+}
