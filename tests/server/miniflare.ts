@@ -43,22 +43,35 @@ function workerdBinary(): string {
 
 export interface ServerWorker {
   /** Send a request to the worker; answers its JSON, failing on a non-2xx status with the body. */
-  call<T>(path: string, init?: { method?: string }): Promise<T>;
+  call<T>(path: string, init?: { method?: string; body?: unknown }): Promise<T>;
   /** Kill workerd (SIGKILL, as miniflare disposes) and start a new one on the same folder. */
   restart(): Promise<void>;
   /** Kill workerd and remove the folder. */
   stop(): Promise<void>;
 }
 
-let bundled: Promise<string> | undefined;
+/** What a test's worker runs: its entry (in tests/server/worker/), its Durable Object classes, its bindings. */
+export interface WorkerOptions {
+  /** The entry module's file name in tests/server/worker/ (default: the store's, `entry.ts`). */
+  readonly entry?: string;
+  /** Binding name -> Durable Object class (SQLite-backed); default: the store's `OBJECTS`. */
+  readonly objects?: Readonly<Record<string, string>>;
+  /** Plain-text bindings (the worker's `env`). */
+  readonly bindings?: Readonly<Record<string, string>>;
+}
 
-/** The worker as one ES module (built once per test process). */
-export function bundleWorker(): Promise<string> {
-  bundled ??= build({
-    entryPoints: [join(here, "worker", "entry.ts")],
+const bundled = new Map<string, Promise<string>>();
+
+/** The worker as one ES module (built once per entry and test process). */
+export function bundleWorker(entry = "entry.ts"): Promise<string> {
+  let done = bundled.get(entry);
+  if (done) return done;
+  done = build({
+    entryPoints: [join(here, "worker", entry)],
     bundle: true,
     format: "esm",
     platform: "neutral",
+    conditions: ["workerd", "worker", "browser"],
     target: "es2022",
     write: false,
     logLevel: "silent",
@@ -67,21 +80,29 @@ export function bundleWorker(): Promise<string> {
     if (!file) throw new Error("esbuild produced no output for the server tests' worker");
     return file.text;
   });
-  return bundled;
+  bundled.set(entry, done);
+  return done;
 }
 
-export async function startServerWorker(): Promise<ServerWorker> {
+export async function startServerWorker(options: WorkerOptions = {}): Promise<ServerWorker> {
   workerdBinary();
-  const script = await bundleWorker();
+  const entry = options.entry ?? "entry.ts";
+  const script = await bundleWorker(entry);
+  const objects = options.objects ?? { OBJECTS: "ConformanceObject" };
   const persist = mkdtempSync(join(tmpdir(), "dostore-"));
   const make = () =>
     new Miniflare({
-      modules: true,
-      script,
-      scriptPath: resolve(here, "worker", "entry.js"),
+      // The module given as such, not as a script for miniflare to parse: pi-ai's bundle has an
+      // `import(specifier)` (its Node-only key lookup, never called in workerd) that the parser refuses.
+      modules: [
+        { type: "ESModule", path: resolve(here, "worker", entry.replace(/\.ts$/, ".js")), contents: script },
+      ],
       compatibilityDate: COMPATIBILITY_DATE,
-      durableObjects: { OBJECTS: { className: "ConformanceObject", useSQLite: true } },
+      durableObjects: Object.fromEntries(
+        Object.entries(objects).map(([binding, className]) => [binding, { className, useSQLite: true }]),
+      ),
       durableObjectsPersist: persist,
+      bindings: { ...options.bindings },
     });
   const start = async (mf: Miniflare) => {
     try {
@@ -101,11 +122,12 @@ export async function startServerWorker(): Promise<ServerWorker> {
     throw error;
   }
   return {
-    async call<T>(path: string, init: { method?: string } = {}): Promise<T> {
+    async call<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
       // A new connection each time: workerd reset a kept-alive one reused after a long request.
       const response = await mf.dispatchFetch(`http://server.test${path}`, {
         method: init.method ?? "GET",
-        headers: { connection: "close" },
+        headers: { connection: "close", "content-type": "application/json" },
+        ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
       });
       const text = await response.text();
       if (!response.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${response.status} ${text}`);

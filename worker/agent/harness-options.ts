@@ -60,6 +60,16 @@ export interface AgentHarnessOptions extends HarnessOptions {
    */
   network?: NetworkState;
   /**
+   * Told each time a task is about to wait for a durable deadline (epoch ms on the harness's clock):
+   * a generation's or a compaction's retry backoff, a deferred response's poll time. The wait itself
+   * is an in-process timer, gone when the process is; a host whose process may be evicted while
+   * idle arms a wake-up of its own at that time (the server's Durable Object alarm), and opening
+   * the harness again resumes the waiting task, which waits out what is left. A browser ignores it
+   * (a tab reopens the engine). Called off the commit line, possibly for a time already past; a
+   * throw is reported.
+   */
+  wakeAt?: (at: number) => void;
+  /**
    * Custom documents whose fork rule is not the default "current" (spec §3.7): the harness applies
    * each definition's `fork`. A document no definition names here is copied into a fork as stored.
    */

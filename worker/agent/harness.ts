@@ -154,6 +154,13 @@ export class AgentHarness extends Harness {
       ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       network: options.network ?? ALWAYS_ONLINE,
+      wakeAt: (at) => {
+        try {
+          options.wakeAt?.(at);
+        } catch (error) {
+          report(error);
+        }
+      },
       report,
       admit: (tx, conversationId, draft) => admit(tx, this.builtin.inbox, conversationId, draft),
       taskDefinition: (name) => this.registry.get(name),

@@ -236,6 +236,11 @@ export interface AgentServices {
   apiKey(provider: string): string | undefined;
   /** The platform's network state: asked when a request failed on the network (network.ts). */
   readonly network: NetworkState;
+  /**
+   * A task is about to wait for a durable deadline (a retry's or a compaction's backoff, a deferred
+   * response's poll time): the host's `wakeAt` (AgentHarnessOptions), or nothing.
+   */
+  wakeAt(at: number): void;
   report(error: unknown): void;
   /**
    * Admit a submission inside a commit by the inbox's rules (placed at once when idle, else queued);

@@ -249,6 +249,31 @@ describe("generation", () => {
     expect(sent[1]!).toBeGreaterThanOrEqual(retryAt);
   });
 
+  test("the host is told each backoff deadline (wakeAt) before the wait, and again by the engine that resumes it", async () => {
+    const wakes: number[] = [];
+    const settings = { retry: { baseDelayMs: 300, maxDelayMs: 300 } };
+    const { h, root, store, faux } = await open(
+      (req, n) => (n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      { settings, wakeAt: (at) => wakes.push(at) },
+    );
+    await root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => wakes.length === 1);
+    const retryAt = liveOf(h).generation!.retry!.at;
+    expect(wakes).toEqual([retryAt]);
+    await h.close();
+
+    const resumed: number[] = [];
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings,
+      wakeAt: (at) => resumed.push(at),
+    });
+    const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(resumed).toEqual([retryAt]);
+  });
+
   test("requests carry the conversation's provider session (pi.provider): the model's prompt cache hits", async () => {
     const { tool } = itemTool({});
     const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {

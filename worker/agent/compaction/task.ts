@@ -64,7 +64,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
     phases: {
       select: (task, runtime, signal) => select(phaseDeps(task), task, runtime, signal),
       summarize: (task, runtime, signal) => summarize(phaseDeps(task), task, runtime, signal),
-      retry: (task, runtime, signal) => retry(task, runtime, signal),
+      retry: (task, runtime, signal) => retry(services, task, runtime, signal),
     },
     abort: (task, runtime) => abort(task, runtime),
   });
@@ -84,11 +84,13 @@ async function summarize(
 
 /** Sleep out the durable backoff, then summarize again with the next attempt and the same request. */
 async function retry(
+  services: AgentServices,
   task: CompactionAt<"retry">,
   runtime: CompactionRuntime,
   signal: AbortSignal,
 ): Promise<void> {
   const { phase: _p, until, ...cp } = task.state.checkpoint;
+  services.wakeAt(until);
   await sleepUntil(until, () => runtime.now(), signal);
   await runtime.commit((tx) => {
     const next = { ...cp, attempt: cp.attempt + 1 };

@@ -76,7 +76,7 @@ export function renderSectionsNow(
   for (const s of agent.sections) {
     let text: unknown;
     try {
-      text = s.render({ ...input, agent }, { signal: NEVER_ABORTED });
+      text = s.render({ ...input, agent }, { signal: neverAborted() });
     } catch (error) {
       text = failed(error);
     }
@@ -90,7 +90,12 @@ export function renderSectionsNow(
   return out;
 }
 
-const NEVER_ABORTED = new AbortController().signal;
+/**
+ * A signal that never aborts, made on first use: workerd refuses `new AbortController()` in a
+ * module's global scope (the server engine loads this module there).
+ */
+let never: AbortSignal | undefined;
+const neverAborted = () => (never ??= new AbortController().signal);
 
 /** A section's failure, told apart from what it rendered. */
 class Failed {

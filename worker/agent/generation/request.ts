@@ -93,6 +93,7 @@ export async function poll(
   const { services } = deps;
   const c = task.conversationId;
   const cp = task.state.checkpoint;
+  services.wakeAt(cp.pollAt);
   await sleepUntil(cp.pollAt, () => runtime.now(), signal);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);

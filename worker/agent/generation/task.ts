@@ -68,7 +68,7 @@ export function createGenerationTask(
       prepare: (task, runtime, signal) => prepare(phaseDeps(task), task, runtime, signal),
       request: (task, runtime, signal) => request(phaseDeps(task), task, runtime, signal),
       poll: (task, runtime, signal) => poll(phaseDeps(task), task, runtime, signal),
-      retry: (task, runtime, signal) => retry(task, runtime, signal),
+      retry: (task, runtime, signal) => retry(deps.services, task, runtime, signal),
       offline: (task, runtime, signal) => waitForNetwork(deps.services, task, runtime, signal),
       tools: (task, runtime) => awaitToolRound(phaseDeps(task), task, runtime),
     },
@@ -140,8 +140,14 @@ function carried(cp: { compacted?: true; uncounted?: number }): { compacted?: tr
 }
 
 /** `retry`: wait out the durable backoff, then prepare the next attempt. */
-async function retry(task: GenerationTask<"retry">, runtime: GenerationRuntime, signal: AbortSignal) {
+async function retry(
+  services: AgentServices,
+  task: GenerationTask<"retry">,
+  runtime: GenerationRuntime,
+  signal: AbortSignal,
+) {
   const cp = task.state.checkpoint;
+  services.wakeAt(cp.until);
   await sleepUntil(cp.until, () => runtime.now(), signal);
   await runtime.commit((tx) => nextAttempt(tx, task.conversationId, cp.attempt + 1, carried(cp)));
 }

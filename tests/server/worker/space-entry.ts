@@ -1,0 +1,61 @@
+/**
+ * The worker the space tests run in workerd (bundled by tests/server/miniflare.ts): the server
+ * engine's own front door and Space class (worker/entry/server.ts), with one test task more. Routes:
+ * those of worker/server/space.ts under `/space/<name>/`, and
+ * - `POST /space/<name>/delay?ms=M`: create a `test.delayed` task in the root conversation that
+ *   waits until M ms from now (announcing the deadline through the space's `wakeAt`, as the agent's
+ *   backoffs do), then appends one `test.woke` entry with the time it woke, and completes.
+ */
+
+import { sleepUntil } from "../../../worker/agent/services.ts";
+import { openSpaceHarness } from "../../../worker/app/space-agent.ts";
+import { defineTask } from "../../../worker/core/define.ts";
+import { routeToSpace } from "../../../worker/entry/server.ts";
+import { Space, type SpaceEnv, type SpaceState } from "../../../worker/server/space.ts";
+
+type Wait = { phase: "wait" };
+
+const delayedTask = (wakeAt: (at: number) => void) =>
+  defineTask<{ at: number }, Wait, { woke: number }>({
+    name: "test.delayed",
+    version: 1,
+    initial: () => ({ phase: "wait" }),
+    phases: {
+      wait: async (task, runtime, signal) => {
+        wakeAt(task.input.at);
+        await sleepUntil(task.input.at, () => runtime.now(), signal);
+        await runtime.commit((tx) => {
+          const woke = runtime.now();
+          tx.appendEntry(task.conversationId, { kind: "test.woke", data: { at: task.input.at, woke } });
+          return { status: "terminal", outcome: { status: "completed", result: { woke } } };
+        });
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+
+export class TestSpace extends Space {
+  constructor(state: SpaceState, env: SpaceEnv) {
+    super(state, env, (store, ports) =>
+      openSpaceHarness(store, ports, { tasks: [delayedTask(ports.wakeAt)] }),
+    );
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (!url.pathname.endsWith("/delay")) return super.fetch(request);
+    const harness = await this.harness();
+    const at = harness.now() + Number(url.searchParams.get("ms"));
+    const definition = harness.registry.get("test.delayed");
+    if (!definition) return Response.json({ error: "test.delayed is not registered" }, { status: 500 });
+    const task = await harness.createTask(definition, { at }, { ownership: { kind: "conversation" } });
+    return Response.json({ task, at });
+  }
+}
+
+export default {
+  fetch(request: Request, env: { SPACES: Parameters<typeof routeToSpace>[1] }) {
+    return routeToSpace(request, env.SPACES);
+  },
+};

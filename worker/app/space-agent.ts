@@ -1,0 +1,61 @@
+/**
+ * The agent a server space runs (worker/server/space.ts opens it on the object's store): the offline
+ * demo model (registered, the default, keyless), pi-ai's catalogue with keys from the server's own
+ * secrets (never a browser's), and the built-in tools on an in-memory workspace, except `codemode`.
+ * It lives in the app's room because the demo model does (the server's room may not import the app).
+ *
+ * What differs from the browser's agent (app-agent.ts), and why:
+ * - the workspace is in memory (MemoryFs): files a tool writes are gone when the object is evicted
+ *   or restarted (a SQLite-backed workspace on the object's storage is a next step);
+ * - no `codemode`: its QuickJS interpreter compiles its WebAssembly at run time, which workerd
+ *   refuses (WebAssembly must come as a module of the upload, `CompiledWasm`); the variant's
+ *   `workerd` build takes the module that way, to be wired into the server's bundle next;
+ * - no user tools and no stored keys: keys come from `ports.apiKey` (the environment's secrets);
+ * - the network is always online (a server has no offline state to wait for).
+ */
+import type { Api, Model } from "@mariozechner/pi-ai";
+import { workspaceEnv } from "../agent/env.ts";
+import { defineExtension } from "../agent/extensions/define.ts";
+import { createRegistry } from "../agent/extensions/registry.ts";
+import { AgentHarness } from "../agent/harness.ts";
+import { createModelResolver } from "../agent/models/resolver.ts";
+import { builtinTools } from "../agent/tools/builtin/index.ts";
+import { MemoryFs } from "../agent/workspace/memory-fs.ts";
+import type { AnyTaskDefinition } from "../core/define.ts";
+import type { SpacePorts } from "../server/space.ts";
+import type { Store } from "../store/types.ts";
+import { demoModel, registerDemoProvider } from "./demo-model.ts";
+
+/** The built-in tools a space offers: all but `codemode` (see above). */
+export const SPACE_TOOLS = builtinTools.filter((tool) => tool.name !== "codemode");
+
+export interface SpaceAgentOptions {
+  /** More task definitions to register (tests). */
+  readonly tasks?: readonly AnyTaskDefinition[];
+}
+
+export async function openSpaceHarness(
+  store: Store,
+  ports: SpacePorts,
+  options: SpaceAgentOptions = {},
+): Promise<AgentHarness> {
+  registerDemoProvider();
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "workspace-tools", tools: SPACE_TOOLS }));
+  const workspace = new MemoryFs();
+  return AgentHarness.open(store, {
+    extensions,
+    tasks: [...(options.tasks ?? [])],
+    models: createModelResolver({
+      extra: [demoModel as unknown as Model<Api>],
+      keyless: [demoModel.provider],
+    }),
+    defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
+    fs: workspace,
+    env: workspaceEnv(workspace),
+    apiKey: ports.apiKey,
+    wakeAt: ports.wakeAt,
+    onReport: ports.onReport,
+    onFatal: ports.onFatal,
+  });
+}
