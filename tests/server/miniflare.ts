@@ -5,7 +5,7 @@
  * persisted to a folder, so a restart (`restart()`: SIGKILL of workerd, then a new one on the same
  * folder) finds exactly what was committed. Failing to start is an error that says so, never a skip.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -62,6 +62,11 @@ export interface WorkerOptions {
 
 const bundled = new Map<string, Promise<string>>();
 
+/** The QuickJS interpreter's WebAssembly: the server's entry imports it as a compiled module. */
+const QUICKJS_WASM_IMPORT = "@jitl/quickjs-wasmfile-release-sync/wasm";
+/** Its module's name beside the worker's (what the bundle imports instead). */
+const QUICKJS_WASM_MODULE = "quickjs.wasm";
+
 /** The worker as one ES module (built once per entry and test process). */
 export function bundleWorker(entry = "entry.ts"): Promise<string> {
   let done = bundled.get(entry);
@@ -75,6 +80,17 @@ export function bundleWorker(entry = "entry.ts"): Promise<string> {
     target: "es2022",
     write: false,
     logLevel: "silent",
+    plugins: [
+      {
+        name: "compiled-wasm",
+        setup(b) {
+          b.onResolve({ filter: /^@jitl\/quickjs-wasmfile-release-sync\/wasm$/ }, () => ({
+            path: `./${QUICKJS_WASM_MODULE}`,
+            external: true,
+          }));
+        },
+      },
+    ],
   }).then((result) => {
     const file = result.outputFiles[0];
     if (!file) throw new Error("esbuild produced no output for the server tests' worker");
@@ -96,6 +112,11 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
       // `import(specifier)` (its Node-only key lookup, never called in workerd) that the parser refuses.
       modules: [
         { type: "ESModule", path: resolve(here, "worker", entry.replace(/\.ts$/, ".js")), contents: script },
+        {
+          type: "CompiledWasm",
+          path: resolve(here, "worker", QUICKJS_WASM_MODULE),
+          contents: readFileSync(createRequire(import.meta.url).resolve(QUICKJS_WASM_IMPORT)),
+        },
       ],
       compatibilityDate: COMPATIBILITY_DATE,
       durableObjects: Object.fromEntries(

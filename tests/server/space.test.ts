@@ -80,6 +80,31 @@ test("a demo conversation answers in workerd: every step committed once, a repea
   expect((await viewUntil("answers", first.conversation, settled)).entries).toEqual(view.entries);
 });
 
+test("code mode runs on the server: the demo model's script lists the workspace and sums its sizes", async () => {
+  const { conversation } = await server.call<{ conversation: number }>("/space/scripts/submit", {
+    method: "POST",
+    body: { text: "write a note" },
+  });
+  await viewUntil("scripts", conversation, settled);
+  await server.call("/space/scripts/submit", {
+    method: "POST",
+    body: { conversation, text: "sum the sizes of the files" },
+  });
+  const view = await viewUntil("scripts", conversation, (v) => settled(v) && v.entries.length > 8);
+  const answer = textOf(view.entries.at(-1)!);
+  expect(answer).toMatch(/^My script ran:/);
+  expect(answer).toMatch(/notes\/note-1\.md: \d+ bytes/);
+  expect(answer).toMatch(/Result: \{"files":1,"totalBytes":\d+\}/);
+});
+
+test("a runaway script in the object's thread is stopped at its slice (workerd's clock advances inside it)", async () => {
+  const run = await server.call<{ ended: string; heldMs: number }>("/space/runaway/runaway", {
+    method: "POST",
+  });
+  expect(run.ended).toMatch(/^CpuSliceExceeded/);
+  expect(run.heldMs).toBeLessThan(2_000);
+});
+
 test("SIGKILL of workerd mid-run: the space wakes by its alarm with no request, resumes the run and finishes it once", async () => {
   const { conversation } = await server.call<{ conversation: number }>("/space/killed/submit", {
     method: "POST",

@@ -1,15 +1,16 @@
 /**
  * The agent a server space runs (worker/server/space.ts opens it on the object's store): the offline
  * demo model (registered, the default, keyless), pi-ai's catalogue with keys from the server's own
- * secrets (never a browser's), and the built-in tools on an in-memory workspace, except `codemode`.
+ * secrets (never a browser's), and the built-in tools on an in-memory workspace (`codemode` only
+ * when asked: its interpreter must have been handed its compiled WebAssembly module).
  * It lives in the app's room because the demo model does (the server's room may not import the app).
  *
  * What differs from the browser's agent (app-agent.ts), and why:
  * - the workspace is in memory (MemoryFs): files a tool writes are gone when the object is evicted
  *   or restarted (a SQLite-backed workspace on the object's storage is a next step);
- * - no `codemode`: its QuickJS interpreter compiles its WebAssembly at run time, which workerd
- *   refuses (WebAssembly must come as a module of the upload, `CompiledWasm`); the variant's
- *   `workerd` build takes the module that way, to be wired into the server's bundle next;
+ * - `codemode` runs its scripts in the object's own thread (workerd has no Worker constructor):
+ *   workerd refuses to compile WebAssembly at run time, so the interpreter gets its module compiled
+ *   from the upload (worker/entry/server.ts); a script holds the object for at most one slice;
  * - no user tools and no stored keys: keys come from `ports.apiKey` (the environment's secrets);
  * - the network is always online (a server has no offline state to wait for).
  */
@@ -26,12 +27,14 @@ import type { SpacePorts } from "../server/space.ts";
 import type { Store } from "../store/types.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
 
-/** The built-in tools a space offers: all but `codemode` (see above). */
-export const SPACE_TOOLS = builtinTools.filter((tool) => tool.name !== "codemode");
-
 export interface SpaceAgentOptions {
   /** More task definitions to register (tests). */
   readonly tasks?: readonly AnyTaskDefinition[];
+  /**
+   * Offer `codemode`: only when the interpreter was handed its compiled module
+   * (sandbox/interpreter.ts `setInterpreterModule`; the server's entry does).
+   */
+  readonly codemode?: boolean;
 }
 
 export async function openSpaceHarness(
@@ -41,7 +44,8 @@ export async function openSpaceHarness(
 ): Promise<AgentHarness> {
   registerDemoProvider();
   const extensions = createRegistry();
-  extensions.install(defineExtension({ name: "workspace-tools", tools: SPACE_TOOLS }));
+  const tools = options.codemode ? builtinTools : builtinTools.filter((tool) => tool.name !== "codemode");
+  extensions.install(defineExtension({ name: "workspace-tools", tools }));
   const workspace = new MemoryFs();
   return AgentHarness.open(store, {
     extensions,

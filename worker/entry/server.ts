@@ -1,15 +1,21 @@
 /**
  * The server engine's worker (workerd, Cloudflare): the `Space` Durable Object class with the app's
- * agent (worker/app/space-agent.ts), and a front door that sends `/space/<name>/<route>` to the
+ * agent (worker/app/space-agent.ts, code mode included), and a front door that sends `/space/<name>/<route>` to the
  * space named `<name>` (one object per name, through the `SPACES` binding). Nothing checks who
  * calls yet: tokens come with the WebSocket door (issue 27, item 5).
  */
+import quickjsModule from "@jitl/quickjs-wasmfile-release-sync/wasm";
 import { openSpaceHarness } from "../app/space-agent.ts";
+import { setInterpreterModule } from "../sandbox/interpreter.ts";
 import { Space, type SpaceEnv, type SpaceState } from "../server/space.ts";
+
+// workerd compiles no WebAssembly at run time: the interpreter's module comes with the upload (the
+// bundler makes this import a `CompiledWasm` module; wrangler's default rules do the same).
+setInterpreterModule(quickjsModule);
 
 export class SpaceObject extends Space {
   constructor(state: SpaceState, env: SpaceEnv) {
-    super(state, env, (store, ports) => openSpaceHarness(store, ports));
+    super(state, env, (store, ports) => openSpaceHarness(store, ports, { codemode: true }));
   }
 }
 

@@ -35,6 +35,17 @@ export interface InterpreterLease {
 
 type Loader = (memory: WebAssembly.Memory) => Promise<QuickJSWASMModule>;
 let loading: Promise<Loader> | undefined;
+let compiled: WebAssembly.Module | undefined;
+
+/**
+ * Hand the interpreter its WebAssembly module already compiled, for a host that refuses to compile
+ * WebAssembly at run time (workerd: a worker's WebAssembly comes as a module of its upload). Call it
+ * before the first script; without it the variant fetches and compiles its .wasm file itself.
+ */
+export function setInterpreterModule(module: WebAssembly.Module): void {
+  compiled = module;
+  loading = undefined;
+}
 const idle = new Map<number, InterpreterLease[]>();
 
 function loader(): Promise<Loader> {
@@ -45,7 +56,12 @@ function loader(): Promise<Loader> {
         import("@jitl/quickjs-wasmfile-release-sync"),
       ]);
       return (memory: WebAssembly.Memory) =>
-        core.newQuickJSWASMModuleFromVariant(core.newVariant(variant.default, { wasmMemory: memory }));
+        core.newQuickJSWASMModuleFromVariant(
+          core.newVariant(variant.default, {
+            wasmMemory: memory,
+            ...(compiled ? { wasmModule: compiled } : {}),
+          }),
+        );
     })();
     loading.catch(() => {
       loading = undefined;

@@ -4,13 +4,17 @@
  * those of worker/server/space.ts under `/space/<name>/`, and
  * - `POST /space/<name>/delay?ms=M`: create a `test.delayed` task in the root conversation that
  *   waits until M ms from now (announcing the deadline through the space's `wakeAt`, as the agent's
- *   backoffs do), then appends one `test.woke` entry with the time it woke, and completes.
+ *   backoffs do), then appends one `test.woke` entry with the time it woke, and completes;
+ * - `POST /space/<name>/runaway`: run `while (true) {}` in the sandbox (in the object's thread, as
+ *   code mode does here) and answer how it ended and how long it held the thread.
  */
 
 import { sleepUntil } from "../../../worker/agent/services.ts";
 import { openSpaceHarness } from "../../../worker/app/space-agent.ts";
 import { defineTask } from "../../../worker/core/define.ts";
-import { routeToSpace } from "../../../worker/entry/server.ts";
+import { errorMessage } from "../../../worker/core/errors.ts";
+import { routeToSpace } from "../../../worker/entry/server.ts"; // also hands the interpreter its module
+import { runScript } from "../../../worker/sandbox/run.ts";
 import { Space, type SpaceEnv, type SpaceState } from "../../../worker/server/space.ts";
 
 type Wait = { phase: "wait" };
@@ -38,12 +42,21 @@ const delayedTask = (wakeAt: (at: number) => void) =>
 export class TestSpace extends Space {
   constructor(state: SpaceState, env: SpaceEnv) {
     super(state, env, (store, ports) =>
-      openSpaceHarness(store, ports, { tasks: [delayedTask(ports.wakeAt)] }),
+      openSpaceHarness(store, ports, { codemode: true, tasks: [delayedTask(ports.wakeAt)] }),
     );
   }
 
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname.endsWith("/runaway")) {
+      const started = performance.now();
+      const host = { start: 0, seed: 1, functions: [], call: async () => ({ ok: true }), print() {} };
+      const ended = await runScript("while (true) {}", host as never).then(
+        () => "completed",
+        (error: unknown) => `${(error as Error).name}: ${errorMessage(error)}`,
+      );
+      return Response.json({ ended, heldMs: performance.now() - started });
+    }
     if (!url.pathname.endsWith("/delay")) return super.fetch(request);
     const harness = await this.harness();
     const at = harness.now() + Number(url.searchParams.get("ms"));
