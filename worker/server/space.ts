@@ -146,8 +146,6 @@ export class Space {
   async alarm(): Promise<void> {
     this.#armedAt = undefined;
     const { harness } = await this.#harness("alarm");
-    const now = Date.now();
-    for (const at of this.#deadlines) if (at <= now) this.#deadlines.delete(at);
     this.#armNext(harness);
   }
 
@@ -194,9 +192,11 @@ export class Space {
 
   /** The next wake-up: the earliest deadline ahead, or a heartbeat while work is live. */
   #armNext(harness: AgentHarness): void {
+    const now = Date.now();
+    for (const at of this.#deadlines) if (at <= now) this.#deadlines.delete(at);
     const next = Math.min(
       ...this.#deadlines,
-      Object.keys(harness.taskGraph().tasks).length > 0 ? Date.now() + this.#heartbeatMs : Infinity,
+      Object.keys(harness.taskGraph().tasks).length > 0 ? now + this.#heartbeatMs : Infinity,
     );
     if (Number.isFinite(next)) this.#want(next);
   }
