@@ -185,7 +185,7 @@ function partOf(file: string): string {
   );
   if (m) return m[1]!;
   if (file === "worker/testing.ts") return "testing";
-  if (file === "worker/protocol.ts") return "protocol";
+  if (file === "worker/protocol/index.ts") return "protocol";
   if (file === "worker/index.ts") return "index";
   if (file.startsWith("worker/")) return "worker";
   if (file.startsWith("src/")) return "src";
@@ -382,7 +382,7 @@ describe("import direction", () => {
       ["worker/core/tx.ts", "worker/app/engine-host.ts"],
       ["worker/store/line.ts", "worker/core/types.ts"],
       ["worker/agent/records.ts", "worker/app/engine-host.ts"],
-      ["worker/agent/records.ts", "worker/protocol.ts"],
+      ["worker/agent/records.ts", "worker/protocol/index.ts"],
       ["worker/app/engine-host.ts", "src/lib/engine.svelte.ts"],
       ["src/lib/engine.svelte.ts", "worker/core/types.ts"],
       // The rooms: nothing imports upward.
@@ -394,8 +394,8 @@ describe("import direction", () => {
       ["worker/agent/harness.ts", "worker/app/demo-model.ts"],
       ["worker/agent/harness.ts", "worker/browser/opfs-fs.ts"],
       ["worker/agent/harness.ts", "worker/debug/ticker.ts"],
-      ["worker/protocol.ts", "worker/app/engine-host.ts"],
-      ["worker/protocol.ts", "worker/browser/owner.ts"],
+      ["worker/protocol/index.ts", "worker/app/engine-host.ts"],
+      ["worker/protocol/index.ts", "worker/browser/owner.ts"],
       ["worker/core/session.ts", "worker/browser/owner.ts"],
       ["worker/store/line.ts", "worker/app/search.ts"],
       ["worker/sandbox/run.ts", "worker/agent/harness.ts"],
