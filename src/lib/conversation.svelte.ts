@@ -13,7 +13,6 @@ import {
   applyPage,
   type ConversationView,
   type EngineApi,
-  type EntryRecord,
   errorMessage,
   pageCursor,
   type WatchFrame,
@@ -121,21 +120,5 @@ export class ConversationState {
     } finally {
       this.#loading = false;
     }
-  }
-
-  /**
-   * The entry just before `entryId` in the active range (loading the page it is on when it is not
-   * loaded), or undefined when `entryId` is the first.
-   */
-  async entryBefore(entryId: number): Promise<EntryRecord | undefined> {
-    const entries = this.#view?.entries ?? [];
-    const older = this.#view?.older ?? 0;
-    const i = entries.findIndex((e) => e.id === entryId);
-    // Unloaded entries sit before the first non-marker entry (after a head marker, if any).
-    const gap = older > 0 ? entries.findIndex((e) => e.head === undefined) : -1;
-    if (i > 0 && i !== gap) return entries[i - 1];
-    if (i < 0 || older === 0) return undefined;
-    const page = await this.api.watches.entriesBefore(this.id, entryId, 1);
-    return page.entries.at(-1);
   }
 }

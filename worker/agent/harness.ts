@@ -8,14 +8,20 @@
 import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import { UnknownConversation } from "../core/errors.ts";
 import { Harness } from "../core/harness.ts";
-import type { ConversationId, ConversationOwnership, Json, SubmissionId } from "../core/types.ts";
+import type {
+  ConversationId,
+  ConversationOwnership,
+  Json,
+  SubmissionId,
+  SubmissionRecord,
+} from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
 import { createCompactionTask } from "./compaction/task.ts";
 import { type AgentChange, applyAgentChange } from "./conversation/agent-change.ts";
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, configure, Submission } from "./conversation/handles.ts";
-import { admit, type InboxPolicy, withdraw } from "./conversation/inbox.ts";
+import { admit, type InboxPolicy, type SubmissionDraft, withdraw } from "./conversation/inbox.ts";
 import { createAgentDocs, FORK_INITIAL } from "./conversation/initial-docs.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
@@ -288,6 +294,19 @@ export class AgentHarness extends Harness {
       signal,
     );
     return new Conversation(this, record.id);
+  }
+
+  /**
+   * Submit inside the caller's commit, for an intent that writes more in that same commit (the
+   * conversation it creates or forks, a title): the rules of `Conversation.submit` (spec §2.2) and
+   * nothing else. A known `requestId` returns the submission admitted under it and writes nothing;
+   * otherwise an input is placed at once (and its run started) when the conversation is idle with an
+   * empty inbox, else queued by `whenBusy`; `reject` on a busy conversation throws ConversationBusy,
+   * so the caller's whole commit rolls back. The conversation may be one this commit created. Like
+   * any commit, not a progress call: on a paused harness the run it starts waits for `resume()`.
+   */
+  submitIn(tx: Tx, conversationId: ConversationId, draft: SubmissionDraft): SubmissionRecord {
+    return admit(tx, this.policy, conversationId, draft);
   }
 
   /** A handle to an existing conversation, or undefined. */

@@ -55,16 +55,23 @@ import {
   type WithdrawOutcome,
   type WorkspaceFile,
 } from "../protocol/index.ts";
-import { ConversationList, MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
+import { ConversationList, TITLE_DOC } from "./conversation-list.ts";
 import {
   conversationExtensions,
   deleteUserTool,
   exportedUserTools,
-  importWithUserTools,
   saveUserToolDraft,
   setExtensionEnabled,
   userToolViews,
 } from "./extensions.ts";
+import {
+  checkTitle,
+  createTitled,
+  forkTitle,
+  importTitled,
+  resendAsFork,
+  submitWithTitle,
+} from "./intents.ts";
 import { searchConversationText } from "./search.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
 import { exportConversation } from "./transfer.ts";
@@ -162,6 +169,7 @@ export class EngineHost implements EngineService {
       },
       run: {
         submit: (conversationId, request) => this.submit(conversationId, request),
+        resendAsFork: (conversationId, entryId, text) => this.resendAsFork(conversationId, entryId, text),
         abort: (conversationId) => this.abort(conversationId),
         withdraw: (conversationId, submissionId) => this.withdraw(conversationId, submissionId),
         reset: (conversationId) => this.reset(conversationId),
@@ -292,10 +300,7 @@ export class EngineHost implements EngineService {
 
   async renameConversation(conversationId: ConversationId, title: string): Promise<void> {
     const h = await this.#h();
-    const trimmed = typeof title === "string" ? title.replace(/\s+/g, " ").trim() : "";
-    if (!trimmed) throw new TypeError("a conversation's title cannot be empty");
-    if (trimmed.length > MAX_TITLE)
-      throw new TypeError(`a conversation's title is at most ${MAX_TITLE} characters`);
+    const trimmed = checkTitle(title);
     h.requireConversation(conversationId);
     await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: trimmed }));
   }
@@ -314,10 +319,7 @@ export class EngineHost implements EngineService {
   }
 
   async createConversation(title?: string): Promise<ConversationId> {
-    const h = await this.#h();
-    const c = await h.createConversation({ ownership: { kind: "ownerless" } });
-    if (title) await this.renameConversation(c.id, title);
-    return c.id;
+    return createTitled(await this.#h(), title);
   }
 
   async forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId> {
@@ -326,27 +328,21 @@ export class EngineHost implements EngineService {
     const h = await this.#h();
     const fork = await h.forkConversation(conversationId, entryId, {
       ownership: { kind: "ownerless" },
-      init: (tx, id) => {
-        const parent = tx.readDoc<{ title?: string }>(conversationId, TITLE_DOC)?.title;
-        if (parent) tx.writeDoc(id, TITLE_DOC, { title: `${parent.slice(0, MAX_TITLE - 7)} (fork)` });
-      },
+      init: (tx, id) => forkTitle(tx, conversationId, id),
     });
     return fork.id;
   }
 
   async submit(conversationId: ConversationId, request: SubmitRequest): Promise<number> {
-    const h = await this.#h();
-    const sub = await h.requireConversation(conversationId).submit({
-      type: "input",
-      content: request.text,
-      whenBusy: request.mode ?? "followUp",
-      ...(request.requestId ? { requestId: request.requestId } : {}),
-    });
-    // A conversation without a title takes one from its first input.
-    const title = titleFromInput(request.text);
-    if (title && (await h.doc(conversationId, TITLE_DOC)) === undefined)
-      await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title }));
-    return sub.id;
+    return (await submitWithTitle(await this.#h(), conversationId, request)).id;
+  }
+
+  async resendAsFork(
+    conversationId: ConversationId,
+    entryId: EntryId,
+    text: string,
+  ): Promise<ConversationId> {
+    return resendAsFork(await this.#h(), conversationId, entryId, text);
   }
 
   async abort(conversationId: ConversationId): Promise<void> {
@@ -438,11 +434,7 @@ export class EngineHost implements EngineService {
   }
 
   async importConversation(text: string): Promise<ConversationId> {
-    const h = await this.#h();
-    const id = await importWithUserTools(h, text, { documents: EXPORTED_DOCS });
-    if ((await h.doc(id, TITLE_DOC)) === undefined)
-      await h.transaction((tx) => tx.writeDoc(id, TITLE_DOC, { title: "Imported conversation" }));
-    return id;
+    return importTitled(await this.#h(), text, { documents: EXPORTED_DOCS });
   }
 
   async workspaceFiles(): Promise<WorkspaceFile[]> {

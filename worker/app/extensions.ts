@@ -180,11 +180,12 @@ function selectIn(tx: Tx, conversationId: ConversationId, names: readonly string
 /**
  * Import a conversation file with the user tools it carries: each carried body compiles in the
  * sandbox and no carried name is a tool of another (non-user) extension, or nothing is written.
+ * `also` runs last in the importing commit (the host's own writes).
  */
 export async function importWithUserTools(
   h: AgentHarness,
   text: string,
-  options: { documents: readonly string[] },
+  options: { documents: readonly string[]; also?: (tx: Tx, conversationId: ConversationId) => void },
 ): Promise<ConversationId> {
   let carried: UserToolSource[] = [];
   const file = parseExport(text, {
@@ -211,6 +212,7 @@ export async function importWithUserTools(
     also: (tx, conversationId) => {
       const names = addCarriedTools(tx, carried).map(userExtensionName);
       if (names.length > 0) selectIn(tx, conversationId, names);
+      options.also?.(tx, conversationId);
     },
   });
   syncUserTools(h);

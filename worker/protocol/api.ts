@@ -25,7 +25,7 @@ import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from 
 import type { WatchFrame } from "../core/view-ops.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 11;
+export const PROTOCOL_VERSION = 12;
 
 export const DEFAULT_STORE_NAME = "agent";
 
@@ -215,7 +215,15 @@ export interface ConversationsApi {
 
 /** A conversation's run: input in, stop, take back, start over, compact. */
 export interface RunApi {
+  /** Queue an input; a conversation without a title takes one from it, in the same commit. */
   submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
+  /**
+   * Edit and resend, in one commit: a fork of `conversationId` at the entry just before `entryId`
+   * (or, when nothing is before it, a new conversation with that one's model, thinking level and
+   * instructions) with `text` submitted there. Resolves with the new conversation's id; rejects like
+   * `conversations.fork` (a `ForkError`), and then nothing was written.
+   */
+  resendAsFork(conversationId: ConversationId, entryId: EntryId, text: string): Promise<ConversationId>;
   abort(conversationId: ConversationId): Promise<void>;
   /**
    * Withdraw a queued input (a steer or follow-up waiting in the inbox) before the agent takes it

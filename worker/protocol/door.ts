@@ -227,6 +227,7 @@ export function serveConnection(options: DoorOptions): { close(): void } {
     "conversations.export": ([c]) => calls().conversations.export(c),
     "conversations.import": ([text]) => calls().conversations.import(text),
     "run.submit": ([c, request]) => calls().run.submit(c, request),
+    "run.resendAsFork": ([c, e, text]) => calls().run.resendAsFork(c, e, text),
     "run.abort": ([c]) => calls().run.abort(c),
     "run.withdraw": ([c, s]) => calls().run.withdraw(c, s),
     "run.reset": ([c]) => calls().run.reset(c),

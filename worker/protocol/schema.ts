@@ -81,6 +81,7 @@ export const METHODS = {
       strict,
     ),
   ]),
+  "run.resendAsFork": Type.Tuple([Id, Id, Text]),
   "run.abort": Type.Tuple([Id]),
   "run.withdraw": Type.Tuple([Id, Id]),
   "run.reset": Type.Tuple([Id]),

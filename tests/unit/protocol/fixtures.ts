@@ -90,6 +90,7 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
     },
     run: {
       submit: answer("run.submit", 3),
+      resendAsFork: answer("run.resendAsFork", 8),
       abort: answer("run.abort", undefined),
       withdraw: answer("run.withdraw", "withdrawn"),
       reset: answer("run.reset", 4),

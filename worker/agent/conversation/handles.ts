@@ -19,7 +19,7 @@ import type { AgentHarness } from "../harness.ts";
 import { type AgentState, agentDoc, DOC, inbox, type LiveState, type ModelRef } from "../records.ts";
 import { type AgentChange, applyAgentChange } from "./agent-change.ts";
 import { type ContextView, contextView } from "./context.ts";
-import { admit, admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
+import { admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 
 /** A conversation's agent as resolved now (`Conversation.resolvedAgent()`). */
 export interface ResolvedAgentView extends ResolvedAgent {
@@ -105,10 +105,7 @@ export class Conversation {
       const known = await this.harness.submissionByRequest(this.id, draft.requestId);
       if (known && known.type === draft.type) return new Submission(this.harness, known.id, this.id);
     }
-    const record = await this.harness.transaction(
-      (tx) => admit(tx, this.harness.policy, this.id, draft),
-      signal,
-    );
+    const record = await this.harness.transaction((tx) => this.harness.submitIn(tx, this.id, draft), signal);
     return new Submission(this.harness, record.id, this.id);
   }
 
