@@ -51,6 +51,7 @@ export function connectEngine(transport: Transport<TabMessage>): EngineConnectio
   const listeners = new Map<number, Listener<unknown>>();
   const statusListeners: ((status: EngineStatus) => void)[] = [];
   let helloSent: () => void = () => undefined;
+  /** Resolves once the hello is sent: every other call waits for it. */
   const opened = new Promise<void>((resolve) => {
     helloSent = resolve;
   });
@@ -107,15 +108,16 @@ export function connectEngine(transport: Transport<TabMessage>): EngineConnectio
     const last = args.at(-1);
     const listener = typeof last === "function" ? args.pop() : undefined;
     while (args.length > 0 && args.at(-1) === undefined) args.pop();
-    if (method === "hello") {
-      isOpen = true;
-      queueMicrotask(helloSent);
-    } else if (!isOpen) await opened;
+    if (method !== "hello" && !isOpen) await opened;
     const id = nextId++;
     const reply = new Promise<unknown>((resolve, reject) => pending.set(id, { resolve, reject }));
     // A watch: its frames carry this call's id and may come before the reply.
     if (typeof listener === "function") listeners.set(id, (value) => listener(value));
     transport.send({ id, method, args });
+    if (method === "hello" && !isOpen) {
+      isOpen = true;
+      helloSent();
+    }
     return reply;
   }
 

@@ -5,8 +5,9 @@
  * file, because nothing here depends on structured clone). Invariants:
  * - every message is plain JSON data: it survives `JSON.stringify`/`JSON.parse` unchanged in meaning
  *   (no functions, Maps, class instances, transferables; no meaning carried by `undefined`);
- * - a tab sends calls `{ id, method, args }` (ids unique per connection) and acknowledgements
- *   `{ ack, seq }`; the engine sends one reply per call (`{ id, ok: true, value }` or
+ * - a tab sends calls `{ id, method, args }` (ids unique per connection; an absent optional argument
+ *   is left off the end) and acknowledgements `{ ack, seq }`; the engine sends one reply per call
+ *   (`{ id, ok: true, value }`, `value: null` for a method that returns nothing, or
  *   `{ id, ok: false, error }`; `id` is null when the call was too malformed to name one) and pushes
  *   `{ push: "status", status }` and `{ push: "frame", watch, seq, data }`;
  * - a watch is addressed by the id of the call that opened it: its frames carry that id (they may
@@ -15,7 +16,8 @@
  *   acknowledged the previous one (`{ ack: watch, seq }`), so delivery waits for the consumer;
  * - an error crosses as `{ name, message, code? }` and is rethrown in the tab as an Error with that
  *   `name` (`error.name === "ImportRefused"` checks keep working).
- * The engine checks every incoming message at its door (door.ts) before anything runs.
+ * The engine checks every incoming message at its door (door.ts) before anything runs. A WebSocket
+ * transport should also refuse a text frame longer than the door's `maxChars` before parsing it.
  */
 
 import type { EngineStatus } from "./api.ts";
