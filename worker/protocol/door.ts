@@ -190,8 +190,10 @@ export function serveConnection(options: DoorOptions): { close(): void } {
     else await tab?.calls.watches.unwatch(watch.engineId);
   };
 
+  /** The test endpoints, for a tab that said hello to a `?debug=1` engine. */
   const debug = (): DebugApi => {
     if (!engine.debug) throw new BadRequest("unknown-method", "this engine serves no debug endpoints");
+    calls();
     return engine.debug;
   };
 

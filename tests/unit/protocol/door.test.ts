@@ -263,6 +263,13 @@ describe("the door refuses, and goes on serving", () => {
   test("calls before hello, and a tab of another protocol, are refused; duplicate ids too", async () => {
     const d = door();
     expectRefused(await d.call("conversations.list"), "no-hello");
+    const debugEngine = door({ engine: fakeEngine({ debug: true }) });
+    expectRefused(await debugEngine.call("debug.recordPartials"), "no-hello");
+    expect(debugEngine.engine.log).toEqual([]);
+    // After its hello, a ?debug=1 engine serves them in the same format, checked the same way.
+    await debugEngine.call("hello", { tabId: "debug-tab", protocol: PROTOCOL_VERSION });
+    expect(await debugEngine.call("debug.seedChat", { entries: 3 })).toMatchObject({ ok: true, value: 2 });
+    expectRefused(await debugEngine.call("debug.seedChat", { entries: "3" }), "bad-args");
     const other = await d.call("hello", { tabId: "old", protocol: PROTOCOL_VERSION - 1 });
     expect(other.ok && other.value).toMatchObject({ protocol: PROTOCOL_VERSION });
     expectRefused(await d.call("conversations.create"), "no-hello");
