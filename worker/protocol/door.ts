@@ -129,117 +129,219 @@ export interface DoorOptions {
 
 /** Serve one connection; `close()` ends it (its watches too). */
 export function serveConnection(options: DoorOptions): { close(): void } {
-  const { transport, engine } = options;
-  const limits = options.limits ?? DEFAULT_LIMITS;
-  let tab: { tabId: string; calls: TabCalls } | undefined;
-  let helloing: Promise<void> | undefined;
-  let statusSent = false;
-  let closed = false;
-  const busy = new Set<number>();
-  const watches = new Map<number, OpenWatch>();
+  const connection = new Connection(options);
+  return { close: () => connection.close({ transport: true }) };
+}
 
-  const reply = (id: number | null, outcome: { value: unknown } | { error: WireError }) => {
-    if (closed) return;
+/** One tab's connection: its hello, its open calls and watches, and the checks every message passes. */
+class Connection {
+  readonly #transport: Transport<EngineMessage>;
+  readonly #engine: EngineService;
+  readonly #limits: DoorLimits;
+  readonly #table: Dispatch;
+  #tab: { tabId: string; calls: TabCalls } | undefined;
+  #helloing: Promise<void> | undefined;
+  #statusSent = false;
+  #closed = false;
+  /** Ids of the calls still running. */
+  readonly #busy = new Set<number>();
+  /** Open watches, by the id of the call that opened them. */
+  readonly #watches = new Map<number, OpenWatch>();
+
+  constructor(options: DoorOptions) {
+    this.#transport = options.transport;
+    this.#engine = options.engine;
+    this.#limits = options.limits ?? DEFAULT_LIMITS;
+    this.#table = dispatch(this);
+    this.#transport.onMessage((message) => {
+      try {
+        this.#receive(message);
+      } catch (error) {
+        const why = `the message could not be read: ${wireError(error).message}`;
+        this.#refuse(null, new BadRequest("malformed", why));
+      }
+    });
+    this.#transport.onClose(() => this.close({ transport: false }));
+  }
+
+  /** End the connection: its watches end, their waiting frames are released. */
+  close(options: { transport: boolean }): void {
+    if (!this.#closed) {
+      this.#closed = true;
+      for (const id of [...this.#watches.keys()]) void this.unwatch(id).catch(() => undefined);
+    }
+    if (options.transport) this.#transport.close();
+  }
+
+  #reply(id: number | null, outcome: { value: unknown } | { error: WireError }): void {
+    if (this.#closed) return;
     if ("value" in outcome) {
-      if (id !== null) transport.send({ id, ok: true, value: outcome.value ?? null });
-    } else transport.send({ id, ok: false, error: outcome.error });
-  };
-  const refuse = (id: number | null, error: BadRequest) => reply(id, { error: wireError(error) });
+      if (id !== null) this.#transport.send({ id, ok: true, value: outcome.value ?? null });
+    } else this.#transport.send({ id, ok: false, error: outcome.error });
+  }
+
+  #refuse(id: number | null, error: BadRequest): void {
+    this.#reply(id, { error: wireError(error) });
+  }
+
+  /** Check one incoming message and act on it: an acknowledgement, a call, or a refusal. */
+  #receive(message: unknown): void {
+    const id =
+      typeof message === "object" && message !== null && "id" in message && Number.isSafeInteger(message.id)
+        ? Number(message.id)
+        : null;
+    const malformed = jsonProblem(message, this.#limits);
+    if (malformed) {
+      this.#refuse(id, malformed);
+      return;
+    }
+    if (Value.Check(AckSchema, message)) {
+      this.#acknowledge(message.ack, message.seq, message.failed === true);
+      return;
+    }
+    if (!Value.Check(CallSchema, message)) {
+      const why = `neither a call nor an acknowledgement: ${firstError(CallSchema, message)}`;
+      this.#refuse(id, new BadRequest("malformed", why));
+    } else if (!isMethodName(message.method))
+      this.#refuse(message.id, new BadRequest("unknown-method", `no method "${message.method}"`));
+    else void this.#call(message.id, message.method, message.args);
+  }
+
+  /** The tab acknowledged frame `seq` of watch `watchId`: its listener resolves (or fails). */
+  #acknowledge(watchId: number, seq: number, failed: boolean): void {
+    const watch = this.#watches.get(watchId);
+    const waiting = watch?.waiting;
+    if (watch && waiting?.seq === seq) {
+      watch.waiting = undefined;
+      waiting.done(failed);
+    }
+  }
+
+  /** Check a call's arguments and run it (generic, so each method gets its own argument types). */
+  async #call<M extends MethodName>(id: number, method: M, args: unknown): Promise<void> {
+    const schema: Methods[M] = METHODS[method];
+    if (!Value.Check(schema, args)) {
+      this.#refuse(id, new BadRequest("bad-args", `${method}: ${firstError(schema, args)}`));
+      return;
+    }
+    if (this.#busy.has(id) || this.#watches.has(id)) {
+      this.#refuse(id, new BadRequest("duplicate-id", `call ${id} is still open`));
+      return;
+    }
+    this.#busy.add(id);
+    try {
+      // Calls wait for the hello being answered (a tab sends it first, but it takes time).
+      if (method !== "hello") await this.#helloing;
+      const running = this.#table[method](args, id);
+      if (method === "hello") this.#helloing = running.then(noop, noop);
+      this.#reply(id, { value: await running });
+    } catch (error) {
+      this.#reply(id, { error: wireError(error) });
+    } finally {
+      this.#busy.delete(id);
+    }
+  }
+
+  /** Answer a hello; a tab of this protocol is served from here on and hears the engine's status. */
+  async hello(given: TabHello): Promise<Hello> {
+    const answer = await this.#engine.hello(given);
+    if (answer.protocol !== given.protocol) return answer; // answered (it can say "reload"), never served
+    this.#tab ??= { tabId: given.tabId, calls: this.#engine.tab(given.tabId) };
+    if (!this.#statusSent) {
+      this.#statusSent = true;
+      this.#engine.onStatus(given.tabId, (status) => {
+        if (!this.#closed) this.#transport.send({ push: "status", status });
+      });
+    }
+    return answer;
+  }
+
+  /** The tab's calls (after an accepted hello). */
+  calls(): TabCalls {
+    if (!this.#tab) throw new BadRequest("no-hello", "say hello first (with this engine's protocol)");
+    return this.#tab.calls;
+  }
+
+  /** The test endpoints, for a tab that said hello to a `?debug=1` engine. */
+  debug(): DebugApi {
+    if (!this.#engine.debug) throw new BadRequest("unknown-method", "this engine serves no debug endpoints");
+    this.calls();
+    return this.#engine.debug;
+  }
 
   /** A listener that pushes each value as a frame of watch `id` and resolves on its acknowledgement. */
-  const frames =
-    <T>(id: number): Listener<T> =>
-    (data) =>
+  frames<T>(id: number): Listener<T> {
+    return (data) =>
       new Promise<void>((resolve, reject) => {
-        const watch = watches.get(id);
-        if (closed || !watch) return resolve();
+        const watch = this.#watches.get(id);
+        if (this.#closed || !watch) return resolve();
         const seq = ++watch.seq;
         watch.waiting = {
           seq,
           done: (failed) => (failed ? reject(new Error("the tab's listener failed")) : resolve()),
         };
-        transport.send({ push: "frame", watch: id, seq, data });
+        this.#transport.send({ push: "frame", watch: id, seq, data });
       });
-
-  const release = (watch: OpenWatch) => {
-    const waiting = watch.waiting;
-    watch.waiting = undefined;
-    waiting?.done(false);
-  };
+  }
 
   /** Open a watch for call `id`: its frames carry `id`, and so does the reply. */
-  const openWatch = async (id: number, open: () => Promise<number>): Promise<number> => {
+  async openWatch(id: number, open: () => Promise<number>): Promise<number> {
     const watch: OpenWatch = { cancelled: false, seq: 0 };
-    watches.set(id, watch);
+    this.#watches.set(id, watch);
     try {
       watch.engineId = await open();
     } catch (error) {
-      watches.delete(id);
+      this.#watches.delete(id);
       throw error;
     }
-    if (watch.cancelled || closed) await tab?.calls.watches.unwatch(watch.engineId);
+    if (watch.cancelled || this.#closed) await this.#tab?.calls.watches.unwatch(watch.engineId);
     return id;
-  };
+  }
 
-  const unwatch = async (id: number): Promise<void> => {
-    const watch = watches.get(id);
+  async unwatch(id: number): Promise<void> {
+    const watch = this.#watches.get(id);
     if (!watch) return;
-    watches.delete(id);
-    release(watch);
+    this.#watches.delete(id);
+    const waiting = watch.waiting;
+    watch.waiting = undefined;
+    waiting?.done(false);
     if (watch.engineId === undefined) watch.cancelled = true;
-    else await tab?.calls.watches.unwatch(watch.engineId);
-  };
+    else await this.#tab?.calls.watches.unwatch(watch.engineId);
+  }
+}
 
-  /** The test endpoints, for a tab that said hello to a `?debug=1` engine. */
-  const debug = (): DebugApi => {
-    if (!engine.debug) throw new BadRequest("unknown-method", "this engine serves no debug endpoints");
-    calls();
-    return engine.debug;
-  };
+/** Every method, run with its checked arguments (`id`: the call's, which also names its watch). */
+type Dispatch = { [K in MethodName]: (a: ArgsOf<K>, id: number) => Promise<unknown> };
 
-  /** Answer a hello; a tab of this protocol is served from here on and hears the engine's status. */
-  const hello = async (given: TabHello): Promise<Hello> => {
-    const answer = await engine.hello(given);
-    if (answer.protocol !== given.protocol) return answer; // answered (it can say "reload"), never served
-    tab ??= { tabId: given.tabId, calls: engine.tab(given.tabId) };
-    if (!statusSent) {
-      statusSent = true;
-      engine.onStatus(given.tabId, (status) => {
-        if (!closed) transport.send({ push: "status", status });
-      });
-    }
-    return answer;
-  };
-
-  /** The tab's calls (after an accepted hello). */
-  const calls = (): TabCalls => {
-    if (!tab) throw new BadRequest("no-hello", "say hello first (with this engine's protocol)");
-    return tab.calls;
-  };
-  /** Every method, run with its checked arguments (`id`: the call's, which also names its watch). */
-  const table: { [K in MethodName]: (a: ArgsOf<K>, id: number) => Promise<unknown> } = {
-    hello: ([given]) => hello(given),
+/** The dispatch table of one connection: each method onto the tab's calls, a watch or the debug API. */
+function dispatch(c: Connection): Dispatch {
+  const calls = () => c.calls();
+  const debug = () => c.debug();
+  const watch = (id: number, open: () => Promise<number>) => c.openWatch(id, open);
+  return {
+    hello: ([given]) => c.hello(given),
     "conversations.list": () => calls().conversations.list(),
-    "conversations.watch": (_, id) => openWatch(id, () => calls().conversations.watch(frames(id))),
+    "conversations.watch": (_, id) => watch(id, () => calls().conversations.watch(c.frames(id))),
     "conversations.create": (a) => calls().conversations.create(...a),
-    "conversations.fork": ([c, e]) => calls().conversations.fork(c, e),
-    "conversations.delete": ([c]) => calls().conversations.delete(c),
-    "conversations.rename": ([c, title]) => calls().conversations.rename(c, title),
+    "conversations.fork": ([conversation, e]) => calls().conversations.fork(conversation, e),
+    "conversations.delete": ([conversation]) => calls().conversations.delete(conversation),
+    "conversations.rename": ([conversation, title]) => calls().conversations.rename(conversation, title),
     "conversations.search": ([text]) => calls().conversations.search(text),
-    "conversations.export": ([c]) => calls().conversations.export(c),
+    "conversations.export": ([conversation]) => calls().conversations.export(conversation),
     "conversations.import": ([text]) => calls().conversations.import(text),
-    "run.submit": ([c, request]) => calls().run.submit(c, request),
-    "run.resendAsFork": ([c, e, text]) => calls().run.resendAsFork(c, e, text),
-    "run.abort": ([c]) => calls().run.abort(c),
-    "run.withdraw": ([c, s]) => calls().run.withdraw(c, s),
-    "run.reset": ([c]) => calls().run.reset(c),
-    "run.compact": ([c]) => calls().run.compact(c),
-    "settings.agent": ([c]) => calls().settings.agent(c),
-    "settings.configure": ([c, change]) => calls().settings.configure(c, change),
-    "settings.setModel": ([c, model]) => calls().settings.setModel(c, model),
+    "run.submit": ([conversation, request]) => calls().run.submit(conversation, request),
+    "run.resendAsFork": ([conversation, e, text]) => calls().run.resendAsFork(conversation, e, text),
+    "run.abort": ([conversation]) => calls().run.abort(conversation),
+    "run.withdraw": ([conversation, s]) => calls().run.withdraw(conversation, s),
+    "run.reset": ([conversation]) => calls().run.reset(conversation),
+    "run.compact": ([conversation]) => calls().run.compact(conversation),
+    "settings.agent": ([conversation]) => calls().settings.agent(conversation),
+    "settings.configure": ([conversation, change]) => calls().settings.configure(conversation, change),
+    "settings.setModel": ([conversation, model]) => calls().settings.setModel(conversation, model),
     "settings.models": () => calls().settings.models(),
-    "settings.extensions": ([c]) => calls().settings.extensions(c),
-    "settings.setExtensionEnabled": ([c, name, on]) => calls().settings.setExtensionEnabled(c, name, on),
+    "settings.extensions": ([conversation]) => calls().settings.extensions(conversation),
+    "settings.setExtensionEnabled": ([conversation, name, on]) =>
+      calls().settings.setExtensionEnabled(conversation, name, on),
     "settings.demoSpeed": () => calls().settings.demoSpeed(),
     "settings.setDemoSpeed": ([speed]) => calls().settings.setDemoSpeed(speed),
     "keys.set": ([provider, key]) => calls().keys.set(provider, key),
@@ -253,17 +355,20 @@ export function serveConnection(options: DoorOptions): { close(): void } {
     "userTools.save": ([draft]) => calls().userTools.save(draft),
     "userTools.remove": ([name]) => calls().userTools.remove(name),
     "userTools.enableEverywhere": ([name]) => calls().userTools.enableEverywhere(name),
-    "watches.conversation": ([c], id) => openWatch(id, () => calls().watches.conversation(c, frames(id))),
-    "watches.events": ([c], id) => openWatch(id, () => calls().watches.events(c, frames(id))),
-    "watches.taskGraph": (_, id) => openWatch(id, () => calls().watches.taskGraph(frames(id))),
-    "watches.unwatch": ([watchId]) => unwatch(watchId),
-    "watches.entries": ([c]) => calls().watches.entries(c),
-    "watches.entriesBefore": ([c, before, limit]) => calls().watches.entriesBefore(c, before, limit),
+    "watches.conversation": ([conversation], id) =>
+      watch(id, () => calls().watches.conversation(conversation, c.frames(id))),
+    "watches.events": ([conversation], id) =>
+      watch(id, () => calls().watches.events(conversation, c.frames(id))),
+    "watches.taskGraph": (_, id) => watch(id, () => calls().watches.taskGraph(c.frames(id))),
+    "watches.unwatch": ([watchId]) => c.unwatch(watchId),
+    "watches.entries": ([conversation]) => calls().watches.entries(conversation),
+    "watches.entriesBefore": ([conversation, before, limit]) =>
+      calls().watches.entriesBefore(conversation, before, limit),
     "tasks.graph": () => calls().tasks.graph(),
     "tasks.inspect": () => calls().tasks.inspect(),
     "tasks.abort": ([taskId]) => calls().tasks.abort(taskId),
     "usage.total": () => calls().usage.total(),
-    "usage.conversation": ([c]) => calls().usage.conversation(c),
+    "usage.conversation": ([conversation]) => calls().usage.conversation(conversation),
     "debug.startTicker": ([request]) => debug().startTicker(request),
     "debug.ticker": ([taskId]) => debug().ticker(taskId),
     "debug.stats": () => debug().stats(),
@@ -274,77 +379,5 @@ export function serveConnection(options: DoorOptions): { close(): void } {
     "debug.seedChat": ([o]) => debug().seedChat(o),
     "debug.runScript": ([request]) => debug().runScript(request),
     "debug.scriptWorkers": () => debug().scriptWorkers(),
-  };
-
-  /** Check a call's arguments and run it (generic, so each method gets its own argument types). */
-  const call = async <M extends MethodName>(id: number, method: M, args: unknown): Promise<void> => {
-    const schema: Methods[M] = METHODS[method];
-    if (!Value.Check(schema, args)) {
-      refuse(id, new BadRequest("bad-args", `${method}: ${firstError(schema, args)}`));
-      return;
-    }
-    if (busy.has(id) || watches.has(id)) {
-      refuse(id, new BadRequest("duplicate-id", `call ${id} is still open`));
-      return;
-    }
-    busy.add(id);
-    try {
-      // Calls wait for the hello being answered (a tab sends it first, but it takes time).
-      if (method !== "hello") await helloing;
-      const running = table[method](args, id);
-      if (method === "hello") helloing = running.then(noop, noop);
-      reply(id, { value: await running });
-    } catch (error) {
-      reply(id, { error: wireError(error) });
-    } finally {
-      busy.delete(id);
-    }
-  };
-
-  const receive = (message: unknown): void => {
-    const id =
-      typeof message === "object" && message !== null && "id" in message && Number.isSafeInteger(message.id)
-        ? Number(message.id)
-        : null;
-    const malformed = jsonProblem(message, limits);
-    if (malformed) {
-      refuse(id, malformed);
-      return;
-    }
-    if (Value.Check(AckSchema, message)) {
-      const watch = watches.get(message.ack);
-      const waiting = watch?.waiting;
-      if (watch && waiting?.seq === message.seq) {
-        watch.waiting = undefined;
-        waiting.done(message.failed === true);
-      }
-      return;
-    }
-    if (!Value.Check(CallSchema, message)) {
-      const why = `neither a call nor an acknowledgement: ${firstError(CallSchema, message)}`;
-      refuse(id, new BadRequest("malformed", why));
-    } else if (!isMethodName(message.method))
-      refuse(message.id, new BadRequest("unknown-method", `no method "${message.method}"`));
-    else void call(message.id, message.method, message.args);
-  };
-
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    for (const id of [...watches.keys()]) void unwatch(id).catch(() => undefined);
-  };
-  transport.onMessage((message) => {
-    try {
-      receive(message);
-    } catch (error) {
-      refuse(null, new BadRequest("malformed", `the message could not be read: ${wireError(error).message}`));
-    }
-  });
-  transport.onClose(close);
-  return {
-    close() {
-      close();
-      transport.close();
-    },
   };
 }
