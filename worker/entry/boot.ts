@@ -1,10 +1,10 @@
 /**
  * The engine's first line, shared by both worker entries: take the store's lock and open the store at
  * once, and load the rest of the engine meanwhile. Recovery after a reload waits for the store, not
- * for the engine's code: the wasm compiles and the lock is taken while the API module (engine.ts and
- * the agent under it) and pi-ai are fetched and evaluated. Invariants:
+ * for the engine's code: the wasm compiles and the lock is taken while the API module (app/engine-host.ts
+ * and the agent under it) and pi-ai are fetched and evaluated. Invariants:
  * - this module's static imports are the owner and the store only (import-direction.test.ts lists
- *   engine.ts and app-harness.ts among the entries: pi-ai stays out of them too);
+ *   app/engine-host.ts and app/app-agent.ts among the entries: pi-ai stays out of them too);
  * - a connection is served once the API module and the protocol's door are here; what a tab sends
  *   before waits in its transport (portTransport holds it);
  * - a port's first message says what it is: a tab's script-worker side channel
@@ -19,7 +19,7 @@ import type { SideChannelPort } from "../browser/script-worker-channel.ts";
 import { isScriptWorkerHello } from "../protocol/browser.ts";
 import { type EngineMessage, type PortLike, portTransport, type Transport } from "../protocol/wire.ts";
 
-/** The query flag (page URL and worker name) that asks for the test endpoints (test-endpoints.ts). */
+/** The query flag (page URL and worker name) that asks for the test endpoints (debug/endpoints.ts). */
 export const TEST_ENDPOINTS_FLAG = "debug";
 
 export interface BootOptions {
