@@ -11,8 +11,8 @@
  * Invariants: presentation only (the entries are not changed, only which of them are listed and how);
  * every entry is either listed or in exactly one group; groups keep the entries' order.
  */
-import type { EntryRecord } from "../../worker/protocol.ts";
-import { modelMessages } from "../../worker/protocol.ts";
+import type { EntryRecord } from "../../worker/protocol/index.ts";
+import { modelMessages } from "../../worker/protocol/index.ts";
 
 type Listed = Pick<EntryRecord, "id" | "kind" | "model" | "byTaskId">;
 

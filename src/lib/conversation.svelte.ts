@@ -7,7 +7,6 @@
  * asked for before a frame that replaced the view or moved its start (a head marker) is dropped: it
  * may not fit any more (the reader's next scroll asks again).
  */
-import * as Comlink from "comlink";
 import { createSubscriber } from "svelte/reactivity";
 import {
   applyFrame,
@@ -17,7 +16,7 @@ import {
   errorMessage,
   pageCursor,
   type WatchFrame,
-} from "../../worker/protocol.ts";
+} from "../../worker/protocol/index.ts";
 
 /** Entries asked for in one older page: at least, and at most. */
 export const OLDER_PAGE = 250;
@@ -37,8 +36,7 @@ export class ConversationState {
   #loading = false;
 
   constructor(
-    readonly api: Comlink.Remote<EngineApi>,
-    readonly tabId: string,
+    readonly api: Pick<EngineApi, "watches">,
     readonly id: number,
   ) {
     this.#subscribe = createSubscriber(() => {
@@ -46,38 +44,34 @@ export class ConversationState {
       let stopped = false;
       // Marks for the browser bench: the watch asked for, its first frame received and applied.
       performance.mark("watch:asked");
-      void this.api
-        .watch(
-          this.tabId,
-          this.id,
-          Comlink.proxy((frame: WatchFrame) => {
-            if (stopped) return;
-            const first = this.#view === undefined;
-            if (first) performance.mark("watch:received");
-            if (frame.value !== undefined || frame.ops.some((op) => op.op === "head")) this.#moves++;
-            this.#view = applyFrame(this.#view, frame);
-            this.frames++;
-            // The first frame's size too (the e2e checks it is a page, not the whole history).
-            if (first)
-              performance.mark("watch:applied", {
-                detail: { entries: this.#view?.entries.length ?? 0, older: this.#view?.older ?? 0 },
-              });
-          }),
-        )
+      void this.api.watches
+        .conversation(this.id, (frame: WatchFrame) => {
+          if (stopped) return;
+          const first = this.#view === undefined;
+          if (first) performance.mark("watch:received");
+          if (frame.value !== undefined || frame.ops.some((op) => op.op === "head")) this.#moves++;
+          this.#view = applyFrame(this.#view, frame);
+          this.frames++;
+          // The first frame's size too (the e2e checks it is a page, not the whole history).
+          if (first)
+            performance.mark("watch:applied", {
+              detail: { entries: this.#view?.entries.length ?? 0, older: this.#view?.older ?? 0 },
+            });
+        })
         .then(
           (id) => {
             watchId = id;
-            if (stopped) void this.api.unwatch(id);
+            if (stopped) void this.api.watches.unwatch(id);
           },
           (e: unknown) => {
-            // Errors cross the wire as plain Errors that keep their name (Comlink).
+            // Errors cross the wire as Errors that keep their name (worker/protocol/wire.ts).
             if (e instanceof Error && e.name === "UnknownConversation") this.missing = true;
             else this.error = errorMessage(e);
           },
         );
       return () => {
         stopped = true;
-        if (watchId !== undefined) void this.api.unwatch(watchId);
+        if (watchId !== undefined) void this.api.watches.unwatch(watchId);
       };
     });
   }
@@ -115,7 +109,7 @@ export class ConversationState {
     const moves = this.#moves;
     try {
       const limit = Math.min(OLDER_PAGE_MAX, Math.max(OLDER_PAGE, Math.ceil(count)));
-      const page = await this.api.entriesBefore(this.id, before, limit);
+      const page = await this.api.watches.entriesBefore(this.id, before, limit);
       if (this.#moves === moves && this.#view) {
         this.#view = applyPage(this.#view, page);
         // For the browser bench: when each older page went in (its long tasks are told apart by it).

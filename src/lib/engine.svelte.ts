@@ -1,11 +1,13 @@
 /**
  * The tab's engine client: connects to the SharedWorker engine (or, where SharedWorker is missing or
  * `?engine=dedicated` is set, runs the engine in a dedicated worker when this tab may own the store),
- * holds the tab's own Web Lock so the engine learns when the tab is gone, and keeps the engine's
- * status as reactive state, and offers the SharedWorker engine this tab's script workers
- * (script-worker-offer.ts). Everything the tab knows about the engine arrives through protocol.ts.
+ * holds the tab's own Web Lock so the engine learns when the tab is gone, keeps the engine's status
+ * as reactive state, and lends the SharedWorker engine this tab's script workers on a browser-only
+ * side channel of its own (script-worker-offer.ts). Everything the tab knows about the engine arrives
+ * through worker/protocol/: the API and its types (index.ts), the connection (client.ts) over a
+ * MessagePort transport (wire.ts); the same client would speak to a server engine over a WebSocket.
  */
-import * as Comlink from "comlink";
+import { connectEngine, type EngineConnection } from "../../worker/protocol/client.ts";
 import {
   type ConversationId,
   type ConversationSummary,
@@ -19,8 +21,9 @@ import {
   type TaskGraph,
   tabLockName,
   type WatchFrame,
-} from "../../worker/protocol.ts";
-import { scriptWorkerOffer } from "./script-worker-offer.ts";
+} from "../../worker/protocol/index.ts";
+import { type PortLike, portTransport, type TabMessage } from "../../worker/protocol/wire.ts";
+import { offerScriptWorkers } from "./script-worker-offer.ts";
 
 export type HostMode = "shared" | "dedicated" | "elsewhere";
 
@@ -30,10 +33,11 @@ export class EngineClient {
   mode = $state.raw<HostMode>("shared");
   readonly tabId = crypto.randomUUID();
   readonly storeName: string;
-  api: Comlink.Remote<EngineApi> | undefined;
+  api: EngineApi | undefined;
   /** The protocol this tab speaks (a debug page may claim another, to test the refusal). */
   readonly protocol: number;
   #worker: Worker | undefined;
+  #connection: EngineConnection | undefined;
   #waitForHost: AbortController | undefined;
   #heard = false;
 
@@ -83,12 +87,9 @@ export class EngineClient {
       if (shared) {
         // Created before this tab takes its own lock: the engine opens the store meanwhile. It
         // learns of the tab only from hello, which waits for that lock.
-        const worker = new SharedWorker(new URL("../../worker/entry/shared-worker.ts", import.meta.url), {
-          type: "module",
-          name: query.toString(),
-        });
+        const worker = this.#sharedWorker(query);
         worker.addEventListener("error", () => this.#workerFailed());
-        this.api = Comlink.wrap<EngineApi>(worker.port);
+        this.#connect(worker.port);
         this.mode = "shared";
       }
       await this.#holdTabLock();
@@ -127,6 +128,26 @@ export class EngineClient {
     }
   }
 
+  /** A connection to the SharedWorker engine of this query (the same worker on every call). */
+  #sharedWorker(query: URLSearchParams): SharedWorker {
+    return new SharedWorker(new URL("../../worker/entry/shared-worker.ts", import.meta.url), {
+      type: "module",
+      name: query.toString(),
+    });
+  }
+
+  /** Speak the protocol over `port`; the engine's status pushes land in `status`. */
+  #connect(port: PortLike): void {
+    this.#connection?.close();
+    const connection = connectEngine(portTransport<TabMessage>(port));
+    connection.onStatus((status) => {
+      this.status = status;
+      if (status.phase === "ready") void this.refresh();
+    });
+    this.#connection = connection;
+    this.api = connection.api;
+  }
+
   #workerQuery(): URLSearchParams {
     const query = new URLSearchParams({ store: this.storeName });
     if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
@@ -161,7 +182,7 @@ export class EngineClient {
       name: query.toString(),
     });
     this.#worker.addEventListener("error", () => this.#workerFailed());
-    this.api = Comlink.wrap<EngineApi>(this.#worker);
+    this.#connect(this.#worker);
     this.mode = "dedicated";
   }
 
@@ -178,43 +199,37 @@ export class EngineClient {
       return;
     }
     this.status = hello.status;
-    // The SharedWorker engine cannot start script workers: it runs codemode scripts in ours.
+    // The SharedWorker engine cannot start script workers: it runs codemode scripts in ours, lent on
+    // a second connection to the same worker (browser-only, apart from the protocol).
     if (this.mode === "shared" && typeof Worker === "function")
-      void api.offerScriptWorkers(this.tabId, Comlink.proxy(scriptWorkerOffer())).catch(() => undefined);
+      offerScriptWorkers(this.#sharedWorker(this.#workerQuery()).port, this.tabId);
     // The list is live from here on; the engine answers once it is ready (not awaited: status first).
-    void api.watchConversations(
-      this.tabId,
-      Comlink.proxy((list: ConversationSummary[]) => {
+    // The engine pushes its status from the hello on (the connection's onStatus).
+    void api.conversations
+      .watch((list: ConversationSummary[]) => {
         this.conversations = list;
-      }),
-    );
-    await api.onStatus(
-      this.tabId,
-      Comlink.proxy((status: EngineStatus) => {
-        this.status = status;
-        if (status.phase === "ready") void this.refresh();
-      }),
-    );
+      })
+      .catch(() => undefined);
     if (hello.status.phase === "ready") await this.refresh();
   }
 
-  /** Watch a conversation (the listener is proxied; its promise paces delivery). Returns the watch id. */
+  /** Watch a conversation (its promise paces delivery: the frame is acknowledged after it). Returns the watch id. */
   watch(
     conversationId: ConversationId,
     listener: (frame: WatchFrame) => Promise<void> | void,
   ): Promise<number> {
     if (!this.api) return Promise.reject(new Error("not connected to the engine"));
-    return this.api.watch(this.tabId, conversationId, Comlink.proxy(listener));
+    return this.api.watches.conversation(conversationId, listener);
   }
 
-  /** Watch the live task graph (the listener is proxied; its promise paces delivery). Returns the watch id. */
+  /** Watch the live task graph (its promise paces delivery). Returns the watch id. */
   watchTaskGraph(listener: (graph: TaskGraph) => Promise<void> | void): Promise<number> {
     if (!this.api) return Promise.reject(new Error("not connected to the engine"));
-    return this.api.watchTaskGraph(this.tabId, Comlink.proxy(listener));
+    return this.api.watches.taskGraph(listener);
   }
 
   async refresh(): Promise<void> {
     if (!this.api) return;
-    this.conversations = await this.api.conversations();
+    this.conversations = await this.api.conversations.list();
   }
 }

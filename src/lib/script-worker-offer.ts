@@ -1,50 +1,73 @@
 /**
- * This tab's script workers, offered to the SharedWorker engine (which cannot start workers in
- * Chromium): the engine asks for one when a codemode script needs it; the tab starts a dedicated
- * Worker on the engine's script-worker entry and hands the engine one end of a MessageChannel whose
- * other end the worker serves, so the engine and the worker talk directly and this tab's thread
- * carries nothing. The tab only starts, terminates, and answers the engine's ping.
+ * This tab's script workers, lent to the SharedWorker engine (which cannot start workers in
+ * Chromium), on the browser-only side channel of worker/protocol/browser.ts: a second connection to
+ * the SharedWorker, apart from the protocol's. The engine asks for a worker when a codemode script
+ * needs one; the tab starts a dedicated Worker on the engine's script-worker entry and hands the
+ * engine one end of a MessageChannel whose other end the worker serves, so the engine and the worker
+ * talk directly and this tab's thread carries nothing. The tab only starts, terminates, and answers
+ * the engine's ping.
  * Invariant: a worker is handed over only once it serves its port (it answered `connected`); a worker
- * that fails to load rejects `start`, and the engine then stops asking this tab.
+ * that fails to load answers `start` with an error, and the engine then stops asking this tab.
  */
-import * as Comlink from "comlink";
-import type { ScriptWorkerOffer } from "../../worker/protocol.ts";
+import type {
+  ScriptWorkerHello,
+  ScriptWorkerReply,
+  ScriptWorkerRequest,
+} from "../../worker/protocol/index.ts";
 
-export function scriptWorkerOffer(): ScriptWorkerOffer {
+async function startWorker(): Promise<{ worker: Worker; port: MessagePort }> {
+  const worker = new Worker(new URL("../../worker/entry/script-worker.ts", import.meta.url), {
+    type: "module",
+    name: "script-worker",
+  });
+  const channel = new MessageChannel();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      worker.addEventListener("message", (event: MessageEvent<{ type?: string }>) => {
+        if (event.data?.type === "connected") resolve();
+      });
+      worker.addEventListener("error", (event) => {
+        event.preventDefault();
+        reject(new Error(`the script worker failed: ${event.message || "it could not start"}`));
+      });
+      worker.postMessage({ type: "connect", port: channel.port2 }, [channel.port2]);
+    });
+  } catch (error) {
+    worker.terminate();
+    throw error;
+  }
+  return { worker, port: channel.port1 };
+}
+
+/** Serve the engine's requests for this tab's workers on `port` (the side channel's connection). */
+export function offerScriptWorkers(port: MessagePort, tabId: string): void {
   const workers = new Map<number, Worker>();
   let next = 0;
-  return {
-    async start() {
-      const worker = new Worker(new URL("../../worker/entry/script-worker.ts", import.meta.url), {
-        type: "module",
-        name: "script-worker",
-      });
-      const channel = new MessageChannel();
-      try {
-        await new Promise<void>((resolve, reject) => {
-          worker.addEventListener("message", (event: MessageEvent<{ type?: string }>) => {
-            if (event.data?.type === "connected") resolve();
-          });
-          worker.addEventListener("error", (event) => {
-            event.preventDefault();
-            reject(new Error(`the script worker failed: ${event.message || "it could not start"}`));
-          });
-          worker.postMessage({ type: "connect", port: channel.port2 }, [channel.port2]);
-        });
-      } catch (error) {
-        worker.terminate();
-        throw error;
-      }
-      const id = ++next;
-      workers.set(id, worker);
-      return Comlink.transfer({ id, port: channel.port1 }, [channel.port1]);
-    },
-    async terminate(id) {
-      workers.get(id)?.terminate();
-      workers.delete(id);
-    },
-    async ping() {
-      return true;
-    },
-  };
+  const answer = (reply: ScriptWorkerReply, transfer: Transferable[] = []) =>
+    port.postMessage(reply, transfer);
+  port.addEventListener("message", (event: MessageEvent<ScriptWorkerRequest>) => {
+    const request = event.data;
+    if (request.op === "ping") answer({ id: request.id, ok: true });
+    else if (request.op === "terminate") {
+      workers.get(request.worker)?.terminate();
+      workers.delete(request.worker);
+      answer({ id: request.id, ok: true });
+    } else if (request.op === "start")
+      startWorker().then(
+        ({ worker, port: workerPort }) => {
+          const id = ++next;
+          workers.set(id, worker);
+          answer({ id: request.id, ok: true, worker: id }, [workerPort]);
+        },
+        (error: unknown) =>
+          answer({
+            id: request.id,
+            ok: false,
+            message: error instanceof Error ? error.message : String(error),
+          }),
+      );
+  });
+  port.start();
+  const hello: ScriptWorkerHello = { scriptWorkers: tabId };
+  port.postMessage(hello);
 }

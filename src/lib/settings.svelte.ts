@@ -12,22 +12,10 @@ import {
   type ModelChoice,
   type ModelRef,
   type ThinkingLevel,
-} from "../../worker/protocol.ts";
+} from "../../worker/protocol/index.ts";
 import type { UserToolsApi } from "./user-tools.svelte.ts";
 
-type Api = Pick<
-  EngineApi,
-  | "models"
-  | "apiKeys"
-  | "setApiKey"
-  | "testApiKey"
-  | "agentSettings"
-  | "configureAgent"
-  | "setModel"
-  | "demoSpeed"
-  | "setDemoSpeed"
-> &
-  UserToolsApi;
+type Api = Pick<EngineApi, "settings" | "keys"> & UserToolsApi;
 
 /** At most this many models are listed for a search; the rest are counted. */
 export const MAX_LISTED = 150;
@@ -97,10 +85,10 @@ export class SettingsState {
   async load(): Promise<void> {
     await this.#run(async () => {
       const [models, keys, agent, speed] = await Promise.all([
-        this.api.models(),
-        this.api.apiKeys(),
-        this.api.agentSettings(this.conversationId),
-        this.api.demoSpeed(),
+        this.api.settings.models(),
+        this.api.keys.list(),
+        this.api.settings.agent(this.conversationId),
+        this.api.settings.demoSpeed(),
       ]);
       this.models = models;
       this.keys = keys;
@@ -111,8 +99,11 @@ export class SettingsState {
 
   async chooseModel(choice: ModelChoice): Promise<void> {
     await this.#run(async () => {
-      await this.api.setModel(this.conversationId, { provider: choice.provider, modelId: choice.id });
-      this.agent = await this.api.agentSettings(this.conversationId);
+      await this.api.settings.setModel(this.conversationId, {
+        provider: choice.provider,
+        modelId: choice.id,
+      });
+      this.agent = await this.api.settings.agent(this.conversationId);
       this.note =
         choice.needsKey && !this.keys.includes(choice.provider)
           ? `Using ${choice.name}. It needs a ${choice.provider} API key: add one below.`
@@ -127,8 +118,8 @@ export class SettingsState {
       return false;
     }
     return this.#run(async () => {
-      await this.api.setApiKey(provider, trimmed);
-      this.keys = await this.api.apiKeys();
+      await this.api.keys.set(provider, trimmed);
+      this.keys = await this.api.keys.list();
       this.#forgetCheck(provider);
       this.note = `Saved the ${provider} key.`;
     });
@@ -136,8 +127,8 @@ export class SettingsState {
 
   async removeKey(provider: string): Promise<void> {
     await this.#run(async () => {
-      await this.api.setApiKey(provider, null);
-      this.keys = await this.api.apiKeys();
+      await this.api.keys.set(provider, null);
+      this.keys = await this.api.keys.list();
       this.#forgetCheck(provider);
       this.note = `Removed the ${provider} key.`;
     });
@@ -146,7 +137,7 @@ export class SettingsState {
   async testKey(provider: string): Promise<void> {
     this.checks = { ...this.checks, [provider]: "checking" };
     try {
-      const check = await this.api.testApiKey(provider);
+      const check = await this.api.keys.test(provider);
       this.checks = { ...this.checks, [provider]: check };
     } catch (e) {
       this.checks = { ...this.checks, [provider]: { ok: false, problem: "other", message: errorMessage(e) } };
@@ -155,23 +146,23 @@ export class SettingsState {
 
   async setThinking(level: ThinkingLevel | null): Promise<void> {
     await this.#run(async () => {
-      await this.api.configureAgent(this.conversationId, { thinkingLevel: level });
-      this.agent = await this.api.agentSettings(this.conversationId);
+      await this.api.settings.configure(this.conversationId, { thinkingLevel: level });
+      this.agent = await this.api.settings.agent(this.conversationId);
       this.note = level ? `Thinking level: ${level}.` : "Thinking level: the model's default.";
     });
   }
 
   async setInstructions(text: string): Promise<void> {
     await this.#run(async () => {
-      await this.api.configureAgent(this.conversationId, { instructions: text });
-      this.agent = await this.api.agentSettings(this.conversationId);
+      await this.api.settings.configure(this.conversationId, { instructions: text });
+      this.agent = await this.api.settings.agent(this.conversationId);
       this.note = this.agent.instructions ? "Saved the instructions." : "Instructions cleared.";
     });
   }
 
   async setDemoSpeed(speed: DemoSpeedName): Promise<void> {
     await this.#run(async () => {
-      await this.api.setDemoSpeed(speed);
+      await this.api.settings.setDemoSpeed(speed);
       this.demoSpeed = speed;
       this.note = `The demo model now streams at "${speed}" speed.`;
     });

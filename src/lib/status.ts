@@ -3,7 +3,7 @@
  * who runs the engine, the network, live work, a waiting app update) to one short label and a tone;
  * the engine's own words (store kind, build, worker mode) are details shown only on demand.
  */
-import type { EngineStatus } from "../../worker/protocol.ts";
+import type { EngineStatus } from "../../worker/protocol/index.ts";
 
 export type StatusTone = "ok" | "busy" | "warn" | "bad";
 

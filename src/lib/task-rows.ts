@@ -5,7 +5,7 @@
  * a wait (on which tasks, under which policy) and a blocked task's reason and error are each said
  * when they hold and only then.
  */
-import type { TaskGraphNode, TaskInspection } from "../../worker/protocol.ts";
+import type { TaskGraphNode, TaskInspection } from "../../worker/protocol/index.ts";
 
 export interface TaskWords {
   /** "pi.tool #2": what the task is. */

@@ -3,7 +3,7 @@
  * harness's diagnostic codes become words, never the raw `<harness>` block), its arguments
  * pretty-printed, and the result's text without the harness block. Pure functions of protocol data.
  */
-import type { ToolSlot } from "../../worker/protocol.ts";
+import type { ToolSlot } from "../../worker/protocol/index.ts";
 
 export type ToolStatus =
   | "queued"

@@ -2,7 +2,7 @@
  * Usage and cost in words: totals of a `pi.usage` document (model spend plus tools' own spend),
  * a conversation's line with its subagents' share, and short token and money figures. Pure, so the tab's display is tested without a browser.
  */
-import type { Usage, UsageRollup, UsageState } from "../../worker/protocol.ts";
+import type { Usage, UsageRollup, UsageState } from "../../worker/protocol/index.ts";
 
 export interface UsageTotals {
   readonly input: number;

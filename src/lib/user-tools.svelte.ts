@@ -11,17 +11,10 @@ import {
   errorMessage,
   type UserToolDraft,
   type UserToolView,
-} from "../../worker/protocol.ts";
+} from "../../worker/protocol/index.ts";
 
-export type UserToolsApi = Pick<
-  EngineApi,
-  | "userTools"
-  | "saveUserTool"
-  | "removeUserTool"
-  | "enableUserToolEverywhere"
-  | "conversationExtensions"
-  | "setExtensionEnabled"
->;
+/** What the panel calls: the user tools, and a conversation's extensions (in `settings`). */
+export type UserToolsApi = Pick<EngineApi, "userTools" | "settings">;
 
 /** What a new tool's form starts with: a working example. */
 export const EXAMPLE_DRAFT: UserToolDraft = {
@@ -70,8 +63,8 @@ export class UserToolsState {
   async load(): Promise<void> {
     await this.#run(async () => {
       const [tools, extensions] = await Promise.all([
-        this.api.userTools(),
-        this.api.conversationExtensions(this.conversationId),
+        this.api.userTools.list(),
+        this.api.settings.extensions(this.conversationId),
       ]);
       this.tools = tools;
       this.extensions = extensions;
@@ -107,10 +100,10 @@ export class UserToolsState {
     this.saving = true;
     try {
       return await this.#run(async () => {
-        const saved = await this.api.saveUserTool({ ...this.draft });
+        const saved = await this.api.userTools.save({ ...this.draft });
         this.editing = saved.name;
-        this.tools = await this.api.userTools();
-        this.extensions = await this.api.conversationExtensions(this.conversationId);
+        this.tools = await this.api.userTools.list();
+        this.extensions = await this.api.settings.extensions(this.conversationId);
         this.note = `Saved ${saved.name}: ${reloadWords(saved)}.`;
       });
     } finally {
@@ -120,9 +113,9 @@ export class UserToolsState {
 
   async remove(name: string): Promise<void> {
     await this.#run(async () => {
-      await this.api.removeUserTool(name);
-      this.tools = await this.api.userTools();
-      this.extensions = await this.api.conversationExtensions(this.conversationId);
+      await this.api.userTools.remove(name);
+      this.tools = await this.api.userTools.list();
+      this.extensions = await this.api.settings.extensions(this.conversationId);
       if (this.editing === name) this.startNew();
       this.note = `Removed ${name}.`;
     });
@@ -131,17 +124,17 @@ export class UserToolsState {
   /** Clear an imported tool's opt-in mark: every conversation that does not drop it uses it. */
   async enableEverywhere(name: string): Promise<void> {
     await this.#run(async () => {
-      await this.api.enableUserToolEverywhere(name);
-      this.tools = await this.api.userTools();
-      this.extensions = await this.api.conversationExtensions(this.conversationId);
+      await this.api.userTools.enableEverywhere(name);
+      this.tools = await this.api.userTools.list();
+      this.extensions = await this.api.settings.extensions(this.conversationId);
       this.note = `Enabled ${name} in every conversation.`;
     });
   }
 
   async setEnabled(name: string, enabled: boolean): Promise<void> {
     await this.#run(async () => {
-      await this.api.setExtensionEnabled(this.conversationId, name, enabled);
-      this.extensions = await this.api.conversationExtensions(this.conversationId);
+      await this.api.settings.setExtensionEnabled(this.conversationId, name, enabled);
+      this.extensions = await this.api.settings.extensions(this.conversationId);
       this.note = `${enabled ? "Enabled" : "Disabled"} ${name} in this conversation.`;
     });
   }

@@ -34,7 +34,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { findChromium } from "../../scripts/chromium.mjs";
-import type { PartialStamp } from "../../worker/protocol.ts";
+import type { PartialStamp } from "../../worker/protocol/index.ts";
 import type { IdbBuild } from "../../worker/store/browser.ts";
 import {
   engine,

@@ -20,7 +20,7 @@
  */
 import { execFileSync } from "node:child_process";
 import type { Page } from "playwright-core";
-import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/protocol.ts";
+import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/protocol/index.ts";
 import { Cdp, engine, type LaunchedBrowser, type StaticServer } from "../e2e/browser.ts";
 import type { FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
 import type { BenchKit } from "./long-chat.ts";
@@ -143,7 +143,7 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
   console.log(
     `  seeded ${seeded.tasks} terminal tasks and ${seeded.conversations} conversations in ${fmt(seeded.ms / 1000, 1)} s`,
   );
-  const conversationId = await engine<number>(page, "createConversation", "recovery ticker");
+  const conversationId = await engine<number>(page, "conversations.create", "recovery ticker");
   const taskId = await engine<number>(page, "debug.startTicker", {
     phases: 100_000,
     delayMs: 0,

@@ -51,7 +51,7 @@ const storedAnswers = async (page: Page, conversation: number) =>
   (
     await engine<Array<{ kind: string; model?: Array<{ stopReason?: string }> }>>(
       page,
-      "entries",
+      "watches.entries",
       conversation,
     )
   )

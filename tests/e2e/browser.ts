@@ -434,8 +434,9 @@ export async function evaluateInSharedWorker<T = unknown>(
 }
 
 /**
- * Call `__engine.api.<method>(...args)` in an app page opened with `?debug=1`, which also gives the
- * page's engine its test endpoints (`debug.*`). Comlink: every call is async.
+ * Call `__engine.api.<group>.<method>(...args)` (`method` is its wire name, e.g. "keys.set") in an app
+ * page opened with `?debug=1`, which also gives the page's engine its test endpoints (`debug.*`).
+ * Every call is async.
  */
 export function engine<T>(page: Page, method: string, ...args: unknown[]): Promise<T> {
   return page.evaluate(

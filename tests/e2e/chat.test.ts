@@ -207,9 +207,12 @@ test("queued inputs are listed with Withdraw while the agent works; a withdrawn 
       body: streamedAnswer(`Done: ${asked}.`),
     });
   });
-  await engine(page, "setApiKey", ROUTED.provider, ROUTED.key);
+  await engine(page, "keys.set", ROUTED.provider, ROUTED.key);
   const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
-  await engine(page, "setModel", conversation, { provider: ROUTED.provider, modelId: ROUTED.modelId });
+  await engine(page, "settings.setModel", conversation, {
+    provider: ROUTED.provider,
+    modelId: ROUTED.modelId,
+  });
 
   await say(page, "run a long task");
   await until(

@@ -11,7 +11,7 @@
  */
 import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
-import type { EntryRecord, ScriptProbe, ScriptWorkerStats } from "../../worker/protocol.ts";
+import type { EntryRecord, ScriptProbe, ScriptWorkerStats } from "../../worker/protocol/index.ts";
 import { engine } from "./browser.ts";
 import { appSuite, appUrl, lastAnswer, say, settled, uniqueStore, until } from "./page.ts";
 
@@ -23,7 +23,7 @@ const tabIdOf = (page: Page) =>
 
 /** The ticker's commits (wall-clock ms, set in each tick's commit) in conversation `conversationId`. */
 async function tickTimes(page: Page, conversationId: number): Promise<number[]> {
-  const entries = await engine<EntryRecord[]>(page, "entries", conversationId);
+  const entries = await engine<EntryRecord[]>(page, "watches.entries", conversationId);
   return entries.filter((e) => e.kind === "test.tick").map((e) => e.timestamp ?? 0);
 }
 
@@ -35,7 +35,7 @@ test("a heavy-builtin runaway runs in a tab's worker: the engine keeps committin
     (s) => s.tabs.length === 1,
   );
   // A second conversation of its own for the ticker: one commit per tick, 50 ms apart.
-  const conversationId = await engine<number>(page, "createConversation");
+  const conversationId = await engine<number>(page, "conversations.create");
   await engine<number>(page, "debug.startTicker", { phases: 2000, delayMs: 50, conversationId });
   await until(
     "the ticker committing",
@@ -106,7 +106,7 @@ test("the tab hosting a running script closes: the call completes once in the ot
   expect(shown).not.toContain("replay diverged");
   expect(shown).not.toContain("Exceeded");
   // One codemode call, one result, and its output (the per-file lines) streamed once.
-  const results = (await engine<EntryRecord[]>(staying, "entries", 1)).filter(
+  const results = (await engine<EntryRecord[]>(staying, "watches.entries", 1)).filter(
     (e) => e.kind === "pi.tool-result" && JSON.stringify(e.model).includes('\\"files\\":2'),
   );
   expect(results.length).toBe(1);

@@ -284,9 +284,12 @@ test("while a run is busy the composer is one tidy layout from 360 px up: the us
   await app.browser.context.route("https://api.groq.com/**", () => {
     // Never answered: the run waits for its model until it is stopped.
   });
-  await engine(page, "setApiKey", "groq", "gsk-e2e-FAKE-busy-composer-0a1b2c");
+  await engine(page, "keys.set", "groq", "gsk-e2e-FAKE-busy-composer-0a1b2c");
   const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
-  await engine(page, "setModel", conversation, { provider: "groq", modelId: "llama-3.1-8b-instant" });
+  await engine(page, "settings.setModel", conversation, {
+    provider: "groq",
+    modelId: "llama-3.1-8b-instant",
+  });
   await say(page, "and now a slow one");
   const stop = page.getByRole("button", { name: "Stop", exact: true });
   await stop.waitFor();

@@ -13,7 +13,12 @@ import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { ConversationView } from "../../worker/core/observe.ts";
-import { applyFrame, type EngineStats, type TickerStatus, type WatchFrame } from "../../worker/protocol.ts";
+import {
+  applyFrame,
+  type EngineStats,
+  type TickerStatus,
+  type WatchFrame,
+} from "../../worker/protocol/index.ts";
 import { engine, type StaticServer, serveStatic } from "./browser.ts";
 import { answersOnPage, appSuite, appUrl, entriesOf, say, uniqueStore, until, waitPhase } from "./page.ts";
 
@@ -259,7 +264,7 @@ describe("engine host", () => {
 
   test("5. a stalled subscriber during 500 commits: bounded backlog, then one catch-up to the current view", async () => {
     const page = await openApp(appUrl(app.server.url, { store: uniqueStore("stall") }));
-    const conversation = await engine<number>(page, "createConversation", "stalled");
+    const conversation = await engine<number>(page, "conversations.create", "stalled");
     // A watch whose listener does not return until released (from its very first frame).
     await page.evaluate((conversation) => {
       const g = globalThis as unknown as {
@@ -327,14 +332,14 @@ describe("engine host", () => {
       const g = globalThis as unknown as {
         __engine: {
           watch(c: number, l: (f: WatchFrame) => void): Promise<number>;
-          api: { unwatch(id: number): Promise<void> };
+          api: { watches: { unwatch(id: number): Promise<void> } };
         };
       };
       let first: WatchFrame | undefined;
       const watchId = await g.__engine.watch(conversation, (f) => {
         first ??= f;
       });
-      await g.__engine.api.unwatch(watchId);
+      await g.__engine.api.watches.unwatch(watchId);
       return first?.value;
     }, conversation);
     expect(current?.entries.filter((e) => e.kind === "test.tick")).toHaveLength(commits);
@@ -592,7 +597,7 @@ describe("engine host", () => {
       (t) => (t.at(-1) ?? 0) >= last + 10,
     );
     expect(end).toEqual(range(end.length).map((n) => n + end[0]! - 1));
-    expect(await engine(page, "abortTask", id)).toBe("marked");
+    expect(await engine(page, "tasks.abort", id)).toBe("marked");
     const stopped = await tickerAt(page, id, "aborted", (t) => t.status === "aborted");
     expect(stopped.trail).toEqual(range(stopped.trail.length));
   });

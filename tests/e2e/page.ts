@@ -165,9 +165,9 @@ export async function useRoutedModel(
   model: { readonly provider: string; readonly modelId: string },
   key: string,
 ): Promise<number> {
-  await engine(page, "setApiKey", model.provider, key);
+  await engine(page, "keys.set", model.provider, key);
   const conversation = Number(/#\/c\/(\d+)/.exec(page.url())?.[1] ?? "1");
-  await engine(page, "setModel", conversation, model);
+  await engine(page, "settings.setModel", conversation, model);
   return conversation;
 }
 

@@ -39,7 +39,7 @@ interface StoredEntry {
 
 /** The conversation's stored messages (prompt bookkeeping aside), as "role: text" lines. */
 async function stored(page: Page, conversation: number): Promise<string[]> {
-  const entries = await engine<StoredEntry[]>(page, "entries", conversation);
+  const entries = await engine<StoredEntry[]>(page, "watches.entries", conversation);
   return entries.flatMap((e) => {
     const m = e.model?.[0];
     if (!m || e.kind === "pi.system") return [];
@@ -61,7 +61,7 @@ test("a reload mid-stream shows the partial answer in the transcript's first fra
     viewport: { width: 1280, height: 800 },
     composer: true,
   });
-  await engine(page, "setDemoSpeed", "slow");
+  await engine(page, "settings.setDemoSpeed", "slow");
   await say(page, "hello there");
   const before = await until(
     "a partial answer of some length",
@@ -96,7 +96,7 @@ test("a reload mid-stream shows the partial answer in the transcript's first fra
   // What was streamed before the reload is on screen at once, not only after the run resumed.
   expect(first?.shown ?? "").toContain("You said");
   expect(before ?? "").toContain("You said");
-  await engine(page, "setDemoSpeed", "instant");
+  await engine(page, "settings.setDemoSpeed", "instant");
   // The cut-short partial was kept as an aborted entry (spec §8.3) and the answer came once, whole.
   const lines = await until(
     "the whole answer stored",
@@ -162,7 +162,7 @@ test("an image in a tool result shows inline; an SVG one is refused in words and
   const page = await app.open({ label: "images", viewport: { width: 1280, height: 800 }, composer: true });
   await say(page, "list the files");
   await settled(page, 2);
-  const { text } = await engine<{ text: string }>(page, "exportConversation", conversationOf(page));
+  const { text } = await engine<{ text: string }>(page, "conversations.export", conversationOf(page));
   const file = JSON.parse(text) as { entries: StoredEntry[] };
   const result = file.entries.find((e) => e.kind === "pi.tool-result")!;
   const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=1"/>').toString(
@@ -173,7 +173,7 @@ test("an image in a tool result shows inline; an SVG one is refused in words and
     { type: "image", data: PIXEL, mimeType: "image/png" },
     { type: "image", data: svg, mimeType: "image/svg+xml" },
   ];
-  const id = await engine<number>(page, "importConversation", JSON.stringify(file));
+  const id = await engine<number>(page, "conversations.import", JSON.stringify(file));
   await page.evaluate((to) => {
     location.hash = `#/c/${to}`;
   }, id);
@@ -330,7 +330,7 @@ test("a missing key, then a rejected one, are said in words; with the right key 
         body: JSON.stringify({ error: { message: "Invalid API Key", type: "invalid_request_error" } }),
       });
   });
-  await engine(page, "setModel", conversationOf(page), { provider: "groq", modelId: MODEL });
+  await engine(page, "settings.setModel", conversationOf(page), { provider: "groq", modelId: MODEL });
   const problem = () => page.locator("[data-problem]").last().textContent();
   await say(page, "hello groq");
   await until("the missing key said", problem, (t) => /No API key is saved for groq/.test(t ?? ""));
@@ -338,11 +338,11 @@ test("a missing key, then a rejected one, are said in words; with the right key 
   // Said once, in the app's words: the engine's own message is not repeated under it.
   const missing = (await entriesOf(page, "pi.assistant").first().textContent()) ?? "";
   expect(missing.split("No API key is saved for groq").length - 1).toBe(1);
-  await engine(page, "setApiKey", "groq", BAD);
+  await engine(page, "keys.set", "groq", BAD);
   await page.getByTestId("try-again").click();
   await until("the rejected key said", problem, (t) => /groq rejected the API key/.test(t ?? ""));
   expect(asked.every((a) => a === `Bearer ${BAD}`)).toBe(true);
-  await engine(page, "setApiKey", "groq", GOOD);
+  await engine(page, "keys.set", "groq", GOOD);
   await page.getByTestId("try-again").click();
   await until(
     "the answer",

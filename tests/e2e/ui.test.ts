@@ -406,8 +406,8 @@ test("export and import: the file carries no key and imports as a new conversati
   await page.evaluate(
     (key) =>
       (
-        globalThis as unknown as { __engine: { api: { setApiKey(p: string, k: string): Promise<void> } } }
-      ).__engine.api.setApiKey("openai", key),
+        globalThis as unknown as { __engine: { api: { keys: { set(p: string, k: string): Promise<void> } } } }
+      ).__engine.api.keys.set("openai", key),
     KEY,
   );
   await say(page, "write a note");

@@ -3,7 +3,7 @@
  * tools and prompt sections reach. Ours is a workspace file system (the browser has no shell and no
  * working directory). An app builds one per conversation with the `env` option of
  * `AgentHarness.open`; without it there is no environment (spec §2.2). `workspaceEnv(fs)` is the
- * builder that gives every conversation one workspace (the app's, app-harness.ts).
+ * builder that gives every conversation one workspace (the app's, worker/app/app-agent.ts).
  * Invariants: a builder is called at each use, never inside a commit: once per tool execution (a
  * rerun after recovery builds it again; a throw is the call's ordinary error result) and once per
  * preparation that renders sections (a throw is reported and the sections render with no env).

@@ -12,7 +12,7 @@ import type { AgentHarness } from "../agent/harness.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
 import type { ChangeSet, ConversationId, ConversationRecord, Json } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
-import type { ConversationSummary } from "../protocol.ts";
+import type { ConversationSummary } from "../protocol/index.ts";
 
 /** Where a conversation's title is kept (an app document: the agent never reads it). */
 export const TITLE_DOC = "app.title";

@@ -1,14 +1,19 @@
 /**
- * The engine host: adapts `EngineApi` (what each tab calls over its port) to the agent harness. It
- * keeps what is per tab: the tabs themselves, their status listeners and their watches. Invariants:
+ * The engine host: adapts `EngineApi` (what each tab calls, grouped by area; worker/protocol/api.ts)
+ * to the agent harness, as the `EngineService` the protocol's door serves (worker/protocol/door.ts:
+ * it checks every message before a method here runs). It keeps what is per tab: the tabs themselves,
+ * their status listeners and their watches. Invariants:
  * - every call waits for the harness (the store owned and open, see owner.ts); after a handover it
  *   refuses with "reload";
  * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches
  *   and status listeners are dropped;
  * - when the harness stops (handover, fatal error) every watch ends ("closed");
- * - a tab's offer of script workers (tab-script-workers.ts) ends with the tab.
- * Store ownership and handover live in owner.ts, the start (owner first, this module loaded meanwhile)
- * in boot.ts, the agent's configuration in app-harness.ts, the test endpoints in test-endpoints.ts.
+ * - a tab's offer of script workers (browser/tab-script-workers.ts, on the browser-only side channel)
+ *   ends with the tab.
+ * Store ownership and handover live in browser/owner.ts, the start (owner first, this module loaded
+ * meanwhile) in entry/boot.ts, the agent's configuration in app-agent.ts, the test endpoints in
+ * debug/endpoints.ts. A new engine call: a method here, one line in `tab()`, and its signature and
+ * schema in worker/protocol/ (api.ts, schema.ts; door.ts's table).
  */
 
 import { watchEvents } from "../agent/events/stream.ts";
@@ -24,6 +29,7 @@ import type { ConversationView, Watch } from "../core/observe.ts";
 import { type EntryPage, MAX_PAGE } from "../core/pages.ts";
 import type { ConversationId, EntryId, TaskId } from "../core/types.ts";
 import { watchFrame } from "../core/view-ops.ts";
+import type { EngineService, TabCalls } from "../protocol/door.ts";
 import {
   type AgentEvent,
   type AgentSettingsChange,
@@ -31,7 +37,6 @@ import {
   type CompactOutcome,
   type ConversationSummary,
   type DemoSpeedName,
-  type EngineApi,
   type EngineStatus,
   type EngineTimeline,
   type ExtensionChoice,
@@ -40,7 +45,6 @@ import {
   type ModelChoice,
   PROTOCOL_VERSION,
   protocolMismatch,
-  type ScriptWorkerOffer,
   type SubmitRequest,
   tabLockName,
   type UsageRollup,
@@ -50,7 +54,7 @@ import {
   type WatchFrame,
   type WithdrawOutcome,
   type WorkspaceFile,
-} from "../protocol.ts";
+} from "../protocol/index.ts";
 import { ConversationList, TITLE_DOC } from "./conversation-list.ts";
 import {
   conversationExtensions,
@@ -86,7 +90,7 @@ export interface EngineInternals {
   watchStats(): { watches: number; pendingFrames: number };
 }
 
-export class EngineHost implements EngineApi {
+export class EngineHost implements EngineService {
   readonly #platform: HostPlatform;
   readonly #owner: StoreOwner;
   #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
@@ -149,7 +153,78 @@ export class EngineHost implements EngineApi {
     };
   }
 
-  // --- EngineApi --------------------------------------------------------------------------
+  /** The calls of tab `tabId`, grouped as `EngineApi` has them (its watches are the tab's). */
+  tab(tabId: string): TabCalls {
+    return {
+      conversations: {
+        list: () => this.listConversations(),
+        watch: (listener) => this.watchConversations(tabId, listener),
+        create: (title) => this.createConversation(title),
+        fork: (conversationId, entryId) => this.forkConversation(conversationId, entryId),
+        delete: (conversationId) => this.deleteConversation(conversationId),
+        rename: (conversationId, title) => this.renameConversation(conversationId, title),
+        search: (text) => this.searchConversations(text),
+        export: (conversationId) => this.exportConversation(conversationId),
+        import: (text) => this.importConversation(text),
+      },
+      run: {
+        submit: (conversationId, request) => this.submit(conversationId, request),
+        resendAsFork: (conversationId, entryId, text) => this.resendAsFork(conversationId, entryId, text),
+        abort: (conversationId) => this.abort(conversationId),
+        withdraw: (conversationId, submissionId) => this.withdraw(conversationId, submissionId),
+        reset: (conversationId) => this.reset(conversationId),
+        compact: (conversationId) => this.compact(conversationId),
+      },
+      settings: {
+        agent: (conversationId) => this.agentSettings(conversationId),
+        configure: (conversationId, change) => this.configureAgent(conversationId, change),
+        setModel: (conversationId, model) => this.setModel(conversationId, model),
+        models: () => this.models(),
+        extensions: (conversationId) => this.conversationExtensions(conversationId),
+        setExtensionEnabled: (conversationId, name, enabled) =>
+          this.setExtensionEnabled(conversationId, name, enabled),
+        demoSpeed: () => this.demoSpeed(),
+        setDemoSpeed: (speed) => this.setDemoSpeed(speed),
+      },
+      keys: {
+        set: (provider, key) => this.setApiKey(provider, key),
+        has: (provider) => this.hasApiKey(provider),
+        list: () => this.apiKeys(),
+        test: (provider) => this.testApiKey(provider),
+      },
+      workspace: {
+        files: () => this.workspaceFiles(),
+        read: (path) => this.readWorkspaceFile(path),
+        delete: (path) => this.deleteWorkspaceFile(path),
+      },
+      userTools: {
+        list: () => this.listUserTools(),
+        save: (draft) => this.saveUserTool(draft),
+        remove: (name) => this.removeUserTool(name),
+        enableEverywhere: (name) => this.enableUserToolEverywhere(name),
+      },
+      watches: {
+        conversation: (conversationId, listener) => this.watch(tabId, conversationId, listener),
+        events: (conversationId, listener) => this.watchEvents(tabId, conversationId, listener),
+        taskGraph: (listener) => this.watchTaskGraph(tabId, listener),
+        unwatch: (watchId) => this.unwatch(watchId),
+        entries: (conversationId) => this.entries(conversationId),
+        entriesBefore: (conversationId, beforeId, limit) =>
+          this.entriesBefore(conversationId, beforeId, limit),
+      },
+      tasks: {
+        graph: () => this.taskGraph(),
+        inspect: () => this.inspect(),
+        abort: (taskId) => this.abortTask(taskId),
+      },
+      usage: {
+        total: () => this.totalUsage(),
+        conversation: (conversationId) => this.conversationUsage(conversationId),
+      },
+    };
+  }
+
+  // --- What the groups call --------------------------------------------------------------
 
   async hello(tab: { tabId: string; protocol: number }): Promise<Hello> {
     if (tab.protocol !== PROTOCOL_VERSION) {
@@ -195,19 +270,20 @@ export class EngineHost implements EngineApi {
     return this.#list.list;
   }
 
-  async offerScriptWorkers(tabId: string, offer: ScriptWorkerOffer): Promise<void> {
+  /** A tab's script workers, offered on its side channel (browser-only, not the protocol). */
+  offerScriptWorkers(tabId: string, offer: TabOffer): void {
     // Only a tab that said hello: its lock tells when the offer ends.
-    if (this.#tabs.has(tabId)) tabScriptWorkers.offer(tabId, offer as unknown as TabOffer);
+    if (this.#tabs.has(tabId)) tabScriptWorkers.offer(tabId, offer);
   }
 
-  async onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void> {
+  onStatus(tabId: string, listener: (status: EngineStatus) => void): void {
     let set = this.#statusListeners.get(tabId);
     if (!set) this.#statusListeners.set(tabId, (set = new Set()));
     set.add(listener);
     void Promise.resolve(listener(this.#status)).catch(() => undefined);
   }
 
-  async conversations(): Promise<ConversationSummary[]> {
+  async listConversations(): Promise<ConversationSummary[]> {
     return (await this.#conversationList()).list();
   }
 
@@ -384,7 +460,7 @@ export class EngineHost implements EngineApi {
     await writeDemoSpeed(await this.#h(), speed);
   }
 
-  async userTools(): Promise<UserToolView[]> {
+  async listUserTools(): Promise<UserToolView[]> {
     return userToolViews(await this.#h());
   }
 
@@ -487,7 +563,7 @@ export class EngineHost implements EngineApi {
     return (await this.#h()).abortTask(taskId);
   }
 
-  async usage(): Promise<UsageState> {
+  async totalUsage(): Promise<UsageState> {
     return (await this.#h()).usage();
   }
 

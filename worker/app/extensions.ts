@@ -14,7 +14,7 @@ import type { AgentHarness } from "../agent/harness.ts";
 import { agentDoc } from "../agent/records.ts";
 import type { Tx } from "../core/define.ts";
 import type { ConversationId, Json } from "../core/types.ts";
-import type { ExtensionChoice, UserToolDraft, UserToolView } from "../protocol.ts";
+import type { ExtensionChoice, UserToolDraft, UserToolView } from "../protocol/index.ts";
 import { ImportRefused, importConversation, parseExport } from "./transfer.ts";
 import {
   addCarriedTools,

@@ -26,7 +26,7 @@ import type { AgentHarness } from "../agent/harness.ts";
 import { agentDoc, DOC } from "../agent/records.ts";
 import type { Tx } from "../core/define.ts";
 import type { ConversationId, EntryId, SubmissionRecord } from "../core/types.ts";
-import type { SubmitRequest } from "../protocol.ts";
+import type { SubmitRequest } from "../protocol/index.ts";
 import { MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { importWithUserTools } from "./extensions.ts";
 

@@ -10,7 +10,7 @@ import {
   type DemoSpeedName,
   MAX_INSTRUCTIONS,
   THINKING_LEVELS,
-} from "../protocol.ts";
+} from "../protocol/index.ts";
 import { setDemoSpeed } from "./demo-model.ts";
 
 export const DEMO_SPEED_DOC = "app.demoSpeed";

@@ -11,15 +11,10 @@
  * - a handover and a fatal store error end the same way (`#stop`): stop serving, close, release.
  */
 import type { AgentHarness } from "../agent/harness.ts";
-import {
-  type EngineStatus,
-  type EngineTimeline,
-  type HandoverMessage,
-  handoverChannelName,
-  storeLockName,
-} from "../protocol.ts";
+import type { EngineStatus, EngineTimeline } from "../protocol/api.ts";
 import { classifyStoreError } from "../store/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
+import { type HandoverMessage, handoverChannelName, storeLockName } from "./handover.ts";
 import type { HostPlatform } from "./platform.ts";
 
 const HANDOVER_GRACE_MS = 2000;

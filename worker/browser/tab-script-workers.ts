@@ -1,6 +1,7 @@
 /**
  * Script workers started by tabs, for an engine that cannot start its own (Chromium's SharedWorker
- * has no `Worker`). A connected tab offers its workers (`EngineApi.offerScriptWorkers`); this module
+ * has no `Worker`). A connected tab offers its workers on its side channel (script-worker-channel.ts,
+ * `EngineHost.offerScriptWorkers`); this module
  * turns the offers into the sandbox's `ScriptWorkerSpawner` (worker/sandbox/workers.ts):
  * - a new worker is asked of the live offering tab hosting the fewest of this engine's workers (the
  *   newest offer on a tie); until the tab hands back the worker's MessagePort, what the engine posts
@@ -14,7 +15,7 @@
  * Invariant: a worker is reported lost at most once, and never after it was terminated.
  */
 
-import type { ScriptWorkerStats } from "../protocol.ts";
+import type { ScriptWorkerStats } from "../protocol/api.ts";
 import { ScriptWorkerLost } from "../sandbox/errors.ts";
 import type { FromScriptWorker, ToScriptWorker } from "../sandbox/messages.ts";
 import type { ScriptWorkerPort } from "../sandbox/workers.ts";
@@ -28,7 +29,7 @@ export interface TabWorkerPort {
   close(): void;
 }
 
-/** A tab's offer as the engine calls it (the protocol's ScriptWorkerOffer over Comlink). */
+/** A tab's offer as the engine calls it (over the tab's side channel: script-worker-channel.ts). */
 export interface TabOffer {
   start(): Promise<{ id: number; port: TabWorkerPort }>;
   terminate(id: number): Promise<void>;

@@ -1,6 +1,6 @@
 /**
  * A conversation's view and the operations that change it: the one set of rules both the engine's
- * mount (core/observe.ts) and a tab's copy (through protocol.ts) apply, so the two never drift.
+ * mount (core/observe.ts) and a tab's copy (through worker/protocol/) apply, so the two never drift.
  * Pure: no I/O, inputs are never mutated (a new view shares what did not change).
  * Rules: operations apply in order; entries apply one by one, a head marker restarting the active
  * range at its head (it is kept, with the non-marker entries from its head on); a `doc` operation sets

@@ -20,7 +20,7 @@ import {
   type TickerRequest,
   type TickerStatus,
   tickEntry,
-} from "../protocol.ts";
+} from "../protocol/index.ts";
 import { runScriptInThread } from "../sandbox/in-thread.ts";
 import { DEFAULT_SANDBOX_LIMITS, runScript, type ScriptHost } from "../sandbox/run.ts";
 import { runBrowserBench } from "./bench.ts";

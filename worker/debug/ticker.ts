@@ -7,7 +7,7 @@
 
 import { sleepUntil } from "../agent/services.ts";
 import { defineTask } from "../core/define.ts";
-import { tickEntry } from "../protocol.ts";
+import { tickEntry } from "../protocol/index.ts";
 
 export type TickerInput = { phases: number; delayMs: number };
 type TickerState = { phase: "tick"; n: number };

@@ -1,19 +1,25 @@
 /**
  * The engine's first line, shared by both worker entries: take the store's lock and open the store at
  * once, and load the rest of the engine meanwhile. Recovery after a reload waits for the store, not
- * for the engine's code: the wasm compiles and the lock is taken while the API module (engine.ts and
- * the agent under it) and pi-ai are fetched and evaluated. Invariants:
+ * for the engine's code: the wasm compiles and the lock is taken while the API module (app/engine-host.ts
+ * and the agent under it) and pi-ai are fetched and evaluated. Invariants:
  * - this module's static imports are the owner and the store only (import-direction.test.ts lists
- *   engine.ts and app-harness.ts among the entries: pi-ai stays out of them too);
- * - a port is served once the API module is here; what a tab sends before waits in its port;
+ *   app/engine-host.ts and app/app-agent.ts among the entries: pi-ai stays out of them too);
+ * - a connection is served once the API module and the protocol's door are here; what a tab sends
+ *   before waits in its transport (portTransport holds it);
+ * - a port's first message says what it is: a tab's script-worker side channel
+ *   (`{ scriptWorkers: tabId }`, browser-only: worker/protocol/browser.ts) or the tab protocol's hello
+ *   (worker/protocol/door.ts checks it and everything after it);
  * - the harness is opened by the owner (lock held, store fenced), exactly as before.
  */
-import * as Comlink from "comlink";
 import { loadPiAi } from "../agent/models/pi-ai.ts";
 import { StoreOwner } from "../browser/owner.ts";
 import type { HostPlatform } from "../browser/platform.ts";
+import type { SideChannelPort } from "../browser/script-worker-channel.ts";
+import { isScriptWorkerHello } from "../protocol/browser.ts";
+import { type EngineMessage, type PortLike, portTransport, type Transport } from "../protocol/wire.ts";
 
-/** The query flag (page URL and worker name) that asks for the test endpoints (test-endpoints.ts). */
+/** The query flag (page URL and worker name) that asks for the test endpoints (debug/endpoints.ts). */
 export const TEST_ENDPOINTS_FLAG = "debug";
 
 export interface BootOptions {
@@ -23,8 +29,16 @@ export interface BootOptions {
   wasm?: Promise<void>;
 }
 
-/** Start the engine; resolves with what its ports serve. */
-export function bootEngine(platform: HostPlatform, options: BootOptions): Promise<object> {
+/** A started engine, as its entry serves it. */
+export interface ServedEngine {
+  /** Serve the tab protocol on one connection (the door checks every message). */
+  serve(transport: Transport<EngineMessage>): void;
+  /** Take a tab's script-worker side channel (browser-only, apart from the protocol). */
+  lendScriptWorkers(tabId: string, port: SideChannelPort): void;
+}
+
+/** Start the engine; resolves with what its connections serve. */
+export function bootEngine(platform: HostPlatform, options: BootOptions): Promise<ServedEngine> {
   const owner = new StoreOwner(platform);
   void options.wasm?.then(() => {
     owner.timeline.wasmAt = Date.now();
@@ -47,15 +61,45 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
-  return import("../app/engine-host.ts").then(async ({ EngineHost }) => {
+  return Promise.all([
+    import("../app/engine-host.ts"),
+    import("../protocol/door.ts"),
+    import("../browser/script-worker-channel.ts"),
+  ]).then(async ([{ EngineHost }, { serveConnection }, { tabOfferOver }]) => {
     owner.timeline.apiAt = Date.now();
     const host = new EngineHost(platform, { owner, ready });
-    if (!options.testEndpoints) return host;
-    return (await import("../debug/endpoints.ts")).withTestEndpoints(host);
+    const engine = options.testEndpoints
+      ? (await import("../debug/endpoints.ts")).withTestEndpoints(host)
+      : host;
+    return {
+      serve: (transport) => void serveConnection({ transport, engine }),
+      lendScriptWorkers: (tabId, port) => host.offerScriptWorkers(tabId, tabOfferOver(port)),
+    };
   });
 }
 
-/** Serve `served` on `endpoint` once it is here (a MessagePort queues messages until then). */
-export function serveWhenReady(served: Promise<object>, endpoint: Comlink.Endpoint): void {
-  void served.then((api) => Comlink.expose(api, endpoint));
+/** Serve the protocol on `port` (a dedicated worker's own scope, say) once the engine is here. */
+export function serveWhenReady(served: Promise<ServedEngine>, port: PortLike): void {
+  const transport = portTransport<EngineMessage>(port);
+  void served.then((engine) => engine.serve(transport));
+}
+
+/**
+ * A SharedWorker's new connection: its first message says whether it is a tab's script-worker side
+ * channel or the tab protocol; the protocol's transport starts listening at once (nothing is lost
+ * while the engine loads).
+ */
+export function acceptPort(port: MessagePort, served: Promise<ServedEngine>): void {
+  const first = (event: MessageEvent) => {
+    port.removeEventListener("message", first);
+    if (isScriptWorkerHello(event.data)) {
+      const tabId = event.data.scriptWorkers;
+      void served.then((engine) => engine.lendScriptWorkers(tabId, port));
+      return;
+    }
+    const transport = portTransport<EngineMessage>(port, [event.data]);
+    void served.then((engine) => engine.serve(transport));
+  };
+  port.addEventListener("message", first);
+  port.start();
 }

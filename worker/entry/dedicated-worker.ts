@@ -2,10 +2,10 @@
  * The dedicated-worker fallback (no SharedWorker, e.g. Chrome on Android): the tab that won the
  * store lock runs the same engine here on the `opfs` store kind (OPFSCoopSyncVFS). Like the
  * SharedWorker entry it stays small and lets boot.ts open the store while the rest loads; the tab's
- * messages that arrive meanwhile are kept (a worker's own messages are dropped when nobody listens).
+ * messages that arrive meanwhile are kept (the protocol's port transport listens from the first line:
+ * a worker's own messages are dropped when nobody listens). One connection: its own tab's.
  */
-import type { Endpoint } from "comlink";
-import { DEFAULT_STORE_NAME } from "../protocol.ts";
+import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
 import { bootEngine, serveWhenReady, TEST_ENDPOINTS_FLAG } from "./boot.ts";
 
@@ -13,24 +13,6 @@ declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
 const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
 const wasm = preloadBrowserStore({ kind: "opfs" });
-
-/** `self` as an endpoint that holds the messages it gets until its listener is added. */
-function heldSelf(): Endpoint {
-  const held: MessageEvent[] = [];
-  let listener: ((event: MessageEvent) => void) | undefined;
-  self.addEventListener("message", (event) => (listener ? listener(event) : held.push(event)));
-  return {
-    postMessage: (message: unknown, transfer?: Transferable[]) => self.postMessage(message, transfer ?? []),
-    addEventListener: (_type: string, l: EventListenerOrEventListenerObject) => {
-      listener = typeof l === "function" ? l : (event) => l.handleEvent(event);
-      for (const event of held.splice(0)) listener(event);
-    },
-    removeEventListener: () => {
-      listener = undefined;
-    },
-  };
-}
-const endpoint = heldSelf();
 
 const served = bootEngine(
   {
@@ -54,4 +36,4 @@ const served = bootEngine(
   },
   { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1", wasm },
 );
-serveWhenReady(served, endpoint);
+serveWhenReady(served, self);

@@ -4,9 +4,9 @@
  * the store's wasm starts compiling on its first line, and boot.ts opens the store while the rest of
  * the engine loads.
  */
-import { DEFAULT_STORE_NAME } from "../protocol.ts";
+import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
-import { bootEngine, serveWhenReady, TEST_ENDPOINTS_FLAG } from "./boot.ts";
+import { acceptPort, bootEngine, TEST_ENDPOINTS_FLAG } from "./boot.ts";
 
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
@@ -35,5 +35,5 @@ const served = bootEngine(
 
 (self as unknown as { onconnect: (e: MessageEvent) => void }).onconnect = (event) => {
   const port = event.ports[0];
-  if (port) serveWhenReady(served, port);
+  if (port) acceptPort(port, served);
 };

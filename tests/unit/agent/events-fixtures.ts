@@ -11,7 +11,7 @@ import {
   fauxAssistantMessage,
 } from "@mariozechner/pi-ai";
 import type { AgentEvent, AgentEventStream, EntryRecord, SnapshotEvent } from "../../../worker/index.ts";
-import { applyFrame } from "../../../worker/protocol.ts";
+import { applyFrame } from "../../../worker/protocol/index.ts";
 import { deferred } from "../../../worker/testing.ts";
 
 type Block = AssistantMessage["content"][number];

@@ -13,7 +13,7 @@ import {
   titleFromInput,
 } from "../../../worker/app/conversation-list.ts";
 import { searchConversationText } from "../../../worker/app/search.ts";
-import type { ConversationSummary } from "../../../worker/protocol.ts";
+import type { ConversationSummary } from "../../../worker/protocol/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, liveOf, open, reopen } from "../agent/fixtures.ts";
 

@@ -18,7 +18,7 @@ import {
   storedDemoSpeed,
   writeDemoSpeed,
 } from "../../../worker/app/settings.ts";
-import type { AgentSettingsChange, DemoSpeedName } from "../../../worker/protocol.ts";
+import type { AgentSettingsChange, DemoSpeedName } from "../../../worker/protocol/index.ts";
 import { memoryStore } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 

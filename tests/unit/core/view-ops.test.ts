@@ -10,7 +10,7 @@ import {
   type ConversationView,
   type EntryRecord,
   type WatchFrame,
-} from "../../../worker/protocol.ts";
+} from "../../../worker/protocol/index.ts";
 import { echo, open } from "../agent/fixtures.ts";
 
 const entry = (id: number, more: Partial<EntryRecord> = {}): EntryRecord => ({

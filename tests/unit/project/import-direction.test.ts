@@ -6,7 +6,9 @@
  *   and `sandbox/`; none of them imports `app/`, `browser/`, `debug/`, `entry/`, the protocol,
  *   `index.ts` or `testing.ts`; `app/` never imports `debug/` or `entry/` (the test tasks and
  *   endpoints reach an engine only through its entry, on a `?debug=1` page);
- * - nothing in `worker/` imports `src/`, and `src/` imports from `worker/` only `protocol.ts`;
+ * - nothing in `worker/` imports `src/`, and `src/` imports from `worker/` only `protocol/`;
+ * - the tab never loads the engine-only part of the protocol (its door and schemas, and TypeBox):
+ *   no value import from `src/`, static or dynamic, reaches them, so the tab's bundle stays small;
  * - `core/` uses no browser global (window, document, navigator, storage, IndexedDB, OPFS handles);
  * - the core's internals (a harness's session with its records, and its scheduler) stay in `core/`:
  *   nothing outside it imports `core/internals.ts` or reads a property named `session`, `records` or
@@ -185,7 +187,6 @@ function partOf(file: string): string {
   );
   if (m) return m[1]!;
   if (file === "worker/testing.ts") return "testing";
-  if (file === "worker/protocol.ts") return "protocol";
   if (file === "worker/index.ts") return "index";
   if (file.startsWith("worker/")) return "worker";
   if (file.startsWith("src/")) return "src";
@@ -245,6 +246,35 @@ const ENTRIES = [
   "worker/app/engine-host.ts",
   "worker/app/app-agent.ts",
 ];
+/** The protocol's engine-only modules and what only they use: never loaded by the tab, even on demand. */
+const ENGINE_ONLY = new Set([
+  "worker/protocol/door.ts",
+  "worker/protocol/schema.ts",
+  "typebox",
+  "typebox/value",
+]);
+
+/** The chain of value imports (static or dynamic) from a file of `src/` to an engine-only module. */
+function tabPathToEngineOnly(graph: Graph): string[] | undefined {
+  const starts = [...graph.keys()].filter((f) => f.startsWith("src/"));
+  const cameFrom = new Map<string, string>(starts.map((f) => [f, ""]));
+  const queue = [...starts];
+  while (queue.length > 0) {
+    const file = queue.shift()!;
+    for (const i of graph.get(file) ?? []) {
+      if (i.typeOnly || cameFrom.has(i.to)) continue;
+      cameFrom.set(i.to, file);
+      if (ENGINE_ONLY.has(i.to)) {
+        const chain = [i.to];
+        for (let at = file; at !== ""; at = cameFrom.get(at)!) chain.unshift(at);
+        return chain;
+      }
+      queue.push(i.to);
+    }
+  }
+  return undefined;
+}
+
 /** Packages an entry may load only on demand, through a dynamic import. */
 const ON_DEMAND = new Set(["@mariozechner/pi-ai"]);
 
@@ -333,6 +363,8 @@ function violations(
     const chain = graph.has(entry) ? staticPathToOnDemand(graph, entry) : undefined;
     if (chain) out.push(`${entry} loads ${chain.at(-1)} before its first line: ${chain.join(" -> ")}`);
   }
+  const engineOnly = tabPathToEngineOnly(graph);
+  if (engineOnly) out.push(`the tab loads the engine-only ${engineOnly.at(-1)}: ${engineOnly.join(" -> ")}`);
   const inWorker = new Map([...graph].filter(([f]) => f.startsWith("worker/")));
   for (const c of cycles(inWorker, (i) => !i.typeOnly)) out.push(`import cycle among: ${c.join(", ")}`);
   const known = new Set(KNOWN_TYPE_CYCLES.map((c) => [...c].sort().join(" ")));
@@ -382,7 +414,7 @@ describe("import direction", () => {
       ["worker/core/tx.ts", "worker/app/engine-host.ts"],
       ["worker/store/line.ts", "worker/core/types.ts"],
       ["worker/agent/records.ts", "worker/app/engine-host.ts"],
-      ["worker/agent/records.ts", "worker/protocol.ts"],
+      ["worker/agent/records.ts", "worker/protocol/index.ts"],
       ["worker/app/engine-host.ts", "src/lib/engine.svelte.ts"],
       ["src/lib/engine.svelte.ts", "worker/core/types.ts"],
       // The rooms: nothing imports upward.
@@ -394,8 +426,8 @@ describe("import direction", () => {
       ["worker/agent/harness.ts", "worker/app/demo-model.ts"],
       ["worker/agent/harness.ts", "worker/browser/opfs-fs.ts"],
       ["worker/agent/harness.ts", "worker/debug/ticker.ts"],
-      ["worker/protocol.ts", "worker/app/engine-host.ts"],
-      ["worker/protocol.ts", "worker/browser/owner.ts"],
+      ["worker/protocol/index.ts", "worker/app/engine-host.ts"],
+      ["worker/protocol/index.ts", "worker/browser/owner.ts"],
       ["worker/core/session.ts", "worker/browser/owner.ts"],
       ["worker/store/line.ts", "worker/app/search.ts"],
       ["worker/sandbox/run.ts", "worker/agent/harness.ts"],
@@ -464,6 +496,22 @@ describe("import direction", () => {
         expect(violations(copy, globals)).toEqual(violations(graph, globals));
       },
     );
+
+    test.each([
+      ["src/lib/engine.svelte.ts", "worker/protocol/door.ts", false],
+      ["worker/protocol/client.ts", "worker/protocol/schema.ts", true],
+      ["worker/protocol/readers.ts", "typebox", false],
+    ])("the tab reaching the engine-only %s -> %s (dynamic: %s)", (file, to, dynamic) => {
+      const copy = new Map(graph);
+      copy.set(file, [...(copy.get(file) ?? []), { to, typeOnly: false, ...(dynamic ? { dynamic } : {}) }]);
+      expect(violations(copy, globals)).toContainEqual(
+        expect.stringMatching(new RegExp(`^the tab loads the engine-only ${to}: src/.* -> ${to}$`)),
+      );
+      // Its types cost the tab nothing.
+      const typed = new Map(graph);
+      typed.set(file, [...(typed.get(file) ?? []), { to, typeOnly: true }]);
+      expect(violations(typed, globals)).toEqual(violations(graph, globals));
+    });
 
     test("an import cycle in worker/", () => {
       expect(withImport("worker/core/errors.ts", "worker/core/scheduler.ts")).toContainEqual(

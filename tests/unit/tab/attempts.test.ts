@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { attemptOf, foldFailedAttempts } from "../../../src/lib/attempts.ts";
-import type { EntryRecord } from "../../../worker/protocol.ts";
+import type { EntryRecord } from "../../../worker/protocol/index.ts";
 
 type E = Pick<EntryRecord, "id" | "kind" | "model" | "byTaskId">;
 

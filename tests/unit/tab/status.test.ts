@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { engineDetails, persistenceWords, type StatusFacts, statusWords } from "../../../src/lib/status.ts";
-import type { EngineStatus } from "../../../worker/protocol.ts";
+import type { EngineStatus } from "../../../worker/protocol/index.ts";
 
 const ready: EngineStatus = { phase: "ready", storeKind: "idb", build: "jspi", jspi: true, persisted: false };
 const facts = (over: Partial<StatusFacts> = {}): StatusFacts => ({

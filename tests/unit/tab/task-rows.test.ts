@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { taskWords } from "../../../src/lib/task-rows.ts";
-import type { TaskGraphNode } from "../../../worker/protocol.ts";
+import type { TaskGraphNode } from "../../../worker/protocol/index.ts";
 
 const node = (over: Partial<TaskGraphNode> = {}): TaskGraphNode => ({
   id: 7,

@@ -1,7 +1,7 @@
 /** Usage and cost in words (src/lib/usage.ts): totals of a pi.usage document and short figures. */
 import { describe, expect, test } from "vitest";
 import { formatCost, formatTokens, rollupSummary, usageLine, usageTotals } from "../../../src/lib/usage.ts";
-import type { Usage, UsageRollup, UsageState } from "../../../worker/protocol.ts";
+import type { Usage, UsageRollup, UsageState } from "../../../worker/protocol/index.ts";
 
 const spend = (input: number, output: number, cost: number, cacheRead = 0): Usage => ({
   input,

@@ -1,6 +1,6 @@
 /**
  * What a provider failure means, in words: pure functions and types the tab imports too (through
- * protocol.ts). Kept apart from the key check itself, which reaches the provider stream and so pi-ai:
+ * worker/protocol/). Kept apart from the key check itself, which reaches the provider stream and so pi-ai:
  * nothing here may import a value that pulls a provider or the model catalogue into the tab's bundle.
  */
 

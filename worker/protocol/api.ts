@@ -1,99 +1,33 @@
 /**
- * Everything that crosses between a tab and the engine: the engine API a tab calls through Comlink,
- * the engine's status, the frames of a watch, and the handover messages engines exchange over
- * BroadcastChannel. This is the only worker module `src/` imports: it re-exports the engine types the
- * tab reads (defined once, in the engine) and the few pure functions both sides share (applying a
- * watch frame, reading a view's built-in documents and messages, the protocol-mismatch status).
- * Nothing here opens a store, starts a task or touches a browser API.
+ * The engine API a tab calls, grouped by area (`api.conversations.create(...)`), and every value that
+ * travels with it: the engine's status, the hello, the summaries, settings and outcomes. The same
+ * interface on both sides: the tab's client (client.ts) sends each call as a message, the engine's
+ * door (door.ts) checks it against its schema (schema.ts) and runs it. Invariants:
+ * - every argument and result is plain JSON data (no functions, Maps, class instances, transferables;
+ *   an absent optional field means the same as a missing one), except a watch's listener, which never
+ *   travels: the client keeps it and the engine's frames are addressed to it by watch id (wire.ts);
+ * - each method is async; an engine's typed errors reach the tab as an Error with the same `name`
+ *   (and `code`), e.g. `ImportRefused`, `UnknownConversation`, `BadRequest`;
+ * - this module has types and constants only (no engine code): the tab's bundle carries it for free.
+ * Adding an engine call: its signature here, its argument schema in schema.ts (the compiler insists),
+ * and the engine's side in worker/app/engine-host.ts (`EngineHost.tab`).
  */
 
-import type { AgentEvent } from "./agent/events/types.ts";
-import type { ModelChoice } from "./agent/models/keys.ts";
-import type { KeyCheck } from "./agent/models/provider-problem.ts";
-import { defineEntry, type ModelRef, type ThinkingLevel, type UsageState } from "./agent/records.ts";
-import type { UsageRollup } from "./agent/usage.ts";
-import type { WorkspaceFile } from "./agent/workspace/browse.ts";
-import type { HarnessInspection, TaskGraph } from "./core/inspect.ts";
-import type { EntryPage } from "./core/pages.ts";
-import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "./core/types.ts";
-import type { WatchFrame } from "./core/view-ops.ts";
+import type { AgentEvent } from "../agent/events/types.ts";
+import type { ModelChoice } from "../agent/models/keys.ts";
+import type { KeyCheck } from "../agent/models/provider-problem.ts";
+import type { ModelRef, ThinkingLevel, UsageState } from "../agent/records.ts";
+import type { UsageRollup } from "../agent/usage.ts";
+import type { WorkspaceFile } from "../agent/workspace/browse.ts";
+import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
+import type { EntryPage } from "../core/pages.ts";
+import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "../core/types.ts";
+import type { WatchFrame } from "../core/view-ops.ts";
 
-export type { AssistantMessage, Message as ModelMessage, Usage } from "@mariozechner/pi-ai";
-export type {
-  AgentEvent,
-  AgentEventType,
-  InboxEventItem,
-  MessageChange,
-  OutputChange,
-  SnapshotEvent,
-} from "./agent/events/types.ts";
-export type { ModelChoice } from "./agent/models/keys.ts";
-export {
-  describeProviderProblem,
-  type KeyCheck,
-  type ProviderProblem,
-  providerProblem,
-} from "./agent/models/provider-problem.ts";
-/** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
-export type {
-  CompactionStatus,
-  InboxItem,
-  InboxState,
-  LiveState,
-  ModelRef,
-  ThinkingLevel,
-  ToolSlot,
-  UsageState,
-} from "./agent/records.ts";
-export { defineEntry, inboxOf, liveOf, modelMessages, usageOf } from "./agent/records.ts";
-export type { UsageRollup } from "./agent/usage.ts";
-export type { WorkspaceFile } from "./agent/workspace/browse.ts";
-export { errorMessage } from "./core/errors.ts";
-export type {
-  HarnessInspection,
-  TaskGraph,
-  TaskGraphNode,
-  TaskGraphState,
-  TaskInspection,
-  TaskInspectionState,
-} from "./core/inspect.ts";
-export type { EntryPage } from "./core/pages.ts";
-export type { Blocked } from "./core/scheduler.ts";
-export type {
-  ConversationId,
-  ConversationRecord,
-  EntryEdit,
-  EntryId,
-  EntryRecord,
-  Json,
-  SubmissionId,
-  TaskId,
-  TaskStatus,
-} from "./core/types.ts";
-export {
-  applyFrame,
-  applyPage,
-  type ChangeFrame,
-  type ConversationView,
-  pageCursor,
-  type SnapshotFrame,
-  type ViewChange,
-  type ViewOp,
-  type WatchFrame,
-} from "./core/view-ops.ts";
-
-/** Bumped whenever a message below changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 11;
+/** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
+export const PROTOCOL_VERSION = 12;
 
 export const DEFAULT_STORE_NAME = "agent";
-export const storeLockName = (store: string) => `store:${store}`;
-export const tabLockName = (tabId: string) => `tab:${tabId}`;
-/**
- * Held by the tab that runs the dedicated-worker engine (no SharedWorker) for the tab's whole life:
- * one such tab per store; the others wait on it and start their engine when it is released.
- */
-export const hostTabLockName = (store: string) => `host-tab:${store}`;
-export const handoverChannelName = (store: string) => `engine:${store}`;
 
 export type EngineStatus =
   | { phase: "starting"; detail: string }
@@ -128,6 +62,12 @@ export function protocolMismatch(protocols: {
     message: `this tab speaks protocol ${protocols.tab}, the engine ${protocols.engine}`,
     advice: "Reload the page to load the same version of the app as the engine.",
   };
+}
+
+/** What a tab says first on a connection: who it is and which protocol it speaks. */
+export interface TabHello {
+  readonly tabId: string;
+  readonly protocol: number;
 }
 
 export interface Hello {
@@ -174,7 +114,7 @@ export interface UserToolView {
   readonly activeVersion?: number;
   /**
    * It arrived with an imported conversation and is opt-in: only conversations that select it get
-   * it, until `enableUserToolEverywhere` (absent: the user's own, in every conversation by default).
+   * it, until `userTools.enableEverywhere` (absent: the user's own, in every conversation by default).
    */
   readonly imported?: true;
 }
@@ -212,30 +152,11 @@ export interface SubmitRequest {
   readonly requestId?: string;
 }
 
-/** A test task that commits one entry per phase; e2e tests drive and check it. */
-export interface TickerRequest {
-  readonly phases: number;
-  readonly delayMs: number;
-  readonly conversationId?: ConversationId;
-}
-
-/** The data of a `test.tick` entry (one per ticker phase). */
-export type TickData = { n: number; taskId: TaskId };
-/** The ticker's entry kind: `tickEntry.is(entry)` narrows `entry.data` to `TickData`. */
-export const tickEntry = defineEntry<TickData>("test.tick");
-
-export interface TickerStatus {
-  readonly taskId: TaskId;
-  readonly status: string;
-  /** Phase numbers of the ticker's entries, in commit order. */
-  readonly trail: number[];
-}
-
-/** The `name` of the errors `forkConversation` rejects with (the engine's typed errors). */
+/** The `name` of the errors `conversations.fork` rejects with (the engine's typed errors). */
 export type ForkError = "UnknownConversation" | "EntryNotVisible";
 
 /**
- * The `name` of the errors `deleteConversation` rejects with: `UnknownConversation`, or
+ * The `name` of the errors `conversations.delete` rejects with: `UnknownConversation`, or
  * `ConversationNotDeletable` (the main conversation; one a task owns; one with forks; one still
  * working: its message says which, in words).
  */
@@ -248,46 +169,59 @@ export type CompactOutcome =
   | { status: "nothing" }
   | { status: "failed"; reason: string };
 
-/** The API each tab gets over its port. Every method is async (Comlink). */
-export interface EngineApi {
-  hello(tab: { tabId: string; protocol: number }): Promise<Hello>;
-  /** Called with every status change until the tab goes away. */
-  onStatus(tabId: string, listener: (status: EngineStatus) => void): Promise<void>;
-  conversations(): Promise<ConversationSummary[]>;
+/**
+ * A watch's consumer: called with each value in order; the next one is sent only after its promise
+ * resolved (the tab acknowledges it), and at most 100 wait (then one value with the whole newest
+ * state replaces them).
+ */
+export type Listener<T> = (value: T) => Promise<void> | void;
+
+/** The conversations: the list, and what makes, copies, names, finds, removes or moves one. */
+export interface ConversationsApi {
+  list(): Promise<ConversationSummary[]>;
   /**
    * Watch the conversation list: `listener` gets the list at once, then again after each commit that
    * changed it (created, renamed, became busy or idle). Lists are coalesced: a slow tab gets only the
-   * newest, never a queue. Returns a watch id for `unwatch`.
+   * newest, never a queue. Returns a watch id for `watches.unwatch`.
    */
-  watchConversations(
-    tabId: string,
-    listener: (list: ConversationSummary[]) => Promise<void> | void,
-  ): Promise<number>;
-  createConversation(title?: string): Promise<ConversationId>;
+  watch(listener: Listener<ConversationSummary[]>): Promise<number>;
+  create(title?: string): Promise<ConversationId>;
   /**
    * A new conversation forked from `conversationId` at `entryId` (spec §3.7): it sees that
    * conversation's entries through `entryId` and its agent as it was then, with a context, inbox and
    * usage of its own; its title is the parent's with " (fork)". Rejects with an error whose `name`
    * is a `ForkError`: `UnknownConversation`, or `EntryNotVisible` (an entry not in that history).
    */
-  forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId>;
+  fork(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId>;
   /**
    * Delete a conversation (not the main one) with everything in it, in one commit: entries,
    * documents, tasks, inputs, and the conversations its tasks own. Refused while it works (stop it
    * first) or while a fork reads its history (delete the forks first): rejects with an error whose
    * `name` is a `DeleteError`. Every tab's list drops it; its watches end. Ids are never reused.
    */
-  deleteConversation(conversationId: ConversationId): Promise<void>;
+  delete(conversationId: ConversationId): Promise<void>;
   /** Give a conversation a title (trimmed, at most 200 characters; an empty title is refused). */
-  renameConversation(conversationId: ConversationId, title: string): Promise<void>;
+  rename(conversationId: ConversationId, title: string): Promise<void>;
   /** The ids of the top-level conversations whose title or entries contain `text` (case-insensitive). */
-  searchConversations(text: string): Promise<ConversationId[]>;
+  search(text: string): Promise<ConversationId[]>;
+  /**
+   * A conversation as export JSON (entries and documents, versioned; never a key) and a file name for
+   * it. `import` takes such a text and makes it a new conversation in one commit; a malformed or
+   * foreign file is refused with an `ImportRefused` error and nothing is written.
+   */
+  export(conversationId: ConversationId): Promise<{ fileName: string; text: string }>;
+  import(text: string): Promise<ConversationId>;
+}
+
+/** A conversation's run: input in, stop, take back, start over, compact. */
+export interface RunApi {
+  /** Queue an input; a conversation without a title takes one from it, in the same commit. */
   submit(conversationId: ConversationId, request: SubmitRequest): Promise<SubmissionId>;
   /**
    * Edit and resend, in one commit: a fork of `conversationId` at the entry just before `entryId`
    * (or, when nothing is before it, a new conversation with that one's model, thinking level and
    * instructions) with `text` submitted there. Resolves with the new conversation's id; rejects like
-   * `forkConversation` (a `ForkError`), and then nothing was written.
+   * `conversations.fork` (a `ForkError`), and then nothing was written.
    */
   resendAsFork(conversationId: ConversationId, entryId: EntryId, text: string): Promise<ConversationId>;
   abort(conversationId: ConversationId): Promise<void>;
@@ -306,125 +240,164 @@ export interface EngineApi {
    * with the reason.
    */
   compact(conversationId: ConversationId): Promise<CompactOutcome>;
+}
+
+/** A conversation's model and agent settings, its extensions, and the app-wide demo speed. */
+export interface SettingsApi {
+  /** A conversation's model, thinking level and instructions (absent: the defaults). */
+  agent(conversationId: ConversationId): Promise<AgentSettingsView>;
+  /** Change a conversation's thinking level or instructions (checked here: a bad value is refused). */
+  configure(conversationId: ConversationId, change: AgentSettingsChange): Promise<void>;
   setModel(conversationId: ConversationId, model: ModelRef): Promise<void>;
   models(): Promise<ModelChoice[]>;
-  /** Keys live in the store's settings; they never reach entries, exports or logs. */
-  setApiKey(provider: string, key: string | null): Promise<void>;
-  hasApiKey(provider: string): Promise<boolean>;
+  /** Every installed extension, with whether the conversation selects it (pi.agent `extensions`). */
+  extensions(conversationId: ConversationId): Promise<ExtensionChoice[]>;
+  /** Select or drop one extension for one conversation (from its next request on). */
+  setExtensionEnabled(conversationId: ConversationId, name: string, enabled: boolean): Promise<void>;
+  demoSpeed(): Promise<DemoSpeedName>;
+  /** Every demo stream started from now on, in every tab, runs at this speed; it is kept in the store. */
+  setDemoSpeed(speed: DemoSpeedName): Promise<void>;
+}
+
+/** API keys: they live in the store's settings and never reach entries, exports or logs. */
+export interface KeysApi {
+  /** Save a provider's key (null removes it). */
+  set(provider: string, key: string | null): Promise<void>;
+  has(provider: string): Promise<boolean>;
   /** The providers with a saved key (names only). */
-  apiKeys(): Promise<string[]>;
+  list(): Promise<string[]>;
   /**
    * Send one tiny request with the provider's saved key: `ok`, or what went wrong in words (missing,
    * rejected, network, other), never with the key in it.
    */
-  testApiKey(provider: string): Promise<KeyCheck>;
-  /** A conversation's model, thinking level and instructions (absent: the defaults). */
-  agentSettings(conversationId: ConversationId): Promise<AgentSettingsView>;
-  /** Change a conversation's thinking level or instructions (checked here: a bad value is refused). */
-  configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void>;
-  /**
-   * A conversation as export JSON (entries and documents, versioned; never a key) and a file name for
-   * it. Import takes such a text and makes it a new conversation in one commit; a malformed or foreign
-   * file is refused with an `ImportRefused` error and nothing is written.
-   */
-  exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }>;
-  importConversation(text: string): Promise<ConversationId>;
+  test(provider: string): Promise<KeyCheck>;
+}
+
+/** The workspace's files (shared by every conversation). */
+export interface WorkspaceApi {
   /** Every file of the workspace with its size (at most 5,000). */
-  workspaceFiles(): Promise<WorkspaceFile[]>;
-  readWorkspaceFile(path: string): Promise<string>;
-  deleteWorkspaceFile(path: string): Promise<void>;
-  demoSpeed(): Promise<DemoSpeedName>;
+  files(): Promise<WorkspaceFile[]>;
+  read(path: string): Promise<string>;
+  delete(path: string): Promise<void>;
+}
+
+/** The user's own tools. */
+export interface UserToolsApi {
   /** The user tools kept in the store, each with the version the engine runs. */
-  userTools(): Promise<UserToolView[]>;
+  list(): Promise<UserToolView[]>;
   /**
    * Check and store a user tool (its body is compiled in the engine's sandbox, never in the tab),
    * then install it: the next call uses it, a running call finishes on its old version. Bad code, a
    * bad schema or a name another extension's tool has is refused with a `UserToolInvalid` error
    * whose message says what is wrong; nothing is stored then.
    */
-  saveUserTool(draft: UserToolDraft): Promise<UserToolView>;
+  save(draft: UserToolDraft): Promise<UserToolView>;
   /** Remove a user tool (conversations that select it stop getting it). */
-  removeUserTool(name: string): Promise<void>;
+  remove(name: string): Promise<void>;
   /** Clear an imported tool's opt-in mark: every conversation that does not drop it gets it. */
-  enableUserToolEverywhere(name: string): Promise<void>;
-  /** Every installed extension, with whether the conversation selects it (pi.agent `extensions`). */
-  conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]>;
-  /** Select or drop one extension for one conversation (from its next request on). */
-  setExtensionEnabled(conversationId: ConversationId, name: string, enabled: boolean): Promise<void>;
-  /** Every demo stream started from now on, in every tab, runs at this speed; it is kept in the store. */
-  setDemoSpeed(speed: DemoSpeedName): Promise<void>;
+  enableEverywhere(name: string): Promise<void>;
+}
+
+/** Watching committed state, and reading a conversation's entries. */
+export interface WatchesApi {
   /**
-   * Watch a conversation: `listener` gets the current view at once, then each commit's frame; the
-   * next frame is sent only after the listener's promise resolved, and at most 100 wait (then one
-   * frame with the whole newest view replaces them). Returns a watch id for `unwatch`. The view is
-   * paged: it carries the newest entries of the active range (150 at first, and those appended
-   * since) and counts the others in `older`; `entriesBefore` fetches them.
+   * Watch a conversation: `listener` gets the current view at once, then each commit's frame (paced,
+   * see `Listener`). Returns a watch id for `unwatch`. The view is paged: it carries the newest
+   * entries of the active range (150 at first, and those appended since) and counts the others in
+   * `older`; `entriesBefore` fetches them.
    */
-  watch(
-    tabId: string,
-    conversationId: ConversationId,
-    listener: (frame: WatchFrame) => Promise<void> | void,
-  ): Promise<number>;
+  conversation(conversationId: ConversationId, listener: Listener<WatchFrame>): Promise<number>;
   /**
    * Watch a conversation's agent events (spec §9.4): `listener` gets `[snapshot]` at once, then one
-   * commit's events per call, each after the previous call's promise resolved; a tab more than 100
-   * batches behind gets one `[snapshot]` of the newest state instead. Returns a watch id for `unwatch`.
+   * commit's events per call; a tab more than 100 batches behind gets one `[snapshot]` of the newest
+   * state instead. Returns a watch id for `unwatch`.
    */
-  watchEvents(
-    tabId: string,
-    conversationId: ConversationId,
-    listener: (events: readonly AgentEvent[]) => Promise<void> | void,
-  ): Promise<number>;
+  events(conversationId: ConversationId, listener: Listener<readonly AgentEvent[]>): Promise<number>;
   /**
    * Watch the live task graph (spec §9.5): `listener` gets the graph at once, then again after each
-   * commit that changed a node, paced like `watch` (a tab 100 graphs behind gets only the newest).
-   * Returns a watch id for `unwatch`.
+   * commit that changed a node (a tab 100 graphs behind gets only the newest). Returns a watch id.
    */
-  watchTaskGraph(tabId: string, listener: (graph: TaskGraph) => Promise<void> | void): Promise<number>;
+  taskGraph(listener: Listener<TaskGraph>): Promise<number>;
   /** End a watch of any kind (conversation, list, events, task graph); an unknown id is ignored. */
   unwatch(watchId: number): Promise<void>;
   entries(conversationId: ConversationId): Promise<EntryRecord[]>;
   /**
-   * A page of older entries for a paged view (`watch`): the `limit` (at most 1,000) entries of the
-   * active range just before entry `beforeId` in the view's order (`pageCursor(view)`: the view's
+   * A page of older entries for a paged view (`conversation`): the `limit` (at most 1,000) entries of
+   * the active range just before entry `beforeId` in the view's order (`pageCursor(view)`: the view's
    * first entry that is not a head marker), with the range's head marker once they reach its start,
    * and how many entries precede them (`older`). `applyPage(view, page)` puts it in front.
    */
   entriesBefore(conversationId: ConversationId, beforeId: EntryId, limit: number): Promise<EntryPage>;
+}
+
+/** The task panel: the live tasks and what the scheduler makes of them. */
+export interface TasksApi {
   /** The live tasks keyed by decimal id: owner, owned conversations, phase, wait, held outcome (spec §9.5). */
-  taskGraph(): Promise<TaskGraph>;
+  graph(): Promise<TaskGraph>;
   /**
    * Every live task with what the scheduler makes of it (running, ready, waiting, completing, blocked
    * with the reason), the queued and placed submissions, diagnostics, and a fatal store error.
    */
   inspect(): Promise<HarnessInspection>;
   /**
-   * Abort one task from the task panel: durably marked, its invocation signalled; its owned work is
-   * aborted first (bottom-up). `terminal` when it had already finished. An unknown id is an
-   * `UnknownTask` error.
+   * Abort one task: durably marked, its invocation signalled; its owned work is aborted first
+   * (bottom-up). `terminal` when it had already finished. An unknown id is an `UnknownTask` error.
    */
-  abortTask(taskId: TaskId): Promise<"marked" | "terminal">;
-  /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
-  usage(): Promise<UsageState>;
-  /** One conversation's own usage and its subagents' share (the conversations its tasks own), each once. */
-  conversationUsage(conversationId: ConversationId): Promise<UsageRollup>;
-  /**
-   * Offer this tab's script workers to the engine (a SharedWorker cannot start workers in Chromium):
-   * the engine asks `offer` (a Comlink proxy) to start one when a codemode script needs it and talks
-   * to it over the port it gets back. The offer ends when the tab goes away; an engine that starts
-   * its own workers ignores it.
-   */
-  offerScriptWorkers(tabId: string, offer: ScriptWorkerOffer): Promise<void>;
+  abort(taskId: TaskId): Promise<"marked" | "terminal">;
 }
 
-/** A tab's script workers as the engine reaches them (worker/browser/tab-script-workers.ts). */
-export interface ScriptWorkerOffer {
-  /** Start a script worker; resolves once it serves scripts on `port` (transferred to the engine). */
-  start(): Promise<{ id: number; port: MessagePort }>;
-  /** Stop worker `id` at once, whatever it runs (an unknown id is ignored). */
-  terminate(id: number): Promise<void>;
-  /** Answers at once while the tab lives (asked when a worker falls silent). */
-  ping(): Promise<true>;
+/** What the models cost. */
+export interface UsageApi {
+  /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
+  total(): Promise<UsageState>;
+  /** One conversation's own usage and its subagents' share (the conversations its tasks own), each once. */
+  conversation(conversationId: ConversationId): Promise<UsageRollup>;
+}
+
+/**
+ * The API each tab gets over its connection. `hello` comes first (the engine refuses other calls
+ * before it); after an accepted hello the engine pushes its status at once and at every change.
+ */
+export interface EngineApi {
+  hello(tab: TabHello): Promise<Hello>;
+  readonly conversations: ConversationsApi;
+  readonly run: RunApi;
+  readonly settings: SettingsApi;
+  readonly keys: KeysApi;
+  readonly workspace: WorkspaceApi;
+  readonly userTools: UserToolsApi;
+  readonly watches: WatchesApi;
+  readonly tasks: TasksApi;
+  readonly usage: UsageApi;
+  /**
+   * The test and bench endpoints (worker/debug/endpoints.ts): served only by an engine whose page
+   * was opened with `?debug=1`; any other engine refuses them as an unknown method.
+   */
+  readonly debug: DebugApi;
+}
+
+/** A function of the API, whatever it takes. */
+type Method = (...args: never[]) => Promise<unknown>;
+
+/** Every method's wire name: `"hello"`, `"conversations.create"`, `"debug.stats"`, ... */
+export type MethodName = {
+  [G in keyof EngineApi & string]: EngineApi[G] extends Method
+    ? G
+    : { [M in keyof EngineApi[G] & string]: `${G}.${M}` }[keyof EngineApi[G] & string];
+}[keyof EngineApi & string];
+
+/** A test task that commits one entry per phase; e2e tests drive and check it. */
+export interface TickerRequest {
+  readonly phases: number;
+  readonly delayMs: number;
+  readonly conversationId?: ConversationId;
+}
+
+export interface TickerStatus {
+  readonly taskId: TaskId;
+  readonly status: string;
+  /** Phase numbers of the ticker's entries, in commit order. */
+  readonly trail: number[];
 }
 
 /** What `debug.runScript` saw: the outcome, how long it took, the engine thread's longest stall. */
@@ -456,7 +429,7 @@ export interface EngineTimeline {
   readonly firstTickAt?: number;
   /** pi-ai's chunk loaded and evaluated (its load starts at the engine's first line). */
   readonly piAiAt?: number;
-  /** The engine's API module (engine.ts and the agent under it) loaded. */
+  /** The engine's API module (engine-host.ts and the agent under it) loaded. */
   readonly apiAt?: number;
   /** The store's wasm and its glue fetched and compiled (started on the engine's first line). */
   readonly wasmAt?: number;
@@ -483,10 +456,7 @@ export interface EngineStats {
   readonly timeline: EngineTimeline;
 }
 
-/**
- * The test and bench endpoints (worker/debug/endpoints.ts): no part of `EngineApi`. An engine
- * serves them as `debug` only to pages opened with `?debug=1` (the e2e and bench pages).
- */
+/** The test and bench endpoints (`debug.*`, worker/debug/endpoints.ts), on `?debug=1` pages only. */
 export interface DebugApi {
   startTicker(request: TickerRequest): Promise<TaskId>;
   ticker(taskId: TaskId): Promise<TickerStatus>;
@@ -501,10 +471,6 @@ export interface DebugApi {
   partials(): Promise<PartialStamp[]>;
   /** Raw transactions/s and engine steps/s measured in this worker (the browser bench). */
   bench(options: { seconds: number }): Promise<Record<string, number>>;
-  /**
-   * Fill the store with `tasks` one-phase tasks that complete at once (in a conversation of their
-   * own, created in batches), and resolve once every one is terminal.
-   */
   /** Fill the store: terminal tasks in one conversation, and idle conversations with documents. */
   seed(options: {
     tasks: number;
@@ -531,9 +497,3 @@ export interface DebugApi {
   /** The tabs offering script workers (worker/browser/tab-script-workers.ts). */
   scriptWorkers(): Promise<ScriptWorkerStats>;
 }
-
-/** Engines of one store talk over BroadcastChannel to hand the store over. */
-export type HandoverMessage =
-  | { type: "handover-request"; from: string; build: string }
-  | { type: "handover-released"; from: string; build: string }
-  | { type: "owner-ready"; from: string; build: string };

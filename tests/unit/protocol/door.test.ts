@@ -1,0 +1,314 @@
+/**
+ * The engine's door (worker/protocol/door.ts): every message a tab sends is checked before anything
+ * runs. Malformed messages of many shapes (generated, property-style, and by hand), unknown methods,
+ * wrong argument types, missing arguments and oversized messages each get exactly one typed
+ * `BadRequest` reply naming what was wrong; nothing runs for them (the fake engine's log stays as it
+ * was: no partial write is possible), and the door serves the next valid call.
+ */
+import { describe, expect, test } from "vitest";
+import { DEFAULT_LIMITS, jsonProblem, serveConnection } from "../../../worker/protocol/door.ts";
+import { PROTOCOL_VERSION } from "../../../worker/protocol/index.ts";
+import { METHODS } from "../../../worker/protocol/schema.ts";
+import type { EngineMessage, ReplyMessage } from "../../../worker/protocol/wire.ts";
+import { type FakeEngine, fakeEngine, rawPair } from "./fixtures.ts";
+
+const isReply = (m: EngineMessage): m is ReplyMessage => "ok" in m;
+
+/** A door over a raw pair: `send` any value, `next()` the next reply (pushes are kept apart). */
+function door(options: { engine?: FakeEngine; limits?: typeof DEFAULT_LIMITS } = {}) {
+  const engine = options.engine ?? fakeEngine();
+  const [tab, side] = rawPair();
+  serveConnection({ transport: side, engine, ...(options.limits ? { limits: options.limits } : {}) });
+  const replies: ReplyMessage[] = [];
+  const waiting: ((r: ReplyMessage) => void)[] = [];
+  const pushes: EngineMessage[] = [];
+  tab.onMessage((m) => {
+    const message = m as EngineMessage;
+    if (!isReply(message)) pushes.push(message);
+    else {
+      const w = waiting.shift();
+      if (w) w(message);
+      else replies.push(message);
+    }
+  });
+  const next = () =>
+    new Promise<ReplyMessage>((resolve) => {
+      const r = replies.shift();
+      if (r) resolve(r);
+      else waiting.push(resolve);
+    });
+  let id = 1000;
+  const call = async (method: string, ...args: unknown[]) => {
+    tab.send({ id: ++id, method, args });
+    return next();
+  };
+  return { engine, send: (m: unknown) => tab.send(m), next, call, pushes };
+}
+
+/** A door whose tab said hello. */
+async function greeted(options: Parameters<typeof door>[0] = {}) {
+  const d = door(options);
+  const hello = await d.call("hello", { tabId: "tab-1", protocol: PROTOCOL_VERSION });
+  expect(hello.ok).toBe(true);
+  return d;
+}
+
+function expectRefused(reply: ReplyMessage, code: string, id: number | null = reply.id) {
+  expect(reply.ok).toBe(false);
+  if (reply.ok) return;
+  expect(reply.id).toBe(id);
+  expect(reply.error.name).toBe("BadRequest");
+  expect(reply.error.code).toBe(code);
+  expect(reply.error.message.length).toBeGreaterThan(0);
+}
+
+/** A small deterministic generator of values: JSON-ish and not. */
+function randomValues(seed: number, count: number): unknown[] {
+  let s = seed;
+  const rand = () => {
+    s = (s * 1103515245 + 12345) % 2 ** 31;
+    return s / 2 ** 31;
+  };
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const value = (depth: number): unknown => {
+    const kind = Math.floor(rand() * (depth > 3 ? 6 : 9));
+    switch (kind) {
+      case 0:
+        return null;
+      case 1:
+        return rand() < 0.5;
+      case 2:
+        return pick([0, -1, 1.5, 2 ** 53, Number.NaN, Number.POSITIVE_INFINITY, 42]);
+      case 3:
+        return pick(["", "hello", "conversations.create", "x".repeat(300)]);
+      case 4:
+        return pick([undefined, () => 1, Symbol("s"), 10n, new Map([[1, 2]]), new Date(0)]);
+      case 5:
+        return pick([{}, [], [undefined]]);
+      case 6:
+        return Array.from({ length: Math.floor(rand() * 4) }, () => value(depth + 1));
+      default: {
+        const o: Record<string, unknown> = {};
+        for (const key of ["id", "method", "args", "ack", "seq", "extra"])
+          if (rand() < 0.5) o[key] = value(depth + 1);
+        return o;
+      }
+    }
+  };
+  return Array.from({ length: count }, () => value(0));
+}
+
+describe("the door refuses, and goes on serving", () => {
+  test("malformed messages by hand: each gets one BadRequest, and the next call is served", async () => {
+    const d = await greeted();
+    const cyclic: Record<string, unknown> = { id: 1, method: "conversations.list" };
+    cyclic.args = [cyclic];
+    let deep: unknown = [];
+    for (let i = 0; i < 200; i++) deep = [deep];
+    const cases: [unknown, string][] = [
+      [null, "malformed"],
+      [42, "malformed"],
+      ["conversations.list", "malformed"],
+      [[], "malformed"],
+      [{}, "malformed"],
+      [{ id: 1 }, "malformed"],
+      [{ id: "1", method: "conversations.list", args: [] }, "malformed"],
+      [{ id: 1, method: 5, args: [] }, "malformed"],
+      [{ id: 1, method: "conversations.list" }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: {} }, "malformed"],
+      [{ id: -1, method: "conversations.list", args: [] }, "malformed"],
+      [{ id: 1.5, method: "conversations.list", args: [] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [], extra: true }, "malformed"],
+      [{ ack: "x", seq: 1 }, "malformed"],
+      [{ ack: 1, seq: 0 }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [() => 1] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [undefined] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [Number.NaN] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [10n] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [new Map()] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [new Date()] }, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [Symbol("s")] }, "malformed"],
+      [new Map([["id", 1]]), "malformed"],
+      [cyclic, "malformed"],
+      [{ id: 1, method: "conversations.list", args: [deep] }, "malformed"],
+    ];
+    const before = d.engine.log.length;
+    for (const [message, code] of cases) {
+      d.send(message);
+      expectRefused(await d.next(), code);
+      expect((await d.call("conversations.list")).ok).toBe(true);
+    }
+    // Only the valid calls ran.
+    expect(d.engine.log.slice(before).every((l) => l.startsWith("conversations.list"))).toBe(true);
+    expect(d.engine.log.length - before).toBe(cases.length);
+  });
+
+  test("generated messages of many shapes (property-style): never a crash, never a run", async () => {
+    const d = await greeted();
+    const before = d.engine.log.length;
+    const values = randomValues(7, 400);
+    let refused = 0;
+    for (const value of values) {
+      d.send(value);
+      const answered = await Promise.race([
+        d.next(),
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 50)),
+      ]);
+      // A generated value may happen to be a valid acknowledgement of no frame: ignored, no reply.
+      if (answered) {
+        expectRefused(answered, answered.ok ? "" : (answered.error.code ?? ""));
+        expect(answered.ok).toBe(false);
+        refused++;
+      }
+    }
+    expect(refused).toBeGreaterThan(values.length * 0.9);
+    expect(d.engine.log.length).toBe(before);
+    expect((await d.call("conversations.create", "after")).ok).toBe(true);
+  });
+
+  test("unknown methods: no method of that name, not a prototype's, not another group's", async () => {
+    const d = await greeted();
+    const before = d.engine.log.length;
+    for (const method of [
+      "nope",
+      "conversations.nope",
+      "conversations",
+      "__proto__",
+      "constructor",
+      "toString",
+      "conversations.__proto__",
+      "conversations.constructor",
+      "hasOwnProperty",
+      "hello.x",
+      "run.create",
+      "conversations.create.x",
+      "offerScriptWorkers",
+      "onStatus",
+    ]) {
+      expectRefused(await d.call(method), "unknown-method");
+    }
+    // The debug endpoints exist only on a ?debug=1 engine.
+    expectRefused(await d.call("debug.startTicker", { phases: 1, delayMs: 0 }), "unknown-method");
+    expect(d.engine.log.length).toBe(before);
+    expect((await d.call("conversations.list")).ok).toBe(true);
+  });
+
+  test("wrong argument types and missing arguments: BadRequest naming the method and the place", async () => {
+    const d = await greeted();
+    const before = d.engine.log.length;
+    const cases: [string, unknown[]][] = [
+      ["conversations.fork", ["1", 2]],
+      ["conversations.fork", [1]],
+      ["conversations.fork", [1, 2.5]],
+      ["conversations.rename", [1, 2]],
+      ["conversations.create", [5]],
+      ["conversations.create", ["a", "b"]],
+      ["conversations.delete", []],
+      ["conversations.import", [{ text: "{}" }]],
+      ["run.submit", [1, { text: 5 }]],
+      ["run.submit", [1, { text: "x", mode: "shout" }]],
+      ["run.submit", [1, { text: "x", extra: 1 }]],
+      ["run.submit", [1]],
+      ["run.withdraw", [1, null]],
+      ["settings.configure", [1, { thinkingLevel: "max" }]],
+      ["settings.setModel", [1, { provider: "demo" }]],
+      ["settings.setExtensionEnabled", [1, "x", "yes"]],
+      ["settings.setDemoSpeed", ["warp"]],
+      ["keys.set", ["groq"]],
+      ["keys.set", ["groq", 5]],
+      ["userTools.save", [{ name: "x" }]],
+      ["watches.conversation", ["1"]],
+      ["watches.entriesBefore", [1, 2]],
+      ["watches.unwatch", [{}]],
+      ["tasks.abort", [true]],
+      ["hello", [{ tabId: 5, protocol: PROTOCOL_VERSION }]],
+      ["hello", []],
+    ];
+    for (const [method, args] of cases) {
+      const reply = await d.call(method, ...args);
+      expectRefused(reply, "bad-args");
+      if (!reply.ok) expect(reply.error.message).toContain(method);
+    }
+    // Too many arguments, for every method.
+    for (const method of Object.keys(METHODS)) expectRefused(await d.call(method, 1, 2, 3, 4, 5), "bad-args");
+    expect(d.engine.log.length).toBe(before);
+    expect((await d.call("conversations.fork", 1, 2)).ok).toBe(false); // runs: the engine's own error
+    expect(d.engine.log.at(-1)).toBe("conversations.fork([1,2])");
+  });
+
+  test("an oversized message is refused before it is read further; the next call is served", async () => {
+    const d = await greeted({ limits: { maxChars: 10_000, maxDepth: 64 } });
+    const before = d.engine.log.length;
+    expectRefused(await d.call("conversations.import", "x".repeat(10_001)), "too-large");
+    expectRefused(await d.call("conversations.search", ["x".repeat(6000), "y".repeat(6000)]), "too-large");
+    expectRefused(
+      await d.call("run.submit", 1, { text: Array.from({ length: 2000 }, () => "abcdefgh").join(" ") }),
+      "too-large",
+    );
+    expect(d.engine.log.length).toBe(before);
+    expect((await d.call("conversations.import", "x".repeat(5_000))).ok).toBe(true);
+  });
+
+  test("at the default limit: a message over 65 MiB is refused, a 1 MiB import passes", async () => {
+    const d = await greeted();
+    const before = d.engine.log.length;
+    expectRefused(await d.call("conversations.import", "x".repeat(DEFAULT_LIMITS.maxChars + 1)), "too-large");
+    expect(d.engine.log.length).toBe(before);
+    expect(await d.call("conversations.import", "x".repeat(1024 * 1024))).toMatchObject({
+      ok: true,
+      value: 9,
+    });
+  });
+
+  test("calls before hello, and a tab of another protocol, are refused; duplicate ids too", async () => {
+    const d = door();
+    expectRefused(await d.call("conversations.list"), "no-hello");
+    const debugEngine = door({ engine: fakeEngine({ debug: true }) });
+    expectRefused(await debugEngine.call("debug.recordPartials"), "no-hello");
+    expect(debugEngine.engine.log).toEqual([]);
+    // After its hello, a ?debug=1 engine serves them in the same format, checked the same way.
+    await debugEngine.call("hello", { tabId: "debug-tab", protocol: PROTOCOL_VERSION });
+    expect(await debugEngine.call("debug.seedChat", { entries: 3 })).toMatchObject({ ok: true, value: 2 });
+    expectRefused(await debugEngine.call("debug.seedChat", { entries: "3" }), "bad-args");
+    const other = await d.call("hello", { tabId: "old", protocol: PROTOCOL_VERSION - 1 });
+    expect(other.ok && other.value).toMatchObject({ protocol: PROTOCOL_VERSION });
+    expectRefused(await d.call("conversations.create"), "no-hello");
+    expect(d.engine.log).toEqual([`hello([{"tabId":"old","protocol":${PROTOCOL_VERSION - 1}}])`]);
+    expect(d.pushes).toEqual([]); // no status for a tab it does not serve
+    // A hello with fields this version does not know still gets its answer (a newer tab learns to reload).
+    const newer = await d.call("hello", { tabId: "new", protocol: PROTOCOL_VERSION + 1, token: "t" });
+    expect(newer.ok).toBe(true);
+
+    const g = await greeted();
+    // Two calls with one id while the first is open (a watch waiting for its first frame's
+    // acknowledgement): the second is refused, the first answered once the frame is acknowledged.
+    g.send({ id: 5, method: "watches.conversation", args: [1] });
+    g.send({ id: 5, method: "conversations.list", args: [] });
+    expectRefused(await g.next(), "duplicate-id", 5);
+    expect(g.pushes).toMatchObject([{ push: "status" }, { push: "frame", watch: 5, seq: 1 }]);
+    g.send({ ack: 5, seq: 1 });
+    expect(await g.next()).toEqual({ id: 5, ok: true, value: 5 });
+  });
+
+  test("the engine's own errors cross with their name and code, and the door serves on", async () => {
+    const d = await greeted();
+    const reply = await d.call("conversations.fork", 99, 1);
+    expect(reply).toMatchObject({
+      ok: false,
+      error: { name: "UnknownConversation", code: "unknown_conversation", message: "no conversation 99" },
+    });
+    const thrown = await d.call("tasks.inspect");
+    expect(thrown).toMatchObject({ ok: false, error: { name: "Error" } });
+    expect((await d.call("conversations.list")).ok).toBe(true);
+  });
+});
+
+describe("jsonProblem", () => {
+  test("plain JSON data passes; what JSON cannot carry does not", () => {
+    expect(
+      jsonProblem({ a: [1, "x", null, true, { b: -0.5 }], c: undefined }, DEFAULT_LIMITS),
+    ).toBeUndefined();
+    for (const v of [() => 1, 1n, Symbol("s"), new Map(), new Set(), new Date(), [undefined], Number.NaN])
+      expect(jsonProblem({ v }, DEFAULT_LIMITS)?.name).toBe("BadRequest");
+  });
+});

@@ -1,0 +1,183 @@
+/**
+ * The schemas of everything a tab may send, checked at the engine's door (door.ts) before anything
+ * runs: the two message shapes (a call, an acknowledgement) and, for each method of `EngineApi`, the
+ * tuple of its arguments as they travel (a watch's listener stays in the tab). Engine-only: the tab
+ * never imports this module (TypeBox stays out of its bundle; import-direction.test.ts checks it).
+ * Invariants:
+ * - `METHODS` has exactly one entry per method of `EngineApi` (the compiler checks both ways through
+ *   `MethodName`), and each tuple matches the method's parameters (door.ts calls the method with the
+ *   checked tuple's static type);
+ * - the checks are of types and shapes only: a value's meaning (a title's length, a known
+ *   conversation) stays the engine's to judge, with its own typed errors;
+ * - objects refuse properties they do not name (a misspelt option is an error, not silence), except
+ *   the hello, so a tab of another version still learns which protocol this engine speaks.
+ */
+
+import { type Static, type TSchema, Type } from "typebox";
+import type { MethodName } from "./api.ts";
+
+const Id = Type.Integer();
+const Text = Type.String();
+const strict = { additionalProperties: false } as const;
+
+const ThinkingLevel = Type.Union([
+  Type.Literal("off"),
+  Type.Literal("minimal"),
+  Type.Literal("low"),
+  Type.Literal("medium"),
+  Type.Literal("high"),
+  Type.Literal("xhigh"),
+]);
+const DemoSpeed = Type.Union([
+  Type.Literal("slow"),
+  Type.Literal("normal"),
+  Type.Literal("fast"),
+  Type.Literal("instant"),
+]);
+
+/** A call: `{ id, method, args }`. */
+export const CallSchema = Type.Object(
+  {
+    id: Type.Integer({ minimum: 0 }),
+    method: Type.String({ maxLength: 100 }),
+    args: Type.Array(Type.Unknown()),
+  },
+  strict,
+);
+/** An acknowledgement of a watch's frame: `{ ack, seq, failed? }`. */
+export const AckSchema = Type.Object(
+  {
+    ack: Type.Integer({ minimum: 0 }),
+    seq: Type.Integer({ minimum: 1 }),
+    failed: Type.Optional(Type.Literal(true)),
+  },
+  strict,
+);
+
+/** Each method's arguments, by wire name. */
+export const METHODS = {
+  hello: Type.Tuple([
+    Type.Object({ tabId: Type.String({ minLength: 1, maxLength: 200 }), protocol: Type.Number() }),
+  ]),
+
+  "conversations.list": Type.Tuple([]),
+  "conversations.watch": Type.Tuple([]),
+  "conversations.create": Type.Union([Type.Tuple([]), Type.Tuple([Text])]),
+  "conversations.fork": Type.Tuple([Id, Id]),
+  "conversations.delete": Type.Tuple([Id]),
+  "conversations.rename": Type.Tuple([Id, Text]),
+  "conversations.search": Type.Tuple([Text]),
+  "conversations.export": Type.Tuple([Id]),
+  "conversations.import": Type.Tuple([Text]),
+
+  "run.submit": Type.Tuple([
+    Id,
+    Type.Object(
+      {
+        text: Text,
+        mode: Type.Optional(Type.Union([Type.Literal("followUp"), Type.Literal("steer")])),
+        requestId: Type.Optional(Type.String({ maxLength: 200 })),
+      },
+      strict,
+    ),
+  ]),
+  "run.resendAsFork": Type.Tuple([Id, Id, Text]),
+  "run.abort": Type.Tuple([Id]),
+  "run.withdraw": Type.Tuple([Id, Id]),
+  "run.reset": Type.Tuple([Id]),
+  "run.compact": Type.Tuple([Id]),
+
+  "settings.agent": Type.Tuple([Id]),
+  "settings.configure": Type.Tuple([
+    Id,
+    Type.Object(
+      {
+        thinkingLevel: Type.Optional(Type.Union([ThinkingLevel, Type.Null()])),
+        instructions: Type.Optional(Type.Union([Text, Type.Null()])),
+      },
+      strict,
+    ),
+  ]),
+  "settings.setModel": Type.Tuple([Id, Type.Object({ provider: Text, modelId: Text }, strict)]),
+  "settings.models": Type.Tuple([]),
+  "settings.extensions": Type.Tuple([Id]),
+  "settings.setExtensionEnabled": Type.Tuple([Id, Text, Type.Boolean()]),
+  "settings.demoSpeed": Type.Tuple([]),
+  "settings.setDemoSpeed": Type.Tuple([DemoSpeed]),
+
+  "keys.set": Type.Tuple([Text, Type.Union([Text, Type.Null()])]),
+  "keys.has": Type.Tuple([Text]),
+  "keys.list": Type.Tuple([]),
+  "keys.test": Type.Tuple([Text]),
+
+  "workspace.files": Type.Tuple([]),
+  "workspace.read": Type.Tuple([Text]),
+  "workspace.delete": Type.Tuple([Text]),
+
+  "userTools.list": Type.Tuple([]),
+  "userTools.save": Type.Tuple([
+    Type.Object({ name: Text, description: Text, parameters: Text, body: Text }, strict),
+  ]),
+  "userTools.remove": Type.Tuple([Text]),
+  "userTools.enableEverywhere": Type.Tuple([Text]),
+
+  "watches.conversation": Type.Tuple([Id]),
+  "watches.events": Type.Tuple([Id]),
+  "watches.taskGraph": Type.Tuple([]),
+  "watches.unwatch": Type.Tuple([Id]),
+  "watches.entries": Type.Tuple([Id]),
+  "watches.entriesBefore": Type.Tuple([Id, Id, Id]),
+
+  "tasks.graph": Type.Tuple([]),
+  "tasks.inspect": Type.Tuple([]),
+  "tasks.abort": Type.Tuple([Id]),
+
+  "usage.total": Type.Tuple([]),
+  "usage.conversation": Type.Tuple([Id]),
+
+  "debug.startTicker": Type.Tuple([
+    Type.Object({ phases: Type.Number(), delayMs: Type.Number(), conversationId: Type.Optional(Id) }, strict),
+  ]),
+  "debug.ticker": Type.Tuple([Id]),
+  "debug.stats": Type.Tuple([]),
+  "debug.recordPartials": Type.Tuple([]),
+  "debug.partials": Type.Tuple([]),
+  "debug.bench": Type.Tuple([Type.Object({ seconds: Type.Number() }, strict)]),
+  "debug.seed": Type.Tuple([
+    Type.Object(
+      {
+        tasks: Type.Number(),
+        conversations: Type.Optional(Type.Number()),
+        batch: Type.Optional(Type.Number()),
+      },
+      strict,
+    ),
+  ]),
+  "debug.seedChat": Type.Tuple([Type.Object({ entries: Type.Number() }, strict)]),
+  "debug.runScript": Type.Tuple([
+    Type.Object(
+      {
+        code: Text,
+        sliceMs: Type.Optional(Type.Number()),
+        cpuMs: Type.Optional(Type.Number()),
+        inThread: Type.Optional(Type.Boolean()),
+      },
+      strict,
+    ),
+  ]),
+  "debug.scriptWorkers": Type.Tuple([]),
+} satisfies Record<MethodName, TSchema>;
+
+/** Every `MethodName` has a schema (the `satisfies` above checks the other way). */
+type Missing = Exclude<MethodName, keyof typeof METHODS>;
+const complete: [Missing] extends [never] ? true : Missing = true;
+void complete;
+
+export type Methods = typeof METHODS;
+/** A method's checked arguments, as the door hands them to the engine. */
+export type ArgsOf<M extends MethodName> = Static<Methods[M]>;
+
+/** Whether `name` is a method this protocol knows (an own key: never `__proto__` or `toString`). */
+export function isMethodName(name: string): name is MethodName {
+  return Object.hasOwn(METHODS, name);
+}
