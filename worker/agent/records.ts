@@ -192,15 +192,69 @@ export function errorAnswer(
 /**
  * A provider's message as strict JSON (spec §3.4: a committed value is plain JSON): pi-ai leaves
  * optional fields as `undefined` members (`errorMessage`, `responseId`), which the engine refuses.
- * A JSON copy drops them, as storing it would; it is taken here, where provider output enters.
+ * A JSON copy drops them, as storing it would; it is taken where provider output enters. The copy
+ * is the JSON round trip's result: plain data (plain objects and arrays, strings, finite numbers,
+ * booleans, null) is copied directly with its undefined members left out, which is what the round
+ * trip gives it; anything else in it (a Date, a class instance, a function, NaN, -0, a hole...)
+ * takes the round trip itself.
  */
 export function providerJson<T>(value: T): T {
-  return JSON.parse(JSON.stringify(value)) as T;
+  const copy = plainCopy(value, 0);
+  return (copy === NOT_PLAIN ? JSON.parse(JSON.stringify(value)) : copy) as T;
+}
+
+/** plainCopy's answer for a value the JSON round trip would change otherwise than by dropping undefined members. */
+const NOT_PLAIN: unique symbol = Symbol("not plain");
+
+function plainCopy(value: unknown, depth: number): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0) ? value : NOT_PLAIN;
+    case "object": {
+      if (value === null) return null;
+      if (depth > 200) return NOT_PLAIN; // the round trip reports a cycle
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (Array.isArray(value)) {
+        if (proto !== Array.prototype) return NOT_PLAIN;
+        const out: unknown[] = [];
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value)) return NOT_PLAIN;
+          const item = plainCopy(value[i], depth + 1);
+          if (item === NOT_PLAIN) return NOT_PLAIN;
+          out.push(item);
+        }
+        return out;
+      }
+      if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
+      const out: Record<string, unknown> = {};
+      for (const key of Object.keys(value)) {
+        const member: unknown = (value as Record<string, unknown>)[key];
+        if (member === undefined) continue;
+        if (key === "__proto__") return NOT_PLAIN;
+        const item = plainCopy(member, depth + 1);
+        if (item === NOT_PLAIN) return NOT_PLAIN;
+        out[key] = item;
+      }
+      return out;
+    }
+    default:
+      return NOT_PLAIN;
+  }
 }
 
 /** Append an assistant message and count its spend in pi.usage, in the same commit. */
 export function appendAssistant(tx: Tx, c: ConversationId, received: AssistantMessage): EntryRecord {
-  const message = providerJson(received);
+  return appendJsonAssistant(tx, c, providerJson(received));
+}
+
+/**
+ * appendAssistant for a message that is already strict JSON (a `providerJson` copy): appended as it
+ * is, so the appended entry holds this very object (frozen by the append).
+ */
+export function appendJsonAssistant(tx: Tx, c: ConversationId, message: AssistantMessage): EntryRecord {
   const entry = tx.appendEntry(c, { kind: ENTRY.assistant, model: [message] as unknown as Json });
   const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
   const key = `${message.provider}/${message.model}`;

@@ -20,7 +20,16 @@ import {
   settleInputs,
 } from "../conversation/inbox.ts";
 import { type HookApi, hookApi } from "../extensions/hooks.ts";
-import { appendAssistant, appendUser, DOC, type LiveState, live, writeDoc } from "../records.ts";
+import {
+  appendAssistant,
+  appendJsonAssistant,
+  appendUser,
+  DOC,
+  type LiveState,
+  live,
+  providerJson,
+  writeDoc,
+} from "../records.ts";
 import {
   type AgentServices,
   isNetworkError,
@@ -72,10 +81,13 @@ export async function classify(
     await runtime.commit((tx) => failedAttempt(deps, tx, task, message, attempt, failure));
     return;
   }
-  const calls = message.content.filter((b): b is ToolCall => b.type === "toolCall");
-  if (message.stopReason === "toolUse" && calls.length > 0) {
+  if (message.stopReason === "toolUse" && message.content.some((b) => b.type === "toolCall")) {
+    // The round starts the calls of the copy that is committed: the append freezes it, so their
+    // arguments are the engine's own frozen JSON (validated without a copy of their own).
+    const answer = providerJson(message);
+    const calls = answer.content.filter((b): b is ToolCall => b.type === "toolCall");
     await runtime.commit((tx) => {
-      const entry = appendAssistant(tx, task.conversationId, message);
+      const entry = appendJsonAssistant(tx, task.conversationId, answer);
       return startToolRound(deps.services, deps.toolTask(), tx, task, entry.id, calls, attempt.offered);
     });
     return;
