@@ -118,15 +118,25 @@ export { sumUsage, type UsageRollup } from "./agent/usage.ts";
 export type { WorkspaceFs } from "./agent/workspace/fs.ts";
 export { MemoryFs } from "./agent/workspace/memory-fs.ts";
 export { demoModel, registerDemoProvider, setDemoSpeed } from "./app/demo-model.ts";
+export {
+  harnessPeer,
+  type MoveIntent,
+  type MovePeer,
+  type MoveResult,
+  Moves,
+  moveOps,
+} from "./app/moves.ts";
 export { OpfsFs } from "./browser/opfs-fs.ts";
 export {
   type AnyTaskDefinition,
   type CreateTaskOptions,
   defineTask,
   type HookRunner,
+  type MoveIds,
   type PhaseHandler,
   Registry,
   type TaskDefinition,
+  type TaskMoveHooks,
   type TaskRuntime,
   type Tx,
 } from "./core/define.ts";
@@ -141,6 +151,17 @@ export type {
   TaskInspection,
   TaskInspectionState,
 } from "./core/inspect.ts";
+export {
+  checkPackage,
+  MOVE_FORMAT,
+  MOVE_VERSION,
+  type MovedEntry,
+  type MovedSubmission,
+  type MovedTask,
+  type MoveHooks,
+  type MovePackage,
+  type RefuseAnswer,
+} from "./core/move.ts";
 export type { ConversationView, Frame, ViewChange, ViewOp, Watch } from "./core/observe.ts";
 export { AbortRequested } from "./core/runtime.ts";
 export type { Blocked } from "./core/scheduler.ts";

@@ -34,6 +34,7 @@ import { API_KEYS_DOC, SETTINGS_CONVERSATION, storedApiKey } from "./models/keys
 import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver } from "./models/resolver.ts";
 import { type ModelsAndKeys, modelsAndKeys } from "./models/settings.ts";
+import { agentMoveHooks } from "./move-ids.ts";
 import { ALWAYS_ONLINE } from "./network.ts";
 import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } from "./records.ts";
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
@@ -87,6 +88,7 @@ export class AgentHarness extends Harness {
       ...options,
       taskHooks: taskHookSource(() => services!()),
       forks: { asOf: [DOC.agent], initial: (name) => initial.has(name) },
+      moves: agentMoveHooks(options.moves),
       // A conversation the abort cascade reaches is treated like Conversation.abort(): its queued
       // inputs are withdrawn, its queued writes stay (spec §5.4). Its documents are in memory: it
       // holds the live work just marked.

@@ -212,7 +212,45 @@ export interface TaskDefinition<
   cleanUp?(tx: Tx, task: TaskRecord): void;
   /** Upgrade a stored task of an older version when it is reserved. */
   migrate?(input: Json, checkpoint: Json, fromVersion: number): { input: I; checkpoint: S };
+  /**
+   * How the ids inside a task of this kind are renumbered when its conversation moves to another
+   * store (worker/core/move.ts): ids are per store, so every task, entry, submission and conversation
+   * id in its input, checkpoint, result and memos goes through `ids`. A conversation with a live
+   * task of a kind without this hook cannot move (`MoveRefused`, `task_kind`).
+   */
+  readonly moveIds?: TaskMoveHooks<I, S, R>;
   readonly hooks?: H;
+}
+
+/**
+ * The id maps of a move (move.ts), from the sender's ids to the receiver's. On the sender the same
+ * hooks run over a collecting map (it returns each id as it is and notes the tasks named, so the
+ * package carries the finished tasks a live one refers to). Each throws `MoveRefused`
+ * (`bad_package`) for an id the package does not carry.
+ */
+export interface MoveIds {
+  task(id: TaskId): TaskId;
+  /** An entry of the moved conversation's visible history. */
+  entry(id: EntryId): EntryId;
+  /**
+   * A position in the entry order rather than an entry (a request's `cutoff`: the newest entry id of
+   * the store when it was prepared): the new id of the newest moved entry at or before it, so every
+   * comparison with the conversation's entries keeps its answer.
+   */
+  entryAtOrBefore(id: EntryId): EntryId;
+  submission(id: SubmissionId): SubmissionId;
+  /** Only the moved conversation itself maps. */
+  conversation(id: ConversationId): ConversationId;
+}
+
+/** A task kind's renumbering of its stored values when its conversation moves (`TaskDefinition.moveIds`). */
+export interface TaskMoveHooks<I = Json, S extends Checkpoint = Checkpoint, R = Json> {
+  input(input: I, ids: MoveIds): I;
+  checkpoint(checkpoint: S, ids: MoveIds): S;
+  /** A finished or held outcome's result (absent: the result holds no id). */
+  result?(result: R, ids: MoveIds): R;
+  /** One memo of a live task (absent: memos hold no id). */
+  memo?(name: string, value: Json, ids: MoveIds): Json;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the registry holds definitions of every shape.

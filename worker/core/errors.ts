@@ -18,7 +18,7 @@ export class HarnessError extends Error {
 export class CommitRefused extends HarnessError {
   override readonly name = "CommitRefused";
   constructor(
-    readonly reason: "abort_requested" | "invocation_ended" | "not_running" | "closing",
+    readonly reason: "abort_requested" | "invocation_ended" | "not_running" | "closing" | "moved",
     message: string,
   ) {
     super(`commit_refused:${reason}`, message);
@@ -127,6 +127,58 @@ export class DocumentVersionError extends HarnessError {
         ? `document ${document} is stored at version ${storedVersion}, newer than this definition's ${definitionVersion}`
         : `document ${document} is stored at version ${storedVersion} and its definition (version ${definitionVersion}) has no migrate`,
     );
+  }
+}
+
+/**
+ * A write to a conversation that is moving to another home (`moving`: step 1 of a move committed, it
+ * runs nowhere until the receiver adopts it or the move is cancelled) or that lives in another home
+ * now (`moved`: this store keeps a read-only copy; `remote` is its id there). Nothing was written.
+ */
+export class ConversationMoved extends HarnessError {
+  override readonly name = "ConversationMoved";
+  constructor(
+    readonly conversationId: number,
+    readonly status: "moving" | "moved",
+    readonly transfer: string,
+    readonly remote?: number,
+  ) {
+    super(
+      `conversation_moved:${status}`,
+      status === "moving"
+        ? `conversation ${conversationId} is moving to another home (transfer ${transfer}): it cannot change here`
+        : `conversation ${conversationId} lives in another home now (as conversation ${remote}): this copy is read-only`,
+    );
+  }
+}
+
+/** Why a step of a move was refused (see `MoveRefused`). */
+export type MoveRefusal =
+  | "unknown_conversation"
+  | "owned"
+  | "subagent"
+  | "task_kind"
+  | "moving"
+  | "moved"
+  | "cancelled"
+  | "unknown_transfer"
+  | "bad_package"
+  | "refused";
+
+/**
+ * A step of a move refused, changing nothing: the conversation cannot move (`unknown_conversation`;
+ * `owned`: a subagent's conversation moves only with its owner; `subagent`: it has live owned
+ * conversations; `task_kind`: a live task's kind has no `moveIds` hook or cannot run here), it is
+ * already moving or moved, the transfer is unknown, was cancelled or refused, or the package is
+ * malformed (`bad_package`).
+ */
+export class MoveRefused extends HarnessError {
+  override readonly name = "MoveRefused";
+  constructor(
+    readonly reason: MoveRefusal,
+    message: string,
+  ) {
+    super(`move_refused:${reason}`, message);
   }
 }
 

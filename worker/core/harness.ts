@@ -26,6 +26,7 @@ import {
   TaskGraphMount,
 } from "./inspect.ts";
 import { grantInternals } from "./internals.ts";
+import * as move from "./move.ts";
 import { ConversationMount, type Watch } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { type EntryPage, FIRST_PAGE } from "./pages.ts";
@@ -33,6 +34,7 @@ import { storedTasks } from "./queries.ts";
 import { type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
+import { refuseAway } from "./tx.ts";
 import type {
   ChangeSet,
   Checkpoint,
@@ -42,6 +44,7 @@ import type {
   EntryId,
   EntryRecord,
   Json,
+  MoveRecord,
   SubmissionId,
   SubmissionRecord,
   TaskId,
@@ -95,6 +98,11 @@ export interface HarnessOptions {
    * between any two commits.
    */
   groupCommit?: boolean;
+  /**
+   * How the layer above renumbers the ids in the documents and submission payloads it defines when a
+   * conversation moves to another store (move.ts). Absent: they are carried as they are.
+   */
+  moves?: move.MoveHooks;
 }
 
 export type Scheduling = "paused" | "running" | "closing";
@@ -124,6 +132,7 @@ export class Harness {
   #pageMounts = new Map<ConversationId, ConversationMount>();
   #graph: TaskGraphMount | undefined;
   #closed: Promise<void> | undefined;
+  readonly #moves: move.MoveContext;
 
   static {
     grantInternals((h) => {
@@ -156,6 +165,12 @@ export class Harness {
       options.onFatal?.(error);
     };
     this.registry.onChange(() => this.#scheduler.kick());
+    this.#moves = {
+      session: this.#session,
+      scheduler: this.#scheduler,
+      registry: this.registry,
+      hooks: options.moves ?? {},
+    };
     if (options.tasks?.length) this.registry.register(...options.tasks);
     if (options.paused) this.#scheduler.pause();
   }
@@ -211,7 +226,8 @@ export class Harness {
 
   #ordinaryWorkLive(): boolean {
     const r = this.#session.records;
-    for (const id of r.live) if (!this.#belowBackground(id)) return true;
+    for (const id of r.live)
+      if (!this.#belowBackground(id) && !r.away.has(r.tasks.get(id)!.conversationId)) return true;
     return false;
   }
 
@@ -344,6 +360,7 @@ export class Harness {
       const t = overlay.task(id);
       if (!t) throw new UnknownTask(id);
       if (t.state.status === "terminal") return "terminal";
+      refuseAway(overlay, t.conversationId);
       mark(overlay, id);
       if (
         t.state.status !== "completing" &&
@@ -403,6 +420,7 @@ export class Harness {
     if (signal?.aborted) throw new WaitCancelled();
     this.resume();
     const marked = await this.#session.commit((tx, overlay) => {
+      refuseAway(overlay, conversationId);
       const scope = ordinaryScope(
         overlay,
         [...overlay.base.live, ...overlay.created],
@@ -438,6 +456,61 @@ export class Harness {
       conversation: (id: number) => records.conversations.get(id),
     };
     return this.waitUntil(() => ordinaryScope(view, records.live, conversationId).length === 0, signal);
+  }
+
+  /**
+   * Step 1 of a move, on the sender (move.ts): in one commit (with `also`'s writes) mark the
+   * conversation away under `transfer`, stop its tasks here, and resolve with the package (again
+   * with the same transfer while pending: the same package). Refuses with MoveRefused, changing nothing.
+   */
+  prepareMove(
+    transfer: string,
+    conversationId: ConversationId,
+    options: { also?: (tx: Tx) => void } = {},
+  ): Promise<move.MovePackage> {
+    this.#live();
+    return move.prepare(this.#moves, transfer, conversationId, options.also);
+  }
+
+  /** Step 2, on the receiver: adopt a package in one commit; resolves with its conversation here. */
+  adoptMove(
+    pkg: unknown,
+    options: { also?: (tx: Tx, conversationId: ConversationId) => void } = {},
+  ): Promise<ConversationId> {
+    this.#live();
+    return move.adopt(this.#moves, pkg, options.also);
+  }
+
+  /** Step 3, on the sender: the move is done, as the receiver's conversation `remote`. Idempotent. */
+  finishMove(
+    transfer: string,
+    remote: ConversationId,
+    options: { also?: (tx: Tx) => void } = {},
+  ): Promise<void> {
+    this.#live();
+    return move.finish(this.#moves, transfer, remote, options.also);
+  }
+
+  /** Undo a pending move on the sender, once the receiver durably refused it. Idempotent. */
+  cancelMove(transfer: string, options: { also?: (tx: Tx) => void } = {}): Promise<void> {
+    this.#live();
+    return move.cancel(this.#moves, transfer, options.also);
+  }
+
+  /** The receiver's durable refusal of a transfer (or the id it adopted it as). */
+  refuseMove(transfer: string, options: { also?: (tx: Tx) => void } = {}): Promise<move.RefuseAnswer> {
+    this.#live();
+    return move.refuse(this.#moves, transfer, options.also);
+  }
+
+  /** A committed move record of this store (`out`: it sent the transfer; `in`: it received it). */
+  moveRecord(role: MoveRecord["role"], transfer: string): MoveRecord | undefined {
+    return this.#session.records.moves.get(`${role}:${transfer}`);
+  }
+
+  /** The move that holds a conversation away (moving: `pending`; moved: `done`), if any. */
+  awayOf(conversationId: ConversationId): (MoveRecord & { role: "out" }) | undefined {
+    return this.#session.records.away.get(conversationId);
   }
 
   /** Every conversation's record (all are in memory from open). */

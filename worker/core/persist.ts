@@ -11,6 +11,7 @@ import type {
   ConversationRecord,
   EntryRecord,
   Json,
+  MoveRecord,
   SubmissionRecord,
   TaskId,
   TaskRecord,
@@ -274,8 +275,14 @@ export async function writeOverlay(
       );
     }
   }
+  for (const m of overlay.moves.values())
+    await sql.run(
+      "INSERT OR REPLACE INTO moves (transfer, role, conversation_id, body) VALUES (?, ?, ?, ?)",
+      [m.transfer, m.role, "conversationId" in m ? m.conversationId : null, stringify(m)],
+    );
   // Last: a deletion removes whatever earlier callbacks of the group wrote to the conversation too.
   if (overlay.deleted.size > 0) await deleteConversationRows(sql, overlay);
+  else if (overlay.keepsIdMarks) await writeNextIds(sql, overlay);
 }
 
 /** The meta row keeping the id counters' high-water marks (ids are never reused after a deletion). */
@@ -295,6 +302,10 @@ async function deleteConversationRows(sql: Sql, overlay: Overlay): Promise<void>
       await sql.run(`DELETE FROM ${table} WHERE conversation_id = ?`, [id]);
     await sql.run("DELETE FROM conversations WHERE id = ?", [id]);
   }
+  await writeNextIds(sql, overlay);
+}
+
+async function writeNextIds(sql: Sql, overlay: Overlay): Promise<void> {
   const next: NextIds = {
     tasks: overlay.nextTaskId,
     entries: overlay.nextEntryId,
@@ -348,6 +359,16 @@ export function taskFromRow(row: Row): ParsedTask {
     return { record: placeholder, corrupt: `task ${base.id} (${base.kind}): ${problems.join("; ")}` };
   }
   return { record: { ...base, input: input ?? null, state: state!, ...(memos ? { memos } : {}) } };
+}
+
+/** A move row to its record (see MoveRecord); undefined for a row that does not parse. */
+export function moveFromRow(row: Row): MoveRecord | undefined {
+  try {
+    const record = JSON.parse(String(row["body"])) as MoveRecord;
+    return record && typeof record.transfer === "string" ? record : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function conversationFromRow(row: Row): ConversationRecord {

@@ -23,6 +23,7 @@ import type {
   EntryId,
   EntryRecord,
   Json,
+  MoveRecord,
   SubmissionId,
   SubmissionRecord,
   TaskId,
@@ -66,6 +67,8 @@ type DocKey = string; // `${conversationId}:${name}`
 /** What ordinary traversal needs of a task on an owner chain (spec §5.4). */
 export type OwnerEdge = Pick<TaskRecord, "id" | "conversationId" | "owner" | "background">;
 const docKey = (conversationId: ConversationId, name: string): DocKey => `${conversationId}:${name}`;
+/** A move record's key: its role and transfer id. */
+export const moveKey = (role: MoveRecord["role"], transfer: string): string => `${role}:${transfer}`;
 
 export class Records {
   readonly tasks = new Map<TaskId, TaskRecord>();
@@ -100,6 +103,10 @@ export class Records {
   readonly forkPoints = new Map<string, ForkPoint>();
   /** `${conversationId}:${requestId}` of the submissions in `submissions`. */
   readonly requests = new Map<string, SubmissionId>();
+  /** Every move record, by `moveKey(role, transfer)` (all are read at open: move.ts). */
+  readonly moves = new Map<string, MoveRecord>();
+  /** Conversations that are away (an `out` move `pending` or `done`), with that move. */
+  readonly away = new Map<ConversationId, MoveRecord & { role: "out" }>();
   /** Diagnostics of stored rows that could not be read (shared by a clone: bookkeeping, not records). */
   readonly corrupt: Map<TaskId, string>;
   /** Tasks found running at open: their phase started under an engine that stopped mid-phase (shared). */
@@ -133,6 +140,8 @@ export class Records {
     for (const [k, v] of this.requests) r.requests.set(k, v);
     for (const [k, v] of this.forkPoints) r.forkPoints.set(k, v);
     for (const [k, v] of this.formerOwners) r.formerOwners.set(k, v);
+    for (const [k, v] of this.moves) r.moves.set(k, v);
+    for (const [k, v] of this.away) r.away.set(k, v);
     r.nextTaskId = this.nextTaskId;
     r.nextEntryId = this.nextEntryId;
     r.nextConversationId = this.nextConversationId;
@@ -194,6 +203,15 @@ export class Records {
     else if (!before && live) this.#index(record);
   }
 
+  putMove(record: MoveRecord): void {
+    this.moves.set(moveKey(record.role, record.transfer), record);
+    if (record.role !== "out") return;
+    if (record.status === "cancelled") {
+      if (this.away.get(record.conversationId)?.transfer === record.transfer)
+        this.away.delete(record.conversationId);
+    } else this.away.set(record.conversationId, record);
+  }
+
   putConversation(record: ConversationRecord): void {
     this.conversations.set(record.id, record);
     if (record.owner) addTo(this.ownedConversations, record.owner.taskId, record.id);
@@ -230,6 +248,7 @@ export class Records {
       conversations: valuesOf(overlay.conversations),
       submissions: valuesOf(overlay.submissions),
       ...(overlay.deleted.size > 0 ? { deletedConversations: [...overlay.deleted] } : {}),
+      ...(overlay.moves.size > 0 ? { moves: [...overlay.moves.values()] } : {}),
       docs:
         overlay.docs.size === 0
           ? EMPTY_LIST
@@ -261,6 +280,7 @@ export class Records {
       else if (version !== undefined) this.docVersions.set(key, version);
     }
     for (const id of overlay.deleted) this.#forget(id);
+    for (const m of overlay.moves.values()) this.putMove(m);
     this.nextTaskId = overlay.nextTaskId;
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
@@ -281,6 +301,7 @@ export class Records {
       for (const key of map.keys()) if (key.startsWith(prefix)) map.delete(key);
     this.docsLoaded.delete(id);
     this.heads.delete(id);
+    this.away.delete(id);
     for (const [taskId, t] of this.tasks) {
       if (t.conversationId !== id) continue;
       this.tasks.delete(taskId);
@@ -320,6 +341,12 @@ export class Overlay {
   /** Forks created here whose inherited active range starts at a head (see `activeHead`). */
   #forkHeads: Map<ConversationId, EntryId> | undefined;
   #deleted: Set<ConversationId> | undefined;
+  #moves: Map<string, MoveRecord> | undefined;
+  /**
+   * This commit handed out ids no row will hold (an adopted entry's `byTaskId` naming a task that did
+   * not move): the counters' high-water marks are stored with it, as a deletion stores them.
+   */
+  keepsIdMarks = false;
   /** The first entry id this commit could append (document history rows are keyed by it: fork.ts). */
   readonly firstEntryId: number;
   nextTaskId: number;
@@ -380,6 +407,29 @@ export class Overlay {
     return this.#deleted ?? EMPTY_SET;
   }
 
+  /** Move records this commit writes (move.ts). */
+  get moves(): ReadonlyMap<string, MoveRecord> {
+    return this.#moves ?? EMPTY_MAP;
+  }
+
+  setMove(record: MoveRecord): void {
+    (this.#moves ??= new Map()).set(moveKey(record.role, record.transfer), record);
+  }
+
+  move(role: MoveRecord["role"], transfer: string): MoveRecord | undefined {
+    const key = moveKey(role, transfer);
+    return this.#moves?.get(key) ?? this.base.moves.get(key);
+  }
+
+  /** The move that holds a conversation away (an `out` move `pending` or `done`), this commit's included. */
+  away(conversationId: ConversationId): (MoveRecord & { role: "out" }) | undefined {
+    if (this.#moves)
+      for (const m of [...this.#moves.values()].reverse())
+        if (m.role === "out" && m.conversationId === conversationId)
+          return m.status === "cancelled" ? undefined : m;
+    return this.base.away.get(conversationId);
+  }
+
   markDeleted(id: ConversationId): void {
     (this.#deleted ??= new Set()).add(id);
   }
@@ -425,6 +475,8 @@ export class Overlay {
     for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
     for (const [c, head] of from.forkHeads) this.setForkHead(c, head);
     for (const id of from.deleted) this.markDeleted(id);
+    for (const m of from.moves.values()) this.setMove(m);
+    if (from.keepsIdMarks) this.keepsIdMarks = true;
   }
 
   submission(id: SubmissionId): SubmissionRecord | undefined {

@@ -10,7 +10,7 @@
  */
 import type { AnyTaskDefinition, HookRunner, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
-import { patchTask } from "./records.ts";
+import { type Overlay, patchTask } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
 import { isPromiseLike } from "./session.ts";
 import { applyNextState } from "./transition.ts";
@@ -152,7 +152,7 @@ export class Invocation {
     }
     try {
       const decided = await session.commit((tx, overlay) => {
-        const d = this.#decide(overlay.task(this.taskId), after);
+        const d = this.#decide(overlay.task(this.taskId), after, (c) => overlay.away(c));
         if (d.kind === "fault") this.scheduler.writeFault(tx, overlay, this.taskId, d.error);
         else if (d.kind === "handover") {
           const t = overlay.task(this.taskId) as RunningTask;
@@ -170,8 +170,14 @@ export class Invocation {
   }
 
   /** Rules 1-3 before the first phase; after a phase, rules 1-6 (an abort handler: 1, 2 and 4). */
-  #decide(t: TaskRecord | undefined, after: After | undefined): Step {
+  #decide(
+    t: TaskRecord | undefined,
+    after: After | undefined,
+    away: (c: number) => unknown = (c) => this.scheduler.session.records.away.get(c),
+  ): Step {
     if (!isRunning(t)) return STOP;
+    // Its conversation moved away (step 1 of a move): it stops here, its stored state untouched.
+    if (away(t.conversationId)) return STOP;
     if (this.mode === "abort") {
       if (this.scheduler.closing) return STOP;
       if (!after) return { kind: "run", task: t };
@@ -341,7 +347,7 @@ class Runtime implements TaskRuntime {
   }
 
   /** Admission gate, on the line, before the callback runs. */
-  #gate(current: TaskRecord | undefined): asserts current is RunningTask {
+  #gate(current: TaskRecord | undefined, overlay: Overlay): asserts current is RunningTask {
     const inv = this.invocation;
     if (inv.ended)
       throw new CommitRefused("invocation_ended", `the invocation of task ${this.taskId} has ended`);
@@ -349,6 +355,8 @@ class Runtime implements TaskRuntime {
     if (current?.state.status !== "running") {
       throw new CommitRefused("not_running", `task ${this.taskId} is ${current?.state.status ?? "missing"}`);
     }
+    if (overlay.away(current.conversationId))
+      throw new CommitRefused("moved", `task ${this.taskId}'s conversation has moved to another home`);
     if (inv.mode === "run" && current.abortRequested) {
       throw new CommitRefused(
         "abort_requested",
@@ -366,7 +374,7 @@ class Runtime implements TaskRuntime {
     return session.commit(
       (tx, overlay) => {
         const current = overlay.task(this.taskId);
-        this.#gate(current);
+        this.#gate(current, overlay);
         const apply = (next: NextTaskState | undefined): TaskRecord => {
           if (next === undefined) return overlay.task(this.taskId)!;
           return applyNextState(overlay, current, next, this.invocation.mode, session.now()).record;
@@ -390,7 +398,7 @@ class Runtime implements TaskRuntime {
     return session.commit(
       (tx, overlay) => {
         const current = overlay.task(this.taskId);
-        this.#gate(current);
+        this.#gate(current, overlay);
         const existing = current.memos?.[name];
         if (existing !== undefined) return existing as T;
         // A factory runs only when there is no winner yet, in the same commit that records it.

@@ -246,10 +246,20 @@ export class Scheduler {
     const records = this.session.line;
     const now = this.session.now();
     const plan: Plan = { writes: false, starts: [], marked: [], corrupt: [], unblocked: [] };
-    const live = [...records.live];
+    // The tasks of a conversation that is away (moving or moved: move.ts) never run here, and the
+    // scheduler writes nothing of theirs: they are left exactly as step 1 of the move found them.
+    const here = (id: TaskId) => {
+      const t = overlay.task(id);
+      return !t || overlay.away(t.conversationId) === undefined;
+    };
+    const live =
+      records.away.size === 0 && overlay.moves.size === 0
+        ? [...records.live]
+        : [...records.live].filter(here);
 
     // Unreadable rows fault their own task, with the diagnostic.
     for (const [id, diagnostic] of records.corrupt) {
+      if (!here(id)) continue;
       const t = overlay.task(id);
       plan.corrupt.push({ id, message: diagnostic });
       if (t && t.state.status !== "terminal" && t.state.status !== "completing") {

@@ -97,6 +97,17 @@ export const migrations: readonly string[] = [
   CREATE INDEX documents_by_name ON documents (name);
   CREATE INDEX doc_patches_by_name ON doc_patches (name, id);
   `,
+  // 5: moves of conversations between stores (worker/core/move.ts): one row per transfer id and role
+  // ("out" on the sender, "in" on the receiver), its record as JSON. All are read at open.
+  `
+  CREATE TABLE moves (
+    transfer TEXT NOT NULL,
+    role TEXT NOT NULL,
+    conversation_id INTEGER,
+    body TEXT NOT NULL,
+    PRIMARY KEY (transfer, role)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -31,6 +31,7 @@ import { type EntryPage, readActivePage } from "./pages.ts";
 import {
   conversationFromRow,
   entryFromRow,
+  moveFromRow,
   NEXT_IDS_KEY,
   type NextIds,
   readFormerOwners,
@@ -158,6 +159,10 @@ export class Session {
     await this.store.read(async (sql) => {
       for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
         r.putConversation(conversationFromRow(row));
+      for (const row of await sql.all("SELECT body FROM moves ORDER BY rowid")) {
+        const move = moveFromRow(row);
+        if (move) r.putMove(move);
+      }
       for (const row of await sql.all(
         // Named: without statistics SQLite prefers walking the whole table in id order to the
         // partial index, and a store of many finished tasks then reads all of them at open.
@@ -630,7 +635,8 @@ function onlyCheckpointMoves(overlay: Overlay, records: Records): boolean {
     overlay.conversations.size > 0 ||
     overlay.entries.length > 0 ||
     overlay.docs.size > 0 ||
-    overlay.submissions.size > 0
+    overlay.submissions.size > 0 ||
+    overlay.moves.size > 0
   ) {
     return false;
   }

@@ -7,7 +7,7 @@
 import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import { deletionSet } from "./delete.ts";
 import type { DocPatch } from "./doc-patch.ts";
-import { EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
+import { ConversationMoved, EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
 import { forkPointKey } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
 import { assertJson } from "./persist.ts";
@@ -45,6 +45,13 @@ export class TxImpl implements Tx {
     if (this.overlay.sealed)
       throw new InvalidTransition("this transaction has ended; use the one of the current commit");
     return this.overlay;
+  }
+
+  /** The overlay, once the conversation is known to be writable here (not moving, not moved: move.ts). */
+  #writable(conversationId: ConversationId): Overlay {
+    const o = this.#open();
+    refuseAway(o, conversationId);
+    return o;
   }
 
   now(): number {
@@ -94,6 +101,7 @@ export class TxImpl implements Tx {
           : ROOT_CONVERSATION_ID;
     }
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
+    refuseAway(o, conversationId);
     const checkpoint = options.start ?? definition.initial(input);
     if (!checkpoint || typeof checkpoint.phase !== "string" || !(checkpoint.phase in definition.phases))
       throw new InvalidTransition(
@@ -121,7 +129,7 @@ export class TxImpl implements Tx {
   }
 
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord {
-    const o = this.#open();
+    const o = this.#writable(conversationId);
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
     assertJson(draft);
     if (draft.edits !== undefined) checkEdits(draft.edits, o.nextEntryId);
@@ -227,6 +235,8 @@ export class TxImpl implements Tx {
    */
   deleteConversation(conversationId: ConversationId): ConversationId[] {
     const o = this.#open();
+    // A moved conversation's read-only copy may go; one moving may not (the move is in flight).
+    if (o.away(conversationId)?.status === "pending") refuseAway(o, conversationId);
     const set = deletionSet(o, conversationId);
     for (const id of set) o.markDeleted(id);
     return set;
@@ -241,7 +251,7 @@ export class TxImpl implements Tx {
   }
 
   createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord {
-    const o = this.#open();
+    const o = this.#writable(record.conversationId);
     if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
     assertJson(record);
     const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
@@ -252,7 +262,9 @@ export class TxImpl implements Tx {
 
   updateSubmission(record: SubmissionRecord): void {
     const o = this.#open();
-    if (!o.submission(record.id)) throw new InvalidTransition(`no submission ${record.id}`);
+    const before = o.submission(record.id);
+    if (!before) throw new InvalidTransition(`no submission ${record.id}`);
+    refuseAway(o, before.conversationId);
     assertJson(record);
     o.setSubmission(record);
   }
@@ -264,7 +276,7 @@ export class TxImpl implements Tx {
   writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
     if (version !== undefined && !(Number.isInteger(version) && version >= 1))
       throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
-    const o = this.#open();
+    const o = this.#writable(conversationId);
     this.#refuseForkSourceWrite(o, conversationId, name);
     // Checked once per commit, on the final value (validateOverlay).
     o.setDoc(conversationId, name, value, version);
@@ -294,11 +306,23 @@ export class TxImpl implements Tx {
   }
 
   patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {
-    const o = this.#open();
+    const o = this.#writable(conversationId);
     this.#refuseForkSourceWrite(o, conversationId, name);
     // The new value is checked once per commit with the rest (validateOverlay).
     return o.patchDoc(conversationId, name, patches);
   }
+}
+
+/** Throw ConversationMoved when the conversation is away (moving or moved: move.ts). */
+export function refuseAway(o: Overlay, conversationId: ConversationId): void {
+  const away = o.away(conversationId);
+  if (!away) return;
+  throw new ConversationMoved(
+    conversationId,
+    away.status === "pending" ? "moving" : "moved",
+    away.transfer,
+    away.remote,
+  );
 }
 
 /** Edits name earlier entries and say omit, or replace with a list of messages. */

@@ -123,6 +123,37 @@ export interface SubmissionRecord {
   readonly detail?: string;
 }
 
+/**
+ * A move of a conversation between two stores (worker/core/move.ts), keyed by its transfer id. The
+ * sender keeps an `out` record: `pending` from step 1 (the conversation is away: nothing runs or
+ * writes it here), `done` from step 3 (it lives in the peer's conversation `remote`; the local copy
+ * is read-only), or `cancelled` (step 1 undone: it is home again). The receiver keeps an `in`
+ * record: `adopted` (its own conversation `conversationId`, adopted from the sender's `from`) or
+ * `refused` (it will never adopt this transfer).
+ */
+export type MoveRecord =
+  | {
+      readonly transfer: string;
+      readonly role: "out";
+      readonly status: "pending" | "done" | "cancelled";
+      readonly conversationId: ConversationId;
+      /** When step 1 committed (the package's `preparedAt`). */
+      readonly at: number;
+      /** The tasks that were running when step 1 committed (the package carries them as running). */
+      readonly interrupted: readonly TaskId[];
+      /** Step 3: the conversation's id in the receiver's store. */
+      readonly remote?: ConversationId;
+    }
+  | {
+      readonly transfer: string;
+      readonly role: "in";
+      readonly status: "adopted";
+      readonly conversationId: ConversationId;
+      readonly from: ConversationId;
+      readonly at: number;
+    }
+  | { readonly transfer: string; readonly role: "in"; readonly status: "refused"; readonly at: number };
+
 /** Why a live task cannot run: derived, never stored. */
 export type BlockedReason = "missing_task" | "task_too_old" | "migration_failed" | "corrupt_record";
 
@@ -142,6 +173,8 @@ export interface ChangeSet {
   readonly submissions: readonly SubmissionRecord[];
   /** Conversations this commit deleted with everything in them (absent: none). */
   readonly deletedConversations?: readonly ConversationId[];
+  /** Move records this commit wrote (absent: none; worker/core/move.ts). */
+  readonly moves?: readonly MoveRecord[];
 }
 
 export function isLive(record: TaskRecord): boolean {

@@ -14,6 +14,7 @@
  */
 import { defineTask } from "../../core/define.ts";
 import type { InboxPolicy } from "../conversation/inbox.ts";
+import { compactionMoveIds } from "../move-ids.ts";
 import { withModelId } from "../records.ts";
 import { type AgentServices, atPhaseStart, sleepUntil } from "../services.ts";
 import { select } from "./select.ts";
@@ -54,6 +55,7 @@ export function createCompactionTask(services: AgentServices, policy: InboxPolic
   return defineTask<CompactionInput, CompactionCheckpoint, CompactionResult>({
     name: "pi.compaction",
     cleanUp: cleanUpFailedCompaction,
+    moveIds: compactionMoveIds,
     // Version 2: a pinned summary request's `model` is `{ provider, modelId }` (version 1 stored `id`).
     version: 2,
     migrate: (input, checkpoint) => ({

@@ -22,6 +22,7 @@ import {
   startBlockingCompaction,
 } from "../compaction/task.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
+import { generationMoveIds } from "../move-ids.ts";
 import { DOC, type LiveState, live, withModelId, writeDoc } from "../records.ts";
 import { type AgentServices, atPhaseStart, sleepUntil } from "../services.ts";
 import { abortPendingCalls } from "../tools/round.ts";
@@ -58,6 +59,7 @@ export function createGenerationTask(
   return defineTask<Json, GenerationCheckpoint, GenerationResult>({
     name: "pi.generation",
     cleanUp: cleanUpFailedGeneration,
+    moveIds: generationMoveIds,
     // Version 2: a pinned request's `model` is `{ provider, modelId }` (version 1 stored `id`).
     version: 2,
     migrate: (input, checkpoint) => ({ input, checkpoint: withModelId(checkpoint) as GenerationCheckpoint }),

@@ -20,6 +20,7 @@ import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { defineTask, type TaskDefinition, type Tx } from "../../../core/define.ts";
 import type { ConversationId, EntryRecord, Json, SubmissionRecord } from "../../../core/types.ts";
+import { subagentMoveIds } from "../../move-ids.ts";
 import { agentDoc, modelMessages } from "../../records.ts";
 import type { AgentServices } from "../../services.ts";
 import { defineTool, errorResult, type ToolApi, textResult } from "../contract.ts";
@@ -167,6 +168,7 @@ export function createSubagentTask(
   return defineTask<SubagentTaskInput, Checkpoint, Result>({
     name: SUBAGENT_TASK,
     version: 1,
+    moveIds: subagentMoveIds,
     initial: () => ({ phase: "run" }),
     phases: {
       run: async (task, runtime, signal) => {

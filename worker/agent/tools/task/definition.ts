@@ -11,6 +11,7 @@
  *   results, and the task's records.
  */
 import { defineTask } from "../../../core/define.ts";
+import { toolMoveIds } from "../../move-ids.ts";
 import type { AgentServices } from "../../services.ts";
 import { cleanUpFailedTool } from "../results.ts";
 import { abortToolCall } from "./abort.ts";
@@ -29,6 +30,7 @@ export function createToolTask(services: AgentServices): ToolTaskDefinition {
   const definition: ToolTaskDefinition = defineTask<ToolTaskInput, ToolTaskCheckpoint, ToolTaskResult>({
     name: "pi.tool",
     cleanUp: cleanUpFailedTool,
+    moveIds: toolMoveIds,
     version: 1,
     initial: () => ({ phase: "call" }),
     phases: {

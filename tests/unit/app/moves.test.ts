@@ -1,0 +1,334 @@
+/**
+ * Moving a conversation between two homes (worker/core/move.ts, worker/app/moves.ts): two harnesses
+ * on two memory stores in one process, joined by `harnessPeer` (every call through JSON). The
+ * conversation moves in the middle of a tool round (launch done, stamp running) with a second input
+ * queued; the steps' idempotency, cancel, and every refusal (bad package, unknown transfer, writes
+ * to a moved conversation, a subagent running, a task kind without a hook) are asserted here; the
+ * crash sweep over every step is moves-crash-sweep.test.ts.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import {
+  ConversationMoved,
+  defineTask,
+  harnessPeer,
+  type MovePackage,
+  MoveRefused,
+  Moves,
+} from "../../../worker/index.ts";
+import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import {
+  FIRST,
+  type Home,
+  makeFaux,
+  midToolRound,
+  openHome,
+  release,
+  SECOND,
+  transcript,
+  World,
+} from "./moves-fixtures.ts";
+
+let faux: FauxAgentModel;
+beforeAll(() => {
+  faux = makeFaux();
+});
+afterAll(() => faux.unregister());
+
+let opened: Home[] = [];
+afterEach(async () => {
+  for (const home of opened) await home.harness.close().catch(() => undefined);
+  opened = [];
+});
+
+async function homes(world = new World()): Promise<{ browser: Home; server: Home; world: World }> {
+  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, faux);
+  const server = await openHome({ name: "server", held: false }, await memoryStore(), world, faux);
+  opened.push(browser, server);
+  return { browser, server, world };
+}
+
+const EXPECTED = [
+  "pi.user user: first",
+  "pi.system system: ",
+  "pi.assistant assistant: call launch|call stamp",
+  "pi.tool-result toolResult: launch applied rocket",
+  "pi.tool-result toolResult: stamp applied invoice-7",
+  "pi.assistant assistant: done first",
+  "pi.user user: second",
+  "pi.assistant assistant: done second",
+];
+
+async function answered(home: Home, c: number): Promise<void> {
+  const h = home.harness;
+  await h.waitForConversationIdle(c);
+  for (const requestId of ["r1", "r2"])
+    expect((await h.submissionByRequest(c, requestId))?.status, requestId).toBe("done");
+}
+
+describe("moving a conversation", () => {
+  test("moveOut in the middle of a tool round with a queued input: whole in the new home, read-only here", async () => {
+    const { browser, server, world } = await homes();
+    const c = await midToolRound(browser);
+    const moves = new Moves(browser.harness, { peer: () => harnessPeer(() => server.harness) });
+    const result = await moves.moveOut(c, "server");
+    expect(result.status).toBe("done");
+    const remote = (result as { remote: number }).remote;
+    await answered(server, remote);
+    const there = server.harness.requireConversation(remote);
+    expect(transcript(await there.entries())).toEqual(EXPECTED);
+    // The queued input moved with its request id, and was answered there.
+    expect((await server.harness.submissionByRequest(remote, "r2"))?.status).toBe("done");
+    // Each tool's effect once: launch ran before the move, stamp ran again (safe) in the new home.
+    expect(world.launch.calls).toBe(1);
+    expect(world.stamp.applied.map((a) => a.key)).toEqual(["stamp:call-stamp"]);
+    expect(world.violations).toEqual([]);
+    // Here: a read-only copy marked as living there, its tasks ended, nothing of it runs.
+    expect(browser.harness.awayOf(c)).toMatchObject({ status: "done", remote });
+    const local = browser.harness.requireConversation(c);
+    expect(transcript(await local.entries())).toEqual(EXPECTED.slice(0, 4));
+    expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+    const refused = await local.submit({ type: "input", content: "more" }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ConversationMoved);
+    expect(refused).toMatchObject({ status: "moved", remote });
+    await expect(local.configure({ instructions: "x" })).rejects.toBeInstanceOf(ConversationMoved);
+    await expect(local.abort()).rejects.toBeInstanceOf(ConversationMoved);
+  });
+
+  test("bringBack from the server: the browser's intent drives the server's steps 1 and 3", async () => {
+    const world = new World();
+    const browser = await openHome({ name: "browser", held: false }, await memoryStore(), world, faux);
+    const server = await openHome({ name: "server", held: true }, await memoryStore(), world, faux);
+    opened.push(browser, server);
+    const remote = await midToolRound(server);
+    const moves = new Moves(browser.harness, { peer: () => harnessPeer(() => server.harness) });
+    const result = await moves.bringBack(remote, "server");
+    expect(result.status).toBe("done");
+    const local = (result as { local: number }).local;
+    await answered(browser, local);
+    expect(transcript(await browser.harness.requireConversation(local).entries())).toEqual(EXPECTED);
+    expect(server.harness.awayOf(remote)).toMatchObject({ status: "done", remote: local });
+    expect(world.launch.calls).toBe(1);
+    expect(world.stamp.applied).toHaveLength(1);
+    expect(world.violations).toEqual([]);
+  });
+
+  test("each step is idempotent: step 1 gives the same package, adopt the same conversation, finish nothing new", async () => {
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    const first = await browser.harness.prepareMove("T-1", c);
+    const again = await browser.harness.prepareMove("T-1", c);
+    expect(again).toEqual(first);
+    // The package carries the live tasks (stamp as running: it was), and the finished launch the
+    // generation waits on, with the queued input.
+    const kinds = first.tasks.map((t) => `${t.kind}:${t.state.status}`);
+    expect(kinds).toEqual(["pi.generation:waiting", "pi.tool:terminal", "pi.tool:running"]);
+    expect(first.submissions.map((s) => [s.requestId, s.status])).toEqual([
+      ["r1", "placed"],
+      ["r2", "queued"],
+    ]);
+    const before = server.harness.conversationRecords().length;
+    const adopted = await server.harness.adoptMove(JSON.parse(JSON.stringify(first)));
+    expect(await server.harness.adoptMove(first)).toBe(adopted);
+    expect(server.harness.conversationRecords()).toHaveLength(before + 1);
+    await browser.harness.finishMove("T-1", adopted);
+    await browser.harness.finishMove("T-1", adopted);
+    await expect(browser.harness.finishMove("T-1", adopted + 1)).rejects.toMatchObject({ reason: "moved" });
+    // Entries renumbered in order, heads and waits pointing at the new ids.
+    const moved = await server.harness.requireConversation(adopted).entries();
+    expect(moved.map((e) => e.id)).toEqual([...moved.map((e) => e.id)].sort((a, b) => a - b));
+    await answered(server, adopted);
+  });
+
+  test("cancel after the receiver refused: the conversation runs here again, each effect once", async () => {
+    const { browser, server, world } = await homes();
+    const c = await midToolRound(browser);
+    await browser.harness.prepareMove("T-2", c);
+    await expect(
+      browser.harness.requireConversation(c).submit({ type: "input", content: "x" }),
+    ).rejects.toMatchObject({
+      status: "moving",
+    });
+    expect(await server.harness.refuseMove("T-2")).toEqual({ status: "refused" });
+    await browser.harness.cancelMove("T-2");
+    await browser.harness.cancelMove("T-2");
+    release(browser);
+    await answered(browser, c);
+    expect(transcript(await browser.harness.requireConversation(c).entries())).toEqual(EXPECTED);
+    expect(world.stamp.applied).toHaveLength(1);
+    expect(world.launch.calls).toBe(1);
+    // Refused forever: the package of T-2 is never adopted there.
+    await expect(
+      server.harness.adoptMove({ ...(await packageOf(browser, c, "T-3")), transfer: "T-2" }),
+    ).rejects.toMatchObject({ reason: "refused" });
+    expect(world.violations).toEqual([]);
+  });
+
+  test("refuse after adopt answers the adopted id (the sender finishes instead of cancelling)", async () => {
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    const pkg = await browser.harness.prepareMove("T-4", c);
+    const adopted = await server.harness.adoptMove(pkg);
+    expect(await server.harness.refuseMove("T-4")).toEqual({ status: "adopted", conversationId: adopted });
+  });
+
+  test("the orchestrator cancels a move the receiver refuses for good", async () => {
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    await server.harness.refuseMove("T-5");
+    const moves = new Moves(browser.harness, {
+      peer: () => harnessPeer(() => server.harness),
+      newTransfer: () => "T-5",
+    });
+    const result = await moves.moveOut(c, "server");
+    expect(result).toMatchObject({ status: "cancelled", transfer: "T-5" });
+    expect(browser.harness.awayOf(c)).toBeUndefined();
+    release(browser);
+    await answered(browser, c);
+  });
+
+  test("a lost peer leaves the move pending; resume finishes it", async () => {
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    let reachable = false;
+    const moves = new Moves(browser.harness, {
+      peer: () => (reachable ? harnessPeer(() => server.harness) : undefined),
+    });
+    await expect(moves.moveOut(c, "server")).rejects.toMatchObject({ code: "peer_unavailable" });
+    expect(browser.harness.awayOf(c)?.status).toBe("pending");
+    expect(moves.list()).toMatchObject([{ direction: "out", step: "prepared", local: c }]);
+    reachable = true;
+    const [settled] = await moves.resume();
+    expect(settled).toMatchObject({ status: "fulfilled", value: { status: "done" } });
+    const remote = (settled as PromiseFulfilledResult<{ remote: number }>).value.remote;
+    await answered(server, remote);
+  });
+});
+
+async function packageOf(home: Home, c: number, transfer: string): Promise<MovePackage> {
+  return home.harness.prepareMove(transfer, c).finally(() => undefined);
+}
+
+describe("refusals", () => {
+  test("step 1 refuses, changing nothing: unknown conversation, bad transfer id, moving twice", async () => {
+    const { browser } = await homes();
+    await expect(browser.harness.prepareMove("T", 999)).rejects.toMatchObject({
+      reason: "unknown_conversation",
+    });
+    const c = (await browser.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    await expect(browser.harness.prepareMove("bad id with spaces", c)).rejects.toBeInstanceOf(MoveRefused);
+    await browser.harness.prepareMove("T-a", c);
+    await expect(browser.harness.prepareMove("T-b", c)).rejects.toMatchObject({ reason: "moving" });
+    await expect(browser.harness.finishMove("T-unknown", 3)).rejects.toMatchObject({
+      reason: "unknown_transfer",
+    });
+    await expect(browser.harness.cancelMove("T-unknown")).rejects.toMatchObject({
+      reason: "unknown_transfer",
+    });
+  });
+
+  test("a live task whose kind has no moveIds hook refuses the move at step 1", async () => {
+    const { browser } = await homes();
+    const parked = defineTask<Record<string, never>, { phase: "wait" }>({
+      name: "test.parked",
+      version: 1,
+      initial: () => ({ phase: "wait" }),
+      phases: {
+        wait: (_t, _r, signal) =>
+          new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })),
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const c = (await browser.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    await browser.harness.createTask(parked, {}, { ownership: { kind: "conversation" }, conversationId: c });
+    await expect(browser.harness.prepareMove("T-k", c)).rejects.toMatchObject({ reason: "task_kind" });
+    expect(browser.harness.awayOf(c)).toBeUndefined();
+    expect(browser.harness.moveRecord("out", "T-k")).toBeUndefined();
+  });
+
+  test("a subagent still working refuses the move; a subagent's own conversation cannot move alone", async () => {
+    const { browser } = await homes();
+    const parked = defineTask<Record<string, never>, { phase: "wait" }>({
+      name: "test.owner",
+      version: 1,
+      initial: () => ({ phase: "wait" }),
+      phases: {
+        wait: (_t, _r, signal) =>
+          new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })),
+      },
+      moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const c = (await browser.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const owner = await browser.harness.createTask(
+      parked,
+      {},
+      { ownership: { kind: "conversation" }, conversationId: c },
+    );
+    const child = await browser.harness.createConversation({ ownership: { kind: "task", taskId: owner } });
+    await expect(browser.harness.prepareMove("T-s", c)).rejects.toMatchObject({ reason: "subagent" });
+    await expect(browser.harness.prepareMove("T-s", child.id)).rejects.toMatchObject({ reason: "owned" });
+    expect(browser.harness.awayOf(c)).toBeUndefined();
+  });
+
+  test("adopt checks the package whole and writes nothing for a bad one", async () => {
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    const pkg = JSON.parse(JSON.stringify(await browser.harness.prepareMove("T-p", c))) as MovePackage;
+    const before = server.harness.conversationRecords().length;
+    const bad: unknown[] = [
+      null,
+      "text",
+      { ...pkg, format: "other" },
+      { ...pkg, version: 2 },
+      { ...pkg, transfer: "" },
+      { ...pkg, entries: [...pkg.entries].reverse() },
+      { ...pkg, entries: pkg.entries.map((e, i) => (i === 1 ? { ...e, head: 99999 } : e)) },
+      { ...pkg, tasks: pkg.tasks.map((t, i) => (i === 1 ? { ...t, owner: 99999 } : t)) },
+      { ...pkg, tasks: pkg.tasks.map((t) => ({ ...t, kind: "test.unknown" })) },
+      { ...pkg, submissions: pkg.submissions.map((s) => ({ ...s, entry: 99999 })) },
+      { ...pkg, documents: [...pkg.documents, pkg.documents[0]] },
+    ];
+    for (const [i, value] of bad.entries()) {
+      const error = await server.harness.adoptMove(value).catch((e: unknown) => e);
+      expect(error, `bad package ${i}`).toBeInstanceOf(MoveRefused);
+    }
+    // A package naming an id it does not carry (a tool slot's task) is refused by the id maps.
+    const live = pkg.documents.find((d) => d.name === "pi.live")!;
+    const dangling = {
+      ...pkg,
+      documents: pkg.documents.map((d) =>
+        d === live ? { ...d, value: { ...(d.value as object), run: { taskId: 99999, inputs: [] } } } : d,
+      ),
+    };
+    await expect(server.harness.adoptMove(dangling)).rejects.toMatchObject({ reason: "bad_package" });
+    expect(server.harness.conversationRecords()).toHaveLength(before);
+    expect(server.harness.moveRecord("in", "T-p")).toBeUndefined();
+    // The good one still adopts.
+    const adopted = await server.harness.adoptMove(pkg);
+    expect(server.harness.moveRecord("in", "T-p")).toMatchObject({
+      status: "adopted",
+      conversationId: adopted,
+    });
+  });
+
+  test("submitting to a moving conversation is refused with where it stands; other conversations go on", async () => {
+    const { browser } = await homes();
+    const c = await midToolRound(browser);
+    await browser.harness.prepareMove("T-w", c);
+    const conversation = browser.harness.requireConversation(c);
+    await expect(conversation.submit({ ...SECOND, requestId: "r3" })).rejects.toMatchObject({
+      name: "ConversationMoved",
+      status: "moving",
+    });
+    await expect(browser.harness.deleteConversation(c)).rejects.toBeInstanceOf(ConversationMoved);
+    const other = await browser.harness.createConversation({ ownership: { kind: "ownerless" } });
+    const submission = await other.submit({ ...FIRST, requestId: "other" });
+    release(browser);
+    expect((await submission.wait()).status).toBe("done");
+    await browser.harness.waitForIdle();
+  });
+});

@@ -1,0 +1,278 @@
+/**
+ * Moving a conversation between the browser's home and a server space's (worker/core/move.ts holds
+ * the steps and their rules). Two parts:
+ * - the engine side, as plain functions over a harness (`moveOps`), which a protocol group serves:
+ *   `prepare` (step 1, sender), `adopt` (step 2, receiver), `finish` (step 3, sender), `refuse`
+ *   (receiver), `cancel` (sender); and `harnessPeer`, a `MovePeer` over another harness in the same
+ *   process (tests), every call carrying JSON;
+ * - the orchestrator (`Moves`), on the initiating side (the browser, in both directions), driven by
+ *   a durable intent per transfer id in the settings conversation's `app.moves` document, written in
+ *   the same commit as each local step. `moveOut` (browser -> server): local step 1 with the intent,
+ *   the peer adopts, local step 3. `bringBack` (server -> browser): the intent first, the peer's step
+ *   1, local adopt (with the intent), the peer's step 3. `resume()` continues every unfinished intent
+ *   (the steps are idempotent), so a lost peer or a crash leaves a move pending and resumable, never
+ *   half-done.
+ * Invariants: a move is undone only after the receiver durably refused its transfer (`refuse`
+ * answered `refused`; if it answers the id it adopted the transfer as, the move is finished
+ * instead); only a `MoveRefused` from a step is final, any other failure (the peer unreachable, a
+ * crash) is retried by `resume()`.
+ */
+import type { AgentHarness } from "../agent/harness.ts";
+import { SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
+import type { Tx } from "../core/define.ts";
+import { HarnessError, type MoveRefusal, MoveRefused } from "../core/errors.ts";
+import type { MovePackage, RefuseAnswer } from "../core/move.ts";
+import type { ConversationId, Json } from "../core/types.ts";
+
+export const MOVES_DOC = "app.moves";
+
+/** The engine side of the protocol's `moves` group: each one step, over this engine's harness. */
+export const moveOps = {
+  /** Step 1 (this engine sends): the package, as JSON. */
+  prepare: (h: AgentHarness, transfer: string, conversationId: ConversationId): Promise<MovePackage> =>
+    h.prepareMove(transfer, conversationId),
+  /** Step 2 (this engine receives): the conversation's id here. */
+  adopt: async (h: AgentHarness, pkg: unknown): Promise<{ conversationId: ConversationId }> => ({
+    conversationId: await h.adoptMove(pkg),
+  }),
+  /** Step 3 (this engine sent): done, living in the receiver's `conversationId`. */
+  finish: (h: AgentHarness, transfer: string, conversationId: ConversationId): Promise<void> =>
+    h.finishMove(transfer, conversationId),
+  /** Never adopt `transfer` here (or the id it was adopted as). */
+  refuse: (h: AgentHarness, transfer: string): Promise<RefuseAnswer> => h.refuseMove(transfer),
+  /** Undo a pending send, after the receiver refused it. */
+  cancel: (h: AgentHarness, transfer: string): Promise<void> => h.cancelMove(transfer),
+};
+
+/**
+ * The other home, as the orchestrator calls it: plain async calls carrying JSON. A refusal rejects
+ * with `MoveRefused` (a transport rebuilds it from the error's code); anything else is taken as the
+ * peer being unreachable for now.
+ */
+export interface MovePeer {
+  prepare(transfer: string, conversationId: ConversationId): Promise<Json>;
+  adopt(pkg: Json): Promise<{ conversationId: ConversationId }>;
+  finish(transfer: string, conversationId: ConversationId): Promise<void>;
+  refuse(transfer: string): Promise<RefuseAnswer>;
+  cancel(transfer: string): Promise<void>;
+}
+
+/** An error crossing a transport as `{ name, code, message }`, rebuilt: MoveRefused stays typed. */
+export function peerError(error: unknown): Error {
+  const e = error as { name?: unknown; code?: unknown; message?: unknown };
+  if (e?.name === "MoveRefused" && typeof e.code === "string" && e.code.startsWith("move_refused:"))
+    return new MoveRefused(e.code.slice("move_refused:".length) as MoveRefusal, String(e.message));
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** A MovePeer over a harness of this process: arguments and answers go through JSON, as on a wire. */
+export function harnessPeer(h: () => AgentHarness): MovePeer {
+  const wire = async <T>(call: () => Promise<T>): Promise<T> => {
+    try {
+      const value = await call();
+      return value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
+    } catch (error) {
+      const e = error as { name?: string; code?: string; message?: string };
+      throw peerError(JSON.parse(JSON.stringify({ name: e?.name, code: e?.code, message: e?.message })));
+    }
+  };
+  return {
+    prepare: (transfer, c) => wire(async () => (await moveOps.prepare(h(), transfer, c)) as unknown as Json),
+    adopt: (pkg) => wire(() => moveOps.adopt(h(), JSON.parse(JSON.stringify(pkg)))),
+    finish: (transfer, c) => wire(() => moveOps.finish(h(), transfer, c)),
+    refuse: (transfer) => wire(() => moveOps.refuse(h(), transfer)),
+    cancel: (transfer) => wire(() => moveOps.cancel(h(), transfer)),
+  };
+}
+
+/** One move the orchestrator drives, as stored in `app.moves`. */
+export interface MoveIntent {
+  readonly transfer: string;
+  /** `out`: this home's conversation goes to the peer; `back`: the peer's comes here. */
+  readonly direction: "out" | "back";
+  /** The peer's name (what `peers` resolves). */
+  readonly peer: string;
+  /** The conversation here (out: from the start; back: once adopted). */
+  readonly local?: ConversationId;
+  /** The conversation in the peer (back: from the start; out: once adopted). */
+  readonly remote?: ConversationId;
+  /**
+   * out: `prepared` (step 1 here) -> `done` | `cancelled`. back: `asked` (nothing written anywhere
+   * else yet) -> `adopted` (step 2 here) -> `done`, or `cancelling` (refused here; the peer's step 1
+   * to undo) -> `cancelled`.
+   */
+  readonly step: "asked" | "prepared" | "adopted" | "done" | "cancelling" | "cancelled";
+  /** Why it was cancelled. */
+  readonly reason?: string;
+}
+
+export type MoveResult =
+  | { status: "done"; transfer: string; local?: ConversationId; remote?: ConversationId }
+  | { status: "cancelled"; transfer: string; reason: string };
+
+const finished = (i: MoveIntent) => i.step === "done" || i.step === "cancelled";
+
+function intents(tx: Tx): Record<string, MoveIntent> {
+  return (tx.readDoc(SETTINGS_CONVERSATION, MOVES_DOC) as unknown as Record<string, MoveIntent>) ?? {};
+}
+
+function putIntent(tx: Tx, intent: MoveIntent): void {
+  tx.writeDoc(SETTINGS_CONVERSATION, MOVES_DOC, {
+    ...intents(tx),
+    [intent.transfer]: intent,
+  } as unknown as Json);
+}
+
+const isRefusal = (error: unknown): error is MoveRefused => error instanceof MoveRefused;
+
+export class Moves {
+  readonly #running = new Map<string, Promise<MoveResult>>();
+
+  constructor(
+    readonly harness: AgentHarness,
+    readonly options: {
+      /** The peer of a name, or undefined when it cannot be reached now. */
+      peer: (name: string) => MovePeer | undefined;
+      /** A new transfer id (default: a random UUID). */
+      newTransfer?: () => string;
+    },
+  ) {}
+
+  /** Every intent, finished ones included. */
+  list(): MoveIntent[] {
+    const stored = this.harness.docNow(SETTINGS_CONVERSATION, MOVES_DOC) as unknown as
+      | Record<string, MoveIntent>
+      | undefined;
+    return Object.values(stored ?? {});
+  }
+
+  intent(transfer: string): MoveIntent | undefined {
+    return this.list().find((i) => i.transfer === transfer);
+  }
+
+  /** Move conversation `local` to the peer. Rejects (the move stays pending) when the peer is lost. */
+  async moveOut(local: ConversationId, peer: string): Promise<MoveResult> {
+    const transfer = this.#newTransfer();
+    await this.harness.prepareMove(transfer, local, {
+      also: (tx) => putIntent(tx, { transfer, direction: "out", peer, local, step: "prepared" }),
+    });
+    return this.#drive(transfer);
+  }
+
+  /** Bring the peer's conversation `remote` here. Rejects (resumable) when the peer is lost. */
+  async bringBack(remote: ConversationId, peer: string): Promise<MoveResult> {
+    const transfer = this.#newTransfer();
+    await this.harness.transaction((tx) =>
+      putIntent(tx, { transfer, direction: "back", peer, remote, step: "asked" }),
+    );
+    return this.#drive(transfer);
+  }
+
+  /** Continue every unfinished move; resolves with their results (a lost peer's rejection included). */
+  async resume(): Promise<Array<PromiseSettledResult<MoveResult>>> {
+    const open = this.list().filter((i) => !finished(i));
+    return Promise.allSettled(open.map((i) => this.#drive(i.transfer)));
+  }
+
+  #newTransfer(): string {
+    return this.options.newTransfer?.() ?? crypto.randomUUID();
+  }
+
+  /** One driver per transfer at a time. */
+  #drive(transfer: string): Promise<MoveResult> {
+    let running = this.#running.get(transfer);
+    if (!running) {
+      running = this.#advance(transfer).finally(() => this.#running.delete(transfer));
+      this.#running.set(transfer, running);
+    }
+    return running;
+  }
+
+  #peer(intent: MoveIntent): MovePeer {
+    const peer = this.options.peer(intent.peer);
+    if (!peer) throw new HarnessError("peer_unavailable", `the home ${intent.peer} cannot be reached now`);
+    return peer;
+  }
+
+  async #advance(transfer: string): Promise<MoveResult> {
+    for (;;) {
+      const intent = this.intent(transfer);
+      if (!intent) throw new HarnessError("unknown_move", `no move ${transfer} was started here`);
+      if (intent.step === "done")
+        return {
+          status: "done",
+          transfer,
+          ...(intent.local !== undefined ? { local: intent.local } : {}),
+          ...(intent.remote !== undefined ? { remote: intent.remote } : {}),
+        };
+      if (intent.step === "cancelled") return { status: "cancelled", transfer, reason: intent.reason ?? "" };
+      if (intent.direction === "out") await this.#out(intent);
+      else await this.#back(intent);
+    }
+  }
+
+  /** browser -> peer, from `prepared`: the peer adopts, then step 3 here (or cancel after its refusal). */
+  async #out(intent: MoveIntent): Promise<void> {
+    const h = this.harness;
+    const { transfer } = intent;
+    const pkg = await h.prepareMove(transfer, intent.local!);
+    const peer = this.#peer(intent);
+    let remote: ConversationId;
+    try {
+      remote = (await peer.adopt(pkg as unknown as Json)).conversationId;
+    } catch (error) {
+      if (!isRefusal(error)) throw error;
+      // Final: make the peer's refusal durable (or learn it adopted after all), then undo or finish.
+      const answer = await peer.refuse(transfer);
+      if (answer.status === "refused") {
+        await h.cancelMove(transfer, {
+          also: (tx) => putIntent(tx, { ...intent, step: "cancelled", reason: error.message }),
+        });
+        return;
+      }
+      remote = answer.conversationId;
+    }
+    await h.finishMove(transfer, remote, {
+      also: (tx) => putIntent(tx, { ...intent, remote, step: "done" }),
+    });
+  }
+
+  /** peer -> browser: `asked` (the peer's step 1, adopt here), `adopted` (the peer's step 3), `cancelling`. */
+  async #back(intent: MoveIntent): Promise<void> {
+    const h = this.harness;
+    const { transfer } = intent;
+    const peer = this.#peer(intent);
+    if (intent.step === "adopted") {
+      await peer.finish(transfer, intent.local!);
+      await h.transaction((tx) => putIntent(tx, { ...intent, step: "done" }));
+      return;
+    }
+    if (intent.step === "cancelling") {
+      await peer.cancel(transfer).catch((error: unknown) => {
+        // Nothing to undo there: its step 1 never committed.
+        if (!(isRefusal(error) && error.reason === "unknown_transfer")) throw error;
+      });
+      await h.transaction((tx) => putIntent(tx, { ...intent, step: "cancelled" }));
+      return;
+    }
+    let refusal: MoveRefused | undefined;
+    try {
+      const pkg = await peer.prepare(transfer, intent.remote!);
+      await h.adoptMove(pkg, {
+        also: (tx, local) => putIntent(tx, { ...intent, local, step: "adopted" }),
+      });
+      return;
+    } catch (error) {
+      if (!isRefusal(error)) throw error;
+      refusal = error;
+    }
+    // Final: refuse here durably (a later adopt can never happen), then undo the peer's step 1.
+    const answer = await h.refuseMove(transfer, {
+      also: (tx) => putIntent(tx, { ...intent, step: "cancelling", reason: refusal.message }),
+    });
+    if (answer.status === "adopted")
+      await h.transaction((tx) =>
+        putIntent(tx, { ...intent, local: answer.conversationId, step: "adopted" }),
+      );
+  }
+}
