@@ -72,6 +72,7 @@ import {
   resendAsFork,
   submitWithTitle,
 } from "./intents.ts";
+import { remoteApi, remoteSecrets } from "./remote.ts";
 import { searchConversationText } from "./search.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
 import { exportConversation } from "./transfer.ts";
@@ -102,6 +103,8 @@ export class EngineHost implements EngineService {
   /** The conversation list of the current harness, and each tab's watches of it. */
   #list: { harness: AgentHarness; list: Promise<ConversationList> } | undefined;
   #listWatches = new Map<number, { tabId: string; stop: () => void }>();
+  /** The server setting (app/remote.ts): the door serves it as the `remote` group. */
+  readonly remote = remoteApi(() => this.#h());
   /** Each tab's event streams and task-graph watches. */
   #streams = new Map<number, { tabId: string; stop: () => void; pending: () => number }>();
 
@@ -421,7 +424,10 @@ export class EngineHost implements EngineService {
     const h = await this.#h();
     const text = await exportConversation(h, conversationId, {
       documents: EXPORTED_DOCS,
-      secrets: storedApiKeyValues((c, name) => h.docNow(c, name)),
+      secrets: [
+        ...storedApiKeyValues((c, name) => h.docNow(c, name)),
+        ...remoteSecrets((c, name) => h.docNow(c, name)),
+      ],
       userTools: await exportedUserTools(h, conversationId),
     });
     const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;
