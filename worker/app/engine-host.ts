@@ -1,85 +1,33 @@
 /**
- * The engine host: adapts `EngineApi` (what each tab calls, grouped by area; worker/protocol/api.ts)
- * to the agent harness, as the `EngineService` the protocol's door serves (worker/protocol/door.ts:
- * it checks every message before a method here runs). It keeps what is per tab: the tabs themselves,
- * their status listeners and their watches. Invariants:
+ * The browser's engine host: the portable engine service (engine-service.ts, every harness-backed
+ * call and each tab's watches) with what only the browser has, served by the protocol's door
+ * (worker/protocol/door.ts). Invariants:
  * - every call waits for the harness (the store owned and open, see owner.ts); after a handover it
  *   refuses with "reload";
- * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches
- *   and status listeners are dropped;
+ * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches,
+ *   status listeners and offered script workers are dropped;
  * - when the harness stops (handover, fatal error) every watch ends ("closed");
  * - a tab's offer of script workers (browser/tab-script-workers.ts, on the browser-only side channel)
- *   ends with the tab.
+ *   is taken only from a tab that said hello, and ends with the tab.
  * Store ownership and handover live in browser/owner.ts, the start (owner first, this module loaded
  * meanwhile) in entry/boot.ts, the agent's configuration in app-agent.ts, the test endpoints in
- * debug/endpoints.ts. A new engine call: a method here, one line in `tab()`, and its signature and
- * schema in worker/protocol/ (api.ts, schema.ts; door.ts's table).
+ * debug/endpoints.ts. A new engine call goes in engine-service.ts.
  */
 
-import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
-import { storedApiKeyValues } from "../agent/models/keys.ts";
-import type { ModelRef } from "../agent/records.ts";
-import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { StoreOwner } from "../browser/owner.ts";
 import type { HostPlatform } from "../browser/platform.ts";
 import { type TabOffer, tabScriptWorkers } from "../browser/tab-script-workers.ts";
-import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
-import type { ConversationView, Watch } from "../core/observe.ts";
-import { type EntryPage, MAX_PAGE } from "../core/pages.ts";
-import type { ConversationId, EntryId, TaskId } from "../core/types.ts";
-import { watchFrame } from "../core/view-ops.ts";
 import type { EngineService, TabCalls } from "../protocol/door.ts";
 import {
-  type AgentEvent,
-  type AgentSettingsChange,
-  type AgentSettingsView,
-  type CompactOutcome,
-  type ConversationSummary,
-  type DemoSpeedName,
   type EngineStatus,
   type EngineTimeline,
-  type ExtensionChoice,
   type Hello,
-  type KeyCheck,
-  type ModelChoice,
-  PROTOCOL_VERSION,
-  protocolMismatch,
-  type SubmitRequest,
+  type TabHello,
   tabLockName,
-  type UsageRollup,
-  type UsageState,
-  type UserToolDraft,
-  type UserToolView,
-  type WatchFrame,
-  type WithdrawOutcome,
-  type WorkspaceFile,
 } from "../protocol/index.ts";
-import { ConversationList, TITLE_DOC } from "./conversation-list.ts";
-import {
-  conversationExtensions,
-  deleteUserTool,
-  exportedUserTools,
-  saveUserToolDraft,
-  setExtensionEnabled,
-  userToolViews,
-} from "./extensions.ts";
-import {
-  checkTitle,
-  createTitled,
-  forkTitle,
-  importTitled,
-  resendAsFork,
-  submitWithTitle,
-} from "./intents.ts";
-import { remoteApi, remoteSecrets } from "./remote.ts";
-import { searchConversationText } from "./search.ts";
-import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
-import { exportConversation } from "./transfer.ts";
-import { enableUserToolEverywhere } from "./user-tools/store.ts";
-
-/** The documents an export carries: the agent's settings, its usage, the title. */
-const EXPORTED_DOCS = ["pi.agent", "pi.usage", TITLE_DOC] as const;
+import { HarnessEngine } from "./engine-service.ts";
+import { remoteApi } from "./remote.ts";
 
 /** Keys the test endpoints' view of the engine (see `[engineInternals]`). */
 export const engineInternals = Symbol("engine internals");
@@ -94,48 +42,31 @@ export interface EngineInternals {
 export class EngineHost implements EngineService {
   readonly #platform: HostPlatform;
   readonly #owner: StoreOwner;
-  #status: EngineStatus = { phase: "starting", detail: "starting the engine" };
-  #statusListeners = new Map<string, Set<(s: EngineStatus) => void>>();
   readonly #ready: Promise<AgentHarness>;
-  #watches = new Map<number, { tabId: string; watch: Watch<ConversationView> }>();
-  #nextWatch = 1;
-  #tabs = new Set<string>();
-  /** The conversation list of the current harness, and each tab's watches of it. */
-  #list: { harness: AgentHarness; list: Promise<ConversationList> } | undefined;
-  #listWatches = new Map<number, { tabId: string; stop: () => void }>();
-  /** The server setting (app/remote.ts): the door serves it as the `remote` group. */
+  readonly #engine: HarnessEngine;
+  /** The server setting (remote.ts): the door serves it as the `remote` group, to this engine's tabs only. */
   readonly remote = remoteApi(() => this.#h());
-  /** Each tab's event streams and task-graph watches. */
-  #streams = new Map<number, { tabId: string; stop: () => void; pending: () => number }>();
 
   /** `started`: the owner already taking the store and opening the harness (boot.ts). */
   constructor(platform: HostPlatform, started: { owner: StoreOwner; ready: Promise<AgentHarness> }) {
     this.#platform = platform;
     this.#owner = started.owner;
     this.#ready = started.ready;
+    this.#engine = new HarnessEngine({
+      harness: () => this.#h(),
+      build: platform.build,
+      // Granted only once the tab's own lock is released: the tab is gone.
+      tabArrived: (tabId) => void navigator.locks.request(tabLockName(tabId), () => this.#dropTab(tabId)),
+    });
     this.#owner.listen({
-      status: (status) => this.#setStatus(status),
-      stopping: () => {
-        for (const { watch } of this.#watches.values()) watch.end("closed");
-        this.#watches.clear();
-        for (const { stop } of this.#listWatches.values()) stop();
-        this.#listWatches.clear();
-        for (const { stop } of this.#streams.values()) stop();
-        this.#streams.clear();
-        void this.#list?.list.then((l) => l.close());
-        this.#list = undefined;
-      },
+      status: (status) => this.#engine.setStatus(status),
+      stopping: () => this.#engine.stopAll(),
     });
   }
 
-  #setStatus(status: EngineStatus): void {
-    this.#status = status;
-    for (const listeners of this.#statusListeners.values())
-      for (const l of listeners) void Promise.resolve(l(status)).catch(() => undefined);
-  }
-
   async #h(): Promise<AgentHarness> {
-    if (this.#status.phase === "handed-over" || this.#status.phase === "handing-over") {
+    const phase = this.#engine.status.phase;
+    if (phase === "handed-over" || phase === "handing-over") {
       throw new Error("this engine handed the store over to another tab; reload this one");
     }
     return this.#ready;
@@ -147,437 +78,30 @@ export class EngineHost implements EngineService {
       platform: this.#platform,
       timeline: this.#owner.timeline,
       harness: () => this.#h(),
-      watchStats: () => {
-        let pendingFrames = 0;
-        for (const { watch } of this.#watches.values()) pendingFrames += watch.pending;
-        for (const { pending } of this.#streams.values()) pendingFrames += pending();
-        return { watches: this.#watches.size + this.#streams.size, pendingFrames };
-      },
+      watchStats: () => this.#engine.watchStats(),
     };
   }
 
-  /** The calls of tab `tabId`, grouped as `EngineApi` has them (its watches are the tab's). */
+  hello(tab: TabHello): Promise<Hello> {
+    return this.#engine.hello(tab);
+  }
+
   tab(tabId: string): TabCalls {
-    return {
-      conversations: {
-        list: () => this.listConversations(),
-        watch: (listener) => this.watchConversations(tabId, listener),
-        create: (title) => this.createConversation(title),
-        fork: (conversationId, entryId) => this.forkConversation(conversationId, entryId),
-        delete: (conversationId) => this.deleteConversation(conversationId),
-        rename: (conversationId, title) => this.renameConversation(conversationId, title),
-        search: (text) => this.searchConversations(text),
-        export: (conversationId) => this.exportConversation(conversationId),
-        import: (text) => this.importConversation(text),
-      },
-      run: {
-        submit: (conversationId, request) => this.submit(conversationId, request),
-        resendAsFork: (conversationId, entryId, text) => this.resendAsFork(conversationId, entryId, text),
-        abort: (conversationId) => this.abort(conversationId),
-        withdraw: (conversationId, submissionId) => this.withdraw(conversationId, submissionId),
-        reset: (conversationId) => this.reset(conversationId),
-        compact: (conversationId) => this.compact(conversationId),
-      },
-      settings: {
-        agent: (conversationId) => this.agentSettings(conversationId),
-        configure: (conversationId, change) => this.configureAgent(conversationId, change),
-        setModel: (conversationId, model) => this.setModel(conversationId, model),
-        models: () => this.models(),
-        extensions: (conversationId) => this.conversationExtensions(conversationId),
-        setExtensionEnabled: (conversationId, name, enabled) =>
-          this.setExtensionEnabled(conversationId, name, enabled),
-        demoSpeed: () => this.demoSpeed(),
-        setDemoSpeed: (speed) => this.setDemoSpeed(speed),
-      },
-      keys: {
-        set: (provider, key) => this.setApiKey(provider, key),
-        has: (provider) => this.hasApiKey(provider),
-        list: () => this.apiKeys(),
-        test: (provider) => this.testApiKey(provider),
-      },
-      workspace: {
-        files: () => this.workspaceFiles(),
-        read: (path) => this.readWorkspaceFile(path),
-        delete: (path) => this.deleteWorkspaceFile(path),
-      },
-      userTools: {
-        list: () => this.listUserTools(),
-        save: (draft) => this.saveUserTool(draft),
-        remove: (name) => this.removeUserTool(name),
-        enableEverywhere: (name) => this.enableUserToolEverywhere(name),
-      },
-      watches: {
-        conversation: (conversationId, listener) => this.watch(tabId, conversationId, listener),
-        events: (conversationId, listener) => this.watchEvents(tabId, conversationId, listener),
-        taskGraph: (listener) => this.watchTaskGraph(tabId, listener),
-        unwatch: (watchId) => this.unwatch(watchId),
-        entries: (conversationId) => this.entries(conversationId),
-        entriesBefore: (conversationId, beforeId, limit) =>
-          this.entriesBefore(conversationId, beforeId, limit),
-      },
-      tasks: {
-        graph: () => this.taskGraph(),
-        inspect: () => this.inspect(),
-        abort: (taskId) => this.abortTask(taskId),
-      },
-      usage: {
-        total: () => this.totalUsage(),
-        conversation: (conversationId) => this.conversationUsage(conversationId),
-      },
-    };
+    return this.#engine.tab(tabId);
   }
 
-  // --- What the groups call --------------------------------------------------------------
-
-  async hello(tab: { tabId: string; protocol: number }): Promise<Hello> {
-    if (tab.protocol !== PROTOCOL_VERSION) {
-      return {
-        protocol: PROTOCOL_VERSION,
-        build: this.#platform.build,
-        status: protocolMismatch({ tab: tab.protocol, engine: PROTOCOL_VERSION }),
-      };
-    }
-    if (!this.#tabs.has(tab.tabId)) {
-      this.#tabs.add(tab.tabId);
-      // Granted only once the tab's own lock is released: the tab is gone.
-      void navigator.locks.request(tabLockName(tab.tabId), () => this.#dropTab(tab.tabId));
-    }
-    return { protocol: PROTOCOL_VERSION, build: this.#platform.build, status: this.#status };
+  onStatus(tabId: string, listener: (status: EngineStatus) => void): void {
+    this.#engine.onStatus(tabId, listener);
   }
 
   #dropTab(tabId: string): void {
-    this.#tabs.delete(tabId);
     tabScriptWorkers.drop(tabId);
-    this.#statusListeners.delete(tabId);
-    for (const [id, w] of this.#watches) {
-      if (w.tabId !== tabId) continue;
-      this.#watches.delete(id);
-      void w.watch.stop();
-    }
-    for (const [id, w] of this.#listWatches) {
-      if (w.tabId !== tabId) continue;
-      this.#listWatches.delete(id);
-      w.stop();
-    }
-    for (const [id, w] of this.#streams) {
-      if (w.tabId !== tabId) continue;
-      this.#streams.delete(id);
-      w.stop();
-    }
-  }
-
-  /** The conversation list of the harness now serving (built on first use). */
-  async #conversationList(): Promise<ConversationList> {
-    const h = await this.#h();
-    if (this.#list?.harness !== h) this.#list = { harness: h, list: ConversationList.open(h) };
-    return this.#list.list;
+    this.#engine.dropTab(tabId);
   }
 
   /** A tab's script workers, offered on its side channel (browser-only, not the protocol). */
   offerScriptWorkers(tabId: string, offer: TabOffer): void {
     // Only a tab that said hello: its lock tells when the offer ends.
-    if (this.#tabs.has(tabId)) tabScriptWorkers.offer(tabId, offer);
-  }
-
-  onStatus(tabId: string, listener: (status: EngineStatus) => void): void {
-    let set = this.#statusListeners.get(tabId);
-    if (!set) this.#statusListeners.set(tabId, (set = new Set()));
-    set.add(listener);
-    void Promise.resolve(listener(this.#status)).catch(() => undefined);
-  }
-
-  async listConversations(): Promise<ConversationSummary[]> {
-    return (await this.#conversationList()).list();
-  }
-
-  async watchConversations(
-    tabId: string,
-    listener: (list: ConversationSummary[]) => Promise<void> | void,
-  ): Promise<number> {
-    const list = await this.#conversationList();
-    const id = this.#nextWatch++;
-    const stop = list.watch(listener, () => this.#listWatches.delete(id));
-    this.#listWatches.set(id, { tabId, stop });
-    return id;
-  }
-
-  async renameConversation(conversationId: ConversationId, title: string): Promise<void> {
-    const h = await this.#h();
-    const trimmed = checkTitle(title);
-    h.requireConversation(conversationId);
-    await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: trimmed }));
-  }
-
-  async deleteConversation(conversationId: ConversationId): Promise<void> {
-    if (!Number.isSafeInteger(conversationId))
-      throw new TypeError("deleteConversation takes a conversation id");
-    await (await this.#h()).deleteConversation(conversationId);
-  }
-
-  async searchConversations(text: string): Promise<ConversationId[]> {
-    if (typeof text !== "string") throw new TypeError("search text must be a string");
-    const list = await this.#conversationList();
-    const h = await this.#h();
-    return (await searchConversationText(h.store, text.slice(0, 500))).filter((id) => list.has(id));
-  }
-
-  async createConversation(title?: string): Promise<ConversationId> {
-    return createTitled(await this.#h(), title);
-  }
-
-  async forkConversation(conversationId: ConversationId, entryId: EntryId): Promise<ConversationId> {
-    if (!Number.isInteger(conversationId) || !Number.isInteger(entryId))
-      throw new TypeError("forkConversation takes a conversation id and an entry id (integers)");
-    const h = await this.#h();
-    const fork = await h.forkConversation(conversationId, entryId, {
-      ownership: { kind: "ownerless" },
-      init: (tx, id) => forkTitle(tx, conversationId, id),
-    });
-    return fork.id;
-  }
-
-  async submit(conversationId: ConversationId, request: SubmitRequest): Promise<number> {
-    return (await submitWithTitle(await this.#h(), conversationId, request)).id;
-  }
-
-  async resendAsFork(
-    conversationId: ConversationId,
-    entryId: EntryId,
-    text: string,
-  ): Promise<ConversationId> {
-    return resendAsFork(await this.#h(), conversationId, entryId, text);
-  }
-
-  async abort(conversationId: ConversationId): Promise<void> {
-    const h = await this.#h();
-    await h.requireConversation(conversationId).abort();
-  }
-
-  async withdraw(conversationId: ConversationId, submissionId: number): Promise<WithdrawOutcome> {
-    const h = await this.#h();
-    const outcome = await h.abortSubmission(submissionId, undefined, conversationId);
-    return outcome === "aborted" ? "withdrawn" : outcome;
-  }
-
-  async reset(conversationId: ConversationId): Promise<number> {
-    const h = await this.#h();
-    return (await h.requireConversation(conversationId).reset()).id;
-  }
-
-  async compact(conversationId: ConversationId): Promise<CompactOutcome> {
-    const h = await this.#h();
-    const taskId = await h.requireConversation(conversationId).compact();
-    const done = await h.waitForTask(taskId);
-    const outcome = done.state.status === "terminal" ? done.state.outcome : undefined;
-    if (outcome?.status !== "completed") {
-      const error =
-        outcome && "error" in outcome ? (outcome.error as { message?: string; detail?: string }) : undefined;
-      return { status: "failed", reason: error?.detail ?? error?.message ?? outcome?.status ?? "unknown" };
-    }
-    const result = (outcome.result ?? {}) as { submissionId?: number; entryId?: number };
-    return result.submissionId !== undefined || result.entryId !== undefined
-      ? { status: "summarized" }
-      : { status: "nothing" };
-  }
-
-  async setModel(conversationId: ConversationId, model: ModelRef): Promise<void> {
-    const h = await this.#h();
-    await h.requireConversation(conversationId).configure({ model });
-  }
-
-  async models(): Promise<ModelChoice[]> {
-    return (await this.#h()).models.list();
-  }
-
-  async setApiKey(provider: string, key: string | null): Promise<void> {
-    await (await this.#h()).models.setKey(provider, key);
-  }
-
-  async hasApiKey(provider: string): Promise<boolean> {
-    return (await this.#h()).models.hasKey(provider);
-  }
-
-  async apiKeys(): Promise<string[]> {
-    return (await this.#h()).models.providersWithKeys();
-  }
-
-  async testApiKey(provider: string): Promise<KeyCheck> {
-    if (typeof provider !== "string" || !provider) throw new TypeError("testApiKey needs a provider name");
-    return (await this.#h()).models.testKey(provider);
-  }
-
-  async agentSettings(conversationId: ConversationId): Promise<AgentSettingsView> {
-    const agent = await (await this.#h()).requireConversation(conversationId).agentState();
-    return {
-      ...(agent.model ? { model: agent.model } : {}),
-      ...(agent.thinkingLevel ? { thinkingLevel: agent.thinkingLevel } : {}),
-      ...(agent.instructions !== undefined ? { instructions: agent.instructions } : {}),
-    };
-  }
-
-  async configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void> {
-    const h = await this.#h();
-    await h.requireConversation(conversationId).configure(checkAgentChange(change));
-  }
-
-  async exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }> {
-    const h = await this.#h();
-    const text = await exportConversation(h, conversationId, {
-      documents: EXPORTED_DOCS,
-      secrets: [
-        ...storedApiKeyValues((c, name) => h.docNow(c, name)),
-        ...remoteSecrets((c, name) => h.docNow(c, name)),
-      ],
-      userTools: await exportedUserTools(h, conversationId),
-    });
-    const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;
-    const slug = (title ?? `conversation-${conversationId}`)
-      .toLowerCase()
-      .replace(/[^a-z0-9]+/g, "-")
-      .replace(/^-+|-+$/g, "")
-      .slice(0, 60);
-    return { fileName: `${slug || "conversation"}.json`, text };
-  }
-
-  async importConversation(text: string): Promise<ConversationId> {
-    return importTitled(await this.#h(), text, { documents: EXPORTED_DOCS });
-  }
-
-  async workspaceFiles(): Promise<WorkspaceFile[]> {
-    return listWorkspaceFiles((await this.#h()).services.fs);
-  }
-
-  async readWorkspaceFile(path: string): Promise<string> {
-    return (await this.#h()).services.fs.read(path);
-  }
-
-  async deleteWorkspaceFile(path: string): Promise<void> {
-    const fs = (await this.#h()).services.fs;
-    if (!fs.remove) throw new Error("this workspace cannot delete files");
-    if (typeof path !== "string" || !path.trim()) throw new TypeError("name a file to delete");
-    await fs.remove(path);
-  }
-
-  async demoSpeed(): Promise<DemoSpeedName> {
-    return storedDemoSpeed(await this.#h());
-  }
-
-  async setDemoSpeed(speed: DemoSpeedName): Promise<void> {
-    await writeDemoSpeed(await this.#h(), speed);
-  }
-
-  async listUserTools(): Promise<UserToolView[]> {
-    return userToolViews(await this.#h());
-  }
-
-  async saveUserTool(draft: UserToolDraft): Promise<UserToolView> {
-    return saveUserToolDraft(await this.#h(), draft);
-  }
-
-  async removeUserTool(name: string): Promise<void> {
-    await deleteUserTool(await this.#h(), name);
-  }
-
-  async enableUserToolEverywhere(name: string): Promise<void> {
-    await enableUserToolEverywhere(await this.#h(), name);
-  }
-
-  async conversationExtensions(conversationId: ConversationId): Promise<ExtensionChoice[]> {
-    return conversationExtensions(await this.#h(), conversationId);
-  }
-
-  async setExtensionEnabled(conversationId: ConversationId, name: string, enabled: boolean): Promise<void> {
-    await setExtensionEnabled(await this.#h(), conversationId, name, enabled);
-  }
-
-  async watch(
-    tabId: string,
-    conversationId: ConversationId,
-    listener: (frame: WatchFrame) => Promise<void> | void,
-  ): Promise<number> {
-    performance.mark("watch:called");
-    const h = await this.#h();
-    h.requireConversation(conversationId);
-    const watch = await h.pageMount(conversationId).watch();
-    const id = this.#nextWatch++;
-    this.#watches.set(id, { tabId, watch });
-    // The first frame carries the whole (paged) view; then only operations (and whole views after an
-    // overflow).
-    // The marks time a watch's opening (the browser bench reads them): the view read, then sent.
-    performance.mark("watch:read");
-    await listener({ seq: 0, ops: [{ op: "replace" }], value: watch.value });
-    watch.start((frame) => listener(watchFrame(frame)));
-    return id;
-  }
-
-  async watchEvents(
-    tabId: string,
-    conversationId: ConversationId,
-    listener: (events: readonly AgentEvent[]) => Promise<void> | void,
-  ): Promise<number> {
-    const h = await this.#h();
-    h.requireConversation(conversationId);
-    const stream = await watchEvents(h, conversationId);
-    const id = this.#nextWatch++;
-    this.#streams.set(id, { tabId, stop: () => void stream.stop(), pending: () => stream.pending });
-    void stream.closed.then(() => this.#streams.delete(id));
-    // The snapshot first; later batches wait in the stream meanwhile.
-    await listener([stream.snapshot]);
-    stream.start((events) => listener(events));
-    return id;
-  }
-
-  async watchTaskGraph(tabId: string, listener: (graph: TaskGraph) => Promise<void> | void): Promise<number> {
-    const h = await this.#h();
-    const watch = await h.watchTaskGraph();
-    const id = this.#nextWatch++;
-    this.#streams.set(id, { tabId, stop: () => void watch.stop(), pending: () => watch.pending });
-    void watch.closed.then(() => this.#streams.delete(id));
-    await listener(watch.value);
-    watch.start((frame) => listener(frame.value));
-    return id;
-  }
-
-  async unwatch(watchId: number): Promise<void> {
-    this.#listWatches.get(watchId)?.stop();
-    this.#streams.get(watchId)?.stop();
-    this.#streams.delete(watchId);
-    const w = this.#watches.get(watchId);
-    this.#watches.delete(watchId);
-    await w?.watch.stop();
-  }
-
-  async entries(conversationId: ConversationId) {
-    const h = await this.#h();
-    return h.requireConversation(conversationId).entries();
-  }
-
-  async entriesBefore(conversationId: ConversationId, beforeId: EntryId, limit: number): Promise<EntryPage> {
-    const h = await this.#h();
-    h.requireConversation(conversationId);
-    if (!Number.isInteger(beforeId) || !Number.isInteger(limit) || limit < 1)
-      throw new TypeError("entriesBefore takes an entry id and a positive whole limit");
-    return h.entryPage(conversationId, { before: beforeId, limit: Math.min(limit, MAX_PAGE) });
-  }
-
-  async taskGraph(): Promise<TaskGraph> {
-    return (await this.#h()).taskGraph();
-  }
-
-  async abortTask(taskId: TaskId): Promise<"marked" | "terminal"> {
-    if (!Number.isSafeInteger(taskId) || taskId < 1) throw new TypeError("abortTask needs a task id");
-    return (await this.#h()).abortTask(taskId);
-  }
-
-  async totalUsage(): Promise<UsageState> {
-    return (await this.#h()).usage();
-  }
-
-  async conversationUsage(conversationId: ConversationId): Promise<UsageRollup> {
-    return (await this.#h()).conversationUsage(conversationId);
-  }
-
-  async inspect(): Promise<HarnessInspection> {
-    return (await this.#h()).inspect();
+    if (this.#engine.hasTab(tabId)) tabScriptWorkers.offer(tabId, offer);
   }
 }
