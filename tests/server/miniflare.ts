@@ -4,7 +4,11 @@
  * serve it with miniflare 3 (the last line that runs on Node 20), its Durable Objects on SQLite and
  * persisted to a folder, so a restart (`restart()`: SIGKILL of workerd, then a new one on the same
  * folder) finds exactly what was committed. Failing to start is an error that says so, never a skip.
+ * Every worker gets a `SPACE_TOKEN_SECRET` (random unless the bindings give one), and `call()` sends
+ * the token of the space a `/space/<name>/` path names (Authorization: Bearer), as a client of the
+ * front door must; `raw()` sends exactly what it is given (the refusal tests).
  */
+import { createHmac, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -42,8 +46,20 @@ function workerdBinary(): string {
 }
 
 export interface ServerWorker {
-  /** Send a request to the worker; answers its JSON, failing on a non-2xx status with the body. */
+  /**
+   * Send a request to the worker (with the token of the space its path names); answers its JSON,
+   * failing on a non-2xx status with the body.
+   */
   call<T>(path: string, init?: { method?: string; body?: unknown }): Promise<T>;
+  /** Send a request as given (no token added): its status and JSON body. */
+  raw(
+    path: string,
+    init?: { method?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: unknown }>;
+  /** The worker's address over real HTTP (for WebSockets); it changes with `restart()`. */
+  url(): URL;
+  /** The token of `space` under this worker's secret. */
+  token(space: string): string;
   /** Kill workerd (SIGKILL, as miniflare disposes) and start a new one on the same folder. */
   restart(): Promise<void>;
   /** Kill workerd and remove the folder. */
@@ -100,12 +116,18 @@ export function bundleWorker(entry = "entry.ts"): Promise<string> {
   return done;
 }
 
+/** The token of `space` (worker/server/token.ts's scheme, computed as scripts/server.mjs does). */
+export function spaceTokenOf(secret: string, space: string): string {
+  return `${space}.${createHmac("sha256", secret).update(`space:${space}`).digest("base64url")}`;
+}
+
 export async function startServerWorker(options: WorkerOptions = {}): Promise<ServerWorker> {
   workerdBinary();
   const entry = options.entry ?? "entry.ts";
   const script = await bundleWorker(entry);
   const objects = options.objects ?? { OBJECTS: "ConformanceObject" };
   const persist = mkdtempSync(join(tmpdir(), "dostore-"));
+  const secret = options.bindings?.["SPACE_TOKEN_SECRET"] ?? randomBytes(32).toString("base64url");
   const make = () =>
     new Miniflare({
       // The module given as such, not as a script for miniflare to parse: pi-ai's bundle has an
@@ -123,11 +145,12 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
         Object.entries(objects).map(([binding, className]) => [binding, { className, useSQLite: true }]),
       ),
       durableObjectsPersist: persist,
-      bindings: { ...options.bindings },
+      bindings: { SPACE_TOKEN_SECRET: secret, ...options.bindings },
     });
+  let url: URL | undefined;
   const start = async (mf: Miniflare) => {
     try {
-      await within(mf.ready, START_TIMEOUT_MS, "miniflare starting workerd");
+      url = await within(mf.ready, START_TIMEOUT_MS, "miniflare starting workerd");
     } catch (error) {
       await mf.dispose().catch(() => undefined);
       throw new Error(
@@ -142,18 +165,36 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
     rmSync(persist, { recursive: true, force: true });
     throw error;
   }
+  const send = async (
+    path: string,
+    init: { method?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; text: string }> => {
+    // A new connection each time: workerd reset a kept-alive one reused after a long request.
+    const response = await mf.dispatchFetch(`http://server.test${path}`, {
+      method: init.method ?? "GET",
+      headers: { connection: "close", "content-type": "application/json", ...init.headers },
+      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+    });
+    return { status: response.status, text: await response.text() };
+  };
   return {
     async call<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
-      // A new connection each time: workerd reset a kept-alive one reused after a long request.
-      const response = await mf.dispatchFetch(`http://server.test${path}`, {
-        method: init.method ?? "GET",
-        headers: { connection: "close", "content-type": "application/json" },
-        ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-      });
-      const text = await response.text();
-      if (!response.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${response.status} ${text}`);
+      const space = /^\/space\/([^/]+)\//.exec(path)?.[1];
+      const headers: Record<string, string> =
+        space === undefined ? {} : { authorization: `Bearer ${spaceTokenOf(secret, space)}` };
+      const { status, text } = await send(path, { ...init, headers });
+      if (status < 200 || status > 299) throw new Error(`${init.method ?? "GET"} ${path}: ${status} ${text}`);
       return JSON.parse(text) as T;
     },
+    async raw(path, init = {}) {
+      const { status, text } = await send(path, init);
+      return { status, body: text === "" ? undefined : JSON.parse(text) };
+    },
+    url() {
+      if (!url) throw new Error("the worker is not started");
+      return url;
+    },
+    token: (space) => spaceTokenOf(secret, space),
     async restart() {
       await mf.dispose();
       mf = make();

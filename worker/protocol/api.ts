@@ -34,7 +34,8 @@ export type EngineStatus =
   | { phase: "waiting-for-lock"; detail: string }
   | {
       phase: "ready";
-      storeKind: "idb" | "opfs";
+      /** Where the store is: a browser's (IndexedDB, OPFS) or a server space's Durable Object. */
+      storeKind: "idb" | "opfs" | "durable-object";
       build: string;
       jspi: boolean;
       persisted: boolean | undefined;

@@ -4,7 +4,8 @@
  * it is a call or an acknowledgement (schema.ts), that the method exists and that its arguments have
  * the method's types. What fails gets a reply `{ id, ok: false, error }` with `name: "BadRequest"`
  * and a `code` saying which check (`malformed`, `too-large`, `unknown-method`, `bad-args`,
- * `duplicate-id`, `no-hello`), and the engine goes on serving the connection's next message: no
+ * `duplicate-id`, `no-hello`; a transport may refuse a frame before it is parsed with `too-large`,
+ * `malformed` or `rate-limited`: worker/server/socket.ts), and the engine goes on serving the connection's next message: no
  * call runs, so nothing is written. Invariants:
  * - `hello` comes first; calls that arrive while it is answered wait for it; after an accepted hello
  *   the connection gets the engine's status pushed at once and at every change;
@@ -66,7 +67,14 @@ const noop = () => undefined;
 export class BadRequest extends Error {
   override readonly name = "BadRequest";
   constructor(
-    readonly code: "malformed" | "too-large" | "unknown-method" | "bad-args" | "duplicate-id" | "no-hello",
+    readonly code:
+      | "malformed"
+      | "too-large"
+      | "unknown-method"
+      | "bad-args"
+      | "duplicate-id"
+      | "no-hello"
+      | "rate-limited",
     message: string,
   ) {
     super(message);

@@ -18,8 +18,19 @@
  *   earlier while it is armed; when it fires, the handler opens the harness (recovering if the
  *   instance is new) and arms the next one if work is still live. A space with no live work and
  *   no deadline has no alarm and costs nothing.
- * - **Routes** (for the tests for now; the WebSocket protocol door and tokens come later, so
- *   nothing here is authenticated): `POST /submit {conversation?, text, requestId?}` submits an
+ * - **Tabs attach over a WebSocket** (`GET .../socket` with `Upgrade: websocket`), accepted with
+ *   the Hibernation API (`ctx.acceptWebSocket`: an idle space with open sockets costs nothing) and
+ *   served by the protocol's door (worker/protocol/door.ts) over socket.ts's transport, on the
+ *   engine service the composition makes (the app's HarnessEngine: every call, each tab's watches).
+ *   Each socket is a tab of its own to the engine (`<tabId>#<n>`): its close (or error) drops that
+ *   tab's watches, and a tab that reconnects is not confused with its dead socket. A socket's tab id
+ *   and its open watches are kept in its attachment (`serializeAttachment`); an instance that finds
+ *   sockets it did not accept (it woke from hibernation, or the previous instance died: their
+ *   watches died with it) closes them with `RECONNECT_CLOSE` (4001), and the tab reconnects and
+ *   opens its watches again. A fatal store failure does the same to every socket. The `debug`
+ *   group is never served here. Who may enter is checked before a request reaches the object (the
+ *   front door: worker/entry/server.ts, worker/server/token.ts).
+ * - **Routes** for the tests and the local server (behind the same token check): `POST /submit {conversation?, text, requestId?}` submits an
  *   input (to a new conversation when none is named; a known `requestId` is the same submission),
  *   `GET /view?conversation=N` answers the committed entries and whether work is live, `GET
  *   /status` how this instance was opened (`by`: "fetch" | "alarm") and the alarm armed, `POST
@@ -29,7 +40,17 @@
 import type { AgentHarness } from "../agent/harness.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { ConversationId } from "../core/types.ts";
+import {
+  DEFAULT_LIMITS,
+  type DoorLimits,
+  type EngineService,
+  serveConnection,
+  type TabCalls,
+} from "../protocol/door.ts";
+import type { EngineStatus, TabHello } from "../protocol/index.ts";
 import { type DoStorage, type DoStore, openDoStore } from "./do-store.ts";
+import { DEFAULT_RATE, type RateLimit, type SocketConnection, socketTransport } from "./socket.ts";
+import { SUBPROTOCOL } from "./token.ts";
 
 /** The part of a Durable Object's `ctx.storage` the space uses: the store's, and the alarm. */
 export interface SpaceStorage extends DoStorage {
@@ -37,14 +58,63 @@ export interface SpaceStorage extends DoStorage {
   getAlarm(): Promise<number | null>;
 }
 
+/** The part of a workerd WebSocket (server end) the space uses. */
+export interface SpaceSocket {
+  send(message: string): void;
+  close(code?: number, reason?: string): void;
+  serializeAttachment(value: unknown): void;
+  deserializeAttachment(): unknown;
+}
+
 /** The part of a Durable Object's `ctx` the space uses. */
 export interface SpaceState {
   readonly storage: SpaceStorage;
+  /** The Hibernation API (absent where the runtime has none: sockets are then refused). */
+  acceptWebSocket?(ws: SpaceSocket): void;
+  getWebSockets?(): SpaceSocket[];
+}
+
+/** The engine service a space serves on its sockets (the app's HarnessEngine). */
+export interface SpaceEngine extends EngineService {
+  readonly status: EngineStatus;
+  setStatus(status: EngineStatus): void;
+  /** The harness stopped: every watch ends. */
+  stopAll(): void;
+  dropTab(tabId: string): void;
+}
+
+/** Makes the space's engine service on its harness (the composition's; the server's room may not import the app's). */
+export type MakeSpaceEngine = (options: { harness(): Promise<AgentHarness>; build: string }) => SpaceEngine;
+
+export interface SpaceOptions {
+  /** The engine service its sockets are served; without one, sockets are refused (501). */
+  readonly engine?: MakeSpaceEngine;
+}
+
+/** The close code that tells a tab to reconnect (its watches ended with the instance that served them). */
+export const RECONNECT_CLOSE = 4001;
+
+/**
+ * The largest message a socket may send: a million characters of JSON text, refused unparsed above
+ * (socket.ts). Below the runtime's own limit, so that a message just over it gets a typed refusal:
+ * workerd (1.20250718, run locally) closes a socket whose message is over 1 MiB of UTF-8 with code
+ * 1009 before the space sees it; Cloudflare's platform limit applies there. So a server space
+ * imports conversations up to about 1 MB (the browser's engine takes 64 MiB: door.ts
+ * DEFAULT_LIMITS). `SPACE_MAX_MESSAGE_CHARS` lowers it.
+ */
+export const SERVER_LIMITS: DoorLimits = { maxChars: 1_000_000, maxDepth: DEFAULT_LIMITS.maxDepth };
+
+/** What a socket's attachment keeps (it survives hibernation; at most 2 KiB). */
+interface SocketNote {
+  readonly tabId: string | null;
+  /** Its open watches, as `<method> <args as JSON>` (the first 20). */
+  readonly watches: readonly string[];
 }
 
 /**
- * The object's environment (its bindings and secrets). Read here: `SPACE_HEARTBEAT_MS`. The
- * composition reads the model keys (`<PROVIDER>_API_KEY`, see `apiKeyFromEnv`).
+ * The object's environment (its bindings and secrets). Read here: `SPACE_HEARTBEAT_MS`,
+ * `SPACE_BUILD` (the build a hello answers), `SPACE_MAX_MESSAGE_CHARS`, `SPACE_RATE_PER_SECOND` and
+ * `SPACE_RATE_BURST` (a socket's limits: socket.ts). The composition reads the model keys (`<PROVIDER>_API_KEY`, see `apiKeyFromEnv`).
  */
 export type SpaceEnv = Readonly<Record<string, unknown>>;
 
@@ -88,6 +158,11 @@ export class Space {
   readonly #env: SpaceEnv;
   readonly #open: OpenSpaceHarness;
   readonly #heartbeatMs: number;
+  readonly #makeEngine: MakeSpaceEngine | undefined;
+  #engine: SpaceEngine | undefined;
+  /** The sockets this instance accepted, each with its connection and its tab's key in the engine. */
+  readonly #sockets = new Map<SpaceSocket, { socket: SocketConnection; key: string; note: SocketNote }>();
+  #nextSocket = 1;
   #opened: Promise<Opened> | undefined;
   /** The alarm as this instance last armed or read it (undefined: none). */
   #armedAt: number | undefined;
@@ -96,17 +171,22 @@ export class Space {
   /** Alarm writes, one at a time and in order. */
   #arming: Promise<void> = Promise.resolve();
 
-  constructor(state: SpaceState, env: SpaceEnv, open: OpenSpaceHarness) {
+  constructor(state: SpaceState, env: SpaceEnv, open: OpenSpaceHarness, options: SpaceOptions = {}) {
     this.#state = state;
     this.#env = env;
     this.#open = open;
+    this.#makeEngine = options.engine;
     const heartbeat = Number(env["SPACE_HEARTBEAT_MS"]);
     this.#heartbeatMs = Number.isFinite(heartbeat) && heartbeat > 0 ? heartbeat : DEFAULT_HEARTBEAT_MS;
+    // Sockets a previous instance accepted (this one woke from hibernation, or that one died): their
+    // watches are gone; the tabs reconnect and open them again.
+    for (const ws of state.getWebSockets?.() ?? []) this.#reconnect(ws);
   }
 
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     try {
+      if (url.pathname.endsWith("/socket")) return this.#accept(request);
       if (request.method === "POST" && url.pathname.endsWith("/rearm"))
         return Response.json(await this.rearm());
       const { harness, by, at } = await this.#harness("fetch");
@@ -116,7 +196,12 @@ export class Space {
         case "GET /view":
           return Response.json(await this.#view(harness, conversationParam(url)));
         case "GET /status":
-          return Response.json({ by, at, alarm: await this.#state.storage.getAlarm() });
+          return Response.json({
+            by,
+            at,
+            alarm: await this.#state.storage.getAlarm(),
+            sockets: this.#sockets.size,
+          });
         default:
           return Response.json({ error: "no such route" }, { status: 404 });
       }
@@ -124,6 +209,175 @@ export class Space {
       const status = error instanceof BadRequest ? 400 : 500;
       return Response.json({ error: errorMessage(error), name: (error as Error)?.name }, { status });
     }
+  }
+
+  // --- Sockets ---------------------------------------------------------------------------------
+
+  /** The engine service of this instance (made once; its harness opened on first use). */
+  #service(): SpaceEngine | undefined {
+    if (!this.#makeEngine) return undefined;
+    this.#engine ??= this.#makeEngine({
+      harness: () => this.harness(),
+      build: this.#build(),
+    });
+    const engine = this.#engine;
+    // A harness opened before the engine was made (a route opened it) makes no status change itself.
+    void this.#harness("fetch").then(
+      () => engine.status.phase !== "ready" && engine.setStatus(this.#readyStatus()),
+      () => undefined,
+    );
+    return engine;
+  }
+
+  /** Accept a WebSocket (the front door checked its token) and serve the protocol on it. */
+  #accept(request: Request): Response {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket")
+      return Response.json(
+        { error: "a WebSocket upgrade is expected here", code: "not-websocket" },
+        { status: 426 },
+      );
+    const engine = this.#service();
+    const Pair = (globalThis as { WebSocketPair?: new () => Record<0 | 1, SpaceSocket> }).WebSocketPair;
+    if (!engine || !Pair || !this.#state.acceptWebSocket)
+      return Response.json({ error: "this space serves no sockets", code: "no-sockets" }, { status: 501 });
+    const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim());
+    if (offered[0] !== "" && !offered.includes(SUBPROTOCOL))
+      return Response.json(
+        { error: `offer the subprotocol ${SUBPROTOCOL}`, code: "bad-subprotocol" },
+        { status: 400 },
+      );
+    const pair = new Pair();
+    const client = pair[0];
+    const ws = pair[1];
+    this.#state.acceptWebSocket(ws);
+    const socket = socketTransport(ws, { limits: this.#limits(), rate: this.#rate() });
+    const key = `socket-${this.#nextSocket++}`;
+    const entry = { socket, key, note: { tabId: null, watches: [] } as SocketNote };
+    this.#sockets.set(ws, entry);
+    this.#note(ws, entry.note);
+    serveConnection({
+      transport: socket.transport,
+      engine: this.#socketEngine(engine, ws, key),
+      limits: this.#limits(),
+    });
+    return new Response(null, {
+      status: 101,
+      webSocket: client,
+      ...(offered[0] !== "" ? { headers: { "sec-websocket-protocol": SUBPROTOCOL } } : {}),
+    } as ResponseInit);
+  }
+
+  /**
+   * The engine as one socket reaches it: the tab is `key` to the engine (its own, whatever tab id it
+   * says), its watches are noted in the socket's attachment, and there is no `debug` group.
+   */
+  #socketEngine(engine: SpaceEngine, ws: SpaceSocket, key: string): EngineService {
+    const noted = new Map<number, string>();
+    const update = (tabId?: string) => {
+      const entry = this.#sockets.get(ws);
+      if (!entry) return;
+      entry.note = { tabId: tabId ?? entry.note.tabId, watches: [...noted.values()].slice(0, 20) };
+      this.#note(ws, entry.note);
+    };
+    const noting =
+      <A extends unknown[]>(what: string, open: (...args: A) => Promise<number>) =>
+      async (...args: A): Promise<number> => {
+        const id = await open(...args);
+        noted.set(id, `${what} ${JSON.stringify(args.filter((a) => typeof a !== "function"))}`);
+        update();
+        return id;
+      };
+    return {
+      hello: async (tab: TabHello) => {
+        const answer = await engine.hello({ ...tab, tabId: key });
+        update(tab.tabId.slice(0, 100));
+        return answer;
+      },
+      onStatus: (_tabId, listener) => engine.onStatus(key, listener),
+      tab: (): TabCalls => {
+        const calls = engine.tab(key);
+        return {
+          ...calls,
+          conversations: {
+            ...calls.conversations,
+            watch: noting("conversations.watch", calls.conversations.watch),
+          },
+          watches: {
+            ...calls.watches,
+            conversation: noting("watches.conversation", calls.watches.conversation),
+            events: noting("watches.events", calls.watches.events),
+            taskGraph: noting("watches.taskGraph", calls.watches.taskGraph),
+            unwatch: async (watchId: number) => {
+              await calls.watches.unwatch(watchId);
+              if (noted.delete(watchId)) update();
+            },
+          },
+        };
+      },
+    };
+  }
+
+  #note(ws: SpaceSocket, note: SocketNote): void {
+    try {
+      ws.serializeAttachment(note);
+    } catch (error) {
+      console.warn("space: could not note a socket:", errorMessage(error));
+    }
+  }
+
+  #limits(): DoorLimits {
+    const chars = Number(this.#env["SPACE_MAX_MESSAGE_CHARS"]);
+    return Number.isSafeInteger(chars) && chars > 0 && chars < SERVER_LIMITS.maxChars
+      ? { ...SERVER_LIMITS, maxChars: chars }
+      : SERVER_LIMITS;
+  }
+
+  #rate(): RateLimit {
+    const rate = Number(this.#env["SPACE_RATE_PER_SECOND"]);
+    const burst = Number(this.#env["SPACE_RATE_BURST"]);
+    return {
+      ratePerSecond: Number.isFinite(rate) && rate > 0 ? rate : DEFAULT_RATE.ratePerSecond,
+      burst: Number.isFinite(burst) && burst >= 1 ? burst : DEFAULT_RATE.burst,
+    };
+  }
+
+  /** Close a socket so that its tab reconnects (and opens its watches again). */
+  #reconnect(ws: SpaceSocket): void {
+    try {
+      ws.close(RECONNECT_CLOSE, "the space restarted: reconnect");
+    } catch {
+      // Already closed.
+    }
+  }
+
+  /** A frame from a socket (Hibernation API). */
+  webSocketMessage(ws: SpaceSocket, message: string | ArrayBuffer): void {
+    const entry = this.#sockets.get(ws);
+    if (entry) entry.socket.receive(message);
+    else this.#reconnect(ws);
+  }
+
+  /** A socket closed: its tab is gone (its watches end). */
+  webSocketClose(ws: SpaceSocket, code: number, _reason: string, _wasClean: boolean): void {
+    this.#drop(ws);
+    try {
+      // Answer the close (codes 1005/1006 only report one: they are never sent).
+      ws.close(code === 1005 || code === 1006 ? 1000 : code, "closed");
+    } catch {
+      // Already closed.
+    }
+  }
+
+  webSocketError(ws: SpaceSocket, _error: unknown): void {
+    this.#drop(ws);
+  }
+
+  #drop(ws: SpaceSocket): void {
+    const entry = this.#sockets.get(ws);
+    if (!entry) return;
+    this.#sockets.delete(ws);
+    entry.socket.closed();
+    this.#engine?.dropTab(entry.key);
   }
 
   /**
@@ -174,6 +428,18 @@ export class Space {
         onFatal: (error) => {
           console.error("space: the store failed:", errorMessage(error));
           this.#opened = undefined;
+          this.#engine?.setStatus({
+            phase: "failed",
+            stage: "run",
+            reason: "unknown",
+            message: `the space's store failed: ${errorMessage(error)}`,
+            advice: "Reconnect: the space opens its store again.",
+          });
+          this.#engine?.stopAll();
+          for (const ws of [...this.#sockets.keys()]) {
+            this.#drop(ws);
+            this.#reconnect(ws);
+          }
         },
       });
       // Live work from now on keeps a wake-up armed; the recovered work too.
@@ -182,12 +448,28 @@ export class Space {
           this.#want(Date.now() + this.#heartbeatMs);
       });
       this.#armNext(harness);
+      this.#engine?.setStatus(this.#readyStatus());
       return { harness, by, at: Date.now() };
     } catch (error) {
       this.#opened = undefined;
       await store?.close().catch(() => undefined);
       throw error;
     }
+  }
+
+  #readyStatus(): EngineStatus {
+    return {
+      phase: "ready",
+      storeKind: "durable-object",
+      build: this.#build(),
+      jspi: false,
+      persisted: true,
+    };
+  }
+
+  #build(): string {
+    const build = this.#env["SPACE_BUILD"];
+    return typeof build === "string" && build !== "" ? build : "server";
   }
 
   /** The next wake-up: the earliest deadline ahead, or a heartbeat while work is live. */

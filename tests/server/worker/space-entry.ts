@@ -1,7 +1,7 @@
 /**
  * The worker the space tests run in workerd (bundled by tests/server/miniflare.ts): the server
- * engine's own front door and Space class (worker/entry/server.ts), with one test task more. Routes:
- * those of worker/server/space.ts under `/space/<name>/`, and
+ * engine's own front door (the token check included) and Space class (worker/entry/server.ts), with
+ * one test task more. Routes: those of worker/server/space.ts under `/space/<name>/`, and
  * - `POST /space/<name>/delay?ms=M`: create a `test.delayed` task in the root conversation that
  *   waits until M ms from now (announcing the deadline through the space's `wakeAt`, as the agent's
  *   backoffs do), then appends one `test.woke` entry with the time it woke, and completes;
@@ -10,10 +10,11 @@
  */
 
 import { sleepUntil } from "../../../worker/agent/services.ts";
+import { HarnessEngine } from "../../../worker/app/engine-service.ts";
 import { openSpaceHarness } from "../../../worker/app/space-agent.ts";
 import { defineTask } from "../../../worker/core/define.ts";
 import { errorMessage } from "../../../worker/core/errors.ts";
-import { routeToSpace } from "../../../worker/entry/server.ts"; // also hands the interpreter its module
+import { type FrontEnv, routeToSpace } from "../../../worker/entry/server.ts"; // also hands the interpreter its module
 import { runScript } from "../../../worker/sandbox/run.ts";
 import { Space, type SpaceEnv, type SpaceState } from "../../../worker/server/space.ts";
 
@@ -41,8 +42,12 @@ const delayedTask = (wakeAt: (at: number) => void) =>
 
 export class TestSpace extends Space {
   constructor(state: SpaceState, env: SpaceEnv) {
-    super(state, env, (store, ports) =>
-      openSpaceHarness(store, ports, { codemode: true, tasks: [delayedTask(ports.wakeAt)] }),
+    super(
+      state,
+      env,
+      (store, ports) =>
+        openSpaceHarness(store, ports, { codemode: true, tasks: [delayedTask(ports.wakeAt)] }),
+      { engine: (options) => new HarnessEngine(options) },
     );
   }
 
@@ -68,7 +73,7 @@ export class TestSpace extends Space {
 }
 
 export default {
-  fetch(request: Request, env: { SPACES: Parameters<typeof routeToSpace>[1] }) {
-    return routeToSpace(request, env.SPACES);
+  fetch(request: Request, env: FrontEnv) {
+    return routeToSpace(request, env);
   },
 };
