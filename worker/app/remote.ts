@@ -6,7 +6,8 @@
  *   tab's own connection and to nothing else (no entry, export, log or error text carries it: exports
  *   redact it with the API keys, `remoteSecrets`);
  * - what enters is checked here with a typed `RemoteSettingsInvalid` error and nothing is written: an
- *   address is an absolute http(s) or ws(s) URL without credentials, query or fragment; a token is
+ *   address is an absolute http(s) or ws(s) URL of a space (`.../space/<name>`) without credentials,
+ *   query or fragment; a token is
  *   what a WebSocket subprotocol may carry (RFC 6455 token characters), at most 1,024 of them;
  * - `set(null, ...)` forgets both (the tab disconnects); `set(url, null)` keeps the saved token.
  */
@@ -14,6 +15,7 @@ import type { AgentHarness } from "../agent/harness.ts";
 import { SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
 import type { ConversationId, Json } from "../core/types.ts";
 import type { RemoteApi, RemoteCredentials, RemoteSettings } from "../protocol/index.ts";
+import { spaceAddress } from "../protocol/socket.ts";
 
 export const REMOTE_DOC = "app.remote";
 const MAX_URL = 2000;
@@ -49,6 +51,11 @@ export function checkServerUrl(url: string): string {
       "the address carries no user name or password: the token goes in its own field",
     );
   if (parsed.search || parsed.hash) throw new RemoteSettingsInvalid("the address has no ? or # part");
+  try {
+    spaceAddress(text);
+  } catch (e) {
+    throw new RemoteSettingsInvalid(e instanceof Error ? e.message : String(e));
+  }
   return parsed.toString().replace(/\/+$/, "");
 }
 

@@ -20,8 +20,9 @@
  * - a call made while disconnected waits for the connection up to `waitMs`, then fails with a
  *   `Disconnected` error; a call in flight when the socket drops fails with `Disconnected` too (it is
  *   not repeated: the caller knows whether repeating it is safe);
- * - a refused token (the server's close code 4401/4403, or an HTTP 401/403 answer to the handshake
- *   where the platform reports it) stops reconnecting: the state becomes `unauthorized` and every
+ * - a refused token (the server's close code 4401/4403, an HTTP 401/403 answer to the handshake
+ *   where the platform reports it, or, where it does not (a browser), the `probe`'s answer after a
+ *   socket that never opened: the space's `check` route with the same token) stops reconnecting: the state becomes `unauthorized` and every
  *   waiting or later call fails with an `Unauthorized` error; a server of another protocol stops it
  *   too (`incompatible`).
  */
@@ -163,6 +164,33 @@ export interface ServerOptions {
   readonly onState?: (state: ServerState) => void;
   /** Told each status the server engine pushes. */
   readonly onStatus?: (status: EngineStatus) => void;
+  /**
+   * Asked when a socket closed before it opened and the platform did not say why (a browser never
+   * sees the handshake's HTTP status): whether the server refuses the token, answers, or cannot be
+   * reached (`probeServer` asks the space's `check` route).
+   */
+  readonly probe?: () => Promise<Probe>;
+}
+
+/** What a probe of the server found. */
+export type Probe = "unauthorized" | "reachable" | "unreachable";
+
+/**
+ * Ask `checkUrl` (a space's `check` route, which admits exactly what its socket admits) with the
+ * token as a bearer: 401/403 is a refused token, any other answer a reachable server, no answer an
+ * unreachable one. The token travels in the header only.
+ */
+export async function probeServer(
+  checkUrl: string,
+  token: string,
+  fetcher: typeof fetch = globalThis.fetch,
+): Promise<Probe> {
+  try {
+    const response = await fetcher(checkUrl, { headers: { authorization: `Bearer ${token}` } });
+    return response.status === 401 || response.status === 403 ? "unauthorized" : "reachable";
+  } catch {
+    return "unreachable";
+  }
 }
 
 export interface ServerConnection {
@@ -264,14 +292,19 @@ export function connectServer(options: ServerOptions): ServerConnection {
       if (live?.generation === mine) live = undefined;
       for (const w of held.values()) if (w.open?.generation === mine) w.open = undefined;
       if (code === CLOSE_UNAUTHORIZED || code === CLOSE_FORBIDDEN || httpRefused) {
-        const message =
-          code === CLOSE_FORBIDDEN
-            ? "the server refused this token for this space"
-            : "the server refused the token";
-        stop({ state: "unauthorized", message }, failure("Unauthorized", message));
+        refused(code === CLOSE_FORBIDDEN ? "the server refused this token for this space" : undefined);
         return;
       }
-      retry(opened);
+      if (opened || !options.probe) {
+        retry(opened);
+        return;
+      }
+      // Closed before it opened, and the platform does not say why: ask the server.
+      void options.probe().then((found) => {
+        if (generation !== mine || stopped) return;
+        if (found === "unauthorized") refused(undefined);
+        else retry(found === "reachable");
+      });
     });
     socket.addEventListener("open", () => {
       opened = true;
@@ -297,6 +330,11 @@ export function connectServer(options: ServerOptions): ServerConnection {
         () => undefined, // the close that failed the hello schedules the retry
       );
     });
+  }
+
+  function refused(words: string | undefined): void {
+    const message = words ?? "the server refused the token";
+    stop({ state: "unauthorized", message }, failure("Unauthorized", message));
   }
 
   function retry(reached: boolean): void {
@@ -480,6 +518,7 @@ export function checkServer(options: {
   protocol?: number;
   WebSocket?: SocketConstructor;
   timeoutMs?: number;
+  probe?: () => Promise<Probe>;
 }): Promise<ServerCheck> {
   return new Promise((resolve) => {
     let settled = false;
@@ -511,4 +550,31 @@ export function checkServer(options: {
       resolve(check);
     }
   });
+}
+
+/** The last part of a space's socket address: `<server>/space/<name>/socket`. */
+export const SOCKET_ROUTE = "socket";
+const SPACE_PATH = /^(.*?)\/space\/([A-Za-z0-9_-]{1,64})(?:\/socket)?\/*$/;
+
+/**
+ * A space's address as a person pastes it (`http://host:8787/space/home`, `https://…`, or the
+ * `ws(s)://` socket address itself): the socket's address and the space's name. Throws, in words,
+ * when it names no space.
+ */
+export function spaceAddress(address: string): { socketUrl: string; checkUrl: string; space: string } {
+  let url: URL;
+  try {
+    url = new URL(address.trim());
+  } catch {
+    throw new Error("the server address is not a URL");
+  }
+  const scheme = { "http:": "ws:", "https:": "wss:", "ws:": "ws:", "wss:": "wss:" }[url.protocol];
+  const match = SPACE_PATH.exec(url.pathname);
+  if (!scheme || !match) throw new Error("the server address ends with /space/<name> (the space's name)");
+  const http = scheme === "wss:" ? "https:" : "http:";
+  return {
+    socketUrl: `${scheme}//${url.host}${match[1]}/space/${match[2]}/${SOCKET_ROUTE}`,
+    checkUrl: `${http}//${url.host}${match[1]}/space/${match[2]}/check`,
+    space: match[2]!,
+  };
 }

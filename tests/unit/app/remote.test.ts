@@ -43,9 +43,10 @@ test("a bad address or token is refused in words, nothing is written, and the to
     ["ftp://host", TOKEN, /starts with http/],
     ["http://user:pw@host", TOKEN, /no user name or password/],
     [`http://host/space/a?token=${TOKEN}`, null, /no \? or #/],
-    ["http://host", "has space inside", /not a token/],
-    ["http://host", "", /paste the token/],
-    ["http://host", "x".repeat(1025), /not a token/],
+    ["http://host:8787", TOKEN, /ends with \/space\/<name>/],
+    ["http://host/space/a", "has space inside", /not a token/],
+    ["http://host/space/a", "", /paste the token/],
+    ["http://host/space/a", "x".repeat(1025), /not a token/],
   ];
   for (const [url, token, words] of bad) {
     const error = await remote.set(url, token).catch((e: unknown) => e);

@@ -6,6 +6,7 @@
  * as the real engine does. The server can drop every socket (`dropAll`), refuse tokens by close code
  * or by HTTP status, and count the sockets it accepted.
  */
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type WebSocket, WebSocketServer } from "ws";
 import { serveConnection } from "../../../worker/protocol/door.ts";
@@ -150,6 +151,8 @@ export function liveEngine(): LiveEngine {
 
 export interface TestServer {
   readonly url: string;
+  /** The space's check route (HTTP, bearer token): 200 or 401, as the real server's. */
+  readonly checkUrl: string;
   /** Sockets accepted so far (a token refused by HTTP is never accepted). */
   accepted: number;
   /** Token refusals so far. */
@@ -178,8 +181,14 @@ export async function startServer(
       .map((p) => p.trim())
       .find((p) => p.startsWith("token."))
       ?.slice("token.".length);
+  const http = createServer((request, response) => {
+    const bearer = /^Bearer (\S+)$/.exec(request.headers.authorization ?? "")?.[1];
+    if (down) response.writeHead(503).end();
+    else if (request.url !== "/space/test/check") response.writeHead(404).end();
+    else response.writeHead(bearer === options.token ? 200 : bearer ? 403 : 401).end();
+  });
   const wss = new WebSocketServer({
-    port: 0,
+    server: http,
     handleProtocols: (protocols) => (protocols.has(SOCKET_SUBPROTOCOL) ? SOCKET_SUBPROTOCOL : false),
     verifyClient: (info, done) => {
       if (down) return done(false, 503);
@@ -191,9 +200,11 @@ export async function startServer(
       done(true);
     },
   });
-  await new Promise<void>((resolve) => wss.once("listening", () => resolve()));
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", () => resolve()));
+  const port = (http.address() as AddressInfo).port;
   const server: TestServer = {
-    url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/space/test/socket`,
+    url: `ws://127.0.0.1:${port}/space/test/socket`,
+    checkUrl: `http://127.0.0.1:${port}/space/test/check`,
     accepted: 0,
     refused: 0,
     dropAll() {
@@ -205,7 +216,8 @@ export async function startServer(
     close: () =>
       new Promise((resolve) => {
         for (const s of sockets) s.terminate();
-        wss.close(() => resolve());
+        wss.close(() => http.close(() => resolve()));
+        http.closeAllConnections();
       }),
   };
   wss.on("connection", (socket, request) => {

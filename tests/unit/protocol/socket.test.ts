@@ -20,6 +20,7 @@ import {
   backoffDelay,
   checkServer,
   connectServer,
+  probeServer,
   type ServerConnection,
   type ServerState,
   type SocketConstructor,
@@ -224,6 +225,40 @@ describe("a server connection over a real WebSocket", () => {
     expect(states.map((st) => st.state)).toEqual(["unauthorized"]);
     expect(engine.log).toEqual([]);
     expect(JSON.stringify(states) + String(error)).not.toContain("wrong-token");
+  });
+
+  test("in a browser, which never sees the handshake's status, the probe tells a refused token apart", async () => {
+    const { engine, server: s } = await server({ refuse: "http" });
+    // As a browser's WebSocket: a refused handshake is an error event with nothing in it, then 1006.
+    class BrowserLike extends WebSocket {
+      constructor(url: string, protocols: string[]) {
+        super(url, protocols);
+        this.on("unexpected-response", (_request, response) => {
+          response.destroy();
+          this.emit("close", 1006, Buffer.from(""));
+        });
+      }
+    }
+    const probes: string[] = [];
+    const states: ServerState[] = [];
+    const connection = connectServer({
+      url: s.url,
+      token: "wrong-token",
+      tabId: "tab-1",
+      WebSocket: BrowserLike as unknown as SocketConstructor,
+      backoff: FAST,
+      probe: () => probeServer(s.checkUrl, "wrong-token").then((p) => (probes.push(p), p)),
+      onState: (state) => states.push(state),
+    });
+    cleanups.push(() => connection.close());
+    await until(() => connection.state.state === "unauthorized", { what: "unauthorized" });
+    expect(probes).toEqual(["unauthorized"]);
+    expect(states.map((st) => st.state)).toEqual(["unauthorized"]);
+    expect(engine.log).toEqual([]);
+    // The same probe says a server that is down cannot be reached, and one that admits is reachable.
+    expect(await probeServer(s.checkUrl, TOKEN)).toBe("reachable");
+    await s.close();
+    expect(await probeServer(s.checkUrl, TOKEN)).toBe("unreachable");
   });
 
   test("a one-off check says ok, unauthorized or unreachable", async () => {
