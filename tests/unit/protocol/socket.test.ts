@@ -247,7 +247,11 @@ describe("a server connection over a real WebSocket", () => {
       tabId: "tab-1",
       WebSocket: BrowserLike as unknown as SocketConstructor,
       backoff: FAST,
-      probe: () => probeServer(s.checkUrl, "wrong-token").then((p) => (probes.push(p), p)),
+      probe: async () => {
+        const found = await probeServer(s.checkUrl, "wrong-token");
+        probes.push(found);
+        return found;
+      },
       onState: (state) => states.push(state),
     });
     cleanups.push(() => connection.close());
