@@ -36,6 +36,7 @@ export class ServerSettingsState {
       this.error = "Paste the space's token first.";
       return;
     }
+    this.result = undefined;
     await this.#run(async () => {
       await this.server.save(this.url, token || null);
       this.token = "";
@@ -45,6 +46,7 @@ export class ServerSettingsState {
   }
 
   async test(): Promise<void> {
+    this.note = "";
     this.result = { tone: "busy", words: "Testing the connection…" };
     try {
       const { check, space } = await this.server.test(this.url || undefined, this.token || undefined);

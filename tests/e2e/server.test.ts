@@ -7,7 +7,8 @@
  *   the list gains "On the server" with the space's name and a connected dot;
  * - a second browser profile (another device) attaches to the same space, makes a conversation
  *   there and sends a message to the demo model; the reply shows live on both devices, and a message
- *   sent from the first shows on the second; the conversation says it runs on the server;
+ *   sent from the first shows on the second; the conversation says it runs on the server, and its
+ *   settings are the server's (no browser key offered for it);
  * - a wrong token: "Test connection" says the server refused it, and saved, the section says
  *   "Token refused" instead of trying again and again;
  * - axe finds nothing serious in the settings and the page with a server section; screenshots of
@@ -43,7 +44,9 @@ async function attach(page: Page, space: string, token: string): Promise<void> {
 const closeSettings = (page: Page) => page.getByRole("button", { name: "Close settings" }).click();
 
 const serverState = (page: Page) =>
-  page.evaluate(() => document.querySelector('[data-testid="server-section"]')?.getAttribute("data-state") ?? "");
+  page.evaluate(
+    () => document.querySelector('[data-testid="server-section"]')?.getAttribute("data-state") ?? "",
+  );
 
 const serverTitles = (page: Page) =>
   page.locator('[data-testid="server-conversation-list"] li a .name').allTextContents();
@@ -79,9 +82,15 @@ test("two devices on one server conversation: the demo model's reply shows live 
     () => a.getByTestId("server-test-result").textContent(),
     (t) => (t ?? "").includes("answered"),
   );
-  expect(await a.getByTestId("server-test-result").textContent()).toBe(`Connected: the space “${space}” answered.`);
+  expect(await a.getByTestId("server-test-result").textContent()).toBe(
+    `Connected: the space “${space}” answered.`,
+  );
   await a.getByTestId("server-save").click();
-  await until("connected", () => serverState(a), (s) => s === "connected");
+  await until(
+    "connected",
+    () => serverState(a),
+    (s) => s === "connected",
+  );
   expect(await a.getByTestId("server-now").textContent()).toContain(`Attached to ${space}: Connected`);
   // The token is never shown again, nor kept in the page.
   expect(await a.getByTestId("server-token").inputValue()).toBe("");
@@ -92,24 +101,43 @@ test("two devices on one server conversation: the demo model's reply shows live 
   // Another device: a second Chromium on a fresh profile.
   const otherBrowser = await launchBrowser();
   try {
-    const b = await app.open({ label: "device-b", browser: otherBrowser, viewport: { width: 1280, height: 800 }, composer: true });
+    const b = await app.open({
+      label: "device-b",
+      browser: otherBrowser,
+      viewport: { width: 1280, height: 800 },
+      composer: true,
+    });
     await attach(b, space, token);
-    await until("b connected", () => serverState(b), (s) => s === "connected");
+    await until(
+      "b connected",
+      () => serverState(b),
+      (s) => s === "connected",
+    );
     await closeSettings(b);
 
     // B makes a conversation on the server and sends a message to the demo model.
     await b.getByTestId("server-new").click();
-    await until("b on the new server conversation", () => b.evaluate(() => location.hash), (h) => /^#\/s\/\d+$/.test(h));
+    await until(
+      "b on the new server conversation",
+      () => b.evaluate(() => location.hash),
+      (h) => /^#\/s\/\d+$/.test(h),
+    );
     const hash = await b.evaluate(() => location.hash);
     await b.getByTestId("server-home").waitFor();
-    expect(await b.getByTestId("server-home").textContent()).toContain(`Runs on the server, in the space ${space}`);
+    expect(await b.getByTestId("server-home").textContent()).toContain(
+      `Runs on the server, in the space ${space}`,
+    );
     await say(b, "Hello from device B");
     await settled(b, 1);
     const reply = (await lastAnswer(b).textContent()) ?? "";
     expect(reply.length).toBeGreaterThan(0);
 
     // A sees it in its server section, opens it, and sees the same reply.
-    await until("A lists it", () => serverTitles(a), (t) => t.includes("Hello from device B"));
+    await until(
+      "A lists it",
+      () => serverTitles(a),
+      (t) => t.includes("Hello from device B"),
+    );
     await a.locator('[data-testid="server-conversation-list"] a', { hasText: "Hello from device B" }).click();
     expect(await a.evaluate(() => location.hash)).toBe(hash);
     await settled(a, 1);
@@ -120,7 +148,8 @@ test("two devices on one server conversation: the demo model's reply shows live 
     await settled(a, 2);
     await settled(b, 2);
     expect(await lastAnswer(b).textContent()).toBe(await lastAnswer(a).textContent());
-    const userTexts = (p: Page) => p.locator('[data-testid="entries"] > [data-kind="pi.user"]').allTextContents();
+    const userTexts = (p: Page) =>
+      p.locator('[data-testid="entries"] > [data-kind="pi.user"]').allTextContents();
     expect(await userTexts(b)).toEqual(await userTexts(a));
     expect((await userTexts(b)).length).toBe(2);
 
@@ -133,10 +162,24 @@ test("two devices on one server conversation: the demo model's reply shows live 
     await eachLook(a, async (look) => {
       await showList(a);
       await a.screenshot({ path: look.shot("server-list") });
+      // The conversation itself, with its bar saying where it runs (a phone's drawer closed first).
+      if (await a.getByRole("button", { name: "Close the panel" }).isVisible()) {
+        await a.keyboard.press("Escape");
+        await settleAnimations(a);
+      }
+      await a.screenshot({ path: look.shot("server-chat") });
     });
     await a.setViewportSize({ width: 1280, height: 800 });
     await a.getByTestId("open-settings").first().click();
     await a.getByTestId("server-settings").waitFor();
+    // The open conversation's settings are the server's: its model, no browser keys offered for it.
+    await a.getByTestId("server-keys").waitFor();
+    await until(
+      "the server's models",
+      () => a.getByTestId("current-model").textContent(),
+      (t) => (t ?? "").includes("Demo"),
+    );
+    expect(await a.getByTestId("settings").textContent()).not.toContain("no conversation");
     expect(await seriousViolations(a, '[data-testid="settings"]')).toEqual([]);
     await eachLook(a, async (look) => {
       await a.getByTestId("server-settings").scrollIntoViewIfNeeded();
@@ -165,7 +208,11 @@ test("a wrong token: the test says the server refused it, and saved, the list sa
     `The server refused the token for “${space}”`,
   );
   await page.getByTestId("server-save").click();
-  await until("unauthorized", () => serverState(page), (s) => s === "unauthorized");
+  await until(
+    "unauthorized",
+    () => serverState(page),
+    (s) => s === "unauthorized",
+  );
   expect(await page.getByTestId("server-state").textContent()).toContain("Token refused");
   expect(await page.getByTestId("server-now").textContent()).toContain("Token refused");
   expect(await seriousViolations(page, '[data-testid="settings"]')).toEqual([]);
@@ -176,5 +223,9 @@ test("a wrong token: the test says the server refused it, and saved, the list sa
   // Disconnect: the section leaves, the app is browser-only again.
   await page.getByTestId("open-settings").first().click();
   await page.getByTestId("server-disconnect").click();
-  await until("the section gone", () => page.getByTestId("server-section").count(), (n) => n === 0);
+  await until(
+    "the section gone",
+    () => page.getByTestId("server-section").count(),
+    (n) => n === 0,
+  );
 });
