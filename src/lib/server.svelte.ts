@@ -109,7 +109,7 @@ export class ServerClient implements ConversationHome {
     if (!credentials) return;
     let address: ReturnType<typeof spaceAddress>;
     try {
-      address = spaceAddress(credentials.url);
+      address = spaceAddress(credentials.url, credentials.token);
     } catch (e) {
       this.state = { state: "incompatible", message: errorMessage(e) };
       return;

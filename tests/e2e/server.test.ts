@@ -33,10 +33,10 @@ afterAll(async () => {
 
 const spaceUrl = (space: string) => new URL(`/space/${space}`, server.url()).toString();
 
-/** Open the settings, fill the Server section, save; the dialog stays open. */
-async function attach(page: Page, space: string, token: string): Promise<void> {
+/** Open the settings, fill the Server section with the server's address alone (the token names the space), save. */
+async function attach(page: Page, token: string): Promise<void> {
   await page.getByTestId("open-settings").first().click();
-  await page.getByTestId("server-url").fill(spaceUrl(space));
+  await page.getByTestId("server-url").fill(server.url().toString());
   await page.getByTestId("server-token").fill(token);
   await page.getByTestId("server-save").click();
 }
@@ -107,7 +107,7 @@ test("two devices on one server conversation: the demo model's reply shows live 
       viewport: { width: 1280, height: 800 },
       composer: true,
     });
-    await attach(b, space, token);
+    await attach(b, token);
     await until(
       "b connected",
       () => serverState(b),

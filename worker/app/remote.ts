@@ -6,8 +6,8 @@
  *   tab's own connection and to nothing else (no entry, export, log or error text carries it: exports
  *   redact it with the API keys, `remoteSecrets`);
  * - what enters is checked here with a typed `RemoteSettingsInvalid` error and nothing is written: an
- *   address is an absolute http(s) or ws(s) URL of a space (`.../space/<name>`) without credentials,
- *   query or fragment; a token is
+ *   address is an absolute http(s) or ws(s) URL without credentials, query or fragment, of a space
+ *   (`.../space/<name>`) or of a server when the token names the space (`<space>.<mac>`); a token is
  *   what a WebSocket subprotocol may carry (RFC 6455 token characters), at most 1,024 of them;
  * - `set(null, ...)` forgets both (the tab disconnects); `set(url, null)` keeps the saved token.
  */
@@ -51,11 +51,6 @@ export function checkServerUrl(url: string): string {
       "the address carries no user name or password: the token goes in its own field",
     );
   if (parsed.search || parsed.hash) throw new RemoteSettingsInvalid("the address has no ? or # part");
-  try {
-    spaceAddress(text);
-  } catch (e) {
-    throw new RemoteSettingsInvalid(e instanceof Error ? e.message : String(e));
-  }
   return parsed.toString().replace(/\/+$/, "");
 }
 
@@ -95,18 +90,22 @@ export function remoteApi(h: () => Promise<AgentHarness>): RemoteApi {
       return url && token ? { url, token } : null;
     },
     async set(url: string | null, token: string | null): Promise<void> {
-      const next: Stored | null = url === null ? null : { url: checkServerUrl(url) };
-      const given = token === null ? undefined : checkToken(token);
       const harness = await h();
-      await harness.transaction((tx) => {
-        if (next === null) {
-          tx.writeDoc(SETTINGS_CONVERSATION, REMOTE_DOC, {});
-          return;
-        }
-        const saved = (tx.readDoc(SETTINGS_CONVERSATION, REMOTE_DOC) as Stored | undefined) ?? {};
-        const kept = given ?? saved.token;
-        tx.writeDoc(SETTINGS_CONVERSATION, REMOTE_DOC, { ...next, ...(kept ? { token: kept } : {}) });
-      });
+      if (url === null) {
+        await harness.transaction((tx) => tx.writeDoc(SETTINGS_CONVERSATION, REMOTE_DOC, {}));
+        return;
+      }
+      const address = checkServerUrl(url);
+      const kept = token === null ? stored((c, name) => harness.docNow(c, name)).token : checkToken(token);
+      // The space: named by the address, or else by the token (`<space>.<mac>`).
+      try {
+        spaceAddress(address, kept);
+      } catch (e) {
+        throw new RemoteSettingsInvalid(e instanceof Error ? e.message : String(e));
+      }
+      await harness.transaction((tx) =>
+        tx.writeDoc(SETTINGS_CONVERSATION, REMOTE_DOC, { url: address, ...(kept ? { token: kept } : {}) }),
+      );
     },
   };
 }

@@ -554,27 +554,42 @@ export function checkServer(options: {
 
 /** The last part of a space's socket address: `<server>/space/<name>/socket`. */
 export const SOCKET_ROUTE = "socket";
-const SPACE_PATH = /^(.*?)\/space\/([A-Za-z0-9_-]{1,64})(?:\/socket)?\/*$/;
+const SPACE_PATH = /^(.*?)\/space\/([A-Za-z0-9_-]{1,64})(?:\/(?:socket|check))?\/*$/;
+const SPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** The space a token names: a server's token is `<space>.<mac>` (worker/server/token.ts). */
+export function tokenSpace(token: string | undefined): string | undefined {
+  const dot = token?.lastIndexOf(".") ?? -1;
+  const space = dot > 0 ? token?.slice(0, dot) : undefined;
+  return space && SPACE_NAME.test(space) ? space : undefined;
+}
 
 /**
- * A space's address as a person pastes it (`http://host:8787/space/home`, `https://…`, or the
- * `ws(s)://` socket address itself): the socket's address and the space's name. Throws, in words,
- * when it names no space.
+ * Where a space is, from what a person pastes: the server's address (`http://127.0.0.1:8787`, the
+ * space then named by its token) or a space's own (`https://host/space/home`, or the `ws(s)://`
+ * socket address): the socket's address, the `check` route's and the space's name. Throws, in
+ * words, when it is not an http(s) or ws(s) URL or names no space.
  */
-export function spaceAddress(address: string): { socketUrl: string; checkUrl: string; space: string } {
+export function spaceAddress(
+  address: string,
+  token?: string,
+): { socketUrl: string; checkUrl: string; space: string } {
   let url: URL;
   try {
     url = new URL(address.trim());
   } catch {
-    throw new Error("the server address is not a URL");
+    throw new Error("the server address is not a URL (it starts with http:// or https://)");
   }
   const scheme = { "http:": "ws:", "https:": "wss:", "ws:": "ws:", "wss:": "wss:" }[url.protocol];
+  if (!scheme) throw new Error("the server address starts with http://, https://, ws:// or wss://");
   const match = SPACE_PATH.exec(url.pathname);
-  if (!scheme || !match) throw new Error("the server address ends with /space/<name> (the space's name)");
+  const base = (match ? match[1]! : url.pathname).replace(/\/+$/, "");
+  const space = match?.[2] ?? tokenSpace(token);
+  if (!space) throw new Error("the address names no space (…/space/<name>), and neither does the token");
   const http = scheme === "wss:" ? "https:" : "http:";
   return {
-    socketUrl: `${scheme}//${url.host}${match[1]}/space/${match[2]}/${SOCKET_ROUTE}`,
-    checkUrl: `${http}//${url.host}${match[1]}/space/${match[2]}/check`,
-    space: match[2]!,
+    socketUrl: `${scheme}//${url.host}${base}/space/${space}/${SOCKET_ROUTE}`,
+    checkUrl: `${http}//${url.host}${base}/space/${space}/check`,
+    space,
   };
 }

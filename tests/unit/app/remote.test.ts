@@ -30,6 +30,10 @@ test("the address and token are kept; the settings read only whether a token is 
   await remote.set(null, null);
   expect(await remote.get()).toEqual({ url: null, hasToken: false });
   expect(await remote.credentials()).toBeNull();
+
+  // A server's address alone: the token names the space (`<space>.<mac>`, as the server makes them).
+  await remote.set("http://127.0.0.1:8787", "home.abc_DEF-123");
+  expect(await remote.credentials()).toEqual({ url: "http://127.0.0.1:8787", token: "home.abc_DEF-123" });
 });
 
 test("a bad address or token is refused in words, nothing is written, and the token is not repeated", async () => {
@@ -43,7 +47,7 @@ test("a bad address or token is refused in words, nothing is written, and the to
     ["ftp://host", TOKEN, /starts with http/],
     ["http://user:pw@host", TOKEN, /no user name or password/],
     [`http://host/space/a?token=${TOKEN}`, null, /no \? or #/],
-    ["http://host:8787", TOKEN, /ends with \/space\/<name>/],
+    ["http://host:8787", "no-dot-token", /names no space/],
     ["http://host/space/a", "has space inside", /not a token/],
     ["http://host/space/a", "", /paste the token/],
     ["http://host/space/a", "x".repeat(1025), /not a token/],

@@ -25,6 +25,7 @@ import {
   type ServerState,
   type SocketConstructor,
   socketTransport,
+  spaceAddress,
 } from "../../../worker/protocol/socket.ts";
 import { until } from "../../../worker/testing/wait.ts";
 import { liveEngine, startServer, type TestServer } from "./socket-fixtures.ts";
@@ -263,6 +264,23 @@ describe("a server connection over a real WebSocket", () => {
     expect(await probeServer(s.checkUrl, TOKEN)).toBe("reachable");
     await s.close();
     expect(await probeServer(s.checkUrl, TOKEN)).toBe("unreachable");
+  });
+
+  test("a space's address from a server's address and a token, or from a space's own address", () => {
+    expect(spaceAddress("http://127.0.0.1:8787", "home.abc")).toEqual({
+      socketUrl: "ws://127.0.0.1:8787/space/home/socket",
+      checkUrl: "http://127.0.0.1:8787/space/home/check",
+      space: "home",
+    });
+    expect(spaceAddress("https://agents.example.org/base/space/work/", "other.abc")).toEqual({
+      socketUrl: "wss://agents.example.org/base/space/work/socket",
+      checkUrl: "https://agents.example.org/base/space/work/check",
+      space: "work",
+    });
+    expect(spaceAddress("wss://h/space/x/socket").socketUrl).toBe("wss://h/space/x/socket");
+    expect(() => spaceAddress("http://h", "no-space-token")).toThrow(/names no space/);
+    expect(() => spaceAddress("ftp://h/space/x")).toThrow(/starts with http/);
+    expect(() => spaceAddress("not a url")).toThrow(/not a URL/);
   });
 
   test("a one-off check says ok, unauthorized or unreachable", async () => {
