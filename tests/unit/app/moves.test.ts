@@ -87,6 +87,12 @@ describe("moving a conversation", () => {
     const local = browser.harness.requireConversation(c);
     expect(transcript(await local.entries())).toEqual(EXPECTED.slice(0, 4));
     expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+    // A wait on a submission left here ends: it is answered in the new home.
+    const left = await browser.harness.submissionByRequest(c, "r2");
+    expect(await (await browser.harness.submission(left!.id))!.wait()).toMatchObject({
+      status: "unanswered",
+      reason: "moved",
+    });
     const refused = await local.submit({ type: "input", content: "more" }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ConversationMoved);
     expect(refused).toMatchObject({ status: "moved", remote });
@@ -207,6 +213,86 @@ describe("moving a conversation", () => {
 async function packageOf(home: Home, c: number, transfer: string): Promise<MovePackage> {
   return home.harness.prepareMove(transfer, c).finally(() => undefined);
 }
+
+describe("the sender from step 1", () => {
+  test("a running phase is stopped, its later commit refused and its stored state untouched; nothing is claimed until cancel", async () => {
+    const { browser, server } = await homes();
+    const h = browser.harness;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const refusals: unknown[] = [];
+    let refused!: () => void;
+    const wasRefused = new Promise<void>((resolve) => {
+      refused = resolve;
+    });
+    const runs: string[] = [];
+    const slow = defineTask<{ n: number }, { phase: "work" } | { phase: "end" }>({
+      name: "test.slow",
+      version: 1,
+      initial: () => ({ phase: "work" }),
+      moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+      phases: {
+        work: async (task, runtime) => {
+          runs.push(`${task.input.n}${runtime.resumed ? " resumed" : ""}`);
+          if (task.input.n === 1 && runs.length === 1) {
+            started();
+            await gate;
+          }
+          await runtime
+            .commit(() => ({ status: "running", checkpoint: { phase: "end" } }))
+            .catch((error: unknown) => {
+              refusals.push(error);
+              refused();
+              throw error;
+            });
+        },
+        end: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: null },
+          }));
+        },
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const c = (await h.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const first = await h.createTask(
+      slow,
+      { n: 1 },
+      { ownership: { kind: "conversation" }, conversationId: c },
+    );
+    await running;
+    const pkg = await h.prepareMove("T-r", c);
+    expect(pkg.tasks.map((t) => t.state)).toEqual([{ status: "running", checkpoint: { phase: "work" } }]);
+    // No new work starts in it.
+    await expect(
+      h.createTask(slow, { n: 2 }, { ownership: { kind: "conversation" }, conversationId: c }),
+    ).rejects.toBeInstanceOf(ConversationMoved);
+    release();
+    await wasRefused;
+    expect(refusals[0]).toMatchObject({ name: "CommitRefused", reason: "moved" });
+    expect((await h.getTask(first))?.state).toEqual({ status: "running", checkpoint: { phase: "work" } });
+    // Nothing claims it while away (the drain passes it over).
+    await h.waitForIdle();
+    expect(runs).toEqual(["1"]);
+    // The receiver refuses; the sender cancels; it runs here again, as an interrupted phase.
+    expect(await server.harness.refuseMove("T-r")).toEqual({ status: "refused" });
+    await h.cancelMove("T-r");
+    expect((await h.waitForTask(first)).state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "completed" },
+    });
+    expect(runs).toEqual(["1", "1 resumed"]);
+  });
+});
 
 describe("refusals", () => {
   test("step 1 refuses, changing nothing: unknown conversation, bad transfer id, moving twice", async () => {
