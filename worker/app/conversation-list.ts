@@ -1,7 +1,8 @@
 /**
  * The conversation list the tabs show: the top-level conversations (owned ones, a subagent's say,
  * are not listed), each with its title (the `app.title` document) and whether a run is live
- * (`pi.live.run`); a deleted one leaves it. Invariants:
+ * (`pi.live.run`), and where it went when it moved to another home (`away`: moving, or moved with
+ * its id there; worker/core/move.ts); a deleted one leaves it. Invariants:
  * - built once from the store, then kept by applying each commit's change set: a commit costs a few
  *   map lookups, never a query;
  * - a watcher gets the list at once and then after each change, coalesced: while its previous
@@ -10,9 +11,9 @@
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
-import type { ChangeSet, ConversationId, ConversationRecord, Json } from "../core/types.ts";
+import type { ChangeSet, ConversationId, ConversationRecord, Json, MoveRecord } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
-import type { ConversationSummary } from "../protocol/index.ts";
+import type { ConversationAway, ConversationSummary } from "../protocol/index.ts";
 
 /** Where a conversation's title is kept (an app document: the agent never reads it). */
 export const TITLE_DOC = "app.title";
@@ -37,6 +38,14 @@ function titleOf(id: ConversationId, value: Json | undefined): string {
 
 function busyOf(value: Json | undefined): boolean {
   return (value as LiveState | undefined)?.run !== undefined;
+}
+
+/** A conversation's `away` mark from the move that holds it (none once a move was cancelled). */
+function awayOf(move: MoveRecord | undefined): ConversationAway | undefined {
+  if (move?.role !== "out" || move.status === "cancelled") return undefined;
+  return move.status === "pending"
+    ? { status: "moving" }
+    : { status: "moved", ...(move.remote !== undefined ? { remote: move.remote } : {}) };
 }
 
 type Listener = (list: ConversationSummary[]) => Promise<void> | void;
@@ -99,10 +108,12 @@ export class ConversationList {
     const [titles, lives] = await Promise.all([h.docsNamed(TITLE_DOC), h.docsNamed(DOC.live)]);
     for (const record of h.conversationRecords()) {
       if (record.owner) continue;
+      const away = awayOf(h.awayOf(record.id));
       built.#items.set(record.id, {
         id: record.id,
         title: titleOf(record.id, titles.get(record.id)),
         busy: busyOf(lives.get(record.id)),
+        ...(away ? { away } : {}),
       });
     }
     list = built;
@@ -159,6 +170,15 @@ export class ConversationList {
         if (busy !== item.busy) this.#items.set(item.id, { ...item, busy });
         changed ||= busy !== item.busy;
       }
+    }
+    for (const move of change.moves ?? []) {
+      if (move.role !== "out") continue;
+      const item = this.#items.get(move.conversationId);
+      if (!item) continue;
+      const { away: _was, ...rest } = item;
+      const away = awayOf(move);
+      this.#items.set(item.id, away ? { ...rest, away } : rest);
+      changed = true;
     }
     if (changed) for (const w of this.#watchers) w.changed();
   }

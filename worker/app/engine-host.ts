@@ -18,16 +18,19 @@ import type { AgentHarness } from "../agent/harness.ts";
 import type { StoreOwner } from "../browser/owner.ts";
 import type { HostPlatform } from "../browser/platform.ts";
 import { type TabOffer, tabScriptWorkers } from "../browser/tab-script-workers.ts";
+import { errorMessage } from "../core/errors.ts";
 import type { EngineService, TabCalls } from "../protocol/door.ts";
 import {
   type EngineStatus,
   type EngineTimeline,
   type Hello,
+  type RemoteApi,
   type TabHello,
   tabLockName,
 } from "../protocol/index.ts";
 import { HarnessEngine } from "./engine-service.ts";
 import { remoteApi } from "./remote.ts";
+import { ServerHome } from "./remote-peer.ts";
 
 /** Keys the test endpoints' view of the engine (see `[engineInternals]`). */
 export const engineInternals = Symbol("engine internals");
@@ -44,8 +47,22 @@ export class EngineHost implements EngineService {
   readonly #owner: StoreOwner;
   readonly #ready: Promise<AgentHarness>;
   readonly #engine: HarnessEngine;
+  /** Moves to and from the configured server (remote-peer.ts): its own connection, the orchestrator. */
+  readonly #home = new ServerHome({
+    harness: () => this.#h(),
+    onReport: (error) => console.warn("moves:", errorMessage(error)),
+  });
   /** The server setting (remote.ts): the door serves it as the `remote` group, to this engine's tabs only. */
-  readonly remote = remoteApi(() => this.#h());
+  readonly remote: RemoteApi = ((api) => ({
+    ...api,
+    set: async (url: string | null, token: string | null) => {
+      await api.set(url, token);
+      // A new server (or none): the moves' connection follows the setting.
+      void this.#home.settingsChanged().catch((e: unknown) => console.warn("moves:", errorMessage(e)));
+    },
+  }))(remoteApi(() => this.#h()));
+  /** "Run on the server" and "Bring back to this browser", for this engine's tabs only. */
+  readonly homes = this.#home.api;
 
   /** `started`: the owner already taking the store and opening the harness (boot.ts). */
   constructor(platform: HostPlatform, started: { owner: StoreOwner; ready: Promise<AgentHarness> }) {
@@ -60,8 +77,15 @@ export class EngineHost implements EngineService {
     });
     this.#owner.listen({
       status: (status) => this.#engine.setStatus(status),
-      stopping: () => this.#engine.stopAll(),
+      stopping: () => {
+        this.#home.close();
+        this.#engine.stopAll();
+      },
     });
+    // The moves left unfinished by the last engine go on (once the server answers).
+    void this.#ready
+      .then(() => this.#home.start())
+      .catch((e: unknown) => console.warn("moves:", errorMessage(e)));
   }
 
   async #h(): Promise<AgentHarness> {

@@ -14,8 +14,11 @@
  *   half-done.
  * Invariants: a move is undone only after the receiver durably refused its transfer (`refuse`
  * answered `refused`; if it answers the id it adopted the transfer as, the move is finished
- * instead); only a `MoveRefused` from a step is final, any other failure (the peer unreachable, a
- * crash) is retried by `resume()`.
+ * instead), or when its package was never sent: a package larger than the peer takes in one message
+ * (`maxPackageChars`) is never sent by any path (the package of a pending transfer is the same every
+ * time), so it is cancelled here at once (`too_large`); a conversation whose entries alone are
+ * larger is refused before step 1, nothing written. Only a `MoveRefused` from a step is final, any
+ * other failure (the peer unreachable, a crash) is retried by `resume()`.
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
@@ -23,6 +26,7 @@ import type { Tx } from "../core/define.ts";
 import { HarnessError, type MoveRefusal, MoveRefused } from "../core/errors.ts";
 import type { MovePackage, RefuseAnswer } from "../core/move.ts";
 import type { ConversationId, Json } from "../core/types.ts";
+import { DEFAULT_LIMITS, jsonProblem } from "../protocol/door.ts";
 
 export const MOVES_DOC = "app.moves";
 
@@ -123,6 +127,25 @@ function putIntent(tx: Tx, intent: MoveIntent): void {
   } as unknown as Json);
 }
 
+/**
+ * Whether a package is over `limit` characters, as its JSON text or as the door counts a message
+ * (door.ts `jsonProblem`, which counts every number as 24): either would refuse it there.
+ */
+export function packageTooLarge(pkg: MovePackage, limit: number): boolean {
+  return (
+    JSON.stringify(pkg).length > limit ||
+    jsonProblem(pkg, { maxChars: limit, maxDepth: DEFAULT_LIMITS.maxDepth - 4 }) !== undefined
+  );
+}
+
+/** The refusal of a conversation larger than the other home takes in one message. */
+export function tooLarge(limit: number): MoveRefused {
+  return new MoveRefused(
+    "too_large",
+    `this conversation is too large to move: the server takes at most ${limit.toLocaleString("en")} characters in one message`,
+  );
+}
+
 const isRefusal = (error: unknown): error is MoveRefused => error instanceof MoveRefused;
 
 export class Moves {
@@ -135,6 +158,11 @@ export class Moves {
       peer: (name: string) => MovePeer | undefined;
       /** A new transfer id (default: a random UUID). */
       newTransfer?: () => string;
+      /**
+       * The largest package (characters of its JSON) the peer takes in one message (default: no
+       * limit). A larger one is refused `too_large` and never sent.
+       */
+      maxPackageChars?: (peer: string) => number | undefined;
     },
   ) {}
 
@@ -152,6 +180,10 @@ export class Moves {
 
   /** Move conversation `local` to the peer. Rejects (the move stays pending) when the peer is lost. */
   async moveOut(local: ConversationId, peer: string): Promise<MoveResult> {
+    const limit = this.options.maxPackageChars?.(peer);
+    const handle = this.harness.conversation(local);
+    if (limit !== undefined && handle && JSON.stringify(await handle.entries()).length > limit)
+      throw tooLarge(limit);
     const transfer = this.#newTransfer();
     await this.harness.prepareMove(transfer, local, {
       also: (tx) => putIntent(tx, { transfer, direction: "out", peer, local, step: "prepared" }),
@@ -216,6 +248,14 @@ export class Moves {
     const h = this.harness;
     const { transfer } = intent;
     const pkg = await h.prepareMove(transfer, intent.local!);
+    const limit = this.options.maxPackageChars?.(intent.peer);
+    if (limit !== undefined && packageTooLarge(pkg, limit)) {
+      // Never sent (no path sends it: it is the same package every time), so nothing to refuse there.
+      await h.cancelMove(transfer, {
+        also: (tx) => putIntent(tx, { ...intent, step: "cancelled", reason: tooLarge(limit).message }),
+      });
+      return;
+    }
     const peer = this.#peer(intent);
     let remote: ConversationId;
     try {

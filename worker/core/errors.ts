@@ -163,14 +163,16 @@ export type MoveRefusal =
   | "cancelled"
   | "unknown_transfer"
   | "bad_package"
-  | "refused";
+  | "refused"
+  | "too_large";
 
 /**
  * A step of a move refused, changing nothing: the conversation cannot move (`unknown_conversation`;
  * `owned`: a subagent's conversation moves only with its owner; `subagent`: it has live owned
  * conversations; `task_kind`: a live task's kind has no `moveIds` hook or cannot run here), it is
  * already moving or moved, the transfer is unknown, was cancelled or refused, or the package is
- * malformed (`bad_package`).
+ * malformed (`bad_package`), or it is larger than the other home takes in one message (`too_large`:
+ * worker/app/moves.ts checks it before anything is sent).
  */
 export class MoveRefused extends HarnessError {
   override readonly name = "MoveRefused";

@@ -21,7 +21,7 @@ import type { UsageRollup } from "../agent/usage.ts";
 import type { WorkspaceFile } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { EntryPage } from "../core/pages.ts";
-import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "../core/types.ts";
+import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../core/types.ts";
 import type { WatchFrame } from "../core/view-ops.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
@@ -81,6 +81,18 @@ export interface ConversationSummary {
   readonly id: ConversationId;
   readonly title: string;
   readonly busy: boolean;
+  /**
+   * Set when the conversation went to another home (issue 27): `moving` (a move's first step froze
+   * it; it runs nowhere here) or `moved` (it lives there as `remote`; this copy is read-only).
+   */
+  readonly away?: ConversationAway;
+}
+
+/** Where a conversation that left this home went (see ConversationSummary.away). */
+export interface ConversationAway {
+  readonly status: "moving" | "moved";
+  /** Its id in the other home, once the move is done. */
+  readonly remote?: ConversationId;
 }
 
 /** A conversation's agent settings as the settings panel edits them. */
@@ -302,6 +314,61 @@ export interface RemoteApi {
   set(url: string | null, token: string | null): Promise<void>;
 }
 
+/**
+ * A move's steps as the other home calls them (worker/core/move.ts, worker/app/moves.ts `MovePeer`):
+ * served by a server space to the browser engine that drives the move; the browser engine serves
+ * none of them. Each is idempotent under its transfer id; a refusal rejects with a `MoveRefused`
+ * error whose `code` is `move_refused:<reason>`.
+ */
+export interface MovesApi {
+  /** Step 1 here (this home sends): the package, as JSON (the same again while pending). */
+  prepare(transfer: string, conversationId: ConversationId): Promise<Json>;
+  /** Step 2 here (this home receives): the conversation's id here. */
+  adopt(pkg: Json): Promise<{ conversationId: ConversationId }>;
+  /** Step 3 here (this home sent): done, living in the receiver's `conversationId`. */
+  finish(transfer: string, conversationId: ConversationId): Promise<void>;
+  /** Never adopt `transfer` here; answers `adopted` with the id when it already was. */
+  refuse(transfer: string): Promise<MoveRefuseAnswer>;
+  /** Undo a pending send here, after the receiver refused it. */
+  cancel(transfer: string): Promise<void>;
+}
+
+export type MoveRefuseAnswer =
+  | { readonly status: "refused" }
+  | { readonly status: "adopted"; readonly conversationId: ConversationId };
+
+/** A move as the browser engine's tabs see it (its durable intent: worker/app/moves.ts). */
+export interface MoveView {
+  readonly transfer: string;
+  /** `toServer`: a conversation of this browser goes to the server; `back`: a server's comes here. */
+  readonly direction: "toServer" | "back";
+  /** The conversation in this browser (toServer: from the start; back: once adopted). */
+  readonly local?: ConversationId;
+  /** The conversation on the server (back: from the start; toServer: once adopted there). */
+  readonly remote?: ConversationId;
+  /** `pending` until it ended: `done` (in the other home now) or `cancelled` (it stayed; `reason`). */
+  readonly status: "pending" | "done" | "cancelled";
+  readonly reason?: string;
+}
+
+/**
+ * Moving conversations between this browser and the configured server (issue 27): served by the
+ * browser engine to its tabs. A call resolves when the move ended (`done` or `cancelled`), or with
+ * `pending` when the server was lost midway: the engine finishes it by itself when the server is
+ * back (and at every start). Refused before anything is written, with a typed error:
+ * `HomeUnavailable` (`code`: `no_server` none is configured, `unauthorized` the server refused the
+ * token, `unreachable` it did not answer) or `MoveRefused` (`code` `move_refused:<reason>`, e.g.
+ * `too_large`, `subagent`, `moved`).
+ */
+export interface HomesApi {
+  /** "Run on the server": move a conversation of this browser to the server. */
+  toServer(conversationId: ConversationId): Promise<MoveView>;
+  /** "Bring back to this browser": move the server's conversation `remoteConversationId` here. */
+  bringBack(remoteConversationId: ConversationId): Promise<MoveView>;
+  /** Every move this browser started, the pending ones included (newest last). */
+  list(): Promise<MoveView[]>;
+}
+
 /** The workspace's files (shared by every conversation). */
 export interface WorkspaceApi {
   /** Every file of the workspace with its size (at most 5,000). */
@@ -400,6 +467,10 @@ export interface EngineApi {
   readonly usage: UsageApi;
   /** The server setting: the browser engine serves it, a server space does not. */
   readonly remote: RemoteApi;
+  /** Moving conversations to and from the server: the browser engine serves it, a server space does not. */
+  readonly homes: HomesApi;
+  /** A move's steps, as the browser engine calls them on a server space (which alone serves them). */
+  readonly moves: MovesApi;
   /**
    * The test and bench endpoints (worker/debug/endpoints.ts): served only by an engine whose page
    * was opened with `?debug=1`; any other engine refuses them as an unknown method.

@@ -19,13 +19,16 @@
 
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
+import type { Json } from "../core/types.ts";
 import type {
   DebugApi,
   EngineApi,
   EngineStatus,
   Hello,
+  HomesApi,
   Listener,
   MethodName,
+  MovesApi,
   RemoteApi,
   TabHello,
 } from "./api.ts";
@@ -33,7 +36,7 @@ import { AckSchema, type ArgsOf, CallSchema, isMethodName, METHODS, type Methods
 import { type EngineMessage, type Transport, type WireError, wireError } from "./wire.ts";
 
 /** The calls of one tab (after its hello). */
-export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote">;
+export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote" | "homes" | "moves">;
 
 /** What the door serves: the engine, as one tab reaches it. */
 export interface EngineService {
@@ -46,6 +49,10 @@ export interface EngineService {
   readonly debug?: DebugApi;
   /** The server setting (the browser engine's; a server space serves none). */
   readonly remote?: RemoteApi;
+  /** Moving conversations to and from the server (the browser engine's, for its tabs). */
+  readonly homes?: HomesApi;
+  /** A move's steps (a server space's, for the browser engine that drives a move). */
+  readonly moves?: MovesApi;
 }
 
 export interface DoorLimits {
@@ -295,6 +302,20 @@ class Connection {
     return this.#engine.remote;
   }
 
+  /** Moving conversations, on an engine that drives moves (the browser's). */
+  homes(): HomesApi {
+    if (!this.#engine.homes) throw new BadRequest("unknown-method", "this engine moves no conversations");
+    this.calls();
+    return this.#engine.homes;
+  }
+
+  /** A move's steps, on an engine that is another home's peer (a server space). */
+  moves(): MovesApi {
+    if (!this.#engine.moves) throw new BadRequest("unknown-method", "this engine serves no move steps");
+    this.calls();
+    return this.#engine.moves;
+  }
+
   /** A listener that pushes each value as a frame of watch `id` and resolves on its acknowledgement. */
   frames<T>(id: number): Listener<T> {
     return (data) =>
@@ -398,6 +419,14 @@ function dispatch(c: Connection): Dispatch {
     "remote.get": () => c.remote().get(),
     "remote.credentials": () => c.remote().credentials(),
     "remote.set": ([url, token]) => c.remote().set(url, token),
+    "homes.toServer": ([conversation]) => c.homes().toServer(conversation),
+    "homes.bringBack": ([remote]) => c.homes().bringBack(remote),
+    "homes.list": () => c.homes().list(),
+    "moves.prepare": ([transfer, conversation]) => c.moves().prepare(transfer, conversation),
+    "moves.adopt": ([pkg]) => c.moves().adopt(pkg as unknown as Json),
+    "moves.finish": ([transfer, conversation]) => c.moves().finish(transfer, conversation),
+    "moves.refuse": ([transfer]) => c.moves().refuse(transfer),
+    "moves.cancel": ([transfer]) => c.moves().cancel(transfer),
     "debug.startTicker": ([request]) => debug().startTicker(request),
     "debug.ticker": ([taskId]) => debug().ticker(taskId),
     "debug.stats": () => debug().stats(),

@@ -35,6 +35,31 @@ const DemoSpeed = Type.Union([
   Type.Literal("instant"),
 ]);
 
+/** A move's transfer id (worker/core/move.ts checks the characters). */
+const Transfer = Type.String({ minLength: 1, maxLength: 200 });
+const Records = Type.Array(Type.Object({ id: Id }), { maxItems: 200_000 });
+/**
+ * A move's package (worker/core/move.ts `MovePackage`): its shape and size bounded here; `adopt`
+ * checks it whole (ids, references, every record) before anything is written.
+ */
+const MovePackageSchema = Type.Object(
+  {
+    format: Type.Literal("durable-agent/move"),
+    version: Type.Integer({ minimum: 1 }),
+    transfer: Transfer,
+    preparedAt: Type.Number(),
+    conversation: Type.Object({ id: Id, createdAt: Type.Number() }, strict),
+    entries: Records,
+    documents: Type.Array(
+      Type.Object({ name: Type.String({ maxLength: 200 }), value: Type.Unknown(), version: Id }, strict),
+      { maxItems: 10_000 },
+    ),
+    submissions: Records,
+    tasks: Records,
+  },
+  strict,
+);
+
 /** A call: `{ id, method, args }`. */
 export const CallSchema = Type.Object(
   {
@@ -141,6 +166,16 @@ export const METHODS = {
     Type.Union([Type.String({ maxLength: 4000 }), Type.Null()]),
     Type.Union([Type.String({ maxLength: 4000 }), Type.Null()]),
   ]),
+
+  "homes.toServer": Type.Tuple([Id]),
+  "homes.bringBack": Type.Tuple([Id]),
+  "homes.list": Type.Tuple([]),
+
+  "moves.prepare": Type.Tuple([Transfer, Id]),
+  "moves.adopt": Type.Tuple([MovePackageSchema]),
+  "moves.finish": Type.Tuple([Transfer, Id]),
+  "moves.refuse": Type.Tuple([Transfer]),
+  "moves.cancel": Type.Tuple([Transfer]),
 
   "debug.startTicker": Type.Tuple([
     Type.Object({ phases: Type.Number(), delayMs: Type.Number(), conversationId: Type.Optional(Id) }, strict),

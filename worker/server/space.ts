@@ -21,7 +21,8 @@
  * - **Tabs attach over a WebSocket** (`GET .../socket` with `Upgrade: websocket`), accepted with
  *   the Hibernation API (`ctx.acceptWebSocket`: an idle space with open sockets costs nothing) and
  *   served by the protocol's door (worker/protocol/door.ts) over socket.ts's transport, on the
- *   engine service the composition makes (the app's HarnessEngine: every call, each tab's watches).
+ *   engine service the composition makes, plus the `moves` group (a move's steps, for a browser
+ *   engine moving a conversation here or taking one back: `#moveSteps`) (the app's HarnessEngine: every call, each tab's watches).
  *   Each socket is a tab of its own to the engine (`socket-<n>`, whatever tab id it says): its
  *   close (or error) drops that tab's watches, and a tab that reconnects is not confused with its dead socket. A socket's tab id
  *   and its open watches are kept in its attachment (`serializeAttachment`); an instance that finds
@@ -40,7 +41,7 @@
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { errorMessage } from "../core/errors.ts";
-import type { ConversationId } from "../core/types.ts";
+import type { ConversationId, Json } from "../core/types.ts";
 import {
   DEFAULT_LIMITS,
   type DoorLimits,
@@ -48,7 +49,7 @@ import {
   serveConnection,
   type TabCalls,
 } from "../protocol/door.ts";
-import type { EngineStatus, TabHello } from "../protocol/index.ts";
+import type { EngineStatus, MovesApi, TabHello } from "../protocol/index.ts";
 import { RECONNECT_CLOSE, SERVER_MAX_MESSAGE_CHARS, SPACE_SUBPROTOCOL } from "../protocol/server-socket.ts";
 import { type DoStorage, type DoStore, openDoStore } from "./do-store.ts";
 import { DEFAULT_RATE, type RateLimit, type SocketConnection, socketTransport } from "./socket.ts";
@@ -291,6 +292,7 @@ export class Space {
         return id;
       };
     return {
+      moves: this.#moveSteps(),
       hello: async (tab: TabHello) => {
         const answer = await engine.hello({ ...tab, tabId: key });
         update(tab.tabId.slice(0, 100));
@@ -317,6 +319,23 @@ export class Space {
           },
         };
       },
+    };
+  }
+
+  /**
+   * A move's steps on this space's harness (worker/core/move.ts), for the browser engine that
+   * drives a move (worker/app/moves.ts): each idempotent under its transfer id, a refusal a typed
+   * `MoveRefused`. A package over the socket's limit never arrives (the door refuses it unread, and
+   * the sender refuses it before sending: `too_large`).
+   */
+  #moveSteps(): MovesApi {
+    return {
+      prepare: async (transfer, conversationId) =>
+        (await (await this.harness()).prepareMove(transfer, conversationId)) as unknown as Json,
+      adopt: async (pkg) => ({ conversationId: await (await this.harness()).adoptMove(pkg) }),
+      finish: async (transfer, conversationId) => (await this.harness()).finishMove(transfer, conversationId),
+      refuse: async (transfer) => (await this.harness()).refuseMove(transfer),
+      cancel: async (transfer) => (await this.harness()).cancelMove(transfer),
     };
   }
 
