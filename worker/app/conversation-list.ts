@@ -112,7 +112,8 @@ export class ConversationList {
       built.#items.set(record.id, {
         id: record.id,
         title: titleOf(record.id, titles.get(record.id)),
-        busy: busyOf(lives.get(record.id)),
+        // A conversation that went away runs nowhere here, whatever its last run left.
+        busy: away ? false : busyOf(lives.get(record.id)),
         ...(away ? { away } : {}),
       });
     }
@@ -165,7 +166,7 @@ export class ConversationList {
         const title = titleOf(item.id, doc.value);
         if (title !== item.title) this.#items.set(item.id, { ...item, title });
         changed ||= title !== item.title;
-      } else if (doc.name === DOC.live) {
+      } else if (doc.name === DOC.live && !item.away) {
         const busy = busyOf(doc.value);
         if (busy !== item.busy) this.#items.set(item.id, { ...item, busy });
         changed ||= busy !== item.busy;
@@ -177,7 +178,7 @@ export class ConversationList {
       if (!item) continue;
       const { away: _was, ...rest } = item;
       const away = awayOf(move);
-      this.#items.set(item.id, away ? { ...rest, away } : rest);
+      this.#items.set(item.id, away ? { ...rest, busy: false, away } : rest);
       changed = true;
     }
     if (changed) for (const w of this.#watchers) w.changed();

@@ -105,6 +105,8 @@ export interface ServerHomeOptions {
   readonly waitMs?: number;
   /** The largest package the server takes (default MAX_PACKAGE_CHARS). */
   readonly maxPackageChars?: number;
+  /** Wraps the peer each step uses (tests: a lost answer, the server killed mid-move). */
+  readonly wrapPeer?: (peer: MovePeer) => MovePeer;
   /** Told each unexpected failure of a background resume (never with the token). */
   readonly onReport?: (error: unknown) => void;
 }
@@ -190,7 +192,9 @@ export class ServerHome {
         new Moves(harness, {
           peer: (name) => {
             const open = this.#open;
-            return open && open.peer === name ? serverPeer(() => open.connection.api.moves) : undefined;
+            if (!open || open.peer !== name) return undefined;
+            const peer = serverPeer(() => open.connection.api.moves);
+            return this.#options.wrapPeer ? this.#options.wrapPeer(peer) : peer;
           },
           maxPackageChars: () => this.#options.maxPackageChars ?? MAX_PACKAGE_CHARS,
         }),

@@ -1,0 +1,402 @@
+/**
+ * Moving a conversation between a browser's engine and a server space over a real WebSocket
+ * (issue 27, item 4). The "browser" is a Node-side harness on the memory store running the same
+ * agent as the server (worker/app/space-agent.ts: the demo model, the built-in tools), with the
+ * browser engine's own move code: the server setting (remote.ts), the reconnecting connection
+ * (worker/protocol/socket.ts over `ws`), the peer and the orchestrator (worker/app/remote-peer.ts,
+ * moves.ts). The server is workerd (miniflare) behind a TCP relay on a fixed port, so that the same
+ * address reaches it after a SIGKILL and a start on the same folder (`restart()`).
+ *
+ * Shown: a move each way in the middle of a tool round (the demo model's "run a long task": a
+ * `sleep` tool call running), finished in the other home with every step once; workerd SIGKILLed
+ * mid-move once in each direction (after the server adopted, before the browser's step 3; after the
+ * server's step 1, before the browser adopted): the orchestrator resumes the move when the
+ * connection comes back, and it ends in exactly one home, nothing lost or doubled; and the
+ * refusals before anything is written: no server set, a refused token, a conversation too large
+ * to move.
+ */
+import { createServer, type Server, Socket } from "node:net";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { WebSocket } from "ws";
+import type { AgentHarness } from "../../worker/agent/harness.ts";
+import { SETTINGS_CONVERSATION } from "../../worker/agent/models/keys.ts";
+import type { MovePeer } from "../../worker/app/moves.ts";
+import { remoteApi } from "../../worker/app/remote.ts";
+import { HomeUnavailable, ServerHome } from "../../worker/app/remote-peer.ts";
+import { writeDemoSpeed } from "../../worker/app/settings.ts";
+import { openSpaceHarness } from "../../worker/app/space-agent.ts";
+import { ConversationMoved, MoveRefused } from "../../worker/core/errors.ts";
+import { ROOT_CONVERSATION_ID } from "../../worker/core/types.ts";
+import type { ConversationSummary } from "../../worker/protocol/index.ts";
+import { connectServer, type SocketConstructor, spaceAddress } from "../../worker/protocol/socket.ts";
+import { memoryStore } from "../../worker/testing.ts";
+import { type ServerWorker, startServerWorker } from "./miniflare.ts";
+
+/** Poll an async condition until it holds; fails after `timeoutMs` naming `what`. */
+async function until(
+  condition: () => boolean | Promise<boolean>,
+  options: { what: string; timeoutMs: number },
+): Promise<void> {
+  const deadline = Date.now() + options.timeoutMs;
+  for (;;) {
+    if (await condition()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+let server: ServerWorker;
+let relay: Server;
+let relayPort = 0;
+const pipes = new Set<Socket>();
+
+beforeAll(async () => {
+  server = await startServerWorker({ entry: "space-entry.ts", objects: { SPACES: "TestSpace" } });
+  relay = createServer((inbound) => {
+    const target = server.url();
+    const outbound = new Socket();
+    outbound.connect(Number(target.port), target.hostname);
+    for (const s of [inbound, outbound]) {
+      pipes.add(s);
+      s.on("close", () => pipes.delete(s));
+      s.on("error", () => undefined);
+    }
+    inbound.pipe(outbound);
+    outbound.pipe(inbound);
+    inbound.on("close", () => outbound.destroy());
+    outbound.on("close", () => inbound.destroy());
+  });
+  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", () => resolve()));
+  relayPort = (relay.address() as { port: number }).port;
+}, 120_000);
+
+afterAll(async () => {
+  for (const s of pipes) s.destroy();
+  await new Promise((resolve) => relay?.close(resolve));
+  await server?.stop();
+});
+
+interface Browser {
+  readonly harness: AgentHarness;
+  readonly home: ServerHome;
+  readonly reports: unknown[];
+}
+
+let browsers: Browser[] = [];
+afterEach(async () => {
+  for (const b of browsers) {
+    b.home.close();
+    await b.harness.close().catch(() => undefined);
+  }
+  browsers = [];
+});
+
+/** A browser engine's harness and its ServerHome, set to `space` on the relay (or not set at all). */
+async function openBrowser(
+  space: string | undefined,
+  options: { token?: string; wrapPeer?: (peer: MovePeer) => MovePeer } = {},
+): Promise<Browser> {
+  const reports: unknown[] = [];
+  const harness = await openSpaceHarness(await memoryStore(), {
+    wakeAt: () => undefined,
+    apiKey: () => undefined,
+    onReport: (e) => reports.push(e),
+    onFatal: (e) => reports.push(e),
+  });
+  await writeDemoSpeed(harness, "fast");
+  if (space !== undefined)
+    await remoteApi(async () => harness).set(
+      `http://127.0.0.1:${relayPort}`,
+      options.token ?? server.token(space),
+    );
+  const home = new ServerHome({
+    harness: async () => harness,
+    WebSocket: WebSocket as unknown as SocketConstructor,
+    backoff: { initialMs: 50, maxMs: 500 },
+    connectMs: 20_000,
+    waitMs: 5_000,
+    ...(options.wrapPeer ? { wrapPeer: options.wrapPeer } : {}),
+    onReport: (e) => reports.push(e),
+  });
+  const browser = { harness, home, reports };
+  browsers.push(browser);
+  return browser;
+}
+
+interface ViewEntry {
+  readonly id: number;
+  readonly kind: string;
+  readonly model?: unknown;
+}
+interface View {
+  readonly busy: boolean;
+  readonly live: number;
+  readonly entries: readonly ViewEntry[];
+}
+
+const view = (space: string, conversation: number) =>
+  server.call<View>(`/space/${space}/view?conversation=${conversation}`);
+
+interface Shaped {
+  readonly id?: number;
+  readonly kind: string;
+  readonly model?: unknown;
+}
+
+/** Each entry as its kind, a tool call or result named by its tool (its message is `model[0]`). */
+function shape(entry: Shaped): string {
+  const m = (entry.model as { role?: string; content?: unknown; toolName?: string }[] | undefined)?.[0];
+  if (entry.kind === "pi.tool-result") return `tool-result ${m?.toolName}`;
+  if (entry.kind === "pi.assistant") {
+    const content = Array.isArray(m?.content) ? (m.content as { type: string; name?: string }[]) : [];
+    const calls = content.filter((c) => c.type === "toolCall").map((c) => c.name);
+    return calls.length > 0 ? `assistant calls ${calls.join(",")}` : "assistant";
+  }
+  return entry.kind;
+}
+
+/** What a finished "run a long task" looks like: one call, one result, one answer. */
+function expectLongTaskOnce(entries: readonly Shaped[]): void {
+  const shapes = entries.map(shape).filter((s) => s !== "pi.system");
+  expect(shapes).toEqual(["pi.user", "assistant calls sleep", "tool-result sleep", "assistant"]);
+  const result = (
+    entries.find((e) => e.kind === "pi.tool-result")!.model as { content: { text: string }[] }[]
+  )[0]!;
+  expect(result.content[0]!.text).toContain("Finished the long task: 6 steps");
+  const ids = entries.map((e) => e.id);
+  expect(new Set(ids).size).toBe(ids.length);
+}
+
+/** Start the long task in `harness` and wait until its `sleep` call is running (mid tool round). */
+async function midToolRound(harness: AgentHarness): Promise<number> {
+  const conversation = await harness.createConversation({ ownership: { kind: "ownerless" } });
+  await conversation.submit({ type: "input", content: "run a long task", requestId: "long" });
+  await until(async () => (await conversation.entries()).some((e) => shape(e) === "assistant calls sleep"), {
+    what: "the sleep call",
+    timeoutMs: 30_000,
+  });
+  return conversation.id;
+}
+
+/** Submit the long task on the server and wait until its `sleep` call is committed there. */
+async function serverMidToolRound(space: string): Promise<number> {
+  const { conversation } = await server.call<{ conversation: number }>(`/space/${space}/submit`, {
+    method: "POST",
+    body: { text: "run a long task", requestId: "long" },
+  });
+  await until(
+    async () => (await view(space, conversation)).entries.some((e) => shape(e) === "assistant calls sleep"),
+    {
+      what: "the sleep call on the server",
+      timeoutMs: 30_000,
+    },
+  );
+  return conversation;
+}
+
+/** The server's conversation list, over a tab's connection (the same client the app uses). */
+async function serverList(space: string): Promise<ConversationSummary[]> {
+  const connection = connectServer({
+    url: spaceAddress(`http://127.0.0.1:${relayPort}/space/${space}`).socketUrl,
+    token: server.token(space),
+    tabId: "list-tab",
+    WebSocket: WebSocket as unknown as SocketConstructor,
+  });
+  try {
+    return await connection.api.conversations.list();
+  } finally {
+    connection.close();
+  }
+}
+
+async function serverFinished(space: string, conversation: number): Promise<View> {
+  let last: View | undefined;
+  await until(
+    async () => {
+      last = await view(space, conversation);
+      return !last.busy && last.entries.some((e) => shape(e) === "assistant");
+    },
+    { what: "the run finished on the server", timeoutMs: 90_000 },
+  );
+  return last!;
+}
+
+async function localFinished(harness: AgentHarness, conversation: number) {
+  const handle = harness.requireConversation(conversation);
+  await harness.waitForConversationIdle(conversation);
+  return handle.entries();
+}
+
+/** How many conversations the server holds whose first input is the long task (none left behind twice). */
+async function serverConversationsWithTheTask(space: string, upTo: number): Promise<number[]> {
+  const found: number[] = [];
+  for (let c = 1; c <= upTo; c++) {
+    const v = await server.call<View>(`/space/${space}/view?conversation=${c}`).catch(() => undefined);
+    if (v?.entries.some((e) => e.kind === "pi.user")) found.push(c);
+  }
+  return found;
+}
+
+describe("moves over the wire", () => {
+  test("browser -> server in the middle of a tool round: it finishes on the server, every step once; the browser's copy is read-only", async () => {
+    const space = "move-out";
+    const browser = await openBrowser(space);
+    const local = await midToolRound(browser.harness);
+    const moved = await browser.home.api.toServer(local);
+    expect(moved).toMatchObject({ direction: "toServer", status: "done", local });
+    const remote = moved.remote!;
+    const there = await serverFinished(space, remote);
+    expectLongTaskOnce(there.entries);
+    expect(there.live).toBe(0);
+    // Here: read-only, marked as living there, nothing of it runs.
+    expect(browser.harness.awayOf(local)).toMatchObject({ status: "done", remote });
+    const refused = await browser.harness
+      .requireConversation(local)
+      .submit({ type: "input", content: "more" })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ConversationMoved);
+    expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+    expect(await browser.home.api.list()).toEqual([moved]);
+    expect(browser.reports).toEqual([]);
+  }, 120_000);
+
+  test("server -> browser in the middle of a tool round: it finishes in the browser, every step once; the server's copy is read-only", async () => {
+    const space = "move-back";
+    const browser = await openBrowser(space);
+    const remote = await serverMidToolRound(space);
+    const moved = await browser.home.api.bringBack(remote);
+    expect(moved).toMatchObject({ direction: "back", status: "done", remote });
+    const entries = await localFinished(browser.harness, moved.local!);
+    expectLongTaskOnce(entries);
+    // The server's copy stays as it was at its step 1 and runs no more.
+    const before = await view(space, remote);
+    expect(before.live).toBe(0);
+    expect(before.entries.some((e) => shape(e) === "tool-result sleep")).toBe(false);
+    // Marked in the server's list as moved here.
+    const listed = await serverList(space);
+    expect(listed.find((c) => c.id === remote)).toMatchObject({ busy: false, away: { status: "moved" } });
+    expect(browser.reports).toEqual([]);
+  }, 120_000);
+
+  test("workerd SIGKILLed mid-move, browser -> server (adopted there, the answer lost): resumed when the server is back, in exactly one home", async () => {
+    const space = "kill-out";
+    let killed = false;
+    const browser = await openBrowser(space, {
+      wrapPeer: (peer) => ({
+        ...peer,
+        adopt: async (pkg) => {
+          const answer = await peer.adopt(pkg);
+          if (killed) return answer;
+          killed = true;
+          // The server adopted; it dies before the browser hears it (and before its step 3).
+          await server.restart();
+          throw new Error("the server's answer was lost");
+        },
+      }),
+    });
+    const local = await midToolRound(browser.harness);
+    const pending = await browser.home.api.toServer(local);
+    expect(pending).toMatchObject({ status: "pending", local });
+    expect(killed).toBe(true);
+    // Frozen here meanwhile: it runs nowhere in the browser.
+    expect(browser.harness.awayOf(local)?.status).toBe("pending");
+    await until(async () => (await browser.home.api.list())[0]?.status === "done", {
+      what: "the move resumed and finished",
+      timeoutMs: 60_000,
+    });
+    const [done] = await browser.home.api.list();
+    const remote = done!.remote!;
+    const there = await serverFinished(space, remote);
+    expectLongTaskOnce(there.entries);
+    // Exactly one conversation on the server holds it (the retried adopt was the same one).
+    expect(await serverConversationsWithTheTask(space, remote + 2)).toEqual([remote]);
+    expect(browser.harness.awayOf(local)).toMatchObject({ status: "done", remote });
+    expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+  }, 180_000);
+
+  test("workerd SIGKILLed mid-move, server -> browser (the server's step 1 done, the package lost): resumed when the server is back, in exactly one home", async () => {
+    const space = "kill-back";
+    let killed = false;
+    const browser = await openBrowser(space, {
+      wrapPeer: (peer) => ({
+        ...peer,
+        prepare: async (transfer, c) => {
+          const pkg = await peer.prepare(transfer, c);
+          if (killed) return pkg;
+          killed = true;
+          await server.restart();
+          throw new Error("the server's package was lost");
+        },
+      }),
+    });
+    const remote = await serverMidToolRound(space);
+    const pending = await browser.home.api.bringBack(remote);
+    expect(pending).toMatchObject({ status: "pending", remote });
+    expect(pending.local).toBeUndefined();
+    await until(async () => (await browser.home.api.list())[0]?.status === "done", {
+      what: "the move resumed and finished",
+      timeoutMs: 60_000,
+    });
+    const [done] = await browser.home.api.list();
+    const entries = await localFinished(browser.harness, done!.local!);
+    expectLongTaskOnce(entries);
+    // One conversation here holds it; the server's copy ran no more after its step 1.
+    const locals = browser.harness
+      .conversationRecords()
+      .filter((r) => r.id !== ROOT_CONVERSATION_ID && r.id !== SETTINGS_CONVERSATION && !r.owner);
+    expect(locals.map((r) => r.id)).toEqual([done!.local]);
+    const there = await view(space, remote);
+    expect(there.live).toBe(0);
+    expect(there.entries.some((e) => shape(e) === "tool-result sleep")).toBe(false);
+  }, 180_000);
+});
+
+describe("refused before anything is written", () => {
+  async function unchanged(browser: Browser, local: number): Promise<void> {
+    expect(browser.harness.awayOf(local)).toBeUndefined();
+    expect(await browser.home.api.list()).toEqual([]);
+    // It goes on here.
+    expectLongTaskOnce(await localFinished(browser.harness, local));
+  }
+
+  test("no server set: HomeUnavailable no_server", async () => {
+    const browser = await openBrowser(undefined);
+    const local = await midToolRound(browser.harness);
+    const refused = await browser.home.api.toServer(local).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(HomeUnavailable);
+    expect(refused).toMatchObject({ code: "no_server" });
+    await expect(browser.home.api.bringBack(1)).rejects.toMatchObject({ code: "no_server" });
+    await unchanged(browser, local);
+  }, 60_000);
+
+  test("a token the server refuses: HomeUnavailable unauthorized, never with the token in it", async () => {
+    const space = "refused-token";
+    const wrong = `${space}.${"A".repeat(43)}`;
+    const browser = await openBrowser(space, { token: wrong });
+    const local = await midToolRound(browser.harness);
+    const refused = await browser.home.api.toServer(local).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(HomeUnavailable);
+    expect(refused).toMatchObject({ code: "unauthorized" });
+    expect((refused as Error).message).not.toContain(wrong);
+    await unchanged(browser, local);
+  }, 60_000);
+
+  test("a conversation larger than the server takes in one message: MoveRefused too_large, in words", async () => {
+    const space = "too-large";
+    const browser = await openBrowser(space);
+    const conversation = await browser.harness.createConversation({ ownership: { kind: "ownerless" } });
+    await conversation.submit({ type: "input", content: `run a long task ${"x".repeat(1_000_000)}` });
+    await until(
+      async () => (await conversation.entries()).some((e) => shape(e) === "assistant calls sleep"),
+      { what: "the sleep call", timeoutMs: 30_000 },
+    );
+    const refused = await browser.home.api.toServer(conversation.id).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(MoveRefused);
+    expect(refused).toMatchObject({ reason: "too_large" });
+    expect((refused as Error).message).toContain("too large to move");
+    expect(browser.harness.awayOf(conversation.id)).toBeUndefined();
+    expect(await browser.home.api.list()).toEqual([]);
+    await browser.harness.waitForConversationIdle(conversation.id);
+    expect((await conversation.entries()).map(shape)).toContain("tool-result sleep");
+  }, 60_000);
+});
