@@ -326,6 +326,77 @@ describe("the door refuses, and goes on serving", () => {
   });
 });
 
+describe("moves between homes", () => {
+  const pkg = {
+    format: "durable-agent/move",
+    version: 1,
+    transfer: "t-1",
+    preparedAt: 1,
+    conversation: { id: 3, createdAt: 1 },
+    entries: [{ id: 1, kind: "pi.user" }],
+    documents: [{ name: "pi.agent", value: { a: 1 }, version: 1 }],
+    submissions: [],
+    tasks: [],
+  };
+
+  test("a move's steps: served by an engine that is a peer (a server space), checked; refused by one that is not", async () => {
+    const without = await greeted();
+    for (const [method, args] of [
+      ["moves.prepare", ["t-1", 3]],
+      ["moves.adopt", [pkg]],
+      ["moves.finish", ["t-1", 3]],
+      ["moves.refuse", ["t-1"]],
+      ["moves.cancel", ["t-1"]],
+    ] as const)
+      expectRefused(await without.call(method, ...args), "unknown-method");
+    const ran: unknown[][] = [];
+    const engine = Object.assign(fakeEngine(), {
+      moves: {
+        prepare: async (...a: unknown[]) => (ran.push(["prepare", ...a]), pkg),
+        adopt: async (...a: unknown[]) => (ran.push(["adopt", ...a]), { conversationId: 9 }),
+        finish: async (...a: unknown[]) => void ran.push(["finish", ...a]),
+        refuse: async (...a: unknown[]) => (ran.push(["refuse", ...a]), { status: "refused" }),
+        cancel: async (...a: unknown[]) => void ran.push(["cancel", ...a]),
+      },
+    });
+    const d = door({ engine });
+    expectRefused(await d.call("moves.adopt", pkg), "no-hello");
+    await d.call("hello", { tabId: "engine-moves", protocol: PROTOCOL_VERSION });
+    expect(await d.call("moves.prepare", "t-1", 3)).toMatchObject({ ok: true, value: pkg });
+    expect(await d.call("moves.adopt", pkg)).toMatchObject({ ok: true, value: { conversationId: 9 } });
+    expect(await d.call("moves.refuse", "t-1")).toMatchObject({ ok: true, value: { status: "refused" } });
+    // The package's shape is bounded at the door: nothing runs for a wrong one.
+    expectRefused(await d.call("moves.adopt", { ...pkg, format: "other" }), "bad-args");
+    expectRefused(await d.call("moves.adopt", { ...pkg, extra: 1 }), "bad-args");
+    expectRefused(await d.call("moves.adopt", { ...pkg, entries: [{ kind: "no id" }] }), "bad-args");
+    expectRefused(await d.call("moves.prepare", "x".repeat(201), 3), "bad-args");
+    expectRefused(await d.call("moves.finish", "t-1"), "bad-args");
+    expect(ran).toEqual([
+      ["prepare", "t-1", 3],
+      ["adopt", pkg],
+      ["refuse", "t-1"],
+    ]);
+  });
+
+  test("moving conversations (homes): served by the browser engine to its tabs; refused by one that drives no moves", async () => {
+    const without = await greeted();
+    expectRefused(await without.call("homes.toServer", 3), "unknown-method");
+    expectRefused(await without.call("homes.list"), "unknown-method");
+    const view = { transfer: "t", direction: "toServer", local: 3, remote: 7, status: "done" };
+    const engine = Object.assign(fakeEngine(), {
+      homes: {
+        toServer: async () => view,
+        bringBack: async () => ({ ...view, direction: "back" }),
+        list: async () => [view],
+      },
+    });
+    const d = await greeted({ engine });
+    expect(await d.call("homes.toServer", 3)).toMatchObject({ ok: true, value: view });
+    expect(await d.call("homes.list")).toMatchObject({ ok: true, value: [view] });
+    expectRefused(await d.call("homes.bringBack", "7"), "bad-args");
+  });
+});
+
 describe("jsonProblem", () => {
   test("plain JSON data passes; what JSON cannot carry does not", () => {
     expect(

@@ -1,0 +1,73 @@
+/**
+ * A conversation larger than the other home takes in one message (worker/app/moves.ts
+ * `maxPackageChars`, the server's message limit in the browser engine: remote-peer.ts): refused
+ * `too_large` with nothing written when its entries alone are over the limit, and, when only the
+ * whole package is (its documents and tasks besides), cancelled at once after step 1 without ever
+ * being sent: the peer hears nothing, the conversation runs here again and finishes whole.
+ */
+import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { harnessPeer, type MovePeer, MoveRefused, Moves } from "../../../worker/index.ts";
+import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { type Home, makeFaux, midToolRound, openHome, release, transcript, World } from "./moves-fixtures.ts";
+
+let faux: FauxAgentModel;
+beforeAll(() => {
+  faux = makeFaux();
+});
+afterAll(() => faux.unregister());
+
+let opened: Home[] = [];
+afterEach(async () => {
+  for (const home of opened) await home.harness.close().catch(() => undefined);
+  opened = [];
+});
+
+async function homes() {
+  const world = new World();
+  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, faux);
+  const server = await openHome({ name: "server", held: false }, await memoryStore(), world, faux);
+  opened.push(browser, server);
+  const heard: string[] = [];
+  const real = harnessPeer(() => server.harness);
+  const peer: MovePeer = {
+    prepare: (...a) => (heard.push("prepare"), real.prepare(...a)),
+    adopt: (pkg) => (heard.push("adopt"), real.adopt(pkg)),
+    finish: (...a) => (heard.push("finish"), real.finish(...a)),
+    refuse: (t) => (heard.push("refuse"), real.refuse(t)),
+    cancel: (t) => (heard.push("cancel"), real.cancel(t)),
+  };
+  return { browser, server, peer, heard };
+}
+
+test("entries over the limit: refused too_large before step 1, nothing written, nothing sent", async () => {
+  const { browser, peer, heard } = await homes();
+  const c = await midToolRound(browser);
+  const entries = JSON.stringify(await browser.harness.requireConversation(c).entries()).length;
+  const moves = new Moves(browser.harness, { peer: () => peer, maxPackageChars: () => entries - 1 });
+  const refused = await moves.moveOut(c, "server").catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(MoveRefused);
+  expect(refused).toMatchObject({ reason: "too_large" });
+  expect((refused as Error).message).toContain("too large to move");
+  expect(moves.list()).toEqual([]);
+  expect(browser.harness.awayOf(c)).toBeUndefined();
+  expect(heard).toEqual([]);
+  release(browser);
+  await browser.harness.waitForConversationIdle(c);
+  expect(transcript(await browser.harness.requireConversation(c).entries()).at(-1)).toContain("done second");
+});
+
+test("a package over the limit (its entries under it): cancelled at once after step 1, never sent; it runs here again", async () => {
+  const { browser, peer, heard } = await homes();
+  const c = await midToolRound(browser);
+  const entries = JSON.stringify(await browser.harness.requireConversation(c).entries()).length;
+  const moves = new Moves(browser.harness, { peer: () => peer, maxPackageChars: () => entries + 10 });
+  const result = await moves.moveOut(c, "server");
+  expect(result).toMatchObject({ status: "cancelled" });
+  expect((result as { reason: string }).reason).toContain("too large to move");
+  expect(heard).toEqual([]);
+  expect(browser.harness.awayOf(c)).toBeUndefined();
+  expect(moves.list().map((i) => i.step)).toEqual(["cancelled"]);
+  release(browser);
+  await browser.harness.waitForConversationIdle(c);
+  expect(transcript(await browser.harness.requireConversation(c).entries()).at(-1)).toContain("done second");
+});
