@@ -351,6 +351,68 @@ describe("moves over the wire", () => {
   }, 180_000);
 });
 
+describe("resumed when the engine opens", () => {
+  test("a move left pending by an engine that went away (the server unreachable) is finished by the next engine's start", async () => {
+    const space = "resume-at-open";
+    // The first engine: step 1 here, then the server is never reached (its adopt is lost).
+    const first = await openBrowser(space, {
+      wrapPeer: (peer) => ({
+        ...peer,
+        adopt: async () => {
+          throw new Error("the server could not be reached");
+        },
+      }),
+    });
+    const local = await midToolRound(first.harness);
+    const pending = await first.home.api.toServer(local);
+    expect(pending).toMatchObject({ status: "pending", local });
+    first.home.close();
+    expect(first.harness.awayOf(local)?.status).toBe("pending");
+    // The next engine on the same store: its start resumes the move once the server answers.
+    const next = new ServerHome({
+      harness: async () => first.harness,
+      WebSocket: WebSocket as unknown as SocketConstructor,
+      backoff: { initialMs: 50, maxMs: 500 },
+    });
+    try {
+      await next.start();
+      await until(async () => (await next.api.list())[0]?.status === "done", {
+        what: "the move finished by the next engine",
+        timeoutMs: 60_000,
+      });
+      const [done] = await next.api.list();
+      expectLongTaskOnce((await serverFinished(space, done!.remote!)).entries);
+      expect(first.harness.awayOf(local)).toMatchObject({ status: "done", remote: done!.remote });
+    } finally {
+      next.close();
+    }
+  }, 120_000);
+});
+
+describe("what a server space serves", () => {
+  test("a server space serves no homes group to its tabs, and the browser's moves are not a tab's to call there", async () => {
+    const space = "no-homes";
+    const connection = connectServer({
+      url: spaceAddress(`http://127.0.0.1:${relayPort}/space/${space}`).socketUrl,
+      token: server.token(space),
+      tabId: "a-tab",
+      WebSocket: WebSocket as unknown as SocketConstructor,
+    });
+    try {
+      await expect(connection.api.homes.toServer(1)).rejects.toMatchObject({
+        name: "BadRequest",
+        code: "unknown-method",
+      });
+      // A move's steps are served (a tab could call them as a browser engine does): a refusal is typed.
+      await expect(connection.api.moves.finish("no-such-transfer", 1)).rejects.toMatchObject({
+        name: "MoveRefused",
+      });
+    } finally {
+      connection.close();
+    }
+  }, 60_000);
+});
+
 describe("refused before anything is written", () => {
   async function unchanged(browser: Browser, local: number): Promise<void> {
     expect(browser.harness.awayOf(local)).toBeUndefined();
