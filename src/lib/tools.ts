@@ -13,7 +13,8 @@ export type ToolStatus =
   | "interrupted"
   | "aborted"
   | "blocked"
-  | "refused";
+  | "refused"
+  | "moved";
 
 /** What a call's card shows of its state: the status and, while it runs, its live output. */
 export type CallState = (callId: string) => { status: ToolStatus; output?: string | undefined };
@@ -45,12 +46,13 @@ const BY_CODE: Record<string, ToolStatus> = {
 
 /**
  * The status of a call: from its committed result when there is one, else from its live slot; a
- * call with neither once the run has ended (its message was cut off) never ran: interrupted.
+ * call with neither once the run has ended (its message was cut off) never ran: interrupted; in a
+ * conversation that moved to another home (`moved`), it went on there: moved.
  */
 export function toolStatus(
   result: { isError: boolean; diagnostics: readonly Diagnostic[] } | undefined,
   slot: Pick<ToolSlot, "status"> | undefined,
-  options: { runLive: boolean } = { runLive: true },
+  options: { runLive: boolean; moved?: boolean } = { runLive: true },
 ): ToolStatus {
   if (result) {
     for (const d of result.diagnostics) {
@@ -59,6 +61,7 @@ export function toolStatus(
     }
     return result.isError ? "failed" : "done";
   }
+  if (slot === undefined && options.moved) return "moved";
   if (slot === undefined && !options.runLive) return "interrupted";
   // A slot marked done is still running until its result entry commits.
   return slot === undefined || slot.status === "pending" ? "queued" : "running";

@@ -16,8 +16,9 @@
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { type ServerWorker, startServerWorker } from "../server/miniflare.ts";
+import { seriousViolations } from "./axe.ts";
 import { launchBrowser } from "./browser.ts";
-import { appSuite, entriesOf, say, settled, until } from "./page.ts";
+import { appSuite, entriesOf, say, settled, shot, until } from "./page.ts";
 
 const app = appSuite({ logTail: 150 });
 let server: ServerWorker;
@@ -105,6 +106,8 @@ test("a long task moved to the server goes on with every tab closed; another dev
     expect(await a.getByTestId("away-link").getAttribute("href")).toBe(`#/s/${remote}`);
     expect(await a.getByLabel("message").count()).toBe(0);
     expect(await a.getByTestId("move-to-server").count()).toBe(0);
+    expect(await seriousViolations(a)).toEqual([]);
+    await a.screenshot({ path: shot("moved-to-server-local-copy") });
   } finally {
     // Every tab, the SharedWorker and the whole browser go.
     await first.close();
@@ -144,6 +147,7 @@ test("Bring back to this browser in the middle of a long task: it finishes here 
   await page.getByLabel("message").waitFor();
   await say(page, "run a long task");
   await toolRunning(page);
+  await page.screenshot({ path: shot("server-conversation-bring-back") });
 
   await page.getByTestId("bring-back").click();
   await until(
@@ -170,6 +174,8 @@ test("Bring back to this browser in the middle of a long task: it finishes here 
   await page.locator(`[data-testid="server-conversation-list"] li[data-id="${remote}"] a`).click();
   await page.getByTestId("composer-away").waitFor();
   expect(await page.getByTestId("bring-back").count()).toBe(0);
+  expect(await seriousViolations(page)).toEqual([]);
+  await page.screenshot({ path: shot("brought-back-server-copy") });
 });
 
 test("a token the server refuses: Run on the server says so, and the conversation stays here, running", async () => {

@@ -29,12 +29,18 @@ async function homes() {
   opened.push(browser, server);
   const heard: string[] = [];
   const real = harnessPeer(() => server.harness);
+  const hear =
+    <A extends unknown[], R>(name: string, call: (...a: A) => R) =>
+    (...a: A): R => {
+      heard.push(name);
+      return call(...a);
+    };
   const peer: MovePeer = {
-    prepare: (...a) => (heard.push("prepare"), real.prepare(...a)),
-    adopt: (pkg) => (heard.push("adopt"), real.adopt(pkg)),
-    finish: (...a) => (heard.push("finish"), real.finish(...a)),
-    refuse: (t) => (heard.push("refuse"), real.refuse(t)),
-    cancel: (t) => (heard.push("cancel"), real.cancel(t)),
+    prepare: hear("prepare", real.prepare),
+    adopt: hear("adopt", real.adopt),
+    finish: hear("finish", real.finish),
+    refuse: hear("refuse", real.refuse),
+    cancel: hear("cancel", real.cancel),
   };
   return { browser, server, peer, heard };
 }

@@ -352,10 +352,19 @@ describe("moves between homes", () => {
     const ran: unknown[][] = [];
     const engine = Object.assign(fakeEngine(), {
       moves: {
-        prepare: async (...a: unknown[]) => (ran.push(["prepare", ...a]), pkg),
-        adopt: async (...a: unknown[]) => (ran.push(["adopt", ...a]), { conversationId: 9 }),
+        prepare: async (...a: unknown[]) => {
+          ran.push(["prepare", ...a]);
+          return pkg;
+        },
+        adopt: async (...a: unknown[]) => {
+          ran.push(["adopt", ...a]);
+          return { conversationId: 9 };
+        },
         finish: async (...a: unknown[]) => void ran.push(["finish", ...a]),
-        refuse: async (...a: unknown[]) => (ran.push(["refuse", ...a]), { status: "refused" }),
+        refuse: async (...a: unknown[]) => {
+          ran.push(["refuse", ...a]);
+          return { status: "refused" };
+        },
         cancel: async (...a: unknown[]) => void ran.push(["cancel", ...a]),
       },
     });

@@ -72,6 +72,11 @@ describe("tool calls in words", () => {
     expect(toolStatus(undefined, { status: "done" })).toBe("running");
     expect(toolStatus(undefined, undefined)).toBe("queued");
     expect(toolStatus(undefined, undefined, { runLive: false })).toBe("interrupted");
+    // A conversation that moved to another home: an unfinished call went on there.
+    expect(toolStatus(undefined, undefined, { runLive: false, moved: true })).toBe("moved");
+    expect(toolStatus({ isError: false, diagnostics: [] }, undefined, { runLive: false, moved: true })).toBe(
+      "done",
+    );
   });
 
   test("the harness block is cut from a result's text; diagnostics are read from entry data", () => {
