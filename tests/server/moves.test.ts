@@ -11,9 +11,10 @@
  * `sleep` tool call running), finished in the other home with every step once; workerd SIGKILLed
  * mid-move once in each direction (after the server adopted, before the browser's step 3; after the
  * server's step 1, before the browser adopted): the orchestrator resumes the move when the
- * connection comes back, and it ends in exactly one home, nothing lost or doubled; and the
- * refusals before anything is written: no server set, a refused token, a conversation too large
- * to move.
+ * connection comes back, and it ends in exactly one home, nothing lost or doubled; a move left
+ * pending by an engine that went away, finished by the next engine's start; a space serving no
+ * `homes` group and typed refusals of its move steps; and the refusals before anything is written:
+ * no server set, a refused token, a conversation too large to move.
  */
 import { createServer, type Server, Socket } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
