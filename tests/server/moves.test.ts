@@ -210,6 +210,13 @@ async function serverList(space: string): Promise<ConversationSummary[]> {
   }
 }
 
+async function serverIdle(space: string, conversation: number): Promise<void> {
+  await until(async () => (await view(space, conversation)).live === 0, {
+    what: "the server's run idle",
+    timeoutMs: 60_000,
+  });
+}
+
 async function serverFinished(space: string, conversation: number): Promise<View> {
   let last: View | undefined;
   await until(
@@ -350,6 +357,24 @@ describe("moves over the wire", () => {
     expect(there.live).toBe(0);
     expect(there.entries.some((e) => shape(e) === "tool-result sleep")).toBe(false);
   }, 180_000);
+});
+
+describe("large conversations", () => {
+  test("a server conversation larger than a socket message the server takes is brought back whole (the limit is the server's inbound one)", async () => {
+    const space = "large-back";
+    const browser = await openBrowser(space);
+    const big = `hello ${"y".repeat(1_500_000)}`;
+    const { conversation: remote } = await server.call<{ conversation: number }>(`/space/${space}/submit`, {
+      method: "POST",
+      body: { text: big, requestId: "big" },
+    });
+    await serverIdle(space, remote);
+    const moved = await browser.home.api.bringBack(remote);
+    expect(moved).toMatchObject({ direction: "back", status: "done", remote });
+    const entries = await browser.harness.requireConversation(moved.local!).entries();
+    const user = entries.find((e) => e.kind === "pi.user")!;
+    expect(JSON.stringify(user.model)).toContain(big);
+  }, 120_000);
 });
 
 describe("resumed when the engine opens", () => {
