@@ -58,6 +58,49 @@ describe("ConversationList", () => {
     hold.release.resolve();
   });
 
+  test("a conversation that moves away: marked moving at step 1, moved with its id there at step 3, idle; unmarked when cancelled; the same from the store", async () => {
+    const hold = gatedTool();
+    const { h, root, store, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [hold.tool],
+    });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const list = await ConversationList.open(h);
+    const seen: ConversationSummary[][] = [];
+    list.watch((l) => {
+      seen.push(l);
+    });
+    const of = (id: number) => list.list().find((c) => c.id === id);
+    expect(of(1)).toEqual({ id: 1, title: "Main", busy: true });
+    await h.prepareMove("T-out", 1);
+    await until(() => of(1)?.away !== undefined, { what: "moving" });
+    expect(of(1)).toEqual({ id: 1, title: "Main", busy: false, away: { status: "moving" } });
+    await h.finishMove("T-out", 42);
+    await until(() => of(1)?.away?.status === "moved", { what: "moved" });
+    expect(of(1)).toEqual({ id: 1, title: "Main", busy: false, away: { status: "moved", remote: 42 } });
+    expect(seen.at(-1)?.find((c) => c.id === 1)?.away).toEqual({ status: "moved", remote: 42 });
+    // A cancelled move leaves no mark.
+    await h.prepareMove("T-other", other.id);
+    await until(() => of(other.id)?.away !== undefined, { what: "the other moving" });
+    await h.cancelMove("T-other");
+    await until(() => of(other.id)?.away === undefined, { what: "the other unmarked" });
+    list.close();
+    // From the store: the same marks.
+    await h.close();
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [hold.tool] });
+    const again = await ConversationList.open(h2);
+    expect(again.list().find((c) => c.id === 1)).toEqual({
+      id: 1,
+      title: "Main",
+      busy: false,
+      away: { status: "moved", remote: 42 },
+    });
+    expect(again.list().find((c) => c.id === other.id)?.away).toBeUndefined();
+    again.close();
+    hold.release.resolve();
+  });
+
   test("kept from commits: a new conversation, a rename and a run's busy and idle reach a watcher", async () => {
     const hold = gatedTool();
     const { h, root } = await open(
