@@ -28,21 +28,9 @@ import type { ChatResult } from "@langchain/core/outputs";
 import { tool } from "@langchain/core/tools";
 import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
-import {
-  type Api,
-  type AssistantMessage,
-  type Context,
-  createAssistantMessageEventStream,
-  fauxAssistantMessage,
-  fauxToolCall,
-  type Model,
-  registerApiProvider,
-  unregisterApiProviders,
-} from "@mariozechner/pi-ai";
-import { Type } from "typebox";
-import { textResult } from "../../worker/agent/tools/contract.ts";
-import { AgentHarness, createModelResolver, defineTool, type ModelResolver } from "../../worker/index.ts";
+import { AgentHarness } from "../../worker/index.ts";
 import { type StoreJob as Job, memoryStore, recordJobs } from "../../worker/testing.ts";
+import { type DurableModel, durableTool, instantModel, step } from "./agent-scenario.ts";
 import { type NodeProfiler, nodeProfiler } from "./node-profile.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -54,80 +42,8 @@ const TX_PER_ROUND_BAR = 2;
 const LANGGRAPH_BAR = 0.5;
 const FLOOR_BAR = 1.5;
 
-/** The tool both sides run: instant, a little text. */
-const step = (n: number) => `step ${n} done`;
-
-/** The answer both models give: a tool call per round until TOOL_ROUNDS results are in, then text. */
-function answer(results: number, toolRounds: number): AssistantMessage {
-  if (results >= toolRounds) return fauxAssistantMessage(`all ${results} steps done`);
-  return fauxAssistantMessage([fauxToolCall("step", { n: results + 1 }, { id: `call-${results + 1}` })], {
-    stopReason: "toolUse",
-  });
-}
-
-/** What the durable harness needs to know its model by. */
-interface DurableModel {
-  readonly models: ModelResolver;
-  readonly ref: { provider: string; modelId: string };
-  unregister(): void;
-}
-
-const USAGE = {
-  input: 10,
-  output: 5,
-  cacheRead: 0,
-  cacheWrite: 0,
-  totalTokens: 15,
-  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-};
-
-let registrations = 0;
-/** The durable side's model: a pi-ai provider answering at once from the request's messages. */
-function model(toolRounds = TOOL_ROUNDS): DurableModel {
-  const api = `bench-instant-${++registrations}`;
-  const instant: Model<Api> = {
-    id: "instant",
-    name: "instant",
-    api,
-    provider: "bench",
-    baseUrl: "http://localhost:0",
-    reasoning: false,
-    input: ["text"],
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-    contextWindow: 128_000,
-    maxTokens: 16_384,
-  };
-  const stream = (m: Model<Api>, context: Context) => {
-    const out = createAssistantMessageEventStream();
-    queueMicrotask(() => {
-      const results = context.messages.filter((msg) => msg.role === "toolResult").length;
-      const message: AssistantMessage = {
-        ...answer(results, toolRounds),
-        api: m.api,
-        provider: m.provider,
-        model: m.id,
-        usage: USAGE,
-      };
-      out.push({ type: "start", partial: { ...message, content: [] } });
-      out.push({ type: "done", reason: message.stopReason as "stop" | "toolUse", message });
-      out.end(message);
-    });
-    return out;
-  };
-  registerApiProvider({ api, stream, streamSimple: stream }, api);
-  return {
-    models: createModelResolver({ extra: [instant] }),
-    ref: { provider: instant.provider, modelId: instant.id },
-    unregister: () => unregisterApiProviders(api),
-  };
-}
-
-const durableTool = defineTool({
-  name: "step",
-  description: "Do one step",
-  parameters: Type.Object({ n: Type.Number() }),
-  execute: async (args) => textResult(step(args.n)),
-});
+/** The durable side's model (agent-scenario.ts, shared with the server bench). */
+const model = (toolRounds = TOOL_ROUNDS): DurableModel => instantModel(toolRounds);
 
 /** LangGraph's model: the same script as `model()`, as a LangChain chat model. */
 class InstantChatModel extends BaseChatModel {

@@ -8,7 +8,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
@@ -52,7 +52,10 @@ export interface ServerWorker {
 
 /** What a test's worker runs: its entry (in tests/server/worker/), its Durable Object classes, its bindings. */
 export interface WorkerOptions {
-  /** The entry module's file name in tests/server/worker/ (default: the store's, `entry.ts`). */
+  /**
+   * The entry module: a file name in tests/server/worker/ (default: the store's, `entry.ts`), or an
+   * absolute path (the bench's entries live in tests/bench/server/).
+   */
   readonly entry?: string;
   /** Binding name -> Durable Object class (SQLite-backed); default: the store's `OBJECTS`. */
   readonly objects?: Readonly<Record<string, string>>;
@@ -67,12 +70,15 @@ const QUICKJS_WASM_IMPORT = "@jitl/quickjs-wasmfile-release-sync/wasm";
 /** Its module's name beside the worker's (what the bundle imports instead). */
 const QUICKJS_WASM_MODULE = "quickjs.wasm";
 
+/** An entry's file: a name in tests/server/worker/, or an absolute path as it is. */
+const entryFile = (entry: string) => (isAbsolute(entry) ? entry : join(here, "worker", entry));
+
 /** The worker as one ES module (built once per entry and test process). */
 export function bundleWorker(entry = "entry.ts"): Promise<string> {
   let done = bundled.get(entry);
   if (done) return done;
   done = build({
-    entryPoints: [join(here, "worker", entry)],
+    entryPoints: [entryFile(entry)],
     bundle: true,
     format: "esm",
     platform: "neutral",
@@ -111,10 +117,10 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
       // The module given as such, not as a script for miniflare to parse: pi-ai's bundle has an
       // `import(specifier)` (its Node-only key lookup, never called in workerd) that the parser refuses.
       modules: [
-        { type: "ESModule", path: resolve(here, "worker", entry.replace(/\.ts$/, ".js")), contents: script },
+        { type: "ESModule", path: entryFile(entry).replace(/\.ts$/, ".js"), contents: script },
         {
           type: "CompiledWasm",
-          path: resolve(here, "worker", QUICKJS_WASM_MODULE),
+          path: resolve(dirname(entryFile(entry)), QUICKJS_WASM_MODULE),
           contents: readFileSync(createRequire(import.meta.url).resolve(QUICKJS_WASM_IMPORT)),
         },
       ],
