@@ -16,18 +16,19 @@
  *    Interleaved round by round, each warm; ratios are medians of per-round ratios.
  * 3. recovery: a space holding BENCH_SEED terminal tasks, BENCH_CONVERSATIONS idle conversations and
  *    one live task; workerd is killed and started again (SIGKILL, the same folder), and the first
- *    request opens the space: its round trip (the harness open, recovering the space) and, read in
- *    the object, the live task's first commit after it. Beside it a small store (the live task
- *    alone) and the floor: the first request to an empty object after a restart.
+ *    request opens the space: from sending it to the object's line saying the harness is open (the
+ *    space recovered), and to its line at the live task's first commit. Beside it a small store (the
+ *    live task alone) and the floor: the first request to an empty object after a restart.
  * 4. scale: N spaces (BENCH_SCALE, default 1, 10, 100) each running a demo conversation at once
  *    (BENCH_SCALE_RUNS inputs "write a note" each, one after the other; the demo model streams with
  *    no delay): steps (commits that append to a conversation) per second in all, and the step
- *    latency (time since the conversation's previous step, read in the object), median and p95,
- *    each against N = 1.
+ *    latency (time since the conversation's previous step), median and p95, each against N = 1.
+ *    Each object streams a line per step as its commit is published; they are stamped here.
  *
- * Timing: workerd's clock inside an object moves only at I/O (server/bench-entry.ts), so requests
- * are timed from here, less the round trip of an empty request to the same object just before
- * (the smallest of three). workerd's CPU time is read from /proc (Linux) around a request.
+ * Timing: workerd's clock inside an object stands still across synchronous work
+ * (server/bench-entry.ts), so everything is timed from here: whole requests, less the round trip of
+ * an empty request to the same object just before (the smallest of three), and moments inside a
+ * request by the lines the object streams at each, stamped as they arrive. workerd's CPU time is read from /proc (Linux) around a request.
  * Figures only: no bars; the process exits 0 unless it crashes.
  * Env: BENCH_ONLY=commits|agent|recovery|scale; BENCH_ROUNDS (measured rounds of parts 1 and 2,
  * default 5 and 9), BENCH_WARMUP (default 2 and 15), BENCH_COMMITS (commits per sample, default 1000;
@@ -266,12 +267,12 @@ async function recovery(): Promise<void> {
   console.log(
     `\nserver recovery: workerd killed (SIGKILL) and started again on the same folder, then the first request opens a space; ${RECOVERY_ROUNDS} rounds`,
   );
-  const seeded = await post<{ ms: number }>(
-    `/space/recover-big/seed?tasks=${SEED}&conversations=${SEED_CONVERSATIONS}`,
-  );
+  let started = performance.now();
+  await post(`/space/recover-big/seed?tasks=${SEED}&conversations=${SEED_CONVERSATIONS}`);
+  const seededMs = performance.now() - started;
   await post("/space/recover-small/seed?tasks=0&conversations=0");
   console.log(
-    `  seeded ${fmt(SEED)} terminal tasks, ${fmt(SEED_CONVERSATIONS)} idle conversations and one live task in ${fmt(seeded.ms / 1000, 1)} s`,
+    `  seeded ${fmt(SEED)} terminal tasks, ${fmt(SEED_CONVERSATIONS)} idle conversations and one live task in ${fmt(seededMs / 1000, 1)} s`,
   );
   const targets = [
     {
@@ -288,14 +289,20 @@ async function recovery(): Promise<void> {
     // Alternate which store is opened first after its restart.
     for (const { space } of round % 2 ? [...targets].reverse() : targets) {
       await server.restart();
-      let started = performance.now();
+      started = performance.now();
       await post("/space/recover-floor/empty");
       floor.push(performance.now() - started);
       started = performance.now();
-      const opened = await post<{ tasks: number }>(`/space/${space}/opened`);
-      (open[space] ??= []).push(performance.now() - started);
-      if (opened.tasks !== 1) throw new Error(`${space}: ${opened.tasks} live tasks after recovery, not 1`);
-      (resumed[space] ??= []).push((await post<{ resumedMs: number }>(`/space/${space}/resumed`)).resumedMs);
+      let openAt = Number.NaN;
+      for await (const { line, at } of server.lines(`/space/${space}/opened`)) {
+        if (line.startsWith("open ")) {
+          openAt = at;
+          if (line !== "open 1")
+            throw new Error(`${space}: ${line.slice(5)} live tasks after recovery, not 1`);
+        } else if (line === "resumed") (resumed[space] ??= []).push(at - started);
+        else throw new Error(`${space}: ${line}`);
+      }
+      (open[space] ??= []).push(openAt - started);
       loads[space] = machineLoad();
     }
   }
@@ -305,21 +312,43 @@ async function recovery(): Promise<void> {
     [
       "store",
       "first request: harness open (median)",
-      "to the live task's first commit",
+      "to the live task's first commit (median)",
       "load (1, 5, 15 min)",
     ],
     ...targets.map(({ space, label }) => [
       label,
       ms(median(open[space]!)),
-      ms(median(resumed[space]!), 0),
+      ms(median(resumed[space]!)),
       loads[space]!,
     ]),
     ["floor: first request to an empty object", ms(median(floor)), "", machineLoad()],
     ["ratio big / small store (harness open)", ratio(big / small), "", ""],
   ]);
   console.log(
-    "(harness open: the request's round trip from here; the first commit: read in the object from the request's arrival, whole ms)",
+    "(from sending the first request: its line saying the harness is open, and its line at the live task's first commit, stamped here as they arrive)",
   );
+}
+
+/**
+ * One space's demo conversation (the entry's streamed `/run`): each step's latency, stamped here as
+ * its line arrives: since the previous step, or since the input was about to be submitted.
+ */
+async function demoRun(space: string): Promise<number[]> {
+  const steps: number[] = [];
+  let last = Number.NaN;
+  let done = false;
+  for await (const { line, at } of server.lines(
+    `/space/${space}/run?runs=${SCALE_RUNS}&text=${encodeURIComponent(SCALE_TEXT)}`,
+  )) {
+    if (line === "submit") last = at;
+    else if (line === "step") {
+      steps.push(at - last);
+      last = at;
+    } else if (line.startsWith("done ")) done = true;
+    else throw new Error(`${space}: ${line}`);
+  }
+  if (!done) throw new Error(`${space}: the run's stream ended before it was done`);
+  return steps;
 }
 
 async function scale(): Promise<void> {
@@ -345,15 +374,9 @@ async function scale(): Promise<void> {
     // Each space's harness open first: opening is the recovery row's, not this one's.
     await Promise.all(spaces.map((s) => server.call(`/space/${s}/status`)));
     const started = performance.now();
-    const results = await Promise.all(
-      spaces.map((s) =>
-        post<{ steps: number[]; entries: number }>(
-          `/space/${s}/run?runs=${SCALE_RUNS}&text=${encodeURIComponent(SCALE_TEXT)}`,
-        ),
-      ),
-    );
+    const results = await Promise.all(spaces.map((s) => demoRun(s)));
     const wall = performance.now() - started;
-    const steps = results.flatMap((r) => r.steps);
+    const steps = results.flat();
     const rate = steps.length / (wall / 1000);
     const p95 = percentile(steps, 95);
     base ??= { rate, p95 };
@@ -371,7 +394,7 @@ async function scale(): Promise<void> {
   }
   table(rows);
   console.log(
-    "(a step: a commit that appends to a conversation; its latency: since the conversation's previous step, or since its input was submitted; read in the object at the commit's publication, whole ms)",
+    "(a step: a commit that appends to a conversation; its latency: since the conversation's previous step, or since its input was submitted; each stamped here as the object's line for it arrives)",
   );
 }
 

@@ -44,6 +44,11 @@ function workerdBinary(): string {
 export interface ServerWorker {
   /** Send a request to the worker; answers its JSON, failing on a non-2xx status with the body. */
   call<T>(path: string, init?: { method?: string; body?: unknown }): Promise<T>;
+  /**
+   * Send a POST and answer its body's lines as they arrive (a streamed response, which `call` would
+   * read whole), each with the time (`performance.now()`) it was read here; fails on a non-2xx status.
+   */
+  lines(path: string): AsyncIterable<{ line: string; at: number }>;
   /** Kill workerd (SIGKILL, as miniflare disposes) and start a new one on the same folder. */
   restart(): Promise<void>;
   /** Kill workerd and remove the folder. */
@@ -159,6 +164,24 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
       const text = await response.text();
       if (!response.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${response.status} ${text}`);
       return JSON.parse(text) as T;
+    },
+    async *lines(path: string): AsyncIterable<{ line: string; at: number }> {
+      const response = await mf.dispatchFetch(`http://server.test${path}`, {
+        method: "POST",
+        headers: { connection: "close" },
+      });
+      if (!response.ok || !response.body)
+        throw new Error(`POST ${path}: ${response.status} ${await response.text()}`);
+      const decoder = new TextDecoder();
+      let pending = "";
+      for await (const chunk of response.body) {
+        const at = performance.now();
+        pending += decoder.decode(chunk as Uint8Array, { stream: true });
+        const complete = pending.split("\n");
+        pending = complete.pop() ?? "";
+        for (const line of complete) yield { line, at };
+      }
+      if (pending !== "") yield { line: pending, at: performance.now() };
     },
     async restart() {
       await mf.dispose();

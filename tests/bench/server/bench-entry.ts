@@ -5,12 +5,14 @@
  * object in the path (`/space/<name>/<route>`, the server's front door); a sample that needs an
  * empty store takes an object of its own.
  *
- * Who times what: workerd's clock inside an object moves at I/O, not across synchronous work
- * (measured here: 100,000 bare `transactionSync` inserts read 0 ms by `performance.now()` and took
- * about 0.7 s), so the bench times whole requests from Node (less an empty request's round trip) and
- * reads the clock here only between I/O events (a commit's `sync()`, a request's arrival).
+ * Who times what: workerd's clock inside an object is not to be trusted for timing (measured here:
+ * 100,000 bare `transactionSync` inserts read 0 ms by `performance.now()` and took about 0.7 s; it
+ * stands still across synchronous work and moves at some I/O), so nothing here reads it: the bench
+ * times whole requests from Node (less an empty request's round trip), and where it needs moments
+ * inside a request, the route streams a line at each (`lineStream`) and the bench stamps them as
+ * they arrive.
  *
- * Routes (all `POST`, all answer JSON):
+ * Routes (all `POST`; JSON answers unless streamed):
  * - `/empty`: nothing (the round trip the bench subtracts; after a restart, to a new object: the floor);
  * - `/commits?mode=M&n=N`: N commits of one small INSERT into `bench_commit` in this object, one by
  *   one: `store`, through the Durable Object store's line (`DoStore.commit`: `transaction(async)`,
@@ -22,13 +24,14 @@
  *   its root conversation, `agent` runs the loop (submit to idle): `{ transactions, toolResults }`;
  * - `/seed?tasks=T&conversations=C`: fill this space with T terminal tasks (`test.noop`, in one
  *   conversation) and C idle conversations, as the browser's recovery bench does, then start one
- *   live `bench.resume` task (below); `{ ms }`;
- * - `/opened`: (the first request after a restart) open the space's harness, recovering its state;
- *   `{ tasks }` live; then `/resumed`: `{ resumedMs }`, from `/opened`'s arrival to the live task's
- *   first commit in this instance;
+ *   live `bench.resume` task (below); `{ tasks, conversations }`;
+ * - `/opened`: (the first request after a restart) open the space's harness, recovering its state,
+ *   answered as a stream of lines (`open <live tasks>` once the harness is open, `resumed` at the
+ *   live task's first commit in this instance), which the bench stamps as they arrive;
  * - `/run?runs=K&text=T`: a demo conversation: K inputs T one after the other in a new conversation,
- *   each awaited; for each commit that appends entries to it, the time since the previous one (the
- *   first since its input was submitted), read at the commit's publication: `{ steps: ms[], entries }`.
+ *   each awaited, answered as a stream of lines while it runs (`submit` before each input, `step` at
+ *   each commit that appends to the conversation, `done <entries>`; see `#run`), which the bench
+ *   stamps with its own clock as they arrive.
  * Anything else goes to the space's own routes (worker/server/space.ts).
  */
 
@@ -94,23 +97,21 @@ const int = (url: URL, name: string, fallback: number) => {
 
 export class BenchSpace extends Space {
   readonly #storage: BenchStorage;
-  /** When `/opened` arrived. */
-  #arrived: number | undefined;
   /** The store `/commits?mode=store` commits through. */
   #store: DoStore | undefined;
   /** The agent loop `/prepare` opened. */
   #loop:
     | { chat: DurableModel; harness: AgentHarness; root: Conversation; transactions: () => number }
     | undefined;
-  /** Settles at this instance's first `bench.resumed` commit, with its time. */
-  readonly #resumed: Promise<number>;
+  /** Settles at this instance's first `bench.resumed` commit. */
+  readonly #resumed: Promise<void>;
 
   constructor(state: SpaceState, env: SpaceEnv) {
-    let resumed!: (at: number) => void;
-    const first = new Promise<number>((resolve) => {
+    let resumed!: () => void;
+    const first = new Promise<void>((resolve) => {
       resumed = resolve;
     });
-    const task = resumeTask(() => resumed(performance.now()));
+    const task = resumeTask(() => resumed());
     super(state, env, (store, ports) =>
       openSpaceHarness(store, ports, { codemode: true, tasks: [noopTask, task] }),
     );
@@ -121,7 +122,6 @@ export class BenchSpace extends Space {
   readonly #resumeTask: ReturnType<typeof resumeTask>;
 
   override async fetch(request: Request): Promise<Response> {
-    const arrived = performance.now();
     const url = new URL(request.url);
     const route = url.pathname.replace(/^.*\/([a-z]+)$/, "$1");
     if (request.method !== "POST") return super.fetch(request);
@@ -138,13 +138,9 @@ export class BenchSpace extends Space {
         case "seed":
           return Response.json(await this.#seed(int(url, "tasks", 0), int(url, "conversations", 0)));
         case "opened":
-          this.#arrived = arrived;
-          return Response.json(await this.#opened());
-        case "resumed":
-          if (this.#arrived === undefined) throw new Error("ask /opened first");
-          return Response.json({ resumedMs: (await this.#resumed) - this.#arrived });
+          return this.#opened();
         case "run":
-          return Response.json(await this.#run(int(url, "runs", 1), url.searchParams.get("text") ?? ""));
+          return this.#run(int(url, "runs", 1), url.searchParams.get("text") ?? "");
         default:
           return super.fetch(request);
       }
@@ -200,7 +196,6 @@ export class BenchSpace extends Space {
 
   async #seed(tasks: number, conversations: number) {
     const h = await this.harness();
-    const started = performance.now();
     const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
     for (let done = 0; done < tasks; ) {
       const n = Math.min(500, tasks - done);
@@ -233,38 +228,69 @@ export class BenchSpace extends Space {
       conversationId: live.id,
     });
     await this.#resumed;
-    return { ms: performance.now() - started };
+    return { tasks, conversations };
   }
 
-  async #opened(): Promise<{ tasks: number }> {
-    const h = await this.harness();
-    return { tasks: Object.keys(h.taskGraph().tasks).length };
-  }
-
-  async #run(runs: number, text: string): Promise<{ steps: number[]; entries: number }> {
-    if (text === "") throw new Error("text: what to say");
-    const h = await this.harness();
-    const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
-    const steps: number[] = [];
-    let last = 0;
-    const stop = h.subscribe((change) => {
-      if (!change.entries.some((e) => e.conversationId === conversation.id)) return;
-      const now = performance.now();
-      steps.push(now - last);
-      last = now;
+  /** The space opened (and recovered), as lines: `open <live tasks>`, then `resumed` (see `/opened`). */
+  #opened(): Response {
+    return lineStream(async (line) => {
+      const h = await this.harness();
+      await line(`open ${Object.keys(h.taskGraph().tasks).length}`);
+      await this.#resumed;
+      await line("resumed");
     });
-    try {
-      for (let i = 0; i < runs; i++) {
-        last = performance.now();
-        const settled = await (await conversation.submit({ type: "input", content: text })).wait();
-        if (settled.status !== "done") throw new Error(`run ${i + 1} ended ${JSON.stringify(settled)}`);
-        await conversation.waitForIdle();
-      }
-    } finally {
-      stop();
-    }
-    return { steps, entries: (await conversation.entries()).length };
   }
+
+  /**
+   * The demo conversation, as lines streamed while it runs: `submit` as each input is about to be
+   * submitted, `step` at each commit that appends to the conversation (written from the harness's
+   * publication, after COMMIT), `done <entries>` at the end, or `error <message>`. The reader stamps
+   * each line with its own clock as it arrives.
+   */
+  #run(runs: number, text: string): Response {
+    if (text === "") throw new Error("text: what to say");
+    return lineStream(async (line) => {
+      const h = await this.harness();
+      const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
+      const stop = h.subscribe((change) => {
+        if (change.entries.some((e) => e.conversationId === conversation.id)) void line("step");
+      });
+      try {
+        for (let i = 0; i < runs; i++) {
+          await line("submit");
+          const settled = await (await conversation.submit({ type: "input", content: text })).wait();
+          if (settled.status !== "done") throw new Error(`run ${i + 1} ended ${JSON.stringify(settled)}`);
+          await conversation.waitForIdle();
+        }
+      } finally {
+        stop();
+      }
+      await line(`done ${(await conversation.entries()).length}`);
+    });
+  }
+}
+
+/**
+ * A response streamed as lines while `work` runs: each `line` call sends one at once (its promise
+ * settles once the reader took it), an error sends `error <message>`, and the stream ends with `work`.
+ */
+function lineStream(work: (line: (text: string) => Promise<void>) => Promise<void>): Response {
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = writable.getWriter();
+  const encoder = new TextEncoder();
+  // A reader that went away leaves the work to finish unheard.
+  const line = (text: string) => writer.write(encoder.encode(`${text}\n`)).catch(() => undefined);
+  void (async () => {
+    try {
+      await work(line);
+    } catch (error) {
+      await line(`error ${errorMessage(error)}`);
+    } finally {
+      await writer.close().catch(() => undefined);
+    }
+  })();
+  // As an event stream: miniflare 3 hands a response of another type over whole, at its end.
+  return new Response(readable, { headers: { "content-type": "text/event-stream" } });
 }
 
 export default {
