@@ -162,7 +162,9 @@ async function agent(): Promise<void> {
   const serverRun = async (toolRounds: number) => {
     const space = `agent-${toolRounds}-${++objects}`;
     await post(`/space/${space}/prepare?rounds=${toolRounds}`);
-    return timedPost<{ transactions: number; toolResults: number }>(space, "agent");
+    const run = await timedPost<{ transactions: number }>(space, "agent");
+    const { toolResults } = await post<{ toolResults: number }>(`/space/${space}/verify`);
+    return { ...run, value: { ...run.value, toolResults } };
   };
   const check = (side: string, toolResults: number) => {
     if (toolResults !== TOOL_ROUNDS)

@@ -19,9 +19,10 @@
  *   then `sync()`); `bare`, the same INSERT on `ctx.storage.sql` in one `transactionSync` each with
  *   nothing awaited (workerd holds the response until the writes are durable, its output gate);
  *   `bare-sync`, the same with an awaited `sync()` after each (the store's durability per commit);
- * - `/prepare?rounds=R` then `/agent`: the agent bench's loop (tests/bench/agent-scenario.ts: R tool
- *   rounds, instant model and tool) on a fresh Durable Object store: `prepare` opens the harness and
- *   its root conversation, `agent` runs the loop (submit to idle): `{ transactions, toolResults }`;
+ * - `/prepare?rounds=R`, `/agent`, `/verify`: the agent bench's loop (tests/bench/agent-scenario.ts:
+ *   R tool rounds, instant model and tool) on a fresh Durable Object store: `prepare` opens the
+ *   harness and its root conversation, `agent` runs the loop (submit to idle): `{ transactions }`,
+ *   `verify` counts the tool results in the transcript and closes the harness: `{ toolResults }`;
  * - `/seed?tasks=T&conversations=C`: fill this space with T terminal tasks (`test.noop`, in one
  *   conversation) and C idle conversations, as the browser's recovery bench does, then start one
  *   live `bench.resume` task (below); `{ tasks, conversations }`;
@@ -135,6 +136,8 @@ export class BenchSpace extends Space {
           return Response.json(await this.#prepare(int(url, "rounds", 50)));
         case "agent":
           return Response.json(await this.#agent());
+        case "verify":
+          return Response.json(await this.#verify());
         case "seed":
           return Response.json(await this.#seed(int(url, "tasks", 0), int(url, "conversations", 0)));
         case "opened":
@@ -179,19 +182,24 @@ export class BenchSpace extends Space {
     return { rounds };
   }
 
-  async #agent(): Promise<{ transactions: number; toolResults: number }> {
+  async #agent(): Promise<{ transactions: number }> {
     const loop = this.#loop;
     if (!loop) throw new Error("ask /prepare first");
     const before = loop.transactions();
     const settled = await (await loop.root.submit({ type: "input", content: "go" })).wait();
     if (settled.status !== "done") throw new Error(`the run ended ${JSON.stringify(settled)}`);
     await loop.root.waitForIdle();
-    const transactions = loop.transactions() - before;
-    // Checking the transcript is not part of the run, but of the request: kept small.
+    return { transactions: loop.transactions() - before };
+  }
+
+  /** After `/agent`: the tool results in the transcript (checking it is not part of the run); closes the harness. */
+  async #verify(): Promise<{ toolResults: number }> {
+    const loop = this.#loop;
+    if (!loop) throw new Error("ask /prepare first");
     const toolResults = (await loop.root.entries()).filter((e) => e.kind === "pi.tool-result").length;
     await loop.harness.close();
     loop.chat.unregister();
-    return { transactions, toolResults };
+    return { toolResults };
   }
 
   async #seed(tasks: number, conversations: number) {
