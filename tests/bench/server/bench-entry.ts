@@ -104,6 +104,8 @@ export class BenchSpace extends Space {
   #loop:
     | { chat: DurableModel; harness: AgentHarness; root: Conversation; transactions: () => number }
     | undefined;
+  /** This instance's `bench.resume` definition (telling `#resumed`). */
+  readonly #resumeTask: ReturnType<typeof resumeTask>;
   /** Settles at this instance's first `bench.resumed` commit. */
   readonly #resumed: Promise<void>;
 
@@ -120,7 +122,6 @@ export class BenchSpace extends Space {
     this.#resumeTask = task;
     this.#storage = state.storage as unknown as BenchStorage;
   }
-  readonly #resumeTask: ReturnType<typeof resumeTask>;
 
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
