@@ -10,7 +10,8 @@
  *   sent from the first shows on the second; the conversation says it runs on the server, and its
  *   settings are the server's (no browser key offered for it);
  * - a wrong token: "Test connection" says the server refused it, and saved, the section says
- *   "Token refused" instead of trying again and again;
+ *   "Token refused" instead of trying again and again (another tab too), and "Disconnect" makes
+ *   every tab browser-only again;
  * - axe finds nothing serious in the settings and the page with a server section; screenshots of
  *   both at 1280 and 390 px, light and dark, go to test-results/screenshots/.
  */
