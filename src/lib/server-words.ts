@@ -34,6 +34,8 @@ export function checkWords(check: ServerCheck, space: string): string {
   switch (check.problem) {
     case "unauthorized":
       return `The server refused the token for “${space}”. Make a new one with “npm run server -- token ${space}” and paste it here.`;
+    case "refused":
+      return "The server answered but would not open the space: its log says why.";
     case "unreachable":
       return "Nothing answered at that address. Is the server running, and is the address right?";
     case "incompatible":

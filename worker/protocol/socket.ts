@@ -503,7 +503,8 @@ export type ServerCheck =
   | { readonly ok: true; readonly build: string }
   | {
       readonly ok: false;
-      readonly problem: "unauthorized" | "unreachable" | "incompatible";
+      /** `refused`: the server answered but would not serve the socket (its log says why). */
+      readonly problem: "unauthorized" | "unreachable" | "refused" | "incompatible";
       readonly message: string;
     };
 
@@ -535,11 +536,11 @@ export function checkServer(options: {
         else if (s.state === "unauthorized") done({ ok: false, problem: "unauthorized", message: s.message });
         else if (s.state === "incompatible") done({ ok: false, problem: "incompatible", message: s.message });
         else if (s.state === "reconnecting")
-          done({
-            ok: false,
-            problem: "unreachable",
-            message: s.reached ? "the server closed the connection" : "nothing answered at that address",
-          });
+          done(
+            s.reached
+              ? { ok: false, problem: "refused", message: "the server answered but closed the connection" }
+              : { ok: false, problem: "unreachable", message: "nothing answered at that address" },
+          );
       },
     });
     function done(check: ServerCheck): void {

@@ -35,5 +35,6 @@ test("a connection test says what it found and what to do", () => {
   expect(checkWords({ ok: false, problem: "unreachable", message: "m" }, "home")).toMatch(
     /^Nothing answered at that address/,
   );
+  expect(checkWords({ ok: false, problem: "refused", message: "m" }, "home")).toMatch(/its log says why/);
   expect(checkWords({ ok: false, problem: "incompatible", message: "m" }, "home")).toMatch(/another version/);
 });
