@@ -22,18 +22,19 @@
  *   the Hibernation API (`ctx.acceptWebSocket`: an idle space with open sockets costs nothing) and
  *   served by the protocol's door (worker/protocol/door.ts) over socket.ts's transport, on the
  *   engine service the composition makes (the app's HarnessEngine: every call, each tab's watches).
- *   Each socket is a tab of its own to the engine (`<tabId>#<n>`): its close (or error) drops that
- *   tab's watches, and a tab that reconnects is not confused with its dead socket. A socket's tab id
+ *   Each socket is a tab of its own to the engine (`socket-<n>`, whatever tab id it says): its
+ *   close (or error) drops that tab's watches, and a tab that reconnects is not confused with its dead socket. A socket's tab id
  *   and its open watches are kept in its attachment (`serializeAttachment`); an instance that finds
  *   sockets it did not accept (it woke from hibernation, or the previous instance died: their
  *   watches died with it) closes them with `RECONNECT_CLOSE` (4001), and the tab reconnects and
  *   opens its watches again. A fatal store failure does the same to every socket. The `debug`
  *   group is never served here. Who may enter is checked before a request reaches the object (the
  *   front door: worker/entry/server.ts, worker/server/token.ts).
- * - **Routes** for the tests and the local server (behind the same token check): `POST /submit {conversation?, text, requestId?}` submits an
- *   input (to a new conversation when none is named; a known `requestId` is the same submission),
- *   `GET /view?conversation=N` answers the committed entries and whether work is live, `GET
- *   /status` how this instance was opened (`by`: "fetch" | "alarm") and the alarm armed, `POST
+ * - **Routes** for the tests and the local server (behind the same token check): `POST /submit
+ *   {conversation?, text, requestId?}` submits an input (to a new conversation when none is named;
+ *   a known `requestId` is the same submission), `GET /view?conversation=N` answers the committed
+ *   entries and whether work is live, `GET /status` how this instance was opened (`by`: "fetch" |
+ *   "alarm"), the alarm armed and the sockets it serves, `POST
  *   /rearm` arms the stored alarm again without opening the engine (see `rearm`: a local runtime's
  *   restart forgets the schedule).
  */
@@ -48,9 +49,9 @@ import {
   type TabCalls,
 } from "../protocol/door.ts";
 import type { EngineStatus, TabHello } from "../protocol/index.ts";
+import { RECONNECT_CLOSE, SERVER_MAX_MESSAGE_CHARS, SPACE_SUBPROTOCOL } from "../protocol/server-socket.ts";
 import { type DoStorage, type DoStore, openDoStore } from "./do-store.ts";
 import { DEFAULT_RATE, type RateLimit, type SocketConnection, socketTransport } from "./socket.ts";
-import { SUBPROTOCOL } from "./token.ts";
 
 /** The part of a Durable Object's `ctx.storage` the space uses: the store's, and the alarm. */
 export interface SpaceStorage extends DoStorage {
@@ -91,8 +92,7 @@ export interface SpaceOptions {
   readonly engine?: MakeSpaceEngine;
 }
 
-/** The close code that tells a tab to reconnect (its watches ended with the instance that served them). */
-export const RECONNECT_CLOSE = 4001;
+export { RECONNECT_CLOSE };
 
 /**
  * The largest message a socket may send: a million characters of JSON text, refused unparsed above
@@ -102,7 +102,10 @@ export const RECONNECT_CLOSE = 4001;
  * imports conversations up to about 1 MB (the browser's engine takes 64 MiB: door.ts
  * DEFAULT_LIMITS). `SPACE_MAX_MESSAGE_CHARS` lowers it.
  */
-export const SERVER_LIMITS: DoorLimits = { maxChars: 1_000_000, maxDepth: DEFAULT_LIMITS.maxDepth };
+export const SERVER_LIMITS: DoorLimits = {
+  maxChars: SERVER_MAX_MESSAGE_CHARS,
+  maxDepth: DEFAULT_LIMITS.maxDepth,
+};
 
 /** What a socket's attachment keeps (it survives hibernation; at most 2 KiB). */
 interface SocketNote {
@@ -241,9 +244,9 @@ export class Space {
     if (!engine || !Pair || !this.#state.acceptWebSocket)
       return Response.json({ error: "this space serves no sockets", code: "no-sockets" }, { status: 501 });
     const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim());
-    if (offered[0] !== "" && !offered.includes(SUBPROTOCOL))
+    if (offered[0] !== "" && !offered.includes(SPACE_SUBPROTOCOL))
       return Response.json(
-        { error: `offer the subprotocol ${SUBPROTOCOL}`, code: "bad-subprotocol" },
+        { error: `offer the subprotocol ${SPACE_SUBPROTOCOL}`, code: "bad-subprotocol" },
         { status: 400 },
       );
     const pair = new Pair();
@@ -263,7 +266,7 @@ export class Space {
     return new Response(null, {
       status: 101,
       webSocket: client,
-      ...(offered[0] !== "" ? { headers: { "sec-websocket-protocol": SUBPROTOCOL } } : {}),
+      ...(offered[0] !== "" ? { headers: { "sec-websocket-protocol": SPACE_SUBPROTOCOL } } : {}),
     } as ResponseInit);
   }
 
@@ -361,8 +364,8 @@ export class Space {
   webSocketClose(ws: SpaceSocket, code: number, _reason: string, _wasClean: boolean): void {
     this.#drop(ws);
     try {
-      // Answer the close (codes 1005/1006 only report one: they are never sent).
-      ws.close(code === 1005 || code === 1006 ? 1000 : code, "closed");
+      // Answer the close (1004, 1005, 1006 and 1015 only report one: they are never sent).
+      ws.close([1004, 1005, 1006, 1015].includes(code) ? 1000 : code, "closed");
     } catch {
       // Already closed.
     }

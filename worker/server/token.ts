@@ -13,13 +13,7 @@
  *   `not-configured` 500) and never contains the token or the secret.
  */
 
-/** The protocol's WebSocket subprotocol (the one the server echoes). */
-export const SUBPROTOCOL = "durable-harness.v1";
-/** The prefix of the subprotocol that carries a token. */
-export const TOKEN_SUBPROTOCOL_PREFIX = "token.";
-
-/** A space's name: what a URL's `/space/<name>/` may carry and a token names. */
-export const SPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+import { SPACE_NAME, TOKEN_SUBPROTOCOL_PREFIX } from "../protocol/server-socket.ts";
 
 export type TokenVerdict =
   | { readonly ok: true }
