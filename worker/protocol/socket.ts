@@ -29,16 +29,17 @@
 
 import { type EngineApi, type EngineStatus, type Hello, PROTOCOL_VERSION } from "./api.ts";
 import { connectEngine, type EngineConnection } from "./client.ts";
+import { SPACE_NAME, SPACE_SUBPROTOCOL, spacePath, spaceSocketProtocols } from "./server-socket.ts";
 import { EngineError, type TabMessage, type Transport } from "./wire.ts";
 
 /** The subprotocol every socket of this protocol names first; the token rides as a second one. */
-export const SOCKET_SUBPROTOCOL = "durable-harness.v1";
+export const SOCKET_SUBPROTOCOL = SPACE_SUBPROTOCOL;
 /** The server's close codes for a refused token (no token, a wrong one, another space's). */
 export const CLOSE_UNAUTHORIZED = 4401;
 export const CLOSE_FORBIDDEN = 4403;
 
 /** The subprotocol list that carries `token`. */
-export const socketProtocols = (token: string): string[] => [SOCKET_SUBPROTOCOL, `token.${token}`];
+export const socketProtocols = spaceSocketProtocols;
 
 /** What this module needs of a WebSocket: the browser's, or the `ws` package's in Node. */
 export interface SocketLike {
@@ -553,10 +554,7 @@ export function checkServer(options: {
   });
 }
 
-/** The last part of a space's socket address: `<server>/space/<name>/socket`. */
-export const SOCKET_ROUTE = "socket";
 const SPACE_PATH = /^(.*?)\/space\/([A-Za-z0-9_-]{1,64})(?:\/(?:socket|check))?\/*$/;
-const SPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** The space a token names: a server's token is `<space>.<mac>` (worker/server/token.ts). */
 export function tokenSpace(token: string | undefined): string | undefined {
@@ -589,8 +587,8 @@ export function spaceAddress(
   if (!space) throw new Error("the address names no space (…/space/<name>), and neither does the token");
   const http = scheme === "wss:" ? "https:" : "http:";
   return {
-    socketUrl: `${scheme}//${url.host}${base}/space/${space}/${SOCKET_ROUTE}`,
-    checkUrl: `${http}//${url.host}${base}/space/${space}/check`,
+    socketUrl: `${scheme}//${url.host}${base}${spacePath(space, "socket")}`,
+    checkUrl: `${http}//${url.host}${base}${spacePath(space, "check")}`,
     space,
   };
 }
