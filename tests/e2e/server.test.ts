@@ -220,6 +220,12 @@ test("a wrong token: the test says the server refused it, and saved, the list sa
   await closeSettings(page);
   expect(await page.getByTestId("server-section").textContent()).toContain("paste a new one in Settings");
   expect(await page.content()).not.toContain(wrong);
+  expect(await seriousViolations(page)).toEqual([]);
+  await eachLook(page, async (look) => {
+    await showList(page);
+    await page.screenshot({ path: look.shot("server-refused") });
+  });
+  await page.setViewportSize({ width: 1280, height: 800 });
 
   // Disconnect: the section leaves, the app is browser-only again.
   await page.getByTestId("open-settings").first().click();
