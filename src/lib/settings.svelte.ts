@@ -66,12 +66,22 @@ export class SettingsState {
   note = $state("");
   error = $state("");
 
+  /** The model of conversations whose settings name none. */
+  readonly defaultModel: string;
+  /**
+   * Where the open conversation runs: its settings are its home's (`api`). A server's conversation
+   * calls models with the server's own keys, so the panel neither lists nor takes keys for it.
+   */
+  readonly home: "browser" | "server";
+
   constructor(
     readonly api: Api,
     readonly conversationId: number,
-    /** The model of conversations whose settings name none. */
-    readonly defaultModel = "demo/demo-1",
-  ) {}
+    options: { defaultModel?: string; home?: "browser" | "server" } = {},
+  ) {
+    this.defaultModel = options.defaultModel ?? "demo/demo-1";
+    this.home = options.home ?? "browser";
+  }
 
   get currentModel(): string {
     return this.agent.model ? refKey(this.agent.model) : this.defaultModel;
@@ -86,7 +96,7 @@ export class SettingsState {
     await this.#run(async () => {
       const [models, keys, agent, speed] = await Promise.all([
         this.api.settings.models(),
-        this.api.keys.list(),
+        this.home === "browser" ? this.api.keys.list() : Promise.resolve([]),
         this.api.settings.agent(this.conversationId),
         this.api.settings.demoSpeed(),
       ]);

@@ -66,7 +66,7 @@ export interface ServeOptions {
 
 /** The CSP of index.html, as a header: a meta tag does not cover workers, a header does. */
 export const APP_CSP =
-  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'; " +
+  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self' https: http: wss: ws:; " +
   "style-src 'self'; img-src 'self' data: blob:; font-src 'self'; manifest-src 'self'; object-src 'none'; " +
   "base-uri 'self'; form-action 'none'";
 

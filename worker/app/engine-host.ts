@@ -27,6 +27,7 @@ import {
   tabLockName,
 } from "../protocol/index.ts";
 import { HarnessEngine } from "./engine-service.ts";
+import { remoteApi } from "./remote.ts";
 
 /** Keys the test endpoints' view of the engine (see `[engineInternals]`). */
 export const engineInternals = Symbol("engine internals");
@@ -43,6 +44,8 @@ export class EngineHost implements EngineService {
   readonly #owner: StoreOwner;
   readonly #ready: Promise<AgentHarness>;
   readonly #engine: HarnessEngine;
+  /** The server setting (remote.ts): the door serves it as the `remote` group, to this engine's tabs only. */
+  readonly remote = remoteApi(() => this.#h());
 
   /** `started`: the owner already taking the store and opening the harness (boot.ts). */
   constructor(platform: HostPlatform, started: { owner: StoreOwner; ready: Promise<AgentHarness> }) {

@@ -68,6 +68,7 @@ import {
   resendAsFork,
   submitWithTitle,
 } from "./intents.ts";
+import { remoteSecrets } from "./remote.ts";
 import { searchConversationText } from "./search.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
 import { exportConversation } from "./transfer.ts";
@@ -412,7 +413,10 @@ export class HarnessEngine implements EngineService {
     const h = await this.#harness();
     const text = await exportConversation(h, conversationId, {
       documents: EXPORTED_DOCS,
-      secrets: storedApiKeyValues((c, name) => h.docNow(c, name)),
+      secrets: [
+        ...storedApiKeyValues((c, name) => h.docNow(c, name)),
+        ...remoteSecrets((c, name) => h.docNow(c, name)),
+      ],
       userTools: await exportedUserTools(h, conversationId),
     });
     const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;

@@ -274,6 +274,34 @@ export interface KeysApi {
   test(provider: string): Promise<KeyCheck>;
 }
 
+/** The server this browser attaches to (issue 27), as the settings show it: never the token. */
+export interface RemoteSettings {
+  /** The server's address (`https://host` or a space's address), or null: browser only. */
+  readonly url: string | null;
+  readonly hasToken: boolean;
+}
+
+/** What the tab's own connection to the server needs (the token is a secret: see RemoteApi). */
+export interface RemoteCredentials {
+  readonly url: string;
+  readonly token: string;
+}
+
+/**
+ * The server setting, kept in the browser engine's store like API keys (worker/app/remote.ts).
+ * Served by the browser engine only (a server space refuses it as an unknown method).
+ */
+export interface RemoteApi {
+  get(): Promise<RemoteSettings>;
+  /** The address and token, for the tab's own WebSocket only (never shown, logged or exported). */
+  credentials(): Promise<RemoteCredentials | null>;
+  /**
+   * Save the address and the token (`token` null: keep the saved one); `url` null forgets both. A bad
+   * address or token is refused with a `RemoteSettingsInvalid` error and nothing is written.
+   */
+  set(url: string | null, token: string | null): Promise<void>;
+}
+
 /** The workspace's files (shared by every conversation). */
 export interface WorkspaceApi {
   /** Every file of the workspace with its size (at most 5,000). */
@@ -370,6 +398,8 @@ export interface EngineApi {
   readonly watches: WatchesApi;
   readonly tasks: TasksApi;
   readonly usage: UsageApi;
+  /** The server setting: the browser engine serves it, a server space does not. */
+  readonly remote: RemoteApi;
   /**
    * The test and bench endpoints (worker/debug/endpoints.ts): served only by an engine whose page
    * was opened with `?debug=1`; any other engine refuses them as an unknown method.

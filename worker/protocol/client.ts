@@ -8,8 +8,9 @@
  * - trailing `undefined` arguments are dropped (an absent optional argument), so every call is plain
  *   JSON data; a listener (a function) never travels;
  * - a reply with an error rejects with `EngineError` carrying the engine's `name` and `code`;
- * - a frame for a watch this tab no longer listens to is acknowledged at once; `close()` rejects
- *   every pending call (Comlink never did: a call to a dead peer hung).
+ * - a frame for a watch this tab no longer listens to is acknowledged at once; `close()` (or the
+ *   transport's close) rejects every pending call (Comlink never did: a call to a dead peer hung),
+ *   and a call made after it is refused at once with the same `Disconnected` error.
  * Nothing here knows the method list: the API is a Proxy that turns `api.group.name(...)` into the
  * wire name `"group.name"`; the engine's door decides what exists. It loads no schema (the tab's
  * bundle stays small).
@@ -56,6 +57,8 @@ export function connectEngine(transport: Transport<TabMessage>): EngineConnectio
     helloSent = resolve;
   });
   let isOpen = false;
+  /** Why the connection ended, once it did: later calls are refused with it. */
+  let ended: string | undefined;
 
   transport.onMessage((message) => {
     if (!isEngineMessage(message)) return;
@@ -98,6 +101,7 @@ export function connectEngine(transport: Transport<TabMessage>): EngineConnectio
   transport.onClose(() => fail("the engine's connection closed"));
 
   function fail(why: string): void {
+    ended ??= why;
     for (const call of pending.values()) call.reject(new EngineError({ name: "Disconnected", message: why }));
     pending.clear();
     listeners.clear();
@@ -109,6 +113,7 @@ export function connectEngine(transport: Transport<TabMessage>): EngineConnectio
     const listener = typeof last === "function" ? args.pop() : undefined;
     while (args.length > 0 && args.at(-1) === undefined) args.pop();
     if (method !== "hello" && !isOpen) await opened;
+    if (ended !== undefined) throw new EngineError({ name: "Disconnected", message: ended });
     const id = nextId++;
     const reply = new Promise<unknown>((resolve, reject) => pending.set(id, { resolve, reject }));
     // A watch: its frames carry this call's id and may come before the reply.

@@ -19,12 +19,21 @@
 
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
-import type { DebugApi, EngineApi, EngineStatus, Hello, Listener, MethodName, TabHello } from "./api.ts";
+import type {
+  DebugApi,
+  EngineApi,
+  EngineStatus,
+  Hello,
+  Listener,
+  MethodName,
+  RemoteApi,
+  TabHello,
+} from "./api.ts";
 import { AckSchema, type ArgsOf, CallSchema, isMethodName, METHODS, type Methods } from "./schema.ts";
 import { type EngineMessage, type Transport, type WireError, wireError } from "./wire.ts";
 
 /** The calls of one tab (after its hello). */
-export type TabCalls = Omit<EngineApi, "hello" | "debug">;
+export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote">;
 
 /** What the door serves: the engine, as one tab reaches it. */
 export interface EngineService {
@@ -35,6 +44,8 @@ export interface EngineService {
   onStatus(tabId: string, listener: (status: EngineStatus) => void): void;
   /** The test endpoints, on a `?debug=1` engine only. */
   readonly debug?: DebugApi;
+  /** The server setting (the browser engine's; a server space serves none). */
+  readonly remote?: RemoteApi;
 }
 
 export interface DoorLimits {
@@ -277,6 +288,13 @@ class Connection {
     return this.#engine.debug;
   }
 
+  /** The server setting, on an engine that keeps one (the browser's). */
+  remote(): RemoteApi {
+    if (!this.#engine.remote) throw new BadRequest("unknown-method", "this engine keeps no server setting");
+    this.calls();
+    return this.#engine.remote;
+  }
+
   /** A listener that pushes each value as a frame of watch `id` and resolves on its acknowledgement. */
   frames<T>(id: number): Listener<T> {
     return (data) =>
@@ -377,6 +395,9 @@ function dispatch(c: Connection): Dispatch {
     "tasks.abort": ([taskId]) => calls().tasks.abort(taskId),
     "usage.total": () => calls().usage.total(),
     "usage.conversation": ([conversation]) => calls().usage.conversation(conversation),
+    "remote.get": () => c.remote().get(),
+    "remote.credentials": () => c.remote().credentials(),
+    "remote.set": ([url, token]) => c.remote().set(url, token),
     "debug.startTicker": ([request]) => debug().startTicker(request),
     "debug.ticker": ([taskId]) => debug().ticker(taskId),
     "debug.stats": () => debug().stats(),

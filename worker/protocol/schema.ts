@@ -135,6 +135,13 @@ export const METHODS = {
   "usage.total": Type.Tuple([]),
   "usage.conversation": Type.Tuple([Id]),
 
+  "remote.get": Type.Tuple([]),
+  "remote.credentials": Type.Tuple([]),
+  "remote.set": Type.Tuple([
+    Type.Union([Type.String({ maxLength: 4000 }), Type.Null()]),
+    Type.Union([Type.String({ maxLength: 4000 }), Type.Null()]),
+  ]),
+
   "debug.startTicker": Type.Tuple([
     Type.Object({ phases: Type.Number(), delayMs: Type.Number(), conversationId: Type.Optional(Id) }, strict),
   ]),

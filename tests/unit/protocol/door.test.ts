@@ -301,6 +301,29 @@ describe("the door refuses, and goes on serving", () => {
     expect(thrown).toMatchObject({ ok: false, error: { name: "Error" } });
     expect((await d.call("conversations.list")).ok).toBe(true);
   });
+
+  test("the server setting: served by an engine that keeps one, checked; refused by one that does not", async () => {
+    const without = await greeted();
+    expectRefused(await without.call("remote.get"), "unknown-method");
+    const set: unknown[][] = [];
+    const engine = Object.assign(fakeEngine(), {
+      remote: {
+        get: async () => ({ url: null, hasToken: false }),
+        credentials: async () => null,
+        set: async (...args: unknown[]) => {
+          set.push(args);
+        },
+      },
+    });
+    const d = door({ engine });
+    expectRefused(await d.call("remote.get"), "no-hello");
+    await d.call("hello", { tabId: "tab-1", protocol: PROTOCOL_VERSION });
+    expect(await d.call("remote.get")).toMatchObject({ ok: true, value: { url: null, hasToken: false } });
+    expect((await d.call("remote.set", "http://h", null)).ok).toBe(true);
+    expectRefused(await d.call("remote.set", "http://h"), "bad-args");
+    expectRefused(await d.call("remote.set", 7, "t"), "bad-args");
+    expect(set).toEqual([["http://h", null]]);
+  });
 });
 
 describe("jsonProblem", () => {

@@ -159,5 +159,9 @@ describe.each([
     await tick();
     connection.close();
     expect(await open).toMatchObject({ name: "Disconnected" });
+    // A call made after the close is refused at once (it would wait forever for a reply).
+    expect(await connection.api.conversations.list().catch((e: unknown) => e)).toMatchObject({
+      name: "Disconnected",
+    });
   });
 });
