@@ -6,7 +6,9 @@
  * to a moved conversation, a subagent running, a task kind without a hook) are asserted here; the
  * crash sweep over every step is moves-crash-sweep.test.ts.
  */
+import { Value } from "typebox/value";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { moveOps, protocolPeer } from "../../../worker/app/moves.ts";
 import {
   ConversationMoved,
   defineTask,
@@ -15,6 +17,9 @@ import {
   MoveRefused,
   Moves,
 } from "../../../worker/index.ts";
+import type { MovesApi } from "../../../worker/protocol/api.ts";
+import { MOVES_METHODS } from "../../../worker/protocol/schema.ts";
+import { EngineError, wireError } from "../../../worker/protocol/wire.ts";
 import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import {
   FIRST,
@@ -291,6 +296,50 @@ describe("the sender from step 1", () => {
       outcome: { status: "completed" },
     });
     expect(runs).toEqual(["1", "1 resumed"]);
+  });
+});
+
+describe("over the protocol's moves group", () => {
+  test("the group's schemas refuse malformed arguments; a peer over it keeps refusals typed", async () => {
+    const ok = (method: keyof typeof MOVES_METHODS, args: unknown[]) =>
+      Value.Check(MOVES_METHODS[method], args);
+    expect(ok("moves.prepare", ["T-1", 2])).toBe(true);
+    expect(ok("moves.prepare", ["T 1", 2])).toBe(false);
+    expect(ok("moves.prepare", ["", 2])).toBe(false);
+    expect(ok("moves.prepare", ["T-1", 2.5])).toBe(false);
+    expect(ok("moves.adopt", [{ format: "x" }])).toBe(true);
+    expect(ok("moves.adopt", ["text"])).toBe(false);
+    expect(ok("moves.refuse", ["T-1", 3])).toBe(false);
+    // The other home's engine behind a wire: arguments, answers and errors cross as JSON.
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    const across =
+      <A extends unknown[], R>(method: keyof typeof MOVES_METHODS, run: (...args: A) => Promise<R>) =>
+      async (...args: A): Promise<R> => {
+        const sent = JSON.parse(JSON.stringify(args)) as A;
+        if (!Value.Check(MOVES_METHODS[method], sent as unknown))
+          throw new EngineError({ name: "BadRequest", message: method });
+        try {
+          const answer = await run(...sent);
+          return answer === undefined ? answer : (JSON.parse(JSON.stringify(answer)) as R);
+        } catch (error) {
+          throw new EngineError(JSON.parse(JSON.stringify(wireError(error))));
+        }
+      };
+    const api: MovesApi = {
+      prepare: across("moves.prepare", (t: string, id: number) => moveOps.prepare(server.harness, t, id)),
+      adopt: across("moves.adopt", (pkg: MovePackage) => moveOps.adopt(server.harness, pkg)),
+      finish: across("moves.finish", (t: string, id: number) => moveOps.finish(server.harness, t, id)),
+      refuse: across("moves.refuse", (t: string) => moveOps.refuse(server.harness, t)),
+      cancel: across("moves.cancel", (t: string) => moveOps.cancel(server.harness, t)),
+    };
+    const peer = protocolPeer(api);
+    await expect(peer.adopt({ format: "nonsense" })).rejects.toBeInstanceOf(MoveRefused);
+    await expect(peer.adopt({ format: "nonsense" })).rejects.toMatchObject({ reason: "bad_package" });
+    const moves = new Moves(browser.harness, { peer: () => peer });
+    const result = await moves.moveOut(c, "server");
+    expect(result.status).toBe("done");
+    await answered(server, (result as { remote: number }).remote);
   });
 });
 
