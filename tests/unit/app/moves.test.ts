@@ -409,6 +409,40 @@ describe("refusals", () => {
     expect(browser.harness.awayOf(c)).toBeUndefined();
   });
 
+  test("bringBack of a conversation the server cannot send ends cancelled, nothing changed there", async () => {
+    const { browser, server } = await homes();
+    const owner = defineTask<Record<string, never>, { phase: "wait" }>({
+      name: "test.owner",
+      version: 1,
+      initial: () => ({ phase: "wait" }),
+      phases: {
+        wait: (_t, _r, signal) =>
+          new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })),
+      },
+      moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const remote = (await server.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const task = await server.harness.createTask(
+      owner,
+      {},
+      { ownership: { kind: "conversation" }, conversationId: remote },
+    );
+    await server.harness.createConversation({ ownership: { kind: "task", taskId: task } });
+    const moves = new Moves(browser.harness, {
+      peer: () => harnessPeer(() => server.harness),
+      newTransfer: () => "T-b",
+    });
+    const result = await moves.bringBack(remote, "server");
+    expect(result).toMatchObject({ status: "cancelled", transfer: "T-b" });
+    expect(result.status === "cancelled" && result.reason).toMatch(/subagent/);
+    expect(server.harness.awayOf(remote)).toBeUndefined();
+    expect(browser.harness.moveRecord("in", "T-b")).toMatchObject({ status: "refused" });
+    expect(moves.list()).toMatchObject([{ transfer: "T-b", step: "cancelled" }]);
+  });
+
   test("adopt checks the package whole and writes nothing for a bad one", async () => {
     const { browser, server } = await homes();
     const c = await midToolRound(browser);
