@@ -174,6 +174,22 @@ describe("moving a conversation", () => {
     expect(world.violations).toEqual([]);
   });
 
+  test("step 1 gives the same package after the sender reopened (its running tool back to pending there)", async () => {
+    const world = new World();
+    const { browser } = await homes(world);
+    const c = await midToolRound(browser);
+    const before = await browser.harness.prepareMove("T-o", c);
+    const image = browser.store.image();
+    await browser.harness.close();
+    await openHome(browser, await memoryStore(image), world, faux);
+    const stamp = before.tasks.find((t) => t.state.status === "running")!;
+    // Recovery turned it back to pending here, and nothing runs it: the conversation is away.
+    expect((await browser.harness.getTask(stamp.id))?.state.status).toBe("pending");
+    expect(await browser.harness.prepareMove("T-o", c)).toEqual(before);
+    await browser.harness.cancelMove("T-o");
+    await expect(browser.harness.prepareMove("T-o", c)).rejects.toMatchObject({ reason: "cancelled" });
+  });
+
   test("refuse after adopt answers the adopted id (the sender finishes instead of cancelling)", async () => {
     const { browser, server } = await homes();
     const c = await midToolRound(browser);
