@@ -23,6 +23,7 @@ import type { Tx } from "../core/define.ts";
 import { HarnessError, type MoveRefusal, MoveRefused } from "../core/errors.ts";
 import type { MovePackage, RefuseAnswer } from "../core/move.ts";
 import type { ConversationId, Json } from "../core/types.ts";
+import type { MovesApi } from "../protocol/api.ts";
 
 export const MOVES_DOC = "app.moves";
 
@@ -82,6 +83,24 @@ export function harnessPeer(h: () => AgentHarness): MovePeer {
     finish: (transfer, c) => wire(() => moveOps.finish(h(), transfer, c)),
     refuse: (transfer) => wire(() => moveOps.refuse(h(), transfer)),
     cancel: (transfer) => wire(() => moveOps.cancel(h(), transfer)),
+  };
+}
+
+/** A MovePeer over the protocol's `moves` group (api.ts `MovesApi`) of the other home's engine. */
+export function protocolPeer(moves: MovesApi): MovePeer {
+  const call = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      throw peerError(error);
+    }
+  };
+  return {
+    prepare: (transfer, c) => call(async () => (await moves.prepare(transfer, c)) as unknown as Json),
+    adopt: (pkg) => call(() => moves.adopt(pkg as unknown as MovePackage)),
+    finish: (transfer, c) => call(() => moves.finish(transfer, c)),
+    refuse: (transfer) => call(() => moves.refuse(transfer)),
+    cancel: (transfer) => call(() => moves.cancel(transfer)),
   };
 }
 

@@ -20,6 +20,7 @@ import type { ModelRef, ThinkingLevel, UsageState } from "../agent/records.ts";
 import type { UsageRollup } from "../agent/usage.ts";
 import type { WorkspaceFile } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
+import type { MovePackage, RefuseAnswer } from "../core/move.ts";
 import type { EntryPage } from "../core/pages.ts";
 import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "../core/types.ts";
 import type { WatchFrame } from "../core/view-ops.ts";
@@ -405,6 +406,27 @@ export interface EngineApi {
    * was opened with `?debug=1`; any other engine refuses them as an unknown method.
    */
   readonly debug: DebugApi;
+}
+
+/**
+ * The engine side of moving a conversation between homes (worker/core/move.ts; the orchestrator is
+ * worker/app/moves.ts): the steps another home's orchestrator calls on this engine, e.g. a browser
+ * engine calling its server space over the WebSocket. A refusal arrives as an error named
+ * `MoveRefused` with code `move_refused:<reason>` (`peerError` rebuilds it). Not part of `EngineApi`
+ * yet: joining it is `readonly moves: MovesApi` there, `MOVES_METHODS` into schema.ts's `METHODS`,
+ * and the engine host's group over its harness (`moveOps`).
+ */
+export interface MovesApi {
+  /** Step 1 here (this home sends): the package, again the same for the same transfer. */
+  prepare(transfer: string, conversationId: ConversationId): Promise<MovePackage>;
+  /** Step 2 here (this home receives): checked whole, adopted once per transfer. */
+  adopt(pkg: MovePackage): Promise<{ conversationId: ConversationId }>;
+  /** Step 3 here: done, the conversation living in the other home's `conversationId`. */
+  finish(transfer: string, conversationId: ConversationId): Promise<void>;
+  /** Never adopt `transfer` here (or the id it was adopted as, if it was). */
+  refuse(transfer: string): Promise<RefuseAnswer>;
+  /** Undo step 1 here, after the other home refused the transfer. */
+  cancel(transfer: string): Promise<void>;
 }
 
 /** A function of the API, whatever it takes. */

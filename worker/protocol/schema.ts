@@ -14,7 +14,7 @@
  */
 
 import { type Static, type TSchema, Type } from "typebox";
-import type { MethodName } from "./api.ts";
+import type { MethodName, MovesApi } from "./api.ts";
 
 const Id = Type.Integer();
 const Text = Type.String();
@@ -174,6 +174,21 @@ export const METHODS = {
   ]),
   "debug.scriptWorkers": Type.Tuple([]),
 } satisfies Record<MethodName, TSchema>;
+
+/** A move's transfer id (worker/core/move.ts checks it again). */
+const Transfer = Type.String({ minLength: 1, maxLength: 200, pattern: "^[A-Za-z0-9_.:-]+$" });
+
+/**
+ * The arguments of the `moves` group (api.ts `MovesApi`), ready to join `METHODS` with the group.
+ * The package is an object here; the engine checks it whole (`checkPackage`) before writing.
+ */
+export const MOVES_METHODS = {
+  "moves.prepare": Type.Tuple([Transfer, Id]),
+  "moves.adopt": Type.Tuple([Type.Object({})]),
+  "moves.finish": Type.Tuple([Transfer, Id]),
+  "moves.refuse": Type.Tuple([Transfer]),
+  "moves.cancel": Type.Tuple([Transfer]),
+} satisfies Record<`moves.${keyof MovesApi & string}`, TSchema>;
 
 /** Every `MethodName` has a schema (the `satisfies` above checks the other way). */
 type Missing = Exclude<MethodName, keyof typeof METHODS>;

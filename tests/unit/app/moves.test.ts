@@ -6,7 +6,9 @@
  * to a moved conversation, a subagent running, a task kind without a hook) are asserted here; the
  * crash sweep over every step is moves-crash-sweep.test.ts.
  */
+import { Value } from "typebox/value";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { moveOps, protocolPeer } from "../../../worker/app/moves.ts";
 import {
   ConversationMoved,
   defineTask,
@@ -15,6 +17,9 @@ import {
   MoveRefused,
   Moves,
 } from "../../../worker/index.ts";
+import type { MovesApi } from "../../../worker/protocol/api.ts";
+import { MOVES_METHODS } from "../../../worker/protocol/schema.ts";
+import { EngineError, wireError } from "../../../worker/protocol/wire.ts";
 import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import {
   FIRST,
@@ -87,6 +92,12 @@ describe("moving a conversation", () => {
     const local = browser.harness.requireConversation(c);
     expect(transcript(await local.entries())).toEqual(EXPECTED.slice(0, 4));
     expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+    // A wait on a submission left here ends: it is answered in the new home.
+    const left = await browser.harness.submissionByRequest(c, "r2");
+    expect(await (await browser.harness.submission(left!.id))!.wait()).toMatchObject({
+      status: "unanswered",
+      reason: "moved",
+    });
     const refused = await local.submit({ type: "input", content: "more" }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ConversationMoved);
     expect(refused).toMatchObject({ status: "moved", remote });
@@ -163,6 +174,22 @@ describe("moving a conversation", () => {
     expect(world.violations).toEqual([]);
   });
 
+  test("step 1 gives the same package after the sender reopened (its running tool back to pending there)", async () => {
+    const world = new World();
+    const { browser } = await homes(world);
+    const c = await midToolRound(browser);
+    const before = await browser.harness.prepareMove("T-o", c);
+    const image = browser.store.image();
+    await browser.harness.close();
+    await openHome(browser, await memoryStore(image), world, faux);
+    const stamp = before.tasks.find((t) => t.state.status === "running")!;
+    // Recovery turned it back to pending here, and nothing runs it: the conversation is away.
+    expect((await browser.harness.getTask(stamp.id))?.state.status).toBe("pending");
+    expect(await browser.harness.prepareMove("T-o", c)).toEqual(before);
+    await browser.harness.cancelMove("T-o");
+    await expect(browser.harness.prepareMove("T-o", c)).rejects.toMatchObject({ reason: "cancelled" });
+  });
+
   test("refuse after adopt answers the adopted id (the sender finishes instead of cancelling)", async () => {
     const { browser, server } = await homes();
     const c = await midToolRound(browser);
@@ -207,6 +234,130 @@ describe("moving a conversation", () => {
 async function packageOf(home: Home, c: number, transfer: string): Promise<MovePackage> {
   return home.harness.prepareMove(transfer, c).finally(() => undefined);
 }
+
+describe("the sender from step 1", () => {
+  test("a running phase is stopped, its later commit refused and its stored state untouched; nothing is claimed until cancel", async () => {
+    const { browser, server } = await homes();
+    const h = browser.harness;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const refusals: unknown[] = [];
+    let refused!: () => void;
+    const wasRefused = new Promise<void>((resolve) => {
+      refused = resolve;
+    });
+    const runs: string[] = [];
+    const slow = defineTask<{ n: number }, { phase: "work" } | { phase: "end" }>({
+      name: "test.slow",
+      version: 1,
+      initial: () => ({ phase: "work" }),
+      moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+      phases: {
+        work: async (task, runtime) => {
+          runs.push(`${task.input.n}${runtime.resumed ? " resumed" : ""}`);
+          if (task.input.n === 1 && runs.length === 1) {
+            started();
+            await gate;
+          }
+          await runtime
+            .commit(() => ({ status: "running", checkpoint: { phase: "end" } }))
+            .catch((error: unknown) => {
+              refusals.push(error);
+              refused();
+              throw error;
+            });
+        },
+        end: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: null },
+          }));
+        },
+      },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const c = (await h.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const first = await h.createTask(
+      slow,
+      { n: 1 },
+      { ownership: { kind: "conversation" }, conversationId: c },
+    );
+    await running;
+    const pkg = await h.prepareMove("T-r", c);
+    expect(pkg.tasks.map((t) => t.state)).toEqual([{ status: "running", checkpoint: { phase: "work" } }]);
+    // No new work starts in it.
+    await expect(
+      h.createTask(slow, { n: 2 }, { ownership: { kind: "conversation" }, conversationId: c }),
+    ).rejects.toBeInstanceOf(ConversationMoved);
+    release();
+    await wasRefused;
+    expect(refusals[0]).toMatchObject({ name: "CommitRefused", reason: "moved" });
+    expect((await h.getTask(first))?.state).toEqual({ status: "running", checkpoint: { phase: "work" } });
+    // Nothing claims it while away (the drain passes it over).
+    await h.waitForIdle();
+    expect(runs).toEqual(["1"]);
+    // The receiver refuses; the sender cancels; it runs here again, as an interrupted phase.
+    expect(await server.harness.refuseMove("T-r")).toEqual({ status: "refused" });
+    await h.cancelMove("T-r");
+    expect((await h.waitForTask(first)).state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "completed" },
+    });
+    expect(runs).toEqual(["1", "1 resumed"]);
+  });
+});
+
+describe("over the protocol's moves group", () => {
+  test("the group's schemas refuse malformed arguments; a peer over it keeps refusals typed", async () => {
+    const ok = (method: keyof typeof MOVES_METHODS, args: unknown[]) =>
+      Value.Check(MOVES_METHODS[method], args);
+    expect(ok("moves.prepare", ["T-1", 2])).toBe(true);
+    expect(ok("moves.prepare", ["T 1", 2])).toBe(false);
+    expect(ok("moves.prepare", ["", 2])).toBe(false);
+    expect(ok("moves.prepare", ["T-1", 2.5])).toBe(false);
+    expect(ok("moves.adopt", [{ format: "x" }])).toBe(true);
+    expect(ok("moves.adopt", ["text"])).toBe(false);
+    expect(ok("moves.refuse", ["T-1", 3])).toBe(false);
+    // The other home's engine behind a wire: arguments, answers and errors cross as JSON.
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    const across =
+      <A extends unknown[], R>(method: keyof typeof MOVES_METHODS, run: (...args: A) => Promise<R>) =>
+      async (...args: A): Promise<R> => {
+        const sent = JSON.parse(JSON.stringify(args)) as A;
+        if (!Value.Check(MOVES_METHODS[method], sent as unknown))
+          throw new EngineError({ name: "BadRequest", message: method });
+        try {
+          const answer = await run(...sent);
+          return answer === undefined ? answer : (JSON.parse(JSON.stringify(answer)) as R);
+        } catch (error) {
+          throw new EngineError(JSON.parse(JSON.stringify(wireError(error))));
+        }
+      };
+    const api: MovesApi = {
+      prepare: across("moves.prepare", (t: string, id: number) => moveOps.prepare(server.harness, t, id)),
+      adopt: across("moves.adopt", (pkg: MovePackage) => moveOps.adopt(server.harness, pkg)),
+      finish: across("moves.finish", (t: string, id: number) => moveOps.finish(server.harness, t, id)),
+      refuse: across("moves.refuse", (t: string) => moveOps.refuse(server.harness, t)),
+      cancel: across("moves.cancel", (t: string) => moveOps.cancel(server.harness, t)),
+    };
+    const peer = protocolPeer(api);
+    await expect(peer.adopt({ format: "nonsense" })).rejects.toBeInstanceOf(MoveRefused);
+    await expect(peer.adopt({ format: "nonsense" })).rejects.toMatchObject({ reason: "bad_package" });
+    const moves = new Moves(browser.harness, { peer: () => peer });
+    const result = await moves.moveOut(c, "server");
+    expect(result.status).toBe("done");
+    await answered(server, (result as { remote: number }).remote);
+  });
+});
 
 describe("refusals", () => {
   test("step 1 refuses, changing nothing: unknown conversation, bad transfer id, moving twice", async () => {
@@ -272,6 +423,40 @@ describe("refusals", () => {
     await expect(browser.harness.prepareMove("T-s", c)).rejects.toMatchObject({ reason: "subagent" });
     await expect(browser.harness.prepareMove("T-s", child.id)).rejects.toMatchObject({ reason: "owned" });
     expect(browser.harness.awayOf(c)).toBeUndefined();
+  });
+
+  test("bringBack of a conversation the server cannot send ends cancelled, nothing changed there", async () => {
+    const { browser, server } = await homes();
+    const owner = defineTask<Record<string, never>, { phase: "wait" }>({
+      name: "test.owner",
+      version: 1,
+      initial: () => ({ phase: "wait" }),
+      phases: {
+        wait: (_t, _r, signal) =>
+          new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })),
+      },
+      moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const remote = (await server.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const task = await server.harness.createTask(
+      owner,
+      {},
+      { ownership: { kind: "conversation" }, conversationId: remote },
+    );
+    await server.harness.createConversation({ ownership: { kind: "task", taskId: task } });
+    const moves = new Moves(browser.harness, {
+      peer: () => harnessPeer(() => server.harness),
+      newTransfer: () => "T-b",
+    });
+    const result = await moves.bringBack(remote, "server");
+    expect(result).toMatchObject({ status: "cancelled", transfer: "T-b" });
+    expect(result.status === "cancelled" && result.reason).toMatch(/subagent/);
+    expect(server.harness.awayOf(remote)).toBeUndefined();
+    expect(browser.harness.moveRecord("in", "T-b")).toMatchObject({ status: "refused" });
+    expect(moves.list()).toMatchObject([{ transfer: "T-b", step: "cancelled" }]);
   });
 
   test("adopt checks the package whole and writes nothing for a bad one", async () => {

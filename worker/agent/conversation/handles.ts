@@ -51,20 +51,29 @@ export class Submission {
 
   /**
    * Resolves when the submission is settled: `done` (with the answer) or `unanswered` (with a
-   * reason). One deleted with its conversation before it was settled is unanswered, `deleted`.
+   * reason). One deleted with its conversation before it was settled is unanswered, `deleted`; one
+   * whose conversation moved to another home before it was settled here is unanswered, `moved` (it
+   * is answered there, under the same request id).
    */
   async wait(signal?: AbortSignal): Promise<Settlement> {
     this.harness.resume(); // a progress call (spec §2.2)
     let record: SubmissionRecord | undefined = await this.harness.submissionRecord(this.id);
     const settled = (r: SubmissionRecord | undefined) =>
       !r || r.status === "done" || r.status === "unanswered";
-    if (!settled(record)) {
+    const moved = () => this.harness.awayOf(this.conversationId)?.status === "done";
+    if (!settled(record) && !moved()) {
       // An unsettled submission stays in memory until it settles or its conversation is deleted.
       await this.harness.waitUntil(() => {
         record = this.harness.submissionNow(this.id);
-        return settled(record);
+        return settled(record) || moved();
       }, signal);
     }
+    if (!settled(record) && moved())
+      return {
+        status: "unanswered",
+        reason: "moved",
+        detail: `conversation ${this.conversationId} moved to another home (its conversation ${this.harness.awayOf(this.conversationId)?.remote}), where it is answered`,
+      };
     if (!record) return { status: "unanswered", reason: "deleted" };
     if (record.status === "done") {
       return {
