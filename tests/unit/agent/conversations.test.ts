@@ -242,8 +242,8 @@ describe("conversations", () => {
     expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
   });
 
-  test("createConversation's init runs in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
-    const { h } = await open(echo);
+  test("createConversation's and fork's init run in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
+    const { h, root } = await open(echo);
     const seen: unknown[] = [];
     const made = await h.createConversation({
       ownership: { kind: "ownerless" },
@@ -264,6 +264,49 @@ describe("conversations", () => {
       }),
     ).rejects.toThrow("init refused");
     expect(h.conversation(made.id + 1)).toBeUndefined();
+
+    // A fork: one commit with the child, its ownership, the hook's documents, the agent, init's writes.
+    await (await root.submit({ type: "input", content: "hello" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const commits: ChangeSet[] = [];
+    const stop = h.subscribe((change) => commits.push(change));
+    const forkSaw: unknown[] = [];
+    const fork = await root.fork(at, {
+      ownership: { kind: "ownerless" },
+      agent: { instructions: "Forked." },
+      init: (tx, id) => {
+        forkSaw.push(tx.readDoc(id, "pi.agent"), tx.readDoc(id, "pi.inbox"));
+        tx.appendEntry(id, { kind: "app.note", data: "fork note" });
+      },
+    });
+    expect(commits).toHaveLength(1);
+    expect(commits[0]!.conversations).toEqual([
+      expect.objectContaining({ id: fork.id, parent: { conversationId: root.id, at } }),
+    ]);
+    expect(commits[0]!.conversations[0]!.owner).toBeUndefined();
+    expect(commits[0]!.entries.map((e) => [e.conversationId, e.data])).toEqual([[fork.id, "fork note"]]);
+    expect(
+      commits[0]!.docs
+        .filter((d) => d.conversationId === fork.id)
+        .map((d) => d.name)
+        .sort(),
+    ).toEqual([...BUILT_IN_DOCS].sort());
+    expect(forkSaw).toEqual([{ instructions: "Forked." }, { items: [] }]);
+    expect((await fork.entries()).at(-1)!.data).toBe("fork note");
+    // A throwing init forks nothing: no conversation, no entry, no commit.
+    const before = h.conversationRecords().length;
+    await expect(
+      root.fork(at, {
+        ownership: { kind: "ownerless" },
+        init: (tx, id) => {
+          tx.appendEntry(id, { kind: "app.note", data: "lost" });
+          throw new Error("fork init refused");
+        },
+      }),
+    ).rejects.toThrow("fork init refused");
+    expect(h.conversationRecords()).toHaveLength(before);
+    expect(commits).toHaveLength(1);
+    stop();
   });
 
   test("configure(tx, id, change) edits pi.agent inside any commit, also the creating one, over the creation hook's copy", async () => {

@@ -140,11 +140,16 @@ export class Conversation {
   /**
    * A new conversation forked from this one at entry `at` (spec §3.7): it sees this conversation's
    * entries through `at`, its agent as of `at`, and its own provider session. Ownership is required,
-   * as for `createConversation`. Rejects with EntryNotVisible for an entry not in this history.
+   * as for `createConversation`; `agent` and `init` as there, in the forking commit (a throw in `init`
+   * creates nothing). Rejects with EntryNotVisible for an entry not in this history.
    */
   fork(
     at: number,
-    options: { ownership: ConversationOwnership; agent?: AgentChange },
+    options: {
+      ownership: ConversationOwnership;
+      agent?: AgentChange;
+      init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
+    },
     signal?: AbortSignal,
   ): Promise<Conversation> {
     return this.harness.forkConversation(this.id, at, options, signal);
