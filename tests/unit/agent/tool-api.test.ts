@@ -278,13 +278,14 @@ test("createTask creates a task in the call's conversation with the ownership gi
   expect((await h.waitForTask(background!.id)).state.status).toBe("terminal");
 });
 
-test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends", async () => {
+test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
   const gate = deferred();
   const never = deferred();
   const work = gatedTask("test.work", gate.promise);
   const forever = gatedTask("test.forever", never.promise);
   const read: Array<TaskRecord | undefined> = [];
   let waitError: unknown;
+  let markedCreate: unknown;
   const { tool, seen } = probe("probe", async (api) => {
     const child = await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } });
     read.push(await api.getTask(child), await api.getTask(987_654));
@@ -298,6 +299,10 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
       await api.waitForTask(id);
     } catch (error) {
       waitError = error;
+      // The call's task is abort-marked: its gates refuse new work too.
+      markedCreate = await api
+        .createTask(forever, {}, { ownership: { kind: "conversation" }, background: true })
+        .catch((refused: unknown) => refused);
       throw error;
     }
     return textResult("never");
@@ -313,6 +318,8 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
   await root.abort();
   expect((await sub.wait()).status).toBe("unanswered");
   expect(waitError).toBeDefined();
+  expect(markedCreate).toBeInstanceOf(CommitRefused);
+  expect(h.inspect().tasks.filter((t) => t.record.kind === "test.forever")).toHaveLength(1);
   for (const api of [seen.api!, stuckSeen.api!]) {
     await expect(api.getTask(receipt!.id)).rejects.toThrow(CommitRefused);
     await expect(api.waitForTask(receipt!.id)).rejects.toThrow(CommitRefused);
