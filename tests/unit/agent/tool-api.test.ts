@@ -78,11 +78,11 @@ test("registry is the call's phase snapshot: the installed extensions, their too
   expect(after).toEqual({ late: undefined, lateTool: false });
 });
 
-test("agent() is the calling conversation's agent as the call's phase resolved it, shaped like Conversation.agent(); a configure while the call runs does not change it", async () => {
+test("agent() is the calling conversation's agent as the call's phase resolved it, shaped like Conversation.agent(); a configure while the call runs does not change it; it rejects after the call ended", async () => {
   const started = deferred();
   const gate = deferred();
   const views: ToolAgentView[] = [];
-  const { tool } = probe("probe", async (api) => {
+  const { tool, seen } = probe("probe", async (api) => {
     views.push(await api.agent());
     started.resolve();
     await gate.promise;
@@ -114,6 +114,7 @@ test("agent() is the calling conversation's agent as the call's phase resolved i
   // Fixed for the call: the change made while it ran is not in it, but the conversation has it.
   expect(second).toEqual(first);
   expect((await root.agent()).instructions).toBe("Changed.");
+  await expect(seen.api!.agent()).rejects.toThrow(CommitRefused);
 });
 
 test("models is the harness's models: the resolver given to open, which knows the conversation's model", async () => {
