@@ -6,7 +6,8 @@
  * once ran subagent.bench.ts too); `npm run bench -- agent core` runs both. A name that matches no
  * suite is an error. `--list` prints the suites a run would take, one a line, and runs none.
  *
- * A suite that times the engine's own JavaScript (listed in BUILT) runs as the app ships it instead:
+ * A suite that times the engine's own JavaScript (listed in BUILT: the agent bench, and the server
+ * bench, which times the same agent loop in Node beside the server's) runs as the app ships it instead:
  * bundled with esbuild (as Vite bundles the worker: ES2022, no `keepNames`, whose `__name` wrapper
  * tsx adds to every named function and class and costs a few percent of such a run), next to its
  * source so `import.meta.url` resolves the same, run with plain node, then deleted. npm packages
@@ -23,7 +24,7 @@ const benchDir = join(root, "tests", "bench");
 const listOnly = process.argv.includes("--list");
 const filters = process.argv.slice(2).filter((a) => a !== "--list");
 /** The suites run from a build rather than through tsx. */
-const BUILT = new Set(["agent.bench.ts"]);
+const BUILT = new Set(["agent.bench.ts", "server.bench.ts"]);
 
 const SUFFIX = ".bench.ts";
 const all = readdirSync(benchDir)

@@ -26,46 +26,12 @@ import {
   spaceAddress,
 } from "../../worker/protocol/socket.ts";
 
+export { checkWords, type ServerDot, serverWords } from "./server-words.ts";
+
 /** What a view needs of a home of conversations: its API (absent while there is none) and its list. */
 export interface ConversationHome {
   readonly api: EngineApi | undefined;
   readonly conversations: readonly ConversationSummary[];
-}
-
-/** The dot beside the server's section: one of four states a person tells apart. */
-export type ServerDot = "connected" | "reconnecting" | "unauthorized" | "offline";
-
-/** A state in words, and its dot. */
-export function serverWords(state: ServerState, online = true): { dot: ServerDot; label: string } {
-  switch (state.state) {
-    case "connected":
-      return { dot: "connected", label: "Connected" };
-    case "connecting":
-      return { dot: "reconnecting", label: "Connecting…" };
-    case "reconnecting":
-      return !online || !state.reached
-        ? { dot: "offline", label: "Offline: trying again" }
-        : { dot: "reconnecting", label: "Reconnecting…" };
-    case "unauthorized":
-      return { dot: "unauthorized", label: "Token refused" };
-    case "incompatible":
-      return { dot: "unauthorized", label: "Another app version" };
-    case "closed":
-      return { dot: "offline", label: "Disconnected" };
-  }
-}
-
-/** A check's result in a person's words (the settings' "Test connection"). */
-export function checkWords(check: ServerCheck, space: string): string {
-  if (check.ok) return `Connected: the space “${space}” answered.`;
-  switch (check.problem) {
-    case "unauthorized":
-      return `The server refused the token for “${space}”. Make a new one with “npm run server -- token ${space}” and paste it here.`;
-    case "unreachable":
-      return "Nothing answered at that address. Is the server running, and is the address right?";
-    case "incompatible":
-      return "The server runs another version of the app: update one of them.";
-  }
 }
 
 type LocalRemote = Pick<EngineApi, "remote">;
@@ -94,9 +60,10 @@ export class ServerClient implements ConversationHome {
     this.#local = local;
     if (typeof BroadcastChannel === "function" && !this.#channel) {
       this.#channel = new BroadcastChannel(`remote:${this.storeName}`);
-      this.#channel.onmessage = () => void this.reload();
+      this.#channel.onmessage = () => void this.reload().catch(() => undefined);
     }
-    await this.reload();
+    // An engine that cannot answer now (handing over) leaves the app browser-only until the next.
+    await this.reload().catch(() => undefined);
   }
 
   /** Read the setting again and (re)connect with it, or disconnect when there is none. */

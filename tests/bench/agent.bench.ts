@@ -22,27 +22,9 @@
  * streams the answer in small deltas each round: about a tenth of the durable run, and work
  * LangGraph's model did not do. The durable model reports a fixed usage, so pi.usage is still written.)
  */
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
-import type { ChatResult } from "@langchain/core/outputs";
-import { tool } from "@langchain/core/tools";
-import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
-import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
-import {
-  type Api,
-  type AssistantMessage,
-  type Context,
-  createAssistantMessageEventStream,
-  fauxAssistantMessage,
-  fauxToolCall,
-  type Model,
-  registerApiProvider,
-  unregisterApiProviders,
-} from "@mariozechner/pi-ai";
-import { Type } from "typebox";
-import { textResult } from "../../worker/agent/tools/contract.ts";
-import { AgentHarness, createModelResolver, defineTool, type ModelResolver } from "../../worker/index.ts";
-import { type StoreJob as Job, memoryStore, recordJobs } from "../../worker/testing.ts";
+import { type StoreJob as Job, memoryStore } from "../../worker/testing.ts";
+import { durable as durableRun, langGraph as langGraphRun, type Sample, timed } from "./agent-runs.ts";
+import { type DurableModel, instantModel } from "./agent-scenario.ts";
 import { type NodeProfiler, nodeProfiler } from "./node-profile.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
@@ -54,148 +36,12 @@ const TX_PER_ROUND_BAR = 2;
 const LANGGRAPH_BAR = 0.5;
 const FLOOR_BAR = 1.5;
 
-/** The tool both sides run: instant, a little text. */
-const step = (n: number) => `step ${n} done`;
-
-/** The answer both models give: a tool call per round until TOOL_ROUNDS results are in, then text. */
-function answer(results: number, toolRounds: number): AssistantMessage {
-  if (results >= toolRounds) return fauxAssistantMessage(`all ${results} steps done`);
-  return fauxAssistantMessage([fauxToolCall("step", { n: results + 1 }, { id: `call-${results + 1}` })], {
-    stopReason: "toolUse",
-  });
-}
-
-/** What the durable harness needs to know its model by. */
-interface DurableModel {
-  readonly models: ModelResolver;
-  readonly ref: { provider: string; modelId: string };
-  unregister(): void;
-}
-
-const USAGE = {
-  input: 10,
-  output: 5,
-  cacheRead: 0,
-  cacheWrite: 0,
-  totalTokens: 15,
-  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-};
-
-let registrations = 0;
-/** The durable side's model: a pi-ai provider answering at once from the request's messages. */
-function model(toolRounds = TOOL_ROUNDS): DurableModel {
-  const api = `bench-instant-${++registrations}`;
-  const instant: Model<Api> = {
-    id: "instant",
-    name: "instant",
-    api,
-    provider: "bench",
-    baseUrl: "http://localhost:0",
-    reasoning: false,
-    input: ["text"],
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-    contextWindow: 128_000,
-    maxTokens: 16_384,
-  };
-  const stream = (m: Model<Api>, context: Context) => {
-    const out = createAssistantMessageEventStream();
-    queueMicrotask(() => {
-      const results = context.messages.filter((msg) => msg.role === "toolResult").length;
-      const message: AssistantMessage = {
-        ...answer(results, toolRounds),
-        api: m.api,
-        provider: m.provider,
-        model: m.id,
-        usage: USAGE,
-      };
-      out.push({ type: "start", partial: { ...message, content: [] } });
-      out.push({ type: "done", reason: message.stopReason as "stop" | "toolUse", message });
-      out.end(message);
-    });
-    return out;
-  };
-  registerApiProvider({ api, stream, streamSimple: stream }, api);
-  return {
-    models: createModelResolver({ extra: [instant] }),
-    ref: { provider: instant.provider, modelId: instant.id },
-    unregister: () => unregisterApiProviders(api),
-  };
-}
-
-const durableTool = defineTool({
-  name: "step",
-  description: "Do one step",
-  parameters: Type.Object({ n: Type.Number() }),
-  execute: async (args) => textResult(step(args.n)),
-});
-
-/** LangGraph's model: the same script as `model()`, as a LangChain chat model. */
-class InstantChatModel extends BaseChatModel {
-  readonly toolRounds: number;
-  constructor(toolRounds: number) {
-    super({});
-    this.toolRounds = toolRounds;
-  }
-  _llmType(): string {
-    return "instant";
-  }
-  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
-    const results = messages.filter((m) => ToolMessage.isInstance(m)).length;
-    const message =
-      results >= this.toolRounds
-        ? new AIMessage(`all ${results} steps done`)
-        : new AIMessage({
-            content: "",
-            tool_calls: [
-              { id: `call-${results + 1}`, name: "step", args: { n: results + 1 }, type: "tool_call" },
-            ],
-          });
-    return { generations: [{ text: "", message }] };
-  }
-}
-
-const langGraphTool = tool(async ({ n }: { n: number }) => step(n), {
-  name: "step",
-  description: "Do one step",
-  schema: { type: "object", properties: { n: { type: "number" } }, required: ["n"] },
-});
-
-/** The canonical LangGraph agent: model node, ToolNode, tools-or-end; checkpoints in memory. */
-function langGraphAgent() {
-  const chat = new InstantChatModel(TOOL_ROUNDS);
-  return new StateGraph(MessagesAnnotation)
-    .addNode("agent", async (state) => ({ messages: [await chat.invoke(state.messages)] }))
-    .addNode("tools", new ToolNode([langGraphTool]))
-    .addEdge(START, "agent")
-    .addConditionalEdges("agent", toolsCondition, ["tools", END])
-    .addEdge("tools", "agent")
-    .compile({ checkpointer: new MemorySaver() });
-}
-
-interface Sample {
-  ms: number;
-  cpuMs: number;
-  transactions: number;
-  toolResults: number;
-}
-
-/**
- * A pause before each timed run, so a collection the previous run started (concurrent marking ends
- * in an event-loop task) finishes outside the timing: neither side pays for the other's garbage.
- * (A forced full collection instead measured both sides at up to twice their time: it also drops
- * compiled code.)
- */
-const settle = () => new Promise<void>((resolve) => setTimeout(resolve, 25));
-
-async function timed(work: () => Promise<{ transactions: number; toolResults: number }>): Promise<Sample> {
-  await settle();
-  const cpu = process.cpuUsage();
-  const start = performance.now();
-  const r = await work();
-  const ms = performance.now() - start;
-  const used = process.cpuUsage(cpu);
-  return { ms, cpuMs: (used.user + used.system) / 1000, ...r };
-}
+/** The durable side's model (agent-scenario.ts, shared with the server bench). */
+const model = (toolRounds = TOOL_ROUNDS): DurableModel => instantModel(toolRounds);
+/** The two sides' runs (agent-runs.ts, shared with the server bench). */
+const durable = (chat: DurableModel, jobs?: { opening: Job[]; timed: Job[] }, profiler?: NodeProfiler) =>
+  durableRun(chat, { ...(jobs ? { jobs } : {}), ...(profiler ? { profiler } : {}) });
+const langGraph = () => langGraphRun(TOOL_ROUNDS);
 
 /**
  * The floor: the SQL of one durable run (`timed`, after the jobs that opened the harness) replayed
@@ -215,54 +61,6 @@ async function replay(opening: readonly Job[], jobs: readonly Job[]): Promise<Sa
   });
   await store.close();
   return sample;
-}
-
-async function durable(
-  chat: DurableModel,
-  jobs?: { opening: Job[]; timed: Job[] },
-  profiler?: NodeProfiler,
-): Promise<Sample> {
-  const store = await memoryStore();
-  const recorder = { into: jobs?.opening ?? [] };
-  if (jobs) recordJobs(store, recorder);
-  const h = await AgentHarness.open(store, {
-    models: chat.models,
-    defaultModel: chat.ref,
-    tools: [durableTool],
-  });
-  const root = await h.root();
-  await profiler?.start();
-  const sample = await timed(async () => {
-    if (jobs) recorder.into = jobs.timed;
-    const before = store.stats.transactions;
-    const settled = await (await root.submit({ type: "input", content: "go" })).wait();
-    if (settled.status !== "done") throw new Error(`durable run ended ${JSON.stringify(settled)}`);
-    await root.waitForIdle();
-    return { transactions: store.stats.transactions - before, toolResults: 0 };
-  });
-  await profiler?.stop();
-  // Checking the transcript is not part of the run.
-  sample.toolResults = (await root.entries()).filter((e) => e.kind === "pi.tool-result").length;
-  await h.close();
-  return sample;
-}
-
-let threads = 0;
-async function langGraph(): Promise<Sample> {
-  const agent = langGraphAgent();
-  return timed(async () => {
-    const out = await agent.invoke(
-      { messages: [new HumanMessage("go")] },
-      { configurable: { thread_id: `t${++threads}` }, recursionLimit: 4 * TOOL_ROUNDS + 10 },
-    );
-    const last = out.messages.at(-1);
-    if (!last || !AIMessage.isInstance(last) || (last.tool_calls?.length ?? 0) > 0)
-      throw new Error("LangGraph run did not answer");
-    return {
-      transactions: 0,
-      toolResults: out.messages.filter((m) => ToolMessage.isInstance(m)).length,
-    };
-  });
 }
 
 const median = (xs: number[]): number => {

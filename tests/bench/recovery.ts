@@ -18,12 +18,12 @@
  * creating its worker, its script, the wasm compile, the store's open, the one commit.
  * Figures only: a missed aim prints FAIL.
  */
-import { execFileSync } from "node:child_process";
 import type { Page } from "playwright-core";
 import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/protocol/index.ts";
 import { Cdp, engine, type LaunchedBrowser, type StaticServer } from "../e2e/browser.ts";
 import type { FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
 import type { BenchKit } from "./long-chat.ts";
+import { machineLoad } from "./report.ts";
 
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const ROUNDS = env("BENCH_RECOVERY_ROUNDS", 5);
@@ -43,17 +43,6 @@ const RECOVERY_PARTS = [
   "to first tick",
 ] as const;
 const FLOOR_PARTS = ["page", "worker script", "wasm compile", "store open", "commit"] as const;
-
-/** The machine's load averages (`uptime`), to print beside timings taken on a shared machine. */
-export function machineLoad(): string {
-  try {
-    return execFileSync("uptime", { encoding: "utf8" })
-      .trim()
-      .replace(/^.*load averages?:\s*/, "");
-  } catch {
-    return "unknown";
-  }
-}
 
 /**
  * Close `page` and wait until the browser has no SharedWorker left; resolves with a new page and the

@@ -10,7 +10,8 @@
  *   sent from the first shows on the second; the conversation says it runs on the server, and its
  *   settings are the server's (no browser key offered for it);
  * - a wrong token: "Test connection" says the server refused it, and saved, the section says
- *   "Token refused" instead of trying again and again;
+ *   "Token refused" instead of trying again and again (another tab too), and "Disconnect" makes
+ *   every tab browser-only again;
  * - axe finds nothing serious in the settings and the page with a server section; screenshots of
  *   both at 1280 and 390 px, light and dark, go to test-results/screenshots/.
  */
@@ -219,6 +220,12 @@ test("a wrong token: the test says the server refused it, and saved, the list sa
   await closeSettings(page);
   expect(await page.getByTestId("server-section").textContent()).toContain("paste a new one in Settings");
   expect(await page.content()).not.toContain(wrong);
+  expect(await seriousViolations(page)).toEqual([]);
+  await eachLook(page, async (look) => {
+    await showList(page);
+    await page.screenshot({ path: look.shot("server-refused") });
+  });
+  await page.setViewportSize({ width: 1280, height: 800 });
 
   // Disconnect: the section leaves, the app is browser-only again.
   await page.getByTestId("open-settings").first().click();

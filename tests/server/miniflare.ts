@@ -12,7 +12,7 @@ import { createHmac, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
@@ -60,6 +60,11 @@ export interface ServerWorker {
   url(): URL;
   /** The token of `space` under this worker's secret. */
   token(space: string): string;
+  /**
+   * Send a POST and answer its body's lines as they arrive (a streamed response, which `call` would
+   * read whole), each with the time (`performance.now()`) it was read here; fails on a non-2xx status.
+   */
+  lines(path: string): AsyncIterable<{ line: string; at: number }>;
   /** Kill workerd (SIGKILL, as miniflare disposes) and start a new one on the same folder. */
   restart(): Promise<void>;
   /** Kill workerd and remove the folder. */
@@ -68,7 +73,10 @@ export interface ServerWorker {
 
 /** What a test's worker runs: its entry (in tests/server/worker/), its Durable Object classes, its bindings. */
 export interface WorkerOptions {
-  /** The entry module's file name in tests/server/worker/ (default: the store's, `entry.ts`). */
+  /**
+   * The entry module: a file name in tests/server/worker/ (default: the store's, `entry.ts`), or an
+   * absolute path (the bench's entries live in tests/bench/server/).
+   */
   readonly entry?: string;
   /** Binding name -> Durable Object class (SQLite-backed); default: the store's `OBJECTS`. */
   readonly objects?: Readonly<Record<string, string>>;
@@ -83,12 +91,15 @@ const QUICKJS_WASM_IMPORT = "@jitl/quickjs-wasmfile-release-sync/wasm";
 /** Its module's name beside the worker's (what the bundle imports instead). */
 const QUICKJS_WASM_MODULE = "quickjs.wasm";
 
+/** An entry's file: a name in tests/server/worker/, or an absolute path as it is. */
+const entryFile = (entry: string) => (isAbsolute(entry) ? entry : join(here, "worker", entry));
+
 /** The worker as one ES module (built once per entry and test process). */
 export function bundleWorker(entry = "entry.ts"): Promise<string> {
   let done = bundled.get(entry);
   if (done) return done;
   done = build({
-    entryPoints: [join(here, "worker", entry)],
+    entryPoints: [entryFile(entry)],
     bundle: true,
     format: "esm",
     platform: "neutral",
@@ -133,10 +144,10 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
       // The module given as such, not as a script for miniflare to parse: pi-ai's bundle has an
       // `import(specifier)` (its Node-only key lookup, never called in workerd) that the parser refuses.
       modules: [
-        { type: "ESModule", path: resolve(here, "worker", entry.replace(/\.ts$/, ".js")), contents: script },
+        { type: "ESModule", path: entryFile(entry).replace(/\.ts$/, ".js"), contents: script },
         {
           type: "CompiledWasm",
-          path: resolve(here, "worker", QUICKJS_WASM_MODULE),
+          path: resolve(dirname(entryFile(entry)), QUICKJS_WASM_MODULE),
           contents: readFileSync(createRequire(import.meta.url).resolve(QUICKJS_WASM_IMPORT)),
         },
       ],
@@ -195,6 +206,28 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
       return url;
     },
     token: (space) => spaceTokenOf(secret, space),
+    async *lines(path: string): AsyncIterable<{ line: string; at: number }> {
+      const space = /^\/space\/([^/]+)\//.exec(path)?.[1];
+      const response = await mf.dispatchFetch(`http://server.test${path}`, {
+        method: "POST",
+        headers: {
+          connection: "close",
+          ...(space === undefined ? {} : { authorization: `Bearer ${spaceTokenOf(secret, space)}` }),
+        },
+      });
+      if (!response.ok || !response.body)
+        throw new Error(`POST ${path}: ${response.status} ${await response.text()}`);
+      const decoder = new TextDecoder();
+      let pending = "";
+      for await (const chunk of response.body) {
+        const at = performance.now();
+        pending += decoder.decode(chunk as Uint8Array, { stream: true });
+        const complete = pending.split("\n");
+        pending = complete.pop() ?? "";
+        for (const line of complete) yield { line, at };
+      }
+      if (pending !== "") yield { line: pending, at: performance.now() };
+    },
     async restart() {
       await mf.dispose();
       mf = make();

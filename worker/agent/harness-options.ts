@@ -17,7 +17,8 @@ import type { WorkspaceFs } from "./workspace/fs.ts";
 /** The name of the extension that holds the tools and hooks given as harness options. */
 export const OPTIONS_EXTENSION = "harness-options";
 
-export interface AgentHarnessOptions extends HarnessOptions {
+/** The core's options but `root`: the root conversation is created lazily by `root()` (spec §2.2). */
+export interface AgentHarnessOptions extends Omit<HarnessOptions, "root"> {
   models?: ModelResolver;
   /** The model of conversations whose pi.agent names none. */
   defaultModel?: ModelRef;

@@ -15,10 +15,9 @@ import type {
   SubmissionId,
   SubmissionRecord,
 } from "../core/types.ts";
-import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
 import { createCompactionTask } from "./compaction/task.ts";
-import { type AgentChange, applyAgentChange } from "./conversation/agent-change.ts";
+import type { AgentChange } from "./conversation/agent-change.ts";
 import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, configure, Submission } from "./conversation/handles.ts";
 import { admit, type InboxPolicy, type SubmissionDraft, withdraw } from "./conversation/inbox.ts";
@@ -86,6 +85,8 @@ export class AgentHarness extends Harness {
     const self: { harness?: AgentHarness } = {};
     super(store, {
       ...options,
+      // The root is created by `root()`, in one commit with its agent and init (spec §2.2).
+      root: "lazy",
       taskHooks: taskHookSource(() => services!()),
       forks: { asOf: [DOC.agent], initial: (name) => initial.has(name) },
       moves: agentMoveHooks(options.moves),
@@ -260,17 +261,24 @@ export class AgentHarness extends Harness {
     this.extensions.install(this.#optionsExtension());
   }
 
-  /** The root conversation (id 1), with its agent configured on first use. */
-  async root(options: { agent?: AgentChange } = {}, signal?: AbortSignal): Promise<Conversation> {
-    const agent = options.agent;
-    if (agent) {
-      await this.transaction((tx) => {
-        const current = agentDoc.read(tx, ROOT_CONVERSATION_ID);
-        if (Object.keys(current).length === 0)
-          agentDoc.write(tx, ROOT_CONVERSATION_ID, applyAgentChange(current, agent));
-      }, signal);
-    }
-    return new Conversation(this, ROOT_CONVERSATION_ID);
+  /**
+   * The root conversation (id 1), created lazily (spec §2.2): when it is absent, one commit creates
+   * it ownerless with its documents (the creation hook), applies `agent` over the hook's copy, and
+   * runs `init`; a throw creates nothing. When it exists, `agent` and `init` are ignored and nothing
+   * is written. A reopen finds the same root.
+   */
+  async root(
+    options: {
+      agent?: AgentChange;
+      init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
+    } = {},
+    signal?: AbortSignal,
+  ): Promise<Conversation> {
+    const record = await this.ensureRoot(async (tx, id) => {
+      if (options.agent) configure(tx, id, options.agent);
+      await options.init?.(tx, id);
+    }, signal);
+    return new Conversation(this, record.id);
   }
 
   /**

@@ -63,6 +63,8 @@ export interface ToolSlot {
   droppedBytes?: number;
   droppedLines?: number;
   details?: Json;
+  /** Diagnostics recorded through `api.diagnostic()` while it runs (spec §8.2). */
+  diagnostics?: ToolDiagnostic[];
   entry?: EntryId;
 }
 

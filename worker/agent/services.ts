@@ -249,6 +249,8 @@ export interface AgentServices {
   admit(tx: Tx, conversationId: ConversationId, draft: SubmissionDraft): SubmissionRecord;
   /** A registered task definition by name (tools create the tasks of definitions the harness holds). */
   taskDefinition(name: string): AnyTaskDefinition | undefined;
+  /** In a phase's services (`atPhaseStart` with a conversation): its pi.agent then, and what it resolved to. */
+  readonly phaseAgent?: { readonly state: AgentState; readonly resolved: ResolvedAgent };
 }
 
 /**
@@ -303,10 +305,12 @@ export function atPhaseStart(services: AgentServices, c?: ConversationId): Agent
     const hooks = r.hooks();
     return { ...services, ...r, hooks: () => hooks };
   }
-  const agent = r.agent(c);
+  const state = services.readAgent(c);
+  const agent = r.agent(c, state);
   return {
     ...services,
     ...r,
+    phaseAgent: { state, resolved: agent },
     agent: (id, state) => (id === c && state === undefined ? agent : r.agent(id, state)),
     hooks: (id) => (id === undefined || id === c ? agent.hooks : r.hooks(id)),
     tools: (id) => (id === undefined || id === c ? agent.tools : r.tools(id)),

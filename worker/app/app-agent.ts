@@ -56,6 +56,8 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
     paused: true,
   });
   await installStoredUserTools(harness);
+  // The app's "Main" conversation is the root: created on the first open (spec §2.2, lazily).
+  await harness.root();
   opened = harness;
   harness.resume();
   applyStoredDemoSpeed(harness);

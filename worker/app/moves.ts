@@ -26,6 +26,7 @@ import type { Tx } from "../core/define.ts";
 import { HarnessError, type MoveRefusal, MoveRefused } from "../core/errors.ts";
 import type { MovePackage, RefuseAnswer } from "../core/move.ts";
 import type { ConversationId, Json } from "../core/types.ts";
+import type { MovesApi } from "../protocol/api.ts";
 import { DEFAULT_LIMITS, jsonProblem } from "../protocol/door.ts";
 
 export const MOVES_DOC = "app.moves";
@@ -61,11 +62,24 @@ export interface MovePeer {
   cancel(transfer: string): Promise<void>;
 }
 
-/** An error crossing a transport as `{ name, code, message }`, rebuilt: MoveRefused stays typed. */
+/** The door's refusals of a call it never ran (worker/protocol/door.ts `BadRequest` codes). */
+const UNRUN = new Set(["too-large", "malformed", "bad-args", "unknown-method"]);
+
+/**
+ * An error crossing a transport as `{ name, code, message }`, rebuilt: MoveRefused stays typed, and
+ * a call the other home's door refused unread or unchecked (`BadRequest` `too-large`, `malformed`,
+ * `bad-args`, `unknown-method`: it never ran there, and never will as sent) is a final `MoveRefused`
+ * too (`too_large`, else `bad_package`). Anything else (a lost connection, a rate limit) is not.
+ */
 export function peerError(error: unknown): Error {
   const e = error as { name?: unknown; code?: unknown; message?: unknown };
   if (e?.name === "MoveRefused" && typeof e.code === "string" && e.code.startsWith("move_refused:"))
     return new MoveRefused(e.code.slice("move_refused:".length) as MoveRefusal, String(e.message));
+  if (e?.name === "BadRequest" && typeof e.code === "string" && UNRUN.has(e.code))
+    return new MoveRefused(
+      e.code === "too-large" ? "too_large" : "bad_package",
+      `the other home refused the move's message: ${String(e.message)}`,
+    );
   return error instanceof Error ? error : new Error(String(error));
 }
 
@@ -86,6 +100,24 @@ export function harnessPeer(h: () => AgentHarness): MovePeer {
     finish: (transfer, c) => wire(() => moveOps.finish(h(), transfer, c)),
     refuse: (transfer) => wire(() => moveOps.refuse(h(), transfer)),
     cancel: (transfer) => wire(() => moveOps.cancel(h(), transfer)),
+  };
+}
+
+/** A MovePeer over the protocol's `moves` group (api.ts `MovesApi`) of the other home's engine. */
+export function protocolPeer(moves: MovesApi): MovePeer {
+  const call = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      throw peerError(error);
+    }
+  };
+  return {
+    prepare: (transfer, c) => call(async () => (await moves.prepare(transfer, c)) as unknown as Json),
+    adopt: (pkg) => call(() => moves.adopt(pkg as unknown as MovePackage)),
+    finish: (transfer, c) => call(() => moves.finish(transfer, c)),
+    refuse: (transfer) => call(() => moves.refuse(transfer)),
+    cancel: (transfer) => call(() => moves.cancel(transfer)),
   };
 }
 

@@ -12,8 +12,8 @@
  * - once started, a move is the orchestrator's (moves.ts): a lost server leaves it `pending`, and
  *   `resume()` finishes it when the engine opens (`start`) and each time the connection comes back;
  * - a peer call the server's door refused unread or unchecked (too large, malformed, bad
- *   arguments, an unknown method: the server never ran it) is a final `MoveRefused`; a lost
- *   connection or a rate limit is not (the orchestrator retries).
+ *   arguments, an unknown method: the server never ran it) is a final `MoveRefused` (moves.ts
+ *   `peerError`); a lost connection or a rate limit is not (the orchestrator retries).
  * The peer is named by the space's socket address: a move started with one server is finished only
  * with that one (another setting leaves it pending until the setting is back).
  */
@@ -30,7 +30,7 @@ import {
   type SocketConstructor,
   spaceAddress,
 } from "../protocol/socket.ts";
-import { type MoveIntent, type MovePeer, Moves, peerError } from "./moves.ts";
+import { type MoveIntent, type MovePeer, Moves, protocolPeer } from "./moves.ts";
 import { remoteApi } from "./remote.ts";
 
 /** Why a move could not start: the server is not configured, refused the token, or did not answer. */
@@ -49,35 +49,18 @@ const MESSAGE_OVERHEAD = 1_000;
 /** The largest package the server takes in one message. */
 export const MAX_PACKAGE_CHARS = SERVER_MAX_MESSAGE_CHARS - MESSAGE_OVERHEAD;
 
-/** The door's refusals of a call it never ran (worker/protocol/door.ts `BadRequest` codes). */
-const UNRUN = new Set(["too-large", "malformed", "bad-args", "unknown-method"]);
-
-function stepError(error: unknown): Error {
-  const e = error as { name?: unknown; code?: unknown; message?: unknown };
-  if (e?.name === "BadRequest" && typeof e.code === "string" && UNRUN.has(e.code))
-    return new MoveRefused(
-      e.code === "too-large" ? "too_large" : "bad_package",
-      `the server refused the move's message: ${String(e.message)}`,
-    );
-  return peerError(error);
-}
-
-/** A MovePeer over a server space's `moves` group (`api()`: the connection's, waited for when down). */
+/**
+ * A MovePeer over a server space's `moves` group (`api()`: the connection's, which waits for a
+ * lost connection): moves.ts `protocolPeer`, whose errors keep refusals typed.
+ */
 export function serverPeer(api: () => MovesApi): MovePeer {
-  const step = async <T>(call: () => Promise<T>): Promise<T> => {
-    try {
-      return await call();
-    } catch (error) {
-      throw stepError(error);
-    }
-  };
-  return {
-    prepare: (transfer, c) => step(() => api().prepare(transfer, c)),
-    adopt: (pkg) => step(() => api().adopt(pkg)),
-    finish: (transfer, c) => step(() => api().finish(transfer, c)),
-    refuse: (transfer) => step(() => api().refuse(transfer)),
-    cancel: (transfer) => step(() => api().cancel(transfer)),
-  };
+  return protocolPeer({
+    prepare: (transfer, c) => api().prepare(transfer, c),
+    adopt: (pkg) => api().adopt(pkg),
+    finish: (transfer, c) => api().finish(transfer, c),
+    refuse: (transfer) => api().refuse(transfer),
+    cancel: (transfer) => api().cancel(transfer),
+  });
 }
 
 /** A move intent as the tabs see it. */

@@ -47,7 +47,7 @@ export async function openSpaceHarness(
   const tools = options.codemode ? builtinTools : builtinTools.filter((tool) => tool.name !== "codemode");
   extensions.install(defineExtension({ name: "workspace-tools", tools }));
   const workspace = new MemoryFs();
-  return AgentHarness.open(store, {
+  const harness = await AgentHarness.open(store, {
     extensions,
     tasks: [...(options.tasks ?? [])],
     models: createModelResolver({
@@ -62,4 +62,7 @@ export async function openSpaceHarness(
     onReport: ports.onReport,
     onFatal: ports.onFatal,
   });
+  // The space's first conversation is the root: created on the first open (spec §2.2, lazily).
+  await harness.root();
+  return harness;
 }

@@ -51,6 +51,7 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "./types.ts";
+import { ROOT_CONVERSATION_ID } from "./types.ts";
 
 export interface HarnessOptions {
   tasks?: readonly AnyTaskDefinition[];
@@ -93,6 +94,12 @@ export interface HarnessOptions {
    */
   paused?: boolean;
   /**
+   * When the root conversation (id 1, ownerless) is created: "at-open" (default), by the first open
+   * of a store, in a commit of its own; "lazy", only by `ensureRoot()` (the agent harness's
+   * `root()`, spec §2.2, creates it in one commit with its agent and init).
+   */
+  root?: "at-open" | "lazy";
+  /**
    * Group commits requested together into one transaction (default true: the session's group
    * commit, core/session.ts). `false`: one commit per transaction, for crash sweeps that must cut
    * between any two commits.
@@ -133,6 +140,7 @@ export class Harness {
   #graph: TaskGraphMount | undefined;
   #closed: Promise<void> | undefined;
   readonly #moves: move.MoveContext;
+  readonly #rootAtOpen: boolean;
 
   static {
     grantInternals((h) => {
@@ -146,6 +154,7 @@ export class Harness {
     options: HarnessOptions,
   ) {
     this.registry = options.registry ?? new Registry();
+    this.#rootAtOpen = options.root !== "lazy";
     this.#session = new Session(store, options.now ?? Date.now);
     if (options.groupCommit === false) this.#session.maxGroup = 1;
     const report = options.onReport ?? (() => undefined);
@@ -198,7 +207,30 @@ export class Harness {
         }
       });
     }
+    if (this.#rootAtOpen) await this.ensureRoot();
     this.#scheduler.kick();
+  }
+
+  /**
+   * The root conversation (id 1). When absent, one commit creates it ownerless (the creation hook
+   * runs, `onConversationCreated`) and runs `init` in that commit: a throw creates nothing. When
+   * it exists, `init` is ignored and nothing is written (also when a concurrent call created it
+   * first).
+   */
+  async ensureRoot(
+    init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<ConversationRecord> {
+    const existing = this.#session.records.conversations.get(ROOT_CONVERSATION_ID);
+    if (existing) return existing;
+    this.#live(signal);
+    return this.#session.commit(async (tx) => {
+      const present = tx.conversation(ROOT_CONVERSATION_ID);
+      if (present) return present;
+      const created = tx.createRoot();
+      await init?.(tx, created.id);
+      return created;
+    });
   }
 
   /** Enable scheduling after a paused open; idempotent; throws once close began. */

@@ -5,8 +5,8 @@
  * - Step 1, `prepare` (sender, one commit): the conversation is marked away (`out` move T,
  *   `pending`). From that commit its tasks run nowhere here (the scheduler skips them and writes
  *   nothing of theirs; a running invocation is stopped in memory, its stored state untouched, and
- *   any later commit of it is refused), and every write to it is refused with `ConversationMoved`.
- *   The package is then read from that frozen state: the visible history flattened, every document,
+ *   any later commit of it is refused; step 1 lets it return, for at most STOP_GRACE_MS, before the
+ *   package leaves), and every write to it is refused with `ConversationMoved`. The package is then read from that frozen state: the visible history flattened, every document,
  *   every submission, the live tasks and the finished tasks they name. Again with T (while pending):
  *   the same package (the tasks that were running at step 1 are carried as running, also after a
  *   reopen turned them back to pending here).
@@ -50,6 +50,9 @@ import type {
 
 export const MOVE_FORMAT = "durable-agent/move";
 export const MOVE_VERSION = 1;
+
+/** How long step 1 lets the conversation's stopped invocations return before the package leaves. */
+export const STOP_GRACE_MS = 2000;
 
 /** A transfer id: 1-200 characters of letters, digits and `-_.:`. */
 const TRANSFER = /^[\w.:-]{1,200}$/;
@@ -289,12 +292,29 @@ export async function prepare(
     o.setMove(record);
     return record;
   });
-  // From the commit on, nothing of it runs here: stop what runs, its stored state untouched.
+  // From the commit on, nothing of it runs here: stop what runs, its stored state untouched (its
+  // commits are refused), and let the stopped code return before the package leaves, so the
+  // receiver does not start while this home's code still runs (a handler ignoring its signal gets
+  // STOP_GRACE_MS).
   const reason = new ConversationMoved(conversationId, "moving", transfer);
+  const stopped: Promise<void>[] = [];
   for (const [id, invocation] of scheduler.active)
-    if (session.records.tasks.get(id)?.conversationId === conversationId) invocation.stop(reason);
+    if (session.records.tasks.get(id)?.conversationId === conversationId) {
+      invocation.stop(reason);
+      if (invocation.launched) stopped.push(invocation.done);
+    }
   // Cancelled later, they run again as interrupted (what was begun may have happened).
   for (const id of record.interrupted) session.records.interrupted.add(id);
+  if (stopped.length > 0) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(stopped),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, STOP_GRACE_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
   return buildPackage(ctx, record);
 }
 

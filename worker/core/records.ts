@@ -113,7 +113,8 @@ export class Records {
   readonly interrupted: Set<TaskId>;
   nextTaskId = 1;
   nextEntryId = 1;
-  nextConversationId = 1;
+  /** Id 1 is reserved for the root conversation (`TxImpl.createRoot`). */
+  nextConversationId = 2;
   nextSubmissionId = 1;
   seq = 0;
 

@@ -430,9 +430,18 @@ class Runtime implements TaskRuntime {
   }
 
   waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord> {
-    this.#check(signal);
+    try {
+      this.#check(signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const signals = signal ? AbortSignal.any([signal, this.signal]) : this.signal;
-    return this.invocation.scheduler.waitForTerminal(id, signals);
+    return this.invocation.scheduler.waitForTerminal(id, signals).catch((error: unknown) => {
+      // A wait the invocation's end cut (a leftover nobody awaited): it rejects with the reason the
+      // invocation ended for (invocation_ended, or the abort), as every operation after it does.
+      if (this.invocation.ended && !signal?.aborted) throw this.signal.reason;
+      throw error;
+    });
   }
 
   now(): number {

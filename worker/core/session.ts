@@ -195,7 +195,8 @@ export class Session {
         );
       r.nextTaskId = await next("tasks");
       r.nextEntryId = await next("entries");
-      r.nextConversationId = await next("conversations");
+      // Id 1 is the root's alone, whether or not it exists yet (created lazily: Harness.ensureRoot).
+      r.nextConversationId = Math.max(await next("conversations"), ROOT_CONVERSATION_ID + 1);
       r.nextSubmissionId = await next("submissions");
       for (const row of await sql.all(
         "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
@@ -210,9 +211,6 @@ export class Session {
       for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
     });
     this.#line = r.clone();
-    if (!r.conversations.has(ROOT_CONVERSATION_ID)) {
-      await this.commit((tx) => tx.createConversation({ kind: "ownerless" }));
-    }
   }
 
   #loadingDocs = new Map<ConversationId, Promise<void>>();

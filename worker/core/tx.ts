@@ -163,6 +163,21 @@ export class TxImpl implements Tx {
     return record;
   }
 
+  /**
+   * The root conversation (id 1, reserved: other creations never take it), ownerless, with the
+   * creation hook like any creation. Refused when it exists. The core's (not on `Tx`): the harness
+   * creates it at open or lazily (`Harness.ensureRoot`).
+   */
+  createRoot(): ConversationRecord {
+    const o = this.#open();
+    if (o.conversation(ROOT_CONVERSATION_ID))
+      throw new InvalidTransition("the root conversation exists already");
+    const record: ConversationRecord = { id: ROOT_CONVERSATION_ID, createdAt: this.session.now() };
+    o.setConversation(record);
+    this.session.onConversationCreated(this, record);
+    return record;
+  }
+
   #owner(o: Overlay, ownership: ConversationOwnership, what: string): Pick<ConversationRecord, "owner"> {
     if (ownership?.kind !== "ownerless" && ownership?.kind !== "task")
       throw new InvalidTransition(

@@ -20,8 +20,9 @@ import type { ModelRef, ThinkingLevel, UsageState } from "../agent/records.ts";
 import type { UsageRollup } from "../agent/usage.ts";
 import type { WorkspaceFile } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
+import type { MovePackage, RefuseAnswer } from "../core/move.ts";
 import type { EntryPage } from "../core/pages.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../core/types.ts";
+import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "../core/types.ts";
 import type { WatchFrame } from "../core/view-ops.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
@@ -314,29 +315,6 @@ export interface RemoteApi {
   set(url: string | null, token: string | null): Promise<void>;
 }
 
-/**
- * A move's steps as the other home calls them (worker/core/move.ts, worker/app/moves.ts `MovePeer`):
- * served by a server space to the browser engine that drives the move; the browser engine serves
- * none of them. Each is idempotent under its transfer id; a refusal rejects with a `MoveRefused`
- * error whose `code` is `move_refused:<reason>`.
- */
-export interface MovesApi {
-  /** Step 1 here (this home sends): the package, as JSON (the same again while pending). */
-  prepare(transfer: string, conversationId: ConversationId): Promise<Json>;
-  /** Step 2 here (this home receives): the conversation's id here. */
-  adopt(pkg: Json): Promise<{ conversationId: ConversationId }>;
-  /** Step 3 here (this home sent): done, living in the receiver's `conversationId`. */
-  finish(transfer: string, conversationId: ConversationId): Promise<void>;
-  /** Never adopt `transfer` here; answers `adopted` with the id when it already was. */
-  refuse(transfer: string): Promise<MoveRefuseAnswer>;
-  /** Undo a pending send here, after the receiver refused it. */
-  cancel(transfer: string): Promise<void>;
-}
-
-export type MoveRefuseAnswer =
-  | { readonly status: "refused" }
-  | { readonly status: "adopted"; readonly conversationId: ConversationId };
-
 /** A move as the browser engine's tabs see it (its durable intent: worker/app/moves.ts). */
 export interface MoveView {
   readonly transfer: string;
@@ -476,6 +454,27 @@ export interface EngineApi {
    * was opened with `?debug=1`; any other engine refuses them as an unknown method.
    */
   readonly debug: DebugApi;
+}
+
+/**
+ * The engine side of moving a conversation between homes (worker/core/move.ts; the orchestrator is
+ * worker/app/moves.ts): the steps another home's orchestrator calls on this engine, e.g. a browser
+ * engine calling its server space over the WebSocket. A refusal arrives as an error named
+ * `MoveRefused` with code `move_refused:<reason>` (`peerError` rebuilds it). Served by a server
+ * space only (worker/server/space.ts, to the browser engine that drives a move); the browser engine
+ * serves it to nobody. Each call is idempotent under its transfer id.
+ */
+export interface MovesApi {
+  /** Step 1 here (this home sends): the package, again the same for the same transfer. */
+  prepare(transfer: string, conversationId: ConversationId): Promise<MovePackage>;
+  /** Step 2 here (this home receives): checked whole, adopted once per transfer. */
+  adopt(pkg: MovePackage): Promise<{ conversationId: ConversationId }>;
+  /** Step 3 here: done, the conversation living in the other home's `conversationId`. */
+  finish(transfer: string, conversationId: ConversationId): Promise<void>;
+  /** Never adopt `transfer` here (or the id it was adopted as, if it was). */
+  refuse(transfer: string): Promise<RefuseAnswer>;
+  /** Undo step 1 here, after the other home refused the transfer. */
+  cancel(transfer: string): Promise<void>;
 }
 
 /** A function of the API, whatever it takes. */

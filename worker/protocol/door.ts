@@ -19,7 +19,7 @@
 
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
-import type { Json } from "../core/types.ts";
+import type { MovePackage } from "../core/move.ts";
 import type {
   DebugApi,
   EngineApi,
@@ -423,7 +423,7 @@ function dispatch(c: Connection): Dispatch {
     "homes.bringBack": ([remote]) => c.homes().bringBack(remote),
     "homes.list": () => c.homes().list(),
     "moves.prepare": ([transfer, conversation]) => c.moves().prepare(transfer, conversation),
-    "moves.adopt": ([pkg]) => c.moves().adopt(pkg as unknown as Json),
+    "moves.adopt": ([pkg]) => c.moves().adopt(pkg as unknown as MovePackage),
     "moves.finish": ([transfer, conversation]) => c.moves().finish(transfer, conversation),
     "moves.refuse": ([transfer]) => c.moves().refuse(transfer),
     "moves.cancel": ([transfer]) => c.moves().cancel(transfer),

@@ -14,7 +14,7 @@
  */
 
 import { type Static, type TSchema, Type } from "typebox";
-import type { MethodName } from "./api.ts";
+import type { MethodName, MovesApi } from "./api.ts";
 
 const Id = Type.Integer();
 const Text = Type.String();
@@ -35,8 +35,8 @@ const DemoSpeed = Type.Union([
   Type.Literal("instant"),
 ]);
 
-/** A move's transfer id (worker/core/move.ts checks the characters). */
-const Transfer = Type.String({ minLength: 1, maxLength: 200 });
+/** A move's transfer id (worker/core/move.ts checks it again). */
+const Transfer = Type.String({ minLength: 1, maxLength: 200, pattern: "^[A-Za-z0-9_.:-]+$" });
 const Records = Type.Array(Type.Object({ id: Id }), { maxItems: 200_000 });
 /**
  * A move's package (worker/core/move.ts `MovePackage`): its shape and size bounded here; `adopt`
@@ -59,6 +59,15 @@ const MovePackageSchema = Type.Object(
   },
   strict,
 );
+
+/** The arguments of the `moves` group (api.ts `MovesApi`), served by a server space. */
+export const MOVES_METHODS = {
+  "moves.prepare": Type.Tuple([Transfer, Id]),
+  "moves.adopt": Type.Tuple([MovePackageSchema]),
+  "moves.finish": Type.Tuple([Transfer, Id]),
+  "moves.refuse": Type.Tuple([Transfer]),
+  "moves.cancel": Type.Tuple([Transfer]),
+} satisfies Record<`moves.${keyof MovesApi & string}`, TSchema>;
 
 /** A call: `{ id, method, args }`. */
 export const CallSchema = Type.Object(
@@ -171,11 +180,7 @@ export const METHODS = {
   "homes.bringBack": Type.Tuple([Id]),
   "homes.list": Type.Tuple([]),
 
-  "moves.prepare": Type.Tuple([Transfer, Id]),
-  "moves.adopt": Type.Tuple([MovePackageSchema]),
-  "moves.finish": Type.Tuple([Transfer, Id]),
-  "moves.refuse": Type.Tuple([Transfer]),
-  "moves.cancel": Type.Tuple([Transfer]),
+  ...MOVES_METHODS,
 
   "debug.startTicker": Type.Tuple([
     Type.Object({ phases: Type.Number(), delayMs: Type.Number(), conversationId: Type.Optional(Id) }, strict),

@@ -19,7 +19,9 @@
  * - a watch keeps the id its consumer got for its whole life (`watches.unwatch` takes that id);
  * - a call made while disconnected waits for the connection up to `waitMs`, then fails with a
  *   `Disconnected` error; a call in flight when the socket drops fails with `Disconnected` too (it is
- *   not repeated: the caller knows whether repeating it is safe);
+ *   not repeated: the caller knows whether repeating it is safe). A watch is held instead: opened
+ *   while disconnected, or cut off while opening, it opens on the next connection (its call
+ *   resolves then), and only the engine's own refusal (`UnknownConversation`) or `close()` fails it;
  * - a refused token (the server's close code 4401/4403, an HTTP 401/403 answer to the handshake
  *   where the platform reports it, or, where it does not (a browser), the `probe`'s answer after a
  *   socket that never opened: the space's `check` route with the same token) stops reconnecting: the state becomes `unauthorized` and every
@@ -29,16 +31,17 @@
 
 import { type EngineApi, type EngineStatus, type Hello, PROTOCOL_VERSION } from "./api.ts";
 import { connectEngine, type EngineConnection } from "./client.ts";
+import { SPACE_NAME, SPACE_SUBPROTOCOL, spacePath, spaceSocketProtocols } from "./server-socket.ts";
 import { EngineError, type TabMessage, type Transport } from "./wire.ts";
 
 /** The subprotocol every socket of this protocol names first; the token rides as a second one. */
-export const SOCKET_SUBPROTOCOL = "durable-harness.v1";
+export const SOCKET_SUBPROTOCOL = SPACE_SUBPROTOCOL;
 /** The server's close codes for a refused token (no token, a wrong one, another space's). */
 export const CLOSE_UNAUTHORIZED = 4401;
 export const CLOSE_FORBIDDEN = 4403;
 
 /** The subprotocol list that carries `token`. */
-export const socketProtocols = (token: string): string[] => [SOCKET_SUBPROTOCOL, `token.${token}`];
+export const socketProtocols = spaceSocketProtocols;
 
 /** What this module needs of a WebSocket: the browser's, or the `ws` package's in Node. */
 export interface SocketLike {
@@ -503,7 +506,8 @@ export type ServerCheck =
   | { readonly ok: true; readonly build: string }
   | {
       readonly ok: false;
-      readonly problem: "unauthorized" | "unreachable" | "incompatible";
+      /** `refused`: the server answered but would not serve the socket (its log says why). */
+      readonly problem: "unauthorized" | "unreachable" | "refused" | "incompatible";
       readonly message: string;
     };
 
@@ -535,11 +539,11 @@ export function checkServer(options: {
         else if (s.state === "unauthorized") done({ ok: false, problem: "unauthorized", message: s.message });
         else if (s.state === "incompatible") done({ ok: false, problem: "incompatible", message: s.message });
         else if (s.state === "reconnecting")
-          done({
-            ok: false,
-            problem: "unreachable",
-            message: s.reached ? "the server closed the connection" : "nothing answered at that address",
-          });
+          done(
+            s.reached
+              ? { ok: false, problem: "refused", message: "the server answered but closed the connection" }
+              : { ok: false, problem: "unreachable", message: "nothing answered at that address" },
+          );
       },
     });
     function done(check: ServerCheck): void {
@@ -552,10 +556,7 @@ export function checkServer(options: {
   });
 }
 
-/** The last part of a space's socket address: `<server>/space/<name>/socket`. */
-export const SOCKET_ROUTE = "socket";
 const SPACE_PATH = /^(.*?)\/space\/([A-Za-z0-9_-]{1,64})(?:\/(?:socket|check))?\/*$/;
-const SPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** The space a token names: a server's token is `<space>.<mac>` (worker/server/token.ts). */
 export function tokenSpace(token: string | undefined): string | undefined {
@@ -588,8 +589,8 @@ export function spaceAddress(
   if (!space) throw new Error("the address names no space (…/space/<name>), and neither does the token");
   const http = scheme === "wss:" ? "https:" : "http:";
   return {
-    socketUrl: `${scheme}//${url.host}${base}/space/${space}/${SOCKET_ROUTE}`,
-    checkUrl: `${http}//${url.host}${base}/space/${space}/check`,
+    socketUrl: `${scheme}//${url.host}${base}${spacePath(space, "socket")}`,
+    checkUrl: `${http}//${url.host}${base}${spacePath(space, "check")}`,
     space,
   };
 }

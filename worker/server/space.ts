@@ -41,7 +41,7 @@
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { errorMessage } from "../core/errors.ts";
-import type { ConversationId, Json } from "../core/types.ts";
+import type { ConversationId } from "../core/types.ts";
 import {
   DEFAULT_LIMITS,
   type DoorLimits,
@@ -331,7 +331,7 @@ export class Space {
   #moveSteps(): MovesApi {
     return {
       prepare: async (transfer, conversationId) =>
-        (await (await this.harness()).prepareMove(transfer, conversationId)) as unknown as Json,
+        (await this.harness()).prepareMove(transfer, conversationId),
       adopt: async (pkg) => ({ conversationId: await (await this.harness()).adoptMove(pkg) }),
       finish: async (transfer, conversationId) => (await this.harness()).finishMove(transfer, conversationId),
       refuse: async (transfer) => (await this.harness()).refuseMove(transfer),

@@ -29,7 +29,9 @@ export async function wasToolCallCutByCrash(committed: MemoryStore, callId: stri
 
 /**
  * A `ToolApi` for running a tool's `execute` outside a harness (unit tests of a tool alone): the
- * given members (the environment: `env`, else the workspace `fs`), and every harness-bound one (commits, conversations, nested calls, memos) rejecting.
+ * given members (the environment: `env`, else the workspace `fs`), and every harness-bound one
+ * (commits, conversations, nested calls, memos, tasks, documents, the agent) rejecting; diagnostics
+ * and details are accepted and dropped, the registry is empty and no model is known.
  */
 export function detachedToolApi(
   parts: Pick<ToolApi, "fs" | "output"> & Partial<Pick<ToolApi, "signal" | "toolCallId" | "env">>,
@@ -51,5 +53,21 @@ export function detachedToolApi(
     recordedCall: detached,
     tools: () => new Map(),
     taskDefinition: () => undefined,
+    registry: {
+      installed: () => [],
+      extension: () => undefined,
+      tools: () => [],
+      tasks: () => [],
+      task: () => undefined,
+      hasTask: () => false,
+    },
+    agent: detached,
+    models: { resolve: () => undefined, list: () => [] },
+    diagnostic: () => undefined,
+    details: async () => undefined,
+    createTask: detached,
+    getTask: detached,
+    waitForTask: detached,
+    snapshot: detached,
   };
 }

@@ -9,6 +9,7 @@
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
+  type AgentChange,
   configure,
   createRegistry,
   defineExtension,
@@ -28,10 +29,10 @@ const Coding = defineExtension({ name: "coding", tools: [read, edit, bash] });
 const Notes = defineExtension({ name: "notes", tools: [tool("note")] });
 const Web = defineExtension({ name: "web", tools: [tool("fetch")] });
 
-async function setup() {
+async function setup(root?: { agent?: AgentChange }) {
   const extensions = createRegistry();
   for (const e of [Coding, Notes, Web]) extensions.install(e);
-  const s = await open(echo, { extensions });
+  const s = await open(echo, { extensions, ...(root ? { root } : {}) });
   const ask = async (content: string) => (await s.root.submit({ type: "input", content })).wait();
   return { ...s, extensions, ask };
 }
@@ -73,9 +74,8 @@ test("an old object of an extension installed again still selects it: the name r
 });
 
 test("createConversation, fork, root and configure in a commit take objects too", async () => {
-  const { h, root, ask } = await setup();
-  // The root's agent is applied when it is still empty.
-  await h.root({ agent: { extensions: [Notes, Coding] } });
+  // The root's agent is applied in the commit that creates it (h.root, called by the setup).
+  const { h, root, ask } = await setup({ agent: { extensions: [Notes, Coding] } });
   expect(await root.agentState()).toEqual({ extensions: ["notes", "coding"] });
   const child = await h.createConversation({
     ownership: { kind: "ownerless" },

@@ -300,13 +300,13 @@ test("a restart while summarizing resends the same pinned summary request", asyn
 
 describe("compaction a generation waits for", () => {
   /** A conversation on a faux model with a small context window, answering ~100 tokens a turn. */
-  async function small(respond: FauxResponder, contextWindow: number, backgroundTokens = 0) {
+  async function small(respond: FauxResponder, contextWindow: number, backgroundTokens = 0, enabled = true) {
     const faux = fauxAgentModel(respond, { contextWindow });
     const h = await AgentHarness.open(await memoryStore(), {
       models: faux.models,
       defaultModel: faux.ref,
       settings: {
-        compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
+        compaction: { enabled, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
         retry: { baseDelayMs: 1 },
       },
     });
@@ -393,6 +393,41 @@ describe("compaction a generation waits for", () => {
     expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.compaction", "pi.assistant"]);
     const last = conversationRequests(faux.requests).at(-1)!;
     expect(textOf(last.messages[0]!)).toContain("<summary>");
+  });
+
+  test("compaction.enabled false turns off threshold compaction, blocking and background, and overflow compaction (the overflow fails the run); a manual compaction still runs", async () => {
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      return last.startsWith("q9")
+        ? fauxError("prompt is too long: 210000 tokens")
+        : fauxAssistantMessage(big("answer"));
+    };
+    // Enabled, this window would compact in the background from 200 tokens and block above 1,100.
+    const { h, root, faux } = await small(responder, 1200, 900, false);
+    const compactionTasks = async () => (await h.tasks({ kind: "pi.compaction" })).length;
+    for (let i = 1; i <= 8; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(faux.requests.some(isSummary)).toBe(false);
+    expect(await compactionTasks()).toBe(0);
+    // Well above the blocking threshold: the last request still went out uncompacted.
+    expect(userTexts(conversationRequests(faux.requests).at(-1)!.messages)).toHaveLength(8);
+    // An overflow is not compacted either: it fails like any other error that is not retried.
+    expect(await (await root.submit({ type: "input", content: big("q9") })).wait()).toEqual({
+      status: "unanswered",
+      reason: "model_error",
+      detail: "prompt is too long: 210000 tokens",
+    });
+    expect(await compactionTasks()).toBe(0);
+    // A manual compaction ignores `enabled`.
+    const taskId = await root.compact();
+    const done = await h.waitForTask(taskId);
+    expect(done.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+    expect(faux.requests.filter(isSummary)).toHaveLength(1);
+    const summary = (await root.entries()).find((e) => e.kind === "pi.compaction");
+    expect(summary?.data).toEqual({ reason: "manual" });
   });
 
   test("an overflow whose compaction places no summary fails the run with the overflow", async () => {

@@ -6,10 +6,12 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../../worker/agent/records.ts";
-import { configure, defineEntry, Harness } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import type { Tx } from "../../../worker/core/define.ts";
+import { type ChangeSet, ROOT_CONVERSATION_ID } from "../../../worker/core/types.ts";
+import { AgentHarness, configure, defineEntry, Harness } from "../../../worker/index.ts";
+import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, single } from "../core/fixtures.ts";
-import { callsThenAnswer, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
+import { callsThenAnswer, cleanups, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
 
 const BUILT_IN_DOCS = ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider"] as const;
 
@@ -31,13 +33,96 @@ describe("conversations", () => {
     expect(h.conversation(9999)).toBeUndefined();
   });
 
-  test("root({ agent }) configures the root conversation on first use only", async () => {
-    const { h, faux } = await open(echo);
-    const root = await h.root({ agent: { instructions: "First set." } });
-    await h.root({ agent: { instructions: "Second set." } });
-    expect(await root.agentState()).toMatchObject({ instructions: "First set." });
+  test("root({ agent, init }) creates the root lazily in one commit: the creation hook, then the agent, then init; once it exists both are ignored and nothing is written", async () => {
+    const faux = fauxAgentModel(echo);
+    const store = await memoryStore();
+    const seen: Array<{ id: number; agent: unknown }> = [];
+    const options = {
+      models: faux.models,
+      defaultModel: faux.ref,
+      // The host's creation hook runs after the built-in one, before `agent` is applied.
+      onConversationCreated: (tx: Tx, record: { id: number }) =>
+        seen.push({ id: record.id, agent: tx.readDoc(record.id, "pi.agent") }),
+    };
+    const h = await AgentHarness.open(store, options);
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    // Not created at open, and its id stays reserved: another conversation never takes it.
+    expect(h.conversation(ROOT_CONVERSATION_ID)).toBeUndefined();
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(other.id).not.toBe(ROOT_CONVERSATION_ID);
+    expect(h.conversation(ROOT_CONVERSATION_ID)).toBeUndefined();
+    // A throwing init creates nothing.
+    await expect(
+      h.root({
+        agent: { instructions: "Never." },
+        init: () => {
+          throw new Error("init failed");
+        },
+      }),
+    ).rejects.toThrow("init failed");
+    expect(h.conversation(ROOT_CONVERSATION_ID)).toBeUndefined();
+    seen.length = 0;
+
+    const commits: ChangeSet[] = [];
+    const stop = h.subscribe((change) => commits.push(change));
+    let initSaw: unknown;
+    const root = await h.root({
+      agent: { instructions: "First set." },
+      init: (tx, id) => {
+        initSaw = tx.readDoc(id, "pi.agent");
+        tx.writeDoc(id, "app.note", { text: "seeded" });
+      },
+    });
+    expect(root.id).toBe(ROOT_CONVERSATION_ID);
+    // One commit: the ownerless root, the built-in documents, the agent and init's write.
+    expect(commits).toHaveLength(1);
+    const [created] = commits;
+    expect(created!.conversations).toEqual([expect.objectContaining({ id: ROOT_CONVERSATION_ID })]);
+    expect(created!.conversations[0]!.owner).toBeUndefined();
+    const docs = new Map(
+      created!.docs.filter((d) => d.conversationId === ROOT_CONVERSATION_ID).map((d) => [d.name, d.value]),
+    );
+    expect([...docs.keys()].sort()).toEqual([...BUILT_IN_DOCS, "app.note"].sort());
+    expect(docs.get("pi.agent")).toEqual({ instructions: "First set." });
+    expect(docs.get("app.note")).toEqual({ text: "seeded" });
+    // Order inside the commit: the creation hook saw the empty agent, init the configured one.
+    expect(seen).toEqual([{ id: ROOT_CONVERSATION_ID, agent: {} }]);
+    expect(initSaw).toEqual({ instructions: "First set." });
+
+    // It exists: agent and init are ignored, and nothing is written.
+    let initRan = false;
+    const again = await h.root({
+      agent: { instructions: "Second set." },
+      init: () => {
+        initRan = true;
+      },
+    });
+    expect(again.id).toBe(ROOT_CONVERSATION_ID);
+    expect(initRan).toBe(false);
+    expect(commits).toHaveLength(1);
+    stop();
+    expect(await root.agentState()).toEqual({ instructions: "First set." });
     await (await root.submit({ type: "input", content: "x" })).wait();
     expect(faux.requests[0]!.systemPrompt).toContain("First set.");
+
+    // A reopen finds the same root by its id, and root() there writes nothing either.
+    await h.close();
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    expect(h2.conversation(ROOT_CONVERSATION_ID)?.id).toBe(ROOT_CONVERSATION_ID);
+    const after: ChangeSet[] = [];
+    h2.subscribe((change) => after.push(change));
+    const reopened = await h2.root({
+      agent: { instructions: "Third set." },
+      init: () => void (initRan = true),
+    });
+    expect(reopened.id).toBe(ROOT_CONVERSATION_ID);
+    expect(initRan).toBe(false);
+    expect(after).toEqual([]);
+    expect(await reopened.agentState()).toEqual({ instructions: "First set." });
+    expect(await h2.doc(ROOT_CONVERSATION_ID, "app.note")).toEqual({ text: "seeded" });
   });
 
   test("a conversation owned by a task starts with a copy of its owner conversation's agent; later owner changes do not reach it", async () => {
@@ -157,8 +242,8 @@ describe("conversations", () => {
     expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
   });
 
-  test("createConversation's init runs in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
-    const { h } = await open(echo);
+  test("createConversation's and fork's init run in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
+    const { h, root } = await open(echo);
     const seen: unknown[] = [];
     const made = await h.createConversation({
       ownership: { kind: "ownerless" },
@@ -179,6 +264,49 @@ describe("conversations", () => {
       }),
     ).rejects.toThrow("init refused");
     expect(h.conversation(made.id + 1)).toBeUndefined();
+
+    // A fork: one commit with the child, its ownership, the hook's documents, the agent, init's writes.
+    await (await root.submit({ type: "input", content: "hello" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const commits: ChangeSet[] = [];
+    const stop = h.subscribe((change) => commits.push(change));
+    const forkSaw: unknown[] = [];
+    const fork = await root.fork(at, {
+      ownership: { kind: "ownerless" },
+      agent: { instructions: "Forked." },
+      init: (tx, id) => {
+        forkSaw.push(tx.readDoc(id, "pi.agent"), tx.readDoc(id, "pi.inbox"));
+        tx.appendEntry(id, { kind: "app.note", data: "fork note" });
+      },
+    });
+    expect(commits).toHaveLength(1);
+    expect(commits[0]!.conversations).toEqual([
+      expect.objectContaining({ id: fork.id, parent: { conversationId: root.id, at } }),
+    ]);
+    expect(commits[0]!.conversations[0]!.owner).toBeUndefined();
+    expect(commits[0]!.entries.map((e) => [e.conversationId, e.data])).toEqual([[fork.id, "fork note"]]);
+    expect(
+      commits[0]!.docs
+        .filter((d) => d.conversationId === fork.id)
+        .map((d) => d.name)
+        .sort(),
+    ).toEqual([...BUILT_IN_DOCS].sort());
+    expect(forkSaw).toEqual([{ instructions: "Forked." }, { items: [] }]);
+    expect((await fork.entries()).at(-1)!.data).toBe("fork note");
+    // A throwing init forks nothing: no conversation, no entry, no commit.
+    const before = h.conversationRecords().length;
+    await expect(
+      root.fork(at, {
+        ownership: { kind: "ownerless" },
+        init: (tx, id) => {
+          tx.appendEntry(id, { kind: "app.note", data: "lost" });
+          throw new Error("fork init refused");
+        },
+      }),
+    ).rejects.toThrow("fork init refused");
+    expect(h.conversationRecords()).toHaveLength(before);
+    expect(commits).toHaveLength(1);
+    stop();
   });
 
   test("configure(tx, id, change) edits pi.agent inside any commit, also the creating one, over the creation hook's copy", async () => {

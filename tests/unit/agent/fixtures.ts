@@ -13,6 +13,7 @@ import { Type } from "typebox";
 import { afterEach } from "vitest";
 import { type ReplayPolicy, textResult } from "../../../worker/agent/tools/contract.ts";
 import {
+  type AgentChange,
   AgentHarness,
   type AgentHarnessOptions,
   type Conversation,
@@ -54,17 +55,18 @@ export interface Setup {
 
 export async function open(
   respond: FauxResponder,
-  options: AgentHarnessOptions & { store?: MemoryStore } = {},
+  options: AgentHarnessOptions & { store?: MemoryStore; root?: { agent?: AgentChange } } = {},
 ): Promise<Setup> {
   const faux = fauxAgentModel(respond);
-  const { store: given, ...rest } = options;
+  const { store: given, root, ...rest } = options;
   const store = given ?? (await memoryStore());
   const h = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref, ...rest });
   cleanups.push(async () => {
     await h.close().catch(() => undefined);
     faux.unregister();
   });
-  return { h, root: await h.root(), faux, store };
+  // The root is created here, lazily (spec §2.2): `root.agent` is its agent, applied in that commit.
+  return { h, root: await h.root(root ?? {}), faux, store };
 }
 
 /**

@@ -120,7 +120,7 @@ describe("deriveContext", () => {
     ).toEqual(["user:q", "assistant:call:t", "result:c1", "user:steer", "assistant:answer"]);
   });
 
-  test("aborted and error answers are left out", () => {
+  test("aborted, error and deferred answers are left out of requests", () => {
     const { messages } = deriveContext([
       user("q"),
       assistant("half an ans", "aborted"),
@@ -128,6 +128,12 @@ describe("deriveContext", () => {
         "pi.assistant",
         fauxAssistantMessage([], { stopReason: "error", errorMessage: "503", timestamp: 1 }),
       ),
+      // A deferred stop reason (spec §2.1 rule 9), and a placeholder carrying a deferred handle.
+      assistant("later", "deferred" as AssistantMessage["stopReason"]),
+      entry("pi.assistant", {
+        ...fauxAssistantMessage("pending", { timestamp: 1 }),
+        deferred: { id: "job-1" },
+      }),
       assistant("the answer"),
     ]);
     expect(messages.map((m) => `${m.role}:${textOf(m)}`)).toEqual(["user:q", "assistant:the answer"]);

@@ -9,7 +9,9 @@ import {
   type AssistantMessage,
   createAssistantMessageEventStream,
   fauxAssistantMessage,
+  fauxToolCall,
 } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { afterEach, describe, expect, test } from "vitest";
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import { internals } from "../../../worker/core/internals.ts";
@@ -19,8 +21,10 @@ import {
   type DeferredAnswer,
   type DeferredHandle,
   DOC,
+  defineTool,
   type LiveState,
   type StreamFn,
+  textResult,
 } from "../../../worker/index.ts";
 import { fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 
@@ -61,10 +65,11 @@ const textOf = (e: { model?: unknown }) =>
   ((e.model as AssistantMessage[])[0]?.content ?? []).map((b) => ("text" in b ? b.text : "")).join("");
 
 describe("deferred responses (poll)", () => {
-  test("polled until ready: still-deferred polls strictly later, the answer settles the run", async () => {
+  test("polled until ready: still-deferred polls strictly later; a poll's answer is classified like any other (a tool round, then the answer); afterResponse sees terminal messages only", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };
     const polls: Array<{ id: string; pollAt: number | undefined; at: number }> = [];
+    const observed: string[] = [];
     let h!: AgentHarness;
     const models = createModelResolver({
       extra: [faux.model],
@@ -73,13 +78,37 @@ describe("deferred responses (poll)", () => {
           const live = internals(h).session.records.getDoc(1, DOC.live) as LiveState;
           polls.push({ id: handle.id, pollAt: live.generation?.deferred?.pollAt, at: Date.now() });
           if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
+          // The second poll answers with a tool call: a tool round starts from the poll.
+          if (polls.length === 2)
+            return {
+              ...fauxAssistantMessage([fauxToolCall("note", {}, { id: "call-1" })], {
+                stopReason: "toolUse",
+              }),
+              api: model.api,
+              provider: model.provider,
+              model: model.id,
+            };
           return answer("ready now", model);
         },
       },
     });
+    const note = defineTool({
+      name: "note",
+      description: "take a note",
+      parameters: Type.Object({}),
+      execute: async () => textResult("noted"),
+    });
     h = await AgentHarness.open(await memoryStore(), {
       models,
       defaultModel: faux.ref,
+      tools: [note],
+      hooks: {
+        afterResponse: [
+          (message) => {
+            observed.push(`${message.stopReason}:${message.content.map((b) => b.type).join(",")}`);
+          },
+        ],
+      },
       stream: deferringStream({ id: "job-1", pollAfterMs: 20 }, sent),
     });
     cleanups.push(async () => {
@@ -89,15 +118,18 @@ describe("deferred responses (poll)", () => {
     const root = await h.root();
     const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
     expect(settled.status).toBe("done");
-    expect(sent.count).toBe(1);
-    expect(polls.map((p) => p.id)).toEqual(["job-1", "job-2"]);
+    // Two requests (the second after the tool round), each answered later.
+    expect(sent.count).toBe(2);
+    expect(polls.map((p) => p.id)).toEqual(["job-1", "job-2", "job-1"]);
     const [first, second] = polls as [(typeof polls)[0], (typeof polls)[0]];
     expect(first.pollAt).toBeDefined();
     expect(second.pollAt!).toBeGreaterThan(first.pollAt!);
     for (const p of polls) expect(p.at).toBeGreaterThanOrEqual(p.pollAt!);
     const entries = (await root.entries()).filter((e) => e.kind !== "pi.system");
-    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
-    expect(textOf(entries[1]!)).toBe("ready now");
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.assistant"]);
+    expect(textOf(entries[3]!)).toBe("ready now");
+    // Still-deferred results are not terminal: the hook saw the poll's two answers only.
+    expect(observed).toEqual(["toolUse:toolCall", "stop:text"]);
     expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
   });
 

@@ -3,8 +3,10 @@
  * defaults, object fields merged key by key; a change of a settings getter makes no commit and takes
  * effect at the next reading. (The app's settings dialog is tested in settings.test.ts.)
  */
+import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { type AgentSettings, resolveSettings } from "../../../worker/agent/services.ts";
+import { createRegistry, defineExtension, defineTool, section, textResult } from "../../../worker/index.ts";
 import { echo, open } from "./fixtures.ts";
 
 test("defaults: retry 3 x 2 s up to 60 s, compaction 16384/20000/32768, parallel tools, one-at-a-time queues, no stream options", () => {
@@ -29,23 +31,55 @@ test("partial retry and compaction settings merge key by key with the defaults",
   });
 });
 
-test("a settings getter is read anew at each use: changing it makes no commit, and the next reading follows it", async () => {
-  let settings: AgentSettings = { followUpMode: "one-at-a-time" };
+test("a settings getter is read anew at each use: changing it makes no commit, and the next reading follows it; a changed default selection reaches the next request through one pi.system delta", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("alpha")] }));
+  extensions.install(
+    defineExtension({
+      name: "b",
+      tools: [tool("beta")],
+      sections: [section("b-notes", () => "Beta notes.")],
+    }),
+  );
+  let settings: AgentSettings = { followUpMode: "one-at-a-time", extensions: ["a"] };
   let reads = 0;
-  const { h, root } = await open(echo, {
+  const { h, root, faux } = await open(echo, {
+    extensions,
     settings: () => {
       reads++;
       return settings;
     },
   });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  expect(faux.requests[0]!.tools).toEqual(["alpha"]);
+  const systems = async () => (await root.entries()).filter((e) => e.kind === "pi.system");
+  expect(await systems()).toHaveLength(1);
   let commits = 0;
   h.subscribe(() => commits++);
-  settings = { followUpMode: "all", compaction: { enabled: false } };
-  await new Promise((r) => setTimeout(r, 20));
-  expect(commits).toBe(0);
+  settings = { followUpMode: "all", compaction: { enabled: false }, extensions: ["a", "b"] };
   const before = reads;
   expect(h.services.settings().followUpMode).toBe("all");
   expect(reads).toBe(before + 1);
-  await (await root.submit({ type: "input", content: "one" })).wait();
+  // The change itself wrote nothing: pi.agent is as it was, and no commit was made.
+  expect(commits).toBe(0);
+  expect(h.docNow(root.id, "pi.agent")).toEqual({});
+  await (await root.submit({ type: "input", content: "two" })).wait();
   expect(reads).toBeGreaterThan(before + 1);
+  // The next preparation appended one delta adding b's tool and section; the request has them.
+  const after = await systems();
+  expect(after).toHaveLength(2);
+  const delta = (
+    after[1]!.model as unknown as Array<{ toolsAdded?: string[]; sections?: Record<string, unknown> }>
+  )[0]!;
+  expect(delta.toolsAdded).toEqual(["beta"]);
+  expect(delta.sections).toEqual({ "b-notes": "<b-notes>\nBeta notes.\n</b-notes>" });
+  expect(faux.requests[1]!.tools).toEqual(["alpha", "beta"]);
+  expect(faux.requests[1]!.systemPrompt).toContain("Beta notes.");
 });

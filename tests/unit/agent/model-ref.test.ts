@@ -67,6 +67,7 @@ test("an old store's pi.agent naming { provider, id } is read as { provider, mod
   const faux = model(echo);
   const store = await memoryStore();
   const first = await openOn(store, faux);
+  await first.root();
   await first.transaction((tx) =>
     tx.writeDoc(1, "pi.agent", { model: v1Ref(faux), thinkingLevel: "low" }, 1),
   );

@@ -37,8 +37,11 @@ const unlockThenAnswer: FauxResponder = (req) =>
     : fauxAssistantMessage([fauxToolCall("unlock", {}, { id: "c1" })], { stopReason: "toolUse" });
 
 async function run(agent: AgentState) {
-  const setup = await open(unlockThenAnswer, { tools: [unlock, plain("secret"), plain("other")] });
-  const root = await setup.h.root({ agent });
+  const setup = await open(unlockThenAnswer, {
+    tools: [unlock, plain("secret"), plain("other")],
+    root: { agent },
+  });
+  const root = setup.root;
   expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
   return { ...setup, agent: setup.h.docNow(root.id, DOC.agent) as AgentState };
 }

@@ -62,6 +62,7 @@ const firstUserEntry = async (h: AgentHarness, c: ConversationId, text: string) 
 async function seed(): Promise<Seed> {
   const store = await memoryStore();
   const h = await AgentHarness.open(store, options);
+  await h.root();
   await submitWithTitle(h, 1, { text: "plan the trip", requestId: "seed-1" });
   await h.waitForIdle();
   await submitWithTitle(h, 1, { text: "which hotel?", requestId: "seed-2" });

@@ -6,7 +6,9 @@
  * to a moved conversation, a subagent running, a task kind without a hook) are asserted here; the
  * crash sweep over every step is moves-crash-sweep.test.ts.
  */
+import { Value } from "typebox/value";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { moveOps, protocolPeer } from "../../../worker/app/moves.ts";
 import {
   ConversationMoved,
   defineTask,
@@ -15,6 +17,9 @@ import {
   MoveRefused,
   Moves,
 } from "../../../worker/index.ts";
+import type { MovesApi } from "../../../worker/protocol/api.ts";
+import { MOVES_METHODS } from "../../../worker/protocol/schema.ts";
+import { EngineError, wireError } from "../../../worker/protocol/wire.ts";
 import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import {
   FIRST,
@@ -169,6 +174,22 @@ describe("moving a conversation", () => {
     expect(world.violations).toEqual([]);
   });
 
+  test("step 1 gives the same package after the sender reopened (its running tool back to pending there)", async () => {
+    const world = new World();
+    const { browser } = await homes(world);
+    const c = await midToolRound(browser);
+    const before = await browser.harness.prepareMove("T-o", c);
+    const image = browser.store.image();
+    await browser.harness.close();
+    await openHome(browser, await memoryStore(image), world, faux);
+    const stamp = before.tasks.find((t) => t.state.status === "running")!;
+    // Recovery turned it back to pending here, and nothing runs it: the conversation is away.
+    expect((await browser.harness.getTask(stamp.id))?.state.status).toBe("pending");
+    expect(await browser.harness.prepareMove("T-o", c)).toEqual(before);
+    await browser.harness.cancelMove("T-o");
+    await expect(browser.harness.prepareMove("T-o", c)).rejects.toMatchObject({ reason: "cancelled" });
+  });
+
   test("refuse after adopt answers the adopted id (the sender finishes instead of cancelling)", async () => {
     const { browser, server } = await homes();
     const c = await midToolRound(browser);
@@ -294,6 +315,51 @@ describe("the sender from step 1", () => {
   });
 });
 
+describe("over the protocol's moves group", () => {
+  test("the group's schemas refuse malformed arguments; a peer over it keeps refusals typed", async () => {
+    const ok = (method: keyof typeof MOVES_METHODS, args: unknown[]) =>
+      Value.Check(MOVES_METHODS[method], args);
+    expect(ok("moves.prepare", ["T-1", 2])).toBe(true);
+    expect(ok("moves.prepare", ["T 1", 2])).toBe(false);
+    expect(ok("moves.prepare", ["", 2])).toBe(false);
+    expect(ok("moves.prepare", ["T-1", 2.5])).toBe(false);
+    // The package's shape is bounded at the door (its format, ids, lists); adopt checks it whole.
+    expect(ok("moves.adopt", [{ format: "x" }])).toBe(false);
+    expect(ok("moves.adopt", ["text"])).toBe(false);
+    expect(ok("moves.refuse", ["T-1", 3])).toBe(false);
+    // The other home's engine behind a wire: arguments, answers and errors cross as JSON.
+    const { browser, server } = await homes();
+    const c = await midToolRound(browser);
+    const across =
+      <A extends unknown[], R>(method: keyof typeof MOVES_METHODS, run: (...args: A) => Promise<R>) =>
+      async (...args: A): Promise<R> => {
+        const sent = JSON.parse(JSON.stringify(args)) as A;
+        if (!Value.Check(MOVES_METHODS[method], sent as unknown))
+          throw new EngineError({ name: "BadRequest", code: "bad-args", message: method });
+        try {
+          const answer = await run(...sent);
+          return answer === undefined ? answer : (JSON.parse(JSON.stringify(answer)) as R);
+        } catch (error) {
+          throw new EngineError(JSON.parse(JSON.stringify(wireError(error))));
+        }
+      };
+    const api: MovesApi = {
+      prepare: across("moves.prepare", (t: string, id: number) => moveOps.prepare(server.harness, t, id)),
+      adopt: across("moves.adopt", (pkg: MovePackage) => moveOps.adopt(server.harness, pkg)),
+      finish: across("moves.finish", (t: string, id: number) => moveOps.finish(server.harness, t, id)),
+      refuse: across("moves.refuse", (t: string) => moveOps.refuse(server.harness, t)),
+      cancel: across("moves.cancel", (t: string) => moveOps.cancel(server.harness, t)),
+    };
+    const peer = protocolPeer(api);
+    await expect(peer.adopt({ format: "nonsense" })).rejects.toBeInstanceOf(MoveRefused);
+    await expect(peer.adopt({ format: "nonsense" })).rejects.toMatchObject({ reason: "bad_package" });
+    const moves = new Moves(browser.harness, { peer: () => peer });
+    const result = await moves.moveOut(c, "server");
+    expect(result.status).toBe("done");
+    await answered(server, (result as { remote: number }).remote);
+  });
+});
+
 describe("refusals", () => {
   test("step 1 refuses, changing nothing: unknown conversation, bad transfer id, moving twice", async () => {
     const { browser } = await homes();
@@ -358,6 +424,40 @@ describe("refusals", () => {
     await expect(browser.harness.prepareMove("T-s", c)).rejects.toMatchObject({ reason: "subagent" });
     await expect(browser.harness.prepareMove("T-s", child.id)).rejects.toMatchObject({ reason: "owned" });
     expect(browser.harness.awayOf(c)).toBeUndefined();
+  });
+
+  test("bringBack of a conversation the server cannot send ends cancelled, nothing changed there", async () => {
+    const { browser, server } = await homes();
+    const owner = defineTask<Record<string, never>, { phase: "wait" }>({
+      name: "test.owner",
+      version: 1,
+      initial: () => ({ phase: "wait" }),
+      phases: {
+        wait: (_t, _r, signal) =>
+          new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })),
+      },
+      moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const remote = (await server.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const task = await server.harness.createTask(
+      owner,
+      {},
+      { ownership: { kind: "conversation" }, conversationId: remote },
+    );
+    await server.harness.createConversation({ ownership: { kind: "task", taskId: task } });
+    const moves = new Moves(browser.harness, {
+      peer: () => harnessPeer(() => server.harness),
+      newTransfer: () => "T-b",
+    });
+    const result = await moves.bringBack(remote, "server");
+    expect(result).toMatchObject({ status: "cancelled", transfer: "T-b" });
+    expect(result.status === "cancelled" && result.reason).toMatch(/subagent/);
+    expect(server.harness.awayOf(remote)).toBeUndefined();
+    expect(browser.harness.moveRecord("in", "T-b")).toMatchObject({ status: "refused" });
+    expect(moves.list()).toMatchObject([{ transfer: "T-b", step: "cancelled" }]);
   });
 
   test("adopt checks the package whole and writes nothing for a bad one", async () => {

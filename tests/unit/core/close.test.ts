@@ -79,3 +79,37 @@ test("once close began, new task, conversation and submission operations reject 
   await expect(h.abortTask(1)).rejects.toBeInstanceOf(HarnessClosed);
   expect(() => h.resume()).toThrow(HarnessClosed);
 });
+
+test("commits admitted before close settle and are stored before the store closes, also when their caller cancels; one asked after the seal is refused; a new harness opens the store with them", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const gate = deferred();
+  const inCallback = deferred();
+  const controller = new AbortController();
+  // Admitted and holding the line when close begins: its callback is still running.
+  const first = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.appendEntry(1, { kind: "note", data: "first" });
+    return "first stored";
+  }, controller.signal);
+  // Admitted behind it, queued on the line at the seal.
+  const second = h.transaction((tx) => {
+    tx.appendEntry(1, { kind: "note", data: "second" });
+    return "second stored";
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  // Cancelling the caller after admission neither interrupts nor undoes the commit.
+  controller.abort();
+  expect(store.closed).toBe(false);
+  gate.resolve();
+  expect(await first).toBe("first stored");
+  expect(await second).toBe("second stored");
+  await closing;
+  expect(store.closed).toBe(true);
+  const next = await Harness.open(await memoryStore(store.image()));
+  expect((await next.entries(1)).map((e) => e.data)).toEqual(["first", "second"]);
+  await next.close();
+});

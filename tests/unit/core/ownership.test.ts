@@ -20,7 +20,7 @@ import {
 } from "./fixtures.ts";
 
 describe("structured concurrency", () => {
-  test("completing hold: a parent finished while its child is live is terminal only after the child", async () => {
+  test("completing hold: a parent finished while its child is live is terminal only after the child; until then waiters, idle waits, inspection and the task graph see it live", async () => {
     const gate = deferred();
     const child = single("held-child", async (_t, runtime) => {
       await gate.promise;
@@ -49,13 +49,25 @@ describe("structured concurrency", () => {
       childStatusWhenParentDone = internals(h).session.records.tasks.get(childId!)?.state.status;
       return r;
     });
+    // Idle waits, the harness's and its conversation's (ordinary traversal), count it as live.
+    const idle: string[] = [];
+    const harnessIdle = h.waitForIdle().then(() => idle.push("harness"));
+    const conversationIdle = h.waitForConversationIdle(1).then(() => idle.push("conversation"));
     await settle();
     expect(childStatusWhenParentDone).toBeUndefined();
+    expect(idle).toEqual([]);
     expect((await h.getTask(id))?.state.status).toBe("completing");
+    // Inspection and the task graph show it live, as completing.
+    expect(h.inspect().tasks.find((t) => t.record.id === id)?.state).toEqual({ kind: "completing" });
+    expect(h.taskGraph().tasks[String(id)]?.state).toEqual({ status: "completing", outcome: "completed" });
     gate.resolve();
     const final = await parentDone;
     expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
     expect(childStatusWhenParentDone).toBe("terminal");
+    await Promise.all([harnessIdle, conversationIdle]);
+    expect(idle.sort()).toEqual(["conversation", "harness"]);
+    expect(h.inspect().tasks.some((t) => t.record.id === id)).toBe(false);
+    expect(h.taskGraph().tasks[String(id)]).toBeUndefined();
     await engineStillRuns(h);
     await h.close();
   });

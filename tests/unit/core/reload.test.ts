@@ -7,7 +7,14 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { createRegistry, defineExtension, defineTool, hook, textResult } from "../../../worker/index.ts";
+import {
+  createRegistry,
+  defineExtension,
+  defineTool,
+  hook,
+  section,
+  textResult,
+} from "../../../worker/index.ts";
 import { deferred, type FauxResponder } from "../../../worker/testing.ts";
 import { echo, messageOf, open, textOf, toolResults } from "../agent/fixtures.ts";
 
@@ -90,7 +97,7 @@ test("a phase keeps the hooks it resolved at its start; the next phase uses the 
   expect(seen).toEqual(["old:echo: one", "new:echo: two"]);
 });
 
-test("uninstalling an extension mid-run: the running phase keeps its tool, the next preparation drops it from the prompt", async () => {
+test("uninstalling an extension mid-run: the running phase keeps its tool, the next preparation drops its tool and its section with one system delta; nothing is rewritten", async () => {
   const started = deferred();
   const release = deferred();
   const work = defineTool({
@@ -104,18 +111,34 @@ test("uninstalling an extension mid-run: the running phase keeps its tool, the n
     },
   });
   const extensions = createRegistry();
-  extensions.install(defineExtension({ name: "worker", tools: [work] }));
-  const { root, faux } = await open(callWorkEachTurn, { extensions });
+  extensions.install(
+    defineExtension({
+      name: "worker",
+      tools: [work],
+      sections: [section("worker-notes", () => "Use work.")],
+    }),
+  );
+  const { h, root, faux } = await open(callWorkEachTurn, { extensions });
   const one = await root.submit({ type: "input", content: "one" });
   await started.promise;
+  const before = (await root.entries()).filter((e) => e.kind === "pi.system");
+  const agentBefore = h.docNow(root.id, "pi.agent");
   extensions.uninstall("worker");
   release.resolve();
   expect(await one.wait()).toMatchObject({ status: "done" });
   expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["worked"]);
-  // The request after the round was prepared without the tool: a system delta removed it.
+  // The request after the round was prepared without the tool and the section: one delta removed both.
   expect(faux.requests.map((r) => r.tools)).toEqual([["work"], []]);
+  expect(faux.requests[0]!.systemPrompt).toContain("Use work.");
+  expect(faux.requests[1]!.systemPrompt ?? "").not.toContain("Use work.");
   const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
-  expect(
-    systems.map((e) => (e.model as unknown as Array<{ toolsRemoved?: string[] }>)[0]!.toolsRemoved),
-  ).toEqual([undefined, ["work"]]);
+  const messages = systems.map(
+    (e) => (e.model as unknown as Array<{ toolsRemoved?: string[]; sections?: Record<string, unknown> }>)[0]!,
+  );
+  expect(messages.map((m) => m.toolsRemoved)).toEqual([undefined, ["work"]]);
+  expect(messages[1]!.sections).toEqual({ "worker-notes": null });
+  // Nothing is rewritten: the baseline entry stays as it was, and pi.agent is untouched.
+  expect(systems[0]).toEqual(before[0]);
+  expect(before).toHaveLength(1);
+  expect(h.docNow(root.id, "pi.agent")).toEqual(agentBefore);
 });

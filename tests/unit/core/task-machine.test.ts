@@ -378,19 +378,51 @@ describe("commits a handler may not make", () => {
     await h.close();
   });
 
-  test("a runtime kept after its invocation ended refuses commits and reads", async () => {
+  test("a runtime kept after its invocation ended refuses every operation: commits, reads, memos, waits and hook dispatch; its signal is aborted and a wait left pending rejects when it ends", async () => {
     let kept: TaskRuntime<Json, Go, Json> | undefined;
-    const leaky = single("leaky", async (_t, runtime) => {
+    let keptHookApi: TaskRuntime | undefined;
+    let leftover: Promise<unknown> | undefined;
+    const hooked: string[] = [];
+    const other = parked("other");
+    const leaky = single("leaky", async (task, runtime) => {
       kept = runtime;
+      // A hook dispatch during the invocation works and hands the hook its api.
+      await runtime.hooks.each("probe", (handler) => (handler as () => void)());
+      // A wait left behind, unawaited: it rejects when the invocation ends.
+      leftover = runtime.waitForTask(task.input as TaskId).then(
+        () => "resolved",
+        (error: unknown) => error,
+      );
       await runtime.commit(() => complete("ok"));
     });
-    const h = await Harness.open(await memoryStore());
-    const id = await h.createTask(leaky, null, { ownership: { kind: "conversation" } });
+    const h = await Harness.open(await memoryStore(), {
+      taskHooks: {
+        handlers: () => [{ probe: () => hooked.push("probe") }],
+        api: (runtime) => {
+          keptHookApi = runtime;
+          return runtime;
+        },
+      },
+    });
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    const id = await h.createTask(leaky, otherId, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ok" });
+    expect(hooked).toEqual(["probe"]);
+    // Every operation: commits, reads, memos (both forms), waits, outcomes and hook dispatch.
     await expect(kept!.commit(() => complete("again"))).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.getTask(id)).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.outcomes([id])).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.memo("late", 1)).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.memo("late")).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.waitForTask(otherId)).rejects.toBeInstanceOf(CommitRefused);
+    await expect(kept!.hooks.each("probe", () => undefined)).rejects.toBeInstanceOf(CommitRefused);
+    expect(hooked).toEqual(["probe"]);
+    // The api a hook got is the invocation's: refused too.
+    await expect(keptHookApi!.memo("hook:late", 1)).rejects.toBeInstanceOf(CommitRefused);
+    // Its signal aborted when it ended, and the leftover wait rejected then (its task still runs).
+    expect(kept!.signal.aborted).toBe(true);
+    expect(await leftover).toBeInstanceOf(CommitRefused);
+    expect((await h.getTask(otherId))!.state.status).not.toBe("terminal");
     expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "ok" });
     await engineStillRuns(h);
     await h.close();

@@ -5,6 +5,7 @@
  * publications that touch that conversation.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import { Watch } from "../../../worker/core/observe.ts";
 import type { Frame } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
@@ -132,10 +133,25 @@ test("closing the harness ends every watch, keeping its last value", async () =>
   expect(watch.value).toBe(before);
 });
 
-test("every observer of a conversation shares one mount: two watches receive the very same view values", async () => {
-  const { root } = await open(echo);
+test("every observer of a conversation shares one mount, built by the first and dropped after the last: two watches receive the very same view values; a later observer builds it again from committed state", async () => {
+  const { h, root } = await open(echo);
+  // Count the mount's commit subscriptions: one per mount, released when it is dropped.
+  const session = internals(h).session;
+  const subscribe = session.subscribe.bind(session);
+  let subscribed = 0;
+  session.subscribe = (listener) => {
+    subscribed++;
+    const off = subscribe(listener);
+    return () => {
+      subscribed--;
+      off();
+    };
+  };
   const a = await root.watch();
+  const mounted = h.mount(root.id);
   const b = await root.watch();
+  expect(h.mount(root.id)).toBe(mounted);
+  expect(subscribed).toBe(1);
   expect(a.value).toBe(b.value);
   const seenA: unknown[] = [];
   const seenB: unknown[] = [];
@@ -144,8 +160,23 @@ test("every observer of a conversation shares one mount: two watches receive the
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
   await until(() => seenA.length === 1 && seenB.length === 1, { what: "both delivered" });
   expect(seenA[0]).toBe(seenB[0]);
+  // One observer left: the mount stays and follows commits.
   await a.stop();
+  expect(subscribed).toBe(1);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await until(() => seenB.length === 2, { what: "b delivered" });
+  expect(seenA).toHaveLength(1);
+  // The last one gone: the mount is dropped and follows nothing.
   await b.stop();
+  expect(subscribed).toBe(0);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  // A later observer builds a new mount from the committed state, the unobserved commit included.
+  const c = await root.watch();
+  expect(h.mount(root.id)).not.toBe(mounted);
+  expect(subscribed).toBe(1);
+  expect(c.value.entries.map((e) => (e.data as { n: number }).n)).toEqual([1, 2, 3]);
+  await c.stop();
+  expect(subscribed).toBe(0);
 });
 
 test("a conversation first mounted by a view after a reopen (nothing else loaded its documents) takes commits", async () => {

@@ -112,8 +112,21 @@ function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undef
   if (edit?.action === "omit") return [];
   const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
   if (entry.kind === ENTRY.system) return own;
-  return own.filter(
-    (m) => !(m.role === "assistant" && (m.stopReason === "error" || m.stopReason === "aborted")),
+  return own.filter((m) => !(m.role === "assistant" && unsent(m)));
+}
+
+/**
+ * An answer future requests leave out (spec §2.1 rule 9): one that failed or was aborted, or a
+ * deferred one (a `deferred` stop reason, or a placeholder still carrying its deferred handle: pi-ai
+ * 0.73.1 has no such stop reason; our model seam marks it with `deferred`).
+ */
+function unsent(m: AssistantMessage): boolean {
+  const stop = m.stopReason as string;
+  return (
+    stop === "error" ||
+    stop === "aborted" ||
+    stop === "deferred" ||
+    (m as { deferred?: unknown }).deferred !== undefined
   );
 }
 

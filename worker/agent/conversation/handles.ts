@@ -14,23 +14,15 @@ import type {
   TaskId,
 } from "../../core/types.ts";
 import { startCompaction } from "../compaction/task.ts";
-import type { ResolvedAgent } from "../extensions/types.ts";
+import { agentView } from "../extensions/resolve.ts";
+import type { ResolvedAgentView } from "../extensions/types.ts";
 import type { AgentHarness } from "../harness.ts";
-import { type AgentState, agentDoc, DOC, inbox, type LiveState, type ModelRef } from "../records.ts";
+import { type AgentState, agentDoc, DOC, inbox, type LiveState } from "../records.ts";
 import { type AgentChange, applyAgentChange } from "./agent-change.ts";
 import { type ContextView, contextView } from "./context.ts";
 import { admitReset, type SubmissionDraft, withdraw } from "./inbox.ts";
 
-/** A conversation's agent as resolved now (`Conversation.agent()`, spec §2.2 `Agent`). */
-export interface ResolvedAgentView extends ResolvedAgent {
-  /** The stored pi.agent it was resolved from. */
-  readonly state: AgentState;
-  /** The model a request would use (pi.agent's, else the harness's default; absent: none). */
-  readonly model?: ModelRef;
-  readonly thinkingLevel: NonNullable<AgentState["thinkingLevel"]>;
-  /** pi.agent's instructions, rendered after every extension section. */
-  readonly instructions?: string;
-}
+export type { ResolvedAgentView } from "../extensions/types.ts";
 
 export type { AgentChange } from "./agent-change.ts";
 
@@ -157,11 +149,16 @@ export class Conversation {
   /**
    * A new conversation forked from this one at entry `at` (spec §3.7): it sees this conversation's
    * entries through `at`, its agent as of `at`, and its own provider session. Ownership is required,
-   * as for `createConversation`. Rejects with EntryNotVisible for an entry not in this history.
+   * as for `createConversation`; `agent` and `init` as there, in the forking commit (a throw in `init`
+   * creates nothing). Rejects with EntryNotVisible for an entry not in this history.
    */
   fork(
     at: number,
-    options: { ownership: ConversationOwnership; agent?: AgentChange },
+    options: {
+      ownership: ConversationOwnership;
+      agent?: AgentChange;
+      init?: (tx: Tx, conversationId: ConversationId) => void | Promise<void>;
+    },
     signal?: AbortSignal,
   ): Promise<Conversation> {
     return this.harness.forkConversation(this.id, at, options, signal);
@@ -200,15 +197,8 @@ export class Conversation {
    */
   async agent(): Promise<ResolvedAgentView> {
     const state = await this.agentState();
-    const resolved = this.harness.services.agent(this.id, state);
-    const model = state.model ?? this.harness.services.defaultModel;
-    return {
-      ...resolved,
-      state,
-      ...(model ? { model } : {}),
-      thinkingLevel: state.thinkingLevel ?? "off",
-      ...(state.instructions !== undefined ? { instructions: state.instructions } : {}),
-    };
+    const services = this.harness.services;
+    return agentView(services.agent(this.id, state), state, services.defaultModel);
   }
 
   /** Stored entries in id order (a fork's inherited ones first, through its entry). */

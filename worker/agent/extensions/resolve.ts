@@ -12,11 +12,11 @@
  * - hooks: the selected extensions' registrations, in extension order.
  * Being pure, a resolution is kept and handed out again for the same three (`resolveAgentCached`).
  */
-import type { AgentState } from "../records.ts";
+import type { AgentState, ModelRef } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
 import { composeHooks } from "./hooks.ts";
 import type { RegistrySnapshot } from "./registry.ts";
-import type { Extension, PromptSection, ResolvedAgent } from "./types.ts";
+import type { Extension, PromptSection, ResolvedAgent, ResolvedAgentView } from "./types.ts";
 
 /** How a resolution reads the host's settings. */
 export interface ResolveOptions {
@@ -156,4 +156,24 @@ export function resolveAgentCached(
     kept.set(key, resolved);
   }
   return resolved;
+}
+
+/**
+ * The public view of a resolution (spec §2.2 `Agent`): with the stored pi.agent it came from, the
+ * model a request would use (its own, else `defaultModel`), the thinking level ("off" unless set)
+ * and the instructions.
+ */
+export function agentView(
+  resolved: ResolvedAgent,
+  state: AgentState,
+  defaultModel: ModelRef | undefined,
+): ResolvedAgentView {
+  const model = state.model ?? defaultModel;
+  return {
+    ...resolved,
+    state,
+    ...(model ? { model } : {}),
+    thinkingLevel: state.thinkingLevel ?? "off",
+    ...(state.instructions !== undefined ? { instructions: state.instructions } : {}),
+  };
 }

@@ -7,7 +7,7 @@
 import type { AnyTaskDefinition } from "../../core/define.ts";
 import type { ConversationId, Json } from "../../core/types.ts";
 import type { ExecutionEnv } from "../env.ts";
-import type { AgentState } from "../records.ts";
+import type { AgentState, ModelRef } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
 import type { AgentHooks, HookRegistration } from "./hooks.ts";
 
@@ -72,6 +72,17 @@ export interface ResolvedAgent {
   readonly sections: readonly PromptSection[];
   /** The built-in tasks' hooks of the selected extensions, in extension order. */
   readonly hooks: AgentHooks;
+}
+
+/** A conversation's agent as resolved (`Conversation.agent()`, a tool's `api.agent()`; spec §2.2 `Agent`). */
+export interface ResolvedAgentView extends ResolvedAgent {
+  /** The stored pi.agent it was resolved from. */
+  readonly state: AgentState;
+  /** The model a request would use (pi.agent's, else the harness's default; absent: none). */
+  readonly model?: ModelRef;
+  readonly thinkingLevel: NonNullable<AgentState["thinkingLevel"]>;
+  /** pi.agent's instructions, rendered after every extension section. */
+  readonly instructions?: string;
 }
 
 /** How a conversation selects extensions (pi.agent `extensions`). */

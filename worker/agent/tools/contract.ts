@@ -6,9 +6,21 @@
  */
 import type { ImageContent, TextContent, Tool, Usage } from "@mariozechner/pi-ai";
 import type { Static, TSchema } from "typebox";
-import type { AnyTaskDefinition, Tx } from "../../core/define.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../../core/types.ts";
+import type { AnyTaskDefinition, TaskDefinition, Tx } from "../../core/define.ts";
+import type {
+  Checkpoint,
+  ConversationId,
+  EntryId,
+  EntryRecord,
+  Json,
+  SubmissionId,
+  TaskId,
+  TaskOwnership,
+  TaskRecord,
+} from "../../core/types.ts";
 import type { ExecutionEnv } from "../env.ts";
+import type { ModelResolver } from "../models/resolver.ts";
+import type { AgentState, DocToken, ModelRef, ThinkingLevel, ToolDiagnostic } from "../records.ts";
 import type { WorkspaceFs } from "../workspace/fs.ts";
 import { utf8Length } from "../workspace/fs.ts";
 
@@ -38,6 +50,39 @@ export interface ToolResult {
   control?: ToolControl;
   /** What the call spent on models of its own (a subagent, a summarizer): stored with the result, counted in pi.usage.tools. */
   usage?: Usage;
+  /**
+   * Remarks about the call for the model and the UI, never its data (spec §7.3): stored after those
+   * recorded through `api.diagnostic()` and before the harness's own.
+   */
+  diagnostics?: ToolDiagnostic[];
+}
+
+/**
+ * The registry snapshot a call's phase took (spec §7.3 `registry`, the extensions' `RegistrySnapshot`
+ * as a tool sees it: extensions by name, their tools, the task definitions).
+ */
+export interface ToolRegistryView {
+  installed(): readonly { readonly name: string }[];
+  extension(name: string): { readonly name: string } | undefined;
+  tools(): readonly { readonly extension: string; readonly tool: ToolDefinition }[];
+  tasks(): readonly AnyTaskDefinition[];
+  task(name: string): AnyTaskDefinition | undefined;
+  hasTask(name: string): boolean;
+}
+
+/** The calling conversation's agent as the call's phase resolved it (spec §7.3 `agent()`; `Conversation.agent()`'s shape). */
+export interface ToolAgentView {
+  /** The selected extensions' names, in order. */
+  readonly extensions: readonly string[];
+  /** The tools after overrides, wrappers and the conversation's filter, in order. */
+  readonly tools: ReadonlyMap<string, ToolDefinition>;
+  /** The prompt sections, in order (instructions not included). */
+  readonly sections: readonly { readonly key: string }[];
+  /** The stored pi.agent it was resolved from. */
+  readonly state: AgentState;
+  readonly model?: ModelRef;
+  readonly thinkingLevel: ThinkingLevel;
+  readonly instructions?: string;
 }
 
 /** An input a tool submits to a conversation (tools write passive entries through `commit`). */
@@ -117,6 +162,49 @@ export interface ToolApi {
   recordedCall(key: string): Promise<{ name: string; arguments: Json } | undefined>;
   /** The tools this call's conversation may call now, by name (what a nested call resolves). */
   tools(): ReadonlyMap<string, ToolDefinition>;
+  /** The registry snapshot the call's phase took (spec §7.3): an install while the call runs is not in it. */
+  readonly registry: ToolRegistryView;
+  /** The calling conversation's agent, as the call's phase resolved it (fixed for the call). */
+  agent(): Promise<ToolAgentView>;
+  /** The harness's models (`AgentHarnessOptions.models`): the catalogue generation resolves from. */
+  readonly models: ModelResolver;
+  /**
+   * Record a remark about the call (spec §7.3): in the call's pi.live slot with the next progress
+   * commit, and in its result's diagnostics, before those the result gives. Every diagnostic is
+   * model-visible; a `warn` does not make the result an error. A bad one is a TypeError; throws once
+   * the call ended.
+   */
+  diagnostic(diagnostic: ToolDiagnostic): void;
+  /**
+   * Replace the call's running details with a complete JSON value (no merge); resolves once a stored
+   * commit carries it (a progress commit, or at the latest the result's). A result without details
+   * gets the last value. Never sent to the model while the call runs. Rejects once the call ended.
+   */
+  details(value: Json): Promise<void>;
+  /**
+   * Create a task in the call's conversation (spec §7.3), ownership explicit: `{ kind: "task", taskId:
+   * api.taskId }` makes it the call's own (the call's result waits for it: its task holds
+   * `completing` while it is live), `{ kind: "conversation" }` a top-level one (`background` allowed).
+   * Rejects once the call ended, and when the call's task is abort-marked.
+   */
+  createTask<I, S extends Checkpoint, R>(
+    definition: TaskDefinition<I, S, R>,
+    input: NoInfer<I>,
+    options: { readonly ownership: TaskOwnership; readonly background?: boolean },
+  ): Promise<TaskId>;
+  /** A task's committed record (undefined when there is none). Rejects once the call ended. */
+  getTask(id: TaskId): Promise<TaskRecord | undefined>;
+  /** A task's terminal record, once it has one; rejects once the call ended (or its invocation). */
+  waitForTask(id: TaskId): Promise<TaskRecord>;
+  /**
+   * A committed document of a conversation (spec §7.3 `DocumentReader`; the call's own by default):
+   * by name, or through its token (migrated in memory, never written). Undefined when absent: a read
+   * never creates one. Rejects once the call ended.
+   */
+  snapshot<T extends Json>(
+    doc: string | DocToken<T>,
+    conversationId?: ConversationId,
+  ): Promise<T | undefined>;
 }
 
 /** A nested call's key was used by an earlier run of the caller for another call (see `executeTool`). */

@@ -6,6 +6,7 @@
  */
 import type { Tx } from "../../core/define.ts";
 import type { DocPatch } from "../../core/doc-patch.ts";
+import { assertJson } from "../../core/persist.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../../core/types.ts";
 import {
   addToolUsage,
@@ -86,7 +87,11 @@ export function appendResult(
   return entry;
 }
 
-/** A harness-written error result (tool_unavailable, invalid_arguments, blocked, interrupted, aborted, tool_error). */
+/**
+ * A harness-written error result (tool_unavailable, invalid_arguments, blocked, interrupted, aborted,
+ * tool_error): its content is the durable partial output, its details the last reported ones, and
+ * its diagnostics those the call recorded, then the harness's error (spec §7.3).
+ */
 export function toolResultEntry(
   tx: Tx,
   c: ConversationId,
@@ -94,10 +99,16 @@ export function toolResultEntry(
   name: string,
   message: string,
   code: string,
-  partial?: string,
+  partial: SlotPartial = {},
 ): EntryRecord {
-  const content: ToolResult["content"] = partial ? [{ type: "text", text: partial }] : [];
-  return appendResult(tx, c, callId, name, { content, isError: true }, [
+  const content: ToolResult["content"] = partial.output ? [{ type: "text", text: partial.output }] : [];
+  const result: ToolResult = {
+    content,
+    isError: true,
+    ...(partial.details !== undefined ? { details: partial.details } : {}),
+  };
+  return appendResult(tx, c, callId, name, result, [
+    ...(partial.diagnostics ?? []),
     { severity: "error", code, message },
   ]);
 }
@@ -116,19 +127,24 @@ export function updateSlot(
   });
 }
 
+/** What a running call reported so far: its retained output, and `api.details()` / `api.diagnostic()`. */
+interface SlotProgress {
+  readonly output: string;
+  readonly droppedBytes: number;
+  readonly droppedLines: number;
+  /** Absent: no `details()` yet. */
+  readonly details?: { readonly value: Json } | undefined;
+  readonly diagnostics: readonly ToolDiagnostic[];
+}
+
 /**
- * Bring a running call's slot up to its output so far as document patches: the text added since the
- * last write (or the whole text when the cut shortened it) and the changed drop counts. A progress
- * commit thus stores what the tool printed since the previous one, not everything it printed.
+ * Bring a running call's slot up to its progress so far as document patches: the text added since
+ * the last write (or the whole text when the cut shortened it), the changed drop counts, and the
+ * details and diagnostics when they changed. A progress commit thus stores what the tool printed
+ * since the previous one, not everything it printed.
  */
-function patchSlotOutput(
-  tx: Tx,
-  c: ConversationId,
-  taskId: TaskId,
-  output: string,
-  droppedBytes: number,
-  droppedLines: number,
-): void {
+function patchSlot(tx: Tx, c: ConversationId, taskId: TaskId, progress: SlotProgress): void {
+  const { output, droppedBytes, droppedLines } = progress;
   const tools = live(tx, c).tools ?? [];
   const index = tools.findIndex((s) => s.taskId === taskId);
   const slot = tools[index];
@@ -142,15 +158,31 @@ function patchSlotOutput(
     patches.push({ path: ["tools", index, "droppedBytes"], set: droppedBytes });
   if (droppedLines && slot.droppedLines !== droppedLines)
     patches.push({ path: ["tools", index, "droppedLines"], set: droppedLines });
+  if (progress.details && JSON.stringify(slot.details) !== JSON.stringify(progress.details.value))
+    patches.push({ path: ["tools", index, "details"], set: progress.details.value });
+  if (progress.diagnostics.length !== (slot.diagnostics?.length ?? 0))
+    patches.push({ path: ["tools", index, "diagnostics"], set: [...progress.diagnostics] as Json });
   if (patches.length > 0) tx.patchDoc(c, DOC.live, patches);
 }
 
+/** What a call reported durably in its slot (output, details, diagnostics): an interrupted or aborted result carries it. */
+export interface SlotPartial {
+  readonly output?: string;
+  readonly details?: Json;
+  readonly diagnostics?: readonly ToolDiagnostic[];
+}
+
 export function slotDone(tx: Tx, c: ConversationId, taskId: TaskId, entry?: EntryId): void {
-  updateSlot(tx, c, taskId, ({ output: _o, droppedBytes: _b, droppedLines: _l, details: _d, ...s }) => ({
-    ...s,
-    status: "done",
-    ...(entry !== undefined ? { entry } : {}),
-  }));
+  updateSlot(
+    tx,
+    c,
+    taskId,
+    ({ output: _o, droppedBytes: _b, droppedLines: _l, details: _d, diagnostics: _g, ...s }) => ({
+      ...s,
+      status: "done",
+      ...(entry !== undefined ? { entry } : {}),
+    }),
+  );
 }
 
 /** Scheduler-written outcome (faulted, orphaned) of a tool task: its slot is done without an entry. */
@@ -187,12 +219,43 @@ export interface OutputBufferOptions {
   readonly bytesPerSecond: number;
 }
 
-/** Keeps a tool's output within its limits and commits it to its slot, throttled. */
+/** The severities a diagnostic may have (spec §7.3 ToolDiagnostic). */
+const SEVERITIES = new Set(["info", "warn", "error"]);
+
+/** `value` as a ToolDiagnostic (a copy), or a TypeError saying what is wrong with it. */
+export function checkDiagnostic(value: unknown): ToolDiagnostic {
+  const d = value as Partial<ToolDiagnostic> | null;
+  if (!d || typeof d !== "object" || Array.isArray(d)) throw new TypeError("a diagnostic must be an object");
+  if (!SEVERITIES.has(d.severity as string))
+    throw new TypeError(
+      `a diagnostic's severity must be info, warn or error, not ${JSON.stringify(d.severity)}`,
+    );
+  if (typeof d.message !== "string") throw new TypeError("a diagnostic's message must be text");
+  if (d.code !== undefined && typeof d.code !== "string")
+    throw new TypeError("a diagnostic's code must be text");
+  return {
+    severity: d.severity as ToolDiagnostic["severity"],
+    message: d.message,
+    ...(d.code !== undefined ? { code: d.code } : {}),
+  };
+}
+
+/**
+ * What a running call reports (spec §7.3): its output kept within its limits, its details
+ * (`details()`: a complete JSON value replacing the last) and its diagnostics (`diagnostic()`),
+ * committed to its slot, throttled. A `details()` promise settles once a commit carrying that value
+ * (or a later one) is stored; the terminal commit settles those still pending (`settle`). Nothing
+ * is accepted once the writer stopped.
+ */
 export class OutputBuffer {
   readonly #window: ReturnType<typeof outputWindow>;
   readonly #writer: ThrottledWriter;
   /** The output the last progress commit wrote: the next one writes only what changed since. */
   #written = "";
+  #details: { value: Json } | undefined;
+  readonly #diagnostics: ToolDiagnostic[] = [];
+  /** `details()` calls whose value no stored commit carries yet. */
+  #waiting: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
 
   constructor(commit: (change: (tx: Tx) => undefined) => Promise<unknown>, options: OutputBufferOptions) {
     this.#window = outputWindow(options.limits);
@@ -202,17 +265,67 @@ export class OutputBuffer {
       bytesPerSecond: options.bytesPerSecond,
       write: () => {
         const { text: output, droppedBytes, droppedLines } = this.#window.retained();
-        const bytes = utf8Length(
-          output.startsWith(this.#written) ? output.slice(this.#written.length) : output,
-        );
+        const details = this.#details;
+        const diagnostics = [...this.#diagnostics];
+        const bytes =
+          utf8Length(output.startsWith(this.#written) ? output.slice(this.#written.length) : output) +
+          (details ? utf8Length(JSON.stringify(details.value)) : 0);
         this.#written = output;
+        const carried = this.#waiting.splice(0);
         const done = commit((tx) => {
-          patchSlotOutput(tx, conversationId, taskId, output, droppedBytes, droppedLines);
+          patchSlot(tx, conversationId, taskId, { output, droppedBytes, droppedLines, details, diagnostics });
           return undefined;
         });
+        done.then(
+          () => {
+            for (const w of carried) w.resolve();
+          },
+          // Not stored: a later commit (the next progress one, or the terminal one) carries it.
+          () => this.#waiting.unshift(...carried),
+        );
         return { bytes, done };
       },
     });
+  }
+
+  /** Replace the running details; resolves once a stored commit carries them (or a later value). */
+  setDetails(value: Json): Promise<void> {
+    if (this.#writer.stopped) throw new Error("details() after the call ended");
+    assertJson(value);
+    this.#details = { value: structuredClone(value) };
+    const settled = new Promise<void>((resolve, reject) => this.#waiting.push({ resolve, reject }));
+    // A tool need not await it: an abandoned call's rejection is not an unhandled one.
+    settled.catch(() => undefined);
+    this.#writer.mark();
+    return settled;
+  }
+
+  /** Record a diagnostic in the slot with the next progress commit. */
+  diagnostic(value: ToolDiagnostic): void {
+    if (this.#writer.stopped) throw new Error("diagnostic() after the call ended");
+    this.#diagnostics.push(checkDiagnostic(value));
+    this.#writer.mark();
+  }
+
+  /** The last `details()` value, if any. */
+  get details(): { readonly value: Json } | undefined {
+    return this.#details;
+  }
+
+  /** The diagnostics recorded so far, in order. */
+  get diagnostics(): readonly ToolDiagnostic[] {
+    return this.#diagnostics;
+  }
+
+  /**
+   * The call settled: pending `details()` promises resolve when its terminal commit was stored
+   * (`error` undefined), else reject with `error`.
+   */
+  settle(error?: unknown): void {
+    for (const w of this.#waiting.splice(0)) {
+      if (error === undefined) w.resolve();
+      else w.reject(error);
+    }
   }
 
   /** The retained output so far, and what the limits dropped. */

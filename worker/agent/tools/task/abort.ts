@@ -49,7 +49,11 @@ async function settleAbortedWithHooks(
 ): Promise<void> {
   const c = task.conversationId;
   const partial = partialOutput(ctx.services, task);
-  const retained: ToolResult = { content: partial ? [{ type: "text", text: partial }] : [], isError: true };
+  const retained: ToolResult = {
+    content: partial.output ? [{ type: "text", text: partial.output }] : [],
+    isError: true,
+    ...(partial.details !== undefined ? { details: partial.details } : {}),
+  };
   let result = retained;
   const api = hookApi(runtime, ctx.services);
   for (const hook of hooks) {
@@ -75,7 +79,11 @@ async function settleAbortedWithHooks(
       ? { result: retained, diagnostics: [] }
       : boundResult({ ...result, isError: true }, limits);
   await runtime.commit((tx) => {
-    const entry = appendResult(tx, c, call.id, call.name, bounded.result, [
+    // The call's recorded diagnostics, then a hook's, then the harness's (spec §7.3).
+    const { diagnostics: given, ...result } = bounded.result;
+    const entry = appendResult(tx, c, call.id, call.name, result, [
+      ...(partial.diagnostics ?? []),
+      ...(given ?? []),
       { severity: "error", code: "aborted", message: "the tool call was aborted" },
       ...bounded.diagnostics,
     ]);

@@ -12,10 +12,17 @@ import { errorMessage } from "../../../core/errors.ts";
 import type { RunningTask } from "../../../core/types.ts";
 import type { ExecutionEnv } from "../../env.ts";
 import { hookApi } from "../../extensions/hooks.ts";
-import { type AgentHooks, atPhaseStart } from "../../services.ts";
+import { type AgentHooks, type AgentServices, atPhaseStart } from "../../services.ts";
 import { replayPolicyOf, type ToolDefinition, type ToolResult } from "../contract.ts";
 import { limitsOf, type OutputLimits, truncatedDiagnostic } from "../limits.ts";
-import { appendResult, boundResult, OutputBuffer, slotDone, updateSlot } from "../results.ts";
+import {
+  appendResult,
+  boundResult,
+  checkDiagnostic,
+  OutputBuffer,
+  slotDone,
+  updateSlot,
+} from "../results.ts";
 import { readCall, resolveToolFor } from "./resolve.ts";
 import { partialOutput, settleError, terminal } from "./settle.ts";
 import { toolApi } from "./tool-api.ts";
@@ -35,7 +42,6 @@ export async function executePhase(
   signal: AbortSignal,
 ): Promise<void> {
   const phase = atPhaseStart(ctx.services, task.conversationId);
-  const hooks = phase.hooks();
   const cp = task.state.checkpoint;
   const call = await readCall(ctx.services, task);
   let tool: ToolDefinition | undefined;
@@ -51,7 +57,7 @@ export async function executePhase(
       await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "tool_unavailable", message);
       return;
     }
-    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, hooks);
+    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, phase);
     return;
   }
   // Recovery: the intent committed, the result did not.
@@ -65,7 +71,7 @@ export async function executePhase(
       );
       return undefined;
     });
-    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, hooks);
+    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, phase);
     return;
   }
   await settleError(
@@ -99,9 +105,10 @@ export async function runTool(
   call: ToolCall,
   args: unknown,
   signal: AbortSignal,
-  hooks: AgentHooks,
+  phase: AgentServices,
 ): Promise<void> {
   const { services } = ctx;
+  const hooks = phase.hooks();
   const c = task.conversationId;
   const settings = services.settings();
   const limits = limitsOf(tool);
@@ -123,7 +130,7 @@ export async function runTool(
     if (signal.aborted) throw error;
     envFailed = { error };
   }
-  const api = toolApi(ctx, { runtime, task, call, signal, env, output, ended: () => ended });
+  const api = toolApi(ctx, { runtime, task, call, signal, env, output, ended: () => ended, phase });
   let result: ToolResult;
   let failed = false;
   let fromOutput = false;
@@ -131,6 +138,11 @@ export async function runTool(
   try {
     if (envFailed) throw envFailed.error;
     result = await tool.execute(args as never, api);
+    // A result's own diagnostics must be diagnostics: a bad one fails the call like a throw.
+    if (result?.diagnostics !== undefined) {
+      if (!Array.isArray(result.diagnostics)) throw new TypeError("a result's diagnostics must be a list");
+      result = { ...result, diagnostics: result.diagnostics.map(checkDiagnostic) };
+    }
   } catch (error) {
     ended = true;
     if (signal.aborted) throw error;
@@ -143,14 +155,21 @@ export async function runTool(
   ended = true;
   const durationMs = Math.round(performance.now() - started);
   await output.stop();
-  if (signal.aborted) throw signal.reason;
+  if (signal.aborted) {
+    output.settle(signal.reason);
+    throw signal.reason;
+  }
+  // Without details of its own, the result gets the last ones the call reported (spec §7.3).
+  if (result.details === undefined && output.details) result = { ...result, details: output.details.value };
   result = await afterTool(ctx, runtime, hooks, call, args, result, signal);
-  await commitResult(runtime, task, call, limits, output.retained, {
-    result,
-    failed,
-    fromOutput,
-    durationMs,
-  });
+  try {
+    await commitResult(runtime, task, call, limits, output, { result, failed, fromOutput, durationMs });
+  } catch (error) {
+    output.settle(error);
+    throw error;
+  }
+  // The result's commit is the last flush: a details() promise still pending settles with it.
+  output.settle();
 }
 
 /** The `afterTool` chain: each hook may replace the result; a throw is reported and skipped. */
@@ -184,9 +203,10 @@ async function commitResult(
   task: ToolTaskRecord,
   call: ToolCall,
   limits: OutputLimits,
-  streamed: OutputBuffer["retained"],
+  buffer: OutputBuffer,
   execution: Execution,
 ): Promise<void> {
+  const streamed = buffer.retained;
   const c = task.conversationId;
   const { failed, durationMs } = execution;
   let { result, fromOutput } = execution;
@@ -195,9 +215,13 @@ async function commitResult(
     fromOutput = true;
     result = { ...result, content: [{ type: "text", text: streamed.text }] };
   }
-  const bounded = boundResult(result, limits);
+  const { diagnostics: given, ...rest } = result;
+  const bounded = boundResult(rest, limits);
   const dropped = fromOutput ? truncatedDiagnostic(streamed, limits) : undefined;
+  // Those recorded through the api, then the result's, then the harness's (spec §7.3).
   const diagnostics = [
+    ...buffer.diagnostics,
+    ...(given ?? []),
     ...(failed
       ? [{ severity: "error" as const, code: "tool_error", message: "the tool threw an error" }]
       : []),
@@ -209,8 +233,10 @@ async function commitResult(
       isError: bounded.result.isError === true,
       ...(bounded.result.control ? { control: bounded.result.control } : {}),
     };
-    if ("nested" in task.input)
-      return terminal(failed ? "failed" : "completed", { ...value, result: bounded.result }, "tool_error");
+    if ("nested" in task.input) {
+      const nested = diagnostics.length > 0 ? { ...bounded.result, diagnostics } : bounded.result;
+      return terminal(failed ? "failed" : "completed", { ...value, result: nested }, "tool_error");
+    }
     const entry = appendResult(tx, c, call.id, call.name, bounded.result, diagnostics, durationMs);
     slotDone(tx, c, task.id, entry.id);
     return terminal(failed ? "failed" : "completed", { ...value, entryId: entry.id }, "tool_error");

@@ -8,13 +8,21 @@ import type { NextTaskState } from "../../../core/types.ts";
 import { DOC, type LiveState } from "../../records.ts";
 import type { AgentServices } from "../../services.ts";
 import type { ToolResult } from "../contract.ts";
-import { slotDone, toolResultEntry } from "../results.ts";
+import { type SlotPartial, slotDone, toolResultEntry } from "../results.ts";
 import type { ToolTaskCheckpoint, ToolTaskRecord, ToolTaskResult, ToolTaskRuntime } from "./types.ts";
 
-/** The output the call streamed before it stopped (durable in its pi.live slot), if any. */
-export function partialOutput(services: AgentServices, task: ToolTaskRecord): string | undefined {
+/**
+ * What the call reported before it stopped (durable in its pi.live slot): its output, details and
+ * diagnostics, each when it has some.
+ */
+export function partialOutput(services: AgentServices, task: ToolTaskRecord): SlotPartial {
   const state = (services.core.docNow(task.conversationId, DOC.live) as LiveState | undefined) ?? {};
-  return state.tools?.find((s) => s.taskId === task.id)?.output;
+  const slot = state.tools?.find((s) => s.taskId === task.id);
+  return {
+    ...(slot?.output !== undefined ? { output: slot.output } : {}),
+    ...(slot?.details !== undefined ? { details: slot.details } : {}),
+    ...(slot?.diagnostics !== undefined ? { diagnostics: slot.diagnostics } : {}),
+  };
 }
 
 /** Commit a harness-written error result and end the task (completed unless told otherwise). */
@@ -25,7 +33,7 @@ export async function settleError(
   name: string,
   code: string,
   message: string,
-  partial?: string,
+  partial?: SlotPartial,
   status: "completed" | "failed" | "aborted" = "completed",
 ): Promise<void> {
   await runtime.commit((tx) => {

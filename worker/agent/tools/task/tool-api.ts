@@ -1,13 +1,19 @@
 /**
- * The `ToolApi` one execution of a tool gets: its call's identity, the workspace and environment,
- * streamed output, commits and conversations bound to the calling task (refused once the tool's
- * `execute` settled), memos, and nested calls. A nested call (`executeTool`) is a tool task owned by
+ * The `ToolApi` one execution of a tool gets (spec §7.3): its call's identity, the workspace and
+ * environment, the phase's registry snapshot and agent resolution, the harness's models, streamed
+ * output, details and diagnostics, commits, tasks (create, read, wait), committed documents and
+ * conversations, all bound to the calling task's invocation (refused once the tool's `execute`
+ * settled), memos, and nested calls. A nested call (`executeTool`) is a tool task owned by
  * the calling one, keyed by its position among the execution's calls (or the caller's own key), so a
  * rerun after a crash reattaches to the task the first run created and gets its recorded result.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
-import type { Json, TaskRecord } from "../../../core/types.ts";
+import { InvalidTransition } from "../../../core/errors.ts";
+import type { ConversationId, Json, TaskRecord } from "../../../core/types.ts";
 import type { ExecutionEnv } from "../../env.ts";
+import { agentView } from "../../extensions/resolve.ts";
+import type { DocToken } from "../../records.ts";
+import type { AgentServices } from "../../services.ts";
 import { NestedCallMismatch, type ToolApi, type ToolResult } from "../contract.ts";
 import { type Binding, check, toolCommit, toolConversation } from "../handle.ts";
 import type { OutputBuffer } from "../results.ts";
@@ -29,6 +35,8 @@ export interface ExecutionParts {
   readonly output: OutputBuffer;
   /** True once the tool's execute settled. */
   readonly ended: () => boolean;
+  /** The services as the call's phase took them: its registry snapshot and agent resolution. */
+  readonly phase: AgentServices;
 }
 
 export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
@@ -37,6 +45,14 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
   const c = task.conversationId;
   let position = 0;
   const binding: Binding = { services, runtime, signal, ended: parts.ended };
+  const { phase } = parts;
+  const phaseAgent = phase.phaseAgent ?? { state: services.readAgent(c), resolved: phase.agent(c) };
+  const view = agentView(phaseAgent.resolved, phaseAgent.state, services.defaultModel);
+  /** Rejects (instead of throwing) once the call ended. */
+  const bound = async <T>(work: () => Promise<T>): Promise<T> => {
+    check(binding);
+    return work();
+  };
   return {
     signal,
     toolCallId: call.id,
@@ -60,6 +76,36 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
       return childId === undefined ? undefined : recordedCallOf(await runtime.getTask(childId));
     },
     tools: () => services.tools(c),
+    registry: phase.registry(),
+    agent: () => bound(async () => view),
+    models: services.models,
+    diagnostic: (diagnostic) => {
+      check(binding);
+      output.diagnostic(diagnostic);
+    },
+    details: (value) => bound(() => output.setDetails(value)),
+    createTask: (definition, input, options) =>
+      bound(() => {
+        if (!options || typeof options !== "object" || "conversationId" in options)
+          throw new InvalidTransition(
+            "a tool's tasks live in its conversation: createTask takes { ownership, background? } only",
+          );
+        return toolCommit(binding, (tx) =>
+          tx.createTask(definition, input, {
+            ownership: options.ownership,
+            ...(options.background !== undefined ? { background: options.background } : {}),
+            conversationId: c,
+          }),
+        );
+      }),
+    getTask: (id) => bound(() => runtime.getTask(id, signal)),
+    waitForTask: (id) => bound(() => runtime.waitForTask(id, signal)),
+    snapshot: <T extends Json>(doc: string | DocToken<T>, conversationId: ConversationId = c) =>
+      bound(async () => {
+        if (typeof doc === "string") return services.core.doc<T>(conversationId, doc);
+        const stored = await services.core.docVersioned(conversationId, doc.name);
+        return stored.value === undefined ? undefined : doc.view(stored);
+      }),
   };
 }
 

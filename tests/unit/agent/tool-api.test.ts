@@ -1,0 +1,396 @@
+/**
+ * The tool execution API (spec §7.3 `ToolExecutionApi`), one test per member with its rules: the
+ * phase's registry snapshot and agent resolution, the harness's models, `diagnostic()` and
+ * `details()` (the running slot, the result, the order of diagnostics, the last details), the task
+ * operations (ownership of created tasks, reads, waits), the committed document reader, and that
+ * each is refused once the call ended.
+ */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { expect, test } from "vitest";
+import { defineDoc } from "../../../worker/agent/records.ts";
+import type { ToolAgentView, ToolApi, ToolRegistryView } from "../../../worker/agent/tools/contract.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import type { TaskDefinition } from "../../../worker/core/define.ts";
+import { CommitRefused, InvalidTransition } from "../../../worker/core/errors.ts";
+import type { Json, TaskRecord } from "../../../worker/core/types.ts";
+import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
+import { deferred, until } from "../../../worker/testing.ts";
+import { complete, type Go, single } from "../core/fixtures.ts";
+import { callsThenAnswer, diagnosticsOf, liveOf, messageOf, open, textOf, toolResults } from "./fixtures.ts";
+
+/** A tool `name` whose execute is `body`; the api it got is kept for checks after the call. */
+function probe(name: string, body: (api: ToolApi) => Promise<ToolResult>, extra: object = {}) {
+  const seen: { api?: ToolApi } = {};
+  const tool = defineTool({
+    name,
+    description: `the ${name} probe`,
+    parameters: Type.Object({}),
+    ...extra,
+    async execute(_args, api) {
+      seen.api = api;
+      return body(api);
+    },
+  });
+  return { tool, seen };
+}
+
+const calls = (...names: string[]) =>
+  callsThenAnswer(...names.map((n, i) => fauxToolCall(n, {}, { id: `call-${i + 1}` })));
+
+/** A task that runs until `gate` opens, then completes with its input. */
+function gatedTask(name: string, gate: Promise<void>): TaskDefinition<Json, Go, Json> {
+  return single(name, async (task, runtime) => {
+    await gate;
+    await runtime.commit(() => complete(task.input));
+  });
+}
+
+test("registry is the call's phase snapshot: the installed extensions, their tools and the built-in tasks; an install while the call runs is not in it", async () => {
+  const started = deferred();
+  const gate = deferred();
+  let after: { late: unknown; lateTool: boolean } | undefined;
+  const { tool, seen } = probe("probe", async (api) => {
+    started.resolve();
+    await gate.promise;
+    after = {
+      late: api.registry.extension("late"),
+      lateTool: api.registry.tools().some((t) => t.tool.name === "late-tool"),
+    };
+    return textResult("ok");
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "probes", tools: [tool] }));
+  const { root } = await open(calls("probe"), { extensions });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const late = probe("late-tool", async () => textResult("late")).tool;
+  extensions.install(defineExtension({ name: "late", tools: [late] }));
+  expect(extensions.snapshot().extension("late")).toBeDefined();
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const registry = seen.api!.registry as ToolRegistryView;
+  expect(registry.installed().map((e) => e.name)).toEqual(["probes"]);
+  expect(registry.extension("probes")?.name).toBe("probes");
+  expect(registry.tools().map((t) => [t.extension, t.tool.name])).toEqual([["probes", "probe"]]);
+  expect(["pi.generation", "pi.tool", "pi.compaction"].every((n) => registry.hasTask(n))).toBe(true);
+  // Installed after the phase took its snapshot: not in it.
+  expect(after).toEqual({ late: undefined, lateTool: false });
+});
+
+test("agent() is the calling conversation's agent as the call's phase resolved it, shaped like Conversation.agent(); a configure while the call runs does not change it; it rejects after the call ended", async () => {
+  const started = deferred();
+  const gate = deferred();
+  const views: ToolAgentView[] = [];
+  const { tool, seen } = probe("probe", async (api) => {
+    views.push(await api.agent());
+    started.resolve();
+    await gate.promise;
+    views.push(await api.agent());
+    return textResult("ok");
+  });
+  const other = probe("other", async () => textResult("other")).tool;
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "probes", tools: [tool] }));
+  extensions.install(defineExtension({ name: "others", tools: [other] }));
+  const { root, faux } = await open(calls("probe"), {
+    extensions,
+    root: { agent: { extensions: ["probes"], instructions: "Be brief.", thinkingLevel: "low" } },
+  });
+  const before = await root.agent();
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await root.configure({ extensions: ["probes", "others"], instructions: "Changed.", thinkingLevel: "high" });
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const [first, second] = views;
+  expect(first).toEqual(before);
+  expect(first!.extensions).toEqual(["probes"]);
+  expect([...first!.tools.keys()]).toEqual(["probe"]);
+  expect(first!.model).toEqual(faux.ref);
+  expect(first!.thinkingLevel).toBe("low");
+  expect(first!.instructions).toBe("Be brief.");
+  expect(first!.state).toEqual({ extensions: ["probes"], instructions: "Be brief.", thinkingLevel: "low" });
+  // Fixed for the call: the change made while it ran is not in it, but the conversation has it.
+  expect(second).toEqual(first);
+  expect((await root.agent()).instructions).toBe("Changed.");
+  await expect(seen.api!.agent()).rejects.toThrow(CommitRefused);
+});
+
+test("models is the harness's models: the resolver given to open, which knows the conversation's model", async () => {
+  const { tool, seen } = probe("probe", async () => textResult("ok"));
+  const { root, faux } = await open(calls("probe"), { tools: [tool] });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(seen.api!.models).toBe(faux.models);
+  expect(seen.api!.models.resolve(faux.ref)?.id).toBe(faux.ref.modelId);
+});
+
+test("diagnostic() records a remark in the call's slot with the next progress commit and in the result: the api's first, then the result's, then the harness's; a warn is not an error; a bad one is a TypeError; it throws after the call ended", async () => {
+  const started = deferred();
+  const gate = deferred();
+  let bad: unknown;
+  const { tool, seen } = probe(
+    "probe",
+    async (api) => {
+      api.diagnostic({ severity: "warn", message: "file changed on disk", code: "changed" });
+      try {
+        api.diagnostic({ severity: "fatal", message: "no such severity" } as never);
+      } catch (error) {
+        bad = error;
+      }
+      started.resolve();
+      await gate.promise;
+      return {
+        content: [{ type: "text", text: "one\ntwo\nthree\nfour\n" }],
+        diagnostics: [{ severity: "info", message: "search capped at 100 matches" }],
+      };
+    },
+    { outputLimits: { maxLines: 2 } },
+  );
+  const { h, root, faux } = await open(calls("probe"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined);
+  expect(liveOf(h).tools![0]!.diagnostics).toEqual([
+    { severity: "warn", message: "file changed on disk", code: "changed" },
+  ]);
+  expect(bad).toBeInstanceOf(TypeError);
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  const diagnostics = diagnosticsOf(result!);
+  expect(diagnostics.map((d) => [d.severity, d.code])).toEqual([
+    ["warn", "changed"],
+    ["info", undefined],
+    ["warn", "truncated"],
+  ]);
+  const message = messageOf(result!) as { isError: boolean; content: Array<{ text: string }> };
+  expect(message.isError).toBe(false);
+  // The content ends with one harness block, a line per diagnostic, in that order; the model reads it.
+  const block = message.content.at(-1)!.text;
+  expect(block.split("\n")).toEqual([
+    "<harness>",
+    "[warn] file changed on disk",
+    "[info] search capped at 100 matches",
+    `[warn] ${diagnostics[2]!.message}`,
+    "</harness>",
+  ]);
+  expect(faux.requests[1]!.messages.some((m) => m.role === "toolResult" && textOf(m).includes(block))).toBe(
+    true,
+  );
+  // The slot is done and no longer carries them; after the call, diagnostic() throws.
+  expect(liveOf(h).tools).toBeUndefined();
+  expect(() => seen.api!.diagnostic({ severity: "info", message: "late" })).toThrow(CommitRefused);
+});
+
+test("details() replaces the running details with a complete value and resolves once a commit stored it (the result's at the latest); a result without details gets the last value, an error result too; never in what the model reads; non-JSON and a call that ended are refused", async () => {
+  const gate = deferred();
+  const running: Json[] = [];
+  const state: { pending?: Promise<void>; settled: boolean; notJson?: unknown } = { settled: false };
+  const ctx: { h?: Awaited<ReturnType<typeof open>>["h"] } = {};
+  const slotDetails = () => liveOf(ctx.h!).tools?.find((s) => s.name === "probe")?.details ?? null;
+  const { tool, seen } = probe("probe", async (api) => {
+    // The first change after a quiet period is committed at once: resolved, it is in the slot.
+    await api.details({ step: 1, files: ["a.txt"] });
+    running.push(slotDetails());
+    // The throttle (one commit a minute here) holds the next one back: the result's commit stores it.
+    state.pending = api.details({ step: 2 }).then(() => {
+      state.settled = true;
+    });
+    state.notJson = await api.details({ bad: () => 1 } as never).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await gate.promise;
+    return textResult("probed");
+  });
+  const boom = probe("boom", async (api) => {
+    await api.details({ partial: true });
+    throw new Error("boom failed");
+  }).tool;
+  const { h, root, faux } = await open(calls("probe", "boom"), {
+    tools: [tool, boom],
+    settings: { outputIntervalMs: 60_000 },
+  });
+  ctx.h = h;
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => state.notJson !== undefined);
+  expect(running).toEqual([{ step: 1, files: ["a.txt"] }]);
+  expect(state.notJson).toBeInstanceOf(Error);
+  // Not stored yet, so not resolved yet; and nothing went to the model while the call runs.
+  expect(slotDetails()).toEqual({ step: 1, files: ["a.txt"] });
+  expect(state.settled).toBe(false);
+  expect(faux.requests).toHaveLength(1);
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  await state.pending;
+  expect(state.settled).toBe(true);
+  const results = await toolResults(root);
+  const byName = (name: string) =>
+    results.find((e) => (messageOf(e) as { toolName?: string }).toolName === name)!;
+  const [probed, failed] = [byName("probe"), byName("boom")];
+  const probedMessage = messageOf(probed!) as { details?: Json; content: Array<{ text: string }> };
+  // The last value, replaced whole (not merged with the first).
+  expect(probedMessage.details).toEqual({ step: 2 });
+  expect(probedMessage.content.map((c) => c.text).join("")).not.toContain("step");
+  expect(faux.requests[1]!.messages.map(textOf).join("")).not.toContain("step");
+  const failedMessage = messageOf(failed!) as { details?: Json; isError: boolean };
+  expect(failedMessage.isError).toBe(true);
+  expect(diagnosticsOf(failed!).map((d) => d.code)).toEqual(["tool_error"]);
+  expect(failedMessage.details).toEqual({ partial: true });
+  await expect(seen.api!.details({ late: true })).rejects.toThrow(CommitRefused);
+});
+
+test("createTask creates a task in the call's conversation with the ownership given: a child of the call holds the call's task completing until it ends; a conversation-owned one may be background; a conversationId or a background child is refused; it rejects after the call ended", async () => {
+  const childGate = deferred();
+  const work = gatedTask("test.work", childGate.promise);
+  const refused: unknown[] = [];
+  const created: number[] = [];
+  const { tool, seen } = probe("probe", async (api) => {
+    created.push(await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } }));
+    created.push(
+      await api.createTask(work, { n: 2 }, { ownership: { kind: "conversation" }, background: true }),
+    );
+    for (const options of [
+      { ownership: { kind: "conversation" }, conversationId: 999 },
+      { ownership: { kind: "task", taskId: api.taskId }, background: true },
+    ])
+      await api.createTask(work, { n: 0 }, options as never).catch((error) => refused.push(error));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => created.length === 2 && refused.length === 2);
+  const [child, background] = (await Promise.all(created.map((id) => h.getTask(id)))) as TaskRecord[];
+  const callTask = seen.api!.taskId;
+  expect(child).toMatchObject({ conversationId: root.id, owner: callTask, background: false });
+  expect(background).toMatchObject({ conversationId: root.id, background: true });
+  expect(background!.owner).toBeUndefined();
+  expect(refused.every((e) => e instanceof InvalidTransition)).toBe(true);
+  // The call returned, but its task holds its outcome while the child it owns runs.
+  await until(() => h.inspect().tasks.some((t) => t.record.id === callTask && t.state.kind === "completing"));
+  expect(h.inspect().tasks.find((t) => t.record.id === callTask)!.state.kind).toBe("completing");
+  await expect(seen.api!.createTask(work, { n: 3 }, { ownership: { kind: "conversation" } })).rejects.toThrow(
+    CommitRefused,
+  );
+  childGate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  expect((await h.getTask(callTask))!.state.status).toBe("terminal");
+  expect((await h.waitForTask(background!.id)).state.status).toBe("terminal");
+});
+
+test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
+  const gate = deferred();
+  const never = deferred();
+  const work = gatedTask("test.work", gate.promise);
+  const forever = gatedTask("test.forever", never.promise);
+  const read: Array<TaskRecord | undefined> = [];
+  let waitError: unknown;
+  let markedCreate: unknown;
+  const { tool, seen } = probe("probe", async (api) => {
+    const child = await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } });
+    read.push(await api.getTask(child), await api.getTask(987_654));
+    gate.resolve();
+    read.push(await api.waitForTask(child));
+    return textResult("ok");
+  });
+  const { tool: stuck, seen: stuckSeen } = probe("stuck", async (api) => {
+    const id = await api.createTask(forever, {}, { ownership: { kind: "conversation" }, background: true });
+    try {
+      await api.waitForTask(id);
+    } catch (error) {
+      waitError = error;
+      // The call's task is abort-marked: its gates refuse new work too.
+      markedCreate = await api
+        .createTask(forever, {}, { ownership: { kind: "conversation" }, background: true })
+        .catch((refused: unknown) => refused);
+      throw error;
+    }
+    return textResult("never");
+  });
+  const { h, root } = await open(calls("probe", "stuck"), { tools: [tool, stuck], tasks: [work, forever] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => read.length === 3 && stuckSeen.api !== undefined);
+  const [pending, unknown, receipt] = read;
+  expect(pending!.state.status === "pending" || pending!.state.status === "running").toBe(true);
+  expect(unknown).toBeUndefined();
+  expect(receipt!.state).toEqual({ status: "terminal", outcome: { status: "completed", result: { n: 1 } } });
+  await until(() => h.inspect().tasks.some((t) => t.record.kind === "test.forever"));
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  expect(waitError).toBeDefined();
+  expect(markedCreate).toBeInstanceOf(CommitRefused);
+  expect(h.inspect().tasks.filter((t) => t.record.kind === "test.forever")).toHaveLength(1);
+  for (const api of [seen.api!, stuckSeen.api!]) {
+    await expect(api.getTask(receipt!.id)).rejects.toThrow(CommitRefused);
+    await expect(api.waitForTask(receipt!.id)).rejects.toThrow(CommitRefused);
+  }
+  never.resolve();
+});
+
+test("snapshot reads committed documents, by name or token, of its conversation or another; an absent one is undefined and is not created; it rejects after the call ended", async () => {
+  const Note = defineDoc<{ text: string }>("app.note", { text: "" });
+  const Absent = defineDoc<{ text: string }>("app.absent", { text: "" });
+  const reads: unknown[] = [];
+  const ctx: { other?: number } = {};
+  const { tool, seen } = probe("probe", async (api) => {
+    reads.push(
+      await api.snapshot(Absent),
+      await api.snapshot(Note),
+      await api.snapshot("app.note", ctx.other),
+    );
+    await api.commit((tx) => tx.writeDoc(api.conversationId, "app.note", { text: "mine" }));
+    reads.push(await api.snapshot(Note), await api.snapshot("pi.agent"));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], root: { agent: { instructions: "Hi." } } });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    init: (tx, id) => tx.writeDoc(id, "app.note", { text: "other's" }),
+  });
+  ctx.other = other.id;
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads).toEqual([
+    undefined,
+    undefined,
+    { text: "other's" },
+    { text: "mine" },
+    { instructions: "Hi." },
+  ]);
+  // Reading the absent document created nothing.
+  expect(await h.doc(root.id, "app.absent")).toBeUndefined();
+  await expect(seen.api!.snapshot(Note)).rejects.toThrow(CommitRefused);
+});
+
+test("an aborted call's result is built from its slot: the durable output, the last details, and the recorded diagnostics before the aborted one", async () => {
+  const { tool } = probe("probe", async (api) => {
+    api.output("partial line\n");
+    api.diagnostic({ severity: "warn", message: "slow disk" });
+    await api.details({ progress: 1 });
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => {
+    const slot = liveOf(h).tools?.[0];
+    return slot?.details !== undefined && slot.diagnostics !== undefined && slot.output !== undefined;
+  });
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  const [result] = await toolResults(root);
+  const message = messageOf(result!) as {
+    details?: Json;
+    isError: boolean;
+    content: Array<{ text: string }>;
+  };
+  expect(message.isError).toBe(true);
+  expect(message.content[0]!.text).toBe("partial line\n");
+  expect(message.details).toEqual({ progress: 1 });
+  expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
+    ["warn", "slow disk"],
+    ["error", "aborted"],
+  ]);
+});
