@@ -97,6 +97,7 @@ test("a long task moved to the server goes on with every tab closed; another dev
     const badge = a.locator(
       `[data-testid="conversation-list"] li[data-id="${local}"] [data-testid="away-badge"]`,
     );
+    await badge.waitFor({ state: "attached" });
     expect(await badge.textContent()).toBe("Lives on the server");
     await a.evaluate((id) => {
       location.hash = `#/c/${id}`;
@@ -167,6 +168,7 @@ test("Bring back to this browser in the middle of a long task: it finishes here 
   const badge = page.locator(
     `[data-testid="server-conversation-list"] li[data-id="${remote}"] [data-testid="away-badge"]`,
   );
+  await badge.waitFor({ state: "attached" });
   expect(await badge.textContent()).toBe("Lives in a browser");
   const there = await server.call<View>(`/space/${space}/view?conversation=${remote}`);
   expect(there.live).toBe(0);
