@@ -160,12 +160,14 @@ function putIntent(tx: Tx, intent: MoveIntent): void {
 }
 
 /**
- * Whether a package is over `limit` characters, as its JSON text or as the door counts a message
- * (door.ts `jsonProblem`, which counts every number as 24): either would refuse it there.
+ * Whether a package is over `limit`, as the bytes of its JSON text in UTF-8 (workerd closes a socket
+ * over 1 MiB of them; never fewer than its characters, which the space's transport counts) or as
+ * the door counts a message (door.ts `jsonProblem`, which counts every number as 24): any of them
+ * would refuse it there, and a socket closed for it would be retried for ever.
  */
 export function packageTooLarge(pkg: MovePackage, limit: number): boolean {
   return (
-    JSON.stringify(pkg).length > limit ||
+    new TextEncoder().encode(JSON.stringify(pkg)).length > limit ||
     jsonProblem(pkg, { maxChars: limit, maxDepth: DEFAULT_LIMITS.maxDepth - 4 }) !== undefined
   );
 }

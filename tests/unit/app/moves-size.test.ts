@@ -6,6 +6,8 @@
  * being sent: the peer hears nothing, the conversation runs here again and finishes whole.
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { packageTooLarge } from "../../../worker/app/moves.ts";
+import type { MovePackage } from "../../../worker/core/move.ts";
 import { harnessPeer, type MovePeer, MoveRefused, Moves } from "../../../worker/index.ts";
 import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import { type Home, makeFaux, midToolRound, openHome, release, transcript, World } from "./moves-fixtures.ts";
@@ -76,4 +78,17 @@ test("a package over the limit (its entries under it): cancelled at once after s
   release(browser);
   await browser.harness.waitForConversationIdle(c);
   expect(transcript(await browser.harness.requireConversation(c).entries()).at(-1)).toContain("done second");
+});
+
+test("the size is counted as UTF-8 bytes (workerd's limit) and as the door counts, not only as characters", () => {
+  const pkg = (text: string, numbers = 0) =>
+    ({
+      entries: [{ id: 1, text, n: Array.from({ length: numbers }, (_, i) => i) }],
+    }) as unknown as MovePackage;
+  expect(packageTooLarge(pkg("e".repeat(600)), 1000)).toBe(false);
+  // 600 characters, 1,200 bytes.
+  expect(packageTooLarge(pkg("é".repeat(600)), 1000)).toBe(true);
+  // Short as text (about 400 characters), over as the door counts (24 for each number).
+  expect(JSON.stringify(pkg("", 100)).length).toBeLessThan(1000);
+  expect(packageTooLarge(pkg("", 100), 1000)).toBe(true);
 });
