@@ -14,33 +14,20 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { findChromium } from "../../scripts/chromium.mjs";
 import { type LaunchedBrowser, launchBrowser, type StaticServer, serveStatic } from "../e2e/browser.ts";
 import { type ServerWorker, startServerWorker } from "../server/miniflare.ts";
+import { fmt, machineLoad, median, percentile, table } from "./report.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const MESSAGES = Number(process.env["BENCH_DEVICE_MESSAGES"] ?? 20);
 const SPACE = "bench-devices";
 
 const now = () => performance.timeOrigin + performance.now();
-const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
-const quantile = (values: number[], q: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(sorted.length * q) - 1))] ?? Number.NaN;
-};
-
-function table(rows: string[][]): void {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const line = (row: string[]) =>
-    row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
-  console.log(line(rows[0]!));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const row of rows.slice(1)) console.log(line(row));
-}
+const ms = (n: number) => (Number.isFinite(n) ? `${fmt(n, 1)} ms` : "-");
 
 async function until<T>(what: string, probe: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
   const deadline = Date.now() + 120_000;
@@ -180,16 +167,13 @@ async function main(): Promise<void> {
         else partialsUnmatched++;
       }
     }
-    const [l1, l5, l15] = loadavg();
-    console.log(
-      `\ntwo devices on one server conversation (${MESSAGES} messages; load ${fmt(l1!, 2)} ${fmt(l5!, 2)} ${fmt(l15!, 2)})`,
-    );
+    console.log(`\ntwo devices on one server conversation (${MESSAGES} messages; load ${machineLoad()})`);
     const row = (name: string, values: number[]) => [
       name,
       String(values.length),
-      `${fmt(quantile(values, 0.5))} ms`,
-      `${fmt(quantile(values, 0.95))} ms`,
-      `${fmt(Math.max(...values))} ms`,
+      ms(median(values)),
+      ms(percentile(values, 95)),
+      ms(Math.max(...values)),
     ];
     table([
       ["", "n", "median", "p95", "max"],
@@ -198,7 +182,7 @@ async function main(): Promise<void> {
       row("a streamed partial: A's screen -> B's screen", skew),
     ]);
     console.log(
-      `ratio B/A (median): ${fmt(quantile(toB, 0.5) / quantile(toA, 0.5), 2)}x; partials seen on A but not matched on B: ${partialsUnmatched}`,
+      `ratio B/A (median): ${fmt(median(toB) / median(toA), 2)}x; partials seen on A but not matched on B: ${partialsUnmatched}`,
     );
   } finally {
     await browserA.close();
