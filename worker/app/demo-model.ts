@@ -406,7 +406,7 @@ export function planDemoReply(context: Context): DemoReply {
   }
   const echo = said === "" ? "" : `You said: "${clip(said.replace(/\s+/g, " "), 120)}". `;
   return {
-    text: `${echo}I'm the offline demo model: I run in your browser with no API key and answer the same way every time. ${HELP}`,
+    text: `${echo}I'm the offline demo model: I need no API key and answer the same way every time, in the browser or on a server. ${HELP}`,
     toolCalls: [],
   };
 }
