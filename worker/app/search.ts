@@ -3,7 +3,8 @@
  * text (case-insensitive). The core's `entriesContaining` narrows the rows with SQLite's LIKE over
  * the stored entry body (which also holds JSON keys and tool data); each candidate is then confirmed
  * on the message text itself, so a search for "role" or "content" matches only conversations that
- * say it. Reads committed rows only. A saved secret (secrets.ts) is redacted from the text before it
+ * say it; the rows are narrowed by the needle as JSON spells it (a quote, a backslash, a control
+ * character is stored escaped). Reads committed rows only. A saved secret (secrets.ts) is redacted from the text before it
  * is matched: no search finds a conversation by a key or token pasted into it, nor by a piece of one.
  */
 
@@ -35,7 +36,9 @@ export async function searchConversationText(
 ): Promise<number[]> {
   const needle = text.trim().toLowerCase();
   if (!needle) return [];
-  const candidates = await entriesContaining(store, needle, {
+  // The rows hold JSON: a quote, a backslash, a control character or a lone surrogate is stored
+  // escaped, so the rows are narrowed by the needle as JSON writes it.
+  const candidates = await entriesContaining(store, JSON.stringify(needle).slice(1, -1), {
     kinds: ["pi.user", "pi.assistant"],
     limit: SEARCH_ROW_LIMIT,
   });

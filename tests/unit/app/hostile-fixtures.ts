@@ -25,8 +25,8 @@ export async function storeState(store: Store): Promise<StoreState> {
 }
 
 /** The engine service over a fresh memory store; `close()` closes the harness and the faux model. */
-export async function hostileEngine(respond: FauxResponder = echo) {
-  const faux = fauxAgentModel(respond);
+export async function hostileEngine(respond: FauxResponder = echo, options: { record?: boolean } = {}) {
+  const faux = fauxAgentModel(respond, options.record === false ? { record: false } : {});
   const store = await memoryStore();
   const harness = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref });
   const service = new HarnessEngine({ harness: async () => harness, build: "hostile", tabArrived: () => {} });
