@@ -3,8 +3,12 @@
  * DOMPurify on top). Invariants, before any sanitizer runs: raw HTML in the text is escaped (shown
  * as text, never parsed), a link or image whose URL is not http(s), mailto or a relative path keeps
  * only its text, and images never load (they become links to their source). No DOM needed.
+ * marked treats the text after an inline `<script>`, `<pre>`, `<code>` or `<kbd>` tag as raw (it
+ * marks it `escaped` and passes it through): here every text is escaped like any other.
  */
-import { Marked, type Tokens } from "marked";
+import { Marked, Renderer, type Tokens } from "marked";
+
+const plain = new Renderer();
 
 const SAFE_URL = /^(?:https?:|mailto:|[^:]*$)/i;
 
@@ -26,6 +30,11 @@ const marked = new Marked({
   renderer: {
     html({ text }: Tokens.HTML | Tokens.Tag): string {
       return escapeHtml(text);
+    },
+    text(token: Tokens.Text | Tokens.Escape): string {
+      if ("tokens" in token && token.tokens) return this.parser.parseInline(token.tokens);
+      // Never raw: marked's default escaping, whatever state the lexer was in.
+      return plain.text({ ...token, escaped: false } as Tokens.Text);
     },
     link({ href, title, tokens }: Tokens.Link): string {
       const inner = this.parser.parseInline(tokens);

@@ -5,15 +5,24 @@
  * its id there; worker/core/move.ts); a deleted one leaves it. Invariants:
  * - built once from the store, then kept by applying each commit's change set: a commit costs a few
  *   map lookups, never a query;
+ * - no title leaves the list spelling a saved secret (secrets.ts): titles are kept as stored and
+ *   redacted as they are handed out, with the secrets of the latest commit, so a key saved after it
+ *   was pasted into a first message (and its title) disappears from the list at once;
  * - a watcher gets the list at once and then after each change, coalesced: while its previous
  *   delivery is unresolved, newer changes only mark it stale, so a slow tab holds one list, not a
  *   queue; a delivery that rejects (the tab went away) ends the watcher.
  */
 import type { AgentHarness } from "../agent/harness.ts";
+import { API_KEYS_DOC, SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
 import type { ChangeSet, ConversationId, ConversationRecord, Json, MoveRecord } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { ConversationAway, ConversationSummary } from "../protocol/index.ts";
+import { REMOTE_DOC } from "./remote.ts";
+import { redactTitle, savedSecrets } from "./secrets.ts";
+
+/** The settings documents that hold secrets: a change to either changes what a title hides. */
+const SECRET_DOCS = [API_KEYS_DOC, REMOTE_DOC] as const;
 
 /** Where a conversation's title is kept (an app document: the agent never reads it). */
 export const TITLE_DOC = "app.title";
@@ -92,6 +101,8 @@ export class ConversationList {
   readonly #items = new Map<ConversationId, ConversationSummary>();
   readonly #watchers = new Set<Watcher>();
   readonly #unsubscribe: () => void;
+  readonly #settings = new Map<string, Json | undefined>();
+  #secrets: string[] = [];
 
   private constructor(unsubscribe: () => void) {
     this.#unsubscribe = unsubscribe;
@@ -105,6 +116,8 @@ export class ConversationList {
     let list: ConversationList | undefined;
     const unsubscribe = h.subscribe((change) => (list ? list.#apply(change) : early.push(change)));
     const built = new ConversationList(unsubscribe);
+    for (const name of SECRET_DOCS) built.#settings.set(name, await h.doc(SETTINGS_CONVERSATION, name));
+    built.#readSecrets();
     const [titles, lives] = await Promise.all([h.docsNamed(TITLE_DOC), h.docsNamed(DOC.live)]);
     for (const record of h.conversationRecords()) {
       if (record.owner) continue;
@@ -123,7 +136,17 @@ export class ConversationList {
   }
 
   list(): ConversationSummary[] {
-    return [...this.#items.values()];
+    const secrets = this.#secrets;
+    return [...this.#items.values()].map((item) => {
+      const title = redactTitle(item.title, secrets);
+      return title === item.title ? item : { ...item, title };
+    });
+  }
+
+  #readSecrets(): void {
+    this.#secrets = savedSecrets((c, name) =>
+      c === SETTINGS_CONVERSATION ? this.#settings.get(name) : undefined,
+    );
   }
 
   has(id: ConversationId): boolean {
@@ -160,6 +183,15 @@ export class ConversationList {
     for (const record of change.conversations) add(record);
     for (const id of change.deletedConversations ?? []) changed = this.#items.delete(id) || changed;
     for (const doc of change.docs) {
+      if (
+        doc.conversationId === SETTINGS_CONVERSATION &&
+        (SECRET_DOCS as readonly string[]).includes(doc.name)
+      ) {
+        this.#settings.set(doc.name, doc.value);
+        this.#readSecrets();
+        changed = true;
+        continue;
+      }
       const item = this.#items.get(doc.conversationId);
       if (!item) continue;
       if (doc.name === TITLE_DOC) {

@@ -18,7 +18,6 @@
 
 import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
-import { storedApiKeyValues } from "../agent/models/keys.ts";
 import type { ModelRef } from "../agent/records.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
@@ -65,11 +64,12 @@ import {
   createTitled,
   forkTitle,
   importTitled,
+  redactedIn,
   resendAsFork,
   submitWithTitle,
 } from "./intents.ts";
-import { remoteSecrets } from "./remote.ts";
 import { searchConversationText } from "./search.ts";
+import { redactTitle, savedSecrets } from "./secrets.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
 import { exportConversation } from "./transfer.ts";
 import { enableUserToolEverywhere } from "./user-tools/store.ts";
@@ -294,7 +294,7 @@ export class HarnessEngine implements EngineService {
     const h = await this.#harness();
     const trimmed = checkTitle(title);
     h.requireConversation(conversationId);
-    await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: trimmed }));
+    await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: redactedIn(tx, trimmed) }));
   }
 
   async deleteConversation(conversationId: ConversationId): Promise<void> {
@@ -307,7 +307,10 @@ export class HarnessEngine implements EngineService {
     if (typeof text !== "string") throw new TypeError("search text must be a string");
     const list = await this.#conversationList();
     const h = await this.#harness();
-    return (await searchConversationText(h.store, text.slice(0, 500))).filter((id) => list.has(id));
+    const secrets = savedSecrets((c, name) => h.docNow(c, name));
+    return (await searchConversationText(h.store, text.slice(0, 500), { secrets })).filter((id) =>
+      list.has(id),
+    );
   }
 
   async createConversation(title?: string): Promise<ConversationId> {
@@ -411,16 +414,15 @@ export class HarnessEngine implements EngineService {
 
   async exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }> {
     const h = await this.#harness();
+    const secrets = savedSecrets((c, name) => h.docNow(c, name));
     const text = await exportConversation(h, conversationId, {
       documents: EXPORTED_DOCS,
-      secrets: [
-        ...storedApiKeyValues((c, name) => h.docNow(c, name)),
-        ...remoteSecrets((c, name) => h.docNow(c, name)),
-      ],
+      secrets,
       userTools: await exportedUserTools(h, conversationId),
     });
     const title = ((await h.doc(conversationId, TITLE_DOC)) as { title?: string } | undefined)?.title;
-    const slug = (title ?? `conversation-${conversationId}`)
+    // The file name comes from the title, redacted with today's secrets (it may predate them).
+    const slug = redactTitle(title ?? `conversation-${conversationId}`, secrets)
       .toLowerCase()
       .replace(/[^a-z0-9]+/g, "-")
       .replace(/^-+|-+$/g, "")

@@ -12,6 +12,8 @@
  *   when busy, `reject` on a busy conversation rolls the whole intent back);
  * - a conversation without a title takes one from its first input, in the commit that admits the
  *   input; a fork's title is its parent's with " (fork)", in the commit that makes it;
+ * - no title written here spells a saved secret (secrets.ts): the first input, a typed title and an
+ *   imported file's title are redacted with the secrets the same commit reads;
  * - a commit's callback writes only through `tx` (the session may run it twice when it must load
  *   documents first);
  * - none of them resumes a paused harness (the engine's runs from its open, app-agent.ts): the run
@@ -29,6 +31,7 @@ import type { ConversationId, EntryId, SubmissionRecord } from "../core/types.ts
 import type { SubmitRequest } from "../protocol/index.ts";
 import { MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { importWithUserTools } from "./extensions.ts";
+import { redactSecrets, savedSecrets } from "./secrets.ts";
 
 const OWNERLESS = { ownership: { kind: "ownerless" } } as const;
 
@@ -41,9 +44,18 @@ export function checkTitle(title: unknown): string {
   return trimmed;
 }
 
+/** Inside a commit: `text` without the saved secrets the commit sees. */
+export function redactedIn(tx: Tx, text: string): string {
+  return redactSecrets(
+    text,
+    savedSecrets((c, name) => tx.readDoc(c, name)),
+  );
+}
+
 /** Inside a commit: a conversation without a title takes one from `text` (its first input). */
 function titleFromFirstInput(tx: Tx, conversationId: ConversationId, text: string): void {
-  const title = titleFromInput(text);
+  // Redacted before it is cut to a title's length: a cut secret would keep its first characters.
+  const title = titleFromInput(redactedIn(tx, text));
   if (title && tx.readDoc(conversationId, TITLE_DOC) === undefined)
     tx.writeDoc(conversationId, TITLE_DOC, { title });
 }
@@ -143,7 +155,7 @@ export async function createTitled(h: AgentHarness, title?: string): Promise<Con
   const checked = title ? checkTitle(title) : undefined;
   const c = await h.createConversation({
     ...OWNERLESS,
-    ...(checked ? { init: (tx, id) => tx.writeDoc(id, TITLE_DOC, { title: checked }) } : {}),
+    ...(checked ? { init: (tx, id) => tx.writeDoc(id, TITLE_DOC, { title: redactedIn(tx, checked) }) } : {}),
   });
   return c.id;
 }
@@ -160,8 +172,9 @@ export function importTitled(
   return importWithUserTools(h, text, {
     documents: options.documents,
     also: (tx, id) => {
-      if (tx.readDoc(id, TITLE_DOC) === undefined)
-        tx.writeDoc(id, TITLE_DOC, { title: "Imported conversation" });
+      const title = (tx.readDoc(id, TITLE_DOC) as { title?: unknown } | undefined)?.title;
+      if (typeof title !== "string") tx.writeDoc(id, TITLE_DOC, { title: "Imported conversation" });
+      else if (redactedIn(tx, title) !== title) tx.writeDoc(id, TITLE_DOC, { title: redactedIn(tx, title) });
     },
   });
 }

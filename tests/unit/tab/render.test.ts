@@ -24,6 +24,14 @@ describe("markdownToHtml", () => {
     expect(html).toContain("&#60;script&#62;");
   });
 
+  test("text after an inline <script>, <pre>, <code> or <kbd> tag is escaped too (marked passes it raw)", () => {
+    for (const tag of ["script", "pre", "code", "kbd"]) {
+      const html = markdownToHtml(`--><${tag}><svg/onload=alert(1)> <b onclick=x>`);
+      expect(html, tag).not.toMatch(/<svg|<b\b/i);
+      expect(html, tag).toContain("svg/onload=alert(1)");
+    }
+  });
+
   test("a javascript: (or data:, vbscript:) link keeps only its text; http links open safely", () => {
     for (const href of [
       "javascript:alert(1)",
