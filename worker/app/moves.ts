@@ -388,8 +388,16 @@ export class Moves {
   async #sendParts(peer: MovePeer, transfer: string, parts: string[]): Promise<ConversationId> {
     if (!peer.stage || !peer.adoptStaged)
       throw new MoveRefused("too_large", "the other home takes no package in parts");
+    const stage = peer.stage.bind(peer);
     for (const [index, part] of parts.entries()) {
-      const answer = await peer.stage(transfer, index, parts.length, part);
+      // A peer that limits its calls' rate (a server space's socket) is waited for, a second a time.
+      let answer: StageAnswer | undefined;
+      for (let waited = 0; answer === undefined; waited++)
+        answer = await stage(transfer, index, parts.length, part).catch(async (error: unknown) => {
+          if ((error as { code?: unknown })?.code !== "rate-limited" || waited >= 60) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          return undefined;
+        });
       if (answer.status === "adopted") return answer.conversationId;
     }
     return (await peer.adoptStaged(transfer)).conversationId;
