@@ -14,11 +14,14 @@
  *   half-done.
  * Invariants: a move is undone only after the receiver durably refused its transfer (`refuse`
  * answered `refused`; if it answers the id it adopted the transfer as, the move is finished
- * instead), or when its package was never sent: a package larger than the peer takes in one message
- * (`maxPackageChars`) is never sent by any path (the package of a pending transfer is the same every
- * time), so it is cancelled here at once (`too_large`); a conversation whose entries alone are
- * larger is refused before step 1, nothing written. Only a `MoveRefused` from a step is final, any
- * other failure (the peer unreachable, a crash) is retried by `resume()`.
+ * instead), or when its package was never sent. A package larger than the peer takes in one message
+ * (`maxPackageChars`) goes in parts to a peer that stages them (`maxStagedBytes` set: `stage` each
+ * part of its JSON text, cut the same way every time by `cutPackage`, then `adoptStaged`); one over
+ * that bound, or over the message limit of a peer that takes no parts, is never sent by any path
+ * (the package of a pending transfer is the same every time), so it is cancelled here at once
+ * (`too_large`); a conversation whose entries alone are larger is refused before step 1, nothing
+ * written. Only a `MoveRefused` from a step is final, any other failure (the peer unreachable, a
+ * crash, a part lost) is retried by `resume()`, which sends the parts again (each is idempotent).
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { SETTINGS_CONVERSATION } from "../agent/models/keys.ts";

@@ -8,7 +8,9 @@
  * - a move is started only with the server connected and the token accepted: otherwise it is
  *   refused with `HomeUnavailable` (`no_server`, `unauthorized`, `unreachable`) before anything is
  *   written; a refusal of the move itself is `MoveRefused` (also before anything is written when
- *   the conversation's entries alone are over the server's message limit: `too_large`);
+ *   the conversation's entries alone are over what the server takes in parts, MAX_STAGED_BYTES:
+ *   `too_large`); a package over the server's message limit is sent in parts (`moves.stage`,
+ *   `moves.adoptStaged`);
  * - once started, a move is the orchestrator's (moves.ts): a lost server leaves it `pending`, and
  *   `resume()` finishes it when the engine opens (`start`) and each time the connection comes back;
  * - a peer call the server's door refused unread or unchecked (too large, malformed, bad

@@ -14,6 +14,10 @@
  *   with new ids (entries keep their order and get increasing ids), its tasks as they were (a running
  *   one as recovery leaves it: it runs again with `runtime.resumed`), and the `in` record T ->
  *   conversation. Again with T: the same conversation. After `refuse` T: refused forever.
+ * - Step 2 in parts, for a package larger than one message: `stage` stores each part of its JSON
+ *   text durably (one commit each; idempotent; the count fixed by the first part; at most
+ *   MAX_STAGED_BYTES in all), then `adoptStaged` joins them and adopts as `adopt` does, deleting the
+ *   parts in that commit; `refuse` deletes them too. A part of a refused transfer is refused.
  * - Step 3, `finish` (sender): T is done; the local copy stays for reading, marked as living in the
  *   peer's conversation; its live tasks end `orphaned` ("moved") without running any code.
  * - `cancel` (sender): undo a pending move. Only after the receiver durably refused T (`refuse`
