@@ -514,7 +514,7 @@ export function checkPackage(value: unknown): MovePackage {
 }
 
 /** Step 2 (receiver): adopt a package in one commit; resolves with the new conversation's id. */
-export function adopt(
+export async function adopt(
   ctx: MoveContext,
   raw: unknown,
   also?: (tx: Tx, conversationId: ConversationId) => void,
