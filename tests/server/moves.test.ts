@@ -14,7 +14,9 @@
  * connection comes back, and it ends in exactly one home, nothing lost or doubled; a move left
  * pending by an engine that went away, finished by the next engine's start; a space serving no
  * `homes` group and typed refusals of its move steps; and the refusals before anything is written:
- * no server set, a refused token, a conversation too large to move.
+ * no server set, a refused token, a conversation too large to move (over the staged bound). A
+ * conversation of a few MiB, over the server's 1 MiB message limit, moves to the server in parts
+ * (`moves.stage`, `moves.adoptStaged`), also with workerd SIGKILLed in the middle of staging.
  */
 import { createServer, type Server, Socket } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
@@ -95,7 +97,7 @@ afterEach(async () => {
 /** A browser engine's harness and its ServerHome, set to `space` on the relay (or not set at all). */
 async function openBrowser(
   space: string | undefined,
-  options: { token?: string; wrapPeer?: (peer: MovePeer) => MovePeer } = {},
+  options: { token?: string; wrapPeer?: (peer: MovePeer) => MovePeer; maxStagedBytes?: number } = {},
 ): Promise<Browser> {
   const reports: unknown[] = [];
   const harness = await openSpaceHarness(await memoryStore(), {
@@ -117,6 +119,7 @@ async function openBrowser(
     connectMs: 20_000,
     waitMs: 5_000,
     ...(options.wrapPeer ? { wrapPeer: options.wrapPeer } : {}),
+    ...(options.maxStagedBytes !== undefined ? { maxStagedBytes: options.maxStagedBytes } : {}),
     onReport: (e) => reports.push(e),
   });
   const browser = { harness, home, reports };
@@ -377,6 +380,129 @@ describe("large conversations", () => {
   }, 120_000);
 });
 
+describe("large conversations to the server, in parts", () => {
+  // Three inputs of 600,000 characters (about 0.9 MiB of UTF-8 each, more escaped: quotes,
+  // backslashes, accents), each under the 2 MB a Durable Object's SQLite takes in one value.
+  const bigs = ["one", "two", "three"].map((n) => `${n} ${'ab"\\é'.repeat(120_000)}`);
+
+  /** A browser conversation of a few MiB: the three big inputs answered, then mid tool round. */
+  async function bigMidToolRound(harness: AgentHarness): Promise<number> {
+    const conversation = await harness.createConversation({ ownership: { kind: "ownerless" } });
+    for (const [i, text] of bigs.entries()) {
+      await conversation.submit({ type: "input", content: text, requestId: `big-${i}` });
+      await harness.waitForConversationIdle(conversation.id);
+    }
+    await conversation.submit({ type: "input", content: "run a long task", requestId: "long" });
+    await until(
+      async () => (await conversation.entries()).some((e) => shape(e) === "assistant calls sleep"),
+      {
+        what: "the sleep call",
+        timeoutMs: 30_000,
+      },
+    );
+    return conversation.id;
+  }
+
+  /** Every input arrived whole, once, in order, and the long task ran once (one call, result, answer). */
+  function expectBigOnce(entries: readonly Shaped[]): void {
+    // The browser compacted its context on the way (the demo model's window is small): kept as is.
+    const shapes = entries.map(shape).filter((s) => s !== "pi.system" && s !== "pi.compaction");
+    expect(shapes).toEqual([
+      ...bigs.flatMap(() => ["pi.user", "assistant"]),
+      "pi.user",
+      "assistant calls sleep",
+      "tool-result sleep",
+      "assistant",
+    ]);
+    const texts = entries
+      .filter((e) => e.kind === "pi.user")
+      .map((e) => {
+        const content = (e.model as { content: unknown }[])[0]!.content;
+        return typeof content === "string" ? content : (content as { text: string }[])[0]!.text;
+      });
+    expect(texts).toEqual([...bigs, "run a long task"]);
+    const result = (
+      entries.find((e) => e.kind === "pi.tool-result")!.model as { content: { text: string }[] }[]
+    )[0]!;
+    expect(result.content[0]!.text).toContain("Finished the long task: 6 steps");
+    const ids = entries.map((e) => e.id);
+    expect(new Set(ids).size).toBe(ids.length);
+  }
+
+  test("a browser conversation of a few MiB moves to the server whole, in parts over the socket, every entry once", async () => {
+    const space = "big-out";
+    const calls: string[] = [];
+    let bytes = 0;
+    const browser = await openBrowser(space, {
+      wrapPeer: (peer) => ({
+        ...peer,
+        adopt: (pkg) => {
+          calls.push("adopt");
+          return peer.adopt(pkg);
+        },
+        stage: (transfer, index, count, part) => {
+          calls.push("stage");
+          bytes += new TextEncoder().encode(part).length;
+          return peer.stage!(transfer, index, count, part);
+        },
+        adoptStaged: (transfer) => {
+          calls.push("adoptStaged");
+          return peer.adoptStaged!(transfer);
+        },
+      }),
+    });
+    const local = await bigMidToolRound(browser.harness);
+    const moved = await browser.home.api.toServer(local);
+    expect(moved).toMatchObject({ direction: "toServer", status: "done", local });
+    expect(calls).not.toContain("adopt");
+    expect(calls.filter((c) => c === "stage").length).toBeGreaterThan(5);
+    // The package: a few MiB, each part sent once.
+    expect(bytes).toBeGreaterThan(2 * 1024 * 1024);
+    expect(calls.at(-1)).toBe("adoptStaged");
+    const there = await serverFinished(space, moved.remote!);
+    expectBigOnce(there.entries);
+    expect(await serverConversationsWithTheTask(space, moved.remote! + 2)).toEqual([moved.remote]);
+    expect(browser.harness.awayOf(local)).toMatchObject({ status: "done", remote: moved.remote });
+    expect(browser.reports).toEqual([]);
+  }, 180_000);
+
+  test("workerd SIGKILLed in the middle of staging: resumed when the server is back, the parts sent again, in exactly one home, whole", async () => {
+    const space = "big-kill";
+    let staged = 0;
+    let killed = false;
+    const browser = await openBrowser(space, {
+      wrapPeer: (peer) => ({
+        ...peer,
+        stage: async (transfer, index, count, part) => {
+          const answer = await peer.stage!(transfer, index, count, part);
+          if (++staged === 3 && !killed) {
+            killed = true;
+            // Three parts stored there; it dies before the rest arrive.
+            await server.restart();
+            throw new Error("the server went away while the parts were sent");
+          }
+          return answer;
+        },
+      }),
+    });
+    const local = await bigMidToolRound(browser.harness);
+    const pending = await browser.home.api.toServer(local);
+    expect(pending).toMatchObject({ status: "pending", local });
+    expect(killed).toBe(true);
+    expect(browser.harness.awayOf(local)?.status).toBe("pending");
+    await until(async () => (await browser.home.api.list())[0]?.status === "done", {
+      what: "the move resumed and finished",
+      timeoutMs: 90_000,
+    });
+    const [done] = await browser.home.api.list();
+    const remote = done!.remote!;
+    expectBigOnce((await serverFinished(space, remote)).entries);
+    expect(await serverConversationsWithTheTask(space, remote + 2)).toEqual([remote]);
+    expect(browser.harness.awayOf(local)).toMatchObject({ status: "done", remote });
+    expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+  }, 240_000);
+});
+
 describe("resumed when the engine opens", () => {
   test("a move left pending by an engine that went away (the server unreachable) is finished by the next engine's start", async () => {
     const space = "resume-at-open";
@@ -469,9 +595,9 @@ describe("refused before anything is written", () => {
     await unchanged(browser, local);
   }, 60_000);
 
-  test("a conversation larger than the server takes in one message: MoveRefused too_large, in words", async () => {
+  test("a conversation larger than the server takes in parts (the staged bound): MoveRefused too_large, in words", async () => {
     const space = "too-large";
-    const browser = await openBrowser(space);
+    const browser = await openBrowser(space, { maxStagedBytes: 500_000 });
     const conversation = await browser.harness.createConversation({ ownership: { kind: "ownerless" } });
     await conversation.submit({ type: "input", content: `run a long task ${"x".repeat(1_000_000)}` });
     await until(

@@ -14,17 +14,20 @@
  *   half-done.
  * Invariants: a move is undone only after the receiver durably refused its transfer (`refuse`
  * answered `refused`; if it answers the id it adopted the transfer as, the move is finished
- * instead), or when its package was never sent: a package larger than the peer takes in one message
- * (`maxPackageChars`) is never sent by any path (the package of a pending transfer is the same every
- * time), so it is cancelled here at once (`too_large`); a conversation whose entries alone are
- * larger is refused before step 1, nothing written. Only a `MoveRefused` from a step is final, any
- * other failure (the peer unreachable, a crash) is retried by `resume()`.
+ * instead), or when its package was never sent. A package larger than the peer takes in one message
+ * (`maxPackageChars`) goes in parts to a peer that stages them (`maxStagedBytes` set: `stage` each
+ * part of its JSON text, cut the same way every time by `cutPackage`, then `adoptStaged`); one over
+ * that bound, or over the message limit of a peer that takes no parts, is never sent by any path
+ * (the package of a pending transfer is the same every time), so it is cancelled here at once
+ * (`too_large`); a conversation whose entries alone are larger is refused before step 1, nothing
+ * written. Only a `MoveRefused` from a step is final, any other failure (the peer unreachable, a
+ * crash, a part lost) is retried by `resume()`, which sends the parts again (each is idempotent).
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
 import type { Tx } from "../core/define.ts";
 import { HarnessError, type MoveRefusal, MoveRefused } from "../core/errors.ts";
-import type { MovePackage, RefuseAnswer } from "../core/move.ts";
+import type { MovePackage, RefuseAnswer, StageAnswer } from "../core/move.ts";
 import type { ConversationId, Json } from "../core/types.ts";
 import type { MovesApi } from "../protocol/api.ts";
 import { DEFAULT_LIMITS, jsonProblem } from "../protocol/door.ts";
@@ -39,6 +42,18 @@ export const moveOps = {
   /** Step 2 (this engine receives): the conversation's id here. */
   adopt: async (h: AgentHarness, pkg: unknown): Promise<{ conversationId: ConversationId }> => ({
     conversationId: await h.adoptMove(pkg),
+  }),
+  /** Step 2 in parts, first half (this engine receives): store one part of the package's text. */
+  stage: (
+    h: AgentHarness,
+    transfer: string,
+    index: number,
+    count: number,
+    part: string,
+  ): Promise<StageAnswer> => h.stageMovePart(transfer, index, count, part),
+  /** Step 2 in parts: adopt the staged parts; the conversation's id here. */
+  adoptStaged: async (h: AgentHarness, transfer: string): Promise<{ conversationId: ConversationId }> => ({
+    conversationId: await h.adoptStagedMove(transfer),
   }),
   /** Step 3 (this engine sent): done, living in the receiver's `conversationId`. */
   finish: (h: AgentHarness, transfer: string, conversationId: ConversationId): Promise<void> =>
@@ -57,6 +72,10 @@ export const moveOps = {
 export interface MovePeer {
   prepare(transfer: string, conversationId: ConversationId): Promise<Json>;
   adopt(pkg: Json): Promise<{ conversationId: ConversationId }>;
+  /** Store one part of a package too large for one message (a peer that takes packages in parts). */
+  stage?(transfer: string, index: number, count: number, part: string): Promise<StageAnswer>;
+  /** Adopt the package whose parts were staged. */
+  adoptStaged?(transfer: string): Promise<{ conversationId: ConversationId }>;
   finish(transfer: string, conversationId: ConversationId): Promise<void>;
   refuse(transfer: string): Promise<RefuseAnswer>;
   cancel(transfer: string): Promise<void>;
@@ -97,6 +116,8 @@ export function harnessPeer(h: () => AgentHarness): MovePeer {
   return {
     prepare: (transfer, c) => wire(async () => (await moveOps.prepare(h(), transfer, c)) as unknown as Json),
     adopt: (pkg) => wire(() => moveOps.adopt(h(), JSON.parse(JSON.stringify(pkg)))),
+    stage: (transfer, index, count, part) => wire(() => moveOps.stage(h(), transfer, index, count, part)),
+    adoptStaged: (transfer) => wire(() => moveOps.adoptStaged(h(), transfer)),
     finish: (transfer, c) => wire(() => moveOps.finish(h(), transfer, c)),
     refuse: (transfer) => wire(() => moveOps.refuse(h(), transfer)),
     cancel: (transfer) => wire(() => moveOps.cancel(h(), transfer)),
@@ -115,6 +136,8 @@ export function protocolPeer(moves: MovesApi): MovePeer {
   return {
     prepare: (transfer, c) => call(async () => (await moves.prepare(transfer, c)) as unknown as Json),
     adopt: (pkg) => call(() => moves.adopt(pkg as unknown as MovePackage)),
+    stage: (transfer, index, count, part) => call(() => moves.stage(transfer, index, count, part)),
+    adoptStaged: (transfer) => call(() => moves.adoptStaged(transfer)),
     finish: (transfer, c) => call(() => moves.finish(transfer, c)),
     refuse: (transfer) => call(() => moves.refuse(transfer)),
     cancel: (transfer) => call(() => moves.cancel(transfer)),
@@ -180,6 +203,36 @@ export function tooLarge(limit: number): MoveRefused {
   );
 }
 
+/** The refusal of a conversation larger than the other home takes in parts. */
+export function tooLargeStaged(bound: number): MoveRefused {
+  return new MoveRefused(
+    "too_large",
+    `this conversation is too large to move: the server takes at most ${bound.toLocaleString("en")} bytes of it`,
+  );
+}
+
+/**
+ * The package's JSON text cut into parts, each of which goes in one message under `limit` (the
+ * peer's, as `packageTooLarge` counts it): at most (limit - 200) / 6 characters each, since one
+ * character of the text takes at most 6 bytes in a message (an escaped lone surrogate; a quote or a
+ * backslash takes 2, a character outside ASCII at most 3), never cutting a surrogate pair. The same
+ * text is cut the same way every time.
+ */
+export function cutPackage(text: string, limit: number): string[] {
+  const size = Math.max(2, Math.floor((limit - 200) / 6));
+  const parts: string[] = [];
+  for (let at = 0; at < text.length; ) {
+    let end = Math.min(text.length, at + size);
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+    parts.push(text.slice(at, end));
+    at = end;
+  }
+  return parts.length > 0 ? parts : [""];
+}
+
+const utf8Bytes = (text: string): number => new TextEncoder().encode(text).length;
+
 const isRefusal = (error: unknown): error is MoveRefused => error instanceof MoveRefused;
 
 export class Moves {
@@ -197,6 +250,12 @@ export class Moves {
        * limit). A larger one is refused `too_large` and never sent.
        */
       maxPackageChars?: (peer: string) => number | undefined;
+      /**
+       * When defined, a package over `maxPackageChars` goes to a peer that takes parts (`stage`,
+       * `adoptStaged`) in parts, up to this many bytes of its JSON text in all (default: none; a
+       * larger one is refused `too_large`).
+       */
+      maxStagedBytes?: (peer: string) => number | undefined;
     },
   ) {}
 
@@ -215,9 +274,13 @@ export class Moves {
   /** Move conversation `local` to the peer. Rejects (the move stays pending) when the peer is lost. */
   async moveOut(local: ConversationId, peer: string): Promise<MoveResult> {
     const limit = this.options.maxPackageChars?.(peer);
+    const bound = this.options.maxStagedBytes?.(peer);
     const handle = this.harness.conversation(local);
-    if (limit !== undefined && handle && JSON.stringify(await handle.entries()).length > limit)
-      throw tooLarge(limit);
+    if (limit !== undefined && handle) {
+      const entries = JSON.stringify(await handle.entries());
+      if (bound === undefined && entries.length > limit) throw tooLarge(limit);
+      if (bound !== undefined && utf8Bytes(entries) > bound) throw tooLargeStaged(bound);
+    }
     const transfer = this.#newTransfer();
     await this.harness.prepareMove(transfer, local, {
       also: (tx) => putIntent(tx, { transfer, direction: "out", peer, local, step: "prepared" }),
@@ -283,17 +346,27 @@ export class Moves {
     const { transfer } = intent;
     const pkg = await h.prepareMove(transfer, intent.local!);
     const limit = this.options.maxPackageChars?.(intent.peer);
+    const bound = this.options.maxStagedBytes?.(intent.peer);
+    let parts: string[] | undefined;
     if (limit !== undefined && packageTooLarge(pkg, limit)) {
-      // Never sent (no path sends it: it is the same package every time), so nothing to refuse there.
-      await h.cancelMove(transfer, {
-        also: (tx) => putIntent(tx, { ...intent, step: "cancelled", reason: tooLarge(limit).message }),
-      });
-      return;
+      const text = JSON.stringify(pkg);
+      const refusal =
+        bound === undefined ? tooLarge(limit) : utf8Bytes(text) > bound ? tooLargeStaged(bound) : undefined;
+      if (refusal) {
+        // Never sent (no path sends it: it is the same package every time), so nothing to refuse there.
+        await h.cancelMove(transfer, {
+          also: (tx) => putIntent(tx, { ...intent, step: "cancelled", reason: refusal.message }),
+        });
+        return;
+      }
+      parts = cutPackage(text, limit);
     }
     const peer = this.#peer(intent);
     let remote: ConversationId;
     try {
-      remote = (await peer.adopt(pkg as unknown as Json)).conversationId;
+      remote = parts
+        ? await this.#sendParts(peer, transfer, parts)
+        : (await peer.adopt(pkg as unknown as Json)).conversationId;
     } catch (error) {
       if (!isRefusal(error)) throw error;
       // Final: make the peer's refusal durable (or learn it adopted after all), then undo or finish.
@@ -309,6 +382,28 @@ export class Moves {
     await h.finishMove(transfer, remote, {
       also: (tx) => putIntent(tx, { ...intent, remote, step: "done" }),
     });
+  }
+
+  /**
+   * Stage every part on the peer (each idempotent: a retry sends them again, and the peer keeps the
+   * first copy), then adopt them there. A peer that adopted the transfer already says so at once.
+   */
+  async #sendParts(peer: MovePeer, transfer: string, parts: string[]): Promise<ConversationId> {
+    if (!peer.stage || !peer.adoptStaged)
+      throw new MoveRefused("too_large", "the other home takes no package in parts");
+    const stage = peer.stage.bind(peer);
+    for (const [index, part] of parts.entries()) {
+      // A peer that limits its calls' rate (a server space's socket) is waited for, a second a time.
+      let answer: StageAnswer | undefined;
+      for (let waited = 0; answer === undefined; waited++)
+        answer = await stage(transfer, index, parts.length, part).catch(async (error: unknown) => {
+          if ((error as { code?: unknown })?.code !== "rate-limited" || waited >= 60) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          return undefined;
+        });
+      if (answer.status === "adopted") return answer.conversationId;
+    }
+    return (await peer.adoptStaged(transfer)).conversationId;
   }
 
   /** peer -> browser: `asked` (the peer's step 1, adopt here), `adopted` (the peer's step 3), `cancelling`. */

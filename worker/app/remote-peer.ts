@@ -8,7 +8,9 @@
  * - a move is started only with the server connected and the token accepted: otherwise it is
  *   refused with `HomeUnavailable` (`no_server`, `unauthorized`, `unreachable`) before anything is
  *   written; a refusal of the move itself is `MoveRefused` (also before anything is written when
- *   the conversation's entries alone are over the server's message limit: `too_large`);
+ *   the conversation's entries alone are over what the server takes in parts, MAX_STAGED_BYTES:
+ *   `too_large`); a package over the server's message limit is sent in parts (`moves.stage`,
+ *   `moves.adoptStaged`);
  * - once started, a move is the orchestrator's (moves.ts): a lost server leaves it `pending`, and
  *   `resume()` finishes it when the engine opens (`start`) and each time the connection comes back;
  * - a peer call the server's door refused unread or unchecked (too large, malformed, bad
@@ -19,6 +21,7 @@
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { MoveRefused } from "../core/errors.ts";
+import { MAX_STAGED_BYTES } from "../core/move.ts";
 import type { HomesApi, MovesApi, MoveView } from "../protocol/index.ts";
 import { SERVER_MAX_MESSAGE_CHARS } from "../protocol/server-socket.ts";
 import {
@@ -57,6 +60,8 @@ export function serverPeer(api: () => MovesApi): MovePeer {
   return protocolPeer({
     prepare: (transfer, c) => api().prepare(transfer, c),
     adopt: (pkg) => api().adopt(pkg),
+    stage: (transfer, index, count, part) => api().stage(transfer, index, count, part),
+    adoptStaged: (transfer) => api().adoptStaged(transfer),
     finish: (transfer, c) => api().finish(transfer, c),
     refuse: (transfer) => api().refuse(transfer),
     cancel: (transfer) => api().cancel(transfer),
@@ -88,6 +93,8 @@ export interface ServerHomeOptions {
   readonly waitMs?: number;
   /** The largest package the server takes (default MAX_PACKAGE_CHARS). */
   readonly maxPackageChars?: number;
+  /** The most bytes of a package the server takes in parts (default MAX_STAGED_BYTES, 64 MiB). */
+  readonly maxStagedBytes?: number;
   /** Wraps the peer each step uses (tests: a lost answer, the server killed mid-move). */
   readonly wrapPeer?: (peer: MovePeer) => MovePeer;
   /** Told each unexpected failure of a background resume (never with the token). */
@@ -180,6 +187,7 @@ export class ServerHome {
             return this.#options.wrapPeer ? this.#options.wrapPeer(peer) : peer;
           },
           maxPackageChars: () => this.#options.maxPackageChars ?? MAX_PACKAGE_CHARS,
+          maxStagedBytes: () => this.#options.maxStagedBytes ?? MAX_STAGED_BYTES,
         }),
     );
     return this.#moves;

@@ -513,6 +513,21 @@ export class Harness {
     return move.adopt(this.#moves, pkg, options.also);
   }
 
+  /** Step 2's first half for a package sent in parts (receiver): store one part. Idempotent. */
+  stageMovePart(transfer: string, index: number, count: number, part: string): Promise<move.StageAnswer> {
+    this.#live();
+    return move.stage(this.#moves, transfer, index, count, part);
+  }
+
+  /** Step 2 for a package sent in parts (receiver): adopt the staged parts in one commit. */
+  adoptStagedMove(
+    transfer: string,
+    options: { also?: (tx: Tx, conversationId: ConversationId) => void } = {},
+  ): Promise<ConversationId> {
+    this.#live();
+    return move.adoptStaged(this.#moves, transfer, options.also);
+  }
+
   /** Step 3, on the sender: the move is done, as the receiver's conversation `remote`. Idempotent. */
   finishMove(
     transfer: string,

@@ -14,6 +14,10 @@
  *   with new ids (entries keep their order and get increasing ids), its tasks as they were (a running
  *   one as recovery leaves it: it runs again with `runtime.resumed`), and the `in` record T ->
  *   conversation. Again with T: the same conversation. After `refuse` T: refused forever.
+ * - Step 2 in parts, for a package larger than one message: `stage` stores each part of its JSON
+ *   text durably (one commit each; idempotent; the count fixed by the first part; at most
+ *   MAX_STAGED_BYTES in all), then `adoptStaged` joins them and adopts as `adopt` does, deleting the
+ *   parts in that commit; `refuse` deletes them too. A part of a refused transfer is refused.
  * - Step 3, `finish` (sender): T is done; the local copy stays for reading, marked as living in the
  *   peer's conversation; its live tasks end `orphaned` ("moved") without running any code.
  * - `cancel` (sender): undo a pending move. Only after the receiver durably refused T (`refuse`
@@ -515,7 +519,14 @@ export async function adopt(
   raw: unknown,
   also?: (tx: Tx, conversationId: ConversationId) => void,
 ): Promise<ConversationId> {
-  const pkg = checkPackage(raw);
+  return adoptChecked(ctx, checkPackage(raw), also);
+}
+
+async function adoptChecked(
+  ctx: MoveContext,
+  pkg: MovePackage,
+  also?: (tx: Tx, conversationId: ConversationId) => void,
+): Promise<ConversationId> {
   const { session, registry, hooks } = ctx;
   const interrupted: TaskId[] = [];
   try {
@@ -620,6 +631,7 @@ export async function adopt(
         if (error instanceof HarnessError) throw error;
         throw new MoveRefused("bad_package", `the move package does not fit: ${(error as Error).message}`);
       }
+      if (o.stagedOf(pkg.transfer)) o.unstage(pkg.transfer);
       o.setMove({
         transfer: pkg.transfer,
         role: "in",
@@ -716,8 +728,135 @@ export async function refuse(
       if (record.status === "adopted") return { status: "adopted", conversationId: record.conversationId };
       return { status: "refused" };
     }
+    if (o.stagedOf(transfer)) o.unstage(transfer);
     o.setMove({ transfer, role: "in", status: "refused", at: tx.now() });
     also?.(tx);
     return { status: "refused" };
   });
+}
+
+/** The most one transfer may stage (UTF-8 bytes of its package's JSON text): the import limit. */
+export const MAX_STAGED_BYTES = 64 * 1024 * 1024;
+/** The most parts one transfer may be cut into. */
+export const MAX_PART_COUNT = 100_000;
+/** The deepest nesting a staged package's JSON may have (checked before it is parsed). */
+const MAX_STAGED_DEPTH = 64;
+
+/** What `stage` answers: how many of the transfer's parts are stored (`adopted`: it was adopted already). */
+export type StageAnswer =
+  | { status: "staged"; stored: number; count: number }
+  | { status: "adopted"; conversationId: ConversationId };
+
+const utf8 = new TextEncoder();
+
+/**
+ * Step 2's first half for a package sent in parts (receiver, one commit per part): store part
+ * `index` of `count` of transfer T's package text. Idempotent: a part already stored is not stored
+ * again (its first text stays). Refused (`MoveRefused`, nothing stored): a bad index or count, a
+ * count that disagrees with the parts stored before (`bad_package`), a transfer refused here
+ * (`refused`) or sent from here (`bad_package`), more than MAX_STAGED_BYTES in all (`too_large`).
+ * A part of a transfer adopted already is ignored (the answer names the conversation).
+ */
+export async function stage(
+  ctx: MoveContext,
+  transfer: string,
+  index: number,
+  count: number,
+  part: string,
+): Promise<StageAnswer> {
+  checkTransfer(transfer);
+  if (!Number.isSafeInteger(count) || count < 1 || count > MAX_PART_COUNT)
+    throw new MoveRefused("bad_package", `a package is cut into 1 to ${MAX_PART_COUNT} parts, not ${count}`);
+  if (!Number.isSafeInteger(index) || index < 0 || index >= count)
+    throw new MoveRefused("bad_package", `part ${index} is not one of ${count} parts`);
+  if (typeof part !== "string") throw new MoveRefused("bad_package", "a package's part is not text");
+  const bytes = utf8.encode(part).length;
+  return ctx.session.commit((_tx, o): StageAnswer => {
+    const record = o.move("in", transfer);
+    if (record?.role === "in") {
+      if (record.status === "adopted") return { status: "adopted", conversationId: record.conversationId };
+      throw new MoveRefused("refused", `this home refused transfer ${transfer}`);
+    }
+    if (o.move("out", transfer))
+      throw new MoveRefused("bad_package", `this store sent transfer ${transfer}: it cannot adopt it`);
+    const staged = o.stagedOf(transfer);
+    if (staged && staged.count !== count)
+      throw new MoveRefused(
+        "bad_package",
+        `transfer ${transfer} was cut into ${staged.count} parts, not ${count}: its parts disagree`,
+      );
+    if (staged?.parts.has(index)) return { status: "staged", stored: staged.parts.size, count };
+    let total = bytes;
+    for (const b of staged?.parts.values() ?? []) total += b;
+    if (total > MAX_STAGED_BYTES)
+      throw new MoveRefused(
+        "too_large",
+        `this conversation is too large to move: a package takes at most ${MAX_STAGED_BYTES.toLocaleString("en")} bytes`,
+      );
+    o.stagePart({ transfer, index, count, bytes, part });
+    return { status: "staged", stored: (staged?.parts.size ?? 0) + 1, count };
+  });
+}
+
+/** Whether JSON text nests deeper than `max` (scanned, not parsed). */
+function nestsDeeper(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
+ * Step 2 for a package sent in parts (receiver, one commit): the staged parts of T joined, parsed
+ * and checked whole exactly as `adopt` checks a package, then adopted; the adopt commit deletes the
+ * parts. Again with T: the same conversation. Refused (`MoveRefused`) as `adopt` is, and
+ * `bad_package` when the text is not a package of transfer T; a part still missing is a
+ * `HarnessError` `parts_missing` (not final: the sender stages it and asks again).
+ */
+export async function adoptStaged(
+  ctx: MoveContext,
+  transfer: string,
+  also?: (tx: Tx, conversationId: ConversationId) => void,
+): Promise<ConversationId> {
+  checkTransfer(transfer);
+  const { session } = ctx;
+  const record = session.records.moves.get(`in:${transfer}`);
+  if (record?.role === "in") {
+    if (record.status === "adopted") return record.conversationId;
+    throw new MoveRefused("refused", `this home refused transfer ${transfer}`);
+  }
+  const rows = await session.store.read((sql) =>
+    sql.all("SELECT idx, count, part FROM move_parts WHERE transfer = ? ORDER BY idx", [transfer]),
+  );
+  const count = rows.length > 0 ? Number(rows[0]!["count"]) : undefined;
+  if (count === undefined || rows.length !== count)
+    throw new HarnessError(
+      "parts_missing",
+      `transfer ${transfer} has ${rows.length} of ${count ?? "its"} parts here: send the rest first`,
+    );
+  const text = rows.map((row) => String(row["part"])).join("");
+  if (nestsDeeper(text, MAX_STAGED_DEPTH))
+    throw new MoveRefused(
+      "bad_package",
+      `the move package is malformed: it nests deeper than ${MAX_STAGED_DEPTH}`,
+    );
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new MoveRefused("bad_package", `the move package is not JSON: ${(error as Error).message}`);
+  }
+  const pkg = checkPackage(value);
+  if (pkg.transfer !== transfer)
+    throw new MoveRefused("bad_package", `the parts of transfer ${transfer} hold transfer ${pkg.transfer}`);
+  return adoptChecked(ctx, pkg, also);
 }

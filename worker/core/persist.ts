@@ -280,6 +280,13 @@ export async function writeOverlay(
       "INSERT OR REPLACE INTO moves (transfer, role, conversation_id, body) VALUES (?, ?, ?, ?)",
       [m.transfer, m.role, "conversationId" in m ? m.conversationId : null, stringify(m)],
     );
+  for (const p of overlay.stagedParts.values())
+    await sql.run(
+      "INSERT OR IGNORE INTO move_parts (transfer, idx, count, bytes, part) VALUES (?, ?, ?, ?, ?)",
+      [p.transfer, p.index, p.count, p.bytes, p.part],
+    );
+  for (const transfer of overlay.unstaged)
+    await sql.run("DELETE FROM move_parts WHERE transfer = ?", [transfer]);
   // Last: a deletion removes whatever earlier callbacks of the group wrote to the conversation too.
   if (overlay.deleted.size > 0) await deleteConversationRows(sql, overlay);
   else if (overlay.keepsIdMarks) await writeNextIds(sql, overlay);

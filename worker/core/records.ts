@@ -68,6 +68,22 @@ type DocKey = string; // `${conversationId}:${name}`
 export type OwnerEdge = Pick<TaskRecord, "id" | "conversationId" | "owner" | "background">;
 const docKey = (conversationId: ConversationId, name: string): DocKey => `${conversationId}:${name}`;
 /** A move record's key: its role and transfer id. */
+/** One part of an incoming move package (move.ts `stage`). */
+export interface StagedPart {
+  readonly transfer: string;
+  readonly index: number;
+  readonly count: number;
+  /** Its UTF-8 size. */
+  readonly bytes: number;
+  readonly part: string;
+}
+
+/** What is staged of one transfer: the parts' count and each stored index's UTF-8 size. */
+export interface StagedTransfer {
+  readonly count: number;
+  readonly parts: Map<number, number>;
+}
+
 export const moveKey = (role: MoveRecord["role"], transfer: string): string => `${role}:${transfer}`;
 
 export class Records {
@@ -105,6 +121,8 @@ export class Records {
   readonly requests = new Map<string, SubmissionId>();
   /** Every move record, by `moveKey(role, transfer)` (all are read at open: move.ts). */
   readonly moves = new Map<string, MoveRecord>();
+  /** Staged parts of incoming packages (move.ts `stage`), by transfer: their count and each part's bytes. */
+  readonly staged = new Map<string, StagedTransfer>();
   /** Conversations that are away (an `out` move `pending` or `done`), with that move. */
   readonly away = new Map<ConversationId, MoveRecord & { role: "out" }>();
   /** Diagnostics of stored rows that could not be read (shared by a clone: bookkeeping, not records). */
@@ -143,6 +161,7 @@ export class Records {
     for (const [k, v] of this.formerOwners) r.formerOwners.set(k, v);
     for (const [k, v] of this.moves) r.moves.set(k, v);
     for (const [k, v] of this.away) r.away.set(k, v);
+    for (const [k, v] of this.staged) r.staged.set(k, { count: v.count, parts: new Map(v.parts) });
     r.nextTaskId = this.nextTaskId;
     r.nextEntryId = this.nextEntryId;
     r.nextConversationId = this.nextConversationId;
@@ -202,6 +221,12 @@ export class Records {
     const live = record.state.status !== "terminal";
     if (before && before.state.status !== "terminal" && !live) this.#unindex(record);
     else if (!before && live) this.#index(record);
+  }
+
+  putStaged(transfer: string, index: number, count: number, bytes: number): void {
+    let staged = this.staged.get(transfer);
+    if (!staged) this.staged.set(transfer, (staged = { count, parts: new Map() }));
+    staged.parts.set(index, bytes);
   }
 
   putMove(record: MoveRecord): void {
@@ -282,6 +307,8 @@ export class Records {
     }
     for (const id of overlay.deleted) this.#forget(id);
     for (const m of overlay.moves.values()) this.putMove(m);
+    for (const p of overlay.stagedParts.values()) this.putStaged(p.transfer, p.index, p.count, p.bytes);
+    for (const transfer of overlay.unstaged) this.staged.delete(transfer);
     this.nextTaskId = overlay.nextTaskId;
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
@@ -343,6 +370,8 @@ export class Overlay {
   #forkHeads: Map<ConversationId, EntryId> | undefined;
   #deleted: Set<ConversationId> | undefined;
   #moves: Map<string, MoveRecord> | undefined;
+  #stagedParts: Map<string, StagedPart> | undefined;
+  #unstaged: Set<string> | undefined;
   /**
    * This commit handed out ids no row will hold (an adopted entry's `byTaskId` naming a task that did
    * not move): the counters' high-water marks are stored with it, as a deletion stores them.
@@ -413,6 +442,37 @@ export class Overlay {
     return this.#moves ?? EMPTY_MAP;
   }
 
+  /** Package parts this commit stores (move.ts `stage`), by `transfer:index`. */
+  get stagedParts(): ReadonlyMap<string, StagedPart> {
+    return this.#stagedParts ?? EMPTY_MAP;
+  }
+
+  /** Transfers whose staged parts this commit deletes (after storing this commit's own). */
+  get unstaged(): ReadonlySet<string> {
+    return this.#unstaged ?? EMPTY_SET;
+  }
+
+  stagePart(part: StagedPart): void {
+    (this.#stagedParts ??= new Map()).set(`${part.transfer}:${part.index}`, part);
+  }
+
+  unstage(transfer: string): void {
+    (this.#unstaged ??= new Set()).add(transfer);
+  }
+
+  /** A transfer's staged parts as of this commit: their count and each index's bytes. */
+  stagedOf(transfer: string): StagedTransfer | undefined {
+    if (this.#unstaged?.has(transfer)) return undefined;
+    const base = this.base.staged.get(transfer);
+    let out: StagedTransfer | undefined = base && { count: base.count, parts: new Map(base.parts) };
+    for (const p of this.#stagedParts?.values() ?? [])
+      if (p.transfer === transfer) {
+        out ??= { count: p.count, parts: new Map() };
+        out.parts.set(p.index, p.bytes);
+      }
+    return out;
+  }
+
   setMove(record: MoveRecord): void {
     (this.#moves ??= new Map()).set(moveKey(record.role, record.transfer), record);
   }
@@ -477,6 +537,8 @@ export class Overlay {
     for (const [c, head] of from.forkHeads) this.setForkHead(c, head);
     for (const id of from.deleted) this.markDeleted(id);
     for (const m of from.moves.values()) this.setMove(m);
+    for (const p of from.stagedParts.values()) this.stagePart(p);
+    for (const transfer of from.unstaged) this.unstage(transfer);
     if (from.keepsIdMarks) this.keepsIdMarks = true;
   }
 

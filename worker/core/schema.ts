@@ -108,6 +108,18 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (transfer, role)
   );
   `,
+  // 6: a move package's parts as they arrive (move.ts `stage`): one row per transfer id and part
+  // index, the parts' count and UTF-8 size beside the text; the adopt or refuse commit deletes them.
+  `
+  CREATE TABLE move_parts (
+    transfer TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    part TEXT NOT NULL,
+    PRIMARY KEY (transfer, idx)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

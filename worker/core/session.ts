@@ -163,6 +163,8 @@ export class Session {
         const move = moveFromRow(row);
         if (move) r.putMove(move);
       }
+      for (const row of await sql.all("SELECT transfer, idx, count, bytes FROM move_parts"))
+        r.putStaged(String(row["transfer"]), Number(row["idx"]), Number(row["count"]), Number(row["bytes"]));
       for (const row of await sql.all(
         // Named: without statistics SQLite prefers walking the whole table in id order to the
         // partial index, and a store of many finished tasks then reads all of them at open.
@@ -634,7 +636,9 @@ function onlyCheckpointMoves(overlay: Overlay, records: Records): boolean {
     overlay.entries.length > 0 ||
     overlay.docs.size > 0 ||
     overlay.submissions.size > 0 ||
-    overlay.moves.size > 0
+    overlay.moves.size > 0 ||
+    overlay.stagedParts.size > 0 ||
+    overlay.unstaged.size > 0
   ) {
     return false;
   }

@@ -20,7 +20,7 @@ import type { ModelRef, ThinkingLevel, UsageState } from "../agent/records.ts";
 import type { UsageRollup } from "../agent/usage.ts";
 import type { WorkspaceFile } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
-import type { MovePackage, RefuseAnswer } from "../core/move.ts";
+import type { MovePackage, RefuseAnswer, StageAnswer } from "../core/move.ts";
 import type { EntryPage } from "../core/pages.ts";
 import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "../core/types.ts";
 import type { WatchFrame } from "../core/view-ops.ts";
@@ -469,6 +469,13 @@ export interface MovesApi {
   prepare(transfer: string, conversationId: ConversationId): Promise<MovePackage>;
   /** Step 2 here (this home receives): checked whole, adopted once per transfer. */
   adopt(pkg: MovePackage): Promise<{ conversationId: ConversationId }>;
+  /**
+   * Step 2 for a package too large for one message, first half: store part `index` of `count` of
+   * the package's JSON text (idempotent; bounded in all by the import limit, `too_large`).
+   */
+  stage(transfer: string, index: number, count: number, part: string): Promise<StageAnswer>;
+  /** Step 2 from the staged parts: joined, checked whole and adopted once per transfer. */
+  adoptStaged(transfer: string): Promise<{ conversationId: ConversationId }>;
   /** Step 3 here: done, the conversation living in the other home's `conversationId`. */
   finish(transfer: string, conversationId: ConversationId): Promise<void>;
   /** Never adopt `transfer` here (or the id it was adopted as, if it was). */

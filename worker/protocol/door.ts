@@ -424,6 +424,8 @@ function dispatch(c: Connection): Dispatch {
     "homes.list": () => c.homes().list(),
     "moves.prepare": ([transfer, conversation]) => c.moves().prepare(transfer, conversation),
     "moves.adopt": ([pkg]) => c.moves().adopt(pkg as unknown as MovePackage),
+    "moves.stage": ([transfer, index, count, part]) => c.moves().stage(transfer, index, count, part),
+    "moves.adoptStaged": ([transfer]) => c.moves().adoptStaged(transfer),
     "moves.finish": ([transfer, conversation]) => c.moves().finish(transfer, conversation),
     "moves.refuse": ([transfer]) => c.moves().refuse(transfer),
     "moves.cancel": ([transfer]) => c.moves().cancel(transfer),

@@ -64,6 +64,13 @@ const MovePackageSchema = Type.Object(
 export const MOVES_METHODS = {
   "moves.prepare": Type.Tuple([Transfer, Id]),
   "moves.adopt": Type.Tuple([MovePackageSchema]),
+  "moves.stage": Type.Tuple([
+    Transfer,
+    Type.Integer({ minimum: 0 }),
+    Type.Integer({ minimum: 1, maximum: 100_000 }),
+    Type.String({ maxLength: 1_000_000 }),
+  ]),
+  "moves.adoptStaged": Type.Tuple([Transfer]),
   "moves.finish": Type.Tuple([Transfer, Id]),
   "moves.refuse": Type.Tuple([Transfer]),
   "moves.cancel": Type.Tuple([Transfer]),

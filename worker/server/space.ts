@@ -325,14 +325,19 @@ export class Space {
   /**
    * A move's steps on this space's harness (worker/core/move.ts), for the browser engine that
    * drives a move (worker/app/moves.ts): each idempotent under its transfer id, a refusal a typed
-   * `MoveRefused`. A package over the socket's limit never arrives (the door refuses it unread, and
-   * the sender refuses it before sending: `too_large`).
+   * `MoveRefused`. A package over the socket's limit arrives in parts (`stage`, then
+   * `adoptStaged`), stored in the space until adopted or refused.
    */
   #moveSteps(): MovesApi {
     return {
       prepare: async (transfer, conversationId) =>
         (await this.harness()).prepareMove(transfer, conversationId),
       adopt: async (pkg) => ({ conversationId: await (await this.harness()).adoptMove(pkg) }),
+      stage: async (transfer, index, count, part) =>
+        (await this.harness()).stageMovePart(transfer, index, count, part),
+      adoptStaged: async (transfer) => ({
+        conversationId: await (await this.harness()).adoptStagedMove(transfer),
+      }),
       finish: async (transfer, conversationId) => (await this.harness()).finishMove(transfer, conversationId),
       refuse: async (transfer) => (await this.harness()).refuseMove(transfer),
       cancel: async (transfer) => (await this.harness()).cancelMove(transfer),

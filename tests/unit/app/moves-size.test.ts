@@ -3,7 +3,9 @@
  * `maxPackageChars`, the server's message limit in the browser engine: remote-peer.ts): refused
  * `too_large` with nothing written when its entries alone are over the limit, and, when only the
  * whole package is (its documents and tasks besides), cancelled at once after step 1 without ever
- * being sent: the peer hears nothing, the conversation runs here again and finishes whole.
+ * being sent: the peer hears nothing, the conversation runs here again and finishes whole. This is
+ * the orchestrator without `maxStagedBytes` (a peer that takes no parts); with it, a larger package
+ * goes in parts up to that bound (moves-parts.test.ts).
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { packageTooLarge } from "../../../worker/app/moves.ts";

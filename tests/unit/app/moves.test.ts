@@ -346,6 +346,10 @@ describe("over the protocol's moves group", () => {
     const api: MovesApi = {
       prepare: across("moves.prepare", (t: string, id: number) => moveOps.prepare(server.harness, t, id)),
       adopt: across("moves.adopt", (pkg: MovePackage) => moveOps.adopt(server.harness, pkg)),
+      stage: across("moves.stage", (t: string, i: number, n: number, part: string) =>
+        moveOps.stage(server.harness, t, i, n, part),
+      ),
+      adoptStaged: across("moves.adoptStaged", (t: string) => moveOps.adoptStaged(server.harness, t)),
       finish: across("moves.finish", (t: string, id: number) => moveOps.finish(server.harness, t, id)),
       refuse: across("moves.refuse", (t: string) => moveOps.refuse(server.harness, t)),
       cancel: across("moves.cancel", (t: string) => moveOps.cancel(server.harness, t)),
