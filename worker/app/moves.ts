@@ -212,6 +212,29 @@ export function tooLargeStaged(bound: number): MoveRefused {
 }
 
 /**
+ * The largest single value of the package, in UTF-8 bytes of its JSON: an entry, a document, a
+ * submission or a task, each of which the receiver stores as one row (a Durable Object's SQLite
+ * takes at most 2 MB in one).
+ */
+export function largestValueBytes(
+  pkg: Pick<MovePackage, "entries" | "documents" | "submissions" | "tasks">,
+): number {
+  let largest = 0;
+  for (const values of [pkg.entries, pkg.documents, pkg.submissions, pkg.tasks])
+    for (const value of values as readonly unknown[])
+      largest = Math.max(largest, utf8Bytes(JSON.stringify(value)));
+  return largest;
+}
+
+/** The refusal of a conversation holding one value larger than the other home stores in one row. */
+export function tooLargeValue(bytes: number, bound: number): MoveRefused {
+  return new MoveRefused(
+    "too_large",
+    `this conversation is too large to move: one of its messages or documents is ${bytes.toLocaleString("en")} bytes, and the server stores at most ${bound.toLocaleString("en")} bytes in one`,
+  );
+}
+
+/**
  * The package's JSON text cut into parts, each of which goes in one message under `limit` (the
  * peer's, as `packageTooLarge` counts it): at most (limit - 200) / 6 characters each, since one
  * character of the text takes at most 6 bytes in a message (an escaped lone surrogate; a quote or a
@@ -256,6 +279,12 @@ export class Moves {
        * larger one is refused `too_large`).
        */
       maxStagedBytes?: (peer: string) => number | undefined;
+      /**
+       * The largest single value (an entry, a document, a submission, a task; UTF-8 bytes of its
+       * JSON) the peer stores in one row (default: no limit). A conversation holding a larger one is
+       * refused `too_large` before step 1: the peer's adopt would fail on it every time it is retried.
+       */
+      maxValueBytes?: (peer: string) => number | undefined;
     },
   ) {}
 
@@ -280,6 +309,17 @@ export class Moves {
       const entries = JSON.stringify(await handle.entries());
       if (bound === undefined && entries.length > limit) throw tooLarge(limit);
       if (bound !== undefined && utf8Bytes(entries) > bound) throw tooLargeStaged(bound);
+    }
+    const valueBound = this.options.maxValueBytes?.(peer);
+    if (valueBound !== undefined && handle) {
+      // The entries here; the rest of the package is checked once it is built (see #out).
+      const largest = largestValueBytes({
+        entries: await handle.entries(),
+        documents: [],
+        submissions: [],
+        tasks: [],
+      });
+      if (largest > valueBound) throw tooLargeValue(largest, valueBound);
     }
     const transfer = this.#newTransfer();
     await this.harness.prepareMove(transfer, local, {
@@ -348,6 +388,16 @@ export class Moves {
     const limit = this.options.maxPackageChars?.(intent.peer);
     const bound = this.options.maxStagedBytes?.(intent.peer);
     let parts: string[] | undefined;
+    const valueBound = this.options.maxValueBytes?.(intent.peer);
+    const largest = valueBound === undefined ? 0 : largestValueBytes(pkg);
+    if (valueBound !== undefined && largest > valueBound) {
+      // As a package over the bound below: never sent, the same every time, so cancelled here.
+      const refusal = tooLargeValue(largest, valueBound);
+      await h.cancelMove(transfer, {
+        also: (tx) => putIntent(tx, { ...intent, step: "cancelled", reason: refusal.message }),
+      });
+      return;
+    }
     if (limit !== undefined && packageTooLarge(pkg, limit)) {
       const text = JSON.stringify(pkg);
       const refusal =

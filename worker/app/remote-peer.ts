@@ -23,7 +23,7 @@ import type { AgentHarness } from "../agent/harness.ts";
 import { MoveRefused } from "../core/errors.ts";
 import { MAX_STAGED_BYTES } from "../core/move.ts";
 import type { HomesApi, MovesApi, MoveView } from "../protocol/index.ts";
-import { SERVER_MAX_MESSAGE_CHARS } from "../protocol/server-socket.ts";
+import { SERVER_MAX_MESSAGE_CHARS, SERVER_MAX_VALUE_BYTES } from "../protocol/server-socket.ts";
 import {
   type BackoffOptions,
   connectServer,
@@ -95,6 +95,8 @@ export interface ServerHomeOptions {
   readonly maxPackageChars?: number;
   /** The most bytes of a package the server takes in parts (default MAX_STAGED_BYTES, 64 MiB). */
   readonly maxStagedBytes?: number;
+  /** The largest single value the server stores in one row (default SERVER_MAX_VALUE_BYTES). */
+  readonly maxValueBytes?: number;
   /** Wraps the peer each step uses (tests: a lost answer, the server killed mid-move). */
   readonly wrapPeer?: (peer: MovePeer) => MovePeer;
   /** Told each unexpected failure of a background resume (never with the token). */
@@ -188,6 +190,7 @@ export class ServerHome {
           },
           maxPackageChars: () => this.#options.maxPackageChars ?? MAX_PACKAGE_CHARS,
           maxStagedBytes: () => this.#options.maxStagedBytes ?? MAX_STAGED_BYTES,
+          maxValueBytes: () => this.#options.maxValueBytes ?? SERVER_MAX_VALUE_BYTES,
         }),
     );
     return this.#moves;

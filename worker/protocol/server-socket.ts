@@ -38,3 +38,10 @@ export const RECONNECT_CLOSE = 4001;
  * above, `too-large`; workerd closes a socket whose message is over 1 MiB of UTF-8 with code 1009).
  */
 export const SERVER_MAX_MESSAGE_CHARS = 1_000_000;
+
+/**
+ * The largest single value (an entry, a document, a task; UTF-8 bytes of its JSON) a move sends a
+ * server space: a Durable Object's SQLite stores at most 2 MB in one row, so a larger one would fail
+ * the space's adopt on every retry; what is above this is refused before the move starts.
+ */
+export const SERVER_MAX_VALUE_BYTES = 1_900_000;

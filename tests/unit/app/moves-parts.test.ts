@@ -6,7 +6,7 @@
  * deleted by the adopt or refuse commit; a lost part's call retried by `resume()`, the move whole.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
-import { cutPackage, packageTooLarge } from "../../../worker/app/moves.ts";
+import { cutPackage, largestValueBytes, packageTooLarge } from "../../../worker/app/moves.ts";
 import { MAX_STAGED_BYTES } from "../../../worker/core/move.ts";
 import { HarnessError, harnessPeer, type MovePeer, MoveRefused, Moves } from "../../../worker/index.ts";
 import type { MemoryStore } from "../../../worker/store/open.ts";
@@ -214,6 +214,34 @@ describe("the orchestrator", () => {
     const there = transcript(await server.harness.requireConversation(remote).entries());
     expect(there.at(-1)).toContain("done second");
     expect(there.filter((line) => line.includes("done first"))).toHaveLength(1);
+  });
+
+  test("one value larger than the peer stores in a row: refused too_large before step 1, in words, nothing sent, nothing changed", async () => {
+    const { browser, peer, heard } = await pair();
+    const c = await midToolRound(browser);
+    const entries = await browser.harness.requireConversation(c).entries();
+    const largest = largestValueBytes({ entries, documents: [], submissions: [], tasks: [] });
+    const moves = new Moves(browser.harness, {
+      peer: () => peer,
+      maxPackageChars: () => 2_000,
+      maxStagedBytes: () => MAX_STAGED_BYTES,
+      maxValueBytes: () => largest - 1,
+    });
+    const refused = await moves.moveOut(c, "server").catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(MoveRefused);
+    expect((refused as MoveRefused).reason).toBe("too_large");
+    expect((refused as Error).message).toContain(
+      `one of its messages or documents is ${largest.toLocaleString("en")} bytes`,
+    );
+    expect(heard).toEqual([]);
+    expect(moves.list()).toEqual([]);
+    expect(browser.harness.awayOf(c)).toBeUndefined();
+    // Still this home's: it runs here.
+    release(browser);
+    await browser.harness.waitForConversationIdle(c);
+    expect(transcript(await browser.harness.requireConversation(c).entries()).at(-1)).toContain(
+      "done second",
+    );
   });
 
   test("a part's call lost: the move stays pending; resume() sends the parts again and it ends whole, once", async () => {
