@@ -18,7 +18,6 @@
  * conversation of a few MiB, over the server's 1 MiB message limit, moves to the server in parts
  * (`moves.stage`, `moves.adoptStaged`), also with workerd SIGKILLed in the middle of staging.
  */
-import { createServer, type Server, Socket } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { WebSocket } from "ws";
 import type { AgentHarness } from "../../worker/agent/harness.ts";
@@ -34,6 +33,7 @@ import type { ConversationSummary } from "../../worker/protocol/index.ts";
 import { connectServer, type SocketConstructor, spaceAddress } from "../../worker/protocol/socket.ts";
 import { memoryStore } from "../../worker/testing.ts";
 import { type ServerWorker, startServerWorker } from "./miniflare.ts";
+import { type Relay, startRelay } from "./relay.ts";
 
 /** Poll an async condition until it holds; fails after `timeoutMs` naming `what`. */
 async function until(
@@ -49,33 +49,17 @@ async function until(
 }
 
 let server: ServerWorker;
-let relay: Server;
+let relay: Relay | undefined;
 let relayPort = 0;
-const pipes = new Set<Socket>();
 
 beforeAll(async () => {
   server = await startServerWorker({ entry: "space-entry.ts", objects: { SPACES: "TestSpace" } });
-  relay = createServer((inbound) => {
-    const target = server.url();
-    const outbound = new Socket();
-    outbound.connect(Number(target.port), target.hostname);
-    for (const s of [inbound, outbound]) {
-      pipes.add(s);
-      s.on("close", () => pipes.delete(s));
-      s.on("error", () => undefined);
-    }
-    inbound.pipe(outbound);
-    outbound.pipe(inbound);
-    inbound.on("close", () => outbound.destroy());
-    outbound.on("close", () => inbound.destroy());
-  });
-  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", () => resolve()));
-  relayPort = (relay.address() as { port: number }).port;
+  relay = await startRelay(() => server.url());
+  relayPort = relay.port;
 }, 120_000);
 
 afterAll(async () => {
-  for (const s of pipes) s.destroy();
-  await new Promise((resolve) => relay?.close(resolve));
+  await relay?.close();
   await server?.stop();
 });
 

@@ -7,7 +7,6 @@
  * finishing on the restarted server, every entry in the watched view once and in order, equal to
  * what the server stores; and a wrong token ending in `unauthorized` after one refusal.
  */
-import { createServer, type Server, Socket } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { WebSocket } from "ws";
 import {
@@ -25,36 +24,20 @@ import {
 } from "../../worker/protocol/socket.ts";
 import { until } from "../../worker/testing/wait.ts";
 import { type ServerWorker, startServerWorker } from "./miniflare.ts";
+import { type Relay, startRelay } from "./relay.ts";
 
 let server: ServerWorker;
-let relay: Server;
+let relay: Relay | undefined;
 let relayPort = 0;
-const pipes = new Set<Socket>();
 
 beforeAll(async () => {
   server = await startServerWorker({ entry: "space-entry.ts", objects: { SPACES: "TestSpace" } });
-  // Each connection goes to wherever workerd listens now.
-  relay = createServer((inbound) => {
-    const target = server.url();
-    const outbound = new Socket();
-    outbound.connect(Number(target.port), target.hostname);
-    for (const s of [inbound, outbound]) {
-      pipes.add(s);
-      s.on("close", () => pipes.delete(s));
-      s.on("error", () => undefined);
-    }
-    inbound.pipe(outbound);
-    outbound.pipe(inbound);
-    inbound.on("close", () => outbound.destroy());
-    outbound.on("close", () => inbound.destroy());
-  });
-  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", () => resolve()));
-  relayPort = (relay.address() as { port: number }).port;
+  relay = await startRelay(() => server.url());
+  relayPort = relay.port;
 }, 120_000);
 
 afterAll(async () => {
-  for (const s of pipes) s.destroy();
-  await new Promise((resolve) => relay?.close(resolve));
+  await relay?.close();
   await server?.stop();
 });
 

@@ -7,6 +7,7 @@
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
+import { afterAll, afterEach, beforeAll } from "vitest";
 import { defineTool, textResult } from "../../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
@@ -56,6 +57,32 @@ export function respond(request: { messages: Message[] }) {
       { stopReason: "toolUse" },
     );
   return fauxAssistantMessage(`done ${text}`);
+}
+
+/**
+ * The hooks every moves test file shares: one faux model for the file (made before its tests,
+ * unregistered after), and the homes a test opened closed after it (`track`).
+ */
+export function movesSuite(): { readonly faux: FauxAgentModel; track(...homes: Home[]): void } {
+  let faux: FauxAgentModel | undefined;
+  let opened: Home[] = [];
+  beforeAll(() => {
+    faux = makeFaux();
+  });
+  afterAll(() => faux?.unregister());
+  afterEach(async () => {
+    for (const home of opened) await home.harness.close().catch(() => undefined);
+    opened = [];
+  });
+  return {
+    get faux() {
+      if (!faux) throw new Error("the faux model is made before the file's tests");
+      return faux;
+    },
+    track: (...homes) => {
+      opened.push(...homes);
+    },
+  };
 }
 
 export function makeFaux(): FauxAgentModel {

@@ -5,30 +5,28 @@
  * that disagrees, a refused transfer and more than MAX_STAGED_BYTES in all refused typed; the parts
  * deleted by the adopt or refuse commit; a lost part's call retried by `resume()`, the move whole.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { cutPackage, largestValueBytes, packageTooLarge } from "../../../worker/app/moves.ts";
 import { MAX_STAGED_BYTES } from "../../../worker/core/move.ts";
 import { HarnessError, harnessPeer, type MovePeer, MoveRefused, Moves } from "../../../worker/index.ts";
 import type { MemoryStore } from "../../../worker/store/open.ts";
-import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import { type Home, makeFaux, midToolRound, openHome, release, transcript, World } from "./moves-fixtures.ts";
+import { memoryStore } from "../../../worker/testing.ts";
+import {
+  type Home,
+  midToolRound,
+  movesSuite,
+  openHome,
+  release,
+  transcript,
+  World,
+} from "./moves-fixtures.ts";
 
-let faux: FauxAgentModel;
-beforeAll(() => {
-  faux = makeFaux();
-});
-afterAll(() => faux.unregister());
-
-let opened: Home[] = [];
-afterEach(async () => {
-  for (const home of opened) await home.harness.close().catch(() => undefined);
-  opened = [];
-});
+const suite = movesSuite();
 
 async function home(name: string, world = new World(), options: { held?: boolean } = {}): Promise<Home> {
   const held = options.held ?? name === "browser";
-  const h = await openHome({ name, held }, await memoryStore(), world, faux);
-  opened.push(h);
+  const h = await openHome({ name, held }, await memoryStore(), world, suite.faux);
+  suite.track(h);
   return h;
 }
 
@@ -99,7 +97,7 @@ describe("staging", () => {
     // The engine stops; the next one on the same store still has the part, and its count.
     const image = receiver.store.image();
     await receiver.harness.close();
-    const again = await openHome(receiver, await memoryStore(image), world, faux);
+    const again = await openHome(receiver, await memoryStore(image), world, suite.faux);
     expect(await again.harness.stageMovePart("T-idem", 0, 3, "yy")).toMatchObject({ stored: 1 });
     expect(await again.harness.stageMovePart("T-idem", 1, 3, "cd")).toMatchObject({ stored: 2 });
     const rows = await again.store.read((sql) =>

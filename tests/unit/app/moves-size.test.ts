@@ -7,30 +7,20 @@
  * the orchestrator without `maxStagedBytes` (a peer that takes no parts); with it, a larger package
  * goes in parts up to that bound (moves-parts.test.ts).
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { packageTooLarge } from "../../../worker/app/moves.ts";
 import type { MovePackage } from "../../../worker/core/move.ts";
 import { harnessPeer, type MovePeer, MoveRefused, Moves } from "../../../worker/index.ts";
-import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import { type Home, makeFaux, midToolRound, openHome, release, transcript, World } from "./moves-fixtures.ts";
+import { memoryStore } from "../../../worker/testing.ts";
+import { midToolRound, movesSuite, openHome, release, transcript, World } from "./moves-fixtures.ts";
 
-let faux: FauxAgentModel;
-beforeAll(() => {
-  faux = makeFaux();
-});
-afterAll(() => faux.unregister());
-
-let opened: Home[] = [];
-afterEach(async () => {
-  for (const home of opened) await home.harness.close().catch(() => undefined);
-  opened = [];
-});
+const suite = movesSuite();
 
 async function homes() {
   const world = new World();
-  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, faux);
-  const server = await openHome({ name: "server", held: false }, await memoryStore(), world, faux);
-  opened.push(browser, server);
+  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, suite.faux);
+  const server = await openHome({ name: "server", held: false }, await memoryStore(), world, suite.faux);
+  suite.track(browser, server);
   const heard: string[] = [];
   const real = harnessPeer(() => server.harness);
   const hear =

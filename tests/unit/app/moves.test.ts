@@ -7,7 +7,7 @@
  * crash sweep over every step is moves-crash-sweep.test.ts.
  */
 import { Value } from "typebox/value";
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { moveOps, protocolPeer } from "../../../worker/app/moves.ts";
 import {
   ConversationMoved,
@@ -20,12 +20,12 @@ import {
 import type { MovesApi } from "../../../worker/protocol/api.ts";
 import { MOVES_METHODS } from "../../../worker/protocol/schema.ts";
 import { EngineError, wireError } from "../../../worker/protocol/wire.ts";
-import { type FauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { memoryStore } from "../../../worker/testing.ts";
 import {
   FIRST,
   type Home,
-  makeFaux,
   midToolRound,
+  movesSuite,
   openHome,
   release,
   SECOND,
@@ -33,22 +33,12 @@ import {
   World,
 } from "./moves-fixtures.ts";
 
-let faux: FauxAgentModel;
-beforeAll(() => {
-  faux = makeFaux();
-});
-afterAll(() => faux.unregister());
-
-let opened: Home[] = [];
-afterEach(async () => {
-  for (const home of opened) await home.harness.close().catch(() => undefined);
-  opened = [];
-});
+const suite = movesSuite();
 
 async function homes(world = new World()): Promise<{ browser: Home; server: Home; world: World }> {
-  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, faux);
-  const server = await openHome({ name: "server", held: false }, await memoryStore(), world, faux);
-  opened.push(browser, server);
+  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, suite.faux);
+  const server = await openHome({ name: "server", held: false }, await memoryStore(), world, suite.faux);
+  suite.track(browser, server);
   return { browser, server, world };
 }
 
@@ -107,9 +97,9 @@ describe("moving a conversation", () => {
 
   test("bringBack from the server: the browser's intent drives the server's steps 1 and 3", async () => {
     const world = new World();
-    const browser = await openHome({ name: "browser", held: false }, await memoryStore(), world, faux);
-    const server = await openHome({ name: "server", held: true }, await memoryStore(), world, faux);
-    opened.push(browser, server);
+    const browser = await openHome({ name: "browser", held: false }, await memoryStore(), world, suite.faux);
+    const server = await openHome({ name: "server", held: true }, await memoryStore(), world, suite.faux);
+    suite.track(browser, server);
     const remote = await midToolRound(server);
     const moves = new Moves(browser.harness, { peer: () => harnessPeer(() => server.harness) });
     const result = await moves.bringBack(remote, "server");
@@ -181,7 +171,7 @@ describe("moving a conversation", () => {
     const before = await browser.harness.prepareMove("T-o", c);
     const image = browser.store.image();
     await browser.harness.close();
-    await openHome(browser, await memoryStore(image), world, faux);
+    await openHome(browser, await memoryStore(image), world, suite.faux);
     const stamp = before.tasks.find((t) => t.state.status === "running")!;
     // Recovery turned it back to pending here, and nothing runs it: the conversation is away.
     expect((await browser.harness.getTask(stamp.id))?.state.status).toBe("pending");
