@@ -19,21 +19,17 @@
  *   running (holding the port): kill the process group (`kill -9 -<pid>`). Nothing half-written
  *   stays that the next start cannot read (the store commits through SQLite).
  */
-import { createHmac, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
 import { Miniflare } from "miniflare";
+import { bundleServerWorker, QUICKJS_WASM_MODULE, quickjsWasm, spaceToken } from "./server-worker.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const require = createRequire(import.meta.url);
 
 /** The compatibility date the worker runs at (workerd 1.20250718 knows dates up to its own). */
 const COMPATIBILITY_DATE = "2025-07-01";
-const QUICKJS_WASM_IMPORT = "@jitl/quickjs-wasmfile-release-sync/wasm";
-const QUICKJS_WASM_MODULE = "quickjs.wasm";
 const SPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 function usage(problem) {
@@ -84,39 +80,6 @@ function secretIn(data) {
   return secret;
 }
 
-/** The token of `space` (worker/server/token.ts's scheme). */
-export function spaceToken(secret, space) {
-  return `${space}.${createHmac("sha256", secret).update(`space:${space}`).digest("base64url")}`;
-}
-
-/** The server's worker as one ES module, the interpreter's WebAssembly beside it. */
-async function bundle() {
-  const result = await build({
-    entryPoints: [join(root, "worker", "entry", "server.ts")],
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    conditions: ["workerd", "worker", "browser"],
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-    plugins: [
-      {
-        name: "compiled-wasm",
-        setup(b) {
-          b.onResolve({ filter: /^@jitl\/quickjs-wasmfile-release-sync\/wasm$/ }, () => ({
-            path: `./${QUICKJS_WASM_MODULE}`,
-            external: true,
-          }));
-        },
-      },
-    ],
-  });
-  const file = result.outputFiles[0];
-  if (!file) throw new Error("esbuild produced no output for worker/entry/server.ts");
-  return file.text;
-}
-
 /** The provider keys in the environment (`<PROVIDER>_API_KEY`), as the worker's bindings. */
 function providerKeys() {
   return Object.fromEntries(
@@ -149,14 +112,14 @@ async function serve(options) {
   const secret = secretIn(options.data);
   const objects = join(options.data, "objects");
   const keys = providerKeys();
-  const script = await bundle();
+  const script = await bundleServerWorker(join(root, "worker", "entry", "server.ts"));
   const mf = new Miniflare({
     modules: [
       { type: "ESModule", path: join(root, "worker", "entry", "server.js"), contents: script },
       {
         type: "CompiledWasm",
         path: join(root, "worker", "entry", QUICKJS_WASM_MODULE),
-        contents: readFileSync(require.resolve(QUICKJS_WASM_IMPORT)),
+        contents: quickjsWasm(),
       },
     ],
     compatibilityDate: COMPATIBILITY_DATE,

@@ -8,14 +8,19 @@
  * the token of the space a `/space/<name>/` path names (Authorization: Bearer), as a client of the
  * front door must; `raw()` sends exactly what it is given (the refusal tests).
  */
-import { createHmac, randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
 import { Miniflare } from "miniflare";
+import {
+  bundleServerWorker,
+  QUICKJS_WASM_MODULE,
+  quickjsWasm,
+  spaceToken,
+} from "../../scripts/server-worker.mjs";
 import { within } from "../../worker/testing/wait.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -86,51 +91,18 @@ export interface WorkerOptions {
 
 const bundled = new Map<string, Promise<string>>();
 
-/** The QuickJS interpreter's WebAssembly: the server's entry imports it as a compiled module. */
-const QUICKJS_WASM_IMPORT = "@jitl/quickjs-wasmfile-release-sync/wasm";
-/** Its module's name beside the worker's (what the bundle imports instead). */
-const QUICKJS_WASM_MODULE = "quickjs.wasm";
-
 /** An entry's file: a name in tests/server/worker/, or an absolute path as it is. */
 const entryFile = (entry: string) => (isAbsolute(entry) ? entry : join(here, "worker", entry));
 
 /** The worker as one ES module (built once per entry and test process). */
 export function bundleWorker(entry = "entry.ts"): Promise<string> {
   let done = bundled.get(entry);
-  if (done) return done;
-  done = build({
-    entryPoints: [entryFile(entry)],
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    conditions: ["workerd", "worker", "browser"],
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-    plugins: [
-      {
-        name: "compiled-wasm",
-        setup(b) {
-          b.onResolve({ filter: /^@jitl\/quickjs-wasmfile-release-sync\/wasm$/ }, () => ({
-            path: `./${QUICKJS_WASM_MODULE}`,
-            external: true,
-          }));
-        },
-      },
-    ],
-  }).then((result) => {
-    const file = result.outputFiles[0];
-    if (!file) throw new Error("esbuild produced no output for the server tests' worker");
-    return file.text;
-  });
-  bundled.set(entry, done);
+  if (!done) bundled.set(entry, (done = bundleServerWorker(entryFile(entry))));
   return done;
 }
 
 /** The token of `space` (worker/server/token.ts's scheme, computed as scripts/server.mjs does). */
-export function spaceTokenOf(secret: string, space: string): string {
-  return `${space}.${createHmac("sha256", secret).update(`space:${space}`).digest("base64url")}`;
-}
+export const spaceTokenOf = spaceToken;
 
 export async function startServerWorker(options: WorkerOptions = {}): Promise<ServerWorker> {
   workerdBinary();
@@ -148,7 +120,7 @@ export async function startServerWorker(options: WorkerOptions = {}): Promise<Se
         {
           type: "CompiledWasm",
           path: resolve(dirname(entryFile(entry)), QUICKJS_WASM_MODULE),
-          contents: readFileSync(createRequire(import.meta.url).resolve(QUICKJS_WASM_IMPORT)),
+          contents: quickjsWasm(),
         },
       ],
       compatibilityDate: COMPATIBILITY_DATE,
