@@ -4,7 +4,8 @@
  * marker the next preparation writes a complete baseline again.
  */
 import { expect, test } from "vitest";
-import type { EntryRecord } from "../../../worker/index.ts";
+import type { ChangeSet, EntryRecord } from "../../../worker/index.ts";
+import { deferred } from "../../../worker/testing.ts";
 import { echo, open } from "./fixtures.ts";
 
 type SystemRecord = { role: string; content: string; sections: Record<string, string | null> };
@@ -39,4 +40,45 @@ test("preparation appends a pi.system entry only when the instructions change, a
   const after = await systems();
   expect(after).toHaveLength(3);
   expect(systemOf(after[2]!).sections).toEqual({ instructions: "be thorough" });
+});
+
+test("prepare's one commit appends the planned pi.system entry and moves to request, pinning the new tail as cutoff and the agent's model and thinking level; a change during the request applies at the next preparation", async () => {
+  const hold = deferred();
+  const { h, root, faux } = await open(async (req, n) => {
+    if (n === 1) await hold.promise;
+    return echo(req, n);
+  });
+  await root.configure({ instructions: "be brief", thinkingLevel: "high" });
+  const changes: ChangeSet[] = [];
+  const stop = h.subscribe((change) => changes.push(change));
+  const first = await root.submit({ type: "input", content: "one" });
+  await expect.poll(() => faux.requests.length).toBe(1);
+  const prepared = changes.filter((c) => c.entries.some((e) => e.kind === "pi.system"));
+  expect(prepared).toHaveLength(1);
+  const [commit] = prepared;
+  const system = commit!.entries.find((e) => e.kind === "pi.system")!;
+  const generation = commit!.tasks.find((t) => t.kind === "pi.generation")!;
+  expect(generation.state).toMatchObject({
+    status: "running",
+    checkpoint: {
+      phase: "request",
+      attempt: 1,
+      cutoff: system.id,
+      model: { provider: faux.ref.provider, modelId: faux.ref.modelId },
+      thinkingLevel: "high",
+    },
+  });
+  // A change while the request runs leaves it as pinned; the next preparation takes it.
+  await root.configure({ thinkingLevel: "low" });
+  hold.resolve();
+  expect((await first.wait()).status).toBe("done");
+  changes.length = 0;
+  expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+  stop();
+  const requests = changes
+    .flatMap((c) => c.tasks)
+    .filter((t) => t.kind === "pi.generation" && t.state.status === "running")
+    .map((t) => (t.state as { checkpoint: { phase: string; thinkingLevel?: string } }).checkpoint)
+    .filter((cp) => cp.phase === "request");
+  expect(requests.map((cp) => cp.thinkingLevel)).toEqual(["low"]);
 });

@@ -4,10 +4,10 @@
  * all their ids), writes before user items, a queued input's entry stamped at placement, and writes
  * that never start a generation by themselves.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import type { AgentSettings } from "../../../worker/index.ts";
-import { deferred } from "../../../worker/testing.ts";
+import { deferred, fauxError } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
@@ -89,6 +89,42 @@ test("steeringMode all: the post-tools boundary places every queued steer and th
   expect(last).toEqual(["go", "assistant", "toolResult", "steer one", "steer two"]);
   expect(liveOf(h).run).toBeUndefined();
 });
+
+test.each(["a failed answer", "an abort"] as const)(
+  "a steer that joined the run is settled with the run's other input on every terminal path: %s",
+  async (path) => {
+    const gate = gatedTool();
+    const second = deferred();
+    const { h, root, faux } = await open(
+      async (req) => {
+        if (!req.messages.some((m) => m.role === "assistant")) {
+          return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+        }
+        await second.promise;
+        return fauxError("400 Bad Request: not retryable");
+      },
+      { tools: [gate.tool], settings: { retry: { enabled: false } } },
+    );
+    const first = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    const later = await root.submit({ type: "input", content: "later" });
+    gate.release.resolve();
+    await expect.poll(() => faux.requests.length).toBe(2);
+    // The post-tools boundary placed the steer and added it to the run; the follow-up stays queued.
+    expect(liveOf(h).run?.inputs).toEqual([first.id, steer.id]);
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([later.id]);
+    const reason = path === "an abort" ? "aborted" : "model_error";
+    const aborting = path === "an abort" ? root.abort() : undefined;
+    second.resolve();
+    await aborting;
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason });
+    expect(await steer.wait()).toMatchObject({ status: "unanswered", reason });
+    expect(liveOf(h).run).toBeUndefined();
+    // Exactly the listed inputs: the queued follow-up is not settled by the failure (an abort withdraws it).
+    expect((await later.record()).status).toBe(path === "an abort" ? "unanswered" : "queued");
+  },
+);
 
 test("a boundary places the selected writes before the selected user items, even a write queued after them", async () => {
   const { root, hold, first } = await busyWithHeldAnswer({});
