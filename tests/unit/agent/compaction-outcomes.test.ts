@@ -7,7 +7,13 @@ import { fauxAssistantMessage, fauxToolCall, streamSimple } from "@mariozechner/
 import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import type { Conversation, LiveState, UsageState } from "../../../worker/index.ts";
-import { deferred, type FauxRequest, type FauxResponder, fauxError, memoryStore } from "../../../worker/testing.ts";
+import {
+  deferred,
+  type FauxRequest,
+  type FauxResponder,
+  fauxError,
+  memoryStore,
+} from "../../../worker/testing.ts";
 import { faultingHook, liveOf, open } from "./fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
@@ -122,20 +128,24 @@ test.each([
   ["an empty text", () => fauxAssistantMessage("   ")],
   ["a tool call", () => fauxAssistantMessage([fauxToolCall("read", {})], { stopReason: "stop" })],
   ["a non-retryable error", () => fauxError("400 Bad Request: no")],
-] as const)("a summary attempt that is not a non-empty text stop (%s) fails the compaction with model_error, nothing placed, its spend counted", async (_name, summary) => {
-  const responder: FauxResponder = (req) => (isSummary(req) ? summary() : fauxAssistantMessage(big("answer")));
-  const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
-  await chat(root, 3);
-  const key = `${faux.ref.provider}/${faux.ref.modelId}`;
-  const spent = () => (h.docNow(1, "pi.usage") as UsageState).models[key]!.input;
-  const before = { entries: (await root.entries()).length, spent: spent() };
-  const taskId = await root.compact();
-  const record = await h.waitForTask(taskId);
-  expect(record.state).toMatchObject({
-    status: "terminal",
-    outcome: { status: "failed", error: { message: "model_error" } },
-  });
-  expect((await root.entries()).length).toBe(before.entries);
-  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
-  expect(spent()).toBeGreaterThan(before.spent);
-});
+] as const)(
+  "a summary attempt that is not a non-empty text stop (%s) fails the compaction with model_error, nothing placed, its spend counted",
+  async (_name, summary) => {
+    const responder: FauxResponder = (req) =>
+      isSummary(req) ? summary() : fauxAssistantMessage(big("answer"));
+    const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
+    await chat(root, 3);
+    const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+    const spent = () => (h.docNow(1, "pi.usage") as UsageState).models[key]!.input;
+    const before = { entries: (await root.entries()).length, spent: spent() };
+    const taskId = await root.compact();
+    const record = await h.waitForTask(taskId);
+    expect(record.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "model_error" } },
+    });
+    expect((await root.entries()).length).toBe(before.entries);
+    expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+    expect(spent()).toBeGreaterThan(before.spent);
+  },
+);

@@ -5,8 +5,8 @@
  */
 import { describe, expect, test } from "vitest";
 import { defineTask, Harness, type Json, type TaskId } from "../../../worker/index.ts";
-import { memoryStore } from "../../../worker/testing.ts";
-import { complete, done, engineStillRuns, outcome } from "./fixtures.ts";
+import { deferred, memoryStore } from "../../../worker/testing.ts";
+import { complete, done, engineStillRuns, outcome, single } from "./fixtures.ts";
 
 type Two = { phase: "a" } | { phase: "b" };
 
@@ -64,6 +64,45 @@ describe("the step before a phase runs on the commit line", () => {
     expect(outcome(await done(h, self))).toEqual({ status: "aborted", reason: "mark" });
     expect(await marking).toBe("marked");
     expect(started).toEqual(["a", "abort"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+  test("step rule 1: a phase that leaves the task waiting (its checkpoint unchanged) or terminal ends the invocation there: no fault, no further phase", async () => {
+    const h = await Harness.open(await memoryStore());
+    const gate = deferred();
+    const child = single("held-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    const runs: string[] = [];
+    const parent = defineTask<Json, Two, Json>({
+      name: "waits-unchanged",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        a: async (task, runtime) => {
+          runs.push("a");
+          if (runs.length === 1) {
+            // Waiting with the very checkpoint it runs at: rule 6 (no progress) must not apply.
+            await runtime.commit((tx) => {
+              const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: task.id } });
+              return { status: "waiting", checkpoint: { phase: "a" }, on: [id], policy: "allSettled" };
+            });
+            return;
+          }
+          await runtime.commit(() => complete("resumed"));
+        },
+        b: async () => void runs.push("b"),
+      },
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await h.waitUntil(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"));
+    expect(runs).toEqual(["a"]);
+    gate.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "resumed" });
+    // Resumed in a new invocation at its checkpoint; after the terminal commit no phase ran.
+    expect(runs).toEqual(["a", "a"]);
     await engineStillRuns(h);
     await h.close();
   });

@@ -210,3 +210,36 @@ test("a cascade treats the conversations it reaches like Conversation.abort(): t
   expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
   expect((await rootQueued.record()).status).toBe("queued");
 });
+
+test("Harness.waitForIdle traverses from every ownerless root: work below a finished owner keeps it waiting; background work, and ordinary work below a background owner, do not", async () => {
+  const idleNow = async (h: { waitForIdle(): Promise<void> }) => {
+    let idle = false;
+    void h.waitForIdle().then(() => {
+      idle = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    return idle;
+  };
+  // Ordinary work in a conversation whose owner task finished: reached from the root, not idle.
+  const ordinary = await workBelowAFinishedOwner();
+  expect(await idleNow(ordinary.h)).toBe(false);
+  await ordinary.h.abortTask(ordinary.workerId);
+  expect(await idleNow(ordinary.h)).toBe(true);
+  // The same work marked background: a boundary, idle at once.
+  const background = await workBelowAFinishedOwner({ background: true });
+  expect(await idleNow(background.h)).toBe(true);
+  // Ordinary work below a background owner: the owner is the boundary, idle at once.
+  const worker = parked("worker");
+  const { h } = await open(echo, { tasks: [founder, worker] });
+  const founderId = await h.createTask(founder, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
+  const owned = ((await h.waitForTask(founderId)).state as { outcome: { result: number } }).outcome.result;
+  const workerId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned }),
+  );
+  await until(() => running(h) === 1, { what: "worker running" });
+  expect(await idleNow(h)).toBe(true);
+  expect((await h.getTask(workerId))?.state.status).toBe("running");
+});

@@ -14,13 +14,15 @@ import { settle } from "./fixtures.ts";
 
 const frame = (seq: number): Frame<number> => ({ seq, value: seq, ops: [] });
 
-test("start() never calls the listener inline, and watch.value stays the acquisition value until delivery", async () => {
+test("start() never calls the listener inline, and watch.value stays the acquisition value until delivery; a second start() is refused", async () => {
   const watch = new Watch(0);
   watch.push(frame(1));
   expect(watch.value).toBe(0);
   const seen: Array<[number, number]> = [];
   watch.start((f) => void seen.push([f.value, watch.value]));
   expect(seen).toEqual([]);
+  // The listener is the sole one: a second start() is refused.
+  expect(() => watch.start(() => undefined)).toThrow(/one listener/);
   await until(() => seen.length === 1, { what: "first delivery" });
   // The value advanced immediately before the callback ran.
   expect(seen).toEqual([[1, 1]]);
