@@ -11,6 +11,7 @@ import {
   fauxAssistantMessage,
   fauxToolCall,
 } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import {
@@ -20,11 +21,14 @@ import {
   createModelResolver,
   type DeferredAnswer,
   DOC,
+  defineTool,
+  type LiveState,
   type StreamFn,
+  textResult,
   type UsageState,
   watchEvents,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { collect, EventConsumer, render } from "./events-fixtures.ts";
 import { callsThenAnswer, cleanups, echo, faultingHook, gatedTool, open } from "./fixtures.ts";
 
@@ -317,4 +321,40 @@ test("an aborted round's unstarted call ends with its result entry, directly bef
   ]);
   expect(ofType(batches, "tool_execution_start").map((e) => e.toolCallId)).toEqual(["c1"]);
   expect(ofType(batches, "tool_execution_end").map((e) => e.toolCallId)).toEqual(["c1", "c2"]);
+});
+
+test("tool_execution_update carries a running slot's details and diagnostics when they change", async () => {
+  const gate = deferred();
+  const noted = deferred();
+  const tool = defineTool({
+    name: "probe",
+    description: "Reports details and a diagnostic while it runs",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      await api.details({ step: 1 });
+      api.diagnostic({ severity: "warn", message: "file changed on disk", code: "changed" });
+      noted.resolve();
+      await gate.promise;
+      return textResult("probed");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("probe", {}, { id: "c1" })), {
+    tools: [tool],
+    settings: { outputIntervalMs: 1 },
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const input = await root.submit({ type: "input", content: "go" });
+  await noted.promise;
+  await until(() => (h.docNow(root.id, DOC.live) as LiveState).tools?.[0]?.diagnostics !== undefined, {
+    what: "the diagnostic committed to the slot",
+  });
+  gate.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await settled(h, stream, batches);
+  const updates = ofType(batches, "tool_execution_update");
+  expect(updates.filter((u) => u.details !== undefined).map((u) => u.details)).toEqual([{ step: 1 }]);
+  expect(updates.filter((u) => u.diagnostics !== undefined).map((u) => u.diagnostics)).toEqual([
+    [{ severity: "warn", message: "file changed on disk", code: "changed" }],
+  ]);
 });

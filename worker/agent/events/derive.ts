@@ -326,18 +326,20 @@ function retryEvents(was: LiveState, now: LiveState): AgentEvent[] {
   return out;
 }
 
-/** Output and details of a slot that kept running (or waiting). */
+/** Output, details and diagnostics of a slot that kept running (or waiting); removed ones send `null` and `[]` (spec §9.4). */
 function slotUpdate(prev: ToolSlot, slot: ToolSlot): AgentEvent | undefined {
   const trimmed = (slot.droppedBytes ?? 0) - (prev.droppedBytes ?? 0);
   const output = outputChange(prev.output, slot.output, trimmed);
   const detailsChanged = JSON.stringify(prev.details) !== JSON.stringify(slot.details);
-  if (!output && !detailsChanged) return undefined;
+  const diagnosticsChanged = JSON.stringify(prev.diagnostics ?? []) !== JSON.stringify(slot.diagnostics ?? []);
+  if (!output && !detailsChanged && !diagnosticsChanged) return undefined;
   return {
     type: "tool_execution_update",
     toolCallId: slot.callId,
     toolName: slot.name,
     ...(output ? { output } : {}),
     ...(detailsChanged ? { details: slot.details ?? null } : {}),
+    ...(diagnosticsChanged ? { diagnostics: slot.diagnostics ?? [] } : {}),
   };
 }
 

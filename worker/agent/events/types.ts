@@ -10,6 +10,7 @@ import type {
   CompactionReason,
   CompactionStatus,
   InboxItem,
+  ToolDiagnostic,
   ToolSlot,
   UsageState,
 } from "../records.ts";
@@ -90,6 +91,8 @@ export type AgentEvent =
       readonly output?: OutputChange;
       /** The slot's current details; `null` once removed. */
       readonly details?: Json;
+      /** The slot's current diagnostics (recorded through `api.diagnostic()`); `[]` once removed. */
+      readonly diagnostics?: readonly ToolDiagnostic[];
     }
   /** `entry` is absent when the tool task faulted or was orphaned, or its run ended without one. */
   | {
