@@ -35,6 +35,13 @@
  * `describe › test` path matches when every part matches a title of the file. A name with no closing
  * quote reads on into the next text and fails.
  *
+ * Every line a specification list marks asserted names a test (the second check): in
+ * `sections-0-4.md` a rule whose first tag is `[A]` or `[NEW]`, in `sections-5-9.md` and
+ * `section-7.md` a rule whose `->` side is not N/A, MISSING, CONTRARY, another issue or in progress.
+ * Such a line must hold at least one reference in the formats above, or say `check)`: a type-only
+ * rule asserted by `npm run check` (strict tsc). Whether the named test asserts the whole rule is
+ * still a reader's work (issue 29's reading notes); this catches a line that names none.
+ *
  * Not checked: a file named without a quoted test (`` `tab/images` (4 tests) ``): a backticked word
  * cannot be told from code (`` `docs` ``, `` `close` ``). Excluded: only the lists' headers that
  * describe the format (`file › "name"`); an excluded line says its reason in EXCLUDED below. The
@@ -328,6 +335,58 @@ function check(
   return failures;
 }
 
+// ---------------------------------------------------------------- asserted lines name a test
+
+/** The specification lists whose asserted lines must each name a test, and how each marks one. */
+const SPEC_LISTS = {
+  "tests/spec-coverage/sections-0-4.md": "tags",
+  "tests/spec-coverage/sections-5-9.md": "arrow",
+  "tests/spec-coverage/section-7.md": "arrow",
+} as const;
+
+/** One rule of a list: a `- ` line at the margin with its indented continuation lines. */
+interface Rule {
+  readonly line: number;
+  readonly text: string;
+}
+
+function rules(markdown: string): Rule[] {
+  const out: Rule[] = [];
+  let current: { line: number; text: string } | undefined;
+  markdown.split("\n").forEach((l, i) => {
+    if (l.startsWith("- ")) {
+      if (current) out.push(current);
+      current = { line: i + 1, text: l };
+    } else if (current && /^\s+\S/.test(l)) current.text += `\n${l}`;
+    else if (current) {
+      out.push(current);
+      current = undefined;
+    }
+  });
+  if (current) out.push(current);
+  return out;
+}
+
+/** Whether a rule line says it is asserted, by its list's convention. */
+function markedAsserted(rule: Rule, style: "tags" | "arrow"): boolean {
+  if (style === "tags") {
+    const tag = /\[(A|NEW|N\/A|MISSING|CONTRARY|UNASSERTED|I\d+|WIP[^\]]*)\]/.exec(rule.text);
+    return tag?.[1] === "A" || tag?.[1] === "NEW";
+  }
+  const arrow = rule.text.indexOf(" -> ");
+  if (arrow < 0) return false;
+  const rhs = rule.text.slice(arrow + 4).trimStart();
+  return !/^\**(N\/A|MISSING|CONTRARY|issue \d+|in progress)/i.test(rhs);
+}
+
+/** Every rule a list marks asserted that names no test (nor says `check)`), as `list:line: rule`. */
+function assertedWithoutTest(list: string, markdown: string, style: "tags" | "arrow"): string[] {
+  return rules(markdown)
+    .filter((r) => markedAsserted(r, style))
+    .filter((r) => extract(list, r.text).length === 0 && !r.text.includes("check)"))
+    .map((r) => `${list}:${r.line}: ${r.text.split("\n")[0]!.slice(0, 120)}`);
+}
+
 // ---------------------------------------------------------------- the tests
 
 describe("the extractor and the matcher", () => {
@@ -387,6 +446,40 @@ describe("the extractor and the matcher", () => {
       'list.md:4: recovery.test.ts › "recovery" › "after a crash, the run goes on": no such test in tests/unit/core/recovery.test.ts',
       'list.md:5: fork › "written content: the prompt lives in sections": no such test in tests/unit/agent/fork.test.ts',
     ]);
+  });
+});
+
+describe("asserted lines name a test", () => {
+  test("an asserted line without a reference is found, by either convention; N/A, missing and type-only lines are not", () => {
+    const tags = [
+      '- rule A [A] recovery › "after a restart, the run goes on"',
+      "- rule B [NEW] every harness test",
+      "- rule C [N/A] not here",
+      "- rule D [MISSING] not built",
+      "- rule E [A] wrapped over",
+      '  two lines: `recovery`: "after a restart, the run goes on"',
+    ].join("\n");
+    expect(assertedWithoutTest("a.md", tags, "tags")).toEqual(["a.md:2: - rule B [NEW] every harness test"]);
+    const arrows = [
+      '- rule A -> `recovery`: "after a restart, the run goes on"',
+      "- rule B -> see the line above",
+      "- rule C -> **N/A** (listed)",
+      "- rule D -> MISSING: not built",
+      "- rule E -> issue 13",
+      "- rule F -> types.ts (check)",
+      "- rule G -> details implemented, not asserted",
+    ].join("\n");
+    expect(assertedWithoutTest("b.md", arrows, "arrow")).toEqual([
+      "b.md:2: - rule B -> see the line above",
+      "b.md:7: - rule G -> details implemented, not asserted",
+    ]);
+  });
+
+  test("every line a specification list marks asserted names at least one test", () => {
+    const failures = Object.entries(SPEC_LISTS).flatMap(([list, style]) =>
+      assertedWithoutTest(list, fs.readFileSync(path.join(ROOT, list), "utf8"), style),
+    );
+    expect(failures).toEqual([]);
   });
 });
 
