@@ -136,7 +136,7 @@ test("a throwing section keeps the text shown before and is reported; the reques
   expect(await systems()).toHaveLength(1);
 });
 
-test("wrappers decorate the winning tool and section; a wrapper that renames its target drops it (reported)", async () => {
+test("wrappers decorate the winning tool and section; a wrapper that renames or throws drops its target (reported); one without a target does nothing", async () => {
   const tool = (name: string, text: string) =>
     defineTool({
       name,
@@ -147,7 +147,7 @@ test("wrappers decorate the winning tool and section; a wrapper that renames its
   const { h, root, faux, ask, reported } = await setup([
     defineExtension({
       name: "base",
-      tools: [tool("bash", "base bash"), tool("read", "read")],
+      tools: [tool("bash", "base bash"), tool("read", "read"), tool("grep", "grep")],
       sections: [section("role", () => "r")],
     }),
     defineExtension({ name: "venv", tools: [tool("bash", "venv bash")] }),
@@ -157,6 +157,9 @@ test("wrappers decorate the winning tool and section; a wrapper that renames its
         wrapTool("bash", (t) => ({ ...t, description: `${t.description} (timed)` })),
         wrapTool("read", (t) => ({ ...t, name: "renamed" })),
         wrapTool("absent", (t) => t),
+        wrapTool("grep", () => {
+          throw new Error("grep wrapper broke");
+        }),
         wrapSection("role", (s) => ({
           ...s,
           render: async (input, ctx) => `${await s.render(input, ctx)}!`,
@@ -171,4 +174,5 @@ test("wrappers decorate the winning tool and section; a wrapper that renames its
   expect(faux.requests[0]!.tools).toEqual(["bash"]);
   expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr!\n</role>");
   expect(reported.some((m) => /read.*renamed/.test(m))).toBe(true);
+  expect(reported.some((m) => /grep wrapper broke/.test(m))).toBe(true);
 });

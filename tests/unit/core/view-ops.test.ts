@@ -50,6 +50,15 @@ describe("applyViewChanges", () => {
     expect(ids(after)).toEqual([8, 5, 6, 7, 9]);
   });
 
+  test("a raw head written further back than the mounted range shows only the mounted entries from its head on", () => {
+    // Mounted: the range from marker 5 (entries 1-4 are older history, not mounted). A raw head at 2
+    // reaches back past the range: the view keeps what it holds, it does not bring 2-4 back (spec §12).
+    const after = applyViewChanges(view([entry(5, { head: 5 }), entry(6)]), [
+      { op: "head", entries: [entry(7, { head: 2 })] },
+    ]);
+    expect(ids(after)).toEqual([7, 6]);
+  });
+
   test("a marker that names itself leaves only itself and what follows it", () => {
     const after = applyViewChanges(view([entry(1), entry(2)]), [
       { op: "head", entries: [entry(3, { head: 3 }), entry(4)] },
