@@ -136,7 +136,7 @@ test.each([
     const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
     await chat(root, 3);
     const key = `${faux.ref.provider}/${faux.ref.modelId}`;
-    const spent = () => (h.docNow(1, "pi.usage") as UsageState).models[key]!.input;
+    const spent = () => (h.docNow(1, "pi.usage") as unknown as UsageState).models[key]!.input;
     const before = { entries: (await root.entries()).length, spent: spent() };
     const taskId = await root.compact();
     const record = await h.waitForTask(taskId);

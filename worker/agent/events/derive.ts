@@ -331,7 +331,8 @@ function slotUpdate(prev: ToolSlot, slot: ToolSlot): AgentEvent | undefined {
   const trimmed = (slot.droppedBytes ?? 0) - (prev.droppedBytes ?? 0);
   const output = outputChange(prev.output, slot.output, trimmed);
   const detailsChanged = JSON.stringify(prev.details) !== JSON.stringify(slot.details);
-  const diagnosticsChanged = JSON.stringify(prev.diagnostics ?? []) !== JSON.stringify(slot.diagnostics ?? []);
+  const diagnosticsChanged =
+    JSON.stringify(prev.diagnostics ?? []) !== JSON.stringify(slot.diagnostics ?? []);
   if (!output && !detailsChanged && !diagnosticsChanged) return undefined;
   return {
     type: "tool_execution_update",
