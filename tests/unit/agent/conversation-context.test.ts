@@ -143,3 +143,69 @@ test("context({ at }) refuses an entry that is not in the conversation", async (
   await expect(other.context({ at: last })).rejects.toThrow(RangeError);
   await expect(root.context({ at: last + 100 })).rejects.toThrow(RangeError);
 });
+
+test("context({ at }) is what a fork at that entry starts with, at every cutoff: before and after an edit, a reset, a kept entry and a summary", async () => {
+  const { root } = await open(echo);
+  const one = async (draft: {
+    kind: string;
+    model?: Message[];
+    edits?: EntryRecord["edits"];
+    head?: "self" | number;
+  }) =>
+    root.commit((tx) => {
+      const head = draft.head === "self" ? tx.lastEntryId() + 1 : draft.head;
+      return tx.appendEntry(root.id, {
+        kind: draft.kind,
+        ...(draft.model ? { model: draft.model as unknown as Json } : {}),
+        ...(draft.edits ? { edits: draft.edits } : {}),
+        ...(head !== undefined ? { head } : {}),
+      }).id;
+    });
+  const first = await one({ kind: "message", model: [user("first")] });
+  const edit = await one({
+    kind: "edit",
+    edits: [{ target: first, action: "replace", messages: [user("edited")] }],
+  });
+  const reset = await one({ kind: "reset", head: "self", model: [user("fresh")] });
+  const kept = await one({ kind: "message", model: [assistant("kept")] });
+  const summary = await one({ kind: "summary", head: kept, model: [user("summary")] });
+  await one({ kind: "message", model: [user("later")] });
+  const texts = (messages: readonly Message[]) =>
+    messages.map((m) =>
+      typeof m.content === "string" ? m.content : m.content.map((b) => ("text" in b ? b.text : "")).join(""),
+    );
+  for (const at of [first, edit, reset, kept, summary]) {
+    const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
+    const asOf = await root.context({ at });
+    const forked = await fork.context();
+    expect({
+      at,
+      head: forked.head?.id,
+      entries: forked.entries.map((e) => e.id),
+      messages: forked.messages,
+    }).toEqual({
+      at,
+      head: asOf.head?.id,
+      entries: asOf.entries.map((e) => e.id),
+      messages: asOf.messages,
+    });
+  }
+  expect(texts((await root.context({ at: first })).messages)).toEqual(["first"]);
+  expect(texts((await root.context({ at: edit })).messages)).toEqual(["edited"]);
+  expect(texts((await root.context({ at: summary })).messages)).toEqual(["summary", "kept"]);
+});
+
+test("context({ at }) of a fork accepts an inherited entry, the same as its parent's, and refuses one past the fork point", async () => {
+  const { root } = await open(echo);
+  const [inherited, hidden] = await append(root, [
+    { kind: "message", model: [user("inherited")] },
+    { kind: "message", model: [user("hidden")] },
+  ]);
+  const child = await root.fork(inherited!, { ownership: { kind: "ownerless" } });
+  const own = await child.commit((tx) => tx.appendEntry(child.id, { kind: "note" }).id);
+  expect((await child.context({ at: inherited! })).messages).toEqual(
+    (await root.context({ at: inherited! })).messages,
+  );
+  await expect(child.context({ at: hidden! })).rejects.toThrow(RangeError);
+  await expect(root.context({ at: own })).rejects.toThrow(RangeError);
+});

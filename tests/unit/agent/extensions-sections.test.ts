@@ -148,7 +148,7 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
     defineExtension({
       name: "base",
       tools: [tool("bash", "base bash"), tool("read", "read"), tool("grep", "grep")],
-      sections: [section("role", () => "r")],
+      sections: [section("role", () => "r"), section("cwd", () => "/repo")],
     }),
     defineExtension({ name: "venv", tools: [tool("bash", "venv bash")] }),
     defineExtension({
@@ -159,6 +159,9 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
         wrapTool("absent", (t) => t),
         wrapTool("grep", () => {
           throw new Error("grep wrapper broke");
+        }),
+        wrapSection("cwd", () => {
+          throw new Error("cwd wrapper broke");
         }),
         wrapSection("role", (s) => ({
           ...s,
@@ -175,4 +178,35 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr!\n</role>");
   expect(reported.some((m) => /read.*renamed/.test(m))).toBe(true);
   expect(reported.some((m) => /grep wrapper broke/.test(m))).toBe(true);
+  expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
+});
+
+test("a section reads committed documents of the conversation it renders for through input.read: each conversation its own, an absent one undefined", async () => {
+  const { h, root, faux, ask } = await setup([
+    defineExtension({
+      name: "where",
+      sections: [
+        section("cwd", (input) => (input.read("app.where") as { cwd?: string } | undefined)?.cwd),
+        section("agents", (input) =>
+          (input.read("app.where") as { kind?: string } | undefined)?.kind === "sub"
+            ? undefined
+            : "Read AGENTS.md",
+        ),
+      ],
+    }),
+  ]);
+  await root.commit((tx) => tx.writeDoc(root.id, "app.where", { cwd: "/repo", kind: "main" }));
+  const sub = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    init: (tx, id) => tx.writeDoc(id, "app.where", { cwd: "/sub", kind: "sub" }),
+  });
+  const bare = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await ask("one");
+  await (await sub.submit({ type: "input", content: "two" })).wait();
+  await (await bare.submit({ type: "input", content: "three" })).wait();
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<cwd>\n/repo\n</cwd>\n\n<agents>\nRead AGENTS.md\n</agents>",
+    "<cwd>\n/sub\n</cwd>",
+    "<agents>\nRead AGENTS.md\n</agents>",
+  ]);
 });

@@ -218,4 +218,38 @@ describe("deferred responses (poll)", () => {
     await root.waitForIdle();
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
+  test("a failed deferred cancellation is reported and the run still ends aborted", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const reports: unknown[] = [];
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          fetchDeferred: () => new Promise(() => undefined),
+          cancelDeferred: async () => Promise.reject(new Error("cancel failed")),
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-10", pollAfterMs: 60_000 }, { count: 0 }),
+      onReport: (error) => void reports.push(error),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(reports.map((e) => String((e as Error).message))).toContainEqual(
+      expect.stringMatching(/cancel failed/),
+    );
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
 });

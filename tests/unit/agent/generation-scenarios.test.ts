@@ -1,0 +1,82 @@
+/**
+ * Upstream generation scenarios (spec §8.3) that no other test asserted whole: a non-retryable
+ * error fails at once though retries are on; an abort while the answer streams converts the committed
+ * partial; a run whose input was settled by something else still ends and leaves that settlement.
+ */
+import { type AssistantMessage, fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { AgentHarness } from "../../../worker/index.ts";
+import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
+import { cleanups, echo, liveOf, messageOf, open, textOf, transcript } from "./fixtures.ts";
+
+test("a non-retryable provider error fails the run at once, though retries are on: unanswered model_error with the error text, the generation failed", async () => {
+  const { h, root, faux } = await open(
+    (req, n) => (n === 1 ? fauxError("400 Invalid request") : echo(req, n)),
+    {
+      settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } },
+    },
+  );
+  const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(settled).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "400 Invalid request",
+  });
+  expect(faux.requests).toHaveLength(1);
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  expect(generation!.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", error: { message: "model_error" } },
+  });
+  expect(liveOf(h).run).toBeUndefined();
+});
+
+test("an abort while the answer streams converts the committed partial into an aborted entry; the input is unanswered aborted and pi.live is emptied", async () => {
+  const slow = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(400).trim()), {
+    tokensPerSecond: 200,
+  });
+  cleanups.push(async () => slow.unregister());
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: slow.models,
+    defaultModel: slow.ref,
+    settings: { partialIntervalMs: 20 },
+  });
+  cleanups.push(() => h.close().catch(() => undefined));
+  const root = await h.root();
+  const submission = await root.submit({ type: "input", content: "hi" });
+  const message = () => (liveOf(h).generation as { message?: AssistantMessage } | undefined)?.message;
+  await until(() => (message()?.content.length ?? 0) > 0, { what: "a committed partial" });
+  const partial = textOf(message()!);
+  expect(await h.abortTask(liveOf(h).run!.taskId)).toBe("marked");
+  expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  const entries = await transcript(root);
+  expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
+  const converted = messageOf(entries[1]!) as AssistantMessage;
+  expect(converted.stopReason).toBe("aborted");
+  expect(textOf(converted).startsWith(partial)).toBe(true);
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a run whose input something else already settled still ends on abort; the earlier settlement stays", async () => {
+  const hold = deferred();
+  const { h, root } = await open(async (req, n) => {
+    await hold.promise;
+    return echo(req, n);
+  });
+  const submission = await root.submit({ type: "input", content: "hi" });
+  await until(() => liveOf(h).run !== undefined, { what: "the run" });
+  await h.transaction((tx) => {
+    const record = tx.submission(submission.id)!;
+    const { payload: _p, ...rest } = record as typeof record & { payload?: unknown };
+    tx.updateSubmission({ ...rest, status: "unanswered", reason: "withdrawn" } as typeof record);
+  });
+  const taskId = liveOf(h).run!.taskId;
+  expect(await h.abortTask(taskId)).toBe("marked");
+  hold.resolve();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect(await submission.record()).toMatchObject({ status: "unanswered", reason: "withdrawn" });
+  expect(liveOf(h).run).toBeUndefined();
+});
