@@ -164,7 +164,7 @@ test("context({ at }) is what a fork at that entry starts with, at every cutoff:
   const first = await one({ kind: "message", model: [user("first")] });
   const edit = await one({
     kind: "edit",
-    edits: [{ target: first, action: "replace", messages: [user("edited")] }],
+    edits: [{ target: first, action: "replace", messages: [user("edited")] as unknown as Json }],
   });
   const reset = await one({ kind: "reset", head: "self", model: [user("fresh")] });
   const kept = await one({ kind: "message", model: [assistant("kept")] });
