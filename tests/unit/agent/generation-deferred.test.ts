@@ -252,4 +252,54 @@ describe("deferred responses (poll)", () => {
     expect(generation!.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
+  test("a response that turns deferred after an empty start event commits no partial", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const handle = { id: "job-11", pollAfterMs: 60_000 };
+    const stream: StreamFn = (model) => {
+      const events = createAssistantMessageEventStream();
+      const message: DeferredAnswer = {
+        role: "assistant",
+        content: [],
+        api: model.api,
+        provider: model.provider,
+        model: model.id,
+        usage: zeroUsage(),
+        stopReason: "stop",
+        timestamp: Date.now(),
+        deferred: handle,
+      };
+      events.push({ type: "start", partial: { ...message } });
+      // Longer than the partial throttle: an empty partial would be committed meanwhile.
+      setTimeout(() => {
+        events.push({ type: "done", reason: "stop", message });
+        events.end(message);
+      }, 200);
+      return events;
+    };
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      stream,
+      settings: { partialIntervalMs: 10 },
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const partials: unknown[] = [];
+    h.subscribe((change) => {
+      for (const d of change.docs)
+        if (d.name === DOC.live) partials.push((d.value as LiveState | undefined)?.generation?.message);
+    });
+    const root = await h.root();
+    await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    expect(partials.filter((m) => m !== undefined)).toEqual([]);
+  });
 });
