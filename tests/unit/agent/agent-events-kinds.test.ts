@@ -13,15 +13,18 @@ import {
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
+import { EventDeriver } from "../../../worker/agent/events/derive.ts";
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import {
   type AgentEvent,
   type AgentEventStream,
   AgentHarness,
+  type ConversationView,
   createModelResolver,
   type DeferredAnswer,
   DOC,
   defineTool,
+  type Json,
   type LiveState,
   type StreamFn,
   textResult,
@@ -356,5 +359,38 @@ test("tool_execution_update carries a running slot's details and diagnostics whe
   expect(updates.filter((u) => u.details !== undefined).map((u) => u.details)).toEqual([{ step: 1 }]);
   expect(updates.filter((u) => u.diagnostics !== undefined).map((u) => u.diagnostics)).toEqual([
     [{ severity: "warn", message: "file changed on disk", code: "changed" }],
+  ]);
+});
+
+test("tool_execution_update of a running slot whose details and diagnostics were removed (a safe replay restarting the call) sends null and []", () => {
+  const deriver = new EventDeriver(1, [], undefined);
+  const slot = { callId: "c1", name: "probe", taskId: 7, status: "running" as const };
+  const viewWith = (live: LiveState): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: live as unknown as Json },
+  });
+  const before = viewWith({
+    tools: [
+      {
+        ...slot,
+        output: "so far\n",
+        details: { step: 1 },
+        diagnostics: [{ severity: "warn", message: "file changed on disk" }],
+      },
+    ],
+  });
+  const after = viewWith({ tools: [{ ...slot }] });
+  const change = { seq: 2, tasks: [], entries: [], conversations: [], submissions: [], docs: [] };
+  const events = deriver.derive(change, before, after).filter((e) => e.type === "tool_execution_update");
+  expect(events).toEqual([
+    {
+      type: "tool_execution_update",
+      toolCallId: "c1",
+      toolName: "probe",
+      output: { set: "" },
+      details: null,
+      diagnostics: [],
+    },
   ]);
 });
