@@ -6,7 +6,6 @@
  */
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
-import type { DocumentFork } from "./fork.ts";
 import { type Overlay, type OwnerEdge, splitDocKey } from "./records.ts";
 import type {
   ConversationRecord,
@@ -166,7 +165,8 @@ export async function writeOverlay(
   sql: Sql,
   overlay: Overlay,
   stored: ReadonlyMap<TaskId, TaskRecord | undefined> = new Map(),
-  forkRule: (name: string) => DocumentFork = () => "current",
+  // A conversation document's fork rule (fork.ts DocumentFork; spelled out: fork.ts imports this module).
+  forkRule: (name: string) => "asOf" | "current" | "initial" = () => "current",
 ): Promise<void> {
   for (const c of overlay.conversations.values()) {
     await sql.run(
