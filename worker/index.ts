@@ -141,6 +141,7 @@ export {
   type Tx,
 } from "./core/define.ts";
 export type { DocPatch, DocPath } from "./core/doc-patch.ts";
+export { type DocumentSnapshot, DocumentState } from "./core/documents.ts";
 export * from "./core/errors.ts";
 export { type AbortResult, Harness, type HarnessOptions } from "./core/harness.ts";
 export type {

@@ -8,6 +8,8 @@ import type {
   ConversationId,
   ConversationOwnership,
   ConversationRecord,
+  DocScope,
+  DocumentRecord,
   EntryDraft,
   EntryId,
   EntryRecord,
@@ -78,24 +80,36 @@ export interface Tx {
   submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined;
   createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord;
   updateSubmission(record: SubmissionRecord): void;
-  /** Read a document (undefined when absent). */
-  readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined;
   /**
-   * Replace a document's value (undefined deletes it), stored at `version` of its definition (a
-   * positive integer); without one it keeps the version it is stored at (1 for a new document).
+   * Read a document of a scope (spec §3.1: a conversation's id, `SESSION_DOCS`, or `{ kind: "task",
+   * taskId }`); undefined when absent. A task's documents cannot be reached once it is terminal.
    */
-  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void;
+  readDoc<T extends Json>(scope: DocScope, name: string): T | undefined;
+  /**
+   * Replace a document's value, stored at `version` of its definition (a positive integer); without
+   * one it keeps the version it is stored at (1 for a new document). A write to an address with no
+   * live incarnation creates one (spec §3.2). `undefined` is refused: `retireDoc` ends a document.
+   */
+  writeDoc(scope: DocScope, name: string, value: Json, version?: number): void;
+  /**
+   * Retire a document's live incarnation (spec §3.3): it reads as absent from this commit on, and a
+   * later write, in this commit or another, creates a new incarnation with a new id. Retiring an
+   * absent document creates nothing.
+   */
+  retireDoc(scope: DocScope, name: string): void;
+  /** A document's live incarnation (this commit's creations and retirements included). */
+  docRecord(scope: DocScope, name: string): DocumentRecord | undefined;
   /** Where a conversation's active range starts: its newest head marker's `head` (this commit's included). */
   activeHead(conversationId: ConversationId): EntryId | undefined;
   /** The definition version a document is stored at (undefined when absent). */
-  docVersion(conversationId: ConversationId, name: string): number | undefined;
+  docVersion(scope: DocScope, name: string): number | undefined;
   /**
    * Change an existing document in place (append text to a string, set a key) and return its new
    * value. Only the patches are stored, so a writer that streams into a big document pays for what
    * it adds, not for the document (see doc-patch.ts). Throws InvalidTransition for a path that does
    * not fit the document.
    */
-  patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json;
+  patchDoc(scope: DocScope, name: string, patches: readonly DocPatch[]): Json;
 }
 
 /**

@@ -8,7 +8,7 @@
 import type { Sql } from "../store/types.ts";
 import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
 import { newestHead, type Segment } from "./fork.ts";
-import type { LoadedDocs } from "./records.ts";
+import type { DocMeta, LoadedDocs } from "./records.ts";
 import type { ConversationId, Json } from "./types.ts";
 
 /**
@@ -20,15 +20,18 @@ export async function readConversationDocs(
   conversationId: ConversationId,
   segments: readonly Segment[] = [{ conversationId, cap: Number.MAX_SAFE_INTEGER }],
 ): Promise<LoadedDocs> {
-  const docs = new Map<string, { value: Json; version: number }>();
+  const docs = new Map<string, { value: Json; version: number; meta: DocMeta }>();
   const patchRows = new Map<string, number>();
-  for (const row of await sql.all("SELECT name, value, version FROM documents WHERE conversation_id = ?", [
-    conversationId,
-  ])) {
+  // Each row with its incarnation (spec §3.2): one query, the record read by its primary key.
+  for (const row of await sql.all(
+    "SELECT d.name, d.value, d.version, d.doc_id, r.created_at FROM documents d LEFT JOIN doc_records r ON r.id = d.doc_id WHERE d.conversation_id = ?",
+    [conversationId],
+  )) {
     try {
       docs.set(String(row["name"]), {
         value: JSON.parse(String(row["value"])) as Json,
         version: Number(row["version"]),
+        meta: { id: Number(row["doc_id"]), createdAt: Number(row["created_at"] ?? 0) },
       });
     } catch {
       // Unreadable: absent.
@@ -40,9 +43,10 @@ export async function readConversationDocs(
     const name = String(row["name"]);
     patchRows.set(name, (patchRows.get(name) ?? 0) + 1);
     const doc = docs.get(name);
+    if (!doc) continue; // a patch needs its document: skipped, like one that does not apply
     try {
-      const value = applyDocPatches(doc?.value, [JSON.parse(String(row["op"])) as DocPatch]);
-      docs.set(name, { value, version: doc?.version ?? 1 });
+      const value = applyDocPatches(doc.value, [JSON.parse(String(row["op"])) as DocPatch]);
+      docs.set(name, { value, version: doc.version, meta: doc.meta });
     } catch {
       // Skipped.
     }
@@ -62,7 +66,7 @@ export async function readDocsNamed(
   const out = new Map<ConversationId, Json>();
   for (const row of await sql.all("SELECT conversation_id, value FROM documents WHERE name = ?", [name])) {
     const c = Number(row["conversation_id"]);
-    if (!wanted(c)) continue;
+    if (c <= 0 || !wanted(c)) continue; // session and task documents belong to no conversation
     try {
       out.set(c, JSON.parse(String(row["value"])) as Json);
     } catch {

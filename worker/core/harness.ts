@@ -16,7 +16,14 @@ import {
   type TaskHookSource,
   type Tx,
 } from "./define.ts";
-import { HarnessClosed, UnknownConversation, UnknownTask, WaitCancelled } from "./errors.ts";
+import { type DocumentSnapshot, DocumentState, readAsOf } from "./documents.ts";
+import {
+  HarnessClosed,
+  InvalidTransition,
+  UnknownConversation,
+  UnknownTask,
+  WaitCancelled,
+} from "./errors.ts";
 import {
   buildTaskGraph,
   type HarnessInspection,
@@ -34,7 +41,7 @@ import { storedTasks } from "./queries.ts";
 import { type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
-import { refuseAway } from "./tx.ts";
+import { documentRecord, refuseAway } from "./tx.ts";
 import type {
   ChangeSet,
   Checkpoint,
@@ -51,7 +58,7 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "./types.ts";
-import { ROOT_CONVERSATION_ID } from "./types.ts";
+import { type DocScope, type DocumentRecord, docRowKey, ROOT_CONVERSATION_ID } from "./types.ts";
 
 export interface HarnessOptions {
   tasks?: readonly AnyTaskDefinition[];
@@ -139,6 +146,9 @@ export class Harness {
   #pageMounts = new Map<ConversationId, ConversationMount>();
   #graph: TaskGraphMount | undefined;
   #closed: Promise<void> | undefined;
+  #sealed = false;
+  readonly #closeListeners = new Set<{ listener: () => void }>();
+  readonly #states = new Set<DocumentState>();
   readonly #moves: move.MoveContext;
   readonly #rootAtOpen: boolean;
 
@@ -303,7 +313,7 @@ export class Harness {
   }
 
   #live(signal?: AbortSignal): void {
-    if (this.#closed) throw new HarnessClosed();
+    if (this.#closed || this.#sealed) throw new HarnessClosed();
     if (this.#session.fatal) throw new HarnessClosed(`engine stopped: ${this.#session.fatal.message}`);
     if (signal?.aborted) throw new WaitCancelled();
   }
@@ -612,38 +622,109 @@ export class Harness {
   }
 
   /**
-   * A committed document value (for reads outside commits). A conversation's documents are read from
-   * the store on first access (open loads only those live work needs).
+   * A committed document value (for reads outside commits) of a scope: a conversation's id,
+   * `SESSION_DOCS` or `{ kind: "task", taskId }`. A scope's documents are read from the store on
+   * first access (open loads only those live work needs).
    */
-  async doc<T extends Json>(conversationId: ConversationId, name: string): Promise<T | undefined> {
-    await this.#session.ensureDocs(conversationId);
-    return this.docNow<T>(conversationId, name);
+  async doc<T extends Json>(scope: DocScope, name: string): Promise<T | undefined> {
+    const key = docRowKey(scope);
+    await this.#session.ensureDocs(key);
+    return this.docNow<T>(key, name);
   }
 
   /**
-   * `doc()` without waiting, for a conversation whose documents are known to be loaded (one that has
+   * `doc()` without waiting, for a scope whose documents are known to be loaded (one that has
    * run work in this process, or one `doc()` read before); throws `DocsNotLoaded` otherwise.
    */
-  docNow<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
-    return this.#session.records.getDoc(conversationId, name) as T | undefined;
+  docNow<T extends Json>(scope: DocScope, name: string): T | undefined {
+    return this.#session.records.getDoc(docRowKey(scope), name) as T | undefined;
   }
 
   /** A committed document with its stored definition version (undefined when absent); loads the documents. */
   async docVersioned(
-    conversationId: ConversationId,
+    scope: DocScope,
     name: string,
   ): Promise<{ value: Json | undefined; version: number | undefined }> {
-    await this.#session.ensureDocs(conversationId);
-    return this.docVersionedNow(conversationId, name);
+    await this.#session.ensureDocs(docRowKey(scope));
+    return this.docVersionedNow(scope, name);
   }
 
   /** `docVersioned()` without waiting, under `docNow`'s condition (the documents are loaded). */
-  docVersionedNow(
+  docVersionedNow(scope: DocScope, name: string): { value: Json | undefined; version: number | undefined } {
+    const records = this.#session.records;
+    const key = docRowKey(scope);
+    return { value: records.getDoc(key, name), version: records.docVersion(key, name) };
+  }
+
+  /** A document's committed live incarnation (spec §3.2), undefined when absent. */
+  async docRecord(scope: DocScope, name: string): Promise<DocumentRecord | undefined> {
+    const key = docRowKey(scope);
+    await this.#session.ensureDocs(key);
+    const meta = this.#session.records.docMeta.get(`${key}:${name}`);
+    return meta && documentRecord(key, name, meta, this.#session.forkRule);
+  }
+
+  /**
+   * A rewindable conversation document (one the harness's `forks.asOf` names) as it was at the end
+   * of the commit that appended entry `at` (spec §3.3): the incarnation alive then, by
+   * `createdAt <= at < retiredAt`, in the ancestor conversation that owns `at`. Undefined when none
+   * was; creates and writes nothing. Throws InvalidTransition for a document that is not rewindable,
+   * EntryNotVisible for an entry the conversation's history does not show.
+   */
+  async snapshotAsOf(
     conversationId: ConversationId,
     name: string,
-  ): { value: Json | undefined; version: number | undefined } {
+    at: EntryId,
+    signal?: AbortSignal,
+  ): Promise<DocumentSnapshot | undefined> {
+    this.#live(signal);
+    if (this.#session.forkRule(name) !== "asOf")
+      throw new InvalidTransition(
+        `document ${name} is not rewindable: snapshotAsOf reads only forks.asOf documents`,
+      );
+    if (!this.#session.records.conversations.has(conversationId))
+      throw new UnknownConversation(conversationId);
+    const segments = this.#session.segments(conversationId);
+    return this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
+  }
+
+  /**
+   * A read-only state bound to a document's committed live incarnation (spec §3.3), undefined when
+   * absent: it follows that incarnation's commits and ends when it is retired, when disposed, or at
+   * close (documents.ts).
+   */
+  async documentState(scope: DocScope, name: string): Promise<DocumentState | undefined> {
+    this.#live();
+    const key = docRowKey(scope);
+    await this.#session.ensureDocs(key);
+    if (this.#closed) return undefined;
+    // Baseline and subscription in one synchronous step: no commit lands between them.
     const records = this.#session.records;
-    return { value: records.getDoc(conversationId, name), version: records.docVersion(conversationId, name) };
+    const meta = records.docMeta.get(`${key}:${name}`);
+    const value = records.docs.get(`${key}:${name}`);
+    if (!meta || value === undefined) return undefined;
+    const state = new DocumentState(
+      documentRecord(key, name, meta, this.#session.forkRule),
+      { value, version: records.docVersions.get(`${key}:${name}`) ?? 1 },
+      key,
+      (listener) => this.#session.subscribe(listener),
+      (ended) => this.#states.delete(ended),
+    );
+    this.#states.add(state);
+    return state;
+  }
+
+  /**
+   * Observe close (spec §4 `subscribeClose`): `listener` runs once, synchronously, when close
+   * begins, after admission is sealed. It must not throw, block or call the harness. The disposer
+   * is idempotent.
+   */
+  subscribeClose(listener: () => void): () => void {
+    const entry = { listener };
+    this.#closeListeners.add(entry);
+    return () => {
+      this.#closeListeners.delete(entry);
+    };
   }
 
   /** Whether a conversation's documents are in memory (`docNow` reads them without throwing). */
@@ -715,7 +796,7 @@ export class Harness {
   }
 
   get closed(): boolean {
-    return this.#closed !== undefined;
+    return this.#closed !== undefined || this.#sealed;
   }
 
   /**
@@ -725,6 +806,12 @@ export class Harness {
    * later `close()` awaits the same shutdown.
    */
   close(options: { graceMs?: number } = {}, signal?: AbortSignal): Promise<void> {
+    if (!this.#sealed) {
+      this.#sealed = true;
+      for (const { listener } of [...this.#closeListeners]) listener();
+      this.#closeListeners.clear();
+    }
+    for (const state of [...this.#states]) state.end({ notify: false });
     for (const mount of [...this.#mounts.values(), ...this.#pageMounts.values()]) mount.endAll();
     this.#mounts.clear();
     this.#pageMounts.clear();

@@ -6,7 +6,7 @@
  */
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
-import type { Overlay, OwnerEdge } from "./records.ts";
+import { type Overlay, type OwnerEdge, splitDocKey } from "./records.ts";
 import type {
   ConversationRecord,
   EntryRecord,
@@ -165,6 +165,8 @@ export async function writeOverlay(
   sql: Sql,
   overlay: Overlay,
   stored: ReadonlyMap<TaskId, TaskRecord | undefined> = new Map(),
+  // A conversation document's fork rule (fork.ts DocumentFork; spelled out: fork.ts imports this module).
+  forkRule: (name: string) => "asOf" | "current" | "initial" = () => "current",
 ): Promise<void> {
   for (const c of overlay.conversations.values()) {
     await sql.run(
@@ -243,10 +245,33 @@ export async function writeOverlay(
       await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [stringify(body), id]);
     }
   }
+  // Incarnations started and ended (spec §3.2): one row each, written only by a creation or a
+  // retirement, never by an ordinary write.
+  for (const life of overlay.docLife) {
+    if (life.kind === "retire") {
+      await sql.run("UPDATE doc_records SET retired_at = ? WHERE id = ?", [life.at, life.id]);
+      continue;
+    }
+    const { rowKey, name } = splitDocKey(life.key);
+    const taskId = rowKey < 0 ? -rowKey : null;
+    const rule = rowKey > 0 ? forkRule(name) : null;
+    await sql.run(
+      "INSERT INTO doc_records (id, scope, row_key, conversation_id, task_id, kind, history, fork, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [
+        life.id,
+        rowKey === 0 ? "session" : rowKey < 0 ? "task" : "conversation",
+        rowKey,
+        rowKey > 0 ? rowKey : taskId === null ? null : (overlay.task(taskId)?.conversationId ?? null),
+        taskId,
+        name,
+        rule === null ? null : rule === "asOf" ? "rewindable" : "latest",
+        rule,
+        life.at,
+      ],
+    );
+  }
   for (const [key, value] of overlay.docs) {
-    const i = key.indexOf(":");
-    const conversationId = Number(key.slice(0, i));
-    const name = key.slice(i + 1);
+    const { rowKey: conversationId, name } = splitDocKey(key);
     const patches = overlay.docPatches.get(key);
     if (patches) {
       // Only what changed: the row keeps its older value, the patches replay on it at open.
@@ -264,13 +289,14 @@ export async function writeOverlay(
       await sql.run("DELETE FROM documents WHERE conversation_id = ? AND name = ?", [conversationId, name]);
     } else {
       await sql.run(
-        "INSERT OR REPLACE INTO documents (conversation_id, name, value, seq, version) VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO documents (conversation_id, name, value, seq, version, doc_id) VALUES (?, ?, ?, ?, ?, ?)",
         [
           conversationId,
           name,
           stringify(value),
           overlay.base.seq + 1,
           overlay.docVersions.get(key) ?? overlay.base.docVersions.get(key) ?? 1,
+          overlay.docMetaOf(key)!.id,
         ],
       );
     }
@@ -301,11 +327,23 @@ export interface NextIds {
   entries: number;
   conversations: number;
   submissions: number;
+  /** Document incarnations (doc_records). */
+  doc_records: number;
 }
 
 async function deleteConversationRows(sql: Sql, overlay: Overlay): Promise<void> {
   for (const id of overlay.deleted) {
-    for (const table of ["entries", "tasks", "submissions", "documents", "doc_patches", "doc_history"])
+    // Its task documents are retired already (its tasks are terminal): only their records remain,
+    // and doc_records' conversation_id names the task's conversation.
+    for (const table of [
+      "entries",
+      "tasks",
+      "submissions",
+      "documents",
+      "doc_patches",
+      "doc_history",
+      "doc_records",
+    ])
       await sql.run(`DELETE FROM ${table} WHERE conversation_id = ?`, [id]);
     await sql.run("DELETE FROM conversations WHERE id = ?", [id]);
   }
@@ -318,6 +356,7 @@ async function writeNextIds(sql: Sql, overlay: Overlay): Promise<void> {
     entries: overlay.nextEntryId,
     conversations: overlay.nextConversationId,
     submissions: overlay.nextSubmissionId,
+    doc_records: overlay.nextDocId,
   };
   await sql.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [NEXT_IDS_KEY, stringify(next)]);
 }

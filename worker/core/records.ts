@@ -13,13 +13,24 @@
  * - an overlay is merged only after its callback succeeded, so a failing callback leaves no trace;
  *   merging is synchronous and assigns the commit's `seq`;
  * - the ownership indices (live children per owner task, live conversation tasks, owned
- *   conversations) always match `tasks`.
+ *   conversations) always match `tasks`;
+ * - documents are incarnations (spec §3.2): every document in `docs` has its incarnation in
+ *   `docMeta` (id, createdAt); a write to an absent address starts a new one with an id from
+ *   `nextDocId` (never reused), a retirement ends it, and an overlay lists both in `docLife`, in
+ *   order, for the store's `doc_records`. Documents are keyed by `docRowKey(scope)`: the session's
+ *   under 0, a task's under minus its id (loaded like a conversation's), so forks, views and
+ *   deletions of conversations never see them;
+ * - `tasksWithDocs` names, for every live task, its live task documents (read at open from
+ *   `doc_records`, kept by merges), so a task becoming terminal retires them (spec §3.1, §5.3)
+ *   without any read for tasks that have none.
  */
 import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "./doc-patch.ts";
+import { InvalidTransition } from "./errors.ts";
 import type {
   ChangeSet,
   ConversationId,
   ConversationRecord,
+  DocumentId,
   EntryId,
   EntryRecord,
   Json,
@@ -45,7 +56,7 @@ export class DocsNotLoaded extends Error {
 
 /** A conversation's documents as stored (patches replayed), handed to `Records.installDocs`. */
 export interface LoadedDocs {
-  docs: Map<string, { value: Json; version: number }>;
+  docs: Map<string, { value: Json; version: number; meta: DocMeta }>;
   /** Stored patch rows per document name. */
   patchRows: Map<string, number>;
   /** The `head` of the conversation's newest head marker. */
@@ -62,7 +73,24 @@ export interface ForkPoint {
   readonly asOf: ReadonlyMap<string, { value: Json | undefined; version: number }>;
 }
 
-type DocKey = string; // `${conversationId}:${name}`
+type DocKey = string; // `${docRowKey(scope)}:${name}`
+
+/** A live document's incarnation: its id and the commit position that created it. */
+export interface DocMeta {
+  readonly id: DocumentId;
+  readonly createdAt: number;
+}
+
+/** A change of an incarnation's life in a commit, in order (stored in `doc_records`). */
+export type DocLife =
+  | { readonly kind: "create"; readonly key: DocKey; readonly id: DocumentId; readonly at: number }
+  | { readonly kind: "retire"; readonly key: DocKey; readonly id: DocumentId; readonly at: number };
+
+/** A document key's row key (conversation id, 0 session, -task id) and name. */
+export function splitDocKey(key: DocKey): { rowKey: number; name: string } {
+  const i = key.indexOf(":", 1);
+  return { rowKey: Number(key.slice(0, i)), name: key.slice(i + 1) };
+}
 
 /** What ordinary traversal needs of a task on an owner chain (spec §5.4). */
 export type OwnerEdge = Pick<TaskRecord, "id" | "conversationId" | "owner" | "background">;
@@ -98,6 +126,10 @@ export class Records {
   readonly docVersions = new Map<DocKey, number>();
   /** Stored patch rows per document (doc-patch.ts); a whole write of the document deletes them. */
   readonly docPatchRows = new Map<DocKey, number>();
+  /** The incarnation of each document in `docs`. */
+  readonly docMeta = new Map<DocKey, DocMeta>();
+  /** Live tasks' live task documents, by name (complete: read at open, kept by merges). */
+  readonly tasksWithDocs = new Map<TaskId, Set<string>>();
   /** Live tasks in id order of insertion (ids only grow). */
   readonly live = new Set<TaskId>();
   /** Live tasks owned by a task. */
@@ -134,6 +166,7 @@ export class Records {
   /** Id 1 is reserved for the root conversation (`TxImpl.createRoot`). */
   nextConversationId = 2;
   nextSubmissionId = 1;
+  nextDocId = 1;
   seq = 0;
 
   constructor(shared: { corrupt?: Map<TaskId, string>; interrupted?: Set<TaskId> } = {}) {
@@ -150,6 +183,8 @@ export class Records {
     for (const [k, v] of this.heads) r.heads.set(k, v);
     for (const [k, v] of this.docVersions) r.docVersions.set(k, v);
     for (const [k, v] of this.docPatchRows) r.docPatchRows.set(k, v);
+    for (const [k, v] of this.docMeta) r.docMeta.set(k, v);
+    for (const [k, v] of this.tasksWithDocs) r.tasksWithDocs.set(k, new Set(v));
     for (const id of this.live) r.live.add(id);
     for (const id of this.docsLoaded) r.docsLoaded.add(id);
     for (const [k, v] of this.children) r.children.set(k, new Set(v));
@@ -166,6 +201,7 @@ export class Records {
     r.nextEntryId = this.nextEntryId;
     r.nextConversationId = this.nextConversationId;
     r.nextSubmissionId = this.nextSubmissionId;
+    r.nextDocId = this.nextDocId;
     r.seq = this.seq;
     return r;
   }
@@ -204,9 +240,10 @@ export class Records {
    */
   installDocs(conversationId: ConversationId, loaded: LoadedDocs): void {
     if (this.docsLoaded.has(conversationId)) return;
-    for (const [name, { value, version }] of loaded.docs) {
+    for (const [name, { value, version, meta }] of loaded.docs) {
       const key = docKey(conversationId, name);
       this.docs.set(key, value);
+      this.docMeta.set(key, meta);
       if (version !== 1) this.docVersions.set(key, version);
       else this.docVersions.delete(key);
     }
@@ -279,9 +316,11 @@ export class Records {
         overlay.docs.size === 0
           ? EMPTY_LIST
           : [...overlay.docs].map(([key, value]) => {
-              const i = key.indexOf(":");
-              const doc = { conversationId: Number(key.slice(0, i)), name: key.slice(i + 1), value };
-              return value === undefined ? doc : { ...doc, version: this.docVersions.get(key) ?? 1 };
+              const { rowKey, name } = splitDocKey(key);
+              const doc = { conversationId: rowKey, name, value };
+              return value === undefined
+                ? doc
+                : { ...doc, version: this.docVersions.get(key) ?? 1, id: this.docMeta.get(key)!.id };
             }),
     };
   }
@@ -305,6 +344,17 @@ export class Records {
       if (value === undefined || version === 1) this.docVersions.delete(key);
       else if (version !== undefined) this.docVersions.set(key, version);
     }
+    for (const [key, meta] of overlay.docMetaChanges) {
+      if (meta) this.docMeta.set(key, meta);
+      else this.docMeta.delete(key);
+    }
+    for (const life of overlay.docLife) {
+      const { rowKey, name } = splitDocKey(life.key);
+      if (rowKey >= 0) continue;
+      const taskId = -rowKey;
+      if (life.kind === "create") addTo(this.tasksWithDocs, taskId, name);
+      else removeFrom(this.tasksWithDocs, taskId, name);
+    }
     for (const id of overlay.deleted) this.#forget(id);
     for (const m of overlay.moves.values()) this.putMove(m);
     for (const p of overlay.stagedParts.values()) this.putStaged(p.transfer, p.index, p.count, p.bytes);
@@ -313,6 +363,7 @@ export class Records {
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
     this.nextSubmissionId = overlay.nextSubmissionId;
+    this.nextDocId = overlay.nextDocId;
   }
 
   /**
@@ -325,7 +376,14 @@ export class Records {
     if (record?.owner) removeFrom(this.ownedConversations, record.owner.taskId, id);
     this.conversations.delete(id);
     const prefix = `${id}:`;
-    for (const map of [this.docs, this.docVersions, this.docPatchRows, this.forkPoints, this.requests])
+    for (const map of [
+      this.docs,
+      this.docVersions,
+      this.docPatchRows,
+      this.docMeta,
+      this.forkPoints,
+      this.requests,
+    ])
       for (const key of map.keys()) if (key.startsWith(prefix)) map.delete(key);
     this.docsLoaded.delete(id);
     this.heads.delete(id);
@@ -364,6 +422,9 @@ export class Overlay {
   #docVersions: Map<DocKey, number> | undefined;
   /** Documents this overlay changed only by patches, with the patches (others are written whole). */
   #docPatches: Map<DocKey, DocPatch[]> | undefined;
+  /** Incarnations this overlay started (a DocMeta) or ended (null), by key: the final state. */
+  #docMeta: Map<DocKey, DocMeta | null> | undefined;
+  #docLife: DocLife[] | undefined;
   #submissions: Map<SubmissionId, SubmissionRecord> | undefined;
   #createdSubmissions: Set<SubmissionId> | undefined;
   /** Forks created here whose inherited active range starts at a head (see `activeHead`). */
@@ -383,6 +444,7 @@ export class Overlay {
   nextSubmissionId: number;
   nextEntryId: number;
   nextConversationId: number;
+  nextDocId: number;
   sealed = false;
   /** The first conversation whose documents this overlay needed but memory lacked (see DocsNotLoaded). */
   missingDocs: ConversationId | undefined;
@@ -395,6 +457,7 @@ export class Overlay {
     this.firstEntryId = base.nextEntryId;
     this.nextConversationId = base.nextConversationId;
     this.nextSubmissionId = base.nextSubmissionId;
+    this.nextDocId = base.nextDocId;
   }
 
   get tasks(): ReadonlyMap<TaskId, TaskRecord> {
@@ -421,6 +484,21 @@ export class Overlay {
   }
   get docPatches(): ReadonlyMap<DocKey, readonly DocPatch[]> {
     return this.#docPatches ?? EMPTY_MAP;
+  }
+  /** Incarnations started (meta) or ended (null) here, by key. */
+  get docMetaChanges(): ReadonlyMap<DocKey, DocMeta | null> {
+    return this.#docMeta ?? EMPTY_MAP;
+  }
+  /** Incarnations created and retired here, in order. */
+  get docLife(): readonly DocLife[] {
+    return this.#docLife ?? EMPTY_LIST;
+  }
+
+  /** A document's live incarnation as of this overlay (its documents must be loaded). */
+  docMetaOf(key: DocKey): DocMeta | undefined {
+    const mine = this.#docMeta?.get(key);
+    if (mine !== undefined) return mine ?? undefined;
+    return this.base.docMeta.get(key);
   }
   get submissions(): ReadonlyMap<SubmissionId, SubmissionRecord> {
     return this.#submissions ?? EMPTY_MAP;
@@ -518,7 +596,10 @@ export class Overlay {
   /** Add another overlay's writes to this one (later versions of a record replace earlier ones). */
   absorb(from: Overlay): void {
     for (const c of from.conversations.values()) this.setConversation(c);
-    for (const t of from.tasks.values()) this.setTask(t);
+    for (const t of from.tasks.values()) this.#putTask(t);
+    for (const [key, meta] of from.docMetaChanges) (this.#docMeta ??= new Map()).set(key, meta);
+    if (from.docLife.length > 0) (this.#docLife ??= []).push(...from.docLife);
+    this.nextDocId = Math.max(this.nextDocId, from.nextDocId);
     for (const id of from.created) this.markCreated(id);
     for (const id of from.migratedInputs) this.markMigrated(id);
     for (const e of from.entries) this.pushEntry(e);
@@ -580,6 +661,7 @@ export class Overlay {
     if (this.base.docsLoaded.has(conversationId)) return;
     // Created in this commit: every document it has is in this overlay.
     if (this.#conversations?.has(conversationId) && !this.base.conversations.has(conversationId)) return;
+    if (conversationId < 0 && this.#created?.has(-conversationId)) return; // a task created here
     this.missingDocs ??= conversationId;
     throw new DocsNotLoaded(conversationId);
   }
@@ -590,13 +672,39 @@ export class Overlay {
     return this.docs.has(key) ? this.docs.get(key) : this.base.docs.get(key);
   }
 
-  /** Write a document whole; without a version it keeps the version it is stored at (1 when new). */
-  setDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
+  /**
+   * Write a document whole; without a version it keeps the version it is stored at (1 when new). A
+   * write to an address with no live incarnation starts one (spec §3.2).
+   */
+  setDoc(conversationId: ConversationId, name: string, value: Json, version?: number): void {
     this.#needDocs(conversationId);
     const key = docKey(conversationId, name);
+    if (this.docMetaOf(key) === undefined) {
+      const meta: DocMeta = { id: this.nextDocId++, createdAt: this.firstEntryId };
+      (this.#docMeta ??= new Map()).set(key, meta);
+      (this.#docLife ??= []).push({ kind: "create", key, id: meta.id, at: this.firstEntryId });
+    }
     (this.#docs ??= new Map()).set(key, value);
     this.#docPatches?.delete(key);
     if (version !== undefined) (this.#docVersions ??= new Map()).set(key, version);
+  }
+
+  /**
+   * End a document's live incarnation (spec §3.3 `retireDoc`); an absent one is left absent (no
+   * creation). Returns whether one was retired. A later write starts a new incarnation at version 1
+   * unless it names one.
+   */
+  retireDoc(conversationId: ConversationId, name: string): boolean {
+    this.#needDocs(conversationId);
+    const key = docKey(conversationId, name);
+    const meta = this.docMetaOf(key);
+    if (meta === undefined) return false;
+    (this.#docs ??= new Map()).set(key, undefined);
+    this.#docPatches?.delete(key);
+    (this.#docVersions ??= new Map()).set(key, 1);
+    (this.#docMeta ??= new Map()).set(key, null);
+    (this.#docLife ??= []).push({ kind: "retire", key, id: meta.id, at: this.firstEntryId });
+    return true;
   }
 
   /** Where the conversation's active range starts (its newest head marker's `head`), this commit included. */
@@ -641,8 +749,42 @@ export class Overlay {
     else map.set(key, [...patches]);
   }
 
+  /**
+   * Put a task's candidate record. One becoming terminal here retires its task documents in this
+   * commit (spec §3.1, §5.3), those created earlier in it included; its documents are loaded first
+   * (DocsNotLoaded reruns the commit) only when it has some.
+   */
   setTask(record: TaskRecord): void {
+    if (record.state.status === "terminal" && this.task(record.id)?.state.status !== "terminal")
+      this.#retireTaskDocs(record.id);
+    this.#putTask(record);
+  }
+
+  #putTask(record: TaskRecord): void {
     (this.#tasks ??= new Map()).set(record.id, record);
+  }
+
+  #retireTaskDocs(taskId: TaskId): void {
+    const rowKey = -taskId;
+    const names = new Set(this.base.tasksWithDocs.get(taskId));
+    for (const life of this.#docLife ?? []) {
+      const split = splitDocKey(life.key);
+      if (split.rowKey === rowKey) names.add(split.name);
+    }
+    if (names.size === 0) return;
+    for (const name of names) this.retireDoc(rowKey, name);
+  }
+
+  /**
+   * Refuse task-document access for a task that is missing or terminal in this commit (spec §3.3:
+   * a terminal candidate rejects later task-document access).
+   */
+  checkTaskDocs(taskId: TaskId): void {
+    const t = this.task(taskId);
+    if (!t && !this.exists(taskId))
+      throw new InvalidTransition(`no task ${taskId}: its documents cannot be reached`);
+    if (!t || t.state.status === "terminal")
+      throw new InvalidTransition(`task ${taskId} is terminal: its documents are retired`);
   }
 
   /** Every live task is in memory, and ids below `nextTaskId` all exist: an unknown one is terminal. */

@@ -120,6 +120,44 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (transfer, idx)
   );
   `,
+  // 7: the document model (spec §3.2, worker/core/records.ts): each document is an incarnation with
+  // an id never reused, a scope and a lifetime [created_at, retired_at) in commit positions (the
+  // first entry id the commit could append). `row_key` is the number the scope's rows are keyed by
+  // in `documents` (a conversation's id, 0 for the session, minus a task's id); `conversation_id`
+  // is the conversation a deletion takes it with (a task document's: its task's). Existing
+  // documents become incarnations alive from the start (created_at 0), with the ids of their rows;
+  // a document whose history ends deleted becomes one retired at its last deletion, so snapshotAsOf
+  // finds every value doc_history holds. Nothing is rewritten but the new column.
+  `
+  CREATE TABLE doc_records (
+    id INTEGER PRIMARY KEY,
+    scope TEXT NOT NULL,
+    row_key INTEGER NOT NULL,
+    conversation_id INTEGER,
+    task_id INTEGER,
+    kind TEXT NOT NULL,
+    history TEXT,
+    fork TEXT,
+    created_at INTEGER NOT NULL,
+    retired_at INTEGER
+  );
+  CREATE INDEX doc_records_by_address ON doc_records (row_key, kind, created_at);
+  CREATE INDEX doc_records_by_conversation ON doc_records (conversation_id);
+  CREATE INDEX doc_records_live_tasks ON doc_records (task_id) WHERE scope = 'task' AND retired_at IS NULL;
+  ALTER TABLE documents ADD COLUMN doc_id INTEGER;
+  UPDATE documents SET doc_id = rowid;
+  INSERT INTO doc_records (id, scope, row_key, conversation_id, kind, history, created_at)
+    SELECT d.rowid, 'conversation', d.conversation_id, d.conversation_id, d.name,
+      CASE WHEN EXISTS (SELECT 1 FROM doc_history h WHERE h.conversation_id = d.conversation_id AND h.name = d.name)
+        THEN 'rewindable' ELSE 'latest' END,
+      0
+    FROM documents d;
+  INSERT INTO doc_records (scope, row_key, conversation_id, kind, history, created_at, retired_at)
+    SELECT 'conversation', h.conversation_id, h.conversation_id, h.name, 'rewindable', 0, max(h.since_entry)
+    FROM doc_history h
+    WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.conversation_id = h.conversation_id AND d.name = h.name)
+    GROUP BY h.conversation_id, h.name;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -41,7 +41,7 @@ import {
   validateOverlay,
   writeOverlay,
 } from "./persist.ts";
-import { Overlay, Records } from "./records.ts";
+import { Overlay, Records, splitDocKey } from "./records.ts";
 import { schema } from "./schema.ts";
 import { type TxContext, TxImpl } from "./tx.ts";
 import {
@@ -88,7 +88,7 @@ async function readNextIds(sql: Sql): Promise<Partial<NextIds> | undefined> {
   try {
     const value = JSON.parse(String(row["value"])) as Record<string, unknown>;
     const out: Partial<NextIds> = {};
-    for (const key of ["tasks", "entries", "conversations", "submissions"] as const) {
+    for (const key of ["tasks", "entries", "conversations", "submissions", "doc_records"] as const) {
       const n = value[key];
       if (Number.isSafeInteger(n)) out[key] = n as number;
     }
@@ -200,6 +200,16 @@ export class Session {
       // Id 1 is the root's alone, whether or not it exists yet (created lazily: Harness.ensureRoot).
       r.nextConversationId = Math.max(await next("conversations"), ROOT_CONVERSATION_ID + 1);
       r.nextSubmissionId = await next("submissions");
+      r.nextDocId = await next("doc_records");
+      // Live tasks' live task documents (a partial index): the commit that ends one retires them.
+      for (const row of await sql.all(
+        "SELECT task_id, kind FROM doc_records INDEXED BY doc_records_live_tasks WHERE scope = 'task' AND retired_at IS NULL",
+      )) {
+        const taskId = Number(row["task_id"]);
+        let names = r.tasksWithDocs.get(taskId);
+        if (!names) r.tasksWithDocs.set(taskId, (names = new Set()));
+        names.add(String(row["kind"]));
+      }
       for (const row of await sql.all(
         "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
       )) {
@@ -463,7 +473,7 @@ export class Session {
           writes = new Overlay(this.#line);
           for (const overlay of merged) writes.absorb(overlay);
         }
-        await writeOverlay(sql, writes, stored);
+        await writeOverlay(sql, writes, stored, this.forkRule);
         for (const row of history)
           await sql.run(
             "INSERT INTO doc_history (conversation_id, name, since_entry, value, version) VALUES (?, ?, ?, ?, ?)",
@@ -515,11 +525,11 @@ export class Session {
   /** The "asOf" documents `overlay` (not merged yet) wrote, as doc_history rows. */
   #noteHistory(overlay: Overlay, history: HistoryRow[]): void {
     for (const [key, value] of overlay.docs) {
-      const i = key.indexOf(":");
-      const name = key.slice(i + 1);
-      if (this.forkRule(name) !== "asOf") continue;
+      const { rowKey, name } = splitDocKey(key);
+      // Conversation documents only: session and task documents have no history (spec §3.1).
+      if (rowKey <= 0 || this.forkRule(name) !== "asOf") continue;
       history.push([
-        Number(key.slice(0, i)),
+        rowKey,
         name,
         overlay.firstEntryId,
         value === undefined ? null : JSON.stringify(value),

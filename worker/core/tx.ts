@@ -8,15 +8,18 @@ import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import { deletionSet } from "./delete.ts";
 import type { DocPatch } from "./doc-patch.ts";
 import { ConversationMoved, EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
-import { forkPointKey } from "./fork.ts";
+import { type DocumentFork, forkPointKey } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
 import { assertJson } from "./persist.ts";
-import type { Overlay } from "./records.ts";
+import type { DocMeta, Overlay } from "./records.ts";
 import type { Session } from "./session.ts";
 import {
   type ConversationId,
   type ConversationOwnership,
   type ConversationRecord,
+  type DocScope,
+  type DocumentRecord,
+  docRowKey,
   type EntryDraft,
   type EntryId,
   type EntryRecord,
@@ -284,17 +287,49 @@ export class TxImpl implements Tx {
     o.setSubmission(record);
   }
 
-  readDoc<T extends Json>(conversationId: ConversationId, name: string): T | undefined {
-    return this.#open().getDoc(conversationId, name) as T | undefined;
+  readDoc<T extends Json>(scope: DocScope, name: string): T | undefined {
+    const o = this.#open();
+    return o.getDoc(this.#scopeKey(o, scope), name) as T | undefined;
   }
 
-  writeDoc(conversationId: ConversationId, name: string, value: Json | undefined, version?: number): void {
+  writeDoc(scope: DocScope, name: string, value: Json, version?: number): void {
     if (version !== undefined && !(Number.isInteger(version) && version >= 1))
       throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
-    const o = this.#writable(conversationId);
-    this.#refuseForkSourceWrite(o, conversationId, name);
+    if (value === undefined)
+      throw new InvalidTransition(`document ${name}: undefined is not a value (retireDoc ends a document)`);
+    const o = this.#open();
+    const key = this.#scopeKey(o, scope);
+    if (key > 0) {
+      refuseAway(o, key);
+      this.#refuseForkSourceWrite(o, key, name);
+    }
     // Checked once per commit, on the final value (validateOverlay).
-    o.setDoc(conversationId, name, value, version);
+    o.setDoc(key, name, value, version);
+  }
+
+  retireDoc(scope: DocScope, name: string): void {
+    const o = this.#open();
+    const key = this.#scopeKey(o, scope);
+    if (key > 0) {
+      refuseAway(o, key);
+      this.#refuseForkSourceWrite(o, key, name);
+    }
+    o.retireDoc(key, name);
+  }
+
+  docRecord(scope: DocScope, name: string): DocumentRecord | undefined {
+    const o = this.#open();
+    const key = this.#scopeKey(o, scope);
+    o.getDoc(key, name); // loaded (or DocsNotLoaded)
+    const meta = o.docMetaOf(`${key}:${name}`);
+    return meta && documentRecord(key, name, meta, this.session.forkRule);
+  }
+
+  /** The row key of a scope; a task's documents only while it is live in this commit. */
+  #scopeKey(o: Overlay, scope: DocScope): number {
+    const key = docRowKey(scope);
+    if (key < 0) o.checkTaskDocs(-key);
+    return key;
   }
 
   /**
@@ -312,19 +347,24 @@ export class TxImpl implements Tx {
     }
   }
 
-  docVersion(conversationId: ConversationId, name: string): number | undefined {
-    return this.#open().docVersion(conversationId, name);
+  docVersion(scope: DocScope, name: string): number | undefined {
+    const o = this.#open();
+    return o.docVersion(this.#scopeKey(o, scope), name);
   }
 
   activeHead(conversationId: ConversationId): EntryId | undefined {
     return this.#open().activeHead(conversationId);
   }
 
-  patchDoc(conversationId: ConversationId, name: string, patches: readonly DocPatch[]): Json {
-    const o = this.#writable(conversationId);
-    this.#refuseForkSourceWrite(o, conversationId, name);
+  patchDoc(scope: DocScope, name: string, patches: readonly DocPatch[]): Json {
+    const o = this.#open();
+    const key = this.#scopeKey(o, scope);
+    if (key > 0) {
+      refuseAway(o, key);
+      this.#refuseForkSourceWrite(o, key, name);
+    }
     // The new value is checked once per commit with the rest (validateOverlay).
-    return o.patchDoc(conversationId, name, patches);
+    return o.patchDoc(key, name, patches);
   }
 }
 
@@ -353,4 +393,24 @@ function checkEdits(edits: unknown, nextId: number): void {
     if (!Array.isArray(edit["messages"]))
       throw new InvalidTransition("a replace edit needs messages (an array)");
   }
+}
+
+/** The public record of a live incarnation held under `rowKey` (see `docRowKey`). */
+export function documentRecord(
+  rowKey: number,
+  name: string,
+  meta: DocMeta,
+  forkRule: (name: string) => DocumentFork,
+): DocumentRecord {
+  const base = { id: meta.id, kind: name };
+  if (rowKey === 0) return { ...base, scope: { kind: "session" }, createdAt: meta.createdAt };
+  if (rowKey < 0) return { ...base, scope: { kind: "task", taskId: -rowKey }, createdAt: meta.createdAt };
+  const fork = forkRule(name);
+  return {
+    ...base,
+    scope: { kind: "conversation", conversationId: rowKey },
+    history: fork === "asOf" ? "rewindable" : "latest",
+    fork,
+    createdAt: meta.createdAt,
+  };
 }

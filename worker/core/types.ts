@@ -163,12 +163,18 @@ export interface ChangeSet {
   readonly tasks: readonly TaskRecord[];
   readonly entries: readonly EntryRecord[];
   readonly conversations: readonly ConversationRecord[];
-  /** Each document this commit wrote: its value (undefined: deleted) and the definition version it is stored at. */
+  /**
+   * Each document this commit wrote: its value (undefined: retired) and the definition version it is
+   * stored at, and `id`, the incarnation it belongs to after the commit (absent when retired).
+   * `conversationId` is the document's row key (see `docRowKey`): a conversation's id, 0 for a
+   * session document, minus the task id for a task document.
+   */
   readonly docs: ReadonlyArray<{
     conversationId: ConversationId;
     name: string;
     value: Json | undefined;
     version?: number;
+    id?: DocumentId;
   }>;
   readonly submissions: readonly SubmissionRecord[];
   /** Conversations this commit deleted with everything in them (absent: none). */
@@ -179,4 +185,54 @@ export interface ChangeSet {
 
 export function isLive(record: TaskRecord): boolean {
   return record.state.status !== "terminal";
+}
+
+/** A document incarnation's id (spec §3.2): never reused, also after a retirement or a deletion. */
+export type DocumentId = number;
+
+/**
+ * Where a document lives (spec §3.1): a conversation (its id), the session, or a task. A session
+ * document belongs to no conversation and outlives close and reopen; a conversation document goes
+ * with its conversation; a task document is retired in the commit its task becomes terminal.
+ */
+export type DocScope =
+  | ConversationId
+  | { readonly kind: "session" }
+  | { readonly kind: "task"; readonly taskId: TaskId };
+
+/** The session scope. */
+export const SESSION_DOCS: DocScope = Object.freeze({ kind: "session" as const });
+
+/**
+ * One incarnation of a document (spec §3.2). `createdAt` and `retiredAt` are commit positions: the
+ * first entry id the commit could append (entry ids are global and increasing), so an entry `E`
+ * sees the incarnation alive at the end of its commit exactly when `createdAt <= E < retiredAt`.
+ * Commits that append no entry share a position with the next one that does (see
+ * tests/spec-coverage/sections-0-4.md [3.2]). Conversation documents carry their history and fork
+ * rule (rewindable = the harness's `forks.asOf`).
+ */
+export type DocumentRecord = {
+  readonly id: DocumentId;
+  readonly kind: string;
+  readonly createdAt: number;
+  readonly retiredAt?: number;
+} & (
+  | { readonly scope: { readonly kind: "session" } }
+  | {
+      readonly scope: { readonly kind: "conversation"; readonly conversationId: ConversationId };
+      readonly history: "latest" | "rewindable";
+      readonly fork: "asOf" | "current" | "initial";
+    }
+  | { readonly scope: { readonly kind: "task"; readonly taskId: TaskId } }
+);
+
+/**
+ * The number a scope's documents are keyed by in memory and in the `documents` table: the
+ * conversation's id (ids start at 1), 0 for the session, minus the task's id for a task.
+ */
+export function docRowKey(scope: DocScope): number {
+  if (typeof scope === "number") return scope;
+  if (scope?.kind === "session") return 0;
+  if (scope?.kind === "task" && Number.isSafeInteger(scope.taskId) && scope.taskId >= 1) return -scope.taskId;
+  throw new TypeError(`not a document scope: ${JSON.stringify(scope)}`);
 }

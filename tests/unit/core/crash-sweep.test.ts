@@ -11,6 +11,7 @@ import {
   type AnyTaskDefinition,
   defineTask,
   Harness,
+  SESSION_DOCS,
   type TaskId,
   type TaskRecord,
 } from "../../../worker/index.ts";
@@ -189,6 +190,78 @@ const chainScenario: Scenario<null> = {
   check: () => undefined,
 };
 
+/**
+ * The document model's commits (spec §3.2): a task writes a session document, a task document and a
+ * conversation document, then retires and recreates the conversation document (a new incarnation),
+ * then ends, which retires its task document. Every crash point must leave the same documents and
+ * incarnations.
+ */
+type DocsState = { phase: "write" | "swap" | "end" };
+function docsDefinition() {
+  return defineTask<null, DocsState, string>({
+    name: "docs",
+    version: 1,
+    initial: () => ({ phase: "write" }),
+    phases: {
+      write: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          tx.writeDoc(SESSION_DOCS, "runs", { n: 1 });
+          tx.writeDoc({ kind: "task", taskId: task.id }, "scratch", { step: 1 });
+          tx.writeDoc(task.conversationId, "log", { items: ["a"] });
+          return { status: "running", checkpoint: { phase: "swap" } };
+        });
+      },
+      swap: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          tx.retireDoc(task.conversationId, "log");
+          tx.writeDoc(task.conversationId, "log", { items: ["b"] });
+          tx.writeDoc({ kind: "task", taskId: task.id }, "scratch", { step: 2 });
+          return { status: "running", checkpoint: { phase: "end" } };
+        });
+      },
+      end: async (_task, runtime) => {
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: "done" },
+        }));
+      },
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+}
+const docsScenario: Scenario<null> = {
+  name: "documents: session, task and conversation incarnations",
+  services: () => null,
+  definitions: () => [docsDefinition()],
+  start: (h) =>
+    rootOf(h, "docs", () => h.createTask(docsDefinition(), null, { ownership: { kind: "conversation" } })),
+  observe: async (h, root) => {
+    const session = await h.docRecord(SESSION_DOCS, "runs");
+    const log = await h.docRecord(root.conversationId, "log");
+    const seen = {
+      outcome: outcome(root),
+      runs: await h.doc(SESSION_DOCS, "runs"),
+      log: await h.doc(root.conversationId, "log"),
+      // The fourth incarnation: after the session's, the task's and the first log (retired).
+      logIncarnation: log && session ? log.id - session.id : undefined,
+      scratch: await h.doc({ kind: "task", taskId: root.id }, "scratch"),
+      scratchRecord: await h.docRecord({ kind: "task", taskId: root.id }, "scratch"),
+    };
+    expect(seen).toEqual({
+      outcome: { status: "completed", result: "done" },
+      runs: { n: 1 },
+      log: { items: ["b"] },
+      logIncarnation: 3,
+      scratch: undefined,
+      scratchRecord: undefined,
+    });
+    return seen;
+  },
+  check: () => undefined,
+};
+
 /** A scenario as the kit sweeps it: each run gets fresh services and definitions closing over them. */
 function swept<S>(
   scenario: Scenario<S>,
@@ -223,6 +296,7 @@ const scenarios: Scenario<never>[] = [
   ),
   treeScenario,
   chainScenario,
+  docsScenario,
 ] as Scenario<never>[];
 
 /** Crash points each sweep covered when it was written, by mode: the floor it must not fall below. */
@@ -234,6 +308,7 @@ const FLOOR: Record<string, [number, number, number]> = {
   "checkout allSettled, 8 payments": [7, 30, 7],
   "fan-out tree (1 + 3 + 6 tasks)": [7, 21, 7],
   "chain of 20 tasks": [22, 42, 22],
+  "documents: session, task and conversation incarnations": [5, 6, 5],
 };
 
 let covered = 0;

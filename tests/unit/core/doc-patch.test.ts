@@ -98,7 +98,7 @@ describe("stored patches", () => {
     await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["slot", "output"], append: "!" }]));
     expect(await reopened(store)).toEqual({ slot: { output: "reset!" } });
     // Deleting the document deletes its patches too.
-    await h.transaction((tx) => tx.writeDoc(1, DOC, undefined));
+    await h.transaction((tx) => tx.retireDoc(1, DOC));
     expect(await stored(store)).toEqual({ row: undefined, patches: [] });
     expect(await reopened(store)).toBeUndefined();
     await h.close();

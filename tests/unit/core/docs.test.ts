@@ -123,7 +123,7 @@ describe("document versions", () => {
     expect((await row(store))?.version).toBe(2);
     await h.transaction((tx) => tx.writeDoc(1, NAME, { entries: [] }));
     expect(await row(store)).toEqual({ version: 2, value: { entries: [] } });
-    await h.transaction((tx) => tx.writeDoc(1, NAME, undefined));
+    await h.transaction((tx) => tx.retireDoc(1, NAME));
     await h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }));
     expect((await row(store))?.version).toBe(1);
   });

@@ -146,7 +146,7 @@ test("a tab's copy built from the wire frames equals the mount's view after ever
   await catchUp();
   await h.transaction((tx) => {
     tx.appendEntry(1, { kind: "note", data: { after: true } });
-    tx.writeDoc(1, "app.title", undefined);
+    tx.retireDoc(1, "app.title");
   });
   await catchUp();
   expect(copy?.entries.map((e) => e.kind)).toEqual(["pi.reset", "note"]);

@@ -120,7 +120,7 @@ test("deleting a document removes its key from the view's docs", async () => {
   const { h, root } = await open(echo);
   await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", { a: 1 }));
   expect((await root.viewState()).docs["app.extra"]).toEqual({ a: 1 });
-  await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", undefined));
+  await h.transaction((tx) => tx.retireDoc(root.id, "app.extra"));
   expect("app.extra" in (await root.viewState()).docs).toBe(false);
 });
 

@@ -1,0 +1,406 @@
+/**
+ * The document model (spec §3.1-3.3): documents are incarnations with an id never reused, a scope
+ * (session, conversation, task) and a lifetime `[createdAt, retiredAt)` in commit positions;
+ * `tx.retireDoc()` ends one, and a later write starts a new one; session documents outlive close and
+ * reopen, conversation documents go with their conversation, task documents retire in the commit
+ * their task becomes terminal; `snapshotAsOf` finds the incarnation alive at an entry's commit, also
+ * across a fork; `subscribeClose` and `documentState` on the harness.
+ */
+import { afterEach, describe, expect, test } from "vitest";
+import {
+  type DocScope,
+  EntryNotVisible,
+  Harness,
+  type HarnessOptions,
+  InvalidTransition,
+  type Json,
+  type MemoryStore,
+  SESSION_DOCS,
+  type TaskId,
+  type Tx,
+} from "../../../worker/index.ts";
+import { memoryStore } from "../../../worker/testing.ts";
+import { done, parked, single } from "./fixtures.ts";
+
+const opened: Harness[] = [];
+afterEach(async () => {
+  for (const h of opened.splice(0)) await h.close().catch(() => undefined);
+});
+
+async function open(store: MemoryStore, options: HarnessOptions = {}): Promise<Harness> {
+  const h = await Harness.open(store, options);
+  opened.push(h);
+  return h;
+}
+
+const note = (tx: Tx, c: number, text: string): number =>
+  tx.appendEntry(c, { kind: "app.note", data: text }).id;
+
+/** The stored incarnation records of `kind`, oldest first. */
+async function stored(store: MemoryStore, kind: string) {
+  const rows = await store.read((sql) =>
+    sql.all(
+      "SELECT id, scope, conversation_id, task_id, created_at, retired_at FROM doc_records WHERE kind = ? ORDER BY id",
+      [kind],
+    ),
+  );
+  return rows.map((r) => ({
+    id: Number(r["id"]),
+    scope: String(r["scope"]),
+    createdAt: Number(r["created_at"]),
+    retiredAt: r["retired_at"] === null ? undefined : Number(r["retired_at"]),
+  }));
+}
+
+const taskScope = (taskId: TaskId): DocScope => ({ kind: "task", taskId });
+
+describe("incarnations (spec §3.2)", () => {
+  test("a document is an incarnation: its id stays across writes; retire + recreate is a new one; ids are never reused, also after a deletion and a reopen", async () => {
+    const store = await memoryStore();
+    const h = await open(store);
+    const first = await h.transaction((tx) => {
+      tx.writeDoc(1, "notes", { n: 1 });
+      return { record: tx.docRecord(1, "notes"), entry: note(tx, 1, "one") };
+    });
+    expect(first.record).toEqual({
+      id: expect.any(Number),
+      kind: "notes",
+      scope: { kind: "conversation", conversationId: 1 },
+      history: "latest",
+      fork: "current",
+      createdAt: first.entry, // the creating commit's position: the first entry id it could append
+    });
+    await h.transaction((tx) => tx.writeDoc(1, "notes", { n: 2 }));
+    expect((await h.docRecord(1, "notes"))?.id).toBe(first.record!.id);
+
+    // Retired and created again in one commit: a new incarnation with a new id.
+    const second = await h.transaction((tx) => {
+      tx.retireDoc(1, "notes");
+      expect(tx.readDoc(1, "notes")).toBeUndefined();
+      expect(tx.docRecord(1, "notes")).toBeUndefined();
+      tx.writeDoc(1, "notes", { n: 3 });
+      return { record: tx.docRecord(1, "notes")!, entry: note(tx, 1, "two") };
+    });
+    expect(second.record.id).toBeGreaterThan(first.record!.id);
+    expect(second.record.createdAt).toBe(second.entry);
+    expect(await h.doc(1, "notes")).toEqual({ n: 3 });
+
+    // Retiring an absent document creates nothing; writing undefined is not a way to retire.
+    await h.transaction((tx) => tx.retireDoc(1, "never"));
+    expect(await h.docRecord(1, "never")).toBeUndefined();
+    expect(await stored(store, "never")).toEqual([]);
+    await expect(
+      h.transaction((tx) => tx.writeDoc(1, "notes", undefined as unknown as Json)),
+    ).rejects.toThrow(InvalidTransition);
+    expect(await h.doc(1, "notes")).toEqual({ n: 3 });
+
+    const third = await h.transaction((tx) => {
+      const at = note(tx, 1, "three");
+      tx.retireDoc(1, "notes");
+      return at;
+    });
+    expect(await h.doc(1, "notes")).toBeUndefined();
+    expect(await stored(store, "notes")).toEqual([
+      { id: first.record!.id, scope: "conversation", createdAt: first.entry, retiredAt: second.entry },
+      { id: second.record.id, scope: "conversation", createdAt: second.entry, retiredAt: third },
+    ]);
+
+    // The newest id lives in a conversation that is then deleted: still never handed out again.
+    const other = await h.transaction((tx) => {
+      const c = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(c.id, "notes", { n: 4 });
+      return { c: c.id, id: tx.docRecord(c.id, "notes")!.id };
+    });
+    await h.deleteConversation(other.c);
+    await h.close();
+    const again = await open(await memoryStore(store.image()));
+    const fresh = await again.transaction((tx) => {
+      tx.writeDoc(1, "notes", { n: 5 });
+      return tx.docRecord(1, "notes")!.id;
+    });
+    expect(fresh).toBeGreaterThan(other.id);
+  });
+
+  test("a creation retired in the same commit has an empty lifetime", async () => {
+    const store = await memoryStore();
+    const h = await open(store);
+    const at = await h.transaction((tx) => {
+      tx.writeDoc(1, "blink", { on: true });
+      tx.retireDoc(1, "blink");
+      return note(tx, 1, "x");
+    });
+    expect(await stored(store, "blink")).toEqual([
+      { id: expect.any(Number), scope: "conversation", createdAt: at, retiredAt: at },
+    ]);
+    expect(await h.doc(1, "blink")).toBeUndefined();
+  });
+});
+
+describe("scopes (spec §3.1-3.2)", () => {
+  test("a session document belongs to no conversation: it outlives close and reopen, a fork and a deletion, and is not a conversation's", async () => {
+    const store = await memoryStore();
+    const h = await open(store);
+    const made = await h.transaction((tx) => {
+      tx.writeDoc(SESSION_DOCS, "prefs", { theme: "dark" });
+      const c = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(c.id, "notes", { n: 1 });
+      return { record: tx.docRecord(SESSION_DOCS, "prefs")!, c: c.id, entry: note(tx, 1, "x") };
+    });
+    expect(made.record).toEqual({
+      id: expect.any(Number),
+      kind: "prefs",
+      scope: { kind: "session" },
+      createdAt: made.entry,
+    });
+    expect(await h.doc(1, "prefs")).toBeUndefined();
+    const fork = await h.transaction((tx) =>
+      tx.forkConversation(1, made.entry, { ownership: { kind: "ownerless" } }),
+    );
+    expect(await h.doc(fork.id, "prefs")).toBeUndefined();
+    await h.deleteConversation(made.c);
+    await h.close();
+
+    const again = await open(await memoryStore(store.image()));
+    expect(await again.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "dark" });
+    expect(await again.docRecord(SESSION_DOCS, "prefs")).toEqual(made.record);
+    await again.transaction((tx) => tx.writeDoc(SESSION_DOCS, "prefs", { theme: "light" }));
+    expect((await again.docRecord(SESSION_DOCS, "prefs"))?.id).toBe(made.record.id);
+  });
+
+  test("a conversation's documents, their records and history go with it when it is deleted", async () => {
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist"] } });
+    const c = await h.transaction((tx) => {
+      const c = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(c.id, "notes", { n: 1 });
+      tx.writeDoc(c.id, "hist", { n: 1 });
+      tx.writeDoc(1, "notes", { kept: true });
+      return c.id;
+    });
+    await h.transaction((tx) => tx.retireDoc(c, "notes"));
+    await h.deleteConversation(c);
+    const count = (table: string) =>
+      store.read((sql) => sql.get(`SELECT count(*) AS n FROM ${table} WHERE conversation_id = ?`, [c]));
+    for (const table of ["documents", "doc_records", "doc_history"])
+      expect((await count(table))?.["n"]).toBe(0);
+    expect(await h.doc(1, "notes")).toEqual({ kept: true });
+    expect((await stored(store, "notes")).length).toBe(1);
+  });
+
+  test("a task's documents are retired in the commit it becomes terminal, those it made in that commit too; a terminal task's documents cannot be reached; a fork copies none", async () => {
+    const store = await memoryStore();
+    const hold = parked("holder");
+    const scribble = single("scribble", async (task, runtime) => {
+      await runtime.commit((tx) => {
+        tx.writeDoc(taskScope(task.id), "scratch", { last: true });
+        return { status: "terminal", outcome: { status: "completed", result: null } };
+      });
+    });
+    const options = { tasks: [hold, scribble] };
+    const h = await open(store, options);
+    const { id, entry } = await h.transaction((tx) => {
+      const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } });
+      tx.writeDoc(taskScope(id), "scratch", { step: 1 });
+      return { id, entry: note(tx, 1, "x") };
+    });
+    const record = await h.docRecord(taskScope(id), "scratch");
+    expect(record).toEqual({
+      id: expect.any(Number),
+      kind: "scratch",
+      scope: { kind: "task", taskId: id },
+      createdAt: entry,
+    });
+    expect(await h.doc(1, "scratch")).toBeUndefined();
+    const fork = await h.transaction((tx) =>
+      tx.forkConversation(1, entry, { ownership: { kind: "ownerless" } }),
+    );
+    expect(await h.doc(fork.id, "scratch")).toBeUndefined();
+    // Survives a reopen while the task lives (it retires only when the task ends, not at close).
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened, options);
+    expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
+
+    await again.abortTask(id);
+    await done(again, id);
+    expect(await again.doc(taskScope(id), "scratch")).toBeUndefined();
+    expect(await again.docRecord(taskScope(id), "scratch")).toBeUndefined();
+    await expect(again.transaction((tx) => tx.readDoc(taskScope(id), "scratch"))).rejects.toThrow(
+      InvalidTransition,
+    );
+    await expect(
+      again.transaction((tx) => tx.writeDoc(taskScope(id), "scratch", { step: 2 })),
+    ).rejects.toThrow(InvalidTransition);
+
+    // Created in the finishing commit: retired in it (an empty lifetime).
+    const s = await again.createTask(scribble, null, { ownership: { kind: "conversation" } });
+    await done(again, s);
+    expect(await again.doc(taskScope(s), "scratch")).toBeUndefined();
+    const rows = await stored(reopened, "scratch");
+    expect(rows).toEqual([
+      { id: record!.id, scope: "task", createdAt: entry, retiredAt: expect.any(Number) },
+      { id: expect.any(Number), scope: "task", createdAt: expect.any(Number), retiredAt: expect.any(Number) },
+    ]);
+    expect(rows[0]!.retiredAt).toBeGreaterThan(entry);
+    expect(rows[1]!.retiredAt).toBe(rows[1]!.createdAt);
+  });
+});
+
+describe("snapshotAsOf (spec §3.3)", () => {
+  test("snapshotAsOf reads the incarnation alive at the end of the entry's commit, by [createdAt, retiredAt); it creates nothing and refuses a document that is not rewindable or an entry not visible", async () => {
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist", "late", "never"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      tx.writeDoc(1, "plain", { p: 1 });
+      return note(tx, 1, "1");
+    });
+    const first = (await h.docRecord(1, "hist"))!;
+    expect(first).toMatchObject({ history: "rewindable", fork: "asOf" });
+    const e2 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 2 }, 2);
+      return note(tx, 1, "2");
+    });
+    const e3 = await h.transaction((tx) => {
+      tx.retireDoc(1, "hist");
+      return note(tx, 1, "3");
+    });
+    const e4 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 4 });
+      return note(tx, 1, "4");
+    });
+    const second = (await h.docRecord(1, "hist"))!;
+    const e5 = await h.transaction((tx) => {
+      tx.writeDoc(1, "late", { l: 5 });
+      return note(tx, 1, "5");
+    });
+    const before = await stored(store, "hist");
+
+    expect(await h.snapshotAsOf(1, "hist", e1)).toEqual({ id: first.id, value: { n: 1 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "hist", e2)).toEqual({ id: first.id, value: { n: 2 }, version: 2 });
+    expect(await h.snapshotAsOf(1, "hist", e3)).toBeUndefined(); // retired in e3's commit
+    expect(await h.snapshotAsOf(1, "hist", e4)).toEqual({ id: second.id, value: { n: 4 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "hist", e5)).toEqual({ id: second.id, value: { n: 4 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "late", e4)).toBeUndefined(); // before its creation
+    expect(await h.snapshotAsOf(1, "late", e5)).toMatchObject({ value: { l: 5 } });
+    expect(await h.snapshotAsOf(1, "never", e5)).toBeUndefined();
+    expect(await stored(store, "hist")).toEqual(before);
+    expect(await stored(store, "never")).toEqual([]);
+
+    await expect(h.snapshotAsOf(1, "plain", e5)).rejects.toThrow(InvalidTransition);
+    const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    await expect(h.snapshotAsOf(other, "hist", e1)).rejects.toThrow(EntryNotVisible);
+    await expect(h.snapshotAsOf(1, "hist", 999)).rejects.toThrow(EntryNotVisible);
+  });
+
+  test("snapshotAsOf across a fork: an inherited entry reads the parent's incarnation of then, the child's own entries its copy", async () => {
+    const h = await open(await memoryStore(), { forks: { asOf: ["hist"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      return note(tx, 1, "1");
+    });
+    const parentFirst = (await h.docRecord(1, "hist"))!;
+    const e2 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 2 });
+      return note(tx, 1, "2");
+    });
+    const e3 = await h.transaction((tx) => {
+      tx.retireDoc(1, "hist");
+      tx.writeDoc(1, "hist", { n: 3 });
+      return note(tx, 1, "3");
+    });
+    const child = await h.transaction(
+      (tx) => tx.forkConversation(1, e2, { ownership: { kind: "ownerless" } }).id,
+    );
+    const copy = (await h.docRecord(child, "hist"))!;
+    expect(copy.id).not.toBe(parentFirst.id);
+    expect(await h.doc(child, "hist")).toEqual({ n: 2 });
+    const own = await h.transaction((tx) => {
+      tx.writeDoc(child, "hist", { n: "child" });
+      return note(tx, child, "c");
+    });
+
+    expect(await h.snapshotAsOf(child, "hist", e1)).toEqual({
+      id: parentFirst.id,
+      value: { n: 1 },
+      version: 1,
+    });
+    expect(await h.snapshotAsOf(child, "hist", e2)).toEqual({
+      id: parentFirst.id,
+      value: { n: 2 },
+      version: 1,
+    });
+    expect(await h.snapshotAsOf(child, "hist", own)).toEqual({
+      id: copy.id,
+      value: { n: "child" },
+      version: 1,
+    });
+    await expect(h.snapshotAsOf(child, "hist", e3)).rejects.toThrow(EntryNotVisible);
+    expect(await h.snapshotAsOf(1, "hist", e3)).toMatchObject({ value: { n: 3 } });
+  });
+});
+
+describe("the session surface (spec §3.3, §4)", () => {
+  test("subscribeClose: each listener is called once, synchronously when close begins, after admission is sealed; its disposer is idempotent", async () => {
+    const h = await Harness.open(await memoryStore());
+    const calls: string[] = [];
+    h.subscribeClose(() => {
+      calls.push(`close sealed=${h.closed}`);
+    });
+    const off = h.subscribeClose(() => calls.push("disposed"));
+    off();
+    off();
+    const closing = h.close();
+    expect(calls).toEqual(["close sealed=true"]);
+    await closing;
+    await h.close();
+    expect(calls).toEqual(["close sealed=true"]);
+  });
+
+  test("documentState is bound to one committed incarnation: it follows that incarnation's commits off the line, ends when it is retired, and is undefined for an absent document", async () => {
+    const h = await open(await memoryStore());
+    expect(await h.documentState(1, "d")).toBeUndefined();
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    const state = (await h.documentState(1, "d"))!;
+    const record = (await h.docRecord(1, "d"))!;
+    expect(state.record).toEqual(record);
+    expect(state.value).toEqual({ n: 1 });
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "d", { n: 2 });
+      tx.writeDoc(1, "other", { x: 1 });
+      expect(seen).toEqual([]);
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ value: { n: 2 }, ended: false }]);
+    await h.transaction((tx) => tx.writeDoc(1, "other", { x: 2 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen.length).toBe(1);
+
+    await h.transaction((tx) => {
+      tx.retireDoc(1, "d");
+      tx.writeDoc(1, "d", { n: 9 });
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([
+      { value: { n: 2 }, ended: false },
+      { value: undefined, ended: true },
+    ]);
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 10 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen.length).toBe(2);
+
+    const next = (await h.documentState(1, "d"))!;
+    expect(next.record.id).not.toBe(record.id);
+    let calls = 0;
+    next.subscribe(() => calls++);
+    next.dispose();
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 11 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(calls).toBe(0);
+    const last = (await h.documentState(1, "d"))!;
+    await h.close();
+    expect(last.ended).toBe(true);
+  });
+});
