@@ -8,7 +8,8 @@
  * - The seed (`STORM_SEED`, printed) draws the workload and the kill plan: which kind of moment each
  *   kill aims at, after how long it starts looking, and when a new build is deployed. Chromium's timing
  *   is not seeded, so a seed replays the plan, not the exact interleaving. `STORM_KILLS` sets the
- *   number of kills (CI runs `CI_KILLS`; `npm run storm` runs 100).
+ *   number of kills (CI runs `CI_KILLS`; `npm run storm` runs 100); `STORM_KEEP_BUILD=1` reuses the
+ *   storm's build from an earlier run.
  * - Effects are counted outside the browser: the engine's effect tools (worker/debug/effects.ts,
  *   installed because the page names `effects=/effect`) POST to this file's HTTP server, which records
  *   each request and holds its answer a little, so the test knows exactly when an effect is in flight.
@@ -28,7 +29,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -126,7 +127,7 @@ function killPlans(seed: number, kills: number): KillPlan[] {
   ];
   return Array.from({ length: kills }, (_, i) => ({
     aim: deployAt.has(i) ? "handover" : pick(random, aims),
-    delayMs: between(random, 0, 900),
+    delayMs: between(random, 0, 600),
     patienceMs: 6_000,
   }));
 }
@@ -399,6 +400,9 @@ const buildDir = join(root, "test-results/e2e-storm");
 let server: StormServer;
 
 beforeAll(async () => {
+  server = await serveStorm(buildDir, SEED);
+  // STORM_KEEP_BUILD=1 reuses the build of an earlier run (replaying seeds after no source change).
+  if (process.env.STORM_KEEP_BUILD === "1" && existsSync(join(buildDir, "index.html"))) return;
   rmSync(buildDir, { recursive: true, force: true });
   mkdirSync(buildDir, { recursive: true });
   const started = Date.now();
@@ -420,7 +424,6 @@ beforeAll(async () => {
   if (result.status !== 0)
     throw new Error(`building the storm's app failed: exit ${result.status ?? result.signal}`);
   console.log(`[e2e] built the storm's app (relative base) in ${Date.now() - started} ms`);
-  server = await serveStorm(buildDir, SEED);
 });
 
 afterAll(async () => {
@@ -437,10 +440,13 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
   let deploy = 0;
   const urlOf = (k: number) =>
     `${server.origin}/b${k}/?${new URLSearchParams({ debug: "1", store, effects: "/effect" })}`;
-  const openTab = async (k: number, label: string, wait = true) => {
-    const page = await b.newPage();
+  const record = (page: Page, label: string) => {
     page.on("console", (m) => logs.push(`[${label} ${m.type()}] ${m.text()}`));
     page.on("pageerror", (e) => logs.push(`[${label} pageerror] ${e.message}`));
+    return page;
+  };
+  const openTab = async (k: number, label: string, wait = true) => {
+    const page = record(await b.newPage(), label);
     await page.goto(urlOf(k));
     if (wait) await waitPhase(page, "ready");
     return page;
@@ -456,7 +462,8 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
   const aimed = Object.fromEntries(MOMENTS.map((m) => [m, 0])) as Record<string, number>;
   let workAtKill = 0;
   let relaunched = 0;
-  const relaunchMs: number[] = [];
+  /** Per cycle: Chromium up (DevTools connected), then the app's engine ready, then the wait for the moment. */
+  const timing = { launch: [] as number[], ready: [] as number[], look: [] as number[] };
 
   try {
     let page = await openTab(deploy, `b${deploy}`);
@@ -550,6 +557,7 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
           break;
         }
       }
+      timing.look.push(Date.now() - readyAt);
       // SIGKILL the whole browser at this moment.
       const live = last ? last.tasks.length > 0 || last.submissions.length > 0 : true;
       await b.kill();
@@ -557,8 +565,10 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
       if (live) workAtKill++;
       const started = Date.now();
       b = await launchBrowser({ profileDir: b.profileDir });
+      const launched = Date.now();
       page = await openTab(deploy, `b${deploy} after kill ${i + 1}`);
-      relaunchMs.push(Date.now() - started);
+      timing.launch.push(launched - started);
+      timing.ready.push(Date.now() - launched);
       relaunched++;
       await installRecorder(page, c);
     }
@@ -697,13 +707,14 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
     console.log(`[storm] seed ${SEED}: kills by moment (aimed at, then observed):`);
     for (const m of MOMENTS) console.log(`  ${MOMENT_WORDS[m].padEnd(54)} ${String(counts[m]).padStart(4)}`);
     console.log(`  aims: ${JSON.stringify(aimed)}`);
-    const sorted = [...relaunchMs].sort((x, y) => x - y);
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
     console.log(
       `[storm] kills ${KILLS}, resumed ${relaunched} (work in flight at ${workAtKill} of them), deploys ${deploy}, ` +
         `inputs ${inputs.length} (${(["chat", "note", "once", "keyed", "sub"] as const).map((k) => `${k} ${inputs.filter((i) => i.kind === k).length}`).join(", ")}), ` +
         `subagents ${children.length}, compactions asked ${compactions} / summaries ${summaries}, ` +
         `effect_once ${effectRows.once} (${effectRows.onceInterrupted} interrupted), effect_keyed ${effectRows.keyed} (${effectRows.keyedRetries} retried), ` +
-        `entries ${all.length}, lost = ${lost.length}, doubled = ${doubled.length}; relaunch median ${sorted[Math.floor(sorted.length / 2)] ?? 0} ms`,
+        `entries ${all.length}, lost = ${lost.length}, doubled = ${doubled.length}; medians per cycle: Chromium up ${median(timing.launch)} ms, engine ready ${median(timing.ready)} ms, ` +
+        `moment found ${median(timing.look)} ms`,
     );
     expect(lost.map((s) => `${s.kind} ${s.id}`)).toEqual([]);
     expect(doubled).toEqual([]);
