@@ -153,7 +153,12 @@ export class EngineClient {
     if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
     // Test pages ask for the engine's test endpoints (worker/debug/endpoints.ts); a worker of
     // another name is another worker, so a normal page never shares an engine that serves them.
-    if (this.params.get("debug") === "1") query.set("debug", "1");
+    if (this.params.get("debug") === "1") {
+      query.set("debug", "1");
+      // The kill storm's effect tools (worker/debug/effects.ts): a path on this origin.
+      const effects = this.params.get("effects");
+      if (effects) query.set("effects", effects);
+    }
     return query;
   }
 

@@ -27,7 +27,7 @@ import { CHROMIUM_FLAGS } from "../../scripts/chromium.mjs";
 // ---------------------------------------------------------------------------------------------
 // Static server
 
-const MIME: Record<string, string> = {
+export const MIME: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
   ".js": "text/javascript; charset=utf-8",
   ".mjs": "text/javascript; charset=utf-8",

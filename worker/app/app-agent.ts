@@ -2,7 +2,9 @@
  * The agent the app's engine runs: the offline demo model (registered, listed first and the default),
  * pi-ai's catalogue, the built-in tools on the OPFS workspace, and API keys from the store's settings
  * (the agent's default). Task definitions of the caller's (`tasks`: the debug entry's test tasks,
- * only in test pages' engines) are registered besides the agent's own.
+ * only in test pages' engines) are registered besides the agent's own, and its extensions
+ * (`extensions`: the kill storm's effect tools, only in test pages that ask) installed after the
+ * built-in tools.
  * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
  * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
  * probed at the worker script's own URL: a run that failed offline waits until that answers. The
@@ -12,6 +14,7 @@
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { workspaceEnv } from "../agent/env.ts";
 import { createRegistry } from "../agent/extensions/registry.ts";
+import type { Extension } from "../agent/extensions/types.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
 import { builtinToolsExtension } from "../agent/tools/builtin/index.ts";
@@ -29,6 +32,8 @@ export interface AppHarnessOptions {
   readonly onFatal: (error: Error) => void;
   /** More task definitions to register (the test pages' `test.ticker` and `test.noop`). */
   readonly tasks?: readonly AnyTaskDefinition[];
+  /** More extensions to install after the built-in tools (a test page's effect tools). */
+  readonly extensions?: readonly Extension[];
 }
 
 export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
@@ -36,6 +41,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
   registerDemoProvider();
   const extensions = createRegistry();
   extensions.install(builtinToolsExtension);
+  for (const extension of options.extensions ?? []) extensions.install(extension);
   let opened: AgentHarness | undefined;
   const workspace = new OpfsFs();
   const harness = await AgentHarness.open(store, {

@@ -21,12 +21,19 @@ import { type EngineMessage, type PortLike, portTransport, type Transport } from
 
 /** The query flag (page URL and worker name) that asks for the test endpoints (debug/endpoints.ts). */
 export const TEST_ENDPOINTS_FLAG = "debug";
+/**
+ * The query parameter (worker name) naming a path on the page's origin where the effect tools
+ * (debug/effects.ts) post; honoured only with the test endpoints.
+ */
+export const EFFECTS_PARAM = "effects";
 
 export interface BootOptions {
   /** Serve the test endpoints too (the page asked with `?debug=1`). */
   testEndpoints: boolean;
   /** The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline. */
   wasm?: Promise<void>;
+  /** With `testEndpoints`: install the effect tools, posting to this path on the worker's origin. */
+  effects?: string | null;
 }
 
 /** A started engine, as its entry serves it. */
@@ -57,7 +64,11 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
     (await import("../browser/script-workers.ts")).installBrowserScriptWorkers();
     // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
     const tasks = options.testEndpoints ? (await import("../debug/ticker.ts")).debugTasks : [];
-    return (await import("../app/app-agent.ts")).openAppHarness(store, { onFatal, tasks });
+    const extensions =
+      options.testEndpoints && options.effects
+        ? [(await import("../debug/effects.ts")).effectToolsAt(options.effects, self.location.origin)]
+        : [];
+    return (await import("../app/app-agent.ts")).openAppHarness(store, { onFatal, tasks, extensions });
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
