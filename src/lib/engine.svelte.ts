@@ -154,6 +154,8 @@ export class EngineClient {
     // Test pages ask for the engine's test endpoints (worker/debug/endpoints.ts); a worker of
     // another name is another worker, so a normal page never shares an engine that serves them.
     if (this.params.get("debug") === "1") query.set("debug", "1");
+    // A test page that tests tool approval keeps its defaults (worker/entry/boot.ts).
+    if (this.params.get("approval") === "1") query.set("approval", "1");
     return query;
   }
 

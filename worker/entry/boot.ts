@@ -21,10 +21,22 @@ import { type EngineMessage, type PortLike, portTransport, type Transport } from
 
 /** The query flag (page URL and worker name) that asks for the test endpoints (debug/endpoints.ts). */
 export const TEST_ENDPOINTS_FLAG = "debug";
+/** The query flag with which a test page keeps the product's tool approval defaults. */
+export const APPROVAL_FLAG = "approval";
+
+/** Test pages run every tool freely unless they ask for approval (`approval=1`); other pages never. */
+export function approvalDefaultsOf(params: URLSearchParams): "ask" | "allow" {
+  return params.get(TEST_ENDPOINTS_FLAG) === "1" && params.get(APPROVAL_FLAG) !== "1" ? "allow" : "ask";
+}
 
 export interface BootOptions {
   /** Serve the test endpoints too (the page asked with `?debug=1`). */
   testEndpoints: boolean;
+  /**
+   * Tool approval's defaults: the product's, unless a test page did not ask for them (`approval=1`):
+   * then every tool runs freely unless a stored policy says otherwise (app/tool-policies.ts).
+   */
+  approvalDefaults?: "ask" | "allow";
   /** The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline. */
   wasm?: Promise<void>;
 }
@@ -57,7 +69,11 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
     (await import("../browser/script-workers.ts")).installBrowserScriptWorkers();
     // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
     const tasks = options.testEndpoints ? (await import("../debug/ticker.ts")).debugTasks : [];
-    return (await import("../app/app-agent.ts")).openAppHarness(store, { onFatal, tasks });
+    return (await import("../app/app-agent.ts")).openAppHarness(store, {
+      onFatal,
+      tasks,
+      approval: { defaults: options.approvalDefaults ?? "ask" },
+    });
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
