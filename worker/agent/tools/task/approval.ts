@@ -75,7 +75,9 @@ export async function approvalPhase(
     return;
   }
   if (decision.decision === "deny") {
-    await settleError(runtime, task, call.id, call.name, "denied", deniedMessage(call.name, decision.reason));
+    // The person's words are the result's text (the model reads them first); the code says `denied`.
+    const words = { output: deniedMessage(call.name, decision.reason) };
+    await settleError(runtime, task, call.id, call.name, "denied", "the person denied this call", words);
     return;
   }
   let tool: ReturnType<typeof resolveToolFor>;
