@@ -159,6 +159,8 @@ export class EngineClient {
       const effects = this.params.get("effects");
       if (effects) query.set("effects", effects);
     }
+    // A test page that tests tool approval keeps its defaults (worker/entry/boot.ts).
+    if (this.params.get("approval") === "1") query.set("approval", "1");
     return query;
   }
 

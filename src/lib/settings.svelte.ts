@@ -15,7 +15,7 @@ import {
 } from "../../worker/protocol/index.ts";
 import type { UserToolsApi } from "./user-tools.svelte.ts";
 
-type Api = Pick<EngineApi, "settings" | "keys"> & UserToolsApi;
+type Api = Pick<EngineApi, "settings" | "keys" | "approvals"> & UserToolsApi;
 
 /** At most this many models are listed for a search; the rest are counted. */
 export const MAX_LISTED = 150;

@@ -7,6 +7,7 @@ import type { ToolSlot } from "../../worker/protocol/index.ts";
 
 export type ToolStatus =
   | "queued"
+  | "awaiting approval"
   | "running"
   | "done"
   | "failed"
@@ -14,6 +15,7 @@ export type ToolStatus =
   | "aborted"
   | "blocked"
   | "refused"
+  | "denied"
   | "moved";
 
 /** What a call's card shows of its state: the status and, while it runs, its live output. */
@@ -42,6 +44,8 @@ const BY_CODE: Record<string, ToolStatus> = {
   blocked: "blocked",
   invalid_arguments: "refused",
   tool_unavailable: "refused",
+  denied: "denied",
+  not_allowed: "refused",
 };
 
 /**
@@ -64,6 +68,7 @@ export function toolStatus(
   if (slot === undefined && options.moved) return "moved";
   if (slot === undefined && !options.runLive) return "interrupted";
   // A slot marked done is still running until its result entry commits.
+  if (slot?.status === "awaiting_approval") return "awaiting approval";
   return slot === undefined || slot.status === "pending" ? "queued" : "running";
 }
 

@@ -37,6 +37,7 @@ import { agentMoveHooks } from "./move-ids.ts";
 import { ALWAYS_ONLINE } from "./network.ts";
 import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } from "./records.ts";
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
+import { type ApprovalAnswer, type ApprovalRequest, decideApproval } from "./tools/approval.ts";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task/definition.ts";
@@ -378,6 +379,19 @@ export class AgentHarness extends Harness {
         return "not_found";
       return abortSubmission(tx, record);
     }, signal);
+  }
+
+  /**
+   * A person's decision on a tool call waiting for approval (tools/approval.ts `decideApproval`), in
+   * one commit: the first decision wins; the same request again gets the same answer.
+   */
+  async decideApproval(
+    conversationId: ConversationId,
+    request: ApprovalRequest,
+    signal?: AbortSignal,
+  ): Promise<ApprovalAnswer> {
+    this.requireConversation(conversationId);
+    return this.transaction((tx) => decideApproval(tx, conversationId, request), signal);
   }
 
   /** Every conversation's pi.usage added up, each once (read from the store for conversations not loaded). */

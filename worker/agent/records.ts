@@ -40,7 +40,36 @@ export type AgentState = {
   /** Exactly these of the selected extensions' tools, in order, or all but `remove`; absent: all. */
   tools?: string[] | { remove: string[] };
   instructions?: string;
+  /**
+   * This conversation's approval policy per tool name (tools/approval.ts), over the settings'; absent
+   * or a tool not named: the settings decide. "Always allow this tool here" writes `allow`.
+   */
+  toolPolicies?: Record<string, ToolPolicy>;
 };
+
+/** Whether a tool call runs freely (`allow`), waits for a person's approval (`ask`), or never runs. */
+export type ToolPolicy = "allow" | "ask" | "never";
+
+/**
+ * A call waiting for a person (in its pi.live slot, status `awaiting_approval`), and then the first
+ * decision taken on it: the call's arguments in words, and who decided what under which request id.
+ */
+export interface ApprovalState {
+  /** The call's arguments in words, one line each (`path: notes/a.md`), bounded. */
+  summary: string[];
+  /** When it started waiting (the harness's clock). */
+  since: number;
+  decision?: ApprovalDecisionRecord;
+}
+
+export interface ApprovalDecisionRecord {
+  decision: "approve" | "deny";
+  /** The person's words with a denial (bounded); the model reads them in the error result. */
+  reason?: string;
+  /** The request that decided it: the same request again gets the same answer (idempotent). */
+  requestId: string;
+  at: number;
+}
 
 /** A system message as recorded in the transcript: the prompt sections and the offered tools. */
 export interface SystemRecord {
@@ -58,7 +87,10 @@ export interface ToolSlot {
   callId: string;
   name: string;
   taskId?: TaskId;
-  status: "pending" | "running" | "done";
+  /** `awaiting_approval`: the call waits for a person's decision (`approval`), nothing of it ran. */
+  status: "pending" | "awaiting_approval" | "running" | "done";
+  /** Present once the call had to wait for approval; it keeps the decision after the call ran. */
+  approval?: ApprovalState;
   output?: string;
   droppedBytes?: number;
   droppedLines?: number;

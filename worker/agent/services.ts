@@ -24,7 +24,7 @@ import { piAi } from "./models/pi-ai.ts";
 import { providerProblem } from "./models/provider-problem.ts";
 import type { ModelResolver } from "./models/resolver.ts";
 import type { NetworkState } from "./network.ts";
-import type { AgentState, ModelRef } from "./records.ts";
+import type { AgentState, ModelRef, ToolPolicy } from "./records.ts";
 import type { ToolDefinition, ToolExecutionMode } from "./tools/contract.ts";
 import type { WorkspaceFs } from "./workspace/fs.ts";
 
@@ -95,6 +95,17 @@ export interface AgentSettings {
    * Default: every installed extension, in install order. An extension object stands for its name.
    */
   extensions?: readonly (string | Extension)[];
+  /**
+   * Tool approval (tools/approval.ts). Absent: every call runs freely, as the specification's
+   * harness does. Given: each call's policy is the conversation's (pi.agent `toolPolicies`), else
+   * `tools[name]`, else `allow` for a `readOnly` tool and `fallback` (default `ask`) for any other.
+   */
+  approval?: ApprovalSettings;
+}
+
+export interface ApprovalSettings {
+  readonly tools?: Readonly<Record<string, ToolPolicy>>;
+  readonly fallback?: ToolPolicy;
 }
 
 export const DEFAULT_RETRY: RetryPolicy = {
@@ -116,6 +127,7 @@ export interface ResolvedSettings {
   toolExecution: ToolExecutionMode;
   contextRetentionMs: number;
   extensions: readonly string[] | undefined;
+  approval: ApprovalSettings | undefined;
 }
 
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
@@ -131,6 +143,7 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
     toolExecution: s?.toolExecution ?? "parallel",
     contextRetentionMs: checkRetention(s?.contextRetentionMs),
     extensions: checkExtensionBase(s?.extensions),
+    approval: checkApproval(s?.approval),
   };
 }
 
@@ -179,6 +192,21 @@ function checkStreamSettings(stream: StreamSettings | undefined): StreamSettings
     if (value !== undefined && !check(value)) throw new TypeError(`settings.stream.${key} is invalid`);
   }
   return stream;
+}
+
+const POLICIES: readonly unknown[] = ["allow", "ask", "never"];
+
+/** Approval settings as given, or a TypeError naming the bad field. */
+function checkApproval(value: ApprovalSettings | undefined): ApprovalSettings | undefined {
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    throw new TypeError("settings.approval must be an object");
+  if (value.fallback !== undefined && !POLICIES.includes(value.fallback))
+    throw new TypeError('settings.approval.fallback must be "allow", "ask" or "never"');
+  for (const [name, policy] of Object.entries(value.tools ?? {}))
+    if (!POLICIES.includes(policy))
+      throw new TypeError(`settings.approval.tools.${name} must be "allow", "ask" or "never"`);
+  return value;
 }
 
 /** contextRetentionMs as given (default 600,000), or a TypeError when it is not a number >= 0. */

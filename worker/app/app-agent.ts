@@ -9,7 +9,7 @@
  * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
  * probed at the worker script's own URL: a run that failed offline waits until that answers. The
  * default extension selection leaves out the user tools that arrived by import (opt-in:
- * `userToolSettings`).
+ * `userToolSettings`). Tool calls are under the person's approval policies (`approvalSettings`).
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { workspaceEnv } from "../agent/env.ts";
@@ -25,6 +25,7 @@ import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
+import { type ApprovalMode, approvalSettings } from "./tool-policies.ts";
 import { installStoredUserTools, userToolSettings } from "./user-tools/store.ts";
 
 export interface AppHarnessOptions {
@@ -34,6 +35,11 @@ export interface AppHarnessOptions {
   readonly tasks?: readonly AnyTaskDefinition[];
   /** More extensions to install after the built-in tools (a test page's effect tools). */
   readonly extensions?: readonly Extension[];
+  /**
+   * Tool approval's defaults (tool-policies.ts): the product's (`ask`, the default), or every tool
+   * free unless a stored policy says otherwise (`allow`: test pages that do not test approval).
+   */
+  readonly approval?: ApprovalMode;
 }
 
 export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
@@ -46,7 +52,11 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
   const workspace = new OpfsFs();
   const harness = await AgentHarness.open(store, {
     extensions,
-    settings: userToolSettings(() => opened),
+    settings: approvalSettings(
+      userToolSettings(() => opened),
+      () => opened,
+      options.approval ?? { defaults: "ask" },
+    ),
     tasks: [...(options.tasks ?? [])],
     models: createModelResolver({
       extra: [demoModel as unknown as Model<Api>],

@@ -71,6 +71,7 @@ import {
 import { searchConversationText } from "./search.ts";
 import { redactTitle, savedSecrets } from "./secrets.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
+import { setToolPolicy, toolPolicyViews } from "./tool-policies.ts";
 import { exportConversation } from "./transfer.ts";
 import { enableUserToolEverywhere } from "./user-tools/store.ts";
 
@@ -240,6 +241,13 @@ export class HarnessEngine implements EngineService {
       usage: {
         total: () => this.totalUsage(),
         conversation: (conversationId) => this.conversationUsage(conversationId),
+      },
+      approvals: {
+        decide: async (conversationId, request) =>
+          (await this.#harness()).decideApproval(conversationId, request),
+        policies: async (conversationId) => toolPolicyViews(await this.#harness(), conversationId),
+        setPolicy: async (tool, policy, conversationId) =>
+          setToolPolicy(await this.#harness(), tool, policy, conversationId),
       },
     };
   }

@@ -26,10 +26,22 @@ export const TEST_ENDPOINTS_FLAG = "debug";
  * (debug/effects.ts) post; honoured only with the test endpoints.
  */
 export const EFFECTS_PARAM = "effects";
+/** The query flag with which a test page keeps the product's tool approval defaults. */
+export const APPROVAL_FLAG = "approval";
+
+/** Test pages run every tool freely unless they ask for approval (`approval=1`); other pages never. */
+export function approvalDefaultsOf(params: URLSearchParams): "ask" | "allow" {
+  return params.get(TEST_ENDPOINTS_FLAG) === "1" && params.get(APPROVAL_FLAG) !== "1" ? "allow" : "ask";
+}
 
 export interface BootOptions {
   /** Serve the test endpoints too (the page asked with `?debug=1`). */
   testEndpoints: boolean;
+  /**
+   * Tool approval's defaults: the product's, unless a test page did not ask for them (`approval=1`):
+   * then every tool runs freely unless a stored policy says otherwise (app/tool-policies.ts).
+   */
+  approvalDefaults?: "ask" | "allow";
   /** The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline. */
   wasm?: Promise<void>;
   /** With `testEndpoints`: install the effect tools, posting to this path on the worker's origin. */
@@ -68,7 +80,12 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
       options.testEndpoints && options.effects
         ? [(await import("../debug/effects.ts")).effectToolsAt(options.effects, self.location.origin)]
         : [];
-    return (await import("../app/app-agent.ts")).openAppHarness(store, { onFatal, tasks, extensions });
+    return (await import("../app/app-agent.ts")).openAppHarness(store, {
+      onFatal,
+      tasks,
+      extensions,
+      approval: { defaults: options.approvalDefaults ?? "ask" },
+    });
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);

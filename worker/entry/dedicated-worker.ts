@@ -7,7 +7,13 @@
  */
 import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
-import { bootEngine, EFFECTS_PARAM, serveWhenReady, TEST_ENDPOINTS_FLAG } from "./boot.ts";
+import {
+  approvalDefaultsOf,
+  bootEngine,
+  EFFECTS_PARAM,
+  serveWhenReady,
+  TEST_ENDPOINTS_FLAG,
+} from "./boot.ts";
 
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
@@ -34,6 +40,11 @@ const served = bootEngine(
       for (const key of names) await dir.removeEntry(key).catch(() => undefined);
     },
   },
-  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1", wasm, effects: params.get(EFFECTS_PARAM) },
+  {
+    testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1",
+    approvalDefaults: approvalDefaultsOf(params),
+    wasm,
+    effects: params.get(EFFECTS_PARAM),
+  },
 );
 serveWhenReady(served, self);

@@ -6,7 +6,7 @@
  */
 import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
-import { acceptPort, bootEngine, EFFECTS_PARAM, TEST_ENDPOINTS_FLAG } from "./boot.ts";
+import { acceptPort, approvalDefaultsOf, bootEngine, EFFECTS_PARAM, TEST_ENDPOINTS_FLAG } from "./boot.ts";
 
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
@@ -30,7 +30,12 @@ const served = bootEngine(
         request.onerror = () => reject(request.error);
       }),
   },
-  { testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1", wasm, effects: params.get(EFFECTS_PARAM) },
+  {
+    testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1",
+    approvalDefaults: approvalDefaultsOf(params),
+    wasm,
+    effects: params.get(EFFECTS_PARAM),
+  },
 );
 
 (self as unknown as { onconnect: (e: MessageEvent) => void }).onconnect = (event) => {

@@ -16,7 +16,8 @@
 import type { AgentEvent } from "../agent/events/types.ts";
 import type { ModelChoice } from "../agent/models/keys.ts";
 import type { KeyCheck } from "../agent/models/provider-problem.ts";
-import type { ModelRef, ThinkingLevel, UsageState } from "../agent/records.ts";
+import type { ModelRef, ThinkingLevel, ToolPolicy, UsageState } from "../agent/records.ts";
+import type { ApprovalAnswer, ApprovalRequest } from "../agent/tools/approval.ts";
 import type { UsageRollup } from "../agent/usage.ts";
 import type { WorkspaceFile } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
@@ -26,7 +27,7 @@ import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from 
 import type { WatchFrame } from "../core/view-ops.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 12;
+export const PROTOCOL_VERSION = 13;
 
 export const DEFAULT_STORE_NAME = "agent";
 
@@ -420,6 +421,41 @@ export interface TasksApi {
   abort(taskId: TaskId): Promise<"marked" | "terminal">;
 }
 
+/** A tool's approval policies as the settings show them (worker/app/tool-policies.ts). */
+export interface ToolPolicyView {
+  readonly name: string;
+  readonly label?: string;
+  /** It only reads: it runs freely by default. */
+  readonly readOnly: boolean;
+  /** The product's default for it. */
+  readonly default: ToolPolicy;
+  /** The person's app-wide choice (absent: the default). */
+  readonly app?: ToolPolicy;
+  /** This conversation's own choice (absent: the app-wide one). */
+  readonly conversation?: ToolPolicy;
+  /** The one that applies. */
+  readonly effective: ToolPolicy;
+}
+
+/**
+ * Tool calls that wait for a person (a call whose policy is `ask` waits in its pi.live slot, status
+ * `awaiting_approval`, with its arguments in words) and the policies that decide which do.
+ */
+export interface ApprovalsApi {
+  /**
+   * Approve or deny a waiting call, in one commit: the first decision wins (`decided`); a later one
+   * gets `already_decided` with the decision taken; the same `requestId` again gets the same answer
+   * and writes nothing; a call that does not wait (ended, aborted) gets `not_waiting`. A denial's
+   * `reason` is given to the model; `always` with an approval lets this conversation run the tool
+   * freely from now on. An unknown conversation is an `UnknownConversation` error.
+   */
+  decide(conversationId: ConversationId, request: ApprovalRequest): Promise<ApprovalAnswer>;
+  /** Every tool with its policies: app-wide, and with a conversation, that conversation's too. */
+  policies(conversationId?: ConversationId): Promise<ToolPolicyView[]>;
+  /** Set one tool's policy (null: back to the default), app-wide or, with a conversation, there only. */
+  setPolicy(tool: string, policy: ToolPolicy | null, conversationId?: ConversationId): Promise<void>;
+}
+
 /** What the models cost. */
 export interface UsageApi {
   /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
@@ -443,6 +479,7 @@ export interface EngineApi {
   readonly watches: WatchesApi;
   readonly tasks: TasksApi;
   readonly usage: UsageApi;
+  readonly approvals: ApprovalsApi;
   /** The server setting: the browser engine serves it, a server space does not. */
   readonly remote: RemoteApi;
   /** Moving conversations to and from the server: the browser engine serves it, a server space does not. */

@@ -416,6 +416,10 @@ function dispatch(c: Connection): Dispatch {
     "tasks.abort": ([taskId]) => calls().tasks.abort(taskId),
     "usage.total": () => calls().usage.total(),
     "usage.conversation": ([conversation]) => calls().usage.conversation(conversation),
+    "approvals.decide": ([conversation, request]) => calls().approvals.decide(conversation, request),
+    "approvals.policies": (a) => calls().approvals.policies(...a),
+    "approvals.setPolicy": ([tool, policy, conversation]) =>
+      calls().approvals.setPolicy(tool, policy, conversation),
     "remote.get": () => c.remote().get(),
     "remote.credentials": () => c.remote().credentials(),
     "remote.set": ([url, token]) => c.remote().set(url, token),

@@ -35,6 +35,9 @@ const DemoSpeed = Type.Union([
   Type.Literal("instant"),
 ]);
 
+const ToolName = Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" });
+const Policy = Type.Union([Type.Literal("allow"), Type.Literal("ask"), Type.Literal("never"), Type.Null()]);
+
 /** A move's transfer id (worker/core/move.ts checks it again). */
 const Transfer = Type.String({ minLength: 1, maxLength: 200, pattern: "^[A-Za-z0-9_.:-]+$" });
 const Records = Type.Array(Type.Object({ id: Id }), { maxItems: 200_000 });
@@ -175,6 +178,22 @@ export const METHODS = {
 
   "usage.total": Type.Tuple([]),
   "usage.conversation": Type.Tuple([Id]),
+
+  "approvals.decide": Type.Tuple([
+    Id,
+    Type.Object(
+      {
+        taskId: Id,
+        decision: Type.Union([Type.Literal("approve"), Type.Literal("deny")]),
+        reason: Type.Optional(Type.String({ maxLength: 10_000 })),
+        always: Type.Optional(Type.Boolean()),
+        requestId: Type.String({ minLength: 1, maxLength: 200 }),
+      },
+      strict,
+    ),
+  ]),
+  "approvals.policies": Type.Union([Type.Tuple([]), Type.Tuple([Id])]),
+  "approvals.setPolicy": Type.Union([Type.Tuple([ToolName, Policy]), Type.Tuple([ToolName, Policy, Id])]),
 
   "remote.get": Type.Tuple([]),
   "remote.credentials": Type.Tuple([]),

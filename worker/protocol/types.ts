@@ -14,17 +14,21 @@ export type {
 } from "../agent/events/types.ts";
 export type { ModelChoice } from "../agent/models/keys.ts";
 export type { KeyCheck, ProviderProblem } from "../agent/models/provider-problem.ts";
-/** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
 export type {
+  ApprovalDecisionRecord,
+  ApprovalState,
   CompactionStatus,
   InboxItem,
   InboxState,
   LiveState,
   ModelRef,
   ThinkingLevel,
+  ToolPolicy,
   ToolSlot,
   UsageState,
 } from "../agent/records.ts";
+/** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
+export type { ApprovalAnswer, ApprovalRequest } from "../agent/tools/approval.ts";
 export type { UsageRollup } from "../agent/usage.ts";
 export type { WorkspaceFile } from "../agent/workspace/browse.ts";
 export type {

@@ -144,6 +144,11 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
       total: absent("usage.total"),
       conversation: absent("usage.conversation"),
     },
+    approvals: {
+      decide: answer("approvals.decide", { status: "decided", decision: "approve" }),
+      policies: answer("approvals.policies", []),
+      setPolicy: answer("approvals.setPolicy", undefined),
+    },
   };
   return {
     log,

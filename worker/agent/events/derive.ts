@@ -195,7 +195,10 @@ function slotEvents(
   const wasSlots = new Map((was.tools ?? []).map((s) => [s.callId, s]));
   for (const slot of now.tools ?? []) {
     const prev = wasSlots.get(slot.callId);
-    if (slot.status === "running" && (!prev || prev.status === "pending")) {
+    if (
+      slot.status === "running" &&
+      (!prev || prev.status === "pending" || prev.status === "awaiting_approval")
+    ) {
       toolStarts.push({
         type: "tool_execution_start",
         toolCallId: slot.callId,

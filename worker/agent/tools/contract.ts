@@ -232,6 +232,11 @@ export interface ToolDefinition<P extends TSchema = TSchema> {
   /** "sequential": a round that calls this tool runs its calls one after another. Default: the settings'. */
   readonly executionMode?: ToolExecutionMode;
   /**
+   * It only reads: no write, no network, no code of the model's. Under an approval policy
+   * (settings `approval`, tools/approval.ts) such a tool runs freely by default; any other asks first.
+   */
+  readonly readOnly?: boolean;
+  /**
    * Pure repair of commonly malformed arguments (say, an array sent as a JSON string). Runs before
    * validation, which still checks its result; a throw is an `invalid_arguments` result. The stored
    * call keeps what the model sent.
@@ -267,6 +272,9 @@ export function defineTool<P extends TSchema>(def: ToolDefinition<P>): ToolDefin
     def.executionMode !== "sequential"
   ) {
     throw new TypeError(`tool ${def.name}: executionMode must be "parallel" or "sequential"`);
+  }
+  if (def.readOnly !== undefined && typeof def.readOnly !== "boolean") {
+    throw new TypeError(`tool ${def.name}: readOnly must be a boolean`);
   }
   checkOutputLimits(def);
   return Object.freeze({ ...def });

@@ -16,6 +16,7 @@ export function createLsTool() {
       "List the entries of a directory in the workspace. Directories end with '/'; files show their size in bytes.",
     parameters,
     replay: "safe",
+    readOnly: true,
     async execute(args, api) {
       const fs = envFs(api.env);
       const path = args.path ?? ".";

@@ -21,6 +21,7 @@ export function createReadTool() {
       "Read a text file from the workspace. Output is capped at 2000 lines or 50 KiB; use offset/limit to page through larger files.",
     parameters,
     replay: "safe",
+    readOnly: true,
     async execute(args, api) {
       const fs = envFs(api.env);
       let text: string;

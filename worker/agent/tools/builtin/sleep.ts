@@ -41,6 +41,7 @@ export function createSleepTool() {
     description: "Run a long task that takes the given number of seconds, reporting progress at each step.",
     parameters,
     replay: "safe",
+    readOnly: true,
     async execute(args, api) {
       const seconds = Math.max(0, args.seconds);
       const steps = args.steps ?? Math.max(1, Math.round(seconds));

@@ -1,9 +1,10 @@
 /**
  * The `call` phase: from the model's tool call to a committed intent. Resolve the tool, validate the
  * arguments, run the `beforeTool` hooks (each may block the call or rewrite its arguments) and
- * validate again, then commit the final arguments and the replay policy (checkpoint `execute`) and
- * run the tool. A call that cannot run ends here with an error result. With no `beforeTool` hook there
- * is nothing between the answer and the intent, so the generation records the intent in the commit
+ * validate again, then apply the approval policy (tools/approval.ts: `never` ends the call with a
+ * `not_allowed` error result, `ask` commits the `approval` wait, task/approval.ts), else commit the
+ * final arguments and the replay policy (checkpoint `execute`) and run the tool. A call that cannot run ends here with an error result. With no `beforeTool` hook there
+ * and a policy that lets the call run freely, there is nothing between the answer and the intent, so the generation records the intent in the commit
  * that appends the answer (`intentAtCreation`) and the task never enters this phase.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
@@ -19,8 +20,10 @@ import {
   atPhaseStart,
   type BeforeToolDecision,
 } from "../../services.ts";
+import { policyOf } from "../approval.ts";
 import { replayPolicyOf, type ToolDefinition } from "../contract.ts";
 import { updateSlot } from "../results.ts";
+import { approvalPhase, enterApproval } from "./approval.ts";
 import { runTool } from "./execute.ts";
 import { prepare, readCall, resolveToolFor, ToolCallFailed, validate } from "./resolve.ts";
 import { settleError } from "./settle.ts";
@@ -43,10 +46,13 @@ export function intentAtCreation(
   c: ConversationId,
   call: ToolCall,
 ): Extract<ToolTaskCheckpoint, { phase: "execute" }> | undefined {
-  const agent = services.agent(c, agentDoc.read(tx, c));
+  const state = agentDoc.read(tx, c);
+  const agent = services.agent(c, state);
   if ((agent.hooks.beforeTool ?? []).length > 0) return undefined;
   try {
     const tool = resolveToolFor(agent.tools, call.name);
+    // A call that asks first (or never runs) decides that in its own `call` phase.
+    if (policyOf(services.settings(), state, tool) !== "allow") return undefined;
     const args = validate(tool, call, prepare(tool, call.arguments));
     assertJson(args);
     return { phase: "execute", arguments: args as Json, replay: replayPolicyOf(tool) };
@@ -78,6 +84,19 @@ export async function callPhase(
   }
   const { tool, args } = decided;
   const replay = replayPolicyOf(tool);
+  // The model's calls are judged by the approval policy; a nested call runs under its caller's.
+  const policy =
+    "nested" in task.input ? "allow" : policyOf(phase.settings(), phase.readAgent(task.conversationId), tool);
+  if (policy === "never") {
+    const message = `the tool ${call!.name} is set never to run in this conversation; the call did not run`;
+    await settleError(runtime, task, call!.id, call!.name, "not_allowed", message);
+    return;
+  }
+  if (policy === "ask") {
+    const waiting = await runtime.commit((tx) => enterApproval(tx, task, args, replay));
+    await approvalPhase(ctx, waiting as Parameters<typeof approvalPhase>[1], runtime, signal);
+    return;
+  }
   await runtime.commit((tx) => {
     updateSlot(tx, task.conversationId, task.id, (s) => ({ ...s, status: "running" }));
     return { status: "running", checkpoint: { phase: "execute", arguments: args as Json, replay } };

@@ -1,7 +1,8 @@
 /**
  * The tool task's records and what its parts share. A `pi.tool` task starts in `call` (resolve,
  * validate, `beforeTool`, commit the intent) or, when the generation committed the intent with the
- * answer, in `execute`; its checkpoint then holds the final arguments and the replay policy. Its
+ * answer, in `execute` (a call whose policy asks first waits in `approval` before it); its
+ * checkpoint then holds the final arguments and the replay policy. Its
  * result is the transcript entry it appended, or for a nested call (`api.executeTool`) the result
  * itself, handed to the calling tool instead of the transcript.
  */
@@ -15,6 +16,8 @@ export type ToolTaskInput =
   | { nested: { name: string; arguments: Json; callId: string } };
 export type ToolTaskCheckpoint =
   | { phase: "call" }
+  /** Waiting for a person's decision (approval.ts): the final arguments, nothing of the call ran. */
+  | { phase: "approval"; arguments: Json; replay: ReplayPolicy }
   | { phase: "execute"; arguments: Json; replay: ReplayPolicy };
 export type ToolTaskResult = {
   entryId?: EntryId;
