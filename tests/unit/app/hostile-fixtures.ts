@@ -4,6 +4,8 @@
  * of transactions) for "nothing written" comparisons.
  */
 import { AgentHarness } from "../../../worker/agent/harness.ts";
+import { builtinTools } from "../../../worker/agent/tools/builtin/index.ts";
+import { MemoryFs } from "../../../worker/agent/workspace/memory-fs.ts";
 import { HarnessEngine } from "../../../worker/app/engine-service.ts";
 import type { Store } from "../../../worker/store/types.ts";
 import { type FauxResponder, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
@@ -24,11 +26,21 @@ export async function storeState(store: Store): Promise<StoreState> {
   return { transactions: store.stats.transactions, tables };
 }
 
-/** The engine service over a fresh memory store; `close()` closes the harness and the faux model. */
-export async function hostileEngine(respond: FauxResponder = echo, options: { record?: boolean } = {}) {
+/**
+ * The engine service over a fresh memory store; `close()` closes the harness and the faux model.
+ * `tools: true` gives it the built-in tools on an in-memory workspace (codemode among them).
+ */
+export async function hostileEngine(
+  respond: FauxResponder = echo,
+  options: { record?: boolean; tools?: boolean } = {},
+) {
   const faux = fauxAgentModel(respond, options.record === false ? { record: false } : {});
   const store = await memoryStore();
-  const harness = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref });
+  const harness = await AgentHarness.open(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    ...(options.tools ? { tools: builtinTools, fs: new MemoryFs() } : {}),
+  });
   const service = new HarnessEngine({ harness: async () => harness, build: "hostile", tabArrived: () => {} });
   const close = async () => {
     await harness.close();
