@@ -120,6 +120,12 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (transfer, idx)
   );
   `,
+  // 7: no table changes: document patches may now remove an item of an array (doc-patch.ts
+  // `remove`; the inbox takes an answered item off that way). A build before it would skip such a
+  // patch row at open and see an answered follow-up still queued, so it must refuse the store.
+  `
+  SELECT 1;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;
