@@ -9,7 +9,8 @@
  *   the containers on the path are copied;
  * - a path names an existing container at every step but the last; `append` targets a string or an
  *   absent key (which reads as ""), `set` any key of an object, an existing index of an array or
- *   the index one past its end (adding an item);
+ *   the index one past its end (adding an item), `remove` an existing index of an array (the items
+ *   after it move down by one: a queue's head taken off without storing the whole queue again);
  * - a document keeps at most `PATCH_ROW_LIMIT` stored patch rows: the commit that would pass it
  *   stores the whole document instead, which deletes them (so replay at open stays short).
  */
@@ -20,7 +21,8 @@ export type DocPath = ReadonlyArray<string | number>;
 
 export type DocPatch =
   | { readonly path: DocPath; readonly append: string }
-  | { readonly path: DocPath; readonly set: Json };
+  | { readonly path: DocPath; readonly set: Json }
+  | { readonly path: DocPath; readonly remove: true };
 
 export const PATCH_ROW_LIMIT = 64;
 
@@ -42,6 +44,11 @@ function applyAt(node: Json, patch: DocPatch, depth: number): Json {
     const end = last && "set" in patch ? node.length + 1 : node.length;
     if (typeof key !== "number" || !Number.isInteger(key) || key < 0 || key >= end)
       throw new InvalidTransition(`patch path ${describe(path)}: no index ${String(key)}`);
+    if (last && "remove" in patch) {
+      if (patch.remove !== true)
+        throw new InvalidTransition(`patch at ${describe(path)}: remove must be true`);
+      return node.slice(0, key).concat(node.slice(key + 1));
+    }
     const copy = node.slice();
     copy[key] = last ? leaf(node[key], patch) : applyAt(container(node[key], path), patch, depth + 1);
     return copy;
@@ -63,6 +70,8 @@ function container(node: Json | undefined, path: DocPath): Json {
 
 function leaf(current: Json | undefined, patch: DocPatch): Json {
   if ("set" in patch) return patch.set;
+  if ("remove" in patch)
+    throw new InvalidTransition(`patch at ${describe(patch.path)}: remove takes an index of an array`);
   if (typeof patch.append !== "string")
     throw new InvalidTransition(`patch at ${describe(patch.path)} must append a string or set a value`);
   if (current === undefined) return patch.append;

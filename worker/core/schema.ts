@@ -127,7 +127,9 @@ export const migrations: readonly string[] = [
   // is the conversation a deletion takes it with (a task document's: its task's). Existing
   // documents become incarnations alive from the start (created_at 0), with the ids of their rows;
   // a document whose history ends deleted becomes one retired at its last deletion, so snapshotAsOf
-  // finds every value doc_history holds. Nothing is rewritten but the new column.
+  // finds every value doc_history holds. Nothing is rewritten but the new column. Stores at 7 may
+  // also hold patches that remove an item of an array (doc-patch.ts `remove`, the inbox's way of
+  // taking an answered item off): a build before 7 would skip such a row, so it must refuse the store.
   `
   CREATE TABLE doc_records (
     id INTEGER PRIMARY KEY,

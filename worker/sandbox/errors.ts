@@ -6,7 +6,7 @@
  * script's: its worker went away, and the run is retried elsewhere (run.ts).
  */
 
-export type SandboxLimit = "slice" | "cpu" | "memory" | "stack" | "output" | "calls";
+export type SandboxLimit = "slice" | "cpu" | "memory" | "stack" | "output" | "calls" | "result";
 
 export abstract class SandboxLimitError extends Error {
   abstract readonly limit: SandboxLimit;
@@ -59,6 +59,23 @@ export class NestedCallLimitExceeded extends SandboxLimitError {
   constructor(readonly calls: number) {
     super(`the script made more than ${calls} tool calls; it was stopped`);
     this.name = "NestedCallLimitExceeded";
+  }
+}
+
+/**
+ * The script's return value, as JSON, is larger than its bound: a tool's result is stored whole in
+ * the transcript (its details), so a script may not hand back more than `resultBytes`.
+ */
+export class ResultLimitExceeded extends SandboxLimitError {
+  readonly limit = "result" as const;
+  constructor(
+    readonly bytes: number,
+    readonly returned: number,
+  ) {
+    super(
+      `the script returned ${returned} bytes of JSON, more than its limit of ${bytes}; return less (a summary, or write the data to a file)`,
+    );
+    this.name = "ResultLimitExceeded";
   }
 }
 

@@ -15,7 +15,12 @@ export interface SandboxLimits {
   readonly outputBytes: number;
   /** Tool calls the script may make. */
   readonly calls: number;
+  /** The returned value's JSON, in UTF-8 bytes (DEFAULT_RESULT_BYTES when absent). */
+  readonly resultBytes?: number;
 }
+
+/** A script's result is stored whole in the transcript: at most 1 MiB of JSON by default. */
+export const DEFAULT_RESULT_BYTES = 1024 * 1024;
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   sliceMs: 200,
@@ -24,6 +29,7 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   stackBytes: 512 * 1024,
   outputBytes: 256 * 1024,
   calls: 1000,
+  resultBytes: DEFAULT_RESULT_BYTES,
 };
 
 /** What a tool call gives the script: a value, or an error it throws at the `await`. */

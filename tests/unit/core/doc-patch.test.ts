@@ -54,6 +54,21 @@ describe("applying patches", () => {
     expect(next.other).toBe(original.other);
   });
 
+  test("removes an item of an array (the items after it move down), copying only the path", () => {
+    const original = Object.freeze({
+      items: Object.freeze([1, 2, 3, 4].map((id) => Object.freeze({ id }))),
+      other: Object.freeze({ kept: true }),
+    });
+    const next = applyDocPatches(original as unknown as Json, [
+      { path: ["items", 3], remove: true },
+      { path: ["items", 0], remove: true },
+    ]) as unknown as typeof original;
+    expect(next).toEqual({ items: [{ id: 2 }, { id: 3 }], other: { kept: true } });
+    expect(next.items[0]).toBe(original.items[1]);
+    expect(next.other).toBe(original.other);
+    expect(original.items).toHaveLength(4);
+  });
+
   test("a path that does not fit the document is refused with InvalidTransition", () => {
     const doc = { list: [{ text: "a", n: 1 }], name: "x" };
     const bad: Array<[Json | undefined, DocPatch]> = [
@@ -67,6 +82,10 @@ describe("applying patches", () => {
       [doc, { path: ["list", 0, "n"], append: "x" }],
       [doc, { path: ["name", "inner"], set: 1 }],
       [doc, { path: ["name"], append: 5 } as unknown as DocPatch],
+      [doc, { path: ["list", 1], remove: true }],
+      [doc, { path: ["list", -1], remove: true }],
+      [doc, { path: ["name"], remove: true }],
+      [doc, { path: ["list", 0], remove: false } as unknown as DocPatch],
     ];
     for (const [value, patch] of bad)
       expect(() => applyDocPatches(value, [patch])).toThrow(InvalidTransition);

@@ -181,9 +181,7 @@ export function admit(
       mode,
       payload: draft.content as Json,
     });
-    writeDoc(tx, conversationId, DOC.inbox, {
-      items: [...items, { id: sub.id, mode, content: draft.content }],
-    });
+    enqueue(tx, conversationId, items, { id: sub.id, mode, content: draft.content });
     if (!busy) finalBoundary(tx, policy, conversationId);
     return tx.submission(sub.id)!;
   }
@@ -202,9 +200,7 @@ export function admit(
     status: "queued",
     payload: draft.entry as unknown as Json,
   });
-  writeDoc(tx, conversationId, DOC.inbox, {
-    items: [...items, { id: sub.id, mode: "write", entry: draft.entry }],
-  });
+  enqueue(tx, conversationId, items, { id: sub.id, mode: "write", entry: draft.entry });
   if (!busy) finalBoundary(tx, policy, conversationId);
   return tx.submission(sub.id)!;
 }
@@ -220,6 +216,65 @@ export function startRun(
   writeDoc<LiveState>(tx, conversationId, DOC.live, { ...state, run: { taskId, inputs } });
 }
 
+/**
+ * Add `item` at the end of the inbox. The inbox can hold thousands of queued items, so an item is
+ * stored as a patch that adds it (doc-patch.ts), not as the whole list again: queueing costs the
+ * same whatever the queue's length.
+ */
+function enqueue(tx: Tx, conversationId: ConversationId, items: readonly InboxItem[], item: InboxItem): void {
+  if (tx.readDoc(conversationId, DOC.inbox) === undefined)
+    writeDoc(tx, conversationId, DOC.inbox, { items: [...items, item] });
+  else
+    tx.patchDoc(conversationId, DOC.inbox, [{ path: ["items", items.length], set: item as unknown as Json }]);
+}
+
+/**
+ * Take the items at `indexes` (increasing) out of the inbox, each as a patch that removes it, last
+ * first so that each index still names its item: answering one of 10,000 queued follow-ups stores
+ * one small row, not the 9,999 left (the patches are folded into one whole write every
+ * PATCH_ROW_LIMIT rows).
+ */
+function dequeue(tx: Tx, conversationId: ConversationId, indexes: readonly number[]): void {
+  if (indexes.length === 0) return;
+  tx.patchDoc(
+    conversationId,
+    DOC.inbox,
+    indexes.toReversed().map((i) => ({ path: ["items", i], remove: true as const })),
+  );
+}
+
+/**
+ * What a boundary takes from the inbox, in one pass over it: every write, and the steers (at
+ * `postTools` and `final`) and follow-ups (at `final` only), all of them or the first one of each
+ * as the queue modes say. One pass: the inbox can hold thousands of items and a boundary comes
+ * with every answer.
+ */
+function select(
+  items: readonly InboxItem[],
+  steering: QueueMode,
+  followUps: QueueMode | undefined,
+): { writes: InboxItem[]; users: InboxItem[]; indexes: number[] } {
+  const writes: InboxItem[] = [];
+  const users: InboxItem[] = [];
+  const indexes: number[] = [];
+  let steers = 0;
+  let follows = 0;
+  items.forEach((item, i) => {
+    if (item.mode === "write") writes.push(item);
+    else if (item.mode === "steer") {
+      if (steering === "one-at-a-time" && steers++ > 0) return;
+      users.push(item);
+    } else {
+      if (followUps === undefined || (followUps === "one-at-a-time" && follows++ > 0)) return;
+      users.push(item);
+    }
+    indexes.push(i);
+  });
+  // Placed in id order (a follow-up sent before a steer is placed before it).
+  users.sort((a, b) => a.id - b.id);
+  return { writes, users, indexes };
+}
+
 /** Place what a boundary selects; returns the ids of the user items placed (in id order). */
 export function placeAtBoundary(
   tx: Tx,
@@ -229,16 +284,11 @@ export function placeAtBoundary(
 ): SubmissionId[] {
   const items = inbox(tx, conversationId).items;
   if (items.length === 0) return [];
-  const pick = (mode: "steer" | "followUp", how: QueueMode): InboxItem[] => {
-    const of = items.filter((i) => i.mode === mode);
-    return how === "all" ? of : of.slice(0, 1);
-  };
-  const writes = items.filter((i) => i.mode === "write");
-  const users = [
-    ...pick("steer", policy.steeringMode()),
-    ...(kind === "final" ? pick("followUp", policy.followUpMode()) : []),
-  ].sort((a, b) => a.id - b.id);
-  const selected = new Set([...writes, ...users].map((i) => i.id));
+  const { writes, users, indexes } = select(
+    items,
+    policy.steeringMode(),
+    kind === "final" ? policy.followUpMode() : undefined,
+  );
   for (const item of writes) {
     if (item.mode !== "write") continue;
     const drafted = entryDraft(item.entry);
@@ -259,7 +309,7 @@ export function placeAtBoundary(
     tx.updateSubmission({ ...sub, status: "placed", entry: entry.id });
     placed.push(item.id);
   }
-  writeDoc(tx, conversationId, DOC.inbox, { items: items.filter((i) => !selected.has(i.id)) });
+  dequeue(tx, conversationId, indexes);
   return placed;
 }
 
@@ -293,9 +343,9 @@ export function endRun(tx: Tx, conversationId: ConversationId): void {
 
 /** Withdraw a queued item: unanswered `aborted`, out of the inbox. */
 export function withdraw(tx: Tx, conversationId: ConversationId, id: SubmissionId): boolean {
-  const items = inbox(tx, conversationId).items;
-  if (!items.some((i) => i.id === id)) return false;
-  writeDoc(tx, conversationId, DOC.inbox, { items: items.filter((i) => i.id !== id) });
+  const index = inbox(tx, conversationId).items.findIndex((i) => i.id === id);
+  if (index < 0) return false;
+  dequeue(tx, conversationId, [index]);
   const { payload: _p, ...sub } = tx.submission(id)!;
   tx.updateSubmission({ ...sub, status: "unanswered", reason: "aborted" });
   return true;

@@ -9,10 +9,13 @@
  * key and hand back the journaled results. A rerun that makes another call under a key, stops short of
  * the calls the first run made, or finds another fingerprint fails the call with `replay diverged:`
  * and the first difference; nothing is guessed.
+ * The script's return value becomes the call's details, stored whole in the transcript, so its JSON
+ * is bounded (`resultBytes`, 1 MiB by default): a larger one fails the call with
+ * `ResultLimitExceeded`.
  */
 import { Type } from "typebox";
 import type { Json } from "../../../core/types.ts";
-import { ReplayDiverged } from "../../../sandbox/errors.ts";
+import { ReplayDiverged, ResultLimitExceeded } from "../../../sandbox/errors.ts";
 import { INTERPRETER_VARIANT } from "../../../sandbox/interpreter.ts";
 import { PRELUDE_VERSION } from "../../../sandbox/prelude.ts";
 import {
@@ -21,6 +24,8 @@ import {
   runScript,
   type SandboxLimits,
 } from "../../../sandbox/run.ts";
+import { DEFAULT_RESULT_BYTES } from "../../../sandbox/types.ts";
+import { utf8Length } from "../../workspace/fs.ts";
 import {
   defineTool,
   NestedCallMismatch,
@@ -36,6 +41,7 @@ export {
   NestedCallLimitExceeded,
   OutputLimitExceeded,
   ReplayDiverged,
+  ResultLimitExceeded,
   SandboxLimitError,
   ScriptError,
   StackLimitExceeded,
@@ -181,6 +187,10 @@ export async function runJournaledScript(
     throw new ReplayDiverged(
       `the first run made call ${run.calls} (${extra.name}(${JSON.stringify(extra.arguments)})), the rerun returned before it`,
     );
+  // The value becomes the call's details, stored whole: bounded like the output is.
+  const bound = options.limits.resultBytes ?? DEFAULT_RESULT_BYTES;
+  const returned = run.value === undefined ? 0 : utf8Length(JSON.stringify(run.value));
+  if (returned > bound) throw new ResultLimitExceeded(bound, returned);
   return { value: run.value, calls: run.calls, output };
 }
 
