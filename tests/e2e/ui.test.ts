@@ -353,17 +353,21 @@ test("settings: a model found by search, a key saved, tested and removed without
   const groups = await list
     .getByRole("group")
     .evaluateAll((els) => els.map((e) => e.getAttribute("aria-label")));
-  expect(groups).toContain("openai");
-  expect(groups).not.toContain("azure-openai-responses");
-  await list.getByRole("group", { name: "openai", exact: true }).getByRole("button").first().click();
-  await expect.poll(() => dialog.getByTestId("current-model").textContent(), POLL).toContain("openai");
+  expect(groups).toContain("OpenAI");
+  expect(groups).not.toContain("Azure OpenAI");
+  await list.getByRole("group", { name: "OpenAI", exact: true }).getByRole("button").first().click();
+  await expect.poll(() => dialog.getByTestId("current-model").textContent(), POLL).toContain("(OpenAI)");
+  // The note names the key it needs in words: the provider's name, with its article.
+  await expect
+    .poll(() => dialog.locator(".note").textContent(), POLL)
+    .toContain("It needs an OpenAI API key");
   // The provider's key row appears; the key is saved and the field empties.
   const row = dialog.getByTestId("key-openai");
   await expect.poll(() => row.textContent(), POLL).toContain("no key");
-  await row.getByLabel("openai API key").fill(KEY);
+  await row.getByLabel("OpenAI API key").fill(KEY);
   await row.getByRole("button", { name: "Save" }).click();
   await expect.poll(() => row.textContent(), POLL).toContain("key saved");
-  expect(await row.getByLabel("openai API key").inputValue()).toBe("");
+  expect(await row.getByLabel("OpenAI API key").inputValue()).toBe("");
   // Testing it sends a tiny request: offline here it cannot be reached, online the fake key is rejected.
   await row.getByRole("button", { name: "Test" }).click();
   const words = await until(
