@@ -269,3 +269,49 @@ test("a conversation's rename and delete buttons take no room from its title: sh
   await row.getByText(TITLE).waitFor();
   expect(await seriousViolations(page, "#conversations")).toEqual([]);
 });
+
+test("a provider stream the app cannot read (chat completions where the Responses format is expected) is an error said in words, with Try again", async () => {
+  const page = await openDedicated("unreadable-stream");
+  // An OpenAI model speaks the Responses format; this provider answers in chat-completions chunks.
+  const provider = await routeProvider(app.browser.context, {
+    mode: "up",
+    pattern: "https://api.openai.com/**",
+    completion: () => openAiStream("Words in a format the app does not read.", { model: "gpt-4o-mini" }),
+  });
+  await useRoutedModel(
+    page,
+    { provider: "openai", modelId: "gpt-4o-mini" },
+    "sk-e2e-FAKE-1a2b3c4d5e6f7a8b9c0d",
+  );
+  await say(page, "hello over a stream in the wrong format");
+  await settled(page, 1);
+  const answer = lastAnswer(page);
+  await until(
+    "the error in words",
+    () => answer.textContent(),
+    (t) => (t ?? "").includes("came back empty (no text and no tool call)"),
+    30_000,
+  );
+  // Kept as an error answer (Try again shows only after an answer whose stopReason is "error").
+  expect(await answer.locator(".meta").first().textContent()).toMatch(
+    /^failed: The model's answer came back empty/,
+  );
+  const tryAgain = page.getByTestId("try-again");
+  await tryAgain.waitFor();
+  // No usage line of zeros for an answer that never came.
+  expect(await page.getByTestId("usage").count()).toBe(0);
+  await eachLook(page, async (look) => {
+    await page.screenshot({ path: look.shot("unreadable-stream") });
+  });
+  await plain(page);
+  expect(await seriousViolations(page, "main")).toEqual([]);
+  const sent = provider.sent.up;
+  await tryAgain.click();
+  await until(
+    "the second request",
+    async () => provider.sent.up,
+    (n) => n > sent,
+    30_000,
+  );
+  await settled(page, 2);
+});
