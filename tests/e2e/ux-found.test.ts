@@ -315,3 +315,56 @@ test("a provider stream the app cannot read (chat completions where the Response
   );
   await settled(page, 2);
 });
+
+test("fully offline, the wait says when the engine next looks for the network (live, as it schedules each look); no usage line before an answer", async () => {
+  const page = await openDedicated("offline-next-look");
+  // The provider unreachable and the app's own server too: the engine's probe fails, it is offline.
+  const provider = await routeProvider(app.browser.context, {
+    mode: "down",
+    completion: () =>
+      openAiStream("Back: the answer.", {
+        model: MODEL.modelId,
+        usage: { prompt_tokens: 5, completion_tokens: 4 },
+      }),
+  });
+  let serverDown = true;
+  await app.browser.context.route("**/*network-probe*", (route) =>
+    serverDown ? route.abort("internetdisconnected") : route.fallback(),
+  );
+  await useRoutedModel(page, MODEL, KEY);
+  await say(page, "hello while offline");
+  const next = page.getByTestId("network-next-check");
+  await next.waitFor({ timeout: 60_000 });
+  const first = Number(await next.getAttribute("data-at"));
+  expect(((await page.getByTestId("network-wait").textContent()) ?? "").replace(/\s+/g, " ")).toMatch(
+    /Waiting for the network: the request goes again as soon as it is back \(since [^)]+\)\. (Next look in \d+ s \(at [^)]+\)\.|Looking now…)/,
+  );
+  // The time is the engine's next probe, a probe's interval (10 s) from when it was scheduled.
+  expect(first).toBeGreaterThan(Date.now() - 10_000);
+  expect(first).toBeLessThanOrEqual(Date.now() + 10_000);
+  // No answer yet: no usage line of zeros.
+  expect(await page.getByTestId("usage").count()).toBe(0);
+  await eachLook(page, async (look) => {
+    await page.screenshot({ path: look.shot("offline-next-look") });
+  });
+  await plain(page);
+  expect(await seriousViolations(page, "main")).toEqual([]);
+  // The next look failed too: the wait says the one after.
+  await until(
+    "the next look after that",
+    async () => Number(await next.getAttribute("data-at")),
+    (at) => at > first,
+    30_000,
+  );
+  // The network is back: the engine's next look finds it, the request goes again, the wait is gone.
+  serverDown = false;
+  provider.mode = "up";
+  await until(
+    "the answer",
+    () => lastAnswer(page).textContent(),
+    (t) => (t ?? "").includes("Back: the answer."),
+    60_000,
+  );
+  expect(await page.getByTestId("network-wait").count()).toBe(0);
+  expect(await page.getByTestId("usage").count()).toBe(1);
+});
