@@ -294,7 +294,8 @@ test("the conversation list is live in every tab: titled from the first input, r
   );
   expect((await titles(b2))[0]).toBe("Plan a trip to Rome");
 
-  // Rename in the second tab; the first follows.
+  // Rename in the second tab (the row's buttons show on hover); the first follows.
+  await b2.locator('[data-testid="conversation-list"] li').filter({ hasText: "Plan a trip to Rome" }).hover();
   await b2.getByRole("button", { name: "Rename Plan a trip to Rome" }).click();
   const field = b2.getByLabel("New title");
   await field.fill("Rome, in May");
