@@ -13,6 +13,7 @@ import {
   type ModelRef,
   type ThinkingLevel,
 } from "../../worker/protocol/index.ts";
+import { keyPhrase } from "./providers.ts";
 import type { UserToolsApi } from "./user-tools.svelte.ts";
 
 type Api = Pick<EngineApi, "settings" | "keys" | "approvals"> & UserToolsApi;
@@ -116,7 +117,7 @@ export class SettingsState {
       this.agent = await this.api.settings.agent(this.conversationId);
       this.note =
         choice.needsKey && !this.keys.includes(choice.provider)
-          ? `Using ${choice.name}. It needs a ${choice.provider} API key: add one below.`
+          ? `Using ${choice.name}. It needs ${keyPhrase(choice.provider)}: add one below.`
           : `Using ${choice.name}.`;
     });
   }

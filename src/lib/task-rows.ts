@@ -1,11 +1,14 @@
 /**
  * The task panel's words for one live task (components/TaskTree.svelte), from the engine's task graph
- * node and what `inspect()` says of it. Invariants: the status line always says the task's status
- * (and phase, or the held outcome) whole, never cut by the name; the background and stopping flags,
- * a wait (on which tasks, under which policy) and a blocked task's reason and error are each said
- * when they hold and only then.
+ * node and what `inspect()` says of it. A person reads what the task does (`taskLabel`: "answering",
+ * "running the write tool", "waiting for 2 tools") and the conversation by its title
+ * (`conversationLabel`); the technical words (`taskWords`: kind, id, status and phase, the wait's
+ * task ids and policy) are there on demand. Invariants: the status line always says the task's
+ * status (and phase, or the held outcome) whole, never cut by the name; the background and stopping
+ * flags, a wait (on which tasks, under which policy) and a blocked task's reason and error are each
+ * said when they hold and only then.
  */
-import type { TaskGraphNode, TaskInspection } from "../../worker/protocol/index.ts";
+import type { TaskGraph, TaskGraphNode, TaskInspection } from "../../worker/protocol/index.ts";
 
 export interface TaskWords {
   /** "pi.tool #2": what the task is. */
@@ -53,4 +56,73 @@ export function taskWords(node: TaskGraphNode, inspection?: Pick<TaskInspection,
     ...(waits !== undefined ? { waits } : {}),
     ...(blocked !== undefined ? { blocked } : {}),
   };
+}
+
+/** What the tab knows besides the graph: the names of tool calls (by their task), from pi.live. */
+export interface TaskContext {
+  /** The tool a pi.tool task runs, when the open conversation's live slots name it. */
+  readonly toolName?: (taskId: number) => string | undefined;
+}
+
+/** "the write tool", or "a tool" when its name is not known here. */
+const toolPhrase = (name: string | undefined) => (name ? `the ${name} tool` : "a tool");
+
+/** "2 tools", "the write tool": what a wait on `on` is for, counted by kind. */
+function waitedOn(on: readonly number[], graph: TaskGraph | undefined, context: TaskContext): string {
+  const kinds = on.map((id) => graph?.tasks[String(id)]?.kind);
+  if (kinds.length > 0 && kinds.every((k) => k === "pi.tool")) {
+    if (on.length === 1) return toolPhrase(context.toolName?.(on[0]!));
+    return `${on.length} tools`;
+  }
+  if (kinds.length > 0 && kinds.every((k) => k === "pi.compaction"))
+    return "the conversation to be compacted";
+  if (kinds.length > 0 && kinds.every((k) => k === "pi.subagent"))
+    return on.length === 1 ? "a subagent" : `${on.length} subagents`;
+  return on.length === 1 ? "another task" : `${on.length} other tasks`;
+}
+
+/**
+ * What a live task is doing, in a person's words: "answering", "running the write tool", "waiting
+ * for 2 tools", "waiting for the network". The task's kind, id and phase are the technical words
+ * (`taskWords`), shown on demand.
+ */
+export function taskLabel(node: TaskGraphNode, graph?: TaskGraph, context: TaskContext = {}): string {
+  const s = node.state;
+  if (s.status === "completing") return "finishing";
+  const phase = s.status === "pending" ? undefined : s.phase;
+  const waitingFor =
+    s.status === "waiting" && s.on.length > 0 ? `waiting for ${waitedOn(s.on, graph, context)}` : undefined;
+  switch (node.kind) {
+    case "pi.generation":
+      if (waitingFor) return waitingFor;
+      if (s.status === "pending") return "about to answer";
+      if (phase === "retry") return "waiting to try the model again";
+      if (phase === "offline") return "waiting for the network";
+      if (phase === "poll") return "waiting for the model's answer";
+      return "answering";
+    case "pi.tool": {
+      const tool = toolPhrase(context.toolName?.(node.id));
+      if (waitingFor) return `${waitingFor} (${tool})`;
+      return s.status === "pending" ? `about to run ${tool}` : `running ${tool}`;
+    }
+    case "pi.compaction":
+      return waitingFor ?? "compacting the older part of the conversation";
+    case "pi.subagent":
+      return waitingFor ?? "running a subagent";
+    default:
+      return waitingFor ?? (s.status === "pending" ? `about to run ${node.kind}` : `running ${node.kind}`);
+  }
+}
+
+/**
+ * How the panel names a conversation: its title when the tab knows it, a subagent's conversation
+ * when a task owns it, else its number.
+ */
+export function conversationLabel(
+  id: number,
+  title: string | undefined,
+  options: { owned: boolean },
+): string {
+  if (title) return title;
+  return options.owned ? `a subagent's conversation (${id})` : `conversation ${id}`;
 }

@@ -10,7 +10,7 @@ export interface UsageTotals {
   readonly cacheRead: number;
   readonly cacheWrite: number;
   readonly cost: number;
-  /** Per provider/model and per tool, largest cost (then tokens) first. */
+  /** Per provider/model and per tool that spent anything, largest cost (then tokens) first. */
   readonly rows: readonly { readonly label: string; readonly tokens: number; readonly cost: number }[];
 }
 
@@ -22,6 +22,8 @@ export function usageTotals(state: UsageState): UsageTotals {
   let cost = 0;
   const rows: { label: string; tokens: number; cost: number }[] = [];
   const add = (label: string, u: Usage) => {
+    // A failed attempt records a row of zeros: it is no spend, and no usage line shows for it.
+    if (u.input + u.output + u.cacheRead + u.cacheWrite === 0 && u.cost.total === 0) return;
     input += u.input;
     output += u.output;
     cacheRead += u.cacheRead;

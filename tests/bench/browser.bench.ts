@@ -45,7 +45,7 @@ import {
 } from "../e2e/browser.ts";
 import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
-import { measureInitialJs } from "./initial-js.ts";
+import { INITIAL_JS_BUDGET_KB, measureInitialJs } from "./initial-js.ts";
 import { longChat } from "./long-chat.ts";
 import { recovery } from "./recovery.ts";
 
@@ -59,7 +59,6 @@ const RAW_BAR = 0.9;
 const CONCURRENT_BAR = 3;
 const ANSWERS = env("BENCH_ANSWERS", 8);
 const SECOND_TAB_AIM_MS = 20;
-const INITIAL_JS_BUDGET_KB = 80;
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
 const median = (values: number[]) => {

@@ -9,6 +9,9 @@ import { readFileSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
 import { gzipSync } from "node:zlib";
 
+/** The budget of the tab's initial JavaScript, gzip (issue 31; enforced by tests/e2e/initial-js-budget.test.ts). */
+export const INITIAL_JS_BUDGET_KB = 80;
+
 export interface InitialFile {
   /** Relative to the dist/ directory. */
   readonly path: string;

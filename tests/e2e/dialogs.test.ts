@@ -154,7 +154,7 @@ test("the settings and files dialogs keep their title and close button in view w
 
 test("on a desktop the task panel shows one row per task: the name cut short with an ellipsis and in full in its tooltip, Stop at the right", async () => {
   const page = await openApp("task-rows");
-  await say(page, "run a long task");
+  await say(page, "run a long task of 60 seconds");
   await page.locator('[data-testid="tool-slot"][data-status="running"]').waitFor();
   const tree = page.getByTestId("task-tree");
   await tree.waitFor();
@@ -171,9 +171,7 @@ test("on a desktop the task panel shows one row per task: the name cut short wit
       // This task's own parts (not those of the tasks nested under it): its Stop and its kind.
       const own = (e: Element) => e.closest("li") === li;
       const stop = [...li.querySelectorAll('button[aria-label^="Stop task"]')].find(own);
-      const name = [...li.querySelectorAll("span")].find(
-        (e) => own(e) && /^pi\.[\w-]+$/.test(e.textContent?.trim() ?? ""),
-      );
+      const name = [...li.querySelectorAll('[data-testid="task-label"]')].find(own);
       const box = (e: Element | null | undefined) => {
         const r = e?.getBoundingClientRect();
         return r ? { top: r.top, bottom: r.bottom, right: r.right } : undefined;
@@ -203,7 +201,8 @@ test("on a desktop the task panel shows one row per task: the name cut short wit
   }
   // The Stop buttons line up: one right edge for all.
   expect(new Set(tasks.map((r) => Math.round(r.stop!.right))).size).toBe(1);
-  // Under each name its status and phase, never cut; the model turn says what it waits on, in words.
+  // On demand, under each name its status and phase, never cut; the model turn says what it waits on.
+  await page.getByTestId("task-technical-toggle").click();
   const statuses = await page
     .getByTestId("task-status")
     .evaluateAll((els) =>
@@ -211,7 +210,7 @@ test("on a desktop the task panel shows one row per task: the name cut short wit
     );
   expect(statuses.length).toBe(tasks.length);
   for (const s of statuses) {
-    expect(s.text).toMatch(/^(pending|running|waiting) · \w+/);
+    expect(s.text).toMatch(/^pi\.[\w-]+ #\d+ · (pending|running|waiting) · \w+/);
     expect(s.whole, s.text).toBe(true);
   }
   expect(await page.locator("aside#tasks").textContent()).toMatch(/waits on #\d+ until all settle/);

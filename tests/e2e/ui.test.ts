@@ -186,7 +186,7 @@ test("the layout fits 390 px without horizontal scroll, in light and dark, with 
   expect(await background()).toBe("rgb(255, 255, 255)");
 });
 
-test("the header speaks a person's words: Ready, Working while a task runs, Offline when the server is unreachable, engine details on demand; the idle task panel takes no room", async () => {
+test("the header speaks a person's words: Ready, Working while a task runs, Offline when the server is unreachable, engine details on demand; the idle task panel keeps its room and says nothing runs", async () => {
   const page = await openApp("status");
   const status = page.locator('[data-testid="engine-status"]');
   await until(
@@ -212,9 +212,9 @@ test("the header speaks a person's words: Ready, Working while a task runs, Offl
   await page.keyboard.press("Escape");
   await page.locator('[data-testid="engine-details"]').waitFor({ state: "detached" });
 
-  // Nothing runs: on a desktop the task panel takes no room.
+  // Nothing runs: on a desktop the task panel keeps its room (it appearing moved the transcript) and says so.
   const tasks = page.locator("aside#tasks");
-  expect(await tasks.isVisible()).toBe(false);
+  expect(await tasks.textContent()).toContain("Nothing is running.");
   await say(page, "run a long task");
   await until(
     "Working",
@@ -222,8 +222,8 @@ test("the header speaks a person's words: Ready, Working while a task runs, Offl
     (t) => t?.trim() === "Working",
     30_000,
   );
-  await tasks.waitFor({ state: "visible" });
-  expect(await tasks.locator("li").count()).toBeGreaterThan(0);
+  expect(await tasks.isVisible()).toBe(true);
+  await tasks.locator("li").first().waitFor();
   await page.getByLabel("message").press("Escape");
   await until(
     "Ready again",
@@ -231,7 +231,12 @@ test("the header speaks a person's words: Ready, Working while a task runs, Offl
     (t) => t?.trim() === "Ready",
     30_000,
   );
-  await tasks.waitFor({ state: "hidden" });
+  await until(
+    "the panel says nothing runs",
+    () => tasks.textContent(),
+    (t) => (t ?? "").includes("Nothing is running."),
+    30_000,
+  );
 
   // The browser still says "online", but the server does not answer: the probe says Offline.
   await page.route("**/*network-probe*", (route) => route.abort("connectionrefused"));
@@ -289,7 +294,8 @@ test("the conversation list is live in every tab: titled from the first input, r
   );
   expect((await titles(b2))[0]).toBe("Plan a trip to Rome");
 
-  // Rename in the second tab; the first follows.
+  // Rename in the second tab (the row's buttons show on hover); the first follows.
+  await b2.locator('[data-testid="conversation-list"] li').filter({ hasText: "Plan a trip to Rome" }).hover();
   await b2.getByRole("button", { name: "Rename Plan a trip to Rome" }).click();
   const field = b2.getByLabel("New title");
   await field.fill("Rome, in May");
@@ -353,17 +359,19 @@ test("settings: a model found by search, a key saved, tested and removed without
   const groups = await list
     .getByRole("group")
     .evaluateAll((els) => els.map((e) => e.getAttribute("aria-label")));
-  expect(groups).toContain("openai");
-  expect(groups).not.toContain("azure-openai-responses");
-  await list.getByRole("group", { name: "openai", exact: true }).getByRole("button").first().click();
-  await expect.poll(() => dialog.getByTestId("current-model").textContent(), POLL).toContain("openai");
+  expect(groups).toContain("OpenAI");
+  expect(groups).not.toContain("Azure OpenAI");
+  await list.getByRole("group", { name: "OpenAI", exact: true }).getByRole("button").first().click();
+  await expect.poll(() => dialog.getByTestId("current-model").textContent(), POLL).toContain("(OpenAI)");
+  // The note names the key it needs in words: the provider's name, with its article.
+  await dialog.getByText(/It needs an OpenAI API key: add one below\./).waitFor();
   // The provider's key row appears; the key is saved and the field empties.
   const row = dialog.getByTestId("key-openai");
   await expect.poll(() => row.textContent(), POLL).toContain("no key");
-  await row.getByLabel("openai API key").fill(KEY);
+  await row.getByLabel("OpenAI API key").fill(KEY);
   await row.getByRole("button", { name: "Save" }).click();
   await expect.poll(() => row.textContent(), POLL).toContain("key saved");
-  expect(await row.getByLabel("openai API key").inputValue()).toBe("");
+  expect(await row.getByLabel("OpenAI API key").inputValue()).toBe("");
   // Testing it sends a tiny request: offline here it cannot be reached, online the fake key is rejected.
   await row.getByRole("button", { name: "Test" }).click();
   const words = await until(
@@ -397,7 +405,7 @@ test("settings: a model found by search, a key saved, tested and removed without
   await page.getByTestId("open-settings").click();
   await expect.poll(() => page.getByLabel("Instructions").inputValue(), POLL).toBe("Answer in one sentence.");
   expect(await page.getByTestId("demo-speed").inputValue()).toBe("fast");
-  await expect.poll(() => page.getByTestId("current-model").textContent(), POLL).toContain("openai");
+  await expect.poll(() => page.getByTestId("current-model").textContent(), POLL).toContain("(OpenAI)");
 });
 
 test("export and import: the file carries no key and imports as a new conversation; a malformed file is refused; hostile imported text stays inert; the workspace files are listed, viewed and deleted", async () => {

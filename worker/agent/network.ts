@@ -11,8 +11,12 @@
 export interface NetworkState {
   /** Whether the network is reachable now (it may probe). Asked after a request failed on the network. */
   check(signal: AbortSignal): Promise<boolean>;
-  /** Resolves when the network may be back: at once if it is, else on an online event or a probe that got through. */
-  whenOnline(signal: AbortSignal): Promise<void>;
+  /**
+   * Resolves when the network may be back: at once if it is, else on an online event or a probe that
+   * got through. `onNextCheck`, when given, is told the time (ms since the epoch) of each next look
+   * the platform schedules, so a person can be told when it will next look.
+   */
+  whenOnline(signal: AbortSignal, onNextCheck?: (at: number) => void): Promise<void>;
 }
 
 /** The network of a platform that knows none: always reachable. */

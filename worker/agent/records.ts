@@ -107,8 +107,11 @@ export interface LiveState {
     attempt: number;
     message?: AssistantMessage;
     retry?: { at: number; error: string };
-    /** Waiting for the network since `since` (the platform said offline when `error` came). */
-    offline?: { since: number; error: string };
+    /**
+     * Waiting for the network since `since` (the platform said offline when `error` came);
+     * `nextCheckAt`: when the platform next looks, as it last said (absent until it said).
+     */
+    offline?: { since: number; error: string; nextCheckAt?: number };
     /** Waiting for a deferred response: the next poll. */
     deferred?: { pollAt: number };
   };

@@ -4,7 +4,8 @@
  * built-in tools on a few trigger phrases, and summarises tool results. Same context, same events
  * (except `timestamp`, which is the wall clock like every provider's).
  *
- * Triggers (in the last user message, any case): "run a long task" -> `sleep`, "write a note" ->
+ * Triggers (in the last user message, any case): "run a long task" -> `sleep` (3 s; "run a long task
+ * of 60 seconds" for longer), "write a note" ->
  * `ls` of `notes/` and then `write` to the next free `notes/note-<n>.md` (so a note written in
  * another conversation is never overwritten), "list the files" -> `ls`, "read <path>" -> `read`,
  * "sum the sizes of the files" -> `codemode` with a small script (add "slowly" and it runs a
@@ -224,10 +225,14 @@ function intentOf(said: string, messages: readonly Message[], context: Context):
     };
   }
   if (/\blong task\b/.test(lower)) {
+    // "run a long task of 60 seconds": as long as asked (at most ten minutes), a step a second.
+    const asked = /\blong task of (\d{1,3}) seconds?\b/.exec(lower);
+    const seconds = asked ? Math.min(600, Number(asked[1])) : 3;
+    const steps = asked ? Math.max(1, seconds) : 6;
     return {
       tool: "sleep",
-      args: { seconds: 3, steps: 6 },
-      preamble: "Starting a long task: 3 seconds in 6 steps.",
+      args: { seconds, steps },
+      preamble: `Starting a long task: ${seconds} seconds in ${steps} steps.`,
     };
   }
   if (asksForNote(said)) {

@@ -5,7 +5,8 @@
  * what decides: `onLine` says only that an interface is up (true with the server gone or a dead LAN),
  * and a wrong `false`, or an `online` event that never comes (a worker under emulated offline gets
  * none, verified in Chromium), must not wedge a run that waits. So `check` probes whenever `onLine`
- * is true, and `whenOnline` probes at once and then every `probeEveryMs`, and ends early on `online`.
+ * is true, and `whenOnline` probes at once and then every `probeEveryMs`, and ends early on `online`;
+ * it says when each next probe is due (`onNextCheck`), for the wait shown to a person.
  */
 import type { NetworkState } from "../agent/network.ts";
 
@@ -41,7 +42,7 @@ export function browserNetwork(options: BrowserNetworkOptions): NetworkState {
     async check(signal) {
       return navigator.onLine && (await probe(signal));
     },
-    whenOnline(signal) {
+    whenOnline(signal, onNextCheck) {
       return new Promise<void>((resolve, reject) => {
         if (signal.aborted) return reject(signal.reason);
         let timer: ReturnType<typeof setTimeout> | undefined;
@@ -59,7 +60,9 @@ export function browserNetwork(options: BrowserNetworkOptions): NetworkState {
         const onAbort = () => finish(false);
         const tick = async () => {
           if (await probe(signal)) return finish(true);
-          if (!done) timer = setTimeout(tick, every);
+          if (done) return;
+          timer = setTimeout(tick, every);
+          onNextCheck?.(Date.now() + every);
         };
         addEventListener("online", onOnline);
         signal.addEventListener("abort", onAbort, { once: true });

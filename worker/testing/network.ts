@@ -2,7 +2,8 @@
  * A network a test switches by hand (`networkSwitch()`): the agent's `NetworkState` input, as a
  * browser host would give it, without a browser. `set(false)` is the platform saying "offline";
  * `set(true)` wakes every `whenOnline` at once, like the worker's online event. It counts the
- * questions it was asked, so a test can see that the engine asked (and how often it woke).
+ * questions it was asked, so a test can see that the engine asked (and how often it woke);
+ * `announce(at)` plays the platform scheduling its next look.
  */
 import type { NetworkState } from "../agent/network.ts";
 
@@ -13,12 +14,15 @@ export interface NetworkSwitch extends NetworkState {
   readonly checks: number;
   readonly waiting: number;
   set(online: boolean): void;
+  /** Say to every pending `whenOnline` that the platform next looks at `at`. */
+  announce(at: number): void;
 }
 
 export function networkSwitch(initial: { online: boolean } = { online: true }): NetworkSwitch {
   let online = initial.online;
   let checks = 0;
   const waiters = new Set<() => void>();
+  const listeners = new Map<() => void, (at: number) => void>();
   return {
     get online() {
       return online;
@@ -36,23 +40,29 @@ export function networkSwitch(initial: { online: boolean } = { online: true }): 
       waiters.clear();
       for (const wake of woken) wake();
     },
+    announce(at) {
+      for (const tell of listeners.values()) tell(at);
+    },
     async check() {
       checks++;
       return online;
     },
-    whenOnline(signal) {
+    whenOnline(signal, onNextCheck) {
       return new Promise<void>((resolve, reject) => {
         if (signal.aborted) return reject(signal.reason);
         if (online) return resolve();
         const wake = () => {
+          listeners.delete(wake);
           signal.removeEventListener("abort", onAbort);
           resolve();
         };
         const onAbort = () => {
           waiters.delete(wake);
+          listeners.delete(wake);
           reject(signal.reason);
         };
         waiters.add(wake);
+        if (onNextCheck) listeners.set(wake, onNextCheck);
         signal.addEventListener("abort", onAbort, { once: true });
       });
     },

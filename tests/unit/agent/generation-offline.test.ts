@@ -57,6 +57,25 @@ const stopReasons = (entries: Awaited<ReturnType<typeof transcript>>) =>
   entries.filter((e) => e.kind === "pi.assistant").map((e) => (messageOf(e) as AssistantMessage).stopReason);
 
 describe("a network failure while offline", () => {
+  test("when the platform next looks for the network goes to pi.live as it is scheduled, and goes with the wait", async () => {
+    const { h, root, network } = await openOffline();
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => network.waiting === 1, { what: "the run waits for the network" });
+    expect(liveOf(h).generation?.offline?.nextCheckAt).toBeUndefined();
+    network.announce(1_700_000_010_000);
+    await until(() => liveOf(h).generation?.offline?.nextCheckAt === 1_700_000_010_000, {
+      what: "the next look in pi.live",
+    });
+    network.announce(1_700_000_020_000);
+    await until(() => liveOf(h).generation?.offline?.nextCheckAt === 1_700_000_020_000, {
+      what: "the one after",
+    });
+    expect(liveOf(h).generation?.offline?.error).toBe(OFFLINE);
+    network.set(true);
+    expect((await sub.wait()).status).toBe("done");
+    expect(liveOf(h).generation).toBeUndefined();
+  });
+
   test("waits for the network past the old retry budget, shown in pi.live, then runs once when it returns", async () => {
     const { h, root, faux, network } = await openOffline();
     const sub = await root.submit({ type: "input", content: "hi" });

@@ -239,6 +239,13 @@ describe("demo provider", () => {
     expect(reply.toolCalls).toMatchObject([{ name: "write", arguments: { path: "notes/note-1.md" } }]);
   });
 
+  test("'run a long task of 60 seconds' sleeps as long as asked, a step a second, at most ten minutes", () => {
+    const sleepOf = (text: string) =>
+      planDemoReply({ messages: [user(text)], tools }).toolCalls[0]?.arguments;
+    expect(sleepOf("run a long task of 60 seconds")).toEqual({ seconds: 60, steps: 60 });
+    expect(sleepOf("Run a long task of 999 seconds")).toEqual({ seconds: 600, steps: 600 });
+  });
+
   test("'run a long task' calls sleep with 3 seconds in 6 steps", async () => {
     const { message } = await collect({ messages: [user("Run a long task")], tools });
     expect(toolCallsOf(message)).toEqual([

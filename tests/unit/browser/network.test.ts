@@ -68,6 +68,21 @@ test("whenOnline probes periodically and ends when a probe gets through, though 
   expect(probes.length).toBe(count);
 });
 
+test("whenOnline says when each next probe is due, a probe's interval after a failed one", async () => {
+  stubWorker(false);
+  const told: Array<{ at: number; now: number }> = [];
+  const waiting = browserNetwork(options).whenOnline(new AbortController().signal, (at) =>
+    told.push({ at, now: Date.now() }),
+  );
+  await until(() => told.length >= 2, { what: "two next looks told" });
+  reachable = true;
+  await waiting;
+  // Told at once, in the same turn as the probe failed (a millisecond may tick between the two reads).
+  for (const { at, now } of told) expect(at - now).toBeGreaterThanOrEqual(options.probeEveryMs - 1);
+  for (const { at, now } of told) expect(at - now).toBeLessThanOrEqual(options.probeEveryMs);
+  expect(told.length).toBeLessThanOrEqual(probes.length);
+});
+
 test("an abort ends the wait and its probes", async () => {
   stubWorker(true);
   const abort = new AbortController();

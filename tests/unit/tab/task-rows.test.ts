@@ -1,10 +1,11 @@
 /**
  * The task panel's words (src/lib/task-rows.ts): status and phase whole, the background and stopping
- * flags, a wait and a blocked task's reason and error, each only when it holds.
+ * flags, a wait and a blocked task's reason and error, each only when it holds; what a task does and
+ * which conversation it serves in a person's words.
  */
 import { describe, expect, test } from "vitest";
-import { taskWords } from "../../../src/lib/task-rows.ts";
-import type { TaskGraphNode } from "../../../worker/protocol/index.ts";
+import { conversationLabel, taskLabel, taskWords } from "../../../src/lib/task-rows.ts";
+import type { TaskGraph, TaskGraphNode } from "../../../worker/protocol/index.ts";
 
 const node = (over: Partial<TaskGraphNode> = {}): TaskGraphNode => ({
   id: 7,
@@ -56,5 +57,79 @@ describe("taskWords", () => {
     expect(taskWords(node({ state: { status: "completing", outcome: "completed" } })).status).toBe(
       "completing · completed",
     );
+  });
+});
+
+describe("taskLabel: what a task does, in a person's words", () => {
+  const graphOf = (...nodes: TaskGraphNode[]): TaskGraph => ({
+    tasks: Object.fromEntries(nodes.map((n) => [String(n.id), n])),
+  });
+  const tool = (id: number) => node({ id, kind: "pi.tool", owner: 11 });
+  const names = new Map([
+    [12, "write"],
+    [13, "read"],
+  ]);
+  const toolName = (id: number) => names.get(id);
+
+  test("a model turn answers, waits for its tools by count or by name, never by task id", () => {
+    const turn = node({ id: 11, kind: "pi.generation", state: { status: "running", phase: "request" } });
+    expect(taskLabel(turn)).toBe("answering");
+    const waiting = node({
+      id: 11,
+      kind: "pi.generation",
+      state: { status: "waiting", phase: "tools", on: [12, 13], policy: "allSettled" },
+    });
+    const graph = graphOf(waiting, tool(12), tool(13));
+    expect(taskLabel(waiting, graph, { toolName })).toBe("waiting for 2 tools");
+    const one = node({
+      ...waiting,
+      state: { status: "waiting", phase: "tools", on: [12], policy: "allSettled" },
+    });
+    expect(taskLabel(one, graph, { toolName })).toBe("waiting for the write tool");
+    expect(taskLabel(one, graph)).toBe("waiting for a tool");
+    for (const label of [taskLabel(waiting, graph, { toolName }), taskLabel(one, graph, { toolName })])
+      expect(label).not.toMatch(/#|pi\.|settle/);
+  });
+
+  test("a model turn's retry, network wait and deferred poll say what it waits for", () => {
+    const at = (phase: string) =>
+      taskLabel(node({ kind: "pi.generation", state: { status: "running", phase } }));
+    expect(at("retry")).toBe("waiting to try the model again");
+    expect(at("offline")).toBe("waiting for the network");
+    expect(at("poll")).toBe("waiting for the model's answer");
+    expect(taskLabel(node({ kind: "pi.generation", state: { status: "pending", phase: "start" } }))).toBe(
+      "about to answer",
+    );
+  });
+
+  test("a tool task names its tool when the tab knows it", () => {
+    expect(taskLabel(tool(12), undefined, { toolName })).toBe("running the write tool");
+    expect(taskLabel(tool(99), undefined, { toolName })).toBe("running a tool");
+    expect(
+      taskLabel(node({ id: 12, kind: "pi.tool", state: { status: "pending", phase: "call" } }), undefined, {
+        toolName,
+      }),
+    ).toBe("about to run the write tool");
+  });
+
+  test("compaction, a subagent, a held outcome and an unknown kind", () => {
+    expect(taskLabel(node({ kind: "pi.compaction", state: { status: "running", phase: "summarize" } }))).toBe(
+      "compacting the older part of the conversation",
+    );
+    expect(taskLabel(node({ kind: "pi.subagent", state: { status: "running", phase: "run" } }))).toBe(
+      "running a subagent",
+    );
+    expect(taskLabel(node({ state: { status: "completing", outcome: "completed" } }))).toBe("finishing");
+    expect(taskLabel(node({ kind: "app.ticker", state: { status: "running", phase: "tick" } }))).toBe(
+      "running app.ticker",
+    );
+  });
+});
+
+describe("conversationLabel", () => {
+  test("a conversation by its title; without one, a subagent's or its number", () => {
+    expect(conversationLabel(3, "Plan a trip to Rome", { owned: false })).toBe("Plan a trip to Rome");
+    expect(conversationLabel(3, undefined, { owned: true })).toBe("a subagent's conversation (3)");
+    expect(conversationLabel(3, undefined, { owned: false })).toBe("conversation 3");
   });
 });

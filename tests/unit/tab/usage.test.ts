@@ -24,6 +24,16 @@ describe("usageTotals", () => {
     expect(t.rows[1]).toEqual({ label: "openai/gpt-x", tokens: 1500, cost: 0.05 });
   });
 
+  test("a model that spent nothing yet (a failed attempt's zeros) has no row: no usage line shows", () => {
+    const t = usageTotals({ models: { "groq/llama": spend(0, 0, 0) }, tools: { read: spend(0, 0, 0) } });
+    expect(t.rows).toEqual([]);
+    const some = usageTotals({
+      models: { "groq/llama": spend(0, 0, 0), "demo/demo-1": spend(10, 5, 0) },
+      tools: {},
+    });
+    expect(some.rows.map((r) => r.label)).toEqual(["demo/demo-1"]);
+  });
+
   test("an empty document has no rows and zero totals", () => {
     const t = usageTotals({ models: {}, tools: {} });
     expect(t.rows).toEqual([]);

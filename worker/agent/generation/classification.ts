@@ -4,8 +4,9 @@
  * network (a network failure while the platform says offline: not counted against the retry
  * budget), retried (a retryable error, within the retry budget) or fails the run; tool calls start
  * the round; any
- * other answer ends the run, or continues it when an onYield hook asks. Exactly one pi.assistant
- * entry is appended per classified attempt.
+ * other answer ends the run, or continues it when an onYield hook asks. An answer that ended
+ * normally with no text and no tool call (a stream the app could not read) is an error answer, said
+ * in words, that fails the run. Exactly one pi.assistant entry is appended per classified attempt.
  */
 import type { AssistantMessage, ToolCall } from "@mariozechner/pi-ai";
 import type { TaskDefinition, Tx } from "../../core/define.ts";
@@ -69,13 +70,32 @@ export interface Attempt {
   readonly compacted: boolean;
 }
 
+/** What an answer with nothing in it is kept as: the reason, in words, of an error answer. */
+export const EMPTY_ANSWER_ERROR =
+  "The model's answer came back empty (no text and no tool call): the app could not read what the provider sent. " +
+  "Its reply may be in a format this model's API does not use. Try again, or choose another model.";
+
+/**
+ * An answer that ended normally with no text and no tool call is one the app could not read (a
+ * provider stream in another format than the model's API, say): it is kept as an error answer
+ * (pi-ai's stopReason "error") with the reason in words, never as an empty answer.
+ */
+export function emptyAnswerAsError(message: AssistantMessage): AssistantMessage {
+  if (message.stopReason === "error" || message.stopReason === "aborted") return message;
+  const said = message.content.some(
+    (b) => b.type === "toolCall" || (b.type === "text" && b.text.trim() !== ""),
+  );
+  return said ? message : { ...message, stopReason: "error", errorMessage: EMPTY_ANSWER_ERROR };
+}
+
 export async function classify(
   deps: GenerationDeps,
   task: Task,
   runtime: GenerationRuntime,
-  message: AssistantMessage,
+  received: AssistantMessage,
   attempt: Attempt,
 ): Promise<void> {
+  const message = emptyAnswerAsError(received);
   if (message.stopReason === "error" || message.stopReason === "aborted") {
     const failure = await failureKind(deps.services, task, message, attempt, runtime.signal);
     await runtime.commit((tx) => failedAttempt(deps, tx, task, message, attempt, failure));

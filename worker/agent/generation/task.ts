@@ -156,7 +156,8 @@ async function retry(
 
 /**
  * `offline`: wait until the platform says the network may be back (at once when it already is, as
- * after a reload), then prepare the next attempt; the one that failed offline is not counted.
+ * after a reload), then prepare the next attempt; the one that failed offline is not counted. When
+ * the platform next looks goes to pi.live as it is scheduled (`offline.nextCheckAt`).
  */
 async function waitForNetwork(
   services: AgentServices,
@@ -165,7 +166,31 @@ async function waitForNetwork(
   signal: AbortSignal,
 ) {
   const cp = task.state.checkpoint;
-  await services.network.whenOnline(signal);
+  // Each next look the platform schedules goes to pi.live (a person is told when), one commit at a time.
+  let told = Promise.resolve();
+  const tell = (at: number) => {
+    told = told
+      .then(() =>
+        runtime.commit((tx) => {
+          const state = live(tx, task.conversationId);
+          const offline = state.generation?.taskId === task.id ? state.generation.offline : undefined;
+          if (offline && offline.nextCheckAt !== at) {
+            writeDoc<LiveState>(tx, task.conversationId, DOC.live, {
+              ...state,
+              generation: { ...state.generation!, offline: { ...offline, nextCheckAt: at } },
+            });
+          }
+          return undefined;
+        }, signal),
+      )
+      // The wait ended (aborted, handed over): nothing left to tell.
+      .then(
+        () => undefined,
+        () => undefined,
+      );
+  };
+  await services.network.whenOnline(signal, tell);
+  await told;
   await runtime.commit((tx) =>
     nextAttempt(tx, task.conversationId, cp.attempt + 1, {
       ...carried(cp),
