@@ -16,8 +16,9 @@
  *   is in its conversation's inbox.
  * - `usage-sums`: each conversation's pi.usage equals the usage of its own assistant and compaction
  *   answers added up (nothing charged twice, nothing lost).
- * - `answered`: when idle, every acknowledged input is settled; those of a conversation that saw no
- *   model fault, abort or deletion are answered (`done`).
+ * - `answered`: when idle, every acknowledged input is settled (or, after a model fault failed its
+ *   run, still queued for the next submission: the inbox's rule); those of a conversation that saw
+ *   no model fault, abort or withdrawal are answered (`done`).
  * - `migrated`: a timer task created under version 1 and finished after the upgrade ran version 2.
  * - `run-ends` (world.ts): the run goes idle within a bound of virtual time and of loop rounds.
  */
@@ -310,7 +311,8 @@ export function checkIdle(s: Snapshot, l: Ledger, when: string): number {
     const sub = subs.get(a.submissionId);
     checks++;
     if (!sub) continue; // acknowledged-kept reports it
-    if (sub.status === "queued" || sub.status === "placed")
+    // A failed run leaves queued inputs for the next submission (the inbox's rule): allowed after a model fault.
+    if (sub.status === "placed" || (sub.status === "queued" && !l.modelFaulted.has(a.conversationId)))
       broken(
         "answered",
         `${when}: acknowledged ${requestId} is still ${sub.status}${process.env.DBG ? JSON.stringify(s.tasks.map((t) => [t.id, t.kind, t.status, t.abort_requested, t.owner_task, String(t.state).slice(0, 200)])) + JSON.stringify(s.docs.filter((d) => d.name === "pi.inbox")) : ""}`,

@@ -267,7 +267,9 @@ class Sim {
   base = 0;
   faults: StoreFault[];
   broken: { kind: StoreFault["kind"]; at: number } | undefined;
+  /** Only with an `imageAtCrash` hook: the image before the last COMMIT, and after it. */
   lastImage: MemoryImage | undefined;
+  currentImage: MemoryImage | undefined;
   inflight = new Set<Promise<unknown>>();
   unsubscribe: (() => void) | undefined;
 
@@ -467,6 +469,8 @@ class Sim {
   async open(image?: MemoryImage): Promise<void> {
     this.store = await memoryStore(image);
     this.broken = undefined;
+    this.lastImage = undefined;
+    this.currentImage = image;
     this.store.setFaultHook((point, { transaction }) => this.onStorePoint(point, transaction));
     try {
       this.h = await AgentHarness.open(this.store, this.options());
@@ -506,7 +510,10 @@ class Sim {
   onStorePoint(point: string, transaction: number): void {
     if (this.broken) throw new StoreClosed("the store is gone");
     const at = this.base + transaction;
-    if (point === "after-commit" && this.hooks.imageAtCrash) this.lastImage = this.store.image();
+    if (point === "after-commit" && this.hooks.imageAtCrash) {
+      this.lastImage = this.currentImage;
+      this.currentImage = this.store.image();
+    }
     const fault = this.faults[0];
     if (!fault || fault.at !== at) return;
     const wanted =
