@@ -15,11 +15,14 @@ const bug = vi.hoisted(() => ({
   on: undefined as undefined | "no-marks" | "unsafe-replayed" | "no-migrate",
 }));
 
-// Marks no longer flow down: the scheduler derives no abort marks for owned tasks.
+// Marks no longer flow down: an abort marks no task that another task owns, and the scheduler derives
+// no marks for owned work.
 vi.mock("../../../worker/core/ownership.ts", async (original) => {
   const real = await original<typeof import("../../../worker/core/ownership.ts")>();
   return {
     ...real,
+    mark: (...a: Parameters<typeof real.mark>) =>
+      bug.on === "no-marks" && a[0].task(a[1])?.owner !== undefined ? false : real.mark(...a),
     deriveMarks: (...a: Parameters<typeof real.deriveMarks>) =>
       bug.on === "no-marks" ? [] : real.deriveMarks(...a),
   };
