@@ -706,7 +706,19 @@ class Sim {
       }
       case "upgrade": {
         if (this.version === 2) return;
-        // A newer build arrives mid-run: the engine closes and the next opens with version 2 of the task.
+        // The old build has a timer of its own waiting when the newer build arrives mid-run: the
+        // engine closes and the next opens with version 2 of the task, which must migrate it.
+        const c = this.conversation(0);
+        if (c) {
+          const id = await c
+            .commit((tx) =>
+              tx.createTask(timerV1(), { ms: 3_600_000 }, { ownership: { kind: "conversation" } }),
+            )
+            .catch(() => undefined);
+          if (id !== undefined) l.timers.set(id, { conversationId: c.id, version: 1 });
+          for (let i = 0; i < 6 && !this.broken; i++) await realTurn();
+        }
+        if (this.broken) await this.recover();
         this.version = 2;
         l.upgraded = true;
         this.unsubscribe?.();
