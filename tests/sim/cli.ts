@@ -9,7 +9,7 @@
 import { os } from "./os.ts";
 import { replayCommand, runSeeds, shrink } from "./run.ts";
 import type { Workload } from "./workload.ts";
-import { runSeed, type SimResult } from "./world.ts";
+import { lastSeed, runSeed, type SimResult } from "./world.ts";
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -73,4 +73,13 @@ async function main(): Promise<number> {
   return f.failures.length === 0 ? 0 : 1;
 }
 
+// A run that waits on a promise nothing will settle empties the event loop and Node exits silently: say so.
+let finished = false;
+process.on("exit", () => {
+  if (!finished)
+    console.log(
+      `\nthe simulator stopped before its end: a run awaited something that never settles (last seed started: ${lastSeed()})`,
+    );
+});
 process.exitCode = await main();
+finished = true;

@@ -177,8 +177,13 @@ const textOf = (m: Message): string =>
     ? m.content
     : m.content.map((b) => ("text" in b ? b.text : b.type === "toolCall" ? `call:${b.name}` : "")).join("");
 
+let started: number | undefined;
+/** The seed of the run started last (for a report when the process stops in the middle of one). */
+export const lastSeed = (): number | undefined => started;
+
 export async function runSeed(options: SimOptions): Promise<SimResult> {
   const { seed } = options;
+  started = seed;
   const workload = options.workload ?? drawWorkload(seed);
   await warmInterpreters();
   const world = new VirtualWorld(seed);
@@ -838,9 +843,9 @@ class Sim {
     await this.settle();
     this.stats.checks += await checkQuiet(this.h, this.ledger, this.store, "at the end");
     for (const [requestId, acked] of this.ledger.acked) {
-      const s = await this.h.submission(acked.submissionId);
-      const settled = s ? await s.wait() : undefined;
-      this.note(`settled ${requestId}: ${settled ? settled.status : "gone"}`);
+      // The record, not `wait()`: an input a failed run left queued stays queued (the inbox's rule).
+      const record = await this.h.submissionRecord(acked.submissionId);
+      this.note(`settled ${requestId}: ${record ? record.status : "gone"}`);
     }
   }
 
