@@ -21,9 +21,9 @@ import {
   startBackgroundCompaction,
   startBlockingCompaction,
 } from "../compaction/task.ts";
-import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
+import { endRun, finalBoundary, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
 import { generationMoveIds } from "../move-ids.ts";
-import { DOC, type LiveState, live, withModelId, writeDoc } from "../records.ts";
+import { DOC, inbox, type LiveState, live, withModelId, writeDoc } from "../records.ts";
 import { type AgentServices, atPhaseStart, sleepUntil } from "../services.ts";
 import { abortPendingCalls } from "../tools/round.ts";
 import type { GenerationDeps } from "./classification.ts";
@@ -216,10 +216,13 @@ function nextAttempt(
 
 /**
  * The abort handler: cancel a deferred response (best effort), then in one commit keep the partial
- * as an aborted answer, answer the round's pending calls, and end the run this task owns.
+ * as an aborted answer, answer the round's pending calls, and end the run this task owns at a final
+ * boundary when an input is queued: the abort's own commit withdrew the inputs queued then, so one
+ * queued now was admitted while the run was ending, and it starts the next run (ending the run bare
+ * left it queued forever, with nothing live to answer it).
  */
 async function abort(
-  { services }: GenerationDeps,
+  { services, policy }: GenerationDeps,
   task: Parameters<TaskDefinition<Json, GenerationCheckpoint, GenerationResult>["abort"]>[0],
   runtime: GenerationRuntime,
   signal: AbortSignal,
@@ -242,7 +245,9 @@ async function abort(
     const run = live(tx, c).run;
     if (run?.taskId === task.id) {
       settleInputs(tx, run.inputs, { status: "unanswered", reason: "aborted" });
-      endRun(tx, c);
+      // Queued writes alone wait for the next input, as after any abort.
+      if (inbox(tx, c).items.some((i) => i.mode !== "write")) finalBoundary(tx, policy, c);
+      else endRun(tx, c);
     }
     return { status: "terminal", outcome: { status: "aborted", reason: "aborted" } };
   });
