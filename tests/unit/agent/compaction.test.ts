@@ -111,6 +111,21 @@ describe("the cut", () => {
     // Reached exactly at the steer (3): not a candidate, so the cut moves on to 5.
     expect(selectCut(range, 2005)).toBe(5);
   });
+
+  test("a tool result and a system entry are never cut points, even when the budget is reached at them", () => {
+    const range = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      result(3, "c1", "z".repeat(8000)),
+      // A pi.system entry whose message begins as a user message would: still never a cut point.
+      entry(4, "pi.system", { role: "user", content: "s".repeat(8000), timestamp: 0 }),
+      assistant(5, "ok"),
+    ];
+    // Reached at the system entry (4): not a candidate, so the cut moves on to the assistant (5).
+    expect(selectCut(range, 2001)).toBe(5);
+    // Reached at the tool result (3): the next candidate is 5, never 3 or 4.
+    expect(selectCut(range, 4001)).toBe(5);
+  });
 });
 
 async function chat(root: Conversation, turns: number): Promise<void> {
