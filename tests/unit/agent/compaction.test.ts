@@ -252,6 +252,29 @@ describe("Conversation.compact()", () => {
     expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
   });
 
+  test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
+    const { h, root, gate, taskId } = await compactionInFlight();
+    const record = await h.getTask(taskId);
+    expect(record).toMatchObject({ kind: "pi.compaction", conversationId: root.id, background: false });
+    expect(record?.owner).toBeUndefined();
+    let conversationIdle = false;
+    let harnessIdle = false;
+    const waits = [
+      root.waitForIdle().then(() => void (conversationIdle = true)),
+      h.waitForIdle().then(() => void (harnessIdle = true)),
+    ];
+    // While the summary request is out, neither idle wait resolves: the compaction is ordinary work.
+    for (let i = 0; i < 3; i++) await h.transaction(() => undefined);
+    expect([conversationIdle, harnessIdle]).toEqual([false, false]);
+    expect((await h.getTask(taskId))?.state.status).not.toBe("terminal");
+    gate.resolve();
+    await Promise.all(waits);
+    expect((await h.getTask(taskId))?.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "completed" },
+    });
+  });
+
   test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     // The faux provider does not watch the signal while its responder waits: release it once the

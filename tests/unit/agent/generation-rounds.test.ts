@@ -160,7 +160,7 @@ test("a run whose model the resolver does not know fails no_model and leaves the
   ]);
 });
 
-test("an executed call's result carries durationMs; an aborted call's result carries none", async () => {
+test("an executed call's result carries durationMs; an aborted call's result and one never executed carry none", async () => {
   const gate = gatedTool("hold");
   const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
     tools: [gate.tool],
@@ -182,6 +182,13 @@ test("an executed call's result carries durationMs; an aborted call's result car
   expect((await run.wait()).status).toBe("unanswered");
   const [aborted] = await toolResults(second.root);
   expect(messageOf(aborted!)).not.toHaveProperty("durationMs");
+
+  // A call to a tool the request did not offer is never executed: its result has no durationMs.
+  const third = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "c5" })));
+  expect((await (await third.root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const [unavailable] = await toolResults(third.root);
+  expect(messageOf(unavailable!)).toMatchObject({ toolCallId: "c5", isError: true });
+  expect(messageOf(unavailable!)).not.toHaveProperty("durationMs");
 });
 
 test("Harness.usage() sums the pi.usage of every conversation", async () => {
