@@ -3,6 +3,7 @@
  * commit that creates it; the id's first 48 bits are the creation time in milliseconds.
  */
 import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { providerSession } from "../../../worker/agent/provider-session.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
 import type { AgentHarness, AgentHarnessOptions } from "../../../worker/index.ts";
@@ -48,6 +49,24 @@ test("requests pass the conversation's session id; a reset, a compaction, a mode
   expect(await sessionOf(again, root.id)).toBe(id);
   expect(sent.length).toBeGreaterThanOrEqual(3);
   expect(new Set(sent)).toEqual(new Set([id]));
+});
+
+test("the compaction's summary request passes the conversation's session id too", async () => {
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(echo, { stream, settings: { compaction: { keepRecentTokens: 1 } } });
+  const id = await sessionOf(h, root.id);
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  const summaries = sent.filter((s) => s.summary);
+  expect(summaries).toHaveLength(1);
+  expect(summaries[0]!.sessionId).toBe(id);
+  expect(id).toMatch(UUID_V7);
 });
 
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
