@@ -342,6 +342,11 @@ describe("compaction a generation waits for", () => {
 
   test("above contextWindow - reserveTokens, prepare compacts first, then sends the request starting from the summary", async () => {
     const { h, root, faux } = await small(echoOrSummary, 1200);
+    // Every task state committed, to find who owned the compaction and how it was waited for.
+    const states: Array<{ id: number; kind: string; owner: number | undefined; state: unknown }> = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) states.push({ id: t.id, kind: t.kind, owner: t.owner, state: t.state });
+    });
     let turn = 0;
     while (!faux.requests.some(isSummary) && turn < 12) {
       turn++;
@@ -360,6 +365,13 @@ describe("compaction a generation waits for", () => {
     const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
     expect(compaction.data).toEqual({ reason: "threshold" });
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
+    // Blocking: owned by the generation, which waited on it alone with allSettled, then prepared again.
+    const task = states.find((t) => t.kind === "pi.compaction")!;
+    const owner = states.find((t) => t.id === task.owner);
+    expect(owner?.kind).toBe("pi.generation");
+    expect(states.filter((t) => t.id === task.owner).map((t) => t.state)).toContainEqual(
+      expect.objectContaining({ status: "waiting", on: [task.id], policy: "allSettled" }),
+    );
   });
 
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
