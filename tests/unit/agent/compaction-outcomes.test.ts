@@ -41,6 +41,26 @@ test("the summary request's maxTokens is floor(0.8 * reserveTokens) when the mod
   expect(maxTokens).toEqual([800]);
 });
 
+test("the summary request's maxTokens is the model's maxTokens when floor(0.8 * reserveTokens) is larger", async () => {
+  const maxTokens: unknown[] = [];
+  const responder: FauxResponder = (req) =>
+    isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"));
+  const { h, root, faux } = await open(responder, {
+    // Threshold compaction off (a manual one ignores `enabled`), so the large reserve starts none.
+    settings: { compaction: { enabled: false, keepRecentTokens: 150, reserveTokens: 10_000_000 } },
+    stream: (model, context, options) => {
+      if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) maxTokens.push(options?.maxTokens);
+      return streamSimple(model, context, options);
+    },
+  });
+  expect(faux.model.maxTokens).toBeGreaterThan(0);
+  expect(faux.model.maxTokens).toBeLessThan(8_000_000);
+  await chat(root, 3);
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  expect(maxTokens).toEqual([faux.model.maxTokens]);
+});
+
 test("a summary that stops at length fails the compaction with model_error; nothing is placed and the status goes", async () => {
   const responder: FauxResponder = (req) =>
     isSummary(req)

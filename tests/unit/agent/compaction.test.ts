@@ -267,6 +267,29 @@ describe("Conversation.compact()", () => {
     expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
   });
 
+  test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
+    const { h, root, gate, taskId } = await compactionInFlight();
+    const record = await h.getTask(taskId);
+    expect(record).toMatchObject({ kind: "pi.compaction", conversationId: root.id, background: false });
+    expect(record?.owner).toBeUndefined();
+    let conversationIdle = false;
+    let harnessIdle = false;
+    const waits = [
+      root.waitForIdle().then(() => void (conversationIdle = true)),
+      h.waitForIdle().then(() => void (harnessIdle = true)),
+    ];
+    // While the summary request is out, neither idle wait resolves: the compaction is ordinary work.
+    for (let i = 0; i < 3; i++) await h.transaction(() => undefined);
+    expect([conversationIdle, harnessIdle]).toEqual([false, false]);
+    expect((await h.getTask(taskId))?.state.status).not.toBe("terminal");
+    gate.resolve();
+    await Promise.all(waits);
+    expect((await h.getTask(taskId))?.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "completed" },
+    });
+  });
+
   test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     // The faux provider does not watch the signal while its responder waits: release it once the
@@ -315,14 +338,20 @@ test("a restart while summarizing resends the same pinned summary request", asyn
 
 describe("compaction a generation waits for", () => {
   /** A conversation on a faux model with a small context window, answering ~100 tokens a turn. */
-  async function small(respond: FauxResponder, contextWindow: number, backgroundTokens = 0, enabled = true) {
+  async function small(
+    respond: FauxResponder,
+    contextWindow: number,
+    backgroundTokens = 0,
+    enabled = true,
+    retries = true,
+  ) {
     const faux = fauxAgentModel(respond, { contextWindow });
     const h = await AgentHarness.open(await memoryStore(), {
       models: faux.models,
       defaultModel: faux.ref,
       settings: {
         compaction: { enabled, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
-        retry: { baseDelayMs: 1 },
+        retry: { baseDelayMs: 1, enabled: retries },
       },
     });
     cleanups.push(async () => {
@@ -334,6 +363,11 @@ describe("compaction a generation waits for", () => {
 
   test("above contextWindow - reserveTokens, prepare compacts first, then sends the request starting from the summary", async () => {
     const { h, root, faux } = await small(echoOrSummary, 1200);
+    // Every task state committed, to find who owned the compaction and how it was waited for.
+    const states: Array<{ id: number; kind: string; owner: number | undefined; state: unknown }> = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) states.push({ id: t.id, kind: t.kind, owner: t.owner, state: t.state });
+    });
     let turn = 0;
     while (!faux.requests.some(isSummary) && turn < 12) {
       turn++;
@@ -352,6 +386,13 @@ describe("compaction a generation waits for", () => {
     const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
     expect(compaction.data).toEqual({ reason: "threshold" });
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
+    // Blocking: owned by the generation, which waited on it alone with allSettled, then prepared again.
+    const task = states.find((t) => t.kind === "pi.compaction")!;
+    const owner = states.find((t) => t.id === task.owner);
+    expect(owner?.kind).toBe("pi.generation");
+    expect(states.filter((t) => t.id === task.owner).map((t) => t.state)).toContainEqual(
+      expect.objectContaining({ status: "waiting", on: [task.id], policy: "allSettled" }),
+    );
   });
 
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
@@ -408,6 +449,36 @@ describe("compaction a generation waits for", () => {
     expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.compaction", "pi.assistant"]);
     const last = conversationRequests(faux.requests).at(-1)!;
     expect(textOf(last.messages[0]!)).toContain("<summary>");
+  });
+
+  test("an overflow's compaction is the generation's, with reason overflow, and runs with retries turned off; a second overflow fails the run", async () => {
+    let overflowed = 0;
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      // q4 overflows whatever the context holds, so the request after the summary overflows again.
+      if (last.startsWith("q4")) {
+        overflowed++;
+        return fauxError("prompt is too long: 210000 tokens > 200000 maximum");
+      }
+      return fauxAssistantMessage(big("answer"));
+    };
+    const { h, root } = await small(responder, 1_000_000, 0, true, false);
+    const states: Array<{ id: number; kind: string; owner: number | undefined; input: unknown }> = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) states.push({ id: t.id, kind: t.kind, owner: t.owner, input: t.input });
+    });
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    const run = await (await root.submit({ type: "input", content: big("q4") })).wait();
+    // Retries are off, yet the first overflow compacted and was sent again: it is not a retry.
+    expect(overflowed).toBe(2);
+    expect(run).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const compactions = (await root.entries()).filter((e) => e.kind === "pi.compaction");
+    expect(compactions.map((e) => e.data)).toEqual([{ reason: "overflow" }]);
+    const task = states.find((t) => t.kind === "pi.compaction")!;
+    expect(task.input).toMatchObject({ reason: "overflow", blocking: true });
+    expect(states.find((t) => t.id === task.owner)?.kind).toBe("pi.generation");
+    expect(new Set(states.filter((t) => t.kind === "pi.compaction").map((t) => t.id)).size).toBe(1);
   });
 
   test("compaction.enabled false turns off threshold compaction, blocking and background, and overflow compaction (the overflow fails the run); a manual compaction still runs", async () => {

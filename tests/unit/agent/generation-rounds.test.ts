@@ -6,7 +6,7 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { defineTool, type TaskRecord, textResult } from "../../../worker/index.ts";
+import { DOC, defineTool, type LiveState, type TaskRecord, textResult } from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
@@ -65,6 +65,52 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   expect(liveOf(h)).toEqual({});
 });
 
+test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {
+  const a = gatedTool("a");
+  const b = gatedTool("b");
+  const { h, root } = await open(
+    callsThenAnswer(
+      fauxToolCall("a", {}, { id: "c1" }),
+      fauxToolCall("nope", {}, { id: "c2" }),
+      fauxToolCall("b", {}, { id: "c3" }),
+    ),
+    { tools: [a.tool, b.tool] },
+  );
+  // The commit that appends the tool-calling answer: its entries and the pi.live it wrote. With no
+  // beforeTool hook the intent of each offered call is recorded in this commit too (tools/round.ts), so
+  // its slot is already running; the spec's letter has it pending until the tool task's own intent
+  // commit (a departure listed in tests/NOT-APPLICABLE.md [8.2]).
+  const answerCommits: Array<{
+    entries: { id: number; kind: string }[];
+    live: LiveState | undefined;
+    tasks: TaskRecord[];
+  }> = [];
+  h.subscribe((change) => {
+    const answer = change.entries.find((e) => e.kind === "pi.assistant");
+    if (answer === undefined || answerCommits.length > 0) return;
+    const live = change.docs.find((d) => d.conversationId === 1 && d.name === DOC.live)?.value as
+      | LiveState
+      | undefined;
+    answerCommits.push({ entries: [...change.entries], live, tasks: [...change.tasks] });
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await a.started.promise;
+  await b.started.promise;
+  const [commit] = answerCommits;
+  const result = commit!.entries.find((e) => e.kind === "pi.tool-result");
+  expect(result).toBeDefined();
+  const toolTasks = commit!.tasks.filter((t) => t.kind === "pi.tool");
+  expect(toolTasks).toHaveLength(2);
+  expect(commit!.live?.tools).toEqual([
+    { callId: "c1", name: "a", taskId: toolTasks[0]!.id, status: "running" },
+    { callId: "c2", name: "nope", status: "done", entry: result!.id },
+    { callId: "c3", name: "b", taskId: toolTasks[1]!.id, status: "running" },
+  ]);
+  a.release.resolve();
+  b.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+});
+
 test("abortTask on the generation aborts its whole parallel round: every call gets its result, then the input is unanswered", async () => {
   const a = gatedTool("a");
   const b = gatedTool("b");
@@ -114,7 +160,7 @@ test("a run whose model the resolver does not know fails no_model and leaves the
   ]);
 });
 
-test("an executed call's result carries durationMs; an aborted call's result carries none", async () => {
+test("an executed call's result carries durationMs; an aborted call's result and one never executed carry none", async () => {
   const gate = gatedTool("hold");
   const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
     tools: [gate.tool],
@@ -136,6 +182,13 @@ test("an executed call's result carries durationMs; an aborted call's result car
   expect((await run.wait()).status).toBe("unanswered");
   const [aborted] = await toolResults(second.root);
   expect(messageOf(aborted!)).not.toHaveProperty("durationMs");
+
+  // A call to a tool the request did not offer is never executed: its result has no durationMs.
+  const third = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "c5" })));
+  expect((await (await third.root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const [unavailable] = await toolResults(third.root);
+  expect(messageOf(unavailable!)).toMatchObject({ toolCallId: "c5", isError: true });
+  expect(messageOf(unavailable!)).not.toHaveProperty("durationMs");
 });
 
 test("Harness.usage() sums the pi.usage of every conversation", async () => {

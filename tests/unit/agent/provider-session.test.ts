@@ -51,21 +51,22 @@ test("requests pass the conversation's session id; a reset, a compaction, a mode
   expect(new Set(sent)).toEqual(new Set([id]));
 });
 
-test("a compaction's summary request passes the conversation's session id too", async () => {
-  const sent: { summary: boolean; sessionId: unknown }[] = [];
+test("the compaction's summary request passes the conversation's session id too", async () => {
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
   const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
     sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
     return defaultStream(model, context, options);
   };
-  const long = `${"x".repeat(2000)}`;
-  const { h, root } = await open(echo, { stream, settings: { compaction: { keepRecentTokens: 100 } } });
+  const { h, root } = await open(echo, { stream, settings: { compaction: { keepRecentTokens: 1 } } });
   const id = await sessionOf(h, root.id);
-  for (const q of ["one", "two", "three"])
-    await (await root.submit({ type: "input", content: `${q} ${long}` })).wait();
-  await h.waitForTask(await root.compact());
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
   const summaries = sent.filter((s) => s.summary);
   expect(summaries).toHaveLength(1);
   expect(summaries[0]!.sessionId).toBe(id);
+  expect(id).toMatch(UUID_V7);
 });
 
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
@@ -76,7 +77,7 @@ test("a legacy conversation without pi.provider gets a UUIDv7 session id committ
   };
   const { h, root } = await open(echo, { stream });
   // As a plain harness or an older store left it: no pi.provider.
-  await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
+  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
   expect(await h.doc(root.id, "pi.provider")).toBeUndefined();
   await (await root.submit({ type: "input", content: "one" })).wait();
   const stored = await sessionOf(h, root.id);
@@ -88,7 +89,7 @@ test("a legacy conversation without pi.provider gets a UUIDv7 session id committ
 
 test("concurrent callers of a legacy conversation all get the one session id stored first", async () => {
   const { h, root } = await open(echo);
-  await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
+  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
   const ids = await Promise.all([1, 2, 3].map(() => providerSession(h, root.id)));
   expect(new Set(ids).size).toBe(1);
   expect(ids[0]).toMatch(UUID_V7);

@@ -306,5 +306,7 @@ describe("recovery of an interrupted call", () => {
     const [result] = await toolResults(root2);
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
     expect(textOf(messageOf(result!))).toContain("progress: step 1 of 3");
+    // Interrupted, not executed to its end: no durationMs (spec §8.4).
+    expect(messageOf(result!)).not.toHaveProperty("durationMs");
   });
 });

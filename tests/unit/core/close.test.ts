@@ -113,3 +113,45 @@ test("commits admitted before close settle and are stored before the store close
   expect((await next.entries(1)).map((e) => e.data)).toEqual(["first", "second"]);
   await next.close();
 });
+
+test("operations queued at the seal: an admitted commit settles, a queued read completes, a task wait rejects with HarnessClosed, a settled submission's wait resolves; inspect says closing", async () => {
+  const release = deferred();
+  const stubborn = single("stubborn", async () => {
+    await release.promise;
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stubborn] });
+  const id = await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  // Asked before the seal, queued on the line behind one another.
+  const commit = h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "queued" }));
+  const read = h.entries(1);
+  const wait = h.waitForTask(id);
+  const closing = h.close();
+  expect(h.inspect().scheduling).toBe("closing");
+  await commit;
+  expect((await read).map((e) => e.data)).toEqual(["queued"]);
+  // The wait rejects once the shutdown joined the invocation (which ignores its signal), before close resolves.
+  let waitSettled = false;
+  const waitEnd = expect(wait)
+    .rejects.toBeInstanceOf(HarnessClosed)
+    .finally(() => {
+      waitSettled = true;
+    });
+  release.resolve();
+  await closing;
+  expect(waitSettled).toBe(true);
+  await waitEnd;
+
+  // A settled submission's wait, asked before the seal and still reading when it comes, resolves
+  // with the settlement (it needs no later commit); one asked after the seal is a new operation.
+  const agent = await open(echo);
+  const submission = await agent.root.submit({ type: "input", content: "hi" });
+  const settled = await submission.wait();
+  expect(settled.status).toBe("done");
+  const queuedWait = submission.wait();
+  const agentClosing = agent.h.close();
+  await expect(submission.wait()).rejects.toBeInstanceOf(HarnessClosed);
+  expect(await queuedWait).toEqual(settled);
+  await agentClosing;
+});

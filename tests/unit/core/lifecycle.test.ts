@@ -33,6 +33,9 @@ describe("a paused open and resume()", () => {
     });
     cleanups.push(() => h.close().catch(() => undefined));
     const before = faux.requests.length;
+    // inspect() and the read-only calls below commit nothing.
+    let commits = 0;
+    const stopCounting = h.subscribe(() => void commits++);
     expect(h.inspect().scheduling).toBe("paused");
     // Read-only calls never enable scheduling.
     await h.getTask(1);
@@ -43,6 +46,8 @@ describe("a paused open and resume()", () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(faux.requests.length).toBe(before);
     expect(h.inspect().scheduling).toBe("paused");
+    expect(commits).toBe(0);
+    stopCounting();
     h.resume();
     h.resume(); // idempotent
     expect(h.inspect().scheduling).toBe("running");

@@ -36,7 +36,7 @@ import {
 } from "./fixtures.ts";
 
 describe("missing definition", () => {
-  test("stays pending and blocked; other tasks run; abort orphans it; registering it later runs it", async () => {
+  test("stays pending and blocked; other tasks run; abort orphans it; it keeps idle waits pending; registering it later runs it", async () => {
     const { image, ids } = await storeWith([parked("ghost"), parked("ghost")]);
     const [kept, dropped] = ids as [TaskId, TaskId];
     const h = await Harness.open(image, { tasks: [ping] });
@@ -54,10 +54,16 @@ describe("missing definition", () => {
     expect(outcome(await done(h, dropped))).toEqual({ status: "orphaned", reason: "missing_task" });
     expect(blocked(h).map((b) => b.id)).toEqual([kept]);
 
+    // A blocked task is live: the idle wait resolves only once registering its code lets it finish.
+    let idle = false;
+    const idleWait = h.waitForIdle().then(() => void (idle = true));
+    await engineStillRuns(h);
+    expect(idle).toBe(false);
     h.registry.register(
       single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))),
     );
     expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
+    await idleWait;
     expect(blocked(h)).toEqual([]);
     await engineStillRuns(h);
     await h.close();

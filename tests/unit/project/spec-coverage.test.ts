@@ -37,7 +37,7 @@
  *
  * Every line a specification list marks asserted names a test (the second check): in
  * `sections-0-4.md` a rule whose first tag is `[A]` or `[NEW]`, in `sections-5-9.md` and
- * `section-7.md` a rule whose `->` side is not N/A, MISSING, CONTRARY, another issue or in progress.
+ * `section-7.md` (and `sections-10-11.md`) a rule whose `->` side is not N/A, MISSING, CONTRARY, another issue or in progress.
  * Such a line must hold at least one reference in the formats above, or say `check)`: a type-only
  * rule asserted by `npm run check` (strict tsc). Whether the named test asserts the whole rule is
  * still a reader's work (issue 29's reading notes); this catches a line that names none.
@@ -342,6 +342,7 @@ const SPEC_LISTS = {
   "tests/spec-coverage/sections-0-4.md": "tags",
   "tests/spec-coverage/sections-5-9.md": "arrow",
   "tests/spec-coverage/section-7.md": "arrow",
+  "tests/spec-coverage/sections-10-11.md": "arrow",
 } as const;
 
 /** One rule of a list: a `- ` line at the margin with its indented continuation lines. */

@@ -104,6 +104,22 @@ test("a commit listener sees each commit once, only after its COMMIT is stored; 
   await h.close();
 });
 
+test("each publication's sequence is greater than the one before, for commits alone and commits grouped in one transaction", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const seqs: number[] = [];
+  const stop = h.subscribe((change) => seqs.push(change.seq));
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  await Promise.all(
+    [2, 3, 4, 5].map((n) => h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: n }))),
+  );
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 6 }));
+  expect(seqs).toHaveLength(6);
+  for (let i = 1; i < seqs.length; i++) expect(seqs[i]!).toBeGreaterThan(seqs[i - 1]!);
+  stop();
+  await h.close();
+});
+
 test("once admitted, a commit whose caller cancels its signal still commits and resolves", async () => {
   const h = await Harness.open(await memoryStore());
   const cancel = new AbortController();
