@@ -77,7 +77,7 @@ test("a legacy conversation without pi.provider gets a UUIDv7 session id committ
   };
   const { h, root } = await open(echo, { stream });
   // As a plain harness or an older store left it: no pi.provider.
-  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
+  await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
   expect(await h.doc(root.id, "pi.provider")).toBeUndefined();
   await (await root.submit({ type: "input", content: "one" })).wait();
   const stored = await sessionOf(h, root.id);
@@ -89,7 +89,7 @@ test("a legacy conversation without pi.provider gets a UUIDv7 session id committ
 
 test("concurrent callers of a legacy conversation all get the one session id stored first", async () => {
   const { h, root } = await open(echo);
-  await h.transaction((tx) => tx.writeDoc(root.id, "pi.provider", undefined));
+  await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
   const ids = await Promise.all([1, 2, 3].map(() => providerSession(h, root.id)));
   expect(new Set(ids).size).toBe(1);
   expect(ids[0]).toMatch(UUID_V7);
