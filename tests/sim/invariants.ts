@@ -18,7 +18,8 @@
  *   answers added up (nothing charged twice, nothing lost).
  * - `answered`: when idle, every acknowledged input is settled (or, after a model fault failed its
  *   run, still queued for the next submission: the inbox's rule); those of a conversation that saw
- *   no model fault, abort or withdrawal are answered (`done`).
+ *   no model fault, abort or withdrawal are answered (`done`), and so are those sent after the abort
+ *   that precedes a deletion which a crash undid.
  * - `migrated`: a timer task created under version 1 and finished after the upgrade ran version 2.
  * - `run-ends` (world.ts): the run goes idle within a bound of virtual time and of loop rounds.
  */
@@ -50,6 +51,8 @@ export interface Ledger {
   modelFaulted: Set<number>;
   /** Conversations the client aborted or withdrew from. */
   aborted: Set<number>;
+  /** Inputs sent before the client aborted their conversation to delete it (it may survive a crash). */
+  abortedRequests: Set<string>;
   upgraded: boolean;
   timers: Map<TaskId, { conversationId: number; version: number }>;
 }
@@ -317,7 +320,12 @@ export function checkIdle(s: Snapshot, l: Ledger, when: string): number {
         "answered",
         `${when}: acknowledged ${requestId} is still ${sub.status}${process.env.DBG ? JSON.stringify(s.tasks.map((t) => [t.id, t.kind, t.status, t.abort_requested, t.owner_task, String(t.state).slice(0, 200)])) + JSON.stringify(s.docs.filter((d) => d.name === "pi.inbox")) : ""}`,
       );
-    if (sub.status !== "done" && !l.modelFaulted.has(a.conversationId) && !l.aborted.has(a.conversationId))
+    if (
+      sub.status !== "done" &&
+      !l.modelFaulted.has(a.conversationId) &&
+      !l.aborted.has(a.conversationId) &&
+      !l.abortedRequests.has(requestId)
+    )
       broken(
         "answered",
         `${when}: ${requestId} ended ${sub.status} (${sub.reason ?? "?"}) with no fault or abort to forbid an answer`,

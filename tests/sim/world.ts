@@ -258,6 +258,7 @@ class Sim {
     deletedConversations: new Set(),
     modelFaulted: new Set(),
     aborted: new Set(),
+    abortedRequests: new Set(),
     upgraded: false,
     timers: new Map(),
   };
@@ -681,6 +682,11 @@ class Sim {
         const c = this.conversation(op.conv);
         if (!c || !slot) return;
         const h = this.h;
+        // A deletion is refused while work is live, so the client aborts the conversation first.
+        // That abort is the client's and it stands when a crash loses the deleting commit (the
+        // conversation stays): the inputs sent there so far may end aborted; later ones may not.
+        for (const [requestId, sent] of l.sent)
+          if (sent.conversationId === c.id) l.abortedRequests.add(requestId);
         this.track(
           (async () => {
             await c.abort({ background: true });

@@ -203,17 +203,26 @@ export class Harness {
   /** Load, recover (running tasks back to pending), start scheduling. */
   protected async start(): Promise<void> {
     await this.#session.load();
-    // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark kept).
-    const running = [...this.#session.records.live].filter(
-      (id) => this.#session.records.tasks.get(id)?.state.status === "running",
-    );
-    for (const id of running) this.#session.records.interrupted.add(id);
+    // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark
+    // kept), marked interrupted in storage: a pending task an earlier opening marked so (and that
+    // never ran since) is interrupted too, or a crash right after this commit would lose the fact.
+    const running: TaskId[] = [];
+    for (const id of this.#session.records.live) {
+      const state = this.#session.records.tasks.get(id)?.state;
+      if (state?.status === "running") running.push(id);
+      if (state?.status === "running" || (state?.status === "pending" && state.interrupted))
+        this.#session.records.interrupted.add(id);
+    }
     if (running.length > 0) {
       await this.#session.commit((_tx, overlay) => {
         for (const id of running) {
           const t = overlay.task(id)!;
           if (t.state.status === "running")
-            overlay.setTask(patchTask(t, { state: { status: "pending", checkpoint: t.state.checkpoint } }));
+            overlay.setTask(
+              patchTask(t, {
+                state: { status: "pending", checkpoint: t.state.checkpoint, interrupted: true },
+              }),
+            );
         }
       });
     }

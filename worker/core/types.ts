@@ -25,7 +25,16 @@ export type TaskOutcome<R = Json> =
   | { readonly status: "faulted"; readonly error: TaskOutcomeError };
 
 export type TaskState<S = Checkpoint, R = Json> =
-  | { readonly status: "pending"; readonly checkpoint: S }
+  | {
+      readonly status: "pending";
+      readonly checkpoint: S;
+      /**
+       * Set by an opening that turned a running task back to pending: the checkpoint's phase was
+       * begun and may have had effects. Kept until the task runs again, so an engine that dies (or
+       * lacks the definition) before then leaves the next one resuming it, not starting it afresh.
+       */
+      readonly interrupted?: true;
+    }
   | { readonly status: "running"; readonly checkpoint: S }
   | {
       readonly status: "waiting";

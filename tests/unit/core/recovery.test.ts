@@ -136,6 +136,40 @@ describe("starting checkpoint and resumed phases", () => {
     await engineStillRuns(second);
     await second.close();
   });
+
+  test("a phase cut off mid-run stays resumed when the engine that turned it back to pending never ran it (found by sim seed 820)", async () => {
+    seen.length = 0;
+    const gate = deferred();
+    const stuck = defineTask<null, TwoPhases, Json>({
+      ...twoPhases,
+      phases: {
+        ...twoPhases.phases,
+        one: async (_t, runtime, signal) => {
+          seen.push(`one resumed=${runtime.resumed}`);
+          gate.resolve();
+          await untilAborted(signal);
+        },
+      },
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [stuck] });
+    const id = await first.createTask(stuck, null, { ownership: { kind: "conversation" } });
+    await gate.promise;
+    const cut = await memoryStore(store.image());
+    await first.close();
+    // The next engine turns the running task back to pending in its opening commit and never runs
+    // it (here it lacks the definition; in the simulator the store died right after that COMMIT).
+    const second = await Harness.open(cut, { tasks: [] });
+    expect(JSON.parse(String((await row(cut, id))?.state)).status).toBe("pending");
+    const left = await memoryStore(cut.image());
+    await second.close();
+    // The engine after that still knows phase one was begun and may have had its effects.
+    const third = await Harness.open(left, { tasks: [twoPhases] });
+    expect(outcome(await done(third, id))).toEqual({ status: "completed", result: "two" });
+    expect(seen).toEqual(["one resumed=false", "one resumed=true", "two resumed=false"]);
+    await engineStillRuns(third);
+    await third.close();
+  });
 });
 
 describe("migrate", () => {

@@ -118,11 +118,12 @@ describe("versioned task definitions from extensions", () => {
     });
     const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
     await done(h, otherId);
-    // Version, input, memos and checkpoint as stored; only recovery set it back to pending.
+    // Version, input, memos and checkpoint as stored; only recovery set it back to pending, marked
+    // interrupted (its phase was begun).
     const after = await row(image, id);
     const stateOf = (r: typeof before) => JSON.parse(String(r?.["state"]));
     expect(after).toMatchObject({ version: 3, input: before?.["input"], memos: before?.["memos"] });
-    expect(stateOf(after)).toEqual({ ...stateOf(before), status: "pending" });
+    expect(stateOf(after)).toEqual({ ...stateOf(before), status: "pending", interrupted: true });
     const v3 = defineTask<Json, Go, Json>({
       name: "ext.job",
       version: 3,
