@@ -3,12 +3,13 @@
  * the intent was committed with the answer and nothing ran yet; after an interruption
  * (`runtime.resumed`) it is recovery: a call that is `safe` both as stored and as registered now
  * runs again with the stored arguments, anything else records an `interrupted` error result built
- * from the durable partial output. `runTool` builds the call's environment and `ToolApi`, runs the
+ * from the durable partial output. An execution that throws `HarnessClosed` (the engine closing under
+ * it, as during a handover's grace) commits nothing, like an aborted one. `runTool` builds the call's environment and `ToolApi`, runs the
  * tool with its output streamed (throttled, bounded) into `pi.live`, runs the `afterTool` hooks and
  * commits the bounded result with the task's terminal state.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
-import { errorMessage } from "../../../core/errors.ts";
+import { errorMessage, HarnessClosed } from "../../../core/errors.ts";
 import type { RunningTask } from "../../../core/types.ts";
 import type { ExecutionEnv } from "../../env.ts";
 import { hookApi } from "../../extensions/hooks.ts";
@@ -145,7 +146,10 @@ export async function runTool(
     }
   } catch (error) {
     ended = true;
-    if (signal.aborted) throw error;
+    // The engine closing under the call (a handover's grace: the harness is sealed, its waits and
+    // calls refuse with HarnessClosed while the signal has not fired yet) is not the call's failure:
+    // nothing is committed, the task stays running and the next engine runs it again.
+    if (signal.aborted || error instanceof HarnessClosed) throw error;
     failed = true;
     const message = errorMessage(error);
     fromOutput = output.text !== "";
