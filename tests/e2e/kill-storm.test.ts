@@ -42,8 +42,8 @@ import { until, waitPhase } from "./page.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** How many kills CI runs: as many as fit in about four minutes on the CI machine. */
-const CI_KILLS = 40;
+/** How many kills CI runs: as many as fit in about three minutes on the CI machine (2 cores). */
+const CI_KILLS = 25;
 const SEED = Number(process.env.STORM_SEED ?? 2028);
 const KILLS = Number(process.env.STORM_KILLS ?? CI_KILLS);
 /** The build id the one build carries, rewritten per deploy as it is served. */
