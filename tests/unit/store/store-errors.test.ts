@@ -113,3 +113,29 @@ describe("classifyStoreError", () => {
     await h.close();
   });
 });
+
+describe("a store damaged on disk, opened for real", () => {
+  /** A committed store's files, its first page's SQLite header overwritten (or a later page zeroed). */
+  async function damagedImage(damage: (db: Uint8Array) => void) {
+    const store = await memoryStore();
+    await Harness.open(store, {}).then((h) => h.close());
+    const image = store.image().map(({ path, bytes }) => ({ path, bytes: bytes.slice() }));
+    const db = image.find((f) => f.path.endsWith(".db"));
+    if (!db) throw new Error("the image has no database file");
+    damage(db.bytes);
+    return image;
+  }
+
+  test("a first page whose header is garbage is `corrupt` at open, in words, with the advice to export", async () => {
+    const image = await damagedImage((db) => db.set(new TextEncoder().encode("not a database!!"), 0));
+    const opened = await memoryStore(image).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(opened).toBeInstanceOf(StoreOpenError);
+    const error = opened as StoreOpenError;
+    expect(error.reason).toBe("corrupt");
+    expect(error.message).toMatch(/^store memory is damaged \(.*not a database.*\)$/);
+    expect(error.advice).toBe("Export what can be read, then reset the store.");
+  });
+});
