@@ -48,10 +48,10 @@ test("a saved key and server token, quoted back in a provider's error, reach nei
     (t) => /API key/i.test(t ?? ""),
     90_000,
   );
-  // The key the call used is redacted from the stored error (agent/services.ts, withoutSecret). The
-  // server token quoted back is NOT: the agent redacts only the call's own key, and this test found
-  // the token in the transcript (reported in tests/spec-coverage/issue-28-doors.md, not done here).
+  // The key the call used and the saved server token the provider quoted back are both redacted from
+  // the stored error (agent/services.ts withoutSecrets, with the app's saved secrets).
   expect(failure).not.toContain(KEY);
+  expect(failure).not.toContain(TOKEN);
   // The listening works: a line logged in the page and one in the engine's worker are heard.
   await page.evaluate(() => console.log("probe: page heard"));
   expect(page.workers().length).toBeGreaterThan(0);

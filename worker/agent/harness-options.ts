@@ -56,6 +56,12 @@ export interface AgentHarnessOptions extends Omit<HarnessOptions, "root"> {
    */
   apiKey?: (provider: string) => string | undefined;
   /**
+   * Every secret an answer must never carry into an entry, besides the request's own key (which is
+   * always redacted): a provider may quote back any header or token it was sent. By default, every
+   * key kept in the store's settings. Read when an answer arrives.
+   */
+  secrets?: () => readonly string[];
+  /**
    * The platform's network state (network.ts): a request that failed on the network while it says
    * offline waits for the network instead of spending the retry budget. Default: always online.
    */

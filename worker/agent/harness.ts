@@ -29,7 +29,7 @@ import type { Extension } from "./extensions/types.ts";
 import { inboxPolicy } from "./generation/start.ts";
 import { createGenerationTask } from "./generation/task.ts";
 import { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
-import { API_KEYS_DOC, SETTINGS_CONVERSATION, storedApiKey } from "./models/keys.ts";
+import { API_KEYS_DOC, SETTINGS_CONVERSATION, storedApiKey, storedApiKeyValues } from "./models/keys.ts";
 import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver } from "./models/resolver.ts";
 import { type ModelsAndKeys, modelsAndKeys } from "./models/settings.ts";
@@ -157,6 +157,7 @@ export class AgentHarness extends Harness {
         () => extensionNames((typeof settings === "function" ? settings() : settings)?.extensions),
       ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
+      secrets: options.secrets ?? (() => storedApiKeyValues((c, name) => this.docNow(c, name))),
       network: options.network ?? ALWAYS_ONLINE,
       wakeAt: (at) => {
         try {

@@ -262,6 +262,8 @@ export interface AgentServices {
   tools(c?: ConversationId): ReadonlyMap<string, ToolDefinition>;
   /** The key for a provider, read at request time; never stored, logged or committed. */
   apiKey(provider: string): string | undefined;
+  /** Every other secret an answer must not carry into an entry (`AgentHarnessOptions.secrets`). */
+  secrets(): readonly string[];
   /** The platform's network state: asked when a request failed on the network (network.ts). */
   readonly network: NetworkState;
   /**
@@ -398,6 +400,16 @@ export function sleepUntil(until: number, now: () => number, signal: AbortSignal
     signal.addEventListener("abort", onAbort, { once: true });
     wait();
   });
+}
+
+/** `message` without the request's key nor any of `services.secrets()` (see `withoutSecret`). */
+export function withoutSecrets<T>(message: T, apiKey: string | undefined, secrets: readonly string[]): T {
+  let out = message;
+  for (const secret of [...new Set([...(apiKey ? [apiKey] : []), ...secrets])].sort(
+    (a, b) => b.length - a.length,
+  ))
+    out = withoutSecret(out, secret);
+  return out;
 }
 
 /** `message` with every occurrence of `secret` replaced (keys of 8 characters or more). */

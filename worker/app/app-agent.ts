@@ -24,6 +24,7 @@ import type { AnyTaskDefinition } from "../core/define.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
+import { harnessSecrets } from "./secrets.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
 import { type ApprovalMode, approvalSettings } from "./tool-policies.ts";
 import { installStoredUserTools, userToolSettings } from "./user-tools/store.ts";
@@ -67,6 +68,8 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
     fs: workspace,
     env: workspaceEnv(workspace),
     network: browserNetwork({ probeUrl: self.location.href }),
+    // Every saved key and the saved server token: none may reach an entry, whoever quotes it back.
+    secrets: harnessSecrets(() => opened),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
     paused: true,

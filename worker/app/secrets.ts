@@ -25,6 +25,16 @@ export function savedSecrets(doc: DocReader): string[] {
   return [...new Set(all)].sort((a, b) => b.length - a.length);
 }
 
+/** A harness's saved secrets, read anew at each call (the `secrets` option of the app's harnesses). */
+export function harnessSecrets(
+  harness: () => { docNow(c: ConversationId, name: string): Json | undefined } | undefined,
+) {
+  return (): string[] => {
+    const h = harness();
+    return h ? savedSecrets((c, name) => h.docNow(c, name)) : [];
+  };
+}
+
 /** `text` with every occurrence of each secret replaced by `[redacted]`. */
 export function redactSecrets(text: string, secrets: readonly string[]): string {
   let out = text;

@@ -16,6 +16,7 @@ import { AgentHarness } from "../../../worker/agent/harness.ts";
 import { builtinTools } from "../../../worker/agent/tools/builtin/index.ts";
 import { MemoryFs } from "../../../worker/agent/workspace/memory-fs.ts";
 import { HarnessEngine } from "../../../worker/app/engine-service.ts";
+import { harnessSecrets } from "../../../worker/app/secrets.ts";
 import type { Store } from "../../../worker/store/types.ts";
 import { type FauxResponder, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import { echo } from "../agent/fixtures.ts";
@@ -45,11 +46,15 @@ export async function hostileEngine(
 ) {
   const faux = fauxAgentModel(respond, options.record === false ? { record: false } : {});
   const store = await memoryStore();
+  let opened: AgentHarness | undefined;
   const harness = await AgentHarness.open(store, {
+    // As the app's engines: no saved key nor the saved token reaches an entry (app-agent.ts).
+    secrets: harnessSecrets(() => opened),
     models: faux.models,
     defaultModel: faux.ref,
     ...(options.tools ? { tools: builtinTools, fs: new MemoryFs() } : {}),
   });
+  opened = harness;
   const service = new HarnessEngine({ harness: async () => harness, build: "hostile", tabArrived: () => {} });
   const close = async () => {
     await harness.close();

@@ -59,6 +59,10 @@ test("a run with the key, a provider error carrying the key and the token, and a
   const holding = lines.filter((line) => line.includes(KEY) || line.includes(TOKEN));
   expect(holding).toEqual([]);
   expect(exported.fileName.includes(KEY) || exported.fileName.includes(TOKEN)).toBe(false);
-  // The transcript keeps the provider's words as they came (the export redacts saved keys in it).
-  expect(exported.text.includes(KEY)).toBe(false);
+  // The stored error keeps the provider's words without either secret: the call's key and the saved
+  // server token it quoted back are both redacted before the answer is committed.
+  const stored = JSON.stringify(entries);
+  expect(stored).toContain("[redacted]");
+  expect(stored.includes(KEY) || stored.includes(TOKEN)).toBe(false);
+  expect(exported.text.includes(KEY) || exported.text.includes(TOKEN)).toBe(false);
 });

@@ -21,7 +21,7 @@ import {
   writeDoc,
   zeroUsage,
 } from "../records.ts";
-import { isRetryableError, retryDelayMs, withoutSecret } from "../services.ts";
+import { isRetryableError, retryDelayMs, withoutSecrets } from "../services.ts";
 import { SUMMARY_SYSTEM_PROMPT, serializeForSummary } from "./range.ts";
 import { clearStatus, setStatus } from "./start.ts";
 import {
@@ -80,10 +80,10 @@ export async function requestSummary(
       },
     );
     const final = await stream.result();
-    return apiKey ? withoutSecret(final, apiKey) : final;
+    return withoutSecrets(final, apiKey, services.secrets());
   } catch (error) {
     const answer = errorAnswer(summaryModel(cp.model), error);
-    return apiKey ? withoutSecret(answer, apiKey) : answer;
+    return withoutSecrets(answer, apiKey, services.secrets());
   }
 }
 

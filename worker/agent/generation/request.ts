@@ -20,7 +20,7 @@ import { keylessFailure } from "../models/provider-problem.ts";
 import { type DeferredAnswer, type DeferredHandle, isDeferred } from "../models/resolver.ts";
 import { providerSession } from "../provider-session.ts";
 import { DOC, errorAnswer, type LiveState, type ModelRef, type ThinkingLevel } from "../records.ts";
-import { type AgentServices, type StreamSettings, sleepUntil, withoutSecret } from "../services.ts";
+import { type AgentServices, type StreamSettings, sleepUntil, withoutSecrets } from "../services.ts";
 import { toPiTool } from "../tools/contract.ts";
 import { classify, type GenerationDeps } from "./classification.ts";
 import { PartialWriter } from "./partial.ts";
@@ -63,7 +63,8 @@ export async function request(
   await partials.stop();
   if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
   // A provider may echo the key in an error ("invalid key sk-..."): it never reaches an entry.
-  if (apiKey) final = withoutSecret(final, apiKey);
+  // So may it echo any other saved secret (a server token, another provider's key).
+  final = withoutSecrets(final, apiKey, services.secrets());
   if (isDeferred(final)) {
     // Not an answer yet: keep the handle and poll for it (no entry, no hooks).
     const handle = final.deferred;
