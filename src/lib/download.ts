@@ -1,14 +1,11 @@
 /** Save `text` as a file the person downloads (a Blob URL on a temporary link). */
 export function downloadText(fileName: string, text: string, type = "application/json"): void {
-  const url = URL.createObjectURL(new Blob([text], { type }));
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = fileName;
-  a.rel = "noopener";
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  downloadBlob(fileName, new Blob([text], { type }));
+}
+
+/** Save `bytes` as a file the person downloads. */
+export function downloadBytes(fileName: string, bytes: Uint8Array, type = "application/octet-stream"): void {
+  downloadBlob(fileName, new Blob([bytes as Uint8Array<ArrayBuffer>], { type }));
 }
 
 /** A size in words: 12 B, 3.4 KB, 1.2 MB. */
@@ -18,9 +15,9 @@ export function formatBytes(bytes: number): string {
   return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }
 
-/** Save `bytes` as a file the person downloads. */
-export function downloadBytes(fileName: string, bytes: Uint8Array, type = "application/octet-stream"): void {
-  const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type }));
+/** The download itself: a Blob URL on a temporary link, revoked a little after the click. */
+function downloadBlob(fileName: string, blob: Blob): void {
+  const url = URL.createObjectURL(blob);
   const a = document.createElement("a");
   a.href = url;
   a.download = fileName;
