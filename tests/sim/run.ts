@@ -7,18 +7,11 @@
  */
 
 import type { Op, Workload } from "./workload.ts";
-import { runSeed, type SimHooks, type SimResult } from "./world.ts";
+import { runSeed, type SimHooks, type SimResult, type SimStats } from "./world.ts";
 
-export interface Figures {
+/** A batch's figures: each seed's counters summed (all but its virtual time), its failures, its time. */
+export interface Figures extends Omit<SimStats, "virtualMs"> {
   seeds: number;
-  steps: number;
-  faults: number;
-  crashes: number;
-  checks: number;
-  modelFaults: number;
-  toolFaults: number;
-  requests: number;
-  realWaits: number;
   failures: SimResult[];
   ms: number;
   cpuMs: number;

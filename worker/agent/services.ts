@@ -402,14 +402,19 @@ export function sleepUntil(until: number, now: () => number, signal: AbortSignal
   });
 }
 
-/** `message` without the request's key nor any of `services.secrets()` (see `withoutSecret`). */
+/**
+ * `message` without the request's key nor any of `services.secrets()` (each of 8 characters or
+ * more), longest first so a secret that holds another leaves no piece: one JSON walk, not one each.
+ */
 export function withoutSecrets<T>(message: T, apiKey: string | undefined, secrets: readonly string[]): T {
-  let out = message;
-  for (const secret of [...new Set([...(apiKey ? [apiKey] : []), ...secrets])].sort(
-    (a, b) => b.length - a.length,
-  ))
-    out = withoutSecret(out, secret);
-  return out;
+  const all = [...new Set([...(apiKey ? [apiKey] : []), ...secrets])]
+    .filter((s) => s.length >= 8)
+    .sort((a, b) => b.length - a.length);
+  if (all.length === 0) return message;
+  const text = JSON.stringify(message);
+  let out = text;
+  for (const secret of all) if (out.includes(secret)) out = out.split(secret).join("[redacted]");
+  return out === text ? message : (JSON.parse(out) as T);
 }
 
 /** `message` with every occurrence of `secret` replaced (keys of 8 characters or more). */
