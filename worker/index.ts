@@ -65,6 +65,8 @@ export {
   type InboxState,
   type LiveState,
   type ModelRef,
+  type SessionDocToken,
+  type TaskDocToken,
   type ToolDiagnostic,
   type ToolSlot,
   type UsageState,

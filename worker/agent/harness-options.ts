@@ -77,8 +77,13 @@ export interface AgentHarnessOptions extends Omit<HarnessOptions, "root"> {
    */
   wakeAt?: (at: number) => void;
   /**
-   * Custom documents whose fork rule is not the default "current" (spec §3.7): the harness applies
-   * each definition's `fork`. A document no definition names here is copied into a fork as stored.
+   * Custom conversation documents whose semantics are not the default (history "latest", fork
+   * "current"; spec §3.1, §3.7): the harness creates their incarnations with each definition's
+   * `history` and `fork`, keeps a rewindable one's history, and applies its fork rule. A document no
+   * definition names here is latest-only and copied into a fork as stored; typed access through a
+   * token that declares otherwise is refused (DocumentSemanticsError).
    */
-  documents?: ReadonlyArray<Pick<DocToken<Json>, "name" | "fork">>;
+  documents?: ReadonlyArray<
+    Pick<DocToken<Json>, "name" | "fork"> & { readonly history?: "latest" | "rewindable" }
+  >;
 }

@@ -6,14 +6,17 @@
  * policy that starts generations (generation/start.ts).
  */
 import type { AnyTaskDefinition, Tx } from "../core/define.ts";
-import { UnknownConversation } from "../core/errors.ts";
+import { DocumentSemanticsError, UnknownConversation } from "../core/errors.ts";
 import { Harness } from "../core/harness.ts";
-import type {
-  ConversationId,
-  ConversationOwnership,
-  Json,
-  SubmissionId,
-  SubmissionRecord,
+import {
+  type ConversationId,
+  type ConversationOwnership,
+  type DocScope,
+  type Json,
+  SESSION_DOCS,
+  type SubmissionId,
+  type SubmissionRecord,
+  type TaskId,
 } from "../core/types.ts";
 import type { Store } from "../store/types.ts";
 import { createCompactionTask } from "./compaction/task.ts";
@@ -35,7 +38,16 @@ import { createModelResolver } from "./models/resolver.ts";
 import { type ModelsAndKeys, modelsAndKeys } from "./models/settings.ts";
 import { agentMoveHooks } from "./move-ids.ts";
 import { ALWAYS_ONLINE } from "./network.ts";
-import { agentDoc, DOC, type DocToken, inbox, type LiveState, type UsageState } from "./records.ts";
+import {
+  agentDoc,
+  DOC,
+  type DocToken,
+  inbox,
+  type LiveState,
+  type SessionDocToken,
+  type TaskDocToken,
+  type UsageState,
+} from "./records.ts";
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
 import { type ApprovalAnswer, type ApprovalRequest, decideApproval } from "./tools/approval.ts";
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
@@ -80,7 +92,13 @@ export class AgentHarness extends Harness {
   protected constructor(store: Store, options: AgentHarnessOptions) {
     const created = options.onConversationCreated;
     const initial = new Set(FORK_INITIAL);
-    for (const token of options.documents ?? []) if (token.fork === "initial") initial.add(token.name);
+    const asOf: string[] = [DOC.agent];
+    const rewindable: string[] = [];
+    for (const token of options.documents ?? []) {
+      if (token.fork === "initial") initial.add(token.name);
+      if (token.fork === "asOf") asOf.push(token.name);
+      if (token.history === "rewindable") rewindable.push(token.name);
+    }
     // The hooks' source reads the services, made after `super` returns.
     let services: (() => AgentServices) | undefined;
     const self: { harness?: AgentHarness } = {};
@@ -89,7 +107,7 @@ export class AgentHarness extends Harness {
       // The root is created by `root()`, in one commit with its agent and init (spec §2.2).
       root: "lazy",
       taskHooks: taskHookSource(() => services!()),
-      forks: { asOf: [DOC.agent], initial: (name) => initial.has(name) },
+      forks: { asOf, rewindable, initial: (name) => initial.has(name) },
       moves: agentMoveHooks(options.moves),
       // A conversation the abort cascade reaches is treated like Conversation.abort(): its queued
       // inputs are withdrawn, its queued writes stay (spec §5.4). Its documents are in memory: it
@@ -414,8 +432,27 @@ export class AgentHarness extends Harness {
    * when stored at an older version (nothing is written; the next transaction that reads it stores
    * the migration); undefined when the document is absent: only a typed transaction read creates it.
    */
-  async snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): Promise<T | undefined> {
-    const stored = await this.docVersioned(conversationId, token.name);
-    return stored.value === undefined ? undefined : token.view(stored);
+  async snapshot<T extends Json>(token: DocToken<T>, conversationId: ConversationId): Promise<T | undefined>;
+  async snapshot<T extends Json>(token: SessionDocToken<T>): Promise<T | undefined>;
+  async snapshot<T extends Json>(token: TaskDocToken<T>, taskId: TaskId): Promise<T | undefined>;
+  async snapshot<T extends Json>(
+    token: DocToken<T> | SessionDocToken<T> | TaskDocToken<T>,
+    id?: number,
+  ): Promise<T | undefined> {
+    const scope: DocScope =
+      token.scope === "session" ? SESSION_DOCS : token.scope === "task" ? { kind: "task", taskId: id! } : id!;
+    const stored = await this.docVersioned(scope, token.name);
+    if (stored.value === undefined) return undefined;
+    if (token.scope === "conversation") {
+      // The same refusal as typed access in a transaction (spec §3.1).
+      const record = await this.docRecord(scope, token.name);
+      if (record && "history" in record && (record.history !== token.history || record.fork !== token.fork))
+        throw new DocumentSemanticsError(
+          token.name,
+          { history: token.history, fork: token.fork },
+          { history: record.history, fork: record.fork },
+        );
+    }
+    return token.view(stored);
   }
 }

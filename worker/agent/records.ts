@@ -4,8 +4,17 @@
  */
 import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
-import { DocumentVersionError, errorMessage } from "../core/errors.ts";
-import type { ConversationId, EntryId, EntryRecord, Json, SubmissionId, TaskId } from "../core/types.ts";
+import { DocumentSemanticsError, DocumentVersionError, errorMessage } from "../core/errors.ts";
+import {
+  type ConversationId,
+  type DocScope,
+  type EntryId,
+  type EntryRecord,
+  type Json,
+  SESSION_DOCS,
+  type SubmissionId,
+  type TaskId,
+} from "../core/types.ts";
 
 export const ENTRY = {
   user: "pi.user",
@@ -346,8 +355,8 @@ export function defineEntry<D extends Json>(kind: string) {
   };
 }
 
-/** What a custom document is: its name, definition version, initial value and upgrade from older versions. */
-export interface DocDefinition<T extends Json> {
+/** What every custom document definition has: its name, version, initial value and upgrade from older versions. */
+interface CommonDocDefinition<T extends Json> {
   readonly name: string;
   /** A positive integer (default 1); raise it when the value's shape changes, with `migrate`. */
   readonly version?: number;
@@ -355,27 +364,34 @@ export interface DocDefinition<T extends Json> {
   readonly initial: T | (() => T);
   /** The current version's value from a stored one of `fromVersion`; gets a copy, may change it. */
   readonly migrate?: (value: Json, fromVersion: number) => T;
-  /**
-   * In a fork (spec §3.7): "current" (default) copies the parent's value when the fork is made,
-   * "initial" starts the child at `initial`. Takes effect for the harness given the definition in
-   * `AgentHarnessOptions.documents`.
-   */
-  readonly fork?: "current" | "initial";
 }
 
-/** A typed custom document: reads migrate older stored versions, writes store the current one. */
-export interface DocToken<T extends Json> {
+/**
+ * A conversation document's semantics (spec §3.1). `history`: "latest" (default) keeps only the
+ * current value; "rewindable" keeps each committed value, so `snapshotAsOf` reads it as it was at an
+ * entry. `fork` (spec §3.7): "current" (default) copies the parent's value when the fork is made,
+ * "initial" starts the child at `initial`, "asOf" (rewindable only) copies the value at the fork's
+ * entry. A harness applies them for the definitions given in `AgentHarnessOptions.documents`.
+ */
+type ConversationDocSemantics =
+  | { readonly scope?: "conversation"; readonly history?: "latest"; readonly fork?: "current" | "initial" }
+  | {
+      readonly scope?: "conversation";
+      readonly history: "rewindable";
+      readonly fork?: "asOf" | "current" | "initial";
+    };
+
+/** A conversation document's definition (the default scope). */
+export type DocDefinition<T extends Json> = CommonDocDefinition<T> & ConversationDocSemantics;
+/** A session document's definition: one value for the whole store, current-only (spec §3.1). */
+export type SessionDocDefinition<T extends Json> = CommonDocDefinition<T> & { readonly scope: "session" };
+/** A task document's definition: current-only, never copied by a fork, retired with its task (spec §3.1). */
+export type TaskDocDefinition<T extends Json> = CommonDocDefinition<T> & { readonly scope: "task" };
+
+/** What every typed document token has: its definition's name and version, and reads through it. */
+interface DocTokenBase<T extends Json> {
   readonly name: string;
   readonly version: number;
-  readonly fork: "current" | "initial";
-  /**
-   * The document in this transaction (spec §3.3 typed `tx.doc()`, get-or-create): one never written
-   * is created with its initial value in this transaction; a value stored at an older version is
-   * migrated and the migrated value written in this same transaction. A newer stored version, or an
-   * older one without `migrate`, throws DocumentVersionError.
-   */
-  read(tx: Tx, c: ConversationId): T;
-  write(tx: Tx, c: ConversationId, value: T): void;
   /**
    * A stored value read through the definition outside a transaction (`stored` is the value and its
    * version), migrated in memory; one never written reads as the initial value. Never writes. (The
@@ -385,26 +401,102 @@ export interface DocToken<T extends Json> {
 }
 
 /**
+ * A typed conversation document: reads migrate older stored versions, writes store the current one.
+ * Typed access refuses (DocumentSemanticsError) an incarnation whose stored history or fork rule is
+ * not the token's (spec §3.1): a definition cannot reinterpret a document's lifetime.
+ */
+export interface DocToken<T extends Json> extends DocTokenBase<T> {
+  readonly scope: "conversation";
+  readonly history: "latest" | "rewindable";
+  readonly fork: "asOf" | "current" | "initial";
+  /**
+   * The document in this transaction (spec §3.3 typed `tx.doc()`, get-or-create): one never written
+   * is created with its initial value in this transaction; a value stored at an older version is
+   * migrated and the migrated value written in this same transaction. A newer stored version, or an
+   * older one without `migrate`, throws DocumentVersionError.
+   */
+  read(tx: Tx, c: ConversationId): T;
+  write(tx: Tx, c: ConversationId, value: T): void;
+}
+
+/** A typed session document (`read`/`write` as a conversation token's, with no conversation). */
+export interface SessionDocToken<T extends Json> extends DocTokenBase<T> {
+  readonly scope: "session";
+  read(tx: Tx): T;
+  write(tx: Tx, value: T): void;
+}
+
+/**
+ * A typed task document (`read`/`write` as a conversation token's, of a live task): a terminal task's
+ * documents are gone, so access to them throws.
+ */
+export interface TaskDocToken<T extends Json> extends DocTokenBase<T> {
+  readonly scope: "task";
+  read(tx: Tx, task: TaskId): T;
+  write(tx: Tx, task: TaskId, value: T): void;
+}
+
+/**
  * Define a typed custom document: `defineDoc(name, initial)` or `defineDoc({ name, version, initial,
- * migrate })`. Names starting with "pi." are the harness's own.
+ * migrate, scope, history, fork })`; the token's kind follows `scope` (default "conversation").
+ * Names starting with "pi." are the harness's own. A definition that is not one of the spec's
+ * (history or fork on a session or task document, "asOf" without "rewindable", an unknown word) is
+ * refused with a TypeError.
  */
 export function defineDoc<T extends Json>(name: string, initial: T): DocToken<T>;
+export function defineDoc<T extends Json>(definition: SessionDocDefinition<T>): SessionDocToken<T>;
+export function defineDoc<T extends Json>(definition: TaskDocDefinition<T>): TaskDocToken<T>;
 export function defineDoc<T extends Json>(definition: DocDefinition<T>): DocToken<T>;
 export function defineDoc<T extends Json>(
-  nameOrDefinition: string | DocDefinition<T>,
+  nameOrDefinition: string | DocDefinition<T> | SessionDocDefinition<T> | TaskDocDefinition<T>,
   initial?: T,
-): DocToken<T> {
-  const definition: DocDefinition<T> =
+): DocToken<T> | SessionDocToken<T> | TaskDocToken<T> {
+  const definition =
     typeof nameOrDefinition === "string"
-      ? { name: nameOrDefinition, initial: initial as T }
+      ? ({ name: nameOrDefinition, initial: initial as T } as DocDefinition<T>)
       : nameOrDefinition;
   const { name } = definition;
   if (!name || name.startsWith("pi.")) throw new TypeError(`document name ${name} is reserved or empty`);
-  return docToken(definition);
+  const scope = definition.scope ?? "conversation";
+  if (scope === "conversation") return docToken(definition as DocDefinition<T>);
+  if (scope !== "session" && scope !== "task")
+    throw new TypeError(
+      `document ${name}: scope must be "conversation", "session" or "task", not ${String(scope)}`,
+    );
+  const loose = definition as { history?: unknown; fork?: unknown };
+  if (loose.history !== undefined || loose.fork !== undefined)
+    throw new TypeError(
+      `document ${name}: a ${scope} document is current-only and never forked: it declares no history or fork`,
+    );
+  const access = typedAccess(definition);
+  if (scope === "session") {
+    return {
+      scope,
+      name,
+      version: access.version,
+      read: (tx) => access.read(tx, SESSION_DOCS),
+      write: (tx, value) => access.write(tx, SESSION_DOCS, value),
+      view: access.view,
+    };
+  }
+  return {
+    scope,
+    name,
+    version: access.version,
+    read: (tx, taskId) => access.read(tx, { kind: "task", taskId }),
+    write: (tx, taskId, value) => access.write(tx, { kind: "task", taskId }, value),
+    view: access.view,
+  };
 }
 
-/** The token of a document definition, the harness's own (pi.*) included. */
-function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
+/**
+ * A definition's reads and writes at any scope: version checks, get-or-create, migration on read,
+ * JSON objects only. `check` runs on the incarnation's record after each access (inside `tx`).
+ */
+function typedAccess<T extends Json>(
+  definition: CommonDocDefinition<T>,
+  check: (tx: Tx, scope: DocScope) => void = () => undefined,
+) {
   const { name, migrate } = definition;
   const version = definition.version ?? 1;
   if (!Number.isInteger(version) || version < 1)
@@ -424,31 +516,60 @@ function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
     const at = stored.version ?? 1;
     return at === version ? (stored.value as T) : upgrade(stored.value, at);
   };
-  const fork = definition.fork ?? "current";
-  if (fork !== "current" && fork !== "initial")
-    throw new TypeError(`document ${name}: fork must be "current" or "initial", not ${String(fork)}`);
   return {
-    name,
     version,
-    fork,
-    read(tx, c) {
-      const value = tx.readDoc(c, name);
-      const at = tx.docVersion(c, name);
+    view,
+    read(tx: Tx, scope: DocScope): T {
+      const value = tx.readDoc(scope, name);
+      const at = tx.docVersion(scope, name);
       if (value === undefined) {
         // Get-or-create (spec §3.3): the only typed access that creates an absent document.
         const created = fresh();
-        tx.writeDoc(c, name, created, version);
+        tx.writeDoc(scope, name, created, version);
+        check(tx, scope);
         return created;
       }
+      check(tx, scope);
       if (at === version) return value as T;
       const migrated = upgrade(value, at ?? 1);
-      tx.writeDoc(c, name, migrated, version);
+      tx.writeDoc(scope, name, migrated, version);
       return migrated;
     },
-    write(tx, c, value) {
-      tx.writeDoc(c, name, jsonObject(name, "a written value", value), version);
+    write(tx: Tx, scope: DocScope, value: T): void {
+      tx.writeDoc(scope, name, jsonObject(name, "a written value", value), version);
+      check(tx, scope);
     },
-    view,
+  };
+}
+
+/** The token of a conversation document definition, the harness's own (pi.*) included. */
+function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
+  const { name } = definition;
+  const history = definition.history ?? "latest";
+  if (history !== "latest" && history !== "rewindable")
+    throw new TypeError(`document ${name}: history must be "latest" or "rewindable", not ${String(history)}`);
+  const fork = definition.fork ?? "current";
+  if (fork !== "current" && fork !== "initial" && fork !== "asOf")
+    throw new TypeError(`document ${name}: fork must be "current", "initial" or "asOf", not ${String(fork)}`);
+  if (fork === "asOf" && history !== "rewindable")
+    throw new TypeError(
+      `document ${name}: fork "asOf" needs history "rewindable" (the value at an entry is kept only then)`,
+    );
+  const semantics = { history, fork };
+  const access = typedAccess(definition, (tx, scope) => {
+    const record = tx.docRecord(scope, name);
+    if (record && "history" in record && (record.history !== history || record.fork !== fork))
+      throw new DocumentSemanticsError(name, semantics, { history: record.history, fork: record.fork });
+  });
+  return {
+    scope: "conversation",
+    name,
+    version: access.version,
+    history,
+    fork,
+    read: (tx, c) => access.read(tx, c),
+    write: (tx, c, value) => access.write(tx, c, value),
+    view: access.view,
   };
 }
 
@@ -465,6 +586,8 @@ function jsonObject<T>(name: string, what: string, value: T): T {
 export const agentDoc: DocToken<AgentState> = docToken<AgentState>({
   name: DOC.agent,
   version: 2,
+  history: "rewindable",
+  fork: "asOf",
   initial: () => ({}),
   migrate: (value) => withModelId(value) as AgentState,
 });

@@ -24,14 +24,14 @@ export async function readConversationDocs(
   const patchRows = new Map<string, number>();
   // Each row with its incarnation (spec §3.2): one query, the record read by its primary key.
   for (const row of await sql.all(
-    "SELECT d.name, d.value, d.version, d.doc_id, r.created_at FROM documents d LEFT JOIN doc_records r ON r.id = d.doc_id WHERE d.conversation_id = ?",
+    "SELECT d.name, d.value, d.version, d.doc_id, r.created_at, r.history, r.fork FROM documents d LEFT JOIN doc_records r ON r.id = d.doc_id WHERE d.conversation_id = ?",
     [conversationId],
   )) {
     try {
       docs.set(String(row["name"]), {
         value: JSON.parse(String(row["value"])) as Json,
         version: Number(row["version"]),
-        meta: { id: Number(row["doc_id"]), createdAt: Number(row["created_at"] ?? 0) },
+        meta: docMeta(row),
       });
     } catch {
       // Unreadable: absent.
@@ -52,6 +52,22 @@ export async function readConversationDocs(
     }
   }
   return { docs, patchRows, head: await newestHead(sql, segments) };
+}
+
+const HISTORIES = new Set(["latest", "rewindable"]);
+const FORKS = new Set(["asOf", "current", "initial"]);
+
+/** An incarnation's meta from its row; a history or fork rule the store does not hold (or garbles) is left out. */
+function docMeta(row: Record<string, unknown>): DocMeta {
+  const meta: {
+    id: number;
+    createdAt: number;
+    history?: "latest" | "rewindable";
+    fork?: "asOf" | "current" | "initial";
+  } = { id: Number(row["doc_id"]), createdAt: Number(row["created_at"] ?? 0) };
+  if (HISTORIES.has(row["history"] as string)) meta.history = row["history"] as "latest" | "rewindable";
+  if (FORKS.has(row["fork"] as string)) meta.fork = row["fork"] as "asOf" | "current" | "initial";
+  return meta;
 }
 
 /**

@@ -111,6 +111,26 @@ export class NotJson extends HarnessError {
 }
 
 /**
+ * Typed access to a conversation document whose incarnation was created with another history or
+ * fork rule than the token declares (spec §3.1): a definition cannot reinterpret a document's
+ * lifetime. Also refused: creating one under a harness whose rules for the name are not the token's
+ * (give the token in `AgentHarnessOptions.documents`). Nothing is written.
+ */
+export class DocumentSemanticsError extends HarnessError {
+  override readonly name = "DocumentSemanticsError";
+  constructor(
+    readonly document: string,
+    readonly declared: { readonly history: string; readonly fork: string },
+    readonly stored: { readonly history: string; readonly fork: string },
+  ) {
+    super(
+      "document_semantics",
+      `document ${document} is history "${stored.history}", fork "${stored.fork}" here, but its definition declares history "${declared.history}", fork "${declared.fork}" (give the definition in AgentHarnessOptions.documents so the harness creates it so; an existing document keeps its semantics)`,
+    );
+  }
+}
+
+/**
  * Typed access to a document whose stored version this definition cannot read: newer than the
  * definition, or older with no `migrate`. The stored value is left as it is.
  */

@@ -81,7 +81,16 @@ export interface HarnessOptions {
    * value at the fork's entry; their history is kept, see fork.ts) or `initial` says so (not copied).
    * Fixed for the harness's life.
    */
-  forks?: { readonly asOf?: readonly string[]; readonly initial?: (name: string) => boolean };
+  forks?: {
+    readonly asOf?: readonly string[];
+    readonly initial?: (name: string) => boolean;
+    /**
+     * Conversation documents that keep their history without the "asOf" fork rule (spec §3.1
+     * `history: "rewindable"` with fork "current" or "initial"): `snapshotAsOf` reads them as they
+     * were. Every `asOf` document is rewindable too.
+     */
+    readonly rewindable?: readonly string[];
+  };
   /**
    * The hooks extensions register for tasks (`runtime.hooks.each`), from the layer above the core;
    * absent: a task has none.
@@ -173,6 +182,8 @@ export class Harness {
     const initial = options.forks?.initial ?? (() => false);
     this.#session.asOfDocuments = [...asOf];
     this.#session.forkRule = (name) => (asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current");
+    const rewindable = new Set([...asOf, ...(options.forks?.rewindable ?? [])]);
+    this.#session.historyRule = (name) => (rewindable.has(name) ? "rewindable" : "latest");
     this.#scheduler = new Scheduler(this.#session, this.registry, report);
     this.#scheduler.taskHooks = options.taskHooks;
     this.#scheduler.onCascade = options.onCascade;
@@ -670,7 +681,7 @@ export class Harness {
     const key = docRowKey(scope);
     await this.#session.ensureDocs(key);
     const meta = this.#session.records.docMeta.get(`${key}:${name}`);
-    return meta && documentRecord(key, name, meta, this.#session.forkRule);
+    return meta && documentRecord(key, name, meta, this.#session);
   }
 
   /**
@@ -687,9 +698,9 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<DocumentSnapshot | undefined> {
     this.#live(signal);
-    if (this.#session.forkRule(name) !== "asOf")
+    if (this.#session.historyRule(name) !== "rewindable")
       throw new InvalidTransition(
-        `document ${name} is not rewindable: snapshotAsOf reads only forks.asOf documents`,
+        `document ${name} is not rewindable: snapshotAsOf reads only documents forks.asOf or forks.rewindable names`,
       );
     if (!this.#session.records.conversations.has(conversationId))
       throw new UnknownConversation(conversationId);
@@ -713,7 +724,7 @@ export class Harness {
     const value = records.docs.get(`${key}:${name}`);
     if (!meta || value === undefined) return undefined;
     const state = new DocumentState(
-      documentRecord(key, name, meta, this.#session.forkRule),
+      documentRecord(key, name, meta, this.#session),
       { value, version: records.docVersions.get(`${key}:${name}`) ?? 1 },
       key,
       (listener) => this.#session.subscribe(listener),

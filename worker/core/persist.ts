@@ -167,6 +167,9 @@ export async function writeOverlay(
   stored: ReadonlyMap<TaskId, TaskRecord | undefined> = new Map(),
   // A conversation document's fork rule (fork.ts DocumentFork; spelled out: fork.ts imports this module).
   forkRule: (name: string) => "asOf" | "current" | "initial" = () => "current",
+  // Whether a conversation document keeps its history (spec §3.1): "asOf" ones always do.
+  historyRule: (name: string) => "latest" | "rewindable" = (name) =>
+    forkRule(name) === "asOf" ? "rewindable" : "latest",
 ): Promise<void> {
   for (const c of overlay.conversations.values()) {
     await sql.run(
@@ -264,7 +267,7 @@ export async function writeOverlay(
         rowKey > 0 ? rowKey : taskId === null ? null : (overlay.task(taskId)?.conversationId ?? null),
         taskId,
         name,
-        rule === null ? null : rule === "asOf" ? "rewindable" : "latest",
+        rule === null ? null : historyRule(name),
         rule,
         life.at,
       ],

@@ -79,6 +79,9 @@ type DocKey = string; // `${docRowKey(scope)}:${name}`
 export interface DocMeta {
   readonly id: DocumentId;
   readonly createdAt: number;
+  /** A conversation document's stored history and fork rule (doc_records), when the store has them. */
+  readonly history?: "latest" | "rewindable";
+  readonly fork?: "asOf" | "current" | "initial";
 }
 
 /** A change of an incarnation's life in a commit, in order (stored in `doc_records`). */

@@ -124,6 +124,12 @@ export class Session {
    * commit writing an "asOf" document records its value in `doc_history` (fork.ts).
    */
   forkRule: (name: string) => DocumentFork = () => "current";
+  /**
+   * Whether a conversation document keeps its history (spec §3.1 `history`; fixed for the session's
+   * life): a "rewindable" one records each committed value in `doc_history`, so `snapshotAsOf` reads
+   * it as it was; every "asOf" document is rewindable.
+   */
+  historyRule: (name: string) => "latest" | "rewindable" = () => "latest";
   /** The names whose rule is "asOf", for loading fork points. */
   asOfDocuments: readonly string[] = [];
   /**
@@ -473,7 +479,7 @@ export class Session {
           writes = new Overlay(this.#line);
           for (const overlay of merged) writes.absorb(overlay);
         }
-        await writeOverlay(sql, writes, stored, this.forkRule);
+        await writeOverlay(sql, writes, stored, this.forkRule, this.historyRule);
         for (const row of history)
           await sql.run(
             "INSERT INTO doc_history (conversation_id, name, since_entry, value, version) VALUES (?, ?, ?, ?, ?)",
@@ -522,12 +528,12 @@ export class Session {
     return undefined;
   }
 
-  /** The "asOf" documents `overlay` (not merged yet) wrote, as doc_history rows. */
+  /** The rewindable documents `overlay` (not merged yet) wrote, as doc_history rows. */
   #noteHistory(overlay: Overlay, history: HistoryRow[]): void {
     for (const [key, value] of overlay.docs) {
       const { rowKey, name } = splitDocKey(key);
       // Conversation documents only: session and task documents have no history (spec §3.1).
-      if (rowKey <= 0 || this.forkRule(name) !== "asOf") continue;
+      if (rowKey <= 0 || this.historyRule(name) !== "rewindable") continue;
       history.push([
         rowKey,
         name,

@@ -322,7 +322,7 @@ export class TxImpl implements Tx {
     const key = this.#scopeKey(o, scope);
     o.getDoc(key, name); // loaded (or DocsNotLoaded)
     const meta = o.docMetaOf(`${key}:${name}`);
-    return meta && documentRecord(key, name, meta, this.session.forkRule);
+    return meta && documentRecord(key, name, meta, this.session);
   }
 
   /** The row key of a scope; a task's documents only while it is live in this commit. */
@@ -395,21 +395,29 @@ function checkEdits(edits: unknown, nextId: number): void {
   }
 }
 
-/** The public record of a live incarnation held under `rowKey` (see `docRowKey`). */
+/**
+ * The public record of a live incarnation held under `rowKey` (see `docRowKey`). A conversation
+ * document's history and fork rule are the ones its incarnation was created with, as stored
+ * (spec §3.2: the record keeps its semantics whatever definitions this process holds); one made in
+ * this process, or stored before the record kept them, has the session's rules for its name.
+ */
 export function documentRecord(
   rowKey: number,
   name: string,
   meta: DocMeta,
-  forkRule: (name: string) => DocumentFork,
+  rules: {
+    readonly forkRule: (name: string) => DocumentFork;
+    readonly historyRule: (name: string) => "latest" | "rewindable";
+  },
 ): DocumentRecord {
   const base = { id: meta.id, kind: name };
   if (rowKey === 0) return { ...base, scope: { kind: "session" }, createdAt: meta.createdAt };
   if (rowKey < 0) return { ...base, scope: { kind: "task", taskId: -rowKey }, createdAt: meta.createdAt };
-  const fork = forkRule(name);
+  const fork = meta.fork ?? rules.forkRule(name);
   return {
     ...base,
     scope: { kind: "conversation", conversationId: rowKey },
-    history: fork === "asOf" ? "rewindable" : "latest",
+    history: meta.history ?? (fork === "asOf" ? "rewindable" : rules.historyRule(name)),
     fork,
     createdAt: meta.createdAt,
   };

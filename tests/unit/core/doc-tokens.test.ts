@@ -1,0 +1,248 @@
+/**
+ * Typed document tokens per scope, and typed access refusing a definition that disagrees with the
+ * stored incarnation (spec §3.1): `defineDoc` makes a session, conversation or task token from the
+ * definition's `scope`; a conversation definition declares `history` and `fork` ("asOf" only when
+ * rewindable); typed access (a transaction's `read`/`write`, `AgentHarness.snapshot`) refuses with
+ * DocumentSemanticsError an incarnation created with another history or fork rule, and nothing is
+ * written; a migration cannot change them.
+ */
+import { afterEach, describe, expect, test } from "vitest";
+import {
+  AgentHarness,
+  type AgentHarnessOptions,
+  DocumentSemanticsError,
+  defineDoc,
+  InvalidTransition,
+  type MemoryStore,
+  type TaskId,
+} from "../../../worker/index.ts";
+import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { echo } from "../agent/fixtures.ts";
+import { done, parked } from "./fixtures.ts";
+
+const opened: AgentHarness[] = [];
+afterEach(async () => {
+  for (const h of opened.splice(0)) await h.close().catch(() => undefined);
+});
+
+const hold = parked("holder");
+
+async function harness(store: MemoryStore, options: Partial<AgentHarnessOptions> = {}) {
+  const faux = fauxAgentModel(echo);
+  const h = await AgentHarness.open(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tasks: [hold],
+    ...options,
+  });
+  opened.push(h);
+  faux.unregister();
+  return h;
+}
+
+/** Every stored row of a document name, whatever its scope: the row key and value. */
+async function rows(store: MemoryStore, name: string) {
+  const found = await store.read((sql) =>
+    sql.all("SELECT conversation_id, value FROM documents WHERE name = ? ORDER BY conversation_id", [name]),
+  );
+  return found.map((r) => ({ key: Number(r["conversation_id"]), value: JSON.parse(String(r["value"])) }));
+}
+
+describe("document tokens per scope (spec §3.1)", () => {
+  test("a session token reads and writes the one session document: no conversation, kept across close and reopen", async () => {
+    const prefs = defineDoc<{ theme: string }>({
+      name: "app.prefs",
+      scope: "session",
+      initial: { theme: "light" },
+    });
+    expect(prefs.scope).toBe("session");
+    expect("history" in prefs || "fork" in prefs).toBe(false);
+    const store = await memoryStore();
+    const h = await harness(store);
+    expect(await h.snapshot(prefs)).toBeUndefined();
+    expect(await h.transaction((tx) => prefs.read(tx))).toEqual({ theme: "light" }); // get-or-create
+    await h.transaction((tx) => prefs.write(tx, { theme: "dark" }));
+    expect(await rows(store, "app.prefs")).toEqual([{ key: 0, value: { theme: "dark" } }]);
+    expect(await h.doc(1, "app.prefs")).toBeUndefined(); // not a conversation's
+    expect(await h.docRecord({ kind: "session" }, "app.prefs")).toMatchObject({ scope: { kind: "session" } });
+    await h.close();
+    const again = await harness(await memoryStore(store.image()));
+    expect(await again.snapshot(prefs)).toEqual({ theme: "dark" });
+    expect(await again.transaction((tx) => prefs.read(tx))).toEqual({ theme: "dark" });
+  });
+
+  test("a task token reads and writes its task's document while the task lives; the task's end retires it and access throws", async () => {
+    const scratch = defineDoc<{ step: number }>({ name: "app.scratch", scope: "task", initial: { step: 0 } });
+    expect(scratch.scope).toBe("task");
+    const store = await memoryStore();
+    const h = await harness(store);
+    await h.root();
+    const id = await h.transaction((tx) => {
+      const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } }) as TaskId;
+      expect(scratch.read(tx, id)).toEqual({ step: 0 });
+      scratch.write(tx, id, { step: 1 });
+      return id;
+    });
+    expect(await h.snapshot(scratch, id)).toEqual({ step: 1 });
+    expect(await rows(store, "app.scratch")).toEqual([{ key: -id, value: { step: 1 } }]);
+    expect(await h.docRecord({ kind: "task", taskId: id }, "app.scratch")).toMatchObject({
+      scope: { kind: "task", taskId: id },
+    });
+    await h.abortTask(id);
+    await done(h, id);
+    expect(await h.snapshot(scratch, id)).toBeUndefined();
+    await expect(h.transaction((tx) => scratch.read(tx, id))).rejects.toThrow(InvalidTransition);
+    await expect(h.transaction((tx) => scratch.write(tx, id, { step: 2 }))).rejects.toThrow(
+      InvalidTransition,
+    );
+  });
+
+  test("a conversation token carries its history and fork; the defaults are latest and current", async () => {
+    expect(defineDoc("app.a", { n: 0 })).toMatchObject({
+      scope: "conversation",
+      history: "latest",
+      fork: "current",
+    });
+    expect(
+      defineDoc({ name: "app.b", history: "rewindable", fork: "asOf", initial: { n: 0 } }),
+    ).toMatchObject({ scope: "conversation", history: "rewindable", fork: "asOf" });
+    expect(defineDoc({ name: "app.c", history: "rewindable", initial: { n: 0 } })).toMatchObject({
+      history: "rewindable",
+      fork: "current",
+    });
+  });
+
+  test("definitions that are not the spec's are refused where they are made", () => {
+    const bad: unknown[] = [
+      { name: "app.x", fork: "asOf", initial: {} }, // asOf needs rewindable
+      { name: "app.x", history: "latest", fork: "asOf", initial: {} },
+      { name: "app.x", scope: "session", history: "latest", initial: {} },
+      { name: "app.x", scope: "session", fork: "current", initial: {} },
+      { name: "app.x", scope: "task", history: "rewindable", initial: {} },
+      { name: "app.x", scope: "task", fork: "initial", initial: {} },
+      { name: "app.x", scope: "document", initial: {} },
+      { name: "app.x", history: "forever", initial: {} },
+      { name: "app.x", fork: "copy", initial: {} },
+      { name: "app.x", scope: "session", initial: [] }, // initial must be a JSON object
+      { name: "app.x", scope: "task", version: 0, initial: {} },
+    ];
+    for (const definition of bad)
+      expect(() => defineDoc(definition as never), JSON.stringify(definition)).toThrow(TypeError);
+  });
+
+  test("a rewindable document given to the harness keeps its history: snapshotAsOf reads it as it was, also with fork current", async () => {
+    const plan = defineDoc<{ n: number }>({ name: "app.plan", history: "rewindable", initial: { n: 0 } });
+    const store = await memoryStore();
+    const h = await harness(store, { documents: [plan] });
+    await h.root();
+    const first = await h.transaction((tx) => {
+      plan.write(tx, 1, { n: 1 });
+      return tx.appendEntry(1, { kind: "app.note", data: { text: "one" } }).id;
+    });
+    await h.transaction((tx) => {
+      plan.write(tx, 1, { n: 2 });
+      tx.appendEntry(1, { kind: "app.note", data: { text: "two" } });
+    });
+    expect((await h.snapshotAsOf(1, "app.plan", first))?.value).toEqual({ n: 1 });
+    expect(await h.docRecord(1, "app.plan")).toMatchObject({ history: "rewindable", fork: "current" });
+    // A fork copies its current value (fork "current"), not the value at the entry.
+    const fork = await h.transaction((tx) =>
+      tx.forkConversation(1, first, { ownership: { kind: "ownerless" } }),
+    );
+    expect(await h.snapshot(plan, fork.id)).toEqual({ n: 2 });
+  });
+});
+
+describe("typed access refuses a definition that disagrees with the stored incarnation (spec §3.1)", () => {
+  test("a document created latest/current is refused to a token declaring rewindable or asOf or initial, in a transaction and a snapshot; nothing is written", async () => {
+    const latest = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
+    const store = await memoryStore();
+    const h = await harness(store);
+    await h.transaction((tx) => latest.write(tx, 1, { n: 1 }));
+    expect(await h.docRecord(1, "app.plan")).toMatchObject({ history: "latest", fork: "current" });
+    await h.close();
+
+    const others = [
+      defineDoc<{ n: number }>({ name: "app.plan", history: "rewindable", fork: "asOf", initial: { n: 0 } }),
+      defineDoc<{ n: number }>({ name: "app.plan", history: "rewindable", initial: { n: 0 } }),
+      defineDoc<{ n: number }>({ name: "app.plan", fork: "initial", initial: { n: 0 } }),
+    ];
+    for (const other of others) {
+      // Reopened by a process whose definition says otherwise, and which gives it to the harness.
+      const again = await harness(await memoryStore(store.image()), { documents: [other] });
+      const read = await again.transaction((tx) => other.read(tx, 1)).catch((e: unknown) => e);
+      expect(read).toBeInstanceOf(DocumentSemanticsError);
+      expect(read).toMatchObject({
+        code: "document_semantics",
+        document: "app.plan",
+        declared: { history: other.history, fork: other.fork },
+        stored: { history: "latest", fork: "current" },
+      });
+      await expect(again.transaction((tx) => other.write(tx, 1, { n: 9 }))).rejects.toThrow(
+        DocumentSemanticsError,
+      );
+      await expect(again.snapshot(other, 1)).rejects.toThrow(DocumentSemanticsError);
+      // The incarnation keeps its stored semantics whatever this process declares.
+      expect(await again.docRecord(1, "app.plan")).toMatchObject({ history: "latest", fork: "current" });
+      expect(await again.snapshot(latest, 1)).toEqual({ n: 1 });
+      expect(await again.transaction((tx) => latest.read(tx, 1))).toEqual({ n: 1 });
+      await again.close();
+    }
+    expect(await rows(await memoryStore(store.image()), "app.plan")).toEqual([{ key: 1, value: { n: 1 } }]);
+  });
+
+  test("a document created rewindable/asOf is refused to a latest token, even one whose migrate would read it", async () => {
+    const rewindable = defineDoc<{ n: number }>({
+      name: "app.plan",
+      history: "rewindable",
+      fork: "asOf",
+      initial: { n: 0 },
+    });
+    const store = await memoryStore();
+    const h = await harness(store, { documents: [rewindable] });
+    await h.transaction((tx) => rewindable.write(tx, 1, { n: 1 }));
+    await h.close();
+    const newer = defineDoc<{ count: number }>({
+      name: "app.plan",
+      version: 2,
+      initial: { count: 0 },
+      migrate: (value) => ({ count: (value as { n: number }).n }),
+    });
+    const again = await harness(await memoryStore(store.image()), { documents: [newer] });
+    await expect(again.transaction((tx) => newer.read(tx, 1))).rejects.toThrow(DocumentSemanticsError);
+    await expect(again.snapshot(newer, 1)).rejects.toThrow(DocumentSemanticsError);
+    expect(await again.docRecord(1, "app.plan")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    const stored = await again.store.read((sql) =>
+      sql.get("SELECT version, value FROM documents WHERE conversation_id = 1 AND name = 'app.plan'"),
+    );
+    expect({ version: stored?.["version"], value: stored?.["value"] }).toEqual({
+      version: 1,
+      value: '{"n":1}',
+    });
+  });
+
+  test("creating a document through a token the harness was not given (its rules differ) is refused in that commit: nothing is created", async () => {
+    const rewindable = defineDoc<{ n: number }>({
+      name: "app.plan",
+      history: "rewindable",
+      initial: { n: 0 },
+    });
+    const store = await memoryStore();
+    const h = await harness(store); // not given `documents: [rewindable]`
+    const refused = await h.transaction((tx) => rewindable.read(tx, 1)).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DocumentSemanticsError);
+    expect((refused as Error).message).toContain("AgentHarnessOptions.documents");
+    await expect(h.transaction((tx) => rewindable.write(tx, 1, { n: 1 }))).rejects.toThrow(
+      DocumentSemanticsError,
+    );
+    expect(await rows(store, "app.plan")).toEqual([]);
+    expect(await h.docRecord(1, "app.plan")).toBeUndefined();
+  });
+
+  test("the harness's own pi.agent token is rewindable with fork asOf, and its typed access passes", async () => {
+    const store = await memoryStore();
+    const h = await harness(store);
+    const c = await h.root();
+    expect(await h.docRecord(c.id, "pi.agent")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  });
+});
