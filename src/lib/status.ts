@@ -3,7 +3,7 @@
  * who runs the engine, the network, live work, a waiting app update) to one short label and a tone;
  * the engine's own words (store kind, build, worker mode) are details shown only on demand.
  */
-import type { EngineStatus } from "../../worker/protocol/index.ts";
+import type { EngineStatus, TaskGraph } from "../../worker/protocol/index.ts";
 
 export type StatusTone = "ok" | "busy" | "warn" | "bad";
 
@@ -15,6 +15,24 @@ export interface StatusFacts {
   readonly online: boolean;
   /** Some task is live (a run, a compaction, a retry wait). */
   readonly working: boolean;
+  /** The live work only waits for a person: a tool call awaits approval and nothing else runs (`workOf`). */
+  readonly paused?: boolean;
+}
+
+/**
+ * What the live tasks amount to: "idle" (none), "paused" (a tool call awaits a person's approval
+ * and every other live task only waits, on it or on others), or "working".
+ */
+export function workOf(graph: TaskGraph): "idle" | "working" | "paused" {
+  let approvals = 0;
+  let active = 0;
+  for (const node of Object.values(graph.tasks)) {
+    const s = node.state;
+    if (node.kind === "pi.tool" && s.status === "running" && s.phase === "approval") approvals++;
+    else if (s.status !== "waiting") active++;
+  }
+  if (approvals === 0 && active === 0 && Object.keys(graph.tasks).length === 0) return "idle";
+  return approvals > 0 && active === 0 ? "paused" : "working";
 }
 
 export interface StatusWords {
@@ -37,6 +55,8 @@ export function statusWords(facts: StatusFacts): StatusWords {
       return { label: "Starting…", tone: "busy" };
     case "ready":
       if (facts.mode === "elsewhere") return { label: "Read-only: open in another tab", tone: "warn" };
+      // Nothing goes on until the person decides, online or not: say so, not "Working".
+      if (facts.paused) return { label: "Paused for you", tone: "warn" };
       if (!facts.online)
         return { label: facts.working ? "Offline · waiting to go on" : "Offline", tone: "warn" };
       return facts.working ? { label: "Working", tone: "busy" } : { label: "Ready", tone: "ok" };

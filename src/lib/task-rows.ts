@@ -103,6 +103,7 @@ export function taskLabel(node: TaskGraphNode, graph?: TaskGraph, context: TaskC
     case "pi.tool": {
       const tool = toolPhrase(context.toolName?.(node.id));
       if (waitingFor) return `${waitingFor} (${tool})`;
+      if (s.status === "running" && s.phase === "approval") return `waiting for your approval to run ${tool}`;
       return s.status === "pending" ? `about to run ${tool}` : `running ${tool}`;
     }
     case "pi.compaction":

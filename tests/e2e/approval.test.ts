@@ -32,6 +32,9 @@ test("a write waits for approval across a SIGKILL, is approved in another tab an
   await request(b).waitFor();
   expect(await request(b).locator("pre").innerText()).toBe(words);
   expect(await notes(a)).toEqual([]);
+  // The header says the run is paused for the person, not working.
+  for (const tab of [a, b])
+    await expect.poll(() => tab.getByTestId("engine-status").getAttribute("title")).toBe("Paused for you");
 
   await eachLook(a, async (look) => {
     await request(a).scrollIntoViewIfNeeded();

@@ -3,8 +3,14 @@
  * network state and live work says, and the engine's details shown on demand.
  */
 import { describe, expect, test } from "vitest";
-import { engineDetails, persistenceWords, type StatusFacts, statusWords } from "../../../src/lib/status.ts";
-import type { EngineStatus } from "../../../worker/protocol/index.ts";
+import {
+  engineDetails,
+  persistenceWords,
+  type StatusFacts,
+  statusWords,
+  workOf,
+} from "../../../src/lib/status.ts";
+import type { EngineStatus, TaskGraph, TaskGraphNode } from "../../../worker/protocol/index.ts";
 
 const ready: EngineStatus = { phase: "ready", storeKind: "idb", build: "jspi", jspi: true, persisted: false };
 const facts = (over: Partial<StatusFacts> = {}): StatusFacts => ({
@@ -95,5 +101,55 @@ describe("engineDetails", () => {
     expect(persistenceWords(true)).toMatch(/^yes/);
     expect(persistenceWords(false)).not.toMatch(/evict|warning|danger/i);
     expect(persistenceWords(undefined)).toBe("not known in this browser");
+  });
+});
+
+describe("workOf and the paused status", () => {
+  const node = (id: number, kind: string, state: TaskGraphNode["state"]): TaskGraphNode => ({
+    id,
+    kind,
+    conversationId: 1,
+    background: false,
+    abortRequested: false,
+    state,
+    conversations: [],
+  });
+  const graph = (...nodes: TaskGraphNode[]): TaskGraph => ({
+    tasks: Object.fromEntries(nodes.map((n) => [String(n.id), n])),
+  });
+  const generationWaiting = node(1, "pi.generation", {
+    status: "waiting",
+    phase: "tools",
+    on: [2],
+    policy: "allSettled",
+  });
+  const approval = node(2, "pi.tool", { status: "running", phase: "approval" });
+
+  test("a run whose only live work is a tool call awaiting approval is paused; any other running task makes it working", () => {
+    expect(workOf(graph())).toBe("idle");
+    expect(workOf(graph(generationWaiting, approval))).toBe("paused");
+    expect(
+      workOf(graph(generationWaiting, node(2, "pi.tool", { status: "running", phase: "execute" }))),
+    ).toBe("working");
+    expect(
+      workOf(graph(generationWaiting, approval, node(3, "pi.tool", { status: "running", phase: "execute" }))),
+    ).toBe("working");
+    expect(workOf(graph(approval, node(4, "pi.generation", { status: "running", phase: "stream" })))).toBe(
+      "working",
+    );
+    expect(
+      workOf(graph(approval, node(5, "pi.compaction", { status: "completing", outcome: "completed" }))),
+    ).toBe("working");
+    // A custom task in a phase named "approval" is not an approval wait.
+    expect(workOf(graph(node(6, "app.review", { status: "running", phase: "approval" })))).toBe("working");
+  });
+
+  test("paused says so in words, online or offline, instead of Working", () => {
+    expect(statusWords(facts({ working: true, paused: true }))).toEqual({
+      label: "Paused for you",
+      tone: "warn",
+    });
+    expect(statusWords(facts({ working: true, paused: true, online: false })).label).toBe("Paused for you");
+    expect(statusWords(facts({ working: true, paused: false })).label).toBe("Working");
   });
 });

@@ -112,6 +112,14 @@ describe("taskLabel: what a task does, in a person's words", () => {
     ).toBe("about to run the write tool");
   });
 
+  test("a tool call awaiting the person's approval says it waits for them, not that it runs", () => {
+    const awaiting = node({ id: 12, kind: "pi.tool", state: { status: "running", phase: "approval" } });
+    expect(taskLabel(awaiting, undefined, { toolName })).toBe(
+      "waiting for your approval to run the write tool",
+    );
+    expect(taskLabel(awaiting)).toBe("waiting for your approval to run a tool");
+  });
+
   test("compaction, a subagent, a held outcome and an unknown kind", () => {
     expect(taskLabel(node({ kind: "pi.compaction", state: { status: "running", phase: "summarize" } }))).toBe(
       "compacting the older part of the conversation",
