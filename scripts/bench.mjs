@@ -12,9 +12,13 @@
  * tsx adds to every named function and class and costs a few percent of such a run), next to its
  * source so `import.meta.url` resolves the same, run with plain node, then deleted. npm packages
  * stay external (Node loads them as published). BENCH_TSX=1 runs such a suite with tsx anyway.
+ *
+ * Each suite's start and end print the machine's load averages beside its tables: judge figures
+ * only from a quiet machine (nothing else running), and by ratios measured in the same run.
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, rmSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -84,14 +88,21 @@ async function runBuilt(suite) {
   }
 }
 
+/** The machine's 1/5/15-minute load averages: figures taken on a loaded machine mean little. */
+const load = () =>
+  `load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")} on ${availableParallelism()} cores`;
+
 const crashed = [];
 for (const suite of suites) {
-  console.log(`\n[bench] ${suite}`);
+  console.log(`\n[bench] ${suite} (${load()})`);
   const result =
     BUILT.has(suite) && process.env.BENCH_TSX !== "1"
       ? await runBuilt(suite)
       : spawnSync("npx", ["tsx", join(benchDir, suite)], { cwd: root, stdio: "inherit" });
   if (result.error || result.status !== 0) crashed.push(suite);
+  console.log(`[bench] ${suite} ended (${load()})`);
 }
 if (crashed.length > 0) {
   console.error(`\n[bench] crashed: ${crashed.join(", ")}`);
