@@ -29,7 +29,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -44,6 +44,22 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
 /** How many kills CI runs: as many as fit in about three minutes on the CI machine (2 cores). */
 const CI_KILLS = 25;
+/**
+ * Debugging Chromium's own IndexedDB (docs/ARCHITECTURE.md, "The kill storm in the browser"):
+ * `STORM_KEEP_IDB=<dir>` copies the profile's IndexedDB folder to `<dir>/kill-<k>-<moment>` after
+ * each kill, before the relaunch opens it; `STORM_STOP_AFTER=<k>` ends the run after kill k, without
+ * the final checks.
+ */
+const KEEP_IDB = process.env.STORM_KEEP_IDB;
+const STOP_AFTER = Number(process.env.STORM_STOP_AFTER ?? 0);
+/** What Chromium logs when it found the origin's IndexedDB (LevelDB) damaged and deleted it. */
+const DISCARDED = /recovering from a corrupted|Failed to open LevelDB/i;
+
+function keepIndexedDb(profileDir: string, kill: number, moment: string): void {
+  if (!KEEP_IDB) return;
+  const from = join(profileDir, "Default", "IndexedDB");
+  if (existsSync(from)) cpSync(from, join(KEEP_IDB, `kill-${kill}-${moment}`), { recursive: true });
+}
 const SEED = Number(process.env.STORM_SEED ?? 2028);
 const KILLS = Number(process.env.STORM_KILLS ?? CI_KILLS);
 /** The build id the one build carries, rewritten per deploy as it is served. */
@@ -577,10 +593,25 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
       await b.kill();
       counts[moment]++;
       if (live) workAtKill++;
+      keepIndexedDb(b.profileDir, i + 1, moment);
       const started = Date.now();
       b = await launchBrowser({ profileDir: b.profileDir });
       const launched = Date.now();
       page = await openTab(deploy, `b${deploy} after kill ${i + 1}`);
+      // Chromium says so on stderr when it threw the origin's IndexedDB away at this open.
+      if (DISCARDED.test(b.log()))
+        throw new Error(
+          `Chromium discarded the origin's IndexedDB at the relaunch after kill ${i + 1} (${MOMENT_WORDS[moment]}):\n` +
+            b
+              .log()
+              .split("\n")
+              .filter((line) => DISCARDED.test(line))
+              .join("\n"),
+        );
+      if (i + 1 === STOP_AFTER) {
+        console.log(`[storm] STORM_STOP_AFTER=${STOP_AFTER}: stopping after kill ${i + 1}`);
+        return;
+      }
       timing.launch.push(launched - started);
       timing.ready.push(Date.now() - launched);
       relaunched++;
