@@ -597,8 +597,15 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
       const started = Date.now();
       b = await launchBrowser({ profileDir: b.profileDir });
       const launched = Date.now();
-      page = await openTab(deploy, `b${deploy} after kill ${i + 1}`);
-      // Chromium says so on stderr when it threw the origin's IndexedDB away at this open.
+      page = await openTab(deploy, `b${deploy} after kill ${i + 1}`, false);
+      // Chromium says so on stderr when it threw the origin's IndexedDB away at this open (the
+      // engine then waits for a person's "start fresh" instead of getting ready).
+      await until(
+        "the engine ready, or Chromium saying it discarded the store",
+        () => phaseOf(page).catch(() => undefined),
+        (phase) => phase === "ready" || DISCARDED.test(b.log()),
+        60_000,
+      );
       if (DISCARDED.test(b.log()))
         throw new Error(
           `Chromium discarded the origin's IndexedDB at the relaunch after kill ${i + 1} (${MOMENT_WORDS[moment]}):\n` +
