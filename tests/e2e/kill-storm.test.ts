@@ -48,9 +48,11 @@ const CI_KILLS = 25;
  * Debugging Chromium's own IndexedDB (docs/ARCHITECTURE.md, "The kill storm in the browser"):
  * `STORM_KEEP_IDB=<dir>` copies the profile's IndexedDB folder to `<dir>/kill-<k>-<moment>` after
  * each kill, before the relaunch opens it; `STORM_STOP_AFTER=<k>` ends the run after kill k, without
- * the final checks.
+ * the final checks; `STORM_CHROMIUM_FLAGS` adds Chromium flags (e.g.
+ * `--enable-features=IdbSqliteBackingStore`, IndexedDB on SQLite instead of LevelDB).
  */
 const KEEP_IDB = process.env.STORM_KEEP_IDB;
+const EXTRA_FLAGS = (process.env.STORM_CHROMIUM_FLAGS ?? "").split(/\s+/).filter(Boolean);
 const STOP_AFTER = Number(process.env.STORM_STOP_AFTER ?? 0);
 /** What Chromium logs when it found the origin's IndexedDB (LevelDB) damaged and deleted it. */
 const DISCARDED = /recovering from a corrupted|Failed to open LevelDB/i;
@@ -452,7 +454,7 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
   const workload = rng(SEED);
   const store = `storm-${SEED}-${Date.now().toString(36)}`;
   const logs: string[] = [];
-  let b: LaunchedBrowser = await launchBrowser();
+  let b: LaunchedBrowser = await launchBrowser({ args: EXTRA_FLAGS });
   let deploy = 0;
   const urlOf = (k: number) =>
     `${server.origin}/b${k}/?${new URLSearchParams({ debug: "1", store, effects: "/effect" })}`;
@@ -595,7 +597,7 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
       if (live) workAtKill++;
       keepIndexedDb(b.profileDir, i + 1, moment);
       const started = Date.now();
-      b = await launchBrowser({ profileDir: b.profileDir });
+      b = await launchBrowser({ profileDir: b.profileDir, args: EXTRA_FLAGS });
       const launched = Date.now();
       page = await openTab(deploy, `b${deploy} after kill ${i + 1}`, false);
       // Chromium says so on stderr when it threw the origin's IndexedDB away at this open (the
