@@ -176,6 +176,15 @@ export class EngineClient {
     };
   }
 
+  /**
+   * The browser discarded the saved data and the person chose to go on with an empty store: the
+   * engine gets ready (its status push follows). False when the engine was not waiting on that.
+   */
+  async startFresh(): Promise<boolean> {
+    if (!this.api) return false;
+    return (await this.api.store.startFresh()) === "started";
+  }
+
   /** Run the engine here (the other tab's engine hands the store over). */
   async takeOver(): Promise<void> {
     this.#waitForHost?.abort();

@@ -29,7 +29,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -44,6 +44,24 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
 /** How many kills CI runs: as many as fit in about three minutes on the CI machine (2 cores). */
 const CI_KILLS = 25;
+/**
+ * Debugging Chromium's own IndexedDB (docs/ARCHITECTURE.md, "The kill storm in the browser"):
+ * `STORM_KEEP_IDB=<dir>` copies the profile's IndexedDB folder to `<dir>/kill-<k>-<moment>` after
+ * each kill, before the relaunch opens it; `STORM_STOP_AFTER=<k>` ends the run after kill k, without
+ * the final checks; `STORM_CHROMIUM_FLAGS` adds Chromium flags (e.g.
+ * `--enable-features=IdbSqliteBackingStore`, IndexedDB on SQLite instead of LevelDB).
+ */
+const KEEP_IDB = process.env.STORM_KEEP_IDB;
+const EXTRA_FLAGS = (process.env.STORM_CHROMIUM_FLAGS ?? "").split(/\s+/).filter(Boolean);
+const STOP_AFTER = Number(process.env.STORM_STOP_AFTER ?? 0);
+/** What Chromium logs when it found the origin's IndexedDB (LevelDB) damaged and deleted it. */
+const DISCARDED = /recovering from a corrupted|Failed to open LevelDB/i;
+
+function keepIndexedDb(profileDir: string, kill: number, moment: string): void {
+  if (!KEEP_IDB) return;
+  const from = join(profileDir, "Default", "IndexedDB");
+  if (existsSync(from)) cpSync(from, join(KEEP_IDB, `kill-${kill}-${moment}`), { recursive: true });
+}
 const SEED = Number(process.env.STORM_SEED ?? 2028);
 const KILLS = Number(process.env.STORM_KILLS ?? CI_KILLS);
 /** The build id the one build carries, rewritten per deploy as it is served. */
@@ -436,7 +454,7 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
   const workload = rng(SEED);
   const store = `storm-${SEED}-${Date.now().toString(36)}`;
   const logs: string[] = [];
-  let b: LaunchedBrowser = await launchBrowser();
+  let b: LaunchedBrowser = await launchBrowser({ args: EXTRA_FLAGS });
   let deploy = 0;
   const urlOf = (k: number) =>
     `${server.origin}/b${k}/?${new URLSearchParams({ debug: "1", store, effects: "/effect" })}`;
@@ -577,10 +595,32 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
       await b.kill();
       counts[moment]++;
       if (live) workAtKill++;
+      keepIndexedDb(b.profileDir, i + 1, moment);
       const started = Date.now();
-      b = await launchBrowser({ profileDir: b.profileDir });
+      b = await launchBrowser({ profileDir: b.profileDir, args: EXTRA_FLAGS });
       const launched = Date.now();
-      page = await openTab(deploy, `b${deploy} after kill ${i + 1}`);
+      page = await openTab(deploy, `b${deploy} after kill ${i + 1}`, false);
+      // Chromium says so on stderr when it threw the origin's IndexedDB away at this open (the
+      // engine then waits for a person's "start fresh" instead of getting ready).
+      await until(
+        "the engine ready, or Chromium saying it discarded the store",
+        () => phaseOf(page).catch(() => undefined),
+        (phase) => phase === "ready" || DISCARDED.test(b.log()),
+        60_000,
+      );
+      if (DISCARDED.test(b.log()))
+        throw new Error(
+          `Chromium discarded the origin's IndexedDB at the relaunch after kill ${i + 1} (${MOMENT_WORDS[moment]}):\n` +
+            b
+              .log()
+              .split("\n")
+              .filter((line) => DISCARDED.test(line))
+              .join("\n"),
+        );
+      if (i + 1 === STOP_AFTER) {
+        console.log(`[storm] STORM_STOP_AFTER=${STOP_AFTER}: stopping after kill ${i + 1}`);
+        return;
+      }
       timing.launch.push(launched - started);
       timing.ready.push(Date.now() - launched);
       relaunched++;

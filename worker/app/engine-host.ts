@@ -7,6 +7,9 @@
  * - each tab holds `tab:<id>`; when the engine is granted that lock the tab is gone, and its watches,
  *   status listeners and offered script workers are dropped;
  * - when the harness stops (handover, fatal error) every watch ends ("closed");
+ * - `store.startFresh` is the one call served before the harness: it lets an owner waiting on a store
+ *   the browser discarded go on (owner.ts); every export is noted in the store's marker, so a later
+ *   discard can name the file that brings a conversation back;
  * - a tab's offer of script workers (browser/tab-script-workers.ts, on the browser-only side channel)
  *   is taken only from a tab that said hello, and ends with the tab.
  * Store ownership and handover live in browser/owner.ts, the start (owner first, this module loaded
@@ -25,6 +28,7 @@ import {
   type EngineTimeline,
   type Hello,
   type RemoteApi,
+  type StoreApi,
   type TabHello,
   tabLockName,
 } from "../protocol/index.ts";
@@ -63,6 +67,10 @@ export class EngineHost implements EngineService {
   }))(remoteApi(() => this.#h()));
   /** "Run on the server" and "Bring back to this browser", for this engine's tabs only. */
   readonly homes = this.#home.api;
+  /** Start fresh after the browser discarded the store (owner.ts waits for it). */
+  readonly store: StoreApi = {
+    startFresh: async () => (this.#owner.startFresh() ? "started" : "not-discarded"),
+  };
 
   /** `started`: the owner already taking the store and opening the harness (boot.ts). */
   constructor(platform: HostPlatform, started: { owner: StoreOwner; ready: Promise<AgentHarness> }) {
@@ -111,7 +119,19 @@ export class EngineHost implements EngineService {
   }
 
   tab(tabId: string): TabCalls {
-    return this.#engine.tab(tabId);
+    const calls = this.#engine.tab(tabId);
+    const conversations = calls.conversations;
+    return {
+      ...calls,
+      conversations: {
+        ...conversations,
+        export: async (conversationId) => {
+          const exported = await conversations.export(conversationId);
+          await this.#owner.noteExport(exported.fileName);
+          return exported;
+        },
+      },
+    };
   }
 
   onStatus(tabId: string, listener: (status: EngineStatus) => void): void {

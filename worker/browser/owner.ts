@@ -8,11 +8,22 @@
  *   store, then releases the lock: never a silent steal;
  * - an owner still starting when it was asked ignores the request; its "owner-ready" makes the
  *   waiting engine ask again;
- * - a handover and a fatal store error end the same way (`#stop`): stop serving, close, release.
+ * - a handover and a fatal store error end the same way (`#stop`): stop serving, close, release;
+ * - a store the browser discarded (its marker names a store that is not there: core/store-identity.ts)
+ *   is never used silently: the owner reports `failed` with reason `discarded` and waits, holding the
+ *   lock, writing nothing, until a person chooses to start fresh (`startFresh`); a new store gets
+ *   its identity committed before its marker is written.
  */
 import type { AgentHarness } from "../agent/harness.ts";
+import {
+  ensureStoreId,
+  judgeStore,
+  readStoreId,
+  type StoreMarker,
+  type StoreVerdict,
+} from "../core/store-identity.ts";
 import type { EngineStatus, EngineTimeline } from "../protocol/api.ts";
-import { classifyStoreError } from "../store/errors.ts";
+import { classifyStoreError, errorMessage } from "../store/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { type HandoverMessage, handoverChannelName, storeLockName } from "./handover.ts";
 import type { HostPlatform } from "./platform.ts";
@@ -46,6 +57,12 @@ export class StoreOwner {
   #release: (() => void) | undefined;
   #waitingForLock = false;
   #failed = false;
+  /** Set while the owner waits on a discarded store: a person's "start fresh" calls it. */
+  #startFresh: (() => void) | undefined;
+  /** The marker as this engine last wrote or found it (an export updates it). */
+  #marker: StoreMarker | undefined;
+  /** Marker writes, one after another. */
+  #marking: Promise<void> = Promise.resolve();
 
   constructor(platform: HostPlatform) {
     this.#platform = platform;
@@ -76,12 +93,26 @@ export class StoreOwner {
     try {
       const store = await this.#platform.openStore();
       this.timeline.migratedAt = Date.now();
+      const verdict = judgeStore(
+        { schemaVersion: store.schemaVersion, storeId: await readStoreId(store) },
+        await this.#readMarker(),
+      );
+      if (verdict.kind === "discarded") {
+        // Nothing is written to what is there until a person has read why it is empty.
+        this.#status(discardedStatus(verdict));
+        await new Promise<void>((resolve) => {
+          this.#startFresh = resolve;
+        });
+        this.#startFresh = undefined;
+        this.#status({ phase: "starting", detail: "starting with an empty store" });
+      }
       // The owner epoch moves in the first commit this engine makes (the resumed work's), not in a
       // commit of its own: safe because the connection excludes every other one from its first
       // read on (docs/ARCHITECTURE.md, "The owner epoch").
       store.fenceOnFirstCommit();
       this.timeline.openedAt = Date.now();
       harness = await openHarness(store, (error) => void this.#fail(error));
+      await this.#mark(store, verdict);
     } catch (error) {
       const e = await classifyStoreError(error, { store: this.#platform.storeName, stage: "open" });
       this.#status({
@@ -105,6 +136,54 @@ export class StoreOwner {
     });
     this.#post("owner-ready");
     return harness;
+  }
+
+  /**
+   * A person read that the browser discarded the store and chose to go on with what is there (an
+   * empty store): the open goes on. False when the engine is not waiting on a discarded store.
+   */
+  startFresh(): boolean {
+    if (!this.#startFresh) return false;
+    this.#startFresh();
+    return true;
+  }
+
+  /** An export was made from this store: the marker remembers it, so a later discard can name the file. */
+  noteExport(fileName: string): Promise<void> {
+    const marker = this.#marker;
+    if (!marker) return Promise.resolve();
+    return this.#writeMarker({ ...marker, lastExport: { at: Date.now(), fileName } });
+  }
+
+  async #readMarker(): Promise<StoreMarker | undefined> {
+    try {
+      return await this.#platform.marker?.read();
+    } catch (error) {
+      // No marker read is no evidence either way: the store is taken as it is (as before markers).
+      console.warn(`store marker unreadable: ${errorMessage(error)}`);
+      return undefined;
+    }
+  }
+
+  /** After the harness opened (the store migrated): give the store its identity, then mark it. */
+  async #mark(store: SqliteLine, verdict: StoreVerdict): Promise<void> {
+    if (!this.#platform.marker) return;
+    if (verdict.kind === "same") {
+      this.#marker = (await this.#readMarker()) ?? { storeId: verdict.storeId, createdAt: Date.now() };
+      return;
+    }
+    const storeId = await ensureStoreId(store);
+    await this.#writeMarker({ storeId, createdAt: Date.now() });
+  }
+
+  #writeMarker(marker: StoreMarker): Promise<void> {
+    this.#marker = marker;
+    this.#marking = this.#marking.then(() =>
+      this.#platform.marker?.write(marker).catch((error: unknown) => {
+        console.warn(`store marker not written: ${errorMessage(error)}`);
+      }),
+    );
+    return this.#marking;
   }
 
   /** Hold the lock at once if it is free; otherwise ask its owner to hand over and wait for it. */
@@ -209,4 +288,29 @@ export class StoreOwner {
       build: this.#platform.build,
     } satisfies HandoverMessage);
   }
+}
+
+/** What a tab shows for a store the browser discarded: what happened, and what can be done. */
+export function discardedStatus(
+  verdict: Extract<StoreVerdict, { kind: "discarded" }>,
+): Extract<EngineStatus, { phase: "failed" }> {
+  const { marker, found } = verdict;
+  const here = {
+    empty: "the store opened empty",
+    unnamed: "the store holds data written since, without its identity",
+    other: "the store here is another one",
+  }[found];
+  const exported = marker.lastExport;
+  return {
+    phase: "failed",
+    stage: "open",
+    reason: "discarded",
+    message:
+      `the browser deleted this site's saved data (the IndexedDB store ${verdict.marker.storeId} that was here ` +
+      `since ${new Date(marker.createdAt).toISOString()}); ${here}`,
+    advice: exported
+      ? `Choose "Start fresh" to go on with an empty store, then import "${exported.fileName}" (exported before) to bring its conversation back.`
+      : `Choose "Start fresh" to go on with an empty store; no export was made from the lost one.`,
+    ...(exported ? { lastExport: exported } : {}),
+  };
 }

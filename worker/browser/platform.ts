@@ -4,6 +4,7 @@
  * same for both kinds of worker.
  */
 import type { SqliteLine } from "../store/line.ts";
+import type { MarkerFile } from "./store-marker.ts";
 
 export interface HostPlatform {
   readonly storeName: string;
@@ -12,6 +13,8 @@ export interface HostPlatform {
   readonly build: string;
   readonly jspi: boolean;
   openStore(): Promise<SqliteLine>;
+  /** The store's marker outside it (store-marker.ts); without one, a discarded store goes unnoticed. */
+  readonly marker?: MarkerFile;
   /** Open a throwaway store of the same kind and build under another name (the bench). */
   openScratchStore(name: string): Promise<SqliteLine>;
   /** Delete a scratch store's data (the bench cleans up after itself). */

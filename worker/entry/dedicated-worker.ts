@@ -5,6 +5,7 @@
  * messages that arrive meanwhile are kept (the protocol's port transport listens from the first line:
  * a worker's own messages are dropped when nobody listens). One connection: its own tab's.
  */
+import { opfsMarker } from "../browser/store-marker.ts";
 import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
 import {
@@ -26,6 +27,7 @@ const served = bootEngine(
     storeKind: "opfs",
     build: __BUILD_ID__,
     jspi: false,
+    marker: opfsMarker("opfs", storeName),
     openStore: () => openBrowserStore({ kind: "opfs", name: storeName }),
     openScratchStore: (name) => openBrowserStore({ kind: "opfs", name }),
     deleteScratchStore: async (name) => {

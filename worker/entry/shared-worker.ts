@@ -4,6 +4,7 @@
  * the store's wasm starts compiling on its first line, and boot.ts opens the store while the rest of
  * the engine loads.
  */
+import { opfsMarker } from "../browser/store-marker.ts";
 import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
 import { acceptPort, approvalDefaultsOf, bootEngine, EFFECTS_PARAM, TEST_ENDPOINTS_FLAG } from "./boot.ts";
@@ -20,6 +21,7 @@ const served = bootEngine(
     storeKind: "idb",
     build: __BUILD_ID__,
     jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
+    marker: opfsMarker("idb", storeName),
     openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
     openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
     deleteScratchStore: (name) =>

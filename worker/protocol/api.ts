@@ -27,7 +27,7 @@ import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from 
 import type { WatchFrame } from "../core/view-ops.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 13;
+export const PROTOCOL_VERSION = 14;
 
 export const DEFAULT_STORE_NAME = "agent";
 
@@ -48,9 +48,12 @@ export type EngineStatus =
       phase: "failed";
       /** Where it failed: opening the store, a running engine that stopped, or reaching the engine. */
       stage: "open" | "run" | "connect";
-      reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "unknown";
+      /** `discarded`: the browser deleted the saved data (worker/core/store-identity.ts); the engine waits for `store.startFresh`. */
+      reason: "quota" | "corrupt" | "locked" | "unsupported" | "migration" | "discarded" | "unknown";
       message: string;
       advice: string;
+      /** With `discarded`: the newest export made from the lost store, which can bring its conversation back. */
+      lastExport?: { at: number; fileName: string };
     };
 
 /** The `failed` status a tab and an engine of different protocols show: neither serves the other. */
@@ -316,6 +319,19 @@ export interface RemoteApi {
   set(url: string | null, token: string | null): Promise<void>;
 }
 
+/**
+ * The browser engine's own store, as its tabs reach it before the engine is ready (a server space
+ * refuses it as an unknown method).
+ */
+export interface StoreApi {
+  /**
+   * The browser discarded the saved data (status `failed`, reason `discarded`) and a person chose to
+   * go on with an empty store: the engine opens it and gets ready. `not-discarded` when the engine
+   * was not waiting on a discarded store (nothing happens).
+   */
+  startFresh(): Promise<"started" | "not-discarded">;
+}
+
 /** A move as the browser engine's tabs see it (its durable intent: worker/app/moves.ts). */
 export interface MoveView {
   readonly transfer: string;
@@ -484,6 +500,8 @@ export interface EngineApi {
   readonly remote: RemoteApi;
   /** Moving conversations to and from the server: the browser engine serves it, a server space does not. */
   readonly homes: HomesApi;
+  /** The browser engine's store before it is ready (start fresh after a discard); a server space does not serve it. */
+  readonly store: StoreApi;
   /** A move's steps, as the browser engine calls them on a server space (which alone serves them). */
   readonly moves: MovesApi;
   /**

@@ -30,13 +30,14 @@ import type {
   MethodName,
   MovesApi,
   RemoteApi,
+  StoreApi,
   TabHello,
 } from "./api.ts";
 import { AckSchema, type ArgsOf, CallSchema, isMethodName, METHODS, type Methods } from "./schema.ts";
 import { type EngineMessage, type Transport, type WireError, wireError } from "./wire.ts";
 
 /** The calls of one tab (after its hello). */
-export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote" | "homes" | "moves">;
+export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote" | "homes" | "moves" | "store">;
 
 /** What the door serves: the engine, as one tab reaches it. */
 export interface EngineService {
@@ -53,6 +54,8 @@ export interface EngineService {
   readonly homes?: HomesApi;
   /** A move's steps (a server space's, for the browser engine that drives a move). */
   readonly moves?: MovesApi;
+  /** The browser engine's store before it is ready (start fresh after the browser discarded it). */
+  readonly store?: StoreApi;
 }
 
 export interface DoorLimits {
@@ -309,6 +312,13 @@ class Connection {
     return this.#engine.homes;
   }
 
+  /** The store's own calls, on an engine that owns a browser store. */
+  store(): StoreApi {
+    if (!this.#engine.store) throw new BadRequest("unknown-method", "this engine owns no browser store");
+    this.calls();
+    return this.#engine.store;
+  }
+
   /** A move's steps, on an engine that is another home's peer (a server space). */
   moves(): MovesApi {
     if (!this.#engine.moves) throw new BadRequest("unknown-method", "this engine serves no move steps");
@@ -426,6 +436,7 @@ function dispatch(c: Connection): Dispatch {
     "homes.toServer": ([conversation]) => c.homes().toServer(conversation),
     "homes.bringBack": ([remote]) => c.homes().bringBack(remote),
     "homes.list": () => c.homes().list(),
+    "store.startFresh": () => c.store().startFresh(),
     "moves.prepare": ([transfer, conversation]) => c.moves().prepare(transfer, conversation),
     "moves.adopt": ([pkg]) => c.moves().adopt(pkg as unknown as MovePackage),
     "moves.stage": ([transfer, index, count, part]) => c.moves().stage(transfer, index, count, part),

@@ -206,6 +206,8 @@ export const METHODS = {
   "homes.bringBack": Type.Tuple([Id]),
   "homes.list": Type.Tuple([]),
 
+  "store.startFresh": Type.Tuple([]),
+
   ...MOVES_METHODS,
 
   "debug.startTicker": Type.Tuple([

@@ -336,6 +336,29 @@ describe("the door refuses, and goes on serving", () => {
   });
 });
 
+describe("the browser store before the engine is ready", () => {
+  test("start fresh after a discard: served by an engine that owns a browser store, after hello, with no arguments; refused by one that owns none", async () => {
+    const without = await greeted();
+    expectRefused(await without.call("store.startFresh"), "unknown-method");
+    let asked = 0;
+    const engine = Object.assign(fakeEngine(), {
+      store: {
+        startFresh: async () => {
+          asked++;
+          return asked === 1 ? "started" : "not-discarded";
+        },
+      },
+    });
+    const d = door({ engine });
+    expectRefused(await d.call("store.startFresh"), "no-hello");
+    await d.call("hello", { tabId: "tab-1", protocol: PROTOCOL_VERSION });
+    expectRefused(await d.call("store.startFresh", true), "bad-args");
+    expect(asked).toBe(0);
+    expect(await d.call("store.startFresh")).toMatchObject({ ok: true, value: "started" });
+    expect(await d.call("store.startFresh")).toMatchObject({ ok: true, value: "not-discarded" });
+  });
+});
+
 describe("moves between homes", () => {
   const pkg = {
     format: "durable-agent/move",
