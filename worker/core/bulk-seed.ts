@@ -28,8 +28,10 @@ export const SEED_MARKER = "@@SEED@@";
 const SEED_BATCH = 200_000;
 
 export interface BulkSeed {
-  /** A conversation whose documents every new conversation copies. */
+  /** A conversation whose documents every new conversation copies (it must have a `titleDoc`). */
   templateConversation: number;
+  /** The document holding a conversation's `{ title }` (the app's): each copy's says its number. */
+  titleDoc: string;
   /** A question's and an answer's entry id whose bodies hold `SEED_MARKER` where their text goes. */
   templateQuestion: number;
   templateAnswer: number;
@@ -52,6 +54,13 @@ export async function bulkSeed(store: Store, seed: BulkSeed): Promise<{ firstCon
   const { conversations: count, entries, tasks } = seed;
   if (count < 1) throw new RangeError("bulkSeed needs at least one conversation");
   const first = await store.read((sql) => nextId(sql, "conversations"));
+  const titled = await store.read((sql) =>
+    sql.get("SELECT 1 AS t FROM documents WHERE conversation_id = ? AND name = ?", [
+      seed.templateConversation,
+      seed.titleDoc,
+    ]),
+  );
+  if (!titled) throw new RangeError(`bulkSeed's template conversation needs a ${seed.titleDoc} document`);
   const docCount = Number(
     (
       await store.read((sql) =>
@@ -83,9 +92,9 @@ export async function bulkSeed(store: Store, seed: BulkSeed): Promise<{ firstCon
       );
       await sql.run(
         `${seq}, ${tpl} INSERT INTO documents (conversation_id, name, value, seq, version, doc_id)
-         SELECT ? + i, name, CASE WHEN name = 'app.title' THEN json_object('title', 'Seeded conversation ' || (i + 1)) ELSE value END,
+         SELECT ? + i, name, CASE WHEN name = ? THEN json_object('title', 'Seeded conversation ' || (i + 1)) ELSE value END,
            seq, version, ? + (i - ?) * ? + j FROM n, tpl`,
-        [from, to, seed.templateConversation, first, doc0, from, docCount],
+        [from, to, seed.templateConversation, first, seed.titleDoc, doc0, from, docCount],
       );
     });
   }

@@ -9,6 +9,7 @@
 
 import type { AgentHarness } from "../agent/harness.ts";
 import { DOC, ENTRY, type LiveState, zeroUsage } from "../agent/records.ts";
+import { TITLE_DOC } from "../app/conversation-list.ts";
 import { type EngineHost, engineInternals } from "../app/engine-host.ts";
 import { tabScriptWorkers } from "../browser/tab-script-workers.ts";
 import { bulkSeed, SEED_MARKER } from "../core/bulk-seed.ts";
@@ -168,7 +169,7 @@ function testEndpoints(host: EngineHost): DebugApi {
       // question and an answer whose text is the marker, a finished task.
       const template = await h.createConversation({ ownership: { kind: "ownerless" } });
       const [question, answer] = await h.transaction((tx) => {
-        tx.writeDoc(template.id, "app.title", { title: "Seed template" });
+        tx.writeDoc(template.id, TITLE_DOC, { title: "Seed template" });
         return [
           tx.appendEntry(template.id, seededMessage(0, false, SEED_MARKER)).id,
           tx.appendEntry(template.id, seededMessage(1, false, SEED_MARKER)).id,
@@ -181,6 +182,7 @@ function testEndpoints(host: EngineHost): DebugApi {
       await h.waitForTask(templateTask);
       const { firstConversation } = await bulkSeed(h.store, {
         templateConversation: template.id,
+        titleDoc: TITLE_DOC,
         templateQuestion: question!,
         templateAnswer: answer!,
         templateTask,
