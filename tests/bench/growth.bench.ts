@@ -29,19 +29,19 @@
  *
  * Memory budgets (item 5), each beside a floor measured in the same run:
  * - The engine after open with the recovery bench's store (10,000 terminal tasks, 1,000 idle
- *   conversations): JS heap at most the empty store's engine + 6 MB, wasm memory at most 32 MB. Why:
- *   the open reads live work only (decision 0006): terminal tasks are never loaded, so the tasks must
- *   cost nothing; what may grow is one record and one list summary per conversation (a few hundred
- *   bytes each: well under 1 MB for 1,000), and 6 MB leaves room for the allocator and the caches
- *   filled on the way (pi-ai's catalogue is in both). SQLite's page cache is bounded by its pragma
- *   (about 2 MB by default) and the wasm instance starts at 16 MB; 32 MB is twice that: a memory
- *   that grew past it would mean the store is being read whole.
+ *   conversations): JS heap at most the empty store's engine + 2 MB, wasm memory at most 24 MB. Why:
+ *   the open reads live work only (decision 0006), so terminal tasks must cost nothing; what may grow
+ *   is one conversation record and one list summary per conversation (a few hundred bytes each:
+ *   about 0.5 MB for 1,000), and 2 MB is four times that. The wasm instance starts at 16 MB and
+ *   SQLite's page cache is bounded by its pragma (about 2 MB by default); 24 MB leaves room for the
+ *   VFS's buffers: a memory grown past it would mean the store is being read whole into SQLite's heap.
  * - A tab with a 5,000-entry conversation open: JS heap at most the same tab on an empty
- *   conversation + 12 MB, and at most 3,000 DOM nodes in the document. Why: the watch carries the
+ *   conversation + 4 MB, and at most 1,500 DOM nodes in the document. Why: the watch carries the
  *   newest 150 entries (pages.ts) and the transcript renders a window of them (list-window.ts), so
- *   neither may grow with the conversation; 150 markdown entries with their views and measured
- *   heights are a few MB, and 12 MB is a phone's tab being generous. The node cap is about 150
- *   rendered entries of up to 15 nodes each plus the app's frame.
+ *   neither may grow with the conversation; 150 parsed messages of a few KB with their views are
+ *   about 1 MB, and 4 MB leaves room for markdown's output and the measured heights. About 40
+ *   entries fit a tall screen's window, at most 15 nodes each, plus the app's frame (a few hundred):
+ *   1,500 nodes is room for a 4K screen, and a list rendered whole (5,000 entries) is far past it.
  * A missed budget prints FAIL; the run still exits 0 (figures only, never a timed test).
  *
  * Env: BENCH_GROWTH_MAX (how many sizes, 1-3, default 3), BENCH_GROWTH_DIVIDE (divide every size by
@@ -96,10 +96,10 @@ const SIZES = [
   }));
 
 const MB = 1024 * 1024;
-const ENGINE_HEAP_BUDGET_MB = 6;
-const ENGINE_WASM_BUDGET_MB = 32;
-const TAB_HEAP_BUDGET_MB = 12;
-const TAB_NODES_BUDGET = 3000;
+const ENGINE_HEAP_BUDGET_MB = 2;
+const ENGINE_WASM_BUDGET_MB = 24;
+const TAB_HEAP_BUDGET_MB = 4;
+const TAB_NODES_BUDGET = 1500;
 
 // ---------------------------------------------------------------------------------------------
 // Pages and the engine
