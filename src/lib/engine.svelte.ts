@@ -27,9 +27,17 @@ import { offerScriptWorkers } from "./script-worker-offer.ts";
 
 export type HostMode = "shared" | "dedicated" | "elsewhere";
 
+/** How many conversations the list shows at first, and how many more each "Show more" adds. */
+export const LIST_PAGE = 100;
+/** The most the list shows (the engine's page limit); older ones are found by search. */
+export const LIST_MOST = 500;
+
 export class EngineClient {
   status = $state.raw<EngineStatus>({ phase: "starting", detail: "connecting to the engine" });
+  /** The newest conversations (a page of the engine's list: `watchPage`), newest first. */
   conversations = $state.raw<ConversationSummary[]>([]);
+  /** How many conversations the engine lists in all. */
+  conversationTotal = $state.raw(0);
   mode = $state.raw<HostMode>("shared");
   readonly tabId = crypto.randomUUID();
   readonly storeName: string;
@@ -40,6 +48,8 @@ export class EngineClient {
   #connection: EngineConnection | undefined;
   #waitForHost: AbortController | undefined;
   #heard = false;
+  #listLimit = LIST_PAGE;
+  #listWatch: number | undefined;
 
   constructor(readonly params: URLSearchParams) {
     this.storeName = params.get("store") ?? DEFAULT_STORE_NAME;
@@ -221,12 +231,49 @@ export class EngineClient {
       offerScriptWorkers(this.#sharedWorker(this.#workerQuery()).port, this.tabId);
     // The list is live from here on; the engine answers once it is ready (not awaited: status first).
     // The engine pushes its status from the hello on (the connection's onStatus).
-    void api.conversations
-      .watch((list: ConversationSummary[]) => {
-        this.conversations = list;
+    void this.#watchList();
+    if (hello.status.phase === "ready") await this.refresh();
+  }
+
+  /**
+   * (Re)open the watch of the list's page at the current limit, then end the one before: a page costs
+   * the tab O(limit) whatever the store holds (the engine's `watchPage`).
+   */
+  async #watchList(): Promise<void> {
+    const api = this.api;
+    if (!api) return;
+    const limit = this.#listLimit;
+    const id = await api.conversations
+      .watchPage({ limit }, (page) => {
+        if (limit !== this.#listLimit) return;
+        this.conversations = [...page.items];
+        this.conversationTotal = page.total;
       })
       .catch(() => undefined);
-    if (hello.status.phase === "ready") await this.refresh();
+    if (id === undefined) return;
+    const before = this.#listWatch;
+    this.#listWatch = id;
+    if (before !== undefined && before !== id) void api.watches.unwatch(before).catch(() => undefined);
+  }
+
+  /** Whether more conversations exist than the list shows, and the list may show more. */
+  get canShowMore(): boolean {
+    return this.conversations.length < this.conversationTotal && this.#listLimit < LIST_MOST;
+  }
+
+  /** Show `LIST_PAGE` more of the list (up to `LIST_MOST`). */
+  showMore(): void {
+    this.#listLimit = Math.min(LIST_MOST, this.#listLimit + LIST_PAGE);
+    void this.#watchList();
+  }
+
+  /**
+   * Whether the list's page speaks for conversation `id`: it is in it, or newer than its oldest, or
+   * the page is the whole list. A conversation older than the page is not known to be gone.
+   */
+  covers(id: ConversationId): boolean {
+    const list = this.conversations;
+    return list.length >= this.conversationTotal || id >= (list.at(-1)?.id ?? 0);
   }
 
   /** Watch a conversation (its promise paces delivery: the frame is acknowledged after it). Returns the watch id. */
@@ -244,8 +291,8 @@ export class EngineClient {
     return this.api.watches.taskGraph(listener);
   }
 
+  /** Read the list's page again (a new watch: after a restart of the engine the old one ended). */
   async refresh(): Promise<void> {
-    if (!this.api) return;
-    this.conversations = await this.api.conversations.list();
+    await this.#watchList();
   }
 }

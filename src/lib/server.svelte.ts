@@ -31,7 +31,13 @@ export { checkWords, type ServerDot, serverWords } from "./server-words.ts";
 /** What a view needs of a home of conversations: its API (absent while there is none) and its list. */
 export interface ConversationHome {
   readonly api: EngineApi | undefined;
+  /** The conversations the list shows (the browser's: a page of the newest). */
   readonly conversations: readonly ConversationSummary[];
+  /** Whether there are more than it shows, and `showMore` adds some (the browser's paged list). */
+  readonly canShowMore?: boolean;
+  showMore?(): void;
+  /** How many there are in all, when the list is a page. */
+  readonly conversationTotal?: number;
 }
 
 type LocalRemote = Pick<EngineApi, "remote">;

@@ -3,10 +3,12 @@
  * starts on Cancel; Esc cancels and deletes nothing; Tab then Enter deletes), every other tab's list
  * drops it at once, a tab showing it says "no such conversation", and the deleted id's deep link says
  * so after a reload. Screenshots of the dialog at 1280 and 390 px in light and dark go to
- * test-results/screenshots/.
+ * test-results/screenshots/. A long list pages (issue 30): the tab holds the newest 100 and finds
+ * older ones through the engine's search.
  */
 import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
+import { engine } from "./browser.ts";
 import { appSuite, say, settleAnimations, settled, shot, until, waitPhase } from "./page.ts";
 
 const app = appSuite({ logTail: 100 });
@@ -113,4 +115,31 @@ test("the delete dialog at 390 px: opened from the conversation drawer, readable
   }
   await dialog.getByRole("button", { name: "Cancel" }).click();
   await dialog.waitFor({ state: "detached" });
+});
+
+test("a long list pages: the newest 100 rows, Show more adds 100; an old conversation outside the page is found by title through the engine's search", async () => {
+  const page = await app.open({ label: "paging", viewport: { width: 1280, height: 800 } });
+  await engine(page, "debug.seed", { tasks: 0, conversations: 250 });
+  const rows = page.locator('[data-testid="conversation-list"] li[data-id]');
+  await until(
+    "the list's first page",
+    () => titles(page),
+    (t) => t[0] === "Seeded conversation 250",
+  );
+  // 252 conversations (Main, the seed's task conversation, 250 seeded): the tab holds 100 of them.
+  expect(await rows.count()).toBe(100);
+  await page.getByRole("button", { name: "Show more" }).click();
+  await until(
+    "the second page",
+    () => rows.count(),
+    (n) => n === 200,
+  );
+  // "Seeded conversation 7" is older than every row shown: found through the engine, not the page.
+  expect(await titles(page)).not.toContain("Seeded conversation 7");
+  await page.getByLabel("Search conversations").fill("Seeded conversation 7");
+  await until(
+    "the old conversation found",
+    () => titles(page),
+    (t) => t.includes("Seeded conversation 7"),
+  );
 });

@@ -10,14 +10,18 @@
  *   was pasted into a first message (and its title) disappears from the list at once;
  * - a watcher gets the list at once and then after each change, coalesced: while its previous
  *   delivery is unresolved, newer changes only mark it stale, so a slow tab holds one list, not a
- *   queue; a delivery that rejects (the tab went away) ends the watcher.
+ *   queue; a delivery that rejects (the tab went away) ends the watcher;
+ * - what a tab shows pages (`watchPage`): the newest `limit` conversations and the total, O(limit)
+ *   to hand out (the ids are kept in order beside the map), and a commit that touched no
+ *   conversation of the page and changed neither the total nor the secrets delivers nothing;
+ * - `titleMatches` finds conversations by title newest first and stops at its limit.
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { API_KEYS_DOC, SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
 import type { ChangeSet, ConversationId, ConversationRecord, Json, MoveRecord } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
-import type { ConversationAway, ConversationSummary } from "../protocol/index.ts";
+import type { ConversationAway, ConversationPage, ConversationSummary } from "../protocol/index.ts";
 import { REMOTE_DOC } from "./remote.ts";
 import { redactTitle, savedSecrets } from "./secrets.ts";
 
@@ -57,17 +61,25 @@ function awayOf(move: MoveRecord | undefined): ConversationAway | undefined {
     : { status: "moved", ...(move.remote !== undefined ? { remote: move.remote } : {}) };
 }
 
-type Listener = (list: ConversationSummary[]) => Promise<void> | void;
+type Listener<T = ConversationSummary[]> = (list: T) => Promise<void> | void;
 
-class Watcher {
+/** What one commit changed in the list: the conversations touched, and whether the total or the secrets did. */
+interface ListChange {
+  touched: ReadonlySet<ConversationId>;
+  all: boolean;
+}
+
+class Watcher<T = ConversationSummary[]> {
   #sending = false;
   #stale = false;
   #stopped = false;
 
   constructor(
-    readonly listener: Listener,
-    readonly current: () => ConversationSummary[],
+    readonly listener: Listener<T>,
+    readonly current: () => T,
     readonly onEnd: () => void,
+    /** Whether a change concerns this watcher (a page's: only one inside it). */
+    readonly concerns: (change: ListChange) => boolean = () => true,
   ) {}
 
   /** Deliver the newest list now, or once the previous delivery resolved. */
@@ -99,7 +111,9 @@ class Watcher {
 
 export class ConversationList {
   readonly #items = new Map<ConversationId, ConversationSummary>();
-  readonly #watchers = new Set<Watcher>();
+  /** The ids of `#items`, ascending: the newest are at the end. */
+  readonly #order: ConversationId[] = [];
+  readonly #watchers = new Set<Watcher<ConversationSummary[]> | Watcher<ConversationPage>>();
   readonly #unsubscribe: () => void;
   readonly #settings = new Map<string, Json | undefined>();
   #secrets: string[] = [];
@@ -122,7 +136,7 @@ export class ConversationList {
     for (const record of h.conversationRecords()) {
       if (record.owner) continue;
       const away = awayOf(h.awayOf(record.id));
-      built.#items.set(record.id, {
+      built.#insert(record.id, {
         id: record.id,
         title: titleOf(record.id, titles.get(record.id)),
         // A conversation that went away runs nowhere here, whatever its last run left.
@@ -136,11 +150,56 @@ export class ConversationList {
   }
 
   list(): ConversationSummary[] {
-    const secrets = this.#secrets;
-    return [...this.#items.values()].map((item) => {
-      const title = redactTitle(item.title, secrets);
-      return title === item.title ? item : { ...item, title };
-    });
+    return [...this.#items.values()].map((item) => this.#handOut(item));
+  }
+
+  /** The newest `limit` conversations, newest first, and how many there are. */
+  page(limit: number): ConversationPage {
+    const items: ConversationSummary[] = [];
+    for (let i = this.#order.length - 1; i >= 0 && items.length < limit; i--)
+      items.push(this.#handOut(this.#items.get(this.#order[i]!)!));
+    return { items, total: this.#order.length };
+  }
+
+  /** Up to `limit` conversations whose title (as handed out) contains `needle` (lower case), newest first. */
+  titleMatches(needle: string, limit: number): ConversationSummary[] {
+    const found: ConversationSummary[] = [];
+    for (let i = this.#order.length - 1; i >= 0 && found.length < limit; i--) {
+      const item = this.#handOut(this.#items.get(this.#order[i]!)!);
+      if (item.title.toLowerCase().includes(needle)) found.push(item);
+    }
+    return found;
+  }
+
+  /** The summary of conversation `id` as handed out, if it is listed. */
+  get(id: ConversationId): ConversationSummary | undefined {
+    const item = this.#items.get(id);
+    return item && this.#handOut(item);
+  }
+
+  #handOut(item: ConversationSummary): ConversationSummary {
+    const title = redactTitle(item.title, this.#secrets);
+    return title === item.title ? item : { ...item, title };
+  }
+
+  /** The smallest id inside the newest `limit`, or 0 when the list is shorter. */
+  #pageFloor(limit: number): ConversationId {
+    return this.#order[this.#order.length - limit] ?? 0;
+  }
+
+  #insert(id: ConversationId, item: ConversationSummary): void {
+    this.#items.set(id, item);
+    const order = this.#order;
+    // New conversations get the highest id: appended. Anything else goes in its place.
+    if (order.length === 0 || order[order.length - 1]! < id) order.push(id);
+    else order.splice(lowerBound(order, id), 0, id);
+  }
+
+  #remove(id: ConversationId): boolean {
+    if (!this.#items.delete(id)) return false;
+    const at = lowerBound(this.#order, id);
+    if (this.#order[at] === id) this.#order.splice(at, 1);
+    return true;
   }
 
   #readSecrets(): void {
@@ -168,20 +227,47 @@ export class ConversationList {
     return () => watcher.stop();
   }
 
+  /** Watch the newest `limit` conversations and the total; the returned function stops the watch. */
+  watchPage(
+    limit: number,
+    listener: Listener<ConversationPage>,
+    onEnd: () => void = () => undefined,
+  ): () => void {
+    const watcher: Watcher<ConversationPage> = new Watcher(
+      listener,
+      () => this.page(limit),
+      () => {
+        this.#watchers.delete(watcher);
+        onEnd();
+      },
+      (change) => {
+        if (change.all) return true;
+        const floor = this.#pageFloor(limit);
+        for (const id of change.touched) if (id >= floor) return true;
+        return false;
+      },
+    );
+    this.#watchers.add(watcher);
+    watcher.changed();
+    return () => watcher.stop();
+  }
+
   close(): void {
     this.#unsubscribe();
     for (const w of [...this.#watchers]) w.stop();
   }
 
   #apply(change: ChangeSet): void {
-    let changed = false;
+    // A page watcher cares about the conversations touched, unless the total or the secrets changed.
+    const touched = new Set<ConversationId>();
+    let all = false;
     const add = (record: ConversationRecord) => {
       if (record.owner || this.#items.has(record.id)) return;
-      this.#items.set(record.id, { id: record.id, title: defaultTitle(record.id), busy: false });
-      changed = true;
+      this.#insert(record.id, { id: record.id, title: defaultTitle(record.id), busy: false });
+      all = true;
     };
     for (const record of change.conversations) add(record);
-    for (const id of change.deletedConversations ?? []) changed = this.#items.delete(id) || changed;
+    for (const id of change.deletedConversations ?? []) all = this.#remove(id) || all;
     for (const doc of change.docs) {
       if (
         doc.conversationId === SETTINGS_CONVERSATION &&
@@ -189,19 +275,23 @@ export class ConversationList {
       ) {
         this.#settings.set(doc.name, doc.value);
         this.#readSecrets();
-        changed = true;
+        all = true;
         continue;
       }
       const item = this.#items.get(doc.conversationId);
       if (!item) continue;
       if (doc.name === TITLE_DOC) {
         const title = titleOf(item.id, doc.value);
-        if (title !== item.title) this.#items.set(item.id, { ...item, title });
-        changed ||= title !== item.title;
+        if (title !== item.title) {
+          this.#items.set(item.id, { ...item, title });
+          touched.add(item.id);
+        }
       } else if (doc.name === DOC.live && !item.away) {
         const busy = busyOf(doc.value);
-        if (busy !== item.busy) this.#items.set(item.id, { ...item, busy });
-        changed ||= busy !== item.busy;
+        if (busy !== item.busy) {
+          this.#items.set(item.id, { ...item, busy });
+          touched.add(item.id);
+        }
       }
     }
     for (const move of change.moves ?? []) {
@@ -211,8 +301,22 @@ export class ConversationList {
       const { away: _was, ...rest } = item;
       const away = awayOf(move);
       this.#items.set(item.id, away ? { ...rest, busy: false, away } : rest);
-      changed = true;
+      touched.add(item.id);
     }
-    if (changed) for (const w of this.#watchers) w.changed();
+    if (!all && touched.size === 0) return;
+    const listChange: ListChange = { touched, all };
+    for (const w of this.#watchers) if (w.concerns(listChange)) w.changed();
   }
+}
+
+/** The first index of ascending `ids` whose id is not below `id`. */
+function lowerBound(ids: readonly number[], id: number): number {
+  let lo = 0;
+  let hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (ids[mid]! < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

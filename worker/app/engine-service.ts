@@ -31,6 +31,7 @@ import {
   type AgentSettingsChange,
   type AgentSettingsView,
   type CompactOutcome,
+  type ConversationPage,
   type ConversationSummary,
   type DemoSpeedName,
   type EngineStatus,
@@ -40,6 +41,7 @@ import {
   type ModelChoice,
   PROTOCOL_VERSION,
   protocolMismatch,
+  type SearchPage,
   type SubmitRequest,
   type TabHello,
   type UsageRollup,
@@ -68,7 +70,19 @@ import {
   resendAsFork,
   submitWithTitle,
 } from "./intents.ts";
-import { searchConversationText } from "./search.ts";
+import { searchConversationText, searchConversationPage as searchTextPage } from "./search.ts";
+
+/** The most conversations a list page (`watchPage`) and a search page (`searchPage`) hold. */
+const MAX_LIST_PAGE = 500;
+const MAX_SEARCH_PAGE = 200;
+
+/** A page's limit: a whole number from 1 to `most`. */
+function pageLimit(limit: unknown, most: number): number {
+  if (typeof limit !== "number" || !Number.isFinite(limit))
+    throw new TypeError("a page's limit must be a number");
+  return Math.max(1, Math.min(most, Math.floor(limit)));
+}
+
 import { redactTitle, savedSecrets } from "./secrets.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
 import { setToolPolicy, toolPolicyViews } from "./tool-policies.ts";
@@ -185,6 +199,8 @@ export class HarnessEngine implements EngineService {
         delete: (conversationId) => this.deleteConversation(conversationId),
         rename: (conversationId, title) => this.renameConversation(conversationId, title),
         search: (text) => this.searchConversations(text),
+        watchPage: (options, listener) => this.watchConversationPage(tabId, options, listener),
+        searchPage: (text, options) => this.searchConversationPage(text, options),
         export: (conversationId) => this.exportConversation(conversationId),
         import: (text) => this.importConversation(text),
       },
@@ -296,6 +312,53 @@ export class HarnessEngine implements EngineService {
     const stop = list.watch(listener, () => this.#listWatches.delete(id));
     this.#listWatches.set(id, { tabId, stop });
     return id;
+  }
+
+  async watchConversationPage(
+    tabId: string,
+    options: { limit: number },
+    listener: (page: ConversationPage) => Promise<void> | void,
+  ): Promise<number> {
+    const limit = pageLimit(options?.limit, MAX_LIST_PAGE);
+    const list = await this.#conversationList();
+    const id = this.#nextWatch++;
+    const stop = list.watchPage(limit, listener, () => this.#listWatches.delete(id));
+    this.#listWatches.set(id, { tabId, stop });
+    return id;
+  }
+
+  /**
+   * A page of a search: on the first (no `before`) the title matches, newest first, then the text
+   * matches of a bounded read of the entries (search.ts `searchConversationPage`), each conversation once.
+   */
+  async searchConversationPage(
+    text: string,
+    options: { limit: number; before?: number },
+  ): Promise<SearchPage> {
+    if (typeof text !== "string") throw new TypeError("search text must be a string");
+    const limit = pageLimit(options?.limit, MAX_SEARCH_PAGE);
+    const before = options?.before;
+    if (before !== undefined && !(Number.isSafeInteger(before) && before >= 1))
+      throw new TypeError("search's before must be an entry id");
+    const needle = text.slice(0, 500).trim().toLowerCase();
+    if (!needle) return { items: [] };
+    const list = await this.#conversationList();
+    const h = await this.#harness();
+    const items = before === undefined ? list.titleMatches(needle, limit) : [];
+    if (items.length === limit) return { items, before: Number.MAX_SAFE_INTEGER };
+    const secrets = savedSecrets((c, name) => h.docNow(c, name));
+    const page = await searchTextPage(h.store, needle, {
+      limit: limit - items.length,
+      ...(before !== undefined && before !== Number.MAX_SAFE_INTEGER ? { before } : {}),
+      secrets,
+      accept: (id) => list.has(id),
+      skip: new Set(items.map((c) => c.id)),
+    });
+    for (const id of page.ids) {
+      const item = list.get(id);
+      if (item) items.push(item);
+    }
+    return page.before === undefined ? { items } : { items, before: page.before };
   }
 
   async renameConversation(conversationId: ConversationId, title: string): Promise<void> {

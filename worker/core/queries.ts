@@ -59,6 +59,33 @@ export async function entriesContaining(
 }
 
 /**
+ * Entries of the given kinds with `from <= id < to` whose stored row contains `text` (as
+ * `entriesContaining` compares), newest first. The id range is walked on the primary key, so a call
+ * reads at most `to - from` rows however large the table is: a search that pages by id windows.
+ */
+export async function entriesContainingIn(
+  store: Store,
+  text: string,
+  options: { kinds: readonly string[]; from: number; to: number },
+): Promise<EntryRecord[]> {
+  if (options.kinds.length === 0 || options.to <= options.from) return [];
+  const kinds = options.kinds.map(() => "?").join(", ");
+  const rows = await store.read((sql) =>
+    sql.all(
+      `SELECT id, conversation_id, kind, body, by_task FROM entries WHERE id >= ? AND id < ? AND kind IN (${kinds}) AND body LIKE ? ESCAPE '\\' ORDER BY id DESC`,
+      [options.from, options.to, ...options.kinds, likePattern(text)],
+    ),
+  );
+  return rows.map(entryFromRow);
+}
+
+/** The newest entry's id, 0 when there is none (one step down the primary key). */
+export async function newestEntryId(store: Store): Promise<number> {
+  const row = await store.read((sql) => sql.get("SELECT max(id) AS m FROM entries"));
+  return Number(row?.["m"] ?? 0);
+}
+
+/**
  * One row appended to `entries` in a transaction of its own, outside any harness: the raw commit a
  * bench compares the engine with (the store's own cost for one small write; the statement is the
  * one the store probe's commit bench times, tests/e2e/fixtures/store-probe). The store must have

@@ -7,9 +7,12 @@
  * reaches them.
  */
 
+import type { AgentHarness } from "../agent/harness.ts";
 import { DOC, ENTRY, type LiveState, zeroUsage } from "../agent/records.ts";
+import { TITLE_DOC } from "../app/conversation-list.ts";
 import { type EngineHost, engineInternals } from "../app/engine-host.ts";
 import { tabScriptWorkers } from "../browser/tab-script-workers.ts";
+import { bulkSeed, SEED_MARKER } from "../core/bulk-seed.ts";
 import type { Json } from "../core/types.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
 import {
@@ -23,6 +26,7 @@ import {
 } from "../protocol/index.ts";
 import { runScriptInThread } from "../sandbox/in-thread.ts";
 import { DEFAULT_SANDBOX_LIMITS, runScript, type ScriptHost } from "../sandbox/run.ts";
+import { wasmMemoryBytes } from "../store/browser.ts";
 import { runBrowserBench } from "./bench.ts";
 import { noopTask, tickerTask } from "./ticker.ts";
 
@@ -153,19 +157,59 @@ function testEndpoints(host: EngineHost): DebugApi {
     scriptWorkers: async () => tabScriptWorkers.stats(),
 
     async seedChat(options) {
+      return seedChat(await engine.harness(), options.entries);
+    },
+
+    async seedGrowth(options) {
       const h = await engine.harness();
-      const total = Math.max(0, Math.min(50_000, Math.floor(options.entries)));
-      const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
-      await h.transaction((tx) => tx.writeDoc(conversation.id, "app.title", { title: "Seeded long chat" }));
-      for (let done = 0; done < total; ) {
-        const n = Math.min(500, total - done);
-        await h.transaction((tx) => {
-          for (let i = done; i < done + n; i++)
-            tx.appendEntry(conversation.id, seededMessage(i, i === total - 1));
-        });
-        done += n;
+      const started = performance.now();
+      const whole = (n: number, most: number) => Math.max(0, Math.min(most, Math.floor(n)));
+      const chatId = await seedChat(h, options.chatEntries);
+      // The templates the bulk copy clones: a conversation made by the agent (its documents), a
+      // question and an answer whose text is the marker, a finished task.
+      const template = await h.createConversation({ ownership: { kind: "ownerless" } });
+      const [question, answer] = await h.transaction((tx) => {
+        tx.writeDoc(template.id, TITLE_DOC, { title: "Seed template" });
+        return [
+          tx.appendEntry(template.id, seededMessage(0, false, SEED_MARKER)).id,
+          tx.appendEntry(template.id, seededMessage(1, false, SEED_MARKER)).id,
+        ];
+      });
+      const templateTask = await h.createTask(noopTask, null, {
+        ownership: { kind: "conversation" },
+        conversationId: template.id,
+      });
+      await h.waitForTask(templateTask);
+      const { firstConversation } = await bulkSeed(h.store, {
+        templateConversation: template.id,
+        titleDoc: TITLE_DOC,
+        templateQuestion: question!,
+        templateAnswer: answer!,
+        templateTask,
+        conversations: Math.max(1, whole(options.conversations, 1_000_000)),
+        entries: whole(options.entries, 10_000_000),
+        tasks: whole(options.tasks, 10_000_000),
+        now: Date.now(),
+      });
+      // Rows were written past this harness: it must never commit again. Nothing of it runs now
+      // (the templates' tasks are finished); the caller closes the page and the next engine opens.
+      return { chatId, firstConversation, ms: performance.now() - started };
+    },
+
+    async memory() {
+      return { wasmBytes: wasmMemoryBytes() };
+    },
+
+    async commitLatency(options) {
+      const h = await engine.harness();
+      const count = Math.max(1, Math.min(1000, Math.floor(options.commits)));
+      const times: number[] = [];
+      for (let i = 0; i < count; i++) {
+        const started = performance.now();
+        await h.transaction((tx) => tx.writeDoc(options.conversationId, "bench.probe", { n: i }));
+        times.push(performance.now() - started);
       }
-      return conversation.id;
+      return times;
     },
 
     async seed(
@@ -214,16 +258,35 @@ function testEndpoints(host: EngineHost): DebugApi {
   };
 }
 
-/** Message `i` of a seeded chat: even ones are questions, odd ones answers (markdown, varied lengths). */
-function seededMessage(i: number, last: boolean): { kind: string; model: Json } {
+/** A new conversation holding `entries` (at most 50,000) committed messages, 500 a transaction. */
+async function seedChat(h: AgentHarness, entries: number): Promise<ConversationId> {
+  const total = Math.max(0, Math.min(50_000, Math.floor(entries)));
+  const conversation = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await h.transaction((tx) => tx.writeDoc(conversation.id, "app.title", { title: "Seeded long chat" }));
+  for (let done = 0; done < total; ) {
+    const n = Math.min(500, total - done);
+    await h.transaction((tx) => {
+      for (let i = done; i < done + n; i++)
+        tx.appendEntry(conversation.id, seededMessage(i, i === total - 1));
+    });
+    done += n;
+  }
+  return conversation.id;
+}
+
+/**
+ * Message `i` of a seeded chat: even ones are questions, odd ones answers (markdown, varied lengths).
+ * With `text`, that is the whole of the message's text (the bulk seed's templates).
+ */
+function seededMessage(i: number, last: boolean, text?: string): { kind: string; model: Json } {
   const timestamp = Date.now();
   if (i % 2 === 0 && !last)
     return {
       kind: ENTRY.user,
-      model: [{ role: "user", content: `Question ${i + 1}: what comes next?`, timestamp }],
+      model: [{ role: "user", content: text ?? `Question ${i + 1}: what comes next?`, timestamp }],
     };
   const lines = 1 + (i % 7);
-  const text = [
+  const markdown = [
     last ? `The newest answer, number ${i + 1}.` : `Answer ${i + 1}, with **markdown**:`,
     ...Array.from(
       { length: lines },
@@ -233,7 +296,7 @@ function seededMessage(i: number, last: boolean): { kind: string; model: Json } 
   ].join("\n");
   const message = {
     role: "assistant",
-    content: [{ type: "text", text }],
+    content: [{ type: "text", text: text ?? markdown }],
     api: "demo",
     provider: "demo",
     model: "demo-1",

@@ -93,6 +93,22 @@ export interface ConversationSummary {
   readonly away?: ConversationAway;
 }
 
+/** A page of the conversation list: the newest top-level conversations, and how many there are in all. */
+export interface ConversationPage {
+  readonly items: readonly ConversationSummary[];
+  readonly total: number;
+}
+
+/** A page of a search (`conversations.searchPage`): the conversations found, newest activity first. */
+export interface SearchPage {
+  readonly items: readonly ConversationSummary[];
+  /**
+   * Where the next page starts (give it back as `before`); absent once the whole store was searched.
+   * A conversation may be found again on a later page (an older message of it): keep it once.
+   */
+  readonly before?: number;
+}
+
 /** Where a conversation that left this home went (see ConversationSummary.away). */
 export interface ConversationAway {
   readonly status: "moving" | "moved";
@@ -203,6 +219,13 @@ export interface ConversationsApi {
    * newest, never a queue. Returns a watch id for `watches.unwatch`.
    */
   watch(listener: Listener<ConversationSummary[]>): Promise<number>;
+  /**
+   * Watch the newest `limit` (1-500) conversations of the list and its total: what a tab shows, so a
+   * commit costs the tab O(limit) whatever the store holds. A page is delivered at once, then after
+   * each commit that changed it (a conversation in it created, renamed, busy or idle, deleted; the
+   * total), coalesced like `watch`. For more, watch again with a larger limit.
+   */
+  watchPage(options: { limit: number }, listener: Listener<ConversationPage>): Promise<number>;
   create(title?: string): Promise<ConversationId>;
   /**
    * A new conversation forked from `conversationId` at `entryId` (spec §3.7): it sees that
@@ -222,6 +245,13 @@ export interface ConversationsApi {
   rename(conversationId: ConversationId, title: string): Promise<void>;
   /** The ids of the top-level conversations whose title or entries contain `text` (case-insensitive). */
   search(text: string): Promise<ConversationId[]>;
+  /**
+   * One page of a search for `text` (case-insensitive) in titles and message text: at most `limit`
+   * (1-200) conversations. The first page (no `before`) holds the title matches, then conversations
+   * by their newest matching message; each page reads a bounded number of stored messages (newest
+   * first), so a page costs the same on any store, and `before` continues the search further back.
+   */
+  searchPage(text: string, options: { limit: number; before?: number }): Promise<SearchPage>;
   /**
    * A conversation as export JSON (entries and documents, versioned; never a key) and a file name for
    * it. `import` takes such a text and makes it a new conversation in one commit; a malformed or
@@ -646,6 +676,22 @@ export interface DebugApi {
    * e2e. Resolves with its id once committed.
    */
   seedChat(options: { entries: number }): Promise<ConversationId>;
+  /**
+   * The growth bench's store (worker/core/bulk-seed.ts): a long chat of `chatEntries` messages, then
+   * `conversations` conversations holding `entries` messages and `tasks` terminal tasks between them,
+   * copied in a few big transactions past the harness. The engine must not be used afterwards: close
+   * its page; the next engine opens the store whole.
+   */
+  seedGrowth(options: {
+    conversations: number;
+    entries: number;
+    tasks: number;
+    chatEntries: number;
+  }): Promise<{ chatId: ConversationId; firstConversation: ConversationId; ms: number }>;
+  /** The wasm memory this engine's store holds now, in bytes (its JS heap is read over CDP). */
+  memory(): Promise<{ wasmBytes: number }>;
+  /** One commit (a document written in `conversationId`) at a time, `commits` times: each one's ms. */
+  commitLatency(options: { conversationId: ConversationId; commits: number }): Promise<number[]>;
   /**
    * Run `code` in the codemode sandbox from this engine (no tools; default limits but those given),
    * in a script worker when one can be had, in the engine's thread with `inThread`; the engine's

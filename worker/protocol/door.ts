@@ -384,6 +384,9 @@ function dispatch(c: Connection): Dispatch {
     "conversations.delete": ([conversation]) => calls().conversations.delete(conversation),
     "conversations.rename": ([conversation, title]) => calls().conversations.rename(conversation, title),
     "conversations.search": ([text]) => calls().conversations.search(text),
+    "conversations.watchPage": ([options], id) =>
+      watch(id, () => calls().conversations.watchPage(options, c.frames(id))),
+    "conversations.searchPage": ([text, options]) => calls().conversations.searchPage(text, options),
     "conversations.export": ([conversation]) => calls().conversations.export(conversation),
     "conversations.import": ([text]) => calls().conversations.import(text),
     "run.submit": ([conversation, request]) => calls().run.submit(conversation, request),
@@ -452,6 +455,9 @@ function dispatch(c: Connection): Dispatch {
     "debug.bench": ([o]) => debug().bench(o),
     "debug.seed": ([o]) => debug().seed(o),
     "debug.seedChat": ([o]) => debug().seedChat(o),
+    "debug.seedGrowth": ([o]) => debug().seedGrowth(o),
+    "debug.memory": () => debug().memory(),
+    "debug.commitLatency": ([o]) => debug().commitLatency(o),
     "debug.runScript": ([request]) => debug().runScript(request),
     "debug.scriptWorkers": () => debug().scriptWorkers(),
   };

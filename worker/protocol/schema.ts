@@ -111,6 +111,19 @@ export const METHODS = {
   "conversations.delete": Type.Tuple([Id]),
   "conversations.rename": Type.Tuple([Id, Text]),
   "conversations.search": Type.Tuple([Text]),
+  "conversations.watchPage": Type.Tuple([
+    Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 500 }) }, strict),
+  ]),
+  "conversations.searchPage": Type.Tuple([
+    Text,
+    Type.Object(
+      {
+        limit: Type.Integer({ minimum: 1, maximum: 200 }),
+        before: Type.Optional(Type.Integer({ minimum: 1 })),
+      },
+      strict,
+    ),
+  ]),
   "conversations.export": Type.Tuple([Id]),
   "conversations.import": Type.Tuple([Text]),
 
@@ -229,6 +242,19 @@ export const METHODS = {
     ),
   ]),
   "debug.seedChat": Type.Tuple([Type.Object({ entries: Type.Number() }, strict)]),
+  "debug.seedGrowth": Type.Tuple([
+    Type.Object(
+      {
+        conversations: Type.Number(),
+        entries: Type.Number(),
+        tasks: Type.Number(),
+        chatEntries: Type.Number(),
+      },
+      strict,
+    ),
+  ]),
+  "debug.memory": Type.Tuple([]),
+  "debug.commitLatency": Type.Tuple([Type.Object({ conversationId: Id, commits: Type.Number() }, strict)]),
   "debug.runScript": Type.Tuple([
     Type.Object(
       {

@@ -150,8 +150,22 @@ export function preloadBrowserStore(
   );
 }
 
+/** The wasm memories of the stores open in this context (`wasmMemoryBytes`). */
+const liveMemories = new Set<WebAssembly.Memory>();
+
+/**
+ * The bytes of wasm memory the stores open in this context hold now (each instance's linear memory:
+ * SQLite's page cache, its heap, the VFS's buffers). A memory only grows, so this is also the most
+ * each store has held. The growth bench reads it through `debug.memory`.
+ */
+export function wasmMemoryBytes(): number {
+  let bytes = 0;
+  for (const memory of liveMemories) bytes += memory.buffer.byteLength;
+  return bytes;
+}
+
 /** A new instance of the build (its own memory: the async builds are not re-entrant) from the cached module. */
-async function loadModule(build: Build): Promise<unknown> {
+async function loadModule(build: Build, memories: WebAssembly.Memory[]): Promise<unknown> {
   const { factory, wasm } = await loadBuild(build);
   // Emscripten waits for `done` forever: an instantiation that fails rejects the load instead.
   let failed: (error: unknown) => void = () => undefined;
@@ -161,7 +175,11 @@ async function loadModule(build: Build): Promise<unknown> {
   return Promise.race([
     factory({
       instantiateWasm(imports, done) {
-        WebAssembly.instantiate(wasm, imports).then((instance) => done(instance, wasm), failed);
+        WebAssembly.instantiate(wasm, imports).then((instance) => {
+          const memory = Object.values(instance.exports).find((e) => e instanceof WebAssembly.Memory);
+          if (memory) memories.push(memory);
+          done(instance, wasm);
+        }, failed);
         return {};
       },
     }),
@@ -235,11 +253,12 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
   checkSupport(options);
   let vfs: VfsInstance | undefined;
   let release: () => Promise<void> | void = () => undefined;
+  const memories: WebAssembly.Memory[] = [];
   let sqlite3: SQLiteAPI;
   let db: number;
   try {
     if (options.kind === "idb") {
-      const module = await loadModule(chooseIdbBuild(options.build));
+      const module = await loadModule(chooseIdbBuild(options.build), memories);
       sqlite3 = SQLiteAPI.Factory(module);
       const { IDBBatchAtomicVFS } = (await import(
         "@journeyapps/wa-sqlite/src/examples/IDBBatchAtomicVFS.js"
@@ -252,7 +271,7 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
       vfs = idbVfs;
       release = () => idbVfs.close();
     } else {
-      const module = await loadModule("sync");
+      const module = await loadModule("sync", memories);
       sqlite3 = SQLiteAPI.Factory(module);
       const { OPFSCoopSyncVFS } = (await import(
         "@journeyapps/wa-sqlite/src/examples/OPFSCoopSyncVFS.js"
@@ -273,6 +292,12 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
     }
     throw await classifyStoreError(error, { store: name, stage: "open" });
   }
+  for (const memory of memories) liveMemories.add(memory);
+  const releaseVfs = release;
+  const releaseAll = async () => {
+    for (const memory of memories) liveMemories.delete(memory);
+    await releaseVfs();
+  };
   // finishOpen closes the connection (and so releases the VFS) and classifies whatever it throws.
-  return finishOpen(sqlite3, db, options.kind, name, release, PRAGMAS[options.kind]);
+  return finishOpen(sqlite3, db, options.kind, name, releaseAll, PRAGMAS[options.kind]);
 }

@@ -82,6 +82,9 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
       delete: answer("conversations.delete", undefined),
       rename: answer("conversations.rename", undefined),
       search: answer("conversations.search", [1]),
+      watchPage: (options, listener) =>
+        watch("conversations.watchPage", { items: [], total: 0 }, [options], listener),
+      searchPage: answer("conversations.searchPage", { items: [] }),
       export: answer("conversations.export", { fileName: "main.json", text: "{}" }),
       import: async (text) => {
         ran("conversations.import", [text.length]);
@@ -177,6 +180,9 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
             bench: answer("debug.bench", {}),
             seed: absent("debug.seed"),
             seedChat: answer("debug.seedChat", 2),
+            seedGrowth: absent("debug.seedGrowth"),
+            memory: absent("debug.memory"),
+            commitLatency: absent("debug.commitLatency"),
             runScript: absent("debug.runScript"),
             scriptWorkers: absent("debug.scriptWorkers"),
           },

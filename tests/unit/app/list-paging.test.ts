@@ -1,0 +1,153 @@
+/**
+ * The list and the search page (issue 30, item 4: what serves live work is O(live work), not
+ * O(store)): `ConversationList.watchPage` hands out the newest `limit` conversations and the total,
+ * and is not told of commits outside its page; `searchConversationPage` reads a bounded window of
+ * entries per page and says where the next one starts; the engine service's `searchPage` puts the
+ * title matches first and pages the rest. Sizes here are small: the limits are what is asserted.
+ */
+import { describe, expect, test } from "vitest";
+import { ConversationList, TITLE_DOC } from "../../../worker/app/conversation-list.ts";
+import { HarnessEngine } from "../../../worker/app/engine-service.ts";
+import { searchConversationPage } from "../../../worker/app/search.ts";
+import type { ConversationPage } from "../../../worker/protocol/index.ts";
+import { until } from "../../../worker/testing.ts";
+import { echo, open } from "../agent/fixtures.ts";
+
+/** `n` ownerless conversations titled "Topic <i>", in one commit; their ids, oldest first. */
+async function conversations(h: Awaited<ReturnType<typeof open>>["h"], n: number): Promise<number[]> {
+  return h.transaction((tx) =>
+    Array.from({ length: n }, (_, i) => {
+      const c = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(c.id, TITLE_DOC, { title: `Topic ${i + 1}` });
+      return c.id;
+    }),
+  );
+}
+
+/** A question in each of `ids` (committed entries; nothing runs). */
+async function say(h: Awaited<ReturnType<typeof open>>["h"], ids: number[], text: (id: number) => string) {
+  await h.transaction((tx) => {
+    for (const id of ids)
+      tx.appendEntry(id, {
+        kind: "pi.user",
+        model: [{ role: "user", content: text(id), timestamp: 0 }],
+      });
+  });
+}
+
+describe("the conversation list's page", () => {
+  test("the newest `limit` conversations, newest first, with the total", async () => {
+    const { h } = await open(echo);
+    const ids = await conversations(h, 30);
+    const list = await ConversationList.open(h);
+    const page = list.page(10);
+    expect(page.total).toBe(31); // with Main
+    expect(page.items.map((c) => c.id)).toEqual(ids.slice(-10).reverse());
+    expect(list.page(100).items).toHaveLength(31);
+    list.close();
+  });
+
+  test("a page watcher hears commits inside its page and the total, never one outside it", async () => {
+    const { h } = await open(echo);
+    const ids = await conversations(h, 30);
+    const list = await ConversationList.open(h);
+    const pages: ConversationPage[] = [];
+    list.watchPage(5, (p) => void pages.push(p));
+    await until(() => pages.length === 1);
+    // Renaming an old conversation (outside the newest five) delivers nothing.
+    await h.transaction((tx) => tx.writeDoc(ids[0]!, TITLE_DOC, { title: "Renamed old" }));
+    // Renaming one inside the page does.
+    await h.transaction((tx) => tx.writeDoc(ids.at(-1)!, TITLE_DOC, { title: "Renamed new" }));
+    await until(() => pages.length === 2);
+    expect(pages[1]!.items[0]).toMatchObject({ id: ids.at(-1), title: "Renamed new" });
+    expect(pages[1]!.items.map((c) => c.title)).not.toContain("Renamed old");
+    // A new conversation enters at the top and counts.
+    const [added] = await conversations(h, 1);
+    await until(() => pages.length === 3);
+    expect(pages[2]!.items[0]!.id).toBe(added);
+    expect(pages[2]!.items).toHaveLength(5);
+    expect(pages[2]!.total).toBe(32);
+    // A deletion inside the page lets the next older one in.
+    await h.deleteConversation(added!);
+    await until(() => pages.length === 4);
+    expect(pages[3]!.items.map((c) => c.id)).toEqual(ids.slice(-5).reverse());
+    expect(pages[3]!.total).toBe(31);
+    list.close();
+  });
+});
+
+describe("a search page", () => {
+  test("reads at most `scanRows` entry ids and says where the next page starts", async () => {
+    const { h } = await open(echo);
+    const ids = await conversations(h, 12);
+    // The oldest conversation says the rare word; then 11 others each say common words.
+    await say(h, [ids[0]!], () => "a zebrafinch sang");
+    for (let i = 0; i < 5; i++) await say(h, ids.slice(1), (id) => `filler ${id} round ${i}`);
+    const first = await searchConversationPage(h.store, "zebrafinch", {
+      limit: 10,
+      scanRows: 20,
+      window: 10,
+    });
+    // Twenty entries back from the newest do not reach the oldest: nothing yet, and a place to go on.
+    expect(first.ids).toEqual([]);
+    expect(first.before).toBeDefined();
+    // Page by page, the search reaches it and then ends.
+    let page = first;
+    const found: number[] = [];
+    let pages = 1;
+    while (page.before !== undefined) {
+      page = await searchConversationPage(h.store, "zebrafinch", {
+        limit: 10,
+        scanRows: 20,
+        window: 10,
+        before: page.before,
+      });
+      found.push(...page.ids);
+      pages++;
+    }
+    expect(found).toEqual([ids[0]]);
+    expect(pages).toBeGreaterThan(2);
+  });
+
+  test("stops at `limit` conversations, the next page going on below the last match", async () => {
+    const { h } = await open(echo);
+    const ids = await conversations(h, 8);
+    await say(h, ids, (id) => `common word in ${id}`);
+    const first = await searchConversationPage(h.store, "common word", { limit: 3 });
+    expect(first.ids).toEqual(ids.slice(-3).reverse());
+    const second = await searchConversationPage(h.store, "common word", { limit: 3, before: first.before! });
+    expect(second.ids).toEqual(ids.slice(-6, -3).reverse());
+    const third = await searchConversationPage(h.store, "common word", { limit: 3, before: second.before! });
+    expect(third.ids).toEqual(ids.slice(0, 2).reverse());
+    expect(third.before).toBeUndefined();
+  });
+
+  test("the engine's searchPage: title matches first, each conversation once, bounded by its limit", async () => {
+    const { h } = await open(echo);
+    const ids = await conversations(h, 6);
+    await h.transaction((tx) => tx.writeDoc(ids[1]!, TITLE_DOC, { title: "About pelicans" }));
+    await say(h, [ids[1]!, ids[3]!, ids[4]!], () => "pelicans everywhere");
+    const service = new HarnessEngine({ harness: async () => h, build: "test" });
+    const tab = service.tab("t");
+    const page = await tab.conversations.searchPage("Pelicans", { limit: 2 });
+    expect(page.items.map((c) => c.id)).toEqual([ids[1], ids[4]]);
+    expect(page.items[0]!.title).toBe("About pelicans");
+    expect(page.before).toBeDefined();
+    const next = await tab.conversations.searchPage("pelicans", { limit: 2, before: page.before! });
+    expect(next.items.map((c) => c.id)).toEqual([ids[3], ids[1]]);
+    await expect(tab.conversations.searchPage("pelicans", { limit: 0 })).resolves.toMatchObject({
+      items: [expect.anything()],
+    });
+  });
+
+  test("the engine's watchPage delivers a page and its total", async () => {
+    const { h } = await open(echo);
+    await conversations(h, 4);
+    const service = new HarnessEngine({ harness: async () => h, build: "test" });
+    const pages: ConversationPage[] = [];
+    await service.tab("t").conversations.watchPage({ limit: 2 }, (p) => void pages.push(p));
+    await until(() => pages.length === 1);
+    expect(pages[0]!.items).toHaveLength(2);
+    expect(pages[0]!.total).toBe(5);
+  });
+});
