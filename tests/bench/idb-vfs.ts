@@ -15,9 +15,9 @@
  *    queue the share of requests placed while the previous one was pending and its waits.
  * 3. Growth (BENCH_MIRROR_MB, default "1,10,50"): per size, a database of that size on IDBMirrorVFS
  *    (strict) and on IDBBatchAtomicVFS; its open on a fresh module instance to the first query's
- *    answer; the SharedWorker's JS heap and ArrayBuffer memory (wasm memory and the mirror's pages
- *    are ArrayBuffers) after a forced GC before and after that open (CDP `Runtime.getHeapUsage`);
- *    the connection's wasm memory; and commits/s on it at that size. The mirror holds the whole
+ *    answer; what that open added to the SharedWorker's JS heap and ArrayBuffer backing stores (the
+ *    mirror's pages; wasm memory is not counted there) after a forced GC before and after it (CDP
+ *    `Runtime.getHeapUsage`); the connection's wasm memory; and commits/s on it at that size. The mirror holds the whole
  *    database in memory and reads all of it at open, so its memory and open time grow with the
  *    database; IDBBatchAtomicVFS's stay flat. The table says up to what size the mirror's commit
  *    rate is worth its cost.
@@ -135,7 +135,7 @@ async function growth(
   );
   table(rows);
   console.log(
-    "(buffers = ArrayBuffer backing stores: the new connection's wasm memory, and for the mirror every page of the database; the mirror is the better choice only while its commit rate is worth that memory and open time)",
+    "(JS heap and buffers: what the open added in the SharedWorker after a forced GC; buffers = ArrayBuffer backing stores outside wasm memory, for the mirror every page of the database; wasm = the connection's own wasm memory, the same for both. The mirror is the better choice only while its commit rate is worth that memory and open time)",
   );
 }
 
