@@ -5,6 +5,17 @@
  *    steps/s on scratch stores of the engine's kind (`__engine.api.debug.bench`, worker/debug/bench.ts; the
  *    page passes `?debug=1`, which alone gives its engine the test endpoints).
  *    Bars: a sequential chain of tasks >= 45% of the raw rate; 100 concurrent three-phase tasks >= 3x it.
+ *    Then, in the store probe's SharedWorker (tests/bench/idb-vfs.ts, whose header explains each row):
+ *    - IndexedDB's own limit: a bare readwrite transaction, one small put, awaited `complete`, at
+ *      durability strict (what the idb store uses at synchronous=FULL), relaxed and default; every
+ *      row below is printed as its ratio to the strict one (aim for the store: 0.8x);
+ *    - the idb store as shipped, and bare wa-sqlite loops on IDBBatchAtomicVFS as shipped, on the
+ *      same VFS with its requests pipelined (a probe-only variant: docs/idb-vfs-pipelined-requests.md),
+ *      on IDBMirrorVFS as published and on IDBMirrorVFS with strict transactions; per commit, the
+ *      IndexedDB requests and transactions each issues;
+ *    - as the database grows (BENCH_MIRROR_MB sizes): IDBMirrorVFS against IDBBatchAtomicVFS, the
+ *      open time, the memory the open adds (JS heap and ArrayBuffers, after a forced GC) and the
+ *      commit rate at each size: up to what size the mirror is the better choice.
  * 2. Recovery (recovery.ts): a store holding 10,000 terminal tasks, 1,000 idle conversations and one
  *    live ticker, opened again by the app: navigation start to the first tick the new engine commits,
  *    in parts, median of 5 (aim under 300 ms); beside it, in the same rounds, the machine's floor (a
@@ -26,7 +37,7 @@
  * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
  * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
  * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery|tabs|size|chat, BENCH_ANSWERS (second-tab answers, default 8),
- * BENCH_CHAT_ENTRIES (default 5000).
+ * BENCH_CHAT_ENTRIES (default 5000), BENCH_MIRROR_MB (the growth rows' sizes, default "1,10,50"; "" for none).
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
@@ -45,6 +56,7 @@ import {
 } from "../e2e/browser.ts";
 import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
+import { idbVfsRows } from "./idb-vfs.ts";
 import { INITIAL_JS_BUDGET_KB, measureInitialJs } from "./initial-js.ts";
 import { longChat } from "./long-chat.ts";
 import { recovery } from "./recovery.ts";
@@ -52,6 +64,11 @@ import { recovery } from "./recovery.ts";
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const SECONDS = env("BENCH_SECONDS", 3);
+/** Database sizes (MB) of the IndexedDB growth rows (idb-vfs.ts); empty: none. */
+const MIRROR_MB = (process.env.BENCH_MIRROR_MB ?? "1,10,50")
+  .split(",")
+  .map(Number)
+  .filter((n) => n > 0);
 const ROUNDS = env("BENCH_ROUNDS", 3);
 const ONLY = process.env.BENCH_ONLY;
 const CHAIN_BAR = 0.45;
@@ -231,6 +248,12 @@ async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: St
     "\nper-commit breakdown (instrumented raw commits: IDB and VFS wrapped in the probe only; medians)",
   );
   table(breakdown);
+  await idbVfsRows(
+    b,
+    fixtures,
+    { rounds: ROUNDS, seconds: SECONDS, sizes: MIRROR_MB },
+    { fmt, median, table },
+  );
 }
 
 /** Wait until `page` shows `n` settled answers (committed pi.assistant entries, nothing streaming). */

@@ -8,8 +8,13 @@ import type {
   ProbeInfo,
   ProbeRequest,
   ReadResult,
+  VfsBenchResult,
+  VfsOpenResult,
   WriteResult,
 } from "./fixtures/store-probe/protocol.ts";
+
+/** A probe request without its `op`. */
+type Args<Op extends ProbeRequest["op"]> = Omit<Extract<ProbeRequest, { op: Op }>, "op">;
 
 export type ProbeTarget = "shared" | "dedicated" | "page";
 
@@ -51,4 +56,20 @@ export const probe = {
   ) => call<CommitBenchResult>(page, target, { op: "commitBench", ...request }),
   open: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "open" }>, "op">) =>
     call<OpenResult>(page, target, { op: "open", ...request }),
+  vfsBench: (page: Page, target: ProbeTarget, request: Args<"vfsBench">) =>
+    call<VfsBenchResult>(page, target, { op: "vfsBench", ...request }),
+  vfsWrite: (page: Page, target: ProbeTarget, request: Args<"vfsWrite">) =>
+    call<{ committed: number; build: string }>(page, target, { op: "vfsWrite", ...request }),
+  vfsAcked: (page: Page, target: ProbeTarget, request: Args<"vfsAcked">) =>
+    call<number>(page, target, { op: "vfsAcked", ...request }),
+  vfsRead: (page: Page, target: ProbeTarget, request: Args<"vfsRead">) =>
+    call<{ count: number; sum: number }>(page, target, { op: "vfsRead", ...request }),
+  vfsFill: (page: Page, target: ProbeTarget, request: Args<"vfsFill">) =>
+    call<{ ms: number; bytes: number }>(page, target, { op: "vfsFill", ...request }),
+  vfsOpen: (page: Page, target: ProbeTarget, request: Args<"vfsOpen">) =>
+    call<VfsOpenResult>(page, target, { op: "vfsOpen", ...request }),
+  vfsRate: (page: Page, target: ProbeTarget, request: Args<"vfsRate">) =>
+    call<{ perSecond: number; wasmBytes: number }>(page, target, { op: "vfsRate", ...request }),
+  vfsClose: (page: Page, target: ProbeTarget, request: Args<"vfsClose">) =>
+    call<void>(page, target, { op: "vfsClose", ...request }),
 };
