@@ -32,7 +32,7 @@ import type { Extension } from "./extensions/types.ts";
 import { inboxPolicy } from "./generation/start.ts";
 import { createGenerationTask } from "./generation/task.ts";
 import { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
-import { API_KEYS_DOC, SETTINGS_CONVERSATION, storedApiKey, storedApiKeyValues } from "./models/keys.ts";
+import { SETTINGS_CONVERSATION, storedApiKey, storedApiKeyValues } from "./models/keys.ts";
 import { loadPiAi } from "./models/pi-ai.ts";
 import { createModelResolver } from "./models/resolver.ts";
 import { type ModelsAndKeys, modelsAndKeys } from "./models/settings.ts";
@@ -57,6 +57,16 @@ import { sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
 
 export { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
+
+/** `AgentHarness.open`'s options: `prepare` gets the agent harness. */
+export interface AgentOpenOptions extends Omit<AgentHarnessOptions, "prepare"> {
+  /**
+   * Runs during the open, once the live records and the settings' documents are loaded, before any
+   * recovered task is reserved or started (`HarnessOptions.prepare`): install what a recovered task
+   * may need (stored tools), create the root. Scheduling begins after it unless `paused`.
+   */
+  prepare?: (harness: AgentHarness) => Promise<void> | void;
+}
 
 /** The built-in agent tasks, and the inbox policy that starts generations and compactions. */
 export interface BuiltinTasks {
@@ -255,9 +265,10 @@ export class AgentHarness extends Harness {
     return super.close(options, signal);
   }
 
-  static override async open(store: Store, options: AgentHarnessOptions = {}): Promise<AgentHarness> {
-    // Opened paused: requests read API keys synchronously (docNow), so the settings' documents are
-    // loaded before any recovered task can start; then scheduling begins unless the caller paused.
+  static override async open(store: Store, options: AgentOpenOptions = {}): Promise<AgentHarness> {
+    // Requests read API keys synchronously (docNow), so the settings' documents are loaded before any
+    // recovered task can start: in the open's own read (`preloadDocs`), then `prepare`, then
+    // scheduling, unless the caller paused.
     // The registry must answer for every built-in task (spec §2.2): a reader of another make may not.
     const snapshot = options.extensions?.snapshot();
     const missing = snapshot && BUILTIN_TASKS.filter((name) => !snapshot.hasTask(name));
@@ -265,10 +276,13 @@ export class AgentHarness extends Harness {
       throw new RegistryInvalid(`the registry lacks the built-in tasks ${missing.join(", ")}`);
     // pi-ai (models, providers, tool validation) is loaded on demand; every agent task relies on it.
     await loadPiAi();
-    const harness = new AgentHarness(store, { ...options, paused: true });
+    const { prepare, ...rest } = options;
+    const harness: AgentHarness = new AgentHarness(store, {
+      ...rest,
+      preloadDocs: [SETTINGS_CONVERSATION, ...(options.preloadDocs ?? [])],
+      ...(prepare ? { prepare: (): Promise<void> | void => prepare(harness) } : {}),
+    });
     await harness.start();
-    await harness.doc(SETTINGS_CONVERSATION, API_KEYS_DOC);
-    if (!options.paused) harness.resume();
     return harness;
   }
 

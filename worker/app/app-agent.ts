@@ -17,7 +17,9 @@ import { createRegistry } from "../agent/extensions/registry.ts";
 import type { Extension } from "../agent/extensions/types.ts";
 import { AgentHarness } from "../agent/harness.ts";
 import { createModelResolver } from "../agent/models/resolver.ts";
+import type { NetworkState } from "../agent/network.ts";
 import { builtinToolsExtension } from "../agent/tools/builtin/index.ts";
+import type { WorkspaceFs } from "../agent/workspace/fs.ts";
 import { browserNetwork } from "../browser/network.ts";
 import { OpfsFs } from "../browser/opfs-fs.ts";
 import type { AnyTaskDefinition } from "../core/define.ts";
@@ -41,6 +43,10 @@ export interface AppHarnessOptions {
    * free unless a stored policy says otherwise (`allow`: test pages that do not test approval).
    */
   readonly approval?: ApprovalMode;
+  /** The workspace (default: the origin's OPFS, `OpfsFs`); tests in Node pass a memory one. */
+  readonly workspace?: WorkspaceFs;
+  /** The network state (default: the worker's, probed at its own script's URL). */
+  readonly network?: NetworkState;
 }
 
 export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
@@ -50,7 +56,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
   extensions.install(builtinToolsExtension);
   for (const extension of options.extensions ?? []) extensions.install(extension);
   let opened: AgentHarness | undefined;
-  const workspace = new OpfsFs();
+  const workspace = options.workspace ?? new OpfsFs();
   const harness = await AgentHarness.open(store, {
     extensions,
     settings: approvalSettings(
@@ -67,18 +73,21 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
     // The workspace is every conversation's environment: passed explicitly (no env, no environment).
     fs: workspace,
     env: workspaceEnv(workspace),
-    network: browserNetwork({ probeUrl: self.location.href }),
+    network: options.network ?? browserNetwork({ probeUrl: self.location.href }),
     // Every saved key and the saved server token: none may reach an entry, whoever quotes it back.
     secrets: harnessSecrets(() => opened),
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
-    paused: true,
+    // Before any recovered task runs (and in the open's own turn, so recovery and the first
+    // reservation need no pause between them: docs/ARCHITECTURE.md, "The recovery path"): the stored
+    // user tools, so a call of one that a reload interrupted finds its tool again; the app's "Main"
+    // conversation, the root, created on the first open (spec §2.2, lazily); the demo's speed.
+    prepare: async (h) => {
+      await installStoredUserTools(h);
+      await h.root();
+      opened = h;
+      applyStoredDemoSpeed(h);
+    },
   });
-  await installStoredUserTools(harness);
-  // The app's "Main" conversation is the root: created on the first open (spec §2.2, lazily).
-  await harness.root();
-  opened = harness;
-  harness.resume();
-  applyStoredDemoSpeed(harness);
   return harness;
 }

@@ -110,6 +110,19 @@ export interface HarnessOptions {
    */
   paused?: boolean;
   /**
+   * Runs once during the open, after the live records are loaded and before recovery and scheduling
+   * begin: whatever must be in place before a recovered task runs (an app's stored tools, its root
+   * conversation). It may read and commit; no task is reserved or started until it returned, and a
+   * `resume()` (or a progress call) it makes takes effect only after it.
+   */
+  prepare?: (harness: Harness) => Promise<void> | void;
+  /**
+   * Document scopes (conversation ids, or ids no conversation has, such as an app's settings) whose
+   * documents the open loads in the same read as the live records, so a `doc()` of them right after
+   * the open reads memory instead of queueing a read of its own.
+   */
+  preloadDocs?: readonly ConversationId[];
+  /**
    * When the root conversation (id 1, ownerless) is created: "at-open" (default), by the first open
    * of a store, in a commit of its own; "lazy", only by `ensureRoot()` (the agent harness's
    * `root()`, spec §2.2, creates it in one commit with its agent and init).
@@ -160,6 +173,13 @@ export class Harness {
   readonly #states = new Set<DocumentState>();
   readonly #moves: move.MoveContext;
   readonly #rootAtOpen: boolean;
+  /** Opened paused (`HarnessOptions.paused`): recovery commits at open, nothing runs until resume. */
+  readonly #pausedAtOpen: boolean;
+  /** The open is under way (see `start`): the scheduler is held, a resume waits for its end. */
+  #starting = true;
+  #resumeRequested = false;
+  readonly #prepare: HarnessOptions["prepare"];
+  readonly #preloadDocs: readonly ConversationId[];
 
   static {
     grantInternals((h) => {
@@ -202,7 +222,11 @@ export class Harness {
       hooks: options.moves ?? {},
     };
     if (options.tasks?.length) this.registry.register(...options.tasks);
-    if (options.paused) this.#scheduler.pause();
+    this.#pausedAtOpen = options.paused === true;
+    this.#prepare = options.prepare;
+    this.#preloadDocs = options.preloadDocs ?? [];
+    // Held until the open's end (start): recovery decides how the running tasks come back first.
+    this.#scheduler.pause();
   }
 
   static async open(store: Store, options: HarnessOptions = {}): Promise<Harness> {
@@ -211,12 +235,16 @@ export class Harness {
     return harness;
   }
 
-  /** Load, recover (running tasks back to pending), start scheduling. */
+  /**
+   * Load, prepare, recover, start scheduling. The store operations before a recovered task's first
+   * commit are the load (one read) and whatever `prepare` does; recovery itself writes nothing for a
+   * task the first drain starts again at once (docs/ARCHITECTURE.md, "The recovery path").
+   */
   protected async start(): Promise<void> {
-    await this.#session.load();
-    // Recovery: nothing runs yet, so every running task goes back to pending (checkpoint and mark
-    // kept), marked interrupted in storage: a pending task an earlier opening marked so (and that
-    // never ran since) is interrupted too, or a crash right after this commit would lose the fact.
+    await this.#session.load({ docs: this.#preloadDocs });
+    // Recovery: nothing runs yet, so every running task was cut off. Its phase reruns from its last
+    // checkpoint with `runtime.resumed` (the in-memory `interrupted` mark); a pending task an earlier
+    // opening marked interrupted in storage (and that never ran since) is interrupted too.
     const running: TaskId[] = [];
     for (const id of this.#session.records.live) {
       const state = this.#session.records.tasks.get(id)?.state;
@@ -224,21 +252,33 @@ export class Harness {
       if (state?.status === "running" || (state?.status === "pending" && state.interrupted))
         this.#session.records.interrupted.add(id);
     }
+    await this.#prepare?.(this);
+    const scheduling = !this.#pausedAtOpen || this.#resumeRequested;
     if (running.length > 0) {
-      await this.#session.commit((_tx, overlay) => {
-        for (const id of running) {
-          const t = overlay.task(id)!;
-          if (t.state.status === "running")
-            overlay.setTask(
-              patchTask(t, {
-                state: { status: "pending", checkpoint: t.state.checkpoint, interrupted: true },
-              }),
-            );
-        }
-      });
+      if (scheduling) {
+        // The first drain settles them (scheduler.ts, `recover`): one it starts again at once keeps
+        // its stored `running` row (a crash before its next commit finds it running again, exactly
+        // as now); every other one is written back to pending, interrupted, in that drain's commit.
+        this.#scheduler.recover(running);
+      } else {
+        // Opened paused: the tasks show pending (interrupted) until scheduling resumes.
+        await this.#session.commit((_tx, overlay) => {
+          for (const id of running) {
+            const t = overlay.task(id)!;
+            if (t.state.status === "running")
+              overlay.setTask(
+                patchTask(t, {
+                  state: { status: "pending", checkpoint: t.state.checkpoint, interrupted: true },
+                }),
+              );
+          }
+        });
+      }
     }
     if (this.#rootAtOpen) await this.ensureRoot();
-    this.#scheduler.kick();
+    this.#starting = false;
+    if (scheduling || this.#resumeRequested) this.#scheduler.resume();
+    else this.#scheduler.kick();
   }
 
   /**
@@ -266,6 +306,11 @@ export class Harness {
   /** Enable scheduling after a paused open; idempotent; throws once close began. */
   resume(): void {
     if (this.#closed) throw new HarnessClosed();
+    // During the open (a `prepare` that resumes, or makes a progress call): once it has recovered.
+    if (this.#starting) {
+      this.#resumeRequested = true;
+      return;
+    }
     this.#scheduler.resume();
   }
 

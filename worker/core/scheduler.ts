@@ -52,6 +52,11 @@ interface Plan {
   corrupt: Array<{ id: TaskId; message: string }>;
   /** Tasks whose definition now resolves (or that were orphaned): no longer blocked. */
   unblocked: TaskId[];
+  /**
+   * Recovered running tasks found blocked: shown blocked once the commit that writes them pending
+   * has landed (never as blocked while their stored row still says running).
+   */
+  blockedOnceStored: Blocked[];
 }
 
 export class Scheduler {
@@ -169,6 +174,25 @@ export class Scheduler {
     clearTimeout(timer);
   }
 
+  /**
+   * Tasks the open found running (`recover`), settled by the next drain that runs: started again
+   * without a write when it can start them at once, else written back to pending, interrupted.
+   */
+  #recovering = new Set<TaskId>();
+
+  /**
+   * Recovery at open, folded into the first drain (docs/ARCHITECTURE.md, "The recovery path"). A
+   * running task the drain starts again at once keeps its stored row: running at its last checkpoint
+   * is exactly what a reservation would write, and a crash before its next commit leaves it running,
+   * to be recovered again. Every other one (blocked, abort-marked with live owned work, in a
+   * conversation that is away) is written pending and interrupted in the drain's commit, as a
+   * paused open does at once, so nothing shows running that no invocation runs.
+   */
+  recover(ids: readonly TaskId[]): void {
+    for (const id of ids) this.#recovering.add(id);
+    this.kick();
+  }
+
   #paused = false;
 
   /** Paused: nothing is reserved or started until `resume()` (a paused open, spec §2.2). */
@@ -198,10 +222,14 @@ export class Scheduler {
       while (this.#dirty && !this.stopping && !this.#paused) {
         this.#dirty = false;
         const dry = this.#plan(new Overlay(this.session.line));
-        if (!dry.writes && dry.starts.length === 0) continue;
+        if (!dry.writes && dry.starts.length === 0) {
+          this.#recovering.clear();
+          continue;
+        }
         if (!dry.writes) {
           // Only tasks that are already running (created reserved) start: there is nothing to write,
           // but the commit that made them may still be in flight, so they launch once it committed.
+          this.#recovering.clear();
           for (const invocation of dry.starts) this.#register(invocation);
           await this.session.barrier();
           for (const invocation of dry.starts) invocation.launch();
@@ -213,6 +241,7 @@ export class Scheduler {
           this.#carryOut(decided);
           return decided;
         });
+        for (const b of plan.blockedOnceStored) this.blocked.set(b.id, b);
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
         for (const invocation of plan.starts) invocation.launch();
       }
@@ -245,7 +274,14 @@ export class Scheduler {
   #plan(overlay: Overlay, tx?: Tx): Plan {
     const records = this.session.line;
     const now = this.session.now();
-    const plan: Plan = { writes: false, starts: [], marked: [], corrupt: [], unblocked: [] };
+    const plan: Plan = {
+      writes: false,
+      starts: [],
+      marked: [],
+      corrupt: [],
+      unblocked: [],
+      blockedOnceStored: [],
+    };
     // The tasks of a conversation that is away (moving or moved: move.ts) never run here, and the
     // scheduler writes nothing of theirs: they are left exactly as step 1 of the move found them.
     const here = (id: TaskId) => {
@@ -330,7 +366,9 @@ export class Scheduler {
           plan.unblocked.push(id);
         } else {
           // In memory only, so the dry pass records it too: a drain that writes nothing still shows it.
-          this.blocked.set(id, { id, kind: t.kind, reason: resolution.reason, detail: resolution.detail });
+          const entry = { id, kind: t.kind, reason: resolution.reason, detail: resolution.detail };
+          if (status === "running" && this.#recovering.has(id)) plan.blockedOnceStored.push(entry);
+          else this.blocked.set(id, entry);
         }
         continue;
       }
@@ -362,11 +400,23 @@ export class Scheduler {
       const invocation = new Invocation(this, id, mode, resolution.definition);
       plan.starts.push(invocation);
     }
+    if (this.#recovering.size > 0) {
+      const starting = new Set(plan.starts.map((i) => i.taskId));
+      for (const id of this.#recovering) {
+        const t = overlay.task(id);
+        if (t?.state.status !== "running" || starting.has(id) || this.active.has(id)) continue;
+        overlay.setTask(
+          patchTask(t, { state: { status: "pending", checkpoint: t.state.checkpoint, interrupted: true } }),
+        );
+        plan.writes = true;
+      }
+    }
     return plan;
   }
 
   /** The in-memory effects of a plan whose writes are being committed. */
   #carryOut(plan: Plan): void {
+    this.#recovering.clear();
     for (const { id, message } of plan.corrupt) {
       this.session.records.corrupt.delete(id);
       this.diagnostics.push({ id, message });

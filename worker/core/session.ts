@@ -157,9 +157,10 @@ export class Session {
 
   /**
    * Load the live part of the store: conversations, live tasks, unsettled submissions, id counters,
-   * and the documents of the conversations those tasks and submissions belong to.
+   * and the documents of the conversations those tasks and submissions belong to, and of `docs` (the
+   * scopes the layer above reads right after the open: `HarnessOptions.preloadDocs`). One read.
    */
-  async load(): Promise<void> {
+  async load(options: { docs?: readonly ConversationId[] } = {}): Promise<void> {
     const r = this.records;
     await this.store.migrate(schema);
     await this.store.read(async (sql) => {
@@ -226,6 +227,7 @@ export class Session {
       const needed = new Set<ConversationId>();
       for (const id of r.live) needed.add(r.tasks.get(id)!.conversationId);
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
+      for (const c of options.docs ?? []) needed.add(c);
       for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
     });
     this.#line = r.clone();
