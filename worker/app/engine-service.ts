@@ -68,6 +68,14 @@ import {
   resendAsFork,
   submitWithTitle,
 } from "./intents.ts";
+import {
+  createSchedule,
+  deleteSchedule,
+  endSchedules,
+  pauseSchedule,
+  previewSchedule,
+  updateSchedule,
+} from "./schedules.ts";
 import { searchConversationText } from "./search.ts";
 import { redactTitle, savedSecrets } from "./secrets.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
@@ -249,6 +257,15 @@ export class HarnessEngine implements EngineService {
         setPolicy: async (tool, policy, conversationId) =>
           setToolPolicy(await this.#harness(), tool, policy, conversationId),
       },
+      schedules: {
+        preview: async (draft) => previewSchedule(draft, (await this.#harness()).now()),
+        create: async (conversationId, draft) => createSchedule(await this.#harness(), conversationId, draft),
+        update: async (conversationId, id, draft) =>
+          updateSchedule(await this.#harness(), conversationId, id, draft),
+        setPaused: async (conversationId, id, paused) =>
+          pauseSchedule(await this.#harness(), conversationId, id, paused),
+        delete: async (conversationId, id) => deleteSchedule(await this.#harness(), conversationId, id),
+      },
     };
   }
 
@@ -308,7 +325,10 @@ export class HarnessEngine implements EngineService {
   async deleteConversation(conversationId: ConversationId): Promise<void> {
     if (!Number.isSafeInteger(conversationId))
       throw new TypeError("deleteConversation takes a conversation id");
-    await (await this.#harness()).deleteConversation(conversationId);
+    const h = await this.#harness();
+    // Its schedules' tasks end first (a live task refuses the deletion); the schedules go with it.
+    if (h.conversationRecord(conversationId)) await endSchedules(h, conversationId);
+    await h.deleteConversation(conversationId);
   }
 
   async searchConversations(text: string): Promise<ConversationId[]> {
