@@ -168,6 +168,7 @@ export {
 export type { ConversationView, Frame, ViewChange, ViewOp, Watch } from "./core/observe.ts";
 export { AbortRequested } from "./core/runtime.ts";
 export type { Blocked } from "./core/scheduler.ts";
+export { MAX_TIMER_DELAY_MS, type TimerPort, timerWait } from "./core/timers.ts";
 export * from "./core/types.ts";
 export { type MemoryImage, type MemoryStore, type OpenStoreOptions, openStore } from "./store/open.ts";
 export {

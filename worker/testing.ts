@@ -5,6 +5,8 @@
  * - `crashingStore`, `CRASH_MODES`, `crashSweep`, `CRASH_SWEEP_TEST_TIMEOUT_MS` (testing/crash.ts): a
  *   store that dies at a chosen transaction, the one loop every crash sweep runs, and the timeout of
  *   a test that runs sweeps.
+ * - `FakeClock` (testing/clock.ts): a wall clock and monotonic process timers, moved by hand, for
+ *   the durable timers.
  * - `deferred`, `until`, `within` (testing/wait.ts): waiting without hanging.
  * - `toolCallsCutByCrash`, `wasToolCallCutByCrash` (testing/tools.ts): the tool calls a crash left
  *   started without a result, read from the committed image; `detachedToolApi`, a tool api for
@@ -32,6 +34,7 @@ import { providePiAi } from "./agent/models/pi-ai.ts";
 import { createModelResolver, type ModelResolver } from "./agent/models/resolver.ts";
 import type { ModelRef } from "./agent/records.ts";
 
+export { FakeClock } from "./testing/clock.ts";
 export {
   CRASH_MODES,
   CRASH_SWEEP_TEST_TIMEOUT_MS,

@@ -10,6 +10,7 @@
  * probed at the worker script's own URL: a run that failed offline waits until that answers. The
  * default extension selection leaves out the user tools that arrived by import (opt-in:
  * `userToolSettings`). Tool calls are under the person's approval policies (`approvalSettings`).
+ * Schedules (schedules.ts) are a task of the app's: registered here, resumed with everything else.
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { workspaceEnv } from "../agent/env.ts";
@@ -26,6 +27,7 @@ import type { AnyTaskDefinition } from "../core/define.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
+import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
 import { harnessSecrets } from "./secrets.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
 import { type ApprovalMode, approvalSettings } from "./tool-policies.ts";
@@ -64,7 +66,8 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
       () => opened,
       options.approval ?? { defaults: "ask" },
     ),
-    tasks: [...(options.tasks ?? [])],
+    tasks: [scheduleTask(() => opened!), ...(options.tasks ?? [])],
+    documents: SCHEDULE_DOCUMENTS,
     models: createModelResolver({
       extra: [demoModel as unknown as Model<Api>],
       keyless: [demoModel.provider],

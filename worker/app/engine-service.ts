@@ -70,7 +70,21 @@ import {
   resendAsFork,
   submitWithTitle,
 } from "./intents.ts";
+import {
+  createSchedule,
+  deleteSchedule,
+  endSchedules,
+  pauseSchedule,
+  previewSchedule,
+  updateSchedule,
+} from "./schedules.ts";
 import { searchConversationText, searchConversationPage as searchTextPage } from "./search.ts";
+
+import { redactTitle, savedSecrets } from "./secrets.ts";
+import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
+import { setToolPolicy, toolPolicyViews } from "./tool-policies.ts";
+import { exportConversation } from "./transfer.ts";
+import { enableUserToolEverywhere } from "./user-tools/store.ts";
 
 /** The most conversations a list page (`watchPage`) and a search page (`searchPage`) hold. */
 const MAX_LIST_PAGE = 500;
@@ -82,12 +96,6 @@ function pageLimit(limit: unknown, most: number): number {
     throw new TypeError("a page's limit must be a number");
   return Math.max(1, Math.min(most, Math.floor(limit)));
 }
-
-import { redactTitle, savedSecrets } from "./secrets.ts";
-import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
-import { setToolPolicy, toolPolicyViews } from "./tool-policies.ts";
-import { exportConversation } from "./transfer.ts";
-import { enableUserToolEverywhere } from "./user-tools/store.ts";
 
 /** The documents an export carries: the agent's settings, its usage, the title. */
 const EXPORTED_DOCS = ["pi.agent", "pi.usage", TITLE_DOC] as const;
@@ -265,6 +273,15 @@ export class HarnessEngine implements EngineService {
         setPolicy: async (tool, policy, conversationId) =>
           setToolPolicy(await this.#harness(), tool, policy, conversationId),
       },
+      schedules: {
+        preview: async (draft) => previewSchedule(draft, (await this.#harness()).now()),
+        create: async (conversationId, draft) => createSchedule(await this.#harness(), conversationId, draft),
+        update: async (conversationId, id, draft) =>
+          updateSchedule(await this.#harness(), conversationId, id, draft),
+        setPaused: async (conversationId, id, paused) =>
+          pauseSchedule(await this.#harness(), conversationId, id, paused),
+        delete: async (conversationId, id) => deleteSchedule(await this.#harness(), conversationId, id),
+      },
     };
   }
 
@@ -371,7 +388,10 @@ export class HarnessEngine implements EngineService {
   async deleteConversation(conversationId: ConversationId): Promise<void> {
     if (!Number.isSafeInteger(conversationId))
       throw new TypeError("deleteConversation takes a conversation id");
-    await (await this.#harness()).deleteConversation(conversationId);
+    const h = await this.#harness();
+    // Its schedules' tasks end first (a live task refuses the deletion); the schedules go with it.
+    if (h.conversationRecord(conversationId)) await endSchedules(h, conversationId);
+    await h.deleteConversation(conversationId);
   }
 
   async searchConversations(text: string): Promise<ConversationId[]> {

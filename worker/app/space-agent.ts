@@ -13,6 +13,8 @@
  *   from the upload (worker/entry/server.ts); a script holds the object for at most one slice;
  * - no user tools and no stored keys: keys come from `ports.apiKey` (the environment's secrets);
  * - the network is always online (a server has no offline state to wait for).
+ * Schedules (schedules.ts) run here as in the browser: their durable timers are told to the space
+ * (`ports.onTimer`), which arms the object's alarm for the earliest, so they fire with no tab open.
  */
 import type { Api, Model } from "@mariozechner/pi-ai";
 import { workspaceEnv } from "../agent/env.ts";
@@ -26,6 +28,7 @@ import type { AnyTaskDefinition } from "../core/define.ts";
 import type { SpacePorts } from "../server/space.ts";
 import type { Store } from "../store/types.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
+import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
 
 export interface SpaceAgentOptions {
   /** More task definitions to register (tests). */
@@ -47,9 +50,11 @@ export async function openSpaceHarness(
   const tools = options.codemode ? builtinTools : builtinTools.filter((tool) => tool.name !== "codemode");
   extensions.install(defineExtension({ name: "workspace-tools", tools }));
   const workspace = new MemoryFs();
+  let opened: AgentHarness | undefined;
   const harness = await AgentHarness.open(store, {
     extensions,
-    tasks: [...(options.tasks ?? [])],
+    tasks: [scheduleTask(() => opened!), ...(options.tasks ?? [])],
+    documents: SCHEDULE_DOCUMENTS,
     models: createModelResolver({
       extra: [demoModel as unknown as Model<Api>],
       keyless: [demoModel.provider],
@@ -59,9 +64,14 @@ export async function openSpaceHarness(
     env: workspaceEnv(workspace),
     apiKey: ports.apiKey,
     wakeAt: ports.wakeAt,
+    ...(ports.onTimer ? { onTimer: ports.onTimer } : {}),
     onReport: ports.onReport,
     onFatal: ports.onFatal,
+    // Resumed below, once a schedule that fires at open can reach the harness it submits to.
+    paused: true,
   });
+  opened = harness;
+  harness.resume();
   // The space's first conversation is the root: created on the first open (spec §2.2, lazily).
   await harness.root();
   return harness;

@@ -41,6 +41,7 @@ import { storedTasks } from "./queries.ts";
 import { type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
+import type { TimerPort } from "./timers.ts";
 import { documentRecord, refuseAway } from "./tx.ts";
 import type {
   ChangeSet,
@@ -98,6 +99,15 @@ export interface HarnessOptions {
   taskHooks?: TaskHookSource;
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
+  /**
+   * Told the earliest due time of the durable timers (timers.ts) whenever it changes, after a drain
+   * (undefined: no timer waits). A host whose process may be evicted while idle (a Durable Object)
+   * arms a wake-up of its own for it; opening the harness again fires what is due. Called off the
+   * commit line; must not throw.
+   */
+  onTimer?: (at: number | undefined) => void;
+  /** The process timers the durable timers' alarm uses (default: setTimeout; a test's fake clock). */
+  timers?: TimerPort;
   /**
    * The store failed under the harness (quota, I/O, another owner): memory may be ahead of the disk,
    * so the harness stops (and with it the engine it runs in). Everything committed is kept; reopening
@@ -204,7 +214,10 @@ export class Harness {
     this.#session.forkRule = (name) => (asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current");
     const rewindable = new Set([...asOf, ...(options.forks?.rewindable ?? [])]);
     this.#session.historyRule = (name) => (rewindable.has(name) ? "rewindable" : "latest");
-    this.#scheduler = new Scheduler(this.#session, this.registry, report);
+    this.#scheduler = new Scheduler(this.#session, this.registry, report, {
+      ...(options.timers ? { port: options.timers } : {}),
+      ...(options.onTimer ? { onChange: options.onTimer } : {}),
+    });
     this.#scheduler.taskHooks = options.taskHooks;
     this.#scheduler.onCascade = options.onCascade;
     this.#session.onMerged = () => this.#scheduler.kick();
@@ -501,6 +514,14 @@ export class Harness {
   /** Every published change set, after its COMMIT; returns the unsubscribe. */
   subscribe(listener: (change: ChangeSet) => void): () => void {
     return this.#session.subscribe(listener);
+  }
+
+  /**
+   * The earliest due time (epoch ms) of a durable timer whose wait is otherwise satisfied, as of the
+   * last drain; undefined when none waits (timers.ts).
+   */
+  nextTimer(): number | undefined {
+    return this.#scheduler.alarm.next;
   }
 
   /** The clock commits are stamped with. */

@@ -31,6 +31,8 @@ export type TaskGraphState =
       readonly phase: string;
       readonly on: readonly TaskId[];
       readonly policy: JoinPolicy;
+      /** A durable timer's due time, epoch ms (timers.ts). */
+      readonly until?: number;
     }
   | { readonly status: "completing"; readonly outcome: TaskOutcome["status"] };
 
@@ -58,7 +60,7 @@ export type TaskInspectionState =
   /** Reservable now (`migrates`: the registered definition is newer than the record). */
   | { readonly kind: "ready"; readonly migrates: boolean }
   /** `on`: the live part of its wait, or, when abort-marked, its live ordinary owned work (spec §5.5). */
-  | { readonly kind: "waiting"; readonly on: readonly TaskId[] }
+  | { readonly kind: "waiting"; readonly on: readonly TaskId[]; readonly until?: number }
   /** Outcome held until its ordinary owned work drains (spec §5.5). */
   | { readonly kind: "completing" }
   /** Its definition is missing, too old, or failed to migrate; `error` says which and why. */
@@ -174,7 +176,13 @@ function graphState(t: TaskRecord): TaskGraphState | undefined {
     case "running":
       return { status: s.status, phase: s.checkpoint.phase };
     case "waiting":
-      return { status: "waiting", phase: s.checkpoint.phase, on: [...s.on], policy: s.policy };
+      return {
+        status: "waiting",
+        phase: s.checkpoint.phase,
+        on: [...s.on],
+        policy: s.policy,
+        ...(s.until !== undefined ? { until: s.until } : {}),
+      };
     case "completing":
       return { status: "completing", outcome: s.outcome.status };
     default:
@@ -226,7 +234,10 @@ function inspectionState(t: TaskRecord, records: Records, scheduler: Scheduler):
   // waits for the live part of its `on`.
   if (s.status === "waiting" && !t.abortRequested) {
     const on = s.on.filter((w) => records.live.has(w));
-    if (on.length > 0) return { kind: "waiting", on };
+    if (on.length > 0) return { kind: "waiting", on, ...(s.until !== undefined ? { until: s.until } : {}) };
+    // A durable timer not due yet (timers.ts).
+    if (s.until !== undefined && s.until > scheduler.session.now())
+      return { kind: "waiting", on, until: s.until };
   }
   const checked = scheduler.check(t);
   return "migrates" in checked ? { kind: "ready", migrates: checked.migrates } : blockedState(checked);

@@ -178,6 +178,7 @@ function moveState(
         checkpoint: hooks.checkpoint(state.checkpoint, ids),
         on: state.on.map((id) => ids.task(id)),
         policy: state.policy,
+        ...(state.until !== undefined ? { until: state.until } : {}),
       };
     default: {
       const outcome = state.outcome as TaskOutcome & { result?: Json };
@@ -507,6 +508,8 @@ export function checkPackage(value: unknown): MovePackage {
           bad(`${where} waits on a task the package lacks`);
         if (s["policy"] !== "failFast" && s["policy"] !== "allSettled")
           bad(`${where}'s join policy is unknown`);
+        if (s["until"] !== undefined && !(Number.isSafeInteger(s["until"]) && (s["until"] as number) >= 0))
+          bad(`${where}'s timer is not a time`);
       }
     }
   }

@@ -2,6 +2,8 @@
  * The scheduler: a dirty-flag drain that, in one commit, derives abort marks, releases completing
  * holds, faults unreadable records, orphans abort-marked tasks nobody can run, and reserves every
  * eligible task (pending -> running) before any handler starts. Handlers then run off the line.
+ * A waiting task with a durable timer (`until`, timers.ts) is eligible once its due time is reached;
+ * after each drain the scheduler arms its one in-process alarm for the earliest timer not due yet.
  * Invariants:
  * - a task has at most one invocation; invocations are registered inside the reserving commit, so
  *   a second drain can never start the same task twice;
@@ -16,6 +18,7 @@ import { assertJson } from "./persist.ts";
 import { Overlay, patchTask } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
 import type { Session } from "./session.ts";
+import { PROCESS_TIMERS, TimerAlarm, type TimerPort } from "./timers.ts";
 import { applyNextState } from "./transition.ts";
 import { TxImpl } from "./tx.ts";
 import type {
@@ -57,6 +60,8 @@ interface Plan {
    * has landed (never as blocked while their stored row still says running).
    */
   blockedOnceStored: Blocked[];
+  /** The earliest due time of a timer that is not due yet (its wait otherwise satisfied). */
+  nextDue?: number;
 }
 
 export class Scheduler {
@@ -78,6 +83,9 @@ export class Scheduler {
   /** Where tasks' hooks come from (see HarnessOptions.taskHooks). */
   taskHooks: TaskHookSource | undefined;
 
+  /** The durable timers' in-process alarm (timers.ts), set after each drain. */
+  readonly alarm: TimerAlarm;
+
   #waiters = new Map<TaskId, Set<{ resolve: (r: TaskRecord) => void; reject: (e: unknown) => void }>>();
   /**
    * Runs in the commit whose cascade marks work in conversations owned by a cancelled task, with
@@ -89,7 +97,14 @@ export class Scheduler {
     readonly session: Session,
     readonly registry: Registry,
     readonly report: (error: unknown) => void,
+    timers: { port?: TimerPort; onChange?: (at: number | undefined) => void } = {},
   ) {
+    this.alarm = new TimerAlarm(
+      timers.port ?? PROCESS_TIMERS,
+      () => session.now(),
+      () => this.kick(),
+      timers.onChange,
+    );
     session.subscribe((change) => {
       for (const t of change.tasks) {
         if (t.state.status !== "terminal") continue;
@@ -163,6 +178,7 @@ export class Scheduler {
    */
   async quiesce(graceMs: number): Promise<void> {
     this.#quiescing = true;
+    this.alarm.clear();
     const running = [...this.active.values()].filter((i) => i.launched);
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
@@ -218,10 +234,14 @@ export class Scheduler {
   }
 
   async #drain(): Promise<void> {
+    let nextDue: number | undefined;
+    let planned = false;
     try {
       while (this.#dirty && !this.stopping && !this.#paused) {
         this.#dirty = false;
         const dry = this.#plan(new Overlay(this.session.line));
+        nextDue = dry.nextDue;
+        planned = true;
         if (!dry.writes && dry.starts.length === 0) {
           this.#recovering.clear();
           continue;
@@ -242,6 +262,7 @@ export class Scheduler {
           return decided;
         });
         for (const b of plan.blockedOnceStored) this.blocked.set(b.id, b);
+        nextDue = plan.nextDue;
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
         for (const invocation of plan.starts) invocation.launch();
       }
@@ -262,6 +283,8 @@ export class Scheduler {
       if (!this.closing) this.report(error);
     } finally {
       this.#draining = false;
+      if (this.stopping) this.alarm.clear();
+      else if (planned && !this.#dirty) this.alarm.arm(nextDue);
       if (this.#dirty && !this.stopping && !this.#paused) this.kick();
     }
   }
@@ -353,6 +376,11 @@ export class Scheduler {
       } else if (status === "waiting") {
         const s = t.state as Extract<TaskRecord["state"], { status: "waiting" }>;
         if (!s.on.every((w) => overlay.isTerminal(w))) continue;
+        // A durable timer not due yet (timers.ts): the alarm is armed for the earliest one.
+        if (s.until !== undefined && s.until > now) {
+          if (plan.nextDue === undefined || s.until < plan.nextDue) plan.nextDue = s.until;
+          continue;
+        }
         mode = "run";
       } else {
         mode = "run";
@@ -556,6 +584,7 @@ export class Scheduler {
   /** Stop reserving and signal every invocation; resolves when all of them returned. */
   async close(reason: Error = new HarnessClosed()): Promise<void> {
     this.#closing = true;
+    this.alarm.clear();
     const running = [...this.active.values()];
     for (const invocation of running) invocation.stop(reason);
     await Promise.all(running.filter((i) => i.launched).map((i) => i.done));

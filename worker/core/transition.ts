@@ -1,12 +1,13 @@
 /**
  * Applying a task's next state, as its own commit decided it: `running` moves the checkpoint,
- * `waiting` is checked for cycles and bad targets, `terminal` finishes the task (or holds it
+ * `waiting` is checked for cycles and bad targets (and a timer's due time, timers.ts), `terminal` finishes the task (or holds it
  * `completing` while owned work lives). Shared by runtime commits and by wake continuations that the
  * scheduler runs inside the commit that satisfied a wait.
  */
 import { InvalidTransition } from "./errors.ts";
 import { finish, validateWait } from "./ownership.ts";
 import { type Overlay, patchTask } from "./records.ts";
+import { validateUntil } from "./timers.ts";
 import type { NextTaskState, RunningTask, TaskOutcome, TaskRecord } from "./types.ts";
 
 export function applyNextState(
@@ -25,8 +26,15 @@ export function applyNextState(
     case "waiting": {
       if (mode === "abort") throw new InvalidTransition("an abort handler may not wait");
       validateWait(overlay, current, next.on, next.policy);
+      validateUntil(next.until);
       const record = patchTask(current, {
-        state: { status: "waiting", checkpoint: next.checkpoint, on: [...next.on], policy: next.policy },
+        state: {
+          status: "waiting",
+          checkpoint: next.checkpoint,
+          on: [...next.on],
+          policy: next.policy,
+          ...(next.until !== undefined ? { until: next.until } : {}),
+        },
       });
       overlay.setTask(record);
       return { record, progressed: false };

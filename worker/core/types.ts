@@ -41,6 +41,11 @@ export type TaskState<S = Checkpoint, R = Json> =
       readonly checkpoint: S;
       readonly on: readonly TaskId[];
       readonly policy: JoinPolicy;
+      /**
+       * A durable timer (worker/core/timers.ts): the wait also lasts until this wall-clock time, in
+       * epoch ms on the harness's clock. Absent: no timer.
+       */
+      readonly until?: number;
     }
   | { readonly status: "completing"; readonly outcome: TaskOutcome<R> }
   | { readonly status: "terminal"; readonly outcome: TaskOutcome<R> };
@@ -53,8 +58,11 @@ export type NextTaskState<S = Checkpoint, R = Json> =
   | {
       readonly status: "waiting";
       readonly checkpoint: S;
+      /** Tasks to wait for (may be empty when `until` is given). */
       readonly on: readonly TaskId[];
       readonly policy: JoinPolicy;
+      /** A durable timer: also wait until this wall-clock time, epoch ms (worker/core/timers.ts). */
+      readonly until?: number;
     }
   | { readonly status: "terminal"; readonly outcome: TaskOutcome<R> };
 

@@ -502,6 +502,67 @@ export interface ApprovalsApi {
   setPolicy(tool: string, policy: ToolPolicy | null, conversationId?: ConversationId): Promise<void>;
 }
 
+/** When a schedule is due: a cron expression (five fields), or once at a time (epoch ms). */
+export type ScheduleWhen =
+  | { readonly kind: "cron"; readonly cron: string }
+  | { readonly kind: "once"; readonly at: number };
+
+/**
+ * What a person sets for a schedule (worker/app/schedules.ts): the input it submits, when, in which
+ * IANA time zone its cron (and its words) are read, and what a start does with occurrences missed
+ * while the app was closed: run each once (`run`) or skip them (`skip`), saying which.
+ */
+export interface ScheduleDraft {
+  readonly text: string;
+  readonly when: ScheduleWhen;
+  readonly timeZone: string;
+  readonly catchUp: "run" | "skip";
+}
+
+/** A schedule as kept in its conversation's `app.schedules` document (every tab's view shows it). */
+export interface Schedule extends ScheduleDraft {
+  readonly id: string;
+  /** In words: "At 09:00, Monday through Friday (Europe/Berlin)". */
+  readonly description: string;
+  readonly paused: boolean;
+  /** Bumped by each edit, pause and resume: only the task of the current revision fires it. */
+  readonly revision: number;
+  readonly createdAt: number;
+  /** Occurrences after this time are still to come (set at creation, edit and resume). */
+  readonly after: number;
+  /** When it fires next (absent: paused, or a one-off that is done). */
+  readonly next?: number;
+  /** A one-off that fired (or was skipped): nothing more to come. */
+  readonly done?: boolean;
+  /** Its last firing: when, and how many occurrences it ran and skipped then. */
+  readonly last?: { readonly at: number; readonly ran: number; readonly skipped: number };
+}
+
+/** The `app.schedules` document: a conversation's schedules, in creation order. */
+export interface SchedulesDoc {
+  readonly items: readonly Schedule[];
+}
+
+/** A draft in words before it is saved: its description and the next times it would fire. */
+export interface SchedulePreview {
+  readonly description: string;
+  readonly next: readonly number[];
+}
+
+/**
+ * Schedules attached to a conversation, which submit an input when due (worker/app/schedules.ts).
+ * A draft the engine cannot use is refused as a `ScheduleInvalid` error, code `bad_cron`,
+ * `bad_time_zone`, `past_time` or `bad_text`; an unknown schedule is `unknown_schedule`. The
+ * schedules themselves are read from the conversation's view (`app.schedules`).
+ */
+export interface SchedulesApi {
+  preview(draft: ScheduleDraft): Promise<SchedulePreview>;
+  create(conversationId: ConversationId, draft: ScheduleDraft): Promise<Schedule>;
+  update(conversationId: ConversationId, scheduleId: string, draft: ScheduleDraft): Promise<Schedule>;
+  setPaused(conversationId: ConversationId, scheduleId: string, paused: boolean): Promise<Schedule>;
+  delete(conversationId: ConversationId, scheduleId: string): Promise<void>;
+}
+
 /** What the models cost. */
 export interface UsageApi {
   /** Every conversation's usage added up (tokens and cost per model, tools' own spend per tool). */
@@ -526,6 +587,7 @@ export interface EngineApi {
   readonly tasks: TasksApi;
   readonly usage: UsageApi;
   readonly approvals: ApprovalsApi;
+  readonly schedules: SchedulesApi;
   /** The server setting: the browser engine serves it, a server space does not. */
   readonly remote: RemoteApi;
   /** Moving conversations to and from the server: the browser engine serves it, a server space does not. */

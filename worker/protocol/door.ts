@@ -433,6 +433,12 @@ function dispatch(c: Connection): Dispatch {
     "approvals.policies": (a) => calls().approvals.policies(...a),
     "approvals.setPolicy": ([tool, policy, conversation]) =>
       calls().approvals.setPolicy(tool, policy, conversation),
+    "schedules.preview": ([draft]) => calls().schedules.preview(draft),
+    "schedules.create": ([conversation, draft]) => calls().schedules.create(conversation, draft),
+    "schedules.update": ([conversation, id, draft]) => calls().schedules.update(conversation, id, draft),
+    "schedules.setPaused": ([conversation, id, paused]) =>
+      calls().schedules.setPaused(conversation, id, paused),
+    "schedules.delete": ([conversation, id]) => calls().schedules.delete(conversation, id),
     "remote.get": () => c.remote().get(),
     "remote.credentials": () => c.remote().credentials(),
     "remote.set": ([url, token]) => c.remote().set(url, token),

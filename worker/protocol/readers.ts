@@ -15,6 +15,11 @@ export { inboxOf, liveOf, modelMessages, usageOf } from "../agent/records.ts";
 export { errorMessage } from "../core/errors.ts";
 export { applyFrame, applyPage, pageCursor } from "../core/view-ops.ts";
 
+/** The data of an `app.schedule` entry: what a schedule's firing says in its conversation. */
+export type ScheduleNoteData = { scheduleId: string; text: string };
+/** A schedule's note in the transcript (worker/app/schedules.ts): "Scheduled run: …", a catch-up. */
+export const scheduleNote = defineEntry<ScheduleNoteData>("app.schedule");
+
 /** The data of a `test.tick` entry (one per ticker phase). */
 export type TickData = { n: number; taskId: TaskId };
 /** The ticker's entry kind: `tickEntry.is(entry)` narrows `entry.data` to `TickData`. */

@@ -38,6 +38,24 @@ const DemoSpeed = Type.Union([
 const ToolName = Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" });
 const Policy = Type.Union([Type.Literal("allow"), Type.Literal("ask"), Type.Literal("never"), Type.Null()]);
 
+/** A schedule's shape (its cron, time zone and time are judged by the engine: app/schedules.ts). */
+const ScheduleDraftSchema = Type.Object(
+  {
+    text: Type.String({ minLength: 1, maxLength: 10_000 }),
+    when: Type.Union([
+      Type.Object(
+        { kind: Type.Literal("cron"), cron: Type.String({ minLength: 1, maxLength: 200 }) },
+        strict,
+      ),
+      Type.Object({ kind: Type.Literal("once"), at: Type.Integer({ minimum: 0 }) }, strict),
+    ]),
+    timeZone: Type.String({ minLength: 1, maxLength: 100 }),
+    catchUp: Type.Union([Type.Literal("run"), Type.Literal("skip")]),
+  },
+  strict,
+);
+const ScheduleId = Type.String({ minLength: 1, maxLength: 100, pattern: "^[A-Za-z0-9-]+$" });
+
 /** A move's transfer id (worker/core/move.ts checks it again). */
 const Transfer = Type.String({ minLength: 1, maxLength: 200, pattern: "^[A-Za-z0-9_.:-]+$" });
 const Records = Type.Array(Type.Object({ id: Id }), { maxItems: 200_000 });
@@ -207,6 +225,12 @@ export const METHODS = {
   ]),
   "approvals.policies": Type.Union([Type.Tuple([]), Type.Tuple([Id])]),
   "approvals.setPolicy": Type.Union([Type.Tuple([ToolName, Policy]), Type.Tuple([ToolName, Policy, Id])]),
+
+  "schedules.preview": Type.Tuple([ScheduleDraftSchema]),
+  "schedules.create": Type.Tuple([Id, ScheduleDraftSchema]),
+  "schedules.update": Type.Tuple([Id, ScheduleId, ScheduleDraftSchema]),
+  "schedules.setPaused": Type.Tuple([Id, ScheduleId, Type.Boolean()]),
+  "schedules.delete": Type.Tuple([Id, ScheduleId]),
 
   "remote.get": Type.Tuple([]),
   "remote.credentials": Type.Tuple([]),

@@ -13,7 +13,8 @@
  *   its in-process timers go with it. So whatever the engine waits on by timer is also armed as the
  *   object's alarm (one per object, persisted with it): a durable deadline a task waits for (the
  *   harness's `wakeAt` port: a retry's backoff, a deferred poll), and, while any task is live, a
- *   heartbeat `heartbeatMs` ahead, so that an object evicted in the middle of a run (a model call
+ *   heartbeat `heartbeatMs` ahead (a task asleep on a durable timer, a schedule, needs none: the
+ *   harness's `onTimer` arms the alarm for the earliest due timer instead), so that an object evicted in the middle of a run (a model call
  *   in flight, a tool running) comes back by itself and recovers. The alarm is only ever moved
  *   earlier while it is armed; when it fires, the handler opens the harness (recovering if the
  *   instance is new) and arms the next one if work is still live. A space with no live work and
@@ -126,6 +127,8 @@ export type SpaceEnv = Readonly<Record<string, unknown>>;
 export interface SpacePorts {
   /** Arm a wake-up at this time (AgentHarnessOptions.wakeAt). */
   readonly wakeAt: (at: number) => void;
+  /** The earliest durable timer changed (HarnessOptions.onTimer): the alarm follows it. */
+  readonly onTimer?: (at: number | undefined) => void;
   /** Model keys from the server's own secrets (AgentHarnessOptions.apiKey); a browser's never come here. */
   readonly apiKey: (provider: string) => string | undefined;
   readonly onReport: (error: unknown) => void;
@@ -172,6 +175,8 @@ export class Space {
   #armedAt: number | undefined;
   /** Deadlines the harness announced that are still ahead. */
   #deadlines = new Set<number>();
+  /** The earliest durable timer the harness announced (core/timers.ts). */
+  #timerAt: number | undefined;
   /** Alarm writes, one at a time and in order. */
   #arming: Promise<void> = Promise.resolve();
 
@@ -450,6 +455,11 @@ export class Space {
           this.#deadlines.add(at);
           this.#want(at);
         },
+        // A durable timer (a schedule) is a deadline too: the alarm wakes the object for it.
+        onTimer: (at) => {
+          this.#timerAt = at;
+          if (at !== undefined) this.#want(at);
+        },
         apiKey: (provider) => apiKeyFromEnv(this.#env, provider),
         onReport: (error) => console.warn("space:", errorMessage(error)),
         onFatal: (error) => {
@@ -471,7 +481,7 @@ export class Space {
       });
       // Live work from now on keeps a wake-up armed; the recovered work too.
       harness.subscribe((change) => {
-        if (change.tasks.some((t) => t.state.status !== "terminal"))
+        if (change.tasks.some((t) => t.state.status !== "terminal" && !sleeping(t.state)))
           this.#want(Date.now() + this.#heartbeatMs);
       });
       this.#armNext(harness);
@@ -503,9 +513,13 @@ export class Space {
   #armNext(harness: AgentHarness): void {
     const now = Date.now();
     for (const at of this.#deadlines) if (at <= now) this.#deadlines.delete(at);
+    // A task asleep on a durable timer needs no heartbeat: the timer's own alarm wakes it.
+    const working = Object.values(harness.taskGraph().tasks).some((t) => !sleeping(t.state));
+    const timer = this.#timerAt ?? harness.nextTimer();
     const next = Math.min(
       ...this.#deadlines,
-      Object.keys(harness.taskGraph().tasks).length > 0 ? now + this.#heartbeatMs : Infinity,
+      timer !== undefined && timer > now ? timer : Infinity,
+      working ? now + this.#heartbeatMs : Infinity,
     );
     if (Number.isFinite(next)) this.#want(next);
   }
@@ -554,6 +568,11 @@ export class Space {
       entries: entries.map(({ id, kind, data, model }) => ({ id, kind, data, model })),
     };
   }
+}
+
+/** A task that only waits for its durable timer (no task in its wait): nothing runs until then. */
+function sleeping(state: { status: string; on?: readonly unknown[]; until?: number }): boolean {
+  return state.status === "waiting" && state.until !== undefined && (state.on?.length ?? 0) === 0;
 }
 
 function conversationParam(url: URL): ConversationId {

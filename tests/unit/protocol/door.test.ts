@@ -231,6 +231,27 @@ describe("the door refuses, and goes on serving", () => {
       ["approvals.setPolicy", ["no such name!", "ask"]],
       ["approvals.setPolicy", ["write"]],
       ["approvals.policies", ["1"]],
+      [
+        "schedules.create",
+        [1, { text: "hi", when: { kind: "cron", cron: "0 9 * * *" }, timeZone: "UTC", catchUp: "maybe" }],
+      ],
+      [
+        "schedules.create",
+        [1, { text: "", when: { kind: "cron", cron: "0 9 * * *" }, timeZone: "UTC", catchUp: "run" }],
+      ],
+      [
+        "schedules.create",
+        [1, { text: "hi", when: { kind: "once", at: "soon" }, timeZone: "UTC", catchUp: "run" }],
+      ],
+      [
+        "schedules.create",
+        [1, { text: "hi", when: { kind: "every", cron: "x" }, timeZone: "UTC", catchUp: "run" }],
+      ],
+      [
+        "schedules.update",
+        [1, "../etc", { text: "hi", when: { kind: "once", at: 5 }, timeZone: "UTC", catchUp: "run" }],
+      ],
+      ["schedules.setPaused", [1, "abc", "yes"]],
       ["hello", [{ tabId: 5, protocol: PROTOCOL_VERSION }]],
       ["hello", []],
     ];

@@ -152,6 +152,13 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
       policies: answer("approvals.policies", []),
       setPolicy: answer("approvals.setPolicy", undefined),
     },
+    schedules: {
+      preview: answer("schedules.preview", { description: "At 09:00 (UTC)", next: [] }),
+      create: answer("schedules.create", {} as never),
+      update: answer("schedules.update", {} as never),
+      setPaused: answer("schedules.setPaused", {} as never),
+      delete: answer("schedules.delete", undefined),
+    },
   };
   return {
     log,
