@@ -6,7 +6,8 @@
  * (`extensions`: the kill storm's effect tools, only in test pages that ask) installed after the
  * built-in tools.
  * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
- * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
+ * one that a reload interrupted finds its tool again; so are the MCP servers' cached tool lists
+ * (mcp/store.ts). The network state is the worker's (network.ts),
  * probed at the worker script's own URL: a run that failed offline waits until that answers. The
  * default extension selection leaves out the user tools that arrived by import (opt-in:
  * `userToolSettings`). Tool calls are under the person's approval policies (`approvalSettings`).
@@ -24,6 +25,7 @@ import type { AnyTaskDefinition } from "../core/define.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
+import { installStoredMcpServers } from "./mcp/store.ts";
 import { harnessSecrets } from "./secrets.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
 import { type ApprovalMode, approvalSettings } from "./tool-policies.ts";
@@ -75,6 +77,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
     paused: true,
   });
   await installStoredUserTools(harness);
+  await installStoredMcpServers(harness);
   // The app's "Main" conversation is the root: created on the first open (spec §2.2, lazily).
   await harness.root();
   opened = harness;
