@@ -133,7 +133,7 @@ export async function startMcpServer(options: TestMcpServerOptions = {}): Promis
       return;
     }
     const mcp = build();
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    const transport = new StreamableHTTPServerTransport({}); // no session id generator: stateless
     res.on("close", () => {
       void transport.close();
       void mcp.close();

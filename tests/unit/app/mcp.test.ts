@@ -32,7 +32,7 @@ import {
   storedMcpServers,
 } from "../../../worker/app/mcp/store.ts";
 import { savedSecrets } from "../../../worker/app/secrets.ts";
-import type { MemoryStore } from "../../../worker/testing.ts";
+import type { MemoryStore } from "../../../worker/store/open.ts";
 import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import { callsThenAnswer, toolResults } from "../agent/fixtures.ts";
 import { startMcpServer, type TestMcpServer } from "./mcp-server.ts";
