@@ -34,7 +34,7 @@ import {
 import { savedSecrets } from "../../../worker/app/secrets.ts";
 import type { MemoryStore } from "../../../worker/store/open.ts";
 import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import { callsThenAnswer, toolResults } from "../agent/fixtures.ts";
+import { callsThenAnswer, diagnosticsOf, toolResults } from "../agent/fixtures.ts";
 import { startMcpServer, type TestMcpServer } from "./mcp-server.ts";
 
 const servers: TestMcpServer[] = [];
@@ -253,6 +253,21 @@ test("hostile results: too large, an unexpected content type, an MCP error: each
   } finally {
     await connection.close();
   }
+});
+
+test("aborting the run while an MCP call runs ends the call with the aborted result", async () => {
+  const s = await server();
+  const h = await engine([fauxToolCall("docs_launch", { item: "slow" }, { id: "l1" })]);
+  await addMcpServer(h, { name: "docs", url: s.url, token: null });
+  const gate = s.gate();
+  const root = await h.root();
+  await root.submit({ type: "input", content: "launch slowly", requestId: "r" });
+  await gate.started;
+  await root.abort();
+  gate.release();
+  await root.waitForIdle();
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
 });
 
 test("removing a server forgets it, its token and every conversation's choice of it", async () => {
