@@ -41,6 +41,7 @@ export function reloadWords(tool: UserToolView): string {
 
 /** An extension's name as the menu shows it. */
 export function extensionLabel(choice: ExtensionChoice): string {
+  if (choice.mcp !== undefined) return `${choice.mcp} (MCP server): ${choice.tools.join(", ") || "no tools"}`;
   if (!choice.user) return `${choice.name}: ${choice.tools.join(", ")}`;
   return `${choice.tools.join(", ")} (${choice.imported ? "imported tool" : "your tool"})`;
 }

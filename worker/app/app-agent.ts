@@ -6,7 +6,8 @@
  * (`extensions`: the kill storm's effect tools, only in test pages that ask) installed after the
  * built-in tools.
  * The user tools kept in the store are installed before the engine resumes its tasks, so a call of
- * one that a reload interrupted finds its tool again. The network state is the worker's (network.ts),
+ * one that a reload interrupted finds its tool again; so are the MCP servers' cached tool lists
+ * (mcp/store.ts). The network state is the worker's (network.ts),
  * probed at the worker script's own URL: a run that failed offline waits until that answers. The
  * default extension selection leaves out the user tools that arrived by import (opt-in:
  * `userToolSettings`). Tool calls are under the person's approval policies (`approvalSettings`).
@@ -27,6 +28,7 @@ import type { AnyTaskDefinition } from "../core/define.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { SqliteLine } from "../store/line.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
+import { installStoredMcpServers } from "./mcp/store.ts";
 import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
 import { harnessSecrets } from "./secrets.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
@@ -87,6 +89,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
     // conversation, the root, created on the first open (spec §2.2, lazily); the demo's speed.
     prepare: async (h) => {
       await installStoredUserTools(h);
+      await installStoredMcpServers(h);
       await h.root();
       opened = h;
       applyStoredDemoSpeed(h);

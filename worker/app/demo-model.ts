@@ -10,8 +10,9 @@
  * another conversation is never overwritten), "list the files" -> `ls`, "read <path>" -> `read`,
  * "sum the sizes of the files" -> `codemode` with a small script (add "slowly" and it runs a
  * two-second `sleep` per file), "use my tool <name>" (optionally "with {json}") -> `codemode` with a
- * script calling that tool (a user tool from the settings, say). A tool is only called when the
- * context offers it.
+ * script calling that tool (a user tool from the settings, say), "call the tool <name>" (optionally
+ * "with {json}") -> that tool itself, directly (an MCP server's tool, say). A tool is only called when
+ * the context offers it.
  */
 import type {
   Api,
@@ -130,8 +131,21 @@ export function useToolScript(name: string, args: Record<string, unknown>): stri
 
 /** "use my tool NAME [with {json}]": the tool's name and its arguments (undefined when not asked). */
 function useToolRequest(said: string): { name: string; args: Record<string, unknown> } | undefined {
-  const match =
-    /\buse\s+(?:my\s+)?tool\s+[`"']?([A-Za-z_][A-Za-z0-9_]*)[`"']?(?:\s+with\s+(\{[\s\S]*\}))?/i.exec(said);
+  return toolRequest(
+    /\buse\s+(?:my\s+)?tool\s+[`"']?([A-Za-z_][A-Za-z0-9_]*)[`"']?(?:\s+with\s+(\{[\s\S]*\}))?/i.exec(said),
+  );
+}
+
+/** "call the tool NAME [with {json}]": a direct call of that tool (undefined when not asked). */
+function callToolRequest(said: string): { name: string; args: Record<string, unknown> } | undefined {
+  return toolRequest(
+    /\bcall\s+(?:the\s+)?tool\s+[`"']?([A-Za-z0-9_-]{1,64})[`"']?(?:\s+with\s+(\{[\s\S]*\}))?/i.exec(said),
+  );
+}
+
+function toolRequest(
+  match: RegExpExecArray | null,
+): { name: string; args: Record<string, unknown> } | undefined {
   if (!match) return undefined;
   let args: Record<string, unknown> = {};
   if (match[2]) {
@@ -175,7 +189,7 @@ interface Intent {
   readonly tool: string;
   /** A tool the call needs offered too (the one a script calls). */
   readonly needs?: string;
-  readonly args: Record<string, string | number>;
+  readonly args: Record<string, unknown>;
   readonly preamble: string;
 }
 
@@ -207,6 +221,9 @@ const listsNotesDir = (listing: ToolResultMessage) =>
 
 function intentOf(said: string, messages: readonly Message[], context: Context): Intent | undefined {
   const lower = said.toLowerCase();
+  const direct = callToolRequest(said);
+  if (direct)
+    return { tool: direct.name, args: direct.args, preamble: `Calling the \`${direct.name}\` tool.` };
   const use = useToolRequest(said);
   if (use) {
     return {

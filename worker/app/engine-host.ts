@@ -33,6 +33,7 @@ import {
   tabLockName,
 } from "../protocol/index.ts";
 import { HarnessEngine } from "./engine-service.ts";
+import { mcpApi } from "./mcp/store.ts";
 import { remoteApi } from "./remote.ts";
 import { ServerHome } from "./remote-peer.ts";
 
@@ -65,6 +66,8 @@ export class EngineHost implements EngineService {
       void this.#home.settingsChanged().catch((e: unknown) => console.warn("moves:", errorMessage(e)));
     },
   }))(remoteApi(() => this.#h()));
+  /** MCP servers (mcp/store.ts): the door serves them as the `mcp` group, to this engine's tabs only. */
+  readonly mcp = mcpApi(() => this.#h());
   /** "Run on the server" and "Bring back to this browser", for this engine's tabs only. */
   readonly homes = this.#home.api;
   /** Start fresh after the browser discarded the store (owner.ts waits for it). */

@@ -15,6 +15,7 @@ import { agentDoc } from "../agent/records.ts";
 import type { Tx } from "../core/define.ts";
 import type { ConversationId, Json } from "../core/types.ts";
 import type { ExtensionChoice, UserToolDraft, UserToolView } from "../protocol/index.ts";
+import { isMcpExtension, MCP_EXTENSION_PREFIX } from "./mcp/tool.ts";
 import { ImportRefused, importConversation, parseExport } from "./transfer.ts";
 import {
   addCarriedTools,
@@ -101,6 +102,7 @@ export async function conversationExtensions(
   return snapshot.installed().map((e) => ({
     name: e.name,
     user: isUserExtension(e.name),
+    ...(isMcpExtension(e.name) ? { mcp: e.name.slice(MCP_EXTENSION_PREFIX.length) } : {}),
     tools: (e.tools ?? []).map((t) => t.name),
     enabled: selected.has(e.name),
     ...(imported.has(e.name) ? { imported: true as const } : {}),

@@ -1,5 +1,5 @@
 /**
- * The saved secrets (every stored API key and the saved server token) and their redaction from what
+ * The saved secrets (every stored API key, the saved server token, the MCP servers' tokens) and their redaction from what
  * a person or a file sees besides the transcript itself: titles, the conversation list, export file
  * names, search. Invariants:
  * - `savedSecrets` reads committed (or in-commit) settings documents only, and never returns a value
@@ -10,6 +10,7 @@
  */
 import { storedApiKeyValues } from "../agent/models/keys.ts";
 import type { ConversationId, Json } from "../core/types.ts";
+import { mcpSecrets } from "./mcp/store.ts";
 import { remoteSecrets } from "./remote.ts";
 
 export const MIN_SECRET = 8;
@@ -17,9 +18,9 @@ export const REDACTED = "[redacted]";
 
 type DocReader = (conversationId: ConversationId, name: string) => Json | undefined;
 
-/** Every saved key and the saved token (long enough to redact), longest first. */
+/** Every saved key, the saved server token and the MCP servers' tokens (long enough to redact), longest first. */
 export function savedSecrets(doc: DocReader): string[] {
-  const all = [...storedApiKeyValues(doc), ...remoteSecrets(doc)].filter(
+  const all = [...storedApiKeyValues(doc), ...remoteSecrets(doc), ...mcpSecrets(doc)].filter(
     (s) => typeof s === "string" && s.length >= MIN_SECRET,
   );
   return [...new Set(all)].sort((a, b) => b.length - a.length);

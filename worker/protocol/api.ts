@@ -167,6 +167,8 @@ export interface ExtensionChoice {
   readonly name: string;
   /** Whether it is a user tool's extension (`user:<tool>`). */
   readonly user: boolean;
+  /** The MCP server it stands for (`mcp:<server>`), absent for any other extension. */
+  readonly mcp?: string;
   /** The tools it offers, by name. */
   readonly tools: readonly string[];
   /** Whether this conversation selects it. */
@@ -360,6 +362,54 @@ export interface StoreApi {
    * was not waiting on a discarded store (nothing happens).
    */
   startFresh(): Promise<"started" | "not-discarded">;
+}
+
+/** An MCP server as the settings show it (issue 31 part 2; worker/app/mcp/): never its token. */
+export interface McpServerView {
+  /** Its name in the settings: its tools are `<name>_<tool>`, its extension `mcp:<name>`. */
+  readonly name: string;
+  readonly url: string;
+  readonly hasToken: boolean;
+  /** The cached tool list (what the agent offers, offline too). */
+  readonly tools: readonly {
+    /** What the model calls. */
+    readonly name: string;
+    /** The server's own name for it. */
+    readonly tool: string;
+    readonly description: string;
+    /** The server marks it read-only or idempotent: a crash mid-call may call it again. */
+    readonly replaySafe: boolean;
+  }[];
+  /** Tools the server listed that are not offered, with the reason. */
+  readonly skipped: readonly { readonly name: string; readonly reason: string }[];
+  /** When the tools were last listed. */
+  readonly listedAt: number;
+  /** The last refresh failed: what happened, in words, and when (the cached tools stay offered). */
+  readonly problem?: string;
+  readonly problemAt?: number;
+}
+
+/** What the settings send to add a server. */
+export interface McpServerDraft {
+  readonly name: string;
+  readonly url: string;
+  /** A bearer token (kept like an API key: never shown again, never exported), or null for none. */
+  readonly token: string | null;
+}
+
+/**
+ * Remote MCP servers (Streamable HTTP), kept in the browser engine's store like API keys. Served by
+ * the browser engine only. A refused setting is an `McpServerInvalid` error; a server that does not
+ * answer when added is `McpUnreachable`, and one whose answer is refused `McpAnswerRefused`.
+ */
+export interface McpApi {
+  list(): Promise<McpServerView[]>;
+  /** Ask the server for its tools, then store it: its tools are offered in every conversation by default. */
+  add(draft: McpServerDraft): Promise<McpServerView>;
+  /** List its tools again; a server that does not answer keeps its cached tools, with `problem`. */
+  refresh(name: string): Promise<McpServerView>;
+  /** Forget it (and its token); no conversation keeps selecting it. */
+  remove(name: string): Promise<void>;
 }
 
 /** A move as the browser engine's tabs see it (its durable intent: worker/app/moves.ts). */
@@ -590,6 +640,8 @@ export interface EngineApi {
   readonly schedules: SchedulesApi;
   /** The server setting: the browser engine serves it, a server space does not. */
   readonly remote: RemoteApi;
+  /** MCP servers: the browser engine serves them, a server space does not. */
+  readonly mcp: McpApi;
   /** Moving conversations to and from the server: the browser engine serves it, a server space does not. */
   readonly homes: HomesApi;
   /** The browser engine's store before it is ready (start fresh after a discard); a server space does not serve it. */

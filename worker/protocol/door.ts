@@ -27,6 +27,7 @@ import type {
   Hello,
   HomesApi,
   Listener,
+  McpApi,
   MethodName,
   MovesApi,
   RemoteApi,
@@ -37,7 +38,7 @@ import { AckSchema, type ArgsOf, CallSchema, isMethodName, METHODS, type Methods
 import { type EngineMessage, type Transport, type WireError, wireError } from "./wire.ts";
 
 /** The calls of one tab (after its hello). */
-export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote" | "homes" | "moves" | "store">;
+export type TabCalls = Omit<EngineApi, "hello" | "debug" | "remote" | "mcp" | "homes" | "moves" | "store">;
 
 /** What the door serves: the engine, as one tab reaches it. */
 export interface EngineService {
@@ -50,6 +51,8 @@ export interface EngineService {
   readonly debug?: DebugApi;
   /** The server setting (the browser engine's; a server space serves none). */
   readonly remote?: RemoteApi;
+  /** MCP servers (the browser engine's; a server space serves none). */
+  readonly mcp?: McpApi;
   /** Moving conversations to and from the server (the browser engine's, for its tabs). */
   readonly homes?: HomesApi;
   /** A move's steps (a server space's, for the browser engine that drives a move). */
@@ -305,6 +308,13 @@ class Connection {
     return this.#engine.remote;
   }
 
+  /** MCP servers, on an engine that keeps them (the browser's). */
+  mcp(): McpApi {
+    if (!this.#engine.mcp) throw new BadRequest("unknown-method", "this engine keeps no MCP servers");
+    this.calls();
+    return this.#engine.mcp;
+  }
+
   /** Moving conversations, on an engine that drives moves (the browser's). */
   homes(): HomesApi {
     if (!this.#engine.homes) throw new BadRequest("unknown-method", "this engine moves no conversations");
@@ -442,6 +452,10 @@ function dispatch(c: Connection): Dispatch {
     "remote.get": () => c.remote().get(),
     "remote.credentials": () => c.remote().credentials(),
     "remote.set": ([url, token]) => c.remote().set(url, token),
+    "mcp.list": () => c.mcp().list(),
+    "mcp.add": ([draft]) => c.mcp().add(draft),
+    "mcp.refresh": ([name]) => c.mcp().refresh(name),
+    "mcp.remove": ([name]) => c.mcp().remove(name),
     "homes.toServer": ([conversation]) => c.homes().toServer(conversation),
     "homes.bringBack": ([remote]) => c.homes().bringBack(remote),
     "homes.list": () => c.homes().list(),

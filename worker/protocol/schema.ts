@@ -239,6 +239,20 @@ export const METHODS = {
     Type.Union([Type.String({ maxLength: 4000 }), Type.Null()]),
   ]),
 
+  "mcp.list": Type.Tuple([]),
+  "mcp.add": Type.Tuple([
+    Type.Object(
+      {
+        name: Type.String({ maxLength: 100 }),
+        url: Type.String({ maxLength: 4000 }),
+        token: Type.Union([Type.String({ maxLength: 8000 }), Type.Null()]),
+      },
+      strict,
+    ),
+  ]),
+  "mcp.refresh": Type.Tuple([Type.String({ maxLength: 100 })]),
+  "mcp.remove": Type.Tuple([Type.String({ maxLength: 100 })]),
+
   "homes.toServer": Type.Tuple([Id]),
   "homes.bringBack": Type.Tuple([Id]),
   "homes.list": Type.Tuple([]),

@@ -239,6 +239,17 @@ describe("demo provider", () => {
     expect(reply.toolCalls).toMatchObject([{ name: "write", arguments: { path: "notes/note-1.md" } }]);
   });
 
+  test("'call the tool <name> with {json}' calls that tool directly, when offered", () => {
+    const mcpTool = { name: "docs_echo", description: "echo", parameters: { type: "object" } } as never;
+    const reply = planDemoReply({
+      messages: [user('Call the tool docs_echo with {"text": "hi"}')],
+      tools: [...tools, mcpTool],
+    });
+    expect(reply.toolCalls).toMatchObject([{ name: "docs_echo", arguments: { text: "hi" } }]);
+    const missing = planDemoReply({ messages: [user("call the tool docs_echo")], tools });
+    expect(missing.toolCalls).toEqual([]);
+  });
+
   test("'run a long task of 60 seconds' sleeps as long as asked, a step a second, at most ten minutes", () => {
     const sleepOf = (text: string) =>
       planDemoReply({ messages: [user(text)], tools }).toolCalls[0]?.arguments;

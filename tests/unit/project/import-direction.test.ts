@@ -16,7 +16,8 @@
  * - `worker/` has no import cycle (four type-only ones that predate this test are listed below);
  * - what the tab and the engine load before their first line (the static value imports reachable from
  *   their entry modules) never includes pi-ai: its index evaluates the whole model catalogue, so the
- *   engine imports it on demand (worker/agent/models/pi-ai.ts) and the tab never.
+ *   engine imports it on demand (worker/agent/models/pi-ai.ts) and the tab never; nor the MCP SDK
+ *   (worker/app/mcp/client.ts imports it when a server is first asked).
  * Imports are read with the TypeScript parser (static, dynamic and type-only ones; `.svelte` files
  * through their `<script>` blocks). The rules are a pure function of that graph, so the tests below
  * also feed it a graph with each kind of violation and expect it to be reported.
@@ -276,7 +277,9 @@ function tabPathToEngineOnly(graph: Graph): string[] | undefined {
 }
 
 /** Packages an entry may load only on demand, through a dynamic import. */
-const ON_DEMAND = new Set(["@mariozechner/pi-ai"]);
+const ON_DEMAND = new Set(["@mariozechner/pi-ai", "@modelcontextprotocol/sdk"]);
+/** Whether `to` is an on-demand package or one of its subpaths. */
+const onDemand = (to: string) => [...ON_DEMAND].some((p) => to === p || to.startsWith(`${p}/`));
 
 /** The chain of static value imports from `entry` to an on-demand package, or undefined. */
 function staticPathToOnDemand(graph: Graph, entry: string): string[] | undefined {
@@ -287,7 +290,7 @@ function staticPathToOnDemand(graph: Graph, entry: string): string[] | undefined
     for (const i of graph.get(file) ?? []) {
       if (i.typeOnly || i.dynamic || cameFrom.has(i.to)) continue;
       cameFrom.set(i.to, file);
-      if (ON_DEMAND.has(i.to)) {
+      if (onDemand(i.to)) {
         const chain = [i.to];
         for (let at = file; at !== ""; at = cameFrom.get(at)!) chain.unshift(at);
         return chain;
@@ -475,6 +478,16 @@ describe("import direction", () => {
         new Map([...reads, ["worker/core/x.ts", source.internalReads]]),
       );
       expect(inCore).toEqual(violations(graph, globals, reads));
+    });
+
+    test("the MCP client importing the SDK statically", () => {
+      const file = "worker/app/mcp/client.ts";
+      const out = withImport(file, "@modelcontextprotocol/sdk/client/index.js");
+      expect(out).toContainEqual(
+        expect.stringMatching(
+          /^worker\/app\/(engine-host|app-agent)\.ts loads @modelcontextprotocol\/sdk\/client\/index\.js before its first line: /,
+        ),
+      );
     });
 
     test.each([["worker/agent/records.ts"], ["worker/agent/services.ts"], ["worker/app/engine-host.ts"]])(

@@ -355,6 +355,36 @@ describe("the door refuses, and goes on serving", () => {
     expectRefused(await d.call("remote.set", 7, "t"), "bad-args");
     expect(set).toEqual([["http://h", null]]);
   });
+
+  test("MCP servers: served by an engine that keeps them, each call's arguments checked; refused by one that does not", async () => {
+    const without = await greeted();
+    expectRefused(await without.call("mcp.list"), "unknown-method");
+    const added: unknown[][] = [];
+    const engine = Object.assign(fakeEngine(), {
+      mcp: {
+        list: async () => [],
+        add: async (...args: unknown[]) => {
+          added.push(args);
+          return { name: "docs" };
+        },
+        refresh: async () => ({ name: "docs" }),
+        remove: async () => undefined,
+      },
+    });
+    const d = door({ engine });
+    expectRefused(await d.call("mcp.list"), "no-hello");
+    await d.call("hello", { tabId: "tab-1", protocol: PROTOCOL_VERSION });
+    expect(await d.call("mcp.list")).toMatchObject({ ok: true, value: [] });
+    const draft = { name: "docs", url: "http://127.0.0.1:1/mcp", token: null };
+    expect((await d.call("mcp.add", draft)).ok).toBe(true);
+    expectRefused(await d.call("mcp.add", { ...draft, extra: 1 }), "bad-args");
+    expectRefused(await d.call("mcp.add", { name: "docs", url: "http://h" }), "bad-args");
+    expectRefused(await d.call("mcp.add", { ...draft, token: 7 }), "bad-args");
+    expectRefused(await d.call("mcp.add", { ...draft, token: "t".repeat(9000) }), "bad-args");
+    expectRefused(await d.call("mcp.refresh", 7), "bad-args");
+    expectRefused(await d.call("mcp.remove"), "bad-args");
+    expect(added).toEqual([[draft]]);
+  });
 });
 
 describe("the browser store before the engine is ready", () => {

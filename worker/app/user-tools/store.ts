@@ -207,7 +207,7 @@ export async function removeUserTool(h: AgentHarness, name: string): Promise<voi
 }
 
 /** Whether a stored pi.agent value's extension selection names `extension`. */
-function namesExtension(agent: Json | undefined, extension: string): boolean {
+export function namesExtension(agent: Json | undefined, extension: string): boolean {
   const selection = (agent as AgentState | undefined)?.extensions;
   if (selection === undefined) return false;
   const names = Array.isArray(selection)
@@ -217,7 +217,10 @@ function namesExtension(agent: Json | undefined, extension: string): boolean {
 }
 
 /** A selection without `extension`: an exact list keeps its other names; an emptied edit is undefined. */
-function withoutExtension(selection: AgentState["extensions"], extension: string): AgentState["extensions"] {
+export function withoutExtension(
+  selection: AgentState["extensions"],
+  extension: string,
+): AgentState["extensions"] {
   if (selection === undefined) return undefined;
   if (Array.isArray(selection)) return selection.filter((n) => n !== extension);
   const add = (selection.add ?? []).filter((n) => n !== extension);
@@ -232,7 +235,7 @@ function withoutExtension(selection: AgentState["extensions"], extension: string
  * conversation's documents are loaded, and loaded documents stay: any other conversation's pi.agent is
  * still as the store held it before.
  */
-function loadedConversations(h: AgentHarness, tx: Tx): ConversationId[] {
+export function loadedConversations(h: AgentHarness, tx: Tx): ConversationId[] {
   const published = h.conversationRecords().map((r) => r.id);
   const loaded = published.filter((c) => h.docsLoaded(c) && tx.conversation(c));
   const newest = published.reduce((max, c) => Math.max(max, c), 0);

@@ -72,7 +72,7 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The schema's problem, in words, or undefined when it is a usable object schema. */
-function schemaProblem(schema: unknown): string | undefined {
+export function schemaProblem(schema: unknown): string | undefined {
   if (!isObject(schema)) return "the parameters must be a JSON object (a JSON schema)";
   if (JSON.stringify(schema).length > MAX_SCHEMA_CHARS)
     return `the parameters' schema is longer than ${MAX_SCHEMA_CHARS} characters`;

@@ -1,0 +1,91 @@
+/**
+ * The settings' "MCP servers" section state: the servers the engine keeps (each with its cached tool
+ * list, the tools it skipped and why, and the last problem in words), a draft being added, and
+ * add, refresh and remove through the engine's `mcp` group. The token draft is cleared once sent;
+ * nothing here keeps or shows a saved token (the engine answers `hasToken` only).
+ */
+import { type EngineApi, errorMessage, type McpServerView } from "../../worker/protocol/index.ts";
+
+export type McpServersApi = Pick<EngineApi, "mcp">;
+
+/** "3 tools, listed 14:02" or what went wrong with the last refresh. */
+export function serverWords(server: McpServerView, now = Date.now()): string {
+  const count = `${server.tools.length} tool${server.tools.length === 1 ? "" : "s"}`;
+  if (server.problem) return `Not answering: ${server.problem}. Its ${count} listed before stay offered.`;
+  const minutes = Math.round((now - server.listedAt) / 60_000);
+  const when =
+    minutes < 1
+      ? "just now"
+      : minutes < 60
+        ? `${minutes} min ago`
+        : new Date(server.listedAt).toLocaleString();
+  return `${count}, listed ${when}`;
+}
+
+export class McpServersState {
+  servers = $state.raw<McpServerView[]>([]);
+  name = $state("");
+  url = $state("");
+  token = $state("");
+  note = $state("");
+  error = $state("");
+  busy = $state(false);
+
+  constructor(readonly api: McpServersApi) {}
+
+  async load(): Promise<void> {
+    await this.#run(async () => {
+      this.servers = await this.api.mcp.list();
+    });
+  }
+
+  async add(): Promise<void> {
+    if (!this.name.trim() || !this.url.trim()) {
+      this.error = "Give the server a name and its address first.";
+      return;
+    }
+    await this.#run(async () => {
+      this.note = `Asking ${this.url.trim()} for its tools…`;
+      const added = await this.api.mcp.add({
+        name: this.name,
+        url: this.url,
+        token: this.token.trim() || null,
+      });
+      this.token = "";
+      this.name = "";
+      this.url = "";
+      this.servers = await this.api.mcp.list();
+      this.note = `Added “${added.name}” with ${added.tools.length} tool${added.tools.length === 1 ? "" : "s"}.`;
+    });
+  }
+
+  async refresh(name: string): Promise<void> {
+    await this.#run(async () => {
+      const view = await this.api.mcp.refresh(name);
+      this.servers = this.servers.map((s) => (s.name === name ? view : s));
+      this.note = view.problem ? "" : `“${name}” answered: ${view.tools.length} tools.`;
+    });
+  }
+
+  async remove(name: string): Promise<void> {
+    await this.#run(async () => {
+      await this.api.mcp.remove(name);
+      this.servers = await this.api.mcp.list();
+      this.note = `Removed “${name}” and its token.`;
+    });
+  }
+
+  async #run(work: () => Promise<void>): Promise<void> {
+    this.busy = true;
+    this.error = "";
+    try {
+      await work();
+    } catch (e) {
+      this.note = "";
+      const words = errorMessage(e);
+      this.error = `${words.charAt(0).toUpperCase()}${words.slice(1)}.`;
+    } finally {
+      this.busy = false;
+    }
+  }
+}
