@@ -18,8 +18,8 @@
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, rmSync } from "node:fs";
-import { availableParallelism, loadavg } from "node:os";
 import { createRequire } from "node:module";
+import { availableParallelism, loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
