@@ -93,9 +93,10 @@ export class StoreOwner {
     try {
       const store = await this.#platform.openStore();
       this.timeline.migratedAt = Date.now();
+      const marker = await this.#readMarker();
       const verdict = judgeStore(
         { schemaVersion: store.schemaVersion, storeId: await readStoreId(store) },
-        await this.#readMarker(),
+        marker,
       );
       if (verdict.kind === "discarded") {
         // Nothing is written to what is there until a person has read why it is empty.
@@ -112,7 +113,7 @@ export class StoreOwner {
       store.fenceOnFirstCommit();
       this.timeline.openedAt = Date.now();
       harness = await openHarness(store, (error) => void this.#fail(error));
-      await this.#mark(store, verdict);
+      await this.#mark(store, verdict, marker);
     } catch (error) {
       const e = await classifyStoreError(error, { store: this.#platform.storeName, stage: "open" });
       this.#status({
@@ -165,14 +166,24 @@ export class StoreOwner {
     }
   }
 
-  /** After the harness opened (the store migrated): give the store its identity, then mark it. */
-  async #mark(store: SqliteLine, verdict: StoreVerdict): Promise<void> {
+  /**
+   * After the harness opened (the store migrated): give the store its identity, then mark it. A
+   * failure here costs only the marker (said in a warning): the store's own first failing commit is
+   * the harness's to report.
+   */
+  async #mark(store: SqliteLine, verdict: StoreVerdict, found: StoreMarker | undefined): Promise<void> {
     if (!this.#platform.marker) return;
     if (verdict.kind === "same") {
-      this.#marker = (await this.#readMarker()) ?? { storeId: verdict.storeId, createdAt: Date.now() };
+      this.#marker = found;
       return;
     }
-    const storeId = await ensureStoreId(store);
+    let storeId: string;
+    try {
+      storeId = await ensureStoreId(store);
+    } catch (error) {
+      console.warn(`store identity not written: ${errorMessage(error)}`);
+      return;
+    }
     await this.#writeMarker({ storeId, createdAt: Date.now() });
   }
 
