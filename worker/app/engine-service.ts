@@ -362,6 +362,8 @@ export class HarnessEngine implements EngineService {
     const list = await this.#conversationList();
     const h = await this.#harness();
     const items = before === undefined ? list.titleMatches(needle, limit) : [];
+    // Titles filled the page: the next one starts with the text matches from the newest entry
+    // (`before` past every id: the whole table lies below it).
     if (items.length === limit) return { items, before: Number.MAX_SAFE_INTEGER };
     const secrets = savedSecrets((c, name) => h.docNow(c, name));
     const page = await searchTextPage(h.store, needle, {
