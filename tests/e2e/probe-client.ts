@@ -63,9 +63,15 @@ export const probe = {
   vfsAcked: (page: Page, target: ProbeTarget, request: Args<"vfsAcked">) =>
     call<number>(page, target, { op: "vfsAcked", ...request }),
   vfsRead: (page: Page, target: ProbeTarget, request: Args<"vfsRead">) =>
-    call<{ count: number; sum: number }>(page, target, { op: "vfsRead", ...request }),
+    call<{ count: number; sum: number; fillRows: number; integrity: string }>(page, target, {
+      op: "vfsRead",
+      ...request,
+    }),
   vfsFill: (page: Page, target: ProbeTarget, request: Args<"vfsFill">) =>
-    call<{ ms: number; bytes: number }>(page, target, { op: "vfsFill", ...request }),
+    call<{ ms: number; bytes: number; pipeline: Record<string, number> }>(page, target, {
+      op: "vfsFill",
+      ...request,
+    }),
   vfsOpen: (page: Page, target: ProbeTarget, request: Args<"vfsOpen">) =>
     call<VfsOpenResult>(page, target, { op: "vfsOpen", ...request }),
   vfsRate: (page: Page, target: ProbeTarget, request: Args<"vfsRate">) =>
