@@ -39,6 +39,36 @@ function noNodeFsInPiAi(): Plugin {
 }
 
 /**
+ * The tab's first script, `src/start.ts`, starts the engine's worker before the app's own scripts
+ * arrive (src/lib/engine-start.ts). Vite folds every module script of index.html into one entry, whose
+ * code runs only once its whole import graph is fetched, so start.ts is an entry of its own (see
+ * `build.rolldownOptions.input`) and this plugin puts its script ahead of the app's: the built chunk
+ * in a build, the source under `vite serve`.
+ */
+function earlyEngineStart(): Plugin {
+  const source = "src/start.ts";
+  return {
+    name: "durable-agent:early-engine-start",
+    transformIndexHtml: {
+      order: "post",
+      handler(_html, ctx) {
+        let src = `/${source}`;
+        if (ctx.bundle) {
+          const chunk = Object.values(ctx.bundle).find(
+            (c) => c.type === "chunk" && c.isEntry && c.facadeModuleId?.endsWith(source),
+          );
+          if (!chunk) throw new Error(`the build has no entry chunk for ${source}`);
+          src = `/${chunk.fileName}`;
+        }
+        return [
+          { tag: "script", attrs: { type: "module", crossorigin: true, src }, injectTo: "head-prepend" },
+        ];
+      },
+    },
+  };
+}
+
+/**
  * Rolldown reports plugin callbacks that take long: vite-plugin-pwa's service-worker generation and
  * the worker bundling always do (seconds on two cores), and there is nothing to act on, so the report
  * is off.
@@ -54,6 +84,7 @@ export default defineConfig({
     svelte(),
     devCsp(),
     noNodeFsInPiAi(),
+    earlyEngineStart(),
     VitePWA({
       registerType: "autoUpdate",
       injectRegister: "script",
@@ -83,5 +114,8 @@ export default defineConfig({
   // The engine runs in the workers: they are bundled on their own, with their own plugins.
   worker: { format: "es", plugins: () => [noNodeFsInPiAi()], rolldownOptions: quietTimings },
   optimizeDeps: { exclude: ["@journeyapps/wa-sqlite"] },
-  build: { target: "es2022", rolldownOptions: quietTimings },
+  build: {
+    target: "es2022",
+    rolldownOptions: { ...quietTimings, input: { index: "index.html", start: "src/start.ts" } },
+  },
 });

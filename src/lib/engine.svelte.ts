@@ -23,6 +23,7 @@ import {
   type WatchFrame,
 } from "../../worker/protocol/index.ts";
 import { type PortLike, portTransport, type TabMessage } from "../../worker/protocol/wire.ts";
+import { sharedEngineWorker, takeEarlyWorker, usesSharedWorker, workerQuery } from "./engine-start.ts";
 import { offerScriptWorkers } from "./script-worker-offer.ts";
 
 export type HostMode = "shared" | "dedicated" | "elsewhere";
@@ -90,15 +91,17 @@ export class EngineClient {
 
   async connect(): Promise<void> {
     try {
-      const forceDedicated = this.params.get("engine") === "dedicated";
       // The worker reads its configuration from its name (Vite needs a static worker URL).
       const query = this.#workerQuery();
-      const shared = !forceDedicated && typeof SharedWorker === "function";
+      const shared = usesSharedWorker(this.params);
       if (shared) {
-        // Created before this tab takes its own lock: the engine opens the store meanwhile. It
-        // learns of the tab only from hello, which waits for that lock.
-        const worker = this.#sharedWorker(query);
+        // Started by src/start.ts before the app loaded (engine-start.ts), or now; either way before
+        // this tab takes its own lock: the engine opens the store meanwhile. It learns of the tab
+        // only from hello, which waits for that lock.
+        const early = takeEarlyWorker(query);
+        const worker = early?.worker ?? sharedEngineWorker(query);
         worker.addEventListener("error", () => this.#workerFailed());
+        if (early?.failed) this.#workerFailed();
         this.#connect(worker.port);
         this.mode = "shared";
       }
@@ -138,14 +141,6 @@ export class EngineClient {
     }
   }
 
-  /** A connection to the SharedWorker engine of this query (the same worker on every call). */
-  #sharedWorker(query: URLSearchParams): SharedWorker {
-    return new SharedWorker(new URL("../../worker/entry/shared-worker.ts", import.meta.url), {
-      type: "module",
-      name: query.toString(),
-    });
-  }
-
   /** Speak the protocol over `port`; the engine's status pushes land in `status`. */
   #connect(port: PortLike): void {
     this.#connection?.close();
@@ -159,19 +154,7 @@ export class EngineClient {
   }
 
   #workerQuery(): URLSearchParams {
-    const query = new URLSearchParams({ store: this.storeName });
-    if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
-    // Test pages ask for the engine's test endpoints (worker/debug/endpoints.ts); a worker of
-    // another name is another worker, so a normal page never shares an engine that serves them.
-    if (this.params.get("debug") === "1") {
-      query.set("debug", "1");
-      // The kill storm's effect tools (worker/debug/effects.ts): a path on this origin.
-      const effects = this.params.get("effects");
-      if (effects) query.set("effects", effects);
-    }
-    // A test page that tests tool approval keeps its defaults (worker/entry/boot.ts).
-    if (this.params.get("approval") === "1") query.set("approval", "1");
-    return query;
+    return workerQuery(this.params);
   }
 
   /** The worker's script failed to load or start (an error before the engine ever answered). */
@@ -228,7 +211,7 @@ export class EngineClient {
     // The SharedWorker engine cannot start script workers: it runs codemode scripts in ours, lent on
     // a second connection to the same worker (browser-only, apart from the protocol).
     if (this.mode === "shared" && typeof Worker === "function")
-      offerScriptWorkers(this.#sharedWorker(this.#workerQuery()).port, this.tabId);
+      offerScriptWorkers(sharedEngineWorker(this.#workerQuery()).port, this.tabId);
     // The list is live from here on; the engine answers once it is ready (not awaited: status first).
     // The engine pushes its status from the hello on (the connection's onStatus).
     void this.#watchList();

@@ -128,15 +128,23 @@ export class StoreOwner {
     }
     this.#harness = harness;
     this.timeline.readyAt = Date.now();
+    // Calls wait for the harness, not for this status: whether storage is persisted (a browser
+    // round trip) is said once known, off the recovery path.
+    void this.#ready();
+    return harness;
+  }
+
+  async #ready(): Promise<void> {
+    const persisted = await navigator.storage?.persisted?.().catch(() => undefined);
+    if (this.#failed || this.#lastStatus?.phase !== "starting") return;
     this.#status({
       phase: "ready",
       storeKind: this.#platform.storeKind,
       build: this.#platform.build,
       jspi: this.#platform.jspi,
-      persisted: await navigator.storage?.persisted?.().catch(() => undefined),
+      persisted,
     });
     this.#post("owner-ready");
-    return harness;
   }
 
   /**

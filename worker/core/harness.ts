@@ -267,12 +267,13 @@ export class Harness {
     }
     await this.#prepare?.(this);
     const scheduling = !this.#pausedAtOpen || this.#resumeRequested;
+    let recovered: Promise<void> | undefined;
     if (running.length > 0) {
       if (scheduling) {
         // The first drain settles them (scheduler.ts, `recover`): one it starts again at once keeps
         // its stored `running` row (a crash before its next commit finds it running again, exactly
         // as now); every other one is written back to pending, interrupted, in that drain's commit.
-        this.#scheduler.recover(running);
+        recovered = this.#scheduler.recover(running);
       } else {
         // Opened paused: the tasks show pending (interrupted) until scheduling resumes.
         await this.#session.commit((_tx, overlay) => {
@@ -292,6 +293,10 @@ export class Harness {
     this.#starting = false;
     if (scheduling || this.#resumeRequested) this.#scheduler.resume();
     else this.#scheduler.kick();
+    // The open returns once every recovered task is running again or stored pending (a task started
+    // again needs no write: its drain launches it at once), so no reader after it sees a task running
+    // that nothing runs.
+    await recovered;
   }
 
   /**

@@ -204,9 +204,18 @@ export class Scheduler {
    * conversation that is away) is written pending and interrupted in the drain's commit, as a
    * paused open does at once, so nothing shows running that no invocation runs.
    */
-  recover(ids: readonly TaskId[]): void {
+  recover(ids: readonly TaskId[]): Promise<void> {
     for (const id of ids) this.#recovering.add(id);
+    const settled = new Promise<void>((resolve) => this.#recoveredWaiters.push(resolve));
     this.kick();
+    return settled;
+  }
+
+  /** Resolved once the drain that settles the recovering tasks is done with them (or closing). */
+  #recoveredWaiters: Array<() => void> = [];
+
+  #recovered(): void {
+    for (const resolve of this.#recoveredWaiters.splice(0)) resolve();
   }
 
   #paused = false;
@@ -244,6 +253,7 @@ export class Scheduler {
         planned = true;
         if (!dry.writes && dry.starts.length === 0) {
           this.#recovering.clear();
+          this.#recovered();
           continue;
         }
         if (!dry.writes) {
@@ -251,6 +261,7 @@ export class Scheduler {
           // but the commit that made them may still be in flight, so they launch once it committed.
           this.#recovering.clear();
           for (const invocation of dry.starts) this.#register(invocation);
+          this.#recovered();
           await this.session.barrier();
           for (const invocation of dry.starts) invocation.launch();
           continue;
@@ -263,6 +274,7 @@ export class Scheduler {
         });
         for (const b of plan.blockedOnceStored) this.blocked.set(b.id, b);
         nextDue = plan.nextDue;
+        this.#recovered();
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
         for (const invocation of plan.starts) invocation.launch();
       }
@@ -281,6 +293,7 @@ export class Scheduler {
         }
       }
       if (!this.closing) this.report(error);
+      if (this.#recovering.size === 0) this.#recovered();
     } finally {
       this.#draining = false;
       if (this.stopping) this.alarm.clear();
@@ -585,6 +598,7 @@ export class Scheduler {
   async close(reason: Error = new HarnessClosed()): Promise<void> {
     this.#closing = true;
     this.alarm.clear();
+    this.#recovered();
     const running = [...this.active.values()];
     for (const invocation of running) invocation.stop(reason);
     await Promise.all(running.filter((i) => i.launched).map((i) => i.done));
