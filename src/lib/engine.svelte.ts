@@ -158,6 +158,9 @@ export class EngineClient {
       // The kill storm's effect tools (worker/debug/effects.ts): a path on this origin.
       const effects = this.params.get("effects");
       if (effects) query.set("effects", effects);
+      // A moved engine clock (worker/entry/boot.ts `clockOffsetOf`): schedules' catch-up in e2e.
+      const clockOffset = this.params.get("clockOffset");
+      if (clockOffset) query.set("clockOffset", clockOffset);
     }
     // A test page that tests tool approval keeps its defaults (worker/entry/boot.ts).
     if (this.params.get("approval") === "1") query.set("approval", "1");

@@ -43,6 +43,8 @@ export interface AppHarnessOptions {
    * free unless a stored policy says otherwise (`allow`: test pages that do not test approval).
    */
   readonly approval?: ApprovalMode;
+  /** The engine's clock (default Date.now): a test page's moved one (worker/entry/boot.ts). */
+  readonly now?: () => number;
 }
 
 export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
@@ -76,6 +78,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
     onReport: (error) => console.warn("engine:", errorMessage(error)),
     onFatal,
     paused: true,
+    ...(options.now ? { now: options.now } : {}),
   });
   await installStoredUserTools(harness);
   // The app's "Main" conversation is the root: created on the first open (spec §2.2, lazily).
