@@ -70,7 +70,7 @@ test("a schedule due while the app was closed is caught up once on the next star
     );
     const [note] = await entriesOf(page, "app.schedule").allInnerTexts();
     expect(note).toMatch(
-      /^⏰ While the app was closed, 1 scheduled run was missed \(.+\)\. Ran it once now\.$/,
+      /^While the app was closed, 1 scheduled run was missed \(.+\)\. Ran it once now\.$/,
     );
     await until(
       "the one input",
