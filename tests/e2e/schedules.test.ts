@@ -69,9 +69,7 @@ test("a schedule due while the app was closed is caught up once on the next star
       (t) => t.length === 1,
     );
     const [note] = await entriesOf(page, "app.schedule").allInnerTexts();
-    expect(note).toMatch(
-      /^While the app was closed, 1 scheduled run was missed \(.+\)\. Ran it once now\.$/,
-    );
+    expect(note).toMatch(/^While the app was closed, 1 scheduled run was missed \(.+\)\. Ran it once now\.$/);
     await until(
       "the one input",
       () => inputs(page).count(),
