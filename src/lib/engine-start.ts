@@ -23,6 +23,9 @@ export function workerQuery(params: URLSearchParams): URLSearchParams {
     // The kill storm's effect tools (worker/debug/effects.ts): a path on this origin.
     const effects = params.get("effects");
     if (effects) query.set("effects", effects);
+    // A moved engine clock (worker/entry/boot.ts `clockOffsetOf`): schedules' catch-up in e2e.
+    const clockOffset = params.get("clockOffset");
+    if (clockOffset) query.set("clockOffset", clockOffset);
   }
   // A test page that tests tool approval keeps its defaults (worker/entry/boot.ts).
   if (params.get("approval") === "1") query.set("approval", "1");

@@ -43,7 +43,9 @@ export function taskWords(node: TaskGraphNode, inspection?: Pick<TaskInspection,
   const waits =
     s.status === "waiting" && s.on.length > 0
       ? `waits on ${s.on.map((id) => `#${id}`).join(", ")} ${POLICY[s.policy] ?? `(${s.policy})`}`
-      : undefined;
+      : s.status === "waiting" && s.until !== undefined
+        ? `sleeps until ${new Date(s.until).toISOString()}`
+        : undefined;
   const state = inspection?.state;
   const blocked =
     state?.kind === "blocked"
@@ -110,6 +112,10 @@ export function taskLabel(node: TaskGraphNode, graph?: TaskGraph, context: TaskC
       return waitingFor ?? "compacting the older part of the conversation";
     case "pi.subagent":
       return waitingFor ?? "running a subagent";
+    case "app.schedule":
+      return s.status === "waiting" && s.until !== undefined
+        ? `scheduled run, next at ${new Date(s.until).toLocaleString([], { dateStyle: "medium", timeStyle: "short" })}`
+        : "starting a scheduled run";
     default:
       return waitingFor ?? (s.status === "pending" ? `about to run ${node.kind}` : `running ${node.kind}`);
   }

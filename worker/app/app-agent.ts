@@ -51,6 +51,8 @@ export interface AppHarnessOptions {
   readonly workspace?: WorkspaceFs;
   /** The network state (default: the worker's, probed at its own script's URL). */
   readonly network?: NetworkState;
+  /** The engine's clock (default Date.now): a test page's moved one (worker/entry/boot.ts). */
+  readonly now?: () => number;
 }
 
 export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
@@ -94,6 +96,7 @@ export async function openAppHarness(store: SqliteLine, options: AppHarnessOptio
       opened = h;
       applyStoredDemoSpeed(h);
     },
+    ...(options.now ? { now: options.now } : {}),
   });
   return harness;
 }

@@ -23,7 +23,8 @@
  * zone by croner; its words come from cronstrue. Bad drafts are refused with `ScheduleInvalid`.
  */
 import { Cron } from "croner";
-import cronstrue from "cronstrue";
+// The file itself: cronstrue names only `main`, which the server bundle (platform neutral) does not read.
+import cronstrue from "cronstrue/dist/cronstrue.js";
 import type { AgentHarness } from "../agent/harness.ts";
 import { defineTask, type TaskDefinition, type Tx } from "../core/define.ts";
 import { HarnessError, UnknownConversation } from "../core/errors.ts";

@@ -29,6 +29,20 @@ export const EFFECTS_PARAM = "effects";
 /** The query flag with which a test page keeps the product's tool approval defaults. */
 export const APPROVAL_FLAG = "approval";
 
+/**
+ * The query parameter with which a test page moves its engine's clock (ms, may be negative): the
+ * harness's `now` runs that far ahead, so an e2e test can start the app "hours later" (schedules'
+ * catch-up) without waiting. Honoured only with the test endpoints.
+ */
+export const CLOCK_OFFSET_PARAM = "clockOffset";
+
+/** A test page's clock offset (0 on any other page, or when it is not a whole number). */
+export function clockOffsetOf(params: URLSearchParams): number {
+  if (params.get(TEST_ENDPOINTS_FLAG) !== "1") return 0;
+  const offset = Number(params.get(CLOCK_OFFSET_PARAM) ?? 0);
+  return Number.isSafeInteger(offset) ? offset : 0;
+}
+
 /** Test pages run every tool freely unless they ask for approval (`approval=1`); other pages never. */
 export function approvalDefaultsOf(params: URLSearchParams): "ask" | "allow" {
   return params.get(TEST_ENDPOINTS_FLAG) === "1" && params.get(APPROVAL_FLAG) !== "1" ? "allow" : "ask";
@@ -46,6 +60,8 @@ export interface BootOptions {
   wasm?: Promise<void>;
   /** With `testEndpoints`: install the effect tools, posting to this path on the worker's origin. */
   effects?: string | null;
+  /** With `testEndpoints`: run the engine's clock this many ms ahead (`clockOffsetOf`). */
+  clockOffsetMs?: number;
 }
 
 /** A started engine, as its entry serves it. */
@@ -85,6 +101,9 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
       tasks,
       extensions,
       approval: { defaults: options.approvalDefaults ?? "ask" },
+      ...(options.testEndpoints && options.clockOffsetMs
+        ? { now: () => Date.now() + (options.clockOffsetMs ?? 0) }
+        : {}),
     });
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.

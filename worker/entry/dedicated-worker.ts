@@ -11,6 +11,7 @@ import { openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
 import {
   approvalDefaultsOf,
   bootEngine,
+  clockOffsetOf,
   EFFECTS_PARAM,
   serveWhenReady,
   TEST_ENDPOINTS_FLAG,
@@ -47,6 +48,7 @@ const served = bootEngine(
     approvalDefaults: approvalDefaultsOf(params),
     wasm,
     effects: params.get(EFFECTS_PARAM),
+    clockOffsetMs: clockOffsetOf(params),
   },
 );
 serveWhenReady(served, self);

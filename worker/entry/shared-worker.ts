@@ -7,7 +7,14 @@
 import { opfsMarker } from "../browser/store-marker.ts";
 import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
-import { acceptPort, approvalDefaultsOf, bootEngine, EFFECTS_PARAM, TEST_ENDPOINTS_FLAG } from "./boot.ts";
+import {
+  acceptPort,
+  approvalDefaultsOf,
+  bootEngine,
+  clockOffsetOf,
+  EFFECTS_PARAM,
+  TEST_ENDPOINTS_FLAG,
+} from "./boot.ts";
 
 declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
@@ -37,6 +44,7 @@ const served = bootEngine(
     approvalDefaults: approvalDefaultsOf(params),
     wasm,
     effects: params.get(EFFECTS_PARAM),
+    clockOffsetMs: clockOffsetOf(params),
   },
 );
 

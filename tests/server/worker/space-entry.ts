@@ -5,12 +5,15 @@
  * - `POST /space/<name>/delay?ms=M`: create a `test.delayed` task in the root conversation that
  *   waits until M ms from now (announcing the deadline through the space's `wakeAt`, as the agent's
  *   backoffs do), then appends one `test.woke` entry with the time it woke, and completes;
+ * - `POST /space/<name>/schedule?ms=M`: a one-off schedule (worker/app/schedules.ts) in the root
+ *   conversation, due M ms from now, sending "scheduled hello";
  * - `POST /space/<name>/runaway`: run `while (true) {}` in the sandbox (in the object's thread, as
  *   code mode does here) and answer how it ended and how long it held the thread.
  */
 
 import { sleepUntil } from "../../../worker/agent/services.ts";
 import { HarnessEngine } from "../../../worker/app/engine-service.ts";
+import { createSchedule } from "../../../worker/app/schedules.ts";
 import { openSpaceHarness } from "../../../worker/app/space-agent.ts";
 import { defineTask } from "../../../worker/core/define.ts";
 import { errorMessage } from "../../../worker/core/errors.ts";
@@ -61,6 +64,17 @@ export class TestSpace extends Space {
         (error: unknown) => `${(error as Error).name}: ${errorMessage(error)}`,
       );
       return Response.json({ ended, heldMs: performance.now() - started });
+    }
+    if (url.pathname.endsWith("/schedule")) {
+      const harness = await this.harness();
+      const at = harness.now() + Number(url.searchParams.get("ms"));
+      const schedule = await createSchedule(harness, 1, {
+        text: "scheduled hello",
+        when: { kind: "once", at },
+        timeZone: "UTC",
+        catchUp: "run",
+      });
+      return Response.json({ id: schedule.id, at });
     }
     if (!url.pathname.endsWith("/delay")) return super.fetch(request);
     const harness = await this.harness();
