@@ -31,7 +31,11 @@ export class McpServersState {
   error = $state("");
   busy = $state(false);
 
-  constructor(readonly api: McpServersApi) {}
+  /** `changed`: called after a server was added, refreshed or removed (the tools offered changed). */
+  constructor(
+    readonly api: McpServersApi,
+    private readonly changed: () => void = () => undefined,
+  ) {}
 
   async load(): Promise<void> {
     await this.#run(async () => {
@@ -55,6 +59,7 @@ export class McpServersState {
       this.name = "";
       this.url = "";
       this.servers = await this.api.mcp.list();
+      this.changed();
       this.note = `Added “${added.name}” with ${added.tools.length} tool${added.tools.length === 1 ? "" : "s"}.`;
     });
   }
@@ -63,6 +68,7 @@ export class McpServersState {
     await this.#run(async () => {
       const view = await this.api.mcp.refresh(name);
       this.servers = this.servers.map((s) => (s.name === name ? view : s));
+      this.changed();
       this.note = view.problem ? "" : `“${name}” answered: ${view.tools.length} tools.`;
     });
   }
@@ -71,6 +77,7 @@ export class McpServersState {
     await this.#run(async () => {
       await this.api.mcp.remove(name);
       this.servers = await this.api.mcp.list();
+      this.changed();
       this.note = `Removed “${name}” and its token.`;
     });
   }

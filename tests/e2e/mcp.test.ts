@@ -58,11 +58,10 @@ test("an MCP server added in Settings: its tool is approved and called; the serv
   expect(await row.textContent()).toContain("token saved");
   expect(await dialog.getByTestId("mcp-token").inputValue()).toBe("");
   expect(await dialog.textContent()).not.toContain(TOKEN);
-  // Its tools, under its name, in this conversation's extensions (the dialog opened again).
-  await closeSettings(page);
-  dialog = await openSettings(page);
+  // Its tools, under its name, in this conversation's extensions and the approval list at once.
   await expect.poll(() => dialog.getByTestId("extension-mcp:docs").isChecked(), POLL).toBe(true);
   expect(await dialog.getByTestId("conversation-extensions").textContent()).toContain("docs (MCP server)");
+  await expect.poll(() => dialog.getByTestId("tool-policies").textContent(), POLL).toContain("docs_echo");
   await closeSettings(page);
 
   // MCP tools ask first: approve, the server answers, the demo model says so.
