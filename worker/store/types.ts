@@ -19,7 +19,7 @@ export interface Sql {
   get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
 }
 
-export type StoreKind = "memory" | "idb" | "opfs" | "durable-object";
+export type StoreKind = "memory" | "idb" | "opfs" | "opfs-lent" | "durable-object";
 
 /**
  * Named points on the commit path. A fault hook may throw at any of them to stop the world there
