@@ -40,6 +40,14 @@ import {
   type StoreStats,
 } from "./types.ts";
 
+/**
+ * Each commit's sequence number is written in its own transaction as the database header's
+ * `application_id` (page 1, which every commit rewrites anyway; nothing else here uses the field), so
+ * a client that lost its lender can tell whether the commit it was waiting for is stored.
+ */
+const SEQ_MODULUS = 2 ** 31;
+const READ_SEQ = "PRAGMA application_id";
+
 // ---- the wire -----------------------------------------------------------------------------------
 
 const Bytes = Type.Refine(Type.Unsafe<Uint8Array>({}), (v) => v instanceof Uint8Array);
@@ -79,6 +87,8 @@ const Request = Type.Union([
       end: Type.Optional(
         Type.Union([Type.Literal("commit"), Type.Literal("rollback"), Type.Literal("done")]),
       ),
+      /** With `end: "commit"`: the job's sequence number, stored in the same transaction (SEQ_MODULUS). */
+      seq: Type.Optional(Type.Integer({ minimum: 0, maximum: SEQ_MODULUS - 1 })),
     },
     strict,
   ),
@@ -261,6 +271,8 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
         if (message.end === "rollback") throw ROLLBACK;
         if (message.end) {
           if (job.failed !== undefined) throw job.failed;
+          if (message.end === "commit" && message.seq !== undefined)
+            await store.execScript(`PRAGMA application_id = ${message.seq | 0}`);
           return rows;
         }
         job.owed = undefined;
@@ -373,19 +385,35 @@ interface ClientJob {
   reject: (e: unknown) => void;
 }
 
+type Outgoing = DistributiveOmit<LentRequest, "id">;
+type Ok = LentReply & { ok: true };
+
+/** A message of the job in flight, kept until the job settles: what a new lender is sent again. */
+interface Logged {
+  readonly message: Extract<Outgoing, { t: "job" }>;
+  /** The reply it got (rows, or the error), once it came. */
+  reply: LentReply | undefined;
+  settle(reply: LentReply): void;
+  fail(error: Error): void;
+}
+
 export interface LentStoreOptions {
   /** The port to the lent worker (which runs `serveLentStore`). */
   port: LentPort;
   /** The store's name (the opfs file `stores/<name>.db` over there). */
   name: string;
+  /**
+   * A port to another lent worker, when this one is lost (its tab closed): the store opens there and
+   * the job in flight goes on (see `LentStore`). Without it a lost lender kills the store.
+   */
+  relend?: (reason: string) => Promise<LentPort>;
 }
 
 /** Open the store a lent worker serves on `options.port`. Rejects with the server's typed error. */
 export async function openLentStore(options: LentStoreOptions): Promise<LentStore> {
   const store = new LentStore(options);
   try {
-    const opened = await store.call({ t: "open", name: options.name });
-    store.schemaVersion = opened.schemaVersion ?? 0;
+    await store.open();
   } catch (error) {
     store.kill("the lent store did not open");
     throw error instanceof StoreClosed
@@ -395,38 +423,110 @@ export async function openLentStore(options: LentStoreOptions): Promise<LentStor
   return store;
 }
 
+/** What a handover to a new lender cost, for the bench and the tests. */
+export interface Relent {
+  readonly reason: string;
+  /** From noticing the loss to the job in flight going on over the new port, in ms. */
+  readonly pauseMs: number;
+  /** The commit in flight was found stored (its reply was lost) rather than sent again. */
+  readonly foundStored: boolean;
+  /** Messages of the job in flight sent again. */
+  readonly replayed: number;
+}
+
+/**
+ * The engine's handle on a lent store. When the lender is lost and `relend` gives another port, the
+ * store is opened over there (the same file: the dead worker's handles went with it, and its open
+ * transaction rolled back from the journal), the owner epoch moves again, and the job in flight goes
+ * on: a commit whose COMMIT was sent is looked up by its sequence number (stored: it resolves as it
+ * was; not stored: sent again); any other job's messages are sent again in order, each reply checked
+ * against the one its callback already saw (a difference fails the store: it must not guess).
+ * Everything queued meanwhile waits; the callbacks never notice beyond the pause.
+ */
 export class LentStore implements Store {
   readonly kind = "opfs-lent" as const;
   readonly name: string;
   readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
   schemaVersion = 0;
-  readonly #port: LentPort;
-  readonly #pending = new Map<
-    number,
-    { resolve(r: LentReply & { ok: true }): void; reject(e: Error): void }
-  >();
+  /** Each handover to a new lender, in order. */
+  readonly relent: Relent[] = [];
+  #port: LentPort;
+  readonly #relendPort: LentStoreOptions["relend"];
+  /** Bumped with each port: events of an old port are ignored. */
+  #generation = 0;
+  readonly #pending = new Map<number, { resolve(r: LentReply): void; reject(e: Error): void }>();
   #nextId = 0;
   #nextJob = 0;
   #queue: ClientJob[] = [];
   #running = false;
   #closed = false;
   #closing: Promise<void> | undefined;
+  #explicitClose = false;
   #fault: FaultHook | undefined;
   readonly #lost: Array<(reason: string) => void> = [];
+  #schema: Schema | undefined;
+  #fenced = false;
+  /** The last acknowledged commit's sequence number (as stored). */
+  #committedSeq = 0;
+  /** The job in flight: its messages so far, and its sequence number when it commits. */
+  #log: Logged[] = [];
+  #jobSeq: number | undefined;
+  /** While a new lender is being opened: posts wait here. */
+  #relending: Promise<void> | undefined;
+  /** Set at once when a handover starts (before `#relending` exists). */
+  #handingOver = false;
 
   constructor(options: LentStoreOptions) {
     this.name = options.name;
+    this.#relendPort = options.relend;
     this.#port = options.port;
-    this.#port.addEventListener("message", (event) => this.#onReply(event.data));
-    this.#port.addEventListener("close", () => this.lose("the worker lending this store is gone"));
-    this.#port.start?.();
+    this.#attach(options.port);
   }
 
   get closed(): boolean {
     return this.#closed;
   }
 
-  /** Hear when the store is lost (its lender went away, or it was killed): once, with the reason. */
+  #attach(port: LentPort): void {
+    const generation = ++this.#generation;
+    port.addEventListener("message", (event) => {
+      if (generation === this.#generation) this.#onReply(event.data);
+    });
+    port.addEventListener("close", () => {
+      if (generation === this.#generation) this.lenderGone("the worker lending this store is gone");
+    });
+    port.start?.();
+  }
+
+  /** Open over the current port: the store, its sequence number. */
+  async open(): Promise<void> {
+    const opened = await this.#send({ t: "open", name: this.name });
+    this.schemaVersion = opened.schemaVersion ?? 0;
+    if (this.#schema) {
+      await this.#send({
+        t: "migrate",
+        migrations: [...this.#schema.migrations],
+        epoch: { read: this.#schema.epoch.read, bump: this.#schema.epoch.bump },
+      });
+      this.schemaVersion = this.#schema.migrations.length;
+    }
+    if (this.#fenced) await this.#send({ t: "fence" });
+    this.#committedSeq = await this.#readSeq();
+  }
+
+  async #readSeq(): Promise<number> {
+    const reply = await this.#send({
+      t: "job",
+      job: ++this.#nextJob,
+      begin: "read",
+      steps: [{ sql: READ_SEQ, rows: "get" }],
+      end: "done",
+    });
+    const value = reply.rows?.[0] ? Object.values(reply.rows[0])[0] : 0;
+    return Number(value ?? 0);
+  }
+
+  /** Hear when the store is lost for good (no new lender, or killed): once, with the reason. */
   onLost(listener: (reason: string) => void): void {
     this.#lost.push(listener);
   }
@@ -435,8 +535,8 @@ export class LentStore implements Store {
     this.#fault = hook;
   }
 
-  /** Send `request` (an id is added); resolves with the server's reply, rejects with its typed error. */
-  call(request: DistributiveOmit<LentRequest, "id">): Promise<LentReply & { ok: true }> {
+  /** Post `request` on the current port (an id added); resolves with the reply, ok or not. */
+  #post(request: Outgoing): Promise<LentReply> {
     if (this.#closed) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
@@ -450,22 +550,55 @@ export class LentStore implements Store {
     });
   }
 
+  /** Post and require an ok reply (its error rebuilt typed otherwise). */
+  async #send(request: Outgoing): Promise<Ok> {
+    const reply = await this.#post(request);
+    if (!reply.ok) throw fromWire(reply.error);
+    return reply;
+  }
+
+  /** A message of the job in flight: logged, held while a new lender opens. */
+  async sendJob(message: Extract<Outgoing, { t: "job" }>): Promise<Ok> {
+    while (this.#relending) await this.#relending;
+    const reply = await new Promise<LentReply>((resolve, reject) => {
+      const entry: Logged = { message, reply: undefined, settle: resolve, fail: reject };
+      this.#log.push(entry);
+      this.#post(message).then(
+        (r) => {
+          entry.reply = r;
+          resolve(r);
+        },
+        // A lost port leaves the entry to the handover (it settles it), unless the store is dead.
+        (error: Error) => {
+          if (!this.#handingOver) reject(error);
+        },
+      );
+    });
+    if (!reply.ok) throw fromWire(reply.error);
+    return reply;
+  }
+
+  /** Post with no answer awaited (a read's end, the fence): nothing depends on it but order. */
+  sendQuietly(request: Outgoing): void {
+    void this.#post(request).catch(() => undefined);
+  }
+
   #onReply(data: unknown): void {
     if (!Value.Check(Reply, data)) return; // Not ours: nothing waits for it.
     const waiting = this.#pending.get(data.id);
     if (!waiting) return;
     this.#pending.delete(data.id);
-    if (data.ok) waiting.resolve(data);
-    else waiting.reject(fromWire(data.error));
+    waiting.resolve(data);
   }
 
   async migrate(schema: Schema): Promise<void> {
     try {
-      const reply = await this.call({
+      const reply = await this.#send({
         t: "migrate",
         migrations: [...schema.migrations],
         epoch: { read: schema.epoch.read, bump: schema.epoch.bump },
       });
+      this.#schema = schema;
       this.schemaVersion = reply.schemaVersion ?? schema.migrations.length;
     } catch (error) {
       await this.close().catch(() => undefined);
@@ -473,9 +606,10 @@ export class LentStore implements Store {
     }
   }
 
-  /** The owner epoch moves in the next transaction over there (line.ts `fenceOnFirstCommit`). */
+  /** The owner epoch moves in the next transaction over there (line.ts `fenceOnFirstCommit`), and again at each new lender. */
   fenceOnFirstCommit(): void {
-    void this.call({ t: "fence" }).catch(() => undefined);
+    this.#fenced = true;
+    this.sendQuietly({ t: "fence" });
   }
 
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
@@ -488,11 +622,13 @@ export class LentStore implements Store {
 
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
+    this.#explicitClose = true;
     this.#closing = (async () => {
       while (this.#running || this.#queue.length > 0) await new Promise((r) => setTimeout(r, 0));
+      while (this.#relending) await this.#relending;
       if (this.#closed) return;
       try {
-        await this.call({ t: "close" });
+        await this.#send({ t: "close" });
       } catch {
         // Lost already: nothing is open over there.
       }
@@ -511,17 +647,87 @@ export class LentStore implements Store {
     } catch {
       // Gone already.
     }
-    this.lose(reason);
+    this.#die(reason);
   }
 
-  /** The lender is gone (its port closed, or its tab's lock was granted): every call rejects. */
-  lose(reason: string): void {
+  /**
+   * The lender is gone (its port closed, or its tab's lock was granted): hand the store to a new
+   * lender when `relend` gives one, else every call rejects with StoreClosed.
+   */
+  lenderGone(reason: string): void {
+    if (this.#closed || this.#handingOver) return;
+    if (!this.#relendPort || this.#explicitClose) {
+      this.#die(reason);
+      return;
+    }
+    const started = performance.now();
+    const relendPort = this.#relendPort;
+    this.#handingOver = true;
+    this.#relending = (async () => {
+      this.#generation++; // the old port's late events are ignored from now on
+      // Replies the old port owes never come: the job in flight's are settled below; the rest
+      // (a read's end, the fence) were answers nobody waits for.
+      const stale = [...this.#pending.values()];
+      this.#pending.clear();
+      for (const waiting of stale) waiting.reject(new StoreClosed(reason));
+      try {
+        this.#port.close();
+      } catch {
+        // Closed already.
+      }
+      this.#port = await relendPort(reason);
+      this.#attach(this.#port);
+      const stored = this.#committedSeq;
+      await this.open();
+      const log = this.#log;
+      const last = log.at(-1);
+      let foundStored = false;
+      if (last && last.reply === undefined && last.message.end === "commit") {
+        // Its COMMIT went out: stored or not, the sequence number says.
+        if (this.#committedSeq === last.message.seq) foundStored = true;
+        else if (this.#committedSeq !== stored)
+          throw new StoreFailed("the lent store holds commits this engine did not make");
+      }
+      if (foundStored) last!.settle({ id: 0, ok: true });
+      else
+        for (const entry of log) {
+          const reply = await this.#post(entry.message);
+          if (entry.reply === undefined) entry.settle(reply);
+          else if (!sameReply(entry.reply, reply))
+            throw new StoreFailed(
+              "the job in flight read differently from the new lender; the engine must reopen",
+            );
+        }
+      this.relent.push({
+        reason,
+        pauseMs: performance.now() - started,
+        foundStored,
+        replayed: foundStored ? 0 : log.length,
+      });
+    })().then(
+      () => {
+        this.#relending = undefined;
+        this.#handingOver = false;
+      },
+      (error: unknown) => {
+        this.#relending = undefined;
+        this.#handingOver = false;
+        this.#die(
+          `${reason}; no new lender took it (${error instanceof Error ? error.message : String(error)})`,
+        );
+      },
+    );
+  }
+
+  /** Dead for good: every call rejects with StoreClosed. */
+  #die(reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing ??= Promise.resolve();
     const error = new StoreClosed(reason);
     for (const job of this.#queue.splice(0)) job.reject(error);
     this.#failPending(error);
+    for (const entry of this.#log.splice(0)) if (entry.reply === undefined) entry.fail(error);
     try {
       this.#port.close();
     } catch {
@@ -551,7 +757,13 @@ export class LentStore implements Store {
     try {
       while (this.#queue.length > 0 && !this.#closed) {
         const job = this.#queue.shift()!;
-        await this.#run(job);
+        this.#log = [];
+        this.#jobSeq = job.kind === "commit" ? (this.#committedSeq + 1) % SEQ_MODULUS : undefined;
+        try {
+          await this.#run(job);
+        } finally {
+          this.#log = [];
+        }
       }
     } finally {
       this.#running = false;
@@ -564,7 +776,9 @@ export class LentStore implements Store {
   }
 
   async #run(job: ClientJob): Promise<void> {
-    const tx = new RemoteTransaction(this, ++this.#nextJob, job.kind);
+    const tx = new RemoteTransaction(this, ++this.#nextJob, job.kind, this.#jobSeq);
+    const closed = (error: unknown, message: string) =>
+      this.#closed && !(error instanceof StoreClosed) ? new StoreClosed(message) : error;
     if (job.kind === "read") {
       try {
         this.#point("before-read");
@@ -574,7 +788,7 @@ export class LentStore implements Store {
         job.resolve(value);
       } catch (error) {
         await tx.end("rollback").catch(() => undefined);
-        job.reject(this.#closed && !(error instanceof StoreClosed) ? new StoreClosed("store closed") : error);
+        job.reject(closed(error, "store closed"));
       }
       return;
     }
@@ -590,7 +804,7 @@ export class LentStore implements Store {
     } catch (error) {
       // Its own failure: none of its writes stay.
       if (!this.#closed) await tx.end("rollback").catch(() => undefined);
-      job.reject(this.#closed ? new StoreClosed("store closed") : error);
+      job.reject(closed(error, "store closed"));
       return;
     }
     try {
@@ -602,11 +816,11 @@ export class LentStore implements Store {
       return;
     }
     try {
-      await tx.end("commit");
+      if (await tx.end("commit")) this.#committedSeq = this.#jobSeq!;
     } catch (error) {
       // A statement's own error (buffered) passes as it is, as line.ts passes a callback's; a
       // failure of the store is typed.
-      job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : error);
+      job.reject(closed(error, "store died before COMMIT"));
       return;
     }
     this.stats.transactions++;
@@ -634,6 +848,7 @@ class RemoteTransaction {
     readonly store: LentStore,
     readonly job: number,
     readonly kind: "commit" | "read",
+    readonly seq: number | undefined,
   ) {
     this.sql = {
       run: async (sql, params) => {
@@ -653,42 +868,68 @@ class RemoteTransaction {
   async #flush(last: LentStep): Promise<Row[]> {
     this.#open();
     this.#steps.push(last);
-    const reply = await this.store.call(this.#message());
+    const reply = await this.store.sendJob(this.#message());
     return reply.rows ?? [];
   }
 
-  #message(end?: "commit" | "rollback" | "done"): DistributiveOmit<LentRequest, "id"> {
+  #message(end?: "commit" | "rollback" | "done"): Extract<Outgoing, { t: "job" }> {
     const steps = this.#steps;
     this.#steps = [];
     const begin = this.#begun ? {} : { begin: this.kind };
     this.#begun = true;
-    return { t: "job", job: this.job, ...begin, steps, ...(end ? { end } : {}) };
+    const seq = end === "commit" && this.seq !== undefined ? { seq: this.seq } : {};
+    return { t: "job", job: this.job, ...begin, steps, ...(end ? { end } : {}), ...seq };
   }
 
-  /** Finish the job over there: commit (resolves after COMMIT), roll back, or end a read. */
-  async end(how: "commit" | "rollback" | "done"): Promise<void> {
-    if (this.#ended) return;
+  /**
+   * Finish the job over there: commit (resolves after COMMIT), roll back, or end a read. True when a
+   * COMMIT was sent and acknowledged (its sequence number is now the stored one).
+   */
+  async end(how: "commit" | "rollback" | "done"): Promise<boolean> {
+    if (this.#ended) return false;
     this.#ended = true;
     // Nothing was sent: nothing is open over there (a commit of no statement commits nothing).
-    if (!this.#begun && (how === "rollback" || this.#steps.length === 0)) return;
+    if (!this.#begun && (how === "rollback" || this.#steps.length === 0)) return false;
     if (how === "rollback") this.#steps = [];
     const message = this.#message(how);
     // A read with nothing buffered needs no answer: the next job queues behind it over there.
-    if (how === "done" && message.t === "job" && message.steps.length === 0) {
-      void this.store.call(message).catch(() => undefined);
-      return;
+    if (how === "done" && message.steps.length === 0) {
+      this.store.sendQuietly(message);
+      return false;
     }
-    await this.store.call(message);
+    await this.store.sendJob(message);
+    return how === "commit";
   }
 }
 
 function step(sql: string, params: readonly SqlValue[] | undefined, rows?: "all" | "get"): LentStep {
   // Copied now: the message is posted later, and a caller may reuse its array.
   const copy =
-    params && params.length > 0
-      ? params.map((p) => (p instanceof Uint8Array ? p.slice() : p)) // bytes too
-      : undefined;
+    params && params.length > 0 ? params.map((p) => (p instanceof Uint8Array ? p.slice() : p)) : undefined;
   return { sql, ...(copy ? { params: copy } : {}), ...(rows ? { rows } : {}) };
+}
+
+/** Two replies to the same message carry the same outcome and rows. */
+function sameReply(a: LentReply, b: LentReply): boolean {
+  if (a.ok !== b.ok) return false;
+  if (!a.ok || !b.ok) return !a.ok && !b.ok && a.error.message === b.error.message;
+  const ra = a.rows ?? [];
+  const rb = b.rows ?? [];
+  if (ra.length !== rb.length) return false;
+  for (let i = 0; i < ra.length; i++) {
+    const x = ra[i]!;
+    const y = rb[i]!;
+    const keys = Object.keys(x);
+    if (keys.length !== Object.keys(y).length) return false;
+    for (const key of keys) if (!sameValue(x[key], y[key])) return false;
+  }
+  return true;
+}
+
+function sameValue(a: SqlValue | undefined, b: SqlValue | undefined): boolean {
+  if (a instanceof Uint8Array && b instanceof Uint8Array)
+    return a.length === b.length && a.every((v, i) => v === b[i]);
+  return a === b;
 }
 
 function wrapFailure(error: unknown): Error {
