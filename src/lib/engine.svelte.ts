@@ -151,6 +151,9 @@ export class EngineClient {
   #workerQuery(): URLSearchParams {
     const query = new URLSearchParams({ store: this.storeName });
     if (this.params.get("build") === "asyncify") query.set("build", "asyncify");
+    // The opfs store in a worker this tab lends the SharedWorker (worker/browser/store-lenders.ts): a
+    // choice for tests and benches; the shipped store kind is idb.
+    if (this.params.get("storeKind") === "opfs-lent") query.set("storeKind", "opfs-lent");
     // Test pages ask for the engine's test endpoints (worker/debug/endpoints.ts); a worker of
     // another name is another worker, so a normal page never shares an engine that serves them.
     if (this.params.get("debug") === "1") {

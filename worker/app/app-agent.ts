@@ -22,7 +22,7 @@ import { browserNetwork } from "../browser/network.ts";
 import { OpfsFs } from "../browser/opfs-fs.ts";
 import type { AnyTaskDefinition } from "../core/define.ts";
 import { errorMessage } from "../core/errors.ts";
-import type { SqliteLine } from "../store/line.ts";
+import type { Store } from "../store/types.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
 import { harnessSecrets } from "./secrets.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
@@ -43,7 +43,7 @@ export interface AppHarnessOptions {
   readonly approval?: ApprovalMode;
 }
 
-export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
+export async function openAppHarness(store: Store, options: AppHarnessOptions): Promise<AgentHarness> {
   const { onFatal } = options;
   registerDemoProvider();
   const extensions = createRegistry();

@@ -13,7 +13,7 @@
 import type { AgentHarness } from "../agent/harness.ts";
 import type { EngineStatus, EngineTimeline } from "../protocol/api.ts";
 import { classifyStoreError } from "../store/errors.ts";
-import type { SqliteLine } from "../store/line.ts";
+import type { OwnedStore } from "../store/types.ts";
 import { type HandoverMessage, handoverChannelName, storeLockName } from "./handover.ts";
 import type { HostPlatform } from "./platform.ts";
 
@@ -29,7 +29,7 @@ export interface OwnerEvents {
 }
 
 /** Open the engine's harness on the store just opened; `onFatal` is its store-failure callback. */
-export type OpenHarness = (store: SqliteLine, onFatal: (error: Error) => void) => Promise<AgentHarness>;
+export type OpenHarness = (store: OwnedStore, onFatal: (error: Error) => void) => Promise<AgentHarness>;
 
 export class StoreOwner {
   readonly timeline: { -readonly [K in keyof EngineTimeline]: EngineTimeline[K] } = {

@@ -9,6 +9,7 @@
 
 import { DOC, ENTRY, type LiveState, zeroUsage } from "../agent/records.ts";
 import { type EngineHost, engineInternals } from "../app/engine-host.ts";
+import { storeLenders } from "../browser/store-lenders.ts";
 import { tabScriptWorkers } from "../browser/tab-script-workers.ts";
 import type { Json } from "../core/types.ts";
 import { type ConversationId, ROOT_CONVERSATION_ID } from "../core/types.ts";
@@ -110,6 +111,7 @@ function testEndpoints(host: EngineHost): DebugApi {
         build: engine.platform.build,
         ...engine.watchStats(),
         timeline: { ...engine.timeline, ...(firstTickAt !== undefined ? { firstTickAt } : {}) },
+        ...(engine.platform.storeKind === "opfs-lent" ? { lentStore: storeLenders.stats() } : {}),
       };
     },
 

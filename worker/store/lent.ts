@@ -526,8 +526,8 @@ export class LentStore implements Store {
     return Number(value ?? 0);
   }
 
-  /** Hear when the store is lost for good (no new lender, or killed): once, with the reason. */
-  onLost(listener: (reason: string) => void): void {
+  /** Hear when the store ends (closed, killed, or lost for good with no new lender): once, with the reason. */
+  onEnd(listener: (reason: string) => void): void {
     this.#lost.push(listener);
   }
 
@@ -635,6 +635,7 @@ export class LentStore implements Store {
       this.#closed = true;
       this.#failPending(new StoreClosed(`store ${this.name} is closed`));
       this.#port.close();
+      for (const listener of this.#lost.splice(0)) listener("closed");
     })();
     return this.#closing;
   }

@@ -85,6 +85,14 @@ export interface Store {
   readonly closed: boolean;
 }
 
+/**
+ * A store an engine owns: the contract plus the owner epoch's fence, which the owner arms before the
+ * first commit (line.ts, lent.ts; docs/ARCHITECTURE.md, "The owner epoch").
+ */
+export interface OwnedStore extends Store {
+  fenceOnFirstCommit(): void;
+}
+
 /** The store was closed, or died (the crash simulation): no further call is served. */
 export class StoreClosed extends Error {
   override readonly name = "StoreClosed";
