@@ -240,7 +240,7 @@ async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: St
  * the opfs store in a dedicated worker the tab lends it (worker/store/lent.ts over a MessagePort), and
  * wa-sqlite's OPFSAnyContextVFS opened in the SharedWorker itself (lent-bench.ts in the fixture).
  */
-async function opfsShapes(b: LaunchedBrowser, fixtures: StaticServer): Promise<void> {
+async function opfsShapes(b: LaunchedBrowser, server: StaticServer, fixtures: StaticServer): Promise<void> {
   console.log(
     `\nOPFS shapes from the SharedWorker: ${ROUNDS} round(s) of ${SECONDS} s per loop, interleaved, medians. raw = the SharedWorker's store.commit(INSERT); bare = a bare wa-sqlite loop on the same VFS and pragmas (lent: inside the lent worker)`,
   );
@@ -286,6 +286,39 @@ async function opfsShapes(b: LaunchedBrowser, fixtures: StaticServer): Promise<v
       `  round ${i + 1}: idb ${fmt(r.idb.raw)}/${fmt(r.idb.bare)}, lent ${fmt(r.lent.raw)}/${fmt(r.lent.bare)} (rt ${fmt(r.lent.roundTripsPerSecond)}/s), any-context ${fmt(r.anyContext.raw)}/${fmt(r.anyContext.bare)}`,
     );
   console.log(`(tx/s; pragmas: opfs "${results[0]!.pragmas.opfs}", idb "${results[0]!.pragmas.idb}")`);
+
+  // The engine on the lent store (storeKind=opfs-lent): its debug.bench, as the throughput table runs it per kind.
+  const app = await b.newPage();
+  const samples: Array<Record<string, number>> = [];
+  try {
+    await app.goto(appUrl(server, { store: uniqueStore("lent"), storeKind: "opfs-lent" }));
+    await waitReady(app);
+    for (let round = 0; round < ROUNDS; round++)
+      samples.push(await engine<Record<string, number>>(app, "debug.bench", { seconds: SECONDS }));
+  } finally {
+    await app.close();
+  }
+  const m = (key: string) => median(samples.map((x) => x[key]!));
+  table([
+    [
+      "engine on the lent store (SharedWorker)",
+      "engine raw",
+      "chain tasks/s",
+      "tx/task",
+      "conc. steps/s",
+      "chain/raw",
+      "conc/raw",
+    ],
+    [
+      "opfs-lent",
+      fmt(m("rawTransactionsPerSecond")),
+      fmt(m("chainTasksPerSecond")),
+      fmt(m("chainTransactionsPerTask"), 2),
+      fmt(m("concurrentStepsPerSecond")),
+      fmt(m("chainRatio"), 2),
+      fmt(m("concurrentRatio"), 2),
+    ],
+  ]);
 }
 
 /** Wait until `page` shows `n` settled answers (committed pi.assistant entries, nothing streaming). */
@@ -463,7 +496,7 @@ async function main(): Promise<void> {
       `browser bench: Chromium ${version}, app from dist/ (built ${new Date(statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
     );
     if (!ONLY || ONLY === "throughput") await throughput(b, server, fixtures);
-    if (!ONLY || ONLY === "throughput" || ONLY === "opfs-shapes") await opfsShapes(b, fixtures);
+    if (!ONLY || ONLY === "throughput" || ONLY === "opfs-shapes") await opfsShapes(b, server, fixtures);
     if (!ONLY || ONLY === "recovery")
       await recovery(b, server, { fmt, median, table, until, waitReady, appUrl, uniqueStore });
     if (!ONLY || ONLY === "tabs") await secondTab(b, server);
