@@ -15,11 +15,20 @@ import type {
   ScriptWorkerRequest,
 } from "../../worker/protocol/index.ts";
 
-async function startWorker(): Promise<{ worker: Worker; port: MessagePort }> {
-  const worker = new Worker(new URL("../../worker/entry/script-worker.ts", import.meta.url), {
-    type: "module",
-    name: "script-worker",
-  });
+/** A script worker, or a lent store worker (the `opfs-lent` store kind's: worker/entry/lent-store.ts). */
+async function startWorker(
+  kind: "script" | "store" = "script",
+): Promise<{ worker: Worker; port: MessagePort }> {
+  const worker =
+    kind === "store"
+      ? new Worker(new URL("../../worker/entry/lent-store.ts", import.meta.url), {
+          type: "module",
+          name: "lent-store",
+        })
+      : new Worker(new URL("../../worker/entry/script-worker.ts", import.meta.url), {
+          type: "module",
+          name: "script-worker",
+        });
   const channel = new MessageChannel();
   try {
     await new Promise<void>((resolve, reject) => {
@@ -52,8 +61,8 @@ export function offerScriptWorkers(port: MessagePort, tabId: string): void {
       workers.get(request.worker)?.terminate();
       workers.delete(request.worker);
       answer({ id: request.id, ok: true });
-    } else if (request.op === "start")
-      startWorker().then(
+    } else if (request.op === "start" || request.op === "store")
+      startWorker(request.op === "start" ? "script" : "store").then(
         ({ worker, port: workerPort }) => {
           const id = ++next;
           workers.set(id, worker);

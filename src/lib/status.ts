@@ -86,7 +86,7 @@ export function engineDetails(status: EngineStatus, mode: StatusFacts["mode"]): 
       plain: [{ label: "Your data", value: notOpenWords[status.phase] }],
       technical: [{ label: "Engine phase", value: status.phase }],
     };
-  const opfs = status.storeKind === "opfs";
+  const opfs = status.storeKind === "opfs" || status.storeKind === "opfs-lent";
   return {
     plain: [
       {

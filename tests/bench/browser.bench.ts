@@ -36,7 +36,7 @@
  *
  * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
  * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
- * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|recovery|tabs|size|chat, BENCH_ANSWERS (second-tab answers, default 8),
+ * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|opfs-shapes|recovery|tabs|size|chat, BENCH_ANSWERS (second-tab answers, default 8),
  * BENCH_CHAT_ENTRIES (default 5000), BENCH_MIRROR_MB (the growth rows' sizes, default "1,10,50"; "" for none).
  */
 import { spawnSync } from "node:child_process";
@@ -54,7 +54,7 @@ import {
   type StaticServer,
   serveStatic,
 } from "../e2e/browser.ts";
-import type { CommitBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
+import type { CommitBenchResult, LentBenchResult, ProbeKind } from "../e2e/fixtures/store-probe/protocol.ts";
 import { openProbe, type ProbeTarget, probe } from "../e2e/probe-client.ts";
 import { idbVfsRows } from "./idb-vfs.ts";
 import { INITIAL_JS_BUDGET_KB, measureInitialJs } from "./initial-js.ts";
@@ -256,6 +256,94 @@ async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: St
   );
 }
 
+// ---- the OPFS shapes for the SharedWorker engine (issue 30, item 1) -------------------------------
+
+/**
+ * From the SharedWorker of the store probe, beside its idb store, in one interleaved run per round:
+ * the opfs store in a dedicated worker the tab lends it (worker/store/lent.ts over a MessagePort), and
+ * wa-sqlite's OPFSAnyContextVFS opened in the SharedWorker itself (lent-bench.ts in the fixture).
+ */
+async function opfsShapes(b: LaunchedBrowser, server: StaticServer, fixtures: StaticServer): Promise<void> {
+  console.log(
+    `\nOPFS shapes from the SharedWorker: ${ROUNDS} round(s) of ${SECONDS} s per loop, interleaved, medians. raw = the SharedWorker's store.commit(INSERT); bare = a bare wa-sqlite loop on the same VFS and pragmas (lent: inside the lent worker)`,
+  );
+  const page = await openProbe(b, fixtures);
+  const results: LentBenchResult[] = [];
+  try {
+    for (let round = 0; round < ROUNDS; round++)
+      results.push(await probe.lentBench(page, { seconds: SECONDS }));
+  } finally {
+    await page.close();
+  }
+  const c = (f: (r: LentBenchResult) => number) => median(results.map(f));
+  const idbRaw = c((r) => r.idb.raw);
+  const row = (label: string, bare: number, raw: number, extra = "") => [
+    label,
+    fmt(bare),
+    fmt(raw),
+    fmt(raw / bare, 2),
+    fmt(raw / idbRaw, 2),
+    extra,
+  ];
+  table([
+    ["shape (commits from the SharedWorker)", "bare", "raw", "raw/bare", "raw/idb raw", "round trips/s"],
+    row(
+      `idb store, IDBBatchAtomicVFS [${results[0]!.build}]`,
+      c((r) => r.idb.bare),
+      idbRaw,
+    ),
+    row(
+      "opfs store in a lent dedicated Worker [sync], over a MessagePort",
+      c((r) => r.lent.bare),
+      c((r) => r.lent.raw),
+      fmt(c((r) => r.lent.roundTripsPerSecond)),
+    ),
+    row(
+      `OPFSAnyContextVFS in the SharedWorker [${results[0]!.build}]`,
+      c((r) => r.anyContext.bare),
+      c((r) => r.anyContext.raw),
+    ),
+  ]);
+  for (const [i, r] of results.entries())
+    console.log(
+      `  round ${i + 1}: idb ${fmt(r.idb.raw)}/${fmt(r.idb.bare)}, lent ${fmt(r.lent.raw)}/${fmt(r.lent.bare)} (rt ${fmt(r.lent.roundTripsPerSecond)}/s), any-context ${fmt(r.anyContext.raw)}/${fmt(r.anyContext.bare)}`,
+    );
+  console.log(`(tx/s; pragmas: opfs "${results[0]!.pragmas.opfs}", idb "${results[0]!.pragmas.idb}")`);
+
+  // The engine on the lent store (storeKind=opfs-lent): its debug.bench, as the throughput table runs it per kind.
+  const app = await b.newPage();
+  const samples: Array<Record<string, number>> = [];
+  try {
+    await app.goto(appUrl(server, { store: uniqueStore("lent"), storeKind: "opfs-lent" }));
+    await waitReady(app);
+    for (let round = 0; round < ROUNDS; round++)
+      samples.push(await engine<Record<string, number>>(app, "debug.bench", { seconds: SECONDS }));
+  } finally {
+    await app.close();
+  }
+  const m = (key: string) => median(samples.map((x) => x[key]!));
+  table([
+    [
+      "engine on the lent store (SharedWorker)",
+      "engine raw",
+      "chain tasks/s",
+      "tx/task",
+      "conc. steps/s",
+      "chain/raw",
+      "conc/raw",
+    ],
+    [
+      "opfs-lent",
+      fmt(m("rawTransactionsPerSecond")),
+      fmt(m("chainTasksPerSecond")),
+      fmt(m("chainTransactionsPerTask"), 2),
+      fmt(m("concurrentStepsPerSecond")),
+      fmt(m("chainRatio"), 2),
+      fmt(m("concurrentRatio"), 2),
+    ],
+  ]);
+}
+
 /** Wait until `page` shows `n` settled answers (committed pi.assistant entries, nothing streaming). */
 async function settledAnswers(page: Page, n: number): Promise<void> {
   await until(
@@ -431,6 +519,7 @@ async function main(): Promise<void> {
       `browser bench: Chromium ${version}, app from dist/ (built ${new Date(statSync(join(root, "dist/index.html")).mtimeMs).toISOString()})`,
     );
     if (!ONLY || ONLY === "throughput") await throughput(b, server, fixtures);
+    if (!ONLY || ONLY === "throughput" || ONLY === "opfs-shapes") await opfsShapes(b, server, fixtures);
     if (!ONLY || ONLY === "recovery")
       await recovery(b, server, { fmt, median, table, until, waitReady, appUrl, uniqueStore });
     if (!ONLY || ONLY === "tabs") await secondTab(b, server);

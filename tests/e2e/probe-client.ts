@@ -4,6 +4,7 @@ import type { LaunchedBrowser, StaticServer } from "./browser.ts";
 import type {
   BigResult,
   CommitBenchResult,
+  LentBenchResult,
   OpenResult,
   ProbeInfo,
   ProbeRequest,
@@ -54,6 +55,9 @@ export const probe = {
     target: ProbeTarget,
     request: Omit<Extract<ProbeRequest, { op: "commitBench" }>, "op">,
   ) => call<CommitBenchResult>(page, target, { op: "commitBench", ...request }),
+  /** The OPFS shapes from the SharedWorker, beside its idb store (lent-bench.ts). */
+  lentBench: (page: Page, request: { seconds: number }) =>
+    call<LentBenchResult>(page, "shared", { op: "lentBench", ...request }),
   open: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "open" }>, "op">) =>
     call<OpenResult>(page, target, { op: "open", ...request }),
   vfsBench: (page: Page, target: ProbeTarget, request: Args<"vfsBench">) =>

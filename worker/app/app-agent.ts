@@ -26,7 +26,7 @@ import { browserNetwork } from "../browser/network.ts";
 import { OpfsFs } from "../browser/opfs-fs.ts";
 import type { AnyTaskDefinition } from "../core/define.ts";
 import { errorMessage } from "../core/errors.ts";
-import type { SqliteLine } from "../store/line.ts";
+import type { Store } from "../store/types.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
 import { installStoredMcpServers } from "./mcp/store.ts";
 import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
@@ -55,7 +55,7 @@ export interface AppHarnessOptions {
   readonly now?: () => number;
 }
 
-export async function openAppHarness(store: SqliteLine, options: AppHarnessOptions): Promise<AgentHarness> {
+export async function openAppHarness(store: Store, options: AppHarnessOptions): Promise<AgentHarness> {
   const { onFatal } = options;
   registerDemoProvider();
   const extensions = createRegistry();

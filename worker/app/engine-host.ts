@@ -20,6 +20,7 @@
 import type { AgentHarness } from "../agent/harness.ts";
 import type { StoreOwner } from "../browser/owner.ts";
 import type { HostPlatform } from "../browser/platform.ts";
+import { type StoreLenderOffer, storeLenders } from "../browser/store-lenders.ts";
 import { type TabOffer, tabScriptWorkers } from "../browser/tab-script-workers.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { EngineService, TabCalls } from "../protocol/door.ts";
@@ -143,12 +144,16 @@ export class EngineHost implements EngineService {
 
   #dropTab(tabId: string): void {
     tabScriptWorkers.drop(tabId);
+    storeLenders.drop(tabId);
     this.#engine.dropTab(tabId);
   }
 
   /** A tab's script workers, offered on its side channel (browser-only, not the protocol). */
-  offerScriptWorkers(tabId: string, offer: TabOffer): void {
+  offerScriptWorkers(tabId: string, offer: TabOffer & StoreLenderOffer): void {
     // Only a tab that said hello: its lock tells when the offer ends.
-    if (this.#engine.hasTab(tabId)) tabScriptWorkers.offer(tabId, offer);
+    if (!this.#engine.hasTab(tabId)) return;
+    tabScriptWorkers.offer(tabId, offer);
+    // The same channel lends the `opfs-lent` store's worker (store-lenders.ts).
+    storeLenders.offer(tabId, offer);
   }
 }

@@ -24,7 +24,7 @@ import {
 } from "../core/store-identity.ts";
 import type { EngineStatus, EngineTimeline } from "../protocol/api.ts";
 import { classifyStoreError, errorMessage } from "../store/errors.ts";
-import type { SqliteLine } from "../store/line.ts";
+import type { OwnedStore } from "../store/types.ts";
 import { type HandoverMessage, handoverChannelName, storeLockName } from "./handover.ts";
 import type { HostPlatform } from "./platform.ts";
 
@@ -40,7 +40,7 @@ export interface OwnerEvents {
 }
 
 /** Open the engine's harness on the store just opened; `onFatal` is its store-failure callback. */
-export type OpenHarness = (store: SqliteLine, onFatal: (error: Error) => void) => Promise<AgentHarness>;
+export type OpenHarness = (store: OwnedStore, onFatal: (error: Error) => void) => Promise<AgentHarness>;
 
 export class StoreOwner {
   readonly timeline: { -readonly [K in keyof EngineTimeline]: EngineTimeline[K] } = {
@@ -179,7 +179,7 @@ export class StoreOwner {
    * failure here costs only the marker (said in a warning): the store's own first failing commit is
    * the harness's to report.
    */
-  async #mark(store: SqliteLine, verdict: StoreVerdict, found: StoreMarker | undefined): Promise<void> {
+  async #mark(store: OwnedStore, verdict: StoreVerdict, found: StoreMarker | undefined): Promise<void> {
     if (!this.#platform.marker) return;
     if (verdict.kind === "same") {
       this.#marker = found;

@@ -3,20 +3,21 @@
  * its store's name, kind and build, and how to open it. Everything else the engine host does is the
  * same for both kinds of worker.
  */
-import type { SqliteLine } from "../store/line.ts";
+import type { OwnedStore, Store } from "../store/types.ts";
 import type { MarkerFile } from "./store-marker.ts";
 
 export interface HostPlatform {
   readonly storeName: string;
-  readonly storeKind: "idb" | "opfs";
+  /** `opfs-lent`: the opfs store in a dedicated worker a tab lends the SharedWorker (worker/store/lent.ts). */
+  readonly storeKind: "idb" | "opfs" | "opfs-lent";
   /** Comparable build id (ISO time of the build): a newer one may take the store over. */
   readonly build: string;
   readonly jspi: boolean;
-  openStore(): Promise<SqliteLine>;
+  openStore(): Promise<OwnedStore>;
   /** The store's marker outside it (store-marker.ts); without one, a discarded store goes unnoticed. */
   readonly marker?: MarkerFile;
   /** Open a throwaway store of the same kind and build under another name (the bench). */
-  openScratchStore(name: string): Promise<SqliteLine>;
+  openScratchStore(name: string): Promise<Store>;
   /** Delete a scratch store's data (the bench cleans up after itself). */
   deleteScratchStore(name: string): Promise<void>;
 }

@@ -7,6 +7,7 @@
  */
 
 import type { ScriptWorkerReply, ScriptWorkerRequest } from "../protocol/browser.ts";
+import type { StoreLenderOffer } from "./store-lenders.ts";
 import type { TabOffer, TabWorkerPort } from "./tab-script-workers.ts";
 
 /** The port side of a tab's channel (a MessagePort). */
@@ -21,7 +22,7 @@ function isReply(m: unknown): m is ScriptWorkerReply {
   return typeof m === "object" && m !== null && "id" in m && typeof m.id === "number" && "ok" in m;
 }
 
-export function tabOfferOver(port: SideChannelPort): TabOffer {
+export function tabOfferOver(port: SideChannelPort): TabOffer & StoreLenderOffer {
   let next = 0;
   const pending = new Map<
     number,
@@ -55,6 +56,13 @@ export function tabOfferOver(port: SideChannelPort): TabOffer {
       const workerPort: TabWorkerPort | undefined = ports[0];
       if (!workerPort || !reply.ok || reply.worker === undefined) throw new Error("the tab sent no worker");
       return { id: reply.worker, port: workerPort };
+    },
+    async startStore() {
+      const { reply, ports } = await ok((id) => ({ id, op: "store" }));
+      const storePort = ports[0];
+      if (!storePort || !reply.ok || reply.worker === undefined)
+        throw new Error("the tab sent no store worker");
+      return { id: reply.worker, port: storePort };
     },
     async terminate(worker) {
       await ok((id) => ({ id, op: "terminate", worker }));

@@ -51,7 +51,7 @@ async function markerDir(): Promise<FileSystemDirectoryHandle | undefined> {
 }
 
 /** The OPFS marker of store `name` of `kind` (an idb and an opfs store of one name are two stores). */
-export function opfsMarker(kind: "idb" | "opfs", name: string): MarkerFile {
+export function opfsMarker(kind: "idb" | "opfs" | "opfs-lent", name: string): MarkerFile {
   const file = `${kind}-${encodeURIComponent(name)}.json`;
   return {
     async read() {

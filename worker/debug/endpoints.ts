@@ -11,6 +11,7 @@ import type { AgentHarness } from "../agent/harness.ts";
 import { DOC, ENTRY, type LiveState, zeroUsage } from "../agent/records.ts";
 import { TITLE_DOC } from "../app/conversation-list.ts";
 import { type EngineHost, engineInternals } from "../app/engine-host.ts";
+import { storeLenders } from "../browser/store-lenders.ts";
 import { tabScriptWorkers } from "../browser/tab-script-workers.ts";
 import { bulkSeed, SEED_MARKER } from "../core/bulk-seed.ts";
 import type { Json } from "../core/types.ts";
@@ -114,6 +115,7 @@ function testEndpoints(host: EngineHost): DebugApi {
         build: engine.platform.build,
         ...engine.watchStats(),
         timeline: { ...engine.timeline, ...(firstTickAt !== undefined ? { firstTickAt } : {}) },
+        ...(engine.platform.storeKind === "opfs-lent" ? { lentStore: storeLenders.stats() } : {}),
       };
     },
 

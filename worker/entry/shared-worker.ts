@@ -20,29 +20,52 @@ declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
 const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
 const build = params.get("build") === "asyncify" ? "asyncify" : undefined;
-const wasm = preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
+/**
+ * `storeKind=opfs-lent` (a test or bench page's choice; the shipped kind is idb): the opfs store in a
+ * dedicated worker a tab lends (worker/browser/store-lenders.ts).
+ */
+const lent = params.get("storeKind") === "opfs-lent";
+const wasm = lent ? undefined : preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
+const lenders = () => import("../browser/store-lenders.ts").then((m) => m.storeLenders);
 
 const served = bootEngine(
-  {
-    storeName,
-    storeKind: "idb",
-    build: __BUILD_ID__,
-    jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
-    marker: opfsMarker("idb", storeName),
-    openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
-    openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
-    deleteScratchStore: (name) =>
-      new Promise<void>((resolve, reject) => {
-        // One store, one IndexedDB database of the same name (see store/browser.ts).
-        const request = indexedDB.deleteDatabase(name);
-        request.onsuccess = () => resolve();
-        request.onerror = () => reject(request.error);
-      }),
-  },
+  lent
+    ? {
+        storeName,
+        storeKind: "opfs-lent",
+        build: __BUILD_ID__,
+        jspi: false,
+        marker: opfsMarker("opfs-lent", storeName),
+        openStore: async () => (await lenders()).open(storeName),
+        openScratchStore: async (name) => (await lenders()).open(name),
+        deleteScratchStore: async (name) => {
+          // The lent worker closed it; OPFS's asynchronous API removes the files from here.
+          const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
+          for (const file of [`${name}.db`, `${name}.db-journal`])
+            await dir.removeEntry(file).catch(() => undefined);
+        },
+      }
+    : {
+        storeName,
+        storeKind: "idb",
+        build: __BUILD_ID__,
+        jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
+        marker: opfsMarker("idb", storeName),
+        openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
+        openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
+        deleteScratchStore: (name) =>
+          new Promise<void>((resolve, reject) => {
+            // One store, one IndexedDB database of the same name (see store/browser.ts).
+            const request = indexedDB.deleteDatabase(name);
+            request.onsuccess = () => resolve();
+            request.onerror = () => reject(request.error);
+          }),
+      },
+
   {
     testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1",
     approvalDefaults: approvalDefaultsOf(params),
-    wasm,
+    ...(wasm ? { wasm } : {}),
     effects: params.get(EFFECTS_PARAM),
     clockOffsetMs: clockOffsetOf(params),
   },

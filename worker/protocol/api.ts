@@ -37,7 +37,7 @@ export type EngineStatus =
   | {
       phase: "ready";
       /** Where the store is: a browser's (IndexedDB, OPFS) or a server space's Durable Object. */
-      storeKind: "idb" | "opfs" | "durable-object";
+      storeKind: "idb" | "opfs" | "opfs-lent" | "durable-object";
       build: string;
       jspi: boolean;
       persisted: boolean | undefined;
@@ -761,6 +761,21 @@ export interface EngineStats {
    * first tick commit.
    */
   readonly timeline: EngineTimeline;
+  /**
+   * The `opfs-lent` store kind's lenders (worker/browser/store-lenders.ts): tabs that can lend, the
+   * tab lending each open store, and every handover of a store to a new lender with its pause.
+   */
+  readonly lentStore?: {
+    readonly lenders: number;
+    readonly lending: ReadonlyArray<{ readonly store: string; readonly tabId: string }>;
+    readonly handovers: ReadonlyArray<{
+      readonly store: string;
+      readonly reason: string;
+      readonly pauseMs: number;
+      readonly foundStored: boolean;
+      readonly replayed: number;
+    }>;
+  };
 }
 
 /** The test and bench endpoints (`debug.*`, worker/debug/endpoints.ts), on `?debug=1` pages only. */

@@ -22,9 +22,14 @@ export interface ScriptWorkerHello {
   readonly scriptWorkers: string;
 }
 
-/** The engine asks the lending tab: start a worker, stop worker `worker`, or answer a ping. */
+/**
+ * The engine asks the lending tab: start a worker, stop worker `worker`, or answer a ping; `store`
+ * starts a lent store worker instead (worker/entry/lent-store.ts: the `opfs-lent` store kind, whose
+ * engine cannot open OPFS sync access handles itself), handed over the same way.
+ */
 export type ScriptWorkerRequest =
   | { readonly id: number; readonly op: "start" }
+  | { readonly id: number; readonly op: "store" }
   | { readonly id: number; readonly op: "terminate"; readonly worker: number }
   | { readonly id: number; readonly op: "ping" };
 

@@ -19,7 +19,7 @@ export interface Sql {
   get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
 }
 
-export type StoreKind = "memory" | "idb" | "opfs" | "durable-object";
+export type StoreKind = "memory" | "idb" | "opfs" | "opfs-lent" | "durable-object";
 
 /**
  * Named points on the commit path. A fault hook may throw at any of them to stop the world there
@@ -83,6 +83,14 @@ export interface Store {
   setFaultHook(hook: FaultHook | undefined): void;
   close(): Promise<void>;
   readonly closed: boolean;
+}
+
+/**
+ * A store an engine owns: the contract plus the owner epoch's fence, which the owner arms before the
+ * first commit (line.ts, lent.ts; docs/ARCHITECTURE.md, "The owner epoch").
+ */
+export interface OwnedStore extends Store {
+  fenceOnFirstCommit(): void;
 }
 
 /** The store was closed, or died (the crash simulation): no further call is served. */

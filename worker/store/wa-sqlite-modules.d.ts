@@ -9,3 +9,7 @@ declare module "@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.mjs" {
 declare module "@journeyapps/wa-sqlite/src/examples/OPFSCoopSyncVFS.js" {
   export const OPFSCoopSyncVFS: unknown;
 }
+
+declare module "@journeyapps/wa-sqlite/src/examples/OPFSAnyContextVFS.js" {
+  export const OPFSAnyContextVFS: unknown;
+}

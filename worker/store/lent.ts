@@ -1,0 +1,942 @@
+/**
+ * A store that lives in another worker, reached over a MessagePort: the `opfs-lent` shape. A
+ * SharedWorker cannot open OPFS sync access handles, so a tab lends it a dedicated worker that opens
+ * the opfs store (OPFSCoopSyncVFS) and serves it here (`serveLentStore`); the SharedWorker holds a
+ * `LentStore`, which keeps the `Store` contract (types.ts) while every SQL statement runs over there.
+ *
+ * Invariants:
+ * - one job at a time, in request order, on the client (as line.ts does locally): a commit's callback
+ *   runs in the caller's worker only after the previous job settled, so nothing it reads is stale;
+ * - statements without rows (`run`) are buffered and travel with the next statement that returns
+ *   rows or with the end of the job, so a commit whose callback only writes costs one round trip.
+ *   A failing statement therefore surfaces at the next `all`/`get` or at the end of the callback;
+ *   after any failed statement the server refuses to commit that transaction (it rolls back whole),
+ *   so a buffered failure can never be committed past;
+ * - a commit's promise resolves only after the server's COMMIT returned (synchronous = FULL there);
+ *   a reply lost with the port (the lending tab closed) rejects with StoreClosed, and the engine
+ *   recovers from what the store holds, as after a crash: an unacknowledged commit may or may not be
+ *   stored, an acknowledged one always is;
+ * - every message is checked on arrival, both ways (TypeBox schemas below); the server refuses what
+ *   it does not expect with a typed error reply and serves the next message;
+ * - the fault points, the stats and StoreClosed/StoreFailed/StoreOpenError keep their meaning: they
+ *   are the client's (a hook is a function, it cannot cross a port); errors cross typed;
+ * - the server closes its store when its port closes (the engine is gone): a transaction in flight
+ *   rolls back first, so the file's handle is released for the next lent worker.
+ */
+import { type Static, Type } from "typebox";
+import { Value } from "typebox/value";
+import type { SqliteLine } from "./line.ts";
+import {
+  type FaultHook,
+  type FaultPoint,
+  type Row,
+  type Schema,
+  type Sql,
+  type SqlValue,
+  type Store,
+  StoreClosed,
+  StoreFailed,
+  StoreOpenError,
+  type StoreStats,
+} from "./types.ts";
+
+/**
+ * Each commit's sequence number is written in its own transaction as the database header's
+ * `application_id` (page 1, which every commit rewrites anyway; nothing else here uses the field), so
+ * a client that lost its lender can tell whether the commit it was waiting for is stored.
+ */
+const SEQ_MODULUS = 2 ** 31;
+const READ_SEQ = "PRAGMA application_id";
+
+// ---- the wire -----------------------------------------------------------------------------------
+
+const Bytes = Type.Refine(Type.Unsafe<Uint8Array>({}), (v) => v instanceof Uint8Array);
+const Value_ = Type.Union([Type.Number(), Type.String(), Type.Null(), Type.BigInt(), Bytes]);
+const Id = Type.Integer({ minimum: 0 });
+const strict = { additionalProperties: false } as const;
+const Step = Type.Object(
+  {
+    sql: Type.String({ minLength: 1, maxLength: 100_000 }),
+    params: Type.Optional(Type.Array(Value_, { maxItems: 10_000 })),
+    rows: Type.Optional(Type.Union([Type.Literal("all"), Type.Literal("get")])),
+  },
+  strict,
+);
+const Request = Type.Union([
+  Type.Object(
+    { t: Type.Literal("open"), id: Id, name: Type.String({ minLength: 1, maxLength: 64 }) },
+    strict,
+  ),
+  Type.Object(
+    {
+      t: Type.Literal("migrate"),
+      id: Id,
+      migrations: Type.Array(Type.String(), { maxItems: 10_000 }),
+      epoch: Type.Object({ read: Type.String(), bump: Type.String() }, strict),
+    },
+    strict,
+  ),
+  Type.Object({ t: Type.Literal("fence"), id: Id }, strict),
+  Type.Object(
+    {
+      t: Type.Literal("job"),
+      id: Id,
+      job: Id,
+      begin: Type.Optional(Type.Union([Type.Literal("commit"), Type.Literal("read")])),
+      steps: Type.Array(Step, { maxItems: 100_000 }),
+      end: Type.Optional(
+        Type.Union([Type.Literal("commit"), Type.Literal("rollback"), Type.Literal("done")]),
+      ),
+      /** With `end: "commit"`: the job's sequence number, stored in the same transaction (SEQ_MODULUS). */
+      seq: Type.Optional(Type.Integer({ minimum: 0, maximum: SEQ_MODULUS - 1 })),
+    },
+    strict,
+  ),
+  Type.Object({ t: Type.Literal("close"), id: Id }, strict),
+  Type.Object({ t: Type.Literal("kill"), id: Id, reason: Type.String({ maxLength: 1000 }) }, strict),
+]);
+export type LentRequest = Static<typeof Request>;
+export type LentStep = Static<typeof Step>;
+type JobRequest = Extract<LentRequest, { t: "job" }>;
+
+const WireError = Type.Object(
+  {
+    name: Type.String(),
+    message: Type.String(),
+    /** A Store* error (StoreClosed, StoreFailed, StoreOpenError), rebuilt typed on the client. */
+    store: Type.Boolean(),
+    reason: Type.Optional(Type.String()),
+    advice: Type.Optional(Type.String()),
+  },
+  strict,
+);
+const Reply = Type.Union([
+  Type.Object(
+    {
+      id: Id,
+      ok: Type.Literal(true),
+      rows: Type.Optional(Type.Array(Type.Record(Type.String(), Value_))),
+      schemaVersion: Type.Optional(Type.Integer()),
+    },
+    strict,
+  ),
+  Type.Object({ id: Id, ok: Type.Literal(false), error: WireError }, strict),
+]);
+export type LentReply = Static<typeof Reply>;
+type LentError = Static<typeof WireError>;
+
+/** The part of a MessagePort both ends use (Node's MessagePort too, for the tests). */
+export interface LentPort {
+  postMessage(message: unknown): void;
+  addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
+  addEventListener(type: "close", listener: () => void): void;
+  start?(): void;
+  close(): void;
+}
+
+const STORE_OPEN_REASONS = new Set(["quota", "corrupt", "locked", "unsupported", "migration", "unknown"]);
+
+function toWire(error: unknown): LentError {
+  const e = error instanceof Error ? error : new Error(String(error));
+  const store = e instanceof StoreClosed || e instanceof StoreFailed || e instanceof StoreOpenError;
+  return {
+    name: e.name,
+    message: e.message,
+    store,
+    ...(e instanceof StoreOpenError ? { reason: e.reason, advice: e.advice } : {}),
+  };
+}
+
+function fromWire(e: LentError): Error {
+  if (e.store) {
+    if (e.name === "StoreClosed") return new StoreClosed(e.message);
+    if (e.name === "StoreOpenError" && e.reason && STORE_OPEN_REASONS.has(e.reason))
+      return new StoreOpenError(e.message, e.reason as StoreOpenError["reason"], e.advice ?? "");
+    return new StoreFailed(e.message);
+  }
+  const error = new Error(e.message);
+  error.name = e.name;
+  return error;
+}
+
+/** The server's refusal of a message it did not expect (what is wrong, not the message itself). */
+export class LentBadRequest extends Error {
+  override readonly name = "LentBadRequest";
+}
+
+// ---- the server: the lent worker's side -----------------------------------------------------------
+
+/** Thrown inside a job's callback when the client asked to roll back. */
+const ROLLBACK = Symbol("rollback");
+
+interface ServedJob {
+  /** Messages of this job not yet taken by its callback. */
+  readonly inbox: JobRequest[];
+  wake: (() => void) | undefined;
+  /** A statement failed: the transaction may not commit. */
+  failed: unknown;
+  /** The job ended (or never began): later messages are refused. */
+  over: boolean;
+  /** The port closed or the client killed the store: the callback throws this. */
+  abort: StoreClosed | undefined;
+  /** The message whose reply is still owed (at most one: the client waits for each). */
+  owed: JobRequest | undefined;
+}
+
+export interface ServeLentOptions {
+  /** Open the store this worker lends (the opfs kind in the browser; any kind in the tests). */
+  open(name: string): Promise<SqliteLine>;
+}
+
+/**
+ * Serve one client on `port` until the port closes or the client closes the store. Resolves once the
+ * store this served is closed (its file released).
+ */
+export function serveLentStore(port: LentPort, options: ServeLentOptions): Promise<void> {
+  let line: SqliteLine | undefined;
+  let opening = false;
+  const jobs = new Map<number, ServedJob>();
+  let finished: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => {
+    finished = resolve;
+  });
+  let ending = false;
+  const reply = (message: LentReply) => {
+    try {
+      port.postMessage(message);
+    } catch {
+      // The port is gone: nobody waits.
+    }
+  };
+  const fail = (id: number, error: unknown) => reply({ id, ok: false, error: toWire(error) });
+
+  /** Stop every job (their transactions roll back), close the store, release everything. */
+  const end = async (reason: string) => {
+    if (ending) return;
+    ending = true;
+    for (const job of jobs.values()) {
+      job.abort = new StoreClosed(reason);
+      job.wake?.();
+    }
+    try {
+      await line?.close();
+    } catch {
+      // Closing is best effort: the worker ends anyway.
+    }
+    finished();
+  };
+
+  const runJob = (first: JobRequest, store: SqliteLine) => {
+    const job: ServedJob = {
+      inbox: [first],
+      wake: undefined,
+      failed: undefined,
+      over: false,
+      abort: undefined,
+      owed: undefined,
+    };
+    jobs.set(first.job, job);
+    const next = async (): Promise<JobRequest> => {
+      for (;;) {
+        if (job.abort) throw job.abort;
+        const message = job.inbox.shift();
+        if (message) return message;
+        await new Promise<void>((resolve) => {
+          job.wake = resolve;
+        });
+        job.wake = undefined;
+      }
+    };
+    const work = async (sql: Sql): Promise<Row[] | undefined> => {
+      for (;;) {
+        const message = await next();
+        job.owed = message;
+        let rows: Row[] | undefined;
+        if (job.failed === undefined) {
+          try {
+            for (const step of message.steps) {
+              if (step.rows === "all") rows = await sql.all(step.sql, step.params);
+              else if (step.rows === "get") {
+                const row = await sql.get(step.sql, step.params);
+                rows = row ? [row] : [];
+              } else {
+                rows = undefined;
+                await sql.run(step.sql, step.params);
+              }
+            }
+          } catch (error) {
+            job.failed = error;
+          }
+        }
+        if (message.end === "rollback") throw ROLLBACK;
+        if (message.end) {
+          if (job.failed !== undefined) throw job.failed;
+          if (message.end === "commit" && message.seq !== undefined)
+            await store.execScript(`PRAGMA application_id = ${message.seq | 0}`);
+          return rows;
+        }
+        job.owed = undefined;
+        if (job.failed !== undefined) fail(message.id, job.failed);
+        else reply({ id: message.id, ok: true, ...(rows ? { rows } : {}) });
+      }
+    };
+    const run = first.begin === "read" ? store.read(work) : store.commit(work);
+    run.then(
+      (rows) => {
+        job.over = true;
+        jobs.delete(first.job);
+        if (job.owed) reply({ id: job.owed.id, ok: true, ...(rows ? { rows } : {}) });
+      },
+      (error: unknown) => {
+        job.over = true;
+        jobs.delete(first.job);
+        // Whatever is owed (the message being served, or the first one when BEGIN failed).
+        const owed = job.owed ?? job.inbox.shift();
+        if (!owed) return;
+        if (error === ROLLBACK) reply({ id: owed.id, ok: true });
+        else fail(owed.id, error);
+        for (const left of job.inbox.splice(0)) fail(left.id, new StoreFailed("the transaction is over"));
+      },
+    );
+  };
+
+  const handle = async (data: unknown) => {
+    if (!Value.Check(Request, data)) {
+      const id = (data as { id?: unknown } | null)?.id;
+      if (typeof id === "number" && Number.isInteger(id))
+        fail(id, new LentBadRequest("the lent store refused a message it does not expect"));
+      return;
+    }
+    const request = data;
+    if (ending) {
+      if (request.t !== "kill") fail(request.id, new StoreClosed("the lent store is closed"));
+      return;
+    }
+    if (request.t === "open") {
+      if (line || opening) {
+        fail(request.id, new LentBadRequest("this worker lends one store, opened already"));
+        return;
+      }
+      opening = true;
+      try {
+        line = await options.open(request.name);
+        reply({ id: request.id, ok: true, schemaVersion: line.schemaVersion });
+      } catch (error) {
+        opening = false;
+        fail(request.id, error);
+      }
+      return;
+    }
+    if (!line) {
+      fail(request.id, new LentBadRequest("no store is open here yet"));
+      return;
+    }
+    switch (request.t) {
+      case "migrate":
+        try {
+          await line.migrate({ migrations: request.migrations, epoch: request.epoch });
+          reply({ id: request.id, ok: true, schemaVersion: line.schemaVersion });
+        } catch (error) {
+          fail(request.id, error);
+        }
+        return;
+      case "fence":
+        line.fenceOnFirstCommit();
+        reply({ id: request.id, ok: true });
+        return;
+      case "job": {
+        const job = jobs.get(request.job);
+        if (request.begin) {
+          if (job) fail(request.id, new LentBadRequest(`transaction ${request.job} began already`));
+          else runJob(request, line);
+        } else if (!job || job.over) fail(request.id, new StoreFailed("the transaction is over"));
+        else {
+          job.inbox.push(request);
+          job.wake?.();
+        }
+        return;
+      }
+      case "close":
+        await end("the lent store was closed");
+        reply({ id: request.id, ok: true });
+        port.close();
+        return;
+      case "kill":
+        await end(request.reason);
+        reply({ id: request.id, ok: true });
+        port.close();
+        return;
+    }
+  };
+  // Messages are handled in arrival order: each waits for the previous one's synchronous part only
+  // (a job's messages are queued to its callback; an open or a migrate is awaited by the client).
+  port.addEventListener("message", (event) => void handle(event.data));
+  port.addEventListener("close", () => void end("the engine using the lent store is gone"));
+  port.start?.();
+  return done;
+}
+
+// ---- the client: the engine's side ----------------------------------------------------------------
+
+interface ClientJob {
+  kind: "commit" | "read";
+  work: (sql: Sql) => unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+type Outgoing = DistributiveOmit<LentRequest, "id">;
+type Ok = LentReply & { ok: true };
+
+/** A message of the job in flight, kept until the job settles: what a new lender is sent again. */
+interface Logged {
+  readonly message: Extract<Outgoing, { t: "job" }>;
+  /** The reply it got (rows, or the error), once it came. */
+  reply: LentReply | undefined;
+  settle(reply: LentReply): void;
+  fail(error: Error): void;
+}
+
+export interface LentStoreOptions {
+  /** The port to the lent worker (which runs `serveLentStore`). */
+  port: LentPort;
+  /** The store's name (the opfs file `stores/<name>.db` over there). */
+  name: string;
+  /**
+   * A port to another lent worker, when this one is lost (its tab closed): the store opens there and
+   * the job in flight goes on (see `LentStore`). Without it a lost lender kills the store.
+   */
+  relend?: (reason: string) => Promise<LentPort>;
+}
+
+/** Open the store a lent worker serves on `options.port`. Rejects with the server's typed error. */
+export async function openLentStore(options: LentStoreOptions): Promise<LentStore> {
+  const store = new LentStore(options);
+  try {
+    await store.open();
+  } catch (error) {
+    store.kill("the lent store did not open");
+    throw error instanceof StoreClosed
+      ? new StoreOpenError(error.message, "unknown", "Reload the page.")
+      : error;
+  }
+  return store;
+}
+
+/** What a handover to a new lender cost, for the bench and the tests. */
+export interface Relent {
+  readonly reason: string;
+  /** From noticing the loss to the job in flight going on over the new port, in ms. */
+  readonly pauseMs: number;
+  /** The commit in flight was found stored (its reply was lost) rather than sent again. */
+  readonly foundStored: boolean;
+  /** Messages of the job in flight sent again. */
+  readonly replayed: number;
+}
+
+/**
+ * The engine's handle on a lent store. When the lender is lost and `relend` gives another port, the
+ * store is opened over there (the same file: the dead worker's handles went with it, and its open
+ * transaction rolled back from the journal), the owner epoch moves again, and the job in flight goes
+ * on: a commit whose COMMIT was sent is looked up by its sequence number (stored: it resolves as it
+ * was; not stored: sent again); any other job's messages are sent again in order, each reply checked
+ * against the one its callback already saw (a difference fails the store: it must not guess).
+ * Everything queued meanwhile waits; the callbacks never notice beyond the pause.
+ */
+export class LentStore implements Store {
+  readonly kind = "opfs-lent" as const;
+  readonly name: string;
+  readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
+  schemaVersion = 0;
+  /** Each handover to a new lender, in order. */
+  readonly relent: Relent[] = [];
+  #port: LentPort;
+  readonly #relendPort: LentStoreOptions["relend"];
+  /** Bumped with each port: events of an old port are ignored. */
+  #generation = 0;
+  readonly #pending = new Map<number, { resolve(r: LentReply): void; reject(e: Error): void }>();
+  #nextId = 0;
+  #nextJob = 0;
+  #queue: ClientJob[] = [];
+  #running = false;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #explicitClose = false;
+  #fault: FaultHook | undefined;
+  readonly #lost: Array<(reason: string) => void> = [];
+  #schema: Schema | undefined;
+  #fenced = false;
+  /** The last acknowledged commit's sequence number (as stored). */
+  #committedSeq = 0;
+  /** The job in flight: its messages so far, and its sequence number when it commits. */
+  #log: Logged[] = [];
+  #jobSeq: number | undefined;
+  /** While a new lender is being opened: posts wait here. */
+  #relending: Promise<void> | undefined;
+  /** Set at once when a handover starts (before `#relending` exists). */
+  #handingOver = false;
+
+  constructor(options: LentStoreOptions) {
+    this.name = options.name;
+    this.#relendPort = options.relend;
+    this.#port = options.port;
+    this.#attach(options.port);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #attach(port: LentPort): void {
+    const generation = ++this.#generation;
+    port.addEventListener("message", (event) => {
+      if (generation === this.#generation) this.#onReply(event.data);
+    });
+    port.addEventListener("close", () => {
+      if (generation === this.#generation) this.lenderGone("the worker lending this store is gone");
+    });
+    port.start?.();
+  }
+
+  /** Open over the current port: the store, its sequence number. */
+  async open(): Promise<void> {
+    const opened = await this.#send({ t: "open", name: this.name });
+    this.schemaVersion = opened.schemaVersion ?? 0;
+    if (this.#schema) {
+      await this.#send({
+        t: "migrate",
+        migrations: [...this.#schema.migrations],
+        epoch: { read: this.#schema.epoch.read, bump: this.#schema.epoch.bump },
+      });
+      this.schemaVersion = this.#schema.migrations.length;
+    }
+    if (this.#fenced) await this.#send({ t: "fence" });
+    this.#committedSeq = await this.#readSeq();
+  }
+
+  async #readSeq(): Promise<number> {
+    const reply = await this.#send({
+      t: "job",
+      job: ++this.#nextJob,
+      begin: "read",
+      steps: [{ sql: READ_SEQ, rows: "get" }],
+      end: "done",
+    });
+    const value = reply.rows?.[0] ? Object.values(reply.rows[0])[0] : 0;
+    return Number(value ?? 0);
+  }
+
+  /** Hear when the store ends (closed, killed, or lost for good with no new lender): once, with the reason. */
+  onEnd(listener: (reason: string) => void): void {
+    this.#lost.push(listener);
+  }
+
+  setFaultHook(hook: FaultHook | undefined): void {
+    this.#fault = hook;
+  }
+
+  /** Post `request` on the current port (an id added); resolves with the reply, ok or not. */
+  #post(request: Outgoing): Promise<LentReply> {
+    if (this.#closed) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
+    const id = ++this.#nextId;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      try {
+        this.#port.postMessage({ ...request, id });
+      } catch (error) {
+        this.#pending.delete(id);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    });
+  }
+
+  /** Post and require an ok reply (its error rebuilt typed otherwise). */
+  async #send(request: Outgoing): Promise<Ok> {
+    const reply = await this.#post(request);
+    if (!reply.ok) throw fromWire(reply.error);
+    return reply;
+  }
+
+  /** A message of the job in flight: logged, held while a new lender opens. */
+  async sendJob(message: Extract<Outgoing, { t: "job" }>): Promise<Ok> {
+    while (this.#relending) await this.#relending;
+    const reply = await new Promise<LentReply>((resolve, reject) => {
+      const entry: Logged = { message, reply: undefined, settle: resolve, fail: reject };
+      this.#log.push(entry);
+      this.#post(message).then(
+        (r) => {
+          entry.reply = r;
+          resolve(r);
+        },
+        // A lost port leaves the entry to the handover (it settles it), unless the store is dead.
+        (error: Error) => {
+          if (!this.#handingOver) reject(error);
+        },
+      );
+    });
+    if (!reply.ok) throw fromWire(reply.error);
+    return reply;
+  }
+
+  /** Post with no answer awaited (a read's end, the fence): nothing depends on it but order. */
+  sendQuietly(request: Outgoing): void {
+    void this.#post(request).catch(() => undefined);
+  }
+
+  #onReply(data: unknown): void {
+    if (!Value.Check(Reply, data)) return; // Not ours: nothing waits for it.
+    const waiting = this.#pending.get(data.id);
+    if (!waiting) return;
+    this.#pending.delete(data.id);
+    waiting.resolve(data);
+  }
+
+  async migrate(schema: Schema): Promise<void> {
+    try {
+      const reply = await this.#send({
+        t: "migrate",
+        migrations: [...schema.migrations],
+        epoch: { read: schema.epoch.read, bump: schema.epoch.bump },
+      });
+      this.#schema = schema;
+      this.schemaVersion = reply.schemaVersion ?? schema.migrations.length;
+    } catch (error) {
+      await this.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** The owner epoch moves in the next transaction over there (line.ts `fenceOnFirstCommit`), and again at each new lender. */
+  fenceOnFirstCommit(): void {
+    this.#fenced = true;
+    this.sendQuietly({ t: "fence" });
+  }
+
+  commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    return this.#enqueue("commit", work);
+  }
+
+  read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    return this.#enqueue("read", work);
+  }
+
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#explicitClose = true;
+    this.#closing = (async () => {
+      while (this.#running || this.#queue.length > 0) await new Promise((r) => setTimeout(r, 0));
+      while (this.#relending) await this.#relending;
+      if (this.#closed) return;
+      try {
+        await this.#send({ t: "close" });
+      } catch {
+        // Lost already: nothing is open over there.
+      }
+      this.#closed = true;
+      this.#failPending(new StoreClosed(`store ${this.name} is closed`));
+      this.#port.close();
+      for (const listener of this.#lost.splice(0)) listener("closed");
+    })();
+    return this.#closing;
+  }
+
+  /** Stop serving at once (the crash simulation); the server rolls back what is open and closes. */
+  kill(reason = "store died"): void {
+    if (this.#closed) return;
+    try {
+      this.#port.postMessage({ t: "kill", id: ++this.#nextId, reason });
+    } catch {
+      // Gone already.
+    }
+    this.#die(reason);
+  }
+
+  /**
+   * The lender is gone (its port closed, or its tab's lock was granted): hand the store to a new
+   * lender when `relend` gives one, else every call rejects with StoreClosed.
+   */
+  lenderGone(reason: string): void {
+    if (this.#closed || this.#handingOver) return;
+    if (!this.#relendPort || this.#explicitClose) {
+      this.#die(reason);
+      return;
+    }
+    const started = performance.now();
+    const relendPort = this.#relendPort;
+    this.#handingOver = true;
+    this.#relending = (async () => {
+      this.#generation++; // the old port's late events are ignored from now on
+      // Replies the old port owes never come: the job in flight's are settled below; the rest
+      // (a read's end, the fence) were answers nobody waits for.
+      const stale = [...this.#pending.values()];
+      this.#pending.clear();
+      for (const waiting of stale) waiting.reject(new StoreClosed(reason));
+      try {
+        this.#port.close();
+      } catch {
+        // Closed already.
+      }
+      this.#port = await relendPort(reason);
+      this.#attach(this.#port);
+      const stored = this.#committedSeq;
+      await this.open();
+      const log = this.#log;
+      const last = log.at(-1);
+      let foundStored = false;
+      if (last && last.reply === undefined && last.message.end === "commit") {
+        // Its COMMIT went out: stored or not, the sequence number says.
+        if (this.#committedSeq === last.message.seq) foundStored = true;
+        else if (this.#committedSeq !== stored)
+          throw new StoreFailed("the lent store holds commits this engine did not make");
+      }
+      if (foundStored) last!.settle({ id: 0, ok: true });
+      else
+        for (const entry of log) {
+          const reply = await this.#post(entry.message);
+          if (entry.reply === undefined) entry.settle(reply);
+          else if (!sameReply(entry.reply, reply))
+            throw new StoreFailed(
+              "the job in flight read differently from the new lender; the engine must reopen",
+            );
+        }
+      this.relent.push({
+        reason,
+        pauseMs: performance.now() - started,
+        foundStored,
+        replayed: foundStored ? 0 : log.length,
+      });
+    })().then(
+      () => {
+        this.#relending = undefined;
+        this.#handingOver = false;
+      },
+      (error: unknown) => {
+        this.#relending = undefined;
+        this.#handingOver = false;
+        this.#die(
+          `${reason}; no new lender took it (${error instanceof Error ? error.message : String(error)})`,
+        );
+      },
+    );
+  }
+
+  /** Dead for good: every call rejects with StoreClosed. */
+  #die(reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#closing ??= Promise.resolve();
+    const error = new StoreClosed(reason);
+    for (const job of this.#queue.splice(0)) job.reject(error);
+    this.#failPending(error);
+    for (const entry of this.#log.splice(0)) if (entry.reply === undefined) entry.fail(error);
+    try {
+      this.#port.close();
+    } catch {
+      // Closed already.
+    }
+    for (const listener of this.#lost.splice(0)) listener(reason);
+  }
+
+  #failPending(error: Error): void {
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const waiting of pending) waiting.reject(error);
+  }
+
+  #enqueue<T>(kind: ClientJob["kind"], work: (sql: Sql) => Promise<T> | T): Promise<T> {
+    if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.#running) {
+        this.#running = true;
+        queueMicrotask(() => void this.#drain());
+      }
+    });
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0 && !this.#closed) {
+        const job = this.#queue.shift()!;
+        this.#log = [];
+        this.#jobSeq = job.kind === "commit" ? (this.#committedSeq + 1) % SEQ_MODULUS : undefined;
+        try {
+          await this.#run(job);
+        } finally {
+          this.#log = [];
+        }
+      }
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  #point(point: FaultPoint): void {
+    const transaction = point === "after-commit" ? this.stats.transactions : this.stats.transactions + 1;
+    this.#fault?.(point, { transaction });
+  }
+
+  async #run(job: ClientJob): Promise<void> {
+    const tx = new RemoteTransaction(this, ++this.#nextJob, job.kind, this.#jobSeq);
+    const closed = (error: unknown, message: string) =>
+      this.#closed && !(error instanceof StoreClosed) ? new StoreClosed(message) : error;
+    if (job.kind === "read") {
+      try {
+        this.#point("before-read");
+        const value = await job.work(tx.sql);
+        await tx.end("done");
+        this.stats.reads++;
+        job.resolve(value);
+      } catch (error) {
+        await tx.end("rollback").catch(() => undefined);
+        job.reject(closed(error, "store closed"));
+      }
+      return;
+    }
+    try {
+      this.#point("before-begin");
+    } catch (error) {
+      job.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
+      return;
+    }
+    let value: unknown;
+    try {
+      value = await job.work(tx.sql);
+    } catch (error) {
+      // Its own failure: none of its writes stay.
+      if (!this.#closed) await tx.end("rollback").catch(() => undefined);
+      job.reject(closed(error, "store closed"));
+      return;
+    }
+    try {
+      this.#point("after-callback");
+      this.#point("before-commit");
+    } catch (error) {
+      if (!this.#closed) await tx.end("rollback").catch(() => undefined);
+      job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
+      return;
+    }
+    try {
+      if (await tx.end("commit")) this.#committedSeq = this.#jobSeq!;
+    } catch (error) {
+      // A statement's own error (buffered) passes as it is, as line.ts passes a callback's; a
+      // failure of the store is typed.
+      job.reject(closed(error, "store died before COMMIT"));
+      return;
+    }
+    this.stats.transactions++;
+    this.stats.commits++;
+    try {
+      this.#point("after-commit");
+    } catch (error) {
+      job.reject(error);
+      return;
+    }
+    job.resolve(value);
+  }
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** One job's statements as they cross: `run` buffered, `all`/`get` and the end sent with the buffer. */
+class RemoteTransaction {
+  readonly sql: Sql;
+  #steps: LentStep[] = [];
+  #begun = false;
+  #ended = false;
+
+  constructor(
+    readonly store: LentStore,
+    readonly job: number,
+    readonly kind: "commit" | "read",
+    readonly seq: number | undefined,
+  ) {
+    this.sql = {
+      run: async (sql, params) => {
+        this.#open();
+        this.#steps.push(step(sql, params));
+      },
+      all: (sql, params) => this.#flush(step(sql, params, "all")),
+      get: async (sql, params) => (await this.#flush(step(sql, params, "get")))[0],
+    };
+  }
+
+  #open(): void {
+    if (this.store.closed) throw new StoreClosed(`store ${this.store.name} is closed`);
+    if (this.#ended) throw new StoreFailed("this transaction is over");
+  }
+
+  async #flush(last: LentStep): Promise<Row[]> {
+    this.#open();
+    this.#steps.push(last);
+    const reply = await this.store.sendJob(this.#message());
+    return reply.rows ?? [];
+  }
+
+  #message(end?: "commit" | "rollback" | "done"): Extract<Outgoing, { t: "job" }> {
+    const steps = this.#steps;
+    this.#steps = [];
+    const begin = this.#begun ? {} : { begin: this.kind };
+    this.#begun = true;
+    const seq = end === "commit" && this.seq !== undefined ? { seq: this.seq } : {};
+    return { t: "job", job: this.job, ...begin, steps, ...(end ? { end } : {}), ...seq };
+  }
+
+  /**
+   * Finish the job over there: commit (resolves after COMMIT), roll back, or end a read. True when a
+   * COMMIT was sent and acknowledged (its sequence number is now the stored one).
+   */
+  async end(how: "commit" | "rollback" | "done"): Promise<boolean> {
+    if (this.#ended) return false;
+    this.#ended = true;
+    // Nothing was sent: nothing is open over there (a commit of no statement commits nothing).
+    if (!this.#begun && (how === "rollback" || this.#steps.length === 0)) return false;
+    if (how === "rollback") this.#steps = [];
+    const message = this.#message(how);
+    // A read with nothing buffered needs no answer: the next job queues behind it over there.
+    if (how === "done" && message.steps.length === 0) {
+      this.store.sendQuietly(message);
+      return false;
+    }
+    await this.store.sendJob(message);
+    return how === "commit";
+  }
+}
+
+function step(sql: string, params: readonly SqlValue[] | undefined, rows?: "all" | "get"): LentStep {
+  // Copied now: the message is posted later, and a caller may reuse its array.
+  const copy =
+    params && params.length > 0 ? params.map((p) => (p instanceof Uint8Array ? p.slice() : p)) : undefined;
+  return { sql, ...(copy ? { params: copy } : {}), ...(rows ? { rows } : {}) };
+}
+
+/** Two replies to the same message carry the same outcome and rows. */
+function sameReply(a: LentReply, b: LentReply): boolean {
+  if (a.ok !== b.ok) return false;
+  if (!a.ok || !b.ok) return !a.ok && !b.ok && a.error.message === b.error.message;
+  const ra = a.rows ?? [];
+  const rb = b.rows ?? [];
+  if (ra.length !== rb.length) return false;
+  for (let i = 0; i < ra.length; i++) {
+    const x = ra[i]!;
+    const y = rb[i]!;
+    const keys = Object.keys(x);
+    if (keys.length !== Object.keys(y).length) return false;
+    for (const key of keys) if (!sameValue(x[key], y[key])) return false;
+  }
+  return true;
+}
+
+function sameValue(a: SqlValue | undefined, b: SqlValue | undefined): boolean {
+  if (a instanceof Uint8Array && b instanceof Uint8Array)
+    return a.length === b.length && a.every((v, i) => v === b[i]);
+  return a === b;
+}
+
+function wrapFailure(error: unknown): Error {
+  if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const failure = new StoreFailed(`transaction failed: ${message}`);
+  (failure as { cause?: unknown }).cause = error;
+  return failure;
+}
