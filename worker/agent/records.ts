@@ -5,6 +5,7 @@
 import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
 import { DocumentSemanticsError, DocumentVersionError, errorMessage } from "../core/errors.ts";
+import { jsonCopy } from "../core/persist.ts";
 import {
   type ConversationId,
   type DocScope,
@@ -242,53 +243,12 @@ export function errorAnswer(
  * is the JSON round trip's result: plain data (plain objects and arrays, strings, finite numbers,
  * booleans, null) is copied directly with its undefined members left out, which is what the round
  * trip gives it; anything else in it (a Date, a class instance, a function, NaN, -0, a hole...)
- * takes the round trip itself.
+ * takes the round trip itself. The direct copy is the core's `jsonCopy`: frozen and known to be
+ * strict JSON as it is made, so appending it walks it no second time.
  */
 export function providerJson<T>(value: T): T {
-  const copy = plainCopy(value, 0);
-  return (copy === NOT_PLAIN ? JSON.parse(JSON.stringify(value)) : copy) as T;
-}
-
-/** plainCopy's answer for a value the JSON round trip would change otherwise than by dropping undefined members. */
-const NOT_PLAIN: unique symbol = Symbol("not plain");
-
-function plainCopy(value: unknown, depth: number): unknown {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return value;
-    case "number":
-      return Number.isFinite(value) && !Object.is(value, -0) ? value : NOT_PLAIN;
-    case "object": {
-      if (value === null) return null;
-      if (depth > 200) return NOT_PLAIN; // the round trip reports a cycle
-      const proto: unknown = Object.getPrototypeOf(value);
-      if (Array.isArray(value)) {
-        if (proto !== Array.prototype) return NOT_PLAIN;
-        const out: unknown[] = [];
-        for (let i = 0; i < value.length; i++) {
-          if (!(i in value)) return NOT_PLAIN;
-          const item = plainCopy(value[i], depth + 1);
-          if (item === NOT_PLAIN) return NOT_PLAIN;
-          out.push(item);
-        }
-        return out;
-      }
-      if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
-      const out: Record<string, unknown> = {};
-      for (const key of Object.keys(value)) {
-        const member: unknown = (value as Record<string, unknown>)[key];
-        if (member === undefined) continue;
-        if (key === "__proto__") return NOT_PLAIN;
-        const item = plainCopy(member, depth + 1);
-        if (item === NOT_PLAIN) return NOT_PLAIN;
-        out[key] = item;
-      }
-      return out;
-    }
-    default:
-      return NOT_PLAIN;
-  }
+  const copy = jsonCopy(value);
+  return (copy === undefined ? JSON.parse(JSON.stringify(value)) : copy) as T;
 }
 
 /** Append an assistant message and count its spend in pi.usage, in the same commit. */

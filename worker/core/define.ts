@@ -145,8 +145,17 @@ export interface TaskRuntime<
 > {
   readonly taskId: TaskId;
   readonly conversationId: ConversationId;
-  /** Aborted when the invocation ends for any reason (abort mark, close, crash). */
+  /**
+   * Aborted when the invocation ends for any reason (abort mark, close, crash). Made on first use: a
+   * handler declaring a third parameter gets it made for it; one with two reads it here only where
+   * it hands it on (a fetch, a wait), so an invocation nobody listens to costs no AbortController.
+   */
   readonly signal: AbortSignal;
+  /**
+   * Whether `signal` has aborted, without making it: what `signal.aborted` answers, for a handler
+   * that only looks.
+   */
+  readonly aborted: boolean;
   /**
    * True when this checkpoint's phase already started under an earlier engine that stopped before
    * the phase's next commit (crash, close, handover): whatever it began may have happened.

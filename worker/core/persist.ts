@@ -33,9 +33,37 @@ function checkJson(value: unknown): void {
 }
 
 const objectProto = Object.prototype;
-/** Objects and arrays found strict JSON (and frozen) by an earlier check: shared subtrees are walked once. */
-const checked = new WeakSet<object>();
 const arrayProto = Array.prototype;
+
+/** A base whose constructor returns the object it is given, so a subclass's `new` stamps that object. */
+class Stamped {
+  constructor(target: object) {
+    // biome-ignore lint/correctness/noConstructorReturn: the return override is how a private field marks an object the class did not make.
+    return target as Stamped;
+  }
+}
+
+/**
+ * Objects and arrays found strict JSON (and frozen) by an earlier check, so shared subtrees are walked
+ * once: a private field the check adds before it freezes the object (`new CheckedJson(object)`). A
+ * private field is invisible to JSON, reflection, structuredClone and equality, and looking for it
+ * costs a property read; a WeakSet of every committed object cost more than the walk itself, and
+ * its entries were work for every collection. An object that was not extensible before its check
+ * (frozen by its caller) cannot take the field everywhere, so it goes to the WeakSet instead.
+ */
+class CheckedJson extends Stamped {
+  #checked = true;
+  static has(value: object): boolean {
+    return #checked in value || frozenChecked.has(value);
+  }
+  /** Mark `value` checked and freeze it. */
+  static seal(value: object): void {
+    if (Object.isExtensible(value)) new CheckedJson(value);
+    else frozenChecked.add(value);
+    Object.freeze(value);
+  }
+}
+const frozenChecked = new WeakSet<object>();
 
 function isJson(value: unknown, depth: number): boolean {
   switch (typeof value) {
@@ -45,7 +73,7 @@ function isJson(value: unknown, depth: number): boolean {
     case "number":
       return Number.isFinite(value);
     case "object": {
-      if (value === null || checked.has(value)) return true;
+      if (value === null || CheckedJson.has(value)) return true;
       if (depth > 200) return false;
       if (Array.isArray(value)) {
         if (Object.getPrototypeOf(value) !== arrayProto) return false;
@@ -65,12 +93,72 @@ function isJson(value: unknown, depth: number): boolean {
           if (item === undefined || !isJson(item, depth + 1)) return false;
         }
       }
-      Object.freeze(value);
-      checked.add(value);
+      CheckedJson.seal(value);
       return true;
     }
     default:
       return false;
+  }
+}
+
+/** jsonCopy's answer for a value the JSON round trip would change otherwise than by dropping undefined members. */
+const NOT_PLAIN: unique symbol = Symbol("not plain");
+
+/**
+ * A strict-JSON copy of plain data, made and checked in one walk: what the JSON round trip
+ * (`JSON.parse(JSON.stringify(value))`) gives plain data (plain objects and arrays, strings, finite
+ * numbers, booleans, null), its undefined members dropped. The copy is the engine's own, built
+ * here from data properties alone, so it is strict JSON by construction: each of its objects and
+ * arrays is frozen and known checked, and committing it (an entry, a document, a checkpoint) does
+ * not walk it again. Undefined when `value` holds anything the round trip would change otherwise
+ * (a Date, a class instance, a function, NaN, -0, a hole, a symbol key, an own `__proto__`, a
+ * cycle): the caller decides (provider output takes the round trip itself).
+ */
+export function jsonCopy(value: unknown): Json | undefined {
+  const copy = plainCopy(value, 0);
+  return copy === NOT_PLAIN ? undefined : (copy as Json);
+}
+
+function plainCopy(value: unknown, depth: number): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0) ? value : NOT_PLAIN;
+    case "object": {
+      if (value === null) return null;
+      if (depth > 200) return NOT_PLAIN; // the round trip reports a cycle
+      const proto: unknown = Object.getPrototypeOf(value);
+      let out: unknown[] | Record<string, unknown>;
+      if (Array.isArray(value)) {
+        if (proto !== arrayProto) return NOT_PLAIN;
+        const items: unknown[] = [];
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value)) return NOT_PLAIN;
+          const item = plainCopy(value[i], depth + 1);
+          if (item === NOT_PLAIN) return NOT_PLAIN;
+          items.push(item);
+        }
+        out = items;
+      } else {
+        if (proto !== objectProto && proto !== null) return NOT_PLAIN;
+        const members: Record<string, unknown> = {};
+        for (const key of Object.keys(value)) {
+          const member: unknown = (value as Record<string, unknown>)[key];
+          if (member === undefined) continue;
+          if (key === "__proto__") return NOT_PLAIN;
+          const item = plainCopy(member, depth + 1);
+          if (item === NOT_PLAIN) return NOT_PLAIN;
+          members[key] = item;
+        }
+        out = members;
+      }
+      CheckedJson.seal(out);
+      return out;
+    }
+    default:
+      return NOT_PLAIN;
   }
 }
 

@@ -82,6 +82,11 @@ export class Invocation {
     this.#controller?.abort(reason);
   }
 
+  /** `signal.aborted`, without making the signal. */
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
   /** See TaskRuntime.resumed: only the invocation's first phase can be one cut off earlier. */
   get resumed(): boolean {
     return this.#resumed;
@@ -299,6 +304,10 @@ class Runtime implements TaskRuntime {
 
   get signal(): AbortSignal {
     return this.invocation.signal;
+  }
+
+  get aborted(): boolean {
+    return this.invocation.aborted;
   }
 
   get resumed(): boolean {

@@ -63,3 +63,22 @@ test("the timer drops an idle conversation's entries once its retention has pass
   await until(() => !cache.holds(1), { what: "the idle conversation's entries dropped by the timer" });
   cache.dispose();
 });
+
+test("the commits of a busy conversation never read the retention setting (it resolves the settings); an idle one's do", async () => {
+  const src = source();
+  let busy = true;
+  let reads = 0;
+  const retentionMs = () => {
+    reads++;
+    return 60_000;
+  };
+  const cache = new EntryCache(src, { retentionMs, busy: () => busy, now: Date.now });
+  await cache.get(1);
+  const atLoad = reads; // the first read arms the timer once
+  for (let id = 1; id <= 20; id++) src.publish(entry(id));
+  expect(reads).toBe(atLoad);
+  busy = false;
+  src.publish(entry(21));
+  expect(reads).toBe(atLoad + 1);
+  cache.dispose();
+});

@@ -28,6 +28,22 @@ describe("providerJson", () => {
     expect(copy.content[0]!.arguments).not.toBe(message.content[0]!.arguments);
   });
 
+  test("the direct copy is frozen all the way down: the engine made it strict JSON, so committing it walks it no more", () => {
+    const message = {
+      role: "assistant",
+      content: [{ type: "text", text: "hi" }],
+      usage: { cost: { total: 1 } },
+    };
+    const copy = providerJson(message);
+    expect(Object.isFrozen(copy)).toBe(true);
+    expect(Object.isFrozen(copy.content)).toBe(true);
+    expect(Object.isFrozen(copy.content[0])).toBe(true);
+    expect(Object.isFrozen(copy.usage.cost)).toBe(true);
+    // The caller's value is left as it was.
+    expect(Object.isFrozen(message)).toBe(false);
+    expect(Object.isFrozen(message.content[0])).toBe(false);
+  });
+
   test("what is not plain data takes the round trip: a Date, a class instance, NaN, -0, a hole, an undefined item, a function, toJSON", () => {
     class Point {
       constructor(

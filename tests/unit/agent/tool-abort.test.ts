@@ -303,3 +303,36 @@ test("replays the hook after close before settlement, retaining the abort mark a
   expect((await again.wait()).status).toBe("done");
   expect(reports).toEqual([]);
 });
+
+test("a tool that reads api.signal only after its call was aborted sees it aborted: the signal is made on first read, and still aborts", async () => {
+  const started = deferred();
+  const release = deferred();
+  const seen: unknown[] = [];
+  const late = defineTool({
+    name: "late",
+    description: "looks at its signal only at the end",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      started.resolve();
+      await release.promise;
+      seen.push(api.signal.aborted);
+      throw api.signal.reason;
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("late", {}, { id: "c1" })), { tools: [late] });
+  await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const aborting = root.abort();
+  // The cascade marks the call's task; the drain that wrote the mark signals its invocation.
+  let marked = false;
+  while (!marked) {
+    marked = (await h.tasks({ kind: "pi.tool" }))[0]?.abortRequested === true;
+    await settle(1);
+  }
+  await settle();
+  release.resolve();
+  await aborting;
+  expect(seen).toEqual([true]);
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
+});

@@ -205,6 +205,40 @@ describe("the invocation signal", () => {
   });
 });
 
+describe("runtime.aborted", () => {
+  test("answers signal.aborted without the signal: false while the task runs, true once its abort mark reached the invocation; the signal made after is aborted with AbortRequested", async () => {
+    const reached = deferred();
+    const release = deferred();
+    const seen: unknown[] = [];
+    const looking = single(
+      "looking",
+      // Two parameters and no runtime.signal until the end: only runtime.aborted is read.
+      async (_t, runtime) => {
+        seen.push(runtime.aborted);
+        reached.resolve();
+        await release.promise;
+        seen.push(runtime.aborted);
+        seen.push(runtime.signal.aborted, runtime.signal.reason);
+        throw runtime.signal.reason;
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [looking] });
+    const id = await h.createTask(looking, null, { ownership: { kind: "conversation" } });
+    await reached.promise;
+    const aborting = h.abortTask(id);
+    await until(() => internals(h).session.records.tasks.get(id)?.abortRequested === true, {
+      what: "mark stored",
+    });
+    await settle(); // the drain that derives the mark signals the invocation
+    release.resolve();
+    expect(await aborting).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(seen.slice(0, 3)).toEqual([false, true, true]);
+    expect(seen[3]).toBeInstanceOf(AbortRequested);
+    await h.close();
+  });
+});
+
 describe("an abort mark is durable", () => {
   test("a task marked for abort whose handler had not finished runs its abort handler after a restart, not its phase", async () => {
     const handlerStarted = deferred();

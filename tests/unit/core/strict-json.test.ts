@@ -142,6 +142,35 @@ describe("strict JSON: every committed value is plain JSON (spec §3.4)", () => 
     await h.close();
   });
 
+  test("the check's mark leaves a value as it was: a committed value is frozen with the same keys, JSON and clone; one its caller froze first commits too, and a frozen value that is not JSON is still refused", async () => {
+    const h = await Harness.open(await memoryStore());
+    const value = { list: [{ n: 1 }], nested: { s: "x" } };
+    const frozenFirst = Object.freeze({ inner: Object.freeze([1, 2]) });
+    const frozenBad = Object.freeze({ at: new Date(0) });
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "checked", value);
+      tx.writeDoc(1, "frozen-first", frozenFirst as unknown as Json);
+    });
+    expect(Object.isFrozen(value) && Object.isFrozen(value.list[0]) && Object.isFrozen(value.nested)).toBe(
+      true,
+    );
+    expect(Reflect.ownKeys(value)).toEqual(["list", "nested"]);
+    expect(Reflect.ownKeys(value.list)).toEqual(["0", "length"]);
+    expect(JSON.stringify(value)).toBe('{"list":[{"n":1}],"nested":{"s":"x"}}');
+    expect(structuredClone(value)).toStrictEqual({ list: [{ n: 1 }], nested: { s: "x" } });
+    expect(await h.doc(1, "frozen-first")).toEqual({ inner: [1, 2] });
+    // Checked once is checked for good, frozen or not: committing the same values again walks nothing new.
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "again", { value, frozenFirst } as unknown as Json);
+    });
+    await expect(
+      h.transaction((tx) => {
+        tx.writeDoc(1, "frozen-bad", frozenBad as unknown as Json);
+      }),
+    ).rejects.toBeInstanceOf(NotJson);
+    await h.close();
+  });
+
   test("a migration that returns a value that is not plain JSON blocks its task alone (migration_failed); the engine runs on", async () => {
     for (const [what, bad] of notJson()) {
       const { image, ids } = await storeWith([parked("old-input"), parked("old-checkpoint")]);

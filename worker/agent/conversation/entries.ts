@@ -14,7 +14,7 @@ import type { Harness } from "../../core/harness.ts";
 import type { ChangeSet, ConversationId, EntryRecord } from "../../core/types.ts";
 
 export interface EntryCacheOptions {
-  /** How long an idle conversation keeps its entries (ms; read at every check). */
+  /** How long an idle conversation keeps its entries (ms; read at every check that finds one idle). */
   readonly retentionMs: () => number;
   /** Whether a run is under way in the conversation (a busy one always keeps its entries). */
   readonly busy: (conversationId: ConversationId) => boolean;
@@ -112,13 +112,16 @@ export class EntryCache {
   expire(): void {
     if (this.#disposed) return;
     const now = this.options.now();
-    const retention = Math.max(0, this.options.retentionMs());
+    // Read only for an idle conversation: at every commit of a busy one, the settings were resolved
+    // for nothing.
+    let retention: number | undefined;
     let next = Number.POSITIVE_INFINITY;
     for (const c of this.#entries.keys()) {
       if (this.options.busy(c)) {
         this.#usedAt.set(c, now);
         continue;
       }
+      retention ??= Math.max(0, this.options.retentionMs());
       const due = (this.#usedAt.get(c) ?? now) + retention;
       if (due <= now) {
         this.#entries.delete(c);

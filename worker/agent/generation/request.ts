@@ -34,12 +34,15 @@ import {
   runHooks,
 } from "./turn.ts";
 
-/** `request`: send the pinned request, stream its partials, classify the answer. */
+/**
+ * `request`: send the pinned request, stream its partials, classify the answer. The invocation's
+ * signal is read from the runtime where it is handed on (the provider's options, hooks), so a
+ * provider that never listens makes none; `runtime.aborted` looks.
+ */
 export async function request(
   deps: GenerationDeps,
   task: GenerationTask<"request">,
   runtime: GenerationRuntime,
-  signal: AbortSignal,
 ): Promise<void> {
   const { services } = deps;
   const c = task.conversationId;
@@ -48,7 +51,7 @@ export async function request(
   await convertPartialLeftByCrash(services, runtime, c);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
-  const prompt = await promptFor(services, c, cp.cutoff, api, signal);
+  const prompt = await promptFor(services, c, cp.cutoff, api, runtime);
   const apiKey = services.apiKey(model.provider);
   const partials = new PartialWriter(runtime, c, task.id, cp.attempt, services.settings().partialIntervalMs);
   let final = await streamAnswer(services, model, prompt.context, {
@@ -57,11 +60,11 @@ export async function request(
     conversationId: c,
     apiKey,
     partials,
-    signal,
+    runtime,
   });
   // Stopped before any return: no throttled partial may land after the outcome's commit.
   await partials.stop();
-  if (signal.aborted) return; // the abort handler (or the next engine) converts the partial
+  if (runtime.aborted) return; // the abort handler (or the next engine) converts the partial
   // A provider may echo the key in an error ("invalid key sk-..."): it never reaches an entry.
   // So may it echo any other saved secret (a server token, another provider's key).
   final = withoutSecrets(final, apiKey, services.secrets());
@@ -72,9 +75,11 @@ export async function request(
     return;
   }
   const answer = final;
-  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, api, { signal }), {
+  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, api, { signal: runtime.signal }), {
     report: services.report,
-    signal,
+    get signal() {
+      return runtime.signal;
+    },
   });
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
@@ -156,7 +161,7 @@ async function promptFor(
   c: ConversationId,
   cutoff: EntryId,
   api: HookApi,
-  signal: AbortSignal,
+  runtime: GenerationRuntime,
 ): Promise<{ context: Context; offered: string[] }> {
   const derived = deriveContext(await services.entries.get(c, cutoff));
   const registered = services.tools(c);
@@ -165,9 +170,14 @@ async function promptFor(
   await runHooks(
     services.hooks(c).beforeRequest,
     async (h) => {
-      messages = (await h(messages, api, { signal })) ?? messages;
+      messages = (await h(messages, api, { signal: runtime.signal })) ?? messages;
     },
-    { report: services.report, signal },
+    {
+      report: services.report,
+      get signal() {
+        return runtime.signal;
+      },
+    },
   );
   return {
     context: {
@@ -186,7 +196,8 @@ interface StreamRequest {
   readonly conversationId: ConversationId;
   readonly apiKey: string | undefined;
   readonly partials: PartialWriter;
-  readonly signal: AbortSignal;
+  /** Its `signal` goes to the provider, made when the provider reads it. */
+  readonly runtime: GenerationRuntime;
 }
 
 /** Stream one request to its final message; every failure is an error answer, never a throw. */
@@ -203,10 +214,13 @@ async function streamAnswer(
   try {
     // Inside the try: a provider that throws at once (no such API registered, a bad option)
     // gives an error answer like any other failure, not a faulted task.
+    const { runtime } = req;
     const stream = services.stream(model, context, {
       ...(req.stream ?? {}),
       ...(headers ? { headers } : {}),
-      signal: req.signal,
+      get signal() {
+        return runtime.signal;
+      },
       ...(req.thinkingLevel !== "off" ? { reasoning: req.thinkingLevel } : {}),
       sessionId,
       ...(req.apiKey ? { apiKey: req.apiKey } : {}),

@@ -68,7 +68,8 @@ export function createGenerationTask(
     initial: () => ({ phase: "prepare", attempt: 1 }),
     phases: {
       prepare: (task, runtime, signal) => prepare(phaseDeps(task), task, runtime, signal),
-      request: (task, runtime, signal) => request(phaseDeps(task), task, runtime, signal),
+      // Two parameters: the signal is made only if the provider or a hook reads it (request.ts).
+      request: (task, runtime) => request(phaseDeps(task), task, runtime),
       poll: (task, runtime, signal) => poll(phaseDeps(task), task, runtime, signal),
       retry: (task, runtime, signal) => retry(deps.services, task, runtime, signal),
       offline: (task, runtime, signal) => waitForNetwork(deps.services, task, runtime, signal),

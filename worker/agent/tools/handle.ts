@@ -19,13 +19,12 @@ export interface Binding {
   readonly services: AgentServices;
   // biome-ignore lint/suspicious/noExplicitAny: any tool task's runtime.
   readonly runtime: TaskRuntime<any, any, any>;
-  readonly signal: AbortSignal;
   /** True once the tool's execute settled (before the invocation's signal ends it). */
   ended(): boolean;
 }
 
 export function check(binding: Binding): void {
-  if (binding.ended() || binding.signal.aborted)
+  if (binding.ended() || binding.runtime.aborted)
     throw new CommitRefused("invocation_ended", `the invocation of task ${binding.runtime.taskId} has ended`);
 }
 
@@ -102,7 +101,8 @@ function checkInput(input: ToolInput): void {
 
 /** An invocation-bound handle to conversation `id`, or undefined when there is none. */
 export function toolConversation(binding: Binding, id: ConversationId): ToolConversation | undefined {
-  const { services, signal } = binding;
+  const { services, runtime } = binding;
+  const signal = runtime.signal;
   const core = services.core;
   if (!core.conversationRecord(id)) return undefined;
   const submission = (sid: SubmissionId): ToolSubmission => ({

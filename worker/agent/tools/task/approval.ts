@@ -99,5 +99,5 @@ export async function approvalPhase(
     updateSlot(tx, task.conversationId, task.id, (s) => ({ ...s, status: "running" }));
     return { status: "running", checkpoint: { phase: "execute", arguments: args, replay } };
   });
-  await runTool(ctx, runtime, task, tool, call, args, signal, phase);
+  await runTool(ctx, runtime, task, tool, call, args, phase);
 }

@@ -101,7 +101,7 @@ export async function callPhase(
     updateSlot(tx, task.conversationId, task.id, (s) => ({ ...s, status: "running" }));
     return { status: "running", checkpoint: { phase: "execute", arguments: args as Json, replay } };
   });
-  await runTool(ctx, runtime, task, tool, call!, args, signal, phase);
+  await runTool(ctx, runtime, task, tool, call!, args, phase);
 }
 
 /**

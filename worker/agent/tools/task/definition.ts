@@ -39,7 +39,8 @@ export function createToolTask(services: AgentServices): ToolTaskDefinition {
     phases: {
       call: (task, runtime, signal) => callPhase(ctx, task, runtime, signal),
       approval: (task, runtime, signal) => approvalPhase(ctx, task, runtime, signal),
-      execute: (task, runtime, signal) => executePhase(ctx, task, runtime, signal),
+      // Two parameters: the signal is made only if the execution hands it on (runTool).
+      execute: (task, runtime) => executePhase(ctx, task, runtime),
     },
     abort: (task, runtime) => abortToolCall(ctx, task, runtime),
   });

@@ -40,7 +40,6 @@ export async function executePhase(
   ctx: ToolTaskContext,
   task: RunningTask<ToolTaskInput, Extract<ToolTaskCheckpoint, { phase: "execute" }>, ToolTaskResult>,
   runtime: ToolTaskRuntime,
-  signal: AbortSignal,
 ): Promise<void> {
   const phase = atPhaseStart(ctx.services, task.conversationId);
   const cp = task.state.checkpoint;
@@ -58,7 +57,7 @@ export async function executePhase(
       await settleError(runtime, task, call?.id ?? "?", call?.name ?? "?", "tool_unavailable", message);
       return;
     }
-    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, phase);
+    await runTool(ctx, runtime, task, tool, call, cp.arguments, phase);
     return;
   }
   // Recovery: the intent committed, the result did not.
@@ -72,7 +71,7 @@ export async function executePhase(
       );
       return undefined;
     });
-    await runTool(ctx, runtime, task, tool, call, cp.arguments, signal, phase);
+    await runTool(ctx, runtime, task, tool, call, cp.arguments, phase);
     return;
   }
   await settleError(
@@ -97,7 +96,11 @@ interface Execution {
   durationMs: number;
 }
 
-/** Run the tool with the committed arguments and commit its result (see the header). */
+/**
+ * Run the tool with the committed arguments and commit its result (see the header). The
+ * invocation's signal is read from the runtime where it is handed on (the environment's builder,
+ * the tool's `api.signal`, hooks), so a call nobody listens to makes none; `runtime.aborted` looks.
+ */
 export async function runTool(
   ctx: ToolTaskContext,
   runtime: ToolTaskRuntime,
@@ -105,7 +108,6 @@ export async function runTool(
   tool: ToolDefinition,
   call: ToolCall,
   args: unknown,
-  signal: AbortSignal,
   phase: AgentServices,
 ): Promise<void> {
   const { services } = ctx;
@@ -126,12 +128,12 @@ export async function runTool(
   let env: ExecutionEnv | undefined;
   let envFailed: { error: unknown } | undefined;
   try {
-    env = await services.env(c, signal);
+    env = services.envBuilder ? await services.env(c, runtime.signal) : undefined;
   } catch (error) {
-    if (signal.aborted) throw error;
+    if (runtime.aborted) throw error;
     envFailed = { error };
   }
-  const api = toolApi(ctx, { runtime, task, call, signal, env, output, ended: () => ended, phase });
+  const api = toolApi(ctx, { runtime, task, call, env, output, ended: () => ended, phase });
   let result: ToolResult;
   let failed = false;
   let fromOutput = false;
@@ -149,7 +151,7 @@ export async function runTool(
     // The engine closing under the call (a handover's grace: the harness is sealed, its waits and
     // calls refuse with HarnessClosed while the signal has not fired yet) is not the call's failure:
     // nothing is committed, the task stays running and the next engine runs it again.
-    if (signal.aborted || error instanceof HarnessClosed) throw error;
+    if (runtime.aborted || error instanceof HarnessClosed) throw error;
     failed = true;
     const message = errorMessage(error);
     fromOutput = output.text !== "";
@@ -159,13 +161,13 @@ export async function runTool(
   ended = true;
   const durationMs = Math.round(performance.now() - started);
   await output.stop();
-  if (signal.aborted) {
-    output.settle(signal.reason);
-    throw signal.reason;
+  if (runtime.aborted) {
+    output.settle(runtime.signal.reason);
+    throw runtime.signal.reason;
   }
   // Without details of its own, the result gets the last ones the call reported (spec §7.3).
   if (result.details === undefined && output.details) result = { ...result, details: output.details.value };
-  result = await afterTool(ctx, runtime, hooks, call, args, result, signal);
+  result = await afterTool(ctx, runtime, hooks, call, args, result);
   try {
     await commitResult(runtime, task, call, limits, output, { result, failed, fromOutput, durationMs });
   } catch (error) {
@@ -184,17 +186,16 @@ async function afterTool(
   call: ToolCall,
   args: unknown,
   result: ToolResult,
-  signal: AbortSignal,
 ): Promise<ToolResult> {
   for (const hook of hooks.afterTool ?? []) {
     try {
       result =
         (await hook({ name: call.name, arguments: args, result }, hookApi(runtime, ctx.services), {
-          signal,
+          signal: runtime.signal,
         })) ?? result;
     } catch (error) {
       // Reported, and the next hook sees the result as it was (spec §7.2); an abort propagates.
-      if (signal.aborted) throw error;
+      if (runtime.aborted) throw error;
       ctx.services.report(error);
     }
   }

@@ -30,7 +30,6 @@ export interface ExecutionParts {
   readonly runtime: ToolTaskRuntime;
   readonly task: ToolTaskRecord;
   readonly call: ToolCall;
-  readonly signal: AbortSignal;
   readonly env: ExecutionEnv | undefined;
   readonly output: OutputBuffer;
   /** True once the tool's execute settled. */
@@ -41,10 +40,10 @@ export interface ExecutionParts {
 
 export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
   const { services } = ctx;
-  const { runtime, task, call, signal, output } = parts;
+  const { runtime, task, call, output } = parts;
   const c = task.conversationId;
   let position = 0;
-  const binding: Binding = { services, runtime, signal, ended: parts.ended };
+  const binding: Binding = { services, runtime, ended: parts.ended };
   const { phase } = parts;
   const phaseAgent = phase.phaseAgent ?? { state: services.readAgent(c), resolved: phase.agent(c) };
   const view = agentView(phaseAgent.resolved, phaseAgent.state, services.defaultModel);
@@ -54,7 +53,10 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
     return work();
   };
   return {
-    signal,
+    // Made when the tool first reads it (TaskRuntime.signal).
+    get signal() {
+      return runtime.signal;
+    },
     toolCallId: call.id,
     taskId: task.id,
     conversationId: c,
@@ -66,7 +68,7 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
     entry: (id) => services.core.entry(id),
     memo: async (name, candidate) => {
       check(binding);
-      return (await runtime.memo(`tool:${name}`, candidate as never, signal)) as never;
+      return (await runtime.memo(`tool:${name}`, candidate as never, runtime.signal)) as never;
     },
     taskDefinition: (name) => services.taskDefinition(name),
     executeTool: (name, nestedArgs, options) =>
@@ -98,8 +100,8 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
           }),
         );
       }),
-    getTask: (id) => bound(() => runtime.getTask(id, signal)),
-    waitForTask: (id) => bound(() => runtime.waitForTask(id, signal)),
+    getTask: (id) => bound(() => runtime.getTask(id, runtime.signal)),
+    waitForTask: (id) => bound(() => runtime.waitForTask(id, runtime.signal)),
     snapshot: <T extends Json>(doc: string | DocToken<T>, conversationId: ConversationId = c) =>
       bound(async () => {
         if (typeof doc === "string") return services.core.doc<T>(conversationId, doc);
@@ -118,7 +120,7 @@ async function executeNested(
   nestedArgs: unknown,
   sameAsRecorded: boolean | undefined,
 ): Promise<ToolResult> {
-  const { runtime, task, call, signal } = parts;
+  const { runtime, task, call } = parts;
   let created = false;
   const childId = await runtime.memo<number>(`nested:${key}`, (tx) => {
     created = true;
@@ -129,7 +131,7 @@ async function executeNested(
     );
   });
   if (sameAsRecorded && !created) await checkRecorded(runtime, childId!, key, name, nestedArgs);
-  const child = await runtime.waitForTask(childId!, signal);
+  const child = await runtime.waitForTask(childId!, runtime.signal);
   const outcome = child.state.status === "terminal" ? child.state.outcome : undefined;
   const result =
     outcome && "result" in outcome ? (outcome.result as ToolTaskResult | undefined)?.result : undefined;
