@@ -37,6 +37,15 @@ export class VirtualWorld {
     return this.#timers.size;
   }
 
+  /** How many one-shot timers (`setTimeout`) the last `advance` ran; repeating ones are not counted. */
+  lastOnceFired = 0;
+
+  /** True when a one-shot timer is queued: something that fires once, not only a repeating poll. */
+  hasOnce(): boolean {
+    for (const t of this.#timers.values()) if (t.every === undefined) return true;
+    return false;
+  }
+
   /** The earliest deadline queued (undefined: none). */
   nextDeadline(): number | undefined {
     let best: Timer | undefined;
@@ -47,6 +56,7 @@ export class VirtualWorld {
 
   /** Jump to the earliest deadline (never back) and run every timer due then, in creation order. */
   advance(): boolean {
+    this.lastOnceFired = 0;
     const at = this.nextDeadline();
     if (at === undefined) return false;
     this.now = Math.max(this.now, at);
@@ -56,7 +66,10 @@ export class VirtualWorld {
     for (const t of due) {
       if (!this.#timers.has(t.id)) continue;
       if (t.every !== undefined) t.at = this.now + Math.max(1, t.every);
-      else this.#timers.delete(t.id);
+      else {
+        this.#timers.delete(t.id);
+        this.lastOnceFired++;
+      }
       t.run();
     }
     return true;

@@ -21,7 +21,8 @@
  *   no model fault, abort or withdrawal are answered (`done`), and so are those sent after the abort
  *   that precedes a deletion which a crash undid.
  * - `migrated`: a timer task created under version 1 and finished after the upgrade ran version 2.
- * - `run-ends` (world.ts): the run goes idle within a bound of virtual time and of loop rounds.
+ * - `run-ends` (world.ts): the run goes idle within a bound of virtual time and of rounds of work
+ *   (idle polls, repeating timers that change nothing, are bounded by virtual time alone).
  */
 import type { AgentHarness, MemoryStore, TaskId } from "../../worker/index.ts";
 

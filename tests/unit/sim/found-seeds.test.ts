@@ -8,12 +8,16 @@
  * - 1677: a deletion (abort, wait, delete) whose deleting COMMIT a crash lost: the conversation
  *   stays with its input aborted, which the `answered` invariant did not forgive. A simulator bug:
  *   the abort before a deletion is the client's and now counts for the inputs sent before it.
+ * - 6109 and 6988: "still live after 3000 rounds" while the engine waited on drawn model stalls
+ *   (76 s, 73 s) with a `waitUntil` poll ticking every 50 virtual ms. A simulator bug: the settle
+ *   bound counted those idle polls as rounds (3,000 x 50 ms = 150 s); it now counts rounds of work.
+ *   No store faults: these replays check the stalls are waited out, not a crash sequence.
  */
 import { expect, test } from "vitest";
 import type { Workload } from "../../sim/workload.ts";
 import { runSeed } from "../../sim/world.ts";
 
-const found: Array<{ seed: number; workload: Workload; expect: string }> = [
+const found: Array<{ seed: number; workload: Workload; expect: string; crashes?: false }> = [
   {
     seed: 820,
     workload: {
@@ -42,13 +46,45 @@ const found: Array<{ seed: number; workload: Workload; expect: string }> = [
     },
     expect: "reopened after crash-before-commit",
   },
+  {
+    seed: 6109,
+    workload: {
+      ops: [
+        { op: "input", conv: 0, whenBusy: "followUp" },
+        { op: "create" },
+        { op: "input", conv: 1, whenBusy: "followUp" },
+      ],
+      faults: [],
+    },
+    expect: "model #9 stalls 76000 ms",
+    crashes: false,
+  },
+  {
+    seed: 6988,
+    workload: {
+      ops: [
+        { op: "input", conv: 0, whenBusy: "followUp" },
+        { op: "input", conv: 0, whenBusy: "followUp" },
+        { op: "write", conv: 0 },
+        { op: "create" },
+        { op: "input", conv: 0, whenBusy: "steer" },
+        { op: "input", conv: 1, whenBusy: "steer" },
+        { op: "abort", conv: 1 },
+        { op: "input", conv: 1, whenBusy: "followUp" },
+        { op: "input", conv: 1, whenBusy: "followUp" },
+      ],
+      faults: [],
+    },
+    expect: "model #13 stalls 73000 ms",
+    crashes: false,
+  },
 ];
 
 for (const f of found)
   test(`seed ${f.seed}'s shrunk workload keeps every invariant`, { timeout: 120_000 }, async () => {
     const r = await runSeed({ seed: f.seed, workload: f.workload });
     expect(r.failure).toBeUndefined();
-    // It still reaches the fault sequence that broke it.
+    // It still reaches the fault sequence (or the model stall) that broke it.
     expect(r.trace.some((line) => line.includes(f.expect))).toBe(true);
-    expect(r.stats.crashes).toBeGreaterThan(0);
+    if (f.crashes !== false) expect(r.stats.crashes).toBeGreaterThan(0);
   });
