@@ -34,6 +34,13 @@ export async function bundleServerWorker(entry) {
             path: `./${QUICKJS_WASM_MODULE}`,
             external: true,
           }));
+          // The MCP client (worker/app/mcp/client.ts) loads the SDK on demand, only in the browser
+          // engine: a server space serves no `mcp` group, so that import() never runs there. Left out
+          // of the bundle (its validator needs packages a neutral build cannot resolve).
+          b.onResolve({ filter: /^@modelcontextprotocol\/sdk(\/|$)/ }, (args) => ({
+            path: args.path,
+            external: true,
+          }));
         },
       },
     ],

@@ -78,7 +78,8 @@ export class Scheduler {
   #noWake = new Set<TaskId>();
   #waking: TaskId | undefined;
   /** Migration failures reported once per (task, definition object). */
-  #migrationReported = new Map<TaskId, AnyTaskDefinition>();
+  /** A failed migration per task: the definition it failed with, and its error (reported once). */
+  #migrationReported = new Map<TaskId, { definition: AnyTaskDefinition; error: string }>();
 
   /** Where tasks' hooks come from (see HarnessOptions.taskHooks). */
   taskHooks: TaskHookSource | undefined;
@@ -534,9 +535,9 @@ export class Scheduler {
       };
     }
     if (definition.version === t.version) return { definition };
-    if (this.#migrationReported.get(t.id) === definition) {
-      return { reason: "migration_failed", detail: `migrating ${t.kind} from version ${t.version} failed` };
-    }
+    const failed = this.#migrationReported.get(t.id);
+    // The same definition failed already: blocked with that failure's own words, not tried again.
+    if (failed?.definition === definition) return { reason: "migration_failed", detail: failed.error };
     if (!definition.migrate) {
       return {
         reason: "migration_failed",
@@ -567,7 +568,7 @@ export class Scheduler {
       return { ok: true, definition, migrated };
     } catch (error) {
       // Reported from whichever pass sees it first (a dry pass may be the only one): once per definition.
-      this.#migrationReported.set(t.id, definition);
+      this.#migrationReported.set(t.id, { definition, error: errorMessage(error) });
       this.report(
         new Error(
           `migrating task ${t.id} (${t.kind}) from version ${t.version} failed: ${errorMessage(error)}`,

@@ -101,6 +101,7 @@ async function finish(h: AgentHarness): Promise<Seen> {
       errors.push(String(error));
     }
   });
+  h.resume();
   const sub = await root.submit(INPUT);
   await sub.wait();
   await root.waitForIdle();
@@ -150,6 +151,11 @@ test.each([
             // Only the first output is committed (the throttle's leading edge): every run commits the
             // same transactions.
             settings: { partialIntervalMs: 0, outputIntervalMs: 60_000 },
+            // Opened paused, so the consumer attaches to the recovered state (a crash's partial answer
+            // and running tool still in flight) before the engine goes on (`finish` resumes it): an
+            // open that resumes at once restarts the generation in its first drain, and the snapshot
+            // would only ever see the fresh attempt.
+            paused: true,
           });
           return engine;
         },
