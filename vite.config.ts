@@ -47,8 +47,14 @@ function noNodeFsInPiAi(): Plugin {
  */
 function earlyEngineStart(): Plugin {
   const source = "src/start.ts";
+  // The build's base ("/" or a relative "./" for a build served under any path, as the kill storm's
+  // deploys are): the script's address is the page's other assets'.
+  let base = "/";
   return {
     name: "durable-agent:early-engine-start",
+    configResolved(config) {
+      base = config.base.endsWith("/") ? config.base : `${config.base}/`;
+    },
     transformIndexHtml: {
       order: "post",
       handler(_html, ctx) {
@@ -58,7 +64,7 @@ function earlyEngineStart(): Plugin {
             (c) => c.type === "chunk" && c.isEntry && c.facadeModuleId?.endsWith(source),
           );
           if (!chunk) throw new Error(`the build has no entry chunk for ${source}`);
-          src = `/${chunk.fileName}`;
+          src = `${base}${chunk.fileName}`;
         }
         return [
           { tag: "script", attrs: { type: "module", crossorigin: true, src }, injectTo: "head-prepend" },
