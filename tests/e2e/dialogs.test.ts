@@ -369,12 +369,12 @@ test("by keyboard the transcript is one Tab stop: Shift+Tab from the composer re
   await settled(page, 3);
   // On a phone (the lists are drawers) the composer, the conversation's "Scheduled runs" disclosure
   // (closed: one stop), the transcript, then the header.
-  const stops = ["summary:Scheduled runs", "transcript", "header"];
-  expect(await stopsBackToHeader(page)).toEqual(stops);
+  const phoneStops = ["summary:Scheduled runs", "transcript", "header"];
+  expect(await stopsBackToHeader(page)).toEqual(phoneStops);
   // Twice the messages: the same stops.
   await say(page, "list the files");
   await settled(page, 5);
-  expect(await stopsBackToHeader(page)).toEqual(stops);
+  expect(await stopsBackToHeader(page)).toEqual(phoneStops);
 
   // Arrow Up from the transcript: the newest message in view; again: the one before it.
   const transcript = page.getByRole("region", { name: "transcript" });
