@@ -28,12 +28,14 @@ const lent = params.get("storeKind") === "opfs-lent";
 const wasm = lent ? undefined : preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
 const lenders = () => import("../browser/store-lenders.ts").then((m) => m.storeLenders);
 
+/** What both store kinds share. The build id appears once in the bundle (a deploy test rewrites it as served). */
+const common = { storeName, build: __BUILD_ID__ };
+
 const served = bootEngine(
   lent
     ? {
-        storeName,
         storeKind: "opfs-lent",
-        build: __BUILD_ID__,
+        ...common,
         jspi: false,
         marker: opfsMarker("opfs-lent", storeName),
         openStore: async () => (await lenders()).open(storeName),
@@ -46,9 +48,8 @@ const served = bootEngine(
         },
       }
     : {
-        storeName,
         storeKind: "idb",
-        build: __BUILD_ID__,
+        ...common,
         jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
         marker: opfsMarker("idb", storeName),
         openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
