@@ -1,7 +1,8 @@
 /**
  * The server home's store: the `Store` contract of store/types.ts on a Durable Object's own SQLite
  * (`ctx.storage.sql`). Invariants, the same as the wa-sqlite line's (store/line.ts):
- * - one commit line: commits and reads share one FIFO and run one at a time; each commit callback
+ * - one commit line: commits and reads share one FIFO (the commit queue every store kind uses,
+ *   store/queue.ts) and run one at a time; each commit callback
  *   is one transaction (grouping many engine commits into one is the core session's job, not the
  *   store's), and a callback that throws rolls its transaction back and rejects with its own error;
  * - schema-agnostic: the layer above hands `migrate` its numbered migrations;
@@ -36,18 +37,15 @@
  * (the engine stores none: ids and timestamps are far below).
  */
 import { classifyStoreError, errorMessage } from "../store/errors.ts";
+import { type QueuedJob, QueuedStore, storeFailure } from "../store/queue.ts";
 import {
-  type FaultHook,
-  type FaultPoint,
   type Row,
   type Schema,
   type Sql,
   type SqlValue,
   type Store,
   StoreClosed,
-  StoreFailed,
   StoreOpenError,
-  type StoreStats,
 } from "../store/types.ts";
 
 /** What `sql.exec` takes and gives back (a structural slice of workerd's `SqlStorage`). */
@@ -74,12 +72,7 @@ export interface OpenDoStoreOptions {
   name?: string;
 }
 
-type Job = {
-  kind: "commit" | "read";
-  work: (sql: Sql) => unknown;
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
-};
+type Job = QueuedJob<"commit" | "read">;
 
 /** The table holding the schema version (`PRAGMA user_version` is refused by `sql.exec`). */
 const VERSION_TABLE = "store_schema";
@@ -89,20 +82,16 @@ const READS_BETWEEN_YIELDS = 32;
 
 const yieldToEventLoop = () => new Promise<void>((r) => setTimeout(r, 0));
 
-export class DoStore implements Store {
+export class DoStore extends QueuedStore<Job["kind"]> implements Store {
   readonly kind = "durable-object" as const;
   readonly name: string;
-  readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
   schemaVersion = 0;
   #storage: DoStorage;
-  #queue: Job[] = [];
-  #running = false;
-  #closed = false;
-  #closing: Promise<void> | undefined;
-  #fault: FaultHook | undefined;
   #sql: Sql;
+  #readsInARow = 0;
 
   constructor(options: { storage: DoStorage; name: string }) {
+    super(options.name);
     this.#storage = options.storage;
     this.name = options.name;
     this.#sql = {
@@ -114,31 +103,34 @@ export class DoStore implements Store {
     };
   }
 
-  get closed(): boolean {
-    return this.#closed;
+  protected runJob(job: Job): Promise<void> {
+    return job.kind === "read" ? this.queue.read(job, this.#sql) : this.#runCommit(job);
   }
 
-  setFaultHook(hook: FaultHook | undefined): void {
-    this.#fault = hook;
+  /** A read does no I/O: after a run of them, let the object's other events in. */
+  protected override between(job: Job): Promise<void> | undefined {
+    if (job.kind !== "read") this.#readsInARow = 0;
+    else if (++this.#readsInARow >= READS_BETWEEN_YIELDS) {
+      this.#readsInARow = 0;
+      return yieldToEventLoop();
+    }
+    return undefined;
   }
 
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    return this.#enqueue("commit", work);
+    return this.queue.enqueue("commit", work);
   }
 
   read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    return this.#enqueue("read", work);
+    return this.queue.enqueue("read", work);
   }
 
+  /**
+   * Let everything already admitted settle, then refuse the rest. The database stays: it is the
+   * object's, and outlives this view of it.
+   */
   close(): Promise<void> {
-    if (this.#closing) return this.#closing;
-    this.#closing = (async () => {
-      // Let everything already admitted settle, then refuse the rest. The database stays: it is the
-      // object's, and outlives this view of it.
-      while (this.#running || this.#queue.length > 0) await yieldToEventLoop();
-      this.#closed = true;
-    })();
-    return this.#closing;
+    return this.queue.close();
   }
 
   /**
@@ -146,9 +138,7 @@ export class DoStore implements Store {
    * and a callback still running fails at its next statement, so its transaction rolls back.
    */
   kill(reason = "store died"): void {
-    this.#closed = true;
-    this.#closing = Promise.resolve();
-    for (const job of this.#queue.splice(0)) job.reject(new StoreClosed(reason));
+    this.queue.kill(reason);
   }
 
   /**
@@ -193,70 +183,10 @@ export class DoStore implements Store {
     this.schemaVersion = migrations.length;
   }
 
-  #enqueue<T>(kind: "commit" | "read", work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.#running) {
-        this.#running = true;
-        queueMicrotask(() => void this.#drain());
-      }
-    });
-  }
-
-  #point(point: FaultPoint): void {
-    // The number of the transaction the point belongs to (after-commit: the one just committed).
-    const transaction = point === "after-commit" ? this.stats.transactions : this.stats.transactions + 1;
-    this.#fault?.(point, { transaction });
-  }
-
-  async #drain(): Promise<void> {
-    let readsInARow = 0;
-    try {
-      while (this.#queue.length > 0 && !this.#closed) {
-        const job = this.#queue[0]!;
-        if (job.kind === "read") {
-          this.#queue.shift();
-          await this.#runRead(job);
-          // A read does no I/O: after a run of them, let the object's other events in.
-          if (++readsInARow >= READS_BETWEEN_YIELDS && this.#queue.length > 0) {
-            readsInARow = 0;
-            await yieldToEventLoop();
-          }
-        } else {
-          readsInARow = 0;
-          await this.#runCommit(this.#queue.shift()!);
-        }
-      }
-    } finally {
-      this.#running = false;
-      if (this.#queue.length > 0 && !this.#closed) {
-        this.#running = true;
-        queueMicrotask(() => void this.#drain());
-      }
-    }
-  }
-
-  async #runRead(job: Job): Promise<void> {
-    try {
-      this.#point("before-read");
-      const value = await job.work(this.#sql);
-      this.stats.reads++;
-      job.resolve(value);
-    } catch (error) {
-      job.reject(error);
-    }
-  }
-
   /** One commit callback, one transaction: durable (synced) before its promise settles. */
   async #runCommit(job: Job): Promise<void> {
-    try {
-      this.#point("before-begin");
-    } catch (error) {
-      // Nothing ran: fail this commit only, the line stays alive.
-      job.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
-      return;
-    }
+    // A throw at before-begin fails this commit only (nothing ran); the line stays alive.
+    if (!this.queue.begin(job)) return;
     let value: unknown;
     let thrown: { error: unknown } | undefined;
     try {
@@ -269,14 +199,14 @@ export class DoStore implements Store {
           throw error;
         }
         // Killed meanwhile: a dead object commits nothing more.
-        if (this.#closed) throw new StoreClosed("store died before COMMIT");
+        if (this.closed) throw new StoreClosed("store died before COMMIT");
         // Throwing here (the crash sweep's "before-commit") rolls the transaction back.
-        this.#point("after-callback");
-        this.#point("before-commit");
+        this.queue.point("after-callback");
+        this.queue.point("before-commit");
       });
     } catch (error) {
-      if (thrown) job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : thrown.error);
-      else job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
+      if (thrown) job.reject(this.closed ? new StoreClosed("store died before COMMIT") : thrown.error);
+      else job.reject(this.closed ? new StoreClosed("store died before COMMIT") : storeFailure(error));
       return;
     }
     try {
@@ -285,24 +215,15 @@ export class DoStore implements Store {
       await this.#storage.sync();
     } catch (error) {
       job.reject(
-        this.#closed ? new StoreClosed("store died before its commit was confirmed") : wrapFailure(error),
+        this.closed ? new StoreClosed("store died before its commit was confirmed") : storeFailure(error),
       );
       return;
     }
-    this.stats.transactions++;
-    this.stats.commits++;
-    try {
-      this.#point("after-commit");
-    } catch (error) {
-      // The world stopped right after the commit: the data is stored, nobody hears back.
-      job.reject(error);
-      return;
-    }
-    job.resolve(value);
+    this.queue.committed(job, value);
   }
 
   #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Row[] {
-    if (this.#closed) throw new StoreClosed(`store ${this.name} is closed`);
+    if (this.closed) throw new StoreClosed(`store ${this.name} is closed`);
     const cursor = this.#storage.sql.exec(sql, ...(params ?? []).map(toDoValue));
     const rows: Row[] = [];
     for (const raw of cursor) {
@@ -364,11 +285,4 @@ function fromDoValue(value: DoSqlValue): SqlValue {
   if (ArrayBuffer.isView(value))
     return new Uint8Array(value.buffer, value.byteOffset, value.byteLength).slice();
   return value;
-}
-
-function wrapFailure(error: unknown): Error {
-  if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
-  const failure = new StoreFailed(`transaction failed: ${errorMessage(error)}`);
-  (failure as { cause?: unknown }).cause = error;
-  return failure;
 }

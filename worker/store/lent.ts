@@ -5,8 +5,9 @@
  * `LentStore`, which keeps the `Store` contract (types.ts) while every SQL statement runs over there.
  *
  * Invariants:
- * - one job at a time, in request order, on the client (as line.ts does locally): a commit's callback
- *   runs in the caller's worker only after the previous job settled, so nothing it reads is stale;
+ * - one job at a time, in request order, on the client (the commit queue every store kind uses,
+ *   queue.ts): a commit's callback runs in the caller's worker only after the previous job settled,
+ *   so nothing it reads is stale;
  * - statements without rows (`run`) are buffered and travel with the next statement that returns
  *   rows or with the end of the job, so a commit whose callback only writes costs one round trip.
  *   A failing statement therefore surfaces at the next `all`/`get` or at the end of the callback;
@@ -26,9 +27,8 @@
 import { type Static, Type } from "typebox";
 import { Value } from "typebox/value";
 import type { SqliteLine } from "./line.ts";
+import { type QueuedJob, QueuedStore, storeFailure } from "./queue.ts";
 import {
-  type FaultHook,
-  type FaultPoint,
   type Row,
   type Schema,
   type Sql,
@@ -37,7 +37,6 @@ import {
   StoreClosed,
   StoreFailed,
   StoreOpenError,
-  type StoreStats,
 } from "./types.ts";
 
 /**
@@ -378,12 +377,7 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
 
 // ---- the client: the engine's side ----------------------------------------------------------------
 
-interface ClientJob {
-  kind: "commit" | "read";
-  work: (sql: Sql) => unknown;
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
-}
+type ClientJob = QueuedJob<"commit" | "read">;
 
 type Outgoing = DistributiveOmit<LentRequest, "id">;
 type Ok = LentReply & { ok: true };
@@ -443,10 +437,9 @@ export interface Relent {
  * against the one its callback already saw (a difference fails the store: it must not guess).
  * Everything queued meanwhile waits; the callbacks never notice beyond the pause.
  */
-export class LentStore implements Store {
+export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   readonly kind = "opfs-lent" as const;
   readonly name: string;
-  readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
   schemaVersion = 0;
   /** Each handover to a new lender, in order. */
   readonly relent: Relent[] = [];
@@ -457,12 +450,7 @@ export class LentStore implements Store {
   readonly #pending = new Map<number, { resolve(r: LentReply): void; reject(e: Error): void }>();
   #nextId = 0;
   #nextJob = 0;
-  #queue: ClientJob[] = [];
-  #running = false;
-  #closed = false;
-  #closing: Promise<void> | undefined;
   #explicitClose = false;
-  #fault: FaultHook | undefined;
   readonly #lost: Array<(reason: string) => void> = [];
   #schema: Schema | undefined;
   #fenced = false;
@@ -477,14 +465,22 @@ export class LentStore implements Store {
   #handingOver = false;
 
   constructor(options: LentStoreOptions) {
+    // The jobs, one at a time in request order: each job's callback runs here, its SQL over there.
+    super(options.name);
     this.name = options.name;
     this.#relendPort = options.relend;
     this.#port = options.port;
     this.#attach(options.port);
   }
 
-  get closed(): boolean {
-    return this.#closed;
+  protected async runJob(job: ClientJob): Promise<void> {
+    this.#log = [];
+    this.#jobSeq = job.kind === "commit" ? (this.#committedSeq + 1) % SEQ_MODULUS : undefined;
+    try {
+      await this.#run(job);
+    } finally {
+      this.#log = [];
+    }
   }
 
   #attach(port: LentPort): void {
@@ -531,13 +527,9 @@ export class LentStore implements Store {
     this.#lost.push(listener);
   }
 
-  setFaultHook(hook: FaultHook | undefined): void {
-    this.#fault = hook;
-  }
-
   /** Post `request` on the current port (an id added); resolves with the reply, ok or not. */
   #post(request: Outgoing): Promise<LentReply> {
-    if (this.#closed) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
+    if (this.closed) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
@@ -613,36 +605,33 @@ export class LentStore implements Store {
   }
 
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    return this.#enqueue("commit", work);
+    return this.queue.enqueue("commit", work);
   }
 
   read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    return this.#enqueue("read", work);
+    return this.queue.enqueue("read", work);
   }
 
   close(): Promise<void> {
-    if (this.#closing) return this.#closing;
-    this.#explicitClose = true;
-    this.#closing = (async () => {
-      while (this.#running || this.#queue.length > 0) await new Promise((r) => setTimeout(r, 0));
+    if (!this.queue.closing) this.#explicitClose = true;
+    // Every job admitted settles first (and a handover in progress ends); then the worker closes.
+    return this.queue.close(async () => {
       while (this.#relending) await this.#relending;
-      if (this.#closed) return;
+      if (this.closed) return;
       try {
         await this.#send({ t: "close" });
       } catch {
         // Lost already: nothing is open over there.
       }
-      this.#closed = true;
       this.#failPending(new StoreClosed(`store ${this.name} is closed`));
       this.#port.close();
       for (const listener of this.#lost.splice(0)) listener("closed");
-    })();
-    return this.#closing;
+    });
   }
 
   /** Stop serving at once (the crash simulation); the server rolls back what is open and closes. */
   kill(reason = "store died"): void {
-    if (this.#closed) return;
+    if (this.closed) return;
     try {
       this.#port.postMessage({ t: "kill", id: ++this.#nextId, reason });
     } catch {
@@ -656,7 +645,7 @@ export class LentStore implements Store {
    * lender when `relend` gives one, else every call rejects with StoreClosed.
    */
   lenderGone(reason: string): void {
-    if (this.#closed || this.#handingOver) return;
+    if (this.closed || this.#handingOver) return;
     if (!this.#relendPort || this.#explicitClose) {
       this.#die(reason);
       return;
@@ -722,11 +711,9 @@ export class LentStore implements Store {
 
   /** Dead for good: every call rejects with StoreClosed. */
   #die(reason: string): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#closing ??= Promise.resolve();
+    if (this.closed) return;
+    this.queue.kill(reason);
     const error = new StoreClosed(reason);
-    for (const job of this.#queue.splice(0)) job.reject(error);
     this.#failPending(error);
     for (const entry of this.#log.splice(0)) if (entry.reply === undefined) entry.fail(error);
     try {
@@ -743,77 +730,36 @@ export class LentStore implements Store {
     for (const waiting of pending) waiting.reject(error);
   }
 
-  #enqueue<T>(kind: ClientJob["kind"], work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.#running) {
-        this.#running = true;
-        queueMicrotask(() => void this.#drain());
-      }
-    });
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      while (this.#queue.length > 0 && !this.#closed) {
-        const job = this.#queue.shift()!;
-        this.#log = [];
-        this.#jobSeq = job.kind === "commit" ? (this.#committedSeq + 1) % SEQ_MODULUS : undefined;
-        try {
-          await this.#run(job);
-        } finally {
-          this.#log = [];
-        }
-      }
-    } finally {
-      this.#running = false;
-    }
-  }
-
-  #point(point: FaultPoint): void {
-    const transaction = point === "after-commit" ? this.stats.transactions : this.stats.transactions + 1;
-    this.#fault?.(point, { transaction });
-  }
-
   async #run(job: ClientJob): Promise<void> {
     const tx = new RemoteTransaction(this, ++this.#nextJob, job.kind, this.#jobSeq);
     const closed = (error: unknown, message: string) =>
-      this.#closed && !(error instanceof StoreClosed) ? new StoreClosed(message) : error;
+      this.closed && !(error instanceof StoreClosed) ? new StoreClosed(message) : error;
     if (job.kind === "read") {
-      try {
-        this.#point("before-read");
-        const value = await job.work(tx.sql);
-        await tx.end("done");
-        this.stats.reads++;
-        job.resolve(value);
-      } catch (error) {
-        await tx.end("rollback").catch(() => undefined);
-        job.reject(closed(error, "store closed"));
-      }
+      await this.queue.read(job, tx.sql, {
+        end: () => tx.end("done"),
+        failed: async (error) => {
+          await tx.end("rollback").catch(() => undefined);
+          return closed(error, "store closed");
+        },
+      });
       return;
     }
-    try {
-      this.#point("before-begin");
-    } catch (error) {
-      job.reject(this.#closed ? new StoreClosed("store closed") : wrapFailure(error));
-      return;
-    }
+    if (!this.queue.begin(job)) return;
     let value: unknown;
     try {
       value = await job.work(tx.sql);
     } catch (error) {
       // Its own failure: none of its writes stay.
-      if (!this.#closed) await tx.end("rollback").catch(() => undefined);
+      if (!this.closed) await tx.end("rollback").catch(() => undefined);
       job.reject(closed(error, "store closed"));
       return;
     }
     try {
-      this.#point("after-callback");
-      this.#point("before-commit");
+      this.queue.point("after-callback");
+      this.queue.point("before-commit");
     } catch (error) {
-      if (!this.#closed) await tx.end("rollback").catch(() => undefined);
-      job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
+      if (!this.closed) await tx.end("rollback").catch(() => undefined);
+      job.reject(this.closed ? new StoreClosed("store died before COMMIT") : storeFailure(error));
       return;
     }
     try {
@@ -824,15 +770,7 @@ export class LentStore implements Store {
       job.reject(closed(error, "store died before COMMIT"));
       return;
     }
-    this.stats.transactions++;
-    this.stats.commits++;
-    try {
-      this.#point("after-commit");
-    } catch (error) {
-      job.reject(error);
-      return;
-    }
-    job.resolve(value);
+    this.queue.committed(job, value);
   }
 }
 
@@ -931,12 +869,4 @@ function sameValue(a: SqlValue | undefined, b: SqlValue | undefined): boolean {
   if (a instanceof Uint8Array && b instanceof Uint8Array)
     return a.length === b.length && a.every((v, i) => v === b[i]);
   return a === b;
-}
-
-function wrapFailure(error: unknown): Error {
-  if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  const failure = new StoreFailed(`transaction failed: ${message}`);
-  (failure as { cause?: unknown }).cause = error;
-  return failure;
 }

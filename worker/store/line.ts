@@ -1,7 +1,7 @@
 /**
  * The commit line over one wa-sqlite connection. Invariants:
- * - one SQLite call at a time (the Asyncify/JSPI builds are not re-entrant): commits and reads share
- *   one FIFO;
+ * - one SQLite call at a time (the Asyncify/JSPI builds are not re-entrant): commits, reads and
+ *   migrations share one FIFO, the commit queue every store kind uses (queue.ts);
  * - one commit callback, one transaction: BEGIN IMMEDIATE, the callback, COMMIT; a callback that
  *   throws rolls its whole transaction back and the line goes on. Grouping commits is the layer
  *   above's (core/session.ts: one callback of the store carries a whole group of the engine's);
@@ -13,9 +13,8 @@
 import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
 import type { DirectStatements } from "./direct.ts";
 import { errorMessage } from "./errors.ts";
+import { type QueuedJob, QueuedStore, storeFailure, yieldToEventLoop } from "./queue.ts";
 import {
-  type FaultHook,
-  type FaultPoint,
   type Row,
   type Schema,
   type Sql,
@@ -25,36 +24,10 @@ import {
   StoreFailed,
   type StoreKind,
   StoreOpenError,
-  type StoreStats,
 } from "./types.ts";
 
-interface Job {
-  /** A commit runs in a transaction; a read outside any; a migration is its own transaction. */
-  kind: "commit" | "read" | "migrate";
-  work: (sql: Sql) => unknown;
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
-}
-
-/** Give the event loop a turn: setImmediate in Node, a message-channel hop in workers. */
-export const yieldToEventLoop: () => Promise<void> = (() => {
-  const g = globalThis as { setImmediate?: (f: () => void) => void };
-  if (typeof g.setImmediate === "function") {
-    const si = g.setImmediate;
-    return () => new Promise<void>((r) => si(r));
-  }
-  if (typeof MessageChannel !== "undefined") {
-    const channel = new MessageChannel();
-    const waiting: Array<() => void> = [];
-    channel.port1.onmessage = () => waiting.shift()?.();
-    return () =>
-      new Promise<void>((r) => {
-        waiting.push(r);
-        channel.port2.postMessage(0);
-      });
-  }
-  return () => new Promise<void>((r) => setTimeout(r, 0));
-})();
+/** A commit runs in a transaction; a read outside any; a migration is its own transaction. */
+type Job = QueuedJob<"commit" | "read" | "migrate">;
 
 export interface LineOptions {
   kind: StoreKind;
@@ -69,18 +42,12 @@ export interface LineOptions {
   direct?: DirectStatements;
 }
 
-export class SqliteLine implements Store {
+export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
   readonly kind: StoreKind;
   readonly name: string;
-  readonly stats: StoreStats = { transactions: 0, commits: 0, reads: 0 };
   schemaVersion: number;
   #sqlite3: SQLiteAPI;
   #db: number;
-  #queue: Job[] = [];
-  #running = false;
-  #closed = false;
-  #closing: Promise<void> | undefined;
-  #fault: FaultHook | undefined;
   #statements = new Map<string, { stmt: number; columns: string[] | undefined }>();
   #sql: Sql;
   #onClose: (() => Promise<void> | void) | undefined;
@@ -92,6 +59,8 @@ export class SqliteLine implements Store {
   #direct: DirectStatements | undefined;
 
   constructor(options: LineOptions) {
+    // Every SQLite call waits its turn on the queue: commits, reads and migrations alike.
+    super(options.name);
     this.kind = options.kind;
     this.name = options.name;
     this.#sqlite3 = options.sqlite3;
@@ -108,12 +77,15 @@ export class SqliteLine implements Store {
     };
   }
 
-  get closed(): boolean {
-    return this.#closed;
+  protected runJob(job: Job): Promise<void> {
+    if (job.kind === "commit") return this.#runCommit(job);
+    if (job.kind === "read") return this.queue.read(job, this.#sql);
+    return this.#runMigration(job);
   }
 
-  setFaultHook(hook: FaultHook | undefined): void {
-    this.#fault = hook;
+  /** Between transactions the event loop gets a turn, so a sync VFS never starves the ports. */
+  protected override between(): Promise<void> {
+    return yieldToEventLoop();
   }
 
   /**
@@ -134,7 +106,7 @@ export class SqliteLine implements Store {
         );
       }
       if (found < migrations.length) {
-        await this.#enqueue("migrate", async () => {
+        await this.queue.enqueue("migrate", async () => {
           // Read again on the line: a migration handed over twice at once runs once.
           const at = Number(
             (await this.#execute("PRAGMA user_version", undefined, true))[0]?.["user_version"],
@@ -164,11 +136,11 @@ export class SqliteLine implements Store {
   }
 
   commit<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    return this.#enqueue("commit", work);
+    return this.queue.enqueue("commit", work);
   }
 
   read<T>(work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    return this.#enqueue("read", work);
+    return this.queue.enqueue("read", work);
   }
 
   /**
@@ -203,72 +175,19 @@ export class SqliteLine implements Store {
   }
 
   close(): Promise<void> {
-    if (this.#closing) return this.#closing;
-    this.#closing = (async () => {
-      // Let everything already admitted settle, then refuse the rest.
-      while (this.#running || this.#queue.length > 0) await yieldToEventLoop();
-      this.#closed = true;
+    // Everything already admitted settles first; then the connection is released.
+    return this.queue.close(async () => {
       for (const { stmt } of this.#statements.values()) await this.#sqlite3.finalize(stmt);
       this.#statements.clear();
       this.#direct?.dispose();
       await this.#sqlite3.close(this.#db);
       await this.#onClose?.();
-    })();
-    return this.#closing;
+    });
   }
 
   /** Stop serving at once, as if the process died: pending and future calls reject. */
   kill(reason = "store died"): void {
-    this.#closed = true;
-    this.#closing = Promise.resolve();
-    const queued = this.#queue.splice(0);
-    for (const job of queued) job.reject(new StoreClosed(reason));
-  }
-
-  #enqueue<T>(kind: Job["kind"], work: (sql: Sql) => Promise<T> | T): Promise<T> {
-    if (this.#closed || this.#closing) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ kind, work, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.#running) {
-        this.#running = true;
-        queueMicrotask(() => void this.#drain());
-      }
-    });
-  }
-
-  #point(point: FaultPoint): void {
-    // The number of the transaction the point belongs to (after-commit: the one just committed).
-    const transaction = point === "after-commit" ? this.stats.transactions : this.stats.transactions + 1;
-    this.#fault?.(point, { transaction });
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      while (this.#queue.length > 0 && !this.#closed) {
-        const job = this.#queue.shift()!;
-        if (job.kind === "commit") await this.#runCommit(job);
-        else if (job.kind === "read") await this.#runRead(job);
-        else await this.#runMigration(job);
-        if (this.#queue.length > 0) await yieldToEventLoop();
-      }
-    } finally {
-      this.#running = false;
-      if (this.#queue.length > 0 && !this.#closed) {
-        this.#running = true;
-        queueMicrotask(() => void this.#drain());
-      }
-    }
-  }
-
-  async #runRead(job: Job): Promise<void> {
-    try {
-      this.#point("before-read");
-      const value = await job.work(this.#sql);
-      this.stats.reads++;
-      job.resolve(value);
-    } catch (error) {
-      job.reject(error);
-    }
+    this.queue.kill(reason);
   }
 
   /** Migrations: a transaction of their own, outside the fault points, the stats and the epoch. */
@@ -284,8 +203,8 @@ export class SqliteLine implements Store {
   async #runCommit(job: Job): Promise<void> {
     let fencedAt: string | undefined;
     let begun = false;
+    if (!this.queue.begin(job)) return;
     try {
-      this.#point("before-begin");
       await this.#execute("BEGIN IMMEDIATE", undefined, false);
       begun = true;
       if (this.#fencePending) {
@@ -301,9 +220,9 @@ export class SqliteLine implements Store {
       }
     } catch (error) {
       // The callback did not run: fail it (the line stays alive unless it was killed).
-      if (begun && !this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
+      if (begun && !this.closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
       const closed = error instanceof StoreClosed ? error : new StoreClosed("store closed");
-      job.reject(this.#closed ? closed : wrapFailure(error));
+      job.reject(this.closed ? closed : storeFailure(error));
       return;
     }
     let value: unknown;
@@ -311,37 +230,28 @@ export class SqliteLine implements Store {
       value = await job.work(this.#sql);
     } catch (error) {
       // Its own failure: none of its writes stay, the line goes on.
-      if (!this.#closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
+      if (!this.closed) await this.#execute("ROLLBACK", undefined, false).catch(() => undefined);
       job.reject(error);
       return;
     }
     try {
-      this.#point("after-callback");
-      this.#point("before-commit");
+      this.queue.point("after-callback");
+      this.queue.point("before-commit");
       await this.#execute("COMMIT", undefined, false);
     } catch (error) {
       try {
-        if (!this.#closed) await this.#execute("ROLLBACK", undefined, false);
+        if (!this.closed) await this.#execute("ROLLBACK", undefined, false);
       } catch {
         // Already rolled back by SQLite.
       }
-      job.reject(this.#closed ? new StoreClosed("store died before COMMIT") : wrapFailure(error));
+      job.reject(this.closed ? new StoreClosed("store died before COMMIT") : storeFailure(error));
       return;
     }
     if (fencedAt !== undefined) {
       this.#epoch = fencedAt;
       this.#fencePending = false;
     }
-    this.stats.transactions++;
-    this.stats.commits++;
-    try {
-      this.#point("after-commit");
-    } catch (error) {
-      // The world stopped right after COMMIT: the data is stored, nobody hears back.
-      job.reject(error);
-      return;
-    }
-    job.resolve(value);
+    this.queue.committed(job, value);
   }
 
   #epochStatements(): Schema["epoch"] {
@@ -363,7 +273,7 @@ export class SqliteLine implements Store {
   }
 
   async #execute(sql: string, params: readonly SqlValue[] | undefined, wantRows: boolean): Promise<Row[]> {
-    if (this.#closed) throw new StoreClosed(`store ${this.name} is closed`);
+    if (this.queue.closed) throw new StoreClosed(`store ${this.name} is closed`);
     const sqlite3 = this.#sqlite3;
     let cached = this.#statements.get(sql);
     if (!cached) {
@@ -408,12 +318,4 @@ export class SqliteLine implements Store {
     }
     return rows;
   }
-}
-
-function wrapFailure(error: unknown): Error {
-  if (error instanceof StoreClosed || error instanceof StoreFailed) return error;
-  const message = errorMessage(error);
-  const failure = new StoreFailed(`transaction failed: ${message}`);
-  (failure as { cause?: unknown }).cause = error;
-  return failure;
 }
