@@ -53,7 +53,7 @@ import { type ApprovalAnswer, type ApprovalRequest, decideApproval } from "./too
 import { createSubagentTask } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task/definition.ts";
-import { sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
+import { ownedBelow, sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
 import { MemoryFs } from "./workspace/memory-fs.ts";
 
 export { type AgentHarnessOptions, OPTIONS_EXTENSION } from "./harness-options.ts";
@@ -275,12 +275,18 @@ export class AgentHarness extends Harness {
     if (missing?.length)
       throw new RegistryInvalid(`the registry lacks the built-in tasks ${missing.join(", ")}`);
     // pi-ai (models, providers, tool validation) is loaded on demand; every agent task relies on it.
-    await loadPiAi();
+    // It is awaited before `prepare` (so before any task can start), not before the open's read: the
+    // store's migration check and load run while pi-ai's chunk is fetched and evaluated.
+    const piAi = loadPiAi();
+    piAi.catch(() => undefined); // awaited below; a failure surfaces there
     const { prepare, ...rest } = options;
     const harness: AgentHarness = new AgentHarness(store, {
       ...rest,
       preloadDocs: [SETTINGS_CONVERSATION, ...(options.preloadDocs ?? [])],
-      ...(prepare ? { prepare: (): Promise<void> | void => prepare(harness) } : {}),
+      prepare: async (): Promise<void> => {
+        await piAi;
+        await prepare?.(harness);
+      },
     });
     await harness.start();
     return harness;
@@ -437,8 +443,13 @@ export class AgentHarness extends Harness {
    * its tasks own, transitively: subagents), each counted once, under the child.
    */
   async conversationUsage(id: ConversationId): Promise<UsageRollup> {
-    const all = await this.docsNamed<UsageState & Record<string, never>>(DOC.usage);
-    return usageRollup(this.conversationRecords(), (c) => all.get(c), id);
+    // Only the documents of the conversation and those below it: O(its subagents), not O(store).
+    const records = this.conversationRecords();
+    const docs = await this.docsIn<UsageState & Record<string, never>>(
+      [DOC.usage],
+      [id, ...ownedBelow(records, id)],
+    );
+    return usageRollup(records, (c) => docs.get(c)?.get(DOC.usage), id);
   }
 
   /**

@@ -361,7 +361,7 @@ export class HarnessEngine implements EngineService {
     if (!needle) return { items: [] };
     const list = await this.#conversationList();
     const h = await this.#harness();
-    const items = before === undefined ? list.titleMatches(needle, limit) : [];
+    const items = before === undefined ? await list.titleMatches(needle, limit) : [];
     // Titles filled the page: the next one starts with the text matches from the newest entry
     // (`before` past every id: the whole table lies below it).
     if (items.length === limit) return { items, before: Number.MAX_SAFE_INTEGER };
@@ -373,10 +373,7 @@ export class HarnessEngine implements EngineService {
       accept: (id) => list.has(id),
       skip: new Set(items.map((c) => c.id)),
     });
-    for (const id of page.ids) {
-      const item = list.get(id);
-      if (item) items.push(item);
-    }
+    items.push(...(await list.pick(page.ids)));
     return page.before === undefined ? { items } : { items, before: page.before };
   }
 

@@ -90,14 +90,13 @@ export class StoreOwner {
     this.timeline.lockedAt = Date.now();
     this.#status({ phase: "starting", detail: "opening the store" });
     let harness: AgentHarness;
+    // The marker lives outside the store (OPFS): read while the store opens, not after it.
+    const reading = this.#readMarker();
     try {
       const store = await this.#platform.openStore();
       this.timeline.migratedAt = Date.now();
-      const marker = await this.#readMarker();
-      const verdict = judgeStore(
-        { schemaVersion: store.schemaVersion, storeId: await readStoreId(store) },
-        marker,
-      );
+      const [marker, storeId] = await Promise.all([reading, readStoreId(store)]);
+      const verdict = judgeStore({ schemaVersion: store.schemaVersion, storeId }, marker);
       if (verdict.kind === "discarded") {
         // Nothing is written to what is there until a person has read why it is empty.
         this.#status(discardedStatus(verdict));

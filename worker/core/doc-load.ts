@@ -102,3 +102,51 @@ export async function readDocsNamed(
   }
   return out;
 }
+
+/**
+ * Documents `names` of conversations `ids` as stored, patches replayed, by conversation then name
+ * (for a page of a list: its titles and run states), without loading the conversations. Reads by the
+ * documents' primary key and the patches' index: O(ids), whatever the store holds. The ids and names
+ * travel as JSON arrays, so one prepared statement serves every page size.
+ */
+export async function readDocsIn(
+  sql: Sql,
+  names: readonly string[],
+  ids: readonly ConversationId[],
+): Promise<Map<ConversationId, Map<string, Json>>> {
+  const out = new Map<ConversationId, Map<string, Json>>();
+  if (ids.length === 0 || names.length === 0) return out;
+  const params = [JSON.stringify(ids), JSON.stringify(names)];
+  const put = (c: ConversationId, name: string, value: Json) => {
+    let docs = out.get(c);
+    if (!docs) out.set(c, (docs = new Map()));
+    docs.set(name, value);
+  };
+  for (const row of await sql.all(
+    "SELECT conversation_id, name, value FROM documents WHERE conversation_id IN (SELECT value FROM json_each(?)) AND name IN (SELECT value FROM json_each(?))",
+    params,
+  )) {
+    const c = Number(row["conversation_id"]);
+    if (c <= 0) continue; // session and task documents belong to no conversation
+    try {
+      put(c, String(row["name"]), JSON.parse(String(row["value"])) as Json);
+    } catch {
+      // Unreadable: absent.
+    }
+  }
+  for (const row of await sql.all(
+    "SELECT conversation_id, name, op FROM doc_patches WHERE conversation_id IN (SELECT value FROM json_each(?)) AND name IN (SELECT value FROM json_each(?)) ORDER BY id",
+    params,
+  )) {
+    const c = Number(row["conversation_id"]);
+    const name = String(row["name"]);
+    const value = out.get(c)?.get(name);
+    if (value === undefined) continue; // a patch needs its document: skipped
+    try {
+      put(c, name, applyDocPatches(value, [JSON.parse(String(row["op"])) as DocPatch]));
+    } catch {
+      // Skipped.
+    }
+  }
+  return out;
+}

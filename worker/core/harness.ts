@@ -828,6 +828,17 @@ export class Harness {
     return this.#session.docsNamed(name) as Promise<Map<ConversationId, T>>;
   }
 
+  /**
+   * The committed documents `names` of conversations `ids`, by conversation then name (an absent
+   * document is left out), without loading the conversations: O(ids), for a page of a list.
+   */
+  docsIn<T extends Json>(
+    names: readonly string[],
+    ids: readonly ConversationId[],
+  ): Promise<Map<ConversationId, Map<string, T>>> {
+    return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
+  }
+
   /** The shared view mount of a conversation (created on first use, dropped when unobserved). */
   mount(id: ConversationId): ConversationMount {
     let mount = this.#mounts.get(id);

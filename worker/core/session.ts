@@ -16,7 +16,7 @@
 import type { Sql, Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
-import { readConversationDocs, readDocsNamed } from "./doc-load.ts";
+import { readConversationDocs, readDocsIn, readDocsNamed } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
 import {
   ancestry,
@@ -291,6 +291,42 @@ export class Session {
         if (value !== undefined) out.set(c, value);
       }
       return out;
+    });
+  }
+
+  /**
+   * The committed documents `names` of conversations `ids`, by conversation then name: from memory
+   * for the conversations whose documents are loaded, from the store for the others (without loading
+   * them: one read job, none when every one is in memory). O(ids), whatever the store holds.
+   */
+  async docsIn(
+    names: readonly string[],
+    ids: readonly ConversationId[],
+  ): Promise<Map<ConversationId, Map<string, Json>>> {
+    const r = this.records;
+    const fromMemory = () => {
+      const out = new Map<ConversationId, Map<string, Json>>();
+      for (const c of ids) {
+        if (!r.docsLoaded.has(c)) continue;
+        const docs = new Map<string, Json>();
+        for (const name of names) {
+          const value = r.getDoc(c, name);
+          if (value !== undefined) docs.set(name, value);
+        }
+        out.set(c, docs);
+      }
+      return out;
+    };
+    if (ids.every((c) => r.docsLoaded.has(c))) return fromMemory();
+    return this.store.read(async (sql) => {
+      const stored = await readDocsIn(
+        sql,
+        names,
+        ids.filter((c) => !r.docsLoaded.has(c)),
+      );
+      // Read inside the job: what memory holds is exactly what is committed at this point.
+      for (const [c, docs] of fromMemory()) stored.set(c, docs);
+      return stored;
     });
   }
 

@@ -78,25 +78,33 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   void options.wasm?.then(() => {
     owner.timeline.wasmAt = Date.now();
   });
-  // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetched and evaluated while the lock is
-  // taken and the store opens. The harness open awaits it (a failure surfaces there, where the load
-  // is tried again).
-  loadPiAi().then(
-    () => {
-      owner.timeline.piAiAt = Date.now();
-    },
-    () => undefined,
-  );
+  // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetched and evaluated while the store opens,
+  // but only once the store's wasm has compiled (its catalogue's evaluation would take the thread the
+  // compile needs; the store's open is mostly waiting on IndexedDB). The harness open awaits it
+  // before any task can start, after its read (a failure surfaces there, where the load is tried again).
+  void (options.wasm ?? Promise.resolve())
+    .then(() => loadPiAi())
+    .then(
+      () => {
+        owner.timeline.piAiAt = Date.now();
+      },
+      () => undefined,
+    );
   const ready = owner.open(async (store, onFatal) => {
+    // The modules the open needs, fetched together rather than one after another.
+    const [scriptWorkers, ticker, effects, appAgent] = await Promise.all([
+      import("../browser/script-workers.ts"),
+      // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
+      options.testEndpoints ? import("../debug/ticker.ts") : undefined,
+      options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
+      import("../app/app-agent.ts"),
+    ]);
     // Codemode scripts off the engine's thread where this worker can start workers (script-workers.ts).
-    (await import("../browser/script-workers.ts")).installBrowserScriptWorkers();
-    // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
-    const tasks = options.testEndpoints ? (await import("../debug/ticker.ts")).debugTasks : [];
+    scriptWorkers.installBrowserScriptWorkers();
+    const tasks = ticker?.debugTasks ?? [];
     const extensions =
-      options.testEndpoints && options.effects
-        ? [(await import("../debug/effects.ts")).effectToolsAt(options.effects, self.location.origin)]
-        : [];
-    return (await import("../app/app-agent.ts")).openAppHarness(store, {
+      effects && options.effects ? [effects.effectToolsAt(options.effects, self.location.origin)] : [];
+    return appAgent.openAppHarness(store, {
       onFatal,
       tasks,
       extensions,

@@ -1,7 +1,7 @@
 /**
  * Memory stores for tests and benches: `memoryStore(image?)` opens one (optionally holding a
  * committed image) with the core's schema, as an engine's store has it; `recordJobs` records the SQL
- * of every job a store runs from then on.
+ * of every job a store runs from then on, and how many rows each read.
  */
 import { schema } from "../core/schema.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../store/open.ts";
@@ -25,10 +25,12 @@ export async function memoryStore(
   return store;
 }
 
-/** The statements one store job (a transaction, or a read) ran, in order. */
+/** The statements one store job (a transaction, or a read) ran, in order, and the rows they returned. */
 export interface StoreJob {
   kind: "commit" | "read";
   statements: Array<{ sql: string; params: readonly SqlValue[] | undefined; rows: boolean }>;
+  /** Rows the job's `all` and `get` calls returned (what a job read, for tests of O(live work)). */
+  rowsRead: number;
 }
 
 /**
@@ -40,7 +42,7 @@ export function recordJobs(store: MemoryStore, recorder: { into: StoreJob[] }): 
     const original = store[kind].bind(store);
     store[kind] = <T>(work: (sql: Sql) => Promise<T> | T) =>
       original((sql) => {
-        const job: StoreJob = { kind, statements: [] };
+        const job: StoreJob = { kind, statements: [], rowsRead: 0 };
         recorder.into.push(job);
         const note = (q: string, params: readonly SqlValue[] | undefined, rows: boolean) =>
           job.statements.push({ sql: q, params, rows });
@@ -49,13 +51,17 @@ export function recordJobs(store: MemoryStore, recorder: { into: StoreJob[] }): 
             note(q, params, false);
             return sql.run(q, params);
           },
-          all: (q, params) => {
+          all: async (q, params) => {
             note(q, params, true);
-            return sql.all(q, params);
+            const rows = await sql.all(q, params);
+            job.rowsRead += rows.length;
+            return rows;
           },
-          get: (q, params) => {
+          get: async (q, params) => {
             note(q, params, true);
-            return sql.get(q, params);
+            const row = await sql.get(q, params);
+            if (row) job.rowsRead++;
+            return row;
           },
         });
       });

@@ -46,14 +46,14 @@ describe("ConversationList", () => {
       { id: plain.id, title: defaultTitle(plain.id), busy: false },
     ];
     const list = await ConversationList.open(h);
-    expect(list.list()).toEqual(expected);
+    expect(await list.list()).toEqual(expected);
     expect(list.has(owned.id)).toBe(false);
     list.close();
     // The same from a reopened store, whose documents are not loaded yet (the run resumes busy).
     await h.close();
     const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [hold.tool] });
     const again = await ConversationList.open(h2);
-    expect(again.list()).toEqual(expected);
+    expect(await again.list()).toEqual(expected);
     again.close();
     hold.release.resolve();
   });
@@ -71,7 +71,8 @@ describe("ConversationList", () => {
     list.watch((l) => {
       seen.push(l);
     });
-    const of = (id: number) => list.list().find((c) => c.id === id);
+    const of = (id: number) => seen.at(-1)?.find((c) => c.id === id);
+    await until(() => seen.length > 0, { what: "the first list" });
     expect(of(1)).toEqual({ id: 1, title: "Main", busy: true });
     await h.prepareMove("T-out", 1);
     await until(() => of(1)?.away !== undefined, { what: "moving" });
@@ -90,13 +91,13 @@ describe("ConversationList", () => {
     await h.close();
     const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [hold.tool] });
     const again = await ConversationList.open(h2);
-    expect(again.list().find((c) => c.id === 1)).toEqual({
+    expect((await again.list()).find((c) => c.id === 1)).toEqual({
       id: 1,
       title: "Main",
       busy: false,
       away: { status: "moved", remote: 42 },
     });
-    expect(again.list().find((c) => c.id === other.id)?.away).toBeUndefined();
+    expect((await again.list()).find((c) => c.id === other.id)?.away).toBeUndefined();
     again.close();
     hold.release.resolve();
   });
@@ -148,7 +149,7 @@ describe("ConversationList", () => {
     await h.deleteConversation(c.id);
     await until(() => seen.at(-1)?.some((s) => s.id === c.id) === false, { what: "the deletion" });
     expect(list.has(c.id)).toBe(false);
-    expect(list.list().map((s) => s.id)).toEqual([1]);
+    expect((await list.list()).map((s) => s.id)).toEqual([1]);
     expect(await searchConversationText(h.store, "word to find")).toEqual([]);
     stop();
     list.close();

@@ -10,8 +10,9 @@ import { ConversationList, TITLE_DOC } from "../../../worker/app/conversation-li
 import { HarnessEngine } from "../../../worker/app/engine-service.ts";
 import { searchConversationPage } from "../../../worker/app/search.ts";
 import type { ConversationPage } from "../../../worker/protocol/index.ts";
-import { until } from "../../../worker/testing.ts";
-import { echo, open } from "../agent/fixtures.ts";
+import type { MemoryStore } from "../../../worker/store/open.ts";
+import { recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
+import { echo, open, reopen } from "../agent/fixtures.ts";
 
 /** `n` ownerless conversations titled "Topic <i>", in one commit; their ids, oldest first. */
 async function conversations(h: Awaited<ReturnType<typeof open>>["h"], n: number): Promise<number[]> {
@@ -40,10 +41,10 @@ describe("the conversation list's page", () => {
     const { h } = await open(echo);
     const ids = await conversations(h, 30);
     const list = await ConversationList.open(h);
-    const page = list.page(10);
+    const page = await list.page(10);
     expect(page.total).toBe(31); // with Main
     expect(page.items.map((c) => c.id)).toEqual(ids.slice(-10).reverse());
-    expect(list.page(100).items).toHaveLength(31);
+    expect((await list.page(100)).items).toHaveLength(31);
     list.close();
   });
 
@@ -72,6 +73,36 @@ describe("the conversation list's page", () => {
     await until(() => pages.length === 4);
     expect(pages[3]!.items.map((c) => c.id)).toEqual(ids.slice(-5).reverse());
     expect(pages[3]!.total).toBe(31);
+    list.close();
+  });
+});
+
+describe("the list's reads after a reopen (its summaries read on demand)", () => {
+  test("a page reads only its own; a rename committed while it is read, or of one not read yet, shows", async () => {
+    const { h, store, faux } = await open(echo);
+    const ids = await conversations(h, 30);
+    await h.close();
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    const recorder: { into: StoreJob[] } = { into: [] };
+    recordJobs(h2.store as MemoryStore, recorder);
+    const list = await ConversationList.open(h2);
+    expect(recorder.into).toEqual([]);
+    const reading = list.page(5);
+    await h2.transaction((tx) => tx.writeDoc(ids.at(-1)!, TITLE_DOC, { title: "Renamed while read" }));
+    await reading;
+    const page = await list.page(5);
+    expect(page.items.map((c) => c.id)).toEqual(ids.slice(-5).reverse());
+    expect(page.items[0]!.title).toBe("Renamed while read");
+    // The page's read (the first job: the rename's load of that conversation's documents and its
+    // commit came after) asked for its five ids' two documents: no more rows than that.
+    const [pageRead] = recorder.into;
+    expect(pageRead!.kind).toBe("read");
+    expect(pageRead!.statements[0]!.sql).toContain("json_each");
+    expect(pageRead!.rowsRead).toBeLessThanOrEqual(10);
+    // One never read, renamed: a page that reaches it reads it as committed.
+    await h2.transaction((tx) => tx.writeDoc(ids[0]!, TITLE_DOC, { title: "Old one renamed" }));
+    expect((await list.page(100)).items.at(-2)).toMatchObject({ id: ids[0], title: "Old one renamed" });
+    expect(await list.titleMatches("old one", 10)).toMatchObject([{ id: ids[0] }]);
     list.close();
   });
 });

@@ -27,7 +27,7 @@ test("a reopen and the tab's first reads walk no table that grows with history",
   recordJobs(store, recorder);
   const second = await open(echo, { store });
   const list = await ConversationList.open(second.h);
-  expect(list.list().map((c) => c.title)).toEqual(["Main", "title 0", "title 1", "title 2"]);
+  expect((await list.list()).map((c) => c.title)).toEqual(["Main", "title 0", "title 1", "title 2"]);
   await second.h.usage();
 
   const statements = new Map<string, readonly unknown[] | undefined>();

@@ -56,7 +56,7 @@ test("copied conversations, entries and terminal tasks read like the engine's ow
     expect(await h2.doc(seeded[4]!, name)).toEqual(value);
   }
   const list = await ConversationList.open(h2);
-  expect(list.get(seeded[2]!)?.title).toBe("Seeded conversation 3");
+  expect((await list.get(seeded[2]!))?.title).toBe("Seeded conversation 3");
   list.close();
   // Entries: 20 spread in order, questions and answers in turn, newer conversations holding newer ones.
   const all = (await Promise.all(seeded.map((id) => h2.requireConversation(id).entries()))).flat();
