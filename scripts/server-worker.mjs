@@ -1,7 +1,8 @@
 /**
  * What starting the server's worker from Node needs, shared by `npm run server` (scripts/server.mjs)
  * and the server tests (tests/server/miniflare.ts): the worker bundled into one ES module with
- * esbuild (for workerd: no Node module may reach it), the QuickJS interpreter's WebAssembly as a
+ * esbuild (for workerd: no Node module may reach it; the MCP SDK's client is bundled in, since a
+ * space calls MCP servers too), the QuickJS interpreter's WebAssembly as a
  * compiled module beside it (workerd compiles no WebAssembly at run time), and a space's token as
  * worker/server/token.ts checks it, computed with Node's crypto.
  */
@@ -23,6 +24,10 @@ export async function bundleServerWorker(entry) {
     format: "esm",
     platform: "neutral",
     conditions: ["workerd", "worker", "browser"],
+    // A neutral build reads no package's `main` by default: packages without `exports` (the MCP
+    // SDK's client imports ajv, one of them) resolve through these. Packages with `exports` are
+    // resolved by those, as before.
+    mainFields: ["module", "main"],
     target: "es2022",
     write: false,
     logLevel: "silent",
@@ -32,13 +37,6 @@ export async function bundleServerWorker(entry) {
         setup(b) {
           b.onResolve({ filter: /^@jitl\/quickjs-wasmfile-release-sync\/wasm$/ }, () => ({
             path: `./${QUICKJS_WASM_MODULE}`,
-            external: true,
-          }));
-          // The MCP client (worker/app/mcp/client.ts) loads the SDK on demand, only in the browser
-          // engine: a server space serves no `mcp` group, so that import() never runs there. Left out
-          // of the bundle (its validator needs packages a neutral build cannot resolve).
-          b.onResolve({ filter: /^@modelcontextprotocol\/sdk(\/|$)/ }, (args) => ({
-            path: args.path,
             external: true,
           }));
         },

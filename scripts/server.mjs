@@ -8,8 +8,9 @@
  *   (mode 600); it is never printed; `npm run server -- token <space>` prints that space's token
  *   (worker/server/token.ts's scheme, computed here with node:crypto; the server tests check that
  *   the front door accepts it);
- * - every `<PROVIDER>_API_KEY` in the environment becomes the server's key for that provider (its
- *   value is never printed, only the variable's name); every other `SPACE_*` variable (the spaces'
+ * - every `<PROVIDER>_API_KEY` in the environment becomes the server's key for that provider, and
+ *   every `MCP_<NAME>_TOKEN` the bearer token of the spaces' MCP server of that name (a value is
+ *   never printed, only the variable's name); every other `SPACE_*` variable (the spaces'
  *   settings: `SPACE_HEARTBEAT_MS`, `SPACE_RATE_PER_SECOND`, `SPACE_RATE_BURST`,
  *   `SPACE_MAX_MESSAGE_CHARS`) is passed on as well; `SPACE_TOKEN_SECRET` only ever comes from the file;
  * - at start, the stored alarm of every space in the folder is armed again (`Space.rearm`): workerd
@@ -87,6 +88,13 @@ function providerKeys() {
   );
 }
 
+/** The MCP servers' bearer tokens from the environment: `MCP_<NAME>_TOKEN` (worker/app/mcp/store.ts). */
+function mcpTokens() {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([name, value]) => /^MCP_[A-Z0-9_]+_TOKEN$/.test(name) && value),
+  );
+}
+
 /** The spaces' settings from the environment (`SPACE_HEARTBEAT_MS`, `SPACE_RATE_*`, ...; worker/server/space.ts). */
 function spaceSettings() {
   return Object.fromEntries(
@@ -112,6 +120,7 @@ async function serve(options) {
   const secret = secretIn(options.data);
   const objects = join(options.data, "objects");
   const keys = providerKeys();
+  const tokens = mcpTokens();
   const script = await bundleServerWorker(join(root, "worker", "entry", "server.ts"));
   const mf = new Miniflare({
     modules: [
@@ -128,6 +137,7 @@ async function serve(options) {
     bindings: {
       ...spaceSettings(),
       ...keys,
+      ...tokens,
       SPACE_TOKEN_SECRET: secret,
       SPACE_BUILD: `server-${new Date().toISOString()}`,
     },
@@ -156,6 +166,8 @@ async function serve(options) {
   console.log(
     `server: model keys from the environment: ${names.length > 0 ? names.join(", ") : "none (the demo model only)"}`,
   );
+  const tokenNames = Object.keys(tokens);
+  if (tokenNames.length > 0) console.log(`server: MCP tokens from the environment: ${tokenNames.join(", ")}`);
   console.log("server: a space's token: npm run server -- token <space>");
   console.log(`server: a tab connects to ${url.href.replace(/^http/, "ws")}space/<space>/socket`);
   const stop = async () => {

@@ -1,10 +1,12 @@
 /**
  * The settings' "MCP servers" section state: the servers the engine keeps (each with its cached tool
- * list, the tools it skipped and why, and the last problem in words), a draft being added, and
- * add, refresh and remove through the engine's `mcp` group. The token draft is cleared once sent;
- * nothing here keeps or shows a saved token (the engine answers `hasToken` only).
+ * list, the tools it skipped and why, and the last problem in words), a draft being added, one
+ * server being edited (mcp-edit.ts: name, address, a new token or none), and add, edit, refresh and
+ * remove through the engine's `mcp` group. A token draft is cleared once sent; nothing here keeps or
+ * shows a saved token (the engine answers `hasToken` only).
  */
 import { type EngineApi, errorMessage, type McpServerView } from "../../worker/protocol/index.ts";
+import { editFormOf, type McpEditForm, mcpChange } from "./mcp-edit.ts";
 
 export type McpServersApi = Pick<EngineApi, "mcp">;
 
@@ -30,6 +32,9 @@ export class McpServersState {
   note = $state("");
   error = $state("");
   busy = $state(false);
+  /** The server being edited (its name as listed), and the edit form. */
+  editing = $state<string | null>(null);
+  edit = $state<McpEditForm>({ name: "", url: "", token: "", dropToken: false });
 
   /** `changed`: called after a server was added, refreshed or removed (the tools offered changed). */
   constructor(
@@ -62,6 +67,36 @@ export class McpServersState {
       this.changed();
       this.note = `Added “${added.name}” with ${added.tools.length} tool${added.tools.length === 1 ? "" : "s"}.`;
     });
+  }
+
+  startEdit(server: McpServerView): void {
+    this.editing = server.name;
+    this.edit = editFormOf(server);
+    this.error = "";
+    this.note = "";
+  }
+
+  cancelEdit(): void {
+    this.editing = null;
+    this.edit = { name: "", url: "", token: "", dropToken: false };
+  }
+
+  /** Send the edit: only what changed (the token only when a new one is typed, or removed). */
+  async saveEdit(): Promise<void> {
+    const server = this.servers.find((s) => s.name === this.editing);
+    if (!server) return this.cancelEdit();
+    const change = mcpChange(server, this.edit);
+    if (Object.keys(change).length === 0) return this.cancelEdit();
+    await this.#run(async () => {
+      this.note = `Asking ${change.url ?? server.url} for its tools…`;
+      const view = await this.api.mcp.update(server.name, change);
+      this.cancelEdit();
+      this.servers = await this.api.mcp.list();
+      this.changed();
+      this.note = `Saved “${view.name}”: ${view.tools.length} tool${view.tools.length === 1 ? "" : "s"}.`;
+    });
+    // A refused change keeps the form as typed, but never the token.
+    this.edit = { ...this.edit, token: "" };
   }
 
   async refresh(name: string): Promise<void> {

@@ -112,3 +112,49 @@ test("an MCP server added in Settings: its tool is approved and called; the serv
   });
   await server.restart();
 }, 240_000);
+
+test("an MCP server edited in Settings: renamed, its token kept and never shown back, then removed", async () => {
+  const url = appUrl(app.server.url, { store: uniqueStore("mcp-edit"), approval: "1" });
+  const page = await app.open({ url, label: "mcp-edit", composer: true });
+  const dialog = await openSettings(page);
+  await dialog.getByTestId("mcp-name").fill("docs");
+  await dialog.getByTestId("mcp-url").fill(server.url);
+  await dialog.getByTestId("mcp-token").fill(TOKEN);
+  await dialog.getByTestId("mcp-add").click();
+  await expect.poll(() => dialog.getByTestId("mcp-note").textContent(), POLL).toContain("Added “docs”");
+
+  await dialog.getByTestId("mcp-server-docs").getByTestId("mcp-edit").click();
+  const form = dialog.getByTestId("mcp-edit-form");
+  // The saved token is never shown back: the field is empty, and says an empty one keeps it.
+  expect(await form.getByTestId("mcp-edit-token").inputValue()).toBe("");
+  expect(await form.textContent()).toContain("leave empty to keep the saved one");
+  expect(await form.getByTestId("mcp-edit-url").inputValue()).toBe(server.url);
+  await eachLook(page, async (look) => {
+    await form.scrollIntoViewIfNeeded();
+    await form.screenshot({ path: look.shot("mcp-edit") });
+    expect(
+      await seriousViolations(page, '[data-testid="mcp-servers"]'),
+      `${look.scheme} ${look.width}`,
+    ).toEqual([]);
+  });
+  await form.getByTestId("mcp-edit-name").fill("notes");
+  await form.getByTestId("mcp-edit-save").click();
+  // The server (which wants the token) answered the renamed setting: the token was kept.
+  await expect
+    .poll(() => dialog.getByTestId("mcp-note").textContent(), POLL)
+    .toContain("Saved “notes”: 5 tools");
+  const row = dialog.getByTestId("mcp-server-notes");
+  expect(await row.textContent()).toContain("notes_echo");
+  expect(await row.textContent()).toContain("token saved");
+  expect(await dialog.getByTestId("mcp-server-docs").count()).toBe(0);
+  expect(await dialog.textContent()).not.toContain(TOKEN);
+  await expect.poll(() => dialog.getByTestId("extension-mcp:notes").isChecked(), POLL).toBe(true);
+
+  // Removing the saved token: the server refuses the setting without it, said in words, nothing changed.
+  await row.getByTestId("mcp-edit").click();
+  await dialog.getByTestId("mcp-edit-drop-token").check();
+  await dialog.getByTestId("mcp-edit-save").click();
+  await expect.poll(() => dialog.getByTestId("mcp-error").textContent(), POLL).toContain("notes");
+  expect(await dialog.getByTestId("mcp-server-notes").textContent()).toContain("token saved");
+  expect(await dialog.textContent()).not.toContain(TOKEN);
+}, 240_000);

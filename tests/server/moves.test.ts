@@ -17,6 +17,9 @@
  * no server set, a refused token, a conversation too large to move (over the staged bound). A
  * conversation of a few MiB, over the server's 1 MiB message limit, moves to the server in parts
  * (`moves.stage`, `moves.adoptStaged`), also with workerd SIGKILLed in the middle of staging.
+ * A schedule goes with its conversation: moved to the server, it is armed by the space's alarm and
+ * fires there with no tab and no browser after a SIGKILL; made over a tab's socket on the server and
+ * brought back, the browser's timer fires it; each once, never in the home it left.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { WebSocket } from "ws";
@@ -25,6 +28,7 @@ import { SETTINGS_CONVERSATION } from "../../worker/agent/models/keys.ts";
 import type { MovePeer } from "../../worker/app/moves.ts";
 import { remoteApi } from "../../worker/app/remote.ts";
 import { HomeUnavailable, ServerHome } from "../../worker/app/remote-peer.ts";
+import { createSchedule, SCHEDULE_TASK } from "../../worker/app/schedules.ts";
 import { writeDemoSpeed } from "../../worker/app/settings.ts";
 import { openSpaceHarness } from "../../worker/app/space-agent.ts";
 import { ConversationMoved, MoveRefused } from "../../worker/core/errors.ts";
@@ -344,6 +348,101 @@ describe("moves over the wire", () => {
     expect(there.live).toBe(0);
     expect(there.entries.some((e) => shape(e) === "tool-result sleep")).toBe(false);
   }, 180_000);
+});
+
+describe("a schedule moved with its conversation", () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const draft = (at: number) => ({
+    text: "scheduled hello",
+    when: { kind: "once" as const, at },
+    timeZone: "UTC",
+    catchUp: "run" as const,
+  });
+  const firings = (entries: readonly ViewEntry[]) => ({
+    notes: entries.filter((e) => e.kind === "app.schedule").length,
+    inputs: entries.filter((e) => e.kind === "pi.user" && JSON.stringify(e).includes("scheduled hello"))
+      .length,
+  });
+
+  test("browser -> server: armed by the space's alarm, it fires there with no tab and no browser connected, after a SIGKILL; never in the browser", async () => {
+    const space = "schedule-out";
+    const browser = await openBrowser(space);
+    const local = (await browser.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const at = Date.now() + 10_000;
+    await createSchedule(browser.harness, local, draft(at));
+    const moved = await browser.home.api.toServer(local);
+    expect(moved).toMatchObject({ status: "done", local });
+    const remote = moved.remote!;
+    // The browser's task ended with the move; the space's sleeps on its timer, which armed the alarm.
+    expect(
+      (await browser.harness.tasks({ kind: SCHEDULE_TASK })).filter((t) => t.state.status !== "terminal"),
+    ).toEqual([]);
+    await until(
+      async () => (await server.call<{ alarm: number | null }>(`/space/${space}/status`)).alarm === at,
+      {
+        what: "the space's alarm armed at the schedule's time",
+        timeoutMs: 10_000,
+      },
+    );
+    // No tab and no browser connection from here (the browser's engine stays, holding its copy):
+    // workerd is killed and started again.
+    browser.home.close();
+    await server.restart();
+    // The local runtime forgot the alarm's schedule (Space.rearm); nothing opens the engine.
+    expect(await server.call(`/space/${space}/rearm`, { method: "POST" })).toEqual({ alarm: at + 1 });
+    await sleep(Math.max(0, at - Date.now()) + 1_500);
+    expect(await server.call(`/space/${space}/status`)).toMatchObject({ by: "alarm" });
+    const there = await serverFinished(space, remote);
+    expect(firings(there.entries)).toEqual({ notes: 1, inputs: 1 });
+    // The browser's copy never fired.
+    expect(firings(await browser.harness.requireConversation(local).entries())).toEqual({
+      notes: 0,
+      inputs: 0,
+    });
+  }, 120_000);
+
+  test("server -> browser: made over a tab's socket on the server, brought back, it fires in the browser by its timer, never on the server", async () => {
+    const space = "schedule-back";
+    const browser = await openBrowser(space);
+    const connection = connectServer({
+      url: spaceAddress(`http://127.0.0.1:${relayPort}/space/${space}`).socketUrl,
+      token: server.token(space),
+      tabId: "schedule-tab",
+      WebSocket: WebSocket as unknown as SocketConstructor,
+    });
+    let remote: number;
+    const at = Date.now() + 8_000;
+    try {
+      remote = await connection.api.conversations.create("scheduled");
+      await connection.api.schedules.create(remote, draft(at));
+    } finally {
+      connection.close();
+    }
+    await until(
+      async () => (await server.call<{ alarm: number | null }>(`/space/${space}/status`)).alarm === at,
+      {
+        what: "the space's alarm armed at the schedule's time",
+        timeoutMs: 10_000,
+      },
+    );
+    const back = await browser.home.api.bringBack(remote);
+    expect(back).toMatchObject({ status: "done", remote });
+    const local = back.local!;
+    // The space's task ended with the move (the alarm may still come: it finds nothing due).
+    expect((await view(space, remote)).live).toBe(0);
+    await until(
+      async () => firings(await browser.harness.requireConversation(local).entries()).inputs === 1,
+      { what: "the schedule fired in the browser", timeoutMs: 30_000 },
+    );
+    await browser.harness.waitForConversationIdle(local);
+    await sleep(Math.max(0, at - Date.now()) + 1_500);
+    expect(firings(await browser.harness.requireConversation(local).entries())).toEqual({
+      notes: 1,
+      inputs: 1,
+    });
+    expect(firings((await view(space, remote)).entries)).toEqual({ notes: 0, inputs: 0 });
+    expect((await view(space, remote)).live).toBe(0);
+  }, 120_000);
 });
 
 describe("large conversations", () => {

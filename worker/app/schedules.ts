@@ -19,6 +19,13 @@
  * Edits, pauses and resumes bump the schedule's revision and start a new task; the old task is
  * aborted, and a task that wakes to find its revision gone ends without firing (so even a crash
  * between the edit and the abort fires nothing twice). Deleting removes it and aborts its task.
+ * Moving its conversation to another home (worker/core/move.ts) takes the schedule along: the
+ * document is copied, and the task moves as it is (`moveIds`: its input, checkpoint and result hold
+ * no id), still sleeping on its timer with its due time. From the sender's step 1 its timer fires
+ * nowhere there (the conversation is away; its task ends `orphaned` at step 3); the receiver's
+ * scheduler fires it at its time (at once when it came due during the move), so no occurrence fires
+ * twice: the last firing before the move is in the moved document (`after`), and each occurrence's
+ * input keeps its request id, which the moved submissions carry too.
  * A cron expression has five fields (minute hour day month weekday), read in the schedule's IANA time
  * zone by croner; its words come from cronstrue. Bad drafts are refused with `ScheduleInvalid`.
  */
@@ -173,6 +180,8 @@ export function scheduleTask(
     name: SCHEDULE_TASK,
     version: 1,
     initial: () => ({ phase: "plan" }),
+    // Nothing it stores names a task, an entry, a submission or a conversation: it moves as it is.
+    moveIds: { input: (input) => input, checkpoint: (checkpoint) => checkpoint, result: (r) => r },
     phases: {
       plan: async (task, runtime) => {
         await runtime.commit((tx) => {

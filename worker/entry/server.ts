@@ -1,7 +1,8 @@
 /**
  * The server engine's worker (workerd, Cloudflare): the `Space` Durable Object class with the app's
- * agent (worker/app/space-agent.ts, code mode included) and the app's engine service on its sockets
- * (worker/app/engine-service.ts), and the front door. The front door admits a request to
+ * agent (worker/app/space-agent.ts, code mode included; MCP tokens from `MCP_<NAME>_TOKEN`) and the
+ * app's engine service on its sockets (worker/app/engine-service.ts, with the space's `mcp` group),
+ * and the front door. The front door admits a request to
  * `/space/<name>/<route>` only with that space's token (worker/server/token.ts): no token 401, a
  * wrong token or another space's 403, each `{ error, code }` as JSON, before anything reaches the
  * space (nothing is read or written); the admitted go to the object of that name (`SPACES`).
@@ -11,8 +12,7 @@
  * elsewhere can reach it. The token never appears in an answer or a log.
  */
 import quickjsModule from "@jitl/quickjs-wasmfile-release-sync/wasm";
-import { HarnessEngine } from "../app/engine-service.ts";
-import { openSpaceHarness } from "../app/space-agent.ts";
+import { mcpTokenFromEnv, openSpaceHarness, spaceEngine } from "../app/space-agent.ts";
 import { setInterpreterModule } from "../sandbox/interpreter.ts";
 import { Space, type SpaceEnv, type SpaceState } from "../server/space.ts";
 import { checkToken, requestToken } from "../server/token.ts";
@@ -23,8 +23,10 @@ setInterpreterModule(quickjsModule);
 
 export class SpaceObject extends Space {
   constructor(state: SpaceState, env: SpaceEnv) {
-    super(state, env, (store, ports) => openSpaceHarness(store, ports, { codemode: true }), {
-      engine: (options) => new HarnessEngine(options),
+    // MCP tokens are the server's own secrets (`MCP_<NAME>_TOKEN`), never a browser's.
+    const agent = { codemode: true, mcpToken: (name: string) => mcpTokenFromEnv(env, name) };
+    super(state, env, (store, ports) => openSpaceHarness(store, ports, agent), {
+      engine: spaceEngine(agent),
     });
   }
 }

@@ -27,7 +27,7 @@ import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from 
 import type { WatchFrame } from "../core/view-ops.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 14;
+export const PROTOCOL_VERSION = 15;
 
 export const DEFAULT_STORE_NAME = "agent";
 
@@ -398,14 +398,30 @@ export interface McpServerDraft {
 }
 
 /**
- * Remote MCP servers (Streamable HTTP), kept in the browser engine's store like API keys. Served by
- * the browser engine only. A refused setting is an `McpServerInvalid` error; a server that does not
- * answer when added is `McpUnreachable`, and one whose answer is refused `McpAnswerRefused`.
+ * A change to a server's setting (`McpApi.update`): what is absent stays as it is. The token is
+ * never shown back, so an edit that leaves it out keeps it; `null` removes it.
+ */
+export interface McpServerChange {
+  readonly name?: string;
+  readonly url?: string;
+  readonly token?: string | null;
+}
+
+/**
+ * Remote MCP servers (Streamable HTTP), kept in the engine's store like API keys: the browser
+ * engine's, or a server space's own (whose tokens are the server's secrets, never sent here: a
+ * draft carrying one is refused). A refused setting is an `McpServerInvalid` error; a server that
+ * does not answer when added is `McpUnreachable`, and one whose answer is refused `McpAnswerRefused`.
  */
 export interface McpApi {
   list(): Promise<McpServerView[]>;
   /** Ask the server for its tools, then store it: its tools are offered in every conversation by default. */
   add(draft: McpServerDraft): Promise<McpServerView>;
+  /**
+   * Change a server's name, address or token: the changed server must answer with its tools (as
+   * when added), then one commit stores it and renames its extension in every conversation's choice.
+   */
+  update(name: string, change: McpServerChange): Promise<McpServerView>;
   /** List its tools again; a server that does not answer keeps its cached tools, with `problem`. */
   refresh(name: string): Promise<McpServerView>;
   /** Forget it (and its token); no conversation keeps selecting it. */

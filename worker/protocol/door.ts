@@ -454,6 +454,7 @@ function dispatch(c: Connection): Dispatch {
     "remote.set": ([url, token]) => c.remote().set(url, token),
     "mcp.list": () => c.mcp().list(),
     "mcp.add": ([draft]) => c.mcp().add(draft),
+    "mcp.update": ([name, change]) => c.mcp().update(name, change),
     "mcp.refresh": ([name]) => c.mcp().refresh(name),
     "mcp.remove": ([name]) => c.mcp().remove(name),
     "homes.toServer": ([conversation]) => c.homes().toServer(conversation),

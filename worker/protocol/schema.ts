@@ -250,6 +250,17 @@ export const METHODS = {
       strict,
     ),
   ]),
+  "mcp.update": Type.Tuple([
+    Type.String({ maxLength: 100 }),
+    Type.Object(
+      {
+        name: Type.Optional(Type.String({ maxLength: 100 })),
+        url: Type.Optional(Type.String({ maxLength: 4000 })),
+        token: Type.Optional(Type.Union([Type.String({ maxLength: 8000 }), Type.Null()])),
+      },
+      strict,
+    ),
+  ]),
   "mcp.refresh": Type.Tuple([Type.String({ maxLength: 100 })]),
   "mcp.remove": Type.Tuple([Type.String({ maxLength: 100 })]),
 

@@ -14,7 +14,9 @@
  *   object's alarm (one per object, persisted with it): a durable deadline a task waits for (the
  *   harness's `wakeAt` port: a retry's backoff, a deferred poll), and, while any task is live, a
  *   heartbeat `heartbeatMs` ahead (a task asleep on a durable timer, a schedule, needs none: the
- *   harness's `onTimer` arms the alarm for the earliest due timer instead), so that an object evicted in the middle of a run (a model call
+ *   harness's `onTimer` arms the alarm for the earliest due timer instead; nor does a tool call waiting
+ *   for a person's approval, whose decision arrives by a request that opens the object, nor a task
+ *   waiting only for such tasks), so that an object evicted in the middle of a run (a model call
  *   in flight, a tool running) comes back by itself and recovers. The alarm is only ever moved
  *   earlier while it is armed; when it fires, the handler opens the harness (recovering if the
  *   instance is new) and arms the next one if work is still live. A space with no live work and
@@ -23,7 +25,8 @@
  *   the Hibernation API (`ctx.acceptWebSocket`: an idle space with open sockets costs nothing) and
  *   served by the protocol's door (worker/protocol/door.ts) over socket.ts's transport, on the
  *   engine service the composition makes, plus the `moves` group (a move's steps, for a browser
- *   engine moving a conversation here or taking one back: `#moveSteps`) (the app's HarnessEngine: every call, each tab's watches).
+ *   engine moving a conversation here or taking one back: `#moveSteps`) (the app's HarnessEngine: every call, each tab's watches),
+ *   and the engine's `mcp` group when it has one (the space's own MCP servers).
  *   Each socket is a tab of its own to the engine (`socket-<n>`, whatever tab id it says): its
  *   close (or error) drops that tab's watches, and a tab that reconnects is not confused with its dead socket. A socket's tab id
  *   and its open watches are kept in its attachment (`serializeAttachment`); an instance that finds
@@ -41,7 +44,9 @@
  *   restart forgets the schedule).
  */
 import type { AgentHarness } from "../agent/harness.ts";
+import { waitsForPerson } from "../agent/tools/approval.ts";
 import { errorMessage } from "../core/errors.ts";
+import type { TaskGraph } from "../core/inspect.ts";
 import type { ConversationId } from "../core/types.ts";
 import {
   DEFAULT_LIMITS,
@@ -298,6 +303,8 @@ export class Space {
       };
     return {
       moves: this.#moveSteps(),
+      // The space's MCP servers, when the composition's engine keeps them (worker/app/space-agent.ts).
+      ...(engine.mcp ? { mcp: engine.mcp } : {}),
       hello: async (tab: TabHello) => {
         const answer = await engine.hello({ ...tab, tabId: key });
         update(tab.tabId.slice(0, 100));
@@ -481,7 +488,11 @@ export class Space {
       });
       // Live work from now on keeps a wake-up armed; the recovered work too.
       harness.subscribe((change) => {
-        if (change.tasks.some((t) => t.state.status !== "terminal" && !sleeping(t.state)))
+        if (
+          change.tasks.some(
+            (t) => t.state.status !== "terminal" && !sleeping(t.state) && !waitsForPerson(asNode(t)),
+          )
+        )
           this.#want(Date.now() + this.#heartbeatMs);
       });
       this.#armNext(harness);
@@ -513,8 +524,10 @@ export class Space {
   #armNext(harness: AgentHarness): void {
     const now = Date.now();
     for (const at of this.#deadlines) if (at <= now) this.#deadlines.delete(at);
-    // A task asleep on a durable timer needs no heartbeat: the timer's own alarm wakes it.
-    const working = Object.values(harness.taskGraph().tasks).some((t) => !sleeping(t.state));
+    // A task asleep on a durable timer needs no heartbeat: the timer's own alarm wakes it; nor does
+    // one waiting for a person (a tool call's approval: the decision arrives by a request, which
+    // opens the object), nor one that only waits for such tasks.
+    const working = heartbeatNeeded(harness.taskGraph());
     const timer = this.#timerAt ?? harness.nextTimer();
     const next = Math.min(
       ...this.#deadlines,
@@ -568,6 +581,34 @@ export class Space {
       entries: entries.map(({ id, kind, data, model }) => ({ id, kind, data, model })),
     };
   }
+}
+
+/** A task record as the graph shows it: its kind, status and phase. */
+function asNode(t: { kind: string; state: { status: string; checkpoint?: unknown } }) {
+  const phase = (t.state.checkpoint as { phase?: unknown } | undefined)?.phase;
+  return { kind: t.kind, state: { status: t.state.status, ...(typeof phase === "string" ? { phase } : {}) } };
+}
+
+/**
+ * Whether live work needs the heartbeat: not when every live task sleeps on its timer, waits for a
+ * person, or waits only for tasks that do (to a fixed point: a generation waiting for its calls).
+ */
+export function heartbeatNeeded(graph: TaskGraph): boolean {
+  const nodes = Object.values(graph.tasks);
+  const still = new Set<number>();
+  for (const t of nodes) if (sleeping(t.state) || waitsForPerson(t)) still.add(t.id);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const t of nodes) {
+      if (still.has(t.id) || t.state.status !== "waiting") continue;
+      const on = t.state.on;
+      if (on.length > 0 && on.every((id) => still.has(id))) {
+        still.add(t.id);
+        grew = true;
+      }
+    }
+  }
+  return !nodes.every((t) => still.has(t.id));
 }
 
 /** A task that only waits for its durable timer (no task in its wait): nothing runs until then. */

@@ -116,7 +116,12 @@ export class BenchSpace extends Space {
     });
     const task = resumeTask(() => resumed());
     super(state, env, (store, ports) =>
-      openSpaceHarness(store, ports, { codemode: true, tasks: [noopTask, task] }),
+      // Every tool runs freely (the bench times runs, not a person's approval).
+      openSpaceHarness(store, ports, {
+        codemode: true,
+        tasks: [noopTask, task],
+        approval: { defaults: "allow" },
+      }),
     );
     this.#resumed = first;
     this.#resumeTask = task;

@@ -9,12 +9,14 @@
  *   conversation, due M ms from now, sending "scheduled hello";
  * - `POST /space/<name>/runaway`: run `while (true) {}` in the sandbox (in the object's thread, as
  *   code mode does here) and answer how it ended and how long it held the thread.
+ * Tool approval (worker/app/tool-policies.ts): every tool runs freely here, as on the browser's test
+ * pages, unless the binding `SPACE_TEST_APPROVAL` is `ask` (the product's defaults: the server's
+ * approval tests). MCP servers' tokens come from `MCP_<NAME>_TOKEN` bindings, as on the real server.
  */
 
 import { sleepUntil } from "../../../worker/agent/services.ts";
-import { HarnessEngine } from "../../../worker/app/engine-service.ts";
 import { createSchedule } from "../../../worker/app/schedules.ts";
-import { openSpaceHarness } from "../../../worker/app/space-agent.ts";
+import { mcpTokenFromEnv, openSpaceHarness, spaceEngine } from "../../../worker/app/space-agent.ts";
 import { defineTask } from "../../../worker/core/define.ts";
 import { errorMessage } from "../../../worker/core/errors.ts";
 import { type FrontEnv, routeToSpace } from "../../../worker/entry/server.ts"; // also hands the interpreter its module
@@ -45,12 +47,16 @@ const delayedTask = (wakeAt: (at: number) => void) =>
 
 export class TestSpace extends Space {
   constructor(state: SpaceState, env: SpaceEnv) {
+    const agent = {
+      codemode: true,
+      approval: { defaults: env["SPACE_TEST_APPROVAL"] === "ask" ? ("ask" as const) : ("allow" as const) },
+      mcpToken: (name: string) => mcpTokenFromEnv(env, name),
+    };
     super(
       state,
       env,
-      (store, ports) =>
-        openSpaceHarness(store, ports, { codemode: true, tasks: [delayedTask(ports.wakeAt)] }),
-      { engine: (options) => new HarnessEngine(options) },
+      (store, ports) => openSpaceHarness(store, ports, { ...agent, tasks: [delayedTask(ports.wakeAt)] }),
+      { engine: spaceEngine(agent) },
     );
   }
 

@@ -360,11 +360,16 @@ describe("the door refuses, and goes on serving", () => {
     const without = await greeted();
     expectRefused(await without.call("mcp.list"), "unknown-method");
     const added: unknown[][] = [];
+    const updated: unknown[][] = [];
     const engine = Object.assign(fakeEngine(), {
       mcp: {
         list: async () => [],
         add: async (...args: unknown[]) => {
           added.push(args);
+          return { name: "docs" };
+        },
+        update: async (...args: unknown[]) => {
+          updated.push(args);
           return { name: "docs" };
         },
         refresh: async () => ({ name: "docs" }),
@@ -384,6 +389,17 @@ describe("the door refuses, and goes on serving", () => {
     expectRefused(await d.call("mcp.refresh", 7), "bad-args");
     expectRefused(await d.call("mcp.remove"), "bad-args");
     expect(added).toEqual([[draft]]);
+    // An edit: what is absent stays (the token is never shown back, so leaving it out keeps it).
+    expect((await d.call("mcp.update", "docs", { name: "notes" })).ok).toBe(true);
+    expect((await d.call("mcp.update", "docs", { url: "http://h/mcp", token: null })).ok).toBe(true);
+    expectRefused(await d.call("mcp.update", "docs"), "bad-args");
+    expectRefused(await d.call("mcp.update", "docs", { name: "notes", extra: 1 }), "bad-args");
+    expectRefused(await d.call("mcp.update", "docs", { token: 7 }), "bad-args");
+    expectRefused(await d.call("mcp.update", 7, {}), "bad-args");
+    expect(updated).toEqual([
+      ["docs", { name: "notes" }],
+      ["docs", { url: "http://h/mcp", token: null }],
+    ]);
   });
 });
 

@@ -29,6 +29,23 @@ import type { ResolvedSettings } from "../services.ts";
 import type { ToolDefinition } from "./contract.ts";
 
 export const TOOL_POLICIES: readonly ToolPolicy[] = ["allow", "ask", "never"];
+
+/**
+ * Whether a live task only waits for a person's decision (a `pi.tool` call in its `approval`
+ * phase): nothing of it runs until a decision is committed, and a host that wakes itself by timer
+ * while work is live (the server space's heartbeat) need not wake for it. Pending in that phase
+ * (recovered) counts too: running it again only enters the same wait.
+ */
+export function waitsForPerson(task: {
+  readonly kind: string;
+  readonly state: { readonly status: string; readonly phase?: string };
+}): boolean {
+  return (
+    task.kind === "pi.tool" &&
+    (task.state.status === "running" || task.state.status === "pending") &&
+    task.state.phase === "approval"
+  );
+}
 /** A denial's reason is cut to this many characters. */
 export const MAX_DENY_REASON = 2000;
 

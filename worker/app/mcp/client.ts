@@ -142,11 +142,19 @@ function guardedFetch(target: McpTarget, limits: McpLimits, base: typeof fetch) 
     if (method === "GET") return new Response(null, { status: 405 });
     let response: Response;
     try {
-      response = await base(input, { ...init, redirect: "error" });
+      // "manual", not "error": workerd (a server space) implements only "follow" and "manual".
+      response = await base(input, { ...init, redirect: "manual" });
     } catch (error) {
       if (init?.signal?.aborted) throw error;
       const detail = error instanceof Error ? error.message : String(error);
       throw new McpUnreachable(`${where(target)} did not answer (${detail})`);
+    }
+    // A redirect is not followed (a browser's is opaque: type "opaqueredirect", status 0).
+    if (response.type === "opaqueredirect" || (response.status >= 300 && response.status < 400)) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new McpUnreachable(
+        `${where(target)} redirected the request elsewhere (redirects are not followed)`,
+      );
     }
     if (method === "DELETE") return response;
     if (!response.ok && response.status !== 202) {

@@ -11,15 +11,19 @@
  * - the cached list is what the agent offers: installed before the engine resumes its tasks (a call
  *   a crash interrupted finds its tool again) and shown by the settings offline; a refresh that fails
  *   keeps the list and stores the problem in words;
- * - a removal, in its commit, drops `mcp:<name>` from every conversation's pi.agent selection.
+ * - a removal, in its commit, drops `mcp:<name>` from every conversation's pi.agent selection;
+ * - on a server space (`secretToken` given: worker/app/space-agent.ts) the tokens are the server's
+ *   own secrets (`MCP_<NAME>_TOKEN` in its environment), read at each use: a draft that carries a
+ *   token is refused (a browser's token never reaches the server's store), none is ever stored, and
+ *   a view's `hasToken` says whether the server holds one for that name.
  */
 import type { ExtensionRegistry } from "../../agent/extensions/registry.ts";
 import type { AgentHarness } from "../../agent/harness.ts";
 import { SETTINGS_CONVERSATION } from "../../agent/models/keys.ts";
-import { agentDoc, DOC } from "../../agent/records.ts";
+import { type AgentState, agentDoc, DOC } from "../../agent/records.ts";
 import { HarnessError } from "../../core/errors.ts";
 import type { ConversationId, Json } from "../../core/types.ts";
-import type { McpApi, McpServerDraft, McpServerView } from "../../protocol/index.ts";
+import type { McpApi, McpServerChange, McpServerDraft, McpServerView } from "../../protocol/index.ts";
 import { loadedConversations, namesExtension, withoutExtension } from "../user-tools/store.ts";
 import { connectMcp, type McpLimits, type McpSkippedTool, type McpToolRecord } from "./client.ts";
 import { isMcpExtension, mcpExtension, mcpExtensionName, mcpToolName } from "./tool.ts";
@@ -100,11 +104,11 @@ export function checkMcpDraft(draft: unknown): { name: string; url: string; toke
 }
 
 /** What the settings show of a server: never its token. */
-export function mcpServerView(record: McpServerRecord): McpServerView {
+export function mcpServerView(record: McpServerRecord, options: McpStoreOptions = {}): McpServerView {
   return {
     name: record.name,
     url: record.url,
-    hasToken: Boolean(record.token),
+    hasToken: Boolean(options.secretToken ? options.secretToken(record.name) : record.token),
     tools: record.tools.map((t) => ({
       name: mcpToolName(record.name, t.name),
       tool: t.name,
@@ -120,6 +124,24 @@ export function mcpServerView(record: McpServerRecord): McpServerView {
 export interface McpStoreOptions {
   readonly limits?: Partial<McpLimits>;
   readonly fetch?: typeof fetch;
+  /**
+   * A server space's: the token of server `name` from the server's own secrets. Given, no token is
+   * taken from a draft or stored; each list and call reads it here.
+   */
+  readonly secretToken?: (name: string) => string | undefined;
+}
+
+/** The name of the environment variable holding server `name`'s token on a server space. */
+export const mcpTokenVariable = (name: string): string =>
+  `MCP_${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_TOKEN`;
+
+/** The address and token a list or a call uses for `server` (the token from the secrets on a space). */
+function targetOf(
+  server: { name: string; url: string; token?: string },
+  options: McpStoreOptions,
+): { name: string; url: string; token?: string } {
+  const token = options.secretToken ? options.secretToken(server.name) : server.token;
+  return { name: server.name, url: server.url, ...(token ? { token } : {}) };
 }
 
 /** What each installed server extension was built from (to reinstall only on a change). */
@@ -142,7 +164,7 @@ export function syncMcpServers(
     const extension = mcpExtension(server.name, server.tools, {
       target: () => {
         const now = storedMcpServers(h).find((s) => s.name === server.name);
-        return now ? { name: now.name, url: now.url, ...(now.token ? { token: now.token } : {}) } : undefined;
+        return now ? targetOf(now, options) : undefined;
       },
       ...(options.limits ? { limits: options.limits } : {}),
       ...(options.fetch ? { fetch: options.fetch } : {}),
@@ -179,6 +201,10 @@ export async function addMcpServer(
   options: McpStoreOptions = {},
 ): Promise<McpServerView> {
   const checked = checkMcpDraft(draft);
+  if (options.secretToken && checked.token !== undefined)
+    throw new McpServerInvalid(
+      `a server space takes no token from a browser: its tokens are the server's own secrets (set ${mcpTokenVariable(checked.name)} where the server runs)`,
+    );
   const servers = storedMcpServers(h);
   if (servers.some((s) => s.name === checked.name))
     throw new McpServerInvalid(`a server named "${checked.name}" is already added`);
@@ -190,7 +216,7 @@ export async function addMcpServer(
       .tools()
       .map((t) => t.tool.name),
   );
-  const listed = await listTools(checked, options);
+  const listed = await listTools(targetOf(checked, options), options);
   const clash = listed.tools.find((t) => taken.has(mcpToolName(checked.name, t.name)));
   if (clash)
     throw new McpServerInvalid(
@@ -210,7 +236,96 @@ export async function addMcpServer(
     return added;
   });
   syncMcpServers(h, options);
-  return mcpServerView(record);
+  return mcpServerView(record, options);
+}
+
+/** A selection naming `after` wherever it named `before` (an exact list or an edit's add and remove). */
+function renameExtension(
+  selection: AgentState["extensions"],
+  before: string,
+  after: string,
+): AgentState["extensions"] {
+  const swap = (names: readonly string[]) => [...new Set(names.map((n) => (n === before ? after : n)))];
+  if (selection === undefined) return undefined;
+  if (Array.isArray(selection)) return swap(selection);
+  return {
+    ...(selection.add ? { add: swap(selection.add) } : {}),
+    ...(selection.remove ? { remove: swap(selection.remove) } : {}),
+  };
+}
+
+/**
+ * Change a stored server's name, address or token (absent: kept; a token `null`: removed). The
+ * changed setting is checked as a new one is, the server must answer with its tools at its (new)
+ * address with its (new) token, and then one commit stores it, with the list it gave, and renames
+ * `mcp:<old>` to `mcp:<new>` in every conversation's selection. Nothing is written when it is
+ * refused or does not answer. On a server space a change that carries a token is refused.
+ */
+export async function updateMcpServer(
+  h: AgentHarness,
+  name: string,
+  change: McpServerChange,
+  options: McpStoreOptions = {},
+): Promise<McpServerView> {
+  if (typeof name !== "string") throw new TypeError("changing an MCP server needs its name");
+  if (typeof change !== "object" || change === null)
+    throw new TypeError("changing an MCP server needs a change");
+  const old = storedMcpServers(h).find((s) => s.name === name);
+  if (!old) throw new McpServerInvalid(`no MCP server named "${name}" is added`);
+  if (options.secretToken && change.token !== undefined && change.token !== null)
+    throw new McpServerInvalid(
+      `a server space takes no token from a browser: its tokens are the server's own secrets (set ${mcpTokenVariable(change.name ?? name)} where the server runs)`,
+    );
+  const token = change.token === undefined ? (old.token ?? null) : change.token;
+  const checked = checkMcpDraft({ name: change.name ?? old.name, url: change.url ?? old.url, token });
+  const renamed = checked.name !== name;
+  if (renamed && storedMcpServers(h).some((s) => s.name === checked.name))
+    throw new McpServerInvalid(`a server named "${checked.name}" is already added`);
+  const listed = await listTools(targetOf(checked, options), options);
+  const before = mcpExtensionName(name);
+  const after = mcpExtensionName(checked.name);
+  const taken = new Set(
+    h.extensions
+      .snapshot()
+      .tools()
+      .filter((t) => t.extension !== before)
+      .map((t) => t.tool.name),
+  );
+  const clash = listed.tools.find((t) => taken.has(mcpToolName(checked.name, t.name)));
+  if (clash)
+    throw new McpServerInvalid(
+      `another extension already offers a tool named ${mcpToolName(checked.name, clash.name)}: choose another name`,
+    );
+  // A rename moves the server's extension in every conversation that names it.
+  const naming = renamed
+    ? [...(await h.docsNamed(DOC.agent))].filter(([, a]) => namesExtension(a, before))
+    : [];
+  await Promise.all(naming.map(([c]) => h.doc(c, DOC.agent)));
+  const record = await h.transaction((tx) => {
+    const now = readStored((doc) => tx.readDoc(SETTINGS_CONVERSATION, doc));
+    const at = now.findIndex((s) => s.name === name);
+    if (at < 0) throw new McpServerInvalid(`no MCP server named "${name}" is added`);
+    if (renamed && now.some((s) => s.name === checked.name))
+      throw new McpServerInvalid(`a server named "${checked.name}" is already added`);
+    const next: McpServerRecord = {
+      ...checked,
+      tools: listed.tools,
+      ...(listed.skipped.length ? { skipped: listed.skipped } : {}),
+      listedAt: tx.now(),
+    };
+    now[at] = next;
+    tx.writeDoc(SETTINGS_CONVERSATION, MCP_SERVERS_DOC, { servers: now } as unknown as Json);
+    if (renamed)
+      for (const c of loadedConversations(h, tx)) {
+        if (!namesExtension(tx.readDoc(c, DOC.agent), before)) continue;
+        const agent = agentDoc.read(tx, c);
+        const extensions = renameExtension(agent.extensions, before, after);
+        agentDoc.write(tx, c, extensions === undefined ? agent : { ...agent, extensions });
+      }
+    return next;
+  });
+  syncMcpServers(h, options);
+  return mcpServerView(record, options);
 }
 
 /**
@@ -226,7 +341,7 @@ export async function refreshMcpServer(
   if (!server) throw new McpServerInvalid(`no MCP server named "${name}" is added`);
   let outcome: { tools: McpToolRecord[]; skipped: McpSkippedTool[] } | { problem: string };
   try {
-    outcome = await listTools(server, options);
+    outcome = await listTools(targetOf(server, options), options);
   } catch (error) {
     if (!(error instanceof HarnessError)) throw error;
     outcome = { problem: error.message };
@@ -250,7 +365,7 @@ export async function refreshMcpServer(
     return next;
   });
   syncMcpServers(h, options);
-  return mcpServerView(record);
+  return mcpServerView(record, options);
 }
 
 /** Remove a server and uninstall its tools; no conversation's selection keeps naming it. */
@@ -284,10 +399,13 @@ export function mcpApi(h: () => Promise<AgentHarness>, options: McpStoreOptions 
     async list() {
       const harness = await h();
       await harness.doc(SETTINGS_CONVERSATION, MCP_SERVERS_DOC);
-      return storedMcpServers(harness).map(mcpServerView);
+      return storedMcpServers(harness).map((record) => mcpServerView(record, options));
     },
     async add(draft) {
       return addMcpServer(await h(), draft, options);
+    },
+    async update(name, change) {
+      return updateMcpServer(await h(), name, change, options);
     },
     async refresh(name) {
       return refreshMcpServer(await h(), name, options);
