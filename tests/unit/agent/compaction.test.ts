@@ -185,8 +185,8 @@ describe("Conversation.compact()", () => {
     expect(entries).toHaveLength(before + 1);
     const compaction = entries.at(-1)!;
     expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
-    expect(textOf((compaction.model as unknown as Message[])[0]!)).toContain(
-      "<summary>\nSUMMARY\n</summary>",
+    expect(textOf((compaction.model as unknown as Message[])[0]!)).toBe(
+      "The conversation history before this point was compacted into the following summary:\n\n<summary>\nSUMMARY\n</summary>",
     );
     await (await root.submit({ type: "input", content: "next" })).wait();
     const last = conversationRequests(faux.requests).at(-1)!;
@@ -204,6 +204,21 @@ describe("Conversation.compact()", () => {
     });
     expect((await (await other.root()).viewState()).entries.map((e) => e.id)).toEqual(view);
     await other.close();
+  });
+
+  test("the summarized text leaves out system messages: the pi.system entries in the range do not reach the summarizer", async () => {
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings: { compaction: { keepRecentTokens: 250 } },
+    });
+    await root.configure({ instructions: "XYZZY-INSTRUCTIONS" });
+    await chat(root, 4);
+    // The range holds the pi.system entry the first request's preparation appended.
+    expect((await root.entries()).slice(0, 2).map((e) => e.kind)).toEqual(["pi.user", "pi.system"]);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    const prompt = textOf(faux.requests.find(isSummary)!.messages[0]!);
+    expect(prompt).toContain("<conversation>\n[User]: q1");
+    expect(prompt).not.toContain("XYZZY");
   });
 
   test("nothing to compact: completed with no summary and no request", async () => {
@@ -250,21 +265,38 @@ describe("Conversation.compact()", () => {
   });
 
   test("a retryable error is retried after its durable backoff, and its spend counted", async () => {
-    let summaries = 0;
-    const responder: FauxResponder = (req) =>
-      isSummary(req)
-        ? ++summaries === 1
-          ? fauxError("503 Service Unavailable")
-          : fauxAssistantMessage("SUMMARY")
-        : echoOrSummary(req, 0);
-    const { h, root } = await open(responder, {
-      settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 5 } },
-    });
-    await chat(root, 3);
-    const taskId = await root.compact();
-    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
-    expect(summaries).toBe(2);
-    expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
+    // The spend of a compaction, with or without a failed first attempt (the same pinned request).
+    const compactSpending = async (failFirst: boolean) => {
+      let summaries = 0;
+      const responder: FauxResponder = (req) =>
+        isSummary(req)
+          ? ++summaries === 1 && failFirst
+            ? fauxError("503 Service Unavailable")
+            : fauxAssistantMessage("SUMMARY")
+          : echoOrSummary(req, 0);
+      const { h, root, faux } = await open(responder, {
+        settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 5 } },
+      });
+      await chat(root, 3);
+      const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+      const spent = () => (h.docNow(1, "pi.usage") as unknown as UsageState).models[key]!.input;
+      const before = spent();
+      const taskId = await root.compact();
+      expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+      expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
+      return { summaries, spend: spent() - before, requests: faux.requests.filter(isSummary) };
+    };
+    const once = await compactSpending(false);
+    const retried = await compactSpending(true);
+    expect([once.summaries, retried.summaries]).toEqual([1, 2]);
+    expect(once.spend).toBeGreaterThan(0);
+    // The failed attempt's spend is counted with the placed one's.
+    expect(retried.spend).toBe(2 * once.spend);
+    // The retry sends the same pinned summary request (its message stamped anew).
+    const [first, second] = retried.requests;
+    expect(second?.messages.map(textOf)).toEqual(first?.messages.map(textOf));
+    expect(second?.systemPrompt).toBe(first?.systemPrompt);
+    expect(second?.tools).toEqual(first?.tools);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
@@ -292,6 +324,8 @@ describe("Conversation.compact()", () => {
 
   test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
+    const usage = () => JSON.stringify(h.docNow(1, "pi.usage"));
+    const spentBefore = usage();
     // The faux provider does not watch the signal while its responder waits: release it once the
     // abort mark is stored (a real provider's request is cancelled by the signal).
     const aborting = root.abort();
@@ -301,6 +335,8 @@ describe("Conversation.compact()", () => {
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
+    // The attempt cut short by the abort has no committed response: its usage is not counted.
+    expect(usage()).toBe(spentBefore);
   });
 
   test("a reset placed while summarizing makes the summary stale", async () => {

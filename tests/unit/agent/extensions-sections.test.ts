@@ -46,12 +46,15 @@ test("sections render in extension order, a later same key in place, tagged by d
     defineExtension({
       name: "b",
       sections: [section("style", () => "Be kind.", { tag: false }), section("files", () => "f.txt")],
+      // Wrappers do not apply to the instructions (spec §7.1): this one finds no target.
+      wraps: [wrapSection("instructions", (s) => ({ ...s, render: () => "wrapped" }))],
     }),
   ]);
   await root.configure({ instructions: "Answer in French." });
   await ask("hi");
+  // The instructions are the tagged section `instructions`, last (spec §7.1).
   expect(faux.requests[0]!.systemPrompt).toBe(
-    "<role>\nYou help.\n</role>\n\nBe kind.\n\n<files>\nf.txt\n</files>\n\nAnswer in French.",
+    "<role>\nYou help.\n</role>\n\nBe kind.\n\n<files>\nf.txt\n</files>\n\n<instructions>\nAnswer in French.\n</instructions>",
   );
 });
 

@@ -72,9 +72,20 @@ describe("the registry", () => {
     );
     expect(registry.snapshot()).toBe(before);
     expect(published).toBe(0);
-    // The same tool name in two extensions is fine.
-    registry.install({ name: "other", tools: [tool("a")] });
+    // The builders check nothing: only install() does.
+    expect(() =>
+      defineExtension({ name: "x", sections: [section("Bad Key", () => ""), s, s] }),
+    ).not.toThrow();
+    // install() validates the registry as it would be after the replacement: base's own task name
+    // is no collision for base installed again.
+    registry.install(
+      defineExtension({ name: "base", tools: [tool("a")], tasks: [single("job", async () => {})] }),
+    );
     expect(published).toBe(1);
+    // The same tool name and section key in two extensions are fine.
+    registry.install({ name: "other", tools: [tool("a")], sections: [section("notes", () => "o")] });
+    registry.install({ name: "third", sections: [section("notes", () => "t")] });
+    expect(published).toBe(3);
     expect(
       registry
         .snapshot()

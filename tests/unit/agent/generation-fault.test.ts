@@ -7,11 +7,13 @@
 
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
+import { deferred } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
   faultingHook,
   gatedTool,
+  inboxOf,
   kinds,
   liveOf,
   messageOf,
@@ -40,6 +42,31 @@ test("a faulted generation settles its input unanswered faulted with the error, 
   broken = false;
   expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
   expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(2);
+});
+
+test("a faulted run leaves the inbox alone (spec §6): its queued follow-up stays queued until the next submission's boundary", async () => {
+  let broken = true;
+  const hold = deferred();
+  const { h, root } = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    faultingHook("afterResponse", "hook bug", () => broken),
+  );
+  const first = await root.submit({ type: "input", content: "one" });
+  const queued = await root.submit({ type: "input", content: "two" });
+  hold.resolve();
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "faulted" });
+  await root.waitForIdle();
+  expect(root.busy).toBe(false);
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual([queued.id]);
+  expect((await queued.record()).status).toBe("queued");
+  broken = false;
+  const third = await root.submit({ type: "input", content: "three" });
+  expect((await queued.wait()).status).toBe("done");
+  expect((await third.wait()).status).toBe("done");
+  expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(3);
 });
 
 test("a faulted tool task writes no result entry; the run continues and the model sees a synthesized error result", async () => {

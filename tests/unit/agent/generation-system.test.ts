@@ -19,7 +19,7 @@ test("preparation appends a pi.system entry only when the instructions change, a
   await ask("two");
   const systems = async () => (await root.entries()).filter((e) => e.kind === "pi.system");
   expect((await systems()).map(systemOf)).toMatchObject([
-    { role: "system", content: "", sections: { instructions: "be brief" } },
+    { role: "system", content: "", sections: { instructions: "<instructions>\nbe brief\n</instructions>" } },
   ]);
   // The entry comes before the request it prepared: user, system, assistant.
   expect((await root.entries()).slice(0, 3).map((e) => e.kind)).toEqual([
@@ -31,15 +31,17 @@ test("preparation appends a pi.system entry only when the instructions change, a
   await root.configure({ instructions: "be thorough" });
   await ask("three");
   expect((await systems()).map((e) => systemOf(e).sections)).toEqual([
-    { instructions: "be brief" },
-    { instructions: "be thorough" },
+    { instructions: "<instructions>\nbe brief\n</instructions>" },
+    { instructions: "<instructions>\nbe thorough\n</instructions>" },
   ]);
 
   await root.reset();
   await ask("four");
   const after = await systems();
   expect(after).toHaveLength(3);
-  expect(systemOf(after[2]!).sections).toEqual({ instructions: "be thorough" });
+  expect(systemOf(after[2]!).sections).toEqual({
+    instructions: "<instructions>\nbe thorough\n</instructions>",
+  });
 });
 
 test("prepare's one commit appends the planned pi.system entry and moves to request, pinning the new tail as cutoff and the agent's model and thinking level; a change during the request applies at the next preparation", async () => {

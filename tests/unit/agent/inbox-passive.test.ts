@@ -6,8 +6,9 @@
  */
 import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
+import type { ChangeSet } from "../../../worker/index.ts";
 import { deferred, fauxError } from "../../../worker/testing.ts";
-import { echo, inboxOf, kinds, messageOf, open, textOf, transcript } from "./fixtures.ts";
+import { echo, inboxOf, kinds, liveOf, messageOf, open, textOf, transcript } from "./fixtures.ts";
 
 const users = async (c: Parameters<typeof transcript>[0]) =>
   (await transcript(c)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
@@ -66,8 +67,18 @@ describe("writes take the ordered passive path", () => {
 
   test("in an idle conversation with a non-empty inbox a new input queues behind the waiting follow-up and a final boundary starts it", async () => {
     const { h, root, two } = await failedRunWithFollowUp();
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
     const three = await root.submit({ type: "input", content: "three" });
     // One commit: the new input queued, the boundary placed the older follow-up and started its run.
+    const admission = changes.find((c) => c.submissions.some((x) => x.id === three.id));
+    expect(
+      admission?.submissions.map((x) => [x.id, x.status]).sort((a, b) => Number(a[0]) - Number(b[0])),
+    ).toEqual([
+      [two.id, "placed"],
+      [three.id, "queued"],
+    ]);
+    expect(admission?.tasks.map((t) => [t.kind, t.state.status])).toEqual([["pi.generation", "pending"]]);
     const record = await two.record();
     expect(record.status === "placed" || record.status === "done").toBe(true);
     expect((await three.record()).status).toBe("queued");
@@ -76,6 +87,22 @@ describe("writes take the ordered passive path", () => {
     expect((await three.wait()).status).toBe("done");
     expect(await users(root)).toEqual(["one", "two", "three"]);
     expect(inboxOf(h).items).toEqual([]);
+  });
+
+  test("an input on an idle conversation with a non-empty inbox queues by its whenBusy: steer as a steer (so the final boundary places it with the follow-up), reject as a follow-up (not refused: the conversation is not busy)", async () => {
+    const steer = await failedRunWithFollowUp();
+    const three = await steer.root.submit({ type: "input", content: "three", whenBusy: "steer" });
+    // one-at-a-time selects the first steer and the first follow-up: both start the one successor run.
+    expect((await three.record()).status).toBe("placed");
+    expect(liveOf(steer.h).run?.inputs).toEqual([steer.two.id, three.id]);
+    expect((await three.wait()).status).toBe("done");
+
+    const reject = await failedRunWithFollowUp();
+    const four = await reject.root.submit({ type: "input", content: "four", whenBusy: "reject" });
+    expect((await four.record()).status).toBe("queued");
+    expect(inboxOf(reject.h).items.map((i) => [i.id, i.mode])).toEqual([[four.id, "followUp"]]);
+    expect((await four.wait()).status).toBe("done");
+    expect(await users(reject.root)).toEqual(["one", "two", "four"]);
   });
 
   test("a host may write an entry with head: self through submit; its head is its own id", async () => {

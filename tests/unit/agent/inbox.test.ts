@@ -9,6 +9,7 @@ import {
   AgentHarness,
   type ChangeSet,
   ConversationBusy,
+  DOC,
   InvalidTransition,
   WaitCancelled,
 } from "../../../worker/index.ts";
@@ -33,6 +34,8 @@ import {
 describe("submissions", () => {
   test("an input on an idle conversation is placed at once, starts a run, and settles done with the answer", async () => {
     const { h, root } = await open(echo);
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
     const sub = await root.submit({ type: "input", content: "hello" });
     const record = await sub.record();
     expect(record.status).toBe("placed");
@@ -42,9 +45,67 @@ describe("submissions", () => {
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant"]);
     expect(settled).toEqual({ status: "done", answer: entries[1]!.id, entry: entries[0]!.id });
+    // The terminal transition is one commit (spec §5.3): the generation's terminal record, its answer
+    // entry, the input's settlement and the run's removal from pi.live land together.
+    const terminal = changes.filter((c) => c.tasks.some((t) => t.state.status === "terminal"));
+    expect(terminal).toHaveLength(1);
+    expect(terminal[0]!.tasks.map((t) => [t.kind, t.state.status])).toEqual([["pi.generation", "terminal"]]);
+    expect(terminal[0]!.entries.map((e) => e.id)).toEqual([entries[1]!.id]);
+    expect(terminal[0]!.submissions.map((s) => [s.id, s.status])).toEqual([[sub.id, "done"]]);
+    const live = terminal[0]!.docs.find((d) => d.name === "pi.live");
+    expect((live?.value as { run?: unknown } | undefined)?.run).toBeUndefined();
+    expect(live).toBeDefined();
     expect(textOf(messageOf(entries[1]!))).toBe("echo: hello");
     expect(alternationProblems(entries)).toEqual([]);
     expect(root.busy).toBe(false);
+  });
+
+  test("a run whose task is aborted settles its input unanswered (aborted) and ends at a final boundary: the follow-up queued before the abort starts the next run (a departure, NOT-APPLICABLE [6])", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const taskId = liveOf(h).run!.taskId;
+    expect(await h.abortTask(taskId)).toBe("marked");
+    // The faux provider answers one request at a time: let the aborted one finish.
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    // The specification leaves the inbox alone here (the item would wait for the next submission);
+    // our abort handler places it at once, so no input waits with nothing live to answer it.
+    expect(await queued.wait()).toMatchObject({ status: "done" });
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+    const entries = await transcript(root);
+    expect(entries.filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)))).toEqual([
+      "one",
+      "two",
+    ]);
+    expect(textOf(messageOf(entries.at(-1)!))).toBe("echo: two");
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
+  test("a fork starts with an empty inbox: its parent's queued follow-up stays with the parent", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([queued.id]);
+    const at = (await transcript(root)).at(-1)!.id;
+    const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+    // Created empty by the fork's commit, not copied (nor absent).
+    expect(await h.doc(child.id, DOC.inbox)).toEqual({ items: [] });
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([queued.id]);
+    hold.resolve();
+    await first.wait();
+    expect((await queued.wait()).status).toBe("done");
+    // The parent placed its own follow-up; nothing reached the child.
+    expect(kinds(await transcript(child)).filter((k) => k === "pi.user")).toHaveLength(1);
+    expect(inboxOf(h, child.id)).toEqual({ items: [] });
   });
 
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {

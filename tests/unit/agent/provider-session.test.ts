@@ -52,12 +52,29 @@ test("requests pass the conversation's session id; a reset, a compaction, a mode
 });
 
 test("the compaction's summary request passes the conversation's session id too", async () => {
-  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const sent: Array<{
+    summary: boolean;
+    sessionId: unknown;
+    options: Record<string, unknown>;
+    tools: unknown;
+  }> = [];
   const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
-    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    const { signal: _s, sessionId, ...rest } = options;
+    sent.push({
+      summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
+      sessionId,
+      options: rest,
+      tools: context.tools ?? [],
+    });
     return defaultStream(model, context, options);
   };
-  const { h, root } = await open(echo, { stream, settings: { compaction: { keepRecentTokens: 1 } } });
+  const { h, root } = await open(echo, {
+    stream,
+    settings: {
+      compaction: { keepRecentTokens: 1, reserveTokens: 1000 },
+      stream: { timeoutMs: 4321, cacheRetention: "long" },
+    },
+  });
   const id = await sessionOf(h, root.id);
   for (const text of ["one", "two", "three"])
     await (await root.submit({ type: "input", content: text })).wait();
@@ -67,6 +84,12 @@ test("the compaction's summary request passes the conversation's session id too"
   expect(summaries).toHaveLength(1);
   expect(summaries[0]!.sessionId).toBe(id);
   expect(id).toMatch(UUID_V7);
+  // The rest of spec §8.7's request: the pinned stream options, caching off, the pinned maxTokens
+  // (floor(0.8 * reserveTokens) here), no tools.
+  expect(summaries[0]!.options).toMatchObject({ timeoutMs: 4321, cacheRetention: "none", maxTokens: 800 });
+  expect(summaries[0]!.tools).toEqual([]);
+  // The conversation's own requests keep the setting.
+  expect(sent.filter((s) => !s.summary).every((s) => s.options["cacheRetention"] === "long")).toBe(true);
 });
 
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {

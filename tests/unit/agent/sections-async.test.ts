@@ -109,7 +109,9 @@ test("pi.agent changed while an async section rendered: the preparation renders 
   await root.configure({ instructions: "Be brief." });
   release.resolve();
   expect(await submission.wait()).toMatchObject({ status: "done" });
-  expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nn\n</notes>\n\nBe brief.");
+  expect(faux.requests[0]!.systemPrompt).toBe(
+    "<notes>\nn\n</notes>\n\n<instructions>\nBe brief.\n</instructions>",
+  );
 });
 
 test("a section's error after the preparing phase was aborted propagates: not reported, the run ends aborted", async () => {

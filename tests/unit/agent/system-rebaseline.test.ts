@@ -43,6 +43,8 @@ const respond: FauxResponder = (req) =>
 const conversationRequests = (faux: FauxAgentModel) => faux.requests.filter((r) => !isSummary(r));
 
 const ROLE = "<role>\nYou help.\n</role>";
+/** The agent's instructions as their section stores them: tagged (spec §7.1). */
+const I = (text: string) => `<instructions>\n${text}\n</instructions>`;
 const base = () =>
   defineExtension({
     name: "base",
@@ -79,8 +81,8 @@ async function compactedWithRetainedDelta(root: Conversation, h: AgentHarness) {
   await ask(root, big("q3"));
   const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
   expect(systems.map((e) => systemOf(e).sections)).toEqual([
-    { role: ROLE, instructions: "first" },
-    { instructions: "second" },
+    { role: ROLE, instructions: I("first") },
+    { instructions: I("second") },
   ]);
   const delta = systems[1]!;
   await h.waitForTask(await root.compact());
@@ -100,7 +102,7 @@ describe("head rebaseline", () => {
     const { h, root, faux } = await open(respond, options());
     const { delta, compaction } = await compactedWithRetainedDelta(root, h);
     const before = conversationRequests(faux).at(-1)!;
-    expect(before.systemPrompt).toBe(`${ROLE}\n\nsecond`);
+    expect(before.systemPrompt).toBe(`${ROLE}\n\n${I("second")}`);
 
     await ask(root, "q4");
     const added = await entriesAfter(root, compaction.id);
@@ -109,7 +111,7 @@ describe("head rebaseline", () => {
     expect(baseline.edits).toEqual([{ target: delta.id, action: "omit" }]);
     expect(systemOf(baseline)).toMatchObject({
       content: "",
-      sections: { role: ROLE, instructions: "second" },
+      sections: { role: ROLE, instructions: I("second") },
       toolsAdded: ["read"],
     });
     expect(Object.keys(systemOf(baseline).sections)).toEqual(["role", "instructions"]);
@@ -118,7 +120,7 @@ describe("head rebaseline", () => {
     expect(request.systemPrompt).toBe(before.systemPrompt);
     expect(request.tools).toEqual(["read"]);
     const context = await root.context();
-    expect(context.sections).toEqual({ role: ROLE, instructions: "second" });
+    expect(context.sections).toEqual({ role: ROLE, instructions: I("second") });
     expect(context.tools).toEqual(["read"]);
 
     // A later preparation with no head change finds the baseline after the marker: deltas only.
@@ -130,8 +132,8 @@ describe("head rebaseline", () => {
     const later = (await entriesAfter(root, baseline.id)).filter((e) => e.kind === "pi.system");
     expect(later).toHaveLength(1);
     expect(later[0]!.edits).toBeUndefined();
-    expect(systemOf(later[0]!).sections).toEqual({ instructions: "third" });
-    expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe(`${ROLE}\n\nthird`);
+    expect(systemOf(later[0]!).sections).toEqual({ instructions: I("third") });
+    expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe(`${ROLE}\n\n${I("third")}`);
   });
 
   test("the baseline is written even when it restates what the retained entries replay", async () => {
@@ -214,7 +216,7 @@ describe("head rebaseline under crashes", () => {
             const systems = result.filter((e) => e.kind === "pi.system");
             expect(systems, label).toHaveLength(1);
             expect(systems[0]!.edits, label).toEqual([{ target: delta.id, action: "omit" }]);
-            expect(systemOf(systems[0]!).sections, label).toEqual({ role: ROLE, instructions: "second" });
+            expect(systemOf(systems[0]!).sections, label).toEqual({ role: ROLE, instructions: I("second") });
             expect(
               result.filter((e) => e.kind === "pi.user"),
               label,

@@ -59,6 +59,7 @@ test("a host close and the unsafe recovery after it never run onAbort: the call 
 });
 
 test("an abort while beforeTool decides runs onAbort once, with an empty result, and never executes the tool", async () => {
+  let builds = 0;
   const aborts: Array<{ name: string; text: string }> = [];
   const inBeforeTool = deferred();
   const release = deferred();
@@ -69,6 +70,11 @@ test("an abort while beforeTool decides runs onAbort once, with an empty result,
   });
   const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
     tools: [gate.tool],
+    // Counts environment builds: a call aborted before execution builds none (spec §8.4).
+    env: () => {
+      builds++;
+      return undefined;
+    },
     hooks: {
       beforeTool: [
         async () => {
@@ -95,6 +101,7 @@ test("an abort while beforeTool decides runs onAbort once, with an empty result,
   expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
   expect(aborts).toEqual([{ name: "hold", text: "" }]);
   expect(executed).toBe(false);
+  expect(builds).toBe(0);
   const [result] = await toolResults(root);
   expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
 });

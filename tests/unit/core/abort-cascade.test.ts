@@ -134,6 +134,57 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
   await h.close();
 });
 
+test("aborting a background task directly marks its ordinary owned work; a background task nested below it stays a boundary", async () => {
+  const log: string[] = [];
+  const inner = parked("inner");
+  const deepInner = parked("deep-inner");
+  const nested = ownerOf("nested", deepInner, { log });
+  const outer = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "outer",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(inner, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(nested, null, {
+            ownership: { kind: "conversation" },
+            conversationId: c.id,
+            background: true,
+          });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) =>
+        new Promise<void>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:outer");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [outer, inner, nested, deepInner] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(outer, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => running(h) === 4, { what: "outer, inner, nested and deep-inner running" });
+  const idOf = (kind: string) => [...latest.values()].find((t) => t.kind === kind)?.id as TaskId;
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect((await h.getTask(idOf("inner")))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  await settle();
+  for (const kind of ["nested", "deep-inner"]) {
+    const record = await h.getTask(idOf(kind));
+    expect([kind, record?.state.status, record?.abortRequested]).toEqual([kind, "running", false]);
+  }
+  expect(log).toEqual(["abort:outer"]);
+  await engineStillRuns(h);
+  await h.close();
+});
+
 test("an abort-marked waiting task does not wait for a task it waits on but does not own", async () => {
   const other = parked("other");
   const aborted = deferred();

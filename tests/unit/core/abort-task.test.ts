@@ -13,12 +13,37 @@ const conversationOwned = { ownership: { kind: "conversation" as const } };
 
 test("abortTask returns `marked` only after the mark is committed and the running invocation has returned", async () => {
   const release = deferred();
+  const abortGate = deferred();
   let returned = false;
-  const slow = single("slow-to-stop", async (_t, _runtime, signal) => {
-    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-    await release.promise; // cleans up for a while after the signal
-    returned = true;
-  });
+  let markedWhenSignalled: boolean | undefined;
+  const slow = single(
+    "slow-to-stop",
+    async (task, _runtime, signal) => {
+      await new Promise<void>((resolve) =>
+        signal.addEventListener(
+          "abort",
+          () => {
+            // Signalled after the mark's commit (spec §5.4): the committed record already carries it.
+            markedWhenSignalled = internals(h).session.records.tasks.get(task.id)?.abortRequested;
+            resolve();
+          },
+          { once: true },
+        ),
+      );
+      await release.promise; // cleans up for a while after the signal
+      returned = true;
+    },
+    {
+      // The abort invocation waits here, so what abortTask returned before is seen.
+      abort: async (_t, runtime) => {
+        await abortGate.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
+      },
+    },
+  );
   const h = await Harness.open(await memoryStore(), { tasks: [slow] });
   const id = await h.createTask(slow, null, conversationOwned);
   await until(() => running(h) === 1, { what: "running" });
@@ -26,7 +51,11 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   setTimeout(() => release.resolve(), 50);
   expect(await result).toBe("marked");
   expect(returned).toBe(true);
+  expect(markedWhenSignalled).toBe(true);
   expect((await h.getTask(id))?.abortRequested).toBe(true);
+  // It did not await the terminal settlement: waitForTask observes that.
+  expect((await h.getTask(id))?.state.status).not.toBe("terminal");
+  abortGate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
   await h.close();
 });

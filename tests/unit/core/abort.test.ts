@@ -11,6 +11,7 @@ import {
   defineTask,
   Harness,
   type Json,
+  OwnerNotLive,
   type TaskId,
   WaitCancelled,
 } from "../../../worker/index.ts";
@@ -21,6 +22,8 @@ import {
   engineStillRuns,
   type Go,
   outcome,
+  parked,
+  running,
   settle,
   single,
   untilAborted,
@@ -279,5 +282,95 @@ describe("an abort mark is durable", () => {
     expect(log).toEqual(["abort"]);
     await engineStillRuns(h2);
     await h2.close();
+  });
+});
+
+describe("what an abort handler may do (spec §5.5, abort order)", () => {
+  test("an abort handler cannot create an owned child (OwnerNotLive), but compensates through a background conversation-owned task it awaits with runtime.waitForTask", async () => {
+    const refused: unknown[] = [];
+    const compensate = single("compensate", async (_t, runtime) => {
+      await runtime.commit(() => complete("compensated"));
+    });
+    const child = parked("abort-child");
+    const def = single("compensating", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await runtime
+          .commit((tx) => {
+            tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return undefined;
+          })
+          .catch((e: unknown) => refused.push(e));
+        let helper: TaskId | undefined;
+        await runtime.commit((tx) => {
+          helper = tx.createTask(compensate, null, { ownership: { kind: "conversation" }, background: true });
+          return undefined;
+        });
+        const receipt = await runtime.waitForTask(helper!);
+        const result = receipt.state.status === "terminal" ? receipt.state.outcome : undefined;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: {
+            status: "aborted",
+            reason: result?.status === "completed" ? String(result.result) : "none",
+          },
+        }));
+      },
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [def, compensate, child] });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "compensated" });
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toBeInstanceOf(OwnerNotLive);
+    expect(await h.tasks({ kind: "abort-child" })).toEqual([]);
+    const [helper] = await h.tasks({ kind: "compensate" });
+    expect(helper?.background).toBe(true);
+    expect(helper?.owner).toBeUndefined();
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("abort order (spec §5.5)", () => {
+  test("abort handlers run bottom-up across three levels, each after the level below is terminal", async () => {
+    const log: string[] = [];
+    type LevelState = { phase: "go" } | { phase: "hold"; child?: TaskId };
+    const level = defineTask<{ depth: number }, LevelState, Json>({
+      name: "level",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          await runtime.commit((tx) => {
+            const child =
+              task.input.depth > 0
+                ? tx.createTask(
+                    level,
+                    { depth: task.input.depth - 1 },
+                    { ownership: { kind: "task", taskId: runtime.taskId } },
+                  )
+                : undefined;
+            return { status: "running", checkpoint: { phase: "hold", ...(child ? { child } : {}) } };
+          });
+        },
+        hold: async (_t, _r, signal) => untilAborted(signal),
+      },
+      abort: async (task, runtime) => {
+        const s = task.state;
+        const child = "checkpoint" in s && s.checkpoint.phase === "hold" ? s.checkpoint.child : undefined;
+        const below = child === undefined ? "none" : (await runtime.getTask(child))?.state.status;
+        log.push(`abort ${task.input.depth} (below: ${below})`);
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [level] });
+    const id = await h.createTask(level, { depth: 2 }, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 3, { what: "three levels running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+    expect(log).toEqual(["abort 0 (below: none)", "abort 1 (below: terminal)", "abort 2 (below: terminal)"]);
+    await engineStillRuns(h);
+    await h.close();
   });
 });

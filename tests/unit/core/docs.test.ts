@@ -116,6 +116,21 @@ describe("document versions", () => {
     expect(await h.doc(1, NAME)).toEqual({ items: ["a"] });
   });
 
+  test("the first transaction that reads a migrated document stores it at the new version even when the migration changed nothing; a snapshot of it writes nothing", async () => {
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["same"] }));
+    const unchanged = defineDoc<V1>({
+      name: NAME,
+      version: 2,
+      initial: { items: [] },
+      migrate: (value) => value as V1,
+    });
+    expect(await h.snapshot(unchanged, 1)).toEqual({ items: ["same"] });
+    expect(await row(store)).toEqual({ version: 1, value: { items: ["same"] } });
+    expect(await h.transaction((tx) => unchanged.read(tx, 1))).toEqual({ items: ["same"] });
+    expect(await row(store)).toEqual({ version: 2, value: { items: ["same"] } });
+  });
+
   test("writes store the definition's version; a core write without one keeps it", async () => {
     const { h, store } = await harness();
     const notes = v2();

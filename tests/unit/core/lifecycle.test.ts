@@ -43,6 +43,15 @@ describe("a paused open and resume()", () => {
     (await h.watchTaskGraph()).start(() => undefined);
     await h.usage();
     await (await h.root()).viewState();
+    // The rest of the spec's list: a submission and its status, document reads, every conversation
+    // read, and a conversation's watch.
+    const root = await h.root();
+    await (await h.submission(1))?.record();
+    await h.doc(root.id, "pi.agent");
+    await root.entries();
+    await root.context();
+    await root.agent();
+    (await root.watch()).start(() => undefined);
     await new Promise((r) => setTimeout(r, 50));
     expect(faux.requests.length).toBe(before);
     expect(h.inspect().scheduling).toBe("paused");

@@ -20,6 +20,59 @@ import {
 } from "./fixtures.ts";
 
 describe("structured concurrency", () => {
+  test("writes split at the hold: the finishing commit's own entry lands at the hold; the terminal record, the task's document retirement and its waiters come in the final commit", async () => {
+    const gate = deferred();
+    const child = single("split-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    const scope = (taskId: TaskId) => ({ kind: "task" as const, taskId });
+    const parent = single("splitter", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        tx.writeDoc(scope(runtime.taskId), "scratch", { kept: true });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit((tx) => {
+        tx.appendEntry(runtime.conversationId, { kind: "app.result", data: "written at the hold" });
+        return complete("parent");
+      });
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+    let waiterResolved = false;
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    const waiter = h.waitForTask(id).then((r) => {
+      waiterResolved = true;
+      return r;
+    });
+    await until(() => internals(h).session.records.tasks.get(id)?.state.status === "completing", {
+      what: "parent held",
+    });
+    // At the hold: the entry is stored; the document lives; the waiter waits.
+    expect((await h.entries(1)).filter((e) => e.kind === "app.result").map((e) => e.data)).toEqual([
+      "written at the hold",
+    ]);
+    expect(await h.doc(scope(id), "scratch")).toEqual({ kept: true });
+    await settle();
+    expect(waiterResolved).toBe(false);
+    const finals: { tasks: string[]; retired: boolean; entries: number }[] = [];
+    h.subscribe((change) => {
+      if (!change.tasks.some((t) => t.id === id)) return;
+      finals.push({
+        tasks: change.tasks.filter((t) => t.id === id).map((t) => t.state.status),
+        retired: change.docs.some((d) => d.name === "scratch" && d.value === undefined),
+        entries: change.entries.length,
+      });
+    });
+    gate.resolve();
+    expect(outcome(await waiter)).toEqual({ status: "completed", result: "parent" });
+    // One final commit: the terminal record with the document's retirement, no entry again.
+    expect(finals).toEqual([{ tasks: ["terminal"], retired: true, entries: 0 }]);
+    expect(await h.doc(scope(id), "scratch")).toBeUndefined();
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("completing hold: a parent finished while its child is live is terminal only after the child; until then waiters, idle waits, inspection and the task graph see it live", async () => {
     const gate = deferred();
     const child = single("held-child", async (_t, runtime) => {

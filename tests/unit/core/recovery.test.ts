@@ -229,8 +229,21 @@ describe("migrate", () => {
       }),
       seen,
     );
-    const h = await Harness.open(image, { tasks: [proper] });
+    // Opened paused so that every write after the open's recovery is seen.
+    const h = await Harness.open(image, { tasks: [proper], paused: true });
+    const writes: string[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) {
+        if (t.id !== ids[0]) continue;
+        const phase = (t.state as { checkpoint?: { phase: string } }).checkpoint?.phase ?? "-";
+        writes.push(`${t.state.status} v${t.version} ${phase}`);
+      }
+    });
+    h.resume();
     expect(outcome(await done(h, ids[0]!))).toEqual({ status: "completed", result: "v2 ran" });
+    // The migrated record lands in the reservation's commit, with the move to running: no write of
+    // a migrated record still pending, nor of a running one at the old version.
+    expect(writes).toEqual(["running v2 fresh", "terminal v2 -"]);
     expect(seen).toEqual([
       {
         input: { upgraded: { input: { old: 1 }, from: 1 } },

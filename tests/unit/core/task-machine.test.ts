@@ -101,6 +101,34 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("step rule 5: progress within the same phase (a new checkpoint, same phase name) runs that phase's handler again in the same invocation", async () => {
+    const seen: number[] = [];
+    const runtimes = new Set<unknown>();
+    const counter = defineTask<null, { phase: "count"; n: number }, Json>({
+      name: "counter",
+      version: 1,
+      initial: () => ({ phase: "count", n: 0 }),
+      phases: {
+        count: async (task, runtime) => {
+          seen.push(task.state.checkpoint.n);
+          runtimes.add(runtime);
+          const n = task.state.checkpoint.n;
+          await runtime.commit(() =>
+            n < 2 ? { status: "running", checkpoint: { phase: "count", n: n + 1 } } : complete(n),
+          );
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [counter] });
+    const id = await h.createTask(counter, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: 2 });
+    expect(seen).toEqual([0, 1, 2]);
+    expect(runtimes.size).toBe(1);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("an abort handler that returns without a terminal outcome faults", async () => {
     const h = await Harness.open(await memoryStore());
     const def = single("lazy-abort", async (_t, _r, signal) => untilAborted(signal), {
@@ -218,6 +246,37 @@ describe("the task runtime", () => {
     await h.close();
   });
 
+  test("memo(name, candidate) is gated like a commit: once the task carries an abort mark its run invocation's memo is refused (abort_requested) and stores nothing; memo(name) reads the committed winner", async () => {
+    const stored = deferred();
+    const seen: unknown[] = [];
+    const def = single(
+      "memo-gate",
+      async (_t, runtime, signal) => {
+        await runtime.memo("k", "first");
+        stored.resolve();
+        await untilAborted(signal).catch(() => undefined);
+        seen.push(await runtime.memo("late", "x").catch((e: unknown) => e));
+      },
+      {
+        abort: async (_t, runtime) => {
+          seen.push((await runtime.memo<string>("late")) ?? null, (await runtime.memo<string>("k")) ?? null);
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        },
+      },
+    );
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [def] });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await stored.promise;
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+    expect(seen[0]).toMatchObject({ name: "CommitRefused", reason: "abort_requested" });
+    expect(seen.slice(1)).toEqual([null, "first"]);
+    expect((await row(store, id))?.["memos"]).toBeNull();
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("registry replacement hands over at the next phase boundary", async () => {
     const log: string[] = [];
     type TwoPhases = { phase: "one" } | { phase: "two" };
@@ -230,11 +289,12 @@ describe("the task runtime", () => {
         phases: {
           one: async (_t, runtime) => {
             log.push(`${label}:one`);
+            await runtime.memo("m", `memo of ${label}`);
             onOne?.();
             await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
           },
           two: async (_t, runtime) => {
-            log.push(`${label}:two`);
+            log.push(`${label}:two ${await runtime.memo("m")}`);
             await runtime.commit(() => complete(label));
           },
         },
@@ -244,9 +304,29 @@ describe("the task runtime", () => {
     const replacement = make("B");
     const original = make("A", () => h.registry.register(replacement));
     h = await Harness.open(await memoryStore(), { tasks: [original] });
+    const writes: string[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) {
+        if (t.kind !== "swap") continue;
+        const phase = (t.state as { checkpoint?: { phase: string } }).checkpoint?.phase ?? "-";
+        writes.push(`${t.state.status} ${phase} ${JSON.stringify(t.memos ?? null)}`);
+      }
+    });
     const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
-    expect(log).toEqual(["A:one", "B:two"]);
+    // B's phase two reads the memo A stored: the handover kept it.
+    expect(log).toEqual(["A:one", "B:two memo of A"]);
+    // The handover is a commit of its own writing the task back to pending with its new checkpoint
+    // and memos; the next reservation runs it under B.
+    expect(writes).toEqual([
+      "pending one null",
+      "running one null",
+      'running one {"m":"memo of A"}',
+      'running two {"m":"memo of A"}',
+      'pending two {"m":"memo of A"}',
+      'running two {"m":"memo of A"}',
+      "terminal - null",
+    ]);
     await engineStillRuns(h);
     await h.close();
   });

@@ -278,3 +278,118 @@ test("a completing record carries no memos: they are dropped at the hold, not at
   await h.abortTask(id);
   await h.close();
 });
+
+test("runtime reads: now() is the harness clock, report() reaches onReport, getTask() the committed record, waitForTask() the terminal receipt, outcomes() in the order asked and rejecting while one is live", async () => {
+  const clock = 7000;
+  const reports: unknown[] = [];
+  const seen: Record<string, unknown> = {};
+  const quick = single("quick", async (t, runtime) => void (await runtime.commit(() => complete(t.input))));
+  const slow = parked("slow");
+  const reader = single("reader", async (_t, runtime) => {
+    seen.now = runtime.now();
+    const remark = new Error("a non-fatal remark");
+    runtime.report(remark);
+    seen.reported = reports.includes(remark);
+    let ids: TaskId[] = [];
+    await runtime.commit((tx) => {
+      // Conversation-owned, so the reader is not held by them; created a, b, then the live one.
+      ids = [
+        tx.createTask(quick, "a", { ownership: { kind: "conversation" } }),
+        tx.createTask(quick, "b", { ownership: { kind: "conversation" } }),
+        tx.createTask(slow, null, { ownership: { kind: "conversation" } }),
+      ];
+      return undefined;
+    });
+    const [a, b, live] = ids as [TaskId, TaskId, TaskId];
+    const receiptB = await runtime.waitForTask(b);
+    const receiptA = await runtime.waitForTask(a);
+    seen.receipt = receiptB.state;
+    seen.getTask = (await runtime.getTask(a)) ?? null;
+    seen.receiptA = receiptA;
+    seen.order = (await runtime.outcomes([b, a])).map((o) => o.status === "completed" && o.result);
+    seen.live = await runtime.outcomes([a, live]).then(
+      () => "resolved",
+      (e: unknown) => (e as Error).constructor.name,
+    );
+    await runtime.commit(() => complete("read"));
+  });
+  const h = await Harness.open(await memoryStore(), {
+    tasks: [quick, slow, reader],
+    now: () => clock,
+    onReport: (e) => reports.push(e),
+  });
+  const id = await h.createTask(reader, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "read" });
+  expect(seen.now).toBe(7000);
+  expect(seen.reported).toBe(true);
+  expect(reports.map((e) => (e as Error).message)).toEqual(["a non-fatal remark"]);
+  expect(seen.receipt).toEqual({ status: "terminal", outcome: { status: "completed", result: "b" } });
+  expect(seen.getTask).toEqual(seen.receiptA);
+  expect(seen.order).toEqual(["b", "a"]);
+  expect(seen.live).toBe("InvalidTransition");
+  await h.close();
+});
+
+test("a runtime commit after its task's own terminal commit, in the same invocation, is refused with CommitRefused (not_running) and writes nothing", async () => {
+  let second: unknown;
+  const twice = single("twice", async (_t, runtime) => {
+    await runtime.commit(() => complete("first"));
+    second = await runtime
+      .commit((tx) => {
+        tx.appendEntry(runtime.conversationId, { kind: "note", data: "late" });
+        return complete("second");
+      })
+      .catch((e: unknown) => e);
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [twice] });
+  const id = await h.createTask(twice, null, { ownership: { kind: "conversation" } });
+  const record = await done(h, id);
+  expect(outcome(record)).toEqual({ status: "completed", result: "first" });
+  await until(() => second !== undefined, { what: "the second commit settled" });
+  expect(second).toMatchObject({ name: "CommitRefused", reason: "not_running" });
+  expect((await h.entries(record.conversationId)).filter((e) => e.kind === "note")).toEqual([]);
+  expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "first" });
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("one invocation runs a task's phases in sequence: the next phase gets the same runtime with its signal live, and the task is never written back to pending between them", async () => {
+  const runtimes: unknown[] = [];
+  const signalsAborted: boolean[] = [];
+  const def = defineTask<Json, Go | { phase: "second" } | { phase: "third" }, Json>({
+    name: "three-phases",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        runtimes.push(runtime);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }));
+      },
+      second: async (_t, runtime) => {
+        runtimes.push(runtime);
+        signalsAborted.push(runtime.signal.aborted);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "third" } }));
+      },
+      third: async (_t, runtime) => {
+        runtimes.push(runtime);
+        signalsAborted.push(runtime.signal.aborted);
+        await runtime.commit(() => complete("three"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const statuses: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks) if (t.kind === "three-phases") statuses.push(t.state.status);
+  });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "three" });
+  expect(runtimes).toHaveLength(3);
+  expect(new Set(runtimes).size).toBe(1);
+  expect(signalsAborted).toEqual([false, false]);
+  // Creation, reservation, the two checkpoint commits, the terminal one: no pending between phases.
+  expect(statuses).toEqual(["pending", "running", "running", "running", "terminal"]);
+  await engineStillRuns(h);
+  await h.close();
+});

@@ -124,15 +124,40 @@ test("deleting a document removes its key from the view's docs", async () => {
   expect("app.extra" in (await root.viewState()).docs).toBe(false);
 });
 
-test("closing the harness ends every watch, keeping its last value", async () => {
-  const { h, root } = await open(echo);
+test("closing the harness ends every watch at its seal, keeping its last value: a commit that settles during close sends it nothing", async () => {
+  const { h, root, store, faux } = await open(echo);
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
   const watch = await root.watch();
-  watch.start(() => undefined);
+  const seen: unknown[] = [];
+  watch.start((f) => void seen.push(f));
   const before = watch.value;
-  await h.close();
+  // A commit admitted before the seal, holding the line while close begins: it settles during close.
+  const gate = deferred();
+  const inCallback = deferred();
+  const late = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  gate.resolve();
+  await late;
+  await closing;
   expect(await watch.closed).toBe("closed");
+  expect(seen).toEqual([]);
   expect(watch.value).toBe(before);
+  // The commit itself was stored.
+  const next = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+  expect((await (await next.root()).entries()).map((e) => e.data)).toContainEqual({ n: 2 });
+});
+
+test("a watch's default limit is 100 undelivered frames: the 101st collapses them into one replace", () => {
+  const watch = new Watch(0);
+  for (let seq = 1; seq <= 100; seq++) watch.push(frame(seq));
+  expect([watch.pending, watch.collapsed]).toEqual([100, 0]);
+  watch.push(frame(101));
+  expect([watch.pending, watch.collapsed]).toEqual([1, 100]);
 });
 
 test("every observer of a conversation shares one mount, built by the first and dropped after the last: two watches receive the very same view values; a later observer builds it again from committed state", async () => {

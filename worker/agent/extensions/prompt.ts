@@ -34,6 +34,9 @@ export interface RenderOptions {
   readonly signal: AbortSignal;
 }
 
+/** A tagged section's text: `<key>\n...\n</key>`. The agent's instructions are always tagged (spec §7.1). */
+const tagged = (key: string, text: string) => `<${key}>\n${text}\n</${key}>`;
+
 /**
  * The desired sections, in order, as stored (tagged unless a section says otherwise), each section
  * awaited in turn. A section that throws or rejects keeps the text shown before (if any) and is
@@ -57,7 +60,7 @@ export async function renderSections(
     }
     place(out, s, text, input.shown, options.report);
   }
-  if (instructions) out["instructions"] = instructions;
+  if (instructions) out["instructions"] = tagged("instructions", instructions);
   return out;
 }
 
@@ -86,7 +89,7 @@ export function renderSectionsNow(
     }
     place(out, s, text, input.shown, report);
   }
-  if (instructions) out["instructions"] = instructions;
+  if (instructions) out["instructions"] = tagged("instructions", instructions);
   return out;
 }
 
@@ -120,7 +123,7 @@ function place(
     return;
   }
   if (typeof text !== "string") return; // undefined: the section is left out
-  out[s.key] = s.tag === false ? text : `<${s.key}>\n${text}\n</${s.key}>`;
+  out[s.key] = s.tag === false ? text : tagged(s.key, text);
 }
 
 type Planned = Pick<SystemRecord, "sections" | "toolsAdded" | "toolsRemoved">;
