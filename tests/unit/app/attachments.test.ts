@@ -239,7 +239,7 @@ describe("refused in words before anything is stored", () => {
     ["too many files", Array.from({ length: 9 }, () => NOTES), /at most 8/],
   ];
   for (const [what, attachments, words, model] of cases)
-    test(what, async () => {
+    test(`${what}`, async () => {
       const { h, store } = await harness();
       const c = await h.createConversation({
         ...OWNERLESS,
