@@ -113,7 +113,8 @@ export default defineConfig({
       workbox: {
         // The Asyncify wasm is 2.26 MB: the default 2 MiB cap would fail the build.
         maximumFileSizeToCacheInBytes: 8 * 1024 * 1024,
-        globPatterns: ["**/*.{js,css,html,wasm,png,svg,ico,webmanifest}"],
+        // mjs: pdf.js's worker (src/lib/pdf-text.ts), so a PDF is read offline too.
+        globPatterns: ["**/*.{js,mjs,css,html,wasm,png,svg,ico,webmanifest}"],
       },
     }),
   ],

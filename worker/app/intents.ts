@@ -12,6 +12,8 @@
  *   when busy, `reject` on a busy conversation rolls the whole intent back);
  * - a conversation without a title takes one from its first input, in the commit that admits the
  *   input; a fork's title is its parent's with " (fork)", in the commit that makes it;
+ * - an input's attached files (attachments.ts) are checked inside its commit: a refused file
+ *   rolls the whole intent back, so nothing of the input is stored;
  * - no title written here spells a saved secret (secrets.ts): the first input, a typed title and an
  *   imported file's title are redacted with the secrets the same commit reads;
  * - a commit's callback writes only through `tx` (the session may run it twice when it must load
@@ -29,6 +31,7 @@ import { agentDoc, DOC } from "../agent/records.ts";
 import type { Tx } from "../core/define.ts";
 import type { ConversationId, EntryId, SubmissionRecord } from "../core/types.ts";
 import type { SubmitRequest } from "../protocol/index.ts";
+import { type AttachmentModel, inputContent } from "./attachments.ts";
 import { MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { importWithUserTools } from "./extensions.ts";
 import { redactSecrets, savedSecrets } from "./secrets.ts";
@@ -66,10 +69,28 @@ export function forkTitle(tx: Tx, parentId: ConversationId, forkId: Conversation
   if (parent) tx.writeDoc(forkId, TITLE_DOC, { title: `${parent.slice(0, MAX_TITLE - 7)} (fork)` });
 }
 
-function inputDraft(request: SubmitRequest): SubmissionDraft {
+/**
+ * The model an input to `conversationId` goes to, as attachments.ts judges it (inside a commit: the
+ * conversation's model, else the harness's default; undefined when it does not resolve).
+ */
+function inputModel(h: AgentHarness, tx: Tx, conversationId: ConversationId): AttachmentModel | undefined {
+  const ref = agentDoc.read(tx, conversationId).model ?? h.services.defaultModel;
+  const model = ref ? h.services.models.resolve(ref) : undefined;
+  return model ? { name: model.name || model.id, input: model.input } : undefined;
+}
+
+function inputDraft(
+  h: AgentHarness,
+  tx: Tx,
+  conversationId: ConversationId,
+  request: SubmitRequest,
+): SubmissionDraft {
+  const content = request.attachments?.length
+    ? inputContent(request.text, request.attachments, inputModel(h, tx, conversationId))
+    : request.text;
   return {
     type: "input",
-    content: request.text,
+    content,
     whenBusy: request.mode ?? "followUp",
     ...(request.requestId ? { requestId: request.requestId } : {}),
   };
@@ -82,8 +103,9 @@ function submitTitledIn(
   conversationId: ConversationId,
   request: SubmitRequest,
 ): SubmissionRecord {
-  const record = h.submitIn(tx, conversationId, inputDraft(request));
-  titleFromFirstInput(tx, conversationId, request.text);
+  const record = h.submitIn(tx, conversationId, inputDraft(h, tx, conversationId, request));
+  // Files sent without words name the conversation by the first file.
+  titleFromFirstInput(tx, conversationId, request.text.trim() || (request.attachments?.[0]?.name ?? ""));
   return record;
 }
 

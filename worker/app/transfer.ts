@@ -7,6 +7,8 @@
  * or foreign file is refused with an `ImportRefused` that says what is wrong. A file may also carry
  * the user tools its conversation selects (`userTools`, sources only): the caller checks and stores
  * them, in the import's commit (`also`, which runs after the file's documents are written).
+ * Attached files travel inside their user entries (worker/protocol/attachments.ts); import checks
+ * every image block (plain base64, bounded, typed) and every attachment mark before it writes.
  */
 
 import type { AgentHarness } from "../agent/harness.ts";
@@ -14,6 +16,13 @@ import { withoutSecret } from "../agent/services.ts";
 import type { Tx } from "../core/define.ts";
 import { HarnessError, InvalidTransition, NotJson } from "../core/errors.ts";
 import type { ConversationId, EntryDraft, EntryEdit, EntryId, EntryRecord, Json } from "../core/types.ts";
+import {
+  ATTACHMENT_IMAGE_TYPES,
+  ATTACHMENT_LIMITS,
+  attachmentOf,
+  sizeInWords,
+} from "../protocol/attachments.ts";
+import { base64Length } from "./attachments.ts";
 
 export const EXPORT_FORMAT = "durable-agent/conversation";
 export const EXPORT_VERSION = 1;
@@ -102,6 +111,45 @@ function checkModel(model: unknown, where: string): void {
     if (typeof content === "string") continue;
     if (!Array.isArray(content) || !content.every((c) => isObject(c) && typeof c["type"] === "string"))
       throw new ImportRefused(`${where}: a model message's content is neither text nor a list of blocks`);
+    for (const block of content as Record<string, unknown>[]) checkBlock(block, where);
+  }
+}
+
+/** The longest image data an import takes (a tool's image may carry whitespace in its base64). */
+const MAX_IMAGE_CHARS = Math.ceil((ATTACHMENT_LIMITS.fileBytes * 4) / 3) + 1024 * 1024;
+
+/**
+ * An image block (an attached image's, a tool result's) and an attachment's mark
+ * (worker/protocol/attachments.ts): an image has data of a bounded size and a type; an attached one
+ * is plain base64 of a type an input may carry and exactly as large as its mark says; a mark is
+ * well-formed and sits on a block of its kind.
+ */
+function checkBlock(block: Record<string, unknown>, where: string): void {
+  const marked = block["attachment"] !== undefined;
+  const mark = attachmentOf(block);
+  if (marked && !mark) throw new ImportRefused(`${where}: an attached file's description is malformed`);
+  if (block["type"] === "image") {
+    const data = block["data"];
+    const type = block["mimeType"];
+    if (typeof type !== "string" || type.length > 100 || typeof data !== "string")
+      throw new ImportRefused(`${where}: an image has no data or no type`);
+    if (data.length > MAX_IMAGE_CHARS)
+      throw new ImportRefused(
+        `${where}: an image is larger than ${sizeInWords(ATTACHMENT_LIMITS.fileBytes)}`,
+      );
+    if (mark) {
+      const bytes = base64Length(data);
+      if (bytes === undefined) throw new ImportRefused(`${where}: an attached image's data is not base64`);
+      if (mark.kind !== "image" || !(ATTACHMENT_IMAGE_TYPES as readonly string[]).includes(type))
+        throw new ImportRefused(`${where}: an attached image is of a type an input cannot carry (${type})`);
+      if (bytes !== mark.size || bytes > ATTACHMENT_LIMITS.imageBytes)
+        throw new ImportRefused(`${where}: an attached image's size does not match its data`);
+    }
+  } else if (mark) {
+    if (block["type"] !== "text" || mark.kind === "image" || typeof block["text"] !== "string")
+      throw new ImportRefused(`${where}: an attached file is not text`);
+    if ((block["text"] as string).length > ATTACHMENT_LIMITS.textChars + 1000)
+      throw new ImportRefused(`${where}: an attached file holds too much text`);
   }
 }
 

@@ -25,6 +25,7 @@ import type { MovePackage, RefuseAnswer, StageAnswer } from "../core/move.ts";
 import type { EntryPage } from "../core/pages.ts";
 import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from "../core/types.ts";
 import type { WatchFrame } from "../core/view-ops.ts";
+import type { AttachmentDraft } from "./attachments.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
 export const PROTOCOL_VERSION = 15;
@@ -183,9 +184,17 @@ export type DemoSpeedName = "slow" | "normal" | "fast" | "instant";
 export type InputMode = "followUp" | "steer";
 
 export interface SubmitRequest {
+  /** May be empty when files are attached. */
   readonly text: string;
   readonly mode?: InputMode;
   readonly requestId?: string;
+  /**
+   * Files given to the model with the text (attachments.ts: images as image content, text files and
+   * a PDF's extracted text as text with their names). Checked before anything is stored; a file the
+   * engine will not take, or an image for a model that reads text only, is an `AttachmentRefused`
+   * error that says why in words, and nothing was written.
+   */
+  readonly attachments?: readonly AttachmentDraft[];
 }
 
 /** The `name` of the errors `conversations.fork` rejects with (the engine's typed errors). */

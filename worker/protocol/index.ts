@@ -8,6 +8,7 @@
  */
 
 export * from "./api.ts";
+export * from "./attachments.ts";
 export * from "./browser.ts";
 export * from "./readers.ts";
 export * from "./server-socket.ts";

@@ -15,6 +15,7 @@
 
 import { type Static, type TSchema, Type } from "typebox";
 import type { MethodName, MovesApi } from "./api.ts";
+import { ATTACHMENT_IMAGE_TYPES, ATTACHMENT_LIMITS, MAX_IMAGE_BASE64 } from "./attachments.ts";
 
 const Id = Type.Integer();
 const Text = Type.String();
@@ -55,6 +56,46 @@ const ScheduleDraftSchema = Type.Object(
   strict,
 );
 const ScheduleId = Type.String({ minLength: 1, maxLength: 100, pattern: "^[A-Za-z0-9-]+$" });
+
+/**
+ * A file attached to an input (attachments.ts): kind, name, type, size and count bounded here, so an
+ * oversized or unknown one is refused at the door before the engine reads it; the engine checks the
+ * rest (base64, the bytes' real type, the total, the model) in worker/app/attachments.ts.
+ */
+const AttachmentName = Type.String({ minLength: 1, maxLength: ATTACHMENT_LIMITS.nameChars });
+const AttachmentText = Type.String({ maxLength: ATTACHMENT_LIMITS.textChars });
+const AttachmentSchema = Type.Union([
+  Type.Object(
+    {
+      kind: Type.Literal("image"),
+      name: AttachmentName,
+      mimeType: Type.Union(ATTACHMENT_IMAGE_TYPES.map((t) => Type.Literal(t))),
+      size: Type.Integer({ minimum: 1, maximum: ATTACHMENT_LIMITS.imageBytes }),
+      data: Type.String({ minLength: 4, maxLength: MAX_IMAGE_BASE64 }),
+    },
+    strict,
+  ),
+  Type.Object(
+    {
+      kind: Type.Literal("text"),
+      name: AttachmentName,
+      mimeType: Type.String({ maxLength: 100 }),
+      size: Type.Integer({ minimum: 0, maximum: ATTACHMENT_LIMITS.fileBytes }),
+      text: AttachmentText,
+    },
+    strict,
+  ),
+  Type.Object(
+    {
+      kind: Type.Literal("pdf"),
+      name: AttachmentName,
+      size: Type.Integer({ minimum: 1, maximum: ATTACHMENT_LIMITS.fileBytes }),
+      pages: Type.Integer({ minimum: 1, maximum: ATTACHMENT_LIMITS.pages }),
+      text: AttachmentText,
+    },
+    strict,
+  ),
+]);
 
 /** A move's transfer id (worker/core/move.ts checks it again). */
 const Transfer = Type.String({ minLength: 1, maxLength: 200, pattern: "^[A-Za-z0-9_.:-]+$" });
@@ -152,6 +193,7 @@ export const METHODS = {
         text: Text,
         mode: Type.Optional(Type.Union([Type.Literal("followUp"), Type.Literal("steer")])),
         requestId: Type.Optional(Type.String({ maxLength: 200 })),
+        attachments: Type.Optional(Type.Array(AttachmentSchema, { maxItems: ATTACHMENT_LIMITS.files })),
       },
       strict,
     ),
