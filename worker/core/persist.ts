@@ -259,18 +259,19 @@ export async function writeOverlay(
   historyRule: (name: string) => "latest" | "rewindable" = (name) =>
     forkRule(name) === "asOf" ? "rewindable" : "latest",
 ): Promise<void> {
-  for (const c of overlay.conversations.values()) {
-    await sql.run(
-      "INSERT INTO conversations (id, parent, owner_task, owner_conversation, created_at) VALUES (?, ?, ?, ?, ?)",
-      [
-        c.id,
-        c.parent ? stringify(c.parent) : null,
-        c.owner?.taskId ?? null,
-        c.owner?.conversationId ?? null,
-        c.createdAt,
-      ],
-    );
-  }
+  if (overlay.conversations.size > 0)
+    for (const c of overlay.conversations.values()) {
+      await sql.run(
+        "INSERT INTO conversations (id, parent, owner_task, owner_conversation, created_at) VALUES (?, ?, ?, ?, ?)",
+        [
+          c.id,
+          c.parent ? stringify(c.parent) : null,
+          c.owner?.taskId ?? null,
+          c.owner?.conversationId ?? null,
+          c.createdAt,
+        ],
+      );
+    }
   for (const t of overlay.tasks.values()) {
     const state = stringify(t.state);
     const memos = t.memos && Object.keys(t.memos).length > 0 ? stringify(t.memos) : null;
@@ -323,19 +324,20 @@ export async function writeOverlay(
       [id, conversationId, kind, stringify(body), byTaskId ?? null, e.head ?? null],
     );
   }
-  for (const sub of overlay.submissions.values()) {
-    const { id, conversationId, requestId, ...body } = sub;
-    if (overlay.createdSubmissions.has(id)) {
-      await sql.run("INSERT INTO submissions (id, conversation_id, request_id, body) VALUES (?, ?, ?, ?)", [
-        id,
-        conversationId,
-        requestId ?? null,
-        stringify(body),
-      ]);
-    } else {
-      await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [stringify(body), id]);
+  if (overlay.submissions.size > 0)
+    for (const sub of overlay.submissions.values()) {
+      const { id, conversationId, requestId, ...body } = sub;
+      if (overlay.createdSubmissions.has(id)) {
+        await sql.run("INSERT INTO submissions (id, conversation_id, request_id, body) VALUES (?, ?, ?, ?)", [
+          id,
+          conversationId,
+          requestId ?? null,
+          stringify(body),
+        ]);
+      } else {
+        await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [stringify(body), id]);
+      }
     }
-  }
   // Incarnations started and ended (spec §3.2): one row each, written only by a creation or a
   // retirement, never by an ordinary write.
   for (const life of overlay.docLife) {
@@ -392,18 +394,21 @@ export async function writeOverlay(
       );
     }
   }
-  for (const m of overlay.moves.values())
-    await sql.run(
-      "INSERT OR REPLACE INTO moves (transfer, role, conversation_id, body) VALUES (?, ?, ?, ?)",
-      [m.transfer, m.role, "conversationId" in m ? m.conversationId : null, stringify(m)],
-    );
-  for (const p of overlay.stagedParts.values())
-    await sql.run(
-      "INSERT OR IGNORE INTO move_parts (transfer, idx, count, bytes, part) VALUES (?, ?, ?, ?, ?)",
-      [p.transfer, p.index, p.count, p.bytes, p.part],
-    );
-  for (const transfer of overlay.unstaged)
-    await sql.run("DELETE FROM move_parts WHERE transfer = ?", [transfer]);
+  if (overlay.moves.size > 0)
+    for (const m of overlay.moves.values())
+      await sql.run(
+        "INSERT OR REPLACE INTO moves (transfer, role, conversation_id, body) VALUES (?, ?, ?, ?)",
+        [m.transfer, m.role, "conversationId" in m ? m.conversationId : null, stringify(m)],
+      );
+  if (overlay.stagedParts.size > 0)
+    for (const p of overlay.stagedParts.values())
+      await sql.run(
+        "INSERT OR IGNORE INTO move_parts (transfer, idx, count, bytes, part) VALUES (?, ?, ?, ?, ?)",
+        [p.transfer, p.index, p.count, p.bytes, p.part],
+      );
+  if (overlay.unstaged.size > 0)
+    for (const transfer of overlay.unstaged)
+      await sql.run("DELETE FROM move_parts WHERE transfer = ?", [transfer]);
   // Last: a deletion removes whatever earlier callbacks of the group wrote to the conversation too.
   if (overlay.deleted.size > 0) await deleteConversationRows(sql, overlay);
   else if (overlay.keepsIdMarks) await writeNextIds(sql, overlay);

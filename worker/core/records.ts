@@ -330,27 +330,31 @@ export class Records {
 
   /** Merge a successful overlay without making its change set (the line's own copy). */
   apply(overlay: Overlay): void {
-    for (const c of overlay.conversations.values()) {
-      // A conversation created here has all its documents in this overlay.
-      if (!this.conversations.has(c.id)) this.docsLoaded.add(c.id);
-      this.putConversation(c);
-    }
+    // Most collections of an overlay are empty: each loop is skipped without making an iterator.
+    if (overlay.conversations.size > 0)
+      for (const c of overlay.conversations.values()) {
+        // A conversation created here has all its documents in this overlay.
+        if (!this.conversations.has(c.id)) this.docsLoaded.add(c.id);
+        this.putConversation(c);
+      }
     // A fork's active range starts where its parent's did at its entry, until it writes a head.
-    for (const [c, head] of overlay.forkHeads) this.heads.set(c, head);
-    for (const t of overlay.tasks.values()) this.putTask(t);
-    for (const sub of overlay.submissions.values()) this.putSubmission(sub);
+    if (overlay.forkHeads.size > 0) for (const [c, head] of overlay.forkHeads) this.heads.set(c, head);
+    if (overlay.tasks.size > 0) for (const t of overlay.tasks.values()) this.putTask(t);
+    if (overlay.submissions.size > 0) for (const sub of overlay.submissions.values()) this.putSubmission(sub);
     for (const e of overlay.entries) if (e.head !== undefined) this.heads.set(e.conversationId, e.head);
-    for (const [key, value] of overlay.docs) {
-      if (value === undefined) this.docs.delete(key);
-      else this.docs.set(key, value);
-      const version = overlay.docVersions.get(key);
-      if (value === undefined || version === 1) this.docVersions.delete(key);
-      else if (version !== undefined) this.docVersions.set(key, version);
-    }
-    for (const [key, meta] of overlay.docMetaChanges) {
-      if (meta) this.docMeta.set(key, meta);
-      else this.docMeta.delete(key);
-    }
+    if (overlay.docs.size > 0)
+      for (const [key, value] of overlay.docs) {
+        if (value === undefined) this.docs.delete(key);
+        else this.docs.set(key, value);
+        const version = overlay.docVersions.get(key);
+        if (value === undefined || version === 1) this.docVersions.delete(key);
+        else if (version !== undefined) this.docVersions.set(key, version);
+      }
+    if (overlay.docMetaChanges.size > 0)
+      for (const [key, meta] of overlay.docMetaChanges) {
+        if (meta) this.docMeta.set(key, meta);
+        else this.docMeta.delete(key);
+      }
     for (const life of overlay.docLife) {
       const { rowKey, name } = splitDocKey(life.key);
       if (rowKey >= 0) continue;
@@ -358,10 +362,11 @@ export class Records {
       if (life.kind === "create") addTo(this.tasksWithDocs, taskId, name);
       else removeFrom(this.tasksWithDocs, taskId, name);
     }
-    for (const id of overlay.deleted) this.#forget(id);
-    for (const m of overlay.moves.values()) this.putMove(m);
-    for (const p of overlay.stagedParts.values()) this.putStaged(p.transfer, p.index, p.count, p.bytes);
-    for (const transfer of overlay.unstaged) this.staged.delete(transfer);
+    if (overlay.deleted.size > 0) for (const id of overlay.deleted) this.#forget(id);
+    if (overlay.moves.size > 0) for (const m of overlay.moves.values()) this.putMove(m);
+    if (overlay.stagedParts.size > 0)
+      for (const p of overlay.stagedParts.values()) this.putStaged(p.transfer, p.index, p.count, p.bytes);
+    if (overlay.unstaged.size > 0) for (const transfer of overlay.unstaged) this.staged.delete(transfer);
     this.nextTaskId = overlay.nextTaskId;
     this.nextEntryId = overlay.nextEntryId;
     this.nextConversationId = overlay.nextConversationId;
@@ -598,31 +603,35 @@ export class Overlay {
 
   /** Add another overlay's writes to this one (later versions of a record replace earlier ones). */
   absorb(from: Overlay): void {
-    for (const c of from.conversations.values()) this.setConversation(c);
-    for (const t of from.tasks.values()) this.#putTask(t);
-    for (const [key, meta] of from.docMetaChanges) (this.#docMeta ??= new Map()).set(key, meta);
+    // Most collections of an overlay are empty: each loop is skipped without making an iterator.
+    if (from.conversations.size > 0) for (const c of from.conversations.values()) this.setConversation(c);
+    if (from.tasks.size > 0) for (const t of from.tasks.values()) this.#putTask(t);
+    if (from.docMetaChanges.size > 0)
+      for (const [key, meta] of from.docMetaChanges) (this.#docMeta ??= new Map()).set(key, meta);
     if (from.docLife.length > 0) (this.#docLife ??= []).push(...from.docLife);
     this.nextDocId = Math.max(this.nextDocId, from.nextDocId);
-    for (const id of from.created) this.markCreated(id);
-    for (const id of from.migratedInputs) this.markMigrated(id);
+    if (from.created.size > 0) for (const id of from.created) this.markCreated(id);
+    if (from.migratedInputs.size > 0) for (const id of from.migratedInputs) this.markMigrated(id);
     for (const e of from.entries) this.pushEntry(e);
-    for (const [key, value] of from.docs) {
-      const patches = from.docPatches.get(key);
-      const mine = this.#docPatches?.get(key);
-      // Patches extend this overlay's own patches, or an untouched document; a whole write wins.
-      if (patches && (mine || !this.docs.has(key))) this.#notePatches(key, patches);
-      else this.#docPatches?.delete(key);
-      (this.#docs ??= new Map()).set(key, value);
-      const version = from.docVersions.get(key);
-      if (version !== undefined) (this.#docVersions ??= new Map()).set(key, version);
-    }
-    for (const sub of from.submissions.values()) this.setSubmission(sub);
-    for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
-    for (const [c, head] of from.forkHeads) this.setForkHead(c, head);
-    for (const id of from.deleted) this.markDeleted(id);
-    for (const m of from.moves.values()) this.setMove(m);
-    for (const p of from.stagedParts.values()) this.stagePart(p);
-    for (const transfer of from.unstaged) this.unstage(transfer);
+    if (from.docs.size > 0)
+      for (const [key, value] of from.docs) {
+        const patches = from.docPatches.get(key);
+        const mine = this.#docPatches?.get(key);
+        // Patches extend this overlay's own patches, or an untouched document; a whole write wins.
+        if (patches && (mine || !this.docs.has(key))) this.#notePatches(key, patches);
+        else this.#docPatches?.delete(key);
+        (this.#docs ??= new Map()).set(key, value);
+        const version = from.docVersions.get(key);
+        if (version !== undefined) (this.#docVersions ??= new Map()).set(key, version);
+      }
+    if (from.submissions.size > 0) for (const sub of from.submissions.values()) this.setSubmission(sub);
+    if (from.createdSubmissions.size > 0)
+      for (const id of from.createdSubmissions) this.markCreatedSubmission(id);
+    if (from.forkHeads.size > 0) for (const [c, head] of from.forkHeads) this.setForkHead(c, head);
+    if (from.deleted.size > 0) for (const id of from.deleted) this.markDeleted(id);
+    if (from.moves.size > 0) for (const m of from.moves.values()) this.setMove(m);
+    if (from.stagedParts.size > 0) for (const p of from.stagedParts.values()) this.stagePart(p);
+    if (from.unstaged.size > 0) for (const transfer of from.unstaged) this.unstage(transfer);
     if (from.keepsIdMarks) this.keepsIdMarks = true;
   }
 

@@ -322,7 +322,16 @@ export class TxImpl implements Tx {
     const key = this.#scopeKey(o, scope);
     o.getDoc(key, name); // loaded (or DocsNotLoaded)
     const meta = o.docMetaOf(`${key}:${name}`);
-    return meta && documentRecord(key, name, meta, this.session);
+    if (!meta) return undefined;
+    // An incarnation's record never changes (its meta and the session's rules are fixed): made once,
+    // frozen and shared, since a typed document token checks it at every read.
+    let record = recordsByMeta.get(meta);
+    if (!record) {
+      record = documentRecord(key, name, meta, this.session);
+      Object.freeze(record.scope);
+      recordsByMeta.set(meta, Object.freeze(record));
+    }
+    return record;
   }
 
   /** The row key of a scope; a task's documents only while it is live in this commit. */
@@ -401,6 +410,9 @@ function checkEdits(edits: unknown, nextId: number): void {
  * (spec §3.2: the record keeps its semantics whatever definitions this process holds); one made in
  * this process, or stored before the record kept them, has the session's rules for its name.
  */
+/** Each incarnation's record, by its meta object (one per incarnation, for its session's life). */
+const recordsByMeta = new WeakMap<DocMeta, DocumentRecord>();
+
 export function documentRecord(
   rowKey: number,
   name: string,

@@ -247,8 +247,13 @@ export function checkDiagnostic(value: unknown): ToolDiagnostic {
  * (or a later one) is stored; the terminal commit settles those still pending (`settle`). Nothing
  * is accepted once the writer stopped.
  */
+/** What a buffer that was never written to retains. */
+const NOTHING_RETAINED: Retained = Object.freeze({ text: "", droppedBytes: 0, droppedLines: 0 });
+
 export class OutputBuffer {
-  readonly #window: ReturnType<typeof outputWindow>;
+  /** Made at the first output: most calls stream none, and a window costs a few private fields. */
+  #window: ReturnType<typeof outputWindow> | undefined;
+  readonly #limits: OutputLimits;
   readonly #writer: ThrottledWriter;
   /** The output the last progress commit wrote: the next one writes only what changed since. */
   #written = "";
@@ -258,13 +263,13 @@ export class OutputBuffer {
   #waiting: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
 
   constructor(commit: (change: (tx: Tx) => undefined) => Promise<unknown>, options: OutputBufferOptions) {
-    this.#window = outputWindow(options.limits);
+    this.#limits = options.limits;
     const { conversationId, taskId } = options;
     this.#writer = new ThrottledWriter({
       intervalMs: options.intervalMs,
       bytesPerSecond: options.bytesPerSecond,
       write: () => {
-        const { text: output, droppedBytes, droppedLines } = this.#window.retained();
+        const { text: output, droppedBytes, droppedLines } = this.retained;
         const details = this.#details;
         const diagnostics = [...this.#diagnostics];
         const bytes =
@@ -330,15 +335,16 @@ export class OutputBuffer {
 
   /** The retained output so far, and what the limits dropped. */
   get retained(): Retained {
-    return this.#window.retained();
+    return this.#window ? this.#window.retained() : NOTHING_RETAINED;
   }
 
   get text(): string {
-    return this.#window.retained().text;
+    return this.retained.text;
   }
 
   append(chunk: string): void {
     if (this.#writer.stopped) throw new Error("output() after the call ended");
+    this.#window ??= outputWindow(this.#limits);
     this.#window.append(chunk);
     this.#writer.mark();
   }
