@@ -90,8 +90,10 @@ export class StoreOwner {
     this.timeline.lockedAt = Date.now();
     this.#status({ phase: "starting", detail: "opening the store" });
     let harness: AgentHarness;
+    let opened: OwnedStore | undefined;
     try {
       const store = await this.#platform.openStore();
+      opened = store;
       this.timeline.migratedAt = Date.now();
       const marker = await this.#readMarker();
       const verdict = judgeStore(
@@ -123,6 +125,13 @@ export class StoreOwner {
         message: e.message,
         advice: e.advice,
       });
+      // Closed before the lock goes (an opfs store's file handle is then free for the tab to read);
+      // a close that hangs is given up, as after a fatal error.
+      if (opened)
+        await Promise.race([
+          opened.close().catch(() => undefined),
+          new Promise((resolve) => setTimeout(resolve, FATAL_CLOSE_MS)),
+        ]);
       this.#release?.();
       throw e;
     }
