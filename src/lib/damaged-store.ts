@@ -1,13 +1,18 @@
 /**
  * "Download the damaged store": when the engine says its store is corrupt, the tab reads the store's
- * database file straight out of IndexedDB, without SQLite and without the engine, so a person keeps
- * every byte that is still readable (a SQLite recovery tool, `sqlite3 damaged.sqlite .recover`, gets
- * back the rows of the pages that are intact).
- * It knows the layout of wa-sqlite's IDBBatchAtomicVFS (the idb store kind): one IndexedDB database
- * per store, named after it; `metadata` keyed by the file's path (`/<store>.db`) holding its size and
- * version; `blocks` keyed by [path, -offset, version], where the lowest version at an offset is the
- * newest. Invariant: it only reads; a database that is not there is never created (an open that
- * would create it is aborted), and a block that is missing leaves zeros, so the file keeps its size.
+ * database file straight out of the browser's storage, without SQLite and without the engine, so a
+ * person keeps every byte that is still readable (a SQLite recovery tool, `sqlite3 damaged.sqlite
+ * .recover`, gets back the rows of the pages that are intact). Both store kinds:
+ * - idb: wa-sqlite's IDBBatchAtomicVFS layout: one IndexedDB database per store, named after it;
+ *   `metadata` keyed by the file's path (`/<store>.db`) holding its size and version; `blocks` keyed by
+ *   [path, -offset, version], where the lowest version at an offset is the newest;
+ * - opfs and opfs-lent (OPFSCoopSyncVFS): the plain file `stores/<store>.db` in the origin's private
+ *   file system, read whole (the engine closed it when it stopped, which frees its sync access handle).
+ * An existing store keeps its kind (worker/browser/store-kind.ts: a store with an IndexedDB database
+ * is an idb store), so the IndexedDB database is looked for first and OPFS after.
+ * Invariant: it only reads; a database or a directory that is not there is never created (an open
+ * that would create it is aborted), and a block that is missing leaves zeros, so the file keeps its
+ * size.
  */
 
 export interface StoreFile {
@@ -64,8 +69,33 @@ export function assembleFile(blocks: readonly Block[], fileSize: number): StoreF
   return { bytes, missing: Math.max(0, fileSize - covered) };
 }
 
-/** The idb store `store`'s database file, read from IndexedDB; undefined when there is none. */
+/** The store's database file, from IndexedDB (idb) or else from OPFS (opfs); undefined when neither has it. */
 export async function readStoreFile(store: string): Promise<StoreFile | undefined> {
+  return (await readIdbStoreFile(store)) ?? (await readOpfsStoreFile(store));
+}
+
+/** The opfs store `store`'s database file (`stores/<store>.db` in OPFS); undefined when there is none. */
+export async function readOpfsStoreFile(store: string): Promise<StoreFile | undefined> {
+  if (typeof navigator === "undefined" || typeof navigator.storage?.getDirectory !== "function") return;
+  let file: File;
+  try {
+    const root = await navigator.storage.getDirectory();
+    const dir = await root.getDirectoryHandle("stores");
+    file = await (await dir.getFileHandle(`${store}.db`)).getFile();
+  } catch (error) {
+    if (
+      error instanceof DOMException &&
+      (error.name === "NotFoundError" || error.name === "TypeMismatchError")
+    )
+      return undefined;
+    throw error;
+  }
+  if (file.size === 0) return undefined;
+  return { bytes: new Uint8Array(await file.arrayBuffer()), missing: 0 };
+}
+
+/** The idb store `store`'s database file, read from IndexedDB; undefined when there is none. */
+export async function readIdbStoreFile(store: string): Promise<StoreFile | undefined> {
   const db = await openExisting(store);
   if (!db) return undefined;
   try {

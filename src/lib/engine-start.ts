@@ -16,9 +16,10 @@ import { DEFAULT_STORE_NAME } from "../../worker/protocol/api.ts";
 export function workerQuery(params: URLSearchParams): URLSearchParams {
   const query = new URLSearchParams({ store: params.get("store") ?? DEFAULT_STORE_NAME });
   if (params.get("build") === "asyncify") query.set("build", "asyncify");
-  // The opfs store in a worker this tab lends the SharedWorker (worker/browser/store-lenders.ts): a
-  // choice for tests and benches; the shipped store kind is idb.
-  if (params.get("storeKind") === "opfs-lent") query.set("storeKind", "opfs-lent");
+  // A store kind the page forces (tests and benches): `idb`, or `opfs-lent` (the opfs store in a worker
+  // this tab lends the SharedWorker). Without it the engine chooses (worker/browser/store-kind.ts).
+  const kind = params.get("storeKind");
+  if (kind === "idb" || kind === "opfs-lent") query.set("storeKind", kind);
   // Test pages ask for the engine's test endpoints (worker/debug/endpoints.ts); a worker of
   // another name is another worker, so a normal page never shares an engine that serves them.
   if (params.get("debug") === "1") {

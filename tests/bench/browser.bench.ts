@@ -132,10 +132,15 @@ interface Variant {
 }
 
 const variants: Variant[] = [
-  { label: "idb JSPI (SharedWorker)", params: {}, probe: { target: "shared", kind: "idb", build: "jspi" } },
+  // idb is forced: a new store's default is opfs-lent (worker/browser/store-kind.ts), measured below.
+  {
+    label: "idb JSPI (SharedWorker)",
+    params: { storeKind: "idb" },
+    probe: { target: "shared", kind: "idb", build: "jspi" },
+  },
   {
     label: "idb Asyncify (SharedWorker)",
-    params: { build: "asyncify" },
+    params: { build: "asyncify", storeKind: "idb" },
     probe: { target: "shared", kind: "idb", build: "asyncify" },
   },
   {

@@ -139,30 +139,47 @@ function readyIntervals(rec: Recording, end: number): Array<[number, number]> {
 // ---------------------------------------------------------------------------------------------
 
 describe("engine host", () => {
-  test("1. reloading the only tab mid-run: the run finishes once, trail exactly [1..40]", async () => {
+  test("1. reloading the only tab mid-run (the shipped kind, opfs-lent: the lending tab is the one reloaded): the run finishes once, trail exactly [1..40]", async () => {
     await reloadMidRun({}, ({ status, mode }) => {
+      expect(status).toMatchObject({ phase: "ready", storeKind: "opfs-lent", jspi: false });
+      expect(mode).toBe("shared");
+    });
+  });
+
+  test("1i. the idb kind (JSPI build), forced: reload mid-run, trail exactly [1..40]", async () => {
+    await reloadMidRun({ storeKind: "idb" }, ({ status, mode }) => {
       expect(status).toMatchObject({ phase: "ready", storeKind: "idb", jspi: true });
       expect(mode).toBe("shared");
     });
   });
 
-  test("2. SIGKILL of the browser mid-run: the ticker resumes, every acknowledged tick kept", async () => {
-    const phases = 40;
-    const url = appUrl(app.server.url, { store: uniqueStore("kill") });
-    let page = await openApp(url, "before-kill");
-    const id = await startTicker(page, phases, 75);
-    const before = await tickerAt(page, id, "8 ticks", (t) => t.trail.length >= 8);
-    expect(before.status).not.toBe("completed");
-    await app.relaunch();
-    page = await openApp(url, "after-kill");
-    const resumed = await ticker(page, id);
-    expect(resumed.trail.slice(0, before.trail.length)).toEqual(before.trail);
-    expect(resumed.trail.length).toBeLessThan(phases);
-    const done = await tickerAt(page, id, "completed", (t) => t.status === "completed");
-    expect(done.trail.slice(0, before.trail.length)).toEqual(before.trail);
-    expect(done.trail).toEqual(range(phases));
-    expect(await waitTicksOnScreen(page, phases)).toEqual(range(phases));
-  });
+  // The shipped kind (a new store is opfs-lent) and the idb kind (existing stores, no OPFS): the
+  // durability promise of each, kept across a SIGKILL of the whole browser.
+  test.each([
+    { kind: "opfs-lent", params: {} },
+    { kind: "idb", params: { storeKind: "idb" } },
+  ])(
+    "2. SIGKILL of the browser mid-run ($kind): the ticker resumes, every acknowledged tick kept",
+    async ({ kind, params }) => {
+      const phases = 40;
+      const url = appUrl(app.server.url, { store: uniqueStore("kill"), ...params });
+      let page = await openApp(url, "before-kill");
+      expect((await clientState(page)).status).toMatchObject({ storeKind: kind });
+      const id = await startTicker(page, phases, 75);
+      const before = await tickerAt(page, id, "8 ticks", (t) => t.trail.length >= 8);
+      expect(before.status).not.toBe("completed");
+      await app.relaunch();
+      page = await openApp(url, "after-kill");
+      expect((await clientState(page)).status).toMatchObject({ storeKind: kind });
+      const resumed = await ticker(page, id);
+      expect(resumed.trail.slice(0, before.trail.length)).toEqual(before.trail);
+      expect(resumed.trail.length).toBeLessThan(phases);
+      const done = await tickerAt(page, id, "completed", (t) => t.status === "completed");
+      expect(done.trail.slice(0, before.trail.length)).toEqual(before.trail);
+      expect(done.trail).toEqual(range(phases));
+      expect(await waitTicksOnScreen(page, phases)).toEqual(range(phases));
+    },
+  );
 
   test("3. two tabs see the same commits live; closing one disturbs nothing and drops its watches", async () => {
     const url = appUrl(app.server.url, { store: uniqueStore("two-tabs") });
@@ -478,7 +495,7 @@ describe("engine host", () => {
   });
 
   test("8. the Asyncify idb build: reload mid-run, trail exactly [1..40]", async () => {
-    await reloadMidRun({ build: "asyncify" }, ({ status, mode }) => {
+    await reloadMidRun({ build: "asyncify", storeKind: "idb" }, ({ status, mode }) => {
       expect(status).toMatchObject({ phase: "ready", storeKind: "idb", jspi: false });
       expect(mode).toBe("shared");
     });

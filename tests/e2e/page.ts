@@ -60,6 +60,14 @@ export function appUrl(base: string, params: Record<string, string>): string {
   return `${base}?${new URLSearchParams({ debug: "1", ...params })}`;
 }
 
+/** The store kind the tab's engine said it opened (its `ready` status; undefined before). */
+export function storeKindOf(page: Page): Promise<string | undefined> {
+  return page.evaluate(
+    () =>
+      (globalThis as unknown as { __engine: { status: { storeKind?: string } } }).__engine.status.storeKind,
+  );
+}
+
 /** Wait until the tab's status line shows `phase` (the engine's status as the tab last heard it). */
 export async function waitPhase(page: Page, phase: string, timeout = 60_000): Promise<void> {
   await page

@@ -4,10 +4,11 @@
  *   says in words that storage is full, every answered message stays, and once space is freed (the
  *   override lifted) a reload goes on: a new message is answered and the earlier ones are all there;
  * - the store's database file damaged between two runs of the browser (SIGKILL, then the first page's
- *   SQLite header overwritten in wa-sqlite's IndexedDB block records, from a page of the origin
- *   without the app's engine): `corrupt` at open, said in words, and "Download the damaged store"
- *   hands over the file's bytes, from which SQLite reads every earlier message once its header is
- *   mended.
+ *   SQLite header overwritten, from a page of the origin without the app's engine: in the opfs file
+ *   of the shipped kind, and in wa-sqlite's IndexedDB block records of an idb store): `corrupt` at
+ *   open, said in words, and "Download the damaged store" hands over the file's bytes, from which
+ *   SQLite reads every earlier message once its header is mended.
+ * The quota test runs on the shipped kind (opfs-lent: OPFS counts toward the origin's quota too).
  * The error screens are photographed at 390 px, light and dark.
  */
 import { readFile } from "node:fs/promises";
@@ -23,6 +24,7 @@ import {
   settleAnimations,
   settled,
   shot,
+  storeKindOf,
   uniqueStore,
   until,
   waitPhase,
@@ -51,6 +53,7 @@ test("storage full: the origin's quota shrunk below the store's size; the app sa
   const url = appUrl(app.server.url, { store: uniqueStore("quota-chat") });
   const origin = new URL(app.server.url).origin;
   const page = await app.open({ url, label: "quota", composer: true });
+  expect(await storeKindOf(page)).toBe("opfs-lent");
   const sent = ["the first question", "the second question", "the third question"];
   for (const [i, text] of sent.entries()) {
     await say(page, text);
@@ -100,8 +103,26 @@ test("storage full: the origin's quota shrunk below the store's size; the app sa
   expect(await userTexts(page)).toEqual([...sent, "the question after space was freed"]);
 });
 
+/** Overwrite the SQLite header of page 1 of the store's file, where its kind keeps it. */
+function damageFirstPage(page: Page, store: string, kind: "idb" | "opfs-lent") {
+  return kind === "idb" ? damageIdbFirstPage(page, store) : damageOpfsFirstPage(page, store);
+}
+
+/** Overwrite the SQLite header at the start of the opfs store's file (`stores/<store>.db` in OPFS). */
+function damageOpfsFirstPage(page: Page, store: string) {
+  return page.evaluate(async (store) => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
+    const handle = await dir.getFileHandle(`${store}.db`);
+    const fileSize = (await handle.getFile()).size;
+    const writable = await handle.createWritable({ keepExistingData: true });
+    await writable.write({ type: "write", position: 0, data: new TextEncoder().encode("not a database!!") });
+    await writable.close();
+    return { damaged: 1, fileSize };
+  }, store);
+}
+
 /** Overwrite the SQLite header of page 1 in every IndexedDB block record that holds it. */
-function damageFirstPage(page: Page, store: string) {
+function damageIdbFirstPage(page: Page, store: string) {
   return page.evaluate(async (store) => {
     const db = await new Promise<IDBDatabase>((resolve, reject) => {
       const open = indexedDB.open(store);
@@ -142,72 +163,81 @@ function damageFirstPage(page: Page, store: string) {
   }, store);
 }
 
-test("a store damaged between runs: corrupt at open, said in words, and the damaged store downloads with every earlier message readable", async () => {
-  const store = uniqueStore("damaged");
-  const url = appUrl(app.server.url, { store });
-  const page = await app.open({ url, label: "before", composer: true });
-  const sent = ["remember the blue teapot", "and the seventh lighthouse"];
-  for (const [i, text] of sent.entries()) {
-    await say(page, text);
-    await settled(page, i + 1);
-  }
+// Both kinds a SharedWorker engine opens: the shipped one (a new store is opfs-lent) and idb (the
+// stores of profiles from before it, and browsers without OPFS sync access handles).
+test.each([
+  { kind: "opfs-lent" as const, params: {} },
+  { kind: "idb" as const, params: { storeKind: "idb" } },
+])(
+  "a store damaged between runs ($kind): corrupt at open, said in words, and the damaged store downloads with every earlier message readable",
+  async ({ kind, params }) => {
+    const store = uniqueStore(`damaged-${kind}`);
+    const url = appUrl(app.server.url, { store, ...params });
+    const page = await app.open({ url, label: "before", composer: true });
+    expect(await storeKindOf(page)).toBe(kind);
+    const sent = ["remember the blue teapot", "and the seventh lighthouse"];
+    for (const [i, text] of sent.entries()) {
+      await say(page, text);
+      await settled(page, i + 1);
+    }
 
-  // The browser dies; before the app runs again, its store's first page is damaged on disk.
-  const browser = await app.relaunch();
-  const other = app.record(await browser.newPage(), "damage");
-  // A page of the origin without the app (the server's 404): no engine holds the store.
-  await other.goto(`${app.server.url}no-app-here`);
-  const { damaged, fileSize } = await damageFirstPage(other, store);
-  expect(damaged).toBeGreaterThan(0);
-  await other.close();
+    // The browser dies; before the app runs again, its store's first page is damaged on disk.
+    const browser = await app.relaunch();
+    const other = app.record(await browser.newPage(), "damage");
+    // A page of the origin without the app (the server's 404): no engine holds the store.
+    await other.goto(`${app.server.url}no-app-here`);
+    const { damaged, fileSize } = await damageFirstPage(other, store, kind);
+    expect(damaged).toBeGreaterThan(0);
+    await other.close();
 
-  const after = await app.open({ url, label: "after", phase: "failed", browser });
-  const banner = after.locator('[data-testid="engine-error"]');
-  expect(await banner.getAttribute("data-reason")).toBe("corrupt");
-  const words = (await banner.textContent()) ?? "";
-  expect(words).toMatch(/The store could not be opened \(corrupt\)\./);
-  expect(words).toContain("The saved data is damaged: part of it can no longer be read.");
-  expect(words).toContain("Export what can be read, then reset the store.");
-  expect(words).not.toMatch(/SQLITE|Error:|at \w+ \(|\.js:\d+/);
-  expect(await after.locator('[data-testid="engine-status"]').textContent()).toMatch(/damaged/);
+    const after = await app.open({ url, label: "after", phase: "failed", browser });
+    const banner = after.locator('[data-testid="engine-error"]');
+    expect(await banner.getAttribute("data-reason")).toBe("corrupt");
+    const words = (await banner.textContent()) ?? "";
+    expect(words).toMatch(/The store could not be opened \(corrupt\)\./);
+    expect(words).toContain("The saved data is damaged: part of it can no longer be read.");
+    expect(words).toContain("Export what can be read, then reset the store.");
+    expect(words).not.toMatch(/SQLITE|Error:|at \w+ \(|\.js:\d+/);
+    expect(await after.locator('[data-testid="engine-status"]').textContent()).toMatch(/damaged/);
 
-  const [download] = await Promise.all([
-    after.waitForEvent("download"),
-    after.getByRole("button", { name: "Download the damaged store" }).click(),
-  ]);
-  expect(download.suggestedFilename()).toBe(`${store}-damaged.sqlite`);
-  const bytes = new Uint8Array(await readFile((await download.path()) as string));
-  expect(bytes.byteLength).toBe(fileSize);
-  await until(
-    "the download's words",
-    () => after.locator('[data-testid="download-damaged-status"]').textContent(),
-    (t) => /^Saved [\d.]+ KB\. A SQLite recovery tool/.test(t ?? ""),
-  );
-  await photograph(after, "storage-damaged");
+    const [download] = await Promise.all([
+      after.waitForEvent("download"),
+      after.getByRole("button", { name: "Download the damaged store" }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe(`${store}-damaged.sqlite`);
+    const bytes = new Uint8Array(await readFile((await download.path()) as string));
+    expect(bytes.byteLength).toBe(fileSize);
+    await until(
+      "the download's words",
+      () => after.locator('[data-testid="download-damaged-status"]').textContent(),
+      (t) => /^Saved [\d.]+ KB\. A SQLite recovery tool/.test(t ?? ""),
+    );
+    await photograph(after, `storage-damaged-${kind}`);
 
-  // The download is the damaged file itself: SQLite refuses it as corrupt...
-  const asIs = await openStore({
-    kind: "memory",
-    name: "download",
-    image: [{ path: "/download.db", bytes }],
-  }).then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(asIs).toBeInstanceOf(StoreOpenError);
-  expect((asIs as StoreOpenError).reason).toBe("corrupt");
-  // ...and with its header mended, every message sent before the damage reads back.
-  const mended = bytes.slice();
-  mended.set(new TextEncoder().encode("SQLite format 3\0"), 0);
-  const line = await openStore({
-    kind: "memory",
-    name: "mended",
-    image: [{ path: "/mended.db", bytes: mended }],
-  });
-  const rows = await line.read((sql) =>
-    sql.all("SELECT body FROM entries WHERE kind = 'pi.user' ORDER BY id"),
-  );
-  await line.close();
-  const texts = rows.map((r) => String(r["body"]));
-  for (const text of sent) expect(texts.some((body) => body.includes(text))).toBe(true);
-});
+    // The download is the damaged file itself: SQLite refuses it as corrupt...
+    const asIs = await openStore({
+      kind: "memory",
+      name: "download",
+      image: [{ path: "/download.db", bytes }],
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(asIs).toBeInstanceOf(StoreOpenError);
+    expect((asIs as StoreOpenError).reason).toBe("corrupt");
+    // ...and with its header mended, every message sent before the damage reads back.
+    const mended = bytes.slice();
+    mended.set(new TextEncoder().encode("SQLite format 3\0"), 0);
+    const line = await openStore({
+      kind: "memory",
+      name: "mended",
+      image: [{ path: "/mended.db", bytes: mended }],
+    });
+    const rows = await line.read((sql) =>
+      sql.all("SELECT body FROM entries WHERE kind = 'pi.user' ORDER BY id"),
+    );
+    await line.close();
+    const texts = rows.map((r) => String(r["body"]));
+    for (const text of sent) expect(texts.some((body) => body.includes(text))).toBe(true);
+  },
+);

@@ -5,20 +5,28 @@
  * IndexedDB folder removed before it runs again. The app must never open the empty store silently:
  * the tab says in words that the browser deleted the saved data, names the export made before, and
  * waits; only "Start fresh" goes on, and a later run takes the new store as it is.
+ * The store is made by a page that forces the idb kind (as every build before opfs-lent shipped),
+ * and the later runs leave the kind to the engine: the idb store's marker keeps it idb
+ * (worker/browser/store-kind.ts), so the discard is still reported, never taken for a new store.
  */
 import { existsSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { engine } from "./browser.ts";
-import { appSuite, appUrl, say, settled, uniqueStore, until, waitPhase } from "./page.ts";
+import { appSuite, appUrl, say, settled, storeKindOf, uniqueStore, until, waitPhase } from "./page.ts";
 
 const app = appSuite();
 
 test("the browser deleted the IndexedDB store between runs: the tab says so in words, names the export, writes nothing until 'Start fresh', and the fresh store is kept from then on", async () => {
   const store = uniqueStore("discarded");
   const url = appUrl(app.server.url, { store });
-  const page = await app.open({ url, label: "before", composer: true });
+  const page = await app.open({
+    url: appUrl(app.server.url, { store, storeKind: "idb" }),
+    label: "before",
+    composer: true,
+  });
+  expect(await storeKindOf(page)).toBe("idb");
   await say(page, "remember the green umbrella");
   await settled(page, 1);
   const { fileName } = await engine<{ fileName: string }>(page, "conversations.export", 1);
@@ -57,6 +65,7 @@ test("the browser deleted the IndexedDB store between runs: the tab says so in w
   // The next run finds the store its marker names: ready, with what was written since.
   browser = await app.relaunch();
   const again = await app.open({ url, label: "again", composer: true, browser });
+  expect(await storeKindOf(again)).toBe("idb");
   await until(
     "the message written after starting fresh",
     () => again.locator('[data-testid="entries"] > [data-kind="pi.user"] .text').allTextContents(),

@@ -90,12 +90,14 @@ export class StoreOwner {
     this.timeline.lockedAt = Date.now();
     this.#status({ phase: "starting", detail: "opening the store" });
     let harness: AgentHarness;
-    // The marker lives outside the store (OPFS): read while the store opens, not after it.
-    const reading = this.#readMarker();
+    let opened: OwnedStore | undefined;
     try {
       const store = await this.#platform.openStore();
+      opened = store;
       this.timeline.migratedAt = Date.now();
-      const [marker, storeId] = await Promise.all([reading, readStoreId(store)]);
+      // The marker's file depends on the store kind the open chose (store-kind.ts), so it is read
+      // once the store is open, beside the store's own id.
+      const [marker, storeId] = await Promise.all([this.#readMarker(), readStoreId(store)]);
       const verdict = judgeStore({ schemaVersion: store.schemaVersion, storeId }, marker);
       if (verdict.kind === "discarded") {
         // Nothing is written to what is there until a person has read why it is empty.
@@ -122,6 +124,13 @@ export class StoreOwner {
         message: e.message,
         advice: e.advice,
       });
+      // Closed before the lock goes (an opfs store's file handle is then free for the tab to read);
+      // a close that hangs is given up, as after a fatal error.
+      if (opened)
+        await Promise.race([
+          opened.close().catch(() => undefined),
+          new Promise((resolve) => setTimeout(resolve, FATAL_CLOSE_MS)),
+        ]);
       this.#release?.();
       throw e;
     }

@@ -8,14 +8,17 @@ import type { MarkerFile } from "./store-marker.ts";
 
 export interface HostPlatform {
   readonly storeName: string;
-  /** `opfs-lent`: the opfs store in a dedicated worker a tab lends the SharedWorker (worker/store/lent.ts). */
+  /**
+   * `opfs-lent`: the opfs store in a dedicated worker a tab lends the SharedWorker (worker/store/lent.ts).
+   * The SharedWorker's platform may choose it when the store opens (store-kind.ts): read it after.
+   */
   readonly storeKind: "idb" | "opfs" | "opfs-lent";
   /** Comparable build id (ISO time of the build): a newer one may take the store over. */
   readonly build: string;
   readonly jspi: boolean;
   openStore(): Promise<OwnedStore>;
   /** The store's marker outside it (store-marker.ts); without one, a discarded store goes unnoticed. */
-  readonly marker?: MarkerFile;
+  readonly marker?: MarkerFile | undefined;
   /** Open a throwaway store of the same kind and build under another name (the bench). */
   openScratchStore(name: string): Promise<Store>;
   /** Delete a scratch store's data (the bench cleans up after itself). */

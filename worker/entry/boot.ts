@@ -56,8 +56,11 @@ export interface BootOptions {
    * then every tool runs freely unless a stored policy says otherwise (app/tool-policies.ts).
    */
   approvalDefaults?: "ask" | "allow";
-  /** The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline. */
-  wasm?: Promise<void>;
+  /**
+   * The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline.
+   * `false`: none was started after all (the store kind chosen keeps its wasm in the lent worker).
+   */
+  wasm?: Promise<unknown>;
   /** With `testEndpoints`: install the effect tools, posting to this path on the worker's origin. */
   effects?: string | null;
   /** With `testEndpoints`: run the engine's clock this many ms ahead (`clockOffsetOf`). */
@@ -75,8 +78,8 @@ export interface ServedEngine {
 /** Start the engine; resolves with what its connections serve. */
 export function bootEngine(platform: HostPlatform, options: BootOptions): Promise<ServedEngine> {
   const owner = new StoreOwner(platform);
-  void options.wasm?.then(() => {
-    owner.timeline.wasmAt = Date.now();
+  void options.wasm?.then((compiled) => {
+    if (compiled !== false) owner.timeline.wasmAt = Date.now();
   });
   // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetched and evaluated while the store opens,
   // but only once the store's wasm has compiled (its catalogue's evaluation would take the thread the

@@ -1,9 +1,20 @@
 /**
- * The SharedWorker entry: one engine for every tab of this build, on the `idb` store kind
- * (IDBBatchAtomicVFS; JSPI where WebAssembly.Suspending exists, Asyncify otherwise). It stays small:
- * the store's wasm starts compiling on its first line, and boot.ts opens the store while the rest of
- * the engine loads.
+ * The SharedWorker entry: one engine for every tab of this build. Its store kind (decision 0015,
+ * worker/browser/store-kind.ts): an existing store keeps its kind; a new one is `opfs-lent` (the opfs
+ * store in a dedicated worker a tab lends, worker/browser/store-lenders.ts) where the browser has OPFS
+ * sync access handles, `idb` (IDBBatchAtomicVFS; JSPI where WebAssembly.Suspending exists, Asyncify
+ * otherwise) where it has not. A page may force a kind with `storeKind=idb|opfs-lent` (tests,
+ * benches). It stays small: the store's wasm starts compiling early, and boot.ts opens the store
+ * while the rest of the engine loads.
  */
+
+import type { HostPlatform } from "../browser/platform.ts";
+import {
+  chooseStoreKind,
+  choosingPlatform,
+  readKindEvidence,
+  requestedStoreKind,
+} from "../browser/store-kind.ts";
 import { opfsMarker } from "../browser/store-marker.ts";
 import { DEFAULT_STORE_NAME } from "../protocol/api.ts";
 import { chooseIdbBuild, jspiAvailable, openBrowserStore, preloadBrowserStore } from "../store/browser.ts";
@@ -20,49 +31,64 @@ declare const __BUILD_ID__: string;
 const params = new URLSearchParams((self as unknown as { name: string }).name);
 const storeName = params.get("store") ?? DEFAULT_STORE_NAME;
 const build = params.get("build") === "asyncify" ? "asyncify" : undefined;
-/**
- * `storeKind=opfs-lent` (a test or bench page's choice; the shipped kind is idb): the opfs store in a
- * dedicated worker a tab lends (worker/browser/store-lenders.ts).
- */
-const lent = params.get("storeKind") === "opfs-lent";
-const wasm = lent ? undefined : preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
+const requested = requestedStoreKind(params);
 const lenders = () => import("../browser/store-lenders.ts").then((m) => m.storeLenders);
 
 /** What both store kinds share. The build id appears once in the bundle (a deploy test rewrites it as served). */
 const common = { storeName, build: __BUILD_ID__ };
 
-const served = bootEngine(
-  lent
-    ? {
-        storeKind: "opfs-lent",
-        ...common,
-        jspi: false,
-        marker: opfsMarker("opfs-lent", storeName),
-        openStore: async () => (await lenders()).open(storeName),
-        openScratchStore: async (name) => (await lenders()).open(name),
-        deleteScratchStore: async (name) => {
-          // The lent worker closed it; OPFS's asynchronous API removes the files from here.
-          const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
-          for (const file of [`${name}.db`, `${name}.db-journal`])
-            await dir.removeEntry(file).catch(() => undefined);
-        },
-      }
-    : {
-        storeKind: "idb",
-        ...common,
-        jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
-        marker: opfsMarker("idb", storeName),
-        openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
-        openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
-        deleteScratchStore: (name) =>
-          new Promise<void>((resolve, reject) => {
-            // One store, one IndexedDB database of the same name (see store/browser.ts).
-            const request = indexedDB.deleteDatabase(name);
-            request.onsuccess = () => resolve();
-            request.onerror = () => reject(request.error);
-          }),
-      },
+const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
+  "opfs-lent": {
+    storeKind: "opfs-lent",
+    ...common,
+    jspi: false,
+    marker: opfsMarker("opfs-lent", storeName),
+    openStore: async () => (await lenders()).open(storeName),
+    openScratchStore: async (name) => (await lenders()).open(name),
+    deleteScratchStore: async (name) => {
+      // The lent worker closed it; OPFS's asynchronous API removes the files from here.
+      const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
+      for (const file of [`${name}.db`, `${name}.db-journal`])
+        await dir.removeEntry(file).catch(() => undefined);
+    },
+  },
+  idb: {
+    storeKind: "idb",
+    ...common,
+    jspi: chooseIdbBuild(build) === "jspi" && jspiAvailable(),
+    marker: opfsMarker("idb", storeName),
+    openStore: () => openBrowserStore({ kind: "idb", name: storeName, ...(build ? { build } : {}) }),
+    openScratchStore: (name) => openBrowserStore({ kind: "idb", name, ...(build ? { build } : {}) }),
+    deleteScratchStore: (name) =>
+      new Promise<void>((resolve, reject) => {
+        // One store, one IndexedDB database of the same name (see store/browser.ts).
+        const request = indexedDB.deleteDatabase(name);
+        request.onsuccess = () => resolve();
+        request.onerror = () => reject(request.error);
+      }),
+  },
+};
 
+const preloadIdb = () => preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
+/**
+ * The idb wasm compiles at once where idb is sure (forced) or likely (what the browser shows before
+ * the lock: the choice itself is made again under it); the opfs-lent kind compiles its wasm in the
+ * lent worker.
+ */
+const wasm: Promise<unknown> | undefined =
+  requested === "idb"
+    ? preloadIdb()
+    : requested === "opfs-lent"
+      ? undefined
+      : readKindEvidence(storeName).then<unknown, unknown>(
+          (evidence) => (chooseStoreKind(evidence).kind === "idb" ? preloadIdb() : false),
+          () => false,
+        );
+
+const served = bootEngine(
+  requested
+    ? platforms[requested]
+    : choosingPlatform({ platforms, decide: async () => chooseStoreKind(await readKindEvidence(storeName)) }),
   {
     testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1",
     approvalDefaults: approvalDefaultsOf(params),

@@ -76,3 +76,13 @@ test("the tab's first script imports only the early start, which imports only th
   // The engine client takes that worker instead of making its own.
   expect(read("src/lib/engine.svelte.ts")).toContain("takeEarlyWorker(query)");
 });
+
+test("a page's forced store kind (idb or opfs-lent) reaches the engine's name; anything else is left to the engine", async () => {
+  const m = await fresh();
+  expect(m.workerQuery(new URLSearchParams("store=s&storeKind=idb")).get("storeKind")).toBe("idb");
+  expect(m.workerQuery(new URLSearchParams("store=s&storeKind=opfs-lent")).get("storeKind")).toBe(
+    "opfs-lent",
+  );
+  expect(m.workerQuery(new URLSearchParams("store=s&storeKind=opfs")).has("storeKind")).toBe(false);
+  expect(m.workerQuery(new URLSearchParams("store=s")).toString()).toBe("store=s");
+});
