@@ -29,6 +29,7 @@ import type { SpacePorts } from "../server/space.ts";
 import type { Store } from "../store/types.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
 import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
+import { rerunTask } from "./timeline.ts";
 
 export interface SpaceAgentOptions {
   /** More task definitions to register (tests). */
@@ -53,7 +54,7 @@ export async function openSpaceHarness(
   let opened: AgentHarness | undefined;
   const harness = await AgentHarness.open(store, {
     extensions,
-    tasks: [scheduleTask(() => opened!), ...(options.tasks ?? [])],
+    tasks: [scheduleTask(() => opened!), rerunTask(() => opened!), ...(options.tasks ?? [])],
     documents: SCHEDULE_DOCUMENTS,
     models: createModelResolver({
       extra: [demoModel as unknown as Model<Api>],
