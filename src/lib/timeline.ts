@@ -67,9 +67,9 @@ export const OUTCOME_SYMBOL: Record<BarOutcome, string> = {
   ok: "✓",
   error: "✕",
   aborted: "■",
-  interrupted: "↯",
+  interrupted: "!",
   running: "▶",
-  waiting: "⏸",
+  waiting: "…",
 };
 
 /** "850 ms", "4.2 s", "3 min 5 s", "2 h 4 min". */

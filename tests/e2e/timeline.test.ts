@@ -119,7 +119,7 @@ test("the timeline of a run with a subagent and a tool error; a bar opened, a to
     (hash) => /^#\/c\/\d+$/.test(hash) && hash !== "#/c/1",
   );
   await dialog(page).waitFor({ state: "detached" });
-  const forkId = Number((await page.evaluate(() => location.hash)).slice(3));
+  const forkId = Number((await page.evaluate(() => location.hash)).slice("#/c/".length));
   const forked = await engine<Entry[]>(page, "watches.entries", forkId);
   expect(forked.some((e) => e.kind === "pi.assistant")).toBe(true);
   expect(forked.filter((e) => e.kind === "pi.tool-result")).toHaveLength(1);
