@@ -32,6 +32,7 @@ import { installStoredMcpServers } from "./mcp/store.ts";
 import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
 import { harnessSecrets } from "./secrets.ts";
 import { applyStoredDemoSpeed } from "./settings.ts";
+import { rerunTask } from "./timeline.ts";
 import { type ApprovalMode, approvalSettings } from "./tool-policies.ts";
 import { installStoredUserTools, userToolSettings } from "./user-tools/store.ts";
 
@@ -70,7 +71,7 @@ export async function openAppHarness(store: Store, options: AppHarnessOptions): 
       () => opened,
       options.approval ?? { defaults: "ask" },
     ),
-    tasks: [scheduleTask(() => opened!), ...(options.tasks ?? [])],
+    tasks: [scheduleTask(() => opened!), rerunTask(() => opened!), ...(options.tasks ?? [])],
     documents: SCHEDULE_DOCUMENTS,
     models: createModelResolver({
       extra: [demoModel as unknown as Model<Api>],

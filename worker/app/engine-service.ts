@@ -44,6 +44,8 @@ import {
   type SearchPage,
   type SubmitRequest,
   type TabHello,
+  type TimelinePage,
+  type TimelineRange,
   type UsageRollup,
   type UsageState,
   type UserToolDraft,
@@ -82,6 +84,7 @@ import { searchConversationText, searchConversationPage as searchTextPage } from
 
 import { redactTitle, savedSecrets } from "./secrets.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
+import { publicPage, rerunToolCall, timelineDetail, watchTimeline } from "./timeline.ts";
 import { setToolPolicy, toolPolicyViews } from "./tool-policies.ts";
 import { exportConversation } from "./transfer.ts";
 import { enableUserToolEverywhere } from "./user-tools/store.ts";
@@ -281,6 +284,15 @@ export class HarnessEngine implements EngineService {
         setPaused: async (conversationId, id, paused) =>
           pauseSchedule(await this.#harness(), conversationId, id, paused),
         delete: async (conversationId, id) => deleteSchedule(await this.#harness(), conversationId, id),
+      },
+      timeline: {
+        page: async (conversationId, range) => publicPage(await this.#harness(), conversationId, range),
+        watch: (conversationId, range, listener) =>
+          this.watchTimeline(tabId, conversationId, range, listener),
+        detail: async (conversationId, taskId) =>
+          timelineDetail(await this.#harness(), conversationId, taskId),
+        rerunTool: async (conversationId, request) =>
+          rerunToolCall(await this.#harness(), conversationId, request),
       },
     };
   }
@@ -616,6 +628,21 @@ export class HarnessEngine implements EngineService {
     void watch.closed.then(() => this.#streams.delete(id));
     await listener(watch.value);
     watch.start((frame) => listener(frame.value));
+    return id;
+  }
+
+  /** A run's timeline, watched (timeline.ts): the first page before this resolves, then one per change. */
+  async watchTimeline(
+    tabId: string,
+    conversationId: ConversationId,
+    range: TimelineRange,
+    listener: (page: TimelinePage) => Promise<void> | void,
+  ): Promise<number> {
+    const h = await this.#harness();
+    const id = this.#nextWatch++;
+    const watch = await watchTimeline(h, conversationId, range, listener);
+    this.#streams.set(id, { tabId, stop: () => watch.stop(), pending: () => watch.pending });
+    void watch.closed.then(() => this.#streams.delete(id));
     return id;
   }
 

@@ -49,6 +49,7 @@ import {
 } from "./mcp/store.ts";
 import { SCHEDULE_DOCUMENTS, scheduleTask } from "./schedules.ts";
 import { harnessSecrets, MIN_SECRET } from "./secrets.ts";
+import { rerunTask } from "./timeline.ts";
 import { type ApprovalMode, approvalSettings } from "./tool-policies.ts";
 
 export interface SpaceAgentOptions {
@@ -110,7 +111,7 @@ export async function openSpaceHarness(
       () => opened,
       options.approval ?? { defaults: "ask" },
     ),
-    tasks: [scheduleTask(() => opened!), ...(options.tasks ?? [])],
+    tasks: [scheduleTask(() => opened!), rerunTask(() => opened!), ...(options.tasks ?? [])],
     documents: SCHEDULE_DOCUMENTS,
     models: createModelResolver({
       extra: [demoModel as unknown as Model<Api>],

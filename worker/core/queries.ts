@@ -96,3 +96,69 @@ export async function commitBenchEntry(store: Store, body: string): Promise<void
     sql.run("INSERT INTO entries (conversation_id, kind, body) VALUES (1, 'bench', ?)", [body]),
   );
 }
+
+/**
+ * Which tasks a time range shows (the app's run timeline, worker/app/timeline.ts): the tasks of
+ * `conversations` whose run overlaps `[from, to)`, read as `[startedAt, endedAt]` where a task not
+ * started yet starts at its end (or `now`) and a live one ends at `now`. At most `limit` of them,
+ * the longest first (what a picture of that range shows best), and how many there are in all. One
+ * read; it never parses more than `limit` rows.
+ */
+export async function tasksOverlapping(
+  store: Store,
+  options: { conversations: readonly number[]; from: number; to: number; now: number; limit: number },
+): Promise<{ tasks: TaskRecord[]; total: number }> {
+  if (options.conversations.length === 0 || options.limit < 1) return { tasks: [], total: 0 };
+  const marks = options.conversations.map(() => "?").join(", ");
+  const start = "COALESCE(started_at, ended_at, ?)";
+  const end = "COALESCE(ended_at, ?)";
+  const where = `conversation_id IN (${marks}) AND ${start} < ? AND ${end} >= ?`;
+  const params = [...options.conversations, options.now, options.to, options.now, options.from];
+  return store.read(async (sql) => {
+    const counted = await sql.get(`SELECT count(*) AS n FROM tasks WHERE ${where}`, params);
+    const total = Number(counted?.["n"] ?? 0);
+    const rows = await sql.all(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${where} ORDER BY ${end} - ${start} DESC, id LIMIT ?`,
+      [...params, options.now, options.now, options.limit],
+    );
+    return { tasks: rows.map((row) => taskFromRow(row).record), total };
+  });
+}
+
+/** The time the tasks of `conversations` span (their first start, their last end or `now`) and their count. */
+export async function tasksSpan(
+  store: Store,
+  options: { conversations: readonly number[]; now: number },
+): Promise<{ start?: number; end?: number; count: number }> {
+  if (options.conversations.length === 0) return { count: 0 };
+  const marks = options.conversations.map(() => "?").join(", ");
+  const row = await store.read((sql) =>
+    sql.get(
+      `SELECT min(COALESCE(started_at, ended_at, ?)) AS s, max(COALESCE(ended_at, ?)) AS e, count(*) AS n FROM tasks WHERE conversation_id IN (${marks})`,
+      [options.now, options.now, ...options.conversations],
+    ),
+  );
+  const count = Number(row?.["n"] ?? 0);
+  if (count === 0) return { count };
+  return { start: Number(row?.["s"]), end: Number(row?.["e"]), count };
+}
+
+/**
+ * The entries the given tasks appended in `conversations` (an entry's `byTaskId`), oldest first, at
+ * most `limit`: what a timeline's bar shows (an answer's usage, a tool's result and why it ended).
+ */
+export async function entriesByTasks(
+  store: Store,
+  options: { conversations: readonly number[]; tasks: readonly TaskId[]; limit: number },
+): Promise<EntryRecord[]> {
+  if (options.conversations.length === 0 || options.tasks.length === 0) return [];
+  const cs = options.conversations.map(() => "?").join(", ");
+  const ts = options.tasks.map(() => "?").join(", ");
+  const rows = await store.read((sql) =>
+    sql.all(
+      `SELECT id, conversation_id, kind, body, by_task FROM entries WHERE conversation_id IN (${cs}) AND by_task IN (${ts}) ORDER BY id LIMIT ?`,
+      [...options.conversations, ...options.tasks, options.limit],
+    ),
+  );
+  return rows.map(entryFromRow);
+}

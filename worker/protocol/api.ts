@@ -646,6 +646,114 @@ export interface UsageApi {
   conversation(conversationId: ConversationId): Promise<UsageRollup>;
 }
 
+/** How a timeline's bar ended, or what it does now (issue 31 part 5; worker/app/timeline.ts). */
+export type BarOutcome = "ok" | "error" | "aborted" | "interrupted" | "running" | "waiting";
+
+/** What a bar stands for: a model turn, a tool call, a subagent, a compaction, an approval wait. */
+export type BarKind = "generation" | "tool" | "subagent" | "compaction" | "approval" | "other";
+
+/** One bar of a run's timeline: a task (or a tool call's wait for approval) on a time axis. */
+export interface TimelineBar {
+  /** `t<task id>` for a task, `a<task id>` for that tool call's approval wait. */
+  readonly id: string;
+  readonly taskId: TaskId;
+  /** The bar it is nested under (the owner task, or the task owning its conversation). */
+  readonly parent?: string;
+  readonly conversationId: ConversationId;
+  readonly kind: BarKind;
+  /** The task's technical kind (`pi.tool`). */
+  readonly taskKind: string;
+  /** In a person's words: "answer", "read tool", "subagent", "waiting for your approval". */
+  readonly label: string;
+  readonly outcome: BarOutcome;
+  /** Epoch ms. */
+  readonly start: number;
+  /** Absent: still going. */
+  readonly end?: number;
+  /** Tokens and cost, where the task has usage (a model turn, a tool that reports spend). */
+  readonly usage?: {
+    readonly input: number;
+    readonly output: number;
+    readonly total: number;
+    readonly cost: number;
+  };
+  /** Why it ended, or why it waits or is blocked, in words. */
+  readonly why: string;
+  /** A tool call's assistant entry and call id (what "Rerun this tool call" takes). */
+  readonly call?: { readonly entryId: EntryId; readonly callId: string };
+}
+
+/**
+ * What a timeline shows of one time range: the bars of the tasks that overlap it (at most the
+ * page's limit, the longest first), how many tasks overlap it in all, and the time the whole run
+ * spans (what zooming out shows).
+ */
+export interface TimelinePage {
+  readonly conversationId: ConversationId;
+  readonly from: number;
+  readonly to: number;
+  /** The engine's clock when the page was read (a live bar ends here). */
+  readonly now: number;
+  readonly span: { readonly start?: number; readonly end?: number; readonly tasks: number };
+  readonly bars: readonly TimelineBar[];
+  /** Tasks overlapping the range; more than the bars' tasks when the page was cut at its limit. */
+  readonly total: number;
+}
+
+/** A range of a timeline: absent `from`/`to` follow the run's start and now. */
+export interface TimelineRange {
+  readonly from?: number;
+  readonly to?: number;
+  /** At most this many tasks (1-500; default 200). */
+  readonly limit?: number;
+}
+
+/** A bar opened: its entries (what the task appended) and the bar again, as of now. */
+export interface TimelineDetail {
+  readonly bar: TimelineBar;
+  readonly entries: readonly EntryRecord[];
+}
+
+/** The answer to `timeline.rerunTool`: the new call's task and the entry holding the new call. */
+export interface RerunAnswer {
+  readonly taskId: TaskId;
+  readonly entryId: EntryId;
+  readonly callId: string;
+}
+
+/**
+ * A conversation's run as a picture (issue 31 part 5; worker/app/timeline.ts): its tasks and its
+ * subagents' tasks as bars on a time axis, paged by time range, watched live. A conversation the
+ * engine does not know is an `UnknownConversation` error.
+ */
+export interface TimelineApi {
+  /** The bars of one range (see TimelinePage). */
+  page(conversationId: ConversationId, range: TimelineRange): Promise<TimelinePage>;
+  /**
+   * Watch one range: `listener` gets its page at once, then again after each commit that changed
+   * a task (or a tool call's wait) of the conversation or its subagents; a slow tab gets only the
+   * newest page. Returns a watch id for `watches.unwatch`.
+   */
+  watch(
+    conversationId: ConversationId,
+    range: TimelineRange,
+    listener: Listener<TimelinePage>,
+  ): Promise<number>;
+  /** One task's bar and the entries it appended (at most 200); an unknown task is `UnknownTask`. */
+  detail(conversationId: ConversationId, taskId: TaskId): Promise<TimelineDetail>;
+  /**
+   * "Rerun this tool call": a new call of the same tool with the same arguments, as a run of its
+   * own (its answer entry names the original call; the original stays in the history), going
+   * through the tool's approval policy. The same `requestId` again answers the same call. Refused
+   * with a `RerunRefused` error (code `busy`: the conversation is working; `not_a_call`: no such
+   * call in its history).
+   */
+  rerunTool(
+    conversationId: ConversationId,
+    request: { entryId: EntryId; callId: string; requestId: string },
+  ): Promise<RerunAnswer>;
+}
+
 /**
  * The API each tab gets over its connection. `hello` comes first (the engine refuses other calls
  * before it); after an accepted hello the engine pushes its status at once and at every change.
@@ -663,6 +771,8 @@ export interface EngineApi {
   readonly usage: UsageApi;
   readonly approvals: ApprovalsApi;
   readonly schedules: SchedulesApi;
+  /** A conversation's run as a picture, and rerunning a tool call from it. */
+  readonly timeline: TimelineApi;
   /** The server setting: the browser engine serves it, a server space does not. */
   readonly remote: RemoteApi;
   /** MCP servers: the browser engine serves them, a server space does not. */

@@ -449,6 +449,11 @@ function dispatch(c: Connection): Dispatch {
     "schedules.setPaused": ([conversation, id, paused]) =>
       calls().schedules.setPaused(conversation, id, paused),
     "schedules.delete": ([conversation, id]) => calls().schedules.delete(conversation, id),
+    "timeline.page": ([conversation, range]) => calls().timeline.page(conversation, range),
+    "timeline.watch": ([conversation, range], id) =>
+      watch(id, () => calls().timeline.watch(conversation, range, c.frames(id))),
+    "timeline.detail": ([conversation, taskId]) => calls().timeline.detail(conversation, taskId),
+    "timeline.rerunTool": ([conversation, request]) => calls().timeline.rerunTool(conversation, request),
     "remote.get": () => c.remote().get(),
     "remote.credentials": () => c.remote().credentials(),
     "remote.set": ([url, token]) => c.remote().set(url, token),

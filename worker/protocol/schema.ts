@@ -97,6 +97,16 @@ const AttachmentSchema = Type.Union([
   ),
 ]);
 
+/** A timeline's range (api.ts `TimelineRange`): epoch ms, and a page's limit. */
+const TimelineRangeSchema = Type.Object(
+  {
+    from: Type.Optional(Type.Number({ minimum: 0 })),
+    to: Type.Optional(Type.Number({ minimum: 0 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500 })),
+  },
+  strict,
+);
+
 /** A move's transfer id (worker/core/move.ts checks it again). */
 const Transfer = Type.String({ minLength: 1, maxLength: 200, pattern: "^[A-Za-z0-9_.:-]+$" });
 const Records = Type.Array(Type.Object({ id: Id }), { maxItems: 200_000 });
@@ -273,6 +283,21 @@ export const METHODS = {
   "schedules.update": Type.Tuple([Id, ScheduleId, ScheduleDraftSchema]),
   "schedules.setPaused": Type.Tuple([Id, ScheduleId, Type.Boolean()]),
   "schedules.delete": Type.Tuple([Id, ScheduleId]),
+
+  "timeline.page": Type.Tuple([Id, TimelineRangeSchema]),
+  "timeline.watch": Type.Tuple([Id, TimelineRangeSchema]),
+  "timeline.detail": Type.Tuple([Id, Id]),
+  "timeline.rerunTool": Type.Tuple([
+    Id,
+    Type.Object(
+      {
+        entryId: Id,
+        callId: Type.String({ minLength: 1, maxLength: 200 }),
+        requestId: Type.String({ minLength: 1, maxLength: 200 }),
+      },
+      strict,
+    ),
+  ]),
 
   "remote.get": Type.Tuple([]),
   "remote.credentials": Type.Tuple([]),

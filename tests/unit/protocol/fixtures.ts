@@ -159,6 +159,12 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
       setPaused: answer("schedules.setPaused", {} as never),
       delete: answer("schedules.delete", undefined),
     },
+    timeline: {
+      page: absent("timeline.page"),
+      watch: absent("timeline.watch"),
+      detail: absent("timeline.detail"),
+      rerunTool: absent("timeline.rerunTool"),
+    },
   };
   return {
     log,
