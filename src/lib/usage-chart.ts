@@ -94,7 +94,8 @@ export async function drawUsageChart(
           grid: { stroke: grid, width: 1 },
           ticks: { stroke: grid },
           values: (_u, splits) => splits.map(format),
-          size: 56,
+          // As wide as its longest label ("$0.000003" is wider than "60").
+          size: (_u, labels) => 16 + 7.5 * Math.max(2, ...(labels ?? []).map((l) => String(l).length)),
         },
       ],
       series: [
@@ -106,6 +107,8 @@ export async function drawUsageChart(
             fill: seriesColour(i),
             paths: bars,
             points: { show: false },
+            // No outline: a day without spend draws nothing at all on the baseline.
+            width: 0,
           }))
           .reverse(),
       ],
