@@ -300,7 +300,7 @@ export async function otlpTrace(input: TraceInput): Promise<OtlpTrace> {
     const kept = own.find(isToolResultEntry)?.data.approval;
     const slot = slots.get(task.id)?.approval;
     const approval = kept
-      ? { since: kept.since, decision: { decision: kept.decision, at: kept.at } }
+      ? { since: kept.waitedSince, decision: { decision: kept.decision, at: kept.decidedAt } }
       : slot
         ? { since: slot.since, decision: slot.decision }
         : undefined;

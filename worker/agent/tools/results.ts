@@ -43,10 +43,10 @@ export type ToolResultEntry = EntryRecord & {
   };
 };
 
-/** A decided approval wait as its result keeps it: from `since` to `at`, and the decision. */
+/** A decided approval wait as its result keeps it: from `waitedSince` to `decidedAt`, and the decision. */
 export interface ToolApprovalRecord {
-  readonly since: number;
-  readonly at: number;
+  readonly waitedSince: number;
+  readonly decidedAt: number;
   readonly decision: "approve" | "deny";
 }
 
@@ -96,7 +96,7 @@ export function appendResult(
   // person's words are in the result the model reads), so its wait outlives the pi.live slot.
   const waited = live(tx, c).tools?.find((s) => s.callId === callId)?.approval;
   const approval = waited?.decision
-    ? { since: waited.since, at: waited.decision.at, decision: waited.decision.decision }
+    ? { waitedSince: waited.since, decidedAt: waited.decision.at, decision: waited.decision.decision }
     : undefined;
   const entry = tx.appendEntry(c, {
     kind: ENTRY.toolResult,
