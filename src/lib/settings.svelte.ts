@@ -16,7 +16,7 @@ import {
 import { keyPhrase } from "./providers.ts";
 import type { UserToolsApi } from "./user-tools.svelte.ts";
 
-type Api = Pick<EngineApi, "settings" | "keys" | "approvals" | "mcp"> & UserToolsApi;
+type Api = Pick<EngineApi, "settings" | "keys" | "approvals" | "mcp" | "usage"> & UserToolsApi;
 
 /** At most this many models are listed for a search; the rest are counted. */
 export const MAX_LISTED = 150;

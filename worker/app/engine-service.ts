@@ -19,6 +19,7 @@
 import { watchEvents } from "../agent/events/stream.ts";
 import type { AgentHarness } from "../agent/harness.ts";
 import type { ModelRef } from "../agent/records.ts";
+import { usageDays } from "../agent/usage-days.ts";
 import { listWorkspaceFiles } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { ConversationView, Watch } from "../core/observe.ts";
@@ -86,6 +87,7 @@ import { redactTitle, savedSecrets } from "./secrets.ts";
 import { checkAgentChange, storedDemoSpeed, writeDemoSpeed } from "./settings.ts";
 import { publicPage, rerunToolCall, timelineDetail, watchTimeline } from "./timeline.ts";
 import { setToolPolicy, toolPolicyViews } from "./tool-policies.ts";
+import { conversationTrace } from "./trace.ts";
 import { exportConversation } from "./transfer.ts";
 import { enableUserToolEverywhere } from "./user-tools/store.ts";
 
@@ -268,6 +270,10 @@ export class HarnessEngine implements EngineService {
       usage: {
         total: () => this.totalUsage(),
         conversation: (conversationId) => this.conversationUsage(conversationId),
+        days: async (query) => usageDays((await this.#harness()).store, query),
+      },
+      traces: {
+        export: (conversationId) => this.exportTrace(conversationId),
       },
       approvals: {
         decide: async (conversationId, request) =>
@@ -683,6 +689,13 @@ export class HarnessEngine implements EngineService {
 
   async conversationUsage(conversationId: ConversationId): Promise<UsageRollup> {
     return (await this.#harness()).conversationUsage(conversationId);
+  }
+
+  /** A conversation's run as OTLP JSON (trace.ts), cleared of every saved secret. */
+  async exportTrace(conversationId: ConversationId): Promise<{ fileName: string; text: string }> {
+    const h = await this.#harness();
+    const secrets = savedSecrets((c, name) => h.docNow(c, name));
+    return conversationTrace(h, conversationId, { secrets, now: h.now() });
   }
 
   async inspect(): Promise<HarnessInspection> {

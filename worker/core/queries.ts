@@ -79,6 +79,40 @@ export async function entriesContainingIn(
   return rows.map(entryFromRow);
 }
 
+/**
+ * Values picked out of the stored entries of the given kinds by SQLite's `json_extract`, one array
+ * per entry (`paths[i]`'s value at index i; an object or array comes back as its JSON text, a
+ * missing path as null), in id order, only entries whose number at `where.path` lies in
+ * [`where.from`, `where.to`). The entries' bodies are never handed out or parsed here: a caller
+ * that needs a few fields of many entries (the usage per day) reads only those.
+ */
+export async function entryValues(
+  store: Store,
+  options: {
+    kinds: readonly string[];
+    paths: readonly string[];
+    where: { path: string; from: number; to: number };
+  },
+): Promise<unknown[][]> {
+  if (options.kinds.length === 0 || options.paths.length === 0) return [];
+  const kinds = options.kinds.map(() => "?").join(", ");
+  const columns = options.paths.map((_, i) => `json_extract(body, ?) AS v${i}`).join(", ");
+  const rows = await store.read((sql) =>
+    sql.all(
+      `SELECT ${columns} FROM entries WHERE kind IN (${kinds}) AND json_extract(body, ?) >= ? AND json_extract(body, ?) < ? ORDER BY id`,
+      [
+        ...options.paths,
+        ...options.kinds,
+        options.where.path,
+        options.where.from,
+        options.where.path,
+        options.where.to,
+      ],
+    ),
+  );
+  return rows.map((row) => options.paths.map((_, i) => row[`v${i}`] ?? null));
+}
+
 /** The newest entry's id, 0 when there is none (one step down the primary key). */
 export async function newestEntryId(store: Store): Promise<number> {
   const row = await store.read((sql) => sql.get("SELECT max(id) AS m FROM entries"));

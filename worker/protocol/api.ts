@@ -19,6 +19,7 @@ import type { KeyCheck } from "../agent/models/provider-problem.ts";
 import type { ModelRef, ThinkingLevel, ToolPolicy, UsageState } from "../agent/records.ts";
 import type { ApprovalAnswer, ApprovalRequest } from "../agent/tools/approval.ts";
 import type { UsageRollup } from "../agent/usage.ts";
+import type { UsageDays, UsageDaysQuery } from "../agent/usage-days.ts";
 import type { WorkspaceFile } from "../agent/workspace/browse.ts";
 import type { HarnessInspection, TaskGraph } from "../core/inspect.ts";
 import type { MovePackage, RefuseAnswer, StageAnswer } from "../core/move.ts";
@@ -644,6 +645,20 @@ export interface UsageApi {
   total(): Promise<UsageState>;
   /** One conversation's own usage and its subagents' share (the conversations its tasks own), each once. */
   conversation(conversationId: ConversationId): Promise<UsageRollup>;
+  /**
+   * Tokens and cost per day and per model over every conversation (worker/agent/usage-days.ts), the
+   * days counted in the asker's IANA time zone, at most 366 of them. A zone or range the engine
+   * cannot use is refused as a `UsageQueryInvalid` error, code `bad_time_zone` or `bad_range`.
+   */
+  days(query: UsageDaysQuery): Promise<UsageDays>;
+}
+
+/**
+ * A conversation's run exported as OpenTelemetry spans (worker/app/trace.ts): the OTLP JSON text of
+ * an `ExportTraceServiceRequest`, one span per task, no message content and no secrets.
+ */
+export interface TracesApi {
+  export(conversationId: ConversationId): Promise<{ fileName: string; text: string }>;
 }
 
 /** How a timeline's bar ended, or what it does now (issue 31 part 5; worker/app/timeline.ts). */
@@ -769,6 +784,7 @@ export interface EngineApi {
   readonly watches: WatchesApi;
   readonly tasks: TasksApi;
   readonly usage: UsageApi;
+  readonly traces: TracesApi;
   readonly approvals: ApprovalsApi;
   readonly schedules: SchedulesApi;
   /** A conversation's run as a picture, and rerunning a tool call from it. */

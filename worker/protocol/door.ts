@@ -439,6 +439,8 @@ function dispatch(c: Connection): Dispatch {
     "tasks.abort": ([taskId]) => calls().tasks.abort(taskId),
     "usage.total": () => calls().usage.total(),
     "usage.conversation": ([conversation]) => calls().usage.conversation(conversation),
+    "usage.days": ([query]) => calls().usage.days(query),
+    "traces.export": ([conversation]) => calls().traces.export(conversation),
     "approvals.decide": ([conversation, request]) => calls().approvals.decide(conversation, request),
     "approvals.policies": (a) => calls().approvals.policies(...a),
     "approvals.setPolicy": ([tool, policy, conversation]) =>

@@ -261,6 +261,19 @@ export const METHODS = {
 
   "usage.total": Type.Tuple([]),
   "usage.conversation": Type.Tuple([Id]),
+  "usage.days": Type.Tuple([
+    Type.Object(
+      {
+        // The zone's name is judged by the engine (worker/agent/usage-days.ts), the days' shape here.
+        timeZone: Type.String({ minLength: 1, maxLength: 100 }),
+        from: Type.String({ pattern: "^\\d{4}-\\d{2}-\\d{2}$", maxLength: 10 }),
+        to: Type.String({ pattern: "^\\d{4}-\\d{2}-\\d{2}$", maxLength: 10 }),
+      },
+      strict,
+    ),
+  ]),
+
+  "traces.export": Type.Tuple([Id]),
 
   "approvals.decide": Type.Tuple([
     Id,

@@ -30,6 +30,7 @@ export type {
 /** The built-in documents a view carries (`view.docs["pi.live"]`, `view.docs["pi.inbox"]`), typed. */
 export type { ApprovalAnswer, ApprovalRequest } from "../agent/tools/approval.ts";
 export type { UsageRollup } from "../agent/usage.ts";
+export type { UsageDayRow, UsageDays, UsageDaysQuery } from "../agent/usage-days.ts";
 export type { WorkspaceFile } from "../agent/workspace/browse.ts";
 export type {
   HarnessInspection,

@@ -1,11 +1,12 @@
 /**
  * Comparing transcripts across runs (a crash sweep's runs, a replay against its original): an entry
- * reduced to what a user could compare, without ids, timestamps, durations, usage estimates or
- * provider response ids, which legitimately differ from run to run.
+ * reduced to what a user could compare, without ids, timestamps, durations, usage estimates,
+ * provider response ids or when an approval wait began and was decided (a tool result's
+ * `data.approval`), which legitimately differ from run to run.
  */
 import type { EntryRecord } from "../core/types.ts";
 
-const VOLATILE = new Set(["timestamp", "durationMs", "usage", "responseId"]);
+const VOLATILE = new Set(["timestamp", "durationMs", "usage", "responseId", "waitedSince", "decidedAt"]);
 
 function strip(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(strip);

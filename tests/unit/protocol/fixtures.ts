@@ -146,6 +146,10 @@ export function fakeEngine(options: { debug?: boolean } = {}): FakeEngine {
     usage: {
       total: absent("usage.total"),
       conversation: absent("usage.conversation"),
+      days: absent("usage.days"),
+    },
+    traces: {
+      export: absent("traces.export"),
     },
     approvals: {
       decide: answer("approvals.decide", { status: "decided", decision: "approve" }),

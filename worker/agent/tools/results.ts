@@ -30,11 +30,25 @@ import {
   truncatedDiagnostic,
 } from "./limits.ts";
 
-/** A `pi.tool-result` entry: its model message and, in `data`, the call's diagnostics (spec §8.1). */
+/**
+ * A `pi.tool-result` entry: its model message and, in `data`, the call's diagnostics (spec §8.1),
+ * the spend of a tool that used a model of its own, and, for a call that waited for a person, when
+ * it waited and the decision (the trace export shows the wait from it: worker/app/trace.ts).
+ */
 export type ToolResultEntry = EntryRecord & {
   readonly kind: typeof ENTRY.toolResult;
-  readonly data: { readonly diagnostics: readonly ToolDiagnostic[] };
+  readonly data: {
+    readonly diagnostics: readonly ToolDiagnostic[];
+    readonly approval?: ToolApprovalRecord;
+  };
 };
+
+/** A decided approval wait as its result keeps it: from `waitedSince` to `decidedAt`, and the decision. */
+export interface ToolApprovalRecord {
+  readonly waitedSince: number;
+  readonly decidedAt: number;
+  readonly decision: "approve" | "deny";
+}
 
 export function isToolResultEntry(entry: EntryRecord): entry is ToolResultEntry {
   const data = entry.data as { diagnostics?: unknown } | null | undefined;
@@ -78,10 +92,20 @@ export function appendResult(
     ...(durationMs !== undefined ? { durationMs } : {}),
     timestamp: tx.now(),
   };
+  // A call that waited for a person keeps when it waited and what was decided (not the reason: the
+  // person's words are in the result the model reads), so its wait outlives the pi.live slot.
+  const waited = live(tx, c).tools?.find((s) => s.callId === callId)?.approval;
+  const approval = waited?.decision
+    ? { waitedSince: waited.since, decidedAt: waited.decision.at, decision: waited.decision.decision }
+    : undefined;
   const entry = tx.appendEntry(c, {
     kind: ENTRY.toolResult,
     model: [message] as unknown as Json,
-    data: { diagnostics, ...(result.usage ? { usage: result.usage } : {}) } as unknown as Json,
+    data: {
+      diagnostics,
+      ...(result.usage ? { usage: result.usage } : {}),
+      ...(approval ? { approval } : {}),
+    } as unknown as Json,
   });
   if (result.usage) addToolUsage(tx, c, name, result.usage);
   return entry;
