@@ -88,6 +88,27 @@ function vitest(project, env) {
   } else if (status !== 0) {
     problems.push(`${project}: ${numFailedTests} test(s) failed`);
   }
+  for (const name of failedTests(counts)) problems.push(`${project}: ${name}`);
+}
+
+/**
+ * The failed tests of a vitest JSON report, each as `file > test name: first line of its failure`, so the
+ * last lines of a CI log (often all that is kept of it) say which tests failed and why.
+ */
+function failedTests(report) {
+  const names = [];
+  for (const file of report.testResults ?? []) {
+    const path = String(file.name ?? "").replace(`${root}/`, "");
+    for (const test of file.assertionResults ?? []) {
+      if (test.status !== "failed") continue;
+      const why = String(test.failureMessages?.[0] ?? "").split("\n")[0].slice(0, 300);
+      names.push(`${path} > ${test.fullName ?? test.title}: ${why}`);
+    }
+    if ((file.assertionResults ?? []).length === 0 && file.status === "failed") {
+      names.push(`${path}: ${String(file.message ?? "failed to run").split("\n")[0].slice(0, 300)}`);
+    }
+  }
+  return names;
 }
 
 stage("unit", () => vitest("unit"));
