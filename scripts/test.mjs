@@ -101,11 +101,17 @@ function failedTests(report) {
     const path = String(file.name ?? "").replace(`${root}/`, "");
     for (const test of file.assertionResults ?? []) {
       if (test.status !== "failed") continue;
-      const why = String(test.failureMessages?.[0] ?? "").split("\n")[0].slice(0, 300);
+      const why = String(test.failureMessages?.[0] ?? "")
+        .split("\n")[0]
+        .slice(0, 300);
       names.push(`${path} > ${test.fullName ?? test.title}: ${why}`);
     }
     if ((file.assertionResults ?? []).length === 0 && file.status === "failed") {
-      names.push(`${path}: ${String(file.message ?? "failed to run").split("\n")[0].slice(0, 300)}`);
+      names.push(
+        `${path}: ${String(file.message ?? "failed to run")
+          .split("\n")[0]
+          .slice(0, 300)}`,
+      );
     }
   }
   return names;

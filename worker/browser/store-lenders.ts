@@ -106,6 +106,14 @@ export class StoreLenders {
     return store;
   }
 
+  /** The wasm memory the lent stores hold in their lent workers, in bytes (the benches' `debug.memory`). */
+  async wasmMemoryBytes(): Promise<number> {
+    const bytes = await Promise.all(
+      [...this.#stores].map((held) => held.store.wasmMemoryBytes().catch(() => 0)),
+    );
+    return bytes.reduce((a, b) => a + b, 0);
+  }
+
   stats(): StoreLenderStats {
     const stores = [...this.#stores];
     return {

@@ -199,7 +199,8 @@ function testEndpoints(host: EngineHost): DebugApi {
     },
 
     async memory() {
-      return { wasmBytes: wasmMemoryBytes() };
+      // An opfs-lent store's wasm lives in its lent worker: asked over its port.
+      return { wasmBytes: wasmMemoryBytes() + (await storeLenders.wasmMemoryBytes()) };
     },
 
     async commitLatency(options) {

@@ -6,7 +6,7 @@
  * engine's end closes, the store closes (a transaction in flight rolls back) and the worker ends, so
  * the file's handle is free for the next lender.
  */
-import { openBrowserStore } from "../store/browser.ts";
+import { openBrowserStore, wasmMemoryBytes } from "../store/browser.ts";
 import { serveLentStore } from "../store/lent.ts";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -16,9 +16,10 @@ scope.addEventListener(
   (event: MessageEvent<{ type?: unknown; port?: unknown }>) => {
     const { type, port } = event.data ?? {};
     if (type !== "connect" || !(port instanceof MessagePort)) return;
-    void serveLentStore(port, { open: (name) => openBrowserStore({ kind: "opfs", name }) }).then(() =>
-      scope.close(),
-    );
+    void serveLentStore(port, {
+      open: (name) => openBrowserStore({ kind: "opfs", name }),
+      memory: wasmMemoryBytes,
+    }).then(() => scope.close());
     scope.postMessage({ type: "connected" });
   },
   { once: true },

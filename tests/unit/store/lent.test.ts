@@ -21,14 +21,16 @@ interface Lender {
   memory(): MemoryStore;
 }
 
-function lender(image?: MemoryImage): Lender {
+function lender(image?: MemoryImage, options: { wasmBytes?: number } = {}): Lender {
   const channel = new MessageChannel();
   let memory: MemoryStore | undefined;
+  const { wasmBytes } = options;
   void serveLentStore(channel.port2, {
     async open(name) {
       memory = await openStore({ kind: "memory", name, ...(image ? { image } : {}) });
       return memory;
     },
+    ...(wasmBytes === undefined ? {} : { memory: () => wasmBytes }),
   });
   return { port: channel.port1, own: channel.port2, memory: () => memory! };
 }
@@ -41,12 +43,42 @@ describe("the lent store", () => {
     port.start();
     port.postMessage({ t: "job", id: 7, job: 1, begin: "commit", steps: [{ sql: 42 }] });
     port.postMessage({ t: "drop-tables", id: 8 });
+    // A job's steps are checked by hand (the bulk of the wire): each way out of `Step` is refused.
+    const badSteps: unknown[] = [
+      [{ sql: "SELECT ?", params: [{ not: "a value" }] }],
+      [{ sql: "SELECT ?", params: [Number.NaN] }],
+      [{ sql: "SELECT ?", params: [[1]] }],
+      [{ sql: "SELECT 1", extra: true }],
+      [{ sql: "" }],
+      [{ sql: "x".repeat(100_001) }],
+      [{ sql: "SELECT 1", rows: "some" }],
+      [{ sql: "SELECT ?", params: Array.from({ length: 10_001 }, () => 1) }],
+      [null],
+      "SELECT 1",
+    ];
+    badSteps.forEach((steps, i) => {
+      port.postMessage({ t: "job", id: 100 + i, job: 100 + i, begin: "commit", steps });
+    });
+    port.postMessage({ t: "job", id: 200, job: 200, begin: "commit", steps: [], extra: 1 });
     port.postMessage({ t: "open", id: 9, name: "door" });
-    await expect.poll(() => replies.length).toBe(3);
+    await expect.poll(() => replies.length).toBe(badSteps.length + 4);
     expect(replies[0]).toMatchObject({ id: 7, ok: false, error: { name: "LentBadRequest" } });
     expect(replies[1]).toMatchObject({ id: 8, ok: false, error: { name: "LentBadRequest" } });
-    expect(replies[2]).toMatchObject({ id: 9, ok: true, schemaVersion: 0 });
+    badSteps.forEach((_, i) => {
+      expect(replies[2 + i]).toMatchObject({ id: 100 + i, ok: false, error: { name: "LentBadRequest" } });
+    });
+    expect(replies.at(-2)).toMatchObject({ id: 200, ok: false, error: { name: "LentBadRequest" } });
+    expect(replies.at(-1)).toMatchObject({ id: 9, ok: true, schemaVersion: 0 });
     port.close();
+  });
+
+  test("the wasm memory the store holds over there is asked over the port (0 from a lender that cannot say)", async () => {
+    const says = await openLentStore({ port: lender(undefined, { wasmBytes: 16_777_216 }).port, name: "m1" });
+    expect(await says.wasmMemoryBytes()).toBe(16_777_216);
+    await says.close();
+    const silent = await openLentStore({ port: lender().port, name: "m2" });
+    expect(await silent.wasmMemoryBytes()).toBe(0);
+    await silent.close();
   });
 
   test("a lender lost without a new one: the commit in flight and later calls reject with StoreClosed", async () => {
