@@ -38,7 +38,7 @@ import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { engine, type LaunchedBrowser, launchBrowser, MIME } from "./browser.ts";
-import { until, waitPhase } from "./page.ts";
+import { storeKindOf, until, waitPhase } from "./page.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -480,11 +480,14 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
   const aimed = Object.fromEntries(MOMENTS.map((m) => [m, 0])) as Record<string, number>;
   let workAtKill = 0;
   let relaunched = 0;
+  /** The store kind the engine reported at the first open and at each relaunch: it never changes. */
+  const kinds: Array<string | undefined> = [];
   /** Per cycle: Chromium up (DevTools connected), then the app's engine ready, then the wait for the moment. */
   const timing = { launch: [] as number[], ready: [] as number[], look: [] as number[] };
 
   try {
     let page = await openTab(deploy, `b${deploy}`);
+    kinds.push(await storeKindOf(page));
     const c = await engine<number>(page, "conversations.create", "Kill storm");
     await installRecorder(page, c);
 
@@ -624,6 +627,7 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
       timing.launch.push(launched - started);
       timing.ready.push(Date.now() - launched);
       relaunched++;
+      kinds.push(await storeKindOf(page));
       await installRecorder(page, c);
     }
 
@@ -796,8 +800,12 @@ test(`kill storm: ${KILLS} SIGKILLs of Chromium across tools, code mode, a subag
         `subagents ${children.length}, compactions asked ${compactions} / summaries ${manual.length} manual + ${summaries.length - manual.length} automatic, ` +
         `effect_once ${effectRows.once} (${effectRows.onceInterrupted} interrupted), effect_keyed ${effectRows.keyed} (${effectRows.keyedRetries} retried), ` +
         `entries ${all.length}, lost = ${lost.length}, doubled = ${doubled.length}; medians per cycle: Chromium up ${median(timing.launch)} ms, engine ready ${median(timing.ready)} ms, ` +
-        `moment found ${median(timing.look)} ms`,
+        `moment found ${median(timing.look)} ms; store kind ${kinds[0]} at the first open and at ${kinds.filter((k) => k === kinds[0]).length - 1} of ${relaunched} relaunches`,
     );
+    // A new profile's store is the shipped kind, and no kill ever moves it (a store that came back as
+    // another kind would be an empty one).
+    expect(kinds[0]).toBe("opfs-lent");
+    expect(kinds.filter((k) => k !== kinds[0])).toEqual([]);
     expect(lost.map((s) => `${s.kind} ${s.id}`)).toEqual([]);
     expect(doubled).toEqual([]);
     expect(problems).toEqual([]);
