@@ -237,6 +237,93 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(reported).toEqual(["x broke"]);
   });
 
+  test("onAbort over one aborted tool task: the chain sees its durable output, a control changes nothing, the sibling call and the run go on", async () => {
+    const started = deferred();
+    const slow = defineTool({
+      name: "slow",
+      description: "Works until aborted",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        api.output("durable\n");
+        started.resolve();
+        await new Promise<void>((_resolve, reject) => {
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+        return textResult("finished");
+      },
+    });
+    const siblingStarted = deferred();
+    const siblingGo = deferred();
+    let siblingSignal: AbortSignal | undefined;
+    const sibling = defineTool({
+      name: "sibling",
+      description: "Finishes when released",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        siblingSignal = api.signal;
+        siblingStarted.resolve();
+        await siblingGo.promise;
+        // It asks to end the run: that takes effect only if every call of the round does.
+        return { ...textResult("sibling done"), control: { terminate: true } };
+      },
+    });
+    const seen: string[] = [];
+    const { h, root, faux } = await withExtensions(
+      callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" }), fauxToolCall("sibling", {}, { id: "c2" })),
+      [
+        defineExtension({ name: "tools", tools: [slow, sibling] }),
+        defineExtension({
+          name: "first",
+          hooks: [
+            hook("pi.tool", {
+              onAbort: (call, result) => {
+                seen.push(`first:${call.name}:${textOf(result as never).trim()}`);
+                return textResult(`${textOf(result as never).trim()} +first`);
+              },
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "second",
+          hooks: [
+            hook("pi.tool", {
+              onAbort: (call, result) => {
+                seen.push(`second:${call.name}:${textOf(result as never)}`);
+                // A control asks to end the run: it changes nothing for an aborted call.
+                return { ...textResult(`${textOf(result as never)} +second`), control: { terminate: true } };
+              },
+            }),
+          ],
+        }),
+      ],
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await siblingStarted.promise;
+    await until(() => Boolean(liveOf(h).tools?.find((t) => t.name === "slow")?.output));
+    const slowTask = liveOf(h).tools!.find((t) => t.name === "slow")!.taskId!;
+    const siblingTask = liveOf(h).tools!.find((t) => t.name === "sibling")!.taskId!;
+    expect(await h.abortTask(slowTask)).toBe("marked");
+    expect((await h.waitForTask(slowTask)).state).toMatchObject({ outcome: { status: "aborted" } });
+    // The sibling is not abort-marked and its signal never fired: it finishes on its own.
+    expect((await h.getTask(siblingTask))?.abortRequested ?? false).toBe(false);
+    expect(siblingSignal?.aborted).toBe(false);
+    siblingGo.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await h.waitForTask(siblingTask)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(seen).toEqual(["first:slow:durable", "second:slow:durable +first"]);
+    const results = await toolResults(root);
+    expect(results).toHaveLength(2);
+    // The chain's result, then the harness's own diagnostic last.
+    expect(textOf(messageOf(results[0]!))).toMatch(/^durable \+first \+second<harness>/);
+    expect(textOf(messageOf(results[1]!))).toBe("sibling done");
+    expect(diagnosticsOf(results[0]!).map((d) => d.code)).toEqual(["aborted"]);
+    // The aborted call's control did not count: the round did not end the run, which went on to its
+    // answer with both results in the request.
+    expect(faux.requests).toHaveLength(2);
+    expect(textOf(messageOf((await transcript(root)).at(-1)!))).toBe("done");
+  });
+
   test("onAbort: an aborted-result replacement chain; a throw is reported and the next runs", async () => {
     const started = deferred();
     const slow = defineTool({

@@ -128,19 +128,25 @@ test.each(["a failed answer", "an abort"] as const)(
 
 test("a boundary places the selected writes before the selected user items, even a write queued after them", async () => {
   const { root, hold, first } = await busyWithHeldAnswer({});
-  const follow = await root.submit({ type: "input", content: "two" });
   const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+  const follow = await root.submit({ type: "input", content: "two" });
+  const later = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
   hold.resolve();
   await first.wait();
   await follow.wait();
   expect((await note.wait()).status).toBe("done");
-  expect(kinds(await transcript(root))).toEqual([
+  expect((await later.wait()).status).toBe("done");
+  const entries = await transcript(root);
+  expect(kinds(entries)).toEqual([
     "pi.user",
     "pi.assistant",
+    "app.note",
     "app.note",
     "pi.user",
     "pi.assistant",
   ]);
+  // The writes among themselves in id order.
+  expect(entries.filter((e) => e.kind === "app.note").map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }]);
 });
 
 test("a queued input's pi.user entry is stamped with the harness clock at placement, not at admission", async () => {

@@ -114,6 +114,31 @@ describe("reset", () => {
     expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["third"]);
   });
 
+  test("a user item queued before a reset lands after it: the reset is placed first and the input runs in the new context", async () => {
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      const texts = userTexts(req.messages);
+      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+    };
+    const { root, faux } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    // Queued first, the reset after it: ID order alone would place the input before the reset.
+    const early = await root.submit({ type: "input", content: "early", whenBusy: "followUp" });
+    const reset = await root.reset("handoff");
+    expect(early.id).toBeLessThan(reset.id);
+    hold.release.resolve();
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    expect((await reset.wait()).status).toBe("done");
+    expect((await early.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2);
+    // The input ran after the reset, in its context: the old run's "go" is gone from it.
+    expect(userTexts(faux.requests[1]!.messages)).toEqual(["handoff", "early"]);
+    await root.waitForIdle();
+  });
+
   test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {

@@ -103,6 +103,28 @@ describe("no volatile publication", () => {
 });
 
 describe("watch", () => {
+  test("a commit observer runs on the line as its commit is adopted, before the commit resolves; a watch's callback runs later, off the line", async () => {
+    const { h, root } = await open(echo);
+    const watch = await root.watch();
+    let frames = 0;
+    watch.start(() => void frames++);
+    const framesBefore = frames;
+    let resolved = false;
+    const seen: Array<{ frames: number; resolved: boolean }> = [];
+    const stop = h.subscribe((change) => {
+      if (change.entries.some((e) => e.kind === "app.note")) seen.push({ frames, resolved });
+    });
+    await h.transaction((tx) => void tx.appendEntry(root.id, { kind: "app.note", data: 1 }));
+    resolved = true;
+    // Captured synchronously: before the commit's promise resolved and before any watch callback ran.
+    expect(seen).toEqual([{ frames: framesBefore, resolved: false }]);
+    // The watch's callback runs later, and gets the note.
+    await until(() => frames > framesBefore, { what: "the watch's frame for the note" });
+    expect(watch.value.entries.some((e) => e.kind === "app.note")).toBe(true);
+    stop();
+    await watch.stop();
+  });
+
   test("a watch holds exactly its limit of undelivered frames; one more collapses them into one replace", () => {
     const watch = new Watch(0, 3);
     for (let seq = 1; seq <= 3; seq++) watch.push({ seq, value: seq, ops: [] });
