@@ -24,7 +24,7 @@ test("a full disk stops the engine with a typed error and loses nothing committe
   // What the engine publishes from here on: the failed commit must publish nothing (spec §1.8, §3).
   const published: unknown[] = [];
   h.subscribe((change) => published.push(change));
-  const liveBefore = h.inspect().tasks.map((t) => t.id);
+  const liveBefore = h.inspect().tasks.map((t) => t.record.id);
   // From the next transaction on, the disk is full.
   store.setFaultHook((point) => {
     if (point === "before-commit") throw new Error("SQLITE_FULL: database or disk is full");
@@ -43,7 +43,7 @@ test("a full disk stops the engine with a typed error and loses nothing committe
   expect(store.stats.transactions).toBe(committed);
   // Published nothing, and the engine's memory holds nothing of the failed commit.
   expect(published).toEqual([]);
-  expect(h.inspect().tasks.map((t) => t.id)).toEqual(liveBefore);
+  expect(h.inspect().tasks.map((t) => t.record.id)).toEqual(liveBefore);
 
   // Space is freed: a new engine on the same store sees everything committed and carries on.
   store.setFaultHook(undefined);
