@@ -1,11 +1,12 @@
 /**
  * The simulator's world clock and randomness. `installVirtualWorld(seed)` replaces, for the length
  * of one run, `setTimeout`/`clearTimeout`/`setInterval`/`clearInterval`, `Date.now` (and `new Date()`
- * without arguments) and `Math.random` on `globalThis` with virtual ones: timers wait in a queue
- * ordered by (deadline, creation), and time moves only when the simulator calls `advance()`, which
- * jumps to the earliest deadline and runs every timer due then. Randomness is the run's seeded PRNG.
- * `setImmediate` and microtasks stay real: the store's line and the sandbox yield through them, and
- * in one thread with no I/O their order is fixed, so a run is a pure function of its seed.
+ * without arguments), `performance.now` and `Math.random` on `globalThis` with virtual ones: timers
+ * wait in a queue ordered by (deadline, creation), and time moves only when the simulator calls
+ * `advance()`, which jumps to the earliest deadline and runs every timer due then. Randomness is the
+ * run's seeded PRNG. `setImmediate` and microtasks stay real: the store's line and the sandbox yield
+ * through them, and in one thread with no I/O their order is fixed, so a run is a pure function of
+ * its seed, however fast or loaded the machine is.
  * Invariants: virtual time never goes back; a cleared timer never fires; `uninstall()` restores
  * exactly what was there, and timers left queued are dropped with the world.
  */
@@ -118,6 +119,20 @@ export class VirtualWorld {
     (VirtualDate as unknown as { prototype: Date }).prototype = RealDate.prototype;
     VirtualDate.now = () => world.now;
     save("Date", VirtualDate);
+    // The monotonic clock too: the engine paces progress commits by `performance.now` against a
+    // (virtual) timer, and reads it for a script's CPU time; left real, how long a step took on this
+    // machine decided whether a write waited for a timer, so a loaded machine changed the trace.
+    const perf = globalThis.performance as unknown as Record<string, unknown>;
+    const own = Object.getOwnPropertyDescriptor(perf, "now");
+    Object.defineProperty(perf, "now", {
+      value: () => this.now - VIRTUAL_EPOCH,
+      configurable: true,
+      writable: true,
+    });
+    this.#restore.push(() => {
+      if (own) Object.defineProperty(perf, "now", own);
+      else delete perf.now;
+    });
     const math = Math as unknown as { random: () => number };
     const realRandom = math.random;
     math.random = () => this.random.next();
