@@ -439,6 +439,18 @@ describe("generation", () => {
   });
 });
 
+test("an answer cut at its length limit is a pi.assistant entry with stop reason length, and answers its input like a stop", async () => {
+  const { root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
+  const settled = await (await root.submit({ type: "input", content: "long please" })).wait();
+  const answers = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
+  expect(answers.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual(["length"]);
+  expect(textOf(messageOf(answers[0]!))).toBe("cut sh");
+  expect(settled).toMatchObject({ status: "done", answer: answers[0]!.id });
+  expect(faux.requests).toHaveLength(1);
+  await root.waitForIdle();
+  expect(root.busy).toBe(false);
+});
+
 test("pi.usage counts the usage of every assistant entry, failed attempts included", async () => {
   const { h, root } = await open(
     (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
