@@ -429,6 +429,12 @@ describe("compaction a generation waits for", () => {
     expect(states.filter((t) => t.id === task.owner).map((t) => t.state)).toContainEqual(
       expect.objectContaining({ status: "waiting", on: [task.id], policy: "allSettled" }),
     );
+    // It completes with the entry it appended ({ entryId }), not through a write submission.
+    expect(states.filter((t) => t.id === task.id).at(-1)?.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: compaction.id } },
+    });
+    expect(await internals(h).session.submissionByRequest(root.id, `compaction:${task.id}`)).toBeUndefined();
   });
 
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {

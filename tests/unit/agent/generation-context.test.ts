@@ -77,7 +77,7 @@ describe("deriveContext", () => {
     expect(messages[2]).toMatchObject({ isError: false });
   });
 
-  test("edits: the newest edit per target omits or replaces its messages; the raw entries stay", () => {
+  test("edits: the newest edit per target within the active range omits or replaces its messages; the raw entries stay", () => {
     const first = user("first");
     const second = user("second");
     const answer = assistant("answer");
@@ -100,6 +100,28 @@ describe("deriveContext", () => {
         edit([{ target: second.id, action: "replace", messages: replacement as never }]),
       ]),
     ).toEqual(["first", "second, shortened", "answer"]);
+    // Within the active range only (spec §2.1, rules 3-4): after a head at `second`, `first` and its
+    // edits are out of the range; the omit of `second`, appended after it, still applies, and a newer
+    // replace of it wins over that omit.
+    const marker = (head: number): EntryRecord => {
+      const { model: _model, ...base } = entry("app.reset", {});
+      return { ...base, head };
+    };
+    const omitted = [
+      first,
+      second,
+      edit([{ target: first.id, action: "replace", messages: replacement as never }]),
+      edit([{ target: second.id, action: "omit" }]),
+    ];
+    expect(texts([...omitted, marker(second.id)])).toEqual([]);
+    const again = [{ role: "user", content: "second v2", timestamp: 1 }];
+    expect(
+      texts([
+        ...omitted,
+        marker(second.id),
+        edit([{ target: second.id, action: "replace", messages: again as never }]),
+      ]),
+    ).toEqual(["second v2"]);
   });
 
   test("a tool result whose call is nowhere in the context is dropped", () => {

@@ -119,6 +119,13 @@ test("abortTask on the generation aborts its whole parallel round: every call ge
     { tools: [a.tool, b.tool] },
   );
   const tasks = trackTasks(h);
+  // The tasks in the order their outcome was decided (held as completing, or terminal).
+  const ended: number[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if ((t.state.status === "terminal" || t.state.status === "completing") && !ended.includes(t.id))
+        ended.push(t.id);
+  });
   const input = await root.submit({ type: "input", content: "go" });
   await a.started.promise;
   await b.started.promise;
@@ -130,10 +137,13 @@ test("abortTask on the generation aborts its whole parallel round: every call ge
   expect(results.every((e) => (messageOf(e) as { isError: boolean }).isError)).toBe(true);
   await until(() => tasks.get(generation)?.state.status === "terminal", { what: "generation terminal" });
   expect(tasks.get(generation)?.state).toMatchObject({ outcome: { status: "aborted" } });
-  // Its tools ended before it did.
-  for (const t of tasks.values())
-    if (t.kind === "pi.tool")
-      expect(t.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  // Its tools ended, aborted, before its own abort handler decided its outcome.
+  const tools = [...tasks.values()].filter((t) => t.kind === "pi.tool");
+  expect(tools).toHaveLength(2);
+  for (const t of tools)
+    expect(t.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  expect(ended.filter((id) => id === generation || tools.some((t) => t.id === id)).at(-1)).toBe(generation);
+  expect(ended.filter((id) => tools.some((t) => t.id === id))).toHaveLength(2);
   expect(liveOf(h)).toEqual({});
 });
 

@@ -439,13 +439,35 @@ describe("generation", () => {
   });
 });
 
-test("pi.usage counts the usage of every assistant entry, failed attempts included", async () => {
+test("an answer cut at its length limit is a pi.assistant entry with stop reason length, and answers its input like a stop", async () => {
+  const { root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
+  const settled = await (await root.submit({ type: "input", content: "long please" })).wait();
+  const answers = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
+  expect(answers.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual(["length"]);
+  expect(textOf(messageOf(answers[0]!))).toBe("cut sh");
+  expect(settled).toMatchObject({ status: "done", answer: answers[0]!.id });
+  expect(faux.requests).toHaveLength(1);
+  await root.waitForIdle();
+  expect(root.busy).toBe(false);
+});
+
+test("pi.usage counts the usage of every assistant entry, failed attempts included, in the commit that appends it", async () => {
   const { h, root } = await open(
     (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
     {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20 } },
     },
   );
+  // Each commit that appends an answer, with the pi.usage value that same commit wrote.
+  const commits: Array<{ answers: AssistantMessage[]; usage: UsageState | undefined }> = [];
+  h.subscribe((change) => {
+    const answers = change.entries
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    if (answers.length === 0) return;
+    const usage = change.docs.find((d) => d.conversationId === root.id && d.name === DOC.usage);
+    commits.push({ answers, usage: usage?.value as unknown as UsageState | undefined });
+  });
   await (await root.submit({ type: "input", content: "count me" })).wait();
   const answers = (await transcript(root))
     .filter((e) => e.kind === "pi.assistant")
@@ -457,6 +479,12 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
   expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   expect(usage.models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
   expect((await h.usage()).models["faux/faux-1"]).toEqual(sum(answers.map((a) => a.usage)));
+  // Counted in the same commit: each answer's commit holds the total up to and including it.
+  expect(commits.map((c) => c.answers.map((a) => a.stopReason))).toEqual([["error"], ["stop"]]);
+  expect(commits.map((c) => c.usage?.models["faux/faux-1"])).toEqual([
+    answers[0]!.usage,
+    sum(answers.map((a) => a.usage)),
+  ]);
 });
 
 describe("a conversation without a model", () => {

@@ -448,7 +448,7 @@ describe("the hooks table: composition in extension order, and what a throw does
   });
 });
 
-test("a task asks only the hooks of the extensions its conversation selects", async () => {
+test("a task asks only the hooks of the extensions its conversation selects, in the selection's order", async () => {
   const asked: string[] = [];
   const { h, root } = await withExtensions(echo, [
     defineExtension({
@@ -469,9 +469,15 @@ test("a task asks only the hooks of the extensions its conversation selects", as
     ownership: { kind: "ownerless" },
     agent: { extensions: ["b"] },
   });
+  // Extension order is the selection's order, not the install order.
+  const reversed = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["b", "a"] },
+  });
   await (await root.submit({ type: "input", content: "one" })).wait();
   await (await other.submit({ type: "input", content: "two" })).wait();
-  expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`]);
+  await (await reversed.submit({ type: "input", content: "three" })).wait();
+  expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`, `b:${reversed.id}`, `a:${reversed.id}`]);
 });
 
 test("a hook's error after its phase was aborted propagates: it is not reported and the run ends aborted", async () => {

@@ -196,11 +196,25 @@ describe("tool output", () => {
       ),
       { tools: [summarize] },
     );
+    // Each commit that appends a result, with the pi.usage tools total that same commit wrote.
+    const counted: Array<{ input: number | undefined; total: Usage | undefined }> = [];
+    h.subscribe((change) => {
+      for (const e of change.entries.filter((x) => x.kind === "pi.tool-result")) {
+        const doc = change.docs.find((d) => d.conversationId === root.id && d.name === "pi.usage");
+        counted.push({
+          input: (e.data as { usage?: Usage }).usage?.input,
+          total: (doc?.value as { tools?: Record<string, Usage> } | undefined)?.tools?.["summarize"],
+        });
+      }
+    });
     expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
     const results = await toolResults(root);
     expect(results.map((e) => (e.data as { usage?: Usage }).usage?.input)).toEqual([10, 30]);
     const usage = await h.usage();
     expect(usage.tools["summarize"]).toEqual(addUsage(spent(10), spent(30)));
+    // Counted in the result's own commit (the calls run in parallel: either may commit first).
+    const first = counted[0]!.input === 10 ? spent(10) : spent(30);
+    expect(counted.map((c) => c.total)).toEqual([first, addUsage(spent(10), spent(30))]);
     expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
   });
 

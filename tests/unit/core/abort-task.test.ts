@@ -16,6 +16,7 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   const abortGate = deferred();
   let returned = false;
   let markedWhenSignalled: boolean | undefined;
+  let returnedWhenAbortStarted: boolean | undefined;
   const slow = single(
     "slow-to-stop",
     async (task, _runtime, signal) => {
@@ -36,6 +37,8 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
     {
       // The abort invocation waits here, so what abortTask returned before is seen.
       abort: async (_t, runtime) => {
+        // A fresh abort invocation, started once the run invocation joined (spec §5.4).
+        returnedWhenAbortStarted = returned;
         await abortGate.promise;
         await runtime.commit(() => ({
           status: "terminal",
@@ -57,6 +60,7 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   expect((await h.getTask(id))?.state.status).not.toBe("terminal");
   abortGate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+  expect(returnedWhenAbortStarted).toBe(true);
   await h.close();
 });
 

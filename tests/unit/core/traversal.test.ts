@@ -6,9 +6,9 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
-import { until } from "../../../worker/testing.ts";
+import { deferred, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open } from "../agent/fixtures.ts";
-import { complete, type Go, parked, running, untilAborted } from "./fixtures.ts";
+import { complete, type Go, parked, running, single, untilAborted } from "./fixtures.ts";
 
 /** A task in the root conversation that creates a conversation it owns, then completes. */
 const founder = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
@@ -62,6 +62,59 @@ test("Conversation.waitForIdle and abort() see work in a conversation owned by a
     status: "terminal",
     outcome: { status: "aborted" },
   });
+});
+
+test("a terminal owner never cascades: new work in the conversation of an aborted owner is not marked, runs to its end, and is reached by traversal from above", async () => {
+  // An owner that creates a conversation it owns, then runs until it is aborted.
+  const owner = defineTask<Json, Go | { phase: "hold"; conversation: number }, Json>({
+    name: "aborted-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
+        });
+      },
+      hold: async (_t, _runtime, signal) => untilAborted(signal),
+    },
+    abort: async (task, runtime) => {
+      const c = (task.state as { checkpoint: { conversation: number } }).checkpoint.conversation;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", result: c } }));
+    },
+  });
+  const release = deferred();
+  const later = single("later", async (_t, runtime) => {
+    await release.promise;
+    await runtime.commit(() => complete("later"));
+  });
+  const { h, root } = await open(echo, { tasks: [owner, later] });
+  const ownerId: TaskId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "the owner running" });
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  const ended = await h.waitForTask(ownerId);
+  expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  const owned = (ended.state as { outcome: { result: number } }).outcome.result;
+  // New work in the conversation the aborted task owns: its intent does not reach it.
+  const laterId: TaskId = await h.transaction((tx) =>
+    tx.createTask(later, null, { ownership: { kind: "conversation" }, conversationId: owned }),
+  );
+  await until(() => running(h) === 1, { what: "the later task running" });
+  let idle = false;
+  void root.waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 20));
+  expect(await h.getTask(laterId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  expect(idle).toBe(false);
+  release.resolve();
+  expect((await h.waitForTask(laterId)).state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: "later" },
+  });
+  await until(() => idle, { what: "the root idle" });
+  expect((await h.getTask(laterId))?.abortRequested).toBe(false);
 });
 
 test("taskGraph() keeps live work in a conversation whose owner task is terminal", async () => {

@@ -579,9 +579,17 @@ describe("waits on held tasks", () => {
     });
     const h = await Harness.open(await memoryStore(), { tasks: [owner, follower] });
     const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-    release.resolve();
-    expect(outcome(await done(h, ownerId))).toEqual({ status: "completed", result: "owner" });
+    // The wait is made while the owner is live, so it is checked, not skipped as a wait on a
+    // finished task: the follower waits on it, and the owner still runs.
+    const followerRecord = () =>
+      [...internals(h).session.records.tasks.values()].find((t) => t.kind === "bg-follower");
+    await until(() => followerRecord()?.state.status === "waiting", { what: "the follower waiting" });
     const [bg] = await h.tasks({ kind: "bg-follower" });
+    expect(bg!.state).toMatchObject({ status: "waiting", on: [ownerId], policy: "allSettled" });
+    expect((await h.getTask(ownerId))?.state.status).toBe("running");
+    release.resolve();
+    // No hold runs from the owner to it: the owner ends while its conversation's background task waits.
+    expect(outcome(await done(h, ownerId))).toEqual({ status: "completed", result: "owner" });
     expect(outcome(await done(h, bg!.id))).toEqual({ status: "completed", result: "bg-follower" });
     await h.close();
   });

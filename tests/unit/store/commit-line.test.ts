@@ -6,6 +6,7 @@
  * together share one transaction, and one whose callback throws is dropped alone.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
 import { memoryStore } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
@@ -83,7 +84,7 @@ test("an admitted input that starts a run does not make the conversation busy be
   store.setFaultHook(undefined);
 });
 
-test("a commit listener sees each commit once, only after its COMMIT is stored; its disposer may be called twice", async () => {
+test("a commit listener sees each commit once, complete and already adopted, only after its COMMIT is stored; its disposer may be called twice, leaving other listeners", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
   const heard: number[] = [];
@@ -96,11 +97,42 @@ test("a commit listener sees each commit once, only after its COMMIT is stored; 
   await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 2 }));
   expect(atCommit).toEqual([0, 1]);
   expect(heard).toEqual([1, 1]);
+  // A second listener: disposing the first twice leaves it alone (idempotent disposers).
+  const other: number[] = [];
+  const stopOther = h.subscribe((change) => other.push(change.entries.length));
   stop();
   stop();
   await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 3 }));
   expect(heard).toEqual([1, 1]);
+  expect(other).toEqual([1]);
+  stopOther();
   store.setFaultHook(undefined);
+  // A publication is the complete commit, already adopted: one change holds every write of the
+  // commit, and the committed state read inside the listener has them.
+  const job = single("published-job", async () => {});
+  const seen: Array<{ entries: number; docs: string[]; tasks: number; adopted: unknown }> = [];
+  const stopSeen = h.subscribe((change) => {
+    const records = internals(h).session.records;
+    const task = change.tasks[0];
+    seen.push({
+      entries: change.entries.length,
+      docs: change.docs.map((d) => d.name),
+      tasks: change.tasks.length,
+      adopted: [records.getDoc(1, "app.counter"), task && records.tasks.get(task.id)?.id === task.id],
+    });
+  });
+  await h.transaction((tx) => {
+    tx.appendEntry(1, { kind: "app.note", data: 4 });
+    tx.writeDoc(1, "app.counter", { n: 4 });
+    tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+  });
+  stopSeen();
+  expect(seen[0]).toEqual({
+    entries: 1,
+    docs: ["app.counter"],
+    tasks: 1,
+    adopted: [{ n: 4 }, true],
+  });
   await h.close();
 });
 

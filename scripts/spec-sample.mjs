@@ -1,0 +1,149 @@
+/**
+ * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
+ * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it):
+ *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261204, 30)
+ *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
+ *
+ * Population: every rule line the spec-coverage checker (tests/unit/project/spec-coverage.test.ts)
+ * treats as asserted: a `- ` line at the margin with its indented continuation, in sections-0-4.md
+ * when its first tag is [A] or [NEW], in sections-5-9.md, section-7.md and sections-10-11.md when
+ * its `->` side is not N/A, MISSING, CONTRARY, another issue or in progress. Lines in file order,
+ * the files in the order below.
+ *
+ * Left out, as already read by an earlier sample:
+ * - session 19's twenty (sample-session19.md, drawn on main 232dce6), found by the start of their
+ *   rule text, listed below;
+ * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
+ *   lists: each row is matched to the line of sections-0-4.md or sections-5-9.md that names one of
+ *   the tests the row names and shares the most words with its rule (Jaccard >= 0.25).
+ *
+ * Draw: a Fisher-Yates shuffle of the remaining lines with mulberry32(seed), the first `count` taken.
+ * The same seed on the same lists draws the same lines.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const LISTS = {
+  "sections-0-4": "tags",
+  "sections-5-9": "arrow",
+  "section-7": "arrow",
+  "sections-10-11": "arrow",
+};
+const read = (name) => fs.readFileSync(path.join(ROOT, "tests/spec-coverage", `${name}.md`), "utf8");
+
+/** One rule: a `- ` line at the margin with its indented continuation lines. */
+function rules(markdown) {
+  const out = [];
+  let current;
+  markdown.split("\n").forEach((line, i) => {
+    if (line.startsWith("- ")) {
+      if (current) out.push(current);
+      current = { line: i + 1, text: line };
+    } else if (current && /^\s+\S/.test(line)) current.text += `\n${line}`;
+    else if (current) {
+      out.push(current);
+      current = undefined;
+    }
+  });
+  if (current) out.push(current);
+  return out;
+}
+
+function asserted(rule, style) {
+  if (style === "tags") {
+    const tag = /\[(A|NEW|N\/A|MISSING|CONTRARY|UNASSERTED|I\d+|WIP[^\]]*)\]/.exec(rule.text);
+    return tag?.[1] === "A" || tag?.[1] === "NEW";
+  }
+  const arrow = rule.text.indexOf(" -> ");
+  if (arrow < 0) return false;
+  return !/^\**(N\/A|MISSING|CONTRARY|issue \d+|in progress)/i.test(rule.text.slice(arrow + 4).trimStart());
+}
+
+/** The rule's own words: the text before its tag or arrow. */
+const head = (rule) => rule.text.split(/ -> | \[(?:A|NEW)\] /)[0].slice(2);
+
+const SESSION19 = [
+  ["sections-5-9", '"chains selected hooks over durable progress without changing cancellation'],
+  ["sections-0-4", "[1.8] An uncertain storage failure makes the session fatal"],
+  ["sections-5-9", "Writes first (ID order), then user items; a user item queued before a reset"],
+  ["sections-0-4", "Extensions have no creation hook"],
+  ["sections-0-4", "Publications and watches converge"],
+  ["sections-0-4", "retireDoc()"],
+  ["sections-0-4", "Settings never copied; every reader resolves anew"],
+  ["sections-5-9", '"reopens a checkout waiting on live payments and finishes it"'],
+  ["sections-5-9", '"retries a retryable error after a durable backoff and then answers"'],
+  ["sections-0-4", "States/watches hydrate baseline + subscription atomically"],
+  ["sections-5-9", "pi.user: [UserMessage] stamped with the Harness clock at admission or placement"],
+  ["sections-0-4", "Historical reads never create docs in the past"],
+  ["sections-5-9", '"excludes aborted, error, and deferred assistant messages but keeps their raw entries"'],
+  ["sections-10-11", "An unknown failure after storage admission is fatal"],
+  ["sections-5-9", "A boundary adds placed steering inputs to the run; every terminal path settles"],
+  ["sections-0-4", "owner is attribution + abort/idle traversal"],
+  ["section-7", "Replaced task definition hands over at the next phase boundary"],
+  ["sections-0-4", "createConversation / fork commit atomically"],
+  ["section-7", "Scheduler takes one snapshot per phase"],
+  ["sections-0-4", "Storage success: adopt, enqueue publication"],
+];
+
+const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
+function jaccard(a, b) {
+  let shared = 0;
+  for (const w of a) if (b.has(w)) shared++;
+  return shared / (a.size + b.size - shared || 1);
+}
+
+const population = [];
+for (const [list, style] of Object.entries(LISTS))
+  for (const rule of rules(read(list)))
+    if (asserted(rule, style)) population.push({ list, line: rule.line, text: rule.text, head: head(rule) });
+
+const excluded = new Map();
+for (const [list, start] of SESSION19) {
+  const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
+  if (hits.length !== 1) throw new Error(`session 19: ${hits.length} lines start with ${start}`);
+  excluded.set(hits[0], "session 19");
+}
+const session10 = read("sample-session10")
+  .split("\n")
+  .filter((l) => /^\| \d+ /.test(l))
+  .map((l) => l.split(" | ").map((cell) => cell.trim()));
+for (const [, , , rule = "", , tests = ""] of session10) {
+  const names = [...tests.matchAll(/"([^"]{12,}?)"/g)].map((m) => m[1].slice(0, 40));
+  let best;
+  let score = 0;
+  for (const p of population) {
+    if (!p.list.startsWith("sections-") || !names.some((n) => p.text.includes(n))) continue;
+    const s = jaccard(words(rule), words(p.head));
+    if (s > score) [best, score] = [p, s];
+  }
+  if (best && score >= 0.25 && !excluded.has(best)) excluded.set(best, "session 10");
+}
+
+const seed = Number(process.argv[2] ?? 20261204);
+const count = Number(process.argv[3] ?? 30);
+let state = seed >>> 0;
+/** mulberry32: a small seeded generator of floats in [0, 1). */
+function random() {
+  state = (state + 0x6d2b79f5) >>> 0;
+  let t = state;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+const rest = population.filter((p) => !excluded.has(p));
+for (let i = rest.length - 1; i > 0; i--) {
+  const j = Math.floor(random() * (i + 1));
+  [rest[i], rest[j]] = [rest[j], rest[i]];
+}
+const by = (why) => [...excluded.values()].filter((v) => v === why).length;
+console.log(
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+);
+rest.slice(0, count).forEach((p, i) => {
+  console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
+});
+if (process.env.EXCLUDED)
+  for (const [p, why] of excluded)
+    console.log(`left out (${why})\t${p.list}:${p.line}\t${p.head.slice(0, 100)}`);
