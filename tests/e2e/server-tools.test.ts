@@ -7,26 +7,38 @@
  *   the server's engine runs the demo model's write without asking; set to "Never", the next write
  *   is refused (a tool error the model reads) and nothing asks either; the server's policy list
  *   says what the tab chose.
- * Screenshots of the section at 1280 and 390 px, light and dark (test-results/screenshots/).
+ * - an MCP server (issue 31 part 2) added to the server space from a server conversation's
+ *   settings: a real MCP server (the SDK's, tests/unit/app/mcp-server.ts) on loopback that wants a
+ *   bearer token, which is the server's secret (the binding `MCP_DOCS_TOKEN`): the section offers
+ *   no token field and names the variable; its tools are listed under its name; the demo model
+ *   calls `docs_echo` from the server conversation, the call asks first (the server's card),
+ *   approved it answers; the MCP server stopped, the next call's error is said in words, in the
+ *   answer and in the section after a refresh.
+ * Screenshots of both sections at 1280 and 390 px, light and dark (test-results/screenshots/).
  */
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { type ServerWorker, startServerWorker } from "../server/miniflare.ts";
+import { startMcpServer, type TestMcpServer } from "../unit/app/mcp-server.ts";
 import { seriousViolations } from "./axe.ts";
-import { appSuite, eachLook, say, settled, until } from "./page.ts";
+import { appSuite, eachLook, lastAnswer, say, settled, shot, until } from "./page.ts";
 
 const app = appSuite({ logTail: 120 });
 let server: ServerWorker;
+let mcp: TestMcpServer;
+const MCP_TOKEN = "e2e-server-mcp-token-5b8e21";
 
 beforeAll(async () => {
+  mcp = await startMcpServer({ token: MCP_TOKEN });
   server = await startServerWorker({
     entry: "space-entry.ts",
     objects: { SPACES: "TestSpace" },
-    bindings: { SPACE_TEST_APPROVAL: "ask" },
+    bindings: { SPACE_TEST_APPROVAL: "ask", MCP_DOCS_TOKEN: MCP_TOKEN },
   });
 }, 120_000);
 afterAll(async () => {
   await server?.stop();
+  await mcp?.stop();
 });
 
 const serverState = (page: Page) =>
@@ -136,3 +148,91 @@ test("tool approval for a server conversation is set in the settings and obeyed 
   const refused = page.locator('[data-testid="entries"] > [data-kind="pi.tool-result"]').last();
   expect(await refused.textContent()).toContain("set never to run in this conversation");
 });
+
+test("an MCP server added to a server conversation from its settings: its tool answers through the server; stopped, the error is said in words", async () => {
+  const page = await app.open({
+    label: "server-mcp",
+    viewport: { width: 1280, height: 800 },
+    composer: true,
+  });
+  await onServerConversation(page, "e2e-mcp");
+  const POLL = { timeout: 30_000, interval: 100 };
+
+  await page.getByTestId("open-settings").first().click();
+  const dialog = page.getByTestId("settings");
+  const section = dialog.getByTestId("mcp-servers");
+  await section.waitFor();
+  expect(await section.locator("h3").textContent()).toBe("MCP servers (on the server)");
+  // The token is the server's secret: no field for one here, and the section names the variable.
+  expect(await section.getByTestId("mcp-token").count()).toBe(0);
+  await section.getByTestId("mcp-name").fill("docs");
+  expect(await section.getByTestId("mcp-home-note").textContent()).toContain("MCP_DOCS_TOKEN");
+  await section.getByTestId("mcp-url").fill(mcp.url);
+  await section.getByTestId("mcp-add").click();
+  await expect
+    .poll(() => section.getByTestId("mcp-note").textContent(), POLL)
+    .toContain("Added “docs” with 5 tools");
+  const row = section.getByTestId("mcp-server-docs");
+  expect(await row.textContent()).toContain("docs_echo");
+  expect(await row.textContent()).toContain("token set on the server");
+  expect(await dialog.textContent()).not.toContain(MCP_TOKEN);
+  // Its tools are in this conversation's extensions and in the server's approval list at once.
+  await expect.poll(() => dialog.getByTestId("extension-mcp:docs").isChecked(), POLL).toBe(true);
+  await expect.poll(() => dialog.getByTestId("tool-policies").textContent(), POLL).toContain("docs_echo");
+  expect(await seriousViolations(page, '[data-testid="mcp-servers"]')).toEqual([]);
+  await eachLook(page, async (look) => {
+    await section.scrollIntoViewIfNeeded();
+    const overflow = await dialog.evaluate((d) => d.scrollWidth - d.clientWidth);
+    expect(overflow, `horizontal overflow at ${look.width} px, ${look.scheme}`).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: look.shot("server-mcp-servers") });
+  });
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.getByRole("button", { name: "Close settings" }).click();
+
+  // The demo model calls it from the server conversation: it asks first, approved it answers.
+  const request = page.locator('[data-testid="approval-request"]');
+  await say(page, 'call the tool docs_echo with {"text": "hello from the server"}');
+  await request.waitFor();
+  expect(await request.getAttribute("data-tool")).toBe("docs_echo");
+  expect(mcp.calls).toEqual([]);
+  await page.getByRole("button", { name: "Approve", exact: true }).click();
+  await until(
+    "the answer",
+    async () => (await lastAnswer(page).textContent()) ?? "",
+    (t) => t.includes("echo: hello from the server"),
+  );
+  await settled(page, 2);
+  expect(mcp.calls).toEqual(["echo"]);
+
+  // The MCP server stops: the next call's error is said in words, to the model and the person.
+  await mcp.stop();
+  try {
+    await say(page, 'call the tool docs_echo with {"text": "anyone there?"}');
+    await request.waitFor();
+    await page.getByRole("button", { name: "Approve", exact: true }).click();
+    await until(
+      "the error in words",
+      async () => (await lastAnswer(page).textContent()) ?? "",
+      (t) => t.includes(`The MCP server "docs" (${mcp.url}) did not answer`),
+    );
+    const words = (await lastAnswer(page).textContent()) ?? "";
+    expect(words).not.toContain(MCP_TOKEN);
+    await eachLook(page, async (look) => {
+      await lastAnswer(page).scrollIntoViewIfNeeded();
+      await page.screenshot({ path: look.shot("server-mcp-error") });
+    });
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.emulateMedia({ colorScheme: "light" });
+    await page.getByTestId("open-settings").first().click();
+    await section.getByTestId("mcp-refresh").click();
+    await expect
+      .poll(() => section.getByTestId("mcp-server-docs").getByTestId("mcp-server-status").textContent(), POLL)
+      .toMatch(
+        /^Not answering: the MCP server "docs" .* did not answer .*Its 5 tools listed before stay offered\.$/,
+      );
+    await section.getByTestId("mcp-server-docs").scrollIntoViewIfNeeded();
+    await page.screenshot({ path: shot("server-mcp-down-light-1280") });
+  } finally {
+    await mcp.restart();
+  }
+}, 240_000);
