@@ -217,6 +217,8 @@ test("an MCP server added to a server conversation from its settings: its tool a
     );
     const words = (await lastAnswer(page).textContent()) ?? "";
     expect(words).not.toContain(MCP_TOKEN);
+    // workerd's words ("Network connection lost.") inside the sentence, without a doubled stop.
+    expect(words).not.toContain(".).");
     await eachLook(page, async (look) => {
       await lastAnswer(page).scrollIntoViewIfNeeded();
       await page.screenshot({ path: look.shot("server-mcp-error") });
