@@ -24,6 +24,8 @@ export interface AttachmentChip {
   readonly draft?: AttachmentDraft;
   /** An image's data URL for the chip's thumbnail. */
   readonly preview?: string;
+  /** A PDF's pages, for a chip without a draft (a stored message's file). */
+  readonly pages?: number;
 }
 
 let nextId = 1;

@@ -12,7 +12,17 @@ import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
 import { seriousViolations } from "./axe.ts";
 import { engine } from "./browser.ts";
-import { appSuite, appUrl, eachLook, lastAnswer, say, settled, uniqueStore, until } from "./page.ts";
+import {
+  appSuite,
+  appUrl,
+  eachLook,
+  lastAnswer,
+  say,
+  settleAnimations,
+  settled,
+  uniqueStore,
+  until,
+} from "./page.ts";
 
 const app = appSuite();
 
@@ -36,10 +46,31 @@ test("a write waits for approval across a SIGKILL, is approved in another tab an
   for (const tab of [a, b])
     await expect.poll(() => tab.getByTestId("engine-status").getAttribute("title")).toBe("Paused for you");
 
+  // Tab B opened last: A is brought to the front, or Chromium paints no new frame for its screenshots.
+  await a.bringToFront();
   await eachLook(a, async (look) => {
     await request(a).scrollIntoViewIfNeeded();
     await a.screenshot({ path: look.shot("approval-waiting") });
     expect(await seriousViolations(a), `${look.scheme} ${look.width}`).toEqual([]);
+    // The task panel says what waits in words read whole, never cut to "waiting for your approv…".
+    const narrow = look.width < 1100;
+    if (narrow) {
+      await a.getByRole("button", { name: "Tasks", exact: true }).click();
+      await settleAnimations(a);
+    }
+    const labels = a.getByTestId("task-label");
+    await expect
+      .poll(() => labels.allTextContents())
+      .toContain("waiting for your approval to run the write tool");
+    const cut = await labels.evaluateAll((all) =>
+      all.filter((l) => l.scrollWidth > l.clientWidth).map((l) => l.textContent),
+    );
+    expect(cut, `${look.scheme} ${look.width}`).toEqual([]);
+    await a.screenshot({ path: look.shot("approval-tasks") });
+    if (narrow) {
+      await a.keyboard.press("Escape");
+      await settleAnimations(a);
+    }
   });
 
   // A crash of the whole browser: the call keeps waiting, in every tab that opens again.

@@ -154,6 +154,46 @@ test("an image and a PDF go to a vision model, show as a thumbnail and a file, a
     `data:image/png;base64,${PNG}`,
   );
   expect(await copied.getByTestId("attached-file").textContent()).toContain("owls.pdf");
+
+  // Edit and resend keeps the message's files: the editor shows them as chips, one is removed, and
+  // the fork's message (and the model's request) carries the one kept with the edited words.
+  await copied.getByRole("button", { name: "Edit and resend as a fork" }).click();
+  const editor = copied.getByTestId("edit-form");
+  expect(await editor.getByTestId("attachment-chip").allTextContents()).toEqual([
+    expect.stringContaining("dot.png"),
+    expect.stringContaining("owls.pdf"),
+  ]);
+  await looks(page, "edit", '[data-testid="edit-form"]', () => editor.scrollIntoViewIfNeeded());
+  await editor.getByRole("button", { name: "Remove owls.pdf" }).click();
+  await copied.getByLabel("edited text").fill("only the dot now");
+  const asked = bodies.length;
+  const copyHash = await page.evaluate(() => location.hash);
+  await editor.getByRole("button", { name: "Resend as a fork" }).click();
+  await until(
+    "the fork open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== copyHash,
+  );
+  await until(
+    "the edited message asked",
+    async () => bodies.length,
+    (n) => n === asked + 1,
+  );
+  const resent = entriesOf(page, "pi.user").last();
+  await until(
+    "the fork's message shown",
+    () => resent.locator(".text").first().textContent(),
+    (t) => t === "only the dot now",
+  );
+  await settled(page, 1);
+  await resent.locator('[data-testid="attached-image"] img').waitFor();
+  expect(await resent.getByTestId("attached-file").count()).toBe(0);
+  expect(bodies.length).toBe(asked + 1);
+  const again = JSON.parse(bodies.at(-1)!) as { messages: { role: string; content: unknown }[] };
+  const resentUser = JSON.stringify(again.messages.filter((m) => m.role === "user").at(-1)?.content);
+  expect(resentUser).toContain(`data:image/png;base64,${PNG}`);
+  expect(resentUser).toContain("only the dot now");
+  expect(resentUser).not.toContain(PDF_TEXT);
 });
 
 test("a text-only model and an unknown binary file are refused in words; a paste and a drop attach files", async () => {

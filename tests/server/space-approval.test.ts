@@ -190,6 +190,42 @@ describe("tool approval on a server space", () => {
     expect(files.map((f) => f.path)).not.toContain("notes/note-1.md");
   });
 
+  test("policies set over the socket are the server's: 'never' everywhere refuses a write unasked; the conversation's 'allow' wins there", async () => {
+    const a = await tabOn("policies");
+    await a.value("approvals.setPolicy", "write", "never");
+    const c = await a.value<number>("conversations.create", "never");
+    const watch = await a.value<number>("watches.conversation", c);
+    const asked = () => JSON.stringify(a.frames.get(watch) ?? []).includes("awaiting_approval");
+    await a.value("run.submit", c, { text: "write a note", requestId: "never-1" });
+    const refused = await settledView("policies", c, "the refused write", (v) =>
+      results(v.entries).some((r) => r.tool === "write"),
+    );
+    expect(results(refused.entries).find((r) => r.tool === "write")).toMatchObject({
+      error: true,
+      text: expect.stringContaining("set never to run in this conversation"),
+    });
+    expect(asked()).toBe(false);
+    const files = await a.value<Array<{ path: string }>>("workspace.files");
+    expect(files.map((f) => f.path).filter((p) => p.startsWith("notes/"))).toEqual([]);
+
+    // This conversation's own choice wins over the space's: its next write runs, unasked.
+    await a.value("approvals.setPolicy", "write", "allow", c);
+    const policies = await a.value<
+      Array<{ name: string; app?: string; conversation?: string; effective: string }>
+    >("approvals.policies", c);
+    expect(policies.find((p) => p.name === "write")).toMatchObject({
+      app: "never",
+      conversation: "allow",
+      effective: "allow",
+    });
+    await a.value("run.submit", c, { text: "write another note", requestId: "never-2" });
+    const ran = await settledView("policies", c, "the allowed write", (v) =>
+      results(v.entries).some((r) => r.tool === "write" && !r.error),
+    );
+    expect(results(ran.entries).filter((r) => r.tool === "write" && !r.error)).toHaveLength(1);
+    expect(asked()).toBe(false);
+  });
+
   test("'always allow here' is kept in the conversation: its next write runs freely", async () => {
     const a = await tabOn("always");
     const { c, slot, watch } = await waitingWrite("always", a);

@@ -23,6 +23,7 @@ import {
   type AttachmentDraft,
   type AttachmentMark,
   attachmentHeading,
+  attachmentOf,
   sizeInWords,
 } from "../protocol/attachments.ts";
 
@@ -168,4 +169,37 @@ export function inputContent(
       );
   }
   return blocks;
+}
+
+/**
+ * The attached files of a stored user message's content, in order (each block with a well-formed
+ * `attachment` mark: an image block, or a file's text block). Edit and resend keeps them by index.
+ */
+export function attachedBlocks(content: unknown): (TextContent | ImageContent)[] {
+  if (!Array.isArray(content)) return [];
+  return content.filter(
+    (b): b is TextContent | ImageContent =>
+      attachmentOf(b) !== undefined &&
+      ((b as { type?: unknown }).type === "image" || (b as { type?: unknown }).type === "text"),
+  );
+}
+
+/**
+ * The content of an edited message that keeps `kept` (blocks `attachedBlocks` returned, already
+ * checked when they were first stored): the text first, then the files. An image is refused again
+ * for a model that reads text only (the new conversation's model may not be the one they were sent to).
+ */
+export function keptContent(
+  text: string,
+  kept: readonly (TextContent | ImageContent)[],
+  model: AttachmentModel | undefined,
+): UserMessage["content"] {
+  if (kept.length === 0) return text;
+  const image = kept.find((b) => b.type === "image");
+  if (image && model && !model.input.includes("image"))
+    throw new AttachmentRefused(
+      "text_only_model",
+      `${model.name} reads text only, so it cannot see the image ${JSON.stringify(attachmentOf(image)?.name)}. Choose a model that accepts images, or remove the image`,
+    );
+  return [...(text ? [{ type: "text" as const, text }] : []), ...kept];
 }

@@ -219,7 +219,8 @@ export class HarnessEngine implements EngineService {
       },
       run: {
         submit: (conversationId, request) => this.submit(conversationId, request),
-        resendAsFork: (conversationId, entryId, text) => this.resendAsFork(conversationId, entryId, text),
+        resendAsFork: (conversationId, entryId, text, keep) =>
+          this.resendAsFork(conversationId, entryId, text, keep),
         abort: (conversationId) => this.abort(conversationId),
         withdraw: (conversationId, submissionId) => this.withdraw(conversationId, submissionId),
         reset: (conversationId) => this.reset(conversationId),
@@ -444,8 +445,9 @@ export class HarnessEngine implements EngineService {
     conversationId: ConversationId,
     entryId: EntryId,
     text: string,
+    keep?: readonly number[],
   ): Promise<ConversationId> {
-    return resendAsFork(await this.#harness(), conversationId, entryId, text);
+    return resendAsFork(await this.#harness(), conversationId, entryId, text, keep);
   }
 
   async abort(conversationId: ConversationId): Promise<void> {

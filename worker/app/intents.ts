@@ -27,11 +27,13 @@ import type { AgentChange } from "../agent/conversation/agent-change.ts";
 import { configure } from "../agent/conversation/handles.ts";
 import type { SubmissionDraft } from "../agent/conversation/inbox.ts";
 import type { AgentHarness } from "../agent/harness.ts";
-import { agentDoc, DOC } from "../agent/records.ts";
+import { agentDoc, DOC, modelMessages } from "../agent/records.ts";
 import type { Tx } from "../core/define.ts";
+import { EntryNotVisible } from "../core/errors.ts";
 import type { ConversationId, EntryId, SubmissionRecord } from "../core/types.ts";
+import { attachmentOf } from "../protocol/attachments.ts";
 import type { SubmitRequest } from "../protocol/index.ts";
-import { type AttachmentModel, inputContent } from "./attachments.ts";
+import { type AttachmentModel, attachedBlocks, inputContent, keptContent } from "./attachments.ts";
 import { MAX_TITLE, TITLE_DOC, titleFromInput } from "./conversation-list.ts";
 import { importWithUserTools } from "./extensions.ts";
 import { redactSecrets, savedSecrets } from "./secrets.ts";
@@ -96,17 +98,60 @@ function inputDraft(
   };
 }
 
-/** Inside a commit: submit `request` to the conversation and title it from the text if it has no title. */
+/**
+ * Inside a commit: submit `request` to the conversation and title it from the text if it has no
+ * title. `kept`: files of an edited message that go with the text (edit and resend), instead of
+ * new drafts.
+ */
 function submitTitledIn(
   h: AgentHarness,
   tx: Tx,
   conversationId: ConversationId,
   request: SubmitRequest,
+  kept: readonly KeptBlock[] = [],
 ): SubmissionRecord {
-  const record = h.submitIn(tx, conversationId, inputDraft(h, tx, conversationId, request));
+  const draft: SubmissionDraft =
+    kept.length > 0
+      ? {
+          type: "input",
+          content: keptContent(request.text, kept, inputModel(h, tx, conversationId)),
+          whenBusy: request.mode ?? "followUp",
+        }
+      : inputDraft(h, tx, conversationId, request);
+  const record = h.submitIn(tx, conversationId, draft);
   // Files sent without words name the conversation by the first file.
-  titleFromFirstInput(tx, conversationId, request.text.trim() || (request.attachments?.[0]?.name ?? ""));
+  const firstFile = request.attachments?.[0]?.name ?? (kept[0] ? attachmentOf(kept[0])?.name : undefined);
+  titleFromFirstInput(tx, conversationId, request.text.trim() || (firstFile ?? ""));
   return record;
+}
+
+type KeptBlock = ReturnType<typeof attachedBlocks>[number];
+
+/**
+ * The files of the user message `entryId` (visible in `conversationId`) that an edit keeps: all of
+ * them when `keep` is undefined, else those at the indexes `keep` names (in the message's order).
+ * Rejects with EntryNotVisible when the entry is not in the conversation's history, and with a
+ * TypeError when `keep` names a file the message does not have.
+ */
+async function keptFiles(
+  h: AgentHarness,
+  conversationId: ConversationId,
+  entryId: EntryId,
+  keep: readonly number[] | undefined,
+): Promise<KeptBlock[]> {
+  const [entry] = await h.entries(conversationId, { afterId: entryId - 1, limit: 1 });
+  if (entry?.id !== entryId) throw new EntryNotVisible(conversationId, entryId);
+  const message = modelMessages(entry)[0];
+  const files = message?.role === "user" ? attachedBlocks(message.content) : [];
+  if (keep === undefined) return files;
+  return [...new Set(keep)].map((i) => {
+    const file = files[i];
+    if (!file)
+      throw new TypeError(
+        `resendAsFork: the message has ${files.length === 1 ? "1 attached file" : `${files.length} attached files`}; there is no file ${i}`,
+      );
+    return file;
+  });
 }
 
 /**
@@ -126,30 +171,38 @@ export async function submitWithTitle(
 
 /**
  * Edit and resend: a fork of `conversationId` at the entry just before `entryId` in its active range
- * (so it sees what the model saw then, without that message), with `text` submitted there; when
+ * (so it sees what the model saw then, without that message), with `text` submitted there, and the
+ * message's attached files with it (all of them, or those `keep` names by index); when
  * `entryId` has nothing before it, a new conversation with the source's model, thinking level and
  * instructions takes the text. One commit: the new conversation, its settings, its title and the
- * input (placed, its run started). Resolves with the new conversation's id. Rejects like
- * `forkConversation` (UnknownConversation, EntryNotVisible) and then writes nothing.
+ * input (placed, its run started). The text may be empty when a file is kept. Resolves with the new
+ * conversation's id. Rejects like `forkConversation` (UnknownConversation, EntryNotVisible), or with
+ * `AttachmentRefused` (an image kept for a text-only model), and then writes nothing.
  */
 export async function resendAsFork(
   h: AgentHarness,
   conversationId: ConversationId,
   entryId: EntryId,
   text: string,
+  keep?: readonly number[],
 ): Promise<ConversationId> {
   if (!Number.isInteger(conversationId) || !Number.isInteger(entryId))
     throw new TypeError("resendAsFork takes a conversation id and an entry id (integers)");
-  if (typeof text !== "string" || !text.trim()) throw new TypeError("resendAsFork needs the text to send");
+  if (typeof text !== "string") throw new TypeError("resendAsFork needs the text to send");
+  if (keep !== undefined && (!Array.isArray(keep) || !keep.every((i) => Number.isInteger(i) && i >= 0)))
+    throw new TypeError("resendAsFork keeps files by their indexes (integers from 0)");
   h.requireConversation(conversationId);
-  const request: SubmitRequest = { text };
+  const kept = await keptFiles(h, conversationId, entryId, keep);
+  if (!text.trim() && kept.length === 0)
+    throw new TypeError("resendAsFork needs the text to send or a file to keep");
+  const request: SubmitRequest = { text: text.trim() ? text : "" };
   const before = (await h.entryPage(conversationId, { before: entryId, limit: 1 })).entries.at(-1);
   if (before) {
     const fork = await h.forkConversation(conversationId, before.id, {
       ...OWNERLESS,
       init: (tx, id) => {
         forkTitle(tx, conversationId, id);
-        submitTitledIn(h, tx, id, request);
+        submitTitledIn(h, tx, id, request, kept);
       },
     });
     return fork.id;
@@ -166,7 +219,7 @@ export async function resendAsFork(
         ...(source.instructions ? { instructions: source.instructions } : {}),
       };
       if (Object.keys(copied).length > 0) configure(tx, id, copied);
-      submitTitledIn(h, tx, id, request);
+      submitTitledIn(h, tx, id, request, kept);
     },
   });
   return created.id;

@@ -29,7 +29,7 @@ import type { WatchFrame } from "../core/view-ops.ts";
 import type { AttachmentDraft } from "./attachments.ts";
 
 /** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
-export const PROTOCOL_VERSION = 15;
+export const PROTOCOL_VERSION = 16;
 
 export const DEFAULT_STORE_NAME = "agent";
 
@@ -280,10 +280,17 @@ export interface RunApi {
   /**
    * Edit and resend, in one commit: a fork of `conversationId` at the entry just before `entryId`
    * (or, when nothing is before it, a new conversation with that one's model, thinking level and
-   * instructions) with `text` submitted there. Resolves with the new conversation's id; rejects like
-   * `conversations.fork` (a `ForkError`), and then nothing was written.
+   * instructions) with `text` submitted there, and the message's attached files with it: all of
+   * them, or when `keep` is given only those at its indexes (in the message's order; `[]` drops
+   * them all). `text` may be empty when a file is kept. Resolves with the new conversation's id;
+   * rejects like `conversations.fork` (a `ForkError`), and then nothing was written.
    */
-  resendAsFork(conversationId: ConversationId, entryId: EntryId, text: string): Promise<ConversationId>;
+  resendAsFork(
+    conversationId: ConversationId,
+    entryId: EntryId,
+    text: string,
+    keep?: readonly number[],
+  ): Promise<ConversationId>;
   abort(conversationId: ConversationId): Promise<void>;
   /**
    * Withdraw a queued input (a steer or follow-up waiting in the inbox) before the agent takes it

@@ -400,7 +400,8 @@ function dispatch(c: Connection): Dispatch {
     "conversations.export": ([conversation]) => calls().conversations.export(conversation),
     "conversations.import": ([text]) => calls().conversations.import(text),
     "run.submit": ([conversation, request]) => calls().run.submit(conversation, request),
-    "run.resendAsFork": ([conversation, e, text]) => calls().run.resendAsFork(conversation, e, text),
+    "run.resendAsFork": ([conversation, e, text, keep]) =>
+      calls().run.resendAsFork(conversation, e, text, keep),
     "run.abort": ([conversation]) => calls().run.abort(conversation),
     "run.withdraw": ([conversation, s]) => calls().run.withdraw(conversation, s),
     "run.reset": ([conversation]) => calls().run.reset(conversation),

@@ -208,7 +208,17 @@ export const METHODS = {
       strict,
     ),
   ]),
-  "run.resendAsFork": Type.Tuple([Id, Id, Text]),
+  "run.resendAsFork": Type.Union([
+    Type.Tuple([Id, Id, Text]),
+    Type.Tuple([
+      Id,
+      Id,
+      Text,
+      Type.Array(Type.Integer({ minimum: 0, maximum: ATTACHMENT_LIMITS.files - 1 }), {
+        maxItems: ATTACHMENT_LIMITS.files,
+      }),
+    ]),
+  ]),
   "run.abort": Type.Tuple([Id]),
   "run.withdraw": Type.Tuple([Id, Id]),
   "run.reset": Type.Tuple([Id]),

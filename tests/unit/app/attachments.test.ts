@@ -9,10 +9,11 @@
  */
 import type { ImageContent, Message, TextContent } from "@mariozechner/pi-ai";
 import { afterAll, describe, expect, test } from "vitest";
+import { configure } from "../../../worker/agent/conversation/handles.ts";
 import { AgentHarness } from "../../../worker/agent/harness.ts";
 import { createModelResolver } from "../../../worker/agent/models/resolver.ts";
 import { AttachmentRefused } from "../../../worker/app/attachments.ts";
-import { submitWithTitle } from "../../../worker/app/intents.ts";
+import { resendAsFork, submitWithTitle } from "../../../worker/app/intents.ts";
 import {
   exportConversation,
   ImportRefused,
@@ -223,6 +224,94 @@ test("a saved secret in an attached file's text is redacted from the export like
   expect(text).not.toContain(secret);
   expect(text).toContain("key=[redacted]");
   await h.close();
+});
+
+describe("edit and resend keeps the message's files", () => {
+  /** A conversation whose second input carries the three files; returns its entries' ids. */
+  async function twoQuestions(h: AgentHarness) {
+    const c = await h.createConversation(OWNERLESS);
+    await submitWithTitle(h, c.id, { text: "hello" });
+    await h.waitForIdle();
+    await submitWithTitle(h, c.id, { text: "what is in these?", attachments: [IMAGE, NOTES, PDF] });
+    await h.waitForIdle();
+    const users = (await h.requireConversation(c.id).entries()).filter((e) => e.kind === "pi.user");
+    return { c: c.id, first: users[0]!.id, second: users[1]!.id };
+  }
+  const names = (blocks: readonly unknown[]) =>
+    blocks.map((b) => (b as { attachment?: { name: string } }).attachment?.name ?? "(text)");
+  const lastUser = async (h: AgentHarness, c: ConversationId) => {
+    const entry = (await h.requireConversation(c).entries()).filter((e) => e.kind === "pi.user").at(-1);
+    const message = (entry?.model as unknown as Message[] | undefined)?.[0];
+    return (message?.role === "user" ? message.content : []) as (TextContent | ImageContent)[];
+  };
+
+  test("the edited text goes with every file, and the model's request carries them", async () => {
+    const { h } = await harness();
+    const { c, second } = await twoQuestions(h);
+    const sent = faux.requests.length;
+    const fork = await resendAsFork(h, c, second, "and what about these?");
+    await h.waitForIdle();
+    const blocks = await lastUser(h, fork);
+    expect(names(blocks)).toEqual(["(text)", "dot.png", "notes.md", "paper.pdf"]);
+    expect(blocks[0]).toEqual({ type: "text", text: "and what about these?" });
+    const user = faux.requests[sent]!.messages.filter((m) => m.role === "user").at(-1)!;
+    expect(JSON.stringify(user.content)).toContain(PNG);
+    expect(JSON.stringify(user.content)).toContain("the owl is blue");
+    expect(JSON.stringify(user.content)).toContain("page two");
+    await h.close();
+  });
+
+  test("`keep` chooses the files by index; [] drops them all; a file alone may be resent without words", async () => {
+    const { h } = await harness();
+    const { c, first, second } = await twoQuestions(h);
+    const some = await resendAsFork(h, c, second, "only two", [2, 0]);
+    await h.waitForIdle();
+    expect(names(await lastUser(h, some))).toEqual(["(text)", "paper.pdf", "dot.png"]);
+    const none = await resendAsFork(h, c, second, "no files", []);
+    await h.waitForIdle();
+    expect(await lastUser(h, none)).toEqual("no files");
+    const wordless = await resendAsFork(h, c, second, "  ", [1]);
+    await h.waitForIdle();
+    expect(names(await lastUser(h, wordless))).toEqual(["notes.md"]);
+    // The first message (no files) resent in a new conversation: text only, as before.
+    const fresh = await resendAsFork(h, c, first, "hi again");
+    await h.waitForIdle();
+    expect(await lastUser(h, fresh)).toEqual("hi again");
+    await h.close();
+  });
+
+  test("a file the message does not have, nothing to send, or an image for a text-only model writes nothing", async () => {
+    const { h } = await harness();
+    const { c, first, second } = await twoQuestions(h);
+    const before = h.conversationRecords().length;
+    await expect(resendAsFork(h, c, second, "x", [3])).rejects.toThrow(
+      /has 3 attached files; there is no file 3/,
+    );
+    await expect(resendAsFork(h, c, first, "x", [0])).rejects.toThrow(/has 0 attached files/);
+    await expect(resendAsFork(h, c, second, " ", [])).rejects.toThrow(TypeError);
+    await expect(resendAsFork(h, c, 9999, "x")).rejects.toMatchObject({ name: "EntryNotVisible" });
+    expect(h.conversationRecords().length).toBe(before);
+    // A first message resent goes to a new conversation with the source's model as it is now: when
+    // that model reads text only, the image is refused in words, and without it the rest goes.
+    const solo = await h.createConversation(OWNERLESS);
+    await submitWithTitle(h, solo.id, { text: "see", attachments: [IMAGE, NOTES] });
+    await h.waitForIdle();
+    const [message] = (await h.requireConversation(solo.id).entries()).filter((e) => e.kind === "pi.user");
+    await h.transaction((tx) =>
+      configure(tx, solo.id, { model: { provider: TEXT_ONLY.provider, modelId: TEXT_ONLY.id } }),
+    );
+    const count = h.conversationRecords().length;
+    const refusal = await resendAsFork(h, solo.id, message!.id, "again").catch((e: unknown) => e);
+    expect(refusal).toBeInstanceOf(AttachmentRefused);
+    expect((refusal as Error).message).toMatch(
+      /Faux Text Only reads text only, so it cannot see the image "dot.png"/,
+    );
+    expect(h.conversationRecords().length).toBe(count);
+    const ok = await resendAsFork(h, solo.id, message!.id, "again", [1]);
+    await h.waitForIdle();
+    expect(names(await lastUser(h, ok))).toEqual(["(text)", "notes.md"]);
+    await h.close();
+  });
 });
 
 describe("refused in words before anything is stored", () => {

@@ -146,7 +146,9 @@ function guardedFetch(target: McpTarget, limits: McpLimits, base: typeof fetch) 
       response = await base(input, { ...init, redirect: "manual" });
     } catch (error) {
       if (init?.signal?.aborted) throw error;
-      const detail = error instanceof Error ? error.message : String(error);
+      // The runtime's words without their closing full stop ("Network connection lost."): the
+      // sentence around them ends with its own.
+      const detail = (error instanceof Error ? error.message : String(error)).trim().replace(/\.+$/, "");
       throw new McpUnreachable(`${where(target)} did not answer (${detail})`);
     }
     // A redirect is not followed (a browser's is opaque: type "opaqueredirect", status 0).
