@@ -10,7 +10,8 @@
  *   what the durable run would cost if the engine and the model cost nothing.
  * Bars (reported, never enforced; the process exits 0 unless it crashes): at most 2 store
  * transactions per tool round; the durable round at most 0.5x LangGraph's; the durable run at most
- * 1.5x its own SQL floor. Both engines are measured warm, interleaved round by round.
+ * 1.5x its own SQL floor. Both engines and the floor are measured warm, interleaved round by round,
+ * and each ratio is the median of the rounds' own ratios.
  * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (durable warm-up rounds, default 15;
  * LangGraph joins for the last BENCH_LG_WARMUP of them, default 3: its runs are far longer),
  * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph (one side alone, for a profiler);
@@ -96,17 +97,28 @@ async function main(): Promise<void> {
   }
   const durables: Sample[] = [];
   const graphs: Sample[] = [];
+  const replays: Sample[] = [];
   const check = (side: string, s: Sample) => {
     if (s.toolResults !== TOOL_ROUNDS)
       throw new Error(`${side}: ${s.toolResults} tool results, not ${TOOL_ROUNDS}`);
     return s;
   };
+  // The floor's SQL: one durable run, recorded. It is replayed with no engine in every measured
+  // round, beside the durable run and LangGraph's, so all three see the same moment's load (replayed
+  // once all runs had ended, a change of load in between moved the ratio by more than the engine).
+  const recorded = model();
+  const jobs = { opening: [] as Job[], timed: [] as Job[] };
+  await durable(recorded, jobs);
+  recorded.unregister();
   for (let i = 0; i < WARMUP + ROUNDS; i++) {
     const d = check("durable", await durable(chat));
-    const g = i >= WARMUP - LG_WARMUP ? check("LangGraph", await langGraph()) : undefined;
+    const warm = i >= WARMUP - LG_WARMUP;
+    const g = warm ? check("LangGraph", await langGraph()) : undefined;
+    const f = warm ? await replay(jobs.opening, jobs.timed) : undefined;
     if (i >= WARMUP) {
       durables.push(d);
       graphs.push(g!);
+      replays.push(f!);
     }
   }
   chat.unregister();
@@ -115,13 +127,6 @@ async function main(): Promise<void> {
   const bare = model(0);
   const fixedTransactions = (await durable(bare)).transactions;
   bare.unregister();
-  // The floor: one more durable run, recorded, and its SQL replayed with no engine (median of 5).
-  const recorded = model();
-  const jobs = { opening: [] as Job[], timed: [] as Job[] };
-  await durable(recorded, jobs);
-  recorded.unregister();
-  const replays: Sample[] = [];
-  for (let i = 0; i < 5; i++) replays.push(await replay(jobs.opening, jobs.timed));
   const statements = jobs.timed.reduce((n, job) => n + job.statements.length, 0);
 
   const m = (xs: Sample[], f: (s: Sample) => number) => median(xs.map(f));
@@ -132,11 +137,11 @@ async function main(): Promise<void> {
   const floorMs = m(replays, (s) => s.ms);
   const floorCpu = m(replays, (s) => s.cpuMs);
   const txPerRound = (m(durables, (s) => s.transactions) - fixedTransactions) / TOOL_ROUNDS;
-  // Ratios: the median of per-round ratios for the interleaved pair; the floor against the medians.
+  // Ratios: the median of per-round ratios, each round's runs measured back to back.
   const vsGraph = median(durables.map((d, i) => d.ms / graphs[i]!.ms));
   const vsGraphCpu = median(durables.map((d, i) => d.cpuMs / graphs[i]!.cpuMs));
-  const vsFloor = durableMs / floorMs;
-  const vsFloorCpu = durableCpu / floorCpu;
+  const vsFloor = median(durables.map((d, i) => d.ms / replays[i]!.ms));
+  const vsFloorCpu = median(durables.map((d, i) => d.cpuMs / replays[i]!.cpuMs));
   const perRound = (ms: number) => `${fmt((ms / TOOL_ROUNDS) * 1000)} µs`;
 
   const rows: string[][] = [

@@ -12,6 +12,7 @@ import type {
 } from "@mariozechner/pi-ai";
 import type { AnyTaskDefinition, Tx } from "../core/define.ts";
 import type { Harness } from "../core/harness.ts";
+import { isCheckedJson } from "../core/persist.ts";
 import type { ConversationId, Json, SubmissionRecord } from "../core/types.ts";
 import type { EntryCache } from "./conversation/entries.ts";
 import type { QueueMode, SubmissionDraft } from "./conversation/inbox.ts";
@@ -325,19 +326,39 @@ export function resolvers(
 export function atPhaseStart(services: AgentServices, c?: ConversationId): AgentServices {
   const snapshot = services.registry();
   const base = services.settings().extensions;
+  let reported = false;
+  const report = (error: unknown) => {
+    reported = true;
+    services.report(error);
+  };
+  if (c === undefined) {
+    const r = resolvers(
+      () => snapshot,
+      services.readAgent,
+      services.report,
+      () => base,
+    );
+    const hooks = r.hooks();
+    return { ...services, ...r, hooks: () => hooks };
+  }
+  const state = services.readAgent(c);
+  const last = lastPhase.get(services);
+  if (
+    last !== undefined &&
+    last.c === c &&
+    last.snapshot === snapshot &&
+    last.base === base &&
+    last.state === state
+  )
+    return last.phase;
   const r = resolvers(
     () => snapshot,
     services.readAgent,
     services.report,
     () => base,
   );
-  if (c === undefined) {
-    const hooks = r.hooks();
-    return { ...services, ...r, hooks: () => hooks };
-  }
-  const state = services.readAgent(c);
-  const agent = r.agent(c, state);
-  return {
+  const agent = resolveAgentCached(snapshot, state, report, base ? { base } : {});
+  const phase: AgentServices = {
     ...services,
     ...r,
     phaseAgent: { state, resolved: agent },
@@ -345,7 +366,29 @@ export function atPhaseStart(services: AgentServices, c?: ConversationId): Agent
     hooks: (id) => (id === undefined || id === c ? agent.hooks : r.hooks(id)),
     tools: (id) => (id === undefined || id === c ? agent.tools : r.tools(id)),
   };
+  // Kept only when nothing about it can differ at the next phase: the same snapshot, base and
+  // committed pi.agent value (checked JSON: frozen, so its identity stands for its content), and a
+  // resolution that reported nothing (one that did reports again at every phase, as before).
+  if (!reported && isCheckedJson(state)) lastPhase.set(services, { c, snapshot, base, state, phase });
+  else lastPhase.delete(services);
+  return phase;
 }
+
+/**
+ * The last view `atPhaseStart` made for each services object. Building one spreads the whole
+ * services object, and every phase of a conversation's round (the tool's, the next request's)
+ * asked for the same one: same snapshot, same base, same committed pi.agent.
+ */
+const lastPhase = new WeakMap<
+  AgentServices,
+  {
+    c: ConversationId;
+    snapshot: RegistrySnapshot;
+    base: readonly string[] | undefined;
+    state: AgentState;
+    phase: AgentServices;
+  }
+>();
 
 /** pi-ai's streamSimple (loaded by then: an open harness has loaded pi-ai, see models/pi-ai.ts). */
 export const defaultStream: StreamFn = (model, context, options) =>

@@ -65,6 +65,14 @@ class CheckedJson extends Stamped {
 }
 const frozenChecked = new WeakSet<object>();
 
+/**
+ * Whether `value` is an object or array an earlier check found strict JSON: it and everything in it
+ * are frozen, so whatever is derived from it alone (its text, a resolution) stays true of it.
+ */
+export function isCheckedJson(value: unknown): boolean {
+  return typeof value === "object" && value !== null && CheckedJson.has(value);
+}
+
 function isJson(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case "string":

@@ -320,10 +320,16 @@ export class Records {
           ? EMPTY_LIST
           : [...overlay.docs].map(([key, value]) => {
               const { rowKey, name } = splitDocKey(key);
-              const doc = { conversationId: rowKey, name, value };
+              // Built whole (a spread of a fresh literal cost more than the rest of the merge).
               return value === undefined
-                ? doc
-                : { ...doc, version: this.docVersions.get(key) ?? 1, id: this.docMeta.get(key)!.id };
+                ? { conversationId: rowKey, name, value }
+                : {
+                    conversationId: rowKey,
+                    name,
+                    value,
+                    version: this.docVersions.get(key) ?? 1,
+                    id: this.docMeta.get(key)!.id,
+                  };
             }),
     };
   }

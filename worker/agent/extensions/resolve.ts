@@ -12,6 +12,7 @@
  * - hooks: the selected extensions' registrations, in extension order.
  * Being pure, a resolution is kept and handed out again for the same three (`resolveAgentCached`).
  */
+import { isCheckedJson } from "../../core/persist.ts";
 import type { AgentState, ModelRef } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
 import { composeHooks } from "./hooks.ts";
@@ -125,6 +126,23 @@ const resolutions = new WeakMap<RegistrySnapshot, Map<string, ResolvedAgent>>();
 /** Distinct (pi.agent, base) pairs kept per snapshot before the oldest ones are dropped. */
 const RESOLUTIONS_KEPT = 64;
 
+/** The text of each checked (deeply frozen) pi.agent value: its identity stands for its text. */
+const agentTexts = new WeakMap<AgentState, string>();
+
+/**
+ * The cache key of a resolution: the pi.agent value's text and the base. A committed pi.agent is
+ * checked JSON, frozen all the way down, so its text is computed once per value, not at every
+ * phase of every task; any other value is serialized each time, as it may have changed.
+ */
+function keyOf(agent: AgentState, base: readonly string[] | undefined): string {
+  let text = agentTexts.get(agent);
+  if (text === undefined) {
+    text = JSON.stringify(agent);
+    if (isCheckedJson(agent)) agentTexts.set(agent, text);
+  }
+  return base === undefined ? `${text}\n` : `${text}\n${JSON.stringify(base)}`;
+}
+
 /**
  * `resolveAgent`, kept: a resolution is a pure function of the snapshot, the pi.agent value and the
  * base, and every phase of every task resolves its conversation's agent again. One that reported a
@@ -136,7 +154,7 @@ export function resolveAgentCached(
   report: (error: unknown) => void,
   options: ResolveOptions = {},
 ): ResolvedAgent {
-  const key = JSON.stringify([agent, options.base ?? null]);
+  const key = keyOf(agent, options.base);
   let kept = resolutions.get(snapshot);
   const hit = kept?.get(key);
   if (hit) return hit;
