@@ -1,7 +1,8 @@
 /**
  * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
- * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it):
- *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261204, 30)
+ * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
+ * sample-session20b.md the second):
+ *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
  * Population: every rule line the spec-coverage checker (tests/unit/project/spec-coverage.test.ts)
@@ -11,8 +12,8 @@
  * the files in the order below.
  *
  * Left out, as already read by an earlier sample:
- * - session 19's twenty (sample-session19.md, drawn on main 232dce6), found by the start of their
- *   rule text, listed below;
+ * - session 19's twenty (sample-session19.md, drawn on main 232dce6) and session 20's thirty
+ *   (sample-session20.md, seed 20261204), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
  *   lists: each row is matched to the line of sections-0-4.md or sections-5-9.md that names one of
  *   the tests the row names and shares the most words with its rule (Jaccard >= 0.25).
@@ -87,6 +88,39 @@ const SESSION19 = [
   ["sections-0-4", "Storage success: adopt, enqueue publication"],
 ];
 
+const SESSION20 = [
+  ["section-7", "`DocumentReader` (`snapshot`): committed documents, any conversation"],
+  ["sections-5-9", '"lets a background task wait on the owner of its conversation"'],
+  ["sections-0-4", "Harness.submission() reacquires after reopen"],
+  ["sections-5-9", "Abort protocol: mark"],
+  ["sections-5-9", "Phase throws"],
+  ["sections-5-9", "Blocking: appends directly, completes {entryId}"],
+  ["section-7", "defineExtension / section / hook / wrapTool / wrapSection / createRegistry"],
+  ["sections-0-4", "Migration failure shows only after the scheduler tried it"],
+  ["section-7", "beforeTool: argument chain, first block wins, throw blocks"],
+  ["sections-5-9", "pi.assistant: any stop reason, by generation"],
+  ["sections-5-9", "5.5.2 held outcome final"],
+  ["sections-5-9", '"aborts a parallel round with its generation: tools first'],
+  ["sections-0-4", "Progress calls enable scheduling"],
+  ["sections-5-9", "Every built-in writer of a pi.assistant adds its usage in the same commit"],
+  ["sections-5-9", "A terminal owner never cascades; new work in its conversation runs normally"],
+  ["sections-0-4", "[2.1.6] Every positional system message and its changes are kept"],
+  ["sections-5-9", '"applies the newest edit per target within the active range"'],
+  ["sections-0-4", "[1.4] External effects never run inside the transaction"],
+  ["sections-0-4", "subscribeCommits sees complete publications after adoption"],
+  ["sections-5-9", "Table: stale head write"],
+  ["sections-5-9", "Classification: usage added; stop with text"],
+  ["sections-0-4", "ConversationWatch = WatchHandle<ConversationView>"],
+  ["sections-5-9", "pi.tool v1 starts at call; the call is read from the assistant entry"],
+  ["sections-10-11", "One `Storage.commit(writes)` batch is atomic"],
+  ["sections-5-9", '"keeps a finished background ancestor a boundary after reopen'],
+  ["section-7", "Resolution: hooks of selected extensions in extension order"],
+  ["sections-0-4", "Typed access rejects when scope/history/fork disagree"],
+  ["sections-5-9", "Conversation-owned: write submission with requestId compaction:<taskId>"],
+  ["section-7", "A pinned tool keeps its implementation until its execution ends"],
+  ["sections-5-9", "Tx has no task replacement op"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -100,11 +134,15 @@ for (const [list, style] of Object.entries(LISTS))
     if (asserted(rule, style)) population.push({ list, line: rule.line, text: rule.text, head: head(rule) });
 
 const excluded = new Map();
-for (const [list, start] of SESSION19) {
-  const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
-  if (hits.length !== 1) throw new Error(`session 19: ${hits.length} lines start with ${start}`);
-  excluded.set(hits[0], "session 19");
-}
+for (const [why, lines] of [
+  ["session 19", SESSION19],
+  ["session 20", SESSION20],
+])
+  for (const [list, start] of lines) {
+    const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
+    if (hits.length !== 1) throw new Error(`${why}: ${hits.length} lines start with ${start}`);
+    excluded.set(hits[0], why);
+  }
 const session10 = read("sample-session10")
   .split("\n")
   .filter((l) => /^\| \d+ /.test(l))
@@ -121,7 +159,7 @@ for (const [, , , rule = "", , tests = ""] of session10) {
   if (best && score >= 0.25 && !excluded.has(best)) excluded.set(best, "session 10");
 }
 
-const seed = Number(process.argv[2] ?? 20261204);
+const seed = Number(process.argv[2] ?? 20261205);
 const count = Number(process.argv[3] ?? 30);
 let state = seed >>> 0;
 /** mulberry32: a small seeded generator of floats in [0, 1). */
@@ -139,7 +177,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);

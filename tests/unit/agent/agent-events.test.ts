@@ -268,3 +268,55 @@ test("a front-trimmed output window travels as trims and appends that rebuild it
   ]);
   await stream.stop();
 });
+
+test("covers exactly one conversation, not its owned subtree, and emits an event only once its commit is readable", async () => {
+  const delegate = defineTool({
+    name: "delegate",
+    description: "Runs a subagent in a conversation the call owns",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      const child = await api.commit((tx) => tx.createConversation({ kind: "task", taskId: api.taskId }).id);
+      const settled = await (await api.conversation(child)!.submit({ content: "child work" })).wait();
+      return textResult(`child ${settled.status}`);
+    },
+  });
+  const { h, root } = await open(
+    (req) => {
+      const users = req.messages.filter((m) => m.role === "user");
+      const last = JSON.stringify(users.at(-1)?.content ?? "");
+      if (last.includes("child work")) return fauxAssistantMessage("child answer");
+      return req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage("root answer")
+        : fauxAssistantMessage([fauxToolCall("delegate", {}, { id: "d1" })], { stopReason: "toolUse" });
+    },
+    { tools: [delegate] },
+  );
+  const stream = await watchEvents(h, root.id);
+  const events: AgentEvent[] = [];
+  const unreadable: string[] = [];
+  stream.start(async (batch) => {
+    for (const e of batch) {
+      events.push(e);
+      // Each entry an event carries is already committed and readable when the event arrives.
+      if (e.type === "message_end" || e.type === "entry_appended") {
+        const stored = await h.entry(e.entry.id);
+        if (stored?.id !== e.entry.id) unreadable.push(`${e.type} ${e.entry.id}`);
+      }
+    }
+  });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const child = h.conversationRecords().find((c) => c.owner !== undefined)!;
+  expect((await h.conversation(child.id)!.entries()).map((e) => e.kind)).toContain("pi.assistant");
+  await until(() => events.some((e) => e.type === "run_end"), { what: "root's run end" });
+  await stream.stop();
+  expect(unreadable).toEqual([]);
+  const entries = events.flatMap((e) => ("entry" in e && e.entry ? [e.entry] : []));
+  expect(entries.length).toBeGreaterThan(0);
+  expect(entries.every((e) => e.conversationId === root.id)).toBe(true);
+  const records = events.flatMap((e) => (e.type === "submission" ? [e.record] : []));
+  expect(records.every((r) => r.conversationId === root.id)).toBe(true);
+  // The root's two generations only: the child's own turn and run are not this stream's.
+  expect(events.filter((e) => e.type === "turn_start")).toHaveLength(2);
+  expect(events.filter((e) => e.type === "run_start")).toHaveLength(1);
+  expect(JSON.stringify(events)).not.toContain("child work");
+});

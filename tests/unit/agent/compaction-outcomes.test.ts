@@ -79,10 +79,33 @@ test("a summary that stops at length fails the compaction with model_error; noth
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
 });
 
-test("a compaction without a usable model fails no_model before any request", async () => {
+test("the summary request's maxTokens is floor(0.8 * reserveTokens) when the model states no positive maxTokens", async () => {
+  const maxTokens: unknown[] = [];
+  const responder: FauxResponder = (req) =>
+    isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"));
+  const { h, root, faux } = await open(responder, {
+    settings: { compaction: { keepRecentTokens: 150, reserveTokens: 1001 } },
+    stream: (model, context, options) => {
+      if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) maxTokens.push(options?.maxTokens);
+      return streamSimple(model, context, options);
+    },
+  });
+  await chat(root, 3);
+  // The model's value counts only when positive (spec §8.7).
+  faux.model.maxTokens = 0;
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  expect(maxTokens).toEqual([800]);
+});
+
+test("a compaction without a usable model fails no_model before any request, and before any beforeCompact hook is asked", async () => {
+  const asked: unknown[] = [];
   const { h, root, faux } = await open(
     (req) => (isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"))),
-    { settings: { compaction: { keepRecentTokens: 150 } } },
+    {
+      settings: { compaction: { keepRecentTokens: 150 } },
+      hooks: { beforeCompact: [(input) => void asked.push(input)] },
+    },
   );
   await chat(root, 3);
   const sent = faux.requests.length;
@@ -90,9 +113,16 @@ test("a compaction without a usable model fails no_model before any request", as
   const taskId = await root.compact();
   const record = await h.waitForTask(taskId);
   expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
-  expect(JSON.stringify(record.state)).toContain("no_model");
+  expect(record.state).toMatchObject({
+    outcome: { status: "failed", error: { message: "no_model", detail: "unknown model nowhere/nothing" } },
+  });
   expect(faux.requests.length).toBe(sent);
+  expect(asked).toEqual([]);
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+  // With its model back, the same compaction asks the hook first.
+  await root.configure({ model: faux.ref });
+  await h.waitForTask(await root.compact());
+  expect(asked).toHaveLength(1);
 });
 
 test("a faulted compaction's status is removed in the commit that writes the fault", async () => {

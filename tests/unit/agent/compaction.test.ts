@@ -163,6 +163,17 @@ describe("Conversation.compact()", () => {
     });
     await chat(root, 4); // 8 entries of about 100 tokens
     const before = (await root.entries()).length;
+    // The commit that places the summary: what else it writes.
+    const placing: Array<{ task?: unknown; compactions?: unknown; live: boolean }> = [];
+    h.subscribe((change) => {
+      if (!change.entries.some((e) => e.kind === "pi.compaction")) return;
+      const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      placing.push({
+        task: change.tasks.find((t) => t.kind === "pi.compaction")?.state,
+        compactions: (live?.value as LiveState | undefined)?.compactions,
+        live: live !== undefined,
+      });
+    });
     const taskId = await root.compact("keep the numbers");
     expect(
       ((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions ?? []).map(
@@ -188,6 +199,25 @@ describe("Conversation.compact()", () => {
     expect(textOf((compaction.model as unknown as Message[])[0]!)).toBe(
       "The conversation history before this point was compacted into the following summary:\n\n<summary>\nSUMMARY\n</summary>",
     );
+    // The entry's one message is a user message with one text part and the clock's timestamp.
+    expect(compaction.model).toEqual([
+      {
+        role: "user",
+        content: [{ type: "text", text: textOf((compaction.model as unknown as Message[])[0]!) }],
+        timestamp: expect.any(Number),
+      },
+    ]);
+    // One commit places it, removes the task's status and completes the task with its submission.
+    expect(placing).toEqual([
+      {
+        task: {
+          status: "terminal",
+          outcome: { status: "completed", result: { submissionId: expect.any(Number) } },
+        },
+        compactions: undefined,
+        live: true,
+      },
+    ]);
     await (await root.submit({ type: "input", content: "next" })).wait();
     const last = conversationRequests(faux.requests).at(-1)!;
     expect(userTexts(last.messages)).toEqual(["The conversa", "q4 xxxxxxxxx", "next"]);

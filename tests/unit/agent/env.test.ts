@@ -164,3 +164,26 @@ test("a rerun after recovery builds the environment again", async () => {
   expect(seen[1]).toBe(after);
   expect(await resultText(await again.root())).toEqual(["probed"]);
 });
+
+test("the builder is called at each use, off the commit line: once per preparation and once per tool execution, never cached", async () => {
+  const fs = new MemoryFs();
+  let calls = 0;
+  let h: Awaited<ReturnType<typeof open>>["h"] | undefined;
+  const env: EnvBuilder = async () => {
+    calls++;
+    // Off the line: a builder may wait for a commit (on the line this would never return).
+    await h?.transaction(() => undefined);
+    return { fs };
+  };
+  const ls = (id: string) => fauxToolCall("ls", {}, { id });
+  const opened = await open(callsThenAnswer(ls("l1"), ls("l2")), { extensions: registry(), env });
+  h = opened.h;
+  await (await opened.root.submit({ type: "input", content: "list twice" })).wait();
+  // Two preparations (the calls' request and the answer's) and two executions.
+  expect(opened.faux.requests).toHaveLength(2);
+  expect(calls).toBe(4);
+  // The next input is answered at once: one more preparation, one more build.
+  await (await opened.root.submit({ type: "input", content: "again" })).wait();
+  expect(opened.faux.requests).toHaveLength(3);
+  expect(calls).toBe(5);
+});

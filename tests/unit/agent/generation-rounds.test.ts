@@ -268,6 +268,86 @@ test("a finished call's slot is done with its entry and keeps no output while th
   expect((await input.wait()).status).toBe("done");
 });
 
+test.each([
+  ["a beforeTool hook: the answer's commit writes the slot pending, the call phase's intent commit", true],
+  ["no hook: the answer's commit records the intent (NOT-APPLICABLE [8.2])", false],
+])(
+  "a tool task sets its slot running in its intent commit; its terminal commit sets done with the entry and drops the output, dropped counts, details and diagnostics (%s)",
+  async (_, hooked) => {
+    const gate = deferred();
+    const reporter = defineTool({
+      name: "reporter",
+      description: "Reports everything a slot can hold, then waits",
+      parameters: Type.Object({}),
+      outputLimits: { maxLines: 1, maxBytes: 1000, retain: "tail" },
+      async execute(_args, api) {
+        api.output("one\ntwo\nthree\n");
+        api.diagnostic({ severity: "info", message: "noted" });
+        await api.details({ step: 1 });
+        await gate.promise;
+        return textResult("reported");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("reporter", {}, { id: "c1" })), {
+      tools: [reporter],
+      ...(hooked ? { hooks: { beforeTool: [() => undefined] } } : {}),
+    });
+    type Slot = NonNullable<LiveState["tools"]>[number];
+    const commits: Array<{ phase?: string; status?: string; slot?: Slot; entries: string[] }> = [];
+    h.subscribe((change) => {
+      const task = change.tasks.find((t) => t.kind === "pi.tool");
+      const live = change.docs.find((d) => d.conversationId === root.id && d.name === DOC.live);
+      const slot = (live?.value as LiveState | undefined)?.tools?.find((s) => s.callId === "c1");
+      if (!task && !slot) return;
+      const state = task?.state as { status: string; checkpoint?: { phase: string } } | undefined;
+      commits.push({
+        ...(state?.checkpoint ? { phase: state.checkpoint.phase } : {}),
+        ...(state ? { status: state.status } : {}),
+        ...(slot ? { slot } : {}),
+        entries: change.entries.map((e) => e.kind),
+      });
+    });
+    const input = await root.submit({ type: "input", content: "go" });
+    await until(
+      () => liveOf(h).tools?.[0]?.details !== undefined && liveOf(h).tools?.[0]?.droppedLines !== undefined,
+      {
+        what: "everything reported",
+      },
+    );
+    // The intent commit (the task moves to execute) is the one that sets the slot running.
+    const intent = commits.find((c) => c.phase === "execute");
+    expect(intent?.slot?.status).toBe("running");
+    expect(commits.filter((c) => c.slot?.status === "running")[0]).toBe(intent);
+    const answered = commits.find((c) => c.entries.includes("pi.assistant"));
+    if (hooked) {
+      expect(answered?.slot?.status).toBe("pending");
+      expect(intent).not.toBe(answered);
+    } else expect(intent).toBe(answered);
+    const running = liveOf(h).tools![0]!;
+    expect(running).toMatchObject({
+      status: "running",
+      output: "three\n",
+      droppedLines: 2,
+      details: { step: 1 },
+      diagnostics: [{ severity: "info", message: "noted" }],
+    });
+    expect(running.droppedBytes).toBeGreaterThan(0);
+    gate.resolve();
+    expect((await input.wait()).status).toBe("done");
+    // The terminal commit appends the result and leaves the slot done with its entry and nothing else.
+    const final = commits.find((c) => c.status === "terminal");
+    const [entry] = await toolResults(root);
+    expect(final?.entries).toContain("pi.tool-result");
+    expect(final?.slot).toEqual({
+      callId: "c1",
+      name: "reporter",
+      taskId: running.taskId,
+      status: "done",
+      entry: entry!.id,
+    });
+  },
+);
+
 test("the retry policy is read when the attempt is classified, not when it was prepared", async () => {
   const gate = deferred();
   let retry = { enabled: true };

@@ -139,7 +139,7 @@ describe("retry", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
-  test("the retry policy is read when an attempt is classified: retries turned off while a request is in flight give up at once", async () => {
+  test("the retry policy is read when an attempt is classified: retries turned off while a request is in flight give up at once; turned on, they retry", async () => {
     const hold = deferred();
     let settings: AgentSettings = { retry: { baseDelayMs: 5, maxDelayMs: 20 } };
     const { root, faux } = await open(
@@ -155,6 +155,25 @@ describe("retry", () => {
     hold.resolve();
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
     expect(faux.requests).toHaveLength(1);
+    // The other way: prepared with retries off, classified with them on, so the error is retried.
+    const second = deferred();
+    let sent = 0;
+    let on: AgentSettings = { retry: { enabled: false } };
+    const other = await open(
+      async () => {
+        sent++;
+        if (sent > 1) return fauxAssistantMessage("answered");
+        await second.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: () => on },
+    );
+    const input = await other.root.submit({ type: "input", content: "hi" });
+    await until(() => other.faux.requests.length === 1, { what: "request sent" });
+    on = { retry: { enabled: true, baseDelayMs: 1, maxDelayMs: 5 } };
+    second.resolve();
+    expect(await input.wait()).toMatchObject({ status: "done" });
+    expect(other.faux.requests).toHaveLength(2);
   });
 
   test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {

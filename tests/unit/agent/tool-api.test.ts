@@ -17,7 +17,16 @@ import type { Json, TaskRecord } from "../../../worker/core/types.ts";
 import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { complete, type Go, single } from "../core/fixtures.ts";
-import { callsThenAnswer, diagnosticsOf, liveOf, messageOf, open, textOf, toolResults } from "./fixtures.ts";
+import {
+  callsThenAnswer,
+  diagnosticsOf,
+  liveOf,
+  messageOf,
+  open,
+  reopen,
+  textOf,
+  toolResults,
+} from "./fixtures.ts";
 
 /** A tool `name` whose execute is `body`; the api it got is kept for checks after the call. */
 function probe(name: string, body: (api: ToolApi) => Promise<ToolResult>, extra: object = {}) {
@@ -392,5 +401,45 @@ test("an aborted call's result is built from its slot: the durable output, the l
   expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
     ["warn", "slow disk"],
     ["error", "aborted"],
+  ]);
+});
+
+test("an interrupted call's result is built from its slot too: the durable output, the last details, and the recorded diagnostics before the interrupted one", async () => {
+  const reporting = async (api: ToolApi): Promise<ToolResult> => {
+    api.output("partial line\n");
+    api.diagnostic({ severity: "warn", message: "slow disk" });
+    await api.details({ progress: 1 });
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  };
+  // An unsafe tool (the default): a restart does not run it again, it is interrupted.
+  const { tool } = probe("probe", reporting);
+  const { h, root, store, faux } = await open(calls("probe"), { tools: [tool] });
+  await root.submit({ type: "input", content: "go" });
+  await until(() => {
+    const slot = liveOf(h).tools?.[0];
+    return slot?.details !== undefined && slot.diagnostics !== undefined && slot.output !== undefined;
+  });
+  const again = await reopen(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [probe("probe", reporting).tool],
+  });
+  const root2 = await again.root();
+  await root2.waitForIdle();
+  const [result] = await toolResults(root2);
+  const message = messageOf(result!) as {
+    details?: Json;
+    isError: boolean;
+    content: Array<{ text: string }>;
+  };
+  expect(message.isError).toBe(true);
+  expect(message.content[0]!.text).toBe("partial line\n");
+  expect(message.details).toEqual({ progress: 1 });
+  expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
+    ["warn", "slow disk"],
+    ["error", "interrupted"],
   ]);
 });

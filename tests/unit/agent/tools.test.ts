@@ -210,6 +210,29 @@ describe("tools", () => {
     expect(faux.requests[1]!.tools).toEqual(["apply"]);
   });
 
+  test("each pi.tool-result is written by its call's tool task, or by the generation for a call its request did not offer", async () => {
+    const { tool } = itemTool({});
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("apply", { item: "a" }, { id: "call-1" }),
+        fauxToolCall("nope", {}, { id: "call-2" }),
+      ),
+      { tools: [tool] },
+    );
+    await (await root.submit({ type: "input", content: "go" })).wait();
+    const entries = await transcript(root);
+    const answer = entries.find((e) => e.kind === "pi.assistant")!;
+    const generation = await h.getTask(answer.byTaskId!);
+    expect(generation?.kind).toBe("pi.generation");
+    const byCall = new Map(
+      (await toolResults(root)).map((e) => [(messageOf(e) as ToolResultMessage).toolCallId, e.byTaskId]),
+    );
+    const toolTasks = await h.tasks({ kind: "pi.tool" });
+    expect(toolTasks.map((t) => (t.input as { callId: string }).callId)).toEqual(["call-1"]);
+    expect(byCall.get("call-1")).toBe(toolTasks[0]!.id);
+    expect(byCall.get("call-2")).toBe(generation!.id);
+  });
+
   test("an unknown tool gets a tool_unavailable result and the run continues", async () => {
     const { root, faux } = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "call-1" })));
     const sub = await root.submit({ type: "input", content: "go" });

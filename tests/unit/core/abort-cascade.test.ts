@@ -367,3 +367,47 @@ test("cascades through task and conversation edges, bottom-up", async () => {
   expect(log).toEqual(["abort:x", "abort:b", "abort:a"]);
   await h.close();
 });
+
+test("work created after the cascade in a conversation its cancelled, still live owner owns is marked too", async () => {
+  const abortGate = deferred();
+  const log: string[] = [];
+  const worker = parked("late.worker");
+  let owned: number | undefined;
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "late.owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          owned = tx.createConversation({ kind: "task", taskId: runtime.taskId }).id;
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    // Its abort handler waits, so the owner stays live and cancelled while new work arrives.
+    abort: async (_t, runtime) => {
+      log.push("abort:owner started");
+      await abortGate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, worker] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => owned !== undefined && running(h) === 1, { what: "owner running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(() => log.length === 1, { what: "owner's abort handler started" });
+  // After the cascade: new conversation-owned work in the owned conversation is reached and marked.
+  const later = await h.createTask(worker, null, {
+    ownership: { kind: "conversation" },
+    conversationId: owned!,
+  });
+  expect(outcome(await done(h, later))).toEqual({ status: "aborted", reason: "handler" });
+  expect((await h.getTask(later))?.abortRequested).toBe(true);
+  expect((await h.getTask(id))?.state.status).not.toBe("terminal");
+  abortGate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+  await engineStillRuns(h);
+  await h.close();
+});

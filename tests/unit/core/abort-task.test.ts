@@ -5,9 +5,9 @@
  */
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
-import { Harness, UnknownTask } from "../../../worker/index.ts";
+import { defineTask, Harness, type Json, type TaskDefinition, UnknownTask } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { blocked, complete, done, outcome, parked, running, single, storeWith } from "./fixtures.ts";
+import { blocked, complete, done, type Go, outcome, parked, running, single, storeWith } from "./fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -76,6 +76,45 @@ test("abortTask on a blocked task without live owned work settles it `orphaned` 
   });
   await h.close();
 });
+
+const evolving = (version: number, migrate?: () => never) =>
+  defineTask<Json, Go, Json>({
+    name: "evolving",
+    version,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, runtime) => void (await runtime.commit(() => complete("ran"))) },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    ...(migrate ? { migrate } : {}),
+  });
+
+test.each([
+  ["missing_task", 1, [] as TaskDefinition<Json, Go, Json>[]],
+  ["task_too_old", 2, [evolving(1)]],
+  [
+    "migration_failed",
+    1,
+    [
+      evolving(2, () => {
+        throw new Error("cannot upgrade");
+      }),
+    ],
+  ],
+] as const)(
+  "an aborted blocked task is orphaned with its blocked reason: %s",
+  async (reason, stored, tasks) => {
+    const { image, ids } = await storeWith([parked("evolving", stored)]);
+    const h = await Harness.open(image, { tasks: [...tasks], onReport: () => undefined });
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)[0]?.reason).toBe(reason);
+    expect(await h.abortTask(ids[0]!)).toBe("marked");
+    expect((await h.getTask(ids[0]!))?.state).toEqual({
+      status: "terminal",
+      outcome: { status: "orphaned", reason },
+    });
+    await h.close();
+  },
+);
 
 test("abortTask answers only `marked` or `terminal`: aborting a marked task again is `marked`; an unknown id rejects", async () => {
   const stuck = parked("stuck");

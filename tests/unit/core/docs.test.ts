@@ -157,6 +157,19 @@ describe("document versions", () => {
       migrate: () => null as never,
     });
     await expect(h.transaction((tx) => broken.read(tx, 1))).rejects.toThrow(/migrate must be a JSON object/);
+    // Not only null: an array or a string is JSON but no object, refused on every access path.
+    for (const returned of [["entries"], "entries"]) {
+      const notObject = defineDoc<V2>({
+        name: NAME,
+        version: 2,
+        initial: { entries: [] },
+        migrate: () => returned as never,
+      });
+      await expect(h.transaction((tx) => notObject.read(tx, 1))).rejects.toThrow(
+        /migrate must be a JSON object/,
+      );
+      await expect(h.snapshot(notObject, 1)).rejects.toThrow(/migrate must be a JSON object/);
+    }
     await expect(h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }, 0))).rejects.toThrow(
       /positive integer/,
     );

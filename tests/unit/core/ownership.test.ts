@@ -117,6 +117,10 @@ describe("structured concurrency", () => {
     const final = await parentDone;
     expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
     expect(childStatusWhenParentDone).toBe("terminal");
+    // A held completed outcome is no cancellation intent (rule 3): the child finished normally, unmarked.
+    const finishedChild = await h.getTask(childId!);
+    expect(outcome(finishedChild)).toEqual({ status: "completed", result: "child" });
+    expect(finishedChild?.abortRequested).toBe(false);
     await Promise.all([harnessIdle, conversationIdle]);
     expect(idle.sort()).toEqual(["conversation", "harness"]);
     expect(h.inspect().tasks.some((t) => t.record.id === id)).toBe(false);
@@ -188,9 +192,18 @@ describe("structured concurrency", () => {
 });
 
 describe("ownership and stored rows", () => {
-  test("a parent that fails while its child runs aborts the child before it ends failed itself", async () => {
+  test("a parent that fails while its child runs holds its failed outcome, which aborts the child; it ends failed only after the child is terminal", async () => {
     type Step = { phase: "spawn" } | { phase: "fail"; child: TaskId };
-    const child = parked("child");
+    const abortGate = deferred();
+    const child = single("child", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await abortGate.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
+      },
+    });
     const parent = defineTask<null, Step, Json>({
       name: "failing-parent",
       version: 1,
@@ -217,9 +230,32 @@ describe("ownership and stored rows", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
+    // The failed outcome holds (spec §5.5 rule 3): cancellation intent, so the child is marked; its
+    // abort handler is still running, so the parent stays completing.
+    await until(() => internals(h).session.records.tasks.get(id)?.state.status === "completing", {
+      what: "parent held",
+    });
+    expect((await h.getTask(id))?.state).toEqual({
+      status: "completing",
+      outcome: { status: "failed", error: { message: "gave up" } },
+    });
+    const [marked] = await h.tasks({ kind: "child" });
+    await until(() => internals(h).session.records.tasks.get(marked!.id)?.abortRequested === true, {
+      what: "child marked",
+    });
+    expect((await h.getTask(marked!.id))?.state.status).not.toBe("terminal");
+    let childWhenParentDone: string | undefined;
+    const parentDone = h.waitForTask(id).then((r) => {
+      childWhenParentDone = internals(h).session.records.tasks.get(marked!.id)?.state.status;
+      return r;
+    });
+    await settle();
+    expect(childWhenParentDone).toBeUndefined();
+    abortGate.resolve();
+    expect(outcome(await parentDone)).toEqual({ status: "failed", error: { message: "gave up" } });
+    expect(childWhenParentDone).toBe("terminal");
     const [kid] = await h.tasks({ kind: "child" });
-    expect(outcome(kid)).toMatchObject({ status: "aborted" });
+    expect(outcome(kid)).toEqual({ status: "aborted", reason: "handler" });
     await engineStillRuns(h);
     await h.close();
   });

@@ -214,7 +214,7 @@ describe("committed values are frozen", () => {
 });
 
 describe("the task runtime", () => {
-  test("memos: first writer wins, and memos are dropped when the task ends", async () => {
+  test("memos: first writer wins; the terminal record drops the memos and the checkpoint, and stays queryable", async () => {
     const stored = deferred();
     const gate = deferred();
     let seen: Json[] = [];
@@ -242,6 +242,13 @@ describe("the task runtime", () => {
     expect(outcome(final)?.status).toBe("completed");
     expect(final.memos).toBeUndefined();
     expect((await row(store, id))?.["memos"]).toBeNull();
+    // The execution checkpoint is gone too (spec §5.3): the terminal state is the outcome alone,
+    // in memory, in the stored row, and for a wait asked after the end.
+    const terminal = { status: "terminal", outcome: { status: "completed", result: "memo done" } };
+    expect(final.state).toEqual(terminal);
+    expect(JSON.parse(String((await row(store, id))?.["state"]))).toEqual(terminal);
+    expect((await h.waitForTask(id)).state).toEqual(terminal);
+    expect((await h.getTask(id))?.state).toEqual(terminal);
     await engineStillRuns(h);
     await h.close();
   });

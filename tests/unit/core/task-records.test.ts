@@ -393,3 +393,29 @@ test("one invocation runs a task's phases in sequence: the next phase gets the s
   await engineStillRuns(h);
   await h.close();
 });
+
+test("defineTask returns the definition itself as the task's token, frozen, and refuses a nameless definition or a version that is not a positive integer", async () => {
+  const definition = {
+    name: "tokened",
+    version: 1,
+    initial: () => ({ phase: "go" as const }),
+    phases: {
+      go: async (_t: unknown, runtime: { commit: (f: () => unknown) => Promise<unknown> }) =>
+        void (await runtime.commit(() => complete("ran"))),
+    },
+    abort: async () => undefined,
+  };
+  const token = defineTask<Json, Go, Json>(definition as never);
+  // The token is the definition (NOT-APPLICABLE [5.1]: no separate `{ definition }` wrapper).
+  expect(token).toBe(definition);
+  expect(Object.isFrozen(token)).toBe(true);
+  const h = await Harness.open(await memoryStore());
+  const id = await h.createTask(token, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ran" });
+  await h.close();
+  for (const version of [0, -1, 1.5, Number.NaN])
+    expect(() => defineTask<Json, Go, Json>({ ...definition, version } as never)).toThrow(
+      /version must be a positive integer/,
+    );
+  expect(() => defineTask<Json, Go, Json>({ ...definition, name: "" } as never)).toThrow(/needs a name/);
+});

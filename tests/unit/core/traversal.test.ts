@@ -3,11 +3,11 @@
  * own and the conversations they own, following owner edges after an owner finished. A background
  * task is a boundary, crossed only by `abort({ background: true })`.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
-import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open } from "../agent/fixtures.ts";
+import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open, reopen } from "../agent/fixtures.ts";
 import { complete, type Go, parked, running, single, untilAborted } from "./fixtures.ts";
 
 /** A task in the root conversation that creates a conversation it owns, then completes. */
@@ -62,6 +62,39 @@ test("Conversation.waitForIdle and abort() see work in a conversation owned by a
     status: "terminal",
     outcome: { status: "aborted" },
   });
+});
+
+test("a finished owner's conversation keeps its record and owner edge, also after a reopen, and stays usable: an input there is answered, and the root's idle wait sees that run", async () => {
+  const gate = deferred();
+  const { h, store, faux } = await open(
+    async () => {
+      await gate.promise;
+      return fauxAssistantMessage("still here");
+    },
+    { tasks: [founder] },
+  );
+  const founderId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
+  const done = await h.waitForTask(founderId);
+  const owned = (done.state as { outcome: { result: number } }).outcome.result;
+  const edge = (records: ReturnType<typeof h.conversationRecords>) =>
+    records.find((c) => c.id === owned)?.owner?.taskId;
+  // Nothing about the conversation is retired with its owner task.
+  expect(edge(h.conversationRecords())).toBe(founderId);
+  await h.close();
+  const again = await reopen(store, { tasks: [founder], models: faux.models, defaultModel: faux.ref });
+  expect(edge(again.conversationRecords())).toBe(founderId);
+  // Usable: a new run there (a user interrogating a finished subagent) is ordinary work of it,
+  // reached from the root through the owner edge.
+  const input = await again.conversation(owned)!.submit({ type: "input", content: "are you there?" });
+  let idle = false;
+  void (await again.root()).waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 20));
+  expect(idle).toBe(false);
+  gate.resolve();
+  expect(await input.wait()).toMatchObject({ status: "done" });
+  await until(() => idle, { what: "the root idle" });
 });
 
 test("a terminal owner never cascades: new work in the conversation of an aborted owner is not marked, runs to its end, and is reached by traversal from above", async () => {

@@ -36,12 +36,22 @@ test("a created task is not in taskGraph() or inspect() before its COMMIT, nor a
   await h.close();
 });
 
-test("a document write, usage and a started run are not visible through doc(), usage() or busy before COMMIT, nor after it failed", async () => {
-  const { h, root, store } = await open(echo, { onFatal: () => undefined });
+test("an entry, a task, a document write and usage written in one commit are not visible before COMMIT, nor any of them after it failed", async () => {
+  const job = single("never-created", async () => undefined);
+  const { h, root, store } = await open(echo, { onFatal: () => undefined, tasks: [job] });
   const usageBefore = await h.usage();
+  const stored = () =>
+    store.read((sql) => ({
+      entries: sql.get("SELECT COUNT(*) AS n FROM entries"),
+      tasks: sql.get("SELECT COUNT(*) AS n FROM tasks"),
+    }));
+  const entriesBefore = await root.entries();
+  const storedBefore = await stored();
   // Synchronous readers of committed state (the hook cannot await).
   const now = () => ({
     note: h.docNow(1, "test.note"),
+    tasks: h.inspect().tasks.length,
+    graph: Object.keys(h.taskGraph().tasks).length,
     busy: root.busy,
     live: h.docNow<LiveState & Record<string, never>>(1, DOC.live),
   });
@@ -56,6 +66,8 @@ test("a document write, usage and a started run are not visible through doc(), u
   });
   await expect(
     h.transaction((tx) => {
+      tx.appendEntry(1, { kind: "app.note", data: "never stored" });
+      tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
       tx.writeDoc(1, "test.note", { text: "never stored" });
       tx.writeDoc(1, DOC.usage, {
         models: { m: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, cost: 1, requests: 1 } },
@@ -67,6 +79,13 @@ test("a document write, usage and a started run are not visible through doc(), u
   expect(now()).toEqual(before);
   store.setFaultHook(undefined);
   expect(await usageDuring).toEqual(usageBefore);
+  // None of the commit's writes stays: not its entry, not its task, not its documents.
+  expect(await root.entries()).toEqual(entriesBefore);
+  expect(await stored()).toEqual(storedBefore);
+  const again = await Harness.open(await memoryStore(store.image()), { tasks: [job] });
+  expect(await again.tasks({ kind: "never-created" })).toEqual([]);
+  expect(await again.doc(1, "test.note")).toBeUndefined();
+  await again.close();
 });
 
 test("an admitted input that starts a run does not make the conversation busy before its COMMIT", async () => {

@@ -2,6 +2,7 @@
  * The `select` phase (spec §8.7): capture the committed context, choose the cut, let the
  * `beforeCompact` hooks decline the compaction or supply its summary, and in one commit end the task
  * (no model, nothing to compact, declined, or the hook's summary placed) or pin the summary request.
+ * Without a usable model no hook is asked: the task fails `no_model` first.
  * The hooks run off the commit line, before that commit; the first decision wins, and a hook that
  * throws is reported and skipped (unless the invocation was cancelled, which ends the phase).
  */
@@ -33,8 +34,10 @@ export async function select(
   const settings = deps.services.settings();
   const range = activeRange(await deps.services.entries.get(task.conversationId));
   const firstKept = selectCut(range, settings.compaction.keepRecentTokens);
+  // No model ends the task before anything else (spec §8.7): no hook is asked for a compaction that
+  // cannot run. The commit below checks again on the line.
   const decision =
-    firstKept === undefined
+    firstKept === undefined || !hasUsableModel(deps, task)
       ? undefined
       : await askHooks(deps, task, { range, firstKept }, hookApi(runtime, deps.services), signal);
   await runtime.commit((tx) => {
@@ -55,6 +58,12 @@ export async function select(
     if (decision) return placeSummary(deps, tx, task, { summary: decision.summary, firstKept });
     return pinRequest(settings, { agent, ref, maxTokens: model.maxTokens }, { range, firstKept });
   });
+}
+
+/** Whether the conversation's committed agent names a model (its own or the host's) that resolves. */
+function hasUsableModel({ services }: CompactionDeps, task: CompactionTask): boolean {
+  const ref = services.readAgent(task.conversationId).model ?? services.defaultModel;
+  return ref !== undefined && services.models.resolve(ref) !== undefined;
 }
 
 /** The first `beforeCompact` decision, or undefined when no hook decided. */
