@@ -48,7 +48,11 @@ test("agent() is the resolved agent: the current resolution of the stored names 
   const agent = await root.agent();
   expect(agent.extensions).toEqual(["b", "c"]);
   expect([...agent.tools.keys()]).toEqual(["two", "three"]);
-  expect(agent.sections.map((s) => s.key)).toEqual(["t"]);
+  // "Extension sections, then `instructions` when set" (spec §2.2 Agent): rendered as the prompt has it.
+  expect(agent.sections.map((s) => s.key)).toEqual(["t", "instructions"]);
+  const last = agent.sections.at(-1)!;
+  expect(last.tag ?? true).toBe(true);
+  expect(await last.render({} as never, { signal: new AbortController().signal })).toBe("be brief");
   expect(agent.model).toEqual(faux.ref);
   expect(agent.thinkingLevel).toBe("low");
   expect(agent.instructions).toBe("be brief");
@@ -84,6 +88,7 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   expect(agent.extensions).toEqual(["a"]);
   expect(agent.thinkingLevel).toBe("off");
   expect(agent.instructions).toBeUndefined();
+  expect(agent.sections.map((s) => s.key)).not.toContain("instructions");
   expect(await bare.agentState()).toEqual({});
   expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
 });

@@ -179,7 +179,9 @@ export function resolveAgentCached(
 /**
  * The public view of a resolution (spec §2.2 `Agent`): with the stored pi.agent it came from, the
  * model a request would use (its own, else `defaultModel`), the thinking level ("off" unless set)
- * and the instructions.
+ * and the instructions. Its `sections` are the extension sections, then an `instructions` section
+ * when instructions are set (the spec's "Extension sections, then `instructions` when set"; it
+ * renders them tagged, as the prompt does).
  */
 export function agentView(
   resolved: ResolvedAgent,
@@ -187,8 +189,12 @@ export function agentView(
   defaultModel: ModelRef | undefined,
 ): ResolvedAgentView {
   const model = state.model ?? defaultModel;
+  const instructions = state.instructions;
   return {
     ...resolved,
+    ...(instructions
+      ? { sections: [...resolved.sections, { key: "instructions", tag: true, render: () => instructions }] }
+      : {}),
     state,
     ...(model ? { model } : {}),
     thinkingLevel: state.thinkingLevel ?? "off",

@@ -81,7 +81,7 @@ export interface ResolvedAgentView extends ResolvedAgent {
   /** The model a request would use (pi.agent's, else the harness's default; absent: none). */
   readonly model?: ModelRef;
   readonly thinkingLevel: NonNullable<AgentState["thinkingLevel"]>;
-  /** pi.agent's instructions, rendered after every extension section. */
+  /** pi.agent's instructions, rendered after every extension section (also the last of `sections`). */
   readonly instructions?: string;
 }
 
