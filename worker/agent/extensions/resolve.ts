@@ -176,6 +176,19 @@ export function resolveAgentCached(
   return resolved;
 }
 
+/** The instructions as a section: one shared `render` reading its own `text`, so two views of the same agent are equal. */
+interface InstructionsSection extends PromptSection {
+  readonly text: string;
+}
+
+function renderInstructions(this: InstructionsSection): string {
+  return this.text;
+}
+
+function instructionsSection(text: string): InstructionsSection {
+  return { key: "instructions", tag: true, text, render: renderInstructions };
+}
+
 /**
  * The public view of a resolution (spec §2.2 `Agent`): with the stored pi.agent it came from, the
  * model a request would use (its own, else `defaultModel`), the thinking level ("off" unless set)
@@ -192,9 +205,7 @@ export function agentView(
   const instructions = state.instructions;
   return {
     ...resolved,
-    ...(instructions
-      ? { sections: [...resolved.sections, { key: "instructions", tag: true, render: () => instructions }] }
-      : {}),
+    ...(instructions ? { sections: [...resolved.sections, instructionsSection(instructions)] } : {}),
     state,
     ...(model ? { model } : {}),
     thinkingLevel: state.thinkingLevel ?? "off",
