@@ -40,9 +40,10 @@ export const RECONNECT_CLOSE = 4001;
 export const SERVER_MAX_MESSAGE_CHARS = 1_000_000;
 
 /**
- * The largest single value (an entry, a document, a task; UTF-8 bytes of its JSON) a move sends a
- * server space: a Durable Object's SQLite stores at most 2 MB in one row, so a larger one would fail
- * the space's adopt on every retry; what is above this is refused before the move starts.
+ * The largest row body (UTF-8 bytes of its JSON) a server space stores whole: a Durable Object's
+ * SQLite stores at most 2 MB in one row. An entry or a submission over it keeps its long strings out
+ * of line (worker/core/spill.ts, the space's `maxValueBytes`); a document or a task over it cannot
+ * live there, so a move holding one is cancelled before it is sent (worker/app/moves.ts).
  */
 export const SERVER_MAX_VALUE_BYTES = 1_900_000;
 
