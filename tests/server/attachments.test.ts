@@ -4,8 +4,9 @@
  * (worker/protocol/server-socket.ts `messageFrames`, joined by worker/server/socket.ts), and the
  * space stores an entry or a submission over a Durable Object's row limit with its long strings out
  * of line (worker/core/spill.ts). Shown in workerd: three images of 5 MB (the largest an image may
- * be; 15 MB in one input) reach the model's request whole, stay whole across a kill of workerd, and
- * a broken run of parts is refused `bad-parts` with nothing stored.
+ * be; 15 MB in one input) reach the model's request whole, stay whole across a kill of workerd, are
+ * read by a fork and carried by an export and its import (in parts); and a broken run of parts is
+ * refused `bad-parts` with nothing stored.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ATTACHMENT_LIMITS } from "../../worker/protocol/attachments.ts";
@@ -129,6 +130,20 @@ describe("attachments on a server conversation", () => {
     expect(stored.map((b) => fingerprint(b.data ?? ""))).toEqual(images.map(fingerprint));
     expect(blocksOf(user).some((b) => b.text?.endsWith(text))).toBe(true);
     expect(answerOf(reopened())).toBe(answerOf(entries()));
+
+    // A fork at the input reads it without a copy; an export carries the bytes, and its import (a
+    // call of ~21 million characters, in parts) makes a copy whose images are the same.
+    const imagesOf = async (id: number) =>
+      blocksOf((await watchEntries(again, id))().find((e) => e.kind === "pi.user"))
+        .filter((b) => b.type === "image")
+        .map((b) => fingerprint(b.data ?? ""));
+    const fork = await again.value<number>("conversations.fork", conversation, user!.id);
+    expect(await imagesOf(fork)).toEqual(images.map(fingerprint));
+    const exported = await again.value<{ text: string }>("conversations.export", conversation);
+    expect(exported.text.length).toBeGreaterThan(20_000_000);
+    const imported = await again.callParted("conversations.import", exported.text);
+    expect(imported.error).toBeUndefined();
+    expect(await imagesOf(imported.value as number)).toEqual(images.map(fingerprint));
   }, 300_000);
 
   test("a broken run of parts is refused bad-parts, and nothing is stored", async () => {
