@@ -549,6 +549,26 @@ describe("large conversations to the server, in parts", () => {
     expect(browser.reports).toEqual([]);
   }, 180_000);
 
+  test("an entry over a Durable Object's row limit moves to the server whole: the space keeps it out of line (decision 0016)", async () => {
+    const space = "big-value";
+    const browser = await openBrowser(space);
+    const conversation = await browser.harness.createConversation({ ownership: { kind: "ownerless" } });
+    // About 3.6 MB of UTF-8 in one entry: over Cloudflare's 2 MB a row (the move refused it before),
+    // though the local workerd would store it whole (its own limit is about 20 MB: decision 0016).
+    const note = { text: `note ${"n\u00e9".repeat(1_200_000)}` };
+    await browser.harness.transaction((tx) =>
+      tx.appendEntry(conversation.id, { kind: "app.note", data: note }),
+    );
+    const moved = await browser.home.api.toServer(conversation.id);
+    expect(moved).toMatchObject({ direction: "toServer", status: "done" });
+    await server.restart();
+    const there = await server.call<{ entries: { kind: string; data?: unknown }[] }>(
+      `/space/${space}/view?conversation=${moved.remote}`,
+    );
+    expect(there.entries.filter((e) => e.kind === "app.note").map((e) => e.data)).toEqual([note]);
+    expect(browser.reports).toEqual([]);
+  }, 180_000);
+
   test("workerd SIGKILLed in the middle of staging: resumed when the server is back, the parts sent again, in exactly one home, whole", async () => {
     const space = "big-kill";
     let staged = 0;

@@ -6,6 +6,7 @@
  */
 import WebSocket from "ws";
 import { PROTOCOL_VERSION } from "../../worker/protocol/index.ts";
+import { messageFrames } from "../../worker/protocol/server-socket.ts";
 
 export interface Reply {
   readonly id: number | null;
@@ -83,6 +84,14 @@ export class SocketTab {
     const id = this.#nextId++;
     const reply = new Promise<Reply>((resolve) => this.#waiting.set(id, resolve));
     this.ws.send(JSON.stringify({ id, method, args }));
+    return reply;
+  }
+
+  /** Send a call as the tab's socket transport does: in parts when it is longer than one frame. */
+  callParted(method: string, ...args: unknown[]): Promise<Reply> {
+    const id = this.#nextId++;
+    const reply = new Promise<Reply>((resolve) => this.#waiting.set(id, resolve));
+    for (const frame of messageFrames(JSON.stringify({ id, method, args }), id)) this.ws.send(frame);
     return reply;
   }
 

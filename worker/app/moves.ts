@@ -20,7 +20,8 @@
  * that bound, or over the message limit of a peer that takes no parts, is never sent by any path
  * (the package of a pending transfer is the same every time), so it is cancelled here at once
  * (`too_large`); a conversation whose entries alone are larger is refused before step 1, nothing
- * written. Only a `MoveRefused` from a step is final, any other failure (the peer unreachable, a
+ * written. So is, after step 1, one holding a document or a task over the peer's row bound
+ * (`maxValueBytes`); entries and submissions the peer keeps out of line (decision 0016). Only a `MoveRefused` from a step is final, any other failure (the peer unreachable, a
  * crash, a part lost) is retried by `resume()`, which sends the parts again (each is idempotent).
  */
 import type { AgentHarness } from "../agent/harness.ts";
@@ -212,15 +213,14 @@ export function tooLargeStaged(bound: number): MoveRefused {
 }
 
 /**
- * The largest single value of the package, in UTF-8 bytes of its JSON: an entry, a document, a
- * submission or a task, each of which the receiver stores as one row (a Durable Object's SQLite
- * takes at most 2 MB in one).
+ * The largest value of the package the receiver stores whole in one row (a Durable Object's SQLite
+ * takes at most 2 MB in one), in UTF-8 bytes of its JSON: a document or a task. Entries and
+ * submissions are not counted: a receiver with bounded rows keeps their long strings out of line
+ * (worker/core/spill.ts, decision 0016).
  */
-export function largestValueBytes(
-  pkg: Pick<MovePackage, "entries" | "documents" | "submissions" | "tasks">,
-): number {
+export function largestValueBytes(pkg: Pick<MovePackage, "documents" | "tasks">): number {
   let largest = 0;
-  for (const values of [pkg.entries, pkg.documents, pkg.submissions, pkg.tasks])
+  for (const values of [pkg.documents, pkg.tasks])
     for (const value of values as readonly unknown[])
       largest = Math.max(largest, utf8Bytes(JSON.stringify(value)));
   return largest;
@@ -230,7 +230,7 @@ export function largestValueBytes(
 export function tooLargeValue(bytes: number, bound: number): MoveRefused {
   return new MoveRefused(
     "too_large",
-    `this conversation is too large to move: one of its messages or documents is ${bytes.toLocaleString("en")} bytes, and the server stores at most ${bound.toLocaleString("en")} bytes in one`,
+    `this conversation is too large to move: one of its documents is ${bytes.toLocaleString("en")} bytes, and the server stores at most ${bound.toLocaleString("en")} bytes in one`,
   );
 }
 
@@ -280,9 +280,11 @@ export class Moves {
        */
       maxStagedBytes?: (peer: string) => number | undefined;
       /**
-       * The largest single value (an entry, a document, a submission, a task; UTF-8 bytes of its
-       * JSON) the peer stores in one row (default: no limit). A conversation holding a larger one is
-       * refused `too_large` before step 1: the peer's adopt would fail on it every time it is retried.
+       * The largest document or task (UTF-8 bytes of its JSON) the peer stores in one row (default:
+       * no limit); its entries and submissions are not bounded by it, since the peer keeps their long
+       * strings out of line (worker/core/spill.ts). A conversation holding a larger document or task
+       * is cancelled `too_large` right after step 1, never sent: the peer's adopt would fail on it
+       * every time it is retried.
        */
       maxValueBytes?: (peer: string) => number | undefined;
     },
@@ -309,17 +311,6 @@ export class Moves {
       const entries = JSON.stringify(await handle.entries());
       if (bound === undefined && entries.length > limit) throw tooLarge(limit);
       if (bound !== undefined && utf8Bytes(entries) > bound) throw tooLargeStaged(bound);
-    }
-    const valueBound = this.options.maxValueBytes?.(peer);
-    if (valueBound !== undefined && handle) {
-      // The entries here; the rest of the package is checked once it is built (see #out).
-      const largest = largestValueBytes({
-        entries: await handle.entries(),
-        documents: [],
-        submissions: [],
-        tasks: [],
-      });
-      if (largest > valueBound) throw tooLargeValue(largest, valueBound);
     }
     const transfer = this.#newTransfer();
     await this.harness.prepareMove(transfer, local, {

@@ -95,7 +95,7 @@ export interface ServerHomeOptions {
   readonly maxPackageChars?: number;
   /** The most bytes of a package the server takes in parts (default MAX_STAGED_BYTES, 64 MiB). */
   readonly maxStagedBytes?: number;
-  /** The largest single value the server stores in one row (default SERVER_MAX_VALUE_BYTES). */
+  /** The largest document or task the server stores in one row (default SERVER_MAX_VALUE_BYTES). */
   readonly maxValueBytes?: number;
   /** Wraps the peer each step uses (tests: a lost answer, the server killed mid-move). */
   readonly wrapPeer?: (peer: MovePeer) => MovePeer;

@@ -36,6 +36,7 @@ import { createModelResolver } from "../agent/models/resolver.ts";
 import { builtinTools } from "../agent/tools/builtin/index.ts";
 import { MemoryFs } from "../agent/workspace/memory-fs.ts";
 import type { AnyTaskDefinition } from "../core/define.ts";
+import { SERVER_MAX_VALUE_BYTES } from "../protocol/server-socket.ts";
 import type { MakeSpaceEngine, SpaceEngine, SpaceEnv, SpacePorts } from "../server/space.ts";
 import type { Store } from "../store/types.ts";
 import { demoModel, registerDemoProvider } from "./demo-model.ts";
@@ -66,6 +67,8 @@ export interface SpaceAgentOptions {
   readonly mcpToken?: (name: string) => string | undefined;
   /** More for the MCP client (tests: limits). */
   readonly mcp?: Omit<McpStoreOptions, "secretToken">;
+  /** More models, callable without a key (tests: a scripted model that takes images). */
+  readonly models?: readonly Model<Api>[];
 }
 
 /** The settings a space's agent starts from (none but approval's, added over them). */
@@ -114,8 +117,8 @@ export async function openSpaceHarness(
     tasks: [scheduleTask(() => opened!), rerunTask(() => opened!), ...(options.tasks ?? [])],
     documents: SCHEDULE_DOCUMENTS,
     models: createModelResolver({
-      extra: [demoModel as unknown as Model<Api>],
-      keyless: [demoModel.provider],
+      extra: [demoModel as unknown as Model<Api>, ...(options.models ?? [])],
+      keyless: [demoModel.provider, ...(options.models ?? []).map((m) => m.provider)],
     }),
     defaultModel: { provider: demoModel.provider, modelId: demoModel.id },
     fs: workspace,
@@ -129,6 +132,9 @@ export async function openSpaceHarness(
       ),
     ],
     wakeAt: ports.wakeAt,
+    // A Durable Object's SQLite row holds at most 2 MB: an entry or a submission over this keeps its
+    // long strings (an attached image, a PDF's text) out of line (worker/core/spill.ts).
+    maxValueBytes: SERVER_MAX_VALUE_BYTES,
     ...(ports.onTimer ? { onTimer: ports.onTimer } : {}),
     onReport: ports.onReport,
     onFatal: ports.onFatal,

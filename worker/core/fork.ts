@@ -17,7 +17,7 @@
  * current value.
  */
 import type { Sql } from "../store/types.ts";
-import { entryFromRow } from "./persist.ts";
+import { readEntryRow } from "./persist.ts";
 import type { ForkPoint } from "./records.ts";
 import type { ConversationId, ConversationRecord, EntryId, EntryRecord, Json } from "./types.ts";
 
@@ -66,7 +66,7 @@ export async function readVisibleEntries(
       "SELECT * FROM entries WHERE conversation_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?",
       [segment.conversationId, lo, hi, limit < 0 ? -1 : limit - out.length],
     );
-    for (const row of rows) out.push(entryFromRow(row));
+    for (const row of rows) out.push(await readEntryRow(sql, row));
     if (limit >= 0 && out.length >= limit) break;
   }
   return out;
@@ -93,7 +93,7 @@ export async function readNewestEntries(
       `SELECT * FROM entries WHERE conversation_id = ? AND id > ? AND id <= ?${markers} ORDER BY id DESC LIMIT ?`,
       [segment.conversationId, lo, hi, options.limit - newestFirst.length],
     );
-    for (const row of rows) newestFirst.push(entryFromRow(row));
+    for (const row of rows) newestFirst.push(await readEntryRow(sql, row));
   }
   return newestFirst.reverse();
 }
@@ -142,7 +142,7 @@ export async function newestMarker(
       "SELECT * FROM entries WHERE conversation_id = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
       [segment.conversationId, Math.min(upTo, segment.cap)],
     );
-    if (row) return entryFromRow(row);
+    if (row) return readEntryRow(sql, row);
   }
   return undefined;
 }

@@ -97,6 +97,12 @@ export interface HarnessOptions {
    * absent: a task has none.
    */
   taskHooks?: TaskHookSource;
+  /**
+   * The largest row body (UTF-8 bytes of an entry's or a submission's JSON) the store takes: a longer
+   * one keeps its long strings out of line, in parts below it (spill.ts; a Durable Object's SQLite
+   * stores at most 2 MB in a row). Undefined (the default): rows are not bounded, nothing spills.
+   */
+  maxValueBytes?: number;
   /** Errors nobody awaits: failed migrations, failed fault writes, drain errors. */
   onReport?: (error: unknown) => void;
   /**
@@ -206,6 +212,7 @@ export class Harness {
     this.#rootAtOpen = options.root !== "lazy";
     this.#session = new Session(store, options.now ?? Date.now);
     if (options.groupCommit === false) this.#session.maxGroup = 1;
+    this.#session.maxValueBytes = options.maxValueBytes;
     const report = options.onReport ?? (() => undefined);
     if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
     const asOf = new Set(options.forks?.asOf ?? []);

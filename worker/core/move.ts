@@ -33,7 +33,7 @@
  */
 import type { AnyTaskDefinition, MoveIds, Registry, Tx } from "./define.ts";
 import { ConversationMoved, HarnessError, MoveRefused } from "./errors.ts";
-import { assertJson, submissionFromRow } from "./persist.ts";
+import { assertJson, readSubmissionRow } from "./persist.ts";
 import { type Overlay, patchTask, type Records } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
 import type { Session } from "./session.ts";
@@ -354,10 +354,13 @@ async function buildPackage(ctx: MoveContext, record: MoveRecord & { role: "out"
   await session.ensureDocs(c);
   const documents = documentsOf(session.records, c);
   const submissions = (
-    await session.store.read((sql) =>
-      sql.all("SELECT * FROM submissions WHERE conversation_id = ? ORDER BY id", [c]),
-    )
-  ).map((row) => withoutConversation(submissionFromRow(row)));
+    await session.store.read(async (sql) => {
+      const out = [];
+      for (const row of await sql.all("SELECT * FROM submissions WHERE conversation_id = ? ORDER BY id", [c]))
+        out.push(await readSubmissionRow(sql, row));
+      return out;
+    })
+  ).map(withoutConversation);
   const tasks = new Map<TaskId, TaskRecord>();
   for (const id of session.records.live) {
     const t = session.records.tasks.get(id)!;

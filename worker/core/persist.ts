@@ -7,6 +7,7 @@
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
 import { type Overlay, type OwnerEdge, splitDocKey } from "./records.ts";
+import { spillBody, unspill } from "./spill.ts";
 import type {
   ConversationRecord,
   EntryRecord,
@@ -266,6 +267,8 @@ export async function writeOverlay(
   // Whether a conversation document keeps its history (spec §3.1): "asOf" ones always do.
   historyRule: (name: string) => "latest" | "rewindable" = (name) =>
     forkRule(name) === "asOf" ? "rewindable" : "latest",
+  // The largest row body the store takes (HarnessOptions.maxValueBytes): longer ones spill (spill.ts).
+  maxValueBytes?: number,
 ): Promise<void> {
   if (overlay.conversations.size > 0)
     for (const c of overlay.conversations.values()) {
@@ -329,21 +332,29 @@ export async function writeOverlay(
     const { id, conversationId, kind, byTaskId, ...body } = e;
     await sql.run(
       "INSERT INTO entries (id, conversation_id, kind, body, by_task, head) VALUES (?, ?, ?, ?, ?, ?)",
-      [id, conversationId, kind, stringify(body), byTaskId ?? null, e.head ?? null],
+      [
+        id,
+        conversationId,
+        kind,
+        await spillBody(sql, conversationId, body, maxValueBytes),
+        byTaskId ?? null,
+        e.head ?? null,
+      ],
     );
   }
   if (overlay.submissions.size > 0)
     for (const sub of overlay.submissions.values()) {
       const { id, conversationId, requestId, ...body } = sub;
+      const text = await spillBody(sql, conversationId, body, maxValueBytes);
       if (overlay.createdSubmissions.has(id)) {
         await sql.run("INSERT INTO submissions (id, conversation_id, request_id, body) VALUES (?, ?, ?, ?)", [
           id,
           conversationId,
           requestId ?? null,
-          stringify(body),
+          text,
         ]);
       } else {
-        await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [stringify(body), id]);
+        await sql.run("UPDATE submissions SET body = ? WHERE id = ?", [text, id]);
       }
     }
   // Incarnations started and ended (spec §3.2): one row each, written only by a creation or a
@@ -447,10 +458,14 @@ async function deleteConversationRows(sql: Sql, overlay: Overlay): Promise<void>
       "doc_patches",
       "doc_history",
       "doc_records",
+      "spill_refs",
     ])
       await sql.run(`DELETE FROM ${table} WHERE conversation_id = ?`, [id]);
     await sql.run("DELETE FROM conversations WHERE id = ?", [id]);
   }
+  // The parts of values out of line that no conversation refers to any more (spill.ts).
+  if (overlay.deleted.size > 0)
+    await sql.run("DELETE FROM spills WHERE hash NOT IN (SELECT hash FROM spill_refs)");
   await writeNextIds(sql, overlay);
 }
 
@@ -546,6 +561,23 @@ export function entryFromRow(row: Row): EntryRecord {
     kind: String(row["kind"]),
     ...(row["by_task"] !== null ? { byTaskId: Number(row["by_task"]) } : {}),
   };
+}
+
+/** An entry row read back whole (its values out of line joined: spill.ts). */
+export function readEntryRow(sql: Sql, row: Row): Promise<EntryRecord> {
+  return unspill(sql, entryFromRow(row));
+}
+
+/** Entry rows read back whole, in their order. */
+export async function readEntryRows(sql: Sql, rows: readonly Row[]): Promise<EntryRecord[]> {
+  const out: EntryRecord[] = [];
+  for (const row of rows) out.push(await readEntryRow(sql, row));
+  return out;
+}
+
+/** A submission row read back whole (its values out of line joined: spill.ts). */
+export function readSubmissionRow(sql: Sql, row: Row): Promise<SubmissionRecord> {
+  return unspill(sql, submissionFromRow(row));
 }
 
 export const TASK_COLUMNS =

@@ -6,7 +6,7 @@
  * see committed rows only, after every commit requested before them.
  */
 import type { Store } from "../store/types.ts";
-import { entryFromRow, TASK_COLUMNS, taskFromRow } from "./persist.ts";
+import { readEntryRows, TASK_COLUMNS, taskFromRow } from "./persist.ts";
 import type { EntryRecord, TaskId, TaskRecord, TaskStatus } from "./types.ts";
 
 /**
@@ -49,13 +49,13 @@ export async function entriesContaining(
 ): Promise<EntryRecord[]> {
   if (options.kinds.length === 0) return [];
   const kinds = options.kinds.map(() => "?").join(", ");
-  const rows = await store.read((sql) =>
-    sql.all(
+  return store.read(async (sql) => {
+    const rows = await sql.all(
       `SELECT id, conversation_id, kind, body, by_task FROM entries WHERE kind IN (${kinds}) AND body LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT ?`,
       [...options.kinds, likePattern(text), options.limit],
-    ),
-  );
-  return rows.map(entryFromRow);
+    );
+    return readEntryRows(sql, rows);
+  });
 }
 
 /**
@@ -70,13 +70,13 @@ export async function entriesContainingIn(
 ): Promise<EntryRecord[]> {
   if (options.kinds.length === 0 || options.to <= options.from) return [];
   const kinds = options.kinds.map(() => "?").join(", ");
-  const rows = await store.read((sql) =>
-    sql.all(
+  return store.read(async (sql) => {
+    const rows = await sql.all(
       `SELECT id, conversation_id, kind, body, by_task FROM entries WHERE id >= ? AND id < ? AND kind IN (${kinds}) AND body LIKE ? ESCAPE '\\' ORDER BY id DESC`,
       [options.from, options.to, ...options.kinds, likePattern(text)],
-    ),
-  );
-  return rows.map(entryFromRow);
+    );
+    return readEntryRows(sql, rows);
+  });
 }
 
 /**
@@ -188,11 +188,11 @@ export async function entriesByTasks(
   if (options.conversations.length === 0 || options.tasks.length === 0) return [];
   const cs = options.conversations.map(() => "?").join(", ");
   const ts = options.tasks.map(() => "?").join(", ");
-  const rows = await store.read((sql) =>
-    sql.all(
+  return store.read(async (sql) => {
+    const rows = await sql.all(
       `SELECT id, conversation_id, kind, body, by_task FROM entries WHERE conversation_id IN (${cs}) AND by_task IN (${ts}) ORDER BY id LIMIT ?`,
       [...options.conversations, ...options.tasks, options.limit],
-    ),
-  );
-  return rows.map(entryFromRow);
+    );
+    return readEntryRows(sql, rows);
+  });
 }

@@ -160,6 +160,24 @@ export const migrations: readonly string[] = [
     WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.conversation_id = h.conversation_id AND d.name = h.name)
     GROUP BY h.conversation_id, h.name;
   `,
+  // 8: values out of line (worker/core/spill.ts, decision 0016): an entry's or a submission's long
+  // strings in parts below a bounded row (a Durable Object's 2 MB), content-addressed, and which
+  // conversations refer to each address (a deletion frees the parts no conversation names).
+  `
+  CREATE TABLE spills (
+    hash TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    part TEXT NOT NULL,
+    PRIMARY KEY (hash, idx)
+  );
+  CREATE TABLE spill_refs (
+    hash TEXT NOT NULL,
+    conversation_id INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, hash)
+  );
+  CREATE INDEX spill_refs_by_hash ON spill_refs (hash);
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -30,12 +30,12 @@ import { checkNewOwners } from "./ownership.ts";
 import { type EntryPage, readActivePage } from "./pages.ts";
 import {
   conversationFromRow,
-  entryFromRow,
   moveFromRow,
   NEXT_IDS_KEY,
   type NextIds,
+  readEntryRow,
   readFormerOwners,
-  submissionFromRow,
+  readSubmissionRow,
   TASK_COLUMNS,
   taskFromRow,
   validateOverlay,
@@ -130,6 +130,8 @@ export class Session {
    * it as it was; every "asOf" document is rewindable.
    */
   historyRule: (name: string) => "latest" | "rewindable" = () => "latest";
+  /** The largest row body the store takes (HarnessOptions.maxValueBytes); undefined: unbounded. */
+  maxValueBytes: number | undefined = undefined;
   /** The names whose rule is "asOf", for loading fork points. */
   asOfDocuments: readonly string[] = [];
   /**
@@ -220,7 +222,7 @@ export class Session {
       for (const row of await sql.all(
         "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
       )) {
-        r.putSubmission(submissionFromRow(row));
+        r.putSubmission(await readSubmissionRow(sql, row));
       }
       // Documents of the conversations live work runs in; every other conversation's load on first
       // access (ensureDocs).
@@ -517,7 +519,7 @@ export class Session {
           writes = new Overlay(this.#line);
           for (const overlay of merged) writes.absorb(overlay);
         }
-        await writeOverlay(sql, writes, stored, this.forkRule, this.historyRule);
+        await writeOverlay(sql, writes, stored, this.forkRule, this.historyRule, this.maxValueBytes);
         for (const row of history)
           await sql.run(
             "INSERT INTO doc_history (conversation_id, name, since_entry, value, version) VALUES (?, ?, ?, ?, ?)",
@@ -615,9 +617,11 @@ export class Session {
   async submission(id: SubmissionId): Promise<SubmissionRecord | undefined> {
     const known = this.records.submissions.get(id);
     if (known) return known;
-    const row = await this.store.read((sql) => sql.get("SELECT * FROM submissions WHERE id = ?", [id]));
-    if (!row) return undefined;
-    const sub = submissionFromRow(row);
+    const sub = await this.store.read(async (sql) => {
+      const row = await sql.get("SELECT * FROM submissions WHERE id = ?", [id]);
+      return row ? readSubmissionRow(sql, row) : undefined;
+    });
+    if (!sub) return undefined;
     this.#remember(sub);
     return sub;
   }
@@ -629,21 +633,23 @@ export class Session {
   ): Promise<SubmissionRecord | undefined> {
     const known = this.records.requests.get(`${conversationId}:${requestId}`);
     if (known !== undefined) return this.submission(known);
-    const row = await this.store.read((sql) =>
-      sql.get("SELECT * FROM submissions WHERE conversation_id = ? AND request_id = ?", [
+    const sub = await this.store.read(async (sql) => {
+      const row = await sql.get("SELECT * FROM submissions WHERE conversation_id = ? AND request_id = ?", [
         conversationId,
         requestId,
-      ]),
-    );
-    if (!row) return undefined;
-    const sub = submissionFromRow(row);
+      ]);
+      return row ? readSubmissionRow(sql, row) : undefined;
+    });
+    if (!sub) return undefined;
     this.#remember(sub);
     return sub;
   }
 
   async entry(id: number): Promise<EntryRecord | undefined> {
-    const row = await this.store.read((sql) => sql.get("SELECT * FROM entries WHERE id = ?", [id]));
-    return row ? entryFromRow(row) : undefined;
+    return this.store.read(async (sql) => {
+      const row = await sql.get("SELECT * FROM entries WHERE id = ?", [id]);
+      return row ? readEntryRow(sql, row) : undefined;
+    });
   }
 
   /**

@@ -28,7 +28,11 @@ import type { ConversationId, EntryId, EntryRecord, SubmissionId, TaskId } from 
 import type { WatchFrame } from "../core/view-ops.ts";
 import type { AttachmentDraft } from "./attachments.ts";
 
-/** Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. */
+/**
+ * Bumped whenever a message changes shape; a tab and an engine that differ refuse each other. 16:
+ * `run.resendAsFork` takes the files to keep, and a call too long for a server space's frame travels
+ * in parts (server-socket.ts `messageFrames`).
+ */
 export const PROTOCOL_VERSION = 16;
 
 export const DEFAULT_STORE_NAME = "agent";

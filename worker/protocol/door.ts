@@ -87,7 +87,8 @@ export class BadRequest extends Error {
       | "bad-args"
       | "duplicate-id"
       | "no-hello"
-      | "rate-limited",
+      | "rate-limited"
+      | "bad-parts",
     message: string,
   ) {
     super(message);

@@ -3,7 +3,8 @@
  * connection that survives the socket. Tab-side only: no schema, no door, no TypeBox.
  *
  * `socketTransport(socket)` is a `Transport` over one WebSocket: each message is one text frame of
- * JSON; a binary frame, a frame larger than `maxChars` or text that is not JSON is dropped unread;
+ * JSON, except a call too long for a server's frame, which goes as parts back to back
+ * (server-socket.ts `messageFrames`); a binary frame, a frame larger than `maxChars` or text that is not JSON is dropped unread;
  * nothing is sent unless the socket is open (the client refuses calls after the close instead of
  * waiting for a reply that cannot come).
  *
@@ -31,7 +32,13 @@
 
 import { type EngineApi, type EngineStatus, type Hello, PROTOCOL_VERSION } from "./api.ts";
 import { connectEngine, type EngineConnection } from "./client.ts";
-import { SPACE_NAME, SPACE_SUBPROTOCOL, spacePath, spaceSocketProtocols } from "./server-socket.ts";
+import {
+  messageFrames,
+  SPACE_NAME,
+  SPACE_SUBPROTOCOL,
+  spacePath,
+  spaceSocketProtocols,
+} from "./server-socket.ts";
 import { EngineError, type TabMessage, type Transport } from "./wire.ts";
 
 /** The subprotocol every socket of this protocol names first; the token rides as a second one. */
@@ -89,7 +96,12 @@ export function socketTransport<Out>(
   });
   return {
     send(message) {
-      if (!closed && socket.readyState === OPEN) socket.send(JSON.stringify(message));
+      if (closed || socket.readyState !== OPEN) return;
+      const text = JSON.stringify(message);
+      const call = (message as { id?: unknown }).id;
+      // A call longer than a server's frame goes in parts, back to back (server-socket.ts).
+      if (typeof call === "number") for (const frame of messageFrames(text, call)) socket.send(frame);
+      else socket.send(text);
     },
     onMessage(r) {
       receive = r;

@@ -56,7 +56,12 @@ import {
   type TabCalls,
 } from "../protocol/door.ts";
 import type { EngineStatus, MovesApi, TabHello } from "../protocol/index.ts";
-import { RECONNECT_CLOSE, SERVER_MAX_MESSAGE_CHARS, SPACE_SUBPROTOCOL } from "../protocol/server-socket.ts";
+import {
+  RECONNECT_CLOSE,
+  SERVER_MAX_MESSAGE_CHARS,
+  SERVER_MAX_PARTED_CHARS,
+  SPACE_SUBPROTOCOL,
+} from "../protocol/server-socket.ts";
 import { type DoStorage, type DoStore, openDoStore } from "./do-store.ts";
 import { DEFAULT_RATE, type RateLimit, type SocketConnection, socketTransport } from "./socket.ts";
 
@@ -105,9 +110,10 @@ export { RECONNECT_CLOSE };
  * The largest message a socket may send: a million characters of JSON text, refused unparsed above
  * (socket.ts). Below the runtime's own limit, so that a message just over it gets a typed refusal:
  * workerd (1.20250718, run locally) closes a socket whose message is over 1 MiB of UTF-8 with code
- * 1009 before the space sees it; Cloudflare's platform limit applies there. So a server space
- * imports conversations up to about 1 MB (the browser's engine takes 64 MiB: door.ts
- * DEFAULT_LIMITS). `SPACE_MAX_MESSAGE_CHARS` lowers it.
+ * 1009 before the space sees it; Cloudflare's platform limit applies there. A longer call comes in
+ * parts (server-socket.ts `messageFrames`), joined by the socket's transport up to
+ * `SERVER_MAX_PARTED_CHARS`, the door's bound for a socket (decision 0016).
+ * `SPACE_MAX_MESSAGE_CHARS` lowers the frame's limit.
  */
 export const SERVER_LIMITS: DoorLimits = {
   maxChars: SERVER_MAX_MESSAGE_CHARS,
@@ -264,7 +270,11 @@ export class Space {
     const client = pair[0];
     const ws = pair[1];
     this.#state.acceptWebSocket(ws);
-    const socket = socketTransport(ws, { limits: this.#limits(), rate: this.#rate() });
+    const socket = socketTransport(ws, {
+      limits: this.#limits(),
+      rate: this.#rate(),
+      maxPartedChars: SERVER_MAX_PARTED_CHARS,
+    });
     const key = `socket-${this.#nextSocket++}`;
     const entry = { socket, key, note: { tabId: null, watches: [] } as SocketNote };
     this.#sockets.set(ws, entry);
@@ -272,7 +282,8 @@ export class Space {
     serveConnection({
       transport: socket.transport,
       engine: this.#socketEngine(engine, ws, key),
-      limits: this.#limits(),
+      // A frame is bounded by the transport; a call sent in parts is bounded by its joined size.
+      limits: { ...this.#limits(), maxChars: SERVER_MAX_PARTED_CHARS },
     });
     return new Response(null, {
       status: 101,

@@ -14,6 +14,14 @@
  * approval tests). MCP servers' tokens come from `MCP_<NAME>_TOKEN` bindings, as on the real server.
  */
 
+import {
+  type Api,
+  type Context,
+  type FauxResponseFactory,
+  fauxAssistantMessage,
+  type Model,
+  registerFauxProvider,
+} from "@mariozechner/pi-ai";
 import { sleepUntil } from "../../../worker/agent/services.ts";
 import { createSchedule } from "../../../worker/app/schedules.ts";
 import { mcpTokenFromEnv, openSpaceHarness, spaceEngine } from "../../../worker/app/space-agent.ts";
@@ -24,6 +32,35 @@ import { runScript } from "../../../worker/sandbox/run.ts";
 import { Space, type SpaceEnv, type SpaceState } from "../../../worker/server/space.ts";
 
 type Wait = { phase: "wait" };
+
+/** FNV-1a (32 bits) of a string's UTF-16 units, in hex: a fingerprint of what the model was sent. */
+function fingerprint(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, "0");
+}
+
+/**
+ * A model that takes images ("vision-1", keyless, tests only): it answers with what its request's
+ * last user message held, "saw <n> images: <mimeType> <base64 length> <fingerprint>, ...; text
+ * <characters>", so a test reads in the transcript exactly what reached the model.
+ */
+const visionProvider = registerFauxProvider({
+  provider: "vision",
+  models: [{ id: "vision-1", input: ["text", "image"] }],
+});
+const seen: FauxResponseFactory = (context: Context) => {
+  visionProvider.appendResponses([seen]);
+  const last = [...context.messages].reverse().find((m) => m.role === "user");
+  const content = last?.role === "user" && typeof last.content !== "string" ? last.content : [];
+  const images = content.flatMap((c) =>
+    c.type === "image" ? [`${c.mimeType} ${c.data.length} ${fingerprint(c.data)}`] : [],
+  );
+  const text = content.reduce((n, c) => n + (c.type === "text" ? c.text.length : 0), 0);
+  return fauxAssistantMessage(`saw ${images.length} images: ${images.join(", ")}; text ${text}`);
+};
+visionProvider.setResponses(Array.from({ length: 4 }, () => seen));
+const visionModel = visionProvider.getModel() as unknown as Model<Api>;
 
 const delayedTask = (wakeAt: (at: number) => void) =>
   defineTask<{ at: number }, Wait, { woke: number }>({
@@ -51,6 +88,7 @@ export class TestSpace extends Space {
       codemode: true,
       approval: { defaults: env["SPACE_TEST_APPROVAL"] === "ask" ? ("ask" as const) : ("allow" as const) },
       mcpToken: (name: string) => mcpTokenFromEnv(env, name),
+      models: [visionModel],
     };
     super(
       state,

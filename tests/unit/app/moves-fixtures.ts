@@ -133,7 +133,7 @@ export async function openHome(
   store: MemoryStore,
   world: World,
   faux: FauxAgentModel,
-  options: { groupCommit?: boolean } = {},
+  options: { groupCommit?: boolean; maxValueBytes?: number } = {},
 ): Promise<Home> {
   const h = home as Home;
   h.store = store;
@@ -147,6 +147,7 @@ export async function openHome(
     defaultModel: faux.ref,
     tools: tools(world, h),
     ...(options.groupCommit === false ? { groupCommit: false } : {}),
+    ...(options.maxValueBytes !== undefined ? { maxValueBytes: options.maxValueBytes } : {}),
   });
   return h;
 }

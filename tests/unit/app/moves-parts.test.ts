@@ -4,9 +4,11 @@
  * sent whole; each part stored once however often it is sent, durably (a reopen keeps it); a count
  * that disagrees, a refused transfer and more than MAX_STAGED_BYTES in all refused typed; the parts
  * deleted by the adopt or refuse commit; a lost part's call retried by `resume()`, the move whole.
+ * Over the peer's row bound: an entry moves (the peer keeps it out of line, decision 0016), a
+ * document is cancelled right after step 1, never sent.
  */
 import { describe, expect, test } from "vitest";
-import { cutPackage, largestValueBytes, packageTooLarge } from "../../../worker/app/moves.ts";
+import { cutPackage, packageTooLarge } from "../../../worker/app/moves.ts";
 import { MAX_STAGED_BYTES } from "../../../worker/core/move.ts";
 import { HarnessError, harnessPeer, type MovePeer, MoveRefused, Moves } from "../../../worker/index.ts";
 import type { MemoryStore } from "../../../worker/store/open.ts";
@@ -214,30 +216,61 @@ describe("the orchestrator", () => {
     expect(there.filter((line) => line.includes("done first"))).toHaveLength(1);
   });
 
-  test("one value larger than the peer stores in a row: refused too_large before step 1, in words, nothing sent, nothing changed", async () => {
+  test("a document larger than the peer stores in a row: cancelled right after step 1, in words, never sent; it runs here", async () => {
     const { browser, peer, heard } = await pair();
     const c = await midToolRound(browser);
-    const entries = await browser.harness.requireConversation(c).entries();
-    const largest = largestValueBytes({ entries, documents: [], submissions: [], tasks: [] });
+    await browser.harness.transaction((tx) => tx.writeDoc(c, "app.big", { text: "d".repeat(200_000) }));
     const moves = new Moves(browser.harness, {
       peer: () => peer,
       maxPackageChars: () => 2_000,
       maxStagedBytes: () => MAX_STAGED_BYTES,
-      maxValueBytes: () => largest - 1,
+      maxValueBytes: () => 100_000,
     });
-    const refused = await moves.moveOut(c, "server").catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(MoveRefused);
-    expect((refused as MoveRefused).reason).toBe("too_large");
-    expect((refused as Error).message).toContain(
-      `one of its messages or documents is ${largest.toLocaleString("en")} bytes`,
+    const result = await moves.moveOut(c, "server");
+    expect(result).toMatchObject({ status: "cancelled" });
+    expect((result as { reason: string }).reason).toMatch(
+      /too large to move: one of its documents is 200,\d{3} bytes, and the server stores at most 100,000 bytes in one/,
     );
     expect(heard).toEqual([]);
-    expect(moves.list()).toEqual([]);
     expect(browser.harness.awayOf(c)).toBeUndefined();
     // Still this home's: it runs here.
     release(browser);
     await browser.harness.waitForConversationIdle(c);
     expect(transcript(await browser.harness.requireConversation(c).entries()).at(-1)).toContain(
+      "done second",
+    );
+  });
+
+  test("an entry larger than the peer stores in a row moves: the peer keeps its long strings out of line, the entry whole", async () => {
+    const world = new World();
+    const browser = await home("browser", world);
+    const server = await openHome({ name: "server", held: false }, await memoryStore(), world, suite.faux, {
+      maxValueBytes: 100_000,
+    });
+    suite.track(server);
+    const c = await midToolRound(browser);
+    const big = { text: "e".repeat(300_000) };
+    await browser.harness.transaction((tx) => tx.appendEntry(c, { kind: "app.note", data: big }));
+    const moves = new Moves(browser.harness, {
+      peer: () => harnessPeer(() => server.harness),
+      maxPackageChars: () => 2_000,
+      maxStagedBytes: () => MAX_STAGED_BYTES,
+      maxValueBytes: () => 100_000,
+    });
+    const result = await moves.moveOut(c, "server");
+    expect(result.status).toBe("done");
+    const remote = (result as { remote: number }).remote;
+    const there = await server.harness.requireConversation(remote).entries();
+    expect(there.filter((e) => e.kind === "app.note").map((e) => e.data)).toEqual([big]);
+    const rows = await server.store.read(async (sql) => ({
+      longest: Number((await sql.get("SELECT max(length(body)) AS n FROM entries"))?.["n"]),
+      spilled: Number((await sql.get("SELECT count(*) AS n FROM spills"))?.["n"]),
+    }));
+    expect(rows.longest).toBeLessThan(100_000);
+    expect(rows.spilled).toBeGreaterThan(0);
+    release(server);
+    await server.harness.waitForConversationIdle(remote);
+    expect(transcript(await server.harness.requireConversation(remote).entries()).at(-1)).toContain(
       "done second",
     );
   });

@@ -16,6 +16,7 @@ import {
   type ConversationView,
   type WatchFrame,
 } from "../../../worker/protocol/index.ts";
+import { messageFrames } from "../../../worker/protocol/server-socket.ts";
 import {
   backoffDelay,
   checkServer,
@@ -313,4 +314,29 @@ describe("a server connection over a real WebSocket", () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(engine.log.filter((l) => l.startsWith("conversations.list"))).toEqual([]);
   });
+});
+
+test("a call longer than a server's frame is sent in parts back to back; a short one and an ack as one frame each", () => {
+  const frames: string[] = [];
+  const socket = {
+    readyState: 1,
+    send: (data: string) => frames.push(data),
+    close: () => undefined,
+    addEventListener: () => undefined,
+  };
+  const transport = socketTransport<unknown>(socket);
+  const long = { id: 4, method: "run.submit", args: [2, { text: "ü".repeat(1_500_000) }] };
+  transport.send(long);
+  expect(frames.length).toBeGreaterThan(1);
+  expect(frames).toEqual(messageFrames(JSON.stringify(long), 4));
+  const parts = frames.map((f) => JSON.parse(f) as { part: { index: number; count: number }; text: string });
+  expect(parts.map((p) => p.part.index)).toEqual(parts.map((_, i) => i));
+  expect(JSON.parse(parts.map((p) => p.text).join(""))).toEqual(long);
+  frames.length = 0;
+  transport.send({ id: 5, method: "conversations.list", args: [] });
+  transport.send({ ack: 1, seq: 1 });
+  expect(frames).toEqual([
+    JSON.stringify({ id: 5, method: "conversations.list", args: [] }),
+    JSON.stringify({ ack: 1, seq: 1 }),
+  ]);
 });
