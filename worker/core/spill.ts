@@ -22,7 +22,8 @@ export const SPILL_MIN_CHARS = 16 * 1024;
 /** The most UTF-16 units a part row holds. */
 export const SPILL_PART_CHARS = 500_000;
 
-const SPILL_KEY = "$spill";
+/** The key a spilled body lists its out-of-line paths under: reserved, no entry draft may carry it (tx.ts). */
+export const SPILL_KEY = "$spill";
 type Path = readonly (string | number)[];
 
 /** The UTF-8 length of `text` (exact; stops counting once it is over `above`). */

@@ -13,6 +13,7 @@ import { liveOwner } from "./ownership.ts";
 import { assertJson } from "./persist.ts";
 import type { DocMeta, Overlay } from "./records.ts";
 import type { Session } from "./session.ts";
+import { SPILL_KEY } from "./spill.ts";
 import {
   type ConversationId,
   type ConversationOwnership,
@@ -135,6 +136,9 @@ export class TxImpl implements Tx {
     const o = this.#writable(conversationId);
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
     assertJson(draft);
+    // A stored body with this key is read as spilled (spill.ts): a draft carrying it would be misread.
+    if (Object.hasOwn(draft, SPILL_KEY))
+      throw new InvalidTransition(`an entry draft may not carry the key ${SPILL_KEY}: it is reserved`);
     if (draft.edits !== undefined) checkEdits(draft.edits, o.nextEntryId);
     const head = draft.head as unknown;
     if (

@@ -8,7 +8,7 @@
  */
 import { expect, test } from "vitest";
 import { cutParts, SPILL_PART_CHARS, utf8Length } from "../../../worker/core/spill.ts";
-import { Harness, type MemoryStore } from "../../../worker/index.ts";
+import { type EntryDraft, Harness, type MemoryStore } from "../../../worker/index.ts";
 import { memoryStore } from "../../../worker/testing.ts";
 
 const ownerless = { ownership: { kind: "ownerless" as const } };
@@ -82,4 +82,22 @@ test("parts stay within the row bound and never cut a surrogate pair", () => {
     expect(part.isWellFormed()).toBe(true);
     expect(utf8Length(part)).toBeLessThan(2_000_000);
   }
+});
+
+test("an entry draft carrying the reserved $spill key is refused, typed, and nothing is written; the same key inside data is plain data", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store, { maxValueBytes: BOUND });
+  const c = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  const before = await count(store, "SELECT count(*) AS n FROM entries");
+  const hostile = { kind: "note", $spill: [["kind"]] } as unknown as EntryDraft;
+  await expect(h.transaction((tx) => tx.appendEntry(c.id, hostile))).rejects.toMatchObject({
+    name: "InvalidTransition",
+    message: expect.stringContaining("$spill"),
+  });
+  expect(await count(store, "SELECT count(*) AS n FROM entries")).toBe(before);
+  // Inside data the key means nothing: it reads back as written.
+  await h.transaction((tx) => tx.appendEntry(c.id, { kind: "note", data: { $spill: [["x"]], x: "y" } }));
+  const entries = await h.entries(c.id);
+  expect(entries.at(-1)?.data).toEqual({ $spill: [["x"]], x: "y" });
+  await h.close();
 });
