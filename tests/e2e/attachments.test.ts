@@ -8,10 +8,10 @@
  * and of the transcript with the thumbnail at 1280 and 390 px (test-results/screenshots/attach-*).
  * The routed provider (groq, tests/e2e/openai-stream.ts) needs the dedicated engine.
  */
+import { readFile } from "node:fs/promises";
 import type { Page, Route } from "playwright-core";
 import { expect, test } from "vitest";
 import { seriousViolations } from "./axe.ts";
-import { engine } from "./browser.ts";
 import { openAiStream } from "./openai-stream.ts";
 import {
   appSuite,
@@ -103,7 +103,7 @@ test("an image and a PDF go to a vision model, show as a thumbnail and a file, a
       }),
     });
   });
-  const conversation = await useRoutedModel(page, VISION, KEY);
+  await useRoutedModel(page, VISION, KEY);
 
   await page.getByTestId("attach-input").setInputFiles([
     { name: "dot.png", mimeType: "image/png", buffer: Buffer.from(PNG, "base64") },
@@ -141,13 +141,24 @@ test("an image and a PDF go to a vision model, show as a thumbnail and a file, a
   expect(await sent.getByTestId("attached-file").textContent()).toContain("owls.pdf");
   await looks(page, "transcript", '[data-testid="entries"]', () => sent.scrollIntoViewIfNeeded());
 
-  // Exported and imported: the copy shows the same thumbnail and file, bytes intact.
-  const exported = await engine<{ text: string }>(page, "conversations.export", conversation);
-  expect(exported.text).toContain(PNG);
-  const copy = await engine<number>(page, "conversations.import", exported.text);
-  await page.evaluate((id) => {
-    location.hash = `#/c/${id}`;
-  }, copy);
+  // Exported and imported as a person does it (the Export button's download, the Import picker): the
+  // copy opens and shows the same thumbnail and file, bytes intact.
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByTestId("export").click()]);
+  const exported = await readFile((await download.path())!, "utf8");
+  expect(exported).toContain(PNG);
+  expect(exported).toContain(PDF_TEXT);
+  expect(exported).not.toContain(KEY);
+  const original = await page.evaluate(() => location.hash);
+  await page.getByTestId("import-file").setInputFiles({
+    name: download.suggestedFilename(),
+    mimeType: "application/json",
+    buffer: Buffer.from(exported),
+  });
+  await until(
+    "the imported copy open",
+    () => page.evaluate(() => location.hash),
+    (h) => /^#\/c\/\d+$/.test(h) && h !== original,
+  );
   const copied = entriesOf(page, "pi.user").last();
   await copied.locator('[data-testid="attached-image"] img').waitFor();
   expect(await copied.locator('[data-testid="attached-image"] img').getAttribute("src")).toBe(
