@@ -1,7 +1,7 @@
 /**
  * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
- * sample-session20b.md the second):
+ * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -12,8 +12,9 @@
  * the files in the order below.
  *
  * Left out, as already read by an earlier sample:
- * - session 19's twenty (sample-session19.md, drawn on main 232dce6) and session 20's thirty
- *   (sample-session20.md, seed 20261204), found by the start of their rule text, listed below;
+ * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20's thirty
+ *   (sample-session20.md, seed 20261204) and session 20b's thirty (sample-session20b.md, seed
+ *   20261205), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
  *   lists: each row is matched to the line of sections-0-4.md or sections-5-9.md that names one of
  *   the tests the row names and shares the most words with its rule (Jaccard >= 0.25).
