@@ -1,7 +1,7 @@
 /**
  * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
- * sample-session20b.md the second):
+ * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -12,8 +12,9 @@
  * the files in the order below.
  *
  * Left out, as already read by an earlier sample:
- * - session 19's twenty (sample-session19.md, drawn on main 232dce6) and session 20's thirty
- *   (sample-session20.md, seed 20261204), found by the start of their rule text, listed below;
+ * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20's thirty
+ *   (sample-session20.md, seed 20261204) and session 20b's thirty (sample-session20b.md, seed
+ *   20261205), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
  *   lists: each row is matched to the line of sections-0-4.md or sections-5-9.md that names one of
  *   the tests the row names and shares the most words with its rule (Jaccard >= 0.25).
@@ -121,6 +122,39 @@ const SESSION20 = [
   ["sections-5-9", "Tx has no task replacement op"],
 ];
 
+const SESSION20B = [
+  ["section-7", "Conversation.agent() for UIs"],
+  ["sections-5-9", "select: no model"],
+  ["sections-5-9", "watchEvents(harness, conversationId) from the pack"],
+  ["section-7", "A user tool (name, description, JSON-schema parame"],
+  ["sections-5-9", "Aborting a blocked task"],
+  ["sections-5-9", "A terminal receipt guarantees ordinary owned work"],
+  ["sections-5-9", "defineTask(definition)"],
+  ["sections-0-4", "abortTask on a terminal task"],
+  ["sections-5-9", "Tool task: slot running in its intent commit; term"],
+  ["section-7", "Tool metadata never enters the transcript (toToolD"],
+  ["sections-5-9", "5.5.3 held non-completed = cancellation intent; he"],
+  ["sections-0-4", "ContextView {head, entries, contributions, message"],
+  ["sections-0-4", "HarnessSettings read at every resolution, synchron"],
+  ["sections-5-9", "A crash loses only the uncommitted throttle window"],
+  ["sections-5-9", '"reads settings through getters at every decision"'],
+  ["sections-0-4", "Only committed state is observable; a commit write"],
+  ["sections-5-9", "pi.tool-result: by tool tasks, and by generation f"],
+  ["sections-0-4", "env(target, ctx) called per use (tool execution, s"],
+  ["sections-5-9", "A postTools boundary selecting a reset behaves as"],
+  ["sections-0-4", "Conversation API: submit, agent, configure, commit"],
+  ["sections-0-4", "The retry policy is read when generation classifie"],
+  ["sections-0-4", "abortTask commits the mark, signals and joins the"],
+  ["section-7", "Aborted (and interrupted) results are built from t"],
+  ["sections-5-9", "Every live non-background task below a cancelled o"],
+  ["sections-0-4", "stored == token use; older migrate; newer reject;"],
+  ["sections-5-9", '"rejects new owned work below an owner that is com'],
+  ["sections-5-9", "The step before every phase runs on the Session li"],
+  ["sections-5-9", "Cancelling a caller's signal cancels only that cal"],
+  ["sections-5-9", "Checkpoint and memos absent from the terminal reco"],
+  ["sections-0-4", "initial() and migrate() must return JSON objects"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -137,6 +171,7 @@ const excluded = new Map();
 for (const [why, lines] of [
   ["session 19", SESSION19],
   ["session 20", SESSION20],
+  ["session 20b", SESSION20B],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -177,7 +212,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);

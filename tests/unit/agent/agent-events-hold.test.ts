@@ -96,7 +96,7 @@ test("emits one turn_end per generation, also for a stream attached while it hol
   expect(turnEnds(late.batches)).toBe(0);
 });
 
-test("lets a tool that owns live work finish its call at the hold while the generation waits for its final commit", async () => {
+test("lets a tool that owns live work finish its call at the hold while the generation waits for its final commit: the next request is sent only once the tool task is terminal", async () => {
   const { node, gate } = gatedNodes();
   const delegate = defineTool({
     name: "delegate",
@@ -110,10 +110,17 @@ test("lets a tool that owns live work finish its call at the hold while the gene
       return textResult("started");
     },
   });
-  const { h, root } = await open(callsThenAnswer(fauxToolCall("delegate", {}, { id: "c1" })), {
-    tasks: [node],
-    tools: [delegate],
-  });
+  const respond = callsThenAnswer(fauxToolCall("delegate", {}, { id: "c1" }));
+  // What the tool task is when the generation sends its next request (it resumed to send it).
+  const toolAtNextRequest: Array<string | undefined> = [];
+  const { h, root } = await open(
+    (req, n) => {
+      if (n > 1)
+        toolAtNextRequest.push(h.inspect().tasks.find((t) => t.record.kind === "pi.tool")?.state.kind);
+      return respond(req, n);
+    },
+    { tasks: [node], tools: [delegate] },
+  );
   const events = collect(await watchEvents(h, root.id));
   const submission = await root.submit({ type: "input", content: "go" });
   await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "the call's slot done" });
@@ -129,12 +136,11 @@ test("lets a tool that owns live work finish its call at the hold while the gene
         .some((e) => e.type === "tool_execution_end" && e.toolCallId === "c1" && e.entry !== undefined),
     { what: "the call's end with its result entry" },
   );
-  let settled = false;
-  void submission.wait().then(() => (settled = true));
-  await new Promise((r) => setTimeout(r, 50));
-  expect(settled).toBe(false);
+  expect(toolAtNextRequest).toEqual([]);
   gate("sub").resolve();
   expect((await submission.wait()).status).toBe("done");
+  // The generation resumed only once the tool task was terminal: no longer live at its next request.
+  expect(toolAtNextRequest).toEqual([undefined]);
   const [record] = await h.tasks({ kind: "pi.tool" });
   expect(record!.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
 });

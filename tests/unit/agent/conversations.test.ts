@@ -33,6 +33,22 @@ describe("conversations", () => {
     expect(h.conversation(9999)).toBeUndefined();
   });
 
+  test("conversation handles are stateless, told apart by id only: each lookup is a new handle, and any two for one id read and act alike, whatever the other did", async () => {
+    const { h } = await open(echo);
+    const made = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const found = h.conversation(made.id)!;
+    expect(found).not.toBe(made);
+    expect(found.id).toBe(made.id);
+    // Each read goes to the committed state, not to anything a handle kept.
+    expect(await made.agentState()).toEqual({});
+    await found.configure({ instructions: "Be brief." });
+    expect(await made.agentState()).toEqual({ instructions: "Be brief." });
+    await (await made.submit({ type: "input", content: "one" })).wait();
+    const kinds = async (c: typeof made) => (await c.entries()).map((e) => [e.id, e.kind]);
+    expect(await kinds(found)).toEqual(await kinds(made));
+    expect(await kinds(h.conversation(made.id)!)).toEqual(await kinds(made));
+  });
+
   test("root({ agent, init }) creates the root lazily in one commit: the creation hook, then the agent, then init; once it exists both are ignored and nothing is written", async () => {
     const faux = fauxAgentModel(echo);
     const store = await memoryStore();

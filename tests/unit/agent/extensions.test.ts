@@ -291,6 +291,29 @@ describe("Harness.open binds the registry", () => {
     ).rejects.toThrow(/pi\.tool/);
   });
 
+  test("the registry is the application's: open binds it as given, it outlives a closed harness and serves the next open; nothing of it is stored", async () => {
+    const registry = createRegistry();
+    registry.install(defineExtension({ name: "notes", tools: [tool("note")] }));
+    const store = await memoryStore();
+    const first = await open(echo, { store, extensions: registry });
+    expect(first.h.extensions).toBe(registry);
+    // Installed by the application after open: the bound registry is the one it holds.
+    registry.install(defineExtension({ name: "later", tools: [tool("late")] }));
+    expect([...(await first.root.agent()).tools.keys()]).toEqual(["note", "late"]);
+    await first.h.close();
+    const second = await open(echo, { store: await memoryStore(store.image()), extensions: registry });
+    expect(second.h.extensions).toBe(registry);
+    expect([...(await second.root.agent()).tools.keys()]).toEqual(["note", "late"]);
+    await second.h.close();
+    // Not persisted: the same stored data opened with a new registry knows none of it.
+    const third = await open(echo, {
+      store: await memoryStore(second.store.image()),
+      extensions: createRegistry(),
+    });
+    expect([...(await third.root.agent()).tools.keys()]).toEqual([]);
+    expect(third.h.extensions.snapshot().extension("notes")).toBeUndefined();
+  });
+
   test("the tools option is shorthand for an extension of the harness's registry", async () => {
     const { h } = await open(() => fauxAssistantMessage("ok"), { tools: [tool("x")] });
     expect(

@@ -34,20 +34,20 @@ describe("deriveContext", () => {
   const system = (message: object) =>
     entry("pi.system", { role: "system", content: "", timestamp: 1, sections: {}, ...message });
 
-  test("every system entry of the active range applies in order: sections patch by name (null removes), toolsRemoved before toolsAdded", () => {
+  test("every system entry of the active range applies in order: sections patch by name (a string replaces in place or adds, null removes), toolsRemoved before toolsAdded", () => {
     const derived = deriveContext([
       system({ sections: { base: "You help.", style: "Be terse." }, toolsAdded: ["read", "write"] }),
       user("q"),
       system({
-        sections: { style: null, extra: "Cite files." },
+        sections: { style: null, extra: "Cite files.", base: "You help, briefly." },
         toolsRemoved: ["write", "read"],
         toolsAdded: ["read"],
       }),
       user("again"),
     ]);
-    expect(derived.sections).toEqual({ base: "You help.", extra: "Cite files." });
+    expect(derived.sections).toEqual({ base: "You help, briefly.", extra: "Cite files." });
     expect(derived.tools).toEqual(["read"]);
-    expect(derived.systemPrompt).toBe("You help.\n\nCite files.");
+    expect(derived.systemPrompt).toBe("You help, briefly.\n\nCite files.");
     expect(derived.messages.map((m) => m.role)).toEqual(["user", "user"]);
   });
 
@@ -140,6 +140,29 @@ describe("deriveContext", () => {
     expect(
       messages.map((m) => (m.role === "toolResult" ? `result:${m.toolCallId}` : `${m.role}:${textOf(m)}`)),
     ).toEqual(["user:q", "assistant:call:t", "result:c1", "user:steer", "assistant:answer"]);
+  });
+
+  test("an assistant's results, found before the next assistant, move right after it in call order, ahead of a user message between", () => {
+    const { messages } = deriveContext([
+      user("q"),
+      assistant([call("c1"), call("c2"), call("c3")], "toolUse"),
+      result("c3", "r3"),
+      user("steer"),
+      result("c2", "r2"),
+      result("c1", "r1"),
+      assistant("answer"),
+    ]);
+    expect(
+      messages.map((m) => (m.role === "toolResult" ? `result:${textOf(m)}` : `${m.role}:${textOf(m)}`)),
+    ).toEqual([
+      "user:q",
+      "assistant:call:tcall:tcall:t",
+      "result:r1",
+      "result:r2",
+      "result:r3",
+      "user:steer",
+      "assistant:answer",
+    ]);
   });
 
   test("aborted, error and deferred answers are left out of requests", () => {

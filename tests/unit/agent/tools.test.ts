@@ -10,6 +10,7 @@ import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { type AgentHarness, type AgentHarnessOptions, defineTool } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { KeyedEffects, keyedEffectTool } from "../core/fixtures/fakes.ts";
+import { single, untilAborted } from "../core/fixtures.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -369,6 +370,63 @@ describe("tool hooks", () => {
     const [result] = await toolResults(root);
     expect(messageOf(result!)).toMatchObject({ isError: true });
     expect(textOf(messageOf(result!))).toContain("rolled back (half done)");
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+  });
+
+  test("onAbort runs in the abort invocation only after the call's owned work drained (its owned task's abort handler has ended), with that invocation's live context", async () => {
+    const release = deferred();
+    const log: string[] = [];
+    const owned = single("tools.owned", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        log.push("owned abort started");
+        await release.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        log.push("owned aborted");
+      },
+    });
+    const started = deferred();
+    const delegate = defineTool({
+      name: "delegate",
+      description: "Starts owned work, then works until aborted",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        await api.commit((tx) =>
+          tx.createTask(owned, null, { ownership: { kind: "task", taskId: api.taskId } }),
+        );
+        api.output("started\n");
+        started.resolve();
+        await untilAborted(api.signal);
+        return textResult("never");
+      },
+    });
+    let ownedLiveAtHook: boolean | undefined;
+    let hookSignalAborted: boolean | undefined;
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("delegate", {}, { id: "call-1" })), {
+      tools: [delegate],
+      tasks: [owned],
+      hooks: {
+        onAbort: [
+          (_call, result, _api, ctx) => {
+            log.push("onAbort");
+            ownedLiveAtHook = h.inspect().tasks.some((t) => t.record.kind === "tools.owned");
+            // The abort invocation's context, not the cancelled execution's.
+            hookSignalAborted = ctx.signal.aborted;
+            return result;
+          },
+        ],
+      },
+    });
+    await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const aborting = root.abort();
+    await until(() => log.includes("owned abort started"), { what: "the owned task's abort handler" });
+    expect(log).toEqual(["owned abort started"]);
+    release.resolve();
+    await aborting;
+    expect(log).toEqual(["owned abort started", "owned aborted", "onAbort"]);
+    expect(ownedLiveAtHook).toBe(false);
+    expect(hookSignalAborted).toBe(false);
+    const [result] = await toolResults(root);
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
   });
 

@@ -129,19 +129,31 @@ describe("faults", () => {
     await h.close();
   });
 
-  test("an abort handler that returns without a terminal outcome faults", async () => {
+  test("an abort handler runs once: one that returns without a terminal outcome faults, also after committing progress", async () => {
     const h = await Harness.open(await memoryStore());
-    const def = single("lazy-abort", async (_t, _r, signal) => untilAborted(signal), {
-      abort: async () => undefined,
-    });
-    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
-    await until(() => running(h) === 1, { what: "running" });
-    await h.abortTask(id);
-    const o = outcome(await done(h, id));
-    expect(o?.status).toBe("faulted");
-    expect((o as { error: { message: string } }).error.message).toMatch(
-      /abort handler of lazy-abort returned without a terminal outcome/,
-    );
+    for (const [name, progress] of [
+      ["lazy-abort", false],
+      ["busy-abort", true],
+    ] as const) {
+      let calls = 0;
+      const def = single(name, async (_t, _r, signal) => untilAborted(signal), {
+        abort: async (_t, runtime) => {
+          calls++;
+          // A changed checkpoint is progress for a run invocation (rule 5), never for an abort one.
+          if (progress && calls === 1)
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "go", n: calls } }));
+        },
+      });
+      const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+      await until(() => running(h) === 1, { what: "running" });
+      await h.abortTask(id);
+      const o = outcome(await done(h, id));
+      expect(o?.status, name).toBe("faulted");
+      expect((o as { error: { message: string } }).error.message).toMatch(
+        new RegExp(`abort handler of ${name} returned without a terminal outcome`),
+      );
+      expect(calls, name).toBe(1);
+    }
     await engineStillRuns(h);
     await h.close();
   });

@@ -85,21 +85,39 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   expect(seen).toEqual([1]);
 });
 
-test("a throwing listener ends only its own watch with listener_error, discarding what was pending", async () => {
-  const { root } = await open(echo);
+test("a throwing listener ends only its own watch with listener_error, discarding what was pending; the first reason stays, whatever stops or closes it later", async () => {
+  const { h, root } = await open(echo);
   const failing = await root.watch();
   const healthy = await root.watch();
   const healthySeen: number[] = [];
-  failing.start(() => {
+  const failingSeen: number[] = [];
+  const entered = deferred();
+  const fail = deferred();
+  failing.start(async (f) => {
+    failingSeen.push(f.value.entries.length);
+    entered.resolve();
+    await fail.promise;
     throw new Error("listener bug");
   });
   healthy.start((f) => void healthySeen.push(f.value.entries.length));
   await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
+  await entered.promise;
+  // Two more frames wait behind the listener that is about to throw.
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  await until(() => failing.pending === 2, { what: "two frames pending" });
+  fail.resolve();
   expect(await failing.closed).toBe("listener_error");
-  await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } });
-  await until(() => healthySeen.at(-1) === 2, { what: "the other watch goes on" });
   expect(failing.pending).toBe(0);
-  await healthy.stop();
+  await settle();
+  expect(failingSeen).toEqual([1]);
+  await root.submit({ type: "write", entry: { kind: "note", data: { n: 4 } } });
+  await until(() => healthySeen.at(-1) === 4, { what: "the other watch goes on" });
+  // The first reason wins: a later stop, and the harness closing, leave it as it was.
+  expect(await failing.stop()).toBe("listener_error");
+  await h.close();
+  expect(await failing.closed).toBe("listener_error");
+  expect(await healthy.closed).toBe("closed");
 });
 
 test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
