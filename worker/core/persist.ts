@@ -7,7 +7,7 @@
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
 import { type Overlay, type OwnerEdge, splitDocKey } from "./records.ts";
-import { spillBody, unspill } from "./spill.ts";
+import { isSpilled, spillBody, unspill } from "./spill.ts";
 import type {
   ConversationRecord,
   EntryRecord,
@@ -336,7 +336,9 @@ export async function writeOverlay(
         id,
         conversationId,
         kind,
-        await spillBody(sql, conversationId, body, maxValueBytes),
+        maxValueBytes === undefined
+          ? stringify(body)
+          : await spillBody(sql, conversationId, body, maxValueBytes),
         byTaskId ?? null,
         e.head ?? null,
       ],
@@ -345,7 +347,10 @@ export async function writeOverlay(
   if (overlay.submissions.size > 0)
     for (const sub of overlay.submissions.values()) {
       const { id, conversationId, requestId, ...body } = sub;
-      const text = await spillBody(sql, conversationId, body, maxValueBytes);
+      const text =
+        maxValueBytes === undefined
+          ? stringify(body)
+          : await spillBody(sql, conversationId, body, maxValueBytes);
       if (overlay.createdSubmissions.has(id)) {
         await sql.run("INSERT INTO submissions (id, conversation_id, request_id, body) VALUES (?, ?, ?, ?)", [
           id,
@@ -568,10 +573,10 @@ export function readEntryRow(sql: Sql, row: Row): Promise<EntryRecord> {
   return unspill(sql, entryFromRow(row));
 }
 
-/** Entry rows read back whole, in their order. */
+/** Entry rows read back whole, in their order (no await per row unless one was spilled). */
 export async function readEntryRows(sql: Sql, rows: readonly Row[]): Promise<EntryRecord[]> {
-  const out: EntryRecord[] = [];
-  for (const row of rows) out.push(await readEntryRow(sql, row));
+  const out = rows.map(entryFromRow);
+  for (let i = 0; i < out.length; i++) if (isSpilled(out[i]!)) out[i] = await unspill(sql, out[i]!);
   return out;
 }
 

@@ -143,6 +143,11 @@ export async function spillBody(
   return JSON.stringify({ ...(out as object), [SPILL_KEY]: paths });
 }
 
+/** Whether a parsed body has strings out of line (`unspill` joins them). */
+export function isSpilled(body: object): boolean {
+  return Array.isArray((body as Record<string, unknown>)[SPILL_KEY]);
+}
+
 /** A parsed body read back whole: its out-of-line strings joined from their parts (the same object when none). */
 export async function unspill<T extends object>(sql: Sql, body: T): Promise<T> {
   const paths = (body as Record<string, unknown>)[SPILL_KEY];
