@@ -12,7 +12,8 @@
  * the files in the order below.
  *
  * Left out, as already read by an earlier sample:
- * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20's thirty
+ * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20c's twenty
+ *   (sample-session20c.md, seed 20261206), session 20's thirty
  *   (sample-session20.md, seed 20261204) and session 20b's thirty (sample-session20b.md, seed
  *   20261205), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
@@ -155,6 +156,29 @@ const SESSION20B = [
   ["sections-0-4", "initial() and migrate() must return JSON objects"],
 ];
 
+const SESSION20C = [
+  ["sections-0-4", "[2.1.7] Tool results move right after their assistant"],
+  ["sections-5-9", '"keeps holding for ordinary work created during the hold"'],
+  ["sections-0-4", "Task docs and tasks never copied"],
+  ["sections-0-4", "Fork traversal: child entries then parent entries"],
+  ["sections-0-4", "SystemMessage: sections patch by name"],
+  ["sections-5-9", "Every task names its owner; child in its owner's conversation"],
+  ["section-7", "Registry is app-owned, may outlive a harness"],
+  ["sections-0-4", "Versions must be positive integers"],
+  ["sections-0-4", "snapshot never creates or persists a migration"],
+  ["section-7", "Hot reload: a running call finishes on the old version"],
+  ["sections-5-9", '"fails fast on a held failure before the failing child drains"'],
+  ["sections-0-4", 'fork "asOf" requires rewindable'],
+  ["section-7", "Section order, same key in place, instructions last"],
+  ["sections-5-9", "A tool task whose owned conversations still work holds completing"],
+  ["sections-0-4", "Conversation handles are stateless, compared by id"],
+  ["sections-0-4", "Reopen finds the same root by id 1"],
+  ["sections-5-9", "Acquisition context cancel / session_closed / listener_error"],
+  ["sections-5-9", "Abort handler: aborted result from the durable partial"],
+  ["sections-5-9", "Abort invocation runs the handler once"],
+  ["sections-0-4", "ConversationInit(tx, id) runs in the creating commit"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -172,6 +196,7 @@ for (const [why, lines] of [
   ["session 19", SESSION19],
   ["session 20", SESSION20],
   ["session 20b", SESSION20B],
+  ["session 20c", SESSION20C],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -212,7 +237,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
