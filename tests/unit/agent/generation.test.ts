@@ -366,16 +366,29 @@ describe("generation", () => {
 
   test("the thinking level is passed to the provider as reasoning", async () => {
     const reasoning: unknown[] = [];
-    const { root } = await open(echo, {
+    const sessions: unknown[] = [];
+    const signals: unknown[] = [];
+    const { h, root } = await open(echo, {
       stream: (model, context, options) => {
         reasoning.push(options.reasoning);
+        sessions.push(options.sessionId);
+        signals.push(options.signal);
         return defaultStream(model, context, options);
       },
     });
     await (await root.submit({ type: "input", content: "a" })).wait();
     await root.configure({ thinkingLevel: "high" });
     await (await root.submit({ type: "input", content: "b" })).wait();
-    expect(reasoning).toEqual([undefined, "high"]);
+    // Cleared again (null): the next request carries no reasoning at all.
+    await root.configure({ thinkingLevel: null });
+    await (await root.submit({ type: "input", content: "c" })).wait();
+    expect(reasoning).toEqual([undefined, "high", undefined]);
+    // Every request names the conversation's own provider session (its pi.provider document) and
+    // carries the attempt's abort signal.
+    const { sessionId } = (await h.doc(root.id, DOC.provider)) as { sessionId: string };
+    expect(sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(sessions).toEqual([sessionId, sessionId, sessionId]);
+    expect(signals.map((s) => s instanceof AbortSignal)).toEqual([true, true, true]);
   });
 
   test("settings.stream options are pinned into the attempt: a resent request keeps them, a retry takes new ones", async () => {

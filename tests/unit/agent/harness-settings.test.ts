@@ -10,13 +10,19 @@ import { createRegistry, defineExtension, defineTool, section, textResult } from
 import { echo, open } from "./fixtures.ts";
 
 test("defaults: retry 3 x 2 s up to 60 s, compaction 16384/20000/32768, parallel tools, one-at-a-time queues, no stream options", () => {
-  expect(resolveSettings(undefined)).toMatchObject({
+  // Every default, whole: a key added, dropped or changed shows here (the spec's resolved defaults
+  // plus the progress intervals, the output rate and the context retention of this engine).
+  expect(resolveSettings(undefined)).toEqual({
     retry: { enabled: true, maxRetries: 3, baseDelayMs: 2000, maxDelayMs: 60_000 },
     compaction: { enabled: true, reserveTokens: 16_384, keepRecentTokens: 20_000, backgroundTokens: 32_768 },
+    stream: {},
+    partialIntervalMs: 100,
+    outputIntervalMs: 100,
+    progressBytesPerSecond: 100 * 1024,
     toolExecution: "parallel",
     steeringMode: "one-at-a-time",
     followUpMode: "one-at-a-time",
-    stream: {},
+    contextRetentionMs: 600_000,
   });
 });
 
@@ -29,6 +35,20 @@ test("partial retry and compaction settings merge key by key with the defaults",
     keepRecentTokens: 20_000,
     backgroundTokens: 32_768,
   });
+  // A given falsy value is kept, never replaced by its default; the keys beside it keep theirs.
+  const falsy = resolveSettings({
+    retry: { enabled: false },
+    compaction: { backgroundTokens: 0 },
+    outputIntervalMs: 500,
+  });
+  expect(falsy.retry).toEqual({ enabled: false, maxRetries: 3, baseDelayMs: 2000, maxDelayMs: 60_000 });
+  expect(falsy.compaction).toEqual({
+    enabled: true,
+    reserveTokens: 16_384,
+    keepRecentTokens: 20_000,
+    backgroundTokens: 0,
+  });
+  expect([falsy.partialIntervalMs, falsy.outputIntervalMs]).toEqual([100, 500]);
 });
 
 test("a settings getter is read anew at each use: changing it makes no commit, and the next reading follows it; a changed default selection reaches the next request through one pi.system delta", async () => {
