@@ -295,11 +295,17 @@ describe("deferred responses (poll)", () => {
         if (d.name === DOC.live) partials.push((d.value as LiveState | undefined)?.generation?.message);
     });
     const root = await h.root();
-    await root.submit({ type: "input", content: "answer later" });
+    const sub = await root.submit({ type: "input", content: "answer later" });
     await until(
       () =>
         (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
     );
     expect(partials.filter((m) => m !== undefined)).toEqual([]);
+    // Aborted while deferred: with no partial there is nothing to convert, so the transcript keeps the
+    // user's message alone (no empty aborted answer) and the input ends unanswered, aborted.
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    await root.waitForIdle();
+    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
   });
 });
