@@ -18,6 +18,7 @@ import { afterEach, expect, test } from "vitest";
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import {
   AgentHarness,
+  ConversationBusy,
   createModelResolver,
   DOC,
   defineTask,
@@ -118,6 +119,11 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
     what: "generation blocked",
   });
   expect(liveOf(h).run?.taskId).toBe(generation);
+  // Blocked is still busy: the run holds the conversation, so a rejecting submission is refused and
+  // nothing is queued behind the blocked run.
+  await expect((await h.root()).submit({ type: "input", content: "busy", whenBusy: "reject" })).rejects.toThrow(
+    ConversationBusy,
+  );
   expect(await h.abortTask(generation)).toBe("marked");
   expect((await h.getTask(generation))?.state).toMatchObject({
     status: "terminal",
