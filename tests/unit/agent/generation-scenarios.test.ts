@@ -47,7 +47,8 @@ test("an abort while the answer streams converts the committed partial into an a
   const message = () => (liveOf(h).generation as { message?: AssistantMessage } | undefined)?.message;
   await until(() => (message()?.content.length ?? 0) > 0, { what: "a committed partial" });
   const partial = textOf(message()!);
-  expect(await h.abortTask(liveOf(h).run!.taskId)).toBe("marked");
+  const taskId = liveOf(h).run!.taskId;
+  expect(await h.abortTask(taskId)).toBe("marked");
   expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   const entries = await transcript(root);
   expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
@@ -55,6 +56,11 @@ test("an abort while the answer streams converts the committed partial into an a
   expect(converted.stopReason).toBe("aborted");
   expect(textOf(converted).startsWith(partial)).toBe(true);
   expect(liveOf(h)).toEqual({});
+  // The generation itself ends aborted (not failed or faulted): its abort handler's outcome.
+  expect((await h.waitForTask(taskId)).state).toEqual({
+    status: "terminal",
+    outcome: { status: "aborted", reason: "aborted" },
+  });
 });
 
 test("a run whose input something else already settled still ends on abort; the earlier settlement stays", async () => {
