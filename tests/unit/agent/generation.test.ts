@@ -182,7 +182,7 @@ describe("retry", () => {
     });
     const sub = await root.submit({ type: "input", content: "hi" });
     const settled = await sub.wait();
-    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error", detail: "503 Service Unavailable" });
     expect(faux.requests).toHaveLength(3);
     const errors = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
     expect(errors.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual([
