@@ -73,7 +73,7 @@ test("a summary that stops at length fails the compaction with model_error; noth
   const record = await h.waitForTask(taskId);
   expect(record.state).toMatchObject({
     status: "terminal",
-    outcome: { status: "failed", error: { message: "model_error" } },
+    outcome: { status: "failed", error: { message: "length", detail: { reason: "model_error" } } },
   });
   expect((await root.entries()).length).toBe(before);
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
@@ -114,7 +114,10 @@ test("a compaction without a usable model fails no_model before any request, and
   const record = await h.waitForTask(taskId);
   expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
   expect(record.state).toMatchObject({
-    outcome: { status: "failed", error: { message: "no_model", detail: "unknown model nowhere/nothing" } },
+    outcome: {
+      status: "failed",
+      error: { message: "unknown model nowhere/nothing", detail: { reason: "no_model" } },
+    },
   });
   expect(faux.requests.length).toBe(sent);
   expect(asked).toEqual([]);
@@ -174,13 +177,17 @@ test("an orphaned compaction's status is removed in the commit that orphans it",
 });
 
 test.each([
-  ["a length stop", () => fauxAssistantMessage("SUMMA", { stopReason: "length" })],
-  ["an empty text", () => fauxAssistantMessage("   ")],
-  ["a tool call", () => fauxAssistantMessage([fauxToolCall("read", {})], { stopReason: "stop" })],
-  ["a non-retryable error", () => fauxError("400 Bad Request: no")],
+  ["a length stop", () => fauxAssistantMessage("SUMMA", { stopReason: "length" }), "length"],
+  ["an empty text", () => fauxAssistantMessage("   "), "empty summary"],
+  [
+    "a tool call",
+    () => fauxAssistantMessage([fauxToolCall("read", {})], { stopReason: "stop" }),
+    "empty summary",
+  ],
+  ["a non-retryable error", () => fauxError("400 Bad Request: no"), "400 Bad Request: no"],
 ] as const)(
   "a summary attempt that is not a non-empty text stop (%s) fails the compaction with model_error, nothing placed, its spend counted",
-  async (_name, summary) => {
+  async (_name, summary, words) => {
     const responder: FauxResponder = (req) =>
       isSummary(req) ? summary() : fauxAssistantMessage(big("answer"));
     const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
@@ -192,7 +199,7 @@ test.each([
     const record = await h.waitForTask(taskId);
     expect(record.state).toMatchObject({
       status: "terminal",
-      outcome: { status: "failed", error: { message: "model_error" } },
+      outcome: { status: "failed", error: { message: words, detail: { reason: "model_error" } } },
     });
     expect((await root.entries()).length).toBe(before.entries);
     expect((liveOf(h) as LiveState).compactions).toBeUndefined();

@@ -121,9 +121,9 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
   expect(liveOf(h).run?.taskId).toBe(generation);
   // Blocked is still busy: the run holds the conversation, so a rejecting submission is refused and
   // nothing is queued behind the blocked run.
-  await expect((await h.root()).submit({ type: "input", content: "busy", whenBusy: "reject" })).rejects.toThrow(
-    ConversationBusy,
-  );
+  await expect(
+    (await h.root()).submit({ type: "input", content: "busy", whenBusy: "reject" }),
+  ).rejects.toThrow(ConversationBusy);
   expect(await h.abortTask(generation)).toBe("marked");
   expect((await h.getTask(generation))?.state).toMatchObject({
     status: "terminal",

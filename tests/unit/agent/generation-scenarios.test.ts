@@ -24,9 +24,13 @@ test("a non-retryable provider error fails the run at once, though retries are o
   });
   expect(faux.requests).toHaveLength(1);
   const [generation] = await h.tasks({ kind: "pi.generation" });
-  expect(generation!.state).toMatchObject({
+  // The failed outcome carries the provider's words as its message and the reason as detail.
+  expect(generation!.state).toEqual({
     status: "terminal",
-    outcome: { status: "failed", error: { message: "model_error" } },
+    outcome: {
+      status: "failed",
+      error: { message: "400 Invalid request", detail: { reason: "model_error" } },
+    },
   });
   expect(liveOf(h).run).toBeUndefined();
 });

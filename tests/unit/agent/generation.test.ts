@@ -182,7 +182,11 @@ describe("retry", () => {
     });
     const sub = await root.submit({ type: "input", content: "hi" });
     const settled = await sub.wait();
-    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error", detail: "503 Service Unavailable" });
+    expect(settled).toMatchObject({
+      status: "unanswered",
+      reason: "model_error",
+      detail: "503 Service Unavailable",
+    });
     expect(faux.requests).toHaveLength(3);
     const errors = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
     expect(errors.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual([
@@ -535,7 +539,7 @@ describe("a conversation without a model", () => {
         status: "terminal",
         outcome: expect.objectContaining({
           status: "failed",
-          error: expect.objectContaining({ message: "no_model" }),
+          error: { message: "no model is configured", detail: { reason: "no_model" } },
         }),
       },
     ]);

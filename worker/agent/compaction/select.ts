@@ -47,8 +47,8 @@ export async function select(
     if (!ref || !model) {
       clearStatus(tx, task);
       return failed({
-        message: "no_model",
-        detail: ref ? `unknown model ${ref.provider}/${ref.modelId}` : "no model is configured",
+        message: ref ? `unknown model ${ref.provider}/${ref.modelId}` : "no model is configured",
+        detail: { reason: "no_model" },
       });
     }
     if (firstKept === undefined || (decision && "decline" in decision)) {

@@ -117,8 +117,8 @@ export function classifySummary(
   }
   clearStatus(tx, task);
   return failed({
-    message: "model_error",
-    detail: answer.errorMessage ?? (text ? answer.stopReason : "empty summary"),
+    message: answer.errorMessage ?? (text ? answer.stopReason : "empty summary"),
+    detail: { reason: "model_error" },
   });
 }
 

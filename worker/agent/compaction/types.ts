@@ -59,6 +59,6 @@ export function completed(result: CompactionResult): CompactionNext {
   return { status: "terminal", outcome: { status: "completed", result } };
 }
 
-export function failed(error: { message: string; detail?: string }): CompactionNext {
+export function failed(error: { message: string; detail?: { reason: string } }): CompactionNext {
   return { status: "terminal", outcome: { status: "failed", error } };
 }

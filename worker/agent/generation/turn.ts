@@ -101,7 +101,8 @@ export function failRun(tx: Tx, c: ConversationId, taskId: TaskId, reason: strin
     status: "terminal" as const,
     outcome: {
       status: "failed" as const,
-      error: { message: reason, ...(detail !== undefined ? { detail } : {}) },
+      // The spec's failed outcome: the error's words as the message, the settlement reason as detail.
+      error: { message: detail ?? reason, detail: { reason } },
     },
   };
 }
