@@ -165,8 +165,15 @@ test("a run whose model the resolver does not know fails no_model and leaves the
   expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "no_model" });
   expect(faux.requests).toHaveLength(0);
   expect(liveOf(h)).toEqual({});
-  expect(await h.tasks({ kind: "pi.generation" })).toMatchObject([
-    { state: { status: "terminal", outcome: { status: "failed" } } },
+  expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+  expect((await h.tasks({ kind: "pi.generation" })).map((t) => t.state)).toEqual([
+    {
+      status: "terminal",
+      outcome: {
+        status: "failed",
+        error: { message: "unknown model nowhere/nothing", detail: { reason: "no_model" } },
+      },
+    },
   ]);
 });
 

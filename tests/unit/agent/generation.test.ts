@@ -532,7 +532,20 @@ describe("a conversation without a model", () => {
     cleanups.push(() => h.close().catch(() => undefined));
     const root = await h.root();
     const sub = await root.submit({ type: "input", content: "hello" });
-    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "no_model" });
+    const [userEntry] = await root.entries();
+    // The settled record names the input's entry; nothing but that entry was written and the run is gone.
+    expect(await sub.wait()).toEqual({
+      status: "unanswered",
+      reason: "no_model",
+      detail: "no model is configured",
+    });
+    expect(await sub.record()).toMatchObject({
+      status: "unanswered",
+      reason: "no_model",
+      entry: userEntry!.id,
+    });
+    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+    expect(liveOf(h)).toEqual({});
     const failed = await h.tasks({ kind: "pi.generation" });
     expect(failed.map((t) => t.state)).toEqual([
       {
