@@ -97,6 +97,12 @@ test("a streamed answer is stored about once: partial commits store the text add
   // About 15 partial commits of a 2 KB answer: rewriting it whole each time would store over 15 KB.
   expect(patchRows).toBeGreaterThan(5);
   expect(bytes).toBeLessThan(LONG.length * 2.5);
+  // Once nothing is in flight the settling commit writes pi.live whole (a base, not a patch), and
+  // what it writes is the emptied state.
+  const settling = liveWrites.at(-1)!;
+  expect(settling.sql).not.toContain("doc_patches");
+  expect(settling.sql).toMatch(/\bdocuments\b/);
+  expect(JSON.parse(String(settling.params?.[2]))).toEqual({});
   const bare = await Harness.open(await memoryStore(image));
   const stored = (internals(bare).session.records.getDoc(1, DOC.live) as LiveState).generation?.message;
   expect((stored?.content[0] as { text: string } | undefined)?.text).toBe(held);
