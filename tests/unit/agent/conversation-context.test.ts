@@ -112,6 +112,27 @@ test("context(): contributions are each entry's messages after edits and without
   ]);
 });
 
+test("a head between a call and its results: the results cut from their call are never sent, their raw entries stay in the view", async () => {
+  const { root } = await open(echo);
+  const [, , , second] = await append(root, [
+    { kind: "pi.user", model: [user("go")] },
+    { kind: "pi.assistant", model: [assistant("", ["x", "y"])] },
+    { kind: "pi.tool-result", model: [result("x", "x done")] },
+    { kind: "pi.tool-result", model: [result("y", "y done")] },
+  ]);
+  const reset = await root.commit((tx) => tx.appendEntry(root.id, { kind: "reset", head: second! }).id);
+  const view = await root.context();
+  expect(view.head?.id).toBe(reset);
+  // The range starts at y's result: its call is cut off, so the stray result is dropped (rule 8) and
+  // nothing is synthesized for a call the range does not hold.
+  expect(view.entries.map((e) => [e.id, e.kind])).toEqual([
+    [reset, "reset"],
+    [second, "pi.tool-result"],
+  ]);
+  expect(view.contributions).toEqual([[], [result("y", "y done")]]);
+  expect(view.messages).toEqual([]);
+});
+
 test("context({ at }) is the context as of that entry: before a reset it has no head and the older entries, after it starts at the reset", async () => {
   const { root } = await open(echo);
   expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
