@@ -7,7 +7,13 @@ import { fauxAssistantMessage, fauxToolCall, type ToolResultMessage } from "@mar
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
-import { type AgentHarness, type AgentHarnessOptions, defineTool } from "../../../worker/index.ts";
+import {
+  type AgentHarness,
+  type AgentHarnessOptions,
+  type ChangeSet,
+  defineTool,
+  type TaskId,
+} from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { KeyedEffects, keyedEffectTool } from "../core/fixtures/fakes.ts";
 import { single, untilAborted } from "../core/fixtures.ts";
@@ -498,6 +504,8 @@ describe("parallel and sequential rounds", () => {
         hooks: { beforeTool: [(call) => void beforeTool.push(call.name)] },
       },
     );
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
     const sub = await root.submit({ type: "input", content: "go" });
     await a.started.promise;
     await new Promise((r) => setTimeout(r, 30));
@@ -520,6 +528,27 @@ describe("parallel and sequential rounds", () => {
       "first finished",
       "second finished",
     ]);
+    // One commit starts the next call: the first call's task is terminal in an earlier commit, and the
+    // commit that creates the second's task is the one where the generation's checkpoint takes it and
+    // leaves nothing pending.
+    const tools = (c: ChangeSet) => c.tasks.filter((t) => t.kind === "pi.tool");
+    const [firstTask, secondTask] = [
+      ...new Set(changes.flatMap((c) => tools(c).map((t) => t.id))),
+    ] as TaskId[];
+    const creating = changes.findIndex((c) => tools(c).some((t) => t.id === secondTask));
+    const firstEnded = changes.findIndex((c) =>
+      tools(c).some((t) => t.id === firstTask && t.state.status === "terminal"),
+    );
+    expect(firstEnded).toBeGreaterThanOrEqual(0);
+    expect(firstEnded).toBeLessThan(creating);
+    const generation = changes[creating]!.tasks.find((t) => t.kind === "pi.generation");
+    expect(generation?.state).toMatchObject({
+      status: "waiting",
+      checkpoint: { phase: "tools", tools: [firstTask, secondTask] },
+    });
+    expect((generation?.state as { checkpoint: { pending?: string[] } }).checkpoint.pending ?? []).toEqual(
+      [],
+    );
   });
 
   test("a tool with executionMode sequential makes its whole round sequential", async () => {
