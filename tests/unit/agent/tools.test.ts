@@ -546,7 +546,7 @@ describe("parallel and sequential rounds", () => {
       status: "waiting",
       checkpoint: { phase: "tools", tools: [firstTask, secondTask] },
     });
-    expect((generation?.state as { checkpoint: { pending?: string[] } }).checkpoint.pending ?? []).toEqual(
+    expect((generation!.state as { checkpoint: { pending?: string[] } }).checkpoint.pending ?? []).toEqual(
       [],
     );
   });
