@@ -62,6 +62,14 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
     status: "terminal",
     outcome: { status: "completed", result: { entryId: answer?.id } },
   });
+  // The generation that answered completes with its own answer's entry, the one the input settled with.
+  const final = (await transcript(root)).filter((e) => e.kind === "pi.assistant").at(-1);
+  expect(final!.id).not.toBe(answer!.id);
+  expect(tasks.get(second!.id)?.state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: { entryId: final!.id } },
+  });
+  expect(await input.record()).toMatchObject({ status: "done", answer: final!.id });
   expect(liveOf(h)).toEqual({});
 });
 
