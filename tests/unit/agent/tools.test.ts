@@ -297,6 +297,34 @@ describe("tools", () => {
     expect(root.busy).toBe(false);
   });
 
+  test("a terminating round ends the run at a final boundary: the input is done with the tool-calling answer and a follow-up queued meanwhile starts the next run", async () => {
+    const hold = deferred();
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n > 1) return fauxAssistantMessage(`later answer ${n}`);
+        await hold.promise;
+        return fauxAssistantMessage([fauxToolCall("finish", {}, { id: "call-1" })], {
+          stopReason: "toolUse",
+        });
+      },
+      { tools: [finish] },
+    );
+    const go = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "the first request" });
+    const later = await root.submit({ type: "input", content: "later", whenBusy: "followUp" });
+    expect((await later.record()).status).toBe("queued");
+    hold.resolve();
+    const [first, second] = [await go.wait(), await later.wait()];
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.user", "pi.assistant"]);
+    // The terminating round's answer is the tool-calling one; the follow-up was placed at the final
+    // boundary (after the round's results) and answered by a run of its own.
+    expect(first).toMatchObject({ status: "done", answer: entries[1]!.id });
+    expect(second).toMatchObject({ status: "done", answer: entries[4]!.id });
+    expect(textOf(messageOf(entries[3]!))).toBe("later");
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("terminate on only some calls of a round does not end the run", async () => {
     const effects = new KeyedEffects();
     const { root, faux } = await open(
