@@ -137,6 +137,8 @@ describe("submissions", () => {
     const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
       tools: [tool],
     });
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
     const input = await root.submit({ type: "input", content: "work" });
     await started.promise;
     const steer = await root.submit({ type: "input", content: "also this", whenBusy: "steer" });
@@ -153,6 +155,15 @@ describe("submissions", () => {
     expect(b).toEqual({ status: "done", answer: entries[4]!.id, entry: entries[3]!.id });
     expect(faux.requests.map(roles)).toEqual([["user"], ["user", "assistant", "toolResult", "user"]]);
     expect(alternationProblems(entries)).toEqual([]);
+    // The post-tools boundary is one commit: it places the steer, removes the round's slots, and the
+    // run carries both inputs on.
+    const placing = changes.filter((c) => c.entries.some((e) => e.id === entries[3]!.id));
+    expect(placing).toHaveLength(1);
+    const live = placing[0]!.docs.find((d) => d.name === "pi.live")?.value as
+      | { tools?: unknown; run?: { inputs: number[] } }
+      | undefined;
+    expect(live?.tools).toBeUndefined();
+    expect(live?.run?.inputs).toEqual([input.id, steer.id]);
   });
 
   test("whenBusy reject: throws ConversationBusy and writes nothing", async () => {
