@@ -7,7 +7,7 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { errorResult, textResult } from "../../../worker/agent/tools/contract.ts";
 import {
   type AgentEvent,
   type AgentHarness,
@@ -180,4 +180,56 @@ test("holds a faulted tool's slot and task_failed until the work it owns drained
   await until(() => events.batches.flat().some((e) => e.type === "task_failed"), { what: "task_failed" });
   const ends = events.batches.flat().filter((e) => e.type === "tool_execution_end");
   expect(ends).toEqual([{ type: "tool_execution_end", toolCallId: "c1", toolName: "broken" }]);
+});
+
+test("a tool that throws ends failed and its owned conversations' work is aborted; one that returns an isError result completes and its owned work lives on; the run continues either way", async () => {
+  const { node, gate } = gatedNodes();
+  /** A tool that starts work in a conversation it owns, then throws or returns an error result. */
+  const starter = (name: string, end: "throw" | "isError") =>
+    defineTool({
+      name,
+      description: `Starts owned work, then ends with ${end}`,
+      parameters: Type.Object({}),
+      execute: async (_args, api) => {
+        await api.commit((tx) => {
+          const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+          tx.createTask(node, name, { ownership: { kind: "conversation" }, conversationId: child.id });
+        });
+        if (end === "throw") throw new Error(`${name} broke`);
+        return errorResult(`${name} could not finish`);
+      },
+    });
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("thrower", {}, { id: "c1" }), fauxToolCall("soft", {}, { id: "c2" })),
+    { tasks: [node], tools: [starter("thrower", "throw"), starter("soft", "isError")] },
+  );
+  const submission = await root.submit({ type: "input", content: "go" });
+  const nodeOf = async (input: string) =>
+    (await h.tasks({ kind: "test.node" })).find((t) => (t.input as unknown) === input);
+  // The thrower's failed outcome is a cancellation intent: the work below it is aborted.
+  gate("abort.thrower").resolve();
+  await expect.poll(async () => (await nodeOf("thrower"))?.state.status, { timeout: 5000 }).toBe("terminal");
+  expect((await nodeOf("thrower"))!.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  // The isError result is an ordinary completion: its owned work is still running, never marked.
+  await expect.poll(async () => (await nodeOf("soft"))?.state.status, { timeout: 5000 }).toBeDefined();
+  const soft = await nodeOf("soft");
+  expect(soft!.state.status).not.toBe("terminal");
+  expect(soft!.abortRequested).toBe(false);
+  gate("soft").resolve();
+  expect((await submission.wait()).status).toBe("done");
+  expect((await nodeOf("soft"))!.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
+  });
+  const tools = await h.tasks({ kind: "pi.tool" });
+  const outcome = (id: string) =>
+    tools.find((t) => (t.input as { callId?: string }).callId === id)!.state as {
+      status: string;
+      outcome?: { status: string };
+    };
+  expect([outcome("c1").outcome?.status, outcome("c2").outcome?.status]).toEqual(["failed", "completed"]);
+  expect(liveOf(h)).toEqual({});
 });
