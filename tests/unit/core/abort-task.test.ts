@@ -79,12 +79,19 @@ test("abortTask on a blocked task without live owned work settles it `orphaned` 
   const { image, ids } = await storeWith([parked("ghost")]);
   const h = await Harness.open(image);
   await until(() => blocked(h).length === 1, { what: "ghost blocked" });
+  const writes: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === ids[0]) writes.push(`${t.abortRequested ? "marked" : "unmarked"} ${t.state.status}`);
+  });
   expect(await h.abortTask(ids[0]!)).toBe("marked");
   const record = internals(h).session.records.tasks.get(ids[0]!);
   expect(record?.state).toEqual({
     status: "terminal",
     outcome: { status: "orphaned", reason: "missing_task" },
   });
+  // One write: the marking commit itself settles it (spec §5.4), never held, no later commit.
+  expect(writes).toEqual(["marked terminal"]);
   await h.close();
 });
 
