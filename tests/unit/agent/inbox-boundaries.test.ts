@@ -176,5 +176,9 @@ test("writes never start a generation: a write on an idle conversation is done a
   expect(liveOf(h).run).toBeUndefined();
   await root.waitForIdle();
   expect(faux.requests).toHaveLength(0);
-  expect(kinds(await transcript(root))).toEqual(["app.note"]);
+  const entries = await transcript(root);
+  expect(kinds(entries)).toEqual(["app.note"]);
+  // Done with its entry (spec §6 table): the record names the entry the write appended.
+  expect(await note.record()).toMatchObject({ status: "done", entry: entries[0]!.id });
+  expect(await note.wait()).toEqual({ status: "done", entry: entries[0]!.id });
 });
