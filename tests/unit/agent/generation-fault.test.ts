@@ -7,7 +7,8 @@
 
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
-import { deferred } from "../../../worker/testing.ts";
+import type { LiveState } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
@@ -29,6 +30,18 @@ test("a faulted generation settles its input unanswered faulted with the error, 
     echo,
     faultingHook("afterResponse", "hook bug", () => broken),
   );
+  // What each commit writes of the fault: the generation's outcome, the input's settlement, the run.
+  const commits: string[][] = [];
+  h.subscribe((change) => {
+    const wrote: string[] = [];
+    for (const t of change.tasks)
+      if (t.kind === "pi.generation" && t.state.status === "terminal") wrote.push("generation terminal");
+    for (const s of change.submissions) if (s.status === "unanswered") wrote.push("input unanswered");
+    for (const d of change.docs)
+      if (d.name === "pi.live" && (d.value as { run?: unknown } | undefined)?.run === undefined)
+        wrote.push("run removed");
+    if (wrote.length > 0) commits.push(wrote.sort());
+  });
   const input = await root.submit({ type: "input", content: "hi" });
   expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "hook bug" });
   const [generation] = await h.tasks({ kind: "pi.generation" });
@@ -37,6 +50,8 @@ test("a faulted generation settles its input unanswered faulted with the error, 
     outcome: { status: "faulted", error: { message: "hook bug" } },
   });
   expect(liveOf(h)).toEqual({});
+  // The harness's cleanup runs in the commit that writes the fault (spec §5.4).
+  expect(commits).toEqual([["generation terminal", "input unanswered", "run removed"]]);
   for (const e of await transcript(root))
     if (e.kind === "pi.assistant") expect(messageOf(e)).toMatchObject({ stopReason: "aborted" });
   broken = false;
@@ -75,15 +90,67 @@ test("a faulted tool task writes no result entry; the run continues and the mode
     tools: [gate.tool],
     ...faultingHook("afterTool", "afterTool bug"),
   });
+  // The tool's slot as the commit that ends the tool task leaves it.
+  const slotAtEnd: unknown[] = [];
+  h.subscribe((change) => {
+    const ended = change.tasks.find((t) => t.kind === "pi.tool" && t.state.status === "terminal");
+    const doc = change.docs.find((d) => d.name === "pi.live");
+    if (ended)
+      slotAtEnd.push((doc?.value as LiveState | undefined)?.tools?.find((t) => t.taskId === ended.id));
+  });
   const input = await root.submit({ type: "input", content: "go" });
   await gate.started.promise;
   gate.release.resolve();
   expect((await input.wait()).status).toBe("done");
   const [tool] = await h.tasks({ kind: "pi.tool" });
   expect(tool?.state).toMatchObject({ status: "terminal", outcome: { status: "faulted" } });
+  // The fault's commit marks the slot done, without an entry (spec §5.4, §8.2).
+  expect(slotAtEnd).toHaveLength(1);
+  expect(slotAtEnd[0]).toMatchObject({ callId: "c1", status: "done" });
+  expect(slotAtEnd[0]).not.toHaveProperty("entry");
   expect(await toolResults(root)).toEqual([]);
   const second = faux.requests[1]!;
   const result = second.messages.find((m) => m.role === "toolResult");
+  expect(result).toMatchObject({ toolCallId: "c1", isError: true });
+  expect(liveOf(h)).toEqual({});
+});
+
+test("an orphaned tool task (aborted while its definition cannot take it) leaves its slot done without an entry; the run continues with a synthesized error result", async () => {
+  const gate = gatedTool("hold");
+  const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [gate.tool] });
+  const input = await first.root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  // The committed image while the tool runs, opened by an engine whose tool definition is older.
+  const store = await memoryStore(first.store.image());
+  const [stored] = await first.h.tasks({ kind: "pi.tool" });
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [stored!.id]));
+  const { h, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    store,
+    tools: [gatedTool("hold").tool],
+  });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === stored!.id && t.state.kind === "blocked"), {
+    what: "tool blocked",
+  });
+  const slotAtEnd: unknown[] = [];
+  h.subscribe((change) => {
+    const ended = change.tasks.find((t) => t.id === stored!.id && t.state.status === "terminal");
+    const doc = change.docs.find((d) => d.name === "pi.live");
+    if (ended)
+      slotAtEnd.push((doc?.value as LiveState | undefined)?.tools?.find((t) => t.taskId === ended.id));
+  });
+  expect(await h.abortTask(stored!.id)).toBe("marked");
+  expect((await h.getTask(stored!.id))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(slotAtEnd).toHaveLength(1);
+  expect(slotAtEnd[0]).toMatchObject({ callId: "c1", status: "done" });
+  expect(slotAtEnd[0]).not.toHaveProperty("entry");
+  // The run goes on: the model is asked again with an error result for the call, and answers.
+  expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
+  const root = await h.root();
+  expect(await toolResults(root)).toEqual([]);
+  const result = faux.requests.at(-1)!.messages.find((m) => m.role === "toolResult");
   expect(result).toMatchObject({ toolCallId: "c1", isError: true });
   expect(liveOf(h)).toEqual({});
 });

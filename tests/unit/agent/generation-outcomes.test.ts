@@ -140,6 +140,9 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
   const [kept] = await assistantsOf(h);
   expect(kept).toMatchObject({ stopReason: "aborted" });
   expect(textOf(kept!)).toBe("half an ans");
+  // Written by the scheduler's commit, which has no task scope (spec §5.4): no byTaskId.
+  const converted = entries.find((e) => e.kind === "pi.assistant")!;
+  expect(converted.byTaskId).toBeUndefined();
   const usage = h.docNow(1, DOC.usage) as { models: Record<string, { totalTokens: number }> };
   expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]?.totalTokens).toBe(5);
 });
@@ -229,6 +232,18 @@ test("a faulted generation with live owned work holds its outcome and run contro
   await until(() => h.inspect().tasks.some((t) => t.record.id === watch && t.record.abortRequested), {
     what: "owned work marked",
   });
+  // What each later commit writes of the cleanup: the input's settlement, pi.live's run, the
+  // generation's record.
+  const commits: string[][] = [];
+  h.subscribe((change) => {
+    const wrote: string[] = [];
+    for (const t of change.tasks) if (t.id === generation) wrote.push(`generation ${t.state.status}`);
+    for (const s of change.submissions) if (s.id === input.id) wrote.push(`input ${s.status}`);
+    for (const d of change.docs)
+      if (d.name === "pi.live" && (d.value as { run?: unknown } | undefined)?.run === undefined)
+        wrote.push("run removed");
+    if (wrote.length > 0) commits.push(wrote.sort());
+  });
   stopWatching.resolve();
   expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "hook bug" });
   expect((await h.getTask(generation))?.state).toMatchObject({
@@ -236,6 +251,8 @@ test("a faulted generation with live owned work holds its outcome and run contro
     outcome: { status: "faulted" },
   });
   expect(liveOf(h)).toEqual({});
+  // The cleanup lands in the final commit itself (spec §5.4, §5.5 rule 4), not before nor after it.
+  expect(commits).toEqual([["generation terminal", "input unanswered", "run removed"]]);
   expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
 });
 

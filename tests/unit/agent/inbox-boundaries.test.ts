@@ -7,7 +7,7 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import type { AgentSettings } from "../../../worker/index.ts";
-import { deferred, fauxError } from "../../../worker/testing.ts";
+import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
@@ -176,5 +176,48 @@ test("writes never start a generation: a write on an idle conversation is done a
   expect(liveOf(h).run).toBeUndefined();
   await root.waitForIdle();
   expect(faux.requests).toHaveLength(0);
-  expect(kinds(await transcript(root))).toEqual(["app.note"]);
+  const entries = await transcript(root);
+  expect(kinds(entries)).toEqual(["app.note"]);
+  // Done with its entry (spec §6 table): the record names the entry the write appended.
+  expect(await note.record()).toMatchObject({ status: "done", entry: entries[0]!.id });
+  expect(await note.wait()).toEqual({ status: "done", entry: entries[0]!.id });
+});
+
+test("followUpMode is read at each boundary: switched from one-at-a-time to all between two boundaries, the second places every waiting follow-up", async () => {
+  const holds = [deferred(), deferred()];
+  let settings: AgentSettings = { followUpMode: "one-at-a-time" };
+  const { root, faux } = await open(
+    async (req, n) => {
+      if (n <= 2) await holds[n - 1]!.promise;
+      return echo(req, n);
+    },
+    { settings: () => settings },
+  );
+  const first = await root.submit({ type: "input", content: "one" });
+  const [a, b, c] = [
+    await root.submit({ type: "input", content: "A" }),
+    await root.submit({ type: "input", content: "B" }),
+    await root.submit({ type: "input", content: "C" }),
+  ];
+  holds[0]!.resolve();
+  await first.wait();
+  // The first boundary, one-at-a-time: A alone started the next run.
+  await until(() => faux.requests.length === 2, { what: "A's run asking" });
+  expect((await a.record()).status).toBe("placed");
+  expect((await b.record()).status).toBe("queued");
+  settings = { followUpMode: "all" };
+  holds[1]!.resolve();
+  await a.wait();
+  const [settledB, settledC] = [await b.wait(), await c.wait()];
+  expect(kinds(await transcript(root))).toEqual([
+    "pi.user",
+    "pi.assistant",
+    "pi.user",
+    "pi.assistant",
+    "pi.user",
+    "pi.user",
+    "pi.assistant",
+  ]);
+  expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
+  expect(faux.requests).toHaveLength(3);
 });

@@ -89,6 +89,29 @@ describe("writes take the ordered passive path", () => {
     expect(inboxOf(h).items).toEqual([]);
   });
 
+  test("a write on an idle conversation with a non-empty inbox queues behind the waiting follow-up too, and the final boundary of the same commit places both", async () => {
+    const { h, root, two } = await failedRunWithFollowUp();
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
+    const note = await root.submit({
+      type: "write",
+      entry: { kind: "app.note", model: [{ role: "user", content: "a note", timestamp: 0 }] },
+    });
+    // One commit: the write admitted behind the follow-up, and the boundary placing the write
+    // (writes first) and the follow-up, which starts the run.
+    const admission = changes.find((c) => c.submissions.some((x) => x.id === note.id));
+    expect(
+      admission?.submissions.map((x) => [x.id, x.status]).sort((a, b) => Number(a[0]) - Number(b[0])),
+    ).toEqual([
+      [two.id, "placed"],
+      [note.id, "done"],
+    ]);
+    expect(admission?.entries.map((e) => e.kind)).toEqual(["app.note", "pi.user"]);
+    expect(admission?.tasks.map((t) => [t.kind, t.state.status])).toEqual([["pi.generation", "pending"]]);
+    expect((await two.wait()).status).toBe("done");
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
   test("an input on an idle conversation with a non-empty inbox queues by its whenBusy: steer as a steer (so the final boundary places it with the follow-up), reject as a follow-up (not refused: the conversation is not busy)", async () => {
     const steer = await failedRunWithFollowUp();
     const three = await steer.root.submit({ type: "input", content: "three", whenBusy: "steer" });

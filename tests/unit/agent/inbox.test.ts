@@ -118,6 +118,8 @@ describe("submissions", () => {
     const second = await root.submit({ type: "input", content: "two" });
     expect((await second.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([[second.id, "followUp"]]);
+    // The stored item is the spec's InboxItem: id, mode and the input's content, nothing else.
+    expect(inboxOf(h).items).toEqual([{ id: second.id, mode: "followUp", content: "two" }]);
     expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(1);
     hold.resolve();
     const a = await first.wait();
@@ -143,7 +145,7 @@ describe("submissions", () => {
     await started.promise;
     const steer = await root.submit({ type: "input", content: "also this", whenBusy: "steer" });
     expect((await steer.record()).status).toBe("queued");
-    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["steer"]);
+    expect(inboxOf(h).items).toEqual([{ id: steer.id, mode: "steer", content: "also this" }]);
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
     release.resolve();
     const a = await input.wait();
@@ -257,7 +259,10 @@ describe("submissions", () => {
     const hint = { role: "user", content: "a hint", timestamp: 0 };
     const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
     expect((await write.record()).status).toBe("queued");
-    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
+    // A write's item carries its EntryDraft as plain JSON.
+    expect(inboxOf(h).items).toEqual([
+      { id: write.id, mode: "write", entry: { kind: "app.hint", model: [hint] } },
+    ]);
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
     release.resolve();
     await input.wait();

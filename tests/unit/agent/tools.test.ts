@@ -325,6 +325,45 @@ describe("tools", () => {
     expect(faux.requests).toHaveLength(2);
   });
 
+  test("a terminating round uses final behaviour: a follow-up queued during it is placed when the round ends the run, and starts the next run", async () => {
+    const gate = deferred();
+    const finishLater = defineTool({
+      name: "finish-later",
+      description: "End the run once released",
+      parameters: Type.Object({}),
+      execute: async () => {
+        await gate.promise;
+        return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
+      },
+    });
+    const { root, faux } = await open(
+      (req) =>
+        req.messages.filter((m) => m.role === "user").length === 1
+          ? fauxAssistantMessage([fauxToolCall("finish-later", {}, { id: "call-1" })], {
+              stopReason: "toolUse",
+            })
+          : fauxAssistantMessage("next answer"),
+      { tools: [finishLater] },
+    );
+    const first = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "the round running" });
+    const follow = await root.submit({ type: "input", content: "then this" });
+    expect((await follow.record()).status).toBe("queued");
+    gate.resolve();
+    const entries = () => transcript(root);
+    expect(await first.wait()).toMatchObject({ status: "done" });
+    // No further submission: the final boundary of the terminating round placed it.
+    expect((await follow.wait()).status).toBe("done");
+    expect(kinds(await entries())).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("terminate on only some calls of a round does not end the run", async () => {
     const effects = new KeyedEffects();
     const { root, faux } = await open(

@@ -5,6 +5,7 @@
  */
 import { expect, test } from "vitest";
 import {
+  type ConversationId,
   defineTask,
   Harness,
   type Json,
@@ -14,6 +15,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
+  blocked,
   complete,
   done,
   engineStillRuns,
@@ -408,6 +410,35 @@ test("work created after the cascade in a conversation its cancelled, still live
   expect((await h.getTask(id))?.state.status).not.toBe("terminal");
   abortGate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("a blocked task is orphaned by an abort of any kind: a cascade from its aborted owner, and its conversation's abort", async () => {
+  const ghostKid = parked("ghost-kid");
+  const makesKid = ownerOf("kid-maker", ghostKid);
+  const ghost = parked("ghost");
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [makesKid, ghostKid, ghost] });
+  const ownerId = await first.createTask(makesKid, null, { ownership: { kind: "conversation" } });
+  const ghostId = await first.createTask(ghost, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 3, { what: "owner, kid and ghost running" });
+  await first.close();
+  // The next engine has the owner's code only: the kid and the ghost are blocked.
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [makesKid] });
+  await until(() => blocked(h).length === 2, { what: "kid and ghost blocked" });
+  const [kidId] = blocked(h)
+    .filter((b) => b.kind === "ghost-kid")
+    .map((b) => b.id);
+  // By cascade: the kid is marked below its aborted owner, orphaned; the owner then aborts itself.
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  expect(outcome(await done(h, ownerId))).toEqual({ status: "aborted" });
+  expect(outcome(await h.getTask(kidId!))).toEqual({ status: "orphaned", reason: "missing_task" });
+  expect(outcome(await h.getTask(ghostId))).toBeUndefined();
+  // By conversation: the ghost, still pending and blocked until now, is orphaned.
+  expect((await h.getTask(ghostId))?.state.status).toBe("pending");
+  await h.abortConversation(1 as ConversationId);
+  expect(outcome(await h.getTask(ghostId))).toEqual({ status: "orphaned", reason: "missing_task" });
   await engineStillRuns(h);
   await h.close();
 });

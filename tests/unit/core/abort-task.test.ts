@@ -7,7 +7,18 @@ import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { defineTask, Harness, type Json, type TaskDefinition, UnknownTask } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { blocked, complete, done, type Go, outcome, parked, running, single, storeWith } from "./fixtures.ts";
+import {
+  blocked,
+  complete,
+  done,
+  type Go,
+  outcome,
+  parked,
+  row,
+  running,
+  single,
+  storeWith,
+} from "./fixtures.ts";
 
 const conversationOwned = { ownership: { kind: "conversation" as const } };
 
@@ -68,12 +79,19 @@ test("abortTask on a blocked task without live owned work settles it `orphaned` 
   const { image, ids } = await storeWith([parked("ghost")]);
   const h = await Harness.open(image);
   await until(() => blocked(h).length === 1, { what: "ghost blocked" });
+  const writes: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === ids[0]) writes.push(`${t.abortRequested ? "marked" : "unmarked"} ${t.state.status}`);
+  });
   expect(await h.abortTask(ids[0]!)).toBe("marked");
   const record = internals(h).session.records.tasks.get(ids[0]!);
   expect(record?.state).toEqual({
     status: "terminal",
     outcome: { status: "orphaned", reason: "missing_task" },
   });
+  // One write: the marking commit itself settles it (spec §5.4), never held, no later commit.
+  expect(writes).toEqual(["marked terminal"]);
   await h.close();
 });
 
@@ -115,6 +133,41 @@ test.each([
     await h.close();
   },
 );
+
+test("an abort invocation resolves its definition like a run: a task stored at an older version is migrated, and the new definition's abort handler runs on the migrated record", async () => {
+  const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+  const seen: Json[] = [];
+  const v2 = defineTask<Json, Go, Json>({
+    name: "evolving",
+    version: 2,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async () => {
+        throw new Error("the run phase never runs: the task is abort-marked before it is reserved");
+      },
+    },
+    abort: async (task, runtime) => {
+      seen.push({ input: task.input, checkpoint: (task.state as { checkpoint: Go }).checkpoint });
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "v2 handler" },
+      }));
+    },
+    migrate: (input, checkpoint, from) => ({
+      input: { migrated: input, from },
+      checkpoint: checkpoint as Go,
+    }),
+  });
+  // Paused, so the mark lands before any reservation: the first invocation is the abort invocation.
+  const h = await Harness.open(image, { tasks: [v2], paused: true });
+  expect(await h.abortTask(ids[0]!)).toBe("marked");
+  expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
+  h.resume();
+  expect(outcome(await done(h, ids[0]!))).toEqual({ status: "aborted", reason: "v2 handler" });
+  expect(seen).toEqual([{ input: { migrated: { old: 1 }, from: 1 }, checkpoint: { phase: "go" } }]);
+  expect((await row(image, ids[0]!))?.["version"]).toBe(2);
+  await h.close();
+});
 
 test("abortTask answers only `marked` or `terminal`: aborting a marked task again is `marked`; an unknown id rejects", async () => {
   const stuck = parked("stuck");

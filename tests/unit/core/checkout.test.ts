@@ -116,6 +116,35 @@ describe("checkout: four payments, one card declined", () => {
     await h.close();
   });
 
+  test("abortTask(Checkout): the cascade marks the live payments, their refunds run first, then Checkout's abort handler sees their final outcomes", async () => {
+    const payments = new FakePayments({ holdConfirmations: true });
+    const { checkout, payment } = checkoutTask(payments);
+    const h = await Harness.open(await memoryStore(), { tasks: [checkout, payment] });
+    const id = await h.createTask(
+      checkout,
+      { ref: "a", cards: ["ok", "ok", "ok", "ok"], amount: 2, policy: "failFast" },
+      { ownership: { kind: "conversation" } },
+    );
+    await until(() => payments.log.filter((l) => l.startsWith("charge:")).length === 4, {
+      what: "four payments charged, awaiting confirmation",
+    });
+    expect(await h.abortTask(id)).toBe("marked");
+    const done = await h.waitForTask(id);
+    expect(outcomeOf(done)).toEqual({
+      status: "aborted",
+      reason: "checkout aborted",
+      result: { outcomes: ["aborted", "aborted", "aborted", "aborted"] },
+    });
+    const children = await h.tasks({ kind: "payment" });
+    expect(children.map((c) => c.abortRequested)).toEqual([true, true, true, true]);
+    const aborted = payments.log.indexOf("abort:a");
+    const refunds = payments.log.filter((l) => l.startsWith("refund:"));
+    expect(refunds.sort()).toEqual(["refund:a-p0", "refund:a-p1", "refund:a-p2", "refund:a-p3"]);
+    for (const r of refunds) expect(payments.log.indexOf(r)).toBeLessThan(aborted);
+    expect(payments.log).not.toContain("resume:a");
+    await h.close();
+  });
+
   test("allSettled: the others complete, the checkout fails with every outcome", async () => {
     const payments = new FakePayments({ declined: ["declined"] });
     const { checkout, payment } = checkoutTask(payments);

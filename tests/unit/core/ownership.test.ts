@@ -259,6 +259,74 @@ describe("ownership and stored rows", () => {
     await engineStillRuns(h);
     await h.close();
   });
+
+  test.each([
+    ["aborted", { status: "aborted", reason: "gave up" }],
+    ["faulted", { status: "faulted", error: { message: "phase bug" } }],
+  ] as const)(
+    "a held %s outcome is cancellation intent like a failed one: the live child is marked, the parent ends only after it",
+    async (how, expected) => {
+      const abortGate = deferred();
+      const child = single(`intent-child-${how}`, async (_t, _r, signal) => untilAborted(signal), {
+        abort: async (_t, runtime) => {
+          await abortGate.promise;
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "handler" },
+          }));
+        },
+      });
+      type Step = { phase: "spawn" } | { phase: "end" };
+      const parent = defineTask<null, Step, Json>({
+        name: `intent-parent-${how}`,
+        version: 1,
+        initial: () => ({ phase: "spawn" }),
+        phases: {
+          spawn: async (_t, runtime) => {
+            await runtime.commit((tx) => {
+              tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+              return { status: "running", checkpoint: { phase: "end" } };
+            });
+          },
+          // A phase that ends the task aborted itself, or one whose bug the scheduler writes as faulted.
+          end: async (_t, runtime) => {
+            if (how === "faulted") throw new Error("phase bug");
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "aborted", reason: "gave up" },
+            }));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+      const h = await Harness.open(await memoryStore());
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      await until(() => internals(h).session.records.tasks.get(id)?.state.status === "completing", {
+        what: "parent held",
+      });
+      expect((await h.getTask(id))?.state).toEqual({ status: "completing", outcome: expected });
+      const [kid] = await h.tasks({ kind: `intent-child-${how}` });
+      // The held outcome alone marks the child: the parent itself carries no abort mark.
+      await until(() => internals(h).session.records.tasks.get(kid!.id)?.abortRequested === true, {
+        what: "child marked",
+      });
+      expect((await h.getTask(id))?.abortRequested).toBe(false);
+      let childWhenParentDone: string | undefined;
+      const parentDone = h.waitForTask(id).then((r) => {
+        childWhenParentDone = internals(h).session.records.tasks.get(kid!.id)?.state.status;
+        return r;
+      });
+      await settle();
+      expect(childWhenParentDone).toBeUndefined();
+      abortGate.resolve();
+      expect(outcome(await parentDone)).toEqual(expected);
+      expect(childWhenParentDone).toBe("terminal");
+      expect(outcome(await h.getTask(kid!.id))).toEqual({ status: "aborted", reason: "handler" });
+      await engineStillRuns(h);
+      await h.close();
+    },
+  );
 });
 
 describe("wait cycles through ownership", () => {

@@ -197,20 +197,24 @@ describe("migrate", () => {
   test("a throwing migrate blocks the task (migration_failed), reports once, and the engine runs on", async () => {
     const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
     const reports: unknown[] = [];
-    const options: HarnessOptions = {
-      tasks: [
-        v2(() => {
-          throw new Error("cannot upgrade");
-        }),
-        ping,
-      ],
-      onReport: (e) => reports.push(e),
-    };
+    let migrateCalls = 0;
+    const failing = v2(() => {
+      migrateCalls++;
+      throw new Error("cannot upgrade");
+    });
+    const options: HarnessOptions = { tasks: [failing, ping], onReport: (e) => reports.push(e) };
     const h = await Harness.open(image, options);
     await until(() => blocked(h).length === 1, { what: "blocked" });
     expect(blocked(h)[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
     await engineStillRuns(h);
+    // A registry change reconsiders the blocked task, but the same definition object is not tried
+    // again: its migrate ran once (spec §5.4).
+    h.registry.register(
+      single("unrelated", async (_t, runtime) => void (await runtime.commit(() => complete(1)))),
+    );
     await engineStillRuns(h);
+    expect(blocked(h)[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
+    expect(migrateCalls).toBe(1);
     expect(reports).toHaveLength(1);
     expect(String((reports[0] as Error).message)).toMatch(/cannot upgrade/);
     const stored = await row(image, ids[0]!);

@@ -349,6 +349,49 @@ describe("the task runtime", () => {
     await engineStillRuns(h);
     await h.close();
   });
+  test("a replacement of a higher version with migrate hands over too: the next reservation migrates the task and runs it under the new version", async () => {
+    const log: string[] = [];
+    type TwoPhases = { phase: "one" } | { phase: "two"; note?: string };
+    let h!: Harness;
+    const make = (label: string, version: number, onOne?: () => void) =>
+      defineTask<null, TwoPhases, Json>({
+        name: "swap-up",
+        version,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            onOne?.();
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (task, runtime) => {
+            log.push(
+              `${label}:two ${(task.state as { checkpoint: { note?: string } }).checkpoint.note ?? "-"}`,
+            );
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+        ...(version > 1
+          ? {
+              migrate: (_input: Json, checkpoint: Json, from: number) => ({
+                input: null,
+                checkpoint: { ...(checkpoint as TwoPhases), note: `migrated from ${from}` } as TwoPhases,
+              }),
+            }
+          : {}),
+      });
+    const upgrade = make("B", 2);
+    const original = make("A", 1, () => h.registry.register(upgrade));
+    h = await Harness.open(await memoryStore(), { tasks: [original] });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
+    expect(log).toEqual(["A:one", "B:two migrated from 1"]);
+    expect((await h.getTask(id))?.version).toBe(2);
+    await engineStillRuns(h);
+    await h.close();
+  });
   test("a replacement that cannot reserve (a higher version without migrate) does not take over: the task runs on under its definition and the engine reports it once", async () => {
     const log: string[] = [];
     const reports: string[] = [];
@@ -388,6 +431,45 @@ describe("the task runtime", () => {
     expect(log).toEqual(["A:one", "A:two", "A:three"]);
     expect(reports.filter((r) => r.includes("swap-unfit"))).toHaveLength(1);
     expect(reports.find((r) => r.includes("swap-unfit"))).toMatch(/version 2 .*no migrate/);
+    await h.close();
+  });
+  test("a replacement gone from the registry, then two unfit ones: the task runs on under its definition, each unfit definition reported once", async () => {
+    const log: string[] = [];
+    const reports: string[] = [];
+    type Step = { phase: "go"; n: number };
+    let h!: Harness;
+    const at: Record<number, () => void> = {};
+    const make = (label: string, version: number) =>
+      defineTask<null, Step, Json>({
+        name: "swap-gone",
+        version,
+        initial: () => ({ phase: "go", n: 1 }),
+        phases: {
+          go: async (task, runtime) => {
+            const n = (task.state as { checkpoint: Step }).checkpoint.n;
+            log.push(`${label}:${n}`);
+            at[n]?.();
+            await runtime.commit(() =>
+              n === 4 ? complete(label) : { status: "running", checkpoint: { phase: "go", n: n + 1 } },
+            );
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const original = make("A", 1);
+    at[1] = () => h.registry.unregister("swap-gone");
+    at[2] = () => h.registry.register(make("B", 2));
+    at[3] = () => h.registry.register(make("C", 3));
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
+    const unfit = reports.filter((r) => r.includes("swap-gone"));
+    expect(unfit.map((r) => r.match(/version (\d) cannot take over/)?.[1])).toEqual(["2", "3"]);
     await h.close();
   });
 });

@@ -638,12 +638,22 @@ describe("failFast on a held failure", () => {
     });
     const h = await Harness.open(await memoryStore(), { tasks: [parent, failing, sibling, grandchild] });
     const latest = new Map<TaskId, TaskRecord>();
+    // Per commit: does it hold the failed outcome, and does it mark the sibling?
+    const commits: string[][] = [];
     h.subscribe((change) => {
       for (const t of change.tasks) latest.set(t.id, t);
+      const wrote: string[] = [];
+      for (const t of change.tasks) {
+        if (t.kind === "failing-child" && t.state.status === "completing") wrote.push("failed outcome held");
+        if (t.kind === "waiting-sibling" && t.abortRequested) wrote.push("sibling marked");
+      }
+      if (wrote.length > 0) commits.push(wrote);
     });
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
     const byKind = (kind: string) => [...latest.values()].find((t) => t.kind === kind);
     await until(() => byKind("waiting-sibling")?.abortRequested === true, { what: "sibling marked" });
+    // The mark comes in the scheduler's next reconcile commit, not in the commit of the outcome.
+    expect(commits.slice(0, 2)).toEqual([["failed outcome held"], ["sibling marked"]]);
     // The failing child still holds its outcome (its grandchild's abort handler has not finished).
     expect(byKind("failing-child")?.state).toMatchObject({
       status: "completing",
