@@ -225,10 +225,16 @@ describe("selection in pi.agent", () => {
   }
 
   test("default: every installed extension in install order, a later same-name tool replacing in place", async () => {
-    const { root, faux, h } = await setup();
+    const { root, faux, h, extensions } = await setup();
     await (await root.submit({ type: "input", content: "hi" })).wait();
     expect(faux.requests[0]!.tools).toEqual(["alpha", "shared", "beta"]);
     expect(h.services.agent(root.id).tools.get("shared")).toBe(b.tools[1]);
+    // Install order, not name order: one installed last whose name sorts first comes last.
+    extensions.install({ name: "0-late", tools: [tool("late")] });
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "0-late"]);
+    // { add } of one already in the base keeps its first position.
+    await root.configure({ extensions: { add: ["a"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "0-late"]);
   });
 
   test("an exact list selects exactly those, in its order; unknown names are skipped", async () => {
@@ -280,11 +286,27 @@ describe("selection in pi.agent", () => {
   });
 
   test("pi.agent stores names, never code; an uninstalled extension's conversations stop getting it", async () => {
-    const { root, faux, h, extensions } = await setup();
+    const { root, faux, h, extensions, store } = await setup();
     await root.configure({ extensions: ["a", "b"] });
     expect(h.docNow(root.id, "pi.agent")).toEqual({ extensions: ["a", "b"] });
     await (await root.submit({ type: "input", content: "one" })).wait();
+    // Installs make no commit and publish nothing to the conversation's watchers.
+    const commits = store.stats.commits;
+    const watch = await root.watch();
+    const frames: unknown[] = [];
+    watch.start((frame) => void frames.push(frame));
     extensions.uninstall("b");
+    extensions.install({ name: "d", tools: [tool("delta")] });
+    extensions.install({ name: "d", tools: [tool("delta2")] });
+    extensions.uninstall("d");
+    // A commit of ours after them: anything they had asked for would be on the line before it.
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.marker", { n: 1 }));
+    expect(store.stats.commits).toBe(commits + 1);
+    await expect.poll(() => frames.length).toBe(1);
+    expect(frames).toEqual([
+      expect.objectContaining({ ops: [{ op: "doc", name: "app.marker", value: { n: 1 } }] }),
+    ]);
+    await watch.stop();
     await (await root.submit({ type: "input", content: "two" })).wait();
     expect(faux.requests[1]!.tools).toEqual(["alpha", "shared"]);
     // The stored selection is untouched; reinstalling brings it back.
