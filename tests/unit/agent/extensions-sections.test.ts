@@ -128,15 +128,21 @@ test("a throwing section keeps the text shown before and is reported; the reques
           if (broken) throw new Error("clock broke");
           return "noon";
         }),
+        // Throws from the start: it never had text to keep, so it is left out.
+        section("never", () => {
+          throw new Error("never rendered");
+        }),
       ],
     }),
   ]);
   await ask("one");
+  expect(faux.requests[0]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
   broken = true;
   expect(await ask("two")).toMatchObject({ status: "done" });
-  expect(reported).toEqual(["clock broke"]);
+  expect(reported).toEqual(["never rendered", "clock broke", "never rendered"]);
   expect(faux.requests[1]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
   expect(await systems()).toHaveLength(1);
+  expect((await systems())[0]!.sections).toEqual({ clock: "<clock>\nnoon\n</clock>" });
 });
 
 test("wrappers decorate the winning tool and section; a wrapper that renames or throws drops its target (reported); one without a target does nothing", async () => {
