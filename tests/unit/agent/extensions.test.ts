@@ -198,6 +198,24 @@ describe("the registry", () => {
     registry.install(first);
     expect(published).toBe(3);
     expect(called).toEqual([]);
+    // Reinstalled where it stands (now after b), with the new object's own order inside it.
+    registry.install({
+      name: "a",
+      tools: [tool("q"), tool("p")],
+      sections: [section("late", () => "l"), section("early", () => "e")],
+    });
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => `${t.extension}:${t.tool.name}`),
+    ).toEqual(["b:b1", "a:q", "a:p"]);
+    expect(
+      registry
+        .snapshot()
+        .sections()
+        .map((x) => x.section.key),
+    ).toEqual(["late", "early"]);
   });
 
   test("the built-in tools are an extension like any other", () => {
