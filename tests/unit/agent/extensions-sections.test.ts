@@ -128,15 +128,21 @@ test("a throwing section keeps the text shown before and is reported; the reques
           if (broken) throw new Error("clock broke");
           return "noon";
         }),
+        // Throws from the start: it never had text to keep, so it is left out.
+        section("never", () => {
+          throw new Error("never rendered");
+        }),
       ],
     }),
   ]);
   await ask("one");
+  expect(faux.requests[0]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
   broken = true;
   expect(await ask("two")).toMatchObject({ status: "done" });
-  expect(reported).toEqual(["clock broke"]);
+  expect(reported).toEqual(["never rendered", "clock broke", "never rendered"]);
   expect(faux.requests[1]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
   expect(await systems()).toHaveLength(1);
+  expect((await systems())[0]!.sections).toEqual({ clock: "<clock>\nnoon\n</clock>" });
 });
 
 test("wrappers decorate the winning tool and section; a wrapper that renames or throws drops its target (reported); one without a target does nothing", async () => {
@@ -212,4 +218,38 @@ test("a section reads committed documents of the conversation it renders for thr
     "<cwd>\n/sub\n</cwd>",
     "<agents>\nRead AGENTS.md\n</agents>",
   ]);
+});
+
+test("several wrappers of one tool or section compose in the selection's extension order, then each extension's own order, before the tools filter", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const mark = (m: string) => wrapTool("bash", (t) => ({ ...t, description: `${t.description}+${m}` }));
+  const markSection = (m: string) =>
+    wrapSection("role", (s) => ({
+      ...s,
+      render: async (input, ctx) => `${await s.render(input, ctx)}+${m}`,
+    }));
+  const { h, root, faux, ask } = await setup([
+    defineExtension({
+      name: "base",
+      tools: [tool("bash"), tool("read")],
+      sections: [section("role", () => "r")],
+    }),
+    defineExtension({ name: "one", wraps: [mark("1a"), mark("1b"), markSection("1a"), markSection("1b")] }),
+    defineExtension({ name: "two", wraps: [mark("2"), markSection("2")] }),
+  ]);
+  await ask("hi");
+  expect(h.services.agent(root.id).tools.get("bash")?.description).toBe("bash+1a+1b+2");
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr+1a+1b+2\n</role>");
+  // Selected in another order, the extensions' wrappers apply in that order; the filter comes after.
+  await root.configure({ extensions: ["base", "two", "one"], tools: ["bash"] });
+  await ask("again");
+  expect(h.services.agent(root.id).tools.get("bash")?.description).toBe("bash+2+1a+1b");
+  expect([...h.services.agent(root.id).tools.keys()]).toEqual(["bash"]);
+  expect(faux.requests.at(-1)!.systemPrompt).toBe("<role>\nr+2+1a+1b\n</role>");
 });

@@ -17,10 +17,13 @@ import {
   defineTool,
   type Extension,
   ExtensionInvalid,
+  hook,
   RegistryInvalid,
   type RegistryReader,
   section,
   textResult,
+  wrapSection,
+  wrapTool,
 } from "../../../worker/index.ts";
 import { memoryStore, until } from "../../../worker/testing.ts";
 import { blocked, complete, done, outcome, single } from "../core/fixtures.ts";
@@ -58,15 +61,32 @@ describe("the registry", () => {
     );
     const s = section("notes", () => "n");
     expect(invalid(() => registry.install({ name: "x", sections: [s, s] }))).toBe("duplicate_section");
-    expect(invalid(() => registry.install({ name: "x", sections: [section("Bad Key", () => "")] }))).toBe(
-      "invalid_section_key",
-    );
+    // Keys match ^[a-z][a-z0-9_-]*$: each way out of it is refused, each character class in it taken.
+    for (const key of ["Bad Key", "Notes", "1notes", "_notes", "-notes", "no.tes", "no tes", "notes!", ""])
+      expect(
+        invalid(() => registry.install({ name: "x", sections: [section(key, () => "")] })),
+        key,
+      ).toBe("invalid_section_key");
     expect(
       invalid(() => registry.install({ name: "x", sections: [section("instructions", () => "")] })),
     ).toBe("reserved_section_key");
-    expect(invalid(() => registry.install({ name: "x", tasks: [single("pi.tool", async () => {})] }))).toBe(
-      "task_collision",
-    );
+    // No extension defines or replaces a built-in task, whichever; the built-ins are no extension, are
+    // always there (also in an empty registry), and nothing uninstalls them.
+    for (const builtin of ["pi.generation", "pi.tool", "pi.compaction"])
+      expect(invalid(() => registry.install({ name: "x", tasks: [single(builtin, async () => {})] }))).toBe(
+        "task_collision",
+      );
+    const empty = createRegistry();
+    for (const r of [registry, empty]) {
+      r.uninstall("pi.tool");
+      expect(["pi.generation", "pi.tool", "pi.compaction"].every((n) => r.snapshot().hasTask(n))).toBe(true);
+      expect(
+        r
+          .snapshot()
+          .installed()
+          .map((e) => e.name),
+      ).not.toContain("pi.tool");
+    }
     expect(invalid(() => registry.install({ name: "x", tasks: [single("job", async () => {})] }))).toBe(
       "task_collision",
     );
@@ -84,7 +104,10 @@ describe("the registry", () => {
     expect(published).toBe(1);
     // The same tool name and section key in two extensions are fine.
     registry.install({ name: "other", tools: [tool("a")], sections: [section("notes", () => "o")] });
-    registry.install({ name: "third", sections: [section("notes", () => "t")] });
+    registry.install({
+      name: "third",
+      sections: [section("notes", () => "t"), section("a1_b-c9", () => "k")],
+    });
     expect(published).toBe(3);
     expect(
       registry
@@ -114,8 +137,11 @@ describe("the registry", () => {
         .tools()
         .map((t) => t.tool.name),
     ).toEqual(["a2", "b1", "c1"]);
-    // Earlier snapshots are immutable values.
+    // Earlier snapshots are immutable values: unchanged by later installs, and frozen against writes.
     expect(old.tools().map((t) => t.tool.name)).toEqual(["a1", "b1", "c1"]);
+    expect(Object.isFrozen(old) && Object.isFrozen(old.installed())).toBe(true);
+    expect(() => (old.installed() as Extension[]).push({ name: "z" })).toThrow(TypeError);
+    expect(old.installed().map((e) => e.name)).toEqual(["a", "b", "c"]);
     registry.uninstall({ name: "a" });
     registry.install({ name: "a", tools: [tool("a3")] });
     expect(
@@ -125,6 +151,71 @@ describe("the registry", () => {
         .map((e) => e.name),
     ).toEqual(["b", "c", "a"]);
     expect(published).toBe(3);
+  });
+
+  test("a reinstall replaces every part of the extension at its position, and publishing calls none of its code", () => {
+    const called: string[] = [];
+    // Every part of an extension that holds code, each noting any call.
+    const full = (v: string) =>
+      defineExtension({
+        name: "a",
+        tools: [
+          defineTool({
+            name: `t${v}`,
+            description: "t",
+            parameters: Type.Object({}),
+            execute: async () => {
+              called.push("execute");
+              return textResult("x");
+            },
+          }),
+        ],
+        sections: [section(`s${v}`, () => (called.push("render"), "s"))],
+        hooks: [hook("pi.generation", { afterResponse: () => void called.push("hook") })],
+        wraps: [
+          wrapTool("t", (t) => (called.push("wrap"), t)),
+          wrapSection("s", (x) => (called.push("wrap"), x)),
+        ],
+        tasks: [single(`job${v}`, async () => void called.push("phase"))],
+      });
+    const registry = createRegistry();
+    const first = full("1");
+    registry.install(first);
+    registry.install({ name: "b", tools: [tool("b1")] });
+    let published = 0;
+    registry.subscribe(() => published++);
+    const second = full("2");
+    registry.install(second);
+    expect(published).toBe(1);
+    const now = registry.snapshot();
+    expect(now.installed()).toEqual([second, expect.objectContaining({ name: "b" })]);
+    expect(now.installed()[0]).toBe(second);
+    expect(now.tools().map((t) => t.tool.name)).toEqual(["t2", "b1"]);
+    expect(now.sections().map((x) => x.section.key)).toEqual(["s2"]);
+    expect(now.tasks().map((t) => t.name)).toEqual(["job2"]);
+    expect(now.task("job1")).toBeUndefined();
+    registry.uninstall("a");
+    registry.install(first);
+    expect(published).toBe(3);
+    expect(called).toEqual([]);
+    // Reinstalled where it stands (now after b), with the new object's own order inside it.
+    registry.install({
+      name: "a",
+      tools: [tool("q"), tool("p")],
+      sections: [section("late", () => "l"), section("early", () => "e")],
+    });
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => `${t.extension}:${t.tool.name}`),
+    ).toEqual(["b:b1", "a:q", "a:p"]);
+    expect(
+      registry
+        .snapshot()
+        .sections()
+        .map((x) => x.section.key),
+    ).toEqual(["late", "early"]);
   });
 
   test("the built-in tools are an extension like any other", () => {
@@ -152,10 +243,16 @@ describe("selection in pi.agent", () => {
   }
 
   test("default: every installed extension in install order, a later same-name tool replacing in place", async () => {
-    const { root, faux, h } = await setup();
+    const { root, faux, h, extensions } = await setup();
     await (await root.submit({ type: "input", content: "hi" })).wait();
     expect(faux.requests[0]!.tools).toEqual(["alpha", "shared", "beta"]);
     expect(h.services.agent(root.id).tools.get("shared")).toBe(b.tools[1]);
+    // Install order, not name order: one installed last whose name sorts first comes last.
+    extensions.install({ name: "0-late", tools: [tool("late")] });
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "0-late"]);
+    // { add } of one already in the base keeps its first position.
+    await root.configure({ extensions: { add: ["a"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "0-late"]);
   });
 
   test("an exact list selects exactly those, in its order; unknown names are skipped", async () => {
@@ -207,11 +304,27 @@ describe("selection in pi.agent", () => {
   });
 
   test("pi.agent stores names, never code; an uninstalled extension's conversations stop getting it", async () => {
-    const { root, faux, h, extensions } = await setup();
+    const { root, faux, h, extensions, store } = await setup();
     await root.configure({ extensions: ["a", "b"] });
     expect(h.docNow(root.id, "pi.agent")).toEqual({ extensions: ["a", "b"] });
     await (await root.submit({ type: "input", content: "one" })).wait();
+    // Installs make no commit and publish nothing to the conversation's watchers.
+    const commits = store.stats.commits;
+    const watch = await root.watch();
+    const frames: unknown[] = [];
+    watch.start((frame) => void frames.push(frame));
     extensions.uninstall("b");
+    extensions.install({ name: "d", tools: [tool("delta")] });
+    extensions.install({ name: "d", tools: [tool("delta2")] });
+    extensions.uninstall("d");
+    // A commit of ours after them: anything they had asked for would be on the line before it.
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.marker", { n: 1 }));
+    expect(store.stats.commits).toBe(commits + 1);
+    await expect.poll(() => frames.length).toBe(1);
+    expect(frames).toEqual([
+      expect.objectContaining({ ops: [{ op: "doc", name: "app.marker", value: { n: 1 } }] }),
+    ]);
+    await watch.stop();
     await (await root.submit({ type: "input", content: "two" })).wait();
     expect(faux.requests[1]!.tools).toEqual(["alpha", "shared"]);
     // The stored selection is untouched; reinstalling brings it back.
@@ -278,17 +391,19 @@ describe("extension tasks", () => {
 describe("Harness.open binds the registry", () => {
   test("open refuses a registry whose snapshot lacks a built-in task definition", async () => {
     const real = createRegistry();
-    const lacking: RegistryReader = {
-      subscribe: (l) => real.subscribe(l),
-      snapshot: () => ({ ...real.snapshot(), hasTask: (name: string) => name !== "pi.tool" }),
-    };
     const store = await memoryStore();
-    await expect(
-      AgentHarness.open(store, { extensions: lacking as ReturnType<typeof createRegistry> }),
-    ).rejects.toThrow(RegistryInvalid);
-    await expect(
-      AgentHarness.open(store, { extensions: lacking as ReturnType<typeof createRegistry> }),
-    ).rejects.toThrow(/pi\.tool/);
+    // Each built-in task, lacking alone, is refused by name.
+    for (const builtin of ["pi.generation", "pi.tool", "pi.compaction"]) {
+      const lacking: RegistryReader = {
+        subscribe: (l) => real.subscribe(l),
+        snapshot: () => ({ ...real.snapshot(), hasTask: (name: string) => name !== builtin }),
+      };
+      const refused = await AgentHarness.open(store, {
+        extensions: lacking as ReturnType<typeof createRegistry>,
+      }).catch((e: unknown) => e);
+      expect(refused, builtin).toBeInstanceOf(RegistryInvalid);
+      expect((refused as Error).message).toContain(builtin);
+    }
   });
 
   test("the registry is the application's: open binds it as given, it outlives a closed harness and serves the next open; nothing of it is stored", async () => {

@@ -224,6 +224,19 @@ describe("fork", () => {
     expect(await h.doc(root.id, "app.plan")).toEqual({ on: true });
     // That first access created it from the initializer (spec §3.7), not from the parent's value.
     expect(await h.docVersioned(child.id, "app.scratch")).toEqual({ value: { text: "" }, version: 1 });
+    // Every copy ("current" ones, and "asOf" pi.agent) is an independent instance with its own id:
+    // a parent's later write reaches no child copy, and a child's none of the parent's.
+    for (const name of ["app.plan", "app.raw", DOC.agent]) {
+      const [parentDoc, childDoc] = [await h.docRecord(root.id, name), await h.docRecord(child.id, name)];
+      expect(childDoc?.id, name).toBeDefined();
+      expect(childDoc?.id, name).not.toBe(parentDoc?.id);
+    }
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.raw", { free: 2 }));
+    await root.configure({ instructions: "parent after the fork" });
+    await child.configure({ instructions: "child" });
+    expect(await h.doc(child.id, "app.raw")).toEqual({ free: 1 });
+    expect(await child.agentState()).toEqual({ instructions: "child" });
+    expect(await root.agentState()).toEqual({ instructions: "parent after the fork" });
   });
 
   test("a definition-free document is copied as stored (its value and version, uninterpreted); a typed read in the child migrates it there only", async () => {
@@ -232,14 +245,16 @@ describe("fork", () => {
     const at = (await root.entries()).at(-1)!.id;
     // Stored at version 3 by code this harness does not know (no definition given to it).
     await h.transaction((tx) => tx.writeDoc(root.id, "app.legacy", { n: 1 }, 3));
-    const child = await root.fork(at, ownerless);
-    expect(await h.docVersioned(child.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
     const v4 = defineDoc<{ count: number }>({
       name: "app.legacy",
       version: 4,
       initial: { count: 0 },
       migrate: (value) => ({ count: (value as { n: number }).n }),
     });
+    // A typed read of the parent's before the fork migrates in memory only: the fork copies the stored pair.
+    expect(await h.snapshot(v4, root.id)).toEqual({ count: 1 });
+    const child = await root.fork(at, ownerless);
+    expect(await h.docVersioned(child.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
     await h.transaction((tx) => {
       expect(v4.read(tx, child.id)).toEqual({ count: 1 });
     });
@@ -289,6 +304,7 @@ describe("fork", () => {
       (tx) => plan.write(tx, root.id, { n: 2 }),
       (tx) => void tx.patchDoc(root.id, "app.note", [{ path: ["n"], set: 2 }]),
       (tx) => tx.writeDoc(root.id, "app.new", { created: true }), // creating one is a change too
+      (tx) => tx.retireDoc(root.id, "app.note"), // and so is retiring one
     ];
     for (const write of afterFork)
       await expect(
@@ -297,6 +313,13 @@ describe("fork", () => {
           write(tx);
         }),
       ).rejects.toThrow(/forked in this commit/);
+    // Retired before the fork in the same commit: refused as a write before it is.
+    await expect(
+      h.transaction((tx) => {
+        tx.retireDoc(root.id, "app.note");
+        tx.forkConversation(root.id, at, ownerless);
+      }),
+    ).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
     expect(h.conversationRecords().length).toBe(conversationsBefore);
     expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
     expect(await h.doc(root.id, "app.new")).toBeUndefined();

@@ -8,7 +8,14 @@
 import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { createRegistry, defineExtension, defineTool, hook, textResult } from "../../../worker/index.ts";
+import {
+  type AgentHarness,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  hook,
+  textResult,
+} from "../../../worker/index.ts";
 import { callsThenAnswer, open } from "./fixtures.ts";
 
 const item = defineTool({
@@ -20,6 +27,7 @@ const item = defineTool({
 
 test("hooks get (input, api, ctx): the asking task, committed documents, the task's memos, the phase's signal", async () => {
   const seen: unknown[] = [];
+  let harness: AgentHarness | undefined;
   const registry = createRegistry();
   registry.install(defineExtension({ name: "tools", tools: [item] }));
   registry.install(
@@ -42,8 +50,12 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
             return undefined;
           },
           afterTool: async (_call, api, ctx) => {
+            // The asking task's committed record: its memos are the ones the hook wrote (one namespace).
+            const record = await harness!.getTask(api.taskId);
             seen.push({
               hook: "afterTool",
+              kind: record?.kind,
+              memos: record?.state.status === "running" ? record.memos : undefined,
               memo: await api.memo("observer:first"),
               taskId: api.taskId,
               aborted: ctx.signal.aborted,
@@ -59,9 +71,10 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
       ],
     }),
   );
-  const { root } = await open(callsThenAnswer(fauxToolCall("item", {}, { id: "c1" })), {
+  const { root, h } = await open(callsThenAnswer(fauxToolCall("item", {}, { id: "c1" })), {
     extensions: registry,
   });
+  harness = h;
   await root.configure({ instructions: "Be brief." });
   await (await root.submit({ type: "input", content: "go" })).wait();
   const before = seen.find((s) => (s as { hook: string }).hook === "beforeTool") as Record<string, unknown>;
@@ -75,6 +88,11 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
   });
   // The memo belongs to the asking tool task: its afterTool reads what its beforeTool wrote.
   expect(after).toMatchObject({ memo: "item", taskId: before["taskId"], aborted: false });
+  // api.taskId is the asking task (the call's pi.tool task), whose own memos hold the hook's.
+  expect(after).toMatchObject({
+    kind: "pi.tool",
+    memos: expect.objectContaining({ "observer:first": "item" }),
+  });
   expect(seen.filter((s) => (s as { hook: string }).hook === "afterResponse")).toEqual([
     { hook: "afterResponse", conversationId: root.id },
     { hook: "afterResponse", conversationId: root.id },

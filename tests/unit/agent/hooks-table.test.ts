@@ -510,3 +510,129 @@ test("a hook's error after its phase was aborted propagates: it is not reported 
   expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect(reported).toEqual([]);
 });
+
+test.each([
+  ["afterResponse", "pi.generation"],
+  ["onYield", "pi.generation"],
+  ["afterTools", "pi.generation"],
+  ["beforeTool", "pi.tool"],
+  ["afterTool", "pi.tool"],
+] as const)(
+  "%s: an error after its phase was aborted propagates too: not reported (nor a block), the run ends aborted",
+  async (name, task) => {
+    const entered = deferred();
+    const leave = deferred();
+    const failing = async () => {
+      entered.resolve();
+      await leave.promise;
+      throw new Error(`${name} failed while aborting`);
+    };
+    const { tool } = itemTool({});
+    // A tool round for the tool hooks and afterTools; a plain answer for the others.
+    const respond =
+      task === "pi.tool" || name === "afterTools"
+        ? callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "c1" }))
+        : echo;
+    const { h, root, reported } = await withExtensions(respond, [
+      defineExtension({ name: "tools", tools: [tool] }),
+      defineExtension({ name: "slow", hooks: [hook(task, { [name]: failing } as never)] }),
+    ]);
+    const input = await root.submit({ type: "input", content: "hi" });
+    await entered.promise;
+    const aborting = root.abort();
+    await until(() => h.inspect().tasks.some((t) => t.record.kind === task && t.record.abortRequested), {
+      what: `${task} marked`,
+    });
+    leave.resolve();
+    await aborting;
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(reported).toEqual([]);
+    // No result carries the hook's error as its text (a beforeTool throw would otherwise block with it).
+    for (const result of await toolResults(root))
+      expect(textOf(messageOf(result))).not.toContain("failed while aborting");
+  },
+);
+
+test("beforeCompact: an error after its compaction was aborted propagates too: not reported, the compaction ends aborted", async () => {
+  const big = (label: string) => `${label} ${"x".repeat(400)}`;
+  const entered = deferred();
+  const leave = deferred();
+  const { h, root, reported } = await withExtensions(
+    (req) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT
+        ? fauxAssistantMessage("MODEL SUMMARY")
+        : fauxAssistantMessage(big("a")),
+    [
+      defineExtension({
+        name: "slow",
+        hooks: [
+          hook("pi.compaction", {
+            beforeCompact: async () => {
+              entered.resolve();
+              await leave.promise;
+              throw new Error("beforeCompact failed while aborting");
+            },
+          }),
+        ],
+      }),
+    ],
+    { settings: { compaction: { keepRecentTokens: 250, enabled: false } } },
+  );
+  for (let i = 1; i <= 4; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+  const id = await root.compact();
+  await entered.promise;
+  const aborting = h.abortTask(id);
+  await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.record.abortRequested), {
+    what: "compaction marked",
+  });
+  leave.resolve();
+  await aborting;
+  const record = await h.waitForTask(id);
+  expect(record.state).toMatchObject({ outcome: { status: "aborted" } });
+  expect(reported).toEqual([]);
+});
+
+test("onAbort: an error after its abort invocation was signalled (the harness closing) propagates: not reported", async () => {
+  const started = deferred();
+  const entered = deferred<AbortSignal>();
+  const leave = deferred();
+  const slow = defineTool({
+    name: "slow",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      started.resolve();
+      await new Promise<void>((_resolve, reject) => {
+        api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+      });
+      return textResult("finished");
+    },
+  });
+  const { h, root, reported } = await withExtensions(
+    callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" })),
+    [
+      defineExtension({ name: "tools", tools: [slow] }),
+      defineExtension({
+        name: "slow-abort",
+        hooks: [
+          hook("pi.tool", {
+            onAbort: async (_call, _result, _api, ctx) => {
+              entered.resolve(ctx.signal);
+              await leave.promise;
+              throw new Error("onAbort failed while closing");
+            },
+          }),
+        ],
+      }),
+    ],
+  );
+  await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  void root.abort().catch(() => undefined);
+  const signal = await entered.promise;
+  const closing = h.close();
+  await until(() => signal.aborted, { what: "the abort invocation signalled" });
+  leave.resolve();
+  await closing;
+  expect(reported).toEqual([]);
+});

@@ -80,6 +80,38 @@ test("a section that rejects keeps the text shown before and is reported; the re
   ]);
 });
 
+test("a section's own abort error (its fetch timing out), with the phase not aborted, is an ordinary failure: reported, the shown text kept, the request sent", async () => {
+  let timingOut = false;
+  const { ask, faux, reported } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("weather", async () => {
+          if (timingOut) await fetchTimingOut();
+          return "sunny";
+        }),
+      ],
+    }),
+  ]);
+  await ask("one");
+  timingOut = true;
+  expect(await ask("two")).toMatchObject({ status: "done" });
+  expect(reported).toHaveLength(1);
+  expect(reported[0]).toMatch(/timed out/);
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<weather>\nsunny\n</weather>",
+    "<weather>\nsunny\n</weather>",
+  ]);
+});
+
+/** What a fetch with its own timeout throws: an abort of a signal of its own, not the phase's. */
+async function fetchTimingOut(): Promise<never> {
+  const own = new AbortController();
+  own.abort(new DOMException("The operation timed out.", "TimeoutError"));
+  own.signal.throwIfAborted();
+  throw new Error("unreachable");
+}
+
 test("pi.agent changed while an async section rendered: the preparation renders again for the new agent", async () => {
   const entered = deferred<void>();
   const release = deferred<void>();

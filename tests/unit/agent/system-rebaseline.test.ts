@@ -226,3 +226,38 @@ describe("head rebaseline under crashes", () => {
       );
     });
 });
+
+test("a baseline after a compaction that keeps two pi.system deltas omits both", async () => {
+  // A kept range long enough for both deltas (and not the first baseline).
+  const { h, root, faux } = await open(respond, {
+    ...options(),
+    settings: { compaction: { keepRecentTokens: 450 } },
+  });
+  await root.configure({ instructions: "first" });
+  await ask(root, big("q1"));
+  await root.configure({ instructions: "second" });
+  await ask(root, "q2");
+  await root.configure({ instructions: "third" });
+  await ask(root, "q3");
+  await ask(root, big("q4"));
+  const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
+  expect(systems.map((e) => systemOf(e).sections)).toEqual([
+    { role: ROLE, instructions: I("first") },
+    { instructions: I("second") },
+    { instructions: I("third") },
+  ]);
+  await h.waitForTask(await root.compact());
+  const compaction = (await root.entries()).at(-1)!;
+  expect(compaction.kind).toBe("pi.compaction");
+  // The precondition: the head retains both deltas, not the first baseline.
+  expect(compaction.head).toBeGreaterThan(systems[0]!.id);
+  expect(compaction.head).toBeLessThanOrEqual(systems[1]!.id);
+  await ask(root, "q5");
+  const baseline = (await entriesAfter(root, compaction.id)).find((e) => e.kind === "pi.system")!;
+  expect(baseline.edits).toEqual([
+    { target: systems[1]!.id, action: "omit" },
+    { target: systems[2]!.id, action: "omit" },
+  ]);
+  expect(systemOf(baseline).sections).toEqual({ role: ROLE, instructions: I("third") });
+  expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe(`${ROLE}\n\n${I("third")}`);
+});

@@ -92,14 +92,15 @@ test("an extension task asks its conversation's selected hooks in extension orde
   extensions.install(answering("unselected", "u"));
   reinstall = () => extensions.install(answering("a", "a2"));
   const { h, root } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
-  await root.configure({ extensions: { remove: ["unselected"] } });
+  // Selected in an order other than the install order: the selection's order is the one asked.
+  await root.configure({ extensions: ["jobs", "b", "thrower", "a"] });
   const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
   expect(answers).toEqual([
-    ["a:diff", "b:diff"],
-    ["a:diff", "b:diff"],
-    // The next phase resolves again: the replacement, still at a's install position.
-    ["a2:diff", "b:diff"],
+    ["b:diff", "a:diff"],
+    ["b:diff", "a:diff"],
+    // The next phase resolves again: the replacement, where the selection puts a.
+    ["b:diff", "a2:diff"],
   ]);
   expect(reports.map((e) => (e as Error).message)).toEqual([
     "thrower broke",
@@ -107,7 +108,7 @@ test("an extension task asks its conversation's selected hooks in extension orde
     "thrower broke",
   ]);
   expect(apis[0]).toMatchObject({ taskId: id, conversationId: root.id });
-  expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: { remove: ["unselected"] } });
+  expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: ["jobs", "b", "thrower", "a"] });
   expect(apis[0]!.models).toBe(h.services.models);
 });
 

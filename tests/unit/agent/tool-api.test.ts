@@ -12,7 +12,7 @@ import { defineDoc } from "../../../worker/agent/records.ts";
 import type { ToolAgentView, ToolApi, ToolRegistryView } from "../../../worker/agent/tools/contract.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import type { TaskDefinition } from "../../../worker/core/define.ts";
-import { CommitRefused, InvalidTransition } from "../../../worker/core/errors.ts";
+import { CommitRefused, InvalidTransition, WaitCancelled } from "../../../worker/core/errors.ts";
 import type { Json, TaskRecord } from "../../../worker/core/types.ts";
 import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
@@ -263,13 +263,14 @@ test("createTask creates a task in the call's conversation with the ownership gi
     for (const options of [
       { ownership: { kind: "conversation" }, conversationId: 999 },
       { ownership: { kind: "task", taskId: api.taskId }, background: true },
+      {}, // ownership is never implied
     ])
       await api.createTask(work, { n: 0 }, options as never).catch((error) => refused.push(error));
     return textResult("ok");
   });
   const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work] });
   const sub = await root.submit({ type: "input", content: "go" });
-  await until(() => created.length === 2 && refused.length === 2);
+  await until(() => created.length === 2 && refused.length === 3);
   const [child, background] = (await Promise.all(created.map((id) => h.getTask(id)))) as TaskRecord[];
   const callTask = seen.api!.taskId;
   expect(child).toMatchObject({ conversationId: root.id, owner: callTask, background: false });
@@ -327,7 +328,7 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
   await until(() => h.inspect().tasks.some((t) => t.record.kind === "test.forever"));
   await root.abort();
   expect((await sub.wait()).status).toBe("unanswered");
-  expect(waitError).toBeDefined();
+  expect(waitError).toBeInstanceOf(WaitCancelled);
   expect(markedCreate).toBeInstanceOf(CommitRefused);
   expect(h.inspect().tasks.filter((t) => t.record.kind === "test.forever")).toHaveLength(1);
   for (const api of [seen.api!, stuckSeen.api!]) {

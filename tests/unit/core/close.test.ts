@@ -83,7 +83,12 @@ test("once close began, new task, conversation and submission operations reject 
 
 test("commits admitted before close settle and are stored before the store closes, also when their caller cancels; one asked after the seal is refused; a new harness opens the store with them", async () => {
   const store = await memoryStore();
-  const h = await Harness.open(store);
+  let ran = false;
+  const late = single("late", async (_t, runtime) => {
+    ran = true;
+    await runtime.commit(() => complete("ran"));
+  });
+  const h = await Harness.open(store, { tasks: [late] });
   const gate = deferred();
   const inCallback = deferred();
   const controller = new AbortController();
@@ -95,8 +100,11 @@ test("commits admitted before close settle and are stored before the store close
     return "first stored";
   }, controller.signal);
   // Admitted behind it, queued on the line at the seal.
+  // It also creates a task: stored, but never reserved once the seal is in (reservation is sealed too).
+  let lateId = 0;
   const second = h.transaction((tx) => {
     tx.appendEntry(1, { kind: "note", data: "second" });
+    lateId = tx.createTask(late, null, { ownership: { kind: "conversation" } });
     return "second stored";
   });
   await inCallback.promise;
@@ -110,8 +118,13 @@ test("commits admitted before close settle and are stored before the store close
   expect(await second).toBe("second stored");
   await closing;
   expect(store.closed).toBe(true);
-  const next = await Harness.open(await memoryStore(store.image()));
+  expect(ran).toBe(false);
+  const image = await memoryStore(store.image());
+  expect((await row(image, lateId))?.["status"]).toBe("pending");
+  const next = await Harness.open(image, { tasks: [late] });
   expect((await next.entries(1)).map((e) => e.data)).toEqual(["first", "second"]);
+  expect(outcome(await done(next, lateId))).toEqual({ status: "completed", result: "ran" });
+  expect(ran).toBe(true);
   await next.close();
 });
 

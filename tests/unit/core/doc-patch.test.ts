@@ -5,9 +5,9 @@
 import { describe, expect, test } from "vitest";
 import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "../../../worker/core/doc-patch.ts";
 import { internals } from "../../../worker/core/internals.ts";
-import { Harness, InvalidTransition, type Json } from "../../../worker/index.ts";
+import { Harness, InvalidTransition, type Json, NotJson } from "../../../worker/index.ts";
 import type { MemoryStore } from "../../../worker/store/open.ts";
-import { memoryStore } from "../../../worker/testing.ts";
+import { memoryStore, recordJobs, type StoreJob } from "../../../worker/testing.ts";
 
 const DOC = "test.stream";
 
@@ -196,6 +196,25 @@ describe("stored patches", () => {
     );
     expect(await stored(store)).toEqual({ row: { text: "kept" }, patches: [] });
     expect(await h.transaction((tx) => tx.readDoc(1, DOC))).toEqual({ text: "kept" });
+    // A failure found after the callback returned (the final values' JSON check) rolls back the whole
+    // commit, its entry and good writes too, before the store writes a row; the engine commits on.
+    const jobs: StoreJob[] = [];
+    recordJobs(store, { into: jobs });
+    await expect(
+      h.transaction((tx) => {
+        tx.appendEntry(1, { kind: "note", data: "rolled back" });
+        tx.patchDoc(1, DOC, [{ path: ["text"], append: "!" }]);
+        tx.writeDoc(1, "test.other", { when: new Date(0) } as unknown as Json);
+      }),
+    ).rejects.toThrow(NotJson);
+    expect(jobs.flatMap((j) => j.statements).filter((st) => !/^\s*SELECT/i.test(st.sql))).toEqual([]);
+    expect(await h.entries(1)).toEqual([]);
+    expect(await h.transaction((tx) => [tx.readDoc(1, DOC), tx.readDoc(1, "test.other")])).toEqual([
+      { text: "kept" },
+      undefined,
+    ]);
+    await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "!" }]));
+    expect(await reopened(store)).toEqual({ text: "kept!" });
     await h.close();
   });
 

@@ -12,7 +12,7 @@ import {
   type Json,
   type MemoryStore,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { fauxAgentModel, memoryStore, recordJobs, type StoreJob } from "../../../worker/testing.ts";
 import { echo } from "../agent/fixtures.ts";
 
 const NAME = "app.notes";
@@ -90,6 +90,28 @@ describe("document versions", () => {
     expect(await row(again.store)).toEqual({ version: 2, value: migrated });
   });
 
+  test("a migration staged by a transaction's read and that transaction's later edits are stored as one value, at the new version", async () => {
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    const notes = v2();
+    const jobs: StoreJob[] = [];
+    recordJobs(store, { into: jobs });
+    await h.transaction((tx) => {
+      const migrated = notes.read(tx, 1);
+      notes.write(tx, 1, { entries: [...migrated.entries, { text: "b" }] });
+      tx.patchDoc(1, NAME, [{ path: ["entries", 2], set: { text: "c" } }]);
+    });
+    expect(await row(store)).toEqual({
+      version: 2,
+      value: { entries: [{ text: "a" }, { text: "b" }, { text: "c" }] },
+    });
+    // One document write reached the store: no row for the migration alone, no patch rows.
+    const writes = jobs
+      .flatMap((j) => j.statements)
+      .filter((st) => /documents|doc_patches/.test(st.sql) && !/^\s*SELECT/i.test(st.sql));
+    expect(writes).toHaveLength(1);
+  });
+
   test("an older stored version with no migrate is refused, not guessed", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
@@ -100,7 +122,7 @@ describe("document versions", () => {
   });
 
   test("migrate gets a copy: changing it does not change the committed value", async () => {
-    const { h } = await harness();
+    const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
     const mutating = defineDoc<V2>({
       name: NAME,
@@ -114,6 +136,19 @@ describe("document versions", () => {
     });
     expect((await h.snapshot(mutating, 1))?.entries).toHaveLength(2);
     expect(await h.doc(1, NAME)).toEqual({ items: ["a"] });
+    // The transaction path too: a migration staged by a read whose transaction then fails leaves the
+    // committed value (in memory and stored) as it was, and the next read migrates from it again.
+    await expect(
+      h.transaction((tx) => {
+        expect(mutating.read(tx, 1).entries).toHaveLength(2);
+        throw new Error("changed my mind");
+      }),
+    ).rejects.toThrow("changed my mind");
+    expect(await h.doc(1, NAME)).toEqual({ items: ["a"] });
+    expect(await row(store)).toEqual({ version: 1, value: { items: ["a"] } });
+    expect(await h.transaction((tx) => mutating.read(tx, 1))).toEqual({
+      entries: [{ text: "a" }, { text: "added by migrate" }],
+    });
   });
 
   test("the first transaction that reads a migrated document stores it at the new version even when the migration changed nothing; a snapshot of it writes nothing", async () => {
@@ -141,6 +176,33 @@ describe("document versions", () => {
     await h.transaction((tx) => tx.retireDoc(1, NAME));
     await h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }));
     expect((await row(store))?.version).toBe(1);
+  });
+
+  test("documents no one reads, and documents whose definition this code does not have, keep their stored rows as they are", async () => {
+    const { h, store } = await harness();
+    await h.transaction((tx) => {
+      v1.write(tx, 1, { items: ["a"] });
+      tx.writeDoc(1, "app.legacy", { n: 1, text: "é \u2028" }, 3);
+    });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => v1.write(tx, other.id, { items: ["b"] }));
+    const rows = (s: MemoryStore) =>
+      s.read((sql) => sql.all("SELECT * FROM documents WHERE conversation_id = 1 ORDER BY name"));
+    const before = await rows(store);
+    expect(before.map((r) => [r["name"], r["version"], r["value"]])).toEqual([
+      ["app.legacy", 3, JSON.stringify({ n: 1, text: "é \u2028" })],
+      [NAME, 1, JSON.stringify({ items: ["a"] })],
+    ]);
+    // A newer definition in use elsewhere, commits around them and a reopen do not touch them.
+    const notes = v2();
+    await h.transaction((tx) => notes.read(tx, other.id));
+    await h.transaction((tx) => tx.writeDoc(1, "app.unrelated", { x: 1 }));
+    expect(await rows(store)).toEqual(expect.arrayContaining(before.map((r) => expect.objectContaining(r))));
+    const again = await harness(await memoryStore(store.image()));
+    await again.h.transaction((tx) => notes.read(tx, other.id));
+    await again.h.transaction((tx) => tx.writeDoc(1, "app.unrelated", { x: 2 }));
+    const after = await rows(again.store);
+    expect(after.filter((r) => r["name"] !== "app.unrelated")).toEqual(before);
   });
 
   test("bad definitions and bad values are refused where they enter", async () => {

@@ -142,3 +142,42 @@ test("uninstalling an extension mid-run: the running phase keeps its tool, the n
   expect(before).toHaveLength(1);
   expect(h.docNow(root.id, "pi.agent")).toEqual(agentBefore);
 });
+
+test("a run sees a replacement from its next phase on: the request after the tool round asks the new hooks", async () => {
+  const inRequest = deferred();
+  const answer = deferred();
+  const respond: FauxResponder = async (req, n) => {
+    if (n === 1) {
+      inRequest.resolve();
+      await answer.promise;
+    }
+    return callWorkEachTurn(req, n);
+  };
+  const work = defineTool({
+    name: "work",
+    description: "work",
+    parameters: Type.Object({}),
+    execute: async () => textResult("worked"),
+  });
+  const seen: string[] = [];
+  const observer = (name: string) =>
+    defineExtension({
+      name: "observer",
+      tools: [work],
+      hooks: [
+        hook("pi.generation", {
+          afterResponse: (m) => void seen.push(`${name}:${m.stopReason}`),
+        }),
+      ],
+    });
+  const extensions = createRegistry();
+  extensions.install(observer("old"));
+  const { root } = await open(respond, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await inRequest.promise;
+  extensions.install(observer("new"));
+  answer.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  // One run: its first request kept the old hooks, the request after the tool round asked the new ones.
+  expect(seen).toEqual(["old:toolUse", "new:stop"]);
+});

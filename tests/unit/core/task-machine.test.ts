@@ -8,6 +8,7 @@ import { describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   CommitRefused,
+  type ConversationId,
   defineTask,
   Harness,
   InvalidTransition,
@@ -477,6 +478,7 @@ describe("the task runtime", () => {
 describe("transactions", () => {
   test("a transaction used after its callback ended is refused", async () => {
     const h = await Harness.open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "kept", { x: 0 }));
     let kept: Tx | undefined;
     await h.transaction((tx) => {
       kept = tx;
@@ -486,6 +488,34 @@ describe("transactions", () => {
     );
     expect(() => kept!.writeDoc(1, "late", { x: 1 })).toThrow(InvalidTransition);
     expect(await h.transaction((tx) => tx.readDoc(1, "late"))).toBeUndefined();
+    // Every operation, reads too, and also once an async callback settled, or a callback that threw.
+    const ended: Tx[] = [kept!];
+    await h.transaction(async (tx) => {
+      await Promise.resolve();
+      ended.push(tx);
+    });
+    await h
+      .transaction((tx) => {
+        ended.push(tx);
+        throw new Error("failed callback");
+      })
+      .catch(() => undefined);
+    const operations: Array<[string, (tx: Tx) => unknown]> = [
+      ["readDoc", (tx) => tx.readDoc(1, "kept")],
+      ["docVersion", (tx) => tx.docVersion(1, "kept")],
+      ["getTask", (tx) => tx.getTask(1 as TaskId)],
+      ["conversation", (tx) => tx.conversation(1 as ConversationId)],
+      ["lastEntryId", (tx) => tx.lastEntryId()],
+      ["appendEntry", (tx) => tx.appendEntry(1, { kind: "late" })],
+      ["patchDoc", (tx) => tx.patchDoc(1, "kept", [{ path: ["x"], set: 2 }])],
+      ["retireDoc", (tx) => tx.retireDoc(1, "kept")],
+      ["createConversation", (tx) => tx.createConversation({ kind: "ownerless" })],
+    ];
+    for (const tx of ended)
+      for (const [name, operation] of operations)
+        expect(() => operation(tx), `${name} after the callback ended`).toThrow(InvalidTransition);
+    expect(await h.transaction((tx) => tx.readDoc(1, "kept"))).toEqual({ x: 0 });
+    expect(await h.entries(1)).toEqual([]);
     await engineStillRuns(h);
     await h.close();
   });

@@ -70,6 +70,31 @@ describe("versioned task definitions from extensions", () => {
     expect((await row(image, ids[0]!))?.["version"]).toBe(2);
   });
 
+  test("the migrated checkpoint is the one the task resumes at", async () => {
+    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
+    type V2 = { phase: "go" } | { phase: "renamed"; from: number };
+    const renamed = defineTask<Json, V2, Json>({
+      name: "ext.job",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_task, runtime) => void (await runtime.commit(() => complete("ran the old phase"))),
+        renamed: async (task, runtime) =>
+          void (await runtime.commit(() => complete({ resumedAt: task.state.checkpoint }))),
+      },
+      abort: async () => {},
+      migrate: (input, _checkpoint, from) => ({ input, checkpoint: { phase: "renamed", from } }),
+    });
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "jobs", tasks: [renamed] }));
+    const h = await AgentHarness.open(image, { extensions });
+    cleanups.push(() => h.close());
+    expect(outcome(await done(h, ids[0]!))).toEqual({
+      status: "completed",
+      result: { resumedAt: { phase: "renamed", from: 1 } },
+    });
+  });
+
   test("a failing migration blocks that task alone with the error; the rest runs; a fixed extension takes it", async () => {
     const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
     const { h, extensions, reports } = await openWith(

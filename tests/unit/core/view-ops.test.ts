@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { applyViewChanges, type ViewChange, watchFrame } from "../../../worker/core/view-ops.ts";
-import type { Frame } from "../../../worker/index.ts";
+import type { Conversation, Frame } from "../../../worker/index.ts";
 import {
   applyFrame,
   type ConversationView,
@@ -151,5 +151,38 @@ test("a tab's copy built from the wire frames equals the mount's view after ever
   await catchUp();
   expect(copy?.entries.map((e) => e.kind)).toEqual(["pi.reset", "note"]);
   expect(copy?.docs["app.title"]).toBeUndefined();
+  await watch.stop();
+});
+
+test("a view mounted while commits land takes its entries and documents from one commit, and each later commit once", async () => {
+  const { h } = await open(echo);
+  // Each commit appends note i and sets the counter to i: a view from one commit shows them equal.
+  const consistent = (v: ConversationView) => {
+    const notes = v.entries.filter((e) => e.kind === "note");
+    const last = notes.at(-1)?.data as { i: number } | undefined;
+    const counter = v.docs["app.counter"] as { i: number } | undefined;
+    expect(counter?.i, "the counter matches the newest note").toBe(last?.i);
+    expect(notes.map((e) => (e.data as { i: number }).i)).toEqual(notes.map((_, k) => k + 1));
+  };
+  // Commits one after another, the mount asked for after the fifth, while they go on.
+  let mounting: ReturnType<Conversation["watch"]> | undefined;
+  const commits = (async () => {
+    for (let i = 1; i <= 60; i++) {
+      await h.transaction((tx) => {
+        tx.appendEntry(1, { kind: "note", data: { i } });
+        tx.writeDoc(1, "app.counter", { i });
+      });
+      if (i === 5) mounting = h.conversation(1)!.watch();
+    }
+  })();
+  await expect.poll(() => mounting).toBeDefined();
+  const watch = await mounting!;
+  const frames: Frame<ConversationView>[] = [];
+  watch.start((frame) => void frames.push(frame));
+  consistent(watch.value);
+  await commits;
+  await expect.poll(() => (watch.value.docs["app.counter"] as { i: number } | undefined)?.i).toBe(60);
+  for (const frame of frames) consistent(frame.value);
+  consistent(watch.value);
   await watch.stop();
 });

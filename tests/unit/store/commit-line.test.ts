@@ -8,7 +8,7 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
-import { memoryStore } from "../../../worker/testing.ts";
+import { deferred, memoryStore } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 import { single } from "../core/fixtures.ts";
 
@@ -172,7 +172,8 @@ test("each publication's sequence is greater than the one before, for commits al
 });
 
 test("once admitted, a commit whose caller cancels its signal still commits and resolves", async () => {
-  const h = await Harness.open(await memoryStore());
+  const store = await memoryStore();
+  const h = await Harness.open(store);
   const cancel = new AbortController();
   const entry = await h.transaction(async (tx) => {
     cancel.abort();
@@ -182,7 +183,26 @@ test("once admitted, a commit whose caller cancels its signal still commits and 
   expect(cancel.signal.aborted).toBe(true);
   const stored = await h.transaction((tx) => tx.lastEntryId());
   expect(stored).toBe(entry.id);
+  // Admitted while another holds the line, cancelled before its callback runs: it still commits.
+  const gate = deferred();
+  const holding = h.transaction(async (tx) => {
+    await gate.promise;
+    tx.appendEntry(1, { kind: "app.note", data: "holding" });
+  });
+  const queuedCancel = new AbortController();
+  const queued = h.transaction(
+    (tx) => tx.appendEntry(1, { kind: "app.note", data: "queued" }),
+    queuedCancel.signal,
+  );
+  queuedCancel.abort();
+  gate.resolve();
+  await holding;
+  expect((await queued).data).toBe("queued");
   await h.close();
+  // What the store holds, not only memory.
+  const reopened = await Harness.open(await memoryStore(store.image()));
+  expect((await reopened.entries(1)).map((e) => e.data)).toEqual(["kept", "holding", "queued"]);
+  await reopened.close();
 });
 
 test("reads in a transaction see its own table and document writes, and more table writes may follow reads", async () => {

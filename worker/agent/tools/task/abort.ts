@@ -63,6 +63,9 @@ async function settleAbortedWithHooks(
           signal: runtime.signal,
         })) ?? result;
     } catch (error) {
+      // Reported, and the next runs (spec §7.2); once this invocation is signalled (the harness
+      // closing), the error propagates: abort errors from any hook do.
+      if (runtime.signal.aborted) throw error;
       ctx.services.report(error);
     }
   }
