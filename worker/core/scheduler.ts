@@ -49,7 +49,10 @@ type Resolution =
  */
 interface Plan {
   writes: boolean;
-  starts: Invocation[];
+  /** Tasks to start; their invocations are made only when the plan is carried out (a dry pass discards them). */
+  starts: Start[];
+  /** The invocations of `starts`, made by `#carryOut` (or the dry path that starts without a write). */
+  invocations: Invocation[];
   marked: TaskId[];
   /** Unreadable records handled by this pass, with their diagnostics. */
   corrupt: Array<{ id: TaskId; message: string }>;
@@ -62,6 +65,13 @@ interface Plan {
   blockedOnceStored: Blocked[];
   /** The earliest due time of a timer that is not due yet (its wait otherwise satisfied). */
   nextDue?: number;
+}
+
+/** A task a plan starts: its invocation is made once the plan is carried out. */
+interface Start {
+  readonly taskId: TaskId;
+  readonly mode: InvocationMode;
+  readonly definition: AnyTaskDefinition;
 }
 
 export class Scheduler {
@@ -77,6 +87,15 @@ export class Scheduler {
   /** Tasks whose wake continuation threw at their current checkpoint; the waking task meanwhile. */
   #noWake = new Set<TaskId>();
   #waking: TaskId | undefined;
+  /**
+   * Tasks a plan passed over because an invocation of theirs was still active when they were marked
+   * for abort or their wait was satisfied: when that invocation ends, a drain must look at them
+   * again. Any other task whose invocation ends waiting or terminal leaves a drain nothing to do
+   * (the tasks an invocation ends with a fresh drain for are the others: running, pending): the
+   * commit that made its state was merged, and every merge but a running task's step wakes a drain,
+   * which either plans after the invocation ended (and sees it inactive) or saw the task as it ended.
+   */
+  #passedOver = new Set<TaskId>();
   /** Migration failures reported once per (task, definition object). */
   /** A failed migration per task: the definition it failed with, and its error (reported once). */
   #migrationReported = new Map<TaskId, { definition: AnyTaskDefinition; error: string }>();
@@ -261,10 +280,11 @@ export class Scheduler {
           // Only tasks that are already running (created reserved) start: there is nothing to write,
           // but the commit that made them may still be in flight, so they launch once it committed.
           this.#recovering.clear();
-          for (const invocation of dry.starts) this.#register(invocation);
+          const invocations = dry.starts.map((s) => this.#invocation(s));
+          for (const invocation of invocations) this.#register(invocation);
           this.#recovered();
           await this.session.barrier();
-          for (const invocation of dry.starts) invocation.launch();
+          for (const invocation of invocations) invocation.launch();
           continue;
         }
         // Carried out inside the reserving commit: a second drain can never start the same task.
@@ -277,7 +297,7 @@ export class Scheduler {
         nextDue = plan.nextDue;
         this.#recovered();
         for (const id of plan.marked) this.active.get(id)?.signalAbort();
-        for (const invocation of plan.starts) invocation.launch();
+        for (const invocation of plan.invocations) invocation.launch();
       }
     } catch (error) {
       // A wake continuation threw: that checkpoint's handler runs instead (next pass).
@@ -314,6 +334,7 @@ export class Scheduler {
     const plan: Plan = {
       writes: false,
       starts: [],
+      invocations: [],
       marked: [],
       corrupt: [],
       unblocked: [],
@@ -379,10 +400,16 @@ export class Scheduler {
     const queue = [...live];
     for (let k = 0; k < queue.length; k++) {
       const id = queue[k]!;
-      if (this.active.has(id)) continue;
       const t = overlay.task(id)!;
       const status = t.state.status;
       if (status === "terminal" || status === "completing") continue;
+      if (this.active.has(id)) {
+        // Marked for abort, or a wait satisfied, while the invocation that began it still runs:
+        // looked at again when that invocation ends (see `ended`).
+        if (t.abortRequested || (status === "waiting" && t.state.on.every((w) => overlay.isTerminal(w))))
+          this.#passedOver.add(id);
+        continue;
+      }
       let mode: InvocationMode;
       if (t.abortRequested) {
         if (overlay.hasLiveOwnedWork(id)) continue;
@@ -418,8 +445,7 @@ export class Scheduler {
       if (status === "running" && !resolution.migrated && resolution.definition.version === t.version) {
         // Already reserved (created so, or left running by an invocation that stopped early): start
         // it without a write.
-        const invocation = new Invocation(this, id, mode, resolution.definition);
-        plan.starts.push(invocation);
+        plan.starts.push({ taskId: id, mode, definition: resolution.definition });
         continue;
       }
       const checkpoint = resolution.migrated?.checkpoint ?? (t.state as { checkpoint: Json }).checkpoint;
@@ -439,8 +465,7 @@ export class Scheduler {
           continue;
         }
       }
-      const invocation = new Invocation(this, id, mode, resolution.definition);
-      plan.starts.push(invocation);
+      plan.starts.push({ taskId: id, mode, definition: resolution.definition });
     }
     if (this.#recovering.size > 0) {
       const starting = new Set(plan.starts.map((i) => i.taskId));
@@ -464,7 +489,15 @@ export class Scheduler {
       this.diagnostics.push({ id, message });
     }
     for (const id of plan.unblocked) this.blocked.delete(id);
-    for (const invocation of plan.starts) this.#register(invocation);
+    for (const start of plan.starts) {
+      const invocation = this.#invocation(start);
+      plan.invocations.push(invocation);
+      this.#register(invocation);
+    }
+  }
+
+  #invocation(start: Start): Invocation {
+    return new Invocation(this, start.taskId, start.mode, start.definition);
   }
 
   /**
@@ -580,8 +613,12 @@ export class Scheduler {
 
   /** Called by an invocation when it ends. */
   ended(invocation: Invocation): void {
-    if (this.active.get(invocation.taskId) === invocation) this.active.delete(invocation.taskId);
-    this.kick();
+    const id = invocation.taskId;
+    if (this.active.get(id) === invocation) this.active.delete(id);
+    // A drain is needed only if a plan passed the task over while this invocation ran, or the task
+    // is left anything but waiting or terminal (stopped early, marked for abort, handed back).
+    const status = this.session.line.tasks.get(id)?.state.status;
+    if (this.#passedOver.delete(id) || (status !== "waiting" && status !== "terminal")) this.kick();
   }
 
   /**

@@ -138,3 +138,20 @@ test("callers get their own arrays: changing one does not change the next deriva
   view.contributions[0]!.pop();
   expectSameAsScratch(list);
 });
+
+test("a view handed out before the list grew keeps what it held: the kept derivation grows in place, never a view", () => {
+  const list = [
+    entry(ENTRY.user, [{ role: "user", content: "go", timestamp: 1 }]),
+    entry(ENTRY.assistant, [assistant(["p"])]),
+  ];
+  const before = contextView(list);
+  const beforeContext = deriveContext(list);
+  const snapshot = structuredClone({ before, beforeContext });
+  list.push(entry(ENTRY.toolResult, [result("p")]), entry(ENTRY.assistant, [assistant(["q"])]));
+  expectSameAsScratch(list);
+  list.push(entry(ENTRY.toolResult, [result("q")]));
+  expectSameAsScratch(list);
+  expect({ before, beforeContext }).toEqual(snapshot);
+  // The unanswered call of the first view is still answered there by the synthetic result.
+  expect(before.messages.at(-1)).toMatchObject({ role: "toolResult", toolCallId: "p", isError: true });
+});

@@ -665,4 +665,85 @@ describe("failFast on a held failure", () => {
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["failed", "aborted"] });
     await h.close();
   });
+
+  /**
+   * A waiting task whose invocation still runs (its handler went on after committing the wait) is
+   * passed over by the drains meanwhile; once that invocation ends, it must be looked at again. The
+   * scheduler starts a drain at an invocation's end only when one is needed (scheduler.ts `ended`).
+   */
+  describe("a wait committed by an invocation that is still running", () => {
+    type HeldState = Go | { phase: "after" };
+    function heldWaiter(on: () => TaskId, holdAfterWait: Promise<void>, aborts: string[]) {
+      return defineTask<Json, HeldState, Json>({
+        name: "held-waiter",
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (_t, runtime) => {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "after" },
+              on: [on()],
+              policy: "allSettled",
+            }));
+            // The invocation goes on after its wait was committed.
+            await holdAfterWait;
+          },
+          after: async (_t, runtime) => {
+            await runtime.commit(() => complete("woke"));
+          },
+        },
+        abort: async (_t, runtime) => {
+          aborts.push("abort handler");
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        },
+      });
+    }
+
+    test("a wait satisfied before that invocation ended runs the next phase once it ends", async () => {
+      const releaseChild = deferred();
+      const holdParent = deferred();
+      const child = single("released-child", async (_t, runtime) => {
+        await releaseChild.promise;
+        await runtime.commit(() => complete("child"));
+      });
+      const h = await Harness.open(await memoryStore(), { tasks: [child] });
+      const childId = await h.createTask(child, null, { ownership: { kind: "conversation" } });
+      const parent = heldWaiter(() => childId, holdParent.promise, []);
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      const parentWaits = () => h.inspect().tasks.find((t) => t.record.id === id)?.record.state.status;
+      await until(() => parentWaits() === "waiting", { what: "the parent's wait committed" });
+      releaseChild.resolve();
+      expect(outcome(await done(h, childId))).toEqual({ status: "completed", result: "child" });
+      // Drains that ran meanwhile passed the parent over: its invocation was still running.
+      await settle();
+      expect(parentWaits()).toBe("waiting");
+      holdParent.resolve();
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "woke" });
+      await h.close();
+    });
+
+    test("a task marked for abort before that invocation ended runs its abort handler once it ends", async () => {
+      const holdParent = deferred();
+      const other = parked("unrelated-long-task");
+      const h = await Harness.open(await memoryStore(), { tasks: [other] });
+      const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+      const aborts: string[] = [];
+      const parent = heldWaiter(() => otherId, holdParent.promise, aborts);
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      const parentRecord = () => h.inspect().tasks.find((t) => t.record.id === id)?.record;
+      await until(() => parentRecord()?.state.status === "waiting", { what: "the parent's wait committed" });
+      const aborting = h.abortTask(id);
+      await until(() => parentRecord()?.abortRequested === true, { what: "the parent marked" });
+      await settle();
+      expect(aborts).toEqual([]);
+      holdParent.resolve();
+      expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+      await aborting;
+      expect(aborts).toEqual(["abort handler"]);
+      // The task it waited on is not its own: it runs on.
+      expect(h.inspect().tasks.find((t) => t.record.id === otherId)?.record.state.status).toBe("running");
+      await h.close();
+    });
+  });
 });

@@ -10,6 +10,9 @@
  * exactly what a derivation from scratch would (the kept list is a prefix of the new one, entry for
  * entry, and neither it nor the new entries hold edits, head markers or system entries that would
  * change what came before); anything else derives from scratch. Callers get fresh arrays each time.
+ * A kept derivation is extended in place (its arrays only grow, so a round appends its own entries
+ * and messages instead of copying the whole transcript's): it is never handed out, and nothing is
+ * changed until the extension is known to be exact.
  */
 import type { AssistantMessage, Message, ToolResultMessage } from "@mariozechner/pi-ai";
 import type { EntryEdit, EntryId, EntryRecord } from "../../core/types.ts";
@@ -130,19 +133,24 @@ function unsent(m: AssistantMessage): boolean {
   );
 }
 
-/** A derivation kept for extending: its source list and what it derived, never handed out. */
+/**
+ * A derivation kept for extending: its source list and what it derived, never handed out. `extend`
+ * appends to its arrays (never changing what they hold) and moves `lastAssistant` and `tail`.
+ */
 interface Derived {
-  readonly source: readonly EntryRecord[];
+  /** A copy of the list it derives, grown with it. */
+  readonly source: EntryRecord[];
   readonly head: EntryRecord | undefined;
-  readonly entries: readonly EntryRecord[];
-  readonly contributions: readonly Message[][];
+  readonly entries: EntryRecord[];
+  readonly contributions: Message[][];
   /** Every non-system contribution, in order (what pairResults reads). */
-  readonly flat: readonly Message[];
+  readonly flat: Message[];
   /** Where the last assistant message of `flat` is (0 without one): results pair from there on. */
-  readonly lastAssistant: number;
+  lastAssistant: number;
   /** pairResults of `flat` before `lastAssistant`: final, whatever is appended. */
-  readonly settled: readonly Message[];
-  readonly messages: readonly Message[];
+  readonly settled: Message[];
+  /** pairResults of `flat` from `lastAssistant` on: the messages after `settled`. */
+  tail: readonly Message[];
   readonly sections: Readonly<Record<string, string | null>>;
   readonly tools: readonly string[];
   readonly systemPrompt: string | undefined;
@@ -181,7 +189,7 @@ function deriveFromScratch(all: readonly EntryRecord[]): Derived {
     flat,
     lastAssistant,
     settled,
-    messages: settled.concat(pairResults(flat.slice(lastAssistant))),
+    tail: pairResults(flat.slice(lastAssistant)),
     sections,
     tools,
     systemPrompt: text.length > 0 ? text.join("\n\n") : undefined,
@@ -189,7 +197,10 @@ function deriveFromScratch(all: readonly EntryRecord[]): Derived {
   };
 }
 
-/** `before` extended by the entries `all` adds to its source, or undefined when that is not exact. */
+/**
+ * `before` extended in place by the entries `all` adds to its source, or undefined (and `before`
+ * unchanged) when that is not exact.
+ */
 function extend(before: Derived, all: readonly EntryRecord[]): Derived | undefined {
   const source = before.source;
   if (before.edited || all.length < source.length) return undefined;
@@ -203,24 +214,25 @@ function extend(before: Derived, all: readonly EntryRecord[]): Derived | undefin
     // activeRange keeps, after a head marker, the entries from its head on.
     if (headId === undefined || entry.id >= headId) added.push(entry);
   }
-  const contributions = before.contributions.concat(added.map((entry) => contribution(entry, undefined)));
-  const flat = before.flat.concat(...contributions.slice(before.contributions.length));
+  // Everything that can throw is done before `before` changes.
+  const contributions = added.map((entry) => contribution(entry, undefined));
+  const { flat } = before;
+  const from = flat.length;
+  for (const c of contributions) for (const m of c) flat.push(m);
   const lastAssistant = lastAssistantIn(flat, before.lastAssistant);
-  const settled =
-    lastAssistant === before.lastAssistant
-      ? before.settled
-      : before.settled.concat(pairResults(flat.slice(before.lastAssistant, lastAssistant)));
-  return {
-    ...before,
-    source: all.slice(),
-    entries: before.entries.concat(added),
-    contributions,
-    flat,
-    lastAssistant,
-    settled,
-    messages: settled.concat(pairResults(flat.slice(lastAssistant))),
-  };
+  if (lastAssistant !== before.lastAssistant)
+    for (const m of pairResults(flat.slice(before.lastAssistant, lastAssistant))) before.settled.push(m);
+  if (lastAssistant !== before.lastAssistant || flat.length !== from)
+    before.tail = pairResults(flat.slice(lastAssistant));
+  before.lastAssistant = lastAssistant;
+  for (let i = source.length; i < all.length; i++) before.source.push(all[i]!);
+  for (const entry of added) before.entries.push(entry);
+  for (const c of contributions) before.contributions.push(c);
+  return before;
 }
+
+/** The messages a request sends: a fresh array. */
+const messagesOf = (d: Derived): Message[] => d.settled.concat(d.tail);
 
 function derive(all: readonly EntryRecord[]): Derived {
   const first = all[0];
@@ -237,7 +249,7 @@ export function contextView(all: readonly EntryRecord[]): ContextView {
     entries: d.entries.slice(),
     contributions: d.contributions.map((c) => c.slice()),
     systemPrompt: d.systemPrompt,
-    messages: d.messages.slice(),
+    messages: messagesOf(d),
     tools: d.tools.slice(),
     sections: { ...d.sections },
   };
@@ -247,7 +259,7 @@ export function deriveContext(entries: readonly EntryRecord[]): DerivedContext {
   const d = derive(entries);
   return {
     systemPrompt: d.systemPrompt,
-    messages: d.messages.slice(),
+    messages: messagesOf(d),
     tools: d.tools.slice(),
     sections: { ...d.sections },
   };
