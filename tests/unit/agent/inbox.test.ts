@@ -60,6 +60,30 @@ describe("submissions", () => {
     expect(root.busy).toBe(false);
   });
 
+  test("a conversation is busy for its whole run: at every commit from the input's placement, through its tool turn and the boundary between its turns, up to the answer; idle in the commit that answers", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [tool],
+    });
+    const busy: boolean[] = [];
+    const stop = h.subscribe(() => void busy.push(root.busy));
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    expect(root.busy).toBe(true);
+    release.resolve();
+    const settled = await sub.wait();
+    stop();
+    const entries = await transcript(root);
+    // Two turns: the call, its result, then the answer.
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.assistant"]);
+    expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
+    // The placing commit through every commit of both turns: busy; the answering commit: idle.
+    expect(busy.length).toBeGreaterThan(4);
+    expect(busy.slice(0, -1).every((b) => b)).toBe(true);
+    expect(busy.at(-1)).toBe(false);
+    expect(root.busy).toBe(false);
+  });
+
   test("a run whose task is aborted settles its input unanswered (aborted) and ends at a final boundary: the follow-up queued before the abort starts the next run (a departure, NOT-APPLICABLE [6])", async () => {
     const hold = deferred();
     const { h, root } = await open(async (req, n) => {
