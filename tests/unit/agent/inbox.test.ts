@@ -461,6 +461,7 @@ describe("submission records", () => {
     const placed = await root.submit({ type: "input", content: "one" });
     const queued = await root.submit({ type: "input", content: "two" });
     const write = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
+    const kept = await root.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
     const p = await placed.record();
     expect(p.status).toBe("placed");
     expect(p.entry).toEqual(expect.any(Number));
@@ -477,6 +478,15 @@ describe("submission records", () => {
     await placed.wait();
     const done = await placed.record();
     expect(done).toMatchObject({ status: "done", entry: p.entry, answer: expect.any(Number) });
+    // A write has no placed status and no answer: placed at the boundary, it is done with its entry only.
+    const note = (await transcript(root)).find((e) => e.kind === "app.note")!;
+    expect(await kept.record()).toEqual({
+      id: kept.id,
+      conversationId: root.id,
+      type: "write",
+      status: "done",
+      entry: note.id,
+    });
   });
 
   test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {
