@@ -168,6 +168,13 @@ describe("conversations", () => {
     });
     const grandchild = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
     expect(await grandchild.agentState()).toEqual({ instructions: "Child's own.", thinkingLevel: "low" });
+    // Its provider session is its own, never the owner's (spec §2.2 pi.provider).
+    const sessions = await Promise.all(
+      [root.id, child.id, grandchild.id].map(
+        async (id) => (await h.doc<{ sessionId: string }>(id, "pi.provider"))!.sessionId,
+      ),
+    );
+    expect(new Set(sessions).size).toBe(3);
     await h.abortTask(worker);
   });
 
