@@ -391,6 +391,9 @@ describe("the inbox", () => {
     const hint = { role: "user", content: "a hint", timestamp: 0 };
     const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
     await root.abort();
+    // Resolved only once the scope is idle: the run and its tool task are over.
+    expect(root.busy).toBe(false);
+    expect(h.inspect().tasks).toEqual([]);
     expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect((await write.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
