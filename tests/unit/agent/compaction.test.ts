@@ -352,6 +352,17 @@ describe("Conversation.compact()", () => {
     });
   });
 
+  test("a compaction under way does not make the conversation busy: an input is placed at once and answered while the summary is still awaited", async () => {
+    const { h, root, gate, taskId } = await compactionInFlight();
+    expect(root.busy).toBe(false);
+    const sub = await root.submit({ type: "input", content: "meanwhile", whenBusy: "reject" });
+    expect((await sub.record()).status).toBe("placed");
+    expect((await sub.wait()).status).toBe("done");
+    expect((await h.getTask(taskId))?.state.status).not.toBe("terminal");
+    gate.resolve();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  });
+
   test("Conversation.abort() aborts a compaction under way: no entry, no status", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     const usage = () => JSON.stringify(h.docNow(1, "pi.usage"));

@@ -10,9 +10,10 @@ import type { Tx } from "../../../worker/core/define.ts";
 import { type ChangeSet, ROOT_CONVERSATION_ID } from "../../../worker/core/types.ts";
 import { AgentHarness, configure, defineEntry, Harness } from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
-import { complete, single } from "../core/fixtures.ts";
+import { complete, parked, single } from "../core/fixtures.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
 
+const parkedWorker = parked("conversations.worker");
 const BUILT_IN_DOCS = ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider"] as const;
 
 describe("conversations", () => {
@@ -145,6 +146,7 @@ describe("conversations", () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
       tools: [tool],
+      tasks: [parkedWorker],
     });
     await root.configure({ instructions: "Be terse.", thinkingLevel: "low" });
     const sub = await root.submit({ type: "input", content: "go" });
@@ -158,6 +160,22 @@ describe("conversations", () => {
     expect(await child.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
+    // The owner task's own conversation, not the root: a task running in `child` owns the next one.
+    await child.configure({ instructions: "Child's own." });
+    const worker = await h.createTask(parkedWorker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: child.id,
+    });
+    const grandchild = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
+    expect(await grandchild.agentState()).toEqual({ instructions: "Child's own.", thinkingLevel: "low" });
+    // Its provider session is its own, never the owner's (spec §2.2 pi.provider).
+    const sessions = await Promise.all(
+      [root.id, child.id, grandchild.id].map(
+        async (id) => (await h.doc<{ sessionId: string }>(id, "pi.provider"))!.sessionId,
+      ),
+    );
+    expect(new Set(sessions).size).toBe(3);
+    await h.abortTask(worker);
   });
 
   test("a conversation keeps its recorded owner after the owner task ended, also after a reopen", async () => {
@@ -190,6 +208,30 @@ describe("conversations", () => {
     for (const [i, name] of BUILT_IN_DOCS.entries()) expect(await h.doc(seen.id, name)).toEqual(seen.docs[i]);
   });
 
+  test("the creation hook runs inside a raw tx.forkConversation too: the fork's built-in documents, its own session id among them, are there before the call returns, and a configure later in the callback overrides its agent copy", async () => {
+    const { h, root } = await open(echo);
+    await root.configure({ instructions: "Parent's." });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const parentSession = (await h.doc<{ sessionId: string }>(root.id, "pi.provider"))!.sessionId;
+    const seen = await h.transaction((tx) => {
+      const child = tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } });
+      const docs = BUILT_IN_DOCS.map((name) => tx.readDoc(child.id, name));
+      configure(tx, child.id, { instructions: "Child's." });
+      return { id: child.id, docs };
+    });
+    expect(seen.docs.slice(0, 4)).toEqual([
+      { instructions: "Parent's." },
+      {},
+      { items: [] },
+      { models: {}, tools: {} },
+    ]);
+    expect(seen.docs[4]).toMatchObject({ sessionId: expect.any(String) });
+    expect((seen.docs[4] as { sessionId: string }).sessionId).not.toBe(parentSession);
+    expect(await h.conversation(seen.id)!.agentState()).toEqual({ instructions: "Child's." });
+    expect(await root.agentState()).toEqual({ instructions: "Parent's." });
+  });
+
   test("onConversationCreated runs after the built-in hook in the creating commit; a throw there creates nothing", async () => {
     let fail = false;
     const seen: Array<{ id: number; live: unknown }> = [];
@@ -203,12 +245,23 @@ describe("conversations", () => {
     const made = await h.createConversation({ ownership: { kind: "ownerless" } });
     expect(seen.at(-1)).toEqual({ id: made.id, live: {} });
     expect(await h.doc(made.id, "app.tag")).toEqual({ by: "host" });
+    // Every creation path: a raw creation, a fork and a raw fork, each after the built-in hook.
+    await (await made.submit({ type: "input", content: "one" })).wait();
+    const at = (await made.entries()).at(-1)!.id;
+    const raw = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    const forked = (await made.fork(at, { ownership: { kind: "ownerless" } })).id;
+    const rawFork = await h.transaction(
+      (tx) => tx.forkConversation(made.id, at, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(seen.slice(-3)).toEqual([raw, forked, rawFork].map((id) => ({ id, live: {} })));
+    for (const id of [raw, forked, rawFork]) expect(await h.doc(id, "app.tag")).toEqual({ by: "host" });
     fail = true;
     await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toThrow(
       "refused by the host",
     );
-    expect(h.conversation(made.id + 1)).toBeUndefined();
-    expect(await h.transaction((tx) => tx.conversation(made.id + 1))).toBeUndefined();
+    await expect(made.fork(at, { ownership: { kind: "ownerless" } })).rejects.toThrow("refused by the host");
+    expect(h.conversation(rawFork + 1)).toBeUndefined();
+    expect(await h.transaction((tx) => tx.conversation(rawFork + 1))).toBeUndefined();
   });
 
   test("a conversation made by a plain core harness has no built-in documents; Conversation.agent() reads the absent pi.agent as {} and writes nothing", async () => {

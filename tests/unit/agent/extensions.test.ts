@@ -271,6 +271,10 @@ describe("selection in pi.agent", () => {
     expect(h.services.agent(root.id).extensions).toEqual(["b", "c"]);
     await root.configure({ extensions: { remove: ["c"], add: ["c"] } });
     expect(h.services.agent(root.id).extensions).toEqual(["a", "b"]);
+    // An edit applies to the host default, never to a selection stored before it (an array here).
+    await root.configure({ extensions: ["b"] });
+    await root.configure({ extensions: { add: ["c"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["a", "b", "c"]);
     await root.configure({ extensions: null, tools: { remove: ["beta"] } });
     expect([...h.services.agent(root.id).tools.keys()]).toEqual(["alpha", "shared", "gamma"]);
     await root.configure({ tools: ["gamma", "alpha", "gamma"] });

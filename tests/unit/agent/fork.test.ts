@@ -15,6 +15,7 @@ import {
   defineTool,
   EntryNotVisible,
   type EntryRecord,
+  InvalidTransition,
   type Tx,
   UnknownConversation,
 } from "../../../worker/index.ts";
@@ -283,7 +284,9 @@ describe("fork", () => {
         tx.forkConversation(root.id, at, ownerless);
       }),
     ).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
-    await expect(root.fork(at, { ownership: undefined as never })).rejects.toThrow(/explicit ownership/);
+    const unowned = await root.fork(at, { ownership: undefined as never }).catch((e: unknown) => e);
+    expect(unowned).toBeInstanceOf(InvalidTransition);
+    expect((unowned as Error).message).toMatch(/explicit ownership/);
   });
 
   test("a fork's source may not change in the forking commit: a write to the parent's copied document after the fork is refused as one before it; the copy is the committed value and no task is copied", async () => {

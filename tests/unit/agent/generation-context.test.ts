@@ -75,6 +75,23 @@ describe("deriveContext", () => {
     ]);
     expect(messages[3]).toMatchObject({ role: "toolResult", toolCallId: "c2", toolName: "t", isError: true });
     expect(messages[2]).toMatchObject({ isError: false });
+    // At the tail (an interrupted run, a fork cut after the call), with nothing after it.
+    const tail = deriveContext([user("q"), assistant([call("c3")], "toolUse")]).messages;
+    expect(tail.map((m) => m.role)).toEqual(["user", "assistant", "toolResult"]);
+    expect(tail[2]).toMatchObject({ toolCallId: "c3", isError: true });
+    // A result found before its call precedes no call of its own: dropped, and the call synthesized.
+    const early = deriveContext([
+      user("q"),
+      result("c4", "too early"),
+      assistant([call("c4")], "toolUse"),
+      user("next"),
+    ]).messages;
+    expect(early.map((m) => [m.role, m.role === "toolResult" ? m.isError : textOf(m)])).toEqual([
+      ["user", "q"],
+      ["assistant", "call:t"],
+      ["toolResult", true],
+      ["user", "next"],
+    ]);
   });
 
   test("edits: the newest edit per target within the active range omits or replaces its messages; the raw entries stay", () => {
@@ -100,6 +117,26 @@ describe("deriveContext", () => {
         edit([{ target: second.id, action: "replace", messages: replacement as never }]),
       ]),
     ).toEqual(["first", "second, shortened", "answer"]);
+    // The newest wins whatever the actions: an omit after a replace omits, a second replace wins.
+    const later = [{ role: "user", content: "second, again", timestamp: 1 }];
+    expect(
+      texts([
+        first,
+        second,
+        answer,
+        edit([{ target: second.id, action: "replace", messages: replacement as never }]),
+        edit([{ target: second.id, action: "omit" }]),
+      ]),
+    ).toEqual(["first", "answer"]);
+    expect(
+      texts([
+        first,
+        second,
+        answer,
+        edit([{ target: second.id, action: "replace", messages: replacement as never }]),
+        edit([{ target: second.id, action: "replace", messages: later as never }]),
+      ]),
+    ).toEqual(["first", "second, again", "answer"]);
     // Within the active range only (spec §2.1, rules 3-4): after a head at `second`, `first` and its
     // edits are out of the range; the omit of `second`, appended after it, still applies, and a newer
     // replace of it wins over that omit.
@@ -122,6 +159,24 @@ describe("deriveContext", () => {
         edit([{ target: second.id, action: "replace", messages: again as never }]),
       ]),
     ).toEqual(["second v2"]);
+  });
+
+  test("with a head, the context is that newest marker, then the range's entries that carry no head: an older marker inside the range is left out", () => {
+    const marked = (text: string, head: (self: number) => number): EntryRecord => {
+      const e = user(text);
+      return { ...e, head: head(e.id) };
+    };
+    const first = user("first");
+    const answer = assistant("answer");
+    const reset = marked("reset", (self) => self);
+    const after = user("after");
+    // The newest marker reaches back past the older one: its range holds that marker, which stays out.
+    const summary = marked("summary", () => answer.id);
+    const tail = assistant("tail");
+    const { messages } = deriveContext([first, answer, reset, after, summary, tail]);
+    expect(messages.map(textOf)).toEqual(["summary", "answer", "after", "tail"]);
+    // Without a head, the whole range.
+    expect(deriveContext([first, answer, after]).messages.map(textOf)).toEqual(["first", "answer", "after"]);
   });
 
   test("a tool result whose call is nowhere in the context is dropped", () => {

@@ -60,6 +60,30 @@ describe("submissions", () => {
     expect(root.busy).toBe(false);
   });
 
+  test("a conversation is busy for its whole run: at every commit from the input's placement, through its tool turn and the boundary between its turns, up to the answer; idle in the commit that answers", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [tool],
+    });
+    const busy: boolean[] = [];
+    const stop = h.subscribe(() => void busy.push(root.busy));
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    expect(root.busy).toBe(true);
+    release.resolve();
+    const settled = await sub.wait();
+    stop();
+    const entries = await transcript(root);
+    // Two turns: the call, its result, then the answer.
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.assistant"]);
+    expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
+    // The placing commit through every commit of both turns: busy; the answering commit: idle.
+    expect(busy.length).toBeGreaterThan(4);
+    expect(busy.slice(0, -1).every((b) => b)).toBe(true);
+    expect(busy.at(-1)).toBe(false);
+    expect(root.busy).toBe(false);
+  });
+
   test("a run whose task is aborted settles its input unanswered (aborted) and ends at a final boundary: the follow-up queued before the abort starts the next run (a departure, NOT-APPLICABLE [6])", async () => {
     const hold = deferred();
     const { h, root } = await open(async (req, n) => {
@@ -383,6 +407,9 @@ describe("the inbox", () => {
     const hint = { role: "user", content: "a hint", timestamp: 0 };
     const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
     await root.abort();
+    // Resolved only once the scope is idle: the run and its tool task are over.
+    expect(root.busy).toBe(false);
+    expect(h.inspect().tasks).toEqual([]);
     expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect((await write.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
@@ -453,6 +480,7 @@ describe("submission records", () => {
     const placed = await root.submit({ type: "input", content: "one" });
     const queued = await root.submit({ type: "input", content: "two" });
     const write = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
+    const kept = await root.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
     const p = await placed.record();
     expect(p.status).toBe("placed");
     expect(p.entry).toEqual(expect.any(Number));
@@ -469,6 +497,15 @@ describe("submission records", () => {
     await placed.wait();
     const done = await placed.record();
     expect(done).toMatchObject({ status: "done", entry: p.entry, answer: expect.any(Number) });
+    // A write has no placed status and no answer: placed at the boundary, it is done with its entry only.
+    const note = (await transcript(root)).find((e) => e.kind === "app.note")!;
+    expect(await kept.record()).toEqual({
+      id: kept.id,
+      conversationId: root.id,
+      type: "write",
+      status: "done",
+      entry: note.id,
+    });
   });
 
   test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {

@@ -112,6 +112,33 @@ describe("document versions", () => {
     expect(writes).toHaveLength(1);
   });
 
+  test("open migrates no custom document: a loaded conversation's older value stays as stored, even with its definition given, until typed access", async () => {
+    const faux = fauxAgentModel(() => new Promise<never>(() => undefined)); // the run never answers
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref });
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    // Live work in the conversation: the next open loads its documents.
+    await (await h.root()).submit({ type: "input", content: "hi" });
+    const image = store.image();
+    await h.close();
+    const calls: number[] = [];
+    const notes = v2(calls);
+    const reopened = await memoryStore(image);
+    const again = await AgentHarness.open(reopened, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      documents: [notes],
+    });
+    opened.push(again);
+    expect(again.conversation(1)!.busy).toBe(true);
+    expect(calls).toEqual([]);
+    expect(await row(reopened)).toEqual({ version: 1, value: { items: ["a"] } });
+    // Typed access migrates it (in memory for a snapshot).
+    expect(await again.snapshot(notes, 1)).toEqual({ entries: [{ text: "a" }] });
+    expect(calls).toEqual([1]);
+    faux.unregister();
+  });
+
   test("an older stored version with no migrate is refused, not guessed", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));

@@ -83,6 +83,35 @@ describe("taskGraph() and inspect() take the specification's shapes", () => {
     expect(h.inspect().submissions).toEqual([]);
   });
 
+  test("submissions are listed by id, not by status, and one settled while others live is left out", async () => {
+    const { tool, started, release } = gatedTool();
+    const second = deferred();
+    const calls = callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 2) await second.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    const work = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const later = await root.submit({ type: "input", content: "later" }); // followUp: stays queued
+    const now = await root.submit({ type: "input", content: "now", whenBusy: "steer" });
+    const note = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
+    release.resolve();
+    // The post-tools boundary placed the steer and the write (done); the follow-up waits on.
+    await until(() => faux.requests.length === 2, { what: "the request after the tool round" });
+    expect((await note.record()).status).toBe("done");
+    expect(h.inspect().submissions.map((s) => [s.id, s.status])).toEqual([
+      [work.id, "placed"],
+      [later.id, "queued"],
+      [now.id, "placed"],
+    ]);
+    second.resolve();
+    expect((await later.wait()).status).toBe("done");
+  });
+
   test("a task without a definition is blocked with the reason; the graph shows it pending at its phase", async () => {
     const { image, ids } = await storeWith([parked("ghost")]);
     const h = await Harness.open(image, { tasks: [ping] });

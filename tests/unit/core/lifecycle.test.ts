@@ -165,12 +165,20 @@ describe("Harness.waitForIdle", () => {
       return echo(req, n);
     });
     const sub = await root.submit({ type: "input", content: "one" });
+    // Other waiters on the same work: the harness's and the conversation's, not cancelled.
+    const others = [h.waitForIdle(), root.waitForIdle()];
     const cancel = new AbortController();
     const waiting = h.waitForIdle(cancel.signal);
+    const cancelRoot = new AbortController();
+    const waitingRoot = root.waitForIdle(cancelRoot.signal);
     cancel.abort();
+    cancelRoot.abort();
     await expect(waiting).rejects.toThrow(WaitCancelled);
+    await expect(waitingRoot).rejects.toThrow(WaitCancelled);
     hold.resolve();
     expect((await sub.wait()).status).toBe("done");
+    await Promise.all(others);
+    expect((await h.tasks()).map((t) => t.abortRequested)).toEqual([false]);
   });
 });
 

@@ -46,12 +46,26 @@ test("ownership is never inferred: tx.createTask without it is refused, also ins
 });
 
 test("ownership is never inferred: creating a conversation without naming its ownership is refused", async () => {
-  const h = await Harness.open(await memoryStore());
+  const holder = parked("holder");
+  const h = await Harness.open(await memoryStore(), { tasks: [holder] });
   await expect(h.transaction((tx) => tx.createConversation(undefined as never))).rejects.toBeInstanceOf(
     InvalidTransition,
   );
+  // The two kinds only: anything else is refused like a missing ownership.
+  await expect(
+    h.transaction((tx) => tx.createConversation({ kind: "conversation" } as never)),
+  ).rejects.toBeInstanceOf(InvalidTransition);
   const made = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
   expect(made.owner).toBeUndefined();
+  // Task ownership names the task only; the owner's conversation is derived from the task's record:
+  // here `made`, not the root a creation from outside any conversation would point at.
+  const taskId = await h.createTask(holder, null, {
+    ownership: { kind: "conversation" },
+    conversationId: made.id,
+  });
+  const owned = await h.transaction((tx) => tx.createConversation({ kind: "task", taskId }));
+  expect(owned.owner).toEqual({ taskId, conversationId: made.id });
+  await h.abortTask(taskId);
   await h.close();
 });
 

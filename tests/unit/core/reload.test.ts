@@ -141,6 +141,25 @@ test("uninstalling an extension mid-run: the running phase keeps its tool, the n
   expect(systems[0]).toEqual(before[0]);
   expect(before).toHaveLength(1);
   expect(h.docNow(root.id, "pi.agent")).toEqual(agentBefore);
+  // Installed again, with a new declaration: the next preparation adds it back in one delta, and the
+  // request declares the tool as it is now.
+  const again = defineTool({
+    name: "work",
+    description: "installed again",
+    parameters: Type.Object({}),
+    execute: async () => textResult("worked again"),
+  });
+  extensions.install(defineExtension({ name: "worker", tools: [again] }));
+  expect(await (await root.submit({ type: "input", content: "two" })).wait()).toMatchObject({
+    status: "done",
+  });
+  const added = (await root.entries())
+    .filter((e) => e.kind === "pi.system")
+    .map((e) => (e.model as unknown as Array<{ toolsAdded?: string[]; toolsRemoved?: string[] }>)[0]!);
+  expect(added.slice(2).map((m) => [m.toolsAdded, m.toolsRemoved])).toEqual([[["work"], undefined]]);
+  expect(faux.requests.at(-2)!.declarations.map((d) => [d.name, d.description])).toEqual([
+    ["work", "installed again"],
+  ]);
 });
 
 test("a run sees a replacement from its next phase on: the request after the tool round asks the new hooks", async () => {

@@ -8,7 +8,7 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
-import { deferred, memoryStore } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 import { single } from "../core/fixtures.ts";
 
@@ -45,6 +45,16 @@ test("an entry, a task, a document write and usage written in one commit are not
       entries: sql.get("SELECT COUNT(*) AS n FROM entries"),
       tasks: sql.get("SELECT COUNT(*) AS n FROM tasks"),
     }));
+  // Publication: a commit listener, and the conversation's watch it feeds, hear of a stored commit.
+  const heard: string[] = [];
+  const stopHeard = h.subscribe((change) => void heard.push(JSON.stringify(change)));
+  const watch = await root.watch();
+  const frames: string[] = [];
+  watch.start((frame) => void frames.push(JSON.stringify(frame.value)));
+  await h.transaction((tx) => tx.writeDoc(1, "test.note", { text: "stored" }));
+  await until(() => frames.length === 1, { what: "the watch's frame of the stored commit" });
+  expect(heard).toHaveLength(1);
+  expect(frames[0]).toContain("stored");
   const entriesBefore = await root.entries();
   const storedBefore = await stored();
   // Synchronous readers of committed state (the hook cannot await).
@@ -84,8 +94,14 @@ test("an entry, a task, a document write and usage written in one commit are not
   expect(await stored()).toEqual(storedBefore);
   const again = await Harness.open(await memoryStore(store.image()), { tasks: [job] });
   expect(await again.tasks({ kind: "never-created" })).toEqual([]);
-  expect(await again.doc(1, "test.note")).toBeUndefined();
+  expect(await again.doc(1, "test.note")).toEqual({ text: "stored" });
   await again.close();
+  // Nothing of the failed commit was published: no listener call, no frame handed to the watch.
+  expect(heard).toHaveLength(1);
+  expect(watch.pending).toBe(0);
+  expect(frames).toHaveLength(1);
+  stopHeard();
+  await watch.stop();
 });
 
 test("an admitted input that starts a run does not make the conversation busy before its COMMIT", async () => {
