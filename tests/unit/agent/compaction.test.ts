@@ -162,10 +162,15 @@ describe("Conversation.compact()", () => {
       settings: { compaction: { keepRecentTokens: 250 } },
     });
     await chat(root, 4); // 8 entries of about 100 tokens
-    const before = (await root.entries()).length;
+    const raw = await root.entries();
+    const before = raw.length;
     // The commit that places the summary: what else it writes.
     const placing: Array<{ task?: unknown; compactions?: unknown; live: boolean }> = [];
+    // Every committed record of the compaction task, in commit order.
+    const records: Array<{ version: number; state: unknown }> = [];
     h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.kind === "pi.compaction") records.push({ version: t.version, state: t.state });
       if (!change.entries.some((e) => e.kind === "pi.compaction")) return;
       const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
       placing.push({
@@ -192,8 +197,12 @@ describe("Conversation.compact()", () => {
     // Entries 1-5 are summarized (about 500 tokens), 6-8 kept (about 300 >= 250).
     expect(prompt).toContain("[User]: q3");
     expect(prompt).not.toContain("q4");
+    // The task is created at `select` and nothing else (version 2 here: tests/NOT-APPLICABLE.md [8.7]).
+    expect(records[0]).toEqual({ version: 2, state: { status: "pending", checkpoint: { phase: "select" } } });
+    // Raw history stays: every entry before the summary is still stored, unchanged.
     const entries = await root.entries();
     expect(entries).toHaveLength(before + 1);
+    expect(entries.slice(0, before)).toEqual(raw);
     const compaction = entries.at(-1)!;
     expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
     expect(textOf((compaction.model as unknown as Message[])[0]!)).toBe(
@@ -470,6 +479,11 @@ describe("compaction a generation waits for", () => {
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
     // Blocking only above 100,000 tokens; background from 100,000 - 99,500 = 500.
     const { h, root, faux } = await small(echoOrSummary, 100_100, 99_500);
+    // Every wait any task commits: none may be on the background compaction.
+    const waits: unknown[][] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.state.status === "waiting") waits.push([...t.state.on]);
+    });
     let turn = 0;
     while (!faux.requests.some(isSummary) && turn < 12) {
       turn++;
@@ -482,6 +496,9 @@ describe("compaction a generation waits for", () => {
     );
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
+    // Owned by the conversation, not by the generation that started it; nobody waits on it.
+    expect(started[0]!.owner).toBeUndefined();
+    expect(waits.flat()).not.toContain(started[0]!.id);
     // Background work is not part of the conversation's idleness: wait for the task itself.
     const compactions = [await h.waitForTask(started[0]!.id)];
     const result = (compactions[0]!.state as unknown as { outcome: { result: { submissionId?: number } } })
