@@ -110,6 +110,14 @@ describe("the cut", () => {
     expect(selectCut(range, 1500)).toBe(5);
     // Reached exactly at the steer (3): not a candidate, so the cut moves on to 5.
     expect(selectCut(range, 2005)).toBe(5);
+    // A user entry after a call no result follows (a fork cut, an interrupted tail) is a cut point.
+    const unanswered = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      user(3, "u".repeat(400)),
+      assistant(5, "ok"),
+    ];
+    expect(selectCut(unanswered, 100)).toBe(3);
   });
 
   test("a tool result and a system entry are never cut points, even when the budget is reached at them", () => {
@@ -125,6 +133,50 @@ describe("the cut", () => {
     expect(selectCut(range, 2001)).toBe(5);
     // Reached at the tool result (3): the next candidate is 5, never 3 or 4.
     expect(selectCut(range, 4001)).toBe(5);
+  });
+});
+
+describe("the cut reads contributions", () => {
+  // Spec §8.7: range selection is a function of each entry's contribution, its model messages after
+  // every edit in the range and without failed answers (§2.1 rules 4 and 9), not of its raw messages.
+  const hundred = (c: string) => c.repeat(400); // 100 tokens
+  test("a failed answer adds nothing to the walk and is never the cut", () => {
+    const failed = assistant(4, "e".repeat(8000)); // 2,000 tokens, were it counted
+    (failed.model as unknown as Array<{ stopReason: string }>)[0]!.stopReason = "error";
+    const range = [
+      user(1, hundred("q")),
+      assistant(2, hundred("a")),
+      user(3, hundred("r")),
+      failed,
+      user(5, hundred("s")),
+      assistant(6, hundred("t")),
+    ];
+    // 6 and 5 make 200, the failed answer nothing, 3 reaches 250: the cut is 3, never 4.
+    expect(selectCut(range, 250)).toBe(3);
+  });
+
+  test("an entry an edit omits adds nothing to the walk and is never the cut", () => {
+    const redact = { id: 7, conversationId: 1, kind: "app.redact", edits: [{ target: 3, action: "omit" }] };
+    const range = [
+      user(1, hundred("q")),
+      assistant(2, hundred("a")),
+      user(3, "z".repeat(8000)), // 2,000 tokens, were it counted
+      assistant(4, hundred("b")),
+      user(5, hundred("c")),
+      assistant(6, hundred("d")),
+      redact as unknown as EntryRecord,
+    ];
+    // 6, 5 and 4 make 300, the omitted 3 nothing, 2 reaches 350: the cut is 2, never 3.
+    expect(selectCut(range, 350)).toBe(2);
+    // Replaced by a 100-token tool result, 3 reaches 350 but is no cut point: the cut moves on to 4.
+    const result = {
+      role: "toolResult",
+      toolCallId: "x",
+      toolName: "read",
+      content: [{ type: "text", text: hundred("y") }],
+    };
+    const replace = { ...redact, edits: [{ target: 3, action: "replace", messages: [result] }] };
+    expect(selectCut([...range.slice(0, 6), replace as unknown as EntryRecord], 350)).toBe(4);
   });
 });
 

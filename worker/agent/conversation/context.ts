@@ -116,6 +116,15 @@ function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undef
 }
 
 /**
+ * Each entry's contribution within `range` (an active range: the edits are the newest in it), in
+ * the range's order: what compaction's range selection reads (spec §8.7).
+ */
+export function rangeContributions(range: readonly EntryRecord[]): Message[][] {
+  const edits = newestEdits(range);
+  return range.map((entry) => contribution(entry, edits));
+}
+
+/**
  * An answer future requests leave out (spec §2.1 rule 9): one that failed or was aborted, or a
  * deferred one (a `deferred` stop reason, or a placeholder still carrying its deferred handle: pi-ai
  * 0.73.1 has no such stop reason; our model seam marks it with `deferred`).
