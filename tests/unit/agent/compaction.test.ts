@@ -66,8 +66,17 @@ describe("the cut", () => {
       assistant(6, "welcome"),
     ];
     expect(selectCut(range, 20_000)).toBe(4);
+    // No candidate at or after the entry that reaches the budget: the cut is the newest candidate.
+    expect(selectCut(range.slice(0, 3), 20_000)).toBe(2);
     // Too little history for the budget: nothing to compact.
     expect(selectCut(range.slice(3), 20_000)).toBeUndefined();
+    // The budget is reached, but nothing before the cut contributes a model message (the head
+    // marker is not counted): nothing to compact either.
+    const huge = [user(1, "y".repeat(120_000)), assistant(2, "ok")];
+    expect(selectCut(huge, 20_000)).toBeUndefined();
+    const marker = { ...user(9, "an earlier summary"), head: 1 } as EntryRecord;
+    expect(selectCut([marker, ...huge], 20_000)).toBeUndefined();
+    expect(selectCut([user(0, "before"), ...huge], 20_000)).toBe(1);
   });
 
   test("the context estimate covers exactly the active range, and stops at the newest reported usage", () => {
@@ -310,6 +319,36 @@ describe("Conversation.compact()", () => {
     const prompt = textOf(faux.requests.find(isSummary)!.messages[0]!);
     expect(prompt).toContain("<conversation>\n[User]: q1");
     expect(prompt).not.toContain("XYZZY");
+  });
+
+  test("the summarizer reads the head marker, then the entries before the cut, as their contributions: an earlier summary again, never a message an edit in the range omits", async () => {
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings: { compaction: { keepRecentTokens: 250 } },
+    });
+    await chat(root, 4); // 1-8; the first compaction keeps 6-8 and places its summary (9)
+    await h.waitForTask(await root.compact());
+    for (const q of ["q5", "q6", "q7"]) await (await root.submit({ type: "input", content: big(q) })).wait(); // 10-15
+    const q5 = (await root.entries()).find(
+      (e) => e.kind === "pi.user" && textOf((e.model as unknown as Message[])[0]!).startsWith("q5"),
+    )!;
+    // An edit placed after the cut omits q5, which is before it.
+    const edit = await root.submit({
+      type: "write",
+      entry: { kind: "app.redact", edits: [{ target: q5.id, action: "omit" }] },
+    });
+    expect((await edit.wait()).status).toBe("done");
+    await h.waitForTask(await root.compact());
+    const prompt = textOf(faux.requests.filter(isSummary)[1]!.messages[0]!);
+    // The walk from the edit reaches 250 at q6's answer (13): summarized are 9, then 6, 7, 8, 10-12.
+    expect(prompt.startsWith("<conversation>\n[User]: The conversation history before this point")).toBe(
+      true,
+    );
+    expect(prompt).toContain("<summary>\nSUMMARY\n</summary>");
+    expect(prompt).toContain("[User]: q4");
+    expect(prompt).toContain("[User]: q6");
+    expect(prompt).not.toContain("q5");
+    expect(prompt).not.toContain("q7");
+    expect((await root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction", head: 13 });
   });
 
   test("nothing to compact: completed with no summary and no request", async () => {
