@@ -398,23 +398,38 @@ describe("Conversation.compact()", () => {
     // The spend of a compaction, with or without a failed first attempt (the same pinned request).
     const compactSpending = async (failFirst: boolean) => {
       let summaries = 0;
-      const responder: FauxResponder = (req) =>
-        isSummary(req)
+      const sentAt: number[] = [];
+      const responder: FauxResponder = (req) => {
+        if (isSummary(req)) sentAt.push(Date.now());
+        return isSummary(req)
           ? ++summaries === 1 && failFirst
             ? fauxError("503 Service Unavailable")
             : fauxAssistantMessage("SUMMARY")
           : echoOrSummary(req, 0);
+      };
       const { h, root, faux } = await open(responder, {
-        settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 5 } },
+        settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 50 } },
       });
       await chat(root, 3);
+      const checkpoints: Array<Record<string, unknown>> = [];
+      h.subscribe((change) => {
+        for (const t of change.tasks)
+          if (t.kind === "pi.compaction" && t.state.status === "running")
+            checkpoints.push(t.state.checkpoint as Record<string, unknown>);
+      });
       const key = `${faux.ref.provider}/${faux.ref.modelId}`;
       const spent = () => (h.docNow(1, "pi.usage") as unknown as UsageState).models[key]!.input;
       const before = spent();
       const taskId = await root.compact();
       expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
       expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
-      return { summaries, spend: spent() - before, requests: faux.requests.filter(isSummary) };
+      return {
+        summaries,
+        spend: spent() - before,
+        requests: faux.requests.filter(isSummary),
+        sentAt,
+        checkpoints,
+      };
     };
     const once = await compactSpending(false);
     const retried = await compactSpending(true);
@@ -427,6 +442,20 @@ describe("Conversation.compact()", () => {
     expect(second?.messages.map(textOf)).toEqual(first?.messages.map(textOf));
     expect(second?.systemPrompt).toBe(first?.systemPrompt);
     expect(second?.tools).toEqual(first?.tools);
+    // The error moved it to `retry` until now + the backoff (50 ms for attempt 1); the second request
+    // went out only once that time had come, from `summarize` with the next attempt and the same pin.
+    const phases = retried.checkpoints.filter((c) => c["phase"] !== "select");
+    expect(phases.map((c) => [c["phase"], c["attempt"]])).toEqual([
+      ["summarize", 1],
+      ["retry", 1],
+      ["summarize", 2],
+    ]);
+    const { phase: _a, attempt: _b, ...pinned } = phases[0]!;
+    const { phase: _c, attempt: _d, until, ...kept } = phases[1]!;
+    const { phase: _e, attempt: _f, ...again } = phases[2]!;
+    expect(until).toBeGreaterThanOrEqual(retried.sentAt[0]! + 50);
+    expect(retried.sentAt[1]).toBeGreaterThanOrEqual(until as number);
+    expect([kept, again]).toEqual([pinned, pinned]);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
@@ -456,6 +485,7 @@ describe("Conversation.compact()", () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     const usage = () => JSON.stringify(h.docNow(1, "pi.usage"));
     const spentBefore = usage();
+    const entriesBefore = await root.entries();
     // The faux provider does not watch the signal while its responder waits: release it once the
     // abort mark is stored (a real provider's request is cancelled by the signal).
     const aborting = root.abort();
@@ -464,6 +494,8 @@ describe("Conversation.compact()", () => {
     await aborting;
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+    // No entry of any kind.
+    expect(await root.entries()).toEqual(entriesBefore);
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
     // The attempt cut short by the abort has no committed response: its usage is not counted.
     expect(usage()).toBe(spentBefore);
