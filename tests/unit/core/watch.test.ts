@@ -77,6 +77,13 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   const first = watch.stop();
   const second = watch.stop();
   expect(watch.pending).toBe(0);
+  // The terminal result, from stop() and `closed` alike, does not wait for the callback already
+  // running: that one stays the caller's.
+  const early = await Promise.race([
+    Promise.all([first, second, watch.closed]),
+    settle().then(() => "waiting"),
+  ]);
+  expect(early).toEqual(["stopped", "stopped", "stopped"]);
   gate.resolve();
   expect(await first).toBe("stopped");
   expect(await second).toBe("stopped");
@@ -233,4 +240,21 @@ test("a conversation first mounted by a view after a reopen (nothing else loaded
   // The mount loaded the documents for the line too: this commit does not wait for a load forever.
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
   expect((await root.viewState()).entries).toHaveLength(2);
+});
+
+test("a watch's value holds every commit before its acquisition; a commit after it is buffered until start() and then delivered", async () => {
+  const { root } = await open(echo);
+  const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+    value.entries.map((e) => (e.data as { n: number }).n);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const watch = await root.watch();
+  expect(notes(watch.value)).toEqual([1]);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  expect(notes(watch.value)).toEqual([1]);
+  expect(watch.pending).toBe(1);
+  const seen: number[][] = [];
+  watch.start((f) => void seen.push(notes(f.value)));
+  await until(() => seen.length === 1, { what: "the buffered frame" });
+  expect(seen).toEqual([[1, 2]]);
+  await watch.stop();
 });
