@@ -477,3 +477,22 @@ test("one commit with every kind of change gives its events in the specification
     "turn_start",
   ]);
 });
+
+test("tool_execution_start carries the arguments of the call's intent, as a beforeTool hook left them, not the answer's", async () => {
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.String() }),
+    execute: async (args) => textResult(args.item),
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "asked" }, { id: "c1" })), {
+    tools: [tool],
+    hooks: { beforeTool: [() => ({ arguments: { item: "rewritten" } })] },
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
+  await stream.stop();
+  expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{ item: "rewritten" }]);
+});
