@@ -496,3 +496,58 @@ test("tool_execution_start carries the arguments of the call's intent, as a befo
   await stream.stop();
   expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{ item: "rewritten" }]);
 });
+
+test("a queued summary: compaction_end when its task ends, then at the next boundary its own message and submission events", async () => {
+  const hold = gatedTool();
+  const summaryPrompt = "You summarize conversations";
+  const responder = ((req: { systemPrompt?: string; messages: Array<{ role: string }> }) => {
+    if (req.systemPrompt?.startsWith(summaryPrompt)) return fauxAssistantMessage("SUMMARY");
+    const texts = JSON.stringify(req.messages);
+    const answered = req.messages.at(-1)?.role === "toolResult";
+    return texts.includes("hold on") && !answered
+      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+          stopReason: "toolUse",
+        })
+      : fauxAssistantMessage(`answer ${"x".repeat(400)}`);
+  }) as never;
+  const { h, root } = await open(responder, {
+    tools: [hold.tool],
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  for (let i = 1; i <= 3; i++)
+    await (await root.submit({ type: "input", content: `q${i} ${"x".repeat(400)}` })).wait();
+  const run = await root.submit({ type: "input", content: "hold on" });
+  await hold.started.promise;
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const taskId = await root.compact();
+  await h.waitForTask(taskId);
+  await until(() => batches.flat().some((e) => e.type === "compaction_end"), { what: "compaction end" });
+  // The task ended with its summary queued: no summary entry yet, no settled write.
+  // The task ended with its summary queued as a write: no summary entry yet; the queued write's own
+  // submission event and the inbox change come in the same batch, its spend after them.
+  expect(batches.map((b) => b.map(render))).toEqual([
+    ["compaction_start manual"],
+    ["compaction_end manual", "submission write queued", "inbox_update write", "usage_changed"],
+  ]);
+  hold.release.resolve();
+  expect((await run.wait()).status).toBe("done");
+  await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
+  await stream.stop();
+  // Placed at the boundary after the tool round, in its own commit's batch: its message, then its write.
+  const placed = batches.find((b) =>
+    b.some((e) => e.type === "message_end" && e.entry.kind === "pi.compaction"),
+  )!;
+  const rendered = placed.map(render);
+  expect(
+    rendered.filter(
+      (r) =>
+        r.includes("pi.compaction") || r.startsWith("message_start user") || r.startsWith("submission write"),
+    ),
+  ).toEqual([
+    expect.stringMatching(/^message_start user text:The conversation history before this point/),
+    "message_end pi.compaction",
+    "submission write done",
+  ]);
+  expect(batches.flat().filter((e) => e.type === "compaction_end")).toHaveLength(1);
+});
