@@ -84,7 +84,7 @@ export async function readAsOf(
 
 /**
  * A read-only state of one committed incarnation (spec §3.3 `documentState`). `value` is its
- * committed value (undefined once ended); `subscribe` listeners run after each commit that changed
+ * committed value (undefined once retired or disposed; the last one once closed); `subscribe` listeners run after each commit that changed
  * it, and once more when it ends by retirement.
  */
 export class DocumentState {
@@ -130,11 +130,14 @@ export class DocumentState {
     this.end({ notify: false });
   }
 
-  /** End it (retired, disposed, closed). */
-  end(options: { notify: boolean }): void {
+  /**
+   * End it (retired, disposed, closed). Closing keeps the last value (spec §9.1: the state ends at
+   * the seal with its last value); retirement and disposal leave it undefined.
+   */
+  end(options: { notify: boolean; keepValue?: boolean }): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#value = undefined;
+    if (!options.keepValue) this.#value = undefined;
     this.#unsubscribe();
     this.onEnd(this);
     const listeners = options.notify ? [...this.#listeners] : [];

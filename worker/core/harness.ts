@@ -920,7 +920,7 @@ export class Harness {
       for (const { listener } of [...this.#closeListeners]) listener();
       this.#closeListeners.clear();
     }
-    for (const state of [...this.#states]) state.end({ notify: false });
+    for (const state of [...this.#states]) state.end({ notify: false, keepValue: true });
     for (const mount of [...this.#mounts.values(), ...this.#pageMounts.values()]) mount.endAll();
     this.#mounts.clear();
     this.#pageMounts.clear();

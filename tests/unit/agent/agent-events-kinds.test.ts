@@ -394,3 +394,160 @@ test("tool_execution_update of a running slot whose details and diagnostics were
     },
   ]);
 });
+
+test("one commit with every kind of change gives its events in the specification's order", () => {
+  // Generation 5 holds the turn; this commit ends it, fails task 7, ends compaction 20, hands the
+  // run to a successor (inputs [3]) whose generation 6 starts with a partial, starts compaction 21,
+  // drops the retry, starts call "new" and ends "old" without an entry, appends a model-less entry,
+  // settles submissions 4 and 2, and touches the usage, the agent and the inbox (written in that order).
+  const deriver = new EventDeriver(
+    1,
+    [{ id: 5, kind: "pi.generation", conversationId: 1, state: { status: "running" } }] as never,
+    undefined,
+  );
+  const slot = (callId: string, taskId: number) => ({
+    callId,
+    name: "probe",
+    taskId,
+    status: "running" as const,
+  });
+  const partial = fauxAssistantMessage("Hel");
+  const viewWith = (live: LiveState): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: {
+      [DOC.live]: live as unknown as Json,
+      [DOC.agent]: {},
+      [DOC.inbox]: { items: [] },
+      [DOC.usage]: { models: {}, tools: {} },
+    },
+  });
+  const before = viewWith({
+    run: { taskId: 5 as never, inputs: [1 as never] },
+    generation: { taskId: 5 as never, attempt: 1, retry: { at: 10, error: "503" } },
+    tools: [slot("old", 8) as never],
+    compactions: [{ taskId: 20, reason: "manual", blocking: false, attempt: 1 }],
+  });
+  const after = viewWith({
+    run: { taskId: 6 as never, inputs: [3 as never] },
+    generation: { taskId: 6 as never, attempt: 1, message: partial },
+    tools: [slot("new", 9) as never],
+    compactions: [{ taskId: 21, reason: "threshold", blocking: false, attempt: 1 }],
+  });
+  const task = (id: number, kind: string, state: unknown) => ({ id, conversationId: 1, kind, state });
+  const sub = (id: number) => ({ id, conversationId: 1, type: "input", status: "done" });
+  const change = {
+    seq: 9,
+    tasks: [
+      task(6, "pi.generation", { status: "running" }),
+      task(7, "app.job", { status: "terminal", outcome: { status: "faulted", error: { message: "boom" } } }),
+      task(5, "pi.generation", { status: "terminal", outcome: { status: "completed", result: {} } }),
+    ],
+    entries: [{ id: 30, conversationId: 1, kind: "note", data: {} }],
+    conversations: [],
+    submissions: [sub(4), sub(2)],
+    docs: [DOC.usage, DOC.agent, DOC.inbox, DOC.live].map((name) => ({ conversationId: 1, name, value: {} })),
+  };
+  const events = deriver.derive(change as never, before, after);
+  expect(
+    events.map((e) =>
+      e.type === "submission"
+        ? `submission ${e.record.id}`
+        : e.type.startsWith("compaction")
+          ? `${e.type} ${(e as { taskId: number }).taskId}`
+          : e.type,
+    ),
+  ).toEqual([
+    "tool_execution_start",
+    "message_start",
+    "auto_retry_end",
+    "entry_appended",
+    "tool_execution_end",
+    "compaction_end 20",
+    "task_failed",
+    "turn_end",
+    "run_end",
+    "submission 2",
+    "submission 4",
+    "inbox_update",
+    "agent_changed",
+    "usage_changed",
+    "compaction_start 21",
+    "run_start",
+    "turn_start",
+  ]);
+});
+
+test("tool_execution_start carries the arguments of the call's intent, as a beforeTool hook left them, not the answer's", async () => {
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.String() }),
+    execute: async (args) => textResult(args.item),
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "asked" }, { id: "c1" })), {
+    tools: [tool],
+    hooks: { beforeTool: [() => ({ arguments: { item: "rewritten" } })] },
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
+  await stream.stop();
+  expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{ item: "rewritten" }]);
+});
+
+test("a queued summary: compaction_end when its task ends, then at the next boundary its own message and submission events", async () => {
+  const hold = gatedTool();
+  const summaryPrompt = "You summarize conversations";
+  const responder = ((req: { systemPrompt?: string; messages: Array<{ role: string }> }) => {
+    if (req.systemPrompt?.startsWith(summaryPrompt)) return fauxAssistantMessage("SUMMARY");
+    const texts = JSON.stringify(req.messages);
+    const answered = req.messages.at(-1)?.role === "toolResult";
+    return texts.includes("hold on") && !answered
+      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+          stopReason: "toolUse",
+        })
+      : fauxAssistantMessage(`answer ${"x".repeat(400)}`);
+  }) as never;
+  const { h, root } = await open(responder, {
+    tools: [hold.tool],
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  for (let i = 1; i <= 3; i++)
+    await (await root.submit({ type: "input", content: `q${i} ${"x".repeat(400)}` })).wait();
+  const run = await root.submit({ type: "input", content: "hold on" });
+  await hold.started.promise;
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const taskId = await root.compact();
+  await h.waitForTask(taskId);
+  await until(() => batches.flat().some((e) => e.type === "compaction_end"), { what: "compaction end" });
+  // The task ended with its summary queued: no summary entry yet, no settled write.
+  // The task ended with its summary queued as a write: no summary entry yet; the queued write's own
+  // submission event and the inbox change come in the same batch, its spend after them.
+  expect(batches.map((b) => b.map(render))).toEqual([
+    ["compaction_start manual"],
+    ["compaction_end manual", "submission write queued", "inbox_update write", "usage_changed"],
+  ]);
+  hold.release.resolve();
+  expect((await run.wait()).status).toBe("done");
+  await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
+  await stream.stop();
+  // Placed at the boundary after the tool round, in its own commit's batch: its message, then its write.
+  const placed = batches.find((b) =>
+    b.some((e) => e.type === "message_end" && e.entry.kind === "pi.compaction"),
+  )!;
+  const rendered = placed.map(render);
+  expect(
+    rendered.filter(
+      (r) =>
+        r.includes("pi.compaction") || r.startsWith("message_start user") || r.startsWith("submission write"),
+    ),
+  ).toEqual([
+    expect.stringMatching(/^message_start user text:The conversation history before this point/),
+    "message_end pi.compaction",
+    "submission write done",
+  ]);
+  expect(batches.flat().filter((e) => e.type === "compaction_end")).toHaveLength(1);
+});

@@ -95,6 +95,15 @@ test("a blocking compaction is aborted with its generation, before the generatio
   expect(compaction).toMatchObject({ input: { reason: "threshold", blocking: true } });
   const generation = (liveOf(h) as LiveState).run!.taskId;
   expect(compaction!.owner).toBe(generation);
+  // In commit order: the compaction's end, and the generation's abort handler's commit (it settles
+  // the run's input and ends the generation, or holds it while owned work lives).
+  const order: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === compaction!.id && t.state.status === "terminal") order.push("compaction ended");
+    if (change.submissions.some((s) => s.id === input!.id && s.status === "unanswered"))
+      order.push("generation's handler");
+  });
   const aborting = root.abort();
   await until(
     () => h.inspect().tasks.some((t) => t.record.id === compaction!.id && t.record.abortRequested),
@@ -111,6 +120,7 @@ test("a blocking compaction is aborted with its generation, before the generatio
   expect(owner.state).toMatchObject({ outcome: { status: "aborted" } });
   // The compaction ended first: the generation's handler ran once its owned work had drained.
   expect(ended.endedAt!).toBeLessThanOrEqual(owner.endedAt!);
+  expect(order).toEqual(["compaction ended", "generation's handler"]);
   expect(compactionsOf(h)).toEqual([]);
   expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   expect(liveOf(h)).toEqual({});

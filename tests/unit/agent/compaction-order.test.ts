@@ -56,7 +56,13 @@ const firstText = async (root: Conversation) => textOf((await root.context()).me
 
 test("compaction order: B cuts before where A's summary starts the range, so B settles stale", async () => {
   const { h, root, b, releaseB } = await withBSummarizing();
-  await chat(root, 4, 3);
+  // B never takes run control: while it summarizes, each input is placed at once and answered.
+  for (let i = 4; i < 7; i++) {
+    const input = await root.submit({ type: "input", content: big(`q${i}`) });
+    expect((await input.record()).status).toBe("placed");
+    expect((await input.wait()).status).toBe("done");
+  }
+  expect((await h.getTask(b))?.state.status).toBe("running");
   const a = await root.compact();
   expect((await placement(h, a)).status).toBe("done");
   releaseB();

@@ -1,5 +1,5 @@
 /**
- * The summary request's serialization (spec §8.7): [User]/[Assistant]/[Tool result] lines, tool
+ * The summary request's serialization (spec §8.7): [User]/[Assistant thinking]/[Assistant]/[Assistant tool calls]/[Tool result] lines, tool
  * results cut to 2,000 characters, no system text.
  */
 import type { Message } from "@mariozechner/pi-ai";
@@ -25,5 +25,21 @@ test("summary serialization cuts a tool result to its first 2,000 characters and
   expect(serializeForSummary([toolResult(exact)])).toBe(`[Tool result]: ${exact}`);
   expect(serializeForSummary([{ role: "user", content: "hi", timestamp: 1 }, toolResult("ok")])).toBe(
     "[User]: hi\n\n[Tool result]: ok",
+  );
+});
+
+test("summary serialization writes an answer's thinking, its text and its tool calls as name(key=json, ...)", () => {
+  const answer = {
+    role: "assistant",
+    content: [
+      { type: "thinking", thinking: "plan the read" },
+      { type: "text", text: "Reading it." },
+      { type: "toolCall", id: "c1", name: "read", arguments: { path: "a.md", limit: 10 } },
+      { type: "toolCall", id: "c2", name: "ls", arguments: { path: ".", all: true } },
+    ],
+    stopReason: "toolUse",
+  } as unknown as Message;
+  expect(serializeForSummary([answer])).toBe(
+    '[Assistant thinking]: plan the read\n\n[Assistant]: Reading it.\n\n[Assistant tool calls]: read(path="a.md", limit=10); ls(path=".", all=true)',
   );
 });

@@ -66,8 +66,17 @@ describe("the cut", () => {
       assistant(6, "welcome"),
     ];
     expect(selectCut(range, 20_000)).toBe(4);
+    // No candidate at or after the entry that reaches the budget: the cut is the newest candidate.
+    expect(selectCut(range.slice(0, 3), 20_000)).toBe(2);
     // Too little history for the budget: nothing to compact.
     expect(selectCut(range.slice(3), 20_000)).toBeUndefined();
+    // The budget is reached, but nothing before the cut contributes a model message (the head
+    // marker is not counted): nothing to compact either.
+    const huge = [user(1, "y".repeat(120_000)), assistant(2, "ok")];
+    expect(selectCut(huge, 20_000)).toBeUndefined();
+    const marker = { ...user(9, "an earlier summary"), head: 1 } as EntryRecord;
+    expect(selectCut([marker, ...huge], 20_000)).toBeUndefined();
+    expect(selectCut([user(0, "before"), ...huge], 20_000)).toBe(1);
   });
 
   test("the context estimate covers exactly the active range, and stops at the newest reported usage", () => {
@@ -110,6 +119,14 @@ describe("the cut", () => {
     expect(selectCut(range, 1500)).toBe(5);
     // Reached exactly at the steer (3): not a candidate, so the cut moves on to 5.
     expect(selectCut(range, 2005)).toBe(5);
+    // A user entry after a call no result follows (a fork cut, an interrupted tail) is a cut point.
+    const unanswered = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      user(3, "u".repeat(400)),
+      assistant(5, "ok"),
+    ];
+    expect(selectCut(unanswered, 100)).toBe(3);
   });
 
   test("a tool result and a system entry are never cut points, even when the budget is reached at them", () => {
@@ -125,6 +142,50 @@ describe("the cut", () => {
     expect(selectCut(range, 2001)).toBe(5);
     // Reached at the tool result (3): the next candidate is 5, never 3 or 4.
     expect(selectCut(range, 4001)).toBe(5);
+  });
+});
+
+describe("the cut reads contributions", () => {
+  // Spec §8.7: range selection is a function of each entry's contribution, its model messages after
+  // every edit in the range and without failed answers (§2.1 rules 4 and 9), not of its raw messages.
+  const hundred = (c: string) => c.repeat(400); // 100 tokens
+  test("a failed answer adds nothing to the walk and is never the cut", () => {
+    const failed = assistant(4, "e".repeat(8000)); // 2,000 tokens, were it counted
+    (failed.model as unknown as Array<{ stopReason: string }>)[0]!.stopReason = "error";
+    const range = [
+      user(1, hundred("q")),
+      assistant(2, hundred("a")),
+      user(3, hundred("r")),
+      failed,
+      user(5, hundred("s")),
+      assistant(6, hundred("t")),
+    ];
+    // 6 and 5 make 200, the failed answer nothing, 3 reaches 250: the cut is 3, never 4.
+    expect(selectCut(range, 250)).toBe(3);
+  });
+
+  test("an entry an edit omits adds nothing to the walk and is never the cut", () => {
+    const redact = { id: 7, conversationId: 1, kind: "app.redact", edits: [{ target: 3, action: "omit" }] };
+    const range = [
+      user(1, hundred("q")),
+      assistant(2, hundred("a")),
+      user(3, "z".repeat(8000)), // 2,000 tokens, were it counted
+      assistant(4, hundred("b")),
+      user(5, hundred("c")),
+      assistant(6, hundred("d")),
+      redact as unknown as EntryRecord,
+    ];
+    // 6, 5 and 4 make 300, the omitted 3 nothing, 2 reaches 350: the cut is 2, never 3.
+    expect(selectCut(range, 350)).toBe(2);
+    // Replaced by a 100-token tool result, 3 reaches 350 but is no cut point: the cut moves on to 4.
+    const result = {
+      role: "toolResult",
+      toolCallId: "x",
+      toolName: "read",
+      content: [{ type: "text", text: hundred("y") }],
+    };
+    const replace = { ...redact, edits: [{ target: 3, action: "replace", messages: [result] }] };
+    expect(selectCut([...range.slice(0, 6), replace as unknown as EntryRecord], 350)).toBe(4);
   });
 });
 
@@ -162,10 +223,15 @@ describe("Conversation.compact()", () => {
       settings: { compaction: { keepRecentTokens: 250 } },
     });
     await chat(root, 4); // 8 entries of about 100 tokens
-    const before = (await root.entries()).length;
+    const raw = await root.entries();
+    const before = raw.length;
     // The commit that places the summary: what else it writes.
     const placing: Array<{ task?: unknown; compactions?: unknown; live: boolean }> = [];
+    // Every committed record of the compaction task, in commit order.
+    const records: Array<{ version: number; state: unknown }> = [];
     h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.kind === "pi.compaction") records.push({ version: t.version, state: t.state });
       if (!change.entries.some((e) => e.kind === "pi.compaction")) return;
       const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
       placing.push({
@@ -192,8 +258,12 @@ describe("Conversation.compact()", () => {
     // Entries 1-5 are summarized (about 500 tokens), 6-8 kept (about 300 >= 250).
     expect(prompt).toContain("[User]: q3");
     expect(prompt).not.toContain("q4");
+    // The task is created at `select` and nothing else (version 2 here: tests/NOT-APPLICABLE.md [8.7]).
+    expect(records[0]).toEqual({ version: 2, state: { status: "pending", checkpoint: { phase: "select" } } });
+    // Raw history stays: every entry before the summary is still stored, unchanged.
     const entries = await root.entries();
     expect(entries).toHaveLength(before + 1);
+    expect(entries.slice(0, before)).toEqual(raw);
     const compaction = entries.at(-1)!;
     expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
     expect(textOf((compaction.model as unknown as Message[])[0]!)).toBe(
@@ -251,6 +321,36 @@ describe("Conversation.compact()", () => {
     expect(prompt).not.toContain("XYZZY");
   });
 
+  test("the summarizer reads the head marker, then the entries before the cut, as their contributions: an earlier summary again, never a message an edit in the range omits", async () => {
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings: { compaction: { keepRecentTokens: 250 } },
+    });
+    await chat(root, 4); // 1-8; the first compaction keeps 6-8 and places its summary (9)
+    await h.waitForTask(await root.compact());
+    for (const q of ["q5", "q6", "q7"]) await (await root.submit({ type: "input", content: big(q) })).wait(); // 10-15
+    const q5 = (await root.entries()).find(
+      (e) => e.kind === "pi.user" && textOf((e.model as unknown as Message[])[0]!).startsWith("q5"),
+    )!;
+    // An edit placed after the cut omits q5, which is before it.
+    const edit = await root.submit({
+      type: "write",
+      entry: { kind: "app.redact", edits: [{ target: q5.id, action: "omit" }] },
+    });
+    expect((await edit.wait()).status).toBe("done");
+    await h.waitForTask(await root.compact());
+    const prompt = textOf(faux.requests.filter(isSummary)[1]!.messages[0]!);
+    // The walk from the edit reaches 250 at q6's answer (13): summarized are 9, then 6, 7, 8, 10-12.
+    expect(prompt.startsWith("<conversation>\n[User]: The conversation history before this point")).toBe(
+      true,
+    );
+    expect(prompt).toContain("<summary>\nSUMMARY\n</summary>");
+    expect(prompt).toContain("[User]: q4");
+    expect(prompt).toContain("[User]: q6");
+    expect(prompt).not.toContain("q5");
+    expect(prompt).not.toContain("q7");
+    expect((await root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction", head: 13 });
+  });
+
   test("nothing to compact: completed with no summary and no request", async () => {
     const { h, root, faux } = await open(echoOrSummary);
     await chat(root, 1);
@@ -298,23 +398,38 @@ describe("Conversation.compact()", () => {
     // The spend of a compaction, with or without a failed first attempt (the same pinned request).
     const compactSpending = async (failFirst: boolean) => {
       let summaries = 0;
-      const responder: FauxResponder = (req) =>
-        isSummary(req)
+      const sentAt: number[] = [];
+      const responder: FauxResponder = (req) => {
+        if (isSummary(req)) sentAt.push(Date.now());
+        return isSummary(req)
           ? ++summaries === 1 && failFirst
             ? fauxError("503 Service Unavailable")
             : fauxAssistantMessage("SUMMARY")
           : echoOrSummary(req, 0);
+      };
       const { h, root, faux } = await open(responder, {
-        settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 5 } },
+        settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 50 } },
       });
       await chat(root, 3);
+      const checkpoints: Array<Record<string, unknown>> = [];
+      h.subscribe((change) => {
+        for (const t of change.tasks)
+          if (t.kind === "pi.compaction" && t.state.status === "running")
+            checkpoints.push(t.state.checkpoint as Record<string, unknown>);
+      });
       const key = `${faux.ref.provider}/${faux.ref.modelId}`;
       const spent = () => (h.docNow(1, "pi.usage") as unknown as UsageState).models[key]!.input;
       const before = spent();
       const taskId = await root.compact();
       expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
       expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
-      return { summaries, spend: spent() - before, requests: faux.requests.filter(isSummary) };
+      return {
+        summaries,
+        spend: spent() - before,
+        requests: faux.requests.filter(isSummary),
+        sentAt,
+        checkpoints,
+      };
     };
     const once = await compactSpending(false);
     const retried = await compactSpending(true);
@@ -327,6 +442,20 @@ describe("Conversation.compact()", () => {
     expect(second?.messages.map(textOf)).toEqual(first?.messages.map(textOf));
     expect(second?.systemPrompt).toBe(first?.systemPrompt);
     expect(second?.tools).toEqual(first?.tools);
+    // The error moved it to `retry` until now + the backoff (50 ms for attempt 1); the second request
+    // went out only once that time had come, from `summarize` with the next attempt and the same pin.
+    const phases = retried.checkpoints.filter((c) => c["phase"] !== "select");
+    expect(phases.map((c) => [c["phase"], c["attempt"]])).toEqual([
+      ["summarize", 1],
+      ["retry", 1],
+      ["summarize", 2],
+    ]);
+    const { phase: _a, attempt: _b, ...pinned } = phases[0]!;
+    const { phase: _c, attempt: _d, until, ...kept } = phases[1]!;
+    const { phase: _e, attempt: _f, ...again } = phases[2]!;
+    expect(until).toBeGreaterThanOrEqual(retried.sentAt[0]! + 50);
+    expect(retried.sentAt[1]).toBeGreaterThanOrEqual(until as number);
+    expect([kept, again]).toEqual([pinned, pinned]);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
@@ -367,6 +496,7 @@ describe("Conversation.compact()", () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     const usage = () => JSON.stringify(h.docNow(1, "pi.usage"));
     const spentBefore = usage();
+    const entriesBefore = await root.entries();
     // The faux provider does not watch the signal while its responder waits: release it once the
     // abort mark is stored (a real provider's request is cancelled by the signal).
     const aborting = root.abort();
@@ -375,6 +505,8 @@ describe("Conversation.compact()", () => {
     await aborting;
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+    // No entry of any kind.
+    expect(await root.entries()).toEqual(entriesBefore);
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
     // The attempt cut short by the abort has no committed response: its usage is not counted.
     expect(usage()).toBe(spentBefore);
@@ -481,6 +613,11 @@ describe("compaction a generation waits for", () => {
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
     // Blocking only above 100,000 tokens; background from 100,000 - 99,500 = 500.
     const { h, root, faux } = await small(echoOrSummary, 100_100, 99_500);
+    // Every wait any task commits: none may be on the background compaction.
+    const waits: unknown[][] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.state.status === "waiting") waits.push([...t.state.on]);
+    });
     let turn = 0;
     while (!faux.requests.some(isSummary) && turn < 12) {
       turn++;
@@ -493,6 +630,9 @@ describe("compaction a generation waits for", () => {
     );
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
+    // Owned by the conversation, not by the generation that started it; nobody waits on it.
+    expect(started[0]!.owner).toBeUndefined();
+    expect(waits.flat()).not.toContain(started[0]!.id);
     // Background work is not part of the conversation's idleness: wait for the task itself.
     const compactions = [await h.waitForTask(started[0]!.id)];
     const result = (compactions[0]!.state as unknown as { outcome: { result: { submissionId?: number } } })

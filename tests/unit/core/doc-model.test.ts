@@ -19,7 +19,7 @@ import {
   type TaskId,
   type Tx,
 } from "../../../worker/index.ts";
-import { memoryStore } from "../../../worker/testing.ts";
+import { deferred, memoryStore } from "../../../worker/testing.ts";
 import { done, parked, single } from "./fixtures.ts";
 
 const opened: Harness[] = [];
@@ -402,5 +402,30 @@ describe("the session surface (spec §3.3, §4)", () => {
     const last = (await h.documentState(1, "d"))!;
     await h.close();
     expect(last.ended).toBe(true);
+  });
+
+  test("closing ends every document state at its seal, keeping its last value: a commit that settles during close sends it nothing", async () => {
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    const state = (await h.documentState(1, "d"))!;
+    let calls = 0;
+    state.subscribe(() => calls++);
+    // A commit admitted before the seal, holding the line while close begins: it settles during close.
+    const gate = deferred();
+    const inCallback = deferred();
+    const late = h.transaction(async (tx) => {
+      inCallback.resolve();
+      await gate.promise;
+      tx.writeDoc(1, "d", { n: 2 });
+    });
+    await inCallback.promise;
+    const closing = h.close();
+    expect(state.ended).toBe(true);
+    gate.resolve();
+    await late;
+    await closing;
+    await new Promise((r) => setTimeout(r, 0));
+    expect(state.value).toEqual({ n: 1 });
+    expect(calls).toBe(0);
   });
 });

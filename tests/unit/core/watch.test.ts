@@ -77,6 +77,13 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   const first = watch.stop();
   const second = watch.stop();
   expect(watch.pending).toBe(0);
+  // The terminal result, from stop() and `closed` alike, does not wait for the callback already
+  // running: that one stays the caller's.
+  const early = await Promise.race([
+    Promise.all([first, second, watch.closed]),
+    settle().then(() => "waiting"),
+  ]);
+  expect(early).toEqual(["stopped", "stopped", "stopped"]);
   gate.resolve();
   expect(await first).toBe("stopped");
   expect(await second).toBe("stopped");
@@ -132,6 +139,21 @@ test("a conversation's watch gets no frame for a publication that touches only a
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
   await until(() => seen.length === 1, { what: "a frame for its own conversation" });
   await watch.stop();
+  // A fork's mount shows its parent's entries through the fork point and follows only the fork.
+  const child = await root.fork((await root.entries()).at(-1)!.id, { ownership: { kind: "ownerless" } });
+  const childWatch = await child.watch();
+  const notes = (v: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+    v.entries.map((e) => (e.data as { n: number } | undefined)?.n);
+  expect(notes(childWatch.value)).toEqual([2]);
+  const childSeen: Frame<unknown>[] = [];
+  childWatch.start((f) => void childSeen.push(f));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  await settle();
+  expect(childSeen).toEqual([]);
+  await (await child.submit({ type: "write", entry: { kind: "note", data: { n: 4 } } })).wait();
+  await until(() => childSeen.length === 1, { what: "a frame for the fork's own entry" });
+  expect(notes(childWatch.value)).toEqual([2, 4]);
+  await childWatch.stop();
 });
 
 test("deleting a document removes its key from the view's docs", async () => {
@@ -233,4 +255,47 @@ test("a conversation first mounted by a view after a reopen (nothing else loaded
   // The mount loaded the documents for the line too: this commit does not wait for a load forever.
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
   expect((await root.viewState()).entries).toHaveLength(2);
+});
+
+test("a watch's value holds every commit before its acquisition; a commit after it is buffered until start() and then delivered", async () => {
+  const { root } = await open(echo);
+  const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+    value.entries.map((e) => (e.data as { n: number }).n);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const watch = await root.watch();
+  expect(notes(watch.value)).toEqual([1]);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  expect(notes(watch.value)).toEqual([1]);
+  expect(watch.pending).toBe(1);
+  const seen: number[][] = [];
+  watch.start((f) => void seen.push(notes(f.value)));
+  await until(() => seen.length === 1, { what: "the buffered frame" });
+  expect(seen).toEqual([[1, 2]]);
+  await watch.stop();
+});
+
+test("one commit that touches the conversation is one frame: its entries appended together, then its documents", async () => {
+  const { h, root } = await open(echo);
+  const watch = await root.watch();
+  const frames: Array<{ ops: unknown[]; notes: number[] }> = [];
+  watch.start((f) => {
+    frames.push({
+      ops: f.ops.map((o) => ({ op: o.op, ...("name" in o ? { name: o.name } : {}) })),
+      notes: f.value.entries.map((e) => (e.data as { n: number }).n),
+    });
+  });
+  await h.transaction((tx) => {
+    tx.appendEntry(root.id, { kind: "note", data: { n: 1 } });
+    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
+    tx.writeDoc(root.id, "app.x", { a: 1 });
+  });
+  await until(() => frames.length === 1, { what: "the commit's frame" });
+  await settle();
+  expect(frames).toEqual([{ ops: [{ op: "append" }, { op: "doc", name: "app.x" }], notes: [1, 2] }]);
+  expect(watch.value.docs["app.x"]).toEqual({ a: 1 });
+  // A redundant write (the same value again) is still a publication that touches the view: a frame.
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.x", { a: 1 }));
+  await until(() => frames.length === 2, { what: "the redundant write's frame" });
+  expect(frames[1]).toEqual({ ops: [{ op: "doc", name: "app.x" }], notes: [1, 2] });
+  await watch.stop();
 });

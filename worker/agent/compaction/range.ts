@@ -5,7 +5,8 @@
  */
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import type { EntryId, EntryRecord } from "../../core/types.ts";
-import { ENTRY, modelMessages } from "../records.ts";
+import { rangeContributions } from "../conversation/context.ts";
+import { ENTRY } from "../records.ts";
 
 /** The summarizer's system prompt (also how the demo model tells a summary request apart). */
 export const SUMMARY_SYSTEM_PROMPT =
@@ -30,42 +31,39 @@ export function estimateMessageTokens(message: Message): number {
 }
 
 /**
- * Where to cut the active range so that about `keepRecentTokens` stay (spec §8.7): walking the
+ * Where to cut the active range so that about `keepRecentTokens` stay (spec §8.7), read from each
+ * entry's contribution (its messages after the range's edits, without failed answers): walking the
  * non-marker entries from the newest, the first entry where the sum reaches the budget; the cut is
  * the first candidate (an entry whose messages begin with a user or assistant message, not a user
  * entry between a call and its result) at or after it, else the newest candidate. Undefined when
  * there is nothing to compact.
  */
 export function selectCut(range: readonly EntryRecord[], keepRecentTokens: number): EntryId | undefined {
+  // Each entry's contribution (after the range's edits, without failed answers), not its raw messages.
+  const all = rangeContributions(range);
+  const contributed = new Map(range.map((e, i) => [e, all[i]!]));
+  const contributionOf = (e: EntryRecord): Message[] => contributed.get(e) ?? [];
   const entries = range.filter((e) => e.head === undefined);
   const candidates = new Set<EntryId>();
-  let openCalls = new Set<string>();
   for (const e of entries) {
-    const messages = e.kind === ENTRY.system ? [] : modelMessages(e);
-    const first = messages[0];
-    for (const m of messages) {
-      if (m.role === "assistant")
-        openCalls = new Set(m.content.filter((b) => b.type === "toolCall").map((b) => b.id));
-      else if (m.role === "toolResult") openCalls.delete(m.toolCallId);
-    }
-    if (first?.role === "assistant") candidates.add(e.id);
-    else if (first?.role === "user" && openCalls.size === 0) candidates.add(e.id);
+    const first = e.kind === ENTRY.system ? undefined : contributionOf(e)[0];
+    if (first?.role === "assistant" || first?.role === "user") candidates.add(e.id);
   }
   // A user entry followed by a result of the preceding assistant's call is not a cut point.
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!;
-    if (!candidates.has(e.id) || modelMessages(e)[0]?.role !== "user") continue;
+    if (!candidates.has(e.id) || contributionOf(e)[0]?.role !== "user") continue;
     const before = entries
       .slice(0, i)
       .reverse()
-      .find((p) => modelMessages(p)[0]?.role === "assistant");
+      .find((p) => contributionOf(p)[0]?.role === "assistant");
     const calls = new Set(
-      (before ? (modelMessages(before)[0] as AssistantMessage).content : [])
+      (before ? (contributionOf(before)[0] as AssistantMessage).content : [])
         .filter((b) => b.type === "toolCall")
         .map((b) => b.id),
     );
     for (const later of entries.slice(i + 1)) {
-      const m = modelMessages(later)[0];
+      const m = contributionOf(later)[0];
       if (m?.role === "assistant") break;
       if (m?.role === "toolResult" && calls.has(m.toolCallId)) candidates.delete(e.id);
     }
@@ -73,7 +71,7 @@ export function selectCut(range: readonly EntryRecord[], keepRecentTokens: numbe
   let sum = 0;
   let reached = -1;
   for (let i = entries.length - 1; i >= 0; i--) {
-    for (const m of modelMessages(entries[i]!)) sum += estimateMessageTokens(m);
+    for (const m of contributionOf(entries[i]!)) sum += estimateMessageTokens(m);
     if (sum >= keepRecentTokens) {
       reached = i;
       break;
@@ -84,7 +82,7 @@ export function selectCut(range: readonly EntryRecord[], keepRecentTokens: numbe
   const cut = after ?? [...entries].reverse().find((e) => candidates.has(e.id));
   if (!cut) return undefined;
   const summarized = entries.filter((e) => e.id < cut.id);
-  if (!summarized.some((e) => e.kind !== ENTRY.system && modelMessages(e).length > 0)) return undefined;
+  if (!summarized.some((e) => e.kind !== ENTRY.system && contributionOf(e).length > 0)) return undefined;
   return cut.id;
 }
 

@@ -8,7 +8,7 @@
  */
 import type { Message } from "@mariozechner/pi-ai";
 import type { EntryId, EntryRecord } from "../../core/types.ts";
-import { activeRange, deriveContext } from "../conversation/context.ts";
+import { activeRange, summarizedPart } from "../conversation/context.ts";
 import { type HookApi, hookApi } from "../extensions/hooks.ts";
 import { type AgentState, agentDoc, type ModelRef } from "../records.ts";
 import type { BeforeCompactDecision, ResolvedSettings } from "../services.ts";
@@ -76,8 +76,7 @@ async function askHooks(
 ): Promise<BeforeCompactDecision | undefined> {
   const hooks = services.hooks(task.conversationId).beforeCompact ?? [];
   if (hooks.length === 0) return undefined;
-  const entries = cut.range.filter((e) => e.head !== undefined || e.id < cut.firstKept);
-  const messages: Message[] = deriveContext(entries).messages;
+  const { entries, messages } = summarizedPart(cut.range, cut.firstKept);
   const input = {
     reason: task.input.reason,
     entries,

@@ -7,7 +7,7 @@
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryId, Json } from "../../core/types.ts";
-import { activeRange, deriveContext } from "../conversation/context.ts";
+import { activeRange, summarizedPart } from "../conversation/context.ts";
 import { admit } from "../conversation/inbox.ts";
 import { providerSession } from "../provider-session.ts";
 import {
@@ -47,8 +47,7 @@ export async function requestSummary(
   const c = task.conversationId;
   const model = services.models.resolve(cp.model);
   const entries = await services.entries.get(c, cp.tail);
-  const summarized = activeRange(entries).filter((e) => e.head !== undefined || e.id < cp.firstKept);
-  const conversation = serializeForSummary(deriveContext(summarized).messages);
+  const conversation = serializeForSummary(summarizedPart(activeRange(entries), cp.firstKept).messages);
   const focus = task.input.instructions ? `\n\nAdditional focus: ${task.input.instructions}` : "";
   const sessionId = await providerSession(services.core, c);
   const apiKey = model ? services.apiKey(model.provider) : undefined;

@@ -119,6 +119,36 @@ function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undef
 }
 
 /**
+ * Each entry's contribution within `range` (an active range: the edits are the newest in it), in
+ * the range's order: what compaction's range selection reads (spec §8.7).
+ */
+export function rangeContributions(range: readonly EntryRecord[]): Message[][] {
+  const edits = newestEdits(range);
+  return range.map((entry) => contribution(entry, edits));
+}
+
+/**
+ * What a compaction summarizes (spec §8.7): the head marker, if any, then the non-marker entries of
+ * `range` (an active range) before `firstKept`, and their messages: their contributions under every
+ * edit in the whole range (an edit after the cut still applies), ordered by rules 7 and 8, system
+ * entries left out.
+ */
+export function summarizedPart(
+  range: readonly EntryRecord[],
+  firstKept: EntryId,
+): { entries: EntryRecord[]; messages: Message[] } {
+  const all = rangeContributions(range);
+  const entries: EntryRecord[] = [];
+  const flat: Message[] = [];
+  range.forEach((entry, i) => {
+    if (entry.head === undefined && entry.id >= firstKept) return;
+    entries.push(entry);
+    if (entry.kind !== ENTRY.system) flat.push(...all[i]!);
+  });
+  return { entries, messages: pairResults(flat) };
+}
+
+/**
  * An answer future requests leave out (spec §2.1 rule 9): one that failed or was aborted, or a
  * deferred one (a `deferred` stop reason, or a placeholder still carrying its deferred handle: pi-ai
  * 0.73.1 has no such stop reason; our model seam marks it with `deferred`).
