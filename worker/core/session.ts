@@ -81,14 +81,15 @@ interface PendingCommit {
   reject: (e: unknown) => void;
 }
 
+const ID_TABLES = ["tasks", "entries", "conversations", "submissions", "doc_records"] as const;
+
 /** The id high-water marks a deletion stored (absent before any deletion; unreadable ones ignored). */
-async function readNextIds(sql: Sql): Promise<Partial<NextIds> | undefined> {
-  const row = await sql.get("SELECT value FROM meta WHERE key = ?", [NEXT_IDS_KEY]);
-  if (!row) return undefined;
+function parseNextIds(stored: unknown): Partial<NextIds> | undefined {
+  if (stored === null || stored === undefined) return undefined;
   try {
-    const value = JSON.parse(String(row["value"])) as Record<string, unknown>;
+    const value = JSON.parse(String(stored)) as Record<string, unknown>;
     const out: Partial<NextIds> = {};
-    for (const key of ["tasks", "entries", "conversations", "submissions", "doc_records"] as const) {
+    for (const key of ID_TABLES) {
       const n = value[key];
       if (Number.isSafeInteger(n)) out[key] = n as number;
     }
@@ -96,6 +97,27 @@ async function readNextIds(sql: Sql): Promise<Partial<NextIds> | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The next id of each table: past its newest row, and past the high-water mark a deletion kept. One
+ * statement (each `max(id)` reads the end of its table's rowid tree): a lent store pays one round
+ * trip for it, not six.
+ */
+async function readNextIds(sql: Sql): Promise<NextIds> {
+  const row = await sql.get(
+    `SELECT ${ID_TABLES.map((t) => `(SELECT max(id) FROM ${t}) AS ${t}`).join(", ")}, (SELECT value FROM meta WHERE key = ?) AS marks`,
+    [NEXT_IDS_KEY],
+  );
+  const marks = parseNextIds(row?.["marks"]);
+  const next = (table: keyof NextIds) => Math.max(Number(row?.[table] ?? 0) + 1, marks?.[table] ?? 1);
+  return {
+    tasks: next("tasks"),
+    entries: next("entries"),
+    conversations: next("conversations"),
+    submissions: next("submissions"),
+    doc_records: next("doc_records"),
+  };
 }
 
 /** Thrown out of a group whose callbacks all failed, so the store rolls it back. */
@@ -198,18 +220,13 @@ export class Session {
         for (const edge of await readFormerOwners(sql))
           if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
       // Ids are never reused: past the newest row, and past the high-water marks a deletion kept.
-      const marks = await readNextIds(sql);
-      const next = async (table: keyof NextIds) =>
-        Math.max(
-          Number((await sql.get(`SELECT max(id) AS m FROM ${table}`))?.["m"] ?? 0) + 1,
-          marks?.[table] ?? 1,
-        );
-      r.nextTaskId = await next("tasks");
-      r.nextEntryId = await next("entries");
+      const next = await readNextIds(sql);
+      r.nextTaskId = next.tasks;
+      r.nextEntryId = next.entries;
       // Id 1 is the root's alone, whether or not it exists yet (created lazily: Harness.ensureRoot).
-      r.nextConversationId = Math.max(await next("conversations"), ROOT_CONVERSATION_ID + 1);
-      r.nextSubmissionId = await next("submissions");
-      r.nextDocId = await next("doc_records");
+      r.nextConversationId = Math.max(next.conversations, ROOT_CONVERSATION_ID + 1);
+      r.nextSubmissionId = next.submissions;
+      r.nextDocId = next.doc_records;
       // Live tasks' live task documents (a partial index): the commit that ends one retires them.
       for (const row of await sql.all(
         "SELECT task_id, kind FROM doc_records INDEXED BY doc_records_live_tasks WHERE scope = 'task' AND retired_at IS NULL",
