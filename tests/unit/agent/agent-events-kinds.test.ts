@@ -297,7 +297,11 @@ test("a tool whose task faulted ends without an entry, before the task_failed of
 test("an aborted round's unstarted call ends with its result entry, directly before its message, and never started", async () => {
   const gate = gatedTool("hold");
   const { h, root } = await open(
-    callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" }), fauxToolCall("hold", {}, { id: "c2" })),
+    callsThenAnswer(
+      fauxToolCall("hold", {}, { id: "c1" }),
+      fauxToolCall("hold", {}, { id: "c2" }),
+      fauxToolCall("hold", {}, { id: "c3" }),
+    ),
     { tools: [gate.tool], settings: { toolExecution: "sequential" } },
   );
   const stream = await watchEvents(h, root.id);
@@ -307,23 +311,28 @@ test("an aborted round's unstarted call ends with its result entry, directly bef
   await root.abort();
   expect((await input.wait()).status).toBe("unanswered");
   const rendered = await settled(h, stream, batches);
+  // Two calls never started: each ends with its own result entry, directly before that result's
+  // message, in call order.
+  const unstarted = [
+    "tool_execution_end hold pi.tool-result",
+    `message_start toolResult text:${harnessError("the run was aborted before this call started")}`,
+    "message_end pi.tool-result",
+  ];
   expect(rendered.slice(3)).toEqual([
     [
       "tool_execution_end hold pi.tool-result",
       `message_start toolResult text:${harnessError("the tool call was aborted")}`,
       "message_end pi.tool-result",
     ],
-    [
-      "tool_execution_end hold pi.tool-result",
-      `message_start toolResult text:${harnessError("the run was aborted before this call started")}`,
-      "message_end pi.tool-result",
-      "turn_end",
-      "run_end 1",
-      "submission input unanswered",
-    ],
+    [...unstarted, ...unstarted, "turn_end", "run_end 1", "submission input unanswered"],
   ]);
   expect(ofType(batches, "tool_execution_start").map((e) => e.toolCallId)).toEqual(["c1"]);
-  expect(ofType(batches, "tool_execution_end").map((e) => e.toolCallId)).toEqual(["c1", "c2"]);
+  expect(ofType(batches, "tool_execution_end").map((e) => e.toolCallId)).toEqual(["c1", "c2", "c3"]);
+  expect(
+    ofType(batches, "message_end").flatMap((e) =>
+      e.entry.kind === "pi.tool-result" ? [(e.entry.model?.[0] as { toolCallId?: string })?.toolCallId] : [],
+    ),
+  ).toEqual(["c1", "c2", "c3"]);
 });
 
 test("tool_execution_update carries a running slot's details and diagnostics when they change", async () => {
