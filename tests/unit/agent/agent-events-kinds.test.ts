@@ -330,7 +330,9 @@ test("an aborted round's unstarted call ends with its result entry, directly bef
   expect(ofType(batches, "tool_execution_end").map((e) => e.toolCallId)).toEqual(["c1", "c2", "c3"]);
   expect(
     ofType(batches, "message_end").flatMap((e) =>
-      e.entry.kind === "pi.tool-result" ? [(e.entry.model?.[0] as { toolCallId?: string })?.toolCallId] : [],
+      e.entry.kind === "pi.tool-result"
+        ? [(e.entry.model as unknown as { toolCallId?: string }[])[0]?.toolCallId]
+        : [],
     ),
   ).toEqual(["c1", "c2", "c3"]);
 });
