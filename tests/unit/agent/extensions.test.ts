@@ -170,11 +170,22 @@ describe("the registry", () => {
             },
           }),
         ],
-        sections: [section(`s${v}`, () => (called.push("render"), "s"))],
+        sections: [
+          section(`s${v}`, () => {
+            called.push("render");
+            return "s";
+          }),
+        ],
         hooks: [hook("pi.generation", { afterResponse: () => void called.push("hook") })],
         wraps: [
-          wrapTool("t", (t) => (called.push("wrap"), t)),
-          wrapSection("s", (x) => (called.push("wrap"), x)),
+          wrapTool("t", (t) => {
+            called.push("wrap");
+            return t;
+          }),
+          wrapSection("s", (x) => {
+            called.push("wrap");
+            return x;
+          }),
         ],
         tasks: [single(`job${v}`, async () => void called.push("phase"))],
       });

@@ -300,7 +300,7 @@ describe("tools", () => {
   test("a terminating round ends the run at a final boundary: the input is done with the tool-calling answer and a follow-up queued meanwhile starts the next run", async () => {
     const hold = deferred();
     const { root, faux } = await open(
-      async (req, n) => {
+      async (_req, n) => {
         if (n > 1) return fauxAssistantMessage(`later answer ${n}`);
         await hold.promise;
         return fauxAssistantMessage([fauxToolCall("finish", {}, { id: "call-1" })], {

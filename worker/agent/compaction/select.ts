@@ -6,7 +6,6 @@
  * The hooks run off the commit line, before that commit; the first decision wins, and a hook that
  * throws is reported and skipped (unless the invocation was cancelled, which ends the phase).
  */
-import type { Message } from "@mariozechner/pi-ai";
 import type { EntryId, EntryRecord } from "../../core/types.ts";
 import { activeRange, summarizedPart } from "../conversation/context.ts";
 import { type HookApi, hookApi } from "../extensions/hooks.ts";
