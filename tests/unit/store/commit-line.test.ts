@@ -232,8 +232,15 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
     tx.writeDoc(c.id, "app.doc", { n: 1 });
     expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1 });
-    const sub = tx.createSubmission({ conversationId: c.id, type: "write", status: "queued" });
+    const sub = tx.createSubmission({
+      conversationId: c.id,
+      type: "write",
+      status: "queued",
+      requestId: "r1",
+    });
     expect(tx.submission(sub.id)).toEqual(sub);
+    expect(tx.submissionByRequest(c.id, "r1")).toEqual(sub);
+    expect(tx.submissionByRequest(1, "r1")).toBeUndefined(); // keyed by conversation too
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
   });
