@@ -7,6 +7,7 @@
  * across a fork; `subscribeClose` and `documentState` on the harness.
  */
 import { afterEach, describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import {
   type DocScope,
   EntryNotVisible,
@@ -211,6 +212,11 @@ describe("scopes (spec §3.1-3.2)", () => {
       createdAt: entry,
     });
     expect(await h.doc(1, "scratch")).toBeUndefined();
+    // Its conversation is derived from the task's record (created in the same commit): the root here.
+    const owner = await store.read((sql) =>
+      sql.get("SELECT conversation_id FROM doc_records WHERE kind = 'scratch' AND task_id = ?", [id]),
+    );
+    expect(owner?.["conversation_id"]).toBe(1);
     const fork = await h.transaction((tx) =>
       tx.forkConversation(1, entry, { ownership: { kind: "ownerless" } }),
     );
@@ -219,6 +225,18 @@ describe("scopes (spec §3.1-3.2)", () => {
     await h.close();
     const reopened = await memoryStore(store.image());
     const again = await open(reopened, options);
+    expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
+
+    // Judged on the commit's candidate record: made terminal earlier in a commit, its documents are
+    // refused later in that commit (and the refused commit changes nothing).
+    const terminalThenRead = internals(again).session.commit((tx, overlay) => {
+      overlay.setTask({
+        ...overlay.task(id)!,
+        state: { status: "terminal", outcome: { status: "aborted" } },
+      } as never);
+      tx.readDoc(taskScope(id), "scratch");
+    });
+    await expect(terminalThenRead).rejects.toThrow(/is terminal: its documents are retired/);
     expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
 
     await again.abortTask(id);

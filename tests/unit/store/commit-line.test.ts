@@ -228,6 +228,9 @@ test("reads in a transaction see its own table and document writes, and more tab
   await h.transaction((tx) => {
     const c = tx.createConversation({ kind: "ownerless" });
     expect(tx.conversation(c.id)).toEqual(c);
+    // An inert record (spec §3.3), not an operational handle: plain JSON data, nothing to call.
+    expect(Object.getPrototypeOf(c)).toBe(Object.prototype);
+    expect(JSON.parse(JSON.stringify(c))).toStrictEqual(c);
     const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
     expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
     tx.writeDoc(c.id, "app.doc", { n: 1 });
