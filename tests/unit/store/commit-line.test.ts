@@ -254,6 +254,10 @@ test("100 commits requested together share one transaction; one whose callback t
   const store = await memoryStore();
   const h = await Harness.open(store);
   const before = { ...store.stats };
+  const published: string[] = [];
+  h.subscribe((change) => {
+    for (const d of change.docs) published.push(d.name);
+  });
   const results = await Promise.allSettled(
     Array.from({ length: 100 }, (_, i) =>
       h.transaction((tx) => {
@@ -273,6 +277,10 @@ test("100 commits requested together share one transaction; one whose callback t
   expect(
     results.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<number>).value),
   ).toEqual(Array.from({ length: 100 }, (_, i) => i).filter((i) => i !== 37));
+  // The failed callback published nothing and left nothing in memory; the others were published.
+  expect(published).toHaveLength(99);
+  expect(published).not.toContain("test.doc-37");
+  expect(await h.doc(1, "test.doc-37")).toBeUndefined();
   const image = store.image();
   await h.close();
   const reopened = await Harness.open(await memoryStore(image));
