@@ -13,7 +13,7 @@
  * rest (`view.older`, core/pages.ts), so opening a long conversation never reads its whole history;
  * its watchers fetch older pages themselves.
  */
-import { UnknownConversation } from "./errors.ts";
+import { HarnessClosed, UnknownConversation } from "./errors.ts";
 import { newestHead, readVisibleEntries } from "./fork.ts";
 import { readActivePage } from "./pages.ts";
 import type { Session } from "./session.ts";
@@ -140,6 +140,8 @@ export class ConversationMount {
   #unsubscribe: (() => void) | undefined;
   #buffer: ChangeSet[] | undefined = [];
   #readSeq = 0;
+  /** Set by endAll: a watch or observer asked before it and still loading is refused, never left attached to a dead mount. */
+  #ended: WatchEnd | undefined;
 
   constructor(
     readonly session: Session,
@@ -198,6 +200,7 @@ export class ConversationMount {
 
   async watch(limit = WATCH_FRAME_LIMIT): Promise<Watch<ConversationView>> {
     await this.ready();
+    this.#refuseIfEnded();
     const watch: Watch<ConversationView> = new Watch(this.view, limit, () => {
       this.#watches.delete(watch);
       this.#releaseIfUnobserved();
@@ -213,6 +216,7 @@ export class ConversationMount {
    */
   async attach(observer: MountObserver, start?: (view: ConversationView) => void): Promise<MountAttachment> {
     await this.ready();
+    this.#refuseIfEnded();
     const view = this.view;
     start?.(view);
     this.#observers.add(observer);
@@ -228,6 +232,12 @@ export class ConversationMount {
     };
   }
 
+  /** Spec §2.2: of the operations queued at the close's seal, states and watches reject. */
+  #refuseIfEnded(): void {
+    if (this.#ended === "closed") throw new HarnessClosed();
+    if (this.#ended === "deleted") throw new UnknownConversation(this.conversationId);
+  }
+
   #releaseIfUnobserved(): void {
     if (this.#watches.size === 0 && this.#observers.size === 0) this.#release();
   }
@@ -239,6 +249,7 @@ export class ConversationMount {
 
   /** End every watch and observer (close; or "deleted": the conversation is gone). */
   endAll(reason: WatchEnd = "closed"): void {
+    this.#ended ??= reason;
     for (const w of [...this.#watches]) w.end(reason);
     const observers = [...this.#observers];
     this.#observers.clear();

@@ -69,16 +69,34 @@ test("close() stops a running task without writing an outcome or an abort mark: 
 
 test("once close began, new task, conversation and submission operations reject with HarnessClosed", async () => {
   const { h, root } = await open(echo);
-  await h.close();
-  await expect(root.submit({ type: "input", content: "late" })).rejects.toBeInstanceOf(HarnessClosed);
-  await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toBeInstanceOf(
-    HarnessClosed,
-  );
-  await expect(root.configure({ instructions: "x" })).rejects.toBeInstanceOf(HarnessClosed);
-  await expect(h.getTask(1)).rejects.toBeInstanceOf(HarnessClosed);
-  await expect(h.waitForTask(1)).rejects.toBeInstanceOf(HarnessClosed);
-  await expect(h.abortTask(1)).rejects.toBeInstanceOf(HarnessClosed);
-  expect(() => h.resume()).toThrow(HarnessClosed);
+  const refusesAll = async () => {
+    await expect(root.submit({ type: "input", content: "late" })).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toBeInstanceOf(
+      HarnessClosed,
+    );
+    await expect(root.configure({ instructions: "x" })).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.getTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.waitForTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.abortTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+    expect(() => h.resume()).toThrow(HarnessClosed);
+  };
+  // While the shutdown is still under way (an admitted commit holds the line, so the store is open):
+  // "once close begins", not once it is over.
+  const gate = deferred();
+  const inCallback = deferred();
+  const holding = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.appendEntry(root.id, { kind: "note", data: "held" });
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  await refusesAll();
+  gate.resolve();
+  await holding;
+  await closing;
+  // And after it: the old handles stay refused (a reopen hands out new ones).
+  await refusesAll();
 });
 
 test("commits admitted before close settle and are stored before the store closes, also when their caller cancels; one asked after the seal is refused; a new harness opens the store with them", async () => {
@@ -128,7 +146,7 @@ test("commits admitted before close settle and are stored before the store close
   await next.close();
 });
 
-test("operations queued at the seal: an admitted commit settles, a queued read completes, a task wait rejects with HarnessClosed, a settled submission's wait resolves; inspect says closing", async () => {
+test("operations queued at the seal: an admitted commit settles, a queued read completes, a task wait, a watch and a view reject with HarnessClosed, a settled submission's wait resolves; inspect says closing", async () => {
   const release = deferred();
   const stubborn = single("stubborn", async () => {
     await release.promise;
@@ -164,8 +182,13 @@ test("operations queued at the seal: an admitted commit settles, a queued read c
   const settled = await submission.wait();
   expect(settled.status).toBe("done");
   const queuedWait = submission.wait();
+  // A watch and a view asked before the seal, still queued when it comes, reject: they would need later commits.
+  const queuedWatch = agent.root.watch();
+  const queuedView = agent.root.viewState();
   const agentClosing = agent.h.close();
   await expect(submission.wait()).rejects.toBeInstanceOf(HarnessClosed);
   expect(await queuedWait).toEqual(settled);
+  await expect(queuedWatch).rejects.toBeInstanceOf(HarnessClosed);
+  await expect(queuedView).rejects.toBeInstanceOf(HarnessClosed);
   await agentClosing;
 });

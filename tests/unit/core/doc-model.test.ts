@@ -7,6 +7,7 @@
  * across a fork; `subscribeClose` and `documentState` on the harness.
  */
 import { afterEach, describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import {
   type DocScope,
   EntryNotVisible,
@@ -211,6 +212,11 @@ describe("scopes (spec §3.1-3.2)", () => {
       createdAt: entry,
     });
     expect(await h.doc(1, "scratch")).toBeUndefined();
+    // Its conversation is derived from the task's record (created in the same commit): the root here.
+    const owner = await store.read((sql) =>
+      sql.get("SELECT conversation_id FROM doc_records WHERE kind = 'scratch' AND task_id = ?", [id]),
+    );
+    expect(owner?.["conversation_id"]).toBe(1);
     const fork = await h.transaction((tx) =>
       tx.forkConversation(1, entry, { ownership: { kind: "ownerless" } }),
     );
@@ -219,6 +225,18 @@ describe("scopes (spec §3.1-3.2)", () => {
     await h.close();
     const reopened = await memoryStore(store.image());
     const again = await open(reopened, options);
+    expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
+
+    // Judged on the commit's candidate record: made terminal earlier in a commit, its documents are
+    // refused later in that commit (and the refused commit changes nothing).
+    const terminalThenRead = internals(again).session.commit((tx, overlay) => {
+      overlay.setTask({
+        ...overlay.task(id)!,
+        state: { status: "terminal", outcome: { status: "aborted" } },
+      } as never);
+      tx.readDoc(taskScope(id), "scratch");
+    });
+    await expect(terminalThenRead).rejects.toThrow(/is terminal: its documents are retired/);
     expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
 
     await again.abortTask(id);
@@ -243,6 +261,43 @@ describe("scopes (spec §3.1-3.2)", () => {
     ]);
     expect(rows[0]!.retiredAt).toBeGreaterThan(entry);
     expect(rows[1]!.retiredAt).toBe(rows[1]!.createdAt);
+  });
+});
+
+describe("records keep the rules (spec §3.2, §3.7)", () => {
+  // CONTRARY (reading 21f, sections-0-4 "Records keep scope and history so missing code hides no
+  // data"): the engine takes a document's history and fork rule from the harness's `forks` option by
+  // name, not from the stored record. Reopened without that option, snapshotAsOf refuses the document,
+  // a write is not added to its history, and a fork copies its current value with fork "current".
+  // Marked `fails` until the engine reads the rules from doc_records (persist.ts, session.ts
+  // #noteHistory, tx.ts forkConversation, harness.ts snapshotAsOf); drop `.fails` with that fix.
+  test.fails("a document's stored history and fork rule hold when the code that declared them is missing: its history stays readable and grows, and a fork copies it as of the entry", async () => {
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      return note(tx, 1, "1");
+    });
+    const e2 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 2 });
+      return note(tx, 1, "2");
+    });
+    await h.close();
+    // Reopened by code that does not name the document (an extension not installed any more).
+    const bare = await open(await memoryStore(store.image()));
+    expect(await bare.docRecord(1, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    expect((await bare.snapshotAsOf(1, "hist", e1))?.value).toEqual({ n: 1 });
+    const e3 = await bare.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 3 });
+      return note(tx, 1, "3");
+    });
+    expect((await bare.snapshotAsOf(1, "hist", e3))?.value).toEqual({ n: 3 });
+    expect((await bare.snapshotAsOf(1, "hist", e2))?.value).toEqual({ n: 2 });
+    const fork = await bare.transaction(
+      (tx) => tx.forkConversation(1, e1, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await bare.doc(fork, "hist")).toEqual({ n: 1 });
+    expect(await bare.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
   });
 });
 

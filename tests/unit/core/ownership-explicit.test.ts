@@ -181,6 +181,8 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   await expect(markAndCreate).rejects.toThrow(/is abort-marked/);
   await h.abortTask(marked);
   for (const m of await attempt(marked)) expect(m).toMatch(/is abort-marked|is terminal/);
+  // A missing owner is refused the same way, for both kinds.
+  for (const m of await attempt(9999 as TaskId)) expect(m).toMatch(/owner task 9999 does not exist/);
   expect(await h.tasks({ kind: "child" })).toEqual([]);
   gate.resolve();
   await done(h, holding);
@@ -203,5 +205,15 @@ test("a child task lives in its owner's conversation: naming another conversatio
     return [o, tx.createTask(kid, null, { ownership: { kind: "task", taskId: o } })];
   });
   expect(await h.getTask(child!)).toMatchObject({ owner, conversationId: 1 });
+  // A conversation too may be owned by a task created earlier in its commit, in another conversation:
+  // its owner's conversation is derived from that candidate record.
+  const { ownerTask, owned } = await h.transaction((tx) => {
+    const ownerTask = tx.createTask(kid, null, {
+      ownership: { kind: "conversation" },
+      conversationId: other.id,
+    });
+    return { ownerTask, owned: tx.createConversation({ kind: "task", taskId: ownerTask }) };
+  });
+  expect(owned.owner).toEqual({ taskId: ownerTask, conversationId: other.id });
   await h.close();
 });

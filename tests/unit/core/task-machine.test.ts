@@ -219,6 +219,12 @@ describe("committed values are frozen", () => {
     }).toThrow(TypeError);
     const expected = { items: ["a"], nested: { n: 1 } };
     expect(await h.transaction((tx) => tx.readDoc(1, "frozen-doc"))).toEqual(expected);
+    // A snapshot is the shared immutable revision (spec §3.3): the same value to every reader, frozen.
+    const seen = await h.doc(1, "frozen-doc");
+    expect(await h.doc(1, "frozen-doc")).toBe(seen);
+    expect(() => {
+      (seen as { nested: { n: number } }).nested.n = 3;
+    }).toThrow(TypeError);
     const row = await store.read((sql) => sql.get("SELECT value FROM documents WHERE name = 'frozen-doc'"));
     expect(JSON.parse(String(row?.["value"]))).toEqual(expected);
     expect((await internals(h).session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);

@@ -228,12 +228,22 @@ test("reads in a transaction see its own table and document writes, and more tab
   await h.transaction((tx) => {
     const c = tx.createConversation({ kind: "ownerless" });
     expect(tx.conversation(c.id)).toEqual(c);
+    // An inert record (spec §3.3), not an operational handle: plain JSON data, nothing to call.
+    expect(Object.getPrototypeOf(c)).toBe(Object.prototype);
+    expect(JSON.parse(JSON.stringify(c))).toStrictEqual(c);
     const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
     expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
     tx.writeDoc(c.id, "app.doc", { n: 1 });
     expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1 });
-    const sub = tx.createSubmission({ conversationId: c.id, type: "write", status: "queued" });
+    const sub = tx.createSubmission({
+      conversationId: c.id,
+      type: "write",
+      status: "queued",
+      requestId: "r1",
+    });
     expect(tx.submission(sub.id)).toEqual(sub);
+    expect(tx.submissionByRequest(c.id, "r1")).toEqual(sub);
+    expect(tx.submissionByRequest(1, "r1")).toBeUndefined(); // keyed by conversation too
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
   });
@@ -244,6 +254,10 @@ test("100 commits requested together share one transaction; one whose callback t
   const store = await memoryStore();
   const h = await Harness.open(store);
   const before = { ...store.stats };
+  const published: string[] = [];
+  h.subscribe((change) => {
+    for (const d of change.docs) published.push(d.name);
+  });
   const results = await Promise.allSettled(
     Array.from({ length: 100 }, (_, i) =>
       h.transaction((tx) => {
@@ -263,6 +277,10 @@ test("100 commits requested together share one transaction; one whose callback t
   expect(
     results.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<number>).value),
   ).toEqual(Array.from({ length: 100 }, (_, i) => i).filter((i) => i !== 37));
+  // The failed callback published nothing and left nothing in memory; the others were published.
+  expect(published).toHaveLength(99);
+  expect(published).not.toContain("test.doc-37");
+  expect(await h.doc(1, "test.doc-37")).toBeUndefined();
   const image = store.image();
   await h.close();
   const reopened = await Harness.open(await memoryStore(image));
