@@ -823,3 +823,46 @@ test("allSettled resumes only once every awaited task is terminal, reads complet
   for (const k of kids.slice(0, 3)) expect((await h.getTask(k))?.abortRequested).toBe(false);
   await h.close();
 });
+
+test("failFast fires on a child that faults: its live siblings are aborted, the parent is not, and reads [faulted, aborted, aborted]", async () => {
+  const thrown = deferred();
+  const thrower = single("ff-thrower", async () => {
+    await thrown.promise;
+    throw new Error("the child threw");
+  });
+  const sibling = parked("ff-sibling");
+  let read: string[] | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "ff-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [
+            tx.createTask(thrower, null, owned),
+            tx.createTask(sibling, null, owned),
+            tx.createTask(sibling, null, owned),
+          ];
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "failFast" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [thrower, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "the three children running" });
+  thrown.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["faulted", "aborted", "aborted"]);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
