@@ -6,7 +6,7 @@
  */
 import { type AssistantMessage, fauxAssistantMessage, fauxText, fauxThinking } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
-import { messageChanges } from "../../../worker/agent/events/diff.ts";
+import { messageChanges, outputChange } from "../../../worker/agent/events/diff.ts";
 
 const message = (...content: Parameters<typeof fauxAssistantMessage>[0][]): AssistantMessage =>
   fauxAssistantMessage(content.flat() as never);
@@ -34,4 +34,16 @@ test("message_update changes: text and thinking deltas, a block start, a rewritt
   // Only the usage changed: an update with no changes (it carries the usage).
   const costlier = { ...before, usage: { ...before.usage, output: before.usage.output + 5 } };
   expect(messageChanges(before, costlier)).toEqual([]);
+});
+
+test("tool_execution_update output: a rewritten window, or a trim the new text does not continue, is a replacement", () => {
+  // An append and a front trim that the new text continues: no replacement.
+  expect(outputChange("ab\n", "ab\ncd\n", 0)).toEqual({ append: "cd\n" });
+  expect(outputChange("ab\ncd\n", "cd\nef\n", 3)).toEqual({ trimStart: 3, append: "ef\n" });
+  // Rewritten from the start, nothing trimmed: the whole window is set.
+  expect(outputChange("ab\ncd\n", "xy\n", 0)).toEqual({ set: "xy\n" });
+  // Bytes were dropped, but what is left does not start with the kept part: set, not a trim.
+  expect(outputChange("ab\ncd\n", "zz\nef\n", 3)).toEqual({ set: "zz\nef\n" });
+  // Cleared: set to the empty window.
+  expect(outputChange("ab\n", undefined, 0)).toEqual({ set: "" });
 });

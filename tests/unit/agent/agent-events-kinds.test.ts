@@ -349,6 +349,8 @@ test("tool_execution_update carries a running slot's details and diagnostics whe
       api.diagnostic({ severity: "warn", message: "file changed on disk", code: "changed" });
       noted.resolve();
       await gate.promise;
+      // A later change of details alone: its update carries the current details, not the diagnostics.
+      await api.details({ step: 2 });
       return textResult("probed");
     },
   });
@@ -367,7 +369,11 @@ test("tool_execution_update carries a running slot's details and diagnostics whe
   expect((await input.wait()).status).toBe("done");
   await settled(h, stream, batches);
   const updates = ofType(batches, "tool_execution_update");
-  expect(updates.filter((u) => u.details !== undefined).map((u) => u.details)).toEqual([{ step: 1 }]);
+  // Each is sent when it changes, and only then: details twice (its current value), diagnostics once.
+  expect(updates.filter((u) => u.details !== undefined).map((u) => u.details)).toEqual([
+    { step: 1 },
+    { step: 2 },
+  ]);
   expect(updates.filter((u) => u.diagnostics !== undefined).map((u) => u.diagnostics)).toEqual([
     [{ severity: "warn", message: "file changed on disk", code: "changed" }],
   ]);

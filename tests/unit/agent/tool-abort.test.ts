@@ -114,26 +114,29 @@ test("onAbort's replacement content is bounded by the tool's own limits, with th
     parameters: Type.Object({}),
     outputLimits: { maxLines: 2, retain: "tail" },
     async execute(_args, api) {
+      // The call's own diagnostic: the harness's (aborted, truncated) come after it.
+      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
       started.resolve();
       await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
       return textResult("never");
     },
   });
-  const { root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
     tools: [tool],
+    settings: { outputIntervalMs: 1 },
     hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
   });
   const input = await root.submit({ type: "input", content: "go" });
   await started.promise;
+  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined, { what: "the diagnostic stored" });
   await root.abort();
   expect((await input.wait()).status).toBe("unanswered");
   const [result] = await toolResults(root);
-  const codes = diagnosticsOf(result!).map((d) => d.code);
-  expect(codes.at(-1)).toBe("truncated");
-  expect(codes).toContain("aborted");
-  const text = textOf(messageOf(result!));
-  expect(text.startsWith("three\nfour")).toBe(true);
-  expect(text).not.toContain("one\ntwo");
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["progress", "aborted", "truncated"]);
+  // The kept tail is the first block, whole; the truncation note follows it.
+  const content = messageOf(result!).content;
+  expect(content[0]).toEqual({ type: "text", text: "three\nfour" });
+  expect(textOf(messageOf(result!))).not.toContain("one\ntwo");
 });
 
 test("a tool's slot updates apply only while its slot exists: output after the slot went is not stored, and its aborted result has no partial output", async () => {
@@ -249,7 +252,15 @@ test("replays the hook after close before settlement, retaining the abort mark a
   const never = deferred();
   let executions = 0;
   const reports: unknown[] = [];
-  const note = (call: { arguments: unknown }) => `note for ${JSON.stringify(call.arguments)}`;
+  // The hook reads the call and an application's note, a document committed before the abort.
+  const NOTES = "test.abort-notes";
+  const note = async (
+    call: { arguments: unknown },
+    api: { taskId: number; doc(name: string): Promise<unknown> },
+  ) => {
+    const notes = ((await api.doc(NOTES)) as { notes?: Record<string, string> } | undefined)?.notes ?? {};
+    return `${notes[String(api.taskId)] ?? "no note"} for ${JSON.stringify(call.arguments)}`;
+  };
   const started = deferred();
   const worker = defineTool({
     name: "worker",
@@ -268,11 +279,11 @@ test("replays the hook after close before settlement, retaining the abort mark a
     onReport: (e) => void reports.push(e),
     hooks: {
       onAbort: [
-        async (call) => {
-          asked.push(note(call));
+        async (call, _result, api) => {
+          asked.push(await note(call, api));
           firstAsk.resolve();
           await never.promise; // the first engine stops while the hook decides
-          return textResult(note(call));
+          return textResult(await note(call, api));
         },
       ],
     },
@@ -280,6 +291,9 @@ test("replays the hook after close before settlement, retaining the abort mark a
   const input = await root.submit({ type: "input", content: "go", requestId: "r" });
   await started.promise;
   const [task] = await h.tasks({ kind: "pi.tool" });
+  await h.transaction((tx) => {
+    writeDoc(tx, 1, NOTES, { notes: { [String(task!.id)]: "User requested cancellation" } });
+  });
   void h.abortTask(task!.id).catch(() => undefined);
   await firstAsk.promise;
   const h2 = await reopen(store, {
@@ -289,9 +303,9 @@ test("replays the hook after close before settlement, retaining the abort mark a
     onReport: (e) => void reports.push(e),
     hooks: {
       onAbort: [
-        (call) => {
-          asked.push(note(call));
-          return textResult(note(call));
+        async (call, _result, api) => {
+          asked.push(await note(call, api));
+          return textResult(await note(call, api));
         },
       ],
     },
@@ -299,12 +313,15 @@ test("replays the hook after close before settlement, retaining the abort mark a
   const record = await h2.waitForTask(task!.id);
   expect(record.abortRequested).toBe(true);
   expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
-  expect(asked).toEqual(['note for {"job":"j1"}', 'note for {"job":"j1"}']);
+  expect(asked).toEqual([
+    'User requested cancellation for {"job":"j1"}',
+    'User requested cancellation for {"job":"j1"}',
+  ]);
   expect(executions).toBe(1);
   const root2 = await h2.root();
   const results = await toolResults(root2);
   expect(results).toHaveLength(1);
-  expect(textOf(messageOf(results[0]!))).toContain('note for {"job":"j1"}');
+  expect(textOf(messageOf(results[0]!))).toContain('User requested cancellation for {"job":"j1"}');
   const again = await root2.submit({ type: "input", content: "go", requestId: "r" });
   expect(again.id).toBe(input.id);
   expect((await again.wait()).status).toBe("done");

@@ -439,7 +439,7 @@ describe("tool hooks", () => {
     await until(() => Boolean(liveOf(h).tools?.[0]?.output));
     await root.abort();
     expect(seen).toEqual(["slow: half done\n"]);
-    expect(reported.map((e) => (e as Error).message)).toContain("cleanup hook broke");
+    expect(reported.map((e) => (e as Error).message)).toEqual(["cleanup hook broke"]);
     const [result] = await toolResults(root);
     expect(messageOf(result!)).toMatchObject({ isError: true });
     expect(textOf(messageOf(result!))).toContain("rolled back (half done)");

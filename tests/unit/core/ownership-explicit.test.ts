@@ -65,6 +65,11 @@ test("ownership is never inferred: creating a conversation without naming its ow
   });
   const owned = await h.transaction((tx) => tx.createConversation({ kind: "task", taskId }));
   expect(owned.owner).toEqual({ taskId, conversationId: made.id });
+  // So is a child task's conversation: `made`, not the root this commit would default to.
+  const child = await h.transaction((tx) =>
+    tx.createTask(holder, null, { ownership: { kind: "task", taskId } }),
+  );
+  expect(await h.getTask(child)).toMatchObject({ owner: taskId, conversationId: made.id });
   await h.abortTask(taskId);
   await h.close();
 });

@@ -747,3 +747,122 @@ describe("failFast on a held failure", () => {
     });
   });
 });
+
+test("allSettled resumes only once every awaited task is terminal, reads completed, failed, faulted and aborted outcomes in order, and marks no sibling", async () => {
+  const gates = { ok: deferred(), fails: deferred(), throws: deferred() };
+  const aborted: string[] = [];
+  const child = defineTask<string, Go, Json>({
+    name: "settled-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime, signal) => {
+        if (task.input === "aborts") return untilAborted(signal);
+        await gates[task.input as keyof typeof gates].promise;
+        if (task.input === "throws") throw new Error("the child threw");
+        await runtime.commit(() =>
+          task.input === "ok"
+            ? complete("ok")
+            : { status: "terminal", outcome: { status: "failed", error: { message: "declined" } } },
+        );
+      },
+    },
+    abort: async (task, runtime) => {
+      aborted.push(task.input);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  let read: string[] | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "settled-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const kids = ["ok", "fails", "throws", "aborts"].map((name) =>
+            tx.createTask(child, name, { ownership: { kind: "task", taskId: runtime.taskId } }),
+          );
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "allSettled" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [child, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  const records = internals(h).session.records.tasks;
+  const children = () => [...records.values()].filter((t) => t.kind === "settled-child").map((t) => t.id);
+  await until(() => children().length === 4, { what: "four children" });
+  const kids = children().sort((a, b) => a - b);
+  const ended = (k: TaskId) => records.get(k)?.state.status === "terminal";
+  // Reversed order: the outcomes are read in the order waited on, not the order they ended. A
+  // failure ending while its siblings live marks none of them (allSettled).
+  gates.throws.resolve();
+  await until(() => ended(kids[2]!), { what: "the throwing child faulted" });
+  for (const k of [kids[0]!, kids[1]!, kids[3]!]) expect((await h.getTask(k))?.abortRequested).toBe(false);
+  gates.fails.resolve();
+  await until(() => ended(kids[1]!), { what: "the failing child ended" });
+  expect((await h.getTask(kids[0]!))?.abortRequested).toBe(false);
+  gates.ok.resolve();
+  await until(() => ended(kids[0]!), { what: "the completing child ended" });
+  // One awaited task is still live: the parent has not resumed.
+  expect((await h.getTask(id))?.state.status).toBe("waiting");
+  expect(read).toBeUndefined();
+  expect(await h.abortTask(kids[3]!)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["completed", "failed", "faulted", "aborted"]);
+  // allSettled never marks a sibling: only the child aborted by hand ran its abort handler.
+  expect(aborted).toEqual(["aborts"]);
+  for (const k of kids.slice(0, 3)) expect((await h.getTask(k))?.abortRequested).toBe(false);
+  await h.close();
+});
+
+test("failFast fires on a child that faults: its live siblings are aborted, the parent is not, and reads [faulted, aborted, aborted]", async () => {
+  const thrown = deferred();
+  const thrower = single("ff-thrower", async () => {
+    await thrown.promise;
+    throw new Error("the child threw");
+  });
+  const sibling = parked("ff-sibling");
+  let read: string[] | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "ff-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [
+            tx.createTask(thrower, null, owned),
+            tx.createTask(sibling, null, owned),
+            tx.createTask(sibling, null, owned),
+          ];
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "failFast" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [thrower, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "the three children running" });
+  thrown.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["faulted", "aborted", "aborted"]);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
