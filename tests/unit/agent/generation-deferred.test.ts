@@ -152,6 +152,18 @@ describe("deferred responses (poll)", () => {
         (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
         undefined,
     );
+    // What the restart has to go on is durable: the generation's committed checkpoint holds the
+    // handle and its next poll time, a minute after the request.
+    const polling = (await first.tasks({ kind: "pi.generation" })).find(
+      (t) => (t.state as { checkpoint?: { phase: string } }).checkpoint?.phase === "poll",
+    );
+    expect(polling).toBeDefined();
+    const cp = (polling!.state as { checkpoint?: { handle: { id: string }; pollAt: number } }).checkpoint;
+    const pollAt = (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred
+      ?.pollAt;
+    expect(cp?.handle.id).toBe("job-7");
+    expect(cp?.pollAt).toBe(pollAt);
+    expect(cp?.pollAt).toBeGreaterThan(Date.now());
     const image = await memoryStore(store.image());
     await first.close();
     const fetched: string[] = [];

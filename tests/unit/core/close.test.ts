@@ -4,10 +4,10 @@
  * same shutdown.
  */
 import { expect, test } from "vitest";
-import { Harness, HarnessClosed, WaitCancelled } from "../../../worker/index.ts";
+import { defineTask, Harness, HarnessClosed, type Json, WaitCancelled } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
-import { complete, done, outcome, row, running, single } from "./fixtures.ts";
+import { complete, done, outcome, row, running, single, untilAborted } from "./fixtures.ts";
 
 test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
   const release = deferred();
@@ -64,6 +64,80 @@ test("close() stops a running task without writing an outcome or an abort mark: 
   const next = await Harness.open(image, { tasks: [finishing] });
   expect((await next.getTask(id))?.abortRequested).toBe(false);
   expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed" });
+  await next.close();
+});
+
+test("step rule 2: a phase or an abort handler that returns once close began is stopped, not faulted: its checkpoint and its abort mark are kept for the next engine", async () => {
+  type Two = { phase: "first" } | { phase: "second" };
+  const log: string[] = [];
+  const secondStarted = deferred();
+  const abortStarted = deferred();
+  // Moves to a new checkpoint, then returns from its second phase when closing signals it, without
+  // committing: out of a close, rule 6 would fault it.
+  const stepper = (onSecond: (signal: AbortSignal) => Promise<void>) =>
+    defineTask<Json, Two, Json>({
+      name: "two-step",
+      version: 1,
+      initial: () => ({ phase: "first" }),
+      phases: {
+        first: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }))),
+        second: async (_t, runtime, signal) => {
+          log.push("second");
+          await onSecond(signal);
+          if (!signal.aborted) await runtime.commit(() => complete("resumed at second"));
+        },
+      },
+      abort: async () => undefined,
+    });
+  // Its abort handler returns, without an outcome, when closing signals it.
+  const marked = (hold: boolean) =>
+    single("marked", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime, signal) => {
+        log.push("abort");
+        if (hold) {
+          abortStarted.resolve();
+          await untilAborted(signal);
+          return;
+        }
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "after reopen" },
+        }));
+      },
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, {
+    tasks: [
+      stepper(async (signal) => {
+        secondStarted.resolve();
+        await untilAborted(signal);
+      }),
+      marked(true),
+    ],
+  });
+  const a = await h.createTask(
+    stepper(async () => undefined),
+    null,
+    { ownership: { kind: "conversation" } },
+  );
+  const b = await h.createTask(marked(true), null, { ownership: { kind: "conversation" } });
+  await secondStarted.promise;
+  await until(() => running(h) === 2, { what: "both running" });
+  expect(await h.abortTask(b)).toBe("marked");
+  await abortStarted.promise;
+  await h.close();
+  const image = await memoryStore(store.image());
+  expect((await row(image, a))?.["status"]).toBe("running");
+  expect(JSON.parse((await row(image, a))?.["state"] as string)).toMatchObject({
+    checkpoint: { phase: "second" },
+  });
+  log.length = 0;
+  const next = await Harness.open(image, { tasks: [stepper(async () => undefined), marked(false)] });
+  expect((await next.getTask(b))?.abortRequested).toBe(true);
+  expect(outcome(await done(next, a))).toEqual({ status: "completed", result: "resumed at second" });
+  expect(outcome(await done(next, b))).toEqual({ status: "aborted", reason: "after reopen" });
+  expect(log.sort()).toEqual(["abort", "second"]);
   await next.close();
 });
 

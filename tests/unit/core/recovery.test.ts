@@ -356,6 +356,62 @@ describe("grouping and old records", () => {
   });
 });
 
+test("on open a waiting task stays waiting, not turned back to pending: its phase does not run again, and it wakes once its target ends", async () => {
+  const log: string[] = [];
+  const waiter = defineTask<TaskId, Go | { phase: "joined" }, Json>({
+    name: "reopen-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (t, runtime) => {
+        log.push("go");
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "joined" },
+          on: [t.input],
+          policy: "allSettled",
+        }));
+      },
+      joined: async (t, runtime) => {
+        log.push("joined");
+        const [o] = await runtime.outcomes([t.input]);
+        await runtime.commit(() => complete(o?.status === "completed" ? o.result : "none"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const gate = deferred();
+  const target = (hold: (signal: AbortSignal) => Promise<unknown>) =>
+    single("reopen-target", async (_t, runtime, signal) => {
+      await hold(signal);
+      if (!signal.aborted) await runtime.commit(() => complete("late"));
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [waiter, target(untilAborted)] });
+  const on = await h.createTask(target(untilAborted), null, {
+    ownership: { kind: "conversation" },
+  });
+  const id = await h.createTask(waiter, on, { ownership: { kind: "conversation" } });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"), {
+    what: "the waiter waiting",
+  });
+  const image = store.image(); // a crash: nothing of the close reaches this image
+  await h.close();
+  const h2 = await Harness.open(await memoryStore(image), { tasks: [waiter, target(() => gate.promise)] });
+  await until(() => running(h2) === 1, { what: "the target running again" });
+  expect((await h2.getTask(id))?.state).toEqual({
+    status: "waiting",
+    checkpoint: { phase: "joined" },
+    on: [on],
+    policy: "allSettled",
+  });
+  gate.resolve();
+  expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "late" });
+  expect(log).toEqual(["go", "joined"]);
+  await engineStillRuns(h2);
+  await h2.close();
+});
+
 describe("a held outcome across a restart", () => {
   test("a held outcome whose owned work still lives stays completing after a restart and finishes when that work does", async () => {
     let childId: TaskId | undefined;

@@ -86,7 +86,7 @@ describe("faults", () => {
     await h.close();
   });
 
-  test("a phase that returns without committing a new checkpoint faults", async () => {
+  test("a phase that returns without committing a new checkpoint faults, also one whose commits wrote entries but no state", async () => {
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(
       single("idle", async () => undefined),
@@ -98,6 +98,20 @@ describe("faults", () => {
     expect((o as { error: { message: string } }).error.message).toMatch(
       /phase go returned without committing/,
     );
+    // Writes without a returned state are not progress (rule 6): the entry lands, the task faults.
+    const writer = single("writes-only", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.appendEntry(runtime.conversationId, { kind: "note", data: "only a note" });
+        return undefined;
+      });
+    });
+    const wid = await h.createTask(writer, null, { ownership: { kind: "conversation" } });
+    const w = outcome(await done(h, wid));
+    expect(w?.status).toBe("faulted");
+    expect((w as { error: { message: string } }).error.message).toMatch(
+      /phase go returned without committing/,
+    );
+    expect((await h.entries(1)).filter((e) => e.kind === "note").map((e) => e.data)).toEqual(["only a note"]);
     await engineStillRuns(h);
     await h.close();
   });

@@ -143,7 +143,7 @@ test("memos survive checkpoint commits: a later phase reads the winner stored by
   await h.close();
 });
 
-test("a commit whose callback returns undefined leaves the task state unchanged while its writes land", async () => {
+test("a commit whose callback returns undefined leaves the task state unchanged while its writes land; a returned state lands in one commit with them", async () => {
   const between = deferred<Json>();
   const gate = deferred();
   const def = single("no-state-change", async (_t, runtime) => {
@@ -153,16 +153,33 @@ test("a commit whose callback returns undefined leaves the task state unchanged 
     });
     between.resolve(((await runtime.getTask(runtime.taskId))?.state ?? null) as Json);
     await gate.promise;
-    await runtime.commit(() => complete("after"));
+    await runtime.commit((tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "receipt", data: "with the outcome" });
+      return complete("after");
+    });
   });
   const h = await Harness.open(await memoryStore(), { tasks: [def] });
   const appended: EntryRecord[] = [];
-  h.subscribe((change) => appended.push(...change.entries));
+  // Per published commit: the entry kinds it carries and the states it gives this task.
+  const commits: Array<{ entries: string[]; states: string[] }> = [];
+  h.subscribe((change) => {
+    appended.push(...change.entries);
+    commits.push({
+      entries: change.entries.map((e) => e.kind),
+      states: change.tasks.filter((t) => t.kind === "no-state-change").map((t) => t.state.status),
+    });
+  });
   const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
   expect(await between.promise).toEqual({ status: "running", checkpoint: { phase: "go" } });
   expect(appended.map((e) => e.kind)).toEqual(["note"]);
   gate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "after" });
+  // A returned state lands in the same commit as the callback's writes (spec 5.1: atomic with its
+  // entries): the receipt and the terminal record are published together, never one without the other.
+  expect(commits.filter((c) => c.entries.includes("receipt"))).toEqual([
+    { entries: ["receipt"], states: ["terminal"] },
+  ]);
+  expect(commits.filter((c) => c.states.includes("terminal"))).toHaveLength(1);
   await engineStillRuns(h);
   await h.close();
 });

@@ -181,6 +181,28 @@ describe("waits", () => {
     await h.close();
   });
 
+  test("a grandchild waiting on its grandparent is a WaitCycle: the whole owner chain is refused, not only the owner", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const elder = parked("chain-elder");
+    const middle = parked("chain-middle");
+    const probe = prober(caught);
+    const h = await Harness.open(await memoryStore(), { tasks: [elder, middle, probe] });
+    const top = await h.createTask(elder, null, { ownership: { kind: "conversation" } });
+    const mid = await h.createTask(middle, null, { ownership: { kind: "task", taskId: top } });
+    const low = await h.createTask(
+      probe,
+      { on: top, policy: "allSettled" },
+      { ownership: { kind: "task", taskId: mid } },
+    );
+    await until(() => caught.has(low), { what: "the grandchild's wait refused" });
+    expect(caught.get(low)).toBeInstanceOf(WaitCycle);
+    expect((caught.get(low) as Error).message).toContain(`task ${top}, which owns it`);
+    expect(outcome(await done(h, low))).toEqual({ status: "completed", result: "carried on" });
+    await h.abortTask(top);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("two conversation-owned tasks waiting on each other: the second wait is a WaitCycle", async () => {
     const firstWaiting = deferred();
     const caught: unknown[] = [];
