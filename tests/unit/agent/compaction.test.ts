@@ -412,10 +412,14 @@ describe("Conversation.compact()", () => {
       });
       await chat(root, 3);
       const checkpoints: Array<Record<string, unknown>> = [];
+      // Every pi.live compaction status a commit wrote (spec §8.2 CompactionStatus).
+      const statuses: unknown[] = [];
       h.subscribe((change) => {
         for (const t of change.tasks)
           if (t.kind === "pi.compaction" && t.state.status === "running")
             checkpoints.push(t.state.checkpoint as Record<string, unknown>);
+        const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+        if (live) statuses.push((live.value as LiveState).compactions);
       });
       const key = `${faux.ref.provider}/${faux.ref.modelId}`;
       const spent = () => (h.docNow(1, "pi.usage") as unknown as UsageState).models[key]!.input;
@@ -429,6 +433,8 @@ describe("Conversation.compact()", () => {
         requests: faux.requests.filter(isSummary),
         sentAt,
         checkpoints,
+        statuses,
+        taskId,
       };
     };
     const once = await compactSpending(false);
@@ -456,6 +462,18 @@ describe("Conversation.compact()", () => {
     expect(until).toBeGreaterThanOrEqual(retried.sentAt[0]! + 50);
     expect(retried.sentAt[1]).toBeGreaterThanOrEqual(until as number);
     expect([kept, again]).toEqual([pinned, pinned]);
+    // pi.live shows the status: manual, not blocking, its attempt, and the backoff with its error
+    // while it waits (spec §8.2); the placing commit removes it.
+    const shown = retried.statuses.filter(
+      (s, i, all) => i === 0 || JSON.stringify(s) !== JSON.stringify(all[i - 1]),
+    );
+    const status = { taskId: retried.taskId, reason: "manual", blocking: false };
+    expect(shown).toEqual([
+      [{ ...status, attempt: 1 }],
+      [{ ...status, attempt: 1, retry: { at: until, error: "503 Service Unavailable" } }],
+      [{ ...status, attempt: 2 }],
+      undefined,
+    ]);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {

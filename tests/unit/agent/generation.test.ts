@@ -535,7 +535,7 @@ test("an answer cut at its length limit is a pi.assistant entry with stop reason
 });
 
 test("pi.usage counts the usage of every assistant entry, failed attempts included, in the commit that appends it", async () => {
-  const { h, root } = await open(
+  const { h, root, faux } = await open(
     (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
     {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20 } },
@@ -557,6 +557,9 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
     .map((e) => messageOf(e) as AssistantMessage);
   expect(answers.map((a) => a.stopReason)).toEqual(["error", "stop"]);
   expect(answers[0]!.usage.totalTokens).toBeGreaterThan(0);
+  // The failed attempt's entry keeps its error text, and the retry's request leaves it out (spec §8.1).
+  expect(answers[0]!.errorMessage).toBe("503 Service Unavailable");
+  expect(faux.requests.map((r) => r.messages.map((m) => m.role))).toEqual([["user"], ["user"]]);
   const sum = (list: Usage[]): Usage => list.reduce((a, b) => addUsage(a, b));
   const usage = internals(h).session.records.getDoc(1, DOC.usage) as unknown as UsageState;
   expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);
