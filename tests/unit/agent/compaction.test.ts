@@ -229,9 +229,18 @@ describe("Conversation.compact()", () => {
     const placing: Array<{ task?: unknown; compactions?: unknown; live: boolean }> = [];
     // Every committed record of the compaction task, in commit order.
     const records: Array<{ version: number; state: unknown }> = [];
+    // Every pi.live value committed, and the one the task's creating commit wrote.
+    const lives: string[] = [];
+    let atCreation: unknown;
     h.subscribe((change) => {
+      const written = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      if (written) lives.push(JSON.stringify(written.value));
       for (const t of change.tasks)
-        if (t.kind === "pi.compaction") records.push({ version: t.version, state: t.state });
+        if (t.kind === "pi.compaction") {
+          if (records.length === 0)
+            atCreation = written ? (written.value as LiveState).compactions : "not written";
+          records.push({ version: t.version, state: t.state });
+        }
       if (!change.entries.some((e) => e.kind === "pi.compaction")) return;
       const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
       placing.push({
@@ -260,6 +269,10 @@ describe("Conversation.compact()", () => {
     expect(prompt).not.toContain("q4");
     // The task is created at `select` and nothing else (version 2 here: tests/NOT-APPLICABLE.md [8.7]).
     expect(records[0]).toEqual({ version: 2, state: { status: "pending", checkpoint: { phase: "select" } } });
+    // Its status is added in that same commit; the summary text is never in pi.live (spec §8.2).
+    expect(atCreation).toEqual([{ taskId, reason: "manual", blocking: false, attempt: 1 }]);
+    expect(lives.length).toBeGreaterThan(1);
+    expect(lives.filter((v) => v.includes("SUMMARY"))).toEqual([]);
     // Raw history stays: every entry before the summary is still stored, unchanged.
     const entries = await root.entries();
     expect(entries).toHaveLength(before + 1);

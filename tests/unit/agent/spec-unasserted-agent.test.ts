@@ -4,6 +4,7 @@
  * file (spec §7.3); every tool task's terminal outcome carries the `{entryId}` of its result entry
  * (§8.4); `pi.tool` is version 1, starts at `call` and reads its call from the assistant entry
  * (§8.4); built-in entries carry no data but a tool result's diagnostics, always present (§8.1);
+ * every terminal path of a run clears run, generation and tools in the commit settling its input (§8.2);
  * a queued summary's timestamp is the compaction's finish time and the token estimate goes
  * by entry order, not timestamps (§12, §8.3).
  */
@@ -21,7 +22,7 @@ import {
   type TaskRecord,
   workspaceEnv,
 } from "../../../worker/index.ts";
-import { deferred, type FauxRequest, type FauxResponder } from "../../../worker/testing.ts";
+import { deferred, type FauxRequest, type FauxResponder, fauxError } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -235,6 +236,43 @@ describe("built-in entries (spec §8.1)", () => {
       ["c1", { diagnostics: [remark] }],
       ["c2", { diagnostics: [] }],
     ]);
+  });
+});
+
+describe("a run's end (spec §8.2)", () => {
+  test("every terminal path removes run, generation and tools in the commit that settles the run's input: an answer, a provider error, an abort mid-tool", async () => {
+    // For each commit settling a submission: the pi.live it wrote (or "not written").
+    const settling = (h: {
+      subscribe(f: (c: import("../../../worker/index.ts").ChangeSet) => void): unknown;
+    }) => {
+      const seen: unknown[] = [];
+      h.subscribe((change) => {
+        if (!change.submissions.some((s) => s.status === "done" || s.status === "unanswered")) return;
+        const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === 1);
+        seen.push(live ? live.value : "not written");
+      });
+      return seen;
+    };
+    const answered = await open((req, n) =>
+      n === 1 ? fauxError("400 bad request") : fauxAssistantMessage("ok"),
+    );
+    const a = settling(answered.h);
+    expect((await (await answered.root.submit({ type: "input", content: "x" })).wait()).status).toBe(
+      "unanswered",
+    );
+    expect((await (await answered.root.submit({ type: "input", content: "y" })).wait()).status).toBe("done");
+    expect(a).toEqual([{}, {}]);
+
+    const gate = gatedTool();
+    const aborted = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [gate.tool],
+    });
+    const b = settling(aborted.h);
+    const input = await aborted.root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    await aborted.root.abort();
+    expect((await input.wait()).status).toBe("unanswered");
+    expect(b).toEqual([{}]);
   });
 });
 
