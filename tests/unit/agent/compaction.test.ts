@@ -13,6 +13,7 @@ import { activeRange } from "../../../worker/agent/conversation/context.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
+  type AgentHarnessOptions,
   type Conversation,
   type EntryRecord,
   type LiveState,
@@ -584,6 +585,7 @@ describe("compaction a generation waits for", () => {
     backgroundTokens = 0,
     enabled = true,
     retries = true,
+    hooks?: AgentHarnessOptions["hooks"],
   ) {
     const faux = fauxAgentModel(respond, { contextWindow });
     const h = await AgentHarness.open(await memoryStore(), {
@@ -593,6 +595,7 @@ describe("compaction a generation waits for", () => {
         compaction: { enabled, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
         retry: { baseDelayMs: 1, enabled: retries },
       },
+      ...(hooks ? { hooks } : {}),
     });
     cleanups.push(async () => {
       await h.close().catch(() => undefined);
@@ -771,19 +774,30 @@ describe("compaction a generation waits for", () => {
   });
 
   test("an overflow whose compaction places no summary fails the run with the overflow", async () => {
+    let q4 = 0;
     const responder: FauxResponder = (req) => {
       if (isSummary(req)) return fauxError("400 bad request: summarizer refused");
       const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
-      return last.startsWith("q4")
+      // Only the first q4 request overflows: were the request sent again, it would be answered.
+      return last.startsWith("q4") && ++q4 === 1
         ? fauxError("prompt is too long: 210000 tokens")
         : fauxAssistantMessage(big("answer"));
     };
-    const { root } = await small(responder, 1_000_000);
-    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
-    expect(await (await root.submit({ type: "input", content: big("q4") })).wait()).toEqual({
-      status: "unanswered",
-      reason: "model_error",
-      detail: "prompt is too long: 210000 tokens",
-    });
+    // The compaction fails, or completes without an entry (a beforeCompact hook declines it).
+    for (const decline of [false, true]) {
+      q4 = 0;
+      const hooks = decline ? { beforeCompact: [() => ({ decline: true as const })] } : undefined;
+      const { h, root } = await small(responder, 1_000_000, 0, true, true, hooks);
+      for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+      expect(await (await root.submit({ type: "input", content: big("q4") })).wait()).toEqual({
+        status: "unanswered",
+        reason: "model_error",
+        detail: "prompt is too long: 210000 tokens",
+      });
+      const [compaction] = await h.tasks({ kind: "pi.compaction" });
+      expect((compaction!.state as { outcome?: { status: string } }).outcome?.status).toBe(
+        decline ? "completed" : "failed",
+      );
+    }
   });
 });

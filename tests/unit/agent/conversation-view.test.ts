@@ -34,6 +34,9 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
   const input = await root.submit({ type: "input", content: "hi" });
   const busy = (await root.viewState()).docs["pi.live"] as { run?: { taskId: number; inputs: number[] } };
   expect(busy.run?.inputs).toEqual([input.id]);
+  // The inputs live there, not in the run's generation task (its input is {}: spec §8.3).
+  const generation = await h.getTask(busy.run!.taskId);
+  expect([generation?.kind, generation?.input]).toEqual(["pi.generation", {}]);
   // pi.live is the conversation's own (conversation scope): another conversation's stays {}.
   expect((await other.viewState()).docs["pi.live"]).toEqual({});
   expect([root.busy, other.busy]).toEqual([true, false]);

@@ -253,7 +253,7 @@ describe("a run's end (spec §8.2)", () => {
       });
       return seen;
     };
-    const answered = await open((req, n) =>
+    const answered = await open((_req, n) =>
       n === 1 ? fauxError("400 bad request") : fauxAssistantMessage("ok"),
     );
     const a = settling(answered.h);
