@@ -13,6 +13,7 @@ import { activeRange } from "../../../worker/agent/conversation/context.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
+  type AgentHarnessOptions,
   type Conversation,
   type EntryRecord,
   type LiveState,
@@ -229,9 +230,18 @@ describe("Conversation.compact()", () => {
     const placing: Array<{ task?: unknown; compactions?: unknown; live: boolean }> = [];
     // Every committed record of the compaction task, in commit order.
     const records: Array<{ version: number; state: unknown }> = [];
+    // Every pi.live value committed, and the one the task's creating commit wrote.
+    const lives: string[] = [];
+    let atCreation: unknown;
     h.subscribe((change) => {
+      const written = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      if (written) lives.push(JSON.stringify(written.value));
       for (const t of change.tasks)
-        if (t.kind === "pi.compaction") records.push({ version: t.version, state: t.state });
+        if (t.kind === "pi.compaction") {
+          if (records.length === 0)
+            atCreation = written ? (written.value as LiveState).compactions : "not written";
+          records.push({ version: t.version, state: t.state });
+        }
       if (!change.entries.some((e) => e.kind === "pi.compaction")) return;
       const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
       placing.push({
@@ -260,6 +270,10 @@ describe("Conversation.compact()", () => {
     expect(prompt).not.toContain("q4");
     // The task is created at `select` and nothing else (version 2 here: tests/NOT-APPLICABLE.md [8.7]).
     expect(records[0]).toEqual({ version: 2, state: { status: "pending", checkpoint: { phase: "select" } } });
+    // Its status is added in that same commit; the summary text is never in pi.live (spec §8.2).
+    expect(atCreation).toEqual([{ taskId, reason: "manual", blocking: false, attempt: 1 }]);
+    expect(lives.length).toBeGreaterThan(1);
+    expect(lives.filter((v) => v.includes("SUMMARY"))).toEqual([]);
     // Raw history stays: every entry before the summary is still stored, unchanged.
     const entries = await root.entries();
     expect(entries).toHaveLength(before + 1);
@@ -412,10 +426,14 @@ describe("Conversation.compact()", () => {
       });
       await chat(root, 3);
       const checkpoints: Array<Record<string, unknown>> = [];
+      // Every pi.live compaction status a commit wrote (spec §8.2 CompactionStatus).
+      const statuses: unknown[] = [];
       h.subscribe((change) => {
         for (const t of change.tasks)
           if (t.kind === "pi.compaction" && t.state.status === "running")
             checkpoints.push(t.state.checkpoint as Record<string, unknown>);
+        const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+        if (live) statuses.push((live.value as LiveState).compactions);
       });
       const key = `${faux.ref.provider}/${faux.ref.modelId}`;
       const spent = () => (h.docNow(1, "pi.usage") as unknown as UsageState).models[key]!.input;
@@ -429,6 +447,8 @@ describe("Conversation.compact()", () => {
         requests: faux.requests.filter(isSummary),
         sentAt,
         checkpoints,
+        statuses,
+        taskId,
       };
     };
     const once = await compactSpending(false);
@@ -456,6 +476,18 @@ describe("Conversation.compact()", () => {
     expect(until).toBeGreaterThanOrEqual(retried.sentAt[0]! + 50);
     expect(retried.sentAt[1]).toBeGreaterThanOrEqual(until as number);
     expect([kept, again]).toEqual([pinned, pinned]);
+    // pi.live shows the status: manual, not blocking, its attempt, and the backoff with its error
+    // while it waits (spec §8.2); the placing commit removes it.
+    const shown = retried.statuses.filter(
+      (s, i, all) => i === 0 || JSON.stringify(s) !== JSON.stringify(all[i - 1]),
+    );
+    const status = { taskId: retried.taskId, reason: "manual", blocking: false };
+    expect(shown).toEqual([
+      [{ ...status, attempt: 1 }],
+      [{ ...status, attempt: 1, retry: { at: until, error: "503 Service Unavailable" } }],
+      [{ ...status, attempt: 2 }],
+      undefined,
+    ]);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
@@ -553,6 +585,7 @@ describe("compaction a generation waits for", () => {
     backgroundTokens = 0,
     enabled = true,
     retries = true,
+    hooks?: AgentHarnessOptions["hooks"],
   ) {
     const faux = fauxAgentModel(respond, { contextWindow });
     const h = await AgentHarness.open(await memoryStore(), {
@@ -562,6 +595,7 @@ describe("compaction a generation waits for", () => {
         compaction: { enabled, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens },
         retry: { baseDelayMs: 1, enabled: retries },
       },
+      ...(hooks ? { hooks } : {}),
     });
     cleanups.push(async () => {
       await h.close().catch(() => undefined);
@@ -740,19 +774,30 @@ describe("compaction a generation waits for", () => {
   });
 
   test("an overflow whose compaction places no summary fails the run with the overflow", async () => {
+    let q4 = 0;
     const responder: FauxResponder = (req) => {
       if (isSummary(req)) return fauxError("400 bad request: summarizer refused");
       const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
-      return last.startsWith("q4")
+      // Only the first q4 request overflows: were the request sent again, it would be answered.
+      return last.startsWith("q4") && ++q4 === 1
         ? fauxError("prompt is too long: 210000 tokens")
         : fauxAssistantMessage(big("answer"));
     };
-    const { root } = await small(responder, 1_000_000);
-    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
-    expect(await (await root.submit({ type: "input", content: big("q4") })).wait()).toEqual({
-      status: "unanswered",
-      reason: "model_error",
-      detail: "prompt is too long: 210000 tokens",
-    });
+    // The compaction fails, or completes without an entry (a beforeCompact hook declines it).
+    for (const decline of [false, true]) {
+      q4 = 0;
+      const hooks = decline ? { beforeCompact: [() => ({ decline: true as const })] } : undefined;
+      const { h, root } = await small(responder, 1_000_000, 0, true, true, hooks);
+      for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+      expect(await (await root.submit({ type: "input", content: big("q4") })).wait()).toEqual({
+        status: "unanswered",
+        reason: "model_error",
+        detail: "prompt is too long: 210000 tokens",
+      });
+      const [compaction] = await h.tasks({ kind: "pi.compaction" });
+      expect((compaction!.state as { outcome?: { status: string } }).outcome?.status).toBe(
+        decline ? "completed" : "failed",
+      );
+    }
   });
 });

@@ -26,13 +26,20 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
   const held = new Promise<void>((r) => {
     release = r;
   });
-  const { root } = await open(async () => {
+  const { h, root } = await open(async () => {
     await held;
     return fauxAssistantMessage("ok");
   });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
   const input = await root.submit({ type: "input", content: "hi" });
   const busy = (await root.viewState()).docs["pi.live"] as { run?: { taskId: number; inputs: number[] } };
   expect(busy.run?.inputs).toEqual([input.id]);
+  // The inputs live there, not in the run's generation task (its input is {}: spec §8.3).
+  const generation = await h.getTask(busy.run!.taskId);
+  expect([generation?.kind, generation?.input]).toEqual(["pi.generation", {}]);
+  // pi.live is the conversation's own (conversation scope): another conversation's stays {}.
+  expect((await other.viewState()).docs["pi.live"]).toEqual({});
+  expect([root.busy, other.busy]).toEqual([true, false]);
   release();
   await input.wait();
   expect((await root.viewState()).docs["pi.live"]).toEqual({});

@@ -70,13 +70,16 @@ describe("deferred responses (poll)", () => {
     const sent = { count: 0 };
     const polls: Array<{ id: string; pollAt: number | undefined; at: number }> = [];
     const observed: string[] = [];
+    // Every poll gets the checkpoint's model and its invocation's live signal (spec §8).
+    const fetchedWith: string[] = [];
     let h!: AgentHarness;
     const models = createModelResolver({
       extra: [faux.model],
       deferred: {
-        async fetchDeferred(model, handle) {
+        async fetchDeferred(model, handle, signal) {
           const live = internals(h).session.records.getDoc(1, DOC.live) as LiveState;
           polls.push({ id: handle.id, pollAt: live.generation?.deferred?.pollAt, at: Date.now() });
+          fetchedWith.push(`${model.id} ${signal instanceof AbortSignal && !signal.aborted}`);
           if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
           // The second poll answers with a tool call: a tool round starts from the poll.
           if (polls.length === 2)
@@ -118,6 +121,7 @@ describe("deferred responses (poll)", () => {
     const root = await h.root();
     const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
     expect(settled.status).toBe("done");
+    expect(fetchedWith).toEqual(polls.map(() => `${faux.model.id} true`));
     // Two requests (the second after the tool round), each answered later.
     expect(sent.count).toBe(2);
     expect(polls.map((p) => p.id)).toEqual(["job-1", "job-2", "job-1"]);
@@ -201,12 +205,15 @@ describe("deferred responses (poll)", () => {
   test("abort while polling cancels the handle and leaves the input unanswered (aborted)", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const cancelled: string[] = [];
+    // The cancellation gets the checkpoint's model and a signal (spec §8).
+    const models: string[] = [];
     const h = await AgentHarness.open(await memoryStore(), {
       models: createModelResolver({
         extra: [faux.model],
         deferred: {
           fetchDeferred: () => new Promise(() => undefined),
-          async cancelDeferred(_model, handle) {
+          async cancelDeferred(model, handle, signal) {
+            models.push(`cancel ${model.id} ${signal instanceof AbortSignal}`);
             cancelled.push(handle.id);
           },
         },
@@ -227,6 +234,7 @@ describe("deferred responses (poll)", () => {
     await root.abort();
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect(cancelled).toEqual(["job-9"]);
+    expect(models).toEqual([`cancel ${faux.model.id} true`]);
     await root.waitForIdle();
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });

@@ -31,8 +31,14 @@ function trackTasks(h: { subscribe: (l: (c: { tasks: readonly TaskRecord[] }) =>
 test("a generation owns its tool tasks, waits for them, and hands the run to a conversation-owned generation", async () => {
   const a = gatedTool("a");
   const b = gatedTool("b");
+  const calls = callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" }));
+  // pi.live's tool round as the next request is sent: the tools phase removed it (spec §8.2).
+  const toolsAtRequest: unknown[] = [];
   const { h, root } = await open(
-    callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" })),
+    (req, n) => {
+      toolsAtRequest.push(liveOf(h).tools);
+      return calls(req, n);
+    },
     { tools: [a.tool, b.tool] },
   );
   const tasks = trackTasks(h);
@@ -71,6 +77,7 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   });
   expect(await input.record()).toMatchObject({ status: "done", answer: final!.id });
   expect(liveOf(h)).toEqual({});
+  expect(toolsAtRequest).toEqual([undefined, undefined]);
 });
 
 test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {
@@ -122,8 +129,14 @@ test("the answer's commit writes one slot per call, in call order: an un-offered
 test("abortTask on the generation aborts its whole parallel round: every call gets its result, then the input is unanswered", async () => {
   const a = gatedTool("a");
   const b = gatedTool("b");
+  const calls = callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" }));
+  // pi.live's tool round as the next request is sent: the tools phase removed it (spec §8.2).
+  const toolsAtRequest: unknown[] = [];
   const { h, root } = await open(
-    callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" })),
+    (req, n) => {
+      toolsAtRequest.push(liveOf(h).tools);
+      return calls(req, n);
+    },
     { tools: [a.tool, b.tool] },
   );
   const tasks = trackTasks(h);

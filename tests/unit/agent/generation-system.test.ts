@@ -12,7 +12,17 @@ type SystemRecord = { role: string; content: string; sections: Record<string, st
 const systemOf = (e: EntryRecord) => (e.model as unknown as SystemRecord[])[0]!;
 
 test("preparation appends a pi.system entry only when the instructions change, and a full baseline after a head marker", async () => {
-  const { root } = await open(echo);
+  const { h, root } = await open(echo);
+  // Each pi.system entry with the generation checkpoint its commit wrote.
+  const prepared: Array<{ entry: number; checkpoint: unknown }> = [];
+  h.subscribe((change) => {
+    for (const e of change.entries.filter((x) => x.kind === "pi.system"))
+      prepared.push({
+        entry: e.id,
+        checkpoint: (change.tasks.find((t) => t.kind === "pi.generation")?.state as { checkpoint?: unknown })
+          ?.checkpoint,
+      });
+  });
   await root.configure({ instructions: "be brief" });
   const ask = async (content: string) => (await root.submit({ type: "input", content })).wait();
   await ask("one");
@@ -42,6 +52,16 @@ test("preparation appends a pi.system entry only when the instructions change, a
   expect(systemOf(after[2]!).sections).toEqual({
     instructions: "<instructions>\nbe thorough\n</instructions>",
   });
+  // Every one has content "" and is written by a generation's preparation (spec §8.1): in the commit
+  // that pins its request with the entry as the cutoff. (A request prepared in the commit admitting
+  // its input carries no byTaskId: tests/NOT-APPLICABLE.md [8.3].)
+  expect(after.map((e) => systemOf(e).content)).toEqual(["", "", ""]);
+  expect(prepared).toEqual(
+    after.map((e) => ({
+      entry: e.id,
+      checkpoint: expect.objectContaining({ phase: "request", cutoff: e.id }),
+    })),
+  );
 });
 
 test("prepare's one commit appends the planned pi.system entry and moves to request, pinning the new tail as cutoff and the agent's model and thinking level; a change during the request applies at the next preparation", async () => {

@@ -2,7 +2,13 @@
  * Generation, against pi-ai's faux provider: request hooks, throttled partial answers, retries
  * with durable backoff, provider sessions, keys kept out of the store, stream settings, and usage.
  */
-import { type AssistantMessage, fauxAssistantMessage, fauxToolCall, type Usage } from "@mariozechner/pi-ai";
+import {
+  type AssistantMessage,
+  createAssistantMessageEventStream,
+  fauxAssistantMessage,
+  fauxToolCall,
+  type Usage,
+} from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { providerProblem } from "../../../worker/agent/models/provider-problem.ts";
 import { addUsage } from "../../../worker/agent/records.ts";
@@ -395,6 +401,47 @@ describe("generation", () => {
     expect(signals.map((s) => s instanceof AbortSignal)).toEqual([true, true, true]);
   });
 
+  test("a request streams with its invocation's signal: the hooks' signal, and aborting the run aborts it", async () => {
+    let seen: AbortSignal | undefined;
+    let hookSignal: AbortSignal | undefined;
+    let end = () => {};
+    const { h, root } = await open(echo, {
+      hooks: {
+        beforeRequest: [
+          (_messages, _api, { signal }) => {
+            hookSignal = signal;
+          },
+        ],
+      },
+      // A provider that answers only when its request is aborted, as a real one does.
+      stream: (_model, _context, options) => {
+        const s = createAssistantMessageEventStream();
+        seen = options.signal;
+        end = () => {
+          end = () => {};
+          s.push({
+            type: "error",
+            reason: "aborted",
+            error: { ...fauxAssistantMessage(""), stopReason: "aborted", errorMessage: "aborted" },
+          });
+          s.end();
+        };
+        seen?.addEventListener("abort", () => end());
+        return s;
+      },
+    });
+    // Ends the request if the engine never signals it, so a failing run still closes.
+    cleanups.push(async () => end());
+    const input = await root.submit({ type: "input", content: "a" });
+    await until(() => seen !== undefined, { what: "request sent" });
+    expect(seen).toBe(hookSignal);
+    expect(seen!.aborted).toBe(false);
+    expect(await h.abortTask(liveOf(h).run!.taskId)).toBe("marked");
+    // Signalled once the abort is marked: the provider's request ends, the input settles aborted.
+    expect(seen!.aborted).toBe(true);
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  });
+
   test("settings.stream options are pinned into the attempt: a resent request keeps them, a retry takes new ones", async () => {
     const SECRET = "Bearer sk-header-secret-42";
     let stream: StreamSettings = {
@@ -488,7 +535,7 @@ test("an answer cut at its length limit is a pi.assistant entry with stop reason
 });
 
 test("pi.usage counts the usage of every assistant entry, failed attempts included, in the commit that appends it", async () => {
-  const { h, root } = await open(
+  const { h, root, faux } = await open(
     (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
     {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20 } },
@@ -510,6 +557,9 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
     .map((e) => messageOf(e) as AssistantMessage);
   expect(answers.map((a) => a.stopReason)).toEqual(["error", "stop"]);
   expect(answers[0]!.usage.totalTokens).toBeGreaterThan(0);
+  // The failed attempt's entry keeps its error text, and the retry's request leaves it out (spec §8.1).
+  expect(answers[0]!.errorMessage).toBe("503 Service Unavailable");
+  expect(faux.requests.map((r) => r.messages.map((m) => m.role))).toEqual([["user"], ["user"]]);
   const sum = (list: Usage[]): Usage => list.reduce((a, b) => addUsage(a, b));
   const usage = internals(h).session.records.getDoc(1, DOC.usage) as unknown as UsageState;
   expect(Object.keys(usage.models)).toEqual(["faux/faux-1"]);

@@ -112,6 +112,12 @@ describe("reset", () => {
     await (await root.reset()).wait();
     await (await root.submit({ type: "input", content: "third" })).wait();
     expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["third"]);
+    // Both resets head themselves; the handoff is one user message, the bare reset has no model.
+    const resets = (await root.entries()).filter((e) => e.kind === "pi.reset");
+    expect(resets.map((e) => [e.head === e.id, e.model])).toEqual([
+      [true, [expect.objectContaining({ role: "user", content: "summary of before" })]],
+      [true, undefined],
+    ]);
   });
 
   test("a user item queued before a reset lands after it: the reset is placed first and the input runs in the new context", async () => {

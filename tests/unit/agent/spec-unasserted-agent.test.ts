@@ -3,7 +3,9 @@
  * item 9), each asserted here in full: `output()` throws after the call ends and never spills to a
  * file (spec §7.3); every tool task's terminal outcome carries the `{entryId}` of its result entry
  * (§8.4); `pi.tool` is version 1, starts at `call` and reads its call from the assistant entry
- * (§8.4); a queued summary's timestamp is the compaction's finish time and the token estimate goes
+ * (§8.4); built-in entries carry no data but a tool result's diagnostics, always present (§8.1);
+ * every terminal path of a run clears run, generation and tools in the commit settling its input (§8.2);
+ * a queued summary's timestamp is the compaction's finish time and the token estimate goes
  * by entry order, not timestamps (§12, §8.3).
  */
 import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
@@ -20,7 +22,7 @@ import {
   type TaskRecord,
   workspaceEnv,
 } from "../../../worker/index.ts";
-import { deferred, type FauxRequest, type FauxResponder } from "../../../worker/testing.ts";
+import { deferred, type FauxRequest, type FauxResponder, fauxError } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -196,6 +198,81 @@ describe("pi.tool (spec §8.4)", () => {
     release.resolve();
     expect((await sub.wait()).status).toBe("done");
     expect(seen).toEqual([{ item: "from the entry" }]);
+  });
+});
+
+describe("built-in entries (spec §8.1)", () => {
+  test("carry no data, except a tool result's diagnostics: always there, an empty list when the call had none", async () => {
+    const remark = { severity: "info" as const, message: "one remark" };
+    const tool = defineTool({
+      name: "note",
+      description: "note",
+      parameters: Type.Object({ remark: Type.Boolean() }),
+      execute: async (args) => ({
+        ...textResult("noted"),
+        ...(args.remark ? { diagnostics: [remark] } : {}),
+      }),
+    });
+    const { root } = await open(
+      callsThenAnswer(
+        fauxToolCall("note", { remark: true }, { id: "c1" }),
+        fauxToolCall("note", { remark: false }, { id: "c2" }),
+      ),
+      { tools: [tool] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    await (await root.reset("handoff")).wait();
+    await (await root.reset()).wait();
+    const entries = await root.entries();
+    // Every kind a run and a reset write, each entry's data by kind.
+    expect([...new Set(entries.map((e) => e.kind))].sort()).toEqual(
+      ["pi.assistant", "pi.reset", "pi.system", "pi.tool-result", "pi.user"].sort(),
+    );
+    for (const e of entries.filter((x) => x.kind !== "pi.tool-result")) expect(e.data).toBeUndefined();
+    const results = entries.filter((e) => e.kind === "pi.tool-result");
+    const byCall = results.map((e) => [(messageOf(e) as { toolCallId: string }).toolCallId, e.data] as const);
+    // Sorted by call: the two calls run in parallel and either may commit first.
+    expect(byCall.sort(([a], [b]) => a.localeCompare(b))).toEqual([
+      ["c1", { diagnostics: [remark] }],
+      ["c2", { diagnostics: [] }],
+    ]);
+  });
+});
+
+describe("a run's end (spec §8.2)", () => {
+  test("every terminal path removes run, generation and tools in the commit that settles the run's input: an answer, a provider error, an abort mid-tool", async () => {
+    // For each commit settling a submission: the pi.live it wrote (or "not written").
+    const settling = (h: {
+      subscribe(f: (c: import("../../../worker/index.ts").ChangeSet) => void): unknown;
+    }) => {
+      const seen: unknown[] = [];
+      h.subscribe((change) => {
+        if (!change.submissions.some((s) => s.status === "done" || s.status === "unanswered")) return;
+        const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === 1);
+        seen.push(live ? live.value : "not written");
+      });
+      return seen;
+    };
+    const answered = await open((_req, n) =>
+      n === 1 ? fauxError("400 bad request") : fauxAssistantMessage("ok"),
+    );
+    const a = settling(answered.h);
+    expect((await (await answered.root.submit({ type: "input", content: "x" })).wait()).status).toBe(
+      "unanswered",
+    );
+    expect((await (await answered.root.submit({ type: "input", content: "y" })).wait()).status).toBe("done");
+    expect(a).toEqual([{}, {}]);
+
+    const gate = gatedTool();
+    const aborted = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [gate.tool],
+    });
+    const b = settling(aborted.h);
+    const input = await aborted.root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    await aborted.root.abort();
+    expect((await input.wait()).status).toBe("unanswered");
+    expect(b).toEqual([{}]);
   });
 });
 

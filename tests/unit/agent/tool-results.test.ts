@@ -153,6 +153,12 @@ describe("tool output", () => {
     const bytes = liveWrites.reduce((n, s) => n + String(s.params?.[2] ?? "").length, 0);
     expect(liveWrites.filter((s) => s.sql.includes("doc_patches")).length).toBeGreaterThan(100);
     expect(bytes).toBeLessThan(output.length * 4);
+    // Each commit writes at most one window (spec §8.2): no statement holds more than the retained
+    // output and the slot's JSON around it; the slot holding the output is `running`.
+    expect(Math.max(...liveWrites.map((s) => String(s.params?.[2] ?? "").length))).toBeLessThan(
+      JSON.stringify(output).length + 1024,
+    );
+    expect(liveOf(h).tools?.[0]?.status).toBe("running");
     // What was stored is what the engine holds: a store opened on this image reads the same slot.
     const reopened = await memoryStore(store.image());
     const row = await reopened.read((sql) =>
