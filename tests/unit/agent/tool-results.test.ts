@@ -306,6 +306,61 @@ describe("recovery of an interrupted call", () => {
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
   });
 
+  test("recovery runs a call again only when it is safe both as stored and now: one stored safe whose tool is unsafe now ends failed with an interrupted result built from its slot's output, details and diagnostics", async () => {
+    const started = deferred();
+    let runs = 0;
+    const reporter = (replay: "safe" | "unsafe") =>
+      defineTool({
+        name: "apply",
+        description: "Reports, then waits",
+        parameters: Type.Object({ item: Type.String() }),
+        replay,
+        async execute(_args, api) {
+          runs++;
+          api.output("step 1\n");
+          api.diagnostic({ severity: "warn", message: "halfway" });
+          await api.details({ step: 1 });
+          started.resolve();
+          if (runs > 1) return textResult("ran again");
+          await new Promise((_, reject) =>
+            api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+          );
+          return textResult("never");
+        },
+      });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { h, store, faux } = await open(respond, { tools: [reporter("safe")] });
+    await (await h.root()).submit({ type: "input", content: "go" });
+    await started.promise;
+    await until(
+      () => {
+        const slot = liveOf(h).tools?.[0];
+        return Boolean(slot?.output && slot.details !== undefined && slot.diagnostics?.length);
+      },
+      { what: "the slot's output, details and diagnostics" },
+    );
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [reporter("unsafe")],
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(runs).toBe(1);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ isError: true, details: { step: 1 } });
+    expect(textOf(messageOf(result!))).toContain("step 1");
+    expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
+      ["warn", "halfway"],
+      ["error", "interrupted"],
+    ]);
+    const [task] = await h2.tasks({ kind: "pi.tool" });
+    expect(task!.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "failed", result: { entryId: result!.id } },
+    });
+  });
+
   test("an unsafe call's interrupted result carries the output it had streamed durably", async () => {
     const first = itemTool({ holdFirst: true, output: "progress: step 1 of 3\n" });
     const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));

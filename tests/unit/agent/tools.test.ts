@@ -532,6 +532,35 @@ describe("tool hooks", () => {
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["invalid_arguments"]);
     expect(seen).toEqual([]);
   });
+
+  test("the call validates before beforeTool too: the hook sees the model's arguments converted to the schema, and invalid ones never reach it", async () => {
+    const hookSaw: unknown[] = [];
+    const ran: unknown[] = [];
+    const counter = defineTool({
+      name: "count",
+      description: "counts",
+      parameters: Type.Object({ n: Type.Number() }),
+      execute: async (args) => {
+        ran.push(args);
+        return textResult(`counted ${args.n}`);
+      },
+    });
+    const { root } = await open(
+      callsThenAnswer(
+        fauxToolCall("count", { n: "5" }, { id: "call-1" }),
+        fauxToolCall("count", { n: "five" }, { id: "call-2" }),
+      ),
+      { tools: [counter], hooks: { beforeTool: [(call) => void hookSaw.push(call.arguments)] } },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    // The model's "5" is converted by the first validation, before the hook: the hook sees 5.
+    expect(hookSaw).toEqual([{ n: 5 }]);
+    expect(ran).toEqual([{ n: 5 }]);
+    const results = await toolResults(root);
+    const byCall = new Map(results.map((e) => [(messageOf(e) as { toolCallId: string }).toolCallId, e]));
+    expect(textOf(messageOf(byCall.get("call-1")!))).toBe("counted 5");
+    expect(diagnosticsOf(byCall.get("call-2")!).map((d) => d.code)).toEqual(["invalid_arguments"]);
+  });
 });
 
 describe("parallel and sequential rounds", () => {
