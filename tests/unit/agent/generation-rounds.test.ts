@@ -5,7 +5,7 @@
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { expect, test } from "vitest";
+import { expect, test, vi } from "vitest";
 import { DOC, defineTool, type LiveState, type TaskRecord, textResult } from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
@@ -227,6 +227,68 @@ test("an executed call's result carries durationMs; an aborted call's result and
   const [unavailable] = await toolResults(third.root);
   expect(messageOf(unavailable!)).toMatchObject({ toolCallId: "c5", isError: true });
   expect(messageOf(unavailable!)).not.toHaveProperty("durationMs");
+});
+
+test("durationMs is how long execute() took, throwing or not, and nothing after it: the afterTool chain is not counted", async () => {
+  // The monotonic clock, pushed forward by the tools and the hook (never read for an assertion of time).
+  const real = performance.now.bind(performance);
+  let skew = 0;
+  vi.spyOn(performance, "now").mockImplementation(() => real() + skew);
+  const slow = defineTool({
+    name: "slow",
+    description: "takes 5 s of clock",
+    parameters: Type.Object({}),
+    // One sequential tool makes the round sequential: no clock jump of the other call falls inside.
+    executionMode: "sequential",
+    execute: async () => {
+      skew += 5_000;
+      return textResult("done");
+    },
+  });
+  const failing = defineTool({
+    name: "failing",
+    description: "takes 7 s, then throws",
+    parameters: Type.Object({}),
+    execute: async () => {
+      skew += 7_000;
+      throw new Error("gave up");
+    },
+  });
+  const { root } = await open(
+    callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" }), fauxToolCall("failing", {}, { id: "c2" })),
+    {
+      tools: [slow, failing],
+      hooks: {
+        afterTool: [
+          () => {
+            skew += 100_000;
+            return undefined;
+          },
+        ],
+      },
+    },
+  );
+  try {
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  } finally {
+    vi.restoreAllMocks();
+  }
+  const byCall = new Map(
+    (await toolResults(root)).map((e) => {
+      const m = messageOf(e) as { toolCallId: string; durationMs?: number; isError: boolean };
+      return [m.toolCallId, m] as const;
+    }),
+  );
+  // Each call's own execute time: at least its own jump, never the afterTool hook's.
+  for (const [id, own] of [
+    ["c1", 5_000],
+    ["c2", 7_000],
+  ] as const) {
+    const d = byCall.get(id)!.durationMs!;
+    expect(d, id).toBeGreaterThanOrEqual(own);
+    expect(d, id).toBeLessThan(100_000);
+  }
+  expect(byCall.get("c2")!.isError).toBe(true);
 });
 
 test("Harness.usage() sums the pi.usage of every conversation", async () => {

@@ -359,6 +359,12 @@ describe("recovery of an interrupted call", () => {
       status: "terminal",
       outcome: { status: "failed", result: { entryId: result!.id } },
     });
+    // A tool that no longer resolves counts as unsafe: the same image reopened without it.
+    const h3 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [] });
+    await (await h3.root()).waitForIdle();
+    const [gone] = await toolResults(await h3.root());
+    expect(diagnosticsOf(gone!).map((d) => d.code ?? d.message)).toEqual(["halfway", "interrupted"]);
+    expect(runs).toBe(1);
   });
 
   test("an unsafe call's interrupted result carries the output it had streamed durably", async () => {
