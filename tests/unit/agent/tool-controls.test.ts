@@ -67,3 +67,31 @@ test("addTools writes nothing when no filter is stored: every tool is offered al
   const agentEntries = (await (await h.root()).entries()).filter((e) => e.kind === "pi.system");
   expect(agentEntries).toHaveLength(1);
 });
+
+test("addTools takes the names of every result of the round, in call order, and never repeats a name the list holds", async () => {
+  const grant = defineTool({
+    name: "grant",
+    description: "asks for other, and for unlock again",
+    parameters: Type.Object({}),
+    execute: async () => ({
+      content: [{ type: "text", text: "granted" }],
+      control: { addTools: ["other", "unlock"] },
+    }),
+  });
+  const both: FauxResponder = (req) =>
+    req.messages.some((m) => m.role === "toolResult")
+      ? fauxAssistantMessage("done")
+      : fauxAssistantMessage(
+          [fauxToolCall("unlock", {}, { id: "c1" }), fauxToolCall("grant", {}, { id: "c2" })],
+          {
+            stopReason: "toolUse",
+          },
+        );
+  const { h, root, faux } = await open(both, {
+    tools: [unlock, grant, plain("secret"), plain("other")],
+    root: { agent: { tools: ["unlock", "grant"] } },
+  });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect((h.docNow(root.id, DOC.agent) as AgentState).tools).toEqual(["unlock", "grant", "secret", "other"]);
+  expect(faux.requests[1]!.tools).toEqual(["unlock", "grant", "secret", "other"]);
+});
