@@ -320,3 +320,72 @@ test("covers exactly one conversation, not its owned subtree, and emits an event
   expect(events.filter((e) => e.type === "run_start")).toHaveLength(1);
   expect(JSON.stringify(events)).not.toContain("child work");
 });
+
+test("attachment is atomic: a consumer attached at any point of a run, or attaching again, holds exactly the engine's entries and nothing half", async () => {
+  const steps = printer("steps", ["one\n", "two\n", "three\n"], {
+    maxLines: 100,
+    maxBytes: 10_000,
+    retain: "head",
+  });
+  const { h, root } = await open(
+    (req) =>
+      req.messages.some((m) => m.role === "toolResult")
+        ? fauxAssistantMessage("all three printed")
+        : fauxAssistantMessage([fauxText("printing"), fauxToolCall("steps", {}, { id: "s1" })], {
+            stopReason: "toolUse",
+          }),
+    { tools: [steps.tool], settings: { outputIntervalMs: 0 } },
+  );
+  const attached: Array<{
+    stream: Awaited<ReturnType<typeof watchEvents>>;
+    consumer: EventConsumer;
+    errors: string[];
+  }> = [];
+  const attach = async () => {
+    const stream = await watchEvents(h, root.id);
+    const consumer = new EventConsumer(stream.snapshot);
+    const errors: string[] = [];
+    stream.start(async (events) => {
+      try {
+        consumer.apply(events);
+      } catch (error) {
+        errors.push(String(error));
+      }
+    });
+    attached.push({ stream, consumer, errors });
+  };
+  await attach();
+  // Consumers attach while the run's commits (input, answer, intent, outputs, result, answer) land:
+  // one in the same turn as the submission, then, after each step the tool is let go, one at each of
+  // the next few task turns.
+  const attaching = [attach()];
+  const sub = await root.submit({ type: "input", content: "go" });
+  const settle = () => new Promise<void>((r) => setTimeout(r, 0));
+  for (let i = 0; i <= 3; i++) {
+    steps.go[i]!.resolve();
+    for (let k = 0; k < 4; k++) {
+      attaching.push(attach());
+      await settle();
+    }
+  }
+  await Promise.all(attaching);
+  // A consumer that stops and attaches again starts from a new snapshot: nothing is replayed.
+  await attached[1]!.stream.stop();
+  await attach();
+  expect((await sub.wait()).status).toBe("done");
+  await root.waitForIdle();
+  const view = (await root.viewState()).entries.map((e) => e.id);
+  const live = attached.filter((_, i) => i !== 1);
+  // Every commit is published by now: once nothing is pending, each consumer holds all it will get.
+  await until(() => live.every((a) => a.stream.pending === 0), { what: "every consumer caught up" });
+  for (const [i, a] of live.entries()) {
+    expect(a.errors, `consumer ${i}`).toEqual([]);
+    expect(a.consumer.problems(), `consumer ${i}`).toEqual([]);
+    expect(
+      a.consumer.entries.map((e) => e.id),
+      `consumer ${i}`,
+    ).toEqual(view);
+    expect(a.consumer.snapshots, `consumer ${i}`).toBe(1);
+  }
+  await Promise.all(live.map((a) => a.stream.stop()));
+});
