@@ -412,6 +412,32 @@ test("tool_execution_update of a running slot whose details and diagnostics were
   ]);
 });
 
+test("an orphaned task of the conversation gives task_failed too, and its tool slot ends without an entry, before it", () => {
+  const deriver = new EventDeriver(1, [], undefined);
+  const slot = { callId: "c1", name: "probe", taskId: 8 };
+  const viewWith = (live: LiveState): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: live as unknown as Json },
+  });
+  const before = viewWith({ tools: [{ ...slot, status: "running" }] });
+  // The orphaning commit: the task settles orphaned, its slot done without an entry.
+  const after = viewWith({ tools: [{ ...slot, status: "done" }] });
+  const orphaned = { status: "terminal", outcome: { status: "orphaned", reason: "task_too_old" } };
+  const change = {
+    seq: 3,
+    tasks: [{ id: 8, conversationId: 1, kind: "pi.tool", state: orphaned }],
+    entries: [],
+    conversations: [],
+    submissions: [],
+    docs: [{ conversationId: 1, name: DOC.live, value: {} }],
+  };
+  expect(deriver.derive(change as never, before, after)).toEqual([
+    { type: "tool_execution_end", toolCallId: "c1", toolName: "probe" },
+    { type: "task_failed", taskId: 8, kind: "pi.tool", message: "orphaned: task_too_old" },
+  ]);
+});
+
 test("one commit with every kind of change gives its events in the specification's order", () => {
   // Generation 5 holds the turn; this commit ends it, fails task 7, ends compaction 20, hands the
   // run to a successor (inputs [3]) whose generation 6 starts with a partial, starts compaction 21,
