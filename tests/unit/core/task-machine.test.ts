@@ -611,6 +611,24 @@ describe("commits a handler may not make", () => {
       ["InvalidTransition", 'unknown outcome "exploded"'],
       ["InvalidTransition", "an abort handler may not wait"],
     ]);
+    // Uncaught, the refused wait faults the task (upstream "faults an abort handler that tries to wait").
+    const waiter = single("abort-waiter", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [],
+          policy: "allSettled",
+        }));
+      },
+    });
+    const other = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "the waiter running" });
+    expect(await h.abortTask(other)).toBe("marked");
+    expect(outcome(await done(h, other))).toMatchObject({
+      status: "faulted",
+      error: { message: "an abort handler may not wait" },
+    });
     await engineStillRuns(h);
     await h.close();
   });

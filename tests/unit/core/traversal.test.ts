@@ -8,7 +8,7 @@ import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open, reopen } from "../agent/fixtures.ts";
-import { complete, type Go, parked, running, single, untilAborted } from "./fixtures.ts";
+import { complete, type Go, outcome, parked, running, single, untilAborted } from "./fixtures.ts";
 
 /** A task in the root conversation that creates a conversation it owns, then completes. */
 const founder = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
@@ -164,6 +164,50 @@ test("abort({ background: true }) crosses background boundaries; abort() leaves 
     status: "terminal",
     outcome: { status: "aborted" },
   });
+});
+
+test("Conversation.abort() aborts the foreground work and keeps a background task's whole subtree; { background: true } aborts that subtree and waits for it", async () => {
+  const foreground = parked("foreground");
+  const child = parked("bg-child");
+  const below = parked("bg-below");
+  // In the root, background: owns a child task and a conversation holding `below`, and waits on the child.
+  const background = defineTask<Json, Go | { phase: "joined" }, Json>({
+    name: "background",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const kid = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(below, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "waiting", checkpoint: { phase: "joined" }, on: [kid], policy: "allSettled" };
+        });
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { root, h } = await open(echo, { tasks: [foreground, background, child, below] });
+  const fg = await h.createTask(foreground, null, { ownership: { kind: "conversation" } });
+  const bg = await h.createTask(background, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => running(h) === 3, { what: "foreground, the child and below running" });
+  const ids = async () =>
+    [bg, ...(await h.tasks({ kind: "bg-child" })), ...(await h.tasks({ kind: "bg-below" }))].map((t) =>
+      typeof t === "number" ? t : t.id,
+    );
+  const subtree = await ids();
+  expect(subtree).toHaveLength(3);
+  await root.abort();
+  expect(outcome(await h.getTask(fg))?.status).toBe("aborted");
+  for (const id of subtree) {
+    const t = await h.getTask(id);
+    expect(t?.state.status, `task ${id}`).not.toBe("terminal");
+    expect(t?.abortRequested, `task ${id}`).toBe(false);
+  }
+  await root.abort({ background: true });
+  for (const id of subtree) expect(outcome(await h.getTask(id))?.status, `task ${id}`).toBe("aborted");
 });
 
 test("waitForTask waits for a background task like any other, though conversation idle does not", async () => {
