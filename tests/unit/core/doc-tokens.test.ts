@@ -191,6 +191,42 @@ describe("typed access refuses a definition that disagrees with the stored incar
     expect(await rows(await memoryStore(store.image()), "app.plan")).toEqual([{ key: 1, value: { n: 1 } }]);
   });
 
+  test("a harness given a token that declares other rules than the stored record follows the record: no history kept, snapshotAsOf refused, a fork copies the current value", async () => {
+    const latest = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
+    const asOf = defineDoc<{ n: number }>({
+      name: "app.plan",
+      history: "rewindable",
+      fork: "asOf",
+      initial: { n: 0 },
+    });
+    const store = await memoryStore();
+    const h = await harness(store);
+    const root = await h.root();
+    const e1 = await h.transaction((tx) => {
+      latest.write(tx, root.id, { n: 1 });
+      return tx.appendEntry(root.id, { kind: "app.note", data: "1" }).id;
+    });
+    await h.close();
+
+    const againStore = await memoryStore(store.image());
+    const again = await harness(againStore, { documents: [asOf] });
+    await expect(again.transaction((tx) => asOf.read(tx, root.id))).rejects.toThrow(DocumentSemanticsError);
+    const e2 = await again.transaction((tx) => {
+      latest.write(tx, root.id, { n: 2 });
+      return tx.appendEntry(root.id, { kind: "app.note", data: "2" }).id;
+    });
+    await expect(again.snapshotAsOf(root.id, "app.plan", e2)).rejects.toThrow(InvalidTransition);
+    const history = await againStore.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_history WHERE name = 'app.plan'"),
+    );
+    expect(history?.["n"]).toBe(0);
+    const fork = await again.transaction((tx) =>
+      tx.forkConversation(root.id, e1, { ownership: { kind: "ownerless" } }),
+    );
+    expect(await again.snapshot(latest, fork.id)).toEqual({ n: 2 });
+    expect(await again.docRecord(fork.id, "app.plan")).toMatchObject({ history: "latest", fork: "current" });
+  });
+
   test("a document created rewindable/asOf is refused to a latest token, even one whose migrate would read it", async () => {
     const rewindable = defineDoc<{ n: number }>({
       name: "app.plan",
