@@ -21,9 +21,9 @@
  *   conversation incarnation's rules are fixed at its creation (`docRules`, the harness's `forks`
  *   option by name, or its source's for a fork's copy) and stored in its record; from then on they
  *   come from the record alone (history rows, forks, snapshotAsOf), whatever rules later code
- *   declares for the name, so code no longer installed changes nothing of a document's semantics. Documents are keyed by `docRowKey(scope)`: the session's
- *   under 0, a task's under minus its id (loaded like a conversation's), so forks, views and
- *   deletions of conversations never see them;
+ *   declares for the name, so code no longer installed changes nothing of a document's semantics.
+ *   Documents are keyed by `docRowKey(scope)`: the session's under 0, a task's under minus its id
+ *   (loaded like a conversation's), so forks, views and deletions of conversations never see them;
  * - `tasksWithDocs` names, for every live task, its live task documents (read at open from
  *   `doc_records`, kept by merges), so a task becoming terminal retires them (spec §3.1, §5.3)
  *   without any read for tasks that have none.
@@ -279,7 +279,9 @@ export class Records {
     for (const [name, { value, version, meta }] of loaded.docs) {
       const key = docKey(conversationId, name);
       this.docs.set(key, value);
-      this.docMeta.set(key, conversationId > 0 ? storedSemantics(meta, this.docRules(name)) : meta);
+      // A record from before the fork rule was stored gets it here, once (storedSemantics).
+      const complete = conversationId <= 0 || (meta.history !== undefined && meta.fork !== undefined);
+      this.docMeta.set(key, complete ? meta : storedSemantics(meta, this.docRules(name)));
       if (version !== 1) this.docVersions.set(key, version);
       else this.docVersions.delete(key);
     }
