@@ -83,6 +83,15 @@ test("emits one turn_end per generation, also for a stream attached while it hol
   const [first, second] = await h.tasks({ kind: "pi.generation" });
   expect(stateOf(h, first!.id)).toBe("completing");
   expect(second!.state.status).toBe("terminal");
+  // The first generation's turn ended at its hold, before its successor's turn started.
+  const turns = (batches: AgentEvent[][]) =>
+    batches
+      .flat()
+      .filter((e) => e.type.startsWith("turn_"))
+      .map((e) => e.type);
+  await until(() => turns(early.batches).length >= 3, { what: "the successor's turn started" });
+  expect(turns(early.batches).slice(0, 3)).toEqual(["turn_start", "turn_end", "turn_start"]);
+  expect(stateOf(h, first!.id)).toBe("completing");
   const late = collect(await watchEvents(h, root.id));
   gate("hooked").resolve();
   await until(() => statusOf(h, first!.id) === undefined, { what: "the held generation ended" });
@@ -93,6 +102,7 @@ test("emits one turn_end per generation, also for a stream attached while it hol
     what: "the early note",
   });
   expect(turnEnds(early.batches)).toBe(2);
+  expect(turns(early.batches)).toEqual(["turn_start", "turn_end", "turn_start", "turn_end"]);
   expect(turnEnds(late.batches)).toBe(0);
 });
 
