@@ -204,9 +204,16 @@ test("marks and awaits only the background work reached when { background: true 
   await until(() => h.inspect().tasks.some((t) => t.record.id === firstId && t.state.kind === "running"), {
     what: "first running",
   });
+  // What happened, in order: the marked task's terminal commit and the abort's resolution.
+  const order: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === firstId && t.state.status === "terminal") order.push("first ended");
+  });
   let aborted = false;
   const aborting = root.abort({ background: true }).then(() => {
     aborted = true;
+    order.push("abort resolved");
   });
   await until(() => h.inspect().tasks.some((t) => t.record.id === firstId && t.record.abortRequested), {
     what: "first marked",
@@ -216,6 +223,7 @@ test("marks and awaits only the background work reached when { background: true 
   expect(aborted).toBe(false);
   abortFirst.resolve();
   await aborting;
+  expect(order).toEqual(["first ended", "abort resolved"]);
   expect(outcome(await h.getTask(firstId))?.status).toBe("aborted");
   expect(await h.getTask(laterId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
   expect(await h.abortTask(laterId)).toBe("marked");
