@@ -182,7 +182,11 @@ test("holds a faulted tool's slot and task_failed until the work it owns drained
   expect(stateOf(h, toolTask!.id)).toBe("completing");
   expect(statusOf(h, toolTask!.id)).toMatchObject({ status: "completing", outcome: { status: "faulted" } });
   expect(liveOf(h).tools?.[0]?.status).not.toBe("done");
+  // A later commit's event has reached the stream, so every commit of the hold so far has too.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => events.batches.flat().some((e) => e.type === "entry_appended"), { what: "the note" });
   expect(events.batches.flat().some((e) => e.type === "task_failed")).toBe(false);
+  expect(events.batches.flat().some((e) => e.type === "tool_execution_end")).toBe(false);
   gate("abort.held").resolve();
   expect((await submission.wait()).status).toBe("done");
   const [record] = await h.tasks({ kind: "pi.tool" });

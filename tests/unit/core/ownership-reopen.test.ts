@@ -148,9 +148,21 @@ test("keeps the root busy after reopen for work below a child task's owned conve
     },
   });
   const { h, root } = await open(echo, { tasks: [parent, child, innerGated], store: stored });
+  // In order: the inner task's terminal commit, then the idle waits' resolutions (not only "not
+  // settled within a few turns").
+  const order: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.kind === "inner" && t.state.status === "terminal") order.push("inner ended");
+  });
+  const rootIdle = root.waitForIdle().then(() => order.push("root idle"));
+  const harnessIdle = h.waitForIdle().then(() => order.push("harness idle"));
   expect(await settles(root.waitForIdle())).toBe(false);
   expect(await settles(h.waitForIdle())).toBe(false);
   gate.resolve();
+  await Promise.all([rootIdle, harnessIdle]);
+  expect(order[0]).toBe("inner ended");
+  expect([...order].sort()).toEqual(["harness idle", "inner ended", "root idle"]);
   await root.waitForIdle();
   expect(outcome(await h.getTask(parentId))).toEqual({ status: "completed", result: "parent" });
 });
