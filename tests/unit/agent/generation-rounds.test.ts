@@ -63,8 +63,11 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   b.release.resolve();
   expect((await input.wait()).status).toBe("done");
   const [, second] = generations();
-  expect(first?.owner).toBeUndefined();
-  expect(second?.owner).toBeUndefined();
+  // Both conversation-owned: no owner task, in the conversation, not background.
+  expect([first, second].map((g) => [g?.owner, g?.conversationId, g?.background])).toEqual([
+    [undefined, root.id, false],
+    [undefined, root.id, false],
+  ]);
   const answer = (await transcript(root)).find((e) => e.kind === "pi.assistant");
   const firstDone = tasks.get(first!.id);
   expect(firstDone?.state).toEqual({
