@@ -34,9 +34,12 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   const calls = callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" }));
   // pi.live's tool round as the next request is sent: the tools phase removed it (spec §8.2).
   const toolsAtRequest: unknown[] = [];
+  // Who holds the run as each request is sent: the first generation, then its successor.
+  const runAtRequest: unknown[] = [];
   const { h, root } = await open(
     (req, n) => {
       toolsAtRequest.push(liveOf(h).tools);
+      runAtRequest.push(liveOf(h).run?.taskId);
       return calls(req, n);
     },
     { tools: [a.tool, b.tool] },
@@ -60,8 +63,11 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   b.release.resolve();
   expect((await input.wait()).status).toBe("done");
   const [, second] = generations();
-  expect(first?.owner).toBeUndefined();
-  expect(second?.owner).toBeUndefined();
+  // Both conversation-owned: no owner task, in the conversation, not background.
+  expect([first, second].map((g) => [g?.owner, g?.conversationId, g?.background])).toEqual([
+    [undefined, root.id, false],
+    [undefined, root.id, false],
+  ]);
   const answer = (await transcript(root)).find((e) => e.kind === "pi.assistant");
   const firstDone = tasks.get(first!.id);
   expect(firstDone?.state).toEqual({
@@ -78,6 +84,7 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   expect(await input.record()).toMatchObject({ status: "done", answer: final!.id });
   expect(liveOf(h)).toEqual({});
   expect(toolsAtRequest).toEqual([undefined, undefined]);
+  expect(runAtRequest).toEqual([first!.id, second!.id]);
 });
 
 test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {

@@ -683,11 +683,19 @@ describe("parallel and sequential rounds", () => {
       callsThenAnswer(
         fauxToolCall("first", {}, { id: "call-1" }),
         fauxToolCall("second", {}, { id: "call-2" }),
+        fauxToolCall("second", {}, { id: "call-3" }),
       ),
       { tools: [a.tool, b.tool], settings: { toolExecution: "sequential" } },
     );
+    // Every pi.tool task ever created: only the started call gets one.
+    const toolTasks = new Set<number>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.kind === "pi.tool") toolTasks.add(t.id);
+    });
     const sub = await root.submit({ type: "input", content: "go" });
     await a.started.promise;
+    // Two calls are unstarted, so their answers' order is told apart from the reverse.
+    expect(liveOf(h).tools?.map((s) => s.taskId !== undefined)).toEqual([true, false, false]);
     await root.abort();
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     const results = await toolResults(root);
@@ -696,7 +704,10 @@ describe("parallel and sequential rounds", () => {
     ).toEqual([
       ["call-1", "aborted"],
       ["call-2", "aborted"],
+      ["call-3", "aborted"],
     ]);
+    expect(results.map((e) => (messageOf(e) as { isError: boolean }).isError)).toEqual([true, true, true]);
+    expect(toolTasks.size).toBe(1);
     expect(liveOf(h).run).toBeUndefined();
     expect((liveOf(h).tools ?? []).filter((t) => t.status !== "done")).toEqual([]);
   });

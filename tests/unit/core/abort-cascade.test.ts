@@ -87,7 +87,9 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
   const log: string[] = [];
   const inner = parked("inner");
   const background = ownerOf("background", inner, { log });
-  // The owner creates a conversation it owns and a background task there, then parks.
+  // Ordinary work beside the background task: the cascade does enter the owned conversation.
+  const exposed = parked("exposed");
+  // The owner creates a conversation it owns, a background task and an ordinary one there, then parks.
   const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
     name: "owner",
     version: 1,
@@ -101,6 +103,7 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
             conversationId: c.id,
             background: true,
           });
+          tx.createTask(exposed, null, { ownership: { kind: "conversation" }, conversationId: c.id });
           return { status: "running", checkpoint: { phase: "hold" } };
         });
       },
@@ -112,15 +115,20 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner] });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner, exposed] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => running(h) === 3, { what: "owner, background and inner running" });
+  await until(() => running(h) === 4, { what: "owner, background, inner and exposed running" });
   const bgId = [...latest.values()].find((t) => t.kind === "background")?.id as TaskId;
   const innerId = [...latest.values()].find((t) => t.kind === "inner")?.id as TaskId;
+  const exposedId = [...latest.values()].find((t) => t.kind === "exposed")?.id as TaskId;
   // The owner's abort does not wait for, nor mark, the background task or what it owns.
   expect(await h.abortTask(id)).toBe("marked");
   expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect((await h.getTask(exposedId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
   await settle();
   expect((await h.getTask(bgId))?.abortRequested).toBe(false);
   expect((await h.getTask(innerId))?.abortRequested).toBe(false);
