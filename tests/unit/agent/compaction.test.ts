@@ -9,7 +9,7 @@ import { describe, expect, test } from "vitest";
 import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../../worker/agent/compaction/range.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
-import { activeRange } from "../../../worker/agent/conversation/context.ts";
+import { activeRange, summarizedPart } from "../../../worker/agent/conversation/context.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
@@ -78,6 +78,40 @@ describe("the cut", () => {
     const marker = { ...user(9, "an earlier summary"), head: 1 } as EntryRecord;
     expect(selectCut([marker, ...huge], 20_000)).toBeUndefined();
     expect(selectCut([user(0, "before"), ...huge], 20_000)).toBe(1);
+  });
+
+  test("the summarized messages are ordered as a request's (rules 7 and 8): results after their call in call order, ahead of a user message; a missing result synthesized; an orphan dropped", () => {
+    // Sample 22: summarizedPart's order was asserted nowhere (a summary read the entries' messages
+    // as stored would pass every other test).
+    const marker = { ...user(9, "an earlier summary"), head: 1 } as EntryRecord;
+    const range = [
+      marker,
+      assistant(1, "", ["a", "b"]),
+      user(2, "steered in between"),
+      result(3, "b", "B"),
+      result(4, "a", "A"),
+      result(5, "zzz", "an orphan"),
+      assistant(6, "", ["c"]), // its result never came: the cut is 7
+      user(7, "kept"),
+    ];
+    const { entries, messages } = summarizedPart(range, 7);
+    expect(entries.map((e) => e.id)).toEqual([9, 1, 2, 3, 4, 5, 6]);
+    const shape = messages.map((m) =>
+      m.role === "toolResult"
+        ? `result ${m.toolCallId}${m.isError ? " (error)" : ""}`
+        : m.role === "assistant"
+          ? `calls ${m.content.map((c) => (c.type === "toolCall" ? c.id : "")).join(" ")}`
+          : `user ${textOf(m)}`,
+    );
+    expect(shape).toEqual([
+      "user an earlier summary",
+      "calls a b",
+      "result a",
+      "result b",
+      "user steered in between",
+      "calls c",
+      "result c (error)",
+    ]);
   });
 
   test("the context estimate covers exactly the active range, and stops at the newest reported usage", () => {
