@@ -1,7 +1,8 @@
 /**
  * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
- * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20):
+ * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20,
+ * sample-session22.md the fourth, seed 20261207 and count 20):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -13,7 +14,7 @@
  *
  * Left out, as already read by an earlier sample:
  * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20c's twenty
- *   (sample-session20c.md, seed 20261206), session 20's thirty
+ *   (sample-session20c.md, seed 20261206), session 22's twenty (sample-session22.md, seed 20261207), session 20's thirty
  *   (sample-session20.md, seed 20261204) and session 20b's thirty (sample-session20b.md, seed
  *   20261205), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
@@ -179,6 +180,29 @@ const SESSION20C = [
   ["sections-0-4", "ConversationInit(tx, id) runs in the creating commit"],
 ];
 
+const SESSION22 = [
+  ["sections-0-4", "Active transcript from the newest head on"],
+  ["sections-5-9", "5.5.4 writes split at the hold"],
+  ["sections-5-9", "Step rule 6: checkpoint unchanged"],
+  ["sections-5-9", "Retryable error within maxRetries"],
+  ["sections-0-4", "CommonDocDefinition {kind, version"],
+  ["sections-5-9", "Summarized entries = head marker + entries before the cut"],
+  ["sections-0-4", "A called tool is resolved when its tool task runs"],
+  ["sections-5-9", "steeringMode/followUpMode read at each boundary"],
+  ["sections-5-9", "A final boundary without user triggers leaves the conversation idle"],
+  ["sections-0-4", "configure() neither starts generation nor appends a system entry"],
+  ["sections-0-4", "Conversation idle / Harness idle by ordinary traversal"],
+  ["section-7", "New phases and tool tasks use the new extension"],
+  ["sections-5-9", "Never terminalized for missing code"],
+  ["sections-5-9", '"cancels a deferred response when aborted during polling"'],
+  ["sections-5-9", "HookRunner.each"],
+  ["sections-0-4", "ConversationCreateOptions {ownership (required)"],
+  ["sections-5-9", "pi.live.run names the run's task and inputs"],
+  ["sections-5-9", "The hook runs in the commit that makes a scheduler-written outcome terminal"],
+  ["sections-0-4", "A child task naming another conversation than its owner's rejects"],
+  ["sections-5-9", "Compaction summaries are head writes ordered by cut position"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -197,6 +221,7 @@ for (const [why, lines] of [
   ["session 20", SESSION20],
   ["session 20b", SESSION20B],
   ["session 20c", SESSION20C],
+  ["session 22", SESSION22],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -237,7 +262,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
