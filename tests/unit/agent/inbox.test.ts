@@ -457,6 +457,24 @@ describe("the inbox", () => {
     }
   });
 
+  test("a submission of an unknown type, or an input with an unknown whenBusy, is refused at submit and writes nothing", async () => {
+    // Spec §2.2: whenBusy is "steer" | "followUp" | "reject"; anything else is bad input at the door,
+    // not a follow-up (found in session 21: it was queued as one).
+    const { h, root } = await open(echo);
+    const before = await transcript(root);
+    for (const draft of [
+      { type: "input", content: "hi", whenBusy: "later" },
+      { type: "input", content: "hi", whenBusy: 1 },
+      { type: "shout", content: "hi" },
+    ]) {
+      const refused = await root.submit(draft as never).catch((e: unknown) => e);
+      expect(refused, JSON.stringify(draft)).toBeInstanceOf(InvalidTransition);
+    }
+    expect(await transcript(root)).toEqual(before);
+    expect(h.inspect().submissions).toEqual([]);
+    expect(h.inspect().tasks).toEqual([]);
+  });
+
   test("a requestId used for an input cannot be reused for a write", async () => {
     const { root } = await open(echo);
     await (await root.submit({ type: "input", content: "hi", requestId: "same" })).wait();
