@@ -406,11 +406,15 @@ describe("the inbox", () => {
     const input = await root.submit({ type: "input", content: "queued input" });
     const hint = { role: "user", content: "a hint", timestamp: 0 };
     const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    // A queued steer is withdrawn like a follow-up (spec §6: "queued steer/follow-up submissions").
+    const steer = await root.submit({ type: "input", content: "queued steer", whenBusy: "steer" });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "write", "steer"]);
     await root.abort();
     // Resolved only once the scope is idle: the run and its tool task are over.
     expect(root.busy).toBe(false);
     expect(h.inspect().tasks).toEqual([]);
     expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect((await write.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
     // The next submission places the kept write first.
