@@ -34,12 +34,12 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   const calls = callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" }));
   // pi.live's tool round as the next request is sent: the tools phase removed it (spec §8.2).
   const toolsAtRequest: unknown[] = [];
-  // Who holds the run as each request is sent: the first generation, then its successor.
+  // And pi.live.run as each request is sent: the run's task and its inputs (spec §6, sample 22).
   const runAtRequest: unknown[] = [];
   const { h, root } = await open(
     (req, n) => {
       toolsAtRequest.push(liveOf(h).tools);
-      runAtRequest.push(liveOf(h).run?.taskId);
+      runAtRequest.push(liveOf(h).run);
       return calls(req, n);
     },
     { tools: [a.tool, b.tool] },
@@ -84,7 +84,10 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   expect(await input.record()).toMatchObject({ status: "done", answer: final!.id });
   expect(liveOf(h)).toEqual({});
   expect(toolsAtRequest).toEqual([undefined, undefined]);
-  expect(runAtRequest).toEqual([first!.id, second!.id]);
+  expect(runAtRequest).toEqual([
+    { taskId: first!.id, inputs: [input.id] },
+    { taskId: second!.id, inputs: [input.id] },
+  ]);
 });
 
 test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {

@@ -221,3 +221,35 @@ test("followUpMode is read at each boundary: switched from one-at-a-time to all 
   expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
   expect(faux.requests).toHaveLength(3);
 });
+
+test("steeringMode is read at each boundary too: steers queued behind a held answer, one-at-a-time at the first final boundary, all at the second", async () => {
+  // Sample 22: only followUpMode was shown read anew at each boundary.
+  const holds = [deferred(), deferred()];
+  let settings: AgentSettings = { steeringMode: "one-at-a-time" };
+  const { root, faux } = await open(
+    async (req, n) => {
+      if (n <= 2) await holds[n - 1]!.promise;
+      return echo(req, n);
+    },
+    { settings: () => settings },
+  );
+  const first = await root.submit({ type: "input", content: "one" });
+  const [a, b, c] = [
+    await root.submit({ type: "input", content: "A", whenBusy: "steer" }),
+    await root.submit({ type: "input", content: "B", whenBusy: "steer" }),
+    await root.submit({ type: "input", content: "C", whenBusy: "steer" }),
+  ];
+  holds[0]!.resolve();
+  await first.wait();
+  await until(() => faux.requests.length === 2, { what: "A's run asking" });
+  expect((await a.record()).status).toBe("placed");
+  expect((await b.record()).status).toBe("queued");
+  settings = { steeringMode: "all" };
+  holds[1]!.resolve();
+  await a.wait();
+  const [settledB, settledC] = [await b.wait(), await c.wait()];
+  expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
+  expect(faux.requests).toHaveLength(3);
+  const asked = faux.requests[2]!.messages.filter((m) => m.role === "user").map((m) => textOf(m));
+  expect(asked.slice(-2)).toEqual(["B", "C"]);
+});
