@@ -2,8 +2,8 @@
  * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
  * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20,
- * sample-session22.md the fourth, seed 20261207 and count 20, sample-session22b.md (seeds 20261208,
- * 20261209 and 20261210) the fifth to seventh):
+ * sample-session22.md the fourth, seed 20261207 and count 20, sample-session22b.md (seeds 20261208 to
+ * 20261212) the fifth to ninth):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -276,6 +276,52 @@ const SESSION22D = [
   ["sections-5-9", "pending is never returned by tasks"],
 ];
 
+const SESSION22E = [
+  ["sections-5-9", '"keeps running phases after spawning and waits on subsets in sequence"'],
+  ["sections-0-4", 'EntryDraft head may be "self"'],
+  ["sections-5-9", "Every response becomes a pi.assistant entry"],
+  ["sections-5-9", "TaskOptions: ownership required"],
+  ["section-7", "Tool names / section keys unique within one extension"],
+  ["sections-5-9", '"keeps positional system messages and orders tool results by call order"'],
+  ["sections-0-4", "resume() idempotent, only enables scheduling"],
+  ["sections-5-9", '"keeps run control with a faulted generation until its owned work drains'],
+  ["section-7", "Section key regex; `instructions` reserved"],
+  ["sections-5-9", "Admission internal; boundaries place queued submissions"],
+  ["sections-5-9", "stop() idempotent, unregisters"],
+  ["sections-5-9", "[12] A queued summary's user message is stamped"],
+  ["sections-10-11", "The Session owns the mutation line"],
+  ["sections-0-4", "Settings are synchronous"],
+  ["sections-5-9", '"never migrates a held outcome'],
+  ["sections-5-9", '"fails with no_model when no model is configured or the model is unknown"'],
+  ["sections-5-9", '"rejects the wait that closes a cycle through a held owner"'],
+  ["sections-5-9", "Intent"],
+  ["section-7", "A throwing section keeps its shown text"],
+  ["sections-5-9", "Abort handler: cancelDeferred in poll"],
+];
+
+const SESSION22F = [
+  ["sections-5-9", '"fails the Harness on a failed finalization, which reopening applies"'],
+  ["section-7", "`createTask(task, input, { ownership, background? })`"],
+  ["sections-5-9", "TaskState pending/running/waiting/completing/terminal"],
+  ["section-7", "Async render and env in PromptInput"],
+  ["sections-0-4", "A changed settings getter takes effect at the next resolution"],
+  ["sections-5-9", "Conversation.waitForIdle / Harness idle by traversal"],
+  ["section-7", "A task asks only hooks of extensions its conversation selects"],
+  ["sections-0-4", "fork asOf / current / initial"],
+  ["sections-0-4", "Handles reacquired after reopen"],
+  ["sections-5-9", "tool_execution_update carries the slot's current details"],
+  ["sections-5-9", "Three kinds: pi.generation, pi.tool, pi.compaction"],
+  ["section-7", "`models`: `HarnessOptions.models`"],
+  ["section-7", "No change"],
+  ["sections-5-9", "Document creation/retirement sets/deletes the docs key"],
+  ["sections-5-9", "Submission.abort: only queued"],
+  ["sections-5-9", "retry sleeps until `until`"],
+  ["sections-0-4", "Generation and compaction summarization pass it as options.sessionId"],
+  ["sections-0-4", "configure replaces whole fields"],
+  ["section-7", "Per-conversation selection through pi.agent `extensions`"],
+  ["sections-0-4", "fork() requires a visible entry and explicit ownership"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -298,6 +344,8 @@ for (const [why, lines] of [
   ["session 22b", SESSION22B],
   ["session 22c", SESSION22C],
   ["session 22d", SESSION22D],
+  ["session 22e", SESSION22E],
+  ["session 22f", SESSION22F],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -338,7 +386,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
