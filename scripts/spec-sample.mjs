@@ -3,7 +3,7 @@
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
  * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20,
  * sample-session22.md the fourth, seed 20261207 and count 20, sample-session22b.md (seeds 20261208 to
- * 20261212) the fifth to ninth):
+ * 20261213) the fifth to tenth):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -322,6 +322,29 @@ const SESSION22F = [
   ["sections-0-4", "fork() requires a visible entry and explicit ownership"],
 ];
 
+const SESSION22G = [
+  ["sections-5-9", "Returning from one phase does not end an invocation"],
+  ["sections-5-9", "Memos survive checkpoints, vanish at terminal"],
+  ["sections-5-9", "Conversations stay usable after their owner finished"],
+  ["sections-5-9", "runtime.getTask / waitForTask / outcomes(ids)"],
+  ["sections-5-9", '"keeps background work through Conversation.abort()'],
+  ["sections-5-9", "abortTask settles orphaned in the marking commit"],
+  ["sections-5-9", "failFast: the others are marked in the next reconcile commit"],
+  ["sections-0-4", "abortTask returns marked after the join"],
+  ["sections-0-4", "abortTask does not await terminal"],
+  ["sections-5-9", '"marks failFast siblings a crash left unmarked"'],
+  ["sections-0-4", "Conversation.abort withdraws queued inputs, marks ordinary traversal"],
+  ["sections-5-9", "Cascade marks derived in a later reconcile commit"],
+  ["sections-5-9", "RunningTask = record in running state"],
+  ["sections-5-9", "execute reached only by recovery"],
+  ["sections-5-9", "Above contextWindow - reserveTokens"],
+  ["sections-5-9", '"marks a held completed task with Conversation.abort()'],
+  ["sections-5-9", '"reports a failed deferred cancellation and still ends the run aborted"'],
+  ["sections-0-4", "forkConversation validates a visible entry"],
+  ["sections-5-9", "Before classifying: stop the partial throttle"],
+  ["sections-5-9", "The next generation after a head marker without later pi.system"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -346,6 +369,7 @@ for (const [why, lines] of [
   ["session 22d", SESSION22D],
   ["session 22e", SESSION22E],
   ["session 22f", SESSION22F],
+  ["session 22g", SESSION22G],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -386,7 +410,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 22g: ${by("session 22g")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
