@@ -22,7 +22,7 @@ test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage a
     // specification (§2.2 pi.agent and pi.provider, §6 pi.inbox, §8.2 pi.live, §8.6 pi.usage).
     const rules = async (name: string) => {
       const r = await h.docRecord(c.id, name);
-      return r && { scope: r.scope, history: r.history, fork: r.fork };
+      return r && "history" in r ? { scope: r.scope, history: r.history, fork: r.fork } : r;
     };
     const conversation = { kind: "conversation", conversationId: c.id };
     expect({

@@ -155,8 +155,9 @@ export function admit(
   draft: SubmissionDraft,
 ): SubmissionRecord {
   // Checked at the door, before anything is read or written (spec §2.2's SubmissionDraft).
-  if (draft.type !== "input" && draft.type !== "write")
-    throw new InvalidTransition(`a submission is an "input" or a "write", not ${JSON.stringify(draft.type)}`);
+  const type: unknown = draft.type;
+  if (type !== "input" && type !== "write")
+    throw new InvalidTransition(`a submission is an "input" or a "write", not ${JSON.stringify(type)}`);
   if (draft.type === "input" && draft.whenBusy !== undefined && !WHEN_BUSY.has(draft.whenBusy))
     throw new InvalidTransition(
       `whenBusy is "steer", "followUp" or "reject", not ${JSON.stringify(draft.whenBusy)}`,
