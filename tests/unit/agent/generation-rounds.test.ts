@@ -5,7 +5,7 @@
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { expect, test } from "vitest";
+import { expect, test, vi } from "vitest";
 import { DOC, defineTool, type LiveState, type TaskRecord, textResult } from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
@@ -237,6 +237,32 @@ test("an executed call's result carries durationMs; an aborted call's result and
   const [unavailable] = await toolResults(third.root);
   expect(messageOf(unavailable!)).toMatchObject({ toolCallId: "c5", isError: true });
   expect(messageOf(unavailable!)).not.toHaveProperty("durationMs");
+});
+
+test("durationMs is the execute call's own time, not the tool task's lifecycle span (spec §5.3, §7.3)", async () => {
+  // Two clocks told apart: the harness clock stamps lifecycle times, the monotonic one times execute.
+  let clock = 1000;
+  let mono = 100;
+  const spy = vi.spyOn(performance, "now").mockImplementation(() => mono);
+  try {
+    const gate = gatedTool("hold");
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [gate.tool],
+      now: () => clock,
+    });
+    const input = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    mono = 350;
+    clock = 9000;
+    gate.release.resolve();
+    expect((await input.wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect((messageOf(result!) as { durationMs?: unknown }).durationMs).toBe(250);
+    const task = await h.getTask(result!.byTaskId!);
+    expect([task?.startedAt, task?.endedAt]).toEqual([1000, 9000]);
+  } finally {
+    spy.mockRestore();
+  }
 });
 
 test("Harness.usage() sums the pi.usage of every conversation", async () => {

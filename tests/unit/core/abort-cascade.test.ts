@@ -149,6 +149,8 @@ test("aborting a background task directly marks its ordinary owned work; a backg
   const inner = parked("inner");
   const deepInner = parked("deep-inner");
   const nested = ownerOf("nested", deepInner, { log });
+  // Ordinary work in the conversation the background task owns: part of its ordinary subtree too.
+  const convWorker = parked("conv-worker");
   const outer = defineTask<Json, Go | { phase: "hold" }, Json>({
     name: "outer",
     version: 1,
@@ -163,6 +165,7 @@ test("aborting a background task directly marks its ordinary owned work; a backg
             conversationId: c.id,
             background: true,
           });
+          tx.createTask(convWorker, null, { ownership: { kind: "conversation" }, conversationId: c.id });
           return { status: "running", checkpoint: { phase: "hold" } };
         });
       },
@@ -174,17 +177,18 @@ test("aborting a background task directly marks its ordinary owned work; a backg
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [outer, inner, nested, deepInner] });
+  const h = await Harness.open(await memoryStore(), { tasks: [outer, inner, nested, deepInner, convWorker] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(outer, null, { ownership: { kind: "conversation" }, background: true });
-  await until(() => running(h) === 4, { what: "outer, inner, nested and deep-inner running" });
+  await until(() => running(h) === 5, { what: "outer, inner, conv-worker, nested and deep-inner running" });
   const idOf = (kind: string) => [...latest.values()].find((t) => t.kind === kind)?.id as TaskId;
   expect(await h.abortTask(id)).toBe("marked");
   expect(outcome(await done(h, id))?.status).toBe("aborted");
-  expect((await h.getTask(idOf("inner")))?.state).toMatchObject({
-    status: "terminal",
-    outcome: { status: "aborted" },
-  });
+  for (const kind of ["inner", "conv-worker"])
+    expect([kind, (await h.getTask(idOf(kind)))?.state]).toMatchObject([
+      kind,
+      { status: "terminal", outcome: { status: "aborted" } },
+    ]);
   await settle();
   for (const kind of ["nested", "deep-inner"]) {
     const record = await h.getTask(idOf(kind));

@@ -239,8 +239,17 @@ describe("scopes (spec §3.1-3.2)", () => {
     await expect(terminalThenRead).rejects.toThrow(/is terminal: its documents are retired/);
     expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
 
+    // The retirement rides in the terminal commit itself (spec §5.3), not in one before or after.
+    const seen: { terminal: boolean; retired: boolean }[] = [];
+    const stop = again.subscribe((change) => {
+      const terminal = change.tasks.some((t) => t.id === id && t.state.status === "terminal");
+      const retired = change.docs.some((d) => d.name === "scratch" && d.value === undefined);
+      if (terminal || retired) seen.push({ terminal, retired });
+    });
     await again.abortTask(id);
     await done(again, id);
+    stop();
+    expect(seen).toEqual([{ terminal: true, retired: true }]);
     expect(await again.doc(taskScope(id), "scratch")).toBeUndefined();
     expect(await again.docRecord(taskScope(id), "scratch")).toBeUndefined();
     await expect(again.transaction((tx) => tx.readDoc(taskScope(id), "scratch"))).rejects.toThrow(
