@@ -1,7 +1,9 @@
 /**
  * Draws a reviewer's random sample of the asserted lines of the specification coverage lists (issue
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
- * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20):
+ * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20,
+ * sample-session22.md the fourth, seed 20261207 and count 20, sample-session22b.md (seeds 20261208 to
+ * 20261213) the fifth to tenth):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -13,7 +15,7 @@
  *
  * Left out, as already read by an earlier sample:
  * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20c's twenty
- *   (sample-session20c.md, seed 20261206), session 20's thirty
+ *   (sample-session20c.md, seed 20261206), session 22's twenty (sample-session22.md, seed 20261207), session 20's thirty
  *   (sample-session20.md, seed 20261204) and session 20b's thirty (sample-session20b.md, seed
  *   20261205), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
@@ -179,6 +181,170 @@ const SESSION20C = [
   ["sections-0-4", "ConversationInit(tx, id) runs in the creating commit"],
 ];
 
+const SESSION22 = [
+  ["sections-0-4", "Active transcript from the newest head on"],
+  ["sections-5-9", "5.5.4 writes split at the hold"],
+  ["sections-5-9", "Step rule 6: checkpoint unchanged"],
+  ["sections-5-9", "Retryable error within maxRetries"],
+  ["sections-0-4", "CommonDocDefinition {kind, version"],
+  ["sections-5-9", "Summarized entries = head marker + entries before the cut"],
+  ["sections-0-4", "A called tool is resolved when its tool task runs"],
+  ["sections-5-9", "steeringMode/followUpMode read at each boundary"],
+  ["sections-5-9", "A final boundary without user triggers leaves the conversation idle"],
+  ["sections-0-4", "configure() neither starts generation nor appends a system entry"],
+  ["sections-0-4", "Conversation idle / Harness idle by ordinary traversal"],
+  ["section-7", "New phases and tool tasks use the new extension"],
+  ["sections-5-9", "Never terminalized for missing code"],
+  ["sections-5-9", '"cancels a deferred response when aborted during polling"'],
+  ["sections-5-9", "HookRunner.each"],
+  ["sections-0-4", "ConversationCreateOptions {ownership (required)"],
+  ["sections-5-9", "pi.live.run names the run's task and inputs"],
+  ["sections-5-9", "The hook runs in the commit that makes a scheduler-written outcome terminal"],
+  ["sections-0-4", "A child task naming another conversation than its owner's rejects"],
+  ["sections-5-9", "Compaction summaries are head writes ordered by cut position"],
+];
+
+const SESSION22B = [
+  ["sections-5-9", "Table: input, idle, empty inbox"],
+  ["sections-0-4", "reset(handoff?) admits a pi.reset write"],
+  ["sections-0-4", "Terminal candidate task rejects task-document access"],
+  ["sections-0-4", "Preparation/validation failures roll back before storage"],
+  ["sections-5-9", "Table: run answers"],
+  ["section-7", "settings.extensions as the default base"],
+  ["sections-5-9", "5.5.5 waiters, idle waits, inspection, traversal"],
+  ["sections-5-9", "Conversation abort withdraws queued inputs, keeps writes"],
+  ["sections-5-9", "Missing / older-than-stored / failing migration"],
+  ["sections-5-9", "Every runtime operation rejects after the invocation ends"],
+  ["sections-0-4", "Once admitted, caller cancellation does not undo the commit"],
+  ["sections-5-9", "inbox_update, usage_changed"],
+  ["sections-5-9", "Compaction status added with the task"],
+  ["sections-0-4", "AgentState field semantics"],
+  ["sections-5-9", '"stores partials as deltas and a complete base once nothing is in flight"'],
+  ["sections-5-9", '"treats a held task as live: outcomes() rejects'],
+  ["sections-0-4", "Conversation creation needs explicit ownership"],
+  ["sections-5-9", "pi.tool faulted/orphaned"],
+  ["sections-0-4", "Session docs current-only, survive close/reopen"],
+  ["sections-0-4", "EntryRecord shape"],
+];
+
+const SESSION22C = [
+  ["section-7", "Resolution: extensions default = all installed"],
+  ["sections-5-9", "Conversation-owned task may be background; a child may not"],
+  ["sections-0-4", "DocumentSemantics: session | latest | rewindable | task"],
+  ["sections-5-9", "entry absent when the tool task faulted or was orphaned"],
+  ["sections-5-9", '"commits no partial for a response that turns deferred after an empty start event"'],
+  ["sections-0-4", "tx.doc() stages a migration; a failing callback persists nothing"],
+  ["sections-0-4", "Agent (resolved: thinkingLevel always set"],
+  ["sections-5-9", "Step rule 2: closing"],
+  ["sections-5-9", "Appended entry splices at the end"],
+  ["sections-5-9", "Example Checkout"],
+  [
+    "sections-5-9",
+    '"resumes once every awaited task is terminal and reads their outcomes in order (allSettled)"',
+  ],
+  ["sections-5-9", '"shows an abort-marked owner waiting for work in its owned conversation'],
+  ["sections-5-9", "Held failed/faulted/orphaned/aborted = cancellation intent"],
+  ["sections-5-9", "Overflow (isContextOverflow"],
+  ["section-7", "Invalid install throws, publishes nothing"],
+  ["sections-0-4", "An agent without a model fails generation durably"],
+  ["section-7", "`getTask()` / `waitForTask()`"],
+  ["sections-5-9", "Placement entry shape and wrapped text"],
+  ["sections-5-9", "pi.live.run naming the task: partial"],
+  ["sections-5-9", "One publication touching the conversation = one batch"],
+];
+
+const SESSION22D = [
+  ["sections-5-9", "Manual compaction aborted by Conversation.abort"],
+  ["sections-5-9", "A terminating or handoff round uses final behaviour"],
+  ["sections-0-4", "The owner may be created earlier in the same tx"],
+  ["sections-0-4", "Only typed tx.doc() is get-or-create"],
+  ["sections-5-9", "Head write stale rules"],
+  ["sections-5-9", "[7.3] output() throws after the call ends"],
+  ["section-7", "Snapshot is an immutable value"],
+  ["section-7", "Replaced extension keeps its install position"],
+  ["sections-0-4", "Migration callbacks never receive a live revision"],
+  ["sections-5-9", '"faults an abort handler that tries to wait"'],
+  ["sections-0-4", "Tx API (conversation, entry, task"],
+  ["sections-5-9", "At final: current inputs settle first"],
+  ["sections-0-4", "Storage failure: poison the session, publish nothing"],
+  ["sections-5-9", "Table: boundary places a write"],
+  ["sections-5-9", '"stops a cascade at an unmarked background task'],
+  ["section-7", "Task names unique across built-ins"],
+  ["sections-5-9", "Table: run fails / task aborts"],
+  ["sections-0-4", "TaskInspection states"],
+  ["sections-5-9", "waitForTask waits regardless of the background flag"],
+  ["sections-5-9", "pending is never returned by tasks"],
+];
+
+const SESSION22E = [
+  ["sections-5-9", '"keeps running phases after spawning and waits on subsets in sequence"'],
+  ["sections-0-4", 'EntryDraft head may be "self"'],
+  ["sections-5-9", "Every response becomes a pi.assistant entry"],
+  ["sections-5-9", "TaskOptions: ownership required"],
+  ["section-7", "Tool names / section keys unique within one extension"],
+  ["sections-5-9", '"keeps positional system messages and orders tool results by call order"'],
+  ["sections-0-4", "resume() idempotent, only enables scheduling"],
+  ["sections-5-9", '"keeps run control with a faulted generation until its owned work drains'],
+  ["section-7", "Section key regex; `instructions` reserved"],
+  ["sections-5-9", "Admission internal; boundaries place queued submissions"],
+  ["sections-5-9", "stop() idempotent, unregisters"],
+  ["sections-5-9", "[12] A queued summary's user message is stamped"],
+  ["sections-10-11", "The Session owns the mutation line"],
+  ["sections-0-4", "Settings are synchronous"],
+  ["sections-5-9", '"never migrates a held outcome'],
+  ["sections-5-9", '"fails with no_model when no model is configured or the model is unknown"'],
+  ["sections-5-9", '"rejects the wait that closes a cycle through a held owner"'],
+  ["sections-5-9", "Intent"],
+  ["section-7", "A throwing section keeps its shown text"],
+  ["sections-5-9", "Abort handler: cancelDeferred in poll"],
+];
+
+const SESSION22F = [
+  ["sections-5-9", '"fails the Harness on a failed finalization, which reopening applies"'],
+  ["section-7", "`createTask(task, input, { ownership, background? })`"],
+  ["sections-5-9", "TaskState pending/running/waiting/completing/terminal"],
+  ["section-7", "Async render and env in PromptInput"],
+  ["sections-0-4", "A changed settings getter takes effect at the next resolution"],
+  ["sections-5-9", "Conversation.waitForIdle / Harness idle by traversal"],
+  ["section-7", "A task asks only hooks of extensions its conversation selects"],
+  ["sections-0-4", "fork asOf / current / initial"],
+  ["sections-0-4", "Handles reacquired after reopen"],
+  ["sections-5-9", "tool_execution_update carries the slot's current details"],
+  ["sections-5-9", "Three kinds: pi.generation, pi.tool, pi.compaction"],
+  ["section-7", "`models`: `HarnessOptions.models`"],
+  ["section-7", "No change"],
+  ["sections-5-9", "Document creation/retirement sets/deletes the docs key"],
+  ["sections-5-9", "Submission.abort: only queued"],
+  ["sections-5-9", "retry sleeps until `until`"],
+  ["sections-0-4", "Generation and compaction summarization pass it as options.sessionId"],
+  ["sections-0-4", "configure replaces whole fields"],
+  ["section-7", "Per-conversation selection through pi.agent `extensions`"],
+  ["sections-0-4", "fork() requires a visible entry and explicit ownership"],
+];
+
+const SESSION22G = [
+  ["sections-5-9", "Returning from one phase does not end an invocation"],
+  ["sections-5-9", "Memos survive checkpoints, vanish at terminal"],
+  ["sections-5-9", "Conversations stay usable after their owner finished"],
+  ["sections-5-9", "runtime.getTask / waitForTask / outcomes(ids)"],
+  ["sections-5-9", '"keeps background work through Conversation.abort()'],
+  ["sections-5-9", "abortTask settles orphaned in the marking commit"],
+  ["sections-5-9", "failFast: the others are marked in the next reconcile commit"],
+  ["sections-0-4", "abortTask returns marked after the join"],
+  ["sections-0-4", "abortTask does not await terminal"],
+  ["sections-5-9", '"marks failFast siblings a crash left unmarked"'],
+  ["sections-0-4", "Conversation.abort withdraws queued inputs, marks ordinary traversal"],
+  ["sections-5-9", "Cascade marks derived in a later reconcile commit"],
+  ["sections-5-9", "RunningTask = record in running state"],
+  ["sections-5-9", "execute reached only by recovery"],
+  ["sections-5-9", "Above contextWindow - reserveTokens"],
+  ["sections-5-9", '"marks a held completed task with Conversation.abort()'],
+  ["sections-5-9", '"reports a failed deferred cancellation and still ends the run aborted"'],
+  ["sections-0-4", "forkConversation validates a visible entry"],
+  ["sections-5-9", "Before classifying: stop the partial throttle"],
+  ["sections-5-9", "The next generation after a head marker without later pi.system"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -197,6 +363,13 @@ for (const [why, lines] of [
   ["session 20", SESSION20],
   ["session 20b", SESSION20B],
   ["session 20c", SESSION20C],
+  ["session 22", SESSION22],
+  ["session 22b", SESSION22B],
+  ["session 22c", SESSION22C],
+  ["session 22d", SESSION22D],
+  ["session 22e", SESSION22E],
+  ["session 22f", SESSION22F],
+  ["session 22g", SESSION22G],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -237,7 +410,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 22g: ${by("session 22g")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);

@@ -647,6 +647,10 @@ const documentsAndConversations: Scenario = {
       ]),
     );
     const at = await h.transaction((tx) => tx.appendEntry(c, { kind: "note", data: "b" }).id);
+    // A submission record beside them (the SQLite store keeps every record kind: spec §11.2).
+    const sub = await h.transaction(
+      (tx) => tx.createSubmission({ type: "input", conversationId: c, requestId: "r1", status: "queued" }).id,
+    );
     const fork = await h.forkRecord(c, at, { ownership: { kind: "ownerless" } });
     const doomed = await h.transaction((tx) => {
       const d = tx.createConversation({ kind: "ownerless" });
@@ -657,12 +661,22 @@ const documentsAndConversations: Scenario = {
     equal(await h.deleteConversation(doomed), [doomed], "deleted");
     equal(await h.doc(c, "app.doc"), { text: "hello", n: 2 }, "the patched document");
     const before = h.conversationRecords();
+    const entriesBefore = await h.entries(c);
+    equal(
+      entriesBefore.map((e) => e.data),
+      ["a", "b"],
+      "the entries",
+    );
+    const subBefore = await h.submissionRecord(sub);
     kit.kill(store, "reopen");
     await h.close().catch(() => undefined);
 
     const h2 = await Harness.open(await kit.reopen(store));
     equal(await h2.doc(c, "app.doc"), { text: "hello", n: 2 }, "the patched document after a reopen");
     equal(h2.conversationRecords(), before, "conversations after a reopen");
+    equal(await h2.entries(c), entriesBefore, "entries after a reopen");
+    equal(await h2.submissionRecord(sub), subBefore, "the submission after a reopen");
+    assert(subBefore?.requestId === "r1", "the submission as created");
     equal(h2.conversationRecord(fork.id)?.parent, { conversationId: c, at }, "the fork's parent");
     assert(h2.conversationRecord(doomed) === undefined, "the deleted conversation stays deleted");
     const next = await h2.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);

@@ -79,9 +79,11 @@ export interface AgentHarnessOptions extends Omit<HarnessOptions, "root"> {
   /**
    * Custom conversation documents whose semantics are not the default (history "latest", fork
    * "current"; spec §3.1, §3.7): the harness creates their incarnations with each definition's
-   * `history` and `fork`, keeps a rewindable one's history, and applies its fork rule. A document no
-   * definition names here is latest-only and copied into a fork as stored; typed access through a
-   * token that declares otherwise is refused (DocumentSemanticsError).
+   * `history` and `fork`, stored in the incarnation's record. A new incarnation no definition names
+   * here is latest-only with fork "current". From then on the record decides (spec §3.2): a
+   * rewindable one keeps its history and its fork rule applies even when a later process lists no
+   * definition for it (an extension no longer installed) or one that declares otherwise; typed
+   * access through a token that declares otherwise is refused (DocumentSemanticsError).
    */
   documents?: ReadonlyArray<
     Pick<DocToken<Json>, "name" | "fork"> & { readonly history?: "latest" | "rewindable" }

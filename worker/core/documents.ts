@@ -7,7 +7,9 @@
  * - `readAsOf` validates that the entry is visible through the conversation's ancestry, reads the
  *   ancestor that owns the entry, picks the incarnation whose `[created_at, retired_at)` holds the
  *   entry (never today's by default), and its value from `doc_history` within that lifetime; it
- *   never creates or writes anything. Legacy incarnations without history read their current value.
+ *   never creates or writes anything. Whether the document is rewindable is that incarnation's
+ *   record's rule, not the rules the process declares for its name. Legacy incarnations without
+ *   history rows read their current value.
  * - a `DocumentState` takes its baseline from the published records and subscribes in the same
  *   synchronous step (no commit can land between them), follows only commits that wrote its
  *   incarnation, and ends (value undefined, `ended`) at the commit that retires it, when it is
@@ -36,14 +38,37 @@ function parse(text: unknown): Json | undefined {
   }
 }
 
-/** `name` in `conversationId` as of entry `at` (see the module header); throws EntryNotVisible. */
+/**
+ * `name` in `conversationId` as of entry `at` (see the module header), with the history rule of the
+ * incarnation alive then as its record holds it (undefined when none was, or its record predates the
+ * rule); the caller refuses one that is not rewindable. Throws EntryNotVisible.
+ */
 export async function readAsOf(
   sql: Sql,
   conversationId: ConversationId,
   segments: readonly Segment[],
   name: string,
   at: EntryId,
-): Promise<DocumentSnapshot | undefined> {
+): Promise<{ snapshot: DocumentSnapshot | undefined; history: "latest" | "rewindable" | undefined }> {
+  const incarnation = await incarnationAt(sql, conversationId, segments, name, at);
+  if (!incarnation) return { snapshot: undefined, history: undefined };
+  const history = incarnation.history;
+  return {
+    history,
+    snapshot: history === "rewindable" ? await valueAsOf(sql, incarnation, name, at) : undefined,
+  };
+}
+
+async function incarnationAt(
+  sql: Sql,
+  conversationId: ConversationId,
+  segments: readonly Segment[],
+  name: string,
+  at: EntryId,
+): Promise<
+  | { owner: ConversationId; id: number; createdAt: number; history: "latest" | "rewindable" | undefined }
+  | undefined
+> {
   const row = Number.isSafeInteger(at)
     ? await sql.get("SELECT conversation_id FROM entries WHERE id = ?", [at])
     : undefined;
@@ -51,14 +76,30 @@ export async function readAsOf(
   if (!segments.some((s) => s.conversationId === owner && at <= s.cap))
     throw new EntryNotVisible(conversationId, at);
   const incarnation = await sql.get(
-    "SELECT id, created_at FROM doc_records WHERE row_key = ? AND kind = ? AND created_at <= ? AND (retired_at IS NULL OR retired_at > ?) ORDER BY id DESC LIMIT 1",
+    "SELECT id, created_at, history FROM doc_records WHERE row_key = ? AND kind = ? AND created_at <= ? AND (retired_at IS NULL OR retired_at > ?) ORDER BY id DESC LIMIT 1",
     [owner!, name, at, at],
   );
   if (!incarnation) return undefined;
-  const id = Number(incarnation["id"]);
+  const history = incarnation["history"];
+  return {
+    owner: owner!,
+    id: Number(incarnation["id"]),
+    createdAt: Number(incarnation["created_at"]),
+    history: history === "rewindable" || history === "latest" ? history : undefined,
+  };
+}
+
+/** An incarnation's value at the end of the commit of entry `at`. */
+async function valueAsOf(
+  sql: Sql,
+  incarnation: { owner: ConversationId; id: number; createdAt: number },
+  name: string,
+  at: EntryId,
+): Promise<DocumentSnapshot | undefined> {
+  const { owner, id } = incarnation;
   const history = await sql.get(
     "SELECT value, version FROM doc_history WHERE conversation_id = ? AND name = ? AND since_entry >= ? AND since_entry <= ? ORDER BY since_entry DESC, id DESC LIMIT 1",
-    [owner!, name, Number(incarnation["created_at"]), at],
+    [owner, name, incarnation.createdAt, at],
   );
   if (history) {
     const value = parse(history["value"]);
@@ -71,7 +112,7 @@ export async function readAsOf(
   if (value === undefined) return undefined;
   for (const patch of await sql.all(
     "SELECT op FROM doc_patches WHERE conversation_id = ? AND name = ? ORDER BY id",
-    [owner!, name],
+    [owner, name],
   )) {
     try {
       value = applyDocPatches(value, [JSON.parse(String(patch["op"])) as DocPatch]);

@@ -8,7 +8,8 @@
  * A fork point (`loadForkPoint`) is what a fork commit needs from the store and cannot read inside a
  * callback: whether `at` is visible from the parent, the newest head marker at or before it (where
  * the child's active range starts until it writes a head of its own), and the values "asOf" documents
- * had at the end of the commit that appended `at`, read from `doc_history`. A history row
+ * (by their records' fork rule, spec §3.7) had at the end of the commit that appended `at`, read from
+ * `doc_history`. A history row
  * `(conversation, name, since_entry, value)` is written by every commit that writes such a document,
  * `since_entry` being the first entry id that commit could append: the value at the end of the commit
  * holding entry E is the newest row with `since_entry <= E` (earlier commits and E's own have
@@ -158,11 +159,19 @@ export async function newestHead(
 
 export const forkPointKey = (parent: ConversationId, at: EntryId): string => `${parent}:${at}`;
 
+/**
+ * The fork point of the conversation whose visible history is `segments` at entry `at`. Which
+ * documents are read "asOf" is their records' rule (spec §3.7: the policy persisted in the document's
+ * record), those of the conversation that owns `at` (whose documents were the state at `at`): any of
+ * its incarnations of a name stored with fork "asOf", or stored before records kept the fork rule
+ * (schema 7) with its history kept and `rules` asking "asOf" for the name (records.ts
+ * `storedSemantics`).
+ */
 export async function loadForkPoint(
   sql: Sql,
   segments: readonly Segment[],
   at: EntryId,
-  asOfNames: Iterable<string>,
+  rules: (name: string) => { readonly fork: "asOf" | "current" | "initial" },
 ): Promise<ForkPoint> {
   const row = Number.isInteger(at)
     ? await sql.get("SELECT conversation_id FROM entries WHERE id = ?", [at])
@@ -170,6 +179,14 @@ export async function loadForkPoint(
   const owner = row === undefined ? undefined : Number(row["conversation_id"]);
   const visible = segments.some((s) => s.conversationId === owner && at <= s.cap);
   if (!visible) return { visible, head: undefined, asOf: new Map() };
+  const asOfNames = new Set<string>();
+  for (const r of await sql.all(
+    "SELECT DISTINCT kind, history, fork FROM doc_records WHERE row_key = ? AND (fork = 'asOf' OR (fork IS NULL AND history = 'rewindable'))",
+    [owner!],
+  )) {
+    const name = String(r["kind"]);
+    if (r["fork"] === "asOf" || rules(name).fork === "asOf") asOfNames.add(name);
+  }
   const asOf = new Map<string, { value: Json | undefined; version: number }>();
   for (const name of asOfNames) {
     for (const segment of segments) {

@@ -38,7 +38,7 @@ import { ConversationMount, type Watch } from "./observe.ts";
 import { finish, mark, ordinaryScope } from "./ownership.ts";
 import { type EntryPage, FIRST_PAGE } from "./pages.ts";
 import { storedTasks } from "./queries.ts";
-import { type OwnerEdge, patchTask } from "./records.ts";
+import { type DocSemantics, type OwnerEdge, patchTask } from "./records.ts";
 import { Scheduler } from "./scheduler.ts";
 import { Session } from "./session.ts";
 import type { TimerPort } from "./timers.ts";
@@ -78,9 +78,12 @@ export interface HarnessOptions {
    */
   onCascade?: (tx: Tx, conversations: ReadonlySet<ConversationId>) => void;
   /**
-   * Conversation documents' fork rules (spec §3.7), by name: "current" unless listed in `asOf` (the
-   * value at the fork's entry; their history is kept, see fork.ts) or `initial` says so (not copied).
-   * Fixed for the harness's life.
+   * The history and fork rules (spec §3.1, §3.7) a conversation document's incarnation is created
+   * with, by name: fork "current" unless listed in `asOf` (the value at the fork's entry; their
+   * history is kept, see fork.ts) or `initial` says so (not copied). Fixed for the harness's life.
+   * They decide only when a record is created: a document that has a record keeps the rules stored
+   * in it (spec §3.2), whatever this option says of its name (also when it names it otherwise, or
+   * not at all: code no longer installed), for its history, `snapshotAsOf` and its forks.
    */
   forks?: {
     readonly asOf?: readonly string[];
@@ -215,12 +218,20 @@ export class Harness {
     this.#session.maxValueBytes = options.maxValueBytes;
     const report = options.onReport ?? (() => undefined);
     if (options.onConversationCreated) this.#session.onConversationCreated = options.onConversationCreated;
+    // The rules a new conversation incarnation is created with; one that has a record follows it.
     const asOf = new Set(options.forks?.asOf ?? []);
     const initial = options.forks?.initial ?? (() => false);
-    this.#session.asOfDocuments = [...asOf];
-    this.#session.forkRule = (name) => (asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current");
     const rewindable = new Set([...asOf, ...(options.forks?.rewindable ?? [])]);
-    this.#session.historyRule = (name) => (rewindable.has(name) ? "rewindable" : "latest");
+    const rules = new Map<string, DocSemantics>();
+    this.#session.docRules = (name) => {
+      let known = rules.get(name);
+      if (!known) {
+        const fork = asOf.has(name) ? "asOf" : initial(name) ? "initial" : "current";
+        known = Object.freeze({ history: rewindable.has(name) ? "rewindable" : "latest", fork });
+        rules.set(name, known);
+      }
+      return known;
+    };
     this.#scheduler = new Scheduler(this.#session, this.registry, report, {
       ...(options.timers ? { port: options.timers } : {}),
       ...(options.onTimer ? { onChange: options.onTimer } : {}),
@@ -759,15 +770,17 @@ export class Harness {
     const key = docRowKey(scope);
     await this.#session.ensureDocs(key);
     const meta = this.#session.records.docMeta.get(`${key}:${name}`);
-    return meta && documentRecord(key, name, meta, this.#session);
+    return meta && documentRecord(key, name, meta);
   }
 
   /**
-   * A rewindable conversation document (one the harness's `forks.asOf` names) as it was at the end
-   * of the commit that appended entry `at` (spec §3.3): the incarnation alive then, by
-   * `createdAt <= at < retiredAt`, in the ancestor conversation that owns `at`. Undefined when none
-   * was; creates and writes nothing. Throws InvalidTransition for a document that is not rewindable,
-   * EntryNotVisible for an entry the conversation's history does not show.
+   * A rewindable conversation document as it was at the end of the commit that appended entry `at`
+   * (spec §3.3): the incarnation alive then, by `createdAt <= at < retiredAt`, in the ancestor
+   * conversation that owns `at`. Undefined when none was; creates and writes nothing. Whether it is
+   * rewindable is its record's rule (spec §3.2: the incarnation read, or when none was alive at `at`,
+   * the conversation's live one; with neither, the rules `forks` gives the name), not this process's
+   * option. Throws InvalidTransition for a document that is not rewindable, EntryNotVisible for an
+   * entry the conversation's history does not show.
    */
   async snapshotAsOf(
     conversationId: ConversationId,
@@ -776,14 +789,20 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<DocumentSnapshot | undefined> {
     this.#live(signal);
-    if (this.#session.historyRule(name) !== "rewindable")
-      throw new InvalidTransition(
-        `document ${name} is not rewindable: snapshotAsOf reads only documents forks.asOf or forks.rewindable names`,
-      );
     if (!this.#session.records.conversations.has(conversationId))
       throw new UnknownConversation(conversationId);
     const segments = this.#session.segments(conversationId);
-    return this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
+    const read = await this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
+    let history = read.history;
+    if (history === undefined) {
+      const live = await this.docRecord(conversationId, name);
+      history = live && "history" in live ? live.history : this.#session.docRules(name).history;
+    }
+    if (history !== "rewindable")
+      throw new InvalidTransition(
+        `document ${name} is not rewindable: snapshotAsOf reads only documents whose record keeps their history`,
+      );
+    return read.snapshot;
   }
 
   /**
@@ -802,7 +821,7 @@ export class Harness {
     const value = records.docs.get(`${key}:${name}`);
     if (!meta || value === undefined) return undefined;
     const state = new DocumentState(
-      documentRecord(key, name, meta, this.#session),
+      documentRecord(key, name, meta),
       { value, version: records.docVersions.get(`${key}:${name}`) ?? 1 },
       key,
       (listener) => this.#session.subscribe(listener),

@@ -147,7 +147,9 @@ export function validateWait(
       );
     }
   }
-  // Wait-for edges: a waiting task waits on its `on`; an owner waits on its live children.
+  // Wait-for edges: a waiting task waits on its `on`; an owner waits on its ordinary owned work (spec
+  // §5.5: it ends only once that drained, holding `completing` meanwhile): its live children and the
+  // live non-background tasks of the conversations it owns.
   const seen = new Set<TaskId>();
   const stack = [...on];
   while (stack.length > 0) {
@@ -160,6 +162,7 @@ export function validateWait(
     if (!t || t.state.status === "terminal") continue;
     if (t.state.status === "waiting") stack.push(...t.state.on);
     stack.push(...overlay.liveChildren(id));
+    for (const c of overlay.ownedConversations(id)) stack.push(...overlay.liveConversationTasks(c));
   }
 }
 

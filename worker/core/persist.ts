@@ -262,11 +262,6 @@ export async function writeOverlay(
   sql: Sql,
   overlay: Overlay,
   stored: ReadonlyMap<TaskId, TaskRecord | undefined> = new Map(),
-  // A conversation document's fork rule (fork.ts DocumentFork; spelled out: fork.ts imports this module).
-  forkRule: (name: string) => "asOf" | "current" | "initial" = () => "current",
-  // Whether a conversation document keeps its history (spec §3.1): "asOf" ones always do.
-  historyRule: (name: string) => "latest" | "rewindable" = (name) =>
-    forkRule(name) === "asOf" ? "rewindable" : "latest",
   // The largest row body the store takes (HarnessOptions.maxValueBytes): longer ones spill (spill.ts).
   maxValueBytes?: number,
 ): Promise<void> {
@@ -363,7 +358,8 @@ export async function writeOverlay(
       }
     }
   // Incarnations started and ended (spec §3.2): one row each, written only by a creation or a
-  // retirement, never by an ordinary write.
+  // retirement, never by an ordinary write. A conversation document's history and fork rule are the
+  // ones its incarnation was created with (records.ts DocMeta), stored once in its record.
   for (const life of overlay.docLife) {
     if (life.kind === "retire") {
       await sql.run("UPDATE doc_records SET retired_at = ? WHERE id = ?", [life.at, life.id]);
@@ -371,7 +367,7 @@ export async function writeOverlay(
     }
     const { rowKey, name } = splitDocKey(life.key);
     const taskId = rowKey < 0 ? -rowKey : null;
-    const rule = rowKey > 0 ? forkRule(name) : null;
+    const rules = rowKey > 0 ? life.semantics : undefined;
     await sql.run(
       "INSERT INTO doc_records (id, scope, row_key, conversation_id, task_id, kind, history, fork, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
       [
@@ -381,8 +377,8 @@ export async function writeOverlay(
         rowKey > 0 ? rowKey : taskId === null ? null : (overlay.task(taskId)?.conversationId ?? null),
         taskId,
         name,
-        rule === null ? null : historyRule(name),
-        rule,
+        rules?.history ?? null,
+        rules?.fork ?? null,
         life.at,
       ],
     );

@@ -15,11 +15,15 @@
  * - the ownership indices (live children per owner task, live conversation tasks, owned
  *   conversations) always match `tasks`;
  * - documents are incarnations (spec §3.2): every document in `docs` has its incarnation in
- *   `docMeta` (id, createdAt); a write to an absent address starts a new one with an id from
- *   `nextDocId` (never reused), a retirement ends it, and an overlay lists both in `docLife`, in
- *   order, for the store's `doc_records`. Documents are keyed by `docRowKey(scope)`: the session's
- *   under 0, a task's under minus its id (loaded like a conversation's), so forks, views and
- *   deletions of conversations never see them;
+ *   `docMeta` (id, createdAt, and a conversation document's history and fork rule); a write to an
+ *   absent address starts a new one with an id from `nextDocId` (never reused), a retirement ends
+ *   it, and an overlay lists both in `docLife`, in order, for the store's `doc_records`. A
+ *   conversation incarnation's rules are fixed at its creation (`docRules`, the harness's `forks`
+ *   option by name, or its source's for a fork's copy) and stored in its record; from then on they
+ *   come from the record alone (history rows, forks, snapshotAsOf), whatever rules later code
+ *   declares for the name, so code no longer installed changes nothing of a document's semantics.
+ *   Documents are keyed by `docRowKey(scope)`: the session's under 0, a task's under minus its id
+ *   (loaded like a conversation's), so forks, views and deletions of conversations never see them;
  * - `tasksWithDocs` names, for every live task, its live task documents (read at open from
  *   `doc_records`, kept by merges), so a task becoming terminal retires them (spec §3.1, §5.3)
  *   without any read for tasks that have none.
@@ -75,18 +79,44 @@ export interface ForkPoint {
 
 type DocKey = string; // `${docRowKey(scope)}:${name}`
 
-/** A live document's incarnation: its id and the commit position that created it. */
+/** A conversation document's history and fork rule (spec §3.1, §3.2): its record's, once it has one. */
+export interface DocSemantics {
+  readonly history: "latest" | "rewindable";
+  readonly fork: "asOf" | "current" | "initial";
+}
+
+/**
+ * The rules a new conversation incarnation is created with, by name (the harness's `forks` option;
+ * the session sets it): asked only when a record is created, and to fill in the fork rule of a record
+ * stored before the record kept one. Every other decision reads the incarnation's own record.
+ */
+export type DocRules = (name: string) => DocSemantics;
+
+const LATEST: DocSemantics = Object.freeze({ history: "latest", fork: "current" });
+
+/**
+ * A live document's incarnation: its id, the commit position that created it, and for a
+ * conversation document its history and fork rule, as its record holds them (spec §3.2): set when the
+ * incarnation is created (from `DocRules`, or from the parent's record for a fork's copy) or read
+ * with it, never changed, whatever rules later code declares.
+ */
 export interface DocMeta {
   readonly id: DocumentId;
   readonly createdAt: number;
-  /** A conversation document's stored history and fork rule (doc_records), when the store has them. */
   readonly history?: "latest" | "rewindable";
   readonly fork?: "asOf" | "current" | "initial";
 }
 
 /** A change of an incarnation's life in a commit, in order (stored in `doc_records`). */
 export type DocLife =
-  | { readonly kind: "create"; readonly key: DocKey; readonly id: DocumentId; readonly at: number }
+  | {
+      readonly kind: "create";
+      readonly key: DocKey;
+      readonly id: DocumentId;
+      readonly at: number;
+      /** A conversation document's rules, stored in its record (absent for session and task ones). */
+      readonly semantics: DocSemantics | undefined;
+    }
   | { readonly kind: "retire"; readonly key: DocKey; readonly id: DocumentId; readonly at: number };
 
 /** A document key's row key (conversation id, 0 session, -task id) and name. */
@@ -171,6 +201,8 @@ export class Records {
   nextSubmissionId = 1;
   nextDocId = 1;
   seq = 0;
+  /** The rules new conversation incarnations are created with (see DocRules; shared by a clone). */
+  docRules: DocRules = () => LATEST;
 
   constructor(shared: { corrupt?: Map<TaskId, string>; interrupted?: Set<TaskId> } = {}) {
     this.corrupt = shared.corrupt ?? new Map();
@@ -206,6 +238,7 @@ export class Records {
     r.nextSubmissionId = this.nextSubmissionId;
     r.nextDocId = this.nextDocId;
     r.seq = this.seq;
+    r.docRules = this.docRules;
     return r;
   }
 
@@ -246,7 +279,9 @@ export class Records {
     for (const [name, { value, version, meta }] of loaded.docs) {
       const key = docKey(conversationId, name);
       this.docs.set(key, value);
-      this.docMeta.set(key, meta);
+      // A record from before the fork rule was stored gets it here, once (storedSemantics).
+      const complete = conversationId <= 0 || (meta.history !== undefined && meta.fork !== undefined);
+      this.docMeta.set(key, complete ? meta : storedSemantics(meta, this.docRules(name)));
       if (version !== 1) this.docVersions.set(key, version);
       else this.docVersions.delete(key);
     }
@@ -694,13 +729,32 @@ export class Overlay {
    * Write a document whole; without a version it keeps the version it is stored at (1 when new). A
    * write to an address with no live incarnation starts one (spec §3.2).
    */
-  setDoc(conversationId: ConversationId, name: string, value: Json, version?: number): void {
+  setDoc(
+    conversationId: ConversationId,
+    name: string,
+    value: Json,
+    version?: number,
+    semantics?: DocSemantics,
+  ): void {
     this.#needDocs(conversationId);
     const key = docKey(conversationId, name);
     if (this.docMetaOf(key) === undefined) {
-      const meta: DocMeta = { id: this.nextDocId++, createdAt: this.firstEntryId };
+      // A conversation incarnation's rules are fixed here, in its record: given (a fork's copy keeps
+      // its source's), else the rules for its name; every later decision reads them from the record.
+      const rules = conversationId > 0 ? (semantics ?? this.base.docRules(name)) : undefined;
+      const meta: DocMeta = {
+        id: this.nextDocId++,
+        createdAt: this.firstEntryId,
+        ...(rules ? { history: rules.history, fork: rules.fork } : {}),
+      };
       (this.#docMeta ??= new Map()).set(key, meta);
-      (this.#docLife ??= []).push({ kind: "create", key, id: meta.id, at: this.firstEntryId });
+      (this.#docLife ??= []).push({
+        kind: "create",
+        key,
+        id: meta.id,
+        at: this.firstEntryId,
+        semantics: rules,
+      });
     }
     (this.#docs ??= new Map()).set(key, value);
     this.#docPatches?.delete(key);
@@ -924,4 +978,23 @@ function removeFrom<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
   if (!set) return;
   set.delete(value);
   if (set.size === 0) map.delete(key);
+}
+
+/**
+ * A conversation incarnation's meta as read from its record, its rules completed: a record stored
+ * before records kept the fork rule (schema 7 gave old documents their history only) takes the fork
+ * rule `rules` gives its name, "current" when that asks for "asOf" of a document that kept no history.
+ */
+export function storedSemantics(meta: DocMeta, rules: DocSemantics): DocMeta {
+  if (meta.history !== undefined && meta.fork !== undefined) return meta;
+  const history = meta.history ?? rules.history;
+  const fork = meta.fork ?? (rules.fork === "asOf" && history !== "rewindable" ? "current" : rules.fork);
+  return { ...meta, history, fork };
+}
+
+/** A conversation incarnation's rules from its meta ("latest"/"current" for one that has none). */
+export function semanticsOf(meta: DocMeta | undefined): DocSemantics {
+  return meta?.history !== undefined && meta.fork !== undefined
+    ? { history: meta.history, fork: meta.fork }
+    : LATEST;
 }

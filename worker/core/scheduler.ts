@@ -442,9 +442,15 @@ export class Scheduler {
         continue;
       }
       plan.unblocked.push(id);
-      if (status === "running" && !resolution.migrated && resolution.definition.version === t.version) {
+      if (
+        status === "running" &&
+        !resolution.migrated &&
+        resolution.definition.version === t.version &&
+        t.startedAt !== undefined
+      ) {
         // Already reserved (created so, or left running by an invocation that stopped early): start
-        // it without a write.
+        // it without a write. A running record with no startedAt (written before lifecycle times)
+        // takes the reservation's write below, which stamps it (spec §5.3).
         plan.starts.push({ taskId: id, mode, definition: resolution.definition });
         continue;
       }

@@ -18,14 +18,7 @@ import { StoreClosed } from "../store/types.ts";
 import type { AnyTaskDefinition } from "./define.ts";
 import { readConversationDocs, readDocsIn, readDocsNamed } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
-import {
-  ancestry,
-  type DocumentFork,
-  forkPointKey,
-  loadForkPoint,
-  readVisibleEntries,
-  type Segment,
-} from "./fork.ts";
+import { ancestry, forkPointKey, loadForkPoint, readVisibleEntries, type Segment } from "./fork.ts";
 import { checkNewOwners } from "./ownership.ts";
 import { type EntryPage, readActivePage } from "./pages.ts";
 import {
@@ -41,7 +34,7 @@ import {
   validateOverlay,
   writeOverlay,
 } from "./persist.ts";
-import { Overlay, Records, splitDocKey } from "./records.ts";
+import { type DocRules, Overlay, Records, splitDocKey } from "./records.ts";
 import { schema } from "./schema.ts";
 import { type TxContext, TxImpl } from "./tx.ts";
 import {
@@ -142,20 +135,20 @@ export class Session {
   /** Called when a task is created with a definition, so the registry can learn it. */
   onDefinition: (definition: AnyTaskDefinition) => void = () => undefined;
   /**
-   * A conversation document's fork rule, by name (spec §3.7; fixed for the session's life): every
-   * commit writing an "asOf" document records its value in `doc_history` (fork.ts).
+   * The rules a new conversation incarnation is created with, by name (spec §3.1, §3.7; the harness's
+   * `forks` option, fixed for the session's life). Asked only when a record is created (and to
+   * complete a record stored before records kept the fork rule): a document that has a record follows
+   * the record (records.ts DocMeta), whatever this process's option says of its name.
    */
-  forkRule: (name: string) => DocumentFork = () => "current";
-  /**
-   * Whether a conversation document keeps its history (spec §3.1 `history`; fixed for the session's
-   * life): a "rewindable" one records each committed value in `doc_history`, so `snapshotAsOf` reads
-   * it as it was; every "asOf" document is rewindable.
-   */
-  historyRule: (name: string) => "latest" | "rewindable" = () => "latest";
+  get docRules(): DocRules {
+    return this.records.docRules;
+  }
+  set docRules(rules: DocRules) {
+    this.records.docRules = rules;
+    this.#line.docRules = rules;
+  }
   /** The largest row body the store takes (HarnessOptions.maxValueBytes); undefined: unbounded. */
   maxValueBytes: number | undefined = undefined;
-  /** The names whose rule is "asOf", for loading fork points. */
-  asOfDocuments: readonly string[] = [];
   /**
    * Most commits a group takes (fixed for the session's life). 1: one commit per transaction, for
    * crash sweeps that must cut between any two commits (`HarnessOptions.groupCommit`).
@@ -267,7 +260,7 @@ export class Session {
     const key = forkPointKey(parent, at);
     if (this.records.forkPoints.has(key)) return Promise.resolve();
     return this.store.read(async (sql) => {
-      const point = await loadForkPoint(sql, this.segments(parent), at, this.asOfDocuments);
+      const point = await loadForkPoint(sql, this.segments(parent), at, this.docRules);
       this.records.forkPoints.set(key, point);
       this.#line.forkPoints.set(key, point);
     });
@@ -536,7 +529,7 @@ export class Session {
           writes = new Overlay(this.#line);
           for (const overlay of merged) writes.absorb(overlay);
         }
-        await writeOverlay(sql, writes, stored, this.forkRule, this.historyRule, this.maxValueBytes);
+        await writeOverlay(sql, writes, stored, this.maxValueBytes);
         for (const row of history)
           await sql.run(
             "INSERT INTO doc_history (conversation_id, name, since_entry, value, version) VALUES (?, ?, ?, ?, ?)",
@@ -585,12 +578,18 @@ export class Session {
     return undefined;
   }
 
-  /** The rewindable documents `overlay` (not merged yet) wrote, as doc_history rows. */
+  /**
+   * The rewindable documents `overlay` (not merged yet) wrote, as doc_history rows. Whether a document
+   * keeps its history is its incarnation's record's rule (spec §3.2), held in memory with it (no read):
+   * a write's the live one's, a retirement's the one it ended.
+   */
   #noteHistory(overlay: Overlay, history: HistoryRow[]): void {
     for (const [key, value] of overlay.docs) {
       const { rowKey, name } = splitDocKey(key);
       // Conversation documents only: session and task documents have no history (spec §3.1).
-      if (rowKey <= 0 || this.historyRule(name) !== "rewindable") continue;
+      if (rowKey <= 0) continue;
+      const meta = overlay.docMetaOf(key) ?? overlay.base.docMeta.get(key);
+      if (meta?.history !== "rewindable") continue;
       history.push([
         rowKey,
         name,

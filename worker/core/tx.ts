@@ -11,7 +11,7 @@ import { ConversationMoved, EntryNotVisible, InvalidTransition, UnknownConversat
 import { type DocumentFork, forkPointKey } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
 import { assertJson } from "./persist.ts";
-import type { DocMeta, Overlay } from "./records.ts";
+import { type DocMeta, type DocSemantics, type Overlay, semanticsOf } from "./records.ts";
 import type { Session } from "./session.ts";
 import { SPILL_KEY } from "./spill.ts";
 import {
@@ -198,10 +198,11 @@ export class TxImpl implements Tx {
   /**
    * A fork of `parentId` at entry `at` (spec §3.7): the child sees the parent's history through `at`,
    * starts its active range where the parent's was at `at`, and gets the parent's documents by each
-   * one's fork rule (the session's `forkRule`): "current" copies the committed value (this commit's
-   * own writes to the parent's documents, before the fork or after it, are refused, not copied),
-   * "asOf" the value at the end of
-   * the commit that appended `at`, "initial" nothing. Then the creation hook runs, as for any creation.
+   * one's fork rule as its record holds it (spec §3.7, whatever rules this process declares for its
+   * name): "current" copies the committed value (this commit's own writes to the parent's documents,
+   * before the fork or after it, are refused, not copied), "asOf" the value at the end of the commit
+   * that appended `at`, "initial" nothing. Each copy is a new incarnation with its source's history
+   * and fork rule. Then the creation hook runs, as for any creation.
    */
   forkConversation(
     parentId: ConversationId,
@@ -220,7 +221,7 @@ export class TxImpl implements Tx {
     o.needDocs(parentId); // its documents are copied from memory
     const prefix = `${parentId}:`;
     for (const key of o.docs.keys())
-      if (key.startsWith(prefix) && this.session.forkRule(key.slice(prefix.length)) === "current")
+      if (key.startsWith(prefix) && forkOf(o, key, key.slice(prefix.length)) === "current")
         throw new InvalidTransition(
           `a fork of conversation ${parentId} cannot be created in a commit that writes its document ${key.slice(prefix.length)}`,
         );
@@ -235,17 +236,18 @@ export class TxImpl implements Tx {
     for (const [key, value] of o.base.docs) {
       if (!key.startsWith(prefix)) continue;
       const name = key.slice(prefix.length);
-      const rule = this.session.forkRule(name);
-      if (rule === "initial") continue;
-      const asOf = rule === "asOf" ? point.asOf.get(name) : undefined;
+      const semantics = semanticsOf(o.base.docMeta.get(key));
+      if (semantics.fork === "initial") continue;
+      const asOf = semantics.fork === "asOf" ? point.asOf.get(name) : undefined;
       if (asOf) {
-        if (asOf.value !== undefined) o.setDoc(record.id, name, asOf.value, asOf.version);
-      } else o.setDoc(record.id, name, value, o.base.docVersions.get(key) ?? 1);
+        if (asOf.value !== undefined) o.setDoc(record.id, name, asOf.value, asOf.version, semantics);
+      } else o.setDoc(record.id, name, value, o.base.docVersions.get(key) ?? 1, semantics);
     }
-    // An "asOf" document deleted since `at` (or written first after it) is not in the parent now.
+    // An "asOf" document deleted since `at` (or written first after it) is not in the parent now
+    // (the fork point holds only documents whose record said "asOf": fork.ts `loadForkPoint`).
     for (const [name, asOf] of point.asOf)
       if (asOf.value !== undefined && !o.base.docs.has(prefix + name))
-        o.setDoc(record.id, name, asOf.value, asOf.version);
+        o.setDoc(record.id, name, asOf.value, asOf.version, AS_OF);
     this.session.onConversationCreated(this, record);
     return record;
   }
@@ -331,7 +333,7 @@ export class TxImpl implements Tx {
     // frozen and shared, since a typed document token checks it at every read.
     let record = recordsByMeta.get(meta);
     if (!record) {
-      record = documentRecord(key, name, meta, this.session);
+      record = documentRecord(key, name, meta);
       Object.freeze(record.scope);
       recordsByMeta.set(meta, Object.freeze(record));
     }
@@ -353,7 +355,7 @@ export class TxImpl implements Tx {
   #refuseForkSourceWrite(o: Overlay, conversationId: ConversationId, name: string): void {
     for (const c of o.conversations.values()) {
       if (c.parent?.conversationId !== conversationId) continue;
-      if (this.session.forkRule(name) !== "current") return;
+      if (forkOf(o, `${conversationId}:${name}`, name) !== "current") return;
       throw new InvalidTransition(
         `conversation ${conversationId} was forked in this commit: its document ${name} cannot change in it (the fork copies its committed value; commit the change first)`,
       );
@@ -408,32 +410,36 @@ function checkEdits(edits: unknown, nextId: number): void {
   }
 }
 
+/** The rules of a copy whose source the fork point read "asOf". */
+const AS_OF: DocSemantics = Object.freeze({ history: "rewindable", fork: "asOf" });
+
+/**
+ * A conversation document's fork rule as its record holds it: the live incarnation's in this commit,
+ * else the one this commit retired; for one with no record (about to be created), the rule it will
+ * be created with.
+ */
+function forkOf(o: Overlay, key: string, name: string): DocumentFork {
+  return (o.docMetaOf(key) ?? o.base.docMeta.get(key))?.fork ?? o.base.docRules(name).fork;
+}
+
 /**
  * The public record of a live incarnation held under `rowKey` (see `docRowKey`). A conversation
- * document's history and fork rule are the ones its incarnation was created with, as stored
- * (spec §3.2: the record keeps its semantics whatever definitions this process holds); one made in
- * this process, or stored before the record kept them, has the session's rules for its name.
+ * document's history and fork rule are its record's, fixed when the incarnation was created
+ * (spec §3.2: the record keeps its semantics whatever definitions this process holds; records.ts
+ * DocMeta).
  */
 /** Each incarnation's record, by its meta object (one per incarnation, for its session's life). */
 const recordsByMeta = new WeakMap<DocMeta, DocumentRecord>();
 
-export function documentRecord(
-  rowKey: number,
-  name: string,
-  meta: DocMeta,
-  rules: {
-    readonly forkRule: (name: string) => DocumentFork;
-    readonly historyRule: (name: string) => "latest" | "rewindable";
-  },
-): DocumentRecord {
+export function documentRecord(rowKey: number, name: string, meta: DocMeta): DocumentRecord {
   const base = { id: meta.id, kind: name };
   if (rowKey === 0) return { ...base, scope: { kind: "session" }, createdAt: meta.createdAt };
   if (rowKey < 0) return { ...base, scope: { kind: "task", taskId: -rowKey }, createdAt: meta.createdAt };
-  const fork = meta.fork ?? rules.forkRule(name);
+  const { history, fork } = semanticsOf(meta);
   return {
     ...base,
     scope: { kind: "conversation", conversationId: rowKey },
-    history: meta.history ?? (fork === "asOf" ? "rewindable" : rules.historyRule(name)),
+    history,
     fork,
     createdAt: meta.createdAt,
   };

@@ -226,7 +226,8 @@ export const SESSION_DOCS: DocScope = Object.freeze({ kind: "session" as const }
  * sees the incarnation alive at the end of its commit exactly when `createdAt <= E < retiredAt`.
  * Commits that append no entry share a position with the next one that does (see
  * tests/spec-coverage/sections-0-4.md [3.2]). Conversation documents carry their history and fork
- * rule (rewindable = the harness's `forks.asOf`).
+ * rule, fixed when the incarnation is created (the harness's `forks` option then) and kept by the
+ * record from then on.
  */
 export type DocumentRecord = {
   readonly id: DocumentId;

@@ -83,6 +83,15 @@ test("emits one turn_end per generation, also for a stream attached while it hol
   const [first, second] = await h.tasks({ kind: "pi.generation" });
   expect(stateOf(h, first!.id)).toBe("completing");
   expect(second!.state.status).toBe("terminal");
+  // The first generation's turn ended at its hold, before its successor's turn started.
+  const turns = (batches: AgentEvent[][]) =>
+    batches
+      .flat()
+      .filter((e) => e.type.startsWith("turn_"))
+      .map((e) => e.type);
+  await until(() => turns(early.batches).length >= 3, { what: "the successor's turn started" });
+  expect(turns(early.batches).slice(0, 3)).toEqual(["turn_start", "turn_end", "turn_start"]);
+  expect(stateOf(h, first!.id)).toBe("completing");
   const late = collect(await watchEvents(h, root.id));
   gate("hooked").resolve();
   await until(() => statusOf(h, first!.id) === undefined, { what: "the held generation ended" });
@@ -93,6 +102,7 @@ test("emits one turn_end per generation, also for a stream attached while it hol
     what: "the early note",
   });
   expect(turnEnds(early.batches)).toBe(2);
+  expect(turns(early.batches)).toEqual(["turn_start", "turn_end", "turn_start", "turn_end"]);
   expect(turnEnds(late.batches)).toBe(0);
 });
 
@@ -172,7 +182,11 @@ test("holds a faulted tool's slot and task_failed until the work it owns drained
   expect(stateOf(h, toolTask!.id)).toBe("completing");
   expect(statusOf(h, toolTask!.id)).toMatchObject({ status: "completing", outcome: { status: "faulted" } });
   expect(liveOf(h).tools?.[0]?.status).not.toBe("done");
+  // A later commit's event has reached the stream, so every commit of the hold so far has too.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => events.batches.flat().some((e) => e.type === "entry_appended"), { what: "the note" });
   expect(events.batches.flat().some((e) => e.type === "task_failed")).toBe(false);
+  expect(events.batches.flat().some((e) => e.type === "tool_execution_end")).toBe(false);
   gate("abort.held").resolve();
   expect((await submission.wait()).status).toBe("done");
   const [record] = await h.tasks({ kind: "pi.tool" });

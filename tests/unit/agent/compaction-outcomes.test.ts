@@ -167,7 +167,15 @@ test("an orphaned compaction's status is removed in the commit that orphans it",
   const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
   const before = (await root.entries()).length;
   expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
+  // The commit that writes the orphaned outcome: its pi.live write (sample 22b: the status was only
+  // read afterwards, so a removal in a later commit passed).
+  const orphaning: unknown[] = [];
+  h.subscribe((change) => {
+    if (change.tasks.some((t) => t.id === taskId && t.state.status === "terminal"))
+      orphaning.push(change.docs.find((d) => d.name === "pi.live")?.value ?? "pi.live not written");
+  });
   expect(await h.abortTask(taskId)).toBe("marked");
+  expect(orphaning).toEqual([{}]);
   expect((await h.getTask(taskId))?.state).toMatchObject({
     status: "terminal",
     outcome: { status: "orphaned", reason: "task_too_old" },

@@ -9,7 +9,11 @@ import { describe, expect, test } from "vitest";
 import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../../worker/agent/compaction/range.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
-import { activeRange } from "../../../worker/agent/conversation/context.ts";
+import {
+  activeRange,
+  rangeContributions,
+  summarizedPart,
+} from "../../../worker/agent/conversation/context.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
@@ -78,6 +82,64 @@ describe("the cut", () => {
     const marker = { ...user(9, "an earlier summary"), head: 1 } as EntryRecord;
     expect(selectCut([marker, ...huge], 20_000)).toBeUndefined();
     expect(selectCut([user(0, "before"), ...huge], 20_000)).toBe(1);
+  });
+
+  test("range selection reads contributions under every edit of the range, also those an older in-range marker carries", () => {
+    // Spec §8.7: "including edits carried by older in-range markers" (found contrary in session 22).
+    const older = {
+      ...user(5, "older summary"),
+      head: 2,
+      edits: [{ target: 3, action: "omit" }],
+    } as EntryRecord;
+    const newest = { ...user(7, "newest summary"), head: 3 } as EntryRecord;
+    const entries = [
+      user(1, "one"),
+      assistant(2, "two"),
+      user(3, "y".repeat(120_000)),
+      assistant(4, "four"),
+      older,
+      user(6, "six"),
+      newest,
+    ];
+    const range = activeRange(entries);
+    expect(range.map((e) => e.id)).toEqual([7, 3, 4, 6]);
+    expect(rangeContributions(range).map((c) => c.length)).toEqual([1, 0, 1, 1]);
+    // The omitted 30k-token entry counts nothing toward keepRecentTokens: nothing reaches 20k.
+    expect(selectCut(range, 20_000)).toBeUndefined();
+  });
+
+  test("the summarized messages are ordered as a request's (rules 7 and 8): results after their call in call order, ahead of a user message; a missing result synthesized; an orphan dropped", () => {
+    // Sample 22: summarizedPart's order was asserted nowhere (a summary read the entries' messages
+    // as stored would pass every other test).
+    const marker = { ...user(9, "an earlier summary"), head: 1 } as EntryRecord;
+    const range = [
+      marker,
+      assistant(1, "", ["a", "b"]),
+      user(2, "steered in between"),
+      result(3, "b", "B"),
+      result(4, "a", "A"),
+      result(5, "zzz", "an orphan"),
+      assistant(6, "", ["c"]), // its result never came: the cut is 7
+      user(7, "kept"),
+    ];
+    const { entries, messages } = summarizedPart(range, 7);
+    expect(entries.map((e) => e.id)).toEqual([9, 1, 2, 3, 4, 5, 6]);
+    const shape = messages.map((m) =>
+      m.role === "toolResult"
+        ? `result ${m.toolCallId}${m.isError ? " (error)" : ""}`
+        : m.role === "assistant"
+          ? `calls ${m.content.map((c) => (c.type === "toolCall" ? c.id : "")).join(" ")}`
+          : `user ${textOf(m)}`,
+    );
+    expect(shape).toEqual([
+      "user an earlier summary",
+      "calls a b",
+      "result a",
+      "result b",
+      "user steered in between",
+      "calls c",
+      "result c (error)",
+    ]);
   });
 
   test("the context estimate covers exactly the active range, and stops at the newest reported usage", () => {

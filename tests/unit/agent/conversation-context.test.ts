@@ -183,6 +183,13 @@ test("context({ at }) is what a fork at that entry starts with, at every cutoff:
       }).id;
     });
   const first = await one({ kind: "message", model: [user("first")] });
+  // A system entry, so the cutoffs differ in the prompt and tools they replay too.
+  const system = await one({
+    kind: "pi.system",
+    model: [
+      { role: "system", content: "", timestamp: 1, sections: { base: "You help." }, toolsAdded: ["read"] },
+    ] as unknown as Message[],
+  });
   const edit = await one({
     kind: "edit",
     edits: [{ target: first, action: "replace", messages: [user("edited")] as unknown as Json }],
@@ -195,22 +202,16 @@ test("context({ at }) is what a fork at that entry starts with, at every cutoff:
     messages.map((m) =>
       typeof m.content === "string" ? m.content : m.content.map((b) => ("text" in b ? b.text : "")).join(""),
     );
-  for (const at of [first, edit, reset, kept, summary]) {
+  for (const at of [first, system, edit, reset, kept, summary]) {
     const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
     const asOf = await root.context({ at });
     const forked = await fork.context();
-    expect({
-      at,
-      head: forked.head?.id,
-      entries: forked.entries.map((e) => e.id),
-      messages: forked.messages,
-    }).toEqual({
-      at,
-      head: asOf.head?.id,
-      entries: asOf.entries.map((e) => e.id),
-      messages: asOf.messages,
-    });
+    // The whole view: head, entries, contributions, messages, and the prompt, sections and tools.
+    expect({ at, ...forked }).toEqual({ at, ...asOf });
   }
+  expect((await root.context({ at: first })).tools).toEqual([]);
+  expect((await root.context({ at: system })).tools).toEqual(["read"]);
+  expect((await root.context({ at: edit })).systemPrompt).toBe("You help.");
   expect(texts((await root.context({ at: first })).messages)).toEqual(["first"]);
   expect(texts((await root.context({ at: edit })).messages)).toEqual(["edited"]);
   expect(texts((await root.context({ at: summary })).messages)).toEqual(["summary", "kept"]);
@@ -224,9 +225,9 @@ test("context({ at }) of a fork accepts an inherited entry, the same as its pare
   ]);
   const child = await root.fork(inherited!, { ownership: { kind: "ownerless" } });
   const own = await child.commit((tx) => tx.appendEntry(child.id, { kind: "note" }).id);
-  expect((await child.context({ at: inherited! })).messages).toEqual(
-    (await root.context({ at: inherited! })).messages,
-  );
+  // The whole view, not only its messages.
+  expect(await child.context({ at: inherited! })).toEqual(await root.context({ at: inherited! }));
+  expect((await child.context({ at: inherited! })).entries.map((e) => e.id)).toEqual([inherited]);
   await expect(child.context({ at: hidden! })).rejects.toThrow(RangeError);
   await expect(root.context({ at: own })).rejects.toThrow(RangeError);
 });

@@ -18,6 +18,26 @@ test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage a
     expect(docs["pi.usage"]).toEqual({ models: {}, tools: {} });
     expect(typeof (docs["pi.provider"] as { sessionId?: unknown }).sessionId).toBe("string");
     expect(entries).toEqual([]);
+    // Each built-in document's record carries the scope, history and fork of its table in the
+    // specification (§2.2 pi.agent and pi.provider, §6 pi.inbox, §8.2 pi.live, §8.6 pi.usage).
+    const rules = async (name: string) => {
+      const r = await h.docRecord(c.id, name);
+      return r && "history" in r ? { scope: r.scope, history: r.history, fork: r.fork } : r;
+    };
+    const conversation = { kind: "conversation", conversationId: c.id };
+    expect({
+      agent: await rules("pi.agent"),
+      provider: await rules("pi.provider"),
+      inbox: await rules("pi.inbox"),
+      live: await rules("pi.live"),
+      usage: await rules("pi.usage"),
+    }).toEqual({
+      agent: { scope: conversation, history: "rewindable", fork: "asOf" },
+      provider: { scope: conversation, history: "latest", fork: "initial" },
+      inbox: { scope: conversation, history: "latest", fork: "initial" },
+      live: { scope: conversation, history: "latest", fork: "initial" },
+      usage: { scope: conversation, history: "latest", fork: "initial" },
+    });
   }
 });
 

@@ -8,7 +8,7 @@ import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../../worker/agent/records.ts";
 import type { Tx } from "../../../worker/core/define.ts";
 import { type ChangeSet, ROOT_CONVERSATION_ID } from "../../../worker/core/types.ts";
-import { AgentHarness, configure, defineEntry, Harness } from "../../../worker/index.ts";
+import { AgentHarness, configure, defineEntry, Harness, InvalidTransition } from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, parked, single } from "../core/fixtures.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
@@ -154,6 +154,16 @@ describe("conversations", () => {
     const taskId = liveOf(h).tools![0]!.taskId!;
     const child = await h.createConversation({ ownership: { kind: "task", taskId } });
     expect(await child.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+    // The `agent` option is applied over the hook's copy, field by field (sample 22).
+    const tuned = await h.createConversation({
+      ownership: { kind: "task", taskId },
+      agent: { thinkingLevel: "high" },
+    });
+    expect(await tuned.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "high" });
+    // The convenience infers no ownership either: without one, nothing is created.
+    const refused = await h.createConversation({} as never).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidTransition);
+    expect(String(refused)).toMatch(/ownership/);
     const ownerless = await h.createConversation({ ownership: { kind: "ownerless" } });
     expect(await ownerless.agentState()).toEqual({});
     await root.configure({ instructions: "Be verbose.", thinkingLevel: null });
@@ -290,6 +300,18 @@ describe("conversations", () => {
     expect(await h.tasks()).toEqual([]);
     expect(root.busy).toBe(false);
     expect(faux.requests).toHaveLength(0);
+    // After a run (its baseline pi.system is in the transcript), a change still appends nothing: the
+    // next request's preparation appends the delta (sample 22).
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    const before = await root.entries();
+    expect(before.filter((e) => e.kind === "pi.system")).toHaveLength(1);
+    await root.configure({ instructions: "Be verbose." });
+    expect(await root.entries()).toEqual(before);
+    expect(root.busy).toBe(false);
+    expect(faux.requests).toHaveLength(1);
+    await (await root.submit({ type: "input", content: "two" })).wait();
+    const added = (await root.entries()).slice(before.length).map((e) => e.kind);
+    expect(added).toEqual(["pi.user", "pi.system", "pi.assistant"]);
   });
 
   test("Conversation.entries() is bound to its conversation and pages by afterId and limit", async () => {

@@ -179,6 +179,47 @@ describe("deriveContext", () => {
     expect(deriveContext([first, answer, after]).messages.map(textOf)).toEqual(["first", "answer", "after"]);
   });
 
+  test("edits carried by an older marker inside the range apply, and the newest marker's own edits are ordered by its position, not first", () => {
+    // Spec §2.1 steps 3-5: the scan runs over every visible entry from the newest marker's head
+    // through the tail, older markers included; their edits count (step 4, and §8.7 "including
+    // edits carried by older in-range markers"), though the markers themselves are not context
+    // entries (step 5). Found contrary in session 22: only the newest marker was kept, with its
+    // edits taken first.
+    const marked = (text: string, head: number, edits?: EntryRecord["edits"]): EntryRecord => {
+      const e = user(text);
+      return { ...e, head, ...(edits ? { edits } : {}) };
+    };
+    const edit = (edits: NonNullable<EntryRecord["edits"]>): EntryRecord => {
+      const { model: _model, ...base } = entry("app.edit", {});
+      return { ...base, edits };
+    };
+    const first = user("first");
+    const answer = assistant("answer");
+    const secret = user("secret");
+    const reply = assistant("reply");
+    // An older marker (head at `answer`) that omits `secret`; then a newer one whose head is `secret`.
+    const older = marked("older summary", answer.id, [{ target: secret.id, action: "omit" }]);
+    const after = user("after");
+    const newest = marked("newest summary", secret.id);
+    const { messages } = deriveContext([first, answer, secret, reply, older, after, newest]);
+    expect(messages.map(textOf)).toEqual(["newest summary", "reply", "after"]);
+    // The newest marker's edit is newer than an edit entry before it: it wins, though the marker
+    // leads the context entries.
+    const one = user("one");
+    const two = assistant("two");
+    const byEntry = [{ role: "user", content: "by the edit entry", timestamp: 1 }];
+    const byMarker = [{ role: "user", content: "by the marker", timestamp: 1 }];
+    const edited = edit([{ target: one.id, action: "replace", messages: byEntry as never }]);
+    const head = marked("handoff", one.id, [
+      { target: one.id, action: "replace", messages: byMarker as never },
+    ]);
+    expect(deriveContext([one, two, edited, head]).messages.map(textOf)).toEqual([
+      "handoff",
+      "by the marker",
+      "two",
+    ]);
+  });
+
   test("a tool result whose call is nowhere in the context is dropped", () => {
     const { messages } = deriveContext([user("q"), result("ghost", "orphaned"), assistant("a")]);
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);

@@ -8,8 +8,8 @@ import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { type AgentHooks, defineTool } from "../../../worker/index.ts";
-import { deferred } from "../../../worker/testing.ts";
-import { callsThenAnswer, echo, kinds, messageOf, open, textOf, transcript } from "./fixtures.ts";
+import { deferred, until } from "../../../worker/testing.ts";
+import { callsThenAnswer, echo, kinds, liveOf, messageOf, open, textOf, transcript } from "./fixtures.ts";
 
 const users = async (c: Parameters<typeof transcript>[0]) =>
   (await transcript(c)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
@@ -54,22 +54,41 @@ describe("onYield continuation", () => {
     expect(kinds(await root.entries())).toEqual(["pi.user", "pi.assistant", "pi.reset"]);
   });
 
-  test("an onYield continuation still applies when the final boundary selects only writes", async () => {
-    const hold = deferred();
+  test("an onYield continuation still applies when the final boundary selects only writes; without one, a boundary of writes leaves the conversation idle", async () => {
+    const holds = [deferred(), deferred()];
     let yields = 0;
-    const { root } = await open(
+    const { h, root, faux } = await open(
       async (req, n) => {
-        if (n === 1) await hold.promise;
+        if (n <= 2) await holds[n - 1]!.promise;
         return echo(req, n);
       },
       { hooks: { onYield: [() => (++yields === 1 ? "continue please" : undefined)] } },
     );
     const one = await root.submit({ type: "input", content: "one" });
     const note = await root.submit({ type: "write", entry: { kind: "note", data: {} } });
-    hold.resolve();
-    expect((await one.wait()).status).toBe("done");
+    holds[0]!.resolve();
     expect((await note.wait()).status).toBe("done");
+    await until(() => faux.requests.length === 2, { what: "the continuation's request" });
+    // While the continuation runs, another write queues; the next final boundary (no continuation
+    // now) places it and starts nothing: the conversation is idle (sample 22).
+    const later = await root.submit({ type: "write", entry: { kind: "note", data: { later: true } } });
+    expect((await later.record()).status).toBe("queued");
+    holds[1]!.resolve();
+    expect((await one.wait()).status).toBe("done");
+    expect((await later.wait()).status).toBe("done");
+    await root.waitForIdle();
     expect(await users(root)).toEqual(["one", "continue please"]);
+    expect(kinds(await root.entries())).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "note",
+      "pi.user",
+      "pi.assistant",
+      "note",
+    ]);
+    expect(faux.requests).toHaveLength(2);
+    expect(liveOf(h).run).toBeUndefined();
+    expect(root.busy).toBe(false);
   });
 });
 

@@ -124,11 +124,25 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
   await expect(
     (await h.root()).submit({ type: "input", content: "busy", whenBusy: "reject" }),
   ).rejects.toThrow(ConversationBusy);
+  // What each commit writes of the orphaning: the cleanup lands in the commit that makes the outcome
+  // terminal (spec §5.4), not after it (sample 22).
+  const commits: string[][] = [];
+  h.subscribe((change) => {
+    const wrote: string[] = [];
+    for (const t of change.tasks) if (t.id === generation) wrote.push(`generation ${t.state.status}`);
+    for (const s of change.submissions) if (s.id === inputId) wrote.push(`input ${s.status}`);
+    for (const d of change.docs)
+      if (d.name === "pi.live" && (d.value as { run?: unknown } | undefined)?.run === undefined)
+        wrote.push("run removed");
+    if (change.entries.some((e) => e.kind === "pi.assistant")) wrote.push("partial converted");
+    if (wrote.length > 0) commits.push(wrote.sort());
+  });
   expect(await h.abortTask(generation)).toBe("marked");
   expect((await h.getTask(generation))?.state).toMatchObject({
     status: "terminal",
     outcome: { status: "orphaned", reason: "task_too_old" },
   });
+  expect(commits).toEqual([["generation terminal", "input unanswered", "partial converted", "run removed"]]);
   expect(await h.submissionRecord(inputId)).toMatchObject({ status: "unanswered", reason: "task_too_old" });
   expect(liveOf(h)).toEqual({});
   // The only entry written is the partial, kept as an aborted answer; its spend is counted.

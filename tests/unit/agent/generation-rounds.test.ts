@@ -34,9 +34,12 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   const calls = callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" }));
   // pi.live's tool round as the next request is sent: the tools phase removed it (spec §8.2).
   const toolsAtRequest: unknown[] = [];
+  // And pi.live.run as each request is sent: the run's task and its inputs (spec §6, sample 22).
+  const runAtRequest: unknown[] = [];
   const { h, root } = await open(
     (req, n) => {
       toolsAtRequest.push(liveOf(h).tools);
+      runAtRequest.push(liveOf(h).run);
       return calls(req, n);
     },
     { tools: [a.tool, b.tool] },
@@ -60,8 +63,11 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   b.release.resolve();
   expect((await input.wait()).status).toBe("done");
   const [, second] = generations();
-  expect(first?.owner).toBeUndefined();
-  expect(second?.owner).toBeUndefined();
+  // Both conversation-owned: no owner task, in the conversation, not background.
+  expect([first, second].map((g) => [g?.owner, g?.conversationId, g?.background])).toEqual([
+    [undefined, root.id, false],
+    [undefined, root.id, false],
+  ]);
   const answer = (await transcript(root)).find((e) => e.kind === "pi.assistant");
   const firstDone = tasks.get(first!.id);
   expect(firstDone?.state).toEqual({
@@ -78,6 +84,10 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   expect(await input.record()).toMatchObject({ status: "done", answer: final!.id });
   expect(liveOf(h)).toEqual({});
   expect(toolsAtRequest).toEqual([undefined, undefined]);
+  expect(runAtRequest).toEqual([
+    { taskId: first!.id, inputs: [input.id] },
+    { taskId: second!.id, inputs: [input.id] },
+  ]);
 });
 
 test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {
@@ -289,6 +299,32 @@ test("durationMs is how long execute() took, throwing or not, and nothing after 
     expect(d, id).toBeLessThan(100_000);
   }
   expect(byCall.get("c2")!.isError).toBe(true);
+});
+
+test("durationMs is the execute call's own time, not the tool task's lifecycle span (spec §5.3, §7.3)", async () => {
+  // Two clocks told apart: the harness clock stamps lifecycle times, the monotonic one times execute.
+  let clock = 1000;
+  let mono = 100;
+  const spy = vi.spyOn(performance, "now").mockImplementation(() => mono);
+  try {
+    const gate = gatedTool("hold");
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [gate.tool],
+      now: () => clock,
+    });
+    const input = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    mono = 350;
+    clock = 9000;
+    gate.release.resolve();
+    expect((await input.wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect((messageOf(result!) as { durationMs?: unknown }).durationMs).toBe(250);
+    const task = await h.getTask(result!.byTaskId!);
+    expect([task?.startedAt, task?.endedAt]).toEqual([1000, 9000]);
+  } finally {
+    spy.mockRestore();
+  }
 });
 
 test("Harness.usage() sums the pi.usage of every conversation", async () => {

@@ -145,6 +145,49 @@ describe("retry", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
+  test("a retryable error moves to retry at the Harness clock's now + retryDelayMs(policy, attempt): the deadline doubles with the attempt", async () => {
+    // The Harness clock is ours: it moves only when the test moves it (spec §8.3: until = now +
+    // retryDelayMs(policy, attempt), on the clock the Harness was opened with). Sample 22.
+    let clock = 1_000_000_000;
+    const { h, root, faux } = await open(
+      (req, n) => (n <= 2 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      { now: () => clock, settings: { retry: { baseDelayMs: 40, maxDelayMs: 10_000 } } },
+    );
+    const generationState = () =>
+      h.inspect().tasks.find((t) => t.record.kind === "pi.generation")?.record.state as
+        | { status: string; checkpoint: { phase: string; attempt: number; until?: number } }
+        | undefined;
+    const sub = await root.submit({ type: "input", content: "hi" });
+    const deadlines: { at: number; checkpoint: unknown; errors: number }[] = [];
+    for (const step of [1, 2]) {
+      await until(() => generationState()?.checkpoint.phase === "retry" && faux.requests.length === step, {
+        what: `retry ${step}`,
+      });
+      const errors = (await transcript(root)).filter(
+        (e) => e.kind === "pi.assistant" && (messageOf(e) as AssistantMessage).stopReason === "error",
+      ).length;
+      deadlines.push({
+        at: liveOf(h).generation!.retry!.at,
+        checkpoint: generationState()!.checkpoint,
+        errors,
+      });
+      clock += 10_000; // past any deadline: the sleep ends at its next look at the clock
+    }
+    expect(deadlines).toEqual([
+      {
+        at: 1_000_000_000 + 40,
+        checkpoint: { phase: "retry", attempt: 1, until: 1_000_000_000 + 40 },
+        errors: 1,
+      },
+      {
+        at: 1_000_010_000 + 80,
+        checkpoint: { phase: "retry", attempt: 2, until: 1_000_010_000 + 80 },
+        errors: 2,
+      },
+    ]);
+    expect((await sub.wait()).status).toBe("done");
+  });
+
   test("the retry policy is read when an attempt is classified: retries turned off while a request is in flight give up at once; turned on, they retry", async () => {
     const hold = deferred();
     let settings: AgentSettings = { retry: { baseDelayMs: 5, maxDelayMs: 20 } };

@@ -53,9 +53,33 @@ test("followUpMode all: the final boundary places every queued follow-up and one
   const two = await root.submit({ type: "input", content: "two" });
   const three = await root.submit({ type: "input", content: "three" });
   expect(inboxOf(h).items.map((i) => i.id)).toEqual([two.id, three.id]);
+  // Which commit settles the current input, and which one places the follow-ups and starts the
+  // successor (spec §6: the current run's inputs settle first).
+  const commits: { done: number[]; placed: number[]; runInputs?: readonly number[] }[] = [];
+  h.subscribe((change) => {
+    const run = (
+      change.docs.find((d) => d.name === "pi.live")?.value as { run?: { inputs: number[] } } | undefined
+    )?.run;
+    commits.push({
+      done: change.submissions.filter((x) => x.status === "done").map((x) => x.id),
+      placed: change.submissions.filter((x) => x.status === "placed").map((x) => x.id),
+      ...(run ? { runInputs: run.inputs } : {}),
+    });
+  });
   hold.resolve();
-  await first.wait();
+  const a = await first.wait();
   const [b, c] = [await two.wait(), await three.wait()];
+  const settledAt = commits.findIndex((x) => x.done.includes(first.id));
+  const placedAt = commits.findIndex((x) => x.placed.includes(two.id));
+  expect(settledAt).toBeGreaterThanOrEqual(0);
+  expect(settledAt).toBeLessThanOrEqual(placedAt);
+  expect(commits[placedAt]!.placed).toEqual([two.id, three.id]);
+  // One successor generation, its run's inputs exactly the selected ids.
+  expect(commits.filter((x) => x.runInputs !== undefined).map((x) => x.runInputs)).toContainEqual([
+    two.id,
+    three.id,
+  ]);
+  expect((a as { answer: number }).answer).not.toBe((b as { answer: number }).answer);
   expect(faux.requests).toHaveLength(2);
   expect(b.status).toBe("done");
   expect(c.status).toBe("done");
@@ -181,6 +205,18 @@ test("writes never start a generation: a write on an idle conversation is done a
   // Done with its entry (spec §6 table): the record names the entry the write appended.
   expect(await note.record()).toMatchObject({ status: "done", entry: entries[0]!.id });
   expect(await note.wait()).toEqual({ status: "done", entry: entries[0]!.id });
+
+  // Queued while busy and selected alone at the run's final boundary: placed, and still no run.
+  const busy = await busyWithHeldAnswer({});
+  const queued = await busy.root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
+  expect((await queued.record()).status).toBe("queued");
+  busy.hold.resolve();
+  await busy.first.wait();
+  await busy.root.waitForIdle();
+  expect(busy.faux.requests).toHaveLength(1);
+  expect(liveOf(busy.h).run).toBeUndefined();
+  expect(kinds(await transcript(busy.root))).toEqual(["pi.user", "pi.assistant", "app.note"]);
+  expect((await queued.wait()).status).toBe("done");
 });
 
 test("followUpMode is read at each boundary: switched from one-at-a-time to all between two boundaries, the second places every waiting follow-up", async () => {
@@ -220,4 +256,36 @@ test("followUpMode is read at each boundary: switched from one-at-a-time to all 
   ]);
   expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
   expect(faux.requests).toHaveLength(3);
+});
+
+test("steeringMode is read at each boundary too: steers queued behind a held answer, one-at-a-time at the first final boundary, all at the second", async () => {
+  // Sample 22: only followUpMode was shown read anew at each boundary.
+  const holds = [deferred(), deferred()];
+  let settings: AgentSettings = { steeringMode: "one-at-a-time" };
+  const { root, faux } = await open(
+    async (req, n) => {
+      if (n <= 2) await holds[n - 1]!.promise;
+      return echo(req, n);
+    },
+    { settings: () => settings },
+  );
+  const first = await root.submit({ type: "input", content: "one" });
+  const [a, b, c] = [
+    await root.submit({ type: "input", content: "A", whenBusy: "steer" }),
+    await root.submit({ type: "input", content: "B", whenBusy: "steer" }),
+    await root.submit({ type: "input", content: "C", whenBusy: "steer" }),
+  ];
+  holds[0]!.resolve();
+  await first.wait();
+  await until(() => faux.requests.length === 2, { what: "A's run asking" });
+  expect((await a.record()).status).toBe("placed");
+  expect((await b.record()).status).toBe("queued");
+  settings = { steeringMode: "all" };
+  holds[1]!.resolve();
+  await a.wait();
+  const [settledB, settledC] = [await b.wait(), await c.wait()];
+  expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
+  expect(faux.requests).toHaveLength(3);
+  const asked = faux.requests[2]!.messages.filter((m) => m.role === "user").map((m) => textOf(m));
+  expect(asked.slice(-2)).toEqual(["B", "C"]);
 });

@@ -406,11 +406,15 @@ describe("the inbox", () => {
     const input = await root.submit({ type: "input", content: "queued input" });
     const hint = { role: "user", content: "a hint", timestamp: 0 };
     const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    // A queued steer is withdrawn like a follow-up (spec §6: "queued steer/follow-up submissions").
+    const steer = await root.submit({ type: "input", content: "queued steer", whenBusy: "steer" });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "write", "steer"]);
     await root.abort();
     // Resolved only once the scope is idle: the run and its tool task are over.
     expect(root.busy).toBe(false);
     expect(h.inspect().tasks).toEqual([]);
     expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect((await write.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["write"]);
     // The next submission places the kept write first.
@@ -455,6 +459,24 @@ describe("the inbox", () => {
         root.submit({ type: "write", entry: { kind: "app.redact", edits: edits as never } }),
       ).rejects.toBeInstanceOf(InvalidTransition);
     }
+  });
+
+  test("a submission of an unknown type, or an input with an unknown whenBusy, is refused at submit and writes nothing", async () => {
+    // Spec §2.2: whenBusy is "steer" | "followUp" | "reject"; anything else is bad input at the door,
+    // not a follow-up (found in session 21: it was queued as one).
+    const { h, root } = await open(echo);
+    const before = await transcript(root);
+    for (const draft of [
+      { type: "input", content: "hi", whenBusy: "later" },
+      { type: "input", content: "hi", whenBusy: 1 },
+      { type: "shout", content: "hi" },
+    ]) {
+      const refused = await root.submit(draft as never).catch((e: unknown) => e);
+      expect(refused, JSON.stringify(draft)).toBeInstanceOf(InvalidTransition);
+    }
+    expect(await transcript(root)).toEqual(before);
+    expect(h.inspect().submissions).toEqual([]);
+    expect(h.inspect().tasks).toEqual([]);
   });
 
   test("a requestId used for an input cannot be reused for a write", async () => {

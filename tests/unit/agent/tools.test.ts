@@ -11,6 +11,8 @@ import {
   type AgentHarness,
   type AgentHarnessOptions,
   type ChangeSet,
+  createRegistry,
+  defineExtension,
   defineTool,
   type TaskId,
 } from "../../../worker/index.ts";
@@ -183,6 +185,38 @@ describe("tools", () => {
     expect(seen).toEqual([]);
     const [result] = await toolResults(root);
     expect(diagnosticsOf(result!).map((d) => d.code)).toContain("tool_unavailable");
+  });
+
+  test("a called tool is resolved when its task runs: deselected or uninstalled meanwhile, the call gets tool_unavailable", async () => {
+    // Sample 22: the spec names three ways a called tool leaves the agent's tools (the filter, the
+    // selection, the registry); the test above tries the filter only.
+    for (const change of ["selection", "registry"] as const) {
+      const hold = deferred();
+      const { tool, seen } = itemTool({});
+      const extensions = createRegistry();
+      extensions.install(defineExtension({ name: "kit", tools: [tool] }));
+      const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+      const { root, faux } = await open(
+        async (req, n) => {
+          if (n === 1) await hold.promise;
+          return calls(req, n);
+        },
+        { extensions },
+      );
+      const sub = await root.submit({ type: "input", content: "go" });
+      await until(() => faux.requests.length === 1, { what: "first request sent" });
+      expect(faux.requests[0]!.tools).toEqual(["apply"]);
+      if (change === "selection") await root.configure({ extensions: [] });
+      else extensions.uninstall("kit");
+      hold.resolve();
+      expect((await sub.wait()).status, change).toBe("done");
+      expect(seen, change).toEqual([]);
+      const [result] = await toolResults(root);
+      expect(
+        diagnosticsOf(result!).map((d) => d.code),
+        change,
+      ).toEqual(["tool_unavailable"]);
+    }
   });
 
   test("a call to a tool its request did not offer gets tool_unavailable at once, with no task, though the agent has it now", async () => {
@@ -712,11 +746,19 @@ describe("parallel and sequential rounds", () => {
       callsThenAnswer(
         fauxToolCall("first", {}, { id: "call-1" }),
         fauxToolCall("second", {}, { id: "call-2" }),
+        fauxToolCall("second", {}, { id: "call-3" }),
       ),
       { tools: [a.tool, b.tool], settings: { toolExecution: "sequential" } },
     );
+    // Every pi.tool task ever created: only the started call gets one.
+    const toolTasks = new Set<number>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.kind === "pi.tool") toolTasks.add(t.id);
+    });
     const sub = await root.submit({ type: "input", content: "go" });
     await a.started.promise;
+    // Two calls are unstarted, so their answers' order is told apart from the reverse.
+    expect(liveOf(h).tools?.map((s) => s.taskId !== undefined)).toEqual([true, false, false]);
     await root.abort();
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     const results = await toolResults(root);
@@ -725,7 +767,10 @@ describe("parallel and sequential rounds", () => {
     ).toEqual([
       ["call-1", "aborted"],
       ["call-2", "aborted"],
+      ["call-3", "aborted"],
     ]);
+    expect(results.map((e) => (messageOf(e) as { isError: boolean }).isError)).toEqual([true, true, true]);
+    expect(toolTasks.size).toBe(1);
     expect(liveOf(h).run).toBeUndefined();
     expect((liveOf(h).tools ?? []).filter((t) => t.status !== "done")).toEqual([]);
   });

@@ -87,7 +87,9 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
   const log: string[] = [];
   const inner = parked("inner");
   const background = ownerOf("background", inner, { log });
-  // The owner creates a conversation it owns and a background task there, then parks.
+  // Ordinary work beside the background task: the cascade does enter the owned conversation.
+  const exposed = parked("exposed");
+  // The owner creates a conversation it owns, a background task and an ordinary one there, then parks.
   const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
     name: "owner",
     version: 1,
@@ -101,6 +103,7 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
             conversationId: c.id,
             background: true,
           });
+          tx.createTask(exposed, null, { ownership: { kind: "conversation" }, conversationId: c.id });
           return { status: "running", checkpoint: { phase: "hold" } };
         });
       },
@@ -112,15 +115,20 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner] });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner, exposed] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => running(h) === 3, { what: "owner, background and inner running" });
+  await until(() => running(h) === 4, { what: "owner, background, inner and exposed running" });
   const bgId = [...latest.values()].find((t) => t.kind === "background")?.id as TaskId;
   const innerId = [...latest.values()].find((t) => t.kind === "inner")?.id as TaskId;
+  const exposedId = [...latest.values()].find((t) => t.kind === "exposed")?.id as TaskId;
   // The owner's abort does not wait for, nor mark, the background task or what it owns.
   expect(await h.abortTask(id)).toBe("marked");
   expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect((await h.getTask(exposedId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
   await settle();
   expect((await h.getTask(bgId))?.abortRequested).toBe(false);
   expect((await h.getTask(innerId))?.abortRequested).toBe(false);
@@ -141,6 +149,8 @@ test("aborting a background task directly marks its ordinary owned work; a backg
   const inner = parked("inner");
   const deepInner = parked("deep-inner");
   const nested = ownerOf("nested", deepInner, { log });
+  // Ordinary work in the conversation the background task owns: part of its ordinary subtree too.
+  const convWorker = parked("conv-worker");
   const outer = defineTask<Json, Go | { phase: "hold" }, Json>({
     name: "outer",
     version: 1,
@@ -155,6 +165,7 @@ test("aborting a background task directly marks its ordinary owned work; a backg
             conversationId: c.id,
             background: true,
           });
+          tx.createTask(convWorker, null, { ownership: { kind: "conversation" }, conversationId: c.id });
           return { status: "running", checkpoint: { phase: "hold" } };
         });
       },
@@ -166,17 +177,18 @@ test("aborting a background task directly marks its ordinary owned work; a backg
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [outer, inner, nested, deepInner] });
+  const h = await Harness.open(await memoryStore(), { tasks: [outer, inner, nested, deepInner, convWorker] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(outer, null, { ownership: { kind: "conversation" }, background: true });
-  await until(() => running(h) === 4, { what: "outer, inner, nested and deep-inner running" });
+  await until(() => running(h) === 5, { what: "outer, inner, conv-worker, nested and deep-inner running" });
   const idOf = (kind: string) => [...latest.values()].find((t) => t.kind === kind)?.id as TaskId;
   expect(await h.abortTask(id)).toBe("marked");
   expect(outcome(await done(h, id))?.status).toBe("aborted");
-  expect((await h.getTask(idOf("inner")))?.state).toMatchObject({
-    status: "terminal",
-    outcome: { status: "aborted" },
-  });
+  for (const kind of ["inner", "conv-worker"])
+    expect([kind, (await h.getTask(idOf(kind)))?.state]).toMatchObject([
+      kind,
+      { status: "terminal", outcome: { status: "aborted" } },
+    ]);
   await settle();
   for (const kind of ["nested", "deep-inner"]) {
     const record = await h.getTask(idOf(kind));

@@ -143,14 +143,19 @@ describe("abort and the task tree", () => {
     const id = await h.createTask(family, null, { ownership: { kind: "conversation" } });
     await until(() => started === 2, { what: "kids running" });
     expect(await h.abortTask(id)).toBe("marked");
+    // Marking again, while the cascade is under way, changes nothing: idempotent (spec §5.4).
+    expect(await h.abortTask(id)).toBe("marked");
     const final = await done(h, id);
     expect(outcome(final)).toEqual({ status: "aborted", reason: "parent", result: ["aborted", "aborted"] });
     expect(log.slice(0, 2).sort()).toEqual(["abort kid 0", "abort kid 1"]);
     expect(log[2]).toBe("abort parent sees aborted,aborted");
+
     expect(terminalOrder).toHaveLength(3);
     expect(terminalOrder.at(-1)).toBe(id);
     for (const k of terminalOrder.slice(0, 2)) expect((await h.getTask(k))?.abortRequested).toBe(true);
     await engineStillRuns(h);
+    // Each abort handler ran once: the marks derived again at later passes started nothing more.
+    expect(log).toHaveLength(3);
     await h.close();
   });
 

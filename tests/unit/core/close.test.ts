@@ -39,31 +39,40 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
 });
 
 test("close() stops a running task without writing an outcome or an abort mark: the next engine resumes it", async () => {
-  const started = deferred();
-  let commitAfterClose: unknown;
-  const stopping = single("stopping", async (_t, runtime, signal) => {
-    started.resolve();
+  // Every invocation, foreground and background (spec §5.4): one of each.
+  const started = [deferred(), deferred()];
+  const commitsAfterClose = new Map<Json, unknown>();
+  const stopping = single("stopping", async (task, runtime, signal) => {
+    started[task.input as number]!.resolve();
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     // A commit after the close began is refused; the task stays as it was stored.
-    commitAfterClose = await runtime.commit(() => complete("too late")).catch((e: unknown) => e);
+    commitsAfterClose.set(
+      task.input,
+      await runtime.commit(() => complete("too late")).catch((e: unknown) => e),
+    );
   });
   const store = await memoryStore();
   const h = await Harness.open(store, { tasks: [stopping] });
-  const id = await h.createTask(stopping, null, { ownership: { kind: "conversation" } });
-  await started.promise;
+  const id = await h.createTask(stopping, 0, { ownership: { kind: "conversation" } });
+  const bg = await h.createTask(stopping, 1, { ownership: { kind: "conversation" }, background: true });
+  await Promise.all(started.map((d) => d.promise));
   await h.close();
   // Refused by the runtime's gate for the close, typed, not by some later failure.
-  expect(commitAfterClose).toMatchObject({ name: "CommitRefused", reason: "closing" });
+  for (const input of [0, 1])
+    expect([input, commitsAfterClose.get(input)]).toMatchObject([
+      input,
+      { name: "CommitRefused", reason: "closing" },
+    ]);
   const image = await memoryStore(store.image());
-  const stored = await row(image, id);
-  expect(stored?.["status"]).toBe("running");
+  for (const task of [id, bg]) expect((await row(image, task))?.["status"]).toBe("running");
   const finishing = single(
     "stopping",
-    async (_t, runtime) => void (await runtime.commit(() => complete("resumed"))),
+    async (task, runtime) => void (await runtime.commit(() => complete(`resumed ${task.input}`))),
   );
   const next = await Harness.open(image, { tasks: [finishing] });
-  expect((await next.getTask(id))?.abortRequested).toBe(false);
-  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed" });
+  for (const task of [id, bg]) expect((await next.getTask(task))?.abortRequested).toBe(false);
+  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed 0" });
+  expect(outcome(await done(next, bg))).toEqual({ status: "completed", result: "resumed 1" });
   await next.close();
 });
 

@@ -88,3 +88,26 @@ test("a store written by the release before the document model opens with every 
   expect(await again.doc(1, "gone")).toEqual({ back: true });
   await again.close();
 });
+
+test("a record migrated without a fork rule (schema 7 stored the history only) takes the fork rule the option gives its name, current for one that kept no history; its stored history holds without the option", async () => {
+  const { e2 } = fixture.at;
+  const store = await v6Store();
+  // The option names both "asOf": only "hist" kept a history in the old store.
+  const h = await Harness.open(store, { forks: { asOf: ["hist", "plain"] } });
+  expect(await h.docRecord(1, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  expect(await h.docRecord(1, "plain")).toMatchObject({ history: "latest", fork: "current" });
+  const fork = await h.transaction(
+    (tx) => tx.forkConversation(1, e2, { ownership: { kind: "ownerless" } }).id,
+  );
+  expect(await h.doc(fork, "hist")).toEqual({ n: 2 }); // as of e2, not its current { n: 4 }
+  expect(await h.doc(fork, "plain")).toEqual({ a: 1 });
+  expect(await h.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  await h.close();
+
+  // Opened by code that names neither: the stored history is still the record's, so it stays
+  // readable; the fork rule nobody stored is the option's default ("current").
+  const bare = await Harness.open(await v6Store());
+  expect(await bare.docRecord(1, "hist")).toMatchObject({ history: "rewindable", fork: "current" });
+  expect((await bare.snapshotAsOf(1, "hist", e2))?.value).toEqual({ n: 2 });
+  await bare.close();
+});

@@ -239,8 +239,17 @@ describe("scopes (spec §3.1-3.2)", () => {
     await expect(terminalThenRead).rejects.toThrow(/is terminal: its documents are retired/);
     expect(await again.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
 
+    // The retirement rides in the terminal commit itself (spec §5.3), not in one before or after.
+    const seen: { terminal: boolean; retired: boolean }[] = [];
+    const stop = again.subscribe((change) => {
+      const terminal = change.tasks.some((t) => t.id === id && t.state.status === "terminal");
+      const retired = change.docs.some((d) => d.name === "scratch" && d.value === undefined);
+      if (terminal || retired) seen.push({ terminal, retired });
+    });
     await again.abortTask(id);
     await done(again, id);
+    stop();
+    expect(seen).toEqual([{ terminal: true, retired: true }]);
     expect(await again.doc(taskScope(id), "scratch")).toBeUndefined();
     expect(await again.docRecord(taskScope(id), "scratch")).toBeUndefined();
     await expect(again.transaction((tx) => tx.readDoc(taskScope(id), "scratch"))).rejects.toThrow(
@@ -264,14 +273,23 @@ describe("scopes (spec §3.1-3.2)", () => {
   });
 });
 
+/** The values `kind` has in `conversation`'s doc_history, oldest first. */
+async function historyOf(store: MemoryStore, conversation: number, kind: string) {
+  const rows = await store.read((sql) =>
+    sql.all("SELECT value FROM doc_history WHERE conversation_id = ? AND name = ? ORDER BY id", [
+      conversation,
+      kind,
+    ]),
+  );
+  return rows.map((r) => (r["value"] === null ? null : JSON.parse(String(r["value"]))));
+}
+
 describe("records keep the rules (spec §3.2, §3.7)", () => {
-  // CONTRARY (reading 21f, sections-0-4 "Records keep scope and history so missing code hides no
-  // data"): the engine takes a document's history and fork rule from the harness's `forks` option by
-  // name, not from the stored record. Reopened without that option, snapshotAsOf refuses the document,
-  // a write is not added to its history, and a fork copies its current value with fork "current".
-  // Marked `fails` until the engine reads the rules from doc_records (persist.ts, session.ts
-  // #noteHistory, tx.ts forkConversation, harness.ts snapshotAsOf); drop `.fails` with that fix.
-  test.fails("a document's stored history and fork rule hold when the code that declared them is missing: its history stays readable and grows, and a fork copies it as of the entry", async () => {
+  // Was CONTRARY (reading 21f): the engine took a document's history and fork rule from the
+  // harness's `forks` option by name, not from its stored record (fixed in session 22, see
+  // tests/spec-coverage/fix-session22-records.md). The option decides them only when a record is
+  // created; every later decision (history rows, snapshotAsOf, a fork's copy) reads the record.
+  test("a document's stored history and fork rule hold when the code that declared them is missing: its history stays readable and grows, and a fork copies it as of the entry", async () => {
     const store = await memoryStore();
     const h = await open(store, { forks: { asOf: ["hist"] } });
     const e1 = await h.transaction((tx) => {
@@ -298,6 +316,168 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
     );
     expect(await bare.doc(fork, "hist")).toEqual({ n: 1 });
     expect(await bare.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  });
+
+  test("code that names a document with other rules than its record's changes nothing of it: the record wins for its history, snapshotAsOf and forks; the option decides only a new incarnation's rules", async () => {
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      tx.writeDoc(1, "flat", { f: 1 });
+      return note(tx, 1, "1");
+    });
+    await h.close();
+    // The next process declares both otherwise: "hist" not copied into forks, "flat" rewindable "asOf".
+    const otherStore = await memoryStore(store.image());
+    const other = await open(otherStore, {
+      forks: { asOf: ["flat"], initial: (name) => name === "hist" },
+    });
+    expect(await other.docRecord(1, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    expect(await other.docRecord(1, "flat")).toMatchObject({ history: "latest", fork: "current" });
+    const e2 = await other.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 2 });
+      tx.writeDoc(1, "flat", { f: 2 });
+      return note(tx, 1, "2");
+    });
+    // "hist" keeps its history (the option would stop it), "flat" gets none (the option would start it).
+    expect((await other.snapshotAsOf(1, "hist", e2))?.value).toEqual({ n: 2 });
+    expect((await other.snapshotAsOf(1, "hist", e1))?.value).toEqual({ n: 1 });
+    await expect(other.snapshotAsOf(1, "flat", e2)).rejects.toThrow(InvalidTransition);
+    expect(await historyOf(otherStore, 1, "hist")).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(await historyOf(otherStore, 1, "flat")).toEqual([]);
+    // A fork at e1: "hist" as of e1 (not left out), "flat" as it is now (not as of e1).
+    const fork = await other.transaction(
+      (tx) => tx.forkConversation(1, e1, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await other.doc(fork, "hist")).toEqual({ n: 1 });
+    expect(await other.doc(fork, "flat")).toEqual({ f: 2 });
+    expect(await other.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    expect(await other.docRecord(fork, "flat")).toMatchObject({ history: "latest", fork: "current" });
+    // A new incarnation (a new conversation's, or after a retirement) takes this process's rules.
+    const fresh = await other.transaction((tx) => {
+      const c = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(c.id, "hist", { n: 0 });
+      tx.writeDoc(c.id, "flat", { f: 0 });
+      return c.id;
+    });
+    expect(await other.docRecord(fresh, "hist")).toMatchObject({ history: "latest", fork: "initial" });
+    expect(await other.docRecord(fresh, "flat")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    await other.transaction((tx) => {
+      tx.retireDoc(1, "hist");
+      tx.writeDoc(1, "hist", { n: 9 });
+    });
+    expect(await other.docRecord(1, "hist")).toMatchObject({ history: "latest", fork: "initial" });
+  });
+
+  test("session and task documents reopened without the code that wrote them: the record keeps their scope; they stay current-only (no history), a fork copies neither, and a task's retire when it ends", async () => {
+    const store = await memoryStore();
+    const hold = parked("holder");
+    // Even rules naming them "asOf" give them no history: only conversation documents have one.
+    const h = await open(store, { tasks: [hold], forks: { asOf: ["prefs", "scratch"] } });
+    const { task, entry } = await h.transaction((tx) => {
+      const task = tx.createTask(hold, null, { ownership: { kind: "conversation" } });
+      tx.writeDoc(SESSION_DOCS, "prefs", { theme: "dark" });
+      tx.writeDoc(taskScope(task), "scratch", { step: 1 });
+      return { task, entry: note(tx, 1, "x") };
+    });
+    const prefs = (await h.docRecord(SESSION_DOCS, "prefs"))!;
+    const scratch = (await h.docRecord(taskScope(task), "scratch"))!;
+    await h.close();
+
+    const bareStore = await memoryStore(store.image());
+    const bare = await open(bareStore); // no task definition, no rules
+    expect(await bare.docRecord(SESSION_DOCS, "prefs")).toEqual(prefs);
+    expect(prefs).toEqual({ id: prefs.id, kind: "prefs", scope: { kind: "session" }, createdAt: entry });
+    expect(await bare.docRecord(taskScope(task), "scratch")).toEqual(scratch);
+    expect(scratch).toEqual({
+      id: scratch.id,
+      kind: "scratch",
+      scope: { kind: "task", taskId: task },
+      createdAt: entry,
+    });
+    expect(await bare.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "dark" });
+    expect(await bare.doc(taskScope(task), "scratch")).toEqual({ step: 1 });
+    // Written again: the same incarnations, still without history.
+    await bare.transaction((tx) => {
+      tx.writeDoc(SESSION_DOCS, "prefs", { theme: "light" });
+      tx.writeDoc(taskScope(task), "scratch", { step: 2 });
+      note(tx, 1, "y");
+    });
+    expect((await bare.docRecord(SESSION_DOCS, "prefs"))?.id).toBe(prefs.id);
+    expect((await bare.docRecord(taskScope(task), "scratch"))?.id).toBe(scratch.id);
+    const history = await bareStore.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_history WHERE name IN ('prefs', 'scratch')"),
+    );
+    expect(history?.["n"]).toBe(0);
+    const fork = await bare.transaction(
+      (tx) => tx.forkConversation(1, entry, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await bare.doc(fork, "prefs")).toBeUndefined();
+    expect(await bare.doc(fork, "scratch")).toBeUndefined();
+    expect(await bare.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "light" }); // shared, not copied
+    // The task, its definition missing, ends orphaned when aborted: its document retires with it.
+    await bare.abortTask(task);
+    expect((await done(bare, task)).state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "orphaned" },
+    });
+    expect(await bare.doc(taskScope(task), "scratch")).toBeUndefined();
+    expect(await bare.docRecord(taskScope(task), "scratch")).toBeUndefined();
+    const rows = await stored(bareStore, "scratch");
+    expect(rows).toEqual([
+      { id: scratch.id, scope: "task", createdAt: entry, retiredAt: expect.any(Number) },
+    ]);
+    expect(await bare.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "light" });
+  });
+
+  test("a fork of a fork, reopened without the code: each copy keeps the record's rules, its history starts as of its entry and grows under the fork", async () => {
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      return note(tx, 1, "1");
+    });
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 2 });
+      return note(tx, 1, "2");
+    });
+    await h.close();
+    const bareStore = await memoryStore(store.image());
+    const bare = await open(bareStore);
+    const ownerless = { ownership: { kind: "ownerless" as const } };
+    const a = await bare.transaction((tx) => tx.forkConversation(1, e1, ownerless).id);
+    expect(await bare.doc(a, "hist")).toEqual({ n: 1 });
+    const a1 = await bare.transaction((tx) => {
+      tx.writeDoc(a, "hist", { n: 10 });
+      return note(tx, a, "a1");
+    });
+    const a2 = await bare.transaction((tx) => {
+      tx.writeDoc(a, "hist", { n: 11 });
+      return note(tx, a, "a2");
+    });
+    // The fork's history: its copy (as of e1), then its own writes.
+    expect(await historyOf(bareStore, a, "hist")).toEqual([{ n: 1 }, { n: 10 }, { n: 11 }]);
+
+    // B forks A at A's own entry a1: A's value then, not its current one.
+    const b = await bare.transaction((tx) => tx.forkConversation(a, a1, ownerless).id);
+    expect(await bare.doc(b, "hist")).toEqual({ n: 10 });
+    expect(await bare.docRecord(b, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    const b1 = await bare.transaction((tx) => {
+      tx.writeDoc(b, "hist", { n: 20 });
+      return note(tx, b, "b1");
+    });
+    expect((await bare.snapshotAsOf(b, "hist", b1))?.value).toEqual({ n: 20 });
+    expect((await bare.snapshotAsOf(b, "hist", a1))?.value).toEqual({ n: 10 }); // inherited from A
+    expect((await bare.snapshotAsOf(b, "hist", e1))?.value).toEqual({ n: 1 }); // inherited from the root
+    expect((await bare.snapshotAsOf(a, "hist", a2))?.value).toEqual({ n: 11 });
+    await expect(bare.snapshotAsOf(b, "hist", a2)).rejects.toThrow(EntryNotVisible); // after B's point
+
+    // C forks B at the root's entry e1 (inherited twice): the root's value at e1.
+    const c = await bare.transaction((tx) => tx.forkConversation(b, e1, ownerless).id);
+    expect(await bare.doc(c, "hist")).toEqual({ n: 1 });
+    // D forks B at its own b1: B's value then.
+    const d = await bare.transaction((tx) => tx.forkConversation(b, b1, ownerless).id);
+    expect(await bare.doc(d, "hist")).toEqual({ n: 20 });
   });
 });
 

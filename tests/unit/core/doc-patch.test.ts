@@ -123,6 +123,43 @@ describe("stored patches", () => {
     await h.close();
   });
 
+  test("a document read is an indexed base-plus-tail range: its row and its patch rows are searched by index, never scanned (spec §11.2)", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    // Another conversation's document and patches beside it, so a scan would have rows to walk.
+    const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    for (const c of [1, other]) {
+      await h.transaction((tx) => tx.writeDoc(c, DOC, { text: `${c}:` }));
+      for (let i = 0; i < 3; i++)
+        await h.transaction((tx) => tx.patchDoc(c, DOC, [{ path: ["text"], append: `${i}` }]));
+    }
+    await h.close();
+    const again = await memoryStore(store.image());
+    const recorder: { into: StoreJob[] } = { into: [] };
+    recordJobs(again, recorder);
+    const h2 = await Harness.open(again);
+    expect(await h2.transaction((tx) => tx.readDoc(1, DOC))).toEqual({ text: "1:012" });
+    const reads = new Map<string, readonly unknown[] | undefined>();
+    for (const job of recorder.into)
+      for (const s of job.statements)
+        if (/^\s*SELECT/i.test(s.sql) && /\b(documents|doc_patches)\b/.test(s.sql))
+          reads.set(s.sql, s.params);
+    // The base (the document's row) and its tail (the patch rows) were both read.
+    expect([...reads.keys()].some((q) => /FROM documents\b/.test(q))).toBe(true);
+    expect([...reads.keys()].some((q) => /FROM doc_patches\b/.test(q))).toBe(true);
+    const scans: string[] = [];
+    for (const [sql, params] of reads) {
+      const plan = await again.read((q) => q.all(`EXPLAIN QUERY PLAN ${sql}`, params as never));
+      for (const step of plan) {
+        const detail = String(step["detail"]);
+        if (/^SCAN (documents|doc_patches)\b/.test(detail))
+          scans.push(`${sql.replace(/\s+/g, " ")} -> ${detail}`);
+      }
+    }
+    expect(scans).toEqual([]);
+    await h2.close();
+  });
+
   test(`a document never holds more than ${PATCH_ROW_LIMIT} patch rows: the next change is written whole`, async () => {
     const store = await memoryStore();
     const h = await Harness.open(store);

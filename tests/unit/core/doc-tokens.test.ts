@@ -153,6 +153,43 @@ describe("document tokens per scope (spec §3.1)", () => {
   });
 });
 
+describe("rewindable history and versions (spec §3.6)", () => {
+  test("rewindable history is not rewritten by a migration: an older entry's value keeps its stored version, and a token migrates it only in memory", async () => {
+    const v1 = defineDoc<{ n: number }>({ name: "app.plan", history: "rewindable", initial: { n: 0 } });
+    const v2 = defineDoc<{ count: number }>({
+      name: "app.plan",
+      history: "rewindable",
+      version: 2,
+      initial: { count: 0 },
+      migrate: (old) => ({ count: (old as { n: number }).n }),
+    });
+    const store = await memoryStore();
+    const h = await harness(store, { documents: [v1] });
+    await h.root();
+    const first = await h.transaction((tx) => {
+      v1.write(tx, 1, { n: 1 });
+      return tx.appendEntry(1, { kind: "app.note", data: { text: "one" } }).id;
+    });
+    const history = () =>
+      store.read((sql) => sql.all("SELECT version, value FROM doc_history ORDER BY id", []));
+    const before = await history();
+    // The current value is migrated by the first transaction that reads it through the newer token.
+    const second = await h.transaction((tx) => {
+      v2.write(tx, 1, { count: v2.read(tx, 1).count + 1 });
+      return tx.appendEntry(1, { kind: "app.note", data: { text: "two" } }).id;
+    });
+    expect(await h.snapshot(v2, 1)).toEqual({ count: 2 });
+    // The older entry's value is as it was stored, at version 1; its history row was not rewritten.
+    const old = await h.snapshotAsOf(1, "app.plan", first);
+    expect(old).toMatchObject({ value: { n: 1 }, version: 1 });
+    expect((await history()).slice(0, before.length)).toEqual(before);
+    // A reader migrates it after reading it, in memory (the token's view), writing nothing.
+    expect(v2.view({ value: old!.value, version: old!.version })).toEqual({ count: 1 });
+    expect((await h.snapshotAsOf(1, "app.plan", second))?.value).toEqual({ count: 2 });
+    expect((await history()).slice(0, before.length)).toEqual(before);
+  });
+});
+
 describe("typed access refuses a definition that disagrees with the stored incarnation (spec §3.1)", () => {
   test("a document created latest/current is refused to a token declaring rewindable or asOf or initial, in a transaction and a snapshot; nothing is written", async () => {
     const latest = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
@@ -189,6 +226,42 @@ describe("typed access refuses a definition that disagrees with the stored incar
       await again.close();
     }
     expect(await rows(await memoryStore(store.image()), "app.plan")).toEqual([{ key: 1, value: { n: 1 } }]);
+  });
+
+  test("a harness given a token that declares other rules than the stored record follows the record: no history kept, snapshotAsOf refused, a fork copies the current value", async () => {
+    const latest = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
+    const asOf = defineDoc<{ n: number }>({
+      name: "app.plan",
+      history: "rewindable",
+      fork: "asOf",
+      initial: { n: 0 },
+    });
+    const store = await memoryStore();
+    const h = await harness(store);
+    const root = await h.root();
+    const e1 = await h.transaction((tx) => {
+      latest.write(tx, root.id, { n: 1 });
+      return tx.appendEntry(root.id, { kind: "app.note", data: "1" }).id;
+    });
+    await h.close();
+
+    const againStore = await memoryStore(store.image());
+    const again = await harness(againStore, { documents: [asOf] });
+    await expect(again.transaction((tx) => asOf.read(tx, root.id))).rejects.toThrow(DocumentSemanticsError);
+    const e2 = await again.transaction((tx) => {
+      latest.write(tx, root.id, { n: 2 });
+      return tx.appendEntry(root.id, { kind: "app.note", data: "2" }).id;
+    });
+    await expect(again.snapshotAsOf(root.id, "app.plan", e2)).rejects.toThrow(InvalidTransition);
+    const history = await againStore.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_history WHERE name = 'app.plan'"),
+    );
+    expect(history?.["n"]).toBe(0);
+    const fork = await again.transaction((tx) =>
+      tx.forkConversation(root.id, e1, { ownership: { kind: "ownerless" } }),
+    );
+    expect(await again.snapshot(latest, fork.id)).toEqual({ n: 2 });
+    expect(await again.docRecord(fork.id, "app.plan")).toMatchObject({ history: "latest", fork: "current" });
   });
 
   test("a document created rewindable/asOf is refused to a latest token, even one whose migrate would read it", async () => {

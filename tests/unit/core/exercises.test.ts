@@ -285,6 +285,44 @@ describe("exercise 4: the scheduler reserves tasks in a commit before starting t
     await h.close();
   });
 
+  test("exercise 4: several eligible tasks are each reserved once, in stored commits, and their handlers run off the line: one that blocks holds up none of the others", async () => {
+    const store = await memoryStore();
+    const gate = deferred();
+    const seen: [number, string][] = [];
+    const probe = defineTask<{ hold: boolean }, { phase: "go" }, null>({
+      name: "reserved-many",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          const row = await store.read((sql) => sql.get("SELECT status FROM tasks WHERE id = ?", [task.id]));
+          seen.push([task.id, String(row?.["status"])]);
+          if (task.input.hold) await gate.promise;
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: null },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(store, { tasks: [probe] });
+    // Created in one commit: all three eligible at the same scheduling pass.
+    const [held, ...others] = await h.transaction((tx) =>
+      [true, false, false].map((hold) =>
+        tx.createTask(probe, { hold }, { ownership: { kind: "conversation" } }),
+      ),
+    );
+    for (const id of others) expect((await h.waitForTask(id!)).state.status).toBe("terminal");
+    expect((await h.getTask(held!))?.state.status).toBe("running");
+    gate.resolve();
+    await h.waitForTask(held!);
+    expect(seen.map(([id]) => id).sort()).toEqual([held, ...others].sort());
+    expect(seen.every(([, status]) => status === "running")).toBe(true);
+    await h.close();
+  });
+
   test("exercise 4: a crash right after the reservation is recovered: the task goes back to pending and runs to completion once", async () => {
     const mailer = new FakeMailer();
     const email = sendEmailTask(mailer);

@@ -57,9 +57,26 @@ describe("a paused open and resume()", () => {
     expect(h.inspect().scheduling).toBe("paused");
     expect(commits).toBe(0);
     stopCounting();
+    // The recovered request is held in flight, so a second resume() meets a running task: it repeats
+    // no reconciliation (no commit, the task not set back to pending, no second request) (sample 22e).
+    const held = deferred();
+    const respond = faux.respond;
+    faux.respond = async (req, n) => {
+      await held.promise;
+      return respond(req, n);
+    };
     h.resume();
+    await expect.poll(() => faux.requests.length).toBe(before + 1);
+    const running = h.inspect().tasks.find((t) => t.record.kind === "pi.generation")!;
+    expect(running.state.kind).toBe("running");
+    const stopAgain = h.subscribe(() => void commits++);
     h.resume(); // idempotent
+    await new Promise((r) => setTimeout(r, 50));
+    expect(commits).toBe(0);
+    expect(h.inspect().tasks.find((t) => t.record.id === running.record.id)?.state.kind).toBe("running");
+    stopAgain();
     expect(h.inspect().scheduling).toBe("running");
+    held.resolve();
     await h.waitForIdle();
     expect(faux.requests.length).toBe(before + 1);
     await h.close();

@@ -148,9 +148,21 @@ test("keeps the root busy after reopen for work below a child task's owned conve
     },
   });
   const { h, root } = await open(echo, { tasks: [parent, child, innerGated], store: stored });
+  // In order: the inner task's terminal commit, then the idle waits' resolutions (not only "not
+  // settled within a few turns").
+  const order: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.kind === "inner" && t.state.status === "terminal") order.push("inner ended");
+  });
+  const rootIdle = root.waitForIdle().then(() => order.push("root idle"));
+  const harnessIdle = h.waitForIdle().then(() => order.push("harness idle"));
   expect(await settles(root.waitForIdle())).toBe(false);
   expect(await settles(h.waitForIdle())).toBe(false);
   gate.resolve();
+  await Promise.all([rootIdle, harnessIdle]);
+  expect(order[0]).toBe("inner ended");
+  expect([...order].sort()).toEqual(["harness idle", "inner ended", "root idle"]);
   await root.waitForIdle();
   expect(outcome(await h.getTask(parentId))).toEqual({ status: "completed", result: "parent" });
 });
@@ -204,9 +216,16 @@ test("marks and awaits only the background work reached when { background: true 
   await until(() => h.inspect().tasks.some((t) => t.record.id === firstId && t.state.kind === "running"), {
     what: "first running",
   });
+  // What happened, in order: the marked task's terminal commit and the abort's resolution.
+  const order: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === firstId && t.state.status === "terminal") order.push("first ended");
+  });
   let aborted = false;
   const aborting = root.abort({ background: true }).then(() => {
     aborted = true;
+    order.push("abort resolved");
   });
   await until(() => h.inspect().tasks.some((t) => t.record.id === firstId && t.record.abortRequested), {
     what: "first marked",
@@ -216,6 +235,7 @@ test("marks and awaits only the background work reached when { background: true 
   expect(aborted).toBe(false);
   abortFirst.resolve();
   await aborting;
+  expect(order).toEqual(["first ended", "abort resolved"]);
   expect(outcome(await h.getTask(firstId))?.status).toBe("aborted");
   expect(await h.getTask(laterId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
   expect(await h.abortTask(laterId)).toBe("marked");

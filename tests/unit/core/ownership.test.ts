@@ -363,6 +363,68 @@ describe("wait cycles through ownership", () => {
     await h.close();
   });
 
+  test.each(["a child task", "a task in a conversation it owns"] as const)(
+    "a wait that closes a cycle through a held owner is a WaitCycle: the held task completes, one of the two waits faults (held work: %s)",
+    async (shape) => {
+      // Upstream "rejects the wait that closes a cycle through a held owner" (sample 22d: the test
+      // below has a running owner). H finishes while its owned work C lives (a hold); C waits on O and
+      // O waits on H: whichever wait comes second closes the cycle C -> O -> H -> C. The hold covers
+      // a task in a conversation H owns as well as H's child (spec §5.5, ordinary owned work); that
+      // case deadlocked before session 22 (the walk followed child tasks only).
+      const ids: { held?: TaskId; other?: TaskId } = {};
+      const waiter = (name: string, target: () => TaskId) =>
+        single(name, async (_task, runtime) => {
+          if ((await runtime.getTask(target()))?.state.status === "terminal") {
+            await runtime.commit(() => complete(`${name} done`));
+            return;
+          }
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "go" },
+            on: [target()],
+            policy: "allSettled",
+          }));
+        });
+      const child = waiter("held-child", () => ids.other!);
+      const other = waiter("held-other", () => ids.held!);
+      let childId: TaskId | undefined;
+      const held = defineTask<Json, { phase: "go" } | { phase: "finish" }, Json>({
+        name: "held-owner",
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (_task, runtime) => {
+            await runtime.commit((tx) => {
+              if (shape === "a task in a conversation it owns") {
+                const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+                childId = tx.createTask(child, null, {
+                  ownership: { kind: "conversation" },
+                  conversationId: c.id,
+                });
+              } else
+                childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+              return { status: "running", checkpoint: { phase: "finish" } };
+            });
+          },
+          finish: async (_task, runtime) => void (await runtime.commit(() => complete("held"))),
+        },
+        abort: async () => undefined,
+      });
+      const h = await Harness.open(await memoryStore(), { tasks: [held, child, other] });
+      await h.transaction((tx) => {
+        ids.held = tx.createTask(held, null, { ownership: { kind: "conversation" } });
+        ids.other = tx.createTask(other, null, { ownership: { kind: "conversation" } });
+      });
+      expect(outcome(await done(h, ids.held!))).toEqual({ status: "completed", result: "held" });
+      const ends = [outcome(await done(h, childId!)), outcome(await done(h, ids.other!))];
+      expect(ends.map((o) => o?.status).sort()).toEqual(["completed", "faulted"]);
+      const fault = ends.find((o) => o?.status === "faulted") as { error: { message: string } };
+      expect(fault.error.message).toMatch(/cycle/i);
+      await engineStillRuns(h);
+      await h.close();
+    },
+  );
+
   test("a wait that closes a cycle through an owner's live child is a WaitCycle", async () => {
     // B owns C; C waits on A; then A waits on B: A -> B -> (B's live child) C -> A.
     const cWaiting = deferred();

@@ -112,6 +112,19 @@ describe("faults", () => {
       /phase go returned without committing/,
     );
     expect((await h.entries(1)).filter((e) => e.kind === "note").map((e) => e.data)).toEqual(["only a note"]);
+    // A memo rewrites the task's record but not its checkpoint: no progress either (sample 22).
+    let memoRuns = 0;
+    const memoOnly = single("memo-only", async (_t, runtime) => {
+      memoRuns++;
+      await runtime.memo("key", `run ${memoRuns}`);
+    });
+    const mid = await h.createTask(memoOnly, null, { ownership: { kind: "conversation" } });
+    const m = outcome(await done(h, mid));
+    expect(m?.status).toBe("faulted");
+    expect((m as { error: { message: string } }).error.message).toMatch(
+      /phase go returned without committing/,
+    );
+    expect(memoRuns).toBe(1);
     await engineStillRuns(h);
     await h.close();
   });

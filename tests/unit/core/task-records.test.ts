@@ -59,6 +59,46 @@ test("startedAt is stamped on the harness clock at the first move to running and
   await h.close();
 });
 
+test("startedAt carries through a completing hold and a reopen; endedAt is the final commit's; a live record without times (an earlier version's) gets startedAt at its next run", async () => {
+  let clock = 1000;
+  const child = parked("held-child");
+  const parent = single("holding-parent", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [parent, child], now: () => clock });
+  const status = new Map<TaskId, string>();
+  first.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await first.createTask(parent, null, { ownership: { kind: "conversation" } });
+  const childId = (id + 1) as TaskId;
+  await until(() => status.get(id) === "completing" && status.get(childId) === "running", {
+    what: "the hold over a running child",
+  });
+  expect((await first.getTask(childId))?.startedAt).toBe(1000);
+  clock = 2000;
+  await first.close();
+  // An earlier version's record: the child live with no lifecycle times.
+  const image = await memoryStore(store.image());
+  await image.commit((sql) => sql.run("UPDATE tasks SET started_at = NULL WHERE id = ?", [childId]));
+  clock = 3000;
+  const h = await Harness.open(image, { tasks: [parent, child], now: () => clock });
+  // The open returns once the recovered child runs again (harness.ts `start`).
+  expect((await h.getTask(id))?.state.status).toBe("completing");
+  expect((await h.getTask(id))?.startedAt).toBe(1000);
+  expect((await h.getTask(childId))?.startedAt).toBe(3000);
+  clock = 4000;
+  expect(await h.abortTask(childId)).toBe("marked");
+  const final = await done(h, id);
+  expect(outcome(final)).toEqual({ status: "completed", result: "held" });
+  expect([final.startedAt, final.endedAt]).toEqual([1000, 4000]);
+  await h.close();
+});
+
 test("a task orphaned before it ever ran has an endedAt and no startedAt", async () => {
   const missing = parked("never-registered");
   const store = await memoryStore();

@@ -554,21 +554,35 @@ describe("waits on held tasks", () => {
     const waiter = joiner("held-waiter", { result: (o) => (o?.status === "completed" ? o.result : "?") });
     const h = await Harness.open(await memoryStore(), { tasks: [kid, held, peeker, waiter] });
     const status = new Map<TaskId, string>();
+    // Every task change in commit order, so the waiter's resumption is placed against the held task's
+    // final commit, not checked by waiting a while.
+    const changes: Array<[TaskId, string]> = [];
     h.subscribe((change) => {
-      for (const t of change.tasks) status.set(t.id, t.state.status);
+      for (const t of change.tasks) {
+        status.set(t.id, t.state.status);
+        changes.push([t.id, t.state.status]);
+      }
     });
     const heldId = await h.createTask(held, null, { ownership: { kind: "conversation" } });
     await until(() => status.get(heldId) === "completing", { what: "held completing" });
     const peekId = await h.createTask(peeker, heldId, { ownership: { kind: "conversation" } });
     await done(h, peekId);
-    expect(early).toBeInstanceOf(Error);
-    expect(String((early as Error).message)).toMatch(/not terminal/);
+    expect(early).toBeInstanceOf(InvalidTransition);
+    expect(String((early as Error).message)).toMatch(/completing, not terminal/);
     const waiterId = await h.createTask(waiter, heldId, { ownership: { kind: "conversation" } });
     await until(() => status.get(waiterId) === "waiting", { what: "waiter waiting" });
     await settle();
     expect(status.get(waiterId)).toBe("waiting");
     gate.resolve();
     expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "held" });
+    // The waiter left `waiting` only after the held task's final commit.
+    const heldFinal = changes.findIndex(([id, s]) => id === heldId && s === "terminal");
+    const waiterWaits = changes.findIndex(([id, s]) => id === waiterId && s === "waiting");
+    const waiterResumed = changes.findIndex(
+      ([id, s], i) => i > waiterWaits && id === waiterId && s !== "waiting",
+    );
+    expect(heldFinal).toBeGreaterThan(-1);
+    expect(waiterResumed).toBeGreaterThan(heldFinal);
     await h.close();
   });
 

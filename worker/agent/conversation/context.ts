@@ -28,20 +28,38 @@ export interface DerivedContext {
 
 export const UNANSWERED_TOOL_CALL = "The tool call was not answered (the run was interrupted or cut).";
 
-/** Entries of the active range: from the newest head marker's `head` on. */
+/**
+ * The edits of each active range `activeRange` made (spec §2.1 steps 3-4): the scan runs over every
+ * entry from the newest head marker's `head` through the tail, older markers and the newest marker
+ * itself included, and the newest edit per target by transcript order wins. The range's entries
+ * leave the older markers out (step 5), so their edits are kept here, beside the array.
+ */
+const scannedEdits = new WeakMap<readonly EntryRecord[], Map<EntryId, EntryEdit> | undefined>();
+
+/**
+ * Entries of the active range: the newest head marker, then the entries from its `head` on that
+ * carry no head (spec §2.1 step 5); without a marker, every entry. The edits the range applies
+ * (`newestEdits`) include those of the older markers its scan passed.
+ */
 export function activeRange(entries: readonly EntryRecord[]): EntryRecord[] {
-  const start = 0;
   for (let i = entries.length - 1; i >= 0; i--) {
-    const head = entries[i]!.head;
-    if (head !== undefined) {
-      const headEntry = entries[i]!;
-      return [
-        headEntry,
-        ...entries.filter((e) => e.id >= head && e.id !== headEntry.id && e.head === undefined),
-      ];
+    const marker = entries[i]!;
+    const head = marker.head;
+    if (head === undefined) continue;
+    const range = [marker];
+    let edits: Map<EntryId, EntryEdit> | undefined;
+    for (const e of entries) {
+      if (e.id < head) continue;
+      if (e.edits) {
+        edits ??= new Map();
+        for (const edit of e.edits) edits.set(edit.target, edit);
+      }
+      if (e !== marker && e.head === undefined) range.push(e);
     }
+    scannedEdits.set(range, edits);
+    return range;
   }
-  return entries.slice(start);
+  return entries.slice();
 }
 
 /** Apply one pi.system entry's contribution to the replayed prompt sections and tool list. */
@@ -84,8 +102,13 @@ export function headRebaseline(entries: readonly EntryRecord[]): EntryId[] | und
   return systems.map((e) => e.id);
 }
 
-/** The newest edit per target among `range`'s entries (transcript order: a later edit wins). */
+/**
+ * The newest edit per target that applies to `range`: for a range `activeRange` made, the edits its
+ * scan passed (older markers' included); for any other list, its entries' edits in list order (a later
+ * edit wins).
+ */
 function newestEdits(range: readonly EntryRecord[]): Map<EntryId, EntryEdit> | undefined {
+  if (scannedEdits.has(range)) return scannedEdits.get(range);
   let edits: Map<EntryId, EntryEdit> | undefined;
   for (const entry of range) {
     if (!entry.edits) continue;

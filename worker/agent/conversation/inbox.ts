@@ -145,6 +145,8 @@ function isStale(tx: Tx, conversationId: ConversationId, draft: Drafted): boolea
   return start !== undefined && draft.head < start;
 }
 
+const WHEN_BUSY: ReadonlySet<unknown> = new Set(["steer", "followUp", "reject"]);
+
 /** Admit a submission (inside a commit). Returns the stored record (existing one for a known requestId). */
 export function admit(
   tx: Tx,
@@ -152,6 +154,14 @@ export function admit(
   conversationId: ConversationId,
   draft: SubmissionDraft,
 ): SubmissionRecord {
+  // Checked at the door, before anything is read or written (spec §2.2's SubmissionDraft).
+  const type: unknown = draft.type;
+  if (type !== "input" && type !== "write")
+    throw new InvalidTransition(`a submission is an "input" or a "write", not ${JSON.stringify(type)}`);
+  if (draft.type === "input" && draft.whenBusy !== undefined && !WHEN_BUSY.has(draft.whenBusy))
+    throw new InvalidTransition(
+      `whenBusy is "steer", "followUp" or "reject", not ${JSON.stringify(draft.whenBusy)}`,
+    );
   if (draft.requestId !== undefined) {
     const existing = tx.submissionByRequest(conversationId, draft.requestId);
     if (existing) {
