@@ -99,13 +99,51 @@ describe("the cut", () => {
     // The range is the newest marker, then entries from its head (5) on: not 1-4, not the older marker.
     expect(contextTokens(entries)).toBe(estimate(activeRange(entries)));
     expect(contextTokens(entries)).toBe(estimate([entries[6]!, entries[4]!, entries[5]!, entries[7]!]));
-    // The newest answer's reported usage stands for everything up to it.
-    const reported = assistant(5, "d".repeat(80)) as EntryRecord;
-    (reported.model as unknown as Array<{ usage: { totalTokens: number } }>)[0]!.usage = {
-      totalTokens: 1000,
-    } as never;
-    const withUsage = entries.map((e) => (e.id === 5 ? reported : e));
-    expect(contextTokens(withUsage)).toBe(1000 + estimate([entries[5]!, entries[6]!, entries[7]!]));
+    // The newest answer's reported usage stands for everything up to it, but only an answer appended
+    // after the head marker: answer 5 (before marker 7) reported on a context the summary replaced.
+    const reporting = (id: number, text: string, totalTokens: number) => {
+      const e = assistant(id, text) as EntryRecord;
+      (e.model as unknown as Array<{ usage: { totalTokens: number } }>)[0]!.usage = { totalTokens } as never;
+      return e;
+    };
+    const withUsage = entries.map((e) => (e.id === 5 ? reporting(5, "d".repeat(80), 1000) : e));
+    expect(contextTokens(withUsage)).toBe(estimate(activeRange(entries)));
+    const after = [...withUsage, reporting(9, "g".repeat(40), 1000), user(10, "h".repeat(200))];
+    expect(contextTokens(after)).toBe(1000 + estimate([user(10, "h".repeat(200))]));
+  });
+
+  test("the context estimate reads the model context: edits apply, failed answers count for nothing", () => {
+    // Spec §8.3: the estimate is over "the committed model context" (§2.1): an omitted entry adds
+    // nothing, a replaced one adds its replacement, a failed answer (rule 9) is neither estimated nor
+    // the answer whose usage starts the estimate. (Reading 22b: the raw messages were summed.)
+    const withUsage = (e: EntryRecord, totalTokens: number, stopReason = "stop") => {
+      const m = (e.model as unknown as Array<Record<string, unknown>>)[0]!;
+      m["usage"] = { totalTokens };
+      m["stopReason"] = stopReason;
+      return e;
+    };
+    const short = user(20, "r".repeat(40));
+    const entries = [
+      user(1, "a".repeat(400)),
+      withUsage(assistant(2, "b".repeat(400)), 500),
+      user(3, "c".repeat(4000)),
+      user(4, "d".repeat(4000)),
+      withUsage(assistant(5, "e".repeat(8000)), 9000, "error"),
+      { ...user(6, "f".repeat(40)), edits: [{ target: 3, action: "omit" }] } as unknown as EntryRecord,
+      {
+        ...user(7, "g".repeat(40)),
+        edits: [{ target: 4, action: "replace", messages: short.model }],
+      } as never,
+    ];
+    const est = (...list: EntryRecord[]) =>
+      list
+        .flatMap((e) => (e.model as unknown as Message[]).map(estimateMessageTokens))
+        .reduce((a, b) => a + b, 0);
+    // From answer 2's usage: 3 omitted, 4 as its replacement, 5 failed, then 6 and 7.
+    expect(contextTokens(entries)).toBe(500 + est(short, entries[5]!, entries[6]!));
+    // An aborted answer with usage is no start either.
+    const aborted = [...entries, withUsage(assistant(8, "h".repeat(40)), 7000, "aborted")];
+    expect(contextTokens(aborted)).toBe(500 + est(short, entries[5]!, entries[6]!));
   });
 
   test("a user entry between a call and its result is not a cut point", () => {
@@ -771,6 +809,19 @@ describe("compaction a generation waits for", () => {
     expect(faux.requests.filter(isSummary)).toHaveLength(1);
     const summary = (await root.entries()).find((e) => e.kind === "pi.compaction");
     expect(summary?.data).toEqual({ reason: "manual" });
+  });
+
+  test("a model without a positive contextWindow gets no threshold check: no compaction, blocking or background", async () => {
+    // Spec §8.3: the thresholds are checked only when the model's contextWindow is positive. With a
+    // window of 0, every context is above 0 - reserveTokens. (Reading 22b: asserted nowhere.)
+    const { h, root, faux } = await small(echoOrSummary, 0, 900);
+    for (let i = 1; i <= 4; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+    expect(faux.requests.some(isSummary)).toBe(false);
+    expect(userTexts(conversationRequests(faux.requests).at(-1)!.messages)).toHaveLength(4);
   });
 
   test("an overflow whose compaction places no summary fails the run with the overflow", async () => {
