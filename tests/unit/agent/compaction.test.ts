@@ -646,8 +646,17 @@ describe("compaction a generation waits for", () => {
     const { h, root, faux } = await small(echoOrSummary, 1200);
     // Every task state committed, to find who owned the compaction and how it was waited for.
     const states: Array<{ id: number; kind: string; owner: number | undefined; state: unknown }> = [];
+    // The commit creating the compaction: its entries, its pi.live statuses, the generation's state.
+    let creating: { entries: string[]; compactions: unknown; generation: unknown } | undefined;
     h.subscribe((change) => {
       for (const t of change.tasks) states.push({ id: t.id, kind: t.kind, owner: t.owner, state: t.state });
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      const written = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      creating = {
+        entries: change.entries.map((e) => e.kind),
+        compactions: (written?.value as LiveState | undefined)?.compactions,
+        generation: change.tasks.find((t) => t.kind === "pi.generation")?.state,
+      };
     });
     let turn = 0;
     while (!faux.requests.some(isSummary) && turn < 12) {
@@ -680,6 +689,71 @@ describe("compaction a generation waits for", () => {
       outcome: { status: "completed", result: { entryId: compaction.id } },
     });
     expect(await internals(h).session.submissionByRequest(root.id, `compaction:${task.id}`)).toBeUndefined();
+    // One commit creates it, adds its blocking status and moves the generation to waiting at
+    // `prepare` (same attempt, compacted), instead of appending: no entry, no pi.system.
+    expect(creating).toEqual({
+      entries: [],
+      compactions: [{ taskId: task.id, reason: "threshold", blocking: true, attempt: 1 }],
+      generation: expect.objectContaining({
+        status: "waiting",
+        on: [task.id],
+        checkpoint: expect.objectContaining({ phase: "prepare", attempt: 1, compacted: true }),
+      }),
+    });
+    // The threshold is contextWindow - reserveTokens (1,100): the context was above it at this
+    // check, and at or below it at the previous run's.
+    const all = await root.entries();
+    const before = all.filter((e) => e.id < compaction.id);
+    const inputs = before.filter((e) => e.kind === "pi.user");
+    const previous = all.filter((e) => e.id <= inputs.at(-2)!.id);
+    expect(contextTokens(before)).toBeGreaterThan(1100);
+    expect(contextTokens(previous)).toBeLessThanOrEqual(1100);
+  });
+
+  test("the threshold check counts the run's own input: an input that crosses the blocking threshold is compacted before it is sent", async () => {
+    // Spec §8.3: prepare checks the committed model context, which holds the run's input (our first
+    // request is prepared in the commit admitting it: NOT-APPLICABLE [8.3]). Reading 22b: that
+    // check read the cached transcript, without the input being admitted.
+    const { h, root, faux } = await small(echoOrSummary, 1200);
+    for (let i = 1; i <= 3; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(faux.requests.some(isSummary)).toBe(false);
+    // About 600 tokens before it, about 650 with it: above 1,200 - 100 only with the input counted.
+    const long = `long ${"y".repeat(2600)}`;
+    expect((await (await root.submit({ type: "input", content: long })).wait()).status).toBe("done");
+    expect(faux.requests.filter(isSummary)).toHaveLength(1);
+    const sent = conversationRequests(faux.requests).filter((r) =>
+      r.messages.some((m) => textOf(m) === long),
+    );
+    expect(sent).toHaveLength(1);
+    expect(textOf(sent[0]!.messages[0]!)).toContain("<summary>\nSUMMARY\n</summary>");
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+  });
+
+  test("a failed blocking compaction still lets its generation prepare again and send the request", async () => {
+    // Spec §8.3: "Whatever its outcome, prepare then runs again and sends the request." (Reading
+    // 22b: a declined one was asserted, compaction-hooks; a failed one nowhere.)
+    const responder: FauxResponder = (req) =>
+      isSummary(req) ? fauxError("400 bad request: summarizer refused") : fauxAssistantMessage(big("answer"));
+    const { h, root, faux } = await small(responder, 1200, 0, true, false);
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+    expect((task!.state as { outcome?: { status: string } }).outcome?.status).toBe("failed");
+    // The run's request went out after the failed summary, uncompacted, and was answered.
+    const i = faux.requests.findIndex(isSummary);
+    expect(faux.requests.slice(i + 1).map(isSummary)).toEqual([false]);
+    expect(userTexts(faux.requests[i + 1]!.messages).at(-1)).toBe(`q${turn} xxxxxxxxx`);
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   });
 
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {

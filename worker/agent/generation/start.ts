@@ -24,8 +24,11 @@ export function inboxPolicy(
     startGeneration: (tx, conversationId) => {
       // With the transcript cached, the creating commit also prepares the first request.
       const entries = services.entries.peek(conversationId);
-      // Over the blocking threshold the generation starts at `prepare`, which compacts first.
-      const need = entries && compactionNeeded(services, tx, conversationId, entries);
+      // Over the blocking threshold the generation starts at `prepare`, which compacts first. The
+      // check reads what the request would: the cache lacks this commit's entries (the input).
+      const need =
+        entries &&
+        compactionNeeded(services, tx, conversationId, entries.concat(tx.appendedEntries(conversationId)));
       if (entries && need !== "blocking") {
         const prepared = prepareRequest(services, tx, conversationId, undefined, 1, entries);
         // A section that renders asynchronously makes the generation start at `prepare` instead.
