@@ -797,6 +797,49 @@ describe("compaction a generation waits for", () => {
     ).toBe(false);
   });
 
+  test("a background compaction starts in the commit that pins the request, with its status; none starts while a status is in pi.live", async () => {
+    // Spec §8.3: above the background threshold "and no compaction status in pi.live: the commit that
+    // moves to request also creates a background compaction ... and adds its status". (Reading 22b:
+    // the commit and the status were not asserted, nor a second run while the first compaction lives.)
+    const gate = deferred();
+    const responder: FauxResponder = async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    };
+    const { h, root, faux } = await small(responder, 100_100, 99_500);
+    let creating: { generation: unknown; compactions: unknown } | undefined;
+    h.subscribe((change) => {
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      const written = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      creating = {
+        generation: change.tasks.find((t) => t.kind === "pi.generation")?.state,
+        compactions: (written?.value as LiveState | undefined)?.compactions,
+      };
+    });
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(creating).toEqual({
+      generation: expect.objectContaining({ checkpoint: expect.objectContaining({ phase: "request" }) }),
+      compactions: [{ taskId: task!.id, reason: "threshold", blocking: false, attempt: 1 }],
+    });
+    // Two more runs, further above the threshold, while its status is in pi.live: no other starts.
+    for (const q of ["r1", "r2"])
+      expect((await (await root.submit({ type: "input", content: big(q) })).wait()).status).toBe("done");
+    expect((await h.tasks({ kind: "pi.compaction" })).map((t) => t.id)).toEqual([task!.id]);
+    gate.resolve();
+    await h.waitForTask(task!.id);
+    // Once it is gone, the next run above the threshold starts another.
+    expect((await (await root.submit({ type: "input", content: big("r3") })).wait()).status).toBe("done");
+    expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(2);
+  });
+
   test("a context overflow compacts and sends the request again, without counting a retry", async () => {
     let overflowed = 0;
     const responder: FauxResponder = (req) => {
