@@ -145,3 +145,28 @@ test("patches take a stored partial to the next one, or say it needs a whole wri
   const { usage: _u, ...withoutUsage } = base;
   expect(messagePatches(base, withoutUsage as typeof base)).toBeUndefined();
 });
+
+test("partials are committed at most once per settings.partialIntervalMs: with a minute, at most one for a whole streamed answer", async () => {
+  // Spec §8.3: "committing throttled partials at most every partialIntervalMs". The default's timing
+  // is in generation ("a streaming answer reaches pi.live at most every 100 ms by default"); here the
+  // setting is read without timing anything: the answer streams far quicker than a minute, so at most
+  // one partial may be committed, whatever the machine's speed. (Reading 22b.)
+  faux = fauxAgentModel(() => fauxAssistantMessage(LONG), { tokensPerSecond: 1500 });
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 60_000 },
+  });
+  const root = await h.root();
+  const partials: string[] = [];
+  h.subscribe((change) => {
+    const written = change.docs.find((d) => d.name === DOC.live && d.conversationId === root.id);
+    const message = (written?.value as LiveState | undefined)?.generation?.message;
+    if (message) partials.push((message.content[0] as { text: string }).text);
+  });
+  expect((await (await root.submit({ type: "input", content: "talk" })).wait()).status).toBe("done");
+  // At most the first: the first offer (before any text) takes the interval's one write.
+  expect(partials.length).toBeLessThanOrEqual(1);
+  expect(partials.every((p) => LONG.startsWith(p) && p.length < LONG.length)).toBe(true);
+  await h.close();
+});
