@@ -55,6 +55,9 @@ describe("request hooks", () => {
     expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
     expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "injected"]);
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: injected"]);
+    // The next request starts from the transcript again: the first one's replacement is not in it.
+    expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+    expect(faux.requests[1]!.messages.map(textOf)).toEqual(["hi", "echo: injected", "again", "injected"]);
   });
 
   test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {
@@ -65,20 +68,29 @@ describe("request hooks", () => {
         (messages) => [...messages, { role: "user", content: `injected ${++hooked}`, timestamp: 0 }],
       ],
     };
+    // The reasoning each request carried: the resend keeps the attempt's pinned thinking level.
+    const reasoning: unknown[] = [];
+    const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+      reasoning.push(options.reasoning);
+      return defaultStream(model, context, options);
+    };
     const { root, store, faux } = await open(
       async (req, n) => {
         if (n === 1) await hold.promise;
         return echo(req, n);
       },
-      { hooks },
+      { hooks, stream },
     );
     void root.submit({ type: "input", content: "hi", requestId: "r" });
     await until(() => faux.requests.length === 1, { what: "first request sent" });
+    // The agent changes while the request is in flight (reading 22b: "with the same pinned ...").
+    await root.configure({ thinkingLevel: "high" });
 
     // A crash while the request streams: the image holds the request phase, not the answer.
-    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks });
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks, stream });
     const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
     expect((await again.wait()).status).toBe("done");
+    expect(reasoning).toEqual([undefined, undefined]);
     expect(hooked).toBe(2);
     expect(faux.requests.map((r) => r.messages.map(textOf))).toEqual([
       ["hi", "injected 1"],
