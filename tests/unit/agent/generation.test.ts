@@ -103,14 +103,34 @@ describe("request hooks", () => {
   });
 
   test("afterResponse sees every final message, tool-calling ones included", async () => {
-    const seen: string[] = [];
+    // Each message seen, with the answers the transcript held when the hook ran: the message's own
+    // entry is not there yet, the hook runs before the commit that classifies it (reading 22b: the
+    // order and an error answer were not asserted).
+    const seen: Array<[string, number]> = [];
     const { tool } = itemTool({});
-    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
-      tools: [tool],
-      hooks: { afterResponse: [(m) => void seen.push(m.stopReason)] },
-    });
+    const answers = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { root } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : answers(req, n)),
+      {
+        tools: [tool],
+        settings: { retry: { baseDelayMs: 1 } },
+        hooks: {
+          afterResponse: [
+            async (m) =>
+              void seen.push([
+                m.stopReason,
+                (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+              ]),
+          ],
+        },
+      },
+    );
     expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
-    expect(seen).toEqual(["toolUse", "stop"]);
+    expect(seen).toEqual([
+      ["error", 0],
+      ["toolUse", 1],
+      ["stop", 2],
+    ]);
   });
 
   test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
