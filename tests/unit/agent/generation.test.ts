@@ -135,10 +135,20 @@ describe("request hooks", () => {
 
   test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
     let yields = 0;
-    const { root, faux } = await open(echo, {
+    const { h, root, faux } = await open(echo, {
       hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
     });
-    const settled = await (await root.submit({ type: "input", content: "first" })).wait();
+    // Every generation's latest record, and the run as each commit of pi.live left it.
+    const generations = new Map<number, { owner?: number; state: unknown }>();
+    const runs: unknown[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.kind === "pi.generation") generations.set(t.id, { owner: t.owner, state: t.state });
+      const written = change.docs.find((d) => d.name === DOC.live && d.conversationId === root.id);
+      if (written) runs.push((written.value as { run?: unknown }).run);
+    });
+    const input = await root.submit({ type: "input", content: "first" });
+    const settled = await input.wait();
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
     expect(entries.map((e) => textOf(messageOf(e)))).toEqual([
@@ -150,6 +160,22 @@ describe("request hooks", () => {
     expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
     expect(faux.requests).toHaveLength(2);
     expect(yields).toBe(2);
+    // Reading 22b: the continuing generation completes with its answer, and a successor, owned by the
+    // conversation, takes pi.live.run with the input still open; it completes with its own answer.
+    const [first, second] = [...generations.entries()];
+    expect(first![1].state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: entries[1]!.id } },
+    });
+    expect(second![1]).toEqual({
+      owner: undefined,
+      state: { status: "terminal", outcome: { status: "completed", result: { entryId: entries[3]!.id } } },
+    });
+    const handed = runs.filter((r) => r !== undefined).map((r) => JSON.stringify(r));
+    expect([...new Set(handed)]).toEqual([
+      JSON.stringify({ taskId: first![0], inputs: [input.id] }),
+      JSON.stringify({ taskId: second![0], inputs: [input.id] }),
+    ]);
   });
 });
 
