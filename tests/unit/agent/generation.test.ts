@@ -139,7 +139,7 @@ describe("request hooks", () => {
       hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
     });
     // Every generation's latest record, and the run as each commit of pi.live left it.
-    const generations = new Map<number, { owner?: number; state: unknown }>();
+    const generations = new Map<number, { owner: number | undefined; state: unknown }>();
     const runs: unknown[] = [];
     h.subscribe((change) => {
       for (const t of change.tasks)
