@@ -116,6 +116,14 @@ test("the answer's commit writes one slot per call, in call order: an un-offered
   expect(result).toBeDefined();
   const toolTasks = commit!.tasks.filter((t) => t.kind === "pi.tool");
   expect(toolTasks).toHaveLength(2);
+  // The same commit moves the generation to waiting, in its tools phase, on the round's tasks
+  // (reading 22b: asserted nowhere in the answer's commit).
+  expect(commit!.tasks.find((t) => t.kind === "pi.generation")?.state).toMatchObject({
+    status: "waiting",
+    on: toolTasks.map((t) => t.id),
+    policy: "allSettled",
+    checkpoint: { phase: "tools" },
+  });
   expect(commit!.live?.tools).toEqual([
     { callId: "c1", name: "a", taskId: toolTasks[0]!.id, status: "running" },
     { callId: "c2", name: "nope", status: "done", entry: result!.id },
@@ -169,13 +177,19 @@ test("abortTask on the generation aborts its whole parallel round: every call ge
 });
 
 test("a toolUse answer without tool calls is classified like stop: the run answers with it", async () => {
-  const { root, faux } = await open(() =>
-    fauxAssistantMessage("no calls after all", { stopReason: "toolUse" }),
+  // Like stop: the onYield chain is asked about it, and the input settles with it (reading 22b).
+  const yielded: string[] = [];
+  const { root, faux } = await open(
+    () => fauxAssistantMessage("no calls after all", { stopReason: "toolUse" }),
+    {
+      hooks: { onYield: [(m) => void yielded.push(m.stopReason)] },
+    },
   );
   const input = await root.submit({ type: "input", content: "go" });
   const settled = await input.wait();
-  expect(settled.status).toBe("done");
   expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+  expect(settled).toMatchObject({ status: "done", answer: (await transcript(root))[1]!.id });
+  expect(yielded).toEqual(["toolUse"]);
   expect(faux.requests).toHaveLength(1);
 });
 
