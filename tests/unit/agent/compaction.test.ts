@@ -4,7 +4,13 @@
  * pi.compaction head write: at once when idle, at the next boundary when busy, stale when a newer
  * head passed its cut. The conversation is never busy because of it; abort cancels it.
  */
-import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import {
+  type AssistantMessage,
+  fauxAssistantMessage,
+  fauxToolCall,
+  isContextOverflow,
+  type Message,
+} from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../../worker/agent/compaction/range.ts";
@@ -861,6 +867,84 @@ describe("compaction a generation waits for", () => {
     expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.compaction", "pi.assistant"]);
     const last = conversationRequests(faux.requests).at(-1)!;
     expect(textOf(last.messages[0]!)).toContain("<summary>");
+  });
+
+  test("an overflow's one commit: the error entry, generation removed, the compaction's status, waiting at prepare with the overflow; with nothing to compact it fails at once", async () => {
+    // Spec §8.3 (reading 22b: the commit, and an overflow range selection finds no cut for, were
+    // not asserted).
+    const overflow = "prompt is too long: 210000 tokens > 200000 maximum";
+    let overflowed = 0;
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      if (last.startsWith("q4") && ++overflowed === 1) return fauxError(overflow);
+      return fauxAssistantMessage(big("answer"));
+    };
+    const { h, root } = await small(responder, 1_000_000);
+    let creating: { entries: unknown; live: unknown; generation: unknown } | undefined;
+    h.subscribe((change) => {
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      creating = {
+        entries: change.entries.map((e) => [
+          e.kind,
+          (e.model as unknown as AssistantMessage[])[0]?.stopReason,
+        ]),
+        live: change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id)?.value,
+        generation: change.tasks.find((t) => t.kind === "pi.generation")?.state,
+      };
+    });
+    for (let i = 1; i <= 4; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    const { generation: _none, ...live } = (creating!.live ?? {}) as LiveState;
+    expect(creating!.entries).toEqual([["pi.assistant", "error"]]);
+    expect(creating!.live).not.toHaveProperty("generation");
+    expect(live.compactions).toEqual([{ taskId: task!.id, reason: "overflow", blocking: true, attempt: 1 }]);
+    expect(creating!.generation).toMatchObject({
+      status: "waiting",
+      on: [task!.id],
+      policy: "allSettled",
+      checkpoint: { phase: "prepare", attempt: 1, compacted: true, overflow },
+    });
+
+    // An overflow on the first input: nothing to compact, so it fails at once, retries on or not.
+    const fresh = await small(() => fauxError(overflow), 1_000_000);
+    expect(await (await fresh.root.submit({ type: "input", content: big("q1") })).wait()).toEqual({
+      status: "unanswered",
+      reason: "model_error",
+      detail: overflow,
+    });
+    expect(fresh.faux.requests).toHaveLength(1);
+    expect(await fresh.h.tasks({ kind: "pi.compaction" })).toEqual([]);
+  });
+
+  test("a stop answer is never an overflow, though its usage is above the context window", async () => {
+    // Spec §8.3: "A stop or length response is never classified as overflow" (pi-ai's
+    // isContextOverflow calls it a silent overflow). Thresholds are kept out of the way with a
+    // negative reserve, so only an overflow could compact here. (Reading 22b.)
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 30 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { compaction: { reserveTokens: -1_000_000, keepRecentTokens: 10, backgroundTokens: 0 } },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    for (let i = 1; i <= 3; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    const last = (answers.at(-1)!.model as unknown as AssistantMessage[])[0]!;
+    expect(last.stopReason).toBe("stop");
+    expect(isContextOverflow(last, 30)).toBe(true);
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+    expect(answers).toHaveLength(3);
   });
 
   test("an overflow's compaction is the generation's, with reason overflow, and runs with retries turned off; a second overflow fails the run", async () => {
