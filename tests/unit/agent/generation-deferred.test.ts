@@ -137,6 +137,41 @@ describe("deferred responses (poll)", () => {
     expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
   });
 
+  test("a deferred answer moves to poll at now + pollAfterMs, or now + 5000 without one", async () => {
+    // Spec §8.3: "pollAt = now + (handle.pollAfterMs ?? 5000)", on the harness clock. (Reading 22b:
+    // the poll time was only checked to be later, and the default never.)
+    const T = 1_700_000_000_000;
+    for (const [handle, expected] of [
+      [{ id: "job-a", pollAfterMs: 20 }, T + 20],
+      [{ id: "job-b" }, T + 5000],
+    ] as const) {
+      const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+      const h = await AgentHarness.open(await memoryStore(), {
+        models: createModelResolver({
+          extra: [faux.model],
+          deferred: { fetchDeferred: () => new Promise(() => undefined) },
+        }),
+        defaultModel: faux.ref,
+        stream: deferringStream(handle, { count: 0 }),
+        now: () => T, // the clock stands still: the poll never comes due
+      });
+      cleanups.push(async () => {
+        await h.close();
+        faux.unregister();
+      });
+      await (await h.root()).submit({ type: "input", content: "answer later" });
+      await until(
+        () =>
+          (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+      );
+      const [generation] = await h.tasks({ kind: "pi.generation" });
+      expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: expected } });
+      expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred).toEqual({
+        pollAt: expected,
+      });
+    }
+  });
+
   test("a restart while polling polls the stored handle; the request is not sent again", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };

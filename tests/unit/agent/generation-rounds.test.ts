@@ -269,7 +269,12 @@ test("an answer that ends aborted without an abort mark is a model error: the in
     fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "the provider hung up" }),
   );
   const input = await root.submit({ type: "input", content: "hi" });
-  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  // The detail is the provider's error text (spec §8.3; reading 22b).
+  expect(await input.wait()).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "the provider hung up",
+  });
   expect(faux.requests).toHaveLength(1);
   expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
   expect(liveOf(h)).toEqual({});
