@@ -336,6 +336,33 @@ describe("generation", () => {
     expect(sent[1]!).toBeGreaterThanOrEqual(retryAt);
   });
 
+  test("a retry prepares the next attempt with the agent as it is after the backoff", async () => {
+    // Spec §8.3: "retry sleeps until until, then returns to prepare with the next attempt, so agent
+    // and settings changes made during the backoff apply." (Reading 22b: the attempt number and an
+    // agent change during the backoff were not asserted.)
+    const seen: Array<{ reasoning: unknown; attempt: number | undefined }> = [];
+    let h!: AgentHarness;
+    const { h: opened, root } = await open(
+      (req, n) => (n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 1000, maxDelayMs: 1000 } },
+        stream: (model, context, options) => {
+          seen.push({ reasoning: options.reasoning, attempt: liveOf(h).generation?.attempt });
+          return defaultStream(model, context, options);
+        },
+      },
+    );
+    h = opened;
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => Boolean(liveOf(h).generation?.retry));
+    await root.configure({ thinkingLevel: "high" }); // during the second-long backoff
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([
+      { reasoning: undefined, attempt: 1 },
+      { reasoning: "high", attempt: 2 },
+    ]);
+  });
+
   test("the host is told each backoff deadline (wakeAt) before the wait, and again by the engine that resumes it", async () => {
     const wakes: number[] = [];
     const settings = { retry: { baseDelayMs: 300, maxDelayMs: 300 } };
