@@ -172,6 +172,45 @@ describe("deferred responses (poll)", () => {
     }
   });
 
+  test("a still-deferred poll moves pollAt strictly later, even with pollAfterMs 0 and a clock that stands still", async () => {
+    // Spec §8.3: "A still deferred result moves pollAt strictly later." (Reading 22b: only seen with
+    // a 20 ms pollAfterMs on a running clock, where any later poll time is later anyway.)
+    const T = 1_700_000_000_000;
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const polls: number[] = [];
+    let h!: AgentHarness;
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            polls.push(
+              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
+            );
+            return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
+      now: () => T,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    await (await h.root()).submit({ type: "input", content: "answer later" });
+    const pollAt = () =>
+      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    await until(() => polls.length >= 1 && pollAt() !== T, { timeoutMs: 5000, what: "a later poll time" });
+    // Due at once (T), polled, still deferred: the next poll is at T + 1, which this clock never reaches.
+    expect(polls).toEqual([T]);
+    expect(pollAt()).toBe(T + 1);
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: T + 1 } });
+    expect(polls).toHaveLength(1);
+  });
+
   test("a restart while polling polls the stored handle; the request is not sent again", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };
