@@ -23,6 +23,7 @@ import {
   DOC,
   defineTool,
   type LiveState,
+  type ModelResolver,
   type StreamFn,
   textResult,
 } from "../../../worker/index.ts";
@@ -310,6 +311,45 @@ describe("deferred responses (poll)", () => {
     expect(cancelled).toEqual(["job-9"]);
     expect(models).toEqual([`cancel ${faux.model.id} true`]);
     await root.waitForIdle();
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
+  test("abort while polling a model the resolver no longer knows: no cancellation is asked, the run still ends aborted", async () => {
+    // Spec §8.3: the abort handler calls cancelDeferred in poll "when the model is known". (Reading
+    // 22b: only a known model was tried.)
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const cancelled: unknown[] = [];
+    let gone = false;
+    const base = createModelResolver({
+      extra: [faux.model],
+      deferred: {
+        fetchDeferred: () => new Promise(() => undefined),
+        async cancelDeferred(model, handle) {
+          cancelled.push([model?.id, handle.id]);
+        },
+      },
+    });
+    const models: ModelResolver = { ...base, resolve: (ref) => (gone ? undefined : base.resolve(ref)) };
+    const h = await AgentHarness.open(await memoryStore(), {
+      models,
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-12", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    gone = true;
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(cancelled).toEqual([]);
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
   test("a failed deferred cancellation is reported and the run still ends aborted", async () => {
