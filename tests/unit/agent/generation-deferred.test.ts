@@ -212,6 +212,79 @@ describe("deferred responses (poll)", () => {
     expect(polls).toHaveLength(1);
   });
 
+  test("a poll's answer calling a tool its request did not offer gets tool_unavailable, with no task, though the agent has it now", async () => {
+    // Spec §8.3: the offered tools are replayed through the cutoff, and "poll derives it again".
+    // (Reading 22b: only a request's answer was tried, tools "a call to a tool its request did not
+    // offer ...".) The agent offers the tool again before the poll phase starts (after a restart).
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const ran: string[] = [];
+    const apply = defineTool({
+      name: "apply",
+      description: "apply",
+      parameters: Type.Object({}),
+      execute: async () => {
+        ran.push("apply");
+        return textResult("applied");
+      },
+    });
+    const store = await memoryStore();
+    const first = await AgentHarness.open(store, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      tools: [apply],
+      stream: deferringStream({ id: "job-t", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    const root = await first.root();
+    await root.configure({ tools: [] });
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await until(
+      () =>
+        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
+        undefined,
+    );
+    await root.configure({ tools: null });
+    const image = await memoryStore(store.image());
+    await first.close();
+    let fetches = 0;
+    const h = await AgentHarness.open(image, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            if (++fetches > 1) return answer("done", model);
+            return {
+              ...fauxAssistantMessage([fauxToolCall("apply", {}, { id: "call-1" })], {
+                stopReason: "toolUse",
+              }),
+              api: model.api,
+              provider: model.provider,
+              model: model.id,
+            };
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      tools: [apply],
+      stream: deferringStream({ id: "job-u", pollAfterMs: 1 }, { count: 0 }),
+      now: () => Date.now() + 120_000,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const again = await (await h.root()).submit({ type: "input", content: "go", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(ran).toEqual([]);
+    expect(await h.tasks({ kind: "pi.tool" })).toEqual([]);
+    const entries = (await (await h.root()).entries()).filter((e) => e.kind !== "pi.system");
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.assistant"]);
+    expect(entries[2]!.data).toMatchObject({ diagnostics: [{ code: "tool_unavailable" }] });
+    expect(entries[2]!.id).toBe(entries[1]!.id + 1);
+  });
+
   test("a restart while polling polls the stored handle; the request is not sent again", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };
