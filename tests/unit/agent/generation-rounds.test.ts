@@ -80,6 +80,41 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   expect(toolsAtRequest).toEqual([undefined, undefined]);
 });
 
+test("the generation waits for every tool of the round (allSettled): a call that fails does not wake it while another runs", async () => {
+  // Spec §8.3: "The generation commits waiting on its tool tasks with allSettled". (Reading 22b: with
+  // every call succeeding, failFast and allSettled could not be told apart.)
+  const broken = defineTool({
+    name: "broken",
+    description: "Throws",
+    parameters: Type.Object({}),
+    execute: async () => {
+      throw new Error("tool bug");
+    },
+  });
+  const slow = gatedTool("slow");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("broken", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tools: [broken, slow.tool] },
+  );
+  const tasks = trackTasks(h);
+  const input = await root.submit({ type: "input", content: "go" });
+  await slow.started.promise;
+  const toolTasks = () => [...tasks.values()].filter((t) => t.kind === "pi.tool");
+  await until(() => toolTasks()[0]?.state.status === "terminal", { what: "the broken call ended" });
+  expect(toolTasks()[0]!.state).toMatchObject({ outcome: { status: "failed" } });
+  const [generation] = [...tasks.values()].filter((t) => t.kind === "pi.generation");
+  // Still waiting on both, and the run still with it, while the slow call runs.
+  expect(tasks.get(generation!.id)!.state).toMatchObject({
+    status: "waiting",
+    on: toolTasks().map((t) => t.id),
+    policy: "allSettled",
+  });
+  expect(liveOf(h).tools?.map((t) => t.status)).toEqual(["done", "running"]);
+  slow.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  expect((await transcript(root)).filter((e) => e.kind === "pi.tool-result")).toHaveLength(2);
+});
+
 test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {
   const a = gatedTool("a");
   const b = gatedTool("b");
