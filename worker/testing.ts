@@ -100,7 +100,7 @@ export function fauxAgentModel(
     models: [
       {
         id: options.id ?? "faux-1",
-        ...(options.contextWindow ? { contextWindow: options.contextWindow } : {}),
+        ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
       },
     ],
     ...(options.tokensPerSecond !== undefined ? { tokensPerSecond: options.tokensPerSecond } : {}),

@@ -61,6 +61,8 @@ export interface Tx {
   /** The newest entry id so far (entry ids are global and increasing), including this commit's. */
   lastEntryId(): EntryId;
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord;
+  /** The entries this commit appended to a conversation so far, in order (no cache holds them yet). */
+  appendedEntries(conversationId: ConversationId): readonly EntryRecord[];
   /** Ownership is required: ownerless, or owned by a live task (judged at the end of the commit). */
   createConversation(ownership: ConversationOwnership): ConversationRecord;
   /**

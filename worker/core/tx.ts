@@ -158,6 +158,10 @@ export class TxImpl implements Tx {
     return entry;
   }
 
+  appendedEntries(conversationId: ConversationId): readonly EntryRecord[] {
+    return this.#open().entries.filter((e) => e.conversationId === conversationId);
+  }
+
   createConversation(ownership: ConversationOwnership): ConversationRecord {
     const o = this.#open();
     const record: ConversationRecord = {

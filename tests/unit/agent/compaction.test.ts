@@ -4,7 +4,13 @@
  * pi.compaction head write: at once when idle, at the next boundary when busy, stale when a newer
  * head passed its cut. The conversation is never busy because of it; abort cancels it.
  */
-import { fauxAssistantMessage, fauxToolCall, type Message } from "@mariozechner/pi-ai";
+import {
+  type AssistantMessage,
+  fauxAssistantMessage,
+  fauxToolCall,
+  isContextOverflow,
+  type Message,
+} from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
 import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../../worker/agent/compaction/range.ts";
@@ -161,13 +167,51 @@ describe("the cut", () => {
     // The range is the newest marker, then entries from its head (5) on: not 1-4, not the older marker.
     expect(contextTokens(entries)).toBe(estimate(activeRange(entries)));
     expect(contextTokens(entries)).toBe(estimate([entries[6]!, entries[4]!, entries[5]!, entries[7]!]));
-    // The newest answer's reported usage stands for everything up to it.
-    const reported = assistant(5, "d".repeat(80)) as EntryRecord;
-    (reported.model as unknown as Array<{ usage: { totalTokens: number } }>)[0]!.usage = {
-      totalTokens: 1000,
-    } as never;
-    const withUsage = entries.map((e) => (e.id === 5 ? reported : e));
-    expect(contextTokens(withUsage)).toBe(1000 + estimate([entries[5]!, entries[6]!, entries[7]!]));
+    // The newest answer's reported usage stands for everything up to it, but only an answer appended
+    // after the head marker: answer 5 (before marker 7) reported on a context the summary replaced.
+    const reporting = (id: number, text: string, totalTokens: number) => {
+      const e = assistant(id, text) as EntryRecord;
+      (e.model as unknown as Array<{ usage: { totalTokens: number } }>)[0]!.usage = { totalTokens } as never;
+      return e;
+    };
+    const withUsage = entries.map((e) => (e.id === 5 ? reporting(5, "d".repeat(80), 1000) : e));
+    expect(contextTokens(withUsage)).toBe(estimate(activeRange(entries)));
+    const after = [...withUsage, reporting(9, "g".repeat(40), 1000), user(10, "h".repeat(200))];
+    expect(contextTokens(after)).toBe(1000 + estimate([user(10, "h".repeat(200))]));
+  });
+
+  test("the context estimate reads the model context: edits apply, failed answers count for nothing", () => {
+    // Spec §8.3: the estimate is over "the committed model context" (§2.1): an omitted entry adds
+    // nothing, a replaced one adds its replacement, a failed answer (rule 9) is neither estimated nor
+    // the answer whose usage starts the estimate. (Reading 22b: the raw messages were summed.)
+    const withUsage = (e: EntryRecord, totalTokens: number, stopReason = "stop") => {
+      const m = (e.model as unknown as Array<Record<string, unknown>>)[0]!;
+      m["usage"] = { totalTokens };
+      m["stopReason"] = stopReason;
+      return e;
+    };
+    const short = user(20, "r".repeat(40));
+    const entries = [
+      user(1, "a".repeat(400)),
+      withUsage(assistant(2, "b".repeat(400)), 500),
+      user(3, "c".repeat(4000)),
+      user(4, "d".repeat(4000)),
+      withUsage(assistant(5, "e".repeat(8000)), 9000, "error"),
+      { ...user(6, "f".repeat(40)), edits: [{ target: 3, action: "omit" }] } as unknown as EntryRecord,
+      {
+        ...user(7, "g".repeat(40)),
+        edits: [{ target: 4, action: "replace", messages: short.model }],
+      } as never,
+    ];
+    const est = (...list: EntryRecord[]) =>
+      list
+        .flatMap((e) => (e.model as unknown as Message[]).map(estimateMessageTokens))
+        .reduce((a, b) => a + b, 0);
+    // From answer 2's usage: 3 omitted, 4 as its replacement, 5 failed, then 6 and 7.
+    expect(contextTokens(entries)).toBe(500 + est(short, entries[5]!, entries[6]!));
+    // An aborted answer with usage is no start either.
+    const aborted = [...entries, withUsage(assistant(8, "h".repeat(40)), 7000, "aborted")];
+    expect(contextTokens(aborted)).toBe(500 + est(short, entries[5]!, entries[6]!));
   });
 
   test("a user entry between a call and its result is not a cut point", () => {
@@ -670,8 +714,17 @@ describe("compaction a generation waits for", () => {
     const { h, root, faux } = await small(echoOrSummary, 1200);
     // Every task state committed, to find who owned the compaction and how it was waited for.
     const states: Array<{ id: number; kind: string; owner: number | undefined; state: unknown }> = [];
+    // The commit creating the compaction: its entries, its pi.live statuses, the generation's state.
+    let creating: { entries: string[]; compactions: unknown; generation: unknown } | undefined;
     h.subscribe((change) => {
       for (const t of change.tasks) states.push({ id: t.id, kind: t.kind, owner: t.owner, state: t.state });
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      const written = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      creating = {
+        entries: change.entries.map((e) => e.kind),
+        compactions: (written?.value as LiveState | undefined)?.compactions,
+        generation: change.tasks.find((t) => t.kind === "pi.generation")?.state,
+      };
     });
     let turn = 0;
     while (!faux.requests.some(isSummary) && turn < 12) {
@@ -704,6 +757,71 @@ describe("compaction a generation waits for", () => {
       outcome: { status: "completed", result: { entryId: compaction.id } },
     });
     expect(await internals(h).session.submissionByRequest(root.id, `compaction:${task.id}`)).toBeUndefined();
+    // One commit creates it, adds its blocking status and moves the generation to waiting at
+    // `prepare` (same attempt, compacted), instead of appending: no entry, no pi.system.
+    expect(creating).toEqual({
+      entries: [],
+      compactions: [{ taskId: task.id, reason: "threshold", blocking: true, attempt: 1 }],
+      generation: expect.objectContaining({
+        status: "waiting",
+        on: [task.id],
+        checkpoint: expect.objectContaining({ phase: "prepare", attempt: 1, compacted: true }),
+      }),
+    });
+    // The threshold is contextWindow - reserveTokens (1,100): the context was above it at this
+    // check, and at or below it at the previous run's.
+    const all = await root.entries();
+    const before = all.filter((e) => e.id < compaction.id);
+    const inputs = before.filter((e) => e.kind === "pi.user");
+    const previous = all.filter((e) => e.id <= inputs.at(-2)!.id);
+    expect(contextTokens(before)).toBeGreaterThan(1100);
+    expect(contextTokens(previous)).toBeLessThanOrEqual(1100);
+  });
+
+  test("the threshold check counts the run's own input: an input that crosses the blocking threshold is compacted before it is sent", async () => {
+    // Spec §8.3: prepare checks the committed model context, which holds the run's input (our first
+    // request is prepared in the commit admitting it: NOT-APPLICABLE [8.3]). Reading 22b: that
+    // check read the cached transcript, without the input being admitted.
+    const { h, root, faux } = await small(echoOrSummary, 1200);
+    for (let i = 1; i <= 3; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(faux.requests.some(isSummary)).toBe(false);
+    // About 600 tokens before it, about 650 with it: above 1,200 - 100 only with the input counted.
+    const long = `long ${"y".repeat(2600)}`;
+    expect((await (await root.submit({ type: "input", content: long })).wait()).status).toBe("done");
+    expect(faux.requests.filter(isSummary)).toHaveLength(1);
+    const sent = conversationRequests(faux.requests).filter((r) =>
+      r.messages.some((m) => textOf(m) === long),
+    );
+    expect(sent).toHaveLength(1);
+    expect(textOf(sent[0]!.messages[0]!)).toContain("<summary>\nSUMMARY\n</summary>");
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+  });
+
+  test("a failed blocking compaction still lets its generation prepare again and send the request", async () => {
+    // Spec §8.3: "Whatever its outcome, prepare then runs again and sends the request." (Reading
+    // 22b: a declined one was asserted, compaction-hooks; a failed one nowhere.)
+    const responder: FauxResponder = (req) =>
+      isSummary(req) ? fauxError("400 bad request: summarizer refused") : fauxAssistantMessage(big("answer"));
+    const { h, root, faux } = await small(responder, 1200, 0, true, false);
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+    expect((task!.state as { outcome?: { status: string } }).outcome?.status).toBe("failed");
+    // The run's request went out after the failed summary, uncompacted, and was answered.
+    const i = faux.requests.findIndex(isSummary);
+    expect(faux.requests.slice(i + 1).map(isSummary)).toEqual([false]);
+    expect(userTexts(faux.requests[i + 1]!.messages).at(-1)).toBe(`q${turn} xxxxxxxxx`);
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   });
 
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
@@ -747,6 +865,49 @@ describe("compaction a generation waits for", () => {
     ).toBe(false);
   });
 
+  test("a background compaction starts in the commit that pins the request, with its status; none starts while a status is in pi.live", async () => {
+    // Spec §8.3: above the background threshold "and no compaction status in pi.live: the commit that
+    // moves to request also creates a background compaction ... and adds its status". (Reading 22b:
+    // the commit and the status were not asserted, nor a second run while the first compaction lives.)
+    const gate = deferred();
+    const responder: FauxResponder = async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    };
+    const { h, root, faux } = await small(responder, 100_100, 99_500);
+    let creating: { generation: unknown; compactions: unknown } | undefined;
+    h.subscribe((change) => {
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      const written = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      creating = {
+        generation: change.tasks.find((t) => t.kind === "pi.generation")?.state,
+        compactions: (written?.value as LiveState | undefined)?.compactions,
+      };
+    });
+    let turn = 0;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(creating).toEqual({
+      generation: expect.objectContaining({ checkpoint: expect.objectContaining({ phase: "request" }) }),
+      compactions: [{ taskId: task!.id, reason: "threshold", blocking: false, attempt: 1 }],
+    });
+    // Two more runs, further above the threshold, while its status is in pi.live: no other starts.
+    for (const q of ["r1", "r2"])
+      expect((await (await root.submit({ type: "input", content: big(q) })).wait()).status).toBe("done");
+    expect((await h.tasks({ kind: "pi.compaction" })).map((t) => t.id)).toEqual([task!.id]);
+    gate.resolve();
+    await h.waitForTask(task!.id);
+    // Once it is gone, the next run above the threshold starts another.
+    expect((await (await root.submit({ type: "input", content: big("r3") })).wait()).status).toBe("done");
+    expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(2);
+  });
+
   test("a context overflow compacts and sends the request again, without counting a retry", async () => {
     let overflowed = 0;
     const responder: FauxResponder = (req) => {
@@ -768,6 +929,84 @@ describe("compaction a generation waits for", () => {
     expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.compaction", "pi.assistant"]);
     const last = conversationRequests(faux.requests).at(-1)!;
     expect(textOf(last.messages[0]!)).toContain("<summary>");
+  });
+
+  test("an overflow's one commit: the error entry, generation removed, the compaction's status, waiting at prepare with the overflow; with nothing to compact it fails at once", async () => {
+    // Spec §8.3 (reading 22b: the commit, and an overflow range selection finds no cut for, were
+    // not asserted).
+    const overflow = "prompt is too long: 210000 tokens > 200000 maximum";
+    let overflowed = 0;
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      if (last.startsWith("q4") && ++overflowed === 1) return fauxError(overflow);
+      return fauxAssistantMessage(big("answer"));
+    };
+    const { h, root } = await small(responder, 1_000_000);
+    let creating: { entries: unknown; live: unknown; generation: unknown } | undefined;
+    h.subscribe((change) => {
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      creating = {
+        entries: change.entries.map((e) => [
+          e.kind,
+          (e.model as unknown as AssistantMessage[])[0]?.stopReason,
+        ]),
+        live: change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id)?.value,
+        generation: change.tasks.find((t) => t.kind === "pi.generation")?.state,
+      };
+    });
+    for (let i = 1; i <= 4; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    const { generation: _none, ...live } = (creating!.live ?? {}) as LiveState;
+    expect(creating!.entries).toEqual([["pi.assistant", "error"]]);
+    expect(creating!.live).not.toHaveProperty("generation");
+    expect(live.compactions).toEqual([{ taskId: task!.id, reason: "overflow", blocking: true, attempt: 1 }]);
+    expect(creating!.generation).toMatchObject({
+      status: "waiting",
+      on: [task!.id],
+      policy: "allSettled",
+      checkpoint: { phase: "prepare", attempt: 1, compacted: true, overflow },
+    });
+
+    // An overflow on the first input: nothing to compact, so it fails at once, retries on or not.
+    const fresh = await small(() => fauxError(overflow), 1_000_000);
+    expect(await (await fresh.root.submit({ type: "input", content: big("q1") })).wait()).toEqual({
+      status: "unanswered",
+      reason: "model_error",
+      detail: overflow,
+    });
+    expect(fresh.faux.requests).toHaveLength(1);
+    expect(await fresh.h.tasks({ kind: "pi.compaction" })).toEqual([]);
+  });
+
+  test("a stop answer is never an overflow, though its usage is above the context window", async () => {
+    // Spec §8.3: "A stop or length response is never classified as overflow" (pi-ai's
+    // isContextOverflow calls it a silent overflow). Thresholds are kept out of the way with a
+    // negative reserve, so only an overflow could compact here. (Reading 22b.)
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 30 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { compaction: { reserveTokens: -1_000_000, keepRecentTokens: 10, backgroundTokens: 0 } },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    for (let i = 1; i <= 3; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    const last = (answers.at(-1)!.model as unknown as AssistantMessage[])[0]!;
+    expect(last.stopReason).toBe("stop");
+    expect(isContextOverflow(last, 30)).toBe(true);
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+    expect(answers).toHaveLength(3);
   });
 
   test("an overflow's compaction is the generation's, with reason overflow, and runs with retries turned off; a second overflow fails the run", async () => {
@@ -833,6 +1072,19 @@ describe("compaction a generation waits for", () => {
     expect(faux.requests.filter(isSummary)).toHaveLength(1);
     const summary = (await root.entries()).find((e) => e.kind === "pi.compaction");
     expect(summary?.data).toEqual({ reason: "manual" });
+  });
+
+  test("a model without a positive contextWindow gets no threshold check: no compaction, blocking or background", async () => {
+    // Spec §8.3: the thresholds are checked only when the model's contextWindow is positive. With a
+    // window of 0, every context is above 0 - reserveTokens. (Reading 22b: asserted nowhere.)
+    const { h, root, faux } = await small(echoOrSummary, 0, 900);
+    for (let i = 1; i <= 4; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+    expect(faux.requests.some(isSummary)).toBe(false);
+    expect(userTexts(conversationRequests(faux.requests).at(-1)!.messages)).toHaveLength(4);
   });
 
   test("an overflow whose compaction places no summary fails the run with the overflow", async () => {

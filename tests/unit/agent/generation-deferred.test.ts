@@ -23,6 +23,7 @@ import {
   DOC,
   defineTool,
   type LiveState,
+  type ModelResolver,
   type StreamFn,
   textResult,
 } from "../../../worker/index.ts";
@@ -137,6 +138,153 @@ describe("deferred responses (poll)", () => {
     expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
   });
 
+  test("a deferred answer moves to poll at now + pollAfterMs, or now + 5000 without one", async () => {
+    // Spec §8.3: "pollAt = now + (handle.pollAfterMs ?? 5000)", on the harness clock. (Reading 22b:
+    // the poll time was only checked to be later, and the default never.)
+    const T = 1_700_000_000_000;
+    for (const [handle, expected] of [
+      [{ id: "job-a", pollAfterMs: 20 }, T + 20],
+      [{ id: "job-b" }, T + 5000],
+    ] as const) {
+      const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+      const h = await AgentHarness.open(await memoryStore(), {
+        models: createModelResolver({
+          extra: [faux.model],
+          deferred: { fetchDeferred: () => new Promise(() => undefined) },
+        }),
+        defaultModel: faux.ref,
+        stream: deferringStream(handle, { count: 0 }),
+        now: () => T, // the clock stands still: the poll never comes due
+      });
+      cleanups.push(async () => {
+        await h.close();
+        faux.unregister();
+      });
+      await (await h.root()).submit({ type: "input", content: "answer later" });
+      await until(
+        () =>
+          (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+      );
+      const [generation] = await h.tasks({ kind: "pi.generation" });
+      expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: expected } });
+      expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred).toEqual({
+        pollAt: expected,
+      });
+    }
+  });
+
+  test("a still-deferred poll moves pollAt strictly later, even with pollAfterMs 0 and a clock that stands still", async () => {
+    // Spec §8.3: "A still deferred result moves pollAt strictly later." (Reading 22b: only seen with
+    // a 20 ms pollAfterMs on a running clock, where any later poll time is later anyway.)
+    const T = 1_700_000_000_000;
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const polls: number[] = [];
+    let h!: AgentHarness;
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            polls.push(
+              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
+            );
+            return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
+      now: () => T,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    await (await h.root()).submit({ type: "input", content: "answer later" });
+    const pollAt = () =>
+      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    await until(() => polls.length >= 1 && pollAt() !== T, { timeoutMs: 5000, what: "a later poll time" });
+    // Due at once (T), polled, still deferred: the next poll is at T + 1, which this clock never reaches.
+    expect(polls).toEqual([T]);
+    expect(pollAt()).toBe(T + 1);
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: T + 1 } });
+    expect(polls).toHaveLength(1);
+  });
+
+  test("a poll's answer calling a tool its request did not offer gets tool_unavailable, with no task, though the agent has it now", async () => {
+    // Spec §8.3: the offered tools are replayed through the cutoff, and "poll derives it again".
+    // (Reading 22b: only a request's answer was tried, tools "a call to a tool its request did not
+    // offer ...".) The agent offers the tool again before the poll phase starts (after a restart).
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const ran: string[] = [];
+    const apply = defineTool({
+      name: "apply",
+      description: "apply",
+      parameters: Type.Object({}),
+      execute: async () => {
+        ran.push("apply");
+        return textResult("applied");
+      },
+    });
+    const store = await memoryStore();
+    const first = await AgentHarness.open(store, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      tools: [apply],
+      stream: deferringStream({ id: "job-t", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    const root = await first.root();
+    await root.configure({ tools: [] });
+    await root.submit({ type: "input", content: "go", requestId: "r" });
+    await until(
+      () =>
+        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
+        undefined,
+    );
+    await root.configure({ tools: null });
+    const image = await memoryStore(store.image());
+    await first.close();
+    let fetches = 0;
+    const h = await AgentHarness.open(image, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            if (++fetches > 1) return answer("done", model);
+            return {
+              ...fauxAssistantMessage([fauxToolCall("apply", {}, { id: "call-1" })], {
+                stopReason: "toolUse",
+              }),
+              api: model.api,
+              provider: model.provider,
+              model: model.id,
+            };
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      tools: [apply],
+      stream: deferringStream({ id: "job-u", pollAfterMs: 1 }, { count: 0 }),
+      now: () => Date.now() + 120_000,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const again = await (await h.root()).submit({ type: "input", content: "go", requestId: "r" });
+    expect((await again.wait()).status).toBe("done");
+    expect(ran).toEqual([]);
+    expect(await h.tasks({ kind: "pi.tool" })).toEqual([]);
+    const entries = (await (await h.root()).entries()).filter((e) => e.kind !== "pi.system");
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.assistant"]);
+    expect(entries[2]!.data).toMatchObject({ diagnostics: [{ code: "tool_unavailable" }] });
+    expect(entries[2]!.id).toBe(entries[1]!.id + 1);
+  });
+
   test("a restart while polling polls the stored handle; the request is not sent again", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };
@@ -236,6 +384,45 @@ describe("deferred responses (poll)", () => {
     expect(cancelled).toEqual(["job-9"]);
     expect(models).toEqual([`cancel ${faux.model.id} true`]);
     await root.waitForIdle();
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
+  test("abort while polling a model the resolver no longer knows: no cancellation is asked, the run still ends aborted", async () => {
+    // Spec §8.3: the abort handler calls cancelDeferred in poll "when the model is known". (Reading
+    // 22b: only a known model was tried.)
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const cancelled: unknown[] = [];
+    let gone = false;
+    const base = createModelResolver({
+      extra: [faux.model],
+      deferred: {
+        fetchDeferred: () => new Promise(() => undefined),
+        async cancelDeferred(model, handle) {
+          cancelled.push([model?.id, handle.id]);
+        },
+      },
+    });
+    const models: ModelResolver = { ...base, resolve: (ref) => (gone ? undefined : base.resolve(ref)) };
+    const h = await AgentHarness.open(await memoryStore(), {
+      models,
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-12", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    gone = true;
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(cancelled).toEqual([]);
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
   test("a failed deferred cancellation is reported and the run still ends aborted", async () => {

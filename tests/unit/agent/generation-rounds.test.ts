@@ -90,6 +90,41 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   ]);
 });
 
+test("the generation waits for every tool of the round (allSettled): a call that fails does not wake it while another runs", async () => {
+  // Spec §8.3: "The generation commits waiting on its tool tasks with allSettled". (Reading 22b: with
+  // every call succeeding, failFast and allSettled could not be told apart.)
+  const broken = defineTool({
+    name: "broken",
+    description: "Throws",
+    parameters: Type.Object({}),
+    execute: async () => {
+      throw new Error("tool bug");
+    },
+  });
+  const slow = gatedTool("slow");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("broken", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tools: [broken, slow.tool] },
+  );
+  const tasks = trackTasks(h);
+  const input = await root.submit({ type: "input", content: "go" });
+  await slow.started.promise;
+  const toolTasks = () => [...tasks.values()].filter((t) => t.kind === "pi.tool");
+  await until(() => toolTasks()[0]?.state.status === "terminal", { what: "the broken call ended" });
+  expect(toolTasks()[0]!.state).toMatchObject({ outcome: { status: "failed" } });
+  const [generation] = [...tasks.values()].filter((t) => t.kind === "pi.generation");
+  // Still waiting on both, and the run still with it, while the slow call runs.
+  expect(tasks.get(generation!.id)!.state).toMatchObject({
+    status: "waiting",
+    on: toolTasks().map((t) => t.id),
+    policy: "allSettled",
+  });
+  expect(liveOf(h).tools?.map((t) => t.status)).toEqual(["done", "running"]);
+  slow.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  expect((await transcript(root)).filter((e) => e.kind === "pi.tool-result")).toHaveLength(2);
+});
+
 test("the answer's commit writes one slot per call, in call order: an un-offered call's slot is done with its result entry and no taskId, every other slot names its task (running: no beforeTool hook, so its intent is in that commit)", async () => {
   const a = gatedTool("a");
   const b = gatedTool("b");
@@ -126,6 +161,14 @@ test("the answer's commit writes one slot per call, in call order: an un-offered
   expect(result).toBeDefined();
   const toolTasks = commit!.tasks.filter((t) => t.kind === "pi.tool");
   expect(toolTasks).toHaveLength(2);
+  // The same commit moves the generation to waiting, in its tools phase, on the round's tasks
+  // (reading 22b: asserted nowhere in the answer's commit).
+  expect(commit!.tasks.find((t) => t.kind === "pi.generation")?.state).toMatchObject({
+    status: "waiting",
+    on: toolTasks.map((t) => t.id),
+    policy: "allSettled",
+    checkpoint: { phase: "tools" },
+  });
   expect(commit!.live?.tools).toEqual([
     { callId: "c1", name: "a", taskId: toolTasks[0]!.id, status: "running" },
     { callId: "c2", name: "nope", status: "done", entry: result!.id },
@@ -179,13 +222,19 @@ test("abortTask on the generation aborts its whole parallel round: every call ge
 });
 
 test("a toolUse answer without tool calls is classified like stop: the run answers with it", async () => {
-  const { root, faux } = await open(() =>
-    fauxAssistantMessage("no calls after all", { stopReason: "toolUse" }),
+  // Like stop: the onYield chain is asked about it, and the input settles with it (reading 22b).
+  const yielded: string[] = [];
+  const { root, faux } = await open(
+    () => fauxAssistantMessage("no calls after all", { stopReason: "toolUse" }),
+    {
+      hooks: { onYield: [(m) => void yielded.push(m.stopReason)] },
+    },
   );
   const input = await root.submit({ type: "input", content: "go" });
   const settled = await input.wait();
-  expect(settled.status).toBe("done");
   expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+  expect(settled).toMatchObject({ status: "done", answer: (await transcript(root))[1]!.id });
+  expect(yielded).toEqual(["toolUse"]);
   expect(faux.requests).toHaveLength(1);
 });
 
@@ -353,7 +402,12 @@ test("an answer that ends aborted without an abort mark is a model error: the in
     fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "the provider hung up" }),
   );
   const input = await root.submit({ type: "input", content: "hi" });
-  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  // The detail is the provider's error text (spec §8.3; reading 22b).
+  expect(await input.wait()).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "the provider hung up",
+  });
   expect(faux.requests).toHaveLength(1);
   expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
   expect(liveOf(h)).toEqual({});

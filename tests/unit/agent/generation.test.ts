@@ -55,6 +55,9 @@ describe("request hooks", () => {
     expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
     expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "injected"]);
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: injected"]);
+    // The next request starts from the transcript again: the first one's replacement is not in it.
+    expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+    expect(faux.requests[1]!.messages.map(textOf)).toEqual(["hi", "echo: injected", "again", "injected"]);
   });
 
   test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {
@@ -65,20 +68,29 @@ describe("request hooks", () => {
         (messages) => [...messages, { role: "user", content: `injected ${++hooked}`, timestamp: 0 }],
       ],
     };
+    // The reasoning each request carried: the resend keeps the attempt's pinned thinking level.
+    const reasoning: unknown[] = [];
+    const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+      reasoning.push(options.reasoning);
+      return defaultStream(model, context, options);
+    };
     const { root, store, faux } = await open(
       async (req, n) => {
         if (n === 1) await hold.promise;
         return echo(req, n);
       },
-      { hooks },
+      { hooks, stream },
     );
     void root.submit({ type: "input", content: "hi", requestId: "r" });
     await until(() => faux.requests.length === 1, { what: "first request sent" });
+    // The agent changes while the request is in flight (reading 22b: "with the same pinned ...").
+    await root.configure({ thinkingLevel: "high" });
 
     // A crash while the request streams: the image holds the request phase, not the answer.
-    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks });
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks, stream });
     const again = await (await h2.root()).submit({ type: "input", content: "hi", requestId: "r" });
     expect((await again.wait()).status).toBe("done");
+    expect(reasoning).toEqual([undefined, undefined]);
     expect(hooked).toBe(2);
     expect(faux.requests.map((r) => r.messages.map(textOf))).toEqual([
       ["hi", "injected 1"],
@@ -91,22 +103,52 @@ describe("request hooks", () => {
   });
 
   test("afterResponse sees every final message, tool-calling ones included", async () => {
-    const seen: string[] = [];
+    // Each message seen, with the answers the transcript held when the hook ran: the message's own
+    // entry is not there yet, the hook runs before the commit that classifies it (reading 22b: the
+    // order and an error answer were not asserted).
+    const seen: Array<[string, number]> = [];
     const { tool } = itemTool({});
-    const { root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
-      tools: [tool],
-      hooks: { afterResponse: [(m) => void seen.push(m.stopReason)] },
-    });
+    const answers = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { root } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : answers(req, n)),
+      {
+        tools: [tool],
+        settings: { retry: { baseDelayMs: 1 } },
+        hooks: {
+          afterResponse: [
+            async (m) =>
+              void seen.push([
+                m.stopReason,
+                (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+              ]),
+          ],
+        },
+      },
+    );
     expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
-    expect(seen).toEqual(["toolUse", "stop"]);
+    expect(seen).toEqual([
+      ["error", 0],
+      ["toolUse", 1],
+      ["stop", 2],
+    ]);
   });
 
   test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
     let yields = 0;
-    const { root, faux } = await open(echo, {
+    const { h, root, faux } = await open(echo, {
       hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
     });
-    const settled = await (await root.submit({ type: "input", content: "first" })).wait();
+    // Every generation's latest record, and the run as each commit of pi.live left it.
+    const generations = new Map<number, { owner: number | undefined; state: unknown }>();
+    const runs: unknown[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.kind === "pi.generation") generations.set(t.id, { owner: t.owner, state: t.state });
+      const written = change.docs.find((d) => d.name === DOC.live && d.conversationId === root.id);
+      if (written) runs.push((written.value as { run?: unknown }).run);
+    });
+    const input = await root.submit({ type: "input", content: "first" });
+    const settled = await input.wait();
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
     expect(entries.map((e) => textOf(messageOf(e)))).toEqual([
@@ -118,6 +160,22 @@ describe("request hooks", () => {
     expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
     expect(faux.requests).toHaveLength(2);
     expect(yields).toBe(2);
+    // Reading 22b: the continuing generation completes with its answer, and a successor, owned by the
+    // conversation, takes pi.live.run with the input still open; it completes with its own answer.
+    const [first, second] = [...generations.entries()];
+    expect(first![1].state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: entries[1]!.id } },
+    });
+    expect(second![1]).toEqual({
+      owner: undefined,
+      state: { status: "terminal", outcome: { status: "completed", result: { entryId: entries[3]!.id } } },
+    });
+    const handed = runs.filter((r) => r !== undefined).map((r) => JSON.stringify(r));
+    expect([...new Set(handed)]).toEqual([
+      JSON.stringify({ taskId: first![0], inputs: [input.id] }),
+      JSON.stringify({ taskId: second![0], inputs: [input.id] }),
+    ]);
   });
 });
 
@@ -319,6 +377,33 @@ describe("generation", () => {
     expect((await again.wait()).status).toBe("done");
     expect(sent).toHaveLength(2);
     expect(sent[1]!).toBeGreaterThanOrEqual(retryAt);
+  });
+
+  test("a retry prepares the next attempt with the agent as it is after the backoff", async () => {
+    // Spec §8.3: "retry sleeps until until, then returns to prepare with the next attempt, so agent
+    // and settings changes made during the backoff apply." (Reading 22b: the attempt number and an
+    // agent change during the backoff were not asserted.)
+    const seen: Array<{ reasoning: unknown; attempt: number | undefined }> = [];
+    let h!: AgentHarness;
+    const { h: opened, root } = await open(
+      (req, n) => (n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 1000, maxDelayMs: 1000 } },
+        stream: (model, context, options) => {
+          seen.push({ reasoning: options.reasoning, attempt: liveOf(h).generation?.attempt });
+          return defaultStream(model, context, options);
+        },
+      },
+    );
+    h = opened;
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => Boolean(liveOf(h).generation?.retry));
+    await root.configure({ thinkingLevel: "high" }); // during the second-long backoff
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([
+      { reasoning: undefined, attempt: 1 },
+      { reasoning: "high", attempt: 2 },
+    ]);
   });
 
   test("the host is told each backoff deadline (wakeAt) before the wait, and again by the engine that resumes it", async () => {

@@ -14,6 +14,7 @@ import { describe, expect, test } from "vitest";
 import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens } from "../../../worker/agent/compaction/range.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import { activeRange } from "../../../worker/agent/conversation/context.ts";
 import { type ToolApi, textResult } from "../../../worker/agent/tools/contract.ts";
 import {
   defineTool,
@@ -323,20 +324,15 @@ describe("a queued summary (spec §12, §8.3)", () => {
     // In entry order it follows the tool's result, stamped at placement time, later than its own.
     const before = entries[summaryAt - 1]!;
     expect((messageOf(before) as { timestamp: number }).timestamp).toBeGreaterThan(finished);
-    // The estimate before a request: the newest answer's usage plus what follows it in entry order.
+    // The estimate before a request goes by entry order: every answer in the range was appended
+    // before the summary's marker, though stamped later than the summary, so none starts it (spec
+    // §8.3: only an answer appended after the head marker does; reading 22b corrected this, it had
+    // started at the newest answer before the marker); every message of the active range is estimated.
     const range = entries.slice(0, summaryAt + 1);
-    const answer = [...range]
-      .reverse()
-      .find(
-        (e) =>
-          e.kind === "pi.assistant" &&
-          ((messageOf(e) as { usage?: { totalTokens: number } }).usage?.totalTokens ?? 0) > 0,
-      ) as EntryRecord;
-    const after = range.filter((e) => e.id > answer.id && e.kind !== "pi.system");
-    const usage = (messageOf(answer) as { usage: { totalTokens: number } }).usage.totalTokens;
-    const expected =
-      usage +
-      after.flatMap((e) => e.model as unknown as Message[]).reduce((n, m) => n + estimateMessageTokens(m), 0);
+    const expected = activeRange(range)
+      .filter((e) => e.kind !== "pi.system")
+      .flatMap((e) => e.model as unknown as Message[])
+      .reduce((n, m) => n + estimateMessageTokens(m), 0);
     expect(contextTokens(range)).toBe(expected);
   });
 
@@ -367,8 +363,23 @@ describe("a queued summary (spec §12, §8.3)", () => {
       entry(3, "pi.compaction", summaryMessage, 2),
       entry(4, "pi.user", question, undefined),
     ];
+    // By entry order the answer (2) precedes the summary's marker (3), though stamped later: its usage
+    // was reported on the context the summary replaced, so it does not start the estimate (spec §8.3;
+    // reading 22b corrected this test, which had started there). Every message is estimated.
+    const answer = (entries[1]!.model as unknown as Message[])[0]!;
     expect(contextTokens(entries)).toBe(
-      1000 + estimateMessageTokens(summaryMessage as Message) + estimateMessageTokens(question as Message),
+      estimateMessageTokens(summaryMessage as Message) +
+        estimateMessageTokens(answer) +
+        estimateMessageTokens(question as Message),
+    );
+    // An answer appended after the marker starts it, whatever its timestamp.
+    const later = {
+      ...entries[1]!,
+      id: 5,
+      model: [{ ...answer, timestamp: 50 }],
+    } as unknown as EntryRecord;
+    expect(contextTokens([...entries, later, entry(6, "pi.user", question)])).toBe(
+      1000 + estimateMessageTokens(question as Message),
     );
   });
 });

@@ -25,6 +25,7 @@ import {
 import {
   CRASH_MODES,
   crashSweep,
+  deferred,
   type FauxAgentModel,
   type FauxRequest,
   type FauxResponder,
@@ -171,6 +172,31 @@ describe("head rebaseline", () => {
     expect(Object.keys(systemOf(added[0]!).sections)).toEqual(["b", "a"]);
     expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe(before);
   });
+});
+
+test("a reset placed at a final boundary with a queued follow-up: the follow-up's request has the full prompt again", async () => {
+  // Spec §7.4: a head that removes the request-visible baseline makes the next preparation write a
+  // complete one. Found by reading 22b: the commit placing the reset and starting the follow-up's run
+  // prepared that request from the entry cache, which lacks the commit's own entries (the reset), so
+  // no baseline was written and the request went out with no system prompt at all.
+  const hold = deferred();
+  const { root, faux } = await open(async (req, n) => {
+    if (n === 1) await hold.promise;
+    return respond(req, n);
+  }, options());
+  const one = await root.submit({ type: "input", content: "one" });
+  const reset = await root.reset();
+  const two = await root.submit({ type: "input", content: "two" });
+  hold.resolve();
+  expect((await one.wait()).status).toBe("done");
+  expect((await reset.wait()).status).toBe("done");
+  expect((await two.wait()).status).toBe("done");
+  const entries = await root.entries();
+  const marker = entries.find((e) => e.kind === "pi.reset")!;
+  const after = entries.filter((e) => e.id > marker.id && e.kind === "pi.system");
+  expect(after).toHaveLength(1);
+  expect(systemOf(after[0]!).sections).toEqual({ role: ROLE });
+  expect(conversationRequests(faux).map((r) => r.systemPrompt)).toEqual([ROLE, ROLE]);
 });
 
 describe("head rebaseline under crashes", () => {

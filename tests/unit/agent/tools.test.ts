@@ -681,6 +681,39 @@ describe("parallel and sequential rounds", () => {
     );
   });
 
+  test("toolExecution is read as the round starts: changed to sequential while the request streams, the round is sequential", async () => {
+    // Spec §8.3: "The round is sequential when the settings' toolExecution, read as the round starts,
+    // is sequential ...". (Reading 22b: the setting was only ever fixed before the run.)
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const hold = deferred();
+    let toolExecution: "parallel" | "sequential" = "parallel";
+    const calls = callsThenAnswer(
+      fauxToolCall("first", {}, { id: "call-1" }),
+      fauxToolCall("second", {}, { id: "call-2" }),
+    );
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [a.tool, b.tool], settings: () => ({ toolExecution }) },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "request sent" });
+    toolExecution = "sequential";
+    hold.resolve();
+    await a.started.promise;
+    expect(liveOf(h).tools?.map((t) => [t.name, t.status, t.taskId !== undefined])).toEqual([
+      ["first", "running", true],
+      ["second", "pending", false],
+    ]);
+    a.release.resolve();
+    await b.started.promise;
+    b.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
   test("a tool with executionMode sequential makes its whole round sequential", async () => {
     const a = gatedTool("first");
     const serial = defineTool({

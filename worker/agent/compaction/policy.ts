@@ -5,23 +5,26 @@
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
-import type { ConversationId, EntryRecord } from "../../core/types.ts";
-import { activeRange } from "../conversation/context.ts";
+import type { ConversationId, EntryEdit, EntryId, EntryRecord } from "../../core/types.ts";
+import { activeRange, contribution } from "../conversation/context.ts";
 import { piAi } from "../models/pi-ai.ts";
 import { agentDoc, ENTRY, live, modelMessages } from "../records.ts";
 import type { AgentServices } from "../services.ts";
 import { estimateMessageTokens, selectCut } from "./range.ts";
 
 /**
- * The context's size before a request (spec §8.3): the newest answer's reported usage plus an
- * estimate of what came after it, or an estimate of everything when no answer reported usage.
+ * The context's size before a request (spec §8.3), over the model context (§2.1: edits applied,
+ * failed answers left out): the newest answer appended after the head marker that reported usage,
+ * plus an estimate of what came after it, or an estimate of everything when no such answer exists.
  */
 export function contextTokens(entries: readonly EntryRecord[]): number {
   // Walks back from the newest entry only as far as needed (it runs before every request): the
-  // active range ends at the newest head marker's head, and older markers are not in it.
+  // active range ends at the newest head marker's head, and older markers are not in it. An edit is
+  // carried by a later entry than its target, so walking back meets it first: the first seen wins.
   let tokens = 0;
   let start = 0;
   let marker = false;
+  const edits = new Map<EntryId, EntryEdit>();
   for (let i = entries.length - 1; i >= 0; i--) {
     const e = entries[i]!;
     if (e.id < start) break;
@@ -30,9 +33,13 @@ export function contextTokens(entries: readonly EntryRecord[]): number {
       marker = true;
       start = e.head;
     }
+    for (const edit of e.edits ?? []) if (!edits.has(edit.target)) edits.set(edit.target, edit);
     if (e.kind === ENTRY.system) continue;
-    for (const m of modelMessages(e)) {
-      if (m.role === "assistant" && m.usage && m.usage.totalTokens > 0 && m.stopReason !== "error")
+    const messages = contribution(e, edits);
+    for (let j = messages.length - 1; j >= 0; j--) {
+      const m = messages[j]!;
+      // Only an answer appended after the marker reported usage on the context that follows it.
+      if (!marker && m.role === "assistant" && m.usage && m.usage.totalTokens > 0)
         return tokens + m.usage.totalTokens;
       tokens += estimateMessageTokens(m);
     }

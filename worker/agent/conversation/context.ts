@@ -133,7 +133,7 @@ export interface ContextView extends DerivedContext {
 }
 
 /** An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). */
-function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undefined): Message[] {
+export function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undefined): Message[] {
   const edit = edits?.get(entry.id);
   if (edit?.action === "omit") return [];
   const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);

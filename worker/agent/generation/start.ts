@@ -22,8 +22,11 @@ export function inboxPolicy(
     steeringMode: () => services.settings().steeringMode,
     followUpMode: () => services.settings().followUpMode,
     startGeneration: (tx, conversationId) => {
-      // With the transcript cached, the creating commit also prepares the first request.
-      const entries = services.entries.peek(conversationId);
+      // With the transcript cached, the creating commit also prepares the first request. The cache
+      // holds committed entries only: this commit's own (the input, an answer, a boundary's reset or
+      // writes) follow it, for the threshold check and the system planning alike.
+      const cached = services.entries.peek(conversationId);
+      const entries = cached?.concat(tx.appendedEntries(conversationId));
       // Over the blocking threshold the generation starts at `prepare`, which compacts first.
       const need = entries && compactionNeeded(services, tx, conversationId, entries);
       if (entries && need !== "blocking") {
