@@ -171,6 +171,8 @@ export class Records {
   nextSubmissionId = 1;
   nextDocId = 1;
   seq = 0;
+  /** Overlays applied to this copy so far: a draft made over it is current while this is unchanged. */
+  applied = 0;
 
   constructor(shared: { corrupt?: Map<TaskId, string>; interrupted?: Set<TaskId> } = {}) {
     this.corrupt = shared.corrupt ?? new Map();
@@ -336,6 +338,7 @@ export class Records {
 
   /** Merge a successful overlay without making its change set (the line's own copy). */
   apply(overlay: Overlay): void {
+    this.applied++;
     // Most collections of an overlay are empty: each loop is skipped without making an iterator.
     if (overlay.conversations.size > 0)
       for (const c of overlay.conversations.values()) {
