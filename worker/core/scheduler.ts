@@ -17,7 +17,7 @@
 import type { AnyTaskDefinition, Registry, TaskHookSource, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { deriveMarks, finish, hasCancellationIntent, outcomeOf } from "./ownership.ts";
-import { assertJson } from "./persist.ts";
+import { assertJson, sealBuilt } from "./persist.ts";
 import { type Overlay, patchTask } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
 import type { Draft, Session } from "./session.ts";
@@ -421,7 +421,7 @@ export class Scheduler {
       const t = overlay.task(live[i]!)!;
       if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
         const released = patchTask(t, {
-          state: { status: "terminal", outcome: t.state.outcome },
+          state: sealBuilt({ status: "terminal", outcome: t.state.outcome }),
           endedAt: now,
         });
         overlay.setTask(released);
@@ -488,7 +488,7 @@ export class Scheduler {
       const reserved = patchTask(t, {
         version: resolution.definition.version,
         input: resolution.migrated ? resolution.migrated.input : t.input,
-        state: { status: "running", checkpoint: checkpoint as { phase: string } },
+        state: sealBuilt({ status: "running", checkpoint: checkpoint as { phase: string } }),
         startedAt: t.startedAt ?? now,
       });
       if (resolution.migrated) overlay.markMigrated(id);
