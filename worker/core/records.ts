@@ -463,6 +463,11 @@ export class Overlay {
   nextConversationId: number;
   nextDocId: number;
   sealed = false;
+  /**
+   * The scheduler's own plan, found to leave nothing for another plan: merging it wakes no drain
+   * (`Scheduler.#settled`).
+   */
+  settled = false;
   /** The first conversation whose documents this overlay needed but memory lacked (see DocsNotLoaded). */
   missingDocs: ConversationId | undefined;
   /** The first fork point this overlay needed but memory lacked (loaded, then the callback runs again). */

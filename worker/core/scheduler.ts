@@ -303,6 +303,7 @@ export class Scheduler {
             const decided =
               ahead !== undefined && overlay === draft.overlay ? ahead : this.#plan(overlay, tx);
             this.#carryOut(decided);
+            overlay.settled = this.#settled(decided, overlay);
             return decided;
           },
           {},
@@ -516,6 +517,42 @@ export class Scheduler {
       }
     }
     return plan;
+  }
+
+  /**
+   * Whether a plan made in `overlay` leaves nothing for the next one, so that merging it need not
+   * wake a drain (the plan after the drain's own commit found nothing, once per tool round). A plan
+   * decides every task it looked at; what it cannot have looked at is what its own writes made
+   * eligible after it passed: a task a wake continuation (or a released hold) ended may satisfy a
+   * wait, release its owner's hold or let its owner's abort run, and a failed one cascades. So only
+   * the plainest plan counts: no marks, no corrupt rows, no conversation written, and every task it
+   * wrote either started by it, or ended `completed` with no task waiting on it and an owner (its
+   * owner task, else the task owning its conversation) that neither holds an outcome nor is marked.
+   * Anything else wakes a drain, as every merge did.
+   */
+  #settled(plan: Plan, overlay: Overlay): boolean {
+    if (plan.marked.length > 0 || plan.corrupt.length > 0 || overlay.conversations.size > 0) return false;
+    if (overlay.deleted.size > 0 || overlay.moves.size > 0) return false;
+    const started = new Set(plan.starts.map((s) => s.taskId));
+    const ended: TaskId[] = [];
+    for (const t of overlay.tasks.values()) {
+      const s = t.state;
+      if (s.status === "running" && started.has(t.id)) continue;
+      if (s.status !== "terminal" || s.outcome.status !== "completed" || t.abortRequested) return false;
+      // Its owner, or the task owning its conversation (a subagent's): its work may have drained.
+      const ownerId = t.owner ?? overlay.conversation(t.conversationId)?.owner?.taskId;
+      if (ownerId !== undefined) {
+        const owner = overlay.task(ownerId);
+        if (owner && (owner.abortRequested || owner.state.status === "completing")) return false;
+      }
+      ended.push(t.id);
+    }
+    if (ended.length === 0) return true;
+    for (const id of this.session.line.live) {
+      const s = overlay.task(id)?.state;
+      if (s?.status === "waiting" && ended.some((e) => s.on.includes(e))) return false;
+    }
+    return true;
   }
 
   /** The in-memory effects of a plan whose writes are being committed. */

@@ -146,7 +146,8 @@ export class Session {
   #fatal: Error | undefined;
   /**
    * Called synchronously after a merge (still inside the transaction): the scheduler's kick. Skipped
-   * for commits that only move running tasks between checkpoints (see `onlyCheckpointMoves`).
+   * for commits that only move running tasks between checkpoints (see `onlyCheckpointMoves`), and
+   * for the scheduler's own plan when it left nothing for another (`Overlay.settled`).
    */
   onMerged: () => void = () => undefined;
   /** Called once when the session becomes fatal. */
@@ -552,7 +553,7 @@ export class Session {
             }
             merged.push(overlay);
             for (const id of overlay.tasks.keys()) if (!stored.has(id)) stored.set(id, line.tasks.get(id));
-            const inert = onlyCheckpointMoves(overlay, line);
+            const inert = overlay.settled || onlyCheckpointMoves(overlay, line);
             if (overlay.docs.size > 0) this.#noteHistory(overlay, history);
             line.apply(overlay);
             done.push({ resolve: request.resolve, reject: request.reject, value, overlay });
