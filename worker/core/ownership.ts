@@ -4,6 +4,7 @@
  * no cycle). Pure functions over `Overlay`; the scheduler and the runtime call them inside commits.
  */
 import { InvalidTransition, OwnerNotLive, WaitCycle } from "./errors.ts";
+import { sealBuilt } from "./persist.ts";
 import { type Overlay, type OwnerEdge, patchTask } from "./records.ts";
 import type {
   ConversationId,
@@ -64,8 +65,8 @@ export function outcomeOf(record: TaskRecord | undefined): TaskOutcome | undefin
 export function finish(overlay: Overlay, record: TaskRecord, outcome: TaskOutcome, now: number): TaskRecord {
   const held = overlay.hasLiveOwnedWork(record.id);
   const next = held
-    ? patchTask(record, { state: { status: "completing", outcome }, memos: null })
-    : patchTask(record, { state: { status: "terminal", outcome }, memos: null, endedAt: now });
+    ? patchTask(record, { state: sealBuilt({ status: "completing", outcome }), memos: null })
+    : patchTask(record, { state: sealBuilt({ status: "terminal", outcome }), memos: null, endedAt: now });
   overlay.setTask(next);
   return next;
 }

@@ -110,6 +110,44 @@ function isJson(value: unknown, depth: number): boolean {
   }
 }
 
+/**
+ * Mark checked (and freeze) an object or array the engine has just built itself, as a literal, a
+ * spread or a copy, around parts that are checked already or are checked here: a task's state
+ * around its checkpoint or outcome, a wait's copy of its `on` list, the memos with a new one. Its own
+ * shape is the engine's (plain, data properties, no symbol keys, no holes), so only its members are
+ * looked at: a string, a boolean or null passes, a number must be finite, an object or an array
+ * passes at once when an earlier check marked it, and is walked as `assertJson` walks it otherwise
+ * (an undefined member fails). So a value from outside (a handler's checkpoint, a tool's result)
+ * is still refused with `NotJson`, here rather than when the commit is validated, and the wrapper
+ * is not walked again by `validateOverlay`. Never for a value a caller handed in: its shape is
+ * what the full check is for. Returns `value`.
+ */
+export function sealBuilt<T extends object>(value: T): T {
+  if (CheckedJson.has(value)) return value;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isMember(value[i])) checkJson(value);
+  } else {
+    for (const key in value) if (!isMember(value[key])) checkJson(value);
+  }
+  CheckedJson.seal(value);
+  return value;
+}
+
+/** A member of a built value: a leaf by its type, an object or array checked before, else walked. */
+function isMember(item: unknown): boolean {
+  switch (typeof item) {
+    case "string":
+    case "boolean":
+      return true;
+    case "number":
+      return Number.isFinite(item);
+    case "object":
+      return item === null || CheckedJson.has(item) || isJson(item, 1);
+    default:
+      return false;
+  }
+}
+
 /** jsonCopy's answer for a value the JSON round trip would change otherwise than by dropping undefined members. */
 const NOT_PLAIN: unique symbol = Symbol("not plain");
 
@@ -229,7 +267,9 @@ export function assertJson(value: unknown): void {
 /**
  * Check what the callback itself built is strict JSON: task states, memos, and each document's final
  * value (a commit may rewrite a document several times; only the last is stored). Inputs, entries
- * and submissions were checked where they entered (createTask, appendEntry, submissions).
+ * and submissions were checked where they entered (createTask, appendEntry, submissions). The
+ * states and memos the engine builds are sealed as it builds them (`sealBuilt`), so their check
+ * here is a mark read.
  */
 export function validateOverlay(overlay: Overlay): void {
   for (const t of overlay.tasks.values()) {

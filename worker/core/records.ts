@@ -203,6 +203,8 @@ export class Records {
   seq = 0;
   /** The rules new conversation incarnations are created with (see DocRules; shared by a clone). */
   docRules: DocRules = () => LATEST;
+  /** Overlays applied to this copy so far: a draft made over it is current while this is unchanged. */
+  applied = 0;
 
   constructor(shared: { corrupt?: Map<TaskId, string>; interrupted?: Set<TaskId> } = {}) {
     this.corrupt = shared.corrupt ?? new Map();
@@ -371,6 +373,7 @@ export class Records {
 
   /** Merge a successful overlay without making its change set (the line's own copy). */
   apply(overlay: Overlay): void {
+    this.applied++;
     // Most collections of an overlay are empty: each loop is skipped without making an iterator.
     if (overlay.conversations.size > 0)
       for (const c of overlay.conversations.values()) {
@@ -495,6 +498,11 @@ export class Overlay {
   nextConversationId: number;
   nextDocId: number;
   sealed = false;
+  /**
+   * The scheduler's own plan, found to leave nothing for another plan: merging it wakes no drain
+   * (`Scheduler.#settled`).
+   */
+  settled = false;
   /** The first conversation whose documents this overlay needed but memory lacked (see DocsNotLoaded). */
   missingDocs: ConversationId | undefined;
   /** The first fork point this overlay needed but memory lacked (loaded, then the callback runs again). */

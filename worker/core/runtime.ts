@@ -10,6 +10,7 @@
  */
 import type { AnyTaskDefinition, HookRunner, TaskRuntime, Tx } from "./define.ts";
 import { CommitRefused, HarnessError, InvalidTransition, WaitCancelled } from "./errors.ts";
+import { sealBuilt } from "./persist.ts";
 import { type Overlay, patchTask } from "./records.ts";
 import type { Scheduler } from "./scheduler.ts";
 import { isPromiseLike } from "./session.ts";
@@ -413,7 +414,7 @@ class Runtime implements TaskRuntime {
         // A factory runs only when there is no winner yet, in the same commit that records it.
         const value = typeof candidate === "function" ? candidate(tx) : candidate;
         const latest = overlay.task(this.taskId)!;
-        overlay.setTask(patchTask(latest, { memos: { ...latest.memos, [name]: value } }));
+        overlay.setTask(patchTask(latest, { memos: sealBuilt({ ...latest.memos, [name]: value }) }));
         return value;
       },
       { byTaskId: this.taskId },

@@ -7,17 +7,20 @@
  * Invariants:
  * - a task has at most one invocation; invocations are registered inside the reserving commit, so
  *   a second drain can never start the same task twice;
- * - a drain that would change nothing commits nothing (it is planned dry first);
+ * - a drain that would change nothing commits nothing: it plans once, in a draft of its commit over
+ *   the line (`Session.draft`), and requests that commit only when the plan writes; the commit takes
+ *   the draft as planned unless another commit was applied to the line in between (then the plan is
+ *   made again inside it), so the plan is never made twice in the common case;
  * - a missing or incompatible definition never terminalizes a task: it stays blocked and visible in
  *   `inspect()`, and only an abort orphans it.
  */
 import type { AnyTaskDefinition, Registry, TaskHookSource, Tx } from "./define.ts";
 import { errorMessage, HarnessClosed, UnknownTask, WaitCancelled } from "./errors.ts";
 import { deriveMarks, finish, hasCancellationIntent, outcomeOf } from "./ownership.ts";
-import { assertJson } from "./persist.ts";
-import { Overlay, patchTask } from "./records.ts";
+import { assertJson, sealBuilt } from "./persist.ts";
+import { type Overlay, patchTask } from "./records.ts";
 import { Invocation, type InvocationMode } from "./runtime.ts";
-import type { Session } from "./session.ts";
+import type { Draft, Session } from "./session.ts";
 import { PROCESS_TIMERS, TimerAlarm, type TimerPort } from "./timers.ts";
 import { applyNextState } from "./transition.ts";
 import { TxImpl } from "./tx.ts";
@@ -49,9 +52,9 @@ type Resolution =
  */
 interface Plan {
   writes: boolean;
-  /** Tasks to start; their invocations are made only when the plan is carried out (a dry pass discards them). */
+  /** Tasks to start; their invocations are made only when the plan is carried out (a plan that writes nothing starts them without a commit). */
   starts: Start[];
-  /** The invocations of `starts`, made by `#carryOut` (or the dry path that starts without a write). */
+  /** The invocations of `starts`, made by `#carryOut` (or by the drain when the plan starts them without a write). */
   invocations: Invocation[];
   marked: TaskId[];
   /** Unreadable records handled by this pass, with their diagnostics. */
@@ -65,6 +68,8 @@ interface Plan {
   blockedOnceStored: Blocked[];
   /** The earliest due time of a timer that is not due yet (its wait otherwise satisfied). */
   nextDue?: number;
+  /** Tasks a wake continuation moved on: the phase they were interrupted in is over. */
+  woken: TaskId[];
 }
 
 /** A task a plan starts: its invocation is made once the plan is carried out. */
@@ -268,31 +273,42 @@ export class Scheduler {
     try {
       while (this.#dirty && !this.stopping && !this.#paused) {
         this.#dirty = false;
-        const dry = this.#plan(new Overlay(this.session.line));
-        nextDue = dry.nextDue;
+        // Planned once, in a draft of the commit that carries it out: the commit takes the draft
+        // (and this plan) as it is unless another commit was applied to the line in between.
+        const draft = this.session.draft();
+        const ahead = this.#planAhead(draft);
         planned = true;
-        if (!dry.writes && dry.starts.length === 0) {
-          this.#recovering.clear();
-          this.#recovered();
-          continue;
-        }
-        if (!dry.writes) {
-          // Only tasks that are already running (created reserved) start: there is nothing to write,
-          // but the commit that made them may still be in flight, so they launch once it committed.
-          this.#recovering.clear();
-          const invocations = dry.starts.map((s) => this.#invocation(s));
-          for (const invocation of invocations) this.#register(invocation);
-          this.#recovered();
-          await this.session.barrier();
-          for (const invocation of invocations) invocation.launch();
-          continue;
+        if (ahead !== undefined) {
+          nextDue = ahead.nextDue;
+          if (!ahead.writes && ahead.starts.length === 0) {
+            this.#recovering.clear();
+            this.#recovered();
+            continue;
+          }
+          if (!ahead.writes) {
+            // Only tasks that are already running (created reserved) start: there is nothing to write,
+            // but the commit that made them may still be in flight, so they launch once it committed.
+            this.#recovering.clear();
+            const invocations = ahead.starts.map((s) => this.#invocation(s));
+            for (const invocation of invocations) this.#register(invocation);
+            this.#recovered();
+            await this.session.barrier();
+            for (const invocation of invocations) invocation.launch();
+            continue;
+          }
         }
         // Carried out inside the reserving commit: a second drain can never start the same task.
-        const plan = await this.session.commit((tx, overlay) => {
-          const decided = this.#plan(overlay, tx);
-          this.#carryOut(decided);
-          return decided;
-        });
+        const plan = await this.session.commit(
+          (tx, overlay) => {
+            const decided =
+              ahead !== undefined && overlay === draft.overlay ? ahead : this.#plan(overlay, tx);
+            this.#carryOut(decided);
+            overlay.settled = this.#settled(decided, overlay);
+            return decided;
+          },
+          {},
+          ahead === undefined ? undefined : draft,
+        );
         for (const b of plan.blockedOnceStored) this.blocked.set(b.id, b);
         nextDue = plan.nextDue;
         this.#recovered();
@@ -324,11 +340,31 @@ export class Scheduler {
   }
 
   /**
-   * Decide everything one drain does, writing into `overlay`. Without `tx` the pass is dry (it only
-   * asks whether a drain would change anything): no outcome hooks, no wake continuations. Either
-   * way it changes no scheduler state but `blocked` entries; `#carryOut` does the rest.
+   * Plan in a draft, ahead of any commit: undefined when the plan needed documents or a fork point
+   * not in memory (a wake continuation touched them), so that only a commit can decide it (it loads
+   * them and runs the callback again). A plan that writes nothing leaves the draft untouched.
    */
-  #plan(overlay: Overlay, tx?: Tx): Plan {
+  #planAhead(draft: Draft): Plan | undefined {
+    const overlay = draft.overlay;
+    const needsLoad = () => overlay.missingDocs !== undefined || overlay.missingFork !== undefined;
+    let plan: Plan;
+    try {
+      plan = this.#plan(overlay, draft.tx);
+    } catch (error) {
+      if (!needsLoad()) throw error;
+      this.#waking = undefined;
+      return undefined;
+    }
+    return needsLoad() ? undefined : plan;
+  }
+
+  /**
+   * Decide everything one drain does, writing into `overlay` (the outcome hooks and wake
+   * continuations write through `tx`). It changes no scheduler state but `blocked` entries;
+   * `#carryOut` does the rest, inside the commit that writes the plan, so a plan made ahead and
+   * dropped (the line moved: it is made again in the commit) leaves nothing behind.
+   */
+  #plan(overlay: Overlay, tx: Tx): Plan {
     const records = this.session.line;
     const now = this.session.now();
     const plan: Plan = {
@@ -339,6 +375,7 @@ export class Scheduler {
       corrupt: [],
       unblocked: [],
       blockedOnceStored: [],
+      woken: [],
     };
     // The tasks of a conversation that is away (moving or moved: move.ts) never run here, and the
     // scheduler writes nothing of theirs: they are left exactly as step 1 of the move found them.
@@ -358,7 +395,7 @@ export class Scheduler {
       plan.corrupt.push({ id, message: diagnostic });
       if (t && t.state.status !== "terminal" && t.state.status !== "completing") {
         const done = finish(overlay, t, { status: "faulted", error: { message: diagnostic } }, now);
-        if (tx) this.#cleanUp(tx, done);
+        this.#cleanUp(tx, done);
         plan.writes = true;
       }
     }
@@ -368,7 +405,7 @@ export class Scheduler {
       plan.writes = true;
       plan.marked = marked;
     }
-    if (tx && this.onCascade && marked.length > 0) {
+    if (this.onCascade && marked.length > 0) {
       // Conversations the cascade reached through a conversation edge (not the cancelled task's own).
       const reached = new Set<ConversationId>();
       for (const id of marked) {
@@ -385,12 +422,12 @@ export class Scheduler {
       const t = overlay.task(live[i]!)!;
       if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
         const released = patchTask(t, {
-          state: { status: "terminal", outcome: t.state.outcome },
+          state: sealBuilt({ status: "terminal", outcome: t.state.outcome }),
           endedAt: now,
         });
         overlay.setTask(released);
         // A held fault gets its cleanup now, in the commit that makes it terminal (spec §5.4).
-        if (tx && (t.state.outcome.status === "faulted" || t.state.outcome.status === "orphaned"))
+        if (t.state.outcome.status === "faulted" || t.state.outcome.status === "orphaned")
           this.#cleanUp(tx, released);
         plan.writes = true;
       }
@@ -430,11 +467,11 @@ export class Scheduler {
       if (!resolution.ok) {
         if (mode === "abort") {
           const done = finish(overlay, t, { status: "orphaned", reason: resolution.reason }, now);
-          if (tx) this.#cleanUp(tx, done);
+          this.#cleanUp(tx, done);
           plan.writes = true;
           plan.unblocked.push(id);
         } else {
-          // In memory only, so the dry pass records it too: a drain that writes nothing still shows it.
+          // In memory only, so a plan that writes nothing records it too: its drain still shows it.
           const entry = { id, kind: t.kind, reason: resolution.reason, detail: resolution.detail };
           if (status === "running" && this.#recovering.has(id)) plan.blockedOnceStored.push(entry);
           else this.blocked.set(id, entry);
@@ -458,15 +495,16 @@ export class Scheduler {
       const reserved = patchTask(t, {
         version: resolution.definition.version,
         input: resolution.migrated ? resolution.migrated.input : t.input,
-        state: { status: "running", checkpoint: checkpoint as { phase: string } },
+        state: sealBuilt({ status: "running", checkpoint: checkpoint as { phase: string } }),
         startedAt: t.startedAt ?? now,
       });
       if (resolution.migrated) overlay.markMigrated(id);
       overlay.setTask(reserved);
       plan.writes = true;
-      if (tx && mode === "run" && status === "waiting" && !resolution.migrated) {
+      if (mode === "run" && status === "waiting" && !resolution.migrated) {
         const created = this.#wake(overlay, reserved as RunningTask, resolution.definition, now);
         if (created) {
+          plan.woken.push(id);
           queue.push(...created);
           continue;
         }
@@ -487,6 +525,42 @@ export class Scheduler {
     return plan;
   }
 
+  /**
+   * Whether a plan made in `overlay` leaves nothing for the next one, so that merging it need not
+   * wake a drain (the plan after the drain's own commit found nothing, once per tool round). A plan
+   * decides every task it looked at; what it cannot have looked at is what its own writes made
+   * eligible after it passed: a task a wake continuation (or a released hold) ended may satisfy a
+   * wait, release its owner's hold or let its owner's abort run, and a failed one cascades. So only
+   * the plainest plan counts: no marks, no corrupt rows, no conversation written, and every task it
+   * wrote either started by it, or ended `completed` with no task waiting on it and an owner (its
+   * owner task, else the task owning its conversation) that neither holds an outcome nor is marked.
+   * Anything else wakes a drain, as every merge did.
+   */
+  #settled(plan: Plan, overlay: Overlay): boolean {
+    if (plan.marked.length > 0 || plan.corrupt.length > 0 || overlay.conversations.size > 0) return false;
+    if (overlay.deleted.size > 0 || overlay.moves.size > 0) return false;
+    const started = new Set(plan.starts.map((s) => s.taskId));
+    const ended: TaskId[] = [];
+    for (const t of overlay.tasks.values()) {
+      const s = t.state;
+      if (s.status === "running" && started.has(t.id)) continue;
+      if (s.status !== "terminal" || s.outcome.status !== "completed" || t.abortRequested) return false;
+      // Its owner, or the task owning its conversation (a subagent's): its work may have drained.
+      const ownerId = t.owner ?? overlay.conversation(t.conversationId)?.owner?.taskId;
+      if (ownerId !== undefined) {
+        const owner = overlay.task(ownerId);
+        if (owner && (owner.abortRequested || owner.state.status === "completing")) return false;
+      }
+      ended.push(t.id);
+    }
+    if (ended.length === 0) return true;
+    for (const id of this.session.line.live) {
+      const s = overlay.task(id)?.state;
+      if (s?.status === "waiting" && ended.some((e) => s.on.includes(e))) return false;
+    }
+    return true;
+  }
+
   /** The in-memory effects of a plan whose writes are being committed. */
   #carryOut(plan: Plan): void {
     this.#recovering.clear();
@@ -495,6 +569,7 @@ export class Scheduler {
       this.diagnostics.push({ id, message });
     }
     for (const id of plan.unblocked) this.blocked.delete(id);
+    for (const id of plan.woken) this.session.records.interrupted.delete(id);
     for (const start of plan.starts) {
       const invocation = this.#invocation(start);
       plan.invocations.push(invocation);
@@ -544,7 +619,6 @@ export class Scheduler {
     this.#waking = undefined;
     if (next === undefined) return undefined;
     applyNextState(overlay, task, next, "run", now);
-    this.session.records.interrupted.delete(task.id);
     return [...overlay.created].slice(before);
   }
 
@@ -606,7 +680,7 @@ export class Scheduler {
       assertJson(migrated.checkpoint);
       return { ok: true, definition, migrated };
     } catch (error) {
-      // Reported from whichever pass sees it first (a dry pass may be the only one): once per definition.
+      // Reported from whichever plan sees it first (a plan made ahead may be the only one): once per definition.
       this.#migrationReported.set(t.id, { definition, error: errorMessage(error) });
       this.report(
         new Error(

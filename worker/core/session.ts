@@ -51,6 +51,18 @@ import {
   type TaskRecord,
 } from "./types.ts";
 
+/**
+ * An overlay over the line as it stood, and its transaction, for work decided ahead of its commit
+ * (`Session.draft`). The commit it is handed to runs its callback in it instead of a fresh overlay
+ * when no overlay was applied to the line since, so what was decided there holds.
+ */
+export interface Draft {
+  readonly overlay: Overlay;
+  readonly tx: TxImpl;
+  readonly line: Records;
+  readonly applied: number;
+}
+
 /** Most commits one group (one transaction) takes. */
 const MAX_GROUP = 512;
 
@@ -70,6 +82,8 @@ type HistoryRow = [number, string, number, string | null, number];
 interface PendingCommit {
   work: (tx: TxImpl, overlay: Overlay) => unknown;
   context: TxContext;
+  /** An overlay the work was decided in ahead of its commit: taken when the line has not moved since. */
+  draft: Draft | undefined;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
 }
@@ -125,7 +139,8 @@ export class Session {
   #fatal: Error | undefined;
   /**
    * Called synchronously after a merge (still inside the transaction): the scheduler's kick. Skipped
-   * for commits that only move running tasks between checkpoints (see `onlyCheckpointMoves`).
+   * for commits that only move running tasks between checkpoints (see `onlyCheckpointMoves`), and
+   * for the scheduler's own plan when it left nothing for another (`Overlay.settled`).
    */
   onMerged: () => void = () => undefined;
   /** Called once when the session becomes fatal. */
@@ -368,7 +383,11 @@ export class Session {
    * needs rolling back), the group's rows are written once (a task moved twice in a group is
    * written once) and COMMIT is one transaction for all of them.
    */
-  commit<T>(work: (tx: TxImpl, overlay: Overlay) => T | Promise<T>, context: TxContext = {}): Promise<T> {
+  commit<T>(
+    work: (tx: TxImpl, overlay: Overlay) => T | Promise<T>,
+    context: TxContext = {},
+    draft?: Draft,
+  ): Promise<T> {
     if (this.#fatal) return Promise.reject(new HarnessClosed(`engine stopped: ${this.#fatal.message}`));
     this.#outstanding++;
     let settled = false;
@@ -380,6 +399,7 @@ export class Session {
       this.#pending.push({
         work,
         context,
+        draft,
         resolve: (v) => {
           settle();
           resolve(v as T);
@@ -397,6 +417,19 @@ export class Session {
   }
 
   #pending: PendingCommit[] = [];
+
+  /**
+   * A fresh overlay over the line as it stands, with a transaction (no context), for work decided
+   * ahead of its commit: the scheduler plans in it, and hands it to the commit that carries the plan
+   * out (`commit(work, {}, draft)`). That commit's callback gets the draft itself when nothing was
+   * applied to the line in between (the decisions made there are the ones a fresh overlay would give)
+   * and it was never sealed; otherwise a fresh overlay, and the callback decides again.
+   */
+  draft(): Draft {
+    const line = this.#line;
+    const overlay = new Overlay(line);
+    return { overlay, tx: new TxImpl(this, overlay, {}), line, applied: line.applied };
+  }
   /** Commits requested and not settled yet (queued, deferred for documents, or in a group). */
   #outstanding = 0;
 
@@ -470,8 +503,14 @@ export class Session {
               continue;
             }
             const line = this.#line;
-            const overlay = new Overlay(line);
-            const tx = new TxImpl(this, overlay, request.context);
+            const draft = request.draft;
+            const current =
+              draft !== undefined &&
+              draft.line === line &&
+              draft.applied === line.applied &&
+              !draft.overlay.sealed;
+            const overlay = current ? draft.overlay : new Overlay(line);
+            const tx = current ? draft.tx : new TxImpl(this, overlay, request.context);
             let value: unknown;
             let thrown: { error: unknown } | undefined;
             try {
@@ -507,7 +546,7 @@ export class Session {
             }
             merged.push(overlay);
             for (const id of overlay.tasks.keys()) if (!stored.has(id)) stored.set(id, line.tasks.get(id));
-            const inert = onlyCheckpointMoves(overlay, line);
+            const inert = overlay.settled || onlyCheckpointMoves(overlay, line);
             if (overlay.docs.size > 0) this.#noteHistory(overlay, history);
             line.apply(overlay);
             done.push({ resolve: request.resolve, reject: request.reject, value, overlay });

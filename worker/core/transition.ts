@@ -6,6 +6,7 @@
  */
 import { InvalidTransition } from "./errors.ts";
 import { finish, validateWait } from "./ownership.ts";
+import { sealBuilt } from "./persist.ts";
 import { type Overlay, patchTask } from "./records.ts";
 import { validateUntil } from "./timers.ts";
 import type { NextTaskState, RunningTask, TaskOutcome, TaskRecord } from "./types.ts";
@@ -19,7 +20,9 @@ export function applyNextState(
 ): { record: TaskRecord; progressed: boolean } {
   switch (next.status) {
     case "running": {
-      const record = patchTask(current, { state: { status: "running", checkpoint: next.checkpoint } });
+      const record = patchTask(current, {
+        state: sealBuilt({ status: "running", checkpoint: next.checkpoint }),
+      });
       overlay.setTask(record);
       return { record, progressed: true };
     }
@@ -28,13 +31,13 @@ export function applyNextState(
       validateWait(overlay, current, next.on, next.policy);
       validateUntil(next.until);
       const record = patchTask(current, {
-        state: {
+        state: sealBuilt({
           status: "waiting",
           checkpoint: next.checkpoint,
-          on: [...next.on],
+          on: sealBuilt([...next.on]),
           policy: next.policy,
           ...(next.until !== undefined ? { until: next.until } : {}),
-        },
+        }),
       });
       overlay.setTask(record);
       return { record, progressed: false };

@@ -10,7 +10,7 @@ import type { DocPatch } from "./doc-patch.ts";
 import { ConversationMoved, EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
 import { type DocumentFork, forkPointKey } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
-import { assertJson } from "./persist.ts";
+import { assertJson, sealBuilt } from "./persist.ts";
 import { type DocMeta, type DocSemantics, type Overlay, semanticsOf } from "./records.ts";
 import type { Session } from "./session.ts";
 import { SPILL_KEY } from "./spill.ts";
@@ -126,8 +126,8 @@ export class TxImpl implements Tx {
       background: options.background === true,
       abortRequested: false,
       ...(options.reserve
-        ? { state: { status: "running", checkpoint }, startedAt: this.session.now() }
-        : { state: { status: "pending", checkpoint } }),
+        ? { state: sealBuilt({ status: "running", checkpoint }), startedAt: this.session.now() }
+        : { state: sealBuilt({ status: "pending", checkpoint }) }),
     });
     return id;
   }

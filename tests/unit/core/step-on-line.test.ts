@@ -4,6 +4,7 @@
  * lands first and counts; the step never decides from state that is still on its way to storage.
  */
 import { describe, expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import { defineTask, Harness, type Json, type TaskId } from "../../../worker/index.ts";
 import { deferred, memoryStore } from "../../../worker/testing.ts";
 import { complete, done, engineStillRuns, outcome, single } from "./fixtures.ts";
@@ -104,6 +105,23 @@ describe("the step before a phase runs on the commit line", () => {
     // Resumed in a new invocation at its checkpoint; after the terminal commit no phase ran.
     expect(runs).toEqual(["a", "a"]);
     await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("a draft of a commit (the scheduler plans in one ahead of its commit)", () => {
+  test("the commit runs its callback in the draft while nothing was applied to the line since, else in a fresh overlay", async () => {
+    const h = await Harness.open(await memoryStore());
+    const { session } = internals(h);
+    const inDraft = (draft: ReturnType<typeof session.draft>) =>
+      session.commit((_tx, overlay) => overlay === draft.overlay, {}, draft);
+    const untouched = session.draft();
+    expect(await inDraft(untouched)).toBe(true);
+    const overtaken = session.draft();
+    await h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: { n: 1 } }));
+    expect(await inDraft(overtaken)).toBe(false);
+    // A draft a callback already ran in is sealed: it is never taken again.
+    expect(await inDraft(untouched)).toBe(false);
     await h.close();
   });
 });

@@ -128,6 +128,39 @@ describe("strict JSON: every committed value is plain JSON (spec §3.4)", () => 
     }
   });
 
+  test("a checkpoint a phase commits, moving on or waiting, that is not plain JSON fails its commit with NotJson; the state the engine builds around it is sealed without a walk, never around it", async () => {
+    for (const [what, bad] of notJson()) {
+      const store = await memoryStore();
+      const h = await Harness.open(store);
+      const seen: unknown[] = [];
+      const other = await h.createTask(
+        single("strict-other", async (_t, runtime) => void (await runtime.commit(() => complete("o")))),
+        null,
+        { ownership: { kind: "conversation" } },
+      );
+      await done(h, other);
+      const def = single("strict-checkpoint", async (_t, runtime) => {
+        const moving = { phase: "go" as const, extra: asJson(bad) };
+        await runtime
+          .commit(() => ({ status: "running", checkpoint: moving }))
+          .catch((e: unknown) => seen.push(e));
+        await runtime
+          .commit(() => ({ status: "waiting", checkpoint: moving, on: [other], policy: "allSettled" }))
+          .catch((e: unknown) => seen.push(e));
+        await runtime.commit(() => complete("after"));
+      });
+      const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+      const record = await done(h, id);
+      expect(outcome(record), what).toEqual({ status: "completed", result: "after" });
+      expect(
+        seen.map((e) => e instanceof NotJson),
+        what,
+      ).toEqual([true, true]);
+      expect(Object.isFrozen(record.state) && Object.isFrozen(outcome(record)), what).toBe(true);
+      await h.close();
+    }
+  });
+
   test("plain JSON passes: nested objects, arrays, null, finite numbers, a null-prototype object", async () => {
     const store = await memoryStore();
     const h = await Harness.open(store);

@@ -70,6 +70,24 @@ describe("versioned task definitions from extensions", () => {
     expect((await row(image, ids[0]!))?.["version"]).toBe(2);
   });
 
+  test("a stored task's migration runs once when it resumes: the drain plans once, in its commit's draft", async () => {
+    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
+    let calls = 0;
+    const { h } = await openWith(
+      image,
+      jobV2((input, checkpoint) => {
+        calls++;
+        return { input, checkpoint: checkpoint as Go };
+      }),
+    );
+    expect(outcome(await done(h, ids[0]!))).toEqual({
+      status: "completed",
+      result: { ran: 2, input: { v1: "data" } },
+    });
+    // A trial plan before the reserving commit ran the migration a second time.
+    expect(calls).toBe(1);
+  });
+
   test("the migrated checkpoint is the one the task resumes at", async () => {
     const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
     type V2 = { phase: "go" } | { phase: "renamed"; from: number };

@@ -375,6 +375,107 @@ describe("wake continuations", () => {
     expect(woken.used).toBe(handled.used - 1);
   });
 
+  describe("the drain's own commit wakes no drain when it leaves nothing for one", () => {
+    /** A parent woken to `completed` by its wake once its gated child ends; the child's commit is gated. */
+    function gatedFamily(gate: Promise<void>) {
+      const gatedChild = single("wake-gated-child", async (_t, runtime) => {
+        await gate;
+        await runtime.commit(() => complete("child done"));
+      });
+      const parent = defineTask<null, ParentPhases, Json>({
+        name: "wake-gated-parent",
+        version: 1,
+        initial: () => ({ phase: "spawn" }),
+        phases: {
+          spawn: async (_t, runtime) => {
+            await runtime.commit((tx) => {
+              const id = tx.createTask(gatedChild, null, {
+                ownership: { kind: "task", taskId: runtime.taskId },
+              });
+              return {
+                status: "waiting",
+                checkpoint: { phase: "join", child: id },
+                on: [id],
+                policy: "allSettled",
+              };
+            });
+          },
+          join: async (_t, runtime) => void (await runtime.commit(() => complete("by handler"))),
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+        wake: { join: () => complete("woken") },
+      });
+      return { parent, gatedChild };
+    }
+
+    test("a wake that ends a task nobody waits on: the child's commit is the only kick", async () => {
+      const gate = deferred();
+      const { parent, gatedChild } = gatedFamily(gate.promise);
+      const h = await Harness.open(await memoryStore(), { tasks: [parent, gatedChild] });
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      await until(
+        () => running(h) === 1 && internals(h).session.records.tasks.get(id)?.state.status === "waiting",
+        {
+          what: "the parent waiting on its running child",
+        },
+      );
+      await settle();
+      const { scheduler } = internals(h);
+      let kicks = 0;
+      const kick = scheduler.kick.bind(scheduler);
+      scheduler.kick = () => {
+        kicks++;
+        kick();
+      };
+      gate.resolve();
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "woken" });
+      await settle();
+      // The drain's commit (the wake) left nothing to plan: a second kick planned again for nothing.
+      expect(kicks).toBe(1);
+      await engineStillRuns(h);
+      await h.close();
+    });
+
+    test("a task waiting on the woken one, passed over before the wake ended it, still runs", async () => {
+      const gate = deferred();
+      const { parent, gatedChild } = gatedFamily(gate.promise);
+      const target = deferred<TaskId>();
+      // Created first, so a plan looks at it before the parent: it waits on the parent, not ended yet.
+      const early = defineTask<null, { phase: "go" } | { phase: "joined" }, Json>({
+        name: "early-waiter",
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (_t, runtime) => {
+            const on = await target.promise;
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "joined" },
+              on: [on],
+              policy: "allSettled",
+            }));
+          },
+          joined: async (_t, runtime) => void (await runtime.commit(() => complete("early ran"))),
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+      const h = await Harness.open(await memoryStore(), { tasks: [parent, gatedChild, early] });
+      const earlyId = await h.createTask(early, null, { ownership: { kind: "conversation" } });
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      expect(earlyId).toBeLessThan(id);
+      target.resolve(id);
+      const status = (t: TaskId) => internals(h).session.records.tasks.get(t)?.state.status;
+      await until(() => status(earlyId) === "waiting" && status(id) === "waiting", { what: "both waiting" });
+      gate.resolve();
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "woken" });
+      expect(outcome(await done(h, earlyId))).toEqual({ status: "completed", result: "early ran" });
+      await engineStillRuns(h);
+      await h.close();
+    });
+  });
+
   test("a wake returning undefined runs the handler; a throwing wake is reported and the handler runs", async () => {
     for (const kind of ["undefined", "throws"] as const) {
       const log: string[] = [];

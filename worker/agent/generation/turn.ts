@@ -5,6 +5,7 @@
  * generation. Everything here writes only through the transaction it is given.
  */
 import type { TaskRuntime, Tx } from "../../core/define.ts";
+import { sealBuilt } from "../../core/persist.ts";
 import type {
   ConversationId,
   EntryId,
@@ -359,7 +360,12 @@ export function clearPartial(tx: Tx, c: ConversationId): void {
 export function handRunTo(tx: Tx, c: ConversationId, policy: InboxPolicy, inputs: number[]): void {
   const next = policy.startGeneration(tx, c);
   const { generation: _g, tools: _t, ...rest } = live(tx, c);
-  writeDoc<LiveState>(tx, c, DOC.live, { ...rest, run: { taskId: next, inputs } });
+  writeDoc<LiveState>(
+    tx,
+    c,
+    DOC.live,
+    sealBuilt({ ...rest, run: sealBuilt({ taskId: next, inputs: sealBuilt([...inputs]) }) }),
+  );
 }
 
 /** A document's committed value, read outside a commit. */

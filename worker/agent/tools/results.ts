@@ -6,7 +6,7 @@
  */
 import type { Tx } from "../../core/define.ts";
 import type { DocPatch } from "../../core/doc-patch.ts";
-import { assertJson } from "../../core/persist.ts";
+import { assertJson, sealBuilt } from "../../core/persist.ts";
 import type { ConversationId, EntryId, EntryRecord, Json, TaskId, TaskRecord } from "../../core/types.ts";
 import {
   addToolUsage,
@@ -145,10 +145,17 @@ export function updateSlot(
 ): void {
   const state = live(tx, c);
   if (!state.tools?.some((s) => s.taskId === taskId)) return;
-  writeDoc<LiveState>(tx, c, DOC.live, {
-    ...state,
-    tools: state.tools.map((s) => (s.taskId === taskId ? patch(s) : s)),
-  });
+  // Built here: the list, and the patched slot (each patch returns a fresh literal over the committed
+  // slot), are sealed without a walk; their members are checked as they are sealed.
+  writeDoc<LiveState>(
+    tx,
+    c,
+    DOC.live,
+    sealBuilt({
+      ...state,
+      tools: sealBuilt(state.tools.map((s) => (s.taskId === taskId ? sealBuilt(patch(s)) : s))),
+    }),
+  );
 }
 
 /** What a running call reported so far: its retained output, and `api.details()` / `api.diagnostic()`. */

@@ -8,6 +8,7 @@
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
 import type { TaskDefinition, Tx } from "../../core/define.ts";
+import { sealBuilt } from "../../core/persist.ts";
 import type { ConversationId, EntryId, Json, NextTaskState, TaskId, TaskRecord } from "../../core/types.ts";
 import type { GenerationCheckpoint, GenerationResult } from "../generation/turn.ts";
 import { DOC, type LiveState, live, type ToolSlot, writeDoc } from "../records.ts";
@@ -73,8 +74,18 @@ export function startToolRound(
     slots.push({ callId: call.id, name: call.name, taskId: id, status: intent ? "running" : "pending" });
   }
   const { generation: _g, ...state } = live(tx, c);
-  writeDoc<LiveState>(tx, c, DOC.live, { ...state, tools: slots });
-  return waitOn({ phase: "tools", assistant, tools: ids, ...(pending.length ? { pending } : {}) }, ids);
+  // Built here around checked parts (the answer's call ids and names, task ids): sealed without a walk.
+  for (const slot of slots) sealBuilt(slot);
+  writeDoc<LiveState>(tx, c, DOC.live, sealBuilt({ ...state, tools: sealBuilt(slots) }));
+  return waitOn(
+    sealBuilt({
+      phase: "tools",
+      assistant,
+      tools: sealBuilt(ids),
+      ...(pending.length ? { pending: sealBuilt(pending) } : {}),
+    }),
+    ids,
+  );
 }
 
 /**
