@@ -15,7 +15,7 @@
  *
  * Left out, as already read by an earlier sample:
  * - session 19's twenty (sample-session19.md, drawn on main 232dce6), session 20c's twenty
- *   (sample-session20c.md, seed 20261206), session 22's twenty (sample-session22.md, seed 20261207), session 20's thirty
+ *   (sample-session20c.md, seed 20261206), session 22's twenty (sample-session22.md, seed 20261207), samples 22b-22g's hundred and twenty (sample-session22b.md), session 20's thirty
  *   (sample-session20.md, seed 20261204) and session 20b's thirty (sample-session20b.md, seed
  *   20261205), found by the start of their rule text, listed below;
  * - session 10's hundred (sample-session10.md) were drawn from the checklist digest, not from these
