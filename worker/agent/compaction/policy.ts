@@ -8,7 +8,7 @@ import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryEdit, EntryId, EntryRecord } from "../../core/types.ts";
 import { activeRange, contribution } from "../conversation/context.ts";
 import { piAi } from "../models/pi-ai.ts";
-import { agentDoc, ENTRY, live, modelMessages } from "../records.ts";
+import { agentDoc, ENTRY, live } from "../records.ts";
 import type { AgentServices } from "../services.ts";
 import { estimateMessageTokens, selectCut } from "./range.ts";
 

@@ -25,8 +25,10 @@ export function inboxPolicy(
       // With the transcript cached, the creating commit also prepares the first request. The cache
       // holds committed entries only: this commit's own (the input, an answer, a boundary's reset or
       // writes) follow it, for the threshold check and the system planning alike.
+      // Copied only when this commit appended to the conversation (a handover between turns does not).
       const cached = services.entries.peek(conversationId);
-      const entries = cached?.concat(tx.appendedEntries(conversationId));
+      const appended = cached ? tx.appendedEntries(conversationId) : [];
+      const entries = cached && appended.length > 0 ? cached.concat(appended) : cached;
       // Over the blocking threshold the generation starts at `prepare`, which compacts first.
       const need = entries && compactionNeeded(services, tx, conversationId, entries);
       if (entries && need !== "blocking") {
