@@ -219,73 +219,48 @@ test("writes never start a generation: a write on an idle conversation is done a
   expect((await queued.wait()).status).toBe("done");
 });
 
-test("followUpMode is read at each boundary: switched from one-at-a-time to all between two boundaries, the second places every waiting follow-up", async () => {
-  const holds = [deferred(), deferred()];
-  let settings: AgentSettings = { followUpMode: "one-at-a-time" };
-  const { root, faux } = await open(
-    async (req, n) => {
-      if (n <= 2) await holds[n - 1]!.promise;
-      return echo(req, n);
-    },
-    { settings: () => settings },
-  );
-  const first = await root.submit({ type: "input", content: "one" });
-  const [a, b, c] = [
-    await root.submit({ type: "input", content: "A" }),
-    await root.submit({ type: "input", content: "B" }),
-    await root.submit({ type: "input", content: "C" }),
-  ];
-  holds[0]!.resolve();
-  await first.wait();
-  // The first boundary, one-at-a-time: A alone started the next run.
-  await until(() => faux.requests.length === 2, { what: "A's run asking" });
-  expect((await a.record()).status).toBe("placed");
-  expect((await b.record()).status).toBe("queued");
-  settings = { followUpMode: "all" };
-  holds[1]!.resolve();
-  await a.wait();
-  const [settledB, settledC] = [await b.wait(), await c.wait()];
-  expect(kinds(await transcript(root))).toEqual([
-    "pi.user",
-    "pi.assistant",
-    "pi.user",
-    "pi.assistant",
-    "pi.user",
-    "pi.user",
-    "pi.assistant",
-  ]);
-  expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
-  expect(faux.requests).toHaveLength(3);
-});
-
-test("steeringMode is read at each boundary too: steers queued behind a held answer, one-at-a-time at the first final boundary, all at the second", async () => {
-  // Sample 22: only followUpMode was shown read anew at each boundary.
-  const holds = [deferred(), deferred()];
-  let settings: AgentSettings = { steeringMode: "one-at-a-time" };
-  const { root, faux } = await open(
-    async (req, n) => {
-      if (n <= 2) await holds[n - 1]!.promise;
-      return echo(req, n);
-    },
-    { settings: () => settings },
-  );
-  const first = await root.submit({ type: "input", content: "one" });
-  const [a, b, c] = [
-    await root.submit({ type: "input", content: "A", whenBusy: "steer" }),
-    await root.submit({ type: "input", content: "B", whenBusy: "steer" }),
-    await root.submit({ type: "input", content: "C", whenBusy: "steer" }),
-  ];
-  holds[0]!.resolve();
-  await first.wait();
-  await until(() => faux.requests.length === 2, { what: "A's run asking" });
-  expect((await a.record()).status).toBe("placed");
-  expect((await b.record()).status).toBe("queued");
-  settings = { steeringMode: "all" };
-  holds[1]!.resolve();
-  await a.wait();
-  const [settledB, settledC] = [await b.wait(), await c.wait()];
-  expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
-  expect(faux.requests).toHaveLength(3);
-  const asked = faux.requests[2]!.messages.filter((m) => m.role === "user").map((m) => textOf(m));
-  expect(asked.slice(-2)).toEqual(["B", "C"]);
-});
+test.each([
+  ["followUpMode", undefined],
+  ["steeringMode", "steer"],
+] as const)(
+  "%s is read at each boundary: switched from one-at-a-time to all between two final boundaries, the second places every waiting item of its mode",
+  async (mode, whenBusy) => {
+    // steeringMode added by sample 22: only followUpMode was shown read anew at each boundary.
+    const holds = [deferred(), deferred()];
+    let settings: AgentSettings = { [mode]: "one-at-a-time" };
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n <= 2) await holds[n - 1]!.promise;
+        return echo(req, n);
+      },
+      { settings: () => settings },
+    );
+    const first = await root.submit({ type: "input", content: "one" });
+    const queue = (content: string) =>
+      root.submit({ type: "input", content, ...(whenBusy ? { whenBusy } : {}) });
+    const [a, b, c] = [await queue("A"), await queue("B"), await queue("C")];
+    holds[0]!.resolve();
+    await first.wait();
+    // The first boundary, one-at-a-time: A alone started the next run.
+    await until(() => faux.requests.length === 2, { what: "A's run asking" });
+    expect((await a.record()).status).toBe("placed");
+    expect((await b.record()).status).toBe("queued");
+    settings = { [mode]: "all" };
+    holds[1]!.resolve();
+    await a.wait();
+    const [settledB, settledC] = [await b.wait(), await c.wait()];
+    expect(kinds(await transcript(root))).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.user",
+      "pi.assistant",
+      "pi.user",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect((settledB as { answer: number }).answer).toBe((settledC as { answer: number }).answer);
+    expect(faux.requests).toHaveLength(3);
+    const asked = faux.requests[2]!.messages.filter((m) => m.role === "user").map((m) => textOf(m));
+    expect(asked.slice(-2)).toEqual(["B", "C"]);
+  },
+);
