@@ -162,8 +162,7 @@ export function validateWait(
     const t = overlay.task(id);
     if (!t || t.state.status === "terminal") continue;
     if (t.state.status === "waiting") stack.push(...t.state.on);
-    stack.push(...overlay.liveChildren(id));
-    for (const c of overlay.ownedConversations(id)) stack.push(...overlay.liveConversationTasks(c));
+    stack.push(...overlay.liveOwnedWork(id));
   }
 }
 

@@ -916,7 +916,14 @@ export class Overlay {
     return out;
   }
 
-  /** Ordinary owned work of a task that is still live (tasks it owns, tasks in conversations it owns). */
+  /** The live ordinary owned work of a task (spec §5.5): the tasks it owns, the tasks in conversations it owns. */
+  liveOwnedWork(taskId: TaskId): TaskId[] {
+    const out = this.liveChildren(taskId);
+    for (const c of this.ownedConversations(taskId)) out.push(...this.liveConversationTasks(c));
+    return out;
+  }
+
+  /** Whether `liveOwnedWork(taskId)` holds anything (stops at the first). */
   hasLiveOwnedWork(taskId: TaskId): boolean {
     if (this.liveChildren(taskId).length > 0) return true;
     for (const c of this.ownedConversations(taskId))
