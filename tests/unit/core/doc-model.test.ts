@@ -520,6 +520,22 @@ describe("snapshotAsOf (spec §3.3)", () => {
     expect(await h.snapshotAsOf(1, "late", e5)).toMatchObject({ value: { l: 5 } });
     expect(await h.snapshotAsOf(1, "never", e5)).toBeUndefined();
     expect(await stored(store, "hist")).toEqual(before);
+    // The end of the entry's commit, not the entry's place in it: a write after the entry in the same
+    // commit is what the entry sees, and so is a retirement.
+    const e6 = await h.transaction((tx) => {
+      const entry = note(tx, 1, "6");
+      tx.writeDoc(1, "hist", { n: 6 });
+      return entry;
+    });
+    const e7 = await h.transaction((tx) => {
+      const entry = note(tx, 1, "7");
+      tx.retireDoc(1, "late");
+      return entry;
+    });
+    expect(await h.snapshotAsOf(1, "hist", e6)).toEqual({ id: second.id, value: { n: 6 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "hist", e5)).toEqual({ id: second.id, value: { n: 4 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "late", e6)).toMatchObject({ value: { l: 5 } });
+    expect(await h.snapshotAsOf(1, "late", e7)).toBeUndefined();
     expect(await stored(store, "never")).toEqual([]);
 
     await expect(h.snapshotAsOf(1, "plain", e5)).rejects.toThrow(InvalidTransition);
