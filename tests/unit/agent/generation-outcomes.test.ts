@@ -332,6 +332,43 @@ test("keeps run control with a faulted generation until its owned work drains, a
   ]);
 });
 
+test("malformed provider data faults the generation (spec §5.4, §8.3): its input settles unanswered faulted with the error, its committed partial becomes an aborted entry, pi.live empties", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const model = drivenModel();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    stream: model.stream,
+    settings: { partialIntervalMs: 0 },
+  });
+  cleanups.push(() => h.close());
+  const root = await h.root();
+  const input = await root.submit({ type: "input", content: "talk" });
+  await until(() => model.requests.length === 1, { what: "request sent" });
+  model.partial(model.requests[0]!, PARTIAL);
+  await until(() => liveOf(h).generation?.message !== undefined, { what: "partial committed" });
+  const generation = liveOf(h).run!.taskId;
+  // The provider's final message holds a value the JSON round trip cannot carry, a cycle (provider
+  // output is taken through it where it enters: NOT-APPLICABLE [5.4]): classifying it cannot commit.
+  const final = fauxAssistantMessage("final") as AssistantMessage & { self?: unknown };
+  final.self = final;
+  model.answer(model.requests[0]!, final);
+  const settled = await input.wait();
+  expect(settled).toMatchObject({ status: "unanswered", reason: "faulted" });
+  expect((settled as { detail?: string }).detail).toMatch(/circular/);
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: expect.stringMatching(/circular/) } },
+  });
+  // The committed partial is kept as an aborted answer; the malformed final message is not stored.
+  const answers = await assistantsOf(h);
+  expect(answers).toHaveLength(1);
+  expect(answers[0]).toMatchObject({ stopReason: "aborted" });
+  expect(textOf(answers[0]!)).toBe("half an ans");
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a partial is normalized to strict JSON before it is stored: NaN becomes null, undefined fields go", async () => {
   const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
   cleanups.push(async () => faux.unregister());

@@ -138,6 +138,8 @@ describe("submissions", () => {
       if (n === 1) await hold.promise;
       return echo(req, n);
     });
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
     const first = await root.submit({ type: "input", content: "one" });
     const second = await root.submit({ type: "input", content: "two" });
     expect((await second.record()).status).toBe("queued");
@@ -152,6 +154,21 @@ describe("submissions", () => {
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
     expect(a).toEqual({ status: "done", answer: entries[1]!.id, entry: entries[0]!.id });
     expect(b).toEqual({ status: "done", answer: entries[3]!.id, entry: entries[2]!.id });
+    // The final boundary's commit places it (placed, with its entry) and hands it to a successor
+    // run of its own (spec §6 table: "boundary places user item").
+    const placing = changes.filter((c) => c.entries.some((e) => e.id === entries[2]!.id));
+    expect(placing).toHaveLength(1);
+    expect(placing[0]!.submissions.find((x) => x.id === second.id)).toMatchObject({
+      status: "placed",
+      entry: entries[2]!.id,
+    });
+    const run = (
+      placing[0]!.docs.find((d) => d.name === "pi.live")?.value as {
+        run?: { taskId: number; inputs: number[] };
+      }
+    )?.run;
+    expect(run?.inputs).toEqual([second.id]);
+    expect(placing[0]!.tasks.find((t) => t.id === run?.taskId)?.kind).toBe("pi.generation");
     expect(textOf(messageOf(entries[3]!))).toBe("echo: two");
     expect(faux.requests.map(roles)).toEqual([["user"], ["user", "assistant", "user"]]);
     expect(alternationProblems(entries)).toEqual([]);
@@ -190,6 +207,10 @@ describe("submissions", () => {
       | undefined;
     expect(live?.tools).toBeUndefined();
     expect(live?.run?.inputs).toEqual([input.id, steer.id]);
+    expect(placing[0]!.submissions.find((x) => x.id === steer.id)).toMatchObject({
+      status: "placed",
+      entry: entries[3]!.id,
+    });
   });
 
   test("whenBusy reject: throws ConversationBusy and writes nothing", async () => {
@@ -376,6 +397,35 @@ describe("the inbox", () => {
       "pi.assistant",
     ]);
     expect(textOf(messageOf(entries[4]!))).toBe("later");
+  });
+
+  test("Submission.abort withdraws a queued write too (unanswered aborted), removing only its own item: the others keep their order", async () => {
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const before = await root.submit({ type: "input", content: "before" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    const after = await root.submit({ type: "input", content: "after" });
+    expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([
+      [before.id, "followUp"],
+      [write.id, "write"],
+      [after.id, "followUp"],
+    ]);
+    expect(await write.abort()).toBe("aborted");
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([before.id, after.id]);
+    expect(await write.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await write.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    release.resolve();
+    await first.wait();
+    await root.waitForIdle();
+    // The withdrawn write was never placed; the follow-ups around it were.
+    const entries = await transcript(root);
+    expect(entries.some((e) => e.kind === "app.note")).toBe(false);
+    expect((await before.wait()).status).toBe("done");
+    expect((await after.wait()).status).toBe("done");
   });
 
   test("Submission.abort withdraws a queued input (aborted), and reports already_placed and settled otherwise", async () => {

@@ -45,7 +45,7 @@ test("an extension task asks its conversation's selected hooks in extension orde
   const reports: unknown[] = [];
   const apis: HookApi[] = [];
   const answers: string[][] = [];
-  let reinstall: () => void = () => undefined;
+  let reinstall: () => Promise<void> = async () => undefined;
   const ask = async (runtime: TaskRuntime<Json, Review, Json, ReviewHooks>) => {
     const words: string[] = [];
     await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
@@ -60,8 +60,9 @@ test("an extension task asks its conversation's selected hooks in extension orde
     phases: {
       first: async (_task, runtime) => {
         const before = await ask(runtime);
-        // A reinstall while the phase runs: this phase keeps the hooks it resolved.
-        reinstall();
+        // A reinstall and a new selection (pi.agent) while the phase runs: this phase keeps the hooks
+        // it resolved from its snapshot and the pi.agent it read.
+        await reinstall();
         const after = await ask(runtime);
         answers.push(before, after);
         await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second", first: before } }));
@@ -90,8 +91,11 @@ test("an extension task asks its conversation's selected hooks in extension orde
   );
   extensions.install(answering("b", "b"));
   extensions.install(answering("unselected", "u"));
-  reinstall = () => extensions.install(answering("a", "a2"));
   const { h, root } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
+  reinstall = async () => {
+    extensions.install(answering("a", "a2"));
+    await root.configure({ extensions: ["jobs", "a", "thrower", "b"] });
+  };
   // Selected in an order other than the install order: the selection's order is the one asked.
   await root.configure({ extensions: ["jobs", "b", "thrower", "a"] });
   const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
@@ -99,8 +103,8 @@ test("an extension task asks its conversation's selected hooks in extension orde
   expect(answers).toEqual([
     ["b:diff", "a:diff"],
     ["b:diff", "a:diff"],
-    // The next phase resolves again: the replacement, where the selection puts a.
-    ["b:diff", "a2:diff"],
+    // The next phase resolves again: the replacement, in the new selection's order.
+    ["a2:diff", "b:diff"],
   ]);
   expect(reports.map((e) => (e as Error).message)).toEqual([
     "thrower broke",
@@ -108,7 +112,8 @@ test("an extension task asks its conversation's selected hooks in extension orde
     "thrower broke",
   ]);
   expect(apis[0]).toMatchObject({ taskId: id, conversationId: root.id });
-  expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: ["jobs", "b", "thrower", "a"] });
+  // A snapshot reads the committed document now: the selection changed during the first phase.
+  expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: ["jobs", "a", "thrower", "b"] });
   expect(apis[0]!.models).toBe(h.services.models);
 });
 

@@ -454,3 +454,50 @@ test("a blocked task is orphaned by an abort of any kind: a cascade from its abo
   await engineStillRuns(h);
   await h.close();
 });
+
+test("ordering is judged on committed records: an owner's abort handler starts once its child's terminal commit landed, while code the child runs after it still runs (spec §5.5)", async () => {
+  const log: string[] = [];
+  const after = deferred();
+  const child = defineTask<Json, Go, Json>({
+    name: "late-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      // Code after the terminal commit: not ordered before the owner's abort handler.
+      log.push("child: terminal committed");
+      await after.promise;
+      log.push("child: code after it done");
+    },
+  });
+  const owner = defineTask<Json, Go, Json>({
+    name: "late-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime, signal) => {
+        await runtime.commit((tx) => {
+          tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return undefined;
+        });
+        await untilAborted(signal);
+      },
+    },
+    abort: async (_t, runtime) => {
+      log.push("owner: abort handler");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "owner and child running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+  expect(log).toEqual(["child: terminal committed", "owner: abort handler"]);
+  after.resolve();
+  await until(() => log.length === 3, { what: "the child's late code" });
+  expect(log.at(-1)).toBe("child: code after it done");
+  await engineStillRuns(h);
+  await h.close();
+});

@@ -187,6 +187,38 @@ test("abortTask answers only `marked` or `terminal`: aborting a marked task agai
   await h.close();
 });
 
+test("a pending task that never ran reaches its abort handler once marked: its phase never runs (spec §5.4)", async () => {
+  const log: string[] = [];
+  const task = defineTask<Json, Go, Json>({
+    name: "never-ran",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        log.push("phase");
+        await runtime.commit(() => complete("ran"));
+      },
+    },
+    abort: async (t, runtime) => {
+      log.push(`abort from ${t.state.status}`);
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "never ran" },
+      }));
+    },
+  });
+  // Paused: the task stays pending, no invocation has started when the mark is committed.
+  const h = await Harness.open(await memoryStore(), { tasks: [task], paused: true });
+  const id = await h.createTask(task, null, conversationOwned);
+  expect((await h.getTask(id))?.state.status).toBe("pending");
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(await h.getTask(id)).toMatchObject({ abortRequested: true, state: { status: "pending" } });
+  h.resume();
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "never ran" });
+  expect(log).toEqual(["abort from running"]);
+  await h.close();
+});
+
 test("an explicit abortTask reaches a background task: it is marked and aborted like any other", async () => {
   const slow = parked("background-slow");
   const h = await Harness.open(await memoryStore(), { tasks: [slow] });

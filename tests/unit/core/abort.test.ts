@@ -173,7 +173,13 @@ describe("abort and the task tree", () => {
     await expect(wait).rejects.toBeInstanceOf(WaitCancelled);
     expect((await h.getTask(id))?.abortRequested).toBe(false);
     gate.resolve();
-    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "finished anyway" });
+    // A new wait resolves with the settled task: the whole task record, its state terminal (spec
+    // §2.2 SettledTask), the same record getTask reads.
+    const settled = await h.waitForTask(id);
+    expect(settled.state.status).toBe("terminal");
+    expect(settled).toEqual(await h.getTask(id));
+    expect(settled).toMatchObject({ id, kind: "patient", conversationId: 1 });
+    expect(outcome(settled)).toEqual({ status: "completed", result: "finished anyway" });
     await engineStillRuns(h);
     await h.close();
   });

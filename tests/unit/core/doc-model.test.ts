@@ -520,6 +520,22 @@ describe("snapshotAsOf (spec §3.3)", () => {
     expect(await h.snapshotAsOf(1, "late", e5)).toMatchObject({ value: { l: 5 } });
     expect(await h.snapshotAsOf(1, "never", e5)).toBeUndefined();
     expect(await stored(store, "hist")).toEqual(before);
+    // The end of the entry's commit, not the entry's place in it: a write after the entry in the same
+    // commit is what the entry sees, and so is a retirement.
+    const e6 = await h.transaction((tx) => {
+      const entry = note(tx, 1, "6");
+      tx.writeDoc(1, "hist", { n: 6 });
+      return entry;
+    });
+    const e7 = await h.transaction((tx) => {
+      const entry = note(tx, 1, "7");
+      tx.retireDoc(1, "late");
+      return entry;
+    });
+    expect(await h.snapshotAsOf(1, "hist", e6)).toEqual({ id: second.id, value: { n: 6 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "hist", e5)).toEqual({ id: second.id, value: { n: 4 }, version: 1 });
+    expect(await h.snapshotAsOf(1, "late", e6)).toMatchObject({ value: { l: 5 } });
+    expect(await h.snapshotAsOf(1, "late", e7)).toBeUndefined();
     expect(await stored(store, "never")).toEqual([]);
 
     await expect(h.snapshotAsOf(1, "plain", e5)).rejects.toThrow(InvalidTransition);
@@ -595,6 +611,8 @@ describe("the session surface (spec §3.3, §4)", () => {
   test("documentState is bound to one committed incarnation: it follows that incarnation's commits off the line, ends when it is retired, and is undefined for an absent document", async () => {
     const h = await open(await memoryStore());
     expect(await h.documentState(1, "d")).toBeUndefined();
+    // Acquisition never creates: the absent document stays absent.
+    expect(await h.docRecord(1, "d")).toBeUndefined();
     await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
     const state = (await h.documentState(1, "d"))!;
     const record = (await h.docRecord(1, "d"))!;
@@ -625,6 +643,8 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.transaction((tx) => tx.writeDoc(1, "d", { n: 10 }));
     await new Promise((r) => setTimeout(r, 0));
     expect(seen.length).toBe(2);
+    // Still exposed after its end, it shows the absence, never the stale value or the new incarnation's.
+    expect(state.value).toBeUndefined();
 
     const next = (await h.documentState(1, "d"))!;
     expect(next.record.id).not.toBe(record.id);
@@ -641,10 +661,15 @@ describe("the session surface (spec §3.3, §4)", () => {
 
   test("closing ends every document state at its seal, keeping its last value: a commit that settles during close sends it nothing", async () => {
     const h = await open(await memoryStore());
-    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "d", { n: 1 });
+      tx.writeDoc(1, "e", { m: 1 });
+    });
     const state = (await h.documentState(1, "d"))!;
+    const other = (await h.documentState(1, "e"))!;
     let calls = 0;
     state.subscribe(() => calls++);
+    other.subscribe(() => calls++);
     // A commit admitted before the seal, holding the line while close begins: it settles during close.
     const gate = deferred();
     const inCallback = deferred();
@@ -652,15 +677,19 @@ describe("the session surface (spec §3.3, §4)", () => {
       inCallback.resolve();
       await gate.promise;
       tx.writeDoc(1, "d", { n: 2 });
+      tx.writeDoc(1, "e", { m: 2 });
     });
     await inCallback.promise;
     const closing = h.close();
+    // Every state, not only the first: both end at the seal.
     expect(state.ended).toBe(true);
+    expect(other.ended).toBe(true);
     gate.resolve();
     await late;
     await closing;
     await new Promise((r) => setTimeout(r, 0));
     expect(state.value).toEqual({ n: 1 });
+    expect(other.value).toEqual({ m: 1 });
     expect(calls).toBe(0);
   });
 });

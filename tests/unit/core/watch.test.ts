@@ -7,7 +7,7 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { Watch } from "../../../worker/core/observe.ts";
-import type { Frame } from "../../../worker/index.ts";
+import { type Frame, watchEvents } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { echo, open, reopen } from "../agent/fixtures.ts";
 import { settle } from "./fixtures.ts";
@@ -200,6 +200,41 @@ test("a watch's default limit is 100 undelivered frames: the 101st collapses the
   expect([watch.pending, watch.collapsed]).toEqual([1, 100]);
 });
 
+test("a watch, an agent event stream and viewState() are observers of the same one mount: the first builds it, it stays while any observes, the last drops it (spec §9.3)", async () => {
+  const { h, root } = await open(echo);
+  const session = internals(h).session;
+  const subscribe = session.subscribe.bind(session);
+  let subscribed = 0;
+  session.subscribe = (listener) => {
+    subscribed++;
+    const off = subscribe(listener);
+    return () => {
+      subscribed--;
+      off();
+    };
+  };
+  // viewState() alone builds the mount for its read and drops it after: nothing stays subscribed.
+  expect((await root.viewState()).conversation.id).toBe(root.id);
+  expect(subscribed).toBe(0);
+  // An event stream first: it builds the mount; a watch and a viewState() read join it.
+  const events = await watchEvents(h, root.id);
+  const mounted = h.mount(root.id);
+  expect(subscribed).toBe(1);
+  const watch = await root.watch();
+  const view = await root.viewState();
+  expect(h.mount(root.id)).toBe(mounted);
+  expect(subscribed).toBe(1);
+  expect(view).toBe(watch.value);
+  expect(events.snapshot.entries).toBe(view.entries);
+  // The stream gone, the watch keeps the mount; the watch gone too, the mount is dropped.
+  await events.stop();
+  expect(h.mount(root.id)).toBe(mounted);
+  expect(subscribed).toBe(1);
+  await watch.stop();
+  expect(subscribed).toBe(0);
+  expect(h.mount(root.id)).not.toBe(mounted);
+});
+
 test("every observer of a conversation shares one mount, built by the first and dropped after the last: two watches receive the very same view values; a later observer builds it again from committed state", async () => {
   const { h, root } = await open(echo);
   // Count the mount's commit subscriptions: one per mount, released when it is dropped.
@@ -271,6 +306,40 @@ test("a watch's value holds every commit before its acquisition; a commit after 
   watch.start((f) => void seen.push(notes(f.value)));
   await until(() => seen.length === 1, { what: "the buffered frame" });
   expect(seen).toEqual([[1, 2]]);
+  await watch.stop();
+});
+
+test("a commit that lands while a watch's mount is still reading its snapshot is in the value or in a frame, exactly once (spec §9.1 atomic snapshot and registration)", async () => {
+  const { h, root } = await open(echo);
+  const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+    value.entries.map((e) => (e.data as { n: number }).n);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  // Hold the mount's snapshot read until a later commit has settled.
+  const store = internals(h).session.store;
+  const read = store.read.bind(store);
+  const gate = deferred();
+  const reading = deferred();
+  let holdNext = true;
+  store.read = (async (work: Parameters<typeof read>[0]) => {
+    if (holdNext) {
+      holdNext = false;
+      reading.resolve();
+      await gate.promise;
+    }
+    return read(work);
+  }) as typeof store.read;
+  const acquiring = root.watch();
+  await reading.promise;
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  gate.resolve();
+  const watch = await acquiring;
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  const seen: number[][] = [];
+  watch.start((f) => void seen.push(notes(f.value)));
+  await until(() => seen.at(-1)?.at(-1) === 3, { what: "the frame of note 3" });
+  // The snapshot took note 2 (committed before its read) and no frame applies it again.
+  expect(notes(watch.value)).toEqual([1, 2, 3]);
+  expect(seen).toEqual([[1, 2, 3]]);
   await watch.stop();
 });
 
