@@ -9,11 +9,13 @@ import {
   type AssistantMessage,
   createAssistantMessageEventStream,
   fauxAssistantMessage,
+  fauxText,
+  fauxThinking,
   fauxToolCall,
 } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { EventDeriver } from "../../../worker/agent/events/derive.ts";
+import { EventDeriver, snapshotOf } from "../../../worker/agent/events/derive.ts";
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import {
   type AgentEvent,
@@ -21,8 +23,10 @@ import {
   AgentHarness,
   type ConversationView,
   createModelResolver,
+  createRegistry,
   type DeferredAnswer,
   DOC,
+  defineExtension,
   defineTool,
   type Json,
   type LiveState,
@@ -148,6 +152,28 @@ test("agent_changed carries pi.agent as configured", async () => {
     { model: faux.ref, thinkingLevel: "low" },
     { model: faux.ref, thinkingLevel: "high" },
   ]);
+});
+
+test("agent_changed: a retired pi.agent reads as its initial value; a registry install and a settings change emit nothing", async () => {
+  // Reading 23e: spec §9.4 "a retired one reads as its initial value, as in a snapshot. Registry
+  // installs and settings changes make no commit and emit nothing"; neither was tried.
+  const extensions = createRegistry();
+  const settings: { toolExecution?: "parallel" | "sequential" } = {};
+  const { h, root } = await open(echo, { extensions, settings });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  await root.configure({ thinkingLevel: "low" });
+  extensions.install(defineExtension({ name: "late", tools: [] }));
+  settings.toolExecution = "sequential";
+  await h.transaction((tx) => tx.retireDoc(root.id, DOC.agent));
+  // A later commit's batch follows whatever the install or the settings change might have sent.
+  await (await root.submit({ type: "write", entry: { kind: "note", data: {} } })).wait();
+  expect(await settled(h, stream, batches)).toEqual([
+    ["agent_changed"],
+    ["agent_changed"],
+    ["entry_appended note", "submission write done"],
+  ]);
+  expect(ofType(batches, "agent_changed").map((e) => e.agent)).toEqual([{ thinkingLevel: "low" }, {}]);
 });
 
 test("an old store's pi.agent ({ provider, id }) shows as { provider, modelId } in the snapshot, agent_changed and an overflow's snapshot", async () => {
@@ -521,6 +547,151 @@ test("one commit with every kind of change gives its events in the specification
   ]);
 });
 
+test("one commit's first group keeps its order (starts, partial update, tool updates, retry/deferred), and a tool result's end precedes its message, before tools ending without an entry", () => {
+  // Reading 23e: the every-kind commit above has no message_update, no tool_execution_update and no
+  // result entry, so the first positions and a result's end were never told apart in one batch.
+  // Generation 5's attempt 2 holds a partial and polls a deferred answer; this commit extends the
+  // partial, moves the poll, starts call "new", prints to "busy", appends "old"'s result and a note,
+  // and ends "gone" without an entry.
+  const deriver = new EventDeriver(
+    1,
+    [{ id: 5, kind: "pi.generation", conversationId: 1, state: { status: "running" } }] as never,
+    undefined,
+  );
+  const slot = (callId: string, taskId: number, status: "pending" | "running" | "done", output?: string) => ({
+    callId,
+    name: "probe",
+    taskId,
+    status,
+    ...(output === undefined ? {} : { output }),
+  });
+  const viewWith = (live: LiveState): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: live as unknown as Json },
+  });
+  const before = viewWith({
+    run: { taskId: 5 as never, inputs: [1 as never] },
+    generation: {
+      taskId: 5 as never,
+      attempt: 2,
+      message: fauxAssistantMessage("Hel"),
+      deferred: { pollAt: 10 },
+    } as never,
+    tools: [
+      slot("new", 9, "pending"),
+      slot("busy", 10, "running", "a"),
+      slot("old", 8, "running"),
+      slot("gone", 11, "running"),
+    ] as never,
+  });
+  const after = viewWith({
+    run: { taskId: 5 as never, inputs: [1 as never] },
+    generation: {
+      taskId: 5 as never,
+      attempt: 2,
+      message: fauxAssistantMessage("Hello"),
+      deferred: { pollAt: 20 },
+    } as never,
+    tools: [
+      slot("new", 9, "running"),
+      slot("busy", 10, "running", "ab"),
+      slot("old", 8, "done"),
+      slot("gone", 11, "done"),
+    ] as never,
+  });
+  const result = {
+    role: "toolResult",
+    toolCallId: "old",
+    toolName: "probe",
+    content: [{ type: "text", text: "done" }],
+    isError: false,
+    timestamp: 0,
+  };
+  const change = {
+    seq: 9,
+    tasks: [],
+    entries: [
+      { id: 30, conversationId: 1, kind: "pi.tool-result", model: [result] },
+      { id: 31, conversationId: 1, kind: "note", data: {} },
+    ],
+    conversations: [],
+    submissions: [],
+    docs: [{ conversationId: 1, name: DOC.live, value: {} }],
+  };
+  const events = deriver.derive(change as never, before, after);
+  expect(
+    events.map((e) =>
+      "toolCallId" in e
+        ? `${e.type} ${e.toolCallId}${e.type === "tool_execution_end" && e.entry ? " entry" : ""}`
+        : e.type,
+    ),
+  ).toEqual([
+    "tool_execution_start new",
+    "message_update",
+    "tool_execution_update busy",
+    "deferred_poll",
+    "tool_execution_end old entry",
+    "message_start",
+    "message_end",
+    "entry_appended",
+    "tool_execution_end gone",
+  ]);
+});
+
+test("message_update carries the partial's current usage, also when only the usage changed (no changes); a thinking block starts; a new attempt's first partial starts a new message", () => {
+  // Reading 23e: the wire renders dropped the usage, so "each update carries the partial's current
+  // usage" and the usage-only update were asserted only on the diff, never on the event.
+  const deriver = new EventDeriver(
+    1,
+    [{ id: 5, kind: "pi.generation", conversationId: 1, state: { status: "running" } }] as never,
+    undefined,
+  );
+  const withUsage = (content: AssistantMessage["content"], output: number): AssistantMessage => {
+    const m = fauxAssistantMessage(content as never);
+    return { ...m, usage: { ...m.usage, output, totalTokens: output } };
+  };
+  const viewWith = (attempt: number, message: AssistantMessage): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: {
+      [DOC.live]: {
+        run: { taskId: 5, inputs: [1] },
+        generation: { taskId: 5, attempt, message },
+      } as unknown as Json,
+    },
+  });
+  const change = {
+    seq: 4,
+    tasks: [],
+    entries: [],
+    conversations: [],
+    submissions: [],
+    docs: [{ conversationId: 1, name: DOC.live, value: {} }],
+  };
+  const first = withUsage([fauxText("Hel")], 3);
+  const grown = withUsage([fauxText("Hello"), fauxThinking("hm")], 7);
+  expect(deriver.derive(change as never, viewWith(1, first), viewWith(1, grown))).toEqual([
+    {
+      type: "message_update",
+      usage: grown.usage,
+      changes: [
+        { type: "text_delta", contentIndex: 0, delta: "lo" },
+        { type: "thinking_start", contentIndex: 1, block: { type: "thinking", thinking: "hm" } },
+      ],
+    },
+  ]);
+  const costlier = withUsage([fauxText("Hello"), fauxThinking("hm")], 9);
+  expect(deriver.derive(change as never, viewWith(1, grown), viewWith(1, costlier))).toEqual([
+    { type: "message_update", usage: costlier.usage, changes: [] },
+  ]);
+  // The next attempt's first partial is a new message, even when it extends the last one.
+  const retried = withUsage([fauxText("Hello there")], 2);
+  expect(deriver.derive(change as never, viewWith(1, costlier), viewWith(2, retried))).toEqual([
+    { type: "message_start", message: retried },
+  ]);
+});
+
 test("tool_execution_start carries the arguments of the call's intent, as a beforeTool hook left them, not the answer's", async () => {
   const tool = defineTool({
     name: "apply",
@@ -538,6 +709,83 @@ test("tool_execution_start carries the arguments of the call's intent, as a befo
   await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
   await stream.stop();
   expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{ item: "rewritten" }]);
+});
+
+test("a slot that becomes done without running (a call not offered, invalid arguments, a block) gets only tool_execution_end, with its result entry", async () => {
+  // Reading 23e: the spec's tool_execution_start paragraph says so; only unstarted calls of an
+  // aborted round were ever derived.
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.String() }),
+    execute: async (args) => textResult(args.item),
+  });
+  const { h, root } = await open(
+    callsThenAnswer(
+      fauxToolCall("nope", {}, { id: "c-missing" }),
+      fauxToolCall("apply", {}, { id: "c-invalid" }),
+      fauxToolCall("apply", { item: "blocked" }, { id: "c-blocked" }),
+      fauxToolCall("apply", { item: "ok" }, { id: "c-ok" }),
+    ),
+    {
+      tools: [tool],
+      hooks: {
+        beforeTool: [
+          (call) => ((call.arguments as { item?: unknown }).item === "blocked" ? { block: "no" } : undefined),
+        ],
+      },
+    },
+  );
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  await settled(h, stream, batches);
+  expect(ofType(batches, "tool_execution_start").map((e) => e.toolCallId)).toEqual(["c-ok"]);
+  const ends = ofType(batches, "tool_execution_end");
+  expect(ends.map((e) => e.toolCallId).sort()).toEqual(["c-blocked", "c-invalid", "c-missing", "c-ok"]);
+  for (const e of ends) {
+    expect(e.entry?.kind).toBe("pi.tool-result");
+    const result = (e.entry!.model as unknown as Array<{ isError: boolean }>)[0]!;
+    expect(result.isError).toBe(e.toolCallId !== "c-ok");
+  }
+  const updated = ofType(batches, "tool_execution_update").map((e) => e.toolCallId);
+  expect(updated.filter((id) => id !== "c-ok")).toEqual([]);
+});
+
+test("compaction_start carries the status's task, reason and blocking flag; a retry backoff shows only in the snapshot; compaction_end when the status goes", () => {
+  // Reading 23e: `blocking` was never read from an event, and a compaction's retry never derived.
+  const deriver = new EventDeriver(1, [], undefined);
+  const viewWith = (compactions: LiveState["compactions"]): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: (compactions ? { compactions } : {}) as unknown as Json },
+  });
+  const change = {
+    seq: 4,
+    tasks: [],
+    entries: [],
+    conversations: [],
+    submissions: [],
+    docs: [{ conversationId: 1, name: DOC.live, value: {} }],
+  };
+  const status = { taskId: 20, reason: "threshold" as const, blocking: true, attempt: 1 };
+  const waiting = { ...status, retry: { at: 500, error: "503" } };
+  const retried = { ...status, attempt: 2 };
+  const views = [
+    viewWith(undefined),
+    viewWith([status]),
+    viewWith([waiting]),
+    viewWith([retried]),
+    viewWith([]),
+  ];
+  const derived = views.slice(1).map((after, i) => deriver.derive(change as never, views[i]!, after));
+  expect(derived).toEqual([
+    [{ type: "compaction_start", taskId: 20, reason: "threshold", blocking: true }],
+    [],
+    [],
+    [{ type: "compaction_end", taskId: 20, reason: "threshold" }],
+  ]);
+  expect(snapshotOf(views[2]!, {}).compactions).toEqual([waiting]);
 });
 
 test("a queued summary: compaction_end when its task ends, then at the next boundary its own message and submission events", async () => {

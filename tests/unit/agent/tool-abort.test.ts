@@ -61,6 +61,7 @@ test("a host close and the unsafe recovery after it never run onAbort: the call 
 test("an abort while beforeTool decides runs onAbort once, with an empty result, and never executes the tool", async () => {
   let builds = 0;
   const aborts: Array<{ name: string; text: string }> = [];
+  const given: Array<{ content: unknown; isError: unknown }> = [];
   const inBeforeTool = deferred();
   const release = deferred();
   const gate = gatedTool("hold");
@@ -84,11 +85,13 @@ test("an abort while beforeTool decides runs onAbort once, with an empty result,
         },
       ],
       onAbort: [
-        (call, result) =>
-          void aborts.push({
+        (call, result) => {
+          given.push({ content: result.content, isError: (result as { isError?: unknown }).isError });
+          aborts.push({
             name: call.name,
             text: result.content.map((b) => ("text" in b ? b.text : "")).join(""),
-          }),
+          });
+        },
       ],
     },
   });
@@ -100,6 +103,8 @@ test("an abort while beforeTool decides runs onAbort once, with an empty result,
   await aborting;
   expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
   expect(aborts).toEqual([{ name: "hold", text: "" }]);
+  // Reading 23e: the upstream scenario's hook sees an empty error result (no content block at all).
+  expect(given).toEqual([{ content: [], isError: true }]);
   expect(executed).toBe(false);
   expect(builds).toBe(0);
   const [result] = await toolResults(root);
@@ -137,6 +142,10 @@ test("onAbort's replacement content is bounded by the tool's own limits, with th
   const content = messageOf(result!).content;
   expect(content[0]).toEqual({ type: "text", text: "three\nfour" });
   expect(textOf(messageOf(result!))).not.toContain("one\ntwo");
+  // Reading 23e: the model reads the cut, and the call ends aborted (the upstream scenario's last checks).
+  expect(textOf(messageOf(result!))).toContain("output truncated to its end");
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(task?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
 });
 
 test("a tool's slot updates apply only while its slot exists: output after the slot went is not stored, and its aborted result has no partial output", async () => {
@@ -249,7 +258,6 @@ test("settles an abort even when the tool was uninstalled, using default content
 test("replays the hook after close before settlement, retaining the abort mark and application note", async () => {
   const asked: string[] = [];
   const firstAsk = deferred();
-  const never = deferred();
   let executions = 0;
   const reports: unknown[] = [];
   // The hook reads the call and an application's note, a document committed before the abort.
@@ -279,10 +287,12 @@ test("replays the hook after close before settlement, retaining the abort mark a
     onReport: (e) => void reports.push(e),
     hooks: {
       onAbort: [
-        async (call, _result, api) => {
+        async (call, _result, api, { signal }) => {
           asked.push(await note(call, api));
           firstAsk.resolve();
-          await never.promise; // the first engine stops while the hook decides
+          // The first engine closes while the hook decides: its signal aborts, and the hook throws
+          // with its reason (reading 23e: the hook never saw a close before, the engine just stopped).
+          await new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
           return textResult(await note(call, api));
         },
       ],
@@ -296,6 +306,9 @@ test("replays the hook after close before settlement, retaining the abort mark a
   });
   void h.abortTask(task!.id).catch(() => undefined);
   await firstAsk.promise;
+  await h.close();
+  // Close settles nothing: the hook's throw is not reported as a hook failure.
+  expect(reports).toEqual([]);
   const h2 = await reopen(store, {
     models: faux.models,
     defaultModel: faux.ref,

@@ -391,3 +391,75 @@ describe("recovery of an interrupted call", () => {
     expect(messageOf(result!)).not.toHaveProperty("durationMs");
   });
 });
+
+test("a safe replay restarts the call from a clean slot: the earlier execution's details and diagnostics are removed, so the result carries only the new execution's", async () => {
+  // Reading 23e (spec §9.4: "removed ones, as when a safe replay restarts the tool, send `null` and
+  // `[]`"): the restart removed the output only, so a replayed call kept the first execution's details
+  // and diagnostics in its slot and its result.
+  const firstStored = deferred();
+  const worker = (run: "first" | "second") =>
+    defineTool({
+      name: "work",
+      description: "Reports progress, then works",
+      parameters: Type.Object({}),
+      replay: "safe",
+      async execute(_args, api) {
+        api.output(`${run} output\n`);
+        api.diagnostic({ severity: "warn", code: `${run}-run`, message: `seen in the ${run} run` });
+        await api.details({ run });
+        if (run === "first") {
+          firstStored.resolve();
+          // The first engine stops here: its store is copied, and its close signals the call.
+          await new Promise((_, reject) =>
+            api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+          );
+        }
+        return textResult("done");
+      },
+    });
+  const respond = callsThenAnswer(fauxToolCall("work", {}, { id: "call-1" }));
+  const { h, store, faux } = await open(respond, {
+    tools: [worker("first")],
+    settings: { outputIntervalMs: 1 },
+  });
+  const root = await h.root();
+  await root.submit({ type: "input", content: "go", requestId: "r" });
+  await firstStored.promise;
+  await until(
+    () => liveOf(h).tools?.[0]?.diagnostics !== undefined && liveOf(h).tools?.[0]?.details !== undefined,
+    {
+      what: "the first run's details and diagnostic stored",
+    },
+  );
+  const slotsAtRestart: unknown[] = [];
+  const second = worker("second");
+  const h2 = await reopen(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { outputIntervalMs: 1 },
+    tools: [
+      {
+        ...second,
+        execute: (
+          args: Record<string, never>,
+          api: Parameters<typeof second.execute>[1],
+          ...rest: unknown[]
+        ) => {
+          const slot = liveOf(h2).tools?.[0];
+          slotsAtRestart.push({
+            details: slot?.details,
+            diagnostics: slot?.diagnostics,
+            output: slot?.output,
+          });
+          return (second.execute as (...a: unknown[]) => unknown)(args, api, ...rest);
+        },
+      } as typeof second,
+    ],
+  });
+  const root2 = await h2.root();
+  await root2.waitForIdle();
+  expect(slotsAtRestart).toEqual([{ details: undefined, diagnostics: undefined, output: undefined }]);
+  const [result] = await toolResults(root2);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["second-run"]);
+  expect(messageOf(result!)).toMatchObject({ isError: false, details: { run: "second" } });
+});

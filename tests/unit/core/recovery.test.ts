@@ -557,3 +557,59 @@ test("a held outcome is never migrated: a newer definition leaves it and its sto
   expect(reports).toEqual([]);
   await h.close();
 });
+
+describe("a waiting task whose definition is unregistered while it waits", () => {
+  // Reading 23e: the upstream scenarios dispose the waiter's registration while the engine runs; the
+  // tests above open a second engine without it.
+  async function waiting(other: TaskDefinition<Json, Go, Json>) {
+    const waiter = joiner("rt-waiter");
+    const h = await Harness.open(await memoryStore(), { tasks: [waiter, other] });
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    const waiterId = await h.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+    await until(() => h.inspect().tasks.some((t) => t.record.id === waiterId && t.state.kind === "waiting"), {
+      what: "the waiter waiting",
+    });
+    h.registry.unregister("rt-waiter");
+    return { h, otherId, waiterId };
+  }
+
+  test("it stays blocked once its wait is satisfied, and resumes migrated under a newer one", async () => {
+    const gate = deferred();
+    const other = single("rt-other", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("other"));
+    });
+    const { h, otherId, waiterId } = await waiting(other);
+    gate.resolve();
+    await done(h, otherId);
+    await until(() => blocked(h).some((b) => b.id === waiterId), { what: "waiter blocked" });
+    expect(blocked(h).find((b) => b.id === waiterId)?.reason).toBe("missing_task");
+    expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
+    const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
+      name: "rt-waiter",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async () => undefined,
+        joined: async () => undefined,
+        migrated: async (_t, runtime) => void (await runtime.commit(() => complete("v2"))),
+      },
+      abort: async () => undefined,
+      migrate: (input) => ({ input: input as number, checkpoint: { phase: "migrated" } }),
+    });
+    h.registry.register(v2);
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "v2" });
+    expect((await h.getTask(waiterId))?.version).toBe(2);
+    await h.close();
+  });
+
+  test("aborted, it is orphaned at once; the task it waits on runs on", async () => {
+    const { h, otherId, waiterId } = await waiting(parked("rt-other"));
+    expect(await h.abortTask(waiterId)).toBe("marked");
+    expect(outcome(await h.getTask(waiterId))).toEqual({ status: "orphaned", reason: "missing_task" });
+    const still = await h.getTask(otherId);
+    expect(still?.state.status).toBe("running");
+    expect(still?.abortRequested).toBe(false);
+    await h.close();
+  });
+});

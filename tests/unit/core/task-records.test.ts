@@ -254,6 +254,37 @@ test("a task that waits on nothing resumes at its checkpoint in the next schedul
   await h.close();
 });
 
+test("a task that waits on nothing with failFast resumes at its checkpoint in the next scheduling pass too", async () => {
+  // Reading 23e: the upstream scenario waits on nothing with failFast; the test above uses allSettled.
+  const log: string[] = [];
+  const def = defineTask<Json, Go | { phase: "resume" }, Json>({
+    name: "wait-nothing-failfast",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        log.push("run");
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "resume" },
+          on: [],
+          policy: "failFast",
+        }));
+      },
+      resume: async (_t, runtime) => {
+        log.push("resume");
+        await runtime.commit(() => complete(null));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))?.status).toBe("completed");
+  expect(log).toEqual(["run", "resume"]);
+  await h.close();
+});
+
 test("a task never returns pending or completing: its commit is refused with InvalidTransition", async () => {
   const caught: string[] = [];
   const def = single("bad-states", async (_t, runtime) => {

@@ -1003,3 +1003,60 @@ test("failFast fires on a child that faults: its live siblings are aborted, the 
   expect((await h.getTask(id))?.abortRequested).toBe(false);
   await h.close();
 });
+
+test("allSettled on tasks it does not own, one already terminal and one live: it waits for the live one and reads [completed, failed] in order", async () => {
+  // Reading 23e (upstream "waits with allSettled on tasks it does not own, including already terminal
+  // ones"): the named tests waited on a foreign task only after a restart, or on its owner alone.
+  const gate = deferred();
+  const quick = single(
+    "foreign-quick",
+    async (_t, runtime) => void (await runtime.commit(() => complete("quick"))),
+  );
+  const slow = single("foreign-slow", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "slow failed" } },
+    }));
+  });
+  type Gather = Go | { phase: "gather" };
+  let read: string[] | undefined;
+  const waiter = defineTask<{ on: TaskId[] }, Gather, Json>({
+    name: "foreign-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "gather" },
+          on: task.input.on,
+          policy: "allSettled",
+        }));
+      },
+      gather: async (task, runtime) => {
+        read = (await runtime.outcomes(task.input.on)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [quick, slow, waiter] });
+  const conversationOwned = { ownership: { kind: "conversation" as const } };
+  const quickId = await h.createTask(quick, null, conversationOwned);
+  expect(outcome(await done(h, quickId))).toEqual({ status: "completed", result: "quick" });
+  const slowId = await h.createTask(slow, null, conversationOwned);
+  const waiterId = await h.createTask(waiter, { on: [quickId, slowId] }, conversationOwned);
+  await until(() => internals(h).session.records.tasks.get(waiterId)?.state.status === "waiting", {
+    what: "the waiter waiting",
+  });
+  // The terminal one does not satisfy the wait alone: it waits for the live one.
+  expect((await h.getTask(waiterId))?.state).toMatchObject({ status: "waiting", on: [quickId, slowId] });
+  expect(read).toBeUndefined();
+  gate.resolve();
+  expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["completed", "failed"]);
+  // Not its work: nothing it waited on was marked.
+  expect((await h.getTask(slowId))?.abortRequested).toBe(false);
+  await h.close();
+});

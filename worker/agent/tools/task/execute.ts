@@ -60,14 +60,18 @@ export async function executePhase(
     await runTool(ctx, runtime, task, tool, call, cp.arguments, phase);
     return;
   }
-  // Recovery: the intent committed, the result did not.
+  // Recovery: the intent committed, the result did not. A safe call runs again from a clean slot:
+  // the earlier execution's output, details and diagnostics are removed (spec §9.4).
   if (call && tool && cp.replay === "safe" && replayPolicyOf(tool) === "safe") {
     await runtime.commit((tx) => {
       updateSlot(
         tx,
         task.conversationId,
         task.id,
-        ({ output: _o, droppedBytes: _b, droppedLines: _l, ...s }) => ({ ...s, status: "running" }),
+        ({ output: _o, droppedBytes: _b, droppedLines: _l, details: _d, diagnostics: _g, ...s }) => ({
+          ...s,
+          status: "running",
+        }),
       );
       return undefined;
     });
