@@ -530,8 +530,10 @@ describe("the inbox", () => {
   });
 
   test("a requestId used for an input cannot be reused for a write", async () => {
-    const { root } = await open(echo);
-    await (await root.submit({ type: "input", content: "hi", requestId: "same" })).wait();
+    const { h, root } = await open(echo);
+    const first = await root.submit({ type: "input", content: "hi", requestId: "same" });
+    await first.wait();
+    const before = await transcript(root);
     await expect(
       root.submit({
         type: "write",
@@ -539,6 +541,18 @@ describe("the inbox", () => {
         entry: { kind: "app.note", data: { n: 1 } },
       }),
     ).rejects.toBeInstanceOf(InvalidTransition);
+    // Refused before any write: nothing appended, and the next submission takes the next id.
+    expect(await transcript(root)).toEqual(before);
+    // A request id is deduplicated within its conversation: another one takes it as new.
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const elsewhere = await other.submit({
+      type: "write",
+      requestId: "same",
+      entry: { kind: "app.note", data: { n: 2 } },
+    });
+    expect(elsewhere.id).toBe(first.id + 1);
+    expect((await elsewhere.wait()).status).toBe("done");
+    expect((await transcript(other)).map((e) => e.kind)).toEqual(["app.note"]);
   });
 });
 
