@@ -110,6 +110,13 @@ test("an extension task asks its conversation's selected hooks in extension orde
   expect(apis[0]).toMatchObject({ taskId: id, conversationId: root.id });
   expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: ["jobs", "b", "thrower", "a"] });
   expect(apis[0]!.models).toBe(h.services.models);
+  // A DocumentReader reads any conversation's committed documents, not only the asking one's.
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { instructions: "other" },
+  });
+  expect(await apis[0]!.snapshot("pi.agent", other.id)).toEqual({ instructions: "other" });
+  expect(await apis[0]!.snapshot("app.absent", other.id)).toBeUndefined();
 });
 
 test("a hook's error after the task was signalled propagates from each, unreported", async () => {
