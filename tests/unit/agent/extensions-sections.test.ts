@@ -139,6 +139,56 @@ test("a tool order change removes every offered tool and adds the desired ones i
   ]);
 });
 
+test("tool changes ride on the last planned section entry, or on an entry of their own when the sections are unchanged", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  let style = "terse";
+  const { root, ask, systems } = await setup([
+    defineExtension({
+      name: "a",
+      tools: [tool("read"), tool("edit")],
+      sections: [section("role", () => "r")],
+    }),
+    defineExtension({ name: "b", sections: [section("style", () => style)] }),
+  ]);
+  await ask("one");
+  expect(await systems()).toHaveLength(1);
+  // Sections unchanged: the tool change is an entry of its own, with no section in it.
+  await root.configure({ tools: ["read"] });
+  await ask("two");
+  expect((await systems()).slice(1)).toEqual([
+    expect.objectContaining({ sections: {}, toolsRemoved: ["edit"] }),
+  ]);
+  // A value patch and a tool change: one entry carries both.
+  style = "kind";
+  await root.configure({ tools: null });
+  await ask("three");
+  expect((await systems()).slice(2)).toEqual([
+    expect.objectContaining({ sections: { style: "<style>\nkind\n</style>" }, toolsAdded: ["edit"] }),
+  ]);
+  // An order change (two entries) and a tool change: the tools ride on the second, the last planned.
+  await root.configure({ extensions: ["b", "a"], tools: ["edit"] });
+  await ask("four");
+  const [removal, readd] = (await systems()).slice(3);
+  expect((await systems()).slice(3)).toHaveLength(2);
+  expect(removal).toEqual({
+    role: "system",
+    content: "",
+    sections: { role: null, style: null },
+    timestamp: expect.any(Number),
+  });
+  expect(readd).toMatchObject({
+    sections: { style: "<style>\nkind\n</style>", role: "<role>\nr\n</role>" },
+    toolsRemoved: ["read"],
+  });
+  expect(readd).not.toHaveProperty("toolsAdded");
+});
+
 test("a throwing section keeps the text shown before and is reported; the request is still sent", async () => {
   let broken = false;
   const { ask, faux, reported, systems } = await setup([
