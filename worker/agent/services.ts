@@ -71,7 +71,8 @@ export const DEFAULT_COMPACTION: CompactionSettings = {
 };
 
 export interface AgentSettings {
-  retry?: Partial<RetryPolicy>;
+  /** `maxAgentDelayMs` is the specification's name for `maxDelayMs` (spec §2.2, pi-ai's RetryPolicy). */
+  retry?: Partial<RetryPolicy> & { maxAgentDelayMs?: number };
   compaction?: Partial<CompactionSettings>;
   /** Provider options for every request (default none: pi-ai's defaults). */
   stream?: StreamSettings;
@@ -133,7 +134,7 @@ export interface ResolvedSettings {
 
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
   return {
-    retry: { ...DEFAULT_RETRY, ...(s?.retry ?? {}) },
+    retry: resolveRetry(s?.retry),
     compaction: { ...DEFAULT_COMPACTION, ...(s?.compaction ?? {}) },
     stream: checkStreamSettings(s?.stream),
     partialIntervalMs: s?.partialIntervalMs ?? 100,
@@ -145,6 +146,16 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
     contextRetentionMs: checkRetention(s?.contextRetentionMs),
     extensions: checkExtensionBase(s?.extensions),
     approval: checkApproval(s?.approval),
+  };
+}
+
+/** The retry policy over its defaults; the specification's `maxAgentDelayMs` is the cap, `maxDelayMs`. */
+function resolveRetry(retry: AgentSettings["retry"]): RetryPolicy {
+  const { maxAgentDelayMs, ...rest } = retry ?? {};
+  return {
+    ...DEFAULT_RETRY,
+    ...rest,
+    ...(maxAgentDelayMs !== undefined ? { maxDelayMs: maxAgentDelayMs } : {}),
   };
 }
 

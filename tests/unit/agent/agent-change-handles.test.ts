@@ -119,6 +119,18 @@ test("settings.extensions takes extension objects for their names", async () => 
   expect(faux.requests[0]!.tools).toEqual(["fetch", "note"]);
 });
 
+test("settings.extensions holding an old object of an extension installed again selects the installed one", async () => {
+  // The spec's own example (§7.1): settings holding an old Skills object resolve to the installed skills.
+  const extensions = createRegistry();
+  for (const e of [Coding, Notes, Web]) extensions.install(e);
+  const OldNotes = Notes;
+  const { root, faux } = await open(echo, { extensions, settings: { extensions: [OldNotes] } });
+  extensions.install(defineExtension({ name: "notes", tools: [tool("memo", "notes, version 2")] }));
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(faux.requests[0]!.tools).toEqual(["memo"]);
+  expect(faux.requests[0]!.declarations[0]!.description).toBe("notes, version 2");
+});
+
 test("extensions have no creation hook: a new conversation holds none of their documents; a section reads the absent one as its default", async () => {
   const seen: unknown[] = [];
   const Counter = defineExtension({

@@ -411,6 +411,19 @@ describe("conversations", () => {
     });
     expect(await h.conversation(id)!.agentState()).toEqual({ thinkingLevel: "high" });
     expect(await root.agentState()).toEqual({ thinkingLevel: "low" });
+    // Over a copy holding several fields (a fork's): the given field replaces its own, the rest stay.
+    await root.configure({ instructions: "Again." });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const fork = await h.transaction((tx) => {
+      const child = tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } });
+      configure(tx, child.id, { thinkingLevel: "high" });
+      return child.id;
+    });
+    expect(await h.conversation(fork)!.agentState()).toEqual({
+      instructions: "Again.",
+      thinkingLevel: "high",
+    });
   });
 
   test("defineEntry: a typed entry kind drafts its entries and recognises them; pi. kinds are reserved", async () => {

@@ -5,6 +5,8 @@
  * order); a throwing section keeps the text shown before and is reported; wrappers decorate the
  * winning tool or section, and one that renames its target drops it.
  */
+
+import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
@@ -18,7 +20,7 @@ import {
   wrapSection,
   wrapTool,
 } from "../../../worker/index.ts";
-import { echo, open } from "./fixtures.ts";
+import { callsThenAnswer, diagnosticsOf, echo, open, toolResults } from "./fixtures.ts";
 
 type System = { sections: Record<string, string | null>; toolsAdded?: string[]; toolsRemoved?: string[] };
 const systemOf = (e: EntryRecord) => (e.model as unknown as System[])[0]!;
@@ -55,6 +57,25 @@ test("sections render in extension order, a later same key in place, tagged by d
   // The instructions are the tagged section `instructions`, last (spec §7.1).
   expect(faux.requests[0]!.systemPrompt).toBe(
     "<role>\nYou help.\n</role>\n\nBe kind.\n\n<files>\nf.txt\n</files>\n\n<instructions>\nAnswer in French.\n</instructions>",
+  );
+});
+
+test("sections follow the selection's extension order, not install order; a later same key still replaces in place", async () => {
+  const { root, faux, ask } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "You help."), section("style", () => "Be terse.")],
+    }),
+    defineExtension({
+      name: "b",
+      sections: [section("style", () => "Be kind.", { tag: false }), section("files", () => "f.txt")],
+    }),
+  ]);
+  await root.configure({ extensions: ["b", "a"], instructions: "Answer in French." });
+  await ask("hi");
+  // b first: its style's place, taken by a's (later in this order); then b's files, then a's role.
+  expect(faux.requests[0]!.systemPrompt).toBe(
+    "<style>\nBe terse.\n</style>\n\n<files>\nf.txt\n</files>\n\n<role>\nYou help.\n</role>\n\n<instructions>\nAnswer in French.\n</instructions>",
   );
 });
 
@@ -116,6 +137,56 @@ test("a tool order change removes every offered tool and adds the desired ones i
     ["read", "bash", "edit"],
     ["bash", "read", "edit"],
   ]);
+});
+
+test("tool changes ride on the last planned section entry, or on an entry of their own when the sections are unchanged", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  let style = "terse";
+  const { root, ask, systems } = await setup([
+    defineExtension({
+      name: "a",
+      tools: [tool("read"), tool("edit")],
+      sections: [section("role", () => "r")],
+    }),
+    defineExtension({ name: "b", sections: [section("style", () => style)] }),
+  ]);
+  await ask("one");
+  expect(await systems()).toHaveLength(1);
+  // Sections unchanged: the tool change is an entry of its own, with no section in it.
+  await root.configure({ tools: ["read"] });
+  await ask("two");
+  expect((await systems()).slice(1)).toEqual([
+    expect.objectContaining({ sections: {}, toolsRemoved: ["edit"] }),
+  ]);
+  // A value patch and a tool change: one entry carries both.
+  style = "kind";
+  await root.configure({ tools: null });
+  await ask("three");
+  expect((await systems()).slice(2)).toEqual([
+    expect.objectContaining({ sections: { style: "<style>\nkind\n</style>" }, toolsAdded: ["edit"] }),
+  ]);
+  // An order change (two entries) and a tool change: the tools ride on the second, the last planned.
+  await root.configure({ extensions: ["b", "a"], tools: ["edit"] });
+  await ask("four");
+  const [removal, readd] = (await systems()).slice(3);
+  expect((await systems()).slice(3)).toHaveLength(2);
+  expect(removal).toEqual({
+    role: "system",
+    content: "",
+    sections: { role: null, style: null },
+    timestamp: expect.any(Number),
+  });
+  expect(readd).toMatchObject({
+    sections: { style: "<style>\nkind\n</style>", role: "<role>\nr\n</role>" },
+    toolsRemoved: ["read"],
+  });
+  expect(readd).not.toHaveProperty("toolsAdded");
 });
 
 test("a throwing section keeps the text shown before and is reported; the request is still sent", async () => {
@@ -189,6 +260,44 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(reported.some((m) => /read.*renamed/.test(m))).toBe(true);
   expect(reported.some((m) => /grep wrapper broke/.test(m))).toBe(true);
   expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
+});
+
+test("a call to a tool its wrapper dropped gets tool_unavailable and never runs; a wrapper without a target reports nothing", async () => {
+  const ran: string[] = [];
+  const grep = defineTool({
+    name: "grep",
+    description: "grep",
+    parameters: Type.Object({}),
+    execute: async () => {
+      ran.push("grep");
+      return textResult("found");
+    },
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "base", tools: [grep] }));
+  extensions.install(
+    defineExtension({
+      name: "timing",
+      wraps: [
+        wrapTool("absent", (t) => t),
+        wrapTool("grep", () => {
+          throw new Error("grep wrapper broke");
+        }),
+      ],
+    }),
+  );
+  const reported: string[] = [];
+  const { root, faux } = await open(callsThenAnswer(fauxToolCall("grep", {}, { id: "call-1" })), {
+    extensions,
+    onReport: (e) => void reported.push((e as Error).message),
+  });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(faux.requests[0]!.tools).toEqual([]);
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+  expect(ran).toEqual([]);
+  expect(reported.length).toBeGreaterThan(0);
+  expect(reported.every((m) => /grep wrapper broke/.test(m))).toBe(true);
 });
 
 test("a section reads committed documents of the conversation it renders for through input.read: each conversation its own, an absent one undefined", async () => {

@@ -342,6 +342,13 @@ describe("selection in pi.agent", () => {
     await watch.stop();
     await (await root.submit({ type: "input", content: "two" })).wait();
     expect(faux.requests[1]!.tools).toEqual(["alpha", "shared"]);
+    // The registry's movement reached the transcript at that preparation, as one pi.system delta.
+    const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
+    expect(systems).toHaveLength(2);
+    expect(systems[1]!.model).toEqual([
+      expect.objectContaining({ role: "system", content: "", sections: {}, toolsRemoved: ["beta"] }),
+    ]);
+    expect((systems[1]!.model as unknown as object[])[0]).not.toHaveProperty("toolsAdded");
     // The stored selection is untouched; reinstalling brings it back.
     expect(h.docNow(root.id, "pi.agent")).toEqual({ extensions: ["a", "b"] });
     extensions.install(b);

@@ -5,7 +5,7 @@
  */
 import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { type AgentSettings, resolveSettings } from "../../../worker/agent/services.ts";
+import { type AgentSettings, resolveSettings, retryDelayMs } from "../../../worker/agent/services.ts";
 import { createRegistry, defineExtension, defineTool, section, textResult } from "../../../worker/index.ts";
 import { echo, open } from "./fixtures.ts";
 
@@ -49,6 +49,18 @@ test("partial retry and compaction settings merge key by key with the defaults",
     backgroundTokens: 0,
   });
   expect([falsy.partialIntervalMs, falsy.outputIntervalMs]).toEqual([100, 500]);
+});
+
+test("retry.maxAgentDelayMs, the specification's name for the backoff cap, caps the delay as maxDelayMs does", () => {
+  // Spec §2.2 ConversationRetryPolicy { enabled, maxRetries, baseDelayMs, maxAgentDelayMs? }: a host
+  // written against it sets maxAgentDelayMs; it is the cap (pi-ai's RetryPolicy), not ignored.
+  const spec = resolveSettings({ retry: { baseDelayMs: 1000, maxAgentDelayMs: 5000 } });
+  expect(spec.retry).toEqual({ enabled: true, maxRetries: 3, baseDelayMs: 1000, maxDelayMs: 5000 });
+  expect([1, 2, 3, 4, 10].map((attempt) => retryDelayMs(spec.retry, attempt))).toEqual([
+    1000, 2000, 4000, 5000, 5000,
+  ]);
+  // The name this engine used before keeps working.
+  expect(resolveSettings({ retry: { maxDelayMs: 3000 } }).retry.maxDelayMs).toBe(3000);
 });
 
 test("a settings getter is read anew at each use: changing it makes no commit, and the next reading follows it; a changed default selection reaches the next request through one pi.system delta", async () => {

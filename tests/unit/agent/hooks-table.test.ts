@@ -483,7 +483,7 @@ test("a task asks only the hooks of the extensions its conversation selects, in 
 test("a hook's error after its phase was aborted propagates: it is not reported and the run ends aborted", async () => {
   const entered = deferred();
   const leave = deferred();
-  const { h, root, reported } = await withExtensions(echo, [
+  const { h, root, faux, reported } = await withExtensions(echo, [
     defineExtension({
       name: "slow",
       hooks: [
@@ -509,6 +509,8 @@ test("a hook's error after its phase was aborted propagates: it is not reported 
   await aborting;
   expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect(reported).toEqual([]);
+  // Propagated, not swallowed: the preparation stopped there, so no request was sent.
+  expect(faux.requests).toHaveLength(0);
 });
 
 test.each([
@@ -533,9 +535,15 @@ test.each([
       task === "pi.tool" || name === "afterTools"
         ? callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "c1" }))
         : echo;
+    // A second extension's hook of the same name: an error that propagates ends the chain before it.
+    const next: string[] = [];
     const { h, root, reported } = await withExtensions(respond, [
       defineExtension({ name: "tools", tools: [tool] }),
       defineExtension({ name: "slow", hooks: [hook(task, { [name]: failing } as never)] }),
+      defineExtension({
+        name: "next",
+        hooks: [hook(task, { [name]: () => void next.push(name) } as never)],
+      }),
     ]);
     const input = await root.submit({ type: "input", content: "hi" });
     await entered.promise;
@@ -550,10 +558,12 @@ test.each([
     // No result carries the hook's error as its text (a beforeTool throw would otherwise block with it).
     for (const result of await toolResults(root))
       expect(textOf(messageOf(result))).not.toContain("failed while aborting");
+    expect(next).toEqual([]);
   },
 );
 
 test("beforeCompact: an error after its compaction was aborted propagates too: not reported, the compaction ends aborted", async () => {
+  const next: string[] = [];
   const big = (label: string) => `${label} ${"x".repeat(400)}`;
   const entered = deferred();
   const leave = deferred();
@@ -575,6 +585,11 @@ test("beforeCompact: an error after its compaction was aborted propagates too: n
           }),
         ],
       }),
+      // The next extension's hook is never asked: the error ends the chain.
+      defineExtension({
+        name: "next",
+        hooks: [hook("pi.compaction", { beforeCompact: () => void next.push("beforeCompact") })],
+      }),
     ],
     { settings: { compaction: { keepRecentTokens: 250, enabled: false } } },
   );
@@ -590,9 +605,11 @@ test("beforeCompact: an error after its compaction was aborted propagates too: n
   const record = await h.waitForTask(id);
   expect(record.state).toMatchObject({ outcome: { status: "aborted" } });
   expect(reported).toEqual([]);
+  expect(next).toEqual([]);
 });
 
 test("onAbort: an error after its abort invocation was signalled (the harness closing) propagates: not reported", async () => {
+  const next: string[] = [];
   const started = deferred();
   const entered = deferred<AbortSignal>();
   const leave = deferred();
@@ -624,6 +641,10 @@ test("onAbort: an error after its abort invocation was signalled (the harness cl
           }),
         ],
       }),
+      defineExtension({
+        name: "next",
+        hooks: [hook("pi.tool", { onAbort: () => void next.push("onAbort") })],
+      }),
     ],
   );
   await root.submit({ type: "input", content: "go" });
@@ -635,4 +656,5 @@ test("onAbort: an error after its abort invocation was signalled (the harness cl
   leave.resolve();
   await closing;
   expect(reported).toEqual([]);
+  expect(next).toEqual([]);
 });

@@ -594,6 +594,30 @@ describe("submission records", () => {
     });
   });
 
+  test("an unanswered input keeps the entry it was placed with, and has none when it was withdrawn queued; neither has an answer", async () => {
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const placed = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const entry = (await placed.record()).entry;
+    expect(entry).toEqual(expect.any(Number));
+    const aborting = root.abort();
+    hold.resolve();
+    await aborting;
+    await placed.wait();
+    const p = await placed.record();
+    expect(p).toMatchObject({ type: "input", status: "unanswered", entry, reason: expect.any(String) });
+    expect(p).not.toHaveProperty("answer");
+    await queued.wait();
+    const q = await queued.record();
+    expect(q).toMatchObject({ type: "input", status: "unanswered", reason: expect.any(String) });
+    expect(q).not.toHaveProperty("entry");
+    expect(q).not.toHaveProperty("answer");
+  });
+
   test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {
     const { h, root, store, faux } = await open(echo);
     const settled = await root.submit({ type: "input", content: "one" });

@@ -174,6 +174,37 @@ describe("head rebaseline", () => {
   });
 });
 
+test("a head rebaseline takes precedence over order patching: after the cut, an order change is one baseline, not two entries", async () => {
+  const a = defineExtension({ name: "a", sections: [section("a", () => "A")] });
+  const b = defineExtension({ name: "b", sections: [section("b", () => "B")] });
+  const { h, root, faux } = await open(respond, options([a, b]));
+  await ask(root, big("q1"));
+  await root.configure({ extensions: ["b", "a"] });
+  await ask(root, big("q2"));
+  await ask(root, big("q3"));
+  const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
+  expect(systems).toHaveLength(3);
+  await h.waitForTask(await root.compact());
+  const compaction = (await root.entries()).at(-1)!;
+  expect(compaction.kind).toBe("pi.compaction");
+  expect(compaction.head).toBeGreaterThan(systems[0]!.id);
+  expect(compaction.head).toBeLessThanOrEqual(systems[1]!.id);
+  // The shown order (from the kept entries) is b, a; the agent now desires a, b.
+  await root.configure({ extensions: ["a", "b"] });
+  await ask(root, "q4");
+  const added = (await entriesAfter(root, compaction.id)).filter((e) => e.kind === "pi.system");
+  expect(added).toHaveLength(1);
+  expect(added[0]!.edits).toEqual([
+    { target: systems[1]!.id, action: "omit" },
+    { target: systems[2]!.id, action: "omit" },
+  ]);
+  expect(Object.entries(systemOf(added[0]!).sections)).toEqual([
+    ["a", "<a>\nA\n</a>"],
+    ["b", "<b>\nB\n</b>"],
+  ]);
+  expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe("<a>\nA\n</a>\n\n<b>\nB\n</b>");
+});
+
 test("a reset placed at a final boundary with a queued follow-up: the follow-up's request has the full prompt again", async () => {
   // Spec §7.4: a head that removes the request-visible baseline makes the next preparation write a
   // complete one. Found by reading 22b: the commit placing the reset and starting the follow-up's run

@@ -115,6 +115,13 @@ test("an extension task asks its conversation's selected hooks in extension orde
   // A snapshot reads the committed document now: the selection changed during the first phase.
   expect(await apis[0]!.snapshot("pi.agent")).toEqual({ extensions: ["jobs", "a", "thrower", "b"] });
   expect(apis[0]!.models).toBe(h.services.models);
+  // A DocumentReader reads any conversation's committed documents, not only the asking one's.
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { instructions: "other" },
+  });
+  expect(await apis[0]!.snapshot("pi.agent", other.id)).toEqual({ instructions: "other" });
+  expect(await apis[0]!.snapshot("app.absent", other.id)).toBeUndefined();
 });
 
 test("a hook's error after the task was signalled propagates from each, unreported", async () => {

@@ -70,7 +70,12 @@ test("registry is the call's phase snapshot: the installed extensions, their too
   });
   const extensions = createRegistry();
   extensions.install(defineExtension({ name: "probes", tools: [tool] }));
-  const { root } = await open(calls("probe"), { extensions });
+  const { h, root } = await open(calls("probe"), { extensions });
+  // Phases have run (another conversation's run, selecting nothing), then an install before the
+  // call's phase: the call's snapshot is its phase's, so it has this one.
+  const warm = await h.createConversation({ ownership: { kind: "ownerless" }, agent: { extensions: [] } });
+  expect((await (await warm.submit({ type: "input", content: "warm" })).wait()).status).toBe("done");
+  extensions.install(defineExtension({ name: "early" }));
   const sub = await root.submit({ type: "input", content: "go" });
   await started.promise;
   const late = probe("late-tool", async () => textResult("late")).tool;
@@ -79,7 +84,7 @@ test("registry is the call's phase snapshot: the installed extensions, their too
   gate.resolve();
   expect((await sub.wait()).status).toBe("done");
   const registry = seen.api!.registry as ToolRegistryView;
-  expect(registry.installed().map((e) => e.name)).toEqual(["probes"]);
+  expect(registry.installed().map((e) => e.name)).toEqual(["probes", "early"]);
   expect(registry.extension("probes")?.name).toBe("probes");
   expect(registry.tools().map((t) => [t.extension, t.tool.name])).toEqual([["probes", "probe"]]);
   expect(["pi.generation", "pi.tool", "pi.compaction"].every((n) => registry.hasTask(n))).toBe(true);
@@ -195,7 +200,13 @@ test("diagnostic() records a remark in the call's slot with the next progress co
 test("details() replaces the running details with a complete value and resolves once a commit stored it (the result's at the latest); a result without details gets the last value, an error result too; never in what the model reads; non-JSON and a call that ended are refused", async () => {
   const gate = deferred();
   const running: Json[] = [];
-  const state: { pending?: Promise<void>; settled: boolean; notJson?: unknown } = { settled: false };
+  const state: {
+    pending?: Promise<void>;
+    settled: boolean;
+    superseded?: Promise<void>;
+    supersededSettled: boolean;
+    notJson?: unknown;
+  } = { settled: false, supersededSettled: false };
   const ctx: { h?: Awaited<ReturnType<typeof open>>["h"] } = {};
   const slotDetails = () => liveOf(ctx.h!).tools?.find((s) => s.name === "probe")?.details ?? null;
   const { tool, seen } = probe("probe", async (api) => {
@@ -203,6 +214,10 @@ test("details() replaces the running details with a complete value and resolves 
     await api.details({ step: 1, files: ["a.txt"] });
     running.push(slotDetails());
     // The throttle (one commit a minute here) holds the next one back: the result's commit stores it.
+    // A value replaced before any commit carried it resolves with the commit that coalesced it.
+    state.superseded = api.details({ step: 1.5 }).then(() => {
+      state.supersededSettled = true;
+    });
     state.pending = api.details({ step: 2 }).then(() => {
       state.settled = true;
     });
@@ -229,11 +244,14 @@ test("details() replaces the running details with a complete value and resolves 
   // Not stored yet, so not resolved yet; and nothing went to the model while the call runs.
   expect(slotDetails()).toEqual({ step: 1, files: ["a.txt"] });
   expect(state.settled).toBe(false);
+  expect(state.supersededSettled).toBe(false);
   expect(faux.requests).toHaveLength(1);
   gate.resolve();
   expect((await sub.wait()).status).toBe("done");
   await state.pending;
+  await state.superseded;
   expect(state.settled).toBe(true);
+  expect(state.supersededSettled).toBe(true);
   const results = await toolResults(root);
   const byName = (name: string) =>
     results.find((e) => (messageOf(e) as { toolName?: string }).toolName === name)!;

@@ -44,6 +44,8 @@ test("an entry, a task, a document write and usage written in one commit are not
     store.read((sql) => ({
       entries: sql.get("SELECT COUNT(*) AS n FROM entries"),
       tasks: sql.get("SELECT COUNT(*) AS n FROM tasks"),
+      conversations: sql.get("SELECT COUNT(*) AS n FROM conversations"),
+      submissions: sql.get("SELECT COUNT(*) AS n FROM submissions"),
     }));
   // Publication: a commit listener, and the conversation's watch it feeds, hear of a stored commit.
   const heard: string[] = [];
@@ -64,8 +66,12 @@ test("an entry, a task, a document write and usage written in one commit are not
     graph: Object.keys(h.taskGraph().tasks).length,
     busy: root.busy,
     live: h.docNow<LiveState & Record<string, never>>(1, DOC.live),
+    conversations: h.conversationRecords().length,
+    inspected: h.inspect().submissions.length,
   });
   const before = now();
+  // The ids the failed commit's conversation and submission would take: neither exists after it.
+  let made: { conversation: number; submission: number } | undefined;
   const seen: Array<ReturnType<typeof now>> = [];
   let usageDuring: Promise<UsageState> | undefined;
   store.setFaultHook((point) => {
@@ -83,6 +89,15 @@ test("an entry, a task, a document write and usage written in one commit are not
         models: { m: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, cost: 1, requests: 1 } },
         tools: {},
       });
+      // Every record kind: a conversation and a submission too.
+      const conversation = tx.createConversation({ kind: "ownerless" }).id;
+      const submission = tx.createSubmission({
+        conversationId: 1,
+        type: "write",
+        status: "queued",
+        payload: { kind: "app.note" },
+      }).id;
+      made = { conversation, submission };
     }),
   ).rejects.toThrow(/disk is full/);
   expect(seen).toEqual([before]);
@@ -92,6 +107,8 @@ test("an entry, a task, a document write and usage written in one commit are not
   // None of the commit's writes stays: not its entry, not its task, not its documents.
   expect(await root.entries()).toEqual(entriesBefore);
   expect(await stored()).toEqual(storedBefore);
+  expect(h.conversationRecord(made!.conversation as never)).toBeUndefined();
+  expect(await h.submissionRecord(made!.submission as never)).toBeUndefined();
   const again = await Harness.open(await memoryStore(store.image()), { tasks: [job] });
   expect(await again.tasks({ kind: "never-created" })).toEqual([]);
   expect(await again.doc(1, "test.note")).toEqual({ text: "stored" });
