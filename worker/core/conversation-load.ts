@@ -10,7 +10,7 @@
  * - the conversations a live task owns are in memory (read at open by `owner_task`; every later one
  *   is created in this process), so `liveOwnedWork` is complete;
  * - the conversations below one (owned by its tasks, transitively) and the forks that read their
- *   history are in memory once `Records.scopeLoaded` names it (`readScope`: a deletion or a move
+ *   history are in memory once `Records.scopeLoaded` names it (`readScope`: a deletion
  *   needs them; read by `owner_conversation` and the parent index).
  * The reads take ids as one JSON parameter (`json_each`), so a statement's text does not depend on
  * how many there are.
@@ -109,7 +109,7 @@ export async function readOwnedBy(sql: Sql, owners: readonly TaskId[]): Promise<
 
 /**
  * The ids of the conversations below `id` (owned by its tasks, transitively) and of the forks of any
- * of them and of `id` itself: what a deletion or a move of `id` must judge.
+ * of them and of `id` itself: what a deletion of `id` must judge (a move needs only live work's, loaded).
  */
 export async function readScope(sql: Sql, id: ConversationId): Promise<ConversationId[]> {
   const rows = await sql.all(

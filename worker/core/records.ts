@@ -9,7 +9,7 @@
  *   in memory with it). A commit naming a conversation not loaded throws `DocsNotLoaded` (its record
  *   loads with its documents: the session's `ensureDocs`) and runs again; a conversation whose
  *   documents are loaded and that has no record does not exist. `scopeLoaded` names the
- *   conversations whose owned conversations and forks are all in memory (a deletion or a move needs
+ *   conversations whose owned conversations and forks are all in memory (a deletion needs
  *   them: `ScopeNotLoaded` reruns the commit after `Session.ensureScope`);
  * - a conversation's documents (and its newest head) are in memory once loaded (`docsLoaded`): at open
  *   only those of conversations with live work, the rest on first access (the session's
@@ -68,7 +68,7 @@ export class DocsNotLoaded extends Error {
 }
 
 /**
- * A deletion or a move of a conversation whose owned conversations and forks are not all in memory:
+ * A deletion of a conversation whose owned conversations and forks are not all in memory:
  * inside a commit the session loads them (`Session.ensureScope`) and runs the callback again.
  */
 export class ScopeNotLoaded extends Error {
@@ -769,7 +769,7 @@ export class Overlay {
 
   /**
    * Throw `ScopeNotLoaded` (remembered) unless the conversations below `id` and their forks are all
-   * in memory (a deletion's and a move's judgement reads them).
+   * in memory (a deletion's judgement reads them).
    */
   needScope(id: ConversationId): void {
     if (this.base.scopeLoaded.has(id)) return;

@@ -11,7 +11,7 @@
  * after a merge makes the session fatal: every later call rejects and the host must reopen. A
  * callback that touches the documents of a conversation not loaded yet, or names a conversation whose
  * record is not loaded yet, is dropped from its group and runs again, alone with a fresh overlay, once
- * they are (`DocsNotLoaded`; `ScopeNotLoaded` for what a deletion or a move judges). The store gets the core's
+ * they are (`DocsNotLoaded`; `ScopeNotLoaded` for what a deletion judges). The store gets the core's
  * schema (schema.ts) before the session reads anything.
  */
 import type { Sql, Store } from "../store/types.ts";
@@ -296,7 +296,7 @@ export class Session {
 
   /**
    * Resolves once the conversations below `id` (owned by its tasks, transitively) and the forks of
-   * any of them are in memory with their chains (a deletion's or a move's judgement reads them).
+   * any of them are in memory with their chains (a deletion's judgement reads them).
    */
   ensureScope(id: ConversationId): Promise<void> {
     if (this.records.scopeLoaded.has(id)) return Promise.resolve();

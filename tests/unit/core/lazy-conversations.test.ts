@@ -4,9 +4,10 @@
  * record loads when something names it, and then everything works as if it had been read at open:
  * a commit naming it (rerun after the load), a fork of it, a deletion judging its forks and owned
  * conversations, the owner chain of a conversation a finished task owns. Rows are counted, never
- * timed (a recording store counts the rows every job returns).
+ * timed (a recording store counts the rows every job returns). A crash sweep runs work naming records not
+ * loaded (a task created in one, a deletion of another) through every crash point.
  */
-import { expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   type ConversationId,
@@ -16,7 +17,16 @@ import {
   type Json,
   type MemoryStore,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
+import {
+  CRASH_MODES,
+  CRASH_SWEEP_TEST_TIMEOUT_MS,
+  crashSweep,
+  deferred,
+  memoryStore,
+  recordJobs,
+  type StoreJob,
+  until,
+} from "../../../worker/testing.ts";
 
 const IDLE = 60;
 
@@ -256,4 +266,85 @@ test("the lazy open and the loads walk no table that grows with history, convers
   expect(statements.size).toBeGreaterThan(5);
   expect(walks).toEqual([]);
   await h.close();
+});
+
+test("a move of a conversation not loaded, whose tasks own a finished one, sends its history", async () => {
+  const { big, history } = await images();
+  const sender = await Harness.open(await memoryStore(big), { tasks });
+  const records = internals(sender).session.records;
+  const moving = history.idle[1]!;
+  expect(records.conversations.has(moving)).toBe(false);
+  expect(records.conversations.has(history.owned)).toBe(false);
+  // Its record loads with the commit (a rerun); the subagent check needs only the conversations
+  // with live work, all in memory: the finished spawner's conversation is not read.
+  const pkg = await sender.prepareMove("T-lazy", moving);
+  expect(records.conversations.has(moving)).toBe(true);
+  expect(records.conversations.has(history.owned)).toBe(false);
+  expect(pkg.entries.map((e) => e.data)).toEqual(["idle 1"]);
+  const receiver = await Harness.open(await memoryStore(), { tasks });
+  const adopted = await receiver.adoptMove(JSON.parse(JSON.stringify(pkg)));
+  expect((await receiver.entries(adopted)).map((e) => e.data)).toEqual(["idle 1"]);
+  await sender.finishMove("T-lazy", adopted);
+  expect(sender.awayOf(moving)).toMatchObject({ status: "done" });
+  await receiver.close();
+  await sender.close();
+});
+
+describe("crash sweep: work naming conversations not loaded", () => {
+  // Idle history only (no live task): a spawner started in one idle conversation (its commit names a
+  // record not loaded), and the deletion of another (its scope not loaded).
+  const idleImage = async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks });
+    const history = await addHistory(h);
+    await h.close();
+    return { image: store.image(), history };
+  };
+  for (const mode of CRASH_MODES)
+    test(
+      mode.name,
+      async () => {
+        const { image, history } = await idleImage();
+        const [, , , spawnIn, deleted] = history.idle;
+        await crashSweep(
+          {
+            name: "lazy records",
+            image,
+            services: () => null,
+            open: (store, _s, options) => Harness.open(store, { tasks, groupCommit: options.groupCommit }),
+            finish: async (h) => {
+              const started = (await h.tasks({ kind: "spawner" })).find((t) => t.conversationId === spawnIn);
+              const id =
+                started?.id ??
+                (await h.createTask(spawner, null, {
+                  ownership: { kind: "conversation" },
+                  conversationId: spawnIn!,
+                }));
+              const done = await h.waitForTask(id);
+              const owned = (done.state as { outcome: { result: ConversationId } }).outcome.result;
+              if (await h.loadConversation(deleted!)) await h.deleteConversation(deleted!);
+              return {
+                outcome: done.state.status,
+                owner: (await h.loadConversation(owned))?.owner?.conversationId,
+                owned: (await h.entries(owned)).map((e) => e.data),
+                deleted: await h.loadConversation(deleted!),
+              };
+            },
+          },
+          {
+            mode,
+            baseline: (run) =>
+              expect(run.result).toEqual({
+                outcome: "terminal",
+                owner: spawnIn,
+                owned: ["owned"],
+                deleted: undefined,
+              }),
+            check: (run, baseline) => expect(run.result, run.label).toEqual(baseline.result),
+            atLeast: mode.groupCommit ? 4 : 5,
+          },
+        );
+      },
+      CRASH_SWEEP_TEST_TIMEOUT_MS,
+    );
 });
