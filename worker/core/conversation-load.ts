@@ -17,15 +17,8 @@
  */
 import type { Sql } from "../store/types.ts";
 import { conversationFromRow } from "./persist.ts";
-import type { OwnerEdge, Records } from "./records.ts";
+import type { LoadedConversations, OwnerEdge, Records } from "./records.ts";
 import type { ConversationId, ConversationRecord, TaskId } from "./types.ts";
-
-/** Records read from the store, for `Records.installConversations` (both of the session's copies). */
-export interface LoadedConversations {
-  readonly conversations: ConversationRecord[];
-  /** Owner edges of finished tasks on the loaded records' owner chains. */
-  readonly edges: OwnerEdge[];
-}
 
 const IN_IDS = "(SELECT value FROM json_each(?))";
 

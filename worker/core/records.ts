@@ -36,7 +36,6 @@
  *   `doc_records`, kept by merges), so a task becoming terminal retires them (spec §3.1, §5.3)
  *   without any read for tasks that have none.
  */
-import type { LoadedConversations } from "./conversation-load.ts";
 import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "./doc-patch.ts";
 import { InvalidTransition } from "./errors.ts";
 import type {
@@ -76,6 +75,16 @@ export class ScopeNotLoaded extends Error {
   constructor(readonly conversationId: ConversationId) {
     super(`the conversations below conversation ${conversationId} are not loaded`);
   }
+}
+
+/**
+ * Conversation records read from the store (conversation-load.ts), handed to
+ * `Records.installConversations` (both of the session's copies).
+ */
+export interface LoadedConversations {
+  readonly conversations: ConversationRecord[];
+  /** Owner edges of finished tasks on the loaded records' owner chains. */
+  readonly edges: OwnerEdge[];
 }
 
 /** A conversation's documents as stored (patches replayed), handed to `Records.installDocs`. */
