@@ -283,6 +283,9 @@ export class AgentHarness extends Harness {
     const harness: AgentHarness = new AgentHarness(store, {
       ...rest,
       preloadDocs: [SETTINGS_CONVERSATION, ...(options.preloadDocs ?? [])],
+      // The agent and the app still read conversation records synchronously (conversation(id),
+      // conversationRecords(): docs/ARCHITECTURE.md, "Flat as the store grows"): every one at open.
+      preloadConversations: options.preloadConversations ?? "all",
       prepare: async (): Promise<void> => {
         await piAi;
         await prepare?.(harness);

@@ -31,6 +31,8 @@ export function deletionSet(o: Overlay, id: ConversationId): ConversationId[] {
       [record.owner.conversationId],
       `conversation ${id} belongs to a task of conversation ${record.owner.conversationId}: delete that one instead`,
     );
+  // The conversations below it and their forks, from memory: loaded first (ScopeNotLoaded reruns).
+  o.needScope(id);
   const all: ConversationRecord[] = [];
   for (const c of o.base.conversations.values()) if (o.conversation(c.id) === c) all.push(c);
   for (const c of o.conversations.values())

@@ -142,6 +142,13 @@ export interface HarnessOptions {
    */
   preloadDocs?: readonly ConversationId[];
   /**
+   * "all": the open reads every conversation's record, for a layer above that still enumerates
+   * them or asks `conversationRecord` for any id synchronously. Otherwise (the default) the open
+   * reads the records live work needs and the rest load when first named (`loadConversation`, or a
+   * commit naming one: docs/ARCHITECTURE.md, "Flat as the store grows").
+   */
+  preloadConversations?: "all";
+  /**
    * When the root conversation (id 1, ownerless) is created: "at-open" (default), by the first open
    * of a store, in a commit of its own; "lazy", only by `ensureRoot()` (the agent harness's
    * `root()`, spec §2.2, creates it in one commit with its agent and init).
@@ -199,6 +206,7 @@ export class Harness {
   #resumeRequested = false;
   readonly #prepare: HarnessOptions["prepare"];
   readonly #preloadDocs: readonly ConversationId[];
+  readonly #preloadConversations: "all" | undefined;
 
   static {
     grantInternals((h) => {
@@ -256,6 +264,7 @@ export class Harness {
     this.#pausedAtOpen = options.paused === true;
     this.#prepare = options.prepare;
     this.#preloadDocs = options.preloadDocs ?? [];
+    this.#preloadConversations = options.preloadConversations;
     // Held until the open's end (start): recovery decides how the running tasks come back first.
     this.#scheduler.pause();
   }
@@ -272,7 +281,10 @@ export class Harness {
    * task the first drain starts again at once (docs/ARCHITECTURE.md, "The recovery path").
    */
   protected async start(): Promise<void> {
-    await this.#session.load({ docs: this.#preloadDocs });
+    await this.#session.load({
+      docs: this.#preloadDocs,
+      ...(this.#preloadConversations ? { conversations: this.#preloadConversations } : {}),
+    });
     // Recovery: nothing runs yet, so every running task was cut off. Its phase reruns from its last
     // checkpoint with `runtime.resumed` (the in-memory `interrupted` mark); a pending task an earlier
     // opening marked interrupted in storage (and that never ran since) is interrupted too.
@@ -439,7 +451,7 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<ConversationRecord> {
     this.#live(signal);
-    if (!this.#session.records.conversations.has(parentId)) throw new UnknownConversation(parentId);
+    if (!(await this.#session.conversation(parentId))) throw new UnknownConversation(parentId);
     // Loaded ahead, so the commit normally runs once (it would load them and run again otherwise).
     await Promise.all([this.#session.ensureForkPoint(parentId, at), this.#session.ensureDocs(parentId)]);
     return this.#session.commit(async (tx) => {
@@ -457,6 +469,9 @@ export class Harness {
    */
   async deleteConversation(conversationId: ConversationId, signal?: AbortSignal): Promise<ConversationId[]> {
     this.#live(signal);
+    // Loaded ahead (its record, the conversations below it and their forks), so the commit normally
+    // runs once (it would load them and run again otherwise).
+    if (await this.#session.conversation(conversationId)) await this.#session.ensureScope(conversationId);
     return this.#session.commit((tx) => tx.deleteConversation(conversationId));
   }
 
@@ -679,13 +694,25 @@ export class Harness {
     return this.#session.records.away.get(conversationId);
   }
 
-  /** Every conversation's record (all are in memory from open). */
+  /**
+   * The conversation records in memory: every conversation's with `preloadConversations: "all"`,
+   * otherwise those loaded so far (live work's, and those named since the open).
+   */
   conversationRecords(): ConversationRecord[] {
     return [...this.#session.records.conversations.values()];
   }
 
+  /**
+   * A conversation's record if it is in memory (see `conversationRecords`): undefined also for one
+   * stored but not loaded yet; `loadConversation` loads it.
+   */
   conversationRecord(id: ConversationId): ConversationRecord | undefined {
     return this.#session.records.conversations.get(id);
+  }
+
+  /** A conversation's record, read from the store on first access (undefined: there is none). */
+  loadConversation(id: ConversationId): Promise<ConversationRecord | undefined> {
+    return this.#session.conversation(id);
   }
 
   /** A submission's committed record, from memory or from the store. */
@@ -789,8 +816,7 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<DocumentSnapshot | undefined> {
     this.#live(signal);
-    if (!this.#session.records.conversations.has(conversationId))
-      throw new UnknownConversation(conversationId);
+    if (!(await this.#session.conversation(conversationId))) throw new UnknownConversation(conversationId);
     const segments = this.#session.segments(conversationId);
     const read = await this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
     let history = read.history;

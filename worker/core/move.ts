@@ -261,7 +261,9 @@ export async function prepare(
         `conversation ${conversationId} is ${away.status === "pending" ? "moving already" : "in another home"} (transfer ${away.transfer})`,
       );
     const tasks = liveTasksOf(o, conversationId);
-    // A subagent still working: its conversation (owned by a task of this one) has live work.
+    // A subagent still working: its conversation (owned by a task of this one) has live work. Such a
+    // conversation is in memory (the open loads those of live tasks and those live tasks own; later
+    // ones are created here): the loaded records are enough, no scope to load.
     for (const owned of o.base.conversations.values()) {
       if (owned.owner?.conversationId !== conversationId) continue;
       if (o.isLive(owned.owner.taskId) || liveTasksOf(o, owned.id).length > 0)

@@ -1,8 +1,16 @@
 /**
  * The engine's in-memory mirror of records, and the overlay a commit writes into.
  * Invariants:
- * - `Records` holds every live task and every conversation; terminal tasks are kept once seen in
- *   this process (older ones are read from the store on demand);
+ * - `Records` holds every live task; terminal tasks are kept once seen in this process (older ones
+ *   are read from the store on demand);
+ * - a conversation's record is in memory once loaded: at open those live work needs (the
+ *   conversations of live tasks and unsettled submissions, those live tasks own, the root), the rest
+ *   when first named (conversation-load.ts keeps each loaded record's fork ancestry and owner chain
+ *   in memory with it). A commit naming a conversation not loaded throws `DocsNotLoaded` (its record
+ *   loads with its documents: the session's `ensureDocs`) and runs again; a conversation whose
+ *   documents are loaded and that has no record does not exist. `scopeLoaded` names the
+ *   conversations whose owned conversations and forks are all in memory (a deletion needs
+ *   them: `ScopeNotLoaded` reruns the commit after `Session.ensureScope`);
  * - a conversation's documents (and its newest head) are in memory once loaded (`docsLoaded`): at open
  *   only those of conversations with live work, the rest on first access (the session's
  *   `ensureDocs`), never evicted. Reading or writing the documents of a conversation not loaded
@@ -56,6 +64,27 @@ export class DocsNotLoaded extends Error {
   constructor(readonly conversationId: ConversationId) {
     super(`the documents of conversation ${conversationId} are not loaded`);
   }
+}
+
+/**
+ * A deletion of a conversation whose owned conversations and forks are not all in memory:
+ * inside a commit the session loads them (`Session.ensureScope`) and runs the callback again.
+ */
+export class ScopeNotLoaded extends Error {
+  override readonly name = "ScopeNotLoaded";
+  constructor(readonly conversationId: ConversationId) {
+    super(`the conversations below conversation ${conversationId} are not loaded`);
+  }
+}
+
+/**
+ * Conversation records read from the store (conversation-load.ts), handed to
+ * `Records.installConversations` (both of the session's copies).
+ */
+export interface LoadedConversations {
+  readonly conversations: ConversationRecord[];
+  /** Owner edges of finished tasks on the loaded records' owner chains. */
+  readonly edges: OwnerEdge[];
 }
 
 /** A conversation's documents as stored (patches replayed), handed to `Records.installDocs`. */
@@ -149,7 +178,10 @@ export const moveKey = (role: MoveRecord["role"], transfer: string): string => `
 
 export class Records {
   readonly tasks = new Map<TaskId, TaskRecord>();
+  /** Loaded conversation records (see the header: not every conversation of the store). */
   readonly conversations = new Map<ConversationId, ConversationRecord>();
+  /** Conversations whose owned conversations (transitively) and their forks are all in `conversations`. */
+  readonly scopeLoaded = new Set<ConversationId>();
   readonly docs = new Map<DocKey, Json>();
   /** Conversations whose documents and head are in `docs`, `docVersions`, `docPatchRows`, `heads`. */
   readonly docsLoaded = new Set<ConversationId>();
@@ -172,10 +204,10 @@ export class Records {
   /** Conversations owned by a task. */
   readonly ownedConversations = new Map<TaskId, Set<ConversationId>>();
   /**
-   * Owner edges of terminal tasks this process never held that sit on the owner chain of a
-   * task-owned conversation (read at open): traversal follows them after a reopen, so a finished
-   * background ancestor stays a boundary. Changes after open only when a deletion drops the edges of
-   * its conversations' tasks.
+   * Owner edges of terminal tasks this process never held that sit on the owner chain of a loaded
+   * task-owned conversation (read with it: conversation-load.ts): traversal follows them after a
+   * reopen, so a finished background ancestor stays a boundary. A deletion drops the edges of its
+   * conversations' tasks.
    */
   readonly formerOwners = new Map<TaskId, OwnerEdge>();
   /** Unsettled submissions, and every one seen in this process (settled ones are read on demand). */
@@ -224,6 +256,7 @@ export class Records {
     for (const [k, v] of this.tasksWithDocs) r.tasksWithDocs.set(k, new Set(v));
     for (const id of this.live) r.live.add(id);
     for (const id of this.docsLoaded) r.docsLoaded.add(id);
+    for (const id of this.scopeLoaded) r.scopeLoaded.add(id);
     for (const [k, v] of this.children) r.children.set(k, new Set(v));
     for (const [k, v] of this.conversationTasks) r.conversationTasks.set(k, new Set(v));
     for (const [k, v] of this.ownedConversations) r.ownedConversations.set(k, new Set(v));
@@ -320,6 +353,22 @@ export class Records {
     if (record.owner) addTo(this.ownedConversations, record.owner.taskId, record.id);
   }
 
+  /**
+   * Take conversation records read from the store (with their chains: conversation-load.ts). Called
+   * inside a store job on the line, so nothing merged since can differ (records never change once
+   * created); one already in memory is kept.
+   */
+  installConversations(loaded: LoadedConversations): void {
+    for (const c of loaded.conversations) if (!this.conversations.has(c.id)) this.putConversation(c);
+    for (const edge of loaded.edges)
+      if (!this.tasks.has(edge.id) && !this.formerOwners.has(edge.id)) this.formerOwners.set(edge.id, edge);
+  }
+
+  /** Whether a conversation's record is known: in memory, or known absent (its documents are loaded). */
+  knowsConversation(id: ConversationId): boolean {
+    return this.conversations.has(id) || this.docsLoaded.has(id);
+  }
+
   #index(record: TaskRecord): void {
     this.live.add(record.id);
     if (record.owner !== undefined) addTo(this.children, record.owner, record.id);
@@ -377,8 +426,12 @@ export class Records {
     // Most collections of an overlay are empty: each loop is skipped without making an iterator.
     if (overlay.conversations.size > 0)
       for (const c of overlay.conversations.values()) {
-        // A conversation created here has all its documents in this overlay.
-        if (!this.conversations.has(c.id)) this.docsLoaded.add(c.id);
+        // A conversation created here has all its documents in this overlay, and everything that
+        // names it (forks, owned conversations) is created after it, in this process.
+        if (!this.conversations.has(c.id)) {
+          this.docsLoaded.add(c.id);
+          this.scopeLoaded.add(c.id);
+        }
         this.putConversation(c);
       }
     // A fork's active range starts where its parent's did at its entry, until it writes a head.
@@ -438,6 +491,7 @@ export class Records {
     ])
       for (const key of map.keys()) if (key.startsWith(prefix)) map.delete(key);
     this.docsLoaded.delete(id);
+    this.scopeLoaded.delete(id);
     this.heads.delete(id);
     this.away.delete(id);
     for (const [taskId, t] of this.tasks) {
@@ -507,6 +561,8 @@ export class Overlay {
   missingDocs: ConversationId | undefined;
   /** The first fork point this overlay needed but memory lacked (loaded, then the callback runs again). */
   missingFork: { parent: ConversationId; at: EntryId } | undefined;
+  /** The first conversation whose scope (Records.scopeLoaded) this overlay needed but memory lacked. */
+  missingScope: ConversationId | undefined;
 
   constructor(readonly base: Records) {
     this.nextTaskId = base.nextTaskId;
@@ -704,9 +760,31 @@ export class Overlay {
     return this.tasks.get(id) ?? this.base.tasks.get(id);
   }
 
+  /**
+   * A conversation's record on this commit's candidate records. One that may be stored but is not
+   * loaded throws `DocsNotLoaded` (remembered: the session loads its record with its documents and
+   * runs the callback again).
+   */
   conversation(id: ConversationId): ConversationRecord | undefined {
     if (this.#deleted?.has(id)) return undefined;
-    return this.conversations.get(id) ?? this.base.conversations.get(id);
+    const record = this.#conversations?.get(id) ?? this.base.conversations.get(id);
+    if (record !== undefined) return record;
+    // Never created (ids are never reused), or known absent.
+    if (!Number.isSafeInteger(id) || id < 1 || id >= this.base.nextConversationId) return undefined;
+    if (this.base.docsLoaded.has(id)) return undefined;
+    this.missingDocs ??= id;
+    throw new DocsNotLoaded(id);
+  }
+
+  /**
+   * Throw `ScopeNotLoaded` (remembered) unless the conversations below `id` and their forks are all
+   * in memory (a deletion's judgement reads them).
+   */
+  needScope(id: ConversationId): void {
+    if (this.base.scopeLoaded.has(id)) return;
+    if (this.#conversations?.has(id) && !this.base.conversations.has(id)) return; // created here
+    this.missingScope ??= id;
+    throw new ScopeNotLoaded(id);
   }
 
   ownerEdge(id: TaskId): OwnerEdge | undefined {

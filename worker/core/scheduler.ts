@@ -346,7 +346,10 @@ export class Scheduler {
    */
   #planAhead(draft: Draft): Plan | undefined {
     const overlay = draft.overlay;
-    const needsLoad = () => overlay.missingDocs !== undefined || overlay.missingFork !== undefined;
+    const needsLoad = () =>
+      overlay.missingDocs !== undefined ||
+      overlay.missingFork !== undefined ||
+      overlay.missingScope !== undefined;
     let plan: Plan;
     try {
       plan = this.#plan(overlay, draft.tx);

@@ -178,6 +178,17 @@ export const migrations: readonly string[] = [
   );
   CREATE INDEX spill_refs_by_hash ON spill_refs (hash);
   `,
+  // 9: conversation records loaded on demand (issue 30): the open reads the conversations live tasks
+  // own, a deletion or a move the conversations a conversation's tasks own and the forks reading its
+  // history, and the app's list pages the top-level conversations: each by an index, not by reading
+  // every conversation.
+  `
+  CREATE INDEX conversations_by_owner_task ON conversations (owner_task) WHERE owner_task IS NOT NULL;
+  CREATE INDEX conversations_by_owner ON conversations (owner_conversation) WHERE owner_conversation IS NOT NULL;
+  CREATE INDEX conversations_by_parent ON conversations (json_extract(parent, '$.conversationId'))
+    WHERE parent IS NOT NULL;
+  CREATE INDEX conversations_top_level ON conversations (id) WHERE owner_task IS NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -9,12 +9,14 @@
  * sets published. Readers outside the line (`records`) therefore see only stored state, and a group
  * whose COMMIT fails leaves them exactly as they were (the line is reset to them). A storage failure
  * after a merge makes the session fatal: every later call rejects and the host must reopen. A
- * callback that touches the documents of a conversation not loaded yet is dropped from its group and
- * runs again, alone with a fresh overlay, once they are (`DocsNotLoaded`). The store gets the core's
+ * callback that touches the documents of a conversation not loaded yet, or names a conversation whose
+ * record is not loaded yet, is dropped from its group and runs again, alone with a fresh overlay, once
+ * they are (`DocsNotLoaded`; `ScopeNotLoaded` for what a deletion judges). The store gets the core's
  * schema (schema.ts) before the session reads anything.
  */
 import type { Sql, Store } from "../store/types.ts";
 import { StoreClosed } from "../store/types.ts";
+import { readConversationClosure, readOwnedBy, readScope } from "./conversation-load.ts";
 import type { AnyTaskDefinition } from "./define.ts";
 import { readConversationDocs, readDocsIn, readDocsNamed } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
@@ -188,16 +190,20 @@ export class Session {
   }
 
   /**
-   * Load the live part of the store: conversations, live tasks, unsettled submissions, id counters,
-   * and the documents of the conversations those tasks and submissions belong to, and of `docs` (the
-   * scopes the layer above reads right after the open: `HarnessOptions.preloadDocs`). One read.
+   * Load the live part of the store: live tasks, unsettled submissions, id counters, the records of
+   * the conversations those tasks and submissions belong to, of the conversations live tasks own, of
+   * the root and of `docs` (with their chains: conversation-load.ts), and the documents of the
+   * conversations those tasks and submissions belong to and of `docs` (the scopes the layer above
+   * reads right after the open: `HarnessOptions.preloadDocs`). With `conversations: "all"`, every
+   * conversation's record (`HarnessOptions.preloadConversations`). One read.
    */
-  async load(options: { docs?: readonly ConversationId[] } = {}): Promise<void> {
+  async load(options: { docs?: readonly ConversationId[]; conversations?: "all" } = {}): Promise<void> {
     const r = this.records;
     await this.store.migrate(schema);
     await this.store.read(async (sql) => {
-      for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
-        r.putConversation(conversationFromRow(row));
+      if (options.conversations === "all")
+        for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
+          r.putConversation(conversationFromRow(row));
       for (const row of await sql.all("SELECT body FROM moves ORDER BY rowid")) {
         const move = moveFromRow(row);
         if (move) r.putMove(move);
@@ -224,9 +230,12 @@ export class Session {
         if (row) r.putTask(taskFromRow(row).record);
       }
       // Edges of finished tasks above task-owned conversations: traversal follows them (spec §5.4).
-      if ([...r.conversations.values()].some((c) => c.owner && !r.tasks.has(c.owner.taskId)))
-        for (const edge of await readFormerOwners(sql))
-          if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
+      if (options.conversations === "all") {
+        if ([...r.conversations.values()].some((c) => c.owner && !r.tasks.has(c.owner.taskId)))
+          for (const edge of await readFormerOwners(sql))
+            if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
+        for (const id of r.conversations.keys()) r.scopeLoaded.add(id);
+      }
       // Ids are never reused: past the newest row, and past the high-water marks a deletion kept.
       const next = await readNextIds(sql);
       r.nextTaskId = next.tasks;
@@ -255,12 +264,48 @@ export class Session {
       for (const id of r.live) needed.add(r.tasks.get(id)!.conversationId);
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
       for (const c of options.docs ?? []) needed.add(c);
+      // Their records with their chains, those of the conversations live tasks own (liveOwnedWork
+      // reads them) and the root's; every other record loads when first named.
+      const records = new Set([...needed, ROOT_CONVERSATION_ID, ...(await readOwnedBy(sql, [...r.live]))]);
+      r.installConversations(await readConversationClosure(sql, r, records));
       for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
     });
     this.#line = r.clone();
   }
 
   #loadingDocs = new Map<ConversationId, Promise<void>>();
+
+  /**
+   * Inside a store job on the line: make the records of `ids` (with their chains) present in both
+   * copies (conversation-load.ts). Reads nothing when they are.
+   */
+  async loadRecords(sql: Sql, ids: Iterable<ConversationId>): Promise<void> {
+    const r = this.records;
+    const missing = [...ids].filter((id) => !r.knowsConversation(id));
+    if (missing.length === 0) return;
+    const loaded = await readConversationClosure(sql, r, missing);
+    r.installConversations(loaded);
+    this.#line.installConversations(loaded);
+  }
+
+  /** Resolves with a conversation's record once it is in memory (undefined: there is none). */
+  async conversation(id: ConversationId): Promise<ConversationRecord | undefined> {
+    if (!this.records.knowsConversation(id)) await this.store.read((sql) => this.loadRecords(sql, [id]));
+    return this.records.conversations.get(id);
+  }
+
+  /**
+   * Resolves once the conversations below `id` (owned by its tasks, transitively) and the forks of
+   * any of them are in memory with their chains (a deletion's judgement reads them).
+   */
+  ensureScope(id: ConversationId): Promise<void> {
+    if (this.records.scopeLoaded.has(id)) return Promise.resolve();
+    return this.store.read(async (sql) => {
+      await this.loadRecords(sql, await readScope(sql, id));
+      this.records.scopeLoaded.add(id);
+      this.#line.scopeLoaded.add(id);
+    });
+  }
 
   /** A conversation's visible history as segments (itself, then its ancestors: fork.ts). */
   segments(conversationId: ConversationId): Segment[] {
@@ -275,6 +320,7 @@ export class Session {
     const key = forkPointKey(parent, at);
     if (this.records.forkPoints.has(key)) return Promise.resolve();
     return this.store.read(async (sql) => {
+      await this.loadRecords(sql, [parent]);
       const point = await loadForkPoint(sql, this.segments(parent), at, this.docRules);
       this.records.forkPoints.set(key, point);
       this.#line.forkPoints.set(key, point);
@@ -294,6 +340,8 @@ export class Session {
       // Read and installed inside one job on the line: every commit merged before it is on disk.
       loading = this.store
         .read(async (sql) => {
+          // Its record with its chains first (the segments read its ancestry).
+          await this.loadRecords(sql, [conversationId]);
           const loaded = await readConversationDocs(sql, conversationId, this.segments(conversationId));
           // Both copies: nothing merged on the line can touch documents that were not loaded.
           r.installDocs(conversationId, loaded);
@@ -518,7 +566,7 @@ export class Session {
               value = request.work(tx, overlay);
               if (isPromiseLike(value)) value = await value;
               overlay.sealed = true;
-              if (overlay.missingDocs === undefined) {
+              if (overlay.missingDocs === undefined && overlay.missingScope === undefined) {
                 checkNewOwners(overlay);
                 validateOverlay(overlay);
               }
@@ -530,6 +578,11 @@ export class Session {
             const missingDocs = overlay.missingDocs;
             if (missingDocs !== undefined) {
               deferred.push({ request, load: () => this.ensureDocs(missingDocs) });
+              continue;
+            }
+            const missingScope = overlay.missingScope;
+            if (missingScope !== undefined) {
+              deferred.push({ request, load: () => this.ensureScope(missingScope) });
               continue;
             }
             const missingFork = overlay.missingFork;
@@ -715,7 +768,10 @@ export class Session {
     conversationId: ConversationId,
     options: { afterId?: number; limit?: number; upTo?: number } = {},
   ): Promise<EntryRecord[]> {
-    return this.store.read((sql) => readVisibleEntries(sql, this.segments(conversationId), options));
+    return this.store.read(async (sql) => {
+      await this.loadRecords(sql, [conversationId]);
+      return readVisibleEntries(sql, this.segments(conversationId), options);
+    });
   }
 
   /** A page of a conversation's active range: the `limit` entries before `before` in view order (pages.ts). */
@@ -723,7 +779,10 @@ export class Session {
     conversationId: ConversationId,
     options: { before?: EntryId; limit: number },
   ): Promise<EntryPage> {
-    return this.store.read((sql) => readActivePage(sql, this.segments(conversationId), options));
+    return this.store.read(async (sql) => {
+      await this.loadRecords(sql, [conversationId]);
+      return readActivePage(sql, this.segments(conversationId), options);
+    });
   }
 
   /** A task record, from memory or (for old terminal tasks) from the store. */

@@ -250,7 +250,7 @@ describe("a deletion is refused, with its reason, and changes nothing", () => {
 });
 
 describe("a deletion forgets what it deleted", () => {
-  test("the owner edges read at open of the deleted conversations' finished tasks", async () => {
+  test("the owner edges read with its owned conversations of the deleted conversations' finished tasks", async () => {
     const store = await memoryStore();
     const first = await Harness.open(store, { tasks: [spawner] });
     const parent = (await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id;
@@ -262,9 +262,14 @@ describe("a deletion forgets what it deleted", () => {
     for (const id of [gone, stays]) expect(outcome(await done(first, id))?.status).toBe("completed");
     await first.close();
 
-    // After a reopen, the finished spawners are known only by the owner edges read at open.
+    // After a reopen, the finished spawners are known only by their owner edges, read with the
+    // conversations they own (none at open: no live work names them).
     const h = await Harness.open(await memoryStore(store.image()), { tasks: [spawner] });
-    const former = internals(h).session.records.formerOwners;
+    const session = internals(h).session;
+    const former = session.records.formerOwners;
+    expect(former.size).toBe(0);
+    await session.ensureScope(parent);
+    await session.ensureScope(kept);
     expect([...former.keys()].sort((a, b) => a - b)).toEqual([gone, stays]);
     const deleted = await h.deleteConversation(parent);
     expect(deleted).toHaveLength(2);
