@@ -319,6 +319,9 @@ export class Harness {
         });
       }
     }
+    // Opened paused, the open still re-evaluates finalization and failFast (spec §2.2): the marks and
+    // the released holds are committed now; what they start waits for resume().
+    if (!scheduling) await this.#scheduler.reconcileAtOpen();
     if (this.#rootAtOpen) await this.ensureRoot();
     this.#starting = false;
     if (scheduling || this.#resumeRequested) this.#scheduler.resume();

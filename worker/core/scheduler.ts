@@ -236,6 +236,22 @@ export class Scheduler {
     return settled;
   }
 
+  /**
+   * A paused open's reconciliation (spec §2.2: open re-evaluates finalization and failFast for
+   * completing and waiting tasks): the marks a crash left underived and the holds whose owned work
+   * drained before it, committed at once, so `inspect()` shows them before `resume()`. Nothing is
+   * reserved or started; the abort invocations the marks call for run once scheduling resumes.
+   */
+  async reconcileAtOpen(): Promise<void> {
+    await this.session.commit((tx, overlay) => {
+      const live = [...this.session.line.live].filter((id) => {
+        const t = overlay.task(id);
+        return !t || overlay.away(t.conversationId) === undefined;
+      });
+      this.#reconcile(overlay, tx, live, this.session.now());
+    });
+  }
+
   /** Resolved once the drain that settles the recovering tasks is done with them (or closing). */
   #recoveredWaiters: Array<() => void> = [];
 
@@ -403,38 +419,9 @@ export class Scheduler {
       }
     }
 
-    const marked = deriveMarks(overlay, live);
-    if (marked.length > 0) {
-      plan.writes = true;
-      plan.marked = marked;
-    }
-    if (this.onCascade && marked.length > 0) {
-      // Conversations the cascade reached through a conversation edge (not the cancelled task's own).
-      const reached = new Set<ConversationId>();
-      for (const id of marked) {
-        const t = overlay.task(id)!;
-        if (t.owner !== undefined || t.background) continue;
-        const owner = overlay.conversation(t.conversationId)?.owner;
-        if (owner && hasCancellationIntent(overlay.task(owner.taskId))) reached.add(t.conversationId);
-      }
-      if (reached.size > 0) this.onCascade(tx, reached);
-    }
-
-    // Release completing holds, newest first so a drained child lets its owner finish in the same pass.
-    for (let i = live.length - 1; i >= 0; i--) {
-      const t = overlay.task(live[i]!)!;
-      if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
-        const released = patchTask(t, {
-          state: sealBuilt({ status: "terminal", outcome: t.state.outcome }),
-          endedAt: now,
-        });
-        overlay.setTask(released);
-        // A held fault gets its cleanup now, in the commit that makes it terminal (spec §5.4).
-        if (t.state.outcome.status === "faulted" || t.state.outcome.status === "orphaned")
-          this.#cleanUp(tx, released);
-        plan.writes = true;
-      }
-    }
+    const reconciled = this.#reconcile(overlay, tx, live, now);
+    if (reconciled.writes) plan.writes = true;
+    plan.marked = reconciled.marked;
 
     // Tasks a wake continuation creates join the queue, so they are reserved in this same pass.
     const queue = [...live];
@@ -526,6 +513,52 @@ export class Scheduler {
       }
     }
     return plan;
+  }
+
+  /**
+   * The reconciliation every plan starts with (spec §5.5), written into `overlay`: the abort marks
+   * to derive (the cascade below cancelled owners, failFast siblings, and the conversations a cascade
+   * reaches), and the completing holds whose ordinary owned work drained, released. It starts
+   * nothing. A paused open commits it alone (`reconcileAtOpen`).
+   */
+  #reconcile(
+    overlay: Overlay,
+    tx: Tx,
+    live: readonly TaskId[],
+    now: number,
+  ): { writes: boolean; marked: TaskId[] } {
+    let writes = false;
+    const marked = deriveMarks(overlay, live);
+    if (marked.length > 0) writes = true;
+    if (this.onCascade && marked.length > 0) {
+      // Conversations the cascade reached through a conversation edge (not the cancelled task's own).
+      const reached = new Set<ConversationId>();
+      for (const id of marked) {
+        const t = overlay.task(id)!;
+        if (t.owner !== undefined || t.background) continue;
+        const owner = overlay.conversation(t.conversationId)?.owner;
+        if (owner && hasCancellationIntent(overlay.task(owner.taskId))) reached.add(t.conversationId);
+      }
+      if (reached.size > 0) this.onCascade(tx, reached);
+    }
+
+    // Release completing holds, newest first so a drained child lets its owner finish in the same pass.
+    for (let i = live.length - 1; i >= 0; i--) {
+      const t = overlay.task(live[i]!)!;
+      if (t.state.status === "completing" && !overlay.hasLiveOwnedWork(t.id)) {
+        const released = patchTask(t, {
+          state: sealBuilt({ status: "terminal", outcome: t.state.outcome }),
+          endedAt: now,
+        });
+        overlay.setTask(released);
+        // A held fault gets its cleanup now, in the commit that makes it terminal (spec §5.4).
+        if (t.state.outcome.status === "faulted" || t.state.outcome.status === "orphaned")
+          this.#cleanUp(tx, released);
+        writes = true;
+      }
+    }
+
+    return { writes, marked };
   }
 
   /**

@@ -113,7 +113,7 @@ test("marks failFast siblings a crash left unmarked", async () => {
 // completing and waiting tasks". Opened paused, this engine derives the marks (and releases drained
 // holds) only when scheduling resumes: until then inspect() shows the sibling unmarked. The test
 // states the rule and fails today; it passes once a paused open reconciles before it returns.
-test.fails("a paused open has already re-evaluated failFast: the sibling a crash left unmarked is marked before resume", async () => {
+test("a paused open has already re-evaluated failFast: the sibling a crash left unmarked is marked before resume", async () => {
   const { crashed, definitions, id, c2, log } = await crashedFailFast();
   const h2 = await Harness.open(crashed, { tasks: definitions, paused: true });
   try {
@@ -153,6 +153,20 @@ test("finalizes a held outcome whose work drained before the crash, and keeps on
   await h1.close();
   // The crash came right after the drained holder's kid committed its outcome, before the release.
   await storeTerminal(crashed, drainedKid, { status: "completed", result: "kid of drained" });
+
+  // Opened paused, the open has already released the drained hold (spec §2.2: open re-evaluates
+  // finalization), and started nothing.
+  const paused = await Harness.open(await memoryStore(crashed.image()), {
+    tasks: [holder, kid],
+    paused: true,
+  });
+  expect((await paused.getTask(drained))?.state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: "held drained" },
+  });
+  expect((await paused.getTask(lives))?.state.status).toBe("completing");
+  expect(running(paused)).toBe(0);
+  await paused.close();
 
   const h2 = await Harness.open(crashed, { tasks: [holder, kid] });
   expect(outcome(await done(h2, drained))).toEqual({ status: "completed", result: "held drained" });
