@@ -53,6 +53,23 @@ describe("handoff", () => {
       "user:Summary: the user wants a haiku",
     ]);
     expect(root.busy).toBe(false);
+    // Written by the generation's tools phase (spec §8.1): the task that wrote the tool-calling
+    // answer, not the tool task; and exactly the entry reset(handoff) writes (spec §7.3), told
+    // apart only by id and timestamp. (Reading 23d: neither was asserted.)
+    expect(reset.byTaskId).toBeDefined();
+    expect(reset.byTaskId).toBe(entries[1]!.byTaskId);
+    expect(reset.byTaskId).not.toBe(entries[2]!.byTaskId);
+    await (await root.reset("Summary: the user wants a haiku")).wait();
+    const byReset = (await transcript(root)).at(-1)!;
+    const shape = (e: typeof reset) => ({
+      kind: e.kind,
+      head: e.head === e.id ? "self" : e.head,
+      data: e.data,
+      edits: e.edits,
+      model: messagesOf(e).map((m) => ({ ...m, timestamp: 0 })),
+    });
+    expect(byReset.kind).toBe("pi.reset");
+    expect(shape(reset)).toEqual(shape(byReset));
 
     await (await root.submit({ type: "input", content: "go on" })).wait();
     expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: the user wants a haiku", "user:go on"]);
