@@ -96,3 +96,58 @@ test("a run that compacted keeps compacted through a deferred poll: the poll's o
   expect((await h.tasks({ kind: "pi.compaction" })).length).toBe(1);
   expect((await root.entries()).filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
 });
+
+test("a run that compacted keeps compacted through a retry: the next prepare checks no threshold again", async () => {
+  // A declined blocking compaction leaves the context above the threshold; the request then fails
+  // retryably, and the retry's prepare must not compact again (spec §8.3: `compacted` carries over
+  // to `retry` and the next `prepare`).
+  const reasons: string[] = [];
+  let failNext = false;
+  const responder: FauxResponder = (req, n) => {
+    if (failNext && n > 0) {
+      failNext = false;
+      return fauxError("503 Service Unavailable");
+    }
+    return fauxAssistantMessage(big(`answer ${req.messages.length}`));
+  };
+  const faux = fauxAgentModel(responder, { contextWindow: 1200 });
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: {
+      compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 },
+      retry: { baseDelayMs: 1 },
+    },
+    hooks: {
+      beforeCompact: [
+        (input) => {
+          reasons.push(input.reason);
+          // The request after the decline fails once, retryably.
+          failNext = true;
+          return { decline: true };
+        },
+      ],
+    },
+  });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const root = await h.root();
+  let turn = 0;
+  while (reasons.length === 0 && turn < 12) {
+    turn++;
+    expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+      "done",
+    );
+  }
+  expect(reasons).toEqual(["threshold"]);
+  expect(failNext).toBe(false);
+  // The failed attempt and the retried answer, and one compaction only.
+  const last = (await root.entries()).filter((e) => e.kind === "pi.assistant").slice(-2);
+  expect(last.map((e) => (e.model as unknown as AssistantMessage[])[0]!.stopReason)).toEqual([
+    "error",
+    "stop",
+  ]);
+  expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
+});
