@@ -37,11 +37,23 @@ const contextOf = (request: FauxRequest) => request.messages.map((m) => `${m.rol
 
 describe("handoff", () => {
   test("a tool's handoff ends the run with the tool-calling answer; the next input starts from the handoff text", async () => {
-    const { root, faux } = await open(
+    const { h, root, faux } = await open(
       callsOnStart(fauxToolCall("hand_off", { text: "Summary: the user wants a haiku" }, { id: "call-1" })),
       { tools: [handoffTool] },
     );
+    // The tools phase commits once (spec §8.5): the reset, the input's settlement, pi.live without
+    // run and tools. (Reading 23d: each was read after the run.)
+    const closing: unknown[] = [];
+    const stop = h.subscribe((change) => {
+      if (!change.entries.some((e) => e.kind === "pi.reset")) return;
+      closing.push({
+        settled: change.submissions.map((s) => s.status),
+        live: change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id)?.value,
+      });
+    });
     const settled = await (await root.submit({ type: "input", content: "start" })).wait();
+    stop();
+    expect(closing).toEqual([{ settled: ["done"], live: {} }]);
     // One request only: the round's results never went back to the model.
     expect(faux.requests).toHaveLength(1);
     const entries = await transcript(root);
