@@ -370,7 +370,8 @@ describe("deferred responses (poll)", () => {
         deferred: {
           fetchDeferred: () => new Promise(() => undefined),
           async cancelDeferred(model, handle, signal) {
-            models.push(`cancel ${model.id} ${signal instanceof AbortSignal}`);
+            // A live signal: the abort invocation's, not the cancelled poll's (reading 23d).
+            models.push(`cancel ${model.id} ${signal instanceof AbortSignal && !signal.aborted}`);
             cancelled.push(handle.id);
           },
         },
