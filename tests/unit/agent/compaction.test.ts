@@ -386,6 +386,8 @@ describe("Conversation.compact()", () => {
     expect(entries.slice(0, before)).toEqual(raw);
     const compaction = entries.at(-1)!;
     expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
+    // Its data is exactly { reason } (spec §8.1; reading 23d: matched as a subset before).
+    expect(compaction.data).toEqual({ reason: "manual" });
     expect(textOf((compaction.model as unknown as Message[])[0]!)).toBe(
       "The conversation history before this point was compacted into the following summary:\n\n<summary>\nSUMMARY\n</summary>",
     );

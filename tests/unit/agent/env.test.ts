@@ -187,3 +187,35 @@ test("the builder is called at each use, off the commit line: once per preparati
   expect(opened.faux.requests).toHaveLength(3);
   expect(calls).toBe(5);
 });
+
+test("a call's environment is built right before it executes: after its intent commit, and never for a blocked call", async () => {
+  // Spec §8.4: "it builds api.env with HarnessOptions.env right before executing"; "a block commits
+  // the corresponding error result instead, without intent". (Reading 23d: only counted, never placed.)
+  const fs = new MemoryFs();
+  let h: Awaited<ReturnType<typeof open>>["h"] | undefined;
+  // At each build: the round's slots as committed (none while preparing).
+  const builds: unknown[] = [];
+  const env: EnvBuilder = () => {
+    const slots = (h?.docNow(1, "pi.live") as { tools?: { callId: string; status: string }[] } | undefined)
+      ?.tools;
+    builds.push(slots?.map((s) => `${s.callId} ${s.status}`) ?? "preparing");
+    return { fs };
+  };
+  const ls = (id: string) => fauxToolCall("ls", {}, { id });
+  let asked = 0;
+  const opened = await open(callsThenAnswer(ls("l1"), ls("l2")), {
+    extensions: registry(),
+    env,
+    settings: { toolExecution: "sequential" },
+    // The second call asked about (l2: the round is sequential) is blocked.
+    hooks: { beforeTool: [() => (++asked === 2 ? { block: "not this one" } : undefined)] },
+  });
+  h = opened.h;
+  await (await opened.root.submit({ type: "input", content: "list twice" })).wait();
+  const codes = (await toolResults(opened.root)).map((e) =>
+    (e.data as { diagnostics: { code?: string }[] }).diagnostics.map((d) => d.code),
+  );
+  expect(codes).toEqual([[], ["blocked"]]);
+  // Two preparations and one execution, l1's, whose slot its intent commit had set running.
+  expect(builds).toEqual(["preparing", ["l1 running", "l2 pending"], "preparing"]);
+});

@@ -73,6 +73,10 @@ describe("deferred responses (poll)", () => {
     const observed: string[] = [];
     // Every poll gets the checkpoint's model and its invocation's live signal (spec §8).
     const fetchedWith: string[] = [];
+    // The signal each fetch got, and the one afterResponse got after it: the same invocation's
+    // (reading 23d: a fresh live signal passed the check above).
+    const fetchSignals: AbortSignal[] = [];
+    const hookSignals: AbortSignal[] = [];
     let h!: AgentHarness;
     const models = createModelResolver({
       extra: [faux.model],
@@ -81,6 +85,7 @@ describe("deferred responses (poll)", () => {
           const live = internals(h).session.records.getDoc(1, DOC.live) as LiveState;
           polls.push({ id: handle.id, pollAt: live.generation?.deferred?.pollAt, at: Date.now() });
           fetchedWith.push(`${model.id} ${signal instanceof AbortSignal && !signal.aborted}`);
+          fetchSignals.push(signal);
           if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
           // The second poll answers with a tool call: a tool round starts from the poll.
           if (polls.length === 2)
@@ -108,7 +113,8 @@ describe("deferred responses (poll)", () => {
       tools: [note],
       hooks: {
         afterResponse: [
-          (message) => {
+          (message, _api, { signal }) => {
+            hookSignals.push(signal);
             observed.push(`${message.stopReason}:${message.content.map((b) => b.type).join(",")}`);
           },
         ],
@@ -123,6 +129,9 @@ describe("deferred responses (poll)", () => {
     const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
     expect(settled.status).toBe("done");
     expect(fetchedWith).toEqual(polls.map(() => `${faux.model.id} true`));
+    // The second poll's answer and the third's were observed by afterResponse in their invocations.
+    expect(fetchSignals[1]).toBe(hookSignals[0]);
+    expect(fetchSignals[2]).toBe(hookSignals[1]);
     // Two requests (the second after the tool round), each answered later.
     expect(sent.count).toBe(2);
     expect(polls.map((p) => p.id)).toEqual(["job-1", "job-2", "job-1"]);
@@ -361,7 +370,8 @@ describe("deferred responses (poll)", () => {
         deferred: {
           fetchDeferred: () => new Promise(() => undefined),
           async cancelDeferred(model, handle, signal) {
-            models.push(`cancel ${model.id} ${signal instanceof AbortSignal}`);
+            // A live signal: the abort invocation's, not the cancelled poll's (reading 23d).
+            models.push(`cancel ${model.id} ${signal instanceof AbortSignal && !signal.aborted}`);
             cancelled.push(handle.id);
           },
         },

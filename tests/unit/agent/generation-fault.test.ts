@@ -39,7 +39,8 @@ test("a faulted generation settles its input unanswered faulted with the error, 
     for (const s of change.submissions) if (s.status === "unanswered") wrote.push("input unanswered");
     for (const d of change.docs)
       if (d.name === "pi.live" && (d.value as { run?: unknown } | undefined)?.run === undefined)
-        wrote.push("run removed");
+        // run, generation and tools all removed (reading 23d: run alone was read).
+        wrote.push(JSON.stringify(d.value) === "{}" ? "pi.live cleared" : "run removed");
     if (wrote.length > 0) commits.push(wrote.sort());
   });
   const input = await root.submit({ type: "input", content: "hi" });
@@ -51,7 +52,7 @@ test("a faulted generation settles its input unanswered faulted with the error, 
   });
   expect(liveOf(h)).toEqual({});
   // The harness's cleanup runs in the commit that writes the fault (spec §5.4).
-  expect(commits).toEqual([["generation terminal", "input unanswered", "run removed"]]);
+  expect(commits).toEqual([["generation terminal", "input unanswered", "pi.live cleared"]]);
   for (const e of await transcript(root))
     if (e.kind === "pi.assistant") expect(messageOf(e)).toMatchObject({ stopReason: "aborted" });
   broken = false;

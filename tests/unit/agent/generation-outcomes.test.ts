@@ -133,7 +133,8 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
     for (const s of change.submissions) if (s.id === inputId) wrote.push(`input ${s.status}`);
     for (const d of change.docs)
       if (d.name === "pi.live" && (d.value as { run?: unknown } | undefined)?.run === undefined)
-        wrote.push("run removed");
+        // run, generation and tools all removed (reading 23d: run alone was read).
+        wrote.push(JSON.stringify(d.value) === "{}" ? "pi.live cleared" : "run removed");
     if (change.entries.some((e) => e.kind === "pi.assistant")) wrote.push("partial converted");
     if (wrote.length > 0) commits.push(wrote.sort());
   });
@@ -142,7 +143,9 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
     status: "terminal",
     outcome: { status: "orphaned", reason: "task_too_old" },
   });
-  expect(commits).toEqual([["generation terminal", "input unanswered", "partial converted", "run removed"]]);
+  expect(commits).toEqual([
+    ["generation terminal", "input unanswered", "partial converted", "pi.live cleared"],
+  ]);
   expect(await h.submissionRecord(inputId)).toMatchObject({ status: "unanswered", reason: "task_too_old" });
   expect(liveOf(h)).toEqual({});
   // The only entry written is the partial, kept as an aborted answer; its spend is counted.

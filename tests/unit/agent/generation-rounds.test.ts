@@ -169,6 +169,9 @@ test("the answer's commit writes one slot per call, in call order: an un-offered
     policy: "allSettled",
     checkpoint: { phase: "tools" },
   });
+  // The same commit removes generation, and the run stays (spec §8.3 step 4; reading 23d: read later only).
+  expect(commit!.live?.generation).toBeUndefined();
+  expect(commit!.live?.run?.taskId).toBe(commit!.tasks.find((t) => t.kind === "pi.generation")?.id);
   expect(commit!.live?.tools).toEqual([
     { callId: "c1", name: "a", taskId: toolTasks[0]!.id, status: "running" },
     { callId: "c2", name: "nope", status: "done", entry: result!.id },

@@ -37,11 +37,23 @@ const contextOf = (request: FauxRequest) => request.messages.map((m) => `${m.rol
 
 describe("handoff", () => {
   test("a tool's handoff ends the run with the tool-calling answer; the next input starts from the handoff text", async () => {
-    const { root, faux } = await open(
+    const { h, root, faux } = await open(
       callsOnStart(fauxToolCall("hand_off", { text: "Summary: the user wants a haiku" }, { id: "call-1" })),
       { tools: [handoffTool] },
     );
+    // The tools phase commits once (spec §8.5): the reset, the input's settlement, pi.live without
+    // run and tools. (Reading 23d: each was read after the run.)
+    const closing: unknown[] = [];
+    const stop = h.subscribe((change) => {
+      if (!change.entries.some((e) => e.kind === "pi.reset")) return;
+      closing.push({
+        settled: change.submissions.map((s) => s.status),
+        live: change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id)?.value,
+      });
+    });
     const settled = await (await root.submit({ type: "input", content: "start" })).wait();
+    stop();
+    expect(closing).toEqual([{ settled: ["done"], live: {} }]);
     // One request only: the round's results never went back to the model.
     expect(faux.requests).toHaveLength(1);
     const entries = await transcript(root);
@@ -53,6 +65,23 @@ describe("handoff", () => {
       "user:Summary: the user wants a haiku",
     ]);
     expect(root.busy).toBe(false);
+    // Written by the generation's tools phase (spec §8.1): the task that wrote the tool-calling
+    // answer, not the tool task; and exactly the entry reset(handoff) writes (spec §7.3), told
+    // apart only by id and timestamp. (Reading 23d: neither was asserted.)
+    expect(reset.byTaskId).toBeDefined();
+    expect(reset.byTaskId).toBe(entries[1]!.byTaskId);
+    expect(reset.byTaskId).not.toBe(entries[2]!.byTaskId);
+    await (await root.reset("Summary: the user wants a haiku")).wait();
+    const byReset = (await transcript(root)).at(-1)!;
+    const shape = (e: typeof reset) => ({
+      kind: e.kind,
+      head: e.head === e.id ? "self" : e.head,
+      data: e.data,
+      edits: e.edits,
+      model: messagesOf(e).map((m) => ({ ...m, timestamp: 0 })),
+    });
+    expect(byReset.kind).toBe("pi.reset");
+    expect(shape(reset)).toEqual(shape(byReset));
 
     await (await root.submit({ type: "input", content: "go on" })).wait();
     expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: the user wants a haiku", "user:go on"]);

@@ -219,6 +219,34 @@ test("writes never start a generation: a write on an idle conversation is done a
   expect((await queued.wait()).status).toBe("done");
 });
 
+test("writes never start a generation: on an idle conversation whose inbox holds a write a failed run left, a new write places both and no run begins", async () => {
+  // Spec §6: an idle conversation with a non-empty inbox queues the new submission and runs a final
+  // boundary in the same commit; writes never trigger generation by themselves. (Reading 23d: only
+  // an empty inbox and a busy run's final boundary were tried.)
+  const hold = deferred();
+  const { h, root, faux } = await open(async (_req, n) => {
+    if (n === 1) {
+      await hold.promise;
+      return fauxError("400 bad request");
+    }
+    return fauxAssistantMessage("never asked");
+  });
+  const failing = await root.submit({ type: "input", content: "one" });
+  const left = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+  hold.resolve();
+  expect((await failing.wait()).status).toBe("unanswered");
+  // The failed run left the inbox alone: the write still waits, the conversation idle.
+  expect((await left.record()).status).toBe("queued");
+  expect(liveOf(h).run).toBeUndefined();
+  const next = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
+  expect([(await left.wait()).status, (await next.wait()).status]).toEqual(["done", "done"]);
+  await root.waitForIdle();
+  expect(liveOf(h).run).toBeUndefined();
+  expect(inboxOf(h).items).toEqual([]);
+  expect(faux.requests).toHaveLength(1);
+  expect(kinds(await transcript(root)).slice(-2)).toEqual(["app.note", "app.note"]);
+});
+
 test.each([
   ["followUpMode", undefined],
   ["steeringMode", "steer"],

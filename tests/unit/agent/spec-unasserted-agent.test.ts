@@ -274,6 +274,45 @@ describe("a run's end (spec §8.2)", () => {
     await aborted.root.abort();
     expect((await input.wait()).status).toBe("unanswered");
     expect(b).toEqual([{}]);
+
+    // The other paths (reading 23d: only three were read): a terminating round, whose tools phase
+    // settles; a reset placed at post-tools, which leaves the inputs unanswered; a model the resolver
+    // does not know.
+    const finish = defineTool({
+      name: "finish",
+      description: "finish",
+      parameters: Type.Object({}),
+      execute: async () => ({ ...textResult("finished"), control: { terminate: true } }),
+    });
+    const terminated = await open(callsThenAnswer(fauxToolCall("finish", {}, { id: "t1" })), {
+      tools: [finish],
+    });
+    const c = settling(terminated.h);
+    expect((await (await terminated.root.submit({ type: "input", content: "go" })).wait()).status).toBe(
+      "done",
+    );
+    expect(c).toEqual([{}]);
+
+    const held = gatedTool();
+    const reset = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "r1" })), {
+      tools: [held.tool],
+    });
+    const d = settling(reset.h);
+    const cut = await reset.root.submit({ type: "input", content: "go" });
+    await held.started.promise;
+    await reset.root.reset();
+    held.release.resolve();
+    expect(await cut.wait()).toMatchObject({ status: "unanswered", reason: "reset" });
+    expect(d).toEqual([{}]);
+
+    const unknown = await open(callsThenAnswer());
+    await unknown.root.configure({ model: { provider: "nowhere", modelId: "none" } });
+    const e = settling(unknown.h);
+    expect(await (await unknown.root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "unanswered",
+      reason: "no_model",
+    });
+    expect(e).toEqual([{}]);
   });
 });
 

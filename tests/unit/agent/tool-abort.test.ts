@@ -156,8 +156,12 @@ test("a tool's slot updates apply only while its slot exists: output after the s
     parameters: Type.Object({}),
     async execute(_args, api) {
       api.output("first\n");
+      api.diagnostic({ severity: "info", message: "early remark" });
+      await api.details({ step: 1 });
       await more.promise;
       api.output("second\n");
+      api.diagnostic({ severity: "info", message: "late remark" });
+      void api.details({ step: 2 }).catch(() => undefined);
       await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
       return textResult("never");
     },
@@ -168,6 +172,8 @@ test("a tool's slot updates apply only while its slot exists: output after the s
   });
   const input = await root.submit({ type: "input", content: "go" });
   await until(() => liveOf(h).tools?.[0]?.output === "first\n", { what: "first output stored" });
+  await until(() => liveOf(h).tools?.[0]?.diagnostics?.length === 1, { what: "first remark stored" });
+  expect(liveOf(h).tools?.[0]?.details).toEqual({ step: 1 });
   // The slot goes (an application rewrites pi.live): the call's later updates have nowhere to land.
   await h.transaction((tx) => {
     const { tools: _t, ...rest } = readDoc<LiveState>(tx, 1, DOC.live, {});
@@ -182,6 +188,12 @@ test("a tool's slot updates apply only while its slot exists: output after the s
   const [result] = await toolResults(root);
   expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
   expect(textOf(messageOf(result!))).not.toMatch(/first|second/);
+  // Details and diagnostics are empty too (spec §8.2), those recorded before the slot went and
+  // after it (reading 23d: only the output was read): the harness's own aborted diagnostic alone.
+  expect(diagnosticsOf(result!).map((d) => d.message)).not.toContain("early remark");
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+  expect((messageOf(result!) as { details?: unknown }).details).toBeUndefined();
+  expect(textOf(messageOf(result!))).not.toMatch(/remark/);
 });
 
 test("does not re-bound retained output when an unchanged result outlives the tool's limits", async () => {

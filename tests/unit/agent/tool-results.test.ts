@@ -174,6 +174,54 @@ describe("tool output", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("a sliding tail writes at most one retained window per progress commit", async () => {
+    // Spec §8.2: a tail-retaining slot's window slides; whatever a commit writes for it, trim and
+    // append or one set, is at most one window. (Reading 23d: only a head-retaining slot was measured.)
+    const window = 2_000;
+    const chunks = Array.from({ length: 200 }, (_, i) => `${String(i).padStart(4, "0")}${"y".repeat(95)}\n`);
+    const emitted = deferred();
+    const release = deferred();
+    const tail = defineTool({
+      name: "tail",
+      description: "Prints a long log, keeping its end",
+      parameters: Type.Object({}),
+      outputLimits: { maxBytes: window, retain: "tail" },
+      async execute(_args, api) {
+        for (const chunk of chunks) {
+          api.output(chunk);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+        emitted.resolve();
+        await release.promise;
+        return textResult("printed");
+      },
+    });
+    const store = await memoryStore();
+    const jobs: StoreJob[] = [];
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "call-1" })), {
+      tools: [tail],
+      settings: { outputIntervalMs: 1 },
+      store,
+    });
+    recordJobs(store, { into: jobs });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await emitted.promise;
+    const kept = chunks.slice(-20).join("");
+    await until(() => liveOf(h).tools?.[0]?.output === kept, { what: "the last window" });
+    const liveWrites = jobs.flatMap((j) => j.statements).filter((s) => s.params?.[1] === "pi.live");
+    expect(liveWrites.filter((s) => s.sql.includes("doc_patches")).length).toBeGreaterThan(50);
+    // Per commit: the pi.live bytes of its statements, never more than one window and the slot.
+    const perCommit = jobs.map((j) =>
+      j.statements
+        .filter((s) => s.params?.[1] === "pi.live")
+        .reduce((n, s) => n + String(s.params?.[2] ?? "").length, 0),
+    );
+    expect(Math.max(...perCommit)).toBeLessThan(JSON.stringify(kept).length + 1024);
+    expect(liveOf(h).tools?.[0]).toMatchObject({ status: "running", droppedLines: 180 });
+    release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
   test("a tool's own model spend is stored with its result and counted in pi.usage.tools", async () => {
     const spent = (tokens: number): Usage => ({
       input: tokens,

@@ -806,5 +806,12 @@ describe("parallel and sequential rounds", () => {
     expect(toolTasks.size).toBe(1);
     expect(liveOf(h).run).toBeUndefined();
     expect((liveOf(h).tools ?? []).filter((t) => t.status !== "done")).toEqual([]);
+    // The generation's abort handler wrote the unstarted calls' results, removed run, generation and
+    // tools, and ended aborted (spec §8.5; reading 23d: tools and the outcome were not read).
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+    expect(results.slice(1).map((e) => e.byTaskId)).toEqual([generation!.id, generation!.id]);
+    expect(results[0]!.byTaskId).not.toBe(generation!.id);
+    expect(liveOf(h)).toEqual({});
   });
 });

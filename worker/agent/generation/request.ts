@@ -119,9 +119,9 @@ export async function poll(
   // Every classifying commit replaces pi.live.generation, so the deferred note goes with it.
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
-    uncounted: 0,
+    uncounted: cp.uncounted ?? 0,
     offered,
-    compacted: false,
+    compacted: cp.compacted === true,
   });
 }
 

@@ -74,6 +74,9 @@ export type GenerationCheckpoint =
       cutoff: EntryId;
       handle: DeferredHandle;
       pollAt: number;
+      /** Carried from the request (spec §8.3): an overflow the poll returns is not compacted again. */
+      compacted?: true;
+      uncounted?: number;
     }
   /** `pending`: calls of a sequential round not started yet (their tasks are made one at a time). */
   | { phase: "tools"; assistant: EntryId; tools: TaskId[]; pending?: string[] };
@@ -113,7 +116,7 @@ export function deferTo(
   tx: Tx,
   taskId: TaskId,
   c: ConversationId,
-  cp: { attempt: number; model: ModelRef; cutoff: EntryId },
+  cp: { attempt: number; model: ModelRef; cutoff: EntryId; compacted?: true; uncounted?: number },
   handle: DeferredHandle,
   from: number,
 ): NextTaskState<GenerationCheckpoint, GenerationResult> {
@@ -133,6 +136,8 @@ export function deferTo(
       cutoff: cp.cutoff,
       handle: { ...handle },
       pollAt,
+      ...(cp.compacted ? { compacted: true as const } : {}),
+      ...(cp.uncounted ? { uncounted: cp.uncounted } : {}),
     },
   };
 }
