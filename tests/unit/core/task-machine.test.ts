@@ -186,6 +186,29 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("the abort handler decides the outcome: whatever terminal outcome it commits is the task's, not always aborted (spec §5.1)", async () => {
+    const h = await Harness.open(await memoryStore());
+    const decided = [
+      { status: "completed", result: "charge kept" },
+      { status: "failed", error: { message: "refund failed" }, result: "half" },
+      { status: "aborted", reason: "user", result: "refunded" },
+    ] as const;
+    for (const [i, decision] of decided.entries()) {
+      const def = single(`decider-${i}`, async (_t, _r, signal) => untilAborted(signal), {
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: decision }))),
+      });
+      const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+      await until(() => running(h) === 1, { what: "running" });
+      await h.abortTask(id);
+      const record = await done(h, id);
+      expect(record.state).toEqual({ status: "terminal", outcome: decision });
+      expect(record.abortRequested).toBe(true);
+    }
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("a checkpoint naming an unknown phase faults", async () => {
     const h = await Harness.open(await memoryStore());
     const def = single("wanderer", async (_t, runtime) => {

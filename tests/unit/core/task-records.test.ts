@@ -491,3 +491,44 @@ test("defineTask returns the definition itself as the task's token, frozen, and 
     );
   expect(() => defineTask<Json, Go, Json>({ ...definition, name: "" } as never)).toThrow(/needs a name/);
 });
+
+test("reservation durably moves a waiting task that may resume to running: its next phase starts only after that commit is stored (spec §5.1)", async () => {
+  const store = await memoryStore();
+  const gate = deferred();
+  const seen: string[] = [];
+  const child = single("resume-child", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("child"));
+  });
+  const parent = defineTask<Json, Go | { phase: "after" }, Json>({
+    name: "resume-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "after" }, on: [c], policy: "allSettled" };
+        });
+      },
+      after: async (task, runtime) => {
+        const stored = await store.read((sql) => sql.get("SELECT status FROM tasks WHERE id = ?", [task.id]));
+        seen.push(String(stored?.["status"]), task.state.status);
+        await runtime.commit(() => complete("resumed"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(store, { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === id && t.record.state.status === "waiting"),
+    {
+      what: "the parent waiting",
+    },
+  );
+  gate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "resumed" });
+  expect(seen).toEqual(["running", "running"]);
+  await h.close();
+});
