@@ -386,14 +386,25 @@ describe("the inbox", () => {
     const first = await root.submit({ type: "input", content: "work" });
     await started.promise;
     const queued = await root.submit({ type: "input", content: "never mind" });
+    // Every still-queued item is withdrawn the same way: a steer and a write too (the table's row).
+    const steer = await root.submit({ type: "input", content: "steer never mind", whenBusy: "steer" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "steer", "write"]);
     expect(await queued.abort()).toBe("aborted");
-    expect(inboxOf(h).items).toEqual([]);
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["steer", "write"]);
     expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    for (const item of [steer, write]) {
+      expect(await item.abort()).toBe("aborted");
+      expect(await item.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    }
+    expect(inboxOf(h).items).toEqual([]);
     expect(await first.abort()).toBe("already_placed");
     release.resolve();
     await first.wait();
     expect(await queued.abort()).toBe("settled");
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("never mind");
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("steer never mind");
+    expect((await transcript(root)).map((e) => e.kind)).not.toContain("app.note");
   });
 
   test("Conversation.abort withdraws queued inputs but keeps queued writes for the next submission", async () => {
