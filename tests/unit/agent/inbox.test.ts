@@ -287,12 +287,22 @@ describe("submissions", () => {
     expect(inboxOf(h).items).toEqual([
       { id: write.id, mode: "write", entry: { kind: "app.hint", model: [hint] } },
     ]);
+    // A second write: the boundary places every queued write ("all" in the table), whatever the modes.
+    const second = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
     release.resolve();
     await input.wait();
     const entries = await transcript(root);
-    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "app.hint", "pi.assistant"]);
+    expect(kinds(entries)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "app.hint",
+      "app.note",
+      "pi.assistant",
+    ]);
     expect(await write.wait()).toEqual({ status: "done", entry: entries[3]!.id });
+    expect(await second.wait()).toEqual({ status: "done", entry: entries[4]!.id });
     expect(faux.requests[1]!.messages.map((m) => [m.role, textOf(m)])).toContainEqual(["user", "a hint"]);
     expect(alternationProblems(entries)).toEqual([]);
   });
