@@ -308,12 +308,22 @@ describe("submissions", () => {
     expect(inboxOf(h).items).toEqual([
       { id: write.id, mode: "write", entry: { kind: "app.hint", model: [hint] } },
     ]);
+    // A second write: the boundary places every queued write ("all" in the table), whatever the modes.
+    const second = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
     release.resolve();
     await input.wait();
     const entries = await transcript(root);
-    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "app.hint", "pi.assistant"]);
+    expect(kinds(entries)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "app.hint",
+      "app.note",
+      "pi.assistant",
+    ]);
     expect(await write.wait()).toEqual({ status: "done", entry: entries[3]!.id });
+    expect(await second.wait()).toEqual({ status: "done", entry: entries[4]!.id });
     expect(faux.requests[1]!.messages.map((m) => [m.role, textOf(m)])).toContainEqual(["user", "a hint"]);
     expect(alternationProblems(entries)).toEqual([]);
   });
@@ -436,14 +446,25 @@ describe("the inbox", () => {
     const first = await root.submit({ type: "input", content: "work" });
     await started.promise;
     const queued = await root.submit({ type: "input", content: "never mind" });
+    // Every still-queued item is withdrawn the same way: a steer and a write too (the table's row).
+    const steer = await root.submit({ type: "input", content: "steer never mind", whenBusy: "steer" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "steer", "write"]);
     expect(await queued.abort()).toBe("aborted");
-    expect(inboxOf(h).items).toEqual([]);
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["steer", "write"]);
     expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    for (const item of [steer, write]) {
+      expect(await item.abort()).toBe("aborted");
+      expect(await item.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    }
+    expect(inboxOf(h).items).toEqual([]);
     expect(await first.abort()).toBe("already_placed");
     release.resolve();
     await first.wait();
     expect(await queued.abort()).toBe("settled");
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("never mind");
+    expect((await transcript(root)).map((e) => textOf(messageOf(e)))).not.toContain("steer never mind");
+    expect((await transcript(root)).map((e) => e.kind)).not.toContain("app.note");
   });
 
   test("Conversation.abort withdraws queued inputs but keeps queued writes for the next submission", async () => {

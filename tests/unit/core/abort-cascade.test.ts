@@ -236,6 +236,65 @@ test("an abort-marked waiting task does not wait for a task it waits on but does
   await h.close();
 });
 
+test("an abort-marked waiting task leaves its wait for its abort handler only once the children in its `on` drained; the foreign task in `on` is not awaited", async () => {
+  const log: string[] = [];
+  const childGate = deferred();
+  const other = parked("mixed-other");
+  const child = single("mixed-child", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      log.push("abort:child");
+      await childGate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const waiter = defineTask<TaskId, Go | { phase: "joined" }, Json>({
+    name: "mixed-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return {
+            status: "waiting",
+            checkpoint: { phase: "joined" },
+            on: [c, task.input],
+            policy: "allSettled",
+          };
+        });
+      },
+      joined: async (_t, runtime) => {
+        log.push("joined");
+        await runtime.commit(() => complete("joined"));
+      },
+    },
+    abort: async (task, runtime) => {
+      // The child was created right after the waiter, in its first commit.
+      log.push(`abort:waiter child=${(await runtime.getTask(task.id + 1))?.state.status}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [waiter, other, child] });
+  const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+  const id = await h.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+  await until(
+    () => running(h) === 2 && h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"),
+    { what: "the child and the other running, the waiter waiting" },
+  );
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(() => log.includes("abort:child"), { what: "the child's abort handler" });
+  await settle();
+  // The child is still live: the waiter's abort handler has not started.
+  expect(log).toEqual(["abort:child"]);
+  childGate.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:child", "abort:waiter child=terminal"]);
+  const stillRunning = await h.getTask(otherId);
+  expect(stillRunning?.state.status).toBe("running");
+  expect(stillRunning?.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("a blocked owner is orphaned only after its owned work drained", async () => {
   const log: string[] = [];
   const gate = deferred();

@@ -43,6 +43,11 @@ test("close() stops a running task without writing an outcome or an abort mark: 
   const started = [deferred(), deferred()];
   const commitsAfterClose = new Map<Json, unknown>();
   const stopping = single("stopping", async (task, runtime, signal) => {
+    // A task-scoped document: closing must neither retire it nor publish its retirement.
+    await runtime.commit((tx) => {
+      tx.writeDoc({ kind: "task", taskId: task.id }, "app.scratch", { n: task.input });
+      return undefined;
+    });
     started[task.input as number]!.resolve();
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     // A commit after the close began is refused; the task stays as it was stored.
@@ -56,7 +61,11 @@ test("close() stops a running task without writing an outcome or an abort mark: 
   const id = await h.createTask(stopping, 0, { ownership: { kind: "conversation" } });
   const bg = await h.createTask(stopping, 1, { ownership: { kind: "conversation" }, background: true });
   await Promise.all(started.map((d) => d.promise));
+  const publishedAtClose: unknown[] = [];
+  h.subscribe((change) => publishedAtClose.push(...change.docs, ...change.tasks));
   await h.close();
+  // Close published nothing: no outcome, no mark, no document retirement.
+  expect(publishedAtClose).toEqual([]);
   // Refused by the runtime's gate for the close, typed, not by some later failure.
   for (const input of [0, 1])
     expect([input, commitsAfterClose.get(input)]).toMatchObject([
@@ -69,8 +78,11 @@ test("close() stops a running task without writing an outcome or an abort mark: 
     "stopping",
     async (task, runtime) => void (await runtime.commit(() => complete(`resumed ${task.input}`))),
   );
-  const next = await Harness.open(image, { tasks: [finishing] });
+  const next = await Harness.open(image, { tasks: [finishing], paused: true });
   for (const task of [id, bg]) expect((await next.getTask(task))?.abortRequested).toBe(false);
+  for (const [i, task] of [id, bg].entries())
+    expect(await next.doc({ kind: "task", taskId: task }, "app.scratch")).toEqual({ n: i });
+  next.resume();
   expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed 0" });
   expect(outcome(await done(next, bg))).toEqual({ status: "completed", result: "resumed 1" });
   await next.close();

@@ -261,6 +261,46 @@ describe("migrate", () => {
     await h.close();
   });
 
+  test("one migrate callback takes every older stored version: tasks stored at version 1 and at 2 each reach version 3 from their own version", async () => {
+    let store = await memoryStore();
+    const ids: TaskId[] = [];
+    // Each older engine stores one task at its version and closes before running it.
+    for (const version of [1, 2]) {
+      const h = await Harness.open(store, { tasks: [parked("multi", version)], paused: true });
+      ids.push(
+        await h.createTask(
+          parked("multi", version),
+          { at: version },
+          { ownership: { kind: "conversation" } },
+        ),
+      );
+      const image = store.image();
+      await h.close();
+      store = await memoryStore(image);
+    }
+    const calls: Json[] = [];
+    const v3 = defineTask<Json, Go, Json>({
+      name: "multi",
+      version: 3,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async (task, runtime) => void (await runtime.commit(() => complete(task.input))) },
+      abort: async () => undefined,
+      migrate: (input, checkpoint, from) => {
+        calls.push({ input, from });
+        return { input: { migratedFrom: from }, checkpoint: checkpoint as Go };
+      },
+    });
+    const h = await Harness.open(store, { tasks: [v3] });
+    for (const [i, id] of ids.entries())
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: { migratedFrom: i + 1 } });
+    expect(calls).toEqual([
+      { input: { at: 1 }, from: 1 },
+      { input: { at: 2 }, from: 2 },
+    ]);
+    for (const id of ids) expect((await row(store, id))?.["version"]).toBe(3);
+    await h.close();
+  });
+
   test("a stored version newer than the definition blocks the task (task_too_old)", async () => {
     const { image, ids } = await storeWith([parked("evolving", 3)]);
     const h = await Harness.open(image, { tasks: [v2(undefined)] });

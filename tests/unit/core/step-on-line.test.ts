@@ -6,7 +6,7 @@
 import { describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { defineTask, Harness, type Json, type TaskId } from "../../../worker/index.ts";
-import { deferred, memoryStore } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, done, engineStillRuns, outcome, single } from "./fixtures.ts";
 
 type Two = { phase: "a" } | { phase: "b" };
@@ -104,6 +104,42 @@ describe("the step before a phase runs on the commit line", () => {
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "resumed" });
     // Resumed in a new invocation at its checkpoint; after the terminal commit no phase ran.
     expect(runs).toEqual(["a", "a"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("step rule 1 on a completing task", () => {
+  test("step rule 1: a phase whose terminal commit is held completing ends the invocation there: no phase runs again, through the hold and after its final commit", async () => {
+    const h = await Harness.open(await memoryStore());
+    const gate = deferred();
+    const child = single("completing-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    let runs = 0;
+    let childId: TaskId | undefined;
+    const parent = single("completing-parent", async (_t, runtime) => {
+      runs++;
+      if (runs === 1)
+        await runtime.commit((tx) => {
+          childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "go" } };
+        });
+      // Held completing: its live child is ordinary owned work.
+      await runtime.commit(() => complete(`finished at run ${runs}`));
+    });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "completing"), {
+      what: "the parent held completing",
+    });
+    // The invocation has ended: nothing of it is active while the hold lasts, and its phase ran once.
+    await until(() => !internals(h).scheduler.active.has(id), { what: "the parent's invocation ended" });
+    expect(runs).toBe(1);
+    gate.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "finished at run 1" });
+    expect(outcome(await done(h, childId!))).toEqual({ status: "completed", result: "child" });
+    expect(runs).toBe(1);
     await engineStillRuns(h);
     await h.close();
   });

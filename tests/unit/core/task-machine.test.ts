@@ -86,6 +86,44 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("step rule 4 comes before rule 5: a phase that committed a new checkpoint and then threw faults with its error, and the next phase never runs; an abort handler's throw faults with its error too", async () => {
+    const h = await Harness.open(await memoryStore());
+    const ran: string[] = [];
+    const progressed = defineTask<Json, Go | { phase: "next" }, Json>({
+      name: "progress-then-throw",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "next" } }));
+          throw new Error("boom after progress");
+        },
+        next: async (_t, runtime) => {
+          ran.push("next");
+          await runtime.commit(() => complete("next ran"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(progressed, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({
+      status: "faulted",
+      error: { message: "boom after progress" },
+    });
+    expect(ran).toEqual([]);
+    const throwingAbort = single("abort-thrower", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async () => {
+        throw new Error("boom in abort");
+      },
+    });
+    const other = await h.createTask(throwingAbort, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "running" });
+    await h.abortTask(other);
+    expect(outcome(await done(h, other))).toEqual({ status: "faulted", error: { message: "boom in abort" } });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("a phase that returns without committing a new checkpoint faults, also one whose commits wrote entries but no state", async () => {
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(
@@ -181,6 +219,29 @@ describe("faults", () => {
         new RegExp(`abort handler of ${name} returned without a terminal outcome`),
       );
       expect(calls, name).toBe(1);
+    }
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("the abort handler decides the outcome: whatever terminal outcome it commits is the task's, not always aborted (spec §5.1)", async () => {
+    const h = await Harness.open(await memoryStore());
+    const decided = [
+      { status: "completed", result: "charge kept" },
+      { status: "failed", error: { message: "refund failed" }, result: "half" },
+      { status: "aborted", reason: "user", result: "refunded" },
+    ] as const;
+    for (const [i, decision] of decided.entries()) {
+      const def = single(`decider-${i}`, async (_t, _r, signal) => untilAborted(signal), {
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: decision }))),
+      });
+      const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+      await until(() => running(h) === 1, { what: "running" });
+      await h.abortTask(id);
+      const record = await done(h, id);
+      expect(record.state).toEqual({ status: "terminal", outcome: decision });
+      expect(record.abortRequested).toBe(true);
     }
     await engineStillRuns(h);
     await h.close();

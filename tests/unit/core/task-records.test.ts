@@ -115,23 +115,30 @@ test("a task orphaned before it ever ran has an endedAt and no startedAt", async
 });
 
 test("every entry a task appends in its own commit records byTaskId = that task; a host commit's entries carry none", async () => {
+  let elsewhere = 0;
   const writer = single("writer", async (_t, runtime) => {
     await runtime.commit((tx) => {
       tx.appendEntry(runtime.conversationId, { kind: "note", data: "from the task" });
+      // Every entry the commit appends, also one in a conversation that is not the task's.
+      tx.appendEntry(elsewhere, { kind: "note", data: "from the task, elsewhere" });
       return complete(null);
     });
   });
   const h = await Harness.open(await memoryStore(), { tasks: [writer] });
+  elsewhere = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
   const appended: EntryRecord[] = [];
   h.subscribe((change) => appended.push(...change.entries));
   const id = await h.createTask(writer, null, { ownership: { kind: "conversation" } });
   await done(h, id);
   await h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "from the host" }));
   const notes = appended.filter((e) => e.kind === "note");
-  expect(notes.map((e) => [e.data, e.byTaskId])).toEqual([
-    ["from the task", id],
-    ["from the host", undefined],
+  expect(notes.map((e) => [e.data, e.conversationId, e.byTaskId])).toEqual([
+    ["from the task", 1, id],
+    ["from the task, elsewhere", elsewhere, id],
+    ["from the host", 1, undefined],
   ]);
+  // As stored, not only as published.
+  expect((await h.entries(elsewhere)).map((e) => e.byTaskId)).toEqual([id]);
   await h.close();
 });
 
@@ -195,17 +202,24 @@ test("a commit whose callback returns undefined leaves the task state unchanged 
     await gate.promise;
     await runtime.commit((tx) => {
       tx.appendEntry(runtime.conversationId, { kind: "receipt", data: "with the outcome" });
+      // A document and a task the callback creates are atomic with the returned state too.
+      tx.writeDoc(runtime.conversationId, "app.receipt", { n: 1 });
+      tx.createTask(follower, null, { ownership: { kind: "conversation" } });
       return complete("after");
     });
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const follower = parked("no-state-follower");
+  const h = await Harness.open(await memoryStore(), { tasks: [def, follower] });
   const appended: EntryRecord[] = [];
-  // Per published commit: the entry kinds it carries and the states it gives this task.
-  const commits: Array<{ entries: string[]; states: string[] }> = [];
+  // Per published commit: the entry kinds, documents and new tasks it carries and the states it
+  // gives this task.
+  const commits: Array<{ entries: string[]; docs: string[]; created: string[]; states: string[] }> = [];
   h.subscribe((change) => {
     appended.push(...change.entries);
     commits.push({
       entries: change.entries.map((e) => e.kind),
+      docs: change.docs.map((d) => d.name),
+      created: change.tasks.filter((t) => t.kind === "no-state-follower").map((t) => t.state.status),
       states: change.tasks.filter((t) => t.kind === "no-state-change").map((t) => t.state.status),
     });
   });
@@ -217,8 +231,9 @@ test("a commit whose callback returns undefined leaves the task state unchanged 
   // A returned state lands in the same commit as the callback's writes (spec 5.1: atomic with its
   // entries): the receipt and the terminal record are published together, never one without the other.
   expect(commits.filter((c) => c.entries.includes("receipt"))).toEqual([
-    { entries: ["receipt"], states: ["terminal"] },
+    { entries: ["receipt"], docs: ["app.receipt"], created: ["pending"], states: ["terminal"] },
   ]);
+  expect(commits.filter((c) => c.docs.includes("app.receipt"))).toHaveLength(1);
   expect(commits.filter((c) => c.states.includes("terminal"))).toHaveLength(1);
   await engineStillRuns(h);
   await h.close();
@@ -506,4 +521,45 @@ test("defineTask returns the definition itself as the task's token, frozen, and 
       /version must be a positive integer/,
     );
   expect(() => defineTask<Json, Go, Json>({ ...definition, name: "" } as never)).toThrow(/needs a name/);
+});
+
+test("reservation durably moves a waiting task that may resume to running: its next phase starts only after that commit is stored (spec §5.1)", async () => {
+  const store = await memoryStore();
+  const gate = deferred();
+  const seen: string[] = [];
+  const child = single("resume-child", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("child"));
+  });
+  const parent = defineTask<Json, Go | { phase: "after" }, Json>({
+    name: "resume-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "after" }, on: [c], policy: "allSettled" };
+        });
+      },
+      after: async (task, runtime) => {
+        const stored = await store.read((sql) => sql.get("SELECT status FROM tasks WHERE id = ?", [task.id]));
+        seen.push(String(stored?.["status"]), task.state.status);
+        await runtime.commit(() => complete("resumed"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(store, { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === id && t.record.state.status === "waiting"),
+    {
+      what: "the parent waiting",
+    },
+  );
+  gate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "resumed" });
+  expect(seen).toEqual(["running", "running"]);
+  await h.close();
 });

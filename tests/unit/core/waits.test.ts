@@ -42,12 +42,11 @@ describe("waits", () => {
         go: async (task, runtime) => {
           const on = task.input.on === "self" ? runtime.taskId : task.input.on;
           try {
-            await runtime.commit(() => ({
-              status: "waiting",
-              checkpoint: { phase: "go" },
-              on: [on],
-              policy: task.input.policy,
-            }));
+            await runtime.commit((tx) => {
+              // Written with the wait: a refused wait's commit must store none of it.
+              tx.appendEntry(runtime.conversationId, { kind: "app.with-wait", data: runtime.taskId });
+              return { status: "waiting", checkpoint: { phase: "go" }, on: [on], policy: task.input.policy };
+            });
           } catch (error) {
             caught.set(runtime.taskId, error);
             // The refused task carries on.
@@ -74,6 +73,8 @@ describe("waits", () => {
     );
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
     expect(caught.get(id)).toBeInstanceOf(WaitCycle);
+    // The refused commit wrote nothing: the entry appended with the wait is not stored.
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
     await engineStillRuns(h);
     await h.close();
   });
@@ -88,6 +89,8 @@ describe("waits", () => {
     );
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
     expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    // The refused commit wrote nothing: the entry appended with the wait is not stored.
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
     await engineStillRuns(h);
     await h.close();
   });
@@ -198,6 +201,7 @@ describe("waits", () => {
     expect(caught.get(low)).toBeInstanceOf(WaitCycle);
     expect((caught.get(low) as Error).message).toContain(`task ${top}, which owns it`);
     expect(outcome(await done(h, low))).toEqual({ status: "completed", result: "carried on" });
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
     await h.abortTask(top);
     await engineStillRuns(h);
     await h.close();
