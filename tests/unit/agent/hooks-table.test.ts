@@ -448,6 +448,57 @@ describe("the hooks table: composition in extension order, and what a throw does
   });
 });
 
+test("beforeTool, afterTool and onAbort get the call's id (pi-ai's ToolCall.id, spec §7.2): two calls of one tool in a round are told apart", async () => {
+  const seen: string[] = [];
+  const hold = deferred();
+  const started = deferred();
+  const echoTool = defineTool({
+    name: "echo",
+    description: "Echo its word; 'wait' waits until aborted",
+    parameters: Type.Object({ word: Type.String() }),
+    async execute(args, api) {
+      if (args.word === "wait") {
+        started.resolve();
+        await new Promise<void>((_resolve, reject) => {
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+      }
+      await hold.promise;
+      return textResult(args.word);
+    },
+  });
+  const { root } = await withExtensions(
+    callsThenAnswer(
+      fauxToolCall("echo", { word: "one" }, { id: "call-a" }),
+      fauxToolCall("echo", { word: "wait" }, { id: "call-b" }),
+    ),
+    [
+      defineExtension({ name: "tools", tools: [echoTool] }),
+      defineExtension({
+        name: "watch",
+        hooks: [
+          hook("pi.tool", {
+            beforeTool: (call) => void seen.push(`before ${call.id} ${call.name}`),
+            afterTool: (call) => void seen.push(`after ${call.id} ${call.name}`),
+            onAbort: (call) => void seen.push(`abort ${call.id} ${call.name}`),
+          }),
+        ],
+      }),
+    ],
+  );
+  await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  hold.resolve();
+  await until(() => seen.includes("after call-a echo"), { what: "the first call's afterTool" });
+  await root.abort();
+  expect([...seen].sort()).toEqual([
+    "abort call-b echo",
+    "after call-a echo",
+    "before call-a echo",
+    "before call-b echo",
+  ]);
+});
+
 test("a task asks only the hooks of the extensions its conversation selects, in the selection's order", async () => {
   const asked: string[] = [];
   const { h, root } = await withExtensions(echo, [

@@ -98,10 +98,13 @@ export interface AgentHooks {
   afterTools?: Array<
     (results: ToolRoundResult[], api: HookApi, ctx: HookCallContext) => void | Promise<void>
   >;
-  /** Block a call or rewrite its arguments (validated again afterwards). */
+  /**
+   * Block a call or rewrite its arguments (validated again afterwards). `id` is the call's id in
+   * the assistant message (pi-ai's `ToolCall.id`): two calls of one tool in a round differ by it.
+   */
   beforeTool?: Array<
     (
-      call: { name: string; arguments: unknown },
+      call: { id: string; name: string; arguments: unknown },
       api: HookApi,
       ctx: HookCallContext,
     ) => BeforeToolDecision | undefined | Promise<BeforeToolDecision | undefined>
@@ -112,7 +115,7 @@ export interface AgentHooks {
    */
   onAbort?: Array<
     (
-      call: { name: string; arguments: unknown },
+      call: { id: string; name: string; arguments: unknown },
       result: ToolResult,
       api: HookApi,
       ctx: HookCallContext,
@@ -132,7 +135,7 @@ export interface AgentHooks {
   /** Replace a tool's result. */
   afterTool?: Array<
     (
-      call: { name: string; arguments: unknown; result: ToolResult },
+      call: { id: string; name: string; arguments: unknown; result: ToolResult },
       api: HookApi,
       ctx: HookCallContext,
     ) => ToolResult | undefined | Promise<ToolResult | undefined>

@@ -59,7 +59,7 @@ async function settleAbortedWithHooks(
   for (const hook of hooks) {
     try {
       result =
-        (await hook({ name: call.name, arguments: call.arguments }, result, api, {
+        (await hook({ id: call.id, name: call.name, arguments: call.arguments }, result, api, {
           signal: runtime.signal,
         })) ?? result;
     } catch (error) {

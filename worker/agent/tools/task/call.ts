@@ -122,7 +122,7 @@ async function decideArguments(
   for (const hook of hooks.beforeTool ?? []) {
     let decision: BeforeToolDecision | undefined;
     try {
-      decision = await hook({ name: call.name, arguments: args }, api, { signal });
+      decision = await hook({ id: call.id, name: call.name, arguments: args }, api, { signal });
     } catch (error) {
       // An ordinary throw blocks the call with its text (spec §7.2); an abort propagates.
       if (signal.aborted) throw error;

@@ -194,9 +194,13 @@ async function afterTool(
   for (const hook of hooks.afterTool ?? []) {
     try {
       result =
-        (await hook({ name: call.name, arguments: args, result }, hookApi(runtime, ctx.services), {
-          signal: runtime.signal,
-        })) ?? result;
+        (await hook(
+          { id: call.id, name: call.name, arguments: args, result },
+          hookApi(runtime, ctx.services),
+          {
+            signal: runtime.signal,
+          },
+        )) ?? result;
     } catch (error) {
       // Reported, and the next hook sees the result as it was (spec §7.2); an abort propagates.
       if (runtime.aborted) throw error;
