@@ -171,6 +171,32 @@ describe("fork", () => {
     expect(await h.doc(freshChild.id, DOC.live)).toEqual({});
   });
 
+  test("a task-owned fork keeps the asOf copy of its parent's agent, whatever its ownership: not its owner conversation's agent, nor the parent's current one", async () => {
+    const owner = parked("fork.owner");
+    const { h, root } = await open(echo, { tasks: [owner] });
+    await root.configure({ instructions: "then" });
+    await ask(root, "one");
+    const at = (await root.entries()).at(-1)!.id;
+    await root.configure({ instructions: "now" });
+    const other = await h.createConversation(ownerless);
+    await other.configure({ instructions: "owner's", thinkingLevel: "high" });
+    const worker = await h.createTask(owner, null, {
+      ownership: { kind: "conversation" },
+      conversationId: other.id,
+    });
+    const taskOwned = { ownership: { kind: "task" as const, taskId: worker } };
+    const child = await root.fork(at, taskOwned);
+    const raw = await h.transaction((tx) => tx.forkConversation(root.id, at, taskOwned));
+    for (const id of [child.id, raw.id]) {
+      expect(await h.conversation(id)!.agentState()).toEqual({ instructions: "then" });
+      expect((await h.transaction((tx) => tx.conversation(id)))?.owner).toEqual({
+        taskId: worker,
+        conversationId: other.id,
+      });
+    }
+    await h.abortTask(worker);
+  });
+
   test("a fork survives a reopen: its history, agent and active range are read from the store", async () => {
     const store = await memoryStore();
     let setup = await open(echo, { store });
