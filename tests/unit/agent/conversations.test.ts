@@ -454,6 +454,35 @@ describe("conversations", () => {
     expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
   });
 
+  test("Conversation.entries() of a fork pages its fork-aware history across the fork point; a conversation id in the query is not taken", async () => {
+    const { h, root } = await open(echo);
+    const ids = await h.transaction((tx) =>
+      [0, 1, 2, 3, 4].map((i) => tx.appendEntry(root.id, { kind: "app.note", data: `root ${i}` }).id),
+    );
+    const child = await root.fork(ids[2]!, { ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => {
+      for (let i = 0; i < 3; i++) tx.appendEntry(child.id, { kind: "app.note", data: `child ${i}` });
+    });
+    const all = await child.entries();
+    expect(all.map((e) => e.data)).toEqual(["root 0", "root 1", "root 2", "child 0", "child 1", "child 2"]);
+    const pages: unknown[][] = [];
+    let afterId: number | undefined;
+    for (;;) {
+      const page = await child.entries({ ...(afterId !== undefined ? { afterId } : {}), limit: 2 });
+      if (page.length === 0) break;
+      pages.push(page.map((e) => e.data));
+      afterId = page.at(-1)!.id;
+    }
+    expect(pages).toEqual([
+      ["root 0", "root 1"],
+      ["root 2", "child 0"],
+      ["child 1", "child 2"],
+    ]);
+    // The query is bound: another conversation's id in it is not taken.
+    expect(await child.entries({ conversationId: root.id } as never)).toEqual(all);
+    expect(await root.entries({ conversationId: child.id, limit: 10 } as never)).toHaveLength(5);
+  });
+
   test("createConversation's and fork's init run in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
     const { h, root } = await open(echo);
     const seen: unknown[] = [];
