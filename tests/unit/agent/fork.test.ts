@@ -187,6 +187,9 @@ describe("fork", () => {
     const taskOwned = { ownership: { kind: "task" as const, taskId: worker } };
     const child = await root.fork(at, taskOwned);
     const raw = await h.transaction((tx) => tx.forkConversation(root.id, at, taskOwned));
+    // A raw fork returns an inert record too (spec §3.3), plain JSON with nothing to call.
+    expect(Object.getPrototypeOf(raw)).toBe(Object.prototype);
+    expect(JSON.parse(JSON.stringify(raw))).toStrictEqual(raw);
     for (const id of [child.id, raw.id]) {
       expect(await h.conversation(id)!.agentState()).toEqual({ instructions: "then" });
       expect((await h.transaction((tx) => tx.conversation(id)))?.owner).toEqual({
