@@ -338,20 +338,22 @@ describe("fork", () => {
       (tx) => tx.writeDoc(root.id, "app.new", { created: true }), // creating one is a change too
       (tx) => tx.retireDoc(root.id, "app.note"), // and so is retiring one
     ];
-    for (const write of afterFork)
-      await expect(
-        h.transaction((tx) => {
-          tx.forkConversation(root.id, at, ownerless);
-          write(tx);
-        }),
-      ).rejects.toThrow(/forked in this commit/);
-    // Retired before the fork in the same commit: refused as a write before it is.
-    await expect(
-      h.transaction((tx) => {
-        tx.retireDoc(root.id, "app.note");
+    for (const write of afterFork) {
+      const refused = h.transaction((tx) => {
         tx.forkConversation(root.id, at, ownerless);
-      }),
-    ).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
+        write(tx);
+      });
+      await expect(refused).rejects.toThrow(/forked in this commit/);
+      // A typed refusal (reading 23b): InvalidTransition, as before the fork.
+      await expect(refused).rejects.toBeInstanceOf(InvalidTransition);
+    }
+    // Retired before the fork in the same commit: refused as a write before it is.
+    const before = h.transaction((tx) => {
+      tx.retireDoc(root.id, "app.note");
+      tx.forkConversation(root.id, at, ownerless);
+    });
+    await expect(before).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
+    await expect(before).rejects.toBeInstanceOf(InvalidTransition);
     expect(h.conversationRecords().length).toBe(conversationsBefore);
     expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
     expect(await h.doc(root.id, "app.new")).toBeUndefined();
