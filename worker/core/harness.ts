@@ -837,18 +837,21 @@ export class Harness {
   /**
    * A read-only state bound to a document's committed live incarnation (spec §3.3), undefined when
    * absent: it follows that incarnation's commits and ends when it is retired, when disposed, or at
-   * close (documents.ts).
+   * close (documents.ts). One asked before close and still loading at the seal rejects HarnessClosed
+   * (spec §2.2), unless the document is absent.
    */
   async documentState(scope: DocScope, name: string): Promise<DocumentState | undefined> {
     this.#live();
     const key = docRowKey(scope);
     await this.#session.ensureDocs(key);
-    if (this.#closed) return undefined;
     // Baseline and subscription in one synchronous step: no commit lands between them.
     const records = this.#session.records;
     const meta = records.docMeta.get(`${key}:${name}`);
     const value = records.docs.get(`${key}:${name}`);
     if (!meta || value === undefined) return undefined;
+    // Asked before close and still loading at its seal: a state needs later commits, so it rejects
+    // (spec §2.2); only the acquisition of an absent document resolves, `undefined`, above.
+    if (this.#closed) throw new HarnessClosed();
     const state = new DocumentState(
       documentRecord(key, name, meta),
       { value, version: records.docVersions.get(`${key}:${name}`) ?? 1 },

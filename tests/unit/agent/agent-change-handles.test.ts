@@ -161,3 +161,23 @@ test("extensions have no creation hook: a new conversation holds none of their d
   expect(seen).toEqual([undefined]);
   expect(faux.requests[0]!.systemPrompt).toBe("<count>\ncount 0\n</count>");
 });
+
+test("pi.agent stores only what was chosen: after runs that render an extension's section and resolve the host's default model, it holds the names and the instructions, no prompt text, no model", async () => {
+  const Guide = defineExtension({
+    name: "guide",
+    tools: [tool("look")],
+    sections: [section("guide", () => "Rendered guide text.")],
+  });
+  const extensions = createRegistry();
+  extensions.install(Guide);
+  const { h, root, faux } = await open(echo, { extensions });
+  await root.configure({ extensions: [Guide], tools: [Guide.tools![0]!], instructions: "Be kind." });
+  const chosen = { extensions: ["guide"], tools: ["look"], instructions: "Be kind." };
+  for (const content of ["one", "two"]) {
+    await (await root.submit({ type: "input", content })).wait();
+    expect(h.docNow(root.id, "pi.agent")).toEqual(chosen);
+  }
+  expect(faux.requests[0]!.systemPrompt).toContain("Rendered guide text.");
+  expect(faux.requests[0]!.systemPrompt).toContain("Be kind.");
+  expect(faux.requests[0]!.tools).toEqual(["look"]);
+});

@@ -507,7 +507,11 @@ describe("Conversation.compact()", () => {
     const record = await h.waitForTask(taskId);
     const submissionId = (record.state as unknown as { outcome: { result: { submissionId: number } } })
       .outcome.result.submissionId;
-    expect((await internals(h).session.submission(submissionId))?.status).toBe("queued");
+    // A write submission (spec §2.2 "placed through a write submission"), queued for the boundary.
+    expect(await internals(h).session.submission(submissionId)).toMatchObject({
+      type: "write",
+      status: "queued",
+    });
     hold.release.resolve();
     expect((await run.wait()).status).toBe("done");
     expect((await internals(h).session.submission(submissionId))?.status).toBe("done");

@@ -38,6 +38,10 @@ test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage a
       live: { scope: conversation, history: "latest", fork: "initial" },
       usage: { scope: conversation, history: "latest", fork: "initial" },
     });
+    // pi.provider is final at version 1 (spec §2.2 table); its value is the schema's one field.
+    const provider = await h.docVersioned(c.id, "pi.provider");
+    expect(provider.version).toBe(1);
+    expect(Object.keys(provider.value as object)).toEqual(["sessionId"]);
   }
 });
 

@@ -4,11 +4,20 @@
  * conversation's inherited agent and recorded owner, and custom documents.
  */
 import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../../worker/agent/records.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
 import type { Tx } from "../../../worker/core/define.ts";
 import { type ChangeSet, ROOT_CONVERSATION_ID } from "../../../worker/core/types.ts";
-import { AgentHarness, configure, defineEntry, Harness, InvalidTransition } from "../../../worker/index.ts";
+import {
+  AgentHarness,
+  configure,
+  defineEntry,
+  defineTool,
+  Harness,
+  InvalidTransition,
+} from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, parked, single } from "../core/fixtures.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
@@ -188,6 +197,31 @@ describe("conversations", () => {
     await h.abortTask(worker);
   });
 
+  test("a task-owned conversation copies every field of its owner conversation's stored agent; fields the owner leaves unset stay unset", async () => {
+    const { h, root, faux } = await open(echo);
+    const full = {
+      model: faux.ref,
+      thinkingLevel: "low" as const,
+      extensions: ["ext.a", "ext.b"],
+      tools: ["read"],
+      instructions: "Every field.",
+    };
+    await root.configure(full);
+    const worker = await h.createTask(parkedWorker, null, { ownership: { kind: "conversation" } });
+    const child = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
+    expect(await child.agentState()).toEqual(full);
+    // An edit selection and a tools filter are copied as stored, not resolved.
+    await root.configure({ extensions: { add: ["ext.c"], remove: ["ext.a"] }, tools: { remove: ["bash"] } });
+    await root.configure({ model: null, instructions: null });
+    const second = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
+    expect(await second.agentState()).toEqual({
+      thinkingLevel: "low",
+      extensions: { add: ["ext.c"], remove: ["ext.a"] },
+      tools: { remove: ["bash"] },
+    });
+    await h.abortTask(worker);
+  });
+
   test("a conversation keeps its recorded owner after the owner task ended, also after a reopen", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root, store, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
@@ -242,6 +276,45 @@ describe("conversations", () => {
     expect(await root.agentState()).toEqual({ instructions: "Parent's." });
   });
 
+  test("the creation hook runs inside a raw tx.createConversation in a tool's commit: the task-owned child has its built-in documents, the owner's agent copied, before the call returns, and a configure later in the callback overrides the copy", async () => {
+    const seen: Array<{ id: number; docs: unknown[] }> = [];
+    const spawn = defineTool({
+      name: "spawn",
+      description: "Create a child conversation",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        seen.push(
+          await api.commit((tx) => {
+            const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+            const docs = BUILT_IN_DOCS.map((name) => tx.readDoc(child.id, name));
+            configure(tx, child.id, { instructions: "Child's." });
+            return { id: child.id, docs };
+          }),
+        );
+        return textResult("spawned");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("spawn", {}, { id: "call-1" })), {
+      tools: [spawn],
+    });
+    await root.configure({ instructions: "Owner's.", thinkingLevel: "low" });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toHaveLength(1);
+    const [{ id, docs }] = seen as [{ id: number; docs: unknown[] }];
+    expect(docs.slice(0, 4)).toEqual([
+      { instructions: "Owner's.", thinkingLevel: "low" },
+      {},
+      { items: [] },
+      { models: {}, tools: {} },
+    ]);
+    expect(docs[4]).toMatchObject({ sessionId: expect.any(String) });
+    expect(await h.conversation(id)!.agentState()).toEqual({
+      instructions: "Child's.",
+      thinkingLevel: "low",
+    });
+    expect(await root.agentState()).toEqual({ instructions: "Owner's.", thinkingLevel: "low" });
+  });
+
   test("onConversationCreated runs after the built-in hook in the creating commit; a throw there creates nothing", async () => {
     let fail = false;
     const seen: Array<{ id: number; live: unknown }> = [];
@@ -272,6 +345,54 @@ describe("conversations", () => {
     await expect(made.fork(at, { ownership: { kind: "ownerless" } })).rejects.toThrow("refused by the host");
     expect(h.conversation(rawFork + 1)).toBeUndefined();
     expect(await h.transaction((tx) => tx.conversation(rawFork + 1))).toBeUndefined();
+  });
+
+  test("onConversationCreated gets the new record on every path, the root's included, its parent and owner telling forks and task-owned conversations apart, and runs before the convenience's agent change and init", async () => {
+    const seen: Array<{ record: unknown; agent: unknown; tag?: unknown }> = [];
+    const { h, root } = await open(echo, {
+      tasks: [parkedWorker],
+      onConversationCreated: (tx, record) => {
+        seen.push({ record: { ...record }, agent: tx.readDoc(record.id, "pi.agent") });
+        tx.writeDoc(record.id, "app.tag", { n: seen.length });
+      },
+      root: { agent: { instructions: "Root's." } },
+    });
+    expect(seen).toEqual([{ record: expect.objectContaining({ id: root.id }), agent: {} }]);
+    expect(seen[0]!.record).not.toHaveProperty("parent");
+    expect(seen[0]!.record).not.toHaveProperty("owner");
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const worker = await h.createTask(parkedWorker, null, { ownership: { kind: "conversation" } });
+    const initSaw: unknown[] = [];
+    const owned = await h.createConversation({
+      ownership: { kind: "task", taskId: worker },
+      agent: { thinkingLevel: "high" },
+      init: (tx, id) => void initSaw.push(tx.readDoc(id, "app.tag")),
+    });
+    expect(seen[1]).toEqual({
+      record: expect.objectContaining({ id: owned.id, owner: { taskId: worker, conversationId: root.id } }),
+      // The hook's copy of the owner's agent, before the convenience's change.
+      agent: { instructions: "Root's." },
+    });
+    expect(seen[1]!.record).not.toHaveProperty("parent");
+    expect(initSaw).toEqual([{ n: 2 }]);
+    expect(await owned.agentState()).toEqual({ instructions: "Root's.", thinkingLevel: "high" });
+    const forked = await root.fork(at, {
+      ownership: { kind: "task", taskId: worker },
+      agent: { instructions: null },
+      init: (tx, id) => void initSaw.push(tx.readDoc(id, "app.tag")),
+    });
+    expect(seen[2]).toEqual({
+      record: expect.objectContaining({
+        id: forked.id,
+        parent: { conversationId: root.id, at },
+        owner: { taskId: worker, conversationId: root.id },
+      }),
+      agent: { instructions: "Root's." },
+    });
+    expect(initSaw).toEqual([{ n: 2 }, { n: 3 }]);
+    expect(await forked.agentState()).toEqual({});
+    await h.abortTask(worker);
   });
 
   test("a conversation made by a plain core harness has no built-in documents; Conversation.agent() reads the absent pi.agent as {} and writes nothing", async () => {
@@ -331,6 +452,35 @@ describe("conversations", () => {
     expect([...first, ...next, ...rest]).toEqual(all);
     expect([first.length, next.length, rest.length]).toEqual([2, 2, 1]);
     expect((await other.entries()).every((e) => e.conversationId === other.id)).toBe(true);
+  });
+
+  test("Conversation.entries() of a fork pages its fork-aware history across the fork point; a conversation id in the query is not taken", async () => {
+    const { h, root } = await open(echo);
+    const ids = await h.transaction((tx) =>
+      [0, 1, 2, 3, 4].map((i) => tx.appendEntry(root.id, { kind: "app.note", data: `root ${i}` }).id),
+    );
+    const child = await root.fork(ids[2]!, { ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => {
+      for (let i = 0; i < 3; i++) tx.appendEntry(child.id, { kind: "app.note", data: `child ${i}` });
+    });
+    const all = await child.entries();
+    expect(all.map((e) => e.data)).toEqual(["root 0", "root 1", "root 2", "child 0", "child 1", "child 2"]);
+    const pages: unknown[][] = [];
+    let afterId: number | undefined;
+    for (;;) {
+      const page = await child.entries({ ...(afterId !== undefined ? { afterId } : {}), limit: 2 });
+      if (page.length === 0) break;
+      pages.push(page.map((e) => e.data));
+      afterId = page.at(-1)!.id;
+    }
+    expect(pages).toEqual([
+      ["root 0", "root 1"],
+      ["root 2", "child 0"],
+      ["child 1", "child 2"],
+    ]);
+    // The query is bound: another conversation's id in it is not taken.
+    expect(await child.entries({ conversationId: root.id } as never)).toEqual(all);
+    expect(await root.entries({ conversationId: child.id, limit: 10 } as never)).toHaveLength(5);
   });
 
   test("createConversation's and fork's init run in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {

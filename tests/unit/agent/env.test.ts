@@ -98,12 +98,14 @@ test("a builder that throws: the call's result is an ordinary error, the prepara
 
 test("a builder that gives no environment: a file tool's call is an ordinary error naming it", async () => {
   const ls = fauxToolCall("ls", {}, { id: "l1" });
-  const { root } = await open(callsThenAnswer(ls), { extensions: registry(), env: () => undefined });
+  const { root, faux } = await open(callsThenAnswer(ls), { extensions: registry(), env: () => undefined });
   expect(await (await root.submit({ type: "input", content: "list" })).wait()).toMatchObject({
     status: "done",
   });
   const [result] = await resultText(root);
   expect(result).toMatch(/^Error: this conversation has no environment: no workspace to reach/);
+  // The sections too render with none (reading 23b).
+  expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nno env\n</notes>");
 });
 
 test("without an env option there is no environment, even with a workspace given: a file tool's call is an ordinary error, the sections render with none; the workspace builder gives it back", async () => {

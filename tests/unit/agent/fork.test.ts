@@ -171,6 +171,35 @@ describe("fork", () => {
     expect(await h.doc(freshChild.id, DOC.live)).toEqual({});
   });
 
+  test("a task-owned fork keeps the asOf copy of its parent's agent, whatever its ownership: not its owner conversation's agent, nor the parent's current one", async () => {
+    const owner = parked("fork.owner");
+    const { h, root } = await open(echo, { tasks: [owner] });
+    await root.configure({ instructions: "then" });
+    await ask(root, "one");
+    const at = (await root.entries()).at(-1)!.id;
+    await root.configure({ instructions: "now" });
+    const other = await h.createConversation(ownerless);
+    await other.configure({ instructions: "owner's", thinkingLevel: "high" });
+    const worker = await h.createTask(owner, null, {
+      ownership: { kind: "conversation" },
+      conversationId: other.id,
+    });
+    const taskOwned = { ownership: { kind: "task" as const, taskId: worker } };
+    const child = await root.fork(at, taskOwned);
+    const raw = await h.transaction((tx) => tx.forkConversation(root.id, at, taskOwned));
+    // A raw fork returns an inert record too (spec §3.3), plain JSON with nothing to call.
+    expect(Object.getPrototypeOf(raw)).toBe(Object.prototype);
+    expect(JSON.parse(JSON.stringify(raw))).toStrictEqual(raw);
+    for (const id of [child.id, raw.id]) {
+      expect(await h.conversation(id)!.agentState()).toEqual({ instructions: "then" });
+      expect((await h.transaction((tx) => tx.conversation(id)))?.owner).toEqual({
+        taskId: worker,
+        conversationId: other.id,
+      });
+    }
+    await h.abortTask(worker);
+  });
+
   test("a fork survives a reopen: its history, agent and active range are read from the store", async () => {
     const store = await memoryStore();
     let setup = await open(echo, { store });
@@ -309,20 +338,22 @@ describe("fork", () => {
       (tx) => tx.writeDoc(root.id, "app.new", { created: true }), // creating one is a change too
       (tx) => tx.retireDoc(root.id, "app.note"), // and so is retiring one
     ];
-    for (const write of afterFork)
-      await expect(
-        h.transaction((tx) => {
-          tx.forkConversation(root.id, at, ownerless);
-          write(tx);
-        }),
-      ).rejects.toThrow(/forked in this commit/);
-    // Retired before the fork in the same commit: refused as a write before it is.
-    await expect(
-      h.transaction((tx) => {
-        tx.retireDoc(root.id, "app.note");
+    for (const write of afterFork) {
+      const refused = h.transaction((tx) => {
         tx.forkConversation(root.id, at, ownerless);
-      }),
-    ).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
+        write(tx);
+      });
+      await expect(refused).rejects.toThrow(/forked in this commit/);
+      // A typed refusal (reading 23b): InvalidTransition, as before the fork.
+      await expect(refused).rejects.toBeInstanceOf(InvalidTransition);
+    }
+    // Retired before the fork in the same commit: refused as a write before it is.
+    const before = h.transaction((tx) => {
+      tx.retireDoc(root.id, "app.note");
+      tx.forkConversation(root.id, at, ownerless);
+    });
+    await expect(before).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
+    await expect(before).rejects.toBeInstanceOf(InvalidTransition);
     expect(h.conversationRecords().length).toBe(conversationsBefore);
     expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
     expect(await h.doc(root.id, "app.new")).toBeUndefined();

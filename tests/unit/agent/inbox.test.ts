@@ -328,6 +328,50 @@ describe("submissions", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
+  test("Submission.wait(): an input's stays pending while it is placed and unanswered, a write's settles at its placement, before the run's answer", async () => {
+    const { tool, started, release } = gatedTool();
+    const answer = deferred();
+    const calls = callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" }));
+    const { h, root } = await open(
+      async (req, n) => {
+        if (n === 2) await answer.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    const settled: string[] = [];
+    const input = await root.submit({ type: "input", content: "work" });
+    const inputWait = input.wait().then((r) => {
+      settled.push("input");
+      return r;
+    });
+    await started.promise;
+    expect((await input.record()).status).toBe("placed");
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    const writeWait = write.wait().then((r) => {
+      settled.push("write");
+      return r;
+    });
+    await h.transaction(() => undefined);
+    expect(settled).toEqual([]);
+    release.resolve();
+    // The write is placed at the post-tools boundary; the run's answer is still held.
+    const placedWrite = await writeWait;
+    const entries = await transcript(root);
+    expect(placedWrite).toEqual({ status: "done", entry: entries.find((e) => e.kind === "app.hint")!.id });
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "app.hint"]);
+    await h.transaction(() => undefined);
+    expect(settled).toEqual(["write"]);
+    expect((await input.record()).status).toBe("placed");
+    answer.resolve();
+    const done = await inputWait;
+    const last = (await transcript(root)).at(-1)!;
+    expect(done).toEqual({ status: "done", entry: entries[0]!.id, answer: last.id });
+    expect(last.kind).toBe("pi.assistant");
+    expect(settled).toEqual(["write", "input"]);
+  });
+
   test("requestId: the same requestId returns the same submission, also after close and reopen", async () => {
     const { h, root, store, faux } = await open(echo);
     const a = await root.submit({ type: "input", content: "once", requestId: "req-1" });

@@ -6,8 +6,9 @@ import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { providerSession } from "../../../worker/agent/provider-session.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
-import type { AgentHarness, AgentHarnessOptions } from "../../../worker/index.ts";
-import { echo, open, reopen } from "./fixtures.ts";
+import { type AgentHarness, type AgentHarnessOptions, createModelResolver } from "../../../worker/index.ts";
+import { fauxAgentModel } from "../../../worker/testing.ts";
+import { cleanups, echo, open, reopen } from "./fixtures.ts";
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -49,6 +50,42 @@ test("requests pass the conversation's session id; a reset, a compaction, a mode
   expect(await sessionOf(again, root.id)).toBe(id);
   expect(sent.length).toBeGreaterThanOrEqual(3);
   expect(new Set(sent)).toEqual(new Set([id]));
+});
+
+test("a compaction that summarizes and a change to another model keep the session id: every request, the summary's and the other model's, passes it", async () => {
+  const sent: Array<{ model: string; summary: boolean; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({
+      model: model.id,
+      summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
+      sessionId: options.sessionId,
+    });
+    return defaultStream(model, context, options);
+  };
+  const first = fauxAgentModel(echo, { id: "session-1" });
+  const second = fauxAgentModel(echo, { id: "session-2" });
+  cleanups.push(async () => {
+    first.unregister();
+    second.unregister();
+  });
+  const { h, root } = await open(echo, {
+    stream,
+    models: createModelResolver({ extra: [first.model, second.model] }),
+    defaultModel: first.ref,
+    settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } },
+  });
+  const id = await sessionOf(h, root.id);
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+  const compaction = await h.waitForTask(await root.compact());
+  expect(compaction.state).toMatchObject({ outcome: { status: "completed" } });
+  expect(sent.filter((s) => s.summary)).toHaveLength(1);
+  await root.configure({ model: second.ref });
+  await (await root.submit({ type: "input", content: "four" })).wait();
+  expect(sent.at(-1)).toEqual({ model: "session-2", summary: false, sessionId: id });
+  expect(sent.filter((s) => s.model === "session-1").length).toBeGreaterThanOrEqual(4);
+  expect(new Set(sent.map((s) => s.sessionId))).toEqual(new Set([id]));
+  expect(await sessionOf(h, root.id)).toBe(id);
 });
 
 test("the compaction's summary request passes the conversation's session id too", async () => {

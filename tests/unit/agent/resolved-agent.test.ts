@@ -84,6 +84,9 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   const { h } = await open(echo, { extensions, store: await memoryStore(store.image()) });
   const bare = h.conversation(id)!;
   expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
+  // Nothing at all is written: no commit, not only no pi.agent (reading 23b).
+  let commits = 0;
+  h.subscribe(() => commits++);
   const agent = await bare.agent();
   expect(agent.extensions).toEqual(["a"]);
   expect(agent.thinkingLevel).toBe("off");
@@ -91,4 +94,7 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   expect(agent.sections.map((s) => s.key)).not.toContain("instructions");
   expect(await bare.agentState()).toEqual({});
   expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
+  // A commit of ours after anything agent() could have queued on the line: it is the only one.
+  await h.transaction((tx) => tx.writeDoc(id, "app.marker", { n: 1 }));
+  expect(commits).toBe(1);
 });

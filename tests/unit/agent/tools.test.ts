@@ -14,9 +14,10 @@ import {
   createRegistry,
   defineExtension,
   defineTool,
+  type EntryRecord,
   type TaskId,
 } from "../../../worker/index.ts";
-import { deferred, until } from "../../../worker/testing.ts";
+import { deferred, type FauxRequest, until } from "../../../worker/testing.ts";
 import { KeyedEffects, keyedEffectTool } from "../core/fixtures/fakes.ts";
 import { single, untilAborted } from "../core/fixtures.ts";
 import {
@@ -34,6 +35,25 @@ import {
   toolResults,
   transcript,
 } from "./fixtures.ts";
+
+/**
+ * A tool_unavailable result as spec §2.2 gives it (reading 23b): an error result with an error
+ * diagnostic of that code stating the tool is not available, which the next request shows the model.
+ */
+function expectUnavailable(result: EntryRecord, name: string, next: FauxRequest | undefined) {
+  expect(messageOf(result)).toMatchObject({ toolName: name, isError: true });
+  expect(diagnosticsOf(result)).toContainEqual(
+    expect.objectContaining({
+      severity: "error",
+      code: "tool_unavailable",
+      message: `tool ${name} is not available`,
+    }),
+  );
+  const shown = next?.messages.find(
+    (m) => m.role === "toolResult" && m.toolCallId === (messageOf(result) as ToolResultMessage).toolCallId,
+  );
+  expect(textOf(shown!)).toContain(`tool ${name} is not available`);
+}
 
 describe("tools", () => {
   test("external effects run outside the transaction: a model request and a tool each await a commit of their own", async () => {
@@ -185,6 +205,7 @@ describe("tools", () => {
     expect(seen).toEqual([]);
     const [result] = await toolResults(root);
     expect(diagnosticsOf(result!).map((d) => d.code)).toContain("tool_unavailable");
+    expectUnavailable(result!, "apply", faux.requests[1]);
   });
 
   test("a called tool is resolved when its task runs: deselected or uninstalled meanwhile, the call gets tool_unavailable", async () => {
@@ -249,6 +270,7 @@ describe("tools", () => {
     for (let id = 1; id <= 20; id++) tasks.push(await h.getTask(id));
     expect(tasks.filter((t) => t?.kind === "pi.tool")).toEqual([]);
     expect(faux.requests[1]!.tools).toEqual(["apply"]);
+    expectUnavailable(result!, "apply", faux.requests[1]);
   });
 
   test("each pi.tool-result is written by its call's tool task, or by the generation for a call its request did not offer", async () => {
@@ -284,6 +306,7 @@ describe("tools", () => {
     expect(messageOf(entries[2]!)).toMatchObject({ toolCallId: "call-1", toolName: "nope", isError: true });
     expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
     expect(faux.requests).toHaveLength(2);
+    expectUnavailable(entries[2]!, "nope", faux.requests[1]);
   });
 
   test("output caps: a result over 2,000 lines is bounded and carries a truncated diagnostic", async () => {

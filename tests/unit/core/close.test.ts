@@ -287,3 +287,22 @@ test("operations queued at the seal: an admitted commit settles, a queued read c
   await expect(queuedView).rejects.toBeInstanceOf(HarnessClosed);
   await agentClosing;
 });
+
+test("a document state asked before the seal and still loading rejects with HarnessClosed; the acquisition of an absent document resolves undefined", async () => {
+  const store = await memoryStore();
+  const first = await Harness.open(store);
+  const c = await first.transaction((tx) => {
+    const made = tx.createConversation({ kind: "ownerless" });
+    tx.writeDoc(made.id, "d", { n: 1 });
+    return made.id;
+  });
+  await first.close();
+  // Reopened: the conversation's documents are not in memory, so each acquisition queues a read.
+  const h = await Harness.open(await memoryStore(store.image()));
+  const present = h.documentState(c, "d");
+  const absent = h.documentState(c, "never-written");
+  const closing = h.close();
+  await expect(present).rejects.toBeInstanceOf(HarnessClosed);
+  expect(await absent).toBeUndefined();
+  await closing;
+});

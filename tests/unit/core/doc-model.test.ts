@@ -591,6 +591,32 @@ describe("snapshotAsOf (spec §3.3)", () => {
   });
 });
 
+test("snapshotAsOf across a fork picks, for each inherited entry, the parent's incarnation alive at that entry's commit, when the parent retired and recreated it before the fork point", async () => {
+  const h = await open(await memoryStore(), { forks: { asOf: ["hist"] } });
+  const e1 = await h.transaction((tx) => {
+    tx.writeDoc(1, "hist", { n: 1 });
+    return note(tx, 1, "1");
+  });
+  const first = (await h.docRecord(1, "hist"))!;
+  const e2 = await h.transaction((tx) => {
+    tx.retireDoc(1, "hist");
+    tx.writeDoc(1, "hist", { n: 2 });
+    return note(tx, 1, "2");
+  });
+  const second = (await h.docRecord(1, "hist"))!;
+  expect(second.id).not.toBe(first.id);
+  const e3 = await h.transaction((tx) => {
+    tx.writeDoc(1, "hist", { n: 3 });
+    return note(tx, 1, "3");
+  });
+  const child = await h.transaction(
+    (tx) => tx.forkConversation(1, e3, { ownership: { kind: "ownerless" } }).id,
+  );
+  expect(await h.snapshotAsOf(child, "hist", e1)).toEqual({ id: first.id, value: { n: 1 }, version: 1 });
+  expect(await h.snapshotAsOf(child, "hist", e2)).toEqual({ id: second.id, value: { n: 2 }, version: 1 });
+  expect(await h.snapshotAsOf(child, "hist", e3)).toEqual({ id: second.id, value: { n: 3 }, version: 1 });
+});
+
 describe("the session surface (spec §3.3, §4)", () => {
   test("subscribeClose: each listener is called once, synchronously when close begins, after admission is sealed; its disposer is idempotent", async () => {
     const h = await Harness.open(await memoryStore());

@@ -319,3 +319,33 @@ describe("typed access refuses a definition that disagrees with the stored incar
     expect(await h.docRecord(c.id, "pi.agent")).toMatchObject({ history: "rewindable", fork: "asOf" });
   });
 });
+
+// CONTRARY, left open (reading 23b, sections-0-4 line 320): spec §3.3 "Ordinary definitions are not
+// registered", so the token is the only source of a new incarnation's history and fork; ours takes
+// them from `AgentHarnessOptions.documents` by name and refuses a token that declares others (the
+// test "creating a document through a token the harness was not given ..." above asserts that
+// refusal). `test.fails` until the integrator decides; the fix is small (reading-session23b.md).
+test.fails("an ordinary definition is not registered: a token's typed access creates its incarnation with the token's history and fork, and the record keeps them", async () => {
+  const hist = defineDoc<{ n: number }>({
+    name: "app.unlisted-hist",
+    initial: { n: 0 },
+    history: "rewindable",
+    fork: "asOf",
+  });
+  const fresh = defineDoc<{ n: number }>({ name: "app.unlisted-fresh", initial: { n: 0 }, fork: "initial" });
+  const store = await memoryStore();
+  // No `documents` option: neither definition is given to the harness.
+  const h = await harness(store);
+  await h.transaction((tx) => hist.write(tx, 1, { n: 1 }));
+  expect(await h.transaction((tx) => fresh.read(tx, 1))).toEqual({ n: 0 });
+  expect(await h.docRecord(1, "app.unlisted-hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  expect(await h.docRecord(1, "app.unlisted-fresh")).toMatchObject({ history: "latest", fork: "initial" });
+  // The record keeps them for a process that never saw the definitions.
+  await h.close();
+  const again = await harness(await memoryStore(store.image()));
+  expect(await again.docRecord(1, "app.unlisted-hist")).toMatchObject({
+    history: "rewindable",
+    fork: "asOf",
+  });
+  expect(await again.transaction((tx) => hist.read(tx, 1))).toEqual({ n: 1 });
+});

@@ -183,7 +183,10 @@ describe("Harness.waitForIdle", () => {
     });
     const sub = await root.submit({ type: "input", content: "one" });
     // Other waiters on the same work: the harness's and the conversation's, not cancelled.
-    const others = [h.waitForIdle(), root.waitForIdle()];
+    const settledEarly: string[] = [];
+    const others = [h.waitForIdle(), root.waitForIdle()].map((wait, i) =>
+      wait.finally(() => void settledEarly.push(i === 0 ? "harness" : "conversation")),
+    );
     const cancel = new AbortController();
     const waiting = h.waitForIdle(cancel.signal);
     const cancelRoot = new AbortController();
@@ -192,6 +195,10 @@ describe("Harness.waitForIdle", () => {
     cancelRoot.abort();
     await expect(waiting).rejects.toThrow(WaitCancelled);
     await expect(waitingRoot).rejects.toThrow(WaitCancelled);
+    // The other waiters are still waiting: a commit after the cancellations leaves them pending
+    // (reading 23b: neither rejected nor resolved by another waiter's cancellation).
+    await h.transaction(() => undefined);
+    expect(settledEarly).toEqual([]);
     hold.resolve();
     expect((await sub.wait()).status).toBe("done");
     await Promise.all(others);

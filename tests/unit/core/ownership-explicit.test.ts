@@ -74,6 +74,40 @@ test("ownership is never inferred: creating a conversation without naming its ow
   await h.close();
 });
 
+test("ownership is never inferred from call context: a task's own commit creating or forking a conversation without naming its ownership is refused, and nothing is created", async () => {
+  const errors: unknown[] = [];
+  const at = { id: 0 };
+  const creator = single("creator", async (_t, runtime) => {
+    for (const attempt of [
+      (tx: Parameters<Parameters<typeof runtime.commit>[0]>[0]) => tx.createConversation(undefined as never),
+      (tx: Parameters<Parameters<typeof runtime.commit>[0]>[0]) =>
+        tx.forkConversation(1 as never, at.id as never, {} as never),
+    ]) {
+      try {
+        await runtime.commit((tx) => {
+          attempt(tx);
+          return undefined;
+        });
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    await runtime.commit(() => complete("after"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [creator] });
+  at.id = await h.transaction((tx) => tx.appendEntry(1 as never, { kind: "note" }).id);
+  const before = internals(h).session.records.conversations.size;
+  const id = await h.createTask(creator, null, conversationOwned);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "after" });
+  expect(errors).toHaveLength(2);
+  for (const error of errors) {
+    expect(error).toBeInstanceOf(InvalidTransition);
+    expect(String(error)).toMatch(/explicit ownership/);
+  }
+  expect(internals(h).session.records.conversations.size).toBe(before);
+  await h.close();
+});
+
 test("cannot create a child in its finishing commit, but work it starts in an owned conversation holds it", async () => {
   const child = parked("child");
   const errors: unknown[] = [];
