@@ -78,12 +78,14 @@ export interface AgentHarnessOptions extends Omit<HarnessOptions, "root"> {
   wakeAt?: (at: number) => void;
   /**
    * Custom conversation documents whose semantics are not the default (history "latest", fork
-   * "current"; spec §3.1, §3.7): the harness creates their incarnations with each definition's
-   * `history` and `fork`, stored in the incarnation's record. A new incarnation no definition names
-   * here is latest-only with fork "current". From then on the record decides (spec §3.2): a
-   * rewindable one keeps its history and its fork rule applies even when a later process lists no
-   * definition for it (an extension no longer installed) or one that declares otherwise; typed
-   * access through a token that declares otherwise is refused (DocumentSemanticsError).
+   * "current"; spec §3.1, §3.7), for incarnations created without their token: a write by name
+   * (`writeDoc`) creates one with the rules given here, or latest-only with fork "current" for a
+   * name not listed. Typed access through a token needs none of this: the write that creates its
+   * incarnation takes the token's `history` and `fork` (spec §3.3: ordinary definitions are not
+   * registered). From then on the record decides (spec §3.2): a rewindable one keeps its history and
+   * its fork rule applies even when a later process lists no definition for it (an extension no
+   * longer installed) or one that declares otherwise; typed access through a token that declares
+   * otherwise is refused (DocumentSemanticsError).
    */
   documents?: ReadonlyArray<
     Pick<DocToken<Json>, "name" | "fork"> & { readonly history?: "latest" | "rewindable" }

@@ -331,7 +331,9 @@ interface CommonDocDefinition<T extends Json> {
  * current value; "rewindable" keeps each committed value, so `snapshotAsOf` reads it as it was at an
  * entry. `fork` (spec §3.7): "current" (default) copies the parent's value when the fork is made,
  * "initial" starts the child at `initial`, "asOf" (rewindable only) copies the value at the fork's
- * entry. A harness applies them for the definitions given in `AgentHarnessOptions.documents`.
+ * entry. The write that creates an incarnation through its token stores them in its record (spec
+ * §3.3: definitions are not registered); a write by name takes those given in
+ * `AgentHarnessOptions.documents`.
  */
 type ConversationDocSemantics =
   | { readonly scope?: "conversation"; readonly history?: "latest"; readonly fork?: "current" | "initial" }
@@ -456,6 +458,8 @@ export function defineDoc<T extends Json>(
 function typedAccess<T extends Json>(
   definition: CommonDocDefinition<T>,
   check: (tx: Tx, scope: DocScope) => void = () => undefined,
+  /** A conversation token's rules: a write that creates its incarnation takes them (spec §3.3). */
+  semantics?: { readonly history: "latest" | "rewindable"; readonly fork: "asOf" | "current" | "initial" },
 ) {
   const { name, migrate } = definition;
   const version = definition.version ?? 1;
@@ -485,7 +489,7 @@ function typedAccess<T extends Json>(
       if (value === undefined) {
         // Get-or-create (spec §3.3): the only typed access that creates an absent document.
         const created = fresh();
-        tx.writeDoc(scope, name, created, version);
+        tx.writeDoc(scope, name, created, version, semantics);
         check(tx, scope);
         return created;
       }
@@ -496,7 +500,7 @@ function typedAccess<T extends Json>(
       return migrated;
     },
     write(tx: Tx, scope: DocScope, value: T): void {
-      tx.writeDoc(scope, name, jsonObject(name, "a written value", value), version);
+      tx.writeDoc(scope, name, jsonObject(name, "a written value", value), version, semantics);
       check(tx, scope);
     },
   };
@@ -516,11 +520,15 @@ function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
       `document ${name}: fork "asOf" needs history "rewindable" (the value at an entry is kept only then)`,
     );
   const semantics = { history, fork };
-  const access = typedAccess(definition, (tx, scope) => {
-    const record = tx.docRecord(scope, name);
-    if (record && "history" in record && (record.history !== history || record.fork !== fork))
-      throw new DocumentSemanticsError(name, semantics, { history: record.history, fork: record.fork });
-  });
+  const access = typedAccess(
+    definition,
+    (tx, scope) => {
+      const record = tx.docRecord(scope, name);
+      if (record && "history" in record && (record.history !== history || record.fork !== fork))
+        throw new DocumentSemanticsError(name, semantics, { history: record.history, fork: record.fork });
+    },
+    semantics,
+  );
   return {
     scope: "conversation",
     name,

@@ -91,8 +91,20 @@ export interface Tx {
    * Replace a document's value, stored at `version` of its definition (a positive integer); without
    * one it keeps the version it is stored at (1 for a new document). A write to an address with no
    * live incarnation creates one (spec §3.2). `undefined` is refused: `retireDoc` ends a document.
+   * `semantics`: a conversation document's history and fork rule, taken only when this write creates
+   * its incarnation (a typed token's, spec §3.3: ordinary definitions are not registered); without
+   * them, the harness's rules for the name (its `forks` option, else latest/current).
    */
-  writeDoc(scope: DocScope, name: string, value: Json, version?: number): void;
+  writeDoc(
+    scope: DocScope,
+    name: string,
+    value: Json,
+    version?: number,
+    semantics?: {
+      readonly history: "latest" | "rewindable";
+      readonly fork: "asOf" | "current" | "initial";
+    },
+  ): void;
   /**
    * Retire a document's live incarnation (spec §3.3): it reads as absent from this commit on, and a
    * later write, in this commit or another, creates a new incarnation with a new id. Retiring an

@@ -113,8 +113,7 @@ export class NotJson extends HarnessError {
 /**
  * Typed access to a conversation document whose incarnation was created with another history or
  * fork rule than the token declares (spec §3.1): a definition cannot reinterpret a document's
- * lifetime. Also refused: creating one under a harness whose rules for the name are not the token's
- * (give the token in `AgentHarnessOptions.documents`). Nothing is written.
+ * lifetime. Nothing is written.
  */
 export class DocumentSemanticsError extends HarnessError {
   override readonly name = "DocumentSemanticsError";
@@ -125,7 +124,7 @@ export class DocumentSemanticsError extends HarnessError {
   ) {
     super(
       "document_semantics",
-      `document ${document} is history "${stored.history}", fork "${stored.fork}" here, but its definition declares history "${declared.history}", fork "${declared.fork}" (give the definition in AgentHarnessOptions.documents so the harness creates it so; an existing document keeps its semantics)`,
+      `document ${document} is history "${stored.history}", fork "${stored.fork}" here, but its definition declares history "${declared.history}", fork "${declared.fork}" (an existing document keeps the semantics it was created with)`,
     );
   }
 }

@@ -302,7 +302,7 @@ export class TxImpl implements Tx {
     return o.getDoc(this.#scopeKey(o, scope), name) as T | undefined;
   }
 
-  writeDoc(scope: DocScope, name: string, value: Json, version?: number): void {
+  writeDoc(scope: DocScope, name: string, value: Json, version?: number, semantics?: DocSemantics): void {
     if (version !== undefined && !(Number.isInteger(version) && version >= 1))
       throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
     if (value === undefined)
@@ -314,7 +314,7 @@ export class TxImpl implements Tx {
       this.#refuseForkSourceWrite(o, key, name);
     }
     // Checked once per commit, on the final value (validateOverlay).
-    o.setDoc(key, name, value, version);
+    o.setDoc(key, name, value, version, key > 0 ? semantics : undefined);
   }
 
   retireDoc(scope: DocScope, name: string): void {
