@@ -14,9 +14,10 @@ import {
   defineExtension,
   defineTool,
   hook,
+  InvalidTransition,
   textResult,
 } from "../../../worker/index.ts";
-import { callsThenAnswer, open } from "./fixtures.ts";
+import { callsThenAnswer, echo, open } from "./fixtures.ts";
 
 const item = defineTool({
   name: "item",
@@ -97,4 +98,37 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
     { hook: "afterResponse", conversationId: root.id },
     { hook: "afterResponse", conversationId: root.id },
   ]);
+});
+
+test("api.snapshotAsOf reads a rewindable document as it was at an entry (spec §7.2: HookApi is a DocumentReader); a document with no history is refused", async () => {
+  const seen: unknown[] = [];
+  const refused: unknown[] = [];
+  let firstEntry = 0;
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({
+      name: "looks-back",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async (messages, api) => {
+            if (firstEntry > 0) {
+              seen.push(await api.snapshotAsOf("pi.agent", firstEntry));
+              seen.push(await api.snapshotAsOf("pi.agent", firstEntry, api.conversationId));
+              refused.push(await api.snapshotAsOf("pi.live", firstEntry).catch((e: unknown) => e));
+            }
+            return messages;
+          },
+        }),
+      ],
+    }),
+  );
+  const { root } = await open(echo, { extensions });
+  await root.configure({ instructions: "first" });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  firstEntry = (await root.entries()).at(-1)!.id;
+  await root.configure({ instructions: "second" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(seen).toEqual([{ instructions: "first" }, { instructions: "first" }]);
+  expect(refused).toHaveLength(1);
+  expect(refused[0]).toBeInstanceOf(InvalidTransition);
 });

@@ -25,16 +25,21 @@ import type { ToolResult } from "../tools/contract.ts";
 export type HookContext = { conversationId: ConversationId; taskId: number };
 
 /**
- * What a hook reads (spec §7.2 HookApi): the asking task, committed documents, the task's memos,
- * the harness's models. The spec's `snapshotAsOf` (a document as of an earlier commit) has no
- * counterpart: our store keeps each document's committed value only (history is kept for fork
- * copies of `asOf` documents, not as a read).
+ * What a hook reads (spec §7.2 HookApi, a DocumentReader): the asking task, committed documents
+ * (`doc`, `snapshot`, and `snapshotAsOf` for a rewindable document as it was at an entry), the
+ * task's memos, the harness's models.
  */
 export interface HookApi extends HookContext {
   /** A committed document of the asking task's conversation (undefined when absent). */
   doc(name: string): Promise<Json | undefined>;
   /** A committed document of any conversation, the asking one by default (spec: `snapshot`). */
   snapshot(name: string, conversationId?: ConversationId): Promise<Json | undefined>;
+  /**
+   * A rewindable document of a conversation (the asking one by default) as it was at the end of
+   * entry `at`'s commit (spec §3.3 `snapshotAsOf`): undefined when no incarnation was alive then;
+   * refused for a document that keeps no history or an entry the conversation cannot see.
+   */
+  snapshotAsOf(name: string, at: EntryId, conversationId?: ConversationId): Promise<Json | undefined>;
   /** The harness's models (spec: `HarnessOptions.models`), to resolve a model a hook calls itself. */
   readonly models: ModelResolver;
   /** The asking task's memo: with a candidate, the first writer wins; without, a read. */
@@ -55,7 +60,14 @@ export interface HookRuntime {
 
 /** What `hookApi` reads through: committed documents (the core harness) and the models. */
 export interface HookReader {
-  readonly core: { doc(conversationId: ConversationId, name: string): Promise<Json | undefined> };
+  readonly core: {
+    doc(conversationId: ConversationId, name: string): Promise<Json | undefined>;
+    snapshotAsOf(
+      conversationId: ConversationId,
+      name: string,
+      at: EntryId,
+    ): Promise<{ readonly value: Json } | undefined>;
+  };
   readonly models: ModelResolver;
 }
 
@@ -68,6 +80,8 @@ export function hookApi(runtime: HookRuntime, reader: HookReader): HookApi {
     models: reader.models,
     doc: (name: string) => reader.core.doc(conversationId, name),
     snapshot: (name: string, c: ConversationId = conversationId) => reader.core.doc(c, name),
+    snapshotAsOf: async (name: string, at: EntryId, c: ConversationId = conversationId) =>
+      (await reader.core.snapshotAsOf(c, name, at))?.value,
     memo: <T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)) => runtime.memo<T>(name, candidate),
   });
 }
