@@ -3,7 +3,7 @@
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
  * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20,
  * sample-session22.md the fourth, seed 20261207 and count 20, sample-session22b.md (seeds 20261208 to
- * 20261213) the fifth to tenth):
+ * 20261213) the fifth to tenth, sample-session23.md (seed 20261214 and on) the next):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *
@@ -345,6 +345,72 @@ const SESSION22G = [
   ["sections-5-9", "The next generation after a head marker without later pi.system"],
 ];
 
+// Session 23's draw (sample-session23.md, seed 20261214), after the second reading of every line above.
+const SESSION23 = [
+  ["sections-5-9", "compaction_start/compaction_end; the queued summary"],
+  ["sections-5-9", "A reopened Session resumes from durable checkpoints"],
+  ["sections-5-9", "start() installs the sole listener, never inline"],
+  ["sections-5-9", "GenerationCheckpoint phases prepare/request/retry/poll/tools"],
+  ["sections-5-9", '"emits one turn_end per generation, also for a stream attached while it holds"'],
+  ["sections-5-9", "tool_execution_update output replacements"],
+  ["section-7", "`details()`: replaces (no merge)"],
+  ["sections-0-4", "No install check; uninstalled names skipped"],
+  ["sections-0-4", "Creation and version transitions write a base"],
+  ["section-7", "Head rebaseline with ContextEdit omissions"],
+  ["sections-5-9", "Abort flows down; background is a boundary"],
+  ["sections-0-4", "Open migrates only built-in docs recovery touches"],
+  ["sections-10-11", "Live task transitions replace one row"],
+  ["sections-5-9", "Attachment snapshot includes every commit before attach"],
+  ["sections-5-9", "At most one mount per conversation"],
+  ["section-7", "Hook signatures `(input, api, ctx)`"],
+  ["sections-0-4", "ModelRef {provider, modelId}; UserInput"],
+  ["sections-0-4", "CompactionPolicy {enabled, reserveTokens"],
+  ["sections-5-9", "beforeRequest replaces messages for this request only"],
+  ["sections-5-9", "CompactionReason, CompactionInput, SummaryRequest"],
+  // seed 20261215
+  ["sections-0-4", "Preparation resolves the agent once per request"],
+  ["sections-5-9", "The run's inputs live in pi.live.run"],
+  ["sections-5-9", '"owns its tool tasks, waits for them, and hands the run'],
+  ["section-7", "afterTools: all observers"],
+  ["sections-0-4", "Existing owner edges stay valid after owners finish"],
+  ["sections-5-9", "run present exactly while busy"],
+  ["sections-5-9", "A watch bound to one incarnation closes"],
+  ["section-7", "Resolution: sections same-key in place"],
+  ["sections-0-4", "Settings defaults"],
+  ["sections-5-9", "A fork starts pi.usage at zero"],
+  ["sections-5-9", '"resumes a bottom-up abort a crash interrupted before the cascade"'],
+  ["sections-0-4", "A fork tx may not also write a parent's"],
+  ["sections-0-4", "Task-scoped tx.doc()"],
+  ["sections-5-9", '"keeps a waiting task blocked without its definition'],
+  ["sections-5-9", "Publication touching nothing mounted"],
+  ["sections-5-9", '"resolves settings over the built-in defaults"'],
+  ["sections-0-4", "Every new / task-owned / raw-created / forked conversation gets its own id"],
+  ["sections-0-4", "AgentState fields model, thinkingLevel"],
+  ["sections-0-4", "Ordinary definitions not registered"],
+  ["sections-5-9", "message_start at the first committed partial"],
+  // seed 20261216
+  ["sections-5-9", "A reset at a final boundary follows the answer"],
+  ["sections-0-4", "SubmissionRecord statuses per type"],
+  ["sections-5-9", "summarize: serialization [User]/[Assistant]"],
+  ["sections-5-9", "retry sleeps, then summarize with the same pinned request"],
+  ["section-7", "Publication synchronous; reinstall replaces in place"],
+  ["sections-0-4", "States running / completing / waiting / ready{migrates} / blocked"],
+  ["sections-5-9", '"rejects the wait that closes a cycle"'],
+  ["sections-0-4", "Operations queued at the seal"],
+  ["sections-0-4", "AgentChange objects are handles for names"],
+  ["sections-5-9", "toolUse with calls starts a round and waits"],
+  ["sections-0-4", "Unaccessed or definition-less docs keep their stored instances"],
+  ["sections-0-4", "Entry ids are session-global and ordered"],
+  ["section-7", "`registry`: the tool task's phase snapshot"],
+  ["sections-5-9", '"returns the whole transcript without a head'],
+  ["sections-5-9", "Abort handler removes the status, aborted, no entry"],
+  ["sections-5-9", "On open: running"],
+  ["sections-5-9", "Unanswered reasons no_model, model_error"],
+  ["sections-5-9", "Abort handler after the tools are terminal"],
+  ["sections-5-9", "pi.live definition: conversation scope"],
+  ["sections-5-9", "No free-standing dependencies"],
+];
+
 const words = (s) => new Set(s.toLowerCase().match(/[a-z0-9.]+/g) ?? []);
 function jaccard(a, b) {
   let shared = 0;
@@ -370,6 +436,7 @@ for (const [why, lines] of [
   ["session 22e", SESSION22E],
   ["session 22f", SESSION22F],
   ["session 22g", SESSION22G],
+  ["session 23", SESSION23],
 ])
   for (const [list, start] of lines) {
     const hits = population.filter((p) => p.list === list && p.head.startsWith(start));
@@ -410,7 +477,7 @@ for (let i = rest.length - 1; i > 0; i--) {
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
 console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 22g: ${by("session 22g")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 22g: ${by("session 22g")}, session 23: ${by("session 23")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
 );
 rest.slice(0, count).forEach((p, i) => {
   console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
