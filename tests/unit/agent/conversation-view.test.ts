@@ -5,6 +5,7 @@
  */
 import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
+import { zeroUsage } from "../../../worker/agent/records.ts";
 import { echo, open } from "./fixtures.ts";
 
 test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage and pi.provider, mounted by kind", async () => {
@@ -80,4 +81,45 @@ test("a head marker restarts the view's entries: the marker, then the kept entri
   expect(view.entries.map((e) => (e.data as { n: number }).n)).toEqual([4, 2, 3]);
   // The raw history keeps every entry.
   expect((await root.entries()).map((e) => (e.data as { n: number }).n)).toEqual([1, 2, 3, 4]);
+});
+
+test("the view carries raw active entries: an edited, an omitted and a failed entry stay as stored, where the model context leaves them out (spec §2.1)", async () => {
+  const { root } = await open(echo);
+  const ids = await root.commit((tx) => {
+    const q = tx.appendEntry(root.id, {
+      kind: "pi.user",
+      model: [{ role: "user", content: "original", timestamp: 1 }],
+    });
+    const failed = tx.appendEntry(root.id, {
+      kind: "pi.assistant",
+      model: [
+        {
+          role: "assistant",
+          content: [{ type: "text", text: "half" }],
+          api: "faux",
+          provider: "faux",
+          model: "faux-1",
+          usage: zeroUsage(),
+          stopReason: "aborted",
+          timestamp: 2,
+        },
+      ],
+    });
+    const edit = tx.appendEntry(root.id, {
+      kind: "app.edit",
+      edits: [
+        { target: q.id, action: "replace", messages: [{ role: "user", content: "rewritten", timestamp: 3 }] },
+      ],
+    });
+    return [q.id, failed.id, edit.id];
+  });
+  const view = await root.viewState();
+  expect(view.entries.map((e) => e.id)).toEqual(ids);
+  // As stored: the edit's target keeps its own message, the failed answer is there.
+  expect(view.entries).toEqual(await root.entries());
+  // The model context is another consumer: the edit applies, the failed answer is left out.
+  const context = await root.context();
+  expect(context.messages.map((m) => (typeof m.content === "string" ? m.content : m.role))).toEqual([
+    "rewritten",
+  ]);
 });
