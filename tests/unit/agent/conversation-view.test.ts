@@ -6,6 +6,7 @@
 import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { zeroUsage } from "../../../worker/agent/records.ts";
+import type { Json } from "../../../worker/index.ts";
 import { echo, open } from "./fixtures.ts";
 
 test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage and pi.provider, mounted by kind", async () => {
@@ -103,7 +104,7 @@ test("the view carries raw active entries: an edited, an omitted and a failed en
           stopReason: "aborted",
           timestamp: 2,
         },
-      ],
+      ] as unknown as Json,
     });
     const edit = tx.appendEntry(root.id, {
       kind: "app.edit",
