@@ -65,8 +65,17 @@ test("compaction order: B cuts before where A's summary starts the range, so B s
   expect((await h.getTask(b))?.state.status).toBe("running");
   const a = await root.compact();
   expect((await placement(h, a)).status).toBe("done");
+  // The stale summary's attempt is spend all the same (spec §8.6: counted whether the summary is
+  // placed, fails or ends stale), in the commit that classifies it, with no entry of its own.
+  const output = () =>
+    Object.values((h.docNow(1, "pi.usage") as { models: Record<string, { output: number }> }).models).reduce(
+      (sum, u) => sum + u.output,
+      0,
+    );
+  const before = output();
   releaseB();
   expect(await placement(h, b)).toMatchObject({ status: "unanswered", reason: "stale" });
+  expect(output()).toBeGreaterThan(before);
   const placed = summaries(await root.entries());
   expect(placed).toHaveLength(1);
   expect(await firstText(root)).toContain("SUMMARY A");
