@@ -292,3 +292,36 @@ test.each([
     expect(asked.slice(-2)).toEqual(["B", "C"]);
   },
 );
+
+test("a boundary removes the items it selects from anywhere in the inbox and keeps the rest in their order (spec §6: removed positionally)", async () => {
+  const tool = gatedTool("hold");
+  const answer = deferred();
+  let n = 0;
+  const { h, root, faux } = await open(
+    async (req) => {
+      n++;
+      if (n === 1)
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      if (n === 2) await answer.promise;
+      return echo(req, n);
+    },
+    { tools: [tool.tool], settings: { steeringMode: "all" } },
+  );
+  const run = await root.submit({ type: "input", content: "go" });
+  await tool.started.promise;
+  const f1 = await root.submit({ type: "input", content: "f1" });
+  const s1 = await root.submit({ type: "input", content: "s1", whenBusy: "steer" });
+  const f2 = await root.submit({ type: "input", content: "f2" });
+  const s2 = await root.submit({ type: "input", content: "s2", whenBusy: "steer" });
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual([f1.id, s1.id, f2.id, s2.id]);
+  tool.release.resolve();
+  // The post-tools boundary took both steers (steeringMode all) from between the follow-ups.
+  await until(() => faux.requests.length === 2, { what: "the continuation's request" });
+  expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([
+    [f1.id, "followUp"],
+    [f2.id, "followUp"],
+  ]);
+  answer.resolve();
+  expect((await run.wait()).status).toBe("done");
+  expect((await f2.wait()).status).toBe("done");
+});
