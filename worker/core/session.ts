@@ -234,7 +234,7 @@ export class Session {
         if ([...r.conversations.values()].some((c) => c.owner && !r.tasks.has(c.owner.taskId)))
           for (const edge of await readFormerOwners(sql))
             if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
-        for (const id of r.conversations.keys()) r.scopeLoaded.add(id);
+        r.allScopesLoaded = true;
       }
       // Ids are never reused: past the newest row, and past the high-water marks a deletion kept.
       const next = await readNextIds(sql);
@@ -299,7 +299,7 @@ export class Session {
    * any of them are in memory with their chains (a deletion's judgement reads them).
    */
   ensureScope(id: ConversationId): Promise<void> {
-    if (this.records.scopeLoaded.has(id)) return Promise.resolve();
+    if (this.records.hasScope(id)) return Promise.resolve();
     return this.store.read(async (sql) => {
       await this.loadRecords(sql, await readScope(sql, id));
       this.records.scopeLoaded.add(id);
