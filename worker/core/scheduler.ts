@@ -243,13 +243,31 @@ export class Scheduler {
    * reserved or started; the abort invocations the marks call for run once scheduling resumes.
    */
   async reconcileAtOpen(): Promise<void> {
-    await this.session.commit((tx, overlay) => {
+    const reconcile = (tx: Tx, overlay: Overlay) => {
       const live = [...this.session.line.live].filter((id) => {
         const t = overlay.task(id);
         return !t || overlay.away(t.conversationId) === undefined;
       });
-      this.#reconcile(overlay, tx, live, this.session.now());
-    });
+      return this.#reconcile(overlay, tx, live, this.session.now());
+    };
+    // Decided in a draft first: an open with nothing to reconcile (the usual one) commits nothing.
+    // A draft that needed what memory lacks (documents a cascade touches) is decided by the commit.
+    const draft = this.session.draft();
+    let decided: boolean;
+    try {
+      decided = reconcile(draft.tx, draft.overlay).writes;
+    } catch {
+      await this.session.commit((tx, overlay) => void reconcile(tx, overlay));
+      return;
+    }
+    if (!decided) return;
+    await this.session.commit(
+      (tx, overlay) => {
+        if (overlay !== draft.overlay) reconcile(tx, overlay);
+      },
+      {},
+      draft,
+    );
   }
 
   /** Resolved once the drain that settles the recovering tasks is done with them (or closing). */
