@@ -265,9 +265,12 @@ export class Session {
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
       for (const c of options.docs ?? []) needed.add(c);
       // Their records with their chains, those of the conversations live tasks own (liveOwnedWork
-      // reads them) and the root's; every other record loads when first named.
-      const records = new Set([...needed, ROOT_CONVERSATION_ID, ...(await readOwnedBy(sql, [...r.live]))]);
-      r.installConversations(await readConversationClosure(sql, r, records));
+      // reads them) and the root's; every other record loads when first named. Nothing to read when
+      // every record was read above.
+      if (options.conversations !== "all") {
+        const records = new Set([...needed, ROOT_CONVERSATION_ID, ...(await readOwnedBy(sql, [...r.live]))]);
+        r.installConversations(await readConversationClosure(sql, r, records));
+      }
       for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
     });
     this.#line = r.clone();
