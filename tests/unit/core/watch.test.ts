@@ -14,6 +14,22 @@ import { settle } from "./fixtures.ts";
 
 const frame = (seq: number): Frame<number> => ({ seq, value: seq, ops: [] });
 
+/** Counts the session's commit subscriptions (one per conversation mount while it lives). */
+function countSubscriptions(h: object): { readonly count: number } {
+  const session = internals(h).session;
+  const subscribe = session.subscribe.bind(session);
+  const counter = { count: 0 };
+  session.subscribe = (listener) => {
+    counter.count++;
+    const off = subscribe(listener);
+    return () => {
+      counter.count--;
+      off();
+    };
+  };
+  return counter;
+}
+
 test("start() never calls the listener inline, and watch.value stays the acquisition value until delivery; a second start() is refused", async () => {
   const watch = new Watch(0);
   watch.push(frame(1));
@@ -206,58 +222,38 @@ test("a watch's default limit is 100 undelivered frames: the 101st collapses the
 
 test("a watch, an agent event stream and viewState() are observers of the same one mount: the first builds it, it stays while any observes, the last drops it (spec §9.3)", async () => {
   const { h, root } = await open(echo);
-  const session = internals(h).session;
-  const subscribe = session.subscribe.bind(session);
-  let subscribed = 0;
-  session.subscribe = (listener) => {
-    subscribed++;
-    const off = subscribe(listener);
-    return () => {
-      subscribed--;
-      off();
-    };
-  };
+  const subscriptions = countSubscriptions(h);
   // viewState() alone builds the mount for its read and drops it after: nothing stays subscribed.
   expect((await root.viewState()).conversation.id).toBe(root.id);
-  expect(subscribed).toBe(0);
+  expect(subscriptions.count).toBe(0);
   // An event stream first: it builds the mount; a watch and a viewState() read join it.
   const events = await watchEvents(h, root.id);
   const mounted = h.mount(root.id);
-  expect(subscribed).toBe(1);
+  expect(subscriptions.count).toBe(1);
   const watch = await root.watch();
   const view = await root.viewState();
   expect(h.mount(root.id)).toBe(mounted);
-  expect(subscribed).toBe(1);
+  expect(subscriptions.count).toBe(1);
   expect(view).toBe(watch.value);
   expect(events.snapshot.entries).toBe(view.entries);
   // The stream gone, the watch keeps the mount; the watch gone too, the mount is dropped.
   await events.stop();
   expect(h.mount(root.id)).toBe(mounted);
-  expect(subscribed).toBe(1);
+  expect(subscriptions.count).toBe(1);
   await watch.stop();
-  expect(subscribed).toBe(0);
+  expect(subscriptions.count).toBe(0);
   expect(h.mount(root.id)).not.toBe(mounted);
 });
 
 test("every observer of a conversation shares one mount, built by the first and dropped after the last: two watches receive the very same view values; a later observer builds it again from committed state", async () => {
   const { h, root } = await open(echo);
   // Count the mount's commit subscriptions: one per mount, released when it is dropped.
-  const session = internals(h).session;
-  const subscribe = session.subscribe.bind(session);
-  let subscribed = 0;
-  session.subscribe = (listener) => {
-    subscribed++;
-    const off = subscribe(listener);
-    return () => {
-      subscribed--;
-      off();
-    };
-  };
+  const subscriptions = countSubscriptions(h);
   const a = await root.watch();
   const mounted = h.mount(root.id);
   const b = await root.watch();
   expect(h.mount(root.id)).toBe(mounted);
-  expect(subscribed).toBe(1);
+  expect(subscriptions.count).toBe(1);
   expect(a.value).toBe(b.value);
   const seenA: unknown[] = [];
   const seenB: unknown[] = [];
@@ -268,21 +264,21 @@ test("every observer of a conversation shares one mount, built by the first and 
   expect(seenA[0]).toBe(seenB[0]);
   // One observer left: the mount stays and follows commits.
   await a.stop();
-  expect(subscribed).toBe(1);
+  expect(subscriptions.count).toBe(1);
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
   await until(() => seenB.length === 2, { what: "b delivered" });
   expect(seenA).toHaveLength(1);
   // The last one gone: the mount is dropped and follows nothing.
   await b.stop();
-  expect(subscribed).toBe(0);
+  expect(subscriptions.count).toBe(0);
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
   // A later observer builds a new mount from the committed state, the unobserved commit included.
   const c = await root.watch();
   expect(h.mount(root.id)).not.toBe(mounted);
-  expect(subscribed).toBe(1);
+  expect(subscriptions.count).toBe(1);
   expect(c.value.entries.map((e) => (e.data as { n: number }).n)).toEqual([1, 2, 3]);
   await c.stop();
-  expect(subscribed).toBe(0);
+  expect(subscriptions.count).toBe(0);
 });
 
 test("a conversation first mounted by a view after a reopen (nothing else loaded its documents) takes commits", async () => {
