@@ -390,13 +390,30 @@ export class AgentHarness extends Harness {
     return admit(tx, this.builtin.inbox, conversationId, draft);
   }
 
-  /** A handle to an existing conversation, or undefined. */
+  /**
+   * A handle to a conversation whose record is in memory (created or loaded in this process: live
+   * work's, and those named since the open), or undefined. An id from outside (a tab, a message, a
+   * stored value) may name one not loaded yet: `loadedConversation` reads it first.
+   */
   conversation(id: ConversationId): Conversation | undefined {
     return this.conversationRecord(id) ? new Conversation(this, id) : undefined;
   }
 
+  /** `conversation(id)`, or UnknownConversation. */
   requireConversation(id: ConversationId): Conversation {
     const c = this.conversation(id);
+    if (!c) throw new UnknownConversation(id);
+    return c;
+  }
+
+  /** A handle to an existing conversation, its record read from the store if not in memory yet. */
+  async loadedConversation(id: ConversationId): Promise<Conversation | undefined> {
+    return (await this.loadConversation(id)) ? new Conversation(this, id) : undefined;
+  }
+
+  /** `loadedConversation(id)`, or UnknownConversation. */
+  async requireLoadedConversation(id: ConversationId): Promise<Conversation> {
+    const c = await this.loadedConversation(id);
     if (!c) throw new UnknownConversation(id);
     return c;
   }
@@ -432,7 +449,7 @@ export class AgentHarness extends Harness {
     request: ApprovalRequest,
     signal?: AbortSignal,
   ): Promise<ApprovalAnswer> {
-    this.requireConversation(conversationId);
+    await this.requireLoadedConversation(conversationId);
     return this.transaction((tx) => decideApproval(tx, conversationId, request), signal);
   }
 
@@ -446,8 +463,8 @@ export class AgentHarness extends Harness {
    * its tasks own, transitively: subagents), each counted once, under the child.
    */
   async conversationUsage(id: ConversationId): Promise<UsageRollup> {
-    // Only the documents of the conversation and those below it: O(its subagents), not O(store).
-    const records = this.conversationRecords();
+    // Only the records and documents of the conversation and those below it: O(its subagents), not O(store).
+    const records = (await this.loadBelow(id)) ?? [];
     const docs = await this.docsIn<UsageState & Record<string, never>>(
       [DOC.usage],
       [id, ...ownedBelow(records, id)],

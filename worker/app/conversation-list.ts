@@ -3,11 +3,12 @@
  * are not listed), each with its title (the `app.title` document) and whether a run is live
  * (`pi.live.run`), and where it went when it moved to another home (`away`: moving, or moved with
  * its id there; worker/core/move.ts); a deleted one leaves it. Invariants:
- * - O(what is shown), not O(store): the list knows every top-level conversation's id (from the
- *   harness's records, no read), but reads titles and run states only for the ids it hands out (a
- *   page: one read of those ids' two documents; none at open), and keeps what it read; a whole
- *   `list()` reads the rest once. A commit costs a few map lookups, never a query: it updates what
- *   was read and marks the other ids it touched, which are read when a page needs them;
+ * - O(what is shown), not O(store): the list holds no id it has not handed out. A page asks the
+ *   store for its ids (newest first, by the `conversations_top_level` index) and the total (a count,
+ *   kept until a deletion or a creation changes it), then reads titles and run states only for those
+ *   ids (one read of their two documents); its open reads nothing; it keeps what it read. A whole
+ *   `list()` reads every id and the summaries not read yet. A commit costs a few map lookups, never
+ *   a query: it updates what was read and marks the other ids it touched;
  * - what a read returns is never older than a change already applied: changes published while a read
  *   is in flight are replayed over its result for the ids it brings in;
  * - no title leaves the list spelling a saved secret (secrets.ts): titles are kept as stored and
@@ -17,14 +18,16 @@
  *   delivery is unresolved, newer changes only mark it stale, so a slow tab holds one list, not a
  *   queue; a delivery that rejects (the tab went away) ends the watcher;
  * - what a tab shows pages (`watchPage`): the newest `limit` conversations and the total, O(limit)
- *   to hand out (the ids are kept in order beside the map), and a commit that touched no
- *   conversation of the page and changed neither the total nor the secrets delivers nothing;
- * - `titleMatches` finds conversations by title newest first, reading the titles not read yet in
- *   chunks, and stops at its limit.
+ *   to hand out, and a commit that touched no conversation of the page it last delivered and
+ *   created, deleted and changed no secret delivers nothing (a creation or a deletion moves the page
+ *   and the total);
+ * - `titleMatches` finds conversations by title newest first, reading the ids and the titles not
+ *   read yet in chunks, and stops at its limit.
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { API_KEYS_DOC, SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
 import { DOC, type LiveState } from "../agent/records.ts";
+import { topLevelAmong, topLevelConversations } from "../core/queries.ts";
 import type { ChangeSet, ConversationId, Json, MoveRecord } from "../core/types.ts";
 import { ROOT_CONVERSATION_ID } from "../core/types.ts";
 import type { ConversationAway, ConversationPage, ConversationSummary } from "../protocol/index.ts";
@@ -124,16 +127,15 @@ class Watcher<T = ConversationSummary[]> {
 
 export class ConversationList {
   readonly #h: AgentHarness;
-  /** The summaries read so far (or made from commits), by id: a subset of `#order`. */
+  /** The summaries read so far (or made from commits) of listed conversations, by id. */
   readonly #items = new Map<ConversationId, ConversationSummary>();
-  /** Every listed id, ascending: the newest are at the end. */
-  readonly #order: ConversationId[] = [];
-  readonly #listed = new Set<ConversationId>();
   readonly #watchers = new Set<Watcher<ConversationSummary[]> | Watcher<ConversationPage>>();
   readonly #unsubscribe: () => void;
   readonly #settings = new Map<string, Json | undefined>();
   #secrets: string[] = [];
-  /** Reads of items in flight, and the change sets published since the oldest of them began. */
+  /** How many conversations are listed, once counted (undefined: count at the next page). */
+  #total: number | undefined;
+  /** Reads in flight, and the change sets published since the oldest of them began. */
   #reads = 0;
   readonly #since: ChangeSet[] = [];
 
@@ -143,8 +145,6 @@ export class ConversationList {
       if (this.#reads > 0) this.#since.push(change);
       this.#apply(change);
     });
-    // The ids from the records in memory, in the same step as the subscription: no commit between.
-    for (const record of h.conversationRecords()) if (!record.owner) this.#insertId(record.id);
   }
 
   /** Follow the harness's commits; nothing of the list is read yet but the secrets (settings, in memory). */
@@ -159,46 +159,46 @@ export class ConversationList {
     return built;
   }
 
-  /** Every listed conversation, oldest first (reads the titles and run states not read yet). */
+  /** Every listed conversation, oldest first (reads every id, and the titles and run states not read yet). */
   async list(): Promise<ConversationSummary[]> {
-    await this.#read([...this.#order]);
-    const out: ConversationSummary[] = [];
-    for (const id of this.#order) {
-      const item = this.#items.get(id);
-      if (item) out.push(this.#handOut(item));
-    }
-    return out;
+    const { ids } = await this.#tracked(() => topLevelConversations(this.#h.store));
+    return this.#present(ids.reverse());
   }
 
   /** The newest `limit` conversations, newest first, and how many there are: reads only those. */
   async page(limit: number): Promise<ConversationPage> {
-    const ids = this.#order.slice(Math.max(0, this.#order.length - limit)).reverse();
-    await this.#read(ids);
-    const items: ConversationSummary[] = [];
-    for (const id of ids) {
-      const item = this.#items.get(id);
-      if (item) items.push(this.#handOut(item));
-    }
-    return { items, total: this.#order.length };
+    const counted = this.#total !== undefined;
+    const start = this.#since.length;
+    const read = await this.#tracked(() => topLevelConversations(this.#h.store, { limit, total: !counted }));
+    // A count read while a commit created or deleted is as good as any: later ones adjust it.
+    if (read.total !== undefined && this.#total === undefined && !this.#changedTotal(start))
+      this.#total = read.total;
+    this.#settle();
+    const items = await this.#present(read.ids);
+    return { items, total: this.#total ?? read.total ?? items.length };
   }
 
   /**
    * Up to `limit` conversations whose title (as handed out) contains `needle` (lower case), newest
-   * first: titles not read yet are read newest first in chunks, and the walk stops once `limit` are
-   * found. What it reads is kept: a search that walks the whole list costs its reads once.
+   * first: ids and titles not read yet are read newest first in chunks, and the walk stops once
+   * `limit` are found. What it reads is kept.
    */
   async titleMatches(needle: string, limit: number): Promise<ConversationSummary[]> {
     const found: ConversationSummary[] = [];
-    for (let end = this.#order.length; end > 0 && found.length < limit; end -= READ_CHUNK) {
-      const ids = this.#order.slice(Math.max(0, end - READ_CHUNK), end).reverse();
-      await this.#read(ids);
-      for (const id of ids) {
+    let before: number | undefined;
+    while (found.length < limit) {
+      const { ids } = await this.#tracked(() =>
+        topLevelConversations(this.#h.store, {
+          limit: READ_CHUNK,
+          ...(before !== undefined ? { before } : {}),
+        }),
+      );
+      for (const item of await this.#present(ids)) {
         if (found.length >= limit) break;
-        const known = this.#items.get(id);
-        if (!known) continue;
-        const item = this.#handOut(known);
         if (item.title.toLowerCase().includes(needle)) found.push(item);
       }
+      if (ids.length < READ_CHUNK) break;
+      before = ids[ids.length - 1];
     }
     return found;
   }
@@ -208,9 +208,38 @@ export class ConversationList {
     return (await this.pick([id]))[0];
   }
 
-  /** The summaries of those of `ids` that are listed, as handed out, in the order given (one read). */
+  /** The summaries of those of `ids` that are listed, as handed out, in the order given. */
   async pick(ids: readonly ConversationId[]): Promise<ConversationSummary[]> {
-    await this.#read(ids);
+    const listed = await this.listedAmong(ids);
+    return this.#present(ids.filter((id) => listed.has(id)));
+  }
+
+  /** Those of `ids` that are listed (top-level conversations): one read for those not read yet. */
+  async listedAmong(ids: readonly ConversationId[]): Promise<Set<ConversationId>> {
+    const out = new Set<ConversationId>();
+    const unknown: ConversationId[] = [];
+    for (const id of ids) {
+      if (this.#items.has(id)) out.add(id);
+      else if (Number.isSafeInteger(id)) unknown.push(id);
+    }
+    const start = this.#since.length;
+    const read = await this.#tracked(() => topLevelAmong(this.#h.store, unknown));
+    const deleted = this.#deletedSince(start);
+    this.#settle();
+    for (const id of read) if (!deleted.has(id)) out.add(id);
+    return out;
+  }
+
+  /**
+   * The summaries of `ids` (listed ones, as a query of the store just named them), as handed out, in
+   * the order given: those not read yet are read (one read job), and kept.
+   */
+  async #present(ids: readonly ConversationId[]): Promise<ConversationSummary[]> {
+    const missing = ids.filter((id) => !this.#items.has(id));
+    for (let at = 0; at < missing.length; at += READ_CHUNK) {
+      const read = await this.#summaries(missing.slice(at, at + READ_CHUNK));
+      for (const [id, item] of read) if (!this.#items.has(id)) this.#items.set(id, item);
+    }
     const out: ConversationSummary[] = [];
     for (const id of ids) {
       const item = this.#items.get(id);
@@ -219,35 +248,48 @@ export class ConversationList {
     return out;
   }
 
-  has(id: ConversationId): boolean {
-    return this.#listed.has(id);
+  /** Run a read, recording the change sets published meanwhile (`#since`); `#settle` after using them. */
+  async #tracked<T>(read: () => Promise<T>): Promise<T> {
+    this.#reads++;
+    try {
+      return await read();
+    } finally {
+      this.#reads--;
+    }
   }
 
-  /** Read and keep the summaries of those of `ids` that are listed and not read yet. */
-  async #read(ids: readonly ConversationId[]): Promise<void> {
-    const missing = ids.filter((id) => this.#listed.has(id) && !this.#items.has(id));
-    for (let at = 0; at < missing.length; at += READ_CHUNK) {
-      const read = await this.#summaries(missing.slice(at, at + READ_CHUNK));
-      for (const [id, item] of read)
-        if (this.#listed.has(id) && !this.#items.has(id)) this.#items.set(id, item);
-    }
+  /** Forget the change sets recorded once no read is in flight. */
+  #settle(): void {
+    if (this.#reads === 0) this.#since.length = 0;
+  }
+
+  /** The conversations deleted by the change sets published since `start`. */
+  #deletedSince(start: number): Set<ConversationId> {
+    const out = new Set<ConversationId>();
+    for (const change of this.#since.slice(start))
+      for (const id of change.deletedConversations ?? []) out.add(id);
+    return out;
+  }
+
+  /** Whether a change set published since `start` created a listed conversation or deleted one. */
+  #changedTotal(start: number): boolean {
+    return this.#since
+      .slice(start)
+      .some(
+        (change) =>
+          (change.deletedConversations?.length ?? 0) > 0 || change.conversations.some((r) => !r.owner),
+      );
   }
 
   /**
    * The summaries of `ids` as committed now: their title and run state read from the store (one read
-   * job, none when all are in memory), with the changes published while it was read replayed over it.
+   * job), with the changes published while it was read replayed over it; none of one deleted meanwhile.
    */
   async #summaries(ids: readonly ConversationId[]): Promise<Map<ConversationId, ConversationSummary>> {
     const out = new Map<ConversationId, ConversationSummary>();
     if (ids.length === 0) return out;
     const start = this.#since.length;
-    this.#reads++;
-    let docs: Map<ConversationId, Map<string, Json>>;
-    try {
-      docs = await this.#h.docsIn(ITEM_DOCS, ids);
-    } finally {
-      this.#reads--;
-    }
+    const docs = await this.#tracked(() => this.#h.docsIn(ITEM_DOCS, ids));
     const wanted = new Set(ids);
     const values = new Map<ConversationId, Map<string, Json | undefined>>();
     for (const id of ids) values.set(id, new Map<string, Json | undefined>(docs.get(id) ?? []));
@@ -255,8 +297,10 @@ export class ConversationList {
       for (const doc of change.docs)
         if (wanted.has(doc.conversationId) && (ITEM_DOCS as readonly string[]).includes(doc.name))
           values.get(doc.conversationId)!.set(doc.name, doc.value);
-    if (this.#reads === 0) this.#since.length = 0;
+    const deleted = this.#deletedSince(start);
+    this.#settle();
     for (const id of ids) {
+      if (deleted.has(id)) continue;
       const read = values.get(id)!;
       const away = awayOf(this.#h.awayOf(id));
       out.set(id, {
@@ -273,28 +317,6 @@ export class ConversationList {
   #handOut(item: ConversationSummary): ConversationSummary {
     const title = redactTitle(item.title, this.#secrets);
     return title === item.title ? item : { ...item, title };
-  }
-
-  /** The smallest id inside the newest `limit`, or 0 when the list is shorter. */
-  #pageFloor(limit: number): ConversationId {
-    return this.#order[this.#order.length - limit] ?? 0;
-  }
-
-  #insertId(id: ConversationId): void {
-    if (this.#listed.has(id)) return;
-    this.#listed.add(id);
-    const order = this.#order;
-    // New conversations get the highest id: appended. Anything else goes in its place.
-    if (order.length === 0 || order[order.length - 1]! < id) order.push(id);
-    else order.splice(lowerBound(order, id), 0, id);
-  }
-
-  #remove(id: ConversationId): boolean {
-    this.#items.delete(id);
-    if (!this.#listed.delete(id)) return false;
-    const at = lowerBound(this.#order, id);
-    if (this.#order[at] === id) this.#order.splice(at, 1);
-    return true;
   }
 
   #readSecrets(): void {
@@ -324,17 +346,22 @@ export class ConversationList {
     listener: Listener<ConversationPage>,
     onEnd: () => void = () => undefined,
   ): () => void {
+    // The ids of the page being delivered or last delivered (none yet: every change concerns it).
+    let shown: Set<ConversationId> | undefined;
     const watcher: Watcher<ConversationPage> = new Watcher(
       listener,
-      () => this.page(limit),
+      async () => {
+        const page = await this.page(limit);
+        shown = new Set(page.items.map((item) => item.id));
+        return page;
+      },
       () => {
         this.#watchers.delete(watcher);
         onEnd();
       },
       (change) => {
-        if (change.all) return true;
-        const floor = this.#pageFloor(limit);
-        for (const id of change.touched) if (id >= floor) return true;
+        if (change.all || shown === undefined) return true;
+        for (const id of change.touched) if (shown.has(id)) return true;
         return false;
       },
     );
@@ -353,13 +380,19 @@ export class ConversationList {
     const touched = new Set<ConversationId>();
     let all = false;
     for (const record of change.conversations) {
-      if (record.owner || this.#listed.has(record.id)) continue;
-      // Created by this commit: its documents are all in this change set (applied below).
-      this.#insertId(record.id);
+      // Created by this commit (a change set names a conversation only when it creates it): its
+      // documents are all in this change set (applied below).
+      if (record.owner || this.#items.has(record.id)) continue;
       this.#items.set(record.id, { id: record.id, title: defaultTitle(record.id), busy: false });
+      if (this.#total !== undefined) this.#total++;
       all = true;
     }
-    for (const id of change.deletedConversations ?? []) all = this.#remove(id) || all;
+    if ((change.deletedConversations?.length ?? 0) > 0) {
+      // Whether each was listed is not known without a read: the total is counted again.
+      for (const id of change.deletedConversations!) this.#items.delete(id);
+      this.#total = undefined;
+      all = true;
+    }
     for (const doc of change.docs) {
       if (
         doc.conversationId === SETTINGS_CONVERSATION &&
@@ -371,7 +404,6 @@ export class ConversationList {
         continue;
       }
       if (doc.name !== TITLE_DOC && doc.name !== DOC.live) continue;
-      if (!this.#listed.has(doc.conversationId)) continue;
       const item = this.#items.get(doc.conversationId);
       // Not read yet: whoever hands it out reads it, newer than this change.
       if (!item) {
@@ -393,7 +425,7 @@ export class ConversationList {
       }
     }
     for (const move of change.moves ?? []) {
-      if (move.role !== "out" || !this.#listed.has(move.conversationId)) continue;
+      if (move.role !== "out") continue;
       touched.add(move.conversationId);
       const item = this.#items.get(move.conversationId);
       if (!item) continue;
@@ -405,16 +437,4 @@ export class ConversationList {
     const listChange: ListChange = { touched, all };
     for (const w of this.#watchers) if (w.concerns(listChange)) w.changed();
   }
-}
-
-/** The first index of ascending `ids` whose id is not below `id`. */
-function lowerBound(ids: readonly number[], id: number): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (ids[mid]! < id) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

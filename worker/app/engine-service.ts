@@ -389,7 +389,7 @@ export class HarnessEngine implements EngineService {
       limit: limit - items.length,
       ...(before !== undefined && before !== Number.MAX_SAFE_INTEGER ? { before } : {}),
       secrets,
-      accept: (id) => list.has(id),
+      accept: (ids) => list.listedAmong(ids),
       skip: new Set(items.map((c) => c.id)),
     });
     items.push(...(await list.pick(page.ids)));
@@ -399,7 +399,7 @@ export class HarnessEngine implements EngineService {
   async renameConversation(conversationId: ConversationId, title: string): Promise<void> {
     const h = await this.#harness();
     const trimmed = checkTitle(title);
-    h.requireConversation(conversationId);
+    await h.requireLoadedConversation(conversationId);
     await h.transaction((tx) => tx.writeDoc(conversationId, TITLE_DOC, { title: redactedIn(tx, trimmed) }));
   }
 
@@ -408,7 +408,7 @@ export class HarnessEngine implements EngineService {
       throw new TypeError("deleteConversation takes a conversation id");
     const h = await this.#harness();
     // Its schedules' tasks end first (a live task refuses the deletion); the schedules go with it.
-    if (h.conversationRecord(conversationId)) await endSchedules(h, conversationId);
+    if (await h.loadConversation(conversationId)) await endSchedules(h, conversationId);
     await h.deleteConversation(conversationId);
   }
 
@@ -417,9 +417,9 @@ export class HarnessEngine implements EngineService {
     const list = await this.#conversationList();
     const h = await this.#harness();
     const secrets = savedSecrets((c, name) => h.docNow(c, name));
-    return (await searchConversationText(h.store, text.slice(0, 500), { secrets })).filter((id) =>
-      list.has(id),
-    );
+    const found = await searchConversationText(h.store, text.slice(0, 500), { secrets });
+    const listed = await list.listedAmong(found);
+    return found.filter((id) => listed.has(id));
   }
 
   async createConversation(title?: string): Promise<ConversationId> {
@@ -452,7 +452,7 @@ export class HarnessEngine implements EngineService {
 
   async abort(conversationId: ConversationId): Promise<void> {
     const h = await this.#harness();
-    await h.requireConversation(conversationId).abort();
+    await (await h.requireLoadedConversation(conversationId)).abort();
   }
 
   async withdraw(conversationId: ConversationId, submissionId: number): Promise<WithdrawOutcome> {
@@ -463,12 +463,12 @@ export class HarnessEngine implements EngineService {
 
   async reset(conversationId: ConversationId): Promise<number> {
     const h = await this.#harness();
-    return (await h.requireConversation(conversationId).reset()).id;
+    return (await (await h.requireLoadedConversation(conversationId)).reset()).id;
   }
 
   async compact(conversationId: ConversationId): Promise<CompactOutcome> {
     const h = await this.#harness();
-    const taskId = await h.requireConversation(conversationId).compact();
+    const taskId = await (await h.requireLoadedConversation(conversationId)).compact();
     const done = await h.waitForTask(taskId);
     const outcome = done.state.status === "terminal" ? done.state.outcome : undefined;
     if (outcome?.status !== "completed") {
@@ -484,7 +484,7 @@ export class HarnessEngine implements EngineService {
 
   async setModel(conversationId: ConversationId, model: ModelRef): Promise<void> {
     const h = await this.#harness();
-    await h.requireConversation(conversationId).configure({ model });
+    await (await h.requireLoadedConversation(conversationId)).configure({ model });
   }
 
   async models(): Promise<ModelChoice[]> {
@@ -509,7 +509,9 @@ export class HarnessEngine implements EngineService {
   }
 
   async agentSettings(conversationId: ConversationId): Promise<AgentSettingsView> {
-    const agent = await (await this.#harness()).requireConversation(conversationId).agentState();
+    const agent = await (
+      await (await this.#harness()).requireLoadedConversation(conversationId)
+    ).agentState();
     return {
       ...(agent.model ? { model: agent.model } : {}),
       ...(agent.thinkingLevel ? { thinkingLevel: agent.thinkingLevel } : {}),
@@ -519,7 +521,7 @@ export class HarnessEngine implements EngineService {
 
   async configureAgent(conversationId: ConversationId, change: AgentSettingsChange): Promise<void> {
     const h = await this.#harness();
-    await h.requireConversation(conversationId).configure(checkAgentChange(change));
+    await (await h.requireLoadedConversation(conversationId)).configure(checkAgentChange(change));
   }
 
   async exportConversation(conversationId: ConversationId): Promise<{ fileName: string; text: string }> {
@@ -598,7 +600,7 @@ export class HarnessEngine implements EngineService {
   ): Promise<number> {
     mark("watch:called");
     const h = await this.#harness();
-    h.requireConversation(conversationId);
+    await h.requireLoadedConversation(conversationId);
     const watch = await h.pageMount(conversationId).watch();
     const id = this.#nextWatch++;
     this.#watches.set(id, { tabId, watch });
@@ -617,7 +619,7 @@ export class HarnessEngine implements EngineService {
     listener: (events: readonly AgentEvent[]) => Promise<void> | void,
   ): Promise<number> {
     const h = await this.#harness();
-    h.requireConversation(conversationId);
+    await h.requireLoadedConversation(conversationId);
     const stream = await watchEvents(h, conversationId);
     const id = this.#nextWatch++;
     this.#streams.set(id, { tabId, stop: () => void stream.stop(), pending: () => stream.pending });
@@ -665,12 +667,12 @@ export class HarnessEngine implements EngineService {
 
   async entries(conversationId: ConversationId) {
     const h = await this.#harness();
-    return h.requireConversation(conversationId).entries();
+    return (await h.requireLoadedConversation(conversationId)).entries();
   }
 
   async entriesBefore(conversationId: ConversationId, beforeId: EntryId, limit: number): Promise<EntryPage> {
     const h = await this.#harness();
-    h.requireConversation(conversationId);
+    await h.requireLoadedConversation(conversationId);
     if (!Number.isInteger(beforeId) || !Number.isInteger(limit) || limit < 1)
       throw new TypeError("entriesBefore takes an entry id and a positive whole limit");
     return h.entryPage(conversationId, { before: beforeId, limit: Math.min(limit, MAX_PAGE) });

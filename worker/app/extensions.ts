@@ -92,7 +92,7 @@ export async function conversationExtensions(
   conversationId: ConversationId,
 ): Promise<ExtensionChoice[]> {
   // UIs re-resolve through Conversation.agent() (spec §7.1): its extensions are the selection now.
-  const selected = new Set((await h.requireConversation(conversationId).agent()).extensions);
+  const selected = new Set((await (await h.requireLoadedConversation(conversationId)).agent()).extensions);
   const snapshot = h.extensions.snapshot();
   const imported = new Set(
     userToolStatuses(h)
@@ -124,7 +124,7 @@ export async function setExtensionEnabled(
   if (typeof enabled !== "boolean") throw new TypeError("enabled must be true or false");
   if (enabled && !h.extensions.snapshot().extension(name))
     throw new TypeError(`no extension named ${JSON.stringify(name)} is installed`);
-  const conversation = h.requireConversation(conversationId);
+  const conversation = await h.requireLoadedConversation(conversationId);
   const current = (await conversation.agentState()).extensions;
   let next: string[] | { add?: string[]; remove?: string[] } | null;
   if (Array.isArray(current)) {
@@ -146,7 +146,7 @@ export async function setExtensionEnabled(
 
 /** The user tools a conversation selects, as an export carries them. */
 export async function exportedUserTools(h: AgentHarness, conversationId: ConversationId): Promise<Json[]> {
-  const names = (await h.requireConversation(conversationId).agent()).extensions
+  const names = (await (await h.requireLoadedConversation(conversationId)).agent()).extensions
     .filter(isUserExtension)
     .map((name) => name.slice(USER_EXTENSION_PREFIX.length));
   return userToolSources(h, names) as unknown as Json[];

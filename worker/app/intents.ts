@@ -163,7 +163,7 @@ export async function submitWithTitle(
   conversationId: ConversationId,
   request: SubmitRequest,
 ): Promise<SubmissionRecord> {
-  h.requireConversation(conversationId);
+  await h.requireLoadedConversation(conversationId);
   // The title check reads the conversation's documents: loaded before the commit, not inside it.
   await h.doc(conversationId, TITLE_DOC);
   return h.transaction((tx) => submitTitledIn(h, tx, conversationId, request));
@@ -191,7 +191,7 @@ export async function resendAsFork(
   if (typeof text !== "string") throw new TypeError("resendAsFork needs the text to send");
   if (keep !== undefined && (!Array.isArray(keep) || !keep.every((i) => Number.isInteger(i) && i >= 0)))
     throw new TypeError("resendAsFork keeps files by their indexes (integers from 0)");
-  h.requireConversation(conversationId);
+  await h.requireLoadedConversation(conversationId);
   const kept = await keptFiles(h, conversationId, entryId, keep);
   if (!text.trim() && kept.length === 0)
     throw new TypeError("resendAsFork needs the text to send or a file to keep");

@@ -306,7 +306,7 @@ export class Moves {
   async moveOut(local: ConversationId, peer: string): Promise<MoveResult> {
     const limit = this.options.maxPackageChars?.(peer);
     const bound = this.options.maxStagedBytes?.(peer);
-    const handle = this.harness.conversation(local);
+    const handle = await this.harness.loadedConversation(local);
     if (limit !== undefined && handle) {
       const entries = JSON.stringify(await handle.entries());
       if (bound === undefined && entries.length > limit) throw tooLarge(limit);

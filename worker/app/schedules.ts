@@ -324,7 +324,7 @@ export async function createSchedule(
   conversationId: ConversationId,
   draft: ScheduleDraft,
 ): Promise<Schedule> {
-  if (!h.conversationRecord(conversationId)) throw new UnknownConversation(conversationId);
+  if (!(await h.loadConversation(conversationId))) throw new UnknownConversation(conversationId);
   return h.transaction((tx) => {
     const now = tx.now();
     const { description } = previewSchedule(draft, now);
@@ -352,7 +352,7 @@ export async function updateSchedule(
   id: string,
   draft: ScheduleDraft,
 ): Promise<Schedule> {
-  if (!h.conversationRecord(conversationId)) throw new UnknownConversation(conversationId);
+  if (!(await h.loadConversation(conversationId))) throw new UnknownConversation(conversationId);
   const s = await h.transaction((tx) => {
     const now = tx.now();
     const old = requireSchedule(tx, conversationId, id);
@@ -382,7 +382,7 @@ export async function pauseSchedule(
   id: string,
   paused: boolean,
 ): Promise<Schedule> {
-  if (!h.conversationRecord(conversationId)) throw new UnknownConversation(conversationId);
+  if (!(await h.loadConversation(conversationId))) throw new UnknownConversation(conversationId);
   const s = await h.transaction((tx) => {
     const old = requireSchedule(tx, conversationId, id);
     if (old.paused === paused || old.done) return old;
@@ -402,7 +402,7 @@ export async function deleteSchedule(
   conversationId: ConversationId,
   id: string,
 ): Promise<void> {
-  if (!h.conversationRecord(conversationId)) throw new UnknownConversation(conversationId);
+  if (!(await h.loadConversation(conversationId))) throw new UnknownConversation(conversationId);
   await h.transaction((tx) => {
     requireSchedule(tx, conversationId, id);
     writeSchedules(

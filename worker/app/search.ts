@@ -80,7 +80,8 @@ export interface TextPage {
 /**
  * Up to `limit` conversations (their newest matching message first) whose user or assistant text
  * contains `text`, among the entries below `before` (all, when absent), reading at most `scanRows`
- * entry ids. `accept` filters the conversations (the top-level ones); `skip` ones are not counted.
+ * entry ids. `accept` filters the conversations (the top-level ones: of the ids it is given, those
+ * it resolves with; asked once per window); `skip` ones are not counted.
  */
 export async function searchConversationPage(
   store: Store,
@@ -89,7 +90,7 @@ export async function searchConversationPage(
     limit: number;
     before?: number;
     secrets?: readonly string[];
-    accept?: (id: number) => boolean;
+    accept?: (ids: readonly number[]) => Promise<ReadonlySet<number>>;
     skip?: ReadonlySet<number>;
     scanRows?: number;
     window?: number;
@@ -112,9 +113,14 @@ export async function searchConversationPage(
       to,
     });
     read += to - from;
+    const accepted = options.accept
+      ? await options.accept(
+          [...new Set(candidates.map((e) => e.conversationId))].filter((id) => !seen.has(id)),
+        )
+      : undefined;
     for (const entry of candidates) {
       const id = entry.conversationId;
-      if (seen.has(id) || !(options.accept?.(id) ?? true)) continue;
+      if (seen.has(id) || (accepted !== undefined && !accepted.has(id))) continue;
       if (
         !redactSecrets(entryText(entry), options.secrets ?? [])
           .toLowerCase()

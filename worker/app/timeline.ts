@@ -37,7 +37,7 @@ import {
 } from "../agent/records.ts";
 import { abortPendingCalls } from "../agent/tools/round.ts";
 import { defineTask, type TaskDefinition } from "../core/define.ts";
-import { HarnessError, UnknownTask } from "../core/errors.ts";
+import { HarnessError, UnknownConversation, UnknownTask } from "../core/errors.ts";
 import { entriesByTasks, entriesContaining, tasksOverlapping, tasksSpan } from "../core/queries.ts";
 import type {
   ChangeSet,
@@ -77,19 +77,18 @@ export class RerunRefused extends HarnessError {
   }
 }
 
-/** The conversation and every conversation its tasks own, theirs too (breadth first, bounded). */
-export function runConversations(h: AgentHarness, conversationId: ConversationId): ConversationId[] {
-  const children = new Map<ConversationId, ConversationId[]>();
-  for (const r of h.conversationRecords()) {
-    if (!r.owner) continue;
-    const list = children.get(r.owner.conversationId) ?? [];
-    list.push(r.id);
-    children.set(r.owner.conversationId, list);
-  }
-  const out = [conversationId];
-  for (let i = 0; i < out.length && out.length < MAX_CONVERSATIONS; i++)
-    for (const child of children.get(out[i]!) ?? []) out.push(child);
-  return out.slice(0, MAX_CONVERSATIONS);
+/**
+ * The conversation and every conversation its tasks own, theirs too (breadth first, bounded), their
+ * records read by the owner index when not in memory (`loadBelow`): O(the run), not O(store).
+ * Rejects with UnknownConversation when there is none.
+ */
+export async function runConversations(
+  h: AgentHarness,
+  conversationId: ConversationId,
+): Promise<ConversationId[]> {
+  const below = await h.loadBelow(conversationId);
+  if (!below) throw new UnknownConversation(conversationId);
+  return below.slice(0, MAX_CONVERSATIONS).map((r) => r.id);
 }
 
 /** Usage as an assistant message or a tool's result carries it (pi-ai's `Usage`), read defensively. */
@@ -445,9 +444,8 @@ export async function timelinePage(
   conversationId: ConversationId,
   range: TimelineRange,
 ): Promise<TimelinePage & { readonly conversations: readonly ConversationId[] }> {
-  h.requireConversation(conversationId);
   const now = h.now();
-  const conversations = runConversations(h, conversationId);
+  const conversations = await runConversations(h, conversationId);
   const span = await tasksSpan(h.store, { conversations, now });
   const { from, to, limit } = resolveRange(range, span, now);
   const { tasks, total } = await tasksOverlapping(h.store, { conversations, from, to, now, limit });
@@ -487,8 +485,7 @@ export async function timelineDetail(
   conversationId: ConversationId,
   taskId: TaskId,
 ): Promise<TimelineDetail> {
-  h.requireConversation(conversationId);
-  const conversations = runConversations(h, conversationId);
+  const conversations = await runConversations(h, conversationId);
   const task = await h.getTask(taskId);
   if (!task || !conversations.includes(task.conversationId)) throw new UnknownTask(taskId);
   const now = h.now();
@@ -665,7 +662,7 @@ export async function rerunToolCall(
   conversationId: ConversationId,
   request: { entryId: EntryId; callId: string; requestId: string },
 ): Promise<RerunAnswer> {
-  h.requireConversation(conversationId);
+  await h.requireLoadedConversation(conversationId);
   const callId = rerunCallId(request.requestId);
   // The same request again: the call it made.
   const made = (await entriesContaining(h.store, callId, { kinds: [ENTRY.assistant], limit: 5 })).find(

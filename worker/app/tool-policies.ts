@@ -70,7 +70,7 @@ export async function setToolPolicy(
   conversationId?: ConversationId,
 ): Promise<void> {
   checkPolicy(tool, policy);
-  if (conversationId !== undefined) h.requireConversation(conversationId);
+  if (conversationId !== undefined) await h.requireLoadedConversation(conversationId);
   await h.transaction((tx) => {
     if (conversationId === undefined) {
       const now = (tx.readDoc(SETTINGS_CONVERSATION, TOOL_POLICIES_DOC) as Stored | undefined)?.tools ?? {};
@@ -95,7 +95,10 @@ export async function toolPolicyViews(
   h: AgentHarness,
   conversationId?: ConversationId,
 ): Promise<ToolPolicyView[]> {
-  const agent = conversationId === undefined ? {} : await h.requireConversation(conversationId).agentState();
+  const agent =
+    conversationId === undefined
+      ? {}
+      : await (await h.requireLoadedConversation(conversationId)).agentState();
   const settings = h.services.settings();
   const tools = [...h.services.tools(conversationId).values()];
   const app = stored(h);

@@ -394,12 +394,12 @@ export async function conversationTrace(
   conversationId: ConversationId,
   options: { secrets: readonly string[]; now?: number },
 ): Promise<TraceFile> {
-  const records = h.conversationRecords();
-  const conversation = records.find((c) => c.id === conversationId);
-  if (!conversation) throw new UnknownConversation(conversationId);
-  const ids = [conversationId, ...ownedBelow(records, conversationId)];
+  // The conversation and those below it, read by the owner index when not in memory: O(its run).
+  const conversations = await h.loadBelow(conversationId);
+  const conversation = conversations?.[0];
+  if (!conversations || !conversation) throw new UnknownConversation(conversationId);
+  const ids = [conversationId, ...ownedBelow(conversations, conversationId)];
   const set = new Set(ids);
-  const conversations = records.filter((c) => set.has(c.id));
   const tasks = (await h.tasks()).filter((t) => set.has(t.conversationId));
   const entries: EntryRecord[] = [];
   const live = new Map<ConversationId, LiveState>();

@@ -78,7 +78,7 @@ export async function exportConversation(
   conversationId: ConversationId,
   options: { documents: readonly string[]; secrets: readonly string[]; userTools?: readonly Json[] },
 ): Promise<string> {
-  const conversation = h.requireConversation(conversationId);
+  const conversation = await h.requireLoadedConversation(conversationId);
   const entries = await conversation.entries();
   const documents: Record<string, Json> = {};
   for (const name of options.documents) {

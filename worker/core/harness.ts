@@ -718,6 +718,36 @@ export class Harness {
     return this.#session.conversation(id);
   }
 
+  /**
+   * A conversation's record and those of the conversations below it (owned by its tasks,
+   * transitively), read from the store on first access (with the forks of any of them:
+   * `Session.ensureScope`); undefined when there is no such conversation. The first is `id`'s.
+   */
+  async loadBelow(id: ConversationId): Promise<ConversationRecord[] | undefined> {
+    const record = await this.#session.conversation(id);
+    if (!record) return undefined;
+    await this.#session.ensureScope(id);
+    const children = new Map<ConversationId, ConversationRecord[]>();
+    for (const r of this.#session.records.conversations.values()) {
+      if (!r.owner) continue;
+      const list = children.get(r.owner.conversationId);
+      if (list) list.push(r);
+      else children.set(r.owner.conversationId, [r]);
+    }
+    const out = [record];
+    for (let i = 0; i < out.length; i++)
+      for (const child of children.get(out[i]!.id) ?? []) if (child.id !== id) out.push(child);
+    return out;
+  }
+
+  /**
+   * The conversations task `taskId` owns, from memory: complete for a live task (the open loads
+   * what live tasks own; later ones are created in this process).
+   */
+  conversationsOwnedBy(taskId: TaskId): ConversationId[] {
+    return [...(this.#session.records.ownedConversations.get(taskId) ?? [])].sort((a, b) => a - b);
+  }
+
   /** A submission's committed record, from memory or from the store. */
   submissionRecord(id: SubmissionId): Promise<SubmissionRecord | undefined> {
     return this.#session.submission(id);

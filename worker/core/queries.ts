@@ -196,3 +196,36 @@ export async function entriesByTasks(
     return readEntryRows(sql, rows);
   });
 }
+
+/**
+ * Top-level conversations (owned by no task: the list's), by the `conversations_top_level` index:
+ * their ids newest first, below `before` when given, at most `limit` (all when absent), and with
+ * `total`, how many there are; one read job.
+ */
+export async function topLevelConversations(
+  store: Store,
+  options: { limit?: number; before?: number; total?: boolean } = {},
+): Promise<{ ids: number[]; total?: number }> {
+  return store.read(async (sql) => {
+    const rows = await sql.all(
+      `SELECT id FROM conversations WHERE owner_task IS NULL AND id < ? ORDER BY id DESC LIMIT ?`,
+      [options.before ?? Number.MAX_SAFE_INTEGER, options.limit ?? -1],
+    );
+    const ids = rows.map((row) => Number(row["id"]));
+    if (!options.total) return { ids };
+    const count = await sql.get(`SELECT count(*) AS n FROM conversations WHERE owner_task IS NULL`);
+    return { ids, total: Number(count?.["n"] ?? 0) };
+  });
+}
+
+/** Those of `ids` that are stored top-level conversations (one read, the ids as one JSON parameter). */
+export async function topLevelAmong(store: Store, ids: readonly number[]): Promise<Set<number>> {
+  if (ids.length === 0) return new Set();
+  const rows = await store.read((sql) =>
+    sql.all(
+      `SELECT id FROM conversations WHERE id IN (SELECT value FROM json_each(?)) AND owner_task IS NULL`,
+      [JSON.stringify(ids)],
+    ),
+  );
+  return new Set(rows.map((row) => Number(row["id"])));
+}

@@ -95,7 +95,9 @@ function testEndpoints(host: EngineHost): DebugApi {
     async ticker(taskId): Promise<TickerStatus> {
       const h = await engine.harness();
       const record = await h.getTask(taskId);
-      const entries = record ? await h.requireConversation(record.conversationId).entries() : [];
+      const entries = record
+        ? await (await h.requireLoadedConversation(record.conversationId)).entries()
+        : [];
       const trail = entries
         .filter((e) => tickEntry.is(e) && e.data.taskId === taskId)
         .map((e) => (e.data as TickData).n);

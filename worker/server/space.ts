@@ -570,7 +570,7 @@ export class Space {
     const handle =
       conversation === undefined
         ? await harness.createConversation({ ownership: { kind: "ownerless" } })
-        : harness.conversation(conversation as ConversationId);
+        : await harness.loadedConversation(conversation as ConversationId);
     if (!handle) throw new BadRequest(`no conversation ${String(conversation)}`);
     const submission = await handle.submit({
       type: "input",
@@ -582,7 +582,7 @@ export class Space {
   }
 
   async #view(harness: AgentHarness, conversation: ConversationId): Promise<Record<string, unknown>> {
-    const handle = harness.conversation(conversation);
+    const handle = await harness.loadedConversation(conversation);
     if (!handle) throw new BadRequest(`no conversation ${conversation}`);
     const entries = await handle.entries();
     return {

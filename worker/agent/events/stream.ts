@@ -77,7 +77,7 @@ export async function watchEvents(
   conversationId: ConversationId,
   options: WatchEventsOptions = {},
 ): Promise<AgentEventStream> {
-  if (!harness.conversationRecord(conversationId)) throw new UnknownConversation(conversationId);
+  if (!(await harness.loadConversation(conversationId))) throw new UnknownConversation(conversationId);
   const limit = options.limit ?? WATCH_FRAME_LIMIT;
   let watch: Watch<Batch> | undefined;
   let deriver: EventDeriver | undefined;

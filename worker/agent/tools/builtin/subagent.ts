@@ -172,7 +172,8 @@ export function createSubagentTask(
     initial: () => ({ phase: "run" }),
     phases: {
       run: async (task, runtime, signal) => {
-        const child = services.core.conversationRecords().find((c) => c.owner?.taskId === task.id)?.id;
+        // Owned by this live task: in memory (the open loads what live tasks own).
+        const child = services.core.conversationsOwnedBy(task.id)[0];
         if (child === undefined) {
           await runtime.commit(() => ({
             status: "terminal",
