@@ -283,9 +283,8 @@ export class AgentHarness extends Harness {
     const harness: AgentHarness = new AgentHarness(store, {
       ...rest,
       preloadDocs: [SETTINGS_CONVERSATION, ...(options.preloadDocs ?? [])],
-      // The agent and the app still read conversation records synchronously (conversation(id),
-      // conversationRecords(): docs/ARCHITECTURE.md, "Flat as the store grows"): every one at open.
-      preloadConversations: options.preloadConversations ?? "all",
+      // Conversation records load on demand (docs/ARCHITECTURE.md, "Flat as the store grows"): the
+      // open reads live work's; a caller naming another awaits `loadConversation` first.
       prepare: async (): Promise<void> => {
         await piAi;
         await prepare?.(harness);
@@ -449,7 +448,8 @@ export class AgentHarness extends Harness {
     request: ApprovalRequest,
     signal?: AbortSignal,
   ): Promise<ApprovalAnswer> {
-    await this.requireLoadedConversation(conversationId);
+    // In memory (the usual case: a call waits in a live conversation), the commit is asked at once.
+    if (!this.conversationRecord(conversationId)) await this.requireLoadedConversation(conversationId);
     return this.transaction((tx) => decideApproval(tx, conversationId, request), signal);
   }
 

@@ -407,7 +407,7 @@ describe("conversations", () => {
     });
     await core.close();
     const { h } = await open(echo, { store: await memoryStore(store.image()) });
-    expect(await h.conversation(id)!.agentState()).toEqual({});
+    expect(await (await h.loadedConversation(id))!.agentState()).toEqual({});
     expect(await h.doc(id, "pi.agent")).toBeUndefined();
   });
 

@@ -215,7 +215,8 @@ describe("fork", () => {
     await setup.h.close();
 
     setup = await open(echo, { store: await memoryStore(store.image()) });
-    const reopened = setup.h.conversation(childId)!;
+    // Loaded when named: the reopen read only live work's records.
+    const reopened = (await setup.h.loadedConversation(childId))!;
     expect(setup.h.conversationRecord(childId)?.parent).toEqual({ conversationId: 1, at });
     expect((await reopened.entries()).map((e) => e.id)).toEqual(before);
     expect(await reopened.agentState()).toEqual({ instructions: "kept" });

@@ -82,7 +82,7 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   const id = await core.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
   await core.close();
   const { h } = await open(echo, { extensions, store: await memoryStore(store.image()) });
-  const bare = h.conversation(id)!;
+  const bare = (await h.loadedConversation(id))!;
   expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
   // Nothing at all is written: no commit, not only no pi.agent (reading 23b).
   let commits = 0;

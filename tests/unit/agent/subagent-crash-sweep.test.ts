@@ -59,7 +59,9 @@ async function observe(h: AgentHarness): Promise<Observed> {
   const root = await h.root();
   await h.waitForIdle();
   const calls = (await h.tasks({ kind: "pi.tool" })).filter((t) => t.conversationId === root.id);
-  const owned = h.conversationRecords().filter((c) => calls.some((t) => t.id === c.owner?.taskId));
+  // Read by the owner index: a reopened harness loads records on demand.
+  const below = (await h.loadBelow(root.id)) ?? [];
+  const owned = below.filter((c) => calls.some((t) => t.id === c.owner?.taskId));
   const child = owned[0]!;
   const parentEntries = await root.entries();
   const childEntries = await h.entries(child.id);

@@ -55,7 +55,7 @@ interface Seed {
 }
 
 const firstUserEntry = async (h: AgentHarness, c: ConversationId, text: string) =>
-  (await h.requireConversation(c).entries()).find(
+  (await (await h.requireLoadedConversation(c)).entries()).find(
     (e) => e.kind === "pi.user" && textOf(messageOf(e)) === text,
   )!.id;
 
@@ -90,8 +90,10 @@ interface Held {
 }
 
 async function held(h: AgentHarness, id: ConversationId): Promise<Held> {
-  const own = (await h.requireConversation(id).entries()).filter((e) => e.conversationId === id);
-  const { model, thinkingLevel, instructions } = await h.requireConversation(id).agentState();
+  // A reopened store's idle conversation loads when named.
+  const conversation = await h.requireLoadedConversation(id);
+  const own = (await conversation.entries()).filter((e) => e.conversationId === id);
+  const { model, thinkingLevel, instructions } = await conversation.agentState();
   return {
     id,
     title: ((await h.doc(id, TITLE_DOC)) as { title?: string } | undefined)?.title,
@@ -106,10 +108,11 @@ async function held(h: AgentHarness, id: ConversationId): Promise<Held> {
 
 /** The conversations the runs made (the seed has 1..3). */
 async function made(h: AgentHarness): Promise<Held[]> {
-  const ids = h
-    .conversationRecords()
-    .filter((r) => r.id > 3 && !r.owner)
-    .map((r) => r.id);
+  // From the store: a reopened harness loads conversation records on demand.
+  const rows = await h.store.read((sql) =>
+    sql.all("SELECT id FROM conversations WHERE id > 3 AND owner_task IS NULL ORDER BY id"),
+  );
+  const ids = rows.map((row) => Number(row["id"]));
   return Promise.all(ids.map((id) => held(h, id)));
 }
 
@@ -189,7 +192,12 @@ async function oldSubmit(
   text: string,
   requestId: string,
 ): Promise<void> {
-  await h.requireConversation(id).submit({ type: "input", content: text, whenBusy: "followUp", requestId });
+  await (await h.requireLoadedConversation(id)).submit({
+    type: "input",
+    content: text,
+    whenBusy: "followUp",
+    requestId,
+  });
   const title = titleFromInput(text);
   if (title && (await h.doc(id, TITLE_DOC)) === undefined)
     await h.transaction((tx) => tx.writeDoc(id, TITLE_DOC, { title }));
@@ -212,7 +220,7 @@ async function oldResend(
       await h.forkConversation(source, before.id, { ...OWNERLESS, init: (tx, c) => forkTitle(tx, source, c) })
     ).id;
   else {
-    const settings = await h.requireConversation(source).agentState();
+    const settings = await (await h.requireLoadedConversation(source)).agentState();
     id = (await h.createConversation(OWNERLESS)).id;
     if (settings.model) await h.requireConversation(id).configure({ model: settings.model });
     if (settings.thinkingLevel || settings.instructions)

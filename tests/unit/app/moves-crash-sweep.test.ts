@@ -97,7 +97,13 @@ async function run(direction: Direction, cut: Cut, label: string): Promise<Outco
   const receiver = senderSide === "browser" ? server : browser;
   const c = await midToolRound(sender);
   // The receiver's copy: its one conversation besides the root (it starts with none).
+  // (In memory: the watcher below runs inside a publish; a reopened receiver loads it with its live work.)
   const adopted = () => receiver.harness.conversationRecords().find((r) => r.id !== 1)?.id;
+  // The same from the store (a reopen loads conversation records on demand).
+  const adoptedStored = async () =>
+    (await receiver.harness.store.read((sql) => sql.all("SELECT id FROM conversations WHERE id <> 1"))).map(
+      (row) => Number(row["id"]),
+    );
   const violations: string[] = [];
   const watch = (home: Home) =>
     home.harness.subscribe(() => {
@@ -209,8 +215,11 @@ async function run(direction: Direction, cut: Cut, label: string): Promise<Outco
   const count = cut.kind === "crash" ? target!.store.stats.transactions - (crashed ? 0 : base) : calls;
   try {
     // Whole in the receiver, which owns it; read-only in the sender, marked as living there.
-    expect(id, label).toBe(adopted());
-    expect(transcript(await receiver.harness.requireConversation(id!).entries()), label).toEqual(EXPECTED);
+    expect([id], label).toEqual(await adoptedStored());
+    expect(
+      transcript(await (await receiver.harness.requireLoadedConversation(id!)).entries()),
+      label,
+    ).toEqual(EXPECTED);
     for (const requestId of ["r1", "r2"])
       expect(
         (await receiver.harness.submissionByRequest(id!, requestId))?.status,
@@ -218,7 +227,7 @@ async function run(direction: Direction, cut: Cut, label: string): Promise<Outco
       ).toBe("done");
     expect(owned(receiver, id), label).toBe(true);
     expect(sender.harness.awayOf(c), label).toMatchObject({ status: "done", remote: id });
-    expect(transcript(await sender.harness.requireConversation(c).entries()), label).toEqual(
+    expect(transcript(await (await sender.harness.requireLoadedConversation(c)).entries()), label).toEqual(
       EXPECTED.slice(0, 4),
     );
     // Each tool call's effect once, each run by the home that owned the conversation.

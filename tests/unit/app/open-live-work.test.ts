@@ -4,9 +4,8 @@
  * the rows every job returns. Two stores hold the same live work (a running ticker) and a dozen
  * titled conversations; the second also holds 1,000 idle conversations with their documents, 2,000
  * entries and 10,000 terminal tasks (copied by the growth bench's bulk seed). The app's open reads
- * the same rows from both, but for one `conversations` row per conversation (the core keeps every
- * conversation's record in memory: see docs/ARCHITECTURE.md, "Flat as the store grows"); the
- * list's open reads nothing, and its first page (its ids and the total by the top-level index, then
+ * the same rows from both, not one `conversations` row more (the agent loads conversation records on
+ * demand: docs/ARCHITECTURE.md, "Flat as the store grows"); the list's open reads nothing, and its first page (its ids and the total by the top-level index, then
  * their documents) reads the same rows from both, as does a
  * conversation's usage roll-up (which the tab asks for when a conversation opens).
  */
@@ -134,9 +133,9 @@ test("the app's open and the list's first page read what live work and the page 
   // The history is there.
   expect(after.tasks - before.tasks).toBe(TERMINAL_TASKS);
   expect(after.page.total - before.page.total).toBe(IDLE_CONVERSATIONS);
-  // The open: one conversations row per conversation more, and nothing else (no task, document,
-  // entry or submission of the history).
-  expect(after.openRows - before.openRows).toBe(IDLE_CONVERSATIONS);
+  // The open: not one row more (no conversation, task, document, entry or submission of the
+  // history).
+  expect(after.openRows - before.openRows).toBe(0);
   // The list's open reads nothing; its first page reads the same rows whatever the store holds.
   expect(before.listOpenJobs).toBe(0);
   expect(after.listOpenJobs).toBe(0);

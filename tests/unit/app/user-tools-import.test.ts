@@ -130,9 +130,9 @@ describe("an imported tool is opt-in", () => {
     expect(userToolViews(target.h)).toMatchObject([{ name: "greet", imported: true }]);
     // Opened again, the store keeps it opt-in.
     const again = await openApp({ store: await memoryStore(target.store.image()) });
-    await again.h.requireConversation(other).agentState();
+    await (await again.h.requireLoadedConversation(other)).agentState();
     expect(again.h.services.agent(other).tools.has("greet")).toBe(false);
-    await again.h.requireConversation(id).agentState();
+    await (await again.h.requireLoadedConversation(id)).agentState();
     expect(again.h.services.agent(id).tools.has("greet")).toBe(true);
   });
 

@@ -37,7 +37,7 @@ function holdTask(release: Promise<void>) {
 /** Everything the read APIs say about a conversation. */
 async function readAll(setup: Awaited<ReturnType<typeof open>>, c: number) {
   const { h } = setup;
-  const conversation = h.requireConversation(c);
+  const conversation = await h.requireLoadedConversation(c);
   const docs: Record<string, Json | undefined> = {};
   for (const name of ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider", NOTES])
     docs[name] = await h.doc(c, name);
@@ -149,7 +149,7 @@ test("a commit reading an idle conversation's documents sees them, and its work 
   // A new submission in another idle conversation: its inbox is read in the submitting commit, and
   // the generation that answers it reads the conversation's documents.
   expect(internals(second.h).session.records.docsLoaded.has(idle.id)).toBe(false);
-  const again = second.h.requireConversation(idle.id);
+  const again = await second.h.requireLoadedConversation(idle.id);
   await (await again.submit({ type: "input", content: "two", requestId: "two" })).wait();
   const texts = (await again.entries())
     .filter((e) => e.kind === "pi.assistant")
@@ -167,7 +167,7 @@ test("after an open that read none of them, terminal tasks and idle conversation
   await running(first.h);
   const inspection = first.h.inspect();
   const terminal = (await first.h.tasks({ status: "terminal" })).at(-1)!;
-  const idle = first.h.requireConversation(2);
+  const idle = await first.h.requireLoadedConversation(2);
   const idleEntries = await idle.entries();
   const idleAgent = await idle.agentState();
   await first.h.close();
@@ -185,7 +185,9 @@ test("after an open that read none of them, terminal tasks and idle conversation
   expect(await second.h.waitForTask(terminal.id)).toEqual(terminal);
   // A fork of the idle conversation at its last entry sees its history and its agent.
   const at = idleEntries.at(-1)!.id;
-  const child = await second.h.requireConversation(2).fork(at, { ownership: { kind: "ownerless" } });
+  const child = await (await second.h.requireLoadedConversation(2)).fork(at, {
+    ownership: { kind: "ownerless" },
+  });
   expect((await child.entries()).filter((e) => e.id <= at)).toEqual(idleEntries);
   expect(await child.agentState()).toEqual(idleAgent);
   release.resolve();

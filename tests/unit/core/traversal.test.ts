@@ -82,10 +82,14 @@ test("a finished owner's conversation keeps its record and owner edge, also afte
   expect(edge(h.conversationRecords())).toBe(founderId);
   await h.close();
   const again = await reopen(store, { tasks: [founder], models: faux.models, defaultModel: faux.ref });
-  expect(edge(again.conversationRecords())).toBe(founderId);
+  // Loaded when named (the reopen reads live work's records only), with its owner edge.
+  expect((await again.loadConversation(owned))?.owner?.taskId).toBe(founderId);
   // Usable: a new run there (a user interrogating a finished subagent) is ordinary work of it,
   // reached from the root through the owner edge.
-  const input = await again.conversation(owned)!.submit({ type: "input", content: "are you there?" });
+  const input = await (await again.loadedConversation(owned))!.submit({
+    type: "input",
+    content: "are you there?",
+  });
   let idle = false;
   void (await again.root()).waitForIdle().then(() => {
     idle = true;
