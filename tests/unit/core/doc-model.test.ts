@@ -685,6 +685,27 @@ describe("the session surface (spec §3.3, §4)", () => {
     expect(last.ended).toBe(true);
   });
 
+  test("a document state asked for while a commit to its document is under way ends at that commit's value, by its baseline or by one update, never stuck before it (spec §3.7: baseline and subscription atomic)", async () => {
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    for (let n = 2; n <= 6; n++) {
+      // Acquisition and a commit to the document started together, in both orders: whichever lands
+      // first, the state ends at the commit's value, with no later update repeating it.
+      const acquire = () => h.documentState(1, "d");
+      const commit = () => h.transaction((tx) => tx.writeDoc(1, "d", { n }));
+      const state =
+        n % 2 === 0
+          ? (await Promise.all([acquire(), commit()]))[0]
+          : (await Promise.all([commit(), acquire()]))[1];
+      let told = 0;
+      state!.subscribe(() => told++);
+      await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: n }));
+      await new Promise((r) => setTimeout(r, 0));
+      expect([n, state!.value, told]).toEqual([n, { n }, 0]);
+      state!.dispose();
+    }
+  });
+
   test("closing ends every document state at its seal, keeping its last value: a commit that settles during close sends it nothing", async () => {
     const h = await open(await memoryStore());
     await h.transaction((tx) => {
