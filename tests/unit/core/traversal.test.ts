@@ -373,3 +373,24 @@ test("Harness.waitForIdle traverses from every ownerless root: work below a fini
   expect(await idleNow(h)).toBe(true);
   expect((await h.getTask(workerId))?.state.status).toBe("running");
 });
+
+test("Harness.waitForIdle waits for work under any ownerless conversation, not only the root: it resolves only once that work ended", async () => {
+  // spec §5.4: "Harness idle performs the same traversal from every ownerless conversation root".
+  const worker = parked("worker");
+  const { h, root } = await open(echo, { tasks: [worker] });
+  await (await root.submit({ type: "input", content: "the root is idle after this" })).wait();
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const workerId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: other.id }),
+  );
+  await until(() => running(h) === 1, { what: "worker running" });
+  // Read synchronously when the wait resolves: is the worker still live then?
+  let liveAtIdle: boolean | undefined;
+  const idle = h.waitForIdle().then(() => {
+    liveAtIdle = h.inspect().tasks.some((t) => t.record.id === workerId);
+  });
+  await h.abortTask(workerId);
+  await idle;
+  expect(liveAtIdle).toBe(false);
+  expect((await h.getTask(workerId))?.state.status).toBe("terminal");
+});
