@@ -283,6 +283,27 @@ describe("retry", () => {
     expect(other.faux.requests).toHaveLength(2);
   });
 
+  test("each classification reads the retry policy afresh: maxRetries lowered while a retried request is in flight gives up after it", async () => {
+    // spec §2.2: "The retry policy is read when generation classifies an attempt's result, because it
+    // governs the next attempt" (not once per run: the first classification allowed three retries).
+    const second = deferred();
+    let settings: AgentSettings = { retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 3 } };
+    let sent = 0;
+    const { root, faux } = await open(
+      async () => {
+        if (++sent === 2) await second.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: () => settings },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => faux.requests.length === 2, { what: "the first retry sent" });
+    settings = { retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } };
+    second.resolve();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {
     const { h, root, faux } = await open(() => fauxError("503 Service Unavailable"), {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } },
