@@ -636,6 +636,25 @@ describe("generation", () => {
     ]);
   });
 
+  test("stream.maxRetries is the provider's own retries inside each request; settings.retry alone counts the durable attempts", async () => {
+    // Spec §2.2: `stream.maxRetries` are provider retries inside one request, while `retry` governs
+    // durable generation attempts. Each setting is set where the other would show: a provider budget
+    // of 5 and a durable one of 1 give two requests, each carrying 5. Reading 24b.
+    const sent: unknown[] = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      sent.push(options.maxRetries);
+      return defaultStream(model, context, options);
+    };
+    const { root, faux } = await open(() => fauxError("503 Service Unavailable"), {
+      stream: record,
+      settings: { stream: { maxRetries: 5 }, retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } },
+    });
+    const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+    expect(sent).toEqual([5, 5]);
+  });
+
   test("bad stream settings are refused when the harness opens", async () => {
     const bad: unknown[] = [
       { nope: 1 },

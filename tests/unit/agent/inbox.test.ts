@@ -134,7 +134,7 @@ describe("submissions", () => {
 
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
-    const { h, root, faux } = await open(async (req, n) => {
+    const { h, root, faux, store } = await open(async (req, n) => {
       if (n === 1) await hold.promise;
       return echo(req, n);
     });
@@ -142,6 +142,18 @@ describe("submissions", () => {
     h.subscribe((change) => changes.push(change));
     const first = await root.submit({ type: "input", content: "one" });
     const second = await root.submit({ type: "input", content: "two" });
+    // submit() returned after durable admission (reading 24b): the store as it stands at the return
+    // (a crash image) holds both, the first placed and the second queued, neither settled.
+    const stored = await (await memoryStore(store.image())).read((sql) =>
+      sql.all("SELECT id, body FROM submissions ORDER BY id"),
+    );
+    expect(
+      stored.map((r) => [r["id"], (JSON.parse(String(r["body"])) as { status: string }).status]),
+    ).toEqual([
+      [first.id, "placed"],
+      [second.id, "queued"],
+    ]);
+    expect((await first.record()).status).toBe("placed");
     expect((await second.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([[second.id, "followUp"]]);
     // The stored item is the spec's InboxItem: id, mode and the input's content, nothing else.

@@ -373,3 +373,60 @@ test("Harness.waitForIdle traverses from every ownerless root: work below a fini
   expect(await idleNow(h)).toBe(true);
   expect((await h.getTask(workerId))?.state.status).toBe("running");
 });
+
+test("a task waiting on work outside its conversation is live: that conversation's idle wait resolves only after the wait ends", async () => {
+  // Spec §2.2 "Waiting, deadline-blocked, and completing work is still live and therefore not
+  // idle". Reading 24b: the waiting case was never set up where nothing else kept the conversation
+  // live; here the waited-on task runs in another conversation, so only the waiter holds it.
+  const gate = deferred();
+  const awaited = single("awaited-elsewhere", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("elsewhere"));
+  });
+  const waiter = defineTask<{ on: TaskId }, Go | { phase: "after" }, Json>({
+    name: "cross-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "after" },
+          on: [task.input.on],
+          policy: "allSettled",
+        }));
+      },
+      after: async (_t, runtime) => void (await runtime.commit(() => complete("waited"))),
+    },
+    abort: async () => undefined,
+  });
+  const { h, root } = await open(echo, { tasks: [awaited, waiter] });
+  const elsewhere = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const awaitedId = await h.transaction((tx) =>
+    tx.createTask(awaited, null, { ownership: { kind: "conversation" }, conversationId: elsewhere.id }),
+  );
+  const waiterId = await h.transaction((tx) =>
+    tx.createTask(
+      waiter,
+      { on: awaitedId },
+      { ownership: { kind: "conversation" }, conversationId: root.id },
+    ),
+  );
+  await until(() => h.inspect().tasks.find((t) => t.record.id === waiterId)?.state.kind === "waiting", {
+    what: "the waiter waiting",
+  });
+  let idle = false;
+  const rootIdle = root.waitForIdle().then(() => {
+    idle = true;
+  });
+  // A commit lets the idle predicate look again: the waiting task keeps the root live.
+  await h.transaction(() => undefined);
+  expect(idle).toBe(false);
+  expect(h.inspect().tasks.find((t) => t.record.id === waiterId)?.state).toEqual({
+    kind: "waiting",
+    on: [awaitedId],
+  });
+  gate.resolve();
+  await rootIdle;
+  expect(outcome(await h.getTask(waiterId))).toEqual({ status: "completed", result: "waited" });
+});
