@@ -726,4 +726,38 @@ describe("submission records", () => {
     hold.resolve();
     expect((await sub.wait()).status).toBe("done");
   });
+
+  test("cancelling the wait of a queued input withdraws nothing: it stays queued in its inbox place, and is placed and answered later", async () => {
+    // spec §2.2: "Cancelling wait() only cancels that wait. It does not withdraw the submission". A
+    // placed input cannot be withdrawn at all, so only a queued one shows the clause.
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "later" });
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    for (const sub of [queued, steer]) {
+      const cancel = new AbortController();
+      const waiting = sub.wait(cancel.signal);
+      cancel.abort();
+      await expect(waiting).rejects.toBeInstanceOf(WaitCancelled);
+    }
+    // Another commit after the cancellations, so a withdrawal they queued would have landed.
+    await h.transaction(() => undefined);
+    expect((await queued.record()).status).toBe("queued");
+    expect((await steer.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([
+      [queued.id, "followUp"],
+      [steer.id, "steer"],
+    ]);
+    release.resolve();
+    expect((await first.wait()).status).toBe("done");
+    expect((await steer.wait()).status).toBe("done");
+    expect((await queued.wait()).status).toBe("done");
+    const texts = (await transcript(root)).map((e) => textOf(messageOf(e)));
+    expect(texts).toContain("later");
+    expect(texts).toContain("steer");
+  });
 });
