@@ -6,7 +6,7 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
-import { deferred, until } from "../../../worker/testing.ts";
+import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open, reopen } from "../agent/fixtures.ts";
 import { complete, type Go, outcome, parked, running, single, untilAborted } from "./fixtures.ts";
 
@@ -481,3 +481,58 @@ test("a terminal owner never cascades: the queued inputs of a conversation an ab
   expect((await first.wait()).status).toBe("done");
   expect((await queued.wait()).status).toBe("done");
 });
+
+test.each(["in memory", "after a reopen"])(
+  "a cascade reaches an owned conversation with no live work: the follow-up a failed run left queued there is withdrawn (unanswered, aborted) when its live owner is aborted (%s)",
+  async (when) => {
+    type Step = Go | { phase: "hold"; conversation: number };
+    const owner = defineTask<Json, Step, Json>({
+      name: "idle-inbox-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
+          });
+        },
+        hold: async (_t, _r, signal) => untilAborted(signal),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const hold = deferred();
+    const { h, store, faux } = await open(
+      async (req, n) => {
+        if (n === 1) {
+          await hold.promise;
+          return fauxError("400 invalid request");
+        }
+        return echo(req, n);
+      },
+      { tasks: [owner] },
+    );
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+    const ownedId = h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id;
+    const owned = h.conversation(ownedId)!;
+    const first = await owned.submit({ type: "input", content: "one" });
+    const left = await owned.submit({ type: "input", content: "two" });
+    const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await owned.waitForIdle();
+    // Idle, with no live task, and its inbox holding the follow-up and the write.
+    expect((await left.record()).status).toBe("queued");
+    let engine = h;
+    if (when === "after a reopen") {
+      await h.close();
+      engine = await reopen(store, { models: faux.models, defaultModel: faux.ref, tasks: [owner] });
+    }
+    expect(await engine.abortTask(ownerId)).toBe("marked");
+    expect(outcome(await engine.waitForTask(ownerId))?.status).toBe("aborted");
+    expect(await engine.submissionRecord(left.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await engine.submissionRecord(write.id))?.status).toBe("queued");
+  },
+);
