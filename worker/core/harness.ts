@@ -72,11 +72,11 @@ export interface HarnessOptions {
    */
   onConversationCreated?: (tx: Tx, record: ConversationRecord) => void;
   /**
-   * Runs in the commit where the abort cascade marks work in conversations owned by a cancelled
-   * task, with those conversations (spec §5.4), so the layer above can treat each like
-   * `Conversation.abort()`. Writes only through `tx`.
+   * Runs in each reconcile commit while a live task with cancellation intent owns conversations,
+   * with those conversations (spec §5.4: every conversation the cascade reaches), so the layer above
+   * can treat each like `Conversation.abort()`. Writes only through `tx`; returns true when it wrote.
    */
-  onCascade?: (tx: Tx, conversations: ReadonlySet<ConversationId>) => void;
+  onCascade?: (tx: Tx, conversations: ReadonlySet<ConversationId>) => boolean | undefined;
   /**
    * The history and fork rules (spec §3.1, §3.7) a conversation document's incarnation is created
    * with, by name: fork "current" unless listed in `asOf` (the value at the fork's entry; their

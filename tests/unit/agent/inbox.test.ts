@@ -41,6 +41,18 @@ describe("submissions", () => {
     expect(record.status).toBe("placed");
     expect(liveOf(h).run?.inputs).toEqual([sub.id]);
     expect(root.busy).toBe(true);
+    // Admission is one commit (spec §6's table): the placed record with its user entry, the run in
+    // pi.live naming the generation it creates, and that generation task.
+    const admitting = changes.filter((c) => c.submissions.some((s) => s.id === sub.id));
+    expect(admitting[0]!.submissions.map((s) => [s.id, s.status])).toEqual([[sub.id, "placed"]]);
+    expect(admitting[0]!.entries.map((e) => e.kind)).toEqual(["pi.user"]);
+    expect(admitting[0]!.entries[0]!.id).toBe(record.status === "placed" ? record.entry : -1);
+    const created = admitting[0]!.tasks.map((t) => [t.kind, t.state.status]);
+    expect(created).toEqual([["pi.generation", "pending"]]);
+    const runAt = admitting[0]!.docs.find((d) => d.name === "pi.live")?.value as
+      | { run?: { taskId: number; inputs: number[] } }
+      | undefined;
+    expect(runAt?.run).toEqual({ taskId: admitting[0]!.tasks[0]!.id, inputs: [sub.id] });
     const settled = await sub.wait();
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant"]);
@@ -323,9 +335,21 @@ describe("submissions", () => {
     // A second write: the boundary places every queued write ("all" in the table), whatever the modes.
     const second = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+    const placing: ChangeSet[] = [];
+    h.subscribe((change) => {
+      if (change.submissions.some((s) => s.id === write.id)) placing.push(change);
+    });
     release.resolve();
     await input.wait();
     const entries = await transcript(root);
+    // The boundary's one commit: each write done with its appended entry, the inbox emptied of them.
+    expect(placing).toHaveLength(1);
+    expect(placing[0]!.submissions.map((s) => [s.id, s.status])).toEqual([
+      [write.id, "done"],
+      [second.id, "done"],
+    ]);
+    expect(placing[0]!.entries.map((e) => e.kind)).toEqual(["app.hint", "app.note"]);
+    expect(inboxOf(h).items).toEqual([]);
     expect(kinds(entries)).toEqual([
       "pi.user",
       "pi.assistant",
