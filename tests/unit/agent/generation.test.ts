@@ -133,6 +133,20 @@ describe("request hooks", () => {
     ]);
   });
 
+  test("an onYield continuation's pi.user entry is one UserMessage stamped with the Harness clock (spec §8.1)", async () => {
+    let yields = 0;
+    const { root } = await open(echo, {
+      now: () => 7_000,
+      hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
+    });
+    expect((await (await root.submit({ type: "input", content: "first" })).wait()).status).toBe("done");
+    const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
+    expect(users.map((e) => e.model)).toEqual([
+      [{ role: "user", content: "first", timestamp: 7_000 }],
+      [{ role: "user", content: "and once more", timestamp: 7_000 }],
+    ]);
+  });
+
   test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
     let yields = 0;
     const { h, root, faux } = await open(echo, {

@@ -129,6 +129,12 @@ test("a terminal owner never cascades: new work in the conversation of an aborte
   const ended = await h.waitForTask(ownerId);
   expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
   const owned = (ended.state as { outcome: { result: number } }).outcome.result;
+  // Its conversation's record and owner edge outlive the aborted owner (spec §5.4: never retired
+  // with the task), as after a completed one.
+  expect(h.conversationRecords().find((c) => c.id === owned)?.owner).toEqual({
+    conversationId: root.id,
+    taskId: ownerId,
+  });
   // New work in the conversation the aborted task owns: its intent does not reach it.
   const laterId: TaskId = await h.transaction((tx) =>
     tx.createTask(later, null, { ownership: { kind: "conversation" }, conversationId: owned }),
