@@ -552,11 +552,12 @@ export class Scheduler {
     if (this.onCascade) {
       // The conversations the cascade reaches (spec §5.4): every conversation a live task with
       // cancellation intent owns, also one with no live work in it (its queue left by a failed run),
-      // never the cancelled task's own. The marks just derived count, so it reaches down the tree.
+      // never the cancelled task's own nor one moved away. The marks just derived count, so it
+      // reaches down the tree.
       const reached = new Set<ConversationId>();
       for (const id of live) {
         if (!hasCancellationIntent(overlay.task(id))) continue;
-        for (const c of overlay.ownedConversations(id)) reached.add(c);
+        for (const c of overlay.ownedConversations(id)) if (overlay.away(c) === undefined) reached.add(c);
       }
       if (reached.size > 0 && this.onCascade(tx, reached) === true) writes = true;
     }

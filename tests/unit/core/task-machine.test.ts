@@ -58,13 +58,19 @@ describe("missing definition", () => {
     // A blocked task is live: the idle wait resolves only once registering its code lets it finish.
     let idle = false;
     const idleWait = h.waitForIdle().then(() => void (idle = true));
+    // Its conversation's idle wait (ordinary traversal) too.
+    let conversationIdle = false;
+    const conversationWait = h
+      .waitForConversationIdle((await h.getTask(kept))!.conversationId)
+      .then(() => void (conversationIdle = true));
     await engineStillRuns(h);
     expect(idle).toBe(false);
+    expect(conversationIdle).toBe(false);
     h.registry.register(
       single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))),
     );
     expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
-    await idleWait;
+    await Promise.all([idleWait, conversationWait]);
     expect(blocked(h)).toEqual([]);
     await engineStillRuns(h);
     await h.close();
