@@ -133,6 +133,20 @@ describe("request hooks", () => {
     ]);
   });
 
+  test("an onYield continuation's pi.user entry is one UserMessage stamped with the Harness clock (spec §8.1)", async () => {
+    let yields = 0;
+    const { root } = await open(echo, {
+      now: () => 7_000,
+      hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
+    });
+    expect((await (await root.submit({ type: "input", content: "first" })).wait()).status).toBe("done");
+    const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
+    expect(users.map((e) => e.model)).toEqual([
+      [{ role: "user", content: "first", timestamp: 7_000 }],
+      [{ role: "user", content: "and once more", timestamp: 7_000 }],
+    ]);
+  });
+
   test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
     let yields = 0;
     const { h, root, faux } = await open(echo, {
@@ -655,6 +669,25 @@ describe("generation", () => {
       { ...pinned, headers: { authorization: "Bearer new" }, sessionId: "string" },
       { timeoutMs: 9999, headers: { authorization: "Bearer new" }, sessionId: "string" },
     ]);
+  });
+
+  test("stream.maxRetries is the provider's own retries inside each request; settings.retry alone counts the durable attempts", async () => {
+    // Spec §2.2: `stream.maxRetries` are provider retries inside one request, while `retry` governs
+    // durable generation attempts. Each setting is set where the other would show: a provider budget
+    // of 5 and a durable one of 1 give two requests, each carrying 5. Reading 24b.
+    const sent: unknown[] = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      sent.push(options.maxRetries);
+      return defaultStream(model, context, options);
+    };
+    const { root, faux } = await open(() => fauxError("503 Service Unavailable"), {
+      stream: record,
+      settings: { stream: { maxRetries: 5 }, retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } },
+    });
+    const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+    expect(sent).toEqual([5, 5]);
   });
 
   test("bad stream settings are refused when the harness opens", async () => {

@@ -201,7 +201,16 @@ test("step rule 2: a phase or an abort handler that returns once close began is 
 
 test("once close began, new task, conversation and submission operations reject with HarnessClosed", async () => {
   const { h, root } = await open(echo);
+  // A submission of this harness, settled before close: its handle's new operations are refused too
+  // (reading 24b: only task and conversation operations were tried).
+  const sub = await root.submit({ type: "write", entry: { kind: "note", data: "before" } });
+  expect((await sub.wait()).status).toBe("done");
   const refusesAll = async () => {
+    await expect(sub.record()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(sub.wait()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(sub.abort()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.submission(sub.id)).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.abortSubmission(sub.id)).rejects.toBeInstanceOf(HarnessClosed);
     await expect(root.submit({ type: "input", content: "late" })).rejects.toBeInstanceOf(HarnessClosed);
     await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toBeInstanceOf(
       HarnessClosed,
@@ -229,6 +238,48 @@ test("once close began, new task, conversation and submission operations reject 
   await closing;
   // And after it: the old handles stay refused (a reopen hands out new ones).
   await refusesAll();
+});
+
+test("once close began, new reads reject with HarnessClosed too: a conversation's entries, context, agent, view and watch, document reads, usage", async () => {
+  // Spec §2.2: "Once close begins, every new Harness, conversation, and submission operation
+  // rejects"; only operations already queued at the seal complete. Reading 24b found these reads
+  // answering (or failing with the store's StoreClosed) after the seal: contrary, fixed.
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const reads: Array<[string, () => Promise<unknown>]> = [
+    ["entries", () => root.entries()],
+    ["context", () => root.context()],
+    ["agent", () => root.agent()],
+    ["agentState", () => root.agentState()],
+    ["viewState", () => root.viewState()],
+    ["watch", () => root.watch()],
+    ["doc", () => h.doc(root.id, "pi.agent")],
+    ["usage", () => h.usage()],
+  ];
+  const refusals = async () => {
+    const seen: Record<string, string> = {};
+    for (const [name, read] of reads)
+      seen[name] = await read().then(
+        () => "resolved",
+        (e: unknown) => (e instanceof HarnessClosed ? "HarnessClosed" : String(e)),
+      );
+    return seen;
+  };
+  const all = Object.fromEntries(reads.map(([name]) => [name, "HarnessClosed"]));
+  // While the shutdown is under way (an admitted commit holds the line) and after it.
+  const gate = deferred();
+  const inCallback = deferred();
+  const holding = h.transaction(async () => {
+    inCallback.resolve();
+    await gate.promise;
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  expect(await refusals()).toEqual(all);
+  gate.resolve();
+  await holding;
+  await closing;
+  expect(await refusals()).toEqual(all);
 });
 
 test("commits admitted before close settle and are stored before the store closes, also when their caller cancels; one asked after the seal is refused; a new harness opens the store with them", async () => {

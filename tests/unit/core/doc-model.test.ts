@@ -161,11 +161,17 @@ describe("scopes (spec §3.1-3.2)", () => {
     await h.deleteConversation(made.c);
     await h.close();
 
-    const again = await open(await memoryStore(store.image()));
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened);
     expect(await again.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "dark" });
     expect(await again.docRecord(SESSION_DOCS, "prefs")).toEqual(made.record);
     await again.transaction((tx) => tx.writeDoc(SESSION_DOCS, "prefs", { theme: "light" }));
     expect((await again.docRecord(SESSION_DOCS, "prefs"))?.id).toBe(made.record.id);
+    // Current-only (spec §3.1): its writes keep no history, however many (reading 24b).
+    const history = await reopened.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_history WHERE name = 'prefs'"),
+    );
+    expect(history?.["n"]).toBe(0);
   });
 
   test("a conversation's documents, their records and history go with it when it is deleted", async () => {
