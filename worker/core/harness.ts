@@ -760,6 +760,17 @@ export class Harness {
   }
 
   /**
+   * `entries()` for the engine's own readers (the agent's entry cache), which may still be serving
+   * an invocation that close is joining: not refused at the seal like a host's new operation.
+   */
+  storedEntries(
+    conversationId: ConversationId,
+    options: { afterId?: number; limit?: number; upTo?: number } = {},
+  ): Promise<EntryRecord[]> {
+    return this.#session.entries(conversationId, options);
+  }
+
+  /**
    * A page of a conversation's active range (core/pages.ts): the `limit` entries that precede entry
    * `before` in view order (none given: the newest), and how many precede those.
    */

@@ -197,18 +197,23 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
       h.transaction((tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } })),
       h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
     ]);
-    return results.map((r) => (r.status === "rejected" ? String((r.reason as Error).message) : "created"));
+    // The refusal's type too (reading 24b: only its message was read).
+    return results.map((r) =>
+      r.status === "rejected"
+        ? `${r.reason instanceof OwnerNotLive ? "OwnerNotLive" : String(r.reason)}: ${(r.reason as Error).message}`
+        : "created",
+    );
   };
 
   const holding = await h.createTask(holder, null, conversationOwned);
   await until(() => internals(h).session.records.tasks.get(holding)?.state.status === "completing", {
     what: "holder held",
   });
-  for (const m of await attempt(holding)) expect(m).toMatch(/is completing/);
+  for (const m of await attempt(holding)) expect(m).toMatch(/^OwnerNotLive: .*is completing/);
 
   const finished = await h.createTask(quick, null, conversationOwned);
   await done(h, finished);
-  for (const m of await attempt(finished)) expect(m).toMatch(/is terminal/);
+  for (const m of await attempt(finished)) expect(m).toMatch(/^OwnerNotLive: .*is terminal/);
 
   const marked = await h.createTask(stuck, null, conversationOwned);
   await until(() => running(h) >= 1, { what: "stuck running" });
@@ -218,11 +223,15 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
     tx.createTask(child, null, { ownership: { kind: "task", taskId: marked } });
   });
   await expect(markAndCreate).rejects.toThrow(/is abort-marked/);
+  await expect(markAndCreate).rejects.toBeInstanceOf(OwnerNotLive);
   await h.abortTask(marked);
-  for (const m of await attempt(marked)) expect(m).toMatch(/is abort-marked|is terminal/);
+  for (const m of await attempt(marked)) expect(m).toMatch(/^OwnerNotLive: .*(is abort-marked|is terminal)/);
   // A missing owner is refused the same way, for both kinds.
-  for (const m of await attempt(9999 as TaskId)) expect(m).toMatch(/owner task 9999 does not exist/);
+  for (const m of await attempt(9999 as TaskId))
+    expect(m).toMatch(/^OwnerNotLive: owner task 9999 does not exist/);
+  // Nothing of the refused commits is stored: no child task, no owned conversation.
   expect(await h.tasks({ kind: "child" })).toEqual([]);
+  expect(h.conversationRecords().filter((c) => c.owner !== undefined)).toEqual([]);
   gate.resolve();
   await done(h, holding);
   await h.close();
