@@ -480,6 +480,11 @@ describe("Conversation.compact()", () => {
     expect((await h.waitForTask(taskId)).state).toMatchObject({
       outcome: { status: "completed", result: {} },
     });
+    // Exactly {}: neither an entryId nor a submissionId (a subset match passes either; reading 24e).
+    expect((await h.getTask(taskId))?.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: {} },
+    });
     expect(faux.requests.filter(isSummary)).toEqual([]);
     expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
   });
