@@ -84,7 +84,7 @@ test("a value change is one minimal patch; an order change appends two entries; 
   let style = "terse";
   const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
   const b = defineExtension({ name: "b", sections: [section("style", () => style)] });
-  const { root, ask, systems } = await setup([a, b]);
+  const { h, root, ask, systems } = await setup([a, b]);
   await ask("one");
   await ask("two");
   expect((await systems()).map((s) => s.sections)).toEqual([
@@ -94,7 +94,15 @@ test("a value change is one minimal patch; an order change appends two entries; 
   await ask("three");
   expect((await systems()).slice(1).map((s) => s.sections)).toEqual([{ style: "<style>\nkind\n</style>" }]);
   await root.configure({ extensions: ["b", "a"] });
+  // Spec §7.4: "one commit appends two pi.system entries" (reading 24a: the commit was not read).
+  const systemCommits: number[] = [];
+  const stop = h.subscribe((change) => {
+    const n = change.entries.filter((e) => e.kind === "pi.system").length;
+    if (n > 0) systemCommits.push(n);
+  });
   await ask("four");
+  stop();
+  expect(systemCommits).toEqual([2]);
   expect((await systems()).slice(2).map((s) => s.sections)).toEqual([
     { role: null, style: null },
     { style: "<style>\nkind\n</style>", role: "<role>\nhelper\n</role>" },

@@ -297,6 +297,27 @@ describe("retry", () => {
     expect(other.faux.requests).toHaveLength(2);
   });
 
+  test("each classification reads the retry policy afresh: maxRetries lowered while a retried request is in flight gives up after it", async () => {
+    // spec §2.2: "The retry policy is read when generation classifies an attempt's result, because it
+    // governs the next attempt" (not once per run: the first classification allowed three retries).
+    const second = deferred();
+    let settings: AgentSettings = { retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 3 } };
+    let sent = 0;
+    const { root, faux } = await open(
+      async () => {
+        if (++sent === 2) await second.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: () => settings },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => faux.requests.length === 2, { what: "the first retry sent" });
+    settings = { retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } };
+    second.resolve();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {
     const { h, root, faux } = await open(() => fauxError("503 Service Unavailable"), {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } },
@@ -650,6 +671,25 @@ describe("generation", () => {
       { ...pinned, headers: { authorization: "Bearer new" }, sessionId: "string" },
       { timeoutMs: 9999, headers: { authorization: "Bearer new" }, sessionId: "string" },
     ]);
+  });
+
+  test("stream.maxRetries is the provider's own retries inside each request; settings.retry alone counts the durable attempts", async () => {
+    // Spec §2.2: `stream.maxRetries` are provider retries inside one request, while `retry` governs
+    // durable generation attempts. Each setting is set where the other would show: a provider budget
+    // of 5 and a durable one of 1 give two requests, each carrying 5. Reading 24b.
+    const sent: unknown[] = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      sent.push(options.maxRetries);
+      return defaultStream(model, context, options);
+    };
+    const { root, faux } = await open(() => fauxError("503 Service Unavailable"), {
+      stream: record,
+      settings: { stream: { maxRetries: 5 }, retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } },
+    });
+    const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+    expect(sent).toEqual([5, 5]);
   });
 
   test("bad stream settings are refused when the harness opens", async () => {

@@ -291,6 +291,31 @@ describe("tools", () => {
     }
   });
 
+  test("a called tool is resolved when its own task runs, not when the round starts: filtered out while an earlier call of a sequential round runs, the later call gets tool_unavailable", async () => {
+    // Reading 24b: the tests above change the agent while the request is in flight, before any tool
+    // task exists, so a tool resolved once when the round begins passed them.
+    const gate = gatedTool();
+    const { tool, seen } = itemTool({});
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("hold", {}, { id: "c1" }),
+        fauxToolCall("apply", { item: "a" }, { id: "c2" }),
+      ),
+      { tools: [gate.tool, tool], settings: { toolExecution: "sequential" } },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    // The round has begun: the later call waits in pi.live for its turn.
+    expect(liveOf(h).tools?.map((t) => t.callId)).toEqual(["c1", "c2"]);
+    await root.configure({ tools: [gate.tool] });
+    gate.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const [first, second] = await toolResults(root);
+    expect(diagnosticsOf(first!).map((d) => d.code)).toEqual([]);
+    expect(diagnosticsOf(second!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+  });
+
   test("a call to a tool its request did not offer gets tool_unavailable at once, with no task, though the agent has it now", async () => {
     const hold = deferred();
     const { tool, seen } = itemTool({});

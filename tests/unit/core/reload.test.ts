@@ -29,11 +29,13 @@ const callWorkEachTurn: FauxResponder = (req, n) => {
 test("a tool replaced while one of its calls runs: that call finishes on the old code, the next call uses the new", async () => {
   const started = deferred();
   const release = deferred();
+  let v1Signal: AbortSignal | undefined;
   const v1 = defineTool({
     name: "work",
     description: "version 1",
     parameters: Type.Object({}),
-    async execute() {
+    async execute(_args, api) {
+      v1Signal = api.signal;
       started.resolve();
       await release.promise;
       return textResult("v1 result");
@@ -60,6 +62,9 @@ test("a tool replaced while one of its calls runs: that call finishes on the old
       .installed()
       .map((e) => e.name),
   ).toEqual(["first", "worker", "last"]);
+  // Spec §7.5: replacement never signals or interrupts the running call (reading 24a).
+  await Promise.resolve();
+  expect(v1Signal!.aborted).toBe(false);
   release.resolve();
   expect(await one.wait()).toMatchObject({ status: "done" });
   await (await root.submit({ type: "input", content: "two" })).wait();
