@@ -336,6 +336,8 @@ describe("retry", () => {
       "error",
       "error",
     ]);
+    // Each failed attempt's entry is written by its own generation attempt's task (reading 24e).
+    for (const e of errors) expect((await h.getTask(e.byTaskId!))?.kind).toBe("pi.generation");
     await root.waitForIdle();
     expect(liveOf(h).run).toBeUndefined();
     expect(liveOf(h).generation).toBeUndefined();
@@ -705,10 +707,12 @@ describe("generation", () => {
 });
 
 test("an answer cut at its length limit is a pi.assistant entry with stop reason length, and answers its input like a stop", async () => {
-  const { root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
+  const { h, root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
   const settled = await (await root.submit({ type: "input", content: "long please" })).wait();
   const answers = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
   expect(answers.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual(["length"]);
+  // Written by the generation (spec §8.1; reading 24e).
+  expect((await h.getTask(answers[0]!.byTaskId!))?.kind).toBe("pi.generation");
   expect(textOf(messageOf(answers[0]!))).toBe("cut sh");
   expect(settled).toMatchObject({ status: "done", answer: answers[0]!.id });
   expect(faux.requests).toHaveLength(1);
@@ -753,6 +757,41 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
     answers[0]!.usage,
     sum(answers.map((a) => a.usage)),
   ]);
+});
+
+test("an abort's converted partial is counted in pi.usage in the commit that appends it (spec §8.6: every built-in writer)", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(400)), { tokensPerSecond: 400 });
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 10 },
+  });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const root = await h.root();
+  const commits: Array<{ answer: AssistantMessage; usage: UsageState | undefined }> = [];
+  h.subscribe((change) => {
+    const entry = change.entries.find((e) => e.kind === "pi.assistant");
+    if (!entry) return;
+    const usage = change.docs.find((d) => d.conversationId === root.id && d.name === DOC.usage);
+    commits.push({
+      answer: messageOf(entry) as AssistantMessage,
+      usage: usage?.value as unknown as UsageState,
+    });
+  });
+  const input = await root.submit({ type: "input", content: "talk" });
+  await until(() => (liveOf(h).generation?.message?.content.length ?? 0) > 0, {
+    what: "a partial committed",
+  });
+  await root.abort();
+  expect((await input.wait()).status).toBe("unanswered");
+  expect(commits).toHaveLength(1);
+  const [{ answer, usage }] = commits as [(typeof commits)[number]];
+  expect(answer.stopReason).toBe("aborted");
+  expect(answer.usage.totalTokens).toBeGreaterThan(0);
+  expect(usage?.models[`${faux.ref.provider}/${faux.ref.modelId}`]).toEqual(answer.usage);
 });
 
 describe("a conversation without a model", () => {

@@ -343,7 +343,8 @@ describe("the hooks table: composition in extension order, and what a throw does
     const slowTask = liveOf(h).tools!.find((t) => t.name === "slow")!.taskId!;
     const siblingTask = liveOf(h).tools!.find((t) => t.name === "sibling")!.taskId!;
     expect(await h.abortTask(slowTask)).toBe("marked");
-    expect((await h.waitForTask(slowTask)).state).toMatchObject({ outcome: { status: "aborted" } });
+    const slowEnded = await h.waitForTask(slowTask);
+    expect(slowEnded.state).toMatchObject({ outcome: { status: "aborted" } });
     // The sibling is not abort-marked and its signal never fired: it finishes on its own.
     expect((await h.getTask(siblingTask))?.abortRequested ?? false).toBe(false);
     expect(siblingSignal?.aborted).toBe(false);
@@ -357,6 +358,10 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(textOf(messageOf(results[0]!))).toMatch(/^durable \+first \+second<harness>/);
     expect(textOf(messageOf(results[1]!))).toBe("sibling done");
     expect(diagnosticsOf(results[0]!).map((d) => d.code)).toEqual(["aborted"]);
+    // Settled aborted with { entryId } of its result, and no control (spec §8.4; reading 24e).
+    const settled = (slowEnded.state as { outcome: { result?: Record<string, unknown> } }).outcome.result;
+    expect(settled).toMatchObject({ entryId: results[0]!.id });
+    expect(settled).not.toHaveProperty("control");
     // The aborted call's control did not count: the round did not end the run, which went on to its
     // answer with both results in the request.
     expect(faux.requests).toHaveLength(2);

@@ -97,6 +97,9 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   const first = watch.stop();
   const second = watch.stop();
   expect(watch.pending).toBe(0);
+  // The common terminal promise (spec §9.2): every stop() returns `closed` itself (reading 24e).
+  expect(first).toBe(watch.closed);
+  expect(second).toBe(first);
   // The terminal result, from stop() and `closed` alike, does not wait for the callback already
   // running: that one stays the caller's.
   const early = await Promise.race([
