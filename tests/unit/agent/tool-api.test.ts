@@ -307,6 +307,27 @@ test("createTask creates a task in the call's conversation with the ownership gi
   expect((await h.waitForTask(background!.id)).state.status).toBe("terminal");
 });
 
+test("createTask in a call of a conversation other than the root: its tasks live in the call's conversation, child and conversation-owned alike", async () => {
+  // Reading 24a: the createTask test's call ran in the root, so a default to the root conversation
+  // could not be told from "that task's conversation" (spec §7.3).
+  const work = gatedTask("test.work", Promise.resolve());
+  const created: number[] = [];
+  const { tool } = probe("probe", async (api) => {
+    created.push(await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } }));
+    created.push(
+      await api.createTask(work, { n: 2 }, { ownership: { kind: "conversation" }, background: true }),
+    );
+    created.push(await api.createTask(work, { n: 3 }, { ownership: { kind: "conversation" } }));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work] });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  expect(other.id).not.toBe(root.id);
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const records = await Promise.all(created.map((id) => h.waitForTask(id)));
+  expect(records.map((r) => r.conversationId)).toEqual([other.id, other.id, other.id]);
+});
+
 test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
   const gate = deferred();
   const never = deferred();
