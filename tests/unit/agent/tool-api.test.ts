@@ -411,6 +411,26 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   await expect(seen.api!.snapshot(Note)).rejects.toThrow(CommitRefused);
 });
 
+test("snapshot of a call in a conversation other than the root reads that conversation by default, the root only when named", async () => {
+  // Reading 24a: the snapshot test's call ran in the root, so a default to the root was not told apart.
+  const Note = defineDoc<{ text: string }>("app.note", { text: "" });
+  const reads: unknown[] = [];
+  const ids: { root?: number } = {};
+  const { tool } = probe("probe", async (api) => {
+    reads.push(await api.snapshot(Note), await api.snapshot("app.note"), await api.snapshot(Note, ids.root));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  ids.root = root.id;
+  await root.commit((tx) => tx.writeDoc(root.id, "app.note", { text: "root's" }));
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    init: (tx, id) => tx.writeDoc(id, "app.note", { text: "other's" }),
+  });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads).toEqual([{ text: "other's" }, { text: "other's" }, { text: "root's" }]);
+});
+
 test("an aborted call's result is built from its slot: the durable output, the last details, and the recorded diagnostics before the aborted one", async () => {
   const { tool } = probe("probe", async (api) => {
     api.output("partial line\n");
