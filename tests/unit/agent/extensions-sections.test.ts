@@ -80,6 +80,33 @@ test("sections follow the selection's extension order, not install order; a late
   );
 });
 
+test("a section that was shown and now renders undefined is omitted: the next preparation removes it with null; text again adds it back", async () => {
+  // Reading 24a: "a section whose render returns undefined is omitted" was tried only with a section
+  // that never rendered text, so keeping the shown text of one that stopped went unseen.
+  let note: string | undefined = "remember";
+  const { ask, faux, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "helper"), section("note", () => note)],
+    }),
+  ]);
+  await ask("one");
+  note = undefined;
+  await ask("two");
+  note = "again";
+  await ask("three");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<role>\nhelper\n</role>\n\n<note>\nremember\n</note>",
+    "<role>\nhelper\n</role>",
+    "<role>\nhelper\n</role>\n\n<note>\nagain\n</note>",
+  ]);
+  expect((await systems()).map((x) => x.sections)).toEqual([
+    { role: "<role>\nhelper\n</role>", note: "<note>\nremember\n</note>" },
+    { note: null },
+    { note: "<note>\nagain\n</note>" },
+  ]);
+});
+
 test("a value change is one minimal patch; an order change appends two entries; no change appends none", async () => {
   let style = "terse";
   const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
