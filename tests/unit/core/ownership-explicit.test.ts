@@ -265,3 +265,31 @@ test("a child task lives in its owner's conversation: naming another conversatio
   expect(owned.owner).toEqual({ taskId: ownerTask, conversationId: other.id });
   await h.close();
 });
+
+test("new owned work below a terminal or abort-marked owner is refused with OwnerNotLive, and the refused commit leaves nothing (reading 24f)", async () => {
+  const child = parked("child-24f");
+  const quick = single("quick-24f", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
+  const stuck = parked("stuck-24f");
+  const h = await Harness.open(await memoryStore(), { tasks: [child, quick, stuck] });
+  const finished = await h.createTask(quick, null, conversationOwned);
+  await done(h, finished);
+  const marked = await h.createTask(stuck, null, conversationOwned);
+  await until(() => running(h) >= 1, { what: "stuck running" });
+  await h.abortTask(marked);
+  const conversations = h.conversationRecords().length;
+  for (const owner of [finished, marked]) {
+    // A write before the refused creation in the same commit is not stored either.
+    const asTask = h.transaction((tx) => {
+      tx.appendEntry(1, { kind: "note", data: { owner } });
+      tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } });
+    });
+    await expect(asTask).rejects.toBeInstanceOf(OwnerNotLive);
+    await expect(
+      h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
+    ).rejects.toBeInstanceOf(OwnerNotLive);
+  }
+  expect(await h.tasks({ kind: "child-24f" })).toEqual([]);
+  expect(h.conversationRecords()).toHaveLength(conversations);
+  expect(await internals(h).session.entries(1)).toEqual([]);
+  await h.close();
+});

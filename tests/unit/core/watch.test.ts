@@ -412,3 +412,22 @@ test("every revision a watch delivered stays as it was delivered: later appends,
   for (const r of revisions) expect(JSON.stringify(r.value)).toBe(r.json);
   await watch.stop();
 });
+
+test("a live mount's frames set a created document's key and delete a retired one's (reading 24f)", async () => {
+  const { h, root } = await open(echo);
+  const watch = await root.watch();
+  const seen: Frame<{ docs: Record<string, unknown> }>[] = [];
+  watch.start((f) => void seen.push(f));
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", { a: 1 }));
+  await until(() => seen.length === 1, { what: "the creation's frame" });
+  expect(seen[0]!.value.docs["app.extra"]).toEqual({ a: 1 });
+  await h.transaction((tx) => tx.retireDoc(root.id, "app.extra"));
+  await until(() => seen.length === 2, { what: "the retirement's frame" });
+  expect("app.extra" in seen[1]!.value.docs).toBe(false);
+  expect(Object.keys(seen[1]!.value.docs).sort()).toEqual(
+    Object.keys(seen[0]!.value.docs)
+      .filter((k) => k !== "app.extra")
+      .sort(),
+  );
+  await watch.stop();
+});
