@@ -6,6 +6,9 @@
  * 20261213) the fifth to tenth, sample-session23.md (seed 20261214 and on) the next):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
+ *   ALL=1 node scripts/spec-sample.mjs [seed] [count]  draws from every asserted line, none left out
+ *                                                       (a reviewer's draw over the whole population;
+ *                                                       each drawn line says which earlier sample drew it)
  *
  * Population: every rule line the spec-coverage checker (tests/unit/project/spec-coverage.test.ts)
  * treats as asserted: a `- ` line at the margin with its indented continuation, in sections-0-4.md
@@ -470,17 +473,21 @@ function random() {
   t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 }
-const rest = population.filter((p) => !excluded.has(p));
+const drawAll = Boolean(process.env.ALL);
+const rest = drawAll ? [...population] : population.filter((p) => !excluded.has(p));
 for (let i = rest.length - 1; i > 0; i--) {
   const j = Math.floor(random() * (i + 1));
   [rest[i], rest[j]] = [rest[j], rest[i]];
 }
 const by = (why) => [...excluded.values()].filter((v) => v === why).length;
-console.log(
-  `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 22g: ${by("session 22g")}, session 23: ${by("session 23")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
-);
+if (drawAll) console.log(`population ${population.length}; none left out; drawn ${count} with seed ${seed}`);
+else
+  console.log(
+    `population ${population.length}; left out ${excluded.size} (session 19: ${by("session 19")}, session 20: ${by("session 20")}, session 20b: ${by("session 20b")}, session 20c: ${by("session 20c")}, session 22: ${by("session 22")}, session 22b: ${by("session 22b")}, session 22c: ${by("session 22c")}, session 22d: ${by("session 22d")}, session 22e: ${by("session 22e")}, session 22f: ${by("session 22f")}, session 22g: ${by("session 22g")}, session 23: ${by("session 23")}, session 10: ${by("session 10")}); drawn ${count} of ${rest.length} with seed ${seed}`,
+  );
 rest.slice(0, count).forEach((p, i) => {
-  console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}`);
+  const earlier = drawAll && excluded.has(p) ? `\t(drawn before: ${excluded.get(p)})` : "";
+  console.log(`${i + 1}\t${p.list}:${p.line}\t${p.head.slice(0, 130)}${earlier}`);
 });
 if (process.env.EXCLUDED)
   for (const [p, why] of excluded)

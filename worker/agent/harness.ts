@@ -120,14 +120,17 @@ export class AgentHarness extends Harness {
       forks: { asOf, rewindable, initial: (name) => initial.has(name) },
       moves: agentMoveHooks(options.moves),
       // A conversation the abort cascade reaches is treated like Conversation.abort(): its queued
-      // inputs are withdrawn, its queued writes stay (spec §5.4). Its documents are in memory: it
-      // holds the live work just marked.
+      // inputs are withdrawn, its queued writes stay (spec §5.4). Also one with no live work, whose
+      // documents may not be in memory (after a reopen): reading its inbox loads them.
       onCascade: (tx, conversations) => {
-        for (const c of conversations) {
-          if (!self.harness?.docsLoaded(c)) continue;
-          for (const item of inbox(tx, c).items) if (item.mode !== "write") withdraw(tx, c, item.id);
-        }
-        options.onCascade?.(tx, conversations);
+        let wrote = false;
+        for (const c of conversations)
+          for (const item of inbox(tx, c).items)
+            if (item.mode !== "write") {
+              withdraw(tx, c, item.id);
+              wrote = true;
+            }
+        return options.onCascade?.(tx, conversations) === true || wrote;
       },
       onConversationCreated: (tx, record) => {
         createAgentDocs(tx, record);

@@ -306,8 +306,9 @@ export function defineEntry<D extends Json>(kind: string) {
   if (!kind || kind.startsWith("pi.")) throw new TypeError(`entry kind ${kind} is reserved or empty`);
   return {
     kind,
-    is<E extends Pick<EntryRecord, "kind">>(entry: E): entry is E & { data: D } {
-      return entry.kind === kind;
+    /** Spec §2.2: takes `undefined` too (a lookup that found nothing), which is not one. */
+    is<E extends Pick<EntryRecord, "kind">>(entry: E | undefined): entry is E & { data: D } {
+      return entry?.kind === kind;
     },
     draft(data: D): { kind: string; data: D } {
       return { kind, data };

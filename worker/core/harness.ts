@@ -72,11 +72,11 @@ export interface HarnessOptions {
    */
   onConversationCreated?: (tx: Tx, record: ConversationRecord) => void;
   /**
-   * Runs in the commit where the abort cascade marks work in conversations owned by a cancelled
-   * task, with those conversations (spec §5.4), so the layer above can treat each like
-   * `Conversation.abort()`. Writes only through `tx`.
+   * Runs in each reconcile commit while a live task with cancellation intent owns conversations,
+   * with those conversations (spec §5.4: every conversation the cascade reaches), so the layer above
+   * can treat each like `Conversation.abort()`. Writes only through `tx`; returns true when it wrote.
    */
-  onCascade?: (tx: Tx, conversations: ReadonlySet<ConversationId>) => void;
+  onCascade?: (tx: Tx, conversations: ReadonlySet<ConversationId>) => boolean | undefined;
   /**
    * The history and fork rules (spec §3.1, §3.7) a conversation document's incarnation is created
    * with, by name: fork "current" unless listed in `asOf` (the value at the fork's entry; their
@@ -428,6 +428,11 @@ export class Harness {
     });
   }
 
+  /** Refuse a new operation once close began or the engine stopped (spec §2.2): HarnessClosed. */
+  assertOpen(): void {
+    this.#live();
+  }
+
   #live(signal?: AbortSignal): void {
     if (this.#closed || this.#sealed) throw new HarnessClosed();
     if (this.#session.fatal) throw new HarnessClosed(`engine stopped: ${this.#session.fatal.message}`);
@@ -748,8 +753,12 @@ export class Harness {
     return [...(this.#session.records.ownedConversations.get(taskId) ?? [])].sort((a, b) => a - b);
   }
 
-  /** A submission's committed record, from memory or from the store. */
-  submissionRecord(id: SubmissionId): Promise<SubmissionRecord | undefined> {
+  /**
+   * A submission's committed record, from memory or from the store. A submission operation: once
+   * close began it rejects with HarnessClosed (spec §2.2), as the task and conversation ones do.
+   */
+  async submissionRecord(id: SubmissionId): Promise<SubmissionRecord | undefined> {
+    this.#live();
     return this.#session.submission(id);
   }
 
@@ -772,7 +781,19 @@ export class Harness {
   }
 
   /** A conversation's stored entries in id order: after `afterId` (exclusive), up to `upTo`, at most `limit`. */
-  entries(
+  async entries(
+    conversationId: ConversationId,
+    options: { afterId?: number; limit?: number; upTo?: number } = {},
+  ): Promise<EntryRecord[]> {
+    this.#live();
+    return this.#session.entries(conversationId, options);
+  }
+
+  /**
+   * `entries()` for the engine's own readers (the agent's entry cache), which may still be serving
+   * an invocation that close is joining: not refused at the seal like a host's new operation.
+   */
+  storedEntries(
     conversationId: ConversationId,
     options: { afterId?: number; limit?: number; upTo?: number } = {},
   ): Promise<EntryRecord[]> {
@@ -783,10 +804,11 @@ export class Harness {
    * A page of a conversation's active range (core/pages.ts): the `limit` entries that precede entry
    * `before` in view order (none given: the newest), and how many precede those.
    */
-  entryPage(
+  async entryPage(
     conversationId: ConversationId,
     options: { before?: EntryId; limit: number },
   ): Promise<EntryPage> {
+    this.#live();
     return this.#session.entryPage(conversationId, options);
   }
 
@@ -796,6 +818,7 @@ export class Harness {
    * first access (open loads only those live work needs).
    */
   async doc<T extends Json>(scope: DocScope, name: string): Promise<T | undefined> {
+    this.#live();
     const key = docRowKey(scope);
     await this.#session.ensureDocs(key);
     return this.docNow<T>(key, name);
@@ -814,6 +837,7 @@ export class Harness {
     scope: DocScope,
     name: string,
   ): Promise<{ value: Json | undefined; version: number | undefined }> {
+    this.#live();
     await this.#session.ensureDocs(docRowKey(scope));
     return this.docVersionedNow(scope, name);
   }
@@ -912,7 +936,8 @@ export class Harness {
   }
 
   /** One document's committed value in every conversation that has it (none loaded for this). */
-  docsNamed<T extends Json>(name: string): Promise<Map<ConversationId, T>> {
+  async docsNamed<T extends Json>(name: string): Promise<Map<ConversationId, T>> {
+    this.#live();
     return this.#session.docsNamed(name) as Promise<Map<ConversationId, T>>;
   }
 
@@ -920,15 +945,17 @@ export class Harness {
    * The committed documents `names` of conversations `ids`, by conversation then name (an absent
    * document is left out), without loading the conversations: O(ids), for a page of a list.
    */
-  docsIn<T extends Json>(
+  async docsIn<T extends Json>(
     names: readonly string[],
     ids: readonly ConversationId[],
   ): Promise<Map<ConversationId, Map<string, T>>> {
+    this.#live();
     return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
   }
 
   /** The shared view mount of a conversation (created on first use, dropped when unobserved). */
   mount(id: ConversationId): ConversationMount {
+    this.#live();
     let mount = this.#mounts.get(id);
     if (!mount) {
       mount = new ConversationMount(this.#session, id, () => this.#mounts.delete(id));

@@ -113,10 +113,11 @@ export class Scheduler {
 
   #waiters = new Map<TaskId, Set<{ resolve: (r: TaskRecord) => void; reject: (e: unknown) => void }>>();
   /**
-   * Runs in the commit whose cascade marks work in conversations owned by a cancelled task, with
-   * those conversations (spec §5.4: each is treated like Conversation.abort()). Writes only through `tx`.
+   * Runs in each reconcile commit while a live task with cancellation intent owns conversations, with
+   * those conversations (spec §5.4: each is treated like Conversation.abort()). Writes only through
+   * `tx`; returns true when it wrote.
    */
-  onCascade: ((tx: Tx, conversations: ReadonlySet<ConversationId>) => void) | undefined;
+  onCascade: ((tx: Tx, conversations: ReadonlySet<ConversationId>) => boolean | undefined) | undefined;
 
   constructor(
     readonly session: Session,
@@ -548,16 +549,17 @@ export class Scheduler {
     let writes = false;
     const marked = deriveMarks(overlay, live);
     if (marked.length > 0) writes = true;
-    if (this.onCascade && marked.length > 0) {
-      // Conversations the cascade reached through a conversation edge (not the cancelled task's own).
+    if (this.onCascade) {
+      // The conversations the cascade reaches (spec §5.4): every conversation a live task with
+      // cancellation intent owns, also one with no live work in it (its queue left by a failed run),
+      // never the cancelled task's own nor one moved away. The marks just derived count, so it
+      // reaches down the tree.
       const reached = new Set<ConversationId>();
-      for (const id of marked) {
-        const t = overlay.task(id)!;
-        if (t.owner !== undefined || t.background) continue;
-        const owner = overlay.conversation(t.conversationId)?.owner;
-        if (owner && hasCancellationIntent(overlay.task(owner.taskId))) reached.add(t.conversationId);
+      for (const id of live) {
+        if (!hasCancellationIntent(overlay.task(id))) continue;
+        for (const c of overlay.ownedConversations(id)) if (overlay.away(c) === undefined) reached.add(c);
       }
-      if (reached.size > 0) this.onCascade(tx, reached);
+      if (reached.size > 0 && this.onCascade(tx, reached) === true) writes = true;
     }
 
     // Release completing holds, newest first so a drained child lets its owner finish in the same pass.

@@ -842,3 +842,16 @@ test("a queued summary: compaction_end when its task ends, then at the next boun
   ]);
   expect(batches.flat().filter((e) => e.type === "compaction_end")).toHaveLength(1);
 });
+
+test("inbox_update and usage_changed: a retired pi.inbox or pi.usage reads as its initial value (reading 24f)", async () => {
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  await h.transaction((tx) => tx.retireDoc(root.id, DOC.usage));
+  await h.transaction((tx) => tx.retireDoc(root.id, DOC.inbox));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: {} } })).wait();
+  await settled(h, stream, batches);
+  expect(ofType(batches, "usage_changed").map((e) => e.usage)).toEqual([{ models: {}, tools: {} }]);
+  expect(ofType(batches, "inbox_update").map((e) => e.items)).toEqual([[]]);
+});

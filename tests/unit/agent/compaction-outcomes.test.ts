@@ -14,7 +14,7 @@ import {
   fauxError,
   memoryStore,
 } from "../../../worker/testing.ts";
-import { faultingHook, liveOf, open } from "./fixtures.ts";
+import { faultingHook, liveOf, open, reopen } from "./fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
 const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
@@ -126,6 +126,30 @@ test("a compaction without a usable model fails no_model before any request, and
   await root.configure({ model: faux.ref });
   await h.waitForTask(await root.compact());
   expect(asked).toHaveLength(1);
+});
+
+test("a compaction in a conversation whose agent has no model at all fails no_model before any request or hook (spec §8.7)", async () => {
+  const asked: unknown[] = [];
+  const { root, faux, store } = await open(
+    (req) => (isSummary(req) ? fauxAssistantMessage("SUMMARY") : fauxAssistantMessage(big("answer"))),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 3);
+  const sent = faux.requests.length;
+  // Reopened without a host default: no model is stored or given (spec §7.1: "model: stored, else none").
+  const h = await reopen(store, {
+    models: faux.models,
+    settings: { compaction: { keepRecentTokens: 150 } },
+    hooks: { beforeCompact: [(input) => void asked.push(input)] },
+  });
+  const record = await h.waitForTask(await (await h.root()).compact());
+  expect(record.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", error: { detail: { reason: "no_model" } } },
+  });
+  expect(faux.requests.length).toBe(sent);
+  expect(asked).toEqual([]);
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
 });
 
 test("a faulted compaction's status is removed in the commit that writes the fault", async () => {

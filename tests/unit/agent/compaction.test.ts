@@ -36,6 +36,7 @@ import {
   fauxAgentModel,
   fauxError,
   memoryStore,
+  until,
 } from "../../../worker/testing.ts";
 import { cleanups, gatedTool, open, textOf } from "./fixtures.ts";
 
@@ -480,6 +481,11 @@ describe("Conversation.compact()", () => {
     expect((await h.waitForTask(taskId)).state).toMatchObject({
       outcome: { status: "completed", result: {} },
     });
+    // Exactly {}: neither an entryId nor a submissionId (a subset match passes either; reading 24e).
+    expect((await h.getTask(taskId))?.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: {} },
+    });
     expect(faux.requests.filter(isSummary)).toEqual([]);
     expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
   });
@@ -830,6 +836,44 @@ describe("compaction a generation waits for", () => {
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   });
 
+  test("a blocking compaction aborted directly still lets its generation prepare again and send the request", async () => {
+    // Spec §8.7: a blocking compaction that ends without an entryId because it "was aborted
+    // directly" lets a threshold generation send its request anyway (reading 24e: failed and
+    // declined ones were tried).
+    const gate = deferred();
+    const responder: FauxResponder = async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    };
+    const { h, root, faux } = await small(responder, 1200);
+    let turn = 0;
+    let last: Awaited<ReturnType<typeof root.submit>> | undefined;
+    while (!faux.requests.some(isSummary) && turn < 12) {
+      turn++;
+      last = await root.submit({ type: "input", content: big(`q${turn}`) });
+      let answered = false;
+      void last.wait().then(() => {
+        answered = true;
+      });
+      await until(() => answered || faux.requests.some(isSummary), {
+        what: "an answer or a summary request",
+      });
+    }
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+    const aborting = h.abortTask(task!.id);
+    gate.resolve();
+    expect(await aborting).toBe("marked");
+    expect((await h.waitForTask(task!.id)).state).toMatchObject({ outcome: { status: "aborted" } });
+    // The run's request went out after it, uncompacted, and was answered.
+    expect((await last!.wait()).status).toBe("done");
+    const i = faux.requests.findIndex(isSummary);
+    expect(faux.requests.slice(i + 1).map(isSummary)).toEqual([false]);
+    expect(userTexts(faux.requests[i + 1]!.messages).at(-1)).toBe(`q${turn} xxxxxxxxx`);
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+  });
+
   test("above the background threshold a compaction starts that nobody waits for, placed through the inbox", async () => {
     // Blocking only above 100,000 tokens; background from 100,000 - 99,500 = 500.
     const { h, root, faux } = await small(echoOrSummary, 100_100, 99_500);
@@ -1043,6 +1087,49 @@ describe("compaction a generation waits for", () => {
     expect(task.input).toMatchObject({ reason: "overflow", blocking: true });
     expect(states.find((t) => t.id === task.owner)?.kind).toBe("pi.generation");
     expect(new Set(states.filter((t) => t.kind === "pi.compaction").map((t) => t.id)).size).toBe(1);
+  });
+
+  test("a second overflow fails the run though range selection would now find a cut: compacted is set (spec §8.3)", async () => {
+    // Reading 24e: in the test above the second overflow's range has no cut, so it fails whether or
+    // not `compacted` is checked. Here keepRecentTokens drops while the first summary is written, so
+    // the range after it has a cut again; only `compacted` keeps a second compaction from starting.
+    const keep = { tokens: 450 };
+    let overflowed = 0;
+    const faux = fauxAgentModel(
+      (req) => {
+        if (isSummary(req)) {
+          keep.tokens = 150;
+          return fauxAssistantMessage("SUMMARY");
+        }
+        const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+        if (last.startsWith("q7")) {
+          overflowed++;
+          return fauxError("prompt is too long: 210000 tokens > 200000 maximum");
+        }
+        return fauxAssistantMessage(big("answer"));
+      },
+      { contextWindow: 1_000_000 },
+    );
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: () => ({
+        compaction: { reserveTokens: 100, keepRecentTokens: keep.tokens, backgroundTokens: 0 },
+        retry: { baseDelayMs: 1 },
+      }),
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    for (let i = 1; i <= 6; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    const run = await (await root.submit({ type: "input", content: big("q7") })).wait();
+    expect(overflowed).toBe(2);
+    expect(run).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
+    // The premise: the range after the summary has a cut at today's keepRecentTokens.
+    expect(selectCut(activeRange(await root.entries()), 150)).toBeDefined();
   });
 
   test("compaction.enabled false turns off threshold compaction, blocking and background, and overflow compaction (the overflow fails the run); a manual compaction still runs", async () => {

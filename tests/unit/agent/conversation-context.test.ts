@@ -231,3 +231,21 @@ test("context({ at }) of a fork accepts an inherited entry, the same as its pare
   await expect(child.context({ at: hidden! })).rejects.toThrow(RangeError);
   await expect(root.context({ at: own })).rejects.toThrow(RangeError);
 });
+
+test("context() leaves aborted, error and deferred answers out of its messages but keeps their raw entries; a length stop stays (reading 24f)", async () => {
+  const { root } = await open(echo);
+  const ids = await append(root, [
+    { kind: "pi.user", model: [user("q")] },
+    { kind: "pi.assistant", model: [assistant("partial", [], "aborted")] },
+    { kind: "pi.assistant", model: [assistant("failed", [], "error")] },
+    { kind: "pi.assistant", model: [assistant("later", [], "deferred" as AssistantMessage["stopReason"])] },
+    { kind: "pi.assistant", model: [assistant("done", [], "length")] },
+  ]);
+  const view = await root.context();
+  expect(view.entries.map((e) => e.id)).toEqual(ids);
+  expect(
+    view.messages.map(
+      (m) => `${m.role}:${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`,
+    ),
+  ).toEqual(["user:q", `assistant:${JSON.stringify([{ type: "text", text: "done" }])}`]);
+});

@@ -124,3 +124,18 @@ test("the view carries raw active entries: an edited, an omitted and a failed en
     "rewritten",
   ]);
 });
+
+test("the view's conversation is the committed conversation record: a fork's carries its parent and cut (reading 24f)", async () => {
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const at = (await root.entries()).at(-1)!.id;
+  const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
+  for (const c of [root, fork]) {
+    const view = await c.viewState();
+    expect(view.conversation).toEqual(await h.loadConversation(c.id));
+  }
+  expect((await fork.viewState()).conversation).toMatchObject({
+    id: fork.id,
+    parent: { conversationId: root.id, at },
+  });
+});

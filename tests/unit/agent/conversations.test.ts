@@ -586,6 +586,11 @@ describe("conversations", () => {
     const entries = await root.entries();
     expect(bookmark.kind).toBe("app.bookmark");
     expect(entries.filter(bookmark.is).map((e) => e.data.label)).toEqual(["start"]);
+    // spec §2.2: `is(entry: EntryRecord | undefined)`, so a lookup that found nothing is simply not one.
+    expect(bookmark.is(entries.at(-1))).toBe(false);
+    expect(bookmark.is(entries.at(-2))).toBe(true);
+    expect(bookmark.is(entries[99])).toBe(false);
+    expect(bookmark.is(undefined)).toBe(false);
     expect(() => defineEntry("pi.mine")).toThrow(TypeError);
     expect(() => defineEntry("")).toThrow(TypeError);
   });

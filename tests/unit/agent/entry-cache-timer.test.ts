@@ -18,7 +18,7 @@ function source() {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    entries: async (): Promise<EntryRecord[]> => [],
+    storedEntries: async (): Promise<EntryRecord[]> => [],
     publish(entry: EntryRecord) {
       const change: ChangeSet = {
         seq: ++seq,

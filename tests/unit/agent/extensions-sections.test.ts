@@ -10,6 +10,7 @@ import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
+  type ChangeSet,
   createRegistry,
   defineExtension,
   defineTool,
@@ -79,11 +80,38 @@ test("sections follow the selection's extension order, not install order; a late
   );
 });
 
+test("a section that was shown and now renders undefined is omitted: the next preparation removes it with null; text again adds it back", async () => {
+  // Reading 24a: "a section whose render returns undefined is omitted" was tried only with a section
+  // that never rendered text, so keeping the shown text of one that stopped went unseen.
+  let note: string | undefined = "remember";
+  const { ask, faux, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "helper"), section("note", () => note)],
+    }),
+  ]);
+  await ask("one");
+  note = undefined;
+  await ask("two");
+  note = "again";
+  await ask("three");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<role>\nhelper\n</role>\n\n<note>\nremember\n</note>",
+    "<role>\nhelper\n</role>",
+    "<role>\nhelper\n</role>\n\n<note>\nagain\n</note>",
+  ]);
+  expect((await systems()).map((x) => x.sections)).toEqual([
+    { role: "<role>\nhelper\n</role>", note: "<note>\nremember\n</note>" },
+    { note: null },
+    { note: "<note>\nagain\n</note>" },
+  ]);
+});
+
 test("a value change is one minimal patch; an order change appends two entries; no change appends none", async () => {
   let style = "terse";
   const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
   const b = defineExtension({ name: "b", sections: [section("style", () => style)] });
-  const { root, ask, systems } = await setup([a, b]);
+  const { h, root, ask, systems } = await setup([a, b]);
   await ask("one");
   await ask("two");
   expect((await systems()).map((s) => s.sections)).toEqual([
@@ -93,12 +121,43 @@ test("a value change is one minimal patch; an order change appends two entries; 
   await ask("three");
   expect((await systems()).slice(1).map((s) => s.sections)).toEqual([{ style: "<style>\nkind\n</style>" }]);
   await root.configure({ extensions: ["b", "a"] });
+  // Spec §7.4: "one commit appends two pi.system entries" (reading 24a: the commit was not read).
+  const systemCommits: number[] = [];
+  const stop = h.subscribe((change) => {
+    const n = change.entries.filter((e) => e.kind === "pi.system").length;
+    if (n > 0) systemCommits.push(n);
+  });
   await ask("four");
+  stop();
+  expect(systemCommits).toEqual([2]);
   expect((await systems()).slice(2).map((s) => s.sections)).toEqual([
     { role: null, style: null },
     { style: "<style>\nkind\n</style>", role: "<role>\nhelper\n</role>" },
   ]);
   expect(Object.keys((await systems())[3]!.sections)).toEqual(["style", "role"]);
+});
+
+test("an order change's two pi.system entries land in the one preparing commit, which moves to request with the second as its cutoff (spec §8.3)", async () => {
+  const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
+  const b = defineExtension({ name: "b", sections: [section("style", () => "terse")] });
+  const { h, root, faux, ask } = await setup([a, b]);
+  await ask("one");
+  await root.configure({ extensions: ["b", "a"] });
+  const changes: ChangeSet[] = [];
+  const stop = h.subscribe((change) => changes.push(change));
+  await ask("two");
+  stop();
+  const preparing = changes.filter((c) => c.entries.some((e) => e.kind === "pi.system"));
+  expect(preparing).toHaveLength(1);
+  const systems = preparing[0]!.entries.filter((e) => e.kind === "pi.system");
+  expect(systems.map((e) => Object.values(systemOf(e).sections))).toEqual([
+    [null, null],
+    ["<style>\nterse\n</style>", "<role>\nhelper\n</role>"],
+  ]);
+  const generation = preparing[0]!.tasks.find((t) => t.kind === "pi.generation");
+  expect(generation?.state).toMatchObject({ checkpoint: { phase: "request", cutoff: systems[1]!.id } });
+  // The request carries both: the prompt in the new order.
+  expect(faux.requests[1]?.systemPrompt).toBe("<style>\nterse\n</style>\n\n<role>\nhelper\n</role>");
 });
 
 test("a tool order change removes every offered tool and adds the desired ones in order; a plain addition appends", async () => {

@@ -117,6 +117,56 @@ describe("the registry", () => {
     ).toEqual(["base:a", "other:a"]);
   });
 
+  test("defineExtension() and section() check nothing: every way install() refuses is built without a throw, and the object is the one given", () => {
+    // Reading 24a: only a bad section key and a duplicate section were built.
+    const parts = {
+      name: "x",
+      tools: [tool("t"), tool("t")],
+      sections: [
+        section("Bad Key", () => ""),
+        section("instructions", () => ""),
+        section("s", () => ""),
+        section("s", () => ""),
+      ],
+      tasks: [
+        single("pi.tool", async () => {}),
+        single("twice", async () => {}),
+        single("twice", async () => {}),
+      ],
+    };
+    let built: Extension | undefined;
+    expect(() => {
+      built = defineExtension(parts);
+    }).not.toThrow();
+    expect(built).toBe(parts);
+    expect(() => section("", () => undefined)).not.toThrow();
+    // install() is where they are refused.
+    expect(invalid(() => createRegistry().install(built!))).toBe("duplicate_tool");
+  });
+
+  test("task names are unique within one extension too: two tasks of one name in one extension are a collision, nothing published", () => {
+    // Reading 24a: only collisions with a built-in or another installed extension were tried.
+    const registry = createRegistry();
+    const before = registry.snapshot();
+    let published = 0;
+    registry.subscribe(() => published++);
+    expect(
+      invalid(() =>
+        registry.install({
+          name: "x",
+          tasks: [single("twice", async () => {}), single("twice", async () => {})],
+        }),
+      ),
+    ).toBe("task_collision");
+    expect(registry.snapshot()).toBe(before);
+    expect(published).toBe(0);
+    expect(registry.snapshot().hasTask("twice")).toBe(false);
+    // Two distinct names in one extension are fine.
+    registry.install({ name: "x", tasks: [single("one", async () => {}), single("two", async () => {})] });
+    expect(published).toBe(1);
+    expect(["one", "two"].every((n) => registry.snapshot().hasTask(n))).toBe(true);
+  });
+
   test("a same-name install replaces in place in one publication; uninstall removes; a later install appends", () => {
     const registry = createRegistry();
     for (const name of ["a", "b", "c"]) registry.install({ name, tools: [tool(`${name}1`)] });

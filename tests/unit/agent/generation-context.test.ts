@@ -261,6 +261,31 @@ describe("deriveContext", () => {
     ]);
   });
 
+  test("a result found only after the next assistant is not moved back: its call gets a synthetic error result and the late one is dropped", () => {
+    // Spec §2.1 rule 7 moves the results "found before the next assistant message" (reading 24b:
+    // the bound was never set up; every result sat before the next assistant).
+    const { messages } = deriveContext([
+      user("q"),
+      assistant([call("c1")], "toolUse"),
+      user("steer"),
+      assistant("mid"),
+      result("c1", "late"),
+      user("next"),
+      assistant("final"),
+    ]);
+    expect(
+      messages.map((m) => (m.role === "toolResult" ? `result:${m.isError}` : `${m.role}:${textOf(m)}`)),
+    ).toEqual([
+      "user:q",
+      "assistant:call:t",
+      "result:true",
+      "user:steer",
+      "assistant:mid",
+      "user:next",
+      "assistant:final",
+    ]);
+  });
+
   test("aborted, error and deferred answers are left out of requests", () => {
     const { messages } = deriveContext([
       user("q"),

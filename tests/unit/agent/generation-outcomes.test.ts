@@ -164,6 +164,31 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
   expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]?.totalTokens).toBe(5);
 });
 
+test("an orphaned run leaves the inbox alone (spec §6): a follow-up queued behind the blocked generation stays queued until the next submission's boundary", async () => {
+  const { options, image, generation } = await stoppedMidStream(PARTIAL);
+  const store: MemoryStore = await memoryStore(image);
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [generation]));
+  const h = await AgentHarness.open(store, options);
+  cleanups.push(() => h.close());
+  await until(() => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "blocked"), {
+    what: "generation blocked",
+  });
+  const root = await h.root();
+  const queued = await root.submit({ type: "input", content: "next", whenBusy: "followUp" });
+  expect((await queued.record()).status).toBe("queued");
+  expect(await h.abortTask(generation)).toBe("marked");
+  expect((await h.getTask(generation))?.state).toMatchObject({ outcome: { status: "orphaned" } });
+  await root.waitForIdle();
+  // No final boundary: the follow-up is neither placed nor run, and stays visible in pi.inbox.
+  expect(root.busy).toBe(false);
+  expect(liveOf(h)).toEqual({});
+  expect((h.docNow(1, DOC.inbox) as { items: { id: number }[] }).items.map((i) => i.id)).toEqual([queued.id]);
+  expect((await queued.record()).status).toBe("queued");
+  const third = await root.submit({ type: "input", content: "third" });
+  expect((await queued.wait()).status).toBe("done");
+  expect((await third.wait()).status).toBe("done");
+});
+
 /**
  * A generation that faults on its answer (a throwing afterResponse hook whose reporter throws too)
  * while it owns a watcher task, up to its hold: the watcher's abort waits for `stopWatching`.

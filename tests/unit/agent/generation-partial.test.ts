@@ -171,6 +171,44 @@ test("partials are committed at most once per settings.partialIntervalMs: with a
   await h.close();
 });
 
+test("no partial lands after the classifying commit of a retried attempt, whose invocation goes on into the backoff", async () => {
+  // Reading 24e: after a stop answer the invocation ends, and the core drops a late commit anyway
+  // (the test below); after a retryable error it continues into `retry`, so only the stop keeps the
+  // attempt's last throttled partial out of pi.live, where the next request would convert it.
+  let n = 0;
+  faux = fauxAgentModel(
+    () =>
+      ++n === 1
+        ? { ...fauxAssistantMessage(LONG, { stopReason: "error" }), errorMessage: "503 Service Unavailable" }
+        : fauxAssistantMessage("ok"),
+    { tokensPerSecond: 1500 },
+  );
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 20, retry: { baseDelayMs: 150 } },
+  });
+  const root = await h.root();
+  const writes: string[] = [];
+  h.subscribe((change) => {
+    if (change.entries.some((e) => e.kind === "pi.assistant")) writes.push("classified");
+    const written = change.docs.find((d) => d.name === DOC.live && d.conversationId === root.id);
+    const text = (written?.value as LiveState | undefined)?.generation?.message?.content
+      .map((b) => ("text" in b ? b.text : ""))
+      .join("");
+    if (text?.startsWith("word")) writes.push("partial");
+  });
+  expect((await (await root.submit({ type: "input", content: "talk" })).wait()).status).toBe("done");
+  expect(writes.filter((w) => w === "partial").length).toBeGreaterThan(1);
+  // The first attempt's partials all land before its classifying commit.
+  expect(writes.slice(writes.indexOf("classified"))).not.toContain("partial");
+  const stops = (await root.entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => (e.model as unknown as Array<{ stopReason: string }>)[0]!.stopReason);
+  expect(stops).toEqual(["error", "stop"]);
+  await h.close();
+});
+
 test("no partial lands after the classifying commit: the throttle is stopped before it, its timer with it", async () => {
   // Spec §8.3: "Before classifying, the handler stops the partial throttle and awaits any partial
   // commit in flight, so no stale partial lands after the outcome." The stream's last deltas leave a

@@ -133,6 +133,20 @@ describe("request hooks", () => {
     ]);
   });
 
+  test("an onYield continuation's pi.user entry is one UserMessage stamped with the Harness clock (spec §8.1)", async () => {
+    let yields = 0;
+    const { root } = await open(echo, {
+      now: () => 7_000,
+      hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] },
+    });
+    expect((await (await root.submit({ type: "input", content: "first" })).wait()).status).toBe("done");
+    const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
+    expect(users.map((e) => e.model)).toEqual([
+      [{ role: "user", content: "first", timestamp: 7_000 }],
+      [{ role: "user", content: "and once more", timestamp: 7_000 }],
+    ]);
+  });
+
   test("onYield can continue a run with another user message; the input settles with the last answer", async () => {
     let yields = 0;
     const { h, root, faux } = await open(echo, {
@@ -283,6 +297,27 @@ describe("retry", () => {
     expect(other.faux.requests).toHaveLength(2);
   });
 
+  test("each classification reads the retry policy afresh: maxRetries lowered while a retried request is in flight gives up after it", async () => {
+    // spec §2.2: "The retry policy is read when generation classifies an attempt's result, because it
+    // governs the next attempt" (not once per run: the first classification allowed three retries).
+    const second = deferred();
+    let settings: AgentSettings = { retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 3 } };
+    let sent = 0;
+    const { root, faux } = await open(
+      async () => {
+        if (++sent === 2) await second.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: () => settings },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => faux.requests.length === 2, { what: "the first retry sent" });
+    settings = { retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } };
+    second.resolve();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {
     const { h, root, faux } = await open(() => fauxError("503 Service Unavailable"), {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } },
@@ -301,6 +336,8 @@ describe("retry", () => {
       "error",
       "error",
     ]);
+    // Each failed attempt's entry is written by its own generation attempt's task (reading 24e).
+    for (const e of errors) expect((await h.getTask(e.byTaskId!))?.kind).toBe("pi.generation");
     await root.waitForIdle();
     expect(liveOf(h).run).toBeUndefined();
     expect(liveOf(h).generation).toBeUndefined();
@@ -636,6 +673,25 @@ describe("generation", () => {
     ]);
   });
 
+  test("stream.maxRetries is the provider's own retries inside each request; settings.retry alone counts the durable attempts", async () => {
+    // Spec §2.2: `stream.maxRetries` are provider retries inside one request, while `retry` governs
+    // durable generation attempts. Each setting is set where the other would show: a provider budget
+    // of 5 and a durable one of 1 give two requests, each carrying 5. Reading 24b.
+    const sent: unknown[] = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      sent.push(options.maxRetries);
+      return defaultStream(model, context, options);
+    };
+    const { root, faux } = await open(() => fauxError("503 Service Unavailable"), {
+      stream: record,
+      settings: { stream: { maxRetries: 5 }, retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 1 } },
+    });
+    const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+    expect(sent).toEqual([5, 5]);
+  });
+
   test("bad stream settings are refused when the harness opens", async () => {
     const bad: unknown[] = [
       { nope: 1 },
@@ -651,10 +707,12 @@ describe("generation", () => {
 });
 
 test("an answer cut at its length limit is a pi.assistant entry with stop reason length, and answers its input like a stop", async () => {
-  const { root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
+  const { h, root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
   const settled = await (await root.submit({ type: "input", content: "long please" })).wait();
   const answers = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
   expect(answers.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual(["length"]);
+  // Written by the generation (spec §8.1; reading 24e).
+  expect((await h.getTask(answers[0]!.byTaskId!))?.kind).toBe("pi.generation");
   expect(textOf(messageOf(answers[0]!))).toBe("cut sh");
   expect(settled).toMatchObject({ status: "done", answer: answers[0]!.id });
   expect(faux.requests).toHaveLength(1);
@@ -699,6 +757,41 @@ test("pi.usage counts the usage of every assistant entry, failed attempts includ
     answers[0]!.usage,
     sum(answers.map((a) => a.usage)),
   ]);
+});
+
+test("an abort's converted partial is counted in pi.usage in the commit that appends it (spec §8.6: every built-in writer)", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(400)), { tokensPerSecond: 400 });
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 10 },
+  });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const root = await h.root();
+  const commits: Array<{ answer: AssistantMessage; usage: UsageState | undefined }> = [];
+  h.subscribe((change) => {
+    const entry = change.entries.find((e) => e.kind === "pi.assistant");
+    if (!entry) return;
+    const usage = change.docs.find((d) => d.conversationId === root.id && d.name === DOC.usage);
+    commits.push({
+      answer: messageOf(entry) as AssistantMessage,
+      usage: usage?.value as unknown as UsageState,
+    });
+  });
+  const input = await root.submit({ type: "input", content: "talk" });
+  await until(() => (liveOf(h).generation?.message?.content.length ?? 0) > 0, {
+    what: "a partial committed",
+  });
+  await root.abort();
+  expect((await input.wait()).status).toBe("unanswered");
+  expect(commits).toHaveLength(1);
+  const [{ answer, usage }] = commits as [(typeof commits)[number]];
+  expect(answer.stopReason).toBe("aborted");
+  expect(answer.usage.totalTokens).toBeGreaterThan(0);
+  expect(usage?.models[`${faux.ref.provider}/${faux.ref.modelId}`]).toEqual(answer.usage);
 });
 
 describe("a conversation without a model", () => {

@@ -9,7 +9,7 @@ import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { defineTool } from "../../../worker/index.ts";
-import type { FauxRequest } from "../../../worker/testing.ts";
+import { deferred, type FauxRequest, until } from "../../../worker/testing.ts";
 import { echo, messagesOf, open, textOf, transcript } from "./fixtures.ts";
 
 /** A tool that hands off with the `text` argument, or answers plainly without one. */
@@ -85,6 +85,41 @@ describe("handoff", () => {
 
     await (await root.submit({ type: "input", content: "go on" })).wait();
     expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: the user wants a haiku", "user:go on"]);
+  });
+
+  test("a handoff round uses final behaviour: a follow-up queued during it is placed after the reset and starts the next run from the handoff text", async () => {
+    const gate = deferred();
+    const slowHandoff = defineTool({
+      name: "hand_off",
+      description: "Hand off once released",
+      parameters: Type.Object({ text: Type.String() }),
+      async execute(args) {
+        await gate.promise;
+        return { ...textResult("handed off"), control: { handoff: args.text } };
+      },
+    });
+    const { root, faux } = await open(
+      callsOnStart(fauxToolCall("hand_off", { text: "Summary: a haiku" }, { id: "call-1" })),
+      { tools: [slowHandoff] },
+    );
+    const first = await root.submit({ type: "input", content: "start" });
+    await until(() => faux.requests.length === 1, { what: "the round running" });
+    const follow = await root.submit({ type: "input", content: "then this" });
+    expect((await follow.record()).status).toBe("queued");
+    gate.resolve();
+    expect((await first.wait()).status).toBe("done");
+    // No further submission: the final boundary of the handoff round placed it, after the reset.
+    expect((await follow.wait()).status).toBe("done");
+    expect((await transcript(root)).map((e) => e.kind)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "pi.reset",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(faux.requests).toHaveLength(2);
+    expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: a haiku", "user:then this"]);
   });
 
   test("the last handoff of a round wins, and one handoff ends a round whose other results do not terminate", async () => {

@@ -102,6 +102,12 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   // The change itself wrote nothing: pi.agent is as it was, and no commit was made.
   expect(commits).toBe(0);
   expect(h.docNow(root.id, "pi.agent")).toEqual({});
+  // A reader that resolves the new settings (Conversation.agent()) follows them and still commits
+  // nothing, and the committed line has settled past it with nothing published (reading 24b).
+  expect((await root.agent()).extensions).toEqual(["a", "b"]);
+  await h.doc(root.id, "pi.agent");
+  expect(commits).toBe(0);
+  expect(h.docNow(root.id, "pi.agent")).toEqual({});
   await (await root.submit({ type: "input", content: "two" })).wait();
   expect(reads).toBeGreaterThan(before + 1);
   // The next preparation appended one delta adding b's tool and section; the request has them.

@@ -211,6 +211,45 @@ describe("the hooks table: composition in extension order, and what a throw does
     for (const r of results) expect(diagnosticsOf(r).map((d) => d.code)).toEqual(["blocked"]);
   });
 
+  test("beforeTool: the tool runs with the chain's last replacement, each hook seeing the one before; a blocked call is an error result", async () => {
+    // Reading 24a: the chain's output reached `execute` only with one hook (tools), and the table
+    // test blocks every call, so that the last of several replacements is the one run was not shown.
+    const { tool, seen } = itemTool({});
+    const asked: string[] = [];
+    const rewrite = (name: string) =>
+      defineExtension({
+        name,
+        hooks: [
+          hook("pi.tool", {
+            beforeTool: (call) => {
+              const item = (call.arguments as { item: string }).item;
+              asked.push(`${name}:${item}`);
+              if (item === "stop+a+b") return { block: `${name} blocks ${item}` };
+              return { arguments: { item: `${item}+${name}` } };
+            },
+          }),
+        ],
+      });
+    const { root } = await withExtensions(
+      callsThenAnswer(
+        fauxToolCall("apply", { item: "go" }, { id: "c1" }),
+        fauxToolCall("apply", { item: "stop" }, { id: "c2" }),
+      ),
+      [defineExtension({ name: "tools", tools: [tool] }), rewrite("a"), rewrite("b"), rewrite("c")],
+      { settings: { toolExecution: "sequential" } },
+    );
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(asked).toEqual(["a:go", "b:go+a", "c:go+a+b", "a:stop", "b:stop+a", "c:stop+a+b"]);
+    expect(seen).toEqual([{ item: "go+a+b+c" }]);
+    const results = (await toolResults(root)).map((e) => messageOf(e) as { isError?: boolean });
+    expect(results.map((m) => [textOf(m as never), m.isError === true])).toEqual([
+      ["applied go+a+b+c", false],
+      [expect.stringContaining("c blocks stop+a+b"), true],
+    ]);
+  });
+
   test("afterTool: a result replacement chain; a throw is reported and the next sees the result as it was", async () => {
     const { tool } = itemTool({});
     const { root, faux, reported } = await withExtensions(
@@ -304,7 +343,8 @@ describe("the hooks table: composition in extension order, and what a throw does
     const slowTask = liveOf(h).tools!.find((t) => t.name === "slow")!.taskId!;
     const siblingTask = liveOf(h).tools!.find((t) => t.name === "sibling")!.taskId!;
     expect(await h.abortTask(slowTask)).toBe("marked");
-    expect((await h.waitForTask(slowTask)).state).toMatchObject({ outcome: { status: "aborted" } });
+    const slowEnded = await h.waitForTask(slowTask);
+    expect(slowEnded.state).toMatchObject({ outcome: { status: "aborted" } });
     // The sibling is not abort-marked and its signal never fired: it finishes on its own.
     expect((await h.getTask(siblingTask))?.abortRequested ?? false).toBe(false);
     expect(siblingSignal?.aborted).toBe(false);
@@ -318,6 +358,10 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(textOf(messageOf(results[0]!))).toMatch(/^durable \+first \+second<harness>/);
     expect(textOf(messageOf(results[1]!))).toBe("sibling done");
     expect(diagnosticsOf(results[0]!).map((d) => d.code)).toEqual(["aborted"]);
+    // Settled aborted with { entryId } of its result, and no control (spec §8.4; reading 24e).
+    const settled = (slowEnded.state as { outcome: { result?: Record<string, unknown> } }).outcome.result;
+    expect(settled).toMatchObject({ entryId: results[0]!.id });
+    expect(settled).not.toHaveProperty("control");
     // The aborted call's control did not count: the round did not end the run, which went on to its
     // answer with both results in the request.
     expect(faux.requests).toHaveLength(2);

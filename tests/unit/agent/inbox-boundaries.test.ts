@@ -11,6 +11,7 @@ import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
+  faultingHook,
   gatedTool,
   inboxOf,
   kinds,
@@ -114,20 +115,28 @@ test("steeringMode all: the post-tools boundary places every queued steer and th
   expect(liveOf(h).run).toBeUndefined();
 });
 
-test.each(["a failed answer", "an abort"] as const)(
+test.each(["a failed answer", "an abort", "a fault"] as const)(
   "a steer that joined the run is settled with the run's other input on every terminal path: %s",
   async (path) => {
     const gate = gatedTool();
     const second = deferred();
+    let answered = 0;
     const { h, root, faux } = await open(
       async (req) => {
         if (!req.messages.some((m) => m.role === "assistant")) {
           return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
         }
         await second.promise;
+        answered++;
+        // A fault (reading 24e): the scheduler's cleanup settles the run, not the generation.
+        if (path === "a fault") return fauxAssistantMessage("an answer a broken hook faults");
         return fauxError("400 Bad Request: not retryable");
       },
-      { tools: [gate.tool], settings: { retry: { enabled: false } } },
+      {
+        tools: [gate.tool],
+        settings: { retry: { enabled: false } },
+        ...(path === "a fault" ? faultingHook("afterResponse", "hook bug", () => answered > 0) : {}),
+      },
     );
     const first = await root.submit({ type: "input", content: "go" });
     await gate.started.promise;
@@ -138,7 +147,7 @@ test.each(["a failed answer", "an abort"] as const)(
     // The post-tools boundary placed the steer and added it to the run; the follow-up stays queued.
     expect(liveOf(h).run?.inputs).toEqual([first.id, steer.id]);
     expect(inboxOf(h).items.map((i) => i.id)).toEqual([later.id]);
-    const reason = path === "an abort" ? "aborted" : "model_error";
+    const reason = { "an abort": "aborted", "a failed answer": "model_error", "a fault": "faulted" }[path];
     const aborting = path === "an abort" ? root.abort() : undefined;
     second.resolve();
     await aborting;

@@ -103,6 +103,8 @@ describe("reset", () => {
     expect(faux.requests[1]!.messages.map((m) => m.role)).toEqual(["user", "user"]);
     const resetEntry = (await root.entries()).find((e) => e.kind === "pi.reset")!;
     expect(resetEntry.head).toBe(resetEntry.id);
+    // A write submission of that entry (spec §2.2), done with it (reading 24b).
+    expect(await reset.record()).toMatchObject({ type: "write", status: "done", entry: resetEntry.id });
     // Nothing is deleted: the old entries stay stored, the view shows the active range.
     const stored = (await root.entries()).map((e) => e.kind);
     expect(stored).toEqual(["pi.user", "pi.assistant", "pi.reset", "pi.user", "pi.assistant"]);

@@ -41,6 +41,18 @@ describe("submissions", () => {
     expect(record.status).toBe("placed");
     expect(liveOf(h).run?.inputs).toEqual([sub.id]);
     expect(root.busy).toBe(true);
+    // Admission is one commit (spec §6's table): the placed record with its user entry, the run in
+    // pi.live naming the generation it creates, and that generation task.
+    const admitting = changes.filter((c) => c.submissions.some((s) => s.id === sub.id));
+    expect(admitting[0]!.submissions.map((s) => [s.id, s.status])).toEqual([[sub.id, "placed"]]);
+    expect(admitting[0]!.entries.map((e) => e.kind)).toEqual(["pi.user"]);
+    expect(admitting[0]!.entries[0]!.id).toBe(record.status === "placed" ? record.entry : -1);
+    const created = admitting[0]!.tasks.map((t) => [t.kind, t.state.status]);
+    expect(created).toEqual([["pi.generation", "pending"]]);
+    const runAt = admitting[0]!.docs.find((d) => d.name === "pi.live")?.value as
+      | { run?: { taskId: number; inputs: number[] } }
+      | undefined;
+    expect(runAt?.run).toEqual({ taskId: admitting[0]!.tasks[0]!.id, inputs: [sub.id] });
     const settled = await sub.wait();
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant"]);
@@ -134,7 +146,7 @@ describe("submissions", () => {
 
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
-    const { h, root, faux } = await open(async (req, n) => {
+    const { h, root, faux, store } = await open(async (req, n) => {
       if (n === 1) await hold.promise;
       return echo(req, n);
     });
@@ -142,6 +154,18 @@ describe("submissions", () => {
     h.subscribe((change) => changes.push(change));
     const first = await root.submit({ type: "input", content: "one" });
     const second = await root.submit({ type: "input", content: "two" });
+    // submit() returned after durable admission (reading 24b): the store as it stands at the return
+    // (a crash image) holds both, the first placed and the second queued, neither settled.
+    const stored = await (await memoryStore(store.image())).read((sql) =>
+      sql.all("SELECT id, body FROM submissions ORDER BY id"),
+    );
+    expect(
+      stored.map((r) => [r["id"], (JSON.parse(String(r["body"])) as { status: string }).status]),
+    ).toEqual([
+      [first.id, "placed"],
+      [second.id, "queued"],
+    ]);
+    expect((await first.record()).status).toBe("placed");
     expect((await second.record()).status).toBe("queued");
     expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([[second.id, "followUp"]]);
     // The stored item is the spec's InboxItem: id, mode and the input's content, nothing else.
@@ -311,9 +335,21 @@ describe("submissions", () => {
     // A second write: the boundary places every queued write ("all" in the table), whatever the modes.
     const second = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 2 } } });
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+    const placing: ChangeSet[] = [];
+    h.subscribe((change) => {
+      if (change.submissions.some((s) => s.id === write.id)) placing.push(change);
+    });
     release.resolve();
     await input.wait();
     const entries = await transcript(root);
+    // The boundary's one commit: each write done with its appended entry, the inbox emptied of them.
+    expect(placing).toHaveLength(1);
+    expect(placing[0]!.submissions.map((s) => [s.id, s.status])).toEqual([
+      [write.id, "done"],
+      [second.id, "done"],
+    ]);
+    expect(placing[0]!.entries.map((e) => e.kind)).toEqual(["app.hint", "app.note"]);
+    expect(inboxOf(h).items).toEqual([]);
     expect(kinds(entries)).toEqual([
       "pi.user",
       "pi.assistant",
@@ -713,5 +749,39 @@ describe("submission records", () => {
     await expect(waiting).rejects.toBeInstanceOf(WaitCancelled);
     hold.resolve();
     expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("cancelling the wait of a queued input withdraws nothing: it stays queued in its inbox place, and is placed and answered later", async () => {
+    // spec §2.2: "Cancelling wait() only cancels that wait. It does not withdraw the submission". A
+    // placed input cannot be withdrawn at all, so only a queued one shows the clause.
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "later" });
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    for (const sub of [queued, steer]) {
+      const cancel = new AbortController();
+      const waiting = sub.wait(cancel.signal);
+      cancel.abort();
+      await expect(waiting).rejects.toBeInstanceOf(WaitCancelled);
+    }
+    // Another commit after the cancellations, so a withdrawal they queued would have landed.
+    await h.transaction(() => undefined);
+    expect((await queued.record()).status).toBe("queued");
+    expect((await steer.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([
+      [queued.id, "followUp"],
+      [steer.id, "steer"],
+    ]);
+    release.resolve();
+    expect((await first.wait()).status).toBe("done");
+    expect((await steer.wait()).status).toBe("done");
+    expect((await queued.wait()).status).toBe("done");
+    const texts = (await transcript(root)).map((e) => textOf(messageOf(e)));
+    expect(texts).toContain("later");
+    expect(texts).toContain("steer");
   });
 });

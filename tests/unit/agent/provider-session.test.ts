@@ -131,11 +131,17 @@ test("the compaction's summary request passes the conversation's session id too"
 
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
   const sent: unknown[] = [];
+  // What is committed when the request is sent (a synchronous read of the committed state).
+  const committedAtSend: unknown[] = [];
+  let h!: AgentHarness;
   const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
     sent.push(options.sessionId);
+    committedAtSend.push((h.docNow(1, "pi.provider") as { sessionId?: string } | undefined)?.sessionId);
     return defaultStream(model, context, options);
   };
-  const { h, root } = await open(echo, { stream });
+  const setup = await open(echo, { stream });
+  h = setup.h;
+  const { root } = setup;
   // As a plain harness or an older store left it: no pi.provider.
   await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
   expect(await h.doc(root.id, "pi.provider")).toBeUndefined();
@@ -143,8 +149,44 @@ test("a legacy conversation without pi.provider gets a UUIDv7 session id committ
   const stored = await sessionOf(h, root.id);
   expect(stored).toMatch(UUID_V7);
   expect(sent).toEqual([stored]);
+  // Committed before the request went out, not after it.
+  expect(committedAtSend).toEqual([stored]);
   await (await root.submit({ type: "input", content: "two" })).wait();
   expect(sent).toEqual([stored, stored]);
+});
+
+test("a legacy conversation whose first provider request is a compaction's summary gets its session id committed before that request", async () => {
+  const sent: Array<{ summary: boolean; sessionId: unknown; committed: unknown }> = [];
+  let h!: AgentHarness;
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({
+      summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
+      sessionId: options.sessionId,
+      committed: (h.docNow(1, "pi.provider") as { sessionId?: string } | undefined)?.sessionId,
+    });
+    return defaultStream(model, context, options);
+  };
+  const setup = await open(echo, {
+    stream,
+    settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } },
+  });
+  h = setup.h;
+  const { root } = setup;
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+  const before = await sessionOf(h, root.id);
+  // The document goes (as an older store never had it): the next provider request is the summary's.
+  await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
+  sent.length = 0;
+  expect((await h.waitForTask(await root.compact())).state).toMatchObject({
+    outcome: { status: "completed" },
+  });
+  const stored = await sessionOf(h, root.id);
+  expect(stored).toMatch(UUID_V7);
+  expect(stored).not.toBe(before);
+  expect(sent).toEqual([{ summary: true, sessionId: stored, committed: stored }]);
+  await (await root.submit({ type: "input", content: "four" })).wait();
+  expect(sent.at(-1)).toEqual({ summary: false, sessionId: stored, committed: stored });
 });
 
 test("concurrent callers of a legacy conversation all get the one session id stored first", async () => {

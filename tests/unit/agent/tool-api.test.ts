@@ -307,6 +307,27 @@ test("createTask creates a task in the call's conversation with the ownership gi
   expect((await h.waitForTask(background!.id)).state.status).toBe("terminal");
 });
 
+test("createTask in a call of a conversation other than the root: its tasks live in the call's conversation, child and conversation-owned alike", async () => {
+  // Reading 24a: the createTask test's call ran in the root, so a default to the root conversation
+  // could not be told from "that task's conversation" (spec §7.3).
+  const work = gatedTask("test.work", Promise.resolve());
+  const created: number[] = [];
+  const { tool } = probe("probe", async (api) => {
+    created.push(await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } }));
+    created.push(
+      await api.createTask(work, { n: 2 }, { ownership: { kind: "conversation" }, background: true }),
+    );
+    created.push(await api.createTask(work, { n: 3 }, { ownership: { kind: "conversation" } }));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work] });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  expect(other.id).not.toBe(root.id);
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const records = await Promise.all(created.map((id) => h.waitForTask(id)));
+  expect(records.map((r) => r.conversationId)).toEqual([other.id, other.id, other.id]);
+});
+
 test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
   const gate = deferred();
   const never = deferred();
@@ -388,6 +409,26 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   // Reading the absent document created nothing.
   expect(await h.doc(root.id, "app.absent")).toBeUndefined();
   await expect(seen.api!.snapshot(Note)).rejects.toThrow(CommitRefused);
+});
+
+test("snapshot of a call in a conversation other than the root reads that conversation by default, the root only when named", async () => {
+  // Reading 24a: the snapshot test's call ran in the root, so a default to the root was not told apart.
+  const Note = defineDoc<{ text: string }>("app.note", { text: "" });
+  const reads: unknown[] = [];
+  const ids: { root?: number } = {};
+  const { tool } = probe("probe", async (api) => {
+    reads.push(await api.snapshot(Note), await api.snapshot("app.note"), await api.snapshot(Note, ids.root));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  ids.root = root.id;
+  await root.commit((tx) => tx.writeDoc(root.id, "app.note", { text: "root's" }));
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    init: (tx, id) => tx.writeDoc(id, "app.note", { text: "other's" }),
+  });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads).toEqual([{ text: "other's" }, { text: "other's" }, { text: "root's" }]);
 });
 
 test("an aborted call's result is built from its slot: the durable output, the last details, and the recorded diagnostics before the aborted one", async () => {

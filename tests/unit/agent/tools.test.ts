@@ -133,6 +133,57 @@ describe("tools", () => {
     expect(effects.calls).toBe(0);
   });
 
+  test.each(["does not resolve", "has invalid arguments", "is blocked"] as const)(
+    "a call that %s commits its error result without intent: its task never reaches execute and its slot never runs (spec §8.4)",
+    async (path) => {
+      const effects = new KeyedEffects();
+      const hold = deferred();
+      const args = path === "has invalid arguments" ? { wrong: 1 } : { item: "x" };
+      const calls = callsThenAnswer(fauxToolCall("apply", args, { id: "call-1" }));
+      const { h, root, faux } = await open(
+        async (req, n) => {
+          if (n === 1 && path === "does not resolve") await hold.promise;
+          return calls(req, n);
+        },
+        {
+          tools: [keyedEffectTool(effects, { name: "apply", seen: [] })],
+          ...(path === "is blocked" ? { hooks: { beforeTool: [() => ({ block: "no" })] } } : {}),
+        },
+      );
+      // Every checkpoint phase of the tool task and every slot status, commit by commit.
+      const phases: string[] = [];
+      const slots: string[] = [];
+      h.subscribe((change: ChangeSet) => {
+        for (const t of change.tasks)
+          if (t.kind === "pi.tool" && "checkpoint" in t.state)
+            phases.push((t.state.checkpoint as { phase: string }).phase);
+        const live = change.docs.find((d) => d.name === "pi.live")?.value as
+          | { tools?: { status: string }[] }
+          | undefined;
+        for (const slot of live?.tools ?? []) slots.push(slot.status);
+      });
+      const sub = await root.submit({ type: "input", content: "go" });
+      if (path === "does not resolve") {
+        await until(() => faux.requests.length === 1, { what: "first request sent" });
+        await root.configure({ tools: [] });
+        hold.resolve();
+      }
+      expect((await sub.wait()).status).toBe("done");
+      const [result] = await toolResults(root);
+      const code = {
+        "does not resolve": "tool_unavailable",
+        "has invalid arguments": "invalid_arguments",
+        "is blocked": "blocked",
+      }[path];
+      expect(diagnosticsOf(result!).map((d) => d.code)).toEqual([code]);
+      expect(effects.calls).toBe(0);
+      expect(phases.length).toBeGreaterThan(0);
+      expect(phases).not.toContain("execute");
+      expect(slots).toContain("done");
+      expect(slots).not.toContain("running");
+    },
+  );
+
   test("beforeTool can rewrite the arguments: the tool sees the rewritten ones", async () => {
     const effects = new KeyedEffects();
     const seen: Array<{ item: string }> = [];
@@ -238,6 +289,31 @@ describe("tools", () => {
         change,
       ).toEqual(["tool_unavailable"]);
     }
+  });
+
+  test("a called tool is resolved when its own task runs, not when the round starts: filtered out while an earlier call of a sequential round runs, the later call gets tool_unavailable", async () => {
+    // Reading 24b: the tests above change the agent while the request is in flight, before any tool
+    // task exists, so a tool resolved once when the round begins passed them.
+    const gate = gatedTool();
+    const { tool, seen } = itemTool({});
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("hold", {}, { id: "c1" }),
+        fauxToolCall("apply", { item: "a" }, { id: "c2" }),
+      ),
+      { tools: [gate.tool, tool], settings: { toolExecution: "sequential" } },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    // The round has begun: the later call waits in pi.live for its turn.
+    expect(liveOf(h).tools?.map((t) => t.callId)).toEqual(["c1", "c2"]);
+    await root.configure({ tools: [gate.tool] });
+    gate.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const [first, second] = await toolResults(root);
+    expect(diagnosticsOf(first!).map((d) => d.code)).toEqual([]);
+    expect(diagnosticsOf(second!).map((d) => d.code)).toEqual(["tool_unavailable"]);
   });
 
   test("a call to a tool its request did not offer gets tool_unavailable at once, with no task, though the agent has it now", async () => {

@@ -400,6 +400,31 @@ test("a crash between an owner's abort mark and its cascade loses nothing: the n
   await h.close();
 });
 
+test("a crash between an owner's abort mark and its cascade: the open itself derives the mark, before scheduling resumes", async () => {
+  const child = parked("open-child");
+  const owner = ownerOf("open-owner", child);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, child] });
+  const { latest } = trackTasks(first);
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 2, { what: "owner and child running" });
+  const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
+  const crashed = await memoryStore(store.image());
+  await first.close();
+  await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+  // Opened paused: nothing runs, yet the open's reconcile commit has marked the child, durably.
+  const h = await Harness.open(crashed, { tasks: [owner, child], paused: true });
+  expect((await h.getTask(childId))?.abortRequested).toBe(true);
+  const stored = await crashed.read((sql) =>
+    sql.get("SELECT abort_requested FROM tasks WHERE id = ?", [childId]),
+  );
+  expect(Number(stored?.["abort_requested"])).toBe(1);
+  h.resume();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(childId))?.status).toBe("aborted");
+  await h.close();
+});
+
 test("cascades through task and conversation edges, bottom-up", async () => {
   const log: string[] = [];
   const logAbort =

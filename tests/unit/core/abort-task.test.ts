@@ -187,6 +187,22 @@ test("abortTask answers only `marked` or `terminal`: aborting a marked task agai
   await h.close();
 });
 
+test("abortTask on a terminal task returns `terminal` and writes nothing: its record keeps no mark and its outcome; an unknown id rejects and writes nothing", async () => {
+  // spec §2.2: "Aborting an already terminal task returns `terminal`; an unknown ID rejects."
+  const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
+  const h = await Harness.open(await memoryStore(), { tasks: [quick] });
+  const finished = await h.createTask(quick, null, conversationOwned);
+  const before = await done(h, finished);
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(...change.tasks));
+  expect(await h.abortTask(finished)).toBe("terminal");
+  await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
+  expect(published).toEqual([]);
+  expect(await h.getTask(finished)).toEqual(before);
+  expect(before.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("a pending task that never ran reaches its abort handler once marked: its phase never runs (spec §5.4)", async () => {
   const log: string[] = [];
   const task = defineTask<Json, Go, Json>({

@@ -192,3 +192,30 @@ describe("checkout: four payments, one card declined", () => {
     await h2.close();
   });
 });
+
+test("reopens a checkout waiting failFast on live payments and finishes it: still waiting on the same payments after the restart, then completed (reading 24f)", async () => {
+  const payments = new FakePayments({ holdConfirmations: true });
+  const { checkout, payment } = checkoutTask(payments);
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [checkout, payment] });
+  const id = await h.createTask(
+    checkout,
+    { ref: "w", cards: ["ok", "ok"], amount: 1, policy: "failFast" },
+    { ownership: { kind: "conversation" } },
+  );
+  await until(() => payments.waitingConfirmations === 2, { what: "both payments live" });
+  const before = await h.getTask(id);
+  expect(before?.state).toMatchObject({ status: "waiting", policy: "failFast" });
+  const on = (before!.state as unknown as { on: number[] }).on;
+  expect(on).toHaveLength(2);
+  await h.close();
+  const h2 = await Harness.open(await memoryStore(store.image()), { tasks: [checkout, payment] });
+  expect((await h2.getTask(id))?.state).toMatchObject({ status: "waiting", on, policy: "failFast" });
+  await until(() => payments.waitingConfirmations === 2, { what: "the payments resumed" });
+  payments.release();
+  const done = await h2.waitForTask(id);
+  expect(outcomeOf(done)).toMatchObject({ status: "completed" });
+  expect(await childOutcomes(h2, done)).toEqual(["completed", "completed"]);
+  expect([...payments.keysPerRef().values()]).toEqual([1, 1]);
+  await h2.close();
+});

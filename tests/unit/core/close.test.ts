@@ -3,10 +3,20 @@
  * signal cancels only that caller's wait: admission stays sealed, and a later close() awaits the
  * same shutdown.
  */
+import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
-import { defineTask, Harness, HarnessClosed, type Json, WaitCancelled } from "../../../worker/index.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import {
+  defineTask,
+  defineTool,
+  Harness,
+  HarnessClosed,
+  type Json,
+  WaitCancelled,
+} from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { echo, open } from "../agent/fixtures.ts";
+import { callsThenAnswer, echo, open } from "../agent/fixtures.ts";
 import { complete, done, outcome, row, running, single, untilAborted } from "./fixtures.ts";
 
 test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
@@ -35,6 +45,33 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   release.resolve();
   await second;
   expect(returned).toBe(true);
+  expect(store.closed).toBe(true);
+});
+
+test("a cancelled close wait leaves the shutdown going: with no later close() the store still closes once the stubborn task returned, and two later calls resolve with it", async () => {
+  // spec §2.2: "Cancelling a close() call cancels only that wait; shutdown continues, and every later
+  // close() awaits the same shutdown."
+  const release = deferred();
+  let returned = false;
+  const stubborn = single("stubborn", async () => {
+    await release.promise;
+    returned = true;
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stubborn] });
+  await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const controller = new AbortController();
+  const first = h.close({}, controller.signal);
+  controller.abort();
+  await expect(first).rejects.toBeInstanceOf(WaitCancelled);
+  release.resolve();
+  // No close() is pending: the shutdown the cancelled call began finishes on its own.
+  await until(() => store.closed, { what: "the store closed without another close()" });
+  expect(returned).toBe(true);
+  let settled = 0;
+  await Promise.all([h.close(), h.close()].map((p) => p.then(() => settled++)));
+  expect(settled).toBe(2);
   expect(store.closed).toBe(true);
 });
 
@@ -164,7 +201,16 @@ test("step rule 2: a phase or an abort handler that returns once close began is 
 
 test("once close began, new task, conversation and submission operations reject with HarnessClosed", async () => {
   const { h, root } = await open(echo);
+  // A submission of this harness, settled before close: its handle's new operations are refused too
+  // (reading 24b: only task and conversation operations were tried).
+  const sub = await root.submit({ type: "write", entry: { kind: "note", data: "before" } });
+  expect((await sub.wait()).status).toBe("done");
   const refusesAll = async () => {
+    await expect(sub.record()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(sub.wait()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(sub.abort()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.submission(sub.id)).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.abortSubmission(sub.id)).rejects.toBeInstanceOf(HarnessClosed);
     await expect(root.submit({ type: "input", content: "late" })).rejects.toBeInstanceOf(HarnessClosed);
     await expect(h.createConversation({ ownership: { kind: "ownerless" } })).rejects.toBeInstanceOf(
       HarnessClosed,
@@ -192,6 +238,48 @@ test("once close began, new task, conversation and submission operations reject 
   await closing;
   // And after it: the old handles stay refused (a reopen hands out new ones).
   await refusesAll();
+});
+
+test("once close began, new reads reject with HarnessClosed too: a conversation's entries, context, agent, view and watch, document reads, usage", async () => {
+  // Spec §2.2: "Once close begins, every new Harness, conversation, and submission operation
+  // rejects"; only operations already queued at the seal complete. Reading 24b found these reads
+  // answering (or failing with the store's StoreClosed) after the seal: contrary, fixed.
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  const reads: Array<[string, () => Promise<unknown>]> = [
+    ["entries", () => root.entries()],
+    ["context", () => root.context()],
+    ["agent", () => root.agent()],
+    ["agentState", () => root.agentState()],
+    ["viewState", () => root.viewState()],
+    ["watch", () => root.watch()],
+    ["doc", () => h.doc(root.id, "pi.agent")],
+    ["usage", () => h.usage()],
+  ];
+  const refusals = async () => {
+    const seen: Record<string, string> = {};
+    for (const [name, read] of reads)
+      seen[name] = await read().then(
+        () => "resolved",
+        (e: unknown) => (e instanceof HarnessClosed ? "HarnessClosed" : String(e)),
+      );
+    return seen;
+  };
+  const all = Object.fromEntries(reads.map(([name]) => [name, "HarnessClosed"]));
+  // While the shutdown is under way (an admitted commit holds the line) and after it.
+  const gate = deferred();
+  const inCallback = deferred();
+  const holding = h.transaction(async () => {
+    inCallback.resolve();
+    await gate.promise;
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  expect(await refusals()).toEqual(all);
+  gate.resolve();
+  await holding;
+  await closing;
+  expect(await refusals()).toEqual(all);
 });
 
 test("commits admitted before close settle and are stored before the store closes, also when their caller cancels; one asked after the seal is refused; a new harness opens the store with them", async () => {
@@ -305,4 +393,48 @@ test("a document state asked before the seal and still loading rejects with Harn
   await expect(present).rejects.toBeInstanceOf(HarnessClosed);
   expect(await absent).toBeUndefined();
   await closing;
+});
+
+test("close joins tool and hook invocations that ignore their signal: the store stays open until each returned, and none runs after close resolved", async () => {
+  // spec §2.2: close "joins task, tool, and hook invocations, including code that ignores its signal,
+  // then closes Storage. Once close() resolves, no invocation code of this Harness runs".
+  for (const where of ["tool", "hook"] as const) {
+    const started = deferred<AbortSignal>();
+    const release = deferred();
+    let returned = false;
+    const stubborn = async (signal: AbortSignal) => {
+      started.resolve(signal);
+      await release.promise; // the signal is never obeyed
+      returned = true;
+    };
+    const tool = defineTool({
+      name: "stubborn",
+      description: "Ignores its signal",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        if (where === "tool") await stubborn(api.signal);
+        return textResult("finished");
+      },
+    });
+    const hook = async (_call: unknown, _api: unknown, ctx: { signal: AbortSignal }) =>
+      void (await stubborn(ctx.signal));
+    const { h, root, store } = await open(callsThenAnswer(fauxToolCall("stubborn", {}, { id: "c1" })), {
+      tools: [tool],
+      ...(where === "hook" ? { hooks: { beforeTool: [hook] } } : {}),
+    });
+    await root.submit({ type: "input", content: "go" });
+    const signal = await started.promise;
+    let closed = false;
+    const closing = h.close().then(() => {
+      closed = true;
+    });
+    // The seal is in and the code's signal sent; it ignores it, so the shutdown waits for it (given
+    // ample turns of the event loop: an engine that does not join it closes the store within them).
+    await until(() => signal.aborted, { what: "signalled" });
+    for (let turn = 0; turn < 50; turn++) await new Promise((r) => setTimeout(r, 0));
+    expect([where, h.closed, closed, store.closed, returned]).toEqual([where, true, false, false, false]);
+    release.resolve();
+    await closing;
+    expect([where, returned, store.closed]).toEqual([where, true, true]);
+  }
 });

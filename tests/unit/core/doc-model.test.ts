@@ -161,11 +161,17 @@ describe("scopes (spec §3.1-3.2)", () => {
     await h.deleteConversation(made.c);
     await h.close();
 
-    const again = await open(await memoryStore(store.image()));
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened);
     expect(await again.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "dark" });
     expect(await again.docRecord(SESSION_DOCS, "prefs")).toEqual(made.record);
     await again.transaction((tx) => tx.writeDoc(SESSION_DOCS, "prefs", { theme: "light" }));
     expect((await again.docRecord(SESSION_DOCS, "prefs"))?.id).toBe(made.record.id);
+    // Current-only (spec §3.1): its writes keep no history, however many (reading 24b).
+    const history = await reopened.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_history WHERE name = 'prefs'"),
+    );
+    expect(history?.["n"]).toBe(0);
   });
 
   test("a conversation's documents, their records and history go with it when it is deleted", async () => {
@@ -271,6 +277,41 @@ describe("scopes (spec §3.1-3.2)", () => {
     expect(rows[0]!.retiredAt).toBeGreaterThan(entry);
     expect(rows[1]!.retiredAt).toBe(rows[1]!.createdAt);
   });
+});
+
+test("a commit that makes a task terminal refuses every later access to its documents in that commit, each typed: a read, a write, a patch, a retirement, a record lookup; the refused commit changes nothing", async () => {
+  // spec §3.3: "A terminal candidate rejects later task-document access."
+  const hold = parked("holder");
+  const h = await open(await memoryStore(), { tasks: [hold] });
+  const id = await h.transaction((tx) => {
+    const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } });
+    tx.writeDoc(taskScope(id), "scratch", { step: 1 });
+    return id;
+  });
+  const accesses: Array<(tx: Tx) => unknown> = [
+    (tx) => tx.readDoc(taskScope(id), "scratch"),
+    (tx) => tx.writeDoc(taskScope(id), "scratch", { step: 2 }),
+    (tx) => tx.writeDoc(taskScope(id), "other", { made: true }),
+    (tx) => tx.patchDoc(taskScope(id), "scratch", [{ path: ["step"], set: 3 }]),
+    (tx) => tx.retireDoc(taskScope(id), "scratch"),
+    (tx) => tx.docRecord(taskScope(id), "scratch"),
+  ];
+  for (const [i, access] of accesses.entries()) {
+    const refused = await internals(h)
+      .session.commit((tx, overlay) => {
+        overlay.setTask({
+          ...overlay.task(id)!,
+          state: { status: "terminal", outcome: { status: "aborted" } },
+        } as never);
+        access(tx);
+      })
+      .catch((e: unknown) => e);
+    expect([i, refused]).toEqual([i, expect.any(InvalidTransition)]);
+    expect((refused as Error).message).toMatch(/is terminal: its documents are retired/);
+    expect((await h.getTask(id))?.state.status).toBe("running");
+    expect(await h.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
+    expect(await h.doc(taskScope(id), "other")).toBeUndefined();
+  }
 });
 
 /** The values `kind` has in `conversation`'s doc_history, oldest first. */
@@ -683,6 +724,27 @@ describe("the session surface (spec §3.3, §4)", () => {
     const last = (await h.documentState(1, "d"))!;
     await h.close();
     expect(last.ended).toBe(true);
+  });
+
+  test("a document state asked for while a commit to its document is under way ends at that commit's value, by its baseline or by one update, never stuck before it (spec §3.7: baseline and subscription atomic)", async () => {
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    for (let n = 2; n <= 6; n++) {
+      // Acquisition and a commit to the document started together, in both orders: whichever lands
+      // first, the state ends at the commit's value, with no later update repeating it.
+      const acquire = () => h.documentState(1, "d");
+      const commit = () => h.transaction((tx) => tx.writeDoc(1, "d", { n }));
+      const state =
+        n % 2 === 0
+          ? (await Promise.all([acquire(), commit()]))[0]
+          : (await Promise.all([commit(), acquire()]))[1];
+      let told = 0;
+      state!.subscribe(() => told++);
+      await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: n }));
+      await new Promise((r) => setTimeout(r, 0));
+      expect([n, state!.value, told]).toEqual([n, { n }, 0]);
+      state!.dispose();
+    }
   });
 
   test("closing ends every document state at its seal, keeping its last value: a commit that settles during close sends it nothing", async () => {

@@ -264,6 +264,18 @@ describe("document versions", () => {
     );
     expect(await row(store)).toEqual({ version: 1, value: { items: [] } });
   });
+
+  test("an initial() function that returns no JSON object is refused when it is called, by the creating read, which stores nothing", async () => {
+    // spec §3.1: "`initial()` and `migrate()` return JSON objects"; the function form is only
+    // called when a transaction creates the document.
+    const { h, store } = await harness();
+    for (const returned of [null, ["items"], "items", 3]) {
+      const bad = defineDoc<V1>({ name: NAME, version: 1, initial: () => returned as never });
+      await expect(h.transaction((tx) => bad.read(tx, 1))).rejects.toThrow(TypeError);
+      await expect(h.transaction((tx) => bad.read(tx, 1))).rejects.toThrow(/initial must be a JSON object/);
+      expect(await row(store)).toBeUndefined();
+    }
+  });
 });
 
 describe("absent documents (spec §3.3, §12: only a typed tx.doc() creates one)", () => {

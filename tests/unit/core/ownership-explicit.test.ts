@@ -197,18 +197,23 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
       h.transaction((tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } })),
       h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
     ]);
-    return results.map((r) => (r.status === "rejected" ? String((r.reason as Error).message) : "created"));
+    // The refusal's type too (reading 24b: only its message was read).
+    return results.map((r) =>
+      r.status === "rejected"
+        ? `${r.reason instanceof OwnerNotLive ? "OwnerNotLive" : String(r.reason)}: ${(r.reason as Error).message}`
+        : "created",
+    );
   };
 
   const holding = await h.createTask(holder, null, conversationOwned);
   await until(() => internals(h).session.records.tasks.get(holding)?.state.status === "completing", {
     what: "holder held",
   });
-  for (const m of await attempt(holding)) expect(m).toMatch(/is completing/);
+  for (const m of await attempt(holding)) expect(m).toMatch(/^OwnerNotLive: .*is completing/);
 
   const finished = await h.createTask(quick, null, conversationOwned);
   await done(h, finished);
-  for (const m of await attempt(finished)) expect(m).toMatch(/is terminal/);
+  for (const m of await attempt(finished)) expect(m).toMatch(/^OwnerNotLive: .*is terminal/);
 
   const marked = await h.createTask(stuck, null, conversationOwned);
   await until(() => running(h) >= 1, { what: "stuck running" });
@@ -218,11 +223,15 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
     tx.createTask(child, null, { ownership: { kind: "task", taskId: marked } });
   });
   await expect(markAndCreate).rejects.toThrow(/is abort-marked/);
+  await expect(markAndCreate).rejects.toBeInstanceOf(OwnerNotLive);
   await h.abortTask(marked);
-  for (const m of await attempt(marked)) expect(m).toMatch(/is abort-marked|is terminal/);
+  for (const m of await attempt(marked)) expect(m).toMatch(/^OwnerNotLive: .*(is abort-marked|is terminal)/);
   // A missing owner is refused the same way, for both kinds.
-  for (const m of await attempt(9999 as TaskId)) expect(m).toMatch(/owner task 9999 does not exist/);
+  for (const m of await attempt(9999 as TaskId))
+    expect(m).toMatch(/^OwnerNotLive: owner task 9999 does not exist/);
+  // Nothing of the refused commits is stored: no child task, no owned conversation.
   expect(await h.tasks({ kind: "child" })).toEqual([]);
+  expect(h.conversationRecords().filter((c) => c.owner !== undefined)).toEqual([]);
   gate.resolve();
   await done(h, holding);
   await h.close();
@@ -254,5 +263,33 @@ test("a child task lives in its owner's conversation: naming another conversatio
     return { ownerTask, owned: tx.createConversation({ kind: "task", taskId: ownerTask }) };
   });
   expect(owned.owner).toEqual({ taskId: ownerTask, conversationId: other.id });
+  await h.close();
+});
+
+test("new owned work below a terminal or abort-marked owner is refused with OwnerNotLive, and the refused commit leaves nothing (reading 24f)", async () => {
+  const child = parked("child-24f");
+  const quick = single("quick-24f", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
+  const stuck = parked("stuck-24f");
+  const h = await Harness.open(await memoryStore(), { tasks: [child, quick, stuck] });
+  const finished = await h.createTask(quick, null, conversationOwned);
+  await done(h, finished);
+  const marked = await h.createTask(stuck, null, conversationOwned);
+  await until(() => running(h) >= 1, { what: "stuck running" });
+  await h.abortTask(marked);
+  const conversations = h.conversationRecords().length;
+  for (const owner of [finished, marked]) {
+    // A write before the refused creation in the same commit is not stored either.
+    const asTask = h.transaction((tx) => {
+      tx.appendEntry(1, { kind: "note", data: { owner } });
+      tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } });
+    });
+    await expect(asTask).rejects.toBeInstanceOf(OwnerNotLive);
+    await expect(
+      h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
+    ).rejects.toBeInstanceOf(OwnerNotLive);
+  }
+  expect(await h.tasks({ kind: "child-24f" })).toEqual([]);
+  expect(h.conversationRecords()).toHaveLength(conversations);
+  expect(await internals(h).session.entries(1)).toEqual([]);
   await h.close();
 });

@@ -191,6 +191,78 @@ describe("structured concurrency", () => {
   });
 });
 
+describe("ordinary owned work (spec §5.5)", () => {
+  test("is transitive through owned tasks and owned conversations and stops at a background task: the owner holds until a grandchild and a task in its child's conversation end, not until a background task's child does", async () => {
+    const gates = { f: deferred(), g: deferred(), k: deferred(), b2: deferred() };
+    const ids: Record<string, TaskId> = {};
+    const gated = (name: string, gate: { promise: Promise<void> }) =>
+      single(name, async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete(name));
+      });
+    const g = gated("g", gates.g);
+    const k = gated("k", gates.k);
+    const b2 = gated("b2", gates.b2);
+    // F owns a child G and a conversation D holding K: both are F's ordinary owned work, so H's too.
+    const f = single("f", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.g = tx.createTask(g, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        const d = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        ids.k = tx.createTask(k, null, { ownership: { kind: "conversation" }, conversationId: d.id });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await gates.f.promise;
+      await runtime.commit(() => complete("f"));
+    });
+    // B is background: it and its child B2 are no ordinary owned work of H.
+    const b = single("b", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.b2 = tx.createTask(b2, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("b"));
+    });
+    // H owns a conversation C holding F and the background B, then completes.
+    const hTask = single("h", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        ids.f = tx.createTask(f, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+        ids.b = tx.createTask(b, null, {
+          ownership: { kind: "conversation" },
+          conversationId: c.id,
+          background: true,
+        });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("h"));
+    });
+    const h = await Harness.open(await memoryStore());
+    ids.h = await h.createTask(hTask, null, { ownership: { kind: "conversation" } });
+    const status = (name: string) => internals(h).session.records.tasks.get(ids[name]!)?.state.status;
+    await until(() => running(h) === 4, { what: "f, g, k and b2 running" });
+    await settle();
+    expect(status("h")).toBe("completing");
+    expect(status("b")).toBe("completing");
+    gates.f.resolve();
+    await until(() => status("f") === "completing", { what: "f holding" });
+    gates.g.resolve();
+    expect(outcome(await done(h, ids.g!))).toEqual({ status: "completed", result: "g" });
+    await settle();
+    // K, in the conversation F owns, still holds F, and through it H.
+    expect(status("f")).toBe("completing");
+    expect(status("h")).toBe("completing");
+    gates.k.resolve();
+    expect(outcome(await done(h, ids.h!))).toEqual({ status: "completed", result: "h" });
+    expect(outcome(await h.getTask(ids.f!))).toEqual({ status: "completed", result: "f" });
+    // H finished while the background B still holds for its own child B2.
+    expect(status("b")).toBe("completing");
+    expect(status("b2")).toBe("running");
+    gates.b2.resolve();
+    expect(outcome(await done(h, ids.b!))).toEqual({ status: "completed", result: "b" });
+    await h.close();
+  });
+});
+
 describe("ownership and stored rows", () => {
   test("a parent that fails while its child runs holds its failed outcome, which aborts the child; it ends failed only after the child is terminal", async () => {
     type Step = { phase: "spawn" } | { phase: "fail"; child: TaskId };

@@ -491,6 +491,68 @@ describe("a held outcome across a restart", () => {
   });
 });
 
+describe("a held outcome is final (spec §5.5 rule 2)", () => {
+  /** A store holding `restart-holder` completing (held "held") over its live child; its version 1. */
+  async function heldImage() {
+    let childId: TaskId | undefined;
+    const child = parked("final-child");
+    const holder = single("final-holder", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("held"));
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [holder, child] });
+    const id = await first.createTask(holder, null, { ownership: { kind: "conversation" } });
+    await until(() => childId !== undefined && running(first) === 1, { what: "held with a live child" });
+    expect((await first.getTask(id))?.state.status).toBe("completing");
+    const image = await memoryStore(store.image());
+    await first.close();
+    return { image, id, childId: childId!, child };
+  }
+
+  test("without its definition, abortTask on it only marks it and returns marked: the child is aborted, and the final record keeps the held outcome and the mark, never orphaned", async () => {
+    const { image, id, childId, child } = await heldImage();
+    const h = await Harness.open(image, { tasks: [child] });
+    await until(() => running(h) === 1, { what: "child running again" });
+    expect(await h.abortTask(id)).toBe("marked");
+    const final = await done(h, id);
+    expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
+    expect(final.abortRequested).toBe(true);
+    expect(outcome(await h.getTask(childId))).toEqual({ status: "aborted", reason: "handler" });
+    await h.close();
+  });
+
+  test("with a newer definition it is never migrated, reserved or run: it ends with its stored version and outcome", async () => {
+    const { image, id, child } = await heldImage();
+    const ran: string[] = [];
+    const newer = defineTask<Json, Go, Json>({
+      name: "final-holder",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async () => void ran.push("phase") },
+      abort: async () => void ran.push("abort"),
+      migrate: (input, checkpoint) => {
+        ran.push("migrate");
+        return { input, checkpoint: checkpoint as Go };
+      },
+    });
+    const h = await Harness.open(image, { tasks: [newer, child] });
+    await until(() => running(h) === 1, { what: "child running again" });
+    expect(await h.abortTask(id)).toBe("marked");
+    const final = await done(h, id);
+    expect(final).toMatchObject({
+      version: 1,
+      abortRequested: true,
+      state: { status: "terminal", outcome: { status: "completed", result: "held" } },
+    });
+    expect(ran).toEqual([]);
+    await h.close();
+  });
+});
+
 describe("a waiting task without its definition", () => {
   async function waiterOnOther(other: TaskDefinition<Json, Go, Json>) {
     const waiter = joiner("def-waiter");

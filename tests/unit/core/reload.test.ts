@@ -29,11 +29,13 @@ const callWorkEachTurn: FauxResponder = (req, n) => {
 test("a tool replaced while one of its calls runs: that call finishes on the old code, the next call uses the new", async () => {
   const started = deferred();
   const release = deferred();
+  let v1Signal: AbortSignal | undefined;
   const v1 = defineTool({
     name: "work",
     description: "version 1",
     parameters: Type.Object({}),
-    async execute() {
+    async execute(_args, api) {
+      v1Signal = api.signal;
       started.resolve();
       await release.promise;
       return textResult("v1 result");
@@ -60,10 +62,46 @@ test("a tool replaced while one of its calls runs: that call finishes on the old
       .installed()
       .map((e) => e.name),
   ).toEqual(["first", "worker", "last"]);
+  // Spec §7.5: replacement never signals or interrupts the running call (reading 24a).
+  await Promise.resolve();
+  expect(v1Signal!.aborted).toBe(false);
   release.resolve();
   expect(await one.wait()).toMatchObject({ status: "done" });
   await (await root.submit({ type: "input", content: "two" })).wait();
   expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["v1 result", "v2 result"]);
+});
+
+test("a tool task started after a replacement runs the new code, even for a call the old declaration was offered in", async () => {
+  // Reading 24a (spec §7.5: "new phase invocations and tool tasks use the new extension
+  // immediately"; §7.1: the tool task resolves the implementation at its own phase): the named test's
+  // next call was in a new run, prepared after the replacement.
+  const inRequest = deferred();
+  const answer = deferred();
+  const respond: FauxResponder = async (req, n) => {
+    if (n === 1) {
+      inRequest.resolve();
+      await answer.promise;
+    }
+    return callWorkEachTurn(req, n);
+  };
+  const work = (text: string) =>
+    defineTool({
+      name: "work",
+      description: text,
+      parameters: Type.Object({}),
+      execute: async () => textResult(text),
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "worker", tools: [work("old code")] }));
+  const { root, faux } = await open(respond, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await inRequest.promise;
+  // The request in flight offered the old declaration; the call's tool task starts after this.
+  extensions.install(defineExtension({ name: "worker", tools: [work("new code")] }));
+  answer.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  expect(faux.requests[0]!.declarations.map((d) => d.description)).toEqual(["old code"]);
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["new code"]);
 });
 
 test("a phase keeps the hooks it resolved at its start; the next phase uses the replacement", async () => {

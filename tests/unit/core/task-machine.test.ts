@@ -58,13 +58,19 @@ describe("missing definition", () => {
     // A blocked task is live: the idle wait resolves only once registering its code lets it finish.
     let idle = false;
     const idleWait = h.waitForIdle().then(() => void (idle = true));
+    // Its conversation's idle wait (ordinary traversal) too.
+    let conversationIdle = false;
+    const conversationWait = h
+      .waitForConversationIdle((await h.getTask(kept))!.conversationId)
+      .then(() => void (conversationIdle = true));
     await engineStillRuns(h);
     expect(idle).toBe(false);
+    expect(conversationIdle).toBe(false);
     h.registry.register(
       single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))),
     );
     expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
-    await idleWait;
+    await Promise.all([idleWait, conversationWait]);
     expect(blocked(h)).toEqual([]);
     await engineStillRuns(h);
     await h.close();
@@ -485,6 +491,66 @@ describe("the task runtime", () => {
     expect(log).toEqual(["A:one", "B:two migrated from 1"]);
     expect((await h.getTask(id))?.version).toBe(2);
     await engineStillRuns(h);
+    await h.close();
+  });
+  test("a replacement whose migrate throws: the task hands over, and its migration failing blocks it pending (migration_failed), never terminal; a fixed definition takes it", async () => {
+    // Reading 24a (spec §7.5: "a failed migration blocks the task rather than terminalizing it"): the
+    // failing migration was tried only at open, never on a definition replaced while the task ran.
+    const log: string[] = [];
+    type TwoPhases = { phase: "one" } | { phase: "two"; note?: string };
+    let h!: Harness;
+    const make = (label: string, version: number, migrate?: (checkpoint: TwoPhases) => TwoPhases) =>
+      defineTask<null, TwoPhases, Json>({
+        name: "swap-broken",
+        version,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            if (label === "A")
+              h.registry.register(
+                make("B", 2, () => {
+                  throw new Error("B cannot read v1");
+                }),
+              );
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (task, runtime) => {
+            log.push(
+              `${label}:two ${(task.state as { checkpoint: { note?: string } }).checkpoint.note ?? "-"}`,
+            );
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+        ...(migrate
+          ? {
+              migrate: (_input: Json, checkpoint: Json) => ({
+                input: null,
+                checkpoint: migrate(checkpoint as TwoPhases),
+              }),
+            }
+          : {}),
+      });
+    const reports: string[] = [];
+    h = await Harness.open(await memoryStore(), {
+      tasks: [make("A", 1)],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(make("A", 1), null, { ownership: { kind: "conversation" } });
+    await until(() => blocked(h).some((b) => b.id === id), { what: "the task blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "swap-broken", reason: "migration_failed" }]);
+    const record = await h.getTask(id);
+    expect(record?.state).toMatchObject({ status: "pending", checkpoint: { phase: "two" } });
+    expect(record?.version).toBe(1);
+    expect(log).toEqual(["A:one"]);
+    expect(reports.filter((r) => r.includes("B cannot read v1"))).toHaveLength(1);
+    await engineStillRuns(h);
+    // A fixed definition is tried again and takes it.
+    h.registry.register(make("C", 2, (checkpoint) => ({ ...checkpoint, note: "fixed" })));
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "C" });
+    expect(log).toEqual(["A:one", "C:two fixed"]);
     await h.close();
   });
   test("a replacement that cannot reserve (a higher version without migrate) does not take over: the task runs on under its definition and the engine reports it once", async () => {

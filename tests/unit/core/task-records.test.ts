@@ -4,6 +4,7 @@
  * conversation of the work it creates, memos across checkpoints, and a commit that returns nothing.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import {
   defineTask,
   type EntryRecord,
@@ -516,11 +517,15 @@ test("defineTask returns the definition itself as the task's token, frozen, and 
   const id = await h.createTask(token, null, { ownership: { kind: "conversation" } });
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ran" });
   await h.close();
-  for (const version of [0, -1, 1.5, Number.NaN])
-    expect(() => defineTask<Json, Go, Json>({ ...definition, version } as never)).toThrow(
-      /version must be a positive integer/,
-    );
-  expect(() => defineTask<Json, Go, Json>({ ...definition, name: "" } as never)).toThrow(/needs a name/);
+  // Refused at the door with a typed error (a TypeError), each with its reason.
+  for (const version of [0, -1, 1.5, Number.NaN]) {
+    const make = () => defineTask<Json, Go, Json>({ ...definition, version } as never);
+    expect(make).toThrow(TypeError);
+    expect(make).toThrow(/version must be a positive integer/);
+  }
+  const nameless = () => defineTask<Json, Go, Json>({ ...definition, name: "" } as never);
+  expect(nameless).toThrow(TypeError);
+  expect(nameless).toThrow(/needs a name/);
 });
 
 test("reservation durably moves a waiting task that may resume to running: its next phase starts only after that commit is stored (spec §5.1)", async () => {
@@ -562,4 +567,89 @@ test("reservation durably moves a waiting task that may resume to running: its n
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "resumed" });
   expect(seen).toEqual(["running", "running"]);
   await h.close();
+});
+
+test("runtime.commit rereads and gates the task on the line before its callback: the callback gets the latest committed record, and a refused commit (terminal, abort-marked run, closing) never invokes it", async () => {
+  type Counted = { phase: "go"; n: number };
+  const seen: { memos: unknown; checkpoint: unknown }[] = [];
+  const invoked: string[] = [];
+  const refused = new Map<string, unknown>();
+  const reread = defineTask<Json, Counted, Json>({
+    name: "reread",
+    version: 1,
+    initial: () => ({ phase: "go", n: 0 }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.memo("k", "first");
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "go", n: 1 } }));
+        // The callback's record is the one committed since the phase began, not the one it started with.
+        await runtime.commit((_tx, current) => {
+          seen.push({ memos: current.memos, checkpoint: current.state.checkpoint });
+          return complete("done");
+        });
+        refused.set(
+          "terminal",
+          await runtime
+            .commit(() => {
+              invoked.push("terminal");
+              return undefined;
+            })
+            .catch((e: unknown) => e),
+        );
+      },
+    },
+    abort: async () => undefined,
+  });
+  const entered = deferred();
+  const gate = deferred();
+  const deaf = single("deaf", async (_t, runtime) => {
+    entered.resolve();
+    await gate.promise; // deaf to the signal on purpose
+    refused.set(
+      "abort_requested",
+      await runtime
+        .commit(() => {
+          invoked.push("abort_requested");
+          return undefined;
+        })
+        .catch((e: unknown) => e),
+    );
+  });
+  const closingStarted = deferred();
+  const closing = single("closing", async (_t, runtime, signal) => {
+    closingStarted.resolve();
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    refused.set(
+      "closing",
+      await runtime
+        .commit(() => {
+          invoked.push("closing");
+          return undefined;
+        })
+        .catch((e: unknown) => e),
+    );
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [reread, deaf, closing] });
+  const id = await h.createTask(reread, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "done" });
+  await until(() => refused.has("terminal"), { what: "the commit after terminal settled" });
+  expect(seen).toEqual([{ memos: { k: "first" }, checkpoint: { phase: "go", n: 1 } }]);
+  const marked = await h.createTask(deaf, null, { ownership: { kind: "conversation" } });
+  await entered.promise;
+  const aborting = h.abortTask(marked);
+  await until(() => internals(h).session.records.tasks.get(marked)?.abortRequested === true, {
+    what: "mark stored",
+  });
+  gate.resolve();
+  expect(await aborting).toBe("marked");
+  await done(h, marked);
+  await h.createTask(closing, null, { ownership: { kind: "conversation" } });
+  await closingStarted.promise;
+  await h.close();
+  for (const reason of ["terminal", "abort_requested", "closing"])
+    expect([reason, refused.get(reason)]).toMatchObject([
+      reason,
+      { name: "CommitRefused", reason: reason === "terminal" ? "not_running" : reason },
+    ]);
+  expect(invoked).toEqual([]);
 });

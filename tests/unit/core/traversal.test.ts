@@ -6,7 +6,7 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
-import { deferred, until } from "../../../worker/testing.ts";
+import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open, reopen } from "../agent/fixtures.ts";
 import { complete, type Go, outcome, parked, running, single, untilAborted } from "./fixtures.ts";
 
@@ -133,6 +133,12 @@ test("a terminal owner never cascades: new work in the conversation of an aborte
   const ended = await h.waitForTask(ownerId);
   expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
   const owned = (ended.state as { outcome: { result: number } }).outcome.result;
+  // Its conversation's record and owner edge outlive the aborted owner (spec §5.4: never retired
+  // with the task), as after a completed one.
+  expect(h.conversationRecords().find((c) => c.id === owned)?.owner).toEqual({
+    conversationId: root.id,
+    taskId: ownerId,
+  });
   // New work in the conversation the aborted task owns: its intent does not reach it.
   const laterId: TaskId = await h.transaction((tx) =>
     tx.createTask(later, null, { ownership: { kind: "conversation" }, conversationId: owned }),
@@ -333,12 +339,14 @@ test("a cascade treats the conversations it reaches like Conversation.abort(): t
   const queued = await owned.submit({ type: "input", content: "queued input" });
   const hint = { role: "user", content: "a hint", timestamp: 0 };
   const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+  const steer = await owned.submit({ type: "input", content: "queued steer", whenBusy: "steer" });
   // The owner's own conversation, busy with a queued input: the cascade starts below the owner.
   await root.submit({ type: "input", content: "busy root" });
   await until(() => liveOf(h, root.id).run !== undefined, { what: "root busy" });
   const rootQueued = await root.submit({ type: "input", content: "root queued" });
   expect(await h.abortTask(ownerId)).toBe("marked");
   expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect(await running.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect((await write.record()).status).toBe("queued");
   expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
@@ -377,3 +385,242 @@ test("Harness.waitForIdle traverses from every ownerless root: work below a fini
   expect(await idleNow(h)).toBe(true);
   expect((await h.getTask(workerId))?.state.status).toBe("running");
 });
+
+test("Harness.waitForIdle waits for work under any ownerless conversation, not only the root: it resolves only once that work ended", async () => {
+  // spec §5.4: "Harness idle performs the same traversal from every ownerless conversation root".
+  const worker = parked("worker");
+  const { h, root } = await open(echo, { tasks: [worker] });
+  await (await root.submit({ type: "input", content: "the root is idle after this" })).wait();
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const workerId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: other.id }),
+  );
+  await until(() => running(h) === 1, { what: "worker running" });
+  // Read synchronously when the wait resolves: is the worker still live then?
+  let liveAtIdle: boolean | undefined;
+  const idle = h.waitForIdle().then(() => {
+    liveAtIdle = h.inspect().tasks.some((t) => t.record.id === workerId);
+  });
+  await h.abortTask(workerId);
+  await idle;
+  expect(liveAtIdle).toBe(false);
+  expect((await h.getTask(workerId))?.state.status).toBe("terminal");
+});
+
+test("a task waiting on work outside its conversation is live: that conversation's idle wait resolves only after the wait ends", async () => {
+  // Spec §2.2 "Waiting, deadline-blocked, and completing work is still live and therefore not
+  // idle". Reading 24b: the waiting case was never set up where nothing else kept the conversation
+  // live; here the waited-on task runs in another conversation, so only the waiter holds it.
+  const gate = deferred();
+  const awaited = single("awaited-elsewhere", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("elsewhere"));
+  });
+  const waiter = defineTask<{ on: TaskId }, Go | { phase: "after" }, Json>({
+    name: "cross-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "after" },
+          on: [task.input.on],
+          policy: "allSettled",
+        }));
+      },
+      after: async (_t, runtime) => void (await runtime.commit(() => complete("waited"))),
+    },
+    abort: async () => undefined,
+  });
+  const { h, root } = await open(echo, { tasks: [awaited, waiter] });
+  const elsewhere = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const awaitedId = await h.transaction((tx) =>
+    tx.createTask(awaited, null, { ownership: { kind: "conversation" }, conversationId: elsewhere.id }),
+  );
+  const waiterId = await h.transaction((tx) =>
+    tx.createTask(
+      waiter,
+      { on: awaitedId },
+      { ownership: { kind: "conversation" }, conversationId: root.id },
+    ),
+  );
+  await until(() => h.inspect().tasks.find((t) => t.record.id === waiterId)?.state.kind === "waiting", {
+    what: "the waiter waiting",
+  });
+  let idle = false;
+  const rootIdle = root.waitForIdle().then(() => {
+    idle = true;
+  });
+  // A commit lets the idle predicate look again: the waiting task keeps the root live.
+  await h.transaction(() => undefined);
+  expect(idle).toBe(false);
+  expect(h.inspect().tasks.find((t) => t.record.id === waiterId)?.state).toEqual({
+    kind: "waiting",
+    on: [awaitedId],
+  });
+  gate.resolve();
+  await rootIdle;
+  expect(outcome(await h.getTask(waiterId))).toEqual({ status: "completed", result: "waited" });
+});
+
+test("a direct operation on a conversation whose owner is still running starts inside it: abort() marks that conversation's work, never its owner, and waitForIdle() does not wait for the owner", async () => {
+  const worker = parked("inner-worker");
+  let owned: number | undefined;
+  const owner = single("live-owner", async (_t, runtime, signal) => {
+    await runtime.commit((tx) => {
+      owned = tx.createConversation({ kind: "task", taskId: runtime.taskId }).id;
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await untilAborted(signal);
+  });
+  const { h } = await open(echo, { tasks: [owner, worker] });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => owned !== undefined, { what: "owned conversation created" });
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned! }),
+  );
+  await until(() => running(h) === 2, { what: "owner and worker running" });
+  const inner = h.conversation(owned!)!;
+  let idle = false;
+  const idleWait = inner.waitForIdle().then(() => {
+    idle = true;
+  });
+  await inner.abort();
+  await idleWait;
+  expect(idle).toBe(true);
+  expect(outcome(await h.getTask(workerId))).toMatchObject({ status: "aborted" });
+  // The owner above it is neither marked nor waited for: it still runs, and the root is not idle.
+  const ownerRecord = await h.getTask(ownerId);
+  expect(ownerRecord?.abortRequested).toBe(false);
+  expect(ownerRecord?.state.status).toBe("running");
+  expect(running(h)).toBe(1);
+  expect(await h.abortTask(ownerId)).toBe("marked");
+});
+
+test("abort({ background: true }) withdraws the queued inputs of every conversation it reaches, not only its own: a follow-up queued below a finished owner is unanswered (aborted), a queued write there stays", async () => {
+  const { root, h, owned, workerId, faux } = await workBelowAFinishedOwner({ background: true });
+  const gate = deferred();
+  faux.respond = async (req, n) => {
+    await gate.promise;
+    return echo(req, n);
+  };
+  const inner = h.conversation(owned)!;
+  const first = await inner.submit({ type: "input", content: "first" });
+  await until(() => inner.busy, { what: "a run below the finished owner" });
+  const queued = await inner.submit({ type: "input", content: "queued" });
+  const write = await inner.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  expect(inboxOf(h, owned).items.map((i) => i.mode)).toEqual(["followUp", "write"]);
+  let marked = false;
+  h.subscribe((change) => {
+    if (change.tasks.some((t) => t.id === workerId && t.abortRequested)) marked = true;
+  });
+  const aborting = root.abort({ background: true });
+  await until(() => marked, { what: "marks stored" });
+  gate.resolve(); // the faux model is deaf to the signal: let the aborted request return
+  await aborting;
+  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, owned).items.map((i) => i.mode)).toEqual(["write"]);
+  expect(outcome(await h.getTask(workerId))?.status).toBe("aborted");
+});
+
+test("a terminal owner never cascades: the queued inputs of a conversation an aborted owner owned stay queued and are answered in order", async () => {
+  const owner = defineTask<Json, Go | { phase: "hold"; conversation: number }, Json>({
+    name: "aborted-inbox-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
+        });
+      },
+      hold: async (_t, _runtime, signal) => untilAborted(signal),
+    },
+    abort: async (task, runtime) => {
+      const c = (task.state as { checkpoint: { conversation: number } }).checkpoint.conversation;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", result: c } }));
+    },
+  });
+  const gate = deferred();
+  const { h } = await open(
+    async (req, n) => {
+      if (n === 1) await gate.promise;
+      return echo(req, n);
+    },
+    { tasks: [owner] },
+  );
+  const ownerId: TaskId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "the owner running" });
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  const ended = await h.waitForTask(ownerId);
+  expect(outcome(ended)?.status).toBe("aborted");
+  const inner = h.conversation((ended.state as { outcome: { result: number } }).outcome.result)!;
+  const first = await inner.submit({ type: "input", content: "first" });
+  await until(() => inner.busy, { what: "a run below the aborted owner" });
+  const queued = await inner.submit({ type: "input", content: "queued" });
+  // Any later commit runs a reconcile pass: the terminal owner's outcome reaches nothing below it.
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: "a later commit" }));
+  expect((await queued.record()).status).toBe("queued");
+  gate.resolve();
+  expect((await first.wait()).status).toBe("done");
+  expect((await queued.wait()).status).toBe("done");
+});
+
+test.each(["in memory", "after a reopen"])(
+  "a cascade reaches an owned conversation with no live work: the follow-up a failed run left queued there is withdrawn (unanswered, aborted) when its live owner is aborted (%s)",
+  async (when) => {
+    type Step = Go | { phase: "hold"; conversation: number };
+    const owner = defineTask<Json, Step, Json>({
+      name: "idle-inbox-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
+          });
+        },
+        hold: async (_t, _r, signal) => untilAborted(signal),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const hold = deferred();
+    const { h, store, faux } = await open(
+      async (req, n) => {
+        if (n === 1) {
+          await hold.promise;
+          return fauxError("400 invalid request");
+        }
+        return echo(req, n);
+      },
+      { tasks: [owner] },
+    );
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+    const ownedId = h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id;
+    const owned = h.conversation(ownedId)!;
+    const first = await owned.submit({ type: "input", content: "one" });
+    const left = await owned.submit({ type: "input", content: "two" });
+    const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await owned.waitForIdle();
+    // Idle, with no live task, and its inbox holding the follow-up and the write.
+    expect((await left.record()).status).toBe("queued");
+    let engine = h;
+    if (when === "after a reopen") {
+      await h.close();
+      engine = await reopen(store, { models: faux.models, defaultModel: faux.ref, tasks: [owner] });
+    }
+    expect(await engine.abortTask(ownerId)).toBe("marked");
+    expect(outcome(await engine.waitForTask(ownerId))?.status).toBe("aborted");
+    expect(await engine.submissionRecord(left.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await engine.submissionRecord(write.id))?.status).toBe("queued");
+  },
+);

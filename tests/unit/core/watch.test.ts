@@ -97,6 +97,9 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   const first = watch.stop();
   const second = watch.stop();
   expect(watch.pending).toBe(0);
+  // The common terminal promise (spec §9.2): every stop() returns `closed` itself (reading 24e).
+  expect(first).toBe(watch.closed);
+  expect(second).toBe(first);
   // The terminal result, from stop() and `closed` alike, does not wait for the callback already
   // running: that one stays the caller's.
   const early = await Promise.race([
@@ -366,5 +369,65 @@ test("one commit that touches the conversation is one frame: its entries appende
   await h.transaction((tx) => tx.writeDoc(root.id, "app.x", { a: 1 }));
   await until(() => frames.length === 2, { what: "the redundant write's frame" });
   expect(frames[1]).toEqual({ ops: [{ op: "doc", name: "app.x" }], notes: [1, 2] });
+  await watch.stop();
+});
+
+test("the 100-frame bound excludes the frame being delivered: 100 more wait behind it, the next collapses them (reading 24f)", async () => {
+  const watch = new Watch(0);
+  const gate = deferred();
+  const seen: Frame<number>[] = [];
+  watch.start(async (f) => {
+    seen.push(f);
+    if (f.value === 1) await gate.promise;
+  });
+  await settle();
+  watch.push(frame(1));
+  await until(() => seen.length === 1, { what: "frame 1 delivering" });
+  for (let seq = 2; seq <= 101; seq++) watch.push(frame(seq));
+  // Frame 1 is in the listener: the 100 behind it are all kept.
+  expect([watch.pending, watch.collapsed]).toEqual([100, 0]);
+  watch.push(frame(102));
+  expect([watch.pending, watch.collapsed]).toEqual([1, 100]);
+  gate.resolve();
+  await until(() => seen.length === 2, { what: "the replacement delivered" });
+  expect(seen[1]).toEqual({ seq: 102, value: 102, ops: [{ op: "replace" }] });
+});
+
+test("every revision a watch delivered stays as it was delivered: later appends, document changes and a head marker change none of them (reading 24f)", async () => {
+  const { h, root } = await open(echo);
+  const watch = await root.watch();
+  const revisions: Array<{ value: unknown; json: string }> = [
+    { value: watch.value, json: JSON.stringify(watch.value) },
+  ];
+  watch.start((f) => void revisions.push({ value: f.value, json: JSON.stringify(f.value) }));
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.notes", { n: 1 }));
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.notes", { n: 2 }));
+  await (await root.reset()).wait();
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  await until(() => (watch.value.entries.at(-1)?.kind ?? "") === "pi.assistant" && revisions.length > 6, {
+    what: "the last answer delivered",
+  });
+  expect(new Set(revisions.map((r) => r.json)).size).toBeGreaterThan(5);
+  for (const r of revisions) expect(JSON.stringify(r.value)).toBe(r.json);
+  await watch.stop();
+});
+
+test("a live mount's frames set a created document's key and delete a retired one's (reading 24f)", async () => {
+  const { h, root } = await open(echo);
+  const watch = await root.watch();
+  const seen: Frame<{ docs: Record<string, unknown> }>[] = [];
+  watch.start((f) => void seen.push(f));
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", { a: 1 }));
+  await until(() => seen.length === 1, { what: "the creation's frame" });
+  expect(seen[0]!.value.docs["app.extra"]).toEqual({ a: 1 });
+  await h.transaction((tx) => tx.retireDoc(root.id, "app.extra"));
+  await until(() => seen.length === 2, { what: "the retirement's frame" });
+  expect("app.extra" in seen[1]!.value.docs).toBe(false);
+  expect(Object.keys(seen[1]!.value.docs).sort()).toEqual(
+    Object.keys(seen[0]!.value.docs)
+      .filter((k) => k !== "app.extra")
+      .sort(),
+  );
   await watch.stop();
 });

@@ -64,3 +64,49 @@ test("a full disk stops the engine with a typed error and loses nothing committe
   expect([...mailer.sent.values()].map((m) => m.subject).sort()).toEqual(["one", "two"]);
   await h2.close();
 });
+
+test("an uncertain failure (the commit stored, its answer lost) is fatal too: nothing published or adopted, and a reopen finds the stored commit", async () => {
+  // Spec §1.8: "An uncertain storage failure is fatal to the open Session. It publishes nothing and
+  // must be reopened." Reading 24b: the test above fails before COMMIT, a certain failure; here the
+  // transaction is stored and only its answer is lost.
+  const mailer = new FakeMailer();
+  const email = sendEmailTask(mailer);
+  const store = await memoryStore();
+  const fatal: Error[] = [];
+  const h = await Harness.open(store, { tasks: [email], onFatal: (e) => fatal.push(e) });
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(change));
+  const committed = store.stats.transactions;
+  let failOnce = true;
+  store.setFaultHook((point) => {
+    if (point === "after-commit" && failOnce) {
+      failOnce = false;
+      throw new Error("connection lost after COMMIT");
+    }
+  });
+  const created = h.createTask(
+    email,
+    { to: "a@b.c", subject: "one" },
+    { ownership: { kind: "conversation" } },
+  );
+  await expect(created).rejects.toThrow(/connection lost/);
+  // Stored, yet the engine neither published it nor took it into its memory, and stopped.
+  expect(store.stats.transactions).toBe(committed + 1);
+  expect(published).toEqual([]);
+  expect(h.inspect().tasks).toEqual([]);
+  expect(fatal[0]?.message).toMatch(/connection lost/);
+  await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  store.setFaultHook(undefined);
+  const image = store.image();
+  await h.close();
+  // Reopened: the stored task is there and runs.
+  const h2 = await Harness.open(await memoryStore(image), { tasks: [email] });
+  const [task] = await h2.tasks();
+  expect(task?.kind).toBe(email.name);
+  expect((await h2.waitForTask(task!.id)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
+  });
+  expect([...mailer.sent.values()].map((m) => m.subject)).toEqual(["one"]);
+  await h2.close();
+});

@@ -40,7 +40,7 @@ export class EntryCache {
   #disposed = false;
 
   constructor(
-    readonly source: Pick<Harness, "subscribe" | "entries">,
+    readonly source: Pick<Harness, "subscribe" | "storedEntries">,
     readonly options: EntryCacheOptions = KEEP,
   ) {
     source.subscribe((change) => {
@@ -85,7 +85,7 @@ export class EntryCache {
     let loading = this.#loading.get(conversationId);
     if (!loading) {
       this.#buffers.set(conversationId, []);
-      loading = this.source.entries(conversationId).then((list) => {
+      loading = this.source.storedEntries(conversationId).then((list) => {
         const buffered = this.#buffers.get(conversationId) ?? [];
         this.#buffers.delete(conversationId);
         const entries = [...list];

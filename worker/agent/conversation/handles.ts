@@ -177,6 +177,7 @@ export class Conversation {
    * of this conversation (what a fork at it would start with). Reads only; never writes.
    */
   async context(options: { at?: EntryId } = {}): Promise<ContextView> {
+    this.harness.assertOpen();
     const entries = await this.harness.services.entries.get(this.id, options.at);
     if (options.at !== undefined && entries.at(-1)?.id !== options.at)
       throw new RangeError(`entry ${options.at} is not in conversation ${this.id}`);
@@ -216,7 +217,7 @@ export class Conversation {
   }
 
   /** The view now, then each commit's operations (bounded backlog, see Watch). */
-  watch(): Promise<Watch<ConversationView>> {
+  async watch(): Promise<Watch<ConversationView>> {
     return this.harness.mount(this.id).watch();
   }
 

@@ -1,7 +1,8 @@
 /**
  * The tool task's abort handler: the call ends `aborted` with an error result. A top-level call
- * whose conversation has `onAbort` hooks gets the output it retained, passed through those hooks
- * (each may replace it; the `aborted` diagnostic stays); any other call gets a harness-written
+ * whose conversation has `onAbort` hooks gets the aborted result its slot's durable output, details
+ * and diagnostics make, passed through those hooks (each may replace it; the `aborted` diagnostic
+ * stays); any other call gets a harness-written
  * `aborted` result carrying the partial output.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
@@ -13,6 +14,8 @@ import { appendResult, boundResult, slotDone } from "../results.ts";
 import { readCall, resolveToolFor } from "./resolve.ts";
 import { partialOutput, settleError, terminal } from "./settle.ts";
 import type { ToolTaskContext, ToolTaskRecord, ToolTaskRuntime } from "./types.ts";
+
+const ABORTED = { severity: "error" as const, code: "aborted", message: "the tool call was aborted" };
 
 export async function abortToolCall(
   ctx: ToolTaskContext,
@@ -49,10 +52,14 @@ async function settleAbortedWithHooks(
 ): Promise<void> {
   const c = task.conversationId;
   const partial = partialOutput(ctx.services, task);
+  // The hooks get the result the harness would write (spec §8.4): the slot's durable output, details
+  // and diagnostics, the harness's `aborted` one last.
+  const recorded = [...(partial.diagnostics ?? []), ABORTED];
   const retained: ToolResult = {
     content: partial.output ? [{ type: "text", text: partial.output }] : [],
     isError: true,
     ...(partial.details !== undefined ? { details: partial.details } : {}),
+    diagnostics: recorded,
   };
   let result = retained;
   const api = hookApi(runtime, ctx.services);
@@ -82,12 +89,13 @@ async function settleAbortedWithHooks(
       ? { result: retained, diagnostics: [] }
       : boundResult({ ...result, isError: true }, limits);
   await runtime.commit((tx) => {
-    // The call's recorded diagnostics, then a hook's, then the harness's (spec §7.3).
+    // The chain's diagnostics (those it was given, unless a hook replaced them), the `aborted` one
+    // kept, then the truncation of a hook's content (spec §7.3, §8.4).
     const { diagnostics: given, ...result } = bounded.result;
+    const chained = given ?? recorded;
     const entry = appendResult(tx, c, call.id, call.name, result, [
-      ...(partial.diagnostics ?? []),
-      ...(given ?? []),
-      { severity: "error", code: "aborted", message: "the tool call was aborted" },
+      ...chained,
+      ...(chained.some((d) => d.severity === "error" && d.code === "aborted") ? [] : [ABORTED]),
       ...bounded.diagnostics,
     ]);
     slotDone(tx, c, task.id, entry.id);

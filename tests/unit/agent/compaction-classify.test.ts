@@ -1,0 +1,94 @@
+/**
+ * How a summary attempt is classified (spec §8.7): in one commit that adds its usage to `pi.usage`;
+ * only a `stop` with non-empty text and no tool call is a summary (text beside a tool call is not);
+ * a retryable error retries only while the retry policy, read at classification, allows another
+ * attempt (`enabled` and `attempt <= maxRetries`); anything else fails with `model_error`.
+ */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import type { ChangeSet, Conversation, UsageState } from "../../../worker/index.ts";
+import { deferred, type FauxRequest, fauxError, until } from "../../../worker/testing.ts";
+import { open } from "./fixtures.ts";
+
+const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
+const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+
+async function chat(root: Conversation, turns: number): Promise<void> {
+  for (let i = 1; i <= turns; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+}
+
+test("text beside a tool call is not a summary: the compaction fails model_error and nothing is placed; the usage lands in the classifying commit", async () => {
+  const { h, root, faux } = await open(
+    (req) =>
+      isSummary(req)
+        ? fauxAssistantMessage([{ type: "text", text: "SUMMARY" }, fauxToolCall("read", {})], {
+            stopReason: "stop",
+          })
+        : fauxAssistantMessage(big("answer")),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 3);
+  const before = (await root.entries()).length;
+  const commits: ChangeSet[] = [];
+  h.subscribe((c) => void commits.push(c));
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", error: { detail: { reason: "model_error" } } },
+  });
+  expect((await root.entries()).length).toBe(before);
+  expect(faux.requests.filter(isSummary)).toHaveLength(1);
+  // The one commit that writes pi.usage after the request is the one that ends the task.
+  const usageCommits = commits.filter((c) => c.docs.some((d) => d.name === "pi.usage"));
+  expect(usageCommits).toHaveLength(1);
+  expect(
+    usageCommits[0]!.tasks.find((t) => t.id === taskId)?.state,
+    "the usage commit classifies the attempt",
+  ).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+  const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+  const usage = usageCommits[0]!.docs.find((d) => d.name === "pi.usage")!.value as unknown as UsageState;
+  expect(usage.models[key]!.input).toBe(
+    (h.docNow(root.id, "pi.usage") as unknown as UsageState).models[key]!.input,
+  );
+});
+
+test("a retryable summary error retries only while the policy read at classification allows it: maxRetries counts retries, and a policy turned off while the attempt is out fails it", async () => {
+  // maxRetries 1: the first attempt and one retry, then model_error.
+  const exhausted = await open(
+    (req) => (isSummary(req) ? fauxError("503 Service Unavailable") : fauxAssistantMessage(big("answer"))),
+    {
+      settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 1, maxRetries: 1 } },
+    },
+  );
+  await chat(exhausted.root, 3);
+  const first = await exhausted.root.compact();
+  expect((await exhausted.h.waitForTask(first)).state).toMatchObject({
+    outcome: {
+      status: "failed",
+      error: { message: "503 Service Unavailable", detail: { reason: "model_error" } },
+    },
+  });
+  expect(exhausted.faux.requests.filter(isSummary)).toHaveLength(2);
+
+  // Retries on when the request goes out, off before its answer is classified: no retry.
+  const gate = deferred();
+  let retry = { enabled: true };
+  const flipped = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxError("503 Service Unavailable");
+    },
+    { settings: () => ({ compaction: { keepRecentTokens: 150 }, retry: { ...retry, baseDelayMs: 1 } }) },
+  );
+  await chat(flipped.root, 3);
+  const second = await flipped.root.compact();
+  await until(() => flipped.faux.requests.filter(isSummary).length === 1, { what: "summary sent" });
+  retry = { enabled: false };
+  gate.resolve();
+  expect((await flipped.h.waitForTask(second)).state).toMatchObject({
+    outcome: { status: "failed", error: { detail: { reason: "model_error" } } },
+  });
+  expect(flipped.faux.requests.filter(isSummary)).toHaveLength(1);
+});

@@ -1,0 +1,77 @@
+/**
+ * The summary request's pinned thinking level and its user message (spec §8.7): `reasoning` is the
+ * level pinned at `select`, kept across a retry even when the conversation's level changed meanwhile;
+ * the user message is the serialized text in `<conversation>` tags, then the built-in summarization
+ * prompt, then `Additional focus: <instructions>` only when the input has instructions.
+ */
+import { fauxAssistantMessage, type Message } from "@mariozechner/pi-ai";
+import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
+import { defaultStream } from "../../../worker/agent/services.ts";
+import type { AgentHarnessOptions, Conversation } from "../../../worker/index.ts";
+import { fauxError } from "../../../worker/testing.ts";
+import { open, textOf } from "./fixtures.ts";
+
+test("the summary request carries the pinned thinking level as reasoning across a retry, and its user message is <conversation>, the prompt, then the focus only when given", async () => {
+  const sent: Array<{ summary: boolean; reasoning: unknown; messages: Message[] }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({
+      summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
+      reasoning: options.reasoning,
+      messages: [...context.messages],
+    });
+    return defaultStream(model, context, options);
+  };
+  let root: Conversation | undefined;
+  let summaries = 0;
+  const { h, root: r } = await open(
+    async (req) => {
+      if (req.systemPrompt !== SUMMARY_SYSTEM_PROMPT) return fauxAssistantMessage("ok");
+      summaries++;
+      if (summaries === 1) {
+        // The conversation's level changes while the first attempt is out; it then fails retryably.
+        await root!.configure({ thinkingLevel: "low" });
+        return fauxError("503 overloaded");
+      }
+      return fauxAssistantMessage(`SUMMARY ${summaries}`);
+    },
+    {
+      stream,
+      settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 }, retry: { baseDelayMs: 1 } },
+    },
+  );
+  root = r;
+  await root.configure({ thinkingLevel: "high" });
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+
+  const plain = await root.compact();
+  expect((await h.waitForTask(plain)).state).toMatchObject({ outcome: { status: "completed" } });
+  const first = sent.filter((s) => s.summary);
+  expect(first).toHaveLength(2);
+  // Both attempts carry the level pinned at select, not the one configured during the first.
+  expect(first.map((s) => s.reasoning)).toEqual(["high", "high"]);
+  // The conversation's own next request does follow the change.
+  await (await root.submit({ type: "input", content: "four" })).wait();
+  expect(sent.at(-1)).toMatchObject({ summary: false, reasoning: "low" });
+
+  // One user message: the serialized text in <conversation> tags, then the prompt, and no focus.
+  expect(first[1]!.messages.map((m) => m.role)).toEqual(["user"]);
+  const text = textOf(first[1]!.messages[0]!);
+  const match = /^<conversation>\n([\s\S]*)\n<\/conversation>\n\n([\s\S]+)$/.exec(text);
+  expect(match, text).not.toBeNull();
+  expect(match![1]).toContain("[User]: one");
+  const prompt = match![2]!;
+  expect(prompt).not.toContain("Additional focus");
+  expect(prompt).not.toContain("[User]");
+
+  // With instructions, the focus follows the same prompt.
+  const focused = await root.compact("keep the numbers");
+  expect((await h.waitForTask(focused)).state).toMatchObject({ outcome: { status: "completed" } });
+  const last = sent.filter((s) => s.summary).at(-1)!;
+  expect(last.reasoning).toBe("low");
+  const focusedText = textOf(last.messages[0]!);
+  expect(focusedText.endsWith(`</conversation>\n\n${prompt}\n\nAdditional focus: keep the numbers`)).toBe(
+    true,
+  );
+});
