@@ -174,6 +174,8 @@ export class ConversationList {
     if (read.total !== undefined && this.#total === undefined && !this.#changedTotal(start))
       this.#total = read.total;
     this.#settle();
+    // Counted before a deletion made the count stale while the ids were read: read both again.
+    if (read.total === undefined && this.#total === undefined) return this.page(limit);
     const items = await this.#present(read.ids);
     return { items, total: this.#total ?? read.total ?? items.length };
   }
