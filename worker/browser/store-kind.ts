@@ -18,7 +18,7 @@
  *   benches), which skips the choice.
  */
 import { StoreOpenError } from "../store/types.ts";
-import type { HostPlatform } from "./platform.ts";
+import type { HostPlatform, OpenStamp } from "./platform.ts";
 import { opfsMarker } from "./store-marker.ts";
 
 /** The kinds a SharedWorker engine can open. */
@@ -142,11 +142,12 @@ export function choosingPlatform(options: {
     get choice() {
       return choice;
     },
-    async openStore() {
+    async openStore(stamp?: OpenStamp) {
       choice = await options.decide();
+      stamp?.("kindAt");
       if (choice.kind === "opfs-lent") {
         try {
-          const store = await platforms["opfs-lent"].openStore();
+          const store = await platforms["opfs-lent"].openStore(stamp);
           chosen = platforms["opfs-lent"];
           return store;
         } catch (error) {
@@ -156,7 +157,7 @@ export function choosingPlatform(options: {
         }
       }
       chosen = platforms.idb;
-      return platforms.idb.openStore();
+      return platforms.idb.openStore(stamp);
     },
     openScratchStore: (name) => current().openScratchStore(name),
     deleteScratchStore: (name) => current().deleteScratchStore(name),
