@@ -3,7 +3,8 @@
  * 29's reading; tests/spec-coverage/sample-session20.md is the first drawn with it,
  * sample-session20b.md the second, sample-session20c.md the third, with seed 20261206 and count 20,
  * sample-session22.md the fourth, seed 20261207 and count 20, sample-session22b.md (seeds 20261208 to
- * 20261213) the fifth to tenth, sample-session23.md (seed 20261214 and on) the next):
+ * 20261213) the fifth to tenth, sample-session23.md (seed 20261214 and on) the next; sample-session24.md
+ * holds the reviewer draws over the whole population, ALL=1 with seeds 20261217 to 20261219):
  *   node scripts/spec-sample.mjs [seed] [count]        (defaults: 20261205, 30)
  *   EXCLUDED=1 node scripts/spec-sample.mjs ...         also prints the lines left out and why
  *   ALL=1 node scripts/spec-sample.mjs [seed] [count]  draws from every asserted line, none left out

@@ -103,6 +103,31 @@ async function floorRound(page: Page, server: StaticServer, store: string, kit: 
   }
 }
 
+const STORE_OPEN_PARTS = [
+  "kind chosen",
+  "a lender at hand",
+  "lent port arrived",
+  "lent worker opened",
+  "sequence read",
+] as const;
+
+/**
+ * The store open's parts (STORE_OPEN_PARTS), each from the end of the one before (from the later of
+ * the lock and the compile); a part the open did not stamp (a forced kind, the idb kind) is 0.
+ */
+function storeOpenParts(t: EngineTimeline): number[] {
+  const from = Math.max(t.lockedAt!, t.wasmAt ?? t.lockedAt!);
+  const migratedAt = t.migratedAt ?? t.openedAt!;
+  const stamps = [t.kindAt, t.lenderAt, t.lentPortAt, t.lentOpenAt, migratedAt];
+  let last = from;
+  return stamps.map((at) => {
+    if (at === undefined) return 0;
+    const part = at - last;
+    last = at;
+    return part;
+  });
+}
+
 /** The recovery parts (RECOVERY_PARTS) of one engine start, and the total, from its timeline. */
 function recoveryParts(t: EngineTimeline, origin: number): number[] {
   const lockedAt = t.lockedAt!;
@@ -157,8 +182,10 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
     ["round", "old engine gone after", "floor worker gone after", "load (1, 5, 15 min)"],
   ];
   const codeRows: string[][] = [
-    ["round", "engine API loaded", "pi-ai loaded", "store opened", "harness open"],
+    ["round", "engine API loaded", "pi-ai loaded", "harness modules", "store opened", "harness open"],
   ];
+  const openRows: string[][] = [["round", ...STORE_OPEN_PARTS, "store open"]];
+  const opens: number[][] = [];
   let ticks = 0;
   for (let round = 1; round <= ROUNDS; round++) {
     const leftApp = await freshPage(b, page);
@@ -186,9 +213,19 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
       `${fmt(leftFloor.waitedMs)} ms`,
       machineLoad(),
     ]);
-    const { startedAt, apiAt, piAiAt, migratedAt, readyAt } = stats.timeline;
+    const { startedAt, apiAt, piAiAt, modulesAt, migratedAt, readyAt } = stats.timeline;
     const since = (at: number | undefined) => (at === undefined ? "-" : `+${fmt(at - startedAt)} ms`);
-    codeRows.push([String(round), since(apiAt), since(piAiAt), since(migratedAt), since(readyAt)]);
+    codeRows.push([
+      String(round),
+      since(apiAt),
+      since(piAiAt),
+      since(modulesAt),
+      since(migratedAt),
+      since(readyAt),
+    ]);
+    const open = storeOpenParts(stats.timeline);
+    opens.push(open);
+    openRows.push([String(round), ...open.map((ms) => `${fmt(ms)} ms`), `${fmt(parts[4]!)} ms`]);
     // Nothing lost, nothing doubled: the trail goes on from where the last engine left it.
     const status = await until(
       "the ticker to run again",
@@ -232,6 +269,12 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
   ]);
   console.log("\nthe engine's code beside its store (from the engine's first line)");
   table(codeRows);
+  const o = medians(opens);
+  openRows.push(["median", ...o.map((ms) => `${fmt(ms)} ms`), ms(m[4])]);
+  console.log(
+    "\nthe app's store open in parts (each from the end of the one before, the first from the later of the lock and the compile; 0: not stamped)",
+  );
+  table(openRows);
   console.log(
     "\nbefore each page: how long the previous page's SharedWorker lived on, and the machine's load",
   );

@@ -92,7 +92,9 @@ export class StoreOwner {
     let harness: AgentHarness;
     let opened: OwnedStore | undefined;
     try {
-      const store = await this.#platform.openStore();
+      const store = await this.#platform.openStore((part) => {
+        this.timeline[part] = Date.now();
+      });
       opened = store;
       this.timeline.migratedAt = Date.now();
       // The marker's file depends on the store kind the open chose (store-kind.ts), so it is read

@@ -6,6 +6,11 @@
 import type { OwnedStore, Store } from "../store/types.ts";
 import type { MarkerFile } from "./store-marker.ts";
 
+/** The parts of a store's open that the engine's timeline stamps (EngineTimeline). */
+export type OpenPart = "kindAt" | "lenderAt" | "lentPortAt" | "lentOpenAt";
+/** Called when a part of the open ended (ms since the epoch). */
+export type OpenStamp = (part: OpenPart) => void;
+
 export interface HostPlatform {
   readonly storeName: string;
   /**
@@ -16,7 +21,8 @@ export interface HostPlatform {
   /** Comparable build id (ISO time of the build): a newer one may take the store over. */
   readonly build: string;
   readonly jspi: boolean;
-  openStore(): Promise<OwnedStore>;
+  /** Open the store; `stamp` hears when each part of the open ended (the recovery bench's parts). */
+  openStore(stamp?: OpenStamp): Promise<OwnedStore>;
   /** The store's marker outside it (store-marker.ts); without one, a discarded store goes unnoticed. */
   readonly marker?: MarkerFile | undefined;
   /** Open a throwaway store of the same kind and build under another name (the bench). */

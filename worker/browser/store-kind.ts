@@ -18,7 +18,7 @@
  *   benches), which skips the choice.
  */
 import { StoreOpenError } from "../store/types.ts";
-import type { HostPlatform } from "./platform.ts";
+import type { HostPlatform, OpenStamp } from "./platform.ts";
 import { opfsMarker } from "./store-marker.ts";
 
 /** The kinds a SharedWorker engine can open. */
@@ -78,29 +78,36 @@ async function hasMarker(kind: SharedStoreKind, name: string): Promise<boolean> 
   }
 }
 
-/** Read what `chooseStoreKind` needs from this browser context (a worker or a page). */
+/**
+ * Read what `chooseStoreKind` needs from this browser context (a worker or a page). The probes run
+ * at once, not one after another: IndexedDB's list beside OPFS's directory and then the two markers
+ * (the caller holds the store's lock while it waits: `choosingPlatform`).
+ */
 export async function readKindEvidence(name: string): Promise<KindEvidence> {
-  let opfs = false;
-  try {
-    if (typeof navigator !== "undefined" && typeof navigator.storage?.getDirectory === "function") {
-      await navigator.storage.getDirectory();
-      opfs = true;
+  const opfsProbe = (async () => {
+    try {
+      if (typeof navigator !== "undefined" && typeof navigator.storage?.getDirectory === "function") {
+        await navigator.storage.getDirectory();
+        return true;
+      }
+    } catch {
+      // Storage refused (a private window, a site setting): no OPFS here.
     }
-  } catch {
-    // Storage refused (a private window, a site setting): no OPFS here.
-  }
-  let idbDatabase: boolean | undefined;
-  try {
-    idbDatabase =
-      typeof indexedDB !== "undefined" && typeof indexedDB.databases === "function"
+    return false;
+  })();
+  const idbProbe = (async () => {
+    try {
+      return typeof indexedDB !== "undefined" && typeof indexedDB.databases === "function"
         ? (await indexedDB.databases()).some((d) => d.name === name)
         : undefined;
-  } catch {
-    idbDatabase = undefined;
-  }
-  const [idbMarker, opfsLentMarker] = opfs
-    ? await Promise.all([hasMarker("idb", name), hasMarker("opfs-lent", name)])
-    : [false, false];
+    } catch {
+      return undefined;
+    }
+  })();
+  const markers = opfsProbe.then((opfs): Promise<[boolean, boolean]> | [boolean, boolean] =>
+    opfs ? Promise.all([hasMarker("idb", name), hasMarker("opfs-lent", name)]) : [false, false],
+  );
+  const [opfs, idbDatabase, [idbMarker, opfsLentMarker]] = await Promise.all([opfsProbe, idbProbe, markers]);
   return { idbDatabase, idbMarker, opfsLentMarker, opfs };
 }
 
@@ -142,11 +149,12 @@ export function choosingPlatform(options: {
     get choice() {
       return choice;
     },
-    async openStore() {
+    async openStore(stamp?: OpenStamp) {
       choice = await options.decide();
+      stamp?.("kindAt");
       if (choice.kind === "opfs-lent") {
         try {
-          const store = await platforms["opfs-lent"].openStore();
+          const store = await platforms["opfs-lent"].openStore(stamp);
           chosen = platforms["opfs-lent"];
           return store;
         } catch (error) {
@@ -156,7 +164,7 @@ export function choosingPlatform(options: {
         }
       }
       chosen = platforms.idb;
-      return platforms.idb.openStore();
+      return platforms.idb.openStore(stamp);
     },
     openScratchStore: (name) => current().openScratchStore(name),
     deleteScratchStore: (name) => current().deleteScratchStore(name),

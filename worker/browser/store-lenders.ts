@@ -13,6 +13,7 @@
  * Invariant: a store's lender is never the tab that just lost it.
  */
 import { type LentStore, openLentStore, type Relent } from "../store/lent.ts";
+import type { OpenStamp } from "./platform.ts";
 
 /** What a tab's side channel offers for the store (script-worker-channel.ts). */
 export interface StoreLenderOffer {
@@ -60,7 +61,7 @@ export class StoreLenders {
   }
 
   /** A port to a new lent store worker, from the oldest tab that can lend (waits for one). */
-  async lend(exclude?: string): Promise<{ tabId: string; port: MessagePort }> {
+  async lend(exclude?: string, stamp?: OpenStamp): Promise<{ tabId: string; port: MessagePort }> {
     for (;;) {
       const lender = [...this.#tabs.values()]
         .filter((t) => t.tabId !== exclude)
@@ -69,6 +70,7 @@ export class StoreLenders {
         await new Promise<void>((resolve) => this.#waiting.push(resolve));
         continue;
       }
+      stamp?.("lenderAt");
       try {
         const started = await Promise.race([
           lender.offer.startStore(),
@@ -85,12 +87,14 @@ export class StoreLenders {
   }
 
   /** Open store `name` in a lent worker; it follows its lender's tab to the next one. */
-  async open(name: string): Promise<LentStore> {
-    const first = await this.lend();
+  async open(name: string, stamp?: OpenStamp): Promise<LentStore> {
+    const first = await this.lend(undefined, stamp);
+    stamp?.("lentPortAt");
     const held = { tabId: first.tabId, store: undefined as unknown as LentStore };
     const store = await openLentStore({
       port: first.port,
       name,
+      ...(stamp ? { opened: () => stamp("lentOpenAt") } : {}),
       relend: async () => {
         const next = await this.lend(held.tabId);
         held.tabId = next.tabId;

@@ -428,9 +428,17 @@ export class Harness {
     });
   }
 
-  /** Refuse a new operation once close began or the engine stopped (spec §2.2): HarnessClosed. */
+  /**
+   * Refuse a new read once close began (spec §2.2: every new operation rejects): HarnessClosed. A
+   * stopped engine (a fatal storage failure) still answers reads of what it committed, so a person
+   * can see and export their work before the reopen; its writes are refused by `#live`.
+   */
   assertOpen(): void {
-    this.#live();
+    this.#notClosing();
+  }
+
+  #notClosing(): void {
+    if (this.#closed || this.#sealed) throw new HarnessClosed();
   }
 
   #live(signal?: AbortSignal): void {
@@ -758,7 +766,7 @@ export class Harness {
    * close began it rejects with HarnessClosed (spec §2.2), as the task and conversation ones do.
    */
   async submissionRecord(id: SubmissionId): Promise<SubmissionRecord | undefined> {
-    this.#live();
+    this.#notClosing();
     return this.#session.submission(id);
   }
 
@@ -785,7 +793,7 @@ export class Harness {
     conversationId: ConversationId,
     options: { afterId?: number; limit?: number; upTo?: number } = {},
   ): Promise<EntryRecord[]> {
-    this.#live();
+    this.#notClosing();
     return this.#session.entries(conversationId, options);
   }
 
@@ -808,7 +816,7 @@ export class Harness {
     conversationId: ConversationId,
     options: { before?: EntryId; limit: number },
   ): Promise<EntryPage> {
-    this.#live();
+    this.#notClosing();
     return this.#session.entryPage(conversationId, options);
   }
 
@@ -818,7 +826,7 @@ export class Harness {
    * first access (open loads only those live work needs).
    */
   async doc<T extends Json>(scope: DocScope, name: string): Promise<T | undefined> {
-    this.#live();
+    this.#notClosing();
     const key = docRowKey(scope);
     await this.#session.ensureDocs(key);
     return this.docNow<T>(key, name);
@@ -837,7 +845,7 @@ export class Harness {
     scope: DocScope,
     name: string,
   ): Promise<{ value: Json | undefined; version: number | undefined }> {
-    this.#live();
+    this.#notClosing();
     await this.#session.ensureDocs(docRowKey(scope));
     return this.docVersionedNow(scope, name);
   }
@@ -937,7 +945,7 @@ export class Harness {
 
   /** One document's committed value in every conversation that has it (none loaded for this). */
   async docsNamed<T extends Json>(name: string): Promise<Map<ConversationId, T>> {
-    this.#live();
+    this.#notClosing();
     return this.#session.docsNamed(name) as Promise<Map<ConversationId, T>>;
   }
 
@@ -949,13 +957,13 @@ export class Harness {
     names: readonly string[],
     ids: readonly ConversationId[],
   ): Promise<Map<ConversationId, Map<string, T>>> {
-    this.#live();
+    this.#notClosing();
     return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
   }
 
   /** The shared view mount of a conversation (created on first use, dropped when unobserved). */
   mount(id: ConversationId): ConversationMount {
-    this.#live();
+    this.#notClosing();
     let mount = this.#mounts.get(id);
     if (!mount) {
       mount = new ConversationMount(this.#session, id, () => this.#mounts.delete(id));

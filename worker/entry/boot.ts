@@ -102,6 +102,7 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
       options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
       import("../app/app-agent.ts"),
     ]);
+    owner.timeline.modulesAt = Date.now();
     // Codemode scripts off the engine's thread where this worker can start workers (script-workers.ts).
     scriptWorkers.installBrowserScriptWorkers();
     const tasks = ticker?.debugTasks ?? [];

@@ -43,7 +43,7 @@ const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
     ...common,
     jspi: false,
     marker: opfsMarker("opfs-lent", storeName),
-    openStore: async () => (await lenders()).open(storeName),
+    openStore: async (stamp) => (await lenders()).open(storeName, stamp),
     openScratchStore: async (name) => (await lenders()).open(name),
     deleteScratchStore: async (name) => {
       // The lent worker closed it; OPFS's asynchronous API removes the files from here.

@@ -902,6 +902,16 @@ export interface EngineTimeline {
   readonly apiAt?: number;
   /** The store's wasm and its glue fetched and compiled (started on the engine's first line). */
   readonly wasmAt?: number;
+  /** The store open's parts (`OpenStamps`, worker/browser/platform.ts): the kind chosen (a page that forced none). */
+  readonly kindAt?: number;
+  /** opfs-lent: a tab able to lend was at hand (its offer, or the port its first script lent). */
+  readonly lenderAt?: number;
+  /** opfs-lent: the lent store worker's port arrived. */
+  readonly lentPortAt?: number;
+  /** opfs-lent: the lent worker answered the open (its script, its wasm, the OPFS file opened there). */
+  readonly lentOpenAt?: number;
+  /** The modules the harness's open needs (the app's agent, script workers, the test tasks) arrived. */
+  readonly modulesAt?: number;
 }
 
 /** A committed partial answer: its text, and ms since the epoch (sub-ms) when its commit was seen. */

@@ -471,6 +471,8 @@ export interface LentStoreOptions {
    * the job in flight goes on (see `LentStore`). Without it a lost lender kills the store.
    */
   relend?: (reason: string) => Promise<LentPort>;
+  /** Told when the lent worker answered the first open (the engine's timeline stamps it). */
+  opened?: () => void;
 }
 
 /** Open the store a lent worker serves on `options.port`. Rejects with the server's typed error. */
@@ -515,6 +517,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   readonly relent: Relent[] = [];
   #port: LentPort;
   readonly #relendPort: LentStoreOptions["relend"];
+  #opened: (() => void) | undefined;
   /** Bumped with each port: events of an old port are ignored. */
   #generation = 0;
   readonly #pending = new Map<number, { resolve(r: LentReply): void; reject(e: Error): void }>();
@@ -539,6 +542,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
     super(options.name);
     this.name = options.name;
     this.#relendPort = options.relend;
+    this.#opened = options.opened;
     this.#port = options.port;
     this.#attach(options.port);
   }
@@ -567,6 +571,8 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   /** Open over the current port: the store, its sequence number. */
   async open(): Promise<void> {
     const opened = await this.#send({ t: "open", name: this.name });
+    this.#opened?.();
+    this.#opened = undefined;
     this.schemaVersion = opened.schemaVersion ?? 0;
     if (this.#schema) {
       await this.#send({

@@ -57,6 +57,11 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
   /** `fenceOnFirstCommit` was called: the next transaction bumps the epoch before its callbacks. */
   #fencePending = false;
   #direct: DirectStatements | undefined;
+  /** The job being served now (settles once its runner is done), for `abandon`. */
+  #serving: Promise<void> = Promise.resolve();
+  /** `kill` was called before any `close`: the connection is still held, `abandon` releases it. */
+  #killedOpen = false;
+  #abandoned: Promise<void> | undefined;
 
   constructor(options: LineOptions) {
     // Every SQLite call waits its turn on the queue: commits, reads and migrations alike.
@@ -78,9 +83,14 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
   }
 
   protected runJob(job: Job): Promise<void> {
-    if (job.kind === "commit") return this.#runCommit(job);
-    if (job.kind === "read") return this.queue.read(job, this.#sql);
-    return this.#runMigration(job);
+    const running =
+      job.kind === "commit"
+        ? this.#runCommit(job)
+        : job.kind === "read"
+          ? this.queue.read(job, this.#sql)
+          : this.#runMigration(job);
+    this.#serving = running.catch(() => undefined);
+    return running;
   }
 
   /** Between transactions the event loop gets a turn, so a sync VFS never starves the ports. */
@@ -187,7 +197,31 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
 
   /** Stop serving at once, as if the process died: pending and future calls reject. */
   kill(reason = "store died"): void {
+    if (!this.queue.closing) this.#killedOpen = true;
     this.queue.kill(reason);
+  }
+
+  /**
+   * After `kill`, release the connection and its VFS (file handles, locks) as the death of the
+   * process would, for a context that outlives the killed line and opens the same store again (the
+   * conformance kit of the browser stores, tests/e2e/fixtures/store-conformance/). Waits for the job
+   * being served to end (its statements already refuse), then closes the connection: SQLite rolls
+   * back the transaction left open, so nothing uncommitted is stored. Rejects (StoreFailed) on a
+   * line still open (that one closes with `close`); nothing to do on a line `close` released.
+   */
+  abandon(): Promise<void> {
+    if (!this.queue.closed)
+      return Promise.reject(new StoreFailed(`store ${this.name} is open: abandon() is for a killed line`));
+    if (!this.#killedOpen) return Promise.resolve();
+    this.#abandoned ??= (async () => {
+      await this.#serving;
+      for (const { stmt } of this.#statements.values()) await this.#sqlite3.finalize(stmt);
+      this.#statements.clear();
+      this.#direct?.dispose();
+      await this.#sqlite3.close(this.#db);
+      await this.#onClose?.();
+    })();
+    return this.#abandoned;
   }
 
   /** Migrations: a transaction of their own, outside the fault points, the stats and the epoch. */

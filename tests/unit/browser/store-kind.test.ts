@@ -15,7 +15,7 @@ import {
   requestedStoreKind,
 } from "../../../worker/browser/store-kind.ts";
 import { StoreOpenError } from "../../../worker/store/types.ts";
-import { memoryStore } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 
 const none: KindEvidence = { idbDatabase: false, idbMarker: false, opfsLentMarker: false, opfs: true };
 
@@ -88,6 +88,32 @@ describe("reading the evidence from the browser", () => {
     });
     fakeBrowser({ "opfs-lent-agent.json": marker }, ["other"]);
     expect(await readKindEvidence("agent")).toEqual({
+      idbDatabase: false,
+      idbMarker: false,
+      opfsLentMarker: true,
+      opfs: true,
+    });
+  });
+
+  test("the probes run at once: the markers are read while IndexedDB's list is still on its way (the lock is held meanwhile)", async () => {
+    fakeBrowser({ "opfs-lent-agent.json": marker }, []);
+    const listed = deferred<Array<{ name: string; version: number }>>();
+    let reads = 0;
+    const root = {
+      getDirectoryHandle: async () => ({
+        getFileHandle: async (name: string) => {
+          reads++;
+          if (name !== "opfs-lent-agent.json") throw new DOMException("no such file", "NotFoundError");
+          return { getFile: async () => ({ text: async () => marker }) };
+        },
+      }),
+    };
+    vi.stubGlobal("navigator", { storage: { getDirectory: async () => root } });
+    vi.stubGlobal("indexedDB", { databases: () => listed.promise });
+    const evidence = readKindEvidence("agent");
+    await until(() => reads === 2, { what: "both markers read before the list came" });
+    listed.resolve([]);
+    expect(await evidence).toEqual({
       idbDatabase: false,
       idbMarker: false,
       opfsLentMarker: true,

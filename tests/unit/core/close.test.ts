@@ -19,13 +19,16 @@ import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, open } from "../agent/fixtures.ts";
 import { complete, done, outcome, row, running, single, untilAborted } from "./fixtures.ts";
 
-test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
+/**
+ * A harness running a task that ignores its signal until `release`, and a close() whose wait was
+ * cancelled at once: the shutdown it began waits for the task.
+ */
+async function cancelledCloseOverStubbornTask() {
   const release = deferred();
-  let returned = false;
-  // Ignores its signal until released: the shutdown waits for it.
+  const state = { returned: false };
   const stubborn = single("stubborn", async () => {
     await release.promise;
-    returned = true;
+    state.returned = true;
   });
   const store = await memoryStore();
   const h = await Harness.open(store, { tasks: [stubborn] });
@@ -35,6 +38,11 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   const first = h.close({}, controller.signal);
   controller.abort();
   await expect(first).rejects.toBeInstanceOf(WaitCancelled);
+  return { h, store, release, stubborn, state };
+}
+
+test("cancelling a close wait does not reopen admission; a later close() awaits the same shutdown", async () => {
+  const { h, store, release, stubborn, state } = await cancelledCloseOverStubbornTask();
   expect(h.closed).toBe(true);
   await expect(h.createTask(stubborn, null, { ownership: { kind: "conversation" } })).rejects.toBeInstanceOf(
     HarnessClosed,
@@ -44,31 +52,18 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   expect(store.closed).toBe(false);
   release.resolve();
   await second;
-  expect(returned).toBe(true);
+  expect(state.returned).toBe(true);
   expect(store.closed).toBe(true);
 });
 
 test("a cancelled close wait leaves the shutdown going: with no later close() the store still closes once the stubborn task returned, and two later calls resolve with it", async () => {
   // spec §2.2: "Cancelling a close() call cancels only that wait; shutdown continues, and every later
   // close() awaits the same shutdown."
-  const release = deferred();
-  let returned = false;
-  const stubborn = single("stubborn", async () => {
-    await release.promise;
-    returned = true;
-  });
-  const store = await memoryStore();
-  const h = await Harness.open(store, { tasks: [stubborn] });
-  await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
-  await until(() => running(h) === 1, { what: "running" });
-  const controller = new AbortController();
-  const first = h.close({}, controller.signal);
-  controller.abort();
-  await expect(first).rejects.toBeInstanceOf(WaitCancelled);
+  const { h, store, release, state } = await cancelledCloseOverStubbornTask();
   release.resolve();
   // No close() is pending: the shutdown the cancelled call began finishes on its own.
   await until(() => store.closed, { what: "the store closed without another close()" });
-  expect(returned).toBe(true);
+  expect(state.returned).toBe(true);
   let settled = 0;
   await Promise.all([h.close(), h.close()].map((p) => p.then(() => settled++)));
   expect(settled).toBe(2);

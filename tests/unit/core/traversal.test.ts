@@ -29,6 +29,31 @@ const founder = defineTask<Json, Go | { phase: "finish"; conversation: number },
   abort: async () => undefined,
 });
 
+/**
+ * A task in the root conversation that creates a conversation it owns and runs until aborted; its
+ * aborted outcome's result is that conversation's id.
+ */
+function conversationOwner(name: string) {
+  return defineTask<Json, Go | { phase: "hold"; conversation: number }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
+        });
+      },
+      hold: async (_t, _runtime, signal) => untilAborted(signal),
+    },
+    abort: async (task, runtime) => {
+      const c = (task.state as { checkpoint: { conversation: number } }).checkpoint.conversation;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", result: c } }));
+    },
+  });
+}
+
 async function workBelowAFinishedOwner(options: { background?: boolean } = {}) {
   const worker = parked("worker");
   const setup = await open(echo, { tasks: [founder, worker] });
@@ -102,25 +127,7 @@ test("a finished owner's conversation keeps its record and owner edge, also afte
 });
 
 test("a terminal owner never cascades: new work in the conversation of an aborted owner is not marked, runs to its end, and is reached by traversal from above", async () => {
-  // An owner that creates a conversation it owns, then runs until it is aborted.
-  const owner = defineTask<Json, Go | { phase: "hold"; conversation: number }, Json>({
-    name: "aborted-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
-        });
-      },
-      hold: async (_t, _runtime, signal) => untilAborted(signal),
-    },
-    abort: async (task, runtime) => {
-      const c = (task.state as { checkpoint: { conversation: number } }).checkpoint.conversation;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", result: c } }));
-    },
-  });
+  const owner = conversationOwner("aborted-owner");
   const release = deferred();
   const later = single("later", async (_t, runtime) => {
     await release.promise;
@@ -309,23 +316,7 @@ test("a history parent is not an owner: work in a fork of the root is not reache
 });
 
 test("a cascade treats the conversations it reaches like Conversation.abort(): their queued inputs are withdrawn, queued writes stay", async () => {
-  type Step = Go | { phase: "hold"; conversation: number };
-  const owner = defineTask<Json, Step, Json>({
-    name: "inbox-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
-        });
-      },
-      hold: async (_t, _r, signal) => untilAborted(signal),
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
+  const owner = conversationOwner("inbox-owner");
   const { tool, started } = gatedTool();
   const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
     tools: [tool],
@@ -527,24 +518,7 @@ test("abort({ background: true }) withdraws the queued inputs of every conversat
 });
 
 test("a terminal owner never cascades: the queued inputs of a conversation an aborted owner owned stay queued and are answered in order", async () => {
-  const owner = defineTask<Json, Go | { phase: "hold"; conversation: number }, Json>({
-    name: "aborted-inbox-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
-        });
-      },
-      hold: async (_t, _runtime, signal) => untilAborted(signal),
-    },
-    abort: async (task, runtime) => {
-      const c = (task.state as { checkpoint: { conversation: number } }).checkpoint.conversation;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", result: c } }));
-    },
-  });
+  const owner = conversationOwner("aborted-inbox-owner");
   const gate = deferred();
   const { h } = await open(
     async (req, n) => {
@@ -573,23 +547,7 @@ test("a terminal owner never cascades: the queued inputs of a conversation an ab
 test.each(["in memory", "after a reopen"])(
   "a cascade reaches an owned conversation with no live work: the follow-up a failed run left queued there is withdrawn (unanswered, aborted) when its live owner is aborted (%s)",
   async (when) => {
-    type Step = Go | { phase: "hold"; conversation: number };
-    const owner = defineTask<Json, Step, Json>({
-      name: "idle-inbox-owner",
-      version: 1,
-      initial: () => ({ phase: "go" }),
-      phases: {
-        go: async (_t, runtime) => {
-          await runtime.commit((tx) => {
-            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-            return { status: "running", checkpoint: { phase: "hold", conversation: c.id } };
-          });
-        },
-        hold: async (_t, _r, signal) => untilAborted(signal),
-      },
-      abort: async (_t, runtime) =>
-        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-    });
+    const owner = conversationOwner("idle-inbox-owner");
     const hold = deferred();
     const { h, store, faux } = await open(
       async (req, n) => {

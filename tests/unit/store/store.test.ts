@@ -6,10 +6,10 @@
  */
 import { describe, expect, test } from "vitest";
 import { SCHEMA_VERSION, schema } from "../../../worker/core/schema.ts";
-import { Harness, StoreClosed, StoreOpenError } from "../../../worker/index.ts";
+import { Harness, StoreClosed, StoreFailed, StoreOpenError } from "../../../worker/index.ts";
 import { type MemoryStore, openStore } from "../../../worker/store/open.ts";
 import type { FaultPoint, Sql } from "../../../worker/store/types.ts";
-import { crashingStore, memoryStore } from "../../../worker/testing.ts";
+import { crashingStore, deferred, memoryStore } from "../../../worker/testing.ts";
 
 const insert = (key: string) => (sql: Sql) =>
   sql.run("INSERT INTO meta (key, value) VALUES (?, ?)", [key, `v-${key}`]);
@@ -166,6 +166,31 @@ describe("closing", () => {
     expect(store.closed).toBe(true);
     await expect(store.commit((sql) => insert("late")(sql))).rejects.toBeInstanceOf(StoreClosed);
     await expect(store.read((sql) => sql.all("SELECT 1"))).rejects.toBeInstanceOf(StoreClosed);
+  });
+
+  test("abandon after kill waits for the job in flight, then releases the connection without storing its writes; an open line refuses it", async () => {
+    const store = await memoryStore();
+    await store.commit(insert("kept"));
+    await expect(store.abandon()).rejects.toBeInstanceOf(StoreFailed);
+    const started = deferred();
+    const held = deferred();
+    const inFlight = store.commit(async (sql) => {
+      await insert("lost")(sql);
+      started.resolve();
+      await held.promise;
+    });
+    await started.promise;
+    store.kill("killed by the test");
+    // Called while the job in flight still waits: the release waits for it to end.
+    const abandoned = store.abandon();
+    held.resolve();
+    await expect(inFlight).rejects.toBeInstanceOf(StoreClosed);
+    await abandoned;
+    const reopened = await openStore({ kind: "memory", image: store.image() });
+    expect(await keys(reopened)).toEqual(["kept"]);
+    await reopened.close();
+    // A line that close() released has nothing left to abandon.
+    await reopened.abandon();
   });
 });
 
