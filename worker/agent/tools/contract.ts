@@ -131,7 +131,11 @@ export interface ToolApi {
    * atomic write. Rejects once the invocation ended. The callback must not use a conversation handle.
    */
   commit<T>(change: (tx: Tx) => T): Promise<T>;
-  /** An invocation-bound handle to a conversation, or undefined when there is none of that id. */
+  /**
+   * An invocation-bound handle to a conversation whose record is in memory (the call's own, the
+   * conversations with live work and those this call created), or undefined. Records load on demand
+   * (issue 30): an idle conversation the engine has not read since its open answers undefined here.
+   */
   conversation(id: ConversationId): ToolConversation | undefined;
   /** A committed entry by id. */
   entry(id: EntryId): Promise<EntryRecord | undefined>;
