@@ -133,6 +133,12 @@ export class ConversationList {
   readonly #unsubscribe: () => void;
   readonly #settings = new Map<string, Json | undefined>();
   #secrets: string[] = [];
+  /**
+   * Every listed conversation's summary is in `#items` (a title walk read them all with no deletion
+   * meanwhile); creations add to it and deletions remove from it, so it stays whole, and later
+   * title searches walk memory instead of reading the ids again.
+   */
+  #whole = false;
   /** How many conversations are listed, once counted (undefined: count at the next page). */
   #total: number | undefined;
   /** Reads in flight, and the change sets published since the oldest of them began. */
@@ -187,20 +193,41 @@ export class ConversationList {
    */
   async titleMatches(needle: string, limit: number): Promise<ConversationSummary[]> {
     const found: ConversationSummary[] = [];
-    let before: number | undefined;
-    while (found.length < limit) {
-      const { ids } = await this.#tracked(() =>
-        topLevelConversations(this.#h.store, {
-          limit: READ_CHUNK,
-          ...(before !== undefined ? { before } : {}),
-        }),
-      );
-      for (const item of await this.#present(ids)) {
+    if (this.#whole) {
+      // Every listed summary is here: the walk needs no read.
+      for (const id of [...this.#items.keys()].sort((a, b) => b - a)) {
         if (found.length >= limit) break;
+        const item = this.#handOut(this.#items.get(id)!);
         if (item.title.toLowerCase().includes(needle)) found.push(item);
       }
-      if (ids.length < READ_CHUNK) break;
-      before = ids[ids.length - 1];
+      return found;
+    }
+    // One read in flight for the whole walk, so a deletion published during it is seen below.
+    this.#reads++;
+    const start = this.#since.length;
+    try {
+      let before: number | undefined;
+      while (found.length < limit) {
+        const { ids } = await this.#tracked(() =>
+          topLevelConversations(this.#h.store, {
+            limit: READ_CHUNK,
+            ...(before !== undefined ? { before } : {}),
+          }),
+        );
+        for (const item of await this.#present(ids)) {
+          if (found.length >= limit) break;
+          if (item.title.toLowerCase().includes(needle)) found.push(item);
+        }
+        if (ids.length < READ_CHUNK) {
+          // Walked to the end: every listed summary is kept now, unless a deletion raced a read.
+          if (this.#deletedSince(start).size === 0) this.#whole = true;
+          break;
+        }
+        before = ids[ids.length - 1];
+      }
+    } finally {
+      this.#reads--;
+      this.#settle();
     }
     return found;
   }

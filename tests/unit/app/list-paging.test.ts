@@ -116,6 +116,42 @@ describe("the list's reads after a reopen (its summaries read on demand)", () =>
   });
 });
 
+describe("the title search", () => {
+  test("once a title walk read every listed conversation, later title searches read nothing, and still see creations, renames and deletions", async () => {
+    const { h, store, faux } = await open(echo);
+    const ids = await conversations(h, 12);
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    const recorder: { into: StoreJob[] } = { into: [] };
+    recordJobs(h2.store as MemoryStore, recorder);
+    const list = await ConversationList.open(h2);
+    // A title no conversation has: the walk reads every listed id and title, to the end.
+    expect(await list.titleMatches("zebrafinch", 10)).toEqual([]);
+    expect(recorder.into.length).toBeGreaterThan(0);
+    recorder.into.length = 0;
+    expect((await list.titleMatches("topic 1", 10)).map((c) => c.id)).toEqual([
+      ids[11],
+      ids[10],
+      ids[9],
+      ids[0],
+    ]);
+    expect(recorder.into).toEqual([]);
+    // What commits change is seen without a read: a creation, a rename, a deletion.
+    const [made] = await conversations(h2, 1);
+    await h2.transaction((tx) => tx.writeDoc(ids[4]!, TITLE_DOC, { title: "Renamed topic" }));
+    await h2.deleteConversation(ids[11]!);
+    recorder.into.length = 0;
+    expect((await list.titleMatches("topic 1", 10)).map((c) => c.id)).toEqual([
+      made,
+      ids[10],
+      ids[9],
+      ids[0],
+    ]);
+    expect((await list.titleMatches("renamed", 10)).map((c) => c.id)).toEqual([ids[4]]);
+    expect(recorder.into.filter((j) => j.kind === "read")).toEqual([]);
+    list.close();
+  });
+});
+
 describe("a search page", () => {
   test("reads at most `scanRows` entry ids and says where the next page starts", async () => {
     const { h } = await open(echo);
