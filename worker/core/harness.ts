@@ -142,13 +142,6 @@ export interface HarnessOptions {
    */
   preloadDocs?: readonly ConversationId[];
   /**
-   * "all": the open reads every conversation's record, for a layer above that still enumerates
-   * them or asks `conversationRecord` for any id synchronously. Otherwise (the default) the open
-   * reads the records live work needs and the rest load when first named (`loadConversation`, or a
-   * commit naming one: docs/ARCHITECTURE.md, "Flat as the store grows").
-   */
-  preloadConversations?: "all";
-  /**
    * When the root conversation (id 1, ownerless) is created: "at-open" (default), by the first open
    * of a store, in a commit of its own; "lazy", only by `ensureRoot()` (the agent harness's
    * `root()`, spec §2.2, creates it in one commit with its agent and init).
@@ -206,7 +199,6 @@ export class Harness {
   #resumeRequested = false;
   readonly #prepare: HarnessOptions["prepare"];
   readonly #preloadDocs: readonly ConversationId[];
-  readonly #preloadConversations: "all" | undefined;
 
   static {
     grantInternals((h) => {
@@ -264,7 +256,6 @@ export class Harness {
     this.#pausedAtOpen = options.paused === true;
     this.#prepare = options.prepare;
     this.#preloadDocs = options.preloadDocs ?? [];
-    this.#preloadConversations = options.preloadConversations;
     // Held until the open's end (start): recovery decides how the running tasks come back first.
     this.#scheduler.pause();
   }
@@ -283,7 +274,6 @@ export class Harness {
   protected async start(): Promise<void> {
     await this.#session.load({
       docs: this.#preloadDocs,
-      ...(this.#preloadConversations ? { conversations: this.#preloadConversations } : {}),
     });
     // Recovery: nothing runs yet, so every running task was cut off. Its phase reruns from its last
     // checkpoint with `runtime.resumed` (the in-memory `interrupted` mark); a pending task an earlier
@@ -711,8 +701,8 @@ export class Harness {
   }
 
   /**
-   * The conversation records in memory: every conversation's with `preloadConversations: "all"`,
-   * otherwise those loaded so far (live work's, and those named since the open).
+   * The conversation records in memory: those loaded so far (live work's, and those named since
+   * the open; the rest load when first named: docs/ARCHITECTURE.md, "Flat as the store grows").
    */
   conversationRecords(): ConversationRecord[] {
     return [...this.#session.records.conversations.values()];

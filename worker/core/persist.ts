@@ -6,7 +6,7 @@
  */
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
-import { type Overlay, type OwnerEdge, splitDocKey } from "./records.ts";
+import { type Overlay, splitDocKey } from "./records.ts";
 import { isSpilled, spillBody, unspill } from "./spill.ts";
 import type {
   ConversationRecord,
@@ -635,24 +635,4 @@ export function submissionFromRow(row: Row): SubmissionRecord {
     conversationId: Number(row["conversation_id"]),
     ...(row["request_id"] !== null ? { requestId: String(row["request_id"]) } : {}),
   };
-}
-
-/**
- * The owner edges of the finished tasks on the owner chains of task-owned conversations: their id,
- * conversation, owner and background flag only (traversal after a reopen follows them: spec §5.4).
- */
-export async function readFormerOwners(sql: Sql): Promise<OwnerEdge[]> {
-  const rows = await sql.all(
-    `WITH RECURSIVE chain(id) AS (
-       SELECT owner_task FROM conversations WHERE owner_task IS NOT NULL
-       UNION SELECT t.owner_task FROM tasks t JOIN chain ON t.id = chain.id WHERE t.owner_task IS NOT NULL)
-     SELECT id, conversation_id, owner_task, background FROM tasks
-     WHERE id IN (SELECT id FROM chain) AND status = 'terminal'`,
-  );
-  return rows.map((row) => ({
-    id: Number(row["id"]),
-    conversationId: Number(row["conversation_id"]),
-    ...(row["owner_task"] !== null ? { owner: Number(row["owner_task"]) } : {}),
-    background: Number(row["background"]) === 1,
-  }));
 }

@@ -182,15 +182,9 @@ export class Records {
   readonly conversations = new Map<ConversationId, ConversationRecord>();
   /** Conversations whose owned conversations (transitively) and their forks are all in `conversations`. */
   readonly scopeLoaded = new Set<ConversationId>();
-  /**
-   * Every conversation's record was loaded at open (`Session.load({ conversations: "all" })`): every
-   * scope is in memory, without naming each id in `scopeLoaded` (100,000 ids, in both of the
-   * session's copies, were 2.5 MB of heap at the growth bench's largest store).
-   */
-  allScopesLoaded = false;
   /** Whether the conversations below `id` and their forks are all in memory. */
   hasScope(id: ConversationId): boolean {
-    return this.allScopesLoaded || this.scopeLoaded.has(id);
+    return this.scopeLoaded.has(id);
   }
   readonly docs = new Map<DocKey, Json>();
   /** Conversations whose documents and head are in `docs`, `docVersions`, `docPatchRows`, `heads`. */
@@ -267,7 +261,6 @@ export class Records {
     for (const id of this.live) r.live.add(id);
     for (const id of this.docsLoaded) r.docsLoaded.add(id);
     for (const id of this.scopeLoaded) r.scopeLoaded.add(id);
-    r.allScopesLoaded = this.allScopesLoaded;
     for (const [k, v] of this.children) r.children.set(k, new Set(v));
     for (const [k, v] of this.conversationTasks) r.conversationTasks.set(k, new Set(v));
     for (const [k, v] of this.ownedConversations) r.ownedConversations.set(k, new Set(v));

@@ -24,12 +24,10 @@ import { ancestry, forkPointKey, loadForkPoint, readVisibleEntries, type Segment
 import { checkNewOwners } from "./ownership.ts";
 import { type EntryPage, readActivePage } from "./pages.ts";
 import {
-  conversationFromRow,
   moveFromRow,
   NEXT_IDS_KEY,
   type NextIds,
   readEntryRow,
-  readFormerOwners,
   readSubmissionRow,
   TASK_COLUMNS,
   taskFromRow,
@@ -194,16 +192,12 @@ export class Session {
    * the conversations those tasks and submissions belong to, of the conversations live tasks own, of
    * the root and of `docs` (with their chains: conversation-load.ts), and the documents of the
    * conversations those tasks and submissions belong to and of `docs` (the scopes the layer above
-   * reads right after the open: `HarnessOptions.preloadDocs`). With `conversations: "all"`, every
-   * conversation's record (`HarnessOptions.preloadConversations`). One read.
+   * reads right after the open: `HarnessOptions.preloadDocs`). One read.
    */
-  async load(options: { docs?: readonly ConversationId[]; conversations?: "all" } = {}): Promise<void> {
+  async load(options: { docs?: readonly ConversationId[] } = {}): Promise<void> {
     const r = this.records;
     await this.store.migrate(schema);
     await this.store.read(async (sql) => {
-      if (options.conversations === "all")
-        for (const row of await sql.all("SELECT * FROM conversations ORDER BY id"))
-          r.putConversation(conversationFromRow(row));
       for (const row of await sql.all("SELECT body FROM moves ORDER BY rowid")) {
         const move = moveFromRow(row);
         if (move) r.putMove(move);
@@ -228,13 +222,6 @@ export class Session {
       for (const id of named) {
         const row = await sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
         if (row) r.putTask(taskFromRow(row).record);
-      }
-      // Edges of finished tasks above task-owned conversations: traversal follows them (spec §5.4).
-      if (options.conversations === "all") {
-        if ([...r.conversations.values()].some((c) => c.owner && !r.tasks.has(c.owner.taskId)))
-          for (const edge of await readFormerOwners(sql))
-            if (!r.tasks.has(edge.id)) r.formerOwners.set(edge.id, edge);
-        r.allScopesLoaded = true;
       }
       // Ids are never reused: past the newest row, and past the high-water marks a deletion kept.
       const next = await readNextIds(sql);
@@ -265,12 +252,9 @@ export class Session {
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
       for (const c of options.docs ?? []) needed.add(c);
       // Their records with their chains, those of the conversations live tasks own (liveOwnedWork
-      // reads them) and the root's; every other record loads when first named. Nothing to read when
-      // every record was read above.
-      if (options.conversations !== "all") {
-        const records = new Set([...needed, ROOT_CONVERSATION_ID, ...(await readOwnedBy(sql, [...r.live]))]);
-        r.installConversations(await readConversationClosure(sql, r, records));
-      }
+      // reads them) and the root's; every other record loads when first named.
+      const records = new Set([...needed, ROOT_CONVERSATION_ID, ...(await readOwnedBy(sql, [...r.live]))]);
+      r.installConversations(await readConversationClosure(sql, r, records));
       for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
     });
     this.#line = r.clone();
