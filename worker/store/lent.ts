@@ -88,6 +88,11 @@ const Request = Type.Union([
       ),
       /** With `end: "commit"`: the job's sequence number, stored in the same transaction (SEQ_MODULUS). */
       seq: Type.Optional(Type.Integer({ minimum: 0, maximum: SEQ_MODULUS - 1 })),
+      /**
+       * A read's batch (`Sql.batch`): the reply carries `results`, the rows of every step that asks
+       * for rows, in order, instead of the last one's `rows`. Not with `end`.
+       */
+      each: Type.Optional(Type.Literal(true)),
     },
     strict,
   ),
@@ -117,6 +122,8 @@ const Reply = Type.Union([
       id: Id,
       ok: Type.Literal(true),
       rows: Type.Optional(Type.Array(Type.Record(Type.String(), Value_))),
+      /** The answer to a job message marked `each`: one array of rows per step that asks for rows. */
+      results: Type.Optional(Type.Array(Type.Array(Type.Record(Type.String(), Value_)))),
       schemaVersion: Type.Optional(Type.Integer()),
       wasmBytes: Type.Optional(Type.Integer({ minimum: 0 })),
     },
@@ -182,11 +189,18 @@ function isRequest(data: unknown): data is LentRequest {
   return isSteps(steps) && Value.Check(Request, { ...rest, steps: [] });
 }
 
-/** `Value.Check(Reply, data)`, with the rows checked by hand (`isRows`). */
+/** `Value.Check(Reply, data)`, with the rows and a batch's results checked by hand (`isRows`). */
 function isReply(data: unknown): data is LentReply {
-  if (!isPlainObject(data) || data.rows === undefined) return Value.Check(Reply, data);
-  const { rows, ...rest } = data;
-  return isRows(rows) && Value.Check(Reply, { ...rest, rows: [] });
+  if (!isPlainObject(data) || (data.rows === undefined && data.results === undefined))
+    return Value.Check(Reply, data);
+  const { rows, results, ...rest } = data;
+  if (rows !== undefined && !isRows(rows)) return false;
+  if (results !== undefined && !(Array.isArray(results) && results.every(isRows))) return false;
+  return Value.Check(Reply, {
+    ...rest,
+    ...(rows === undefined ? {} : { rows: [] }),
+    ...(results === undefined ? {} : { results: [] }),
+  });
 }
 
 /** The part of a MessagePort both ends use (Node's MessagePort too, for the tests). */
@@ -318,6 +332,8 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
         const message = await next();
         job.owed = message;
         let rows: Row[] | undefined;
+        // A read's batch answers every step's rows (`each`); a message ending the job never asks.
+        const results: Row[][] | undefined = message.each && !message.end ? [] : undefined;
         if (job.failed === undefined) {
           try {
             for (const step of message.steps) {
@@ -329,6 +345,7 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
                 rows = undefined;
                 await sql.run(step.sql, step.params);
               }
+              if (results && rows) results.push(rows);
             }
           } catch (error) {
             job.failed = error;
@@ -343,6 +360,7 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
         }
         job.owed = undefined;
         if (job.failed !== undefined) fail(message.id, job.failed);
+        else if (results) reply({ id: message.id, ok: true, results });
         else reply({ id: message.id, ok: true, ...(rows ? { rows } : {}) });
       }
     };
@@ -515,6 +533,11 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   schemaVersion = 0;
   /** Each handover to a new lender, in order. */
   readonly relent: Relent[] = [];
+  /**
+   * Messages sent whose answer was awaited: each is a round trip to the lent worker (a test counts
+   * them; messages sent without awaiting an answer, such as a read's end, are not).
+   */
+  roundTrips = 0;
   #port: LentPort;
   readonly #relendPort: LentStoreOptions["relend"];
   #opened: (() => void) | undefined;
@@ -620,6 +643,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
 
   /** Post and require an ok reply (its error rebuilt typed otherwise). */
   async #send(request: Outgoing): Promise<Ok> {
+    this.roundTrips++;
     const reply = await this.#post(request);
     if (!reply.ok) throw fromWire(reply.error);
     return reply;
@@ -628,6 +652,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   /** A message of the job in flight: logged, held while a new lender opens. */
   async sendJob(message: Extract<Outgoing, { t: "job" }>): Promise<Ok> {
     while (this.#relending) await this.#relending;
+    this.roundTrips++;
     const reply = await new Promise<LentReply>((resolve, reject) => {
       const entry: Logged = { message, reply: undefined, settle: resolve, fail: reject };
       this.#log.push(entry);
@@ -812,20 +837,23 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
     for (const waiting of pending) waiting.reject(error);
   }
 
+  /** A read job: its statements cross as `RemoteRead` sends them (a batch as one message). */
+  async #read(job: ClientJob): Promise<void> {
+    const tx = new RemoteRead(this, ++this.#nextJob);
+    await this.queue.read(job, tx.sql, {
+      end: () => tx.end("done"),
+      failed: async (error) => {
+        await tx.end("rollback").catch(() => undefined);
+        return this.closed && !(error instanceof StoreClosed) ? new StoreClosed("store closed") : error;
+      },
+    });
+  }
+
   async #run(job: ClientJob): Promise<void> {
+    if (job.kind === "read") return this.#read(job);
     const tx = new RemoteTransaction(this, ++this.#nextJob, job.kind, this.#jobSeq);
     const closed = (error: unknown, message: string) =>
       this.closed && !(error instanceof StoreClosed) ? new StoreClosed(message) : error;
-    if (job.kind === "read") {
-      await this.queue.read(job, tx.sql, {
-        end: () => tx.end("done"),
-        failed: async (error) => {
-          await tx.end("rollback").catch(() => undefined);
-          return closed(error, "store closed");
-        },
-      });
-      return;
-    }
     if (!this.queue.begin(job)) return;
     let value: unknown;
     try {
@@ -923,6 +951,80 @@ class RemoteTransaction {
   }
 }
 
+/**
+ * One read job's statements as they cross: `run` buffered as in a commit (RemoteTransaction), each
+ * `all`/`get` one round trip with the buffer, and a batch (`Sql.batch`: statements that do not depend
+ * on each other's results) one round trip for all of its statements, answered with every one's rows.
+ */
+class RemoteRead {
+  readonly sql: Sql;
+  #steps: LentStep[] = [];
+  #begun = false;
+  #ended = false;
+
+  constructor(
+    readonly store: LentStore,
+    readonly job: number,
+  ) {
+    this.sql = {
+      run: async (sql, params) => {
+        this.#open();
+        this.#steps.push(step(sql, params));
+      },
+      all: async (sql, params) => (await this.#send([step(sql, params, "all")], false)).rows ?? [],
+      get: async (sql, params) => (await this.#send([step(sql, params, "get")], false)).rows?.[0],
+      batch: async (queries) => {
+        const reply = await this.#send(
+          queries.map((q) => step(q.sql, q.params, "all")),
+          true,
+        );
+        const results = reply.results ?? [];
+        if (results.length !== queries.length)
+          throw new StoreFailed("the lent store answered a batch with a different number of results");
+        return results;
+      },
+    };
+  }
+
+  #open(): void {
+    if (this.store.closed) throw new StoreClosed(`store ${this.store.name} is closed`);
+    if (this.#ended) throw new StoreFailed("this read is over");
+  }
+
+  #message(
+    steps: LentStep[],
+    more: { each?: true; end?: "rollback" | "done" },
+  ): Extract<Outgoing, { t: "job" }> {
+    const begin = this.#begun ? {} : { begin: "read" as const };
+    this.#begun = true;
+    return { t: "job", job: this.job, ...begin, steps, ...more };
+  }
+
+  async #send(last: LentStep[], each: boolean): Promise<Ok> {
+    this.#open();
+    const steps = [...this.#steps, ...last];
+    this.#steps = [];
+    return this.store.sendJob(this.#message(steps, each ? { each: true } : {}));
+  }
+
+  /** Finish the read over there (what is buffered runs first, unless it rolls back). */
+  async end(how: "rollback" | "done"): Promise<void> {
+    if (this.#ended) return;
+    this.#ended = true;
+    // Nothing was sent: nothing is open over there.
+    if (!this.#begun && (how === "rollback" || this.#steps.length === 0)) return;
+    const steps = how === "rollback" ? [] : this.#steps;
+    this.#steps = [];
+    const message = this.#message(steps, { end: how });
+    // Nothing buffered: no answer is needed, the next job queues behind it over there.
+    if (how === "done" && steps.length === 0) {
+      this.store.sendQuietly(message);
+      return;
+    }
+    await this.store.sendJob(message);
+  }
+}
+
 function step(sql: string, params: readonly SqlValue[] | undefined, rows?: "all" | "get"): LentStep {
   // Copied now: the message is posted later, and a caller may reuse its array.
   const copy =
@@ -934,8 +1036,13 @@ function step(sql: string, params: readonly SqlValue[] | undefined, rows?: "all"
 function sameReply(a: LentReply, b: LentReply): boolean {
   if (a.ok !== b.ok) return false;
   if (!a.ok || !b.ok) return !a.ok && !b.ok && a.error.message === b.error.message;
-  const ra = a.rows ?? [];
-  const rb = b.rows ?? [];
+  const ea = a.results ?? [];
+  const eb = b.results ?? [];
+  if (ea.length !== eb.length || ea.some((rows, i) => !sameRows(rows, eb[i]!))) return false;
+  return sameRows(a.rows ?? [], b.rows ?? []);
+}
+
+function sameRows(ra: readonly Row[], rb: readonly Row[]): boolean {
   if (ra.length !== rb.length) return false;
   for (let i = 0; i < ra.length; i++) {
     const x = ra[i]!;

@@ -12,11 +12,40 @@
 export type SqlValue = number | string | null | bigint | Uint8Array;
 export type Row = Readonly<Record<string, SqlValue>>;
 
-/** What a commit or read callback may do with the connection. Statements are prepared once and cached. */
+/** One statement that returns rows, for `allOf`. */
+export interface Query {
+  readonly sql: string;
+  readonly params?: readonly SqlValue[];
+}
+
+/**
+ * What a commit or read callback may do with the connection. Statements are prepared once and cached.
+ * Calls are made one at a time: a callback awaits each before the next (the wasm builds are not
+ * re-entrant); several statements that do not depend on each other's results go through `allOf`.
+ */
 export interface Sql {
   run(sql: string, params?: readonly SqlValue[]): Promise<void>;
   all(sql: string, params?: readonly SqlValue[]): Promise<Row[]>;
   get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
+  /**
+   * Optional: the rows of each of `queries`, run in order, as one call. A store that crosses a
+   * boundary per call (the lent store's reads: one round trip to its worker each) sends them
+   * together; the others leave it out, and `allOf` runs the queries one after another.
+   */
+  batch?(queries: readonly Query[]): Promise<Row[][]>;
+}
+
+/**
+ * The rows of each of `queries` (statements that do not depend on each other's results), in order:
+ * in one call where `sql` offers `batch`, else one `all` after another. A failing query rejects with
+ * its error either way.
+ */
+export async function allOf(sql: Sql, queries: readonly Query[]): Promise<Row[][]> {
+  if (queries.length === 0) return [];
+  if (sql.batch && queries.length > 1) return sql.batch(queries);
+  const out: Row[][] = [];
+  for (const q of queries) out.push(await sql.all(q.sql, q.params));
+  return out;
 }
 
 export type StoreKind = "memory" | "idb" | "opfs" | "opfs-lent" | "durable-object";

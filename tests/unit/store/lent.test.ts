@@ -10,7 +10,7 @@ import { describe, expect, test } from "vitest";
 import { schema } from "../../../worker/core/schema.ts";
 import { openLentStore, serveLentStore } from "../../../worker/store/lent.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../../../worker/store/open.ts";
-import { type FaultPoint, StoreClosed } from "../../../worker/store/types.ts";
+import { allOf, type FaultPoint, StoreClosed } from "../../../worker/store/types.ts";
 
 const INSERT = "INSERT INTO meta (key, value) VALUES (?, ?)";
 
@@ -147,4 +147,65 @@ describe("the lent store", () => {
       await store.close();
     });
   }
+
+  test("a read's batch is one round trip, answered with each statement's rows, after every commit requested before it", async () => {
+    const store = await openLentStore({ port: lender().port, name: "batch" });
+    await store.migrate(schema);
+    void store.commit((sql) => sql.run(INSERT, ["a", "1"]));
+    void store.commit((sql) => sql.run(INSERT, ["b", "2"]));
+    const before = store.roundTrips;
+    const results = await store.read((sql) =>
+      allOf(sql, [
+        { sql: "SELECT key FROM meta WHERE key IN ('a', 'b') ORDER BY key" },
+        { sql: "SELECT value FROM meta WHERE key = ?", params: ["b"] },
+        { sql: "SELECT value FROM meta WHERE key = 'none'" },
+      ]),
+    );
+    // The two commits' round trips, then the read's one (its end needs no answer).
+    expect(store.roundTrips - before).toBe(3);
+    expect(results).toEqual([[{ key: "a" }, { key: "b" }], [{ value: "2" }], []]);
+    // A failing statement rejects the batch with its error, and the read with it; the store serves on.
+    await expect(
+      store.read((sql) => allOf(sql, [{ sql: "SELECT 1 AS one" }, { sql: "SELECT * FROM no_such_table" }])),
+    ).rejects.toThrow(/no_such_table/);
+    expect(await store.read((sql) => sql.get("SELECT value FROM meta WHERE key = 'a'"))).toEqual({
+      value: "1",
+    });
+    store.kill("gone");
+    await expect(
+      store.read((sql) => allOf(sql, [{ sql: "SELECT 1" }, { sql: "SELECT 2" }])),
+    ).rejects.toBeInstanceOf(StoreClosed);
+  });
+
+  test("a lender lost while a read's batch is in flight: the new lender answers it", async () => {
+    let current = lender();
+    const lenders = [current];
+    const store = await openLentStore({
+      port: current.port,
+      name: "moving-read",
+      async relend() {
+        current = lender(lenders.at(-1)!.memory().image());
+        lenders.push(current);
+        return current.port;
+      },
+    });
+    await store.migrate(schema);
+    await store.commit((sql) => sql.run(INSERT, ["a", "1"]));
+    const first = lenders[0]!;
+    first.memory().setFaultHook((point) => {
+      if (point === "before-read") {
+        first.own.close();
+        throw new StoreClosed("the lending tab closed");
+      }
+    });
+    const results = await store.read((sql) =>
+      allOf(sql, [
+        { sql: "SELECT value FROM meta WHERE key = 'a'" },
+        { sql: "SELECT count(*) AS n FROM meta" },
+      ]),
+    );
+    expect(results).toEqual([[{ value: "1" }], [{ n: 1 }]]);
+    expect(store.relent).toHaveLength(1);
+    await store.close();
+  });
 });
