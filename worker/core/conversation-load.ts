@@ -15,89 +15,133 @@
  * The reads take ids as one JSON parameter (`json_each`), so a statement's text does not depend on
  * how many there are.
  */
-import type { Sql } from "../store/types.ts";
+import { allOf, type Query, type Row, type Sql } from "../store/types.ts";
 import { conversationFromRow } from "./persist.ts";
 import type { LoadedConversations, OwnerEdge, Records } from "./records.ts";
-import type { ConversationId, ConversationRecord, TaskId } from "./types.ts";
+import type { ConversationId, TaskId } from "./types.ts";
 
-const IN_IDS = "(SELECT value FROM json_each(?))";
+/** A JSON array parameter's ids, for `IN`. */
+export const IN_IDS = "(SELECT value FROM json_each(?))";
 
 /**
- * The records of `ids` not in `known` yet, with both of their chains upward (see the header), in
- * rounds of one statement per kind: as many rounds as the chains are long.
+ * Reading the records of some conversations with both of their chains upward (see the header), in
+ * rounds: each round is one statement per kind (conversations, owner edges), sent together
+ * (`allOf`), and names what the next round reads; as many rounds as the chains are long. The open
+ * sends its first round with its other reads (session.ts `load`); `readConversationClosure` runs
+ * them all.
+ */
+export class ConversationClosure {
+  readonly loaded: LoadedConversations = { conversations: [], edges: [] };
+  readonly #records: Records;
+  readonly #seen = new Set<ConversationId>();
+  readonly #seenTasks = new Set<TaskId>();
+  #want = new Set<ConversationId>();
+  #wantTasks = new Set<TaskId>();
+  /** Which kinds the round `next` gave asked for, in order. */
+  #asked: Array<"conversations" | "edges"> = [];
+
+  /** The records of `ids` not in `records` yet (a loaded record's chains were read with it). */
+  constructor(records: Records, ids: Iterable<ConversationId> = []) {
+    this.#records = records;
+    this.need(ids);
+  }
+
+  /** Read these too (those not in memory and not asked yet), from the next round on. */
+  need(ids: Iterable<ConversationId>): void {
+    for (const id of ids) {
+      if (
+        Number.isSafeInteger(id) &&
+        id >= 1 &&
+        !this.#records.conversations.has(id) &&
+        !this.#seen.has(id)
+      ) {
+        this.#seen.add(id);
+        this.#want.add(id);
+      }
+    }
+  }
+
+  #needEdge(id: TaskId): void {
+    if (this.#records.ownerEdge(id) === undefined && !this.#seenTasks.has(id)) {
+      this.#seenTasks.add(id);
+      this.#wantTasks.add(id);
+    }
+  }
+
+  /** The next round's statements: none once the chains are complete. Hand their rows to `take`. */
+  next(): Query[] {
+    const queries: Query[] = [];
+    this.#asked = [];
+    if (this.#want.size > 0) {
+      queries.push({
+        sql: `SELECT * FROM conversations WHERE id IN ${IN_IDS}`,
+        params: [JSON.stringify([...this.#want])],
+      });
+      this.#asked.push("conversations");
+    }
+    if (this.#wantTasks.size > 0) {
+      queries.push({
+        sql: `SELECT id, conversation_id, owner_task, background FROM tasks WHERE id IN ${IN_IDS}`,
+        params: [JSON.stringify([...this.#wantTasks])],
+      });
+      this.#asked.push("edges");
+    }
+    this.#want = new Set();
+    this.#wantTasks = new Set();
+    return queries;
+  }
+
+  /** The rows of the round `next` gave, one array per statement in its order. */
+  take(results: readonly (readonly Row[])[]): void {
+    this.#asked.forEach((kind, i) => {
+      for (const row of results[i] ?? []) {
+        if (kind === "conversations") {
+          const record = conversationFromRow(row);
+          this.loaded.conversations.push(record);
+          if (record.parent) this.need([record.parent.conversationId]);
+          if (record.owner) {
+            this.need([record.owner.conversationId]);
+            this.#needEdge(record.owner.taskId);
+          }
+        } else {
+          const edge: OwnerEdge = {
+            id: Number(row["id"]),
+            conversationId: Number(row["conversation_id"]),
+            ...(row["owner_task"] !== null ? { owner: Number(row["owner_task"]) } : {}),
+            background: Number(row["background"]) === 1,
+          };
+          this.loaded.edges.push(edge);
+          if (edge.owner !== undefined) this.#needEdge(edge.owner);
+          this.need([edge.conversationId]);
+        }
+      }
+    });
+    this.#asked = [];
+  }
+}
+
+/**
+ * The records of `ids` not in `records` yet, with both of their chains upward (see the header), in
+ * rounds of one batch each (`ConversationClosure`): as many rounds as the chains are long.
  */
 export async function readConversationClosure(
   sql: Sql,
   records: Records,
   ids: Iterable<ConversationId>,
 ): Promise<LoadedConversations> {
-  const out: LoadedConversations = { conversations: [], edges: [] };
-  const seen = new Set<ConversationId>();
-  const seenTasks = new Set<TaskId>();
-  let want = new Set<ConversationId>();
-  let wantTasks = new Set<TaskId>();
-  const needConversation = (id: ConversationId) => {
-    if (Number.isSafeInteger(id) && id >= 1 && !records.conversations.has(id) && !seen.has(id)) {
-      seen.add(id);
-      want.add(id);
-    }
-  };
-  const needEdge = (id: TaskId) => {
-    if (records.ownerEdge(id) === undefined && !seenTasks.has(id)) {
-      seenTasks.add(id);
-      wantTasks.add(id);
-    }
-  };
-  const climb = (record: ConversationRecord) => {
-    if (record.parent) needConversation(record.parent.conversationId);
-    if (record.owner) {
-      needConversation(record.owner.conversationId);
-      needEdge(record.owner.taskId);
-    }
-  };
-  for (const id of ids) {
-    needConversation(id);
-    // A loaded record whose chains were read with it needs nothing; one created here has them too.
-  }
-  while (want.size > 0 || wantTasks.size > 0) {
-    const conversations = want;
-    const tasks = wantTasks;
-    want = new Set();
-    wantTasks = new Set();
-    if (conversations.size > 0)
-      for (const row of await sql.all(`SELECT * FROM conversations WHERE id IN ${IN_IDS}`, [
-        JSON.stringify([...conversations]),
-      ])) {
-        const record = conversationFromRow(row);
-        out.conversations.push(record);
-        climb(record);
-      }
-    if (tasks.size > 0)
-      for (const row of await sql.all(
-        `SELECT id, conversation_id, owner_task, background FROM tasks WHERE id IN ${IN_IDS}`,
-        [JSON.stringify([...tasks])],
-      )) {
-        const edge: OwnerEdge = {
-          id: Number(row["id"]),
-          conversationId: Number(row["conversation_id"]),
-          ...(row["owner_task"] !== null ? { owner: Number(row["owner_task"]) } : {}),
-          background: Number(row["background"]) === 1,
-        };
-        out.edges.push(edge);
-        if (edge.owner !== undefined) needEdge(edge.owner);
-        needConversation(edge.conversationId);
-      }
-  }
-  return out;
+  const closure = new ConversationClosure(records, ids);
+  for (let queries = closure.next(); queries.length > 0; queries = closure.next())
+    closure.take(await allOf(sql, queries));
+  return closure.loaded;
 }
 
-/** The ids of the conversations the tasks `owners` own (the open reads those of the live tasks). */
-export async function readOwnedBy(sql: Sql, owners: readonly TaskId[]): Promise<ConversationId[]> {
-  if (owners.length === 0) return [];
-  const rows = await sql.all(`SELECT id FROM conversations WHERE owner_task IN ${IN_IDS}`, [
-    JSON.stringify(owners),
-  ]);
-  return rows.map((row) => Number(row["id"]));
+/** The statement reading the ids of the conversations the tasks `owners` own (none when there are none). */
+export function ownedByQuery(owners: readonly TaskId[]): Query | undefined {
+  if (owners.length === 0) return undefined;
+  return {
+    sql: `SELECT id FROM conversations WHERE owner_task IN ${IN_IDS}`,
+    params: [JSON.stringify(owners)],
+  };
 }
 
 /**

@@ -5,9 +5,9 @@
  * open, or on first access. Never throws on bad data: an unreadable document reads as absent (its
  * owner rebuilds it), and a patch that no longer applies is skipped, like that document.
  */
-import type { Sql } from "../store/types.ts";
+import { allOf, type Query, type Row, type Sql } from "../store/types.ts";
 import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
-import { newestHead, type Segment } from "./fork.ts";
+import { markerQuery, newestMarker, type Segment } from "./fork.ts";
 import type { DocMeta, LoadedDocs } from "./records.ts";
 import type { ConversationId, Json } from "./types.ts";
 
@@ -20,13 +20,42 @@ export async function readConversationDocs(
   conversationId: ConversationId,
   segments: readonly Segment[] = [{ conversationId, cap: Number.MAX_SAFE_INTEGER }],
 ): Promise<LoadedDocs> {
+  return conversationDocsFrom(sql, segments, await allOf(sql, conversationDocQueries(segments)));
+}
+
+/**
+ * The statements `readConversationDocs` starts with (sent together): the documents of the first of
+ * `segments` (the conversation itself) with their incarnations, their patches, and its newest head
+ * marker. The open sends them for each conversation it loads with its other reads (session.ts).
+ */
+export function conversationDocQueries(segments: readonly Segment[]): Query[] {
+  const own = segments[0]!;
+  return [
+    // Each row with its incarnation (spec §3.2): one query, the record read by its primary key.
+    {
+      sql: "SELECT d.name, d.value, d.version, d.doc_id, r.created_at, r.history, r.fork FROM documents d LEFT JOIN doc_records r ON r.id = d.doc_id WHERE d.conversation_id = ?",
+      params: [own.conversationId],
+    },
+    {
+      sql: "SELECT name, op FROM doc_patches WHERE conversation_id = ? ORDER BY id",
+      params: [own.conversationId],
+    },
+    markerQuery(own),
+  ];
+}
+
+/**
+ * A conversation's documents from the rows of `conversationDocQueries(segments)` (in its order); the
+ * head marker read on through the ancestors' segments when the conversation has none of its own.
+ */
+export async function conversationDocsFrom(
+  sql: Sql,
+  segments: readonly Segment[],
+  [docRows = [], patches = [], marker = []]: readonly (readonly Row[])[],
+): Promise<LoadedDocs> {
   const docs = new Map<string, { value: Json; version: number; meta: DocMeta }>();
   const patchRows = new Map<string, number>();
-  // Each row with its incarnation (spec §3.2): one query, the record read by its primary key.
-  for (const row of await sql.all(
-    "SELECT d.name, d.value, d.version, d.doc_id, r.created_at, r.history, r.fork FROM documents d LEFT JOIN doc_records r ON r.id = d.doc_id WHERE d.conversation_id = ?",
-    [conversationId],
-  )) {
+  for (const row of docRows) {
     try {
       docs.set(String(row["name"]), {
         value: JSON.parse(String(row["value"])) as Json,
@@ -37,9 +66,7 @@ export async function readConversationDocs(
       // Unreadable: absent.
     }
   }
-  for (const row of await sql.all("SELECT name, op FROM doc_patches WHERE conversation_id = ? ORDER BY id", [
-    conversationId,
-  ])) {
+  for (const row of patches) {
     const name = String(row["name"]);
     patchRows.set(name, (patchRows.get(name) ?? 0) + 1);
     const doc = docs.get(name);
@@ -51,7 +78,7 @@ export async function readConversationDocs(
       // Skipped.
     }
   }
-  return { docs, patchRows, head: await newestHead(sql, segments) };
+  return { docs, patchRows, head: (await newestMarker(sql, segments, undefined, marker))?.head };
 }
 
 const HISTORIES = new Set(["latest", "rewindable"]);

@@ -17,7 +17,7 @@
  * through to its parent; a document with no row at all (stored before history existed) reads as its
  * current value.
  */
-import type { Sql } from "../store/types.ts";
+import type { Query, Row, Sql } from "../store/types.ts";
 import { readEntryRow } from "./persist.ts";
 import type { ForkPoint } from "./records.ts";
 import type { ConversationId, ConversationRecord, EntryId, EntryRecord, Json } from "./types.ts";
@@ -137,15 +137,23 @@ export async function newestMarker(
   sql: Sql,
   segments: readonly Segment[],
   upTo = Number.MAX_SAFE_INTEGER,
+  /** The rows `markerQuery(segments[0], upTo)` read already (the open sends it with its other reads). */
+  first?: readonly Row[],
 ): Promise<EntryRecord | undefined> {
-  for (const segment of segments) {
-    const row = await sql.get(
-      "SELECT * FROM entries WHERE conversation_id = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
-      [segment.conversationId, Math.min(upTo, segment.cap)],
-    );
+  for (const [i, segment] of segments.entries()) {
+    const query = markerQuery(segment, upTo);
+    const row = i === 0 && first ? first[0] : await sql.get(query.sql, query.params);
     if (row) return readEntryRow(sql, row);
   }
   return undefined;
+}
+
+/** The statement reading the newest head marker of one segment, through `upTo`. */
+export function markerQuery(segment: Segment, upTo = Number.MAX_SAFE_INTEGER): Query {
+  return {
+    sql: "SELECT * FROM entries WHERE conversation_id = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
+    params: [segment.conversationId, Math.min(upTo, segment.cap)],
+  };
 }
 
 /** The `head` of the newest head marker visible through `upTo`, or undefined (from the start). */

@@ -14,11 +14,23 @@
  * they are (`DocsNotLoaded`; `ScopeNotLoaded` for what a deletion judges). The store gets the core's
  * schema (schema.ts) before the session reads anything.
  */
-import type { Sql, Store } from "../store/types.ts";
-import { StoreClosed } from "../store/types.ts";
-import { readConversationClosure, readOwnedBy, readScope } from "./conversation-load.ts";
+import type { Query, Row, Sql, Store } from "../store/types.ts";
+import { allOf, StoreClosed } from "../store/types.ts";
+import {
+  ConversationClosure,
+  IN_IDS,
+  ownedByQuery,
+  readConversationClosure,
+  readScope,
+} from "./conversation-load.ts";
 import type { AnyTaskDefinition } from "./define.ts";
-import { readConversationDocs, readDocsIn, readDocsNamed } from "./doc-load.ts";
+import {
+  conversationDocQueries,
+  conversationDocsFrom,
+  readConversationDocs,
+  readDocsIn,
+  readDocsNamed,
+} from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
 import { ancestry, forkPointKey, loadForkPoint, readVisibleEntries, type Segment } from "./fork.ts";
 import { checkNewOwners } from "./ownership.ts";
@@ -107,15 +119,16 @@ function parseNextIds(stored: unknown): Partial<NextIds> | undefined {
 }
 
 /**
- * The next id of each table: past its newest row, and past the high-water mark a deletion kept. One
- * statement (each `max(id)` reads the end of its table's rowid tree): a lent store pays one round
- * trip for it, not six.
+ * The statement reading the next id of each table: past its newest row, and past the high-water mark
+ * a deletion kept (`nextIdsFrom`). One statement (each `max(id)` reads the end of its table's rowid
+ * tree), not six.
  */
-async function readNextIds(sql: Sql): Promise<NextIds> {
-  const row = await sql.get(
-    `SELECT ${ID_TABLES.map((t) => `(SELECT max(id) FROM ${t}) AS ${t}`).join(", ")}, (SELECT value FROM meta WHERE key = ?) AS marks`,
-    [NEXT_IDS_KEY],
-  );
+const NEXT_IDS_QUERY: Query = {
+  sql: `SELECT ${ID_TABLES.map((t) => `(SELECT max(id) FROM ${t}) AS ${t}`).join(", ")}, (SELECT value FROM meta WHERE key = ?) AS marks`,
+  params: [NEXT_IDS_KEY],
+};
+
+function nextIdsFrom(row: Row | undefined): NextIds {
   const marks = parseNextIds(row?.["marks"]);
   const next = (table: keyof NextIds) => Math.max(Number(row?.[table] ?? 0) + 1, marks?.[table] ?? 1);
   return {
@@ -192,58 +205,66 @@ export class Session {
    * the conversations those tasks and submissions belong to, of the conversations live tasks own, of
    * the root and of `docs` (with their chains: conversation-load.ts), and the documents of the
    * conversations those tasks and submissions belong to and of `docs` (the scopes the layer above
-   * reads right after the open: `HarnessOptions.preloadDocs`). One read.
+   * reads right after the open: `HarnessOptions.preloadDocs`). One read, its statements in two
+   * batches (`allOf`: one round trip each on a lent store) where the stored chains are short: what
+   * the open reads by itself, then what those rows name; longer chains, a fork without a head marker
+   * of its own and spilled values read on after them.
    */
   async load(options: { docs?: readonly ConversationId[] } = {}): Promise<void> {
     const r = this.records;
     await this.store.migrate(schema);
     await this.store.read(async (sql) => {
-      for (const row of await sql.all("SELECT body FROM moves ORDER BY rowid")) {
+      const [moves = [], staged = [], live = [], next = [], taskDocs = [], submissions = []] = await allOf(
+        sql,
+        [
+          { sql: "SELECT body FROM moves ORDER BY rowid" },
+          { sql: "SELECT transfer, idx, count, bytes FROM move_parts" },
+          // Named: without statistics SQLite prefers walking the whole table in id order to the
+          // partial index, and a store of many finished tasks then reads all of them at open.
+          {
+            sql: `SELECT ${TASK_COLUMNS} FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' ORDER BY id`,
+          },
+          NEXT_IDS_QUERY,
+          // Live tasks' live task documents (a partial index): the commit that ends one retires them.
+          {
+            sql: "SELECT task_id, kind FROM doc_records INDEXED BY doc_records_live_tasks WHERE scope = 'task' AND retired_at IS NULL",
+          },
+          {
+            sql: "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
+          },
+        ],
+      );
+      for (const row of moves) {
         const move = moveFromRow(row);
         if (move) r.putMove(move);
       }
-      for (const row of await sql.all("SELECT transfer, idx, count, bytes FROM move_parts"))
+      for (const row of staged)
         r.putStaged(String(row["transfer"]), Number(row["idx"]), Number(row["count"]), Number(row["bytes"]));
-      for (const row of await sql.all(
-        // Named: without statistics SQLite prefers walking the whole table in id order to the
-        // partial index, and a store of many finished tasks then reads all of them at open.
-        `SELECT ${TASK_COLUMNS} FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' ORDER BY id`,
-      )) {
+      for (const row of live) {
         const { record, corrupt } = taskFromRow(row);
         r.putTask(record);
         if (corrupt) r.corrupt.set(record.id, corrupt);
       }
-      // Terminal tasks that live waits name (failFast and resumption judge their outcomes).
-      const named = new Set<number>();
-      for (const id of r.live) {
-        const s = r.tasks.get(id)!.state;
-        if (s.status === "waiting") for (const w of s.on) if (!r.tasks.has(w)) named.add(w);
-      }
-      for (const id of named) {
-        const row = await sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
-        if (row) r.putTask(taskFromRow(row).record);
-      }
       // Ids are never reused: past the newest row, and past the high-water marks a deletion kept.
-      const next = await readNextIds(sql);
-      r.nextTaskId = next.tasks;
-      r.nextEntryId = next.entries;
+      const ids = nextIdsFrom(next[0]);
+      r.nextTaskId = ids.tasks;
+      r.nextEntryId = ids.entries;
       // Id 1 is the root's alone, whether or not it exists yet (created lazily: Harness.ensureRoot).
-      r.nextConversationId = Math.max(next.conversations, ROOT_CONVERSATION_ID + 1);
-      r.nextSubmissionId = next.submissions;
-      r.nextDocId = next.doc_records;
-      // Live tasks' live task documents (a partial index): the commit that ends one retires them.
-      for (const row of await sql.all(
-        "SELECT task_id, kind FROM doc_records INDEXED BY doc_records_live_tasks WHERE scope = 'task' AND retired_at IS NULL",
-      )) {
+      r.nextConversationId = Math.max(ids.conversations, ROOT_CONVERSATION_ID + 1);
+      r.nextSubmissionId = ids.submissions;
+      r.nextDocId = ids.doc_records;
+      for (const row of taskDocs) {
         const taskId = Number(row["task_id"]);
         let names = r.tasksWithDocs.get(taskId);
         if (!names) r.tasksWithDocs.set(taskId, (names = new Set()));
         names.add(String(row["kind"]));
       }
-      for (const row of await sql.all(
-        "SELECT * FROM submissions WHERE json_extract(body, '$.status') IN ('queued', 'placed') ORDER BY id",
-      )) {
-        r.putSubmission(await readSubmissionRow(sql, row));
+      for (const row of submissions) r.putSubmission(await readSubmissionRow(sql, row));
+      // Terminal tasks that live waits name (failFast and resumption judge their outcomes).
+      const named = new Set<number>();
+      for (const id of r.live) {
+        const s = r.tasks.get(id)!.state;
+        if (s.status === "waiting") for (const w of s.on) if (!r.tasks.has(w)) named.add(w);
       }
       // Documents of the conversations live work runs in; every other conversation's load on first
       // access (ensureDocs).
@@ -251,11 +272,40 @@ export class Session {
       for (const id of r.live) needed.add(r.tasks.get(id)!.conversationId);
       for (const sub of r.submissions.values()) needed.add(sub.conversationId);
       for (const c of options.docs ?? []) needed.add(c);
+      const withDocs = [...needed];
       // Their records with their chains, those of the conversations live tasks own (liveOwnedWork
-      // reads them) and the root's; every other record loads when first named.
-      const records = new Set([...needed, ROOT_CONVERSATION_ID, ...(await readOwnedBy(sql, [...r.live]))]);
-      r.installConversations(await readConversationClosure(sql, r, records));
-      for (const c of needed) r.installDocs(c, await readConversationDocs(sql, c, this.segments(c)));
+      // reads them) and the root's; every other record loads when first named. The second batch: the
+      // named tasks, the owned conversations' ids, the closure's first round and those documents.
+      const closure = new ConversationClosure(r, [...needed, ROOT_CONVERSATION_ID]);
+      const owned = ownedByQuery([...r.live]);
+      const first = closure.next();
+      const docQueries = withDocs.map((c) =>
+        conversationDocQueries([{ conversationId: c, cap: Number.MAX_SAFE_INTEGER }]),
+      );
+      const second = await allOf(sql, [
+        ...(named.size > 0
+          ? [
+              {
+                sql: `SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN ${IN_IDS}`,
+                params: [JSON.stringify([...named])],
+              },
+            ]
+          : []),
+        ...(owned ? [owned] : []),
+        ...first,
+        ...docQueries.flat(),
+      ]);
+      let at = 0;
+      if (named.size > 0) for (const row of second[at++] ?? []) r.putTask(taskFromRow(row).record);
+      if (owned) closure.need((second[at++] ?? []).map((row) => Number(row["id"])));
+      closure.take(second.slice(at, (at += first.length)));
+      for (let queries = closure.next(); queries.length > 0; queries = closure.next())
+        closure.take(await allOf(sql, queries));
+      r.installConversations(closure.loaded);
+      for (const [i, c] of withDocs.entries()) {
+        const rows = second.slice(at, (at += docQueries[i]!.length));
+        r.installDocs(c, await conversationDocsFrom(sql, this.segments(c), rows));
+      }
     });
     this.#line = r.clone();
   }
