@@ -39,6 +39,7 @@ export interface SyncModule {
   _sqlite3_column_blob(stmt: number, i: number): number;
   _sqlite3_column_bytes(stmt: number, i: number): number;
   _sqlite3_errmsg(db: number): number;
+  _sqlite3_exec(db: number, sql: number, callback: number, arg: number, errmsg: number): number;
 }
 
 /** True when `module` has every export this file calls (the sync build does). */
@@ -50,7 +51,8 @@ export function isSyncModule(module: unknown): module is SyncModule {
     typeof m["_sqlite3_step"] === "function" &&
     typeof m["_sqlite3_bind_text"] === "function" &&
     typeof m["_sqlite3_column_text"] === "function" &&
-    typeof m["_sqlite3_errmsg"] === "function"
+    typeof m["_sqlite3_errmsg"] === "function" &&
+    typeof m["_sqlite3_exec"] === "function"
   );
 }
 
@@ -96,6 +98,19 @@ export class DirectStatements {
       if (bound) m._sqlite3_clear_bindings(stmt);
     }
     return rows;
+  }
+
+  /**
+   * Run SQL text once, not prepared for again (sqlite3_exec: every statement of it, rows dropped), from
+   * the reused buffer: for text that changes each time (the lent store's per-commit sequence number).
+   */
+  exec(sql: string): void {
+    const m = this.#m;
+    const capacity = sql.length * 3 + 1;
+    const p = this.#scratch(capacity);
+    const { written } = this.#encoder.encodeInto(sql, m.HEAPU8.subarray(p, p + capacity - 1));
+    m.HEAPU8[p + written] = 0;
+    this.#check(m._sqlite3_exec(this.#db, p, 0, 0, 0));
   }
 
   /** Release the string buffer (the connection is closing). */

@@ -17,8 +17,14 @@
  *   a reply lost with the port (the lending tab closed) rejects with StoreClosed, and the engine
  *   recovers from what the store holds, as after a crash: an unacknowledged commit may or may not be
  *   stored, an acknowledged one always is;
- * - every message is checked on arrival, both ways (TypeBox schemas below); the server refuses what
- *   it does not expect with a typed error reply and serves the next message;
+ * - every message is checked on arrival, both ways (TypeBox schemas below; a job's message and an ok
+ *   reply, the messages of every commit, by hand to the same schemas); the server refuses what it
+ *   does not expect with a typed error reply and serves the next message;
+ * - a statement's text crosses once per port: the client numbers each text it sends (up to
+ *   MAX_STATEMENTS of them, each up to MAX_CACHED_TEXT long), the first step sends the number with
+ *   the text, later ones the number alone; the server keeps the texts by number for that port only.
+ *   A new lender starts with no numbers (the client forgets its own at the handover), and what a
+ *   handover sends again is numbered anew;
  * - the fault points, the stats and StoreClosed/StoreFailed/StoreOpenError keep their meaning: they
  *   are the client's (a hook is a function, it cannot cross a port); errors cross typed;
  * - the server closes its store when its port closes (the engine is gone): a transaction in flight
@@ -47,15 +53,25 @@ import {
 const SEQ_MODULUS = 2 ** 31;
 const READ_SEQ = "PRAGMA application_id";
 
+/** Statement numbers per port: at most this many texts are kept (later ones cross as text each time). */
+export const MAX_STATEMENTS = 2048;
+/** Longer texts are never numbered (a statement with its values inlined is seldom run again). */
+export const MAX_CACHED_TEXT = 8000;
+
 // ---- the wire -----------------------------------------------------------------------------------
 
 const Bytes = Type.Refine(Type.Unsafe<Uint8Array>({}), (v) => v instanceof Uint8Array);
 const Value_ = Type.Union([Type.Number(), Type.String(), Type.Null(), Type.BigInt(), Bytes]);
 const Id = Type.Integer({ minimum: 0 });
 const strict = { additionalProperties: false } as const;
+/**
+ * One statement of a job: its text (`sql`), its number (`s`, for a text this port numbered before),
+ * or both (the text numbered `s` from now on); one of the two at least (checked by hand: `isSteps`).
+ */
 const Step = Type.Object(
   {
-    sql: Type.String({ minLength: 1, maxLength: 100_000 }),
+    sql: Type.Optional(Type.String({ minLength: 1, maxLength: 100_000 })),
+    s: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_STATEMENTS - 1 })),
     params: Type.Optional(Type.Array(Value_, { maxItems: 10_000 })),
     rows: Type.Optional(Type.Union([Type.Literal("all"), Type.Literal("get")])),
   },
@@ -102,8 +118,13 @@ const Request = Type.Union([
   Type.Object({ t: Type.Literal("kill"), id: Id, reason: Type.String({ maxLength: 1000 }) }, strict),
 ]);
 export type LentRequest = Static<typeof Request>;
-export type LentStep = Static<typeof Step>;
+/** A step as it crosses (text, number or both). */
+export type LentWireStep = Static<typeof Step>;
+/** A step with its text: as the client builds it, and as the server runs it once the number is looked up. */
+export type LentStep = LentWireStep & { sql: string };
 type JobRequest = Extract<LentRequest, { t: "job" }>;
+/** A job's message once its steps' texts are looked up (the server's door does it). */
+type ServedRequest = Omit<JobRequest, "steps"> & { steps: LentStep[] };
 
 const WireError = Type.Object(
   {
@@ -163,7 +184,9 @@ function isRows(rows: unknown): boolean {
   return true;
 }
 
-const STEP_KEYS = new Set(["sql", "params", "rows"]);
+const STEP_KEYS = new Set(["sql", "s", "params", "rows"]);
+
+const isId = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v) && v >= 0;
 
 /** `steps` of a job as `Step` says (the limits included), by hand for the same reason. */
 function isSteps(steps: unknown): boolean {
@@ -171,8 +194,11 @@ function isSteps(steps: unknown): boolean {
   for (const step of steps) {
     if (!isPlainObject(step)) return false;
     for (const key of Object.keys(step)) if (!STEP_KEYS.has(key)) return false;
-    const { sql, params, rows } = step;
-    if (typeof sql !== "string" || sql.length < 1 || sql.length > 100_000) return false;
+    const { sql, s, params, rows } = step;
+    if (sql === undefined && s === undefined) return false;
+    if (sql !== undefined && (typeof sql !== "string" || sql.length < 1 || sql.length > 100_000))
+      return false;
+    if (s !== undefined && (!isId(s) || s >= MAX_STATEMENTS)) return false;
     if (rows !== undefined && rows !== "all" && rows !== "get") return false;
     if (params !== undefined) {
       if (!Array.isArray(params) || params.length > 10_000) return false;
@@ -182,25 +208,51 @@ function isSteps(steps: unknown): boolean {
   return true;
 }
 
-/** `Value.Check(Request, data)`, with a job's steps checked by hand (`isSteps`). */
-function isRequest(data: unknown): data is LentRequest {
-  if (!isPlainObject(data) || data.t !== "job") return Value.Check(Request, data);
-  const { steps, ...rest } = data;
-  return isSteps(steps) && Value.Check(Request, { ...rest, steps: [] });
+const JOB_KEYS = new Set(["t", "id", "job", "begin", "steps", "end", "seq", "each"]);
+
+/**
+ * A job's message as `Request` says, by hand: every commit sends one, and TypeBox's interpreted check
+ * of the union cost more per commit than the rest of the wire (issue 30, session 25). An absent key
+ * and one set to undefined are alike, as for TypeBox.
+ */
+function isJobRequest(data: Record<string, unknown>): data is JobRequest {
+  for (const key of Object.keys(data)) if (!JOB_KEYS.has(key)) return false;
+  const { id, job, begin, end, seq, each } = data;
+  return (
+    isId(id) &&
+    isId(job) &&
+    (each === undefined || each === true) &&
+    (begin === undefined || begin === "commit" || begin === "read") &&
+    (end === undefined || end === "commit" || end === "rollback" || end === "done") &&
+    (seq === undefined || (isId(seq) && seq < SEQ_MODULUS)) &&
+    isSteps(data.steps)
+  );
 }
 
-/** `Value.Check(Reply, data)`, with the rows and a batch's results checked by hand (`isRows`). */
+/** `Value.Check(Request, data)`: a job's message by hand (`isJobRequest`), the rest by TypeBox. */
+function isRequest(data: unknown): data is LentRequest {
+  if (!isPlainObject(data) || data.t !== "job") return Value.Check(Request, data);
+  return isJobRequest(data);
+}
+
+const OK_KEYS = new Set(["id", "ok", "rows", "results", "schemaVersion", "wasmBytes"]);
+
+/**
+ * `Value.Check(Reply, data)`: an ok reply (every commit's acknowledgement, every read's rows, a
+ * batch's results) by hand, its rows by `isRows`; an error reply by TypeBox.
+ */
 function isReply(data: unknown): data is LentReply {
-  if (!isPlainObject(data) || (data.rows === undefined && data.results === undefined))
-    return Value.Check(Reply, data);
-  const { rows, results, ...rest } = data;
-  if (rows !== undefined && !isRows(rows)) return false;
-  if (results !== undefined && !(Array.isArray(results) && results.every(isRows))) return false;
-  return Value.Check(Reply, {
-    ...rest,
-    ...(rows === undefined ? {} : { rows: [] }),
-    ...(results === undefined ? {} : { results: [] }),
-  });
+  if (!isPlainObject(data)) return false;
+  if (data.ok !== true) return Value.Check(Reply, data);
+  for (const key of Object.keys(data)) if (!OK_KEYS.has(key)) return false;
+  const { id, rows, results, schemaVersion, wasmBytes } = data;
+  return (
+    isId(id) &&
+    (schemaVersion === undefined || (typeof schemaVersion === "number" && Number.isInteger(schemaVersion))) &&
+    (wasmBytes === undefined || isId(wasmBytes)) &&
+    (rows === undefined || isRows(rows)) &&
+    (results === undefined || (Array.isArray(results) && results.every(isRows)))
+  );
 }
 
 /** The part of a MessagePort both ends use (Node's MessagePort too, for the tests). */
@@ -244,12 +296,30 @@ export class LentBadRequest extends Error {
 
 // ---- the server: the lent worker's side -----------------------------------------------------------
 
+/**
+ * Give each step its text: a step with a number and a text numbers that text (`texts[s]`); one with a
+ * number alone takes the text numbered so. Answers the first number never numbered here (nothing
+ * looked up is then used), else undefined, every step now carrying its `sql`.
+ */
+function lookUpTexts(steps: LentWireStep[], texts: string[]): number | undefined {
+  for (const step of steps) {
+    if (step.s === undefined) continue;
+    if (step.sql !== undefined) texts[step.s] = step.sql;
+    else {
+      const sql = texts[step.s];
+      if (sql === undefined) return step.s;
+      step.sql = sql;
+    }
+  }
+  return undefined;
+}
+
 /** Thrown inside a job's callback when the client asked to roll back. */
 const ROLLBACK = Symbol("rollback");
 
 interface ServedJob {
   /** Messages of this job not yet taken by its callback. */
-  readonly inbox: JobRequest[];
+  readonly inbox: ServedRequest[];
   wake: (() => void) | undefined;
   /** A statement failed: the transaction may not commit. */
   failed: unknown;
@@ -258,7 +328,7 @@ interface ServedJob {
   /** The port closed or the client killed the store: the callback throws this. */
   abort: StoreClosed | undefined;
   /** The message whose reply is still owed (at most one: the client waits for each). */
-  owed: JobRequest | undefined;
+  owed: ServedRequest | undefined;
 }
 
 export interface ServeLentOptions {
@@ -276,6 +346,8 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
   let line: SqliteLine | undefined;
   let opening = false;
   const jobs = new Map<number, ServedJob>();
+  /** The statement texts this client numbered, by number. */
+  const texts: string[] = [];
   let finished: () => void = () => undefined;
   const done = new Promise<void>((resolve) => {
     finished = resolve;
@@ -306,7 +378,7 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
     finished();
   };
 
-  const runJob = (first: JobRequest, store: SqliteLine) => {
+  const runJob = (first: ServedRequest, store: SqliteLine) => {
     const job: ServedJob = {
       inbox: [first],
       wake: undefined,
@@ -316,7 +388,7 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
       owed: undefined,
     };
     jobs.set(first.job, job);
-    const next = async (): Promise<JobRequest> => {
+    const next = async (): Promise<ServedRequest> => {
       for (;;) {
         if (job.abort) throw job.abort;
         const message = job.inbox.shift();
@@ -355,7 +427,7 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
         if (message.end) {
           if (job.failed !== undefined) throw job.failed;
           if (message.end === "commit" && message.seq !== undefined)
-            await store.execScript(`PRAGMA application_id = ${message.seq | 0}`);
+            await store.execOnce(`PRAGMA application_id = ${message.seq | 0}`);
           return rows;
         }
         job.owed = undefined;
@@ -429,13 +501,20 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
         reply({ id: request.id, ok: true });
         return;
       case "job": {
-        const job = jobs.get(request.job);
-        if (request.begin) {
-          if (job) fail(request.id, new LentBadRequest(`transaction ${request.job} began already`));
-          else runJob(request, line);
-        } else if (!job || job.over) fail(request.id, new StoreFailed("the transaction is over"));
+        // The steps' texts, looked up now: numbers are defined in the order messages arrive.
+        const unknown = lookUpTexts(request.steps, texts);
+        if (unknown !== undefined) {
+          fail(request.id, new LentBadRequest(`statement ${unknown} was never sent to this worker`));
+          return;
+        }
+        const served = request as ServedRequest;
+        const job = jobs.get(served.job);
+        if (served.begin) {
+          if (job) fail(served.id, new LentBadRequest(`transaction ${served.job} began already`));
+          else runJob(served, line);
+        } else if (!job || job.over) fail(served.id, new StoreFailed("the transaction is over"));
         else {
-          job.inbox.push(request);
+          job.inbox.push(served);
           job.wake?.();
         }
         return;
@@ -467,12 +546,14 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
 
 type ClientJob = QueuedJob<"commit" | "read">;
 
-type Outgoing = DistributiveOmit<LentRequest, "id">;
+/** A job's message as the client keeps it: each step with its text (numbered only when posted). */
+type ClientJobMessage = Omit<JobRequest, "id" | "steps"> & { steps: LentStep[] };
+type Outgoing = DistributiveOmit<Exclude<LentRequest, JobRequest>, "id"> | ClientJobMessage;
 type Ok = LentReply & { ok: true };
 
 /** A message of the job in flight, kept until the job settles: what a new lender is sent again. */
 interface Logged {
-  readonly message: Extract<Outgoing, { t: "job" }>;
+  readonly message: ClientJobMessage;
   /** The reply it got (rows, or the error), once it came. */
   reply: LentReply | undefined;
   settle(reply: LentReply): void;
@@ -559,6 +640,9 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   #relending: Promise<void> | undefined;
   /** Set at once when a handover starts (before `#relending` exists). */
   #handingOver = false;
+  /** The statement texts the current port numbered (see the wire's invariants). */
+  readonly #statementIds = new Map<string, number>();
+  #nextStatement = 0;
 
   constructor(options: LentStoreOptions) {
     // The jobs, one at a time in request order: each job's callback runs here, its SQL over there.
@@ -582,6 +666,9 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
 
   #attach(port: LentPort): void {
     const generation = ++this.#generation;
+    // A new lender knows no statement numbers: texts cross again, numbered anew.
+    this.#statementIds.clear();
+    this.#nextStatement = 0;
     port.addEventListener("message", (event) => {
       if (generation === this.#generation) this.#onReply(event.data);
     });
@@ -631,9 +718,21 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
     if (this.closed) return Promise.reject(new StoreClosed(`store ${this.name} is closed`));
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
+      let wire: LentRequest;
+      let settle: (reply: LentReply) => void = resolve;
+      if (request.t === "job") {
+        const numbered: string[] = [];
+        wire = this.#wireJob(request, id, numbered);
+        // Refused at the door, the message numbered nothing over there: those texts cross again.
+        if (numbered.length > 0)
+          settle = (reply) => {
+            if (!reply.ok && reply.error.name === "LentBadRequest") this.#forget(numbered);
+            resolve(reply);
+          };
+      } else wire = { ...request, id };
+      this.#pending.set(id, { resolve: settle, reject });
       try {
-        this.#port.postMessage({ ...request, id });
+        this.#port.postMessage(wire);
       } catch (error) {
         this.#pending.delete(id);
         reject(error instanceof Error ? error : new Error(String(error)));
@@ -650,7 +749,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   }
 
   /** A message of the job in flight: logged, held while a new lender opens. */
-  async sendJob(message: Extract<Outgoing, { t: "job" }>): Promise<Ok> {
+  async sendJob(message: ClientJobMessage): Promise<Ok> {
     while (this.#relending) await this.#relending;
     this.roundTrips++;
     const reply = await new Promise<LentReply>((resolve, reject) => {
@@ -669,6 +768,43 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
     });
     if (!reply.ok) throw fromWire(reply.error);
     return reply;
+  }
+
+  /**
+   * A job's message as it crosses the current port: its id, each step's text numbered (the number
+   * alone once this port has it). Built when posted, not when the callback queued the step: a
+   * message held through a handover, or sent again after one, goes out numbered for the new port.
+   */
+  #wireJob(message: ClientJobMessage, id: number, numbered: string[]): JobRequest {
+    const steps: LentWireStep[] = new Array(message.steps.length);
+    for (let i = 0; i < steps.length; i++) {
+      const { sql, params, rows } = message.steps[i]!;
+      const step: LentWireStep = {};
+      const s = this.#statementIds.get(sql);
+      if (s !== undefined) step.s = s;
+      else {
+        step.sql = sql;
+        if (this.#nextStatement < MAX_STATEMENTS && sql.length <= MAX_CACHED_TEXT) {
+          step.s = this.#nextStatement++;
+          this.#statementIds.set(sql, step.s);
+          numbered.push(sql);
+        }
+      }
+      if (params) step.params = params;
+      if (rows) step.rows = rows;
+      steps[i] = step;
+    }
+    const wire: JobRequest = { t: "job", id, job: message.job, steps };
+    if (message.begin) wire.begin = message.begin;
+    if (message.end) wire.end = message.end;
+    if (message.seq !== undefined) wire.seq = message.seq;
+    if (message.each) wire.each = true;
+    return wire;
+  }
+
+  /** Forget the numbers of `texts` (a later step sends each text again, under a new number). */
+  #forget(texts: string[]): void {
+    for (const sql of texts) this.#statementIds.delete(sql);
   }
 
   /** Post with no answer awaited (a read's end, the fence): nothing depends on it but order. */
@@ -921,13 +1057,14 @@ class RemoteTransaction {
     return reply.rows ?? [];
   }
 
-  #message(end?: "commit" | "rollback" | "done"): Extract<Outgoing, { t: "job" }> {
-    const steps = this.#steps;
+  #message(end?: "commit" | "rollback" | "done"): ClientJobMessage {
+    const message: ClientJobMessage = { t: "job", job: this.job, steps: this.#steps };
     this.#steps = [];
-    const begin = this.#begun ? {} : { begin: this.kind };
+    if (!this.#begun) message.begin = this.kind;
     this.#begun = true;
-    const seq = end === "commit" && this.seq !== undefined ? { seq: this.seq } : {};
-    return { t: "job", job: this.job, ...begin, steps, ...(end ? { end } : {}), ...seq };
+    if (end) message.end = end;
+    if (end === "commit" && this.seq !== undefined) message.seq = this.seq;
+    return message;
   }
 
   /**

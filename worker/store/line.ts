@@ -184,6 +184,19 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
     await this.#sqlite3.exec(this.#db, sql);
   }
 
+  /**
+   * Run SQL text once, inside whatever job is being served and not cached as a statement: for text
+   * that differs each time, which `Sql.run` would prepare and keep (the lent store's per-commit
+   * `PRAGMA application_id = n`). On a synchronous build one call of the C exports (direct.ts), not
+   * the API's exec, whose statement iterator, string copy and promise per call cost more than the
+   * statement on the lent store's commit path.
+   */
+  async execOnce(sql: string): Promise<void> {
+    if (this.queue.closed) throw new StoreClosed(`store ${this.name} is closed`);
+    if (this.#direct) this.#direct.exec(sql);
+    else await this.#sqlite3.exec(this.#db, sql);
+  }
+
   close(): Promise<void> {
     // Everything already admitted settles first; then the connection is released.
     return this.queue.close(async () => {

@@ -4,11 +4,19 @@
  * the store to a new lender without losing an acknowledged commit or storing one twice: the commit
  * whose reply was lost is found stored by its sequence number, or sent again when it was not.
  * Lenders here are memory stores behind real MessageChannels; a lender dies by closing its port at a
- * fault point of its own commit line, and the next one opens the files the dead one left.
+ * fault point of its own commit line, and the next one opens the files the dead one left. The wire of
+ * a commit: one message each way, a statement's text once per port (then its number), an ok reply
+ * checked by hand to the reply schema.
  */
 import { describe, expect, test } from "vitest";
 import { schema } from "../../../worker/core/schema.ts";
-import { openLentStore, serveLentStore } from "../../../worker/store/lent.ts";
+import {
+  type LentPort,
+  type LentReply,
+  type LentRequest,
+  openLentStore,
+  serveLentStore,
+} from "../../../worker/store/lent.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../../../worker/store/open.ts";
 import { allOf, type FaultPoint, StoreClosed } from "../../../worker/store/types.ts";
 
@@ -60,15 +68,55 @@ describe("the lent store", () => {
       port.postMessage({ t: "job", id: 100 + i, job: 100 + i, begin: "commit", steps });
     });
     port.postMessage({ t: "job", id: 200, job: 200, begin: "commit", steps: [], extra: 1 });
+    // A job's envelope is checked by hand too (every commit sends one): each way out of `Request`.
+    const badJobs: Array<Record<string, unknown>> = [
+      { job: -1 },
+      { job: 1.5 },
+      { job: "1" },
+      { begin: "write" },
+      { end: "save" },
+      { end: "commit", seq: 2 ** 31 },
+      { end: "commit", seq: -1 },
+      { end: "commit", seq: "1" },
+    ];
+    badJobs.forEach((fields, i) => {
+      port.postMessage({ t: "job", id: 300 + i, job: 300 + i, begin: "commit", steps: [], ...fields });
+    });
     port.postMessage({ t: "open", id: 9, name: "door" });
-    await expect.poll(() => replies.length).toBe(badSteps.length + 4);
+    await expect.poll(() => replies.some((r) => (r as { id: number }).id === 9)).toBe(true);
+    // Statement numbers: out of range, neither text nor number, or never numbered on this port.
+    const badNumbers: unknown[] = [
+      [{ s: -1 }],
+      [{ s: 2048, sql: "SELECT 1" }],
+      [{ s: 0.5, sql: "SELECT 1" }],
+      [{ rows: "all" }],
+      [{ s: 7 }],
+    ];
+    badNumbers.forEach((steps, i) => {
+      port.postMessage({ t: "job", id: 400 + i, job: 400 + i, begin: "commit", steps, end: "commit" });
+    });
+    const total = badSteps.length + badJobs.length + badNumbers.length + 4;
+    await expect.poll(() => replies.length).toBe(total);
     expect(replies[0]).toMatchObject({ id: 7, ok: false, error: { name: "LentBadRequest" } });
     expect(replies[1]).toMatchObject({ id: 8, ok: false, error: { name: "LentBadRequest" } });
+    // Refused at the door (not for want of an open store: these came before the open).
+    const refused = {
+      name: "LentBadRequest",
+      message: "the lent store refused a message it does not expect",
+    };
     badSteps.forEach((_, i) => {
-      expect(replies[2 + i]).toMatchObject({ id: 100 + i, ok: false, error: { name: "LentBadRequest" } });
+      expect(replies[2 + i]).toMatchObject({ id: 100 + i, ok: false, error: refused });
     });
-    expect(replies.at(-2)).toMatchObject({ id: 200, ok: false, error: { name: "LentBadRequest" } });
-    expect(replies.at(-1)).toMatchObject({ id: 9, ok: true, schemaVersion: 0 });
+    const byId = (id: number) => replies.find((r) => (r as { id: number }).id === id);
+    expect(byId(200)).toMatchObject({ ok: false, error: refused });
+    badJobs.forEach((_, i) => {
+      expect(byId(300 + i)).toMatchObject({ ok: false, error: refused });
+    });
+    expect(byId(9)).toMatchObject({ ok: true, schemaVersion: 0 });
+    badNumbers.slice(0, -1).forEach((_, i) => {
+      expect(byId(400 + i)).toMatchObject({ ok: false, error: refused });
+    });
+    expect(byId(404)).toMatchObject({ error: { message: "statement 7 was never sent to this worker" } });
     port.close();
   });
 
@@ -207,5 +255,134 @@ describe("the lent store", () => {
     expect(results).toEqual([[{ value: "1" }], [{ n: 1 }]]);
     expect(store.relent).toHaveLength(1);
     await store.close();
+  });
+});
+
+/** The client's end of `port`, every message it posts and hears recorded. */
+function recorded(port: MessagePort, sent: LentRequest[], heard: LentReply[]): LentPort {
+  port.addEventListener("message", (event) => heard.push(event.data as LentReply));
+  return {
+    postMessage(message) {
+      sent.push(message as LentRequest);
+      port.postMessage(message);
+    },
+    addEventListener: (type: "message" | "close", listener: (event: { data: unknown }) => void) =>
+      port.addEventListener(type, listener as never),
+    start: () => port.start(),
+    close: () => port.close(),
+  };
+}
+
+/** The steps of the job messages in `sent`. */
+const stepsOf = (sent: LentRequest[]) => sent.flatMap((m) => (m.t === "job" ? m.steps : []));
+
+describe("the wire of a commit", () => {
+  test("a statement's text crosses once per port: repeated commits send its number; a new lender is sent the text again", async () => {
+    const sent: LentRequest[] = [];
+    const heard: LentReply[] = [];
+    let current = lender();
+    const lenders = [current];
+    const store = await openLentStore({
+      port: recorded(current.port, sent, heard),
+      name: "numbered",
+      async relend() {
+        current = lender(lenders.at(-1)!.memory().image());
+        lenders.push(current);
+        return recorded(current.port, sent, heard);
+      },
+    });
+    await store.migrate(schema);
+    sent.length = 0;
+    for (let i = 0; i < 10; i++) await store.commit((sql) => sql.run(INSERT, [`a${i}`, "x"]));
+    const first = stepsOf(sent);
+    expect(first).toHaveLength(10);
+    expect(first.filter((s) => s.sql === INSERT)).toHaveLength(1);
+    const number = first[0]!.s;
+    expect(number).toEqual(expect.any(Number));
+    expect(first.slice(1)).toEqual(
+      Array.from({ length: 9 }, () => ({ s: number, params: expect.any(Array) })),
+    );
+
+    // The lender goes: the next one knows no numbers, and is sent the text once more.
+    lenders[0]!.own.close();
+    await expect.poll(() => store.relent.length).toBe(1);
+    sent.length = 0;
+    for (let i = 0; i < 5; i++) await store.commit((sql) => sql.run(INSERT, [`b${i}`, "x"]));
+    const second = stepsOf(sent);
+    expect(second.filter((s) => s.sql === INSERT)).toHaveLength(1);
+    expect(second.filter((s) => s.sql === undefined)).toHaveLength(4);
+    const rows = await store.read((sql) => sql.all("SELECT key FROM meta WHERE value = 'x' ORDER BY key"));
+    expect(rows.map((r) => r["key"])).toEqual([
+      ...Array.from({ length: 10 }, (_, i) => `a${i}`),
+      ...Array.from({ length: 5 }, (_, i) => `b${i}`),
+    ]);
+    await store.close();
+  });
+
+  test("a message the door refused numbered nothing: the text crosses again with the next use", async () => {
+    const store = await openLentStore({ port: lender().port, name: "refused" });
+    await store.migrate(schema);
+    // A boolean is no SQL value: the door refuses the whole message, the text's number with it.
+    await expect(
+      store.commit((sql) => sql.run(INSERT, [true as unknown as string, "x"])),
+    ).rejects.toMatchObject({ name: "LentBadRequest" });
+    await store.commit((sql) => sql.run(INSERT, ["after", "x"]));
+    expect(await store.read((sql) => sql.all("SELECT key FROM meta WHERE value = 'x'"))).toEqual([
+      { key: "after" },
+    ]);
+    await store.close();
+  });
+
+  test("a commit whose callback only writes is one message each way; its acknowledgement is the id alone", async () => {
+    const sent: LentRequest[] = [];
+    const heard: LentReply[] = [];
+    const store = await openLentStore({ port: recorded(lender().port, sent, heard), name: "one-each" });
+    await store.migrate(schema);
+    await store.commit((sql) => sql.run(INSERT, ["warm", "x"]));
+    sent.length = 0;
+    heard.length = 0;
+    for (let i = 0; i < 5; i++)
+      await store.commit(async (sql) => {
+        await sql.run(INSERT, [`k${i}`, "x"]);
+        await sql.run("UPDATE meta SET value = ? WHERE key = ?", ["y", `k${i}`]);
+      });
+    expect(sent).toHaveLength(5);
+    for (const message of sent)
+      expect(message).toMatchObject({ t: "job", begin: "commit", end: "commit", seq: expect.any(Number) });
+    expect(heard).toHaveLength(5);
+    for (const reply of heard) expect(Object.keys(reply).sort()).toEqual(["id", "ok"]);
+    await store.close();
+  });
+
+  test("the client takes only a reply of the reply schema (an ok reply is checked by hand)", async () => {
+    const channel = new MessageChannel();
+    const server = channel.port2;
+    const asked: LentRequest[] = [];
+    server.addEventListener("message", (event) => asked.push(event.data as LentRequest));
+    server.start();
+    const opening = openLentStore({ port: channel.port1, name: "picky" });
+    await expect.poll(() => asked.length).toBe(1);
+    const id = asked[0]!.id;
+    // Each of these, taken, would settle the open with a schema version other than 3.
+    for (const bad of [
+      { id, ok: true, extra: 1 },
+      { id, ok: true, schemaVersion: 1.5 },
+      { id, ok: true, schemaVersion: "3" },
+      { id, ok: true, wasmBytes: -1 },
+      { id, ok: true, rows: [{ a: {} }] },
+      { id, ok: true, rows: {} },
+      { id: String(id), ok: true, schemaVersion: 3 },
+      { id, ok: "yes", schemaVersion: 3 },
+      { id, ok: false, error: { name: "StoreFailed" } },
+    ])
+      server.postMessage(bad);
+    server.postMessage({ id, ok: true, schemaVersion: 3 });
+    // Then the open reads the sequence number: a job with a row.
+    await expect.poll(() => asked.length).toBe(2);
+    server.postMessage({ id: asked[1]!.id, ok: true, rows: [{ application_id: 0 }] });
+    const store = await opening;
+    expect(store.schemaVersion).toBe(3);
+    store.kill("done");
+    server.close();
   });
 });

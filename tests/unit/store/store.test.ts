@@ -156,6 +156,28 @@ describe("cached statements", () => {
   });
 });
 
+describe("text run once (execOnce)", () => {
+  test("runs inside the job being served: stored with its commit, rolled back with it; a failure throws SQLite's message", async () => {
+    const store = await openStore({ kind: "memory", name: "once" });
+    const appId = async () =>
+      Number((await store.read((sql) => sql.get("PRAGMA application_id")))?.["application_id"]);
+    await store.commit(async () => store.execOnce("PRAGMA application_id = 41"));
+    expect(await appId()).toBe(41);
+    await expect(
+      store.commit(async () => {
+        await store.execOnce("PRAGMA application_id = 42");
+        throw new Error("the callback fails");
+      }),
+    ).rejects.toThrow("the callback fails");
+    expect(await appId()).toBe(41);
+    await expect(store.commit(() => store.execOnce("PRAGMA application_id = 1 2"))).rejects.toThrow(
+      /syntax error/,
+    );
+    await store.close();
+    await expect(store.execOnce("PRAGMA application_id = 43")).rejects.toBeInstanceOf(StoreClosed);
+  });
+});
+
 describe("closing", () => {
   test("admitted commits settle; later calls reject with StoreClosed", async () => {
     const store = await memoryStore();
