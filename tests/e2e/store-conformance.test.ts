@@ -38,7 +38,8 @@ const started = Date.now();
 
 beforeAll(async () => {
   server = await serveStatic(fixtureDir(), { headers: { "Content-Security-Policy": APP_CSP } });
-  b = await launchBrowser();
+  // gc() in the workers, for the check that a closed store lets go of its wasm instance.
+  b = await launchBrowser({ args: ["--js-flags=--expose-gc"] });
   page = await b.newPage();
   page.on("console", (m) => logs.push(`[${m.type()}] ${m.text()}`));
   page.on("pageerror", (e) => logs.push(`[pageerror] ${e.message}`));
@@ -75,16 +76,33 @@ async function waitFinished(kind: ConformanceKind): Promise<ConformanceRun> {
     );
   } catch (error) {
     const reported = await page
-      .evaluate(
-        (k) => (globalThis as unknown as { conformance: Record<string, ConformanceRun> }).conformance[k]!,
-        kind,
-      )
-      .catch(() => undefined);
+      .evaluate((k) => {
+        const run = (globalThis as unknown as { conformance: Record<string, ConformanceRun> }).conformance[
+          k
+        ]!;
+        const current = run.current && { ...run.current, for: performance.now() - run.current.startedAt };
+        return { results: run.results, current };
+      }, kind)
+      .catch((e: unknown) => ({ unreadable: String(e) }));
     console.log(
-      `[${kind}] results so far: ${JSON.stringify(reported?.results.map((r) => [r.name, r.ok]))}\n` +
+      `[${kind}] run not done: ${JSON.stringify(reported)}\n` +
         `page log:\n${logs.join("\n")}\nchromium stderr (tail):\n${b.log().slice(-3000)}`,
     );
-    throw error;
+    // One line a CI summary keeps: how far the run got, and where it stands.
+    const summary =
+      "results" in reported
+        ? `${reported.results.length} scenario(s) reported (${reported.results.filter((r) => !r.ok).length} failed); ` +
+          (reported.current
+            ? `running "${reported.current.name}" for ${Math.round(reported.current.for / 1000)} s, its log: ` +
+              JSON.stringify(reported.current.log.slice(-5))
+            : "none running (the worker never started one or stopped answering)")
+        : `the page did not answer: ${reported.unreadable}`;
+    throw new Error(
+      `${kind} run not done after ${RUN_TIMEOUT_MS / 1000} s: ${summary}; page log tail: ${JSON.stringify(logs.slice(-5))}`,
+      {
+        cause: error,
+      },
+    );
   }
   return page.evaluate(
     (k) => (globalThis as unknown as { conformance: Record<string, ConformanceRun> }).conformance[k]!,
@@ -116,13 +134,23 @@ for (const { kind, context } of BACKENDS) {
       RUN_TIMEOUT_MS + 10_000,
     );
 
+    test("a closed store lets go of its wasm instance: none of 4 opened, written and closed is alive after a GC", async () => {
+      const { released } = await finished(kind);
+      expect(released?.error).toBeUndefined();
+      expect(released?.opened).toBe(4);
+      expect(released?.alive).toBe(0);
+    });
+
     for (const scenario of scenarios) {
       test(scenario.name, async () => {
         const run = await finished(kind);
         const result: ScenarioResult | undefined = run.results.find((r) => r.name === scenario.name);
         if (!result) throw new Error(`${kind}: no result for this scenario`);
         for (const line of result.log) console.log(`[${kind}] ${line}`);
-        if (!result.ok) throw new Error(`${kind} in the ${context}: ${result.error}`);
+        if (!result.ok) {
+          console.log(`page log (tail):\n${logs.slice(-40).join("\n")}`);
+          throw new Error(`${kind} in the ${context}: ${result.error}`);
+        }
       });
     }
   });

@@ -64,10 +64,15 @@ interface VfsInstance {
 interface VfsClass {
   create(name: string, module: unknown, options?: object): Promise<VfsInstance>;
 }
-/** OPFSCoopSyncVFS keeps temporary-file handles and a Web Lock on their directory until released. */
+/**
+ * OPFSCoopSyncVFS keeps temporary-file handles and a Web Lock on their directory until released, and a
+ * BroadcastChannel per database file (other connections ask it for the file's handle there), which it
+ * never closes.
+ */
 interface CoopSyncVfs extends VfsInstance {
   unboundAccessHandles?: Set<{ close(): void }>;
   boundAccessHandles?: Map<string, { close(): void }>;
+  persistentFiles?: Map<string, { handleRequestChannel?: BroadcastChannel | null }>;
   releaser?: (() => void) | null;
 }
 
@@ -244,6 +249,16 @@ function releaseCoopSync(vfs: CoopSyncVfs): void {
   }
   vfs.unboundAccessHandles?.clear();
   vfs.boundAccessHandles?.clear();
+  // A channel with a listener stays alive, and its listener holds the VFS and so the whole wasm
+  // instance (its memory and its address-space reservation): left open, every store opened and
+  // closed in one worker stayed in memory until wasm instantiation failed with "Out of memory"
+  // (the store conformance suite's opfs run, tests/e2e/store-conformance.test.ts).
+  for (const file of vfs.persistentFiles?.values() ?? []) {
+    const channel = file.handleRequestChannel;
+    if (!channel) continue;
+    channel.onmessage = null;
+    channel.close();
+  }
   vfs.releaser?.();
   vfs.releaser = null;
 }
