@@ -6,7 +6,7 @@
  */
 import type { Row, Sql } from "../store/types.ts";
 import { NotJson } from "./errors.ts";
-import { type Overlay, splitDocKey } from "./records.ts";
+import { type Overlay, splitDocKey, taskRecord } from "./records.ts";
 import { isSpilled, spillBody, unspill } from "./spill.ts";
 import type {
   ConversationRecord,
@@ -525,17 +525,11 @@ export type ParsedTask = { record: TaskRecord; corrupt?: string };
 
 /** A task row to a record; a row that does not parse yields a placeholder and a diagnostic. */
 export function taskFromRow(row: Row): ParsedTask {
-  const base = {
-    id: Number(row["id"]),
-    conversationId: Number(row["conversation_id"]),
-    kind: String(row["kind"]),
-    version: Number(row["version"]),
-    background: Number(row["background"]) === 1,
-    abortRequested: Number(row["abort_requested"]) === 1,
-    ...(row["owner_task"] !== null ? { owner: Number(row["owner_task"]) } : {}),
-    ...(row["started_at"] !== null ? { startedAt: Number(row["started_at"]) } : {}),
-    ...(row["ended_at"] !== null ? { endedAt: Number(row["ended_at"]) } : {}),
-  };
+  const id = Number(row["id"]);
+  const kind = String(row["kind"]);
+  const owner = row["owner_task"] !== null ? Number(row["owner_task"]) : undefined;
+  const startedAt = row["started_at"] !== null ? Number(row["started_at"]) : undefined;
+  const endedAt = row["ended_at"] !== null ? Number(row["ended_at"]) : undefined;
   const problems: string[] = [];
   const parse = (column: string): Json | undefined => {
     const text = row[column];
@@ -553,18 +547,34 @@ export function taskFromRow(row: Row): ParsedTask {
   if (state && (typeof state !== "object" || state.status !== row["status"])) {
     problems.push(`column state does not match status ${String(row["status"])}`);
   }
+  // Built in the one field order of every task record (records.ts taskRecord).
+  const record = (s: TaskState, m: Record<string, Json> | undefined): TaskRecord =>
+    taskRecord(
+      {
+        id,
+        conversationId: Number(row["conversation_id"]),
+        kind,
+        version: Number(row["version"]),
+        input: input ?? null,
+        background: Number(row["background"]) === 1,
+        abortRequested: Number(row["abort_requested"]) === 1,
+        state: s,
+      },
+      owner,
+      m,
+      startedAt,
+      endedAt,
+    );
   if (problems.length > 0) {
-    const placeholder: TaskRecord = {
-      ...base,
-      input: input ?? null,
-      state:
-        row["status"] === "terminal" && state?.status === "terminal"
-          ? state
-          : { status: "pending", checkpoint: { phase: "<unreadable>" } },
-    };
-    return { record: placeholder, corrupt: `task ${base.id} (${base.kind}): ${problems.join("; ")}` };
+    const placeholder = record(
+      row["status"] === "terminal" && state?.status === "terminal"
+        ? state
+        : { status: "pending", checkpoint: { phase: "<unreadable>" } },
+      undefined,
+    );
+    return { record: placeholder, corrupt: `task ${id} (${kind}): ${problems.join("; ")}` };
   }
-  return { record: { ...base, input: input ?? null, state: state!, ...(memos ? { memos } : {}) } };
+  return { record: record(state!, memos) };
 }
 
 /** A move row to its record (see MoveRecord); undefined for a row that does not parse. */

@@ -51,10 +51,10 @@ export class Invocation {
   #launched = false;
   /** Counts the phase handlers this invocation started (a phase's hooks are resolved once). */
   #phase = 0;
-  #resolveDone!: () => void;
-  readonly done = new Promise<void>((r) => {
-    this.#resolveDone = r;
-  });
+  /** Made on first use (`done`): only closing, a move and an abort's wait ask for it. */
+  #done: Promise<void> | undefined;
+  #resolveDone: (() => void) | undefined;
+  #finished = false;
   readonly runtime: TaskRuntime;
   #resumed: boolean;
 
@@ -97,6 +97,23 @@ export class Invocation {
     return this.#ended;
   }
 
+  /** Settles once the invocation has ended and the scheduler knows it. */
+  get done(): Promise<void> {
+    if (this.#done === undefined) {
+      if (this.#finished) this.#done = Promise.resolve();
+      else
+        this.#done = new Promise<void>((r) => {
+          this.#resolveDone = r;
+        });
+    }
+    return this.#done;
+  }
+
+  #finish(): void {
+    this.#finished = true;
+    this.#resolveDone?.();
+  }
+
   get phase(): number {
     return this.#phase;
   }
@@ -116,7 +133,7 @@ export class Invocation {
   /** The reservation never committed: end without running anything. */
   abandon(): void {
     this.#ended = true;
-    this.#resolveDone();
+    this.#finish();
   }
 
   launch(): void {
@@ -129,11 +146,17 @@ export class Invocation {
       c === undefined || session.records.docsLoaded.has(c)
         ? start()
         : session.ensureDocs(c).then(start, () => undefined);
-    void run.finally(() => {
+    // One reaction for both outcomes (`finally` made three promises per invocation); a rejection
+    // still surfaces as it did.
+    const end = () => {
       this.#ended = true;
       this.#abort(INVOCATION_ENDED);
       this.scheduler.ended(this);
-      this.#resolveDone();
+      this.#finish();
+    };
+    void run.then(end, (error: unknown) => {
+      end();
+      throw error;
     });
   }
 

@@ -421,7 +421,7 @@ export class Scheduler {
       const t = overlay.task(id);
       return !t || overlay.away(t.conversationId) === undefined;
     };
-    const live =
+    const live: TaskId[] =
       records.away.size === 0 && overlay.moves.size === 0
         ? [...records.live]
         : [...records.live].filter(here);
@@ -442,8 +442,9 @@ export class Scheduler {
     if (reconciled.writes) plan.writes = true;
     plan.marked = reconciled.marked;
 
-    // Tasks a wake continuation creates join the queue, so they are reserved in this same pass.
-    const queue = [...live];
+    // Tasks a wake continuation creates join the queue, so they are reserved in this same pass
+    // (`live` is this plan's own copy, read before the loop only: the queue extends it).
+    const queue = live;
     for (let k = 0; k < queue.length; k++) {
       const id = queue[k]!;
       const t = overlay.task(id)!;
@@ -595,11 +596,10 @@ export class Scheduler {
   #settled(plan: Plan, overlay: Overlay): boolean {
     if (plan.marked.length > 0 || plan.corrupt.length > 0 || overlay.conversations.size > 0) return false;
     if (overlay.deleted.size > 0 || overlay.moves.size > 0) return false;
-    const started = new Set(plan.starts.map((s) => s.taskId));
     const ended: TaskId[] = [];
     for (const t of overlay.tasks.values()) {
       const s = t.state;
-      if (s.status === "running" && started.has(t.id)) continue;
+      if (s.status === "running" && plan.starts.some((start) => start.taskId === t.id)) continue;
       if (s.status !== "terminal" || s.outcome.status !== "completed" || t.abortRequested) return false;
       // Its owner, or the task owning its conversation (a subagent's): its work may have drained.
       const ownerId = t.owner ?? overlay.conversation(t.conversationId)?.owner?.taskId;

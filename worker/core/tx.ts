@@ -11,7 +11,7 @@ import { ConversationMoved, EntryNotVisible, InvalidTransition, UnknownConversat
 import { type DocumentFork, forkPointKey } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
 import { assertJson, sealBuilt } from "./persist.ts";
-import { type DocMeta, type DocSemantics, type Overlay, semanticsOf } from "./records.ts";
+import { type DocMeta, type DocSemantics, type Overlay, semanticsOf, taskRecord } from "./records.ts";
 import type { Session } from "./session.ts";
 import { SPILL_KEY } from "./spill.ts";
 import {
@@ -116,19 +116,26 @@ export class TxImpl implements Tx {
     this.session.onDefinition(definition);
     const id = o.nextTaskId++;
     o.markCreated(id);
-    o.setTask({
-      id,
-      conversationId,
-      kind: definition.name,
-      version: definition.version,
-      input: input as Json,
-      ...(owner !== undefined ? { owner } : {}),
-      background: options.background === true,
-      abortRequested: false,
-      ...(options.reserve
-        ? { state: sealBuilt({ status: "running", checkpoint }), startedAt: this.session.now() }
-        : { state: sealBuilt({ status: "pending", checkpoint }) }),
-    });
+    o.setTask(
+      taskRecord(
+        {
+          id,
+          conversationId,
+          kind: definition.name,
+          version: definition.version,
+          input: input as Json,
+          background: options.background === true,
+          abortRequested: false,
+          state: options.reserve
+            ? sealBuilt({ status: "running", checkpoint })
+            : sealBuilt({ status: "pending", checkpoint }),
+        },
+        owner,
+        undefined,
+        options.reserve ? this.session.now() : undefined,
+        undefined,
+      ),
+    );
     return id;
   }
 
