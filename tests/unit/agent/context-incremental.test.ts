@@ -7,7 +7,13 @@
  */
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
-import { contextView, deriveContext, deriveSystem } from "../../../worker/agent/conversation/context.ts";
+import {
+  contextView,
+  deriveContext,
+  deriveSystem,
+  headRebaseline,
+  replayedSystem,
+} from "../../../worker/agent/conversation/context.ts";
 import { ENTRY } from "../../../worker/agent/records.ts";
 import type { EntryRecord, Json } from "../../../worker/core/types.ts";
 
@@ -73,6 +79,11 @@ function expectSameAsScratch(list: readonly EntryRecord[]): void {
   expect(kept.sections).toEqual(scratch.sections);
   expect(deriveContext(list)).toEqual(deriveContext(fresh(list)));
   expect(deriveSystem(list)).toEqual(deriveSystem(fresh(list)));
+  // A preparation's one derivation: what deriveSystem and headRebaseline each give, from scratch too.
+  expect(replayedSystem(list)).toEqual({
+    ...deriveSystem(fresh(list)),
+    rebaseline: headRebaseline(fresh(list)),
+  });
 }
 
 test("a list that grows entry by entry derives as from scratch at every step", () => {
@@ -136,6 +147,9 @@ test("callers get their own arrays: changing one does not change the next deriva
   const view = contextView(list);
   view.entries.pop();
   view.contributions[0]!.pop();
+  const replayed = replayedSystem(list);
+  replayed.tools.push("mutated");
+  replayed.sections["mutated"] = "yes";
   expectSameAsScratch(list);
 });
 

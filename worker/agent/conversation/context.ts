@@ -94,7 +94,25 @@ export function deriveSystem(entries: readonly EntryRecord[]): Pick<DerivedConte
  * appended after that marker. Undefined otherwise (no head, or a baseline already follows it).
  */
 export function headRebaseline(entries: readonly EntryRecord[]): EntryId[] | undefined {
+  return rebaselineOf(derive(entries));
+}
+
+/**
+ * What a preparation compares the desired prompt with (spec §7.4), from one derivation: the
+ * sections and tools the transcript replays (copies, as `deriveSystem` gives them) and its
+ * `headRebaseline`. A preparation runs every round; it derived the same list three times.
+ */
+export function replayedSystem(entries: readonly EntryRecord[]): Pick<
+  DerivedContext,
+  "sections" | "tools"
+> & {
+  rebaseline: EntryId[] | undefined;
+} {
   const d = derive(entries);
+  return { sections: { ...d.sections }, tools: d.tools.slice(), rebaseline: rebaselineOf(d) };
+}
+
+function rebaselineOf(d: Derived): EntryId[] | undefined {
   const marker = d.head;
   if (marker === undefined) return undefined;
   const systems = d.entries.filter((e) => e.kind === ENTRY.system);
