@@ -480,6 +480,8 @@ export function sleepUntil(until: number, now: () => number, signal: AbortSignal
  * more), longest first so a secret that holds another leaves no piece: one JSON walk, not one each.
  */
 export function withoutSecrets<T>(message: T, apiKey: string | undefined, secrets: readonly string[]): T {
+  // Nothing to look for (no key, no stored secret): every request of a keyless model.
+  if (!apiKey && secrets.length === 0) return message;
   const all = [...new Set([...(apiKey ? [apiKey] : []), ...secrets])]
     .filter((s) => s.length >= 8)
     .sort((a, b) => b.length - a.length);
