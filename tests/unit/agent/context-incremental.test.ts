@@ -9,6 +9,7 @@ import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import {
   contextView,
+  contribution,
   deriveContext,
   deriveSystem,
   headRebaseline,
@@ -168,4 +169,15 @@ test("a view handed out before the list grew keeps what it held: the kept deriva
   expect({ before, beforeContext }).toEqual(snapshot);
   // The unanswered call of the first view is still answered there by the synthetic result.
   expect(before.messages.at(-1)).toMatchObject({ role: "toolResult", toolCallId: "p", isError: true });
+});
+
+test("an entry's contribution is its own frozen list when nothing of it is left out, a filtered copy otherwise", () => {
+  // Derived for every new entry of every round: no copy for the common case.
+  const ok = entry(ENTRY.assistant, [assistant(["k"])]);
+  expect(contribution(ok, undefined)).toBe(ok.model);
+  const failed = entry(ENTRY.assistant, [assistant([], "error")]);
+  expect(contribution(failed, undefined)).toEqual([]);
+  const mixed = entry(ENTRY.assistant, [assistant(["x"]), assistant([], "aborted")]);
+  expect(contribution(mixed, undefined)).toEqual([assistant(["x"])]);
+  expect(contribution(ok, new Map([[ok.id, { target: ok.id, action: "omit" as const }]]))).toEqual([]);
 });

@@ -150,13 +150,18 @@ export interface ContextView extends DerivedContext {
   contributions: Message[][];
 }
 
-/** An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). */
+/**
+ * An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). The
+ * entry's own list (frozen with the entry) when nothing of it is left out: most entries, every round.
+ */
 export function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undefined): Message[] {
   const edit = edits?.get(entry.id);
   if (edit?.action === "omit") return [];
   const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
   if (entry.kind === ENTRY.system) return own;
-  return own.filter((m) => !(m.role === "assistant" && unsent(m)));
+  for (const m of own)
+    if (m.role === "assistant" && unsent(m)) return own.filter((n) => !(n.role === "assistant" && unsent(n)));
+  return own;
 }
 
 /**
