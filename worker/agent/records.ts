@@ -5,7 +5,7 @@
 import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
 import { DocumentSemanticsError, DocumentVersionError, errorMessage } from "../core/errors.ts";
-import { jsonCopy } from "../core/persist.ts";
+import { jsonCopy, sealBuilt } from "../core/persist.ts";
 import {
   type ConversationId,
   type DocScope,
@@ -264,23 +264,30 @@ export function appendJsonAssistant(tx: Tx, c: ConversationId, message: Assistan
   const entry = tx.appendEntry(c, { kind: ENTRY.assistant, model: [message] as unknown as Json });
   const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
   const key = `${message.provider}/${message.model}`;
-  writeDoc<UsageState>(tx, c, DOC.usage, {
-    ...usage,
-    models: {
-      ...usage.models,
-      [key]: addUsage(usage.models[key] ?? zeroUsage(), message.usage ?? zeroUsage()),
-    },
-  });
+  const models = {
+    ...usage.models,
+    [key]: usageSum(usage.models[key] ?? zeroUsage(), message.usage ?? zeroUsage()),
+  };
+  writeDoc<UsageState>(tx, c, DOC.usage, sealBuilt({ ...usage, models: sealBuilt(models) }));
   return entry;
+}
+
+/**
+ * `addUsage` for pi.usage, sealed: every tool round writes the totals, built here of sums and of
+ * committed or checked parts, so the commit does not walk them again (a sum that is not a finite
+ * number is still refused, with NotJson, here).
+ */
+function usageSum(a: Usage, b: Usage): Usage {
+  const sum = addUsage(a, b);
+  sealBuilt(sum.cost);
+  return sealBuilt(sum);
 }
 
 /** Count a tool call's own model spend in pi.usage.tools[name], in the commit of its result. */
 export function addToolUsage(tx: Tx, c: ConversationId, name: string, spent: Usage): void {
   const usage = readDoc<UsageState>(tx, c, DOC.usage, { models: {}, tools: {} });
-  writeDoc<UsageState>(tx, c, DOC.usage, {
-    ...usage,
-    tools: { ...usage.tools, [name]: addUsage(usage.tools[name] ?? zeroUsage(), spent) },
-  });
+  const tools = sealBuilt({ ...usage.tools, [name]: usageSum(usage.tools[name] ?? zeroUsage(), spent) });
+  writeDoc<UsageState>(tx, c, DOC.usage, sealBuilt({ ...usage, tools }));
 }
 
 export function appendUser(tx: Tx, c: ConversationId, content: UserMessage["content"]): EntryRecord {

@@ -132,10 +132,22 @@ export interface ResolvedSettings {
   approval: ApprovalSettings | undefined;
 }
 
+/**
+ * The settings with their defaults, read afresh at each call (spec §2.2: read at every resolution,
+ * getters are fine). Every task phase resolves them, several times per tool round, so what is absent
+ * costs no allocation: no settings at all give one frozen resolution, an absent retry policy,
+ * compaction or stream gives its frozen default.
+ */
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
+  if (s === undefined) return RESOLVED_DEFAULTS;
+  return resolveGiven(s);
+}
+
+function resolveGiven(s: AgentSettings | undefined): ResolvedSettings {
+  const compaction = s?.compaction;
   return {
     retry: resolveRetry(s?.retry),
-    compaction: { ...DEFAULT_COMPACTION, ...(s?.compaction ?? {}) },
+    compaction: compaction === undefined ? FROZEN_COMPACTION : { ...DEFAULT_COMPACTION, ...compaction },
     stream: checkStreamSettings(s?.stream),
     partialIntervalMs: s?.partialIntervalMs ?? 100,
     outputIntervalMs: s?.outputIntervalMs ?? 100,
@@ -149,9 +161,16 @@ export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings 
   };
 }
 
+const FROZEN_RETRY: RetryPolicy = Object.freeze({ ...DEFAULT_RETRY });
+const FROZEN_COMPACTION: CompactionSettings = Object.freeze({ ...DEFAULT_COMPACTION });
+const NO_STREAM: StreamSettings = Object.freeze({});
+/** What no settings resolve to, frozen all the way down (made once the defaults above exist). */
+const RESOLVED_DEFAULTS: ResolvedSettings = Object.freeze(resolveGiven(undefined));
+
 /** The retry policy over its defaults; the specification's `maxAgentDelayMs` is the cap, `maxDelayMs`. */
 function resolveRetry(retry: AgentSettings["retry"]): RetryPolicy {
-  const { maxAgentDelayMs, ...rest } = retry ?? {};
+  if (retry === undefined) return FROZEN_RETRY;
+  const { maxAgentDelayMs, ...rest } = retry;
   return {
     ...DEFAULT_RETRY,
     ...rest,
@@ -195,7 +214,7 @@ const STREAM_CHECKS: Record<keyof StreamSettings, (v: unknown) => boolean> = {
 
 /** Stream settings as given, or a TypeError naming the first bad field. */
 function checkStreamSettings(stream: StreamSettings | undefined): StreamSettings {
-  if (stream === undefined) return {};
+  if (stream === undefined) return NO_STREAM;
   if (!stream || typeof stream !== "object" || Array.isArray(stream))
     throw new TypeError("settings.stream must be an object");
   for (const [key, value] of Object.entries(stream)) {
@@ -461,6 +480,8 @@ export function sleepUntil(until: number, now: () => number, signal: AbortSignal
  * more), longest first so a secret that holds another leaves no piece: one JSON walk, not one each.
  */
 export function withoutSecrets<T>(message: T, apiKey: string | undefined, secrets: readonly string[]): T {
+  // Nothing to look for (no key, no stored secret): every request of a keyless model.
+  if (!apiKey && secrets.length === 0) return message;
   const all = [...new Set([...(apiKey ? [apiKey] : []), ...secrets])]
     .filter((s) => s.length >= 8)
     .sort((a, b) => b.length - a.length);

@@ -7,7 +7,14 @@
  */
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
-import { contextView, deriveContext, deriveSystem } from "../../../worker/agent/conversation/context.ts";
+import {
+  contextView,
+  contribution,
+  deriveContext,
+  deriveSystem,
+  headRebaseline,
+  replayedSystem,
+} from "../../../worker/agent/conversation/context.ts";
 import { ENTRY } from "../../../worker/agent/records.ts";
 import type { EntryRecord, Json } from "../../../worker/core/types.ts";
 
@@ -73,6 +80,11 @@ function expectSameAsScratch(list: readonly EntryRecord[]): void {
   expect(kept.sections).toEqual(scratch.sections);
   expect(deriveContext(list)).toEqual(deriveContext(fresh(list)));
   expect(deriveSystem(list)).toEqual(deriveSystem(fresh(list)));
+  // A preparation's one derivation: what deriveSystem and headRebaseline each give, from scratch too.
+  expect(replayedSystem(list)).toEqual({
+    ...deriveSystem(fresh(list)),
+    rebaseline: headRebaseline(fresh(list)),
+  });
 }
 
 test("a list that grows entry by entry derives as from scratch at every step", () => {
@@ -136,6 +148,9 @@ test("callers get their own arrays: changing one does not change the next deriva
   const view = contextView(list);
   view.entries.pop();
   view.contributions[0]!.pop();
+  const replayed = replayedSystem(list);
+  replayed.tools.push("mutated");
+  replayed.sections["mutated"] = "yes";
   expectSameAsScratch(list);
 });
 
@@ -154,4 +169,15 @@ test("a view handed out before the list grew keeps what it held: the kept deriva
   expect({ before, beforeContext }).toEqual(snapshot);
   // The unanswered call of the first view is still answered there by the synthetic result.
   expect(before.messages.at(-1)).toMatchObject({ role: "toolResult", toolCallId: "p", isError: true });
+});
+
+test("an entry's contribution is its own frozen list when nothing of it is left out, a filtered copy otherwise", () => {
+  // Derived for every new entry of every round: no copy for the common case.
+  const ok = entry(ENTRY.assistant, [assistant(["k"])]);
+  expect(contribution(ok, undefined)).toBe(ok.model);
+  const failed = entry(ENTRY.assistant, [assistant([], "error")]);
+  expect(contribution(failed, undefined)).toEqual([]);
+  const mixed = entry(ENTRY.assistant, [assistant(["x"]), assistant([], "aborted")]);
+  expect(contribution(mixed, undefined)).toEqual([assistant(["x"])]);
+  expect(contribution(ok, new Map([[ok.id, { target: ok.id, action: "omit" as const }]]))).toEqual([]);
 });

@@ -121,3 +121,24 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   expect(faux.requests[1]!.tools).toEqual(["alpha", "beta"]);
   expect(faux.requests[1]!.systemPrompt).toContain("Beta notes.");
 });
+
+test("no settings resolve to one frozen resolution, read at no cost; given settings are still resolved afresh at each call", () => {
+  // Every phase resolves the settings, several times per tool round: with none, nothing is made.
+  const none = resolveSettings(undefined);
+  expect(resolveSettings(undefined)).toBe(none);
+  expect(Object.isFrozen(none) && Object.isFrozen(none.retry) && Object.isFrozen(none.compaction)).toBe(true);
+  expect(Object.isFrozen(none.stream)).toBe(true);
+  // Given settings: a fresh resolution each time, with the frozen defaults only for what is absent.
+  let maxRetries = 1;
+  const given = {
+    get retry() {
+      return { maxRetries };
+    },
+  };
+  expect(resolveSettings(given).retry.maxRetries).toBe(1);
+  maxRetries = 2;
+  const again = resolveSettings(given);
+  expect(again.retry.maxRetries).toBe(2);
+  expect(again.compaction).toBe(none.compaction);
+  expect(again).not.toBe(none);
+});

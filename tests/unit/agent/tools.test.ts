@@ -100,7 +100,13 @@ describe("tools", () => {
                   stopReason: "toolUse",
                 });
           },
-          { tools: [keyedEffectTool(effects, { name: "apply" })], ...(hooks ? { hooks } : {}) },
+          {
+            tools: [keyedEffectTool(effects, { name: "apply" })],
+            ...(hooks ? { hooks } : {}),
+            // Streamed partials are paced by wall time: on a loaded machine a slow stream committed
+            // one more partial in either run (read 1.8 per round once). Paced out of reach here.
+            settings: { partialIntervalMs: 60_000 },
+          },
         );
         const before = store.stats.transactions;
         expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");

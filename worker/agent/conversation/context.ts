@@ -94,7 +94,25 @@ export function deriveSystem(entries: readonly EntryRecord[]): Pick<DerivedConte
  * appended after that marker. Undefined otherwise (no head, or a baseline already follows it).
  */
 export function headRebaseline(entries: readonly EntryRecord[]): EntryId[] | undefined {
+  return rebaselineOf(derive(entries));
+}
+
+/**
+ * What a preparation compares the desired prompt with (spec §7.4), from one derivation: the
+ * sections and tools the transcript replays (copies, as `deriveSystem` gives them) and its
+ * `headRebaseline`. A preparation runs every round; it derived the same list three times.
+ */
+export function replayedSystem(entries: readonly EntryRecord[]): Pick<
+  DerivedContext,
+  "sections" | "tools"
+> & {
+  rebaseline: EntryId[] | undefined;
+} {
   const d = derive(entries);
+  return { sections: { ...d.sections }, tools: d.tools.slice(), rebaseline: rebaselineOf(d) };
+}
+
+function rebaselineOf(d: Derived): EntryId[] | undefined {
   const marker = d.head;
   if (marker === undefined) return undefined;
   const systems = d.entries.filter((e) => e.kind === ENTRY.system);
@@ -132,13 +150,18 @@ export interface ContextView extends DerivedContext {
   contributions: Message[][];
 }
 
-/** An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). */
+/**
+ * An entry's contribution: its model messages after the range's edits and rule 9 (spec §2.1). The
+ * entry's own list (frozen with the entry) when nothing of it is left out: most entries, every round.
+ */
 export function contribution(entry: EntryRecord, edits: Map<EntryId, EntryEdit> | undefined): Message[] {
   const edit = edits?.get(entry.id);
   if (edit?.action === "omit") return [];
   const own = edit?.action === "replace" ? (edit.messages as unknown as Message[]) : modelMessages(entry);
   if (entry.kind === ENTRY.system) return own;
-  return own.filter((m) => !(m.role === "assistant" && unsent(m)));
+  for (const m of own)
+    if (m.role === "assistant" && unsent(m)) return own.filter((n) => !(n.role === "assistant" && unsent(n)));
+  return own;
 }
 
 /**

@@ -47,7 +47,9 @@ export async function request(
   const { services } = deps;
   const c = task.conversationId;
   const cp = task.state.checkpoint;
-  const api = hookApi(runtime, services);
+  // The hooks' api is made for the first hook that runs (most requests run none), once for all.
+  let hooksApi: HookApi | undefined;
+  const api = () => (hooksApi ??= hookApi(runtime, services));
   await convertPartialLeftByCrash(services, runtime, c);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
@@ -75,12 +77,14 @@ export async function request(
     return;
   }
   const answer = final;
-  await runHooks(services.hooks(c).afterResponse, (h) => h(answer, api, { signal: runtime.signal }), {
-    report: services.report,
-    get signal() {
-      return runtime.signal;
-    },
-  });
+  const afterResponse = services.hooks(c).afterResponse;
+  if (afterResponse?.length)
+    await runHooks(afterResponse, (h) => h(answer, api(), { signal: runtime.signal }), {
+      report: services.report,
+      get signal() {
+        return runtime.signal;
+      },
+    });
   await classify(deps, task, runtime, answer, {
     attempt: cp.attempt,
     uncounted: cp.uncounted ?? 0,
@@ -160,25 +164,27 @@ async function promptFor(
   services: AgentServices,
   c: ConversationId,
   cutoff: EntryId,
-  api: HookApi,
+  api: () => HookApi,
   runtime: GenerationRuntime,
 ): Promise<{ context: Context; offered: string[] }> {
   const derived = deriveContext(await services.entries.get(c, cutoff));
   const registered = services.tools(c);
   const offered = offeredTools(services, c, derived.tools);
   let messages: Message[] = derived.messages;
-  await runHooks(
-    services.hooks(c).beforeRequest,
-    async (h) => {
-      messages = (await h(messages, api, { signal: runtime.signal })) ?? messages;
-    },
-    {
-      report: services.report,
-      get signal() {
-        return runtime.signal;
+  const beforeRequest = services.hooks(c).beforeRequest;
+  if (beforeRequest?.length)
+    await runHooks(
+      beforeRequest,
+      async (h) => {
+        messages = (await h(messages, api(), { signal: runtime.signal })) ?? messages;
       },
-    },
-  );
+      {
+        report: services.report,
+        get signal() {
+          return runtime.signal;
+        },
+      },
+    );
   return {
     context: {
       ...(derived.systemPrompt ? { systemPrompt: derived.systemPrompt } : {}),

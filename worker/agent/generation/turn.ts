@@ -16,7 +16,7 @@ import type {
   TaskId,
   TaskRecord,
 } from "../../core/types.ts";
-import { deriveSystem, headRebaseline } from "../conversation/context.ts";
+import { deriveSystem, replayedSystem } from "../conversation/context.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
 import type { ExecutionEnv } from "../env.ts";
 import { planSystem, type RenderInput, renderSections, renderSectionsNow } from "../extensions/prompt.ts";
@@ -203,17 +203,26 @@ export interface RenderedPrompt {
   readonly sections: Readonly<Record<string, string>>;
 }
 
-/** What a section's renderer reads in conversation `c` whose active transcript is `entries`. */
+/**
+ * What a section's renderer reads in conversation `c` whose active transcript is `entries`; `shown`
+ * (the sections it replays) is derived when a renderer first reads it, from `replayed` when given
+ * (a copy: a renderer cannot change what the preparation compares with).
+ */
 function renderInput(
   services: AgentServices,
   c: ConversationId,
   entries: readonly EntryRecord[],
   env: ExecutionEnv | undefined,
+  replayed?: Readonly<Record<string, string | null>>,
 ): RenderInput {
+  let shown: Record<string, string | null> | undefined;
   return {
     conversationId: c,
     env,
-    shown: deriveSystem(entries).sections,
+    get shown() {
+      shown ??= replayed ? { ...replayed } : deriveSystem(entries).sections;
+      return shown;
+    },
     read: (name) => services.core.docNow(c, name),
   };
 }
@@ -277,7 +286,7 @@ export function prepareRequest(
   }
   // Headers are left out: they often carry credentials, so they are read at request time, never stored.
   const { headers: _headers, ...stream } = services.settings().stream;
-  const replayed = deriveSystem(entries);
+  const replayed = replayedSystem(entries);
   const resolved = services.agent(c, agent);
   const desired = [...resolved.tools.keys()];
   let sections: Readonly<Record<string, string>> | undefined;
@@ -286,7 +295,7 @@ export function prepareRequest(
     if (!(services.envBuilder && resolved.sections.length > 0))
       sections = renderSectionsNow(
         resolved,
-        renderInput(services, c, entries, undefined), // no builder: no environment (spec §2.2)
+        renderInput(services, c, entries, undefined, replayed.sections), // no builder: no environment (spec §2.2)
         agent.instructions,
         services.report,
       );
@@ -296,7 +305,7 @@ export function prepareRequest(
     replayed.sections,
     sections,
     { shown: replayed.tools, desired },
-    { rebaseline: headRebaseline(entries) },
+    { rebaseline: replayed.rebaseline },
   );
   for (const { message, edits } of plan) {
     const system: SystemRecord = { role: "system", content: "", ...message, timestamp: tx.now() };
@@ -310,16 +319,18 @@ export function prepareRequest(
     const state = live(tx, c);
     writeDoc<LiveState>(tx, c, DOC.live, { ...state, generation: { taskId, attempt } });
   }
+  // Built here of strings, numbers and a copy of the stream settings: sealed by its members (the
+  // copy is walked), so the task's state does not walk it again.
   return {
     status: "ready",
-    checkpoint: {
+    checkpoint: sealBuilt({
       phase: "request",
       attempt,
-      model: { provider: ref.provider, modelId: ref.modelId },
+      model: sealBuilt({ provider: ref.provider, modelId: ref.modelId }),
       thinkingLevel: agent.thinkingLevel ?? "off",
       cutoff: tx.lastEntryId(),
       ...(Object.keys(stream).length > 0 ? { stream: structuredClone(stream) } : {}),
-    },
+    }),
   };
 }
 

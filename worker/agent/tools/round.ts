@@ -66,7 +66,7 @@ export function startToolRound(
     }
     // With no hook between the answer and the intent, this commit records the intent too.
     const intent = intentAtCreation(services, tx, c, call);
-    const id = tx.createTask(toolTask, { assistant, callId: call.id } as never, {
+    const id = tx.createTask(toolTask, sealBuilt({ assistant, callId: call.id }) as never, {
       ownership: { kind: "task", taskId: generation.id },
       ...(intent ? { start: intent as never, reserve: true } : {}),
     });

@@ -10,7 +10,7 @@
 import type { ToolCall } from "@mariozechner/pi-ai";
 import type { Tx } from "../../../core/define.ts";
 import { errorMessage } from "../../../core/errors.ts";
-import { assertJson } from "../../../core/persist.ts";
+import { assertJson, sealBuilt } from "../../../core/persist.ts";
 import type { ConversationId, Json, RunningTask } from "../../../core/types.ts";
 import { type HookApi, hookApi } from "../../extensions/hooks.ts";
 import { agentDoc } from "../../records.ts";
@@ -55,7 +55,8 @@ export function intentAtCreation(
     if (policyOf(services.settings(), state, tool) !== "allow") return undefined;
     const args = validate(tool, call, prepare(tool, call.arguments));
     assertJson(args);
-    return { phase: "execute", arguments: args as Json, replay: replayPolicyOf(tool) };
+    // Checked arguments in a wrapper built here: sealed by its members, not walked again.
+    return sealBuilt({ phase: "execute" as const, arguments: args as Json, replay: replayPolicyOf(tool) });
   } catch {
     return undefined;
   }

@@ -46,7 +46,9 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
   const binding: Binding = { services, runtime, ended: parts.ended };
   const { phase } = parts;
   const phaseAgent = phase.phaseAgent ?? { state: services.readAgent(c), resolved: phase.agent(c) };
-  const view = agentView(phaseAgent.resolved, phaseAgent.state, services.defaultModel);
+  // The view of the phase's agent is made when the tool first asks for it (most never do), from the
+  // resolution the phase took at its start, so it is the same whenever it is made.
+  let view: ReturnType<typeof agentView> | undefined;
   /** Rejects (instead of throwing) once the call ended. */
   const bound = async <T>(work: () => Promise<T>): Promise<T> => {
     check(binding);
@@ -79,7 +81,8 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
     },
     tools: () => services.tools(c),
     registry: phase.registry(),
-    agent: () => bound(async () => view),
+    agent: () =>
+      bound(async () => (view ??= agentView(phaseAgent.resolved, phaseAgent.state, services.defaultModel))),
     models: services.models,
     diagnostic: (diagnostic) => {
       check(binding);
