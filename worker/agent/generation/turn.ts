@@ -372,15 +372,20 @@ export function clearPartial(tx: Tx, c: ConversationId): void {
   writeDoc<LiveState>(tx, c, DOC.live, rest);
 }
 
-/** The next generation takes over the run (same inputs, plus steers placed at this boundary). */
+/**
+ * The next generation takes over the run (same inputs, plus steers placed at this boundary). The
+ * ended generation's slot goes; the next one's stays when its start named it already (a generation
+ * created with its request prepared is named in `pi.live` by the commit that creates it).
+ */
 export function handRunTo(tx: Tx, c: ConversationId, policy: InboxPolicy, inputs: number[]): void {
   const next = policy.startGeneration(tx, c);
-  const { generation: _g, tools: _t, ...rest } = live(tx, c);
+  const { generation, tools: _t, ...rest } = live(tx, c);
+  const named = generation?.taskId === next ? { generation } : {};
   writeDoc<LiveState>(
     tx,
     c,
     DOC.live,
-    sealBuilt({ ...rest, run: sealBuilt({ taskId: next, inputs: sealBuilt([...inputs]) }) }),
+    sealBuilt({ ...rest, ...named, run: sealBuilt({ taskId: next, inputs: sealBuilt([...inputs]) }) }),
   );
 }
 
