@@ -217,11 +217,13 @@ export function addUsage(a: Usage, b: Usage): Usage {
 
 /**
  * The assistant answer that stands for a request that failed without one (the provider threw, no
- * model, a failed poll): no content, no spend, `stopReason: "error"` and the error's message.
+ * model, a failed poll): no content, no spend, `stopReason: "error"` and the error's message. Stamped
+ * with the harness clock (`now`), like every message the engine writes (spec §2.2 HarnessOptions.now).
  */
 export function errorAnswer(
   source: { api: string; provider: string; model: string },
   error: unknown,
+  now: number,
 ): AssistantMessage {
   return {
     role: "assistant",
@@ -232,7 +234,7 @@ export function errorAnswer(
     usage: zeroUsage(),
     stopReason: "error",
     errorMessage: errorMessage(error),
-    timestamp: Date.now(),
+    timestamp: now,
   };
 }
 

@@ -517,6 +517,26 @@ describe("generation", () => {
     expect(JSON.stringify([first, second])).not.toContain(KEY);
   });
 
+  test("the harness clock (the now option) stamps the messages the engine writes: the input, and the error answer of a provider that throws", async () => {
+    // Spec §2.2 HarnessOptions.now: "Wall clock for sleeps, retries, message timestamps, and task
+    // lifecycle times" (sample 25: only conversation and task times were asserted; the error answer
+    // was stamped with Date.now()).
+    const { root } = await open(echo, {
+      now: () => 5_000,
+      settings: { retry: { enabled: false } },
+      stream: () => {
+        throw new Error("the provider is down");
+      },
+    });
+    const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const entries = await transcript(root);
+    const stamps = ["pi.user", "pi.assistant"].map((kind) =>
+      messagesOf(entries.find((e) => e.kind === kind)!).map((m) => m.timestamp),
+    );
+    expect(stamps).toEqual([[5_000], [5_000]]);
+  });
+
   test("a request without a key that fails on it (pi-ai reads process.env in a browser) says the key is missing", async () => {
     let key: string | undefined;
     const { root } = await open(echo, {

@@ -164,10 +164,11 @@ describe("usageDays: read from the store", () => {
       const e = appendJsonAssistant(tx, root.id, answer("m2", day1 + 1000, usage(20, 1, 0.02)));
       appendJsonAssistant(tx, other.id, answer("m1", day2, usage(1, 1, 0.001)));
       // A failed request: a row of zeros, no spend.
-      appendJsonAssistant(tx, other.id, {
-        ...errorAnswer({ api: "faux", provider: "prov", model: "m1" }, new Error("503")),
-        timestamp: day2,
-      });
+      appendJsonAssistant(
+        tx,
+        other.id,
+        errorAnswer({ api: "faux", provider: "prov", model: "m1" }, new Error("503"), day2),
+      );
       // A tool that spent on a model of its own (a summarizer): under "tool <name>".
       tx.appendEntry(other.id, {
         kind: ENTRY.toolResult,

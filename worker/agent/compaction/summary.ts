@@ -53,7 +53,11 @@ export async function requestSummary(
   const apiKey = model ? services.apiKey(model.provider) : undefined;
   const headers = services.settings().stream.headers;
   if (!model)
-    return errorAnswer(summaryModel(cp.model), `unknown model ${cp.model.provider}/${cp.model.modelId}`);
+    return errorAnswer(
+      summaryModel(cp.model),
+      `unknown model ${cp.model.provider}/${cp.model.modelId}`,
+      services.core.now(),
+    );
   try {
     const stream = services.stream(
       model,
@@ -81,7 +85,7 @@ export async function requestSummary(
     const final = await stream.result();
     return withoutSecrets(final, apiKey, services.secrets());
   } catch (error) {
-    const answer = errorAnswer(summaryModel(cp.model), error);
+    const answer = errorAnswer(summaryModel(cp.model), error, services.core.now());
     return withoutSecrets(answer, apiKey, services.secrets());
   }
 }

@@ -238,7 +238,11 @@ async function streamAnswer(
     }
     final ??= await stream.result();
   } catch (error) {
-    final = errorAnswer({ api: model.api, provider: model.provider, model: model.id }, error);
+    final = errorAnswer(
+      { api: model.api, provider: model.provider, model: model.id },
+      error,
+      services.core.now(),
+    );
   }
   // Without a key, pi-ai's providers fail on `process.env` in a browser: say what is missing.
   if (!req.apiKey && final.stopReason === "error") {
@@ -260,6 +264,10 @@ async function fetchDeferred(
       throw new Error(`the model resolver cannot fetch deferred responses (${model.provider}/${model.id})`);
     return await services.models.fetchDeferred(model, handle, signal);
   } catch (error) {
-    return errorAnswer({ api: model.api, provider: model.provider, model: model.id }, error);
+    return errorAnswer(
+      { api: model.api, provider: model.provider, model: model.id },
+      error,
+      services.core.now(),
+    );
   }
 }
