@@ -5,7 +5,7 @@
 import type { AssistantMessage, Message, ToolResultMessage, Usage, UserMessage } from "@mariozechner/pi-ai";
 import type { Tx } from "../core/define.ts";
 import { DocumentSemanticsError, DocumentVersionError, errorMessage } from "../core/errors.ts";
-import { jsonCopy, sealBuilt } from "../core/persist.ts";
+import { assertJson, jsonCopy, sealBuilt } from "../core/persist.ts";
 import {
   type ConversationId,
   type DocScope,
@@ -478,12 +478,12 @@ function typedAccess<T extends Json>(
   const fresh = (): T => {
     const value =
       typeof definition.initial === "function" ? (definition.initial as () => T)() : definition.initial;
-    return structuredClone(jsonObject(name, "initial", value));
+    return structuredClone(plainJsonObject(name, "initial", value));
   };
   if (typeof definition.initial !== "function") fresh();
   const upgrade = (value: Json, stored: number): T => {
     if (stored > version || !migrate) throw new DocumentVersionError(name, stored, version);
-    return jsonObject(name, "migrate", migrate(structuredClone(value), stored));
+    return plainJsonObject(name, "migrate", migrate(structuredClone(value), stored));
   };
   const view = (stored: { value: Json | undefined; version: number | undefined }): T => {
     if (stored.value === undefined) return fresh();
@@ -554,6 +554,16 @@ function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
 function jsonObject<T>(name: string, what: string, value: T): T {
   if (value === null || typeof value !== "object" || Array.isArray(value))
     throw new TypeError(`document ${name}: ${what} must be a JSON object`);
+  return value;
+}
+
+/**
+ * What `initial()` and `migrate()` return is a plain JSON object (spec §3.1, §3.4), checked where it
+ * is made: a read-only snapshot hands it back without a commit's check, so a Date, a Map or an
+ * `undefined` member is refused here with `NotJson`.
+ */
+function plainJsonObject<T>(name: string, what: string, value: T): T {
+  assertJson(jsonObject(name, what, value));
   return value;
 }
 

@@ -11,6 +11,7 @@ import {
   defineDoc,
   type Json,
   type MemoryStore,
+  NotJson,
 } from "../../../worker/index.ts";
 import { fauxAgentModel, memoryStore, recordJobs, type StoreJob } from "../../../worker/testing.ts";
 import { echo } from "../agent/fixtures.ts";
@@ -258,6 +259,18 @@ describe("document versions", () => {
         /migrate must be a JSON object/,
       );
       await expect(h.snapshot(notObject, 1)).rejects.toThrow(/migrate must be a JSON object/);
+    }
+    // An object that is not plain JSON (spec §3.4) is refused too, by a read-only snapshot as well
+    // (sample 25: only the commit's check refused it, so a snapshot handed back a Date or a Map).
+    for (const returned of [{ entries: [], at: new Date(0) }, { entries: [], gone: undefined }, new Map()]) {
+      const notJson = defineDoc<V2>({
+        name: NAME,
+        version: 2,
+        initial: { entries: [] },
+        migrate: () => returned as never,
+      });
+      await expect(h.transaction((tx) => notJson.read(tx, 1))).rejects.toThrow(NotJson);
+      await expect(h.snapshot(notJson, 1)).rejects.toThrow(NotJson);
     }
     await expect(h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }, 0))).rejects.toThrow(
       /positive integer/,
