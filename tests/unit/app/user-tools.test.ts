@@ -206,6 +206,18 @@ describe("hot reload", () => {
       { result: "v2 Ada", version: 2, calls: 0 },
     ]);
   });
+
+  test("the app sees the version the registry runs, not the stored one: a stored tool the registry lacks shows none", async () => {
+    // Sample 25: every check had the stored and the active version equal, so statuses that echoed the
+    // stored version as the active one passed them all.
+    const { h, extensions } = await openApp();
+    await saveUserTool(h, GREET);
+    expect(userToolStatuses(h)).toMatchObject([{ version: 1, activeVersion: 1 }]);
+    extensions.uninstall("user:greet");
+    const [status] = userToolStatuses(h);
+    expect(status).toMatchObject({ name: "greet", version: 1 });
+    expect(status?.activeVersion).toBeUndefined();
+  });
 });
 
 describe("per conversation", () => {
