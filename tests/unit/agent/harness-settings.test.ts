@@ -108,6 +108,10 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   await h.doc(root.id, "pi.agent");
   expect(commits).toBe(0);
   expect(h.docNow(root.id, "pi.agent")).toEqual({});
+  // A commit of ours after them: anything the readings had asked for would be on the line before it
+  // (sample 25: a reading that asked for a commit passed the checks above, which ran before it landed).
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.marker", { n: 1 }));
+  expect(commits).toBe(1);
   await (await root.submit({ type: "input", content: "two" })).wait();
   expect(reads).toBeGreaterThan(before + 1);
   // The next preparation appended one delta adding b's tool and section; the request has them.

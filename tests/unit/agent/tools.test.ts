@@ -297,6 +297,31 @@ describe("tools", () => {
     }
   });
 
+  test("a called tool is resolved when its task's execute phase starts, after the answer's commit: deselected right after that commit, the call gets tool_unavailable", async () => {
+    // Sample 25: every change above came before the answer's commit, which records the intent with
+    // the tools as resolved then; an execute phase that trusted that resolution passed them all.
+    const { tool, seen } = itemTool({});
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "kit", tools: [tool] }));
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })), {
+      extensions,
+    });
+    let deselected: Promise<unknown> | undefined;
+    const stop = h.subscribe((change) => {
+      if (deselected || !change.entries.some((e) => e.kind === "pi.assistant")) return;
+      // Requested as the answer's commit is published: the next commit on the line, before the tool
+      // task's first step.
+      deselected = root.configure({ extensions: [] });
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    expect((await sub.wait()).status).toBe("done");
+    stop();
+    await deselected;
+    expect(seen).toEqual([]);
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+  });
+
   test("a called tool is resolved when its own task runs, not when the round starts: filtered out while an earlier call of a sequential round runs, the later call gets tool_unavailable", async () => {
     // Reading 24b: the tests above change the agent while the request is in flight, before any tool
     // task exists, so a tool resolved once when the round begins passed them.
