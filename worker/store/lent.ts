@@ -973,9 +973,9 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
     for (const waiting of pending) waiting.reject(error);
   }
 
-  /** A read job: its statements cross as `RemoteRead` sends them (a batch as one message). */
+  /** A read job: its statements cross as `RemoteTransaction` sends them (a batch as one message). */
   async #read(job: ClientJob): Promise<void> {
-    const tx = new RemoteRead(this, ++this.#nextJob);
+    const tx = new RemoteTransaction(this, ++this.#nextJob, "read", undefined);
     await this.queue.read(job, tx.sql, {
       end: () => tx.end("done"),
       failed: async (error) => {
@@ -1022,7 +1022,11 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
-/** One job's statements as they cross: `run` buffered, `all`/`get` and the end sent with the buffer. */
+/**
+ * One job's statements as they cross: `run` buffered, `all`/`get` and the end sent with the buffer.
+ * A read also offers `batch` (`Sql.batch`: statements that do not depend on each other's results):
+ * one round trip for all of them, marked `each` and answered with every one's rows.
+ */
 class RemoteTransaction {
   readonly sql: Sql;
   #steps: LentStep[] = [];
@@ -1040,21 +1044,34 @@ class RemoteTransaction {
         this.#open();
         this.#steps.push(step(sql, params));
       },
-      all: (sql, params) => this.#flush(step(sql, params, "all")),
-      get: async (sql, params) => (await this.#flush(step(sql, params, "get")))[0],
+      all: async (sql, params) => (await this.#flush([step(sql, params, "all")], false)).rows ?? [],
+      get: async (sql, params) => (await this.#flush([step(sql, params, "get")], false)).rows?.[0],
     };
+    if (kind === "read") {
+      this.sql.batch = async (queries) => {
+        const reply = await this.#flush(
+          queries.map((q) => step(q.sql, q.params, "all")),
+          true,
+        );
+        const results = reply.results ?? [];
+        if (results.length !== queries.length)
+          throw new StoreFailed("the lent store answered a batch with a different number of results");
+        return results;
+      };
+    }
   }
 
   #open(): void {
     if (this.store.closed) throw new StoreClosed(`store ${this.store.name} is closed`);
-    if (this.#ended) throw new StoreFailed("this transaction is over");
+    if (this.#ended) throw new StoreFailed(`this ${this.kind === "read" ? "read" : "transaction"} is over`);
   }
 
-  async #flush(last: LentStep): Promise<Row[]> {
+  async #flush(last: LentStep[], each: boolean): Promise<Ok> {
     this.#open();
-    this.#steps.push(last);
-    const reply = await this.store.sendJob(this.#message());
-    return reply.rows ?? [];
+    this.#steps.push(...last);
+    const message = this.#message();
+    if (each) message.each = true;
+    return this.store.sendJob(message);
   }
 
   #message(end?: "commit" | "rollback" | "done"): ClientJobMessage {
@@ -1085,80 +1102,6 @@ class RemoteTransaction {
     }
     await this.store.sendJob(message);
     return how === "commit";
-  }
-}
-
-/**
- * One read job's statements as they cross: `run` buffered as in a commit (RemoteTransaction), each
- * `all`/`get` one round trip with the buffer, and a batch (`Sql.batch`: statements that do not depend
- * on each other's results) one round trip for all of its statements, answered with every one's rows.
- */
-class RemoteRead {
-  readonly sql: Sql;
-  #steps: LentStep[] = [];
-  #begun = false;
-  #ended = false;
-
-  constructor(
-    readonly store: LentStore,
-    readonly job: number,
-  ) {
-    this.sql = {
-      run: async (sql, params) => {
-        this.#open();
-        this.#steps.push(step(sql, params));
-      },
-      all: async (sql, params) => (await this.#send([step(sql, params, "all")], false)).rows ?? [],
-      get: async (sql, params) => (await this.#send([step(sql, params, "get")], false)).rows?.[0],
-      batch: async (queries) => {
-        const reply = await this.#send(
-          queries.map((q) => step(q.sql, q.params, "all")),
-          true,
-        );
-        const results = reply.results ?? [];
-        if (results.length !== queries.length)
-          throw new StoreFailed("the lent store answered a batch with a different number of results");
-        return results;
-      },
-    };
-  }
-
-  #open(): void {
-    if (this.store.closed) throw new StoreClosed(`store ${this.store.name} is closed`);
-    if (this.#ended) throw new StoreFailed("this read is over");
-  }
-
-  #message(
-    steps: LentStep[],
-    more: { each?: true; end?: "rollback" | "done" },
-  ): Extract<Outgoing, { t: "job" }> {
-    const begin = this.#begun ? {} : { begin: "read" as const };
-    this.#begun = true;
-    return { t: "job", job: this.job, ...begin, steps, ...more };
-  }
-
-  async #send(last: LentStep[], each: boolean): Promise<Ok> {
-    this.#open();
-    const steps = [...this.#steps, ...last];
-    this.#steps = [];
-    return this.store.sendJob(this.#message(steps, each ? { each: true } : {}));
-  }
-
-  /** Finish the read over there (what is buffered runs first, unless it rolls back). */
-  async end(how: "rollback" | "done"): Promise<void> {
-    if (this.#ended) return;
-    this.#ended = true;
-    // Nothing was sent: nothing is open over there.
-    if (!this.#begun && (how === "rollback" || this.#steps.length === 0)) return;
-    const steps = how === "rollback" ? [] : this.#steps;
-    this.#steps = [];
-    const message = this.#message(steps, { end: how });
-    // Nothing buffered: no answer is needed, the next job queues behind it over there.
-    if (how === "done" && steps.length === 0) {
-      this.store.sendQuietly(message);
-      return;
-    }
-    await this.store.sendJob(message);
   }
 }
 
