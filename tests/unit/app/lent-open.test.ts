@@ -8,26 +8,17 @@
  */
 import { expect, test } from "vitest";
 import type { AgentHarness } from "../../../worker/agent/harness.ts";
-import { ALWAYS_ONLINE } from "../../../worker/agent/network.ts";
-import { MemoryFs } from "../../../worker/agent/workspace/memory-fs.ts";
 import { openAppHarness } from "../../../worker/app/app-agent.ts";
-import { debugTasks, tickerTask } from "../../../worker/debug/ticker.ts";
+import { tickerTask } from "../../../worker/debug/ticker.ts";
 import { ROOT_CONVERSATION_ID } from "../../../worker/index.ts";
 import { tickEntry } from "../../../worker/protocol/index.ts";
 import { type LentStore, openLentStore, serveLentStore } from "../../../worker/store/lent.ts";
 import type { MemoryImage } from "../../../worker/store/open.ts";
 import { openStore } from "../../../worker/store/open.ts";
 import { memoryStore, until } from "../../../worker/testing.ts";
+import { appOpenOptions } from "./open-fixtures.ts";
 
-const options = () => ({
-  onFatal: (error: Error) => {
-    throw error;
-  },
-  tasks: debugTasks,
-  approval: { defaults: "allow" as const },
-  workspace: new MemoryFs(),
-  network: ALWAYS_ONLINE,
-});
+const options = appOpenOptions;
 
 /** A lent store over a memory store holding `image`, behind a real MessageChannel. */
 async function lent(image: MemoryImage): Promise<LentStore> {

@@ -11,30 +11,21 @@
  */
 import { expect, test } from "vitest";
 import type { AgentHarness } from "../../../worker/agent/harness.ts";
-import { ALWAYS_ONLINE } from "../../../worker/agent/network.ts";
 import { ENTRY } from "../../../worker/agent/records.ts";
-import { MemoryFs } from "../../../worker/agent/workspace/memory-fs.ts";
 import { openAppHarness } from "../../../worker/app/app-agent.ts";
 import { ConversationList, TITLE_DOC } from "../../../worker/app/conversation-list.ts";
 import { bulkSeed, SEED_MARKER } from "../../../worker/core/bulk-seed.ts";
-import { debugTasks, noopTask, tickerTask } from "../../../worker/debug/ticker.ts";
+import { noopTask, tickerTask } from "../../../worker/debug/ticker.ts";
 import { ROOT_CONVERSATION_ID } from "../../../worker/index.ts";
 import { tickEntry } from "../../../worker/protocol/index.ts";
 import type { MemoryImage } from "../../../worker/store/open.ts";
 import { memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
+import { appOpenOptions } from "./open-fixtures.ts";
 
 const IDLE_CONVERSATIONS = 1_000;
 const TERMINAL_TASKS = 10_000;
 
-const options = () => ({
-  onFatal: (error: Error) => {
-    throw error;
-  },
-  tasks: debugTasks,
-  approval: { defaults: "allow" as const },
-  workspace: new MemoryFs(),
-  network: ALWAYS_ONLINE,
-});
+const options = appOpenOptions;
 
 /** The two images: live work and a dozen titled conversations; the same plus the idle history. */
 async function images(): Promise<{ small: MemoryImage; big: MemoryImage }> {

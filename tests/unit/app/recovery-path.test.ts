@@ -8,23 +8,14 @@
  */
 import { expect, test } from "vitest";
 import type { AgentHarness } from "../../../worker/agent/harness.ts";
-import { ALWAYS_ONLINE } from "../../../worker/agent/network.ts";
-import { MemoryFs } from "../../../worker/agent/workspace/memory-fs.ts";
 import { openAppHarness } from "../../../worker/app/app-agent.ts";
-import { debugTasks, tickerTask } from "../../../worker/debug/ticker.ts";
+import { tickerTask } from "../../../worker/debug/ticker.ts";
 import { ROOT_CONVERSATION_ID } from "../../../worker/index.ts";
 import { tickEntry } from "../../../worker/protocol/index.ts";
 import { memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
+import { appOpenOptions } from "./open-fixtures.ts";
 
-const options = () => ({
-  onFatal: (error: Error) => {
-    throw error;
-  },
-  tasks: debugTasks,
-  approval: { defaults: "allow" as const },
-  workspace: new MemoryFs(),
-  network: ALWAYS_ONLINE,
-});
+const options = appOpenOptions;
 
 /** Whether a store job appends an entry (a tick's commit). */
 const appendsEntry = (job: StoreJob) =>
