@@ -3,7 +3,8 @@
  * (server.bench.ts) so their rows are the same measurement: the durable AgentHarness on a memory
  * store, and LangGraph.js's canonical agent graph with its in-memory checkpointer, each running the
  * loop of agent-scenario.ts (the same instant model's script and the same instant tool on both
- * sides), timed in wall and CPU time after a short pause (`settle`).
+ * sides), timed in wall and CPU time after a short pause (`settle`); and the same loop with no
+ * durability at all, pi-agent-core's `runAgentLoop` over the same pi-ai provider, in memory.
  */
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
@@ -11,6 +12,9 @@ import type { ChatResult } from "@langchain/core/outputs";
 import { tool } from "@langchain/core/tools";
 import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
+import { type AgentMessage, type AgentTool, runAgentLoop } from "@mariozechner/pi-agent-core";
+import type { Message } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { AgentHarness } from "../../worker/index.ts";
 import { type StoreJob as Job, memoryStore, recordJobs } from "../../worker/testing.ts";
 import { type DurableModel, durableTool, step } from "./agent-scenario.ts";
@@ -137,5 +141,40 @@ export async function langGraph(toolRounds: number): Promise<Sample> {
       transactions: 0,
       toolResults: out.messages.filter((m) => ToolMessage.isInstance(m)).length,
     };
+  });
+}
+
+/** pi-agent-core's `step` tool: the same arguments' schema and the same text as `durableTool`. */
+const piAgentTool: AgentTool<ReturnType<typeof stepParameters>> = {
+  name: "step",
+  label: "Step",
+  description: "Do one step",
+  parameters: stepParameters(),
+  execute: async (_id, params) => ({ content: [{ type: "text", text: step(params.n) }], details: undefined }),
+};
+function stepParameters() {
+  return Type.Object({ n: Type.Number() });
+}
+
+/**
+ * One run of the same loop with no durability: pi-agent-core's `runAgentLoop` (the in-memory agent
+ * loop of pi-ai's own family: it streams the request from the same registered provider, validates
+ * each call's arguments against the tool's schema, runs the tool and appends the messages to an
+ * array), timed around the loop. What a durable engine built on pi-ai adds its store to: the
+ * least such a loop costs per round before anything is written.
+ */
+export async function piAgentLoop(chat: DurableModel): Promise<Sample> {
+  return timed(async () => {
+    const prompt: AgentMessage = { role: "user", content: "go", timestamp: Date.now() };
+    const messages = await runAgentLoop(
+      [prompt],
+      { systemPrompt: "", messages: [], tools: [piAgentTool] },
+      { model: chat.model, convertToLlm: (ms) => ms as Message[] },
+      () => {},
+    );
+    const last = messages.at(-1);
+    if (last?.role !== "assistant" || last.stopReason !== "stop")
+      throw new Error("pi-agent-core run did not answer");
+    return { transactions: 0, toolResults: messages.filter((m) => m.role === "toolResult").length };
   });
 }

@@ -36,6 +36,8 @@ export function answer(results: number, toolRounds: number): AssistantMessage {
 /** What the durable harness needs to know its model by. */
 export interface DurableModel {
   readonly models: ModelResolver;
+  /** The same model as pi-ai's `Model`, for a loop that takes it directly (pi-agent-core's). */
+  readonly model: Model<Api>;
   readonly ref: { provider: string; modelId: string };
   unregister(): void;
 }
@@ -85,6 +87,7 @@ export function instantModel(toolRounds: number): DurableModel {
   registerApiProvider({ api, stream, streamSimple: stream }, api);
   return {
     models: createModelResolver({ extra: [instant] }),
+    model: instant,
     ref: { provider: instant.provider, modelId: instant.id },
     unregister: () => unregisterApiProviders(api),
   };

@@ -7,14 +7,19 @@
  *   tools-or-end edge) compiled with its in-memory checkpointer (MemorySaver), which saves a
  *   checkpoint at every super-step; the model is a LangChain chat model answering from the messages;
  * - the floor: the durable run's own SQL replayed job by job on a fresh memory store with no engine,
- *   what the durable run would cost if the engine and the model cost nothing.
+ *   what the durable run would cost if the engine and the model cost nothing;
+ * - the loop with no durability: pi-agent-core's `runAgentLoop` over the same pi-ai provider and the
+ *   same tool, in memory. The floor plus this loop is the least a durable loop built on pi-ai could
+ *   cost (its SQL, and a loop's work that writes nothing); its ratio to the floor says how close to
+ *   the floor-ratio bar any such engine can come, and the durable run over that sum is what the
+ *   durability itself costs beyond both.
  * Bars (reported, never enforced; the process exits 0 unless it crashes): at most 2 store
  * transactions per tool round; the durable round at most 0.5x LangGraph's; the durable run at most
  * 1.5x its own SQL floor. Both engines and the floor are measured warm, interleaved round by round,
  * and each ratio is the median of the rounds' own ratios.
  * Env: BENCH_ROUNDS (measured rounds, default 9), BENCH_WARMUP (durable warm-up rounds, default 15;
  * LangGraph joins for the last BENCH_LG_WARMUP of them, default 3: its runs are far longer),
- * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph (one side alone, for a profiler);
+ * BENCH_TOOL_ROUNDS (default 50), BENCH_ONLY=durable|langgraph|loop (one side alone, for a profiler; loop: pi-agent-core's);
  * with BENCH_ONLY=durable, BENCH_PROFILE=1 profiles the timed part of the runs after the warm-up
  * and ranks self time by module and function (tests/bench/node-profile.ts).
  * The models are the same on both sides: count the tool results in the messages, answer with the next
@@ -24,7 +29,13 @@
  * LangGraph's model did not do. The durable model reports a fixed usage, so pi.usage is still written.)
  */
 import { type StoreJob as Job, memoryStore } from "../../worker/testing.ts";
-import { durable as durableRun, langGraph as langGraphRun, type Sample, timed } from "./agent-runs.ts";
+import {
+  durable as durableRun,
+  langGraph as langGraphRun,
+  piAgentLoop,
+  type Sample,
+  timed,
+} from "./agent-runs.ts";
 import { type DurableModel, instantModel } from "./agent-scenario.ts";
 import { type NodeProfiler, nodeProfiler } from "./node-profile.ts";
 
@@ -82,7 +93,12 @@ async function main(): Promise<void> {
     const samples: Sample[] = [];
     for (let i = 0; i < WARMUP + ROUNDS; i++) {
       const profiled = i >= WARMUP ? profiler : undefined;
-      const s = which === "langgraph" ? await langGraph() : await durable(chat, undefined, profiled);
+      const s =
+        which === "langgraph"
+          ? await langGraph()
+          : which === "loop"
+            ? await piAgentLoop(chat)
+            : await durable(chat, undefined, profiled);
       if (i >= WARMUP) samples.push(s);
       console.log(
         `${which}: ${fmt(s.ms, 1)} ms wall, ${fmt(s.cpuMs, 1)} ms cpu, ${s.transactions} transactions`,
@@ -98,6 +114,7 @@ async function main(): Promise<void> {
   const durables: Sample[] = [];
   const graphs: Sample[] = [];
   const replays: Sample[] = [];
+  const loops: Sample[] = [];
   const check = (side: string, s: Sample) => {
     if (s.toolResults !== TOOL_ROUNDS)
       throw new Error(`${side}: ${s.toolResults} tool results, not ${TOOL_ROUNDS}`);
@@ -115,10 +132,12 @@ async function main(): Promise<void> {
     const warm = i >= WARMUP - LG_WARMUP;
     const g = warm ? check("LangGraph", await langGraph()) : undefined;
     const f = warm ? await replay(jobs.opening, jobs.timed) : undefined;
+    const l = check("pi-agent-core", await piAgentLoop(chat));
     if (i >= WARMUP) {
       durables.push(d);
       graphs.push(g!);
       replays.push(f!);
+      loops.push(l);
     }
   }
   chat.unregister();
@@ -136,6 +155,16 @@ async function main(): Promise<void> {
   const graphCpu = m(graphs, (s) => s.cpuMs);
   const floorMs = m(replays, (s) => s.ms);
   const floorCpu = m(replays, (s) => s.cpuMs);
+  const loopMs = m(loops, (s) => s.ms);
+  const loopCpu = m(loops, (s) => s.cpuMs);
+  // Per measured round: the floor and the in-memory loop of that round, summed.
+  const least = replays.map((f, i) => ({ ms: f.ms + loops[i]!.ms, cpuMs: f.cpuMs + loops[i]!.cpuMs }));
+  const leastMs = median(least.map((s) => s.ms));
+  const leastCpu = median(least.map((s) => s.cpuMs));
+  const leastVsFloor = median(least.map((s, i) => s.ms / replays[i]!.ms));
+  const leastVsFloorCpu = median(least.map((s, i) => s.cpuMs / replays[i]!.cpuMs));
+  const vsLeast = median(durables.map((d, i) => d.ms / least[i]!.ms));
+  const vsLeastCpu = median(durables.map((d, i) => d.cpuMs / least[i]!.cpuMs));
   const txPerRound = (m(durables, (s) => s.transactions) - fixedTransactions) / TOOL_ROUNDS;
   // Ratios: the median of per-round ratios, each round's runs measured back to back.
   const vsGraph = median(durables.map((d, i) => d.ms / graphs[i]!.ms));
@@ -185,6 +214,26 @@ async function main(): Promise<void> {
       "",
       "",
     ],
+    [
+      "pi-agent-core runAgentLoop, in memory (not durable)",
+      `${fmt(loopMs, 1)} ms`,
+      `${fmt(loopCpu, 1)} ms`,
+      perRound(loopMs),
+      "-",
+      "-",
+      "",
+      "",
+    ],
+    [
+      "floor + that loop: the least a durable loop on pi-ai costs",
+      `${fmt(leastMs, 1)} ms`,
+      `${fmt(leastCpu, 1)} ms`,
+      perRound(leastMs),
+      "",
+      "",
+      "",
+      "",
+    ],
     ["a run with no tool round (fixed cost)", "", "", "", fmt(fixedTransactions), "", "", ""],
     [
       "ratio durable / LangGraph (per round)",
@@ -206,6 +255,26 @@ async function main(): Promise<void> {
       `<= ${FLOOR_BAR}x`,
       verdict(vsFloor <= FLOOR_BAR),
     ],
+    [
+      "ratio (floor + in-memory loop) / SQL floor",
+      `${fmt(leastVsFloor, 2)}x`,
+      `${fmt(leastVsFloorCpu, 2)}x`,
+      "",
+      "",
+      "",
+      "",
+      "",
+    ],
+    [
+      "ratio durable / (floor + in-memory loop)",
+      `${fmt(vsLeast, 2)}x`,
+      `${fmt(vsLeastCpu, 2)}x`,
+      "",
+      "",
+      "",
+      "",
+      "",
+    ],
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   const line = (row: string[]) =>
@@ -219,7 +288,7 @@ async function main(): Promise<void> {
   console.log("(bars judge wall-clock medians; a miss is reported, never an error)");
   const list = (xs: Sample[]) => xs.map((s) => fmt(s.ms, 1)).join(", ");
   console.log(
-    `wall ms per run: durable ${list(durables)} | LangGraph ${list(graphs)} | floor ${list(replays)}`,
+    `wall ms per run: durable ${list(durables)} | LangGraph ${list(graphs)} | floor ${list(replays)} | in-memory loop ${list(loops)}`,
   );
   console.log(`agent bench took ${fmt((performance.now() - started) / 1000, 1)} s`);
 }
