@@ -66,6 +66,31 @@ const textOf = (e: { model?: unknown }) =>
   ((e.model as AssistantMessage[])[0]?.content ?? []).map((b) => ("text" in b ? b.text : "")).join("");
 
 describe("deferred responses (poll)", () => {
+  test("a fetched answer is stamped with the harness clock (the now option), not the provider's time", async () => {
+    // Spec §2.2 HarnessOptions.now: "Wall clock for ... message timestamps". The fetch answers
+    // with a timestamp of its own; the committed answer carries the harness's.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: async (model) => ({ ...answer("ready", model), timestamp: 1 }) },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-s", pollAfterMs: 0 }, { count: 0 }),
+      now: () => 31_000,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const settled = await (await root.submit({ type: "input", content: "later" })).wait();
+    expect(settled.status).toBe("done");
+    const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(answers.map(textOf)).toEqual(["ready"]);
+    expect(answers.map((e) => (e.model as unknown as AssistantMessage[])[0]!.timestamp)).toEqual([31_000]);
+  });
+
   test("polled until ready: still-deferred polls strictly later; a poll's answer is classified like any other (a tool round, then the answer); afterResponse sees terminal messages only", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };

@@ -537,6 +537,18 @@ describe("generation", () => {
     expect(stamps).toEqual([[5_000], [5_000]]);
   });
 
+  test("the harness clock (the now option) stamps a provider's answer when it is received, not pi-ai's Date.now()", async () => {
+    // Spec §2.2 HarnessOptions.now covers "message timestamps": pi-ai stamps the answers it builds
+    // with its own Date.now(), which a host's clock (a replay, a simulation, a test) never sees.
+    let clock = 9_000;
+    const { root } = await open(echo, { now: () => clock });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    clock = 9_500;
+    await (await root.submit({ type: "input", content: "again" })).wait();
+    const answers = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
+    expect(answers.map((e) => messagesOf(e).map((m) => m.timestamp))).toEqual([[9_000], [9_500]]);
+  });
+
   test("a request without a key that fails on it (pi-ai reads process.env in a browser) says the key is missing", async () => {
     let key: string | undefined;
     const { root } = await open(echo, {

@@ -237,6 +237,8 @@ async function streamAnswer(
       else if ("partial" in event) req.partials.offer(event.partial);
     }
     final ??= await stream.result();
+    // Spec §2.2: the harness clock stamps message timestamps; pi-ai stamped this with Date.now().
+    final = { ...final, timestamp: services.core.now() };
   } catch (error) {
     final = errorAnswer(
       { api: model.api, provider: model.provider, model: model.id },
@@ -262,7 +264,9 @@ async function fetchDeferred(
   try {
     if (!services.models.fetchDeferred)
       throw new Error(`the model resolver cannot fetch deferred responses (${model.provider}/${model.id})`);
-    return await services.models.fetchDeferred(model, handle, signal);
+    const fetched = await services.models.fetchDeferred(model, handle, signal);
+    // A fetched answer is stamped by the harness clock like a streamed one (spec §2.2).
+    return { ...fetched, timestamp: services.core.now() };
   } catch (error) {
     return errorAnswer(
       { api: model.api, provider: model.provider, model: model.id },
