@@ -80,6 +80,15 @@ interface ListChange {
 
 /** Ids a read of titles and run states takes at once (the largest page). */
 const READ_CHUNK = 500;
+/** Conversations one search page reads the titles of at most (ten chunks), unless they are in memory. */
+export const TITLE_PAGE_SCAN = 5_000;
+
+/** A page of title matches: newest first, and where the next page's walk starts. */
+export interface TitlePage {
+  items: ConversationSummary[];
+  /** The conversation id the next page walks below; absent once the oldest was walked. */
+  before?: ConversationId;
+}
 
 /** The documents a list item is made of. */
 const ITEM_DOCS = [TITLE_DOC, DOC.live] as const;
@@ -188,48 +197,63 @@ export class ConversationList {
 
   /**
    * Up to `limit` conversations whose title (as handed out) contains `needle` (lower case), newest
-   * first: ids and titles not read yet are read newest first in chunks, and the walk stops once
-   * `limit` are found. What it reads is kept.
+   * first, among those below `before` (all, when absent). Ids and titles not read yet are read newest
+   * first in chunks, and the walk stops once `limit` are found or `scan` ids were read
+   * (`TITLE_PAGE_SCAN`), so a search page costs the same on any store; `before` in the answer is
+   * where the next page's walk starts (absent once the oldest was walked). What it reads is kept;
+   * once a walk from the newest reached the oldest, later walks go through memory and read nothing.
    */
-  async titleMatches(needle: string, limit: number): Promise<ConversationSummary[]> {
+  async titleMatches(
+    needle: string,
+    limit: number,
+    options: { before?: ConversationId; scan?: number } = {},
+  ): Promise<TitlePage> {
     const found: ConversationSummary[] = [];
+    const below = options.before ?? Number.MAX_SAFE_INTEGER;
     if (this.#whole) {
       // Every listed summary is here: the walk needs no read.
       for (const id of [...this.#items.keys()].sort((a, b) => b - a)) {
-        if (found.length >= limit) break;
+        if (id >= below) continue;
         const item = this.#handOut(this.#items.get(id)!);
-        if (item.title.toLowerCase().includes(needle)) found.push(item);
+        if (!item.title.toLowerCase().includes(needle)) continue;
+        found.push(item);
+        if (found.length === limit) return { items: found, before: id };
       }
-      return found;
+      return { items: found };
     }
+    const scan = Math.max(1, options.scan ?? TITLE_PAGE_SCAN);
     // One read in flight for the whole walk, so a deletion published during it is seen below.
     this.#reads++;
     const start = this.#since.length;
     try {
-      let before: number | undefined;
+      let before = below;
+      let read = 0;
       while (found.length < limit) {
+        const want = Math.min(READ_CHUNK, scan - read);
         const { ids } = await this.#tracked(() =>
-          topLevelConversations(this.#h.store, {
-            limit: READ_CHUNK,
-            ...(before !== undefined ? { before } : {}),
-          }),
+          topLevelConversations(this.#h.store, { limit: want, before }),
         );
+        read += ids.length;
         for (const item of await this.#present(ids)) {
-          if (found.length >= limit) break;
-          if (item.title.toLowerCase().includes(needle)) found.push(item);
+          if (!item.title.toLowerCase().includes(needle)) continue;
+          found.push(item);
+          // The page is full: the next one starts below this conversation.
+          if (found.length === limit) return { items: found, before: item.id };
         }
-        if (ids.length < READ_CHUNK) {
-          // Walked to the end: every listed summary is kept now, unless a deletion raced a read.
-          if (this.#deletedSince(start).size === 0) this.#whole = true;
-          break;
+        if (ids.length < want) {
+          // Walked to the end: from the newest, every listed summary is kept now, unless a deletion
+          // raced a read.
+          if (options.before === undefined && this.#deletedSince(start).size === 0) this.#whole = true;
+          return { items: found };
         }
-        before = ids[ids.length - 1];
+        before = ids[ids.length - 1]!;
+        if (read >= scan) return { items: found, before };
       }
+      return { items: found, before };
     } finally {
       this.#reads--;
       this.#settle();
     }
-    return found;
   }
 
   /** The summary of conversation `id` as handed out, if it is listed. */

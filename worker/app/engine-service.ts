@@ -369,21 +369,35 @@ export class HarnessEngine implements EngineService {
    */
   async searchConversationPage(
     text: string,
-    options: { limit: number; before?: number },
+    options: { limit: number; before?: number; titlesBefore?: number },
   ): Promise<SearchPage> {
     if (typeof text !== "string") throw new TypeError("search text must be a string");
     const limit = pageLimit(options?.limit, MAX_SEARCH_PAGE);
     const before = options?.before;
     if (before !== undefined && !(Number.isSafeInteger(before) && before >= 1))
       throw new TypeError("search's before must be an entry id");
+    const titlesBefore = options?.titlesBefore;
+    if (titlesBefore !== undefined && !(Number.isSafeInteger(titlesBefore) && titlesBefore >= 1))
+      throw new TypeError("search's titlesBefore must be a conversation id");
     const needle = text.slice(0, 500).trim().toLowerCase();
     if (!needle) return { items: [] };
     const list = await this.#conversationList();
     const h = await this.#harness();
-    const items = before === undefined ? await list.titleMatches(needle, limit) : [];
-    // Titles filled the page: the next one starts with the text matches from the newest entry
-    // (`before` past every id: the whole table lies below it).
-    if (items.length === limit) return { items, before: Number.MAX_SAFE_INTEGER };
+    // The first page (no cursor) searches the titles, then the text; a later one goes on with what
+    // the last left unfinished: the titles below `titlesBefore`, the text below `before`. Each walk
+    // of the titles reads a bounded number of them (TITLE_PAGE_SCAN), as each text walk reads a
+    // bounded window of entries.
+    const first = before === undefined && titlesBefore === undefined;
+    const titles =
+      first || titlesBefore !== undefined
+        ? await list.titleMatches(needle, limit, titlesBefore !== undefined ? { before: titlesBefore } : {})
+        : { items: [] };
+    const items = titles.items;
+    const titleCursor = titles.before !== undefined ? { titlesBefore: titles.before } : {};
+    if (!first && before === undefined) return { items, ...titleCursor };
+    // Titles filled the page: the next one goes on with the titles, then the text matches from where
+    // they stood (from the newest entry on the first page: `before` past every id).
+    if (items.length === limit) return { items, before: before ?? Number.MAX_SAFE_INTEGER, ...titleCursor };
     const secrets = savedSecrets((c, name) => h.docNow(c, name));
     const page = await searchTextPage(h.store, needle, {
       limit: limit - items.length,
@@ -393,7 +407,7 @@ export class HarnessEngine implements EngineService {
       skip: new Set(items.map((c) => c.id)),
     });
     items.push(...(await list.pick(page.ids)));
-    return page.before === undefined ? { items } : { items, before: page.before };
+    return { items, ...(page.before !== undefined ? { before: page.before } : {}), ...titleCursor };
   }
 
   async renameConversation(conversationId: ConversationId, title: string): Promise<void> {

@@ -113,6 +113,12 @@ export interface SearchPage {
    * A conversation may be found again on a later page (an older message of it): keep it once.
    */
   readonly before?: number;
+  /**
+   * Where the next page's walk of the titles starts (give it back as `titlesBefore`); absent once
+   * every title was walked. A page reads a bounded number of titles, so a page of a large store may
+   * hold no title match yet while older titles remain.
+   */
+  readonly titlesBefore?: number;
 }
 
 /** Where a conversation that left this home went (see ConversationSummary.away). */
@@ -267,7 +273,10 @@ export interface ConversationsApi {
    * by their newest matching message; each page reads a bounded number of stored messages (newest
    * first), so a page costs the same on any store, and `before` continues the search further back.
    */
-  searchPage(text: string, options: { limit: number; before?: number }): Promise<SearchPage>;
+  searchPage(
+    text: string,
+    options: { limit: number; before?: number; titlesBefore?: number },
+  ): Promise<SearchPage>;
   /**
    * A conversation as export JSON (entries and documents, versioned; never a key) and a file name for
    * it. `import` takes such a text and makes it a new conversation in one commit; a malformed or

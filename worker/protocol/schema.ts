@@ -189,6 +189,7 @@ export const METHODS = {
       {
         limit: Type.Integer({ minimum: 1, maximum: 200 }),
         before: Type.Optional(Type.Integer({ minimum: 1 })),
+        titlesBefore: Type.Optional(Type.Integer({ minimum: 1 })),
       },
       strict,
     ),

@@ -111,7 +111,7 @@ describe("the list's reads after a reopen (its summaries read on demand)", () =>
     // One never read, renamed: a page that reaches it reads it as committed.
     await h2.transaction((tx) => tx.writeDoc(ids[0]!, TITLE_DOC, { title: "Old one renamed" }));
     expect((await list.page(100)).items.at(-2)).toMatchObject({ id: ids[0], title: "Old one renamed" });
-    expect(await list.titleMatches("old one", 10)).toMatchObject([{ id: ids[0] }]);
+    expect((await list.titleMatches("old one", 10)).items).toMatchObject([{ id: ids[0] }]);
     list.close();
   });
 });
@@ -125,10 +125,10 @@ describe("the title search", () => {
     recordJobs(h2.store as MemoryStore, recorder);
     const list = await ConversationList.open(h2);
     // A title no conversation has: the walk reads every listed id and title, to the end.
-    expect(await list.titleMatches("zebrafinch", 10)).toEqual([]);
+    expect(await list.titleMatches("zebrafinch", 10)).toEqual({ items: [] });
     expect(recorder.into.length).toBeGreaterThan(0);
     recorder.into.length = 0;
-    expect((await list.titleMatches("topic 1", 10)).map((c) => c.id)).toEqual([
+    expect((await list.titleMatches("topic 1", 10)).items.map((c) => c.id)).toEqual([
       ids[11],
       ids[10],
       ids[9],
@@ -140,15 +140,88 @@ describe("the title search", () => {
     await h2.transaction((tx) => tx.writeDoc(ids[4]!, TITLE_DOC, { title: "Renamed topic" }));
     await h2.deleteConversation(ids[11]!);
     recorder.into.length = 0;
-    expect((await list.titleMatches("topic 1", 10)).map((c) => c.id)).toEqual([
+    expect((await list.titleMatches("topic 1", 10)).items.map((c) => c.id)).toEqual([
       made,
       ids[10],
       ids[9],
       ids[0],
     ]);
-    expect((await list.titleMatches("renamed", 10)).map((c) => c.id)).toEqual([ids[4]]);
+    expect((await list.titleMatches("renamed", 10)).items.map((c) => c.id)).toEqual([ids[4]]);
     expect(recorder.into.filter((j) => j.kind === "read")).toEqual([]);
     list.close();
+  });
+});
+
+describe("the title search's pages", () => {
+  test("a walk reads at most `scan` conversations' titles and says where the next one starts; walks from there reach every match once", async () => {
+    const { h, store, faux } = await open(echo);
+    const ids = await conversations(h, 12);
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    const recorder: { into: StoreJob[] } = { into: [] };
+    recordJobs(h2.store as MemoryStore, recorder);
+    const list = await ConversationList.open(h2);
+    const idReads = () =>
+      recorder.into.filter(
+        (j) => j.kind === "read" && j.statements[0]!.sql.includes("owner_task IS NULL AND id < ?"),
+      );
+    // A title no conversation has, 13 listed (with Main), 5 a walk: three walks, each reading at
+    // most 5 ids, the last one to the end.
+    const walks: Array<{ n: number; before?: number }> = [];
+    let before: number | undefined;
+    do {
+      recorder.into.length = 0;
+      const page = await list.titleMatches("zebrafinch", 10, {
+        scan: 5,
+        ...(before !== undefined ? { before } : {}),
+      });
+      expect(page.items).toEqual([]);
+      walks.push({
+        n: idReads().reduce((n, j) => n + j.rowsRead, 0),
+        ...(page.before !== undefined ? { before: page.before } : {}),
+      });
+      before = page.before;
+    } while (before !== undefined);
+    expect(walks).toEqual([{ n: 5, before: ids[7] }, { n: 5, before: ids[2] }, { n: 3 }]);
+    // Walks that started below the newest never make the list whole: a new walk from the newest
+    // reads again.
+    recorder.into.length = 0;
+    const first = await list.titleMatches("topic 1", 2, { scan: 5 });
+    expect(first.items.map((c) => c.id)).toEqual([ids[11], ids[10]]);
+    // Full at its limit: the next walk starts below the last match, not below the last id read.
+    expect(first.before).toBe(ids[10]);
+    const rest: number[] = [];
+    let at: number | undefined = first.before;
+    while (at !== undefined) {
+      const page = await list.titleMatches("topic 1", 2, { scan: 5, before: at });
+      rest.push(...page.items.map((c) => c.id));
+      at = page.before;
+    }
+    expect(rest).toEqual([ids[9], ids[0]]);
+    list.close();
+  });
+
+  test("the engine's searchPage goes on with the titles where a full page left them (titlesBefore), then with the text", async () => {
+    const { h } = await open(echo);
+    const ids = await conversations(h, 6);
+    for (const i of [1, 2, 5])
+      await h.transaction((tx) => tx.writeDoc(ids[i]!, TITLE_DOC, { title: `Pelicans ${i}` }));
+    await say(h, [ids[3]!], () => "pelicans everywhere");
+    const service = new HarnessEngine({ harness: async () => h, build: "test" });
+    const tab = service.tab("t");
+    const first = await tab.conversations.searchPage("pelicans", { limit: 2 });
+    expect(first.items.map((c) => c.id)).toEqual([ids[5], ids[2]]);
+    expect(first.titlesBefore).toBe(ids[2]);
+    const second = await tab.conversations.searchPage("pelicans", {
+      limit: 2,
+      before: first.before!,
+      titlesBefore: first.titlesBefore!,
+    });
+    // The last title match, then the newest text match; the titles are walked to the end.
+    expect(second.items.map((c) => c.id)).toEqual([ids[1], ids[3]]);
+    expect(second.titlesBefore).toBeUndefined();
+    await expect(tab.conversations.searchPage("pelicans", { limit: 2, titlesBefore: 0 })).rejects.toThrow(
+      /titlesBefore must be a conversation id/,
+    );
   });
 });
 
