@@ -22,7 +22,8 @@
  *   created, deleted and changed no secret delivers nothing (a creation or a deletion moves the page
  *   and the total);
  * - `titleMatches` finds conversations by title newest first, reading the ids and the titles not
- *   read yet in chunks, and stops at its limit.
+ *   read yet in chunks, and stops at its limit or after `TITLE_PAGE_SCAN` ids, saying where the next
+ *   walk starts.
  */
 import type { AgentHarness } from "../agent/harness.ts";
 import { API_KEYS_DOC, SETTINGS_CONVERSATION } from "../agent/models/keys.ts";
