@@ -95,6 +95,26 @@ test("followUpMode all: the final boundary places every queued follow-up and one
   expect(inboxOf(h).items).toEqual([]);
 });
 
+test("a final boundary places a follow-up and a steer queued after it in ID order, not grouped by mode", async () => {
+  const { h, root, faux, hold, first } = await busyWithHeldAnswer({});
+  const followUp = await root.submit({ type: "input", content: "two" });
+  const steer = await root.submit({ type: "input", content: "three", whenBusy: "steer" });
+  expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([
+    [followUp.id, "followUp"],
+    [steer.id, "steer"],
+  ]);
+  // The held answer calls no tool, so no post-tools boundary places the steer first: the final
+  // boundary places both, the older one first, and one successor run answers them.
+  hold.resolve();
+  await first.wait();
+  const [b, c] = [await followUp.wait(), await steer.wait()];
+  expect(b.status).toBe("done");
+  expect((b as { answer: number }).answer).toBe((c as { answer: number }).answer);
+  expect(faux.requests).toHaveLength(2);
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
+  expect(users).toEqual(["one", "two", "three"]);
+});
+
 test("steeringMode all: the post-tools boundary places every queued steer and they all join the run", async () => {
   const gate = gatedTool();
   const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {

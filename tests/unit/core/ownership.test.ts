@@ -5,7 +5,14 @@
  */
 import { describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
-import { defineTask, Harness, type Json, type TaskId, WaitCycle } from "../../../worker/index.ts";
+import {
+  defineTask,
+  Harness,
+  type Json,
+  type TaskId,
+  type TaskRecord,
+  WaitCycle,
+} from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
   complete,
@@ -90,6 +97,12 @@ describe("structured concurrency", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    // A wait begun before the hold: the commit that holds it completing settles nothing (spec §2.2
+    // SettledTask is a terminal record); it resolves with the terminal record.
+    let earlySettled: TaskRecord | undefined;
+    const earlyWait = h.waitForTask(id).then((r) => {
+      earlySettled = r;
+    });
     await until(() => childId !== undefined && internals(h).scheduler.active.has(childId), {
       what: "child running",
     });
@@ -108,6 +121,7 @@ describe("structured concurrency", () => {
     const conversationIdle = h.waitForConversationIdle(1).then(() => idle.push("conversation"));
     await settle();
     expect(childStatusWhenParentDone).toBeUndefined();
+    expect(earlySettled).toBeUndefined();
     expect(idle).toEqual([]);
     expect((await h.getTask(id))?.state.status).toBe("completing");
     // Inspection and the task graph show it live, as completing.
@@ -117,6 +131,9 @@ describe("structured concurrency", () => {
     const final = await parentDone;
     expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
     expect(childStatusWhenParentDone).toBe("terminal");
+    await earlyWait;
+    expect(earlySettled).toEqual(final);
+    expect(earlySettled?.state.status).toBe("terminal");
     // A held completed outcome is no cancellation intent (rule 3): the child finished normally, unmarked.
     const finishedChild = await h.getTask(childId!);
     expect(outcome(finishedChild)).toEqual({ status: "completed", result: "child" });

@@ -95,6 +95,23 @@ describe("the durable timer", () => {
     await h.close();
   });
 
+  test("a task blocked on its timer is live: idle waits, the harness's and its conversation's, resolve only after it fires", async () => {
+    const clock = new FakeClock(T0);
+    const h = await open(await memoryStore(), clock);
+    const id = await h.createTask(alarmTask, { at: T0 + HOUR }, { ownership: { kind: "conversation" } });
+    await waitingOnTimer(h, id);
+    // Nothing else is live: no invocation, no other task; only the deadline blocks it (spec §2.2).
+    const idle: string[] = [];
+    const harnessIdle = h.waitForIdle().then(() => void idle.push("harness"));
+    const conversationIdle = h.waitForConversationIdle(1).then(() => void idle.push("conversation"));
+    await settle();
+    expect(idle).toEqual([]);
+    clock.advance(HOUR);
+    await Promise.all([harnessIdle, conversationIdle]);
+    expect(outcome(await h.getTask(id))?.status).toBe("completed");
+    await h.close();
+  });
+
   test("closed at its due time, it fires once on the next open; not due yet, it keeps waiting", async () => {
     const clock = new FakeClock(T0);
     const store = await memoryStore();

@@ -310,15 +310,25 @@ test("a commit requested while a group's transaction runs waits for the next one
   const store = await memoryStore();
   const h = await Harness.open(store);
   const before = store.stats.transactions;
+  // A commit owns the line through preparation, storage, adoption and publication: the queued
+  // one's callback runs only after the listeners were told of the first.
+  const log: string[] = [];
+  h.subscribe((change) => {
+    for (const e of change.entries) log.push(`published ${e.id}`);
+  });
   let inner: Promise<number> | undefined;
   store.setFaultHook((point) => {
     // Inside the first group's transaction, after its callbacks: too late to join it.
     if (point === "before-commit" && !inner)
-      inner = h.transaction((tx) => tx.appendEntry(1, { kind: "app.note" }).id);
+      inner = h.transaction((tx) => {
+        log.push("second callback");
+        return tx.appendEntry(1, { kind: "app.note" }).id;
+      });
   });
   const first = await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note" }).id);
   store.setFaultHook(undefined);
   expect(await inner).toBe(first + 1);
   expect(store.stats.transactions - before).toBe(2);
+  expect(log).toEqual([`published ${first}`, "second callback", `published ${first + 1}`]);
   await h.close();
 });
