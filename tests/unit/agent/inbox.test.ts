@@ -660,8 +660,10 @@ describe("the inbox", () => {
 describe("submission records", () => {
   test("queued has no entry, placed has its entry only, done has entry and answer; a withdrawn write is unanswered without an entry", async () => {
     const hold = deferred();
+    const second = deferred();
     const { root } = await open(async (req, n) => {
       if (n === 1) await hold.promise;
+      if (n === 2) await second.promise;
       return echo(req, n);
     });
     const placed = await root.submit({ type: "input", content: "one" });
@@ -684,6 +686,19 @@ describe("submission records", () => {
     await placed.wait();
     const done = await placed.record();
     expect(done).toMatchObject({ status: "done", entry: p.entry, answer: expect.any(Number) });
+    // The follow-up placed when the run answered (a boundary, not the idle path): its entry only, the
+    // payload it was queued with dropped, no answer yet (break 26B).
+    const followUp = await queued.record();
+    expect(followUp).toEqual({
+      id: queued.id,
+      conversationId: root.id,
+      type: "input",
+      status: "placed",
+      mode: "followUp",
+      entry: expect.any(Number),
+    });
+    second.resolve();
+    await queued.wait();
     // A write has no placed status and no answer: placed at the boundary, it is done with its entry only.
     const note = (await transcript(root)).find((e) => e.kind === "app.note")!;
     expect(await kept.record()).toEqual({

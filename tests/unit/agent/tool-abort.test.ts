@@ -250,7 +250,8 @@ test("settles an abort even when the tool was uninstalled, using default content
   extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
   const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
     extensions,
-    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+    // Four lines past the tool's two, and more than the default 2,000 (break 26B).
+    hooks: { onAbort: [() => textResult(`one\ntwo\nthree\nfour\n${"more\n".repeat(2100)}`)] },
   });
   await root.submit({ type: "input", content: "go" });
   await started.promise;
@@ -263,8 +264,12 @@ test("settles an abort even when the tool was uninstalled, using default content
   });
   const [result] = await toolResults(root);
   // The replacement is stored under the default bounds, not the uninstalled tool's two lines.
-  expect(textOf(messageOf(result!)).startsWith("one\ntwo\nthree\nfour")).toBe(true);
-  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+  const text = textOf(messageOf(result!));
+  expect(text.startsWith("one\ntwo\nthree\nfour")).toBe(true);
+  // ... and cut at the default 2,000 lines: default bounds, not none.
+  expect(text.slice(0, text.indexOf("<harness>")).split("\n")).toHaveLength(2000);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted", "truncated"]);
+  expect(diagnosticsOf(result!)[1]!.message).toContain("limits 2000 lines, 50 KiB");
 });
 
 test("replays the hook after close before settlement, retaining the abort mark and application note", async () => {
