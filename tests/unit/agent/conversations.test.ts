@@ -151,6 +151,23 @@ describe("conversations", () => {
     expect(await h2.doc(ROOT_CONVERSATION_ID, "app.note")).toEqual({ text: "seeded" });
   });
 
+  test("two root() calls at once: the one whose commit finds the root just created ignores its agent and init", async () => {
+    const faux = fauxAgentModel(echo);
+    const h = await AgentHarness.open(await memoryStore(), { models: faux.models, defaultModel: faux.ref });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const inits: string[] = [];
+    const [first, second] = await Promise.all([
+      h.root({ agent: { instructions: "First." }, init: () => void inits.push("first") }),
+      h.root({ agent: { instructions: "Second." }, init: () => void inits.push("second") }),
+    ]);
+    expect([first.id, second.id]).toEqual([ROOT_CONVERSATION_ID, ROOT_CONVERSATION_ID]);
+    expect(inits).toEqual(["first"]);
+    expect(await first.agentState()).toEqual({ instructions: "First." });
+  });
+
   test("a conversation owned by a task starts with a copy of its owner conversation's agent; later owner changes do not reach it", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

@@ -731,6 +731,9 @@ describe("generation", () => {
       { headers: { a: 1 } },
       { transport: "pigeon" },
       { maxRetries: 1.5 },
+      { maxRetryDelayMs: -1 },
+      { metadata: "user u1" },
+      { cacheRetention: "forever" },
       [],
     ];
     for (const stream of bad)

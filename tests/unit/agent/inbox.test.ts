@@ -661,11 +661,14 @@ describe("submission records", () => {
   test("queued has no entry, placed has its entry only, done has entry and answer; a withdrawn write is unanswered without an entry", async () => {
     const hold = deferred();
     const second = deferred();
-    const { root } = await open(async (req, n) => {
+    const { h, root } = await open(async (req, n) => {
       if (n === 1) await hold.promise;
       if (n === 2) await second.promise;
       return echo(req, n);
     });
+    // Every placed record committed, the one a boundary places too (not only one placed at once).
+    const placedRecords: ChangeSet["submissions"][number][] = [];
+    h.subscribe((change) => placedRecords.push(...change.submissions.filter((x) => x.status === "placed")));
     const placed = await root.submit({ type: "input", content: "one" });
     const queued = await root.submit({ type: "input", content: "two" });
     const write = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
@@ -699,6 +702,11 @@ describe("submission records", () => {
     });
     second.resolve();
     await queued.wait();
+    expect(placedRecords.map((r) => r.id)).toEqual([placed.id, queued.id]);
+    for (const r of placedRecords) {
+      expect(r.entry).toEqual(expect.any(Number));
+      expect(r.answer).toBeUndefined();
+    }
     // A write has no placed status and no answer: placed at the boundary, it is done with its entry only.
     const note = (await transcript(root)).find((e) => e.kind === "app.note")!;
     expect(await kept.record()).toEqual({

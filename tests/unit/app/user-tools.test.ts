@@ -25,7 +25,7 @@ import {
   userToolStatuses,
 } from "../../../worker/app/user-tools/store.ts";
 import { UserToolInvalid } from "../../../worker/app/user-tools/tool.ts";
-import { defineExtension, defineTool, textResult } from "../../../worker/index.ts";
+import { DEFAULT_SANDBOX_LIMITS, defineExtension, defineTool, textResult } from "../../../worker/index.ts";
 import { deferred, type FauxResponder, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import { appEngines, ask, GREET } from "./user-tools-fixtures.ts";
 
@@ -151,6 +151,20 @@ describe("saving a user tool", () => {
     });
     const answer = await ask(h, (await h.root()).id, "use my tool spin");
     expect(answer).toMatch(/The `codemode` tool reported a problem: .*(slice|CPU)/i);
+  });
+
+  test("a user tool's body runs under codemode's own memory limit (DEFAULT_SANDBOX_LIMITS), not a looser one", async () => {
+    const { h } = await openApp();
+    await saveUserTool(h, {
+      ...GREET,
+      name: "hoard",
+      parameters: { type: "object", properties: {} },
+      body: "async () => { const kept = []; for (let i = 0; i < 100; i++) kept.push('y'.repeat(1024 * 1024) + i); return kept.length; }",
+    });
+    const answer = await ask(h, (await h.root()).id, "use my tool hoard");
+    expect(answer).toContain(
+      `ran out of memory (limit ${DEFAULT_SANDBOX_LIMITS.memoryBytes / 1024 / 1024} MiB)`,
+    );
   });
 });
 

@@ -12,6 +12,7 @@ import {
   InvalidTransition,
   type Json,
   OwnerNotLive,
+  ROOT_CONVERSATION_ID,
   type TaskId,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
@@ -65,6 +66,11 @@ test("ownership is never inferred: creating a conversation without naming its ow
   });
   const owned = await h.transaction((tx) => tx.createConversation({ kind: "task", taskId }));
   expect(owned.owner).toEqual({ taskId, conversationId: made.id });
+  // Callers never construct the stored owner pair: a conversation id passed beside the task is ignored.
+  const offered = await h.transaction((tx) =>
+    tx.createConversation({ kind: "task", taskId, conversationId: ROOT_CONVERSATION_ID } as never),
+  );
+  expect(offered.owner).toEqual({ taskId, conversationId: made.id });
   // So is a child task's conversation: `made`, not the root this commit would default to.
   const child = await h.transaction((tx) =>
     tx.createTask(holder, null, { ownership: { kind: "task", taskId } }),

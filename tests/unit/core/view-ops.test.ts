@@ -59,6 +59,15 @@ describe("applyViewChanges", () => {
     expect(ids(after)).toEqual([7, 6]);
   });
 
+  test("a newer marker whose head reaches before an older marker leaves the older marker out (spec §2.1 rule 5)", () => {
+    // Mounted: marker 3 (head 2), then 2 and 4. Marker 5 heads at 2 too: the older marker 3 lies
+    // inside its range and is dropped; only the newest marker leads.
+    const after = applyViewChanges(view([entry(3, { head: 2 }), entry(2), entry(4)]), [
+      { op: "head", entries: [entry(5, { head: 2 })] },
+    ]);
+    expect(ids(after)).toEqual([5, 2, 4]);
+  });
+
   test("a marker that names itself leaves only itself and what follows it", () => {
     const after = applyViewChanges(view([entry(1), entry(2)]), [
       { op: "head", entries: [entry(3, { head: 3 }), entry(4)] },
