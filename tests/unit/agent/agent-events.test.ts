@@ -10,7 +10,7 @@ import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts"
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import type { OutputLimits } from "../../../worker/agent/tools/limits.ts";
 import { type AgentEvent, DOC, defineTool, type LiveState, watchEvents } from "../../../worker/index.ts";
-import { deferred, until } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { collect, EventConsumer, render, scriptedModel } from "./events-fixtures.ts";
 import { open } from "./fixtures.ts";
 
@@ -280,7 +280,7 @@ test("covers exactly one conversation, not its owned subtree, and emits an event
       return textResult(`child ${settled.status}`);
     },
   });
-  const { h, root } = await open(
+  const { h, root, store } = await open(
     (req) => {
       const users = req.messages.filter((m) => m.role === "user");
       const last = JSON.stringify(users.at(-1)?.content ?? "");
@@ -297,10 +297,15 @@ test("covers exactly one conversation, not its owned subtree, and emits an event
   stream.start(async (batch) => {
     for (const e of batch) {
       events.push(e);
-      // Each entry an event carries is already committed and readable when the event arrives.
+      // Each entry an event carries is already committed and readable when the event arrives: the
+      // harness reads it, and the store's committed image (taken at arrival) holds its row.
       if (e.type === "message_end" || e.type === "entry_appended") {
+        const image = store.image();
         const stored = await h.entry(e.entry.id);
         if (stored?.id !== e.entry.id) unreadable.push(`${e.type} ${e.entry.id}`);
+        const copy = await memoryStore(image);
+        const row = await copy.read((sql) => sql.get("SELECT id FROM entries WHERE id = ?", [e.entry.id]));
+        if (row === undefined) unreadable.push(`${e.type} ${e.entry.id} not stored`);
       }
     }
   });

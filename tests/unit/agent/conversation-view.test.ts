@@ -12,14 +12,18 @@ import { echo, open } from "./fixtures.ts";
 test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage and pi.provider, mounted by kind", async () => {
   const { h, root } = await open(echo);
   const child = await h.createConversation({ ownership: { kind: "ownerless" } });
-  for (const c of [root, child]) {
+  // A fork is created with them too: its own, fresh (their fork rule is "initial"), not its parent's.
+  const parent = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const at = await h.transaction((tx) => tx.appendEntry(parent.id, { kind: "note", data: 1 }).id);
+  const fork = await parent.fork(at, { ownership: { kind: "ownerless" } });
+  for (const c of [root, child, fork]) {
     const { docs, entries } = await c.viewState();
     expect(Object.keys(docs).sort()).toEqual(["pi.agent", "pi.inbox", "pi.live", "pi.provider", "pi.usage"]);
     expect(docs["pi.live"]).toEqual({});
     expect(docs["pi.inbox"]).toEqual({ items: [] });
     expect(docs["pi.usage"]).toEqual({ models: {}, tools: {} });
     expect(typeof (docs["pi.provider"] as { sessionId?: unknown }).sessionId).toBe("string");
-    expect(entries).toEqual([]);
+    expect(entries.map((e) => e.id)).toEqual(c === fork ? [at] : []);
     // Each built-in document's record carries the scope, history and fork of its table in the
     // specification (§2.2 pi.agent and pi.provider, §6 pi.inbox, §8.2 pi.live, §8.6 pi.usage).
     const rules = async (name: string) => {

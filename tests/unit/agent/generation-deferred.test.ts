@@ -323,10 +323,17 @@ describe("deferred responses (poll)", () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };
     const store = await memoryStore();
+    let polledEarly = 0;
     const first = await AgentHarness.open(store, {
       models: createModelResolver({
         extra: [faux.model],
-        deferred: { fetchDeferred: () => new Promise(() => undefined) },
+        deferred: {
+          fetchDeferred: (_model, _handle, signal) =>
+            new Promise((_resolve, reject) => {
+              polledEarly++;
+              signal.addEventListener("abort", () => reject(new Error("aborted")));
+            }),
+        },
       }),
       defaultModel: faux.ref,
       stream: deferringStream({ id: "job-7", pollAfterMs: 60_000 }, sent),
@@ -350,6 +357,9 @@ describe("deferred responses (poll)", () => {
     expect(cp?.handle.id).toBe("job-7");
     expect(cp?.pollAt).toBe(pollAt);
     expect(cp?.pollAt).toBeGreaterThan(Date.now());
+    // The poll waits for its time: nothing is fetched before it.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(polledEarly).toBe(0);
     const image = await memoryStore(store.image());
     await first.close();
     const fetched: string[] = [];

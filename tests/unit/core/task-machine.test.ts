@@ -265,6 +265,28 @@ describe("faults", () => {
     await engineStillRuns(h);
     await h.close();
   });
+
+  test("initial(input) gives a new task its first checkpoint, from the input it was created with", async () => {
+    const h = await Harness.open(await memoryStore());
+    const seen: Json[] = [];
+    const def = defineTask<{ n: number }, { phase: "go"; n: number }, Json>({
+      name: "from-input",
+      version: 1,
+      initial: (input) => ({ phase: "go", n: input.n * 2 }),
+      phases: {
+        go: async (task, runtime) => {
+          seen.push(task.state.checkpoint);
+          await runtime.commit(() => complete(task.state.checkpoint.n));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(def, { n: 21 }, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: 42 });
+    expect(seen).toEqual([{ phase: "go", n: 42 }]);
+    expect((await h.getTask(id))?.input).toEqual({ n: 21 });
+    await h.close();
+  });
 });
 
 describe("NotJson", () => {

@@ -114,15 +114,26 @@ describe("versioned task definitions from extensions", () => {
   });
 
   test("a failing migration blocks that task alone with the error; the rest runs; a fixed extension takes it", async () => {
-    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
+    // Two stored tasks of the same kind and version: the migration fails on the first one's input only.
+    const { image, ids } = await storeWith(
+      [parked("ext.job", 1), parked("ext.job", 1)],
+      [{ v1: "data" }, { v1: "fine" }],
+    );
     const { h, extensions, reports } = await openWith(
       image,
-      jobV2(() => {
-        throw new Error("cannot read v1");
+      jobV2((input, checkpoint) => {
+        if ((input as { v1: string }).v1 === "data") throw new Error("cannot read v1");
+        return { input, checkpoint: checkpoint as Go };
       }),
     );
     const id = ids[0]!;
     await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "migration_failed" }]);
+    // That task alone: the other one of its kind migrates and runs.
+    expect(outcome(await done(h, ids[1]!))).toEqual({
+      status: "completed",
+      result: { ran: 2, input: { v1: "fine" } },
+    });
     expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "migration_failed" }]);
     const inspected = h.inspect().tasks.find((t) => t.record.id === id)!;
     expect(inspected.state).toMatchObject({

@@ -157,6 +157,8 @@ test("a conversation's watch gets no frame for a publication that touches only a
   const seen: Frame<unknown>[] = [];
   watch.start((f) => void seen.push(f));
   await (await other.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  // Nor for one that writes only the other conversation's document.
+  await h.transaction((tx) => tx.writeDoc(other.id, "app.x", { a: 1 }));
   await settle();
   expect(seen).toEqual([]);
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
