@@ -250,7 +250,9 @@ test("settles an abort even when the tool was uninstalled, using default content
   extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
   const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
     extensions,
-    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+    // Longer than the default bounds (2,000 lines), so that they are seen to apply (break 26C: an
+    // unresolved tool's replacement left unbounded went unseen with four lines).
+    hooks: { onAbort: [() => textResult(["one", "two", "three", "four", ...lines(2_500)].join("\n"))] },
   });
   await root.submit({ type: "input", content: "go" });
   await started.promise;
@@ -263,9 +265,14 @@ test("settles an abort even when the tool was uninstalled, using default content
   });
   const [result] = await toolResults(root);
   // The replacement is stored under the default bounds, not the uninstalled tool's two lines.
-  expect(textOf(messageOf(result!)).startsWith("one\ntwo\nthree\nfour")).toBe(true);
-  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+  const text = textOf(messageOf(result!));
+  expect(text.startsWith("one\ntwo\nthree\nfour\n")).toBe(true);
+  expect(text).toContain("line 1995");
+  expect(text).not.toContain("line 1996");
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted", "truncated"]);
 });
+
+const lines = (n: number) => Array.from({ length: n }, (_, i) => `line ${i}`);
 
 test("replays the hook after close before settlement, retaining the abort mark and application note", async () => {
   const asked: string[] = [];
