@@ -196,6 +196,50 @@ test("holds a faulted tool's slot and task_failed until the work it owns drained
   expect(ends).toEqual([{ type: "tool_execution_end", toolCallId: "c1", toolName: "broken" }]);
 });
 
+test("a held faulted tool's slot is marked done, without an entry, by the commit that makes it terminal, while another call of its round runs", async () => {
+  // Break 26C: the test above cannot see the slot at release (the generation resumes in that commit
+  // and removes the round's slots), so a held fault whose cleanup never ran at release went unseen.
+  const { node, gate } = gatedNodes();
+  const broken = defineTool({
+    name: "broken",
+    description: "Starts owned work, then its afterTool hook faults the call",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) =>
+        tx.createTask(node, "held", { ownership: { kind: "task", taskId: api.taskId } }),
+      );
+      return textResult("");
+    },
+  });
+  const slow = defineTool({
+    name: "slow",
+    description: "Runs until released",
+    parameters: Type.Object({}),
+    execute: async () => {
+      await gate("slow").promise;
+      return textResult("slow");
+    },
+  });
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("broken", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tasks: [node], tools: [broken, slow], ...faultingHook("afterTool", "afterTool bug") },
+  );
+  const submission = await root.submit({ type: "input", content: "go" });
+  const brokenTask = () => liveOf(h).tools?.find((t) => t.callId === "c1")?.taskId as TaskId | undefined;
+  await until(() => brokenTask() !== undefined && stateOf(h, brokenTask()!) === "completing", {
+    what: "the fault held",
+  });
+  const toolTask = { id: brokenTask()! };
+  expect(liveOf(h).tools?.find((t) => t.callId === "c1")?.status).not.toBe("done");
+  gate("abort.held").resolve();
+  await until(() => stateOf(h, toolTask!.id) === undefined, { what: "the fault released" });
+  const slot = liveOf(h).tools?.find((t) => t.callId === "c1");
+  expect(slot).toMatchObject({ status: "done" });
+  expect(slot?.entry).toBeUndefined();
+  gate("slow").resolve();
+  expect((await submission.wait()).status).toBe("done");
+});
+
 test("a tool that throws ends failed and its owned conversations' work is aborted; one that returns an isError result completes and its owned work lives on; the run continues either way", async () => {
   const { node, gate } = gatedNodes();
   /** A tool that starts work in a conversation it owns, then throws or returns an error result. */

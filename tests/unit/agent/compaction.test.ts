@@ -1205,6 +1205,13 @@ describe("compaction a generation waits for", () => {
       expect((compaction!.state as { outcome?: { status: string } }).outcome?.status).toBe(
         decline ? "completed" : "failed",
       );
+      // The run's generation itself fails (break 26C: a generation that settled the inputs but
+      // completed went unseen): its failed outcome carries the overflow text.
+      const generation = (await h.tasks({ kind: "pi.generation" })).at(-1)!;
+      expect((generation.state as { outcome?: unknown }).outcome).toMatchObject({
+        status: "failed",
+        error: { message: "prompt is too long: 210000 tokens", detail: { reason: "model_error" } },
+      });
     }
   });
 });

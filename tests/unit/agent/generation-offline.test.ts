@@ -186,6 +186,20 @@ describe("other failures are as before", () => {
     expect(network.checks).toBe(3);
   });
 
+  test("with the retry policy disabled, a network failure while offline fails at once: no wait, and the network is not asked", async () => {
+    // Break 26C: the disabled policy was tried only with a provider error while online, so an
+    // offline wait that ignored it went unseen.
+    const network = networkSwitch({ online: false });
+    const { root, faux } = await open(() => fauxError(OFFLINE), {
+      settings: { retry: { enabled: false } },
+      network,
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error", detail: OFFLINE });
+    expect(faux.requests).toHaveLength(1);
+    expect(network.checks).toBe(0);
+  });
+
   test("a rejected key fails at once, offline or not, and the network is not asked", async () => {
     const { root, faux, network } = await openOffline({
       respond: () => () => fauxError("401 Unauthorized: invalid api key"),

@@ -142,4 +142,25 @@ describe("writes take the ordered passive path", () => {
     expect(view.entries.map((e) => e.kind)).toEqual(["app.restart"]);
     expect(h.closed).toBe(false);
   });
+
+  test("the newest of several self heads decides where the active range starts, in later commits too", async () => {
+    // Break 26C: the active range start a later commit reads (the stale check) was never tried with
+    // two head markers in separate commits, so keeping the first marker's head went unseen.
+    const { root } = await open(() => fauxAssistantMessage("ok"));
+    const write = (kind: string, head: number | "self") =>
+      root.submit({ type: "write", entry: { kind, head } });
+    await (await write("app.first", "self")).wait();
+    await (await root.submit({ type: "write", entry: { kind: "app.between" } })).wait();
+    await (await write("app.second", "self")).wait();
+    const ids = new Map((await root.entries()).map((e) => [e.kind, e.id]));
+    // A head at the entry between the two markers is older than the newest marker's head: stale.
+    expect(await (await write("app.late", ids.get("app.between")!)).wait()).toEqual({
+      status: "unanswered",
+      reason: "stale",
+    });
+    // At the newest marker's head it is placed.
+    expect((await (await write("app.at", ids.get("app.second")!)).wait()).status).toBe("done");
+    const view = await root.viewState();
+    expect(view.entries.map((e) => e.kind)).toEqual(["app.at"]);
+  });
 });

@@ -432,6 +432,22 @@ describe("submissions", () => {
     expect(faux.requests).toHaveLength(1);
   });
 
+  test("requestId: two submits at once with one requestId admit one submission, also for a write", async () => {
+    // Break 26C: the submits above come one after the other, so the lookup before the commit found
+    // the first; the check inside the admitting commit, which two concurrent submits need, went unseen.
+    const { h, root, faux } = await open(echo);
+    const input = { type: "input" as const, content: "once", requestId: "req-a" };
+    const [a, b] = await Promise.all([root.submit(input), root.submit(input)]);
+    expect(b.id).toBe(a.id);
+    const write = { type: "write" as const, entry: { kind: "app.note", data: 1 }, requestId: "req-w" };
+    const [c, d] = await Promise.all([root.submit(write), root.submit(write)]);
+    expect(d.id).toBe(c.id);
+    await root.waitForIdle();
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant", "app.note"]);
+    expect(faux.requests).toHaveLength(1);
+    expect(h.inspect().submissions).toEqual([]);
+  });
+
   test("a failed run leaves queued follow-ups in the inbox until the next submission places them", async () => {
     const hold = deferred();
     const { h, root } = await open(async (req, n) => {

@@ -212,6 +212,12 @@ test("reopens a checkout waiting failFast on live payments and finishes it: stil
   const h2 = await Harness.open(await memoryStore(store.image()), { tasks: [checkout, payment] });
   expect((await h2.getTask(id))?.state).toMatchObject({ status: "waiting", on, policy: "failFast" });
   await until(() => payments.waitingConfirmations === 2, { what: "the payments resumed" });
+  // One payment ends: the checkout still waits for the other (break 26C: both were released at once,
+  // so a wait resuming at its first finished task went unseen).
+  payments.releaseOne();
+  await Promise.race(on.map((p) => h2.waitForTask(p as never)));
+  await new Promise((resolve) => setTimeout(resolve, 50)); // a scheduling pass or several
+  expect((await h2.getTask(id))?.state).toMatchObject({ status: "waiting", on });
   payments.release();
   const done = await h2.waitForTask(id);
   expect(outcomeOf(done)).toMatchObject({ status: "completed" });

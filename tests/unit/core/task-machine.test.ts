@@ -655,6 +655,44 @@ describe("the task runtime", () => {
     expect(unfit.map((r) => r.match(/version (\d) cannot take over/)?.[1])).toEqual(["2", "3"]);
     await h.close();
   });
+  test("an older version cannot reserve either: the task runs on under its definition and the engine reports it once", async () => {
+    // Break 26C: only higher replacements were set up, so an older one taken for a handover (the
+    // reservation would then block the task task_too_old) went unseen.
+    const log: string[] = [];
+    const reports: string[] = [];
+    type Step = { phase: "go"; n: number };
+    let h!: Harness;
+    const make = (label: string, version: number, onFirst?: () => void) =>
+      defineTask<null, Step, Json>({
+        name: "swap-older",
+        version,
+        initial: () => ({ phase: "go", n: 1 }),
+        phases: {
+          go: async (task, runtime) => {
+            const n = (task.state as { checkpoint: Step }).checkpoint.n;
+            log.push(`${label}:${n}`);
+            if (n === 1) onFirst?.();
+            await runtime.commit(() =>
+              n === 3 ? complete(label) : { status: "running", checkpoint: { phase: "go", n: n + 1 } },
+            );
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const original = make("B", 2, () => h.registry.register(make("A", 1)));
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
+    expect(log).toEqual(["B:1", "B:2", "B:3"]);
+    const unfit = reports.filter((r) => r.includes("swap-older"));
+    expect(unfit).toHaveLength(1);
+    expect(unfit[0]).toMatch(/version 1 cannot take over .* of version 2/);
+    await h.close();
+  });
 });
 
 describe("transactions", () => {
