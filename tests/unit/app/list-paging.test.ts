@@ -116,14 +116,19 @@ describe("the list's reads after a reopen (its summaries read on demand)", () =>
   });
 });
 
+/** `n` titled conversations, the harness reopened over their store with its reads recorded, and its list. */
+async function reopenedList(n: number) {
+  const { h, store, faux } = await open(echo);
+  const ids = await conversations(h, n);
+  const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+  const recorder: { into: StoreJob[] } = { into: [] };
+  recordJobs(h2.store as MemoryStore, recorder);
+  return { ids, h2, recorder, list: await ConversationList.open(h2) };
+}
+
 describe("the title search", () => {
   test("once a title walk read every listed conversation, later title searches read nothing, and still see creations, renames and deletions", async () => {
-    const { h, store, faux } = await open(echo);
-    const ids = await conversations(h, 12);
-    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
-    const recorder: { into: StoreJob[] } = { into: [] };
-    recordJobs(h2.store as MemoryStore, recorder);
-    const list = await ConversationList.open(h2);
+    const { ids, h2, recorder, list } = await reopenedList(12);
     // A title no conversation has: the walk reads every listed id and title, to the end.
     expect(await list.titleMatches("zebrafinch", 10)).toEqual({ items: [] });
     expect(recorder.into.length).toBeGreaterThan(0);
@@ -154,12 +159,7 @@ describe("the title search", () => {
 
 describe("the title search's pages", () => {
   test("a walk reads at most `scan` conversations' titles and says where the next one starts; walks from there reach every match once", async () => {
-    const { h, store, faux } = await open(echo);
-    const ids = await conversations(h, 12);
-    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
-    const recorder: { into: StoreJob[] } = { into: [] };
-    recordJobs(h2.store as MemoryStore, recorder);
-    const list = await ConversationList.open(h2);
+    const { ids, recorder, list } = await reopenedList(12);
     const idReads = () =>
       recorder.into.filter(
         (j) => j.kind === "read" && j.statements[0]!.sql.includes("owner_task IS NULL AND id < ?"),
