@@ -172,6 +172,17 @@ async function main(): Promise<void> {
   const vsFloor = median(durables.map((d, i) => d.ms / replays[i]!.ms));
   const vsFloorCpu = median(durables.map((d, i) => d.cpuMs / replays[i]!.cpuMs));
   const perRound = (ms: number) => `${fmt((ms / TOOL_ROUNDS) * 1000)} µs`;
+  /** A ratio's row: wall and CPU, and its bar and verdict when it has one (judged on wall). */
+  const ratioRow = (label: string, wall: number, cpu: number, digits: number, bar?: number): string[] => [
+    label,
+    `${fmt(wall, digits)}x`,
+    `${fmt(cpu, digits)}x`,
+    "",
+    "",
+    "",
+    bar === undefined ? "" : `<= ${bar}x`,
+    bar === undefined ? "" : verdict(wall <= bar),
+  ];
 
   const rows: string[][] = [
     [
@@ -235,46 +246,10 @@ async function main(): Promise<void> {
       "",
     ],
     ["a run with no tool round (fixed cost)", "", "", "", fmt(fixedTransactions), "", "", ""],
-    [
-      "ratio durable / LangGraph (per round)",
-      `${fmt(vsGraph, 3)}x`,
-      `${fmt(vsGraphCpu, 3)}x`,
-      "",
-      "",
-      "",
-      `<= ${LANGGRAPH_BAR}x`,
-      verdict(vsGraph <= LANGGRAPH_BAR),
-    ],
-    [
-      "ratio durable / its SQL floor",
-      `${fmt(vsFloor, 2)}x`,
-      `${fmt(vsFloorCpu, 2)}x`,
-      "",
-      "",
-      "",
-      `<= ${FLOOR_BAR}x`,
-      verdict(vsFloor <= FLOOR_BAR),
-    ],
-    [
-      "ratio (floor + in-memory loop) / SQL floor",
-      `${fmt(leastVsFloor, 2)}x`,
-      `${fmt(leastVsFloorCpu, 2)}x`,
-      "",
-      "",
-      "",
-      "",
-      "",
-    ],
-    [
-      "ratio durable / (floor + in-memory loop)",
-      `${fmt(vsLeast, 2)}x`,
-      `${fmt(vsLeastCpu, 2)}x`,
-      "",
-      "",
-      "",
-      "",
-      "",
-    ],
+    ratioRow("ratio durable / LangGraph (per round)", vsGraph, vsGraphCpu, 3, LANGGRAPH_BAR),
+    ratioRow("ratio durable / its SQL floor", vsFloor, vsFloorCpu, 2, FLOOR_BAR),
+    ratioRow("ratio (floor + in-memory loop) / SQL floor", leastVsFloor, leastVsFloorCpu, 2),
+    ratioRow("ratio durable / (floor + in-memory loop)", vsLeast, vsLeastCpu, 2),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   const line = (row: string[]) =>
