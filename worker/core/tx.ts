@@ -252,7 +252,9 @@ export class TxImpl implements Tx {
       const asOf = semantics.fork === "asOf" ? point.asOf.get(name) : undefined;
       if (asOf) {
         if (asOf.value !== undefined) o.setDoc(record.id, name, asOf.value, asOf.version, semantics);
-      } else o.setDoc(record.id, name, value, o.base.docVersions.get(key) ?? 1, semantics);
+      } else if (semantics.fork === "asOf")
+        continue; // no value at `at`: first written after it
+      else o.setDoc(record.id, name, value, o.base.docVersions.get(key) ?? 1, semantics);
     }
     // An "asOf" document deleted since `at` (or written first after it) is not in the parent now
     // (the fork point holds only documents whose record said "asOf": fork.ts `loadForkPoint`).

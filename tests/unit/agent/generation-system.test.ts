@@ -4,8 +4,14 @@
  * marker the next preparation writes a complete baseline again.
  */
 import { expect, test } from "vitest";
-import type { ChangeSet, EntryRecord } from "../../../worker/index.ts";
-import { deferred } from "../../../worker/testing.ts";
+import { defaultStream } from "../../../worker/agent/services.ts";
+import {
+  AgentHarness,
+  type AgentHarnessOptions,
+  type ChangeSet,
+  type EntryRecord,
+} from "../../../worker/index.ts";
+import { deferred, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
 import { echo, open } from "./fixtures.ts";
 
 type SystemRecord = { role: string; content: string; sections: Record<string, string | null> };
@@ -103,4 +109,49 @@ test("prepare's one commit appends the planned pi.system entry and moves to requ
     .map((t) => (t.state as { checkpoint: { phase: string; thinkingLevel?: string } }).checkpoint)
     .filter((cp) => cp.phase === "request");
   expect(requests.map((cp) => cp.thinkingLevel)).toEqual(["low"]);
+});
+
+test("a request resent after a restart keeps what its preparation resolved: the agent changed meanwhile applies at the next preparation", async () => {
+  const hold = deferred();
+  const sent: Array<{ reasoning: unknown; systemPrompt: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ reasoning: options.reasoning, systemPrompt: context.systemPrompt });
+    return defaultStream(model, context, options);
+  };
+  const first = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    { stream },
+  );
+  await first.root.configure({ instructions: "Old rule.", thinkingLevel: "high" });
+  await first.root.submit({ type: "input", content: "one", requestId: "r" });
+  await expect.poll(() => sent.length).toBe(1);
+  // The agent changes while the request is out, and the engine stops before it answers.
+  await first.root.configure({ instructions: "New rule.", thinkingLevel: "low" });
+  const image = first.store.image();
+  hold.resolve();
+  await first.h.close();
+  sent.length = 1; // whatever the first engine did after the image is not in it
+
+  const again = fauxAgentModel(echo, { id: first.faux.ref.modelId });
+  const h = await AgentHarness.open(await memoryStore(image), {
+    models: again.models,
+    defaultModel: again.ref,
+    stream,
+  });
+  try {
+    const root = await h.root();
+    expect((await (await root.submit({ type: "input", content: "one", requestId: "r" })).wait()).status).toBe(
+      "done",
+    );
+    expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+    // The resent request is the one prepared before the change; the next preparation takes it.
+    expect(sent.map((s) => s.reasoning)).toEqual(["high", "high", "low"]);
+    expect(sent.map((s) => String(s.systemPrompt).includes("New rule."))).toEqual([false, false, true]);
+  } finally {
+    await h.close();
+    again.unregister();
+  }
 });

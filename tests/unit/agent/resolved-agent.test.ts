@@ -81,7 +81,7 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   const core = await Harness.open(store);
   const id = await core.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
   await core.close();
-  const { h } = await open(echo, { extensions, store: await memoryStore(store.image()) });
+  const { h, faux } = await open(echo, { extensions, store: await memoryStore(store.image()) });
   const bare = (await h.loadedConversation(id))!;
   expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
   // Nothing at all is written: no commit, not only no pi.agent (reading 23b).
@@ -89,6 +89,8 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   h.subscribe(() => commits++);
   const agent = await bare.agent();
   expect(agent.extensions).toEqual(["a"]);
+  // The host default: the harness's default model, as a request would use it.
+  expect(agent.model).toEqual(faux.ref);
   expect(agent.thinkingLevel).toBe("off");
   expect(agent.instructions).toBeUndefined();
   expect(agent.sections.map((s) => s.key)).not.toContain("instructions");

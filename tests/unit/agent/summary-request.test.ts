@@ -2,7 +2,8 @@
  * The summary request's pinned thinking level and its user message (spec §8.7): `reasoning` is the
  * level pinned at `select`, kept across a retry even when the conversation's level changed meanwhile;
  * the user message is the serialized text in `<conversation>` tags, then the built-in summarization
- * prompt, then `Additional focus: <instructions>` only when the input has instructions.
+ * prompt, then `Additional focus: <instructions>` only when the input has instructions. The stream
+ * options are pinned at `select` the same way.
  */
 import { fauxAssistantMessage, type Message } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
@@ -12,18 +13,25 @@ import type { AgentHarnessOptions, Conversation } from "../../../worker/index.ts
 import { fauxError } from "../../../worker/testing.ts";
 import { open, textOf } from "./fixtures.ts";
 
-test("the summary request carries the pinned thinking level as reasoning across a retry, and its user message is <conversation>, the prompt, then the focus only when given", async () => {
-  const sent: Array<{ summary: boolean; reasoning: unknown; messages: Message[] }> = [];
+test("the summary request carries the pinned thinking level as reasoning and the pinned stream options across a retry, and its user message is <conversation>, the prompt, then the focus only when given", async () => {
+  const sent: Array<{ summary: boolean; reasoning: unknown; timeoutMs: unknown; messages: Message[] }> = [];
   const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
     sent.push({
       summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
       reasoning: options.reasoning,
+      timeoutMs: options.timeoutMs,
       messages: [...context.messages],
     });
     return defaultStream(model, context, options);
   };
   let root: Conversation | undefined;
   let summaries = 0;
+  // Read at every resolution: the stream options change with the thinking level below.
+  const settings = {
+    compaction: { keepRecentTokens: 1, reserveTokens: 1000 },
+    retry: { baseDelayMs: 1 },
+    stream: { timeoutMs: 1111 },
+  };
   const { h, root: r } = await open(
     async (req) => {
       if (req.systemPrompt !== SUMMARY_SYSTEM_PROMPT) return fauxAssistantMessage("ok");
@@ -31,14 +39,12 @@ test("the summary request carries the pinned thinking level as reasoning across 
       if (summaries === 1) {
         // The conversation's level changes while the first attempt is out; it then fails retryably.
         await root!.configure({ thinkingLevel: "low" });
+        settings.stream = { timeoutMs: 2222 };
         return fauxError("503 overloaded");
       }
       return fauxAssistantMessage(`SUMMARY ${summaries}`);
     },
-    {
-      stream,
-      settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 }, retry: { baseDelayMs: 1 } },
-    },
+    { stream, settings },
   );
   root = r;
   await root.configure({ thinkingLevel: "high" });
@@ -51,9 +57,11 @@ test("the summary request carries the pinned thinking level as reasoning across 
   expect(first).toHaveLength(2);
   // Both attempts carry the level pinned at select, not the one configured during the first.
   expect(first.map((s) => s.reasoning)).toEqual(["high", "high"]);
-  // The conversation's own next request does follow the change.
+  // So do the stream options: pinned at select, not the settings changed during the first attempt.
+  expect(first.map((s) => s.timeoutMs)).toEqual([1111, 1111]);
+  // The conversation's own next request does follow both changes.
   await (await root.submit({ type: "input", content: "four" })).wait();
-  expect(sent.at(-1)).toMatchObject({ summary: false, reasoning: "low" });
+  expect(sent.at(-1)).toMatchObject({ summary: false, reasoning: "low", timeoutMs: 2222 });
 
   // One user message: the serialized text in <conversation> tags, then the prompt, and no focus.
   expect(first[1]!.messages.map((m) => m.role)).toEqual(["user"]);

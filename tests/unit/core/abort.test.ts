@@ -294,6 +294,61 @@ describe("an abort mark is durable", () => {
     await engineStillRuns(h2);
     await h2.close();
   });
+
+  test("a marked task still waiting for its owned work at a restart keeps its mark: once that work ends it runs its abort handler, not its phase", async () => {
+    const childAbortStarted = deferred();
+    const log: string[] = [];
+    const makeChild = (holdAbort: boolean) =>
+      single("held-child", async (_t, _r, signal) => untilAborted(signal), {
+        abort: async (_t, runtime) => {
+          log.push("child-abort");
+          if (holdAbort) {
+            childAbortStarted.resolve();
+            await new Promise(() => undefined);
+          }
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        },
+      });
+    const makeParent = (child: ReturnType<typeof makeChild>) =>
+      single(
+        "marked-parent",
+        async (t, runtime, signal) => {
+          log.push("phase");
+          await runtime.commit((tx) => {
+            tx.createTask(child, null, { ownership: { kind: "task", taskId: t.id } });
+            return undefined;
+          });
+          await untilAborted(signal);
+        },
+        {
+          abort: async (_t, runtime) => {
+            log.push("abort");
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "aborted", reason: "cleaned" },
+            }));
+          },
+        },
+      );
+    const store = await memoryStore();
+    const heldChild = makeChild(true);
+    const h = await Harness.open(store, { tasks: [heldChild] });
+    const id = await h.createTask(makeParent(heldChild), null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 2, { what: "the parent and its child running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    // The child's abort handler is out, so the parent's abort has not started when the image is taken.
+    await childAbortStarted.promise;
+    const image = store.image();
+    log.length = 0;
+
+    const child = makeChild(false);
+    const h2 = await Harness.open(await memoryStore(image), { tasks: [child, makeParent(child)] });
+    expect(outcome(await done(h2, id))).toEqual({ status: "aborted", reason: "cleaned" });
+    expect((await h2.getTask(id))?.abortRequested).toBe(true);
+    expect(log).toEqual(["child-abort", "abort"]);
+    await engineStillRuns(h2);
+    await h2.close();
+  });
 });
 
 describe("what an abort handler may do (spec §5.5, abort order)", () => {

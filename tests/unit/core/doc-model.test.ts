@@ -359,6 +359,26 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
     expect(await bare.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
   });
 
+  test("a fork copies an asOf document as of its entry even when the parent retired it since, and leaves out one first written after the entry", async () => {
+    const h = await open(await memoryStore(), { forks: { asOf: ["hist", "later"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      return note(tx, 1, "1");
+    });
+    await h.transaction((tx) => {
+      tx.retireDoc(1, "hist");
+      tx.writeDoc(1, "later", { n: 2 });
+      return note(tx, 1, "2");
+    });
+    expect(await h.doc(1, "hist")).toBeUndefined();
+    const fork = await h.transaction(
+      (tx) => tx.forkConversation(1, e1, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await h.doc(fork, "hist")).toEqual({ n: 1 });
+    expect(await h.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    expect(await h.doc(fork, "later")).toBeUndefined();
+  });
+
   test("code that names a document with other rules than its record's changes nothing of it: the record wins for its history, snapshotAsOf and forks; the option decides only a new incarnation's rules", async () => {
     const store = await memoryStore();
     const h = await open(store, { forks: { asOf: ["hist"] } });

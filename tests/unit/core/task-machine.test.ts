@@ -771,6 +771,26 @@ describe("transactions", () => {
 });
 
 describe("commits a handler may not make", () => {
+  test("a phase may commit any of the five outcomes (completed, failed, aborted, orphaned, faulted) as its task's", async () => {
+    const h = await Harness.open(await memoryStore());
+    const outcomes = [
+      { status: "completed", result: 1 },
+      { status: "failed", error: { message: "no" } },
+      { status: "aborted", reason: "gave up" },
+      { status: "orphaned", reason: "its input is gone" },
+      { status: "faulted", error: { message: "broken" } },
+    ] as const;
+    for (const [i, committed] of outcomes.entries()) {
+      const def = single(`outcome-${i}`, async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: committed }));
+      });
+      const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+      expect((await done(h, id)).state).toEqual({ status: "terminal", outcome: committed });
+    }
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("an abort handler may not wait, and no handler may commit an unknown outcome", async () => {
     const caught: unknown[] = [];
     const stubborn = single(

@@ -189,9 +189,15 @@ test("a view mounted while commits land takes its entries and documents from one
   const frames: Frame<ConversationView>[] = [];
   watch.start((frame) => void frames.push(frame));
   consistent(watch.value);
+  const from = (watch.value.docs["app.counter"] as { i: number } | undefined)?.i ?? 0;
   await commits;
   await expect.poll(() => (watch.value.docs["app.counter"] as { i: number } | undefined)?.i).toBe(60);
   for (const frame of frames) consistent(frame.value);
+  // Each later commit once, as one frame: its note and its counter together, every seq new.
+  const counters = frames.map((f) => (f.value.docs["app.counter"] as { i: number }).i);
+  expect(counters).toEqual(Array.from({ length: 60 - from }, (_, k) => from + k + 1));
+  for (const frame of frames) expect(frame.ops.map((o) => o.op)).toEqual(["append", "doc"]);
+  expect(new Set(frames.map((f) => f.seq)).size).toBe(frames.length);
   consistent(watch.value);
   await watch.stop();
 });
