@@ -593,6 +593,31 @@ describe("conversations", () => {
     });
   });
 
+  test("configure replaces whole fields: a given object replaces the stored one, never merged into it; null clears; a field given as undefined is left as stored", async () => {
+    // The rule (configure, spec §2.2): a given field replaces, null clears, undefined leaves (break 26H: the
+    // named tests gave no object over a stored object, and never an explicit undefined).
+    const { root } = await open(echo);
+    await root.configure({
+      extensions: { add: ["ext.a"], remove: ["ext.b"] },
+      tools: { remove: ["bash"] },
+      instructions: "Kept.",
+      thinkingLevel: "low",
+    });
+    // A JavaScript caller may give a field as undefined (the TypeScript type leaves such a field out).
+    const change = {
+      extensions: { add: ["ext.c"] },
+      tools: { remove: ["read"] },
+      instructions: undefined,
+      thinkingLevel: null,
+    } as unknown as Parameters<typeof root.configure>[0];
+    await root.configure(change);
+    expect(await root.agentState()).toEqual({
+      extensions: { add: ["ext.c"] },
+      tools: { remove: ["read"] },
+      instructions: "Kept.",
+    });
+  });
+
   test("defineEntry: a typed entry kind drafts its entries and recognises them; pi. kinds are reserved", async () => {
     const bookmark = defineEntry<{ label: string }>("app.bookmark");
     const { h, root } = await open(echo);

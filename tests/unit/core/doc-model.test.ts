@@ -695,6 +695,23 @@ describe("the session surface (spec §3.3, §4)", () => {
     expect(calls).toEqual(["close sealed=true"]);
   });
 
+  test("documentState ends when its document is retired alone, with no new incarnation in that commit: the value is gone and its listeners are told once", async () => {
+    // Break 26H: the test below retires and recreates in one commit, so a state that ended only when
+    // another incarnation's value came, never on a retirement alone, passed it.
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    const state = (await h.documentState(1, "d"))!;
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    await h.transaction((tx) => {
+      tx.retireDoc(1, "d");
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ value: undefined, ended: true }]);
+    expect(state.value).toBeUndefined();
+    await h.close();
+  });
+
   test("documentState is bound to one committed incarnation: it follows that incarnation's commits off the line, ends when it is retired, and is undefined for an absent document", async () => {
     const h = await open(await memoryStore());
     expect(await h.documentState(1, "d")).toBeUndefined();

@@ -884,7 +884,12 @@ describe("commits a handler may not make", () => {
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ok" });
     expect(hooked).toEqual(["probe"]);
     // Every operation: commits, reads, memos (both forms), waits, outcomes and hook dispatch.
-    await expect(kept!.commit(() => complete("again"))).rejects.toBeInstanceOf(CommitRefused);
+    // Refused because the invocation ended (break 26H: with the commit's two ended-invocation checks
+    // gone, the commit was still refused, as not_running since the task is terminal, and this passed).
+    await expect(kept!.commit(() => complete("again"))).rejects.toMatchObject({
+      name: "CommitRefused",
+      reason: "invocation_ended",
+    });
     await expect(kept!.getTask(id)).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.outcomes([id])).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.memo("late", 1)).rejects.toBeInstanceOf(CommitRefused);
