@@ -147,7 +147,8 @@ export class TxImpl implements Tx {
     if (Object.hasOwn(draft, SPILL_KEY))
       throw new InvalidTransition(`an entry draft may not carry the key ${SPILL_KEY}: it is reserved`);
     if (draft.edits !== undefined) checkEdits(draft.edits, o.nextEntryId);
-    const head = draft.head as unknown;
+    // `head: "self"` (spec §2: an EntryDraft's head) names the entry being appended.
+    const head = (draft.head === "self" ? o.nextEntryId : draft.head) as unknown;
     if (
       head !== undefined &&
       !(Number.isInteger(head) && (head as number) >= 1 && (head as number) <= o.nextEntryId)
@@ -155,8 +156,10 @@ export class TxImpl implements Tx {
       throw new InvalidTransition(
         `an entry's head must name it or an earlier entry, not ${JSON.stringify(head)}`,
       );
+    const { head: _drafted, ...rest } = draft;
     const entry: EntryRecord = {
-      ...draft,
+      ...rest,
+      ...(head !== undefined ? { head: head as EntryId } : {}),
       id: o.nextEntryId++,
       conversationId,
       ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),

@@ -118,7 +118,10 @@ export interface EntryRecord {
   readonly timestamp?: number;
 }
 
-export type EntryDraft = Omit<EntryRecord, "id" | "conversationId" | "byTaskId">;
+/** What an append takes: `head` may be "self", the id the entry gets (spec §2). */
+export type EntryDraft = Omit<EntryRecord, "id" | "conversationId" | "byTaskId" | "head"> & {
+  readonly head?: EntryId | "self";
+};
 
 export type SubmissionStatus = "queued" | "placed" | "done" | "unanswered";
 

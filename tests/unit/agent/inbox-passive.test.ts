@@ -163,4 +163,18 @@ describe("writes take the ordered passive path", () => {
     const view = await root.viewState();
     expect(view.entries.map((e) => e.kind)).toEqual(["app.at"]);
   });
+
+  test("a transaction may append an entry with head: self (an EntryDraft); its head is its own id", async () => {
+    const { root, h } = await open(() => fauxAssistantMessage("ok"));
+    await (await root.submit({ type: "input", content: "before" })).wait();
+    const appended = await h.transaction((tx) => {
+      tx.appendEntry(root.id, { kind: "app.note" });
+      return tx.appendEntry(root.id, { kind: "app.restart", head: "self" });
+    });
+    expect(appended.head).toBe(appended.id);
+    const entry = (await root.entries()).find((e) => e.kind === "app.restart")!;
+    expect(entry.head).toBe(entry.id);
+    // The active range starts over at it: neither the earlier turn nor the note before it shows.
+    expect((await root.viewState()).entries.map((e) => e.kind)).toEqual(["app.restart"]);
+  });
 });

@@ -377,6 +377,12 @@ describe("the task runtime", () => {
     expect(outcome(final)?.status).toBe("completed");
     expect(final.memos).toBeUndefined();
     expect((await row(store, id))?.["memos"]).toBeNull();
+    // Its one row was replaced: the stored status and end time are the terminal record's.
+    const ended = await store.read((sql) =>
+      sql.get("SELECT count(*) AS n, status, ended_at FROM tasks WHERE id = ?", [id]),
+    );
+    expect(ended).toMatchObject({ n: 1, status: "terminal" });
+    expect(ended?.["ended_at"]).toBe(final.endedAt);
     // The execution checkpoint is gone too (spec §5.3): the terminal state is the outcome alone,
     // in memory, in the stored row, and for a wait asked after the end.
     const terminal = { status: "terminal", outcome: { status: "completed", result: "memo done" } };

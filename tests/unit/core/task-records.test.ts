@@ -15,7 +15,7 @@ import {
   type Tx,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { complete, done, engineStillRuns, type Go, outcome, parked, single } from "./fixtures.ts";
+import { complete, done, engineStillRuns, type Go, outcome, parked, row, single } from "./fixtures.ts";
 
 test("startedAt is stamped on the harness clock at the first move to running and kept through a wait; endedAt at terminal", async () => {
   let clock = 1000;
@@ -35,7 +35,8 @@ test("startedAt is stamped on the harness clock at the first move to running and
     },
     abort: async () => undefined,
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [parent, child], now: () => clock });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [parent, child], now: () => clock });
   const status = new Map<TaskId, string>();
   h.subscribe((change) => {
     for (const t of change.tasks) status.set(t.id, t.state.status);
@@ -46,6 +47,8 @@ test("startedAt is stamped on the harness clock at the first move to running and
   });
   const waiting = await h.getTask(id);
   expect(waiting?.state.status).toBe("waiting");
+  // A live transition replaces the task's one row: its stored status is the record's.
+  expect((await row(store, id))?.["status"]).toBe("waiting");
   expect(waiting?.startedAt).toBe(1000);
   expect(waiting?.endedAt).toBeUndefined();
   clock = 2000;
