@@ -156,10 +156,9 @@ export class TxImpl implements Tx {
       throw new InvalidTransition(
         `an entry's head must name it or an earlier entry, not ${JSON.stringify(head)}`,
       );
-    const { head: _drafted, ...rest } = draft;
     const entry: EntryRecord = {
-      ...rest,
-      ...(head !== undefined ? { head: head as EntryId } : {}),
+      ...(draft as Omit<EntryDraft, "head">),
+      ...(draft.head === "self" ? { head: head as EntryId } : {}),
       id: o.nextEntryId++,
       conversationId,
       ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),
