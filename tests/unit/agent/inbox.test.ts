@@ -775,6 +775,27 @@ describe("submission records", () => {
     expect(await again.submission(settled.id + 100)).toBeUndefined();
   });
 
+  test("Harness.submission() finds an input placed before close and still in flight at the reopen; its wait settles with the answer", async () => {
+    const hold = deferred();
+    const { h, root, store, faux } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const sub = await root.submit({ type: "input", content: "one" });
+    expect((await sub.record())?.status).toBe("placed");
+    await h.close();
+    hold.resolve();
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    const found = await again.submission(sub.id);
+    expect(found?.conversationId).toBe(root.id);
+    expect(await found!.record()).toMatchObject({ id: sub.id, type: "input" });
+    expect((await found!.wait()).status).toBe("done");
+  });
+
   test("cancelling Submission.wait() cancels only that wait: the input is still answered", async () => {
     const hold = deferred();
     const { root } = await open(async (req, n) => {

@@ -269,6 +269,11 @@ describe("scopes (spec §3.1-3.2)", () => {
     const s = await again.createTask(scribble, null, { ownership: { kind: "conversation" } });
     await done(again, s);
     expect(await again.doc(taskScope(s), "scratch")).toBeUndefined();
+    // Current-only (spec §3.1): a task document's writes and retirements keep no history.
+    const history = await reopened.read((sql) =>
+      sql.get("SELECT count(*) AS n FROM doc_history WHERE name = 'scratch'"),
+    );
+    expect(history?.["n"]).toBe(0);
     const rows = await stored(reopened, "scratch");
     expect(rows).toEqual([
       { id: record!.id, scope: "task", createdAt: entry, retiredAt: expect.any(Number) },

@@ -406,6 +406,26 @@ describe("import direction", () => {
     expect(violations(graph, globals, reads)).toEqual([]);
   });
 
+  test("core/ names no built-in agent document or entry kind: the generic mechanism special-cases no model, tool or inbox state", () => {
+    // Every built-in name is `pi.<something>` (worker/agent/records.ts); the core may not test for one.
+    const root = repoRoot();
+    const named: string[] = [];
+    for (const file of sourceFiles(root, "worker/core")) {
+      const source = ts.createSourceFile(
+        file,
+        fs.readFileSync(path.join(root, file), "utf8"),
+        ts.ScriptTarget.Latest,
+      );
+      const visit = (node: ts.Node): void => {
+        if ((ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) && /^pi\./.test(node.text))
+          named.push(`${file}: ${node.text}`);
+        ts.forEachChild(node, visit);
+      };
+      visit(source);
+    }
+    expect(named).toEqual([]);
+  });
+
   describe("each rule reports a violation", () => {
     const withImport = (file: string, to: string, typeOnly = false) => {
       const copy = new Map(graph);
