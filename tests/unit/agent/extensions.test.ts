@@ -144,6 +144,17 @@ describe("the registry", () => {
     expect(invalid(() => createRegistry().install(built!))).toBe("duplicate_tool");
   });
 
+  test("wrapTool() and wrapSection() check nothing: any name or key, built-in or reserved, builds a wrapper naming it", () => {
+    // Break 26J: a wrapSection refusing the reserved or a malformed key passed every test.
+    const wrap = <T>(x: T) => x;
+    for (const key of ["instructions", "Bad Key", "", "s"])
+      expect(wrapSection(key, wrap)).toEqual({ section: key, wrap });
+    for (const name of ["pi.tool", "read", "", "Bad Name"]) {
+      expect(wrapTool(name, wrap)).toEqual({ tool: name, wrap });
+      expect(wrapTool({ name }, wrap)).toEqual({ tool: name, wrap });
+    }
+  });
+
   test("task names are unique within one extension too: two tasks of one name in one extension are a collision, nothing published", () => {
     // Reading 24a: only collisions with a built-in or another installed extension were tried.
     const registry = createRegistry();
