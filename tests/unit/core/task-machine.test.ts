@@ -348,6 +348,38 @@ describe("committed values are frozen", () => {
   });
 });
 
+/**
+ * A task of one phase, `go`, that logs `label:n`, calls `at(n)`, and moves to n + 1 until it
+ * completes with `label` at n = `last` (the replacement tests: which definition ran each step).
+ */
+function countingTask(o: {
+  name: string;
+  label: string;
+  version: number;
+  last: number;
+  log: string[];
+  at: (n: number) => void;
+}) {
+  type Step = { phase: "go"; n: number };
+  return defineTask<null, Step, Json>({
+    name: o.name,
+    version: o.version,
+    initial: () => ({ phase: "go", n: 1 }),
+    phases: {
+      go: async (task, runtime) => {
+        const n = (task.state as { checkpoint: Step }).checkpoint.n;
+        o.log.push(`${o.label}:${n}`);
+        o.at(n);
+        await runtime.commit(() =>
+          n === o.last ? complete(o.label) : { status: "running", checkpoint: { phase: "go", n: n + 1 } },
+        );
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}
+
 describe("the task runtime", () => {
   test("memos: first writer wins; the terminal record drops the memos and the checkpoint, and stays queryable", async () => {
     const stored = deferred();
@@ -625,27 +657,10 @@ describe("the task runtime", () => {
   test("a replacement gone from the registry, then two unfit ones: the task runs on under its definition, each unfit definition reported once", async () => {
     const log: string[] = [];
     const reports: string[] = [];
-    type Step = { phase: "go"; n: number };
     let h!: Harness;
     const at: Record<number, () => void> = {};
     const make = (label: string, version: number) =>
-      defineTask<null, Step, Json>({
-        name: "swap-gone",
-        version,
-        initial: () => ({ phase: "go", n: 1 }),
-        phases: {
-          go: async (task, runtime) => {
-            const n = (task.state as { checkpoint: Step }).checkpoint.n;
-            log.push(`${label}:${n}`);
-            at[n]?.();
-            await runtime.commit(() =>
-              n === 4 ? complete(label) : { status: "running", checkpoint: { phase: "go", n: n + 1 } },
-            );
-          },
-        },
-        abort: async (_t, runtime) =>
-          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-      });
+      countingTask({ name: "swap-gone", label, version, last: 4, log, at: (n) => at[n]?.() });
     const original = make("A", 1);
     at[1] = () => h.registry.unregister("swap-gone");
     at[2] = () => h.registry.register(make("B", 2));
@@ -666,25 +681,15 @@ describe("the task runtime", () => {
     // reservation would then block the task task_too_old) went unseen.
     const log: string[] = [];
     const reports: string[] = [];
-    type Step = { phase: "go"; n: number };
     let h!: Harness;
     const make = (label: string, version: number, onFirst?: () => void) =>
-      defineTask<null, Step, Json>({
+      countingTask({
         name: "swap-older",
+        label,
         version,
-        initial: () => ({ phase: "go", n: 1 }),
-        phases: {
-          go: async (task, runtime) => {
-            const n = (task.state as { checkpoint: Step }).checkpoint.n;
-            log.push(`${label}:${n}`);
-            if (n === 1) onFirst?.();
-            await runtime.commit(() =>
-              n === 3 ? complete(label) : { status: "running", checkpoint: { phase: "go", n: n + 1 } },
-            );
-          },
-        },
-        abort: async (_t, runtime) =>
-          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+        last: 3,
+        log,
+        at: (n) => (n === 1 ? onFirst?.() : undefined),
       });
     const original = make("B", 2, () => h.registry.register(make("A", 1)));
     h = await Harness.open(await memoryStore(), {
