@@ -339,6 +339,8 @@ test("a call to a tool its wrapper dropped gets tool_unavailable and never runs;
       name: "timing",
       wraps: [
         wrapTool("absent", (t) => t),
+        // A section wrapper without a target does nothing either (break 27B: only a tool's was tried).
+        wrapSection("absent-section", (s) => s),
         wrapTool("grep", () => {
           throw new Error("grep wrapper broke");
         }),

@@ -729,11 +729,19 @@ describe("the session surface (spec §3.3, §4)", () => {
     expect(state.value).toEqual({ n: 1 });
     const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
     state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    // A commit observer runs on the line as the commit is adopted; the state's subscriber only later,
+    // off the line (spec §1.7, §3.4; break 27B: told inline, on the line, it passed).
+    const onTheLine: number[] = [];
+    const stop = h.subscribe((change) => {
+      if (change.docs.some((d) => d.name === "d")) onTheLine.push(seen.length);
+    });
     await h.transaction((tx) => {
       tx.writeDoc(1, "d", { n: 2 });
       tx.writeDoc(1, "other", { x: 1 });
       expect(seen).toEqual([]);
     });
+    stop();
+    expect(onTheLine).toEqual([0]);
     await new Promise((r) => setTimeout(r, 0));
     expect(seen).toEqual([{ value: { n: 2 }, ended: false }]);
     await h.transaction((tx) => tx.writeDoc(1, "other", { x: 2 }));

@@ -14,6 +14,7 @@ import {
   OwnerNotLive,
   ROOT_CONVERSATION_ID,
   type TaskId,
+  type Tx,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, done, type Go, outcome, parked, running, single } from "./fixtures.ts";
@@ -230,6 +231,19 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   });
   await expect(markAndCreate).rejects.toThrow(/is abort-marked/);
   await expect(markAndCreate).rejects.toBeInstanceOf(OwnerNotLive);
+  // Created first, marked later in the same commit: still judged on the final candidate, for a task
+  // and for a conversation alike (break 27B: the final check of conversations went unasserted).
+  for (const create of [
+    (tx: Tx) => void tx.createTask(child, null, { ownership: { kind: "task", taskId: marked } }),
+    (tx: Tx) => void tx.createConversation({ kind: "task", taskId: marked }),
+  ]) {
+    const createThenMark = internals(h).session.commit((tx, overlay) => {
+      create(tx);
+      overlay.setTask({ ...overlay.task(marked)!, abortRequested: true });
+    });
+    await expect(createThenMark).rejects.toThrow(/is abort-marked/);
+    await expect(createThenMark).rejects.toBeInstanceOf(OwnerNotLive);
+  }
   await h.abortTask(marked);
   for (const m of await attempt(marked)) expect(m).toMatch(/^OwnerNotLive: .*(is abort-marked|is terminal)/);
   // A missing owner is refused the same way, for both kinds.

@@ -741,6 +741,23 @@ describe("transactions", () => {
       ["patchDoc", (tx) => tx.patchDoc(1, "kept", [{ path: ["x"], set: 2 }])],
       ["retireDoc", (tx) => tx.retireDoc(1, "kept")],
       ["createConversation", (tx) => tx.createConversation({ kind: "ownerless" })],
+      // The rest of Tx too (break 27B: a late createSubmission went unrefused and unnoticed).
+      ["forkConversation", (tx) => tx.forkConversation(1, 1, { ownership: { kind: "ownerless" } })],
+      ["ownedConversations", (tx) => tx.ownedConversations(1 as TaskId)],
+      ["appendedEntries", (tx) => tx.appendedEntries(1)],
+      ["submission", (tx) => tx.submission(1)],
+      ["submissionByRequest", (tx) => tx.submissionByRequest(1, "r")],
+      [
+        "createSubmission",
+        (tx) => tx.createSubmission({ conversationId: 1, type: "write", status: "queued" } as never),
+      ],
+      [
+        "updateSubmission",
+        (tx) => tx.updateSubmission({ id: 1, conversationId: 1, type: "write", status: "queued" } as never),
+      ],
+      ["writeDoc", (tx) => tx.writeDoc(1, "kept", { x: 3 })],
+      ["docRecord", (tx) => tx.docRecord(1, "kept")],
+      ["activeHead", (tx) => tx.activeHead(1)],
     ];
     for (const tx of ended)
       for (const [name, operation] of operations)

@@ -68,6 +68,12 @@ describe("versioned task definitions from extensions", () => {
       result: { ran: 2, input: { migrated: { v1: "data" }, from: 1 } },
     });
     expect((await row(image, ids[0]!))?.["version"]).toBe(2);
+    // The migrated input is stored with the new version (spec §5.4: the migrated record and running
+    // commit atomically), so a later reopen never runs version 2 on the version-1 input (break 27B).
+    expect(JSON.parse(String((await row(image, ids[0]!))?.["input"]))).toEqual({
+      migrated: { v1: "data" },
+      from: 1,
+    });
   });
 
   test("a stored task's migration runs once when it resumes: the drain plans once, in its commit's draft", async () => {
