@@ -387,10 +387,14 @@ describe("grouping and old records", () => {
     await h.close();
 
     const h2 = await Harness.open(await memoryStore(image), { tasks: [ping] });
-    const id = await h2.createTask(joiner("joiner", { result: (o) => o?.status ?? "none" }), old, {
+    // The terminal record is the durable receipt (spec §5.3): its outcome, value included.
+    const id = await h2.createTask(joiner("joiner", { result: (o) => (o ?? null) as Json }), old, {
       ownership: { kind: "conversation" },
     });
-    expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
+    expect(outcome(await done(h2, id))).toEqual({
+      status: "completed",
+      result: { status: "completed", result: "pong" },
+    });
     await engineStillRuns(h2);
     await h2.close();
   });
