@@ -652,6 +652,38 @@ const documentsAndConversations: Scenario = {
       (tx) => tx.createSubmission({ type: "input", conversationId: c, requestId: "r1", status: "queued" }).id,
     );
     const fork = await h.forkRecord(c, at, { ownership: { kind: "ownerless" } });
+    // A settled submission: its later status is stored too, not only its creation.
+    await h.transaction((tx) =>
+      tx.updateSubmission({ ...tx.submission(sub)!, status: "unanswered", reason: "withdrawn" } as never),
+    );
+    // A task's records: its memo, a conversation it owns, an entry it wrote, and a document created
+    // with rules of its own (a rewindable history, kept in the document's record).
+    const wrote = deferred<number>();
+    const keeper = defineTask<Json, Go, Json>({
+      name: "keeper",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime, signal) => {
+          await runtime.memo("k", "kept");
+          await runtime.commit((tx) => {
+            const o = tx.createConversation({ kind: "task", taskId: task.id });
+            tx.appendEntry(o.id, { kind: "note", data: "by the task" });
+            tx.writeDoc(o.id, "app.rules", { n: 1 }, 1, { history: "rewindable", fork: "current" });
+            return undefined;
+          });
+          wrote.resolve(h.conversationRecords().find((r) => r.owner?.taskId === task.id)!.id);
+          await untilAborted(signal);
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const keeperId = await h.createTask(keeper, null, conversationOwned);
+    const owned = await wrote.promise;
+    const keeperBefore = await h.getTask(keeperId);
+    const ownedEntriesBefore = await h.entries(owned);
+    const rulesBefore = await h.docRecord(owned, "app.rules");
     const doomed = await h.transaction((tx) => {
       const d = tx.createConversation({ kind: "ownerless" });
       tx.appendEntry(d.id, { kind: "note", data: "gone" });
@@ -680,6 +712,19 @@ const documentsAndConversations: Scenario = {
     equal(await h2.entries(c), entriesBefore, "entries after a reopen");
     equal(await h2.submissionRecord(sub), subBefore, "the submission after a reopen");
     assert(subBefore?.requestId === "r1", "the submission as created");
+    assert(subBefore?.status === "unanswered", "the submission as settled");
+    // The task's records (spec §11.2): its owner pair and memo, its entry's author, its document's rules.
+    assert((await h2.loadConversation(owned))?.owner?.taskId === keeperId, "the owned conversation's owner");
+    const keeperAfter = await h2.getTask(keeperId);
+    equal(keeperAfter?.memos, { k: "kept" }, "the task's memo after a reopen");
+    equal(keeperAfter?.memos, keeperBefore?.memos, "the task's memos as stored");
+    equal(await h2.entries(owned), ownedEntriesBefore, "the task's entry after a reopen");
+    assert(ownedEntriesBefore[0]?.byTaskId === keeperId, "the entry as written by the task");
+    equal(await h2.docRecord(owned, "app.rules"), rulesBefore, "the document record after a reopen");
+    assert(
+      rulesBefore !== undefined && "history" in rulesBefore && rulesBefore.history === "rewindable",
+      "the document record as created",
+    );
     equal((await h2.loadConversation(fork.id))?.parent, { conversationId: c, at }, "the fork's parent");
     assert((await h2.loadConversation(doomed)) === undefined, "the deleted conversation stays deleted");
     const next = await h2.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);

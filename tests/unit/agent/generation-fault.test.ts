@@ -116,6 +116,43 @@ test("a faulted tool task writes no result entry; the run continues and the mode
   expect(liveOf(h)).toEqual({});
 });
 
+test("an abort-marked tool task the scheduler orphans at open (its definition cannot take it) has its slot done in the orphaning commit; the run continues", async () => {
+  const gate = gatedTool("hold");
+  const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [gate.tool] });
+  const input = await first.root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  // The committed image while the tool runs, marked for abort and too new for the next engine's
+  // definition: the scheduler, not abortTask, writes the orphaned outcome (spec §5.4).
+  const store = await memoryStore(first.store.image());
+  const [stored] = await first.h.tasks({ kind: "pi.tool" });
+  await store.commit((sql) =>
+    sql.run("UPDATE tasks SET version = 99, abort_requested = 1 WHERE id = ?", [stored!.id]),
+  );
+  const { h, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    store,
+    tools: [gatedTool("hold").tool],
+    paused: true,
+  });
+  const slotAtEnd: unknown[] = [];
+  h.subscribe((change) => {
+    const ended = change.tasks.find((t) => t.id === stored!.id && t.state.status === "terminal");
+    const doc = change.docs.find((d) => d.name === "pi.live");
+    if (ended)
+      slotAtEnd.push((doc?.value as LiveState | undefined)?.tools?.find((t) => t.taskId === ended.id));
+  });
+  h.resume();
+  expect((await h.waitForTask(stored!.id)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(slotAtEnd).toHaveLength(1);
+  expect(slotAtEnd[0]).toMatchObject({ callId: "c1", status: "done" });
+  expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
+  const result = faux.requests.at(-1)!.messages.find((m) => m.role === "toolResult");
+  expect(result).toMatchObject({ toolCallId: "c1", isError: true });
+  expect(liveOf(h)).toEqual({});
+});
+
 test("an orphaned tool task (aborted while its definition cannot take it) leaves its slot done without an entry; the run continues with a synthesized error result", async () => {
   const gate = gatedTool("hold");
   const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [gate.tool] });

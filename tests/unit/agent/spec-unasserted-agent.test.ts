@@ -139,10 +139,12 @@ describe("tool tasks end with { entryId } (spec §8.4)", () => {
     });
     for (const id of ["c-strict", "c-guarded"])
       expect(ended.get(id)?.result?.entryId, id).toBe(entryOf.get(id));
-    // Aborted mid-call: the abort handler's result entry is in the outcome too.
+    // Aborted mid-call: the abort handler's result entry is in the outcome too, also when onAbort
+    // hooks shape that result (a path of its own in the handler).
     const hold = gatedTool();
     const other = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c-hold" })), {
       tools: [hold.tool],
+      hooks: { onAbort: [() => undefined] },
     });
     await other.root.submit({ type: "input", content: "go" });
     await hold.started.promise;

@@ -206,6 +206,7 @@ test("details() replaces the running details with a complete value and resolves 
     superseded?: Promise<void>;
     supersededSettled: boolean;
     notJson?: unknown;
+    notJsonDate?: unknown;
   } = { settled: false, supersededSettled: false };
   const ctx: { h?: Awaited<ReturnType<typeof open>>["h"] } = {};
   const slotDetails = () => liveOf(ctx.h!).tools?.find((s) => s.name === "probe")?.details ?? null;
@@ -221,6 +222,11 @@ test("details() replaces the running details with a complete value and resolves 
     state.pending = api.details({ step: 2 }).then(() => {
       state.settled = true;
     });
+    // A value structured cloning would take is still refused: details are strict JSON.
+    state.notJsonDate = await api.details({ when: new Date(0) } as never).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     state.notJson = await api.details({ bad: () => 1 } as never).then(
       () => undefined,
       (error: unknown) => error,
@@ -241,6 +247,7 @@ test("details() replaces the running details with a complete value and resolves 
   await until(() => state.notJson !== undefined);
   expect(running).toEqual([{ step: 1, files: ["a.txt"] }]);
   expect(state.notJson).toBeInstanceOf(Error);
+  expect(state.notJsonDate).toBeInstanceOf(Error);
   // Not stored yet, so not resolved yet; and nothing went to the model while the call runs.
   expect(slotDetails()).toEqual({ step: 1, files: ["a.txt"] });
   expect(state.settled).toBe(false);

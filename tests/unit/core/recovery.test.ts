@@ -387,10 +387,14 @@ describe("grouping and old records", () => {
     await h.close();
 
     const h2 = await Harness.open(await memoryStore(image), { tasks: [ping] });
-    const id = await h2.createTask(joiner("joiner", { result: (o) => o?.status ?? "none" }), old, {
+    // The terminal record is the durable receipt (spec §5.3): its outcome, value included.
+    const id = await h2.createTask(joiner("joiner", { result: (o) => (o ?? null) as Json }), old, {
       ownership: { kind: "conversation" },
     });
-    expect(outcome(await done(h2, id))).toEqual({ status: "completed", result: "completed" });
+    expect(outcome(await done(h2, id))).toEqual({
+      status: "completed",
+      result: { status: "completed", result: "pong" },
+    });
     await engineStillRuns(h2);
     await h2.close();
   });
@@ -576,7 +580,14 @@ describe("a waiting task without its definition", () => {
     const { image, otherId, waiterId } = await waiterOnOther(other);
     const h = await Harness.open(image, { tasks: [other] });
     await until(() => running(h) === 1, { what: "other running again" });
+    // At once: the marking commit itself writes the orphaned outcome (no later commit of the scheduler).
+    const writes: string[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.id === waiterId) writes.push(`${t.abortRequested} ${t.state.status}`);
+    });
     expect(await h.abortTask(waiterId)).toBe("marked");
+    expect(writes).toEqual(["true terminal"]);
     expect(outcome(await h.getTask(waiterId))).toEqual({ status: "orphaned", reason: "missing_task" });
     const still = await h.getTask(otherId);
     expect(still?.state.status).toBe("running");
@@ -707,7 +718,13 @@ describe("a waiting task whose definition is unregistered while it waits", () =>
 
   test("aborted, it is orphaned at once; the task it waits on runs on", async () => {
     const { h, otherId, waiterId } = await waiting(parked("rt-other"));
+    const writes: string[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.id === waiterId) writes.push(`${t.abortRequested} ${t.state.status}`);
+    });
     expect(await h.abortTask(waiterId)).toBe("marked");
+    expect(writes).toEqual(["true terminal"]);
     expect(outcome(await h.getTask(waiterId))).toEqual({ status: "orphaned", reason: "missing_task" });
     const still = await h.getTask(otherId);
     expect(still?.state.status).toBe("running");

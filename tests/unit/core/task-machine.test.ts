@@ -784,6 +784,12 @@ describe("transactions", () => {
         tx.createTask(ping, null, { ownership: { kind: "task", taskId: live }, background: true }),
       ),
     ).rejects.toBeInstanceOf(InvalidTransition);
+    // A conversation-owned task may be background, and its record says so (spec §5.1).
+    const background = await h.createTask(ping, null, {
+      ownership: { kind: "conversation" },
+      background: true,
+    });
+    expect((await h.getTask(background))?.background).toBe(true);
 
     const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
     await until(() => running(h) === 2, { what: "both running" });

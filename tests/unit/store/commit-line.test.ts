@@ -242,7 +242,7 @@ test("reads in a transaction see its own table and document writes, and more tab
   const h = await Harness.open(await memoryStore());
   const idle = single("idle", async () => undefined);
   h.registry.register(idle);
-  await h.transaction((tx) => {
+  const made = await h.transaction((tx) => {
     const c = tx.createConversation({ kind: "ownerless" });
     expect(tx.conversation(c.id)).toEqual(c);
     // An inert record (spec §3.3), not an operational handle: plain JSON data, nothing to call.
@@ -263,6 +263,13 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.submissionByRequest(1, "r1")).toBeUndefined(); // keyed by conversation too
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
+    return { conversationId: c.id, entryId: e.id };
+  });
+  // A fork is a creation too: it returns the child's record (spec §3.7).
+  await h.transaction((tx) => {
+    const f = tx.forkConversation(made.conversationId, made.entryId, { ownership: { kind: "ownerless" } });
+    expect(f).toMatchObject({ parent: { conversationId: made.conversationId, at: made.entryId } });
+    expect(tx.conversation(f.id)).toEqual(f);
   });
   await h.close();
 });
