@@ -208,6 +208,40 @@ test("an orphaned compaction's status is removed in the commit that orphans it",
   expect((await root.entries()).length).toBe(before);
 });
 
+test("a compaction the scheduler orphans (marked by Conversation.abort(), settled at its reservation) has its status removed in the commit that orphans it", async () => {
+  // Spec §5.4: the orphaning commit runs the kind's cleanup whichever path orphans it. The test
+  // above orphans in abortTask's marking commit; here the mark comes from Conversation.abort() and
+  // the scheduler writes the outcome when it would reserve the abort invocation.
+  const gate = deferred();
+  const first = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(first.root, 3);
+  const taskId = await first.root.compact();
+  await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
+  const store = await memoryStore(first.store.image());
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [taskId]));
+  const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
+  expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
+  const orphaning: unknown[] = [];
+  h.subscribe((change) => {
+    if (change.tasks.some((t) => t.id === taskId && t.state.status === "terminal"))
+      orphaning.push(change.docs.find((d) => d.name === "pi.live")?.value ?? "pi.live not written");
+  });
+  await root.abort();
+  expect((await h.getTask(taskId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(orphaning).toEqual([{}]);
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+});
+
 test.each([
   ["a length stop", () => fauxAssistantMessage("SUMMA", { stopReason: "length" }), "length"],
   ["an empty text", () => fauxAssistantMessage("   "), "empty summary"],

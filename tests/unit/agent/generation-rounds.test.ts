@@ -55,6 +55,8 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   expect(first?.state).toMatchObject({ status: "waiting", policy: "allSettled" });
   expect(liveOf(h).run?.taskId).toBe(first?.id);
   expect(liveOf(h).generation).toBeUndefined();
+  // `run` defines busy (spec §6), not a generation's streaming state: none is there while the round runs.
+  expect(root.busy).toBe(true);
   expect(liveOf(h).tools?.map((s) => [s.callId, s.taskId])).toEqual(
     tools().map((t, i) => [`c${i + 1}`, t.id]),
   );
@@ -83,6 +85,7 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
   });
   expect(await input.record()).toMatchObject({ status: "done", answer: final!.id });
   expect(liveOf(h)).toEqual({});
+  expect(root.busy).toBe(false);
   expect(toolsAtRequest).toEqual([undefined, undefined]);
   expect(runAtRequest).toEqual([
     { taskId: first!.id, inputs: [input.id] },

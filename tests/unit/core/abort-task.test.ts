@@ -106,7 +106,7 @@ const evolving = (version: number, migrate?: () => never) =>
     ...(migrate ? { migrate } : {}),
   });
 
-test.each([
+const blockedCases = [
   ["missing_task", 1, [] as TaskDefinition<Json, Go, Json>[]],
   ["task_too_old", 2, [evolving(1)]],
   [
@@ -118,7 +118,9 @@ test.each([
       }),
     ],
   ],
-] as const)(
+] as const;
+
+test.each(blockedCases)(
   "an aborted blocked task is orphaned with its blocked reason: %s",
   async (reason, stored, tasks) => {
     const { image, ids } = await storeWith([parked("evolving", stored)]);
@@ -126,6 +128,23 @@ test.each([
     await until(() => blocked(h).length === 1, { what: "blocked" });
     expect(blocked(h)[0]?.reason).toBe(reason);
     expect(await h.abortTask(ids[0]!)).toBe("marked");
+    expect((await h.getTask(ids[0]!))?.state).toEqual({
+      status: "terminal",
+      outcome: { status: "orphaned", reason },
+    });
+    await h.close();
+  },
+);
+
+test.each(blockedCases)(
+  "a blocked task the scheduler orphans (marked by a conversation abort, settled at its reservation) carries its blocked reason too: %s",
+  async (reason, stored, tasks) => {
+    // Spec §5.4: the marking commit settles a blocked task only for abortTask; a conversation abort
+    // only marks it, and the scheduler orphans it when it would reserve the abort invocation.
+    const { image, ids } = await storeWith([parked("evolving", stored)]);
+    const h = await Harness.open(image, { tasks: [...tasks], onReport: () => undefined });
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    await h.abortConversation(1);
     expect((await h.getTask(ids[0]!))?.state).toEqual({
       status: "terminal",
       outcome: { status: "orphaned", reason },

@@ -60,6 +60,9 @@ test("a cancelled close wait leaves the shutdown going: with no later close() th
   // spec §2.2: "Cancelling a close() call cancels only that wait; shutdown continues, and every later
   // close() awaits the same shutdown."
   const { h, store, release, state } = await cancelledCloseOverStubbornTask();
+  // While the shutdown runs, inspect() reports it (spec §2.2 HarnessInspection.scheduling).
+  expect(store.closed).toBe(false);
+  expect(h.inspect().scheduling).toBe("closing");
   release.resolve();
   // No close() is pending: the shutdown the cancelled call began finishes on its own.
   await until(() => store.closed, { what: "the store closed without another close()" });

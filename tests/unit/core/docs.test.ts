@@ -88,6 +88,19 @@ describe("document versions", () => {
     expect(refused).toBeInstanceOf(DocumentVersionError);
     expect(refused).toMatchObject({ code: "document_version", storedVersion: 2, definitionVersion: 1 });
     await expect(again.h.snapshot(v1, 1)).rejects.toThrow(DocumentVersionError);
+    // Also one that has a migrate: a newer stored version is refused, never handed to migrate (spec §3.6).
+    const olderWithMigrate = defineDoc<V1>({
+      name: NAME,
+      version: 1,
+      initial: { items: [] },
+      migrate: () => {
+        throw new Error("migrate is never called for a newer stored version");
+      },
+    });
+    await expect(again.h.transaction((tx) => olderWithMigrate.read(tx, 1))).rejects.toThrow(
+      DocumentVersionError,
+    );
+    await expect(again.h.snapshot(olderWithMigrate, 1)).rejects.toThrow(DocumentVersionError);
     expect(await row(again.store)).toEqual({ version: 2, value: migrated });
   });
 

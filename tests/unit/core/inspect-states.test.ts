@@ -114,6 +114,47 @@ test("an abort-marked task whose run was joined while running waits for its live
   await h.close();
 });
 
+test("an abort-marked owner waits for the live task of a conversation it owns, not only for its children", async () => {
+  // Ordinary owned work (spec §5.5) takes in the tasks of the conversations a task owns.
+  const abortChild = deferred();
+  const child = defineTask<Json, Go, Json>({
+    ...parked("conversation-child"),
+    abort: async (_t, runtime) => {
+      await abortChild.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  let childId: TaskId | undefined;
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "conversation-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          childId = tx.createTask(child, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "owner and the task of its conversation running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(() => h.inspect().tasks.find((t) => t.record.id === childId)?.record.abortRequested === true, {
+    what: "the mark cascaded to the conversation's task",
+  });
+  expect(stateOf(h, id)).toEqual({ kind: "waiting", on: [childId] });
+  abortChild.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  await h.close();
+});
+
 test("a waiting task lists only the live part of its wait", async () => {
   const other = parked("inspect-other");
   const h = await Harness.open(await memoryStore(), { tasks: [ping, other, waitsOnInput] });
