@@ -522,7 +522,11 @@ export class Harness {
     this.#live(signal);
     const result = await this.#session.commit((tx, overlay): AbortResult => {
       const t = overlay.task(id);
-      if (!t) throw new UnknownTask(id);
+      // Only live tasks are in memory after a reopen: a known id without a record there ended earlier.
+      if (!t) {
+        if (overlay.exists(id)) return "terminal";
+        throw new UnknownTask(id);
+      }
       if (t.state.status === "terminal") return "terminal";
       refuseAway(overlay, t.conversationId);
       mark(overlay, id);

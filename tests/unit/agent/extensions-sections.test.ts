@@ -61,6 +61,24 @@ test("sections render in extension order, a later same key in place, tagged by d
   );
 });
 
+test("instructions set after a first request still come last: the next request, prepared in its creating commit, adds them after every section", async () => {
+  // The first request renders in a phase of its own; the next, with the transcript at hand, in the
+  // commit that creates its generation (a second rendering path): both put the instructions last.
+  const { root, faux, ask } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "You help."), section("files", () => "f.txt")],
+    }),
+  ]);
+  await ask("hi");
+  await root.configure({ instructions: "Answer in French." });
+  await ask("again");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<role>\nYou help.\n</role>\n\n<files>\nf.txt\n</files>",
+    "<role>\nYou help.\n</role>\n\n<files>\nf.txt\n</files>\n\n<instructions>\nAnswer in French.\n</instructions>",
+  ]);
+});
+
 test("sections follow the selection's extension order, not install order; a later same key still replaces in place", async () => {
   const { root, faux, ask } = await setup([
     defineExtension({

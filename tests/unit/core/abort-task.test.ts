@@ -222,6 +222,28 @@ test("abortTask on a terminal task returns `terminal` and writes nothing: its re
   await h.close();
 });
 
+test("abortTask on a task that ended under an earlier engine returns `terminal` and writes nothing (its record is not in memory after a reopen)", async () => {
+  // spec §2.2: "Aborting an already terminal task returns `terminal`; an unknown ID rejects." A reopened
+  // engine loads only live tasks, so the terminal one is known by its stored row alone.
+  const quick = single(
+    "quick-then-reopen",
+    async (_t, runtime) => void (await runtime.commit(() => complete("q"))),
+  );
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [quick] });
+  const finished = await first.createTask(quick, null, conversationOwned);
+  const before = await done(first, finished);
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [quick] });
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(...change.tasks));
+  expect(await h.abortTask(finished)).toBe("terminal");
+  await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
+  expect(published).toEqual([]);
+  expect(await h.getTask(finished)).toEqual(before);
+  await h.close();
+});
+
 test("a pending task that never ran reaches its abort handler once marked: its phase never runs (spec §5.4)", async () => {
   const log: string[] = [];
   const task = defineTask<Json, Go, Json>({

@@ -377,6 +377,36 @@ test("Harness.waitForIdle traverses from every ownerless root: work below a fini
   expect((await h.getTask(workerId))?.state.status).toBe("running");
 });
 
+test("Conversation.waitForIdle leaves out ordinary work below a background owner (the owner is the boundary), and waits for the same work below an ordinary finished owner", async () => {
+  // spec §5.4: conversation idle is ordinary traversal from the conversation; it does not cross a
+  // background boundary, which may be an owner above the live task, not the task itself.
+  const idleNow = async (c: { waitForIdle(): Promise<void> }) => {
+    let idle = false;
+    void c.waitForIdle().then(() => {
+      idle = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    return idle;
+  };
+  for (const background of [true, false]) {
+    const worker = parked("worker");
+    const { h, root } = await open(echo, { tasks: [founder, worker] });
+    const founderId = await h.createTask(founder, null, {
+      ownership: { kind: "conversation" },
+      ...(background ? { background: true } : {}),
+    });
+    const owned = ((await h.waitForTask(founderId)).state as { outcome: { result: number } }).outcome.result;
+    const workerId = await h.transaction((tx) =>
+      tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned }),
+    );
+    await until(() => running(h) === 1, { what: "worker running" });
+    expect([background, await idleNow(root)]).toEqual([background, background]);
+    expect((await h.getTask(workerId))?.state.status).toBe("running");
+    await h.abortTask(workerId);
+    expect(await idleNow(root)).toBe(true);
+  }
+});
+
 test("Harness.waitForIdle waits for work under any ownerless conversation, not only the root: it resolves only once that work ended", async () => {
   // spec §5.4: "Harness idle performs the same traversal from every ownerless conversation root".
   const worker = parked("worker");
