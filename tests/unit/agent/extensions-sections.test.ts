@@ -339,6 +339,38 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
 });
 
+test("wrappers apply after every selected extension's tools and sections: an earlier extension's wrapper decorates the tool and section a later one put in place", async () => {
+  const tool = (name: string, text: string) =>
+    defineTool({
+      name,
+      description: text,
+      parameters: Type.Object({}),
+      execute: async () => textResult(text),
+    });
+  const { h, root, faux, ask } = await setup([
+    defineExtension({
+      name: "timing",
+      tools: [tool("bash", "base bash")],
+      sections: [section("role", () => "base role")],
+      wraps: [
+        wrapTool("bash", (t) => ({ ...t, description: `${t.description} (timed)` })),
+        wrapSection("role", (s) => ({
+          ...s,
+          render: async (input, ctx) => `${await s.render(input, ctx)}!`,
+        })),
+      ],
+    }),
+    defineExtension({
+      name: "venv",
+      tools: [tool("bash", "venv bash")],
+      sections: [section("role", () => "venv role")],
+    }),
+  ]);
+  expect((await ask("hi")).status).toBe("done");
+  expect(h.services.agent(root.id).tools.get("bash")?.description).toBe("venv bash (timed)");
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nvenv role!\n</role>");
+});
+
 test("a call to a tool its wrapper dropped gets tool_unavailable and never runs; a wrapper without a target reports nothing", async () => {
   const ran: string[] = [];
   const grep = defineTool({

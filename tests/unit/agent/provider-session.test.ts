@@ -129,6 +129,40 @@ test("the compaction's summary request passes the conversation's session id too"
   expect(sent.filter((s) => !s.summary).every((s) => s.options["cacheRetention"] === "long")).toBe(true);
 });
 
+test("each conversation's requests, its generations' and its compaction summary's, pass that conversation's own session id", async () => {
+  const sent: Array<{ summary: boolean; sessionId: unknown; text: string }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    const first = context.messages.find((m) => m.role === "user");
+    const text = typeof first?.content === "string" ? first.content : JSON.stringify(first?.content ?? "");
+    sent.push({
+      summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
+      sessionId: options.sessionId,
+      text,
+    });
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(echo, {
+    stream,
+    settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } },
+  });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const rootId = await sessionOf(h, root.id);
+  const otherId = await sessionOf(h, other.id);
+  expect(otherId).not.toBe(rootId);
+  await (await root.submit({ type: "input", content: "in the root" })).wait();
+  for (const text of ["elsewhere one", "elsewhere two"])
+    await (await other.submit({ type: "input", content: text })).wait();
+  const taskId = await other.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  const generations = sent.filter((s) => !s.summary);
+  expect(generations.map((s) => [s.text, s.sessionId])).toEqual([
+    ["in the root", rootId],
+    ["elsewhere one", otherId],
+    ["elsewhere one", otherId],
+  ]);
+  expect(sent.filter((s) => s.summary).map((s) => s.sessionId)).toEqual([otherId]);
+});
+
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
   const sent: unknown[] = [];
   // What is committed when the request is sent (a synchronous read of the committed state).

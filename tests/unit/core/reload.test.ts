@@ -71,6 +71,43 @@ test("a tool replaced while one of its calls runs: that call finishes on the old
   expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["v1 result", "v2 result"]);
 });
 
+test("a call running when its tool is replaced keeps the old definition through its result: the new version's tighter output limits do not cut it", async () => {
+  const started = deferred();
+  const release = deferred();
+  const long = Array.from({ length: 20 }, (_, i) => `line ${i}`).join("\n");
+  const v1 = defineTool({
+    name: "work",
+    description: "version 1",
+    parameters: Type.Object({}),
+    async execute() {
+      started.resolve();
+      await release.promise;
+      return textResult(long);
+    },
+  });
+  const v2 = defineTool({
+    name: "work",
+    description: "version 2",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, maxBytes: 20 },
+    execute: async () => textResult(long),
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "worker", tools: [v1] }));
+  const { root } = await open(callWorkEachTurn, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  extensions.install(defineExtension({ name: "worker", tools: [v2] }));
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  const [first, second] = (await toolResults(root)).map((e) => textOf(messageOf(e)));
+  expect(first).toBe(long);
+  // The next call runs the new version, bounded by its limits.
+  expect(second).toMatch(/^line 0\nline 1</);
+  expect(second).not.toContain("line 19");
+});
+
 test("a tool task started after a replacement runs the new code, even for a call the old declaration was offered in", async () => {
   // Reading 24a (spec §7.5: "new phase invocations and tool tasks use the new extension
   // immediately"; §7.1: the tool task resolves the implementation at its own phase): the named test's

@@ -348,6 +348,34 @@ test("a commit that lands while a watch's mount is still reading its snapshot is
   await watch.stop();
 });
 
+test("a commit that lands after a watch's mount has read its snapshot, before the mount is ready, is in a frame exactly once: no gap between snapshot and subscription", async () => {
+  const { h, root } = await open(echo);
+  const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+    value.entries.map((e) => (e.data as { n: number }).n);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  // The mount's snapshot read returns only after a later commit has settled: that commit was not
+  // in the snapshot, so only the subscription made before the read can carry it.
+  const store = internals(h).session.store;
+  const read = store.read.bind(store);
+  let holdNext = true;
+  store.read = (async (work: Parameters<typeof read>[0]) => {
+    const result = await read(work);
+    if (holdNext) {
+      holdNext = false;
+      await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+    }
+    return result;
+  }) as typeof store.read;
+  const watch = await root.watch();
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  const seen: number[][] = [];
+  watch.start((f) => void seen.push(notes(f.value)));
+  await until(() => seen.at(-1)?.at(-1) === 3, { what: "the frame of note 3" });
+  expect(notes(watch.value)).toEqual([1, 2, 3]);
+  expect(seen.at(-1)).toEqual([1, 2, 3]);
+  await watch.stop();
+});
+
 test("one commit that touches the conversation is one frame: its entries appended together, then its documents", async () => {
   const { h, root } = await open(echo);
   const watch = await root.watch();
