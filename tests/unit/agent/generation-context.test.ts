@@ -4,8 +4,8 @@
  */
 import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
-import { deriveContext, type EntryRecord } from "../../../worker/index.ts";
 import { contextView } from "../../../worker/agent/conversation/context.ts";
+import { deriveContext, type EntryRecord } from "../../../worker/index.ts";
 import { textOf } from "./fixtures.ts";
 
 describe("deriveContext", () => {
