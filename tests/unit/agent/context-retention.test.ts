@@ -71,8 +71,16 @@ test("a busy conversation keeps its cached entries however long it runs; retenti
 });
 
 test("without any later change, a timer drops an idle conversation's entries after contextRetentionMs", async () => {
-  const { h, root } = await open(echo, { settings: { contextRetentionMs: 30 } });
+  const { h, root } = await open(echo, { settings: { contextRetentionMs: 400 } });
   expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  await h.waitForIdle();
+  // Still held once idle, and no commit comes before the drop: it is the timer's (break 27E: with no
+  // timer armed, the run's own later commits expired them past a 30 ms retention and the test passed).
+  expect(cached(h)).toBe(true);
+  const commits: unknown[] = [];
+  const stop = h.subscribe((change) => commits.push(change));
   await until(() => !cached(h), { what: "the entries dropped by the timer" });
+  stop();
+  expect(commits).toEqual([]);
   expect((await root.entries()).length).toBeGreaterThan(0);
 });

@@ -422,6 +422,8 @@ test("a section reads committed documents of the conversation it renders for thr
             ? undefined
             : "Read AGENTS.md",
         ),
+        // An absent document reads as undefined, not as an empty value (break 27E: `{}` passed).
+        section("seen", (input) => (input.read("app.where") === undefined ? "nothing stored" : undefined)),
       ],
     }),
   ]);
@@ -437,7 +439,7 @@ test("a section reads committed documents of the conversation it renders for thr
   expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
     "<cwd>\n/repo\n</cwd>\n\n<agents>\nRead AGENTS.md\n</agents>",
     "<cwd>\n/sub\n</cwd>",
-    "<agents>\nRead AGENTS.md\n</agents>",
+    "<agents>\nRead AGENTS.md\n</agents>\n\n<seen>\nnothing stored\n</seen>",
   ]);
 });
 

@@ -4,6 +4,7 @@
  */
 import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
+import { contextView } from "../../../worker/agent/conversation/context.ts";
 import { deriveContext, type EntryRecord } from "../../../worker/index.ts";
 import { textOf } from "./fixtures.ts";
 
@@ -117,6 +118,15 @@ describe("deriveContext", () => {
         edit([{ target: second.id, action: "replace", messages: replacement as never }]),
       ]),
     ).toEqual(["first", "second, shortened", "answer"]);
+    // The raw entries stay: the view still carries the omitted and the replaced entry, unchanged, and
+    // only their contributions change (break 27E: a view dropping omitted entries passed).
+    const omitFirst = edit([{ target: first.id, action: "omit" }]);
+    const replaceSecond = edit([{ target: second.id, action: "replace", messages: replacement as never }]);
+    const raw = structuredClone([first, second, answer]);
+    const view = contextView([first, second, answer, omitFirst, replaceSecond]);
+    expect(view.entries).toEqual([first, second, answer, omitFirst, replaceSecond]);
+    expect(view.contributions.slice(0, 2)).toEqual([[], replacement]);
+    expect([first, second, answer]).toEqual(raw);
     // The newest wins whatever the actions: an omit after a replace omits, a second replace wins.
     const later = [{ role: "user", content: "second, again", timestamp: 1 }];
     expect(

@@ -369,6 +369,21 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
   await until(() => read.length === 3 && stuckSeen.api !== undefined);
   const [pending, unknown, receipt] = read;
   expect(pending!.state.status === "pending" || pending!.state.status === "running").toBe(true);
+  // The committed record as the harness holds it (break 27E: a record with its abort mark flipped
+  // passed): every field but the state, which may have moved on since.
+  const { state: _s, ...committed } = (await h.getTask(receipt!.id))!;
+  const { state: _p, ...read0 } = pending!;
+  expect({ ...read0, startedAt: undefined, endedAt: undefined }).toEqual({
+    ...committed,
+    startedAt: undefined,
+    endedAt: undefined,
+  });
+  expect(pending).toMatchObject({
+    id: receipt!.id,
+    kind: "test.work",
+    input: { n: 1 },
+    abortRequested: false,
+  });
   expect(unknown).toBeUndefined();
   expect(receipt!.state).toEqual({ status: "terminal", outcome: { status: "completed", result: { n: 1 } } });
   await until(() => h.inspect().tasks.some((t) => t.record.kind === "test.forever"));
