@@ -126,6 +126,25 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   expect(faux.requests[1]!.systemPrompt).toContain("Beta notes.");
 });
 
+test("a settings object is never copied: its getters are read at every resolution, and the next resolution sees a change", async () => {
+  // Spec §2.2 HarnessSettings: "Read at every resolution and never copied; getters are fine." The
+  // test above passes a settings function; an object whose fields are getters must be read as live.
+  let mode: "parallel" | "sequential" = "parallel";
+  let reads = 0;
+  const settings = {
+    get toolExecution() {
+      reads++;
+      return mode;
+    },
+  } as AgentSettings;
+  const { h } = await open(echo, { settings });
+  expect(h.services.settings().toolExecution).toBe("parallel");
+  const before = reads;
+  mode = "sequential";
+  expect(h.services.settings().toolExecution).toBe("sequential");
+  expect(reads).toBe(before + 1);
+});
+
 test("no settings resolve to one frozen resolution, read at no cost; given settings are still resolved afresh at each call", () => {
   // Every phase resolves the settings, several times per tool round: with none, nothing is made.
   const none = resolveSettings(undefined);
