@@ -214,6 +214,23 @@ describe("the registry", () => {
     expect(published).toBe(3);
   });
 
+  test("an earlier snapshot keeps its task definitions: a later install's tasks are not in it, an uninstalled one's stay", () => {
+    const registry = createRegistry();
+    const first = single("first-job", async () => {});
+    registry.install({ name: "a", tasks: [first] });
+    const old = registry.snapshot();
+    registry.install({ name: "b", tasks: [single("later-job", async () => {})] });
+    registry.uninstall({ name: "a" });
+    // The snapshot is a value (break 27G: a task table shared by every snapshot passed the test above).
+    expect(old.hasTask("later-job")).toBe(false);
+    expect(old.task("later-job")).toBeUndefined();
+    expect(old.tasks().map((t) => t.name)).toEqual(["first-job"]);
+    expect(old.task("first-job")).toBe(first);
+    const now = registry.snapshot();
+    expect(now.hasTask("first-job")).toBe(false);
+    expect(now.tasks().map((t) => t.name)).toEqual(["later-job"]);
+  });
+
   test("a reinstall replaces every part of the extension at its position, and publishing calls none of its code", () => {
     const called: string[] = [];
     // Every part of an extension that holds code, each noting any call.
