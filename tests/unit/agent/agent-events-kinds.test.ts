@@ -229,6 +229,23 @@ test("usage_changed carries the conversation's pi.usage after each answer", asyn
   expect(usages.at(-1)).toEqual(await h.doc(root.id, DOC.usage));
 });
 
+test("usage_changed and inbox_update follow the stream's own conversation: another conversation's run emits neither", async () => {
+  const { h, root } = await open(echo);
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  // A run there changes its pi.usage and, with a follow-up queued behind it, its pi.inbox.
+  const first = await other.submit({ type: "input", content: "one" });
+  const queued = await other.submit({ type: "input", content: "two" });
+  for (const s of [first, queued]) expect((await s.wait()).status).toBe("done");
+  // A commit of the stream's own conversation after them: once its event is in, theirs would be too.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => ofType(batches, "entry_appended").length === 1, { what: "the note" });
+  expect(ofType(batches, "usage_changed")).toEqual([]);
+  expect(ofType(batches, "inbox_update")).toEqual([]);
+  await stream.stop();
+});
+
 test("inbox_update lists the queued items (submission and mode) as inputs queue and leave", async () => {
   const gate = gatedTool("hold");
   const { h, root } = await open(

@@ -72,11 +72,15 @@ test("preparation appends a pi.system entry only when the instructions change, a
 
 test("prepare's one commit appends the planned pi.system entry and moves to request, pinning the new tail as cutoff and the agent's model and thinking level; a change during the request applies at the next preparation", async () => {
   const hold = deferred();
-  const { h, root, faux } = await open(async (req, n) => {
-    if (n === 1) await hold.promise;
-    return echo(req, n);
-  });
-  await root.configure({ instructions: "be brief", thinkingLevel: "high" });
+  // The host's default model is not the agent's: the pin is the agent's stored model.
+  const { h, root, faux } = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    { defaultModel: { provider: "faux", modelId: "host-default" } },
+  );
+  await root.configure({ instructions: "be brief", thinkingLevel: "high", model: faux.ref });
   const changes: ChangeSet[] = [];
   const stop = h.subscribe((change) => changes.push(change));
   const first = await root.submit({ type: "input", content: "one" });

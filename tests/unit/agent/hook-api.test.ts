@@ -76,12 +76,15 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
     extensions: registry,
   });
   harness = h;
-  await root.configure({ instructions: "Be brief." });
-  await (await root.submit({ type: "input", content: "go" })).wait();
+  // The asking conversation is not the root, which holds another agent: api.doc reads the asker's.
+  await root.configure({ instructions: "Root rule." });
+  const asker = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await asker.configure({ instructions: "Be brief." });
+  await (await asker.submit({ type: "input", content: "go" })).wait();
   const before = seen.find((s) => (s as { hook: string }).hook === "beforeTool") as Record<string, unknown>;
   const after = seen.find((s) => (s as { hook: string }).hook === "afterTool") as Record<string, unknown>;
   expect(before).toMatchObject({
-    conversationId: root.id,
+    conversationId: asker.id,
     agent: { instructions: "Be brief." },
     first: "item",
     again: "item",
@@ -95,9 +98,50 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
     memos: expect.objectContaining({ "observer:first": "item" }),
   });
   expect(seen.filter((s) => (s as { hook: string }).hook === "afterResponse")).toEqual([
-    { hook: "afterResponse", conversationId: root.id },
-    { hook: "afterResponse", conversationId: root.id },
+    { hook: "afterResponse", conversationId: asker.id },
+    { hook: "afterResponse", conversationId: asker.id },
   ]);
+});
+
+test("a hook's ctx.signal is its asking phase's signal: aborting the run while a beforeTool hook waits aborts it", async () => {
+  const seen: string[] = [];
+  let started!: () => void;
+  const waiting = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  const registry = createRegistry();
+  registry.install(defineExtension({ name: "tools", tools: [item] }));
+  registry.install(
+    defineExtension({
+      name: "waiter",
+      hooks: [
+        hook("pi.tool", {
+          // Waits until its signal aborts; gives up after 3 s, which only a signal never aborted reaches.
+          beforeTool: (_call, _api, ctx) =>
+            new Promise<undefined>((resolve) => {
+              const timer = setTimeout(() => {
+                seen.push("never aborted");
+                resolve(undefined);
+              }, 3000);
+              ctx.signal.addEventListener("abort", () => {
+                clearTimeout(timer);
+                seen.push("aborted");
+                resolve(undefined);
+              });
+              started();
+            }),
+        }),
+      ],
+    }),
+  );
+  const { root } = await open(callsThenAnswer(fauxToolCall("item", {}, { id: "c1" })), {
+    extensions: registry,
+  });
+  const submission = await root.submit({ type: "input", content: "go" });
+  await waiting;
+  await root.abort();
+  expect(seen).toEqual(["aborted"]);
+  expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
 });
 
 test("api.snapshotAsOf reads a rewindable document as it was at an entry (spec §7.2: HookApi is a DocumentReader); a document with no history is refused", async () => {

@@ -157,3 +157,52 @@ test("a compaction pinned by a version 1 store ({ provider, id }) sends its summ
   const row = await old.read((sql) => sql.get("SELECT version FROM tasks WHERE id = ?", [taskId]));
   expect(Number(row?.["version"])).toBe(2);
 });
+
+test("open migrates only the built-in documents its recovery touches, through their typed access: a recovered run's version 1 pi.agent", async () => {
+  // Spec §2.2: open does not sweep documents; a recovered task reads pi.agent as any reader does.
+  const store = await memoryStore();
+  const slow = model(() => fauxAssistantMessage("word ".repeat(200)), { tokensPerSecond: 200 });
+  const h = await openOn(store, slow);
+  const root = await h.root();
+  await root.configure({ model: slow.ref, thinkingLevel: "low" });
+  await root.submit({ type: "input", content: "go", requestId: "r" });
+  await until(() => slow.requests.length === 1, { what: "the request in flight" });
+  const image = store.image();
+  await h.close();
+
+  // The stored agent is version 1, and the generation is back at `prepare`, which reads it.
+  const old = await memoryStore(image);
+  await old.commit(async (sql) => {
+    await sql.run(
+      "UPDATE documents SET version = 1, value = ? WHERE conversation_id = 1 AND name = 'pi.agent'",
+      [JSON.stringify({ model: v1Ref(slow), thinkingLevel: "low" })],
+    );
+    const row = await sql.get(
+      "SELECT id, state FROM tasks WHERE kind = 'pi.generation' AND status <> 'terminal'",
+    );
+    const state = JSON.parse(String(row?.["state"])) as Record<string, unknown>;
+    await sql.run("UPDATE tasks SET state = ? WHERE id = ?", [
+      JSON.stringify({ ...state, checkpoint: { phase: "prepare", attempt: 1 } }),
+      Number(row?.["id"]),
+    ]);
+  });
+  expect(await agentRow(old)).toMatchObject({ version: 1 });
+  const faux = model(() => fauxAssistantMessage("resumed"), { id: slow.ref.modelId });
+  const again = await AgentHarness.open(old, {
+    models: faux.models,
+    paused: true,
+    settings: () => ({ retry: { baseDelayMs: 1 } }),
+  });
+  cleanups.push(() => again.close().catch(() => undefined));
+  // Opened, nothing has read it yet: still as stored.
+  expect(await agentRow(old)).toEqual({ version: 1, value: { model: v1Ref(slow), thinkingLevel: "low" } });
+  again.resume();
+  const resent = await (await again.root()).submit({ type: "input", content: "go", requestId: "r" });
+  expect((await resent.wait()).status).toBe("done");
+  // The recovered preparation resolved the migrated model (there is no default one) and stored it.
+  expect(textOf(messageOf((await transcript(await again.root())).at(-1)!))).toBe("resumed");
+  expect(await agentRow(old)).toEqual({
+    version: 2,
+    value: { model: { provider: faux.ref.provider, modelId: faux.ref.modelId }, thinkingLevel: "low" },
+  });
+});
