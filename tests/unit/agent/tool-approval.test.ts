@@ -110,6 +110,17 @@ describe("a call that asks first", () => {
     expect(runs).toEqual(["hi"]);
     const [result] = await toolResults(root);
     expect(textOf(messageOf(result!))).toBe("wrote hi");
+    // The result keeps the wait and the decision beside its diagnostics (a departure from spec §8.1's
+    // "{diagnostics} only", written in tests/NOT-APPLICABLE.md), so they outlive the pi.live slot.
+    const data = result!.data as { diagnostics: unknown[]; approval?: Record<string, unknown> };
+    expect(Object.keys(data).sort()).toEqual(["approval", "diagnostics"]);
+    expect(data.diagnostics).toEqual([]);
+    expect(data.approval).toEqual({
+      waitedSince: slot.approval!.since,
+      decidedAt: expect.any(Number),
+      decision: "approve",
+    });
+    expect(data.approval!.decidedAt as number).toBeGreaterThanOrEqual(slot.approval!.since as number);
     // Once the run ended the call waits for nothing: a late decision writes nothing.
     expect(await h.decideApproval(1, { taskId, decision: "deny", requestId: "r3" })).toEqual({
       status: "not_waiting",
