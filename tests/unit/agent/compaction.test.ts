@@ -235,6 +235,16 @@ describe("the cut", () => {
       assistant(5, "ok"),
     ];
     expect(selectCut(unanswered, 100)).toBe(3);
+    // Also when another user entry, not a result, follows it before the next assistant (break 27I:
+    // a selection refusing every user entry after a call passed, the next assistant ending its scan).
+    const unansweredThenUser = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      user(3, "u".repeat(400)),
+      user(4, "more"),
+      assistant(5, "ok"),
+    ];
+    expect(selectCut(unansweredThenUser, 100)).toBe(3);
   });
 
   test("a tool result and a system entry are never cut points, even when the budget is reached at them", () => {

@@ -81,9 +81,17 @@ test("a head marker restarts the view's entries: the marker, then the kept entri
     root.submit({ type: "write", entry: { kind: "app.note", data: { n }, ...(head ? { head } : {}) } });
   for (let n = 1; n <= 3; n++) await (await write(n)).wait();
   const ids = (await root.entries()).map((e) => e.id);
+  // A mount that is watching when the marker lands drops the entries before its head from its own
+  // entries (break 27I: only a mount loaded after the marker was read).
+  const watch = await root.watch();
+  watch.start(async () => {});
   await (await write(4, ids[1])).wait();
+  const n = (entries: readonly { data?: unknown }[]) => entries.map((e) => (e.data as { n: number }).n);
+  await expect.poll(() => n(watch.value.entries)).toContain(4);
+  expect(n(watch.value.entries)).toEqual([4, 2, 3]);
+  await watch.stop();
   const view = await root.viewState();
-  expect(view.entries.map((e) => (e.data as { n: number }).n)).toEqual([4, 2, 3]);
+  expect(n(view.entries)).toEqual([4, 2, 3]);
   // The raw history keeps every entry.
   expect((await root.entries()).map((e) => (e.data as { n: number }).n)).toEqual([1, 2, 3, 4]);
 });

@@ -45,9 +45,12 @@ describe("deriveContext", () => {
         toolsAdded: ["read"],
       }),
       user("again"),
+      // A message that only adds a tool keeps the tools earlier messages left (break 27I: a tool
+      // change that replaced the whole list passed, the second message restating it).
+      system({ toolsAdded: ["grep"] }),
     ]);
     expect(derived.sections).toEqual({ base: "You help, briefly.", extra: "Cite files." });
-    expect(derived.tools).toEqual(["read"]);
+    expect(derived.tools).toEqual(["read", "grep"]);
     expect(derived.systemPrompt).toBe("You help, briefly.\n\nCite files.");
     expect(derived.messages.map((m) => m.role)).toEqual(["user", "user"]);
   });

@@ -742,8 +742,21 @@ describe("generation", () => {
 });
 
 test("an answer cut at its length limit is a pi.assistant entry with stop reason length, and answers its input like a stop", async () => {
-  const { h, root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }));
+  // Like a stop, it is offered to the onYield chain first (break 27I: a length answer that skipped
+  // the chain passed).
+  const yielded: string[] = [];
+  const { h, root, faux } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }), {
+    hooks: {
+      onYield: [
+        (message: AssistantMessage) => {
+          yielded.push(message.stopReason);
+          return undefined;
+        },
+      ],
+    },
+  });
   const settled = await (await root.submit({ type: "input", content: "long please" })).wait();
+  expect(yielded).toEqual(["length"]);
   const answers = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
   expect(answers.map((e) => (messageOf(e) as AssistantMessage).stopReason)).toEqual(["length"]);
   // Written by the generation (spec §8.1; reading 24e).

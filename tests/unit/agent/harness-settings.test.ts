@@ -93,6 +93,9 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   expect(faux.requests[0]!.tools).toEqual(["alpha"]);
   const systems = async () => (await root.entries()).filter((e) => e.kind === "pi.system");
   expect(await systems()).toHaveLength(1);
+  // Conversation.agent() read before the change too, so a reading kept from its first use fails
+  // below (break 27I: the default selection memoized at the first agent() passed).
+  expect((await root.agent()).extensions).toEqual(["a"]);
   let commits = 0;
   h.subscribe(() => commits++);
   settings = { followUpMode: "all", compaction: { enabled: false }, extensions: ["a", "b"] };

@@ -53,6 +53,9 @@ describe("submissions", () => {
       | { run?: { taskId: number; inputs: number[] } }
       | undefined;
     expect(runAt?.run).toEqual({ taskId: admitting[0]!.tasks[0]!.id, inputs: [sub.id] });
+    // Placed at once, never through the inbox: the commit writes no pi.inbox (break 27I: an idle input
+    // queued and placed by a boundary in the same commit passed).
+    expect(admitting[0]!.docs.map((d) => d.name)).not.toContain("pi.inbox");
     const settled = await sub.wait();
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual(["pi.user", "pi.assistant"]);

@@ -32,11 +32,11 @@ import {
 function ownerOf(
   name: string,
   child: TaskDefinition<Json, Go, Json>,
-  options: { background?: boolean; log?: string[] } = {},
+  options: { background?: boolean; log?: string[]; version?: number } = {},
 ) {
   return defineTask<Json, Go | { phase: "hold" }, Json>({
     name,
-    version: 1,
+    version: options.version ?? 1,
     initial: () => ({ phase: "go" }),
     phases: {
       go: async (_t, runtime) => {
@@ -330,6 +330,40 @@ test("a blocked owner is orphaned only after its owned work drained", async () =
   expect((await h.getTask(id))?.abortRequested).toBe(true);
   gate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("a blocked owner orphaned at its abort invocation's reservation carries its blocked reason: task_too_old", async () => {
+  // Break 27I: the test above is blocked by a missing definition, so an orphaning at reservation
+  // that always wrote missing_task passed. Here the next engine installs an older definition.
+  const kid = defineTask<Json, Go, Json>({
+    name: "too-old-kid",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, _r, signal) =>
+        new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [ownerOf("too-old-owner", kid, { version: 2 }), kid] });
+  const id = await first.createTask(ownerOf("too-old-owner", kid, { version: 2 }), null, {
+    ownership: { kind: "conversation" },
+  });
+  await until(() => running(first) === 2, { what: "owner and kid running" });
+  await first.close();
+  // The next engine has the owner's definition at version 1 only: the stored version 2 is too new.
+  const h = await Harness.open(await memoryStore(store.image()), {
+    tasks: [ownerOf("too-old-owner", kid, { version: 1 }), kid],
+  });
+  await until(() => running(h) === 1, { what: "kid running" });
+  // Its kid is live, so the marking commit does not settle it: the abort invocation's reservation does.
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "task_too_old" });
   await engineStillRuns(h);
   await h.close();
 });

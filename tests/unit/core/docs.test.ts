@@ -162,6 +162,25 @@ describe("document versions", () => {
     expect(await row(store)).toEqual({ version: 1, value: { items: ["a"] } });
   });
 
+  test("a newer stored version is refused, also by a definition that has migrate, and nothing is written", async () => {
+    // Break 27I: every named case was an older stored version, so a migrate called on a newer one
+    // (only "no migrate" refused) passed.
+    const { h, store } = await harness();
+    const newer = defineDoc<V2>({ name: NAME, version: 2, initial: { entries: [] } });
+    await h.transaction((tx) => newer.write(tx, 1, { entries: [{ text: "b" }] }));
+    const older = defineDoc<V1>({
+      name: NAME,
+      version: 1,
+      initial: { items: [] },
+      migrate: () => ({ items: ["guessed"] }),
+    });
+    await expect(h.transaction((tx) => older.read(tx, 1))).rejects.toThrow(
+      /version 2, newer than this definition's 1/,
+    );
+    await expect(h.snapshot(older, 1)).rejects.toThrow(DocumentVersionError);
+    expect(await row(store)).toEqual({ version: 2, value: { entries: [{ text: "b" }] } });
+  });
+
   test("migrate gets a copy: changing it does not change the committed value", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
