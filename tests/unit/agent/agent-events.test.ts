@@ -326,6 +326,41 @@ test("covers exactly one conversation, not its owned subtree, and emits an event
   expect(JSON.stringify(events)).not.toContain("child work");
 });
 
+test("a first attachment whose mount is read while a turn starts takes the task graph with the view: the turn that began before it ends once, and never starts again", async () => {
+  const gate = deferred();
+  const requested = deferred();
+  const store = await memoryStore();
+  const { h, root } = await open(
+    async () => {
+      requested.resolve();
+      await gate.promise;
+      return fauxAssistantMessage("done");
+    },
+    { store },
+  );
+  // Hold the mount's read open: the input is admitted and its generation starts its turn after the
+  // read point, before the view is set and the stream attaches (the mount replays those commits).
+  const read = store.read.bind(store);
+  let submitted: Awaited<ReturnType<typeof root.submit>> | undefined;
+  store.read = async <T>(work: (sql: never) => Promise<T> | T): Promise<T> => {
+    const result = await read(work as never);
+    if (!submitted) {
+      submitted = await root.submit({ type: "input", content: "go" });
+      await requested.promise;
+    }
+    return result as T;
+  };
+  const stream = await watchEvents(h, root.id);
+  store.read = read;
+  expect(submitted).toBeDefined();
+  const { batches } = collect(stream);
+  gate.resolve();
+  expect((await submitted!.wait()).status).toBe("done");
+  const turns = () => batches.flat().filter((e) => e.type === "turn_start" || e.type === "turn_end");
+  await expect.poll(() => turns().map((e) => e.type)).toEqual(["turn_end"]);
+  await stream.stop();
+});
+
 test("attachment is atomic: a consumer attached at any point of a run, or attaching again, holds exactly the engine's entries and nothing half", async () => {
   const steps = printer("steps", ["one\n", "two\n", "three\n"], {
     maxLines: 100,

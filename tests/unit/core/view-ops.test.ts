@@ -11,6 +11,7 @@ import {
   type EntryRecord,
   type WatchFrame,
 } from "../../../worker/protocol/index.ts";
+import { memoryStore } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 
 const entry = (id: number, more: Partial<EntryRecord> = {}): EntryRecord => ({
@@ -160,6 +161,32 @@ test("a tab's copy built from the wire frames equals the mount's view after ever
   await catchUp();
   expect(copy?.entries.map((e) => e.kind)).toEqual(["pi.reset", "note"]);
   expect(copy?.docs["app.title"]).toBeUndefined();
+  await watch.stop();
+});
+
+test("a commit published after the mount's read point and before its view is set reaches the view once, after it", async () => {
+  const store = await memoryStore();
+  const { h } = await open(echo, { store });
+  await h.transaction((tx) => tx.writeDoc(1, "app.counter", { i: 0 }));
+  // Hold the mount's read open past its read point: a commit lands before the view is set.
+  const read = store.read.bind(store);
+  let landed: Promise<unknown> | undefined;
+  store.read = async <T>(work: (sql: never) => Promise<T> | T): Promise<T> => {
+    const result = await read(work as never);
+    if (!landed) {
+      landed = h.transaction((tx) => {
+        tx.appendEntry(1, { kind: "note", data: { i: 1 } });
+        tx.writeDoc(1, "app.counter", { i: 1 });
+      });
+      await landed;
+    }
+    return result as T;
+  };
+  const watch = await h.conversation(1)!.watch();
+  store.read = read;
+  expect(landed).toBeDefined();
+  expect(watch.value.docs["app.counter"]).toEqual({ i: 1 });
+  expect(watch.value.entries.filter((e) => e.kind === "note").map((e) => e.data)).toEqual([{ i: 1 }]);
   await watch.stop();
 });
 
