@@ -131,3 +131,22 @@ test("an application head placed while a compaction summarizes is undone when th
   expect(texts).not.toContain("APP NOTE");
   expect(texts[0]).toContain("SUMMARY B");
 });
+
+test("a head write cutting exactly where the active range starts is placed, not stale (at or after the start)", async () => {
+  const { root } = await open(async () => fauxAssistantMessage(big("answer")));
+  await chat(root, 1, 3);
+  const users = (await root.entries()).filter((e) => e.kind === "pi.user");
+  const head = (text: string) =>
+    root.submit({
+      type: "write",
+      entry: {
+        kind: "app.context",
+        head: users[1]!.id,
+        model: [{ role: "user", content: text, timestamp: 0 }],
+      },
+    });
+  expect((await (await head("FIRST")).wait()).status).toBe("done");
+  // The range now starts at users[1]: a second head at the same entry cuts at the start, not before it.
+  expect(await (await head("SECOND")).wait()).toMatchObject({ status: "done" });
+  expect(await firstText(root)).toBe("SECOND");
+});

@@ -293,6 +293,19 @@ describe("fork", () => {
     expect(await h.docVersioned(root.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
   });
 
+  test("an asOf copy is the stored value/version pair at the fork entry, not the parent's current one", async () => {
+    const { h, root } = await open(echo);
+    // A rewindable, asOf document stored at version 3 before the fork entry, rewritten at version 5 after it.
+    const rules = { history: "rewindable", fork: "asOf" } as const;
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.history", { n: 1 }, 3, rules));
+    await ask(root, "one");
+    const at = (await root.entries()).at(-1)!.id;
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.history", { n: 2 }, 5, rules));
+    const child = await root.fork(at, ownerless);
+    expect(await h.docVersioned(child.id, "app.history")).toEqual({ value: { n: 1 }, version: 3 });
+    expect(await h.docVersioned(root.id, "app.history")).toEqual({ value: { n: 2 }, version: 5 });
+  });
+
   test("a fork names a visible entry of a known conversation; a commit cannot fork and write the parent's copied documents", async () => {
     const { h, root } = await open(echo);
     await ask(root, "one");

@@ -95,3 +95,24 @@ test("addTools takes the names of every result of the round, in call order, and 
   expect((h.docNow(root.id, DOC.agent) as AgentState).tools).toEqual(["unlock", "grant", "secret", "other"]);
   expect(faux.requests[1]!.tools).toEqual(["unlock", "grant", "secret", "other"]);
 });
+
+test("addTools edits the filter also in a round that ends the run (terminate)", async () => {
+  const unlockAndStop = defineTool({
+    name: "unlock-and-stop",
+    description: "makes the secret tool available and ends the run",
+    parameters: Type.Object({}),
+    execute: async () => ({
+      content: [{ type: "text", text: "unlocked, stopping" }],
+      control: { addTools: ["secret"], terminate: true },
+    }),
+  });
+  const { h, root, faux } = await open(
+    () =>
+      fauxAssistantMessage([fauxToolCall("unlock-and-stop", {}, { id: "c1" })], { stopReason: "toolUse" }),
+    { tools: [unlockAndStop, plain("secret")], root: { agent: { tools: ["unlock-and-stop"] } } },
+  );
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  // The round terminated: one request only, and the stored filter gained the name.
+  expect(faux.requests).toHaveLength(1);
+  expect((h.docNow(root.id, DOC.agent) as AgentState).tools).toEqual(["unlock-and-stop", "secret"]);
+});

@@ -248,6 +248,19 @@ test("a watch, an agent event stream and viewState() are observers of the same o
   await watch.stop();
   expect(subscriptions.count).toBe(0);
   expect(h.mount(root.id)).not.toBe(mounted);
+  // The other way round: the watch gone first, the event stream keeps the mount and its events.
+  const watch2 = await root.watch();
+  const events2 = await watchEvents(h, root.id);
+  const remounted = h.mount(root.id);
+  const seen: unknown[] = [];
+  events2.start((batch) => void seen.push(...batch));
+  await watch2.stop();
+  expect(h.mount(root.id)).toBe(remounted);
+  expect(subscriptions.count).toBe(1);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await until(() => seen.length > 0, { what: "the stream delivered the commit after the watch left" });
+  await events2.stop();
+  expect(subscriptions.count).toBe(0);
 });
 
 test("every observer of a conversation shares one mount, built by the first and dropped after the last: two watches receive the very same view values; a later observer builds it again from committed state", async () => {
