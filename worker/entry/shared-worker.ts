@@ -70,18 +70,26 @@ const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
 };
 
 const preloadIdb = () => preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
+/** The opfs-lent store's code here (its wasm compiles in the lent worker): `false`, no wasm compiled. */
+const preloadLent = () =>
+  lenders().then(
+    () => false as const,
+    () => false as const,
+  );
 /**
- * The idb wasm compiles at once where idb is sure (forced) or likely (what the browser shows before
- * the lock: the choice itself is made again under it); the opfs-lent kind compiles its wasm in the
- * lent worker.
+ * The store's code loads first, before the engine's larger modules take the thread: the idb wasm
+ * compiles at once where idb is sure (forced) or likely (what the browser shows before the lock: the
+ * choice itself is made again under it); for the opfs-lent kind, whose wasm compiles in the lent
+ * worker, the lenders' module (with the lent store's client) loads instead. pi-ai waits for either
+ * (boot.ts).
  */
-const wasm: Promise<unknown> | undefined =
+const wasm: Promise<unknown> =
   requested === "idb"
     ? preloadIdb()
     : requested === "opfs-lent"
-      ? undefined
+      ? preloadLent()
       : readKindEvidence(storeName).then<unknown, unknown>(
-          (evidence) => (chooseStoreKind(evidence).kind === "idb" ? preloadIdb() : false),
+          (evidence) => (chooseStoreKind(evidence).kind === "idb" ? preloadIdb() : preloadLent()),
           () => false,
         );
 
@@ -92,7 +100,7 @@ const served = bootEngine(
   {
     testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1",
     approvalDefaults: approvalDefaultsOf(params),
-    ...(wasm ? { wasm } : {}),
+    wasm,
     effects: params.get(EFFECTS_PARAM),
     clockOffsetMs: clockOffsetOf(params),
   },
