@@ -95,15 +95,26 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
       },
       () => undefined,
     );
+  // The modules the harness's open needs, fetched together rather than one after another, and while
+  // the store opens (after its wasm, as pi-ai): the open waits for them only if they are not here yet.
+  const harnessModules = (options.wasm ?? Promise.resolve())
+    .then(
+      () => undefined,
+      () => undefined,
+    )
+    .then(() =>
+      Promise.all([
+        import("../browser/script-workers.ts"),
+        // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
+        options.testEndpoints ? import("../debug/ticker.ts") : undefined,
+        options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
+        import("../app/app-agent.ts"),
+      ] as const),
+    );
+  // A failed fetch surfaces in the open, which awaits it.
+  harnessModules.catch(() => undefined);
   const ready = owner.open(async (store, onFatal) => {
-    // The modules the open needs, fetched together rather than one after another.
-    const [scriptWorkers, ticker, effects, appAgent] = await Promise.all([
-      import("../browser/script-workers.ts"),
-      // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
-      options.testEndpoints ? import("../debug/ticker.ts") : undefined,
-      options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
-      import("../app/app-agent.ts"),
-    ]);
+    const [scriptWorkers, ticker, effects, appAgent] = await harnessModules;
     owner.timeline.modulesAt = Date.now();
     // Codemode scripts off the engine's thread where this worker can start workers (script-workers.ts).
     scriptWorkers.installBrowserScriptWorkers();
