@@ -77,7 +77,7 @@ export function tabOfferOver(
     async startStore() {
       const taken = spare;
       spare = undefined;
-      if (taken && now() - taken.at < PRELENT_MS) return { id: taken.id, port: taken.port };
+      if (taken && now() - taken.at < PRELENT_MS) return { id: taken.id, port: taken.port, spare: true };
       const { reply, ports } = await ok((id) => ({ id, op: "store" }));
       const storePort = ports[0];
       if (!storePort || !reply.ok || reply.worker === undefined)

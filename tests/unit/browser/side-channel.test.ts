@@ -50,7 +50,7 @@ test("the first store asked for within PRELENT_MS is the spare the hello lent, w
   const offer = tabOfferOver(c.port, { id: 1, port: spare.port1, at: 1_000 }, () => clock);
   clock += PRELENT_MS - 1;
   const first = await offer.startStore();
-  expect(first).toEqual({ id: 1, port: spare.port1 });
+  expect(first).toEqual({ id: 1, port: spare.port1, spare: true });
   expect(c.requests).toEqual([]);
   // Only once: the next store (a handover) is the tab's to start.
   const next = offer.startStore();
