@@ -54,6 +54,18 @@ export class StoreLenders {
     for (const wake of this.#waiting.splice(0)) wake();
   }
 
+  /** Resolves once some tab can lend (at once when one can), or after `ms`. */
+  async lenderAtHand(ms: number): Promise<void> {
+    if (this.#tabs.size > 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.#waiting.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   /** `tabId` went away: it lends no more, and a store it held moves to another tab. */
   drop(tabId: string): void {
     this.#tabs.delete(tabId);

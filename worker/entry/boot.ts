@@ -133,8 +133,15 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
-  return Promise.all([import("../app/engine-host.ts"), import("../protocol/door.ts")]).then(
-    async ([{ EngineHost }, { serveConnection }]) => {
+  // The engine's API (the host, the door) loads after the store's own code too: the tabs' calls wait
+  // for the store anyway, and its evaluation would take the thread the store's open needs.
+  return (options.wasm ?? Promise.resolve())
+    .then(
+      () => undefined,
+      () => undefined,
+    )
+    .then(() => Promise.all([import("../app/engine-host.ts"), import("../protocol/door.ts")]))
+    .then(async ([{ EngineHost }, { serveConnection }]) => {
       owner.timeline.apiAt = Date.now();
       const host = new EngineHost(platform, { owner, ready });
       const engine = options.testEndpoints
@@ -144,8 +151,7 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
         serve: (transport) => void serveConnection({ transport, engine }),
         lendScriptWorkers: (tabId, offer) => host.offerScriptWorkers(tabId, offer),
       };
-    },
-  );
+    });
 }
 
 /** Serve the protocol on `port` (a dedicated worker's own scope, say) once the engine is here. */

@@ -70,12 +70,20 @@ const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
 };
 
 const preloadIdb = () => preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
-/** The opfs-lent store's code here (its wasm compiles in the lent worker): `false`, no wasm compiled. */
+/**
+ * The opfs-lent store's code here (its wasm compiles in the lent worker), then a lender at hand (a
+ * tab's hello lends one; at most LENDER_WAIT_MS): `false`, no wasm compiled. The engine's larger
+ * modules wait for it, so the thread is free for the tab's hello (a message waits behind a module's
+ * evaluation), and evaluate while the lent worker opens the store, when this thread has nothing else.
+ */
+const LENDER_WAIT_MS = 150;
 const preloadLent = () =>
-  lenders().then(
-    () => false as const,
-    () => false as const,
-  );
+  lenders()
+    .then((l) => l.lenderAtHand(LENDER_WAIT_MS))
+    .then(
+      () => false as const,
+      () => false as const,
+    );
 /**
  * The store's code loads first, before the engine's larger modules take the thread: the idb wasm
  * compiles at once where idb is sure (forced) or likely (what the browser shows before the lock: the

@@ -7,6 +7,7 @@
  */
 import { expect, test } from "vitest";
 import { tabOfferOver } from "../../../worker/browser/script-worker-channel.ts";
+import { StoreLenders } from "../../../worker/browser/store-lenders.ts";
 import { lockShows } from "../../../worker/browser/tab-locks.ts";
 import {
   isScriptWorkerHello,
@@ -116,4 +117,22 @@ test("the engine watches a tab's lock only once the tab's request shows (held or
     everyMs: 1,
     now: () => (clock += 10),
   });
+});
+
+test("the engine's larger modules wait for a lender at hand: at once when a tab offers, else at most the wait", async () => {
+  const lenders = new StoreLenders();
+  let atHand = false;
+  const waiting = lenders.lenderAtHand(10_000).then(() => {
+    atHand = true;
+  });
+  await new Promise((r) => setTimeout(r, 20));
+  expect(atHand).toBe(false);
+  lenders.offer("t1", { startStore: () => new Promise(() => undefined), terminate: async () => undefined });
+  await waiting;
+  expect(atHand).toBe(true);
+  // Already one at hand: at once. None ever: after the wait, never hung.
+  await lenders.lenderAtHand(10_000);
+  const started = Date.now();
+  await new StoreLenders().lenderAtHand(30);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(25);
 });
