@@ -4,13 +4,26 @@
  * so after a reload the engine fetches its script, compiles its store's wasm and opens its store
  * while the tab still fetches, evaluates and mounts the app. `EngineClient.connect` then takes that
  * worker (`takeEarlyWorker`) instead of creating it. Invariants:
- * - this module stays small and imports nothing but the protocol's constants (it is the tab's first
- *   script; tests/unit/tab/engine-start.test.ts holds it to that);
+ * The same first script also makes the tab known to the engine early, so the `opfs-lent` store (whose
+ * worker a tab must lend: worker/browser/store-lenders.ts) does not wait for the app to load: it holds
+ * the tab's Web Lock, and opens the script-worker side channel (script-worker-offer.ts) at once, its
+ * hello lending a spare store worker started there and then, whose script and wasm load beside the
+ * engine's own (a spare the engine does not use ends itself).
+ * Invariants:
+ * - this module stays small and imports nothing but the protocol's constants and the side channel's
+ *   offer (it is the tab's first script; tests/unit/tab/engine-start.test.ts holds it to that);
  * - the worker's name is its configuration (store, build, test flags), computed here for both;
  * - only the SharedWorker engine starts early: the dedicated-worker fallback needs the tab's host
- *   lock first (engine.svelte.ts), and a taken-over early worker is handed out once.
+ *   lock first (engine.svelte.ts), and a taken-over early worker is handed out once;
+ * - the tab's id is made once: the engine client takes it (`earlyTabId`) with the worker, and never
+ *   offers the side channel again when this module did (a second offer would replace the first);
+ * - the tab's lock is asked for before the side channel's hello is sent (the engine, granted that
+ *   lock, drops the tab; it watches it only once the request shows), and a page that claims another
+ *   protocol (a debug page testing refusal) offers nothing early.
  */
-import { DEFAULT_STORE_NAME } from "../../worker/protocol/api.ts";
+import { DEFAULT_STORE_NAME, PROTOCOL_VERSION } from "../../worker/protocol/api.ts";
+import { tabLockName } from "../../worker/protocol/browser.ts";
+import { offerScriptWorkers, spareStoreWorker } from "./script-worker-offer.ts";
 
 /** The worker's name for a page of these query parameters: the engine reads its configuration from it. */
 export function workerQuery(params: URLSearchParams): URLSearchParams {
@@ -49,27 +62,78 @@ export function sharedEngineWorker(query: URLSearchParams): SharedWorker {
   });
 }
 
+/** The tab as the first script made it known: its id, and its Web Lock once held. */
+export interface EarlyTab {
+  readonly tabId: string;
+  /** Resolves once `tab:<id>` is held (for the tab's whole life). */
+  readonly held: Promise<void>;
+  /** Whether the side channel was offered (the engine client then offers none). */
+  readonly offered: boolean;
+}
+
 /** A worker started early, not taken yet, and whether its script failed to load meanwhile. */
-let early: { name: string; worker: SharedWorker; failed: boolean } | undefined;
+let early: { name: string; worker: SharedWorker; failed: boolean; tab: EarlyTab | undefined } | undefined;
+
+/** Hold `tab:<id>` for the tab's whole life; resolves once it is held. */
+export function holdTabLock(tabId: string): Promise<void> {
+  return new Promise((held) => {
+    void navigator.locks.request(tabLockName(tabId), () => {
+      held();
+      return new Promise<never>(() => undefined);
+    });
+  });
+}
+
+/**
+ * Make the tab known to the engine early, all at once: its lock is asked for, and its side channel
+ * says hello with a spare store worker's port, before this thread turns to loading the app (which
+ * would hold back any answer to the engine). The engine waits for the lock request to show before it
+ * watches the lock (worker/app/engine-host.ts).
+ */
+function announceTab(params: URLSearchParams, query: URLSearchParams): EarlyTab | undefined {
+  // A debug page claiming another protocol tests the engine's refusal: it lends nothing before that.
+  if (params.has("protocol") || typeof navigator === "undefined" || !navigator.locks) return undefined;
+  if (typeof Worker !== "function") return undefined;
+  const tabId = crypto.randomUUID();
+  const held = holdTabLock(tabId);
+  // The spare decides itself whether to compile its wasm (only where no other tab of the app is open).
+  const spare = query.get("storeKind") === "idb" ? undefined : spareStoreWorker(tabId);
+  offerScriptWorkers(sharedEngineWorker(query).port, tabId, {
+    protocol: PROTOCOL_VERSION,
+    ...(spare ? { spare } : {}),
+  });
+  return { tabId, held, offered: true };
+}
 
 /** Start the engine's worker for this page now (nothing where the page does not use the SharedWorker). */
 export function startEngineEarly(params: URLSearchParams): void {
   if (early || !usesSharedWorker(params)) return;
-  const name = workerQuery(params).toString();
-  const started = { name, worker: sharedEngineWorker(workerQuery(params)), failed: false };
+  const query = workerQuery(params);
+  const started = {
+    name: query.toString(),
+    worker: sharedEngineWorker(query),
+    failed: false,
+    tab: undefined as EarlyTab | undefined,
+  };
   started.worker.addEventListener("error", () => {
     started.failed = true;
   });
+  started.tab = announceTab(params, query);
   early = started;
+}
+
+/** The tab id the first script made known for this query (the engine client's id), if any. */
+export function earlyTabId(query: URLSearchParams): string | undefined {
+  return early && early.name === query.toString() ? early.tab?.tabId : undefined;
 }
 
 /**
  * The worker `startEngineEarly` started for this query, once (undefined when none was, or for
- * another query); `failed` says its script already failed to load.
+ * another query); `failed` says its script already failed to load; `tab` the tab it made known.
  */
 export function takeEarlyWorker(
   query: URLSearchParams,
-): { worker: SharedWorker; failed: boolean } | undefined {
+): { worker: SharedWorker; failed: boolean; tab: EarlyTab | undefined } | undefined {
   if (!early || early.name !== query.toString()) return undefined;
   const taken = early;
   early = undefined;

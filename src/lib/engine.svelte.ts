@@ -19,11 +19,17 @@ import {
   PROTOCOL_VERSION,
   protocolMismatch,
   type TaskGraph,
-  tabLockName,
   type WatchFrame,
 } from "../../worker/protocol/index.ts";
 import { type PortLike, portTransport, type TabMessage } from "../../worker/protocol/wire.ts";
-import { sharedEngineWorker, takeEarlyWorker, usesSharedWorker, workerQuery } from "./engine-start.ts";
+import {
+  earlyTabId,
+  holdTabLock,
+  sharedEngineWorker,
+  takeEarlyWorker,
+  usesSharedWorker,
+  workerQuery,
+} from "./engine-start.ts";
 import { offerScriptWorkers } from "./script-worker-offer.ts";
 
 export type HostMode = "shared" | "dedicated" | "elsewhere";
@@ -40,7 +46,8 @@ export class EngineClient {
   /** How many conversations the engine lists in all. */
   conversationTotal = $state.raw(0);
   mode = $state.raw<HostMode>("shared");
-  readonly tabId = crypto.randomUUID();
+  /** This tab's id: the one the first script made known (engine-start.ts), or a new one. */
+  readonly tabId: string;
   readonly storeName: string;
   api: EngineApi | undefined;
   /** The protocol this tab speaks (a debug page may claim another, to test the refusal). */
@@ -51,22 +58,22 @@ export class EngineClient {
   #heard = false;
   #listLimit = LIST_PAGE;
   #listWatch: number | undefined;
+  /** The tab's lock, when the first script already holds it. */
+  #earlyLock: Promise<void> | undefined;
+  /** The first script already offered this tab's workers on the side channel. */
+  #offered = false;
 
   constructor(readonly params: URLSearchParams) {
     this.storeName = params.get("store") ?? DEFAULT_STORE_NAME;
+    this.tabId = earlyTabId(workerQuery(params)) ?? crypto.randomUUID();
     const claimed = Number(params.get("protocol"));
     this.protocol =
       params.get("debug") === "1" && Number.isInteger(claimed) && claimed > 0 ? claimed : PROTOCOL_VERSION;
   }
 
-  /** Hold `tab:<id>` for the tab's whole life; resolves once it is held. */
+  /** Hold `tab:<id>` for the tab's whole life (unless the first script does); resolves once it is held. */
   #holdTabLock(): Promise<void> {
-    return new Promise((held) => {
-      void navigator.locks.request(tabLockName(this.tabId), () => {
-        held();
-        return new Promise<never>(() => undefined);
-      });
-    });
+    return this.#earlyLock ?? holdTabLock(this.tabId);
   }
 
   /**
@@ -99,6 +106,10 @@ export class EngineClient {
         // this tab takes its own lock: the engine opens the store meanwhile. It learns of the tab
         // only from hello, which waits for that lock.
         const early = takeEarlyWorker(query);
+        if (early?.tab?.tabId === this.tabId) {
+          this.#earlyLock = early.tab.held;
+          this.#offered = early.tab.offered;
+        }
         const worker = early?.worker ?? sharedEngineWorker(query);
         worker.addEventListener("error", () => this.#workerFailed());
         if (early?.failed) this.#workerFailed();
@@ -210,8 +221,11 @@ export class EngineClient {
     this.status = hello.status;
     // The SharedWorker engine cannot start script workers: it runs codemode scripts in ours, lent on
     // a second connection to the same worker (browser-only, apart from the protocol).
-    if (this.mode === "shared" && typeof Worker === "function")
-      offerScriptWorkers(sharedEngineWorker(this.#workerQuery()).port, this.tabId);
+    // The first script may have offered them already (engine-start.ts): a second offer would replace it.
+    if (this.mode === "shared" && typeof Worker === "function" && !this.#offered)
+      offerScriptWorkers(sharedEngineWorker(this.#workerQuery()).port, this.tabId, {
+        protocol: this.protocol,
+      });
     // The list is live from here on; the engine answers once it is ready (not awaited: status first).
     // The engine pushes its status from the hello on (the connection's onStatus).
     void this.#watchList();

@@ -29,6 +29,9 @@ test("the lending tab closes mid-run: the store moves to the other tab's worker,
     (s) => s.lentStore?.lenders === 2 && s.lentStore.lending.some((l) => l.tabId === firstId),
   );
   expect(before.lentStore?.handovers).toEqual([]);
+  // The store opened on the worker the first tab's first script lent with its hello (src/lib/
+  // engine-start.ts), not on one the engine asked the tab for once the app had loaded.
+  expect(before.lentStore?.lending).toEqual([{ store: expect.any(String), tabId: firstId, spare: true }]);
 
   const PHASES = 300;
   const conversationId = await engine<number>(second, "conversations.create");

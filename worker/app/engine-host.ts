@@ -20,7 +20,8 @@
 import type { AgentHarness } from "../agent/harness.ts";
 import type { StoreOwner } from "../browser/owner.ts";
 import type { HostPlatform } from "../browser/platform.ts";
-import { type StoreLenderOffer, storeLenders } from "../browser/store-lenders.ts";
+import { storeLenders } from "../browser/store-lenders.ts";
+import { lockShows } from "../browser/tab-locks.ts";
 import { type TabOffer, tabScriptWorkers } from "../browser/tab-script-workers.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { EngineService, TabCalls } from "../protocol/door.ts";
@@ -84,8 +85,7 @@ export class EngineHost implements EngineService {
     this.#engine = new HarnessEngine({
       harness: () => this.#h(),
       build: platform.build,
-      // Granted only once the tab's own lock is released: the tab is gone.
-      tabArrived: (tabId) => void navigator.locks.request(tabLockName(tabId), () => this.#dropTab(tabId)),
+      tabArrived: (tabId) => this.#watchTab(tabId),
     });
     this.#owner.listen({
       status: (status) => this.#engine.setStatus(status),
@@ -142,18 +142,38 @@ export class EngineHost implements EngineService {
     this.#engine.onStatus(tabId, listener);
   }
 
+  /** Tabs whose lock this engine waits on (once each, whether they said hello or offered first). */
+  readonly #watched = new Set<string>();
+
+  /**
+   * Learn when tab `tabId` goes away: its lock is granted only once the tab released it. A tab's first
+   * script says hello on its side channel right after asking for its lock, so the request may not show
+   * yet: the watch starts once it does (tab-locks.ts).
+   */
+  #watchTab(tabId: string): void {
+    if (this.#watched.has(tabId)) return;
+    this.#watched.add(tabId);
+    const name = tabLockName(tabId);
+    void lockShows(navigator.locks, name).then(() =>
+      navigator.locks.request(name, () => this.#dropTab(tabId)),
+    );
+  }
+
   #dropTab(tabId: string): void {
+    this.#watched.delete(tabId);
     tabScriptWorkers.drop(tabId);
     storeLenders.drop(tabId);
     this.#engine.dropTab(tabId);
   }
 
-  /** A tab's script workers, offered on its side channel (browser-only, not the protocol). */
-  offerScriptWorkers(tabId: string, offer: TabOffer & StoreLenderOffer): void {
-    // Only a tab that said hello: its lock tells when the offer ends.
-    if (!this.#engine.hasTab(tabId)) return;
+  /**
+   * A tab's script workers, offered on its side channel (browser-only, not the protocol), maybe before
+   * its hello (its first script offers as soon as its lock is held): its lock tells when the offer
+   * ends. The same channel lends the `opfs-lent` store's worker: boot.ts hands it to store-lenders.ts
+   * at once, before this host exists, and the tab's going away drops it there too.
+   */
+  offerScriptWorkers(tabId: string, offer: TabOffer): void {
+    this.#watchTab(tabId);
     tabScriptWorkers.offer(tabId, offer);
-    // The same channel lends the `opfs-lent` store's worker (store-lenders.ts).
-    storeLenders.offer(tabId, offer);
   }
 }

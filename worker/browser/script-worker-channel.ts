@@ -6,7 +6,7 @@
  * connection closes); an answer to no pending request is ignored.
  */
 
-import type { ScriptWorkerReply, ScriptWorkerRequest } from "../protocol/browser.ts";
+import { PRELENT_MS, type ScriptWorkerReply, type ScriptWorkerRequest } from "../protocol/browser.ts";
 import type { StoreLenderOffer } from "./store-lenders.ts";
 import type { TabOffer, TabWorkerPort } from "./tab-script-workers.ts";
 
@@ -22,8 +22,25 @@ function isReply(m: unknown): m is ScriptWorkerReply {
   return typeof m === "object" && m !== null && "id" in m && typeof m.id === "number" && "ok" in m;
 }
 
-export function tabOfferOver(port: SideChannelPort): TabOffer & StoreLenderOffer {
+/** A spare store worker the tab lent with its hello: its id, its port, and when the hello arrived. */
+export interface PrelentStore {
+  readonly id: number;
+  readonly port: MessagePort;
+  readonly at: number;
+}
+
+/**
+ * The offer of the tab on `port`. `prelent`: a spare store worker its hello lent; the first store asked
+ * for within PRELENT_MS of its arrival is that one, with no round trip through the tab (a later one
+ * would find it gone: it ends itself unused, worker/entry/lent-store.ts).
+ */
+export function tabOfferOver(
+  port: SideChannelPort,
+  prelent?: PrelentStore,
+  now: () => number = Date.now,
+): TabOffer & StoreLenderOffer {
   let next = 0;
+  let spare = prelent;
   const pending = new Map<
     number,
     { resolve(reply: ScriptWorkerReply, ports: readonly MessagePort[]): void; reject(e: Error): void }
@@ -58,6 +75,9 @@ export function tabOfferOver(port: SideChannelPort): TabOffer & StoreLenderOffer
       return { id: reply.worker, port: workerPort };
     },
     async startStore() {
+      const taken = spare;
+      spare = undefined;
+      if (taken && now() - taken.at < PRELENT_MS) return { id: taken.id, port: taken.port, spare: true };
       const { reply, ports } = await ok((id) => ({ id, op: "store" }));
       const storePort = ports[0];
       if (!storePort || !reply.ok || reply.worker === undefined)

@@ -17,7 +17,8 @@ import type { OpenStamp } from "./platform.ts";
 
 /** What a tab's side channel offers for the store (script-worker-channel.ts). */
 export interface StoreLenderOffer {
-  startStore(): Promise<{ id: number; port: MessagePort }>;
+  /** A store worker's port; `spare`: the one the tab's hello lent (no request crossed the tab). */
+  startStore(): Promise<{ id: number; port: MessagePort; spare?: boolean }>;
   terminate(id: number): Promise<void>;
 }
 
@@ -33,8 +34,8 @@ interface Lender {
 export interface StoreLenderStats {
   /** Tabs that could lend now. */
   readonly lenders: number;
-  /** The tab lending each open store. */
-  readonly lending: ReadonlyArray<{ store: string; tabId: string }>;
+  /** The tab lending each open store; `spare`: its worker is the one that tab's hello lent. */
+  readonly lending: ReadonlyArray<{ store: string; tabId: string; spare: boolean }>;
   /** Every handover of a store to a new lender, in order. */
   readonly handovers: ReadonlyArray<Relent & { store: string }>;
 }
@@ -43,7 +44,7 @@ export class StoreLenders {
   readonly #tabs = new Map<string, Lender>();
   #order = 0;
   #waiting: Array<() => void> = [];
-  readonly #stores = new Set<{ tabId: string; store: LentStore }>();
+  readonly #stores = new Set<{ tabId: string; store: LentStore; spare: boolean }>();
   /** Handovers of stores closed since. */
   readonly #ended: Array<Relent & { store: string }> = [];
 
@@ -51,6 +52,18 @@ export class StoreLenders {
   offer(tabId: string, offer: StoreLenderOffer): void {
     this.#tabs.set(tabId, { tabId, offer, order: ++this.#order });
     for (const wake of this.#waiting.splice(0)) wake();
+  }
+
+  /** Resolves once some tab can lend (at once when one can), or after `ms`. */
+  async lenderAtHand(ms: number): Promise<void> {
+    if (this.#tabs.size > 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.#waiting.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /** `tabId` went away: it lends no more, and a store it held moves to another tab. */
@@ -61,7 +74,10 @@ export class StoreLenders {
   }
 
   /** A port to a new lent store worker, from the oldest tab that can lend (waits for one). */
-  async lend(exclude?: string, stamp?: OpenStamp): Promise<{ tabId: string; port: MessagePort }> {
+  async lend(
+    exclude?: string,
+    stamp?: OpenStamp,
+  ): Promise<{ tabId: string; port: MessagePort; spare: boolean }> {
     for (;;) {
       const lender = [...this.#tabs.values()]
         .filter((t) => t.tabId !== exclude)
@@ -78,7 +94,7 @@ export class StoreLenders {
             setTimeout(() => reject(new Error("the tab did not answer")), LEND_TIMEOUT_MS),
           ),
         ]);
-        return { tabId: lender.tabId, port: started.port };
+        return { tabId: lender.tabId, port: started.port, spare: started.spare === true };
       } catch {
         // This tab cannot lend: ask the next one.
         if (this.#tabs.get(lender.tabId) === lender) this.#tabs.delete(lender.tabId);
@@ -90,7 +106,7 @@ export class StoreLenders {
   async open(name: string, stamp?: OpenStamp): Promise<LentStore> {
     const first = await this.lend(undefined, stamp);
     stamp?.("lentPortAt");
-    const held = { tabId: first.tabId, store: undefined as unknown as LentStore };
+    const held = { tabId: first.tabId, store: undefined as unknown as LentStore, spare: first.spare };
     const store = await openLentStore({
       port: first.port,
       name,
@@ -98,6 +114,7 @@ export class StoreLenders {
       relend: async () => {
         const next = await this.lend(held.tabId);
         held.tabId = next.tabId;
+        held.spare = next.spare;
         return next.port;
       },
     });
@@ -122,7 +139,7 @@ export class StoreLenders {
     const stores = [...this.#stores];
     return {
       lenders: this.#tabs.size,
-      lending: stores.map((s) => ({ store: s.store.name, tabId: s.tabId })),
+      lending: stores.map((s) => ({ store: s.store.name, tabId: s.tabId, spare: s.spare })),
       handovers: [
         ...this.#ended,
         ...stores.flatMap((s) => s.store.relent.map((r) => ({ ...r, store: s.store.name }))),

@@ -15,7 +15,8 @@
 import { loadPiAi } from "../agent/models/pi-ai.ts";
 import { StoreOwner } from "../browser/owner.ts";
 import type { HostPlatform } from "../browser/platform.ts";
-import type { SideChannelPort } from "../browser/script-worker-channel.ts";
+import type { TabOffer } from "../browser/tab-script-workers.ts";
+import { PROTOCOL_VERSION } from "../protocol/api.ts";
 import { isScriptWorkerHello } from "../protocol/browser.ts";
 import { type EngineMessage, type PortLike, portTransport, type Transport } from "../protocol/wire.ts";
 
@@ -58,7 +59,8 @@ export interface BootOptions {
   approvalDefaults?: "ask" | "allow";
   /**
    * The store's wasm compile the entry started (`preloadBrowserStore`): its end goes in the timeline.
-   * `false`: none was started after all (the store kind chosen keeps its wasm in the lent worker).
+   * `false`: none was started after all (the store kind chosen keeps its wasm in the lent worker; the
+   * entry resolves it once that kind's own code here has loaded). pi-ai loads after it either way.
    */
   wasm?: Promise<unknown>;
   /** With `testEndpoints`: install the effect tools, posting to this path on the worker's origin. */
@@ -72,7 +74,7 @@ export interface ServedEngine {
   /** Serve the tab protocol on one connection (the door checks every message). */
   serve(transport: Transport<EngineMessage>): void;
   /** Take a tab's script-worker side channel (browser-only, apart from the protocol). */
-  lendScriptWorkers(tabId: string, port: SideChannelPort): void;
+  lendScriptWorkers(tabId: string, offer: TabOffer): void;
 }
 
 /** Start the engine; resolves with what its connections serve. */
@@ -93,15 +95,26 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
       },
       () => undefined,
     );
+  // The modules the harness's open needs, fetched together rather than one after another, and while
+  // the store opens (after its wasm, as pi-ai): the open waits for them only if they are not here yet.
+  const harnessModules = (options.wasm ?? Promise.resolve())
+    .then(
+      () => undefined,
+      () => undefined,
+    )
+    .then(() =>
+      Promise.all([
+        import("../browser/script-workers.ts"),
+        // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
+        options.testEndpoints ? import("../debug/ticker.ts") : undefined,
+        options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
+        import("../app/app-agent.ts"),
+      ] as const),
+    );
+  // A failed fetch surfaces in the open, which awaits it.
+  harnessModules.catch(() => undefined);
   const ready = owner.open(async (store, onFatal) => {
-    // The modules the open needs, fetched together rather than one after another.
-    const [scriptWorkers, ticker, effects, appAgent] = await Promise.all([
-      import("../browser/script-workers.ts"),
-      // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
-      options.testEndpoints ? import("../debug/ticker.ts") : undefined,
-      options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
-      import("../app/app-agent.ts"),
-    ]);
+    const [scriptWorkers, ticker, effects, appAgent] = await harnessModules;
     owner.timeline.modulesAt = Date.now();
     // Codemode scripts off the engine's thread where this worker can start workers (script-workers.ts).
     scriptWorkers.installBrowserScriptWorkers();
@@ -120,21 +133,25 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   });
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
-  return Promise.all([
-    import("../app/engine-host.ts"),
-    import("../protocol/door.ts"),
-    import("../browser/script-worker-channel.ts"),
-  ]).then(async ([{ EngineHost }, { serveConnection }, { tabOfferOver }]) => {
-    owner.timeline.apiAt = Date.now();
-    const host = new EngineHost(platform, { owner, ready });
-    const engine = options.testEndpoints
-      ? (await import("../debug/endpoints.ts")).withTestEndpoints(host)
-      : host;
-    return {
-      serve: (transport) => void serveConnection({ transport, engine }),
-      lendScriptWorkers: (tabId, port) => host.offerScriptWorkers(tabId, tabOfferOver(port)),
-    };
-  });
+  // The engine's API (the host, the door) loads after the store's own code too: the tabs' calls wait
+  // for the store anyway, and its evaluation would take the thread the store's open needs.
+  return (options.wasm ?? Promise.resolve())
+    .then(
+      () => undefined,
+      () => undefined,
+    )
+    .then(() => Promise.all([import("../app/engine-host.ts"), import("../protocol/door.ts")]))
+    .then(async ([{ EngineHost }, { serveConnection }]) => {
+      owner.timeline.apiAt = Date.now();
+      const host = new EngineHost(platform, { owner, ready });
+      const engine = options.testEndpoints
+        ? (await import("../debug/endpoints.ts")).withTestEndpoints(host)
+        : host;
+      return {
+        serve: (transport) => void serveConnection({ transport, engine }),
+        lendScriptWorkers: (tabId, offer) => host.offerScriptWorkers(tabId, offer),
+      };
+    });
 }
 
 /** Serve the protocol on `port` (a dedicated worker's own scope, say) once the engine is here. */
@@ -152,8 +169,21 @@ export function acceptPort(port: MessagePort, served: Promise<ServedEngine>): vo
   const first = (event: MessageEvent) => {
     port.removeEventListener("message", first);
     if (isScriptWorkerHello(event.data)) {
-      const tabId = event.data.scriptWorkers;
-      void served.then((engine) => engine.lendScriptWorkers(tabId, port));
+      const { scriptWorkers: tabId, protocol, store } = event.data;
+      const spare = event.ports[0];
+      // A tab of another version lends nothing.
+      if (protocol !== PROTOCOL_VERSION) return;
+      const prelent = store !== undefined && spare ? { id: store, port: spare, at: Date.now() } : undefined;
+      // The store's lender is at hand as soon as these two small modules are (the store may be opening
+      // already, waiting for one); the script workers and the tab's lock watch once the engine is here.
+      void Promise.all([
+        import("../browser/script-worker-channel.ts"),
+        import("../browser/store-lenders.ts"),
+      ]).then(([{ tabOfferOver }, { storeLenders }]) => {
+        const offer = tabOfferOver(port, prelent);
+        storeLenders.offer(tabId, offer);
+        void served.then((engine) => engine.lendScriptWorkers(tabId, offer));
+      });
       return;
     }
     const transport = portTransport<EngineMessage>(port, [event.data]);

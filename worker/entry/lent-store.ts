@@ -4,18 +4,38 @@
  * port the engine talks over; it answers `connected` once it serves the port, then opens the opfs
  * store there when the engine asks (worker/store/lent.ts, which checks every message). When the
  * engine's end closes, the store closes (a transaction in flight rolls back) and the worker ends, so
- * the file's handle is free for the next lender.
+ * the file's handle is free for the next lender. Its wasm starts compiling as soon as it connects.
+ * A spare (`spare: tabId`: the tab's first script started it before the engine asked, and lent it
+ * with its hello: src/lib/engine-start.ts) compiles only where no other tab of the app is open (else
+ * an older tab lends the store), and ends itself when the engine sends nothing within
+ * SPARE_STORE_MS; the engine uses a spare's port only well within that (PRELENT_MS).
  */
-import { openBrowserStore, wasmMemoryBytes } from "../store/browser.ts";
+import { SPARE_STORE_MS, tabLockName } from "../protocol/browser.ts";
+import { openBrowserStore, preloadBrowserStore, wasmMemoryBytes } from "../store/browser.ts";
 import { serveLentStore } from "../store/lent.ts";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 
+/** Whether a tab other than `own` holds or awaits its tab lock. */
+async function otherTabOpen(own: string): Promise<boolean> {
+  const { held = [], pending = [] } = await navigator.locks.query();
+  const prefix = tabLockName("");
+  return [...held, ...pending].some((l) => l.name?.startsWith(prefix) && l.name !== tabLockName(own));
+}
+
 scope.addEventListener(
   "message",
-  (event: MessageEvent<{ type?: unknown; port?: unknown }>) => {
-    const { type, port } = event.data ?? {};
+  (event: MessageEvent<{ type?: unknown; port?: unknown; spare?: unknown }>) => {
+    const { type, port, spare } = event.data ?? {};
     if (type !== "connect" || !(port instanceof MessagePort)) return;
+    if (typeof spare === "string") {
+      const unused = setTimeout(() => scope.close(), SPARE_STORE_MS);
+      port.addEventListener("message", () => clearTimeout(unused), { once: true });
+      void otherTabOpen(spare).then(
+        (other) => (other ? undefined : preloadBrowserStore({ kind: "opfs" })),
+        () => undefined,
+      );
+    } else void preloadBrowserStore({ kind: "opfs" });
     void serveLentStore(port, {
       open: (name) => openBrowserStore({ kind: "opfs", name }),
       memory: wasmMemoryBytes,

@@ -71,17 +71,33 @@ const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
 
 const preloadIdb = () => preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
 /**
- * The idb wasm compiles at once where idb is sure (forced) or likely (what the browser shows before
- * the lock: the choice itself is made again under it); the opfs-lent kind compiles its wasm in the
- * lent worker.
+ * The opfs-lent store's code here (its wasm compiles in the lent worker), then a lender at hand (a
+ * tab's hello lends one; at most LENDER_WAIT_MS): `false`, no wasm compiled. The engine's larger
+ * modules wait for it, so the thread is free for the tab's hello (a message waits behind a module's
+ * evaluation), and evaluate while the lent worker opens the store, when this thread has nothing else.
  */
-const wasm: Promise<unknown> | undefined =
+const LENDER_WAIT_MS = 150;
+const preloadLent = () =>
+  lenders()
+    .then((l) => l.lenderAtHand(LENDER_WAIT_MS))
+    .then(
+      () => false as const,
+      () => false as const,
+    );
+/**
+ * The store's code loads first, before the engine's larger modules take the thread: the idb wasm
+ * compiles at once where idb is sure (forced) or likely (what the browser shows before the lock: the
+ * choice itself is made again under it); for the opfs-lent kind, whose wasm compiles in the lent
+ * worker, the lenders' module (with the lent store's client) loads instead. pi-ai waits for either
+ * (boot.ts).
+ */
+const wasm: Promise<unknown> =
   requested === "idb"
     ? preloadIdb()
     : requested === "opfs-lent"
-      ? undefined
+      ? preloadLent()
       : readKindEvidence(storeName).then<unknown, unknown>(
-          (evidence) => (chooseStoreKind(evidence).kind === "idb" ? preloadIdb() : false),
+          (evidence) => (chooseStoreKind(evidence).kind === "idb" ? preloadIdb() : preloadLent()),
           () => false,
         );
 
@@ -92,7 +108,7 @@ const served = bootEngine(
   {
     testEndpoints: params.get(TEST_ENDPOINTS_FLAG) === "1",
     approvalDefaults: approvalDefaultsOf(params),
-    ...(wasm ? { wasm } : {}),
+    wasm,
     effects: params.get(EFFECTS_PARAM),
     clockOffsetMs: clockOffsetOf(params),
   },

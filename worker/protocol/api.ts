@@ -944,11 +944,16 @@ export interface EngineStats {
   readonly timeline: EngineTimeline;
   /**
    * The `opfs-lent` store kind's lenders (worker/browser/store-lenders.ts): tabs that can lend, the
-   * tab lending each open store, and every handover of a store to a new lender with its pause.
+   * tab lending each open store (`spare`: its worker is the one that tab's first script lent with its
+   * side channel's hello), and every handover of a store to a new lender with its pause.
    */
   readonly lentStore?: {
     readonly lenders: number;
-    readonly lending: ReadonlyArray<{ readonly store: string; readonly tabId: string }>;
+    readonly lending: ReadonlyArray<{
+      readonly store: string;
+      readonly tabId: string;
+      readonly spare: boolean;
+    }>;
     readonly handovers: ReadonlyArray<{
       readonly store: string;
       readonly reason: string;

@@ -17,10 +17,25 @@ export const tabLockName = (tabId: string) => `tab:${tabId}`;
  */
 export const hostTabLockName = (store: string) => `host-tab:${store}`;
 
-/** The first message of a script-worker side channel: the tab that offers its workers. */
+/**
+ * The first message of a script-worker side channel: the tab that offers its workers, and the protocol
+ * it speaks (the engine takes no workers from a tab of another version). A tab may offer before its
+ * protocol hello (its first script does: src/lib/engine-start.ts), but only once its lock is held.
+ */
 export interface ScriptWorkerHello {
   readonly scriptWorkers: string;
+  readonly protocol: number;
+  /**
+   * A spare store worker lent with the hello (its port is the message's `ports[0]`), under this worker
+   * id: the engine may open its first lent store there, within PRELENT_MS of the hello's arrival.
+   */
+  readonly store?: number;
 }
+
+/** How long a spare store worker waits for the engine's first message before it ends itself. */
+export const SPARE_STORE_MS = 10_000;
+/** How long after a hello the engine may still use the spare it lent (well within SPARE_STORE_MS). */
+export const PRELENT_MS = 5_000;
 
 /**
  * The engine asks the lending tab: start a worker, stop worker `worker`, or answer a ping; `store`
@@ -42,5 +57,13 @@ export type ScriptWorkerReply =
   | { readonly id: number; readonly ok: false; readonly message: string };
 
 export function isScriptWorkerHello(m: unknown): m is ScriptWorkerHello {
-  return typeof m === "object" && m !== null && "scriptWorkers" in m && typeof m.scriptWorkers === "string";
+  return (
+    typeof m === "object" &&
+    m !== null &&
+    "scriptWorkers" in m &&
+    typeof m.scriptWorkers === "string" &&
+    "protocol" in m &&
+    typeof m.protocol === "number" &&
+    (!("store" in m) || m.store === undefined || (Number.isSafeInteger(m.store) && (m.store as number) > 0))
+  );
 }
