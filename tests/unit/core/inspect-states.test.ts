@@ -5,8 +5,8 @@
  * (startedAt at the first move to running, kept across a reopen; endedAt only once terminal).
  */
 import { expect, test } from "vitest";
-import { defineTask, Harness, type Json, type TaskId } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { defineTask, Harness, type Json, type TaskId, type Tx } from "../../../worker/index.ts";
+import { type Deferred, deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
   complete,
   done,
@@ -49,15 +49,44 @@ function awaited(h: Harness, id: TaskId): TaskId {
   return state.on[0]!;
 }
 
-test("reports an abort-marked task as waiting for its live owned work", async () => {
-  const abortChild = deferred();
-  const child = defineTask<Json, Go, Json>({
-    ...parked("inspect-child"),
+/** Parked until aborted; its abort handler waits for `release` before it ends aborted. */
+function heldAbortChild(name: string, release: Deferred<void>) {
+  return defineTask<Json, Go, Json>({
+    ...parked(name),
     abort: async (_t, runtime) => {
-      await abortChild.promise;
+      await release.promise;
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
   });
+}
+
+/** Creates its owned work in its first commit (`create` returns the task to watch), then holds until aborted. */
+function holdingOwner(
+  name: string,
+  create: (tx: Tx, self: TaskId) => TaskId,
+  onCreated: (id: TaskId) => void,
+) {
+  return defineTask<Json, Go | { phase: "hold" }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          onCreated(create(tx, runtime.taskId));
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}
+
+test("reports an abort-marked task as waiting for its live owned work", async () => {
+  const abortChild = deferred();
+  const child = heldAbortChild("inspect-child", abortChild);
   const parent = waitsOnOwnedChild("inspect-parent", child);
   const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
   const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
@@ -78,30 +107,15 @@ test("reports an abort-marked task as waiting for its live owned work", async ()
 
 test("an abort-marked task whose run was joined while running waits for its live owned work, not ready", async () => {
   const abortChild = deferred();
-  const child = defineTask<Json, Go, Json>({
-    ...parked("running-child"),
-    abort: async (_t, runtime) => {
-      await abortChild.promise;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
+  const child = heldAbortChild("running-child", abortChild);
   let childId: TaskId | undefined;
-  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "running-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return { status: "running", checkpoint: { phase: "hold" } };
-        });
-      },
-      hold: async (_t, _r, signal) => untilAborted(signal),
+  const owner = holdingOwner(
+    "running-owner",
+    (tx, self) => tx.createTask(child, null, { ownership: { kind: "task", taskId: self } }),
+    (id) => {
+      childId = id;
     },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
+  );
   const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
   await until(() => running(h) === 2, { what: "owner and child running" });
@@ -117,31 +131,18 @@ test("an abort-marked task whose run was joined while running waits for its live
 test("an abort-marked owner waits for the live task of a conversation it owns, not only for its children", async () => {
   // Ordinary owned work (spec §5.5) takes in the tasks of the conversations a task owns.
   const abortChild = deferred();
-  const child = defineTask<Json, Go, Json>({
-    ...parked("conversation-child"),
-    abort: async (_t, runtime) => {
-      await abortChild.promise;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
+  const child = heldAbortChild("conversation-child", abortChild);
   let childId: TaskId | undefined;
-  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "conversation-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          childId = tx.createTask(child, null, { ownership: { kind: "conversation" }, conversationId: c.id });
-          return { status: "running", checkpoint: { phase: "hold" } };
-        });
-      },
-      hold: async (_t, _r, signal) => untilAborted(signal),
+  const owner = holdingOwner(
+    "conversation-owner",
+    (tx, self) => {
+      const c = tx.createConversation({ kind: "task", taskId: self });
+      return tx.createTask(child, null, { ownership: { kind: "conversation" }, conversationId: c.id });
     },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
+    (id) => {
+      childId = id;
+    },
+  );
   const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
   await until(() => running(h) === 2, { what: "owner and the task of its conversation running" });
