@@ -492,7 +492,8 @@ describe("Harness.open binds the registry", () => {
   test("open refuses a registry whose snapshot lacks a built-in task definition", async () => {
     const real = createRegistry();
     const store = await memoryStore();
-    // Each built-in task, lacking alone, is refused by name.
+    const prepared: string[] = [];
+    // Each built-in task, lacking alone, is refused by name, before any harness starts (no prepare).
     for (const builtin of ["pi.generation", "pi.tool", "pi.compaction"]) {
       const lacking: RegistryReader = {
         subscribe: (l) => real.subscribe(l),
@@ -500,10 +501,14 @@ describe("Harness.open binds the registry", () => {
       };
       const refused = await AgentHarness.open(store, {
         extensions: lacking as ReturnType<typeof createRegistry>,
+        prepare: () => {
+          prepared.push(builtin);
+        },
       }).catch((e: unknown) => e);
       expect(refused, builtin).toBeInstanceOf(RegistryInvalid);
       expect((refused as Error).message).toContain(builtin);
     }
+    expect(prepared).toEqual([]);
   });
 
   test("the registry is the application's: open binds it as given, it outlives a closed harness and serves the next open; nothing of it is stored", async () => {
