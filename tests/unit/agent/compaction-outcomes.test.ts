@@ -172,7 +172,12 @@ test("a faulted compaction's status is removed in the commit that writes the fau
   expect((await root.entries()).length).toBe(before);
 });
 
-test("an orphaned compaction's status is removed in the commit that orphans it", async () => {
+/**
+ * A compaction summarizing when its engine stopped, reopened by an engine whose definition is older
+ * than the stored task (so it cannot run: orphaned, task_too_old, once aborted); `orphaning` collects
+ * the pi.live value each commit that ends the task writes.
+ */
+async function tooOldCompactionReopened() {
   const gate = deferred();
   const first = await open(
     async (req) => {
@@ -189,15 +194,20 @@ test("an orphaned compaction's status is removed in the commit that orphans it",
   const store = await memoryStore(first.store.image());
   await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [taskId]));
   const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
-  const before = (await root.entries()).length;
   expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
-  // The commit that writes the orphaned outcome: its pi.live write (sample 22b: the status was only
-  // read afterwards, so a removal in a later commit passed).
   const orphaning: unknown[] = [];
   h.subscribe((change) => {
     if (change.tasks.some((t) => t.id === taskId && t.state.status === "terminal"))
       orphaning.push(change.docs.find((d) => d.name === "pi.live")?.value ?? "pi.live not written");
   });
+  return { h, root, taskId, orphaning };
+}
+
+test("an orphaned compaction's status is removed in the commit that orphans it", async () => {
+  const { h, root, taskId, orphaning } = await tooOldCompactionReopened();
+  const before = (await root.entries()).length;
+  // The commit that writes the orphaned outcome: its pi.live write (sample 22b: the status was only
+  // read afterwards, so a removal in a later commit passed).
   expect(await h.abortTask(taskId)).toBe("marked");
   expect(orphaning).toEqual([{}]);
   expect((await h.getTask(taskId))?.state).toMatchObject({
@@ -212,27 +222,7 @@ test("a compaction the scheduler orphans (marked by Conversation.abort(), settle
   // Spec §5.4: the orphaning commit runs the kind's cleanup whichever path orphans it. The test
   // above orphans in abortTask's marking commit; here the mark comes from Conversation.abort() and
   // the scheduler writes the outcome when it would reserve the abort invocation.
-  const gate = deferred();
-  const first = await open(
-    async (req) => {
-      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
-      await gate.promise;
-      return fauxAssistantMessage("SUMMARY");
-    },
-    { settings: { compaction: { keepRecentTokens: 150 } } },
-  );
-  await chat(first.root, 3);
-  const taskId = await first.root.compact();
-  await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
-  const store = await memoryStore(first.store.image());
-  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [taskId]));
-  const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
-  expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
-  const orphaning: unknown[] = [];
-  h.subscribe((change) => {
-    if (change.tasks.some((t) => t.id === taskId && t.state.status === "terminal"))
-      orphaning.push(change.docs.find((d) => d.name === "pi.live")?.value ?? "pi.live not written");
-  });
+  const { h, root, taskId, orphaning } = await tooOldCompactionReopened();
   await root.abort();
   expect((await h.getTask(taskId))?.state).toMatchObject({
     status: "terminal",
