@@ -156,7 +156,7 @@ test("context({ at }) is the context as of that entry: before a reset it has no 
   expect(texts(then.messages)).toEqual(["one", "echo: one"]);
 });
 
-test("context({ at }) refuses an entry that is not in the conversation (EntryNotVisible, as a fork there)", async () => {
+test("context({ at }) refuses an entry that is not in the conversation", async () => {
   const { h, root } = await open(echo);
   expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
   const other = await h.createConversation({ ownership: { kind: "ownerless" } });
@@ -217,7 +217,7 @@ test("context({ at }) is what a fork at that entry starts with, at every cutoff:
   expect(texts((await root.context({ at: summary })).messages)).toEqual(["summary", "kept"]);
 });
 
-test("context({ at }) of a fork accepts an inherited entry, the same as its parent's, and refuses one past the fork point (EntryNotVisible)", async () => {
+test("context({ at }) of a fork accepts an inherited entry, the same as its parent's, and refuses one past the fork point", async () => {
   const { root } = await open(echo);
   const [inherited, hidden] = await append(root, [
     { kind: "message", model: [user("inherited")] },
