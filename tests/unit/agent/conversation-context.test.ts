@@ -6,7 +6,7 @@
 import type { AssistantMessage, Message, ToolResultMessage, UserMessage } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { UNANSWERED_TOOL_CALL } from "../../../worker/agent/conversation/context.ts";
-import type { Conversation, EntryRecord, Json } from "../../../worker/index.ts";
+import { type Conversation, EntryNotVisible, type EntryRecord, type Json } from "../../../worker/index.ts";
 import { echo, open } from "./fixtures.ts";
 
 const user = (text: string): UserMessage => ({ role: "user", content: text, timestamp: 1 });
@@ -161,8 +161,8 @@ test("context({ at }) refuses an entry that is not in the conversation", async (
   expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
   const other = await h.createConversation({ ownership: { kind: "ownerless" } });
   const last = (await root.entries()).at(-1)!.id;
-  await expect(other.context({ at: last })).rejects.toThrow(RangeError);
-  await expect(root.context({ at: last + 100 })).rejects.toThrow(RangeError);
+  await expect(other.context({ at: last })).rejects.toThrow(EntryNotVisible);
+  await expect(root.context({ at: last + 100 })).rejects.toThrow(EntryNotVisible);
 });
 
 test("context({ at }) is what a fork at that entry starts with, at every cutoff: before and after an edit, a reset, a kept entry and a summary", async () => {
@@ -228,8 +228,8 @@ test("context({ at }) of a fork accepts an inherited entry, the same as its pare
   // The whole view, not only its messages.
   expect(await child.context({ at: inherited! })).toEqual(await root.context({ at: inherited! }));
   expect((await child.context({ at: inherited! })).entries.map((e) => e.id)).toEqual([inherited]);
-  await expect(child.context({ at: hidden! })).rejects.toThrow(RangeError);
-  await expect(root.context({ at: own })).rejects.toThrow(RangeError);
+  await expect(child.context({ at: hidden! })).rejects.toThrow(EntryNotVisible);
+  await expect(root.context({ at: own })).rejects.toThrow(EntryNotVisible);
 });
 
 test("context() leaves aborted, error and deferred answers out of its messages but keeps their raw entries; a length stop stays (reading 24f)", async () => {

@@ -3,6 +3,7 @@
  * commits through the harness. Cancelling a signal passed to a wait only stops that wait.
  */
 import type { Tx } from "../../core/define.ts";
+import { EntryNotVisible } from "../../core/errors.ts";
 import type { ConversationView, Watch } from "../../core/observe.ts";
 import type {
   ConversationId,
@@ -174,13 +175,14 @@ export class Conversation {
 
   /**
    * The context a request would start from now (spec §2.2 ContextView); with `at`, as of that entry
-   * of this conversation (what a fork at it would start with). Reads only; never writes.
+   * of this conversation (what a fork at it would start with; EntryNotVisible, as the fork, for an
+   * entry outside its visible history). Reads only; never writes.
    */
   async context(options: { at?: EntryId } = {}): Promise<ContextView> {
     this.harness.assertOpen();
     const entries = await this.harness.services.entries.get(this.id, options.at);
     if (options.at !== undefined && entries.at(-1)?.id !== options.at)
-      throw new RangeError(`entry ${options.at} is not in conversation ${this.id}`);
+      throw new EntryNotVisible(this.id, options.at);
     return contextView(entries);
   }
 
