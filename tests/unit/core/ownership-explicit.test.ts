@@ -7,10 +7,10 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
+  type ConversationRecord,
   defineTask,
   Harness,
   InvalidTransition,
-  type ConversationRecord,
   type Json,
   OwnerNotLive,
   ROOT_CONVERSATION_ID,
