@@ -7,6 +7,7 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
+  type ConversationRecord,
   defineTask,
   Harness,
   InvalidTransition,
@@ -112,6 +113,30 @@ test("ownership is never inferred from call context: a task's own commit creatin
     expect(String(error)).toMatch(/explicit ownership/);
   }
   expect(internals(h).session.records.conversations.size).toBe(before);
+  await h.close();
+});
+
+test("the two ownership kinds hold inside a task's own commit too: ownerless records no owner (the committing task is not inferred), task names its owner", async () => {
+  // Draw 27a: the kinds were tried from outside any task only, so an ownerless creation that took the
+  // committing task as its owner went unseen.
+  const made: { ownerless?: ConversationRecord; owned?: ConversationRecord } = {};
+  const creator = single("creator", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      made.ownerless = tx.createConversation({ kind: "ownerless" });
+      made.owned = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+      return undefined;
+    });
+    await runtime.commit(() => complete("made"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [creator] });
+  const id = await h.createTask(creator, null, conversationOwned);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "made" });
+  expect(made.ownerless?.owner).toBeUndefined();
+  expect(made.owned?.owner).toEqual({ taskId: id, conversationId: ROOT_CONVERSATION_ID });
+  // As stored, not only as returned.
+  const stored = internals(h).session.records.conversations;
+  expect(stored.get(made.ownerless!.id)?.owner).toBeUndefined();
+  expect(stored.get(made.owned!.id)?.owner).toEqual({ taskId: id, conversationId: ROOT_CONVERSATION_ID });
   await h.close();
 });
 
