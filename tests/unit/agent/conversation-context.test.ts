@@ -7,7 +7,7 @@ import type { AssistantMessage, Message, ToolResultMessage, UserMessage } from "
 import { expect, test } from "vitest";
 import { UNANSWERED_TOOL_CALL } from "../../../worker/agent/conversation/context.ts";
 import { type Conversation, EntryNotVisible, type EntryRecord, type Json } from "../../../worker/index.ts";
-import { echo, open } from "./fixtures.ts";
+import { echo, open, reopen } from "./fixtures.ts";
 
 const user = (text: string): UserMessage => ({ role: "user", content: text, timestamp: 1 });
 const assistant = (
@@ -215,6 +215,57 @@ test("context({ at }) is what a fork at that entry starts with, at every cutoff:
   expect(texts((await root.context({ at: first })).messages)).toEqual(["first"]);
   expect(texts((await root.context({ at: edit })).messages)).toEqual(["edited"]);
   expect(texts((await root.context({ at: summary })).messages)).toEqual(["summary", "kept"]);
+});
+
+test("a raw tx.appendEntry with head: self heads its own entry; the newest head marker decides the context, an older one in range dropping out, also after a reopen", async () => {
+  // The scenario "resolves self heads and uses the newest head marker" through a raw commit: the
+  // inbox resolves a submitted self head itself, so this is the core's resolution (draw 27c).
+  const { h, root, faux, store } = await open(echo);
+  const raw = (draft: { kind: string; model: Message[]; head?: "self" | number }) =>
+    root.commit((tx) => tx.appendEntry(root.id, { ...draft, model: draft.model as unknown as Json }));
+  const old = await raw({ kind: "message", model: [user("old")] });
+  const reset = await raw({ kind: "reset", head: "self", model: [user("fresh start")] });
+  expect(reset.head).toBe(reset.id);
+  const after = await raw({ kind: "message", model: [assistant("after reset")] });
+  let view = await root.context();
+  expect(view.head?.id).toBe(reset.id);
+  expect(view.entries.map((e) => e.id)).toEqual([reset.id, after.id]);
+  const summary = await raw({ kind: "summary", head: after.id, model: [user("summary")] });
+  const tail = await raw({ kind: "message", model: [user("next")] });
+  view = await root.context();
+  expect(view.head?.id).toBe(summary.id);
+  expect(view.entries.map((e) => e.id)).toEqual([summary.id, after.id, tail.id]);
+  expect(view.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+  // The newest marker decides even when its head reaches back past an older marker's.
+  const back = await raw({ kind: "summary", head: old.id, model: [user("back")] });
+  view = await root.context();
+  expect(view.head?.id).toBe(back.id);
+  expect(view.entries.map((e) => e.id)).toEqual([back.id, old.id, after.id, tail.id]);
+  // After a reopen the newest marker is read from the store: the same context.
+  await h.close();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+  const reopened = await again.conversation(root.id)!.context();
+  expect(reopened.head?.id).toBe(back.id);
+  expect(reopened.entries.map((e) => e.id)).toEqual([back.id, old.id, after.id, tail.id]);
+});
+
+// Draw 27c: CONTRARY, not fixed. The committed view applies head markers one by one, so a marker whose
+// head reaches back past an older marker cannot bring back the entries that marker dropped; context()
+// (derived from the stored entries) has them.
+test.fails("the committed view of a conversation whose newest head marker reaches back past an older marker holds the entries from its head on, live and after a reopen", async () => {
+  const { h, root, faux, store } = await open(echo);
+  const raw = (draft: { kind: string; model: Message[]; head?: "self" | number }) =>
+    root.commit((tx) => tx.appendEntry(root.id, { ...draft, model: draft.model as unknown as Json }));
+  const old = await raw({ kind: "message", model: [user("old")] });
+  await raw({ kind: "reset", head: "self", model: [user("fresh start")] });
+  const after = await raw({ kind: "message", model: [assistant("after reset")] });
+  const back = await raw({ kind: "summary", head: old.id, model: [user("back")] });
+  expect((await root.context()).entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
+  expect((await root.viewState()).entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
+  await h.close();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+  const stored = await again.conversation(root.id)!.viewState();
+  expect(stored.entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
 });
 
 test("context({ at }) of a fork accepts an inherited entry, the same as its parent's, and refuses one past the fork point", async () => {

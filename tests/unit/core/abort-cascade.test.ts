@@ -13,7 +13,7 @@ import {
   type TaskId,
   type TaskRecord,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until, within } from "../../../worker/testing.ts";
 import {
   blocked,
   complete,
@@ -497,6 +497,31 @@ test("cascades through task and conversation edges, bottom-up", async () => {
   expect(outcome(await h.getTask(xRecord!.id))?.status).toBe("aborted");
   expect(outcome(await h.getTask(bRecord!.id))?.status).toBe("aborted");
   expect(log).toEqual(["abort:x", "abort:b", "abort:a"]);
+  await h.close();
+});
+
+test("the cascade reaches every level below a cancelled owner through task edges: a grandchild is marked too, bottom-up", async () => {
+  // Draw 27c: the edges tests reached the grandchild through its owned conversation, which the cascade's
+  // conversation reach aborts on its own; here each level owns the next as a task.
+  const log: string[] = [];
+  const c = single("deep.c", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      log.push("abort:c");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const b = ownerOf("deep.b", c, { log });
+  const a = ownerOf("deep.a", b as unknown as TaskDefinition<Json, Go, Json>, { log });
+  const h = await Harness.open(await memoryStore(), { tasks: [a, b, c] });
+  const id = await h.createTask(a, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "a, b and c running" });
+  const [cRecord] = await h.tasks({ kind: "deep.c" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await within(done(h, id), 5000, "the abort through the grandchild"))?.status).toBe(
+    "aborted",
+  );
+  expect(outcome(await h.getTask(cRecord!.id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:c", "abort:deep.b", "abort:deep.a"]);
   await h.close();
 });
 
