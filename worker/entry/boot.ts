@@ -83,11 +83,17 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   void options.wasm?.then((compiled) => {
     if (compiled !== false) owner.timeline.wasmAt = Date.now();
   });
+  // The engine's larger modules wait for the store's own code (the idb wasm, or the lent store's client
+  // and a lender at hand): their evaluation would take the thread the store's open needs.
+  const storeCodeHere = (options.wasm ?? Promise.resolve()).then(
+    () => undefined,
+    () => undefined,
+  );
   // pi-ai is a chunk of its own (agent/models/pi-ai.ts): fetched and evaluated while the store opens,
   // but only once the store's wasm has compiled (its catalogue's evaluation would take the thread the
   // compile needs; the store's open is mostly waiting on IndexedDB). The harness open awaits it
   // before any task can start, after its read (a failure surfaces there, where the load is tried again).
-  void (options.wasm ?? Promise.resolve())
+  void storeCodeHere
     .then(() => loadPiAi())
     .then(
       () => {
@@ -97,20 +103,15 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
     );
   // The modules the harness's open needs, fetched together rather than one after another, and while
   // the store opens (after its wasm, as pi-ai): the open waits for them only if they are not here yet.
-  const harnessModules = (options.wasm ?? Promise.resolve())
-    .then(
-      () => undefined,
-      () => undefined,
-    )
-    .then(() =>
-      Promise.all([
-        import("../browser/script-workers.ts"),
-        // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
-        options.testEndpoints ? import("../debug/ticker.ts") : undefined,
-        options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
-        import("../app/app-agent.ts"),
-      ] as const),
-    );
+  const harnessModules = storeCodeHere.then(() =>
+    Promise.all([
+      import("../browser/script-workers.ts"),
+      // Test pages' engines also run the test tasks (a store a test page used reopens in a test page).
+      options.testEndpoints ? import("../debug/ticker.ts") : undefined,
+      options.testEndpoints && options.effects ? import("../debug/effects.ts") : undefined,
+      import("../app/app-agent.ts"),
+    ] as const),
+  );
   // A failed fetch surfaces in the open, which awaits it.
   harnessModules.catch(() => undefined);
   const ready = owner.open(async (store, onFatal) => {
@@ -134,12 +135,8 @@ export function bootEngine(platform: HostPlatform, options: BootOptions): Promis
   // The owner reported a failure as the engine's status; every call then rejects with it.
   ready.catch(() => undefined);
   // The engine's API (the host, the door) loads after the store's own code too: the tabs' calls wait
-  // for the store anyway, and its evaluation would take the thread the store's open needs.
-  return (options.wasm ?? Promise.resolve())
-    .then(
-      () => undefined,
-      () => undefined,
-    )
+  // for the store anyway.
+  return storeCodeHere
     .then(() => Promise.all([import("../app/engine-host.ts"), import("../protocol/door.ts")]))
     .then(async ([{ EngineHost }, { serveConnection }]) => {
       owner.timeline.apiAt = Date.now();
