@@ -19,7 +19,7 @@ import { readActivePage } from "./pages.ts";
 import type { Session } from "./session.ts";
 import type { ChangeSet, ConversationId, Json } from "./types.ts";
 import {
-  applyEntries,
+  activeRange,
   applyViewChanges,
   type ConversationView,
   type ViewChange,
@@ -179,7 +179,7 @@ export class ConversationMount {
         // history runs on into its parent's, through its entry (fork.ts).
         const start = (await newestHead(sql, segments)) ?? 0;
         const entries = await readVisibleEntries(sql, segments, { afterId: start - 1 });
-        return { conversation, docs, entries: applyEntries([], entries), older: 0 };
+        return { conversation, docs, entries: activeRange(entries), older: 0 };
       });
       this.#view = { conversation, entries, docs, ...(older > 0 ? { older } : {}) };
       const buffered = this.#buffer ?? [];

@@ -3,7 +3,9 @@
  * mount (core/observe.ts) and a tab's copy (through worker/protocol/) apply, so the two never drift.
  * Pure: no I/O, inputs are never mutated (a new view shares what did not change).
  * Rules: operations apply in order; entries apply one by one, a head marker restarting the active
- * range at its head (it is kept, with the non-marker entries from its head on); a `doc` operation sets
+ * range at its head (it is kept, with the non-marker entries from its head on), so a mounted view
+ * keeps only what it held when a marker reaches back past its range (spec §12), while a view rebuilt
+ * from the store is the newest marker's whole range (`activeRange`); a `doc` operation sets
  * a document, or deletes it when its value is undefined; a snapshot frame replaces the view.
  * A paged view (the tab's watch: core/pages.ts) carries only the newest entries of the active range
  * and counts the others (`older`); a page of them goes in front (`applyPage`). A head marker whose
@@ -69,6 +71,22 @@ export function applyEntries(
     out = owned;
   }
   return out;
+}
+
+/**
+ * The active range of a view read whole from the store (a mount's load): `entries` are every visible
+ * entry from the newest head marker's head on, in id order. The newest marker leads, then the
+ * non-marker entries from its head on; older markers drop out. Unlike `applyEntries`, which applies
+ * markers one by one to what a view holds, this brings back entries an older marker had cut when
+ * the newest one reaches back past it (spec §12: a mounted view keeps its held entries until it is
+ * rebuilt; a rebuilt view is the range as stored).
+ */
+export function activeRange(entries: readonly EntryRecord[]): readonly EntryRecord[] {
+  let marker: EntryRecord | undefined;
+  for (const e of entries) if (e.head !== undefined) marker = e;
+  if (!marker) return entries;
+  const head = marker.head!;
+  return [marker, ...entries.filter((e) => e.head === undefined && e.id >= head)];
 }
 
 /** Apply changes in order; returns `view` itself when there are none. */

@@ -249,23 +249,32 @@ test("a raw tx.appendEntry with head: self heads its own entry; the newest head 
   expect(reopened.entries.map((e) => e.id)).toEqual([back.id, old.id, after.id, tail.id]);
 });
 
-// Draw 27c: CONTRARY, not fixed. The committed view applies head markers one by one, so a marker whose
-// head reaches back past an older marker cannot bring back the entries that marker dropped; context()
-// (derived from the stored entries) has them.
-test.fails("the committed view of a conversation whose newest head marker reaches back past an older marker holds the entries from its head on, live and after a reopen", async () => {
+// Draw 27c: the committed view rebuilt from the store (a reopen, a new mount) applied the stored
+// markers one by one, so a newest marker reaching back past an older one left out the entries that one
+// had cut. Spec §12: a mounted view keeps its held entries until rebuilt; rebuilt, it is the range.
+test("the committed view of a conversation whose newest head marker reaches back past an older marker: the mounted view keeps what it held, a rebuilt one holds the entries from its head on", async () => {
   const { h, root, faux, store } = await open(echo);
   const raw = (draft: { kind: string; model: Message[]; head?: "self" | number }) =>
     root.commit((tx) => tx.appendEntry(root.id, { ...draft, model: draft.model as unknown as Json }));
   const old = await raw({ kind: "message", model: [user("old")] });
-  await raw({ kind: "reset", head: "self", model: [user("fresh start")] });
+  const reset = await raw({ kind: "reset", head: "self", model: [user("fresh start")] });
   const after = await raw({ kind: "message", model: [assistant("after reset")] });
+  const watch = await root.watch();
+  expect(watch.value.entries.map((e) => e.id)).toEqual([reset.id, after.id]);
   const back = await raw({ kind: "summary", head: old.id, model: [user("back")] });
   expect((await root.context()).entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
+  // Mounted (the watch holds the mount): it keeps its held entries, from the new head on.
+  expect((await root.viewState()).entries.map((e) => e.id)).toEqual([back.id, after.id]);
+  await watch.stop();
+  // Unobserved, the mount is dropped: the next one is rebuilt from the store.
   expect((await root.viewState()).entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
   await h.close();
   const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
   const stored = await again.conversation(root.id)!.viewState();
   expect(stored.entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
+  const page = await again.pageMount(root.id).watch();
+  expect(page.value.entries.map((e) => e.id)).toEqual([back.id, old.id, after.id]);
+  await page.stop();
 });
 
 test("context({ at }) of a fork accepts an inherited entry, the same as its parent's, and refuses one past the fork point", async () => {

@@ -3,7 +3,7 @@
  * tab's copy of a conversation's view apply changes, and the wire form of a watch's frames.
  */
 import { describe, expect, test } from "vitest";
-import { applyViewChanges, type ViewChange, watchFrame } from "../../../worker/core/view-ops.ts";
+import { activeRange, applyViewChanges, type ViewChange, watchFrame } from "../../../worker/core/view-ops.ts";
 import type { Conversation, Frame } from "../../../worker/index.ts";
 import {
   applyFrame,
@@ -67,6 +67,15 @@ describe("applyViewChanges", () => {
       { op: "head", entries: [entry(5, { head: 2 })] },
     ]);
     expect(ids(after)).toEqual([5, 2, 4]);
+  });
+
+  test("a view rebuilt from stored entries is the newest marker's range: entries an older marker cut come back (spec §12)", () => {
+    // Stored from the range's start: 1, a reset at 2 (self), 3, then a summary at 4 heading 1.
+    const stored = [entry(1), entry(2, { head: 2 }), entry(3), entry(4, { head: 1 })];
+    expect(activeRange(stored).map((e) => e.id)).toEqual([4, 1, 3]);
+    // Applied one by one, as a mounted view does, the reset's cut stays (the view keeps what it held).
+    expect(ids(applyViewChanges(view([]), [{ op: "head", entries: stored }]))).toEqual([4, 3]);
+    expect(activeRange([entry(1), entry(2)]).map((e) => e.id)).toEqual([1, 2]);
   });
 
   test("a marker that names itself leaves only itself and what follows it", () => {
