@@ -784,6 +784,9 @@ describe("parallel and sequential rounds", () => {
     ]);
     a.release.resolve();
     await b.started.promise;
+    // While the second call runs, pi.live lists it under its task, and the run stays with the
+    // generation (spec §6; draw 28d: the later call's task was never read from its slot).
+    const duringSecond = liveOf(h);
     b.release.resolve();
     expect((await sub.wait()).status).toBe("done");
     expect(beforeTool).toEqual(["first", "second"]);
@@ -812,6 +815,11 @@ describe("parallel and sequential rounds", () => {
     expect((generation!.state as { checkpoint: { pending?: string[] } }).checkpoint.pending ?? []).toEqual(
       [],
     );
+    expect(duringSecond.tools?.map((t) => [t.callId, t.taskId])).toEqual([
+      ["call-1", firstTask],
+      ["call-2", secondTask],
+    ]);
+    expect(duringSecond.run?.taskId).toBe(generation!.id);
   });
 
   test("toolExecution is read as the round starts: changed to sequential while the request streams, the round is sequential", async () => {

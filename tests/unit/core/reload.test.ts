@@ -108,6 +108,45 @@ test("a call running when its tool is replaced keeps the old definition through 
   expect(second).not.toContain("line 19");
 });
 
+test("a tool call keeps the afterTool hooks its phase resolved: a replacement installed while it runs reaches only the next call", async () => {
+  // Draw 28d (spec §7.1: a phase's handlers and hooks use the snapshot taken at its start): the
+  // named tests replaced generation hooks and the tool itself, never a tool hook during a call.
+  const started = deferred();
+  const release = deferred();
+  let first = true;
+  const work = defineTool({
+    name: "work",
+    description: "work",
+    parameters: Type.Object({}),
+    async execute() {
+      if (first) {
+        first = false;
+        started.resolve();
+        await release.promise;
+      }
+      return textResult("ran");
+    },
+  });
+  const tagger = (name: string) =>
+    defineExtension({
+      name: "tagger",
+      hooks: [
+        hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} ${name}`) }),
+      ],
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "worker", tools: [work] }));
+  extensions.install(tagger("old"));
+  const { root } = await open(callWorkEachTurn, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  extensions.install(tagger("new"));
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["ran old", "ran new"]);
+});
+
 test("a tool task started after a replacement runs the new code, even for a call the old declaration was offered in", async () => {
   // Reading 24a (spec §7.5: "new phase invocations and tool tasks use the new extension
   // immediately"; §7.1: the tool task resolves the implementation at its own phase): the named test's
