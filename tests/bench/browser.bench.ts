@@ -266,7 +266,7 @@ async function throughput(b: LaunchedBrowser, server: StaticServer, fixtures: St
 /**
  * From the SharedWorker of the store probe, beside its idb store and IndexedDB's own limit (a bare
  * strict readwrite transaction: issue 30's aim is a raw commit at 0.8x it), in one interleaved run per round:
- * the opfs store in a dedicated worker the tab lends it (worker/store/lent.ts over a MessagePort), and
+ * the opfs store in a dedicated worker the tab lends it (worker/store/lent/ over a MessagePort), and
  * wa-sqlite's OPFSAnyContextVFS opened in the SharedWorker itself (lent-bench.ts in the fixture).
  */
 async function opfsShapes(b: LaunchedBrowser, server: StaticServer, fixtures: StaticServer): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * The `opfs-lent` store kind in Chromium: the SharedWorker engine's store is the opfs store in a
- * dedicated worker a tab lends it (worker/browser/store-lenders.ts, worker/store/lent.ts). Two tabs;
+ * dedicated worker a tab lends it (worker/browser/store-lenders.ts, worker/store/lent/). Two tabs;
  * a ticker commits one entry per tick while the user chats; the lending tab (the older one) closes
  * mid-run. The store moves to the other tab's worker: the pause is measured and printed, every tick
  * is committed exactly once and in order (none acknowledged before the close is lost, none stored

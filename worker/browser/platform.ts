@@ -14,7 +14,7 @@ export type OpenStamp = (part: OpenPart) => void;
 export interface HostPlatform {
   readonly storeName: string;
   /**
-   * `opfs-lent`: the opfs store in a dedicated worker a tab lends the SharedWorker (worker/store/lent.ts).
+   * `opfs-lent`: the opfs store in a dedicated worker a tab lends the SharedWorker (worker/store/lent/).
    * The SharedWorker's platform may choose it when the store opens (store-kind.ts): read it after.
    */
   readonly storeKind: "idb" | "opfs" | "opfs-lent";

@@ -1,6 +1,6 @@
 /**
  * Tabs lending the SharedWorker engine a dedicated worker to hold its store: the `opfs-lent` kind
- * (worker/store/lent.ts). A SharedWorker cannot open OPFS sync access handles, so the opfs store
+ * (worker/store/lent/client.ts). A SharedWorker cannot open OPFS sync access handles, so the opfs store
  * lives in a worker a tab starts (worker/entry/lent-store.ts) and hands over by port on the tab's
  * side channel (script-worker-channel.ts, `op: "store"`), as script workers are lent.
  * - Each tab that offers its side channel is a possible lender; the oldest live one lends (so the
@@ -12,7 +12,7 @@
  * - `lend` waits for a tab when none offers yet (the engine starts before its first tab's offer).
  * Invariant: a store's lender is never the tab that just lost it.
  */
-import { type LentStore, openLentStore, type Relent } from "../store/lent.ts";
+import { type LentStore, openLentStore, type Relent } from "../store/lent/client.ts";
 import type { OpenStamp } from "./platform.ts";
 
 /** What a tab's side channel offers for the store (script-worker-channel.ts). */

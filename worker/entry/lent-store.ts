@@ -2,7 +2,7 @@
  * The lent store worker's entry: a dedicated worker a tab starts for the SharedWorker engine on the
  * `opfs-lent` store kind (src/lib/script-worker-offer.ts, `op: "store"`). Its first message brings the
  * port the engine talks over; it answers `connected` once it serves the port, then opens the opfs
- * store there when the engine asks (worker/store/lent.ts, which checks every message). When the
+ * store there when the engine asks (worker/store/lent/server.ts, which checks every message). When the
  * engine's end closes, the store closes (a transaction in flight rolls back) and the worker ends, so
  * the file's handle is free for the next lender. Its wasm starts compiling as soon as it connects.
  * A spare (`spare: tabId`: the tab's first script started it before the engine asked, and lent it
@@ -12,7 +12,7 @@
  */
 import { SPARE_STORE_MS, tabLockName } from "../protocol/browser.ts";
 import { openBrowserStore, preloadBrowserStore, wasmMemoryBytes } from "../store/browser.ts";
-import { serveLentStore } from "../store/lent.ts";
+import { serveLentStore } from "../store/lent/server.ts";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 

@@ -1,12 +1,13 @@
 /**
- * The store conformance suite (tests/conformance/store-suite.ts) on the lent store (worker/store/lent.ts):
+ * The store conformance suite (tests/conformance/store-suite.ts) on the lent store (worker/store/lent/):
  * a `LentStore` client over a real MessageChannel to `serveLentStore`, which serves a memory store on
  * the other end, as a tab's lent worker serves the opfs store to the SharedWorker engine. A kill is
  * the client's (the crash simulation crosses the port: the server rolls back what is open); a reopen
  * reads the memory store's files once the server has closed it.
  */
 import { describe, test } from "vitest";
-import { type LentStore, openLentStore, serveLentStore } from "../../../worker/store/lent.ts";
+import { type LentStore, openLentStore } from "../../../worker/store/lent/client.ts";
+import { serveLentStore } from "../../../worker/store/lent/server.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../../../worker/store/open.ts";
 import { type StoreKit, schemaUpTo } from "../../conformance/kit.ts";
 import { scenarios } from "../../conformance/store-suite.ts";

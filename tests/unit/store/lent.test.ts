@@ -1,5 +1,5 @@
 /**
- * The lent store (worker/store/lent.ts) beyond the conformance suite: its door refuses what it does
+ * The lent store (worker/store/lent/) beyond the conformance suite: its door refuses what it does
  * not expect, and a lender lost mid-commit (its port closes, as when the lending tab closes) hands
  * the store to a new lender without losing an acknowledged commit or storing one twice: the commit
  * whose reply was lost is found stored by its sequence number, or sent again when it was not.
@@ -10,13 +10,9 @@
  */
 import { describe, expect, test } from "vitest";
 import { schema } from "../../../worker/core/schema.ts";
-import {
-  type LentPort,
-  type LentReply,
-  type LentRequest,
-  openLentStore,
-  serveLentStore,
-} from "../../../worker/store/lent.ts";
+import { openLentStore } from "../../../worker/store/lent/client.ts";
+import { serveLentStore } from "../../../worker/store/lent/server.ts";
+import type { LentPort, LentReply, LentRequest } from "../../../worker/store/lent/wire.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../../../worker/store/open.ts";
 import { allOf, type FaultPoint, StoreClosed } from "../../../worker/store/types.ts";
 

@@ -1,39 +1,29 @@
 /**
- * A store that lives in another worker, reached over a MessagePort: the `opfs-lent` shape. A
- * SharedWorker cannot open OPFS sync access handles, so a tab lends it a dedicated worker that opens
- * the opfs store (OPFSCoopSyncVFS) and serves it here (`serveLentStore`); the SharedWorker holds a
- * `LentStore`, which keeps the `Store` contract (types.ts) while every SQL statement runs over there.
+ * The engine's side of the `opfs-lent` store: a `LentStore` keeps the `Store` contract (types.ts)
+ * while every SQL statement runs in the dedicated worker a tab lends the SharedWorker
+ * (`serveLentStore`, server.ts), over a MessagePort; the messages are wire.ts's.
  *
  * Invariants:
- * - one job at a time, in request order, on the client (the commit queue every store kind uses,
- *   queue.ts): a commit's callback runs in the caller's worker only after the previous job settled,
- *   so nothing it reads is stale;
+ * - one job at a time, in request order (the commit queue every store kind uses, queue.ts): a
+ *   commit's callback runs in the caller's worker only after the previous job settled, so nothing it
+ *   reads is stale;
  * - statements without rows (`run`) are buffered and travel with the next statement that returns
  *   rows or with the end of the job, so a commit whose callback only writes costs one round trip.
- *   A failing statement therefore surfaces at the next `all`/`get` or at the end of the callback;
- *   after any failed statement the server refuses to commit that transaction (it rolls back whole),
- *   so a buffered failure can never be committed past;
- * - a commit's promise resolves only after the server's COMMIT returned (synchronous = FULL there);
- *   a reply lost with the port (the lending tab closed) rejects with StoreClosed, and the engine
- *   recovers from what the store holds, as after a crash: an unacknowledged commit may or may not be
- *   stored, an acknowledged one always is;
- * - every message is checked on arrival, both ways (TypeBox schemas below; a job's message and an ok
- *   reply, the messages of every commit, by hand to the same schemas); the server refuses what it
- *   does not expect with a typed error reply and serves the next message;
+ *   A failing statement therefore surfaces at the next `all`/`get` or at the end of the callback
+ *   (the server refuses to commit past it);
+ * - a commit's promise resolves only after the server's COMMIT returned; a reply lost with the port
+ *   (the lending tab closed) rejects with StoreClosed unless `relend` gives a new lender, and the
+ *   engine recovers from what the store holds, as after a crash: an unacknowledged commit may or may
+ *   not be stored, an acknowledged one always is;
+ * - every reply is checked on arrival (wire.ts `isReply`); one that is not a reply is ignored;
  * - a statement's text crosses once per port: the client numbers each text it sends (up to
  *   MAX_STATEMENTS of them, each up to MAX_CACHED_TEXT long), the first step sends the number with
- *   the text, later ones the number alone; the server keeps the texts by number for that port only.
- *   A new lender starts with no numbers (the client forgets its own at the handover), and what a
- *   handover sends again is numbered anew;
+ *   the text, later ones the number alone. A new lender starts with no numbers (the client forgets
+ *   its own at the handover), and what a handover sends again is numbered anew;
  * - the fault points, the stats and StoreClosed/StoreFailed/StoreOpenError keep their meaning: they
- *   are the client's (a hook is a function, it cannot cross a port); errors cross typed;
- * - the server closes its store when its port closes (the engine is gone): a transaction in flight
- *   rolls back first, so the file's handle is released for the next lent worker.
+ *   are the client's (a hook is a function, it cannot cross a port); errors cross typed.
  */
-import { type Static, Type } from "typebox";
-import { Value } from "typebox/value";
-import type { SqliteLine } from "./line.ts";
-import { type QueuedJob, QueuedStore, storeFailure } from "./queue.ts";
+import { type QueuedJob, QueuedStore, storeFailure } from "../queue.ts";
 import {
   type Row,
   type Schema,
@@ -43,513 +33,33 @@ import {
   StoreClosed,
   StoreFailed,
   StoreOpenError,
-} from "./types.ts";
+} from "../types.ts";
+import {
+  fromWire,
+  isReply,
+  type JobRequest,
+  type LentOk,
+  type LentPort,
+  type LentReply,
+  type LentRequest,
+  type LentStep,
+  type LentWireStep,
+  MAX_CACHED_TEXT,
+  MAX_STATEMENTS,
+  SEQ_MODULUS,
+} from "./wire.ts";
 
-/**
- * Each commit's sequence number is written in its own transaction as the database header's
- * `application_id` (page 1, which every commit rewrites anyway; nothing else here uses the field), so
- * a client that lost its lender can tell whether the commit it was waiting for is stored.
- */
-const SEQ_MODULUS = 2 ** 31;
+/** The stored sequence number (wire.ts SEQ_MODULUS). */
 const READ_SEQ = "PRAGMA application_id";
 
-/** Statement numbers per port: at most this many texts are kept (later ones cross as text each time). */
-export const MAX_STATEMENTS = 2048;
-/** Longer texts are never numbered (a statement with its values inlined is seldom run again). */
-export const MAX_CACHED_TEXT = 8000;
-
-// ---- the wire -----------------------------------------------------------------------------------
-
-const Bytes = Type.Refine(Type.Unsafe<Uint8Array>({}), (v) => v instanceof Uint8Array);
-const Value_ = Type.Union([Type.Number(), Type.String(), Type.Null(), Type.BigInt(), Bytes]);
-const Id = Type.Integer({ minimum: 0 });
-const strict = { additionalProperties: false } as const;
-/**
- * One statement of a job: its text (`sql`), its number (`s`, for a text this port numbered before),
- * or both (the text numbered `s` from now on); one of the two at least (checked by hand: `isSteps`).
- */
-const Step = Type.Object(
-  {
-    sql: Type.Optional(Type.String({ minLength: 1, maxLength: 100_000 })),
-    s: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_STATEMENTS - 1 })),
-    params: Type.Optional(Type.Array(Value_, { maxItems: 10_000 })),
-    rows: Type.Optional(Type.Union([Type.Literal("all"), Type.Literal("get")])),
-  },
-  strict,
-);
-const Request = Type.Union([
-  Type.Object(
-    { t: Type.Literal("open"), id: Id, name: Type.String({ minLength: 1, maxLength: 64 }) },
-    strict,
-  ),
-  Type.Object(
-    {
-      t: Type.Literal("migrate"),
-      id: Id,
-      migrations: Type.Array(Type.String(), { maxItems: 10_000 }),
-      epoch: Type.Object({ read: Type.String(), bump: Type.String() }, strict),
-    },
-    strict,
-  ),
-  Type.Object({ t: Type.Literal("fence"), id: Id }, strict),
-  Type.Object(
-    {
-      t: Type.Literal("job"),
-      id: Id,
-      job: Id,
-      begin: Type.Optional(Type.Union([Type.Literal("commit"), Type.Literal("read")])),
-      steps: Type.Array(Step, { maxItems: 100_000 }),
-      end: Type.Optional(
-        Type.Union([Type.Literal("commit"), Type.Literal("rollback"), Type.Literal("done")]),
-      ),
-      /** With `end: "commit"`: the job's sequence number, stored in the same transaction (SEQ_MODULUS). */
-      seq: Type.Optional(Type.Integer({ minimum: 0, maximum: SEQ_MODULUS - 1 })),
-      /**
-       * A read's batch (`Sql.batch`): the reply carries `results`, the rows of every step that asks
-       * for rows, in order, instead of the last one's `rows`. Not with `end`.
-       */
-      each: Type.Optional(Type.Literal(true)),
-    },
-    strict,
-  ),
-  Type.Object({ t: Type.Literal("close"), id: Id }, strict),
-  /** The bytes of wasm memory the served store holds (the bench's `debug.memory`). */
-  Type.Object({ t: Type.Literal("memory"), id: Id }, strict),
-  Type.Object({ t: Type.Literal("kill"), id: Id, reason: Type.String({ maxLength: 1000 }) }, strict),
-]);
-export type LentRequest = Static<typeof Request>;
-/** A step as it crosses (text, number or both). */
-export type LentWireStep = Static<typeof Step>;
-/** A step with its text: as the client builds it, and as the server runs it once the number is looked up. */
-export type LentStep = LentWireStep & { sql: string };
-type JobRequest = Extract<LentRequest, { t: "job" }>;
-/** A job's message once its steps' texts are looked up (the server's door does it). */
-type ServedRequest = Omit<JobRequest, "steps"> & { steps: LentStep[] };
-
-const WireError = Type.Object(
-  {
-    name: Type.String(),
-    message: Type.String(),
-    /** A Store* error (StoreClosed, StoreFailed, StoreOpenError), rebuilt typed on the client. */
-    store: Type.Boolean(),
-    reason: Type.Optional(Type.String()),
-    advice: Type.Optional(Type.String()),
-  },
-  strict,
-);
-const Reply = Type.Union([
-  Type.Object(
-    {
-      id: Id,
-      ok: Type.Literal(true),
-      rows: Type.Optional(Type.Array(Type.Record(Type.String(), Value_))),
-      /** The answer to a job message marked `each`: one array of rows per step that asks for rows. */
-      results: Type.Optional(Type.Array(Type.Array(Type.Record(Type.String(), Value_)))),
-      schemaVersion: Type.Optional(Type.Integer()),
-      wasmBytes: Type.Optional(Type.Integer({ minimum: 0 })),
-    },
-    strict,
-  ),
-  Type.Object({ id: Id, ok: Type.Literal(false), error: WireError }, strict),
-]);
-export type LentReply = Static<typeof Reply>;
-type LentError = Static<typeof WireError>;
-
-/**
- * A SQL value as `Value_` says (a finite number, a string, null, a bigint, bytes), checked by hand: the
- * rows of a reply and the parameters of a job are the bulk of the wire, and TypeBox's interpreted
- * check costs about 15 µs per row (1.5 s for a read of 100,000 rows, against 10 ms by hand).
- */
-function isSqlValue(v: unknown): boolean {
-  return (
-    v === null ||
-    typeof v === "string" ||
-    (typeof v === "number" && Number.isFinite(v)) ||
-    typeof v === "bigint" ||
-    v instanceof Uint8Array
-  );
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && Object.getPrototypeOf(v) === Object.prototype;
-}
-
-/** `rows` of a reply: an array of plain objects whose every value is a SQL value. */
-function isRows(rows: unknown): boolean {
-  if (!Array.isArray(rows)) return false;
-  for (const row of rows) {
-    if (!isPlainObject(row)) return false;
-    for (const key of Object.keys(row)) if (!isSqlValue(row[key])) return false;
-  }
-  return true;
-}
-
-const STEP_KEYS = new Set(["sql", "s", "params", "rows"]);
-
-const isId = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v) && v >= 0;
-
-/** `steps` of a job as `Step` says (the limits included), by hand for the same reason. */
-function isSteps(steps: unknown): boolean {
-  if (!Array.isArray(steps) || steps.length > 100_000) return false;
-  for (const step of steps) {
-    if (!isPlainObject(step)) return false;
-    for (const key of Object.keys(step)) if (!STEP_KEYS.has(key)) return false;
-    const { sql, s, params, rows } = step;
-    if (sql === undefined && s === undefined) return false;
-    if (sql !== undefined && (typeof sql !== "string" || sql.length < 1 || sql.length > 100_000))
-      return false;
-    if (s !== undefined && (!isId(s) || s >= MAX_STATEMENTS)) return false;
-    if (rows !== undefined && rows !== "all" && rows !== "get") return false;
-    if (params !== undefined) {
-      if (!Array.isArray(params) || params.length > 10_000) return false;
-      for (const value of params) if (!isSqlValue(value)) return false;
-    }
-  }
-  return true;
-}
-
-const JOB_KEYS = new Set(["t", "id", "job", "begin", "steps", "end", "seq", "each"]);
-
-/**
- * A job's message as `Request` says, by hand: every commit sends one, and TypeBox's interpreted check
- * of the union cost more per commit than the rest of the wire (issue 30, session 25). An absent key
- * and one set to undefined are alike, as for TypeBox.
- */
-function isJobRequest(data: Record<string, unknown>): data is JobRequest {
-  for (const key of Object.keys(data)) if (!JOB_KEYS.has(key)) return false;
-  const { id, job, begin, end, seq, each } = data;
-  return (
-    isId(id) &&
-    isId(job) &&
-    (each === undefined || each === true) &&
-    (begin === undefined || begin === "commit" || begin === "read") &&
-    (end === undefined || end === "commit" || end === "rollback" || end === "done") &&
-    (seq === undefined || (isId(seq) && seq < SEQ_MODULUS)) &&
-    isSteps(data.steps)
-  );
-}
-
-/** `Value.Check(Request, data)`: a job's message by hand (`isJobRequest`), the rest by TypeBox. */
-function isRequest(data: unknown): data is LentRequest {
-  if (!isPlainObject(data) || data.t !== "job") return Value.Check(Request, data);
-  return isJobRequest(data);
-}
-
-const OK_KEYS = new Set(["id", "ok", "rows", "results", "schemaVersion", "wasmBytes"]);
-
-/**
- * `Value.Check(Reply, data)`: an ok reply (every commit's acknowledgement, every read's rows, a
- * batch's results) by hand, its rows by `isRows`; an error reply by TypeBox.
- */
-function isReply(data: unknown): data is LentReply {
-  if (!isPlainObject(data)) return false;
-  if (data.ok !== true) return Value.Check(Reply, data);
-  for (const key of Object.keys(data)) if (!OK_KEYS.has(key)) return false;
-  const { id, rows, results, schemaVersion, wasmBytes } = data;
-  return (
-    isId(id) &&
-    (schemaVersion === undefined || (typeof schemaVersion === "number" && Number.isInteger(schemaVersion))) &&
-    (wasmBytes === undefined || isId(wasmBytes)) &&
-    (rows === undefined || isRows(rows)) &&
-    (results === undefined || (Array.isArray(results) && results.every(isRows)))
-  );
-}
-
-/** The part of a MessagePort both ends use (Node's MessagePort too, for the tests). */
-export interface LentPort {
-  postMessage(message: unknown): void;
-  addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
-  addEventListener(type: "close", listener: () => void): void;
-  start?(): void;
-  close(): void;
-}
-
-const STORE_OPEN_REASONS = new Set(["quota", "corrupt", "locked", "unsupported", "migration", "unknown"]);
-
-function toWire(error: unknown): LentError {
-  const e = error instanceof Error ? error : new Error(String(error));
-  const store = e instanceof StoreClosed || e instanceof StoreFailed || e instanceof StoreOpenError;
-  return {
-    name: e.name,
-    message: e.message,
-    store,
-    ...(e instanceof StoreOpenError ? { reason: e.reason, advice: e.advice } : {}),
-  };
-}
-
-function fromWire(e: LentError): Error {
-  if (e.store) {
-    if (e.name === "StoreClosed") return new StoreClosed(e.message);
-    if (e.name === "StoreOpenError" && e.reason && STORE_OPEN_REASONS.has(e.reason))
-      return new StoreOpenError(e.message, e.reason as StoreOpenError["reason"], e.advice ?? "");
-    return new StoreFailed(e.message);
-  }
-  const error = new Error(e.message);
-  error.name = e.name;
-  return error;
-}
-
-/** The server's refusal of a message it did not expect (what is wrong, not the message itself). */
-export class LentBadRequest extends Error {
-  override readonly name = "LentBadRequest";
-}
-
-// ---- the server: the lent worker's side -----------------------------------------------------------
-
-/**
- * Give each step its text: a step with a number and a text numbers that text (`texts[s]`); one with a
- * number alone takes the text numbered so. Answers the first number never numbered here (nothing
- * looked up is then used), else undefined, every step now carrying its `sql`.
- */
-function lookUpTexts(steps: LentWireStep[], texts: string[]): number | undefined {
-  for (const step of steps) {
-    if (step.s === undefined) continue;
-    if (step.sql !== undefined) texts[step.s] = step.sql;
-    else {
-      const sql = texts[step.s];
-      if (sql === undefined) return step.s;
-      step.sql = sql;
-    }
-  }
-  return undefined;
-}
-
-/** Thrown inside a job's callback when the client asked to roll back. */
-const ROLLBACK = Symbol("rollback");
-
-interface ServedJob {
-  /** Messages of this job not yet taken by its callback. */
-  readonly inbox: ServedRequest[];
-  wake: (() => void) | undefined;
-  /** A statement failed: the transaction may not commit. */
-  failed: unknown;
-  /** The job ended (or never began): later messages are refused. */
-  over: boolean;
-  /** The port closed or the client killed the store: the callback throws this. */
-  abort: StoreClosed | undefined;
-  /** The message whose reply is still owed (at most one: the client waits for each). */
-  owed: ServedRequest | undefined;
-}
-
-export interface ServeLentOptions {
-  /** Open the store this worker lends (the opfs kind in the browser; any kind in the tests). */
-  open(name: string): Promise<SqliteLine>;
-  /** The bytes of wasm memory the stores of this worker hold (answers `memory`; 0 without it). */
-  memory?(): number;
-}
-
-/**
- * Serve one client on `port` until the port closes or the client closes the store. Resolves once the
- * store this served is closed (its file released).
- */
-export function serveLentStore(port: LentPort, options: ServeLentOptions): Promise<void> {
-  let line: SqliteLine | undefined;
-  let opening = false;
-  const jobs = new Map<number, ServedJob>();
-  /** The statement texts this client numbered, by number. */
-  const texts: string[] = [];
-  let finished: () => void = () => undefined;
-  const done = new Promise<void>((resolve) => {
-    finished = resolve;
-  });
-  let ending = false;
-  const reply = (message: LentReply) => {
-    try {
-      port.postMessage(message);
-    } catch {
-      // The port is gone: nobody waits.
-    }
-  };
-  const fail = (id: number, error: unknown) => reply({ id, ok: false, error: toWire(error) });
-
-  /** Stop every job (their transactions roll back), close the store, release everything. */
-  const end = async (reason: string) => {
-    if (ending) return;
-    ending = true;
-    for (const job of jobs.values()) {
-      job.abort = new StoreClosed(reason);
-      job.wake?.();
-    }
-    try {
-      await line?.close();
-    } catch {
-      // Closing is best effort: the worker ends anyway.
-    }
-    finished();
-  };
-
-  const runJob = (first: ServedRequest, store: SqliteLine) => {
-    const job: ServedJob = {
-      inbox: [first],
-      wake: undefined,
-      failed: undefined,
-      over: false,
-      abort: undefined,
-      owed: undefined,
-    };
-    jobs.set(first.job, job);
-    const next = async (): Promise<ServedRequest> => {
-      for (;;) {
-        if (job.abort) throw job.abort;
-        const message = job.inbox.shift();
-        if (message) return message;
-        await new Promise<void>((resolve) => {
-          job.wake = resolve;
-        });
-        job.wake = undefined;
-      }
-    };
-    const work = async (sql: Sql): Promise<Row[] | undefined> => {
-      for (;;) {
-        const message = await next();
-        job.owed = message;
-        let rows: Row[] | undefined;
-        // A read's batch answers every step's rows (`each`); a message ending the job never asks.
-        const results: Row[][] | undefined = message.each && !message.end ? [] : undefined;
-        if (job.failed === undefined) {
-          try {
-            for (const step of message.steps) {
-              if (step.rows === "all") rows = await sql.all(step.sql, step.params);
-              else if (step.rows === "get") {
-                const row = await sql.get(step.sql, step.params);
-                rows = row ? [row] : [];
-              } else {
-                rows = undefined;
-                await sql.run(step.sql, step.params);
-              }
-              if (results && rows) results.push(rows);
-            }
-          } catch (error) {
-            job.failed = error;
-          }
-        }
-        if (message.end === "rollback") throw ROLLBACK;
-        if (message.end) {
-          if (job.failed !== undefined) throw job.failed;
-          if (message.end === "commit" && message.seq !== undefined)
-            await store.execOnce(`PRAGMA application_id = ${message.seq | 0}`);
-          return rows;
-        }
-        job.owed = undefined;
-        if (job.failed !== undefined) fail(message.id, job.failed);
-        else if (results) reply({ id: message.id, ok: true, results });
-        else reply({ id: message.id, ok: true, ...(rows ? { rows } : {}) });
-      }
-    };
-    const run = first.begin === "read" ? store.read(work) : store.commit(work);
-    run.then(
-      (rows) => {
-        job.over = true;
-        jobs.delete(first.job);
-        if (job.owed) reply({ id: job.owed.id, ok: true, ...(rows ? { rows } : {}) });
-      },
-      (error: unknown) => {
-        job.over = true;
-        jobs.delete(first.job);
-        // Whatever is owed (the message being served, or the first one when BEGIN failed).
-        const owed = job.owed ?? job.inbox.shift();
-        if (!owed) return;
-        if (error === ROLLBACK) reply({ id: owed.id, ok: true });
-        else fail(owed.id, error);
-        for (const left of job.inbox.splice(0)) fail(left.id, new StoreFailed("the transaction is over"));
-      },
-    );
-  };
-
-  const handle = async (data: unknown) => {
-    if (!isRequest(data)) {
-      const id = (data as { id?: unknown } | null)?.id;
-      if (typeof id === "number" && Number.isInteger(id))
-        fail(id, new LentBadRequest("the lent store refused a message it does not expect"));
-      return;
-    }
-    const request = data;
-    if (ending) {
-      if (request.t !== "kill") fail(request.id, new StoreClosed("the lent store is closed"));
-      return;
-    }
-    if (request.t === "open") {
-      if (line || opening) {
-        fail(request.id, new LentBadRequest("this worker lends one store, opened already"));
-        return;
-      }
-      opening = true;
-      try {
-        line = await options.open(request.name);
-        reply({ id: request.id, ok: true, schemaVersion: line.schemaVersion });
-      } catch (error) {
-        opening = false;
-        fail(request.id, error);
-      }
-      return;
-    }
-    if (!line) {
-      fail(request.id, new LentBadRequest("no store is open here yet"));
-      return;
-    }
-    switch (request.t) {
-      case "migrate":
-        try {
-          await line.migrate({ migrations: request.migrations, epoch: request.epoch });
-          reply({ id: request.id, ok: true, schemaVersion: line.schemaVersion });
-        } catch (error) {
-          fail(request.id, error);
-        }
-        return;
-      case "fence":
-        line.fenceOnFirstCommit();
-        reply({ id: request.id, ok: true });
-        return;
-      case "job": {
-        // The steps' texts, looked up now: numbers are defined in the order messages arrive.
-        const unknown = lookUpTexts(request.steps, texts);
-        if (unknown !== undefined) {
-          fail(request.id, new LentBadRequest(`statement ${unknown} was never sent to this worker`));
-          return;
-        }
-        const served = request as ServedRequest;
-        const job = jobs.get(served.job);
-        if (served.begin) {
-          if (job) fail(served.id, new LentBadRequest(`transaction ${served.job} began already`));
-          else runJob(served, line);
-        } else if (!job || job.over) fail(served.id, new StoreFailed("the transaction is over"));
-        else {
-          job.inbox.push(served);
-          job.wake?.();
-        }
-        return;
-      }
-      case "memory":
-        reply({ id: request.id, ok: true, wasmBytes: options.memory?.() ?? 0 });
-        return;
-      case "close":
-        await end("the lent store was closed");
-        reply({ id: request.id, ok: true });
-        port.close();
-        return;
-      case "kill":
-        await end(request.reason);
-        reply({ id: request.id, ok: true });
-        port.close();
-        return;
-    }
-  };
-  // Messages are handled in arrival order: each waits for the previous one's synchronous part only
-  // (a job's messages are queued to its callback; an open or a migrate is awaited by the client).
-  port.addEventListener("message", (event) => void handle(event.data));
-  port.addEventListener("close", () => void end("the engine using the lent store is gone"));
-  port.start?.();
-  return done;
-}
-
-// ---- the client: the engine's side ----------------------------------------------------------------
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 type ClientJob = QueuedJob<"commit" | "read">;
 
 /** A job's message as the client keeps it: each step with its text (numbered only when posted). */
 type ClientJobMessage = Omit<JobRequest, "id" | "steps"> & { steps: LentStep[] };
 type Outgoing = DistributiveOmit<Exclude<LentRequest, JobRequest>, "id"> | ClientJobMessage;
-type Ok = LentReply & { ok: true };
+type Ok = LentOk;
 
 /** A message of the job in flight, kept until the job settles: what a new lender is sent again. */
 interface Logged {
@@ -1019,8 +529,6 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
     this.queue.committed(job, value);
   }
 }
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /**
  * One job's statements as they cross: `run` buffered, `all`/`get` and the end sent with the buffer.
