@@ -61,7 +61,19 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
     return fauxAssistantMessage("ok");
   });
   const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  // Watching mounts see it too, each its own conversation's, at docs["pi.live"] (draw 28c: only
+  // fresh loads were read, so a mount that dropped pi.live's changes, or took another
+  // conversation's, passed).
+  const rootWatch = await root.watch();
+  const otherWatch = await other.watch();
+  const seenRoot: unknown[] = [];
+  const seenOther: unknown[] = [];
+  rootWatch.start(async () => void seenRoot.push(rootWatch.value.docs["pi.live"]));
+  otherWatch.start(async () => void seenOther.push(otherWatch.value.docs["pi.live"]));
   const input = await root.submit({ type: "input", content: "hi" });
+  await expect
+    .poll(() => (rootWatch.value.docs["pi.live"] as { run?: unknown } | undefined)?.run)
+    .toBeDefined();
   const busy = (await root.viewState()).docs["pi.live"] as { run?: { taskId: number; inputs: number[] } };
   expect(busy.run?.inputs).toEqual([input.id]);
   // The inputs live there, not in the run's generation task (its input is {}: spec §8.3).
@@ -73,6 +85,12 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
   release();
   await input.wait();
   expect((await root.viewState()).docs["pi.live"]).toEqual({});
+  await expect.poll(() => rootWatch.value.docs["pi.live"]).toEqual({});
+  expect(seenRoot.some((v) => (v as { run?: unknown }).run !== undefined)).toBe(true);
+  expect(otherWatch.value.docs["pi.live"]).toEqual({});
+  expect(seenOther.every((v) => JSON.stringify(v) === "{}")).toBe(true);
+  await rootWatch.stop();
+  await otherWatch.stop();
 });
 
 test("a head marker restarts the view's entries: the marker, then the kept entries from its head", async () => {

@@ -178,6 +178,24 @@ describe("the registry", () => {
     expect(["one", "two"].every((n) => registry.snapshot().hasTask(n))).toBe(true);
   });
 
+  test("task names are unique among the installed extensions only: an uninstalled extension's task name is free for another extension, and taken again once that one is installed", () => {
+    // Draw 28c: no test installed another extension under a task name an uninstalled one had held,
+    // so a registry that kept every name it ever saw taken passed.
+    const registry = createRegistry();
+    registry.install({ name: "first", tasks: [single("job", async () => {})] });
+    expect(invalid(() => registry.install({ name: "second", tasks: [single("job", async () => {})] }))).toBe(
+      "task_collision",
+    );
+    registry.uninstall("first");
+    expect(registry.snapshot().hasTask("job")).toBe(false);
+    const second = { name: "second", tasks: [single("job", async () => {})] };
+    registry.install(second);
+    expect(registry.snapshot().task("job")).toBe(second.tasks[0]);
+    expect(invalid(() => registry.install({ name: "first", tasks: [single("job", async () => {})] }))).toBe(
+      "task_collision",
+    );
+  });
+
   test("a same-name install replaces in place in one publication; uninstall removes; a later install appends", () => {
     const registry = createRegistry();
     for (const name of ["a", "b", "c"]) registry.install({ name, tools: [tool(`${name}1`)] });

@@ -41,12 +41,16 @@ async function withExtensions(
   const registry = createRegistry();
   for (const e of extensions) registry.install(e);
   const reported: string[] = [];
+  const errors: unknown[] = [];
   const setup = await open(respond, {
     extensions: registry,
-    onReport: (error) => void reported.push((error as Error).message),
+    onReport: (error) => {
+      errors.push(error);
+      reported.push((error as Error).message);
+    },
     ...options,
   });
-  return { ...setup, reported, registry };
+  return { ...setup, reported, errors, registry };
 }
 
 const boom = (what: string) => () => {
@@ -108,8 +112,14 @@ describe("the hooks table: composition in extension order, and what a throw does
   test("onYield: the first continuation wins; a throw is reported and the next is asked", async () => {
     let yields = 0;
     const asked: string[] = [];
-    const { root, reported } = await withExtensions(echo, [
-      defineExtension({ name: "x", hooks: [hook("pi.generation", { onYield: boom("x") })] }),
+    const thrown: Error[] = [];
+    const throwing = () => {
+      const error = new Error("x broke");
+      thrown.push(error);
+      throw error;
+    };
+    const { root, reported, errors } = await withExtensions(echo, [
+      defineExtension({ name: "x", hooks: [hook("pi.generation", { onYield: throwing })] }),
       defineExtension({
         name: "a",
         hooks: [
@@ -144,6 +154,10 @@ describe("the hooks table: composition in extension order, and what a throw does
       "echo: continue from a",
     ]);
     expect(reported).toEqual(["x broke", "x broke"]);
+    // The thrown error itself is reported, not a copy (draw 28c).
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toBe(thrown[0]);
+    expect(errors[1]).toBe(thrown[1]);
   });
 
   test("beforeTool: an argument replacement chain, the first block wins; an ordinary throw blocks the call with its text", async () => {

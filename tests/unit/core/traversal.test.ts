@@ -344,6 +344,39 @@ test("a cascade treats the conversations it reaches like Conversation.abort(): t
   expect((await rootQueued.record()).status).toBe("queued");
 });
 
+test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
+  // Draw 28c: the cascade's conversations were always owned by the task aborted directly.
+  const outer = conversationOwner("outer-owner");
+  const inner = conversationOwner("inner-owner");
+  const { tool, started } = gatedTool();
+  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [outer, inner],
+  });
+  const outerId = await h.createTask(outer, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === outerId), {
+    what: "outer owned",
+  });
+  const middle = h.conversationRecords().find((c) => c.owner?.taskId === outerId)!.id;
+  const innerId = await h.transaction((tx) =>
+    tx.createTask(inner, null, { ownership: { kind: "conversation" }, conversationId: middle }),
+  );
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === innerId), {
+    what: "inner owned",
+  });
+  const deep = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === innerId)!.id)!;
+  const working = await deep.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await deep.submit({ type: "input", content: "queued input" });
+  const write = await deep.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  expect(await h.abortTask(outerId)).toBe("marked");
+  expect(outcome(await h.waitForTask(innerId))?.status).toBe("aborted");
+  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await working.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, deep.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
 test("Harness.waitForIdle traverses from every ownerless root: work below a finished owner keeps it waiting; background work, and ordinary work below a background owner, do not", async () => {
   const idleNow = async (h: { waitForIdle(): Promise<void> }) => {
     let idle = false;
