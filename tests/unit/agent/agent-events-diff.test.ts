@@ -4,7 +4,13 @@
  * block, any other change to `content` sends the whole message, and a change of only `usage` sends
  * no changes.
  */
-import { type AssistantMessage, fauxAssistantMessage, fauxText, fauxThinking } from "@mariozechner/pi-ai";
+import {
+  type AssistantMessage,
+  fauxAssistantMessage,
+  fauxText,
+  fauxThinking,
+  fauxToolCall,
+} from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { messageChanges, outputChange } from "../../../worker/agent/events/diff.ts";
 
@@ -34,6 +40,34 @@ test("message_update changes: text and thinking deltas, a block start, a rewritt
   // Only the usage changed: an update with no changes (it carries the usage).
   const costlier = { ...before, usage: { ...before.usage, output: before.usage.output + 5 } };
   expect(messageChanges(before, costlier)).toEqual([]);
+});
+
+test("toolcall_delta carries each grown string's path inside the arguments, through objects and arrays; a new call starts; any other change to a call sends the block", () => {
+  // Draw 28a: every toolcall_delta a named test derived grew a string at a top-level key, so a path
+  // that dropped array indexes passed them.
+  const call = (args: Record<string, unknown>, id = "c1") => fauxToolCall("edit", args as never, { id });
+  const before = message([fauxText("ok"), call({ path: "a", edits: [{ old: "x", new: "y" }, "fi"] })]);
+  const grown = message([fauxText("ok"), call({ path: "a.ts", edits: [{ old: "x", new: "yes" }, "first"] })]);
+  expect(messageChanges(before, grown)).toEqual([
+    { type: "toolcall_delta", contentIndex: 1, path: ["path"], delta: ".ts" },
+    { type: "toolcall_delta", contentIndex: 1, path: ["edits", 0, "new"], delta: "es" },
+    { type: "toolcall_delta", contentIndex: 1, path: ["edits", 1], delta: "rst" },
+  ]);
+  // A new call: it starts, whole.
+  const second = call({ path: "b" }, "c2");
+  expect(messageChanges(grown, message([...grown.content, second] as never))).toEqual([
+    { type: "toolcall_start", contentIndex: 2, block: second },
+  ]);
+  // An argument that is not a grown string (an array that grew, a string rewritten), or a field
+  // outside the arguments: the block is sent whole.
+  for (const next of [
+    call({ path: "a.ts", edits: [{ old: "x", new: "yes" }, "first", "more"] }),
+    call({ path: "b.ts", edits: [{ old: "x", new: "yes" }, "first"] }),
+    call({ path: "a.ts", edits: [{ old: "x", new: "yes" }, "first"] }, "c9"),
+  ])
+    expect(messageChanges(grown, message([fauxText("ok"), next]))).toEqual([
+      { type: "block", contentIndex: 1, block: next },
+    ]);
 });
 
 test("tool_execution_update output: a rewritten window, or a trim the new text does not continue, is a replacement", () => {

@@ -68,6 +68,47 @@ describe("the step before a phase runs on the commit line", () => {
     await engineStillRuns(h);
     await h.close();
   });
+  test("step rule 3 before the first phase: an abort mark that lands after the reservation, before the first step, stops the run invocation: no phase runs, the abort handler decides", async () => {
+    const h = await Harness.open(await memoryStore());
+    let marking: Promise<unknown> | undefined;
+    const started: string[] = [];
+    const task = defineTask<Json, Two, Json>({
+      name: "marked-before-first-phase",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        a: async (_t, runtime) => {
+          started.push("a");
+          await runtime.commit(() => complete("a ran"));
+        },
+        b: async () => void started.push("b"),
+      },
+      abort: async (_t, runtime) => {
+        started.push("abort");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "mark" } }));
+      },
+    });
+    // The commit that reserves the task (or creates it running) is published before its run
+    // invocation takes its first step: the mark asked right there is queued on the line ahead of
+    // that step, so the scheduler chose run mode and the step (rule 3) must end the invocation.
+    let sawRunning = false;
+    const stop = h.subscribe((change) => {
+      if (marking) return;
+      for (const t of change.tasks)
+        if (t.kind === "marked-before-first-phase" && t.state.status === "running") {
+          sawRunning = true;
+          marking = h.abortTask(t.id);
+        }
+    });
+    const self = await h.createTask(task, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, self))).toEqual({ status: "aborted", reason: "mark" });
+    stop();
+    expect(sawRunning).toBe(true);
+    expect(await marking).toBe("marked");
+    expect(started).toEqual(["abort"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
   test("step rule 1: a phase that leaves the task waiting (its checkpoint unchanged) or terminal ends the invocation there: no fault, no further phase", async () => {
     const h = await Harness.open(await memoryStore());
     const gate = deferred();

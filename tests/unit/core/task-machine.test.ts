@@ -130,6 +130,58 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("step rule 1 comes before rule 4: a phase that committed waiting, or a terminal outcome, and then threw is not faulted: the wait stands and resumes, the outcome stands", async () => {
+    const h = await Harness.open(await memoryStore());
+    const gate = deferred();
+    const child = single("gated-child", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("child"));
+    });
+    const runs: string[] = [];
+    const waiter = defineTask<Json, Go | { phase: "after" }, Json>({
+      name: "wait-then-throw",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          runs.push("go");
+          await runtime.commit((tx) => {
+            const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: task.id } });
+            return { status: "waiting", checkpoint: { phase: "after" }, on: [id], policy: "allSettled" };
+          });
+          throw new Error("thrown after waiting");
+        },
+        after: async (_t, runtime) => {
+          runs.push("after");
+          await runtime.commit(() => complete("woke"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const waiting = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    // Waiting (or already decided, which the outcome below tells apart) before the child may end.
+    await until(() => !h.inspect().tasks.some((t) => t.record.id === waiting && t.state.kind === "running"), {
+      what: "not running",
+    });
+    gate.resolve();
+    expect(outcome(await done(h, waiting))).toEqual({ status: "completed", result: "woke" });
+    expect(runs).toEqual(["go", "after"]);
+    const finished = await h.createTask(
+      single("complete-then-throw", async (_t, runtime) => {
+        await runtime.commit(() => complete("stands"));
+        throw new Error("thrown after the outcome");
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, finished))).toEqual({ status: "completed", result: "stands" });
+    await engineStillRuns(h);
+    // Read again once the throw's step is long past: nothing overwrote either outcome.
+    expect(outcome(await h.getTask(finished))).toEqual({ status: "completed", result: "stands" });
+    expect(outcome(await h.getTask(waiting))).toEqual({ status: "completed", result: "woke" });
+    await h.close();
+  });
+
   test("a phase that returns without committing a new checkpoint faults, also one whose commits wrote entries but no state", async () => {
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(
