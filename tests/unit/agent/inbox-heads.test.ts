@@ -5,9 +5,10 @@
  * placed earlier at the same boundary count). User inputs never become stale.
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
-import { AgentHarness, InvalidTransition, type LiveState } from "../../../worker/index.ts";
-import { type FauxResponder, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+import { AgentHarness, defineTool, InvalidTransition, type LiveState } from "../../../worker/index.ts";
+import { deferred, type FauxResponder, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, inboxOf, open, textOf, transcript } from "./fixtures.ts";
 
 const note = (n: number, head?: number) => ({
@@ -187,10 +188,46 @@ describe("reset", () => {
       () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
     );
     const reset = await root.reset("next");
-    expect((await run.wait()).status).toBe("done");
-    expect((await reset.wait()).status).toBe("done");
-    const kinds = (await root.entries()).map((e) => e.kind);
-    expect(kinds).toEqual(["pi.user", "pi.assistant", "pi.reset"]);
+    const answered = await run.wait();
+    const placed = await reset.wait();
+    const entries = await root.entries();
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.reset"]);
+    // The input is done with the answer the reset follows, not with the reset placed after it.
+    expect(answered).toEqual({ status: "done", entry: entries[0]!.id, answer: entries[1]!.id });
+    expect(placed).toEqual({ status: "done", entry: entries[2]!.id });
+  });
+
+  test("busy: a terminating tool round is a final boundary too: the reset follows the tool-calling answer, whose input is already done", async () => {
+    // The round terminates (spec §8.5), so it uses final behaviour (spec §6): a reset queued during
+    // it is placed after the round, and the run's input is done with the tool-calling answer, not
+    // left unanswered (reset) as at an ordinary post-tools boundary.
+    const started = deferred();
+    const release = deferred();
+    const finish = defineTool({
+      name: "finish",
+      description: "End the run once released",
+      parameters: Type.Object({}),
+      async execute() {
+        started.resolve();
+        await release.promise;
+        return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
+      },
+    });
+    const { root, faux } = await open(callsThenAnswer(fauxToolCall("finish", {}, { id: "call-1" })), {
+      tools: [finish],
+    });
+    const run = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const reset = await root.reset("next");
+    release.resolve();
+    const answered = await run.wait();
+    const placed = await reset.wait();
+    const entries = await transcript(root);
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.reset"]);
+    expect(answered).toEqual({ status: "done", entry: entries[0]!.id, answer: entries[1]!.id });
+    expect(placed).toEqual({ status: "done", entry: entries[3]!.id });
+    await root.waitForIdle();
+    expect(faux.requests).toHaveLength(1);
   });
 
   test("a reset's handoff must be text", async () => {

@@ -491,11 +491,15 @@ describe("the inbox", () => {
     const first = await root.submit({ type: "input", content: "work" });
     await started.promise;
     const later = await root.submit({ type: "input", content: "later" });
-    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp"]);
+    // whenBusy "followUp" said outright queues the same way as the default (spec §6).
+    const explicit = await root.submit({ type: "input", content: "explicit", whenBusy: "followUp" });
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "followUp"]);
     release.resolve();
     expect((await first.wait()).status).toBe("done");
     expect(faux.requests[1]!.messages.map(textOf)).not.toContain("later");
+    expect(faux.requests[1]!.messages.map(textOf)).not.toContain("explicit");
     expect((await later.wait()).status).toBe("done");
+    expect((await explicit.wait()).status).toBe("done");
     const entries = await transcript(root);
     expect(kinds(entries)).toEqual([
       "pi.user",
@@ -504,8 +508,11 @@ describe("the inbox", () => {
       "pi.assistant",
       "pi.user",
       "pi.assistant",
+      "pi.user",
+      "pi.assistant",
     ]);
     expect(textOf(messageOf(entries[4]!))).toBe("later");
+    expect(textOf(messageOf(entries[6]!))).toBe("explicit");
   });
 
   test("Submission.abort withdraws a queued write too (unanswered aborted), removing only its own item: the others keep their order", async () => {

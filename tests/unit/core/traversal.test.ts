@@ -440,6 +440,46 @@ test("Conversation.waitForIdle leaves out ordinary work below a background owner
   }
 });
 
+test("Conversation.waitForIdle and Harness.waitForIdle leave out the child of a background task (its owner task is the boundary), and wait for the child of an ordinary one", async () => {
+  // spec §5.4: traversal follows the tasks each non-background task owns; a background task is a
+  // boundary for its complete owned subtree, its children in the same conversation too. Harness
+  // idle is the same traversal from every ownerless root.
+  const idleNow = async (c: { waitForIdle(): Promise<void> }) => {
+    let idle = false;
+    // A wait still pending when the harness closes rejects: not this test's finding.
+    c.waitForIdle().then(
+      () => {
+        idle = true;
+      },
+      () => undefined,
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    return idle;
+  };
+  for (const background of [true, false]) {
+    const child = parked("child");
+    const parent = single("parent", async (_t, runtime, signal) => {
+      await runtime.commit((tx) => {
+        tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    });
+    const { h, root } = await open(echo, { tasks: [parent, child] });
+    const parentId = await h.createTask(parent, null, {
+      ownership: { kind: "conversation" },
+      ...(background ? { background: true } : {}),
+    });
+    await until(() => running(h) === 2, { what: "parent and child running" });
+    expect([background, await idleNow(root)]).toEqual([background, background]);
+    expect([background, await idleNow(h)]).toEqual([background, background]);
+    expect(await h.abortTask(parentId)).toBe("marked");
+    await h.waitForTask(parentId);
+    expect(await idleNow(root)).toBe(true);
+    expect(await idleNow(h)).toBe(true);
+  }
+});
+
 test("Harness.waitForIdle waits for work under any ownerless conversation, not only the root: it resolves only once that work ended", async () => {
   // spec §5.4: "Harness idle performs the same traversal from every ownerless conversation root".
   const worker = parked("worker");
