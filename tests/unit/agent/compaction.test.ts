@@ -1190,6 +1190,39 @@ describe("compaction a generation waits for", () => {
     expect(userTexts(conversationRequests(faux.requests).at(-1)!.messages)).toHaveLength(4);
   });
 
+  test("an overflow whose compaction is aborted directly fails the run with the overflow too", async () => {
+    // Break 28D: only a failed and a declined compaction were set up; a prepare that took an aborted
+    // one as summarized (and sent the request again) passed.
+    const gate = deferred();
+    let q4 = 0;
+    const responder: FauxResponder = async (req) => {
+      if (isSummary(req)) {
+        await gate.promise;
+        return fauxAssistantMessage("SUMMARY");
+      }
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      return last.startsWith("q4") && ++q4 === 1
+        ? fauxError("prompt is too long: 210000 tokens")
+        : fauxAssistantMessage(big("answer"));
+    };
+    const { h, root, faux } = await small(responder, 1_000_000, 0, true, true);
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    const q = await root.submit({ type: "input", content: big("q4") });
+    await until(() => faux.requests.some(isSummary), { what: "the overflow's summary request" });
+    const [compaction] = await h.tasks({ kind: "pi.compaction" });
+    expect(compaction).toMatchObject({ input: { reason: "overflow" } });
+    const aborting = h.abortTask(compaction!.id);
+    gate.resolve();
+    expect(await aborting).toBe("marked");
+    expect((await h.waitForTask(compaction!.id)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect(await q.wait()).toEqual({
+      status: "unanswered",
+      reason: "model_error",
+      detail: "prompt is too long: 210000 tokens",
+    });
+    expect(q4).toBe(1);
+  });
+
   test("an overflow whose compaction places no summary fails the run with the overflow", async () => {
     let q4 = 0;
     const responder: FauxResponder = (req) => {

@@ -82,6 +82,12 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
   // pi.live is the conversation's own (conversation scope): another conversation's stays {}.
   expect((await other.viewState()).docs["pi.live"]).toEqual({});
   expect([root.busy, other.busy]).toEqual([true, false]);
+  // A fork of the busy conversation is not busy: its pi.live is its own, {} (break 28D: a fork
+  // taking its parent's pi.live, run and all, passed while every fork was of an idle parent).
+  const at = (await input.record()).entry!;
+  const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
+  expect((await fork.viewState()).docs["pi.live"]).toEqual({});
+  expect([root.busy, fork.busy]).toEqual([true, false]);
   release();
   await input.wait();
   expect((await root.viewState()).docs["pi.live"]).toEqual({});

@@ -25,7 +25,7 @@ import {
   wrapSection,
   wrapTool,
 } from "../../../worker/index.ts";
-import { memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { blocked, complete, done, outcome, single } from "../core/fixtures.ts";
 import { echo, open } from "./fixtures.ts";
 
@@ -153,6 +153,21 @@ describe("the registry", () => {
       expect(wrapTool(name, wrap)).toEqual({ tool: name, wrap });
       expect(wrapTool({ name }, wrap)).toEqual({ tool: name, wrap });
     }
+  });
+
+  test("hook() checks nothing: any task name, built-in or not, and any handler names build a registration holding them as given", () => {
+    // Break 28D: a hook() refusing a task that is not built in, or a handler name its task does not
+    // ask, passed every test of the line.
+    const handlers = { beforeRequest: () => undefined, noSuchHook: () => undefined };
+    for (const task of ["pi.generation", "pi.tool", "pi.compaction", "app.mine", "", "Bad Name"]) {
+      const registration = hook(task, handlers);
+      expect(registration).toEqual({ task, handlers });
+      expect(registration.handlers).toBe(handlers);
+    }
+    // createRegistry() takes nothing and starts empty: the built-in tasks only.
+    const registry = createRegistry();
+    expect(registry.snapshot().installed()).toEqual([]);
+    expect(registry.snapshot().tasks()).toEqual([]);
   });
 
   test("task names are unique within one extension too: two tasks of one name in one extension are a collision, nothing published", () => {
@@ -424,6 +439,9 @@ describe("selection in pi.agent", () => {
     const watch = await root.watch();
     const frames: unknown[] = [];
     watch.start((frame) => void frames.push(frame));
+    // Publications too (break 28D: commits grouped into one store transaction with ours count once).
+    const published: unknown[] = [];
+    const stop = h.subscribe((change) => void published.push(change));
     extensions.uninstall("b");
     extensions.install({ name: "d", tools: [tool("delta")] });
     extensions.install({ name: "d", tools: [tool("delta2")] });
@@ -431,6 +449,8 @@ describe("selection in pi.agent", () => {
     // A commit of ours after them: anything they had asked for would be on the line before it.
     await h.transaction((tx) => tx.writeDoc(root.id, "app.marker", { n: 1 }));
     expect(store.stats.commits).toBe(commits + 1);
+    expect(published).toHaveLength(1);
+    stop();
     await expect.poll(() => frames.length).toBe(1);
     expect(frames).toEqual([
       expect.objectContaining({ ops: [{ op: "doc", name: "app.marker", value: { n: 1 } }] }),
@@ -450,6 +470,37 @@ describe("selection in pi.agent", () => {
     extensions.install(b);
     await (await root.submit({ type: "input", content: "three" })).wait();
     expect(faux.requests[2]!.tools).toEqual(["alpha", "shared", "beta"]);
+  });
+
+  test("installs and uninstalls while a run is live make no commit either", async () => {
+    // Break 28D: the installs above land on an idle conversation; an engine committing for a busy
+    // one on a publication passed.
+    const gate = deferred();
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await gate.promise;
+        return echo(req, n);
+      },
+      { extensions },
+    );
+    const input = await root.submit({ type: "input", content: "one" });
+    await until(() => faux.requests.length === 1, { what: "the run's request" });
+    expect(root.busy).toBe(true);
+    // Counted as publications: commits grouped into one store transaction are told apart.
+    const published: unknown[] = [];
+    const stop = h.subscribe((change) => void published.push(change));
+    extensions.uninstall("b");
+    extensions.install({ name: "d", tools: [tool("delta")] });
+    extensions.install(b);
+    extensions.uninstall("d");
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.marker", { n: 1 }));
+    expect(published).toHaveLength(1);
+    stop();
+    gate.resolve();
+    expect((await input.wait()).status).toBe("done");
   });
 
   test("a tool's app metadata never reaches the provider or the transcript: only name, description and parameters", async () => {

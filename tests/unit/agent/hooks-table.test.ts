@@ -622,6 +622,41 @@ test("a hook's error after its phase was aborted propagates: it is not reported 
   expect(faux.requests).toHaveLength(0);
 });
 
+test("beforeRequest: an error after its phase was signalled by the harness closing (no abort mark) propagates too: not reported, the next hook not asked", async () => {
+  // Break 28D: every run-phase case signalled through an abort mark; a guard that let only an abort
+  // mark's signal propagate, reporting the error of a phase the closing harness signalled, passed.
+  const entered = deferred<AbortSignal>();
+  const leave = deferred();
+  const next: string[] = [];
+  const { h, root, faux, reported } = await withExtensions(echo, [
+    defineExtension({
+      name: "slow",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async (_messages, _api, ctx) => {
+            entered.resolve(ctx.signal);
+            await leave.promise;
+            throw new Error("failed while closing");
+          },
+        }),
+      ],
+    }),
+    defineExtension({
+      name: "next",
+      hooks: [hook("pi.generation", { beforeRequest: () => void next.push("beforeRequest") })],
+    }),
+  ]);
+  await root.submit({ type: "input", content: "hi" });
+  const signal = await entered.promise;
+  const closing = h.close();
+  await until(() => signal.aborted, { what: "the phase signalled by the close" });
+  leave.resolve();
+  await closing;
+  expect(reported).toEqual([]);
+  expect(next).toEqual([]);
+  expect(faux.requests).toHaveLength(0);
+});
+
 test.each([
   ["afterResponse", "pi.generation"],
   ["onYield", "pi.generation"],

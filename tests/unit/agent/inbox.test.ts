@@ -656,6 +656,19 @@ describe("the inbox", () => {
     expect(h.inspect().tasks).toEqual([]);
   });
 
+  test("a requestId used for a write cannot be reused for an input", async () => {
+    // Break 28D: only an input's id reused by a write was tried; a check refusing that direction
+    // alone, handing the input the write's submission, passed.
+    const { root, faux } = await open(echo);
+    const first = await root.submit({ type: "write", requestId: "w", entry: { kind: "app.note", data: 1 } });
+    await first.wait();
+    const before = await transcript(root);
+    const refused = root.submit({ type: "input", content: "hi", requestId: "w" });
+    await expect(refused).rejects.toBeInstanceOf(InvalidTransition);
+    expect(await transcript(root)).toEqual(before);
+    expect(faux.requests).toHaveLength(0);
+  });
+
   test("a requestId used for an input cannot be reused for a write", async () => {
     const { h, root } = await open(echo);
     const first = await root.submit({ type: "input", content: "hi", requestId: "same" });
@@ -680,6 +693,21 @@ describe("the inbox", () => {
     expect(elsewhere.id).toBe(first.id + 1);
     expect((await elsewhere.wait()).status).toBe("done");
     expect((await transcript(other)).map((e) => e.kind)).toEqual(["app.note"]);
+    // Break 28D: a fork holds its parent's entries, not its parent's request ids: the same id is new
+    // there, for an input and for a write (a lookup falling back to the parent's passed).
+    const at = (await first.record()).answer!;
+    const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
+    const forkInput = await fork.submit({ type: "input", content: "again", requestId: "same" });
+    expect(forkInput.id).toBe(elsewhere.id + 1);
+    expect((await forkInput.wait()).status).toBe("done");
+    const forkOther = await root.fork(at, { ownership: { kind: "ownerless" } });
+    const forkWrite = await forkOther.submit({
+      type: "write",
+      requestId: "same",
+      entry: { kind: "app.note", data: { n: 3 } },
+    });
+    expect(forkWrite.id).toBe(forkInput.id + 1);
+    expect((await forkWrite.wait()).status).toBe("done");
   });
 });
 

@@ -489,6 +489,33 @@ describe("tools", () => {
     expect(faux.requests).toHaveLength(2);
   });
 
+  test("a terminating round settles every input of the run, a steer that joined it at an earlier round's boundary too, done with the tool-calling answer", async () => {
+    // Break 28D: every terminating round's run held one input; settling only the first passed.
+    const gate = gatedTool();
+    const { h, root, faux } = await open(
+      (_req, n) =>
+        n === 1
+          ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" })
+          : n === 2
+            ? fauxAssistantMessage([fauxToolCall("finish", {}, { id: "c2" })], { stopReason: "toolUse" })
+            : fauxAssistantMessage(`answer ${n}`),
+      { tools: [gate.tool, finish] },
+    );
+    const go = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    gate.release.resolve();
+    const first = await go.wait();
+    // Settled in the one commit that ends the run: read, not awaited.
+    const joined = await steer.record();
+    const entries = await transcript(root);
+    const answer = entries.filter((e) => e.kind === "pi.assistant").at(-1)!;
+    expect(first).toMatchObject({ status: "done", answer: answer.id });
+    expect(joined).toMatchObject({ status: "done", answer: answer.id });
+    expect(faux.requests).toHaveLength(2);
+    expect((h.docNow(root.id, "pi.live") as { run?: unknown }).run).toBeUndefined();
+  });
+
   test("a terminating round uses final behaviour: a follow-up queued during it is placed when the round ends the run, and starts the next run", async () => {
     const gate = deferred();
     const finishLater = defineTool({

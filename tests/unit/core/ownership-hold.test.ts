@@ -5,7 +5,14 @@
  * task stops the engine; the next engine applies that finalization.
  */
 import { expect, test } from "vitest";
-import { defineTask, Harness, HarnessClosed, type Json, type TaskId } from "../../../worker/index.ts";
+import {
+  defineTask,
+  Harness,
+  HarnessClosed,
+  type Json,
+  StoreFailed,
+  type TaskId,
+} from "../../../worker/index.ts";
 import {
   type Deferred,
   deferred,
@@ -141,8 +148,10 @@ test("fails the Harness on a failed finalization, which reopening applies", asyn
   const waiting = h.waitForTask(id);
   gate.resolve();
   await expect(waiting).rejects.toBeInstanceOf(HarnessClosed);
-  // Reported once, as the engine's failure (not as a drain error).
+  // Reported once, as the engine's failure (not as a drain error): the store's typed failure
+  // itself (break 28D: a plain copy with the same message passed).
   expect(fatal).toHaveLength(1);
+  expect(fatal[0]).toBeInstanceOf(StoreFailed);
   expect(fatal[0]?.message).toMatch(/disk I\/O error/);
   expect(reports).toEqual([]);
   expect(h.inspect().fatal).toMatch(/disk I\/O error/);

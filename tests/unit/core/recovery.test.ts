@@ -302,14 +302,24 @@ describe("migrate", () => {
   });
 
   test("a stored version newer than the definition blocks the task (task_too_old)", async () => {
-    const { image, ids } = await storeWith([parked("evolving", 3)]);
-    const h = await Harness.open(image, { tasks: [v2(undefined)] });
-    await until(() => blocked(h).length === 1, { what: "blocked" });
-    expect(blocked(h)[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
-    await engineStillRuns(h);
-    expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
-    expect((await row(image, ids[0]!))?.["version"]).toBe(3);
-    await h.close();
+    // With a migrate too (break 28D: a definition with one took a newer stored version by migrating
+    // it down, and every named test's older definition had none): migrate is for older versions only.
+    let migrations = 0;
+    const down = (input: Json, checkpoint: Json) => {
+      migrations++;
+      return { input: { upgraded: input }, checkpoint: { phase: "fresh" as const, carried: checkpoint } };
+    };
+    for (const migrate of [undefined, down]) {
+      const { image, ids } = await storeWith([parked("evolving", 3)]);
+      const h = await Harness.open(image, { tasks: [v2(migrate)] });
+      await until(() => blocked(h).length === 1, { what: "blocked" });
+      expect(blocked(h)[0]).toMatchObject({ id: ids[0], kind: "evolving", reason: "task_too_old" });
+      await engineStillRuns(h);
+      expect((await h.getTask(ids[0]!))?.state.status).toBe("pending");
+      expect((await row(image, ids[0]!))?.["version"]).toBe(3);
+      await h.close();
+    }
+    expect(migrations).toBe(0);
   });
 });
 

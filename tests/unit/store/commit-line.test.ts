@@ -10,7 +10,7 @@ import { internals } from "../../../worker/core/internals.ts";
 import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
-import { single } from "../core/fixtures.ts";
+import { complete, done, single } from "../core/fixtures.ts";
 
 const full = () => new Error("SQLITE_FULL: database or disk is full");
 
@@ -235,6 +235,41 @@ test("once admitted, a commit whose caller cancels its signal still commits and 
   // What the store holds, not only memory.
   const reopened = await Harness.open(await memoryStore(store.image()));
   expect((await reopened.entries(1)).map((e) => e.data)).toEqual(["kept", "holding", "queued"]);
+  await reopened.close();
+});
+
+test("once admitted, a task's runtime.commit and runtime.memo whose signal is cancelled still commit and resolve", async () => {
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const seen: unknown[] = [];
+  const job = single("cancelled-commits", async (_task, runtime) => {
+    const gate = deferred();
+    const holding = h.transaction(async (tx) => {
+      await gate.promise;
+      tx.appendEntry(1, { kind: "app.note", data: "holding" });
+    });
+    // Admitted behind the held line, cancelled before their callbacks run: both still commit.
+    const cancel = new AbortController();
+    const committed = runtime.commit((tx) => {
+      tx.appendEntry(1, { kind: "app.note", data: "by the task" });
+      return undefined;
+    }, cancel.signal);
+    const memo = runtime.memo("kept", "memo value", cancel.signal);
+    cancel.abort();
+    gate.resolve();
+    await holding;
+    seen.push((await committed).state.status, await memo, await runtime.memo("kept"));
+    await runtime.commit(() => complete("done"));
+  });
+  h.registry.register(job);
+  const id = await h.createTask(job, null, { ownership: { kind: "conversation" } });
+  expect(await done(h, id)).toMatchObject({
+    state: { status: "terminal", outcome: { status: "completed" } },
+  });
+  expect(seen).toEqual(["running", "memo value", "memo value"]);
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(store.image()), { tasks: [job] });
+  expect((await reopened.entries(1)).map((e) => e.data)).toEqual(["holding", "by the task"]);
   await reopened.close();
 });
 
