@@ -127,6 +127,28 @@ describe("a call that asks first", () => {
     });
   });
 
+  test("a call approved after its tool was taken out of the agent's tools is resolved after the wait: tool_unavailable, the tool never ran (break 28A)", async () => {
+    const { tool, runs } = countingTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("note", { text: "hi" }, { id: "c1" })), {
+      tools: [tool],
+      settings: ask,
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    const slot = await waitingCall(h, "the call awaits approval");
+    // Taken out while the call waits: its task resolves the tool when it goes on, after the decision.
+    await root.configure({ tools: [] });
+    expect(await h.decideApproval(1, { taskId: slot.taskId!, decision: "approve", requestId: "r1" })).toEqual(
+      {
+        status: "decided",
+        decision: "approve",
+      },
+    );
+    expect((await sub.wait()).status).toBe("done");
+    expect(runs).toEqual([]);
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+  });
+
   test("denied with a reason: an error result the model reads, with the reason; the tool never ran", async () => {
     const { tool, runs } = countingTool();
     const { h, root, faux } = await open(

@@ -121,6 +121,31 @@ describe("taskGraph() and inspect() take the specification's shapes", () => {
     expect((await later.wait()).status).toBe("done");
   });
 
+  test("every open submission is listed, of any type and any conversation: a queued write and another conversation's input are there (break 28A)", async () => {
+    const gate = deferred();
+    const { h, root } = await open(async (req, call) => {
+      await gate.promise;
+      return echo(req, call);
+    });
+    const other = h.conversation(
+      (await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }))).id,
+    )!;
+    const work = await root.submit({ type: "input", content: "work" });
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    const elsewhere = await other.submit({ type: "input", content: "elsewhere" });
+    const queuedThere = await other.submit({ type: "input", content: "queued there" });
+    expect(h.inspect().submissions.map((s) => [s.id, s.type, s.status, s.conversationId])).toEqual([
+      [work.id, "input", "placed", root.id],
+      [write.id, "write", "queued", root.id],
+      [elsewhere.id, "input", "placed", other.id],
+      [queuedThere.id, "input", "queued", other.id],
+    ]);
+    gate.resolve();
+    for (const s of [work, write, elsewhere, queuedThere]) expect((await s.wait()).status).toBe("done");
+    expect(h.inspect().submissions).toEqual([]);
+  });
+
   test("a task without a definition is blocked with the reason; the graph shows it pending at its phase", async () => {
     const { image, ids } = await storeWith([parked("ghost")]);
     const h = await Harness.open(image, { tasks: [ping] });

@@ -50,7 +50,7 @@ async function readAll(setup: Awaited<ReturnType<typeof open>>, c: number) {
 }
 
 /** A store with IDLE idle conversations (answered, so with terminal tasks, usage and a patched doc) and one live task in the root. */
-async function seed(): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTask: number }> {
+async function seed(liveIn = 1): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTask: number }> {
   const release = deferred();
   const setup = await open(echo, { tasks: [holdTask(release.promise)] });
   const { h } = setup;
@@ -64,7 +64,7 @@ async function seed(): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTa
   const liveTask = await h.transaction((tx) =>
     tx.createTask(holdTask(release.promise), null, {
       ownership: { kind: "conversation" },
-      conversationId: 1,
+      conversationId: liveIn,
     }),
   );
   await h.close();
@@ -97,6 +97,31 @@ test("opening a store reads no row of terminal tasks or idle conversations' docu
   await until(() => internals(setup.h).session.records.tasks.get(liveTask)?.state.status === "running", {
     what: "the recovered task running",
   });
+  release.resolve();
+  await setup.h.waitForTask(liveTask);
+});
+
+test("opening a store whose only live work is outside the root reads none of the idle root's documents (break 28A)", async () => {
+  // Break 28A: with the live task in the root, an open that also read the root's documents passed.
+  const { image, liveTask } = await seed(2);
+  const store = await memoryStore(image);
+  const recorder: { into: StoreJob[] } = { into: [] };
+  recordJobs(store, recorder);
+  const release = deferred();
+  const setup = await open(echo, { store, tasks: [holdTask(release.promise)] });
+  const idle = new Set([1, ...Array.from({ length: IDLE - 1 }, (_, i) => i + 3)]);
+  const offending = recorder.into
+    .flatMap((job) => job.statements)
+    .map((s) => ({ sql: s.sql.replace(/\s+/g, " "), c: Number(s.params?.[0]) }))
+    .filter(
+      ({ sql, c }) =>
+        /\b(documents|doc_patches)\b/.test(sql) && (!/conversation_id = \?/.test(sql) || idle.has(c)),
+    );
+  expect(offending.map((s) => s.sql)).toEqual([]);
+  await until(() => internals(setup.h).session.records.tasks.get(liveTask)?.state.status === "running", {
+    what: "the recovered task running",
+  });
+  expect(internals(setup.h).session.records.docsLoaded.has(1)).toBe(false);
   release.resolve();
   await setup.h.waitForTask(liveTask);
 });

@@ -308,6 +308,33 @@ test("a child task lives in its owner's conversation: naming another conversatio
     return { ownerTask, owned: tx.createConversation({ kind: "task", taskId: ownerTask }) };
   });
   expect(owned.owner).toEqual({ taskId: ownerTask, conversationId: other.id });
+  // (break 28A) An owner outside the root: "another conversation" is judged against the owner's, not
+  // the transaction's (the root here): naming the root is refused, naming the owner's is accepted.
+  await expect(
+    h.transaction((tx) =>
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: ownerTask }, conversationId: 1 }),
+    ),
+  ).rejects.toBeInstanceOf(InvalidTransition);
+  const named = await h.transaction((tx) =>
+    tx.createTask(kid, null, { ownership: { kind: "task", taskId: ownerTask }, conversationId: other.id }),
+  );
+  expect(await h.getTask(named)).toMatchObject({
+    owner: ownerTask,
+    conversationId: other.id,
+    background: false,
+  });
+  // A task-owned task is never background, also when it names its owner's conversation itself.
+  const before = (await h.tasks({ kind: "kid-elsewhere" })).length;
+  await expect(
+    h.transaction((tx) =>
+      tx.createTask(kid, null, {
+        ownership: { kind: "task", taskId: ownerTask },
+        conversationId: other.id,
+        background: true,
+      }),
+    ),
+  ).rejects.toBeInstanceOf(InvalidTransition);
+  expect((await h.tasks({ kind: "kid-elsewhere" })).length).toBe(before);
   await h.close();
 });
 

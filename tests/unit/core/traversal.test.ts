@@ -315,6 +315,39 @@ test("a history parent is not an owner: work in a fork of the root is not reache
   });
 });
 
+test("a history parent is not an owner below the root either: an ownerless fork of an owned conversation is not reached by its owner's cascade nor by the root's idle wait (break 28A)", async () => {
+  const owner = conversationOwner("forked-owner");
+  const worker = parked("fork-of-owned-worker");
+  const { h, root } = await open(echo, { tasks: [owner, worker] });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  await (await owned.submit({ type: "input", content: "one" })).wait();
+  const at = (await owned.entries()).at(-1)!.id;
+  const fork = await owned.fork(at, { ownership: { kind: "ownerless" } });
+  expect(h.conversationRecords().find((c) => c.id === fork.id)?.owner).toBeUndefined();
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: fork.id }),
+  );
+  await until(() => running(h) === 2, { what: "owner and worker running" });
+  // The owner's abort cascades into the conversation it owns, never into that conversation's fork.
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  expect((await h.waitForTask(ownerId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  const record = await h.getTask(workerId);
+  expect(record?.state.status).toBe("running");
+  expect(record?.abortRequested).toBe(false);
+  // Nor does the root's idle wait climb from the fork through its history parent to the root.
+  await root.waitForIdle();
+  await fork.abort();
+  expect((await h.getTask(workerId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
 test("a cascade treats the conversations it reaches like Conversation.abort(): their queued inputs are withdrawn, queued writes stay", async () => {
   const owner = conversationOwner("inbox-owner");
   const { tool, started } = gatedTool();
