@@ -43,3 +43,33 @@ test("summary serialization writes an answer's thinking, its text and its tool c
     '[Assistant thinking]: plan the read\n\n[Assistant]: Reading it.\n\n[Assistant tool calls]: read(path="a.md", limit=10); ls(path=".", all=true)',
   );
 });
+
+test("summary serialization cuts every tool result in the range, and a result of several parts as one text", () => {
+  // Break 28C: the test above has one result of one part; cutting only the first long result, or
+  // each part on its own, passed it.
+  const lines = serializeForSummary([
+    toolResult(`${"a".repeat(2000)}${"x".repeat(1000)}`),
+    { role: "user", content: "next", timestamp: 1 },
+    toolResult(`${"b".repeat(2000)}${"y".repeat(1000)}`),
+    {
+      role: "toolResult",
+      toolCallId: "c2",
+      toolName: "read",
+      content: [
+        { type: "text", text: "c".repeat(1500) },
+        { type: "text", text: "d".repeat(1500) },
+      ],
+      isError: false,
+      timestamp: 1,
+    },
+  ]).split("\n\n");
+  expect(lines).toHaveLength(4);
+  expect(lines[0]!.startsWith(`[Tool result]: ${"a".repeat(2000)}`)).toBe(true);
+  expect(lines[2]!.startsWith(`[Tool result]: ${"b".repeat(2000)}`)).toBe(true);
+  // The parts are one text (joined by a newline), cut as one at 2,000 characters.
+  expect(lines[3]!.startsWith(`[Tool result]: ${"c".repeat(1500)}\n${"d".repeat(499)}`)).toBe(true);
+  for (const line of [lines[0]!, lines[2]!, lines[3]!]) {
+    expect(line).not.toMatch(/[xy]/);
+    expect(line.length).toBeLessThan("[Tool result]: ".length + 2000 + 10);
+  }
+});

@@ -91,3 +91,48 @@ test("a run whose input something else already settled still ends on abort; the 
   // The run's cleanup is whole: no run, no generation state left in pi.live.
   expect(liveOf(h)).toEqual({});
 });
+
+test("a non-retryable provider error in a conversation with history to compact fails the run at once: no summary, no second request", async () => {
+  // Break 28C: the test above has one input, nothing to compact; a 400 taken for a context
+  // overflow (compacted, then sent again) passed it.
+  const big = (label: string) => `${label} ${"x".repeat(400)}`;
+  const requests: string[] = [];
+  const faux = fauxAgentModel(
+    (req) => {
+      const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      requests.push(req.systemPrompt?.includes("summar") ? "summary" : last.slice(0, 2));
+      if (last.startsWith("q4")) return fauxError("400 Invalid request");
+      return fauxAssistantMessage(big("answer"));
+    },
+    { contextWindow: 1_000_000 },
+  );
+  cleanups.push(async () => faux.unregister());
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: {
+      compaction: { enabled: true, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 },
+      retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 },
+    },
+  });
+  cleanups.push(() => h.close().catch(() => undefined));
+  const root = await h.root();
+  for (let i = 1; i <= 3; i++)
+    expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe("done");
+  const settled = await (await root.submit({ type: "input", content: big("q4") })).wait();
+  expect(settled).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "400 Invalid request",
+  });
+  expect(requests).toEqual(["q1", "q2", "q3", "q4"]);
+  expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+  const generations = await h.tasks({ kind: "pi.generation" });
+  expect(generations.at(-1)!.state).toEqual({
+    status: "terminal",
+    outcome: {
+      status: "failed",
+      error: { message: "400 Invalid request", detail: { reason: "model_error" } },
+    },
+  });
+});

@@ -886,6 +886,38 @@ describe("a conversation without a model", () => {
   });
 });
 
+test("a conversation with no model of its own fails no_model, though the root was configured with one; an unknown default model fails at preparation", async () => {
+  // Break 28C (the upstream scenario's plain conversation): the named tests have no model anywhere
+  // or an unknown one on the root; a conversation taking the root's model passed them.
+  const faux = fauxAgentModel(echo);
+  cleanups.push(async () => faux.unregister());
+  const h = await AgentHarness.open(await memoryStore(), { models: faux.models });
+  cleanups.push(() => h.close().catch(() => undefined));
+  const root = await h.root();
+  await root.configure({ model: faux.ref });
+  expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+  const plain = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const unset = await (await plain.submit({ type: "input", content: "hi" })).wait();
+  expect(unset).toEqual({ status: "unanswered", reason: "no_model", detail: "no model is configured" });
+  expect((await plain.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+  expect(faux.requests).toHaveLength(1);
+  // A default model the resolver does not know fails at preparation too: the transcript holds the
+  // input alone.
+  const gone = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: { provider: "nowhere", modelId: "none" },
+  });
+  cleanups.push(() => gone.close().catch(() => undefined));
+  const other = await gone.root();
+  expect(await (await other.submit({ type: "input", content: "hi" })).wait()).toEqual({
+    status: "unanswered",
+    reason: "no_model",
+    detail: "unknown model nowhere/none",
+  });
+  expect((await other.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+  expect(faux.requests).toHaveLength(1);
+});
+
 test('written system messages have content "": the prompt lives in their named sections', async () => {
   const { tool } = itemTool({});
   const { root } = await open(echo, { tools: [tool] });

@@ -240,6 +240,33 @@ describe("built-in entries (spec §8.1)", () => {
       ["c2", { diagnostics: [] }],
     ]);
   });
+
+  test("carry no data on a run's failing paths too: a failed attempt's error entry, and a tool call cut by an abort", async () => {
+    // Break 28C: the test above writes a clean run only; an error or aborted answer given data of
+    // its own passed it.
+    const failed = await open((_req, n) =>
+      n === 1 ? fauxError("400 bad request") : fauxAssistantMessage("ok"),
+    );
+    expect((await (await failed.root.submit({ type: "input", content: "x" })).wait()).status).toBe(
+      "unanswered",
+    );
+    const errors = (await failed.root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(errors.map((e) => (messageOf(e) as { stopReason: string }).stopReason)).toEqual(["error"]);
+    for (const e of await failed.root.entries()) expect(e.data).toBeUndefined();
+
+    const gate = gatedTool();
+    const cut = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [gate.tool] });
+    const input = await cut.root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    await cut.root.abort();
+    expect((await input.wait()).status).toBe("unanswered");
+    const entries = await cut.root.entries();
+    const results = entries.filter((e) => e.kind === "pi.tool-result");
+    expect(results).toHaveLength(1);
+    expect(Object.keys(results[0]!.data as object)).toEqual(["diagnostics"]);
+    expect(Array.isArray((results[0]!.data as { diagnostics: unknown }).diagnostics)).toBe(true);
+    for (const e of entries.filter((x) => x.kind !== "pi.tool-result")) expect(e.data).toBeUndefined();
+  });
 });
 
 describe("a run's end (spec §8.2)", () => {

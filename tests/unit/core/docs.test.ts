@@ -266,8 +266,13 @@ describe("document versions", () => {
   });
 
   test("bad definitions and bad values are refused where they enter", async () => {
-    for (const version of [0, -1, 1.5])
-      expect(() => defineDoc({ name: "app.bad", version, initial: {} })).toThrow(TypeError);
+    // Every scope, and a number written as a string (break 28C: "2" passed as an integer).
+    for (const scope of ["conversation", "session", "task"] as const)
+      for (const version of [0, -1, 1.5, "2"])
+        expect(
+          () => defineDoc({ name: "app.bad", scope, version: version as number, initial: {} } as never),
+          `${scope} ${JSON.stringify(version)}`,
+        ).toThrow(TypeError);
     expect(() => defineDoc("app.bad", [] as unknown as Json)).toThrow(/initial must be a JSON object/);
     expect(() => defineDoc("app.bad", 3 as unknown as Json)).toThrow(TypeError);
     const { h, store } = await harness();

@@ -278,6 +278,76 @@ describe("ordinary owned work (spec §5.5)", () => {
     expect(outcome(await done(h, ids.b!))).toEqual({ status: "completed", result: "b" });
     await h.close();
   });
+
+  test("holds for a child that is itself completing for a grandchild, and for a task waiting in an owned conversation", async () => {
+    // Break 28C: the owner released with a completing child, or with a waiting task in its owned
+    // conversation, passed the test above (its held work was running or in a conversation).
+    const gates = { grand: deferred(), z: deferred() };
+    const ids: Record<string, TaskId> = {};
+    const grand = single("grand", async (_t, runtime) => {
+      await gates.grand.promise;
+      await runtime.commit(() => complete("grand"));
+    });
+    const child = single("child", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.grand = tx.createTask(grand, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("child"));
+    });
+    const owner = single("owner", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.child = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("owner"));
+    });
+    const z = single("z", async (_t, runtime) => {
+      await gates.z.promise;
+      await runtime.commit(() => complete("z"));
+    });
+    let woken = false;
+    const waiter = single("waiter", async (task, runtime) => {
+      if (woken) return void (await runtime.commit(() => complete("waiter")));
+      woken = true;
+      await runtime.commit(() => ({
+        status: "waiting",
+        checkpoint: { phase: "go" },
+        on: [task.input as number],
+        policy: "allSettled",
+      }));
+    });
+    const host = single("host", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        const d = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        ids.waiter = tx.createTask(waiter, ids.z!, {
+          ownership: { kind: "conversation" },
+          conversationId: d.id,
+        });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("host"));
+    });
+    const h = await Harness.open(await memoryStore());
+    const status = (name: string) => internals(h).session.records.tasks.get(ids[name]!)?.state.status;
+    ids.owner = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => status("child") === "completing", { what: "the child holding for its grandchild" });
+    await settle();
+    expect(status("owner")).toBe("completing");
+    gates.grand.resolve();
+    expect(outcome(await done(h, ids.owner!))).toEqual({ status: "completed", result: "owner" });
+    expect(outcome(await h.getTask(ids.child!))).toEqual({ status: "completed", result: "child" });
+
+    ids.z = await h.createTask(z, null, { ownership: { kind: "conversation" } });
+    ids.host = await h.createTask(host, null, { ownership: { kind: "conversation" } });
+    await until(() => status("waiter") === "waiting", { what: "the waiter waiting" });
+    await settle();
+    expect(status("host")).toBe("completing");
+    gates.z.resolve();
+    expect(outcome(await done(h, ids.host!))).toEqual({ status: "completed", result: "host" });
+    expect(outcome(await h.getTask(ids.waiter!))).toEqual({ status: "completed", result: "waiter" });
+    await h.close();
+  });
 });
 
 describe("ownership and stored rows", () => {

@@ -994,6 +994,71 @@ describe("commits a handler may not make", () => {
     await h.close();
   });
 
+  test("a runtime kept from an ended invocation stays refused while its task runs again in a later one: every operation fails invocation_ended and writes nothing", async () => {
+    // Break 28C: the test above keeps the runtime of a task that is terminal; refusing by the task's
+    // state (not running, or terminal) instead of by the invocation's end passed it.
+    type Two = { phase: "go" } | { phase: "again" };
+    let kept: TaskRuntime<Json, Two, Json> | undefined;
+    const hooked: string[] = [];
+    const second = { entered: deferred(), release: deferred() };
+    const gate = deferred();
+    const other = single("other-gated", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("other"));
+    });
+    const twice = defineTask<Json, Two, Json>({
+      name: "twice",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          kept = runtime;
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "again" },
+            on: [task.input as TaskId],
+            policy: "allSettled",
+          }));
+        },
+        again: async (_t, runtime) => {
+          second.entered.resolve();
+          await second.release.promise;
+          await runtime.commit(() => complete("twice"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), {
+      taskHooks: { handlers: () => [{ probe: () => hooked.push("probe") }], api: (runtime) => runtime },
+    });
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    const id = await h.createTask(twice, otherId, { ownership: { kind: "conversation" } });
+    await until(() => internals(h).session.records.tasks.get(id)?.state.status === "waiting", {
+      what: "the first invocation ended waiting",
+    });
+    gate.resolve();
+    await second.entered.promise;
+    expect((await h.getTask(id))!.state.status).toBe("running");
+    const refused = { name: "CommitRefused", reason: "invocation_ended" };
+    await expect(kept!.commit(() => complete("stale"))).rejects.toMatchObject(refused);
+    await expect(kept!.memo("stale", 1)).rejects.toMatchObject(refused);
+    await expect(kept!.memo("stale")).rejects.toMatchObject(refused);
+    await expect(kept!.getTask(id)).rejects.toMatchObject(refused);
+    await expect(kept!.outcomes([otherId])).rejects.toMatchObject(refused);
+    await expect(kept!.waitForTask(otherId)).rejects.toMatchObject(refused);
+    await expect(kept!.hooks.each("probe", (handler) => (handler as () => void)())).rejects.toMatchObject(
+      refused,
+    );
+    expect(hooked).toEqual([]);
+    expect(kept!.signal.aborted).toBe(true);
+    const live = (await h.getTask(id))!;
+    expect(live.state).toMatchObject({ status: "running", checkpoint: { phase: "again" } });
+    expect(live.memos ?? {}).toEqual({});
+    second.release.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "twice" });
+    await h.close();
+  });
+
   test("a memo value that is not JSON is refused and nothing is stored", async () => {
     const caught: unknown[] = [];
     const memoist = single("memoist", async (_t, runtime) => {

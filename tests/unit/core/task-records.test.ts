@@ -521,7 +521,7 @@ test("defineTask returns the definition itself as the task's token, frozen, and 
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ran" });
   await h.close();
   // Refused at the door with a typed error (a TypeError), each with its reason.
-  for (const version of [0, -1, 1.5, Number.NaN]) {
+  for (const version of [0, -1, 1.5, Number.NaN, "2"]) {
     const make = () => defineTask<Json, Go, Json>({ ...definition, version } as never);
     expect(make).toThrow(TypeError);
     expect(make).toThrow(/version must be a positive integer/);
@@ -654,5 +654,68 @@ test("runtime.commit rereads and gates the task on the line before its callback:
       reason,
       { name: "CommitRefused", reason: reason === "terminal" ? "not_running" : reason },
     ]);
+  expect(invoked).toEqual([]);
+});
+
+test("runtime.commit gates on the line, not on the published records: an abort mark, or a close, requested just before it in the same group refuses it", async () => {
+  // Break 28C: a gate reading the published record, and a closing check made only when the commit
+  // is requested, passed the test above (each refusal there came a group after the change).
+  const invoked: string[] = [];
+  const refused = new Map<string, unknown>();
+  const gates = { marked: deferred(), closed: deferred() };
+  const entered = { marked: deferred(), closed: deferred() };
+  const late = (name: "marked" | "closed") =>
+    single(`late-${name}`, async (_t, runtime) => {
+      entered[name].resolve();
+      await gates[name].promise; // deaf to the signal on purpose
+      refused.set(
+        name,
+        await runtime
+          .commit(() => {
+            invoked.push(name);
+            return complete(name);
+          })
+          .catch((e: unknown) => e),
+      );
+    });
+  const marked = late("marked");
+  const closed = late("closed");
+  const h = await Harness.open(await memoryStore(), { tasks: [marked, closed] });
+  const tick = () => new Promise((r) => setTimeout(r, 0));
+  // Hold the line with a host commit, so what is requested meanwhile is merged after it, in order.
+  const holdLine = async () => {
+    const hold = deferred();
+    const held = h.transaction(async () => {
+      await hold.promise;
+    });
+    await tick();
+    return { release: () => hold.resolve(), held };
+  };
+
+  const m = await h.createTask(marked, null, { ownership: { kind: "conversation" } });
+  await entered.marked.promise;
+  const first = await holdLine();
+  const aborting = h.abortTask(m); // the mark's commit, requested first
+  gates.marked.resolve(); // then the run's commit
+  await tick();
+  expect(internals(h).session.records.tasks.get(m)?.abortRequested).toBe(false);
+  first.release();
+  await first.held;
+  expect(await aborting).toBe("marked");
+  await until(() => refused.has("marked"), { what: "the marked run's commit settled" });
+  expect(refused.get("marked")).toMatchObject({ name: "CommitRefused", reason: "abort_requested" });
+  await done(h, m);
+
+  await h.createTask(closed, null, { ownership: { kind: "conversation" } });
+  await entered.closed.promise;
+  const second = await holdLine();
+  gates.closed.resolve(); // the run's commit, requested before the close begins
+  await tick();
+  const closing = h.close();
+  await tick();
+  second.release();
+  await second.held.catch(() => undefined);
+  await closing;
+  expect(refused.get("closed")).toMatchObject({ name: "CommitRefused", reason: "closing" });
   expect(invoked).toEqual([]);
 });

@@ -348,6 +348,34 @@ test("100 commits requested together share one transaction; one whose callback t
   await reopened.close();
 });
 
+test("a commit whose callback throws is not observable to the commits grouped after it: they read the state before it", async () => {
+  // Break 28C: a dropped callback's writes applied to the line passed every test above (none read
+  // state after a throwing callback in the same group).
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  await h.transaction((tx) => tx.writeDoc(1, "test.value", { n: 1 }));
+  const before = { ...store.stats };
+  const [thrown, read] = await Promise.allSettled([
+    h.transaction((tx) => {
+      tx.writeDoc(1, "test.value", { n: 2 });
+      tx.appendEntry(1, { kind: "app.note", data: "never stored" });
+      throw new Error("fails after writing");
+    }),
+    h.transaction((tx) => {
+      const seen = tx.readDoc(1, "test.value");
+      tx.writeDoc(1, "test.seen", seen as never);
+      return seen;
+    }),
+  ]);
+  expect(store.stats.transactions - before.transactions).toBe(1);
+  expect(thrown).toMatchObject({ status: "rejected", reason: { message: "fails after writing" } });
+  expect(read).toEqual({ status: "fulfilled", value: { n: 1 } });
+  expect(await h.doc(1, "test.seen")).toEqual({ n: 1 });
+  expect(await h.doc(1, "test.value")).toEqual({ n: 1 });
+  expect((await h.entries(1)).filter((e) => e.kind === "app.note")).toEqual([]);
+  await h.close();
+});
+
 test("a commit requested while a group's transaction runs waits for the next one, and the store runs them in turn", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
