@@ -192,3 +192,60 @@ test("an orphaned tool task (aborted while its definition cannot take it) leaves
   expect(result).toMatchObject({ toolCallId: "c1", isError: true });
   expect(liveOf(h)).toEqual({});
 });
+
+test("a faulted call among siblings: only its own slot is done without an entry, in the fault's commit; the sibling's result stays and the run continues with both", async () => {
+  // Break 28G: the named tests fault the only call of a round; here the faulted call is the second
+  // of two, its sibling already answered.
+  const ok = gatedTool("ok");
+  const gate = gatedTool("hold");
+  const { h, root, faux } = await open(
+    callsThenAnswer(fauxToolCall("ok", {}, { id: "c1" }), fauxToolCall("hold", {}, { id: "c2" })),
+    {
+      tools: [ok.tool, gate.tool],
+      onReport: (error) => {
+        throw error;
+      },
+      hooks: {
+        afterTool: [
+          (call) => {
+            if (call.name === "hold") throw new Error("afterTool bug");
+          },
+        ],
+      },
+    },
+  );
+  const slotsAtFault: unknown[] = [];
+  h.subscribe((change) => {
+    const ended = change.tasks.find(
+      (t) => t.kind === "pi.tool" && t.state.status === "terminal" && t.state.outcome.status === "faulted",
+    );
+    const doc = change.docs.find((d) => d.name === "pi.live");
+    if (ended) slotsAtFault.push((doc?.value as LiveState | undefined)?.tools);
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await ok.started.promise;
+  await gate.started.promise;
+  ok.release.resolve();
+  await until(() => liveOf(h).tools?.find((s) => s.callId === "c1")?.status === "done", {
+    what: "the sibling's result",
+  });
+  gate.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  const outcomes = (await h.tasks({ kind: "pi.tool" })).map((t) =>
+    t.state.status === "terminal" ? t.state.outcome.status : t.state.status,
+  );
+  expect(outcomes.sort()).toEqual(["completed", "faulted"]);
+  expect(slotsAtFault).toHaveLength(1);
+  const [first, second] = slotsAtFault[0] as LiveState["tools"] & unknown[];
+  expect(second).toMatchObject({ callId: "c2", status: "done" });
+  expect(second).not.toHaveProperty("entry");
+  const results = await toolResults(root);
+  expect(results).toHaveLength(1);
+  expect(first).toMatchObject({ callId: "c1", status: "done", entry: results[0]!.id });
+  const request = faux.requests[1]!.messages.filter((m) => m.role === "toolResult");
+  expect(request.map((m) => [m.toolCallId, m.isError])).toEqual([
+    ["c1", false],
+    ["c2", true],
+  ]);
+  expect(liveOf(h)).toEqual({});
+});

@@ -397,17 +397,25 @@ describe("the hooks table: composition in extension order, and what a throw does
         return textResult("finished");
       },
     });
-    const { h, root, reported } = await withExtensions(
+    // Break 28G: a throw after a replacement (y) keeps that replacement, a hook returning nothing (n)
+    // passes on the result before it, and the reported errors are the thrown ones themselves.
+    const thrown = [new Error("x broke"), new Error("y broke")];
+    const throws = (error: Error) => () => {
+      throw error;
+    };
+    const { h, root, reported, errors } = await withExtensions(
       callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" })),
       [
         defineExtension({ name: "tools", tools: [slow] }),
-        defineExtension({ name: "x", hooks: [hook("pi.tool", { onAbort: boom("x") })] }),
+        defineExtension({ name: "x", hooks: [hook("pi.tool", { onAbort: throws(thrown[0]!) })] }),
         defineExtension({
           name: "a",
           hooks: [
             hook("pi.tool", { onAbort: (_c, result) => textResult(`${textOf(result as never).trim()} +a`) }),
           ],
         }),
+        defineExtension({ name: "y", hooks: [hook("pi.tool", { onAbort: throws(thrown[1]!) })] }),
+        defineExtension({ name: "n", hooks: [hook("pi.tool", { onAbort: () => undefined })] }),
         defineExtension({
           name: "b",
           hooks: [hook("pi.tool", { onAbort: (_c, result) => textResult(`${textOf(result as never)} +b`) })],
@@ -421,7 +429,10 @@ describe("the hooks table: composition in extension order, and what a throw does
     const [result] = await toolResults(root);
     expect(textOf(messageOf(result!))).toContain("half +a +b");
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
-    expect(reported).toEqual(["x broke"]);
+    expect(reported).toEqual(["x broke", "y broke"]);
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toBe(thrown[0]);
+    expect(errors[1]).toBe(thrown[1]);
   });
 
   test("afterTools: every observer runs, in order, with the round's results; a throw is reported and the next runs", async () => {

@@ -170,3 +170,34 @@ test("a hook's error after the task was signalled propagates from each, unreport
   expect((propagated as Error).message).toBe("stopped while asked");
   expect(reports).toEqual([]);
 });
+
+test("with no selection of its own, an extension task asks the hooks of settings.extensions' base, in its order; { remove } edits that base", async () => {
+  // Break 28G: the base was asserted through the tools a request offers only; a task's hooks are
+  // selected by their own path.
+  const review = defineTask<Json, { phase: "go" }, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_task, runtime) => {
+        const words: string[] = [];
+        await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+          words.push(await handler("diff", api, { signal: runtime.signal }));
+        });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: words } }));
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  extensions.install(answering("b", "b"));
+  extensions.install(answering("unselected", "u"));
+  const { h, root } = await open(echo, { extensions, settings: { extensions: ["jobs", "b", "a"] } });
+  const run = async () =>
+    outcome(await done(h, await h.createTask(review, null, { ownership: { kind: "conversation" } })));
+  expect(await run()).toEqual({ status: "completed", result: ["b:diff", "a:diff"] });
+  await root.configure({ extensions: { remove: ["b"] } });
+  expect(await run()).toEqual({ status: "completed", result: ["a:diff"] });
+});

@@ -270,6 +270,15 @@ describe("per conversation", () => {
     expect((await root.agentState()).extensions).toEqual(["workspace-tools", "user:greet"]);
     await setExtensionEnabled(h, root.id, "workspace-tools", false);
     expect((await root.agentState()).extensions).toEqual(["user:greet"]);
+    // Break 28G: the list is the selection exactly (not added to the base): this conversation is
+    // offered greet alone, another (no list) the whole base.
+    const enabled = async (id: number) =>
+      (await conversationExtensions(h, id)).filter((e) => e.enabled).map((e) => e.name);
+    expect(await enabled(root.id)).toEqual(["user:greet"]);
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual(["greet"]);
+    const other = (await h.createConversation({ ownership: { kind: "ownerless" } })).id;
+    expect(await enabled(other)).toEqual(["workspace-tools", "user:greet"]);
+    expect(h.services.agent(other).tools.has("ls")).toBe(true);
   });
 });
 

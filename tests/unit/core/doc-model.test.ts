@@ -282,6 +282,40 @@ describe("scopes (spec §3.1-3.2)", () => {
     expect(rows[0]!.retiredAt).toBeGreaterThan(entry);
     expect(rows[1]!.retiredAt).toBe(rows[1]!.createdAt);
   });
+
+  test("a task's several documents, made in earlier commits of the same engine (no reopen), are all retired in its terminal commit", async () => {
+    // Break 28G: the test above retires one document, read back from the store at a reopen; here two
+    // documents are made by this engine's own commits before the task ends.
+    const store = await memoryStore();
+    const hold = parked("holder");
+    const h = await open(store, { tasks: [hold] });
+    const id = await h.createTask(hold, null, { ownership: { kind: "conversation" } });
+    await h.transaction((tx) => tx.writeDoc(taskScope(id), "first", { n: 1 }));
+    await h.transaction((tx) => tx.writeDoc(taskScope(id), "second", { n: 2 }));
+    expect(await h.doc(taskScope(id), "second")).toEqual({ n: 2 });
+    const seen: { terminal: boolean; retired: string[] }[] = [];
+    const stop = h.subscribe((change) => {
+      const terminal = change.tasks.some((t) => t.id === id && t.state.status === "terminal");
+      const retired = change.docs.filter((d) => d.value === undefined).map((d) => d.name);
+      if (terminal || retired.length > 0) seen.push({ terminal, retired: retired.sort() });
+    });
+    await h.abortTask(id);
+    await done(h, id);
+    stop();
+    expect(seen).toEqual([{ terminal: true, retired: ["first", "second"] }]);
+    for (const name of ["first", "second"]) {
+      expect(await h.docRecord(taskScope(id), name)).toBeUndefined();
+      expect(await stored(store, name)).toEqual([
+        {
+          id: expect.any(Number),
+          scope: "task",
+          createdAt: expect.any(Number),
+          retiredAt: expect.any(Number),
+        },
+      ]);
+    }
+    await h.close();
+  });
 });
 
 test("a commit that makes a task terminal refuses every later access to its documents in that commit, each typed: a read, a write, a patch, a retirement, a record lookup; the refused commit changes nothing", async () => {

@@ -237,3 +237,32 @@ test("a view mounted while commits land takes its entries and documents from one
   consistent(watch.value);
   await watch.stop();
 });
+
+test("a view mounted on a reopened engine takes the stored documents and entries of its conversation, then each commit once", async () => {
+  // Break 28G: the other mount tests mount a conversation the live engine had loaded already.
+  const store = await memoryStore();
+  const first = await open(echo, { store });
+  await first.h.transaction((tx) => {
+    tx.appendEntry(1, { kind: "note", data: { i: 1 } });
+    tx.writeDoc(1, "app.counter", { i: 1 });
+  });
+  await first.h.close();
+  const { h } = await open(echo, { store: await memoryStore(store.image()) });
+  const watch = await h.conversation(1)!.watch();
+  const frames: Frame<ConversationView>[] = [];
+  watch.start((frame) => void frames.push(frame));
+  expect(watch.value.docs["app.counter"]).toEqual({ i: 1 });
+  expect(watch.value.docs["pi.agent"]).toBeDefined();
+  expect(watch.value.entries.filter((e) => e.kind === "note").map((e) => e.data)).toEqual([{ i: 1 }]);
+  await h.transaction((tx) => {
+    tx.appendEntry(1, { kind: "note", data: { i: 2 } });
+    tx.writeDoc(1, "app.counter", { i: 2 });
+  });
+  await expect.poll(() => frames.length).toBe(1);
+  expect(watch.value.docs["app.counter"]).toEqual({ i: 2 });
+  expect(watch.value.entries.filter((e) => e.kind === "note").map((e) => e.data)).toEqual([
+    { i: 1 },
+    { i: 2 },
+  ]);
+  await watch.stop();
+});
