@@ -238,3 +238,35 @@ test("no partial lands after the classifying commit: the throttle is stopped bef
   expect((await h.doc<LiveState & Record<string, never>>(root.id, DOC.live))?.generation).toBeUndefined();
   await h.close();
 });
+
+test("a retryable error after a committed partial: the error entry is appended and the partial leaves pi.live in the commit that moves to retry", async () => {
+  // Break 28F: every retry test failed at once, with no partial committed; a retry status written over
+  // pi.live as read before the partial was cleared (the partial shown through the whole backoff) passed them.
+  faux = fauxAgentModel(
+    (_req, n) =>
+      n === 1
+        ? fauxAssistantMessage(LONG, { stopReason: "error", errorMessage: "503 Service Unavailable" })
+        : fauxAssistantMessage("fine"),
+    { tokensPerSecond: 400 },
+  );
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 20, retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 } },
+  });
+  const root = await h.root();
+  const sub = await root.submit({ type: "input", content: "talk" });
+  const live = () => h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation;
+  await until(() => (live()?.message?.content.length ?? 0) > 0, { what: "a committed partial" });
+  await until(() => live()?.retry !== undefined, { what: "the retry status" });
+  const state = (await h.doc<LiveState & Record<string, never>>(1, DOC.live))!.generation!;
+  expect(state.retry?.error).toBe("503 Service Unavailable");
+  expect(state.message).toBeUndefined();
+  const failed = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+  expect(failed).toHaveLength(1);
+  const message = (failed[0]!.model as unknown as Array<{ stopReason: string; errorMessage?: string }>)[0]!;
+  expect([message.stopReason, message.errorMessage]).toEqual(["error", "503 Service Unavailable"]);
+  await root.abort();
+  expect((await sub.wait()).status).not.toBe("done");
+  await h.close();
+});

@@ -159,3 +159,46 @@ test("a request resent after a restart keeps what its preparation resolved: the 
     again.unregister();
   }
 });
+
+test("a request resent after a restart goes to its pinned model though the agent names another meanwhile; the next preparation takes the new one", async () => {
+  // Break 28F: the named tests changed the thinking level only, never the model, during a request; a
+  // request phase that resolved the agent's model as it stands (not the pinned one) passed them all.
+  const hold = deferred();
+  const sent: string[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push(model.id);
+    return defaultStream(model, context, options);
+  };
+  const first = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    { stream },
+  );
+  await first.root.configure({ model: first.faux.ref });
+  await first.root.submit({ type: "input", content: "one", requestId: "r" });
+  await expect.poll(() => sent.length).toBe(1);
+  // The agent moves to a model this host does not know while the request is out; the engine stops.
+  await first.root.configure({ model: { provider: first.faux.ref.provider, modelId: "not-here" } });
+  const image = first.store.image();
+  hold.resolve();
+  await first.h.close();
+  sent.length = 1;
+
+  const again = fauxAgentModel(echo, { id: first.faux.ref.modelId });
+  const h = await AgentHarness.open(await memoryStore(image), { models: again.models, stream });
+  try {
+    const root = await h.root();
+    const resent = await (await root.submit({ type: "input", content: "one", requestId: "r" })).wait();
+    expect(resent.status).toBe("done");
+    expect(sent).toEqual([first.faux.ref.modelId, first.faux.ref.modelId]);
+    const next = await (await root.submit({ type: "input", content: "two" })).wait();
+    expect(next).toMatchObject({ status: "unanswered", reason: "no_model" });
+    expect(JSON.stringify(next)).toContain("not-here");
+    expect(sent).toHaveLength(2);
+  } finally {
+    await h.close();
+    again.unregister();
+  }
+});

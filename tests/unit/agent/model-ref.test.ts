@@ -206,3 +206,25 @@ test("open migrates only the built-in documents its recovery touches, through th
     value: { model: { provider: faux.ref.provider, modelId: faux.ref.modelId }, thinkingLevel: "low" },
   });
 });
+
+test("UserInput is UserMessage content: a string or content parts, stored and sent as given, also when queued behind a run", async () => {
+  // Break 28F: only attachments (through the app) sent content parts; an engine that joined text-only
+  // parts into one string passed every named test.
+  const faux = model((req) => fauxAssistantMessage(`seen ${req.messages.length}`));
+  const h = await openOn(await memoryStore(), faux);
+  const root = await h.root();
+  await root.configure({ model: faux.ref });
+  const parts = [
+    { type: "text" as const, text: "first part" },
+    { type: "text" as const, text: "second part" },
+  ];
+  const image = { type: "image" as const, data: "iVBORw0KGgo=", mimeType: "image/png" };
+  const a = await root.submit({ type: "input", content: parts });
+  const b = await root.submit({ type: "input", content: [parts[1]!, image] }); // queued behind a
+  const c = await root.submit({ type: "input", content: "plain" });
+  for (const s of [a, b, c]) expect((await s.wait()).status).toBe("done");
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user").map((e) => messageOf(e).content);
+  expect(users).toEqual([parts, [parts[1], image], "plain"]);
+  const sent = faux.requests.map((r) => r.messages.filter((m) => m.role === "user").map((m) => m.content));
+  expect(sent.at(-1)).toEqual([parts, [parts[1], image], "plain"]);
+});

@@ -38,3 +38,25 @@ test("a settings object's getters are read at every decision: a stream option ch
   expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
   expect(seen).toEqual([111, 222]);
 });
+
+test("a settings object is never copied: a retry policy changed in place during the first attempt is the one its classification reads (break 28F)", async () => {
+  // Break 28F: each named test gave a new value (a getter's, a function's); a resolution kept per
+  // nested settings object (a cache by the retry policy's identity) passed them, as a copy would.
+  const retry = { maxRetries: 3, baseDelayMs: 1 };
+  const settings: AgentSettings = { retry };
+  const { root, faux } = await open(
+    (_req, n) => {
+      if (n === 1) {
+        // The user turns retries off in place while the first attempt runs.
+        retry.maxRetries = 0;
+        return fauxError("503 Service Unavailable");
+      }
+      return fauxAssistantMessage("ok");
+    },
+    { settings },
+  );
+  // A first run resolves the settings before the change (its prepare reads them).
+  const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+  expect(faux.requests).toHaveLength(1);
+});

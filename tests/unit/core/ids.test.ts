@@ -82,3 +82,21 @@ test("the root conversation is id 1, created ownerless by the first open; a reop
   expect(after.next).toBe(2);
   await again.close();
 });
+
+test("entry ids stay global when commits are requested together: one group, distinct ids increasing in request order", async () => {
+  const h = await Harness.open(await memoryStore());
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  const targets = [ROOT_CONVERSATION_ID, other.id, other.id, ROOT_CONVERSATION_ID, other.id];
+  // Requested in one turn: the session groups them into one transaction, each callback over the last.
+  const ids = await Promise.all(
+    targets.map((c, i) => h.transaction((tx) => [note(tx, c, `${i}a`).id, note(tx, c, `${i}b`).id])),
+  );
+  const flat = ids.flat();
+  expect(new Set(flat).size).toBe(flat.length);
+  expect(flat).toEqual([...flat].sort((a, b) => a - b));
+  const stored = [...(await h.entries(ROOT_CONVERSATION_ID)), ...(await h.entries(other.id))].map(
+    (e) => e.id,
+  );
+  expect([...stored].sort((a, b) => a - b)).toEqual(flat);
+  await h.close();
+});

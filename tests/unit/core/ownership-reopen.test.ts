@@ -199,6 +199,43 @@ test("keeps a finished background ancestor a boundary after reopen, which { back
   expect(outcome(await h.getTask(belowId))?.status).toBe("aborted");
 });
 
+test("keeps a finished background ancestor a boundary for work below it that was live before the reopen", async () => {
+  // Break 28F: the named test creates the work below after the reopen, so its chain is read when it
+  // is first named; here the open itself must read the chain of a recovered task's conversation.
+  const child = founder();
+  const background = waitsOnOwnedChild("background", child);
+  const below = parked("below");
+  const first = await open(echo, { tasks: [background, child, below] });
+  const backgroundId: TaskId = await first.h.createTask(background, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
+  expect(outcome(await done(first.h, backgroundId))?.status).toBe("completed");
+  const [childRecord] = await first.h.tasks({ kind: "child" });
+  const conversation = (outcome(childRecord) as { result: ConversationId }).result;
+  const belowId: TaskId = await first.h.createTask(below, null, {
+    ownership: { kind: "conversation" },
+    conversationId: conversation,
+  });
+  await until(
+    () => first.h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"),
+    { what: "below running" },
+  );
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const { h, root } = await open(echo, { tasks: [background, child, below], store: stored });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
+    what: "below running again",
+  });
+  await root.waitForIdle();
+  await h.waitForIdle();
+  await root.abort();
+  expect(await h.getTask(belowId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  await root.abort({ background: true });
+  expect(outcome(await h.getTask(belowId))?.status).toBe("aborted");
+});
+
 test("marks and awaits only the background work reached when { background: true } is admitted", async () => {
   const log: string[] = [];
   const abortFirst = deferred();

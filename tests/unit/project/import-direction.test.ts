@@ -407,9 +407,12 @@ describe("import direction", () => {
   });
 
   test("core/ names no built-in agent document or entry kind: the generic mechanism special-cases no model, tool or inbox state", () => {
-    // Every built-in name is `pi.<something>` (worker/agent/records.ts); the core may not test for one.
+    // Every built-in name is `pi.<something>` (worker/agent/records.ts); the core may not test for one,
+    // in a string, a template's head or a regular expression (break 28F: `/^pi\.live$/.test(name)`
+    // passed the string check), nor name a model message's role: those are the agent's state.
     const root = repoRoot();
     const named: string[] = [];
+    const roles = new Set(["user", "assistant", "toolResult", "toolCall", "system"]);
     for (const file of sourceFiles(root, "worker/core")) {
       const source = ts.createSourceFile(
         file,
@@ -417,7 +420,12 @@ describe("import direction", () => {
         ts.ScriptTarget.Latest,
       );
       const visit = (node: ts.Node): void => {
-        if ((ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) && /^pi\./.test(node.text))
+        if (
+          (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node)) &&
+          (/^pi\./.test(node.text) || roles.has(node.text))
+        )
+          named.push(`${file}: ${node.text}`);
+        if (ts.isRegularExpressionLiteral(node) && /pi\\\./.test(node.text))
           named.push(`${file}: ${node.text}`);
         ts.forEachChild(node, visit);
       };

@@ -65,6 +65,36 @@ test("a full disk stops the engine with a typed error and loses nothing committe
   await h2.close();
 });
 
+test("a full disk under a group of commits requested together rejects every one of them with the store's error; none is published or kept", async () => {
+  // Break 28F: the test above fails one commit alone; an engine that rejected only the first of a
+  // failed group and resolved the others (as if stored) passed every named test.
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const committed = store.stats.transactions;
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(change));
+  store.setFaultHook((point) => {
+    if (point === "before-commit") throw new Error("SQLITE_FULL: database or disk is full");
+  });
+  // Requested in one turn: the session assembles them into one transaction, which fails.
+  const group = [1, 2, 3].map((n) =>
+    h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: { n } }).id),
+  );
+  const settled = await Promise.allSettled(group);
+  expect(settled.map((s) => s.status)).toEqual(["rejected", "rejected", "rejected"]);
+  const reasons = settled.map((s) => (s as PromiseRejectedResult).reason as Error);
+  for (const reason of reasons) expect(reason.message).toMatch(/database or disk is full/);
+  expect(store.stats.transactions).toBe(committed);
+  expect(published).toEqual([]);
+  await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  store.setFaultHook(undefined);
+  const image = store.image();
+  await h.close();
+  const h2 = await Harness.open(await memoryStore(image));
+  expect(await h2.entries(1)).toEqual([]);
+  await h2.close();
+});
+
 test("an uncertain failure (the commit stored, its answer lost) is fatal too: nothing published or adopted, and a reopen finds the stored commit", async () => {
   // Spec §1.8: "An uncertain storage failure is fatal to the open Session. It publishes nothing and
   // must be reopened." Reading 24b: the test above fails before COMMIT, a certain failure; here the
