@@ -19,7 +19,7 @@ import {
   type Tx,
   UnknownConversation,
 } from "../../../worker/index.ts";
-import { type FauxRequest, memoryStore } from "../../../worker/testing.ts";
+import { deferred, type FauxRequest, memoryStore, until } from "../../../worker/testing.ts";
 import { parked } from "../core/fixtures.ts";
 import { echo, open, textOf } from "./fixtures.ts";
 
@@ -385,6 +385,55 @@ describe("fork", () => {
     const live = await h.tasks({ kind: "fork.worker" });
     expect(live.map((t) => [t.id, t.conversationId])).toEqual([[worker, root.id]]);
     expect(h.inspect().tasks.filter((t) => t.record.conversationId === childId)).toEqual([]);
+  });
+
+  test("a fork of a busy conversation copies none of its tasks: the child's pi.live names no run, generation or tool slot, the child is idle and its own input starts its own run", async () => {
+    // Spec §3.7: tasks are never copied; so no document of the child may name the parent's run task
+    // or tool tasks (break 28B: a fork copying pi.live made the child busy with the parent's run).
+    const gate = deferred();
+    const hold = defineTool({
+      name: "hold",
+      description: "Holds until released",
+      parameters: Type.Object({}),
+      async execute() {
+        await gate.promise;
+        return textResult("held");
+      },
+    });
+    const { h, root } = await open(
+      (req) => {
+        const last = req.messages.at(-1)!;
+        if (last.role === "user" && textOf(last) === "go")
+          return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-hold" })], {
+            stopReason: "toolUse",
+          });
+        return echo(req, 0);
+      },
+      { tools: [hold] },
+    );
+    const input = await root.submit({ type: "input", content: "go" });
+    await until(
+      () => h.inspect().tasks.some((t) => t.record.kind !== "pi.generation" && t.state.kind === "running"),
+      {
+        what: "the tool task running",
+      },
+    );
+    expect(root.busy).toBe(true);
+    const parentLive = (await h.doc(root.id, DOC.live)) as { run?: { taskId: number } };
+    expect(parentLive.run).toBeDefined();
+    const at = (await root.entries()).filter((e) => e.kind === "pi.assistant").at(-1)!.id;
+    const tasksBefore = h.inspect().tasks.map((t) => t.record.id);
+    const child = await root.fork(at, ownerless);
+    expect(await h.doc(child.id, DOC.live)).toEqual({});
+    expect(child.busy).toBe(false);
+    expect(h.inspect().tasks.map((t) => t.record.id)).toEqual(tasksBefore);
+    expect(h.inspect().tasks.filter((t) => t.record.conversationId === child.id)).toEqual([]);
+    const settled = await ask(child, "next");
+    const childLive = (await h.doc(child.id, DOC.live)) as { run?: unknown };
+    expect(childLive.run).toBeUndefined();
+    expect(settled.status).toBe("done");
+    gate.resolve();
+    expect((await input.wait()).status).toBe("done");
   });
 
   test("tx.forkConversation inside any commit: the fork point is loaded and the commit runs again", async () => {

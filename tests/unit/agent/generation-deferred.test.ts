@@ -172,6 +172,56 @@ describe("deferred responses (poll)", () => {
     expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
   });
 
+  test("a poll that fails is a terminal error message: afterResponse observes it before it is classified (retried), then the retried poll's answer", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    let fetches = 0;
+    const observed: Array<[string, number]> = [];
+    let h!: AgentHarness;
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            if (++fetches === 1) throw new Error("503 Service Unavailable");
+            return answer("ready now", model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      settings: { retry: { baseDelayMs: 1 } },
+      hooks: {
+        afterResponse: [
+          async (message) => {
+            const root = await h.root();
+            // The assistant entries the transcript held when the hook ran: its own not yet.
+            observed.push([
+              message.stopReason,
+              (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+            ]);
+          },
+        ],
+      },
+      stream: deferringStream({ id: "job-1", pollAfterMs: 5 }, sent),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
+    expect(settled.status).toBe("done");
+    expect(observed).toEqual([
+      ["error", 0],
+      ["stop", 1],
+    ]);
+    const assistants = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(assistants.map((e) => (e.model as unknown as AssistantMessage[])[0]?.stopReason)).toEqual([
+      "error",
+      "stop",
+    ]);
+  });
+
   test("a deferred answer moves to poll at now + pollAfterMs, or now + 5000 without one", async () => {
     // Spec §8.3: "pollAt = now + (handle.pollAfterMs ?? 5000)", on the harness clock. (Reading 22b:
     // the poll time was only checked to be later, and the default never.)

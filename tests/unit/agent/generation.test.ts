@@ -106,7 +106,7 @@ describe("request hooks", () => {
     // Each message seen, with the answers the transcript held when the hook ran: the message's own
     // entry is not there yet, the hook runs before the commit that classifies it (reading 22b: the
     // order and an error answer were not asserted).
-    const seen: Array<[string, number]> = [];
+    const seen: Array<[string, number, string[]]> = [];
     const { tool } = itemTool({});
     const answers = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
     const { root } = await open(
@@ -120,6 +120,8 @@ describe("request hooks", () => {
               void seen.push([
                 m.stopReason,
                 (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+                // The message itself, its content as the provider answered (break 28B).
+                m.content.map((b) => (b.type === "text" ? b.text : b.type === "toolCall" ? b.name : b.type)),
               ]),
           ],
         },
@@ -127,9 +129,9 @@ describe("request hooks", () => {
     );
     expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
     expect(seen).toEqual([
-      ["error", 0],
-      ["toolUse", 1],
-      ["stop", 2],
+      ["error", 0, []],
+      ["toolUse", 1, ["apply"]],
+      ["stop", 2, ["done"]],
     ]);
   });
 

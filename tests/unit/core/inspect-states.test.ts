@@ -5,8 +5,8 @@
  * (startedAt at the first move to running, kept across a reopen; endedAt only once terminal).
  */
 import { expect, test } from "vitest";
-import { defineTask, Harness, type Json, type TaskId, type Tx } from "../../../worker/index.ts";
-import { type Deferred, deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { defineTask, Harness, type Json, type TaskId, type Tx, timerWait } from "../../../worker/index.ts";
+import { type Deferred, deferred, FakeClock, memoryStore, until } from "../../../worker/testing.ts";
 import {
   complete,
   done,
@@ -232,5 +232,136 @@ test("inspect() shows each live task's lifecycle times: startedAt once it ran, k
   await h.abortTask(childId);
   const joined = await done(h, id);
   expect([joined.startedAt, joined.endedAt]).toEqual([1000, 7000]);
+  await h.close();
+});
+
+test("a waiting task whose wait is over but not yet resumed is ready; an abort-marked waiting task without owned work is ready for its abort handler, not waiting", async () => {
+  // Reopened paused: a timer wait already due, and a wait on a live task whose waiter is then
+  // abort-marked. Neither waits on anything any more: both are ready (spec §2.2 states).
+  const T0 = Date.UTC(2026, 0, 5, 8, 0);
+  const clock = new FakeClock(T0);
+  const sleeper = defineTask<Json, Go | { phase: "woke" }, Json>({
+    name: "inspect-sleeper",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => void (await runtime.commit(() => timerWait({ phase: "woke" }, T0 + 1000))),
+      woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const other = parked("inspect-awaited");
+  const store = await memoryStore();
+  const tasks = [sleeper, other, waitsOnInput];
+  const first = await Harness.open(store, { tasks, now: clock.now, timers: clock });
+  const timed = await first.createTask(sleeper, null, { ownership: { kind: "conversation" } });
+  const live = await first.createTask(other, null, { ownership: { kind: "conversation" } });
+  const waiter = await first.createTask(waitsOnInput, [live], { ownership: { kind: "conversation" } });
+  await until(() => stateOf(first, timed)?.kind === "waiting" && stateOf(first, waiter)?.kind === "waiting", {
+    what: "both waiting",
+  });
+  const image = await memoryStore(store.image());
+  await first.close();
+
+  clock.jump(5000);
+  const h = await Harness.open(image, { tasks, now: clock.now, timers: clock, paused: true });
+  expect(h.inspect().tasks.find((t) => t.record.id === timed)?.record.state.status).toBe("waiting");
+  expect(stateOf(h, timed)).toEqual({ kind: "ready", migrates: false });
+  expect(stateOf(h, waiter)).toEqual({ kind: "waiting", on: [live] });
+  expect(await h.abortTask(waiter)).toBe("marked");
+  expect(stateOf(h, waiter)).toEqual({ kind: "ready", migrates: false });
+  h.resume();
+  expect(outcome(await done(h, timed))).toEqual({ status: "completed", result: "woke" });
+  expect(outcome(await done(h, waiter))?.status).toBe("aborted");
+  await h.close();
+});
+
+test("a task abort-marked by the cascade is running while its invocation still runs; waiting for its owned work once it ended", async () => {
+  const abortGrandchild = deferred();
+  const grandchild = heldAbortChild("state-grandchild", abortGrandchild);
+  const gate = deferred();
+  let childId: TaskId | undefined;
+  let grandchildId: TaskId | undefined;
+  // Creates its own child, then holds its phase (deaf to the signal) until `gate`.
+  const child = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "state-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          grandchildId = tx.createTask(grandchild, null, {
+            ownership: { kind: "task", taskId: runtime.taskId },
+          });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async () => gate.promise,
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const owner = holdingOwner(
+    "state-owner",
+    (tx, self) => tx.createTask(child, null, { ownership: { kind: "task", taskId: self } }),
+    (id) => {
+      childId = id;
+    },
+  );
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child, grandchild] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 3, { what: "owner, child and grandchild running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(
+    () => h.inspect().tasks.find((t) => t.record.id === grandchildId)?.record.abortRequested === true,
+    { what: "the mark cascaded to the grandchild" },
+  );
+  expect(h.inspect().tasks.find((t) => t.record.id === childId)?.record.abortRequested).toBe(true);
+  // The child's phase has not returned: its invocation runs, whatever its owned work.
+  expect(stateOf(h, childId!)).toEqual({ kind: "running" });
+  gate.resolve();
+  await until(() => stateOf(h, childId!)?.kind === "waiting", { what: "child waiting for its grandchild" });
+  expect(stateOf(h, childId!)).toEqual({ kind: "waiting", on: [grandchildId] });
+  abortGrandchild.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await done(h, childId!))?.status).toBe("aborted");
+  await h.close();
+});
+
+test("a completing owner that is then abort-marked stays completing while its owned work drains", async () => {
+  const abortChild = deferred();
+  const child = heldAbortChild("completing-child", abortChild);
+  let childId: TaskId | undefined;
+  // Creates its child, then completes in its next commit while the child runs: it holds in completing.
+  const owner = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "completing-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("done"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(h, id)?.kind === "completing" && running(h) === 1, {
+    what: "owner completing, child running",
+  });
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(() => h.inspect().tasks.find((t) => t.record.id === childId)?.record.abortRequested === true, {
+    what: "the mark cascaded to the child",
+  });
+  expect(h.inspect().tasks.find((t) => t.record.id === id)?.record.abortRequested).toBe(true);
+  expect(stateOf(h, id)).toEqual({ kind: "completing" });
+  abortChild.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "done" });
   await h.close();
 });

@@ -276,6 +276,60 @@ test("uninstalling an extension mid-run: the running phase keeps its tool, the n
   ]);
 });
 
+test("uninstalling one of two extensions between runs: the next preparation's one system delta removes all its tools and sections and nothing of the other's", async () => {
+  // Break 28B: the mid-run test above has one extension with one tool and one section, so a delta
+  // removing only the first of several parts, or removing and re-adding every tool, passed it.
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({
+      name: "keeper",
+      tools: [tool("keep")],
+      sections: [section("keeper-notes", () => "Keep this.")],
+    }),
+  );
+  extensions.install(
+    defineExtension({
+      name: "worker",
+      tools: [tool("work"), tool("assist")],
+      sections: [section("worker-notes", () => "Use work."), section("worker-more", () => "Use assist.")],
+    }),
+  );
+  const { root, faux } = await open(echo, { extensions });
+  expect(await (await root.submit({ type: "input", content: "one" })).wait()).toMatchObject({
+    status: "done",
+  });
+  extensions.uninstall("worker");
+  expect(await (await root.submit({ type: "input", content: "two" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(faux.requests.map((r) => r.tools)).toEqual([["keep", "work", "assist"], ["keep"]]);
+  expect(faux.requests[1]!.systemPrompt).toContain("Keep this.");
+  expect(faux.requests[1]!.systemPrompt).not.toContain("Use work.");
+  expect(faux.requests[1]!.systemPrompt).not.toContain("Use assist.");
+  const systems = (await root.entries())
+    .filter((e) => e.kind === "pi.system")
+    .map(
+      (e) =>
+        (
+          e.model as unknown as Array<{
+            toolsAdded?: string[];
+            toolsRemoved?: string[];
+            sections?: Record<string, unknown>;
+          }>
+        )[0]!,
+    );
+  expect(systems).toHaveLength(2);
+  expect([systems[1]!.toolsAdded, systems[1]!.toolsRemoved]).toEqual([undefined, ["work", "assist"]]);
+  expect(systems[1]!.sections).toEqual({ "worker-notes": null, "worker-more": null });
+});
+
 test("a run sees a replacement from its next phase on: the request after the tool round asks the new hooks", async () => {
   const inRequest = deferred();
   const answer = deferred();
