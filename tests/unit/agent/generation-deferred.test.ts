@@ -91,6 +91,50 @@ describe("deferred responses (poll)", () => {
     expect(answers.map((e) => (e.model as unknown as AssistantMessage[])[0]!.timestamp)).toEqual([31_000]);
   });
 
+  test("a fetched answer that echoes the API key or another saved secret reaches neither an entry nor afterResponse", async () => {
+    // The request path strips them (a provider may echo the key in an error); a poll's answer is an
+    // answer too, from the same provider.
+    const KEY = "sk-test-poll-0123456789";
+    const TOKEN = "server-token-abcdef123456";
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const observed: string[] = [];
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          fetchDeferred: async (model) => ({
+            ...answer(`ready with ${KEY} and ${TOKEN}`, model),
+            stopReason: "error",
+            errorMessage: `401: key ${KEY} refused, token ${TOKEN}`,
+          }),
+        },
+      }),
+      defaultModel: faux.ref,
+      apiKey: () => KEY,
+      secrets: () => [TOKEN],
+      settings: { retry: { enabled: false } },
+      stream: deferringStream({ id: "job-secret", pollAfterMs: 0 }, { count: 0 }),
+      hooks: {
+        afterResponse: [(message) => void observed.push(JSON.stringify(message))],
+      },
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    await (await root.submit({ type: "input", content: "later" })).wait();
+    const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(answers).toHaveLength(1);
+    const stored = JSON.stringify(answers);
+    expect(stored).not.toContain(KEY);
+    expect(stored).not.toContain(TOKEN);
+    expect((answers[0]!.model as unknown as AssistantMessage[])[0]!.errorMessage).toContain("401: key");
+    expect(observed).toHaveLength(1);
+    expect(observed[0]).not.toContain(KEY);
+    expect(observed[0]).not.toContain(TOKEN);
+  });
+
   test("polled until ready: still-deferred polls strictly later; a poll's answer is classified like any other (a tool round, then the answer); afterResponse sees terminal messages only", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };

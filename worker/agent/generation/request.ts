@@ -107,8 +107,10 @@ export async function poll(
   await sleepUntil(cp.pollAt, () => runtime.now(), signal);
   const model = services.models.resolve(cp.model);
   if (!model) return failUnknownModel(runtime, task.id, c, cp.model);
-  const answer = await fetchDeferred(services, model, cp.handle, signal);
+  const fetched = await fetchDeferred(services, model, cp.handle, signal);
   if (signal.aborted) return;
+  // An answer fetched later comes from the same provider as a streamed one: the same redaction.
+  const answer = withoutSecrets(fetched, services.apiKey(model.provider), services.secrets());
   if (isDeferred(answer)) {
     const handle = answer.deferred;
     // Still deferred: the next poll is strictly later than this one.
