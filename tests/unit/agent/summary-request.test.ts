@@ -9,7 +9,7 @@ import { fauxAssistantMessage, type Message } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
-import type { AgentHarnessOptions, Conversation } from "../../../worker/index.ts";
+import type { AgentHarnessOptions, Conversation, Json } from "../../../worker/index.ts";
 import { fauxError } from "../../../worker/testing.ts";
 import { open, textOf } from "./fixtures.ts";
 
@@ -40,6 +40,15 @@ test("the summary request carries the pinned thinking level as reasoning and the
         // The conversation's level changes while the first attempt is out; it then fails retryably.
         await root!.configure({ thinkingLevel: "low" });
         settings.stream = { timeoutMs: 2222 };
+        // A head marker lands while the attempt is out: the retry summarizes the range pinned at
+        // select, not the one the new marker starts.
+        await root!.commit((tx) => {
+          tx.appendEntry(root!.id, {
+            kind: "message",
+            head: "self",
+            model: [{ role: "user", content: "late entry", timestamp: 1 }] as unknown as Json,
+          });
+        });
         return fauxError("503 overloaded");
       }
       return fauxAssistantMessage(`SUMMARY ${summaries}`);
@@ -59,6 +68,10 @@ test("the summary request carries the pinned thinking level as reasoning and the
   expect(first.map((s) => s.reasoning)).toEqual(["high", "high"]);
   // So do the stream options: pinned at select, not the settings changed during the first attempt.
   expect(first.map((s) => s.timeoutMs)).toEqual([1111, 1111]);
+  // And the conversation it summarizes: the retry resends the first attempt's text, without the entry
+  // that landed after select (break 28E).
+  expect(textOf(first[1]!.messages[0]!)).toBe(textOf(first[0]!.messages[0]!));
+  expect(textOf(first[1]!.messages[0]!)).not.toContain("late entry");
   // The conversation's own next request does follow both changes.
   await (await root.submit({ type: "input", content: "four" })).wait();
   expect(sent.at(-1)).toMatchObject({ summary: false, reasoning: "low", timeoutMs: 2222 });

@@ -15,7 +15,17 @@ import {
   type Tx,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { complete, done, engineStillRuns, type Go, outcome, parked, row, single } from "./fixtures.ts";
+import {
+  complete,
+  done,
+  engineStillRuns,
+  type Go,
+  outcome,
+  parked,
+  row,
+  running,
+  single,
+} from "./fixtures.ts";
 
 test("startedAt is stamped on the harness clock at the first move to running and kept through a wait; endedAt at terminal", async () => {
   let clock = 1000;
@@ -161,6 +171,41 @@ test("a conversation-owned task created in a task's commit defaults to that task
     tx.createTask(maker, null, { ownership: { kind: "conversation" }, conversationId: other }),
   );
   await done(h, id);
+  expect(created).toBeDefined();
+  const record = await done(h, created as TaskId);
+  expect(record.conversationId).toBe(other);
+  expect(record.owner).toBeUndefined();
+  await h.close();
+});
+
+test("an abort invocation's commit is the task's commit too: its entries record byTaskId and a conversation-owned task it creates defaults to the task's conversation", async () => {
+  // The run invocation is parked; the abort handler (a fresh invocation, spec §5.4) commits through runtime.commit.
+  const sibling = single("sibling", async (_t, runtime) => void (await runtime.commit(() => complete(null))));
+  let created: TaskId | undefined;
+  const victim = single(
+    "victim",
+    async (_t, _r, signal) =>
+      new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true })),
+    {
+      abort: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.appendEntry(runtime.conversationId, { kind: "note", data: "from the abort handler" });
+          created = tx.createTask(sibling, null, { ownership: { kind: "conversation" } });
+          return { status: "terminal", outcome: { status: "aborted", reason: "handler" } };
+        });
+      },
+    },
+  );
+  const h = await Harness.open(await memoryStore(), { tasks: [victim, sibling] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await h.transaction((tx) =>
+    tx.createTask(victim, null, { ownership: { kind: "conversation" }, conversationId: other }),
+  );
+  await until(() => running(h) === 1, { what: "running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+  const notes = (await h.entries(other)).filter((e) => e.kind === "note");
+  expect(notes.map((e) => [e.data, e.byTaskId])).toEqual([["from the abort handler", id]]);
   expect(created).toBeDefined();
   const record = await done(h, created as TaskId);
   expect(record.conversationId).toBe(other);
