@@ -11,6 +11,7 @@ import {
   isContextOverflow,
   type Message,
 } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { contextTokens } from "../../../worker/agent/compaction/policy.ts";
 import { estimateMessageTokens, selectCut } from "../../../worker/agent/compaction/range.ts";
@@ -20,11 +21,13 @@ import {
   rangeContributions,
   summarizedPart,
 } from "../../../worker/agent/conversation/context.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
   type Conversation,
+  defineTool,
   type EntryRecord,
   type LiveState,
   type UsageState,
@@ -714,6 +717,7 @@ describe("compaction a generation waits for", () => {
     enabled = true,
     retries = true,
     hooks?: AgentHarnessOptions["hooks"],
+    tools?: AgentHarnessOptions["tools"],
   ) {
     const faux = fauxAgentModel(respond, { contextWindow });
     const h = await AgentHarness.open(await memoryStore(), {
@@ -724,6 +728,7 @@ describe("compaction a generation waits for", () => {
         retry: { baseDelayMs: 1, enabled: retries },
       },
       ...(hooks ? { hooks } : {}),
+      ...(tools ? { tools } : {}),
     });
     cleanups.push(async () => {
       await h.close().catch(() => undefined);
@@ -798,6 +803,59 @@ describe("compaction a generation waits for", () => {
     const previous = all.filter((e) => e.id <= inputs.at(-2)!.id);
     expect(contextTokens(before)).toBeGreaterThan(1100);
     expect(contextTokens(previous)).toBeLessThanOrEqual(1100);
+  });
+
+  // CONTRARY (break 28J), not fixed: the round's handover commit runs in the same commit group as
+  // the tool task's commit that appended the last result, before that group is published; the
+  // entry cache (published entries only) lacks the result, so the threshold check of the next
+  // generation's merged first prepare (start.ts) misses it and the request is sent uncompacted.
+  // A fix that leaves the merged prepare when the round's results are newer than the cache
+  // (its diff in break-session28J.md) makes this pass but adds a commit per round ("transactions per
+  // tool round: 2" fails); a fix without it needs the line's unpublished entries in the core.
+  test.fails("a tool round's results that cross the blocking threshold are compacted before the next round's request: the next generation owns the compaction and waits on it", async () => {
+    // Break 28J: every test above crossed the threshold with an input, in the commit admitting it;
+    // a check made only in a commit that appends to the conversation (not at a round's handover,
+    // whose results were committed by the tool tasks) passed them all.
+    // Its result (about 140 tokens) stays within keepRecentTokens, so the call or its input is a cut.
+    const result = `fetched ${"z".repeat(1600)}`;
+    const fetch = defineTool({
+      name: "fetch",
+      description: "Fetch a text",
+      parameters: Type.Object({}),
+      execute: async () => textResult(result),
+    });
+    const responder: FauxResponder = (req) => {
+      if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+      const latest = req.messages.at(-1)!;
+      if (latest.role === "user" && textOf(latest) === "fetch it")
+        return fauxAssistantMessage([fauxToolCall("fetch", {}, { id: "f1" })], { stopReason: "toolUse" });
+      return fauxAssistantMessage("ok");
+    };
+    const { h, root, faux } = await small(responder, 1200, 0, true, true, undefined, [fetch]);
+    // Filled with inputs of about 50 tokens up to within 60 of the threshold (1,100), none crossing it.
+    const pad = (i: number) => `pad${i} ${"p".repeat(200)}`;
+    for (let i = 1; contextTokens(await root.entries()) + 60 < 1100 - 60; i++)
+      expect((await (await root.submit({ type: "input", content: pad(i) })).wait()).status).toBe("done");
+    expect(faux.requests.some(isSummary)).toBe(false);
+    expect((await (await root.submit({ type: "input", content: "fetch it" })).wait()).status).toBe("done");
+    // The request that called the tool was sent uncompacted; the next one, carrying the result, after the summary.
+    const summaries = faux.requests.filter(isSummary);
+    expect(summaries).toHaveLength(1);
+    const sent = conversationRequests(faux.requests).filter((r) =>
+      r.messages.some((m) => m.role === "toolResult"),
+    );
+    expect(sent).toHaveLength(1);
+    expect(textOf(sent[0]!.messages[0]!)).toContain("<summary>\nSUMMARY\n</summary>");
+    expect(faux.requests.indexOf(summaries[0]!)).toBeLessThan(faux.requests.indexOf(sent[0]!));
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+    const owner = await h.getTask(task!.owner!);
+    expect(owner?.kind).toBe("pi.generation");
+    // Not the generation that called the tool: the one the round handed the run to.
+    const call = (await root.entries()).find(
+      (e) => e.kind === "pi.assistant" && e.id > 0 && JSON.stringify(e.model).includes("toolCall"),
+    )!;
+    expect(owner!.id).not.toBe(call.byTaskId);
   });
 
   test("the threshold check counts the run's own input: an input that crosses the blocking threshold is compacted before it is sent", async () => {

@@ -567,6 +567,63 @@ describe("conversations", () => {
     stop();
   });
 
+  test("an async init (ConversationInit may return a promise) is awaited in the creating commit of createConversation, fork and root(): its writes after an await land there, a rejection creates nothing", async () => {
+    // Break 28J: every init above was synchronous; an init called without awaiting its promise
+    // passed them all (its throw is synchronous).
+    const faux = fauxAgentModel(echo);
+    const h = await AgentHarness.open(await memoryStore(), { models: faux.models, defaultModel: faux.ref });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const later = (tx: Tx, id: number, data: string) => async () => {
+      await Promise.resolve();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      tx.appendEntry(id, { kind: "app.note", data });
+    };
+    const refusing = async () => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      throw new Error("async init refused");
+    };
+    const commits: ChangeSet[] = [];
+    const stop = h.subscribe((change) => commits.push(change));
+    // The root: a rejecting async init creates nothing; then one commit with the note.
+    await expect(h.root({ init: refusing })).rejects.toThrow("async init refused");
+    expect(h.conversation(ROOT_CONVERSATION_ID)).toBeUndefined();
+    const root = await h.root({ init: (tx, id) => later(tx, id, "root note")() });
+    expect(commits).toHaveLength(1);
+    expect(commits[0]!.entries.map((e) => [e.conversationId, e.data])).toEqual([[root.id, "root note"]]);
+    // createConversation: the same.
+    const count = h.conversationRecords().length;
+    await expect(h.createConversation({ ownership: { kind: "ownerless" }, init: refusing })).rejects.toThrow(
+      "async init refused",
+    );
+    expect(h.conversationRecords()).toHaveLength(count);
+    const made = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => later(tx, id, "made note")(),
+    });
+    expect(commits).toHaveLength(2);
+    expect(commits[1]!.conversations.map((c) => c.id)).toEqual([made.id]);
+    expect(commits[1]!.entries.map((e) => [e.conversationId, e.data])).toEqual([[made.id, "made note"]]);
+    // fork: the same.
+    await (await root.submit({ type: "input", content: "hello" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const before = h.conversationRecords().length;
+    await expect(root.fork(at, { ownership: { kind: "ownerless" }, init: refusing })).rejects.toThrow(
+      "async init refused",
+    );
+    expect(h.conversationRecords()).toHaveLength(before);
+    commits.length = 0;
+    const fork = await root.fork(at, {
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => later(tx, id, "fork note")(),
+    });
+    expect(commits).toHaveLength(1);
+    expect(commits[0]!.entries.map((e) => [e.conversationId, e.data])).toEqual([[fork.id, "fork note"]]);
+    stop();
+  });
+
   test("configure(tx, id, change) edits pi.agent inside any commit, also the creating one, over the creation hook's copy", async () => {
     const { h, root } = await open(echo);
     await root.configure({ instructions: "Owner's.", thinkingLevel: "low" });

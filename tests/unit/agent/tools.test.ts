@@ -403,6 +403,33 @@ describe("tools", () => {
     expect(byCall.get("call-2")).toBe(generation!.id);
   });
 
+  test("in a sequential round, a call its request did not offer after an offered one gets tool_unavailable in the answer's commit, by the generation, with no task", async () => {
+    // Break 28J: every test above offered-checked the first or only call of a parallel round; a
+    // sequential round that queued the later calls before the offered check passed them all.
+    const { tool } = itemTool({});
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("apply", { item: "a" }, { id: "call-1" }),
+        fauxToolCall("nope", {}, { id: "call-2" }),
+        fauxToolCall("apply", { item: "b" }, { id: "call-3" }),
+      ),
+      { tools: [tool], settings: { toolExecution: "sequential" } },
+    );
+    await (await root.submit({ type: "input", content: "go" })).wait();
+    const entries = await transcript(root);
+    const answer = entries.find((e) => e.kind === "pi.assistant")!;
+    const results = await toolResults(root);
+    const byCall = new Map(results.map((e) => [(messageOf(e) as ToolResultMessage).toolCallId, e]));
+    const unavailable = byCall.get("call-2")!;
+    expect(diagnosticsOf(unavailable).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    expect(unavailable.byTaskId).toBe(answer.byTaskId);
+    expect(unavailable.id).toBe(answer.id + 1);
+    const toolTasks = await h.tasks({ kind: "pi.tool" });
+    expect(toolTasks.map((t) => (t.input as { callId: string }).callId)).toEqual(["call-1", "call-3"]);
+    expect(byCall.get("call-1")!.byTaskId).toBe(toolTasks[0]!.id);
+    expect(byCall.get("call-3")!.byTaskId).toBe(toolTasks[1]!.id);
+  });
+
   test("an unknown tool gets a tool_unavailable result and the run continues", async () => {
     const { root, faux } = await open(callsThenAnswer(fauxToolCall("nope", {}, { id: "call-1" })));
     const sub = await root.submit({ type: "input", content: "go" });

@@ -318,6 +318,37 @@ describe("scopes (spec §3.1-3.2)", () => {
   });
 });
 
+test("a task terminal before a reopen, no longer in memory, still has its documents refused: a read, a write, a record lookup, each InvalidTransition; nothing is written", async () => {
+  // Break 28J: every refusal above was of a terminal record still in memory; a check that let a
+  // task unknown to memory through (past its id, so it existed and ended) passed them.
+  const hold = parked("holder");
+  const store = await memoryStore();
+  const h = await open(store, { tasks: [hold] });
+  const id = await h.transaction((tx) => {
+    const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } });
+    tx.writeDoc(taskScope(id), "scratch", { step: 1 });
+    return id;
+  });
+  await h.abortTask(id);
+  await done(h, id);
+  await h.close();
+  const again = await open(await memoryStore(store.image()), { tasks: [hold] });
+  const accesses: Array<(tx: Tx) => unknown> = [
+    (tx) => tx.readDoc(taskScope(id), "scratch"),
+    (tx) => tx.writeDoc(taskScope(id), "scratch", { step: 2 }),
+    (tx) => tx.writeDoc(taskScope(id), "other", { made: true }),
+    (tx) => tx.docRecord(taskScope(id), "scratch"),
+  ];
+  for (const [i, access] of accesses.entries()) {
+    const refused = await again.transaction((tx) => access(tx)).catch((e: unknown) => e);
+    expect([i, refused]).toEqual([i, expect.any(InvalidTransition)]);
+    expect((refused as Error).message).toMatch(/is terminal: its documents are retired/);
+  }
+  expect(await again.doc(taskScope(id), "scratch")).toBeUndefined();
+  expect(await again.doc(taskScope(id), "other")).toBeUndefined();
+  await again.close();
+});
+
 test("a commit that makes a task terminal refuses every later access to its documents in that commit, each typed: a read, a write, a patch, a retirement, a record lookup; the refused commit changes nothing", async () => {
   // spec §3.3: "A terminal candidate rejects later task-document access."
   const hold = parked("holder");

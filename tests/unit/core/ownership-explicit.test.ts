@@ -365,3 +365,49 @@ test("new owned work below a terminal or abort-marked owner is refused with Owne
   expect(await internals(h).session.entries(1)).toEqual([]);
   await h.close();
 });
+
+test("the hold is judged on every conversation the task owns: work only in its second owned conversation holds it", async () => {
+  // Break 28J: the test above owns one conversation; a hold that looked at the first owned
+  // conversation alone passed it.
+  const gate = deferred();
+  const worker = single("worker", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("worked"));
+  });
+  const host = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
+    name: "host",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          const second = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "finish", conversation: second.id } };
+        });
+      },
+      finish: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(worker, null, {
+            ...conversationOwned,
+            conversationId: task.state.checkpoint.conversation,
+          });
+          return complete("hosted");
+        });
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [worker, host] });
+  const hostId = await h.createTask(host, null, conversationOwned);
+  await until(() => internals(h).session.records.tasks.get(hostId)?.state.status === "completing", {
+    what: "host held",
+  });
+  const [workerRecord] = await h.tasks({ kind: "worker" });
+  expect(workerRecord?.state.status).not.toBe("terminal");
+  expect((await h.getTask(hostId))?.state.status).toBe("completing");
+  gate.resolve();
+  expect(outcome(await done(h, hostId))).toEqual({ status: "completed", result: "hosted" });
+  expect(outcome(await done(h, workerRecord!.id))).toEqual({ status: "completed", result: "worked" });
+  await h.close();
+});

@@ -32,7 +32,7 @@ import {
 } from "./fixtures.ts";
 
 describe("waits", () => {
-  type ProbeInput = { on: "self" | number; policy: JoinPolicy };
+  type ProbeInput = { on: "self" | number | number[]; policy: JoinPolicy };
   function prober(caught: Map<TaskId, unknown>) {
     return defineTask<ProbeInput, Go, string>({
       name: "prober",
@@ -45,7 +45,8 @@ describe("waits", () => {
             await runtime.commit((tx) => {
               // Written with the wait: a refused wait's commit must store none of it.
               tx.appendEntry(runtime.conversationId, { kind: "app.with-wait", data: runtime.taskId });
-              return { status: "waiting", checkpoint: { phase: "go" }, on: [on], policy: task.input.policy };
+              const list = Array.isArray(on) ? on : [on];
+              return { status: "waiting", checkpoint: { phase: "go" }, on: list, policy: task.input.policy };
             });
           } catch (error) {
             caught.set(runtime.taskId, error);
@@ -91,6 +92,35 @@ describe("waits", () => {
     expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
     // The refused commit wrote nothing: the entry appended with the wait is not stored.
     expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a wait on several tasks is refused when a later one is missing, not only the first: InvalidTransition, nothing stored", async () => {
+    // Break 28J: every refused wait above named one task; a check of the first task of `on` alone
+    // passed them (a later self or owner is still refused as a cycle, a later missing task was not).
+    const caught = new Map<TaskId, unknown>();
+    const gate = deferred();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("bystander", async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    const id = await h.createTask(
+      prober(caught),
+      { on: [other, 99_999], policy: "allSettled" },
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    gate.resolve();
+    expect(outcome(await done(h, other))?.status).toBe("completed");
     await engineStillRuns(h);
     await h.close();
   });
