@@ -61,7 +61,11 @@ export interface Tx {
   /** The newest entry id so far (entry ids are global and increasing), including this commit's. */
   lastEntryId(): EntryId;
   appendEntry(conversationId: ConversationId, draft: EntryDraft): EntryRecord;
-  /** The entries this commit appended to a conversation so far, in order (no cache holds them yet). */
+  /**
+   * The entries appended to a conversation and not published yet, in order: by the commits merged
+   * before this one in its group (a tool's result, when the scheduler's drain joins the group that
+   * stored it), then by this commit so far. No cache of published changes holds them yet.
+   */
   appendedEntries(conversationId: ConversationId): readonly EntryRecord[];
   /** Ownership is required: ownerless, or owned by a live task (judged at the end of the commit). */
   createConversation(ownership: ConversationOwnership): ConversationRecord;

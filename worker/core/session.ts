@@ -148,6 +148,12 @@ export class Session {
   readonly records = new Records();
   /** The line's state: the published records plus the group being assembled (see `line`). */
   #line = this.records;
+  /**
+   * Entries merged on the line and not published yet (the group being assembled, and one that
+   * committed but has not told its listeners): what no cache of published changes holds yet
+   * (`Tx.appendedEntries`). In id order.
+   */
+  #unpublished: EntryRecord[] = [];
   #listeners = new Set<(change: ChangeSet) => void>();
   #fatal: Error | undefined;
   /**
@@ -639,6 +645,7 @@ export class Session {
             const inert = overlay.settled || onlyCheckpointMoves(overlay, line);
             if (overlay.docs.size > 0) this.#noteHistory(overlay, history);
             line.apply(overlay);
+            for (const e of overlay.entries) this.#unpublished.push(e);
             done.push({ resolve: request.resolve, reject: request.reject, value, overlay });
             if (!inert) unplanned = true;
           }
@@ -670,7 +677,10 @@ export class Session {
     } catch (error) {
       this.#assembling = false;
       // Whatever the group merged on the line never reached the disk: back to the published state.
-      if (done.length > 0) this.#line = this.records.clone();
+      if (done.length > 0) {
+        this.#line = this.records.clone();
+        this.#unpublished = [];
+      }
       if (error === NOTHING_TO_COMMIT) {
         for (const { reject, error: e } of failed) reject(e);
         this.#retryAfterLoad(deferred);
@@ -698,6 +708,10 @@ export class Session {
     // Stored: merge into the published records (in commit order), then tell the listeners.
     const changes = done.map((d) => this.records.merge(d.overlay));
     if (patchRows) this.records.notePatchRows(patchRows);
+    // Published from here on; a later group's entries (merged meanwhile) have higher ids.
+    const published = done.at(-1)!.overlay.nextEntryId;
+    if (this.#unpublished.length > 0)
+      this.#unpublished = this.#unpublished.filter((e) => e.id >= published);
     for (let i = 0; i < done.length; i++) {
       this.#publish(changes[i]!);
       done[i]!.resolve(done[i]!.value);
@@ -740,6 +754,12 @@ export class Session {
     if (this.#fatal) return;
     this.#fatal = error;
     this.onFatal(error);
+  }
+
+  /** A conversation's entries merged on the line and not published yet, in id order. */
+  unpublishedEntries(conversationId: ConversationId): readonly EntryRecord[] {
+    if (this.#unpublished.length === 0) return [];
+    return this.#unpublished.filter((e) => e.conversationId === conversationId);
   }
 
   #publish(change: ChangeSet): void {

@@ -168,7 +168,9 @@ export class TxImpl implements Tx {
   }
 
   appendedEntries(conversationId: ConversationId): readonly EntryRecord[] {
-    return this.#open().entries.filter((e) => e.conversationId === conversationId);
+    const own = this.#open().entries.filter((e) => e.conversationId === conversationId);
+    const group = this.session.unpublishedEntries(conversationId);
+    return group.length > 0 ? [...group, ...own] : own;
   }
 
   createConversation(ownership: ConversationOwnership): ConversationRecord {

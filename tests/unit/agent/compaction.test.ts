@@ -812,10 +812,11 @@ describe("compaction a generation waits for", () => {
   // A fix that leaves the merged prepare when the round's results are newer than the cache
   // (its diff in break-session28J.md) makes this pass but adds a commit per round ("transactions per
   // tool round: 2" fails); a fix without it needs the line's unpublished entries in the core.
-  test.fails("a tool round's results that cross the blocking threshold are compacted before the next round's request: the next generation owns the compaction and waits on it", async () => {
-    // Break 28J: every test above crossed the threshold with an input, in the commit admitting it;
-    // a check made only in a commit that appends to the conversation (not at a round's handover,
-    // whose results were committed by the tool tasks) passed them all.
+  test("a tool round's results that cross the blocking threshold are compacted before the next round's request: the next generation owns the compaction and waits on it", async () => {
+    // Break 28J: every test above crossed the threshold with an input, in the commit admitting it.
+    // At a round's handover the results were committed by the tool tasks in the same commit group,
+    // not published yet, so the check (cache + this commit's entries) missed them: contrary, fixed by
+    // `Tx.appendedEntries` returning the group's unpublished entries too.
     // Its result (about 140 tokens) stays within keepRecentTokens, so the call or its input is a cut.
     const result = `fetched ${"z".repeat(1600)}`;
     const fetch = defineTool({

@@ -23,11 +23,14 @@ export function inboxPolicy(
     followUpMode: () => services.settings().followUpMode,
     startGeneration: (tx, conversationId) => {
       // With the transcript cached, the creating commit also prepares the first request. The cache
-      // holds committed entries only: this commit's own (the input, an answer, a boundary's reset or
-      // writes) follow it, for the threshold check and the system planning alike.
-      // Copied only when this commit appended to the conversation (a handover between turns does not).
+      // holds published entries only: the unpublished ones follow it, for the threshold check and the
+      // system planning alike (copied only when there are any).
       const cached = services.entries.peek(conversationId);
-      const appended = cached ? tx.appendedEntries(conversationId) : [];
+      // Entries not published yet: this commit's, and those of the commits before it in its group
+      // (a round's handover joins the group that stored the round's results). A cache loaded from
+      // the store after the group's COMMIT may hold some of them already.
+      const last = cached?.at(-1)?.id ?? 0;
+      const appended = cached ? tx.appendedEntries(conversationId).filter((e) => e.id > last) : [];
       const entries = cached && appended.length > 0 ? cached.concat(appended) : cached;
       // Over the blocking threshold the generation starts at `prepare`, which compacts first.
       const need = entries && compactionNeeded(services, tx, conversationId, entries);
