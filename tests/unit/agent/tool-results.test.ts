@@ -306,11 +306,20 @@ describe("tool output", () => {
 describe("recovery of an interrupted call", () => {
   test("a safe call runs again with the stored (rewritten) arguments, without running beforeTool again", async () => {
     let hookRuns = 0;
+    // The replay settles like a call: its afterTool chain runs on the new execution's result
+    // (break 28H: a replay skipping afterTool passed every named test).
+    const after: string[] = [];
     const hooks = {
       beforeTool: [
         () => {
           hookRuns++;
           return { arguments: { item: "rewritten" } };
+        },
+      ],
+      afterTool: [
+        (event: { result: Parameters<typeof textOf>[0] }) => {
+          after.push(textOf(event.result));
+          return textResult(`${textOf(event.result)}, checked`);
         },
       ],
     };
@@ -332,8 +341,9 @@ describe("recovery of an interrupted call", () => {
     await root2.waitForIdle();
     expect(second.seen).toEqual([{ item: "rewritten" }]);
     expect(hookRuns).toBe(1);
+    expect(after).toEqual(["applied rewritten"]);
     const [result] = await toolResults(root2);
-    expect(textOf(messageOf(result!))).toBe("applied rewritten");
+    expect(textOf(messageOf(result!))).toBe("applied rewritten, checked");
     expect(messageOf(result!)).toMatchObject({ isError: false });
   });
 
