@@ -450,7 +450,8 @@ describe("Conversation.compact()", () => {
     const taskId = await other.compact();
     const record = await h.waitForTask(taskId);
     expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
-    const { submissionId } = (record.state as { outcome: { result: { submissionId: number } } }).outcome.result;
+    const { submissionId } = (record.state as unknown as { outcome: { result: { submissionId: number } } })
+      .outcome.result;
     const compaction = (await other.entries()).at(-1)!;
     expect(compaction).toMatchObject({ kind: "pi.compaction", conversationId: other.id });
     expect(await (await h.submission(submissionId as never))!.record()).toEqual({

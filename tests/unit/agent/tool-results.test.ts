@@ -8,7 +8,7 @@ import { fauxToolCall, type Usage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { addUsage, type LiveState } from "../../../worker/agent/records.ts";
-import { capHead, OUTPUT_LIMITS, textResult } from "../../../worker/agent/tools/contract.ts";
+import { capHead, OUTPUT_LIMITS, type ToolResult, textResult } from "../../../worker/agent/tools/contract.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import { defineTool, Harness } from "../../../worker/index.ts";
 import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
@@ -317,9 +317,10 @@ describe("recovery of an interrupted call", () => {
         },
       ],
       afterTool: [
-        (event: { result: Parameters<typeof textOf>[0] }) => {
-          after.push(textOf(event.result));
-          return textResult(`${textOf(event.result)}, checked`);
+        (call: { result: ToolResult }) => {
+          const text = call.result.content.map((part) => (part.type === "text" ? part.text : "")).join("");
+          after.push(text);
+          return textResult(`${text}, checked`);
         },
       ],
     };

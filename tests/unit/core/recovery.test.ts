@@ -272,7 +272,11 @@ describe("migrate", () => {
       initial: () => ({ phase: "fresh", carried: null }),
       phases: { fresh: async () => undefined },
       abort: async (task, runtime) => {
-        seen.push({ input: task.input, checkpoint: task.state.checkpoint, version: task.version });
+        seen.push({
+          input: task.input,
+          checkpoint: (task.state as { checkpoint?: Json }).checkpoint ?? null,
+          version: task.version,
+        });
         await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
       },
       migrate: (input, checkpoint, from) => ({

@@ -437,7 +437,7 @@ describe("the task runtime", () => {
     const stored = deferred();
     const gate = deferred();
     let seen: Json[] = [];
-    let others: Json[] = [];
+    let others: Array<Json | undefined> = [];
     const def = single("memo", async (_t, runtime) => {
       const [a, b] = await Promise.all([runtime.memo("k", "first"), runtime.memo("k", "second")]);
       seen = [
@@ -465,7 +465,11 @@ describe("the task runtime", () => {
     await stored.promise;
     expect(seen).toEqual(["first", "first", "first", "first"]);
     expect(others).toEqual([0, 0, false, false, "first"]);
-    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({ k: "first", zero: 0, off: false });
+    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({
+      k: "first",
+      zero: 0,
+      off: false,
+    });
     expect((await h.getTask(id))?.memos).toEqual({ k: "first", zero: 0, off: false });
     gate.resolve();
     const final = await done(h, id);
