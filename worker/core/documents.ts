@@ -187,6 +187,12 @@ export class DocumentState {
   }
 
   #apply(change: ChangeSet): void {
+    // A deletion of its conversation ends it, also when the commit lists no document change: a
+    // deletion removes the documents without a retirement of each (found by break pass 28H).
+    if (change.deletedConversations?.includes(this.rowKey)) {
+      this.end({ notify: true });
+      return;
+    }
     if (change.docs.length === 0) return;
     for (const doc of change.docs) {
       if (doc.conversationId !== this.rowKey || doc.name !== this.record.kind) continue;
@@ -199,7 +205,6 @@ export class DocumentState {
       const listeners = [...this.#listeners];
       if (listeners.length > 0) queueMicrotask(() => notifyAll(listeners));
     }
-    if (change.deletedConversations?.includes(this.rowKey)) this.end({ notify: true });
   }
 }
 

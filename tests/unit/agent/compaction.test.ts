@@ -442,6 +442,32 @@ describe("Conversation.compact()", () => {
     await other.close();
   });
 
+  test("in a conversation other than the root: the summary is that conversation's write submission compaction:<taskId>, placed at once when idle, and the root gets nothing", async () => {
+    // Break 28H: every other compaction test compacts the root, so a summary admitted to the
+    // root conversation whatever the task's conversation passed them.
+    const { h, root } = await open(echoOrSummary, { settings: { compaction: { keepRecentTokens: 250 } } });
+    await chat(root, 1);
+    const rootEntries = await root.entries();
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await chat(other, 4);
+    const taskId = await other.compact();
+    const record = await h.waitForTask(taskId);
+    expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+    const { submissionId } = (record.state as unknown as { outcome: { result: { submissionId: number } } })
+      .outcome.result;
+    const compaction = (await other.entries()).at(-1)!;
+    expect(compaction).toMatchObject({ kind: "pi.compaction", conversationId: other.id });
+    expect(await (await h.submission(submissionId as never))!.record()).toEqual({
+      id: submissionId,
+      conversationId: other.id,
+      requestId: `compaction:${taskId}`,
+      type: "write",
+      status: "done",
+      entry: compaction.id,
+    });
+    expect(await root.entries()).toEqual(rootEntries);
+  });
+
   test("the summarized text leaves out system messages: the pi.system entries in the range do not reach the summarizer", async () => {
     const { h, root, faux } = await open(echoOrSummary, {
       settings: { compaction: { keepRecentTokens: 250 } },

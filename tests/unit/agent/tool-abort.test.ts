@@ -218,7 +218,10 @@ test("does not re-bound retained output when an unchanged result outlives the to
   const { h, root } = await open(callsThenAnswer(fauxToolCall("work", {}, { id: "c1" })), {
     extensions,
     settings: { outputIntervalMs: 1 },
-    hooks: { onAbort: [() => undefined] },
+    // One hook returns nothing, the next the very result it was given (break 28H: a chain handing
+    // each hook a copy turned that into a replacement, bounded again, and the first hook alone
+    // passed): both leave the result unchanged.
+    hooks: { onAbort: [() => undefined, (_call, result) => result] },
   });
   const input = await root.submit({ type: "input", content: "go" });
   await started.promise;

@@ -8,7 +8,7 @@ import { fauxToolCall, type Usage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { addUsage, type LiveState } from "../../../worker/agent/records.ts";
-import { capHead, OUTPUT_LIMITS, textResult } from "../../../worker/agent/tools/contract.ts";
+import { capHead, OUTPUT_LIMITS, type ToolResult, textResult } from "../../../worker/agent/tools/contract.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import { defineTool, Harness } from "../../../worker/index.ts";
 import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
@@ -306,11 +306,21 @@ describe("tool output", () => {
 describe("recovery of an interrupted call", () => {
   test("a safe call runs again with the stored (rewritten) arguments, without running beforeTool again", async () => {
     let hookRuns = 0;
+    // The replay settles like a call: its afterTool chain runs on the new execution's result
+    // (break 28H: a replay skipping afterTool passed every named test).
+    const after: string[] = [];
     const hooks = {
       beforeTool: [
         () => {
           hookRuns++;
           return { arguments: { item: "rewritten" } };
+        },
+      ],
+      afterTool: [
+        (call: { result: ToolResult }) => {
+          const text = call.result.content.map((part) => (part.type === "text" ? part.text : "")).join("");
+          after.push(text);
+          return textResult(`${text}, checked`);
         },
       ],
     };
@@ -332,8 +342,9 @@ describe("recovery of an interrupted call", () => {
     await root2.waitForIdle();
     expect(second.seen).toEqual([{ item: "rewritten" }]);
     expect(hookRuns).toBe(1);
+    expect(after).toEqual(["applied rewritten"]);
     const [result] = await toolResults(root2);
-    expect(textOf(messageOf(result!))).toBe("applied rewritten");
+    expect(textOf(messageOf(result!))).toBe("applied rewritten, checked");
     expect(messageOf(result!)).toMatchObject({ isError: false });
   });
 

@@ -782,6 +782,47 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.close();
   });
 
+  test("documentState in a conversation other than the root ends when the conversation is deleted; a listener unsubscribed is not told, and disposing one state leaves another of the same document following", async () => {
+    // Break 28H: the named tests use the root only and never unsubscribe: a state the deletion of
+    // its conversation left following, and an unsubscribe that kept the listener, passed them.
+    const h = await open(await memoryStore());
+    const c = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+    await h.transaction((tx) => tx.writeDoc(c.id, "d", { n: 1 }));
+    const state = (await h.documentState(c.id, "d"))!;
+    const other = (await h.documentState(c.id, "d"))!;
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    let dropped = 0;
+    let others = 0;
+    state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    const unsubscribe = state.subscribe(() => dropped++);
+    other.subscribe(() => others++);
+    unsubscribe();
+    await h.transaction((tx) => tx.writeDoc(c.id, "d", { n: 2 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ value: { n: 2 }, ended: false }]);
+    expect(dropped).toBe(0);
+    expect(others).toBe(1);
+    other.dispose();
+    await h.transaction((tx) => tx.writeDoc(c.id, "d", { n: 3 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([
+      { value: { n: 2 }, ended: false },
+      { value: { n: 3 }, ended: false },
+    ]);
+    expect(others).toBe(1);
+    expect(await h.deleteConversation(c.id)).toEqual([c.id]);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([
+      { value: { n: 2 }, ended: false },
+      { value: { n: 3 }, ended: false },
+      { value: undefined, ended: true },
+    ]);
+    expect(state.ended).toBe(true);
+    expect(state.value).toBeUndefined();
+    expect(dropped).toBe(0);
+    await h.close();
+  });
+
   test("documentState is bound to one committed incarnation: it follows that incarnation's commits off the line, ends when it is retired, and is undefined for an absent document", async () => {
     const h = await open(await memoryStore());
     expect(await h.documentState(1, "d")).toBeUndefined();

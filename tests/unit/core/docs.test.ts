@@ -153,6 +153,36 @@ describe("document versions", () => {
     faux.unregister();
   });
 
+  test("one migrate takes every older stored version: values stored at version 1 and at 2 each reach 3, migrate told their own version", async () => {
+    // Break 28H: every named case stored version 1 under a version 2 definition, so a migrate told
+    // `definition.version - 1` instead of the stored version passed them.
+    const { h } = await harness();
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    await h.transaction((tx) => v2().write(tx, other.id, { entries: [{ text: "b" }] }));
+    const from: number[] = [];
+    type V3 = { notes: string[] };
+    const v3 = defineDoc<V3>({
+      name: NAME,
+      version: 3,
+      initial: { notes: [] },
+      migrate: (value, version) => {
+        from.push(version);
+        return {
+          notes: version === 1 ? (value as V1).items : (value as V2).entries.map((e) => `${e.text} (from 2)`),
+        };
+      },
+    });
+    expect(await h.transaction((tx) => [v3.read(tx, 1), v3.read(tx, other.id)])).toEqual([
+      { notes: ["a"] },
+      { notes: ["b (from 2)"] },
+    ]);
+    expect(from).toEqual([1, 2]);
+    expect(await h.transaction((tx) => [tx.docVersion(1, NAME), tx.docVersion(other.id, NAME)])).toEqual([
+      3, 3,
+    ]);
+  });
+
   test("an older stored version with no migrate is refused, not guessed", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));

@@ -261,6 +261,46 @@ describe("migrate", () => {
     await h.close();
   });
 
+  test("an abort invocation's reservation migrates too: the abort handler of an older task sees the migrated input and checkpoint, stored at the new version", async () => {
+    // Break 28H: every named test migrated for a run invocation, so an abort reservation that kept
+    // the old input under the new version passed them.
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    const seen: Json[] = [];
+    const aborting = defineTask<Json, { phase: "fresh"; carried: Json }, Json>({
+      name: "evolving",
+      version: 2,
+      initial: () => ({ phase: "fresh", carried: null }),
+      phases: { fresh: async () => undefined },
+      abort: async (task, runtime) => {
+        seen.push({
+          input: task.input,
+          checkpoint: (task.state as { checkpoint?: Json }).checkpoint ?? null,
+          version: task.version,
+        });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+      migrate: (input, checkpoint, from) => ({
+        input: { upgraded: input, from },
+        checkpoint: { phase: "fresh", carried: checkpoint },
+      }),
+    });
+    const h = await Harness.open(image, { tasks: [aborting], paused: true });
+    expect(await h.abortTask(ids[0]!)).toBe("marked");
+    h.resume();
+    expect(outcome(await done(h, ids[0]!))).toMatchObject({ status: "aborted" });
+    expect(seen).toEqual([
+      {
+        input: { upgraded: { old: 1 }, from: 1 },
+        checkpoint: { phase: "fresh", carried: { phase: "go" } },
+        version: 2,
+      },
+    ]);
+    const stored = await row(image, ids[0]!);
+    expect(stored?.["version"]).toBe(2);
+    expect(JSON.parse(String(stored?.["input"]))).toEqual({ upgraded: { old: 1 }, from: 1 });
+    await h.close();
+  });
+
   test("one migrate callback takes every older stored version: tasks stored at version 1 and at 2 each reach version 3 from their own version", async () => {
     let store = await memoryStore();
     const ids: TaskId[] = [];

@@ -437,6 +437,7 @@ describe("the task runtime", () => {
     const stored = deferred();
     const gate = deferred();
     let seen: Json[] = [];
+    let others: Array<Json | undefined> = [];
     const def = single("memo", async (_t, runtime) => {
       const [a, b] = await Promise.all([runtime.memo("k", "first"), runtime.memo("k", "second")]);
       seen = [
@@ -444,6 +445,15 @@ describe("the task runtime", () => {
         b ?? null,
         (await runtime.memo<string>("k")) ?? null,
         (await runtime.memo("k", "third")) ?? null,
+      ];
+      // Break 28H: a falsy winner (0, false) is a winner too, and a memo of another name keeps the
+      // earlier ones: `k` still answers "first" after `zero` and `off` were stored, in sequence.
+      others = [
+        await runtime.memo("zero", 0),
+        await runtime.memo("zero", 5),
+        await runtime.memo("off", false),
+        await runtime.memo("off", true),
+        await runtime.memo("k", "fourth"),
       ];
       stored.resolve();
       await gate.promise;
@@ -454,8 +464,13 @@ describe("the task runtime", () => {
     const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
     await stored.promise;
     expect(seen).toEqual(["first", "first", "first", "first"]);
-    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({ k: "first" });
-    expect((await h.getTask(id))?.memos).toEqual({ k: "first" });
+    expect(others).toEqual([0, 0, false, false, "first"]);
+    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({
+      k: "first",
+      zero: 0,
+      off: false,
+    });
+    expect((await h.getTask(id))?.memos).toEqual({ k: "first", zero: 0, off: false });
     gate.resolve();
     const final = await done(h, id);
     expect(outcome(final)?.status).toBe("completed");

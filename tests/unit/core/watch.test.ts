@@ -48,8 +48,10 @@ test("each callback is awaited before the next is delivered; pushes never wait f
   const watch = new Watch(0);
   const gate = deferred();
   const seen: number[] = [];
+  const values: number[] = [];
   watch.start(async (f) => {
     seen.push(f.value);
+    values.push(watch.value);
     if (f.value === 1) await gate.promise;
   });
   await settle();
@@ -65,6 +67,9 @@ test("each callback is awaited before the next is delivered; pushes never wait f
   gate.resolve();
   await until(() => seen.length === 3, { what: "the rest delivered" });
   expect(seen).toEqual([1, 2, 3]);
+  // watch.value is each frame's own value as its callback runs, also for frames that waited behind
+  // a blocked one, never the newest pending (break 28H: only a lone frame was read).
+  expect(values).toEqual([1, 2, 3]);
 });
 
 test("repeated overflow replaces the undelivered suffix again; later frames follow normally", async () => {
