@@ -175,3 +175,17 @@ test("the view's conversation is the committed conversation record: a fork's car
     parent: { conversationId: root.id, at },
   });
 });
+
+test("pi.usage is mounted like the others: a watching mount sees each answer's usage as it is committed, equal to the stored document", async () => {
+  // Break 28L: only fresh loads read pi.usage; a mount that dropped its changes kept { models: {}, tools: {} }.
+  const { h, root } = await open(echo);
+  const watch = await root.watch();
+  watch.start(async () => {});
+  expect(watch.value.docs["pi.usage"]).toEqual({ models: {}, tools: {} });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  const stored = (await h.docVersioned(root.id, "pi.usage")).value as { models: Record<string, unknown> };
+  expect(Object.keys(stored.models)).toHaveLength(1);
+  await expect.poll(() => watch.value.docs["pi.usage"]).toEqual(stored);
+  expect((await root.viewState()).docs["pi.usage"]).toEqual(stored);
+  await watch.stop();
+});

@@ -117,6 +117,30 @@ describe("the registry", () => {
     ).toEqual(["base:a", "other:a"]);
   });
 
+  test("a tool name or section key repeated anywhere in one extension is refused, not only next to itself; the same names across extensions install", () => {
+    const registry = createRegistry();
+    let published = 0;
+    registry.subscribe(() => published++);
+    const s = (key: string) => section(key, () => key);
+    expect(
+      invalid(() => registry.install({ name: "x", tools: [tool("t"), tool("u"), tool("v"), tool("t")] })),
+    ).toBe("duplicate_tool");
+    expect(invalid(() => registry.install({ name: "x", sections: [s("a"), s("b"), s("c"), s("a")] }))).toBe(
+      "duplicate_section",
+    );
+    expect(published).toBe(0);
+    expect(registry.snapshot().tools()).toEqual([]);
+    registry.install({ name: "one", tools: [tool("t"), tool("u")], sections: [s("a"), s("b")] });
+    registry.install({ name: "two", tools: [tool("u"), tool("t")], sections: [s("b"), s("a")] });
+    expect(published).toBe(2);
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => `${t.extension}:${t.tool.name}`),
+    ).toEqual(["one:t", "one:u", "two:u", "two:t"]);
+  });
+
   test("defineExtension() and section() check nothing: every way install() refuses is built without a throw, and the object is the one given", () => {
     // Reading 24a: only a bad section key and a duplicate section were built.
     const parts = {

@@ -435,6 +435,34 @@ describe("submissions", () => {
     expect(faux.requests).toHaveLength(1);
   });
 
+  test("requestId dedupes within one conversation only: the same requestId in another conversation is another submission, in one commit and after a reopen", async () => {
+    const { h, root, store, faux } = await open(echo);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const draft = { type: "input" as const, content: "once", requestId: "shared" };
+    // Both admitted in one commit: the lookup inside it must not find the other conversation's.
+    const [a, b] = await h.transaction((tx) => [
+      h.submitIn(tx, root.id, draft),
+      h.submitIn(tx, other.id, draft),
+    ]);
+    expect(b.id).not.toBe(a.id);
+    expect([a.conversationId, b.conversationId]).toEqual([root.id, other.id]);
+    await root.waitForIdle();
+    await other.waitForIdle();
+    await h.close();
+    const reopened = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => reopened.close().catch(() => undefined));
+    // After a reopen the lookup reads the store: a third conversation's submit is new, a known one found.
+    const third = await reopened.createConversation({ ownership: { kind: "ownerless" } });
+    const c = await third.submit(draft);
+    expect([a.id, b.id]).not.toContain(c.id);
+    expect((await (await reopened.loadedConversation(other.id))!.submit(draft)).id).toBe(b.id);
+    expect((await c.wait()).status).toBe("done");
+    expect(kinds(await transcript(third))).toEqual(["pi.user", "pi.assistant"]);
+  });
+
   test("requestId: two submits at once with one requestId admit one submission, also for a write", async () => {
     // Break 26C: the submits above come one after the other, so the lookup before the commit found
     // the first; the check inside the admitting commit, which two concurrent submits need, went unseen.

@@ -12,6 +12,7 @@ import {
   CRASH_SWEEP_TEST_TIMEOUT_MS,
   crashingStore,
   crashSweep,
+  memoryStore,
 } from "../../../worker/testing.ts";
 
 const faux = registerFauxProvider({ provider: "faux-nested", models: [{ id: "n-1" }] });
@@ -129,3 +130,47 @@ test("a replay-safe caller rerun after a crash gets its nested calls back", {
     },
   );
 });
+
+test("a nested call whose tool throws ends failed with a tool_error result; the caller gets that error result and goes on", async () => {
+  const boom = defineTool({
+    name: "boom",
+    description: "throws",
+    parameters: Type.Object({}),
+    execute: async () => {
+      throw new Error("kaboom");
+    },
+  });
+  const caller = defineTool({
+    name: "batch",
+    description: "calls boom",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      const r = await api.executeTool("boom", {});
+      const text = r.content.map((c) => (c.type === "text" ? c.text : "")).join(",");
+      return { content: [{ type: "text", text: `caller saw ${r.isError === true}: ${text}` }] };
+    },
+  });
+  respond();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({ extra: [model] }),
+    defaultModel: { provider: model.provider, modelId: model.id },
+    tools: [boom, caller],
+  });
+  await (await (await h.root()).submit({ type: "input", content: "go", requestId: "r" })).wait();
+  const tasks = await h.tasks({ kind: "pi.tool" });
+  const nested = tasks.find((t) => "nested" in (t.input as object))!;
+  const outer = tasks.find((t) => !("nested" in (t.input as object)))!;
+  expect(nested.state.status).toBe("terminal");
+  const outcome = (nested.state as { outcome: { status: string; result?: { result?: ToolResultLike } } })
+    .outcome;
+  expect(outcome.status).toBe("failed");
+  expect(outcome.result?.result?.isError).toBe(true);
+  expect(outcome.result?.result?.diagnostics?.map((d) => d.code)).toContain("tool_error");
+  expect((outer.state as { outcome: { status: string } }).outcome.status).toBe("completed");
+  const result = (await (await h.root()).entries()).find((e) => e.kind === "pi.tool-result");
+  expect(JSON.stringify(result?.model)).toContain("caller saw true");
+  expect(JSON.stringify(result?.model)).toContain("Error: kaboom");
+  await h.close();
+});
+
+type ToolResultLike = { isError?: boolean; diagnostics?: Array<{ code: string }> };
