@@ -412,35 +412,50 @@ test("a call to a tool its wrapper dropped gets tool_unavailable and never runs;
 });
 
 test("a section reads committed documents of the conversation it renders for through input.read: each conversation its own, an absent one undefined", async () => {
-  const { h, root, faux, ask } = await setup([
-    defineExtension({
-      name: "where",
-      sections: [
-        section("cwd", (input) => (input.read("app.where") as { cwd?: string } | undefined)?.cwd),
-        section("agents", (input) =>
-          (input.read("app.where") as { kind?: string } | undefined)?.kind === "sub"
-            ? undefined
-            : "Read AGENTS.md",
-        ),
-        // An absent document reads as undefined, not as an empty value (break 27E: `{}` passed).
-        section("seen", (input) => (input.read("app.where") === undefined ? "nothing stored" : undefined)),
-      ],
-    }),
-  ]);
-  await root.commit((tx) => tx.writeDoc(root.id, "app.where", { cwd: "/repo", kind: "main" }));
-  const sub = await h.createConversation({
-    ownership: { kind: "ownerless" },
-    init: (tx, id) => tx.writeDoc(id, "app.where", { cwd: "/sub", kind: "sub" }),
-  });
-  const bare = await h.createConversation({ ownership: { kind: "ownerless" } });
-  await ask("one");
-  await (await sub.submit({ type: "input", content: "two" })).wait();
-  await (await bare.submit({ type: "input", content: "three" })).wait();
-  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
-    "<cwd>\n/repo\n</cwd>\n\n<agents>\nRead AGENTS.md\n</agents>",
-    "<cwd>\n/sub\n</cwd>",
-    "<agents>\nRead AGENTS.md\n</agents>\n\n<seen>\nnothing stored\n</seen>",
-  ]);
+  // Break 28M: renderers sync and async (the upstream scenario's shape) read alike, and a document
+  // changed between two runs of one conversation is read anew (a read kept from the first passed).
+  for (const async of [false, true]) {
+    const later = <T>(value: T): T | Promise<T> => (async ? Promise.resolve(value) : value);
+    const { h, root, faux, ask } = await setup([
+      defineExtension({
+        name: "where",
+        sections: [
+          section("cwd", (input) => later((input.read("app.where") as { cwd?: string } | undefined)?.cwd)),
+          section("agents", (input) =>
+            later(
+              (input.read("app.where") as { kind?: string } | undefined)?.kind === "sub"
+                ? undefined
+                : "Read AGENTS.md",
+            ),
+          ),
+          // An absent document reads as undefined, not as an empty value (break 27E: `{}` passed).
+          section("seen", (input) =>
+            later(input.read("app.where") === undefined ? "nothing stored" : undefined),
+          ),
+        ],
+      }),
+    ]);
+    await root.commit((tx) => tx.writeDoc(root.id, "app.where", { cwd: "/repo", kind: "main" }));
+    const sub = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => tx.writeDoc(id, "app.where", { cwd: "/sub", kind: "sub" }),
+    });
+    const bare = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await ask("one");
+    await (await sub.submit({ type: "input", content: "two" })).wait();
+    await (await bare.submit({ type: "input", content: "three" })).wait();
+    expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+      "<cwd>\n/repo\n</cwd>\n\n<agents>\nRead AGENTS.md\n</agents>",
+      "<cwd>\n/sub\n</cwd>",
+      "<agents>\nRead AGENTS.md\n</agents>\n\n<seen>\nnothing stored\n</seen>",
+    ]);
+    // A later commit changes what the next preparation reads: no value is kept from the first one.
+    await root.commit((tx) => tx.writeDoc(root.id, "app.where", { cwd: "/other", kind: "main" }));
+    await ask("four");
+    expect(faux.requests[3]!.systemPrompt).toBe(
+      "<cwd>\n/other\n</cwd>\n\n<agents>\nRead AGENTS.md\n</agents>",
+    );
+  }
 });
 
 test("several wrappers of one tool or section compose in the selection's extension order, then each extension's own order, before the tools filter", async () => {

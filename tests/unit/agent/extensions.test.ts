@@ -5,7 +5,7 @@
  * an uninstalled extension's pending tasks stay blocked and resume when it is installed again; open
  * refuses a registry lacking a built-in task.
  */
-import { fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import {
@@ -27,7 +27,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { blocked, complete, done, outcome, single } from "../core/fixtures.ts";
-import { echo, open } from "./fixtures.ts";
+import { callsThenAnswer, echo, open, toolResults } from "./fixtures.ts";
 
 const tool = (name: string, text = name) =>
   defineTool({
@@ -543,6 +543,19 @@ describe("selection in pi.agent", () => {
     const stored = JSON.stringify(await root.entries());
     expect(stored).toContain('"meta"');
     for (const field of ["Meta", "wrench-icon", "files-group"]) expect(stored).not.toContain(field);
+    // Break 28M: called, not only offered: its call, its result and the tool task's record keep none
+    // of it either.
+    const called = createRegistry();
+    called.install({ name: "c", tools: [withMeta] });
+    const run = await open(callsThenAnswer(fauxToolCall("meta", {}, { id: "m1" })), { extensions: called });
+    expect(await (await run.root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    const entries = await run.root.entries();
+    expect(await toolResults(run.root)).toHaveLength(1);
+    const kept = JSON.stringify([entries, await run.h.tasks({ kind: "pi.tool" })]);
+    expect(kept).toContain('"meta"');
+    for (const field of ["Meta", "wrench-icon", "files-group"]) expect(kept).not.toContain(field);
   });
 
   test("two conversations with different selections are offered different tools", async () => {

@@ -266,15 +266,23 @@ describe("the hooks table: composition in extension order, and what a throw does
 
   test("afterTool: a result replacement chain; a throw is reported and the next sees the result as it was", async () => {
     const { tool } = itemTool({});
-    const { root, faux, reported } = await withExtensions(
+    // Break 28M: a throw after a replacement (y) keeps that replacement, a hook returning nothing (n)
+    // passes on the result before it, and the reported errors are the thrown ones themselves.
+    const thrown = [new Error("x broke"), new Error("y broke")];
+    const throws = (error: Error) => () => {
+      throw error;
+    };
+    const { root, faux, reported, errors } = await withExtensions(
       callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "c1" })),
       [
         defineExtension({ name: "tools", tools: [tool] }),
-        defineExtension({ name: "x", hooks: [hook("pi.tool", { afterTool: boom("x") })] }),
+        defineExtension({ name: "x", hooks: [hook("pi.tool", { afterTool: throws(thrown[0]!) })] }),
         defineExtension({
           name: "a",
           hooks: [hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} +a`) })],
         }),
+        defineExtension({ name: "y", hooks: [hook("pi.tool", { afterTool: throws(thrown[1]!) })] }),
+        defineExtension({ name: "n", hooks: [hook("pi.tool", { afterTool: () => undefined })] }),
         defineExtension({
           name: "b",
           hooks: [hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} +b`) })],
@@ -287,7 +295,10 @@ describe("the hooks table: composition in extension order, and what a throw does
     const [result] = await toolResults(root);
     expect(textOf(messageOf(result!))).toBe("applied x +a +b");
     expect(faux.requests[1]!.messages.map(textOf)).toContain("applied x +a +b");
-    expect(reported).toEqual(["x broke"]);
+    expect(reported).toEqual(["x broke", "y broke"]);
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toBe(thrown[0]);
+    expect(errors[1]).toBe(thrown[1]);
   });
 
   test("onAbort over one aborted tool task: the chain sees its durable output, a control changes nothing, the sibling call and the run go on", async () => {

@@ -242,6 +242,30 @@ describe("tools", () => {
     expect(faux.requests.map((r) => r.tools)).toEqual([["apply"], ["apply"]]);
   });
 
+  test("a tool offered by a pinned request that no longer resolves when it is resent after a reopen is left out, and the request goes out without it", async () => {
+    // Break 28M: the named test's ghost never reached the transcript; here the pinned request's
+    // context offers a tool the reopened engine does not have.
+    const { tool } = itemTool({});
+    const hold = deferred();
+    const { faux, store, root } = await open(
+      async (_req, n) => {
+        if (n === 1) await hold.promise;
+        return fauxAssistantMessage("done");
+      },
+      { tools: [tool] },
+    );
+    await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual(["apply"]);
+    const h = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [] });
+    await h.waitForIdle();
+    expect(faux.requests.map((r) => r.tools)).toEqual([["apply"], []]);
+    const answer = (await h.entries(root.id)).at(-1)!;
+    expect(answer.kind).toBe("pi.assistant");
+    expect(textOf(messageOf(answer))).toBe("done");
+    hold.resolve();
+  });
+
   test("a called tool is resolved when its task runs: taken out of the agent's tools meanwhile, the call gets tool_unavailable", async () => {
     const hold = deferred();
     const { tool, seen } = itemTool({});

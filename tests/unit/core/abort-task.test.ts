@@ -69,6 +69,14 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   expect((await h.getTask(id))?.abortRequested).toBe(true);
   // It did not await the terminal settlement: waitForTask observes that.
   expect((await h.getTask(id))?.state.status).not.toBe("terminal");
+  // Break 28M: aborting it again while its abort handler runs does not await that handler either.
+  await until(() => returnedWhenAbortStarted !== undefined, { what: "abort handler started" });
+  const again = await Promise.race([
+    h.abortTask(id),
+    new Promise((resolve) => setTimeout(() => resolve("still waiting"), 1000)),
+  ]);
+  expect(again).toBe("marked");
+  expect((await h.getTask(id))?.state.status).not.toBe("terminal");
   abortGate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
   expect(returnedWhenAbortStarted).toBe(true);
@@ -299,5 +307,13 @@ test("the harness clock (the now option) stamps conversation creation and task s
   await h.abortTask(id);
   const ended = await done(h, id);
   expect([ended.startedAt, ended.endedAt]).toEqual([20_000, 30_000]);
+  // Break 28M: a task created reserved is started by its creating commit, stamped on the same clock.
+  clock = 40_000;
+  const reserved = await h.createTask(slow, null, { ownership: { kind: "conversation" }, reserve: true });
+  expect((await h.getTask(reserved))?.startedAt).toBe(40_000);
+  clock = 50_000;
+  await h.abortTask(reserved);
+  const stopped = await done(h, reserved);
+  expect([stopped.startedAt, stopped.endedAt]).toEqual([40_000, 50_000]);
   await h.close();
 });

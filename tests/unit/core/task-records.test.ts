@@ -571,9 +571,13 @@ test("defineTask returns the definition itself as the task's token, frozen, and 
     expect(make).toThrow(TypeError);
     expect(make).toThrow(/version must be a positive integer/);
   }
-  const nameless = () => defineTask<Json, Go, Json>({ ...definition, name: "" } as never);
-  expect(nameless).toThrow(TypeError);
-  expect(nameless).toThrow(/needs a name/);
+  // Break 28M: an empty name and no name at all (only "" was tried: `=== ""` passed).
+  const { name: _name, ...noName } = definition;
+  for (const given of [{ ...definition, name: "" }, noName, { ...definition, name: undefined }]) {
+    const nameless = () => defineTask<Json, Go, Json>(given as never);
+    expect(nameless).toThrow(TypeError);
+    expect(nameless).toThrow(/needs a name/);
+  }
 });
 
 test("reservation durably moves a waiting task that may resume to running: its next phase starts only after that commit is stored (spec §5.1)", async () => {
