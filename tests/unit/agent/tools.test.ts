@@ -898,6 +898,18 @@ describe("parallel and sequential rounds", () => {
       ["call-2", secondTask],
     ]);
     expect(duringSecond.run?.taskId).toBe(generation!.id);
+    // Each call's task, the later one too, is owned by the generation and its input names only the
+    // assistant entry and the call id (break 28K: the later call's owner and input were never read).
+    const assistant = (generation!.state as unknown as { checkpoint: { assistant: number } }).checkpoint
+      .assistant;
+    for (const [id, callId] of [
+      [firstTask, "call-1"],
+      [secondTask, "call-2"],
+    ] as const) {
+      const task = await h.getTask(id!);
+      expect(task?.owner, callId).toBe(generation!.id);
+      expect(task?.input, callId).toEqual({ assistant, callId });
+    }
   });
 
   test("toolExecution is read as the round starts: changed to sequential while the request streams, the round is sequential", async () => {

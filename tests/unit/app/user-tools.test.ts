@@ -151,6 +151,27 @@ describe("saving a user tool", () => {
     });
     const answer = await ask(h, (await h.root()).id, "use my tool spin");
     expect(answer).toMatch(/The `codemode` tool reported a problem: .*(slice|CPU)/i);
+    // Stopped by codemode's own time slice, not a longer one (break 28K).
+    expect(answer).toContain(`ran ${DEFAULT_SANDBOX_LIMITS.sliceMs} ms without yielding`);
+  });
+
+  test("a user tool's body runs under codemode's own output, result and call limits (DEFAULT_SANDBOX_LIMITS), not looser ones", async () => {
+    const { h } = await openApp();
+    const { outputBytes, calls } = DEFAULT_SANDBOX_LIMITS;
+    const resultBytes = DEFAULT_SANDBOX_LIMITS.resultBytes!;
+    const tools = {
+      chatty: `async () => { console.log("z".repeat(${outputBytes + 1024})); return 1; }`,
+      bulky: `async () => "r".repeat(${resultBytes + 1024})`,
+      busy: `async (args, tools) => { for (let i = 0; i <= ${calls}; i++) await tools.ls({ path: "." }).catch(() => null); return 1; }`,
+    };
+    for (const [name, body] of Object.entries(tools))
+      await saveUserTool(h, { ...GREET, name, parameters: { type: "object", properties: {} }, body });
+    const root = (await h.root()).id;
+    expect(await ask(h, root, "use my tool chatty")).toContain(
+      `printed more than ${outputBytes} bytes of console output`,
+    );
+    expect(await ask(h, root, "use my tool bulky")).toContain(`more than its limit of ${resultBytes}`);
+    expect(await ask(h, root, "use my tool busy")).toContain(`made more than ${calls} tool calls`);
   });
 
   test("a user tool's body runs under codemode's own memory limit (DEFAULT_SANDBOX_LIMITS), not a looser one", async () => {

@@ -374,6 +374,29 @@ test("operations queued at the seal: an admitted commit settles, a queued read c
   await agentClosing;
 });
 
+test("an unsettled submission's wait asked before the seal rejects with HarnessClosed: it is not settled as unanswered by the close", async () => {
+  // The test above waits on a settled submission (it resolves) and on a task; a submission still
+  // running at the seal needs a later commit, so its queued wait rejects (break 28K).
+  const started = deferred();
+  const hold = defineTool({
+    name: "hold",
+    description: "Runs until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      started.resolve();
+      await untilAborted(api.signal);
+      return textResult("stopped");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [hold] });
+  const submission = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const queuedWait = submission.wait();
+  const closing = h.close();
+  await expect(queuedWait).rejects.toBeInstanceOf(HarnessClosed);
+  await closing;
+});
+
 test("a document state asked before the seal and still loading rejects with HarnessClosed; the acquisition of an absent document resolves undefined", async () => {
   const store = await memoryStore();
   const first = await Harness.open(store);

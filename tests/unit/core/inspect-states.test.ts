@@ -156,6 +156,47 @@ test("an abort-marked owner waits for the live task of a conversation it owns, n
   await h.close();
 });
 
+test("an abort-marked owner waits for all its live ordinary owned work: every child and every ordinary task of its conversations, not a background one", async () => {
+  // Several owned tasks at once (the tests above have one): the wait lists each, in id order; a
+  // background task of an owned conversation is no ordinary owned work (spec §5.5) and stays live.
+  const abortChild = deferred();
+  const child = heldAbortChild("several-child", abortChild);
+  const background = parked("several-background");
+  let ids: TaskId[] = [];
+  const owner = holdingOwner(
+    "several-owner",
+    (tx, self) => {
+      const c = tx.createConversation({ kind: "task", taskId: self });
+      ids = [
+        tx.createTask(child, null, { ownership: { kind: "task", taskId: self } }),
+        tx.createTask(child, null, { ownership: { kind: "conversation" }, conversationId: c.id }),
+        tx.createTask(background, null, {
+          ownership: { kind: "conversation" },
+          conversationId: c.id,
+          background: true,
+        }),
+        tx.createTask(child, null, { ownership: { kind: "task", taskId: self } }),
+      ];
+      return ids[0]!;
+    },
+    () => undefined,
+  );
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child, background] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 5, { what: "owner and its four tasks running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  const ordinary = [ids[0]!, ids[1]!, ids[3]!];
+  await until(
+    () => ordinary.every((c) => h.inspect().tasks.find((t) => t.record.id === c)?.record.abortRequested),
+    { what: "the mark cascaded to the ordinary owned work" },
+  );
+  expect(stateOf(h, id)).toEqual({ kind: "waiting", on: ordinary });
+  abortChild.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(stateOf(h, ids[2]!)).toEqual({ kind: "running" });
+  await h.close();
+});
+
 test("a waiting task lists only the live part of its wait", async () => {
   const other = parked("inspect-other");
   const h = await Harness.open(await memoryStore(), { tasks: [ping, other, waitsOnInput] });
