@@ -468,6 +468,29 @@ describe("Conversation.compact()", () => {
     expect(await root.entries()).toEqual(rootEntries);
   });
 
+  test("the summary request runs outside the transaction: a commit the summarizer awaits lands before the summary's", async () => {
+    // Break 28I (sections-0-4 65): the named tests ran a model request and a tool, never a
+    // compaction, so a summary request sent inside the commit that classifies it passed them.
+    let harness: AgentHarness | undefined;
+    const { h, root } = await open(
+      async (req, n) => {
+        if (isSummary(req))
+          await harness!.transaction((tx) =>
+            tx.appendEntry(2, { kind: "app.note", data: "from the summarizer" }),
+          );
+        return echoOrSummary(req, n);
+      },
+      { settings: { compaction: { keepRecentTokens: 250 } } },
+    );
+    harness = h;
+    await h.createConversation({ ownership: { kind: "ownerless" } });
+    await chat(root, 4);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    const notes = (await h.conversation(2)!.entries()).filter((e) => e.kind === "app.note");
+    expect(notes.map((e) => e.data)).toEqual(["from the summarizer"]);
+  }, 20_000);
+
   test("the summarized text leaves out system messages: the pi.system entries in the range do not reach the summarizer", async () => {
     const { h, root, faux } = await open(echoOrSummary, {
       settings: { compaction: { keepRecentTokens: 250 } },

@@ -418,6 +418,34 @@ describe("generation", () => {
     expect(sent[1]!).toBeGreaterThanOrEqual(retryAt);
   });
 
+  test("the backoff is durable: reopened inside it, the retry is sent at the stored deadline, not a fresh delay after the reopen", async () => {
+    // Break 28I: the restart test above checks only not-before the stored time, so a retry phase
+    // sleeping a fresh backoff from its own start (later than the stored deadline) passed it.
+    let clock = 2_000_000_000;
+    const settings = { retry: { baseDelayMs: 40, maxDelayMs: 10_000 } };
+    const { h, root, faux, store } = await open(
+      (req, n) => (n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      { now: () => clock, settings },
+    );
+    await root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "the backoff" });
+    expect(liveOf(h).generation!.retry!.at).toBe(2_000_000_040);
+    await h.close();
+    clock += 30; // reopened inside the backoff, 10 ms before its deadline
+    const again = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      now: () => clock,
+      settings,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(faux.requests).toHaveLength(1);
+    clock += 11; // past the stored deadline, well short of a fresh 40 ms from the reopen
+    await until(() => faux.requests.length === 2, { what: "the retry at the stored deadline" });
+    const sub = await (await again.root()).submit({ type: "input", content: "hi", requestId: "r" });
+    expect((await sub.wait()).status).toBe("done");
+  });
+
   test("a retry prepares the next attempt with the agent as it is after the backoff", async () => {
     // Spec §8.3: "retry sleeps until until, then returns to prepare with the next attempt, so agent
     // and settings changes made during the backoff apply." (Reading 22b: the attempt number and an

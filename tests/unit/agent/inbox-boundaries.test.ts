@@ -5,8 +5,10 @@
  * that never start a generation by themselves.
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
 import type { AgentSettings } from "../../../worker/index.ts";
+import { defineTool } from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
@@ -176,6 +178,61 @@ test.each(["a failed answer", "an abort", "a fault"] as const)(
     expect(liveOf(h).run).toBeUndefined();
     // Exactly the listed inputs: the queued follow-up is not settled by the failure (an abort withdraws it).
     expect((await later.record()).status).toBe(path === "an abort" ? "unanswered" : "queued");
+  },
+);
+
+test.each(["a terminating round", "a reset at the boundary"] as const)(
+  "a steer that joined the run is settled with the run's other input when a later tool round ends the run: %s",
+  async (path) => {
+    // Break 28I: the terminal paths above all end in the generation's answer or a failure; the
+    // post-tools boundary's own endings (a terminating round, a queued reset) settling only the
+    // first listed input passed every named test.
+    const gate = gatedTool();
+    const fin = gatedTool("fin");
+    const { h, root } = await open(
+      async (req) => {
+        const rounds = req.messages.filter((m) => m.role === "assistant").length;
+        if (rounds === 0)
+          return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+        if (rounds === 1)
+          return fauxAssistantMessage([fauxToolCall("fin", {}, { id: "c2" })], { stopReason: "toolUse" });
+        return fauxAssistantMessage("after the reset");
+      },
+      {
+        tools: [
+          gate.tool,
+          path === "a terminating round"
+            ? defineTool({
+                name: "fin",
+                description: "Finish the run",
+                parameters: Type.Object({}),
+                async execute() {
+                  return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
+                },
+              })
+            : fin.tool,
+        ],
+      },
+    );
+    const first = await root.submit({ type: "input", content: "go" });
+    await gate.started.promise;
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    gate.release.resolve();
+    if (path === "a reset at the boundary") {
+      await fin.started.promise;
+      expect(liveOf(h).run?.inputs).toEqual([first.id, steer.id]);
+      await root.reset();
+      fin.release.resolve();
+      expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "reset" });
+      expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "reset" });
+    } else {
+      // Both answered by the terminating round's tool-calling answer (the steer joined the run).
+      const a = await first.wait();
+      const b = await steer.wait();
+      expect(a.status).toBe("done");
+      expect(b).toMatchObject({ status: "done", answer: (a as { answer: number }).answer });
+    }
+    await until(() => liveOf(h).run === undefined, { what: "the run ended" });
   },
 );
 

@@ -92,6 +92,46 @@ test("registry is the call's phase snapshot: the installed extensions, their too
   expect(after).toEqual({ late: undefined, lateTool: false });
 });
 
+test("registry is taken afresh at each call's phase: a later call in the same conversation sees an extension installed while an earlier call ran, its tools and its tasks", async () => {
+  // Break 28I: the named test's call was the root's only one, so a phase reusing the conversation's
+  // previous phase snapshot (cached on the conversation and its pi.agent alone) passed; and no
+  // installed extension brought a task, so hasTask/task knowing only the built-in ones passed.
+  const gate = deferred();
+  const started = deferred();
+  const first = probe("first", async () => {
+    started.resolve();
+    await gate.promise;
+    return textResult("first");
+  });
+  const second = probe("second", async () => textResult("second"));
+  const job = gatedTask("app.job", Promise.resolve());
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "probes", tools: [first.tool, second.tool] }));
+  const { root } = await open(calls("first", "second"), {
+    extensions,
+    settings: { toolExecution: "sequential" },
+  });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const mid = probe("mid-tool", async () => textResult("mid")).tool;
+  extensions.install(defineExtension({ name: "mid", tools: [mid], tasks: [job] }));
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const before = first.seen.api!.registry as ToolRegistryView;
+  const after = second.seen.api!.registry as ToolRegistryView;
+  expect(before.extension("mid")).toBeUndefined();
+  expect(before.hasTask("app.job")).toBe(false);
+  expect(after.installed().map((e) => e.name)).toEqual(["probes", "mid"]);
+  expect(after.tools().map((t) => [t.extension, t.tool.name])).toEqual([
+    ["probes", "first"],
+    ["probes", "second"],
+    ["mid", "mid-tool"],
+  ]);
+  expect(after.hasTask("app.job")).toBe(true);
+  expect(after.task("app.job")).toBe(job);
+  expect(after.tasks()).toContain(job);
+});
+
 test("agent() is the calling conversation's agent as the call's phase resolved it, shaped like Conversation.agent(); a configure while the call runs does not change it; it rejects after the call ended", async () => {
   const started = deferred();
   const gate = deferred();
@@ -147,6 +187,8 @@ test("diagnostic() records a remark in the call's slot with the next progress co
     "probe",
     async (api) => {
       api.diagnostic({ severity: "warn", message: "file changed on disk", code: "changed" });
+      // Break 28I: a second remark (the buffer keeping only the last one passed with one).
+      api.diagnostic({ severity: "info", message: "second remark" });
       try {
         api.diagnostic({ severity: "fatal", message: "no such severity" } as never);
       } catch (error) {
@@ -164,9 +206,11 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   const { h, root, faux } = await open(calls("probe"), { tools: [tool] });
   const sub = await root.submit({ type: "input", content: "go" });
   await started.promise;
-  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined);
+  // The first remark's commit goes out at once; the second rides the next throttled one.
+  await until(() => liveOf(h).tools?.[0]?.diagnostics?.length === 2);
   expect(liveOf(h).tools![0]!.diagnostics).toEqual([
     { severity: "warn", message: "file changed on disk", code: "changed" },
+    { severity: "info", message: "second remark" },
   ]);
   expect(bad).toBeInstanceOf(TypeError);
   gate.resolve();
@@ -176,8 +220,10 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   expect(diagnostics.map((d) => [d.severity, d.code])).toEqual([
     ["warn", "changed"],
     ["info", undefined],
+    ["info", undefined],
     ["warn", "truncated"],
   ]);
+  expect(diagnostics[1]!.message).toBe("second remark");
   const message = messageOf(result!) as { isError: boolean; content: Array<{ text: string }> };
   expect(message.isError).toBe(false);
   // The content ends with one harness block, a line per diagnostic, in that order; the model reads it.
@@ -185,8 +231,9 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   expect(block.split("\n")).toEqual([
     "<harness>",
     "[warn] file changed on disk",
+    "[info] second remark",
     "[info] search capped at 100 matches",
-    `[warn] ${diagnostics[2]!.message}`,
+    `[warn] ${diagnostics[3]!.message}`,
     "</harness>",
   ]);
   expect(faux.requests[1]!.messages.some((m) => m.role === "toolResult" && textOf(m).includes(block))).toBe(
@@ -195,6 +242,32 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   // The slot is done and no longer carries them; after the call, diagnostic() throws.
   expect(liveOf(h).tools).toBeUndefined();
   expect(() => seen.api!.diagnostic({ severity: "info", message: "late" })).toThrow(CommitRefused);
+});
+
+test("a tool that throws after diagnostic() keeps the api's remarks, in order, before the harness's tool_error", async () => {
+  // Break 28I: the named test's tool returned; the thrown path dropping the api's diagnostics, or
+  // putting the harness's error first, passed it.
+  const { tool } = probe("probe", async (api) => {
+    api.diagnostic({ severity: "warn", message: "first remark", code: "one" });
+    api.diagnostic({ severity: "info", message: "second remark" });
+    throw new Error("boom");
+  });
+  const { root } = await open(calls("probe"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  expect((await sub.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
+    ["warn", "one"],
+    ["info", "second remark"],
+    ["error", "tool_error"],
+  ]);
+  const message = messageOf(result!) as { isError: boolean; content: Array<{ text: string }> };
+  expect(message.isError).toBe(true);
+  expect(message.content.at(-1)!.text.split("\n").slice(0, 3)).toEqual([
+    "<harness>",
+    "[warn] first remark",
+    "[info] second remark",
+  ]);
 });
 
 test("details() replaces the running details with a complete value and resolves once a commit stored it (the result's at the latest); a result without details gets the last value, an error result too; never in what the model reads; non-JSON and a call that ended are refused", async () => {

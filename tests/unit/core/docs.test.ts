@@ -256,6 +256,24 @@ describe("document versions", () => {
     expect(await row(store)).toEqual({ version: 2, value: { items: ["same"] } });
   });
 
+  test("the migrating read's base survives a grouped commit that patches the document after it", async () => {
+    // Break 28I: the named tests committed the migrating read alone; a group whose later commit
+    // patches the document stored only the patch rows on the old row, left at version 1.
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["same"] }));
+    const unchanged = defineDoc<V1>({
+      name: NAME,
+      version: 2,
+      initial: { items: [] },
+      migrate: (value) => value as V1,
+    });
+    await Promise.all([
+      h.transaction((tx) => unchanged.read(tx, 1)),
+      h.transaction((tx) => tx.patchDoc(1, NAME, [{ path: ["items", 1], set: "patched" }])),
+    ]);
+    expect(await row(store)).toEqual({ version: 2, value: { items: ["same", "patched"] } });
+  });
+
   test("writes store the definition's version; a core write without one keeps it", async () => {
     const { h, store } = await harness();
     const notes = v2();
