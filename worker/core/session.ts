@@ -710,8 +710,7 @@ export class Session {
     if (patchRows) this.records.notePatchRows(patchRows);
     // Published from here on; a later group's entries (merged meanwhile) have higher ids.
     const published = done.at(-1)!.overlay.nextEntryId;
-    if (this.#unpublished.length > 0)
-      this.#unpublished = this.#unpublished.filter((e) => e.id >= published);
+    if (this.#unpublished.length > 0) this.#unpublished = this.#unpublished.filter((e) => e.id >= published);
     for (let i = 0; i < done.length; i++) {
       this.#publish(changes[i]!);
       done[i]!.resolve(done[i]!.value);
