@@ -7,35 +7,21 @@
  */
 import { expect, test } from "vitest";
 import { AgentHarness } from "../../../worker/index.ts";
-import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import fixture from "../core/fixtures/v6-store.json" with { type: "json" };
+import { fauxAgentModel } from "../../../worker/testing.ts";
+import { v6Fixture as fixture, v6Store } from "../core/fixtures/v6-store.ts";
 import { cleanups, echo } from "./fixtures.ts";
 
-type Row = Record<string, string | number | null>;
-
 /** The core fixture's schema 6 store, its rewindable document "hist" renamed pi.agent (values kept as instructions). */
-async function v6StoreWithAgent() {
-  const old = await memoryStore(undefined, { schemaVersion: fixture.schemaVersion });
-  await old.commit(async (sql) => {
-    for (const [table, rows] of Object.entries(fixture.tables as Record<string, Row[]>))
-      for (const given of rows) {
-        const row = { ...given };
-        if (row["name"] === "hist") {
-          row["name"] = "pi.agent";
-          if (typeof row["value"] === "string")
-            row["value"] = JSON.stringify({ instructions: `n${JSON.parse(row["value"]).n}` });
-        }
-        const columns = Object.keys(row);
-        await sql.run(
-          `INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`,
-          columns.map((c) => row[c] ?? null),
-        );
-      }
+const v6StoreWithAgent = () =>
+  v6Store((_table, row) => {
+    if (row["name"] !== "hist") return row;
+    const value = row["value"] ?? null;
+    return {
+      ...row,
+      name: "pi.agent",
+      value: typeof value === "string" ? JSON.stringify({ instructions: `n${JSON.parse(value).n}` }) : value,
+    };
   });
-  const image = old.image();
-  await old.close();
-  return memoryStore(image);
-}
 
 test("a pi.agent migrated from a store that kept no fork rule forks asOf: the child gets the agent as of the fork entry", async () => {
   const faux = fauxAgentModel(echo);

@@ -9,27 +9,7 @@ import { expect, test } from "vitest";
 import { SCHEMA_VERSION } from "../../../worker/core/schema.ts";
 import { Harness, type Json } from "../../../worker/index.ts";
 import { memoryStore } from "../../../worker/testing.ts";
-import fixture from "./fixtures/v6-store.json" with { type: "json" };
-
-type Row = Record<string, string | number | null>;
-
-/** The fixture's store at schema 6, its rows inserted as that release wrote them. */
-async function v6Store() {
-  const old = await memoryStore(undefined, { schemaVersion: fixture.schemaVersion });
-  await old.commit(async (sql) => {
-    for (const [table, rows] of Object.entries(fixture.tables as Record<string, Row[]>))
-      for (const row of rows) {
-        const columns = Object.keys(row);
-        await sql.run(
-          `INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`,
-          columns.map((c) => row[c] ?? null),
-        );
-      }
-  });
-  const image = old.image();
-  await old.close();
-  return memoryStore(image);
-}
+import { v6Fixture as fixture, v6Store } from "./fixtures/v6-store.ts";
 
 test("a store written by the release before the document model opens with every document reading the same, each an incarnation, its history reachable", async () => {
   expect(fixture.schemaVersion).toBe(6);
