@@ -72,17 +72,25 @@ test("a faulted run leaves the inbox alone (spec §6): its queued follow-up stay
   );
   const first = await root.submit({ type: "input", content: "one" });
   const queued = await root.submit({ type: "input", content: "two" });
+  // A queued steer and write are left alone too (break 28S: placing them at the fault passed).
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
   hold.resolve();
   expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "faulted" });
   await root.waitForIdle();
   expect(root.busy).toBe(false);
-  expect(inboxOf(h).items.map((i) => i.id)).toEqual([queued.id]);
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual([queued.id, steer.id, note.id]);
   expect((await queued.record()).status).toBe("queued");
+  expect((await steer.record()).status).toBe("queued");
+  expect((await note.record()).status).toBe("queued");
+  expect(kinds(await transcript(root))).not.toContain("app.note");
   broken = false;
   const third = await root.submit({ type: "input", content: "three" });
   expect((await queued.wait()).status).toBe("done");
+  expect((await steer.wait()).status).toBe("done");
   expect((await third.wait()).status).toBe("done");
-  expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(3);
+  expect((await note.record()).status).toBe("done");
+  expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(4);
 });
 
 test("a faulted tool task writes no result entry; the run continues and the model sees a synthesized error result", async () => {

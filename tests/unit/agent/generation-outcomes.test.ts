@@ -176,17 +176,28 @@ test("an orphaned run leaves the inbox alone (spec §6): a follow-up queued behi
   const root = await h.root();
   const queued = await root.submit({ type: "input", content: "next", whenBusy: "followUp" });
   expect((await queued.record()).status).toBe("queued");
+  // A queued steer and write are left alone too (break 28S: placing them at the orphaning passed).
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
   expect(await h.abortTask(generation)).toBe("marked");
   expect((await h.getTask(generation))?.state).toMatchObject({ outcome: { status: "orphaned" } });
   await root.waitForIdle();
   // No final boundary: the follow-up is neither placed nor run, and stays visible in pi.inbox.
   expect(root.busy).toBe(false);
   expect(liveOf(h)).toEqual({});
-  expect((h.docNow(1, DOC.inbox) as { items: { id: number }[] }).items.map((i) => i.id)).toEqual([queued.id]);
+  expect((h.docNow(1, DOC.inbox) as { items: { id: number }[] }).items.map((i) => i.id)).toEqual([
+    queued.id,
+    steer.id,
+    note.id,
+  ]);
   expect((await queued.record()).status).toBe("queued");
+  expect((await steer.record()).status).toBe("queued");
+  expect((await note.record()).status).toBe("queued");
   const third = await root.submit({ type: "input", content: "third" });
   expect((await queued.wait()).status).toBe("done");
+  expect((await steer.wait()).status).toBe("done");
   expect((await third.wait()).status).toBe("done");
+  expect((await note.record()).status).toBe("done");
 });
 
 /**

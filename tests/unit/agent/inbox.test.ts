@@ -508,6 +508,31 @@ describe("submissions", () => {
     expect(users).toEqual(["one", "two", "three"]);
     expect(alternationProblems(await transcript(root))).toEqual([]);
   });
+
+  test("a failed run leaves a queued steer and a queued write in the inbox too: nothing is placed until the next submission's boundary", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await root.waitForIdle();
+    expect((await steer.record()).status).toBe("queued");
+    expect((await note.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([steer.id, note.id]);
+    expect((await transcript(root)).some((e) => e.kind === "app.note")).toBe(false);
+    const next = await root.submit({ type: "input", content: "next" });
+    expect(await steer.wait()).toMatchObject({ status: "done" });
+    expect(await next.wait()).toMatchObject({ status: "done" });
+    expect((await note.record()).status).toBe("done");
+  });
 });
 
 describe("the inbox", () => {

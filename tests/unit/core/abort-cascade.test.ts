@@ -334,6 +334,59 @@ test("a blocked owner is orphaned only after its owned work drained", async () =
   await h.close();
 });
 
+test("a blocked owner of a conversation is orphaned only after the work in that conversation drained, not in the marking commit", async () => {
+  // Break 28S: the test above owns a child task only; an abortTask that counted only child tasks as
+  // owned work orphaned this owner in its marking commit and passed it.
+  const gate = deferred();
+  const log: string[] = [];
+  const kid = defineTask<Json, Go, Json>({
+    name: "conv-kid",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      log.push("abort:conv-kid");
+      await gate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "conv-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(kid, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, kid] });
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 2, { what: "owner and kid running" });
+  await first.close();
+  // The next engine lacks the owner's definition: the owner is blocked, the kid in its conversation runs.
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [kid] });
+  const { latest } = trackTasks(h);
+  await until(() => running(h) === 1, { what: "kid running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect((await h.getTask(id))?.state.status).toBe("pending");
+  await until(() => log.includes("abort:conv-kid"), { what: "kid's abort handler" });
+  await settle();
+  expect(latest.get(id)?.state.status).toBe("pending");
+  gate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  await h.close();
+});
+
 test("a blocked owner orphaned at its abort invocation's reservation carries its blocked reason: task_too_old", async () => {
   // Break 27I: the test above is blocked by a missing definition, so an orphaning at reservation
   // that always wrote missing_task passed. Here the next engine installs an older definition.

@@ -416,6 +416,37 @@ test("a document state asked before the seal and still loading rejects with Harn
   await closing;
 });
 
+test("close joins an abort handler that ignores its signal: the store stays open until it returned, and it does not run after close resolved", async () => {
+  // Break 28S: the join was tried with task phases, tools and hooks; a close that joined run
+  // invocations only, leaving a running abort handler behind, passed every close test.
+  const started = deferred<AbortSignal>();
+  const release = deferred();
+  let returned = false;
+  const stubborn = single("stubborn-abort", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, _runtime, signal) => {
+      started.resolve(signal);
+      await release.promise; // the signal is never obeyed
+      returned = true;
+    },
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stubborn] });
+  const id = await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "task running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  const signal = await started.promise;
+  let closed = false;
+  const closing = h.close().then(() => {
+    closed = true;
+  });
+  await until(() => signal.aborted, { what: "abort handler signalled" });
+  for (let turn = 0; turn < 50; turn++) await new Promise((r) => setTimeout(r, 0));
+  expect([h.closed, closed, store.closed, returned]).toEqual([true, false, false, false]);
+  release.resolve();
+  await closing;
+  expect([returned, store.closed]).toEqual([true, true]);
+});
+
 test("close joins tool and hook invocations that ignore their signal: the store stays open until each returned, and none runs after close resolved", async () => {
   // spec §2.2: close "joins task, tool, and hook invocations, including code that ignores its signal,
   // then closes Storage. Once close() resolves, no invocation code of this Harness runs".
