@@ -79,6 +79,17 @@ describe("deriveContext", () => {
     ]);
     expect(messages[3]).toMatchObject({ role: "toolResult", toolCallId: "c2", toolName: "t", isError: true });
     expect(messages[2]).toMatchObject({ isError: false });
+    // The first call unanswered, the second answered: a result answers its own call only, so the
+    // first gets the synthetic error and the second its result.
+    const second = deriveContext([
+      user("q"),
+      assistant([call("c5"), call("c6")], "toolUse"),
+      result("c6", "r6"),
+    ]).messages;
+    expect(second.slice(2)).toMatchObject([
+      { role: "toolResult", toolCallId: "c5", isError: true },
+      { role: "toolResult", toolCallId: "c6", isError: false, content: [{ type: "text", text: "r6" }] },
+    ]);
     // At the tail (an interrupted run, a fork cut after the call), with nothing after it.
     const tail = deriveContext([user("q"), assistant([call("c3")], "toolUse")]).messages;
     expect(tail.map((m) => m.role)).toEqual(["user", "assistant", "toolResult"]);

@@ -782,6 +782,37 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.close();
   });
 
+  test("documentState of a task's document ends when the task becomes terminal, and of a session document when it is retired: the value is gone and listeners are told once", async () => {
+    // Break 28Q: every state the tests acquired was a conversation's; one of a task or the session
+    // scope that kept following after its document's retirement passed them.
+    const hold = parked("holder");
+    const h = await open(await memoryStore(), { tasks: [hold] });
+    const id = await h.transaction((tx) => {
+      const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } });
+      tx.writeDoc(taskScope(id), "scratch", { step: 1 });
+      tx.writeDoc({ kind: "session" }, "shared", { n: 1 });
+      return id;
+    });
+    const ofTask = (await h.documentState(taskScope(id), "scratch"))!;
+    const ofSession = (await h.documentState({ kind: "session" }, "shared"))!;
+    expect([ofTask.value, ofSession.value]).toEqual([{ step: 1 }, { n: 1 }]);
+    const seen: string[] = [];
+    ofTask.subscribe(() => seen.push(`task ended=${ofTask.ended}`));
+    ofSession.subscribe(() => seen.push(`session ended=${ofSession.ended}`));
+    await h.abortTask(id);
+    await done(h, id);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual(["task ended=true"]);
+    expect(ofTask.value).toBeUndefined();
+    await h.transaction((tx) => {
+      tx.retireDoc({ kind: "session" }, "shared");
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual(["task ended=true", "session ended=true"]);
+    expect(ofSession.value).toBeUndefined();
+    await h.close();
+  });
+
   test("documentState in a conversation other than the root ends when the conversation is deleted; a listener unsubscribed is not told, and disposing one state leaves another of the same document following", async () => {
     // Break 28H: the named tests use the root only and never unsubscribe: a state the deletion of
     // its conversation left following, and an unsubscribe that kept the listener, passed them.
