@@ -193,16 +193,28 @@ describe("tools", () => {
   test("beforeTool can rewrite the arguments: the tool sees the rewritten ones", async () => {
     const effects = new KeyedEffects();
     const seen: Array<{ item: string }> = [];
+    const afterSeen: unknown[] = [];
     const { root } = await open(
       callsThenAnswer(fauxToolCall("apply", { item: "original" }, { id: "call-1" })),
       {
         tools: [keyedEffectTool(effects, { name: "apply", seen })],
-        hooks: { beforeTool: [() => ({ arguments: { item: "rewritten" } })] },
+        hooks: {
+          beforeTool: [() => ({ arguments: { item: "rewritten" } })],
+          // Break 28O: afterTool given the model's arguments, not the final ones, passed every named test.
+          afterTool: [
+            (call) => {
+              afterSeen.push(call.arguments);
+              return undefined;
+            },
+          ],
+        },
       },
     );
     const sub = await root.submit({ type: "input", content: "go" });
     expect((await sub.wait()).status).toBe("done");
     expect(seen).toEqual([{ item: "rewritten" }]);
+    // afterTool runs on the call as executed: with the rewritten arguments.
+    expect(afterSeen).toEqual([{ item: "rewritten" }]);
     const result = (await transcript(root)).find((e) => e.kind === "pi.tool-result")!;
     expect(textOf(messageOf(result))).toBe("apply applied rewritten");
     expect(effects.applied.map((a) => a.ref)).toEqual(["rewritten"]);
@@ -763,6 +775,34 @@ describe("tool hooks", () => {
     const [result] = await toolResults(root);
     expect(textOf(messageOf(result!))).toBe("apply replaced (was: applied a)");
     expect(textOf(faux.requests[1]!.messages.at(-1)!)).toBe("apply replaced (was: applied a)");
+  });
+
+  test("afterTool runs on a throwing tool's error result too: it sees the error and its replacement is what is stored", async () => {
+    // Break 28O: afterTool skipped for a call whose tool threw passed every named test.
+    const boom = defineTool({
+      name: "boom",
+      description: "Throws",
+      parameters: Type.Object({}),
+      execute: async () => {
+        throw new Error("kaput");
+      },
+    });
+    const seen: unknown[] = [];
+    const { root } = await open(callsThenAnswer(fauxToolCall("boom", {}, { id: "call-1" })), {
+      tools: [boom],
+      hooks: {
+        afterTool: [
+          (call) => {
+            seen.push(call.result.isError);
+            return textResult(`recovered from: ${textOf(call.result as never)}`);
+          },
+        ],
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toEqual([true]);
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toContain("recovered from: Error: kaput");
   });
 
   test("a beforeTool rewrite is validated again: invalid rewritten arguments give invalid_arguments and the tool never runs", async () => {

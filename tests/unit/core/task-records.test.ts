@@ -156,6 +156,23 @@ test("every entry a task appends in its own commit records byTaskId = that task;
   await h.close();
 });
 
+test("an entry a task appends in its memo factory's commit records byTaskId = that task too, also as stored", async () => {
+  // runtime.memo's factory runs inside the task's own commit (the one that records the memo).
+  const memoizer = single("memoizer", async (_t, runtime) => {
+    await runtime.memo("once", (tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: "from the memo" });
+      return 1;
+    });
+    await runtime.commit(() => complete(null));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [memoizer] });
+  const id = await h.createTask(memoizer, null, { ownership: { kind: "conversation" } });
+  await done(h, id);
+  const notes = (await h.entries(1)).filter((e) => e.kind === "note");
+  expect(notes.map((e) => [e.data, e.byTaskId])).toEqual([["from the memo", id]]);
+  await h.close();
+});
+
 test("a conversation-owned task created in a task's commit defaults to that task's conversation", async () => {
   const sibling = single("sibling", async (_t, runtime) => void (await runtime.commit(() => complete(null))));
   let created: TaskId | undefined;
