@@ -196,6 +196,44 @@ test("holds a faulted tool's slot and task_failed until the work it owns drained
   expect(ends).toEqual([{ type: "tool_execution_end", toolCallId: "c1", toolName: "broken" }]);
 });
 
+test("holds a faulted tool's slot and task_failed until the work in a conversation it owns drained", async () => {
+  // Break 28N: the test above owns a child task only, so a hold that ignored the work of the tool's
+  // owned conversations (released while that work's abort still ran) passed it.
+  const { node, gate, log } = gatedNodes();
+  const broken = defineTool({
+    name: "broken",
+    description: "Starts work in a conversation it owns, then its afterTool hook faults the call",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) => {
+        const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+        tx.createTask(node, "held", { ownership: { kind: "conversation" }, conversationId: child.id });
+      });
+      return textResult("");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("broken", {}, { id: "c1" })), {
+    tasks: [node],
+    tools: [broken],
+    ...faultingHook("afterTool", "afterTool bug"),
+  });
+  const events = collect(await watchEvents(h, root.id));
+  const submission = await root.submit({ type: "input", content: "go" });
+  await until(() => log.includes("abort:held"), { what: "the owned conversation's work aborting" });
+  const [toolTask] = await h.tasks({ kind: "pi.tool" });
+  expect(statusOf(h, toolTask!.id)).toMatchObject({ status: "completing", outcome: { status: "faulted" } });
+  expect(liveOf(h).tools?.[0]?.status).not.toBe("done");
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => events.batches.flat().some((e) => e.type === "entry_appended"), { what: "the note" });
+  expect(events.batches.flat().some((e) => e.type === "task_failed")).toBe(false);
+  expect(events.batches.flat().some((e) => e.type === "tool_execution_end")).toBe(false);
+  gate("abort.held").resolve();
+  expect((await submission.wait()).status).toBe("done");
+  const [record] = await h.tasks({ kind: "pi.tool" });
+  expect(record!.state).toMatchObject({ status: "terminal", outcome: { status: "faulted" } });
+  await until(() => events.batches.flat().some((e) => e.type === "task_failed"), { what: "task_failed" });
+});
+
 test("a held faulted tool's slot is marked done, without an entry, by the commit that makes it terminal, while another call of its round runs", async () => {
   // Break 26C: the test above cannot see the slot at release (the generation resumes in that commit
   // and removes the round's slots), so a held fault whose cleanup never ran at release went unseen.

@@ -985,6 +985,62 @@ describe("parallel and sequential rounds", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("toolExecution is read anew at each round: changed back to parallel after a sequential round, the next round of the run is parallel", async () => {
+    // Spec §2.2: settings are read at every resolution, never copied (break 28N: a reading kept from
+    // the first round passed the test above, whose only round reads the setting once).
+    let toolExecution: "parallel" | "sequential" = "sequential";
+    const started: string[] = [];
+    const gates = new Map<string, ReturnType<typeof deferred<void>>>();
+    const step = defineTool({
+      name: "step",
+      description: "Wait for its own gate",
+      parameters: Type.Object({ n: Type.String() }),
+      async execute(args) {
+        const { n } = args as { n: string };
+        started.push(n);
+        const gate = deferred<void>();
+        gates.set(n, gate);
+        await gate.promise;
+        return textResult(`step ${n}`);
+      },
+    });
+    const { root } = await open(
+      (_req, n) =>
+        n === 1
+          ? fauxAssistantMessage(
+              [
+                fauxToolCall("step", { n: "1" }, { id: "c1" }),
+                fauxToolCall("step", { n: "2" }, { id: "c2" }),
+              ],
+              { stopReason: "toolUse" },
+            )
+          : n === 2
+            ? fauxAssistantMessage(
+                [
+                  fauxToolCall("step", { n: "3" }, { id: "c3" }),
+                  fauxToolCall("step", { n: "4" }, { id: "c4" }),
+                ],
+                { stopReason: "toolUse" },
+              )
+            : fauxAssistantMessage("done"),
+      { tools: [step], settings: () => ({ toolExecution }) },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => started.length === 1, { what: "first call started" });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(started).toEqual(["1"]);
+    toolExecution = "parallel";
+    gates.get("1")!.resolve();
+    await until(() => started.length === 2, { what: "second call started" });
+    gates.get("2")!.resolve();
+    // The second round reads the setting as it starts: both its calls run at once.
+    await until(() => started.length === 4, { what: "both calls of the parallel round started" });
+    expect(started).toEqual(["1", "2", "3", "4"]);
+    gates.get("3")!.resolve();
+    gates.get("4")!.resolve();
+    expect((await sub.wait()).status).toBe("done");
+  });
+
   test("a tool with executionMode sequential makes its whole round sequential", async () => {
     const a = gatedTool("first");
     const serial = defineTool({

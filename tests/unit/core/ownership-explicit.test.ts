@@ -73,6 +73,11 @@ test("ownership is never inferred: creating a conversation without naming its ow
     tx.createConversation({ kind: "task", taskId, conversationId: ROOT_CONVERSATION_ID } as never),
   );
   expect(offered.owner).toEqual({ taskId, conversationId: made.id });
+  // A fork too: its owner's conversation is the task's (`made`), not the parent it forks (the root)
+  // (break 28N: a fork taking its parent as the owner's conversation passed the creations above).
+  const at = await h.transaction((tx) => tx.appendEntry(ROOT_CONVERSATION_ID, { kind: "note" }).id);
+  const forked = await h.forkRecord(ROOT_CONVERSATION_ID, at, { ownership: { kind: "task", taskId } });
+  expect(forked.owner).toEqual({ taskId, conversationId: made.id });
   // So is a child task's conversation: `made`, not the root this commit would default to.
   const child = await h.transaction((tx) =>
     tx.createTask(holder, null, { ownership: { kind: "task", taskId } }),

@@ -62,6 +62,8 @@ test("an entry, a task, a document write and usage written in one commit are not
   // Synchronous readers of committed state (the hook cannot await).
   const now = () => ({
     note: h.docNow(1, "test.note"),
+    // The versioned reader too (break 28N: one reading the line's merged group passed docNow's check).
+    versioned: h.docVersionedNow(1, "test.note"),
     tasks: h.inspect().tasks.length,
     graph: Object.keys(h.taskGraph().tasks).length,
     busy: root.busy,
@@ -74,10 +76,16 @@ test("an entry, a task, a document write and usage written in one commit are not
   let made: { conversation: number; submission: number } | undefined;
   const seen: Array<ReturnType<typeof now>> = [];
   let usageDuring: Promise<UsageState> | undefined;
+  const recordBefore = await h.docRecord(1, "test.note");
+  const newBefore = await h.docRecord(1, "test.new");
+  let recordDuring: Promise<unknown> | undefined;
+  let newDuring: Promise<unknown> | undefined;
   store.setFaultHook((point) => {
     if (point !== "before-commit") return;
     seen.push(now());
     usageDuring = h.usage();
+    recordDuring = h.docRecord(1, "test.note");
+    newDuring = h.docRecord(1, "test.new");
     throw full();
   });
   await expect(
@@ -85,6 +93,7 @@ test("an entry, a task, a document write and usage written in one commit are not
       tx.appendEntry(1, { kind: "app.note", data: "never stored" });
       tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
       tx.writeDoc(1, "test.note", { text: "never stored" });
+      tx.writeDoc(1, "test.new", { text: "never stored" });
       tx.writeDoc(1, DOC.usage, {
         models: { m: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, cost: 1, requests: 1 } },
         tools: {},
@@ -104,6 +113,11 @@ test("an entry, a task, a document write and usage written in one commit are not
   expect(now()).toEqual(before);
   store.setFaultHook(undefined);
   expect(await usageDuring).toEqual(usageBefore);
+  // A document's record (its incarnation), read during the commit, is the stored one: a document the
+  // commit creates has none (break 28N: a record read from the line's merged group passed).
+  expect(await recordDuring).toEqual(recordBefore);
+  expect(newBefore).toBeUndefined();
+  expect(await newDuring).toBeUndefined();
   // None of the commit's writes stays: not its entry, not its task, not its documents.
   expect(await root.entries()).toEqual(entriesBefore);
   expect(await stored()).toEqual(storedBefore);
