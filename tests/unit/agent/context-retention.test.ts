@@ -84,3 +84,24 @@ test("without any later change, a timer drops an idle conversation's entries aft
   expect(commits).toEqual([]);
   expect((await root.entries()).length).toBeGreaterThan(0);
 });
+
+// Break 28R: every test cached one conversation; a conversation whose retention passed dropping every
+// idle one with it passed them all.
+test("retention counts per conversation: one idle past contextRetentionMs is dropped, one used later stays until its own has passed", async () => {
+  let offset = 0;
+  const { h, root } = await open(echo, {
+    now: () => Date.now() + offset,
+    settings: { contextRetentionMs: 60_000 },
+  });
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  offset += 30_000;
+  await h.services.entries.get(other.id);
+  expect([cached(h), cached(h, other.id)]).toEqual([true, true]);
+  offset += 31_000;
+  await someCommit(h);
+  expect([cached(h), cached(h, other.id)]).toEqual([false, true]);
+  offset += 30_000;
+  await someCommit(h);
+  expect([cached(h), cached(h, other.id)]).toEqual([false, false]);
+});

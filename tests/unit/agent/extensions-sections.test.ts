@@ -293,6 +293,31 @@ test("a throwing section keeps the text shown before and is reported; the reques
   expect((await systems())[0]!.sections).toEqual({ clock: "<clock>\nnoon\n</clock>" });
 });
 
+// Break 28R: the named test's later request renders in its creating commit; an async section, which
+// renders in a phase of its own, dropping its text when it rejects passed it.
+test("an async section that rejects keeps the text shown before and is reported; the request is still sent", async () => {
+  let broken = false;
+  const { ask, faux, reported, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("clock", async () => {
+          await Promise.resolve();
+          if (broken) throw new Error("clock broke");
+          return "noon";
+        }),
+      ],
+    }),
+  ]);
+  await ask("one");
+  expect(faux.requests[0]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
+  broken = true;
+  expect(await ask("two")).toMatchObject({ status: "done" });
+  expect(reported).toEqual(["clock broke"]);
+  expect(faux.requests[1]!.systemPrompt).toBe("<clock>\nnoon\n</clock>");
+  expect(await systems()).toHaveLength(1);
+});
+
 test("wrappers decorate the winning tool and section; a wrapper that renames or throws drops its target (reported); one without a target does nothing", async () => {
   const tool = (name: string, text: string) =>
     defineTool({

@@ -365,6 +365,63 @@ describe("recovery of an interrupted call", () => {
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
   });
 
+  // Break 28R: the stored policy was only tried on an intent the answer's commit wrote; an intent
+  // the call phase commits (a beforeTool hook present) stored "safe" for an unsafe tool unseen.
+  test("the policy stored by the call phase decides too: with a beforeTool hook, a call stored unsafe is not run again even if the tool is safe now", async () => {
+    const hooks = { beforeTool: [() => undefined] };
+    const first = itemTool({ replay: "unsafe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, { tools: [first.tool], hooks });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [second.tool],
+      hooks,
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([]);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+  });
+
+  // Break 28R: nor on an intent committed after an approval; its execute checkpoint stored
+  // "safe" for an unsafe tool unseen, and a wait storing the model's arguments, not beforeTool's.
+  test("the arguments and policy stored with an approval decide: an approved call runs with the rewritten arguments, and stored unsafe is not run again even if the tool is safe now", async () => {
+    const settings = { approval: {} };
+    const hooks = { beforeTool: [() => ({ arguments: { item: "rewritten" } })] };
+    const first = itemTool({ replay: "unsafe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { h, root, store, faux } = await open(respond, { tools: [first.tool], settings, hooks });
+    await root.submit({ type: "input", content: "go" });
+    const awaiting = () => (liveOf(h).tools ?? []).find((s) => s.status === "awaiting_approval");
+    await until(() => awaiting() !== undefined, { what: "the call awaits approval" });
+    await h.decideApproval(1, { taskId: awaiting()!.taskId!, decision: "approve", requestId: "r1" });
+    await first.started.promise;
+    // The approved call runs with the arguments stored in its wait: beforeTool's, not the model's.
+    expect(first.seen).toEqual([{ item: "rewritten" }]);
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [second.tool],
+      settings,
+      hooks,
+    });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([]);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+  });
+
   test("recovery runs a call again only when it is safe both as stored and now: one stored safe whose tool is unsafe now ends failed with an interrupted result built from its slot's output, details and diagnostics", async () => {
     const started = deferred();
     let runs = 0;

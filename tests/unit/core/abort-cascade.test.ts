@@ -487,6 +487,60 @@ test("a crash between an owner's abort mark and its cascade loses nothing: the n
   await h.close();
 });
 
+// Break 28R: the named test's owner was running; the specification's scenario has it waiting
+// allSettled on its child. An abort-marked waiting owner woken into its phase once its child ended
+// (the wait read before the mark) passed every test of this file.
+test("a crash between a waiting owner's abort mark and its cascade: the child aborts first, then the owner's abort handler runs, never its phase", async () => {
+  const log: string[] = [];
+  const child = defineTask<Json, Go, Json>({
+    name: "wait-crash-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      log.push("abort:child");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const owner = defineTask<Json, Go | { phase: "resume" }, Json>({
+    name: "wait-crash-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "resume" }, on: [c], policy: "allSettled" };
+        });
+      },
+      resume: async (_t, runtime) => {
+        log.push("run:resume");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:owner");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, child] });
+  const { latest } = trackTasks(first);
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "waiting" && running(first) === 1, {
+    what: "the owner waiting on its running child",
+  });
+  const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
+  const crashed = await memoryStore(store.image());
+  await first.close();
+  await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+  const h = await Harness.open(crashed, { tasks: [owner, child] });
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(childId))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:child", "abort:owner"]);
+  await h.close();
+});
+
 test("a crash between an owner's abort mark and its cascade: the open itself derives the mark, before scheduling resumes", async () => {
   const child = parked("open-child");
   const owner = ownerOf("open-owner", child);

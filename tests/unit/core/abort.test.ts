@@ -295,6 +295,40 @@ describe("an abort mark is durable", () => {
     await h2.close();
   });
 
+  // Break 28R: the named test's task had run its phase before the restart; a marked task that never
+  // started, given run mode at the open (the mark read only for a started task), passed every test.
+  test("a task marked before it ever started runs its abort handler after a restart, never its phase", async () => {
+    const log: string[] = [];
+    const def = single(
+      "never-started",
+      async (_t, _r, signal) => {
+        log.push("phase");
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime) => {
+          log.push("abort");
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "cleaned" },
+          }));
+        },
+      },
+    );
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [def], paused: true });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    expect((await h.getTask(id))?.state.status).toBe("pending");
+    const crashed = await memoryStore(store.image());
+    await h.close();
+    // The store as a crash right after a marking commit leaves it, before any invocation began.
+    await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+    const h2 = await Harness.open(crashed, { tasks: [def] });
+    expect(outcome(await done(h2, id))).toEqual({ status: "aborted", reason: "cleaned" });
+    expect(log).toEqual(["abort"]);
+    await h2.close();
+  });
+
   test("a marked task still waiting for its owned work at a restart keeps its mark: once that work ends it runs its abort handler, not its phase", async () => {
     const childAbortStarted = deferred();
     const log: string[] = [];

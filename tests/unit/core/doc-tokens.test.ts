@@ -97,6 +97,70 @@ describe("document tokens per scope (spec §3.1)", () => {
     );
   });
 
+  // Break 28R: creation and the version transition were tried only on conversation documents; a task
+  // or session token's creating or migrating read that did not store its base passed every named test.
+  test("a session or task token's read creates the absent document, and its read of an older stored version stores the migrated value at the new version", async () => {
+    const versionOf = async (store: MemoryStore, name: string) => {
+      const r = await store.read((sql) => sql.get("SELECT version FROM documents WHERE name = ?", [name]));
+      return Number(r?.["version"]);
+    };
+    const calls: string[] = [];
+    const store = await memoryStore();
+    const h = await harness(store);
+    await h.root();
+    const prefs1 = defineDoc<{ theme: string }>({
+      name: "app.prefs",
+      scope: "session",
+      initial: { theme: "x" },
+    });
+    const scratch1 = defineDoc<{ step: number }>({
+      name: "app.scratch",
+      scope: "task",
+      initial: { step: 0 },
+    });
+    const prefs2 = defineDoc<{ look: string }>({
+      name: "app.prefs",
+      scope: "session",
+      version: 2,
+      initial: { look: "x" },
+      migrate: (value) => {
+        calls.push("prefs");
+        return { look: (value as { theme: string }).theme };
+      },
+    });
+    const scratch2 = defineDoc<{ steps: number }>({
+      name: "app.scratch",
+      scope: "task",
+      version: 2,
+      initial: { steps: 0 },
+      migrate: (value) => {
+        calls.push("scratch");
+        return { steps: (value as { step: number }).step };
+      },
+    });
+    // Creation: a read alone stores the initial value (get-or-create).
+    const id = await h.transaction((tx) => {
+      const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } }) as TaskId;
+      scratch1.read(tx, id);
+      prefs1.read(tx);
+      return id;
+    });
+    expect(await rows(store, "app.prefs")).toEqual([{ key: 0, value: { theme: "x" } }]);
+    expect(await rows(store, "app.scratch")).toEqual([{ key: -id, value: { step: 0 } }]);
+    await h.transaction((tx) => {
+      scratch1.write(tx, id, { step: 3 });
+      prefs1.write(tx, { theme: "dark" });
+    });
+    expect(await h.transaction((tx) => [prefs2.read(tx), scratch2.read(tx, id)])).toEqual([
+      { look: "dark" },
+      { steps: 3 },
+    ]);
+    expect(await rows(store, "app.prefs")).toEqual([{ key: 0, value: { look: "dark" } }]);
+    expect(await rows(store, "app.scratch")).toEqual([{ key: -id, value: { steps: 3 } }]);
+    expect([await versionOf(store, "app.prefs"), await versionOf(store, "app.scratch")]).toEqual([2, 2]);
+    expect(calls).toContain("scratch");
+  });
+
   test("a conversation token carries its history and fork; the defaults are latest and current", async () => {
     expect(defineDoc("app.a", { n: 0 })).toMatchObject({
       scope: "conversation",
