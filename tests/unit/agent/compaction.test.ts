@@ -1092,7 +1092,9 @@ describe("compaction a generation waits for", () => {
     const store = await memoryStore();
     const first = await AgentHarness.open(store, options);
     const firstRoot = await first.root();
-    expect((await (await firstRoot.submit({ type: "input", content: big("q1") })).wait()).status).toBe("done");
+    expect((await (await firstRoot.submit({ type: "input", content: big("q1") })).wait()).status).toBe(
+      "done",
+    );
     expect(await first.tasks({ kind: "pi.compaction" })).toEqual([]);
     await first.close();
     const h = await AgentHarness.open(await memoryStore(store.image()), options);
@@ -1112,7 +1114,9 @@ describe("compaction a generation waits for", () => {
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
     expect(started[0]!.owner).toBeUndefined();
-    expect(creating).toEqual(expect.objectContaining({ checkpoint: expect.objectContaining({ phase: "request" }) }));
+    expect(creating).toEqual(
+      expect.objectContaining({ checkpoint: expect.objectContaining({ phase: "request" }) }),
+    );
     // Nobody waits on it.
     expect(waits.flat()).not.toContain(started[0]!.id);
     await h.waitForTask(started[0]!.id);
