@@ -1076,6 +1076,52 @@ describe("compaction a generation waits for", () => {
     expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(2);
   });
 
+  test("above the background threshold after a reopen (no transcript cached: the prepare phase pins the request) a background compaction starts too", async () => {
+    // Break 28P: the named tests cross the threshold in a creating commit with the transcript cached;
+    // the prepare phase's own start (a reopened engine, an async section) dropped passed them.
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 100_100 });
+    cleanups.push(async () => faux.unregister());
+    const options = {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: {
+        compaction: { enabled: true, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 99_500 },
+        retry: { baseDelayMs: 1 },
+      },
+    };
+    const store = await memoryStore();
+    const first = await AgentHarness.open(store, options);
+    const firstRoot = await first.root();
+    expect((await (await firstRoot.submit({ type: "input", content: big("q1") })).wait()).status).toBe(
+      "done",
+    );
+    expect(await first.tasks({ kind: "pi.compaction" })).toEqual([]);
+    await first.close();
+    const h = await AgentHarness.open(await memoryStore(store.image()), options);
+    cleanups.push(async () => void (await h.close().catch(() => undefined)));
+    const root = await h.root();
+    let creating: unknown;
+    const waits: unknown[][] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) if (t.state.status === "waiting") waits.push([...t.state.on]);
+      if (creating || !change.tasks.some((t) => t.kind === "pi.compaction")) return;
+      creating = change.tasks.find((t) => t.kind === "pi.generation")?.state;
+    });
+    // About 500 tokens: above the background threshold (500) with what the first run stored.
+    const long = `q2 ${"z".repeat(2000)}`;
+    expect((await (await root.submit({ type: "input", content: long })).wait()).status).toBe("done");
+    const started = await h.tasks({ kind: "pi.compaction" });
+    expect(started).toHaveLength(1);
+    expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
+    expect(started[0]!.owner).toBeUndefined();
+    expect(creating).toEqual(
+      expect.objectContaining({ checkpoint: expect.objectContaining({ phase: "request" }) }),
+    );
+    // Nobody waits on it.
+    expect(waits.flat()).not.toContain(started[0]!.id);
+    await h.waitForTask(started[0]!.id);
+  });
+
   test("a context overflow compacts and sends the request again, without counting a retry", async () => {
     let overflowed = 0;
     const responder: FauxResponder = (req) => {

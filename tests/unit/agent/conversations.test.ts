@@ -168,6 +168,21 @@ describe("conversations", () => {
     expect(await first.agentState()).toEqual({ instructions: "First." });
   });
 
+  test("ownership is never inferred in a conversation handle's commit: its tx.createTask without one is refused (InvalidTransition) and nothing is created", async () => {
+    // Break 28P: the handle's commit defaults a conversation-owned task's conversation; one that
+    // also took a missing ownership as conversation-owned passed every named test.
+    const { h } = await open(echo);
+    const root = await h.root();
+    const work = parked("handle-work");
+    h.registry.register(work);
+    const refused = await root
+      .commit((tx) => tx.createTask(work, null, {} as never))
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidTransition);
+    expect(String(refused)).toMatch(/ownership/);
+    expect(await h.tasks({ kind: "handle-work" })).toEqual([]);
+  });
+
   test("a conversation owned by a task starts with a copy of its owner conversation's agent; later owner changes do not reach it", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

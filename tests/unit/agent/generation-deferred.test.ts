@@ -266,6 +266,47 @@ describe("deferred responses (poll)", () => {
     ]);
   });
 
+  test("a poll's answer is observed by every afterResponse observer in order: a throw is reported (the error thrown) and the next runs", async () => {
+    // Break 28P: the hooks table's afterResponse row was read on the request path only; a poll that
+    // asked only its first observer passed every test.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const calls: string[] = [];
+    const thrown = new Error("first observer broke");
+    const reports: unknown[] = [];
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: async (model) => answer("polled", model) },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-observers", pollAfterMs: 0 }, { count: 0 }),
+      onReport: (error) => void reports.push(error),
+      hooks: {
+        afterResponse: [
+          () => {
+            calls.push("x");
+            throw thrown;
+          },
+          async (m) => {
+            calls.push(`a:${m.content.map((b) => ("text" in b ? b.text : "")).join("")}`);
+            await new Promise((r) => setTimeout(r, 5));
+            calls.push("a settled");
+          },
+          () => void calls.push("b"),
+        ],
+      },
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    expect((await (await root.submit({ type: "input", content: "later" })).wait()).status).toBe("done");
+    expect(calls).toEqual(["x", "a:polled", "a settled", "b"]);
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toBe(thrown);
+  });
+
   test("a deferred answer moves to poll at now + pollAfterMs, or now + 5000 without one", async () => {
     // Spec §8.3: "pollAt = now + (handle.pollAfterMs ?? 5000)", on the harness clock. (Reading 22b:
     // the poll time was only checked to be later, and the default never.)

@@ -91,11 +91,46 @@ describe("the hooks table: composition in extension order, and what a throw does
 
   test("afterResponse: every observer runs, in order; a throw is reported and the next runs", async () => {
     const calls: string[] = [];
-    const { root, reported } = await withExtensions(echo, [
-      defineExtension({ name: "x", hooks: [hook("pi.generation", { afterResponse: boom("x") })] }),
+    // Break 28P: each reported error is the one thrown (a copy with its message passed), and an async
+    // observer is awaited: its rejection reported, the next one run only once it settled.
+    const thrown: Error[] = [];
+    const { root, reported, errors } = await withExtensions(echo, [
+      defineExtension({
+        name: "x",
+        hooks: [
+          hook("pi.generation", {
+            afterResponse: () => {
+              const error = new Error("x broke");
+              thrown.push(error);
+              throw error;
+            },
+          }),
+        ],
+      }),
+      defineExtension({
+        name: "y",
+        hooks: [
+          hook("pi.generation", {
+            afterResponse: async () => {
+              await new Promise((r) => setTimeout(r, 5));
+              const error = new Error("y broke");
+              thrown.push(error);
+              throw error;
+            },
+          }),
+        ],
+      }),
       defineExtension({
         name: "a",
-        hooks: [hook("pi.generation", { afterResponse: (m) => void calls.push(`a:${textOf(m)}`) })],
+        hooks: [
+          hook("pi.generation", {
+            afterResponse: async (m) => {
+              calls.push(`a:${textOf(m)}`);
+              await new Promise((r) => setTimeout(r, 5));
+              calls.push("a settled");
+            },
+          }),
+        ],
       }),
       defineExtension({
         name: "b",
@@ -105,8 +140,11 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(await (await root.submit({ type: "input", content: "hi" })).wait()).toMatchObject({
       status: "done",
     });
-    expect(calls).toEqual(["a:echo: hi", "b:echo: hi"]);
-    expect(reported).toEqual(["x broke"]);
+    expect(calls).toEqual(["a:echo: hi", "a settled", "b:echo: hi"]);
+    expect(reported).toEqual(["x broke", "y broke"]);
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toBe(thrown[0]);
+    expect(errors[1]).toBe(thrown[1]);
   });
 
   test("onYield: the first continuation wins; a throw is reported and the next is asked", async () => {

@@ -141,6 +141,32 @@ describe("saving a user tool", () => {
     expect(userToolStatuses(h)).toMatchObject([{ version: 1, activeVersion: 1, body: GREET.body }]);
   });
 
+  test("an edit is checked like a first save: a stored tool whose name another extension's tool took since is refused (name_taken), its stored version kept", async () => {
+    // Break 28P: every name row saves a new tool; a name check skipped for a tool already stored passed them.
+    const { h, extensions } = await openApp();
+    await saveUserTool(h, GREET);
+    extensions.install(
+      defineExtension({
+        name: "greeter",
+        tools: [
+          defineTool({
+            name: "greet",
+            description: "Greets",
+            parameters: Type.Object({}),
+            execute: async () => textResult("hi"),
+          }),
+        ],
+      }),
+    );
+    const error = await saveUserTool(h, { ...GREET, body: 'async (args) => "Hi " + args.name' }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(UserToolInvalid);
+    expect((error as UserToolInvalid).code).toBe("name_taken");
+    expect((error as Error).message).toMatch(/a tool named greet already exists \(from greeter\)/);
+    expect(storedUserTools(h)).toMatchObject([{ name: "greet", version: 1, body: GREET.body }]);
+  });
+
   test("a runaway body is stopped by the sandbox's limits and the call reports it", async () => {
     const { h } = await openApp();
     await saveUserTool(h, {

@@ -267,7 +267,8 @@ function boundTo(tx: Tx, conversationId: ConversationId): Tx {
     tx.createTask(
       definition,
       input,
-      options.ownership.kind === "conversation" && options.conversationId === undefined
+      // A missing ownership goes on unchanged, for tx.createTask to refuse (never inferred, spec §2.2).
+      options?.ownership?.kind === "conversation" && options.conversationId === undefined
         ? { ...options, conversationId }
         : options,
     );
