@@ -83,6 +83,10 @@ export interface Tx {
   /** The conversations a task owns, oldest first (the ownership index, this commit's creations included). */
   ownedConversations(taskId: TaskId): ConversationId[];
   submission(id: SubmissionId): SubmissionRecord | undefined;
+  /**
+   * The submission the conversation admitted under `requestId` (this commit's included), found also
+   * when only the store holds it: the commit then runs again once the session has read it.
+   */
   submissionByRequest(conversationId: ConversationId, requestId: string): SubmissionRecord | undefined;
   createSubmission(record: Omit<SubmissionRecord, "id">): SubmissionRecord;
   updateSubmission(record: SubmissionRecord): void;

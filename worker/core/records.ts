@@ -38,19 +38,20 @@
  */
 import { applyDocPatches, type DocPatch, PATCH_ROW_LIMIT } from "./doc-patch.ts";
 import { InvalidTransition } from "./errors.ts";
-import type {
-  ChangeSet,
-  ConversationId,
-  ConversationRecord,
-  DocumentId,
-  EntryId,
-  EntryRecord,
-  Json,
-  MoveRecord,
-  SubmissionId,
-  SubmissionRecord,
-  TaskId,
-  TaskRecord,
+import {
+  type ChangeSet,
+  type ConversationId,
+  type ConversationRecord,
+  type DocumentId,
+  type EntryId,
+  type EntryRecord,
+  type Json,
+  type MoveRecord,
+  ROOT_CONVERSATION_ID,
+  type SubmissionId,
+  type SubmissionRecord,
+  type TaskId,
+  type TaskRecord,
 } from "./types.ts";
 
 /**
@@ -74,6 +75,21 @@ export class ScopeNotLoaded extends Error {
   override readonly name = "ScopeNotLoaded";
   constructor(readonly conversationId: ConversationId) {
     super(`the conversations below conversation ${conversationId} are not loaded`);
+  }
+}
+
+/**
+ * A lookup by `requestId` (spec §2.2: a retried submit is exactly-once) in a conversation whose
+ * submission under that id may be in the store and not in memory (one settled before a reopen):
+ * inside a commit the session reads it (`Session.ensureRequest`) and runs the callback again.
+ */
+export class RequestNotLoaded extends Error {
+  override readonly name = "RequestNotLoaded";
+  constructor(
+    readonly conversationId: ConversationId,
+    readonly requestId: string,
+  ) {
+    super(`the submission of conversation ${conversationId} under request ${requestId} is not loaded`);
   }
 }
 
@@ -220,6 +236,17 @@ export class Records {
   readonly forkPoints = new Map<string, ForkPoint>();
   /** `${conversationId}:${requestId}` of the submissions in `submissions`. */
   readonly requests = new Map<string, SubmissionId>();
+  /**
+   * `${conversationId}:${requestId}` keys the store was read for and had no submission under (the
+   * session's `ensureRequest` and `submissionByRequest`): a lookup in a commit answers "none" without
+   * another read. A key leaves once a submission takes it.
+   */
+  readonly requestsAbsent = new Set<string>();
+  /**
+   * Conversations with an id from this one on were created in this process (or moved in through it),
+   * so every submission they ever admitted is in `submissions`: a lookup by requestId needs no read.
+   */
+  firstNewConversationId = ROOT_CONVERSATION_ID + 1;
   /** Every move record, by `moveKey(role, transfer)` (all are read at open: move.ts). */
   readonly moves = new Map<string, MoveRecord>();
   /** Staged parts of incoming packages (move.ts `stage`), by transfer: their count and each part's bytes. */
@@ -266,6 +293,8 @@ export class Records {
     for (const [k, v] of this.ownedConversations) r.ownedConversations.set(k, new Set(v));
     for (const [k, v] of this.submissions) r.submissions.set(k, v);
     for (const [k, v] of this.requests) r.requests.set(k, v);
+    for (const k of this.requestsAbsent) r.requestsAbsent.add(k);
+    r.firstNewConversationId = this.firstNewConversationId;
     for (const [k, v] of this.forkPoints) r.forkPoints.set(k, v);
     for (const [k, v] of this.formerOwners) r.formerOwners.set(k, v);
     for (const [k, v] of this.moves) r.moves.set(k, v);
@@ -288,8 +317,11 @@ export class Records {
 
   putSubmission(record: SubmissionRecord): void {
     this.submissions.set(record.id, record);
-    if (record.requestId !== undefined)
-      this.requests.set(`${record.conversationId}:${record.requestId}`, record.id);
+    if (record.requestId !== undefined) {
+      const key = `${record.conversationId}:${record.requestId}`;
+      this.requests.set(key, record.id);
+      this.requestsAbsent.delete(key);
+    }
   }
 
   /** Throw `DocsNotLoaded` unless the conversation's documents are in memory. */
@@ -492,6 +524,7 @@ export class Records {
       this.docMeta,
       this.forkPoints,
       this.requests,
+      this.requestsAbsent,
     ])
       for (const key of map.keys()) if (key.startsWith(prefix)) map.delete(key);
     this.docsLoaded.delete(id);
@@ -567,6 +600,8 @@ export class Overlay {
   missingFork: { parent: ConversationId; at: EntryId } | undefined;
   /** The first conversation whose scope (Records.scopeLoaded) this overlay needed but memory lacked. */
   missingScope: ConversationId | undefined;
+  /** The first lookup by requestId whose answer may be in the store only (see RequestNotLoaded). */
+  missingRequest: { conversationId: ConversationId; requestId: string } | undefined;
 
   constructor(readonly base: Records) {
     this.nextTaskId = base.nextTaskId;
@@ -752,8 +787,14 @@ export class Overlay {
     for (const s of this.submissions.values()) {
       if (s.conversationId === conversationId && s.requestId === requestId) return s;
     }
-    const id = this.base.requests.get(`${conversationId}:${requestId}`);
-    return id === undefined ? undefined : this.submission(id);
+    const key = `${conversationId}:${requestId}`;
+    const id = this.base.requests.get(key);
+    if (id !== undefined) return this.submission(id);
+    // Created in this process (or this commit), or read before and absent: memory has every one.
+    if (conversationId >= this.base.firstNewConversationId || this.base.requestsAbsent.has(key))
+      return undefined;
+    this.missingRequest ??= { conversationId, requestId };
+    throw new RequestNotLoaded(conversationId, requestId);
   }
 
   setSubmission(record: SubmissionRecord): void {

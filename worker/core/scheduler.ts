@@ -384,7 +384,8 @@ export class Scheduler {
     const needsLoad = () =>
       overlay.missingDocs !== undefined ||
       overlay.missingFork !== undefined ||
-      overlay.missingScope !== undefined;
+      overlay.missingScope !== undefined ||
+      overlay.missingRequest !== undefined;
     let plan: Plan;
     try {
       plan = this.#plan(overlay, draft.tx);

@@ -11,7 +11,8 @@
  * after a merge makes the session fatal: every later call rejects and the host must reopen. A
  * callback that touches the documents of a conversation not loaded yet, or names a conversation whose
  * record is not loaded yet, is dropped from its group and runs again, alone with a fresh overlay, once
- * they are (`DocsNotLoaded`; `ScopeNotLoaded` for what a deletion judges). The store gets the core's
+ * they are (`DocsNotLoaded`; `ScopeNotLoaded` for what a deletion judges; `RequestNotLoaded` for a
+ * lookup by requestId whose submission may be stored only). The store gets the core's
  * schema (schema.ts) before the session reads anything.
  */
 import type { Query, Row, Sql, Store } from "../store/types.ts";
@@ -257,6 +258,7 @@ export class Session {
       r.nextEntryId = ids.entries;
       // Id 1 is the root's alone, whether or not it exists yet (created lazily: Harness.ensureRoot).
       r.nextConversationId = Math.max(ids.conversations, ROOT_CONVERSATION_ID + 1);
+      r.firstNewConversationId = r.nextConversationId;
       r.nextSubmissionId = ids.submissions;
       r.nextDocId = ids.doc_records;
       for (const row of taskDocs) {
@@ -308,6 +310,8 @@ export class Session {
       for (let queries = closure.next(); queries.length > 0; queries = closure.next())
         closure.take(await allOf(sql, queries));
       r.installConversations(closure.loaded);
+      // No root stored: it is created in this process, which then sees every submission it admits.
+      if (!r.conversations.has(ROOT_CONVERSATION_ID)) r.firstNewConversationId = ROOT_CONVERSATION_ID;
       for (const [i, c] of withDocs.entries()) {
         const rows = second.slice(at, (at += docQueries[i]!.length));
         r.installDocs(c, await conversationDocsFrom(sql, this.segments(c), rows));
@@ -609,7 +613,11 @@ export class Session {
               value = request.work(tx, overlay);
               if (isPromiseLike(value)) value = await value;
               overlay.sealed = true;
-              if (overlay.missingDocs === undefined && overlay.missingScope === undefined) {
+              if (
+                overlay.missingDocs === undefined &&
+                overlay.missingScope === undefined &&
+                overlay.missingRequest === undefined
+              ) {
                 checkNewOwners(overlay);
                 validateOverlay(overlay);
               }
@@ -626,6 +634,14 @@ export class Session {
             const missingScope = overlay.missingScope;
             if (missingScope !== undefined) {
               deferred.push({ request, load: () => this.ensureScope(missingScope) });
+              continue;
+            }
+            const missingRequest = overlay.missingRequest;
+            if (missingRequest !== undefined) {
+              deferred.push({
+                request,
+                load: () => this.ensureRequest(missingRequest.conversationId, missingRequest.requestId),
+              });
               continue;
             }
             const missingFork = overlay.missingFork;
@@ -790,23 +806,39 @@ export class Session {
     return sub;
   }
 
-  /** The submission a conversation admitted under `requestId`, if any. */
+  /**
+   * The submission a conversation admitted under `requestId`, if any: from memory, else from the
+   * store (remembered either way, so a commit's lookup by the same key needs no read).
+   */
   async submissionByRequest(
     conversationId: ConversationId,
     requestId: string,
   ): Promise<SubmissionRecord | undefined> {
-    const known = this.records.requests.get(`${conversationId}:${requestId}`);
+    const key = `${conversationId}:${requestId}`;
+    const known = this.records.requests.get(key);
     if (known !== undefined) return this.submission(known);
-    const sub = await this.store.read(async (sql) => {
+    if (this.records.requestsAbsent.has(key)) return undefined;
+    // Read and remembered inside one job on the line: every commit merged before it is on disk.
+    return this.store.read(async (sql) => {
       const row = await sql.get("SELECT * FROM submissions WHERE conversation_id = ? AND request_id = ?", [
         conversationId,
         requestId,
       ]);
-      return row ? readSubmissionRow(sql, row) : undefined;
+      const sub = row ? await readSubmissionRow(sql, row) : undefined;
+      if (sub) this.#remember(sub);
+      else this.#rememberAbsent(key);
+      return sub;
     });
-    if (!sub) return undefined;
-    this.#remember(sub);
-    return sub;
+  }
+
+  /** Resolves once a commit's lookup of `requestId` in the conversation can answer from memory. */
+  async ensureRequest(conversationId: ConversationId, requestId: string): Promise<void> {
+    await this.submissionByRequest(conversationId, requestId);
+  }
+
+  /** The store has no submission under this key: both copies answer so, unless one admitted it since. */
+  #rememberAbsent(key: string): void {
+    for (const r of [this.records, this.#line]) if (!r.requests.has(key)) r.requestsAbsent.add(key);
   }
 
   async entry(id: number): Promise<EntryRecord | undefined> {

@@ -435,12 +435,11 @@ describe("submissions", () => {
     expect(faux.requests).toHaveLength(1);
   });
 
-  // Break 28O: CONTRARY, not fixed (not small). After a reopen the settled submission is not in memory;
-  // Conversation.submit's lookup before the commit reads the store, but the lookup inside a commit
-  // (Tx.submissionByRequest, which admission uses) reads memory only: it finds nothing, and the raw
-  // admission then fails on the store's unique index instead of returning the submission. A fix needs
-  // a commit rerun that loads the conversation's request ids first (like DocsNotLoaded).
-  test.fails("requestId: after a reopen, a retried submit admitted inside a transaction finds the settled submission (Tx.submissionByRequest and submitIn)", async () => {
+  // Break 28O found this contrary: after a reopen the settled submission is not in memory, and the
+  // lookup inside a commit (Tx.submissionByRequest, which admission uses) read memory only, so the raw
+  // admission failed on the store's unique index. A lookup that may be answered by the store only now
+  // reruns its commit after the session read it (RequestNotLoaded), as a commit lacking documents does.
+  test("requestId: after a reopen, a retried submit admitted inside a transaction finds the settled submission (Tx.submissionByRequest and submitIn)", async () => {
     const { h, root, store, faux } = await open(echo);
     const a = await root.submit({ type: "input", content: "once", requestId: "req-1" });
     await a.wait();
@@ -453,7 +452,29 @@ describe("submissions", () => {
     const draft = { type: "input" as const, content: "once", requestId: "req-1" };
     expect(await reopened.transaction((tx) => tx.submissionByRequest(root.id, "req-1")?.id)).toBe(a.id);
     expect(await reopened.transaction((tx) => reopened.submitIn(tx, root.id, draft).id)).toBe(a.id);
-    expect(faux.requests).toHaveLength(1);
+    // A request id the store never saw is admitted once: new, then found in later commits.
+    const fresh = { type: "input" as const, content: "twice", requestId: "req-2" };
+    const [first, lookedUp] = await reopened.transaction((tx) => [
+      reopened.submitIn(tx, root.id, fresh).id,
+      tx.submissionByRequest(root.id, "req-2")?.id,
+    ]);
+    expect(first).not.toBe(a.id);
+    expect(lookedUp).toBe(first);
+    expect(await reopened.transaction((tx) => reopened.submitIn(tx, root.id, fresh).id)).toBe(first);
+    // Two commits in one group, each retrying the settled one: both find it, nothing is admitted.
+    const both = await Promise.all([
+      reopened.transaction((tx) => reopened.submitIn(tx, root.id, draft).id),
+      reopened.transaction((tx) => tx.submissionByRequest(root.id, "req-1")?.id),
+    ]);
+    expect(both).toEqual([a.id, a.id]);
+    await (await reopened.root()).waitForIdle();
+    expect(kinds(await transcript(await reopened.root()))).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(faux.requests).toHaveLength(2);
   });
 
   test("requestId dedupes within one conversation only: the same requestId in another conversation is another submission, in one commit and after a reopen", async () => {
