@@ -647,6 +647,14 @@ const documentsAndConversations: Scenario = {
       ]),
     );
     const at = await h.transaction((tx) => tx.appendEntry(c, { kind: "note", data: "b" }).id);
+    // Content by document (break 29H): another conversation's document of the same name, patched
+    // too, keeps its own value and its own patches after the reopen.
+    const other = await h.transaction((tx) => {
+      const o = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(o.id, "app.doc", { text: "x", n: 9 });
+      return o.id;
+    });
+    await h.transaction((tx) => tx.patchDoc(other, "app.doc", [{ path: ["text"], append: "y" }]));
     // A submission record beside them (the SQLite store keeps every record kind: spec §11.2).
     const sub = await h.transaction(
       (tx) => tx.createSubmission({ type: "input", conversationId: c, requestId: "r1", status: "queued" }).id,
@@ -705,6 +713,7 @@ const documentsAndConversations: Scenario = {
 
     const h2 = await Harness.open(await kit.reopen(store));
     equal(await h2.doc(c, "app.doc"), { text: "hello", n: 2 }, "the patched document after a reopen");
+    equal(await h2.doc(other, "app.doc"), { text: "xy", n: 9 }, "the same name in another conversation");
     // Records load on demand (issue 30): each read back by id.
     const after = [];
     for (const r of before) after.push(await h2.loadConversation(r.id));
