@@ -280,6 +280,14 @@ const killAndReopen: Scenario = {
     const started = deferred();
     const inFlight = store.commit(async (sql) => {
       await insert("r3")(sql);
+      // A read inside the transaction: a store that sends its steps only at the end (the lent
+      // store) has r3 applied on the far side before the kill (break 29H: a lender that committed
+      // the open transaction at a kill passed every scenario).
+      equal(
+        (await sql.get("SELECT COUNT(*) AS n FROM meta WHERE key = ?", ["r3"]))?.["n"],
+        1,
+        "r3 read inside its transaction",
+      );
       started.resolve();
       await held.promise;
       await insert("r3b")(sql);
