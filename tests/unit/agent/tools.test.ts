@@ -982,7 +982,11 @@ describe("parallel and sequential rounds", () => {
     ]);
     expect(outcome).toMatchObject({ status: "done" });
     expect(ran).toEqual(["1", "2", "3"]);
-    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["step 1", "step 2", "step 3"]);
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "step 1",
+      "step 2",
+      "step 3",
+    ]);
     const tools = (c: ChangeSet) => c.tasks.filter((t) => t.kind === "pi.tool");
     const ids = [...new Set(changes.flatMap((c) => tools(c).map((t) => t.id)))] as TaskId[];
     expect(ids).toHaveLength(3);

@@ -119,10 +119,9 @@ describe("export and import of several tools", () => {
       secrets: [],
       userTools: await exportedUserTools(source.h, root.id),
     });
-    expect((JSON.parse(text) as { userTools?: Array<{ name: string }> }).userTools?.map((t) => t.name)).toEqual([
-      "greet",
-      "wave",
-    ]);
+    expect(
+      (JSON.parse(text) as { userTools?: Array<{ name: string }> }).userTools?.map((t) => t.name),
+    ).toEqual(["greet", "wave"]);
     const target = await openApp();
     const before = target.h.conversationRecords().length;
     const broken = text.replace(JSON.stringify(WAVE.body).slice(1, -1), "async () => {");
