@@ -280,6 +280,14 @@ const killAndReopen: Scenario = {
     const started = deferred();
     const inFlight = store.commit(async (sql) => {
       await insert("r3")(sql);
+      // A read inside the transaction: a store that sends its steps only at the end (the lent
+      // store) has r3 applied on the far side before the kill (break 29H: a lender that committed
+      // the open transaction at a kill passed every scenario).
+      equal(
+        (await sql.get("SELECT COUNT(*) AS n FROM meta WHERE key = ?", ["r3"]))?.["n"],
+        1,
+        "r3 read inside its transaction",
+      );
       started.resolve();
       await held.promise;
       await insert("r3b")(sql);
@@ -647,6 +655,14 @@ const documentsAndConversations: Scenario = {
       ]),
     );
     const at = await h.transaction((tx) => tx.appendEntry(c, { kind: "note", data: "b" }).id);
+    // Content by document (break 29H): another conversation's document of the same name, patched
+    // too, keeps its own value and its own patches after the reopen.
+    const other = await h.transaction((tx) => {
+      const o = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(o.id, "app.doc", { text: "x", n: 9 });
+      return o.id;
+    });
+    await h.transaction((tx) => tx.patchDoc(other, "app.doc", [{ path: ["text"], append: "y" }]));
     // A submission record beside them (the SQLite store keeps every record kind: spec §11.2).
     const sub = await h.transaction(
       (tx) => tx.createSubmission({ type: "input", conversationId: c, requestId: "r1", status: "queued" }).id,
@@ -705,6 +721,7 @@ const documentsAndConversations: Scenario = {
 
     const h2 = await Harness.open(await kit.reopen(store));
     equal(await h2.doc(c, "app.doc"), { text: "hello", n: 2 }, "the patched document after a reopen");
+    equal(await h2.doc(other, "app.doc"), { text: "xy", n: 9 }, "the same name in another conversation");
     // Records load on demand (issue 30): each read back by id.
     const after = [];
     for (const r of before) after.push(await h2.loadConversation(r.id));

@@ -698,11 +698,15 @@ describe("generation", () => {
     });
     cleanups.push(() => h.close().catch(() => undefined));
     const root = await h.root();
+    // The thinking level is pinned with them (break 29H: a request that read the agent's level at
+    // send time, not the attempt's, passed every test): "high" at preparation, "low" by the reopen.
+    await root.configure({ thinkingLevel: "high" });
     await root.submit({ type: "input", content: "go", requestId: "r" });
     await until(() => seen.length === 1);
+    await root.configure({ thinkingLevel: "low" });
     const image = store.image();
     const { headers: _h, ...pinned } = stream;
-    expect(seen[0]).toEqual({ ...stream, sessionId: "string" });
+    expect(seen[0]).toEqual({ ...stream, reasoning: "high", sessionId: "string" });
     // Headers carry credentials: read at request time, never stored.
     const rows = await store.read((sql) => sql.all("SELECT state FROM tasks"));
     expect(JSON.stringify(rows)).not.toContain(SECRET);
@@ -730,8 +734,8 @@ describe("generation", () => {
     const again = await (await h2.root()).submit({ type: "input", content: "go", requestId: "r" });
     expect((await again.wait()).status).toBe("done");
     expect(seen.slice(1)).toEqual([
-      { ...pinned, headers: { authorization: "Bearer new" }, sessionId: "string" },
-      { timeoutMs: 9999, headers: { authorization: "Bearer new" }, sessionId: "string" },
+      { ...pinned, headers: { authorization: "Bearer new" }, reasoning: "high", sessionId: "string" },
+      { timeoutMs: 9999, headers: { authorization: "Bearer new" }, reasoning: "low", sessionId: "string" },
     ]);
   });
 

@@ -53,6 +53,31 @@ test("watchTaskGraph shows a running tool call under its generation and empties 
   await watch.stop();
 });
 
+test("a commit that only creates a conversation a live task owns is a frame: the watch converges on the task's conversations", async () => {
+  // Break 29H: every graph frame came from a task change, so a mount that ignored a commit touching
+  // only conversations (the task's owned conversations changed, no task did) passed every test.
+  const hold = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [hold.tool],
+  });
+  const watch = await h.watchTaskGraph();
+  const seen: TaskGraph[] = [];
+  watch.start((frame) => void seen.push(frame.value));
+  const input = await root.submit({ type: "input", content: "hold it" });
+  await hold.started.promise;
+  const call = nodes(h.taskGraph()).find((n) => n.kind === "pi.tool")!;
+  await until(() => seen.at(-1)?.tasks[String(call.id)] !== undefined, { what: "the call in the graph" });
+  const owned = await h.transaction((tx) => tx.createConversation({ kind: "task", taskId: call.id }).id);
+  expect(h.taskGraph().tasks[String(call.id)]?.conversations).toEqual([owned]);
+  await until(() => seen.at(-1)?.tasks[String(call.id)]?.conversations.includes(owned) === true, {
+    what: "the owned conversation in the watched graph",
+  });
+  expect(seen.at(-1)).toEqual(h.taskGraph());
+  hold.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await watch.stop();
+});
+
 test("a stalled task-graph watch keeps at most 100 frames: the backlog is replaced by one frame of the newest graph", async () => {
   const { h, root } = await open(echo);
   const watch = await h.watchTaskGraph();

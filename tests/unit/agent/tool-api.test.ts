@@ -171,6 +171,40 @@ test("agent() is the calling conversation's agent as the call's phase resolved i
   await expect(seen.api!.agent()).rejects.toThrow(CommitRefused);
 });
 
+test("agent() in a conversation other than the root is that conversation's agent: its own model over the harness default, its instructions and thinking level", async () => {
+  // Break 29H: the named test called from the root with the harness's default model, so a view that
+  // took the default model over the conversation's own (or the root's agent) passed it.
+  const views: ToolAgentView[] = [];
+  const { tool } = probe("probe", async (api) => {
+    views.push(await api.agent());
+    return textResult("ok");
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "probes", tools: [tool] }));
+  const { h, root, faux } = await open(calls("probe"), {
+    extensions,
+    defaultModel: { provider: "faux", modelId: "not-this-one" },
+    root: { agent: { extensions: ["probes"], instructions: "The root's." } },
+  });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["probes"], model: faux.ref, instructions: "The other's.", thinkingLevel: "medium" },
+  });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const [view] = views;
+  expect(view).toEqual(await other.agent());
+  expect(view!.model).toEqual(faux.ref);
+  expect(view!.instructions).toBe("The other's.");
+  expect(view!.thinkingLevel).toBe("medium");
+  expect(view!.state).toEqual({
+    extensions: ["probes"],
+    model: faux.ref,
+    instructions: "The other's.",
+    thinkingLevel: "medium",
+  });
+  expect((await root.agent()).instructions).toBe("The root's.");
+});
+
 test("models is the harness's models: the resolver given to open, which knows the conversation's model", async () => {
   const { tool, seen } = probe("probe", async () => textResult("ok"));
   const { root, faux } = await open(calls("probe"), { tools: [tool] });

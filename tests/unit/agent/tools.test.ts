@@ -952,6 +952,61 @@ describe("parallel and sequential rounds", () => {
     }
   });
 
+  test("a sequential round of three calls: each call's task is created by the commit that ends the previous one, and the generation resumes after the third", async () => {
+    // Break 29H: every sequential test had two calls, so a continuation that dropped the calls after
+    // the next one (the third never started, the round never finished) passed them all.
+    const ran: string[] = [];
+    const step = defineTool({
+      name: "step",
+      description: "Records its call",
+      parameters: Type.Object({ n: Type.String() }),
+      execute: async (args) => {
+        ran.push(args.n);
+        return textResult(`step ${args.n}`);
+      },
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("step", { n: "1" }, { id: "call-1" }),
+        fauxToolCall("step", { n: "2" }, { id: "call-2" }),
+        fauxToolCall("step", { n: "3" }, { id: "call-3" }),
+      ),
+      { tools: [step], settings: { toolExecution: "sequential" } },
+    );
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
+    const sub = await root.submit({ type: "input", content: "go" });
+    const outcome = await Promise.race([
+      sub.wait(),
+      new Promise<"stuck">((r) => setTimeout(() => r("stuck"), 2000)),
+    ]);
+    expect(outcome).toMatchObject({ status: "done" });
+    expect(ran).toEqual(["1", "2", "3"]);
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "step 1",
+      "step 2",
+      "step 3",
+    ]);
+    const tools = (c: ChangeSet) => c.tasks.filter((t) => t.kind === "pi.tool");
+    const ids = [...new Set(changes.flatMap((c) => tools(c).map((t) => t.id)))] as TaskId[];
+    expect(ids).toHaveLength(3);
+    for (const [prev, next] of [
+      [ids[0], ids[1]],
+      [ids[1], ids[2]],
+    ] as const) {
+      const creating = changes.findIndex((c) => tools(c).some((t) => t.id === next));
+      const ended = changes.findIndex((c) =>
+        tools(c).some((t) => t.id === prev && t.state.status === "terminal"),
+      );
+      expect(ended).toBeGreaterThanOrEqual(0);
+      expect(ended).toBeLessThan(creating);
+      expect(changes[creating]!.tasks.find((t) => t.kind === "pi.generation")?.state).toMatchObject({
+        status: "waiting",
+        on: [next],
+      });
+    }
+  });
+
   test("toolExecution is read as the round starts: changed to sequential while the request streams, the round is sequential", async () => {
     // Spec §8.3: "The round is sequential when the settings' toolExecution, read as the round starts,
     // is sequential ...". (Reading 22b: the setting was only ever fixed before the run.)

@@ -105,6 +105,34 @@ describe("export and import", () => {
   });
 });
 
+describe("export and import of several tools", () => {
+  test("a file carrying several tools is refused when a later one does not compile, and nothing of the earlier ones is written", async () => {
+    // Break 29H: every refused file carried one tool, so a check that read only the first carried
+    // tool (the later one stored uncompiled with the conversation) passed them.
+    const WAVE = { ...GREET, name: "wave", description: "Waves", body: 'async () => "wave"' };
+    const source = await openApp();
+    await saveUserTool(source.h, GREET);
+    await saveUserTool(source.h, WAVE);
+    const root = await source.h.root();
+    const text = await exportConversation(source.h, root.id, {
+      documents: DOCS,
+      secrets: [],
+      userTools: await exportedUserTools(source.h, root.id),
+    });
+    expect(
+      (JSON.parse(text) as { userTools?: Array<{ name: string }> }).userTools?.map((t) => t.name),
+    ).toEqual(["greet", "wave"]);
+    const target = await openApp();
+    const before = target.h.conversationRecords().length;
+    const broken = text.replace(JSON.stringify(WAVE.body).slice(1, -1), "async () => {");
+    await expect(importWithUserTools(target.h, broken, { documents: DOCS })).rejects.toThrow(
+      /user tool wave is invalid: .*SyntaxError.*Nothing was written/s,
+    );
+    expect(target.h.conversationRecords().length).toBe(before);
+    expect(storedUserTools(target.h)).toEqual([]);
+  });
+});
+
 describe("an imported tool is opt-in", () => {
   test("the imported conversation selects it by name; another conversation does not get it", async () => {
     const text = await greetFile();

@@ -73,6 +73,30 @@ test("a cancelled close wait leaves the shutdown going: with no later close() th
   expect(store.closed).toBe(true);
 });
 
+test("a cancelled close wait does not cut the grace short: a phase that reaches its commit within graceMs after the cancel still commits it", async () => {
+  // Break 29H: every cancelled wait was of a close without a grace, so a cancel that also ended the
+  // grace (the shutdown stopping the phase at the cancel) passed them.
+  const gate = deferred();
+  const graceful = single("graceful", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("in the grace"));
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [graceful] });
+  const id = await h.createTask(graceful, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const controller = new AbortController();
+  const first = h.close({ graceMs: 5000 }, controller.signal);
+  controller.abort();
+  await expect(first).rejects.toBeInstanceOf(WaitCancelled);
+  await new Promise((r) => setTimeout(r, 20));
+  gate.resolve();
+  await h.close();
+  const h2 = await Harness.open(await memoryStore(store.image()), { tasks: [graceful], paused: true });
+  expect(outcome(await h2.getTask(id))).toEqual({ status: "completed", result: "in the grace" });
+  await h2.close();
+});
+
 test("close() stops a running task without writing an outcome or an abort mark: the next engine resumes it", async () => {
   // Every invocation, foreground and background (spec §5.4): one of each.
   const started = [deferred(), deferred()];

@@ -420,6 +420,43 @@ test("one commit that touches the conversation is one frame: its entries appende
   await watch.stop();
 });
 
+test("one commit that writes several documents of the conversation, deletes one, and touches another conversation is one frame with each of its own document ops", async () => {
+  // Break 29H: the named test wrote one document, so a frame that carried only the commit's first
+  // document change (or took another conversation's documents) passed it.
+  const { h, root } = await open(echo);
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.gone", { g: 1 }));
+  const watch = await root.watch();
+  const frames: unknown[][] = [];
+  watch.start((f) => {
+    frames.push(f.ops.map((o) => ({ op: o.op, ...("name" in o ? { name: o.name, value: o.value } : {}) })));
+  });
+  await h.transaction((tx) => {
+    tx.writeDoc(root.id, "app.x", { a: 1 });
+    tx.writeDoc(other, "app.elsewhere", { e: 1 });
+    tx.appendEntry(other, { kind: "note", data: { n: 9 } });
+    tx.writeDoc(root.id, "app.y", { b: 2 });
+    tx.retireDoc(root.id, "app.gone");
+  });
+  await until(() => frames.length === 1, { what: "the commit's frame" });
+  await settle();
+  expect(frames).toHaveLength(1);
+  expect(frames[0]).toEqual(
+    expect.arrayContaining([
+      { op: "doc", name: "app.x", value: { a: 1 } },
+      { op: "doc", name: "app.y", value: { b: 2 } },
+      { op: "doc", name: "app.gone", value: undefined },
+    ]),
+  );
+  expect(frames[0]).toHaveLength(3);
+  expect(Object.entries(watch.value.docs).filter(([name]) => name.startsWith("app."))).toEqual([
+    ["app.x", { a: 1 }],
+    ["app.y", { b: 2 }],
+  ]);
+  expect(watch.value.entries.some((e) => e.conversationId === other)).toBe(false);
+  await watch.stop();
+});
+
 test("the 100-frame bound excludes the frame being delivered: 100 more wait behind it, the next collapses them (reading 24f)", async () => {
   const watch = new Watch(0);
   const gate = deferred();
