@@ -129,7 +129,9 @@ describe("incarnations (spec §3.2)", () => {
     const hold = parked("holder");
     const store = await memoryStore();
     const h = await open(store, { tasks: [hold] });
-    const task = await h.transaction((tx) => tx.createTask(hold, null, { ownership: { kind: "conversation" } }));
+    const task = await h.transaction((tx) =>
+      tx.createTask(hold, null, { ownership: { kind: "conversation" } }),
+    );
     for (const [scope, kind] of [
       [{ kind: "session" }, "shared"],
       [taskScope(task), "scratch"],

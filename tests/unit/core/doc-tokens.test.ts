@@ -325,7 +325,10 @@ describe("typed access refuses a definition that disagrees with the stored incar
     const stored = await store.read((sql) =>
       sql.get("SELECT version, value FROM documents WHERE conversation_id = 1 AND name = 'app.plan'"),
     );
-    expect({ version: stored?.["version"], value: stored?.["value"] }).toEqual({ version: 1, value: '{"n":1}' });
+    expect({ version: stored?.["version"], value: stored?.["value"] }).toEqual({
+      version: 1,
+      value: '{"n":1}',
+    });
     expect(await h.snapshot(latest, 1)).toEqual({ n: 1 });
   });
 

@@ -1023,7 +1023,10 @@ describe("commits a handler may not make", () => {
           () => "resolved",
           (error: unknown) => error,
         );
-        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "handler" } }));
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
       },
     });
     const h = await Harness.open(await memoryStore(), {
