@@ -132,10 +132,10 @@ describe("incarnations (spec §3.2)", () => {
     const task = await h.transaction((tx) =>
       tx.createTask(hold, null, { ownership: { kind: "conversation" } }),
     );
-    for (const [scope, kind] of [
-      [{ kind: "session" }, "shared"],
-      [taskScope(task), "scratch"],
-    ] as Array<[DocScope, string]>) {
+    for (const [scope, kind, scopeName] of [
+      [{ kind: "session" }, "shared", "session"],
+      [taskScope(task), "scratch", "task"],
+    ] as Array<[DocScope, string, string]>) {
       const idOf = (tx: Tx) => tx.docRecord(scope, kind)!.id;
       const first = await h.transaction((tx) => {
         tx.writeDoc(scope, kind, { n: 1 });
@@ -159,9 +159,9 @@ describe("incarnations (spec §3.2)", () => {
       expect(third).toBeGreaterThan(second);
       expect(await h.doc(scope, kind)).toEqual({ n: 3 });
       expect((await stored(store, kind)).map((r) => [r.id, r.scope, r.retiredAt !== undefined])).toEqual([
-        [first, scope.kind, true],
-        [second, scope.kind, true],
-        [third, scope.kind, false],
+        [first, scopeName, true],
+        [second, scopeName, true],
+        [third, scopeName, false],
       ]);
     }
   });
