@@ -510,8 +510,9 @@ function typedAccess<T extends Json>(
       return migrated;
     },
     write(tx: Tx, scope: DocScope, value: T): void {
-      tx.writeDoc(scope, name, jsonObject(name, "a written value", value), version, semantics);
+      // Checked before writing: a refusal its caller catches must leave the commit without the write.
       check(tx, scope);
+      tx.writeDoc(scope, name, jsonObject(name, "a written value", value), version, semantics);
     },
   };
 }

@@ -18,9 +18,19 @@ import {
   Harness,
   InvalidTransition,
 } from "../../../worker/index.ts";
-import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, parked, single } from "../core/fixtures.ts";
-import { callsThenAnswer, cleanups, echo, gatedTool, itemTool, liveOf, open, reopen } from "./fixtures.ts";
+import {
+  callsThenAnswer,
+  cleanups,
+  echo,
+  gatedTool,
+  inboxOf,
+  itemTool,
+  liveOf,
+  open,
+  reopen,
+} from "./fixtures.ts";
 
 const parkedWorker = parked("conversations.worker");
 const BUILT_IN_DOCS = ["pi.agent", "pi.live", "pi.inbox", "pi.usage", "pi.provider"] as const;
@@ -465,6 +475,37 @@ describe("conversations", () => {
     await (await root.submit({ type: "input", content: "two" })).wait();
     const added = (await root.entries()).slice(before.length).map((e) => e.kind);
     expect(added).toEqual(["pi.user", "pi.system", "pi.assistant"]);
+  });
+
+  test("configure() on an idle conversation whose failed run left a follow-up queued starts nothing: through the handle or configure(tx) the item stays queued until the next submission", async () => {
+    // Break 29D: the named test configures a conversation with an empty inbox; a configure that
+    // placed the queued items (a model fixed, the work resumed) passed it.
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const followUp = await root.submit({ type: "input", content: "two" });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await root.waitForIdle();
+    const before = await root.entries();
+    const tasks = (await h.tasks()).length;
+    await root.configure({ instructions: "Be brief." });
+    await h.transaction((tx) => configure(tx, root.id, { thinkingLevel: "high" }));
+    expect(root.busy).toBe(false);
+    expect((await followUp.record()).status).toBe("queued");
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([followUp.id]);
+    expect(await root.entries()).toEqual(before);
+    expect((await h.tasks()).length).toBe(tasks);
+    expect(faux.requests).toHaveLength(1);
+    const third = await root.submit({ type: "input", content: "three" });
+    expect(await followUp.wait()).toMatchObject({ status: "done" });
+    expect(await third.wait()).toMatchObject({ status: "done" });
   });
 
   test("Conversation.entries() is bound to its conversation and pages by afterId and limit", async () => {

@@ -120,6 +120,45 @@ describe("fork", () => {
     expect(faux.requests[n]!.systemPrompt).toContain("same commit");
   });
 
+  test("a fork's edit of an entry it inherited omits or replaces it in the fork's context; the parent's context keeps the entry", async () => {
+    // Break 29D: every named edit targeted an entry of the editing conversation; edits applied only
+    // to entries of the conversation that wrote them (an inherited target left as it was) passed.
+    const { root, faux } = await open(echo);
+    await ask(root, "r1");
+    await ask(root, "r2");
+    const [r1, , r2, answer] = await root.entries();
+    const child = await root.fork(answer!.id, ownerless);
+    const replacement = [{ role: "user", content: "r2, shortened", timestamp: 1 }];
+    const edit = await child.submit({
+      type: "write",
+      entry: {
+        kind: "app.edit",
+        edits: [
+          { target: r1!.id, action: "omit" },
+          { target: r2!.id, action: "replace", messages: replacement as never },
+        ],
+      },
+    });
+    expect((await edit.wait()).status).toBe("done");
+    let n = faux.requests.length;
+    await ask(child, "c1");
+    expect(context(faux.requests[n]!)).toEqual([
+      "assistant:echo: r1",
+      "user:r2, shortened",
+      "assistant:echo: r2",
+      "user:c1",
+    ]);
+    n = faux.requests.length;
+    await ask(root, "r3");
+    expect(context(faux.requests[n]!)).toEqual([
+      "user:r1",
+      "assistant:echo: r1",
+      "user:r2",
+      "assistant:echo: r2",
+      "user:r3",
+    ]);
+  });
+
   test("a fork of a fork: the grandchild sees the root through the first fork's entry, then the child through its own", async () => {
     const { h, root, faux } = await open(echo);
     await root.configure({ instructions: "root-1" });

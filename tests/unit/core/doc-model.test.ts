@@ -122,6 +122,50 @@ describe("incarnations (spec §3.2)", () => {
     expect(fresh).toBeGreaterThan(other.id);
   });
 
+  test("a session or a task document retired and written again is a new incarnation too, in the same commit or a later one: a new, larger id, the old one's record retired", async () => {
+    // Break 29D: the named test retires and recreates a conversation's document only; a session
+    // retirement that cleared the value and kept the incarnation (the next write reusing its id,
+    // no retirement stored) passed it, and every other test.
+    const hold = parked("holder");
+    const store = await memoryStore();
+    const h = await open(store, { tasks: [hold] });
+    const task = await h.transaction((tx) =>
+      tx.createTask(hold, null, { ownership: { kind: "conversation" } }),
+    );
+    for (const [scope, kind, scopeName] of [
+      [{ kind: "session" }, "shared", "session"],
+      [taskScope(task), "scratch", "task"],
+    ] as Array<[DocScope, string, string]>) {
+      const idOf = (tx: Tx) => tx.docRecord(scope, kind)!.id;
+      const first = await h.transaction((tx) => {
+        tx.writeDoc(scope, kind, { n: 1 });
+        return idOf(tx);
+      });
+      // Retired and written again in one commit.
+      const second = await h.transaction((tx) => {
+        tx.retireDoc(scope, kind);
+        expect(tx.docRecord(scope, kind)).toBeUndefined();
+        tx.writeDoc(scope, kind, { n: 2 });
+        return idOf(tx);
+      });
+      expect(second).toBeGreaterThan(first);
+      // Retired in one commit, written again in a later one.
+      await h.transaction((tx) => tx.retireDoc(scope, kind));
+      expect(await h.docRecord(scope, kind)).toBeUndefined();
+      const third = await h.transaction((tx) => {
+        tx.writeDoc(scope, kind, { n: 3 });
+        return idOf(tx);
+      });
+      expect(third).toBeGreaterThan(second);
+      expect(await h.doc(scope, kind)).toEqual({ n: 3 });
+      expect((await stored(store, kind)).map((r) => [r.id, r.scope, r.retiredAt !== undefined])).toEqual([
+        [first, scopeName, true],
+        [second, scopeName, true],
+        [third, scopeName, false],
+      ]);
+    }
+  });
+
   test("a creation retired in the same commit has an empty lifetime", async () => {
     const store = await memoryStore();
     const h = await open(store);

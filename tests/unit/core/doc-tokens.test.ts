@@ -292,6 +292,46 @@ describe("typed access refuses a definition that disagrees with the stored incar
     expect(await rows(await memoryStore(store.image()), "app.plan")).toEqual([{ key: 1, value: { n: 1 } }]);
   });
 
+  test("a refused typed write that its transaction catches writes nothing: the commit goes on, the stored value, version and record unchanged", async () => {
+    // Break 29D (contrary): the named tests let the refusal fail the whole transaction, which rolled
+    // the write back; the write was made before the check, so a caller catching the refusal inside
+    // the transaction committed the disagreeing token's value into the stored incarnation.
+    const latest = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
+    const other = defineDoc<{ n: number }>({
+      name: "app.plan",
+      version: 2,
+      history: "rewindable",
+      fork: "asOf",
+      initial: { n: 0 },
+    });
+    const store = await memoryStore();
+    const h = await harness(store);
+    await h.root();
+    await h.transaction((tx) => latest.write(tx, 1, { n: 1 }));
+    const record = await h.docRecord(1, "app.plan");
+    const caught = await h.transaction((tx) => {
+      let refused: unknown;
+      try {
+        other.write(tx, 1, { n: 9 });
+      } catch (error) {
+        refused = error;
+      }
+      tx.appendEntry(1, { kind: "app.note", data: "the commit goes on" });
+      return refused;
+    });
+    expect(caught).toBeInstanceOf(DocumentSemanticsError);
+    expect(await h.doc(1, "app.plan")).toEqual({ n: 1 });
+    expect(await h.docRecord(1, "app.plan")).toEqual(record);
+    const stored = await store.read((sql) =>
+      sql.get("SELECT version, value FROM documents WHERE conversation_id = 1 AND name = 'app.plan'"),
+    );
+    expect({ version: stored?.["version"], value: stored?.["value"] }).toEqual({
+      version: 1,
+      value: '{"n":1}',
+    });
+    expect(await h.snapshot(latest, 1)).toEqual({ n: 1 });
+  });
+
   test("a harness given a token that declares other rules than the stored record follows the record: no history kept, snapshotAsOf refused, a fork copies the current value", async () => {
     const latest = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
     const asOf = defineDoc<{ n: number }>({

@@ -1009,6 +1009,55 @@ describe("commits a handler may not make", () => {
     await h.close();
   });
 
+  test("an abort handler's runtime kept after its invocation ended refuses every operation too; its signal is aborted and a wait it left pending rejects when it ends", async () => {
+    // Break 29D: the tests above keep a phase's runtime; an end that aborted the signal of a run
+    // invocation only (an abort handler's signal left live, its leftover wait pending) passed them.
+    let kept: TaskRuntime<Json, Go, Json> | undefined;
+    let leftover: Promise<unknown> | undefined;
+    const hooked: string[] = [];
+    const other = parked("other");
+    const aborting = single("aborting", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (task, runtime) => {
+        kept = runtime;
+        leftover = runtime.waitForTask(task.input as TaskId).then(
+          () => "resolved",
+          (error: unknown) => error,
+        );
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
+      },
+    });
+    const h = await Harness.open(await memoryStore(), {
+      taskHooks: { handlers: () => [{ probe: () => hooked.push("probe") }], api: (runtime) => runtime },
+    });
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    const id = await h.createTask(aborting, otherId, { ownership: { kind: "conversation" } });
+    await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "running"), {
+      what: "the task runs",
+    });
+    await h.abortTask(id);
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    const refused = { name: "CommitRefused", reason: "invocation_ended" };
+    await expect(kept!.commit(() => complete("late"))).rejects.toMatchObject(refused);
+    await expect(kept!.getTask(id)).rejects.toMatchObject(refused);
+    await expect(kept!.outcomes([otherId])).rejects.toMatchObject(refused);
+    await expect(kept!.memo("late", 1)).rejects.toMatchObject(refused);
+    await expect(kept!.memo("late")).rejects.toMatchObject(refused);
+    await expect(kept!.waitForTask(otherId)).rejects.toMatchObject(refused);
+    await expect(kept!.hooks.each("probe", (handler) => (handler as () => void)())).rejects.toMatchObject(
+      refused,
+    );
+    expect(hooked).toEqual([]);
+    expect(kept!.signal.aborted).toBe(true);
+    expect(await leftover).toBeInstanceOf(CommitRefused);
+    expect((await h.getTask(otherId))!.state.status).not.toBe("terminal");
+    expect(outcome(await h.getTask(id))).toEqual({ status: "aborted", reason: "handler" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("a runtime kept from an ended invocation stays refused while its task runs again in a later one: every operation fails invocation_ended and writes nothing", async () => {
     // Break 28C: the test above keeps the runtime of a task that is terminal; refusing by the task's
     // state (not running, or terminal) instead of by the invocation's end passed it.
