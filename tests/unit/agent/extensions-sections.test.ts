@@ -23,7 +23,12 @@ import {
 } from "../../../worker/index.ts";
 import { callsThenAnswer, diagnosticsOf, echo, open, toolResults } from "./fixtures.ts";
 
-type System = { sections: Record<string, string | null>; toolsAdded?: string[]; toolsRemoved?: string[] };
+type System = {
+  content?: string;
+  sections: Record<string, string | null>;
+  toolsAdded?: string[];
+  toolsRemoved?: string[];
+};
 const systemOf = (e: EntryRecord) => (e.model as unknown as System[])[0]!;
 
 async function setup(list: Extension[]) {
