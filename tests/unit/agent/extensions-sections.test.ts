@@ -23,7 +23,12 @@ import {
 } from "../../../worker/index.ts";
 import { callsThenAnswer, diagnosticsOf, echo, open, toolResults } from "./fixtures.ts";
 
-type System = { sections: Record<string, string | null>; toolsAdded?: string[]; toolsRemoved?: string[] };
+type System = {
+  content?: string;
+  sections: Record<string, string | null>;
+  toolsAdded?: string[];
+  toolsRemoved?: string[];
+};
 const systemOf = (e: EntryRecord) => (e.model as unknown as System[])[0]!;
 
 async function setup(list: Extension[]) {
@@ -153,6 +158,9 @@ test("a value change is one minimal patch; an order change appends two entries; 
     { style: "<style>\nkind\n</style>", role: "<role>\nhelper\n</role>" },
   ]);
   expect(Object.keys((await systems())[3]!.sections)).toEqual(["style", "role"]);
+  // Every one written, the order change's two too, has content "": the prompt is in its sections
+  // (break 29G: the order change's entries written with the sections joined as content passed).
+  expect((await systems()).map((s) => s.content)).toEqual(["", "", "", ""]);
 });
 
 test("an order change's two pi.system entries land in the one preparing commit, which moves to request with the second as its cutoff (spec §8.3)", async () => {

@@ -260,6 +260,17 @@ describe("the registry", () => {
     expect(Object.isFrozen(old) && Object.isFrozen(old.installed())).toBe(true);
     expect(() => (old.installed() as Extension[]).push({ name: "z" })).toThrow(TypeError);
     expect(old.installed().map((e) => e.name)).toEqual(["a", "b", "c"]);
+    // Nor through the lists it hands out: a caller's change to one is refused or its own copy (break
+    // 29G: a snapshot handing out one memoized, unfrozen tools list passed the lines above).
+    for (const list of [old.tools(), old.sections(), old.tasks()]) {
+      try {
+        (list as unknown[]).push({ extension: "z", tool: tool("z1") });
+      } catch {
+        // frozen: refused, which is fine too
+      }
+    }
+    expect(old.tools().map((t) => t.tool.name)).toEqual(["a1", "b1", "c1"]);
+    expect([old.sections(), old.tasks()]).toEqual([[], []]);
     registry.uninstall({ name: "a" });
     registry.install({ name: "a", tools: [tool("a3")] });
     expect(

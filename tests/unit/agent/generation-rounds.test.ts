@@ -539,6 +539,60 @@ test.each([
   },
 );
 
+test.each([
+  ["no onAbort hook", false],
+  ["an onAbort hook", true],
+])(
+  "an aborted tool task's terminal commit sets its slot done with the entry too, dropping the output, dropped counts, details and diagnostics (%s)",
+  async (_, hooked) => {
+    // Break 29G: the named tests end their calls by returning (or interrupted at a restart); an abort
+    // handler's terminal commit setting the slot done but keeping what it reported passed every one.
+    const started = deferred();
+    const reporter = defineTool({
+      name: "reporter",
+      description: "Reports everything a slot can hold, then works until aborted",
+      parameters: Type.Object({}),
+      outputLimits: { maxLines: 1, maxBytes: 1000, retain: "tail" },
+      async execute(_args, api) {
+        api.output("one\ntwo\nthree\n");
+        api.diagnostic({ severity: "info", message: "noted" });
+        await api.details({ step: 1 });
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason)),
+        );
+        return textResult("never");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("reporter", {}, { id: "c1" })), {
+      tools: [reporter],
+      ...(hooked ? { hooks: { onAbort: [() => undefined] } } : {}),
+    });
+    type Slot = NonNullable<LiveState["tools"]>[number];
+    const finals: Array<Slot | undefined> = [];
+    h.subscribe((change) => {
+      const task = change.tasks.find((t) => t.kind === "pi.tool");
+      if (task?.state.status !== "terminal") return;
+      const live = change.docs.find((d) => d.conversationId === root.id && d.name === DOC.live);
+      finals.push((live?.value as LiveState | undefined)?.tools?.find((s) => s.callId === "c1"));
+    });
+    const input = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await until(
+      () => liveOf(h).tools?.[0]?.details !== undefined && liveOf(h).tools?.[0]?.droppedLines !== undefined,
+      { what: "everything reported" },
+    );
+    const running = liveOf(h).tools![0]!;
+    expect(running).toMatchObject({ status: "running", output: "three\n", details: { step: 1 } });
+    expect(await h.abortTask(running.taskId!)).toBe("marked");
+    expect((await input.wait()).status).toBe("done");
+    const [entry] = await toolResults(root);
+    expect(finals).toEqual([
+      { callId: "c1", name: "reporter", taskId: running.taskId, status: "done", entry: entry!.id },
+    ]);
+  },
+);
+
 test("the retry policy is read when the attempt is classified, not when it was prepared", async () => {
   const gate = deferred();
   let retry = { enabled: true };

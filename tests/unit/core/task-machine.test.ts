@@ -282,6 +282,42 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("an abort handler that returns without an outcome faults once, also when a new definition of its task was registered while it ran: no handover, no second abort handler", async () => {
+    // Break 29G: the named test never replaced a definition during an abort; an abort invocation
+    // handing over to the replacement (as a run invocation does at a step) passed it.
+    const gate = deferred();
+    const started = deferred();
+    const calls = { old: 0, replacement: 0 };
+    const original = single("swapped-abort", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async () => {
+        calls.old++;
+        started.resolve();
+        await gate.promise;
+      },
+    });
+    const replacement = single("swapped-abort", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        calls.replacement++;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [original] });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "running" });
+    await h.abortTask(id);
+    await started.promise;
+    h.registry.register(replacement);
+    gate.resolve();
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /abort handler of swapped-abort returned without a terminal outcome/,
+    );
+    expect(calls).toEqual({ old: 1, replacement: 0 });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("the abort handler decides the outcome: whatever terminal outcome it commits is the task's, not always aborted (spec §5.1)", async () => {
     const h = await Harness.open(await memoryStore());
     const decided = [

@@ -995,6 +995,76 @@ test("allSettled resumes only once every awaited task is terminal, reads complet
   await h.close();
 });
 
+test("failFast marks a sibling that is itself waiting: it and the task it waits on are aborted, the parent is not, and reads [failed, aborted]", async () => {
+  // Break 29G: every named test's siblings were running when the policy fired; a policy marking only
+  // running and pending siblings passed them.
+  const release = deferred();
+  const failer = single("ffw-failer", async (_t, runtime) => {
+    await release.promise;
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "no" } },
+    }));
+  });
+  const grand = parked("ffw-grand");
+  let grandId: TaskId | undefined;
+  type SiblingState = { phase: "go" } | { phase: "joined" };
+  const sibling = defineTask<null, SiblingState, Json>({
+    name: "ffw-waiting-sibling",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          grandId = tx.createTask(grand, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "joined" }, on: [grandId], policy: "allSettled" };
+        });
+      },
+      joined: async (_t, runtime) => {
+        await runtime.commit(() => complete("sibling joined"));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  let read: string[] | undefined;
+  let siblingId: TaskId | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "ffw-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          siblingId = tx.createTask(sibling, null, owned);
+          const kids = [tx.createTask(failer, null, owned), siblingId];
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "failFast" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [failer, grand, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2 && grandId !== undefined, {
+    what: "the failer and the grandchild running",
+  });
+  expect((await h.getTask(siblingId!))?.state.status).toBe("waiting");
+  release.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["failed", "aborted"]);
+  expect(outcome(await h.getTask(grandId!))).toMatchObject({ status: "aborted" });
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("failFast fires on a child that faults: its live siblings are aborted, the parent is not, and reads [faulted, aborted, aborted]", async () => {
   const thrown = deferred();
   const thrower = single("ff-thrower", async () => {

@@ -332,6 +332,31 @@ test("a watch's value holds every commit before its acquisition; a commit after 
   await watch.stop();
 });
 
+test("a second watch on a conversation already mounted holds every commit before its own acquisition; a later commit is buffered until its start()", async () => {
+  const { root } = await open(echo);
+  const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+    value.entries.map((e) => (e.data as { n: number }).n);
+  const write = async (n: number) =>
+    (await root.submit({ type: "write", entry: { kind: "note", data: { n } } })).wait();
+  await write(1);
+  const first = await root.watch();
+  first.start(() => undefined);
+  await write(2);
+  // Break 29G: every named test acquired the mount's first watch; a later watch handed the view the
+  // mount had loaded, not the one it holds now, passed them.
+  const second = await root.watch();
+  expect(notes(second.value)).toEqual([1, 2]);
+  await write(3);
+  expect(notes(second.value)).toEqual([1, 2]);
+  expect(second.pending).toBe(1);
+  const seen: number[][] = [];
+  second.start((f) => void seen.push(notes(f.value)));
+  await until(() => seen.length === 1, { what: "the buffered frame" });
+  expect(seen).toEqual([[1, 2, 3]]);
+  await first.stop();
+  await second.stop();
+});
+
 test("a commit that lands while a watch's mount is still reading its snapshot is in the value or in a frame, exactly once (spec §9.1 atomic snapshot and registration)", async () => {
   const { h, root } = await open(echo);
   const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>

@@ -291,6 +291,10 @@ test("reads in a transaction see its own table and document writes, and more tab
   const h = await Harness.open(await memoryStore());
   const idle = single("idle", async () => undefined);
   h.registry.register(idle);
+  await h.transaction((tx) => {
+    tx.writeDoc(1, "app.patched", { n: 1 });
+    tx.writeDoc(1, "app.gone", { g: 1 });
+  });
   const made = await h.transaction((tx) => {
     const c = tx.createConversation({ kind: "ownerless" });
     expect(tx.conversation(c.id)).toEqual(c);
@@ -312,6 +316,14 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.submissionByRequest(1, "r1")).toBeUndefined(); // keyed by conversation too
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
+    // After the table writes, a patch and a retirement of committed documents are read back too
+    // (break 29G: a retirement read through to the committed value passed this test before).
+    expect(tx.patchDoc(1, "app.patched", [{ path: ["n"], set: 2 }])).toEqual({ n: 2 });
+    expect(tx.readDoc(1, "app.patched")).toEqual({ n: 2 });
+    tx.retireDoc(1, "app.gone");
+    expect(tx.readDoc(1, "app.gone")).toBeUndefined();
+    expect(tx.docRecord(1, "app.gone")).toBeUndefined();
+    expect(tx.appendEntry(c.id, { kind: "app.note" }).id).toBe(e.id + 1);
     return { conversationId: c.id, entryId: e.id };
   });
   // A fork is a creation too: it returns the child's record (spec §3.7).
