@@ -242,7 +242,14 @@ describe("the registry", () => {
     registry.subscribe(() => published++);
     // Synchronous: a subscriber reading the snapshot as it is called sees the new one (break 29F).
     const seen: string[][] = [];
-    registry.subscribe(() => seen.push(registry.snapshot().tools().map((t) => t.tool.name)));
+    registry.subscribe(() =>
+      seen.push(
+        registry
+          .snapshot()
+          .tools()
+          .map((t) => t.tool.name),
+      ),
+    );
     const old = registry.snapshot();
     registry.install({ name: "a", tools: [tool("a2")] });
     expect(published).toBe(1);

@@ -814,7 +814,9 @@ describe("failFast on a held failure", () => {
       },
       abort: async () => undefined,
     });
-    const h = await Harness.open(await memoryStore(), { tasks: [parent, failing, sibling, grandchild, bystander] });
+    const h = await Harness.open(await memoryStore(), {
+      tasks: [parent, failing, sibling, grandchild, bystander],
+    });
     const latest = new Map<TaskId, TaskRecord>();
     // Per commit: does it hold the failed outcome, and does it mark the sibling?
     const commits: string[][] = [];
