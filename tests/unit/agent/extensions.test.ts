@@ -240,9 +240,20 @@ describe("the registry", () => {
     for (const name of ["a", "b", "c"]) registry.install({ name, tools: [tool(`${name}1`)] });
     let published = 0;
     registry.subscribe(() => published++);
+    // Synchronous: a subscriber reading the snapshot as it is called sees the new one (break 29F).
+    const seen: string[][] = [];
+    registry.subscribe(() =>
+      seen.push(
+        registry
+          .snapshot()
+          .tools()
+          .map((t) => t.tool.name),
+      ),
+    );
     const old = registry.snapshot();
     registry.install({ name: "a", tools: [tool("a2")] });
     expect(published).toBe(1);
+    expect(seen).toEqual([["a2", "b1", "c1"]]);
     expect(
       registry
         .snapshot()
@@ -280,6 +291,11 @@ describe("the registry", () => {
         .map((e) => e.name),
     ).toEqual(["b", "c", "a"]);
     expect(published).toBe(3);
+    expect(seen).toEqual([
+      ["a2", "b1", "c1"],
+      ["b1", "c1"],
+      ["b1", "c1", "a3"],
+    ]);
   });
 
   test("an earlier snapshot keeps its task definitions: a later install's tasks are not in it, an uninstalled one's stay", () => {

@@ -420,6 +420,21 @@ describe("fork", () => {
     expect(await h.doc(childId, "app.plan")).toEqual({ n: 1 });
     expect(await h.doc(root.id, "app.scratch")).toEqual({ n: 5 });
     expect(await h.doc(childId, "app.scratch")).toBeUndefined();
+    // Nor is the refusal wider than "current" (break 29F): an "initial" document written before the
+    // fork, and an "asOf" one (copied as of the fork entry, not the commit) written before and after it.
+    const asOf = { history: "rewindable", fork: "asOf" } as const;
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.asof", { n: 1 }, 1, asOf));
+    const laterId = await h.transaction((tx) => {
+      scratch.write(tx, root.id, { n: 6 });
+      tx.writeDoc(root.id, "app.asof", { n: 2 }, 1, asOf);
+      const child = tx.forkConversation(root.id, at, ownerless);
+      tx.writeDoc(root.id, "app.asof", { n: 3 }, 1, asOf);
+      return child.id;
+    });
+    expect(await h.doc(root.id, "app.scratch")).toEqual({ n: 6 });
+    expect(await h.doc(root.id, "app.asof")).toEqual({ n: 3 });
+    expect(await h.doc(laterId, "app.note")).toEqual({ n: 1 });
+    expect(await h.doc(laterId, "app.asof")).toBeUndefined(); // first written after the fork entry
     // No task is copied: the parent's live work stays the parent's alone.
     const live = await h.tasks({ kind: "fork.worker" });
     expect(live.map((t) => [t.id, t.conversationId])).toEqual([[worker, root.id]]);

@@ -22,7 +22,16 @@ describe("head writes", () => {
     for (let n = 1; n <= 3; n++) expect((await (await root.submit(note(n))).wait()).status).toBe("done");
     const cut = await (await root.submit(note(4, 3))).wait(); // entry 4: the range starts at 3
     expect(cut.status).toBe("done");
-    expect(await (await root.submit(note(5, 2))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+    const stale = await root.submit(note(5, 2));
+    expect(await stale.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    // A write's unanswered record has no entry, and nothing of what was submitted (break 29F).
+    expect(await stale.record()).toEqual({
+      id: stale.id,
+      conversationId: root.id,
+      type: "write",
+      status: "unanswered",
+      reason: "stale",
+    });
     expect((await (await root.submit(note(6, 3))).wait()).status).toBe("done");
     const kept = (await transcript(root)).map((e) => (e.data as { n: number }).n);
     expect(kept).toEqual([1, 2, 3, 4, 6]);
@@ -42,6 +51,14 @@ describe("head writes", () => {
     hold.release.resolve();
     expect((await newer.wait()).status).toBe("done");
     expect(await older.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    // Its record: unanswered with no entry and without the payload it was queued with (break 29F).
+    expect(await older.record()).toEqual({
+      id: older.id,
+      conversationId: root.id,
+      type: "write",
+      status: "unanswered",
+      reason: "stale",
+    });
     expect((await run.wait()).status).toBe("done");
     expect(inboxOf(h).items).toEqual([]);
     const notes = (await transcript(root))

@@ -857,6 +857,14 @@ describe("submission records", () => {
     const withdrawn = await write.record();
     expect(withdrawn).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect(withdrawn.entry).toBeUndefined();
+    // Exactly that: the payload it was queued with dropped too (break 29F).
+    expect(withdrawn).toEqual({
+      id: write.id,
+      conversationId: root.id,
+      type: "write",
+      status: "unanswered",
+      reason: "aborted",
+    });
     hold.resolve();
     await placed.wait();
     const done = await placed.record();

@@ -345,8 +345,13 @@ test("details() replaces the running details with a complete value and resolves 
     await api.details({ partial: true });
     throw new Error("boom failed");
   }).tool;
-  const { h, root, faux } = await open(calls("probe", "boom"), {
-    tools: [tool, boom],
+  // A result with details of its own keeps them: the last running value fills only a result without (break 29F).
+  const own = probe("own", async (api) => {
+    await api.details({ running: true });
+    return textResult("owned", { final: true });
+  }).tool;
+  const { h, root, faux } = await open(calls("probe", "boom", "own"), {
+    tools: [tool, boom, own],
     settings: { outputIntervalMs: 60_000 },
   });
   ctx.h = h;
@@ -379,6 +384,7 @@ test("details() replaces the running details with a complete value and resolves 
   expect(failedMessage.isError).toBe(true);
   expect(diagnosticsOf(failed!).map((d) => d.code)).toEqual(["tool_error"]);
   expect(failedMessage.details).toEqual({ partial: true });
+  expect((messageOf(byName("own")) as { details?: Json }).details).toEqual({ final: true });
   await expect(seen.api!.details({ late: true })).rejects.toThrow(CommitRefused);
 });
 

@@ -68,6 +68,61 @@ describe("the step before a phase runs on the commit line", () => {
     await engineStillRuns(h);
     await h.close();
   });
+  test("an abort mark already being stored when the phase returns stops the invocation too: the step waits for it on the line", async () => {
+    // Break 29F: the step decided at once from the published record whenever no commit was still
+    // queued, though one (the mark) was being written: phase b ran on an aborted task.
+    const store = await memoryStore();
+    const write = store.commit.bind(store);
+    let hold: Promise<void> | undefined;
+    let reachedStore = deferred();
+    // Held after the group's callbacks ran, before COMMIT: the commit is no longer queued, not yet stored.
+    store.commit = ((work: Parameters<typeof write>[0]) =>
+      write(async (sql) => {
+        const value = await work(sql);
+        if (hold) {
+          reachedStore.resolve();
+          await hold;
+        }
+        return value;
+      })) as typeof store.commit;
+    const h = await Harness.open(store);
+    let self: TaskId | undefined;
+    let marking: Promise<unknown> | undefined;
+    const started: string[] = [];
+    const storing = deferred();
+    const task = defineTask<Json, Two, Json>({
+      name: "marked-while-storing",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        a: async (_t, runtime) => {
+          started.push("a");
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "b" } }));
+          // The mark's group is held in the store: no longer queued, not yet stored.
+          reachedStore = deferred();
+          hold = storing.promise;
+          marking = h.abortTask(self!);
+          await reachedStore.promise;
+          hold = undefined;
+          setTimeout(() => storing.resolve(), 20);
+        },
+        b: async (_t, runtime) => {
+          started.push("b");
+          await runtime.commit(() => complete("b ran"));
+        },
+      },
+      abort: async (_t, runtime) => {
+        started.push("abort");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "mark" } }));
+      },
+    });
+    self = await h.createTask(task, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, self))).toEqual({ status: "aborted", reason: "mark" });
+    expect(await marking).toBe("marked");
+    expect(started).toEqual(["a", "abort"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
   test("step rule 3 before the first phase: an abort mark that lands after the reservation, before the first step, stops the run invocation: no phase runs, the abort handler decides", async () => {
     const h = await Harness.open(await memoryStore());
     let marking: Promise<unknown> | undefined;

@@ -786,6 +786,12 @@ describe("failFast on a held failure", () => {
       }));
     });
     const sibling = parked("waiting-sibling");
+    // Owned by the parent but not awaited (break 29F): failFast marks the awaited ones only.
+    const releaseBystander = deferred();
+    const bystander = single("owned-bystander", async (_t, runtime) => {
+      await releaseBystander.promise;
+      await runtime.commit(() => complete("stood by"));
+    });
     type ParentState = Go | { phase: "joined"; kids: TaskId[] };
     const parent = defineTask<Json, ParentState, Json>({
       name: "held-failfast-parent",
@@ -796,6 +802,7 @@ describe("failFast on a held failure", () => {
           await runtime.commit((tx) => {
             const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
             const kids = [tx.createTask(failing, null, owned), tx.createTask(sibling, null, owned)];
+            tx.createTask(bystander, null, owned);
             return { status: "waiting", checkpoint: { phase: "joined", kids }, on: kids, policy: "failFast" };
           });
         },
@@ -807,7 +814,9 @@ describe("failFast on a held failure", () => {
       },
       abort: async () => undefined,
     });
-    const h = await Harness.open(await memoryStore(), { tasks: [parent, failing, sibling, grandchild] });
+    const h = await Harness.open(await memoryStore(), {
+      tasks: [parent, failing, sibling, grandchild, bystander],
+    });
     const latest = new Map<TaskId, TaskRecord>();
     // Per commit: does it hold the failed outcome, and does it mark the sibling?
     const commits: string[][] = [];
@@ -832,7 +841,9 @@ describe("failFast on a held failure", () => {
     });
     expect(byKind("failing-child")?.abortRequested).toBe(false);
     expect(latest.get(id)?.abortRequested).toBe(false);
+    expect(byKind("owned-bystander")?.abortRequested).toBe(false);
     releaseGrandchild.resolve();
+    releaseBystander.resolve();
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: ["failed", "aborted"] });
     await h.close();
   });
