@@ -27,6 +27,7 @@ import {
   AgentHarness,
   type AgentHarnessOptions,
   type Conversation,
+  createModelResolver,
   defineTool,
   type EntryRecord,
   type LiveState,
@@ -1342,6 +1343,33 @@ describe("compaction a generation waits for", () => {
     expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
     expect(faux.requests.some(isSummary)).toBe(false);
     expect(userTexts(conversationRequests(faux.requests).at(-1)!.messages)).toHaveLength(4);
+  });
+
+  test("the threshold check reads the conversation's own model: one configured without a positive contextWindow gets no check though the default model's window is small (break 29B)", async () => {
+    // Break 29B: every test ran on the default model; a check that read the default model's window
+    // instead of the conversation's passed them.
+    const windowed = fauxAgentModel(echoOrSummary, { id: "windowed", contextWindow: 1200 });
+    const unwindowed = fauxAgentModel(echoOrSummary, { id: "unwindowed", contextWindow: 0 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({ extra: [windowed.model, unwindowed.model] }),
+      defaultModel: windowed.ref,
+      settings: {
+        compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 900 },
+        retry: { baseDelayMs: 1 },
+      },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      windowed.unregister();
+      unwindowed.unregister();
+    });
+    const root = await h.root();
+    await root.configure({ model: unwindowed.ref });
+    for (let i = 1; i <= 4; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
   });
 
   test("an overflow whose compaction is aborted directly fails the run with the overflow too", async () => {
