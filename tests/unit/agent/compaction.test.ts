@@ -219,6 +219,35 @@ describe("the cut", () => {
     expect(contextTokens(aborted)).toBe(500 + est(short, entries[5]!, entries[6]!));
   });
 
+  test("the context estimate takes the newest edit per target: a later replace wins over an older omit, a later omit over an older replace (break 29B)", () => {
+    // Break 29B: each target in the estimate tests was edited once; an estimate that let the oldest
+    // edit of a target win passed them.
+    const short = user(20, "r".repeat(40));
+    const longer = user(21, "l".repeat(400));
+    const entries = [
+      user(1, "a".repeat(4000)),
+      user(2, "b".repeat(4000)),
+      { ...user(3, "c".repeat(40)), edits: [{ target: 1, action: "omit" }] } as unknown as EntryRecord,
+      {
+        ...user(4, "d".repeat(40)),
+        edits: [{ target: 2, action: "replace", messages: longer.model }],
+      } as never,
+      {
+        ...user(5, "e".repeat(40)),
+        edits: [
+          { target: 1, action: "replace", messages: short.model },
+          { target: 2, action: "omit" },
+        ],
+      } as never,
+    ];
+    const est = (...list: EntryRecord[]) =>
+      list
+        .flatMap((e) => (e.model as unknown as Message[]).map(estimateMessageTokens))
+        .reduce((a, b) => a + b, 0);
+    // 1 as its replacement (5's edit, not 3's omit), 2 omitted (5's edit, not 4's replace), then 3-5.
+    expect(contextTokens(entries)).toBe(est(short, entries[2]!, entries[3]!, entries[4]!));
+  });
+
   test("a user entry between a call and its result is not a cut point", () => {
     const range = [
       user(1, "go"),
