@@ -75,7 +75,8 @@ test("a stop whose text comes in several blocks is one summary: every block is p
   });
   const placed = (await root.entries()).at(-1)!;
   expect(placed.kind).toBe("pi.compaction");
-  const text = (placed.model![0] as { content: Array<{ text: string }> }).content[0]!.text;
+  const [message] = placed.model as unknown as Array<{ content: Array<{ text: string }> }>;
+  const text = message!.content[0]!.text;
   expect(text).toContain("<summary>\nFIRST PART SECOND PART\n</summary>");
 });
 
