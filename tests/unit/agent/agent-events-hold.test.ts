@@ -20,7 +20,7 @@ import {
 import { type Deferred, deferred, until } from "../../../worker/testing.ts";
 import { complete, untilAborted } from "../core/fixtures.ts";
 import { collect } from "./events-fixtures.ts";
-import { callsThenAnswer, faultingHook, liveOf, open } from "./fixtures.ts";
+import { callsThenAnswer, faultingHook, gatedTool, liveOf, open } from "./fixtures.ts";
 
 /** A task parked until the test opens its gate (by input name); its abort handler waits on `abort.<name>`. */
 function gatedNodes() {
@@ -104,6 +104,32 @@ test("emits one turn_end per generation, also for a stream attached while it hol
   expect(turnEnds(early.batches)).toBe(2);
   expect(turns(early.batches)).toEqual(["turn_start", "turn_end", "turn_start", "turn_end"]);
   expect(turnEnds(late.batches)).toBe(0);
+});
+
+test("a stream attached while a generation waits on its tool round gets that generation's one turn_end, then the next turn's (break 29B)", async () => {
+  // Break 29B: the named test attached late streams to running or held generations only; a stream
+  // attached while the generation waited on its tools (no longer running, not yet held) lost its
+  // turn_end.
+  const { tool, started, release } = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [tool] });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const [first] = await h.tasks({ kind: "pi.generation" });
+  await until(() => statusOf(h, first!.id)?.status === "waiting", {
+    what: "the generation waits on its tool",
+  });
+  const late = collect(await watchEvents(h, root.id));
+  release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await until(() => turnEnds(late.batches) >= 2, { what: "both turns ended" });
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => late.batches.flat().some((e) => e.type === "entry_appended"), { what: "the note" });
+  expect(
+    late.batches
+      .flat()
+      .filter((e) => e.type.startsWith("turn_"))
+      .map((e) => e.type),
+  ).toEqual(["turn_end", "turn_start", "turn_end"]);
 });
 
 test("lets a tool that owns live work finish its call at the hold while the generation waits for its final commit: the next request is sent only once the tool task is terminal", async () => {

@@ -53,6 +53,33 @@ test("text beside a tool call is not a summary: the compaction fails model_error
   );
 });
 
+test("a stop whose text comes in several blocks is one summary: every block is placed, in order (break 29B)", async () => {
+  const { h, root } = await open(
+    (req) =>
+      isSummary(req)
+        ? fauxAssistantMessage(
+            [
+              { type: "text", text: "FIRST PART " },
+              { type: "text", text: "SECOND PART" },
+            ],
+            { stopReason: "stop" },
+          )
+        : fauxAssistantMessage(big("answer")),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 3);
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
+  });
+  const placed = (await root.entries()).at(-1)!;
+  expect(placed.kind).toBe("pi.compaction");
+  const [message] = placed.model as unknown as Array<{ content: Array<{ text: string }> }>;
+  const text = message!.content[0]!.text;
+  expect(text).toContain("<summary>\nFIRST PART SECOND PART\n</summary>");
+});
+
 test("a retryable summary error retries only while the policy read at classification allows it: maxRetries counts retries, and a policy turned off while the attempt is out fails it", async () => {
   // maxRetries 1: the first attempt and one retry, then model_error.
   const exhausted = await open(

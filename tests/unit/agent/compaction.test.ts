@@ -27,6 +27,7 @@ import {
   AgentHarness,
   type AgentHarnessOptions,
   type Conversation,
+  createModelResolver,
   defineTool,
   type EntryRecord,
   type LiveState,
@@ -216,6 +217,35 @@ describe("the cut", () => {
     // An aborted answer with usage is no start either.
     const aborted = [...entries, withUsage(assistant(8, "h".repeat(40)), 7000, "aborted")];
     expect(contextTokens(aborted)).toBe(500 + est(short, entries[5]!, entries[6]!));
+  });
+
+  test("the context estimate takes the newest edit per target: a later replace wins over an older omit, a later omit over an older replace (break 29B)", () => {
+    // Break 29B: each target in the estimate tests was edited once; an estimate that let the oldest
+    // edit of a target win passed them.
+    const short = user(20, "r".repeat(40));
+    const longer = user(21, "l".repeat(400));
+    const entries = [
+      user(1, "a".repeat(4000)),
+      user(2, "b".repeat(4000)),
+      { ...user(3, "c".repeat(40)), edits: [{ target: 1, action: "omit" }] } as unknown as EntryRecord,
+      {
+        ...user(4, "d".repeat(40)),
+        edits: [{ target: 2, action: "replace", messages: longer.model }],
+      } as never,
+      {
+        ...user(5, "e".repeat(40)),
+        edits: [
+          { target: 1, action: "replace", messages: short.model },
+          { target: 2, action: "omit" },
+        ],
+      } as never,
+    ];
+    const est = (...list: EntryRecord[]) =>
+      list
+        .flatMap((e) => (e.model as unknown as Message[]).map(estimateMessageTokens))
+        .reduce((a, b) => a + b, 0);
+    // 1 as its replacement (5's edit, not 3's omit), 2 omitted (5's edit, not 4's replace), then 3-5.
+    expect(contextTokens(entries)).toBe(est(short, entries[2]!, entries[3]!, entries[4]!));
   });
 
   test("a user entry between a call and its result is not a cut point", () => {
@@ -1342,6 +1372,33 @@ describe("compaction a generation waits for", () => {
     expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
     expect(faux.requests.some(isSummary)).toBe(false);
     expect(userTexts(conversationRequests(faux.requests).at(-1)!.messages)).toHaveLength(4);
+  });
+
+  test("the threshold check reads the conversation's own model: one configured without a positive contextWindow gets no check though the default model's window is small (break 29B)", async () => {
+    // Break 29B: every test ran on the default model; a check that read the default model's window
+    // instead of the conversation's passed them.
+    const windowed = fauxAgentModel(echoOrSummary, { id: "windowed", contextWindow: 1200 });
+    const unwindowed = fauxAgentModel(echoOrSummary, { id: "unwindowed", contextWindow: 0 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({ extra: [windowed.model, unwindowed.model] }),
+      defaultModel: windowed.ref,
+      settings: {
+        compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 900 },
+        retry: { baseDelayMs: 1 },
+      },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      windowed.unregister();
+      unwindowed.unregister();
+    });
+    const root = await h.root();
+    await root.configure({ model: unwindowed.ref });
+    for (let i = 1; i <= 4; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
   });
 
   test("an overflow whose compaction is aborted directly fails the run with the overflow too", async () => {

@@ -291,6 +291,17 @@ test("writes never start a generation: a write on an idle conversation is done a
   // Done with its entry (spec §6 table): the record names the entry the write appended.
   expect(await note.record()).toMatchObject({ status: "done", entry: entries[0]!.id });
   expect(await note.wait()).toEqual({ status: "done", entry: entries[0]!.id });
+  // A write the model sees starts no run either (break 29B: only a display-only write was tried).
+  const hint = { role: "user", content: "a hint", timestamp: 0 };
+  const visible = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+  expect((await visible.record()).status).toBe("done");
+  expect(liveOf(h).run).toBeUndefined();
+  await root.waitForIdle();
+  expect(faux.requests).toHaveLength(0);
+  expect(await h.tasks({ kind: "pi.generation" })).toEqual([]);
+  const withHint = await transcript(root);
+  expect(kinds(withHint)).toEqual(["app.note", "app.hint"]);
+  expect(await visible.wait()).toEqual({ status: "done", entry: withHint[1]!.id });
 
   // Queued while busy and selected alone at the run's final boundary: placed, and still no run.
   const busy = await busyWithHeldAnswer({});

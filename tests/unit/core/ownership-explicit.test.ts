@@ -210,6 +210,55 @@ test("cannot create a child in its finishing commit, but work it starts in an ow
   await h.close();
 });
 
+test("a background task started in an owned conversation by the finishing commit is no ordinary owned work: the owner ends in that commit, never completing, while it runs (break 29B)", async () => {
+  const gate = deferred();
+  const quiet = single("quiet", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("quiet"));
+  });
+  // Starts only a background task in a conversation it owns, in its finishing commit.
+  const launcher = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
+    name: "launcher",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+        });
+      },
+      finish: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(quiet, null, {
+            ...conversationOwned,
+            conversationId: task.state.checkpoint.conversation,
+            background: true,
+          });
+          return complete("launched");
+        });
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [quiet, launcher] });
+  const seen: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks) if (t.kind === "launcher") seen.push(t.state.status);
+  });
+  const launcherId = await h.createTask(launcher, null, conversationOwned);
+  expect(outcome(await done(h, launcherId))).toEqual({ status: "completed", result: "launched" });
+  // Its finishing commit makes it terminal at once: it is never held completing, not even for a pass.
+  expect(seen).not.toContain("completing");
+  expect(seen.at(-1)).toBe("terminal");
+  const [quietRecord] = await h.tasks({ kind: "quiet" });
+  expect(quietRecord?.background).toBe(true);
+  expect(internals(h).session.records.tasks.get(quietRecord!.id)?.state.status).not.toBe("terminal");
+  gate.resolve();
+  expect(outcome(await done(h, quietRecord!.id))).toEqual({ status: "completed", result: "quiet" });
+  await h.close();
+});
+
 test("rejects new owned work below an owner that is completing, terminal, or abort-marked", async () => {
   const child = parked("child");
   const gate = deferred();

@@ -613,6 +613,50 @@ describe("the task runtime", () => {
     await engineStillRuns(h);
     await h.close();
   });
+  test("a replacement registered while several tasks of its kind run hands every one of them over at its next phase boundary, not only the first (break 29B)", async () => {
+    const log: string[] = [];
+    type TwoPhases = { phase: "one" } | { phase: "two" };
+    const gate = deferred();
+    let inOne = 0;
+    const make = (label: string) =>
+      defineTask<string, TwoPhases, Json>({
+        name: "swap-many",
+        version: 1,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (task, runtime) => {
+            log.push(`${label}:one ${task.input}`);
+            inOne++;
+            await gate.promise;
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (task, runtime) => {
+            log.push(`${label}:two ${task.input}`);
+            await runtime.commit(() => complete(`${label} ${task.input}`));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const original = make("A");
+    const h = await Harness.open(await memoryStore(), { tasks: [original] });
+    const ids: TaskId[] = [];
+    for (const input of ["x", "y", "z"])
+      ids.push(await h.createTask(original, input, { ownership: { kind: "conversation" } }));
+    await until(() => inOne === 3, { what: "three tasks in phase one" });
+    h.registry.register(make("B"));
+    gate.resolve();
+    const outcomes = await Promise.all(ids.map(async (id) => outcome(await done(h, id))));
+    expect(outcomes).toEqual([
+      { status: "completed", result: "B x" },
+      { status: "completed", result: "B y" },
+      { status: "completed", result: "B z" },
+    ]);
+    expect(log.filter((l) => l.startsWith("A:two"))).toEqual([]);
+    expect(log.filter((l) => l.startsWith("B:")).sort()).toEqual(["B:two x", "B:two y", "B:two z"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
   test("a replacement of a higher version with migrate hands over too: the next reservation migrates the task and runs it under the new version", async () => {
     const log: string[] = [];
     type TwoPhases = { phase: "one" } | { phase: "two"; note?: string };
