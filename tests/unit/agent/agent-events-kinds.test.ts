@@ -37,7 +37,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { collect, EventConsumer, render } from "./events-fixtures.ts";
-import { callsThenAnswer, cleanups, echo, faultingHook, gatedTool, open } from "./fixtures.ts";
+import { callsThenAnswer, cleanups, echo, faultingHook, gatedTool, liveOf, open } from "./fixtures.ts";
 
 type Of<T extends AgentEvent["type"]> = Extract<AgentEvent, { type: T }>;
 const ofType = <T extends AgentEvent["type"]>(batches: AgentEvent[][], type: T): Of<T>[] =>
@@ -726,6 +726,35 @@ test("tool_execution_start carries the arguments of the call's intent, as a befo
   await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
   await stream.stop();
   expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{ item: "rewritten" }]);
+});
+
+test("a call that waited for approval gets tool_execution_start once it is approved and runs, with its arguments; none while it waits", async () => {
+  // Break 29C: every start was derived from a slot going pending to running; a deriver that started
+  // only those (not a slot leaving awaiting_approval) sent no start for an approved call, and passed.
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.String() }),
+    execute: async (args) => textResult(args.item),
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "asked" }, { id: "c1" })), {
+    tools: [tool],
+    settings: { approval: {} },
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const sub = await root.submit({ type: "input", content: "go" });
+  const waiting = () => (liveOf(h).tools ?? []).find((s) => s.status === "awaiting_approval");
+  await until(() => waiting() !== undefined, { what: "the call awaits approval" });
+  await until(() => stream.pending === 0, { what: "every batch delivered" });
+  expect(ofType(batches, "tool_execution_start")).toEqual([]);
+  await h.decideApproval(1, { taskId: waiting()!.taskId!, decision: "approve", requestId: "r1" });
+  expect((await sub.wait()).status).toBe("done");
+  await settled(h, stream, batches);
+  expect(ofType(batches, "tool_execution_start")).toEqual([
+    { type: "tool_execution_start", toolCallId: "c1", toolName: "apply", args: { item: "asked" } },
+  ]);
+  expect(ofType(batches, "tool_execution_end").map((e) => e.toolCallId)).toEqual(["c1"]);
 });
 
 test("a slot that becomes done without running (a call not offered, invalid arguments, a block) gets only tool_execution_end, with its result entry", async () => {

@@ -278,6 +278,17 @@ describe("the cut", () => {
       assistant(5, "ok"),
     ];
     expect(selectCut(unansweredThenUser, 100)).toBe(3);
+    // Break 29C: the call was always the assistant's only one; a selection reading only its first
+    // call let a user entry before the result of a second call of the same round be the cut.
+    const secondCall = [
+      user(1, "go"),
+      assistant(2, "", ["c1", "c2"]),
+      result(3, "c1", "one"),
+      user(4, "a steer sent before the second result"),
+      result(5, "c2", "z".repeat(8000)),
+      assistant(6, "ok"),
+    ];
+    expect(selectCut(secondCall, 2005)).toBe(6);
   });
 
   test("a tool result and a system entry are never cut points, even when the budget is reached at them", () => {

@@ -130,6 +130,55 @@ test("a section that was shown and now renders undefined is omitted: the next pr
   ]);
 });
 
+test("a tag:false section stays raw on the second rendering path too: a request prepared in its creating commit", async () => {
+  // Break 29C: tag:false was seen only on the first request, which renders in a phase of its own;
+  // the next request renders in the commit that creates its generation (renderSectionsNow), where
+  // a section tagged regardless of tag:false passed every test.
+  const { ask, faux, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("raw", () => "Plain.", { tag: false }), section("role", () => "helper")],
+    }),
+  ]);
+  await ask("one");
+  await ask("two");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "Plain.\n\n<role>\nhelper\n</role>",
+    "Plain.\n\n<role>\nhelper\n</role>",
+  ]);
+  expect((await systems()).map((x) => x.sections)).toEqual([
+    { raw: "Plain.", role: "<role>\nhelper\n</role>" },
+  ]);
+});
+
+test("an async section that was shown and now renders undefined is omitted too: removed with null, then added back", async () => {
+  // Break 29C: the shown-then-undefined case was built only with synchronous sections, whose later
+  // requests render in the creating commit; an async section renders every time in the preparing
+  // phase (renderSections), where keeping the shown text for undefined passed every test.
+  let note: string | undefined = "remember";
+  const { ask, faux, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "helper"), section("note", async () => note)],
+    }),
+  ]);
+  await ask("one");
+  note = undefined;
+  await ask("two");
+  note = "again";
+  await ask("three");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<role>\nhelper\n</role>\n\n<note>\nremember\n</note>",
+    "<role>\nhelper\n</role>",
+    "<role>\nhelper\n</role>\n\n<note>\nagain\n</note>",
+  ]);
+  expect((await systems()).map((x) => x.sections)).toEqual([
+    { role: "<role>\nhelper\n</role>", note: "<note>\nremember\n</note>" },
+    { note: null },
+    { note: "<note>\nagain\n</note>" },
+  ]);
+});
+
 test("a value change is one minimal patch; an order change appends two entries; no change appends none", async () => {
   let style = "terse";
   const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });

@@ -529,6 +529,63 @@ describe("deferred responses (poll)", () => {
     expect(entries.map(textOf)).toEqual(["fetched after restart"]);
   });
 
+  test("reopened before the stored pollAt, the poll still sleeps until it: nothing is fetched earlier, then the stored handle once", async () => {
+    // Break 29C: the restart test above reopens with a clock already past the stored poll time, so
+    // a recovered poll that fetched at once, skipping its sleep, passed every test.
+    let clock = 1_700_000_000_000;
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    const store = await memoryStore();
+    const first = await AgentHarness.open(store, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise<never>(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-8", pollAfterMs: 60_000 }, sent),
+      now: () => clock,
+    });
+    await (await first.root()).submit({ type: "input", content: "answer later", requestId: "r1" });
+    const pollAtOf = (h: AgentHarness) =>
+      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    await until(() => pollAtOf(first) !== undefined, { what: "the deferred note" });
+    expect(pollAtOf(first)).toBe(clock + 60_000);
+    const image = await memoryStore(store.image());
+    await first.close();
+    clock += 30_000; // reopened halfway to the stored poll time
+    const fetched: Array<{ id: string; at: number }> = [];
+    const second = await AgentHarness.open(image, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model, handle) {
+            fetched.push({ id: handle.id, at: clock });
+            return answer("fetched at its time", model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "never", pollAfterMs: 1 }, sent),
+      now: () => clock,
+    });
+    cleanups.push(async () => {
+      await second.close();
+      faux.unregister();
+    });
+    second.resume();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(fetched).toEqual([]);
+    clock += 30_000; // the stored poll time
+    const again = await (await second.root()).submit({
+      type: "input",
+      content: "answer later",
+      requestId: "r1",
+    });
+    expect((await again.wait()).status).toBe("done");
+    expect(fetched).toEqual([{ id: "job-8", at: 1_700_000_060_000 }]);
+    expect(sent.count).toBe(1);
+  });
+
   test("abort while polling cancels the handle and leaves the input unanswered (aborted)", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const cancelled: string[] = [];

@@ -320,6 +320,64 @@ describe("retry", () => {
     expect(faux.requests).toHaveLength(2);
   });
 
+  test("the backoff delay is read at each classification too: baseDelayMs changed while a request is in flight sets that attempt's deadline", async () => {
+    // Break 29C: every test that moved the policy in flight moved enabled or maxRetries; a backoff
+    // whose baseDelayMs and maxDelayMs were kept from the run's first classification passed them.
+    let clock = 1_000_000_000;
+    let settings: AgentSettings = { retry: { baseDelayMs: 40, maxDelayMs: 10_000 } };
+    const held = [deferred(), deferred()];
+    let sent = 0;
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        const i = sent++;
+        if (i >= 2) return echo(req, n);
+        await held[i]!.promise;
+        return fauxError("503 Service Unavailable");
+      },
+      { now: () => clock, settings: () => settings },
+    );
+    const phase = () =>
+      (
+        h.inspect().tasks.find((t) => t.record.kind === "pi.generation")?.record.state as
+          | { checkpoint?: { phase: string } }
+          | undefined
+      )?.checkpoint?.phase;
+    const sub = await root.submit({ type: "input", content: "hi" });
+    const deadlines: number[] = [];
+    for (const [i, base] of [300, 500].entries()) {
+      await until(() => faux.requests.length === i + 1, { what: `request ${i + 1} sent` });
+      settings = { retry: { baseDelayMs: base, maxDelayMs: 10_000 } };
+      const at = clock;
+      held[i]!.resolve();
+      await until(() => phase() === "retry" && liveOf(h).generation?.retry !== undefined, {
+        what: `retry ${i + 1}`,
+      });
+      deadlines.push(liveOf(h).generation!.retry!.at - at);
+      clock += 10_000; // past the deadline: the sleep ends at its next look at the clock
+    }
+    // Attempt 1: 300; attempt 2: 500 doubled, each read when its attempt was classified.
+    expect(deadlines).toEqual([300, 1000]);
+    expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("the policy is read at classification only: retries turned off during the backoff still send the retry that classification scheduled", async () => {
+    // Break 29C: spec §2.2 reads the policy when an attempt's result is classified, because it
+    // governs the next attempt; a retry phase that read it again when its backoff ended, and gave up
+    // on retries turned off meanwhile, passed every test.
+    let clock = 1_000_000_000;
+    let settings: AgentSettings = { retry: { baseDelayMs: 40, maxDelayMs: 10_000 } };
+    const { h, root, faux } = await open(
+      (req, n) => (n <= 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      { now: () => clock, settings: () => settings },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "the backoff" });
+    settings = { retry: { enabled: false } };
+    clock += 10_000; // past the deadline: the sleep ends at its next look at the clock
+    expect(await sub.wait()).toMatchObject({ status: "done" });
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("giving up after maxRetries: unanswered model_error, the run is gone, a new input is answered", async () => {
     const { h, root, faux } = await open(() => fauxError("503 Service Unavailable"), {
       settings: { retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 2 } },

@@ -4,6 +4,7 @@
  * is aborted directly, and a waiting task does not wait for tasks it waits on but does not own.
  */
 import { expect, test } from "vitest";
+import { internals } from "../../../worker/core/internals.ts";
 import {
   type ConversationId,
   defineTask,
@@ -748,6 +749,67 @@ test("ordering is judged on committed records: an owner's abort handler starts o
   after.resolve();
   await until(() => log.length === 3, { what: "the child's late code" });
   expect(log.at(-1)).toBe("child: code after it done");
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("ordering is judged on committed records: a completed owner's hold is released by its child's terminal commit, while code the child runs after it still runs", async () => {
+  // Break 29C: the case above is an owner's abort handler; an engine that released a completing
+  // hold only once the child's invocation ended (not at its terminal commit) passed every test.
+  const log: string[] = [];
+  const release = deferred();
+  const after = deferred();
+  const child = defineTask<Json, Go, Json>({
+    name: "late-held-child",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await release.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: "child" },
+        }));
+        log.push("child: terminal committed");
+        await after.promise;
+        log.push("child: code after it done");
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const owner = defineTask<Json, Go, Json>({
+    name: "late-held-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return undefined;
+        });
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: "owner" },
+        }));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  const status = () => internals(h).session.records.tasks.get(id)?.state.status;
+  await until(() => status() === "completing", { what: "the owner held for its child" });
+  release.resolve();
+  await until(() => log.length === 1, { what: "the child's terminal commit" });
+  await until(() => internals(h).session.records.tasks.get(id)?.state.status === "terminal", {
+    what: "the owner released while the child's code still runs",
+  });
+  expect(log).toEqual(["child: terminal committed"]);
+  expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "owner" });
+  after.resolve();
+  await until(() => log.length === 2, { what: "the child's late code" });
   await engineStillRuns(h);
   await h.close();
 });

@@ -392,6 +392,32 @@ test("a child task lives in its owner's conversation: naming another conversatio
   await h.close();
 });
 
+test("a child task that names no conversation lands in its owner's, also when a task of another conversation commits it", async () => {
+  // Break 29C: every child left unnamed was created by its owner's own commit or by a host
+  // transaction; a child placed in the committing task's conversation, not its owner's, passed.
+  const kid = parked("kid-of-another");
+  let childId: TaskId | undefined;
+  let ownerId: TaskId | undefined;
+  const committer = single("foreign-committer", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      childId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: ownerId! } });
+      return undefined;
+    });
+    await runtime.commit(() => complete(null));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [kid, committer] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  ownerId = await h.transaction((tx) =>
+    tx.createTask(kid, null, { ownership: { kind: "conversation" }, conversationId: other.id }),
+  );
+  const by = await h.createTask(committer, null, conversationOwned);
+  expect(outcome(await done(h, by))).toEqual({ status: "completed", result: null });
+  expect((await h.getTask(by))?.conversationId).toBe(ROOT_CONVERSATION_ID);
+  expect(await h.getTask(childId!)).toMatchObject({ owner: ownerId, conversationId: other.id });
+  await h.abortTask(ownerId);
+  await h.close();
+});
+
 test("new owned work below a terminal or abort-marked owner is refused with OwnerNotLive, and the refused commit leaves nothing (reading 24f)", async () => {
   const child = parked("child-24f");
   const quick = single("quick-24f", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));

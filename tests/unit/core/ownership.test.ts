@@ -486,6 +486,64 @@ describe("ownership and stored rows", () => {
       await h.close();
     },
   );
+
+  test("a held failed outcome is cancellation intent for a task in a conversation it owns too: that task is marked, the owner ends only after it", async () => {
+    // Break 29C: every held outcome above had a child task below it; an engine whose held outcome
+    // marked only child tasks, not the tasks of a conversation the owner owns (which a plain abort
+    // mark reaches), passed every test.
+    const abortGate = deferred();
+    const ids: Record<string, TaskId> = {};
+    const worker = single("conversation-worker", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await abortGate.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
+      },
+    });
+    type Step = { phase: "spawn" } | { phase: "fail" };
+    const owner = defineTask<null, Step, Json>({
+      name: "failing-conversation-owner",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            ids.worker = tx.createTask(worker, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+            });
+            return { status: "running", checkpoint: { phase: "fail" } };
+          });
+        },
+        fail: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "failed", error: { message: "gave up" } },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    const record = (task: TaskId) => internals(h).session.records.tasks.get(task);
+    await until(() => record(id)?.state.status === "completing", { what: "owner held" });
+    await until(() => record(ids.worker!)?.abortRequested === true, {
+      what: "the conversation's task marked",
+    });
+    expect(record(id)?.abortRequested).toBe(false);
+    await settle();
+    expect(record(id)?.state.status).toBe("completing");
+    abortGate.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
+    expect(outcome(await h.getTask(ids.worker!))).toEqual({ status: "aborted", reason: "handler" });
+    await engineStillRuns(h);
+    await h.close();
+  });
 });
 
 describe("wait cycles through ownership", () => {
