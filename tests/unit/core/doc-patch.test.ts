@@ -255,6 +255,22 @@ describe("stored patches", () => {
     await h.close();
   });
 
+  test("one commit that patches a document, then writes it whole, stores one value: the whole one, with no patch rows", async () => {
+    // Break 29I: a whole write that kept the commit's earlier patches stored the patches on the old
+    // row, not the value written (each document write is evaluated once into one stored value, spec §3.4).
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "old" }));
+    await h.transaction((tx) => {
+      tx.patchDoc(1, DOC, [{ path: ["text"], append: "+p" }]);
+      tx.writeDoc(1, DOC, { text: "whole" });
+    });
+    expect(await h.doc(1, DOC)).toEqual({ text: "whole" });
+    expect(await stored(store)).toEqual({ row: { text: "whole" }, patches: [] });
+    expect(await reopened(store)).toEqual({ text: "whole" });
+    await h.close();
+  });
+
   test("a refused patch fails its own commit and leaves the document as it was", async () => {
     const store = await memoryStore();
     const h = await Harness.open(store);
