@@ -105,8 +105,12 @@ async function valueAsOf(
     const value = parse(history["value"]);
     return value === undefined ? undefined : { id, value, version: Number(history["version"]) };
   }
-  // Stored before history existed: the value it has now, if it is still this incarnation.
-  const current = await sql.get("SELECT value, version FROM documents WHERE doc_id = ?", [id]);
+  // Stored before history existed: the value it has now, if it is still this incarnation (its row
+  // found by the primary key, then checked for the incarnation: doc_id has no index, spec §11.2).
+  const current = await sql.get(
+    "SELECT value, version FROM documents WHERE conversation_id = ? AND name = ? AND doc_id = ?",
+    [owner, name, id],
+  );
   if (!current) return undefined;
   let value = parse(current["value"]);
   if (value === undefined) return undefined;

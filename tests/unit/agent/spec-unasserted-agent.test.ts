@@ -23,7 +23,7 @@ import {
   type TaskRecord,
   workspaceEnv,
 } from "../../../worker/index.ts";
-import { deferred, type FauxRequest, type FauxResponder, fauxError } from "../../../worker/testing.ts";
+import { deferred, type FauxRequest, type FauxResponder, fauxError, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -402,6 +402,50 @@ describe("a queued summary (spec §12, §8.3)", () => {
       .flatMap((e) => e.model as unknown as Message[])
       .reduce((n, m) => n + estimateMessageTokens(m), 0);
     expect(contextTokens(range)).toBe(expected);
+  });
+
+  test("a summary queued while the run's last request is in flight, placed at the run's final boundary, keeps the compaction's finish time", async () => {
+    // Break 29I: the final boundary re-stamping a queued write with the clock passed the test above,
+    // whose summary is placed at a post-tools boundary.
+    let clock = 1_000_000;
+    const answer = deferred();
+    let waiting = false;
+    const responder: FauxResponder = async (req) => {
+      if (isSummary(req)) {
+        clock += 5000;
+        return fauxAssistantMessage("SUMMARY");
+      }
+      const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+      if (lastUser.startsWith("last")) {
+        waiting = true;
+        await answer.promise;
+      }
+      return fauxAssistantMessage(big("answer"));
+    };
+    const { h, root } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 } },
+      now: () => clock,
+    });
+    for (let i = 1; i <= 3; i++) {
+      clock += 1000;
+      await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    }
+    clock += 1000;
+    const run = await root.submit({ type: "input", content: "last one" });
+    await until(() => waiting, { what: "the run's request in flight" });
+    const began = (clock += 1000);
+    const compaction = await h.waitForTask(await root.compact());
+    const finished = began + 5000;
+    expect(compaction.endedAt).toBe(finished);
+    expect((await transcript(root)).some((e) => e.kind === "pi.compaction")).toBe(false); // queued
+    clock += 60_000;
+    answer.resolve();
+    expect((await run.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    const summaryAt = entries.findIndex((e) => e.kind === "pi.compaction");
+    expect(summaryAt).toBeGreaterThan(0);
+    expect(entries[summaryAt - 1]!.kind).toBe("pi.assistant"); // placed after the run's answer
+    expect((messageOf(entries[summaryAt]!) as { timestamp: number }).timestamp).toBe(finished);
   });
 
   test("the estimate counts a summary placed after an answer although its timestamp is earlier (entry order, not timestamps)", () => {

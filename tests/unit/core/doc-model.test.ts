@@ -476,7 +476,7 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
   test("a fork copies an asOf document as of its entry even when the parent retired it since, and leaves out one first written after the entry", async () => {
     const h = await open(await memoryStore(), { forks: { asOf: ["hist", "later"] } });
     const e1 = await h.transaction((tx) => {
-      tx.writeDoc(1, "hist", { n: 1 });
+      tx.writeDoc(1, "hist", { n: 1 }, 3); // stored at version 3: the copy keeps the pair
       return note(tx, 1, "1");
     });
     await h.transaction((tx) => {
@@ -488,7 +488,7 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
     const fork = await h.transaction(
       (tx) => tx.forkConversation(1, e1, { ownership: { kind: "ownerless" } }).id,
     );
-    expect(await h.doc(fork, "hist")).toEqual({ n: 1 });
+    expect(await h.docVersioned(fork, "hist")).toEqual({ value: { n: 1 }, version: 3 });
     expect(await h.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
     expect(await h.doc(fork, "later")).toBeUndefined();
   });

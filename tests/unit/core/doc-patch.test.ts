@@ -160,6 +160,40 @@ describe("stored patches", () => {
     await h2.close();
   });
 
+  test("a snapshotAsOf read of a document stored before its history existed finds its row and patch rows by index, never by a scan", async () => {
+    const store = await memoryStore();
+    const h = await Harness.open(store, { forks: { asOf: [DOC] } });
+    const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    let at = 0;
+    for (const c of [other, 1]) {
+      at = await h.transaction((tx) => {
+        tx.writeDoc(c, DOC, { text: `${c}:` });
+        return tx.appendEntry(c, { kind: "app.note", data: "written" }).id;
+      });
+      await h.transaction((tx) => tx.patchDoc(c, DOC, [{ path: ["text"], append: "0" }]));
+    }
+    await h.close();
+    const again = await memoryStore(store.image());
+    // A store from before document history: the incarnation is rewindable, its history rows absent.
+    await again.commit((sql) => sql.run("DELETE FROM doc_history"));
+    const recorder: { into: StoreJob[] } = { into: [] };
+    recordJobs(again, recorder);
+    const h2 = await Harness.open(again);
+    // Read as it is now (the value it has now, patches replayed): the only value the store holds.
+    expect((await h2.snapshotAsOf(1, DOC, at))?.value).toEqual({ text: "1:0" });
+    const scans: string[] = [];
+    for (const job of recorder.into)
+      for (const s of job.statements) {
+        if (!/^\s*SELECT/i.test(s.sql) || !/\b(documents|doc_patches)\b/.test(s.sql)) continue;
+        const plan = await again.read((q) => q.all(`EXPLAIN QUERY PLAN ${s.sql}`, s.params as never));
+        for (const step of plan)
+          if (/^SCAN (documents|doc_patches)\b/.test(String(step["detail"])))
+            scans.push(`${s.sql.replace(/\s+/g, " ")} -> ${String(step["detail"])}`);
+      }
+    expect(scans).toEqual([]);
+    await h2.close();
+  });
+
   test(`a document never holds more than ${PATCH_ROW_LIMIT} patch rows: the next change is written whole`, async () => {
     const store = await memoryStore();
     const h = await Harness.open(store);
@@ -218,6 +252,22 @@ describe("stored patches", () => {
     ]);
     expect(await stored(store)).toEqual({ row: { text: "abcdEf" }, patches: [] });
     expect(await reopened(store)).toEqual({ text: "abcdEf" });
+    await h.close();
+  });
+
+  test("one commit that patches a document, then writes it whole, stores one value: the whole one, with no patch rows", async () => {
+    // Break 29I: a whole write that kept the commit's earlier patches stored the patches on the old
+    // row, not the value written (each document write is evaluated once into one stored value, spec §3.4).
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    await h.transaction((tx) => tx.writeDoc(1, DOC, { text: "old" }));
+    await h.transaction((tx) => {
+      tx.patchDoc(1, DOC, [{ path: ["text"], append: "+p" }]);
+      tx.writeDoc(1, DOC, { text: "whole" });
+    });
+    expect(await h.doc(1, DOC)).toEqual({ text: "whole" });
+    expect(await stored(store)).toEqual({ row: { text: "whole" }, patches: [] });
+    expect(await reopened(store)).toEqual({ text: "whole" });
     await h.close();
   });
 

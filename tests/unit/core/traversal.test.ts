@@ -625,6 +625,45 @@ test("a direct operation on a conversation whose owner is still running starts i
   expect(await h.abortTask(ownerId)).toBe("marked");
 });
 
+test("abort() on a conversation whose owner is still running withdraws that conversation's queued inputs, never those of its owner's conversation", async () => {
+  // Break 29I: abort() withdrawing the queued inputs of the owner's conversation instead of its own
+  // passed every test (the direct-operation tests queued no input; the inbox tests abort the root).
+  let owned: number | undefined;
+  const owner = single("queue-owner", async (_t, runtime, signal) => {
+    await runtime.commit((tx) => {
+      owned = tx.createConversation({ kind: "task", taskId: runtime.taskId }).id;
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await untilAborted(signal);
+  });
+  const gate = deferred();
+  const { h, root } = await open(
+    async (req, n) => {
+      await gate.promise;
+      return echo(req, n);
+    },
+    { tasks: [owner] },
+  );
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => owned !== undefined, { what: "owned conversation created" });
+  const inner = h.conversation(owned!)!;
+  await root.submit({ type: "input", content: "root first" });
+  await inner.submit({ type: "input", content: "inner first" });
+  await until(() => root.busy && inner.busy, { what: "both conversations running" });
+  const rootQueued = await root.submit({ type: "input", content: "root queued" });
+  const innerQueued = await inner.submit({ type: "input", content: "inner queued" });
+  const aborting = inner.abort();
+  await until(() => inboxOf(h, owned!).items.length === 0, { what: "the inner inbox withdrawn" });
+  expect(inboxOf(h, root.id).items.map((i) => i.mode)).toEqual(["followUp"]);
+  expect((await rootQueued.record()).status).toBe("queued");
+  gate.resolve(); // the faux model is deaf to the signal: let the requests return
+  await aborting;
+  expect(await innerQueued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await rootQueued.wait()).status).toBe("done");
+  expect((await h.getTask(ownerId))?.abortRequested).toBe(false);
+  expect(await h.abortTask(ownerId)).toBe("marked");
+});
+
 test("abort({ background: true }) withdraws the queued inputs of every conversation it reaches, not only its own: a follow-up queued below a finished owner is unanswered (aborted), a queued write there stays", async () => {
   const { root, h, owned, workerId, faux } = await workBelowAFinishedOwner({ background: true });
   const gate = deferred();

@@ -374,6 +374,37 @@ test("100 commits requested together share one transaction; one whose callback t
   await reopened.close();
 });
 
+test("a group whose commits write a rewindable document and append entries stores the rows, the entries and the history rows in one storage transaction", async () => {
+  // Break 29I: the history rows written in a transaction of their own after COMMIT passed every test
+  // above (none wrote a document that keeps history); a failure between the two would leave a stored
+  // entry whose document state no fork or snapshotAsOf could find (spec §3.4: the batch is atomic).
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const rules = { history: "rewindable", fork: "asOf" } as const;
+  const before = { ...store.stats };
+  const ids = await Promise.all(
+    [1, 2, 3].map((n) =>
+      h.transaction((tx) => {
+        tx.writeDoc(1, "test.hist", { n }, 1, rules);
+        return tx.appendEntry(1, { kind: "app.note", data: n }).id;
+      }),
+    ),
+  );
+  expect(store.stats.transactions - before.transactions).toBe(1);
+  expect(store.stats.commits - before.commits).toBe(1);
+  const history = await store.read((sql) =>
+    sql.all(
+      "SELECT since_entry, value FROM doc_history WHERE conversation_id = 1 AND name = 'test.hist' ORDER BY id",
+    ),
+  );
+  expect(history.map((r) => [Number(r["since_entry"]), JSON.parse(String(r["value"]))])).toEqual(
+    ids.map((id, i) => [id, { n: i + 1 }]),
+  );
+  for (const [i, id] of ids.entries())
+    expect((await h.snapshotAsOf(1, "test.hist", id))?.value).toEqual({ n: i + 1 });
+  await h.close();
+});
+
 test("a commit whose callback throws is not observable to the commits grouped after it: they read the state before it", async () => {
   // Break 28C: a dropped callback's writes applied to the line passed every test above (none read
   // state after a throwing callback in the same group).
