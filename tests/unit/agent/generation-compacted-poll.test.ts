@@ -15,7 +15,14 @@ import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts"
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
 import { AgentHarness, createModelResolver, type DeferredAnswer } from "../../../worker/index.ts";
-import { type FauxResponder, fauxAgentModel, fauxError, memoryStore } from "../../../worker/testing.ts";
+import {
+  type FauxResponder,
+  fauxAgentModel,
+  fauxError,
+  memoryStore,
+  networkSwitch,
+  until,
+} from "../../../worker/testing.ts";
 import { cleanups, textOf } from "./fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
@@ -144,6 +151,70 @@ test("a run that compacted keeps compacted through a retry: the next prepare che
   expect(reasons).toEqual(["threshold"]);
   expect(failNext).toBe(false);
   // The failed attempt and the retried answer, and one compaction only.
+  const last = (await root.entries()).filter((e) => e.kind === "pi.assistant").slice(-2);
+  expect(last.map((e) => (e.model as unknown as AssistantMessage[])[0]!.stopReason)).toEqual([
+    "error",
+    "stop",
+  ]);
+  expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
+});
+
+test("a run that compacted keeps compacted through a wait for the network: the prepare after it checks no threshold again", async () => {
+  // Break 29A: the `offline` checkpoint (the engine's retry while the platform is offline, not
+  // counted) dropping `compacted` passed every test above; the prepare after the network returned
+  // compacted a second time.
+  const reasons: string[] = [];
+  let failNext = false;
+  const network = networkSwitch({ online: true });
+  const responder: FauxResponder = (req, n) => {
+    if (failNext && n > 0) {
+      failNext = false;
+      // The request never reaches its server, and the platform says offline.
+      network.set(false);
+      return fauxError("Connection error.");
+    }
+    return fauxAssistantMessage(big(`answer ${req.messages.length}`));
+  };
+  const faux = fauxAgentModel(responder, { contextWindow: 1200 });
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    network,
+    settings: {
+      compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 },
+      retry: { baseDelayMs: 1 },
+    },
+    hooks: {
+      beforeCompact: [
+        (input) => {
+          reasons.push(input.reason);
+          // Only the first: the request after it fails on the network.
+          if (reasons.length === 1) failNext = true;
+          return { decline: true };
+        },
+      ],
+    },
+  });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const root = await h.root();
+  let turn = 0;
+  while (reasons.length === 0 && turn < 12) {
+    turn++;
+    const sub = await root.submit({ type: "input", content: big(`q${turn}`) });
+    let settled = false;
+    const waited = sub.wait().then((r) => {
+      settled = true;
+      return r;
+    });
+    await until(() => settled || network.waiting > 0, { what: "an answer or a wait for the network" });
+    if (!settled) network.set(true);
+    expect((await waited).status).toBe("done");
+  }
+  expect(reasons).toEqual(["threshold"]);
+  expect(failNext).toBe(false);
   const last = (await root.entries()).filter((e) => e.kind === "pi.assistant").slice(-2);
   expect(last.map((e) => (e.model as unknown as AssistantMessage[])[0]!.stopReason)).toEqual([
     "error",

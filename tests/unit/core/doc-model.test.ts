@@ -473,6 +473,44 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
     expect(await bare.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
   });
 
+  test("a document last changed by a patch keeps its record's history and fork rule when reopened without the code: its history stays readable and grows, and a fork copies it as of the entry", async () => {
+    // Break 29A: a document loaded with patch rows stored after its value (doc_patches) lost its
+    // record's rules in the replay, and the test above (plain writes) passed.
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist"] } });
+    await h.transaction((tx) => void tx.writeDoc(1, "hist", { n: 1, log: "a" }));
+    const e1 = await h.transaction((tx) => {
+      tx.patchDoc(1, "hist", [{ path: ["log"], append: "b" }]);
+      return note(tx, 1, "1");
+    });
+    const e2 = await h.transaction((tx) => {
+      tx.patchDoc(1, "hist", [{ path: ["n"], set: 2 }]);
+      return note(tx, 1, "2");
+    });
+    await h.close();
+    const image = store.image();
+    const rows = await (await memoryStore(image)).read((sql) =>
+      sql.all("SELECT op FROM doc_patches WHERE conversation_id = 1 AND name = 'hist'"),
+    );
+    expect(rows.length).toBeGreaterThan(0);
+    // Reopened by code that does not name the document.
+    const bare = await open(await memoryStore(image));
+    expect(await bare.doc(1, "hist")).toEqual({ n: 2, log: "ab" });
+    expect(await bare.docRecord(1, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+    expect((await bare.snapshotAsOf(1, "hist", e1))?.value).toEqual({ n: 1, log: "ab" });
+    const e3 = await bare.transaction((tx) => {
+      tx.patchDoc(1, "hist", [{ path: ["n"], set: 3 }]);
+      return note(tx, 1, "3");
+    });
+    expect((await bare.snapshotAsOf(1, "hist", e3))?.value).toEqual({ n: 3, log: "ab" });
+    expect((await bare.snapshotAsOf(1, "hist", e2))?.value).toEqual({ n: 2, log: "ab" });
+    const fork = await bare.transaction(
+      (tx) => tx.forkConversation(1, e1, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await bare.doc(fork, "hist")).toEqual({ n: 1, log: "ab" });
+    expect(await bare.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  });
+
   test("a fork copies an asOf document as of its entry even when the parent retired it since, and leaves out one first written after the entry", async () => {
     const h = await open(await memoryStore(), { forks: { asOf: ["hist", "later"] } });
     const e1 = await h.transaction((tx) => {

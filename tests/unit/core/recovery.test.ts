@@ -170,6 +170,60 @@ describe("starting checkpoint and resumed phases", () => {
     await engineStillRuns(third);
     await third.close();
   });
+
+  test("a running task written back to pending at an open keeps its whole checkpoint: the progress its phase committed is what the engine that runs it again reads", async () => {
+    type Counted = { phase: "count"; done: number } | { phase: "end"; done: number };
+    const reads: string[] = [];
+    const gate = deferred();
+    const counting = (stopAt: number): TaskDefinition<null, Counted, Json> =>
+      defineTask<null, Counted, Json>({
+        name: "counted-phases",
+        version: 1,
+        initial: () => ({ phase: "count", done: 0 }),
+        phases: {
+          count: async (t, runtime, signal) => {
+            const done = t.state.checkpoint.done;
+            reads.push(`count done=${done} resumed=${runtime.resumed}`);
+            if (done < stopAt) {
+              // Progress within the phase, then cut off before its next boundary.
+              await runtime.commit(() => ({ status: "running", checkpoint: { phase: "count", done: 3 } }));
+              gate.resolve();
+              await untilAborted(signal);
+              return;
+            }
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "end", done } }));
+          },
+          end: async (t, runtime) => {
+            await runtime.commit(() => complete(`ended at ${t.state.checkpoint.done} (${t.kind})`));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [counting(3)] });
+    const id = await first.createTask(counting(3), null, { ownership: { kind: "conversation" } });
+    await gate.promise;
+    const cut = await memoryStore(store.image());
+    await first.close();
+    // Opened without the definition: the running row is written back pending, interrupted, with
+    // the checkpoint its phase had committed, progress and all (stored when the open returns).
+    const second = await Harness.open(cut, { tasks: [] });
+    expect(JSON.parse(String((await row(cut, id))?.state))).toEqual({
+      status: "pending",
+      checkpoint: { phase: "count", done: 3 },
+      interrupted: true,
+    });
+    // Registered later in the same engine: the phase runs again, resumed, from that progress.
+    second.registry.register(counting(0));
+    expect(outcome(await done(second, id))).toEqual({
+      status: "completed",
+      result: "ended at 3 (counted-phases)",
+    });
+    expect(reads).toEqual(["count done=0 resumed=false", "count done=3 resumed=true"]);
+    await engineStillRuns(second);
+    await second.close();
+  });
 });
 
 describe("migrate", () => {

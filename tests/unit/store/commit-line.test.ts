@@ -433,6 +433,45 @@ test("a commit whose callback throws is not observable to the commits grouped af
   await h.close();
 });
 
+test("a throwing callback's appended entries reach no later commit: tx.appendedEntries in its group and in the next group holds none of them", async () => {
+  // Break 29A: a dropped callback's entries kept among the group's merged-but-unpublished entries
+  // passed the tests above (they read documents and stored entries, not the entries a commit sees
+  // appended before it).
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const kinds = (tx: Parameters<Parameters<typeof h.transaction>[0]>[0]) =>
+    tx.appendedEntries(1).map((e) => `${e.kind}:${String(e.data)}`);
+  const [kept, thrown, grouped] = await Promise.allSettled([
+    h.transaction((tx) => void tx.appendEntry(1, { kind: "app.note", data: "kept" })),
+    h.transaction((tx) => {
+      tx.appendEntry(1, { kind: "app.note", data: "never stored" });
+      throw new Error("fails after appending");
+    }),
+    h.transaction((tx) => kinds(tx)),
+  ]);
+  expect(kept.status).toBe("fulfilled");
+  expect(thrown).toMatchObject({ status: "rejected", reason: { message: "fails after appending" } });
+  expect(grouped).toEqual({ status: "fulfilled", value: ["app.note:kept"] });
+  // A lone throwing commit, then the next group: nothing of it is seen there either.
+  await expect(
+    h.transaction((tx) => {
+      tx.appendEntry(1, { kind: "app.note", data: "never stored either" });
+      throw new Error("fails alone");
+    }),
+  ).rejects.toThrow("fails alone");
+  const next = await h.transaction((tx) => {
+    const seen = kinds(tx);
+    tx.appendEntry(1, { kind: "app.note", data: "after" });
+    return seen;
+  });
+  expect(next.filter((k) => k.includes("never"))).toEqual([]);
+  expect((await h.entries(1)).filter((e) => e.kind === "app.note").map((e) => e.data)).toEqual([
+    "kept",
+    "after",
+  ]);
+  await h.close();
+});
+
 test("a commit requested while a group's transaction runs waits for the next one, and the store runs them in turn", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
