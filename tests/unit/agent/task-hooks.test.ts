@@ -232,7 +232,10 @@ test("an extension task in a conversation other than the root asks that conversa
   });
   const run = async (conversationId: typeof root.id) =>
     outcome(
-      await done(h, await h.createTask(review, null, { ownership: { kind: "conversation" }, conversationId })),
+      await done(
+        h,
+        await h.createTask(review, null, { ownership: { kind: "conversation" }, conversationId }),
+      ),
     );
   expect(await run(other.id)).toEqual({ status: "completed", result: ["b:diff"] });
   expect(await run(root.id)).toEqual({ status: "completed", result: ["a:diff"] });
