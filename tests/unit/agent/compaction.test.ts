@@ -1372,6 +1372,37 @@ describe("compaction a generation waits for", () => {
     expect(summary?.data).toEqual({ reason: "manual" });
   });
 
+  test("a changed compaction setting takes effect at the next threshold check: turned on by the getter after runs it was off for, the next preparation compacts", async () => {
+    // Break 29E: the compaction policy memoized at its first reading passed every settings and
+    // compaction test (each kept its compaction settings fixed).
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 1200 });
+    let enabled = false;
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: () => ({
+        compaction: { enabled, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 },
+        retry: { baseDelayMs: 1 },
+      }),
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    for (let i = 1; i <= 6; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    // Above the blocking threshold with compaction off: nothing compacted.
+    expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(0);
+    expect(faux.requests.some(isSummary)).toBe(false);
+    enabled = true;
+    expect((await (await root.submit({ type: "input", content: big("q7") })).wait()).status).toBe("done");
+    expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
+    expect(faux.requests.filter(isSummary)).toHaveLength(1);
+  });
+
   test("a model without a positive contextWindow gets no threshold check: no compaction, blocking or background", async () => {
     // Spec §8.3: the thresholds are checked only when the model's contextWindow is positive. With a
     // window of 0, every context is above 0 - reserveTokens. (Reading 22b: asserted nowhere.)

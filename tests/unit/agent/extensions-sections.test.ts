@@ -273,6 +273,44 @@ test("a tool order change removes every offered tool and adds the desired ones i
   ]);
 });
 
+test("a reorder with a removal, and an addition between retained tools, each remove every offered tool and add the desired ones in order", async () => {
+  // Break 29E: the named test reordered retained tools only; a reset that kept a removed tool offered,
+  // and an order check blind to where an addition goes, passed it.
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { root, faux, ask, systems } = await setup([
+    defineExtension({ name: "a", tools: [tool("read"), tool("edit"), tool("bash")] }),
+  ]);
+  await ask("one");
+  const toolsOf = async (i: number) => {
+    const { toolsAdded, toolsRemoved } = (await systems())[i]!;
+    return { toolsAdded, toolsRemoved };
+  };
+  await root.configure({ tools: ["bash", "read"] });
+  await ask("two");
+  expect(await toolsOf(1)).toEqual({
+    toolsAdded: ["bash", "read"],
+    toolsRemoved: ["read", "edit", "bash"],
+  });
+  await root.configure({ tools: ["bash", "edit", "read"] });
+  await ask("three");
+  // Appending edit would give bash, read, edit: not the desired order.
+  expect(await toolsOf(2)).toEqual({
+    toolsAdded: ["bash", "edit", "read"],
+    toolsRemoved: ["bash", "read"],
+  });
+  expect(faux.requests.map((r) => r.tools)).toEqual([
+    ["read", "edit", "bash"],
+    ["bash", "read"],
+    ["bash", "edit", "read"],
+  ]);
+});
+
 test("tool changes ride on the last planned section entry, or on an entry of their own when the sections are unchanged", async () => {
   const tool = (name: string) =>
     defineTool({

@@ -210,6 +210,25 @@ describe("fork", () => {
     expect(await h.doc(freshChild.id, DOC.live)).toEqual({});
   });
 
+  test("a fork of a fork at the last entry the first fork inherited (its own fork point) is visible: the grandchild sees the root through it, a raw fork past it is refused", async () => {
+    // Break 29E: forking exactly at an ancestor segment's cap was never tried; a visibility check
+    // excluding the cap passed every fork test.
+    const { h, root, faux } = await open(echo);
+    await ask(root, "r1");
+    const e1 = (await root.entries()).at(-1)!.id;
+    await ask(root, "r2"); // after the first fork point: not visible from the child
+    const after = (await root.entries()).at(-1)!.id;
+    const child = await root.fork(e1, ownerless);
+    await ask(child, "c1");
+    const grandchild = await child.fork(e1, ownerless);
+    const n = faux.requests.length;
+    await ask(grandchild, "g1");
+    expect(context(faux.requests[n]!)).toEqual(["user:r1", "assistant:echo: r1", "user:g1"]);
+    await expect(h.transaction((tx) => tx.forkConversation(child.id, after, ownerless))).rejects.toThrow(
+      EntryNotVisible,
+    );
+  });
+
   test("a task-owned fork keeps the asOf copy of its parent's agent, whatever its ownership: not its owner conversation's agent, nor the parent's current one", async () => {
     const owner = parked("fork.owner");
     const { h, root } = await open(echo, { tasks: [owner] });

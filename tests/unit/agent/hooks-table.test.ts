@@ -649,6 +649,61 @@ test("a task asks only the hooks of the extensions its conversation selects, in 
   expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`, `b:${reversed.id}`, `a:${reversed.id}`]);
 });
 
+test("a tool task and a compaction task ask only the hooks of the extensions their conversation selects", async () => {
+  // Break 29E: the named test asked the generation's hooks only; tool and compaction tasks given every
+  // installed extension's hooks passed it.
+  const { tool } = itemTool({});
+  const asked: string[] = [];
+  const watcher = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.tool", {
+          beforeTool: () => void asked.push(`${name}:beforeTool`),
+          afterTool: () => void asked.push(`${name}:afterTool`),
+        }),
+        hook("pi.compaction", {
+          beforeCompact: () => {
+            asked.push(`${name}:beforeCompact`);
+            return { decline: true };
+          },
+        }),
+      ],
+    });
+  const { h, root } = await withExtensions(
+    callsThenAnswer(fauxToolCall("apply", { item: "go" }, { id: "c1" })),
+    [
+      defineExtension({ name: "tools", tools: [tool] }),
+      watcher("a"),
+      watcher("b"),
+      defineExtension({
+        name: "after",
+        hooks: [hook("pi.tool", { afterTool: () => void asked.push("after:afterTool") })],
+      }),
+    ],
+    { settings: { compaction: { keepRecentTokens: 1 } } },
+  );
+  await root.configure({ extensions: ["tools", "b"] });
+  expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(asked).toEqual(["b:beforeTool", "b:afterTool"]);
+  const compaction = await root.compact();
+  expect((await h.waitForTask(compaction)).state).toMatchObject({ status: "terminal" });
+  expect(asked).toEqual(["b:beforeTool", "b:afterTool", "b:beforeCompact"]);
+  // A conversation whose selection has no beforeTool hook: its call starts at the execute phase,
+  // which resolves the hooks again, the selected ones only.
+  asked.length = 0;
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["tools", "after"] },
+  });
+  expect(await (await other.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(asked).toEqual(["after:afterTool"]);
+});
+
 test("a hook's error after its phase was aborted propagates: it is not reported and the run ends aborted", async () => {
   const entered = deferred();
   const leave = deferred();

@@ -8,6 +8,7 @@
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
+  AgentHarness,
   createRegistry,
   defineExtension,
   defineTool,
@@ -15,8 +16,8 @@ import {
   section,
   textResult,
 } from "../../../worker/index.ts";
-import { memoryStore } from "../../../worker/testing.ts";
-import { echo, open } from "./fixtures.ts";
+import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { cleanups, echo, open } from "./fixtures.ts";
 
 const tool = (name: string) =>
   defineTool({
@@ -99,4 +100,18 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   // A commit of ours after anything agent() could have queued on the line: it is the only one.
   await h.transaction((tx) => tx.writeDoc(id, "app.marker", { n: 1 }));
   expect(commits).toBe(1);
+});
+
+test("agent() sets thinkingLevel even with no model at all: no stored model and no host default resolve to thinking off, no model", async () => {
+  // Break 29E: every named test had a host default model; a thinking level set only beside a model
+  // passed them.
+  const faux = fauxAgentModel(echo);
+  const h = await AgentHarness.open(await memoryStore(), { models: faux.models });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const agent = await (await h.root()).agent();
+  expect(agent.model).toBeUndefined();
+  expect(agent.thinkingLevel).toBe("off");
 });

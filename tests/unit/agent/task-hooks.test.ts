@@ -201,3 +201,42 @@ test("with no selection of its own, an extension task asks the hooks of settings
   await root.configure({ extensions: { remove: ["b"] } });
   expect(await run()).toEqual({ status: "completed", result: ["a:diff"] });
 });
+
+test("an extension task in a conversation other than the root asks that conversation's selected hooks, not the root's", async () => {
+  // Break 29E: the named tests ran their task in the root only; the selection read from the root
+  // passed them.
+  const review = defineTask<Json, { phase: "go" }, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_task, runtime) => {
+        const words: string[] = [];
+        await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+          words.push(await handler("diff", api, { signal: runtime.signal }));
+        });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: words } }));
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  extensions.install(answering("b", "b"));
+  const { h, root } = await open(echo, { extensions });
+  await root.configure({ extensions: ["jobs", "a"] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["jobs", "b"] },
+  });
+  const run = async (conversationId: typeof root.id) =>
+    outcome(
+      await done(
+        h,
+        await h.createTask(review, null, { ownership: { kind: "conversation" }, conversationId }),
+      ),
+    );
+  expect(await run(other.id)).toEqual({ status: "completed", result: ["b:diff"] });
+  expect(await run(root.id)).toEqual({ status: "completed", result: ["a:diff"] });
+});

@@ -277,6 +277,49 @@ describe("migrate", () => {
     await h.close();
   });
 
+  test("a failed migration is reported once per task and per definition object: two tasks failing under one definition report twice; a second failing object is tried and reported once more", async () => {
+    const { image, ids } = await storeWith(
+      [parked("evolving", 1), parked("evolving", 1)],
+      [{ old: 1 }, { old: 2 }],
+    );
+    const reports: string[] = [];
+    let calls = 0;
+    const failing = v2(() => {
+      calls++;
+      throw new Error("first cannot upgrade");
+    });
+    const h = await Harness.open(image, {
+      tasks: [failing, ping],
+      onReport: (e) => reports.push(String((e as Error).message)),
+    });
+    await until(() => blocked(h).length === 2, { what: "both blocked" });
+    await engineStillRuns(h);
+    // Each task's failure is its own: reported once each, neither swallowed by the other's.
+    expect(calls).toBe(2);
+    expect(reports.filter((m) => m.includes("first cannot upgrade"))).toHaveLength(2);
+    expect(reports.filter((m) => m.includes(`task ${ids[0]} `))).toHaveLength(1);
+    expect(reports.filter((m) => m.includes(`task ${ids[1]} `))).toHaveLength(1);
+    // A different definition object that fails too is tried (once per task) and reported anew.
+    h.registry.register(
+      v2(() => {
+        calls++;
+        throw new Error("second cannot upgrade");
+      }),
+    );
+    await until(() => reports.filter((m) => m.includes("second cannot upgrade")).length === 2, {
+      what: "the second object's failures reported",
+    });
+    await engineStillRuns(h);
+    expect(calls).toBe(4);
+    expect(reports.filter((m) => m.includes("second cannot upgrade"))).toHaveLength(2);
+    expect(reports).toHaveLength(4);
+    expect(blocked(h).map((b) => [b.id, b.reason])).toEqual([
+      [ids[0], "migration_failed"],
+      [ids[1], "migration_failed"],
+    ]);
+    await h.close();
+  });
+
   test("a working migrate upgrades the stored version, input and checkpoint before the phase runs", async () => {
     const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
     const seen: Json[] = [];

@@ -128,6 +128,56 @@ test("a task orphaned before it ever ran has an endedAt and no startedAt", async
   await h.close();
 });
 
+test("startedAt is kept through a migration at a reopen: the migrated reservation keeps the first run's start; endedAt is the final commit's", async () => {
+  let clock = 1000;
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [parked("migrating", 1)], now: () => clock });
+  const id = await first.createTask(parked("migrating", 1), null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 1, { what: "the first version running" });
+  expect((await first.getTask(id))?.startedAt).toBe(1000);
+  await first.close();
+  clock = 2000;
+  const gate = deferred<void>();
+  const v2 = defineTask<Json, Go, Json>({
+    name: "migrating",
+    version: 2,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("migrated"));
+      },
+    },
+    abort: async () => undefined,
+    migrate: (input, checkpoint) => ({ input, checkpoint: checkpoint as Go }),
+  });
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [v2], now: () => clock });
+  await until(() => running(h) === 1, { what: "the migrated version running" });
+  const migrated = await h.getTask(id);
+  expect(migrated?.version).toBe(2);
+  expect([migrated?.startedAt, migrated?.endedAt]).toEqual([1000, undefined]);
+  clock = 3000;
+  gate.resolve();
+  const final = await done(h, id);
+  expect(outcome(final)).toEqual({ status: "completed", result: "migrated" });
+  expect([final.startedAt, final.endedAt]).toEqual([1000, 3000]);
+  await h.close();
+});
+
+test("a task faulted by its throwing phase has endedAt on the harness clock at the faulting commit, its startedAt kept", async () => {
+  let clock = 1000;
+  const thrower = single("thrower", async () => {
+    clock = 2000;
+    throw new Error("boom");
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [thrower], now: () => clock });
+  const id = await h.createTask(thrower, null, { ownership: { kind: "conversation" } });
+  const final = await done(h, id);
+  expect(outcome(final)).toMatchObject({ status: "faulted" });
+  expect([final.startedAt, final.endedAt]).toEqual([1000, 2000]);
+  await h.close();
+});
+
 test("every entry a task appends in its own commit records byTaskId = that task; a host commit's entries carry none", async () => {
   let elsewhere = 0;
   const writer = single("writer", async (_t, runtime) => {
