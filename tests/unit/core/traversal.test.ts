@@ -238,7 +238,10 @@ test("after a reopen, Conversation.abort() still keeps a live background task an
     await untilAborted(signal);
   });
   const first = await open(echo, { tasks: [background, child] });
-  const bg = await first.h.createTask(background, null, { ownership: { kind: "conversation" }, background: true });
+  const bg = await first.h.createTask(background, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
   await until(() => running(first.h) === 2, { what: "the background task and its child running" });
   await first.h.close();
   const h = await reopen(first.store, {
