@@ -735,11 +735,14 @@ describe("conversations", () => {
     const bookmark = defineEntry<{ label: string }>("app.bookmark");
     const { h, root } = await open(echo);
     await h.transaction((tx) => {
+      // A kind that merely extends this one's name is another kind (break 29M: `is` by prefix).
+      tx.appendEntry(root.id, { kind: "app.bookmark.old", data: { label: "prefix" } });
       tx.appendEntry(root.id, bookmark.draft({ label: "start" }));
       tx.appendEntry(root.id, { kind: "app.other", data: { label: "no" } });
     });
     const entries = await root.entries();
     expect(bookmark.kind).toBe("app.bookmark");
+    expect(bookmark.is(entries.at(-3))).toBe(false);
     expect(entries.filter(bookmark.is).map((e) => e.data.label)).toEqual(["start"]);
     // spec §2.2: `is(entry: EntryRecord | undefined)`, so a lookup that found nothing is simply not one.
     expect(bookmark.is(entries.at(-1))).toBe(false);

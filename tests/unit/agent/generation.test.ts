@@ -27,7 +27,7 @@ import {
   type StreamSettings,
   type UsageState,
 } from "../../../worker/index.ts";
-import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, fauxAgentModel, fauxError, memoryStore, until, within } from "../../../worker/testing.ts";
 import {
   alternationProblems,
   callsThenAnswer,
@@ -976,6 +976,43 @@ describe("a conversation without a model", () => {
       reason: "no_model",
     });
   });
+});
+
+test("a run that takes several follow-ups and then finds no model fails them all durably no_model, not only the first: the model cleared while the run before was busy (break 29M)", async () => {
+  const hold = deferred();
+  const faux = fauxAgentModel(async (req, n) => {
+    if (n === 1) await hold.promise;
+    return echo(req, n);
+  });
+  cleanups.push(async () => faux.unregister());
+  const store = await memoryStore();
+  // No default model: the conversation's own is the only one.
+  const h = await AgentHarness.open(store, { models: faux.models, settings: { followUpMode: "all" } });
+  cleanups.push(() => h.close().catch(() => undefined));
+  const root = await h.root();
+  await root.configure({ model: faux.ref });
+  const first = await root.submit({ type: "input", content: "one" });
+  await until(() => faux.requests.length === 1, { what: "the first request sent" });
+  const a = await root.submit({ type: "input", content: "A" });
+  const b = await root.submit({ type: "input", content: "B" });
+  await root.configure({ model: null });
+  hold.resolve();
+  expect((await first.wait()).status).toBe("done");
+  for (const sub of [a, b])
+    expect(await within(sub.wait(), 5000, `follow-up ${sub.id} settled`)).toEqual({
+      status: "unanswered",
+      reason: "no_model",
+      detail: "no model is configured",
+    });
+  expect(faux.requests).toHaveLength(1);
+  expect(liveOf(h)).toEqual({});
+  await h.close();
+  const again = await reopen(store, { models: faux.models });
+  for (const sub of [a, b])
+    expect(await (await again.submission(sub.id))!.wait()).toMatchObject({
+      status: "unanswered",
+      reason: "no_model",
+    });
 });
 
 test("a conversation with no model of its own fails no_model, though the root was configured with one; an unknown default model fails at preparation", async () => {

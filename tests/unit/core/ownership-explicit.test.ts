@@ -50,7 +50,8 @@ test("ownership is never inferred: tx.createTask without it is refused, also ins
 
 test("ownership is never inferred: creating a conversation without naming its ownership is refused", async () => {
   const holder = parked("holder");
-  const h = await Harness.open(await memoryStore(), { tasks: [holder] });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [holder] });
   await expect(h.transaction((tx) => tx.createConversation(undefined as never))).rejects.toBeInstanceOf(
     InvalidTransition,
   );
@@ -83,8 +84,17 @@ test("ownership is never inferred: creating a conversation without naming its ow
     tx.createTask(holder, null, { ownership: { kind: "task", taskId } }),
   );
   expect(await h.getTask(child)).toMatchObject({ owner: taskId, conversationId: made.id });
-  await h.abortTask(taskId);
+  // The derived pair is stored: after a reopen each record still names `made`, not the root
+  // (break 29M: the owner's conversation read back as the root passed every check above).
   await h.close();
+  const again = await Harness.open(await memoryStore(store.image()), { tasks: [holder] });
+  for (const c of [owned, offered, forked])
+    expect((await again.loadConversation(c.id))?.owner, `conversation ${c.id}`).toEqual({
+      taskId,
+      conversationId: made.id,
+    });
+  await again.abortTask(taskId);
+  await again.close();
 });
 
 test("ownership is never inferred from call context: a task's own commit creating or forking a conversation without naming its ownership is refused, and nothing is created", async () => {

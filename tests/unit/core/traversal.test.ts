@@ -8,7 +8,7 @@ import { expect, test } from "vitest";
 import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open, reopen } from "../agent/fixtures.ts";
-import { complete, type Go, outcome, parked, running, single, untilAborted } from "./fixtures.ts";
+import { complete, type Go, outcome, parked, running, settle, single, untilAborted } from "./fixtures.ts";
 
 /** A task in the root conversation that creates a conversation it owns, then completes. */
 const founder = defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
@@ -225,6 +225,76 @@ test("Conversation.abort() aborts the foreground work and keeps a background tas
   }
   await root.abort({ background: true });
   for (const id of subtree) expect(outcome(await h.getTask(id))?.status, `task ${id}`).toBe("aborted");
+});
+
+test("after a reopen, Conversation.abort() still keeps a live background task and its child running; { background: true } aborts both and waits (break 29M)", async () => {
+  const child = parked("bg-reopened-child");
+  // In the root, background: owns a child and parks until aborted.
+  const background = single("bg-reopened", async (_t, runtime, signal) => {
+    await runtime.commit((tx) => {
+      tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await untilAborted(signal);
+  });
+  const first = await open(echo, { tasks: [background, child] });
+  const bg = await first.h.createTask(background, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
+  await until(() => running(first.h) === 2, { what: "the background task and its child running" });
+  await first.h.close();
+  const h = await reopen(first.store, {
+    tasks: [background, child],
+    models: first.faux.models,
+    defaultModel: first.faux.ref,
+  });
+  await until(() => running(h) === 2, { what: "both running again after the reopen" });
+  const [kid] = await h.tasks({ kind: "bg-reopened-child" });
+  const root = await h.root();
+  await root.abort();
+  for (const id of [bg, kid!.id]) {
+    const t = await h.getTask(id);
+    expect(t?.state.status, `task ${id}`).not.toBe("terminal");
+    expect(t?.abortRequested, `task ${id}`).toBe(false);
+  }
+  await root.abort({ background: true });
+  for (const id of [bg, kid!.id]) expect(outcome(await h.getTask(id))?.status, `task ${id}`).toBe("aborted");
+});
+
+test("abort({ background: true }) waits for the whole background subtree, not only the background task: it resolves only after a child whose abort handler is slow is terminal (break 29M)", async () => {
+  const gate = deferred();
+  const entered = deferred();
+  const child = single("bg-slow-child", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      entered.resolve();
+      await gate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "slow" } }));
+    },
+  });
+  // In the root, background: owns the slow child and parks until aborted.
+  const background = single("bg-owner", async (_t, runtime, signal) => {
+    await runtime.commit((tx) => {
+      tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await untilAborted(signal);
+  });
+  const { root, h } = await open(echo, { tasks: [background, child] });
+  const bg = await h.createTask(background, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => running(h) === 2, { what: "the background task and its child running" });
+  const [kid] = await h.tasks({ kind: "bg-slow-child" });
+  let resolved = false;
+  const aborting = root.abort({ background: true }).then(() => {
+    resolved = true;
+  });
+  await entered.promise;
+  await settle();
+  expect(resolved, "resolved before the slow child was terminal").toBe(false);
+  gate.resolve();
+  await aborting;
+  expect(outcome(await h.getTask(kid!.id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(bg))?.status).toBe("aborted");
 });
 
 test("waitForTask waits for a background task like any other, though conversation idle does not", async () => {
