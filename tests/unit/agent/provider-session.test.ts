@@ -2,13 +2,14 @@
  * pi.provider (spec §2.2): every conversation gets its own provider session id, a UUIDv7, in the
  * commit that creates it; the id's first 48 bits are the creation time in milliseconds.
  */
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { providerSession } from "../../../worker/agent/provider-session.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
 import { type AgentHarness, type AgentHarnessOptions, createModelResolver } from "../../../worker/index.ts";
 import { fauxAgentModel } from "../../../worker/testing.ts";
-import { cleanups, echo, open, reopen } from "./fixtures.ts";
+import { callsThenAnswer, cleanups, echo, gatedTool, liveOf, open, reopen } from "./fixtures.ts";
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -161,6 +162,38 @@ test("each conversation's requests, its generations' and its compaction summary'
     ["elsewhere one", otherId],
   ]);
   expect(sent.filter((s) => s.summary).map((s) => s.sessionId)).toEqual([otherId]);
+});
+
+test("a task-owned conversation's requests, its generations' and its compaction summary's, pass its own session id, not its owner conversation's (break 29K)", async () => {
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const { tool, started, release } = gatedTool();
+  const calls = callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" }));
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(
+    (req, n) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT ? fauxAssistantMessage("summary") : calls(req, n),
+    { stream, tools: [tool], settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } } },
+  );
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const taskId = liveOf(h).tools![0]!.taskId!;
+  const child = await h.createConversation({ ownership: { kind: "task", taskId } });
+  release.resolve();
+  await sub.wait();
+  const rootId = await sessionOf(h, root.id);
+  const childId = await sessionOf(h, child.id);
+  expect(childId).not.toBe(rootId);
+  const before = sent.length;
+  await (await child.submit({ type: "input", content: "in the child" })).wait();
+  const compaction = await child.compact();
+  expect((await h.waitForTask(compaction)).state).toMatchObject({ outcome: { status: "completed" } });
+  const childRequests = sent.slice(before);
+  expect(childRequests.filter((s) => !s.summary).length).toBeGreaterThan(0);
+  expect(childRequests.filter((s) => s.summary)).toHaveLength(1);
+  expect(childRequests.map((s) => s.sessionId)).toEqual(childRequests.map(() => childId));
 });
 
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {

@@ -52,6 +52,11 @@ describe("a paused open and resume()", () => {
     await root.context();
     await root.agent();
     (await root.watch()).start(() => undefined);
+    // And the usage roll-up of one conversation (it loads the conversations below: break 29K), the
+    // stored agent, and a handle read from the store.
+    await h.conversationUsage(root.id);
+    await root.agentState();
+    await h.loadedConversation(root.id);
     await new Promise((r) => setTimeout(r, 50));
     expect(faux.requests.length).toBe(before);
     expect(h.inspect().scheduling).toBe("paused");
