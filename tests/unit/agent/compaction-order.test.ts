@@ -172,7 +172,10 @@ test("a fork inherits where its parent's summary starts the range: in a live for
       type: "write",
       entry: { kind: "app.context", head: at, model: [{ role: "user", content: text, timestamp: 0 }] },
     });
-  expect(await (await head(users[0]!.id, "BEFORE")).wait()).toMatchObject({ status: "unanswered", reason: "stale" });
+  expect(await (await head(users[0]!.id, "BEFORE")).wait()).toMatchObject({
+    status: "unanswered",
+    reason: "stale",
+  });
   expect(await firstText(fork)).toContain("SUMMARY");
   expect((await (await head(summary!.head!, "AT")).wait()).status).toBe("done");
   expect(await firstText(fork)).toBe("AT");

@@ -336,7 +336,10 @@ test("Conversation.abort() marking a held completed task reaches work created be
   await until(() => seen.get(lateId)?.marked === true, { what: "the late task below the hold marked" });
   gate.resolve();
   await aborting;
-  expect((await h.getTask(lateId))?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  expect((await h.getTask(lateId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
   expect((await h.getTask(id))?.state).toEqual({
     status: "terminal",
     outcome: { status: "completed", result: "held" },
