@@ -150,3 +150,33 @@ test("a head write cutting exactly where the active range starts is placed, not 
   expect(await (await head("SECOND")).wait()).toMatchObject({ status: "done" });
   expect(await firstText(root)).toBe("SECOND");
 });
+
+test("a fork inherits where its parent's summary starts the range: in a live fork, a head cutting before the summary's cut settles stale, one at it is placed", async () => {
+  // Break 29N: every named ordering was in the conversation that placed the summary; a fork created
+  // by the live engine that did not carry the inherited range start (its first head judged against
+  // no start) passed them all.
+  const { h, root } = await open(
+    async (req) => fauxAssistantMessage(isSummary(req) ? "SUMMARY" : big("answer")),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 1, 3);
+  const a = await root.compact();
+  expect((await placement(h, a)).status).toBe("done");
+  const entries = await root.entries();
+  const [summary] = summaries(entries);
+  const users = entries.filter((e) => e.kind === "pi.user");
+  expect(users[0]!.id).toBeLessThan(summary!.head!);
+  const fork = await root.fork(entries.at(-1)!.id, { ownership: { kind: "ownerless" } });
+  const head = (at: number, text: string) =>
+    fork.submit({
+      type: "write",
+      entry: { kind: "app.context", head: at, model: [{ role: "user", content: text, timestamp: 0 }] },
+    });
+  expect(await (await head(users[0]!.id, "BEFORE")).wait()).toMatchObject({
+    status: "unanswered",
+    reason: "stale",
+  });
+  expect(await firstText(fork)).toContain("SUMMARY");
+  expect((await (await head(summary!.head!, "AT")).wait()).status).toBe("done");
+  expect(await firstText(fork)).toBe("AT");
+});

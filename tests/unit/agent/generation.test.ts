@@ -23,6 +23,7 @@ import {
   AgentHarness,
   type AgentHarnessOptions,
   type AgentSettings,
+  createModelResolver,
   DOC,
   type StreamSettings,
   type UsageState,
@@ -529,6 +530,34 @@ describe("generation", () => {
       { reasoning: undefined, attempt: 1 },
       { reasoning: "high", attempt: 2 },
     ]);
+  });
+
+  test("a retry goes to the model the agent names after the backoff, not the one whose attempt failed", async () => {
+    // Break 29N: the named retry test changes the thinking level only; a retry that resent to the
+    // failed attempt's model (the agent's model read at the first attempt) passed every test.
+    const first = fauxAgentModel(() => fauxError("503 Service Unavailable"), { id: "first-model" });
+    const second = fauxAgentModel(() => fauxAssistantMessage("from the second"), { id: "second-model" });
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, {
+      models: createModelResolver({ extra: [first.model, second.model] }),
+      defaultModel: first.ref,
+      settings: { retry: { baseDelayMs: 500, maxDelayMs: 500 } },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      first.unregister();
+      second.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => Boolean(liveOf(h).generation?.retry), { what: "the backoff" });
+    await root.configure({ model: second.ref }); // during the backoff
+    expect((await sub.wait()).status).toBe("done");
+    expect(first.requests).toHaveLength(1);
+    expect(second.requests).toHaveLength(1);
+    const answer = messageOf(last(await transcript(root))) as AssistantMessage;
+    expect(answer.model).toBe("second-model");
+    expect(textOf(answer)).toBe("from the second");
   });
 
   test("the host is told each backoff deadline (wakeAt) before the wait, and again by the engine that resumes it", async () => {

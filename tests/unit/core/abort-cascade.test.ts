@@ -84,6 +84,34 @@ test("cascade marks are derived in a commit of their own, never in the commit th
   await h.close();
 });
 
+test("a cascade mark is signalled only after its commit: the running child's committed record already carries the mark when its signal fires", async () => {
+  // Break 29N: the signalling rule was named with abortTask's own mark only; cascade marks signalled
+  // as they were derived, inside the scheduler's commit, passed every abort test.
+  let h!: Harness;
+  const seen: Array<boolean | undefined> = [];
+  const child = single("cascade-watched", async (task, _runtime, signal) => {
+    await new Promise<void>((resolve) =>
+      signal.addEventListener(
+        "abort",
+        () => {
+          seen.push(internals(h).session.records.tasks.get(task.id)?.abortRequested);
+          resolve();
+        },
+        { once: true },
+      ),
+    );
+  });
+  const owner = ownerOf("cascade-watching-owner", child);
+  h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "owner and child running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await done(h, id);
+  expect(seen).toEqual([true]);
+  await engineStillRuns(h);
+  await h.close();
+});
+
 test("a background task owned by a cancelled owner's conversation is a boundary; aborting it directly aborts its own subtree", async () => {
   const log: string[] = [];
   const inner = parked("inner");

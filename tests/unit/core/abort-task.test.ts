@@ -83,6 +83,33 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   await h.close();
 });
 
+test("a conversation abort signals its running invocations only after the marking commit: each signalled task's committed record already carries the mark", async () => {
+  // Break 29N: the named test aborts one task by abortTask; a conversation abort (abortConversation,
+  // Conversation.abort() below it) that signalled each task as it marked it, inside the commit,
+  // passed every test.
+  const seen: Array<boolean | undefined> = [];
+  const watcher = single("watches-its-signal", async (task, _runtime, signal) => {
+    await new Promise<void>((resolve) =>
+      signal.addEventListener(
+        "abort",
+        () => {
+          seen.push(internals(h).session.records.tasks.get(task.id)?.abortRequested);
+          resolve();
+        },
+        { once: true },
+      ),
+    );
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [watcher] });
+  const a = await h.createTask(watcher, null, conversationOwned);
+  const b = await h.createTask(watcher, null, conversationOwned);
+  await until(() => running(h) === 2, { what: "both running" });
+  await h.abortConversation(1);
+  expect(seen).toEqual([true, true]);
+  for (const id of [a, b]) expect((await h.getTask(id))?.abortRequested).toBe(true);
+  await h.close();
+});
+
 test("abortTask on a blocked task without live owned work settles it `orphaned` before returning `marked`", async () => {
   const { image, ids } = await storeWith([parked("ghost")]);
   const h = await Harness.open(image);

@@ -218,6 +218,29 @@ describe("scopes (spec §3.1-3.2)", () => {
     expect(history?.["n"]).toBe(0);
   });
 
+  test("a session document's later changes survive close and reopen too: its patched and rewritten values, read back after each reopen", async () => {
+    // Break 29N: the named test reads back one whole write; a reopen that dropped a session
+    // document's stored patches (the value of its last whole write read alone) passed every test.
+    const store = await memoryStore();
+    const h = await open(store);
+    await h.transaction((tx) => tx.writeDoc(SESSION_DOCS, "prefs", { theme: "dark", log: "a" }));
+    await h.transaction((tx) => tx.patchDoc(SESSION_DOCS, "prefs", [{ path: ["log"], append: "b" }]));
+    await h.transaction((tx) => tx.patchDoc(SESSION_DOCS, "prefs", [{ path: ["size"], set: 3 }]));
+    const id = (await h.docRecord(SESSION_DOCS, "prefs"))?.id;
+    await h.close();
+
+    const first = await memoryStore(store.image());
+    const again = await open(first);
+    expect(await again.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "dark", log: "ab", size: 3 });
+    await again.transaction((tx) => tx.writeDoc(SESSION_DOCS, "prefs", { theme: "light" }));
+    await again.transaction((tx) => tx.patchDoc(SESSION_DOCS, "prefs", [{ path: ["log"], set: "c" }]));
+    await again.close();
+
+    const third = await open(await memoryStore(first.image()));
+    expect(await third.doc(SESSION_DOCS, "prefs")).toEqual({ theme: "light", log: "c" });
+    expect((await third.docRecord(SESSION_DOCS, "prefs"))?.id).toBe(id);
+  });
+
   test("a conversation's documents, their records and history go with it when it is deleted", async () => {
     const store = await memoryStore();
     const h = await open(store, { forks: { asOf: ["hist"] } });

@@ -361,6 +361,61 @@ test("Conversation.abort() only marks a held completed task: the work below is a
   expect(kidRecord?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
 });
 
+test("Conversation.abort() marking a held completed task reaches work created below it after the mark: a task started in its owned conversation while the hold drains is aborted too", async () => {
+  // Break 29N: the named test's work below existed at the abort, so the marking commit reached it
+  // directly; a marked hold with a completed outcome given no cancellation intent (the cascade
+  // deriving nothing from it) passed that test.
+  const gate = deferred();
+  const kid = single("slow-kid-below-held", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await gate.promise; // the hold stays completing while the kid drains
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const late = parked("late-below-held");
+  let owned: number | undefined;
+  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "held-owning-a-conversation",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          owned = tx.createConversation({ kind: "task", taskId: runtime.taskId }).id;
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("held"))),
+    },
+    abort: async () => undefined,
+  });
+  const { root, h } = await open(echo, { tasks: [holder, kid, late] });
+  const seen = new Map<TaskId, { status: string; marked: boolean }>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) seen.set(t.id, { status: t.state.status, marked: t.abortRequested });
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => seen.get(id)?.status === "completing", { what: "holder held" });
+  const aborting = root.abort();
+  await until(() => seen.get(id)?.marked === true, { what: "hold marked" });
+  const lateId = await h.createTask(late, null, {
+    ownership: { kind: "conversation" },
+    conversationId: owned as never,
+  });
+  await until(() => seen.get(lateId)?.marked === true, { what: "the late task below the hold marked" });
+  gate.resolve();
+  await aborting;
+  expect((await h.getTask(lateId))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect((await h.getTask(id))?.state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: "held" },
+  });
+});
+
 test("a history parent is not an owner: work in a fork of the root is not reached by the root's waitForIdle() or abort()", async () => {
   const worker = parked("fork-worker");
   const { h, root } = await open(echo, { tasks: [worker] });
