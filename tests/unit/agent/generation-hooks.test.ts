@@ -36,6 +36,29 @@ describe("onYield continuation", () => {
     expect(first).toMatchObject({ status: "done", answer: entries[1]!.id });
   });
 
+  test("an onYield continuation is dropped when the final boundary selects a queued steer", async () => {
+    // Break 29J: every test queued a follow-up; a boundary that counted follow-ups only as selected
+    // user items, not steers, passed them all.
+    const hold = deferred();
+    let yields = 0;
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks: { onYield: [() => (++yields === 1 ? "continue please" : undefined)] } },
+    );
+    const one = await root.submit({ type: "input", content: "one" });
+    const two = await root.submit({ type: "input", content: "two", whenBusy: "steer" });
+    hold.resolve();
+    const first = await one.wait();
+    expect((await two.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(await users(root)).toEqual(["one", "two"]);
+    const entries = await transcript(root);
+    expect(first).toMatchObject({ status: "done", answer: entries[1]!.id });
+  });
+
   test("an onYield continuation is dropped when the final boundary places a queued reset", async () => {
     const hold = deferred();
     const { root } = await open(
