@@ -39,6 +39,7 @@ describe("onYield continuation", () => {
   test("an onYield continuation is dropped when the final boundary selects a queued steer too", async () => {
     // Break 29C: the user item queued at the final boundary was always a follow-up; an engine that
     // counted only follow-ups (and resets) as user triggers applied the continuation beside a steer.
+    // Break 29J found the same gap from the stop/length line (sections-5-9 293), and wrote this test too.
     const hold = deferred();
     let yields = 0;
     const { root } = await open(

@@ -14,6 +14,7 @@ import {
   WaitCancelled,
 } from "../../../worker/index.ts";
 import { deferred, fauxError, memoryStore } from "../../../worker/testing.ts";
+import { parked } from "../core/fixtures.ts";
 import {
   alternationProblems,
   callsThenAnswer,
@@ -30,6 +31,8 @@ import {
   textOf,
   transcript,
 } from "./fixtures.ts";
+
+const parkedWorker = parked("inbox.worker");
 
 describe("submissions", () => {
   test("an input on an idle conversation is placed at once, starts a run, and settles done with the answer", async () => {
@@ -720,6 +723,37 @@ describe("the inbox", () => {
     expect(kinds(entries).slice(-3)).toEqual(["app.hint", "pi.user", "pi.assistant"]);
     expect(await write.wait()).toEqual({ status: "done", entry: entries.at(-3)!.id });
     expect(textOf(messageOf(entries.at(-2)!))).toBe("again");
+  });
+
+  test("Conversation.abort withdraws the queued inputs of a conversation its traversal reaches, a task-owned one below it, and keeps that conversation's queued writes", async () => {
+    // Break 29J: every abort test queued in the aborted conversation itself; withdrawing only there
+    // passed. The spec withdraws "in affected conversations" (§6.3).
+    const { tool, started } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+      tasks: [parkedWorker],
+    });
+    const worker = await h.createTask(parkedWorker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: root.id,
+    });
+    const child = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
+    await child.submit({ type: "input", content: "work" });
+    await started.promise;
+    const input = await child.submit({ type: "input", content: "queued input" });
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await child.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    const steer = await child.submit({ type: "input", content: "queued steer", whenBusy: "steer" });
+    expect(inboxOf(h, child.id).items.map((i) => i.mode)).toEqual(["followUp", "write", "steer"]);
+    await root.abort();
+    // Withdrawn from the inbox, never placed: no user entry (placed then aborted as run inputs passed).
+    for (const queued of [input, steer]) expect(await queued.record()).not.toHaveProperty("entry");
+    expect(child.busy).toBe(false);
+    expect(h.inspect().tasks).toEqual([]);
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await write.record()).status).toBe("queued");
+    expect(inboxOf(h, child.id).items.map((i) => i.mode)).toEqual(["write"]);
   });
 
   test("a write carrying edits changes what the model sees next; malformed edits are refused at submit", async () => {

@@ -15,6 +15,7 @@ import {
   memoryStore,
   until,
 } from "../../../worker/testing.ts";
+import { parked } from "../core/fixtures.ts";
 import { cleanups, echo, messageOf, textOf, transcript } from "./fixtures.ts";
 
 function model(
@@ -89,6 +90,35 @@ test("an old store's pi.agent naming { provider, id } is read as { provider, mod
   expect((await submission.wait()).status).toBe("done");
   expect(textOf(messageOf((await transcript(root)).at(-1)!))).toBe("echo: hello");
   expect(await agentRow(old)).toEqual({ version: 2, value: migrated });
+});
+
+test("a conversation owned by a task in an old store's conversation copies the owner's pi.agent migrated: { provider, modelId }", async () => {
+  // Break 29J: the task-owned copy was only built from a current pi.agent; copying the owner's stored
+  // value without its migration passed every test.
+  const faux = model(echo);
+  const store = await memoryStore();
+  const first = await openOn(store, faux);
+  await first.root();
+  await first.transaction((tx) =>
+    tx.writeDoc(1, "pi.agent", { model: v1Ref(faux), thinkingLevel: "low" }, 1),
+  );
+  const image = store.image();
+  await first.close();
+
+  const worker = parked("model-ref.worker");
+  const h = await AgentHarness.open(await memoryStore(image), { models: faux.models, tasks: [worker] });
+  cleanups.push(() => h.close().catch(() => undefined));
+  const root = await h.root();
+  const owner = await h.createTask(worker, null, {
+    ownership: { kind: "conversation" },
+    conversationId: root.id,
+  });
+  const child = await h.createConversation({ ownership: { kind: "task", taskId: owner } });
+  expect(await child.agentState()).toEqual({
+    model: { provider: faux.ref.provider, modelId: faux.ref.modelId },
+    thinkingLevel: "low",
+  });
+  await h.abortTask(owner);
 });
 
 test("configure stores pi.agent at version 2 with { provider, modelId }", async () => {

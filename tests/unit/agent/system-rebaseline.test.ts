@@ -318,3 +318,35 @@ test("a baseline after a compaction that keeps two pi.system deltas omits both",
   expect(systemOf(baseline).sections).toEqual({ role: ROLE, instructions: I("third") });
   expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe(`${ROLE}\n\n${I("third")}`);
 });
+
+test("a baseline after a compaction omits a retained tools-only delta too, and the request offers the tools as before", async () => {
+  // Break 29J: every retained delta changed a section; a rebaseline omitting only the deltas that set
+  // sections passed every test (replay hides it: the baseline restates the tools).
+  const { h, root, faux } = await open(respond, {
+    ...options(),
+    settings: { compaction: { keepRecentTokens: 450 } },
+  });
+  await root.configure({ instructions: "first" });
+  await ask(root, big("q1"));
+  await root.configure({ tools: { remove: ["read"] } });
+  await ask(root, "q2");
+  await root.configure({ instructions: "third" });
+  await ask(root, "q3");
+  await ask(root, big("q4"));
+  const systems = (await root.entries()).filter((e) => e.kind === "pi.system");
+  expect(systems).toHaveLength(3);
+  expect(systemOf(systems[1]!).sections).toEqual({});
+  const toolsBefore = conversationRequests(faux).at(-1)!.tools;
+  await h.waitForTask(await root.compact());
+  const compaction = (await root.entries()).at(-1)!;
+  expect(compaction.head).toBeGreaterThan(systems[0]!.id);
+  expect(compaction.head).toBeLessThanOrEqual(systems[1]!.id);
+  await ask(root, "q5");
+  const baseline = (await entriesAfter(root, compaction.id)).find((e) => e.kind === "pi.system")!;
+  expect(baseline.edits).toEqual([
+    { target: systems[1]!.id, action: "omit" },
+    { target: systems[2]!.id, action: "omit" },
+  ]);
+  expect(systemOf(baseline).sections).toEqual({ role: ROLE, instructions: I("third") });
+  expect(conversationRequests(faux).at(-1)!.tools).toEqual(toolsBefore);
+});

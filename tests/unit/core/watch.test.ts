@@ -10,7 +10,7 @@ import { Watch } from "../../../worker/core/observe.ts";
 import { type Frame, watchEvents } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { echo, open, reopen } from "../agent/fixtures.ts";
-import { settle } from "./fixtures.ts";
+import { parked, settle } from "./fixtures.ts";
 
 const frame = (seq: number): Frame<number> => ({ seq, value: seq, ops: [] });
 
@@ -156,7 +156,8 @@ test("a throwing listener ends only its own watch with listener_error, discardin
 });
 
 test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
-  const { h, root } = await open(echo);
+  const parkedWorker = parked("watch.worker");
+  const { h, root } = await open(echo, { tasks: [parkedWorker] });
   const other = await h.createConversation({ ownership: { kind: "ownerless" } });
   const watch = await root.watch();
   const seen: Frame<unknown>[] = [];
@@ -164,11 +165,21 @@ test("a conversation's watch gets no frame for a publication that touches only a
   await (await other.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
   // Nor for one that writes only the other conversation's document.
   await h.transaction((tx) => tx.writeDoc(other.id, "app.x", { a: 1 }));
+  // Nor for one that deletes the other conversation, which leaves this watch open (break 29J: a
+  // mount ended by any conversation's deletion passed).
+  await h.deleteConversation(other.id);
+  // Nor for one that touches only the conversation's task records, no entry nor document of its
+  // mount (break 29J: a mount that took a task record of its conversation for a touch passed).
+  const worker = await h.createTask(parkedWorker, null, {
+    ownership: { kind: "conversation" },
+    conversationId: root.id,
+  });
+  await h.abortTask(worker);
   await settle();
   expect(seen).toEqual([]);
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
   await until(() => seen.length === 1, { what: "a frame for its own conversation" });
-  await watch.stop();
+  expect(await watch.stop()).toBe("stopped");
   // A fork's mount shows its parent's entries through the fork point and follows only the fork.
   const child = await root.fork((await root.entries()).at(-1)!.id, { ownership: { kind: "ownerless" } });
   const childWatch = await child.watch();
