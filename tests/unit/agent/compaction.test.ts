@@ -95,6 +95,29 @@ describe("the cut", () => {
     expect(selectCut([user(0, "before"), ...huge], 20_000)).toBe(1);
   });
 
+  test("nothing to compact when every entry before the cut contributes nothing: a failed answer or an omitted entry is not history", () => {
+    // break 29O: "contributes" read as "is there" (any non-system entry before the cut) passed the example.
+    const failed = entry(1, "pi.assistant", {
+      role: "assistant",
+      content: [{ type: "text", text: "half an answer" }],
+      stopReason: "error",
+      errorMessage: "boom",
+    });
+    const huge = [user(2, "y".repeat(120_000)), assistant(3, "ok")];
+    expect(rangeContributions([failed, ...huge]).map((c) => c.length)).toEqual([0, 1, 1]);
+    expect(selectCut([failed, ...huge], 20_000)).toBeUndefined();
+    // An entry the range's marker omits contributes nothing either.
+    const marker = {
+      ...user(9, "an earlier summary"),
+      head: 1,
+      edits: [{ target: 1, action: "omit" }],
+    } as EntryRecord;
+    const omitted = user(1, "said before");
+    expect(selectCut(activeRange([omitted, ...huge, marker]), 20_000)).toBeUndefined();
+    // The same entry kept is history, and the cut follows it.
+    expect(selectCut([omitted, ...huge], 20_000)).toBe(2);
+  });
+
   test("range selection reads contributions under every edit of the range, also those an older in-range marker carries", () => {
     // Spec §8.7: "including edits carried by older in-range markers" (found contrary in session 22).
     const older = {
@@ -591,6 +614,8 @@ describe("Conversation.compact()", () => {
     });
     expect(faux.requests.filter(isSummary)).toEqual([]);
     expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
+    // The outcome's commit removes its status from pi.live (break 29O: a status left there passed).
+    expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
   });
 
   test("busy: the summary waits for the boundary, the conversation never waits for the summary", async () => {

@@ -227,6 +227,43 @@ test("abortTask on the generation aborts its whole parallel round: every call ge
   expect(liveOf(h)).toEqual({});
 });
 
+test("abortTask on the generation while one call of its parallel round runs and another waits in beforeTool: both calls get their aborted result, in call order", async () => {
+  // break 29O: the call whose task was still in its call phase (beforeTool deciding) was never built.
+  const a = gatedTool("a");
+  const b = gatedTool("b");
+  const deciding = deferred<void>();
+  const calls = callsThenAnswer(fauxToolCall("a", {}, { id: "c1" }), fauxToolCall("b", {}, { id: "c2" }));
+  const { h, root } = await open(calls, {
+    tools: [a.tool, b.tool],
+    hooks: {
+      beforeTool: [
+        (call, _api, ctx) =>
+          call.name !== "b"
+            ? undefined
+            : new Promise<undefined>((resolve) => {
+                deciding.resolve();
+                ctx.signal.addEventListener("abort", () => resolve(undefined));
+              }),
+      ],
+    },
+  });
+  const tasks = trackTasks(h);
+  const input = await root.submit({ type: "input", content: "go" });
+  await a.started.promise;
+  await deciding.promise;
+  const generation = liveOf(h).run?.taskId as number;
+  expect(await h.abortTask(generation)).toBe("marked");
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+  const results = await toolResults(root);
+  expect(results.map((e) => (messageOf(e) as { toolCallId: string }).toolCallId)).toEqual(["c1", "c2"]);
+  expect(results.every((e) => (messageOf(e) as { isError: boolean }).isError)).toBe(true);
+  const tools = [...tasks.values()].filter((t) => t.kind === "pi.tool");
+  expect(tools).toHaveLength(2);
+  for (const t of tools)
+    expect(t.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a toolUse answer without tool calls is classified like stop: the run answers with it", async () => {
   // Like stop: the onYield chain is asked about it, and the input settles with it (reading 22b).
   const yielded: string[] = [];

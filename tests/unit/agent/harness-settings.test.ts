@@ -3,11 +3,20 @@
  * defaults, object fields merged key by key; a change of a settings getter makes no commit and takes
  * effect at the next reading. (The app's settings dialog is tested in settings.test.ts.)
  */
+import { fauxAssistantMessage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { type AgentSettings, resolveSettings, retryDelayMs } from "../../../worker/agent/services.ts";
-import { createRegistry, defineExtension, defineTool, section, textResult } from "../../../worker/index.ts";
-import { echo, open } from "./fixtures.ts";
+import {
+  AgentHarness,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  section,
+  textResult,
+} from "../../../worker/index.ts";
+import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { cleanups, echo, open } from "./fixtures.ts";
 
 test("defaults: retry 3 x 2 s up to 60 s, compaction 16384/20000/32768, parallel tools, one-at-a-time queues, no stream options", () => {
   // Every default, whole: a key added, dropped or changed shows here (the spec's resolved defaults
@@ -167,4 +176,31 @@ test("no settings resolve to one frozen resolution, read at no cost; given setti
   expect(again.retry.maxRetries).toBe(2);
   expect(again.compaction).toBe(none.compaction);
   expect(again).not.toBe(none);
+});
+
+test("compaction settings are read anew at each run's threshold check: enabled by the getter between two runs, the next run compacts", async () => {
+  // break 29O: compaction settings read once per engine (the first run's, disabled) passed every named test.
+  let enabled = false;
+  const faux = fauxAgentModel(() => fauxAssistantMessage("ok"), { contextWindow: 300 });
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: () => ({
+      compaction: { enabled, reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 },
+    }),
+  });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const root = await h.root();
+  // About 1,000 tokens each: far above the blocking threshold (300 - 100) once history stands before them.
+  for (const content of ["x".repeat(4000), "y".repeat(4000)])
+    expect((await (await root.submit({ type: "input", content })).wait()).status).toBe("done");
+  expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+  enabled = true;
+  expect((await (await root.submit({ type: "input", content: "z".repeat(4000) })).wait()).status).toBe(
+    "done",
+  );
+  expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
 });

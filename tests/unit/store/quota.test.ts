@@ -95,6 +95,35 @@ test("a full disk under a group of commits requested together rejects every one 
   await h2.close();
 });
 
+test("a commit requested while the failing group is in its transaction is refused with HarnessClosed and never stored, though the disk has room again", async () => {
+  // Break 29O: an engine that let the commits queued behind a fatal failure run in the next group
+  // passed every named test: each asked only after the failure had settled.
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const committed = store.stats.transactions;
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(change));
+  let behind: Promise<unknown> | undefined;
+  store.setFaultHook((point) => {
+    if (point !== "before-commit" || behind) return;
+    // Requested now, while the first group is inside its transaction; the disk fails this one COMMIT only.
+    behind = h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: { n: 2 } }).id);
+    behind.catch(() => undefined);
+    throw new Error("SQLITE_FULL: database or disk is full");
+  });
+  const first = h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: { n: 1 } }).id);
+  await expect(first).rejects.toThrow(/database or disk is full/);
+  await expect(behind).rejects.toBeInstanceOf(HarnessClosed);
+  expect(store.stats.transactions).toBe(committed);
+  expect(published).toEqual([]);
+  store.setFaultHook(undefined);
+  const image = store.image();
+  await h.close();
+  const h2 = await Harness.open(await memoryStore(image));
+  expect(await h2.entries(1)).toEqual([]);
+  await h2.close();
+});
+
 test("an uncertain failure (the commit stored, its answer lost) is fatal too: nothing published or adopted, and a reopen finds the stored commit", async () => {
   // Spec §1.8: "An uncertain storage failure is fatal to the open Session. It publishes nothing and
   // must be reopened." Reading 24b: the test above fails before COMMIT, a certain failure; here the
