@@ -117,6 +117,10 @@ test("settings.extensions takes extension objects for their names", async () => 
   const { root, faux } = await open(echo, { extensions, settings: { extensions: [Web, "notes"] } });
   await (await root.submit({ type: "input", content: "hi" })).wait();
   expect(faux.requests[0]!.tools).toEqual(["fetch", "note"]);
+  // Break 29L: a name first and an object after it (a list mixing them either way).
+  const mixed = await open(echo, { extensions, settings: { extensions: ["notes", Web] } });
+  await (await mixed.root.submit({ type: "input", content: "hi" })).wait();
+  expect(mixed.faux.requests[0]!.tools).toEqual(["note", "fetch"]);
 });
 
 test("settings.extensions holding an old object of an extension installed again selects the installed one", async () => {

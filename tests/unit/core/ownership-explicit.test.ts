@@ -333,6 +333,20 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
     await expect(createThenMark).rejects.toThrow(/is abort-marked/);
     await expect(createThenMark).rejects.toBeInstanceOf(OwnerNotLive);
   }
+  // Break 29L: the completing owner above holds a completed outcome; one held completing with a
+  // failed outcome (cancellation intent, not a mark) refuses new owned work too.
+  const failing = await h.createTask(stuck, null, conversationOwned);
+  await until(() => running(h) >= 2, { what: "second stuck running" });
+  const failAndCreate = internals(h).session.commit((tx, overlay) => {
+    overlay.setTask({
+      ...overlay.task(failing)!,
+      state: { status: "completing", outcome: { status: "failed", error: { message: "gave up" } } },
+    });
+    tx.createTask(child, null, { ownership: { kind: "task", taskId: failing } });
+  });
+  await expect(failAndCreate).rejects.toThrow(/is completing/);
+  await expect(failAndCreate).rejects.toBeInstanceOf(OwnerNotLive);
+  await h.abortTask(failing);
   await h.abortTask(marked);
   for (const m of await attempt(marked)) expect(m).toMatch(/^OwnerNotLive: .*(is abort-marked|is terminal)/);
   // A missing owner is refused the same way, for both kinds.
