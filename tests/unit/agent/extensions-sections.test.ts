@@ -611,3 +611,49 @@ test("several wrappers of one tool or section compose in the selection's extensi
   expect([...h.services.agent(root.id).tools.keys()]).toEqual(["bash"]);
   expect(faux.requests.at(-1)!.systemPrompt).toBe("<role>\nr+2+1a+1b\n</role>");
 });
+
+test("only the selected extensions' wrappers apply, and they run before the tools filter: a deselected extension's wrapper decorates nothing, and a wrapper of a tool the filter then drops still runs (its throw reported)", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { h, root, faux, ask, reported } = await setup([
+    defineExtension({
+      name: "base",
+      tools: [tool("bash"), tool("read")],
+      sections: [section("role", () => "r")],
+    }),
+    defineExtension({
+      name: "picked",
+      wraps: [
+        wrapTool("bash", (t) => ({ ...t, description: `${t.description}+picked` })),
+        wrapTool("read", () => {
+          throw new Error("read wrapper broke");
+        }),
+      ],
+    }),
+    defineExtension({
+      name: "unpicked",
+      wraps: [
+        wrapTool("bash", (t) => ({ ...t, description: `${t.description}+unpicked` })),
+        wrapSection("role", (s) => ({
+          ...s,
+          render: async (input, ctx) => `${await s.render(input, ctx)}+unpicked`,
+        })),
+      ],
+    }),
+  ]);
+  await root.configure({ extensions: ["base", "picked"], tools: ["bash"] });
+  expect((await ask("hi")).status).toBe("done");
+  const agent = h.services.agent(root.id);
+  expect(agent.extensions).toEqual(["base", "picked"]);
+  expect(agent.tools.get("bash")?.description).toBe("bash+picked");
+  expect([...agent.tools.keys()]).toEqual(["bash"]);
+  expect(faux.requests[0]!.tools).toEqual(["bash"]);
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
+  // The filter keeps only bash, but the wrappers ran first: read's throwing wrapper was reached.
+  expect(reported.some((m) => /read wrapper broke/.test(m))).toBe(true);
+});
