@@ -459,6 +459,17 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
 });
 
+test("a section wrapper that returns a section of another key drops its target while preparing, reported; the other sections render and the run answers", async () => {
+  const { root, faux, ask, reported } = await setup([
+    defineExtension({ name: "base", sections: [section("role", () => "r"), section("cwd", () => "/repo")] }),
+    defineExtension({ name: "renamer", wraps: [wrapSection("cwd", (s) => ({ ...s, key: "elsewhere" }))] }),
+  ]);
+  expect((await ask("hi")).status).toBe("done");
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
+  expect(reported.some((m) => /cwd.*elsewhere/.test(m))).toBe(true);
+  expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.system", "pi.assistant"]);
+});
+
 test("wrappers apply after every selected extension's tools and sections: an earlier extension's wrapper decorates the tool and section a later one put in place", async () => {
   const tool = (name: string, text: string) =>
     defineTool({
