@@ -453,6 +453,21 @@ test("tool_execution_update of a running slot whose details and diagnostics were
       diagnostics: [],
     },
   ]);
+  // One removed alone, the output unchanged: the update carries that one field, and nothing else.
+  const kept = { ...slot, output: "so far\n" };
+  const both = viewWith({
+    tools: [{ ...kept, details: { step: 1 }, diagnostics: [{ severity: "warn", message: "w" }] }],
+  });
+  const noDetails = viewWith({ tools: [{ ...kept, diagnostics: [{ severity: "warn", message: "w" }] }] });
+  const noDiagnostics = viewWith({ tools: [{ ...kept, details: { step: 1 } }] });
+  const updates = (a: ConversationView, b: ConversationView) =>
+    new EventDeriver(1, [], undefined).derive(change, a, b).filter((e) => e.type === "tool_execution_update");
+  expect(updates(both, noDetails)).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", details: null },
+  ]);
+  expect(updates(both, noDiagnostics)).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", diagnostics: [] },
+  ]);
 });
 
 test("an orphaned task of the conversation gives task_failed too, and its tool slot ends without an entry, before it", () => {

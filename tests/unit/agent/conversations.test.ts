@@ -447,10 +447,25 @@ describe("conversations", () => {
       );
       return created.id;
     });
+    // Committed, and a fork of it made by the same plain harness: still no built-in document (break 30I).
+    const at = await core.transaction((tx) => tx.appendEntry(id, { kind: "app.note", data: 1 }).id);
+    const fork = await core.transaction(
+      (tx) => tx.forkConversation(id, at, { ownership: { kind: "ownerless" } }).id,
+    );
+    for (const c of [id, fork])
+      expect(await Promise.all(BUILT_IN_DOCS.map((name) => core.doc(c, name)))).toEqual(
+        BUILT_IN_DOCS.map(() => undefined),
+      );
     await core.close();
     const { h } = await open(echo, { store: await memoryStore(store.image()) });
     expect(await (await h.loadedConversation(id))!.agentState()).toEqual({});
     expect(await h.doc(id, "pi.agent")).toBeUndefined();
+    // Loading it into an agent harness adds none of them either: nothing is backfilled.
+    await h.loadedConversation(fork);
+    for (const c of [id, fork])
+      expect(await Promise.all(BUILT_IN_DOCS.map((name) => h.doc(c, name)))).toEqual(
+        BUILT_IN_DOCS.map(() => undefined),
+      );
   });
 
   test("configure() neither starts a generation nor appends an entry", async () => {

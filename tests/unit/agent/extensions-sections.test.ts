@@ -459,6 +459,17 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
 });
 
+test("a section wrapper that returns a section of another key drops its target while preparing, reported; the other sections render and the run answers", async () => {
+  const { root, faux, ask, reported } = await setup([
+    defineExtension({ name: "base", sections: [section("role", () => "r"), section("cwd", () => "/repo")] }),
+    defineExtension({ name: "renamer", wraps: [wrapSection("cwd", (s) => ({ ...s, key: "elsewhere" }))] }),
+  ]);
+  expect((await ask("hi")).status).toBe("done");
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
+  expect(reported.some((m) => /cwd.*elsewhere/.test(m))).toBe(true);
+  expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.system", "pi.assistant"]);
+});
+
 test("wrappers apply after every selected extension's tools and sections: an earlier extension's wrapper decorates the tool and section a later one put in place", async () => {
   const tool = (name: string, text: string) =>
     defineTool({
@@ -610,4 +621,50 @@ test("several wrappers of one tool or section compose in the selection's extensi
   expect(h.services.agent(root.id).tools.get("bash")?.description).toBe("bash+2+1a+1b");
   expect([...h.services.agent(root.id).tools.keys()]).toEqual(["bash"]);
   expect(faux.requests.at(-1)!.systemPrompt).toBe("<role>\nr+2+1a+1b\n</role>");
+});
+
+test("only the selected extensions' wrappers apply, and they run before the tools filter: a deselected extension's wrapper decorates nothing, and a wrapper of a tool the filter then drops still runs (its throw reported)", async () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { h, root, faux, ask, reported } = await setup([
+    defineExtension({
+      name: "base",
+      tools: [tool("bash"), tool("read")],
+      sections: [section("role", () => "r")],
+    }),
+    defineExtension({
+      name: "picked",
+      wraps: [
+        wrapTool("bash", (t) => ({ ...t, description: `${t.description}+picked` })),
+        wrapTool("read", () => {
+          throw new Error("read wrapper broke");
+        }),
+      ],
+    }),
+    defineExtension({
+      name: "unpicked",
+      wraps: [
+        wrapTool("bash", (t) => ({ ...t, description: `${t.description}+unpicked` })),
+        wrapSection("role", (s) => ({
+          ...s,
+          render: async (input, ctx) => `${await s.render(input, ctx)}+unpicked`,
+        })),
+      ],
+    }),
+  ]);
+  await root.configure({ extensions: ["base", "picked"], tools: ["bash"] });
+  expect((await ask("hi")).status).toBe("done");
+  const agent = h.services.agent(root.id);
+  expect(agent.extensions).toEqual(["base", "picked"]);
+  expect(agent.tools.get("bash")?.description).toBe("bash+picked");
+  expect([...agent.tools.keys()]).toEqual(["bash"]);
+  expect(faux.requests[0]!.tools).toEqual(["bash"]);
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
+  // The filter keeps only bash, but the wrappers ran first: read's throwing wrapper was reached.
+  expect(reported.some((m) => /read wrapper broke/.test(m))).toBe(true);
 });

@@ -27,7 +27,7 @@ import {
   type StreamFn,
   textResult,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -622,6 +622,46 @@ describe("deferred responses (poll)", () => {
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect(cancelled).toEqual(["job-9"]);
     expect(models).toEqual([`cancel ${faux.model.id} true`]);
+    await root.waitForIdle();
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
+  test("abort while a poll's fetch is in flight (its pollAt passed) cancels the handle too, and the input ends unanswered (aborted)", async () => {
+    // Break 30I: the named test aborted during the sleep before the first poll (pollAt a minute
+    // ahead); a handler that cancels only while the poll is still ahead passed it.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const cancelled: string[] = [];
+    const fetching = deferred();
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          // In flight until its signal aborts (a fetch that honours the signal, as pi-ai's do).
+          fetchDeferred: (_model, _handle, signal) => {
+            fetching.resolve();
+            return new Promise((_, reject) =>
+              signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+            );
+          },
+          async cancelDeferred(_model, handle) {
+            cancelled.push(handle.id);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-10", pollAfterMs: 0 }, { count: 0 }),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await fetching.promise;
+    const cp = (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred;
+    expect(cp?.pollAt).toBeLessThanOrEqual(Date.now());
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(cancelled).toEqual(["job-10"]);
     await root.waitForIdle();
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });

@@ -243,6 +243,39 @@ describe("submissions", () => {
     });
   });
 
+  test("the post-tools boundary places a queued write and a queued steer together: the write first, the steer after it, both in the run's next request", async () => {
+    // Break 30I: every named test queued a write or a steer, never both at one boundary; a
+    // boundary that placed the writes and dropped the steers beside them passed.
+    const { tool, started, release } = gatedTool();
+    const { root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const hint = { role: "user", content: "a hint", timestamp: 0 };
+    const write = await root.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+    const steer = await root.submit({ type: "input", content: "also this", whenBusy: "steer" });
+    release.resolve();
+    await input.wait();
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "app.hint",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(await write.wait()).toEqual({ status: "done", entry: entries[3]!.id });
+    expect(await steer.wait()).toEqual({ status: "done", entry: entries[4]!.id, answer: entries[5]!.id });
+    expect(faux.requests).toHaveLength(2);
+    expect(faux.requests[1]!.messages.filter((m) => m.role === "user").map((m) => m.content)).toEqual([
+      "work",
+      "a hint",
+      "also this",
+    ]);
+  });
+
   test("whenBusy reject: throws ConversationBusy and writes nothing", async () => {
     const hold = deferred();
     const { h, root, faux } = await open(async (req, n) => {

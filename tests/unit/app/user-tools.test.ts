@@ -45,6 +45,10 @@ describe("saving a user tool", () => {
     expect(saved).toMatchObject({ name: "greet", version: 1, activeVersion: 1, body: GREET.body });
     expect(storedUserTools(h).map((t) => t.name)).toEqual(["greet"]);
     expect(userExtensions(extensions)).toEqual(["user:greet"]);
+    // Installed as saved: its description and JSON-schema parameters are what the model is told (break 30I).
+    expect(extensions.snapshot().extension("user:greet")?.tools).toMatchObject([
+      { name: "greet", description: GREET.description, parameters: GREET.parameters },
+    ]);
     const root = await h.root();
     const answer = await ask(h, root.id, 'use my tool greet with {"name":"Ada"}');
     expect(answer).toContain("My script ran");

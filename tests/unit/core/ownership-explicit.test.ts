@@ -292,6 +292,10 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
     const results = await Promise.allSettled([
       h.transaction((tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } })),
       h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
+      // A fork is new owned work too (break 30I: a fork taking its owner unchecked was accepted).
+      h.transaction((tx) =>
+        tx.forkConversation(ROOT_CONVERSATION_ID, at, { ownership: { kind: "task", taskId: owner } }),
+      ),
     ]);
     // The refusal's type too (reading 24b: only its message was read).
     return results.map((r) =>
@@ -301,6 +305,7 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
     );
   };
 
+  const at = await h.transaction((tx) => tx.appendEntry(ROOT_CONVERSATION_ID, { kind: "note", data: 1 }).id);
   const holding = await h.createTask(holder, null, conversationOwned);
   await until(() => internals(h).session.records.tasks.get(holding)?.state.status === "completing", {
     what: "holder held",
@@ -325,6 +330,8 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   for (const create of [
     (tx: Tx) => void tx.createTask(child, null, { ownership: { kind: "task", taskId: marked } }),
     (tx: Tx) => void tx.createConversation({ kind: "task", taskId: marked }),
+    (tx: Tx) =>
+      void tx.forkConversation(ROOT_CONVERSATION_ID, at, { ownership: { kind: "task", taskId: marked } }),
   ]) {
     const createThenMark = internals(h).session.commit((tx, overlay) => {
       create(tx);

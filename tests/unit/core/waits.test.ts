@@ -251,10 +251,12 @@ describe("waits", () => {
           const peer = first ? runtime.taskId + 1 : runtime.taskId - 1;
           if (!first) await firstWaiting.promise;
           try {
+            // The second waits on a bystander first: the cycle closes through a later item of
+            // its list (break 30I: a walk from the list's first item alone passed).
             await runtime.commit(() => ({
               status: "waiting",
               checkpoint: { phase: "after" },
-              on: [peer],
+              on: first ? [peer] : [runtime.taskId - 2, peer],
               policy: "allSettled",
             }));
             if (first) firstWaiting.resolve();
@@ -277,11 +279,13 @@ describe("waits", () => {
         void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
     });
     const h = await Harness.open(await memoryStore());
-    const [a, b] = await h.transaction((tx) => [
+    const [bystander, a, b] = await h.transaction((tx) => [
+      tx.createTask(parked("bystander"), null, { ownership: { kind: "conversation" } }),
       tx.createTask(pair, { role: "first" }, { ownership: { kind: "conversation" } }),
       tx.createTask(pair, { role: "second" }, { ownership: { kind: "conversation" } }),
     ]);
     expect(b).toBe(a! + 1);
+    expect(bystander).toBe(a! - 1);
     expect(outcome(await done(h, b!))).toEqual({ status: "completed", result: "second" });
     expect(outcome(await done(h, a!))).toEqual({ status: "completed", result: "first resumed" });
     expect(caught).toHaveLength(1);
