@@ -259,6 +259,36 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("step rule 6 judges each phase on the checkpoint it started with: a later phase that returns without committing faults, though the invocation progressed before it", async () => {
+    const h = await Harness.open(await memoryStore());
+    let laterRuns = 0;
+    const twoPhases = defineTask<Json, Go | { phase: "later" }, Json>({
+      name: "progress-then-idle",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "later" } }));
+        },
+        later: async (_t, runtime) => {
+          laterRuns++;
+          // Run again (its lack of progress missed), it completes: a lost fault shows as an outcome.
+          if (laterRuns > 1) await runtime.commit(() => complete("ran again"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(twoPhases, null, { ownership: { kind: "conversation" } });
+    const o = outcome(await done(h, id, 2000));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /phase later returned without committing/,
+    );
+    expect(laterRuns).toBe(1);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("step rule 5: progress within the same phase (a new checkpoint, same phase name) runs that phase's handler again in the same invocation", async () => {
     const seen: number[] = [];
     const runtimes = new Set<unknown>();
