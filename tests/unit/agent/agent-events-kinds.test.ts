@@ -470,6 +470,26 @@ test("tool_execution_update of a running slot whose details and diagnostics were
   ]);
 });
 
+test("tool_execution_update of a running slot that records a second diagnostic carries the slot's whole current list, not the new one alone", () => {
+  const deriver = new EventDeriver(1, [], undefined);
+  const slot = { callId: "c1", name: "probe", taskId: 7, status: "running" as const };
+  const viewWith = (live: LiveState): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: live as unknown as Json },
+  });
+  const first = { severity: "warn" as const, message: "file changed on disk" };
+  const second = { severity: "info" as const, message: "retrying the read" };
+  const before = viewWith({ tools: [{ ...slot, details: { step: 1 }, diagnostics: [first] }] });
+  const after = viewWith({ tools: [{ ...slot, details: { step: 1 }, diagnostics: [first, second] }] });
+  const change = { seq: 2, tasks: [], entries: [], conversations: [], submissions: [], docs: [] };
+  const events = deriver.derive(change, before, after).filter((e) => e.type === "tool_execution_update");
+  // The details did not change: not sent.
+  expect(events).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", diagnostics: [first, second] },
+  ]);
+});
+
 test("an orphaned task of the conversation gives task_failed too, and its tool slot ends without an entry, before it", () => {
   const deriver = new EventDeriver(1, [], undefined);
   const slot = { callId: "c1", name: "probe", taskId: 8 };

@@ -259,6 +259,30 @@ test("a boundary places the selected writes before the selected user items, even
   expect(entries.filter((e) => e.kind === "app.note").map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }]);
 });
 
+test("the post-tools boundary places the writes before the steer too, even a write queued after it", async () => {
+  const gate = gatedTool();
+  const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+  });
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+  gate.release.resolve();
+  await first.wait();
+  expect((await steer.wait()).status).toBe("done");
+  expect((await note.wait()).status).toBe("done");
+  // One post-tools boundary placed both: the write first, then the steer, then the run goes on.
+  expect(kinds(await transcript(root))).toEqual([
+    "pi.user",
+    "pi.assistant",
+    "pi.tool-result",
+    "app.note",
+    "pi.user",
+    "pi.assistant",
+  ]);
+});
+
 test("a queued input's pi.user entry is stamped with the harness clock at placement, not at admission", async () => {
   let clock = 1_000;
   const hold = deferred();

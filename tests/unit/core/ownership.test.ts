@@ -80,6 +80,51 @@ describe("structured concurrency", () => {
     await h.close();
   });
 
+  test("writes split at the hold across a reopen: a task held at a crash keeps its document live, and the final commit after the reopen retires it with the terminal record", async () => {
+    const childRan = deferred();
+    const stuckChild = single("reopened-split-child", async (_t, _r, signal) => {
+      childRan.resolve();
+      await untilAborted(signal);
+    });
+    const scope = (taskId: TaskId) => ({ kind: "task" as const, taskId });
+    const parent = single("reopened-splitter", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(stuckChild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        tx.writeDoc(scope(runtime.taskId), "scratch", { kept: true });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => complete("parent"));
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [parent, stuckChild] });
+    const id = await first.createTask(parent, null, { ownership: { kind: "conversation" } });
+    await childRan.promise;
+    await until(() => internals(first).session.records.tasks.get(id)?.state.status === "completing", {
+      what: "parent held",
+    });
+    // The crash: the parent held, its child running, its document live.
+    const image = await memoryStore(store.image());
+    await first.close();
+    // Under the next engine the child finishes at once.
+    const finishing = single("reopened-split-child", async (_t, runtime) => {
+      await runtime.commit(() => complete("child"));
+    });
+    const second = await Harness.open(image, { tasks: [parent, finishing] });
+    const finals: { status: string; retired: boolean }[] = [];
+    second.subscribe((change) => {
+      for (const t of change.tasks.filter((t) => t.id === id))
+        finals.push({
+          status: t.state.status,
+          retired: change.docs.some((d) => d.name === "scratch" && d.value === undefined),
+        });
+    });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "parent" });
+    expect(finals).toEqual([{ status: "terminal", retired: true }]);
+    expect(await second.doc(scope(id), "scratch")).toBeUndefined();
+    await engineStillRuns(second);
+    await second.close();
+  });
+
   test("completing hold: a parent finished while its child is live is terminal only after the child; until then waiters, idle waits, inspection and the task graph see it live", async () => {
     const gate = deferred();
     const child = single("held-child", async (_t, runtime) => {

@@ -92,6 +92,40 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("a phase that throws a value other than an Error faults with that value as text, and so does a handler that throws before returning its promise", async () => {
+    const h = await Harness.open(await memoryStore());
+    const stringThrower = await h.createTask(
+      single("string-thrower", async () => {
+        throw "boom as a string";
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, stringThrower, 2000))).toEqual({
+      status: "faulted",
+      error: { message: "boom as a string" },
+    });
+    // Not an async function: the throw happens in the call itself, before any promise exists. A
+    // second call (the task left running and reserved again) completes instead, so a lost fault
+    // shows as an outcome rather than as a loop.
+    let calls = 0;
+    const syncPhase = ((_t: unknown, runtime: TaskRuntime) => {
+      calls++;
+      if (calls > 1) return runtime.commit(() => complete("ran again"));
+      throw new Error("boom before a promise");
+    }) as unknown as Parameters<typeof single>[1];
+    const syncThrower = await h.createTask(single("sync-thrower", syncPhase), null, {
+      ownership: { kind: "conversation" },
+    });
+    expect(outcome(await done(h, syncThrower, 2000))).toEqual({
+      status: "faulted",
+      error: { message: "boom before a promise" },
+    });
+    expect(calls).toBe(1);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("step rule 4 comes before rule 5: a phase that committed a new checkpoint and then threw faults with its error, and the next phase never runs; an abort handler's throw faults with its error too", async () => {
     const h = await Harness.open(await memoryStore());
     const ran: string[] = [];
@@ -221,6 +255,36 @@ describe("faults", () => {
       /phase go returned without committing/,
     );
     expect(memoRuns).toBe(1);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("step rule 6 judges each phase on the checkpoint it started with: a later phase that returns without committing faults, though the invocation progressed before it", async () => {
+    const h = await Harness.open(await memoryStore());
+    let laterRuns = 0;
+    const twoPhases = defineTask<Json, Go | { phase: "later" }, Json>({
+      name: "progress-then-idle",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "later" } }));
+        },
+        later: async (_t, runtime) => {
+          laterRuns++;
+          // Run again (its lack of progress missed), it completes: a lost fault shows as an outcome.
+          if (laterRuns > 1) await runtime.commit(() => complete("ran again"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const id = await h.createTask(twoPhases, null, { ownership: { kind: "conversation" } });
+    const o = outcome(await done(h, id, 2000));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /phase later returned without committing/,
+    );
+    expect(laterRuns).toBe(1);
     await engineStillRuns(h);
     await h.close();
   });
