@@ -794,6 +794,24 @@ describe("conversations", () => {
     );
   });
 
+  test("a task-owned task created in another conversation's Conversation.commit() lands in its owner's conversation, not the bound one (break 30G)", async () => {
+    // Break 30G: every task-owned creation the tests made was a task's own commit or a host
+    // transaction; a bound commit that filled in its own conversation for a task-owned task too (so
+    // refusing it, its owner living elsewhere) passed them. The bound default is the conversation
+    // owned tasks' only (spec §5: the owner task's conversation first).
+    const { h, root } = await open(echo, { tasks: [parkedWorker] });
+    const owner = await h.createTask(parkedWorker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: root.id,
+    });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const child = await other.commit((tx) =>
+      tx.createTask(parkedWorker, null, { ownership: { kind: "task", taskId: owner } }),
+    );
+    expect(await h.getTask(child)).toMatchObject({ owner, conversationId: root.id });
+    await h.abortTask(owner);
+  });
+
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {
     const notes = defineDoc<{ items: string[] }>("app.notes", { items: [] });
     const { h, root } = await open(echo);
