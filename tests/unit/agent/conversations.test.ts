@@ -268,6 +268,7 @@ describe("conversations", () => {
     const { tool, started, release } = gatedTool();
     const { h, root, store, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
       tools: [tool],
+      tasks: [parkedWorker],
     });
     const sub = await root.submit({ type: "input", content: "go" });
     await started.promise;
@@ -278,9 +279,21 @@ describe("conversations", () => {
     expect((await h.getTask(taskId))?.state.status).toBe("terminal");
     const owner = { taskId, conversationId: root.id };
     expect((await h.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    // Break 30G: an owner living in a conversation other than the root (every owner above lived in
+    // the root, so a pair stored with the root's id passed): its pair too stays, also after a reopen.
+    const worker = await h.createTask(parkedWorker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: child.id,
+    });
+    const grandchild = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
+    await h.abortTask(worker);
+    expect((await h.waitForTask(worker)).state.status).toBe("terminal");
+    const deeper = { taskId: worker, conversationId: child.id };
+    expect((await h.transaction((tx) => tx.conversation(grandchild.id)))?.owner).toEqual(deeper);
     await h.close();
     const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
     expect((await again.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    expect((await again.transaction((tx) => tx.conversation(grandchild.id)))?.owner).toEqual(deeper);
   });
 
   test("the creation hook runs inside tx.createConversation: a raw creation has pi.agent, pi.live, pi.inbox, pi.usage and pi.provider before the call returns", async () => {
