@@ -182,7 +182,7 @@ function resolveRetry(retry: AgentSettings["retry"]): RetryPolicy {
  * does (a spread would put the undefined in: spec §2.2, every field over its built-in default).
  */
 function overDefaults<T extends object>(defaults: T, given: Partial<T>): T {
-  const out: Record<string, unknown> = { ...defaults };
+  const out = { ...defaults } as Record<string, unknown>;
   for (const [key, value] of Object.entries(given)) if (value !== undefined) out[key] = value;
   return out as T;
 }
