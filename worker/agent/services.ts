@@ -147,7 +147,7 @@ function resolveGiven(s: AgentSettings | undefined): ResolvedSettings {
   const compaction = s?.compaction;
   return {
     retry: resolveRetry(s?.retry),
-    compaction: compaction === undefined ? FROZEN_COMPACTION : { ...DEFAULT_COMPACTION, ...compaction },
+    compaction: compaction === undefined ? FROZEN_COMPACTION : overDefaults(DEFAULT_COMPACTION, compaction),
     stream: checkStreamSettings(s?.stream),
     partialIntervalMs: s?.partialIntervalMs ?? 100,
     outputIntervalMs: s?.outputIntervalMs ?? 100,
@@ -172,10 +172,19 @@ function resolveRetry(retry: AgentSettings["retry"]): RetryPolicy {
   if (retry === undefined) return FROZEN_RETRY;
   const { maxAgentDelayMs, ...rest } = retry;
   return {
-    ...DEFAULT_RETRY,
-    ...rest,
+    ...overDefaults(DEFAULT_RETRY, rest),
     ...(maxAgentDelayMs !== undefined ? { maxDelayMs: maxAgentDelayMs } : {}),
   };
+}
+
+/**
+ * `given` over `defaults` key by key: a key given as undefined keeps its default, as an absent one
+ * does (a spread would put the undefined in: spec §2.2, every field over its built-in default).
+ */
+function overDefaults<T extends object>(defaults: T, given: Partial<T>): T {
+  const out = { ...defaults } as Record<string, unknown>;
+  for (const [key, value] of Object.entries(given)) if (value !== undefined) out[key] = value;
+  return out as T;
 }
 
 /** The default selection's base as names (an extension object stands for its name), or a TypeError. */

@@ -268,6 +268,7 @@ describe("conversations", () => {
     const { tool, started, release } = gatedTool();
     const { h, root, store, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
       tools: [tool],
+      tasks: [parkedWorker],
     });
     const sub = await root.submit({ type: "input", content: "go" });
     await started.promise;
@@ -278,9 +279,21 @@ describe("conversations", () => {
     expect((await h.getTask(taskId))?.state.status).toBe("terminal");
     const owner = { taskId, conversationId: root.id };
     expect((await h.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    // Break 30G: an owner living in a conversation other than the root (every owner above lived in
+    // the root, so a pair stored with the root's id passed): its pair too stays, also after a reopen.
+    const worker = await h.createTask(parkedWorker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: child.id,
+    });
+    const grandchild = await h.createConversation({ ownership: { kind: "task", taskId: worker } });
+    await h.abortTask(worker);
+    expect((await h.waitForTask(worker)).state.status).toBe("terminal");
+    const deeper = { taskId: worker, conversationId: child.id };
+    expect((await h.transaction((tx) => tx.conversation(grandchild.id)))?.owner).toEqual(deeper);
     await h.close();
     const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
     expect((await again.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    expect((await again.transaction((tx) => tx.conversation(grandchild.id)))?.owner).toEqual(deeper);
   });
 
   test("the creation hook runs inside tx.createConversation: a raw creation has pi.agent, pi.live, pi.inbox, pi.usage and pi.provider before the call returns", async () => {
@@ -807,6 +820,24 @@ describe("conversations", () => {
     expect(await other.commit((tx) => tx.appendEntry(other.id, { kind: "app.note" }).conversationId)).toBe(
       other.id,
     );
+  });
+
+  test("a task-owned task created in another conversation's Conversation.commit() lands in its owner's conversation, not the bound one (break 30G)", async () => {
+    // Break 30G: every task-owned creation the tests made was a task's own commit or a host
+    // transaction; a bound commit that filled in its own conversation for a task-owned task too (so
+    // refusing it, its owner living elsewhere) passed them. The bound default is the conversation
+    // owned tasks' only (spec §5: the owner task's conversation first).
+    const { h, root } = await open(echo, { tasks: [parkedWorker] });
+    const owner = await h.createTask(parkedWorker, null, {
+      ownership: { kind: "conversation" },
+      conversationId: root.id,
+    });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const child = await other.commit((tx) =>
+      tx.createTask(parkedWorker, null, { ownership: { kind: "task", taskId: owner } }),
+    );
+    expect(await h.getTask(child)).toMatchObject({ owner, conversationId: root.id });
+    await h.abortTask(owner);
   });
 
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {

@@ -60,6 +60,23 @@ test("partial retry and compaction settings merge key by key with the defaults",
   expect([falsy.partialIntervalMs, falsy.outputIntervalMs]).toEqual([100, 500]);
 });
 
+test("a key given as undefined in a partial retry or compaction object keeps its default, as an absent key does (break 30G)", () => {
+  // Break 30G (contrary): the nested objects were merged by spreading, so a key a host (JavaScript,
+  // or an object built from optional fields) gave as undefined replaced its default with undefined:
+  // no retry cap counted, the thresholds NaN. Spec §2.2 Settings: every field over its default.
+  const resolved = resolveSettings({
+    retry: { maxRetries: undefined, baseDelayMs: 500 },
+    compaction: { reserveTokens: undefined, enabled: false },
+  } as never);
+  expect(resolved.retry).toEqual({ enabled: true, maxRetries: 3, baseDelayMs: 500, maxDelayMs: 60_000 });
+  expect(resolved.compaction).toEqual({
+    enabled: false,
+    reserveTokens: 16_384,
+    keepRecentTokens: 20_000,
+    backgroundTokens: 32_768,
+  });
+});
+
 test("retry.maxAgentDelayMs, the specification's name for the backoff cap, caps the delay as maxDelayMs does", () => {
   // Spec §2.2 ConversationRetryPolicy { enabled, maxRetries, baseDelayMs, maxAgentDelayMs? }: a host
   // written against it sets maxAgentDelayMs; it is the cap (pi-ai's RetryPolicy), not ignored.

@@ -495,11 +495,28 @@ describe("the hooks table: composition in extension order, and what a throw does
       [
         defineExtension({ name: "tools", tools: [tool] }),
         defineExtension({ name: "x", hooks: [hook("pi.generation", { afterTools: boom("x") })] }),
+        // Break 30G: an async observer is awaited (its rejection reported, the next run only once it
+        // settled); a chain that did not await the afterTools hooks passed the synchronous ones.
+        defineExtension({
+          name: "y",
+          hooks: [
+            hook("pi.generation", {
+              afterTools: async () => {
+                await new Promise((r) => setTimeout(r, 5));
+                throw new Error("y broke");
+              },
+            }),
+          ],
+        }),
         defineExtension({
           name: "a",
           hooks: [
             hook("pi.generation", {
-              afterTools: (results) => void seen.push(`a:${results.map((r) => r.callId)}`),
+              afterTools: async (results) => {
+                seen.push(`a:${results.map((r) => r.callId)}`);
+                await new Promise((r) => setTimeout(r, 5));
+                seen.push("a settled");
+              },
             }),
           ],
         }),
@@ -516,8 +533,8 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
       status: "done",
     });
-    expect(seen).toEqual(["a:c1,c2", "b:c1,c2"]);
-    expect(reported).toEqual(["x broke"]);
+    expect(seen).toEqual(["a:c1,c2", "a settled", "b:c1,c2"]);
+    expect(reported).toEqual(["x broke", "y broke"]);
   });
 
   test("beforeCompact: the first decision wins; a throw is reported and the next is asked", async () => {

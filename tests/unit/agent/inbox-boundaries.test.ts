@@ -97,6 +97,31 @@ test("followUpMode all: the final boundary places every queued follow-up and one
   expect(inboxOf(h).items).toEqual([]);
 });
 
+test("a write placed at the final boundary beside the follow-ups is no input of the successor run: its inputs are the selected user ids only (break 30G)", async () => {
+  // Break 30G: the named test queued follow-ups only; a boundary that counted the writes it placed
+  // among the ids starting the successor (a write settles done at once, so nothing else shows it)
+  // passed every test.
+  const { h, root, hold, first } = await busyWithHeldAnswer({ followUpMode: "all" });
+  const two = await root.submit({ type: "input", content: "two" });
+  const note = await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
+  const three = await root.submit({ type: "input", content: "three" });
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual([two.id, note.id, three.id]);
+  const runs: (readonly number[])[] = [];
+  h.subscribe((change) => {
+    const run = (
+      change.docs.find((d) => d.name === "pi.live")?.value as { run?: { inputs: number[] } } | undefined
+    )?.run;
+    if (run) runs.push(run.inputs);
+  });
+  hold.resolve();
+  await first.wait();
+  expect((await note.wait()).status).toBe("done");
+  expect((await two.wait()).status).toBe("done");
+  expect((await three.wait()).status).toBe("done");
+  expect(runs.length).toBeGreaterThan(0);
+  expect(runs.every((inputs) => JSON.stringify(inputs) === JSON.stringify([two.id, three.id]))).toBe(true);
+});
+
 test("a final boundary places a follow-up and a steer queued after it in ID order, not grouped by mode", async () => {
   const { h, root, faux, hold, first } = await busyWithHeldAnswer({});
   const followUp = await root.submit({ type: "input", content: "two" });

@@ -733,12 +733,13 @@ describe("the task runtime", () => {
         phases: {
           one: async (_t, runtime) => {
             log.push(`${label}:one`);
+            await runtime.memo("m", `memo of ${label}`);
             onOne?.();
             await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
           },
           two: async (task, runtime) => {
             log.push(
-              `${label}:two ${(task.state as { checkpoint: { note?: string } }).checkpoint.note ?? "-"}`,
+              `${label}:two ${(task.state as { checkpoint: { note?: string } }).checkpoint.note ?? "-"} ${await runtime.memo("m")}`,
             );
             await runtime.commit(() => complete(label));
           },
@@ -759,7 +760,9 @@ describe("the task runtime", () => {
     h = await Harness.open(await memoryStore(), { tasks: [original] });
     const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
-    expect(log).toEqual(["A:one", "B:two migrated from 1"]);
+    // Break 30G: the migrating reservation keeps the memos the handover carried (spec §5.2: memos
+    // survive checkpoints and disappear only in the terminal replacement).
+    expect(log).toEqual(["A:one", "B:two migrated from 1 memo of A"]);
     expect((await h.getTask(id))?.version).toBe(2);
     await engineStillRuns(h);
     await h.close();

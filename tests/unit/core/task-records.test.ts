@@ -6,6 +6,7 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
+  type ConversationRecord,
   defineTask,
   type EntryRecord,
   Harness,
@@ -203,6 +204,32 @@ test("every entry a task appends in its own commit records byTaskId = that task;
   ]);
   // As stored, not only as published.
   expect((await h.entries(elsewhere)).map((e) => e.byTaskId)).toEqual([id]);
+  await h.close();
+});
+
+test("in a task's commit, appendEntry and createConversation return the records as stored: the entry with its byTaskId, the conversation with its owner pair (break 30G)", async () => {
+  // Break 30G: the creation methods' returned records were compared only in host transactions; an
+  // appendEntry returning its record without the byTaskId it stored passed every test.
+  let returned: { entry?: EntryRecord; conversation?: ConversationRecord } = {};
+  const writer = single("returning-writer", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      returned = {
+        entry: tx.appendEntry(runtime.conversationId, { kind: "note", data: "returned" }),
+        conversation: tx.createConversation({ kind: "task", taskId: runtime.taskId }),
+      };
+      return undefined;
+    });
+    // Not in the same commit: an owner ending in the commit that creates its conversation refuses it.
+    await runtime.commit(() => complete(null));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [writer] });
+  const id = await h.createTask(writer, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(returned.entry).toEqual((await h.entries(1)).find((e) => e.kind === "note"));
+  expect(returned.entry?.byTaskId).toBe(id);
+  const conversation = returned.conversation!;
+  expect(conversation.owner).toEqual({ conversationId: 1, taskId: id });
+  expect(h.conversationRecords().find((c) => c.id === conversation.id)).toEqual(conversation);
   await h.close();
 });
 
