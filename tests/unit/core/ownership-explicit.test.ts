@@ -287,11 +287,15 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
   const stuck = parked("stuck");
   const h = await Harness.open(await memoryStore(), { tasks: [child, kid, holder, quick, stuck] });
-  /** Both kinds of owned work below `owner`: the messages they were refused with. */
+  // An entry of the root to fork at: a fork owned by a task is owned work too (break 30F: a fork
+  // whose owner went unchecked, at its creation and at the commit's final check, passed this test).
+  const at = await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note" }).id);
+  /** Every kind of owned work below `owner` (a task, a conversation, a fork): the messages they were refused with. */
   const attempt = async (owner: TaskId) => {
     const results = await Promise.allSettled([
       h.transaction((tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } })),
       h.transaction((tx) => tx.createConversation({ kind: "task", taskId: owner })),
+      h.transaction((tx) => tx.forkConversation(1, at, { ownership: { kind: "task", taskId: owner } })),
     ]);
     // The refusal's type too (reading 24b: only its message was read).
     return results.map((r) =>
