@@ -152,10 +152,14 @@ export interface HookRunner {
 
 /**
  * Where a harness's hooks come from (set by the layer above the core): the handler objects that
- * apply to a task, and the api handed to them. `handlers` is called at most once per phase.
+ * apply to a task, and the api handed to them. `handlers` is called at most once per phase, with the
+ * registry `snapshot` taken when that phase's handler was invoked (spec §7.1: hooks resolve from
+ * the phase's snapshot, never from one of their own).
  */
 export interface TaskHookSource {
-  handlers(task: TaskRecord): readonly object[];
+  /** The registry as it is now: taken at the start of every phase handler and abort handler. */
+  snapshot?(): unknown;
+  handlers(task: TaskRecord, snapshot?: unknown): readonly object[];
   api(runtime: TaskRuntime): unknown;
 }
 

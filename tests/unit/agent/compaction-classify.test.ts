@@ -119,3 +119,27 @@ test("a retryable summary error retries only while the policy read at classifica
   });
   expect(flipped.faux.requests.filter(isSummary)).toHaveLength(1);
 });
+
+test("a summary's durable retries count against settings.retry alone: stream.maxRetries is the provider's own, inside each request (break 30F)", async () => {
+  // Spec §2.2: stream.maxRetries is the provider's retries inside one request; the retry policy
+  // counts durable attempts, for a summary as for generation. Break 30F: a summary retry budget
+  // read from the pinned stream.maxRetries passed every test (none set the two apart for a summary).
+  let summaries = 0;
+  const setup = await open(
+    (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      return ++summaries <= 2 ? fauxError("503 Service Unavailable") : fauxAssistantMessage("SUMMARY");
+    },
+    {
+      settings: {
+        compaction: { keepRecentTokens: 150 },
+        retry: { baseDelayMs: 1, maxRetries: 2 },
+        stream: { maxRetries: 0 },
+      },
+    },
+  );
+  await chat(setup.root, 3);
+  const id = await setup.root.compact();
+  expect((await setup.h.waitForTask(id)).state).toMatchObject({ outcome: { status: "completed" } });
+  expect(setup.faux.requests.filter(isSummary)).toHaveLength(3);
+});

@@ -1211,6 +1211,56 @@ describe("compaction a generation waits for", () => {
     expect(textOf(last.messages[0]!)).toContain("<summary>");
   });
 
+  test("the request sent again after an overflow's compaction is the same attempt: a retryable error after it still has the whole retry budget (break 30F)", async () => {
+    // Spec §8.3: "the recovery request does not count against the retry policy". Break 30F: a
+    // recovery pinned as the next attempt passed every named test (none failed after it); with one
+    // retry allowed, the 503 after the summary is retried only if the recovery was not counted.
+    let q4 = 0;
+    const faux = fauxAgentModel(
+      (req) => {
+        if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+        const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+        if (!last.startsWith("q4")) return fauxAssistantMessage(big("answer"));
+        q4++;
+        if (q4 === 1) return fauxError("prompt is too long: 210000 tokens > 200000 maximum");
+        if (q4 === 2) return fauxError("503 service unavailable");
+        return fauxAssistantMessage(big("answer"));
+      },
+      { contextWindow: 1_000_000 },
+    );
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: {
+        compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 },
+        retry: { baseDelayMs: 1, maxRetries: 1 },
+      },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    // Each request phase a generation enters (a commit that leaves it in request is not another).
+    const attempts: number[] = [];
+    const phases = new Map<number, string | undefined>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) {
+        if (t.kind !== "pi.generation") continue;
+        const cp = (t.state as { checkpoint?: { phase?: string; attempt?: number } }).checkpoint;
+        if (cp?.phase === "request" && phases.get(t.id) !== "request") attempts.push(cp.attempt!);
+        phases.set(t.id, cp?.phase);
+      }
+    });
+    for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+    attempts.length = 0;
+    expect((await (await root.submit({ type: "input", content: big("q4") })).wait()).status).toBe("done");
+    expect(q4).toBe(3);
+    expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
+    // The overflowed request, the one sent again after the summary (the same attempt), the retry.
+    expect(attempts).toEqual([1, 1, 2]);
+  });
+
   test("an overflow's one commit: the error entry, generation removed, the compaction's status, waiting at prepare with the overflow; with nothing to compact it fails at once", async () => {
     // Spec §8.3 (reading 22b: the commit, and an overflow range selection finds no cut for, were
     // not asserted).
@@ -1260,6 +1310,63 @@ describe("compaction a generation waits for", () => {
     });
     expect(fresh.faux.requests).toHaveLength(1);
     expect(await fresh.h.tasks({ kind: "pi.compaction" })).toEqual([]);
+  });
+
+  test("an error pi-ai does not call a context overflow never compacts, though range selection finds a cut: a retryable one is retried, another fails the run (break 30F)", async () => {
+    // Spec §8.3: only an error isContextOverflow() recognizes is compacted. Break 30F: with that
+    // check dropped, every error with a cut compacted and every named test passed (each error there
+    // was an overflow, or came where no cut was found).
+    for (const error of ["503 service unavailable", "400 invalid request: tools.0 is malformed"]) {
+      let q4 = 0;
+      const responder: FauxResponder = (req) => {
+        if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+        const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+        return last.startsWith("q4") && ++q4 === 1 ? fauxError(error) : fauxAssistantMessage(big("answer"));
+      };
+      const { h, root } = await small(responder, 1_000_000);
+      for (let i = 1; i <= 3; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+      // The premise: an overflow here would compact (the test above), range selection finds a cut.
+      expect(selectCut(activeRange(await root.entries()), 150)).toBeDefined();
+      const run = await (await root.submit({ type: "input", content: big("q4") })).wait();
+      if (error.startsWith("503")) expect(run.status).toBe("done");
+      else expect(run).toEqual({ status: "unanswered", reason: "model_error", detail: error });
+      expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+      expect((await root.entries()).filter((e) => e.kind === "pi.compaction")).toEqual([]);
+    }
+  });
+
+  test("an overflow that is not compacted is never retried, though its text also reads retryable: with nothing to compact, with compaction off, or a second one (break 30F)", async () => {
+    // Spec §8.3: "Any other overflow, including a second one, is never retried and fails like the
+    // non-retryable errors below." A gateway's 502 carrying the provider's overflow text is both.
+    const overflow = "502 bad gateway: context_length_exceeded";
+    const cases = [
+      { name: "nothing to compact", inputs: 1, enabled: true, always: true },
+      { name: "compaction off", inputs: 4, enabled: false, always: false },
+      { name: "a second overflow", inputs: 4, enabled: true, always: true },
+    ];
+    for (const { name, inputs, enabled, always } of cases) {
+      let overflowed = 0;
+      const responder: FauxResponder = (req) => {
+        if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+        const last = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+        if (last.startsWith(`q${inputs}`) && (always || overflowed === 0)) {
+          overflowed++;
+          return fauxError(overflow);
+        }
+        return fauxAssistantMessage(big("answer"));
+      };
+      const { h, root } = await small(responder, 1_000_000, 0, enabled);
+      for (let i = 1; i < inputs; i++)
+        await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+      const run = await (await root.submit({ type: "input", content: big(`q${inputs}`) })).wait();
+      expect({ name, run }).toEqual({
+        name,
+        run: { status: "unanswered", reason: "model_error", detail: overflow },
+      });
+      // One request failed without compaction; the second overflow follows the one compaction.
+      expect({ name, overflowed }).toEqual({ name, overflowed: name === "a second overflow" ? 2 : 1 });
+      expect((await h.tasks({ kind: "pi.compaction" })).length).toBe(name === "a second overflow" ? 1 : 0);
+    }
   });
 
   test("a stop answer is never an overflow, though its usage is above the context window", async () => {

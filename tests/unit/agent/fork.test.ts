@@ -290,6 +290,27 @@ describe("fork", () => {
     ]);
   });
 
+  test("a reset the parent places after the fork point is not the child's head: the child's view, its first page and its next request keep the inherited range (break 30F)", async () => {
+    // Spec §2.1: the active transcript starts at the newest head visible to the conversation, and
+    // fork traversal stops at each parent.at. Break 30F: a head marker looked up in the parent's
+    // whole history (its cap ignored) cut the child's view and passed every named test (their heads
+    // were all in the conversation's own visible history).
+    const { h, root, faux } = await open(echo);
+    await ask(root, "first");
+    const at = (await root.entries()).at(-1)!.id;
+    const child = await root.fork(at, ownerless);
+    await (await root.reset("elsewhere")).wait();
+    await ask(child, "mine");
+    expect(context(faux.requests.at(-1)!)).toEqual(["user:first", "assistant:echo: first", "user:mine"]);
+    const kinds = ["pi.user", "pi.assistant", "pi.user", "pi.assistant"];
+    expect((await child.viewState()).entries.map((e) => e.kind)).toEqual(kinds);
+    expect(h.pageMount(child.id)).toBeDefined();
+    await h.pageMount(child.id).ready();
+    expect(h.pageMount(child.id).view.entries.map((e) => e.kind)).toEqual(kinds);
+    // The parent's own view starts at its reset.
+    expect((await root.viewState()).entries.map((e) => e.kind)).toEqual(["pi.reset"]);
+  });
+
   test("documents follow their fork rule: current is copied as it is when the fork is made, initial is not", async () => {
     const copied = defineDoc<{ on: boolean }>({ name: "app.plan", initial: { on: false } });
     const fresh = defineDoc({ name: "app.scratch", initial: { text: "" }, fork: "initial" });

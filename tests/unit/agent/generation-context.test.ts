@@ -55,6 +55,27 @@ describe("deriveContext", () => {
     expect(derived.messages.map((m) => m.role)).toEqual(["user", "user"]);
   });
 
+  test("replay order: a section removed with null and added again later goes to the end of the map; a tool removed and added in one message takes the new position (break 30F)", () => {
+    // Spec §7.4: "null removes it, and a later re-addition appends it to the ordered section map";
+    // "within one message, tool removals happen before additions, so a same-name replacement gets
+    // the new declaration and position". Break 30F: a removal that left its key behind, and a
+    // removal skipped for a name the same message adds, passed the named test (it re-adds nothing
+    // it removed, and its same-name tool was the only one left).
+    const derived = deriveContext([
+      system({
+        sections: { base: "You help.", style: "Be terse.", cwd: "In /w." },
+        toolsAdded: ["read", "write", "grep"],
+      }),
+      user("q"),
+      system({ sections: { style: null }, toolsRemoved: ["read"], toolsAdded: ["read"] }),
+      user("again"),
+      system({ sections: { style: "Be kind." } }),
+    ]);
+    expect(Object.keys(derived.sections)).toEqual(["base", "cwd", "style"]);
+    expect(derived.systemPrompt).toBe("You help.\n\nIn /w.\n\nBe kind.");
+    expect(derived.tools).toEqual(["write", "grep", "read"]);
+  });
+
   test("model-less entries contribute no message", () => {
     const note: EntryRecord = { id: ++nextId, conversationId: 1, kind: "app.note", data: "for the UI" };
     expect(deriveContext([user("q"), note, assistant("a")]).messages.map((m) => m.role)).toEqual([

@@ -3,12 +3,14 @@
  * the instructions or the offered tools differ from what the active range replays; after a head
  * marker the next preparation writes a complete baseline again.
  */
+import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { defaultStream } from "../../../worker/agent/services.ts";
 import {
   AgentHarness,
   type AgentHarnessOptions,
   type ChangeSet,
+  defineTool,
   type EntryRecord,
 } from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
@@ -154,6 +156,64 @@ test("a request resent after a restart keeps what its preparation resolved: the 
     // The resent request is the one prepared before the change; the next preparation takes it.
     expect(sent.map((s) => s.reasoning)).toEqual(["high", "high", "low"]);
     expect(sent.map((s) => String(s.systemPrompt).includes("New rule."))).toEqual([false, false, true]);
+  } finally {
+    await h.close();
+    again.unregister();
+  }
+});
+
+test("a request resent after a restart offers the tools its pi.system entries replay, in their order: tools the agent took meanwhile wait for the next preparation (break 30F)", async () => {
+  // Spec §7.4: replaying the transcript's system messages yields the effective prompt and tool
+  // set; §8.3: the offered tools are fixed with the request. Break 30F: a request offering the
+  // agent's tools as they stand (not those its system entries replay) passed every named test.
+  const named = (name: string) =>
+    defineTool({
+      name,
+      description: `The ${name} tool`,
+      parameters: Type.Object({}),
+      execute: async () => ({ content: [{ type: "text" as const, text: name }] }),
+    });
+  const tools = [named("alpha"), named("beta"), named("gamma")];
+  const hold = deferred();
+  const sent: string[][] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push((context.tools ?? []).map((t) => t.name));
+    return defaultStream(model, context, options);
+  };
+  const first = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    },
+    { stream, tools },
+  );
+  await first.root.configure({ tools: ["alpha", "beta"] });
+  await first.root.submit({ type: "input", content: "one", requestId: "r" });
+  await expect.poll(() => sent.length).toBe(1);
+  await first.root.configure({ tools: ["gamma", "beta", "alpha"] });
+  const image = first.store.image();
+  hold.resolve();
+  await first.h.close();
+  sent.length = 1;
+
+  const again = fauxAgentModel(echo, { id: first.faux.ref.modelId });
+  const h = await AgentHarness.open(await memoryStore(image), {
+    models: again.models,
+    defaultModel: again.ref,
+    stream,
+    tools,
+  });
+  try {
+    const root = await h.root();
+    expect((await (await root.submit({ type: "input", content: "one", requestId: "r" })).wait()).status).toBe(
+      "done",
+    );
+    expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+    expect(sent).toEqual([
+      ["alpha", "beta"],
+      ["alpha", "beta"],
+      ["gamma", "beta", "alpha"],
+    ]);
   } finally {
     await h.close();
     again.unregister();

@@ -124,6 +124,45 @@ test("an extension task asks its conversation's selected hooks in extension orde
   expect(await apis[0]!.snapshot("app.absent", other.id)).toBeUndefined();
 });
 
+test("each asks the hooks of the phase's registry snapshot: a replacement installed after the phase began, before its first dispatch, reaches only the next phase (break 30F)", async () => {
+  // Spec §7.1: the scheduler takes a registry snapshot per phase-handler invocation; a phase's hooks
+  // resolve at its first dispatch "from that phase's snapshot and the committed pi.agent". Break 30F:
+  // the engine read the registry as it was at the first dispatch, so an install between the phase's
+  // start and that dispatch was asked at once (the named test installs only after its first ask).
+  const extensions = createRegistry();
+  const answers: string[][] = [];
+  const ask = async (runtime: TaskRuntime<Json, Review, Json, ReviewHooks>) => {
+    const words: string[] = [];
+    await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+      words.push(await handler("diff", api, { signal: runtime.signal }));
+    });
+    return words;
+  };
+  const review = defineTask<Json, Review, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_task, runtime) => {
+        extensions.install(answering("a", "a2"));
+        answers.push(await ask(runtime));
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second", first: [] } }));
+      },
+      second: async (_task, runtime) => {
+        answers.push(await ask(runtime));
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  const { h } = await open(echo, { extensions });
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(answers).toEqual([["a:diff"], ["a2:diff"]]);
+});
+
 test("a hook's error after the task was signalled propagates from each, unreported", async () => {
   const reports: unknown[] = [];
   let propagated: unknown;

@@ -780,6 +780,24 @@ describe("snapshotAsOf (spec §3.3)", () => {
     await expect(h.snapshotAsOf(1, "hist", 999)).rejects.toThrow(EntryNotVisible);
   });
 
+  test("snapshotAsOf refuses a document that is not rewindable also at an entry where no incarnation of it was alive: the live record, else the forks option, decides (break 30F)", async () => {
+    // Break 30F: every refusal of the named test read a document alive at the entry; a read that
+    // answered undefined whenever no incarnation was alive then, asking no rule, passed it.
+    const h = await open(await memoryStore(), { forks: { asOf: ["hist"] } });
+    const e1 = await h.transaction((tx) => note(tx, 1, "1"));
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "plain", { p: 1 });
+      tx.writeDoc(1, "hist", { n: 1 });
+      return note(tx, 1, "2");
+    });
+    // Created after e1, alive now: its record's history (latest) decides.
+    await expect(h.snapshotAsOf(1, "plain", e1)).rejects.toThrow(InvalidTransition);
+    // Never written: the forks option's rules for the name decide.
+    await expect(h.snapshotAsOf(1, "nowhere", e1)).rejects.toThrow(InvalidTransition);
+    // A rewindable one is read, and was absent then.
+    expect(await h.snapshotAsOf(1, "hist", e1)).toBeUndefined();
+  });
+
   test("snapshotAsOf across a fork: an inherited entry reads the parent's incarnation of then, the child's own entries its copy", async () => {
     const h = await open(await memoryStore(), { forks: { asOf: ["hist"] } });
     const e1 = await h.transaction((tx) => {

@@ -287,7 +287,9 @@ test("rejects new owned work below an owner that is completing, terminal, or abo
   const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));
   const stuck = parked("stuck");
   const h = await Harness.open(await memoryStore(), { tasks: [child, kid, holder, quick, stuck] });
-  /** Both kinds of owned work below `owner`: the messages they were refused with. */
+  // A fork owned by a task is owned work too (breaks 30F and 30I: a fork whose owner went unchecked,
+  // at its creation and at the commit's final check, passed this test); `at` is made below.
+  /** Every kind of owned work below `owner` (a task, a conversation, a fork): the messages they were refused with. */
   const attempt = async (owner: TaskId) => {
     const results = await Promise.allSettled([
       h.transaction((tx) => tx.createTask(child, null, { ownership: { kind: "task", taskId: owner } })),

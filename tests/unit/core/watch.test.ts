@@ -315,6 +315,33 @@ test("every observer of a conversation shares one mount, built by the first and 
   expect(subscriptions.count).toBe(0);
 });
 
+test("stop() unregisters synchronously and only once: the mount is dropped before stop() returns, and a second stop() of its last watch leaves the next mount alone (break 30F)", async () => {
+  const { h, root } = await open(echo);
+  const subscriptions = countSubscriptions(h);
+  const a = await root.watch();
+  const first = h.mount(root.id);
+  const end = a.stop();
+  // Spec §9.2: stop() unregisters synchronously, before anything awaits its promise.
+  expect(subscriptions.count).toBe(0);
+  expect(await end).toBe("stopped");
+  const b = await root.watch();
+  const second = h.mount(root.id);
+  expect(second).not.toBe(first);
+  expect(subscriptions.count).toBe(1);
+  // stop() is idempotent: a second call unregisters nothing again, so the watch's old mount does not
+  // drop the new one from the harness, nor its subscription.
+  expect(await a.stop()).toBe("stopped");
+  expect(subscriptions.count).toBe(1);
+  expect(h.mount(root.id)).toBe(second);
+  const seen: number[] = [];
+  b.start((f) => void seen.push(f.value.entries.length));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await until(() => seen.length === 1, { what: "the new mount's watch delivered" });
+  expect(seen).toEqual([1]);
+  await b.stop();
+  expect(subscriptions.count).toBe(0);
+});
+
 test("a conversation first mounted by a view after a reopen (nothing else loaded its documents) takes commits", async () => {
   const { h, store, faux } = await open(echo);
   await (await (await h.root()).submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();

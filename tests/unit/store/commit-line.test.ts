@@ -202,6 +202,51 @@ test("a commit listener sees each commit once, complete and already adopted, onl
   await h.close();
 });
 
+test("a publication carries every record its commit wrote, each already adopted: a created conversation, a submission and a retirement too (break 30F)", async () => {
+  // Break 30F: the named test's complete commit wrote an entry, a document and a task; a change set
+  // that left out the commit's conversations passed it (only a task-graph test noticed).
+  const h = await Harness.open(await memoryStore());
+  await h.transaction((tx) => tx.writeDoc(1, "app.gone", { n: 1 }));
+  const seen: Array<{
+    conversations: unknown[];
+    submissions: unknown[];
+    docs: unknown[];
+    adopted: unknown[];
+  }> = [];
+  const stop = h.subscribe((change) => {
+    const records = internals(h).session.records;
+    seen.push({
+      conversations: change.conversations.map((c) => c.id),
+      submissions: change.submissions.map((s) => s.id),
+      docs: change.docs.map((d) => [d.name, d.value]),
+      adopted: [
+        ...change.conversations.map((c) => records.conversations.get(c.id)?.id),
+        ...change.submissions.map((s) => records.submissions.get(s.id)?.status),
+        records.getDoc(1, "app.gone"),
+      ],
+    });
+  });
+  const { conversation, submission } = await h.transaction((tx) => {
+    const conversation = tx.createConversation({ kind: "ownerless" });
+    const submission = tx.createSubmission({
+      conversationId: conversation.id,
+      type: "write",
+      status: "queued",
+    });
+    tx.retireDoc(1, "app.gone");
+    return { conversation: conversation.id, submission: submission.id };
+  });
+  stop();
+  expect(seen).toHaveLength(1);
+  expect(seen[0]).toMatchObject({
+    conversations: [conversation],
+    submissions: [submission],
+    adopted: [conversation, "queued", undefined],
+  });
+  expect(seen[0]!.docs).toContainEqual(["app.gone", undefined]);
+  await h.close();
+});
+
 test("each publication's sequence is greater than the one before, for commits alone and commits grouped in one transaction", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);

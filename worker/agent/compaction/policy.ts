@@ -78,6 +78,12 @@ export function compactionNeeded(
   return need;
 }
 
+/** An answer pi-ai's `isContextOverflow` calls a context overflow, against its model's context window. */
+export function isOverflow(services: AgentServices, message: AssistantMessage): boolean {
+  const model = services.models.resolve({ provider: message.provider, modelId: message.model });
+  return piAi().isContextOverflow(message, model?.contextWindow);
+}
+
 /** A context overflow that a compaction can cure: enabled, recognized, and something to compact. */
 export function overflowCompactable(
   services: AgentServices,
@@ -86,8 +92,7 @@ export function overflowCompactable(
 ): boolean {
   const settings = services.settings().compaction;
   if (!settings.enabled) return false;
-  const model = services.models.resolve({ provider: message.provider, modelId: message.model });
-  if (!piAi().isContextOverflow(message, model?.contextWindow)) return false;
+  if (!isOverflow(services, message)) return false;
   const entries = services.entries.peek(c);
   return entries !== undefined && selectCut(activeRange(entries), settings.keepRecentTokens) !== undefined;
 }

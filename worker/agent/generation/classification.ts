@@ -11,7 +11,7 @@
 import type { AssistantMessage, ToolCall } from "@mariozechner/pi-ai";
 import type { TaskDefinition, Tx } from "../../core/define.ts";
 import type { Json, NextTaskState, TaskRecord } from "../../core/types.ts";
-import { overflowCompactable } from "../compaction/policy.ts";
+import { isOverflow, overflowCompactable } from "../compaction/policy.ts";
 import { type CompactionDefinition, startBlockingCompaction } from "../compaction/task.ts";
 import {
   finalBoundary,
@@ -148,7 +148,9 @@ async function failureKind(
     if (!(await services.network.check(signal))) return { overflow: false, offline: true };
   }
   const retry = services.settings().retry;
-  const retryable = error && isRetryableError(message.errorMessage);
+  // Spec §8.3: an overflow not compacted (nothing to cut, compaction off, a second one) is never
+  // retried, though its text may also read retryable (a gateway's 502 carrying it).
+  const retryable = error && isRetryableError(message.errorMessage) && !isOverflow(services, message);
   return {
     overflow,
     ...(retryable && retry.enabled && attempt.attempt - attempt.uncounted <= retry.maxRetries
