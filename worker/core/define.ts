@@ -155,7 +155,12 @@ export interface HookRunner {
  * apply to a task, and the api handed to them. `handlers` is called at most once per phase.
  */
 export interface TaskHookSource {
-  handlers(task: TaskRecord): readonly object[];
+  /**
+   * The registry state a phase runs against, taken when the phase starts (spec §7.1: one snapshot
+   * per phase-handler invocation, which its hooks read), and handed to `handlers` at its first dispatch.
+   */
+  snapshot?(): unknown;
+  handlers(task: TaskRecord, snapshot?: unknown): readonly object[];
   api(runtime: TaskRuntime): unknown;
 }
 

@@ -51,6 +51,8 @@ export class Invocation {
   #launched = false;
   /** Counts the phase handlers this invocation started (a phase's hooks are resolved once). */
   #phase = 0;
+  /** The hook source's registry snapshot, taken as the current phase started (spec §7.1). */
+  #phaseSnapshot: unknown;
   /** Made on first use (`done`): only closing, a move and an abort's wait ask for it. */
   #done: Promise<void> | undefined;
   #resolveDone: (() => void) | undefined;
@@ -116,6 +118,10 @@ export class Invocation {
 
   get phase(): number {
     return this.#phase;
+  }
+  /** The hook source's registry snapshot for the current phase (see `TaskHookSource.snapshot`). */
+  get phaseSnapshot(): unknown {
+    return this.#phaseSnapshot;
   }
 
   signalAbort(): void {
@@ -249,6 +255,12 @@ export class Invocation {
     return { kind: "run", task: t };
   }
 
+  /** A phase (or the abort handler) starts: count it and take the hooks' registry snapshot. */
+  #startPhase(): void {
+    this.#phase++;
+    this.#phaseSnapshot = this.scheduler.taskHooks?.snapshot?.();
+  }
+
   async #runPhases(): Promise<void> {
     let after: After | undefined;
     for (;;) {
@@ -268,7 +280,7 @@ export class Invocation {
         continue;
       }
       after = { state: task.state };
-      this.#phase++;
+      this.#startPhase();
       try {
         // A handler declaring fewer than three parameters cannot see the argument: skip making it.
         await handler(task, this.runtime, handler.length >= 3 ? this.signal : (undefined as never));
@@ -282,7 +294,7 @@ export class Invocation {
     const task = await this.#step();
     if (!task || this.scheduler.closing) return;
     const after: After = { state: task.state };
-    this.#phase++;
+    this.#startPhase();
     try {
       const abort = this.definition.abort;
       await abort(task, this.runtime, abort.length >= 3 ? this.signal : (undefined as never));
@@ -358,7 +370,7 @@ class Runtime implements TaskRuntime {
     if (!source) return;
     if (this.#phaseHooks?.phase !== inv.phase) {
       const task = inv.scheduler.session.records.tasks.get(this.taskId);
-      this.#phaseHooks = { phase: inv.phase, handlers: task ? source.handlers(task) : [] };
+      this.#phaseHooks = { phase: inv.phase, handlers: task ? source.handlers(task, inv.phaseSnapshot) : [] };
     }
     const api = (this.#hookApi ??= source.api(this));
     for (const set of this.#phaseHooks.handlers) {

@@ -2,21 +2,26 @@
  * `runtime.hooks.each` for every task (spec §7.2), the source the agent harness gives the core:
  * a task's handlers are the hook registrations for its name (`hook(name, handlers)`) of the
  * extensions its conversation selects, in extension order, resolved from the registry snapshot and
- * the committed pi.agent when a phase first dispatches (the core asks once per phase); each handler
+ * the committed pi.agent when a phase first dispatches (the core asks once per phase; the snapshot is
+ * the one taken as the phase started, spec §7.1); each handler
  * gets the asking task's `HookApi`. This is how extension-defined tasks ask hooks; the built-in
  * tasks resolve theirs through the same selection (`AgentServices.hooks`).
  */
 import type { HookRunner, TaskHookSource, TaskRuntime } from "../../core/define.ts";
 import type { AgentServices } from "../services.ts";
 import { type HookApi, hookApi } from "./hooks.ts";
+import type { RegistrySnapshot } from "./registry.ts";
 import { selectExtensions } from "./resolve.ts";
 
 export function taskHookSource(services: () => AgentServices): TaskHookSource {
   return {
-    handlers(task) {
+    // Taken as each phase starts: its hooks come from it, whatever is installed by their first dispatch.
+    snapshot: () => services().registry(),
+    handlers(task, snapshot) {
       const s = services();
       const base = s.settings().extensions;
-      const selected = selectExtensions(s.registry(), s.readAgent(task.conversationId), base ? { base } : {});
+      const registry = (snapshot as RegistrySnapshot | undefined) ?? s.registry();
+      const selected = selectExtensions(registry, s.readAgent(task.conversationId), base ? { base } : {});
       return selected.flatMap((e) =>
         (e.hooks ?? []).filter((r) => r.task === task.kind).map((r) => r.handlers),
       );
