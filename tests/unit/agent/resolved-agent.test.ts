@@ -115,3 +115,15 @@ test("agent() sets thinkingLevel even with no model at all: no stored model and 
   expect(agent.model).toBeUndefined();
   expect(agent.thinkingLevel).toBe("off");
 });
+
+test("agent() shows the tools a request would offer: after the conversation's tools filter, an array in its order or a { remove } (break 30A)", async () => {
+  // Break 30A: no named test set a tools filter; an agent() resolving the selection without it passed.
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("one"), tool("two"), tool("three")] }));
+  const { root } = await open(echo, { extensions });
+  await root.configure({ tools: ["three", "one"] });
+  expect([...(await root.agent()).tools.keys()]).toEqual(["three", "one"]);
+  await root.configure({ tools: { remove: ["two"] } });
+  expect([...(await root.agent()).tools.keys()]).toEqual(["one", "three"]);
+  expect((await root.agent()).state.tools).toEqual({ remove: ["two"] });
+});

@@ -279,3 +279,43 @@ test("an extension task in a conversation other than the root asks that conversa
   expect(await run(other.id)).toEqual({ status: "completed", result: ["b:diff"] });
   expect(await run(root.id)).toEqual({ status: "completed", result: ["a:diff"] });
 });
+
+test("an extension task's phase asks the hooks of the registry snapshot taken at the phase's start: a reinstall before its first dispatch applies from the next phase only", async () => {
+  // Break 30A (contrary until then): the hooks were resolved from the registry as it was at the
+  // phase's first dispatch, so a reinstall between the phase's start and that dispatch applied at
+  // once (spec §7.1: "from that phase's snapshot"; "handlers and hooks read that snapshot").
+  let reinstall: () => void = () => undefined;
+  const words: string[][] = [];
+  const ask = async (runtime: TaskRuntime<Json, Review, Json, ReviewHooks>) => {
+    const asked: string[] = [];
+    await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+      asked.push(await handler("diff", api, { signal: runtime.signal }));
+    });
+    words.push(asked);
+  };
+  const review = defineTask<Json, Review, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_task, runtime) => {
+        reinstall(); // after the phase started, before its first dispatch
+        await ask(runtime);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second", first: [] } }));
+      },
+      second: async (_task, runtime) => {
+        await ask(runtime);
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  const { h } = await open(echo, { extensions });
+  reinstall = () => extensions.install(answering("a", "a2"));
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(words).toEqual([["a:diff"], ["a2:diff"]]);
+});

@@ -546,6 +546,30 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   await expect(seen.api!.snapshot(Note)).rejects.toThrow(CommitRefused);
 });
 
+test("snapshot through a token of a newer version migrates in memory only: the stored value keeps its version until a transaction reads it through the token (break 30A)", async () => {
+  // Break 30A: the read-only migration was shown through Harness.snapshot only; a tool's snapshot
+  // storing the migration it made (a transaction read for an older stored version) passed every test.
+  const NotesV2 = defineDoc<{ entries: string[] }>({
+    name: "app.notes",
+    version: 2,
+    initial: () => ({ entries: [] }),
+    migrate: (value) => ({ entries: (value as { items: string[] }).items }),
+  });
+  const reads: unknown[] = [];
+  const { tool } = probe("probe", async (api) => {
+    reads.push(await api.snapshot(NotesV2));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  await root.commit((tx) => tx.writeDoc(root.id, "app.notes", { items: ["a"] }, 1));
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads).toEqual([{ entries: ["a"] }]);
+  expect(await h.docVersioned(root.id, "app.notes")).toEqual({ value: { items: ["a"] }, version: 1 });
+  // The next transaction that reads it through the token stores the current version's base.
+  await root.commit((tx) => void NotesV2.read(tx, root.id));
+  expect(await h.docVersioned(root.id, "app.notes")).toEqual({ value: { entries: ["a"] }, version: 2 });
+});
+
 test("snapshot of a call in a conversation other than the root reads that conversation by default, the root only when named", async () => {
   // Reading 24a: the snapshot test's call ran in the root, so a default to the root was not told apart.
   const Note = defineDoc<{ text: string }>("app.note", { text: "" });

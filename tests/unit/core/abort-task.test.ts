@@ -223,6 +223,41 @@ test("an abort invocation resolves its definition like a run: a task stored at a
   await h.close();
 });
 
+test("an abort invocation resolves the registry as it is then, not the definition its run invocation had: a running task whose definition was unregistered is orphaned (missing_task) when aborted, its old abort handler never runs (break 30A)", async () => {
+  // Break 30A: every orphaning test had a task whose definition was missing before it ever ran; an
+  // abort invocation falling back on the definition its run invocation started with passed them.
+  let handlerRan = false;
+  const started = deferred();
+  const going = defineTask<Json, Go, Json>({
+    ...parked("unregistered-mid-run"),
+    phases: {
+      go: async (_t, _runtime, signal) => {
+        started.resolve();
+        await new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason)),
+        );
+      },
+    },
+    abort: async (_t, runtime) => {
+      handlerRan = true;
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "old handler" },
+      }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [going] });
+  const id = await h.createTask(going, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  h.registry.unregister("unregistered-mid-run");
+  // Still running under the definition it started with: an active invocation, so not settled in the
+  // marking commit; the scheduler settles it when it would reserve the abort invocation.
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  expect(handlerRan).toBe(false);
+  await h.close();
+});
+
 test("abortTask answers only `marked` or `terminal`: aborting a marked task again is `marked`; an unknown id rejects", async () => {
   const stuck = parked("stuck");
   const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));

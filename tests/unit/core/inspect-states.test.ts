@@ -406,3 +406,50 @@ test("a completing owner that is then abort-marked stays completing while its ow
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "done" });
   await h.close();
 });
+
+test("a completing owner reopened without its definition is shown completing, not blocked, and is released once its owned work ends (break 30A)", async () => {
+  // Break 30A: every completing read had the owner's definition installed; an inspection judging a
+  // completing task by its definition (blocked when it is missing) passed them. A held outcome needs
+  // no definition (spec §5.5 rule 2), so nothing blocks it.
+  const release = deferred();
+  const child = defineTask<Json, Go, Json>({
+    ...parked("reopened-completing-child"),
+    phases: {
+      go: async (_t, runtime, signal) => {
+        await Promise.race([release.promise, untilAborted(signal)]);
+        await runtime.commit(() => complete("child done"));
+      },
+    },
+  });
+  const owner = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "reopened-completing-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("owner done"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner, child] });
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(first, id)?.kind === "completing" && running(first) === 1, {
+    what: "owner completing, child running",
+  });
+  const image = await memoryStore(store.image());
+  await first.close();
+
+  const h = await Harness.open(image, { tasks: [child] });
+  await until(() => running(h) === 1, { what: "the child running again" });
+  expect(stateOf(h, id)).toEqual({ kind: "completing" });
+  release.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "owner done" });
+  await h.close();
+});

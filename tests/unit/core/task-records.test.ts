@@ -525,6 +525,80 @@ test("a completing record carries no memos: they are dropped at the hold, not at
   await h.close();
 });
 
+test("the outcomes the scheduler writes drop the memos too: a faulted task's terminal record and an orphaned one's carry none (break 30A)", async () => {
+  // Break 30A: every memo test ended its task with an outcome it committed itself; faulted and
+  // orphaned records keeping their memos passed them (spec §5.1: a terminal state drops the memos).
+  const thrower = single("memo-thrower", async (_t, runtime) => {
+    await runtime.memo("key", "value");
+    throw new Error("a bug");
+  });
+  const memoParked = defineTask<Json, Go, Json>({
+    ...parked("memo-parked"),
+    phases: {
+      go: async (_t, runtime, signal) => {
+        await runtime.memo("key", "value");
+        await new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason)),
+        );
+      },
+    },
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [thrower, memoParked] });
+  const faulted = await h.createTask(thrower, null, { ownership: { kind: "conversation" } });
+  const final = await done(h, faulted);
+  expect(outcome(final)?.status).toBe("faulted");
+  expect(final.memos).toBeUndefined();
+  const orphan = await h.createTask(memoParked, null, { ownership: { kind: "conversation" } });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === orphan && t.record.memos !== undefined), {
+    what: "the memo stored",
+  });
+  const image = await memoryStore(store.image());
+  await h.close();
+  // Reopened without its definition: blocked, so an abort orphans it.
+  const again = await Harness.open(image, { tasks: [thrower] });
+  expect(await again.abortTask(orphan)).toBe("marked");
+  const orphaned = await done(again, orphan);
+  expect(outcome(orphaned)?.status).toBe("orphaned");
+  expect(orphaned.memos).toBeUndefined();
+  expect((await again.getTask(faulted))?.memos).toBeUndefined();
+  await again.close();
+});
+
+test("a move's ending of the sender's tasks drops their memos as any terminal record does; the receiver's live copy keeps them (break 30A)", async () => {
+  // Break 30A: the sender's step 3 writes terminal records itself (move.ts); keeping the memos there
+  // passed every move test, whose tasks had none.
+  const mover = defineTask<Json, Go, Json>({
+    ...parked("memo-mover"),
+    phases: {
+      go: async (_t, runtime, signal) => {
+        await runtime.memo("key", "value");
+        await new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason)),
+        );
+      },
+    },
+    moveIds: { input: (i) => i, checkpoint: (cp) => cp },
+  });
+  const sender = await Harness.open(await memoryStore(), { tasks: [mover] });
+  const c = await sender.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await sender.createTask(mover, null, { ownership: { kind: "conversation" }, conversationId: c });
+  await until(() => sender.inspect().tasks.some((t) => t.record.id === id && t.record.memos !== undefined), {
+    what: "the memo stored",
+  });
+  const pkg = await sender.prepareMove("T-memos", c);
+  const receiver = await Harness.open(await memoryStore(), { tasks: [mover], paused: true });
+  const adopted = await receiver.adoptMove(JSON.parse(JSON.stringify(pkg)));
+  await sender.finishMove("T-memos", adopted);
+  const ended = await sender.getTask(id);
+  expect(outcome(ended)).toEqual({ status: "orphaned", reason: "moved" });
+  expect(ended?.memos).toBeUndefined();
+  const [there] = receiver.inspect().tasks;
+  expect(there?.record.memos).toEqual({ key: "value" });
+  await receiver.close();
+  await sender.close();
+});
+
 test("runtime reads: now() is the harness clock, report() reaches onReport, getTask() the committed record, waitForTask() the terminal receipt, outcomes() in the order asked and rejecting while one is live", async () => {
   const clock = 7000;
   const reports: unknown[] = [];

@@ -297,6 +297,35 @@ test("abort({ background: true }) waits for the whole background subtree, not on
   expect(outcome(await h.getTask(bg))?.status).toBe("aborted");
 });
 
+test("abort({ background: true }) also waits until the conversation is ordinarily idle: ordinary work it did not mark, already abort-marked before it, keeps it waiting until that work is terminal (break 30A)", async () => {
+  // Break 30A: every background-abort test waited for tasks the abort marked itself; dropping the
+  // wait for ordinary idleness, and waiting for those marks only, passed them (spec §5.4: "It then
+  // waits until every task it marked is terminal and the conversation is ordinarily idle").
+  const gate = deferred();
+  const entered = deferred();
+  const slow = single("pre-marked-slow", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      entered.resolve();
+      await gate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "slow" } }));
+    },
+  });
+  const { root, h } = await open(echo, { tasks: [slow] });
+  const id = await h.createTask(slow, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "the ordinary task running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await entered.promise;
+  let resolved = false;
+  const aborting = root.abort({ background: true }).then(() => {
+    resolved = true;
+  });
+  await settle();
+  expect(resolved, "resolved while ordinary work was live").toBe(false);
+  gate.resolve();
+  await aborting;
+  expect(outcome(await h.getTask(id))?.status).toBe("aborted");
+});
+
 test("waitForTask waits for a background task like any other, though conversation idle does not", async () => {
   const { root, h, workerId } = await workBelowAFinishedOwner({ background: true });
   await root.waitForIdle();
