@@ -262,7 +262,9 @@ describe("deferred responses (poll)", () => {
       status: "done",
     });
     expect(fetchedWith).toEqual([`job-1 ${faux.model.id}`, `job-1b ${faux.model.id}`]);
-    expect(await (await root.submit({ type: "input", content: "again" })).wait()).toMatchObject({ status: "done" });
+    expect(await (await root.submit({ type: "input", content: "again" })).wait()).toMatchObject({
+      status: "done",
+    });
     expect(sentWith).toEqual([faux.model.id, other.id]);
     expect(fetchedWith.slice(2)).toEqual([`job-2 ${other.id}`]);
     const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
