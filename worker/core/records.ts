@@ -594,6 +594,11 @@ export class Overlay {
    * (`Scheduler.#settled`).
    */
   settled = false;
+  /**
+   * The first throw of a conversation creation hook in this commit (spec §2.2: "a throw fails the
+   * creating commit"): the commit fails with it even when the callback caught it.
+   */
+  creationFailure: { readonly error: unknown } | undefined;
   /** The first conversation whose documents this overlay needed but memory lacked (see DocsNotLoaded). */
   missingDocs: ConversationId | undefined;
   /** The first fork point this overlay needed but memory lacked (loaded, then the callback runs again). */

@@ -618,6 +618,7 @@ export class Session {
                 overlay.missingScope === undefined &&
                 overlay.missingRequest === undefined
               ) {
+                if (overlay.creationFailure) throw overlay.creationFailure.error;
                 checkNewOwners(overlay);
                 validateOverlay(overlay);
               }

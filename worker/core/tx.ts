@@ -62,6 +62,16 @@ export class TxImpl implements Tx {
     return this.session.now();
   }
 
+  /** Run the creation hook; a throw fails this commit, even if the callback catches it (spec §2.2). */
+  #created(o: Overlay, record: ConversationRecord): void {
+    try {
+      this.session.onConversationCreated(this, record);
+    } catch (error) {
+      o.creationFailure ??= { error };
+      throw error;
+    }
+  }
+
   getTask(id: TaskId): TaskRecord | undefined {
     return this.#open().task(id);
   }
@@ -181,7 +191,7 @@ export class TxImpl implements Tx {
       ...this.#owner(o, ownership, "createConversation"),
     };
     o.setConversation(record);
-    this.session.onConversationCreated(this, record);
+    this.#created(o, record);
     return record;
   }
 
@@ -196,7 +206,7 @@ export class TxImpl implements Tx {
       throw new InvalidTransition("the root conversation exists already");
     const record: ConversationRecord = { id: ROOT_CONVERSATION_ID, createdAt: this.session.now() };
     o.setConversation(record);
-    this.session.onConversationCreated(this, record);
+    this.#created(o, record);
     return record;
   }
 
@@ -265,7 +275,7 @@ export class TxImpl implements Tx {
     for (const [name, asOf] of point.asOf)
       if (asOf.value !== undefined && !o.base.docs.has(prefix + name))
         o.setDoc(record.id, name, asOf.value, asOf.version, AS_OF);
-    this.session.onConversationCreated(this, record);
+    this.#created(o, record);
     return record;
   }
 

@@ -920,6 +920,42 @@ describe("compaction a generation waits for", () => {
     expect(contextTokens(previous)).toBeLessThanOrEqual(1100);
   });
 
+  test("compactions do not coordinate: a blocking compaction starts while a manual one still summarizes, and the run waits for its own alone", async () => {
+    // Break 30D: a blocking threshold skipped while another compaction was under way passed every
+    // test (none reached the threshold with a compaction live): the request went out uncompacted.
+    const gate = deferred();
+    let summaries = 0;
+    const responder: FauxResponder = async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      summaries++;
+      if (summaries === 1) await gate.promise;
+      return fauxAssistantMessage(summaries === 1 ? "SUMMARY M" : "SUMMARY T");
+    };
+    const { h, root, faux } = await small(responder, 1200);
+    for (let i = 1; i <= 2; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    const manual = await root.compact();
+    await until(() => faux.requests.some(isSummary), { what: "the manual compaction summarizing" });
+    let turn = 2;
+    while (!(await root.entries()).some((e) => e.kind === "pi.compaction") && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    // The threshold compaction was asked for and placed while the manual one was still held.
+    expect(summaries).toBe(2);
+    expect((await h.getTask(manual))?.state.status).toBe("running");
+    const placed = (await root.entries()).filter((e) => e.kind === "pi.compaction");
+    expect(placed.map((e) => e.data)).toEqual([{ reason: "threshold" }]);
+    const i = faux.requests.findLastIndex(isSummary);
+    expect(textOf(faux.requests[i + 1]!.messages[0]!)).toContain("<summary>\nSUMMARY T\n</summary>");
+    gate.resolve();
+    await h.waitForTask(manual);
+  });
+
   // CONTRARY (break 28J), not fixed: the round's handover commit runs in the same commit group as
   // the tool task's commit that appended the last result, before that group is published; the
   // entry cache (published entries only) lacks the result, so the threshold check of the next

@@ -402,6 +402,49 @@ describe("conversations", () => {
     expect(await h.transaction((tx) => tx.conversation(rawFork + 1))).toBeUndefined();
   });
 
+  test("a throw in onConversationCreated fails the creating commit though the callback catches it: a raw creation and a raw fork commit nothing", async () => {
+    // Break 30D (contrary): a transaction that caught the hook's throw committed the conversation
+    // without the host's documents, and its other writes with it.
+    let fail = false;
+    const { h, root } = await open(echo, {
+      onConversationCreated: (tx, record) => {
+        if (fail) throw new Error("refused by the host");
+        tx.writeDoc(record.id, "app.tag", { by: "host" });
+      },
+    });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    const before = await h.transaction(
+      (tx) => tx.appendEntry(root.id, { kind: "app.note", data: "before" }).id,
+    );
+    fail = true;
+    const caught: unknown[] = [];
+    for (const create of [
+      (tx: Tx) => tx.createConversation({ kind: "ownerless" }),
+      (tx: Tx) => tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } }),
+    ]) {
+      await expect(
+        h.transaction((tx) => {
+          tx.appendEntry(root.id, { kind: "app.note", data: "beside the creation" });
+          try {
+            create(tx);
+          } catch (error) {
+            caught.push(error);
+          }
+        }),
+      ).rejects.toThrow("refused by the host");
+    }
+    // Each callback caught the hook's throw (the fork's first run caught the engine's "fork point not
+    // loaded" too, and ran again once it loaded).
+    expect(caught.filter((e) => (e as Error).message === "refused by the host")).toHaveLength(2);
+    expect(await h.transaction((tx) => tx.conversation(root.id + 1))).toBeUndefined();
+    expect((await root.entries()).at(-1)!.id).toBe(before);
+    // The harness goes on: a creation the hook accepts commits.
+    fail = false;
+    const made = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(await h.doc(made.id, "app.tag")).toEqual({ by: "host" });
+  });
+
   test("onConversationCreated gets the new record on every path, the root's included, its parent and owner telling forks and task-owned conversations apart, and runs before the convenience's agent change and init", async () => {
     const seen: Array<{ record: unknown; agent: unknown; tag?: unknown }> = [];
     const { h, root } = await open(echo, {

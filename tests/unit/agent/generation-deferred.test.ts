@@ -216,6 +216,61 @@ describe("deferred responses (poll)", () => {
     expect((internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation).toBeUndefined();
   });
 
+  test("a model change while polling does not reach the polls: they fetch with their request's model, and the change applies at the next request", async () => {
+    // Spec §8.3: preparation pins the model, and every poll belongs to that request (break 30D: a poll
+    // phase resolving the agent's current model passed every test: none changed the model while
+    // polling). The first poll changes the model and answers "still deferred": the next poll phase
+    // starts after the change.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const other = { ...faux.model, id: "faux-other" };
+    const sentWith: string[] = [];
+    const fetchedWith: string[] = [];
+    let h!: AgentHarness;
+    const stream: StreamFn = (model) => {
+      sentWith.push(model.id);
+      const s = createAssistantMessageEventStream();
+      const message = { ...answer("", model), deferred: { id: `job-${sentWith.length}`, pollAfterMs: 0 } };
+      queueMicrotask(() => {
+        s.push({ type: "done", reason: "stop", message });
+        s.end(message);
+      });
+      return s;
+    };
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model, other],
+        deferred: {
+          async fetchDeferred(model, handle) {
+            fetchedWith.push(`${handle.id} ${model.id}`);
+            if (fetchedWith.length === 1) {
+              await (await h.root()).configure({ model: { provider: other.provider, modelId: other.id } });
+              return { ...answer("", model), deferred: { id: "job-1b", pollAfterMs: 0 } };
+            }
+            return answer(`from ${model.id}`, model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    expect(await (await root.submit({ type: "input", content: "answer later" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(fetchedWith).toEqual([`job-1 ${faux.model.id}`, `job-1b ${faux.model.id}`]);
+    expect(await (await root.submit({ type: "input", content: "again" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(sentWith).toEqual([faux.model.id, other.id]);
+    expect(fetchedWith.slice(2)).toEqual([`job-2 ${other.id}`]);
+    const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(answers.map(textOf)).toEqual([`from ${faux.model.id}`, `from ${other.id}`]);
+  });
+
   test("a poll that fails is a terminal error message: afterResponse observes it before it is classified (retried), then the retried poll's answer", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const sent = { count: 0 };

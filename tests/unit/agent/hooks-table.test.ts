@@ -61,8 +61,19 @@ const user = (text: string): Message => ({ role: "user", content: text, timestam
 describe("the hooks table: composition in extension order, and what a throw does", () => {
   test("beforeRequest: a replacement chain (each sees the previous output); a throw is reported and the next runs", async () => {
     const seenByB: number[] = [];
-    const { root, faux, reported } = await withExtensions(echo, [
-      defineExtension({ name: "x", hooks: [hook("pi.generation", { beforeRequest: boom("x") })] }),
+    // Break 30D: the error reported is the one thrown (a copy with its message passed).
+    const thrown = new Error("x broke");
+    const { root, faux, reported, errors } = await withExtensions(echo, [
+      defineExtension({
+        name: "x",
+        hooks: [
+          hook("pi.generation", {
+            beforeRequest: () => {
+              throw thrown;
+            },
+          }),
+        ],
+      }),
       defineExtension({
         name: "a",
         hooks: [hook("pi.generation", { beforeRequest: (messages) => [...messages, user("from a")] })],
@@ -85,6 +96,8 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "from a", "from b"]);
     expect(seenByB).toEqual([2]);
     expect(reported).toEqual(["x broke"]);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBe(thrown);
     // For that request only: the transcript keeps its own messages.
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: from b"]);
   });

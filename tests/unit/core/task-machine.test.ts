@@ -289,6 +289,42 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("step rule 6 judges every phase of an invocation: a later phase that returns without a new checkpoint faults, after phases that made progress", async () => {
+    // Break 30D: a step comparing with the state the invocation started on, not the one the phase
+    // started on, passed the test above (one phase each): a later idle phase then ran without end.
+    const ran: string[] = [];
+    const stalls = defineTask<null, { phase: "a" } | { phase: "b"; n: number }, Json>({
+      name: "stalls-later",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        a: async (_task, runtime) => {
+          ran.push("a");
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "b", n: 0 } }));
+        },
+        b: async (task, runtime) => {
+          const n = task.state.checkpoint.n;
+          ran.push(`b${n}`);
+          // A phase run again without progress would run without end: stop it, so the test fails.
+          if (ran.length > 5) throw new Error("phase b ran again without progress");
+          // Progress within the phase once, then a return without a commit.
+          if (n === 0) await runtime.commit(() => ({ status: "running", checkpoint: { phase: "b", n: 1 } }));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [stalls] });
+    const id = await h.createTask(stalls, null, { ownership: { kind: "conversation" } });
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(
+      /phase b returned without committing/,
+    );
+    expect(ran).toEqual(["a", "b0", "b1"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("step rule 5: progress within the same phase (a new checkpoint, same phase name) runs that phase's handler again in the same invocation", async () => {
     const seen: number[] = [];
     const runtimes = new Set<unknown>();

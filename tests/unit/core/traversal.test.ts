@@ -531,6 +531,47 @@ test("a cascade treats the conversations it reaches like Conversation.abort(): t
   expect((await rootQueued.record()).status).toBe("queued");
 });
 
+test("the cascade starts below the cancelled task though it owns a child task: the child lives in the task's own conversation, whose queued input stays", async () => {
+  // Break 30D: the conversations of the tasks a cascade marks treated like Conversation.abort()
+  // passed the test above, whose owner has no child task; a child task lives in its owner's
+  // conversation, so that reached the cancelled task's own queue.
+  const child = parked("cascade-child");
+  const parent = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "child-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _runtime, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { tool, started } = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [parent, child],
+  });
+  const parentId = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => h.inspect().tasks.some((t) => t.record.kind === "cascade-child"), { what: "the child" });
+  const childId = h.inspect().tasks.find((t) => t.record.kind === "cascade-child")!.record.id;
+  // The parent's own conversation is busy with a run outside it and has a queued input.
+  const busy = await root.submit({ type: "input", content: "busy root" });
+  await started.promise;
+  const rootQueued = await root.submit({ type: "input", content: "root queued" });
+  expect(await h.abortTask(parentId)).toBe("marked");
+  expect(outcome(await h.waitForTask(childId))?.status).toBe("aborted");
+  expect(outcome(await h.waitForTask(parentId))?.status).toBe("aborted");
+  expect((await rootQueued.record()).status).toBe("queued");
+  expect(inboxOf(h, root.id).items.map((i) => i.id)).toEqual([rootQueued.id]);
+  expect((await busy.record()).status).toBe("placed");
+});
+
 test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
   // Draw 28c: the cascade's conversations were always owned by the task aborted directly.
   const outer = conversationOwner("outer-owner");
