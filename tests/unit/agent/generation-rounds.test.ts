@@ -417,6 +417,9 @@ test("durationMs is the execute call's own time, not the tool task's lifecycle s
     expect((await input.wait()).status).toBe("done");
     const [result] = await toolResults(root);
     expect((messageOf(result!) as { durationMs?: unknown }).durationMs).toBe(250);
+    // The message's timestamp is the harness clock at the result commit (spec §2.2 `now`; break
+    // 30E: a result stamped with Date.now() passed every test that names the result commit).
+    expect((messageOf(result!) as { timestamp?: unknown }).timestamp).toBe(9000);
     const task = await h.getTask(result!.byTaskId!);
     expect([task?.startedAt, task?.endedAt]).toEqual([1000, 9000]);
   } finally {
