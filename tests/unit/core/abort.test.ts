@@ -17,6 +17,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
+  abortedByHandler,
   complete,
   done,
   engineStillRuns,
@@ -250,6 +251,63 @@ describe("runtime.aborted", () => {
     expect(seen.slice(0, 3)).toEqual([false, true, true]);
     expect(seen[3]).toBeInstanceOf(AbortRequested);
     await h.close();
+  });
+});
+
+describe("the handler's third argument", () => {
+  // Break 30E, contrary: the engine hands the signal only to a handler whose `length` is 3 or more
+  // (spec §5.2 PhaseHandler(task, runtime, ctx): every handler is called with it). A wrapper that
+  // forwards its arguments (`(...args) => inner(...args)`) has length 0 and got undefined. Fixed:
+  // a handler of length 0 gets the signal too.
+  test("a phase and an abort handler declared with a rest parameter get the invocation's signal as their third argument", async () => {
+    const seen: unknown[] = [];
+    const reached = deferred();
+    const forwarding = single(
+      "forwarding",
+      async (...args: unknown[]) => {
+        seen.push(args[2]);
+        reached.resolve();
+        await untilAborted(args[2] as AbortSignal);
+      },
+      {
+        abort: async (...args: unknown[]) => {
+          seen.push(args[2]);
+          await abortedByHandler(args[0], args[1] as Parameters<typeof abortedByHandler>[1]);
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [forwarding] });
+    const id = await h.createTask(forwarding, null, { ownership: { kind: "conversation" } });
+    await reached.promise;
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(seen).toHaveLength(2);
+    for (const signal of seen) expect(signal).toBeInstanceOf(AbortSignal);
+    expect((seen[0] as AbortSignal).aborted).toBe(true);
+    await h.close();
+  });
+
+  // Contrary, not fixed: a third parameter with a default value does not count in `length`, so such
+  // a handler cannot be told from one that declares two, and gets its default instead of the
+  // signal. Handing every handler the signal undoes the measured saving of making an
+  // AbortController only when one is read (docs/ARCHITECTURE.md, "Abort signals are made only when
+  // someone listens"); `runtime.signal` is the way to read it from a handler with two parameters.
+  test.fails("a phase handler whose third parameter has a default gets the invocation's signal, not the default", async () => {
+    const fallback = new AbortController().signal;
+    let seen: unknown;
+    const defaulted = single("defaulted", async (_t, runtime, signal: AbortSignal = fallback) => {
+      seen = signal;
+      await runtime.commit(() => complete(null));
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [defaulted] });
+    const id = await h.createTask(defaulted, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+    try {
+      expect(seen).toBeInstanceOf(AbortSignal);
+      expect(seen).not.toBe(fallback);
+    } finally {
+      await h.close();
+    }
   });
 });
 
