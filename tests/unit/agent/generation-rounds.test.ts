@@ -16,6 +16,7 @@ import {
   liveOf,
   messageOf,
   open,
+  textOf,
   toolResults,
   transcript,
 } from "./fixtures.ts";
@@ -279,6 +280,50 @@ test("a toolUse answer without tool calls is classified like stop: the run answe
   expect(settled).toMatchObject({ status: "done", answer: (await transcript(root))[1]!.id });
   expect(yielded).toEqual(["toolUse"]);
   expect(faux.requests).toHaveLength(1);
+});
+
+test("a stop or length answer that carries tool calls starts no round: it is classified as what it says, and the run answers with it", async () => {
+  // Break 30E: a round started for any answer holding tool calls, whatever its stop reason, passed
+  // every named test (their calls always came with toolUse). Spec §8.3: only `toolUse` with at
+  // least one call starts a round; `stop` and `length` append the answer and apply the final boundary.
+  const ran: string[] = [];
+  const tool = defineTool({
+    name: "probe",
+    description: "records that it ran",
+    parameters: Type.Object({}),
+    execute: async () => {
+      ran.push("probe");
+      return textResult("ran");
+    },
+  });
+  const yielded: string[] = [];
+  const { h, root, faux } = await open(
+    (req) => {
+      // After a tool result (only if a round wrongly started): a plain answer, so the run ends.
+      if (req.messages.at(-1)!.role === "toolResult") return fauxAssistantMessage("after the round");
+      const stopReason = textOf(req.messages.at(-1)!) === "length" ? "length" : "stop";
+      return fauxAssistantMessage(
+        [
+          { type: "text", text: `a ${stopReason} answer` },
+          fauxToolCall("probe", {}, { id: `c-${stopReason}` }),
+        ],
+        { stopReason },
+      );
+    },
+    { tools: [tool], hooks: { onYield: [(m) => void yielded.push(m.stopReason)] } },
+  );
+  for (const content of ["stop", "length"]) {
+    const input = await root.submit({ type: "input", content });
+    const settled = await input.wait();
+    const entries = await transcript(root);
+    expect(settled, content).toMatchObject({ status: "done", answer: entries.at(-1)!.id });
+  }
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
+  expect(yielded).toEqual(["stop", "length"]);
+  expect(faux.requests).toHaveLength(2);
+  expect(await h.tasks({ kind: "pi.tool" })).toEqual([]);
+  expect(ran).toEqual([]);
+  expect(liveOf(h)).toEqual({});
 });
 
 test("a run whose model the resolver does not know fails no_model and leaves the conversation idle", async () => {
