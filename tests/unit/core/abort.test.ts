@@ -531,4 +531,59 @@ describe("abort order (spec §5.5)", () => {
     await engineStillRuns(h);
     await h.close();
   });
+
+  test("an abort handler waits for a held level below to be terminal too: the middle level completed and holds for its child when the top is aborted", async () => {
+    // Break 30E: the abort reservation took a `completing` (held) task below as drained, and
+    // passed the test above, whose levels all run when the abort comes. Here the middle completed
+    // while its child lives (a hold): the top's abort handler must still come after it is terminal.
+    const log: string[] = [];
+    const ids: { middle?: TaskId; bottom?: TaskId } = {};
+    const bottom = single("held-bottom", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        log.push("abort bottom");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const middle = single("held-middle", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.bottom = tx.createTask(bottom, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return undefined;
+      });
+      // A later commit: a task may not create work in its finishing commit.
+      await runtime.commit(() => complete("middle done"));
+    });
+    const top = single(
+      "held-top",
+      async (_t, runtime, signal) => {
+        await runtime.commit((tx) => {
+          ids.middle = tx.createTask(middle, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return undefined;
+        });
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime) => {
+          const states = await Promise.all(
+            [ids.middle!, ids.bottom!].map(async (id) => (await runtime.getTask(id))?.state.status),
+          );
+          log.push(`abort top (middle: ${states[0]}, bottom: ${states[1]})`);
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [top, middle, bottom] });
+    const id = await h.createTask(top, null, { ownership: { kind: "conversation" } });
+    await until(
+      () =>
+        ids.middle !== undefined &&
+        internals(h).session.records.tasks.get(ids.middle)?.state.status === "completing",
+      { what: "the middle level held" },
+    );
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+    expect(log).toEqual(["abort bottom", "abort top (middle: terminal, bottom: terminal)"]);
+    expect(outcome(await done(h, ids.middle!))).toEqual({ status: "completed", result: "middle done" });
+    await engineStillRuns(h);
+    await h.close();
+  });
 });
