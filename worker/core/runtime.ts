@@ -282,8 +282,9 @@ export class Invocation {
       after = { state: task.state };
       this.#startPhase();
       try {
-        // A handler declaring fewer than three parameters cannot see the argument: skip making it.
-        await handler(task, this.runtime, handler.length >= 3 ? this.signal : (undefined as never));
+        // A handler declaring one or two parameters cannot see the argument: skip making it. One
+        // of length 0 may forward a rest parameter (`(...args) => inner(...args)`): it gets it.
+        await handler(task, this.runtime, seesSignal(handler) ? this.signal : (undefined as never));
       } catch (error) {
         after.failure = { error };
       }
@@ -297,13 +298,21 @@ export class Invocation {
     this.#startPhase();
     try {
       const abort = this.definition.abort;
-      await abort(task, this.runtime, abort.length >= 3 ? this.signal : (undefined as never));
+      await abort(task, this.runtime, seesSignal(abort) ? this.signal : (undefined as never));
     } catch (error) {
       after.failure = { error };
     }
     await this.#step(after);
   }
 }
+
+/**
+ * Whether a handler may read its third argument: it declares three parameters or more, or none (a
+ * rest parameter has length 0). A third parameter with a default is not counted by `length`; such a
+ * handler reads `runtime.signal` instead.
+ */
+const seesSignal = (handler: { readonly length: number }): boolean =>
+  handler.length >= 3 || handler.length === 0;
 
 /** What the phase (or abort handler) that just returned left for the step to judge. */
 interface After {

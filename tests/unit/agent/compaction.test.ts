@@ -1135,6 +1135,41 @@ describe("compaction a generation waits for", () => {
     ).toBe(false);
   });
 
+  test("the background threshold is counted below the blocking one (contextWindow - reserveTokens - backgroundTokens), not below the window", async () => {
+    // Break 30E: a background threshold of contextWindow - backgroundTokens passed the named tests
+    // (their reserveTokens of 100 moved it by one turn, and they loop until a summary appears).
+    // Here a large reserve sets the two apart: background from 100,100 - 99,000 - 600 = 500, blocking
+    // above 1,100; counted from the window, the background threshold (99,500) is never reached and a
+    // blocking compaction would start instead.
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 100_100 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: {
+        compaction: { enabled: true, reserveTokens: 99_000, keepRecentTokens: 150, backgroundTokens: 600 },
+        retry: { baseDelayMs: 1 },
+      },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    let turn = 0;
+    while ((await h.tasks({ kind: "pi.compaction" })).length === 0 && turn < 8) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    const started = [...internals(h).session.records.tasks.values()].filter(
+      (t) => t.kind === "pi.compaction",
+    );
+    expect(started).toHaveLength(1);
+    expect(started[0]).toMatchObject({ background: true, input: { reason: "threshold" } });
+    await h.waitForTask(started[0]!.id);
+  });
+
   test("a background compaction starts in the commit that pins the request, with its status; none starts while a status is in pi.live", async () => {
     // Spec §8.3: above the background threshold "and no compaction status in pi.live: the commit that
     // moves to request also creates a background compaction ... and adds its status". (Reading 22b:

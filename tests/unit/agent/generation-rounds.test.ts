@@ -16,6 +16,7 @@ import {
   liveOf,
   messageOf,
   open,
+  textOf,
   toolResults,
   transcript,
 } from "./fixtures.ts";
@@ -281,6 +282,50 @@ test("a toolUse answer without tool calls is classified like stop: the run answe
   expect(faux.requests).toHaveLength(1);
 });
 
+test("a stop or length answer that carries tool calls starts no round: it is classified as what it says, and the run answers with it", async () => {
+  // Break 30E: a round started for any answer holding tool calls, whatever its stop reason, passed
+  // every named test (their calls always came with toolUse). Spec §8.3: only `toolUse` with at
+  // least one call starts a round; `stop` and `length` append the answer and apply the final boundary.
+  const ran: string[] = [];
+  const tool = defineTool({
+    name: "probe",
+    description: "records that it ran",
+    parameters: Type.Object({}),
+    execute: async () => {
+      ran.push("probe");
+      return textResult("ran");
+    },
+  });
+  const yielded: string[] = [];
+  const { h, root, faux } = await open(
+    (req) => {
+      // After a tool result (only if a round wrongly started): a plain answer, so the run ends.
+      if (req.messages.at(-1)!.role === "toolResult") return fauxAssistantMessage("after the round");
+      const stopReason = textOf(req.messages.at(-1)!) === "length" ? "length" : "stop";
+      return fauxAssistantMessage(
+        [
+          { type: "text", text: `a ${stopReason} answer` },
+          fauxToolCall("probe", {}, { id: `c-${stopReason}` }),
+        ],
+        { stopReason },
+      );
+    },
+    { tools: [tool], hooks: { onYield: [(m) => void yielded.push(m.stopReason)] } },
+  );
+  for (const content of ["stop", "length"]) {
+    const input = await root.submit({ type: "input", content });
+    const settled = await input.wait();
+    const entries = await transcript(root);
+    expect(settled, content).toMatchObject({ status: "done", answer: entries.at(-1)!.id });
+  }
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant", "pi.user", "pi.assistant"]);
+  expect(yielded).toEqual(["stop", "length"]);
+  expect(faux.requests).toHaveLength(2);
+  expect(await h.tasks({ kind: "pi.tool" })).toEqual([]);
+  expect(ran).toEqual([]);
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a run whose model the resolver does not know fails no_model and leaves the conversation idle", async () => {
   const { h, root, faux } = await open(echo);
   await root.configure({ model: { provider: "nowhere", modelId: "nothing" } });
@@ -417,6 +462,9 @@ test("durationMs is the execute call's own time, not the tool task's lifecycle s
     expect((await input.wait()).status).toBe("done");
     const [result] = await toolResults(root);
     expect((messageOf(result!) as { durationMs?: unknown }).durationMs).toBe(250);
+    // The message's timestamp is the harness clock at the result commit (spec §2.2 `now`; break
+    // 30E: a result stamped with Date.now() passed every test that names the result commit).
+    expect((messageOf(result!) as { timestamp?: unknown }).timestamp).toBe(9000);
     const task = await h.getTask(result!.byTaskId!);
     expect([task?.startedAt, task?.endedAt]).toEqual([1000, 9000]);
   } finally {

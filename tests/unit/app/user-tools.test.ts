@@ -272,6 +272,57 @@ describe("hot reload", () => {
     ]);
   });
 
+  test("an edit while a call is still in its beforeTool hook: that call runs the version its phase resolved, the next call the new one", async () => {
+    // Break 30E: the tool resolved again after the intent commit (spec §7.3: one handler resolves,
+    // runs beforeTool, records intent and executes with that implementation) passed the test above,
+    // whose edit lands while execute() already runs.
+    const inHook = deferred();
+    const release = deferred();
+    let hooked = 0;
+    const callGreet: FauxResponder = (req, n) =>
+      req.messages.at(-1)!.role === "user"
+        ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage("done");
+    const faux = fauxAgentModel(callGreet);
+    closeLater(async () => faux.unregister());
+    const h = await AgentHarness.open(await memoryStore(), {
+      extensions: createRegistry(),
+      models: faux.models,
+      defaultModel: faux.ref,
+      hooks: {
+        beforeTool: [
+          async () => {
+            if (hooked++ > 0) return undefined;
+            inHook.resolve();
+            await release.promise;
+            return undefined;
+          },
+        ],
+      },
+    });
+    closeLater(() => h.close());
+    await saveUserTool(h, { ...GREET, body: 'async (args) => "v1 " + args.name' });
+    const root = await h.root();
+    const one = await root.submit({ type: "input", content: "one" });
+    await inHook.promise;
+    expect(await saveUserTool(h, { ...GREET, body: 'async (args) => "v2 " + args.name' })).toMatchObject({
+      version: 2,
+      activeVersion: 2,
+    });
+    release.resolve();
+    expect(await one.wait()).toMatchObject({ status: "done" });
+    await (await root.submit({ type: "input", content: "two" })).wait();
+    const results = (await root.entries())
+      .filter((e) => e.kind === "pi.tool-result")
+      .map((e) => (e.model as Array<{ details?: { result?: unknown; version?: number } }>)[0]!.details);
+    expect(results).toEqual([
+      { result: "v1 Ada", version: 1, calls: 0 },
+      { result: "v2 Ada", version: 2, calls: 0 },
+    ]);
+  });
+
   test("the app sees the version the registry runs, not the stored one: a stored tool the registry lacks shows none", async () => {
     // Sample 25: every check had the stored and the active version equal, so statuses that echoed the
     // stored version as the active one passed them all.

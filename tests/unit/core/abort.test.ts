@@ -17,6 +17,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
+  abortedByHandler,
   complete,
   done,
   engineStillRuns,
@@ -253,6 +254,63 @@ describe("runtime.aborted", () => {
   });
 });
 
+describe("the handler's third argument", () => {
+  // Break 30E, contrary: the engine hands the signal only to a handler whose `length` is 3 or more
+  // (spec §5.2 PhaseHandler(task, runtime, ctx): every handler is called with it). A wrapper that
+  // forwards its arguments (`(...args) => inner(...args)`) has length 0 and got undefined. Fixed:
+  // a handler of length 0 gets the signal too.
+  test("a phase and an abort handler declared with a rest parameter get the invocation's signal as their third argument", async () => {
+    const seen: unknown[] = [];
+    const reached = deferred();
+    const forwarding = single(
+      "forwarding",
+      async (...args: unknown[]) => {
+        seen.push(args[2]);
+        reached.resolve();
+        await untilAborted(args[2] as AbortSignal);
+      },
+      {
+        abort: async (...args: unknown[]) => {
+          seen.push(args[2]);
+          await abortedByHandler(args[0], args[1] as Parameters<typeof abortedByHandler>[1]);
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [forwarding] });
+    const id = await h.createTask(forwarding, null, { ownership: { kind: "conversation" } });
+    await reached.promise;
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    expect(seen).toHaveLength(2);
+    for (const signal of seen) expect(signal).toBeInstanceOf(AbortSignal);
+    expect((seen[0] as AbortSignal).aborted).toBe(true);
+    await h.close();
+  });
+
+  // Contrary, not fixed: a third parameter with a default value does not count in `length`, so such
+  // a handler cannot be told from one that declares two, and gets its default instead of the
+  // signal. Handing every handler the signal undoes the measured saving of making an
+  // AbortController only when one is read (docs/ARCHITECTURE.md, "Abort signals are made only when
+  // someone listens"); `runtime.signal` is the way to read it from a handler with two parameters.
+  test.fails("a phase handler whose third parameter has a default gets the invocation's signal, not the default", async () => {
+    const fallback = new AbortController().signal;
+    let seen: unknown;
+    const defaulted = single("defaulted", async (_t, runtime, signal: AbortSignal = fallback) => {
+      seen = signal;
+      await runtime.commit(() => complete(null));
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [defaulted] });
+    const id = await h.createTask(defaulted, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+    try {
+      expect(seen).toBeInstanceOf(AbortSignal);
+      expect(seen).not.toBe(fallback);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe("an abort mark is durable", () => {
   test("a task marked for abort whose handler had not finished runs its abort handler after a restart, not its phase", async () => {
     const handlerStarted = deferred();
@@ -470,6 +528,61 @@ describe("abort order (spec §5.5)", () => {
     expect(await h.abortTask(id)).toBe("marked");
     expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
     expect(log).toEqual(["abort 0 (below: none)", "abort 1 (below: terminal)", "abort 2 (below: terminal)"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("an abort handler waits for a held level below to be terminal too: the middle level completed and holds for its child when the top is aborted", async () => {
+    // Break 30E: the abort reservation took a `completing` (held) task below as drained, and
+    // passed the test above, whose levels all run when the abort comes. Here the middle completed
+    // while its child lives (a hold): the top's abort handler must still come after it is terminal.
+    const log: string[] = [];
+    const ids: { middle?: TaskId; bottom?: TaskId } = {};
+    const bottom = single("held-bottom", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        log.push("abort bottom");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const middle = single("held-middle", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.bottom = tx.createTask(bottom, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return undefined;
+      });
+      // A later commit: a task may not create work in its finishing commit.
+      await runtime.commit(() => complete("middle done"));
+    });
+    const top = single(
+      "held-top",
+      async (_t, runtime, signal) => {
+        await runtime.commit((tx) => {
+          ids.middle = tx.createTask(middle, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return undefined;
+        });
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime) => {
+          const states = await Promise.all(
+            [ids.middle!, ids.bottom!].map(async (id) => (await runtime.getTask(id))?.state.status),
+          );
+          log.push(`abort top (middle: ${states[0]}, bottom: ${states[1]})`);
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [top, middle, bottom] });
+    const id = await h.createTask(top, null, { ownership: { kind: "conversation" } });
+    await until(
+      () =>
+        ids.middle !== undefined &&
+        internals(h).session.records.tasks.get(ids.middle)?.state.status === "completing",
+      { what: "the middle level held" },
+    );
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+    expect(log).toEqual(["abort bottom", "abort top (middle: terminal, bottom: terminal)"]);
+    expect(outcome(await done(h, ids.middle!))).toEqual({ status: "completed", result: "middle done" });
     await engineStillRuns(h);
     await h.close();
   });

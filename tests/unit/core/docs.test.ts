@@ -374,6 +374,33 @@ describe("document versions", () => {
       expect(await row(store)).toBeUndefined();
     }
   });
+
+  test("an initial() that returns an object that is not plain JSON is refused with NotJson by the read that calls it, inside the callback; an initial value of that kind by defineDoc", async () => {
+    // Break 30E: initial()'s result checked for an object only (not strict JSON) passed the named
+    // tests: the commit's own check refused it later, after the read had handed the Date back.
+    for (const value of [
+      { items: [], at: new Date(0) },
+      { items: [], gone: undefined },
+    ])
+      expect(() => defineDoc("app.bad", value as never)).toThrow(NotJson);
+    const { h, store } = await harness();
+    for (const returned of [
+      { items: [], at: new Date(0) },
+      { items: [], gone: undefined },
+    ]) {
+      const bad = defineDoc<V1>({ name: NAME, version: 1, initial: () => returned as never });
+      const caught = await h.transaction((tx) => {
+        try {
+          bad.read(tx, 1);
+          return "handed back";
+        } catch (error) {
+          return error;
+        }
+      });
+      expect(caught).toBeInstanceOf(NotJson);
+      expect(await row(store)).toBeUndefined();
+    }
+  });
 });
 
 describe("absent documents (spec §3.3, §12: only a typed tx.doc() creates one)", () => {

@@ -13,7 +13,7 @@ import {
   type TaskRecord,
   WaitCycle,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until, within } from "../../../worker/testing.ts";
 import {
   complete,
   done,
@@ -686,6 +686,76 @@ describe("wait cycles through ownership", () => {
       await h.close();
     },
   );
+
+  test("a wait that closes a cycle through a held owner's held child down to its grandchild is a WaitCycle: the walk follows owned work at every level", async () => {
+    // Break 30E: a walk that followed owned work one level only (not the owned work of a task it
+    // reached as owned work) passed the test above, whose held work is one level deep; here
+    // H holds for its child K, K holds for its child C, C waits on O and O waits on H: the cycle is
+    // O -> H -> K -> C -> O, and without it found both waits, and the holds, never end.
+    const ids: { top?: TaskId; other?: TaskId } = {};
+    let midId: TaskId | undefined;
+    let grandchildId: TaskId | undefined;
+    const waiter = (name: string, target: () => TaskId) =>
+      single(name, async (_task, runtime) => {
+        if ((await runtime.getTask(target()))?.state.status === "terminal") {
+          await runtime.commit(() => complete(`${name} done`));
+          return;
+        }
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [target()],
+          policy: "allSettled",
+        }));
+      });
+    const grandchild = waiter("deep-grandchild", () => ids.other!);
+    const other = waiter("deep-other", () => ids.top!);
+    const owning = (
+      name: string,
+      make: (tx: Parameters<Parameters<Harness["transaction"]>[0]>[0], taskId: TaskId) => void,
+    ) =>
+      defineTask<Json, { phase: "go" } | { phase: "finish" }, Json>({
+        name,
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (_task, runtime) => {
+            await runtime.commit((tx) => {
+              make(tx, runtime.taskId);
+              return { status: "running", checkpoint: { phase: "finish" } };
+            });
+          },
+          finish: async (_task, runtime) => void (await runtime.commit(() => complete(name))),
+        },
+        abort: async () => undefined,
+      });
+    const mid = owning("deep-mid", (tx, taskId) => {
+      grandchildId = tx.createTask(grandchild, null, { ownership: { kind: "task", taskId } });
+    });
+    const top = owning("deep-top", (tx, taskId) => {
+      midId = tx.createTask(mid, null, { ownership: { kind: "task", taskId } });
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [top, mid, grandchild, other] });
+    await h.transaction((tx) => {
+      ids.top = tx.createTask(top, null, { ownership: { kind: "conversation" } });
+      ids.other = tx.createTask(other, null, { ownership: { kind: "conversation" } });
+    });
+    const ended = async (id: () => TaskId | undefined, what: string) => {
+      await until(() => id() !== undefined, { what: `${what} created` });
+      return outcome(await within(done(h, id()!), 5000, `${what} terminal`));
+    };
+    expect(await ended(() => ids.top, "the top owner")).toEqual({ status: "completed", result: "deep-top" });
+    expect(await ended(() => midId, "the held child")).toEqual({ status: "completed", result: "deep-mid" });
+    const ends = [
+      await ended(() => grandchildId, "the grandchild"),
+      await ended(() => ids.other, "the other"),
+    ];
+    expect(ends.map((o) => o?.status).sort()).toEqual(["completed", "faulted"]);
+    const fault = ends.find((o) => o?.status === "faulted") as { error: { message: string } };
+    expect(fault.error.message).toMatch(/cycle/i);
+    await engineStillRuns(h);
+    await h.close();
+  });
 
   test("a wait that closes a cycle through an owner's live child is a WaitCycle", async () => {
     // B owns C; C waits on A; then A waits on B: A -> B -> (B's live child) C -> A.

@@ -1018,6 +1018,32 @@ describe("transactions", () => {
     await h.close();
   });
 
+  test("a callback run again once the documents it read were loaded: the transaction of its first run is ended too", async () => {
+    // Break 30E: a first run's transaction left open when the callback needed documents not in
+    // memory (the session runs it again once they load) passed the named test, whose transactions
+    // never needed a load; a write through the kept first one went nowhere, without an error.
+    const store = await memoryStore();
+    const first = await Harness.open(store);
+    const c = await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    await first.transaction((tx) => tx.writeDoc(c, "kept", { x: 0 }));
+    await first.close();
+    const h = await Harness.open(await memoryStore(store.image()));
+    expect(internals(h).session.records.docsLoaded.has(c)).toBe(false);
+    const kept: Tx[] = [];
+    expect(
+      await h.transaction((tx) => {
+        kept.push(tx);
+        return tx.readDoc(c, "kept");
+      }),
+    ).toEqual({ x: 0 });
+    expect(kept).toHaveLength(2);
+    for (const tx of kept) {
+      expect(() => tx.writeDoc(c, "late", { x: 1 })).toThrow(InvalidTransition);
+      expect(() => tx.readDoc(c, "kept")).toThrow(InvalidTransition);
+    }
+    await h.close();
+  });
+
   test("an owner that is abort-marked cannot own new work; a task-owned task cannot be background", async () => {
     const abortGate = deferred();
     const owner = single("owner", async (_t, _r, signal) => untilAborted(signal), {

@@ -382,6 +382,53 @@ test("a commit whose callback returns undefined leaves the task state unchanged 
   await h.close();
 });
 
+test("an async commit callback's returned state replaces the whole state, checkpoint fields included; an async undefined leaves it unchanged while its write lands", async () => {
+  // Break 30E: the named tests' callbacks were synchronous, and none read a checkpoint field a new
+  // state leaves out: an async callback's returned state ignored, and a new checkpoint merged over
+  // the old one, passed them.
+  const seen: unknown[] = [];
+  const def = defineTask<Json, { phase: "go"; extra?: number } | { phase: "next" }, Json>({
+    name: "async-state",
+    version: 1,
+    initial: () => ({ phase: "go", extra: 1 }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit(async (tx) => {
+          await Promise.resolve();
+          tx.appendEntry(runtime.conversationId, { kind: "note", data: "async undefined" });
+          return undefined;
+        });
+        seen.push((await runtime.getTask(runtime.taskId))?.state ?? null);
+        await runtime.commit(async () => {
+          await Promise.resolve();
+          return { status: "running", checkpoint: { phase: "next" } };
+        });
+      },
+      next: async (task, runtime) => {
+        seen.push(task.state);
+        await runtime.commit(async () => {
+          await Promise.resolve();
+          return complete("async");
+        });
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const kinds: string[] = [];
+  h.subscribe((change) => {
+    kinds.push(...change.entries.map((e) => e.kind));
+  });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "async" });
+  expect(seen).toEqual([
+    { status: "running", checkpoint: { phase: "go", extra: 1 } },
+    { status: "running", checkpoint: { phase: "next" } },
+  ]);
+  expect(kinds).toEqual(["note"]);
+  await h.close();
+});
+
 test("a task that waits on nothing resumes at its checkpoint in the next scheduling pass", async () => {
   const log: string[] = [];
   const def = defineTask<Json, Go | { phase: "resume" }, Json>({
