@@ -171,6 +171,38 @@ test("partials are committed at most once per settings.partialIntervalMs: with a
   await h.close();
 });
 
+test("the partial interval is the setting's at each request: a getter changed from a minute to a millisecond between two runs throttles the second by the new value", async () => {
+  // Break 30B: the named test's setting never changed, so an interval taken once per harness (at its
+  // first request) passed it; settings are read at every resolution, never copied (spec §2.2).
+  const words = "word ".repeat(120).trim();
+  faux = fauxAgentModel(() => fauxAssistantMessage(words), { tokensPerSecond: 1500 });
+  let partialIntervalMs = 60_000;
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: {
+      get partialIntervalMs() {
+        return partialIntervalMs;
+      },
+    },
+  });
+  const root = await h.root();
+  let partials = 0;
+  h.subscribe((change) => {
+    const written = change.docs.find((d) => d.name === DOC.live && d.conversationId === root.id);
+    if ((written?.value as LiveState | undefined)?.generation?.message) partials++;
+  });
+  expect((await (await root.submit({ type: "input", content: "talk" })).wait()).status).toBe("done");
+  expect(partials).toBeLessThanOrEqual(1);
+  partials = 0;
+  partialIntervalMs = 1;
+  expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+  // 120 words at 1500 tokens a second stream for tens of milliseconds: with a millisecond's
+  // interval several partials land (a minute's would allow one).
+  expect(partials).toBeGreaterThan(2);
+  await h.close();
+});
+
 test("no partial lands after the classifying commit of a retried attempt, whose invocation goes on into the backoff", async () => {
   // Reading 24e: after a stop answer the invocation ends, and the core drops a late commit anyway
   // (the test below); after a retryable error it continues into `retry`, so only the stop keeps the

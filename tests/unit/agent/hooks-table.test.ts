@@ -679,6 +679,41 @@ test("a task asks only the hooks of the extensions its conversation selects, in 
   expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`, `b:${reversed.id}`, `a:${reversed.id}`]);
 });
 
+test("a changed selection is the next task's hooks: a conversation reconfigured from [a] to [b, a], then to none of them, asks exactly those, in that order", async () => {
+  // Break 30B: every named test configured each conversation once, before its only run; hooks kept
+  // per conversation from its first resolution passed them.
+  const asked: string[] = [];
+  const { root, registry } = await withExtensions(echo, [
+    defineExtension({
+      name: "a",
+      hooks: [hook("pi.generation", { afterResponse: () => void asked.push("a") })],
+    }),
+    defineExtension({
+      name: "b",
+      hooks: [hook("pi.generation", { afterResponse: () => void asked.push("b") })],
+    }),
+  ]);
+  await root.configure({ extensions: ["a"] });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  expect(asked).toEqual(["a"]);
+  await root.configure({ extensions: ["b", "a"] });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect(asked).toEqual(["a", "b", "a"]);
+  // An extension installed later and then selected first is asked first.
+  registry.install(
+    defineExtension({
+      name: "c",
+      hooks: [hook("pi.generation", { afterResponse: () => void asked.push("c") })],
+    }),
+  );
+  await root.configure({ extensions: ["c", "a"] });
+  await (await root.submit({ type: "input", content: "three" })).wait();
+  expect(asked).toEqual(["a", "b", "a", "c", "a"]);
+  await root.configure({ extensions: [] });
+  await (await root.submit({ type: "input", content: "four" })).wait();
+  expect(asked).toEqual(["a", "b", "a", "c", "a"]);
+});
+
 test("a tool task and a compaction task ask only the hooks of the extensions their conversation selects", async () => {
   // Break 29E: the named test asked the generation's hooks only; tool and compaction tasks given every
   // installed extension's hooks passed it.

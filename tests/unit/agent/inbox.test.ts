@@ -150,6 +150,36 @@ describe("submissions", () => {
     expect(inboxOf(h, child.id)).toEqual({ items: [] });
   });
 
+  test("a fork starts with an empty inbox whatever its parent holds queued: a steer and a write stay with the parent too, and so for a fork of that fork", async () => {
+    // Break 30B: the named test queued a follow-up only; a fork that took its parent's queued steers
+    // and writes (every item but the follow-ups) passed it.
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const steer = await root.submit({ type: "input", content: "turn", whenBusy: "steer" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    const parentItems = [queued.id, steer.id, write.id];
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual(parentItems);
+    const at = (await transcript(root)).at(-1)!.id;
+    const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+    const grandchild = await child.fork(at, { ownership: { kind: "ownerless" } });
+    for (const c of [child, grandchild]) expect(await h.doc(c.id, DOC.inbox)).toEqual({ items: [] });
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual(parentItems);
+    hold.resolve();
+    await first.wait();
+    for (const s of [queued, steer, write]) expect((await s.wait()).status).toBe("done");
+    // Each was placed once, in the parent; nothing reached the forks.
+    for (const c of [child, grandchild]) {
+      expect(kinds(await transcript(c)).filter((k) => k === "pi.user")).toHaveLength(1);
+      expect(kinds(await transcript(c))).not.toContain("app.note");
+      expect(inboxOf(h, c.id)).toEqual({ items: [] });
+    }
+  });
+
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
     const { h, root, faux, store } = await open(async (req, n) => {

@@ -148,6 +148,56 @@ test("onAbort's replacement content is bounded by the tool's own limits, with th
   expect(task?.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
 });
 
+test("onAbort's replacement keeps the diagnostics the chain hands on, the harness's truncation after them: the upstream shape, a hook spreading its result over an abort of the call alone", async () => {
+  // Break 30B: the named test's hook returns a fresh result (no diagnostics), so a harness that
+  // dropped the chain's own diagnostics for the call's recorded ones passed it. The upstream scenario
+  // spreads the given result and aborts the tool task alone (the run goes on to its answer).
+  const started = deferred();
+  const tool = defineTool({
+    name: "tail",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, maxBytes: 4096, retain: "tail" },
+    async execute(_args, api) {
+      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
+    tools: [tool],
+    settings: { outputIntervalMs: 1 },
+    hooks: {
+      onAbort: [
+        (_call, result) => ({
+          ...result,
+          content: [{ type: "text", text: "one\ntwo\nthree\nfour" }],
+          diagnostics: [
+            ...(result.diagnostics ?? []),
+            { severity: "info", code: "policy", message: "cancelled by policy" },
+          ],
+        }),
+      ],
+    },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined, { what: "the diagnostic stored" });
+  const toolTask = liveOf(h).tools![0]!.taskId!;
+  await h.abortTask(toolTask);
+  // The call alone was aborted: the run goes on and the model answers.
+  expect((await input.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["progress", "aborted", "policy", "truncated"]);
+  expect(messageOf(result!).content[0]).toEqual({ type: "text", text: "three\nfour" });
+  expect(textOf(messageOf(result!))).toContain("output truncated to its end");
+  expect((await h.getTask(toolTask))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
 test("a tool's slot updates apply only while its slot exists: output after the slot went is not stored, and its aborted result has no partial output", async () => {
   const more = deferred();
   const tool = defineTool({

@@ -905,6 +905,44 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.close();
   });
 
+  test("documentState is bound to its own conversation's incarnation: the same name written and retired in a fork and in another conversation neither updates nor ends it", async () => {
+    // Break 30B: every named test had one conversation holding the name; a state that matched a
+    // change by the document's name alone, whatever its conversation, passed them.
+    const h = await open(await memoryStore());
+    const { other, at } = await h.transaction((tx) => {
+      tx.writeDoc(1, "d", { n: 1 });
+      const other = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(other.id, "d", { in: "other" });
+      return { other: other.id, at: note(tx, 1, "x") };
+    });
+    const fork = await h.transaction((tx) =>
+      tx.forkConversation(1, at, { ownership: { kind: "ownerless" } }),
+    );
+    expect(await h.doc(fork.id, "d")).toEqual({ n: 1 });
+    const state = (await h.documentState(1, "d"))!;
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    await h.transaction((tx) => tx.writeDoc(other, "d", { in: "other", n: 2 }));
+    await h.transaction((tx) => tx.writeDoc(fork.id, "d", { n: 3 }));
+    await h.transaction((tx) => {
+      tx.retireDoc(fork.id, "d");
+    });
+    await h.transaction((tx) => {
+      tx.retireDoc(other, "d");
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([]);
+    expect(state.ended).toBe(false);
+    expect(state.value).toEqual({ n: 1 });
+    // Its own retirement still ends it.
+    await h.transaction((tx) => {
+      tx.retireDoc(1, "d");
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ value: undefined, ended: true }]);
+    await h.close();
+  });
+
   test("documentState of a task's document ends when the task becomes terminal, and of a session document when it is retired: the value is gone and listeners are told once", async () => {
     // Break 28Q: every state the tests acquired was a conversation's; one of a task or the session
     // scope that kept following after its document's retirement passed them.

@@ -534,6 +534,46 @@ describe("committed values are frozen", () => {
     expect((await internals(h).session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);
     await h.close();
   });
+
+  test("a snapshot of a document loaded from the store after a reopen is the same frozen value too: mutating it changes neither memory nor what a transaction reads", async () => {
+    // Break 30B: the named test reads snapshots only of values committed in its own process, which
+    // the commit froze; a value read back from the store (its row, and a row plus patches) was handed
+    // out as parsed, so mutating the snapshot changed the engine's committed memory.
+    const store = await memoryStore();
+    const first = await Harness.open(store);
+    await first.transaction((tx) => tx.writeDoc(1, "kept-doc", { nested: { n: 1 }, items: ["a"] }));
+    await first.transaction((tx) => tx.writeDoc(1, "patched-doc", { slot: { output: "start " } }));
+    await first.transaction((tx) =>
+      tx.patchDoc(1, "patched-doc", [{ path: ["slot", "output"], append: "more" }]),
+    );
+    const image = store.image();
+    await first.close();
+    const h = await Harness.open(await memoryStore(image));
+    const kept = await h.doc<{ nested: { n: number }; items: string[] }>(1, "kept-doc");
+    const patched = await h.doc<{ slot: { output: string } }>(1, "patched-doc");
+    expect(await h.doc(1, "kept-doc")).toBe(kept);
+    expect(await h.doc(1, "patched-doc")).toBe(patched);
+    expect(() => {
+      kept!.nested.n = 3;
+    }).toThrow(TypeError);
+    expect(() => kept!.items.push("b")).toThrow(TypeError);
+    expect(() => {
+      patched!.slot.output = "changed";
+    }).toThrow(TypeError);
+    expect(await h.transaction((tx) => tx.readDoc(1, "kept-doc"))).toEqual({
+      nested: { n: 1 },
+      items: ["a"],
+    });
+    expect(await h.transaction((tx) => tx.readDoc(1, "patched-doc"))).toEqual({
+      slot: { output: "start more" },
+    });
+    // The engine still writes over it: a new revision, frozen in its turn.
+    await h.transaction((tx) => tx.patchDoc(1, "patched-doc", [{ path: ["slot", "output"], append: "!" }]));
+    const next = await h.doc<{ slot: { output: string } }>(1, "patched-doc");
+    expect(next).toEqual({ slot: { output: "start more!" } });
+    expect(Object.isFrozen(next!.slot)).toBe(true);
+    await h.close();
+  });
 });
 
 /**
