@@ -70,6 +70,43 @@ describe("output() (spec §7.3)", () => {
     expect(fs.snapshot()).toEqual({});
     expect(JSON.stringify(messageOf(result!))).not.toMatch(/\.(log|txt|out)\b/);
   });
+
+  test("throws after an aborted call ends too, and after a call whose execute threw (break 30C)", async () => {
+    const kept: ToolApi[] = [];
+    const started = deferred();
+    const stuck = defineTool({
+      name: "stuck",
+      description: "Wait for the abort",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        kept.push(api);
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+        );
+        return textResult("never");
+      },
+    });
+    const broken = defineTool({
+      name: "broken",
+      description: "Throw",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        kept.push(api);
+        api.output("before the throw\n");
+        throw new Error("broken tool");
+      },
+    });
+    const { root } = await open(callsThenAnswer(fauxToolCall("stuck", {}, { id: "s1" })), { tools: [stuck] });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(() => kept[0]!.output("late")).toThrow(/after the call ended/);
+    const second = await open(callsThenAnswer(fauxToolCall("broken", {}, { id: "b1" })), { tools: [broken] });
+    expect((await (await second.root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(() => kept[1]!.output("late")).toThrow(/after the call ended/);
+  });
 });
 
 describe("tool tasks end with { entryId } (spec §8.4)", () => {
