@@ -380,6 +380,43 @@ describe("a run's end (spec §8.2)", () => {
     });
     expect(e).toEqual([{}]);
   });
+
+  test("a generation aborted mid-tool with a follow-up queued hands the run over with none of its tools: the settling commit's pi.live holds only the new run (break 30C)", async () => {
+    const hold = gatedTool();
+    const { h, root } = await open(
+      (req) =>
+        textOf([...req.messages].reverse().find((m) => m.role === "user")!) === "go"
+          ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "h1" })], { stopReason: "toolUse" })
+          : fauxAssistantMessage("next answered"),
+      { tools: [hold.tool] },
+    );
+    const written: unknown[] = [];
+    h.subscribe((change) => {
+      if (!change.submissions.some((s) => s.status === "done" || s.status === "unanswered")) return;
+      const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === 1);
+      written.push(live ? live.value : "not written");
+    });
+    const first = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const next = await root.submit({ type: "input", content: "next" });
+    // The generation alone, not the conversation: the queued follow-up stays and starts the next run.
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    await h.abortTask(generation!.id);
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await next.wait()).status).toBe("done");
+    // The aborting commit: the next run started there, and nothing of the ended one stays.
+    const handed = written[0] as {
+      run?: { taskId: number; inputs: number[] };
+      tools?: unknown;
+      generation?: { taskId: number };
+    };
+    expect(handed.tools).toBeUndefined();
+    expect(handed.run!.inputs).toEqual([next.id]);
+    expect(handed.run!.taskId).not.toBe(generation!.id);
+    if (handed.generation) expect(handed.generation.taskId).toBe(handed.run!.taskId);
+    expect(Object.keys(handed).filter((k) => k !== "run" && k !== "generation")).toEqual([]);
+    expect(written.at(-1)).toEqual({});
+  });
 });
 
 describe("a queued summary (spec §12, §8.3)", () => {
