@@ -276,7 +276,9 @@ test("a legacy conversation other than the root, read from the store after a reo
   let again!: AgentHarness;
   const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
     sent.push(options.sessionId);
-    committedAtSend.push((again.docNow(other.id, "pi.provider") as { sessionId?: string } | undefined)?.sessionId);
+    committedAtSend.push(
+      (again.docNow(other.id, "pi.provider") as { sessionId?: string } | undefined)?.sessionId,
+    );
     return defaultStream(model, context, options);
   };
   again = await reopen(store, { models: faux.models, defaultModel: faux.ref, stream });
