@@ -167,7 +167,7 @@ describe("waits", () => {
     expect(outcome(await done(h, other))?.status).toBe("completed");
     await h.close();
     const caught: unknown[] = [];
-    const waiter = defineTask<{ on: TaskId }, { phase: "go" } | { phase: "after" }, string>({
+    const waiter = defineTask<{ on: TaskId }, { phase: "go" } | { phase: "after" }, Json>({
       name: "waiter",
       version: 1,
       initial: () => ({ phase: "go" }),
