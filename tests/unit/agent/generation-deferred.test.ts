@@ -762,12 +762,14 @@ describe("deferred responses (poll)", () => {
   test("a failed deferred cancellation is reported and the run still ends aborted", async () => {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const reports: unknown[] = [];
+    // The very error the resolver threw is reported, not a wrapper that only repeats its message.
+    const cancelFailed = new Error("cancel failed");
     const h = await AgentHarness.open(await memoryStore(), {
       models: createModelResolver({
         extra: [faux.model],
         deferred: {
           fetchDeferred: () => new Promise(() => undefined),
-          cancelDeferred: async () => Promise.reject(new Error("cancel failed")),
+          cancelDeferred: async () => Promise.reject(cancelFailed),
         },
       }),
       defaultModel: faux.ref,
@@ -789,6 +791,7 @@ describe("deferred responses (poll)", () => {
     expect(reports.map((e) => String((e as Error).message))).toContainEqual(
       expect.stringMatching(/cancel failed/),
     );
+    expect(reports).toContain(cancelFailed);
     const [generation] = await h.tasks({ kind: "pi.generation" });
     expect(generation!.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});

@@ -326,6 +326,12 @@ test("a queued input's pi.user entry is stamped with the harness clock at placem
   await second.wait();
   const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
   expect(users.map((e) => (messageOf(e) as { timestamp: number }).timestamp)).toEqual([1_000, 5_000]);
+  // Each is one UserMessage, the one placed at a boundary as much as the one placed at admission
+  // (break 30C: the boundary's entry carried the queue's bookkeeping beside the message).
+  expect(users.map((e) => e.model)).toEqual([
+    [{ role: "user", content: "one", timestamp: 1_000 }],
+    [{ role: "user", content: "two", timestamp: 5_000 }],
+  ]);
 });
 
 test("writes never start a generation: a write on an idle conversation is done at once and no run begins", async () => {

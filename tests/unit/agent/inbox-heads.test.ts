@@ -67,6 +67,28 @@ describe("head writes", () => {
     expect(notes).toEqual([1, 2, 10]);
   });
 
+  test("queued at a boundary after an older head: the range start a head moved at this boundary counts, not the one the boundary began with (break 30C)", async () => {
+    const hold = gatedTool();
+    const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [hold.tool],
+    });
+    await (await root.submit(note(1))).wait();
+    await (await root.submit(note(2, 1))).wait(); // the active range starts at entry 1
+    const run = await root.submit({ type: "input", content: "go" }); // entry 3
+    await hold.started.promise;
+    const newer = await root.submit(note(10, 3));
+    // Fresh against the start the boundary began with (1), stale against the one `newer` set (3).
+    const older = await root.submit(note(11, 2));
+    hold.release.resolve();
+    expect((await newer.wait()).status).toBe("done");
+    expect(await older.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await run.wait()).status).toBe("done");
+    const notes = (await transcript(root))
+      .filter((e) => e.kind === "app.note")
+      .map((e) => (e.data as { n: number }).n);
+    expect(notes).toEqual([1, 2, 10]);
+  });
+
   test("a head that names no earlier entry is refused at submit", async () => {
     const { root } = await open(echo);
     await (await root.submit(note(1))).wait();

@@ -264,3 +264,30 @@ test("concurrent callers of a legacy conversation all get the one session id sto
   expect(ids[0]).toMatch(UUID_V7);
   expect(await sessionOf(h, root.id)).toBe(ids[0]);
 });
+
+test("a legacy conversation other than the root, read from the store after a reopen, gets its own session id committed before its first request; the root keeps its own (break 30C)", async () => {
+  const { h, root, store, faux } = await open(echo);
+  const rootSession = await sessionOf(h, root.id);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  // As an older store left it: no pi.provider.
+  await h.transaction((tx) => tx.retireDoc(other.id, "pi.provider"));
+  const sent: unknown[] = [];
+  const committedAtSend: unknown[] = [];
+  let again!: AgentHarness;
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push(options.sessionId);
+    committedAtSend.push(
+      (again.docNow(other.id, "pi.provider") as { sessionId?: string } | undefined)?.sessionId,
+    );
+    return defaultStream(model, context, options);
+  };
+  again = await reopen(store, { models: faux.models, defaultModel: faux.ref, stream });
+  const conversation = await again.requireLoadedConversation(other.id);
+  await (await conversation.submit({ type: "input", content: "one" })).wait();
+  await (await conversation.submit({ type: "input", content: "two" })).wait();
+  const stored = await sessionOf(again, other.id);
+  expect(stored).toMatch(UUID_V7);
+  expect(sent).toEqual([stored, stored]);
+  expect(committedAtSend).toEqual([stored, stored]);
+  expect(await sessionOf(again, root.id)).toBe(rootSession);
+});

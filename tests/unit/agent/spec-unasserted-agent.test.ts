@@ -70,6 +70,43 @@ describe("output() (spec §7.3)", () => {
     expect(fs.snapshot()).toEqual({});
     expect(JSON.stringify(messageOf(result!))).not.toMatch(/\.(log|txt|out)\b/);
   });
+
+  test("throws after an aborted call ends too, and after a call whose execute threw (break 30C)", async () => {
+    const kept: ToolApi[] = [];
+    const started = deferred();
+    const stuck = defineTool({
+      name: "stuck",
+      description: "Wait for the abort",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        kept.push(api);
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+        );
+        return textResult("never");
+      },
+    });
+    const broken = defineTool({
+      name: "broken",
+      description: "Throw",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        kept.push(api);
+        api.output("before the throw\n");
+        throw new Error("broken tool");
+      },
+    });
+    const { root } = await open(callsThenAnswer(fauxToolCall("stuck", {}, { id: "s1" })), { tools: [stuck] });
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(() => kept[0]!.output("late")).toThrow(/after the call ended/);
+    const second = await open(callsThenAnswer(fauxToolCall("broken", {}, { id: "b1" })), { tools: [broken] });
+    expect((await (await second.root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(() => kept[1]!.output("late")).toThrow(/after the call ended/);
+  });
 });
 
 describe("tool tasks end with { entryId } (spec §8.4)", () => {
@@ -342,6 +379,43 @@ describe("a run's end (spec §8.2)", () => {
       reason: "no_model",
     });
     expect(e).toEqual([{}]);
+  });
+
+  test("a generation aborted mid-tool with a follow-up queued hands the run over with none of its tools: the settling commit's pi.live holds only the new run (break 30C)", async () => {
+    const hold = gatedTool();
+    const { h, root } = await open(
+      (req) =>
+        textOf([...req.messages].reverse().find((m) => m.role === "user")!) === "go"
+          ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "h1" })], { stopReason: "toolUse" })
+          : fauxAssistantMessage("next answered"),
+      { tools: [hold.tool] },
+    );
+    const written: unknown[] = [];
+    h.subscribe((change) => {
+      if (!change.submissions.some((s) => s.status === "done" || s.status === "unanswered")) return;
+      const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === 1);
+      written.push(live ? live.value : "not written");
+    });
+    const first = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const next = await root.submit({ type: "input", content: "next" });
+    // The generation alone, not the conversation: the queued follow-up stays and starts the next run.
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    await h.abortTask(generation!.id);
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await next.wait()).status).toBe("done");
+    // The aborting commit: the next run started there, and nothing of the ended one stays.
+    const handed = written[0] as {
+      run?: { taskId: number; inputs: number[] };
+      tools?: unknown;
+      generation?: { taskId: number };
+    };
+    expect(handed.tools).toBeUndefined();
+    expect(handed.run!.inputs).toEqual([next.id]);
+    expect(handed.run!.taskId).not.toBe(generation!.id);
+    if (handed.generation) expect(handed.generation.taskId).toBe(handed.run!.taskId);
+    expect(Object.keys(handed).filter((k) => k !== "run" && k !== "generation")).toEqual([]);
+    expect(written.at(-1)).toEqual({});
   });
 });
 

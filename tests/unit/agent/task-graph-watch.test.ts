@@ -10,6 +10,7 @@ import { expect, test } from "vitest";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { createSubagentTool, defineTool, type TaskGraph, type TaskGraphNode } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
+import { parked } from "../core/fixtures.ts";
 import { callsThenAnswer, echo, gatedTool, open } from "./fixtures.ts";
 
 const nodes = (g: TaskGraph): TaskGraphNode[] => Object.values(g.tasks);
@@ -113,6 +114,31 @@ test("closing the harness ends a task-graph watch", async () => {
   watch.start(() => undefined);
   await h.close();
   expect(await watch.closed).toBe("closed");
+});
+
+test("closing the harness ends a task-graph watch at its seal: a task created by a commit that settles during close sends it nothing (break 30C)", async () => {
+  const job = parked("job");
+  const { h } = await open(echo, { tasks: [job] });
+  const watch = await h.watchTaskGraph();
+  const seen: TaskGraph[] = [];
+  watch.start((frame) => void seen.push(frame.value));
+  const before = watch.value;
+  // A commit admitted before the seal, holding the line while close begins: it settles during close.
+  const gate = deferred();
+  const inCallback = deferred();
+  const late = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  gate.resolve();
+  await late;
+  await closing;
+  expect(await watch.closed).toBe("closed");
+  expect(seen).toEqual([]);
+  expect(watch.value).toBe(before);
 });
 
 test("exercise 7: two parallel subagents, one calling a tool, shown as one tree while they run; it empties as they finish", async () => {

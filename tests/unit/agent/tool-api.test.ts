@@ -211,6 +211,13 @@ test("models is the harness's models: the resolver given to open, which knows th
   expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
   expect(seen.api!.models).toBe(faux.models);
   expect(seen.api!.models.resolve(faux.ref)?.id).toBe(faux.ref.modelId);
+  // Another harness in the same process hands its tools its own resolver, not the first one's
+  // (break 30C: a resolver kept from the first api built passed the test run alone).
+  const other = probe("probe", async () => textResult("ok"));
+  const second = await open(calls("probe"), { tools: [other.tool] });
+  expect((await (await second.root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(second.faux.models).not.toBe(faux.models);
+  expect(other.seen.api!.models).toBe(second.faux.models);
 });
 
 test("diagnostic() records a remark in the call's slot with the next progress commit and in the result: the api's first, then the result's, then the harness's; a warn is not an error; a bad one is a TypeError; it throws after the call ended", async () => {

@@ -97,6 +97,42 @@ test("a cancelled close wait does not cut the grace short: a phase that reaches 
   await h2.close();
 });
 
+test("a close with a grace seals reservation at once: a phase that commits in the grace starts neither its next phase nor the task it created (break 30C)", async () => {
+  const gate = deferred();
+  const started: string[] = [];
+  const later = single("later", async () => void started.push("later"));
+  const graceful = defineTask<Json, { phase: "first" } | { phase: "second" }, Json>({
+    name: "graceful",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit((tx) => {
+          tx.createTask(later, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+          return { status: "running", checkpoint: { phase: "second" } };
+        });
+      },
+      second: async () => void started.push("second"),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [graceful, later] });
+  const id = await h.createTask(graceful, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const closing = h.close({ graceMs: 5000 });
+  gate.resolve();
+  await closing;
+  expect(started).toEqual([]);
+  // Both are stored as the grace left them, for the next engine.
+  const h2 = await Harness.open(await memoryStore(store.image()), { tasks: [graceful, later], paused: true });
+  expect((await h2.getTask(id))?.state).toMatchObject({ status: "pending", checkpoint: { phase: "second" } });
+  expect(await h2.tasks({ kind: "later" })).toHaveLength(1);
+  await h2.close();
+});
+
 test("close() stops a running task without writing an outcome or an abort mark: the next engine resumes it", async () => {
   // Every invocation, foreground and background (spec §5.4): one of each.
   const started = [deferred(), deferred()];

@@ -45,9 +45,9 @@ function node(name: string, log: string[]): TaskDefinition<Json, Go, Json> {
  * Creates a conversation it owns (and, given `inner`, a conversation-owned task of that definition
  * in it), then completes: held while that task lives. Its result is the conversation's id.
  */
-function founder(inner?: TaskDefinition<Json, Go, Json>) {
+function founder(inner?: TaskDefinition<Json, Go, Json>, name = "child") {
   return defineTask<Json, Go | { phase: "finish"; conversation: number }, Json>({
-    name: "child",
+    name,
     version: 1,
     initial: () => ({ phase: "go" }),
     phases: {
@@ -165,6 +165,48 @@ test("keeps the root busy after reopen for work below a child task's owned conve
   expect([...order].sort()).toEqual(["harness idle", "inner ended", "root idle"]);
   await root.waitForIdle();
   expect(outcome(await h.getTask(parentId))).toEqual({ status: "completed", result: "parent" });
+});
+
+test("keeps the root busy after reopen for work three owned conversations below it, under owners that finished before it began (break 30C)", async () => {
+  // The open reads the recovered task's conversation, then its owner chain upward, a round a level:
+  // here three levels (the named test's chain ends at the root after one).
+  const lower = founder(undefined, "lower");
+  const middle = founder(lower as never, "middle");
+  const upper = founder(middle as never, "upper");
+  const below = parked("below");
+  const first = await open(echo, { tasks: [upper, middle, lower, below] });
+  const upperId: TaskId = await first.h.createTask(upper, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(first.h, upperId))?.status).toBe("completed");
+  const [lowerRecord] = await first.h.tasks({ kind: "lower" });
+  expect(lowerRecord!.state.status).toBe("terminal");
+  const conversation = (outcome(lowerRecord) as { result: ConversationId }).result;
+  const belowId: TaskId = await first.h.createTask(below, null, {
+    ownership: { kind: "conversation" },
+    conversationId: conversation,
+  });
+  await until(
+    () => first.h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"),
+    { what: "below running" },
+  );
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const gate = deferred();
+  const belowGated = defineTask<Json, Go, Json>({
+    ...below,
+    phases: {
+      go: async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("below"));
+      },
+    },
+  });
+  const { h, root } = await open(echo, { tasks: [upper, middle, lower, belowGated], store: stored });
+  expect(await settles(root.waitForIdle())).toBe(false);
+  expect(await settles(h.waitForIdle())).toBe(false);
+  gate.resolve();
+  await root.waitForIdle();
+  expect(outcome(await h.getTask(belowId))).toEqual({ status: "completed", result: "below" });
 });
 
 test("keeps a finished background ancestor a boundary after reopen, which { background: true } crosses", async () => {

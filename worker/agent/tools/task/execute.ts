@@ -155,7 +155,12 @@ export async function runTool(
     // The engine closing under the call (a handover's grace: the harness is sealed, its waits and
     // calls refuse with HarnessClosed while the signal has not fired yet) is not the call's failure:
     // nothing is committed, the task stays running and the next engine runs it again.
-    if (runtime.aborted || error instanceof HarnessClosed) throw error;
+    if (runtime.aborted || error instanceof HarnessClosed) {
+      // The call ended here too: output() and the other progress calls refuse from now on (spec
+      // §7.3), as after any other end (break 30C: an aborted call's api kept taking output).
+      await output.stop();
+      throw error;
+    }
     failed = true;
     const message = errorMessage(error);
     fromOutput = output.text !== "";
