@@ -794,6 +794,23 @@ describe("conversations", () => {
     );
   });
 
+  test("a conversation handle's commit binds only conversation-owned creations: a child task it creates lives in its owner's conversation", async () => {
+    // Break 30J: the named test created conversation-owned tasks only; a handle that bound every
+    // creation to its conversation passed it (the child was then refused).
+    const { h } = await open(echo);
+    const work = parked("bound-child-work");
+    h.registry.register(work);
+    const parent = await h.transaction((tx) =>
+      tx.createTask(work, null, { ownership: { kind: "conversation" }, conversationId: ROOT_CONVERSATION_ID }),
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const child = await other.commit((tx) =>
+      tx.createTask(work, null, { ownership: { kind: "task", taskId: parent } }),
+    );
+    expect((await h.getTask(child))?.conversationId).toBe(ROOT_CONVERSATION_ID);
+    expect((await h.getTask(child))?.owner).toBe(parent);
+  });
+
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {
     const notes = defineDoc<{ items: string[] }>("app.notes", { items: [] });
     const { h, root } = await open(echo);
