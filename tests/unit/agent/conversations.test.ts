@@ -801,7 +801,10 @@ describe("conversations", () => {
     const work = parked("bound-child-work");
     h.registry.register(work);
     const parent = await h.transaction((tx) =>
-      tx.createTask(work, null, { ownership: { kind: "conversation" }, conversationId: ROOT_CONVERSATION_ID }),
+      tx.createTask(work, null, {
+        ownership: { kind: "conversation" },
+        conversationId: ROOT_CONVERSATION_ID,
+      }),
     );
     const other = await h.createConversation({ ownership: { kind: "ownerless" } });
     const child = await other.commit((tx) =>

@@ -152,9 +152,9 @@ describe("the registry", () => {
     expect(invalid(() => registry.install({ name: "base", tools: [tool("t"), tool("t")] }))).toBe(
       "duplicate_tool",
     );
-    expect(invalid(() => registry.install({ name: "base", tasks: [single("other-job", async () => {})] }))).toBe(
-      "task_collision",
-    );
+    expect(
+      invalid(() => registry.install({ name: "base", tasks: [single("other-job", async () => {})] })),
+    ).toBe("task_collision");
     expect(registry.snapshot()).toBe(before);
     expect(published).toBe(0);
     expect(
