@@ -124,6 +124,34 @@ describe("beforeCompact", () => {
     expect(faux.requests.filter(isSummary)).toEqual([]);
   });
 
+  test("a decline that comes first wins over a later summary: nothing is placed and the later hook is not asked", async () => {
+    // Break 30J: every named case had a summary as the first decision; a decline passed over for a
+    // later summary passed them.
+    const asked: string[] = [];
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings,
+      hooks: {
+        beforeCompact: [
+          () => {
+            asked.push("declines");
+            return { decline: true };
+          },
+          () => {
+            asked.push("summarizes");
+            return { summary: "TOO LATE" };
+          },
+        ],
+      },
+    });
+    await chat(root, 4);
+    const before = await root.entries();
+    const record = await h.waitForTask(await root.compact());
+    expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "completed", result: {} } });
+    expect(asked).toEqual(["declines"]);
+    expect(await root.entries()).toEqual(before);
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+  });
+
   test("with nothing to compact no hook is asked; without a decision the model summarizes", async () => {
     const asked: number[] = [];
     const { h, root, faux } = await open(echoOrSummary, {

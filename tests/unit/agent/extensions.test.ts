@@ -141,6 +141,30 @@ describe("the registry", () => {
     ).toEqual(["one:t", "one:u", "two:u", "two:t"]);
   });
 
+  test("an invalid install replacing an installed extension throws, publishes nothing, and the installed one stays", () => {
+    // Break 30J: every invalid install above was a new name; a replacement is validated too.
+    const registry = createRegistry();
+    registry.install({ name: "base", tools: [tool("a")], tasks: [single("job", async () => {})] });
+    registry.install({ name: "other", tasks: [single("other-job", async () => {})] });
+    const before = registry.snapshot();
+    let published = 0;
+    registry.subscribe(() => published++);
+    expect(invalid(() => registry.install({ name: "base", tools: [tool("t"), tool("t")] }))).toBe(
+      "duplicate_tool",
+    );
+    expect(
+      invalid(() => registry.install({ name: "base", tasks: [single("other-job", async () => {})] })),
+    ).toBe("task_collision");
+    expect(registry.snapshot()).toBe(before);
+    expect(published).toBe(0);
+    expect(
+      registry
+        .snapshot()
+        .tools()
+        .map((t) => `${t.extension}:${t.tool.name}`),
+    ).toEqual(["base:a"]);
+  });
+
   test("defineExtension() and section() check nothing: every way install() refuses is built without a throw, and the object is the one given", () => {
     // Reading 24a: only a bad section key and a duplicate section were built.
     const parts = {

@@ -60,6 +60,27 @@ test("a faulted generation settles its input unanswered faulted with the error, 
   expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(2);
 });
 
+test("a faulted generation settles every input of its run: a steer placed at the run's tool boundary is unanswered faulted too", async () => {
+  // Break 30J: the named test's run had one input; a fault that settled only the first passed it.
+  const gate = gatedTool("hold");
+  let responses = 0;
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+    ...faultingHook("afterResponse", "hook bug", () => ++responses >= 2),
+  });
+  const first = await root.submit({ type: "input", content: "one" });
+  await gate.started.promise;
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  gate.release.resolve();
+  const faulted = { status: "unanswered", reason: "faulted", detail: "hook bug" };
+  expect(await first.wait()).toEqual(faulted);
+  // Settled in the same commit as the first (read at once, not waited for).
+  expect(await steer.record()).toMatchObject(faulted);
+  // The steer was placed (it is in the transcript) before the fault settled it.
+  expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(2);
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a faulted run leaves the inbox alone (spec §6): its queued follow-up stays queued until the next submission's boundary", async () => {
   let broken = true;
   const hold = deferred();

@@ -68,6 +68,39 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   await h2.close();
 });
 
+test("a partial of several blocks left by a stopped engine is converted whole: its thinking as well as its text", async () => {
+  // Break 30J: the named test's partial was one text block; a conversion keeping only text passed it.
+  const answer = () =>
+    fauxAssistantMessage([
+      { type: "thinking", thinking: "let me think ".repeat(10).trim() },
+      { type: "text", text: "word ".repeat(120).trim() },
+    ]);
+  faux = fauxAgentModel(answer, { tokensPerSecond: 400 });
+  const options = { models: faux.models, defaultModel: faux.ref, settings: { partialIntervalMs: 20 } };
+  const store = await memoryStore();
+  const h = await AgentHarness.open(store, options);
+  const root = await h.root();
+  await root.submit({ type: "input", content: "talk", requestId: "q" });
+  await until(
+    () =>
+      (h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content.length ?? 0) >
+      1,
+  );
+  const partial = (await h.doc<LiveState & Record<string, never>>(1, DOC.live))!.generation!.message!;
+  await h.close();
+
+  const h2 = await AgentHarness.open(await memoryStore(store.image()), options);
+  const again = await (await h2.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  expect((await again.wait()).status).toBe("done");
+  const assistants = (await (await h2.root()).entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => (e.model as unknown as Array<{ stopReason: string; content: unknown[] }>)[0]!);
+  expect(assistants.map((a) => a.stopReason)).toEqual(["aborted", "stop"]);
+  expect(partial.content.map((b) => b.type)).toEqual(["thinking", "text"]);
+  expect(assistants[0]!.content).toEqual(partial.content);
+  await h2.close();
+});
+
 test("a streamed answer is stored about once: partial commits store the text added since the last one", async () => {
   faux = fauxAgentModel(() => fauxAssistantMessage(LONG), { tokensPerSecond: 1500 });
   const store = await memoryStore();

@@ -436,4 +436,17 @@ describe("absent documents (spec §3.3, §12: only a typed tx.doc() creates one)
     expect(await h.snapshot(notes, 1)).toEqual({ entries: [{ text: "root" }] });
     expect(await h.snapshot(notes, fresh.id)).toBeUndefined();
   });
+
+  test("every missing document reads a fresh initial value: one changed in place by its reader is not what the next conversation reads", async () => {
+    // Break 30J: the named tests read the initial value once and never changed it in place.
+    const { h } = await harness();
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => {
+      const mine = v1.read(tx, 1);
+      mine.items.push("mine");
+      v1.write(tx, 1, mine);
+    });
+    expect(await h.transaction((tx) => v1.read(tx, other.id))).toEqual({ items: [] });
+    expect(await h.snapshot(v1, 1)).toEqual({ items: ["mine"] });
+  });
 });
