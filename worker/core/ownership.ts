@@ -141,8 +141,8 @@ export function validateWait(
     if (id === waiter.id) throw new WaitCycle(`task ${waiter.id} cannot wait on itself`);
     if (!overlay.exists(id)) throw new InvalidTransition(`task ${waiter.id} waits on missing task ${id}`);
     if (owners.has(id)) throw new WaitCycle(`task ${waiter.id} cannot wait on task ${id}, which owns it`);
-    const target = overlay.task(id); // absent: terminal long ago, nothing to abort
-    if (policy === "failFast" && target && target.owner !== waiter.id) {
+    // A task that ended before this process opened is not in memory: its edge is read (TaskNotLoaded).
+    if (policy === "failFast" && overlay.loadedEdge(id)?.owner !== waiter.id) {
       throw new InvalidTransition(
         `failFast waits only on owned tasks; task ${id} is not owned by ${waiter.id}`,
       );

@@ -94,6 +94,18 @@ export class RequestNotLoaded extends Error {
 }
 
 /**
+ * A task's owner edge wanted inside a commit (a failFast wait's check that the waiter owns what it
+ * waits on, spec §5.5) for a task memory does not hold (one that ended before this process opened):
+ * the session reads the edge (`Session.ensureTaskEdge`) and runs the callback again.
+ */
+export class TaskNotLoaded extends Error {
+  override readonly name = "TaskNotLoaded";
+  constructor(readonly taskId: TaskId) {
+    super(`the record of task ${taskId} is not loaded`);
+  }
+}
+
+/**
  * Conversation records read from the store (conversation-load.ts), handed to
  * `Records.installConversations` (both of the session's copies).
  */
@@ -230,6 +242,8 @@ export class Records {
    * conversations' tasks.
    */
   readonly formerOwners = new Map<TaskId, OwnerEdge>();
+  /** Task ids below nextTaskId the store was read for and holds no row of (a deleted conversation's). */
+  readonly tasksAbsent = new Set<TaskId>();
   /** Unsettled submissions, and every one seen in this process (settled ones are read on demand). */
   readonly submissions = new Map<SubmissionId, SubmissionRecord>();
   /** Fork points read from the store (fork.ts), by `forkPointKey`: facts about committed entries. */
@@ -297,6 +311,7 @@ export class Records {
     r.firstNewConversationId = this.firstNewConversationId;
     for (const [k, v] of this.forkPoints) r.forkPoints.set(k, v);
     for (const [k, v] of this.formerOwners) r.formerOwners.set(k, v);
+    for (const k of this.tasksAbsent) r.tasksAbsent.add(k);
     for (const [k, v] of this.moves) r.moves.set(k, v);
     for (const [k, v] of this.away) r.away.set(k, v);
     for (const [k, v] of this.staged) r.staged.set(k, { count: v.count, parts: new Map(v.parts) });
@@ -607,6 +622,8 @@ export class Overlay {
   missingScope: ConversationId | undefined;
   /** The first lookup by requestId whose answer may be in the store only (see RequestNotLoaded). */
   missingRequest: { conversationId: ConversationId; requestId: string } | undefined;
+  /** The first task whose owner edge this overlay needed but memory lacked (see TaskNotLoaded). */
+  missingTask: TaskId | undefined;
 
   constructor(readonly base: Records) {
     this.nextTaskId = base.nextTaskId;
@@ -839,6 +856,17 @@ export class Overlay {
 
   ownerEdge(id: TaskId): OwnerEdge | undefined {
     return this.task(id) ?? this.base.formerOwners.get(id);
+  }
+
+  /**
+   * A task's owner edge wherever it is: in memory, read before, or (a task that ended before this
+   * process opened) read from the store: `TaskNotLoaded` until it is. Undefined for an id with no row.
+   */
+  loadedEdge(id: TaskId): OwnerEdge | undefined {
+    const edge = this.ownerEdge(id);
+    if (edge !== undefined || this.base.tasksAbsent.has(id) || !this.exists(id)) return edge;
+    this.missingTask ??= id;
+    throw new TaskNotLoaded(id);
   }
 
   /** Throw (and remember) `DocsNotLoaded` unless the conversation's documents are at hand. */

@@ -385,7 +385,8 @@ export class Scheduler {
       overlay.missingDocs !== undefined ||
       overlay.missingFork !== undefined ||
       overlay.missingScope !== undefined ||
-      overlay.missingRequest !== undefined;
+      overlay.missingRequest !== undefined ||
+      overlay.missingTask !== undefined;
     let plan: Plan;
     try {
       plan = this.#plan(overlay, draft.tx);

@@ -616,7 +616,8 @@ export class Session {
               if (
                 overlay.missingDocs === undefined &&
                 overlay.missingScope === undefined &&
-                overlay.missingRequest === undefined
+                overlay.missingRequest === undefined &&
+                overlay.missingTask === undefined
               ) {
                 if (overlay.creationFailure) throw overlay.creationFailure.error;
                 checkNewOwners(overlay);
@@ -643,6 +644,11 @@ export class Session {
                 request,
                 load: () => this.ensureRequest(missingRequest.conversationId, missingRequest.requestId),
               });
+              continue;
+            }
+            const missingTask = overlay.missingTask;
+            if (missingTask !== undefined) {
+              deferred.push({ request, load: () => this.ensureTaskEdge(missingTask) });
               continue;
             }
             const missingFork = overlay.missingFork;
@@ -835,6 +841,36 @@ export class Session {
   /** Resolves once a commit's lookup of `requestId` in the conversation can answer from memory. */
   async ensureRequest(conversationId: ConversationId, requestId: string): Promise<void> {
     await this.submissionByRequest(conversationId, requestId);
+  }
+
+  /**
+   * Resolves once a commit can read the owner edge of task `id` from memory: a task that ended before
+   * this process opened is read from the store (its edge remembered in both copies, or its absence).
+   */
+  async ensureTaskEdge(id: TaskId): Promise<void> {
+    if (this.records.ownerEdge(id) !== undefined || this.records.tasksAbsent.has(id)) return;
+    // Read and remembered inside one job on the line: every commit merged before it is on disk.
+    await this.store.read(async (sql) => {
+      const row = await sql.get(
+        "SELECT id, conversation_id, owner_task, background FROM tasks WHERE id = ?",
+        [id],
+      );
+      for (const r of [this.records, this.#line]) {
+        if (r.tasks.has(id) || r.formerOwners.has(id)) continue;
+        if (!row) {
+          r.tasksAbsent.add(id);
+          continue;
+        }
+        r.formerOwners.set(id, {
+          id,
+          conversationId: Number(row["conversation_id"]),
+          ...(row["owner_task"] !== null && row["owner_task"] !== undefined
+            ? { owner: Number(row["owner_task"]) }
+            : {}),
+          background: Number(row["background"]) === 1,
+        });
+      }
+    });
   }
 
   /** The store has no submission under this key: both copies answer so, unless one admitted it since. */

@@ -287,24 +287,32 @@ describe("the handler's third argument", () => {
     await h.close();
   });
 
-  // Contrary, not fixed: a third parameter with a default value does not count in `length`, so such
-  // a handler cannot be told from one that declares two, and gets its default instead of the
-  // signal. Handing every handler the signal undoes the measured saving of making an
-  // AbortController only when one is read (docs/ARCHITECTURE.md, "Abort signals are made only when
-  // someone listens"); `runtime.signal` is the way to read it from a handler with two parameters.
-  test.fails("a phase handler whose third parameter has a default gets the invocation's signal, not the default", async () => {
+  // A departure (tests/NOT-APPLICABLE.md [5.1]): a third parameter with a default value does not
+  // count in `length`, so such a handler cannot be told from one that declares two, and gets its
+  // default. Handing every handler the signal undoes the measured saving of making an AbortController
+  // only when one is read (docs/ARCHITECTURE.md, "Abort signals are made only when someone listens");
+  // `runtime.signal` is the way to read it from such a handler, and it is the invocation's own.
+  test("a phase handler whose third parameter has a default gets its default, and runtime.signal is the invocation's signal (break 30E: departure)", async () => {
     const fallback = new AbortController().signal;
     let seen: unknown;
+    let fromRuntime: AbortSignal | undefined;
+    const started = deferred();
     const defaulted = single("defaulted", async (_t, runtime, signal: AbortSignal = fallback) => {
       seen = signal;
-      await runtime.commit(() => complete(null));
+      fromRuntime = runtime.signal;
+      started.resolve();
+      await untilAborted(runtime.signal);
     });
     const h = await Harness.open(await memoryStore(), { tasks: [defaulted] });
-    const id = await h.createTask(defaulted, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
     try {
-      expect(seen).toBeInstanceOf(AbortSignal);
-      expect(seen).not.toBe(fallback);
+      const id = await h.createTask(defaulted, null, { ownership: { kind: "conversation" } });
+      await started.promise;
+      expect(seen).toBe(fallback);
+      expect(fromRuntime).toBeInstanceOf(AbortSignal);
+      expect(fromRuntime!.aborted).toBe(false);
+      await h.abortTask(id);
+      expect(fromRuntime!.aborted).toBe(true);
+      expect(fallback.aborted).toBe(false);
     } finally {
       await h.close();
     }

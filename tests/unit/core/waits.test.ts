@@ -152,12 +152,11 @@ describe("waits", () => {
     await h.close();
   });
 
-  // CONTRARY (break 30C): whether `on` names a task the waiter does not own is judged only on a task
-  // in memory; a task that ended before the open is not loaded, so a failFast wait on a foreign one is
-  // accepted after a restart (while the same wait is refused when the task ended in this process).
-  // Spec §5.5: tasks the waiting task does not own require allSettled, terminal ones included. A fix
-  // needs the commit path to load a task record it lacks (as it loads documents); left for the issue.
-  test.fails("after a restart, failFast on a foreign task that ended before the open is an InvalidTransition too (break 30C: contrary)", async () => {
+  // Contrary until fixed (break 30C): whether `on` names a task the waiter does not own was judged
+  // only on a task in memory; a task that ended before the open is not loaded, so a failFast wait on a
+  // foreign one was accepted after a restart. Spec §5.5: tasks the waiting task does not own require
+  // allSettled, terminal ones included. The commit now reads the edge it lacks (TaskNotLoaded).
+  test("after a restart, failFast on a foreign task that ended before the open is an InvalidTransition too (break 30C: contrary)", async () => {
     const store = await memoryStore();
     const bystander = single("bystander", async (_t, runtime) => {
       await runtime.commit(() => complete("bystander"));
