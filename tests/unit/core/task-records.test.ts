@@ -640,6 +640,43 @@ test("one invocation runs a task's phases in sequence: the next phase gets the s
   await h.close();
 });
 
+test("a phase that commits its own phase again goes on in the same invocation: a loop of checkpoints runs to its end without a new reservation", async () => {
+  // Break 30K: the named tests moved to a new phase each time; an invocation that ended after a
+  // checkpoint naming the phase it ran (the task left running, unreserved) passed them.
+  const runtimes: unknown[] = [];
+  const def = defineTask<Json, { phase: "loop"; n: number }, Json>({
+    name: "loop-phase",
+    version: 1,
+    initial: () => ({ phase: "loop", n: 0 }),
+    phases: {
+      loop: async (t, runtime) => {
+        runtimes.push(runtime);
+        const n = (t.state as { checkpoint: { n: number } }).checkpoint.n;
+        await runtime.commit(() =>
+          n < 3 ? { status: "running", checkpoint: { phase: "loop", n: n + 1 } } : complete(`looped ${n}`),
+        );
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const statuses: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks) if (t.kind === "loop-phase") statuses.push(t.state.status);
+  });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  const ended = await Promise.race([
+    done(h, id),
+    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000)),
+  ]);
+  expect(outcome(ended)).toEqual({ status: "completed", result: "looped 3" });
+  expect(runtimes).toHaveLength(4);
+  expect(new Set(runtimes).size).toBe(1);
+  expect(statuses).toEqual(["pending", "running", "running", "running", "running", "terminal"]);
+  await engineStillRuns(h);
+  await h.close();
+});
+
 test("defineTask returns the definition itself as the task's token, frozen, and refuses a nameless definition or a version that is not a positive integer", async () => {
   const definition = {
     name: "tokened",
