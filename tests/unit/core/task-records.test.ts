@@ -489,7 +489,8 @@ test("a child task is created in its owner's conversation with its owner recorde
         .catch((e: unknown) => refusals.push((e as Error).constructor.name));
     await runtime.commit(() => complete(null));
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [parent, child] });
   const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
   const id = await h.transaction((tx) =>
     tx.createTask(parent, null, { ownership: { kind: "conversation" }, conversationId: other }),
@@ -498,6 +499,13 @@ test("a child task is created in its owner's conversation with its owner recorde
   expect(refusals).toEqual(["OwnerNotLive", "InvalidTransition"]);
   const record = await h.getTask(childId as TaskId);
   expect(record).toMatchObject({ owner: id, conversationId: other, background: false });
+  // Recorded in the store too, not only in memory (break 30K: an owner left out of the stored row
+  // passed the in-memory reading).
+  expect(
+    await store.read((sql) =>
+      sql.get("SELECT owner_task, conversation_id, background FROM tasks WHERE id = ?", [childId!]),
+    ),
+  ).toEqual({ owner_task: id, conversation_id: other, background: 0 });
   await h.abortTask(id);
   await h.close();
 });
