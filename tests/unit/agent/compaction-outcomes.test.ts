@@ -262,3 +262,27 @@ test.each([
     expect(spent()).toBeGreaterThan(before.spent);
   },
 );
+
+test("two compactions under way at once: pi.live lists a status for each, and each outcome removes its own", async () => {
+  // Break 30K: every test ran one compaction at a time; a status write that dropped the others passed.
+  const gate = deferred();
+  const { h, root } = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 3);
+  const first = await root.compact();
+  const second = await root.compact();
+  expect((liveOf(h) as LiveState).compactions).toEqual([
+    { taskId: first, reason: "manual", blocking: false, attempt: 1 },
+    { taskId: second, reason: "manual", blocking: false, attempt: 1 },
+  ]);
+  gate.resolve();
+  await h.waitForTask(first);
+  await h.waitForTask(second);
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+});

@@ -221,3 +221,23 @@ test("a call's environment is built right before it executes: after its intent c
   // Two preparations and one execution, l1's, whose slot its intent commit had set running.
   expect(builds).toEqual(["preparing", ["l1 running", "l2 pending"], "preparing"]);
 });
+
+test("without an env option a synchronous section, rendered inside the preparation, sees no environment either, also in a request prepared by the creating commit", async () => {
+  const workspace = new MemoryFs();
+  await workspace.write("notes.md", "in the workspace");
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({
+      name: "sync-notes",
+      sections: [section("notes", ({ env }) => (env ? "an env" : "no env"))],
+    }),
+  );
+  const { root, faux } = await open(callsThenAnswer(), { extensions, fs: workspace });
+  // The second input finds the transcript cached: its request is prepared in the creating commit.
+  await (await root.submit({ type: "input", content: "hello" })).wait();
+  await (await root.submit({ type: "input", content: "again" })).wait();
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<notes>\nno env\n</notes>",
+    "<notes>\nno env\n</notes>",
+  ]);
+});

@@ -58,6 +58,19 @@ test("partial retry and compaction settings merge key by key with the defaults",
     backgroundTokens: 0,
   });
   expect([falsy.partialIntervalMs, falsy.outputIntervalMs]).toEqual([100, 500]);
+  // Break 30K: several keys in one object each land (a merge that took the first given key only
+  // passed the single-key cases above); the keys not given keep their defaults.
+  const several = resolveSettings({
+    retry: { maxRetries: 5, baseDelayMs: 250 },
+    compaction: { reserveTokens: 1000, keepRecentTokens: 2000 },
+  });
+  expect(several.retry).toEqual({ enabled: true, maxRetries: 5, baseDelayMs: 250, maxDelayMs: 60_000 });
+  expect(several.compaction).toEqual({
+    enabled: true,
+    reserveTokens: 1000,
+    keepRecentTokens: 2000,
+    backgroundTokens: 32_768,
+  });
 });
 
 test("a key given as undefined in a partial retry or compaction object keeps its default, as an absent key does (break 30G)", () => {

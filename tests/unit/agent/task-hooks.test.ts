@@ -201,13 +201,16 @@ test("a hook's error after the task was signalled propagates from each, unreport
       ],
     }),
   );
-  extensions.install(answering("after", "after"));
+  // Break 30K: an error held until every handler was asked passed; the next handler is never asked.
+  const askedAfter: number[] = [];
+  extensions.install(answering("after", "after", (api) => void askedAfter.push(api.taskId)));
   const { h } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
   abort = (id) => void h.abortTask(id as never);
   const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
   expect(outcome(await done(h, id))?.status).toBe("aborted");
   expect((propagated as Error).message).toBe("stopped while asked");
   expect(reports).toEqual([]);
+  expect(askedAfter).toEqual([]);
 });
 
 test("with no selection of its own, an extension task asks the hooks of settings.extensions' base, in its order; { remove } edits that base", async () => {

@@ -112,6 +112,8 @@ function tools(world: World, home: Home) {
       async execute(args, api) {
         if (!owns(api.conversationId))
           world.violations.push(`stamp ran in ${home.name}, which does not own it`);
+        // A memo on the tool's task (break 30K): the move's orphaning commit must drop it here.
+        await api.memo("stamp-item", args.item);
         (home as { started?: () => void }).started?.();
         if (home.held)
           await new Promise<void>((resolve, reject) => {

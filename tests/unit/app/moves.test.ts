@@ -82,6 +82,8 @@ describe("moving a conversation", () => {
     const local = browser.harness.requireConversation(c);
     expect(transcript(await local.entries())).toEqual(EXPECTED.slice(0, 4));
     expect((await browser.harness.tasks()).filter((t) => t.state.status !== "terminal")).toEqual([]);
+    // Ended, they carry no memos (spec §5.1; the stamp tool's task held one when it moved).
+    expect((await browser.harness.tasks()).filter((t) => t.memos !== undefined)).toEqual([]);
     // A wait on a submission left here ends: it is answered in the new home.
     const left = await browser.harness.submissionByRequest(c, "r2");
     expect(await (await browser.harness.submission(left!.id))!.wait()).toMatchObject({

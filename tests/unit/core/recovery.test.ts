@@ -755,6 +755,8 @@ describe("a waiting task without its definition", () => {
     await until(() => blocked(h).some((b) => b.id === waiterId), { what: "waiter blocked" });
     expect(blocked(h).find((b) => b.id === waiterId)?.reason).toBe("missing_task");
     expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
+    // Break 30K: the migrated input is the one stored and run (an input left as stored passed when
+    // migrate returned it unchanged).
     const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
       name: "def-waiter",
       version: 2,
@@ -762,13 +764,14 @@ describe("a waiting task without its definition", () => {
       phases: {
         go: async () => undefined,
         joined: async () => undefined,
-        migrated: async (_t, runtime) => void (await runtime.commit(() => complete("v2"))),
+        migrated: async (t, runtime) => void (await runtime.commit(() => complete(`v2 ${t.input}`))),
       },
       abort: async () => undefined,
-      migrate: (input) => ({ input: input as number, checkpoint: { phase: "migrated" } }),
+      migrate: (input) => ({ input: (input as number) + 1000, checkpoint: { phase: "migrated" } }),
     });
     h.registry.register(v2);
-    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "v2" });
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: `v2 ${otherId + 1000}` });
+    expect((await h.getTask(waiterId))?.input).toBe(otherId + 1000);
     expect((await h.getTask(waiterId))?.version).toBe(2);
     await h.close();
   });
@@ -845,6 +848,8 @@ describe("a waiting task whose definition is unregistered while it waits", () =>
     await until(() => blocked(h).some((b) => b.id === waiterId), { what: "waiter blocked" });
     expect(blocked(h).find((b) => b.id === waiterId)?.reason).toBe("missing_task");
     expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
+    // Break 30K: the migrated input is the one stored and run (an input left as stored passed when
+    // migrate returned it unchanged).
     const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
       name: "rt-waiter",
       version: 2,
@@ -852,13 +857,14 @@ describe("a waiting task whose definition is unregistered while it waits", () =>
       phases: {
         go: async () => undefined,
         joined: async () => undefined,
-        migrated: async (_t, runtime) => void (await runtime.commit(() => complete("v2"))),
+        migrated: async (t, runtime) => void (await runtime.commit(() => complete(`v2 ${t.input}`))),
       },
       abort: async () => undefined,
-      migrate: (input) => ({ input: input as number, checkpoint: { phase: "migrated" } }),
+      migrate: (input) => ({ input: (input as number) + 1000, checkpoint: { phase: "migrated" } }),
     });
     h.registry.register(v2);
-    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "v2" });
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: `v2 ${otherId + 1000}` });
+    expect((await h.getTask(waiterId))?.input).toBe(otherId + 1000);
     expect((await h.getTask(waiterId))?.version).toBe(2);
     await h.close();
   });

@@ -536,7 +536,8 @@ test("a child task is created in its owner's conversation with its owner recorde
         .catch((e: unknown) => refusals.push((e as Error).constructor.name));
     await runtime.commit(() => complete(null));
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [parent, child] });
   const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
   const id = await h.transaction((tx) =>
     tx.createTask(parent, null, { ownership: { kind: "conversation" }, conversationId: other }),
@@ -545,6 +546,13 @@ test("a child task is created in its owner's conversation with its owner recorde
   expect(refusals).toEqual(["OwnerNotLive", "InvalidTransition"]);
   const record = await h.getTask(childId as TaskId);
   expect(record).toMatchObject({ owner: id, conversationId: other, background: false });
+  // Recorded in the store too, not only in memory (break 30K: an owner left out of the stored row
+  // passed the in-memory reading).
+  expect(
+    await store.read((sql) =>
+      sql.get("SELECT owner_task, conversation_id, background FROM tasks WHERE id = ?", [childId!]),
+    ),
+  ).toEqual({ owner_task: id, conversation_id: other, background: 0 });
   await h.abortTask(id);
   await h.close();
 });
@@ -757,6 +765,43 @@ test("one invocation runs a task's phases in sequence: the next phase gets the s
   expect(signalsAborted).toEqual([false, false]);
   // Creation, reservation, the two checkpoint commits, the terminal one: no pending between phases.
   expect(statuses).toEqual(["pending", "running", "running", "running", "terminal"]);
+  await engineStillRuns(h);
+  await h.close();
+});
+
+test("a phase that commits its own phase again goes on in the same invocation: a loop of checkpoints runs to its end without a new reservation", async () => {
+  // Break 30K: the named tests moved to a new phase each time; an invocation that ended after a
+  // checkpoint naming the phase it ran (the task left running, unreserved) passed them.
+  const runtimes: unknown[] = [];
+  const def = defineTask<Json, { phase: "loop"; n: number }, Json>({
+    name: "loop-phase",
+    version: 1,
+    initial: () => ({ phase: "loop", n: 0 }),
+    phases: {
+      loop: async (t, runtime) => {
+        runtimes.push(runtime);
+        const n = (t.state as { checkpoint: { n: number } }).checkpoint.n;
+        await runtime.commit(() =>
+          n < 3 ? { status: "running", checkpoint: { phase: "loop", n: n + 1 } } : complete(`looped ${n}`),
+        );
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [def] });
+  const statuses: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks) if (t.kind === "loop-phase") statuses.push(t.state.status);
+  });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  const ended = await Promise.race([
+    done(h, id),
+    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000)),
+  ]);
+  expect(outcome(ended)).toEqual({ status: "completed", result: "looped 3" });
+  expect(runtimes).toHaveLength(4);
+  expect(new Set(runtimes).size).toBe(1);
+  expect(statuses).toEqual(["pending", "running", "running", "running", "running", "terminal"]);
   await engineStillRuns(h);
   await h.close();
 });
