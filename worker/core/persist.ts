@@ -534,12 +534,18 @@ export function taskFromRow(row: Row): ParsedTask {
   const parse = (column: string): Json | undefined => {
     const text = row[column];
     if (text === null || text === undefined) return undefined;
+    let value: Json;
     try {
-      return JSON.parse(String(text)) as Json;
+      value = JSON.parse(String(text)) as Json;
     } catch (error) {
       problems.push(`column ${column} is not valid JSON (${(error as Error).message})`);
       return undefined;
     }
+    // Frozen like a committed value (the check seals what passes): a loaded record is what every
+    // reader is handed (getTask, the handlers), so a reader's mutation must not reach memory. A parsed
+    // row is strict JSON; one too deep to check (a hand-edited store) is kept as parsed.
+    if (typeof value === "object" && value !== null) isJson(value, 0);
+    return value;
   };
   const state = parse("state") as TaskState | undefined;
   const input = parse("input");

@@ -535,6 +535,40 @@ describe("committed values are frozen", () => {
     await h.close();
   });
 
+  test("a task record loaded from the store after a reopen is frozen too: mutating what getTask returns changes neither memory nor the next read", async () => {
+    // Found by break 30B beside its document case: a live task read back at open was handed out as
+    // parsed, so a reader's push into its input changed the engine's record.
+    const store = await memoryStore();
+    const first = await Harness.open(store);
+    const id = await first.createTask(
+      parked("kept-task"),
+      { items: ["a"], nested: { n: 1 } },
+      {
+        ownership: { kind: "conversation" },
+      },
+    );
+    await until(() => internals(first).session.records.tasks.get(id)?.state.status === "running", {
+      what: "running",
+    });
+    const image = store.image();
+    await first.close();
+    const h = await Harness.open(await memoryStore(image), { tasks: [parked("kept-task")], paused: true });
+    try {
+      const task = await h.getTask(id);
+      const input = task!.input as { items: string[]; nested: { n: number } };
+      expect(() => input.items.push("b")).toThrow(TypeError);
+      expect(() => {
+        input.nested.n = 2;
+      }).toThrow(TypeError);
+      expect(() => {
+        (task!.state as { status: string }).status = "terminal";
+      }).toThrow(TypeError);
+      expect((await h.getTask(id))?.input).toEqual({ items: ["a"], nested: { n: 1 } });
+    } finally {
+      await h.close();
+    }
+  });
+
   test("a snapshot of a document loaded from the store after a reopen is the same frozen value too: mutating it changes neither memory nor what a transaction reads", async () => {
     // Break 30B: the named test reads snapshots only of values committed in its own process, which
     // the commit froze; a value read back from the store (its row, and a row plus patches) was handed
