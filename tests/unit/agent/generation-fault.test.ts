@@ -6,8 +6,9 @@
  */
 
 import { fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
-import type { LiveState } from "../../../worker/index.ts";
+import { defineTool, type LiveState, textResult } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
@@ -179,6 +180,63 @@ test("an abort-marked tool task the scheduler orphans at open (its definition ca
   expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
   const result = faux.requests.at(-1)!.messages.find((m) => m.role === "toolResult");
   expect(result).toMatchObject({ toolCallId: "c1", isError: true });
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a tool task whose stored checkpoint is unreadable at open faults, its slot done without an entry while another call of its round still runs; the run continues with a synthesized error result", async () => {
+  // Break 30L: a fault written for an unreadable row skipped the definition's cleanup (the slot
+  // stayed running) and every test passed; the named ones fault a live task.
+  const slow = (gate: { promise: Promise<void> }, started: { resolve: () => void }) =>
+    defineTool({
+      name: "slow",
+      description: "Wait until released, run again after a crash",
+      parameters: Type.Object({}),
+      replay: "safe",
+      async execute() {
+        started.resolve();
+        await gate.promise;
+        return textResult("slow finished");
+      },
+    });
+  const calls = callsThenAnswer(
+    fauxToolCall("hold", {}, { id: "c1" }),
+    fauxToolCall("slow", {}, { id: "c2" }),
+  );
+  const hold = gatedTool("hold");
+  const firstSlow = deferred();
+  const firstStarted = deferred();
+  const first = await open(calls, { tools: [hold.tool, slow(firstSlow, firstStarted)] });
+  const input = await first.root.submit({ type: "input", content: "go" });
+  await hold.started.promise;
+  await firstStarted.promise;
+  const store = await memoryStore(first.store.image());
+  const stored = (await first.h.tasks({ kind: "pi.tool" })).find((t) =>
+    JSON.stringify(t.input).includes('"c1"'),
+  );
+  await store.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [stored!.id]));
+  const gate = deferred();
+  const started = deferred();
+  const { h, faux } = await open(calls, { store, tools: [gatedTool("hold").tool, slow(gate, started)] });
+  expect((await h.waitForTask(stored!.id)).state).toMatchObject({
+    status: "terminal",
+    outcome: {
+      status: "faulted",
+      error: { message: expect.stringMatching(/column state is not valid JSON/) },
+    },
+  });
+  await started.promise;
+  // The other call runs on; the faulted one's slot is done, without an entry.
+  const slots = liveOf(h).tools ?? [];
+  expect(slots.find((t) => t.callId === "c1")).toMatchObject({ status: "done" });
+  expect(slots.find((t) => t.callId === "c1")).not.toHaveProperty("entry");
+  expect(slots.find((t) => t.callId === "c2")).toMatchObject({ status: "running" });
+  gate.resolve();
+  expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
+  const results = faux.requests.at(-1)!.messages.filter((m) => m.role === "toolResult");
+  expect(results).toMatchObject([
+    { toolCallId: "c1", isError: true },
+    { toolCallId: "c2", isError: false },
+  ]);
   expect(liveOf(h)).toEqual({});
 });
 
