@@ -272,6 +272,9 @@ test("a held faulted tool's slot is marked done, without an entry, by the commit
       await api.commit((tx) =>
         tx.createTask(node, "held", { ownership: { kind: "task", taskId: api.taskId } }),
       );
+      // Output and details in its slot (break 30M: a faulted call's cleanup kept them in its done slot).
+      api.output("printed\n");
+      await api.details({ step: 1 });
       return textResult("");
     },
   });
@@ -294,12 +297,19 @@ test("a held faulted tool's slot is marked done, without an entry, by the commit
     what: "the fault held",
   });
   const toolTask = { id: brokenTask()! };
+  expect(liveOf(h).tools?.find((t) => t.callId === "c1")).toMatchObject({
+    output: "printed\n",
+    details: { step: 1 },
+  });
   expect(liveOf(h).tools?.find((t) => t.callId === "c1")?.status).not.toBe("done");
   gate("abort.held").resolve();
   await until(() => stateOf(h, toolTask!.id) === undefined, { what: "the fault released" });
   const slot = liveOf(h).tools?.find((t) => t.callId === "c1");
   expect(slot).toMatchObject({ status: "done" });
   expect(slot?.entry).toBeUndefined();
+  // A slot holds output only while its call runs: the done one keeps neither output nor details.
+  expect(slot).not.toHaveProperty("output");
+  expect(slot).not.toHaveProperty("details");
   gate("slow").resolve();
   expect((await submission.wait()).status).toBe("done");
 });

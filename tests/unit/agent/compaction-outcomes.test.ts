@@ -152,6 +152,22 @@ test("a compaction in a conversation whose agent has no model at all fails no_mo
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
 });
 
+test("with nothing to compact and no model, a compaction still fails no_model: the model is checked before the cut (spec §8.7)", async () => {
+  // Break 30M: "nothing to compact" judged before the model completed `{}` here, and every no-model
+  // test had a long transcript.
+  const { root, faux, store } = await open(() => fauxAssistantMessage("answer"), {
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  expect(await root.entries()).toEqual([]);
+  const h = await reopen(store, { models: faux.models, settings: { compaction: { keepRecentTokens: 150 } } });
+  const record = await h.waitForTask(await (await h.root()).compact());
+  expect(record.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", error: { detail: { reason: "no_model" } } },
+  });
+  expect(faux.requests).toEqual([]);
+});
+
 test("a faulted compaction's status is removed in the commit that writes the fault", async () => {
   // A hook's throw is reported; a reporter that throws as well faults the phase.
   const { h, root } = await open(

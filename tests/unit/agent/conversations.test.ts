@@ -800,6 +800,13 @@ describe("conversations", () => {
       tools: { remove: ["read"] },
       instructions: "Kept.",
     });
+    // An empty value given is given, not a clear (break 30M: a falsy check cleared "" and kept nothing apart).
+    await root.configure({ instructions: "", extensions: [] });
+    expect(await root.agentState()).toEqual({
+      extensions: [],
+      tools: { remove: ["read"] },
+      instructions: "",
+    });
   });
 
   test("defineEntry: a typed entry kind drafts its entries and recognises them; pi. kinds are reserved", async () => {

@@ -459,6 +459,11 @@ describe("selection in pi.agent", () => {
     expect(h.services.agent(root.id).extensions).toEqual(["b", "a"]);
     expect(faux.requests[0]!.tools).toEqual(["beta", "shared", "alpha"]);
     expect(h.services.agent(root.id).tools.get("shared")).toBe(a.tools[1]);
+    // An empty list is exact too: no extension at all, not the default (break 30M: an empty array
+    // taken as no selection passed).
+    await root.configure({ extensions: [] });
+    expect(h.services.agent(root.id).extensions).toEqual([]);
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual([]);
   });
 
   test("{ add, remove } edits the default; the tools filter keeps or drops names", async () => {

@@ -349,4 +349,30 @@ describe("deriveContext", () => {
     ]);
     expect(messages.map((m) => `${m.role}:${textOf(m)}`)).toEqual(["user:q", "assistant:the answer"]);
   });
+
+  test("a failed answer is left out message by message: the rest of an entry of several messages stays, and an edit's replacement is judged too", () => {
+    // Break 30M: every named case was one answer alone in its entry; an entry dropped whole for one
+    // failed answer in it, and an edit's replacement sent unjudged, both passed.
+    const texts = (entries: EntryRecord[]) =>
+      deriveContext(entries).messages.map((m) => `${m.role}:${textOf(m)}`);
+    const several: EntryRecord = {
+      id: ++nextId,
+      conversationId: 1,
+      kind: "app.import",
+      model: [
+        { role: "user", content: "imported", timestamp: 1 },
+        fauxAssistantMessage("cut short", { stopReason: "aborted", timestamp: 1 }),
+        fauxAssistantMessage("kept", { timestamp: 1 }),
+      ] as never,
+    };
+    expect(texts([user("q"), several])).toEqual(["user:q", "user:imported", "assistant:kept"]);
+    const answer = assistant("the answer");
+    const { model: _model, ...base } = entry("app.edit", {});
+    const failed = fauxAssistantMessage("half", { stopReason: "error", errorMessage: "503", timestamp: 1 });
+    const edit: EntryRecord = {
+      ...base,
+      edits: [{ target: answer.id, action: "replace", messages: [failed] as never }],
+    };
+    expect(texts([user("again"), answer, edit])).toEqual(["user:again"]);
+  });
 });

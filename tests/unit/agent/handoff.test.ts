@@ -71,6 +71,14 @@ describe("handoff", () => {
     expect(reset.byTaskId).toBeDefined();
     expect(reset.byTaskId).toBe(entries[1]!.byTaskId);
     expect(reset.byTaskId).not.toBe(entries[2]!.byTaskId);
+    // That generation completes with the tool-calling answer's entry, not the reset it wrote after it
+    // (spec §8.5; break 30M: the last entry the closing commit wrote passed).
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.id).toBe(reset.byTaskId);
+    expect(generation!.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: entries[1]!.id } },
+    });
     await (await root.reset("Summary: the user wants a haiku")).wait();
     const byReset = (await transcript(root)).at(-1)!;
     const shape = (e: typeof reset) => ({

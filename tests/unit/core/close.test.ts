@@ -263,6 +263,7 @@ test("once close began, new task, conversation and submission operations reject 
   // (reading 24b: only task and conversation operations were tried).
   const sub = await root.submit({ type: "write", entry: { kind: "note", data: "before" } });
   expect((await sub.wait()).status).toBe("done");
+  const spare = await h.createConversation({ ownership: { kind: "ownerless" } });
   const refusesAll = async () => {
     await expect(sub.record()).rejects.toBeInstanceOf(HarnessClosed);
     await expect(sub.wait()).rejects.toBeInstanceOf(HarnessClosed);
@@ -277,6 +278,9 @@ test("once close began, new task, conversation and submission operations reject 
     await expect(h.getTask(1)).rejects.toBeInstanceOf(HarnessClosed);
     await expect(h.waitForTask(1)).rejects.toBeInstanceOf(HarnessClosed);
     await expect(h.abortTask(1)).rejects.toBeInstanceOf(HarnessClosed);
+    // A task listing and a deletion too (break 30M: neither refused while closing, both passed).
+    await expect(h.tasks()).rejects.toBeInstanceOf(HarnessClosed);
+    await expect(h.deleteConversation(spare.id)).rejects.toBeInstanceOf(HarnessClosed);
     expect(() => h.resume()).toThrow(HarnessClosed);
   };
   // While the shutdown is still under way (an admitted commit holds the line, so the store is open):

@@ -45,7 +45,8 @@ describe("structured concurrency", () => {
         return complete("parent");
       });
     });
-    const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+    let clock = 1000;
+    const h = await Harness.open(await memoryStore(), { tasks: [parent, child], now: () => clock });
     let waiterResolved = false;
     const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
     const waiter = h.waitForTask(id).then((r) => {
@@ -62,6 +63,9 @@ describe("structured concurrency", () => {
     expect(await h.doc(scope(id), "scratch")).toEqual({ kept: true });
     await settle();
     expect(waiterResolved).toBe(false);
+    // The terminal time is the final commit's too (break 30M: endedAt written at the hold passed).
+    expect(internals(h).session.records.tasks.get(id)?.endedAt).toBeUndefined();
+    clock = 2000;
     const finals: { tasks: string[]; retired: boolean; entries: number }[] = [];
     h.subscribe((change) => {
       if (!change.tasks.some((t) => t.id === id)) return;
@@ -72,7 +76,9 @@ describe("structured concurrency", () => {
       });
     });
     gate.resolve();
-    expect(outcome(await waiter)).toEqual({ status: "completed", result: "parent" });
+    const final = await waiter;
+    expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
+    expect(final.endedAt).toBe(2000);
     // One final commit: the terminal record with the document's retirement, no entry again.
     expect(finals).toEqual([{ tasks: ["terminal"], retired: true, entries: 0 }]);
     expect(await h.doc(scope(id), "scratch")).toBeUndefined();

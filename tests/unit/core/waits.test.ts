@@ -815,6 +815,70 @@ describe("waits on held tasks", () => {
     expect(outcome(await done(h, bg!.id))).toEqual({ status: "completed", result: "bg-follower" });
     await h.close();
   });
+
+  test("a task owned by a background task may wait on the owner of the background task's conversation too: the owner chain stops at the background task", async () => {
+    // Break 30M: the chain's stop was checked for the waiter alone (a background waiter), and a
+    // child of a background task had its wait on the conversation's owner refused as a wait on its owner.
+    const release = deferred();
+    const follower = joiner("bg-child-follower");
+    type OwnerState = Go | { phase: "finish" };
+    const background = defineTask<Json, OwnerState, Json>({
+      name: "bg-parent",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          await runtime.commit((tx) => {
+            tx.createTask(follower, task.input as number, {
+              ownership: { kind: "task", taskId: runtime.taskId },
+            });
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_t, runtime) => void (await runtime.commit(() => complete("bg-parent"))),
+      },
+      abort: async () => undefined,
+    });
+    const owner = defineTask<Json, OwnerState, Json>({
+      name: "bg-child-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            tx.createTask(background, runtime.taskId, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_t, runtime) => {
+          await release.promise;
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, background, follower] });
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    const followerRecord = () =>
+      [...internals(h).session.records.tasks.values()].find((t) => t.kind === "bg-child-follower");
+    await until(() => ["waiting", "terminal"].includes(followerRecord()?.state.status ?? ""), {
+      what: "the child of the background task waiting (or refused)",
+    });
+    const [child] = await h.tasks({ kind: "bg-child-follower" });
+    expect(child!.state).toMatchObject({ status: "waiting", on: [ownerId], policy: "allSettled" });
+    expect((await h.getTask(ownerId))?.state.status).toBe("running");
+    release.resolve();
+    expect(outcome(await done(h, ownerId))).toEqual({ status: "completed", result: "owner" });
+    expect(outcome(await done(h, child!.id))).toEqual({ status: "completed", result: "bg-child-follower" });
+    const [bg] = await h.tasks({ kind: "bg-parent" });
+    expect(outcome(await done(h, bg!.id))).toEqual({ status: "completed", result: "bg-parent" });
+    await h.close();
+  });
 });
 
 describe("failFast on a held failure", () => {
