@@ -459,6 +459,42 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
 });
 
+test("a wrapper that returns nothing, or its target without a name, drops its target, reported: the tool and the section are gone from the request", async () => {
+  // break 30O: every dropping wrapper threw or returned another name; a result with no name at all
+  // (undefined, or the name left out) dropped silently or was kept, and passed.
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { root, faux, ask, reported } = await setup([
+    defineExtension({
+      name: "base",
+      tools: [tool("bash"), tool("read"), tool("grep")],
+      sections: [section("role", () => "r"), section("cwd", () => "/repo")],
+    }),
+    defineExtension({
+      name: "careless",
+      wraps: [
+        wrapTool("bash", () => undefined as never),
+        wrapTool("read", (t) => ({ ...t, name: undefined as never })),
+        wrapSection("cwd", (s) => ({ ...s, key: undefined as never })),
+      ],
+    }),
+  ]);
+  expect((await ask("hi")).status).toBe("done");
+  expect(faux.requests[0]!.tools).toEqual(["grep"]);
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
+  for (const target of ["bash", "read", "cwd"])
+    expect(
+      reported.some((m) => m.includes(`${target} returned`)),
+      target,
+    ).toBe(true);
+  expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.system", "pi.assistant"]);
+});
+
 test("a section wrapper that returns a section of another key drops its target while preparing, reported; the other sections render and the run answers", async () => {
   const { root, faux, ask, reported } = await setup([
     defineExtension({ name: "base", sections: [section("role", () => "r"), section("cwd", () => "/repo")] }),
