@@ -181,6 +181,63 @@ test("lets a tool that owns live work finish its call at the hold while the gene
   expect(record!.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
 });
 
+test("with a second call in the round that ends at once, the generation still waits for the held tool's final commit: the next request is sent only once both tool tasks are terminal", async () => {
+  // break 30O: every hold was the round's only call; a round waiting on its last call only (the held
+  // one first) resumed at the quick one's end and passed.
+  const { node, gate } = gatedNodes();
+  const delegate = defineTool({
+    name: "delegate",
+    description: "Starts work in a conversation it owns",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) => {
+        const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+        tx.createTask(node, "sub", { ownership: { kind: "conversation" }, conversationId: child.id });
+      });
+      return textResult("started");
+    },
+  });
+  const quick = defineTool({
+    name: "quick",
+    description: "Answers at once",
+    parameters: Type.Object({}),
+    execute: async () => textResult("quick"),
+  });
+  const respond = callsThenAnswer(
+    fauxToolCall("delegate", {}, { id: "c1" }),
+    fauxToolCall("quick", {}, { id: "c2" }),
+  );
+  const liveToolsAtNextRequest: string[][] = [];
+  const { h, root } = await open(
+    (req, n) => {
+      if (n > 1)
+        liveToolsAtNextRequest.push(
+          h
+            .inspect()
+            .tasks.filter((t) => t.record.kind === "pi.tool")
+            .map((t) => t.state.kind),
+        );
+      return respond(req, n);
+    },
+    { tasks: [node], tools: [delegate, quick] },
+  );
+  const submission = await root.submit({ type: "input", content: "go" });
+  await until(
+    () => (liveOf(h).tools ?? []).every((s) => s.status === "done") && (liveOf(h).tools ?? []).length === 2,
+    {
+      what: "both slots done",
+    },
+  );
+  const [held] = liveOf(h).tools!;
+  expect(stateOf(h, held!.taskId!)).toBe("completing");
+  expect(liveToolsAtNextRequest).toEqual([]);
+  gate("sub").resolve();
+  expect((await submission.wait()).status).toBe("done");
+  expect(liveToolsAtNextRequest).toEqual([[]]);
+  const records = await h.tasks({ kind: "pi.tool" });
+  expect(records.map((r) => r.state.status)).toEqual(["terminal", "terminal"]);
+});
+
 test("holds a faulted tool's slot and task_failed until the work it owns drained", async () => {
   const { node, gate, log } = gatedNodes();
   const broken = defineTool({

@@ -307,6 +307,27 @@ describe("conversations", () => {
     for (const [i, name] of BUILT_IN_DOCS.entries()) expect(await h.doc(seen.id, name)).toEqual(seen.docs[i]);
   });
 
+  test("the creation hook runs for each of several raw creations in one commit: the second and third have their built-in documents before their calls return, each its own session id", async () => {
+    // break 30O: every raw creation was the only one in its commit; a hook run for the commit's first
+    // creation only passed.
+    const { h } = await open(echo);
+    const seen = await h.transaction((tx) => {
+      const out: Array<{ id: number; docs: unknown[] }> = [];
+      for (let i = 0; i < 3; i++) {
+        const created = tx.createConversation({ kind: "ownerless" });
+        out.push({ id: created.id, docs: BUILT_IN_DOCS.map((name) => tx.readDoc(created.id, name)) });
+      }
+      return out;
+    });
+    for (const { docs } of seen) {
+      expect(docs.slice(0, 4)).toEqual([{}, {}, { items: [] }, { models: {}, tools: {} }]);
+      expect(docs[4]).toMatchObject({ sessionId: expect.any(String) });
+    }
+    expect(new Set(seen.map(({ docs }) => (docs[4] as { sessionId: string }).sessionId)).size).toBe(3);
+    for (const { id, docs } of seen)
+      for (const [i, name] of BUILT_IN_DOCS.entries()) expect(await h.doc(id, name)).toEqual(docs[i]);
+  });
+
   test("the creation hook runs inside a raw tx.forkConversation too: the fork's built-in documents, its own session id among them, are there before the call returns, and a configure later in the callback overrides its agent copy", async () => {
     const { h, root } = await open(echo);
     await root.configure({ instructions: "Parent's." });

@@ -212,6 +212,31 @@ test("a value change is one minimal patch; an order change appends two entries; 
   expect((await systems()).map((s) => s.content)).toEqual(["", "", "", ""]);
 });
 
+test("a section added between two shown ones is an order change (two entries, the prompt in the new order); removing one is a single patch", async () => {
+  // break 30O: every order change swapped shown sections; one comparing only the retained sections'
+  // order patched an inserted section in as if appended, and the prompt came out of order.
+  const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
+  const b = defineExtension({ name: "b", sections: [section("style", () => "terse")] });
+  const c = defineExtension({ name: "c", sections: [section("cwd", () => "/repo")] });
+  const { root, faux, ask, systems } = await setup([a, b, c]);
+  await root.configure({ extensions: ["a", "c"] });
+  await ask("one");
+  await root.configure({ extensions: ["a", "b", "c"] });
+  await ask("two");
+  expect((await systems()).slice(1).map((s) => s.sections)).toEqual([
+    { role: null, cwd: null },
+    { role: "<role>\nhelper\n</role>", style: "<style>\nterse\n</style>", cwd: "<cwd>\n/repo\n</cwd>" },
+  ]);
+  expect(faux.requests[1]?.systemPrompt).toBe(
+    "<role>\nhelper\n</role>\n\n<style>\nterse\n</style>\n\n<cwd>\n/repo\n</cwd>",
+  );
+  // Removing the middle one keeps the others' order: one patch.
+  await root.configure({ extensions: ["a", "c"] });
+  await ask("three");
+  expect((await systems()).slice(3).map((s) => s.sections)).toEqual([{ style: null }]);
+  expect(faux.requests[2]?.systemPrompt).toBe("<role>\nhelper\n</role>\n\n<cwd>\n/repo\n</cwd>");
+});
+
 test("an order change's two pi.system entries land in the one preparing commit, which moves to request with the second as its cutoff (spec §8.3)", async () => {
   const a = defineExtension({ name: "a", sections: [section("role", () => "helper")] });
   const b = defineExtension({ name: "b", sections: [section("style", () => "terse")] });
@@ -457,6 +482,42 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
   expect(reported.some((m) => /read.*renamed/.test(m))).toBe(true);
   expect(reported.some((m) => /grep wrapper broke/.test(m))).toBe(true);
   expect(reported.some((m) => /cwd wrapper broke/.test(m))).toBe(true);
+});
+
+test("a wrapper that returns nothing, or its target without a name, drops its target, reported: the tool and the section are gone from the request", async () => {
+  // break 30O: every dropping wrapper threw or returned another name; a result with no name at all
+  // (undefined, or the name left out) dropped silently or was kept, and passed.
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { root, faux, ask, reported } = await setup([
+    defineExtension({
+      name: "base",
+      tools: [tool("bash"), tool("read"), tool("grep")],
+      sections: [section("role", () => "r"), section("cwd", () => "/repo")],
+    }),
+    defineExtension({
+      name: "careless",
+      wraps: [
+        wrapTool("bash", () => undefined as never),
+        wrapTool("read", (t) => ({ ...t, name: undefined as never })),
+        wrapSection("cwd", (s) => ({ ...s, key: undefined as never })),
+      ],
+    }),
+  ]);
+  expect((await ask("hi")).status).toBe("done");
+  expect(faux.requests[0]!.tools).toEqual(["grep"]);
+  expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
+  for (const target of ["bash", "read", "cwd"])
+    expect(
+      reported.some((m) => m.includes(`${target} returned`)),
+      target,
+    ).toBe(true);
+  expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.system", "pi.assistant"]);
 });
 
 test("a section wrapper that returns a section of another key drops its target while preparing, reported; the other sections render and the run answers", async () => {

@@ -431,6 +431,22 @@ test("a partial is normalized to strict JSON before it is stored: NaN becomes nu
   const stored = liveOf(h).generation!.message!;
   expect(stored.usage.cost.total).toBeNull();
   expect("responseId" in stored).toBe(false);
+  // A later partial is stored by patches over the first: normalized the same (break 30O: patches
+  // taken from the partial as given, not its JSON copy, passed: only a whole write was tried).
+  const later = {
+    ...odd,
+    content: [fauxText("half an answer")],
+    usage: { ...odd.usage, output: Number.NaN, cost: { ...odd.usage.cost, input: Number.POSITIVE_INFINITY } },
+  } as unknown as AssistantMessage;
+  model.partial(model.requests[0]!, later);
+  await until(() => textOf(liveOf(h).generation!.message!) === "half an answer", {
+    what: "second partial committed",
+  });
+  const patched = liveOf(h).generation!.message!;
+  expect(patched.usage.output).toBeNull();
+  expect(patched.usage.cost.input).toBeNull();
+  expect(patched.usage.cost.total).toBeNull();
+  expect("responseId" in patched).toBe(false);
   model.answer(model.requests[0]!, fauxAssistantMessage("the answer"));
   expect((await input.wait()).status).toBe("done");
 });

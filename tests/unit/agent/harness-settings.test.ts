@@ -136,7 +136,11 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   // below (break 27I: the default selection memoized at the first agent() passed).
   expect((await root.agent()).extensions).toEqual(["a"]);
   let commits = 0;
-  h.subscribe(() => commits++);
+  let agentWrites = 0;
+  h.subscribe((change) => {
+    commits++;
+    agentWrites += change.docs.filter((d) => d.name === "pi.agent").length;
+  });
   settings = { followUpMode: "all", compaction: { enabled: false }, extensions: ["a", "b"] };
   const before = reads;
   expect(h.services.settings().followUpMode).toBe("all");
@@ -166,6 +170,10 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   expect(delta.sections).toEqual({ "b-notes": "<b-notes>\nBeta notes.\n</b-notes>" });
   expect(faux.requests[1]!.tools).toEqual(["alpha", "beta"]);
   expect(faux.requests[1]!.systemPrompt).toContain("Beta notes.");
+  // The preparation that followed the change wrote no pi.agent either (break 30O: a preparation that
+  // stored the new default selection in pi.agent, an agent_changed for a settings change, passed).
+  expect(h.docNow(root.id, "pi.agent")).toEqual({});
+  expect(agentWrites).toBe(0);
 });
 
 test("a settings object is never copied: its getters are read at every resolution, and the next resolution sees a change", async () => {

@@ -1036,6 +1036,26 @@ describe("submission records", () => {
     expect(await again.submission(settled.id + 100)).toBeUndefined();
   });
 
+  test("Harness.submission() finds a settled submission of another conversation after a reopen, before anything loaded that conversation", async () => {
+    // break 30O: every reacquisition was of the root's submission; one found only when its
+    // conversation's record was in memory passed.
+    const { h, store, faux } = await open(echo);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const settled = await other.submit({ type: "input", content: "one" });
+    const answer = await settled.wait();
+    expect(answer.status).toBe("done");
+    await h.close();
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    const found = await again.submission(settled.id);
+    expect(found?.conversationId).toBe(other.id);
+    expect(await found!.record()).toMatchObject({ id: settled.id, conversationId: other.id, status: "done" });
+    expect(await found!.wait()).toEqual(answer);
+  });
+
   test("Harness.submission() finds an input placed before close and still in flight at the reopen; its wait settles with the answer", async () => {
     const hold = deferred();
     const { h, root, store, faux } = await open(async (req, n) => {

@@ -83,6 +83,41 @@ test("abortTask returns `marked` only after the mark is committed and the runnin
   await h.close();
 });
 
+test("a second abortTask of a task already marked but still running returns `marked` only after the running invocation has returned too", async () => {
+  // break 30O: every abortTask of a running task was the first; a repeated call (its mark already
+  // committed) that returned at once, before the join, passed.
+  const release = deferred();
+  let returned = false;
+  const slow = single(
+    "slow-to-stop-twice",
+    async (_task, _runtime, signal) => {
+      await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+      await release.promise;
+      returned = true;
+    },
+    {
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }))),
+    },
+  );
+  const h = await Harness.open(await memoryStore(), { tasks: [slow] });
+  const id = await h.createTask(slow, null, conversationOwned);
+  await until(() => running(h) === 1, { what: "running" });
+  const seen: Array<[string, boolean]> = [];
+  const first = h.abortTask(id).then((r) => seen.push(["first", returned]) && r);
+  await until(() => internals(h).session.records.tasks.get(id)?.abortRequested === true, { what: "marked" });
+  const second = h.abortTask(id).then((r) => seen.push(["second", returned]) && r);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(seen).toEqual([]);
+  release.resolve();
+  expect(await Promise.all([first, second])).toEqual(["marked", "marked"]);
+  expect(seen.map(([, r]) => r)).toEqual([true, true]);
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  await h.close();
+});
 test("a conversation abort signals its running invocations only after the marking commit: each signalled task's committed record already carries the mark", async () => {
   // Break 29N: the named test aborts one task by abortTask; a conversation abort (abortConversation,
   // Conversation.abort() below it) that signalled each task as it marked it, inside the commit,

@@ -250,6 +250,32 @@ test("an entry a task appends in its memo factory's commit records byTaskId = th
   await h.close();
 });
 
+test("a memo factory runs only while no winner is stored: a later factory of the same name neither runs nor commits its writes", async () => {
+  // break 30O: a factory run before the winner was looked up (its entry committed, its value
+  // dropped) passed every memo test: each factory there was the first of its name.
+  const ran: number[] = [];
+  let answers: Json[] = [];
+  const memoizer = single("memoizer", async (_t, runtime) => {
+    const factory = (n: number) => (tx: Tx) => {
+      ran.push(n);
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: `factory ${n}` });
+      return n;
+    };
+    answers = [
+      (await runtime.memo("once", factory(1))) ?? null,
+      (await runtime.memo("once", factory(2))) ?? null,
+    ];
+    await runtime.commit(() => complete(null));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [memoizer] });
+  const id = await h.createTask(memoizer, null, { ownership: { kind: "conversation" } });
+  await done(h, id);
+  expect(answers).toEqual([1, 1]);
+  expect(ran).toEqual([1]);
+  expect((await h.entries(1)).filter((e) => e.kind === "note").map((e) => e.data)).toEqual(["factory 1"]);
+  await h.close();
+});
+
 test("a conversation-owned task created in a task's commit defaults to that task's conversation", async () => {
   const sibling = single("sibling", async (_t, runtime) => void (await runtime.commit(() => complete(null))));
   let created: TaskId | undefined;
