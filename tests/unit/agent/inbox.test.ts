@@ -490,7 +490,7 @@ describe("submissions", () => {
           ? (await reopened.submission(a.id))!
           : await (await reopened.root()).submit({ type: "input", content: "once", requestId: "req-1" });
       expect(again.id).toBe(a.id);
-      expect(await again.record()).toMatchObject({ id: a.id, status: "done", ...settled });
+      expect(await again.record()).toMatchObject({ id: a.id, ...settled });
       expect(await again.wait()).toEqual(settled);
       expect(await again.abort()).toBe("settled");
       expect(await again.wait()).toEqual(settled);
