@@ -14,13 +14,16 @@ import {
   builtinToolsExtension,
   createRegistry,
   defineExtension,
+  defineTask,
   defineTool,
   type Extension,
   ExtensionInvalid,
   hook,
+  type Json,
   RegistryInvalid,
   type RegistryReader,
   section,
+  type TaskId,
   textResult,
   wrapSection,
   wrapTool,
@@ -646,6 +649,52 @@ describe("extension tasks", () => {
     expect((await h.getTask(id))?.state.status).toBe("pending");
     extensions.install(jobs);
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ran" });
+    expect(blocked(h)).toEqual([]);
+  });
+
+  test("an uninstalled extension's task that was already waiting stays blocked once its wait ends, and resumes when reinstalled", async () => {
+    // Break 30P: the test above creates its task after the uninstall, pending; a blocked waiting task
+    // written back to pending (its wait lost) passed it.
+    const gate = deferred();
+    const gateTask = single("gate", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("opened"));
+    });
+    type Join = { phase: "go" } | { phase: "joined" };
+    const waiter = defineTask<Json, Join, Json>({
+      name: "ext.waiter",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (t, runtime) =>
+          void (await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "joined" },
+            on: [t.input as TaskId],
+            policy: "allSettled",
+          }))),
+        joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const waiters: Extension = { name: "waiters", tasks: [waiter] };
+    const extensions = createRegistry();
+    extensions.install(waiters);
+    const { h } = await open(echo, { extensions });
+    const gateId = await h.createTask(gateTask, null, { ownership: { kind: "conversation" } });
+    const id = await h.createTask(waiter, gateId, { ownership: { kind: "conversation" } });
+    await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"), {
+      what: "waiter waiting",
+    });
+    extensions.uninstall(waiters);
+    gate.resolve();
+    expect(outcome(await done(h, gateId))).toEqual({ status: "completed", result: "opened" });
+    await until(() => blocked(h).some((b) => b.id === id), { what: "waiter blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "ext.waiter", reason: "missing_task" }]);
+    expect((await h.getTask(id))?.state.status).toBe("waiting");
+    extensions.install(waiters);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "joined" });
     expect(blocked(h)).toEqual([]);
   });
 });

@@ -501,6 +501,34 @@ describe("submissions", () => {
     expect(faux.requests).toHaveLength(1);
   });
 
+  test("a settled submission found again after close and reopen keeps its id, status, wait and abort: record and wait give its entry and answer, abort reports settled", async () => {
+    // Break 30P: every Submission test stayed in one open; after a reopen the settled record is read
+    // from the store, not memory.
+    const { h, root, store, faux } = await open(echo);
+    const a = await root.submit({ type: "input", content: "once", requestId: "req-1" });
+    const settled = await a.wait();
+    expect(settled).toMatchObject({ status: "done", answer: expect.any(Number), entry: expect.any(Number) });
+    await h.close();
+    for (const find of ["by id", "by request id"] as const) {
+      const reopened = await AgentHarness.open(await memoryStore(store.image()), {
+        models: faux.models,
+        defaultModel: faux.ref,
+      });
+      cleanups.push(() => reopened.close().catch(() => undefined));
+      const again =
+        find === "by id"
+          ? (await reopened.submission(a.id))!
+          : await (await reopened.root()).submit({ type: "input", content: "once", requestId: "req-1" });
+      expect(again.id).toBe(a.id);
+      expect(await again.record()).toMatchObject({ id: a.id, ...settled });
+      expect(await again.wait()).toEqual(settled);
+      expect(await again.abort()).toBe("settled");
+      expect(await again.wait()).toEqual(settled);
+      await reopened.close();
+    }
+    expect(faux.requests).toHaveLength(1);
+  });
+
   // Break 28O found this contrary: after a reopen the settled submission is not in memory, and the
   // lookup inside a commit (Tx.submissionByRequest, which admission uses) read memory only, so the raw
   // admission failed on the store's unique index. A lookup that may be answered by the store only now

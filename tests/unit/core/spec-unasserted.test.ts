@@ -13,7 +13,7 @@ import {
   type TaskId,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { complete, done, type Go, outcome, parked, row, settle, storeWith } from "./fixtures.ts";
+import { complete, done, type Go, outcome, parked, row, running, settle, storeWith } from "./fixtures.ts";
 
 describe("inspect() never runs a migration (spec §2.2)", () => {
   test("a newer definition with migrate shows ready { migrates: true } and migrate is not called; one without migrate shows migration_failed; a failing migrate shows failed only after the scheduler tried it, once", async () => {
@@ -100,6 +100,34 @@ describe("no free-standing task dependencies (spec §5.5)", () => {
     );
     gate.resolve();
     expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "first" });
+    await h.close();
+  });
+
+  test("a child task starts while its owner's invocation still runs: ownership orders nothing, only a waiting state does", async () => {
+    // Break 30P: a pending child held back until its owner's invocation ended passed the test above
+    // (two conversation-owned tasks, no owner).
+    const h = await Harness.open(await memoryStore());
+    const gate = deferred();
+    const owner = defineTask<Json, Go, Json>({
+      ...parked("owner"),
+      phases: {
+        go: async (_t, runtime) => {
+          await gate.promise;
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+    });
+    const child = defineTask<Json, Go, Json>({
+      ...parked("child"),
+      phases: { go: async (_t, runtime) => void (await runtime.commit(() => complete("child"))) },
+    });
+    const a = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "owner running" });
+    const b = await h.createTask(child, null, { ownership: { kind: "task", taskId: a } });
+    expect(outcome(await done(h, b))).toEqual({ status: "completed", result: "child" });
+    expect((await h.getTask(a))?.state.status).toBe("running");
+    gate.resolve();
+    expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "owner" });
     await h.close();
   });
 });

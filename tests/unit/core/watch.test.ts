@@ -233,6 +233,41 @@ test("closing the harness ends every watch at its seal, keeping its last value: 
   expect((await (await next.root()).entries()).map((e) => e.data)).toContainEqual({ n: 2 });
 });
 
+test("closing the harness ends a paged watch (the tab's) and a task-graph watch at its seal too, keeping their last values: a commit that settles during close sends them nothing", async () => {
+  // Break 30P: close ending the plain mounts' watches only left a paged mount's watch open, taking
+  // the late commit; no test held a paged watch at close.
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const paged = await h.pageMount(root.id).watch();
+  const graph = await h.watchTaskGraph();
+  const seen: unknown[] = [];
+  paged.start((f) => void seen.push(f));
+  graph.start((f) => void seen.push(f));
+  const [pagedBefore, graphBefore] = [paged.value, graph.value];
+  let pagedEnd: unknown;
+  let graphEnd: unknown;
+  void paged.closed.then((r) => void (pagedEnd = r));
+  void graph.closed.then((r) => void (graphEnd = r));
+  const gate = deferred();
+  const inCallback = deferred();
+  const late = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  // Ended at the seal, before the held commit settles.
+  await Promise.resolve();
+  expect([pagedEnd, graphEnd]).toEqual(["closed", "closed"]);
+  gate.resolve();
+  await late;
+  await closing;
+  expect(seen).toEqual([]);
+  expect(paged.value).toBe(pagedBefore);
+  expect(graph.value).toBe(graphBefore);
+});
+
 test("a watch's default limit is 100 undelivered frames: the 101st collapses them into one replace", () => {
   const watch = new Watch(0);
   for (let seq = 1; seq <= 100; seq++) watch.push(frame(seq));

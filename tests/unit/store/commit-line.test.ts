@@ -263,6 +263,24 @@ test("each publication's sequence is greater than the one before, for commits al
   await h.close();
 });
 
+test("a publication's sequence advances for every commit, also one that appends no entry: a document write, a conversation, a task and its ending", async () => {
+  // Break 30P: a sequence advanced by entry-bearing commits only passed the test above, whose
+  // commits each append an entry.
+  const h = await Harness.open(await memoryStore());
+  const seqs: number[] = [];
+  const stop = h.subscribe((change) => seqs.push(change.seq));
+  await h.transaction((tx) => tx.writeDoc(1, "app.counter", { n: 1 }));
+  await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  const task = single("quiet", async (_t, runtime) => void (await runtime.commit(() => complete("ok"))));
+  const id = await h.createTask(task, null, { ownership: { kind: "conversation" } });
+  await done(h, id);
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  expect(seqs.length).toBeGreaterThanOrEqual(5);
+  for (let i = 1; i < seqs.length; i++) expect(seqs[i]!).toBeGreaterThan(seqs[i - 1]!);
+  stop();
+  await h.close();
+});
+
 test("once admitted, a commit whose caller cancels its signal still commits and resolves", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);

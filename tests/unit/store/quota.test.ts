@@ -3,8 +3,8 @@
  * error, and nothing committed before it is lost: a new engine on the same store resumes the work.
  */
 import { expect, test } from "vitest";
-import { Harness, HarnessClosed, type TaskRecord } from "../../../worker/index.ts";
-import { memoryStore } from "../../../worker/testing.ts";
+import { defineTask, Harness, HarnessClosed, type Json, type TaskRecord } from "../../../worker/index.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { FakeMailer } from "../core/fixtures/fakes.ts";
 import { sendEmailTask } from "../core/fixtures/payments.ts";
 
@@ -168,4 +168,44 @@ test("an uncertain failure (the commit stored, its answer lost) is fatal too: no
   });
   expect([...mailer.sent.values()].map((m) => m.subject)).toEqual(["one"]);
   await h2.close();
+});
+
+test("a full disk stops the work that was running too: a running phase is signalled with the engine's stop, and a wait on its task rejects HarnessClosed", async () => {
+  // Break 30P: a poisoned engine that refused every commit but left its running invocations alone
+  // passed every named test; none had a task running when the disk filled.
+  const started = deferred();
+  let stopped: unknown;
+  const long = defineTask<Json, { phase: "go" }, Json>({
+    name: "long",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, _runtime, signal) => {
+        started.resolve();
+        await new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => resolve(), { once: true }),
+        );
+        stopped = signal.reason;
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [long], onFatal: () => undefined });
+  const id = await h.createTask(long, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  const waiting = h.waitForTask(id);
+  waiting.catch(() => undefined);
+  store.setFaultHook((point) => {
+    if (point === "before-commit") throw new Error("SQLITE_FULL: database or disk is full");
+  });
+  await expect(h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }))).rejects.toThrow(
+    /disk is full/,
+  );
+  await expect(waiting).rejects.toBeInstanceOf(HarnessClosed);
+  await until(() => stopped !== undefined, { what: "the running phase signalled", timeoutMs: 2000 });
+  expect(String((stopped as Error).message)).toMatch(/disk is full/);
+  store.setFaultHook(undefined);
+  await h.close();
 });
