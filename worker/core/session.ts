@@ -360,6 +360,17 @@ export class Session {
   }
 
   /**
+   * A fork point read while its entry was not committed yet is invisible for want of the entry, not
+   * for good: once a commit appends that entry, the point is read again on its next use.
+   */
+  #forgetUnseenForkPoints(entries: readonly { readonly id: EntryId }[], line: Records): void {
+    const ids = new Set(entries.map((e) => e.id));
+    for (const points of new Set([line.forkPoints, this.records.forkPoints]))
+      for (const [key, point] of points)
+        if (!point.visible && ids.has(Number(key.slice(key.lastIndexOf(":") + 1)))) points.delete(key);
+  }
+
+  /**
    * Resolves once the fork point of `parent` at `at` is in memory (read from the store on first use).
    * A fork point is a fact about committed entries and documents: `at` must be committed.
    */
@@ -668,6 +679,7 @@ export class Session {
             const inert = overlay.settled || onlyCheckpointMoves(overlay, line);
             if (overlay.docs.size > 0) this.#noteHistory(overlay, history);
             line.apply(overlay);
+            if (overlay.entries.length > 0) this.#forgetUnseenForkPoints(overlay.entries, line);
             for (const e of overlay.entries) this.#unpublished.push(e);
             done.push({ resolve: request.resolve, reject: request.reject, value, overlay });
             if (!inert) unplanned = true;

@@ -120,6 +120,28 @@ describe("the registry", () => {
     ).toEqual(["base:a", "other:a"]);
   });
 
+  test("a reinstall is checked as a first install: a replacement with a bad, reserved or repeated section key is refused and the installed extension stays", () => {
+    // Break 30N: every refused install was of a new extension; a registry that checked the sections of
+    // a replacement as already checked passed.
+    const registry = createRegistry();
+    const notes = section("notes", () => "n");
+    registry.install({ name: "x", sections: [notes] });
+    const before = registry.snapshot();
+    let published = 0;
+    registry.subscribe(() => published++);
+    expect(invalid(() => registry.install({ name: "x", sections: [notes, section("Bad", () => "")] }))).toBe(
+      "invalid_section_key",
+    );
+    expect(
+      invalid(() => registry.install({ name: "x", sections: [section("instructions", () => "")] })),
+    ).toBe("reserved_section_key");
+    expect(invalid(() => registry.install({ name: "x", sections: [notes, notes] }))).toBe(
+      "duplicate_section",
+    );
+    expect(registry.snapshot()).toBe(before);
+    expect(published).toBe(0);
+  });
+
   test("a tool name or section key repeated anywhere in one extension is refused, not only next to itself; the same names across extensions install", () => {
     const registry = createRegistry();
     let published = 0;

@@ -411,6 +411,25 @@ describe("fork", () => {
     expect((unowned as Error).message).toMatch(/explicit ownership/);
   });
 
+  // Break 30N: contrary, fixed: the engine cached a fork point at its first load, the invisible ones
+  // too, so an entry id refused before it was committed stayed refused once it was a committed,
+  // visible entry of the parent's history (by the handle and by a raw transaction alike).
+  test("a fork at an entry refused before it existed is accepted once that entry is committed in the parent's history", async () => {
+    const { h, root } = await open(echo);
+    await ask(root, "one");
+    const last = (await root.entries()).at(-1)!.id;
+    await expect(root.fork(last + 1, ownerless)).rejects.toThrow(EntryNotVisible);
+    await expect(h.transaction((tx) => tx.forkConversation(root.id, last + 2, ownerless).id)).rejects.toThrow(
+      EntryNotVisible,
+    );
+    await ask(root, "two");
+    expect((await root.entries()).map((e) => e.id)).toEqual(expect.arrayContaining([last + 1, last + 2]));
+    const child = await root.fork(last + 1, ownerless);
+    expect(child.id).not.toBe(root.id);
+    const raw = await h.transaction((tx) => tx.forkConversation(root.id, last + 2, ownerless).id);
+    expect(raw).not.toBe(child.id);
+  });
+
   test("a fork's source may not change in the forking commit: a write to the parent's copied document after the fork is refused as one before it; the copy is the committed value and no task is copied", async () => {
     const plan = defineDoc<{ n: number }>({ name: "app.plan", initial: { n: 0 } });
     const scratch = defineDoc({ name: "app.scratch", initial: { n: 0 }, fork: "initial" });

@@ -519,6 +519,37 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
   never.resolve();
 });
 
+test("getTask and waitForTask read a task that ended before a restart: its stored terminal record, as the harness reads it", async () => {
+  // Break 30N: every read of the getTask test was of a live task held in memory; after a reopen only
+  // live tasks are there, so a getTask reading memory alone answered undefined for this one.
+  const work = single("test.work", async (task, runtime) => {
+    await runtime.commit(() => complete(task.input));
+  });
+  const ids: { task?: number } = {};
+  const reads: Array<TaskRecord | undefined> = [];
+  const { tool } = probe("probe", async (api) => {
+    if (ids.task === undefined) {
+      const id = await api.createTask(work, { n: 7 }, { ownership: { kind: "conversation" } });
+      await api.waitForTask(id);
+      ids.task = id;
+    } else reads.push(await api.getTask(ids.task), await api.waitForTask(ids.task));
+    return textResult("ok");
+  });
+  const { h, root, store, faux } = await open(calls("probe"), { tools: [tool], tasks: [work] });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const ended = await h.getTask(ids.task!);
+  expect(ended!.state).toEqual({ status: "terminal", outcome: { status: "completed", result: { n: 7 } } });
+  const again = await reopen(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [tool],
+    tasks: [work],
+  });
+  const other = await again.createConversation({ ownership: { kind: "ownerless" } });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads).toEqual([ended, ended]);
+});
+
 test("snapshot reads committed documents, by name or token, of its conversation or another; an absent one is undefined and is not created; it rejects after the call ended", async () => {
   const Note = defineDoc<{ text: string }>("app.note", { text: "" });
   const Absent = defineDoc<{ text: string }>("app.absent", { text: "" });

@@ -486,6 +486,60 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   await h.close();
 });
 
+test("an owner's abort marks a completing task below it by the cascade: the held completed outcome stays, with the mark, and the work below it is aborted", async () => {
+  // Break 30N: the completing test marks the holder by abortTask itself; a cascade that passed over
+  // completing tasks (the holder left unmarked, its own work never aborted) passed it.
+  const kid = parked("held-kid");
+  let kidId: TaskId | undefined;
+  let holderId: TaskId | undefined;
+  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "holder",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("held"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const top = single(
+    "holder-owner",
+    async (_t, runtime, signal) => {
+      await runtime.commit((tx) => {
+        holderId = tx.createTask(holder, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    },
+    {
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "top" },
+        }))),
+    },
+  );
+  const h = await Harness.open(await memoryStore(), { tasks: [top, holder, kid] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(top, null, { ownership: { kind: "conversation" } });
+  await until(() => holderId !== undefined && latest.get(holderId)?.state.status === "completing", {
+    what: "holder completing",
+  });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "top" });
+  const held = (await h.getTask(holderId!))!;
+  expect(held.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
+  expect(held.abortRequested).toBe(true);
+  expect(outcome(await h.getTask(kidId!))?.status).toBe("aborted");
+  await h.close();
+});
+
 test("a crash between an owner's abort mark and its cascade loses nothing: the next engine marks the work below, bottom-up", async () => {
   const log: string[] = [];
   const child = defineTask<Json, Go, Json>({

@@ -257,6 +257,39 @@ test("step rule 2: a phase or an abort handler that returns once close began is 
   await next.close();
 });
 
+test("step rule 2: an abort handler that returns quietly, without a throw, once close began is stopped, not faulted: the next engine runs it again", async () => {
+  // Break 30N: the rule-2 test's abort handler ends by a throw (its signal's reason); an engine that
+  // faulted an abort handler returning without an outcome, close or not, passed it.
+  const started = deferred();
+  const log: string[] = [];
+  const marked = (quiet: boolean) =>
+    single("marked", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime, signal) => {
+        log.push("abort");
+        if (quiet) {
+          started.resolve();
+          await untilAborted(signal).catch(() => undefined);
+          return;
+        }
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "after reopen" },
+        }));
+      },
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [marked(true)] });
+  const id = await h.createTask(marked(true), null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await started.promise;
+  await h.close();
+  const next = await Harness.open(await memoryStore(store.image()), { tasks: [marked(false)] });
+  expect(outcome(await done(next, id))).toEqual({ status: "aborted", reason: "after reopen" });
+  expect(log).toEqual(["abort", "abort"]);
+  await next.close();
+});
+
 test("once close began, new task, conversation and submission operations reject with HarnessClosed", async () => {
   const { h, root } = await open(echo);
   // A submission of this harness, settled before close: its handle's new operations are refused too

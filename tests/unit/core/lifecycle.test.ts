@@ -115,6 +115,31 @@ describe("a paused open and resume()", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("a progress call resumes a paused harness: Conversation.submit of a request id already admitted (a client's retry)", async () => {
+    // Break 30N: every submit tried admitted a new submission; a submit resuming only after the
+    // request-id check, so that a retry returning the admitted one did not resume, passed.
+    const hold = deferred();
+    let first = true;
+    const { h, store, faux } = await open(async (req, n) => {
+      if (first) {
+        first = false;
+        await hold.promise;
+      }
+      return echo(req, n);
+    });
+    const sub = await (await h.root()).submit({ type: "input", content: "hello", requestId: "r1" });
+    await expect.poll(() => faux.requests.length).toBe(1);
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      paused: true,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    const retried = await (await again.root()).submit({ type: "input", content: "hello", requestId: "r1" });
+    expect(retried.id).toBe(sub.id);
+    expect(again.inspect().scheduling).toBe("running");
+  });
+
   const progressCalls: Array<[string, (h: AgentHarness, root: Conversation) => Promise<unknown>]> = [
     ["Conversation.compact", (_h, root) => root.compact()],
     ["Conversation.abort", (_h, root) => root.abort()],

@@ -113,3 +113,29 @@ test("prepare runs after the load and before any recovered task starts; a resume
   expect(seen).toEqual([true]);
   await h.close();
 });
+
+test("a progress call made in prepare resumes a paused open once the open ends, with no other call after it", async () => {
+  // Break 30N: the prepare test above waits with done() (itself a progress call), so an open that
+  // dropped a progress call made during it passed; here nothing after the open resumes it.
+  const { image, ids } = await storeWith([parked("job")]);
+  const id = ids[0] as TaskId;
+  const seen: boolean[] = [];
+  const definition = finisher(seen);
+  let waited: Promise<unknown> | undefined;
+  const during: string[] = [];
+  const h = await Harness.open(image, {
+    paused: true,
+    prepare: (opened) => {
+      opened.registry.register(definition);
+      waited = opened.waitForTask(id);
+      during.push(opened.inspect().scheduling);
+    },
+  });
+  expect(during).toEqual(["paused"]);
+  expect(h.inspect().scheduling).toBe("running");
+  expect(outcome((await waited) as Awaited<ReturnType<Harness["waitForTask"]>>)).toEqual({
+    status: "completed",
+    result: "finished",
+  });
+  await h.close();
+});
