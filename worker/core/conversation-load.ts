@@ -20,6 +20,21 @@ import { conversationFromRow } from "./persist.ts";
 import type { LoadedConversations, OwnerEdge, Records } from "./records.ts";
 import type { ConversationId, TaskId } from "./types.ts";
 
+/** The columns of a task row its owner edge is read from (`edgeFromRow`). */
+export const EDGE_COLUMNS = "id, conversation_id, owner_task, background";
+
+/** A task's owner edge from a row of `EDGE_COLUMNS`. */
+export function edgeFromRow(row: Row): OwnerEdge {
+  return {
+    id: Number(row["id"]),
+    conversationId: Number(row["conversation_id"]),
+    ...(row["owner_task"] !== null && row["owner_task"] !== undefined
+      ? { owner: Number(row["owner_task"]) }
+      : {}),
+    background: Number(row["background"]) === 1,
+  };
+}
+
 /** A JSON array parameter's ids, for `IN`. */
 export const IN_IDS = "(SELECT value FROM json_each(?))";
 
@@ -81,7 +96,7 @@ export class ConversationClosure {
     }
     if (this.#wantTasks.size > 0) {
       queries.push({
-        sql: `SELECT id, conversation_id, owner_task, background FROM tasks WHERE id IN ${IN_IDS}`,
+        sql: `SELECT ${EDGE_COLUMNS} FROM tasks WHERE id IN ${IN_IDS}`,
         params: [JSON.stringify([...this.#wantTasks])],
       });
       this.#asked.push("edges");
@@ -104,12 +119,7 @@ export class ConversationClosure {
             this.#needEdge(record.owner.taskId);
           }
         } else {
-          const edge: OwnerEdge = {
-            id: Number(row["id"]),
-            conversationId: Number(row["conversation_id"]),
-            ...(row["owner_task"] !== null ? { owner: Number(row["owner_task"]) } : {}),
-            background: Number(row["background"]) === 1,
-          };
+          const edge = edgeFromRow(row);
           this.loaded.edges.push(edge);
           if (edge.owner !== undefined) this.#needEdge(edge.owner);
           this.need([edge.conversationId]);

@@ -8,7 +8,7 @@
 import { allOf, type Query, type Row, type Sql } from "../store/types.ts";
 import { applyDocPatches, type DocPatch } from "./doc-patch.ts";
 import { markerQuery, newestMarker, type Segment } from "./fork.ts";
-import { assertJson } from "./persist.ts";
+import { sealLoaded } from "./persist.ts";
 import type { DocMeta, LoadedDocs } from "./records.ts";
 import type { ConversationId, Json } from "./types.ts";
 
@@ -79,16 +79,8 @@ export async function conversationDocsFrom(
       // Skipped.
     }
   }
-  // Frozen like a committed value (spec §3.3: a snapshot is the shared immutable revision): the
-  // loaded value is what every reader is handed, so a reader's mutation must not reach memory. The
-  // check freezes and marks it; a parsed row is strict JSON, and one too deep to check was refused
-  // when it was written, so it cannot fail here short of a hand-edited store (then left as parsed).
-  for (const { value } of docs.values())
-    try {
-      assertJson(value);
-    } catch {
-      // Not sealable: kept as parsed.
-    }
+  // Frozen like a committed value: the loaded value is what every reader is handed.
+  for (const { value } of docs.values()) sealLoaded(value);
   return { docs, patchRows, head: (await newestMarker(sql, segments, undefined, marker))?.head };
 }
 

@@ -251,6 +251,16 @@ function describeNotJson(value: unknown, path: string, depth: number): string | 
   }
 }
 
+/**
+ * Freeze and mark checked a value read back from the store, like a committed one (spec §3.3: a
+ * snapshot is the shared immutable revision): what a load hands every reader must not be mutable into
+ * memory. A parsed row is strict JSON; one the check refuses (only a hand-edited store: too deep) is
+ * left as parsed, never thrown on.
+ */
+export function sealLoaded(value: unknown): void {
+  if (typeof value === "object" && value !== null) isJson(value, 0);
+}
+
 /** Validate strict JSON; returns its text. */
 export function toJson(value: unknown): string {
   checkJson(value);
@@ -541,10 +551,7 @@ export function taskFromRow(row: Row): ParsedTask {
       problems.push(`column ${column} is not valid JSON (${(error as Error).message})`);
       return undefined;
     }
-    // Frozen like a committed value (the check seals what passes): a loaded record is what every
-    // reader is handed (getTask, the handlers), so a reader's mutation must not reach memory. A parsed
-    // row is strict JSON; one too deep to check (a hand-edited store) is kept as parsed.
-    if (typeof value === "object" && value !== null) isJson(value, 0);
+    sealLoaded(value);
     return value;
   };
   const state = parse("state") as TaskState | undefined;

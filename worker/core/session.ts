@@ -19,6 +19,8 @@ import type { Query, Row, Sql, Store } from "../store/types.ts";
 import { allOf, StoreClosed } from "../store/types.ts";
 import {
   ConversationClosure,
+  EDGE_COLUMNS,
+  edgeFromRow,
   IN_IDS,
   ownedByQuery,
   readConversationClosure,
@@ -321,6 +323,8 @@ export class Session {
   }
 
   #loadingDocs = new Map<ConversationId, Promise<void>>();
+  /** Fork points read invisible because their entry was not committed yet, by that entry's id. */
+  #unseenForkPoints = new Map<EntryId, string[]>();
 
   /**
    * Inside a store job on the line: make the records of `ids` (with their chains) present in both
@@ -361,13 +365,19 @@ export class Session {
 
   /**
    * A fork point read while its entry was not committed yet is invisible for want of the entry, not
-   * for good: once a commit appends that entry, the point is read again on its next use.
+   * for good: once a commit appends that entry, the point is read again on its next use. Only such
+   * points are kept here (by entry id), so a commit looks at nothing when there are none.
    */
   #forgetUnseenForkPoints(entries: readonly { readonly id: EntryId }[], line: Records): void {
-    const ids = new Set(entries.map((e) => e.id));
-    for (const points of new Set([line.forkPoints, this.records.forkPoints]))
-      for (const [key, point] of points)
-        if (!point.visible && ids.has(Number(key.slice(key.lastIndexOf(":") + 1)))) points.delete(key);
+    for (const e of entries) {
+      const keys = this.#unseenForkPoints.get(e.id);
+      if (keys === undefined) continue;
+      this.#unseenForkPoints.delete(e.id);
+      for (const key of keys) {
+        line.forkPoints.delete(key);
+        this.records.forkPoints.delete(key);
+      }
+    }
   }
 
   /**
@@ -382,6 +392,12 @@ export class Session {
       const point = await loadForkPoint(sql, this.segments(parent), at, this.docRules);
       this.records.forkPoints.set(key, point);
       this.#line.forkPoints.set(key, point);
+      // Invisible because its entry is not committed yet: forgotten once a commit appends it.
+      if (!point.visible && at >= this.#line.nextEntryId) {
+        const keys = this.#unseenForkPoints.get(at);
+        if (keys) keys.push(key);
+        else this.#unseenForkPoints.set(at, [key]);
+      }
     });
   }
 
@@ -679,7 +695,8 @@ export class Session {
             const inert = overlay.settled || onlyCheckpointMoves(overlay, line);
             if (overlay.docs.size > 0) this.#noteHistory(overlay, history);
             line.apply(overlay);
-            if (overlay.entries.length > 0) this.#forgetUnseenForkPoints(overlay.entries, line);
+            if (this.#unseenForkPoints.size > 0 && overlay.entries.length > 0)
+              this.#forgetUnseenForkPoints(overlay.entries, line);
             for (const e of overlay.entries) this.#unpublished.push(e);
             done.push({ resolve: request.resolve, reject: request.reject, value, overlay });
             if (!inert) unplanned = true;
@@ -863,24 +880,12 @@ export class Session {
     if (this.records.ownerEdge(id) !== undefined || this.records.tasksAbsent.has(id)) return;
     // Read and remembered inside one job on the line: every commit merged before it is on disk.
     await this.store.read(async (sql) => {
-      const row = await sql.get(
-        "SELECT id, conversation_id, owner_task, background FROM tasks WHERE id = ?",
-        [id],
-      );
+      const row = await sql.get(`SELECT ${EDGE_COLUMNS} FROM tasks WHERE id = ?`, [id]);
+      const edge = row ? edgeFromRow(row) : undefined;
       for (const r of [this.records, this.#line]) {
         if (r.tasks.has(id) || r.formerOwners.has(id)) continue;
-        if (!row) {
-          r.tasksAbsent.add(id);
-          continue;
-        }
-        r.formerOwners.set(id, {
-          id,
-          conversationId: Number(row["conversation_id"]),
-          ...(row["owner_task"] !== null && row["owner_task"] !== undefined
-            ? { owner: Number(row["owner_task"]) }
-            : {}),
-          background: Number(row["background"]) === 1,
-        });
+        if (edge) r.formerOwners.set(id, edge);
+        else r.tasksAbsent.add(id);
       }
     });
   }
