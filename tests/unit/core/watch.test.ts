@@ -164,6 +164,25 @@ test("a throwing listener ends only its own watch with listener_error, discardin
   expect(await healthy.closed).toBe("closed");
 });
 
+test("a listener that throws synchronously (a plain function, not a rejected promise) ends its watch with listener_error too, discarding what was pending (break 31G)", async () => {
+  // Break 31G: every throwing listener in these tests was async (a rejection); a delivery that
+  // called the listener outside its try passed them, and a synchronous throw left the watch open
+  // with its frames stuck.
+  const watch = new Watch(0);
+  watch.push(frame(1));
+  watch.push(frame(2));
+  const seen: number[] = [];
+  watch.start((f) => {
+    seen.push(f.value);
+    throw new Error("sync listener bug");
+  });
+  const end = await Promise.race([watch.closed, settle().then(() => "still open")]);
+  expect(end).toBe("listener_error");
+  expect(seen).toEqual([1]);
+  expect(watch.pending).toBe(0);
+  expect(await watch.stop()).toBe("listener_error");
+});
+
 test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
   const parkedWorker = parked("watch.worker");
   const { h, root } = await open(echo, { tasks: [parkedWorker] });
