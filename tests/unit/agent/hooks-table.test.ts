@@ -478,7 +478,9 @@ describe("the hooks table: composition in extension order, and what a throw does
         defineExtension({
           name: "hooks",
           hooks: [
-            hook("pi.tool", { onAbort: (_call, result) => textResult(`${textOf(result as never).trim()} +hook`) }),
+            hook("pi.tool", {
+              onAbort: (_call, result) => textResult(`${textOf(result as never).trim()} +hook`),
+            }),
           ],
         }),
       ],

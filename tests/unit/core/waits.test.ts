@@ -1348,11 +1348,13 @@ test("allSettled on another task's children, one already terminal and one live: 
   const h = await Harness.open(await memoryStore(), { tasks: [quick, slow, parent, waiter] });
   const conversationOwned = { ownership: { kind: "conversation" as const } };
   const parentId = await h.createTask(parent, null, conversationOwned);
-  const children = () =>
-    [...internals(h).session.records.tasks.values()].filter((t) => t.owner === parentId);
-  await until(() => children().some((t) => t.kind === "foreign-child-quick" && t.state.status === "terminal"), {
-    what: "the quick child terminal",
-  });
+  const children = () => [...internals(h).session.records.tasks.values()].filter((t) => t.owner === parentId);
+  await until(
+    () => children().some((t) => t.kind === "foreign-child-quick" && t.state.status === "terminal"),
+    {
+      what: "the quick child terminal",
+    },
+  );
   const quickId = children().find((t) => t.kind === "foreign-child-quick")!.id;
   const slowId = children().find((t) => t.kind === "foreign-child-slow")!.id;
   const waiterId = await h.createTask(waiter, { on: [quickId, slowId] }, conversationOwned);
