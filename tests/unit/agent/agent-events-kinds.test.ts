@@ -307,6 +307,24 @@ test("task_failed when a task of the conversation faults, before its turn and ru
   ]);
 });
 
+test("task_failed follows the stream's own conversation: a task that faults in another conversation emits none (break 31G)", async () => {
+  // Break 31G: every faulting task in these tests was the stream's own; a deriver that took every
+  // conversation's faulted tasks passed them.
+  const { h, root } = await open(echo, { ...faultingHook("afterResponse", "hook bug") });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("unanswered");
+  expect((await h.tasks({ kind: "pi.generation" }))[0]?.state).toMatchObject({
+    outcome: { status: "faulted" },
+  });
+  // A commit of the stream's own conversation after it: once its event is in, theirs would be too.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => ofType(batches, "entry_appended").length === 1, { what: "the note" });
+  expect(ofType(batches, "task_failed")).toEqual([]);
+  await stream.stop();
+});
+
 test("a tool whose task faulted ends without an entry, before the task_failed of its task", async () => {
   const gate = gatedTool("hold");
   const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {

@@ -42,17 +42,34 @@ const compactionsOf = (h: AgentHarness) => (liveOf(h) as LiveState).compactions 
 
 test("a background compaction survives Conversation.abort(); abort({ background: true }) stops it", async () => {
   let gate = deferred();
+  // The second summary request is a manual compaction's, held by its own gate.
+  const manualGate = deferred();
+  let summaries = 0;
   const responder: FauxResponder = async (req) => {
     if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
-    await gate.promise;
+    summaries++;
+    await (summaries === 2 ? manualGate.promise : gate.promise);
     return fauxAssistantMessage("SUMMARY");
   };
   const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
   await chat(root, 3);
   const first = await h.transaction((tx) => startBackgroundCompaction(tx, h.builtin.compaction, root.id));
   await until(() => faux.requests.filter(isSummary).length === 1, { what: "summarizing" });
-  await root.abort();
+  // A manual compaction beside it is the conversation's ordinary work: the abort ends it, and its
+  // abort handler removes its own status only (break 31G: a handler that cleared every status in
+  // pi.live passed every test, each aborting a lone compaction).
+  const manual = await root.compact();
+  await until(() => faux.requests.filter(isSummary).length === 2, { what: "the manual one summarizing" });
+  // The faux provider does not watch the signal while its responder waits: release it once marked.
+  const abortingManual = root.abort();
+  await until(() => h.inspect().tasks.some((t) => t.record.id === manual && t.record.abortRequested), {
+    what: "the manual one marked",
+  });
+  manualGate.resolve();
+  await abortingManual;
+  expect((await h.waitForTask(manual)).state).toMatchObject({ outcome: { status: "aborted" } });
   expect((await h.getTask(first))?.abortRequested).toBe(false);
+  expect(compactionsOf(h).map((s) => s.taskId)).toEqual([first]);
   gate.resolve();
   expect((await h.waitForTask(first)).state).toMatchObject({ outcome: { status: "completed" } });
   expect((await root.entries()).at(-1)?.kind).toBe("pi.compaction");
@@ -60,7 +77,7 @@ test("a background compaction survives Conversation.abort(); abort({ background:
   gate = deferred();
   await chat(root, 3);
   const second = await h.transaction((tx) => startBackgroundCompaction(tx, h.builtin.compaction, root.id));
-  await until(() => faux.requests.filter(isSummary).length === 2, { what: "summarizing again" });
+  await until(() => faux.requests.filter(isSummary).length === 3, { what: "summarizing again" });
   // The faux provider does not watch the signal while its responder waits: release it once marked.
   const aborting = root.abort({ background: true });
   await until(() => h.inspect().tasks.some((t) => t.record.id === second && t.record.abortRequested), {

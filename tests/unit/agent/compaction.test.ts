@@ -950,6 +950,10 @@ describe("compaction a generation waits for", () => {
     expect((await h.getTask(manual))?.state.status).toBe("running");
     const placed = (await root.entries()).filter((e) => e.kind === "pi.compaction");
     expect(placed.map((e) => e.data)).toEqual([{ reason: "threshold" }]);
+    // Placing the threshold summary removed its own status only: the manual one's stays while it
+    // summarizes (break 31G: a placement that cleared every status in pi.live passed every test).
+    const live = await h.doc<LiveState & Record<string, never>>(1, "pi.live");
+    expect(live?.compactions?.map((s) => s.taskId)).toEqual([manual]);
     const i = faux.requests.findLastIndex(isSummary);
     expect(textOf(faux.requests[i + 1]!.messages[0]!)).toContain("<summary>\nSUMMARY T\n</summary>");
     gate.resolve();
@@ -1126,6 +1130,10 @@ describe("compaction a generation waits for", () => {
       status: "done",
       requestId: `compaction:${compactions[0]!.id}`,
     });
+    // Its entry carries its own reason, threshold, though it is conversation-owned like a manual one
+    // (break 31G: `data.reason` written "manual" for every non-blocking summary passed every test).
+    const placed = (await root.entries()).filter((e) => e.kind === "pi.compaction");
+    expect(placed.map((e) => e.data)).toEqual([{ reason: "threshold" }]);
     // The run that started it did not wait: its request went out without the summary.
     const i = faux.requests.findIndex(isSummary);
     expect(

@@ -444,6 +444,67 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(textOf(messageOf((await transcript(root)).at(-1)!))).toBe("done");
   });
 
+  test("onAbort over the first call of a sequential round: the chain replaces its result, and the pending sibling still starts, runs and the run goes on (break 31G)", async () => {
+    // Break 31G: every onAbort test ran a parallel round; a sequential round that answered its
+    // pending calls aborted once a call ended aborted passed them.
+    const started = deferred();
+    const slow = defineTool({
+      name: "slow",
+      description: "Works until aborted",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        api.output("durable\n");
+        started.resolve();
+        await new Promise<void>((_resolve, reject) => {
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+        return textResult("finished");
+      },
+    });
+    let siblingRan = 0;
+    const sibling = defineTool({
+      name: "sibling",
+      description: "Finishes at once",
+      parameters: Type.Object({}),
+      async execute() {
+        siblingRan++;
+        return textResult("sibling done");
+      },
+    });
+    const { h, root, faux } = await withExtensions(
+      callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" }), fauxToolCall("sibling", {}, { id: "c2" })),
+      [
+        defineExtension({ name: "tools", tools: [slow, sibling] }),
+        defineExtension({
+          name: "hooks",
+          hooks: [
+            hook("pi.tool", {
+              onAbort: (_call, result) => textResult(`${textOf(result as never).trim()} +hook`),
+            }),
+          ],
+        }),
+      ],
+      { settings: { toolExecution: "sequential" } },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    // Sequential: the sibling has no task yet, it waits in the round's pending calls.
+    expect(liveOf(h).tools!.find((t) => t.name === "sibling")?.taskId).toBeUndefined();
+    const slowTask = liveOf(h).tools!.find((t) => t.name === "slow")!.taskId!;
+    expect(await h.abortTask(slowTask)).toBe("marked");
+    expect((await h.waitForTask(slowTask)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect((await sub.wait()).status).toBe("done");
+    expect(siblingRan).toBe(1);
+    const results = await toolResults(root);
+    expect(results).toHaveLength(2);
+    expect(textOf(messageOf(results[0]!))).toMatch(/^durable \+hook/);
+    expect(textOf(messageOf(results[1]!))).toBe("sibling done");
+    const [, siblingTask] = (await h.tasks({ kind: "pi.tool" })).sort((a, b) => a.id - b.id);
+    expect(siblingTask?.state).toMatchObject({ outcome: { status: "completed" } });
+    expect(faux.requests).toHaveLength(2);
+    expect(textOf(messageOf((await transcript(root)).at(-1)!))).toBe("done");
+  });
+
   test("onAbort: an aborted-result replacement chain; a throw is reported and the next runs", async () => {
     const started = deferred();
     const slow = defineTool({

@@ -79,6 +79,36 @@ test("a commit that only creates a conversation a live task owns is a frame: the
   await watch.stop();
 });
 
+test("a second task-graph watch, acquired while the mount lives, holds the graph of its own acquisition; later commits buffer until its start() (break 31G)", async () => {
+  // Break 31G: every test acquired the mount's first watch; a later watch handed the graph the mount
+  // was built with, not the one it holds now, passed them.
+  const hold = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [hold.tool],
+  });
+  const first = await h.watchTaskGraph();
+  first.start(() => undefined);
+  const input = await root.submit({ type: "input", content: "hold it" });
+  await hold.started.promise;
+  const now = h.taskGraph();
+  expect(nodes(now).some((n) => n.kind === "pi.tool")).toBe(true);
+  const second = await h.watchTaskGraph();
+  expect(second.value).toEqual(now);
+  hold.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await h.waitForIdle();
+  // The run's commits are buffered, the value still the acquisition graph.
+  expect(second.pending).toBeGreaterThan(0);
+  expect(second.value).toEqual(now);
+  const seen: TaskGraph[] = [];
+  second.start((frame) => void seen.push(frame.value));
+  await until(() => seen.length > 0 && Object.keys(seen.at(-1)!.tasks).length === 0, {
+    what: "the buffered frames, ending empty",
+  });
+  await first.stop();
+  await second.stop();
+});
+
 test("a stalled task-graph watch keeps at most 100 frames: the backlog is replaced by one frame of the newest graph", async () => {
   const { h, root } = await open(echo);
   const watch = await h.watchTaskGraph();

@@ -325,6 +325,41 @@ test("settles an abort even when the tool was uninstalled, using default content
   expect(diagnosticsOf(result!)[1]!.message).toContain("limits 2000 lines, 50 KiB");
 });
 
+test("settles an abort with default content bounds when the tool, still installed, no longer resolves for the conversation (its pi.agent tools leave it out) (break 31G)", async () => {
+  // Break 31G: the named test uninstalls the tool; bounds read from every installed tool (not the
+  // phase's resolution for the conversation) passed it, and bounded this replacement by the two
+  // lines of a tool the conversation no longer offers.
+  const started = deferred();
+  const bounded = defineTool({
+    name: "bounded",
+    description: "Works until aborted; keeps two lines",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, retain: "head" },
+    async execute(_args, api) {
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
+    extensions,
+    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+  });
+  await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await root.configure({ tools: { remove: ["bounded"] } });
+  expect([...(await root.agent()).tools.keys()]).not.toContain("bounded");
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(await h.abortTask(task!.id)).toBe("marked");
+  expect((await h.waitForTask(task!.id)).state).toMatchObject({ outcome: { status: "aborted" } });
+  const [result] = await toolResults(root);
+  // The four lines fit the defaults: kept whole, with no truncation.
+  expect(textOf(messageOf(result!)).startsWith("one\ntwo\nthree\nfour")).toBe(true);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+});
+
 test("replays the hook after close before settlement, retaining the abort mark and application note", async () => {
   const asked: string[] = [];
   const firstAsk = deferred();

@@ -1290,3 +1290,81 @@ test("allSettled on tasks it does not own, one already terminal and one live: it
   expect((await h.getTask(slowId))?.abortRequested).toBe(false);
   await h.close();
 });
+
+test("allSettled on another task's children, one already terminal and one live: allowed, it waits for the live one and reads [completed, failed] in order (break 31G)", async () => {
+  // Break 31G: every task waited on in the named tests was conversation-owned (or its own owner); a
+  // validation refusing an allSettled wait on another task's child passed them.
+  const gate = deferred();
+  const quick = single(
+    "foreign-child-quick",
+    async (_t, runtime) => void (await runtime.commit(() => complete("quick"))),
+  );
+  const slow = single("foreign-child-slow", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "slow failed" } },
+    }));
+  });
+  // The children's owner: creates both, then waits on them itself.
+  const parent = defineTask<null, Go | { phase: "held" }, Json>({
+    name: "foreign-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: task.id } };
+          const on = [tx.createTask(quick, null, owned), tx.createTask(slow, null, owned)];
+          return { status: "waiting", checkpoint: { phase: "held" }, on, policy: "allSettled" };
+        });
+      },
+      held: async (_t, runtime) => void (await runtime.commit(() => complete("parent"))),
+    },
+    abort: async () => undefined,
+  });
+  type Gather = Go | { phase: "gather" };
+  let read: string[] | undefined;
+  const waiter = defineTask<{ on: TaskId[] }, Gather, Json>({
+    name: "foreign-child-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "gather" },
+          on: task.input.on,
+          policy: "allSettled",
+        }));
+      },
+      gather: async (task, runtime) => {
+        read = (await runtime.outcomes(task.input.on)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [quick, slow, parent, waiter] });
+  const conversationOwned = { ownership: { kind: "conversation" as const } };
+  const parentId = await h.createTask(parent, null, conversationOwned);
+  const children = () => [...internals(h).session.records.tasks.values()].filter((t) => t.owner === parentId);
+  await until(
+    () => children().some((t) => t.kind === "foreign-child-quick" && t.state.status === "terminal"),
+    {
+      what: "the quick child terminal",
+    },
+  );
+  const quickId = children().find((t) => t.kind === "foreign-child-quick")!.id;
+  const slowId = children().find((t) => t.kind === "foreign-child-slow")!.id;
+  const waiterId = await h.createTask(waiter, { on: [quickId, slowId] }, conversationOwned);
+  await until(() => internals(h).session.records.tasks.get(waiterId)?.state.status === "waiting", {
+    what: "the waiter waiting",
+  });
+  expect(read).toBeUndefined();
+  gate.resolve();
+  expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["completed", "failed"]);
+  expect(outcome(await done(h, parentId))).toEqual({ status: "completed", result: "parent" });
+  await h.close();
+});

@@ -102,6 +102,9 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   const first = watch.stop();
   const second = watch.stop();
   expect(watch.pending).toBe(0);
+  // The value stays the latest delivered revision: the discarded frame 2 never becomes it (break
+  // 31G: a stop() that moved the value to the newest pending frame passed every test).
+  expect(watch.value).toBe(1);
   // The common terminal promise (spec §9.2): every stop() returns `closed` itself (reading 24e).
   expect(first).toBe(watch.closed);
   expect(second).toBe(first);
@@ -118,6 +121,12 @@ test("stop() is idempotent: it discards pending frames, no callback follows, and
   watch.push(frame(3));
   await settle();
   expect(seen).toEqual([1]);
+  expect(watch.value).toBe(1);
+  // Stopped before start(), a watch keeps its acquisition value, whatever was buffered.
+  const unstarted = new Watch(0);
+  unstarted.push(frame(1));
+  expect(await unstarted.stop()).toBe("stopped");
+  expect(unstarted.value).toBe(0);
 });
 
 test("a throwing listener ends only its own watch with listener_error, discarding what was pending; the first reason stays, whatever stops or closes it later", async () => {
@@ -153,6 +162,25 @@ test("a throwing listener ends only its own watch with listener_error, discardin
   await h.close();
   expect(await failing.closed).toBe("listener_error");
   expect(await healthy.closed).toBe("closed");
+});
+
+test("a listener that throws synchronously (a plain function, not a rejected promise) ends its watch with listener_error too, discarding what was pending (break 31G)", async () => {
+  // Break 31G: every throwing listener in these tests was async (a rejection); a delivery that
+  // called the listener outside its try passed them, and a synchronous throw left the watch open
+  // with its frames stuck.
+  const watch = new Watch(0);
+  watch.push(frame(1));
+  watch.push(frame(2));
+  const seen: number[] = [];
+  watch.start((f) => {
+    seen.push(f.value);
+    throw new Error("sync listener bug");
+  });
+  const end = await Promise.race([watch.closed, settle().then(() => "still open")]);
+  expect(end).toBe("listener_error");
+  expect(seen).toEqual([1]);
+  expect(watch.pending).toBe(0);
+  expect(await watch.stop()).toBe("listener_error");
 });
 
 test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
