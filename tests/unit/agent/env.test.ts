@@ -200,8 +200,7 @@ test("the builder's target reads the asking conversation's committed documents a
   };
   const { h, root } = await open(callsThenAnswer(), { extensions: registry(), env });
   const other = await h.createConversation({ ownership: { kind: "ownerless" } });
-  const setImage = (image: string) =>
-    h.transaction((tx) => tx.writeDoc(root.id, "app.container", { image }));
+  const setImage = (image: string) => h.transaction((tx) => tx.writeDoc(root.id, "app.container", { image }));
   await setImage("node:20");
   await (await root.submit({ type: "input", content: "one" })).wait();
   await setImage("node:22");
