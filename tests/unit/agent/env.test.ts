@@ -190,6 +190,29 @@ test("the builder is called at each use, off the commit line: once per preparati
   expect(calls).toBe(5);
 });
 
+test("the builder's target reads the asking conversation's committed documents as they are at that use: a document written between two uses is seen by the second, another conversation's by neither", async () => {
+  // Break 31B: a reader that kept the first value it read per conversation and document passed every
+  // test above (they read pi.agent once, never a document that changes).
+  const images: Array<{ c: number; image: unknown }> = [];
+  const env: EnvBuilder = (target) => {
+    images.push({ c: target.conversationId, image: target.read("app.container") });
+    return { fs: new MemoryFs() };
+  };
+  const { h, root } = await open(callsThenAnswer(), { extensions: registry(), env });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const setImage = (image: string) => h.transaction((tx) => tx.writeDoc(root.id, "app.container", { image }));
+  await setImage("node:20");
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await setImage("node:22");
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  await (await other.submit({ type: "input", content: "three" })).wait();
+  expect(images).toEqual([
+    { c: root.id, image: { image: "node:20" } },
+    { c: root.id, image: { image: "node:22" } },
+    { c: other.id, image: undefined },
+  ]);
+});
+
 test("a call's environment is built right before it executes: after its intent commit, and never for a blocked call", async () => {
   // Spec §8.4: "it builds api.env with HarnessOptions.env right before executing"; "a block commits
   // the corresponding error result instead, without intent". (Reading 23d: only counted, never placed.)

@@ -74,13 +74,20 @@ test("instructions set after a first request still come last: the next request, 
       name: "a",
       sections: [section("role", () => "You help."), section("files", () => "f.txt")],
     }),
+    defineExtension({ name: "b", sections: [section("notes", () => "n.md")] }),
   ]);
+  await root.configure({ extensions: ["a"] });
   await ask("hi");
   await root.configure({ instructions: "Answer in French." });
   await ask("again");
+  // A section selected after the instructions were shown goes before them, not after (break 31B: an
+  // order change taken as a plain patch appended it after the instructions, and this test passed).
+  await root.configure({ extensions: ["a", "b"] });
+  await ask("third");
   expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
     "<role>\nYou help.\n</role>\n\n<files>\nf.txt\n</files>",
     "<role>\nYou help.\n</role>\n\n<files>\nf.txt\n</files>\n\n<instructions>\nAnswer in French.\n</instructions>",
+    "<role>\nYou help.\n</role>\n\n<files>\nf.txt\n</files>\n\n<notes>\nn.md\n</notes>\n\n<instructions>\nAnswer in French.\n</instructions>",
   ]);
 });
 

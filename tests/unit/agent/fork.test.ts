@@ -400,6 +400,11 @@ describe("fork", () => {
     const past = (await root.entries()).at(-1)!.id;
     // Past the child's cap: in the parent's history, not in the child's.
     await expect(child.fork(past, ownerless)).rejects.toThrow(EntryNotVisible);
+    // Two levels down, the root's entry within both caps is still visible, one past them is not
+    // (break 31B: a visibility check that looked at the conversation and its parent only passed).
+    const grandchild = await child.fork(at, ownerless);
+    expect((await grandchild.fork(at, ownerless)).id).toBeGreaterThan(grandchild.id);
+    await expect(grandchild.fork(past, ownerless)).rejects.toThrow(EntryNotVisible);
     await expect(
       h.transaction((tx) => {
         tx.writeDoc(root.id, "app.note", { n: 1 });

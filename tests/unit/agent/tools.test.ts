@@ -243,7 +243,7 @@ describe("tools", () => {
 
   test("a tool the agent names but nobody registered is not offered, and the request goes out without it", async () => {
     const { tool } = itemTool({});
-    const { root, faux } = await open(
+    const { root, faux, h } = await open(
       callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" })),
       {
         tools: [tool],
@@ -252,6 +252,24 @@ describe("tools", () => {
     await root.configure({ tools: ["ghost", "apply"] });
     expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
     expect(faux.requests.map((r) => r.tools)).toEqual([["apply"], ["apply"]]);
+    // The stored filter keeps the name, and it takes effect once a tool of that name is installed
+    // (break 31B: a preparation that dropped unresolved names from the stored filter passed).
+    expect(await root.agentState()).toEqual({ tools: ["ghost", "apply"] });
+    h.extensions.install(
+      defineExtension({
+        name: "late",
+        tools: [
+          defineTool({
+            name: "ghost",
+            description: "Now installed",
+            parameters: Type.Object({}),
+            execute: async () => textResult("boo"),
+          }),
+        ],
+      }),
+    );
+    expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+    expect(faux.requests.at(-1)!.tools).toEqual(["ghost", "apply"]);
   });
 
   test("a tool offered by a pinned request that no longer resolves when it is resent after a reopen is left out, and the request goes out without it", async () => {
