@@ -661,6 +661,40 @@ test("an aborted call's result is built from its slot: the durable output, the l
   ]);
 });
 
+test("two calls of a parallel round aborted together: each result is built from its own slot", async () => {
+  // Break 31A: the named tests abort one call, so results built from the round's first running slot
+  // passed them.
+  const reporting = (name: string) => async (api: ToolApi) => {
+    api.output(`${name} line\n`);
+    api.diagnostic({ severity: "warn", message: `${name} is slow` });
+    await api.details({ of: name });
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  };
+  const left = probe("left", reporting("left"));
+  const right = probe("right", reporting("right"));
+  const { h, root } = await open(calls("left", "right"), { tools: [left.tool, right.tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => {
+    const slots = liveOf(h).tools ?? [];
+    return slots.length === 2 && slots.every((s) => s.details !== undefined && s.diagnostics !== undefined);
+  });
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  const results = await toolResults(root);
+  expect(
+    results.map((r) => {
+      const m = messageOf(r) as { details?: Json; content: Array<{ text: string }> };
+      return [m.content[0]!.text, m.details, diagnosticsOf(r).map((d) => d.code ?? d.message)];
+    }),
+  ).toEqual([
+    ["left line\n", { of: "left" }, ["left is slow", "aborted"]],
+    ["right line\n", { of: "right" }, ["right is slow", "aborted"]],
+  ]);
+});
+
 test("an interrupted call's result is built from its slot too: the durable output, the last details, and the recorded diagnostics before the interrupted one", async () => {
   const reporting = async (api: ToolApi): Promise<ToolResult> => {
     api.output("partial line\n");
