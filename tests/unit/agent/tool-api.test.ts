@@ -439,7 +439,7 @@ test("createTask in a call of a conversation other than the root: its tasks live
   // could not be told from "that task's conversation" (spec §7.3).
   const work = gatedTask("test.work", Promise.resolve());
   const created: number[] = [];
-  const { tool } = probe("probe", async (api) => {
+  const { tool, seen } = probe("probe", async (api) => {
     created.push(await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } }));
     created.push(
       await api.createTask(work, { n: 2 }, { ownership: { kind: "conversation" }, background: true }),
@@ -453,6 +453,13 @@ test("createTask in a call of a conversation other than the root: its tasks live
   expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
   const records = await Promise.all(created.map((id) => h.waitForTask(id)));
   expect(records.map((r) => r.conversationId)).toEqual([other.id, other.id, other.id]);
+  // Break 31A: and with the ownership given, the plain conversation-owned one too (a call that made it
+  // its own child passed): the call's child, then two of the conversation's own.
+  expect(records.map((r) => [r.owner, r.background])).toEqual([
+    [seen.api!.taskId, false],
+    [undefined, true],
+    [undefined, false],
+  ]);
 });
 
 test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
