@@ -589,6 +589,9 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   // Reading the absent document created nothing.
   expect(await h.doc(root.id, "app.absent")).toBeUndefined();
   await expect(seen.api!.snapshot(Note)).rejects.toThrow(CommitRefused);
+  // By name too, of its conversation or another (break 31A: a read by name left unbound passed).
+  await expect(seen.api!.snapshot("app.note")).rejects.toThrow(CommitRefused);
+  await expect(seen.api!.snapshot("app.note", other.id)).rejects.toThrow(CommitRefused);
 });
 
 test("snapshot through a token of a newer version migrates in memory only: the stored value keeps its version until a transaction reads it through the token (break 30A)", async () => {
