@@ -22,6 +22,7 @@ import {
   type Json,
   RegistryInvalid,
   type RegistryReader,
+  SUBAGENT_TASK,
   section,
   type TaskId,
   textResult,
@@ -118,6 +119,33 @@ describe("the registry", () => {
         .tools()
         .map((t) => `${t.extension}:${t.tool.name}`),
     ).toEqual(["base:a", "other:a"]);
+  });
+
+  test("the harness's own pi.subagent task is built in too: an extension that defines it is refused (task_collision), and the harness keeps its own", async () => {
+    // Break 31A: the collision check knew the three tasks of spec section 8 only, so an extension could
+    // define pi.subagent, replace the harness's subagent task, and take it away again by an uninstall.
+    const registry = createRegistry();
+    const { h } = await open(echo, { extensions: registry });
+    const own = h.registry.get(SUBAGENT_TASK);
+    expect(own).toBeDefined();
+    expect(
+      invalid(() => registry.install({ name: "x", tasks: [single(SUBAGENT_TASK, async () => {})] })),
+    ).toBe("task_collision");
+    expect(h.registry.get(SUBAGENT_TASK)).toBe(own);
+    registry.uninstall("x");
+    expect(h.registry.get(SUBAGENT_TASK)).toBe(own);
+    // Later in the list of an extension's tasks as well.
+    expect(
+      invalid(() =>
+        registry.install({
+          name: "y",
+          tasks: [single("y-job", async () => {}), single(SUBAGENT_TASK, async () => {})],
+        }),
+      ),
+    ).toBe("task_collision");
+    expect(h.registry.get(SUBAGENT_TASK)).toBe(own);
+    expect(registry.snapshot().installed()).toEqual([]);
+    await h.close();
   });
 
   test("a reinstall is checked as a first install: a replacement with a bad, reserved or repeated section key is refused and the installed extension stays", () => {
@@ -754,6 +782,10 @@ describe("Harness.open binds the registry", () => {
     registry.install(defineExtension({ name: "later", tools: [tool("late")] }));
     expect([...(await first.root.agent()).tools.keys()]).toEqual(["note", "late"]);
     await first.h.close();
+    // Outlived: an install after the close reaches the next harness only; the closed one let go of it.
+    registry.install(defineExtension({ name: "after", tasks: [single("after-job", async () => {})] }));
+    expect(first.h.registry.has("after-job")).toBe(false);
+    registry.uninstall("after");
     const second = await open(echo, { store: await memoryStore(store.image()), extensions: registry });
     expect(second.h.extensions).toBe(registry);
     expect([...(await second.root.agent()).tools.keys()]).toEqual(["note", "late"]);

@@ -306,6 +306,31 @@ describe("deriveContext", () => {
     ]);
   });
 
+  test("two assistants that reuse a call id each get their own result, in call order", () => {
+    // Break 31A: every named case had distinct call ids, so results consumed by id (not by position)
+    // passed: the second assistant's call c1 then got a synthetic error and its own result was dropped.
+    const { messages } = deriveContext([
+      user("q"),
+      assistant([call("c1"), call("c2")], "toolUse"),
+      result("c2", "a2"),
+      result("c1", "a1"),
+      assistant([call("c1")], "toolUse"),
+      result("c1", "b1"),
+      assistant("answer"),
+    ]);
+    expect(
+      messages.map((m) => (m.role === "toolResult" ? `result:${textOf(m)}` : `${m.role}:${textOf(m)}`)),
+    ).toEqual([
+      "user:q",
+      "assistant:call:tcall:t",
+      "result:a1",
+      "result:a2",
+      "assistant:call:t",
+      "result:b1",
+      "assistant:answer",
+    ]);
+  });
+
   test("a result found only after the next assistant is not moved back: its call gets a synthetic error result and the late one is dropped", () => {
     // Spec §2.1 rule 7 moves the results "found before the next assistant message" (reading 24b:
     // the bound was never set up; every result sat before the next assistant).

@@ -176,3 +176,40 @@ test("api.snapshotAsOf reads a rewindable document as it was at an entry (spec Â
   expect(refused).toHaveLength(1);
   expect(refused[0]).toBeInstanceOf(InvalidTransition);
 });
+
+test("api.snapshotAsOf in a conversation other than the root reads the asking conversation by default, another when named", async () => {
+  // Break 31A: every read of the test above asked in the root and of the root, so a default to the
+  // root and a conversation argument ignored both passed.
+  const seen: unknown[] = [];
+  let at: { root: number; other: number } | undefined;
+  let rootId = 0;
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({
+      name: "looks-back",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async (messages, api) => {
+            if (at && api.conversationId !== rootId) {
+              seen.push(await api.snapshotAsOf("pi.agent", at.other));
+              seen.push(await api.snapshotAsOf("pi.agent", at.root, rootId));
+            }
+            return messages;
+          },
+        }),
+      ],
+    }),
+  );
+  const { root, h } = await open(echo, { extensions });
+  rootId = root.id;
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await root.configure({ instructions: "root first" });
+  await other.configure({ instructions: "other first" });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await (await other.submit({ type: "input", content: "one" })).wait();
+  at = { root: (await root.entries()).at(-1)!.id, other: (await other.entries()).at(-1)!.id };
+  await root.configure({ instructions: "root second" });
+  await other.configure({ instructions: "other second" });
+  await (await other.submit({ type: "input", content: "two" })).wait();
+  expect(seen).toEqual([{ instructions: "other first" }, { instructions: "root first" }]);
+});

@@ -218,6 +218,8 @@ describe("the hooks table: composition in extension order, and what a throw does
       fauxToolCall("apply", { item: "one" }, { id: "c1" }),
       fauxToolCall("apply", { item: "two" }, { id: "c2" }),
       fauxToolCall("apply", { item: "three" }, { id: "c3" }),
+      // Break 31A: a throw of something not an Error is an ordinary throw too (it faulted the task).
+      fauxToolCall("apply", { item: "four" }, { id: "c4" }),
     ];
     const { root } = await withExtensions(
       callsThenAnswer(...calls),
@@ -231,6 +233,7 @@ describe("the hooks table: composition in extension order, and what a throw does
                 const item = (call.arguments as { item: string }).item;
                 asked.push(`a:${item}`);
                 if (item === "three") throw new Error("a refuses three");
+                if (item === "four") throw "a refuses four";
                 return { arguments: { item: `${item}+a` } };
               },
             }),
@@ -265,13 +268,14 @@ describe("the hooks table: composition in extension order, and what a throw does
     expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
       status: "done",
     });
-    expect(asked).toEqual(["a:one", "b:one+a", "c:one+a", "a:two", "b:two+a", "a:three"]);
+    expect(asked).toEqual(["a:one", "b:one+a", "c:one+a", "a:two", "b:two+a", "a:three", "a:four"]);
     expect(seen).toEqual([]);
     const results = await toolResults(root);
     expect(results.map((e) => textOf(messageOf(e)))).toEqual([
       expect.stringContaining("c blocks everything"),
       expect.stringContaining("b blocks two"),
       expect.stringContaining("a refuses three"),
+      expect.stringContaining("a refuses four"),
     ]);
     for (const r of results) expect(diagnosticsOf(r).map((d) => d.code)).toEqual(["blocked"]);
   });

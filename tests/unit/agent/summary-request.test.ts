@@ -14,12 +14,19 @@ import { fauxError } from "../../../worker/testing.ts";
 import { open, textOf } from "./fixtures.ts";
 
 test("the summary request carries the pinned thinking level as reasoning and the pinned stream options across a retry, and its user message is <conversation>, the prompt, then the focus only when given", async () => {
-  const sent: Array<{ summary: boolean; reasoning: unknown; timeoutMs: unknown; messages: Message[] }> = [];
+  const sent: Array<{
+    summary: boolean;
+    reasoning: unknown;
+    timeoutMs: unknown;
+    headers: unknown;
+    messages: Message[];
+  }> = [];
   const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
     sent.push({
       summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
       reasoning: options.reasoning,
       timeoutMs: options.timeoutMs,
+      headers: options.headers,
       messages: [...context.messages],
     });
     return defaultStream(model, context, options);
@@ -30,7 +37,7 @@ test("the summary request carries the pinned thinking level as reasoning and the
   const settings = {
     compaction: { keepRecentTokens: 1, reserveTokens: 1000 },
     retry: { baseDelayMs: 1 },
-    stream: { timeoutMs: 1111 },
+    stream: { timeoutMs: 1111, headers: { authorization: "Bearer one" } },
   };
   const { h, root: r } = await open(
     async (req) => {
@@ -39,7 +46,7 @@ test("the summary request carries the pinned thinking level as reasoning and the
       if (summaries === 1) {
         // The conversation's level changes while the first attempt is out; it then fails retryably.
         await root!.configure({ thinkingLevel: "low" });
-        settings.stream = { timeoutMs: 2222 };
+        settings.stream = { timeoutMs: 2222, headers: { authorization: "Bearer two" } };
         // A head marker lands while the attempt is out: the retry summarizes the range pinned at
         // select, not the one the new marker starts.
         await root!.commit((tx) => {
@@ -68,6 +75,12 @@ test("the summary request carries the pinned thinking level as reasoning and the
   expect(first.map((s) => s.reasoning)).toEqual(["high", "high"]);
   // So do the stream options: pinned at select, not the settings changed during the first attempt.
   expect(first.map((s) => s.timeoutMs)).toEqual([1111, 1111]);
+  // The headers are forwarded too, read at each request (they carry credentials, never pinned; break
+  // 31A: a summary request sent without them passed).
+  expect(first.map((s) => s.headers)).toEqual([
+    { authorization: "Bearer one" },
+    { authorization: "Bearer two" },
+  ]);
   // And the conversation it summarizes: the retry resends the first attempt's text, without the entry
   // that landed after select (break 28E).
   expect(textOf(first[1]!.messages[0]!)).toBe(textOf(first[0]!.messages[0]!));

@@ -439,7 +439,7 @@ test("createTask in a call of a conversation other than the root: its tasks live
   // could not be told from "that task's conversation" (spec §7.3).
   const work = gatedTask("test.work", Promise.resolve());
   const created: number[] = [];
-  const { tool } = probe("probe", async (api) => {
+  const { tool, seen } = probe("probe", async (api) => {
     created.push(await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } }));
     created.push(
       await api.createTask(work, { n: 2 }, { ownership: { kind: "conversation" }, background: true }),
@@ -453,6 +453,13 @@ test("createTask in a call of a conversation other than the root: its tasks live
   expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
   const records = await Promise.all(created.map((id) => h.waitForTask(id)));
   expect(records.map((r) => r.conversationId)).toEqual([other.id, other.id, other.id]);
+  // Break 31A: and with the ownership given, the plain conversation-owned one too (a call that made it
+  // its own child passed): the call's child, then two of the conversation's own.
+  expect(records.map((r) => [r.owner, r.background])).toEqual([
+    [seen.api!.taskId, false],
+    [undefined, true],
+    [undefined, false],
+  ]);
 });
 
 test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
@@ -582,6 +589,9 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   // Reading the absent document created nothing.
   expect(await h.doc(root.id, "app.absent")).toBeUndefined();
   await expect(seen.api!.snapshot(Note)).rejects.toThrow(CommitRefused);
+  // By name too, of its conversation or another (break 31A: a read by name left unbound passed).
+  await expect(seen.api!.snapshot("app.note")).rejects.toThrow(CommitRefused);
+  await expect(seen.api!.snapshot("app.note", other.id)).rejects.toThrow(CommitRefused);
 });
 
 test("snapshot through a token of a newer version migrates in memory only: the stored value keeps its version until a transaction reads it through the token (break 30A)", async () => {
@@ -658,6 +668,40 @@ test("an aborted call's result is built from its slot: the durable output, the l
   expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
     ["warn", "slow disk"],
     ["error", "aborted"],
+  ]);
+});
+
+test("two calls of a parallel round aborted together: each result is built from its own slot", async () => {
+  // Break 31A: the named tests abort one call, so results built from the round's first running slot
+  // passed them.
+  const reporting = (name: string) => async (api: ToolApi) => {
+    api.output(`${name} line\n`);
+    api.diagnostic({ severity: "warn", message: `${name} is slow` });
+    await api.details({ of: name });
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  };
+  const left = probe("left", reporting("left"));
+  const right = probe("right", reporting("right"));
+  const { h, root } = await open(calls("left", "right"), { tools: [left.tool, right.tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => {
+    const slots = liveOf(h).tools ?? [];
+    return slots.length === 2 && slots.every((s) => s.details !== undefined && s.diagnostics !== undefined);
+  });
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  const results = await toolResults(root);
+  expect(
+    results.map((r) => {
+      const m = messageOf(r) as { details?: Json; content: Array<{ text: string }> };
+      return [m.content[0]!.text, m.details, diagnosticsOf(r).map((d) => d.code ?? d.message)];
+    }),
+  ).toEqual([
+    ["left line\n", { of: "left" }, ["left is slow", "aborted"]],
+    ["right line\n", { of: "right" }, ["right is slow", "aborted"]],
   ]);
 });
 

@@ -16,7 +16,7 @@ import {
   textResult,
 } from "../../../worker/index.ts";
 import { deferred, type FauxResponder } from "../../../worker/testing.ts";
-import { echo, messageOf, open, textOf, toolResults } from "../agent/fixtures.ts";
+import { callsThenAnswer, echo, messageOf, open, textOf, toolResults } from "../agent/fixtures.ts";
 
 /** Every user message gets one call of `work`, then an answer. */
 const callWorkEachTurn: FauxResponder = (req, n) => {
@@ -69,6 +69,39 @@ test("a tool replaced while one of its calls runs: that call finishes on the old
   expect(await one.wait()).toMatchObject({ status: "done" });
   await (await root.submit({ type: "input", content: "two" })).wait();
   expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["v1 result", "v2 result"]);
+});
+
+test("a tool replaced while the first call of a sequential round runs: that call finishes on the old code, the round's next call runs the new", async () => {
+  // Break 31A: the named test's next call is in a new run; tools pinned for a whole round (by its
+  // answer) passed it.
+  const started = deferred();
+  const release = deferred();
+  const work = (text: string, gate?: Promise<void>) =>
+    defineTool({
+      name: "work",
+      description: text,
+      parameters: Type.Object({}),
+      executionMode: "sequential",
+      async execute() {
+        if (gate) {
+          started.resolve();
+          await gate;
+        }
+        return textResult(text);
+      },
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "worker", tools: [work("old code", release.promise)] }));
+  const { root } = await open(
+    callsThenAnswer(fauxToolCall("work", {}, { id: "c1" }), fauxToolCall("work", {}, { id: "c2" })),
+    { extensions },
+  );
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  extensions.install(defineExtension({ name: "worker", tools: [work("new code")] }));
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["old code", "new code"]);
 });
 
 test("a call running when its tool is replaced keeps the old definition through its result: the new version's tighter output limits do not cut it", async () => {

@@ -200,4 +200,32 @@ describe("versioned task definitions from extensions", () => {
       result: { ran: 3, input: { v3: "data" } },
     });
   });
+
+  test("inspect() reports a stored version newer than the installed definition as blocked before any drain judged it (opened paused), and the row stays as stored", async () => {
+    // Break 31A: the named test reads inspect() after a drain had blocked the task; inspect() judging
+    // an unjudged task of a newer version ready passed it.
+    const { image, ids } = await storeWith([parked("ext.job", 3)], [{ v3: "data" }]);
+    const id = ids[0]!;
+    const before = await row(image, id);
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "jobs", tasks: [jobV2(), other] }));
+    const h = await AgentHarness.open(image, { extensions, paused: true });
+    cleanups.push(() => h.close());
+    for (let i = 0; i < 2; i++)
+      expect(h.inspect().tasks.find((t) => t.record.id === id)!.state).toMatchObject({
+        kind: "blocked",
+        reason: "task_too_old",
+      });
+    h.resume();
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(h.inspect().tasks.find((t) => t.record.id === id)!.state).toMatchObject({
+      kind: "blocked",
+      reason: "task_too_old",
+    });
+    expect(await row(image, id)).toMatchObject({
+      version: 3,
+      input: before?.["input"],
+      memos: before?.["memos"],
+    });
+  });
 });

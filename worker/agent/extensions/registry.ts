@@ -69,6 +69,13 @@ export interface ExtensionRegistry extends RegistryReader {
 
 const SECTION_KEY = /^[a-z][a-z0-9_-]*$/;
 
+/**
+ * Tasks the harness registers beside the built-in tasks of spec §8: the subagent tool's
+ * (`SUBAGENT_TASK` of tools/builtin/subagent.ts, not imported: its imports lead back here). No
+ * extension defines or replaces them either.
+ */
+const HARNESS_TASKS = ["pi.subagent"] as const;
+
 function snapshotOf(list: readonly Extension[]): RegistrySnapshot {
   const installed = Object.freeze([...list]);
   const tasks = new Map<string, AnyTaskDefinition>();
@@ -88,7 +95,9 @@ function snapshotOf(list: readonly Extension[]): RegistrySnapshot {
 
 /** Throws ExtensionInvalid when the registry holding `list` would be invalid. */
 function validate(list: readonly Extension[]): void {
-  const taskOwner = new Map<string, string>(BUILTIN_TASKS.map((t) => [t, "the built-in tasks"]));
+  const taskOwner = new Map<string, string>(
+    [...BUILTIN_TASKS, ...HARNESS_TASKS].map((t) => [t, "the built-in tasks"]),
+  );
   for (const e of list) {
     if (typeof e.name !== "string" || e.name === "")
       throw new ExtensionInvalid("invalid_name", "an extension needs a name");
