@@ -621,9 +621,9 @@ describe("Conversation.compact()", () => {
     // Kept as an entry (every response becomes one), left out of the next request.
     expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
     await chat(root, 4);
-    expect(faux.requests.filter((r) => !isSummary(r)).some((r) => JSON.stringify(r.messages).includes("BROKEN"))).toBe(
-      false,
-    );
+    expect(
+      faux.requests.filter((r) => !isSummary(r)).some((r) => JSON.stringify(r.messages).includes("BROKEN")),
+    ).toBe(false);
     await h.waitForTask(await root.compact());
     const prompt = textOf(faux.requests.filter(isSummary)[0]!.messages[0]!);
     expect(prompt).toContain("[User]: q0");

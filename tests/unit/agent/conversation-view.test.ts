@@ -112,7 +112,9 @@ test("every pi.live value a run, its tool round and a compaction commit holds on
       const last = [...req.messages].reverse().find((m) => m.role === "user");
       const wantsTool = last !== undefined && JSON.stringify(last.content).includes("tool");
       return wantsTool && !answered
-        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `c${req.messages.length}` })], { stopReason: "toolUse" })
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `c${req.messages.length}` })], {
+            stopReason: "toolUse",
+          })
         : fauxAssistantMessage(`answer ${"x".repeat(400)}`);
     },
     { tools: [gate.tool], settings: { compaction: { keepRecentTokens: 150 } } },
