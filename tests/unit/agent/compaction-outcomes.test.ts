@@ -302,3 +302,33 @@ test("two compactions under way at once: pi.live lists a status for each, and ea
   await h.waitForTask(second);
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
 });
+
+test("a compaction that faults beside another under way removes only its own status: the other's stays until its own outcome (break 31E)", async () => {
+  // Break 31E: the faulted compaction of the named test ran alone, so a fault's cleanup that emptied
+  // pi.live.compactions passed it. The second beforeCompact call throws (its reporter too).
+  const gate = deferred();
+  let calls = 0;
+  const { h, root, faux } = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    {
+      settings: { compaction: { keepRecentTokens: 150 } },
+      ...faultingHook("beforeCompact", "hook bug", () => ++calls === 2),
+    },
+  );
+  await chat(root, 3);
+  const summarizing = await root.compact();
+  await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+  const faulting = await root.compact();
+  expect((await h.waitForTask(faulting)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "hook bug" } },
+  });
+  expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([summarizing]);
+  gate.resolve();
+  await h.waitForTask(summarizing);
+  expect((liveOf(h) as LiveState).compactions).toBeUndefined();
+});

@@ -600,6 +600,37 @@ describe("Conversation.compact()", () => {
     expect((await root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction", head: 13 });
   });
 
+  test("the summary request leaves out failed answers too, as every later request does: a failed answer's text never reaches the summarizer (break 31E)", async () => {
+    // Break 31E: a summarized part built from the entries' raw messages (edits applied, a failed
+    // answer kept) passed every compaction test; the cut's walk reads contributions on its own.
+    let conversationRequests = 0;
+    const { h, root, faux } = await open(
+      (req) => {
+        if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+        if (++conversationRequests > 1) return fauxAssistantMessage(big("answer"));
+        return {
+          ...fauxAssistantMessage(big("BROKEN")),
+          stopReason: "error" as const,
+          errorMessage: "400 Bad Request: no",
+        };
+      },
+      { settings: { compaction: { keepRecentTokens: 250 }, retry: { enabled: false } } },
+    );
+    const bad = await root.submit({ type: "input", content: big("q0") });
+    expect(await bad.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    // Kept as an entry (every response becomes one), left out of the next request.
+    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant"]);
+    await chat(root, 4);
+    expect(
+      faux.requests.filter((r) => !isSummary(r)).some((r) => JSON.stringify(r.messages).includes("BROKEN")),
+    ).toBe(false);
+    await h.waitForTask(await root.compact());
+    const prompt = textOf(faux.requests.filter(isSummary)[0]!.messages[0]!);
+    expect(prompt).toContain("[User]: q0");
+    expect(prompt).toContain("[User]: q1");
+    expect(prompt).not.toContain("BROKEN");
+  });
+
   test("nothing to compact: completed with no summary and no request", async () => {
     const { h, root, faux } = await open(echoOrSummary);
     await chat(root, 1);

@@ -3,11 +3,12 @@
  * built-in documents, mounted by kind under `docs`; the view shows only committed state; a head
  * marker restarts the mounted entries at its head.
  */
-import { fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
+import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { zeroUsage } from "../../../worker/agent/records.ts";
 import type { Json } from "../../../worker/index.ts";
-import { echo, open } from "./fixtures.ts";
+import { echo, gatedTool, open } from "./fixtures.ts";
 
 test("every conversation is created with pi.agent, pi.live, pi.inbox, pi.usage and pi.provider, mounted by kind", async () => {
   const { h, root } = await open(echo);
@@ -97,6 +98,37 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
   expect(seenOther.every((v) => JSON.stringify(v) === "{}")).toBe(true);
   await rootWatch.stop();
   await otherWatch.stop();
+});
+
+test("every pi.live value a run, its tool round and a compaction commit holds only run, generation, tools and compactions (spec §8.2 LiveState; break 31E)", async () => {
+  // Break 31E: the named line was asserted by the type only; a run that wrote a field of its own
+  // beside run (removed again when the run ended) passed every test reading pi.live.
+  const gate = gatedTool("hold");
+  gate.release.resolve();
+  const { h, root } = await open(
+    (req) => {
+      if (req.systemPrompt === SUMMARY_SYSTEM_PROMPT) return fauxAssistantMessage("SUMMARY");
+      const answered = req.messages.at(-1)?.role === "toolResult";
+      const last = [...req.messages].reverse().find((m) => m.role === "user");
+      const wantsTool = last !== undefined && JSON.stringify(last.content).includes("tool");
+      return wantsTool && !answered
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `c${req.messages.length}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage(`answer ${"x".repeat(400)}`);
+    },
+    { tools: [gate.tool], settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  const seen = new Set<string>();
+  h.subscribe((change) => {
+    for (const d of change.docs)
+      if (d.name === "pi.live") for (const key of Object.keys((d.value ?? {}) as object)) seen.add(key);
+  });
+  for (const text of ["q1", "q2", "use a tool"])
+    await (await root.submit({ type: "input", content: `${text} ${"x".repeat(400)}` })).wait();
+  await h.waitForTask(await root.compact());
+  // Each of the four was written, and nothing else.
+  expect([...seen].sort()).toEqual(["compactions", "generation", "run", "tools"]);
 });
 
 test("a head marker restarts the view's entries: the marker, then the kept entries from its head", async () => {

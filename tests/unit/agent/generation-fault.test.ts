@@ -82,6 +82,32 @@ test("a faulted generation settles every input of its run: a steer placed at the
   expect(liveOf(h)).toEqual({});
 });
 
+test("a generation that faults in its tools phase, its round's slots still listed, has run, generation and tools removed from pi.live by the fault's commit (break 31E)", async () => {
+  // Break 31E: every named fault came outside a tool round, so a cleanup that left pi.live.tools
+  // passed them. A throwing afterTools hook whose reporter throws faults the tools phase.
+  let broken = true;
+  const gate = gatedTool("hold");
+  gate.release.resolve();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+    onReport: (error) => {
+      throw error;
+    },
+    hooks: {
+      afterTools: [
+        () => {
+          if (broken) throw new Error("round bug");
+        },
+      ],
+    },
+  });
+  const input = await root.submit({ type: "input", content: "one" });
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "round bug" });
+  expect(liveOf(h)).toEqual({});
+  broken = false;
+  expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+});
+
 test("a faulted run leaves the inbox alone (spec §6): its queued follow-up stays queued until the next submission's boundary", async () => {
   let broken = true;
   const hold = deferred();

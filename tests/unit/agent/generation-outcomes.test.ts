@@ -164,6 +164,45 @@ test("the orphaning commit of an aborted blocked generation leaves its input una
   expect(usage.models[`${faux.ref.provider}/${faux.ref.modelId}`]?.totalTokens).toBe(5);
 });
 
+test("a blocked generation the scheduler orphans (marked by Conversation.abort(), settled at its reservation) gets the same cleanup in the orphaning commit: input unanswered with the blocked reason, run control cleared, partial converted (break 31E)", async () => {
+  const { image, options, inputId, generation } = await stoppedMidStream(PARTIAL);
+  const store: MemoryStore = await memoryStore(image);
+  await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [generation]));
+  const h = await AgentHarness.open(store, options);
+  cleanups.push(() => h.close());
+  await until(() => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "blocked"), {
+    what: "generation blocked",
+  });
+  const commits: string[][] = [];
+  h.subscribe((change) => {
+    const wrote: string[] = [];
+    for (const t of change.tasks) if (t.id === generation) wrote.push(`generation ${t.state.status}`);
+    for (const s of change.submissions) if (s.id === inputId) wrote.push(`input ${s.status}`);
+    for (const d of change.docs)
+      if (d.name === "pi.live" && (d.value as { run?: unknown } | undefined)?.run === undefined)
+        wrote.push(JSON.stringify(d.value) === "{}" ? "pi.live cleared" : "run removed");
+    if (change.entries.some((e) => e.kind === "pi.assistant")) wrote.push("partial converted");
+    if (wrote.length > 0) commits.push(wrote.sort());
+  });
+  const root = await h.root();
+  // The conversation's abort only marks the blocked generation; the scheduler orphans it.
+  await root.abort();
+  await root.waitForIdle();
+  expect((await h.getTask(generation))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(commits.filter((c) => c.includes("generation terminal"))).toEqual([
+    ["generation terminal", "input unanswered", "partial converted", "pi.live cleared"],
+  ]);
+  expect(await h.submissionRecord(inputId)).toMatchObject({ status: "unanswered", reason: "task_too_old" });
+  expect(liveOf(h)).toEqual({});
+  expect(root.busy).toBe(false);
+  const [kept] = await assistantsOf(h);
+  expect(kept).toMatchObject({ stopReason: "aborted" });
+  expect(textOf(kept!)).toBe("half an ans");
+});
+
 test("an orphaned run leaves the inbox alone (spec §6): a follow-up queued behind the blocked generation stays queued until the next submission's boundary", async () => {
   const { options, image, generation } = await stoppedMidStream(PARTIAL);
   const store: MemoryStore = await memoryStore(image);

@@ -78,6 +78,27 @@ describe("submissions", () => {
     expect(root.busy).toBe(false);
   });
 
+  test.each(["steer", "followUp", "reject"] as const)(
+    "an input on an idle conversation with an empty inbox is placed at once whatever its whenBusy (%s): its admitting commit places it and starts the run, never through pi.inbox (break 31E)",
+    async (whenBusy) => {
+      // Break 31E: the named test submitted with the default whenBusy; an idle steer queued and
+      // placed by a final boundary in its admitting commit passed it.
+      const { h, root } = await open(echo);
+      const changes: ChangeSet[] = [];
+      h.subscribe((change) => changes.push(change));
+      const sub = await root.submit({ type: "input", content: "hello", whenBusy });
+      expect((await sub.record()).status).toBe("placed");
+      const admitting = changes.find((c) => c.submissions.some((s) => s.id === sub.id))!;
+      expect(admitting.submissions.map((s) => [s.id, s.status])).toEqual([[sub.id, "placed"]]);
+      expect(admitting.docs.map((d) => d.name)).not.toContain("pi.inbox");
+      const runAt = admitting.docs.find((d) => d.name === "pi.live")?.value as
+        | { run?: { inputs: number[] } }
+        | undefined;
+      expect(runAt?.run?.inputs).toEqual([sub.id]);
+      expect((await sub.wait()).status).toBe("done");
+    },
+  );
+
   test("a conversation is busy for its whole run: at every commit from the input's placement, through its tool turn and the boundary between its turns, up to the answer; idle in the commit that answers", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {

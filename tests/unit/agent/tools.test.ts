@@ -636,6 +636,44 @@ describe("tools", () => {
     expect(faux.requests).toHaveLength(2);
   });
 
+  test("a terminating round uses final behaviour for a steer too: a steer queued during it does not join the ended run; the final boundary places it and it starts the next run, answered by its own answer (break 31E)", async () => {
+    // Break 31E: the named tests queued follow-ups only; a closing commit that placed steers at
+    // post-tools first (joining the ended run, settled with its tool-calling answer) passed them.
+    const gate = deferred();
+    const finishLater = defineTool({
+      name: "finish-later",
+      description: "End the run once released",
+      parameters: Type.Object({}),
+      execute: async () => {
+        await gate.promise;
+        return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
+      },
+    });
+    const { root, faux } = await open(
+      (req) =>
+        req.messages.filter((m) => m.role === "user").length === 1
+          ? fauxAssistantMessage([fauxToolCall("finish-later", {}, { id: "call-1" })], {
+              stopReason: "toolUse",
+            })
+          : fauxAssistantMessage("steer answer"),
+      { tools: [finishLater] },
+    );
+    const first = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "the round running" });
+    const steer = await root.submit({ type: "input", content: "steer this", whenBusy: "steer" });
+    expect((await steer.record()).status).toBe("queued");
+    gate.resolve();
+    const firstDone = await first.wait();
+    const steerDone = await steer.wait();
+    expect(steerDone.status).toBe("done");
+    const entries = await transcript(root);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.user", "pi.assistant"]);
+    // The first input's answer is the tool-calling answer; the steer's is the next run's answer.
+    expect(firstDone).toMatchObject({ status: "done", answer: entries[1]!.id });
+    expect(steerDone).toMatchObject({ answer: entries[4]!.id });
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("terminate on only some calls of a round does not end the run", async () => {
     const effects = new KeyedEffects();
     const { root, faux } = await open(

@@ -324,6 +324,59 @@ test("an abort-marked waiting task leaves its wait for its abort handler only on
   await h.close();
 });
 
+test("an abort-marked waiting task does not wait for a foreign task in its `on` that is itself aborting: its abort handler runs while the other's still drains (break 31E)", async () => {
+  // Break 31E: the named foreign tasks were never marked, so a waiting task's abort invocation held
+  // back until the marked tasks of its `on` ended passed them.
+  const log: string[] = [];
+  const otherGate = deferred();
+  const other = single("aborting-other", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      log.push("abort:other");
+      await otherGate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const waiter = defineTask<TaskId, Go | { phase: "joined" }, Json>({
+    name: "aborting-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "joined" },
+          on: [task.input],
+          policy: "allSettled",
+        }));
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:waiter");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [waiter, other] });
+  const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+  const id = await h.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"), {
+    what: "the waiter waiting",
+  });
+  try {
+    expect(await h.abortTask(otherId)).toBe("marked");
+    await until(() => log.includes("abort:other"), { what: "the other's abort handler" });
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id, 2000))?.status).toBe("aborted");
+    expect(log).toEqual(["abort:other", "abort:waiter"]);
+    expect((await h.getTask(otherId))?.state.status).toBe("running");
+  } finally {
+    // Released on every path: close() joins the other's abort handler, which ignores its signal.
+    otherGate.resolve();
+  }
+  expect(outcome(await done(h, otherId))?.status).toBe("aborted");
+  await h.close();
+});
+
 test("a blocked owner is orphaned only after its owned work drained", async () => {
   const log: string[] = [];
   const gate = deferred();

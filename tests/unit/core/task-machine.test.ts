@@ -1031,6 +1031,28 @@ describe("the task runtime", () => {
 });
 
 describe("transactions", () => {
+  test("after an unfit replacement the task looks again at every boundary: a fit one registered later takes it over at the next boundary (break 31E)", async () => {
+    // Break 31E: every named test ran on to the end under its first definition once a replacement
+    // was unfit, so an invocation that stopped looking after the first unfit one passed them.
+    const log: string[] = [];
+    const reports: string[] = [];
+    let h!: Harness;
+    const at: Record<number, () => void> = {};
+    const make = (label: string, version: number) =>
+      countingTask({ name: "swap-later", label, version, last: 4, log, at: (n) => at[n]?.() });
+    const original = make("A", 1);
+    at[1] = () => h.registry.register(make("B", 2));
+    at[2] = () => h.registry.register(make("C", 1));
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "C" });
+    expect(log).toEqual(["A:1", "A:2", "C:3", "C:4"]);
+    expect(reports.filter((r) => r.includes("swap-later"))).toHaveLength(1);
+    await h.close();
+  });
   test("a transaction used after its callback ended is refused", async () => {
     const h = await Harness.open(await memoryStore());
     await h.transaction((tx) => tx.writeDoc(1, "kept", { x: 0 }));
