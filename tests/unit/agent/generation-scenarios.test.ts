@@ -118,7 +118,9 @@ test("a run of two inputs, the first settled by something else, still ends on ab
   const taskId = liveOf(h).run!.taskId;
   // The held responder ignores the abort signal: release it while the abort joins the invocation.
   const marking = h.abortTask(taskId);
-  await until(async () => (await h.getTask(taskId))?.abortRequested === true, { what: "the mark" });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === taskId && t.record.abortRequested), {
+    what: "the mark",
+  });
   hold.resolve();
   expect(await marking).toBe("marked");
   expect((await h.waitForTask(taskId)).state).toMatchObject({

@@ -1240,8 +1240,8 @@ describe("commits a handler may not make", () => {
     const sleeper = await h.createTask(parked("abort-waiter-target"), null, {
       ownership: { kind: "conversation" },
     });
-    const waits: NextTaskState[] = [
-      timerWait({ phase: "go" }, Date.now() + 3_600_000),
+    const waits: NextTaskState<Go, Json>[] = [
+      timerWait<Go>({ phase: "go" }, Date.now() + 3_600_000),
       { status: "waiting", checkpoint: { phase: "go" }, on: [sleeper], policy: "allSettled" },
     ];
     for (const next of waits) {
@@ -1260,7 +1260,7 @@ describe("commits a handler may not make", () => {
         },
       );
       const id = await h.createTask(later, null, { ownership: { kind: "conversation" } });
-      await until(async () => (await h.getTask(id))?.state.status === "running", {
+      await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "running"), {
         what: "the later waiter running",
       });
       expect(await h.abortTask(id)).toBe("marked");
