@@ -580,7 +580,7 @@ export class Harness {
   /**
    * Durably mark the live work ordinary traversal reaches from a conversation (spec §5.4; with
    * `background`, across background boundaries too), signal its running invocations, and resolve
-   * once that traversal reaches no live task (with `background`, once every marked task is terminal
+   * once that traversal reaches no live task (with `background`, once every task it reached is terminal
    * too). `inCommit` runs in the marking commit with the conversations reached, so the layer above
    * can withdraw their queued inputs atomically with the marks. A progress call; the signal cancels
    * only the wait.
@@ -595,7 +595,7 @@ export class Harness {
   ): Promise<void> {
     if (signal?.aborted) throw new WaitCancelled();
     this.resume();
-    const marked = await this.#session.commit((tx, overlay) => {
+    const admitted = await this.#session.commit((tx, overlay) => {
       refuseAway(overlay, conversationId);
       const scope = ordinaryScope(
         overlay,
@@ -606,14 +606,15 @@ export class Harness {
       const reached = new Set([conversationId]);
       if (options.background) for (const id of scope) reached.add(overlay.task(id)!.conversationId);
       options.inCommit?.(tx, reached);
-      return scope.filter((id) => mark(overlay, id));
+      return { scope, marked: scope.filter((id) => mark(overlay, id)) };
     });
-    for (const id of marked) this.#scheduler.active.get(id)?.signalAbort();
+    for (const id of admitted.marked) this.#scheduler.active.get(id)?.signalAbort();
     await this.waitForConversationIdle(conversationId, signal);
     if (options.background) {
+      // Every task reached when the abort was admitted, also one an earlier abort had marked already.
       const records = this.#session.records;
       await this.waitUntil(
-        () => marked.every((id) => records.tasks.get(id)?.state.status === "terminal"),
+        () => admitted.scope.every((id) => records.tasks.get(id)?.state.status === "terminal"),
         signal,
       );
     }

@@ -112,6 +112,29 @@ test("context(): contributions are each entry's messages after edits and without
   ]);
 });
 
+test("context() read again after more entries (derived on from the first read) still returns the whole transcript: model-less entries appended later are in entries and contribute no message (break 31H)", async () => {
+  const { root } = await open(echo);
+  const [q] = await append(root, [{ kind: "pi.user", model: [user("first")] }]);
+  expect((await root.context()).entries.map((e) => e.id)).toEqual([q]);
+  const [note, answer, marker, again] = await append(root, [
+    { kind: "app.note" },
+    { kind: "pi.assistant", model: [assistant("an answer", [])] },
+    { kind: "app.marker" },
+    { kind: "pi.user", model: [user("second")] },
+  ]);
+  const view = await root.context();
+  expect(view.head).toBeUndefined();
+  expect(view.entries.map((e) => e.id)).toEqual([q, note, answer, marker, again]);
+  expect(view.contributions).toEqual([
+    [user("first")],
+    [],
+    [assistant("an answer", [])],
+    [],
+    [user("second")],
+  ]);
+  expect(view.messages).toEqual([user("first"), assistant("an answer", []), user("second")]);
+});
+
 test("a head between a call and its results: the results cut from their call are never sent, their raw entries stay in the view", async () => {
   const { root } = await open(echo);
   const [, , , second] = await append(root, [

@@ -13,6 +13,7 @@ import {
   createAssistantMessageEventStream,
   fauxAssistantMessage,
   fauxText,
+  fauxToolCall,
 } from "@mariozechner/pi-ai";
 import { afterEach, expect, test } from "vitest";
 import { zeroUsage } from "../../../worker/agent/records.ts";
@@ -38,6 +39,7 @@ import {
   until,
 } from "../../../worker/testing.ts";
 import { untilAborted } from "../core/fixtures.ts";
+import { gatedTool } from "./fixtures.ts";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -201,6 +203,49 @@ test("a blocked generation the scheduler orphans (marked by Conversation.abort()
   const [kept] = await assistantsOf(h);
   expect(kept).toMatchObject({ stopReason: "aborted" });
   expect(textOf(kept!)).toBe("half an ans");
+});
+
+test("the orphaning of a blocked generation settles every input of its run: a steer that joined at the tool boundary is unanswered with the blocked reason too (break 31H)", async () => {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  cleanups.push(async () => faux.unregister());
+  const gate = gatedTool();
+  const model = drivenModel();
+  const store = await memoryStore();
+  const options = {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [gate.tool],
+    settings: { partialIntervalMs: 0 },
+  };
+  const first = await AgentHarness.open(store, { ...options, stream: model.stream });
+  const root = await first.root();
+  const input = await root.submit({ type: "input", content: "go" });
+  await until(() => model.requests.length === 1, { what: "the first request" });
+  model.answer(
+    model.requests[0]!,
+    fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" }),
+  );
+  await gate.started.promise;
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  gate.release.resolve();
+  await until(() => model.requests.length === 2, { what: "the second request" });
+  expect(liveOf(first).run?.inputs).toEqual([input.id, steer.id]);
+  model.partial(model.requests[1]!, PARTIAL);
+  await until(() => liveOf(first).generation?.message !== undefined, { what: "partial committed" });
+  const generation = liveOf(first).run!.taskId;
+  await first.close();
+  const image: MemoryStore = await memoryStore(store.image());
+  await image.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [generation]));
+  const h = await AgentHarness.open(image, options);
+  cleanups.push(() => h.close());
+  await until(() => h.inspect().tasks.some((t) => t.record.id === generation && t.state.kind === "blocked"), {
+    what: "generation blocked",
+  });
+  expect(await h.abortTask(generation)).toBe("marked");
+  for (const id of [input.id, steer.id])
+    expect(await h.submissionRecord(id)).toMatchObject({ status: "unanswered", reason: "task_too_old" });
+  expect(liveOf(h)).toEqual({});
+  expect((await assistantsOf(h)).map((m) => m.stopReason)).toEqual(["toolUse", "aborted"]);
 });
 
 test("an orphaned run leaves the inbox alone (spec §6): a follow-up queued behind the blocked generation stays queued until the next submission's boundary", async () => {

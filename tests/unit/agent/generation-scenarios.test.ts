@@ -3,11 +3,11 @@
  * error fails at once though retries are on; an abort while the answer streams converts the committed
  * partial; a run whose input was settled by something else still ends and leaves that settlement.
  */
-import { type AssistantMessage, fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { AgentHarness } from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
-import { cleanups, echo, liveOf, messageOf, open, textOf, transcript } from "./fixtures.ts";
+import { cleanups, echo, gatedTool, liveOf, messageOf, open, textOf, transcript } from "./fixtures.ts";
 
 test("a non-retryable provider error fails the run at once, though retries are on: unanswered model_error with the error text, the generation failed", async () => {
   const { h, root, faux } = await open(
@@ -89,6 +89,46 @@ test("a run whose input something else already settled still ends on abort; the 
   });
   expect(await submission.record()).toMatchObject({ status: "unanswered", reason: "withdrawn" });
   // The run's cleanup is whole: no run, no generation state left in pi.live.
+  expect(liveOf(h)).toEqual({});
+});
+
+test("a run of two inputs, the first settled by something else, still ends on abort: the earlier settlement stays and the other input is unanswered aborted (break 31H)", async () => {
+  const gate = gatedTool();
+  const hold = deferred();
+  const { h, root, faux } = await open(
+    async (req, n) => {
+      if (n === 1)
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      await hold.promise;
+      return echo(req, n);
+    },
+    { tools: [gate.tool] },
+  );
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  gate.release.resolve();
+  await until(() => faux.requests.length === 2, { what: "the second request" });
+  expect(liveOf(h).run?.inputs).toEqual([first.id, steer.id]);
+  await h.transaction((tx) => {
+    const record = tx.submission(first.id)!;
+    const { payload: _p, ...rest } = record as typeof record & { payload?: unknown };
+    tx.updateSubmission({ ...rest, status: "unanswered", reason: "withdrawn" } as typeof record);
+  });
+  const taskId = liveOf(h).run!.taskId;
+  // The held responder ignores the abort signal: release it while the abort joins the invocation.
+  const marking = h.abortTask(taskId);
+  await until(() => h.inspect().tasks.some((t) => t.record.id === taskId && t.record.abortRequested), {
+    what: "the mark",
+  });
+  hold.resolve();
+  expect(await marking).toBe("marked");
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect(await first.record()).toMatchObject({ status: "unanswered", reason: "withdrawn" });
+  expect(await steer.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect(liveOf(h)).toEqual({});
 });
 

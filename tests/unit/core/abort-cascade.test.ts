@@ -173,6 +173,61 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
   await h.close();
 });
 
+test("after a reopen, a live background task in a cancelled owner's conversation is still a boundary: it and its child stay unmarked while the ordinary task beside it is aborted (break 31H)", async () => {
+  const log: string[] = [];
+  const inner = parked("reopen-inner");
+  const background = ownerOf("reopen-background", inner, { log });
+  const exposed = parked("reopen-exposed");
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "reopen-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(background, null, {
+            ownership: { kind: "conversation" },
+            conversationId: c.id,
+            background: true,
+          });
+          tx.createTask(exposed, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:reopen-owner");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const tasks = [owner, background, inner, exposed];
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks });
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 4, { what: "owner, background, inner and exposed running" });
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks });
+  await until(() => running(h) === 4, { what: "all four running again" });
+  const [bg] = await h.tasks({ kind: "reopen-background" });
+  const [innerRecord] = await h.tasks({ kind: "reopen-inner" });
+  const [exposedRecord] = await h.tasks({ kind: "reopen-exposed" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(exposedRecord!.id))?.status).toBe("aborted");
+  await settle();
+  expect((await h.getTask(bg!.id))?.abortRequested).toBe(false);
+  expect((await h.getTask(innerRecord!.id))?.abortRequested).toBe(false);
+  expect(log).toEqual(["abort:reopen-owner"]);
+  // Marked directly, it is no boundary: its child is aborted first.
+  expect(await h.abortTask(bg!.id)).toBe("marked");
+  expect(outcome(await done(h, bg!.id))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(innerRecord!.id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:reopen-owner", "abort:reopen-background"]);
+  await h.close();
+});
+
 test("aborting a background task directly marks its ordinary owned work; a background task nested below it stays a boundary", async () => {
   const log: string[] = [];
   const inner = parked("inner");

@@ -320,3 +320,40 @@ test("marks and awaits only the background work reached when { background: true 
   expect(await h.abortTask(laterId)).toBe("marked");
   expect(outcome(await done(h, laterId))?.status).toBe("aborted");
 });
+
+test("{ background: true } awaits reached background work that an earlier abortTask had already marked, and several such tasks alike (break 31H)", async () => {
+  const gates = [deferred(), deferred()];
+  const slow = (i: number) =>
+    defineTask<Json, Go, Json>({
+      name: `premarked-${i}`,
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+      abort: async (_t, runtime) => {
+        await gates[i]!.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+  const defs = [slow(0), slow(1)];
+  const { h, root } = await open(echo, { tasks: defs });
+  const background = { ownership: { kind: "conversation" as const }, background: true };
+  const ids: TaskId[] = [];
+  for (const d of defs) ids.push(await h.createTask(d, null, background));
+  await until(() => h.inspect().tasks.filter((t) => t.state.kind === "running").length === 2, {
+    what: "both running",
+  });
+  // The first is marked by abortTask before the conversation abort is admitted; the second by it.
+  expect(await h.abortTask(ids[0]!)).toBe("marked");
+  let aborted = false;
+  const aborting = root.abort({ background: true }).then(() => void (aborted = true));
+  await until(() => h.inspect().tasks.every((t) => t.record.abortRequested), { what: "both marked" });
+  await settle();
+  expect(aborted).toBe(false);
+  gates[1]!.resolve();
+  await done(h, ids[1]!);
+  await settle();
+  expect(aborted).toBe(false);
+  gates[0]!.resolve();
+  await aborting;
+  for (const id of ids) expect(outcome(await h.getTask(id))?.status).toBe("aborted");
+});

@@ -640,6 +640,48 @@ describe("a held outcome across a restart", () => {
     expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "held" });
     await second.close();
   });
+
+  test("a held outcome whose owned work lives in a conversation it owns, not a child, stays completing after a restart and finishes when that work does (break 31H)", async () => {
+    let workerId: TaskId | undefined;
+    const holder = (worker: TaskDefinition<Json, Go, Json>) =>
+      single("restart-conv-holder", async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          workerId = tx.createTask(worker, null, {
+            ownership: { kind: "conversation" },
+            conversationId: c.id,
+          });
+          return { status: "running", checkpoint: { phase: "go" } };
+        });
+        await runtime.commit(() => complete("held"));
+      });
+    const parkedWorker = parked("restart-conv-worker");
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [holder(parkedWorker), parkedWorker] });
+    const id = await first.createTask(holder(parkedWorker), null, { ownership: { kind: "conversation" } });
+    await until(() => workerId !== undefined && running(first) === 1, {
+      what: "held with live work in its conversation",
+    });
+    expect((await first.getTask(id))?.state.status).toBe("completing");
+    const image = await memoryStore(store.image());
+    await first.close();
+
+    const gate = deferred();
+    const finishing = single("restart-conv-worker", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => complete("worker"));
+    });
+    const second = await Harness.open(image, { tasks: [finishing] });
+    await until(() => running(second) === 1, { what: "the worker running again" });
+    expect((await second.getTask(id))?.state).toEqual({
+      status: "completing",
+      outcome: { status: "completed", result: "held" },
+    });
+    gate.resolve();
+    expect(outcome(await done(second, workerId!))).toEqual({ status: "completed", result: "worker" });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "held" });
+    await second.close();
+  });
 });
 
 describe("a held outcome is final (spec §5.5 rule 2)", () => {

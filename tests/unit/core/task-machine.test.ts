@@ -6,6 +6,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
+import type { NextTaskState } from "../../../worker/core/types.ts";
 import {
   CommitRefused,
   type ConversationId,
@@ -18,6 +19,7 @@ import {
   type TaskId,
   type TaskRuntime,
   type Tx,
+  timerWait,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
@@ -1255,6 +1257,43 @@ describe("commits a handler may not make", () => {
       status: "faulted",
       error: { message: "an abort handler may not wait" },
     });
+    // Any wait, not only one on nothing: a durable timer (`until`) and a wait on a live task are
+    // refused alike, and uncaught each faults its task (break 31H).
+    const sleeper = await h.createTask(parked("abort-waiter-target"), null, {
+      ownership: { kind: "conversation" },
+    });
+    const waits: NextTaskState<Go, Json>[] = [
+      timerWait<Go>({ phase: "go" }, Date.now() + 3_600_000),
+      { status: "waiting", checkpoint: { phase: "go" }, on: [sleeper], policy: "allSettled" },
+    ];
+    for (const next of waits) {
+      const later = single(
+        "abort-waiter-" + waits.indexOf(next),
+        async (_t, _r, signal) => untilAborted(signal),
+        {
+          // A second abort invocation (the wait let through) ends aborted rather than loop.
+          abort: async (_t, runtime) => {
+            const again = (await runtime.memo("tried")) !== undefined;
+            await runtime.memo("tried", true);
+            await runtime.commit(() =>
+              again ? { status: "terminal", outcome: { status: "aborted" } } : next,
+            );
+          },
+        },
+      );
+      const id = await h.createTask(later, null, { ownership: { kind: "conversation" } });
+      await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "running"), {
+        what: "the later waiter running",
+      });
+      expect(await h.abortTask(id)).toBe("marked");
+      expect(outcome(await done(h, id))).toMatchObject({
+        status: "faulted",
+        error: { message: "an abort handler may not wait" },
+      });
+    }
+    expect((await h.getTask(sleeper))?.state.status).toBe("running");
+    await h.abortTask(sleeper);
+    await done(h, sleeper);
     await engineStillRuns(h);
     await h.close();
   });
