@@ -330,6 +330,9 @@ export class TxImpl implements Tx {
       throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
     if (value === undefined)
       throw new InvalidTransition(`document ${name}: undefined is not a value (retireDoc ends a document)`);
+    // Spec §3.1: fork "asOf" requires history "rewindable", on the raw path too (defineDoc checks a token's).
+    if (semantics?.fork === "asOf" && semantics.history !== "rewindable")
+      throw new InvalidTransition(`document ${name}: fork "asOf" needs history "rewindable"`);
     const o = this.#open();
     const key = this.#scopeKey(o, scope);
     if (key > 0) {
