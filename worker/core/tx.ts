@@ -185,11 +185,11 @@ export class TxImpl implements Tx {
 
   createConversation(ownership: ConversationOwnership): ConversationRecord {
     const o = this.#open();
-    const record: ConversationRecord = {
+    const record: ConversationRecord = inert({
       id: o.nextConversationId++,
       createdAt: this.session.now(),
       ...this.#owner(o, ownership, "createConversation"),
-    };
+    });
     o.setConversation(record);
     this.#created(o, record);
     return record;
@@ -204,7 +204,7 @@ export class TxImpl implements Tx {
     const o = this.#open();
     if (o.conversation(ROOT_CONVERSATION_ID))
       throw new InvalidTransition("the root conversation exists already");
-    const record: ConversationRecord = { id: ROOT_CONVERSATION_ID, createdAt: this.session.now() };
+    const record: ConversationRecord = inert({ id: ROOT_CONVERSATION_ID, createdAt: this.session.now() });
     o.setConversation(record);
     this.#created(o, record);
     return record;
@@ -250,12 +250,12 @@ export class TxImpl implements Tx {
         throw new InvalidTransition(
           `a fork of conversation ${parentId} cannot be created in a commit that writes its document ${key.slice(prefix.length)}`,
         );
-    const record: ConversationRecord = {
+    const record: ConversationRecord = inert({
       id: o.nextConversationId++,
       createdAt: this.session.now(),
       parent: { conversationId: parentId, at },
       ...owner,
-    };
+    });
     o.setConversation(record);
     if (point.head !== undefined) o.setForkHead(record.id, point.head);
     for (const [key, value] of o.base.docs) {
@@ -330,6 +330,9 @@ export class TxImpl implements Tx {
       throw new InvalidTransition(`a document version must be a positive integer, not ${version}`);
     if (value === undefined)
       throw new InvalidTransition(`document ${name}: undefined is not a value (retireDoc ends a document)`);
+    // Spec §3.1: fork "asOf" requires history "rewindable", on the raw path too (defineDoc checks a token's).
+    if (semantics?.fork === "asOf" && semantics.history !== "rewindable")
+      throw new InvalidTransition(`document ${name}: fork "asOf" needs history "rewindable"`);
     const o = this.#open();
     const key = this.#scopeKey(o, scope);
     if (key > 0) {
@@ -435,6 +438,17 @@ function checkEdits(edits: unknown, nextId: number): void {
     if (!Array.isArray(edit["messages"]))
       throw new InvalidTransition("a replace edit needs messages (an array)");
   }
+}
+
+/**
+ * A created conversation's record, frozen with its parent and owner pairs (spec §3.3: creation
+ * returns an inert record): the caller and the creation hooks get the engine's own record, so a
+ * write to it would rewrite the conversation in memory, never in the store.
+ */
+function inert(record: ConversationRecord): ConversationRecord {
+  if (record.parent) Object.freeze(record.parent);
+  if (record.owner) Object.freeze(record.owner);
+  return Object.freeze(record);
 }
 
 /** The rules of a copy whose source the fork point read "asOf". */

@@ -63,8 +63,11 @@ describe("conversations", () => {
     expect(await made.agentState()).toEqual({});
     await found.configure({ instructions: "Be brief." });
     expect(await made.agentState()).toEqual({ instructions: "Be brief." });
-    await (await made.submit({ type: "input", content: "one" })).wait();
     const kinds = async (c: typeof made) => (await c.entries()).map((e) => [e.id, e.kind]);
+    // A handle that read the entries before another one submitted reads the new ones after.
+    const earlier = await kinds(found);
+    await (await made.submit({ type: "input", content: "one" })).wait();
+    expect((await kinds(found)).length).toBeGreaterThan(earlier.length);
     expect(await kinds(found)).toEqual(await kinds(made));
     expect(await kinds(h.conversation(made.id)!)).toEqual(await kinds(made));
   });
@@ -919,5 +922,13 @@ describe("conversations", () => {
     expect(await h.transaction((tx) => notes.read(tx, root.id))).toEqual({ items: ["a"] });
     expect((await root.viewState()).docs["app.notes"]).toEqual({ items: ["a"] });
     expect(() => defineDoc("pi.custom", {})).toThrow(TypeError);
+    // An initial given as a function is called for each document it creates, never once for all
+    // (spec §3.1 `initial()`, §3.3 "a missing singleton calls the token's initial()"; break 31C).
+    let made = 0;
+    const stamped = defineDoc<{ n: number }>({ name: "app.stamped", initial: () => ({ n: ++made }) });
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(await h.transaction((tx) => stamped.read(tx, root.id))).toEqual({ n: 1 });
+    expect(await h.transaction((tx) => stamped.read(tx, other.id))).toEqual({ n: 2 });
+    expect(await h.transaction((tx) => stamped.read(tx, root.id))).toEqual({ n: 1 });
   });
 });

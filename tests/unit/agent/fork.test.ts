@@ -118,6 +118,19 @@ describe("fork", () => {
     await ask(child, "two");
     expect(context(faux.requests[n]!)).toEqual(["user:one", "assistant:echo: one", "user:x", "user:two"]);
     expect(faux.requests[n]!.systemPrompt).toContain("same commit");
+    // Two commits requested together (one group, one store transaction): a fork at each one's entry
+    // gets the agent its own commit left, not the group's last (break 31C).
+    const [p, q] = await Promise.all(
+      ["first of two", "second of two"].map((instructions) =>
+        h.transaction((tx) => {
+          const entry = tx.appendEntry(root.id, { kind: "app.note", data: { instructions } });
+          tx.writeDoc(root.id, DOC.agent, { instructions });
+          return entry.id;
+        }),
+      ),
+    );
+    expect(await (await root.fork(p!, ownerless)).agentState()).toEqual({ instructions: "first of two" });
+    expect(await (await root.fork(q!, ownerless)).agentState()).toEqual({ instructions: "second of two" });
   });
 
   test("a fork's edit of an entry it inherited omits or replaces it in the fork's context; the parent's context keeps the entry", async () => {

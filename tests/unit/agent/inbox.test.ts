@@ -210,7 +210,12 @@ describe("submissions", () => {
     const changes: ChangeSet[] = [];
     h.subscribe((change) => changes.push(change));
     const first = await root.submit({ type: "input", content: "one" });
-    const second = await root.submit({ type: "input", content: "two" });
+    const second = await root.submit({ type: "input", content: "two", requestId: "two" });
+    // A retried submit of a queued submission (its requestId) returns it at once too, still
+    // queued: it does not wait for the settlement either (break 31C).
+    const again = await root.submit({ type: "input", content: "two", requestId: "two" });
+    expect(again.id).toBe(second.id);
+    expect((await again.record()).status).toBe("queued");
     // submit() returned after durable admission (reading 24b): the store as it stands at the return
     // (a crash image) holds both, the first placed and the second queued, neither settled.
     const stored = await (await memoryStore(store.image())).read((sql) =>

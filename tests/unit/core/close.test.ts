@@ -48,6 +48,8 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
     HarnessClosed,
   );
   await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  // resume() throws too (spec §2.2; break 31C: the cancel forgot the shutdown, and resume() passed).
+  expect(() => h.resume()).toThrow(HarnessClosed);
   const second = h.close();
   expect(store.closed).toBe(false);
   release.resolve();

@@ -773,6 +773,16 @@ describe("snapshotAsOf (spec §3.3)", () => {
     expect(await h.snapshotAsOf(1, "late", e6)).toMatchObject({ value: { l: 5 } });
     expect(await h.snapshotAsOf(1, "late", e7)).toBeUndefined();
     expect(await stored(store, "never")).toEqual([]);
+    // A creation after the entry, and after another entry, in the same commit: the new
+    // incarnation's createdAt is that commit's, not its place in it (break 31C).
+    const e8 = await h.transaction((tx) => {
+      const entry = note(tx, 1, "8");
+      note(tx, 1, "8b");
+      tx.writeDoc(1, "late", { l: 8 });
+      return entry;
+    });
+    expect(await h.snapshotAsOf(1, "late", e8)).toMatchObject({ value: { l: 8 } });
+    expect(await h.snapshotAsOf(1, "late", e7)).toBeUndefined();
 
     await expect(h.snapshotAsOf(1, "plain", e5)).rejects.toThrow(InvalidTransition);
     const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);

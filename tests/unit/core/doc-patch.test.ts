@@ -300,6 +300,23 @@ describe("stored patches", () => {
       { text: "kept" },
       undefined,
     ]);
+    // Requested together with others (one group, one store transaction): the commit the check refuses
+    // rolls back alone, its neighbours commit and the engine goes on (break 31C: a refusal in a group
+    // failed the group and stopped the engine).
+    const together = await Promise.allSettled([
+      h.transaction((tx) => tx.writeDoc(1, "test.a", { n: 1 })),
+      h.transaction((tx) => tx.writeDoc(1, "test.bad", { when: new Date(0) } as unknown as Json)),
+      h.transaction((tx) => tx.writeDoc(1, "test.b", { n: 2 })),
+    ]);
+    expect(together.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((together[1] as PromiseRejectedResult).reason).toBeInstanceOf(NotJson);
+    expect(
+      await h.transaction((tx) => [
+        tx.readDoc(1, "test.a"),
+        tx.readDoc(1, "test.bad"),
+        tx.readDoc(1, "test.b"),
+      ]),
+    ).toEqual([{ n: 1 }, undefined, { n: 2 }]);
     await h.transaction((tx) => tx.patchDoc(1, DOC, [{ path: ["text"], append: "!" }]));
     expect(await reopened(store)).toEqual({ text: "kept!" });
     await h.close();

@@ -194,6 +194,24 @@ describe("document tokens per scope (spec §3.1)", () => {
       expect(() => defineDoc(definition as never), JSON.stringify(definition)).toThrow(TypeError);
   });
 
+  test("a raw writeDoc whose rules ask for fork asOf without history rewindable is refused where it is made, and nothing is written", async () => {
+    // Break 31C (contrary before): the definition check held for defineDoc only; a raw
+    // tx.writeDoc creating an incarnation stored {history: "latest", fork: "asOf"}, a record the
+    // spec's DocumentRecord cannot hold (§3.1: fork "asOf" requires history "rewindable").
+    const h = await harness(await memoryStore());
+    await h.root();
+    const write = (rules: { history: "latest" | "rewindable"; fork: "asOf" | "current" | "initial" }) =>
+      h.transaction((tx) => {
+        tx.appendEntry(1, { kind: "app.note", data: { text: "with it" } });
+        tx.writeDoc(1, "app.raw", { n: 1 }, 1, rules);
+      });
+    await expect(write({ history: "latest", fork: "asOf" })).rejects.toThrow(InvalidTransition);
+    expect(await h.docRecord(1, "app.raw")).toBeUndefined();
+    expect(await h.entries(1)).toEqual([]);
+    await write({ history: "rewindable", fork: "asOf" });
+    expect(await h.docRecord(1, "app.raw")).toMatchObject({ history: "rewindable", fork: "asOf" });
+  });
+
   test("a rewindable document given to the harness keeps its history: snapshotAsOf reads it as it was, also with fork current", async () => {
     const plan = defineDoc<{ n: number }>({ name: "app.plan", history: "rewindable", initial: { n: 0 } });
     const store = await memoryStore();

@@ -45,6 +45,11 @@ function notJson(): Array<[string, unknown]> {
     ["a class instance", new Point(1, 2)],
     ["a getter", withGetter],
     ["a symbol key", { [Symbol("s")]: 1, ok: true }],
+    // Non-finite numbers, functions and bigints (break 31C: NaN let through passed every case above).
+    ["NaN", { n: Number.NaN }],
+    ["an infinite number", [Number.NEGATIVE_INFINITY]],
+    ["a function", { f: () => 1 }],
+    ["a bigint", { b: 1n }],
   ];
 }
 

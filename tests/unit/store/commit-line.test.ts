@@ -364,6 +364,10 @@ test("reads in a transaction see its own table and document writes, and more tab
     // An inert record (spec §3.3), not an operational handle: plain JSON data, nothing to call.
     expect(Object.getPrototypeOf(c)).toBe(Object.prototype);
     expect(JSON.parse(JSON.stringify(c))).toStrictEqual(c);
+    // Nor a live one: a write to it is refused and the conversation stays as created (break 31C:
+    // the record was the engine's own, so a write to it rewrote the conversation in memory).
+    expect(() => Object.assign(c, { parent: { conversationId: 1, at: 1 } })).toThrow(TypeError);
+    expect(tx.conversation(c.id)).not.toHaveProperty("parent");
     const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
     expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
     tx.writeDoc(c.id, "app.doc", { n: 1 });
@@ -394,6 +398,21 @@ test("reads in a transaction see its own table and document writes, and more tab
     const f = tx.forkConversation(made.conversationId, made.entryId, { ownership: { kind: "ownerless" } });
     expect(f).toMatchObject({ parent: { conversationId: made.conversationId, at: made.entryId } });
     expect(tx.conversation(f.id)).toEqual(f);
+    expect(() => Object.assign(f.parent!, { at: 1 })).toThrow(TypeError);
+    expect(tx.conversation(f.id)?.parent?.at).toBe(made.entryId);
+  });
+  // A committed submission this transaction updates is read back updated, by its id and by its
+  // requestId too (break 31C: the lookup by requestId read the committed record).
+  await h.transaction((tx) => {
+    const sub = tx.submissionByRequest(made.conversationId, "r1")!;
+    expect(sub.status).toBe("queued");
+    tx.updateSubmission({ ...sub, status: "unanswered", reason: "aborted" });
+    expect(tx.submission(sub.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(tx.submissionByRequest(made.conversationId, "r1")).toMatchObject({
+      id: sub.id,
+      status: "unanswered",
+      reason: "aborted",
+    });
   });
   await h.close();
 });
