@@ -336,7 +336,7 @@ test("an abort invocation's commit is the task's commit too: its entries record 
 
 test("memos survive checkpoint commits: a later phase reads the winner stored by an earlier one", async () => {
   const seen: Json[] = [];
-  const def = defineTask<Json, Go | { phase: "second" }, Json>({
+  const def = defineTask<Json, Go | { phase: "second" } | { phase: "third" }, Json>({
     name: "memo-phases",
     version: 1,
     initial: () => ({ phase: "go" }),
@@ -348,6 +348,16 @@ test("memos survive checkpoint commits: a later phase reads the winner stored by
       second: async (_t, runtime) => {
         seen.push((await runtime.memo<string>("key")) ?? null);
         seen.push((await runtime.memo("key", "later")) ?? null);
+        // Break 31D: a wait is a checkpoint too (a waiting state dropping the memos passed).
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "third" },
+          on: [],
+          policy: "allSettled",
+        }));
+      },
+      third: async (_t, runtime) => {
+        seen.push((await runtime.memo<string>("key")) ?? null);
         await runtime.commit(() => complete(null));
       },
     },
@@ -356,7 +366,7 @@ test("memos survive checkpoint commits: a later phase reads the winner stored by
   const h = await Harness.open(await memoryStore(), { tasks: [def] });
   const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
   await done(h, id);
-  expect(seen).toEqual(["first", "first", "first"]);
+  expect(seen).toEqual(["first", "first", "first", "first"]);
   await h.close();
 });
 
