@@ -453,6 +453,15 @@ test("durationMs is the execute call's own time, not the tool task's lifecycle s
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
       tools: [gate.tool],
       now: () => clock,
+      // Break 31D: an afterTool hook's time is not the call's (a duration taken after the hooks
+      // passed): the hook takes 4000 ms of the monotonic clock.
+      hooks: {
+        afterTool: [
+          () => {
+            mono += 4000;
+          },
+        ],
+      },
     });
     const input = await root.submit({ type: "input", content: "go" });
     await gate.started.promise;

@@ -135,7 +135,7 @@ export async function openHome(
   store: MemoryStore,
   world: World,
   faux: FauxAgentModel,
-  options: { groupCommit?: boolean; maxValueBytes?: number } = {},
+  options: { groupCommit?: boolean; maxValueBytes?: number; now?: () => number } = {},
 ): Promise<Home> {
   const h = home as Home;
   h.store = store;
@@ -150,6 +150,7 @@ export async function openHome(
     tools: tools(world, h),
     ...(options.groupCommit === false ? { groupCommit: false } : {}),
     ...(options.maxValueBytes !== undefined ? { maxValueBytes: options.maxValueBytes } : {}),
+    ...(options.now !== undefined ? { now: options.now } : {}),
   });
   return h;
 }

@@ -35,8 +35,17 @@ import {
 
 const suite = movesSuite();
 
-async function homes(world = new World()): Promise<{ browser: Home; server: Home; world: World }> {
-  const browser = await openHome({ name: "browser", held: true }, await memoryStore(), world, suite.faux);
+async function homes(
+  world = new World(),
+  now?: () => number,
+): Promise<{ browser: Home; server: Home; world: World }> {
+  const browser = await openHome(
+    { name: "browser", held: true },
+    await memoryStore(),
+    world,
+    suite.faux,
+    now ? { now } : {},
+  );
   const server = await openHome({ name: "server", held: false }, await memoryStore(), world, suite.faux);
   suite.track(browser, server);
   return { browser, server, world };
@@ -62,13 +71,26 @@ async function answered(home: Home, c: number): Promise<void> {
 
 describe("moving a conversation", () => {
   test("moveOut in the middle of a tool round with a queued input: whole in the new home, read-only here", async () => {
-    const { browser, server, world } = await homes();
+    // The browser runs on its own clock (break 31D: lifecycle times across a move).
+    let clock = 5_000_000;
+    const { browser, server, world } = await homes(new World(), () => clock);
     const c = await midToolRound(browser);
+    const live = (await browser.harness.tasks()).filter((t) => t.state.status !== "terminal");
+    expect(live.length).toBeGreaterThan(0);
+    expect(live.map((t) => t.startedAt)).toEqual(live.map(() => 5_000_000));
+    clock = 6_000_000;
     const moves = new Moves(browser.harness, { peer: () => harnessPeer(() => server.harness) });
     const result = await moves.moveOut(c, "server");
     expect(result.status).toBe("done");
     const remote = (result as { remote: number }).remote;
     await answered(server, remote);
+    // Ended here by the move on this harness's clock, their start kept; carried there with their
+    // start (the server's own clock would stamp a new one).
+    for (const t of live)
+      expect(await browser.harness.getTask(t.id)).toMatchObject({ startedAt: 5_000_000, endedAt: 6_000_000 });
+    expect(
+      (await server.harness.tasks()).filter((t) => t.startedAt === 5_000_000).length,
+    ).toBeGreaterThanOrEqual(live.length);
     const there = server.harness.requireConversation(remote);
     expect(transcript(await there.entries())).toEqual(EXPECTED);
     // The queued input moved with its request id, and was answered there.

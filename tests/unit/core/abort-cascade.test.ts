@@ -16,6 +16,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until, within } from "../../../worker/testing.ts";
 import {
+  abortedByHandler,
   blocked,
   complete,
   done,
@@ -230,11 +231,22 @@ test("after a reopen, a live background task in a cancelled owner's conversation
 
 test("aborting a background task directly marks its ordinary owned work; a background task nested below it stays a boundary", async () => {
   const log: string[] = [];
-  const inner = parked("inner");
+  // Break 31D: the ordinary subtree is aborted before the background task's own abort handler runs
+  // (its abort invocation waited only for its child tasks, not the work in its conversation: passed).
+  const convGate = deferred();
+  const loggedParked = (name: string) =>
+    single(name, async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (task, runtime) => {
+        log.push(`abort:${name}`);
+        if (name === "conv-worker") await convGate.promise;
+        await abortedByHandler(task, runtime);
+      },
+    });
+  const inner = loggedParked("inner");
   const deepInner = parked("deep-inner");
   const nested = ownerOf("nested", deepInner, { log });
   // Ordinary work in the conversation the background task owns: part of its ordinary subtree too.
-  const convWorker = parked("conv-worker");
+  const convWorker = loggedParked("conv-worker");
   const outer = defineTask<Json, Go | { phase: "hold" }, Json>({
     name: "outer",
     version: 1,
@@ -267,6 +279,10 @@ test("aborting a background task directly marks its ordinary owned work; a backg
   await until(() => running(h) === 5, { what: "outer, inner, conv-worker, nested and deep-inner running" });
   const idOf = (kind: string) => [...latest.values()].find((t) => t.kind === kind)?.id as TaskId;
   expect(await h.abortTask(id)).toBe("marked");
+  await until(() => log.includes("abort:conv-worker"), { what: "conv-worker's abort handler" });
+  await settle();
+  expect(log).not.toContain("abort:outer");
+  convGate.resolve();
   expect(outcome(await done(h, id))?.status).toBe("aborted");
   for (const kind of ["inner", "conv-worker"])
     expect([kind, (await h.getTask(idOf(kind)))?.state]).toMatchObject([
@@ -278,7 +294,8 @@ test("aborting a background task directly marks its ordinary owned work; a backg
     const record = await h.getTask(idOf(kind));
     expect([kind, record?.state.status, record?.abortRequested]).toEqual([kind, "running", false]);
   }
-  expect(log).toEqual(["abort:outer"]);
+  expect(log.slice().sort()).toEqual(["abort:conv-worker", "abort:inner", "abort:outer"]);
+  expect(log.at(-1)).toBe("abort:outer");
   await engineStillRuns(h);
   await h.close();
 });

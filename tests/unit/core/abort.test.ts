@@ -15,7 +15,7 @@ import {
   type TaskId,
   WaitCancelled,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until, within } from "../../../worker/testing.ts";
 import {
   abortedByHandler,
   complete,
@@ -168,12 +168,19 @@ describe("abort and the task tree", () => {
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    // Break 31D: another caller's wait on the same task, asked before the cancel, is not that call:
+    // it still resolves (a cancel that dropped every waiter of the task passed).
+    const other = h.waitForTask(id);
     const controller = new AbortController();
     const wait = h.waitForTask(id, controller.signal);
     controller.abort();
     await expect(wait).rejects.toBeInstanceOf(WaitCancelled);
     expect((await h.getTask(id))?.abortRequested).toBe(false);
     gate.resolve();
+    expect(outcome(await within(other, 2000, "the other wait"))).toEqual({
+      status: "completed",
+      result: "finished anyway",
+    });
     // A new wait resolves with the settled task: the whole task record, its state terminal (spec
     // §2.2 SettledTask), the same record getTask reads.
     const settled = await h.waitForTask(id);

@@ -701,6 +701,11 @@ describe("the task runtime", () => {
     expect(JSON.parse(String((await row(store, id))?.["state"]))).toEqual(terminal);
     expect((await h.waitForTask(id)).state).toEqual(terminal);
     expect((await h.getTask(id))?.state).toEqual(terminal);
+    // Break 31D: queryable by the task queries too, with and without a filter (a listing that
+    // leaves terminal rows out unless asked for them passed).
+    expect((await h.tasks()).find((t) => t.id === id)?.state).toEqual(terminal);
+    expect((await h.tasks({ kind: "memo" })).map((t) => t.state)).toEqual([terminal]);
+    expect((await h.tasks({ status: "terminal" })).map((t) => t.id)).toContain(id);
     await engineStillRuns(h);
     await h.close();
   });

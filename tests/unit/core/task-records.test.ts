@@ -26,6 +26,7 @@ import {
   row,
   running,
   single,
+  untilAborted,
 } from "./fixtures.ts";
 
 test("startedAt is stamped on the harness clock at the first move to running and kept through a wait; endedAt at terminal", async () => {
@@ -335,7 +336,7 @@ test("an abort invocation's commit is the task's commit too: its entries record 
 
 test("memos survive checkpoint commits: a later phase reads the winner stored by an earlier one", async () => {
   const seen: Json[] = [];
-  const def = defineTask<Json, Go | { phase: "second" }, Json>({
+  const def = defineTask<Json, Go | { phase: "second" } | { phase: "third" }, Json>({
     name: "memo-phases",
     version: 1,
     initial: () => ({ phase: "go" }),
@@ -347,6 +348,16 @@ test("memos survive checkpoint commits: a later phase reads the winner stored by
       second: async (_t, runtime) => {
         seen.push((await runtime.memo<string>("key")) ?? null);
         seen.push((await runtime.memo("key", "later")) ?? null);
+        // Break 31D: a wait is a checkpoint too (a waiting state dropping the memos passed).
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "third" },
+          on: [],
+          policy: "allSettled",
+        }));
+      },
+      third: async (_t, runtime) => {
+        seen.push((await runtime.memo<string>("key")) ?? null);
         await runtime.commit(() => complete(null));
       },
     },
@@ -355,7 +366,7 @@ test("memos survive checkpoint commits: a later phase reads the winner stored by
   const h = await Harness.open(await memoryStore(), { tasks: [def] });
   const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
   await done(h, id);
-  expect(seen).toEqual(["first", "first", "first"]);
+  expect(seen).toEqual(["first", "first", "first", "first"]);
   await h.close();
 });
 
@@ -531,6 +542,51 @@ test("a task never returns pending or completing: its commit is refused with Inv
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
   expect(caught).toEqual([
     "InvalidTransition: a task may not commit status pending",
+    "InvalidTransition: a task may not commit status completing",
+  ]);
+  // Break 31D: an abort handler's commit is a task's commit too, sync or async: pending and
+  // completing are refused there as well, nothing of the refused commit is stored, and the
+  // handler's own outcome ends the task.
+  const refusedInAbort: string[] = [];
+  const started = deferred();
+  const aborting = single(
+    "bad-states-abort",
+    async (_t, _runtime, signal) => {
+      started.resolve();
+      await untilAborted(signal);
+    },
+    {
+      abort: async (_t, runtime) => {
+        for (const status of ["pending", "completing"])
+          for (const async of [false, true])
+            await runtime
+              .commit((tx) => {
+                tx.appendEntry(runtime.conversationId, { kind: "refused", data: { status, async } });
+                const next = { status, checkpoint: { phase: "go" } } as never;
+                return async ? Promise.resolve(next) : next;
+              })
+              .catch((e: unknown) => refusedInAbort.push(`${(e as Error).name}: ${(e as Error).message}`));
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
+      },
+    },
+  );
+  const h2 = await Harness.open(await memoryStore(), { tasks: [aborting] });
+  const abortedId = await h2.createTask(aborting, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  expect(await h2.abortTask(abortedId)).toBe("marked");
+  const ended = await done(h2, abortedId, 2000).catch((e: unknown) => e);
+  const conversation = (await h2.getTask(abortedId))!.conversationId;
+  const kinds = (await h2.entries(conversation)).map((e) => e.kind);
+  await h2.close();
+  expect(outcome(ended as TaskRecord)).toEqual({ status: "aborted", reason: "handler" });
+  expect(kinds).not.toContain("refused");
+  expect(refusedInAbort).toEqual([
+    "InvalidTransition: a task may not commit status pending",
+    "InvalidTransition: a task may not commit status pending",
+    "InvalidTransition: a task may not commit status completing",
     "InvalidTransition: a task may not commit status completing",
   ]);
   await h.close();

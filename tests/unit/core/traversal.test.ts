@@ -572,6 +572,54 @@ test("the cascade starts below the cancelled task though it owns a child task: t
   expect((await busy.record()).status).toBe("placed");
 });
 
+test("a held failed outcome reaches the conversations its task owns like an abort mark: their queued inputs are withdrawn, queued writes stay (break 31D)", async () => {
+  // Break 31D: the conversations a cascade reaches were taken from abort-marked owners only; a held
+  // failed outcome (cancellation intent too, spec §5.4) marked the run there but left its queue.
+  const fail = deferred();
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "failing-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, runtime) => {
+        await fail.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "failed", error: { message: "gave up" } },
+        }));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { tool, started } = gatedTool();
+  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner],
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const running = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  const hint = { role: "user", content: "a hint", timestamp: 0 };
+  const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+  fail.resolve();
+  expect(await running.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(outcome(await h.waitForTask(ownerId))).toMatchObject({ status: "failed" });
+  expect((await queued.record()).status).toBe("unanswered");
+  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
 test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
   // Draw 28c: the cascade's conversations were always owned by the task aborted directly.
   const outer = conversationOwner("outer-owner");
