@@ -46,11 +46,25 @@ describe("beforeCompact", () => {
     });
     await chat(root, 4); // 8 entries of about 100 tokens: 1-5 summarized, 6-8 kept
     const before = await root.entries();
+    // Break 31F: the decline decides the outcome, so its commit removes the status (a decline that
+    // left it passed; the named status tests placed, failed, aborted or orphaned a compaction).
+    const outcomeLive: Array<{ compactions?: unknown } | undefined> = [];
+    h.subscribe((change) => {
+      if (change.tasks.some((t) => t.kind === "pi.compaction" && t.state.status === "terminal"))
+        outcomeLive.push(
+          change.docs.find((d) => d.conversationId === 1 && d.name === "pi.live")?.value as
+            | { compactions?: unknown }
+            | undefined,
+        );
+    });
     const taskId = await root.compact("keep the numbers");
     expect((await h.waitForTask(taskId)).state).toMatchObject({
       status: "terminal",
       outcome: { status: "completed", result: {} },
     });
+    expect(outcomeLive).toHaveLength(1);
+    expect(outcomeLive[0]).toBeDefined();
+    expect(outcomeLive[0]!.compactions).toBeUndefined();
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ reason: "manual", firstKept: 6, instructions: "keep the numbers" });
     expect(seen[0]!.entries.map((e) => e.id)).toEqual([1, 2, 3, 4, 5]);
