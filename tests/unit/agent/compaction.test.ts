@@ -736,6 +736,29 @@ describe("Conversation.compact()", () => {
     ]);
   });
 
+  test("a summary's spend is counted under its pinned model, though the agent names another while it is summarized", async () => {
+    // Spec §8.6: every summarization attempt adds its response's usage to `models`, keyed by the
+    // response's provider/model. Break 31F: spend keyed by the agent's model at classification passed
+    // every test (none changed the model while a summary was in flight).
+    const hold = deferred();
+    const responder: FauxResponder = async (req, n) => {
+      if (isSummary(req)) await hold.promise;
+      return echoOrSummary(req, n);
+    };
+    const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
+    await chat(root, 3);
+    const usage = () => h.docNow(1, "pi.usage") as unknown as UsageState;
+    const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+    const before = usage().models[key]!.input;
+    const taskId = await root.compact();
+    await until(() => faux.requests.some(isSummary), { what: "summary request sent" });
+    await root.configure({ model: { provider: faux.ref.provider, modelId: "another-model" } });
+    hold.resolve();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(usage().models[key]!.input).toBeGreaterThan(before);
+    expect(Object.keys(usage().models)).toEqual([key]);
+  });
+
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     const record = await h.getTask(taskId);
