@@ -372,6 +372,26 @@ describe("the cut reads contributions", () => {
     const replace = { ...redact, edits: [{ target: 3, action: "replace", messages: [result] }] };
     expect(selectCut([...range.slice(0, 6), replace as unknown as EntryRecord], 350)).toBe(4);
   });
+
+  test("the head marker adds nothing to the walk: with the history after it under the budget there is nothing to compact, however long the summary", () => {
+    // Spec §8.7 rules 2 and 3 walk the non-marker entries. Break 31F: a walk over the whole range
+    // (the marker's summary counted) passed every test; it differs where the marker's head is an
+    // entry that contributes but is no cut point (here a tool result).
+    const marker = { ...user(6, "z".repeat(8000)), head: 3 } as EntryRecord; // 2,000 tokens, were it counted
+    const range = activeRange([
+      user(1, hundred("q")),
+      assistant(2, "", ["c1"]),
+      result(3, "c1", hundred("y")),
+      user(4, hundred("r")),
+      assistant(5, hundred("b")),
+      marker,
+    ]);
+    expect(range.map((e) => e.id)).toEqual([6, 3, 4, 5]);
+    // 5, 4 and 3 make 300, under 400: nothing to compact (with the marker counted, the cut was 4).
+    expect(selectCut(range, 400)).toBeUndefined();
+    // Over the budget without it, the cut is where the walk reached: 4.
+    expect(selectCut(range, 250)).toBe(4);
+  });
 });
 
 async function chat(root: Conversation, turns: number): Promise<void> {
