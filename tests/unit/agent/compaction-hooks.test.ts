@@ -73,6 +73,35 @@ describe("beforeCompact", () => {
     expect(await root.entries()).toEqual(before);
   });
 
+  test("the summarized entries hold a pi.system entry before the cut, in transcript order", async () => {
+    // Spec §8.7: the summarized entries are the head marker, if any, then the non-marker entries
+    // before the cut. Break 31F: the pi.system entries left out of the hook's entries passed every
+    // test (none had instructions, so no run wrote one).
+    const seen: BeforeCompactInput[] = [];
+    const { root } = await open(echoOrSummary, {
+      settings,
+      hooks: {
+        beforeCompact: [
+          (input) => {
+            seen.push(input);
+            return { decline: true };
+          },
+        ],
+      },
+    });
+    await root.configure({ instructions: "be brief" });
+    await chat(root, 4);
+    const all = await root.entries();
+    const system = all.filter((e) => e.kind === "pi.system");
+    expect(system).toHaveLength(1);
+    await root.compact();
+    await expect.poll(() => seen.length).toBe(1);
+    const { entries, firstKept } = seen[0]!;
+    expect(system[0]!.id).toBeLessThan(firstKept);
+    expect(entries.map((e) => e.id)).toEqual(all.filter((e) => e.id < firstKept).map((e) => e.id));
+    expect(entries.map((e) => e.kind)).toContain("pi.system");
+  });
+
   test("a supplied summary is placed like the model's, headed at the first kept entry, without a request", async () => {
     const seen: BeforeCompactInput[] = [];
     const { h, root, faux } = await open(echoOrSummary, {
