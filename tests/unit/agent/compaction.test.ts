@@ -866,6 +866,48 @@ test("a restart while summarizing resends the same pinned summary request", asyn
   expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
 });
 
+test("a restart during a summary's backoff sleeps until the stored until, then summarizes with the same pinned request", async () => {
+  // Spec §8.7: "retry sleeps until until, then returns to summarize". Break 31F: a backoff taken
+  // afresh from the moment the phase resumes passed every test (none restarted during the backoff).
+  let summaries = 0;
+  const responder: FauxResponder = (req, n) =>
+    isSummary(req) && ++summaries === 1 ? fauxError("503 Service Unavailable") : echoOrSummary(req, n);
+  const settings = { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 60_000 } };
+  const clock = { now: 1_000_000 };
+  const first = await open(responder, { settings, now: () => clock.now });
+  await chat(first.root, 3);
+  const taskId = await first.root.compact();
+  const checkpoint = async () =>
+    ((await first.h.getTask(taskId))?.state as { checkpoint?: Record<string, unknown> } | undefined)
+      ?.checkpoint;
+  await expect.poll(async () => (await checkpoint())?.["phase"]).toBe("retry");
+  const { phase: _p, until: due, attempt: _a, ...pinned } = (await checkpoint())!;
+  expect(due).toBe(clock.now + 60_000);
+  const image = first.store.image();
+  await first.h.close();
+  // The next engine opens after the stored deadline: it summarizes at once, with the same pin.
+  const checkpoints: Array<Record<string, unknown>> = [];
+  const again = await open(echoOrSummary, {
+    store: await memoryStore(image),
+    settings,
+    now: () => (due as number) + 1,
+  });
+  again.h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === taskId && t.state.status === "running")
+        checkpoints.push(t.state.checkpoint as Record<string, unknown>);
+  });
+  await until(() => again.faux.requests.some(isSummary), {
+    what: "the retried summary request",
+    timeoutMs: 3000,
+  });
+  expect((await again.h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  const { phase, attempt, ...kept } = checkpoints[0]!;
+  expect([phase, attempt]).toEqual(["summarize", 2]);
+  expect(kept).toEqual(pinned);
+  expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
+});
+
 describe("compaction a generation waits for", () => {
   /** A conversation on a faux model with a small context window, answering ~100 tokens a turn. */
   async function small(
