@@ -46,17 +46,60 @@ describe("beforeCompact", () => {
     });
     await chat(root, 4); // 8 entries of about 100 tokens: 1-5 summarized, 6-8 kept
     const before = await root.entries();
+    // Break 31F: the decline decides the outcome, so its commit removes the status (a decline that
+    // left it passed; the named status tests placed, failed, aborted or orphaned a compaction).
+    const outcomeLive: Array<{ compactions?: unknown } | undefined> = [];
+    h.subscribe((change) => {
+      if (change.tasks.some((t) => t.kind === "pi.compaction" && t.state.status === "terminal"))
+        outcomeLive.push(
+          change.docs.find((d) => d.conversationId === 1 && d.name === "pi.live")?.value as
+            | { compactions?: unknown }
+            | undefined,
+        );
+    });
     const taskId = await root.compact("keep the numbers");
     expect((await h.waitForTask(taskId)).state).toMatchObject({
       status: "terminal",
       outcome: { status: "completed", result: {} },
     });
+    expect(outcomeLive).toHaveLength(1);
+    expect(outcomeLive[0]).toBeDefined();
+    expect(outcomeLive[0]!.compactions).toBeUndefined();
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ reason: "manual", firstKept: 6, instructions: "keep the numbers" });
     expect(seen[0]!.entries.map((e) => e.id)).toEqual([1, 2, 3, 4, 5]);
     expect(seen[0]!.messages.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant", "user"]);
     expect(faux.requests.filter(isSummary)).toEqual([]);
     expect(await root.entries()).toEqual(before);
+  });
+
+  test("the summarized entries hold a pi.system entry before the cut, in transcript order", async () => {
+    // Spec §8.7: the summarized entries are the head marker, if any, then the non-marker entries
+    // before the cut. Break 31F: the pi.system entries left out of the hook's entries passed every
+    // test (none had instructions, so no run wrote one).
+    const seen: BeforeCompactInput[] = [];
+    const { root } = await open(echoOrSummary, {
+      settings,
+      hooks: {
+        beforeCompact: [
+          (input) => {
+            seen.push(input);
+            return { decline: true };
+          },
+        ],
+      },
+    });
+    await root.configure({ instructions: "be brief" });
+    await chat(root, 4);
+    const all = await root.entries();
+    const system = all.filter((e) => e.kind === "pi.system");
+    expect(system).toHaveLength(1);
+    await root.compact();
+    await expect.poll(() => seen.length).toBe(1);
+    const { entries, firstKept } = seen[0]!;
+    expect(system[0]!.id).toBeLessThan(firstKept);
+    expect(entries.map((e) => e.id)).toEqual(all.filter((e) => e.id < firstKept).map((e) => e.id));
+    expect(entries.map((e) => e.kind)).toContain("pi.system");
   });
 
   test("a supplied summary is placed like the model's, headed at the first kept entry, without a request", async () => {

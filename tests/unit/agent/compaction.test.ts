@@ -372,6 +372,26 @@ describe("the cut reads contributions", () => {
     const replace = { ...redact, edits: [{ target: 3, action: "replace", messages: [result] }] };
     expect(selectCut([...range.slice(0, 6), replace as unknown as EntryRecord], 350)).toBe(4);
   });
+
+  test("the head marker adds nothing to the walk: with the history after it under the budget there is nothing to compact, however long the summary", () => {
+    // Spec §8.7 rules 2 and 3 walk the non-marker entries. Break 31F: a walk over the whole range
+    // (the marker's summary counted) passed every test; it differs where the marker's head is an
+    // entry that contributes but is no cut point (here a tool result).
+    const marker = { ...user(6, "z".repeat(8000)), head: 3 } as EntryRecord; // 2,000 tokens, were it counted
+    const range = activeRange([
+      user(1, hundred("q")),
+      assistant(2, "", ["c1"]),
+      result(3, "c1", hundred("y")),
+      user(4, hundred("r")),
+      assistant(5, hundred("b")),
+      marker,
+    ]);
+    expect(range.map((e) => e.id)).toEqual([6, 3, 4, 5]);
+    // 5, 4 and 3 make 300, under 400: nothing to compact (with the marker counted, the cut was 4).
+    expect(selectCut(range, 400)).toBeUndefined();
+    // Over the budget without it, the cut is where the walk reached: 4.
+    expect(selectCut(range, 250)).toBe(4);
+  });
 });
 
 async function chat(root: Conversation, turns: number): Promise<void> {
@@ -767,6 +787,29 @@ describe("Conversation.compact()", () => {
     ]);
   });
 
+  test("a summary's spend is counted under its pinned model, though the agent names another while it is summarized", async () => {
+    // Spec §8.6: every summarization attempt adds its response's usage to `models`, keyed by the
+    // response's provider/model. Break 31F: spend keyed by the agent's model at classification passed
+    // every test (none changed the model while a summary was in flight).
+    const hold = deferred();
+    const responder: FauxResponder = async (req, n) => {
+      if (isSummary(req)) await hold.promise;
+      return echoOrSummary(req, n);
+    };
+    const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
+    await chat(root, 3);
+    const usage = () => h.docNow(1, "pi.usage") as unknown as UsageState;
+    const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+    const before = usage().models[key]!.input;
+    const taskId = await root.compact();
+    await until(() => faux.requests.some(isSummary), { what: "summary request sent" });
+    await root.configure({ model: { provider: faux.ref.provider, modelId: "another-model" } });
+    hold.resolve();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(usage().models[key]!.input).toBeGreaterThan(before);
+    expect(Object.keys(usage().models)).toEqual([key]);
+  });
+
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     const record = await h.getTask(taskId);
@@ -851,6 +894,48 @@ test("a restart while summarizing resends the same pinned summary request", asyn
   const resent = again.faux.requests.filter(isSummary);
   expect(resent).toHaveLength(1);
   expect(resent[0]!.messages.map(textOf)).toEqual(first.messages.map(textOf));
+  expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
+});
+
+test("a restart during a summary's backoff sleeps until the stored until, then summarizes with the same pinned request", async () => {
+  // Spec §8.7: "retry sleeps until until, then returns to summarize". Break 31F: a backoff taken
+  // afresh from the moment the phase resumes passed every test (none restarted during the backoff).
+  let summaries = 0;
+  const responder: FauxResponder = (req, n) =>
+    isSummary(req) && ++summaries === 1 ? fauxError("503 Service Unavailable") : echoOrSummary(req, n);
+  const settings = { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 60_000 } };
+  const clock = { now: 1_000_000 };
+  const first = await open(responder, { settings, now: () => clock.now });
+  await chat(first.root, 3);
+  const taskId = await first.root.compact();
+  const checkpoint = async () =>
+    ((await first.h.getTask(taskId))?.state as { checkpoint?: Record<string, unknown> } | undefined)
+      ?.checkpoint;
+  await expect.poll(async () => (await checkpoint())?.["phase"]).toBe("retry");
+  const { phase: _p, until: due, attempt: _a, ...pinned } = (await checkpoint())!;
+  expect(due).toBe(clock.now + 60_000);
+  const image = first.store.image();
+  await first.h.close();
+  // The next engine opens after the stored deadline: it summarizes at once, with the same pin.
+  const checkpoints: Array<Record<string, unknown>> = [];
+  const again = await open(echoOrSummary, {
+    store: await memoryStore(image),
+    settings,
+    now: () => (due as number) + 1,
+  });
+  again.h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === taskId && t.state.status === "running")
+        checkpoints.push(t.state.checkpoint as Record<string, unknown>);
+  });
+  await until(() => again.faux.requests.some(isSummary), {
+    what: "the retried summary request",
+    timeoutMs: 3000,
+  });
+  expect((await again.h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  const { phase, attempt, ...kept } = checkpoints[0]!;
+  expect([phase, attempt]).toEqual(["summarize", 2]);
+  expect(kept).toEqual(pinned);
   expect((await again.root.entries()).at(-1)).toMatchObject({ kind: "pi.compaction" });
 });
 

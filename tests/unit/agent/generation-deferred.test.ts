@@ -321,6 +321,37 @@ describe("deferred responses (poll)", () => {
     ]);
   });
 
+  test("the retry policy is read when a poll's answer is classified: retries turned off while the poll runs, a failed poll fails the run at once", async () => {
+    // Spec §8.3: "The settings' retry policy is read when the attempt's result is classified". Break
+    // 31F: a policy read as the poll phase began (before its sleep and fetch) passed every test; the
+    // named ones change it while a request streams, never while a poll runs.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    let retry = { enabled: true, baseDelayMs: 1 };
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred() {
+            retry = { enabled: false, baseDelayMs: 1 };
+            throw new Error("503 Service Unavailable");
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      settings: () => ({ retry }),
+      stream: deferringStream({ id: "job-r", pollAfterMs: 0 }, sent),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(sent.count).toBe(1);
+  });
+
   test("a poll's answer is observed by every afterResponse observer in order: a throw is reported (the error thrown) and the next runs", async () => {
     // Break 28P: the hooks table's afterResponse row was read on the request path only; a poll that
     // asked only its first observer passed every test.

@@ -12,6 +12,7 @@ import { defineTool, type LiveState, textResult } from "../../../worker/index.ts
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
+  diagnosticsOf,
   echo,
   faultingHook,
   gatedTool,
@@ -360,5 +361,49 @@ test("a faulted call among siblings: only its own slot is done without an entry,
     ["c1", false],
     ["c2", true],
   ]);
+  expect(liveOf(h)).toEqual({});
+});
+
+test("aborting the generation after a call of its round faulted: the faulted call keeps its done slot without an entry, the generation writes it no result, the running sibling ends aborted", async () => {
+  // Spec §8.5: the abort handler answers only the calls still pending; "a started call whose task
+  // faulted or was orphaned keeps its done slot without an entry". Break 31F: a handler that also
+  // answered a done slot without an entry passed every test (none aborted a round after a fault).
+  const ok = gatedTool("ok");
+  const gate = gatedTool("hold");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" }), fauxToolCall("ok", {}, { id: "c2" })),
+    {
+      tools: [ok.tool, gate.tool],
+      onReport: (error) => {
+        if ((error as Error).message === "afterTool bug") throw error;
+      },
+      hooks: {
+        afterTool: [
+          (call) => {
+            if (call.name === "hold") throw new Error("afterTool bug");
+          },
+        ],
+      },
+    },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  await ok.started.promise;
+  await gate.started.promise;
+  gate.release.resolve();
+  await until(() => liveOf(h).tools?.find((s) => s.callId === "c1")?.status === "done", {
+    what: "the faulted call's slot done",
+  });
+  expect(liveOf(h).tools?.find((s) => s.callId === "c1")).not.toHaveProperty("entry");
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  await h.abortTask(generation!.id);
+  expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  const results = await toolResults(root);
+  expect(results.map((e) => (messageOf(e) as { toolCallId: string }).toolCallId)).toEqual(["c2"]);
+  expect(diagnosticsOf(results[0]!).map((d) => d.code)).toContain("aborted");
+  expect(results[0]!.byTaskId).not.toBe(generation!.id);
+  expect((await h.getTask(generation!.id))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
   expect(liveOf(h)).toEqual({});
 });

@@ -3,12 +3,21 @@
  * stops mid-stream leaves that partial, and the next engine converts it into an aborted pi.assistant
  * entry (its spend counted) before it sends the request again. The model never sees the partial.
  */
-import { fauxAssistantMessage, type Usage } from "@mariozechner/pi-ai";
+import { createAssistantMessageEventStream, fauxAssistantMessage, type Usage } from "@mariozechner/pi-ai";
 import { afterEach, expect, test } from "vitest";
 import { messagePatches } from "../../../worker/agent/generation/partial.ts";
-import { addUsage } from "../../../worker/agent/records.ts";
+import { addUsage, zeroUsage } from "../../../worker/agent/records.ts";
 import { internals } from "../../../worker/core/internals.ts";
-import { AgentHarness, DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
+import {
+  AgentHarness,
+  createModelResolver,
+  type DeferredAnswer,
+  DOC,
+  Harness,
+  type LiveState,
+  type StreamFn,
+  type UsageState,
+} from "../../../worker/index.ts";
 import {
   type FauxAgentModel,
   fauxAgentModel,
@@ -311,6 +320,63 @@ test("no partial lands after the classifying commit: the throttle is stopped bef
   expect(writes.filter((w) => w === "partial").length).toBeGreaterThan(1);
   expect(writes.at(-1)).toBe("settled");
   expect((await h.doc<LiveState & Record<string, never>>(root.id, DOC.live))?.generation).toBeUndefined();
+  await h.close();
+});
+
+test("no partial lands after the commit that moves a streamed response to poll: the throttle is stopped before a deferred answer's commit too", async () => {
+  // Break 31F: with the stop moved after the deferred branch, a throttled write left on its timer
+  // landed after the poll commit (the invocation goes on into the poll, so the core does not drop it);
+  // every named test ended in an answer or an error.
+  faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  const handle = { id: "job-p", pollAfterMs: 60_000 };
+  const stream: StreamFn = (model) => {
+    const events = createAssistantMessageEventStream();
+    const base = {
+      role: "assistant" as const,
+      api: model.api,
+      provider: model.provider,
+      model: model.id,
+      usage: zeroUsage(),
+      stopReason: "stop" as const,
+      timestamp: Date.now(),
+    };
+    const text = (t: string) => ({ ...base, content: [{ type: "text" as const, text: t }] });
+    const message: DeferredAnswer = { ...base, content: [], deferred: handle };
+    events.push({ type: "start", partial: text("thinking") });
+    // The second partial waits on the throttle's timer when the response turns deferred.
+    setTimeout(() => {
+      events.push({ type: "text_delta", contentIndex: 0, delta: " more", partial: text("thinking more") });
+      events.push({ type: "done", reason: "stop", message });
+      events.end(message);
+    }, 5);
+    return events;
+  };
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({
+      extra: [faux.model],
+      deferred: { fetchDeferred: () => new Promise(() => undefined) },
+    }),
+    defaultModel: faux.ref,
+    stream,
+    settings: { partialIntervalMs: 200 },
+  });
+  const root = await h.root();
+  const writes: Array<"partial" | "poll"> = [];
+  h.subscribe((change) => {
+    const written = change.docs.find((d) => d.name === DOC.live && d.conversationId === root.id);
+    const generation = (written?.value as LiveState | undefined)?.generation;
+    if (generation?.message) writes.push("partial");
+    if (generation?.deferred) writes.push("poll");
+  });
+  const sub = await root.submit({ type: "input", content: "answer later" });
+  await until(() => writes.includes("poll"));
+  // Longer than the throttle's interval: a timer left running would have fired.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(writes.slice(writes.indexOf("poll"))).toEqual(["poll"]);
+  expect(writes).toContain("partial");
+  expect(h.docNow<LiveState & Record<string, never>>(root.id, DOC.live)?.generation?.message).toBeUndefined();
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
   await h.close();
 });
 

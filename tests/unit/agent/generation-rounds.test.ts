@@ -71,6 +71,10 @@ test("a generation owns its tool tasks, waits for them, and hands the run to a c
     [undefined, root.id, false],
     [undefined, root.id, false],
   ]);
+  // The run's inputs live in pi.live.run, not in either task's input (spec §8.3; break 31F: a
+  // generation handed the run with the inputs copied into its input passed, as only the first
+  // generation's input was read).
+  expect([first, second].map((g) => g?.input)).toEqual([{}, {}]);
   const answer = (await transcript(root)).find((e) => e.kind === "pi.assistant");
   const firstDone = tasks.get(first!.id);
   expect(firstDone?.state).toEqual({

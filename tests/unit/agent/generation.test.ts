@@ -75,7 +75,7 @@ describe("request hooks", () => {
       reasoning.push(options.reasoning);
       return defaultStream(model, context, options);
     };
-    const { root, store, faux } = await open(
+    const { h, root, store, faux } = await open(
       async (req, n) => {
         if (n === 1) await hold.promise;
         return echo(req, n);
@@ -86,6 +86,15 @@ describe("request hooks", () => {
     await until(() => faux.requests.length === 1, { what: "first request sent" });
     // The agent changes while the request is in flight (reading 22b: "with the same pinned ...").
     await root.configure({ thinkingLevel: "high" });
+    // And an application's raw transaction appends a message after the request's cutoff: the resend
+    // is the same committed messages, through the cutoff (break 31F: a resend that read the whole
+    // transcript passed, as nothing was appended after the cutoff).
+    await h.transaction((tx) => {
+      tx.appendEntry(root.id, {
+        kind: "app.note",
+        model: [{ role: "user", content: "late note", timestamp: 0 }],
+      });
+    });
 
     // A crash while the request streams: the image holds the request phase, not the answer.
     const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, hooks, stream });
@@ -99,6 +108,7 @@ describe("request hooks", () => {
     ]);
     expect((await transcript(await h2.root())).map((e) => textOf(messageOf(e)))).toEqual([
       "hi",
+      "late note",
       "echo: injected 2",
     ]);
   });

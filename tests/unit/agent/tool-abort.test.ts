@@ -229,6 +229,14 @@ test("a tool's slot updates apply only while its slot exists: output after the s
     const { tools: _t, ...rest } = readDoc<LiveState>(tx, 1, DOC.live, {});
     writeDoc<LiveState>(tx, 1, DOC.live, rest);
   });
+  // Break 31F: every pi.live committed from here on, the tool's own aborted commit included, has no
+  // tools (a terminal write that made an empty list where the slot had gone passed, since the
+  // generation's abort removes tools after it).
+  const committedLive: LiveState[] = [];
+  h.subscribe((change) => {
+    const doc = change.docs.find((d) => d.conversationId === 1 && d.name === DOC.live);
+    if (doc) committedLive.push(doc.value as LiveState);
+  });
   more.resolve();
   await new Promise((r) => setTimeout(r, 50));
   await settle();
@@ -244,6 +252,8 @@ test("a tool's slot updates apply only while its slot exists: output after the s
   expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
   expect((messageOf(result!) as { details?: unknown }).details).toBeUndefined();
   expect(textOf(messageOf(result!))).not.toMatch(/remark/);
+  expect(committedLive.length).toBeGreaterThan(0);
+  expect(committedLive.filter((live) => "tools" in live)).toEqual([]);
 });
 
 test("does not re-bound retained output when an unchanged result outlives the tool's limits", async () => {

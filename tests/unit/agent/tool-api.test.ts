@@ -639,17 +639,24 @@ test("snapshot of a call in a conversation other than the root reads that conver
 });
 
 test("an aborted call's result is built from its slot: the durable output, the last details, and the recorded diagnostics before the aborted one", async () => {
+  const reported = deferred();
   const { tool } = probe("probe", async (api) => {
     api.output("partial line\n");
     api.diagnostic({ severity: "warn", message: "slow disk" });
     await api.details({ progress: 1 });
-    await new Promise((_, reject) =>
+    // Break 31F: a second value, stored by a later progress commit, replaces the first in the slot
+    // (a slot that kept its first details passed with one value).
+    await api.details({ progress: 2 });
+    const aborted = new Promise((_, reject) =>
       api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
     );
+    reported.resolve();
+    await aborted;
     return textResult("never");
   });
   const { h, root } = await open(calls("probe"), { tools: [tool] });
   const sub = await root.submit({ type: "input", content: "go" });
+  await reported.promise;
   await until(() => {
     const slot = liveOf(h).tools?.[0];
     return slot?.details !== undefined && slot.diagnostics !== undefined && slot.output !== undefined;
@@ -664,7 +671,7 @@ test("an aborted call's result is built from its slot: the durable output, the l
   };
   expect(message.isError).toBe(true);
   expect(message.content[0]!.text).toBe("partial line\n");
-  expect(message.details).toEqual({ progress: 1 });
+  expect(message.details).toEqual({ progress: 2 });
   expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
     ["warn", "slow disk"],
     ["error", "aborted"],

@@ -116,3 +116,28 @@ test("addTools edits the filter also in a round that ends the run (terminate)", 
   expect(faux.requests).toHaveLength(1);
   expect((h.docNow(root.id, DOC.agent) as AgentState).tools).toEqual(["unlock-and-stop", "secret"]);
 });
+
+test("addTools edits the filter also in a round that ends the run by a handoff", async () => {
+  // Break 31F: with addTools skipped when a result hands off, every test passed (the one ending
+  // test terminates); spec §8.5 edits the filter in the round's one commit, whatever ends it.
+  const unlockAndHandOff = defineTool({
+    name: "unlock-and-hand-off",
+    description: "makes the secret tool available and hands off",
+    parameters: Type.Object({}),
+    execute: async () => ({
+      content: [{ type: "text", text: "unlocked, handing off" }],
+      control: { addTools: ["secret"], handoff: "carry on with the secret tool" },
+    }),
+  });
+  const { h, root, faux } = await open(
+    () =>
+      fauxAssistantMessage([fauxToolCall("unlock-and-hand-off", {}, { id: "c1" })], {
+        stopReason: "toolUse",
+      }),
+    { tools: [unlockAndHandOff, plain("secret")], root: { agent: { tools: ["unlock-and-hand-off"] } } },
+  );
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(faux.requests).toHaveLength(1);
+  expect((await root.entries()).map((e) => e.kind)).toContain("pi.reset");
+  expect((h.docNow(root.id, DOC.agent) as AgentState).tools).toEqual(["unlock-and-hand-off", "secret"]);
+});

@@ -346,6 +346,9 @@ describe("recovery of an interrupted call", () => {
     const [result] = await toolResults(root2);
     expect(textOf(messageOf(result!))).toBe("applied rewritten, checked");
     expect(messageOf(result!)).toMatchObject({ isError: false });
+    // The rerun executed: its result carries this attempt's durationMs (spec §8.4; break 31F: a
+    // recovered execution's result written without one, as if it had not executed, passed).
+    expect(typeof (messageOf(result!) as { durationMs?: unknown }).durationMs).toBe("number");
   });
 
   test("the policy stored with the intent decides: a call stored unsafe is not run again even if the tool is safe now", async () => {
