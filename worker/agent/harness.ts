@@ -434,6 +434,9 @@ export class AgentHarness extends Harness {
     signal?: AbortSignal,
     conversationId?: ConversationId,
   ): Promise<"aborted" | "already_placed" | "settled" | "not_found"> {
+    // Only unsettled submissions are in memory after a reopen: a settled one is read first, so it
+    // answers `settled`, not `not_found` (records never change once settled).
+    await this.submissionRecord(id);
     return this.transaction((tx) => {
       const record = tx.submission(id);
       if (!record || (conversationId !== undefined && record.conversationId !== conversationId))

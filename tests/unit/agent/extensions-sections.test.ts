@@ -608,6 +608,13 @@ test("a call to a tool its wrapper dropped gets tool_unavailable and never runs;
   expect(ran).toEqual([]);
   expect(reported.length).toBeGreaterThan(0);
   expect(reported.every((m) => /grep wrapper broke/.test(m))).toBe(true);
+  // Dropped for each resolution, and reported by each: a later run's resolution of the same agent
+  // under the same registry reports again (a resolution that reported is not kept for reuse).
+  const afterFirst = reported.length;
+  expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+  expect(faux.requests.at(-1)!.tools).toEqual([]);
+  expect(reported.length).toBeGreaterThan(afterFirst);
+  expect(reported.every((m) => /grep wrapper broke/.test(m))).toBe(true);
 });
 
 test("a section reads committed documents of the conversation it renders for through input.read: each conversation its own, an absent one undefined", async () => {

@@ -385,6 +385,26 @@ describe("fork", () => {
     expect(await h.docVersioned(root.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
   });
 
+  test("after a reopen, a fork copies the stored value/version pairs read back from the store: a current copy at its stored version, an asOf copy at the fork entry's", async () => {
+    const store = await memoryStore();
+    const first = await open(echo, { store });
+    const rules = { history: "rewindable", fork: "asOf" } as const;
+    await first.h.transaction((tx) => {
+      tx.writeDoc(first.root.id, "app.legacy", { n: 1 }, 3);
+      tx.writeDoc(first.root.id, "app.history", { n: 1 }, 6, rules);
+    });
+    await ask(first.root, "one");
+    const at = (await first.root.entries()).at(-1)!.id;
+    await first.h.transaction((tx) => tx.writeDoc(first.root.id, "app.history", { n: 2 }, 7, rules));
+    await first.h.close();
+
+    const { h, root } = await open(echo, { store: await memoryStore(store.image()) });
+    const child = await root.fork(at, ownerless);
+    expect(await h.docVersioned(child.id, "app.legacy")).toEqual({ value: { n: 1 }, version: 3 });
+    expect(await h.docVersioned(child.id, "app.history")).toEqual({ value: { n: 1 }, version: 6 });
+    expect(await h.docVersioned(root.id, "app.history")).toEqual({ value: { n: 2 }, version: 7 });
+  });
+
   test("an asOf copy is the stored value/version pair at the fork entry, not the parent's current one", async () => {
     const { h, root } = await open(echo);
     // A rewindable, asOf document stored at version 3 before the fork entry, rewritten at version 5 after it.

@@ -67,6 +67,28 @@ describe("head writes", () => {
     expect(notes).toEqual([1, 2, 10]);
   });
 
+  test("three heads queued at one boundary: each is judged against the newest head placed before it in that commit, not the first", async () => {
+    const hold = gatedTool();
+    const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [hold.tool],
+    });
+    for (let n = 1; n <= 2; n++) await (await root.submit(note(n))).wait();
+    const run = await root.submit({ type: "input", content: "go" }); // entry 3
+    await hold.started.promise;
+    const first = await root.submit(note(10, 2)); // the range starts at 2
+    const second = await root.submit(note(11, 3)); // then at 3
+    const third = await root.submit(note(12, 2)); // older than 3, though not than the first head placed
+    hold.release.resolve();
+    expect((await first.wait()).status).toBe("done");
+    expect((await second.wait()).status).toBe("done");
+    expect(await third.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await run.wait()).status).toBe("done");
+    const notes = (await transcript(root))
+      .filter((e) => e.kind === "app.note")
+      .map((e) => (e.data as { n: number }).n);
+    expect(notes).toEqual([1, 2, 10, 11]);
+  });
+
   test("queued at a boundary after an older head: the range start a head moved at this boundary counts, not the one the boundary began with (break 30C)", async () => {
     const hold = gatedTool();
     const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

@@ -81,28 +81,42 @@ test("a section that rejects keeps the text shown before and is reported; the re
 });
 
 test("a section's own abort error (its fetch timing out), with the phase not aborted, is an ordinary failure: reported, the shown text kept, the request sent", async () => {
-  let timingOut = false;
+  let failing: "timeout" | "abort" | undefined;
   const { ask, faux, reported } = await setup([
     defineExtension({
       name: "a",
       sections: [
         section("weather", async () => {
-          if (timingOut) await fetchTimingOut();
+          if (failing === "timeout") await fetchTimingOut();
+          // Its own controller aborted with no reason: an "AbortError", told from the phase's by the phase's signal only.
+          if (failing === "abort") await fetchAbortedByItself();
           return "sunny";
         }),
       ],
     }),
   ]);
   await ask("one");
-  timingOut = true;
+  failing = "timeout";
   expect(await ask("two")).toMatchObject({ status: "done" });
   expect(reported).toHaveLength(1);
   expect(reported[0]).toMatch(/timed out/);
+  failing = "abort";
+  expect(await ask("three")).toMatchObject({ status: "done" });
+  expect(reported).toHaveLength(2);
   expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<weather>\nsunny\n</weather>",
     "<weather>\nsunny\n</weather>",
     "<weather>\nsunny\n</weather>",
   ]);
 });
+
+/** What a fetch whose own controller was aborted throws: an "AbortError" of a signal not the phase's. */
+async function fetchAbortedByItself(): Promise<never> {
+  const own = new AbortController();
+  own.abort();
+  own.signal.throwIfAborted();
+  throw new Error("unreachable");
+}
 
 /** What a fetch with its own timeout throws: an abort of a signal of its own, not the phase's. */
 async function fetchTimingOut(): Promise<never> {

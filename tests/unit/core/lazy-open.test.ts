@@ -6,7 +6,7 @@
  */
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
-import { defineTask, type Json, type MemoryStore } from "../../../worker/index.ts";
+import { defineTask, type Json, type MemoryStore, type TaskRecord } from "../../../worker/index.ts";
 import { deferred, memoryStore, recordJobs, type StoreJob, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 
@@ -50,7 +50,9 @@ async function readAll(setup: Awaited<ReturnType<typeof open>>, c: number) {
 }
 
 /** A store with IDLE idle conversations (answered, so with terminal tasks, usage and a patched doc) and one live task in the root. */
-async function seed(liveIn = 1): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTask: number }> {
+async function seed(
+  liveIn = 1,
+): Promise<{ image: ReturnType<MemoryStore["image"]>; liveTask: number; ended: readonly TaskRecord[] }> {
   const release = deferred();
   const setup = await open(echo, { tasks: [holdTask(release.promise)] });
   const { h } = setup;
@@ -67,8 +69,10 @@ async function seed(liveIn = 1): Promise<{ image: ReturnType<MemoryStore["image"
       conversationId: liveIn,
     }),
   );
+  // The terminal records as the process that wrote them holds them (never read back from a row).
+  const ended = await h.tasks({ status: "terminal" });
   await h.close();
-  return { image: setup.store.image(), liveTask };
+  return { image: setup.store.image(), liveTask, ended };
 }
 
 test("opening a store reads no row of terminal tasks or idle conversations' documents", async () => {
@@ -183,7 +187,7 @@ test("a commit reading an idle conversation's documents sees them, and its work 
 });
 
 test("after an open that read none of them, terminal tasks and idle conversations answer inspect, waits and a fork", async () => {
-  const { image, liveTask } = await seed();
+  const { image, liveTask, ended } = await seed();
   const running = (h: Awaited<ReturnType<typeof open>>["h"]) =>
     until(() => internals(h).session.records.tasks.get(liveTask)?.state.status === "running", {
       what: "the recovered task running",
@@ -208,6 +212,9 @@ test("after an open that read none of them, terminal tasks and idle conversation
   // On access: the terminal task's record and outcome, as stored.
   expect(await second.h.getTask(terminal.id)).toEqual(terminal);
   expect(await second.h.waitForTask(terminal.id)).toEqual(terminal);
+  // As the process that wrote it held it: every field read back from its row (times, owner, flags).
+  expect(terminal).toEqual(ended.find((t) => t.id === terminal.id));
+  expect(terminal.endedAt).toEqual(expect.any(Number));
   // A fork of the idle conversation at its last entry sees its history and its agent.
   const at = idleEntries.at(-1)!.id;
   const child = await (await second.h.requireLoadedConversation(2)).fork(at, {

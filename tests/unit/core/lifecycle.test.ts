@@ -3,7 +3,13 @@
  * `resume()` or a progress call, `Harness.waitForIdle`, and `abortSubmission`.
  */
 import { describe, expect, test } from "vitest";
-import { AgentHarness, type Conversation, HarnessClosed, WaitCancelled } from "../../../worker/index.ts";
+import {
+  AgentHarness,
+  type Conversation,
+  HarnessClosed,
+  Submission,
+  WaitCancelled,
+} from "../../../worker/index.ts";
 import { deferred, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { cleanups, echo, kinds, liveOf, open, transcript } from "../agent/fixtures.ts";
 
@@ -255,5 +261,29 @@ describe("abortSubmission", () => {
     await placed.wait();
     expect(await h.abortSubmission(placed.id)).toBe("settled");
     expect(await h.abortSubmission(9999)).toBe("not_found");
+  });
+
+  test("after a reopen, abortSubmission and Submission.abort of a submission settled before it answer settled, not not_found", async () => {
+    const store = await memoryStore();
+    const hold = deferred();
+    const first = await open(
+      async (req, n) => {
+        await hold.promise;
+        return echo(req, n);
+      },
+      { store },
+    );
+    const settled = await first.root.submit({ type: "input", content: "one" });
+    hold.resolve();
+    await settled.wait();
+    await first.h.close();
+    // Only unsettled submissions are read at open: a settled one is read from the store when asked for.
+    const { h, root } = await open(echo, { store: await memoryStore(store.image()) });
+    expect(await h.abortSubmission(settled.id)).toBe("settled");
+    expect(await h.abortSubmission(settled.id, undefined, root.id)).toBe("settled");
+    expect(await h.abortSubmission(settled.id + 1000)).toBe("not_found");
+    // A handle on a harness that has not read the record yet (made as the engine makes one).
+    const second = await open(echo, { store: await memoryStore(store.image()) });
+    expect(await new Submission(second.h, settled.id, second.root.id).abort()).toBe("settled");
   });
 });

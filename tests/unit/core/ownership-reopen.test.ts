@@ -152,17 +152,22 @@ test("keeps the root busy after reopen for work below a child task's owned conve
   // settled within a few turns").
   const order: string[] = [];
   h.subscribe((change) => {
-    for (const t of change.tasks)
+    for (const t of change.tasks) {
       if (t.kind === "inner" && t.state.status === "terminal") order.push("inner ended");
+      // The child's terminal receipt waits for the work in its owned conversation, after the reopen too.
+      if (t.kind === "child" && t.state.status === "terminal") order.push("child ended");
+    }
   });
   const rootIdle = root.waitForIdle().then(() => order.push("root idle"));
   const harnessIdle = h.waitForIdle().then(() => order.push("harness idle"));
   expect(await settles(root.waitForIdle())).toBe(false);
   expect(await settles(h.waitForIdle())).toBe(false);
+  expect(h.inspect().tasks.find((t) => t.record.kind === "child")?.state.kind).toBe("completing");
   gate.resolve();
   await Promise.all([rootIdle, harnessIdle]);
   expect(order[0]).toBe("inner ended");
-  expect([...order].sort()).toEqual(["harness idle", "inner ended", "root idle"]);
+  expect(order[1]).toBe("child ended");
+  expect([...order].sort()).toEqual(["child ended", "harness idle", "inner ended", "root idle"]);
   await root.waitForIdle();
   expect(outcome(await h.getTask(parentId))).toEqual({ status: "completed", result: "parent" });
 });

@@ -320,6 +320,37 @@ describe("migrate", () => {
     await h.close();
   });
 
+  test("a failed migration is retried for a different definition object even when it shares the same migrate function; never for the same object", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    let broken = true;
+    let calls = 0;
+    // One migrate function, whose outcome depends on state outside it (a fixed lookup, a loaded table).
+    const migrate: TaskDefinition<{ upgraded: Json }, V2State, Json>["migrate"] = (input, checkpoint) => {
+      calls++;
+      if (broken) throw new Error("table not loaded");
+      return { input: { upgraded: input }, checkpoint: { phase: "fresh", carried: checkpoint } };
+    };
+    const first = v2(migrate);
+    const reports: string[] = [];
+    const h = await Harness.open(image, {
+      tasks: [first, ping],
+      onReport: (e) => reports.push(String((e as Error).message)),
+    });
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    broken = false;
+    // The same object again: not retried.
+    h.registry.register(first);
+    await engineStillRuns(h);
+    expect(calls).toBe(1);
+    expect(blocked(h).map((b) => [b.id, b.reason])).toEqual([[ids[0], "migration_failed"]]);
+    // A different object with the same migrate function: tried again, and now it takes the task.
+    h.registry.register({ ...first });
+    expect(outcome(await done(h, ids[0]!))).toEqual({ status: "completed", result: "v2 ran" });
+    expect(calls).toBe(2);
+    expect(reports.filter((m) => m.includes("table not loaded"))).toHaveLength(1);
+    await h.close();
+  });
+
   test("a working migrate upgrades the stored version, input and checkpoint before the phase runs", async () => {
     const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
     const seen: Json[] = [];

@@ -84,6 +84,8 @@ export class Submission {
 
   /** Withdraw a still-queued submission. */
   async abort(signal?: AbortSignal): Promise<"aborted" | "already_placed" | "settled"> {
+    // Read first: after a reopen a settled record is in the store only (see AgentHarness.abortSubmission).
+    await this.harness.submissionRecord(this.id);
     return this.harness.transaction((tx) => abortSubmission(tx, tx.submission(this.id)!), signal);
   }
 }
