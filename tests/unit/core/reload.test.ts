@@ -401,3 +401,47 @@ test("a run sees a replacement from its next phase on: the request after the too
   // One run: its first request kept the old hooks, the request after the tool round asked the new ones.
   expect(seen).toEqual(["old:toolUse", "new:stop"]);
 });
+
+test("a compaction phase keeps the hooks it resolved at its start: a replacement installed while it reads its entries reaches only the next compaction", async () => {
+  // Break draw 31 (section-7:40): the compaction task resolving its hooks from the live registry, not
+  // from the view taken at its phase's start, passed every test; no test replaced an extension while
+  // a compaction phase was under way. Its first read (the entries, from the store once the idle
+  // conversation's cache was dropped) is held here, and the replacement lands inside it.
+  const decide = (label: string) =>
+    defineExtension({
+      name: "summarizer",
+      hooks: [hook("pi.compaction", { beforeCompact: () => ({ summary: `summary by ${label}` }) })],
+    });
+  const extensions = createRegistry();
+  extensions.install(decide("v1"));
+  const { h, root } = await open(echo, {
+    extensions,
+    settings: { compaction: { keepRecentTokens: 1 }, contextRetentionMs: 0 },
+  });
+  for (const q of ["one", "two", "three"]) await (await root.submit({ type: "input", content: q })).wait();
+  const reading = deferred();
+  const release = deferred();
+  let gate = true;
+  const stored = h.storedEntries.bind(h);
+  h.storedEntries = async (...args: Parameters<typeof h.storedEntries>) => {
+    if (gate) {
+      gate = false;
+      reading.resolve();
+      await release.promise;
+    }
+    return stored(...args);
+  };
+  const first = await root.compact();
+  await reading.promise;
+  extensions.install(decide("v2"));
+  release.resolve();
+  await h.waitForTask(first);
+  const summaries = async () =>
+    (await root.entries())
+      .filter((e) => e.kind === "pi.compaction")
+      .map((e) => /<summary>\n(.*)\n<\/summary>/.exec(textOf(messageOf(e)))?.[1]);
+  expect(await summaries()).toEqual(["summary by v1"]);
+  await (await root.submit({ type: "input", content: "four" })).wait();
+  await h.waitForTask(await root.compact());
+  expect(await summaries()).toEqual(["summary by v1", "summary by v2"]);
+});
