@@ -205,7 +205,6 @@ test("agent() in a conversation other than the root is that conversation's agent
   expect((await root.agent()).instructions).toBe("The root's.");
 });
 
-
 test("agent() asked first after a configure made while the call runs is still the agent as the call's phase resolved it at its start; the next call's phase takes the change", async () => {
   // Draw 31b: the named tests asked agent() before the configure, so a view resolved from the live
   // conversation at the first ask (not the phase's resolution) passed them.
