@@ -136,6 +136,11 @@ export class ConversationMount {
   #view: ConversationView | undefined;
   #watches = new Set<Watch<ConversationView>>();
   #observers = new Set<MountObserver>();
+  /**
+   * Observers that took this mount and wait for it to be ready: they count as observing, so a last
+   * observer stopping meanwhile does not drop the mount they are about to join (draw 31b).
+   */
+  #joining = 0;
   #ready: Promise<void> | undefined;
   #unsubscribe: (() => void) | undefined;
   #buffer: ChangeSet[] | undefined = [];
@@ -199,7 +204,13 @@ export class ConversationMount {
   }
 
   async watch(limit = WATCH_FRAME_LIMIT): Promise<Watch<ConversationView>> {
-    await this.ready();
+    // Counted as observing while it waits, and registered in the same step as it stops counting.
+    this.#joining++;
+    try {
+      await this.ready();
+    } finally {
+      this.#joining--;
+    }
     this.#refuseIfEnded();
     const watch: Watch<ConversationView> = new Watch(this.view, limit, () => {
       this.#watches.delete(watch);
@@ -215,7 +226,13 @@ export class ConversationMount {
    * so the caller can capture other committed state at the same instant.
    */
   async attach(observer: MountObserver, start?: (view: ConversationView) => void): Promise<MountAttachment> {
-    await this.ready();
+    // Counted as observing while it waits, and registered in the same step as it stops counting.
+    this.#joining++;
+    try {
+      await this.ready();
+    } finally {
+      this.#joining--;
+    }
     this.#refuseIfEnded();
     const view = this.view;
     start?.(view);
@@ -239,7 +256,7 @@ export class ConversationMount {
   }
 
   #releaseIfUnobserved(): void {
-    if (this.#watches.size === 0 && this.#observers.size === 0) this.#release();
+    if (this.#watches.size === 0 && this.#observers.size === 0 && this.#joining === 0) this.#release();
   }
 
   #release(): void {

@@ -864,6 +864,35 @@ describe("Conversation.compact()", () => {
     expect(usage()).toBe(spentBefore);
   });
 
+  test("Conversation.abort() of a compaction sleeping out a summary's backoff: no entry, its status (with its retry) removed, aborted", async () => {
+    // Draw 31b: the named test aborts while summarizing, so an abort handler that cleared the status
+    // only of a compaction in its summarize phase passed it; here the abort lands in the retry phase.
+    let summaries = 0;
+    const responder: FauxResponder = (req, n) =>
+      isSummary(req) && ++summaries === 1 ? fauxError("503 Service Unavailable") : echoOrSummary(req, n);
+    const clock = { now: 1_000_000 };
+    const { h, root } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 60_000 } },
+      now: () => clock.now,
+    });
+    await chat(root, 3);
+    const taskId = await root.compact();
+    const phase = async () =>
+      ((await h.getTask(taskId))?.state as { checkpoint?: { phase?: string } } | undefined)?.checkpoint
+        ?.phase;
+    await expect.poll(phase).toBe("retry");
+    const live = () => h.doc<LiveState & Record<string, never>>(1, "pi.live");
+    expect(JSON.stringify((await live())?.compactions)).toContain("retry");
+    const usage = () => JSON.stringify(h.docNow(1, "pi.usage"));
+    const spentBefore = usage();
+    const entriesBefore = await root.entries();
+    await root.abort();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect(await root.entries()).toEqual(entriesBefore);
+    expect((await live())?.compactions).toBeUndefined();
+    expect(usage()).toBe(spentBefore);
+    expect(summaries).toBe(1);
+  });
   test("a reset placed while summarizing makes the summary stale", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     await (await root.reset()).wait();

@@ -205,6 +205,43 @@ test("agent() in a conversation other than the root is that conversation's agent
   expect((await root.agent()).instructions).toBe("The root's.");
 });
 
+test("agent() asked first after a configure made while the call runs is still the agent as the call's phase resolved it at its start; the next call's phase takes the change", async () => {
+  // Draw 31b: the named tests asked agent() before the configure, so a view resolved from the live
+  // conversation at the first ask (not the phase's resolution) passed them.
+  const started = deferred();
+  const gate = deferred();
+  const views: ToolAgentView[] = [];
+  const { tool } = probe("probe", async (api) => {
+    started.resolve();
+    await gate.promise;
+    views.push(await api.agent());
+    return textResult("ok");
+  });
+  const { tool: next } = probe("next", async (api) => {
+    views.push(await api.agent());
+    return textResult("next");
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "probes", tools: [tool, next] }));
+  const { root } = await open(calls("probe", "next"), {
+    extensions,
+    settings: { toolExecution: "sequential" },
+    root: { agent: { extensions: ["probes"], instructions: "Be brief.", thinkingLevel: "low" } },
+  });
+  const before = await root.agent();
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await root.configure({ instructions: "Changed.", thinkingLevel: "high" });
+  const after = await root.agent();
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const [first, second] = views;
+  expect(first).toEqual(before);
+  expect(first!.instructions).toBe("Be brief.");
+  expect(first!.thinkingLevel).toBe("low");
+  expect(second).toEqual(after);
+  expect(second!.instructions).toBe("Changed.");
+});
 test("models is the harness's models: the resolver given to open, which knows the conversation's model", async () => {
   const { tool, seen } = probe("probe", async () => textResult("ok"));
   const { root, faux } = await open(calls("probe"), { tools: [tool] });

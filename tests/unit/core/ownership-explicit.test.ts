@@ -220,6 +220,32 @@ test("cannot create a child in its finishing commit, but work it starts in an ow
   await h.close();
 });
 
+test("a child created after an await in an async finishing commit is refused too: the owner is judged on the commit's final candidate records, whatever the callback's shape (draw 31b)", async () => {
+  // Draw 31b: the named test's finishing commit is synchronous, so an owner check run on the final
+  // candidate only for synchronous callbacks passed it.
+  const child = parked("child");
+  const errors: unknown[] = [];
+  const hasty = single("hasty", async (_t, runtime) => {
+    try {
+      await runtime.commit(async (tx) => {
+        await Promise.resolve();
+        tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return complete("too soon");
+      });
+    } catch (error) {
+      errors.push(error);
+      throw error;
+    }
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [child, hasty] });
+  const hastyId = await h.createTask(hasty, null, conversationOwned);
+  const faulted = outcome(await done(h, hastyId));
+  expect(faulted).toMatchObject({ status: "faulted" });
+  expect(errors[0]).toBeInstanceOf(OwnerNotLive);
+  expect((errors[0] as Error).message).toMatch(/is completing/);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
+  await h.close();
+});
 test("a background task started in an owned conversation by the finishing commit is no ordinary owned work: the owner ends in that commit, never completing, while it runs (break 29B)", async () => {
   const gate = deferred();
   const quiet = single("quiet", async (_t, runtime) => {

@@ -378,6 +378,33 @@ test("every observer of a conversation shares one mount, built by the first and 
   expect(subscriptions.count).toBe(0);
 });
 
+test("a watch or an attached observer asked for while the mount's last observer stops joins a live mount and follows the commits after it (draw 31b)", async () => {
+  // Draw 31b: every named test let each watch() settle before the next stop(); a watch() whose
+  // mount was taken from the map just before its last observer stopped attached to the dropped mount.
+  const { h, root } = await open(echo);
+  const subscriptions = countSubscriptions(h);
+  const a = await root.watch();
+  const asked = root.watch();
+  await a.stop();
+  const b = await asked;
+  expect(subscriptions.count).toBe(1);
+  const seen: unknown[] = [];
+  b.start((f) => void seen.push(f.value));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await until(() => seen.length === 1, { what: "the commit delivered to the second watch" });
+  // The same for an observer attached (an event stream's way in) while the last watch stops.
+  const changes: number[] = [];
+  const attaching = h
+    .mount(root.id)
+    .attach({ change: (change) => void changes.push(change.seq), end: () => {} });
+  await b.stop();
+  const attached = await attaching;
+  expect(subscriptions.count).toBe(1);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await until(() => changes.length > 0, { what: "the commit delivered to the attached observer" });
+  attached.detach();
+  expect(subscriptions.count).toBe(0);
+});
 test("stop() unregisters synchronously and only once: the mount is dropped before stop() returns, and a second stop() of its last watch leaves the next mount alone (break 30F)", async () => {
   const { h, root } = await open(echo);
   const subscriptions = countSubscriptions(h);
