@@ -1182,6 +1182,53 @@ describe("compaction a generation waits for", () => {
     expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
   });
 
+  test("the blocking threshold is strictly above contextWindow - reserveTokens: a context exactly at it is sent uncompacted, one token above it compacts first (draw 31b)", async () => {
+    // Draw 31b, 11: every named test crossed the threshold by tens of tokens, so a check of
+    // "at or above" passed them all. The reserve here comes from a settings getter, set so that the
+    // threshold is exactly the context the next input makes (the input counted, as prepare sees it).
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 100_000 });
+    let reserveTokens = 90_000;
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: () => ({
+        compaction: { enabled: true, reserveTokens, keepRecentTokens: 150, backgroundTokens: 0 },
+        retry: { baseDelayMs: 1 },
+      }),
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    for (let i = 1; i <= 3; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    // The context the check sees with the next input admitted: an input of the same length as the
+    // last one estimates the same, so a copy of its entry stands for it.
+    const withNext = async () => {
+      const entries = await root.entries();
+      const input = entries.findLast((e) => e.kind === "pi.user")!;
+      return contextTokens([...entries, { ...input, id: entries.at(-1)!.id + 1 }]);
+    };
+    const at = await withNext();
+    reserveTokens = 100_000 - at;
+    expect((await (await root.submit({ type: "input", content: big("q4") })).wait()).status).toBe("done");
+    expect(faux.requests.some(isSummary)).toBe(false);
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+    // The check saw exactly the threshold: the request went out with the whole transcript.
+    expect(contextTokens(await root.entries())).toBeGreaterThan(at);
+    const above = await withNext();
+    reserveTokens = 100_000 - above + 1;
+    expect((await (await root.submit({ type: "input", content: big("q5") })).wait()).status).toBe("done");
+    expect(faux.requests.filter(isSummary)).toHaveLength(1);
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task).toMatchObject({ input: { reason: "threshold", blocking: true } });
+    const sent = conversationRequests(faux.requests).at(-1)!;
+    expect(textOf(sent.messages[0]!)).toContain("<summary>\nSUMMARY\n</summary>");
+  });
+
   test("a failed blocking compaction still lets its generation prepare again and send the request", async () => {
     // Spec §8.3: "Whatever its outcome, prepare then runs again and sends the request." (Reading
     // 22b: a declined one was asserted, compaction-hooks; a failed one nowhere.)

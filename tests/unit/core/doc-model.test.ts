@@ -808,6 +808,37 @@ describe("snapshotAsOf (spec §3.3)", () => {
     expect(await h.snapshotAsOf(1, "hist", e1)).toBeUndefined();
   });
 
+  test("at the entry of the commit that retires it, an incarnation is no longer alive: its rules do not decide there, the live record's do (draw 31b)", async () => {
+    // Draw 31b, 12: `at < retiredAt` read as `at <= retiredAt` passed every test: the retired
+    // incarnation's value reads as absent at its retiring commit either way, so only its rules tell.
+    // Here the retired incarnation and the live one have opposite rules, given by raw writes.
+    const h = await open(await memoryStore());
+    const latest = { history: "latest", fork: "current" } as const;
+    const rewindable = { history: "rewindable", fork: "asOf" } as const;
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "a", { n: 1 }, undefined, latest);
+      tx.writeDoc(1, "b", { n: 1 }, undefined, rewindable);
+      return note(tx, 1, "1");
+    });
+    const retiring = await h.transaction((tx) => {
+      const entry = note(tx, 1, "2");
+      tx.retireDoc(1, "a");
+      tx.retireDoc(1, "b");
+      return entry;
+    });
+    const after = await h.transaction((tx) => {
+      tx.writeDoc(1, "a", { n: 3 }, undefined, rewindable);
+      tx.writeDoc(1, "b", { n: 3 }, undefined, latest);
+      return note(tx, 1, "3");
+    });
+    // "a": a latest incarnation retired at the entry, a rewindable one alive now: read, absent then.
+    expect(await h.snapshotAsOf(1, "a", retiring)).toBeUndefined();
+    expect(await h.snapshotAsOf(1, "a", after)).toMatchObject({ value: { n: 3 } });
+    // "b": a rewindable incarnation retired at the entry, a latest one alive now: refused.
+    await expect(h.snapshotAsOf(1, "b", retiring)).rejects.toThrow(InvalidTransition);
+    await expect(h.snapshotAsOf(1, "b", retiring - 1)).resolves.toMatchObject({ value: { n: 1 } });
+  });
+
   test("snapshotAsOf across a fork: an inherited entry reads the parent's incarnation of then, the child's own entries its copy", async () => {
     const h = await open(await memoryStore(), { forks: { asOf: ["hist"] } });
     const e1 = await h.transaction((tx) => {
