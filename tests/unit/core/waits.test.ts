@@ -1234,6 +1234,69 @@ test("failFast fires on a child that faults: its live siblings are aborted, the 
   await h.close();
 });
 
+test("failFast with an awaited sibling already completed when another fails: the completed one keeps its record unmarked, only the live one is aborted, and reads [completed, failed, aborted] (draw 31b)", async () => {
+  // Draw 31b: every other failFast test fired while all the siblings were live; marking the awaited
+  // tasks whatever their state put an abort mark on a terminal completed record.
+  const failNow = deferred();
+  const quick = single(
+    "ffc-quick",
+    async (_t, runtime) => void (await runtime.commit(() => complete("quick"))),
+  );
+  const failer = single("ffc-failer", async (_t, runtime) => {
+    await failNow.promise;
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "it failed" } },
+    }));
+  });
+  const sibling = parked("ffc-sibling");
+  let read: string[] | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "ffc-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [
+            tx.createTask(quick, null, owned),
+            tx.createTask(failer, null, owned),
+            tx.createTask(sibling, null, owned),
+          ];
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "failFast" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [quick, failer, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  // The three children take the next ids, in the order the parent created them.
+  const kids = async () => Promise.all([1, 2, 3].map(async (n) => (await h.getTask(id + n))!));
+  // The quick child completed, the other two running.
+  await expect
+    .poll(async () => (await kids())[0]!.state.status === "terminal" && running(h) === 2)
+    .toBe(true);
+  const completed = (await kids())[0]!;
+  expect(completed.kind).toBe("ffc-quick");
+  expect(completed.abortRequested).toBe(false);
+  failNow.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["completed", "failed", "aborted"]);
+  const after = await kids();
+  expect(after[0]).toEqual(completed);
+  expect(after.map((t) => t.abortRequested)).toEqual([false, false, true]);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("allSettled on tasks it does not own, one already terminal and one live: it waits for the live one and reads [completed, failed] in order", async () => {
   // Reading 23e (upstream "waits with allSettled on tasks it does not own, including already terminal
   // ones"): the named tests waited on a foreign task only after a restart, or on its owner alone.
