@@ -152,6 +152,40 @@ describe("waits", () => {
     await h.close();
   });
 
+  test("a join policy other than failFast or allSettled (another word, or none) is an InvalidTransition: nothing stored (draw 31b)", async () => {
+    // Draw 31b: every test waited with one of the two policies; with the check dropped, an unknown
+    // policy was stored and judged as allSettled.
+    const caught = new Map<TaskId, unknown>();
+    const gate = deferred();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("bystander", async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    const ids = [
+      await h.createTask(
+        prober(caught),
+        { on: other, policy: "race" as never },
+        { ownership: { kind: "conversation" } },
+      ),
+      await h.createTask(prober(caught), { on: other } as never, { ownership: { kind: "conversation" } }),
+    ];
+    for (const id of ids) {
+      expect(outcome(await done(h, id, 1000))).toEqual({ status: "completed", result: "carried on" });
+      expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+      expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    }
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    gate.resolve();
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   // Contrary until fixed (break 30C): whether `on` names a task the waiter does not own was judged
   // only on a task in memory; a task that ended before the open is not loaded, so a failFast wait on a
   // foreign one was accepted after a restart. Spec §5.5: tasks the waiting task does not own require
