@@ -1331,6 +1331,61 @@ test("failFast with an awaited sibling already completed when another fails: the
   await h.close();
 });
 
+test("failFast entered after an awaited child already failed fires at once: the live sibling is aborted, the parent is not, and reads [failed, aborted] (draw 31b)", async () => {
+  // Draw 31b: every other failFast wait was entered while its children were live; here the failure
+  // is stored (and the parent resumed from another wait) before the failFast wait names it.
+  const failer = single("ffl-failer", async (_t, runtime) => {
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "it failed" } },
+    }));
+  });
+  const sibling = parked("ffl-sibling");
+  let read: string[] | undefined;
+  type Phases = { phase: "go" } | { phase: "then"; kids: TaskId[] } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Phases, Json>({
+    name: "ffl-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [tx.createTask(failer, null, owned), tx.createTask(sibling, null, owned)];
+          return {
+            status: "waiting",
+            checkpoint: { phase: "then", kids },
+            on: [kids[0]!],
+            policy: "allSettled",
+          };
+        });
+      },
+      then: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "then" ? task.state.checkpoint.kids : [];
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "gather", kids },
+          on: kids,
+          policy: "failFast",
+        }));
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [failer, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id, 2000))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["failed", "aborted"]);
+  expect((await h.getTask(id + 2))?.abortRequested).toBe(true);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("allSettled on tasks it does not own, one already terminal and one live: it waits for the live one and reads [completed, failed] in order", async () => {
   // Reading 23e (upstream "waits with allSettled on tasks it does not own, including already terminal
   // ones"): the named tests waited on a foreign task only after a restart, or on its owner alone.
