@@ -1342,7 +1342,7 @@ test("failFast entered after an awaited child already failed fires at once: the 
   });
   const sibling = parked("ffl-sibling");
   let read: string[] | undefined;
-  type Phases = { phase: "go" } | { phase: "then"; kids: TaskId[] } | { phase: "gather"; kids: TaskId[] };
+  type Phases = { phase: "go" } | { phase: "refail"; kids: TaskId[] } | { phase: "gather"; kids: TaskId[] };
   const parent = defineTask<null, Phases, Json>({
     name: "ffl-parent",
     version: 1,
@@ -1354,14 +1354,14 @@ test("failFast entered after an awaited child already failed fires at once: the 
           const kids = [tx.createTask(failer, null, owned), tx.createTask(sibling, null, owned)];
           return {
             status: "waiting",
-            checkpoint: { phase: "then", kids },
+            checkpoint: { phase: "refail", kids },
             on: [kids[0]!],
             policy: "allSettled",
           };
         });
       },
-      then: async (task, runtime) => {
-        const kids = task.state.checkpoint.phase === "then" ? task.state.checkpoint.kids : [];
+      refail: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "refail" ? task.state.checkpoint.kids : [];
         await runtime.commit(() => ({
           status: "waiting",
           checkpoint: { phase: "gather", kids },
