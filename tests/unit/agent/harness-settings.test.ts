@@ -88,6 +88,11 @@ test("a key given as undefined in a partial retry or compaction object keeps its
     keepRecentTokens: 20_000,
     backgroundTokens: 32_768,
   });
+  // Draw 31b: the specification's cap key too: maxAgentDelayMs given as undefined keeps the default
+  // cap, or the maxDelayMs given beside it (a merge that took the key's presence for a value passed).
+  const cap = (retry: object) => resolveSettings({ retry } as never).retry.maxDelayMs;
+  expect(cap({ maxAgentDelayMs: undefined, maxRetries: 2 })).toBe(60_000);
+  expect(cap({ maxAgentDelayMs: undefined, maxDelayMs: 3000 })).toBe(3000);
 });
 
 test("retry.maxAgentDelayMs, the specification's name for the backoff cap, caps the delay as maxDelayMs does", () => {

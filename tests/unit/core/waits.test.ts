@@ -152,6 +152,40 @@ describe("waits", () => {
     await h.close();
   });
 
+  test("a join policy other than failFast or allSettled (another word, or none) is an InvalidTransition: nothing stored (draw 31b)", async () => {
+    // Draw 31b: every test waited with one of the two policies; with the check dropped, an unknown
+    // policy was stored and judged as allSettled.
+    const caught = new Map<TaskId, unknown>();
+    const gate = deferred();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("bystander", async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    const ids = [
+      await h.createTask(
+        prober(caught),
+        { on: other, policy: "race" as never },
+        { ownership: { kind: "conversation" } },
+      ),
+      await h.createTask(prober(caught), { on: other } as never, { ownership: { kind: "conversation" } }),
+    ];
+    for (const id of ids) {
+      expect(outcome(await done(h, id, 1000))).toEqual({ status: "completed", result: "carried on" });
+      expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+      expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    }
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    gate.resolve();
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   // Contrary until fixed (break 30C): whether `on` names a task the waiter does not own was judged
   // only on a task in memory; a task that ended before the open is not loaded, so a failFast wait on a
   // foreign one was accepted after a restart. Spec §5.5: tasks the waiting task does not own require
@@ -1230,6 +1264,124 @@ test("failFast fires on a child that faults: its live siblings are aborted, the 
   thrown.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
   expect(read).toEqual(["faulted", "aborted", "aborted"]);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
+
+test("failFast with an awaited sibling already completed when another fails: the completed one keeps its record unmarked, only the live one is aborted, and reads [completed, failed, aborted] (draw 31b)", async () => {
+  // Draw 31b: every other failFast test fired while all the siblings were live; marking the awaited
+  // tasks whatever their state put an abort mark on a terminal completed record.
+  const failNow = deferred();
+  const quick = single(
+    "ffc-quick",
+    async (_t, runtime) => void (await runtime.commit(() => complete("quick"))),
+  );
+  const failer = single("ffc-failer", async (_t, runtime) => {
+    await failNow.promise;
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "it failed" } },
+    }));
+  });
+  const sibling = parked("ffc-sibling");
+  let read: string[] | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "ffc-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [
+            tx.createTask(quick, null, owned),
+            tx.createTask(failer, null, owned),
+            tx.createTask(sibling, null, owned),
+          ];
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "failFast" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [quick, failer, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  // The three children take the next ids, in the order the parent created them.
+  const kids = async () => Promise.all([1, 2, 3].map(async (n) => (await h.getTask(id + n))!));
+  // The quick child completed, the other two running.
+  await expect
+    .poll(async () => (await kids())[0]!.state.status === "terminal" && running(h) === 2)
+    .toBe(true);
+  const completed = (await kids())[0]!;
+  expect(completed.kind).toBe("ffc-quick");
+  expect(completed.abortRequested).toBe(false);
+  failNow.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["completed", "failed", "aborted"]);
+  const after = await kids();
+  expect(after[0]).toEqual(completed);
+  expect(after.map((t) => t.abortRequested)).toEqual([false, false, true]);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
+
+test("failFast entered after an awaited child already failed fires at once: the live sibling is aborted, the parent is not, and reads [failed, aborted] (draw 31b)", async () => {
+  // Draw 31b: every other failFast wait was entered while its children were live; here the failure
+  // is stored (and the parent resumed from another wait) before the failFast wait names it.
+  const failer = single("ffl-failer", async (_t, runtime) => {
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "it failed" } },
+    }));
+  });
+  const sibling = parked("ffl-sibling");
+  let read: string[] | undefined;
+  type Phases = { phase: "go" } | { phase: "refail"; kids: TaskId[] } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Phases, Json>({
+    name: "ffl-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [tx.createTask(failer, null, owned), tx.createTask(sibling, null, owned)];
+          return {
+            status: "waiting",
+            checkpoint: { phase: "refail", kids },
+            on: [kids[0]!],
+            policy: "allSettled",
+          };
+        });
+      },
+      refail: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "refail" ? task.state.checkpoint.kids : [];
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "gather", kids },
+          on: kids,
+          policy: "failFast",
+        }));
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [failer, sibling, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id, 2000))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["failed", "aborted"]);
+  expect((await h.getTask(id + 2))?.abortRequested).toBe(true);
   expect((await h.getTask(id))?.abortRequested).toBe(false);
   await h.close();
 });
