@@ -109,3 +109,41 @@ test("the summary request carries the pinned thinking level as reasoning and the
     true,
   );
 });
+
+test("a retried summary request goes to the model pinned at select, though the conversation names another meanwhile (break 31bA)", async () => {
+  // Break 31bA: the named tests never change the model while a summary is out; a retry resolving the
+  // conversation's model at send time, not the pinned one, passed them.
+  const models: string[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) models.push(`${model.provider}/${model.id}`);
+    return defaultStream(model, context, options);
+  };
+  let root: Conversation | undefined;
+  let summaries = 0;
+  const {
+    h,
+    root: r,
+    faux,
+  } = await open(
+    async (req) => {
+      if (req.systemPrompt !== SUMMARY_SYSTEM_PROMPT) return fauxAssistantMessage("ok");
+      summaries++;
+      if (summaries === 1) {
+        await root!.configure({ model: { provider: "faux", modelId: "another-model" } });
+        return fauxError("503 overloaded");
+      }
+      return fauxAssistantMessage(`SUMMARY ${summaries}`);
+    },
+    {
+      stream,
+      settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 }, retry: { baseDelayMs: 1 } },
+    },
+  );
+  root = r;
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+  const id = await root.compact();
+  expect((await h.waitForTask(id)).state).toMatchObject({ outcome: { status: "completed" } });
+  const pinned = `${faux.ref.provider}/${faux.ref.modelId}`;
+  expect(models).toEqual([pinned, pinned]);
+});

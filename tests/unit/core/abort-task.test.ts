@@ -293,6 +293,48 @@ test("an abort invocation resolves the registry as it is then, not the definitio
   await h.close();
 });
 
+test("an abort invocation of a task its run invocation left running migrates it too: a definition replaced while it ran, then the abort, runs the new abort handler on the migrated record (break 31bA)", async () => {
+  // Break 31bA: the named migration test's task is pending when its abort invocation is reserved; a
+  // reservation that started a running task's abort invocation without migrating it passed.
+  const started = deferred();
+  const seen: Json[] = [];
+  const v1 = defineTask<Json, Go, Json>({
+    ...parked("replaced-mid-run"),
+    phases: {
+      go: async (_t, _runtime, signal) => {
+        started.resolve();
+        await new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason)),
+        );
+      },
+    },
+  });
+  const v2 = defineTask<Json, Go, Json>({
+    ...parked("replaced-mid-run", 2),
+    abort: async (task, runtime) => {
+      seen.push({ input: task.input, version: task.version });
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "v2 handler" },
+      }));
+    },
+    migrate: (input, checkpoint, from) => ({
+      input: { migrated: input, from },
+      checkpoint: checkpoint as Go,
+    }),
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [v1] });
+  const id = await h.createTask(v1, { old: 1 }, conversationOwned);
+  await started.promise;
+  h.registry.register(v2);
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "v2 handler" });
+  expect(seen).toEqual([{ input: { migrated: { old: 1 }, from: 1 }, version: 2 }]);
+  expect((await row(store, id))?.["version"]).toBe(2);
+  await h.close();
+});
+
 test("abortTask answers only `marked` or `terminal`: aborting a marked task again is `marked`; an unknown id rejects", async () => {
   const stuck = parked("stuck");
   const quick = single("quick", async (_t, runtime) => void (await runtime.commit(() => complete("q"))));

@@ -283,6 +283,43 @@ test("keeps a finished background ancestor a boundary for work below it that was
   expect(outcome(await h.getTask(belowId))?.status).toBe("aborted");
 });
 
+test("a finished background ancestor is a boundary only from above: after reopen, the conversation below it still waits for and aborts its own work (break 31bA)", async () => {
+  // Break 31bA: the named tests look from the root only; a walk that left out everything under a
+  // background ancestor, whatever conversation it started from, passed them.
+  const child = founder();
+  const background = waitsOnOwnedChild("background", child);
+  const below = parked("below");
+  const first = await open(echo, { tasks: [background, child, below] });
+  const backgroundId: TaskId = await first.h.createTask(background, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
+  expect(outcome(await done(first.h, backgroundId))?.status).toBe("completed");
+  const [childRecord] = await first.h.tasks({ kind: "child" });
+  const conversation = (outcome(childRecord) as { result: ConversationId }).result;
+  const belowId: TaskId = await first.h.createTask(below, null, {
+    ownership: { kind: "conversation" },
+    conversationId: conversation,
+  });
+  await until(
+    () => first.h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"),
+    { what: "below running" },
+  );
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const { h } = await open(echo, { tasks: [background, child, below], store: stored });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
+    what: "below running again",
+  });
+  const own = h.requireConversation(conversation);
+  // Its own conversation's ordinary work: its idle wait holds, and its abort reaches it.
+  expect(await settles(own.waitForIdle())).toBe(false);
+  await own.abort();
+  expect(outcome(await h.getTask(belowId))?.status).toBe("aborted");
+  await own.waitForIdle();
+});
+
 test("marks and awaits only the background work reached when { background: true } is admitted", async () => {
   const log: string[] = [];
   const abortFirst = deferred();

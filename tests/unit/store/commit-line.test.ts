@@ -425,11 +425,12 @@ test("100 commits requested together share one transaction; one whose callback t
   h.subscribe((change) => {
     for (const d of change.docs) published.push(d.name);
   });
+  const thrown = new Error("callback 37 fails after writing");
   const results = await Promise.allSettled(
     Array.from({ length: 100 }, (_, i) =>
       h.transaction((tx) => {
         tx.writeDoc(1, `test.doc-${i}`, { i });
-        if (i === 37) throw new Error("callback 37 fails after writing");
+        if (i === 37) throw thrown;
         return i;
       }),
     ),
@@ -441,6 +442,9 @@ test("100 commits requested together share one transaction; one whose callback t
     status: "rejected",
     reason: { message: "callback 37 fails after writing" },
   });
+  // The very error the callback threw, not a copy of its message (draw 31b: a rejection with a new
+  // Error of the same message passed).
+  expect((results[37] as PromiseRejectedResult).reason).toBe(thrown);
   expect(
     results.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<number>).value),
   ).toEqual(Array.from({ length: 100 }, (_, i) => i).filter((i) => i !== 37));
