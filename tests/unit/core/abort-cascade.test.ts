@@ -4,6 +4,7 @@
  * is aborted directly, and a waiting task does not wait for tasks it waits on but does not own.
  */
 import { expect, test } from "vitest";
+import type { AnyTaskDefinition } from "../../../worker/core/define.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   type ConversationId,
@@ -120,31 +121,7 @@ test("a background task owned by a cancelled owner's conversation is a boundary;
   // Ordinary work beside the background task: the cascade does enter the owned conversation.
   const exposed = parked("exposed");
   // The owner creates a conversation it owns, a background task and an ordinary one there, then parks.
-  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          tx.createTask(background, null, {
-            ownership: { kind: "conversation" },
-            conversationId: c.id,
-            background: true,
-          });
-          tx.createTask(exposed, null, { ownership: { kind: "conversation" }, conversationId: c.id });
-          return { status: "running", checkpoint: { phase: "hold" } };
-        });
-      },
-      hold: async (_t, _r, signal) =>
-        new Promise<void>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-    },
-    abort: async (_t, runtime) => {
-      log.push("abort:owner");
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
+  const owner = ownerOfBackgroundBeside("owner", background, exposed, log);
   const h = await Harness.open(await memoryStore(), { tasks: [owner, background, inner, exposed] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
@@ -179,30 +156,7 @@ test("after a reopen, a live background task in a cancelled owner's conversation
   const inner = parked("reopen-inner");
   const background = ownerOf("reopen-background", inner, { log });
   const exposed = parked("reopen-exposed");
-  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "reopen-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          tx.createTask(background, null, {
-            ownership: { kind: "conversation" },
-            conversationId: c.id,
-            background: true,
-          });
-          tx.createTask(exposed, null, { ownership: { kind: "conversation" }, conversationId: c.id });
-          return { status: "running", checkpoint: { phase: "hold" } };
-        });
-      },
-      hold: async (_t, _r, signal) => untilAborted(signal),
-    },
-    abort: async (_t, runtime) => {
-      log.push("abort:reopen-owner");
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
+  const owner = ownerOfBackgroundBeside("reopen-owner", background, exposed, log);
   const tasks = [owner, background, inner, exposed];
   const store = await memoryStore();
   const first = await Harness.open(store, { tasks });
@@ -1020,3 +974,39 @@ test("ordering is judged on committed records: a completed owner's hold is relea
   await engineStillRuns(h);
   await h.close();
 });
+
+/**
+ * An owner that creates a conversation it owns holding a background task and an ordinary one, then
+ * parks until aborted; its abort handler logs `abort:<name>`.
+ */
+function ownerOfBackgroundBeside(
+  name: string,
+  background: AnyTaskDefinition,
+  exposed: AnyTaskDefinition,
+  log: string[],
+) {
+  return defineTask<Json, Go | { phase: "hold" }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(background, null, {
+            ownership: { kind: "conversation" },
+            conversationId: c.id,
+            background: true,
+          });
+          tx.createTask(exposed, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _r, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) => {
+      log.push(`abort:${name}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+}

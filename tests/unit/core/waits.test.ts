@@ -1401,27 +1401,9 @@ test("allSettled on tasks it does not own, one already terminal and one live: it
       outcome: { status: "failed", error: { message: "slow failed" } },
     }));
   });
-  type Gather = Go | { phase: "gather" };
   let read: string[] | undefined;
-  const waiter = defineTask<{ on: TaskId[] }, Gather, Json>({
-    name: "foreign-waiter",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (task, runtime) => {
-        await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "gather" },
-          on: task.input.on,
-          policy: "allSettled",
-        }));
-      },
-      gather: async (task, runtime) => {
-        read = (await runtime.outcomes(task.input.on)).map((o) => o.status);
-        await runtime.commit(() => complete("gathered"));
-      },
-    },
-    abort: async () => undefined,
+  const waiter = allSettledGatherer("foreign-waiter", (statuses) => {
+    read = statuses;
   });
   const h = await Harness.open(await memoryStore(), { tasks: [quick, slow, waiter] });
   const conversationOwned = { ownership: { kind: "conversation" as const } };
@@ -1475,27 +1457,9 @@ test("allSettled on another task's children, one already terminal and one live: 
     },
     abort: async () => undefined,
   });
-  type Gather = Go | { phase: "gather" };
   let read: string[] | undefined;
-  const waiter = defineTask<{ on: TaskId[] }, Gather, Json>({
-    name: "foreign-child-waiter",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (task, runtime) => {
-        await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "gather" },
-          on: task.input.on,
-          policy: "allSettled",
-        }));
-      },
-      gather: async (task, runtime) => {
-        read = (await runtime.outcomes(task.input.on)).map((o) => o.status);
-        await runtime.commit(() => complete("gathered"));
-      },
-    },
-    abort: async () => undefined,
+  const waiter = allSettledGatherer("foreign-child-waiter", (statuses) => {
+    read = statuses;
   });
   const h = await Harness.open(await memoryStore(), { tasks: [quick, slow, parent, waiter] });
   const conversationOwned = { ownership: { kind: "conversation" as const } };
@@ -1520,3 +1484,30 @@ test("allSettled on another task's children, one already terminal and one live: 
   expect(outcome(await done(h, parentId))).toEqual({ status: "completed", result: "parent" });
   await h.close();
 });
+
+/**
+ * A task that waits allSettled on the tasks its input names, then reads their outcomes in order
+ * (handed to `onRead`) and completes "gathered".
+ */
+function allSettledGatherer(name: string, onRead: (statuses: string[]) => void) {
+  return defineTask<{ on: TaskId[] }, Go | { phase: "gather" }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "gather" },
+          on: task.input.on,
+          policy: "allSettled",
+        }));
+      },
+      gather: async (task, runtime) => {
+        onRead((await runtime.outcomes(task.input.on)).map((o) => o.status));
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+}
