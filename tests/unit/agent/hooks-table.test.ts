@@ -357,20 +357,7 @@ describe("the hooks table: composition in extension order, and what a throw does
   });
 
   test("onAbort over one aborted tool task: the chain sees its durable output, a control changes nothing, the sibling call and the run go on", async () => {
-    const started = deferred();
-    const slow = defineTool({
-      name: "slow",
-      description: "Works until aborted",
-      parameters: Type.Object({}),
-      async execute(_args, api) {
-        api.output("durable\n");
-        started.resolve();
-        await new Promise<void>((_resolve, reject) => {
-          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
-        });
-        return textResult("finished");
-      },
-    });
+    const { started, tool: slow } = slowUntilAborted();
     const siblingStarted = deferred();
     const siblingGo = deferred();
     let siblingSignal: AbortSignal | undefined;
@@ -451,20 +438,7 @@ describe("the hooks table: composition in extension order, and what a throw does
   test("onAbort over the first call of a sequential round: the chain replaces its result, and the pending sibling still starts, runs and the run goes on (break 31G)", async () => {
     // Break 31G: every onAbort test ran a parallel round; a sequential round that answered its
     // pending calls aborted once a call ended aborted passed them.
-    const started = deferred();
-    const slow = defineTool({
-      name: "slow",
-      description: "Works until aborted",
-      parameters: Type.Object({}),
-      async execute(_args, api) {
-        api.output("durable\n");
-        started.resolve();
-        await new Promise<void>((_resolve, reject) => {
-          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
-        });
-        return textResult("finished");
-      },
-    });
+    const { started, tool: slow } = slowUntilAborted();
     let siblingRan = 0;
     const sibling = defineTool({
       name: "sibling",
@@ -1047,3 +1021,22 @@ test("onAbort: an error after its abort invocation was signalled (the harness cl
   expect(reported).toEqual([]);
   expect(next).toEqual([]);
 });
+
+/** A tool that writes one durable line, then works until its call is aborted; `started` once it runs. */
+function slowUntilAborted() {
+  const started = deferred();
+  const tool = defineTool({
+    name: "slow",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("durable\n");
+      started.resolve();
+      await new Promise<void>((_resolve, reject) => {
+        api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+      });
+      return textResult("finished");
+    },
+  });
+  return { started, tool };
+}

@@ -297,18 +297,7 @@ test("does not re-bound retained output when an unchanged result outlives the to
 });
 
 test("settles an abort even when the tool was uninstalled, using default content bounds", async () => {
-  const started = deferred();
-  const bounded = defineTool({
-    name: "bounded",
-    description: "Works until aborted; keeps two lines",
-    parameters: Type.Object({}),
-    outputLimits: { maxLines: 2, retain: "head" },
-    async execute(_args, api) {
-      started.resolve();
-      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
-      return textResult("never");
-    },
-  });
+  const { started, tool: bounded } = boundedUntilAborted();
   const extensions = createRegistry();
   extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
   const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
@@ -339,18 +328,7 @@ test("settles an abort with default content bounds when the tool, still installe
   // Break 31G: the named test uninstalls the tool; bounds read from every installed tool (not the
   // phase's resolution for the conversation) passed it, and bounded this replacement by the two
   // lines of a tool the conversation no longer offers.
-  const started = deferred();
-  const bounded = defineTool({
-    name: "bounded",
-    description: "Works until aborted; keeps two lines",
-    parameters: Type.Object({}),
-    outputLimits: { maxLines: 2, retain: "head" },
-    async execute(_args, api) {
-      started.resolve();
-      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
-      return textResult("never");
-    },
-  });
+  const { started, tool: bounded } = boundedUntilAborted();
   const extensions = createRegistry();
   extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
   const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
@@ -488,3 +466,20 @@ test("a tool that reads api.signal only after its call was aborted sees it abort
   const [result] = await toolResults(root);
   expect(diagnosticsOf(result!).map((d) => d.code)).toContain("aborted");
 });
+
+/** A tool bounded to two head lines that works until its call is aborted; `started` once it runs. */
+function boundedUntilAborted() {
+  const started = deferred();
+  const tool = defineTool({
+    name: "bounded",
+    description: "Works until aborted; keeps two lines",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, retain: "head" },
+    async execute(_args, api) {
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  return { started, tool };
+}

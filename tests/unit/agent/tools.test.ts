@@ -598,25 +598,7 @@ describe("tools", () => {
   });
 
   test("a terminating round uses final behaviour: a follow-up queued during it is placed when the round ends the run, and starts the next run", async () => {
-    const gate = deferred();
-    const finishLater = defineTool({
-      name: "finish-later",
-      description: "End the run once released",
-      parameters: Type.Object({}),
-      execute: async () => {
-        await gate.promise;
-        return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
-      },
-    });
-    const { root, faux } = await open(
-      (req) =>
-        req.messages.filter((m) => m.role === "user").length === 1
-          ? fauxAssistantMessage([fauxToolCall("finish-later", {}, { id: "call-1" })], {
-              stopReason: "toolUse",
-            })
-          : fauxAssistantMessage("next answer"),
-      { tools: [finishLater] },
-    );
+    const { root, faux, gate } = await openTerminatingRound("next answer");
     const first = await root.submit({ type: "input", content: "go" });
     await until(() => faux.requests.length === 1, { what: "the round running" });
     const follow = await root.submit({ type: "input", content: "then this" });
@@ -639,25 +621,7 @@ describe("tools", () => {
   test("a terminating round uses final behaviour for a steer too: a steer queued during it does not join the ended run; the final boundary places it and it starts the next run, answered by its own answer (break 31E)", async () => {
     // Break 31E: the named tests queued follow-ups only; a closing commit that placed steers at
     // post-tools first (joining the ended run, settled with its tool-calling answer) passed them.
-    const gate = deferred();
-    const finishLater = defineTool({
-      name: "finish-later",
-      description: "End the run once released",
-      parameters: Type.Object({}),
-      execute: async () => {
-        await gate.promise;
-        return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
-      },
-    });
-    const { root, faux } = await open(
-      (req) =>
-        req.messages.filter((m) => m.role === "user").length === 1
-          ? fauxAssistantMessage([fauxToolCall("finish-later", {}, { id: "call-1" })], {
-              stopReason: "toolUse",
-            })
-          : fauxAssistantMessage("steer answer"),
-      { tools: [finishLater] },
-    );
+    const { root, faux, gate } = await openTerminatingRound("steer answer");
     const first = await root.submit({ type: "input", content: "go" });
     await until(() => faux.requests.length === 1, { what: "the round running" });
     const steer = await root.submit({ type: "input", content: "steer this", whenBusy: "steer" });
@@ -1253,3 +1217,30 @@ describe("parallel and sequential rounds", () => {
     expect(liveOf(h)).toEqual({});
   });
 });
+
+/**
+ * A harness whose first run calls `finish-later`, a tool that ends the run (terminate) once `gate` is
+ * released; every later request is answered `answer`.
+ */
+async function openTerminatingRound(answer: string) {
+  const gate = deferred();
+  const finishLater = defineTool({
+    name: "finish-later",
+    description: "End the run once released",
+    parameters: Type.Object({}),
+    execute: async () => {
+      await gate.promise;
+      return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
+    },
+  });
+  const opened = await open(
+    (req) =>
+      req.messages.filter((m) => m.role === "user").length === 1
+        ? fauxAssistantMessage([fauxToolCall("finish-later", {}, { id: "call-1" })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage(answer),
+    { tools: [finishLater] },
+  );
+  return { root: opened.root, faux: opened.faux, gate };
+}

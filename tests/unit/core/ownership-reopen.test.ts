@@ -249,32 +249,7 @@ test("keeps a finished background ancestor a boundary after reopen, which { back
 test("keeps a finished background ancestor a boundary for work below it that was live before the reopen", async () => {
   // Break 28F: the named test creates the work below after the reopen, so its chain is read when it
   // is first named; here the open itself must read the chain of a recovered task's conversation.
-  const child = founder();
-  const background = waitsOnOwnedChild("background", child);
-  const below = parked("below");
-  const first = await open(echo, { tasks: [background, child, below] });
-  const backgroundId: TaskId = await first.h.createTask(background, null, {
-    ownership: { kind: "conversation" },
-    background: true,
-  });
-  expect(outcome(await done(first.h, backgroundId))?.status).toBe("completed");
-  const [childRecord] = await first.h.tasks({ kind: "child" });
-  const conversation = (outcome(childRecord) as { result: ConversationId }).result;
-  const belowId: TaskId = await first.h.createTask(below, null, {
-    ownership: { kind: "conversation" },
-    conversationId: conversation,
-  });
-  await until(
-    () => first.h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"),
-    { what: "below running" },
-  );
-  const stored = await image(first.store);
-  await first.h.close();
-
-  const { h, root } = await open(echo, { tasks: [background, child, below], store: stored });
-  await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
-    what: "below running again",
-  });
+  const { h, root, belowId } = await reopenedBelowFinishedBackground();
   await root.waitForIdle();
   await h.waitForIdle();
   await root.abort();
@@ -286,32 +261,7 @@ test("keeps a finished background ancestor a boundary for work below it that was
 test("a finished background ancestor is a boundary only from above: after reopen, the conversation below it still waits for and aborts its own work (break 31bA)", async () => {
   // Break 31bA: the named tests look from the root only; a walk that left out everything under a
   // background ancestor, whatever conversation it started from, passed them.
-  const child = founder();
-  const background = waitsOnOwnedChild("background", child);
-  const below = parked("below");
-  const first = await open(echo, { tasks: [background, child, below] });
-  const backgroundId: TaskId = await first.h.createTask(background, null, {
-    ownership: { kind: "conversation" },
-    background: true,
-  });
-  expect(outcome(await done(first.h, backgroundId))?.status).toBe("completed");
-  const [childRecord] = await first.h.tasks({ kind: "child" });
-  const conversation = (outcome(childRecord) as { result: ConversationId }).result;
-  const belowId: TaskId = await first.h.createTask(below, null, {
-    ownership: { kind: "conversation" },
-    conversationId: conversation,
-  });
-  await until(
-    () => first.h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"),
-    { what: "below running" },
-  );
-  const stored = await image(first.store);
-  await first.h.close();
-
-  const { h } = await open(echo, { tasks: [background, child, below], store: stored });
-  await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
-    what: "below running again",
-  });
+  const { h, belowId, conversation } = await reopenedBelowFinishedBackground();
   const own = h.requireConversation(conversation);
   // Its own conversation's ordinary work: its idle wait holds, and its abort reaches it.
   expect(await settles(own.waitForIdle())).toBe(false);
@@ -399,3 +349,38 @@ test("{ background: true } awaits reached background work that an earlier abortT
   await aborting;
   for (const id of ids) expect(outcome(await h.getTask(id))?.status).toBe("aborted");
 });
+
+/**
+ * A background task that finished after its child made a conversation, live work in that conversation
+ * (`below`, running), then a reopen of the store with that work running again.
+ */
+async function reopenedBelowFinishedBackground() {
+  const child = founder();
+  const background = waitsOnOwnedChild("background", child);
+  const below = parked("below");
+  const first = await open(echo, { tasks: [background, child, below] });
+  const backgroundId: TaskId = await first.h.createTask(background, null, {
+    ownership: { kind: "conversation" },
+    background: true,
+  });
+  expect(outcome(await done(first.h, backgroundId))?.status).toBe("completed");
+  const [childRecord] = await first.h.tasks({ kind: "child" });
+  const conversation = (outcome(childRecord) as { result: ConversationId }).result;
+  const belowId: TaskId = await first.h.createTask(below, null, {
+    ownership: { kind: "conversation" },
+    conversationId: conversation,
+  });
+  await until(
+    () => first.h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"),
+    { what: "below running" },
+  );
+  const stored = await image(first.store);
+  await first.h.close();
+
+  const reopened = await open(echo, { tasks: [background, child, below], store: stored });
+  const h = reopened.h;
+  await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
+    what: "below running again",
+  });
+  return { h, root: reopened.root, belowId, conversation };
+}
