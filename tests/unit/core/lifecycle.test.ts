@@ -263,6 +263,16 @@ describe("abortSubmission", () => {
     expect(await h.abortSubmission(9999)).toBe("not_found");
   });
 
+  test("Submission.abort of a submission deleted with its conversation answers settled, as its wait says, and throws nothing", async () => {
+    const { h } = await open(echo);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const sub = await other.submit({ type: "input", content: "one" });
+    await sub.wait();
+    await h.deleteConversation(other.id);
+    expect(await sub.wait()).toEqual({ status: "unanswered", reason: "deleted" });
+    expect(await sub.abort()).toBe("settled");
+  });
+
   test("after a reopen, abortSubmission and Submission.abort of a submission settled before it answer settled, not not_found", async () => {
     const store = await memoryStore();
     const hold = deferred();

@@ -82,11 +82,13 @@ export class Submission {
     };
   }
 
-  /** Withdraw a still-queued submission. */
+  /**
+   * Withdraw a still-queued submission (AgentHarness.abortSubmission, which also reads one settled
+   * before a reopen). One deleted with its conversation has ended: `settled`, as `wait()` says.
+   */
   async abort(signal?: AbortSignal): Promise<"aborted" | "already_placed" | "settled"> {
-    // Read first: after a reopen a settled record is in the store only (see AgentHarness.abortSubmission).
-    await this.harness.submissionRecord(this.id);
-    return this.harness.transaction((tx) => abortSubmission(tx, tx.submission(this.id)!), signal);
+    const outcome = await this.harness.abortSubmission(this.id, signal);
+    return outcome === "not_found" ? "settled" : outcome;
   }
 }
 
