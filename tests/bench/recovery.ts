@@ -24,6 +24,7 @@
  */
 import type { Page } from "playwright-core";
 import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/protocol/index.ts";
+import type { LentOpenParts } from "../../worker/store/lent/wire.ts";
 import { Cdp, engine, type LaunchedBrowser, type StaticServer } from "../e2e/browser.ts";
 import type { FloorKind, FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
 import type { BenchKit } from "./long-chat.ts";
@@ -76,7 +77,12 @@ async function freshPage(b: LaunchedBrowser, page: Page): Promise<{ page: Page; 
  * One floor round: the bare page's worker opens `store` and commits one row; its parts (FLOOR_PARTS)
  * and the total. The app's service worker would answer this navigation with index.html: bypassed.
  */
-async function floorRound(page: Page, server: StaticServer, store: string, kit: BenchKit): Promise<number[]> {
+async function floorRound(
+  page: Page,
+  server: StaticServer,
+  store: string,
+  kit: BenchKit,
+): Promise<{ parts: number[]; lent: number[] }> {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Network.enable");
   await cdp.send("Network.setBypassServiceWorker", { bypass: true });
@@ -89,18 +95,48 @@ async function floorRound(page: Page, server: StaticServer, store: string, kit: 
     );
     if (!r || r.error) throw new Error(`the recovery floor failed: ${r?.error}`);
     const origin = await page.evaluate(() => performance.timeOrigin);
-    return [
-      r.createdAt - origin,
-      r.scriptAt - r.createdAt,
-      r.wasmAt - r.scriptAt,
-      r.openedAt - r.wasmAt,
-      r.committedAt - r.openedAt,
-      r.committedAt - origin,
-    ];
+    return {
+      parts: [
+        r.createdAt - origin,
+        r.scriptAt - r.createdAt,
+        r.wasmAt - r.scriptAt,
+        r.openedAt - r.wasmAt,
+        r.committedAt - r.openedAt,
+        r.committedAt - origin,
+      ],
+      lent: lentSteps(r.lent, origin, r.wasmAt),
+    };
   } finally {
     await cdp.send("Network.setBypassServiceWorker", { bypass: false }).catch(() => undefined);
     await cdp.detach().catch(() => undefined);
   }
+}
+
+/** The lent worker's steps (LentOpenParts), and when its port reached the SharedWorker. */
+const LENT_STEPS = [
+  "lent worker's first line",
+  "its wasm compiled",
+  "its port at the SharedWorker",
+  "the open asked there",
+  "its wasm instance made",
+  "its VFS made (OPFS handles)",
+  "SQLite opened the file",
+  "the database open there",
+] as const;
+
+/** The lent worker's steps (LENT_STEPS) in ms from `origin` (NaN: not stamped; none for the idb kind). */
+function lentSteps(parts: LentOpenParts | undefined, origin: number, portAt: number | undefined): number[] {
+  if (!parts) return [];
+  return [
+    parts.scriptAt,
+    parts.wasmAt,
+    portAt,
+    parts.askedAt,
+    parts.instanceAt,
+    parts.vfsAt,
+    parts.fileAt,
+    parts.openedAt,
+  ].map((at) => (at === undefined ? Number.NaN : at - origin));
 }
 
 const STORE_OPEN_PARTS = [
@@ -186,12 +222,15 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
   ];
   const openRows: string[][] = [["round", ...STORE_OPEN_PARTS, "store open"]];
   const opens: number[][] = [];
+  const lentFloor: number[][] = [];
+  const lentApp: number[][] = [];
   let ticks = 0;
   for (let round = 1; round <= ROUNDS; round++) {
     const leftApp = await freshPage(b, page);
     page = leftApp.page;
-    const floor = await floorRound(page, server, store, kit);
+    const { parts: floor, lent } = await floorRound(page, server, store, kit);
     floors.push(floor);
+    if (lent.length > 0) lentFloor.push(lent);
     floorRows.push([String(round), ...floor.map((ms) => `${fmt(ms)} ms`)]);
     const leftFloor = await freshPage(b, page);
     page = leftFloor.page;
@@ -223,6 +262,23 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
       since(migratedAt),
       since(readyAt),
     ]);
+    const t = stats.timeline;
+    const appLent = lentSteps(
+      t.lentScriptAt === undefined
+        ? undefined
+        : {
+            scriptAt: t.lentScriptAt,
+            ...(t.lentWasmAt === undefined ? {} : { wasmAt: t.lentWasmAt }),
+            ...(t.lentAskedAt === undefined ? {} : { askedAt: t.lentAskedAt }),
+            ...(t.lentInstanceAt === undefined ? {} : { instanceAt: t.lentInstanceAt }),
+            ...(t.lentVfsAt === undefined ? {} : { vfsAt: t.lentVfsAt }),
+            ...(t.lentDbAt === undefined ? {} : { fileAt: t.lentDbAt }),
+            ...(t.lentFileAt === undefined ? {} : { openedAt: t.lentFileAt }),
+          },
+      origin,
+      t.lentPortAt,
+    );
+    if (appLent.length > 0) lentApp.push(appLent);
     const open = storeOpenParts(stats.timeline);
     opens.push(open);
     openRows.push([String(round), ...open.map((ms) => `${fmt(ms)} ms`), `${fmt(parts[4]!)} ms`]);
@@ -275,6 +331,26 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
     "\nthe app's store open in parts (each from the end of the one before, the first from the later of the lock and the compile; 0: not stamped)",
   );
   table(openRows);
+  if (lentFloor.length > 0 && lentApp.length > 0) {
+    // A step some round did not stamp (a spare that compiled inside the open) counts in none.
+    const stamped = (runs: number[][]) =>
+      runs[0]!.map((_, i) => {
+        const xs = runs.map((r) => r[i]!).filter((x) => !Number.isNaN(x));
+        return xs.length === 0 ? undefined : median(xs);
+      });
+    const lf = stamped(lentFloor);
+    const la = stamped(lentApp);
+    const between = (a: number | undefined, b: number | undefined) =>
+      a === undefined || b === undefined ? undefined : b - a;
+    console.log(
+      "\nthe lent store worker's steps, from the page's navigation start (medians; its own clock; the port: when the SharedWorker had it)",
+    );
+    table([
+      ["step", "floor", "recovery"],
+      ...LENT_STEPS.map((step, i) => [step, ms(lf[i]), ms(la[i])]),
+      ["open asked to database open", ms(between(lf[3], lf[7])), ms(between(la[3], la[7]))],
+    ]);
+  }
   console.log(
     "\nbefore each page: how long the previous page's SharedWorker lived on, and the machine's load",
   );

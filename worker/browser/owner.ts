@@ -92,8 +92,8 @@ export class StoreOwner {
     let harness: AgentHarness;
     let opened: OwnedStore | undefined;
     try {
-      const store = await this.#platform.openStore((part) => {
-        this.timeline[part] = Date.now();
+      const store = await this.#platform.openStore((part, at) => {
+        this.timeline[part] = at ?? Date.now();
       });
       opened = store;
       this.timeline.migratedAt = Date.now();

@@ -7,9 +7,21 @@ import type { OwnedStore, Store } from "../store/types.ts";
 import type { MarkerFile } from "./store-marker.ts";
 
 /** The parts of a store's open that the engine's timeline stamps (EngineTimeline). */
-export type OpenPart = "kindAt" | "lenderAt" | "lentPortAt" | "lentOpenAt";
-/** Called when a part of the open ended (ms since the epoch). */
-export type OpenStamp = (part: OpenPart) => void;
+export type OpenPart =
+  | "kindAt"
+  | "lenderAt"
+  | "lentPortAt"
+  | "lentOpenAt"
+  // The lent worker's own steps, on its clock (worker/store/lent/wire.ts `LentOpenParts`).
+  | "lentScriptAt"
+  | "lentWasmAt"
+  | "lentAskedAt"
+  | "lentInstanceAt"
+  | "lentVfsAt"
+  | "lentDbAt"
+  | "lentFileAt";
+/** Called when a part of the open ended: now, or `at` (ms since the epoch) for a part stamped elsewhere. */
+export type OpenStamp = (part: OpenPart, at?: number) => void;
 
 export interface HostPlatform {
   readonly storeName: string;

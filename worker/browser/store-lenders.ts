@@ -110,7 +110,21 @@ export class StoreLenders {
     const store = await openLentStore({
       port: first.port,
       name,
-      ...(stamp ? { opened: () => stamp("lentOpenAt") } : {}),
+      ...(stamp
+        ? {
+            opened: (parts) => {
+              stamp("lentOpenAt");
+              if (!parts) return;
+              stamp("lentScriptAt", parts.scriptAt);
+              if (parts.wasmAt !== undefined) stamp("lentWasmAt", parts.wasmAt);
+              if (parts.askedAt !== undefined) stamp("lentAskedAt", parts.askedAt);
+              if (parts.instanceAt !== undefined) stamp("lentInstanceAt", parts.instanceAt);
+              if (parts.vfsAt !== undefined) stamp("lentVfsAt", parts.vfsAt);
+              if (parts.fileAt !== undefined) stamp("lentDbAt", parts.fileAt);
+              if (parts.openedAt !== undefined) stamp("lentFileAt", parts.openedAt);
+            },
+          }
+        : {}),
       relend: async () => {
         const next = await this.lend(held.tabId);
         held.tabId = next.tabId;

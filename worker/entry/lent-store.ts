@@ -13,8 +13,17 @@
 import { SPARE_STORE_MS, tabLockName } from "../protocol/browser.ts";
 import { openBrowserStore, preloadBrowserStore, wasmMemoryBytes } from "../store/browser.ts";
 import { serveLentStore } from "../store/lent/server.ts";
+import type { LentOpenParts } from "../store/lent/wire.ts";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
+const now = () => performance.timeOrigin + performance.now();
+/** When this worker reached each step of the open (sent with its answer: the recovery bench's parts). */
+const parts: { -readonly [K in keyof LentOpenParts]: LentOpenParts[K] } = { scriptAt: now() };
+/** Compile the store's wasm (once: a second call finds it compiled), stamping when it is. */
+const compile = () =>
+  preloadBrowserStore({ kind: "opfs" }).then(() => {
+    parts.wasmAt ??= now();
+  });
 
 /** Whether a tab other than `own` holds or awaits its tab lock. */
 async function otherTabOpen(own: string): Promise<boolean> {
@@ -32,13 +41,26 @@ scope.addEventListener(
       const unused = setTimeout(() => scope.close(), SPARE_STORE_MS);
       port.addEventListener("message", () => clearTimeout(unused), { once: true });
       void otherTabOpen(spare).then(
-        (other) => (other ? undefined : preloadBrowserStore({ kind: "opfs" })),
+        (other) => (other ? undefined : compile()),
         () => undefined,
       );
-    } else void preloadBrowserStore({ kind: "opfs" });
+    } else void compile();
     void serveLentStore(port, {
-      open: (name) => openBrowserStore({ kind: "opfs", name }),
+      open: async (name) => {
+        parts.askedAt = now();
+        await compile();
+        const line = await openBrowserStore({
+          kind: "opfs",
+          name,
+          stamp: (step) => {
+            parts[`${step}At`] = now();
+          },
+        });
+        parts.openedAt = now();
+        return line;
+      },
       memory: wasmMemoryBytes,
+      parts: () => ({ ...parts }),
     }).then(() => scope.close());
     scope.postMessage({ type: "connected" });
   },

@@ -919,6 +919,20 @@ export interface EngineTimeline {
   readonly lentPortAt?: number;
   /** opfs-lent: the lent worker answered the open (its script, its wasm, the OPFS file opened there). */
   readonly lentOpenAt?: number;
+  /** opfs-lent, on the lent worker's clock: its script's first line. */
+  readonly lentScriptAt?: number;
+  /** opfs-lent, on the lent worker's clock: its store's wasm compiled. */
+  readonly lentWasmAt?: number;
+  /** opfs-lent, on the lent worker's clock: the engine's open arrived there. */
+  readonly lentAskedAt?: number;
+  /** opfs-lent, on the lent worker's clock: the open's wasm instance made. */
+  readonly lentInstanceAt?: number;
+  /** opfs-lent, on the lent worker's clock: the OPFS VFS made (its module, its file handles). */
+  readonly lentVfsAt?: number;
+  /** opfs-lent, on the lent worker's clock: SQLite opened the database file. */
+  readonly lentDbAt?: number;
+  /** opfs-lent, on the lent worker's clock: the database open there (before the engine's migrate). */
+  readonly lentFileAt?: number;
   /** The modules the harness's open needs (the app's agent, script workers, the test tasks) arrived. */
   readonly modulesAt?: number;
 }

@@ -24,7 +24,12 @@ export type IdbBuild = "jspi" | "asyncify";
 /** The browser kinds' options (store/open.ts's `openStore` takes these too). */
 export type BrowserStoreOptions =
   | { kind: "idb"; name: string; build?: IdbBuild }
-  | { kind: "opfs"; name: string };
+  | {
+      kind: "opfs";
+      name: string;
+      /** Told as each step of the open ends (the lent worker sends them to the engine: the bench's parts). */
+      stamp?: (step: "instance" | "vfs" | "file") => void;
+    };
 type Build = IdbBuild | "sync";
 
 /**
@@ -287,6 +292,7 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
       release = () => idbVfs.close();
     } else {
       const module = await loadModule("sync", memories);
+      options.stamp?.("instance");
       sqlite3 = SQLiteAPI.Factory(module);
       const { OPFSCoopSyncVFS } = (await import(
         "@journeyapps/wa-sqlite/src/examples/OPFSCoopSyncVFS.js"
@@ -294,11 +300,13 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
       const opfsVfs = (await OPFSCoopSyncVFS.create("opfs", module)) as CoopSyncVfs;
       vfs = opfsVfs;
       release = () => releaseCoopSync(opfsVfs);
+      options.stamp?.("vfs");
     }
     sqlite3.vfs_register(vfs as unknown as SQLiteVFS, false);
     // OPFS is shared with the agent's workspace files: keep databases in their own directory.
     const path = options.kind === "opfs" ? `stores/${name}.db` : `${name}.db`;
     db = await sqlite3.open_v2(path, undefined, vfs.name);
+    if (options.kind === "opfs") options.stamp?.("file");
   } catch (error) {
     try {
       await release();

@@ -86,6 +86,20 @@ const Reply = Type.Union([
       results: Type.Optional(Type.Array(Type.Array(Type.Record(Type.String(), Value_)))),
       schemaVersion: Type.Optional(Type.Integer()),
       wasmBytes: Type.Optional(Type.Integer({ minimum: 0 })),
+      parts: Type.Optional(
+        Type.Object(
+          {
+            scriptAt: Type.Number(),
+            wasmAt: Type.Optional(Type.Number()),
+            askedAt: Type.Optional(Type.Number()),
+            instanceAt: Type.Optional(Type.Number()),
+            vfsAt: Type.Optional(Type.Number()),
+            fileAt: Type.Optional(Type.Number()),
+            openedAt: Type.Optional(Type.Number()),
+          },
+          strict,
+        ),
+      ),
     },
     strict,
   ),
@@ -149,6 +163,9 @@ const requests = {
   kill: fc.record({ t: fc.constant("kill"), id, reason: text(0, 1000) }),
 } satisfies Record<string, fc.Arbitrary<Message>>;
 
+/** A time in ms since the epoch, as `performance.timeOrigin + performance.now()` gives (sub-ms). */
+const stamp = fc.double({ min: 0, max: 4e12, noNaN: true });
+
 const replies = {
   ok: fc.record(
     {
@@ -158,6 +175,18 @@ const replies = {
       results: fc.array(fc.array(row, { maxLength: 3 }), { maxLength: 3 }),
       schemaVersion: fc.integer(),
       wasmBytes: fc.maxSafeNat(),
+      parts: fc.record(
+        {
+          scriptAt: stamp,
+          wasmAt: stamp,
+          askedAt: stamp,
+          instanceAt: stamp,
+          vfsAt: stamp,
+          fileAt: stamp,
+          openedAt: stamp,
+        },
+        { requiredKeys: ["scriptAt"] },
+      ),
     },
     { requiredKeys: ["id", "ok"] },
   ),
@@ -184,6 +213,7 @@ function strictNodes(m: Message): Message[] {
   const nodes: Message[] = [m];
   if (m.epoch) nodes.push(m.epoch as Message);
   if (m.error) nodes.push(m.error as Message);
+  if (m.parts) nodes.push(m.parts as Message);
   if (Array.isArray(m.steps)) nodes.push(...(m.steps as Message[]));
   return nodes;
 }
@@ -200,6 +230,7 @@ const REQUIRED: Record<string, readonly string[]> = {
   error: ["id", "ok", "error"],
   epoch: ["read", "bump"],
   wireError: ["name", "message", "store"],
+  parts: ["scriptAt"],
 };
 
 /** A value of another type than `v`'s, for every field the wire has. */
@@ -258,6 +289,7 @@ const mutations: Record<string, Mutation> = {
     const nodes: Array<[Message, readonly string[]]> = [[m, REQUIRED[kind]!]];
     if (m.epoch) nodes.push([m.epoch as Message, REQUIRED.epoch!]);
     if (m.error) nodes.push([m.error as Message, REQUIRED.wireError!]);
+    if (m.parts) nodes.push([m.parts as Message, REQUIRED.parts!]);
     const [node, keys] = choose(nodes, pick)!;
     const key = choose(keys, pick >> 2)!;
     delete node[key];
@@ -419,6 +451,28 @@ describe("each request kind's refusals", () => {
       { t: "job", id: 0, job: 0, steps: [{ s: 0, sql: undefined, params: undefined }], end: undefined },
     ];
     for (const m of accepted) agree(Request, isRequest, m, true);
+  });
+
+  test("an open's parts: the known steps only, each a finite time, the script's first line always", () => {
+    const ok = {
+      id: 1,
+      ok: true,
+      schemaVersion: 3,
+      parts: { scriptAt: 1.5, wasmAt: 2, askedAt: 3, openedAt: 4.25 },
+    };
+    agree(Reply, isReply, ok, true);
+    agree(Reply, isReply, { ...ok, parts: { scriptAt: 1 } }, true);
+    for (const parts of [
+      {},
+      { wasmAt: 2 },
+      { scriptAt: Number.NaN },
+      { scriptAt: 1, openedAt: Number.POSITIVE_INFINITY },
+      { scriptAt: "1" },
+      { scriptAt: 1, heapAt: 2 },
+      [1],
+      null,
+    ])
+      agree(Reply, isReply, { ...ok, parts }, false);
   });
 
   test("error replies: the error's keys and types", () => {

@@ -12,7 +12,7 @@ import { describe, expect, test } from "vitest";
 import { schema } from "../../../worker/core/schema.ts";
 import { openLentStore } from "../../../worker/store/lent/client.ts";
 import { serveLentStore } from "../../../worker/store/lent/server.ts";
-import type { LentPort, LentReply, LentRequest } from "../../../worker/store/lent/wire.ts";
+import type { LentOpenParts, LentPort, LentReply, LentRequest } from "../../../worker/store/lent/wire.ts";
 import { type MemoryImage, type MemoryStore, openStore } from "../../../worker/store/open.ts";
 import { allOf, type FaultPoint, StoreClosed } from "../../../worker/store/types.ts";
 
@@ -25,16 +25,20 @@ interface Lender {
   memory(): MemoryStore;
 }
 
-function lender(image?: MemoryImage, options: { wasmBytes?: number } = {}): Lender {
+function lender(
+  image?: MemoryImage,
+  options: { wasmBytes?: number; parts?: () => LentOpenParts } = {},
+): Lender {
   const channel = new MessageChannel();
   let memory: MemoryStore | undefined;
-  const { wasmBytes } = options;
+  const { wasmBytes, parts } = options;
   void serveLentStore(channel.port2, {
     async open(name) {
       memory = await openStore({ kind: "memory", name, ...(image ? { image } : {}) });
       return memory;
     },
     ...(wasmBytes === undefined ? {} : { memory: () => wasmBytes }),
+    ...(parts ? { parts } : {}),
   });
   return { port: channel.port1, own: channel.port2, memory: () => memory! };
 }
@@ -123,6 +127,27 @@ describe("the lent store", () => {
     const silent = await openLentStore({ port: lender().port, name: "m2" });
     expect(await silent.wasmMemoryBytes()).toBe(0);
     await silent.close();
+  });
+
+  test("the open's answer brings when the lender reached each step of it, read once the open is done (none from a lender that cannot say)", async () => {
+    let asked = 0;
+    const parts = () => {
+      asked++;
+      return { scriptAt: 1000.5, wasmAt: 1010, askedAt: 1020.25, openedAt: 1040 };
+    };
+    const heard: Array<LentOpenParts | undefined> = [];
+    const says = await openLentStore({
+      port: lender(undefined, { parts }).port,
+      name: "p1",
+      opened: (p) => heard.push(p),
+    });
+    expect(heard).toEqual([{ scriptAt: 1000.5, wasmAt: 1010, askedAt: 1020.25, openedAt: 1040 }]);
+    expect(asked).toBe(1);
+    await says.close();
+    const silent: Array<LentOpenParts | undefined> = [];
+    const other = await openLentStore({ port: lender().port, name: "p2", opened: (p) => silent.push(p) });
+    expect(silent).toEqual([undefined]);
+    await other.close();
   });
 
   test("a lender lost without a new one: the commit in flight and later calls reject with StoreClosed", async () => {

@@ -39,6 +39,7 @@ import {
   isReply,
   type JobRequest,
   type LentOk,
+  type LentOpenParts,
   type LentPort,
   type LentReply,
   type LentRequest,
@@ -80,8 +81,11 @@ export interface LentStoreOptions {
    * the job in flight goes on (see `LentStore`). Without it a lost lender kills the store.
    */
   relend?: (reason: string) => Promise<LentPort>;
-  /** Told when the lent worker answered the first open (the engine's timeline stamps it). */
-  opened?: () => void;
+  /**
+   * Told when the lent worker answered the first open, with when it reached each step of it (the
+   * engine's timeline stamps them).
+   */
+  opened?: (parts: LentOpenParts | undefined) => void;
 }
 
 /** Open the store a lent worker serves on `options.port`. Rejects with the server's typed error. */
@@ -131,7 +135,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   roundTrips = 0;
   #port: LentPort;
   readonly #relendPort: LentStoreOptions["relend"];
-  #opened: (() => void) | undefined;
+  #opened: ((parts: LentOpenParts | undefined) => void) | undefined;
   /** Bumped with each port: events of an old port are ignored. */
   #generation = 0;
   readonly #pending = new Map<number, { resolve(r: LentReply): void; reject(e: Error): void }>();
@@ -191,7 +195,7 @@ export class LentStore extends QueuedStore<ClientJob["kind"]> implements Store {
   /** Open over the current port: the store, its sequence number. */
   async open(): Promise<void> {
     const opened = await this.#send({ t: "open", name: this.name });
-    this.#opened?.();
+    this.#opened?.(opened.parts);
     this.#opened = undefined;
     this.schemaVersion = opened.schemaVersion ?? 0;
     if (this.#schema) {

@@ -23,6 +23,7 @@ import {
   isRequest,
   type JobRequest,
   LentBadRequest,
+  type LentOpenParts,
   type LentPort,
   type LentReply,
   type LentStep,
@@ -73,6 +74,8 @@ export interface ServeLentOptions {
   open(name: string): Promise<SqliteLine>;
   /** The bytes of wasm memory the stores of this worker hold (answers `memory`; 0 without it). */
   memory?(): number;
+  /** When this worker reached each step of the open, sent with the open's answer (the bench's parts). */
+  parts?(): LentOpenParts;
 }
 
 /**
@@ -213,7 +216,8 @@ export function serveLentStore(port: LentPort, options: ServeLentOptions): Promi
       opening = true;
       try {
         line = await options.open(request.name);
-        reply({ id: request.id, ok: true, schemaVersion: line.schemaVersion });
+        const parts = options.parts?.();
+        reply({ id: request.id, ok: true, schemaVersion: line.schemaVersion, ...(parts ? { parts } : {}) });
       } catch (error) {
         opening = false;
         fail(request.id, error);

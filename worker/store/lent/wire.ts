@@ -118,6 +118,29 @@ export interface LentOk {
   schemaVersion?: number;
   /** An integer >= 0. */
   wasmBytes?: number;
+  /** The answer to `open`: when the lent worker reached each step of it (`LentOpenParts`). */
+  parts?: LentOpenParts;
+}
+
+/**
+ * When the lent worker reached each step of its store's open, in ms since the epoch on its own clock
+ * (`performance.timeOrigin + performance.now()`): the recovery bench shows them beside the engine's.
+ */
+export interface LentOpenParts {
+  /** The worker's script ran its first line. */
+  readonly scriptAt: number;
+  /** The store's wasm was compiled (before the open asked, or inside it). */
+  readonly wasmAt?: number;
+  /** The engine's `open` arrived. */
+  readonly askedAt?: number;
+  /** The open's own wasm instance made (a new memory, SQLite's start). */
+  readonly instanceAt?: number;
+  /** The VFS made (its module here, the OPFS directory and its handles). */
+  readonly vfsAt?: number;
+  /** SQLite opened the database file. */
+  readonly fileAt?: number;
+  /** The database was open here (the pragmas set, its schema version read). */
+  readonly openedAt?: number;
 }
 export interface LentRefusal {
   id: number;
@@ -285,7 +308,18 @@ export function isRequest(data: unknown): data is LentRequest {
   }
 }
 
-const OK_KEYS = new Set(["id", "ok", "rows", "results", "schemaVersion", "wasmBytes"]);
+const OK_KEYS = new Set(["id", "ok", "rows", "results", "schemaVersion", "wasmBytes", "parts"]);
+const PART_KEYS = new Set(["scriptAt", "wasmAt", "askedAt", "instanceAt", "vfsAt", "fileAt", "openedAt"]);
+
+/** Open parts: only the known steps, each a finite time, `scriptAt` there. */
+function isOpenParts(p: unknown): boolean {
+  return (
+    isPlainObject(p) &&
+    onlyKeys(p, PART_KEYS) &&
+    Object.values(p).every((v) => typeof v === "number" && Number.isFinite(v)) &&
+    typeof p.scriptAt === "number"
+  );
+}
 const REFUSAL_KEYS = new Set(["id", "ok", "error"]);
 const ERROR_KEYS = new Set(["name", "message", "store", "reason", "advice"]);
 
@@ -311,9 +345,10 @@ export function isReply(data: unknown): data is LentReply {
   if (!isPlainObject(data)) return false;
   if (data.ok === false) return onlyKeys(data, REFUSAL_KEYS) && isId(data.id) && isLentError(data.error);
   if (data.ok !== true || !onlyKeys(data, OK_KEYS)) return false;
-  const { id, rows, results, schemaVersion, wasmBytes } = data;
+  const { id, rows, results, schemaVersion, wasmBytes, parts } = data;
   return (
     isId(id) &&
+    (parts === undefined || isOpenParts(parts)) &&
     (schemaVersion === undefined || (typeof schemaVersion === "number" && Number.isInteger(schemaVersion))) &&
     (wasmBytes === undefined || isId(wasmBytes)) &&
     (rows === undefined || isRows(rows)) &&
