@@ -1001,7 +1001,13 @@ describe("submission records", () => {
     expect(p.entry).toEqual(expect.any(Number));
     expect(p.answer).toBeUndefined();
     // Exactly that: placed at once on the idle path, its entry only, no payload (draw 32A).
-    expect(p).toEqual({ id: placed.id, conversationId: root.id, type: "input", status: "placed", entry: p.entry });
+    expect(p).toEqual({
+      id: placed.id,
+      conversationId: root.id,
+      type: "input",
+      status: "placed",
+      entry: p.entry,
+    });
     for (const r of [await queued.record(), await write.record()]) {
       expect(r.status).toBe("queued");
       expect(r.entry).toBeUndefined();
