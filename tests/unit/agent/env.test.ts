@@ -283,7 +283,11 @@ test("the builder's context carries the use's signal: aborting the conversation 
       wait.resolve();
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 300);
-        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+        const onAbort = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
       });
       seen.push({ build, aborted: signal.aborted });
     }
