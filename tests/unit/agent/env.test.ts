@@ -264,3 +264,52 @@ test("without an env option a synchronous section, rendered inside the preparati
     "<notes>\nno env\n</notes>",
   ]);
 });
+
+test("the builder's context carries the use's signal: aborting the conversation while a tool execution's build or a preparation's build waits aborts that build", async () => {
+  // Draw 32A: no test read the builder's second argument, so a builder handed a signal of its own
+  // (never aborted) passed every test above. The second build (the call's execution) and the fourth
+  // (the next input's preparation) wait for their signal; a short fallback, reached only when the
+  // signal never fires, keeps a broken engine from hanging the test.
+  const seen: Array<{ build: number; aborted: boolean }> = [];
+  const waiting = new Map([
+    [2, deferred()],
+    [4, deferred()],
+  ]);
+  let builds = 0;
+  const env: EnvBuilder = async (_target, { signal }) => {
+    const build = ++builds;
+    const wait = waiting.get(build);
+    if (wait) {
+      wait.resolve();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 300);
+        const onAbort = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
+      seen.push({ build, aborted: signal.aborted });
+    }
+    return { fs: new MemoryFs() };
+  };
+  const ls = fauxToolCall("ls", {}, { id: "l1" });
+  const { root, faux } = await open(callsThenAnswer(ls), { extensions: registry(), env });
+  // Build 1 prepares the call's request; build 2, the call's execution, waits.
+  const first = await root.submit({ type: "input", content: "list" });
+  await waiting.get(2)!.promise;
+  expect(faux.requests).toHaveLength(1);
+  await root.abort();
+  expect((await first.wait()).status).toBe("unanswered");
+  expect(await toolResults(root)).toHaveLength(1);
+  // A run after the abort: build 3 prepares it (a reference pass), build 4 is the next input's.
+  await (await root.submit({ type: "input", content: "between" })).wait();
+  const second = await root.submit({ type: "input", content: "again" });
+  await waiting.get(4)!.promise;
+  await root.abort();
+  expect((await second.wait()).status).toBe("unanswered");
+  expect(seen).toEqual([
+    { build: 2, aborted: true },
+    { build: 4, aborted: true },
+  ]);
+});

@@ -449,6 +449,45 @@ describe("fork", () => {
     expect((unowned as Error).message).toMatch(/explicit ownership/);
   });
 
+  test("after a reopen, a grandchild forks at an entry it inherits from the root and is refused one past its cap, by the handle and by a raw transaction; the refusal names the conversation and the entry", async () => {
+    // Draw 32A: every visibility check above ran live, with the fork chain in memory, and compared
+    // the refusal by its class only.
+    const store = await memoryStore();
+    let setup = await open(echo, { store });
+    await ask(setup.root, "r1");
+    const at = (await setup.root.entries()).at(-1)!.id;
+    await ask(setup.root, "r2");
+    const past = (await setup.root.entries()).at(-1)!.id;
+    const child = await setup.root.fork(at, ownerless);
+    await ask(child, "c1");
+    const mid = (await child.entries()).at(-1)!.id;
+    const grandchildId = (await child.fork(mid, ownerless)).id;
+    await setup.h.close();
+
+    setup = await open(echo, { store: await memoryStore(store.image()) });
+    const refusedRaw = await setup.h
+      .transaction((tx) => tx.forkConversation(grandchildId, past, ownerless))
+      .catch((e: unknown) => e);
+    expect(refusedRaw).toBeInstanceOf(EntryNotVisible);
+    expect(refusedRaw).toMatchObject({ conversationId: grandchildId, entryId: past });
+    const raw = await setup.h.transaction((tx) => tx.forkConversation(grandchildId, at, ownerless).id);
+    expect(setup.h.conversationRecord(raw)?.parent).toEqual({ conversationId: grandchildId, at });
+    const grandchild = (await setup.h.loadedConversation(grandchildId))!;
+    const refused = await grandchild.fork(past, ownerless).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(EntryNotVisible);
+    expect(refused).toMatchObject({ conversationId: grandchildId, entryId: past });
+    const byHandle = await grandchild.fork(mid, ownerless);
+    const n = setup.faux.requests.length;
+    await ask(byHandle, "g1");
+    expect(context(setup.faux.requests[n]!)).toEqual([
+      "user:r1",
+      "assistant:echo: r1",
+      "user:c1",
+      "assistant:echo: c1",
+      "user:g1",
+    ]);
+  });
+
   // Break 30N: contrary, fixed: the engine cached a fork point at its first load, the invisible ones
   // too, so an entry id refused before it was committed stayed refused once it was a committed,
   // visible entry of the parent's history (by the handle and by a raw transaction alike).

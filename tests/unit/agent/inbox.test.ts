@@ -1000,6 +1000,14 @@ describe("submission records", () => {
     expect(p.status).toBe("placed");
     expect(p.entry).toEqual(expect.any(Number));
     expect(p.answer).toBeUndefined();
+    // Exactly that: placed at once on the idle path, its entry only, no payload (draw 32A).
+    expect(p).toEqual({
+      id: placed.id,
+      conversationId: root.id,
+      type: "input",
+      status: "placed",
+      entry: p.entry,
+    });
     for (const r of [await queued.record(), await write.record()]) {
       expect(r.status).toBe("queued");
       expect(r.entry).toBeUndefined();
@@ -1071,6 +1079,15 @@ describe("submission records", () => {
     expect(q).toMatchObject({ type: "input", status: "unanswered", reason: expect.any(String) });
     expect(q).not.toHaveProperty("entry");
     expect(q).not.toHaveProperty("answer");
+    // Exactly that: the withdrawn input drops the content it was queued with (draw 32A).
+    expect(q).toEqual({
+      id: queued.id,
+      conversationId: root.id,
+      type: "input",
+      status: "unanswered",
+      mode: "followUp",
+      reason: "aborted",
+    });
   });
 
   test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {

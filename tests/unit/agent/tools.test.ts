@@ -401,6 +401,50 @@ describe("tools", () => {
     expect(diagnosticsOf(second!).map((d) => d.code)).toEqual(["tool_unavailable"]);
   });
 
+  test("a called tool is resolved from its own conversation's agent when its task runs: taken out of a second conversation's tools meanwhile (in flight, or right after the answer's commit), its call gets tool_unavailable while the root keeps the tool", async () => {
+    // Draw 32A: every test above calls in the root, so a tool task resolving its tool from the root's
+    // agent (not its own conversation's) passed them all. Taken out while the request is in flight,
+    // the task starts in its call phase; right after the answer's commit (the intent committed with
+    // it), in its execute phase: each resolves on its own.
+    const hold = deferred();
+    const { tool, seen } = itemTool({});
+    const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const sub = await other.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual(["apply"]);
+    await other.configure({ tools: [] });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const [result] = await toolResults(other);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    // Right after the answer's commit, in a third conversation.
+    const third = await h.createConversation({ ownership: { kind: "ownerless" } });
+    let filtered: Promise<unknown> | undefined;
+    const stop = h.subscribe((change) => {
+      if (filtered || !change.entries.some((e) => e.kind === "pi.assistant" && e.conversationId === third.id))
+        return;
+      filtered = third.configure({ tools: [] });
+    });
+    expect((await (await third.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    stop();
+    await filtered;
+    expect(seen).toEqual([]);
+    const [late] = await toolResults(third);
+    expect(diagnosticsOf(late!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    // The root's agent still has it: a call there runs.
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toEqual([{ item: "a" }]);
+  });
+
   test("a call to a tool its request did not offer gets tool_unavailable at once, with no task, though the agent has it now", async () => {
     const hold = deferred();
     const { tool, seen } = itemTool({});
