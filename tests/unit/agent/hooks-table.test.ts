@@ -808,6 +808,40 @@ test("a tool task and a compaction task ask only the hooks of the extensions the
   expect(asked).toEqual(["after:afterTool"]);
 });
 
+test("every built-in hook is asked of the selected extensions only: beforeRequest, onYield, afterTools and an aborted call's onAbort", async () => {
+  // Draw 32B: the named tests asked afterResponse, beforeTool, afterTool and beforeCompact only; the
+  // tool task's abort handler given every installed extension's onAbort hooks passed them.
+  const { started, tool: slow } = slowUntilAborted();
+  const asked: string[] = [];
+  const watcher = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: () => void asked.push(`${name}:beforeRequest`),
+          onYield: () => void asked.push(`${name}:onYield`),
+          afterTools: () => void asked.push(`${name}:afterTools`),
+        }),
+        hook("pi.tool", { onAbort: () => void asked.push(`${name}:onAbort`) }),
+      ],
+    });
+  const { h, root } = await withExtensions(callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" })), [
+    defineExtension({ name: "tools", tools: [slow] }),
+    watcher("a"),
+    watcher("b"),
+  ]);
+  await root.configure({ extensions: ["tools", "b"] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => Boolean(liveOf(h).tools?.find((t) => t.name === "slow")?.taskId));
+  const slowTask = liveOf(h).tools!.find((t) => t.name === "slow")!.taskId!;
+  expect(await h.abortTask(slowTask)).toBe("marked");
+  expect((await h.waitForTask(slowTask)).state).toMatchObject({ outcome: { status: "aborted" } });
+  expect((await sub.wait()).status).toBe("done");
+  expect(asked.every((a) => a.startsWith("b:"))).toBe(true);
+  expect(new Set(asked)).toEqual(new Set(["b:beforeRequest", "b:onAbort", "b:afterTools", "b:onYield"]));
+});
+
 test("a hook's error after its phase was aborted propagates: it is not reported and the run ends aborted", async () => {
   const entered = deferred();
   const leave = deferred();

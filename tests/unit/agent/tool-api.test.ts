@@ -563,6 +563,54 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
   never.resolve();
 });
 
+test("two calls wait on one task: the wait of the call aborted first rejects with WaitCancelled, and the other call still gets the terminal receipt", async () => {
+  // Draw 32B: every named wait was the only one on its task; a cancelled wait that dropped every
+  // wait on the task (not only its own) passed them, and the other call then waited forever.
+  const gate = deferred();
+  const work = gatedTask("test.work", gate.promise);
+  const shared: { id?: number; keeper?: boolean; quitter?: boolean } = {};
+  const receipts: TaskRecord[] = [];
+  let quitError: unknown;
+  const { tool: keeper } = probe("keeper", async (api) => {
+    const id = await api.createTask(
+      work,
+      { n: 3 },
+      { ownership: { kind: "conversation" }, background: true },
+    );
+    shared.id = id;
+    shared.keeper = true;
+    receipts.push(await api.waitForTask(id));
+    return textResult("kept");
+  });
+  const { tool: quitter } = probe("quitter", async (api) => {
+    await until(() => shared.id !== undefined);
+    shared.quitter = true;
+    try {
+      await api.waitForTask(shared.id!);
+    } catch (error) {
+      quitError = error;
+      throw error;
+    }
+    return textResult("never");
+  });
+  const { h, root } = await open(calls("keeper", "quitter"), { tools: [keeper, quitter], tasks: [work] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => Boolean(shared.keeper && shared.quitter));
+  await new Promise((r) => setTimeout(r, 10)); // both waits are registered
+  const quitterTask = liveOf(h).tools!.find((t) => t.name === "quitter")!.taskId!;
+  expect(await h.abortTask(quitterTask)).toBe("marked");
+  await until(() => quitError !== undefined);
+  expect(quitError).toBeInstanceOf(WaitCancelled);
+  gate.resolve();
+  await until(() => receipts.length === 1, { what: "the keeper's receipt", timeoutMs: 2000 });
+  expect(receipts[0]!.id).toBe(shared.id);
+  expect(receipts[0]!.state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: { n: 3 } },
+  });
+  expect((await sub.wait()).status).toBe("done");
+});
+
 test("getTask and waitForTask read a task that ended before a restart: its stored terminal record, as the harness reads it", async () => {
   // Break 30N: every read of the getTask test was of a live task held in memory; after a reopen only
   // live tasks are there, so a getTask reading memory alone answered undefined for this one.

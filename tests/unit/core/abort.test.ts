@@ -601,4 +601,61 @@ describe("abort order (spec §5.5)", () => {
     await engineStillRuns(h);
     await h.close();
   });
+
+  test("an abort handler waits for a held task in a conversation it owns to be terminal too: that task completed and holds for its child when its owner is aborted", async () => {
+    // Draw 32B: the held level of the test above is an owned child (a task edge); an abort
+    // reservation that took a held task in an owned conversation as drained passed every named test.
+    const log: string[] = [];
+    const ids: { middle?: TaskId; bottom?: TaskId } = {};
+    const bottom = single("conv-held-bottom", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        log.push("abort bottom");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const middle = single("conv-held-middle", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        ids.bottom = tx.createTask(bottom, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return undefined;
+      });
+      await runtime.commit(() => complete("middle done"));
+    });
+    const top = single(
+      "conv-held-top",
+      async (_t, runtime, signal) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          ids.middle = tx.createTask(middle, null, {
+            ownership: { kind: "conversation" },
+            conversationId: c.id,
+          });
+          return undefined;
+        });
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime) => {
+          const states = await Promise.all(
+            [ids.middle!, ids.bottom!].map(async (id) => (await runtime.getTask(id))?.state.status),
+          );
+          log.push(`abort top (middle: ${states[0]}, bottom: ${states[1]})`);
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [top, middle, bottom] });
+    const id = await h.createTask(top, null, { ownership: { kind: "conversation" } });
+    await until(
+      () =>
+        ids.middle !== undefined &&
+        internals(h).session.records.tasks.get(ids.middle)?.state.status === "completing",
+      { what: "the task in the owned conversation held" },
+    );
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
+    expect(log).toEqual(["abort bottom", "abort top (middle: terminal, bottom: terminal)"]);
+    expect(outcome(await done(h, ids.middle!))).toEqual({ status: "completed", result: "middle done" });
+    await engineStillRuns(h);
+    await h.close();
+  });
 });

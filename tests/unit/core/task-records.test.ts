@@ -130,6 +130,30 @@ test("a task orphaned before it ever ran has an endedAt and no startedAt", async
   await h.close();
 });
 
+test("a never-run child orphaned by its owner's abort cascade (at a scheduling pass, not at abortTask) has an endedAt on the harness clock and no startedAt", async () => {
+  // Draw 32B: the named orphan was the task abortTask itself named; the scheduling pass that
+  // orphans a blocked task the cascade marked stamping endedAt from Date.now() passed every named test.
+  const owner = parked("owner");
+  const missing = parked("never-registered");
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [owner], paused: true });
+  const ownerId = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  const childId = await first.transaction((tx) =>
+    tx.createTask(missing, null, { ownership: { kind: "task", taskId: ownerId } }),
+  );
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [owner], now: () => 5000 });
+  await until(() => running(h) === 1, { what: "the owner running" });
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  const child = await done(h, childId);
+  expect(outcome(child)).toMatchObject({ status: "orphaned", reason: "missing_task" });
+  expect(child.startedAt).toBeUndefined();
+  expect(child.endedAt).toBe(5000);
+  const ended = await done(h, ownerId);
+  expect([ended.startedAt, ended.endedAt]).toEqual([5000, 5000]);
+  await h.close();
+});
+
 test("startedAt is kept through a migration at a reopen: the migrated reservation keeps the first run's start; endedAt is the final commit's", async () => {
   let clock = 1000;
   const store = await memoryStore();
