@@ -201,6 +201,30 @@ describe("submissions", () => {
     }
   });
 
+  test("a fork at an entry appended while its parent held a follow-up queued starts empty too: the inbox is not read as of the fork point", async () => {
+    // Draw 32C: an inbox forked "asOf" (the parent's queue at the fork's entry) passed every named
+    // test, each forking at an entry written before anything was queued. Here the follow-up is held
+    // past the tool round, so the tool result is appended while it is still queued.
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "two" });
+    release.resolve();
+    await input.wait();
+    await queued.wait();
+    const entries = await transcript(root);
+    const result = entries.find((e) => e.kind === "pi.tool-result")!;
+    const placed = await queued.record();
+    expect(placed.status === "done" && placed.entry).toBeGreaterThan(result.id);
+    const child = await root.fork(result.id, { ownership: { kind: "ownerless" } });
+    expect(await h.doc(child.id, DOC.inbox)).toEqual({ items: [] });
+    expect(child.busy).toBe(false);
+    expect(kinds(await transcript(child)).filter((k) => k === "pi.user")).toHaveLength(1);
+  });
+
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
     const { h, root, faux, store } = await open(async (req, n) => {
