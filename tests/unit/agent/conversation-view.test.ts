@@ -152,6 +152,29 @@ test("a head marker restarts the view's entries: the marker, then the kept entri
   expect((await root.entries()).map((e) => (e.data as { n: number }).n)).toEqual([1, 2, 3, 4]);
 });
 
+test("in a fork, a head marker at a parent entry keeps the parent's entries from its head on, in a watching mount and in one loaded after it", async () => {
+  // Draw 32C: every named case wrote its marker in the root; a mount that kept only the marker's own
+  // conversation's entries (dropping a fork's inherited ones) passed them.
+  const { root } = await open(echo);
+  const write = (c: typeof root, n: number, head?: number) =>
+    c.submit({ type: "write", entry: { kind: "app.note", data: { n }, ...(head ? { head } : {}) } });
+  for (let n = 1; n <= 3; n++) await (await write(root, n)).wait();
+  const ids = (await root.entries()).map((e) => e.id);
+  const child = await root.fork(ids[2]!, { ownership: { kind: "ownerless" } });
+  await (await write(child, 4)).wait();
+  const n = (entries: readonly { data?: unknown }[]) => entries.map((e) => (e.data as { n: number }).n);
+  const watch = await child.watch();
+  watch.start(async () => {});
+  expect(n(watch.value.entries)).toEqual([1, 2, 3, 4]);
+  await (await write(child, 5, ids[1])).wait();
+  await expect.poll(() => n(watch.value.entries)).toContain(5);
+  expect(n(watch.value.entries)).toEqual([5, 2, 3, 4]);
+  await watch.stop();
+  expect(n((await child.viewState()).entries)).toEqual([5, 2, 3, 4]);
+  // The parent's view is its own: untouched by the child's marker.
+  expect(n((await root.viewState()).entries)).toEqual([1, 2, 3]);
+});
+
 test("the view carries raw active entries: an edited, an omitted and a failed entry stay as stored, where the model context leaves them out (spec §2.1)", async () => {
   const { root } = await open(echo);
   const ids = await root.commit((tx) => {

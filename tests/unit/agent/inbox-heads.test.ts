@@ -209,6 +209,43 @@ describe("reset", () => {
     await root.waitForIdle();
   });
 
+  test("a steer queued before a head write that is no reset is placed after it at the post-tools boundary and joins the run, never stale", async () => {
+    // Draw 32C: the named tests build resets (which end the run) and a summary at a final boundary;
+    // a post-tools boundary answering `stale` the steers queued before a head write it placed passed.
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      const texts = userTexts(req.messages);
+      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+    };
+    const { root, faux } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const [go] = await transcript(root);
+    const steer = await root.submit({ type: "input", content: "also", whenBusy: "steer" });
+    const cut = await root.submit(note(1, go!.id));
+    expect(steer.id).toBeLessThan(cut.id);
+    hold.release.resolve();
+    expect((await cut.wait()).status).toBe("done");
+    const answered = await run.wait();
+    const entries = await transcript(root);
+    const kinds = entries.map((e) => e.kind);
+    expect(kinds).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "app.note",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    // The steer joined the run: both inputs are answered by the run's one answer.
+    expect(await steer.wait()).toEqual({ status: "done", entry: entries[4]!.id, answer: entries[5]!.id });
+    expect(answered).toEqual({ status: "done", entry: go!.id, answer: entries[5]!.id });
+    expect(faux.requests).toHaveLength(2);
+    expect(userTexts(faux.requests[1]!.messages)).toEqual(["go", "also"]);
+  });
+
   test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {

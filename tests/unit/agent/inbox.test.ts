@@ -201,6 +201,30 @@ describe("submissions", () => {
     }
   });
 
+  test("a fork at an entry appended while its parent held a follow-up queued starts empty too: the inbox is not read as of the fork point", async () => {
+    // Draw 32C: an inbox forked "asOf" (the parent's queue at the fork's entry) passed every named
+    // test, each forking at an entry written before anything was queued. Here the follow-up is held
+    // past the tool round, so the tool result is appended while it is still queued.
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "two" });
+    release.resolve();
+    await input.wait();
+    await queued.wait();
+    const entries = await transcript(root);
+    const result = entries.find((e) => e.kind === "pi.tool-result")!;
+    const placed = await queued.record();
+    expect(placed.status === "done" && placed.entry).toBeGreaterThan(result.id);
+    const child = await root.fork(result.id, { ownership: { kind: "ownerless" } });
+    expect(await h.doc(child.id, DOC.inbox)).toEqual({ items: [] });
+    expect(child.busy).toBe(false);
+    expect(kinds(await transcript(child)).filter((k) => k === "pi.user")).toHaveLength(1);
+  });
+
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
     const { h, root, faux, store } = await open(async (req, n) => {
@@ -871,6 +895,47 @@ describe("the inbox", () => {
     expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect((await write.record()).status).toBe("queued");
     expect(inboxOf(h, child.id).items.map((i) => i.mode)).toEqual(["write"]);
+  });
+
+  test("Conversation.abort withdraws queued inputs left in an idle conversation's inbox by a failed run, every one of them, and keeps its queued write", async () => {
+    // Draw 32C: every abort test aborted live work; an abort that withdrew only where it found live
+    // work to mark passed them. Here the run has failed: nothing is live, two follow-ups, a steer and a
+    // write wait.
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const a = await root.submit({ type: "input", content: "two" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    const b = await root.submit({ type: "input", content: "three" });
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await root.waitForIdle();
+    expect(h.inspect().tasks).toEqual([]);
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "write", "followUp", "steer"]);
+    await root.abort();
+    // Read as records first: a submission left queued would never settle its wait.
+    for (const queued of [a, b, steer]) {
+      expect(await queued.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
+      expect(await queued.record()).not.toHaveProperty("entry");
+      expect(await queued.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+    }
+    expect(inboxOf(h).items).toEqual([
+      { id: write.id, mode: "write", entry: { kind: "app.note", data: { n: 1 } } },
+    ]);
+    expect(faux.requests).toHaveLength(1);
+    // The next submission places the kept write first.
+    const next = await root.submit({ type: "input", content: "again" });
+    expect((await next.wait()).status).toBe("done");
+    const entries = await transcript(root);
+    expect(kinds(entries).slice(-3)).toEqual(["app.note", "pi.user", "pi.assistant"]);
+    expect(await write.wait()).toEqual({ status: "done", entry: entries.at(-3)!.id });
   });
 
   test("a write carrying edits changes what the model sees next; malformed edits are refused at submit", async () => {
