@@ -694,9 +694,10 @@ describe("tool hooks", () => {
     const reported: unknown[] = [];
     const seen: string[] = [];
     const failure = new Error("cleanup hook broke");
-    // An async hook's rejection is a throw too (draw 32, 16: a chain that caught only synchronous
-    // throws let it escape the abort handler, and passed while every hook threw synchronously).
-    const rejection = new Error("async cleanup hook broke");
+    // An async hook's rejection is a throw too, and so is a thrown value that is no Error (draw 32,
+    // 16: a chain that caught only synchronous throws let it escape the abort handler, and one that
+    // reported only Error instances swallowed it; both passed while every hook threw an Error synchronously).
+    const rejection = { reason: "async cleanup hook broke" };
     const { h, root } = await open(callsThenAnswer(fauxToolCall("slow", {}, { id: "call-1" })), {
       tools: [slow],
       onReport: (error) => void reported.push(error),
