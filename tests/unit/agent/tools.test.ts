@@ -738,6 +738,10 @@ describe("tool hooks", () => {
     const reported: unknown[] = [];
     const seen: string[] = [];
     const failure = new Error("cleanup hook broke");
+    // An async hook's rejection is a throw too, and so is a thrown value that is no Error (draw 32,
+    // 16: a chain that caught only synchronous throws let it escape the abort handler, and one that
+    // reported only Error instances swallowed it; both passed while every hook threw an Error synchronously).
+    const rejection = { reason: "async cleanup hook broke" };
     const { h, root } = await open(callsThenAnswer(fauxToolCall("slow", {}, { id: "call-1" })), {
       tools: [slow],
       onReport: (error) => void reported.push(error),
@@ -745,6 +749,10 @@ describe("tool hooks", () => {
         onAbort: [
           () => {
             throw failure;
+          },
+          async () => {
+            await Promise.resolve();
+            throw rejection;
           },
           (call, result) => {
             seen.push(`${call.name}: ${textOf(result as never)}`);
@@ -758,9 +766,10 @@ describe("tool hooks", () => {
     await until(() => Boolean(liveOf(h).tools?.[0]?.output));
     await root.abort();
     expect(seen).toEqual(["slow: half done\n"]);
-    // The hook's failure itself is reported, once (not a copy or a wrapper).
-    expect(reported).toHaveLength(1);
+    // Each hook's failure itself is reported, once (not a copy or a wrapper).
+    expect(reported).toHaveLength(2);
     expect(reported[0]).toBe(failure);
+    expect(reported[1]).toBe(rejection);
     const [result] = await toolResults(root);
     expect(messageOf(result!)).toMatchObject({ isError: true });
     expect(textOf(messageOf(result!))).toContain("rolled back (half done)");

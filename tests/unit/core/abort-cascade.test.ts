@@ -495,6 +495,62 @@ test("a blocked owner of a conversation is orphaned only after the work in that 
   await h.close();
 });
 
+test("a blocked owner whose child is completing, held for its own child, is orphaned only once that child is terminal, not in the marking commit (draw 32)", async () => {
+  // Draw 32, 8: the tests above own a running child; a marking commit that took a completing child
+  // for drained work (its outcome is in) orphaned this owner at once and passed them.
+  const gate = deferred();
+  const log: string[] = [];
+  const grandchild = defineTask<Json, Go, Json>({
+    name: "held-grandchild",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: { go: async (_t, _r, signal) => untilAborted(signal) },
+    abort: async (_t, runtime) => {
+      log.push("abort:held-grandchild");
+      await gate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  // Creates its child, then completes in its next commit while that child runs: it holds in completing.
+  const middle = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "completing-middle",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(grandchild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("done"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const makesMiddle = ownerOf("blocked-grandowner", middle as unknown as TaskDefinition<Json, Go, Json>);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [makesMiddle, middle, grandchild] });
+  const id = await first.createTask(makesMiddle, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => running(first) === 2 && first.inspect().tasks.some((t) => t.record.state.status === "completing"),
+    { what: "owner and grandchild running, the child completing" },
+  );
+  await first.close();
+  // The next engine lacks the owner's definition: the owner is blocked, its child still holds.
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [middle, grandchild] });
+  const { latest } = trackTasks(h);
+  await until(() => running(h) === 1, { what: "grandchild running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect((await h.getTask(id))?.state.status).toBe("pending");
+  await until(() => log.includes("abort:held-grandchild"), { what: "the grandchild's abort handler" });
+  await settle();
+  expect(latest.get(id)?.state.status ?? "pending").toBe("pending");
+  gate.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  await h.close();
+});
+
 test("a blocked owner orphaned at its abort invocation's reservation carries its blocked reason: task_too_old", async () => {
   // Break 27I: the test above is blocked by a missing definition, so an orphaning at reservation
   // that always wrote missing_task passed. Here the next engine installs an older definition.

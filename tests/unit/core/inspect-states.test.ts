@@ -15,6 +15,7 @@ import {
   parked,
   ping,
   running,
+  settle,
   untilAborted,
   waitsOnOwnedChild,
 } from "./fixtures.ts";
@@ -194,6 +195,62 @@ test("an abort-marked owner waits for all its live ordinary owned work: every ch
   abortChild.resolve();
   expect(outcome(await done(h, id))?.status).toBe("aborted");
   expect(stateOf(h, ids[2]!)).toEqual({ kind: "running" });
+  await h.close();
+});
+
+test("an abort-marked owner waits for a child that is completing while its own child drains: a completing task is live owned work (draw 32)", async () => {
+  // Draw 32, 10: every named test's owned work was running or waiting; owned work that left out a
+  // completing child (one held for its own owned work) passed them all.
+  const abortGrandchild = deferred();
+  const grandchild = heldAbortChild("completing-grandchild", abortGrandchild);
+  let grandchildId: TaskId | undefined;
+  // Creates its child, then completes in its next commit while that child runs: it holds in completing.
+  const middle = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "completing-middle",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          grandchildId = tx.createTask(grandchild, null, {
+            ownership: { kind: "task", taskId: runtime.taskId },
+          });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("done"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  let middleId: TaskId | undefined;
+  const owner = holdingOwner(
+    "completing-middle-owner",
+    (tx, self) => tx.createTask(middle, null, { ownership: { kind: "task", taskId: self } }),
+    (created) => void (middleId = created),
+  );
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, middle, grandchild] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => middleId !== undefined && stateOf(h, middleId)?.kind === "completing" && running(h) === 2,
+    {
+      what: "owner running, its child completing, the grandchild running",
+    },
+  );
+  expect(await h.abortTask(id)).toBe("marked");
+  await until(
+    () => h.inspect().tasks.find((t) => t.record.id === grandchildId)?.record.abortRequested === true,
+    {
+      what: "the mark cascaded to the grandchild",
+    },
+  );
+  // The owner's invocation ends on its signal; it then waits for its live child, completing as it is.
+  await settle();
+  expect(stateOf(h, id)).toEqual({ kind: "waiting", on: [middleId] });
+  expect(stateOf(h, middleId!)).toEqual({ kind: "completing" });
+  abortGrandchild.resolve();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(outcome(await done(h, middleId!))).toEqual({ status: "completed", result: "done" });
   await h.close();
 });
 

@@ -202,6 +202,9 @@ test("a conversation's watch gets no frame for a publication that touches only a
     ownership: { kind: "conversation" },
     conversationId: root.id,
   });
+  // Nor for one that writes only that task's own document (draw 32, 18: a mount that took the
+  // documents of its conversation's tasks passed).
+  await h.transaction((tx) => tx.writeDoc({ kind: "task", taskId: worker }, "app.t", { t: 1 }));
   await h.abortTask(worker);
   await settle();
   expect(seen).toEqual([]);
@@ -222,7 +225,21 @@ test("a conversation's watch gets no frame for a publication that touches only a
   await (await child.submit({ type: "write", entry: { kind: "note", data: { n: 4 } } })).wait();
   await until(() => childSeen.length === 1, { what: "a frame for the fork's own entry" });
   expect(notes(childWatch.value)).toEqual([2, 4]);
+  // The other way round: a publication touching only the fork (its entry, its document) gives the
+  // parent's watch no frame (draw 32, 18: a mount that also took its forks' entries and documents
+  // passed, the parent's watch having stopped before the fork was made).
+  const rootWatch = await root.watch();
+  const rootSeen: Frame<unknown>[] = [];
+  rootWatch.start((f) => void rootSeen.push(f));
+  await (await child.submit({ type: "write", entry: { kind: "note", data: { n: 5 } } })).wait();
+  await h.transaction((tx) => tx.writeDoc(child.id, "app.forked", { f: 1 }));
+  await until(() => childSeen.length === 3, { what: "the fork's frames" });
+  await settle();
+  expect(rootSeen).toEqual([]);
+  expect(notes(rootWatch.value)).toEqual([2, 3]);
+  expect("app.forked" in rootWatch.value.docs).toBe(false);
   await childWatch.stop();
+  await rootWatch.stop();
 });
 
 test("deleting a document removes its key from the view's docs", async () => {
