@@ -24,6 +24,7 @@ import {
   bootEngine,
   clockOffsetOf,
   EFFECTS_PARAM,
+  loadSideChannel,
   TEST_ENDPOINTS_FLAG,
 } from "./boot.ts";
 
@@ -68,6 +69,9 @@ const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
       }),
   },
 };
+
+// A tab's hello may lend the store's worker: its handler's modules load now (boot.ts).
+void loadSideChannel().catch(() => undefined);
 
 const preloadIdb = () => preloadBrowserStore({ kind: "idb", ...(build ? { build } : {}) });
 /**
