@@ -15,7 +15,8 @@ import type { TaskDefinition } from "../../../worker/core/define.ts";
 import { CommitRefused, InvalidTransition, WaitCancelled } from "../../../worker/core/errors.ts";
 import type { Json, TaskRecord } from "../../../worker/core/types.ts";
 import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
-import { deferred, until } from "../../../worker/testing.ts";
+import type { Sql } from "../../../worker/store/types.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, type Go, single } from "../core/fixtures.ts";
 import {
   callsThenAnswer,
@@ -608,6 +609,63 @@ test("two calls wait on one task: the wait of the call aborted first rejects wit
     status: "terminal",
     outcome: { status: "completed", result: { n: 3 } },
   });
+  expect((await sub.wait()).status).toBe("done");
+});
+
+test("getTask reads the committed record while a later commit is on its way to the store: an abort mark merged but not stored is not read until it is", async () => {
+  // Draw 32B left this open: a getTask reading the commit line (the group merged in memory, its
+  // COMMIT not returned) passed every test. The store here holds one commit after its statements
+  // ran and before it returns, while the harness and the tool read the task.
+  const gate = deferred();
+  const work = gatedTask("test.work", gate.promise);
+  const store = await memoryStore();
+  const hold = { on: false, reached: deferred(), release: deferred() };
+  const commit = store.commit.bind(store);
+  store.commit = (<T>(job: (sql: Sql) => Promise<T> | T) =>
+    commit(async (sql) => {
+      const result = await job(sql);
+      if (hold.on) {
+        hold.on = false;
+        hold.reached.resolve();
+        await hold.release.promise;
+      }
+      return result;
+    })) as typeof store.commit;
+  const asked = deferred();
+  const reads: Array<TaskRecord | undefined> = [];
+  const shared: { id?: number } = {};
+  const { tool } = probe("probe", async (api) => {
+    shared.id = await api.createTask(
+      work,
+      { n: 5 },
+      { ownership: { kind: "conversation" }, background: true },
+    );
+    await asked.promise;
+    reads.push(await api.getTask(shared.id));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work], store });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => shared.id !== undefined && h.inspect().tasks.some((t) => t.record.id === shared.id));
+  hold.on = true;
+  // abortTask resolves once the abort is done: the gated task ends it when its gate opens.
+  const marking = h.abortTask(shared.id!);
+  await hold.reached.promise;
+  // The abort mark is merged on the line and its statements ran; its COMMIT has not returned.
+  expect((await h.getTask(shared.id!))!.abortRequested).toBe(false);
+  asked.resolve();
+  await until(() => reads.length === 1, { what: "the tool's read" });
+  expect(reads[0]!.abortRequested).toBe(false);
+  hold.release.resolve();
+  await until(
+    () => h.inspect().tasks.find((t) => t.record.id === shared.id)?.record.abortRequested === true,
+    {
+      what: "the mark stored",
+    },
+  );
+  expect((await h.getTask(shared.id!))!.abortRequested).toBe(true);
+  gate.resolve();
+  expect(await marking).toBe("marked");
   expect((await sub.wait()).status).toBe("done");
 });
 
