@@ -45,6 +45,9 @@ test("ownership is never inferred: tx.createTask without it is refused, also ins
   await expect(h.transaction((tx) => tx.createTask(child, null, undefined as never))).rejects.toBeInstanceOf(
     InvalidTransition,
   );
+  // Harness.createTask too (draw 32b: one that defaulted a missing ownership to the conversation passed).
+  await expect(h.createTask(child, null, {} as never)).rejects.toBeInstanceOf(InvalidTransition);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
   await h.close();
 });
 
