@@ -139,13 +139,12 @@ test("ownership is never inferred from call context: a task's own commit naming 
   // refused ownerships lack their kind altogether.
   const errors: unknown[] = [];
   const at = { id: 0 };
-  type CommitTx = Tx;
   const child = single("child", async (_t, runtime) => void (await runtime.commit(() => complete("child"))));
   const creator = single("creator", async (_t, runtime) => {
     for (const attempt of [
-      (tx: CommitTx) => tx.createTask(child, null, { ownership: { kind: "task" } as never }),
-      (tx: CommitTx) => tx.createConversation({ kind: "task" } as never),
-      (tx: CommitTx) => tx.forkConversation(1 as never, at.id as never, { ownership: { kind: "task" } as never }),
+      (tx: Tx) => tx.createTask(child, null, { ownership: { kind: "task" } as never }),
+      (tx: Tx) => tx.createConversation({ kind: "task" } as never),
+      (tx: Tx) => tx.forkConversation(1 as never, at.id as never, { ownership: { kind: "task" } as never }),
     ]) {
       try {
         await runtime.commit((tx) => {
