@@ -605,6 +605,35 @@ describe("selection in pi.agent", () => {
     expect(faux.requests[2]!.tools).toEqual(["alpha", "shared", "beta"]);
   });
 
+  test("a fork replays its parent's offered tools: one uninstalled before the child's first preparation is listed in the child's toolsRemoved, and re-added when it resolves again (draw 32b)", async () => {
+    // Draw 32b: a preparation that replayed only the conversation's own pi.system entries passed the
+    // test above, whose conversation is the root: a fork's first delta then added every tool again
+    // and never removed the one its parent offered that no longer resolves.
+    const { root, faux, extensions } = await setup();
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["alpha", "shared", "beta"]);
+    const at = (await root.entries()).at(-1)!.id;
+    const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+    extensions.uninstall("b");
+    await (await child.submit({ type: "input", content: "two" })).wait();
+    expect(faux.requests[1]!.tools).toEqual(["alpha", "shared"]);
+    const own = async () =>
+      (await child.entries()).filter((e) => e.kind === "pi.system" && e.conversationId === child.id);
+    const first = await own();
+    expect(first).toHaveLength(1);
+    expect(first[0]!.model).toEqual([
+      expect.objectContaining({ role: "system", content: "", sections: {}, toolsRemoved: ["beta"] }),
+    ]);
+    expect((first[0]!.model as unknown as object[])[0]).not.toHaveProperty("toolsAdded");
+    extensions.install(b);
+    await (await child.submit({ type: "input", content: "three" })).wait();
+    expect(faux.requests[2]!.tools).toEqual(["alpha", "shared", "beta"]);
+    const second = await own();
+    expect(second).toHaveLength(2);
+    expect(second[1]!.model).toEqual([expect.objectContaining({ toolsAdded: ["beta"] })]);
+    expect((second[1]!.model as unknown as object[])[0]).not.toHaveProperty("toolsRemoved");
+  });
+
   test("installs and uninstalls while a run is live make no commit either", async () => {
     // Break 28D: the installs above land on an idle conversation; an engine committing for a busy
     // one on a publication passed.

@@ -268,6 +268,21 @@ describe("deriveContext", () => {
   test("a tool result whose call is nowhere in the context is dropped", () => {
     const { messages } = deriveContext([user("q"), result("ghost", "orphaned"), assistant("a")]);
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+    // Inside a tool round too, among its call's results (draw 32b: unmatched results of a round kept
+    // after its answers passed the case above, whose orphan precedes every assistant).
+    const inRound = deriveContext([
+      user("q"),
+      assistant([call("c1")], "toolUse"),
+      result("ghost", "orphaned"),
+      result("c1", "r1"),
+      assistant("a"),
+    ]).messages;
+    expect(inRound.map((m) => (m.role === "toolResult" ? `result:${m.toolCallId}` : m.role))).toEqual([
+      "user",
+      "assistant",
+      "result:c1",
+      "assistant",
+    ]);
   });
 
   test("a tool result that appears after a later user message is moved right after its call", () => {

@@ -130,6 +130,42 @@ test("opening a store whose only live work is outside the root reads none of the
   await setup.h.waitForTask(liveTask);
 });
 
+test("opening a store whose only live work is in a fork reads none of its idle parent's documents (draw 32b)", async () => {
+  // Draw 32b: an open that read the documents of a live conversation's fork parent passed the two
+  // tests above, whose live conversations have no parent.
+  const release = deferred();
+  const setup = await open(echo, { tasks: [holdTask(release.promise)] });
+  const parent = await setup.h.createConversation({ ownership: { kind: "ownerless" } });
+  await (await parent.submit({ type: "input", content: "question", requestId: "q" })).wait();
+  await setup.h.transaction((tx) => tx.writeDoc(parent.id, NOTES, { items: ["note"] }));
+  const at = (await parent.entries()).at(-1)!.id;
+  const child = await parent.fork(at, { ownership: { kind: "ownerless" } });
+  const liveTask = await setup.h.transaction((tx) =>
+    tx.createTask(holdTask(release.promise), null, {
+      ownership: { kind: "conversation" },
+      conversationId: child.id,
+    }),
+  );
+  await setup.h.close();
+  const store = await memoryStore(setup.store.image());
+  const recorder: { into: StoreJob[] } = { into: [] };
+  recordJobs(store, recorder);
+  const reopened = await open(echo, { store, tasks: [holdTask(release.promise)] });
+  const offending = recorder.into
+    .flatMap((job) => job.statements)
+    .map((s) => ({ sql: s.sql.replace(/\s+/g, " "), c: Number(s.params?.[0]) }))
+    .filter(
+      ({ sql, c }) =>
+        /\b(documents|doc_patches)\b/.test(sql) && (!/conversation_id = \?/.test(sql) || c === parent.id),
+    );
+  expect(offending.map((s) => s.sql)).toEqual([]);
+  const records = internals(reopened.h).session.records;
+  expect(records.docsLoaded.has(child.id)).toBe(true);
+  expect(records.docsLoaded.has(parent.id)).toBe(false);
+  release.resolve();
+  await reopened.h.waitForTask(liveTask);
+});
+
 test("an idle conversation's documents load on first access: every read API returns what it did before", async () => {
   const release = deferred();
   const first = await open(echo, { tasks: [holdTask(release.promise)] });

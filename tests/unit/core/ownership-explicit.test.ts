@@ -45,6 +45,9 @@ test("ownership is never inferred: tx.createTask without it is refused, also ins
   await expect(h.transaction((tx) => tx.createTask(child, null, undefined as never))).rejects.toBeInstanceOf(
     InvalidTransition,
   );
+  // Harness.createTask too (draw 32b: one that defaulted a missing ownership to the conversation passed).
+  await expect(h.createTask(child, null, {} as never)).rejects.toBeInstanceOf(InvalidTransition);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
   await h.close();
 });
 
@@ -128,6 +131,41 @@ test("ownership is never inferred from call context: a task's own commit creatin
     expect(String(error)).toMatch(/explicit ownership/);
   }
   expect(internals(h).session.records.conversations.size).toBe(before);
+  await h.close();
+});
+
+test("ownership is never inferred from call context: a task's own commit naming the task kind without its taskId is refused for a task, a conversation and a fork, and nothing is created (draw 32b)", async () => {
+  // Draw 32b: a missing taskId taken as the committing task's passed every test above, whose
+  // refused ownerships lack their kind altogether.
+  const errors: unknown[] = [];
+  const at = { id: 0 };
+  const child = single("child", async (_t, runtime) => void (await runtime.commit(() => complete("child"))));
+  const creator = single("creator", async (_t, runtime) => {
+    for (const attempt of [
+      (tx: Tx) => tx.createTask(child, null, { ownership: { kind: "task" } as never }),
+      (tx: Tx) => tx.createConversation({ kind: "task" } as never),
+      (tx: Tx) => tx.forkConversation(1 as never, at.id as never, { ownership: { kind: "task" } as never }),
+    ]) {
+      try {
+        await runtime.commit((tx) => {
+          attempt(tx);
+          return undefined;
+        });
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    await runtime.commit(() => complete("after"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [creator, child] });
+  at.id = await h.transaction((tx) => tx.appendEntry(1 as never, { kind: "note" }).id);
+  const conversations = internals(h).session.records.conversations.size;
+  const id = await h.createTask(creator, null, conversationOwned);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "after" });
+  expect(errors).toHaveLength(3);
+  for (const error of errors) expect(error).toBeInstanceOf(OwnerNotLive);
+  expect(internals(h).session.records.conversations.size).toBe(conversations);
+  expect(await h.tasks({ kind: "child" })).toEqual([]);
   await h.close();
 });
 

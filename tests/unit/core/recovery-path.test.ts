@@ -114,6 +114,33 @@ test("prepare runs after the load and before any recovered task starts; a resume
   await h.close();
 });
 
+test("opened running, no handler runs during the open: a stored pending task and one prepare creates start only once prepare returned (draw 32b)", async () => {
+  // Draw 32b: a scheduler held only for a paused open (an unpaused one left running from the start)
+  // passed every test above, all of whose prepare callbacks run paused or commit nothing: here
+  // prepare's own commit kicks the scheduler while the open is under way.
+  const store = await memoryStore();
+  const first = await Harness.open(store, { paused: true });
+  const stored = await first.createTask(parked("job"), null, { ownership: { kind: "conversation" } });
+  const image = await memoryStore(store.image());
+  await first.close();
+  const seen: boolean[] = [];
+  const during: number[] = [];
+  let made: TaskId | undefined;
+  const h = await Harness.open(image, {
+    prepare: async (opened) => {
+      opened.registry.register(finisher(seen));
+      made = await opened.createTask(finisher(seen), null, { ownership: { kind: "conversation" } });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      during.push(seen.length);
+    },
+  });
+  expect(during).toEqual([0]);
+  expect(outcome(await done(h, stored))).toEqual({ status: "completed", result: "finished" });
+  expect(outcome(await done(h, made!))).toEqual({ status: "completed", result: "finished" });
+  expect(seen).toEqual([false, false]);
+  await h.close();
+});
+
 test("a progress call made in prepare resumes a paused open once the open ends, with no other call after it", async () => {
   // Break 30N: the prepare test above waits with done() (itself a progress call), so an open that
   // dropped a progress call made during it passed; here nothing after the open resumes it.

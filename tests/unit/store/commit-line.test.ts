@@ -491,6 +491,35 @@ test("a group whose commits write a rewindable document and append entries store
   await h.close();
 });
 
+test("a throwing callback's write of a rewindable document leaves no history row: snapshotAsOf at the grouped commit's entry reads the value before it (draw 32b)", async () => {
+  // Draw 32b: the dropped callback's doc_history row kept among the group's passed every test above
+  // (their throwing callbacks wrote documents that keep no history); a snapshot or fork at the next
+  // entry then read the value the failed commit wrote.
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const rules = { history: "rewindable", fork: "asOf" } as const;
+  await h.transaction((tx) => tx.writeDoc(1, "test.hist", { n: 1 }, 1, rules));
+  const before = { ...store.stats };
+  const [thrown, kept] = await Promise.allSettled([
+    h.transaction((tx) => {
+      tx.writeDoc(1, "test.hist", { n: 2 }, 1, rules);
+      throw new Error("fails after writing history");
+    }),
+    h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: "kept" }).id),
+  ]);
+  expect(store.stats.transactions - before.transactions).toBe(1);
+  expect(thrown).toMatchObject({ status: "rejected", reason: { message: "fails after writing history" } });
+  expect(kept.status).toBe("fulfilled");
+  const at = (kept as PromiseFulfilledResult<number>).value;
+  expect(await h.doc(1, "test.hist")).toEqual({ n: 1 });
+  expect((await h.snapshotAsOf(1, "test.hist", at as never))?.value).toEqual({ n: 1 });
+  const rows = await store.read((sql) =>
+    sql.all("SELECT value FROM doc_history WHERE conversation_id = 1 AND name = 'test.hist'"),
+  );
+  expect(rows.map((r) => JSON.parse(String(r["value"])))).toEqual([{ n: 1 }]);
+  await h.close();
+});
+
 test("a commit whose callback throws is not observable to the commits grouped after it: they read the state before it", async () => {
   // Break 28C: a dropped callback's writes applied to the line passed every test above (none read
   // state after a throwing callback in the same group).
