@@ -215,4 +215,49 @@ test("a nested call's tool is resolved when its task runs: taken out of the agen
   await h.close();
 });
 
+test("a nested call's result carries its diagnostics as a call's does: the api's first, then the result's (draw 32b)", async () => {
+  // Draw 32b: every diagnostics test was a model's call; a nested result keeping only the result's
+  // own diagnostics (the api's dropped) passed every test.
+  let seen: unknown;
+  const inner = defineTool({
+    name: "inner",
+    description: "remarks, then answers",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      api.diagnostic({ severity: "warn", message: "from the api", code: "api" });
+      api.diagnostic({ severity: "info", message: "second from the api" });
+      return {
+        content: [{ type: "text", text: "ok" }],
+        diagnostics: [{ severity: "info", message: "from the result" }],
+      };
+    },
+  });
+  const caller = defineTool({
+    name: "batch",
+    description: "calls inner",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      const r = await api.executeTool("inner", {});
+      seen = { isError: r.isError === true, diagnostics: r.diagnostics };
+      return { content: [{ type: "text", text: "done" }] };
+    },
+  });
+  respond();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({ extra: [model] }),
+    defaultModel: { provider: model.provider, modelId: model.id },
+    tools: [inner, caller],
+  });
+  await (await (await h.root()).submit({ type: "input", content: "go", requestId: "r" })).wait();
+  expect(seen).toEqual({
+    isError: false,
+    diagnostics: [
+      { severity: "warn", message: "from the api", code: "api" },
+      { severity: "info", message: "second from the api" },
+      { severity: "info", message: "from the result" },
+    ],
+  });
+  await h.close();
+});
+
 type ToolResultLike = { isError?: boolean; diagnostics?: Array<{ code: string }> };
