@@ -493,9 +493,16 @@ export class Session {
     );
   }
 
+  /**
+   * Each call is a subscription of its own (a wrapper, not the function, is kept): its disposer is
+   * idempotent and ends that subscription only, never a later one of the same function.
+   */
   subscribe(listener: (change: ChangeSet) => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    const subscription = (change: ChangeSet) => listener(change);
+    this.#listeners.add(subscription);
+    return () => {
+      this.#listeners.delete(subscription);
+    };
   }
 
   /**

@@ -445,6 +445,73 @@ test("an async section that rejects keeps the text shown before and is reported;
   expect(await systems()).toHaveLength(1);
 });
 
+test("in a fork of a fork, a throwing section keeps the text its parents showed: reported, the request sent with it, no pi.system written (draw 32b)", async () => {
+  // Draw 32b: every test threw in the root; a section's kept text read from the conversation's own
+  // entries only (not what its fork-aware transcript replays) passed them all.
+  for (const mode of ["sync", "async"] as const) {
+    let broken = false;
+    const render = () => {
+      if (broken) throw new Error("clock broke");
+      return "noon";
+    };
+    const { root, faux, reported } = await setup([
+      defineExtension({
+        name: "a",
+        sections: [section("clock", mode === "sync" ? render : async () => render())],
+      }),
+    ]);
+    expect(await (await root.submit({ type: "input", content: "one" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(faux.requests[0]!.systemPrompt, mode).toBe("<clock>\nnoon\n</clock>");
+    const at = (await root.entries()).at(-1)!.id;
+    const ownerless = { ownership: { kind: "ownerless" as const } };
+    const grandchild = await (await root.fork(at, ownerless)).fork(at, ownerless);
+    broken = true;
+    expect(await (await grandchild.submit({ type: "input", content: "two" })).wait(), mode).toMatchObject({
+      status: "done",
+    });
+    expect(reported, mode).toContain("clock broke");
+    expect(faux.requests[1]!.systemPrompt, mode).toBe("<clock>\nnoon\n</clock>");
+    const own = (await grandchild.entries()).filter(
+      (e) => e.kind === "pi.system" && e.conversationId !== root.id,
+    );
+    expect(own, mode).toEqual([]);
+  }
+});
+
+test("a throwing section is reported with its own error: the same object, its class and fields kept, sync and async (draw 32b)", async () => {
+  // Draw 32b: every test compared the reports' messages; a report of a new Error carrying only the
+  // message (the section's error class and fields lost) passed them all.
+  class ClockError extends Error {
+    readonly code = "clock_down";
+  }
+  for (const mode of ["sync", "async"] as const) {
+    let broken: ClockError | undefined;
+    const render = () => {
+      if (broken) throw broken;
+      return "noon";
+    };
+    const extensions = createRegistry();
+    extensions.install(
+      defineExtension({
+        name: "a",
+        sections: [section("clock", mode === "sync" ? render : async () => render())],
+      }),
+    );
+    const reported: unknown[] = [];
+    const { root, faux } = await open(echo, { extensions, onReport: (e) => void reported.push(e) });
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    broken = new ClockError("clock broke");
+    expect(await (await root.submit({ type: "input", content: "two" })).wait(), mode).toMatchObject({
+      status: "done",
+    });
+    expect(reported, mode).toEqual([broken]);
+    expect(reported[0], mode).toBe(broken);
+    expect(faux.requests[1]!.systemPrompt, mode).toBe("<clock>\nnoon\n</clock>");
+  }
+});
+
 test("wrappers decorate the winning tool and section; a wrapper that renames or throws drops its target (reported); one without a target does nothing", async () => {
   const tool = (name: string, text: string) =>
     defineTool({

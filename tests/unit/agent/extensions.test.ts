@@ -392,6 +392,30 @@ describe("the registry", () => {
     expect(now.tasks().map((t) => t.name)).toEqual(["later-job"]);
   });
 
+  test("an earlier snapshot keeps its sections and its extensions: a replacement's sections and object are not in it, an uninstalled one's stay (draw 32b)", () => {
+    // Draw 32b: no test installed a section before reading an old snapshot, nor asked it for an
+    // extension by name; sections (or extension()) read from the registry's latest list passed.
+    const registry = createRegistry();
+    const a1 = defineExtension({ name: "a", sections: [section("one", () => "1")] });
+    const b = defineExtension({ name: "b", sections: [section("bee", () => "b")] });
+    registry.install(a1);
+    registry.install(b);
+    const old = registry.snapshot();
+    const a2 = defineExtension({ name: "a", sections: [section("two", () => "2")] });
+    registry.install(a2);
+    registry.uninstall("b");
+    expect(old.sections().map((s) => [s.extension, s.section.key])).toEqual([
+      ["a", "one"],
+      ["b", "bee"],
+    ]);
+    expect(old.extension("a")).toBe(a1);
+    expect(old.extension("b")).toBe(b);
+    const now = registry.snapshot();
+    expect(now.sections().map((s) => [s.extension, s.section.key])).toEqual([["a", "two"]]);
+    expect(now.extension("a")).toBe(a2);
+    expect(now.extension("b")).toBeUndefined();
+  });
+
   test("a reinstall replaces every part of the extension at its position, and publishing calls none of its code", () => {
     const called: string[] = [];
     // Every part of an extension that holds code, each noting any call.

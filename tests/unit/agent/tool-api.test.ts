@@ -323,6 +323,46 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   expect(() => seen.api!.diagnostic({ severity: "info", message: "late" })).toThrow(CommitRefused);
 });
 
+test("diagnostic() records the remark as it was when called: a tool reusing one object for its next remark changes neither the slot's nor the result's first (draw 32b)", async () => {
+  // Draw 32b: the named test passed a fresh object to each call; a buffer keeping the caller's
+  // object, not a copy taken at the call, passed it, and a later change to the object rewrote
+  // the remark already recorded.
+  const started = deferred();
+  const gate = deferred();
+  const { tool } = probe("probe", async (api) => {
+    const remark = { severity: "warn" as "warn" | "info", message: "first remark", code: "one" };
+    api.diagnostic(remark);
+    remark.severity = "info";
+    remark.message = "second remark";
+    remark.code = "two";
+    api.diagnostic(remark);
+    remark.message = "never recorded";
+    started.resolve();
+    await gate.promise;
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const expected = [
+    { severity: "warn", message: "first remark", code: "one" },
+    { severity: "info", message: "second remark", code: "two" },
+  ];
+  await until(() => liveOf(h).tools?.[0]?.diagnostics?.length === 2);
+  expect(liveOf(h).tools![0]!.diagnostics).toEqual(expected);
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!)).toEqual(expected);
+  const message = messageOf(result!) as { content: Array<{ text: string }> };
+  expect(message.content.at(-1)!.text.split("\n")).toEqual([
+    "<harness>",
+    "[warn] first remark",
+    "[info] second remark",
+    "</harness>",
+  ]);
+});
+
 test("a tool that throws after diagnostic() keeps the api's remarks, in order, before the harness's tool_error", async () => {
   // Break 28I: the named test's tool returned; the thrown path dropping the api's diagnostics, or
   // putting the harness's error first, passed it.

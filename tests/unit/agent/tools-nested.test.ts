@@ -173,4 +173,91 @@ test("a nested call whose tool throws ends failed with a tool_error result; the 
   await h.close();
 });
 
+test("a nested call's tool is resolved when its task runs: taken out of the agent's tools after an earlier nested call, the next gets tool_unavailable and never runs", async () => {
+  // Draw 32b: every tool_unavailable case was a model's call; a nested call resolving its tool
+  // among every installed one (the filter not applied) passed every test.
+  const log: string[] = [];
+  let root: Awaited<ReturnType<AgentHarness["root"]>> | undefined;
+  const echo = defineTool({
+    name: "echo",
+    description: "echo text",
+    parameters: Type.Object({ text: Type.String() }),
+    execute: async (args) => {
+      log.push(args.text);
+      return { content: [{ type: "text", text: `echo:${args.text}` }] };
+    },
+  });
+  const caller = defineTool({
+    name: "batch",
+    description: "calls echo, filters it out, calls it again",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      const a = await api.executeTool("echo", { text: "one" });
+      await root!.configure({ tools: ["batch"] });
+      const b = await api.executeTool("echo", { text: "two" });
+      const text = [...a.content, ...b.content].map((c) => (c.type === "text" ? c.text : "")).join(",");
+      return { content: [{ type: "text", text: `${b.isError === true}: ${text}` }] };
+    },
+  });
+  respond();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({ extra: [model] }),
+    defaultModel: { provider: model.provider, modelId: model.id },
+    tools: [echo, caller],
+  });
+  root = await h.root();
+  await (await root.submit({ type: "input", content: "go", requestId: "r" })).wait();
+  expect(log).toEqual(["one"]);
+  const result = (await root.entries()).find((e) => e.kind === "pi.tool-result");
+  expect(JSON.stringify(result?.model)).toContain(
+    "true: echo:one,tool_unavailable: tool echo is not available",
+  );
+  await h.close();
+});
+
+test("a nested call's result carries its diagnostics as a call's does: the api's first, then the result's (draw 32b)", async () => {
+  // Draw 32b: every diagnostics test was a model's call; a nested result keeping only the result's
+  // own diagnostics (the api's dropped) passed every test.
+  let seen: unknown;
+  const inner = defineTool({
+    name: "inner",
+    description: "remarks, then answers",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      api.diagnostic({ severity: "warn", message: "from the api", code: "api" });
+      api.diagnostic({ severity: "info", message: "second from the api" });
+      return {
+        content: [{ type: "text", text: "ok" }],
+        diagnostics: [{ severity: "info", message: "from the result" }],
+      };
+    },
+  });
+  const caller = defineTool({
+    name: "batch",
+    description: "calls inner",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      const r = await api.executeTool("inner", {});
+      seen = { isError: r.isError === true, diagnostics: r.diagnostics };
+      return { content: [{ type: "text", text: "done" }] };
+    },
+  });
+  respond();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({ extra: [model] }),
+    defaultModel: { provider: model.provider, modelId: model.id },
+    tools: [inner, caller],
+  });
+  await (await (await h.root()).submit({ type: "input", content: "go", requestId: "r" })).wait();
+  expect(seen).toEqual({
+    isError: false,
+    diagnostics: [
+      { severity: "warn", message: "from the api", code: "api" },
+      { severity: "info", message: "second from the api" },
+      { severity: "info", message: "from the result" },
+    ],
+  });
+  await h.close();
+});
+
 type ToolResultLike = { isError?: boolean; diagnostics?: Array<{ code: string }> };

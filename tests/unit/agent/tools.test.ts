@@ -351,6 +351,27 @@ describe("tools", () => {
     }
   });
 
+  test("a called tool is resolved again when its task resumes after a reopen: a safe call interrupted after its tool was filtered out is not run again", async () => {
+    // Draw 32b: every case above stays live; a resumed execute phase that found the tool among
+    // every installed one, not the agent's, ran the call again though the agent no longer has it.
+    const first = itemTool({ replay: "safe", holdFirst: true });
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, { tools: [first.tool] });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+    await root.configure({ tools: [] });
+
+    const second = itemTool({ replay: "safe" });
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [second.tool] });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([]);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ toolName: "apply", isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["interrupted"]);
+    first.release.resolve();
+  });
+
   test("a called tool is resolved when its task's execute phase starts, after the answer's commit: deselected right after that commit, the call gets tool_unavailable", async () => {
     // Sample 25: every change above came before the answer's commit, which records the intent with
     // the tools as resolved then; an execute phase that trusted that resolution passed them all.

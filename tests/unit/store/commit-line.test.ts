@@ -202,6 +202,34 @@ test("a commit listener sees each commit once, complete and already adopted, onl
   await h.close();
 });
 
+test("a disposer called again after its listener subscribed anew leaves the new subscription alone; one listener subscribed twice hears each commit twice until both are disposed (draw 32b)", async () => {
+  // Draw 32b: the named test's disposers each stood for a different function; subscriptions kept
+  // by the function itself let a stale disposer (a cleanup that runs twice around a remount) end
+  // the same function's later subscription, and folded two subscriptions of it into one.
+  const h = await Harness.open(await memoryStore());
+  const heard: number[] = [];
+  const listener = (change: { entries: readonly { id: number }[] }) => {
+    for (const e of change.entries) heard.push(e.id);
+  };
+  const stale = h.subscribe(listener);
+  stale();
+  const stop = h.subscribe(listener);
+  stale();
+  const a = await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  expect(heard).toEqual([a.id]);
+  const second = h.subscribe(listener);
+  const b = await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 2 }));
+  expect(heard).toEqual([a.id, b.id, b.id]);
+  stop();
+  stop();
+  const c = await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 3 }));
+  expect(heard).toEqual([a.id, b.id, b.id, c.id]);
+  second();
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 4 }));
+  expect(heard).toEqual([a.id, b.id, b.id, c.id]);
+  await h.close();
+});
+
 test("a publication carries every record its commit wrote, each already adopted: a created conversation, a submission and a retirement too (break 30F)", async () => {
   // Break 30F: the named test's complete commit wrote an entry, a document and a task; a change set
   // that left out the commit's conversations passed it (only a task-graph test noticed).
