@@ -246,6 +246,36 @@ describe("reset", () => {
     expect(userTexts(faux.requests[1]!.messages)).toEqual(["go", "also"]);
   });
 
+  test("several user items queued before a reset each outlive it: a follow-up the reset's boundary does not select stays queued and runs later, never stale (draw 32b)", async () => {
+    // Draw 32b: a boundary that placed a head answering `stale` the user items it left queued passed
+    // every named test; each queued one item per mode, which the boundary always selects.
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      const texts = userTexts(req.messages);
+      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+    };
+    const { h, root, faux } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    // Two follow-ups (one at a time by default) and a steer, all queued before the reset.
+    const first = await root.submit({ type: "input", content: "first", whenBusy: "followUp" });
+    const second = await root.submit({ type: "input", content: "second", whenBusy: "followUp" });
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    const reset = await root.reset("handoff");
+    hold.release.resolve();
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    expect((await reset.wait()).status).toBe("done");
+    for (const s of [first, second, steer]) expect((await s.wait()).status, String(s.id)).toBe("done");
+    await root.waitForIdle();
+    // Each ran after the reset, in its context; none was dropped.
+    const asked = faux.requests.slice(1).map((r) => userTexts(r.messages));
+    expect(asked.at(-1)).toEqual(["handoff", "first", "steer", "second"]);
+    expect(faux.requests.slice(1).every((r) => !userTexts(r.messages).includes("go"))).toBe(true);
+    expect(inboxOf(h, root.id)).toEqual({ items: [] });
+  });
+
   test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {

@@ -16,6 +16,7 @@ import {
   type Json,
   type TaskRuntime,
 } from "../../../worker/index.ts";
+import { deferred } from "../../../worker/testing.ts";
 import { abortedByHandler, done, outcome } from "../core/fixtures.ts";
 import { echo, open } from "./fixtures.ts";
 
@@ -161,6 +162,45 @@ test("each asks the hooks of the phase's registry snapshot: a replacement instal
   const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
   expect(answers).toEqual([["a:diff"], ["a2:diff"]]);
+});
+
+test("an abort handler asks the hooks of its own invocation's registry snapshot: a replacement installed after it began, before its first dispatch, is not asked (draw 32b)", async () => {
+  // Draw 32b: an abort invocation that took no snapshot of its own (its hooks resolved from the
+  // registry as it stood at its first dispatch) passed every named test; they ask hooks in run phases only.
+  const extensions = createRegistry();
+  const answers: string[][] = [];
+  const ask = async (runtime: TaskRuntime<Json, { phase: "go" }, Json, ReviewHooks>) => {
+    const words: string[] = [];
+    await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+      words.push(await handler("diff", api, { signal: runtime.signal }));
+    });
+    return words;
+  };
+  const started = deferred<void>();
+  const review = defineTask<Json, { phase: "go" }, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_task, runtime) => {
+        started.resolve();
+        await new Promise((resolve) => runtime.signal.addEventListener("abort", resolve, { once: true }));
+      },
+    },
+    abort: async (_task, runtime) => {
+      extensions.install(answering("a", "a2"));
+      answers.push(await ask(runtime));
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "asked" } }));
+    },
+  });
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  const { h } = await open(echo, { extensions });
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "asked" });
+  expect(answers).toEqual([["a:diff"]]);
 });
 
 test("a hook's error after the task was signalled propagates from each, unreported", async () => {

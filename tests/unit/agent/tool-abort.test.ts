@@ -256,6 +256,65 @@ test("a tool's slot updates apply only while its slot exists: output after the s
   expect(committedLive.filter((live) => "tools" in live)).toEqual([]);
 });
 
+test("when one slot of a round goes, that call's later updates land nowhere: the round's other slot keeps only its own output, and no slot comes back (draw 32b)", async () => {
+  // Draw 32b: the named test removes the round's only slot. A slot lookup that fell back to the
+  // first slot when the call's own was gone (so the gone call's output landed in its neighbour's)
+  // passed every named test.
+  const more = deferred();
+  const talk = defineTool({
+    name: "talk",
+    description: "Prints, then prints again once let go, then works until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("first\n");
+      await more.promise;
+      api.output("second\n");
+      api.diagnostic({ severity: "info", message: "late remark" });
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const quiet = defineTool({
+    name: "quiet",
+    description: "Prints once, then works until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("quiet\n");
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("talk", {}, { id: "c1" }), fauxToolCall("quiet", {}, { id: "c2" })),
+    { tools: [talk, quiet], settings: { outputIntervalMs: 1 } },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  const slot = (callId: string) => liveOf(h).tools?.find((s) => s.callId === callId);
+  await until(() => slot("c1")?.output === "first\n" && slot("c2")?.output === "quiet\n", {
+    what: "both outputs stored",
+  });
+  // The first call's slot goes (an application rewrites pi.live); the second's stays.
+  await h.transaction((tx) => {
+    const state = readDoc<LiveState>(tx, 1, DOC.live, {});
+    writeDoc<LiveState>(tx, 1, DOC.live, { ...state, tools: state.tools!.filter((s) => s.callId !== "c1") });
+  });
+  const kept = slot("c2")!;
+  const committedTools: unknown[] = [];
+  h.subscribe((change) => {
+    const doc = change.docs.find((d) => d.conversationId === 1 && d.name === DOC.live);
+    if (doc) committedTools.push((doc.value as LiveState).tools);
+  });
+  more.resolve();
+  await new Promise((r) => setTimeout(r, 50));
+  await settle();
+  expect(liveOf(h).tools).toEqual([kept]);
+  expect(committedTools.every((t) => t === undefined || JSON.stringify(t) === JSON.stringify([kept]))).toBe(
+    true,
+  );
+  await root.abort();
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+});
+
 test("does not re-bound retained output when an unchanged result outlives the tool's limits", async () => {
   const started = deferred();
   const work = (outputLimits?: { maxBytes: number }) =>

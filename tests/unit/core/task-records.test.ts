@@ -204,6 +204,23 @@ test("a task faulted by its throwing phase has endedAt on the harness clock at t
   await h.close();
 });
 
+test("a task whose stored row is unreadable at a reopen is faulted with endedAt on the harness clock, its startedAt kept (draw 32b)", async () => {
+  // Draw 32b: the fault the scheduler writes for an unreadable row stamping endedAt from
+  // Date.now() passed every named test; they fault a task by its throwing phase, never at a reopen.
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [parked("unreadable")], now: () => 1000 });
+  const id = await first.createTask(parked("unreadable"), null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 1, { what: "the task running" });
+  await first.close();
+  const image = await memoryStore(store.image());
+  await image.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [id]));
+  const h = await Harness.open(image, { tasks: [parked("unreadable")], now: () => 5000 });
+  const final = await done(h, id);
+  expect(outcome(final)).toMatchObject({ status: "faulted" });
+  expect([final.startedAt, final.endedAt]).toEqual([1000, 5000]);
+  await h.close();
+});
+
 test("every entry a task appends in its own commit records byTaskId = that task; a host commit's entries carry none", async () => {
   let elsewhere = 0;
   const writer = single("writer", async (_t, runtime) => {
