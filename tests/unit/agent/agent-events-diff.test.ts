@@ -83,11 +83,13 @@ test("message_update changes in one throttled commit: a grown block and each of 
     { type: "toolcall_start", contentIndex: 2, block: call },
   ]);
   const signed = { type: "thinking", thinking: "Let me", thinkingSignature: "sig-1" } as const;
-  expect(messageChanges(before, message([signed]))).toEqual([{ type: "block", contentIndex: 0, block: signed }]);
-  const textSigned = { type: "text", text: "Reading it", textSignature: "sig-2" } as const;
-  expect(messageChanges(message([fauxThinking("Let"), text]), message([fauxThinking("Let"), textSigned]))).toEqual([
-    { type: "block", contentIndex: 1, block: textSigned },
+  expect(messageChanges(before, message([signed]))).toEqual([
+    { type: "block", contentIndex: 0, block: signed },
   ]);
+  const textSigned = { type: "text", text: "Reading it", textSignature: "sig-2" } as const;
+  expect(
+    messageChanges(message([fauxThinking("Let"), text]), message([fauxThinking("Let"), textSigned])),
+  ).toEqual([{ type: "block", contentIndex: 1, block: textSigned }]);
 });
 
 test("tool_execution_update output: a rewritten window, or a trim the new text does not continue, is a replacement", () => {

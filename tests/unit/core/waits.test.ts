@@ -957,7 +957,10 @@ describe("waits on held tasks", () => {
     const again = await Harness.open(await memoryStore(store.image()), { tasks: [owner, follower] });
     try {
       expect(outcome(await done(again, ownerId, 2000))).toEqual({ status: "completed", result: "owner" });
-      expect(outcome(await done(again, bgId, 2000))).toEqual({ status: "completed", result: "bg-reopen-follower" });
+      expect(outcome(await done(again, bgId, 2000))).toEqual({
+        status: "completed",
+        result: "bg-reopen-follower",
+      });
     } finally {
       await again.close();
     }

@@ -615,7 +615,10 @@ test("a redundant patch (a key set to the value it holds, an empty append) is a 
   await h.transaction((tx) => tx.writeDoc(root.id, "app.p", { a: 1, s: "x" }));
   const watch = await root.watch();
   const frames: Array<{ ops: unknown[] }> = [];
-  watch.start((f) => void frames.push({ ops: f.ops.map((o) => ({ op: o.op, ...("name" in o ? { name: o.name } : {}) })) }));
+  watch.start(
+    (f) =>
+      void frames.push({ ops: f.ops.map((o) => ({ op: o.op, ...("name" in o ? { name: o.name } : {}) })) }),
+  );
   await h.transaction((tx) => tx.patchDoc(root.id, "app.p", [{ path: ["a"], set: 1 }]));
   await until(() => frames.length === 1, { what: "the redundant set's frame" });
   await h.transaction((tx) => tx.patchDoc(root.id, "app.p", [{ path: ["s"], append: "" }]));
