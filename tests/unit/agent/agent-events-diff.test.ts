@@ -70,6 +70,28 @@ test("toolcall_delta carries each grown string's path inside the arguments, thro
     ]);
 });
 
+test("message_update changes in one throttled commit: a grown block and each of several new blocks; a thinking or text block that grew and gained its signature is sent whole (draw 32b)", () => {
+  // Draw 32b: each named change came one at a time; a diff that started only the first of several
+  // new blocks, and one that sent a grown block as a delta though its signature had appeared (the
+  // signature lost), passed every test.
+  const before = message([fauxThinking("Let")]);
+  const text = fauxText("Reading");
+  const call = fauxToolCall("read", { path: "a.md" } as never, { id: "c1" });
+  expect(messageChanges(before, message([fauxThinking("Let me"), text, call]))).toEqual([
+    { type: "thinking_delta", contentIndex: 0, delta: " me" },
+    { type: "text_start", contentIndex: 1, block: text },
+    { type: "toolcall_start", contentIndex: 2, block: call },
+  ]);
+  const signed = { type: "thinking", thinking: "Let me", thinkingSignature: "sig-1" } as const;
+  expect(messageChanges(before, message([signed]))).toEqual([
+    { type: "block", contentIndex: 0, block: signed },
+  ]);
+  const textSigned = { type: "text", text: "Reading it", textSignature: "sig-2" } as const;
+  expect(
+    messageChanges(message([fauxThinking("Let"), text]), message([fauxThinking("Let"), textSigned])),
+  ).toEqual([{ type: "block", contentIndex: 1, block: textSigned }]);
+});
+
 test("tool_execution_update output: a rewritten window, or a trim the new text does not continue, is a replacement", () => {
   // An append and a front trim that the new text continues: no replacement.
   expect(outputChange("ab\n", "ab\ncd\n", 0)).toEqual({ append: "cd\n" });

@@ -73,3 +73,35 @@ test("summary serialization cuts every tool result in the range, and a result of
     expect(line.length).toBeLessThan("[Tool result]: ".length + 2000 + 10);
   }
 });
+
+test("summary serialization writes every part of a user message and every block of an answer, in order (draw 32b)", () => {
+  // Draw 32b: the tests above had a user message of one string and an answer of one thinking and one
+  // text block; keeping only a user message's first part, or an answer's first text and thinking
+  // block, passed them.
+  const user = {
+    role: "user",
+    content: [
+      { type: "text", text: "look at" },
+      { type: "image", data: "AAAA", mimeType: "image/png" },
+      { type: "text", text: "this one" },
+    ],
+    timestamp: 1,
+  } as unknown as Message;
+  const answer = {
+    role: "assistant",
+    content: [
+      { type: "thinking", thinking: "first thought" },
+      { type: "text", text: "first text" },
+      { type: "thinking", thinking: "second thought" },
+      { type: "text", text: "second text" },
+    ],
+    stopReason: "stop",
+  } as unknown as Message;
+  expect(serializeForSummary([user, answer]).split("\n\n")).toEqual([
+    "[User]: look at\n[image]\nthis one",
+    "[Assistant thinking]: first thought",
+    "[Assistant]: first text",
+    "[Assistant thinking]: second thought",
+    "[Assistant]: second text",
+  ]);
+});

@@ -590,6 +590,27 @@ describe("Conversation.compact()", () => {
     expect(prompt).not.toContain("XYZZY");
   });
 
+  test("the summarized text leaves out every pi.system entry in the range, also one a later configure appended mid-range (draw 32b)", async () => {
+    // Draw 32b: the test above has one pi.system entry, the range's second; a summarized part that
+    // dropped only the first system message passed it.
+    const { h, root, faux } = await open(echoOrSummary, {
+      settings: { compaction: { keepRecentTokens: 250 } },
+    });
+    await root.configure({ instructions: "XYZZY-INSTRUCTIONS" });
+    await chat(root, 2);
+    await root.configure({ instructions: "PLUGH-INSTRUCTIONS" });
+    await chat(root, 2);
+    const kinds = (await root.entries()).map((e) => e.kind);
+    expect(kinds.filter((k) => k === "pi.system")).toHaveLength(2);
+    expect(kinds.lastIndexOf("pi.system")).toBe(6);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    const prompt = textOf(faux.requests.find(isSummary)!.messages[0]!);
+    const conversation = prompt.slice("<conversation>\n".length, prompt.indexOf("\n</conversation>"));
+    for (const block of conversation.split("\n\n")) expect(block).toMatch(/^\[(User|Assistant)\]: /);
+    expect(prompt).not.toMatch(/XYZZY|PLUGH/);
+  });
+
   test("the summarizer reads the head marker, then the entries before the cut, as their contributions: an earlier summary again, never a message an edit in the range omits", async () => {
     const { h, root, faux } = await open(echoOrSummary, {
       settings: { compaction: { keepRecentTokens: 250 } },

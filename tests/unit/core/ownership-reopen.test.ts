@@ -350,6 +350,39 @@ test("{ background: true } awaits reached background work that an earlier abortT
   for (const id of ids) expect(outcome(await h.getTask(id))?.status).toBe("aborted");
 });
 
+test("{ background: true } marks and awaits no background work of a conversation it does not reach: another conversation's, a fork's (draw 32b)", async () => {
+  // Draw 32b: every background task the named tests built was in the aborted conversation; marking
+  // the session's every live background task passed them.
+  const log: string[] = [];
+  const defs = ["reached", "elsewhere", "in-fork"].map((n) => node(n, log));
+  const { h, root } = await open(echo, { tasks: defs });
+  await (await root.submit({ type: "write", entry: { kind: "note" } })).wait();
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const fork = await root.fork((await root.entries()).at(-1)!.id, { ownership: { kind: "ownerless" } });
+  const background = (conversationId: ConversationId) => ({
+    ownership: { kind: "conversation" as const },
+    conversationId,
+    background: true,
+  });
+  const reached: TaskId = await h.createTask(defs[0]!, null, background(root.id));
+  const unreached: TaskId[] = [
+    await h.createTask(defs[1]!, null, background(other.id)),
+    await h.createTask(defs[2]!, null, background(fork.id)),
+  ];
+  await until(() => h.inspect().tasks.filter((t) => t.state.kind === "running").length === 3, {
+    what: "all three running",
+  });
+  await root.abort({ background: true });
+  expect(outcome(await h.getTask(reached))?.status).toBe("aborted");
+  for (const id of unreached)
+    expect(await h.getTask(id)).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  expect(log).toEqual(["abort:reached"]);
+  for (const id of unreached) {
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))?.status).toBe("aborted");
+  }
+});
+
 /**
  * A background task that finished after its child made a conversation, live work in that conversation
  * (`below`, running), then a reopen of the store with that work running again.

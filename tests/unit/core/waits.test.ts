@@ -913,6 +913,58 @@ describe("waits on held tasks", () => {
     expect(outcome(await done(h, bg!.id))).toEqual({ status: "completed", result: "bg-parent" });
     await h.close();
   });
+
+  test("a background task's wait on the owner of its conversation holds across a reopen: the reopened owner ends while it waits, then it ends (draw 32b)", async () => {
+    // Draw 32b: the named tests build the wait in one process; a background flag lost when a task is
+    // read back (the reopened owner then holding for its conversation's background task, which waits
+    // on it) failed only an abort test, never this rule's wait.
+    let reopened = false;
+    type OwnerState = Go | { phase: "finish" };
+    const follower = joiner("bg-reopen-follower");
+    const owner = defineTask<Json, OwnerState, Json>({
+      name: "bg-reopen-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            tx.createTask(follower, runtime.taskId, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_t, runtime, signal) => {
+          // Parked until the first process closes; the reopened one finishes.
+          if (!reopened) await untilAborted(signal);
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [owner, follower] });
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    const followerRecord = () =>
+      [...internals(h).session.records.tasks.values()].find((t) => t.kind === "bg-reopen-follower");
+    await until(() => followerRecord()?.state.status === "waiting", { what: "the follower waiting" });
+    const bgId = followerRecord()!.id;
+    await h.close();
+    reopened = true;
+    const again = await Harness.open(await memoryStore(store.image()), { tasks: [owner, follower] });
+    try {
+      expect(outcome(await done(again, ownerId, 2000))).toEqual({ status: "completed", result: "owner" });
+      expect(outcome(await done(again, bgId, 2000))).toEqual({
+        status: "completed",
+        result: "bg-reopen-follower",
+      });
+    } finally {
+      await again.close();
+    }
+  });
 });
 
 describe("failFast on a held failure", () => {

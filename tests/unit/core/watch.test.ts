@@ -242,6 +242,24 @@ test("a conversation's watch gets no frame for a publication that touches only a
   await rootWatch.stop();
 });
 
+test("a publication touching only another conversation makes no revision of the mount: its view stays the same object and an unstarted event stream holds no batch for it (draw 32b)", async () => {
+  // Draw 32b: the test above watches for frames only; a mount that replaced its view (a copy) on
+  // every publication touching nothing it mounts, handing its observers a changed view, passed it.
+  const { h, root } = await open(echo);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const watch = await root.watch();
+  const stream = await watchEvents(h, root.id);
+  await (await other.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  await h.transaction((tx) => tx.writeDoc(other.id, "app.x", { a: 1 }));
+  await settle();
+  expect(stream.pending).toBe(0);
+  const again = await root.watch();
+  expect(again.value).toBe(watch.value);
+  await again.stop();
+  await watch.stop();
+  await stream.stop();
+});
+
 test("deleting a document removes its key from the view's docs", async () => {
   const { h, root } = await open(echo);
   await h.transaction((tx) => tx.writeDoc(root.id, "app.extra", { a: 1 }));
@@ -587,6 +605,26 @@ test("one commit that touches the conversation is one frame: its entries appende
   await h.transaction((tx) => tx.writeDoc(root.id, "app.x", { a: 1 }));
   await until(() => frames.length === 2, { what: "the redundant write's frame" });
   expect(frames[1]).toEqual({ ops: [{ op: "doc", name: "app.x" }], notes: [1, 2] });
+  await watch.stop();
+});
+
+test("a redundant patch (a key set to the value it holds, an empty append) is a publication too: a frame each, the value unchanged (draw 32b)", async () => {
+  // Draw 32b: the redundant write above is a whole-document write; a patch leaving the document as
+  // it was, dropped from the commit's changes, passed every test.
+  const { h, root } = await open(echo);
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.p", { a: 1, s: "x" }));
+  const watch = await root.watch();
+  const frames: Array<{ ops: unknown[] }> = [];
+  watch.start(
+    (f) =>
+      void frames.push({ ops: f.ops.map((o) => ({ op: o.op, ...("name" in o ? { name: o.name } : {}) })) }),
+  );
+  await h.transaction((tx) => tx.patchDoc(root.id, "app.p", [{ path: ["a"], set: 1 }]));
+  await until(() => frames.length === 1, { what: "the redundant set's frame" });
+  await h.transaction((tx) => tx.patchDoc(root.id, "app.p", [{ path: ["s"], append: "" }]));
+  await until(() => frames.length === 2, { what: "the empty append's frame" });
+  expect(frames).toEqual([{ ops: [{ op: "doc", name: "app.p" }] }, { ops: [{ op: "doc", name: "app.p" }] }]);
+  expect(watch.value.docs["app.p"]).toEqual({ a: 1, s: "x" });
   await watch.stop();
 });
 
