@@ -312,6 +312,25 @@ describe("the registry", () => {
     );
   });
 
+  test("a registry's unsubscribe ends its own subscription only: called again after the listener subscribed anew, it leaves the new one alone", () => {
+    // As the session's commit listeners (draw 32b, sections-0-4:421): the registry kept listeners by
+    // the function, so a stale disposer called twice around a remount ended the newer subscription.
+    const registry = createRegistry();
+    let heard = 0;
+    const listener = () => heard++;
+    const first = registry.subscribe(listener);
+    registry.install({ name: "a", tools: [tool("a1")] });
+    first();
+    const second = registry.subscribe(listener);
+    first();
+    registry.install({ name: "b", tools: [tool("b1")] });
+    expect(heard).toBe(2);
+    second();
+    second();
+    registry.install({ name: "c", tools: [tool("c1")] });
+    expect(heard).toBe(2);
+  });
+
   test("a same-name install replaces in place in one publication; uninstall removes; a later install appends", () => {
     const registry = createRegistry();
     for (const name of ["a", "b", "c"]) registry.install({ name, tools: [tool(`${name}1`)] });

@@ -150,8 +150,12 @@ export function createRegistry(): ExtensionRegistry {
   return {
     snapshot: () => current,
     subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
+      // Each call is a subscription of its own: its unsubscribe ends that one only.
+      const subscription = () => listener();
+      listeners.add(subscription);
+      return () => {
+        listeners.delete(subscription);
+      };
     },
     install(extension) {
       const at = list.findIndex((e) => e.name === extension.name);
