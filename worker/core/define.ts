@@ -361,7 +361,11 @@ export class Registry {
   }
 
   onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    // Each call is a subscription of its own: its disposer ends that one only.
+    const subscription = () => listener();
+    this.#listeners.add(subscription);
+    return () => {
+      this.#listeners.delete(subscription);
+    };
   }
 }

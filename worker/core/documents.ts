@@ -166,8 +166,12 @@ export class DocumentState {
   /** Called after each later commit that changed this incarnation, and when it is retired. */
   subscribe(listener: () => void): () => void {
     if (this.#ended) return () => undefined;
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    // Each call is a subscription of its own: its unsubscribe ends that one only.
+    const subscription = () => listener();
+    this.#listeners.add(subscription);
+    return () => {
+      this.#listeners.delete(subscription);
+    };
   }
 
   /** Stop following; idempotent. */

@@ -929,6 +929,29 @@ describe("the session surface (spec §3.3, §4)", () => {
     expect(calls).toEqual(["close sealed=true"]);
   });
 
+  test("a documentState's unsubscribe ends its own subscription only: called again after the listener subscribed anew, it leaves the new one alone", async () => {
+    // As the session's commit listeners (draw 32b, sections-0-4:421): listeners kept by the function
+    // let a stale unsubscribe, called twice around a remount, end the newer subscription.
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    const state = (await h.documentState(1, "d"))!;
+    const seen: Array<Json | undefined> = [];
+    const listener = () => seen.push(state.value);
+    const first = state.subscribe(listener);
+    first();
+    const second = state.subscribe(listener);
+    first();
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 2 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ n: 2 }]);
+    second();
+    second();
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 3 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ n: 2 }]);
+    await h.close();
+  });
+
   test("documentState ends when its document is retired alone, with no new incarnation in that commit: the value is gone and its listeners are told once", async () => {
     // Break 26H: the test below retires and recreates in one commit, so a state that ended only when
     // another incarnation's value came, never on a retirement alone, passed it.
