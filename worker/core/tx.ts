@@ -100,7 +100,7 @@ export class TxImpl implements Tx {
     let conversationId = options.conversationId;
     let owner: TaskId | undefined;
     if (ownership.kind === "task") {
-      const ownerRecord = liveOwner(o, ownership.taskId);
+      const ownerRecord = liveOwner(o, ownerTaskId(ownership, "createTask"));
       if (conversationId !== undefined && conversationId !== ownerRecord.conversationId) {
         throw new InvalidTransition("a child task lives in its owner's conversation");
       }
@@ -216,7 +216,7 @@ export class TxImpl implements Tx {
         `${what} needs an explicit ownership: { kind: 'ownerless' } or { kind: 'task', taskId }`,
       );
     if (ownership.kind === "ownerless") return {};
-    const t = liveOwner(o, ownership.taskId);
+    const t = liveOwner(o, ownerTaskId(ownership, what));
     return { owner: { taskId: t.id, conversationId: t.conversationId } };
   }
 
@@ -484,4 +484,12 @@ export function documentRecord(rowKey: number, name: string, meta: DocMeta): Doc
     fork,
     createdAt: meta.createdAt,
   };
+}
+
+/** The owner a `{ kind: "task" }` ownership names: a task id, else refused at the door (never inferred). */
+function ownerTaskId(ownership: { taskId?: unknown }, what: string): TaskId {
+  const id = ownership.taskId;
+  if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 1)
+    throw new InvalidTransition(`${what}: ownership { kind: 'task' } needs its owner's taskId (a task id)`);
+  return id as TaskId;
 }
