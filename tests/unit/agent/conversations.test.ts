@@ -9,6 +9,7 @@ import { describe, expect, test } from "vitest";
 import { defineDoc } from "../../../worker/agent/records.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import type { Tx } from "../../../worker/core/define.ts";
+import { WaitCancelled } from "../../../worker/core/errors.ts";
 import { type ChangeSet, ROOT_CONVERSATION_ID } from "../../../worker/core/types.ts";
 import {
   AgentHarness,
@@ -912,6 +913,24 @@ describe("conversations", () => {
     );
     expect(await h.getTask(child)).toMatchObject({ owner, conversationId: root.id });
     await h.abortTask(owner);
+  });
+
+  test("Conversation.commit() with an aborted signal is refused like the harness's commit: WaitCancelled, the callback not run, nothing written (draw 32c)", async () => {
+    // Draw 32c: every bound commit the tests made had no signal; a handle that dropped its signal
+    // (committing what the caller had cancelled) passed them.
+    const { h } = await open(echo);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const before = (await other.entries()).length;
+    let ran = false;
+    const error = await other
+      .commit((tx) => {
+        ran = true;
+        tx.appendEntry(other.id, { kind: "app.note" });
+      }, AbortSignal.abort())
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitCancelled);
+    expect(ran).toBe(false);
+    expect(await other.entries()).toHaveLength(before);
   });
 
   test("defineDoc: a custom document reads its initial value until written, and shows in the view", async () => {

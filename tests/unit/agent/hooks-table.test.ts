@@ -911,6 +911,43 @@ test("beforeRequest: an error after its phase was signalled by the harness closi
 });
 
 test.each([
+  ["onYield", "pi.generation"],
+  ["beforeTool", "pi.tool"],
+  ["afterTool", "pi.tool"],
+] as const)(
+  "%s: an error after its phase was signalled by the harness closing (no abort mark) propagates too: not reported, the next hook not asked (draw 32c)",
+  async (name, task) => {
+    // Draw 32c: these hooks' cases were signalled through an abort mark only (each hook has its own
+    // guard); a guard letting only an abort mark's signal propagate (reporting the error of a phase
+    // the closing harness signalled) passed every test.
+    const entered = deferred<AbortSignal>();
+    const leave = deferred();
+    const next: string[] = [];
+    const failing = async (_input: unknown, _api: unknown, ctx: { signal: AbortSignal }) => {
+      entered.resolve(ctx.signal);
+      await leave.promise;
+      throw new Error(`${name} failed while closing`);
+    };
+    const { tool } = itemTool({});
+    const respond =
+      task === "pi.tool" ? callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "c1" })) : echo;
+    const { h, reported, root } = await withExtensions(respond, [
+      defineExtension({ name: "tools", tools: [tool] }),
+      defineExtension({ name: "slow", hooks: [hook(task, { [name]: failing } as never)] }),
+      defineExtension({ name: "next", hooks: [hook(task, { [name]: () => void next.push(name) } as never)] }),
+    ]);
+    await root.submit({ type: "input", content: "hi" });
+    const signal = await entered.promise;
+    const closing = h.close();
+    await until(() => signal.aborted, { what: "the phase signalled by the close" });
+    leave.resolve();
+    await closing;
+    expect(reported).toEqual([]);
+    expect(next).toEqual([]);
+  },
+);
+
+test.each([
   ["afterResponse", "pi.generation"],
   ["onYield", "pi.generation"],
   ["afterTools", "pi.generation"],
@@ -1001,6 +1038,49 @@ test("beforeCompact: an error after its compaction was aborted propagates too: n
   await aborting;
   const record = await h.waitForTask(id);
   expect(record.state).toMatchObject({ outcome: { status: "aborted" } });
+  expect(reported).toEqual([]);
+  expect(next).toEqual([]);
+});
+
+test("beforeCompact: an error after its compaction was signalled by the harness closing (no abort mark) propagates too: not reported, the next hook not asked (draw 32c)", async () => {
+  // Draw 32c: the compaction's case was signalled through an abort mark only; a guard letting only an
+  // abort mark's signal propagate passed every test.
+  const next: string[] = [];
+  const big = (label: string) => `${label} ${"x".repeat(400)}`;
+  const entered = deferred<AbortSignal>();
+  const leave = deferred();
+  const { h, root, reported } = await withExtensions(
+    (req) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT
+        ? fauxAssistantMessage("MODEL SUMMARY")
+        : fauxAssistantMessage(big("a")),
+    [
+      defineExtension({
+        name: "slow",
+        hooks: [
+          hook("pi.compaction", {
+            beforeCompact: async (_input, _api, ctx) => {
+              entered.resolve(ctx.signal);
+              await leave.promise;
+              throw new Error("beforeCompact failed while closing");
+            },
+          }),
+        ],
+      }),
+      defineExtension({
+        name: "next",
+        hooks: [hook("pi.compaction", { beforeCompact: () => void next.push("beforeCompact") })],
+      }),
+    ],
+    { settings: { compaction: { keepRecentTokens: 250, enabled: false } } },
+  );
+  for (let i = 1; i <= 4; i++) await (await root.submit({ type: "input", content: big(`q${i}`) })).wait();
+  await root.compact();
+  const signal = await entered.promise;
+  const closing = h.close();
+  await until(() => signal.aborted, { what: "the compaction signalled by the close" });
+  leave.resolve();
+  await closing;
   expect(reported).toEqual([]);
   expect(next).toEqual([]);
 });

@@ -171,6 +171,32 @@ describe("saving a user tool", () => {
     expect(storedUserTools(h)).toMatchObject([{ name: "greet", version: 1, body: GREET.body }]);
   });
 
+  test("a name another extension's tool takes while the body is being checked is refused too (name_taken): nothing stored, nothing installed (draw 32c)", async () => {
+    // Draw 32c: the name was checked before the body's compile (an await) and not again; every name
+    // row had the name taken before the save began.
+    const { h, extensions } = await openApp();
+    const saving = saveUserTool(h, GREET).catch((e: unknown) => e);
+    extensions.install(
+      defineExtension({
+        name: "greeter",
+        tools: [
+          defineTool({
+            name: "greet",
+            description: "Greets",
+            parameters: Type.Object({}),
+            execute: async () => textResult("hi"),
+          }),
+        ],
+      }),
+    );
+    const error = await saving;
+    expect(error).toBeInstanceOf(UserToolInvalid);
+    expect((error as UserToolInvalid).code).toBe("name_taken");
+    expect((error as Error).message).toMatch(/a tool named greet already exists \(from greeter\)/);
+    expect(storedUserTools(h)).toEqual([]);
+    expect(userExtensions(extensions)).toEqual([]);
+  });
+
   test("a runaway body is stopped by the sandbox's limits and the call reports it", async () => {
     const { h } = await openApp();
     await saveUserTool(h, {

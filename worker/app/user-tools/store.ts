@@ -105,6 +105,8 @@ export async function saveUserTool(h: AgentHarness, source: unknown): Promise<Us
   checkNameFree(h, checked.name);
   await checkUserToolBody(checked.body);
   const saved = await h.transaction((tx) => {
+    // Again in the commit: another extension may have taken the name while the body compiled.
+    checkNameFree(h, checked.name);
     const tools = readStored((name) => tx.readDoc(SETTINGS_CONVERSATION, name));
     const at = tools.findIndex((t) => t.name === checked.name);
     const record: UserToolRecord = {
