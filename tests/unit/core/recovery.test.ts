@@ -848,6 +848,51 @@ describe("a waiting task without its definition", () => {
     expect((await h.getTask(waiterId))?.version).toBe(2);
     await h.close();
   });
+
+  test("a waiting task whose wait is satisfied stays waiting, blocked, under a newer definition whose migrate throws; a working one then resumes it", async () => {
+    // Draw 32cB: a failed migration that wrote the satisfied waiting task back to pending (as a
+    // reservation handing back would) passed every named test (each blocked waiting task lacked its
+    // definition; each failing migrate blocked a pending one).
+    const gate = deferred();
+    const other = single("def-other", async (_t, runtime, signal) => {
+      await Promise.race([gate.promise, untilAborted(signal)]);
+      await runtime.commit(() => complete("other"));
+    });
+    const { image, otherId, waiterId } = await waiterOnOther(other);
+    type Waiter = { phase: "go" } | { phase: "joined" } | { phase: "migrated" };
+    const version2 = (migrate: (input: Json) => { input: number; checkpoint: Waiter }) =>
+      defineTask<number, Waiter, Json>({
+        name: "def-waiter",
+        version: 2,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async () => undefined,
+          joined: async () => undefined,
+          migrated: async (t, runtime) => void (await runtime.commit(() => complete(`v2 ${t.input}`))),
+        },
+        abort: async () => undefined,
+        migrate,
+      });
+    const reports: unknown[] = [];
+    const failing = version2(() => {
+      throw new Error("cannot upgrade the waiter");
+    });
+    const h = await Harness.open(image, { tasks: [other, failing], onReport: (e) => reports.push(e) });
+    gate.resolve();
+    await done(h, otherId);
+    await until(() => blocked(h).some((b) => b.id === waiterId), { what: "waiter blocked" });
+    expect(blocked(h).find((b) => b.id === waiterId)?.reason).toBe("migration_failed");
+    await engineStillRuns(h);
+    const stillWaiting = await h.getTask(waiterId);
+    expect(stillWaiting?.state.status).toBe("waiting");
+    expect(stillWaiting?.version).toBe(1);
+    expect(reports).toHaveLength(1);
+    h.registry.register(
+      version2((input) => ({ input: (input as number) + 1000, checkpoint: { phase: "migrated" } })),
+    );
+    expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: `v2 ${otherId + 1000}` });
+    await h.close();
+  });
 });
 
 test("a held outcome is never migrated: a newer definition leaves it and its stored version alone", async () => {

@@ -1307,6 +1307,7 @@ describe("commits a handler may not make", () => {
     let kept: TaskRuntime<Json, Go, Json> | undefined;
     let keptHookApi: TaskRuntime | undefined;
     let leftover: Promise<unknown> | undefined;
+    let leftoverWithSignal: Promise<unknown> | undefined;
     const hooked: string[] = [];
     const other = parked("other");
     const leaky = single("leaky", async (task, runtime) => {
@@ -1315,6 +1316,12 @@ describe("commits a handler may not make", () => {
       await runtime.hooks.each("probe", (handler) => (handler as () => void)());
       // A wait left behind, unawaited: it rejects when the invocation ends.
       leftover = runtime.waitForTask(task.input as TaskId).then(
+        () => "resolved",
+        (error: unknown) => error,
+      );
+      // One more, given a signal of its own that never aborts (draw 32cB: a leftover wait with a
+      // caller's signal rejected with a bare WaitCancelled, not the invocation's end, and this passed).
+      leftoverWithSignal = runtime.waitForTask(task.input as TaskId, new AbortController().signal).then(
         () => "resolved",
         (error: unknown) => error,
       );
@@ -1352,6 +1359,7 @@ describe("commits a handler may not make", () => {
     // Its signal aborted when it ended, and the leftover wait rejected then (its task still runs).
     expect(kept!.signal.aborted).toBe(true);
     expect(await leftover).toBeInstanceOf(CommitRefused);
+    expect(await leftoverWithSignal).toMatchObject({ name: "CommitRefused", reason: "invocation_ended" });
     expect((await h.getTask(otherId))!.state.status).not.toBe("terminal");
     expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "ok" });
     await engineStillRuns(h);
