@@ -3,13 +3,16 @@
  * whenBusy (followUp, steer, reject), writes, requestIds, follow-ups held past a tool round, and
  * withdrawing queued inputs.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   type ChangeSet,
   ConversationBusy,
   DOC,
+  defineTool,
   InvalidTransition,
   WaitCancelled,
 } from "../../../worker/index.ts";
@@ -297,6 +300,9 @@ describe("submissions", () => {
     const steer = await root.submit({ type: "input", content: "also this", whenBusy: "steer" });
     expect((await steer.record()).status).toBe("queued");
     expect(inboxOf(h).items).toEqual([{ id: steer.id, mode: "steer", content: "also this" }]);
+    // The submission's own record carries its queued mode too, not only its inbox item (draw 32cC:
+    // a record stored as a follow-up beside a steer item passed).
+    expect((await steer.record()).mode).toBe("steer");
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
     release.resolve();
     const a = await input.wait();
@@ -321,6 +327,56 @@ describe("submissions", () => {
       status: "placed",
       entry: entries[3]!.id,
     });
+  });
+
+  test("a tool's conversation handle queues by whenBusy too: steer as a steer, followUp and the default as follow-ups, in the inbox and in each record", async () => {
+    // Draw 32cC: every queued-mode test submitted through Conversation.submit; the tool handle's path
+    // (tools/handle.ts) passes whenBusy on by itself, and one that dropped a steer passed them all.
+    const { tool: hold, started, release } = gatedTool();
+    const ids: number[] = [];
+    let otherId = 0;
+    const poke = defineTool({
+      name: "poke",
+      description: "submits three inputs to the other conversation",
+      parameters: Type.Object({}),
+      execute: async (_args, api) => {
+        const handle = api.conversation(otherId)!;
+        for (const whenBusy of ["steer", "followUp", undefined] as const)
+          ids.push(
+            (await handle.submit({ content: `poke ${whenBusy}`, ...(whenBusy ? { whenBusy } : {}) })).id,
+          );
+        return textResult("poked");
+      },
+    });
+    const { h, root } = await open(
+      (req) =>
+        req.messages.some((m) => m.role === "assistant")
+          ? fauxAssistantMessage("done")
+          : fauxAssistantMessage(
+              [fauxToolCall(textOf(req.messages[0]!) === "hold" ? "hold" : "poke", {}, { id: "call-1" })],
+              { stopReason: "toolUse" },
+            ),
+      { tools: [hold, poke] },
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    otherId = other.id;
+    const held = await other.submit({ type: "input", content: "hold" });
+    await started.promise;
+    expect((await (await root.submit({ type: "input", content: "poke" })).wait()).status).toBe("done");
+    expect(inboxOf(h, other.id).items.map((i) => [i.id, i.mode])).toEqual([
+      [ids[0], "steer"],
+      [ids[1], "followUp"],
+      [ids[2], "followUp"],
+    ]);
+    const records = await Promise.all(ids.map((id) => h.submissionRecord(id)));
+    expect(records.map((r) => [r?.status, r?.mode])).toEqual([
+      ["queued", "steer"],
+      ["queued", "followUp"],
+      ["queued", "followUp"],
+    ]);
+    release.resolve();
+    expect((await held.wait()).status).toBe("done");
+    await other.waitForIdle();
   });
 
   test("the post-tools boundary places a queued write and a queued steer together: the write first, the steer after it, both in the run's next request", async () => {
@@ -733,6 +789,8 @@ describe("the inbox", () => {
     // whenBusy "followUp" said outright queues the same way as the default (spec §6).
     const explicit = await root.submit({ type: "input", content: "explicit", whenBusy: "followUp" });
     expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "followUp"]);
+    // And each submission's record says so (draw 32cC: only the inbox items were read).
+    expect([(await later.record()).mode, (await explicit.record()).mode]).toEqual(["followUp", "followUp"]);
     release.resolve();
     expect((await first.wait()).status).toBe("done");
     expect(faux.requests[1]!.messages.map(textOf)).not.toContain("later");
