@@ -467,6 +467,52 @@ describe("deferred responses (poll)", () => {
     expect(polls).toHaveLength(1);
   });
 
+  test("a still-deferred poll moves to poll at now + the new handle's pollAfterMs (spec: max(now + pollAfterMs, previous pollAt + 1)), not the old handle's, not one later (draw 32c)", async () => {
+    // Appendix A.9: "pollAt = max(now + (pollAfterMs ?? 5000), previousPollAt + 1)". The clock stands
+    // at T: the first handle (pollAfterMs 0) is due at T, its poll answers still deferred with a new
+    // handle of pollAfterMs 20 (then one without pollAfterMs): T + 20, then T + 5000, each from the
+    // poll's now. (Draw 32c: the poll took max(now, previous + 1) + pollAfterMs, T + 21.)
+    const T = 1_700_000_000_000;
+    let clock = T;
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const polls: number[] = [];
+    let h!: AgentHarness;
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            polls.push(
+              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
+            );
+            if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
+            return { ...answer("", model), deferred: { id: "job-3" } };
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
+      now: () => clock,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    await (await h.root()).submit({ type: "input", content: "answer later" });
+    const pollAt = () =>
+      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    await until(() => polls.length >= 1 && pollAt() !== T, { timeoutMs: 5000, what: "the second poll time" });
+    expect(polls).toEqual([T]);
+    expect(pollAt()).toBe(T + 20);
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: T + 20 } });
+    // The clock moves past it: polled at T + 30, still deferred without pollAfterMs: T + 30 + 5000.
+    clock = T + 30;
+    await until(() => polls.length >= 2 && pollAt() !== T + 20, { timeoutMs: 5000, what: "the third poll time" });
+    expect(polls).toEqual([T, T + 20]);
+    expect(pollAt()).toBe(T + 5030);
+  });
+
   test("a poll's answer calling a tool its request did not offer gets tool_unavailable, with no task, though the agent has it now", async () => {
     // Spec §8.3: the offered tools are replayed through the cutoff, and "poll derives it again".
     // (Reading 22b: only a request's answer was tried, tools "a call to a tool its request did not
