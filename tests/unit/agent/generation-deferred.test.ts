@@ -485,7 +485,8 @@ describe("deferred responses (poll)", () => {
             polls.push(
               (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
             );
-            if (polls.length === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
+            if (polls.length === 1)
+              return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
             return { ...answer("", model), deferred: { id: "job-3" } };
           },
         },
@@ -508,7 +509,10 @@ describe("deferred responses (poll)", () => {
     expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: T + 20 } });
     // The clock moves past it: polled at T + 30, still deferred without pollAfterMs: T + 30 + 5000.
     clock = T + 30;
-    await until(() => polls.length >= 2 && pollAt() !== T + 20, { timeoutMs: 5000, what: "the third poll time" });
+    await until(() => polls.length >= 2 && pollAt() !== T + 20, {
+      timeoutMs: 5000,
+      what: "the third poll time",
+    });
     expect(polls).toEqual([T, T + 20]);
     expect(pollAt()).toBe(T + 5030);
   });
