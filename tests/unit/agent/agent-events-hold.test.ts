@@ -4,7 +4,7 @@
  * events a UI gets must not end its turn twice, must end a tool's call when its result is committed
  * (not when the work it owns drains), and must not report a held fault before the hold ends.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { errorResult, textResult } from "../../../worker/agent/tools/contract.ts";
@@ -104,6 +104,45 @@ test("emits one turn_end per generation, also for a stream attached while it hol
   expect(turnEnds(early.batches)).toBe(2);
   expect(turns(early.batches)).toEqual(["turn_start", "turn_end", "turn_start", "turn_end"]);
   expect(turnEnds(late.batches)).toBe(0);
+});
+
+test("the run's last generation held by work its afterResponse hook started ends its turn at the hold, with no successor turn to follow, and not again at its release (draw 32c)", async () => {
+  // Draw 32c: in the test above the hold and the successor's turn_start came in one commit; a deriver
+  // that ended a held turn only beside a successor's start (else at terminal) passed it. Here the
+  // final answer's generation is held and no turn follows: its turn ends at the hold all the same.
+  const { node, gate } = gatedNodes();
+  let harness: AgentHarness | undefined;
+  const { h, root } = await open(() => fauxAssistantMessage("done"), {
+    tasks: [node],
+    hooks: {
+      afterResponse: [
+        async (_message, api) => {
+          await harness!.createTask(node, "after", { ownership: { kind: "task", taskId: api.taskId } });
+        },
+      ],
+    },
+  });
+  harness = h;
+  const stream = collect(await watchEvents(h, root.id));
+  await root.submit({ type: "input", content: "go" });
+  const turns = () =>
+    stream.batches
+      .flat()
+      .filter((e) => e.type.startsWith("turn_"))
+      .map((e) => e.type);
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.kind === "pi.generation" && t.state.kind === "completing"),
+    { what: "the generation held" },
+  );
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  await until(() => turns().length >= 2, { what: "the held turn ended" });
+  expect(turns()).toEqual(["turn_start", "turn_end"]);
+  expect(stateOf(h, generation!.id)).toBe("completing");
+  gate("after").resolve();
+  await until(() => statusOf(h, generation!.id) === undefined, { what: "the held generation ended" });
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => stream.batches.flat().some((e) => e.type === "entry_appended"), { what: "the note" });
+  expect(turns()).toEqual(["turn_start", "turn_end"]);
 });
 
 test("a stream attached while a generation waits on its tool round gets that generation's one turn_end, then the next turn's (break 29B)", async () => {

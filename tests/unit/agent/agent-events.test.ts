@@ -329,6 +329,66 @@ test("a front trim of non-ASCII output travels as a trim too: bytes dropped are 
   await stream.stop();
 });
 
+test("a front trim of output outside the BMP (surrogate pairs) travels as a trim too: a 4-byte character is two UTF-16 units (draw 32c)", async () => {
+  // Draw 32c: the test above trims two-byte characters only; a deriver counting every character as one
+  // UTF-16 unit cut a 4-byte character's surrogate pair in two and sent each such trim as a replacement.
+  const lines = ["😀1\n", "😀2\n", "😀3\n", "😀4\n"]; // 6 bytes, 4 UTF-16 units each
+  const printed = lines.map(() => deferred());
+  const go = lines.map(() => deferred());
+  const tail = defineTool({
+    name: "tail",
+    description: "Print lines, keeping the last ones",
+    parameters: Type.Object({}),
+    outputLimits: { maxBytes: 12, maxLines: 100, retain: "tail" },
+    async execute(_args, api) {
+      for (let i = 0; i < lines.length; i++) {
+        api.output(lines[i]!);
+        printed[i]!.resolve();
+        await go[i]!.promise;
+      }
+      return textResult("printed");
+    },
+  });
+  const { h, root } = await open(
+    (req) =>
+      req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage("done")
+        : fauxAssistantMessage([fauxToolCall("tail", {}, { id: "call-t" })], { stopReason: "toolUse" }),
+    { tools: [tail], settings: { outputIntervalMs: 0 } },
+  );
+  const live = () => (h.docNow<LiveState & Record<string, never>>(1, DOC.live) ?? {}) as LiveState;
+  const stream = await watchEvents(h, root.id);
+  const consumer = new EventConsumer(stream.snapshot);
+  const outputs: Array<{ consumer: string; engine: string }> = [];
+  const updates: AgentEvent[] = [];
+  stream.start((events) => {
+    consumer.apply(events);
+    for (const e of events) {
+      if (e.type !== "tool_execution_update") continue;
+      updates.push(e);
+      outputs.push({ consumer: consumer.tools.get("call-t")!.output, engine: "" });
+    }
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  for (let i = 0; i < lines.length; i++) {
+    await printed[i]!.promise;
+    const expected = lines.slice(Math.max(0, i - 1), i + 1).join("");
+    await until(() => live().tools?.[0]?.output === expected, { what: `output ${i + 1} committed` });
+    await until(() => outputs.length === i + 1, { what: `update ${i + 1} delivered` });
+    outputs[i]!.engine = expected;
+    go[i]!.resolve();
+  }
+  await input.wait();
+  expect(outputs.map((o) => o.consumer)).toEqual(outputs.map((o) => o.engine));
+  expect(updates.map((e) => (e as { output?: unknown }).output)).toEqual([
+    { append: "😀1\n" },
+    { append: "😀2\n" },
+    { trimStart: 4, append: "😀3\n" },
+    { trimStart: 4, append: "😀4\n" },
+  ]);
+  await stream.stop();
+});
+
 test("covers exactly one conversation, not its owned subtree, and emits an event only once its commit is readable", async () => {
   const delegate = defineTool({
     name: "delegate",

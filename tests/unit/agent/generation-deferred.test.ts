@@ -467,6 +467,56 @@ describe("deferred responses (poll)", () => {
     expect(polls).toHaveLength(1);
   });
 
+  test("a still-deferred poll moves to poll at now + the new handle's pollAfterMs (spec: max(now + pollAfterMs, previous pollAt + 1)), not the old handle's, not one later (draw 32c)", async () => {
+    // Appendix A.9: "pollAt = max(now + (pollAfterMs ?? 5000), previousPollAt + 1)". The clock stands
+    // at T: the first handle (pollAfterMs 0) is due at T, its poll answers still deferred with a new
+    // handle of pollAfterMs 20 (then one without pollAfterMs): T + 20, then T + 5000, each from the
+    // poll's now. (Draw 32c: the poll took max(now, previous + 1) + pollAfterMs, T + 21.)
+    const T = 1_700_000_000_000;
+    let clock = T;
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const polls: number[] = [];
+    let h!: AgentHarness;
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            polls.push(
+              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
+            );
+            if (polls.length === 1)
+              return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
+            return { ...answer("", model), deferred: { id: "job-3" } };
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
+      now: () => clock,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    await (await h.root()).submit({ type: "input", content: "answer later" });
+    const pollAt = () =>
+      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    await until(() => polls.length >= 1 && pollAt() !== T, { timeoutMs: 5000, what: "the second poll time" });
+    expect(polls).toEqual([T]);
+    expect(pollAt()).toBe(T + 20);
+    const [generation] = await h.tasks({ kind: "pi.generation" });
+    expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: T + 20 } });
+    // The clock moves past it: polled at T + 30, still deferred without pollAfterMs: T + 30 + 5000.
+    clock = T + 30;
+    await until(() => polls.length >= 2 && pollAt() !== T + 20, {
+      timeoutMs: 5000,
+      what: "the third poll time",
+    });
+    expect(polls).toEqual([T, T + 20]);
+    expect(pollAt()).toBe(T + 5030);
+  });
+
   test("a poll's answer calling a tool its request did not offer gets tool_unavailable, with no task, though the agent has it now", async () => {
     // Spec §8.3: the offered tools are replayed through the cutoff, and "poll derives it again".
     // (Reading 22b: only a request's answer was tried, tools "a call to a tool its request did not
@@ -844,6 +894,67 @@ describe("deferred responses (poll)", () => {
         deferred: handle,
       };
       events.push({ type: "start", partial: { ...message } });
+      // Longer than the partial throttle: an empty partial would be committed meanwhile.
+      setTimeout(() => {
+        events.push({ type: "done", reason: "stop", message });
+        events.end(message);
+      }, 200);
+      return events;
+    };
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      stream,
+      settings: { partialIntervalMs: 10 },
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const partials: unknown[] = [];
+    h.subscribe((change) => {
+      for (const d of change.docs)
+        if (d.name === DOC.live) partials.push((d.value as LiveState | undefined)?.generation?.message);
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    expect(partials.filter((m) => m !== undefined)).toEqual([]);
+    // Aborted while deferred: with no partial there is nothing to convert, so the transcript keeps the
+    // user's message alone (no empty aborted answer) and the input ends unanswered, aborted.
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    await root.waitForIdle();
+    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+  });
+
+  test("an empty start event that carries usage (input tokens counted at start) commits no partial either, when the response turns deferred (draw 32c)", async () => {
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const handle = { id: "job-11u", pollAfterMs: 60_000 };
+    // Draw 32c: the start above carries zero usage; a provider counts input tokens in its start event
+    // (Anthropic's message_start), and a writer that took usage alone as worth a partial committed an
+    // empty one for it, where the test above passed.
+    const stream: StreamFn = (model) => {
+      const events = createAssistantMessageEventStream();
+      const message: DeferredAnswer = {
+        role: "assistant",
+        content: [],
+        api: model.api,
+        provider: model.provider,
+        model: model.id,
+        usage: zeroUsage(),
+        stopReason: "stop",
+        timestamp: Date.now(),
+        deferred: handle,
+      };
+      const usage = { ...zeroUsage(), input: 1200, totalTokens: 1200 };
+      events.push({ type: "start", partial: { ...message, usage } });
       // Longer than the partial throttle: an empty partial would be committed meanwhile.
       setTimeout(() => {
         events.push({ type: "done", reason: "stop", message });

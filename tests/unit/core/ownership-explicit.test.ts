@@ -547,6 +547,76 @@ test("new owned work below a terminal or abort-marked owner is refused with Owne
   await h.close();
 });
 
+test("an abort-marked owner that is not running (waiting on its child, or pending) refuses new owned work too, and each of several works created in one commit is judged (draw 32c)", async () => {
+  // Draw 32c: every abort-marked owner above is running (parked); a check that took the mark only
+  // on a running owner (as a live invocation's signal would) passed, and so did a final check that
+  // judged only the first owned work a commit created.
+  const child = parked("child-32c");
+  const live = parked("live-32c");
+  const kid = parked("kid-32c");
+  const waiter = defineTask<Json, Go | { phase: "resume" }, Json>({
+    name: "waiter-32c",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "resume" }, on: [c], policy: "allSettled" };
+        });
+      },
+      resume: async (_t, runtime) => void (await runtime.commit(() => complete("resumed"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [child, live, kid, waiter] });
+  const waiting = await h.createTask(waiter, null, conversationOwned);
+  const alive = await h.createTask(live, null, conversationOwned);
+  await until(
+    () => internals(h).session.records.tasks.get(waiting)?.state.status === "waiting" && running(h) === 2,
+    { what: "the waiter waiting on its running kid, and the live task running" },
+  );
+  const refusals: unknown[] = [];
+  const attempt = async (work: Parameters<ReturnType<typeof internals>["session"]["commit"]>[0]) => {
+    try {
+      await internals(h).session.commit(work);
+      refusals.push("accepted");
+    } catch (error) {
+      refusals.push(error instanceof OwnerNotLive ? `OwnerNotLive: ${error.message}` : error);
+    }
+  };
+  // A waiting owner marked, then asked for a task, a conversation: refused.
+  for (const create of [
+    (tx: Tx) => void tx.createTask(child, null, { ownership: { kind: "task", taskId: waiting } }),
+    (tx: Tx) => void tx.createConversation({ kind: "task", taskId: waiting }),
+  ])
+    await attempt((tx, overlay) => {
+      overlay.setTask({ ...overlay.task(waiting)!, abortRequested: true });
+      create(tx);
+    });
+  // A pending owner (created in the commit) marked, then asked for a child: refused.
+  await attempt((tx, overlay) => {
+    const pending = tx.createTask(live, null, conversationOwned);
+    overlay.setTask({ ...overlay.task(pending)!, abortRequested: true });
+    tx.createTask(child, null, { ownership: { kind: "task", taskId: pending } });
+  });
+  // Several owned works in one commit: one below a live owner first, then one below the waiter,
+  // which the commit marks afterwards: the second is judged on the final records too.
+  await attempt((tx, overlay) => {
+    tx.createTask(child, null, { ownership: { kind: "task", taskId: alive } });
+    tx.createTask(child, null, { ownership: { kind: "task", taskId: waiting } });
+    overlay.setTask({ ...overlay.task(waiting)!, abortRequested: true });
+  });
+  expect(refusals).toHaveLength(4);
+  for (const r of refusals) expect(r).toMatch(/^OwnerNotLive: owner task \d+ is abort-marked/);
+  // Nothing of them is stored: no child, no owned conversation, no pending task beside the two.
+  expect(await h.tasks({ kind: "child-32c" })).toEqual([]);
+  expect(h.conversationRecords().filter((c) => c.owner !== undefined)).toEqual([]);
+  expect(await h.tasks({ kind: "live-32c" })).toHaveLength(1);
+  await h.close();
+});
+
 test("the hold is judged on every conversation the task owns: work only in its second owned conversation holds it", async () => {
   // Break 28J: the test above owns one conversation; a hold that looked at the first owned
   // conversation alone passed it.

@@ -114,7 +114,7 @@ export async function poll(
   if (isDeferred(answer)) {
     const handle = answer.deferred;
     // Still deferred: the next poll is strictly later than this one.
-    await runtime.commit((tx) => deferTo(tx, task.id, c, cp, handle, Math.max(tx.now(), cp.pollAt + 1)));
+    await runtime.commit((tx) => deferTo(tx, task.id, c, cp, handle, tx.now(), cp.pollAt + 1));
     return;
   }
   const offered = offeredTools(services, c, deriveContext(await services.entries.get(c, cp.cutoff)).tools);

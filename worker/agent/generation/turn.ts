@@ -118,9 +118,11 @@ export function deferTo(
   c: ConversationId,
   cp: { attempt: number; model: ModelRef; cutoff: EntryId; compacted?: true; uncounted?: number },
   handle: DeferredHandle,
-  from: number,
+  now: number,
+  /** A still-deferred poll's floor: the previous pollAt + 1 (spec A.9: max(now + delay, previous + 1)). */
+  floor = Number.NEGATIVE_INFINITY,
 ): NextTaskState<GenerationCheckpoint, GenerationResult> {
-  const pollAt = from + Math.max(0, handle.pollAfterMs ?? DEFAULT_POLL_MS);
+  const pollAt = Math.max(now + Math.max(0, handle.pollAfterMs ?? DEFAULT_POLL_MS), floor);
   const state = live(tx, c);
   const { message: _m, ...generation } = state.generation ?? { taskId, attempt: cp.attempt };
   writeDoc<LiveState>(tx, c, DOC.live, {
