@@ -188,14 +188,21 @@ export async function importWithUserTools(
       carried = checkCarriedTools(value);
     },
   });
+  // No carried name may be a tool of another extension: checked before the bodies compile (an
+  // await) and again in the importing commit, in case an extension took a name meanwhile.
+  const checkNames = () => {
+    for (const tool of carried) {
+      const own = userExtensionName(tool.name);
+      const other = h.extensions
+        .snapshot()
+        .tools()
+        .find((t) => t.tool.name === tool.name && t.extension !== own);
+      if (other)
+        throw new ImportRefused(`its user tool ${tool.name} has the name of a tool of ${other.extension}`);
+    }
+  };
+  checkNames();
   for (const tool of carried) {
-    const own = userExtensionName(tool.name);
-    const other = h.extensions
-      .snapshot()
-      .tools()
-      .find((t) => t.tool.name === tool.name && t.extension !== own);
-    if (other)
-      throw new ImportRefused(`its user tool ${tool.name} has the name of a tool of ${other.extension}`);
     try {
       await checkUserToolBody(tool.body);
     } catch (error) {
@@ -204,6 +211,7 @@ export async function importWithUserTools(
   }
   const id = await importConversation(h, file, {
     also: (tx, conversationId) => {
+      checkNames();
       const names = addCarriedTools(tx, carried).map(userExtensionName);
       if (names.length > 0) selectIn(tx, conversationId, names);
       options.also?.(tx, conversationId);

@@ -5,7 +5,9 @@
  * conversation. It is selected by name in the imported conversation alone, shown as imported, and
  * enabled per conversation or everywhere (which clears the mark).
  */
+import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
 import {
   conversationExtensions,
   exportedUserTools,
@@ -13,7 +15,7 @@ import {
   setExtensionEnabled,
   userToolViews,
 } from "../../../worker/app/extensions.ts";
-import { exportConversation } from "../../../worker/app/transfer.ts";
+import { exportConversation, ImportRefused } from "../../../worker/app/transfer.ts";
 import {
   enableUserToolEverywhere,
   removeUserTool,
@@ -23,6 +25,7 @@ import {
   userToolStatuses,
 } from "../../../worker/app/user-tools/store.ts";
 import type { ChangeSet } from "../../../worker/core/types.ts";
+import { defineExtension, defineTool } from "../../../worker/index.ts";
 import { memoryStore } from "../../../worker/testing.ts";
 import { appEngines, ask, DOCS, GREET } from "./user-tools-fixtures.ts";
 
@@ -100,6 +103,35 @@ describe("export and import", () => {
     await expect(importWithUserTools(target.h, clash, { documents: DOCS })).rejects.toThrow(
       /user tool ls has the name of a tool of workspace-tools/,
     );
+    expect(target.h.conversationRecords().length).toBe(before);
+    expect(storedUserTools(target.h)).toEqual([]);
+  });
+});
+
+describe("an import racing an install", () => {
+  test("a carried tool's name another extension takes while the bodies compile is refused too, and nothing is written", async () => {
+    // As saveUserTool's (draw 32c): the names were checked before the bodies' compile (an await) and
+    // not again in the importing commit.
+    const text = await greetFile();
+    const target = await openApp();
+    const before = target.h.conversationRecords().length;
+    const importing = importWithUserTools(target.h, text, { documents: DOCS }).catch((e: unknown) => e);
+    target.extensions.install(
+      defineExtension({
+        name: "greeter",
+        tools: [
+          defineTool({
+            name: "greet",
+            description: "Greets",
+            parameters: Type.Object({}),
+            execute: async () => textResult("hi"),
+          }),
+        ],
+      }),
+    );
+    const error = await importing;
+    expect(error).toBeInstanceOf(ImportRefused);
+    expect((error as Error).message).toMatch(/user tool greet has the name of a tool of greeter/);
     expect(target.h.conversationRecords().length).toBe(before);
     expect(storedUserTools(target.h)).toEqual([]);
   });
