@@ -547,19 +547,21 @@ describe("abort order (spec §5.5)", () => {
     await h.close();
   });
 
-  test("an abort handler waits for a held level below to be terminal too: the middle level completed and holds for its child when the top is aborted", async () => {
-    // Break 30E: the abort reservation took a `completing` (held) task below as drained, and
-    // passed the test above, whose levels all run when the abort comes. Here the middle completed
-    // while its child lives (a hold): the top's abort handler must still come after it is terminal.
+  /**
+   * A top task whose middle level completed and holds for its own child (a hold) when the top is
+   * aborted: the top's abort handler must come after both are terminal. The middle is the top's own
+   * child (`edge: "task"`) or a task in a conversation the top owns (`edge: "conversation"`).
+   */
+  async function abortAboveHeldLevel(prefix: string, edge: "task" | "conversation"): Promise<void> {
     const log: string[] = [];
     const ids: { middle?: TaskId; bottom?: TaskId } = {};
-    const bottom = single("held-bottom", async (_t, _r, signal) => untilAborted(signal), {
+    const bottom = single(`${prefix}-bottom`, async (_t, _r, signal) => untilAborted(signal), {
       abort: async (_t, runtime) => {
         log.push("abort bottom");
         await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
       },
     });
-    const middle = single("held-middle", async (_t, runtime) => {
+    const middle = single(`${prefix}-middle`, async (_t, runtime) => {
       await runtime.commit((tx) => {
         ids.bottom = tx.createTask(bottom, null, { ownership: { kind: "task", taskId: runtime.taskId } });
         return undefined;
@@ -568,10 +570,18 @@ describe("abort order (spec §5.5)", () => {
       await runtime.commit(() => complete("middle done"));
     });
     const top = single(
-      "held-top",
+      `${prefix}-top`,
       async (_t, runtime, signal) => {
         await runtime.commit((tx) => {
-          ids.middle = tx.createTask(middle, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          if (edge === "task") {
+            ids.middle = tx.createTask(middle, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          } else {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            ids.middle = tx.createTask(middle, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+            });
+          }
           return undefined;
         });
         await untilAborted(signal);
@@ -600,62 +610,18 @@ describe("abort order (spec §5.5)", () => {
     expect(outcome(await done(h, ids.middle!))).toEqual({ status: "completed", result: "middle done" });
     await engineStillRuns(h);
     await h.close();
+  }
+
+  test("an abort handler waits for a held level below to be terminal too: the middle level completed and holds for its child when the top is aborted", async () => {
+    // Break 30E: the abort reservation took a `completing` (held) task below as drained, and
+    // passed the test above, whose levels all run when the abort comes. Here the middle completed
+    // while its child lives (a hold): the top's abort handler must still come after it is terminal.
+    await abortAboveHeldLevel("held", "task");
   });
 
   test("an abort handler waits for a held task in a conversation it owns to be terminal too: that task completed and holds for its child when its owner is aborted", async () => {
     // Draw 32B: the held level of the test above is an owned child (a task edge); an abort
     // reservation that took a held task in an owned conversation as drained passed every named test.
-    const log: string[] = [];
-    const ids: { middle?: TaskId; bottom?: TaskId } = {};
-    const bottom = single("conv-held-bottom", async (_t, _r, signal) => untilAborted(signal), {
-      abort: async (_t, runtime) => {
-        log.push("abort bottom");
-        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-      },
-    });
-    const middle = single("conv-held-middle", async (_t, runtime) => {
-      await runtime.commit((tx) => {
-        ids.bottom = tx.createTask(bottom, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-        return undefined;
-      });
-      await runtime.commit(() => complete("middle done"));
-    });
-    const top = single(
-      "conv-held-top",
-      async (_t, runtime, signal) => {
-        await runtime.commit((tx) => {
-          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          ids.middle = tx.createTask(middle, null, {
-            ownership: { kind: "conversation" },
-            conversationId: c.id,
-          });
-          return undefined;
-        });
-        await untilAborted(signal);
-      },
-      {
-        abort: async (_t, runtime) => {
-          const states = await Promise.all(
-            [ids.middle!, ids.bottom!].map(async (id) => (await runtime.getTask(id))?.state.status),
-          );
-          log.push(`abort top (middle: ${states[0]}, bottom: ${states[1]})`);
-          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-        },
-      },
-    );
-    const h = await Harness.open(await memoryStore(), { tasks: [top, middle, bottom] });
-    const id = await h.createTask(top, null, { ownership: { kind: "conversation" } });
-    await until(
-      () =>
-        ids.middle !== undefined &&
-        internals(h).session.records.tasks.get(ids.middle)?.state.status === "completing",
-      { what: "the task in the owned conversation held" },
-    );
-    expect(await h.abortTask(id)).toBe("marked");
-    expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
-    expect(log).toEqual(["abort bottom", "abort top (middle: terminal, bottom: terminal)"]);
-    expect(outcome(await done(h, ids.middle!))).toEqual({ status: "completed", result: "middle done" });
-    await engineStillRuns(h);
-    await h.close();
+    await abortAboveHeldLevel("conv-held", "conversation");
   });
 });
