@@ -210,15 +210,22 @@ test("a consumer more than 100 batches behind gets one snapshot of the newest st
   await stream.stop();
 });
 
-test("a front-trimmed output window travels as trims and appends that rebuild it exactly", async () => {
-  const lines = ["aaaa\n", "bbbb\n", "cccc\n", "dddd\n"];
+/**
+ * A tool printing `lines` one by one into a window of `maxBytes` that keeps its tail (sized to hold
+ * two lines), each committed before the next is printed: the tool_execution_update events' outputs,
+ * and for each update the consumer's rebuilt window beside the engine's (which must be equal).
+ */
+async function trimmedWindowUpdates(
+  lines: readonly string[],
+  maxBytes: number,
+): Promise<{ outputs: Array<{ consumer: string; engine: string }>; updates: unknown[] }> {
   const printed = lines.map(() => deferred());
   const go = lines.map(() => deferred());
   const tail = defineTool({
     name: "tail",
     description: "Print lines, keeping the last ones",
     parameters: Type.Object({}),
-    outputLimits: { maxBytes: 12, maxLines: 100, retain: "tail" },
+    outputLimits: { maxBytes, maxLines: 100, retain: "tail" },
     async execute(_args, api) {
       for (let i = 0; i < lines.length; i++) {
         api.output(lines[i]!);
@@ -251,7 +258,7 @@ test("a front-trimmed output window travels as trims and appends that rebuild it
   const input = await root.submit({ type: "input", content: "go" });
   for (let i = 0; i < lines.length; i++) {
     await printed[i]!.promise;
-    // Whole lines are dropped from the front while over 12 bytes: two 5-byte lines stay.
+    // Whole lines are dropped from the front while over maxBytes: the last two lines stay.
     const expected = lines.slice(Math.max(0, i - 1), i + 1).join("");
     await until(() => live().tools?.[0]?.output === expected, { what: `output ${i + 1} committed` });
     await until(() => outputs.length === i + 1, { what: `update ${i + 1} delivered` });
@@ -259,134 +266,47 @@ test("a front-trimmed output window travels as trims and appends that rebuild it
     go[i]!.resolve();
   }
   await input.wait();
+  await stream.stop();
+  return { outputs, updates: updates.map((e) => (e as { output?: unknown }).output) };
+}
+
+test("a front-trimmed output window travels as trims and appends that rebuild it exactly", async () => {
+  const { outputs, updates } = await trimmedWindowUpdates(["aaaa\n", "bbbb\n", "cccc\n", "dddd\n"], 12);
   expect(outputs.map((o) => o.consumer)).toEqual(outputs.map((o) => o.engine));
-  expect(updates.map((e) => (e as { output?: unknown }).output)).toEqual([
+  expect(updates).toEqual([
     { append: "aaaa\n" },
     { append: "bbbb\n" },
     { trimStart: 5, append: "cccc\n" },
     { trimStart: 5, append: "dddd\n" },
   ]);
-  await stream.stop();
 });
 
 test("a front trim of non-ASCII output travels as a trim too: bytes dropped are counted back into characters", async () => {
   // Break 29C: the trimmed output above is ASCII, where a byte is a character; a deriver that took
   // the slot's dropped bytes as characters sent every non-ASCII trim as a whole-window replacement.
   const lines = ["ééé1\n", "ééé2\n", "ééé3\n", "ééé4\n"]; // 8 bytes, 5 characters each
-  const printed = lines.map(() => deferred());
-  const go = lines.map(() => deferred());
-  const tail = defineTool({
-    name: "tail",
-    description: "Print lines, keeping the last ones",
-    parameters: Type.Object({}),
-    outputLimits: { maxBytes: 16, maxLines: 100, retain: "tail" },
-    async execute(_args, api) {
-      for (let i = 0; i < lines.length; i++) {
-        api.output(lines[i]!);
-        printed[i]!.resolve();
-        await go[i]!.promise;
-      }
-      return textResult("printed");
-    },
-  });
-  const { h, root } = await open(
-    (req) =>
-      req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage("done")
-        : fauxAssistantMessage([fauxToolCall("tail", {}, { id: "call-t" })], { stopReason: "toolUse" }),
-    { tools: [tail], settings: { outputIntervalMs: 0 } },
-  );
-  const live = () => (h.docNow<LiveState & Record<string, never>>(1, DOC.live) ?? {}) as LiveState;
-  const stream = await watchEvents(h, root.id);
-  const consumer = new EventConsumer(stream.snapshot);
-  const outputs: Array<{ consumer: string; engine: string }> = [];
-  const updates: AgentEvent[] = [];
-  stream.start((events) => {
-    consumer.apply(events);
-    for (const e of events) {
-      if (e.type !== "tool_execution_update") continue;
-      updates.push(e);
-      outputs.push({ consumer: consumer.tools.get("call-t")!.output, engine: "" });
-    }
-  });
-  const input = await root.submit({ type: "input", content: "go" });
-  for (let i = 0; i < lines.length; i++) {
-    await printed[i]!.promise;
-    const expected = lines.slice(Math.max(0, i - 1), i + 1).join("");
-    await until(() => live().tools?.[0]?.output === expected, { what: `output ${i + 1} committed` });
-    await until(() => outputs.length === i + 1, { what: `update ${i + 1} delivered` });
-    outputs[i]!.engine = expected;
-    go[i]!.resolve();
-  }
-  await input.wait();
+  const { outputs, updates } = await trimmedWindowUpdates(lines, 16);
   expect(outputs.map((o) => o.consumer)).toEqual(outputs.map((o) => o.engine));
-  expect(updates.map((e) => (e as { output?: unknown }).output)).toEqual([
+  expect(updates).toEqual([
     { append: "ééé1\n" },
     { append: "ééé2\n" },
     { trimStart: 5, append: "ééé3\n" },
     { trimStart: 5, append: "ééé4\n" },
   ]);
-  await stream.stop();
 });
 
 test("a front trim of output outside the BMP (surrogate pairs) travels as a trim too: a 4-byte character is two UTF-16 units (draw 32c)", async () => {
   // Draw 32c: the test above trims two-byte characters only; a deriver counting every character as one
   // UTF-16 unit cut a 4-byte character's surrogate pair in two and sent each such trim as a replacement.
   const lines = ["😀1\n", "😀2\n", "😀3\n", "😀4\n"]; // 6 bytes, 4 UTF-16 units each
-  const printed = lines.map(() => deferred());
-  const go = lines.map(() => deferred());
-  const tail = defineTool({
-    name: "tail",
-    description: "Print lines, keeping the last ones",
-    parameters: Type.Object({}),
-    outputLimits: { maxBytes: 12, maxLines: 100, retain: "tail" },
-    async execute(_args, api) {
-      for (let i = 0; i < lines.length; i++) {
-        api.output(lines[i]!);
-        printed[i]!.resolve();
-        await go[i]!.promise;
-      }
-      return textResult("printed");
-    },
-  });
-  const { h, root } = await open(
-    (req) =>
-      req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage("done")
-        : fauxAssistantMessage([fauxToolCall("tail", {}, { id: "call-t" })], { stopReason: "toolUse" }),
-    { tools: [tail], settings: { outputIntervalMs: 0 } },
-  );
-  const live = () => (h.docNow<LiveState & Record<string, never>>(1, DOC.live) ?? {}) as LiveState;
-  const stream = await watchEvents(h, root.id);
-  const consumer = new EventConsumer(stream.snapshot);
-  const outputs: Array<{ consumer: string; engine: string }> = [];
-  const updates: AgentEvent[] = [];
-  stream.start((events) => {
-    consumer.apply(events);
-    for (const e of events) {
-      if (e.type !== "tool_execution_update") continue;
-      updates.push(e);
-      outputs.push({ consumer: consumer.tools.get("call-t")!.output, engine: "" });
-    }
-  });
-  const input = await root.submit({ type: "input", content: "go" });
-  for (let i = 0; i < lines.length; i++) {
-    await printed[i]!.promise;
-    const expected = lines.slice(Math.max(0, i - 1), i + 1).join("");
-    await until(() => live().tools?.[0]?.output === expected, { what: `output ${i + 1} committed` });
-    await until(() => outputs.length === i + 1, { what: `update ${i + 1} delivered` });
-    outputs[i]!.engine = expected;
-    go[i]!.resolve();
-  }
-  await input.wait();
+  const { outputs, updates } = await trimmedWindowUpdates(lines, 12);
   expect(outputs.map((o) => o.consumer)).toEqual(outputs.map((o) => o.engine));
-  expect(updates.map((e) => (e as { output?: unknown }).output)).toEqual([
+  expect(updates).toEqual([
     { append: "😀1\n" },
     { append: "😀2\n" },
     { trimStart: 4, append: "😀3\n" },
     { trimStart: 4, append: "😀4\n" },
   ]);
-  await stream.stop();
 });
 
 test("covers exactly one conversation, not its owned subtree, and emits an event only once its commit is readable", async () => {
