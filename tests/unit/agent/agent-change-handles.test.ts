@@ -56,6 +56,15 @@ test("configure takes extension and tool objects for their names; pi.agent store
   });
   await ask("two");
   expect(faux.requests[1]!.tools).toEqual(["bash", "read"]);
+  // A name first, an object after it: every item is taken for its name (draw 32d).
+  await root.configure({ extensions: ["coding", Notes], tools: { remove: ["edit", bash] } });
+  expect(await root.agentState()).toEqual({
+    extensions: ["coding", "notes"],
+    tools: { remove: ["edit", "bash"] },
+  });
+  await root.configure({ extensions: { add: ["web", Notes] }, tools: ["read", bash] });
+  expect(await root.agentState()).toEqual({ extensions: { add: ["web", "notes"] }, tools: ["read", "bash"] });
+  await root.configure({ extensions: ["coding", Notes] });
   await root.configure({ tools: null });
   expect([...(await root.agent()).tools.keys()]).toEqual(["read", "edit", "bash", "note"]);
 });

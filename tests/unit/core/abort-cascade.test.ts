@@ -587,7 +587,14 @@ test("a blocked owner orphaned at its abort invocation's reservation carries its
 
 test("abortTask on a completing task only marks it: the work below is aborted, the held completed outcome stays", async () => {
   const log: string[] = [];
-  const kid = parked("held-kid");
+  // Draw 32d: the kid's abort handler is held, so abortTask returning is seen before the terminal.
+  const kidGate = deferred();
+  const kid = single("held-kid", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await kidGate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
   let kidId: TaskId | undefined;
   const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
     name: "holder",
@@ -611,7 +618,14 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   const { latest } = trackTasks(h);
   const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
   await until(() => latest.get(id)?.state.status === "completing", { what: "holder completing" });
-  expect(await h.abortTask(id)).toBe("marked");
+  // It does not await the terminal (spec §2.2): it returns while the work below still holds it.
+  const answer = await Promise.race([
+    h.abortTask(id),
+    new Promise((resolve) => setTimeout(() => resolve("still waiting"), 1000)),
+  ]);
+  expect(answer).toBe("marked");
+  expect(latest.get(id)?.state.status).toBe("completing");
+  kidGate.resolve();
   const final = await done(h, id);
   expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
   expect(final.abortRequested).toBe(true);

@@ -383,6 +383,48 @@ describe("scopes (spec §3.1-3.2)", () => {
     }
     await h.close();
   });
+
+  test("a task that ends failed, or faulted by a throwing phase, retires its documents too (draw 32d)", async () => {
+    // Draw 32d: the tests above end their tasks completed, aborted or orphaned; a retirement kept to
+    // those outcomes (a failed or a faulted task's documents left live) passed them.
+    const store = await memoryStore();
+    const gate = deferred();
+    const failing = single("ends-failed", async (_t, runtime) => {
+      await gate.promise;
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "failed", error: { message: "no" } },
+      }));
+    });
+    const throwing = single("ends-faulted", async () => {
+      await gate.promise;
+      throw new Error("boom");
+    });
+    const h = await open(store, { tasks: [failing, throwing] });
+    const ids = {
+      failed: await h.createTask(failing, null, { ownership: { kind: "conversation" } }),
+      faulted: await h.createTask(throwing, null, { ownership: { kind: "conversation" } }),
+    };
+    for (const [status, id] of Object.entries(ids))
+      await h.transaction((tx) => tx.writeDoc(taskScope(id), `${status}-doc`, { status }));
+    expect(await h.doc(taskScope(ids.failed), "failed-doc")).toEqual({ status: "failed" });
+    gate.resolve();
+    for (const [status, id] of Object.entries(ids)) {
+      const final = await done(h, id);
+      expect(final.state.status === "terminal" && final.state.outcome.status).toBe(status);
+      expect(await h.docRecord(taskScope(id), `${status}-doc`)).toBeUndefined();
+      const rows = await stored(store, `${status}-doc`);
+      expect(rows).toEqual([
+        {
+          id: expect.any(Number),
+          scope: "task",
+          createdAt: expect.any(Number),
+          retiredAt: expect.any(Number),
+        },
+      ]);
+    }
+    await h.close();
+  });
 });
 
 test("a task terminal before a reopen, no longer in memory, still has its documents refused: a read, a write, a record lookup, each InvalidTransition; nothing is written", async () => {
