@@ -426,6 +426,9 @@ describe("faults", () => {
       { status: "completed", result: "charge kept" },
       { status: "failed", error: { message: "refund failed" }, result: "half" },
       { status: "aborted", reason: "user", result: "refunded" },
+      // All five are the handler's to commit, not only the three a phase usually ends with (draw 32d).
+      { status: "orphaned", reason: "its caller is gone" },
+      { status: "faulted", error: { message: "refund service broken" } },
     ] as const;
     for (const [i, decision] of decided.entries()) {
       const def = single(`decider-${i}`, async (_t, _r, signal) => untilAborted(signal), {

@@ -233,6 +233,52 @@ describe("waits", () => {
     }
   });
 
+  // Draw 32d: "missing" was only ever built as an id never created. A task that ended before the open
+  // is not loaded, yet it exists: an allSettled wait on it is accepted (already satisfied), not
+  // refused as a wait on a missing task. Judging existence by the tasks in memory passed every test.
+  test("after a restart, an allSettled wait on a task that ended before the open is accepted, not a missing task: the waiter resumes (draw 32d)", async () => {
+    const store = await memoryStore();
+    const bystander = single("bystander", async (_t, runtime) => {
+      await runtime.commit(() => complete("bystander"));
+    });
+    const h = await Harness.open(store, { tasks: [bystander] });
+    const other = await h.createTask(bystander, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    await h.close();
+    const caught: unknown[] = [];
+    const waiter = defineTask<{ on: TaskId }, { phase: "go" } | { phase: "after" }, Json>({
+      name: "waiter",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          try {
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "after" },
+              on: [task.input.on],
+              policy: "allSettled",
+            }));
+          } catch (error) {
+            caught.push(error);
+            await runtime.commit(() => complete("refused"));
+          }
+        },
+        after: async (_t, runtime) => void (await runtime.commit(() => complete("waited"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const again = await Harness.open(await memoryStore(store.image()), { tasks: [bystander, waiter] });
+    try {
+      const id = await again.createTask(waiter, { on: other }, { ownership: { kind: "conversation" } });
+      expect(outcome(await done(again, id))).toEqual({ status: "completed", result: "waited" });
+      expect(caught).toEqual([]);
+    } finally {
+      await again.close();
+    }
+  });
+
   test("a child waiting on its owner is a WaitCycle; both carry on", async () => {
     const caught: unknown[] = [];
     type ElderState = { phase: "spawn" } | { phase: "after" };
