@@ -498,6 +498,8 @@ export function checkPackage(value: unknown): MovePackage {
       bad(`${where}'s owner is not a task of the package`);
     if (typeof t["background"] !== "boolean" || typeof t["abortRequested"] !== "boolean")
       bad(`${where}'s flags are not booleans`);
+    // Only conversation-owned tasks may be background (spec §5.5), as createTask refuses.
+    if (t["owner"] !== undefined && t["background"] === true) bad(`${where} is task-owned and background`);
     if (t["memos"] !== undefined && !isObject(t["memos"])) bad(`${where}'s memos are not an object`);
     const state = t["state"];
     if (!isObject(state) || !STATUSES.has(state["status"] as string)) bad(`${where}'s state is unknown`);

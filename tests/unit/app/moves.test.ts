@@ -483,6 +483,7 @@ describe("refusals", () => {
     const c = await midToolRound(browser);
     const pkg = JSON.parse(JSON.stringify(await browser.harness.prepareMove("T-p", c))) as MovePackage;
     const before = server.harness.conversationRecords().length;
+    expect(pkg.tasks.some((t) => t.owner !== undefined)).toBe(true);
     const bad: unknown[] = [
       null,
       "text",
@@ -492,6 +493,8 @@ describe("refusals", () => {
       { ...pkg, entries: [...pkg.entries].reverse() },
       { ...pkg, entries: pkg.entries.map((e, i) => (i === 1 ? { ...e, head: 99999 } : e)) },
       { ...pkg, tasks: pkg.tasks.map((t, i) => (i === 1 ? { ...t, owner: 99999 } : t)) },
+      // A task-owned task may not be background (spec §5.5), also when a package brings it (draw 32d).
+      { ...pkg, tasks: pkg.tasks.map((t) => (t.owner !== undefined ? { ...t, background: true } : t)) },
       { ...pkg, tasks: pkg.tasks.map((t) => ({ ...t, kind: "test.unknown" })) },
       { ...pkg, submissions: pkg.submissions.map((s) => ({ ...s, entry: 99999 })) },
       { ...pkg, documents: [...pkg.documents, pkg.documents[0]] },
