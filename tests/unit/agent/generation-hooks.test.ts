@@ -81,7 +81,13 @@ describe("onYield continuation", () => {
     expect((await two.wait()).status).toBe("done");
     await root.waitForIdle();
     expect(await users(root)).toEqual(["one", "two"]);
-    expect(kinds(await root.entries())).toEqual(["pi.user", "pi.assistant", "note", "pi.user", "pi.assistant"]);
+    expect(kinds(await root.entries())).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "note",
+      "pi.user",
+      "pi.assistant",
+    ]);
     expect(faux.requests).toHaveLength(2);
   });
 

@@ -153,7 +153,10 @@ describe("request hooks", () => {
       hooks: {
         afterResponse: [
           async (m) =>
-            void seen.push([m.stopReason, (await root.entries()).filter((e) => e.kind === "pi.assistant").length]),
+            void seen.push([
+              m.stopReason,
+              (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+            ]),
         ],
       },
     });
