@@ -60,6 +60,37 @@ describe("onYield continuation", () => {
     expect(first).toMatchObject({ status: "done", answer: entries[1]!.id });
   });
 
+  test("an onYield continuation is dropped when the final boundary selects a follow-up queued behind a write (draw 32d)", async () => {
+    // Draw 32d: every named test queued one item; a boundary that read only the first queued item
+    // (a write) took the follow-up behind it for no user item and applied the continuation too.
+    const hold = deferred();
+    let yields = 0;
+    const { root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { hooks: { onYield: [() => (++yields === 1 ? "continue please" : undefined)] } },
+    );
+    const one = await root.submit({ type: "input", content: "one" });
+    const note = await root.submit({ type: "write", entry: { kind: "note", data: {} } });
+    const two = await root.submit({ type: "input", content: "two" });
+    hold.resolve();
+    expect((await one.wait()).status).toBe("done");
+    expect((await note.wait()).status).toBe("done");
+    expect((await two.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(await users(root)).toEqual(["one", "two"]);
+    expect(kinds(await root.entries())).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "note",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("an onYield continuation is dropped when the final boundary places a queued reset", async () => {
     const hold = deferred();
     const { root } = await open(

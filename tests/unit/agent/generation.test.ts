@@ -146,6 +146,24 @@ describe("request hooks", () => {
     ]);
   });
 
+  test("afterResponse sees a length-cut answer too, before its entry is committed (draw 32d)", async () => {
+    // Every terminal message: a length answer is one, like a stop (draw 32d: the hook skipped for it passed).
+    const seen: Array<[string, number]> = [];
+    const { root } = await open(() => fauxAssistantMessage("cut sh", { stopReason: "length" }), {
+      hooks: {
+        afterResponse: [
+          async (m) =>
+            void seen.push([
+              m.stopReason,
+              (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+            ]),
+        ],
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "long please" })).wait()).status).toBe("done");
+    expect(seen).toEqual([["length", 0]]);
+  });
+
   test("an onYield continuation's pi.user entry is one UserMessage stamped with the Harness clock (spec §8.1)", async () => {
     let yields = 0;
     const { root } = await open(echo, {

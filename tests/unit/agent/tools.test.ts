@@ -940,6 +940,29 @@ describe("tool hooks", () => {
     expect(textOf(messageOf(byCall.get("call-1")!))).toBe("counted 5");
     expect(diagnosticsOf(byCall.get("call-2")!).map((d) => d.code)).toEqual(["invalid_arguments"]);
   });
+
+  test("the second validation converts a beforeTool rewrite too: the tool runs with the converted arguments (draw 32d)", async () => {
+    // Draw 32d: the second validation run only as a check, its converted result dropped, passed
+    // every named test (their rewrites needed no conversion).
+    const ran: unknown[] = [];
+    const counter = defineTool({
+      name: "count",
+      description: "counts",
+      parameters: Type.Object({ n: Type.Number() }),
+      execute: async (args) => {
+        ran.push(args);
+        return textResult(`counted ${args.n}`);
+      },
+    });
+    const { root } = await open(callsThenAnswer(fauxToolCall("count", { n: 1 }, { id: "call-1" })), {
+      tools: [counter],
+      hooks: { beforeTool: [() => ({ arguments: { n: "7" } })] },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(ran).toEqual([{ n: 7 }]);
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toBe("counted 7");
+  });
 });
 
 describe("parallel and sequential rounds", () => {

@@ -551,6 +551,56 @@ test("a blocked owner whose child is completing, held for its own child, is orph
   await h.close();
 });
 
+test("a blocked owner whose child is waiting on a durable timer is orphaned only after that child's abort handler ended it, not in the marking commit (draw 32d)", async () => {
+  // Draw 32d: the tests above own a running (or completing) child; owned work that left out a
+  // waiting task (it runs nothing) orphaned this owner at once and passed them.
+  const gate = deferred();
+  const log: string[] = [];
+  const sleeper = defineTask<Json, Go, Json>({
+    name: "waiting-kid",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [],
+          policy: "allSettled",
+          until: Date.now() + 3_600_000,
+        }))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:waiting-kid");
+      await gate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const makesSleeper = ownerOf("blocked-sleeper-owner", sleeper);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [makesSleeper, sleeper] });
+  const id = await first.createTask(makesSleeper, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 1 && first.inspect().tasks.some((t) => t.state.kind === "waiting"), {
+    what: "owner running, its child waiting",
+  });
+  await first.close();
+  // The next engine lacks the owner's definition: the owner is blocked, its child waits on its timer.
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [sleeper] });
+  const { latest } = trackTasks(h);
+  await until(() => h.inspect().tasks.some((t) => t.state.kind === "waiting"), { what: "the child waiting" });
+  try {
+    expect(await h.abortTask(id)).toBe("marked");
+    expect((await h.getTask(id))?.state.status).toBe("pending");
+    await until(() => log.includes("abort:waiting-kid"), { what: "the child's abort handler" });
+    await settle();
+    expect(latest.get(id)?.state.status ?? "pending").toBe("pending");
+  } finally {
+    gate.resolve();
+  }
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  await h.close();
+});
+
 test("a blocked owner orphaned at its abort invocation's reservation carries its blocked reason: task_too_old", async () => {
   // Break 27I: the test above is blocked by a missing definition, so an orphaning at reservation
   // that always wrote missing_task passed. Here the next engine installs an older definition.

@@ -161,6 +161,24 @@ describe("structured concurrency", () => {
       status: "completing",
       outcome: { status: "completed", result: "parent" },
     });
+    // A durable waiter too (draw 32d: a task's wait on the held task satisfied at the hold passed
+    // this test, whose waiters were the harness's): begun during the hold, it wakes only after the final commit.
+    let watcherRuns = 0;
+    let heldStatusWhenWatcherWoke: string | undefined;
+    const watcher = single("held-watcher", async (task, runtime) => {
+      if (++watcherRuns === 1) {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [task.input as number],
+          policy: "allSettled",
+        }));
+        return;
+      }
+      heldStatusWhenWatcherWoke = (await h.getTask(task.input as number))?.state.status;
+      await runtime.commit(() => complete("woke"));
+    });
+    const watcherId = await h.createTask(watcher, id, { ownership: { kind: "conversation" } });
     let childStatusWhenParentDone: string | undefined;
     const parentDone = h.waitForTask(id).then((r) => {
       childStatusWhenParentDone = internals(h).session.records.tasks.get(childId!)?.state.status;
@@ -178,8 +196,12 @@ describe("structured concurrency", () => {
     // Inspection and the task graph show it live, as completing.
     expect(h.inspect().tasks.find((t) => t.record.id === id)?.state).toEqual({ kind: "completing" });
     expect(h.taskGraph().tasks[String(id)]?.state).toEqual({ status: "completing", outcome: "completed" });
+    expect(watcherRuns).toBe(1);
+    expect((await h.getTask(watcherId))?.state.status).toBe("waiting");
     gate.resolve();
     const final = await parentDone;
+    expect(outcome(await done(h, watcherId))).toEqual({ status: "completed", result: "woke" });
+    expect(heldStatusWhenWatcherWoke).toBe("terminal");
     expect(outcome(final)).toEqual({ status: "completed", result: "parent" });
     expect(childStatusWhenParentDone).toBe("terminal");
     await earlyWait;
