@@ -877,9 +877,17 @@ describe("deferred responses (poll)", () => {
     expect(generation!.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
-  test("a response that turns deferred after an empty start event commits no partial", async () => {
+  /**
+   * A response whose only event before it turns deferred is an empty start (`startUsage`: what that
+   * start carries), slower than the partial throttle: the partials committed meanwhile must be none,
+   * and an abort while deferred leaves the user's message alone, unanswered.
+   */
+  async function deferredAfterEmptyStart(
+    id: string,
+    startUsage: ReturnType<typeof zeroUsage>,
+  ): Promise<void> {
     const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
-    const handle = { id: "job-11", pollAfterMs: 60_000 };
+    const handle = { id, pollAfterMs: 60_000 };
     const stream: StreamFn = (model) => {
       const events = createAssistantMessageEventStream();
       const message: DeferredAnswer = {
@@ -893,7 +901,7 @@ describe("deferred responses (poll)", () => {
         timestamp: Date.now(),
         deferred: handle,
       };
-      events.push({ type: "start", partial: { ...message } });
+      events.push({ type: "start", partial: { ...message, usage: startUsage } });
       // Longer than the partial throttle: an empty partial would be committed meanwhile.
       setTimeout(() => {
         events.push({ type: "done", reason: "stop", message });
@@ -932,66 +940,16 @@ describe("deferred responses (poll)", () => {
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
     await root.waitForIdle();
     expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+  }
+
+  test("a response that turns deferred after an empty start event commits no partial", async () => {
+    await deferredAfterEmptyStart("job-11", zeroUsage());
   });
 
   test("an empty start event that carries usage (input tokens counted at start) commits no partial either, when the response turns deferred (draw 32c)", async () => {
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
-    const handle = { id: "job-11u", pollAfterMs: 60_000 };
     // Draw 32c: the start above carries zero usage; a provider counts input tokens in its start event
     // (Anthropic's message_start), and a writer that took usage alone as worth a partial committed an
     // empty one for it, where the test above passed.
-    const stream: StreamFn = (model) => {
-      const events = createAssistantMessageEventStream();
-      const message: DeferredAnswer = {
-        role: "assistant",
-        content: [],
-        api: model.api,
-        provider: model.provider,
-        model: model.id,
-        usage: zeroUsage(),
-        stopReason: "stop",
-        timestamp: Date.now(),
-        deferred: handle,
-      };
-      const usage = { ...zeroUsage(), input: 1200, totalTokens: 1200 };
-      events.push({ type: "start", partial: { ...message, usage } });
-      // Longer than the partial throttle: an empty partial would be committed meanwhile.
-      setTimeout(() => {
-        events.push({ type: "done", reason: "stop", message });
-        events.end(message);
-      }, 200);
-      return events;
-    };
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: { fetchDeferred: () => new Promise(() => undefined) },
-      }),
-      defaultModel: faux.ref,
-      stream,
-      settings: { partialIntervalMs: 10 },
-    });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    const partials: unknown[] = [];
-    h.subscribe((change) => {
-      for (const d of change.docs)
-        if (d.name === DOC.live) partials.push((d.value as LiveState | undefined)?.generation?.message);
-    });
-    const root = await h.root();
-    const sub = await root.submit({ type: "input", content: "answer later" });
-    await until(
-      () =>
-        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
-    );
-    expect(partials.filter((m) => m !== undefined)).toEqual([]);
-    // Aborted while deferred: with no partial there is nothing to convert, so the transcript keeps the
-    // user's message alone (no empty aborted answer) and the input ends unanswered, aborted.
-    await root.abort();
-    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
-    await root.waitForIdle();
-    expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+    await deferredAfterEmptyStart("job-11u", { ...zeroUsage(), input: 1200, totalTokens: 1200 });
   });
 });

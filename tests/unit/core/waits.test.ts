@@ -186,11 +186,14 @@ describe("waits", () => {
     await h.close();
   });
 
-  // Contrary until fixed (break 30C): whether `on` names a task the waiter does not own was judged
-  // only on a task in memory; a task that ended before the open is not loaded, so a failFast wait on a
-  // foreign one was accepted after a restart. Spec §5.5: tasks the waiting task does not own require
-  // allSettled, terminal ones included. The commit now reads the edge it lacks (TaskNotLoaded).
-  test("after a restart, failFast on a foreign task that ended before the open is an InvalidTransition too (break 30C: contrary)", async () => {
+  /**
+   * A store where a conversation-owned task ended before a restart, reopened; a waiter there waits on
+   * that (foreign, unloaded) task with `policy`: its outcome ("waited" once the wait was accepted and
+   * met, "refused" when the waiting commit threw) and what it caught.
+   */
+  async function waitAfterRestartOnEndedTask(
+    policy: "failFast" | "allSettled",
+  ): Promise<{ result: Json | undefined; caught: unknown[] }> {
     const store = await memoryStore();
     const bystander = single("bystander", async (_t, runtime) => {
       await runtime.commit(() => complete("bystander"));
@@ -211,7 +214,7 @@ describe("waits", () => {
               status: "waiting",
               checkpoint: { phase: "after" },
               on: [task.input.on],
-              policy: "failFast",
+              policy,
             }));
           } catch (error) {
             caught.push(error);
@@ -226,57 +229,30 @@ describe("waits", () => {
     const again = await Harness.open(await memoryStore(store.image()), { tasks: [bystander, waiter] });
     try {
       const id = await again.createTask(waiter, { on: other }, { ownership: { kind: "conversation" } });
-      expect(outcome(await done(again, id))).toEqual({ status: "completed", result: "refused" });
-      expect(caught[0]).toBeInstanceOf(InvalidTransition);
+      const ended = outcome(await done(again, id));
+      return { result: ended?.status === "completed" ? ended.result : undefined, caught };
     } finally {
       await again.close();
     }
+  }
+
+  // Contrary until fixed (break 30C): whether `on` names a task the waiter does not own was judged
+  // only on a task in memory; a task that ended before the open is not loaded, so a failFast wait on a
+  // foreign one was accepted after a restart. Spec §5.5: tasks the waiting task does not own require
+  // allSettled, terminal ones included. The commit now reads the edge it lacks (TaskNotLoaded).
+  test("after a restart, failFast on a foreign task that ended before the open is an InvalidTransition too (break 30C: contrary)", async () => {
+    const { result, caught } = await waitAfterRestartOnEndedTask("failFast");
+    expect(result).toBe("refused");
+    expect(caught[0]).toBeInstanceOf(InvalidTransition);
   });
 
   // Draw 32d: "missing" was only ever built as an id never created. A task that ended before the open
   // is not loaded, yet it exists: an allSettled wait on it is accepted (already satisfied), not
   // refused as a wait on a missing task. Judging existence by the tasks in memory passed every test.
   test("after a restart, an allSettled wait on a task that ended before the open is accepted, not a missing task: the waiter resumes (draw 32d)", async () => {
-    const store = await memoryStore();
-    const bystander = single("bystander", async (_t, runtime) => {
-      await runtime.commit(() => complete("bystander"));
-    });
-    const h = await Harness.open(store, { tasks: [bystander] });
-    const other = await h.createTask(bystander, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, other))?.status).toBe("completed");
-    await h.close();
-    const caught: unknown[] = [];
-    const waiter = defineTask<{ on: TaskId }, { phase: "go" } | { phase: "after" }, Json>({
-      name: "waiter",
-      version: 1,
-      initial: () => ({ phase: "go" }),
-      phases: {
-        go: async (task, runtime) => {
-          try {
-            await runtime.commit(() => ({
-              status: "waiting",
-              checkpoint: { phase: "after" },
-              on: [task.input.on],
-              policy: "allSettled",
-            }));
-          } catch (error) {
-            caught.push(error);
-            await runtime.commit(() => complete("refused"));
-          }
-        },
-        after: async (_t, runtime) => void (await runtime.commit(() => complete("waited"))),
-      },
-      abort: async (_t, runtime) =>
-        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-    });
-    const again = await Harness.open(await memoryStore(store.image()), { tasks: [bystander, waiter] });
-    try {
-      const id = await again.createTask(waiter, { on: other }, { ownership: { kind: "conversation" } });
-      expect(outcome(await done(again, id))).toEqual({ status: "completed", result: "waited" });
-      expect(caught).toEqual([]);
-    } finally {
-      await again.close();
-    }
+    const { result, caught } = await waitAfterRestartOnEndedTask("allSettled");
+    expect(result).toBe("waited");
+    expect(caught).toEqual([]);
   });
 
   test("a child waiting on its owner is a WaitCycle; both carry on", async () => {
