@@ -23,6 +23,7 @@
  * same way (for opfs-lent, its page lends the SharedWorker the app's own lent store worker).
  */
 import type { Page } from "playwright-core";
+import { LENT_PARTS } from "../../worker/browser/platform.ts";
 import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/protocol/index.ts";
 import type { LentOpenParts } from "../../worker/store/lent/wire.ts";
 import { Cdp, engine, type LaunchedBrowser, type StaticServer } from "../e2e/browser.ts";
@@ -268,12 +269,11 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
         ? undefined
         : {
             scriptAt: t.lentScriptAt,
-            ...(t.lentWasmAt === undefined ? {} : { wasmAt: t.lentWasmAt }),
-            ...(t.lentAskedAt === undefined ? {} : { askedAt: t.lentAskedAt }),
-            ...(t.lentInstanceAt === undefined ? {} : { instanceAt: t.lentInstanceAt }),
-            ...(t.lentVfsAt === undefined ? {} : { vfsAt: t.lentVfsAt }),
-            ...(t.lentDbAt === undefined ? {} : { fileAt: t.lentDbAt }),
-            ...(t.lentFileAt === undefined ? {} : { openedAt: t.lentFileAt }),
+            ...Object.fromEntries(
+              Object.entries(LENT_PARTS)
+                .map(([step, part]) => [step, t[part]])
+                .filter(([, at]) => at !== undefined),
+            ),
           },
       origin,
       t.lentPortAt,

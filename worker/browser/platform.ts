@@ -3,6 +3,7 @@
  * its store's name, kind and build, and how to open it. Everything else the engine host does is the
  * same for both kinds of worker.
  */
+import type { LentOpenParts } from "../store/lent/wire.ts";
 import type { OwnedStore, Store } from "../store/types.ts";
 import type { MarkerFile } from "./store-marker.ts";
 
@@ -18,8 +19,18 @@ export type OpenPart =
   | "lentAskedAt"
   | "lentInstanceAt"
   | "lentVfsAt"
-  | "lentDbAt"
-  | "lentFileAt";
+  | "lentFileAt"
+  | "lentOpenedAt";
+/** The timeline's part for each of the lent worker's own steps (`LentOpenParts`, same order). */
+export const LENT_PARTS = {
+  scriptAt: "lentScriptAt",
+  wasmAt: "lentWasmAt",
+  askedAt: "lentAskedAt",
+  instanceAt: "lentInstanceAt",
+  vfsAt: "lentVfsAt",
+  fileAt: "lentFileAt",
+  openedAt: "lentOpenedAt",
+} as const satisfies Record<keyof LentOpenParts, OpenPart>;
 /** Called when a part of the open ended: now, or `at` (ms since the epoch) for a part stamped elsewhere. */
 export type OpenStamp = (part: OpenPart, at?: number) => void;
 

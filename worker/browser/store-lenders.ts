@@ -13,7 +13,7 @@
  * Invariant: a store's lender is never the tab that just lost it.
  */
 import { type LentStore, openLentStore, type Relent } from "../store/lent/client.ts";
-import type { OpenStamp } from "./platform.ts";
+import { LENT_PARTS, type OpenStamp } from "./platform.ts";
 
 /** What a tab's side channel offers for the store (script-worker-channel.ts). */
 export interface StoreLenderOffer {
@@ -114,14 +114,10 @@ export class StoreLenders {
         ? {
             opened: (parts) => {
               stamp("lentOpenAt");
-              if (!parts) return;
-              stamp("lentScriptAt", parts.scriptAt);
-              if (parts.wasmAt !== undefined) stamp("lentWasmAt", parts.wasmAt);
-              if (parts.askedAt !== undefined) stamp("lentAskedAt", parts.askedAt);
-              if (parts.instanceAt !== undefined) stamp("lentInstanceAt", parts.instanceAt);
-              if (parts.vfsAt !== undefined) stamp("lentVfsAt", parts.vfsAt);
-              if (parts.fileAt !== undefined) stamp("lentDbAt", parts.fileAt);
-              if (parts.openedAt !== undefined) stamp("lentFileAt", parts.openedAt);
+              for (const [step, part] of Object.entries(LENT_PARTS)) {
+                const at = parts?.[step as keyof typeof LENT_PARTS];
+                if (at !== undefined) stamp(part, at);
+              }
             },
           }
         : {}),

@@ -930,9 +930,9 @@ export interface EngineTimeline {
   /** opfs-lent, on the lent worker's clock: the OPFS VFS made (its module, its file handles). */
   readonly lentVfsAt?: number;
   /** opfs-lent, on the lent worker's clock: SQLite opened the database file. */
-  readonly lentDbAt?: number;
-  /** opfs-lent, on the lent worker's clock: the database open there (before the engine's migrate). */
   readonly lentFileAt?: number;
+  /** opfs-lent, on the lent worker's clock: the database open there (before the engine's migrate). */
+  readonly lentOpenedAt?: number;
   /** The modules the harness's open needs (the app's agent, script workers, the test tasks) arrived. */
   readonly modulesAt?: number;
 }
