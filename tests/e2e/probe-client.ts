@@ -9,6 +9,7 @@ import type {
   ProbeInfo,
   ProbeRequest,
   ReadResult,
+  TempResult,
   VfsBenchResult,
   VfsOpenResult,
   WriteResult,
@@ -58,6 +59,10 @@ export const probe = {
   /** The OPFS shapes from the SharedWorker, beside its idb store (lent-bench.ts). */
   lentBench: (page: Page, request: { seconds: number }) =>
     call<LentBenchResult>(page, "shared", { op: "lentBench", ...request }),
+  sweepPools: (page: Page, target: ProbeTarget) =>
+    call<{ removed: number; left: string[] }>(page, target, { op: "sweepPools" }),
+  temp: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "temp" }>, "op">) =>
+    call<TempResult>(page, target, { op: "temp", ...request }),
   open: (page: Page, target: ProbeTarget, request: Omit<Extract<ProbeRequest, { op: "open" }>, "op">) =>
     call<OpenResult>(page, target, { op: "open", ...request }),
   vfsBench: (page: Page, target: ProbeTarget, request: Args<"vfsBench">) =>

@@ -117,6 +117,35 @@ describe("browser store kinds", () => {
     }
   });
 
+  test("opfs: an older build's temporary-file pools are deleted by the sweep, except one whose Web Lock is held", async () => {
+    // The build before made a pool (a `.ahp-*` directory of files, under a Web Lock of its name) on
+    // every open; a closed connection's pool stayed until the next open deleted it.
+    await page.evaluate(async () => {
+      const root = await navigator.storage.getDirectory();
+      for (const name of [".ahp-left", ".ahp-held"]) {
+        const dir = await root.getDirectoryHandle(name, { create: true });
+        await dir.getFileHandle("0.tmp", { create: true });
+      }
+      await root.getDirectoryHandle("ahp-not-a-pool", { create: true });
+      // A connection of the older build still running holds its pool's lock.
+      await new Promise<void>((held) => {
+        void navigator.locks.request(".ahp-held", () => {
+          held();
+          return new Promise(() => undefined);
+        });
+      });
+    });
+    const swept = await probe.sweepPools(page, "dedicated");
+    expect(swept).toEqual({ removed: 1, left: [".ahp-held"] });
+    const rootNow = await page.evaluate(async () => {
+      const root = (await navigator.storage.getDirectory()) as unknown as { keys(): AsyncIterable<string> };
+      const names: string[] = [];
+      for await (const key of root.keys()) names.push(key);
+      return names;
+    });
+    expect(rootNow).toContain("ahp-not-a-pool");
+  });
+
   for (const c of cases) {
     const options = {
       kind: c.kind,
@@ -158,6 +187,14 @@ describe("browser store kinds", () => {
       read = await probe.read(page, c.target, options);
       expect(read.build).toBe(c.expectBuild);
       expect(read.tags).toEqual({ a: { count: 200, sum: sum(200) }, b: { count: 500, sum: sum(500) } });
+    });
+
+    // Both kinds keep SQLite's temporary storage in memory (temp_store = MEMORY); the opfs VFS is opened
+    // without its pool of temporary files (worker/store/opfs-vfs.ts), so a statement that asked for a
+    // temporary file would fail here, and a pool made anyway would show in OPFS's root.
+    test(`${c.label}: a statement journal rolls back a failed UPDATE, a temporary table and a VACUUM work, and no temporary-file pool is made`, async () => {
+      const result = await probe.temp(page, c.target, { ...options, name: `${options.name}-temp` });
+      expect(result).toEqual({ sum: sum(2000) + 2000, tempRows: 2000, integrity: "ok", pools: 0 });
     });
 
     test(`${c.label}: acknowledged commits survive SIGKILL of the browser`, async () => {

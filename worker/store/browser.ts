@@ -4,7 +4,7 @@
  *   worker or a page. JSPI build when `WebAssembly.Suspending` exists and the caller did not ask for
  *   Asyncify, else the Asyncify build. Full durability by default (every COMMIT waits for a strict
  *   IndexedDB transaction).
- * - `opfs`: OPFSCoopSyncVFS with the sync build. Needs OPFS sync access handles, which only a dedicated
+ * - `opfs`: OPFSCoopSyncVFS (without its temporary-file pool: opfs-vfs.ts) with the sync build. Needs OPFS sync access handles, which only a dedicated
  *   worker has (the fallback engine host when SharedWorker is missing).
  * The wasm files are emitted by Vite (`?url`); each build's is fetched and compiled once per context
  * (`preloadBrowserStore` starts that early) and instantiated through Emscripten's `instantiateWasm`.
@@ -18,6 +18,7 @@ import jspiWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.wasm?url";
 import { classifyStoreError } from "./errors.ts";
 import { finishOpen } from "./finish-open.ts";
 import type { SqliteLine } from "./line.ts";
+import { createOpfsVfs, releaseOpfsVfs } from "./opfs-vfs.ts";
 import { StoreOpenError } from "./types.ts";
 
 export type IdbBuild = "jspi" | "asyncify";
@@ -52,13 +53,14 @@ type Build = IdbBuild | "sync";
  *   instead of 1. In memory, the journal still serves ROLLBACK while the engine lives;
  *   `temp_store = MEMORY` keeps statement journals out of IndexedDB too.
  * - opfs: OPFSCoopSyncVFS has no atomic batch writes, so its rollback journal is what makes a
- *   transaction atomic across a crash: it keeps SQLite's default journal.
+ *   transaction atomic across a crash: it keeps SQLite's default journal. `temp_store = MEMORY`:
+ *   the VFS is opened without a temporary-file pool (opfs-vfs.ts), so no temporary file may be asked for.
  */
 export const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
   idb:
     "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = MEMORY; PRAGMA temp_store = MEMORY; " +
     "PRAGMA synchronous = FULL;",
-  opfs: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = FULL;",
+  opfs: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA temp_store = MEMORY; PRAGMA synchronous = FULL;",
 };
 
 /** The part of a wa-sqlite VFS instance this module touches. */
@@ -69,18 +71,6 @@ interface VfsInstance {
 interface VfsClass {
   create(name: string, module: unknown, options?: object): Promise<VfsInstance>;
 }
-/**
- * OPFSCoopSyncVFS keeps temporary-file handles and a Web Lock on their directory until released, and a
- * BroadcastChannel per database file (other connections ask it for the file's handle there), which it
- * never closes.
- */
-interface CoopSyncVfs extends VfsInstance {
-  unboundAccessHandles?: Set<{ close(): void }>;
-  boundAccessHandles?: Map<string, { close(): void }>;
-  persistentFiles?: Map<string, { handleRequestChannel?: BroadcastChannel | null }>;
-  releaser?: (() => void) | null;
-}
-
 /** Whether this context has JS Promise Integration (the JSPI build's requirement). */
 export function jspiAvailable(): boolean {
   return typeof (WebAssembly as unknown as { Suspending?: unknown }).Suspending === "function";
@@ -236,38 +226,6 @@ function checkSupport(options: BrowserStoreOptions): void {
   }
 }
 
-/** Release what OPFSCoopSyncVFS holds beyond the database file itself. */
-function releaseCoopSync(vfs: CoopSyncVfs): void {
-  for (const handle of vfs.unboundAccessHandles ?? []) {
-    try {
-      handle.close();
-    } catch {
-      // Already closed.
-    }
-  }
-  for (const handle of vfs.boundAccessHandles?.values() ?? []) {
-    try {
-      handle.close();
-    } catch {
-      // Already closed.
-    }
-  }
-  vfs.unboundAccessHandles?.clear();
-  vfs.boundAccessHandles?.clear();
-  // A channel with a listener stays alive, and its listener holds the VFS and so the whole wasm
-  // instance (its memory and its address-space reservation): left open, every store opened and
-  // closed in one worker stayed in memory until wasm instantiation failed with "Out of memory"
-  // (the store conformance suite's opfs run, tests/e2e/store-conformance.test.ts).
-  for (const file of vfs.persistentFiles?.values() ?? []) {
-    const channel = file.handleRequestChannel;
-    if (!channel) continue;
-    channel.onmessage = null;
-    channel.close();
-  }
-  vfs.releaser?.();
-  vfs.releaser = null;
-}
-
 export async function openBrowserStore(options: BrowserStoreOptions): Promise<SqliteLine> {
   const { name } = options;
   checkSupport(options);
@@ -294,12 +252,9 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
       const module = await loadModule("sync", memories);
       options.stamp?.("instance");
       sqlite3 = SQLiteAPI.Factory(module);
-      const { OPFSCoopSyncVFS } = (await import(
-        "@journeyapps/wa-sqlite/src/examples/OPFSCoopSyncVFS.js"
-      )) as unknown as { OPFSCoopSyncVFS: VfsClass };
-      const opfsVfs = (await OPFSCoopSyncVFS.create("opfs", module)) as CoopSyncVfs;
+      const opfsVfs = await createOpfsVfs("opfs", module);
       vfs = opfsVfs;
-      release = () => releaseCoopSync(opfsVfs);
+      release = () => releaseOpfsVfs(opfsVfs);
       options.stamp?.("vfs");
     }
     sqlite3.vfs_register(vfs as unknown as SQLiteVFS, false);
