@@ -5,7 +5,7 @@
  * the conversation then takes new input normally.
  */
 
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { defineTool, type LiveState, textResult } from "../../../worker/index.ts";
@@ -265,6 +265,42 @@ test("a tool task whose stored checkpoint is unreadable at open faults, its slot
     { toolCallId: "c2", isError: false },
   ]);
   expect(liveOf(h)).toEqual({});
+});
+
+test("a generation whose stored row is unreadable at open faults with the diagnostic and gets the generation's cleanup: its input unanswered faulted, pi.live {}, the next input runs (draw 33C)", async () => {
+  // Draw 33C: every named generation fault came from a live invocation (a throwing hook, malformed
+  // data) or an abort; the open's fault of an unreadable row skipping the generation's cleanup (run
+  // control kept, the conversation busy for good) passed every test. The tool case is break 30L's.
+  const held = deferred();
+  const first = await open(async () => {
+    await held.promise;
+    return fauxAssistantMessage("late");
+  });
+  const input = await first.root.submit({ type: "input", content: "go" });
+  await until(() => first.faux.requests.length === 1, { what: "the request under way" });
+  const generation = liveOf(first.h).run!.taskId;
+  const store = await memoryStore(first.store.image());
+  await store.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [generation]));
+  const { h, root } = await open(echo, { store });
+  expect((await h.waitForTask(generation)).state).toMatchObject({
+    status: "terminal",
+    outcome: {
+      status: "faulted",
+      error: { message: expect.stringMatching(/column state is not valid JSON/) },
+    },
+  });
+  // Read, not waited on: the fault and its cleanup are one commit, so the input is settled already.
+  expect(await (await h.submission(input.id))!.record()).toMatchObject({
+    status: "unanswered",
+    reason: "faulted",
+    detail: expect.stringMatching(/column state is not valid JSON/),
+  });
+  expect(liveOf(h)).toEqual({});
+  expect(inboxOf(h)).toEqual({ items: [] });
+  const next = await root.submit({ type: "input", content: "again" });
+  expect((await next.wait()).status).toBe("done");
+  expect(liveOf(h)).toEqual({});
+  held.resolve();
 });
 
 test("an orphaned tool task (aborted while its definition cannot take it) leaves its slot done without an entry; the run continues with a synthesized error result", async () => {

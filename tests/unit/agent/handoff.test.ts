@@ -130,6 +130,49 @@ describe("handoff", () => {
     expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: a haiku", "user:then this"]);
   });
 
+  test("a handoff round uses final behaviour with a reset queued during it: the input is done with the tool-calling answer, the handoff's reset is placed, then the queued one (draw 33C)", async () => {
+    // Draw 33C: only a terminating round had a reset queued during it (inbox-heads), so a closing
+    // commit that took the ordinary post-tools path for a handoff round when a reset was queued (the
+    // input left unanswered (reset), the handoff text never written) passed every handoff test.
+    const gate = deferred();
+    const slowHandoff = defineTool({
+      name: "hand_off",
+      description: "Hand off once released",
+      parameters: Type.Object({ text: Type.String() }),
+      async execute(args) {
+        await gate.promise;
+        return { ...textResult("handed off"), control: { handoff: args.text } };
+      },
+    });
+    const { root, faux } = await open(
+      callsOnStart(fauxToolCall("hand_off", { text: "Summary: a haiku" }, { id: "call-1" })),
+      { tools: [slowHandoff] },
+    );
+    const first = await root.submit({ type: "input", content: "start" });
+    await until(() => faux.requests.length === 1, { what: "the round running" });
+    const reset = await root.reset("over again");
+    expect((await reset.record()).status).toBe("queued");
+    gate.resolve();
+    const answered = await first.wait();
+    const placed = await reset.wait();
+    const entries = await transcript(root);
+    expect(entries.map((e) => e.kind)).toEqual([
+      "pi.user",
+      "pi.assistant",
+      "pi.tool-result",
+      "pi.reset",
+      "pi.reset",
+    ]);
+    expect(answered).toEqual({ status: "done", entry: entries[0]!.id, answer: entries[1]!.id });
+    expect(messagesOf(entries[3]!).map(textOf)).toEqual(["Summary: a haiku"]);
+    expect(placed).toEqual({ status: "done", entry: entries[4]!.id });
+    await root.waitForIdle();
+    expect(faux.requests).toHaveLength(1);
+    // The next input starts from the queued reset's text, the newer head.
+    expect((await (await root.submit({ type: "input", content: "next" })).wait()).status).toBe("done");
+    expect(contextOf(faux.requests[1]!)).toEqual(["user:over again", "user:next"]);
+  });
+
   test("the last handoff of a round wins, and one handoff ends a round whose other results do not terminate", async () => {
     const { root, faux } = await open(
       callsOnStart(

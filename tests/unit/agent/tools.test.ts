@@ -1069,6 +1069,55 @@ describe("parallel and sequential rounds", () => {
     }
   });
 
+  test("a sequential round led by an un-offered call: while each later call runs, pi.live lists it under its own task and the run stays with the generation (draw 33C)", async () => {
+    // Draw 33C: every sequential round tested began with an offered call, so a continuation that
+    // named the next call's slot by its position among the round's tasks (not by its call id) passed:
+    // an un-offered call ahead of them shifts the positions, the running call's slot left unnamed.
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("missing", {}, { id: "call-0" }),
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, b.tool], settings: { toolExecution: "sequential" } },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    const duringFirst = liveOf(h);
+    a.release.resolve();
+    await b.started.promise;
+    const duringSecond = liveOf(h);
+    b.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    const generation = duringFirst.run!.taskId;
+    expect(duringSecond.run?.taskId).toBe(generation);
+    const slots = (live: typeof duringFirst) => live.tools?.map((t) => [t.callId, t.status, t.taskId]);
+    const [firstSlot, secondSlot] = [duringFirst.tools![1]!, duringSecond.tools![2]!];
+    expect(firstSlot.taskId).toBeDefined();
+    expect(secondSlot.taskId).toBeDefined();
+    expect(secondSlot.taskId).not.toBe(firstSlot.taskId);
+    expect(slots(duringFirst)).toEqual([
+      ["call-0", "done", undefined],
+      ["call-1", "running", firstSlot.taskId],
+      ["call-2", "pending", undefined],
+    ]);
+    expect(slots(duringSecond)).toEqual([
+      ["call-0", "done", undefined],
+      ["call-1", "done", firstSlot.taskId],
+      ["call-2", "running", secondSlot.taskId],
+    ]);
+    for (const [id, callId] of [
+      [firstSlot.taskId!, "call-1"],
+      [secondSlot.taskId!, "call-2"],
+    ] as const) {
+      const task = await h.getTask(id);
+      expect(task?.owner, callId).toBe(generation);
+      expect(task?.input, callId).toMatchObject({ callId });
+    }
+  });
+
   test("a sequential round of three calls: each call's task is created by the commit that ends the previous one, and the generation resumes after the third", async () => {
     // Break 29H: every sequential test had two calls, so a continuation that dropped the calls after
     // the next one (the third never started, the round never finished) passed them all.
