@@ -1230,6 +1230,47 @@ describe("submission records", () => {
     expect(await again.submission(settled.id + 100)).toBeUndefined();
   });
 
+  test("Harness.submission() after a reopen gives every settled record back whole: its requestId, a write's entry, a withdrawn input's reason", async () => {
+    // draw 33, 16: each reacquired record was read by status only; a store read dropping the
+    // stored requestId passed every named test.
+    const hold = deferred();
+    const { h, root, store, faux } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one", requestId: "r-one" });
+    const queued = await root.submit({ type: "input", content: "two", requestId: "r-two" });
+    expect(await queued.abort()).toBe("aborted");
+    hold.resolve();
+    await first.wait();
+    const write = await root.submit({
+      type: "write",
+      requestId: "r-w",
+      entry: { kind: "app.note", data: 1 },
+    });
+    await write.wait();
+    const before = await Promise.all([first, queued, write].map((s) => s.record()));
+    expect(before.map((r) => [r.requestId, r.status])).toEqual([
+      ["r-one", "done"],
+      ["r-two", "unanswered"],
+      ["r-w", "done"],
+    ]);
+    const withdrawn = await queued.wait();
+    expect(withdrawn).toMatchObject({ status: "unanswered", reason: "aborted" });
+    await h.close();
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    for (const record of before) {
+      const found = await again.submission(record.id);
+      expect(found?.conversationId).toBe(root.id);
+      expect(await found!.record()).toEqual(record);
+    }
+    expect(await (await again.submission(queued.id))!.wait()).toEqual(withdrawn);
+  });
+
   test("Harness.submission() finds a settled submission of another conversation after a reopen, before anything loaded that conversation", async () => {
     // break 30O: every reacquisition was of the root's submission; one found only when its
     // conversation's record was in memory passed.

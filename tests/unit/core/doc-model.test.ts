@@ -122,6 +122,44 @@ describe("incarnations (spec §3.2)", () => {
     expect(fresh).toBeGreaterThan(other.id);
   });
 
+  test("after a reopen, retireDoc ends stored incarnations of a conversation nothing loaded yet, two in one commit; a recreation in that commit starts at version 1", async () => {
+    // draw 33, 1: every named retirement was of a document already in memory, one a commit, stored
+    // at version 1; a retirement that did not load the conversation's documents first (so found
+    // none), or a recreation keeping the retired incarnation's version, passed them.
+    const store = await memoryStore();
+    const h = await open(store);
+    const made = await h.transaction((tx) => {
+      const c = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(c.id, "notes", { n: 1 }, 2);
+      tx.writeDoc(c.id, "marks", { m: 1 });
+      return { c: c.id, at: note(tx, c.id, "one"), notes: tx.docRecord(c.id, "notes")!.id };
+    });
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened);
+    const retired = await again.transaction((tx) => {
+      tx.retireDoc(made.c, "marks");
+      tx.retireDoc(made.c, "notes");
+      expect(tx.readDoc(made.c, "notes")).toBeUndefined();
+      expect(tx.docRecord(made.c, "marks")).toBeUndefined();
+      // Written again in the same commit: a new incarnation, at version 1 (the retired one was at 2).
+      tx.writeDoc(made.c, "notes", { n: 2 });
+      expect(tx.docVersion(made.c, "notes")).toBe(1);
+      return { at: note(tx, made.c, "two"), notes: tx.docRecord(made.c, "notes")!.id };
+    });
+    expect(retired.notes).toBeGreaterThan(made.notes);
+    expect(await again.doc(made.c, "marks")).toBeUndefined();
+    expect(await again.doc(made.c, "notes")).toEqual({ n: 2 });
+    expect(await again.transaction((tx) => tx.docVersion(made.c, "notes"))).toBe(1);
+    expect(await stored(reopened, "marks")).toEqual([
+      { id: expect.any(Number), scope: "conversation", createdAt: made.at, retiredAt: retired.at },
+    ]);
+    expect(await stored(reopened, "notes")).toEqual([
+      { id: made.notes, scope: "conversation", createdAt: made.at, retiredAt: retired.at },
+      { id: retired.notes, scope: "conversation", createdAt: retired.at, retiredAt: undefined },
+    ]);
+  });
+
   test("a session or a task document retired and written again is a new incarnation too, in the same commit or a later one: a new, larger id, the old one's record retired", async () => {
     // Break 29D: the named test retires and recreates a conversation's document only; a session
     // retirement that cleared the value and kept the incarnation (the next write reusing its id,

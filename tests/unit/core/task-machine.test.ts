@@ -442,6 +442,40 @@ describe("faults", () => {
       expect(record.state).toEqual({ status: "terminal", outcome: decision });
       expect(record.abortRequested).toBe(true);
     }
+    // A task marked while it waits (no invocation running) reaches its handler too, which decides
+    // (draw 33, 17: every task aborted here was running; a waiting one settled aborted by the
+    // marking commit, its handler never run, passed this test).
+    const held = await h.createTask(parked("decider-held"), null, { ownership: { kind: "conversation" } });
+    const waiter = defineTask<TaskId, Go | { phase: "joined" }, Json>({
+      name: "decider-waiting",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) =>
+          void (await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "joined" },
+            on: [task.input],
+            policy: "allSettled",
+          }))),
+        joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: "kept while waiting" },
+        }))),
+    });
+    const w = await h.createTask(waiter, held, { ownership: { kind: "conversation" } });
+    await until(() => h.inspect().tasks.some((t) => t.record.id === w && t.state.kind === "waiting"), {
+      what: "the waiter waiting",
+    });
+    expect(await h.abortTask(w)).toBe("marked");
+    expect((await done(h, w)).state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: "kept while waiting" },
+    });
+    expect((await h.getTask(held))?.state.status).toBe("running");
     await engineStillRuns(h);
     await h.close();
   });

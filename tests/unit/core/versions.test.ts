@@ -201,6 +201,59 @@ describe("versioned task definitions from extensions", () => {
     });
   });
 
+  test("a blocked task's reason follows each registry change, derived anew: missing, then too old, then a thrown migration, then one without migrate", async () => {
+    // draw 33, 8: every named test changed the registry once, to a definition that takes the task; a
+    // drain keeping the first reason it recorded for a task (missing_task forever) passed them all.
+    const { image, ids } = await storeWith([parked("ext.job", 3)], [{ v3: "data" }]);
+    const id = ids[0]!;
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "jobs", tasks: [other] }));
+    const h = await AgentHarness.open(image, { extensions, onReport: () => {} });
+    cleanups.push(() => h.close());
+    const v4 = (migrate?: TaskDefinition<Json, Go, Json>["migrate"]) =>
+      defineTask<Json, Go, Json>({
+        name: "ext.job",
+        version: 4,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (task, runtime) =>
+            void (await runtime.commit(() => complete({ ran: 4, input: task.input }))),
+        },
+        abort: async () => {},
+        ...(migrate ? { migrate } : {}),
+      });
+    // After each install, a task of the same extension run to its end: a drain judged the blocked one again.
+    const judged = async (task: TaskDefinition<Json, Go, Json> | undefined) => {
+      if (task) extensions.install(defineExtension({ name: "jobs", tasks: [task, other] }));
+      await done(h, await h.createTask(other, null, { ownership: { kind: "conversation" } }));
+      return h.inspect().tasks.find((t) => t.record.id === id)!.state;
+    };
+    expect(await judged(undefined)).toMatchObject({ kind: "blocked", reason: "missing_task" });
+    expect(await judged(jobV2())).toMatchObject({ kind: "blocked", reason: "task_too_old" });
+    expect(
+      await judged(
+        v4(() => {
+          throw new Error("cannot read v3");
+        }),
+      ),
+    ).toMatchObject({ kind: "blocked", reason: "migration_failed", error: "cannot read v3" });
+    const plain = await judged(v4());
+    expect(plain).toMatchObject({ kind: "blocked", reason: "migration_failed" });
+    expect((plain as { error?: string }).error).toMatch(/no migrate/);
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "migration_failed" }]);
+    expect((await row(image, id))?.["version"]).toBe(3);
+    extensions.install(
+      defineExtension({
+        name: "jobs",
+        tasks: [v4((input, checkpoint) => ({ input, checkpoint: checkpoint as Go })), other],
+      }),
+    );
+    expect(outcome(await done(h, id))).toEqual({
+      status: "completed",
+      result: { ran: 4, input: { v3: "data" } },
+    });
+  });
+
   test("inspect() reports a stored version newer than the installed definition as blocked before any drain judged it (opened paused), and the row stays as stored", async () => {
     // Break 31A: the named test reads inspect() after a drain had blocked the task; inspect() judging
     // an unjudged task of a newer version ready passed it.

@@ -445,6 +445,39 @@ test("reads in a transaction see its own table and document writes, and more tab
   await h.close();
 });
 
+test("creation hands out inert records whole: a task-owned conversation's owner pair, and the root's record from ensureRoot and the creation hook, refuse writes", async () => {
+  // draw 33, 10: the named tests wrote to an ownerless record and a fork's parent pair only; a
+  // task-owned record's owner pair left unfrozen, or the root's record unfrozen, passed them.
+  const seen: { id: number }[] = [];
+  const h = await Harness.open(await memoryStore(), {
+    onConversationCreated: (_tx, record) => void seen.push(record),
+  });
+  const idle = single("idle", async () => undefined);
+  h.registry.register(idle);
+  const root = await h.ensureRoot();
+  expect(seen).toEqual([root]);
+  expect(seen[0]).toBe(root);
+  expect(() => Object.assign(root, { owner: { conversationId: 1, taskId: 1 } })).toThrow(TypeError);
+  expect(await h.transaction((tx) => tx.conversation(root.id))).toEqual({
+    id: root.id,
+    createdAt: root.createdAt,
+  });
+  const made = await h.transaction((tx) => {
+    const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: root.id });
+    const c = tx.createConversation({ kind: "task", taskId: task });
+    expect(c.owner).toEqual({ conversationId: root.id, taskId: task });
+    expect(seen.at(-1)).toBe(c);
+    expect(() => Object.assign(c.owner!, { taskId: task + 1, conversationId: 99 })).toThrow(TypeError);
+    expect(tx.conversation(c.id)?.owner).toEqual({ conversationId: root.id, taskId: task });
+    return { task, id: c.id };
+  });
+  expect((await h.transaction((tx) => tx.conversation(made.id)))?.owner).toEqual({
+    conversationId: root.id,
+    taskId: made.task,
+  });
+  await h.close();
+});
+
 test("100 commits requested together share one transaction; one whose callback throws is dropped alone", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
