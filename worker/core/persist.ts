@@ -600,17 +600,26 @@ export function moveFromRow(row: Row): MoveRecord | undefined {
   }
 }
 
+/**
+ * A conversation record read from the store, frozen with its parent and owner pairs like a created
+ * one (core/tx.ts `inert`): records never change once created, and the engine hands this one out as is.
+ */
 export function conversationFromRow(row: Row): ConversationRecord {
   const parent =
     row["parent"] === null ? undefined : (JSON.parse(String(row["parent"])) as ConversationRecord["parent"]);
-  return {
+  return Object.freeze({
     id: Number(row["id"]),
     createdAt: Number(row["created_at"]),
-    ...(parent ? { parent } : {}),
+    ...(parent ? { parent: Object.freeze(parent) } : {}),
     ...(row["owner_task"] !== null
-      ? { owner: { taskId: Number(row["owner_task"]), conversationId: Number(row["owner_conversation"]) } }
+      ? {
+          owner: Object.freeze({
+            taskId: Number(row["owner_task"]),
+            conversationId: Number(row["owner_conversation"]),
+          }),
+        }
       : {}),
-  };
+  });
 }
 
 export function entryFromRow(row: Row): EntryRecord {

@@ -478,6 +478,41 @@ test("creation hands out inert records whole: a task-owned conversation's owner 
   await h.close();
 });
 
+test("records read back from the store after a reopen are inert too: a fork's parent pair, a task-owned one's owner pair and the record itself refuse writes", async () => {
+  // Found beside draw 33B: creation froze the records it handed out, but one loaded at a reopen was
+  // the engine's own, writable copy (tx.conversation and conversationRecord hand it out as is).
+  const store = await memoryStore();
+  const idle = single("idle", async () => undefined);
+  const h = await Harness.open(store, { tasks: [idle] });
+  const root = await h.ensureRoot();
+  const at = await h.transaction((tx) => tx.appendEntry(root.id, { kind: "app.note" }).id);
+  const made = await h.transaction((tx) => {
+    const fork = tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } });
+    const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: root.id });
+    const owned = tx.createConversation({ kind: "task", taskId: task });
+    return { at, fork: fork.id, owned: owned.id, task };
+  });
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(store.image()), { tasks: [idle] });
+  await reopened.transaction((tx) => {
+    const fork = tx.conversation(made.fork)!;
+    const owned = tx.conversation(made.owned)!;
+    expect(() => Object.assign(fork.parent!, { at: 1 })).toThrow(TypeError);
+    expect(() => Object.assign(owned.owner!, { taskId: 99 })).toThrow(TypeError);
+    expect(() => Object.assign(fork, { createdAt: 0 })).toThrow(TypeError);
+  });
+  expect(() => Object.assign(reopened.conversationRecord(made.owned)!, { owner: undefined })).toThrow(
+    TypeError,
+  );
+  expect(
+    await reopened.transaction((tx) => [tx.conversation(made.fork), tx.conversation(made.owned)]),
+  ).toEqual([
+    expect.objectContaining({ parent: { conversationId: root.id, at: made.at } }),
+    expect.objectContaining({ owner: { conversationId: root.id, taskId: made.task } }),
+  ]);
+  await reopened.close();
+});
+
 test("100 commits requested together share one transaction; one whose callback throws is dropped alone", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
