@@ -43,6 +43,8 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
               hook: "beforeTool",
               conversationId: api.conversationId,
               agent: await api.doc("pi.agent"),
+              // Draw 33 (part D, 18): snapshot() without a conversation reads the asker's too, not the root's.
+              snapshot: await api.snapshot("pi.agent"),
               first,
               again,
               aborted: ctx.signal.aborted,
@@ -86,6 +88,7 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
   expect(before).toMatchObject({
     conversationId: asker.id,
     agent: { instructions: "Be brief." },
+    snapshot: { instructions: "Be brief." },
     first: "item",
     again: "item",
     aborted: false,
