@@ -94,6 +94,12 @@ describe("the registry", () => {
     expect(invalid(() => registry.install({ name: "x", tasks: [single("job", async () => {})] }))).toBe(
       "task_collision",
     );
+    // Draw 33 (part D, 2): no nameless extension was ever installed; an empty or missing name is refused too.
+    for (const name of ["", undefined])
+      expect(
+        invalid(() => registry.install({ name } as unknown as Extension)),
+        String(name),
+      ).toBe("invalid_name");
     expect(registry.snapshot()).toBe(before);
     expect(published).toBe(0);
     // The builders check nothing: only install() does.

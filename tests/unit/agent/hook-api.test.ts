@@ -43,6 +43,8 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
               hook: "beforeTool",
               conversationId: api.conversationId,
               agent: await api.doc("pi.agent"),
+              // Draw 33 (part D, 18): snapshot() without a conversation reads the asker's too, not the root's.
+              snapshot: await api.snapshot("pi.agent"),
               first,
               again,
               aborted: ctx.signal.aborted,
@@ -86,6 +88,7 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
   expect(before).toMatchObject({
     conversationId: asker.id,
     agent: { instructions: "Be brief." },
+    snapshot: { instructions: "Be brief." },
     first: "item",
     again: "item",
     aborted: false,
@@ -143,6 +146,50 @@ test("a hook's ctx.signal is its asking phase's signal: aborting the run while a
   expect(seen).toEqual(["aborted"]);
   expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
 });
+
+test.each([
+  ["afterResponse", "pi.generation"],
+  ["onYield", "pi.generation"],
+  ["afterTools", "pi.generation"],
+  ["afterTool", "pi.tool"],
+] as const)(
+  "%s: ctx.signal is its asking phase's signal too: aborting the run while the hook waits aborts it (draw 33)",
+  async (name, task) => {
+    // Draw 33 (part D, 18): ctx.signal was read from beforeTool only; afterTools handed a signal of
+    // its own that never fires passed every test.
+    const seen: string[] = [];
+    let started!: () => void;
+    const waiting = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    // Waits until its signal aborts; gives up after 1 s, which only a signal never aborted reaches.
+    const waiter = (_input: unknown, _api: unknown, ctx: { signal: AbortSignal }) =>
+      new Promise<undefined>((resolve) => {
+        const timer = setTimeout(() => {
+          seen.push("never aborted");
+          resolve(undefined);
+        }, 1000);
+        ctx.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          seen.push("aborted");
+          resolve(undefined);
+        });
+        started();
+      });
+    const registry = createRegistry();
+    registry.install(defineExtension({ name: "tools", tools: [item] }));
+    registry.install(defineExtension({ name: "waiter", hooks: [hook(task, { [name]: waiter } as never)] }));
+    const calls = task === "pi.tool" || name === "afterTools";
+    const { root } = await open(calls ? callsThenAnswer(fauxToolCall("item", {}, { id: "c1" })) : echo, {
+      extensions: registry,
+    });
+    const submission = await root.submit({ type: "input", content: "go" });
+    await waiting;
+    await root.abort();
+    expect(seen).toEqual(["aborted"]);
+    expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  },
+);
 
 test("api.snapshotAsOf reads a rewindable document as it was at an entry (spec §7.2: HookApi is a DocumentReader); a document with no history is refused", async () => {
   const seen: unknown[] = [];

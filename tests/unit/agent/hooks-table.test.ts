@@ -319,6 +319,103 @@ describe("the hooks table: composition in extension order, and what a throw does
     ]);
   });
 
+  test("beforeTool: a block with an empty reason still blocks: the tool never runs and the next hook is not asked (draw 33)", async () => {
+    // Draw 33 (part D, 19): every block had words, so a chain that took only a truthy `block` as a
+    // block (an empty one let the call run) passed every test.
+    const { tool, seen } = itemTool({});
+    const asked: string[] = [];
+    const { root } = await withExtensions(
+      callsThenAnswer(fauxToolCall("apply", { item: "one" }, { id: "c1" })),
+      [
+        defineExtension({ name: "tools", tools: [tool] }),
+        defineExtension({
+          name: "a",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: () => {
+                asked.push("a");
+                return { block: "" };
+              },
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: () => {
+                asked.push("b");
+                return undefined;
+              },
+            }),
+          ],
+        }),
+      ],
+    );
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(asked).toEqual(["a"]);
+    expect(seen).toEqual([]);
+    const results = await toolResults(root);
+    expect(results.map((e) => (messageOf(e) as { isError?: boolean }).isError)).toEqual([true]);
+    expect(results.map((r) => diagnosticsOf(r).map((d) => d.code))).toEqual([["blocked"]]);
+  });
+
+  test("beforeTool: a member left undefined is absent: { block: undefined } blocks nothing and { arguments: undefined } replaces nothing (draw 33)", async () => {
+    // Draw 33 (part D, 19): the spec types the decision { arguments?, block? }; a hook (in JavaScript,
+    // or typed as the spec writes it) that sets `block: undefined` beside its arguments had the call
+    // blocked with empty text, and `arguments: undefined` ran the call with no arguments.
+    const { tool, seen } = itemTool({});
+    const asked: string[] = [];
+    const { root } = await withExtensions(
+      callsThenAnswer(
+        fauxToolCall("apply", { item: "one" }, { id: "c1" }),
+        fauxToolCall("apply", { item: "two" }, { id: "c2" }),
+      ),
+      [
+        defineExtension({ name: "tools", tools: [tool] }),
+        defineExtension({
+          name: "a",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: (call) => {
+                const item = (call.arguments as { item: string }).item;
+                return (
+                  item === "one"
+                    ? { block: undefined, arguments: { item: `${item}+a` } }
+                    : { arguments: undefined }
+                ) as never;
+              },
+            }),
+          ],
+        }),
+        defineExtension({
+          name: "b",
+          hooks: [
+            hook("pi.tool", {
+              beforeTool: (call) => {
+                asked.push((call.arguments as { item: string }).item);
+                return undefined;
+              },
+            }),
+          ],
+        }),
+      ],
+      { settings: { toolExecution: "sequential" } },
+    );
+    expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+      status: "done",
+    });
+    expect(asked).toEqual(["one+a", "two"]);
+    expect(seen).toEqual([{ item: "one+a" }, { item: "two" }]);
+    const results = (await toolResults(root)).map((e) => messageOf(e) as { isError?: boolean });
+    expect(results.map((m) => [textOf(m as never), m.isError === true])).toEqual([
+      ["applied one+a", false],
+      ["applied two", false],
+    ]);
+  });
+
   test("afterTool: a result replacement chain; a throw is reported and the next sees the result as it was", async () => {
     const { tool } = itemTool({});
     // Break 28M: a throw after a replacement (y) keeps that replacement, a hook returning nothing (n)

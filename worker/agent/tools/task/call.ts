@@ -129,8 +129,11 @@ async function decideArguments(
       if (signal.aborted) throw error;
       throw new ToolCallFailed("blocked", errorMessage(error));
     }
-    if (decision && "block" in decision) throw new ToolCallFailed("blocked", decision.block);
-    if (decision && "arguments" in decision) args = decision.arguments;
+    // A member set to undefined is absent (the spec's decision is { arguments?, block? }): an
+    // empty block still blocks, an undefined one does not; undefined arguments replace nothing.
+    const { block, arguments: replaced } = (decision ?? {}) as { block?: string; arguments?: unknown };
+    if (block !== undefined) throw new ToolCallFailed("blocked", block);
+    if (replaced !== undefined) args = replaced;
   }
   return { tool, args: validate(tool, call, args) };
 }
