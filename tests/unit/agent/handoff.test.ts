@@ -95,7 +95,8 @@ describe("handoff", () => {
     expect(contextOf(faux.requests[1]!)).toEqual(["user:Summary: the user wants a haiku", "user:go on"]);
   });
 
-  test("a handoff round uses final behaviour: a follow-up queued during it is placed after the reset and starts the next run from the handoff text", async () => {
+  /** A conversation whose first answer calls hand_off, a tool that hands off once `gate` opens. */
+  async function openGatedHandoff() {
     const gate = deferred();
     const slowHandoff = defineTool({
       name: "hand_off",
@@ -106,10 +107,15 @@ describe("handoff", () => {
         return { ...textResult("handed off"), control: { handoff: args.text } };
       },
     });
-    const { root, faux } = await open(
+    const opened = await open(
       callsOnStart(fauxToolCall("hand_off", { text: "Summary: a haiku" }, { id: "call-1" })),
       { tools: [slowHandoff] },
     );
+    return { ...opened, gate };
+  }
+
+  test("a handoff round uses final behaviour: a follow-up queued during it is placed after the reset and starts the next run from the handoff text", async () => {
+    const { root, faux, gate } = await openGatedHandoff();
     const first = await root.submit({ type: "input", content: "start" });
     await until(() => faux.requests.length === 1, { what: "the round running" });
     const follow = await root.submit({ type: "input", content: "then this" });
@@ -134,20 +140,7 @@ describe("handoff", () => {
     // Draw 33C: only a terminating round had a reset queued during it (inbox-heads), so a closing
     // commit that took the ordinary post-tools path for a handoff round when a reset was queued (the
     // input left unanswered (reset), the handoff text never written) passed every handoff test.
-    const gate = deferred();
-    const slowHandoff = defineTool({
-      name: "hand_off",
-      description: "Hand off once released",
-      parameters: Type.Object({ text: Type.String() }),
-      async execute(args) {
-        await gate.promise;
-        return { ...textResult("handed off"), control: { handoff: args.text } };
-      },
-    });
-    const { root, faux } = await open(
-      callsOnStart(fauxToolCall("hand_off", { text: "Summary: a haiku" }, { id: "call-1" })),
-      { tools: [slowHandoff] },
-    );
+    const { root, faux, gate } = await openGatedHandoff();
     const first = await root.submit({ type: "input", content: "start" });
     await until(() => faux.requests.length === 1, { what: "the round running" });
     const reset = await root.reset("over again");
