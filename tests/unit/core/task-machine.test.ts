@@ -459,6 +459,37 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("a phase is a definition's own: a checkpoint naming an Object.prototype member (toString, constructor) is refused at creation and faults when committed, never calls that member (draw 33)", async () => {
+    // Draw 33A: phases were looked up with `in` and by plain indexing, so "toString" passed the
+    // creation check and the runtime called Object.prototype.toString as the phase's handler.
+    const h = await Harness.open(await memoryStore());
+    const inherited = defineTask<Json, Go, Json>({
+      name: "inherited-phase",
+      version: 1,
+      initial: () => ({ phase: "toString" }) as unknown as Go,
+      phases: { go: async (_t, runtime) => void (await runtime.commit(() => complete("go"))) },
+      abort: async () => undefined,
+    });
+    await expect(h.createTask(inherited, null, { ownership: { kind: "conversation" } })).rejects.toThrow(
+      InvalidTransition,
+    );
+    await expect(h.createTask(inherited, null, { ownership: { kind: "conversation" } })).rejects.toThrow(
+      /has no phase toString/,
+    );
+    const def = single("wanderer-inherited", async (_t, runtime) => {
+      await runtime.commit(() => ({
+        status: "running",
+        checkpoint: { phase: "constructor" } as unknown as Go,
+      }));
+    });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(/no handler for phase constructor/);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("initial(input) gives a new task its first checkpoint, from the input it was created with", async () => {
     const h = await Harness.open(await memoryStore());
     const seen: Json[] = [];
