@@ -486,6 +486,37 @@ describe("faults", () => {
     const o = outcome(await done(h, id));
     expect(o?.status).toBe("faulted");
     expect((o as { error: { message: string } }).error.message).toMatch(/no handler for phase constructor/);
+    // A wait whose checkpoint names "toString" under a definition with wake continuations: no
+    // continuation of that name (Object.prototype.toString is not one), so the handler is looked up,
+    // and there is none either.
+    const quick = single(
+      "quick-child",
+      async (_t, runtime) => void (await runtime.commit(() => complete(1))),
+    );
+    const waiter = defineTask<Json, Go, Json>({
+      name: "waiter-inherited",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const child = tx.createTask(quick, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return {
+              status: "waiting",
+              checkpoint: { phase: "toString" } as unknown as Go,
+              on: [child],
+              policy: "allSettled",
+            };
+          });
+        },
+      },
+      abort: async () => undefined,
+      wake: { go: () => complete("woken") },
+    });
+    const waiting = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    const w = outcome(await done(h, waiting));
+    expect(w?.status).toBe("faulted");
+    expect((w as { error: { message: string } }).error.message).toMatch(/no handler for phase toString/);
     await engineStillRuns(h);
     await h.close();
   });
