@@ -269,7 +269,9 @@ export class Invocation {
       if (!task || this.scheduler.stopping) return;
       if (after) this.#resumed = false;
       const phase = (task.state.checkpoint as Checkpoint).phase;
-      const handler = (this.definition.phases as Record<string, unknown>)[phase] as
+      // The definition's own phases only: a name Object.prototype has ("toString") is no phase.
+      const phases = this.definition.phases as Record<string, unknown>;
+      const handler = (Object.hasOwn(phases, phase) ? phases[phase] : undefined) as
         | ((t: TaskRecord, r: TaskRuntime, s: AbortSignal) => Promise<void>)
         | undefined;
       if (typeof handler !== "function") {

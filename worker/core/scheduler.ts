@@ -667,7 +667,10 @@ export class Scheduler {
     definition: AnyTaskDefinition,
     now: number,
   ): TaskId[] | undefined {
-    const wake = definition.wake?.[(task.state.checkpoint as Checkpoint).phase] as
+    // The definition's own continuations only: a name Object.prototype has ("toString") is none.
+    const phase = (task.state.checkpoint as Checkpoint).phase;
+    const wakes = definition.wake as Record<string, unknown> | undefined;
+    const wake = (wakes && Object.hasOwn(wakes, phase) ? wakes[phase] : undefined) as
       | ((tx: Tx, task: RunningTask) => NextTaskState | undefined)
       | undefined;
     if (!wake || this.#noWake.has(task.id)) return undefined;

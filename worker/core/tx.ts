@@ -117,7 +117,11 @@ export class TxImpl implements Tx {
     if (!o.conversation(conversationId)) throw new UnknownConversation(conversationId);
     refuseAway(o, conversationId);
     const checkpoint = options.start ?? definition.initial(input);
-    if (!checkpoint || typeof checkpoint.phase !== "string" || !(checkpoint.phase in definition.phases))
+    if (
+      !checkpoint ||
+      typeof checkpoint.phase !== "string" ||
+      !Object.hasOwn(definition.phases, checkpoint.phase)
+    )
       throw new InvalidTransition(
         `task ${definition.name} has no phase ${String((checkpoint as { phase?: unknown } | undefined)?.phase)}`,
       );

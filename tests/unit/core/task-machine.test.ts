@@ -493,6 +493,68 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("a phase is a definition's own: a checkpoint naming an Object.prototype member (toString, constructor) is refused at creation and faults when committed, never calls that member (draw 33)", async () => {
+    // Draw 33A: phases were looked up with `in` and by plain indexing, so "toString" passed the
+    // creation check and the runtime called Object.prototype.toString as the phase's handler.
+    const h = await Harness.open(await memoryStore());
+    const inherited = defineTask<Json, Go, Json>({
+      name: "inherited-phase",
+      version: 1,
+      initial: () => ({ phase: "toString" }) as unknown as Go,
+      phases: { go: async (_t, runtime) => void (await runtime.commit(() => complete("go"))) },
+      abort: async () => undefined,
+    });
+    await expect(h.createTask(inherited, null, { ownership: { kind: "conversation" } })).rejects.toThrow(
+      InvalidTransition,
+    );
+    await expect(h.createTask(inherited, null, { ownership: { kind: "conversation" } })).rejects.toThrow(
+      /has no phase toString/,
+    );
+    const def = single("wanderer-inherited", async (_t, runtime) => {
+      await runtime.commit(() => ({
+        status: "running",
+        checkpoint: { phase: "constructor" } as unknown as Go,
+      }));
+    });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    const o = outcome(await done(h, id));
+    expect(o?.status).toBe("faulted");
+    expect((o as { error: { message: string } }).error.message).toMatch(/no handler for phase constructor/);
+    // A wait whose checkpoint names "toString" under a definition with wake continuations: no
+    // continuation of that name (Object.prototype.toString is not one), so the handler is looked up,
+    // and there is none either.
+    const quick = single(
+      "quick-child",
+      async (_t, runtime) => void (await runtime.commit(() => complete(1))),
+    );
+    const waiter = defineTask<Json, Go, Json>({
+      name: "waiter-inherited",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const child = tx.createTask(quick, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return {
+              status: "waiting",
+              checkpoint: { phase: "toString" } as unknown as Go,
+              on: [child],
+              policy: "allSettled",
+            };
+          });
+        },
+      },
+      abort: async () => undefined,
+      wake: { go: () => complete("woken") },
+    });
+    const waiting = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    const w = outcome(await done(h, waiting));
+    expect(w?.status).toBe("faulted");
+    expect((w as { error: { message: string } }).error.message).toMatch(/no handler for phase toString/);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("initial(input) gives a new task its first checkpoint, from the input it was created with", async () => {
     const h = await Harness.open(await memoryStore());
     const seen: Json[] = [];

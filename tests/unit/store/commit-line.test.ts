@@ -36,6 +36,48 @@ test("a created task is not in taskGraph() or inspect() before its COMMIT, nor a
   await h.close();
 });
 
+test("after a reopen, a failed commit giving a live task a second owned conversation and a second child shows none of them in taskGraph() or inspect(), before its COMMIT or after (draw 33)", async () => {
+  // Draw 33A: the named tests' failed commits create records no task owned, in a session that never
+  // reopened; the ownership indices the open loads (a live task's owned conversations and children,
+  // a conversation's tasks) shared between the published records and the line passed them.
+  const idle = single("idle", async () => undefined);
+  const image = await memoryStore();
+  const first = await Harness.open(image, { tasks: [idle], paused: true });
+  const owner = await first.transaction((tx) => {
+    const t = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    tx.createConversation({ kind: "task", taskId: t });
+    tx.createTask(idle, null, { ownership: { kind: "task", taskId: t } });
+    return t;
+  });
+  await first.close();
+  const store = await memoryStore(image.image());
+  const h = await Harness.open(store, { tasks: [idle], paused: true, onFatal: () => undefined });
+  const now = () => ({
+    graph: h.taskGraph(),
+    inspected: h.inspect().tasks,
+    owned: h.conversationsOwnedBy(owner),
+  });
+  const before = now();
+  expect(before.owned).toHaveLength(1);
+  const seen: Array<ReturnType<typeof now>> = [];
+  store.setFaultHook((point) => {
+    if (point !== "before-commit") return;
+    seen.push(now());
+    throw full();
+  });
+  await expect(
+    h.transaction((tx) => {
+      tx.createConversation({ kind: "task", taskId: owner });
+      tx.createTask(idle, null, { ownership: { kind: "task", taskId: owner } });
+      tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    }),
+  ).rejects.toThrow(/disk is full/);
+  store.setFaultHook(undefined);
+  expect(seen).toEqual([before]);
+  expect(now()).toEqual(before);
+  await h.close();
+});
+
 test("an entry, a task, a document write and usage written in one commit are not visible before COMMIT, nor any of them after it failed", async () => {
   const job = single("never-created", async () => undefined);
   const { h, root, store } = await open(echo, { onFatal: () => undefined, tasks: [job] });
