@@ -44,6 +44,24 @@ test("an idle conversation drops its cached entries once contextRetentionMs has 
   expect(cached(h)).toBe(true);
 });
 
+test("contextRetentionMs is read anew at each expiry check: a settings getter lowered after the first checks drops an idle conversation at the new period", async () => {
+  // draw 33b, 10: a retention read once (at the first check) and kept passed every named test (each
+  // gave a fixed value); the getter here changes between two checks of one idle conversation.
+  let offset = 0;
+  let retention = 60_000;
+  const { h, root } = await open(echo, {
+    now: () => Date.now() + offset,
+    settings: () => ({ contextRetentionMs: retention }),
+  });
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  offset += 2_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  retention = 1_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(false);
+});
+
 test("a busy conversation keeps its cached entries however long it runs; retention counts from when it went idle", async () => {
   let offset = 0;
   const hold = gatedTool();

@@ -363,6 +363,10 @@ test("abortTask on a terminal task returns `terminal` and writes nothing: its re
   h.subscribe((change) => published.push(...change.tasks));
   expect(await h.abortTask(finished)).toBe("terminal");
   await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
+  // Unknown right past the last id handed out, and below the first (draw 33b, 12: an id one past the
+  // last task's, taken for an ended one, passed when only a far id was asked).
+  for (const unknown of [finished + 1, 0, -1, 1.5])
+    await expect(h.abortTask(unknown as typeof finished)).rejects.toBeInstanceOf(UnknownTask);
   expect(published).toEqual([]);
   expect(await h.getTask(finished)).toEqual(before);
   expect(before.abortRequested).toBe(false);
@@ -386,6 +390,8 @@ test("abortTask on a task that ended under an earlier engine returns `terminal` 
   h.subscribe((change) => published.push(...change.tasks));
   expect(await h.abortTask(finished)).toBe("terminal");
   await expect(h.abortTask(99_999)).rejects.toBeInstanceOf(UnknownTask);
+  // The id right past the stored ones is still unknown after the reopen (draw 33b, 12).
+  await expect(h.abortTask((finished + 1) as typeof finished)).rejects.toBeInstanceOf(UnknownTask);
   expect(published).toEqual([]);
   expect(await h.getTask(finished)).toEqual(before);
   await h.close();

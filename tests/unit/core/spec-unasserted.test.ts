@@ -11,8 +11,9 @@ import {
   Harness,
   type Json,
   type TaskId,
+  timerWait,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, FakeClock, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, done, type Go, outcome, parked, row, running, settle, storeWith } from "./fixtures.ts";
 
 describe("inspect() never runs a migration (spec §2.2)", () => {
@@ -52,6 +53,61 @@ describe("inspect() never runs a migration (spec §2.2)", () => {
       });
     expect(calls).toBe(1);
     expect(await row(image, older)).toMatchObject({ version: 1, status: "pending" });
+    await h.close();
+  });
+
+  test("a waiting task whose wait is over is shown ready { migrates: true } without its migrate being called; its failure shows only after the scheduler tried it, once", async () => {
+    // draw 33b, 8: the test above builds pending tasks only; an inspection that resolved a waiting
+    // task whose wait is over (running its migrate, reporting its failure) passed every named test.
+    const T0 = Date.UTC(2026, 0, 5, 8, 0);
+    const clock = new FakeClock(T0);
+    const sleeper = defineTask<Json, Go | { phase: "woke" }, Json>({
+      name: "unasserted-sleeper",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => void (await runtime.commit(() => timerWait({ phase: "woke" }, T0 + 1000))),
+        woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [sleeper], now: clock.now, timers: clock });
+    const id = await first.createTask(sleeper, null, { ownership: { kind: "conversation" } });
+    await until(() => first.inspect().tasks[0]?.state.kind === "waiting", { what: "waiting on its timer" });
+    const image = await memoryStore(store.image());
+    await first.close();
+    clock.jump(5000);
+    let calls = 0;
+    const reports: unknown[] = [];
+    const newer = defineTask<Json, Go | { phase: "woke" }, Json>({
+      ...sleeper,
+      version: 2,
+      migrate: () => {
+        calls++;
+        throw new Error("cannot migrate");
+      },
+    });
+    const h = await Harness.open(image, {
+      tasks: [newer],
+      now: clock.now,
+      timers: clock,
+      paused: true,
+      onReport: (e) => reports.push(e),
+    });
+    for (let i = 0; i < 3; i++) {
+      const [task] = h.inspect().tasks;
+      expect(task?.record.state.status).toBe("waiting");
+      expect(task?.state).toEqual({ kind: "ready", migrates: true });
+    }
+    expect([calls, reports.length]).toEqual([0, 0]);
+    expect(await row(image, id)).toMatchObject({ version: 1, status: "waiting" });
+    h.resume();
+    await until(() => h.inspect().tasks[0]?.state.kind === "blocked", { what: "the failed migration shown" });
+    for (let i = 0; i < 3; i++)
+      expect(h.inspect().tasks[0]?.state).toMatchObject({ kind: "blocked", reason: "migration_failed" });
+    expect([calls, reports.length]).toEqual([1, 1]);
     await h.close();
   });
 });
