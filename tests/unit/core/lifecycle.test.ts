@@ -260,6 +260,12 @@ describe("abortSubmission", () => {
     hold.resolve();
     await placed.wait();
     expect(await h.abortSubmission(placed.id)).toBe("settled");
+    // A write is never placed: one done (its entry appended) is settled too (draw 33b: a done write
+    // answering already_placed passed).
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+    expect((await write.record()).status).toBe("done");
+    expect(await h.abortSubmission(write.id)).toBe("settled");
+    expect(await write.abort()).toBe("settled");
     expect(await h.abortSubmission(9999)).toBe("not_found");
   });
 

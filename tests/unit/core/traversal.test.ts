@@ -653,6 +653,63 @@ test("a cascade reaches down the tree: a conversation owned by a task the cascad
   expect(inboxOf(h, deep.id).items.map((i) => i.mode)).toEqual(["write"]);
 });
 
+test("a cascade reaches every conversation its task owns, not only the first: the queued follow-ups a failed run left in each of two are withdrawn, their writes kept (draw 33b)", async () => {
+  // Draw 33b: each named cascade test's owner owns one conversation; a cascade reaching only the
+  // first conversation a task owns passed them.
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "two-inbox-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, _runtime, signal) => untilAborted(signal),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const hold = deferred();
+  const { h } = await open(
+    async (req, n) => {
+      if (!req.messages.some((m) => m.role === "assistant") && req.messages.length === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    },
+    { tasks: [owner] },
+  );
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().filter((c) => c.owner?.taskId === ownerId).length === 2, {
+    what: "two owned",
+  });
+  const owned = h
+    .conversationRecords()
+    .filter((c) => c.owner?.taskId === ownerId)
+    .map((c) => h.conversation(c.id)!);
+  const left = [];
+  const writes = [];
+  for (const c of owned) {
+    await c.submit({ type: "input", content: "one" });
+    left.push(await c.submit({ type: "input", content: "two" }));
+    writes.push(await c.submit({ type: "write", entry: { kind: "app.note", data: "kept" } }));
+  }
+  hold.resolve();
+  for (const c of owned) await c.waitForIdle();
+  for (const s of left) expect((await s.record()).status).toBe("queued");
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  expect(outcome(await h.waitForTask(ownerId))?.status).toBe("aborted");
+  for (const s of left)
+    expect(await h.submissionRecord(s.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+  for (const s of writes) expect((await h.submissionRecord(s.id))?.status).toBe("queued");
+  for (const c of owned) expect(inboxOf(h, c.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
 test("Harness.waitForIdle traverses from every ownerless root: work below a finished owner keeps it waiting; background work, and ordinary work below a background owner, do not", async () => {
   const idleNow = async (h: { waitForIdle(): Promise<void> }) => {
     let idle = false;
