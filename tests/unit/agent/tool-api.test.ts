@@ -540,6 +540,36 @@ test("createTask in a call of a conversation other than the root: its tasks live
   ]);
 });
 
+test("createTask keeps a task ownership naming another task than the call's: a task owned by the call's child is that child's work, and the call's task holds completing until both end (draw 33b)", async () => {
+  // Draw 33b: every createTask of the tests named the call's own task as owner; a tool api that made
+  // every task-owned one the call's child (the taskId given not honoured) passed them all.
+  const gate = deferred();
+  const work = gatedTask("test.work", gate.promise);
+  const created: number[] = [];
+  const { tool, seen } = probe("probe", async (api) => {
+    const child = await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } });
+    created.push(child);
+    created.push(await api.createTask(work, { n: 2 }, { ownership: { kind: "task", taskId: child } }));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => created.length === 2, { what: "both tasks created" });
+  const callTask = seen.api!.taskId;
+  const [child, grandchild] = (await Promise.all(created.map((id) => h.getTask(id)))) as TaskRecord[];
+  expect([child!.owner, grandchild!.owner]).toEqual([callTask, child!.id]);
+  expect([child!.conversationId, grandchild!.conversationId]).toEqual([root.id, root.id]);
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === callTask && t.state.kind === "completing"),
+    {
+      what: "the call's task holding",
+    },
+  );
+  gate.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  expect((await h.getTask(callTask))!.state.status).toBe("terminal");
+});
+
 test("getTask reads a task's committed record and waitForTask its terminal receipt; both reject after the call ended; a wait rejects when the call's invocation ends, and the abort-marked call creates nothing", async () => {
   const gate = deferred();
   const never = deferred();

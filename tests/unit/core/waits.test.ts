@@ -1071,6 +1071,96 @@ describe("failFast on a held failure", () => {
     await h.close();
   });
 
+  test("failFast entered when two awaited children both hold failed outcomes marks neither of them, only the live sibling (draw 33b)", async () => {
+    // Draw 33b: every named test had one failing child; a policy that spared only the first failed
+    // one (marking a second held failure) passed them all.
+    const releaseGrandchildren = deferred();
+    const grandchild = single("ff2-grandchild", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await releaseGrandchildren.promise;
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+      },
+    });
+    const failing = single("ff2-failing", async (_t, runtime) => {
+      await runtime.commit((tx) => {
+        tx.createTask(grandchild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "failed", error: { message: "declined" } },
+      }));
+    });
+    const sibling = parked("ff2-sibling");
+    const openGate = deferred();
+    const gate = single("ff2-gate", async (_t, runtime) => {
+      await openGate.promise;
+      await runtime.commit(() => complete("open"));
+    });
+    type ParentState = Go | { phase: "join" | "joined"; kids: TaskId[] };
+    const parent = defineTask<Json, ParentState, Json>({
+      name: "ff2-parent",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        // The children start under an allSettled wait on a gate; the failFast wait comes after both
+        // failing children hold their outcomes.
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+            const kids = [
+              tx.createTask(failing, null, owned),
+              tx.createTask(failing, null, owned),
+              tx.createTask(sibling, null, owned),
+            ];
+            const g = tx.createTask(gate, null, owned);
+            return { status: "waiting", checkpoint: { phase: "join", kids }, on: [g], policy: "allSettled" };
+          });
+        },
+        join: async (task, runtime) => {
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          await runtime.commit(() => ({
+            status: "waiting",
+            checkpoint: { phase: "joined", kids },
+            on: kids,
+            policy: "failFast",
+          }));
+        },
+        joined: async (task, runtime) => {
+          const { kids } = task.state.checkpoint as { kids: TaskId[] };
+          const statuses = (await runtime.outcomes(kids)).map((o) => o.status);
+          await runtime.commit(() => complete(statuses));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), {
+      tasks: [parent, failing, sibling, grandchild, gate],
+    });
+    const latest = new Map<TaskId, TaskRecord>();
+    h.subscribe((change) => {
+      for (const t of change.tasks) latest.set(t.id, t);
+    });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    const ofKind = (kind: string) => [...latest.values()].filter((t) => t.kind === kind);
+    await until(() => ofKind("ff2-failing").filter((t) => t.state.status === "completing").length === 2, {
+      what: "both failing children holding their outcomes",
+    });
+    expect(ofKind("ff2-sibling")[0]?.abortRequested).toBe(false);
+    openGate.resolve();
+    await until(() => ofKind("ff2-sibling")[0]?.abortRequested === true, { what: "sibling marked" });
+    expect(ofKind("ff2-failing").map((t) => [t.state.status, t.abortRequested])).toEqual([
+      ["completing", false],
+      ["completing", false],
+    ]);
+    releaseGrandchildren.resolve();
+    expect(outcome(await done(h, id))).toEqual({
+      status: "completed",
+      result: ["failed", "failed", "aborted"],
+    });
+    await h.close();
+  });
+
   /**
    * A waiting task whose invocation still runs (its handler went on after committing the wait) is
    * passed over by the drains meanwhile; once that invocation ends, it must be looked at again. The

@@ -467,6 +467,32 @@ test("stop() unregisters synchronously and only once: the mount is dropped befor
   expect(subscriptions.count).toBe(0);
 });
 
+test("a task-graph watch's stop() unregisters too: the graph mount stays subscribed while another of its watches lives, the last one's stop() drops it before returning, a second stop() changes nothing, and a later watch subscribes again (draw 33b)", async () => {
+  // Draw 33b: the named stop() tests used a bare watch or a conversation's; a task-graph watch that
+  // never left its mount's set (the subscription kept after the last stop) passed every test.
+  const { h, root } = await open(echo);
+  const subscriptions = countSubscriptions(h);
+  const a = await h.watchTaskGraph();
+  const b = await h.watchTaskGraph();
+  expect(subscriptions.count).toBe(1);
+  const endA = a.stop();
+  expect(subscriptions.count).toBe(1);
+  const endB = b.stop();
+  expect(subscriptions.count).toBe(0);
+  expect(await endA).toBe("stopped");
+  expect(await endB).toBe("stopped");
+  expect(await a.stop()).toBe("stopped");
+  expect(subscriptions.count).toBe(0);
+  const c = await h.watchTaskGraph();
+  expect(subscriptions.count).toBe(1);
+  const seen: number[] = [];
+  c.start((f) => void seen.push(f.seq));
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  await until(() => seen.length > 0, { what: "the new graph mount's watch delivered" });
+  await c.stop();
+  expect(subscriptions.count).toBe(0);
+});
+
 test("a conversation first mounted by a view after a reopen (nothing else loaded its documents) takes commits", async () => {
   const { h, store, faux } = await open(echo);
   await (await (await h.root()).submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
