@@ -275,6 +275,44 @@ test("a publication carries every record its commit wrote, each already adopted:
   await h.close();
 });
 
+test("a publication carries every record of a commit that writes several of a kind: two entries, two tasks, a conversation document, a session document and a task document (draw 33b)", async () => {
+  // Draw 33b: the named tests' commits each wrote one entry, one task and conversation documents
+  // only, so a change set keeping the last entry alone, or leaving out session and task documents,
+  // passed them.
+  const job = single("several-job", async () => {});
+  const h = await Harness.open(await memoryStore(), { tasks: [job] });
+  const seen: Array<{ entries: unknown[]; tasks: unknown[]; docs: unknown[] }> = [];
+  const stop = h.subscribe((change) => {
+    seen.push({
+      entries: change.entries.map((e) => e.id),
+      tasks: change.tasks.map((t) => t.id),
+      docs: change.docs.map((d) => [d.conversationId, d.name, d.value]),
+    });
+  });
+  const written = await h.transaction((tx) => {
+    const a = tx.appendEntry(1, { kind: "app.note", data: 1 });
+    const b = tx.appendEntry(1, { kind: "app.note", data: 2 });
+    const t1 = tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    const t2 = tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    tx.writeDoc(1, "app.conv", { n: 1 });
+    tx.writeDoc({ kind: "session" }, "app.session", { n: 2 });
+    tx.writeDoc({ kind: "task", taskId: t1 }, "app.task", { n: 3 });
+    return { entries: [a.id, b.id], tasks: [t1, t2] };
+  });
+  stop();
+  // The first publication is the commit's (the tasks' own later commits may follow it).
+  expect(seen[0]!.entries).toEqual(written.entries);
+  expect(seen[0]!.tasks).toEqual(expect.arrayContaining(written.tasks));
+  expect(seen[0]!.docs).toEqual(
+    expect.arrayContaining([
+      [1, "app.conv", { n: 1 }],
+      [0, "app.session", { n: 2 }],
+      [-written.tasks[0]!, "app.task", { n: 3 }],
+    ]),
+  );
+  await h.close();
+});
+
 test("each publication's sequence is greater than the one before, for commits alone and commits grouped in one transaction", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
