@@ -483,6 +483,44 @@ test("reads in a transaction see its own table and document writes, and more tab
   await h.close();
 });
 
+test("the records creation methods return are what a reopened engine reads back: a conversation, a fork, an entry, a submission and a task (draw 33b)", async () => {
+  // Draw 33b: the named tests compared returned records with reads in the same process only; a
+  // conversation row stored with the wall clock instead of the harness clock it was returned with
+  // passed them (only a store round trip, by a millisecond's chance, told them apart).
+  const store = await memoryStore();
+  const idle = single("idle", async () => undefined);
+  const h = await Harness.open(store, { tasks: [idle], now: () => 5_000 });
+  const root = await h.ensureRoot();
+  const at = await h.transaction((tx) => tx.appendEntry(root.id, { kind: "app.note" }).id);
+  const made = await h.transaction((tx) => {
+    const conversation = tx.createConversation({ kind: "ownerless" });
+    const fork = tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } });
+    const entry = tx.appendEntry(conversation.id, { kind: "app.note", data: { n: 1 } });
+    const submission = tx.createSubmission({
+      conversationId: conversation.id,
+      type: "write",
+      status: "queued",
+      requestId: "r1",
+    });
+    const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: fork.id });
+    return { conversation, fork, entry, submission, task };
+  });
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(store.image()), { tasks: [idle] });
+  const read = await reopened.transaction((tx) => ({
+    conversation: tx.conversation(made.conversation.id),
+    fork: tx.conversation(made.fork.id),
+    submission: tx.submission(made.submission.id),
+  }));
+  expect(read).toEqual({ conversation: made.conversation, fork: made.fork, submission: made.submission });
+  expect(made.conversation.createdAt).toBe(5_000);
+  expect((await reopened.entries(made.conversation.id)).find((e) => e.id === made.entry.id)).toEqual(
+    made.entry,
+  );
+  expect(await reopened.getTask(made.task)).toMatchObject({ id: made.task, conversationId: made.fork.id });
+  await reopened.close();
+});
+
 test("creation hands out inert records whole: a task-owned conversation's owner pair, and the root's record from ensureRoot and the creation hook, refuse writes", async () => {
   // draw 33, 10: the named tests wrote to an ownerless record and a fork's parent pair only; a
   // task-owned record's owner pair left unfrozen, or the root's record unfrozen, passed them.
