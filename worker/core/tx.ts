@@ -166,13 +166,15 @@ export class TxImpl implements Tx {
       throw new InvalidTransition(
         `an entry's head must name it or an earlier entry, not ${JSON.stringify(head)}`,
       );
-    const entry: EntryRecord = {
+    // Frozen (its contents were by assertJson): the caller and every commit listener get this same
+    // record, so a write to it would change what they hold, never the store (spec §1.5, §4).
+    const entry: EntryRecord = Object.freeze({
       ...(draft as Omit<EntryDraft, "head">),
       ...(draft.head === "self" ? { head: head as EntryId } : {}),
       id: o.nextEntryId++,
       conversationId,
       ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),
-    };
+    });
     o.pushEntry(entry);
     return entry;
   }
