@@ -307,7 +307,9 @@ export class TxImpl implements Tx {
     const o = this.#writable(record.conversationId);
     if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
     assertJson(record);
-    const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
+    // Frozen like a created entry: the caller gets the engine's own record (its contents were frozen
+    // by assertJson), so a write to it would change the submission in memory, never in the store.
+    const sub: SubmissionRecord = Object.freeze({ ...record, id: o.nextSubmissionId++ });
     o.markCreatedSubmission(sub.id);
     o.setSubmission(sub);
     return sub;

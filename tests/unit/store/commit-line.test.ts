@@ -447,6 +447,10 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.submission(sub.id)).toEqual(sub);
     expect(tx.submissionByRequest(c.id, "r1")).toEqual(sub);
     expect(tx.submissionByRequest(1, "r1")).toBeUndefined(); // keyed by conversation too
+    // Draw 33b: the returned submission was the engine's own writable record, so a caller's write
+    // to it changed the submission in memory (tx.submission read it back), never in the store.
+    expect(() => Object.assign(sub, { status: "unanswered" })).toThrow(TypeError);
+    expect(tx.submission(sub.id)?.status).toBe("queued");
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
     // After the table writes, a patch and a retirement of committed documents are read back too
