@@ -170,13 +170,15 @@ export class TxImpl implements Tx {
       throw new InvalidTransition(
         `an entry's head must name it or an earlier entry, not ${JSON.stringify(head)}`,
       );
-    const entry: EntryRecord = {
+    // Frozen (its contents were by assertJson): the caller and every commit listener get this same
+    // record, so a write to it would change what they hold, never the store (spec §1.5, §4).
+    const entry: EntryRecord = Object.freeze({
       ...(draft as Omit<EntryDraft, "head">),
       ...(draft.head === "self" ? { head: head as EntryId } : {}),
       id: o.nextEntryId++,
       conversationId,
       ...(this.context.byTaskId !== undefined ? { byTaskId: this.context.byTaskId } : {}),
-    };
+    });
     o.pushEntry(entry);
     return entry;
   }
@@ -309,7 +311,9 @@ export class TxImpl implements Tx {
     const o = this.#writable(record.conversationId);
     if (!o.conversation(record.conversationId)) throw new UnknownConversation(record.conversationId);
     assertJson(record);
-    const sub: SubmissionRecord = { ...record, id: o.nextSubmissionId++ };
+    // Frozen like a created entry: the caller gets the engine's own record (its contents were frozen
+    // by assertJson), so a write to it would change the submission in memory, never in the store.
+    const sub: SubmissionRecord = Object.freeze({ ...record, id: o.nextSubmissionId++ });
     o.markCreatedSubmission(sub.id);
     o.setSubmission(sub);
     return sub;

@@ -633,6 +633,16 @@ describe("committed values are frozen", () => {
     const row = await store.read((sql) => sql.get("SELECT value FROM documents WHERE name = 'frozen-doc'"));
     expect(JSON.parse(String(row?.["value"]))).toEqual(expected);
     expect((await internals(h).session.entries(1)).map((e) => e.data)).toEqual([{ text: "x" }]);
+    // Draw 33b: the entry record appendEntry returns is the one every commit listener is handed; it
+    // was left writable (only the draft's contents were frozen), so a caller's write to it changed
+    // what listeners hold and never the store.
+    const heard: Array<{ kind: string }> = [];
+    const stop = h.subscribe((change) => heard.push(...change.entries));
+    const entry = await h.transaction((tx) => tx.appendEntry(1, { kind: "note", data: { text: "z" } }));
+    stop();
+    expect(heard).toEqual([entry]);
+    expect(() => Object.assign(entry, { kind: "changed" })).toThrow(TypeError);
+    expect(heard[0]!.kind).toBe("note");
     await h.close();
   });
 

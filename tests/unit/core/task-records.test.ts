@@ -375,6 +375,44 @@ test("an abort invocation's commit is the task's commit too: its entries record 
   await h.close();
 });
 
+test("commits of two tasks and a host grouped in one transaction each keep their own context: entries record their own task (the host's none), a created task defaults to its own task's conversation (draw 33b)", async () => {
+  // Draw 33b: the named tests' task commits each ran alone; one context taken for a whole group
+  // commit (the first request's) stamped every entry of the group with one task, or none, and sent
+  // each created task to that task's conversation. Commits requested in one turn share one group.
+  const gate = deferred();
+  const sibling = single("grouped-sibling", async (_t, runtime) => {
+    await runtime.commit(() => complete(null));
+  });
+  const created = new Map<TaskId, TaskId>();
+  const writer = single("grouped-writer", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit((tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: `task ${runtime.taskId}` });
+      created.set(runtime.taskId, tx.createTask(sibling, null, { ownership: { kind: "conversation" } }));
+      return complete(null);
+    });
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [writer, sibling] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const a = await h.createTask(writer, null, { ownership: { kind: "conversation" } });
+  const b = await h.createTask(writer, null, { ownership: { kind: "conversation" }, conversationId: other });
+  await until(() => running(h) === 2, { what: "both writers running" });
+  const host = h.transaction((tx) => void tx.appendEntry(other, { kind: "note", data: "host" }));
+  gate.resolve();
+  await Promise.all([host, done(h, a), done(h, b)]);
+  const notes = [...(await h.entries(1)), ...(await h.entries(other))].filter((e) => e.kind === "note");
+  expect(notes.map((e) => [e.data, e.conversationId, e.byTaskId]).sort()).toEqual(
+    [
+      [`task ${a}`, 1, a],
+      [`task ${b}`, other, b],
+      ["host", other, undefined],
+    ].sort(),
+  );
+  expect((await done(h, created.get(a)!)).conversationId).toBe(1);
+  expect((await done(h, created.get(b)!)).conversationId).toBe(other);
+  await h.close();
+});
+
 test("memos survive checkpoint commits: a later phase reads the winner stored by an earlier one", async () => {
   const seen: Json[] = [];
   const def = defineTask<Json, Go | { phase: "second" } | { phase: "third" }, Json>({

@@ -317,6 +317,44 @@ test("a publication carries every record its commit wrote, each already adopted:
   await h.close();
 });
 
+test("a publication carries every record of a commit that writes several of a kind: two entries, two tasks, a conversation document, a session document and a task document (draw 33b)", async () => {
+  // Draw 33b: the named tests' commits each wrote one entry, one task and conversation documents
+  // only, so a change set keeping the last entry alone, or leaving out session and task documents,
+  // passed them.
+  const job = single("several-job", async () => {});
+  const h = await Harness.open(await memoryStore(), { tasks: [job] });
+  const seen: Array<{ entries: unknown[]; tasks: unknown[]; docs: unknown[] }> = [];
+  const stop = h.subscribe((change) => {
+    seen.push({
+      entries: change.entries.map((e) => e.id),
+      tasks: change.tasks.map((t) => t.id),
+      docs: change.docs.map((d) => [d.conversationId, d.name, d.value]),
+    });
+  });
+  const written = await h.transaction((tx) => {
+    const a = tx.appendEntry(1, { kind: "app.note", data: 1 });
+    const b = tx.appendEntry(1, { kind: "app.note", data: 2 });
+    const t1 = tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    const t2 = tx.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    tx.writeDoc(1, "app.conv", { n: 1 });
+    tx.writeDoc({ kind: "session" }, "app.session", { n: 2 });
+    tx.writeDoc({ kind: "task", taskId: t1 }, "app.task", { n: 3 });
+    return { entries: [a.id, b.id], tasks: [t1, t2] };
+  });
+  stop();
+  // The first publication is the commit's (the tasks' own later commits may follow it).
+  expect(seen[0]!.entries).toEqual(written.entries);
+  expect(seen[0]!.tasks).toEqual(expect.arrayContaining(written.tasks));
+  expect(seen[0]!.docs).toEqual(
+    expect.arrayContaining([
+      [1, "app.conv", { n: 1 }],
+      [0, "app.session", { n: 2 }],
+      [-written.tasks[0]!, "app.task", { n: 3 }],
+    ]),
+  );
+  await h.close();
+});
+
 test("each publication's sequence is greater than the one before, for commits alone and commits grouped in one transaction", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
@@ -451,6 +489,10 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.submission(sub.id)).toEqual(sub);
     expect(tx.submissionByRequest(c.id, "r1")).toEqual(sub);
     expect(tx.submissionByRequest(1, "r1")).toBeUndefined(); // keyed by conversation too
+    // Draw 33b: the returned submission was the engine's own writable record, so a caller's write
+    // to it changed the submission in memory (tx.submission read it back), never in the store.
+    expect(() => Object.assign(sub, { status: "unanswered" })).toThrow(TypeError);
+    expect(tx.submission(sub.id)?.status).toBe("queued");
     const e = tx.appendEntry(c.id, { kind: "app.note" });
     expect(tx.lastEntryId()).toBe(e.id);
     // After the table writes, a patch and a retirement of committed documents are read back too
@@ -485,6 +527,44 @@ test("reads in a transaction see its own table and document writes, and more tab
     });
   });
   await h.close();
+});
+
+test("the records creation methods return are what a reopened engine reads back: a conversation, a fork, an entry, a submission and a task (draw 33b)", async () => {
+  // Draw 33b: the named tests compared returned records with reads in the same process only; a
+  // conversation row stored with the wall clock instead of the harness clock it was returned with
+  // passed them (only a store round trip, by a millisecond's chance, told them apart).
+  const store = await memoryStore();
+  const idle = single("idle", async () => undefined);
+  const h = await Harness.open(store, { tasks: [idle], now: () => 5_000 });
+  const root = await h.ensureRoot();
+  const at = await h.transaction((tx) => tx.appendEntry(root.id, { kind: "app.note" }).id);
+  const made = await h.transaction((tx) => {
+    const conversation = tx.createConversation({ kind: "ownerless" });
+    const fork = tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } });
+    const entry = tx.appendEntry(conversation.id, { kind: "app.note", data: { n: 1 } });
+    const submission = tx.createSubmission({
+      conversationId: conversation.id,
+      type: "write",
+      status: "queued",
+      requestId: "r1",
+    });
+    const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: fork.id });
+    return { conversation, fork, entry, submission, task };
+  });
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(store.image()), { tasks: [idle] });
+  const read = await reopened.transaction((tx) => ({
+    conversation: tx.conversation(made.conversation.id),
+    fork: tx.conversation(made.fork.id),
+    submission: tx.submission(made.submission.id),
+  }));
+  expect(read).toEqual({ conversation: made.conversation, fork: made.fork, submission: made.submission });
+  expect(made.conversation.createdAt).toBe(5_000);
+  expect((await reopened.entries(made.conversation.id)).find((e) => e.id === made.entry.id)).toEqual(
+    made.entry,
+  );
+  expect(await reopened.getTask(made.task)).toMatchObject({ id: made.task, conversationId: made.fork.id });
+  await reopened.close();
 });
 
 test("creation hands out inert records whole: a task-owned conversation's owner pair, and the root's record from ensureRoot and the creation hook, refuse writes", async () => {
