@@ -7,13 +7,16 @@
  *   `metadata` keyed by the file's path (`/<store>.db`) holding its size and version; `blocks` keyed by
  *   [path, -offset, version], where the lowest version at an offset is the newest;
  * - opfs and opfs-lent (OPFSCoopSyncVFS): the plain file `stores/<store>.db` in the origin's private
- *   file system, read whole (the engine closed it when it stopped, which frees its sync access handle).
+ *   file system, read whole (the engine closed it when it stopped, which frees its sync access handle),
+ *   with the committed frames of its write-ahead log `stores/<store>.db-wal` written in (sqlite-wal.ts).
  * An existing store keeps its kind (worker/browser/store-kind.ts: a store with an IndexedDB database
  * is an idb store), so the IndexedDB database is looked for first and OPFS after.
  * Invariant: it only reads; a database or a directory that is not there is never created (an open
  * that would create it is aborted), and a block that is missing leaves zeros, so the file keeps its
  * size.
  */
+
+import { applyWal } from "./sqlite-wal.ts";
 
 export interface StoreFile {
   /** The database file's bytes, as far as its blocks are readable. */
@@ -77,21 +80,36 @@ export async function readStoreFile(store: string): Promise<StoreFile | undefine
 /** The opfs store `store`'s database file (`stores/<store>.db` in OPFS); undefined when there is none. */
 export async function readOpfsStoreFile(store: string): Promise<StoreFile | undefined> {
   if (typeof navigator === "undefined" || typeof navigator.storage?.getDirectory !== "function") return;
-  let file: File;
+  let dir: FileSystemDirectoryHandle;
   try {
-    const root = await navigator.storage.getDirectory();
-    const dir = await root.getDirectoryHandle("stores");
-    file = await (await dir.getFileHandle(`${store}.db`)).getFile();
+    dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
   } catch (error) {
-    if (
-      error instanceof DOMException &&
-      (error.name === "NotFoundError" || error.name === "TypeMismatchError")
-    )
-      return undefined;
+    if (isAbsent(error)) return undefined;
     throw error;
   }
-  if (file.size === 0) return undefined;
-  return { bytes: new Uint8Array(await file.arrayBuffer()), missing: 0 };
+  const db = await readOpfsFile(dir, `${store}.db`);
+  // The store's write-ahead log holds the commits since the last checkpoint: written in, they are
+  // part of the download (a log that does not check out adds nothing; sqlite-wal.ts).
+  const { bytes } = applyWal(db ?? new Uint8Array(0), await readOpfsFile(dir, `${store}.db-wal`));
+  if (bytes.byteLength === 0) return undefined;
+  return { bytes, missing: 0 };
+}
+
+function isAbsent(error: unknown): boolean {
+  return (
+    error instanceof DOMException && (error.name === "NotFoundError" || error.name === "TypeMismatchError")
+  );
+}
+
+/** A file of `dir` read whole; undefined when it is not there. */
+async function readOpfsFile(dir: FileSystemDirectoryHandle, name: string): Promise<Uint8Array | undefined> {
+  try {
+    const file = await (await dir.getFileHandle(name)).getFile();
+    return new Uint8Array(await file.arrayBuffer());
+  } catch (error) {
+    if (isAbsent(error)) return undefined;
+    throw error;
+  }
 }
 
 /** The idb store `store`'s database file, read from IndexedDB; undefined when there is none. */
