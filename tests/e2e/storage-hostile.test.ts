@@ -121,6 +121,22 @@ function damageOpfsFirstPage(page: Page, store: string) {
   }, store);
 }
 
+/** The sizes of the opfs store's database file and its write-ahead log (0 when there is none). */
+function opfsFileSizes(page: Page, store: string) {
+  return page.evaluate(async (store) => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
+    const size = async (name: string) => {
+      try {
+        return (await (await dir.getFileHandle(name)).getFile()).size;
+      } catch (error) {
+        if (error instanceof DOMException && error.name === "NotFoundError") return 0;
+        throw error;
+      }
+    };
+    return { db: await size(`${store}.db`), wal: await size(`${store}.db-wal`) };
+  }, store);
+}
+
 /** Overwrite the SQLite header of page 1 in every IndexedDB block record that holds it. */
 function damageIdbFirstPage(page: Page, store: string) {
   return page.evaluate(async (store) => {
@@ -179,6 +195,17 @@ test.each([
     for (const [i, text] of sent.entries()) {
       await say(page, text);
       await settled(page, i + 1);
+    }
+
+    if (kind === "opfs-lent") {
+      // The opfs store runs in WAL mode: its commits are in its log until the line, quiet for 2 s,
+      // checkpoints them into the database file (worker/store/browser.ts, OPFS_IDLE_CHECKPOINT_MS).
+      // The damage below is to that file, as a store that was quiet for a while has it.
+      await until(
+        "the store's log checkpointed into its file",
+        () => opfsFileSizes(page, store),
+        (sizes) => sizes.db > 0 && sizes.wal === 0,
+      );
     }
 
     // The browser dies; before the app runs again, its store's first page is damaged on disk.

@@ -32,7 +32,7 @@ const served = bootEngine(
     openStore: () => openBrowserStore({ kind: "opfs", name: storeName }),
     openScratchStore: (name) => openBrowserStore({ kind: "opfs", name }),
     deleteScratchStore: async (name) => {
-      // The opfs kind keeps a store as stores/<name>.db (plus its journal) in the origin's OPFS.
+      // The opfs kind keeps a store as stores/<name>.db (plus its log and journal) in the origin's OPFS.
       const root = await navigator.storage.getDirectory();
       const dir = await root.getDirectoryHandle("stores").catch(() => undefined);
       if (!dir) return;

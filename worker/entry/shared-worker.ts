@@ -49,7 +49,7 @@ const platforms: Record<"idb" | "opfs-lent", HostPlatform> = {
     deleteScratchStore: async (name) => {
       // The lent worker closed it; OPFS's asynchronous API removes the files from here.
       const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stores");
-      for (const file of [`${name}.db`, `${name}.db-journal`])
+      for (const file of [`${name}.db`, `${name}.db-journal`, `${name}.db-wal`])
         await dir.removeEntry(file).catch(() => undefined);
     },
   },

@@ -17,6 +17,10 @@ import asyncifyWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-async.wasm?ur
 import jspiWasmUrl from "@journeyapps/wa-sqlite/dist/wa-sqlite-jspi.wasm?url";
 import { classifyStoreError } from "./errors.ts";
 import { finishOpen } from "./finish-open.ts";
+import { OPFS_IDLE_CHECKPOINT_MS, PRAGMAS } from "./pragmas.ts";
+
+export { OPFS_IDLE_CHECKPOINT_MS, PRAGMAS };
+
 import type { SqliteLine } from "./line.ts";
 import { createOpfsVfs, releaseOpfsVfs } from "./opfs-vfs.ts";
 import { StoreOpenError } from "./types.ts";
@@ -32,36 +36,6 @@ export type BrowserStoreOptions =
       stamp?: (step: "instance" | "vfs" | "file") => void;
     };
 type Build = IdbBuild | "sync";
-
-/**
- * Default pragmas per kind.
- * - `synchronous = FULL` is SQLite's default, stated so nobody relaxes it by accident: for idb every
- *   COMMIT then waits for a strict-durability IndexedDB transaction (no acknowledged commit lost to a
- *   browser SIGKILL; tests/e2e/store.test.ts proves it).
- * - `locking_mode = EXCLUSIVE`: the engine host holds the store's Web Lock for the connection's whole
- *   life, so nobody else may read or write the file anyway. Keeping SQLite's lock saves re-taking it
- *   (an IndexedDB round trip and a sync for idb) on every transaction. The lock goes when the store
- *   closes.
- * - idb: `journal_mode = MEMORY`, `temp_store = MEMORY`. IDBBatchAtomicVFS makes every write
- *   transaction atomic by itself (blocks of a new version, a pending mark that the next connection
- *   uses to drop an unfinished transaction's blocks), so a rollback journal file adds nothing to crash
- *   safety. A journal file is harmful here: a transaction bigger than the page cache spills its journal
- *   to a file, and rewriting that file at unaligned offsets throws inside the VFS (`RangeError: offset
- *   is out of bounds`, then `disk I/O error` on every later commit; known upstream as
- *   rhashimoto/wa-sqlite pull request 351, open at the time of writing); and exclusive mode set on an empty
- *   database keeps a real journal open, costing about 4 strict IndexedDB transactions per commit
- *   instead of 1. In memory, the journal still serves ROLLBACK while the engine lives;
- *   `temp_store = MEMORY` keeps statement journals out of IndexedDB too.
- * - opfs: OPFSCoopSyncVFS has no atomic batch writes, so its rollback journal is what makes a
- *   transaction atomic across a crash: it keeps SQLite's default journal. `temp_store = MEMORY`:
- *   the VFS is opened without a temporary-file pool (opfs-vfs.ts), so no temporary file may be asked for.
- */
-export const PRAGMAS: Record<BrowserStoreOptions["kind"], string> = {
-  idb:
-    "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = MEMORY; PRAGMA temp_store = MEMORY; " +
-    "PRAGMA synchronous = FULL;",
-  opfs: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA temp_store = MEMORY; PRAGMA synchronous = FULL;",
-};
 
 /** The part of a wa-sqlite VFS instance this module touches. */
 interface VfsInstance {
@@ -277,5 +251,13 @@ export async function openBrowserStore(options: BrowserStoreOptions): Promise<Sq
     await releaseVfs();
   };
   // finishOpen closes the connection (and so releases the VFS) and classifies whatever it throws.
-  return finishOpen(sqlite3, db, options.kind, name, releaseAll, PRAGMAS[options.kind]);
+  return finishOpen(
+    sqlite3,
+    db,
+    options.kind,
+    name,
+    releaseAll,
+    PRAGMAS[options.kind],
+    options.kind === "opfs" ? { idleCheckpoint: { afterMs: OPFS_IDLE_CHECKPOINT_MS } } : {},
+  );
 }

@@ -19,7 +19,7 @@ export async function finishOpen(
   name: string,
   onClose: () => Promise<void> | void,
   pragmas = "",
-  lineOptions: { direct?: DirectStatements } = {},
+  lineOptions: { direct?: DirectStatements; idleCheckpoint?: { afterMs: number } } = {},
 ): Promise<SqliteLine> {
   const line = new SqliteLine({ kind, name, sqlite3, db, schemaVersion: 0, onClose, ...lineOptions });
   try {

@@ -40,6 +40,12 @@ export interface LineOptions {
   onClose?: () => Promise<void> | void;
   /** Statements through the C exports, for a synchronous build (see direct.ts). */
   direct?: DirectStatements;
+  /**
+   * For a store in WAL mode (the opfs kind): once no commit came for `afterMs`, copy the log into
+   * the database file and empty it (`PRAGMA wal_checkpoint(TRUNCATE)`, a read job on the line), so
+   * the file stands alone whenever the store is quiet and the next open has little log to replay.
+   */
+  idleCheckpoint?: { afterMs: number };
 }
 
 export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
@@ -62,6 +68,10 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
   /** `kill` was called before any `close`: the connection is still held, `abandon` releases it. */
   #killedOpen = false;
   #abandoned: Promise<void> | undefined;
+  #idleCheckpoint: { afterMs: number } | undefined;
+  #checkpointTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Checkpoints run when the line was quiet (for tests and the bench: how often it happened). */
+  checkpoints = 0;
 
   constructor(options: LineOptions) {
     // Every SQLite call waits its turn on the queue: commits, reads and migrations alike.
@@ -73,6 +83,7 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
     this.schemaVersion = options.schemaVersion;
     this.#onClose = options.onClose;
     this.#direct = options.direct;
+    this.#idleCheckpoint = options.idleCheckpoint;
     this.#sql = {
       run: async (sql, params) => {
         await this.#execute(sql, params, false);
@@ -197,7 +208,24 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
     else await this.#sqlite3.exec(this.#db, sql);
   }
 
+  /** (Re)arm the idle checkpoint after a commit. */
+  #armCheckpoint(): void {
+    if (!this.#idleCheckpoint) return;
+    if (this.#checkpointTimer !== undefined) clearTimeout(this.#checkpointTimer);
+    this.#checkpointTimer = setTimeout(() => {
+      this.#checkpointTimer = undefined;
+      if (this.queue.closing || this.queue.closed) return;
+      this.read((sql) => sql.run("PRAGMA wal_checkpoint(TRUNCATE)")).then(
+        () => void this.checkpoints++,
+        // A checkpoint that cannot run now (the line closing, a failing disk) leaves the log as it
+        // is: SQLite replays it at the next open, and the next quiet spell tries again.
+        () => undefined,
+      );
+    }, this.#idleCheckpoint.afterMs);
+  }
+
   close(): Promise<void> {
+    if (this.#checkpointTimer !== undefined) clearTimeout(this.#checkpointTimer);
     // Everything already admitted settles first; then the connection is released.
     return this.queue.close(async () => {
       for (const { stmt } of this.#statements.values()) await this.#sqlite3.finalize(stmt);
@@ -210,6 +238,7 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
 
   /** Stop serving at once, as if the process died: pending and future calls reject. */
   kill(reason = "store died"): void {
+    if (this.#checkpointTimer !== undefined) clearTimeout(this.#checkpointTimer);
     if (!this.queue.closing) this.#killedOpen = true;
     this.queue.kill(reason);
   }
@@ -299,6 +328,7 @@ export class SqliteLine extends QueuedStore<Job["kind"]> implements Store {
       this.#fencePending = false;
     }
     this.queue.committed(job, value);
+    this.#armCheckpoint();
   }
 
   #epochStatements(): Schema["epoch"] {

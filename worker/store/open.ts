@@ -11,6 +11,7 @@ import { DirectStatements, isSyncModule } from "./direct.ts";
 import { finishOpen } from "./finish-open.ts";
 import type { SqliteLine } from "./line.ts";
 import { createMemoryVfs } from "./memory-vfs.ts";
+import { OPFS_IDLE_CHECKPOINT_MS, PRAGMAS } from "./pragmas.ts";
 
 /** The bytes of a memory database's files, as a crash would leave them. */
 export type MemoryImage = ReadonlyArray<{ readonly path: string; readonly bytes: Uint8Array }>;
@@ -23,6 +24,14 @@ export type OpenStoreOptions =
       image?: MemoryImage;
       /** The sync build's wasm bytes; read from node_modules when omitted in Node. */
       wasmBinary?: ArrayBuffer | Uint8Array;
+      /**
+       * `persist` (the default): a rollback journal kept between transactions. `wal`: the opfs kind's
+       * setup (its pragmas: exclusive locking, a write-ahead log; and its idle checkpoint), so its WAL
+       * behaviour runs in Node: the conformance suite, the checkpoint's tests.
+       */
+      journal?: "persist" | "wal";
+      /** With `journal: "wal"`: the idle checkpoint's delay (default the opfs kind's). */
+      idleCheckpointMs?: number;
     }
   | BrowserStoreOptions;
 
@@ -82,15 +91,19 @@ export async function openStore(options: OpenStoreOptions): Promise<SqliteLine> 
   const db = await sqlite3.open_v2(`${name}.db`, undefined, vfsName);
   // PERSIST keeps the rollback journal's file between transactions instead of recreating it: same
   // atomicity (a crash before COMMIT leaves a hot journal that the next open rolls back).
+  const wal = options.journal === "wal";
   const line = await finishOpen(
     sqlite3,
     db,
     "memory",
     name,
     () => vfs.close(),
-    "PRAGMA journal_mode = PERSIST;",
-    // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
-    isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {},
+    wal ? PRAGMAS.opfs : "PRAGMA journal_mode = PERSIST;",
+    {
+      // The sync build with a sync VFS: statements can skip the async API (see direct.ts).
+      ...(isSyncModule(module) ? { direct: new DirectStatements(module, db) } : {}),
+      ...(wal ? { idleCheckpoint: { afterMs: options.idleCheckpointMs ?? OPFS_IDLE_CHECKPOINT_MS } } : {}),
+    },
   );
   const store = line as MemoryStore;
   store.image = () =>
