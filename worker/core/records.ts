@@ -441,34 +441,42 @@ export class Records {
     }
   }
 
-  /** Merge a successful overlay; returns its change set. */
+  /**
+   * Merge a successful overlay; returns its change set, frozen with its lists and document items
+   * (spec §1: commit observers capture immutable state; one listener cannot change what the next
+   * sees). The records in it are frozen where they are made.
+   */
   merge(overlay: Overlay): ChangeSet {
     this.apply(overlay);
-    return {
+    return Object.freeze({
       seq: ++this.seq,
-      tasks: valuesOf(overlay.tasks),
-      entries: overlay.entries,
-      conversations: valuesOf(overlay.conversations),
-      submissions: valuesOf(overlay.submissions),
-      ...(overlay.deleted.size > 0 ? { deletedConversations: [...overlay.deleted] } : {}),
-      ...(overlay.moves.size > 0 ? { moves: [...overlay.moves.values()] } : {}),
+      tasks: Object.freeze(valuesOf(overlay.tasks)),
+      entries: Object.freeze(overlay.entries),
+      conversations: Object.freeze(valuesOf(overlay.conversations)),
+      submissions: Object.freeze(valuesOf(overlay.submissions)),
+      ...(overlay.deleted.size > 0 ? { deletedConversations: Object.freeze([...overlay.deleted]) } : {}),
+      ...(overlay.moves.size > 0 ? { moves: Object.freeze([...overlay.moves.values()]) } : {}),
       docs:
         overlay.docs.size === 0
           ? EMPTY_LIST
-          : [...overlay.docs].map(([key, value]) => {
-              const { rowKey, name } = splitDocKey(key);
-              // Built whole (a spread of a fresh literal cost more than the rest of the merge).
-              return value === undefined
-                ? { conversationId: rowKey, name, value }
-                : {
-                    conversationId: rowKey,
-                    name,
-                    value,
-                    version: this.docVersions.get(key) ?? 1,
-                    id: this.docMeta.get(key)!.id,
-                  };
-            }),
-    };
+          : Object.freeze(
+              [...overlay.docs].map(([key, value]) => {
+                const { rowKey, name } = splitDocKey(key);
+                // Built whole (a spread of a fresh literal cost more than the rest of the merge).
+                return Object.freeze(
+                  value === undefined
+                    ? { conversationId: rowKey, name, value }
+                    : {
+                        conversationId: rowKey,
+                        name,
+                        value,
+                        version: this.docVersions.get(key) ?? 1,
+                        id: this.docMeta.get(key)!.id,
+                      },
+                );
+              }),
+            ),
+    });
   }
 
   /** Merge a successful overlay without making its change set (the line's own copy). */
@@ -562,7 +570,7 @@ export class Records {
 // getters hand them out read-only).
 const EMPTY_MAP: ReadonlyMap<never, never> = new Map<never, never>();
 const EMPTY_SET: ReadonlySet<never> = new Set<never>();
-const EMPTY_LIST: readonly never[] = [];
+const EMPTY_LIST: readonly never[] = Object.freeze([]);
 
 /**
  * One commit's writes, readable through (reads fall back to the committed records). Its collections

@@ -635,6 +635,48 @@ test("records read back from the store after a reopen are inert too: a fork's pa
   await reopened.close();
 });
 
+test("a publication is immutable: a listener cannot change its lists or document items, so later listeners and the engine see it whole", async () => {
+  // Noticed by draw 33bB's reviewer: the lists of a change set were ordinary arrays, so a listener
+  // could change what later listeners of the same commit saw (spec §1: observers capture immutable state).
+  const h = await Harness.open(await memoryStore());
+  const root = await h.ensureRoot();
+  const attempts: string[] = [];
+  const seen: string[] = [];
+  const stopFirst = h.subscribe((change) => {
+    const tries: Array<[string, () => unknown]> = [
+      ["entries", () => (change.entries as unknown[]).push({})],
+      ["docs", () => (change.docs as unknown[]).pop()],
+      ["doc item", () => Object.assign(change.docs[0]!, { value: "changed" })],
+      ["submissions", () => (change.submissions as unknown[]).splice(0)],
+      ["tasks", () => (change.tasks as unknown[]).push({})],
+      ["conversations", () => (change.conversations as unknown[]).push({})],
+      ["change set", () => Object.assign(change, { seq: -1 })],
+    ];
+    for (const [what, attempt] of tries) {
+      try {
+        attempt();
+        attempts.push(`${what} changed`);
+      } catch (error) {
+        if (!(error instanceof TypeError)) throw error;
+      }
+    }
+  });
+  const stopSecond = h.subscribe((change) =>
+    seen.push(
+      `${change.seq}: ${change.entries.length} entries, docs ${JSON.stringify(change.docs.map((d) => d.value))}`,
+    ),
+  );
+  await h.transaction((tx) => {
+    tx.appendEntry(root.id, { kind: "app.note" });
+    tx.writeDoc(root.id, "app.kept", { n: 1 });
+  });
+  expect(attempts).toEqual([]);
+  expect(seen).toEqual([expect.stringMatching(/^\d+: 1 entries, docs \[\{"n":1\}\]$/)]);
+  stopFirst();
+  stopSecond();
+  await h.close();
+});
+
 test("100 commits requested together share one transaction; one whose callback throws is dropped alone", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
