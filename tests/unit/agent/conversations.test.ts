@@ -173,13 +173,24 @@ describe("conversations", () => {
       faux.unregister();
     });
     const inits: string[] = [];
+    const commits: ChangeSet[] = [];
+    const stop = h.subscribe((change) => commits.push(change));
     const [first, second] = await Promise.all([
       h.root({ agent: { instructions: "First." }, init: () => void inits.push("first") }),
       h.root({ agent: { instructions: "Second." }, init: () => void inits.push("second") }),
     ]);
+    stop();
     expect([first.id, second.id]).toEqual([ROOT_CONVERSATION_ID, ROOT_CONVERSATION_ID]);
     expect(inits).toEqual(["first"]);
     expect(await first.agentState()).toEqual({ instructions: "First." });
+    // And the second writes nothing, not even what the root already holds (draw 33cA: its commit
+    // rewriting pi.agent unchanged passed): only the creating commit carries records.
+    const writing = commits.filter(
+      (c) =>
+        c.docs.length + c.entries.length + c.conversations.length + c.tasks.length + c.submissions.length > 0,
+    );
+    expect(writing).toHaveLength(1);
+    expect(writing[0]!.conversations.map((c) => c.id)).toEqual([ROOT_CONVERSATION_ID]);
   });
 
   test("ownership is never inferred in a conversation handle's commit: its tx.createTask without one is refused (InvalidTransition) and nothing is created", async () => {
