@@ -908,6 +908,25 @@ describe("conversations", () => {
     );
   });
 
+  test("Conversation.commit() stays bound after an await in its callback: a conversation-owned task an async callback creates later lands in the bound conversation (draw 33c)", async () => {
+    // Draw 33cA: every bound commit in the tests had a synchronous callback; a binding that ended when
+    // the callback returned its promise (not when it settled) passed them.
+    const { h } = await open(echo);
+    const noop = single("bound-async-noop", async (_t, runtime) => {
+      await runtime.commit(() => complete(null));
+    });
+    h.registry.register(noop);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const [before, after] = await other.commit(async (tx) => {
+      const first = tx.createTask(noop, null, { ownership: { kind: "conversation" } });
+      await Promise.resolve();
+      await new Promise<void>((resolve) => setTimeout(resolve, 0));
+      return [first, tx.createTask(noop, null, { ownership: { kind: "conversation" } })];
+    });
+    expect((await h.getTask(before))?.conversationId).toBe(other.id);
+    expect((await h.getTask(after))?.conversationId).toBe(other.id);
+  });
+
   test("a task-owned task created in another conversation's Conversation.commit() lands in its owner's conversation, not the bound one (break 30G)", async () => {
     // Break 30G: every task-owned creation the tests made was a task's own commit or a host
     // transaction; a bound commit that filled in its own conversation for a task-owned task too (so
