@@ -172,8 +172,11 @@ export class TxImpl implements Tx {
       );
     // Frozen (its contents were by assertJson): the caller and every commit listener get this same
     // record, so a write to it would change what they hold, never the store (spec §1.5, §4).
+    // A draft's own byTaskId (not an EntryDraft field: spec §2) is dropped: only a task's commit
+    // attributes an entry, from its context below.
+    const { byTaskId: _notTaken, ...body } = draft as EntryDraft & { byTaskId?: unknown };
     const entry: EntryRecord = Object.freeze({
-      ...(draft as Omit<EntryDraft, "head">),
+      ...(body as Omit<EntryDraft, "head">),
       ...(draft.head === "self" ? { head: head as EntryId } : {}),
       id: o.nextEntryId++,
       conversationId,

@@ -173,13 +173,24 @@ describe("conversations", () => {
       faux.unregister();
     });
     const inits: string[] = [];
+    const commits: ChangeSet[] = [];
+    const stop = h.subscribe((change) => commits.push(change));
     const [first, second] = await Promise.all([
       h.root({ agent: { instructions: "First." }, init: () => void inits.push("first") }),
       h.root({ agent: { instructions: "Second." }, init: () => void inits.push("second") }),
     ]);
+    stop();
     expect([first.id, second.id]).toEqual([ROOT_CONVERSATION_ID, ROOT_CONVERSATION_ID]);
     expect(inits).toEqual(["first"]);
     expect(await first.agentState()).toEqual({ instructions: "First." });
+    // And the second writes nothing, not even what the root already holds (draw 33cA: its commit
+    // rewriting pi.agent unchanged passed): only the creating commit carries records.
+    const writing = commits.filter(
+      (c) =>
+        c.docs.length + c.entries.length + c.conversations.length + c.tasks.length + c.submissions.length > 0,
+    );
+    expect(writing).toHaveLength(1);
+    expect(writing[0]!.conversations.map((c) => c.id)).toEqual([ROOT_CONVERSATION_ID]);
   });
 
   test("ownership is never inferred in a conversation handle's commit: its tx.createTask without one is refused (InvalidTransition) and nothing is created", async () => {
@@ -895,6 +906,25 @@ describe("conversations", () => {
     expect(await other.commit((tx) => tx.appendEntry(other.id, { kind: "app.note" }).conversationId)).toBe(
       other.id,
     );
+  });
+
+  test("Conversation.commit() stays bound after an await in its callback: a conversation-owned task an async callback creates later lands in the bound conversation (draw 33c)", async () => {
+    // Draw 33cA: every bound commit in the tests had a synchronous callback; a binding that ended when
+    // the callback returned its promise (not when it settled) passed them.
+    const { h } = await open(echo);
+    const noop = single("bound-async-noop", async (_t, runtime) => {
+      await runtime.commit(() => complete(null));
+    });
+    h.registry.register(noop);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const [before, after] = await other.commit(async (tx) => {
+      const first = tx.createTask(noop, null, { ownership: { kind: "conversation" } });
+      await Promise.resolve();
+      await new Promise<void>((resolve) => setTimeout(resolve, 0));
+      return [first, tx.createTask(noop, null, { ownership: { kind: "conversation" } })];
+    });
+    expect((await h.getTask(before))?.conversationId).toBe(other.id);
+    expect((await h.getTask(after))?.conversationId).toBe(other.id);
   });
 
   test("a task-owned task created in another conversation's Conversation.commit() lands in its owner's conversation, not the bound one (break 30G)", async () => {

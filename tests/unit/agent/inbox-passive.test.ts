@@ -143,6 +143,23 @@ describe("writes take the ordered passive path", () => {
     expect(h.closed).toBe(false);
   });
 
+  test("a draft carrying a byTaskId (not an EntryDraft field) does not attribute its entry: a transaction's and a submitted write's entries carry none, as stored too (draw 33c)", async () => {
+    // Draw 33cA: the engine kept a draft's byTaskId (the spread took it), so a host or a client's
+    // write could name a task that never appended the entry; only a task's own commit sets it.
+    const { root, h, store } = await open(() => fauxAssistantMessage("ok"));
+    const forged = { kind: "app.forged", data: "x", byTaskId: 7 } as never;
+    const appended = await h.transaction((tx) => tx.appendEntry(root.id, forged));
+    expect(appended.byTaskId).toBeUndefined();
+    expect((await (await root.submit({ type: "write", entry: forged })).wait()).status).toBe("done");
+    const stored = (await root.entries()).filter((e) => e.kind === "app.forged");
+    expect(stored).toHaveLength(2);
+    expect(stored.map((e) => e.byTaskId)).toEqual([undefined, undefined]);
+    expect(stored.every((e) => !Object.hasOwn(e, "byTaskId"))).toBe(true);
+    const rows = await store.read((sql) => sql.all("SELECT by_task FROM entries WHERE kind = 'app.forged'"));
+    expect(rows).toEqual([{ by_task: null }, { by_task: null }]);
+    expect(h.closed).toBe(false);
+  });
+
   test("the newest of several self heads decides where the active range starts, in later commits too", async () => {
     // Break 26C: the active range start a later commit reads (the stale check) was never tried with
     // two head markers in separate commits, so keeping the first marker's head went unseen.

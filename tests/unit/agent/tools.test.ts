@@ -372,6 +372,39 @@ describe("tools", () => {
     first.release.resolve();
   });
 
+  test("a call cut off in its call phase (a beforeTool hook under way) and resumed after a reopen without its tool gets tool_unavailable, not interrupted: it never ran (draw 33c)", async () => {
+    // Draw 33cA: every resolution above runs live or resumes an execute phase; a resumed call phase
+    // settling a tool it cannot resolve as interrupted (like a resumed execute) passed them all.
+    const hooked = deferred();
+    const hold = deferred();
+    const first = itemTool({});
+    const respond = callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "call-1" }));
+    const { root, store, faux } = await open(respond, {
+      tools: [first.tool],
+      hooks: {
+        beforeTool: [
+          async () => {
+            hooked.resolve();
+            await hold.promise;
+            return undefined;
+          },
+        ],
+      },
+    });
+    await root.submit({ type: "input", content: "go" });
+    await hooked.promise;
+    await root.configure({ tools: [] });
+    const second = itemTool({});
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [second.tool] });
+    const root2 = await h2.root();
+    await root2.waitForIdle();
+    expect(second.seen).toEqual([]);
+    const [result] = await toolResults(root2);
+    expect(messageOf(result!)).toMatchObject({ toolName: "apply", isError: true });
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    hold.resolve();
+  });
+
   test("a called tool is resolved when its task's execute phase starts, after the answer's commit: deselected right after that commit, the call gets tool_unavailable", async () => {
     // Sample 25: every change above came before the answer's commit, which records the intent with
     // the tools as resolved then; an execute phase that trusted that resolution passed them all.

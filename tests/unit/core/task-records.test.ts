@@ -1189,3 +1189,51 @@ test("runtime.commit gates on the line, not on the published records: an abort m
   expect(refused.get("closed")).toMatchObject({ name: "CommitRefused", reason: "closing" });
   expect(invoked).toEqual([]);
 });
+
+test("an entry keeps every field of its shape as appended, published, read and reopened: kind, model, data (falsy ones too), head, edits, byTaskId (draw 33c)", async () => {
+  // Draw 33cA: the named tests read each field once, live; an entry read back from its row dropping a
+  // falsy data (0, false, "", null) passed them all.
+  const drafts = [
+    { kind: "note", data: 0 },
+    { kind: "note", data: false },
+    { kind: "note", data: "" },
+    { kind: "note", data: null },
+    { kind: "note", data: { nested: [1, "two"] }, model: [{ role: "user", content: "seen", timestamp: 1 }] },
+    { kind: "note", model: [], head: "self" as const },
+  ];
+  const byTask = [{ role: "user", content: "by the task", timestamp: 2 }];
+  const writer = single("shape-writer", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: 0, model: byTask });
+      return complete(null);
+    });
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [writer] });
+  const published: EntryRecord[] = [];
+  h.subscribe((change) => published.push(...change.entries));
+  const target = (await h.transaction((tx) => tx.appendEntry(1, { kind: "target" }))).id;
+  drafts.push({ kind: "note", data: "edits", edits: [{ target, action: "omit" }] } as never);
+  const returned = await h.transaction((tx) => drafts.map((d) => tx.appendEntry(1, d)));
+  const id = await h.createTask(writer, null, { ownership: { kind: "conversation" } });
+  await done(h, id);
+  const first = returned[0]!.id;
+  const expected = [
+    ...drafts.map((d, i) => {
+      const { head, ...rest } = d as typeof d & { head?: "self" };
+      return { ...rest, ...(head === "self" ? { head: first + i } : {}), id: first + i, conversationId: 1 };
+    }),
+    { kind: "note", data: 0, model: byTask, id: first + drafts.length, conversationId: 1, byTaskId: id },
+  ];
+  const strip = (entries: readonly EntryRecord[]) =>
+    entries
+      .filter((e) => e.kind === "note")
+      .map(({ timestamp: _t, ...rest }) => rest as Record<string, unknown>);
+  expect(strip(returned)).toEqual(expected.slice(0, drafts.length));
+  expect(strip(published)).toEqual(expected);
+  expect(strip(await h.entries(1))).toEqual(expected);
+  await h.close();
+  const again = await Harness.open(await memoryStore(store.image()), { tasks: [writer] });
+  expect(strip(await again.entries(1))).toEqual(expected);
+  await again.close();
+});

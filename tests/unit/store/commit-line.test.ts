@@ -122,9 +122,23 @@ test("an entry, a task, a document write and usage written in one commit are not
   const newBefore = await h.docRecord(1, "test.new");
   let recordDuring: Promise<unknown> | undefined;
   let newDuring: Promise<unknown> | undefined;
+  // The readers of several conversations' documents and a document's state, asked during the commit
+  // too (draw 33cA: docsIn's in-memory part reading the line's merged group passed).
+  const listBefore = await h.docsIn(["test.note", "test.new"], [1]);
+  const namedBefore = await h.docsNamed("test.note");
+  let listDuring: Promise<unknown> | undefined;
+  let namedDuring: Promise<unknown> | undefined;
+  let stateDuring: Promise<{ value: unknown; version: number } | undefined> | undefined;
   store.setFaultHook((point) => {
     if (point !== "before-commit") return;
     seen.push(now());
+    listDuring = h.docsIn(["test.note", "test.new"], [1]);
+    namedDuring = h.docsNamed("test.note");
+    stateDuring = h.documentState(1, "test.note").then((state) => {
+      const read = state && { value: state.value, version: state.version };
+      state?.dispose();
+      return read;
+    });
     usageDuring = h.usage();
     recordDuring = h.docRecord(1, "test.note");
     newDuring = h.docRecord(1, "test.new");
@@ -155,6 +169,9 @@ test("an entry, a task, a document write and usage written in one commit are not
   expect(now()).toEqual(before);
   store.setFaultHook(undefined);
   expect(await usageDuring).toEqual(usageBefore);
+  expect(await listDuring).toEqual(listBefore);
+  expect(await namedDuring).toEqual(namedBefore);
+  expect(await stateDuring).toEqual({ value: { text: "stored" }, version: 1 });
   // A document's record (its incarnation), read during the commit, is the stored one: a document the
   // commit creates has none (break 28N: a record read from the line's merged group passed).
   expect(await recordDuring).toEqual(recordBefore);
