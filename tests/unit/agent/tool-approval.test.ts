@@ -133,6 +133,20 @@ describe("a call that asks first", () => {
       tools: [tool],
       settings: ask,
     });
+    // Every checkpoint phase of the tool task and every slot status, commit by commit: an unresolved
+    // call commits its error result without intent, after an approval too (draw 33cC: an intent
+    // committed before the tool was resolved after the wait passed this test).
+    const phases: string[] = [];
+    const slots: string[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.kind === "pi.tool" && "checkpoint" in t.state)
+          phases.push((t.state.checkpoint as { phase: string }).phase);
+      const live = change.docs.find((d) => d.name === "pi.live")?.value as
+        | { tools?: { status: string }[] }
+        | undefined;
+      for (const s of live?.tools ?? []) slots.push(s.status);
+    });
     const sub = await root.submit({ type: "input", content: "go" });
     const slot = await waitingCall(h, "the call awaits approval");
     // Taken out while the call waits: its task resolves the tool when it goes on, after the decision.
@@ -147,6 +161,10 @@ describe("a call that asks first", () => {
     expect(runs).toEqual([]);
     const [result] = await toolResults(root);
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    expect(phases.length).toBeGreaterThan(0);
+    expect(phases).not.toContain("execute");
+    expect(slots).toContain("done");
+    expect(slots).not.toContain("running");
   });
 
   test("denied with a reason: an error result the model reads, with the reason; the tool never ran", async () => {

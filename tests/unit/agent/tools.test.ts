@@ -796,6 +796,10 @@ describe("tool hooks", () => {
     // 16: a chain that caught only synchronous throws let it escape the abort handler, and one that
     // reported only Error instances swallowed it; both passed while every hook threw an Error synchronously).
     const rejection = { reason: "async cleanup hook broke" };
+    // An abort error of the hook's own, thrown while the abort invocation is not signalled, is an
+    // ordinary failure too (draw 33cC: a chain that skipped errors named AbortError without looking
+    // at its signal passed: reported neither nor propagated).
+    const ownAbort = new DOMException("the cleanup hook's own request was aborted", "AbortError");
     const { h, root } = await open(callsThenAnswer(fauxToolCall("slow", {}, { id: "call-1" })), {
       tools: [slow],
       onReport: (error) => void reported.push(error),
@@ -807,6 +811,9 @@ describe("tool hooks", () => {
           async () => {
             await Promise.resolve();
             throw rejection;
+          },
+          () => {
+            throw ownAbort;
           },
           (call, result) => {
             seen.push(`${call.name}: ${textOf(result as never)}`);
@@ -821,9 +828,10 @@ describe("tool hooks", () => {
     await root.abort();
     expect(seen).toEqual(["slow: half done\n"]);
     // Each hook's failure itself is reported, once (not a copy or a wrapper).
-    expect(reported).toHaveLength(2);
+    expect(reported).toHaveLength(3);
     expect(reported[0]).toBe(failure);
     expect(reported[1]).toBe(rejection);
+    expect(reported[2]).toBe(ownAbort);
     const [result] = await toolResults(root);
     expect(messageOf(result!)).toMatchObject({ isError: true });
     expect(textOf(messageOf(result!))).toContain("rolled back (half done)");

@@ -829,6 +829,8 @@ describe("the task runtime", () => {
         stored.resolve();
         await untilAborted(signal).catch(() => undefined);
         seen.push(await runtime.memo("late", "x").catch((e: unknown) => e));
+        // A name that already has a winner is refused too: the memo is still a gated commit (draw 33cC).
+        seen.push(await runtime.memo("k", "again").catch((e: unknown) => e));
       },
       {
         abort: async (_t, runtime) => {
@@ -844,7 +846,8 @@ describe("the task runtime", () => {
     expect(await h.abortTask(id)).toBe("marked");
     expect(outcome(await done(h, id))).toEqual({ status: "aborted" });
     expect(seen[0]).toMatchObject({ name: "CommitRefused", reason: "abort_requested" });
-    expect(seen.slice(1)).toEqual([null, "first"]);
+    expect(seen[1]).toMatchObject({ name: "CommitRefused", reason: "abort_requested" });
+    expect(seen.slice(2)).toEqual([null, "first"]);
     expect((await row(store, id))?.["memos"]).toBeNull();
     await engineStillRuns(h);
     await h.close();
