@@ -817,7 +817,8 @@ describe("deferred responses (poll)", () => {
     const sub = await (await first.root()).submit({ type: "input", content: "answer later" });
     await until(
       () =>
-        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
+        undefined,
       { what: "the deferred note" },
     );
     const image = await memoryStore(store.image());
