@@ -294,9 +294,21 @@ describe("the registry", () => {
     expect(registry.snapshot()).toBe(before);
     expect(published).toBe(0);
     expect(registry.snapshot().hasTask("twice")).toBe(false);
+    // Draw 33c: the same definition object counts once per place it is listed: twice in one extension,
+    // or in a second extension, is a collision too (a registry that let an identical object through passed).
+    const shared = single("shared", async () => {});
+    expect(invalid(() => registry.install({ name: "x", tasks: [shared, shared] }))).toBe("task_collision");
+    registry.install({ name: "holder", tasks: [shared] });
+    expect(published).toBe(1);
+    const holding = registry.snapshot();
+    expect(invalid(() => registry.install({ name: "borrower", tasks: [shared] }))).toBe("task_collision");
+    expect(registry.snapshot()).toBe(holding);
+    expect(published).toBe(1);
+    registry.uninstall("holder");
+    expect(published).toBe(2);
     // Two distinct names in one extension are fine.
     registry.install({ name: "x", tasks: [single("one", async () => {}), single("two", async () => {})] });
-    expect(published).toBe(1);
+    expect(published).toBe(3);
     expect(["one", "two"].every((n) => registry.snapshot().hasTask(n))).toBe(true);
   });
 

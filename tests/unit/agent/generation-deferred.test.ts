@@ -801,6 +801,59 @@ describe("deferred responses (poll)", () => {
     await root.waitForIdle();
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
+  test("abort while polling after a reopen, before the recovered poll ran: the stored handle is cancelled and the input ends unanswered (aborted) (draw 33c)", async () => {
+    // Draw 33c: the named tests abort a poll that runs in this process; an abort handler that
+    // cancelled only the handle an in-memory poll held passed them.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const store = await memoryStore();
+    const first = await AgentHarness.open(store, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: () => new Promise<never>(() => undefined) },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-13", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    const sub = await (await first.root()).submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !==
+        undefined,
+      { what: "the deferred note" },
+    );
+    const image = await memoryStore(store.image());
+    await first.close();
+    const cancelled: string[] = [];
+    const second = await AgentHarness.open(image, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          fetchDeferred: () => new Promise<never>(() => undefined),
+          async cancelDeferred(_model, handle) {
+            cancelled.push(handle.id);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "never", pollAfterMs: 60_000 }, { count: 0 }),
+      paused: true,
+    });
+    cleanups.push(async () => {
+      await second.close();
+      faux.unregister();
+    });
+    const root = await second.root();
+    const aborting = root.abort();
+    second.resume();
+    await aborting;
+    expect(await (await second.submission(sub.id))!.wait()).toMatchObject({
+      status: "unanswered",
+      reason: "aborted",
+    });
+    expect(cancelled).toEqual(["job-13"]);
+    await root.waitForIdle();
+    expect(internals(second).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
   test("abort while polling a model the resolver no longer knows: no cancellation is asked, the run still ends aborted", async () => {
     // Spec §8.3: the abort handler calls cancelDeferred in poll "when the model is known". (Reading
     // 22b: only a known model was tried.)

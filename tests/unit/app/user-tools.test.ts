@@ -26,7 +26,14 @@ import {
 } from "../../../worker/app/user-tools/store.ts";
 import { UserToolInvalid } from "../../../worker/app/user-tools/tool.ts";
 import { DEFAULT_SANDBOX_LIMITS, defineExtension, defineTool, textResult } from "../../../worker/index.ts";
-import { deferred, type FauxResponder, fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { setScriptWorkers } from "../../../worker/sandbox/workers.ts";
+import {
+  deferred,
+  type FauxResponder,
+  fauxAgentModel,
+  memoryStore,
+  nodeScriptWorkers,
+} from "../../../worker/testing.ts";
 import { appEngines, ask, GREET } from "./user-tools-fixtures.ts";
 
 const { openApp, closeLater } = appEngines();
@@ -242,6 +249,28 @@ describe("saving a user tool", () => {
     expect(answer).toContain(
       `ran out of memory (limit ${DEFAULT_SANDBOX_LIMITS.memoryBytes / 1024 / 1024} MiB)`,
     );
+  });
+
+  test("a user tool's body runs under codemode's own stack limit (DEFAULT_SANDBOX_LIMITS), not a looser one", async () => {
+    // Draw 33c: the stack limit was the one sandbox limit no test read; a user tool under a 4 MiB
+    // stack passed. In script workers (the browser's page engine): in the engine's own thread, the
+    // host's stack can run out before the sandbox's 512 KiB (see the report of draw 33cD).
+    setScriptWorkers(nodeScriptWorkers());
+    try {
+      const { h } = await openApp();
+      await saveUserTool(h, {
+        ...GREET,
+        name: "deep",
+        parameters: { type: "object", properties: {} },
+        body: "async () => { function down(n) { return down(n + 1) + 1; } return down(0); }",
+      });
+      const answer = await ask(h, (await h.root()).id, "use my tool deep");
+      expect(answer).toContain(
+        `call stack overflowed (limit ${DEFAULT_SANDBOX_LIMITS.stackBytes / 1024} KiB)`,
+      );
+    } finally {
+      setScriptWorkers(undefined);
+    }
   });
 });
 

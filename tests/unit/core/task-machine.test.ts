@@ -1379,9 +1379,19 @@ describe("commits a handler may not make", () => {
     const sleeper = await h.createTask(parked("abort-waiter-target"), null, {
       ownership: { kind: "conversation" },
     });
+    // A wait already satisfied (on a task that finished) is a wait too (draw 33c).
+    const finished = await h.createTask(
+      single("abort-waiter-finished", async (_t, runtime) => {
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: 1 } }));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    await done(h, finished);
     const waits: NextTaskState<Go, Json>[] = [
       timerWait<Go>({ phase: "go" }, Date.now() + 3_600_000),
       { status: "waiting", checkpoint: { phase: "go" }, on: [sleeper], policy: "allSettled" },
+      { status: "waiting", checkpoint: { phase: "go" }, on: [finished], policy: "allSettled" },
     ];
     for (const next of waits) {
       const later = single(
