@@ -62,8 +62,11 @@ describe("conversations", () => {
     expect(found.id).toBe(made.id);
     // Each read goes to the committed state, not to anything a handle kept.
     expect(await made.agentState()).toEqual({});
+    // The resolved agent too (draw 33cB: a handle keeping its first agent() passed when only agentState() was read).
+    expect((await made.agent()).instructions).toBeUndefined();
     await found.configure({ instructions: "Be brief." });
     expect(await made.agentState()).toEqual({ instructions: "Be brief." });
+    expect((await made.agent()).instructions).toBe("Be brief.");
     const kinds = async (c: typeof made) => (await c.entries()).map((e) => [e.id, e.kind]);
     // A handle that read the entries before another one submitted reads the new ones after.
     const earlier = await kinds(found);

@@ -924,6 +924,32 @@ describe("the inbox", () => {
     expect(textOf(messageOf(entries.at(-2)!))).toBe("again");
   });
 
+  test("Conversation.abort keeps a queued reset (a passive self-head write) beside a withdrawn follow-up; the next submission places it", async () => {
+    // Draw 33cB: every abort test queued a plain write; an abort that withdrew a self-head write
+    // (a reset or handoff) as if it were control input passed them. Spec §2.2: passive writes survive.
+    const { tool, started } = gatedTool();
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const input = await root.submit({ type: "input", content: "queued input" });
+    const reset = await root.reset("start over");
+    expect(inboxOf(h).items.map((i) => i.mode)).toEqual(["followUp", "write"]);
+    await root.abort();
+    expect(root.busy).toBe(false);
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await reset.record()).status).not.toBe("unanswered");
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([reset.id]);
+    faux.respond = echo;
+    const next = await root.submit({ type: "input", content: "again" });
+    expect((await next.wait()).status).toBe("done");
+    const placed = await reset.wait();
+    expect(placed.status).toBe("done");
+    const entries = await transcript(root);
+    expect(entries.find((e) => e.id === (placed as { entry: number }).entry)?.kind).toBe("pi.reset");
+  });
+
   test("Conversation.abort withdraws the queued inputs of a conversation its traversal reaches, a task-owned one below it, and keeps that conversation's queued writes", async () => {
     // Break 29J: every abort test queued in the aborted conversation itself; withdrawing only there
     // passed. The spec withdraws "in affected conversations" (§6.3).

@@ -294,6 +294,46 @@ describe("the handler's third argument", () => {
     await h.close();
   });
 
+  // Draw 33cB: every test reading the third argument read it in a task's first phase; a later phase
+  // of the same invocation handed a signal that never aborts passed them.
+  test("a later phase of the same invocation gets the invocation's signal as its third argument: an abort reaches a task parked in its second phase", async () => {
+    const signals: AbortSignal[] = [];
+    let runtimeSignal: AbortSignal | undefined;
+    const reached = deferred();
+    const twoPhases = defineTask<Json, Go | { phase: "second" }, Json>({
+      name: "two-phases",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime, signal) => {
+          signals.push(signal);
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }));
+        },
+        second: async (_t, runtime, signal) => {
+          signals.push(signal);
+          runtimeSignal = runtime.signal;
+          reached.resolve();
+          // runtime.signal too, so that a wrong third argument fails the test rather than hanging it.
+          await Promise.race([untilAborted(signal), untilAborted(runtime.signal)]);
+        },
+      },
+      abort: abortedByHandler,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [twoPhases] });
+    try {
+      const id = await h.createTask(twoPhases, null, { ownership: { kind: "conversation" } });
+      await reached.promise;
+      expect(signals).toHaveLength(2);
+      expect(signals[1]).toBe(signals[0]);
+      expect(await h.abortTask(id)).toBe("marked");
+      expect(signals[1]!.aborted).toBe(true);
+      expect(signals[1]).toBe(runtimeSignal);
+      expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "handler" });
+    } finally {
+      await h.close();
+    }
+  });
+
   // A departure (tests/NOT-APPLICABLE.md [5.1]): a third parameter with a default value does not
   // count in `length`, so such a handler cannot be told from one that declares two, and gets its
   // default. Handing every handler the signal undoes the measured saving of making an AbortController

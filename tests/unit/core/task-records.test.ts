@@ -987,7 +987,8 @@ test("defineTask returns the definition itself as the task's token, frozen, and 
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "ran" });
   await h.close();
   // Refused at the door with a typed error (a TypeError), each with its reason.
-  for (const version of [0, -1, 1.5, Number.NaN, "2"]) {
+  // Draw 33cB: Infinity too (a check by Math.floor(v) === v, v >= 1 let it through).
+  for (const version of [0, -1, 1.5, Number.NaN, "2", Number.POSITIVE_INFINITY]) {
     const make = () => defineTask<Json, Go, Json>({ ...definition, version } as never);
     expect(make).toThrow(TypeError);
     expect(make).toThrow(/version must be a positive integer/);
