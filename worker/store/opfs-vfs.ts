@@ -15,8 +15,9 @@
  *   journals, sorts and temporary tables stay in memory. The database, its rollback journal and its
  *   WAL are the VFS's persistent files, untouched here. Should SQLite ask for a temporary file anyway,
  *   the open is refused with SQLITE_CANTOPEN and a message saying why, not a TypeError later.
- * - A released VFS holds nothing: its access handles are closed and its per-file BroadcastChannels
- *   closed (a channel with a listener keeps the whole wasm instance alive).
+ * - A released VFS holds nothing: SQLite's close frees the files' access handles and lock, and the
+ *   release closes its per-file BroadcastChannels (a channel with a listener keeps the whole wasm
+ *   instance alive).
  * - Pools left by builds before this one are deleted once per worker, later and off the open's path,
  *   and only those whose Web Lock is free (a connection of an older build still running keeps its own).
  */
@@ -25,10 +26,7 @@ import * as SQLite from "@journeyapps/wa-sqlite/src/sqlite-constants.js";
 /** The part of the OPFSCoopSyncVFS instance this module touches. */
 export interface OpfsVfs {
   readonly name: string;
-  unboundAccessHandles?: Set<{ close(): void }>;
-  boundAccessHandles?: Map<string, { close(): void }>;
   persistentFiles?: Map<string, { handleRequestChannel?: BroadcastChannel | null }>;
-  releaser?: (() => void) | null;
   lastError: unknown;
   isReady(): Promise<boolean>;
   close(): void | Promise<void>;
@@ -78,10 +76,7 @@ export async function createOpfsVfs(name: string, module: unknown): Promise<Opfs
 
 /** Release what the VFS holds beyond the database file itself (which SQLite's close releases). */
 export function releaseOpfsVfs(vfs: OpfsVfs): void {
-  for (const handle of vfs.unboundAccessHandles ?? []) closeQuietly(handle);
-  for (const handle of vfs.boundAccessHandles?.values() ?? []) closeQuietly(handle);
-  vfs.unboundAccessHandles?.clear();
-  vfs.boundAccessHandles?.clear();
+  // No temporary-file pool was made (createOpfsVfs), so no pool handles or pool lock are left to free.
   // A channel with a listener stays alive, and its listener holds the VFS and so the whole wasm
   // instance (its memory and its address-space reservation): left open, every store opened and
   // closed in one worker stayed in memory until wasm instantiation failed with "Out of memory"
@@ -91,16 +86,6 @@ export function releaseOpfsVfs(vfs: OpfsVfs): void {
     if (!channel) continue;
     channel.onmessage = null;
     channel.close();
-  }
-  vfs.releaser?.();
-  vfs.releaser = null;
-}
-
-function closeQuietly(handle: { close(): void }): void {
-  try {
-    handle.close();
-  } catch {
-    // Already closed.
   }
 }
 
