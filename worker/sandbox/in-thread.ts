@@ -79,6 +79,13 @@ export async function runScriptInThread(
       } catch (error) {
         // An instance whose script hit a limit (a full heap, say) is not kept.
         reuse = !(error instanceof SandboxLimitError) && !(error instanceof WebAssembly.RuntimeError);
+        if (hostStackOverflow(error)) {
+          // The script's recursion ran the host's own stack out before QuickJS's limit was reached
+          // (in the engine's thread, whose stack the host's frames share): the same runaway, stopped
+          // the same way, so it reads as the stack limit. The runtime it left is not reused.
+          reuse = false;
+          throw new StackLimitExceeded(limits.stackBytes);
+        }
         throw error;
       } finally {
         dispose(context);
@@ -89,6 +96,15 @@ export async function runScriptInThread(
   } finally {
     releaseInterpreter(lease, { reuse });
   }
+}
+
+/**
+ * Whether `error` is the host's own stack overflow (V8's RangeError), thrown out of QuickJS's wasm
+ * by a deep recursion. A script's own throw never reaches here as a host RangeError: it is dumped
+ * from QuickJS and becomes a ScriptError.
+ */
+function hostStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && /maximum call stack size exceeded/i.test(error.message);
 }
 
 class Run {

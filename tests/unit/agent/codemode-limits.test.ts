@@ -21,6 +21,9 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { createCodemodeTool } from "../../../worker/agent/tools/builtin/codemode.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { DOC, defineTool, type LiveState } from "../../../worker/index.ts";
+import { StackLimitExceeded } from "../../../worker/sandbox/errors.ts";
+import { runScriptInThread } from "../../../worker/sandbox/in-thread.ts";
+import { DEFAULT_SANDBOX_LIMITS } from "../../../worker/sandbox/types.ts";
 import { setScriptWorkers } from "../../../worker/sandbox/workers.ts";
 import { type FauxResponder, nodeScriptWorkers, until } from "../../../worker/testing.ts";
 import { open, textOf, toolResults } from "./fixtures.ts";
@@ -236,4 +239,25 @@ describe.each([
     },
     60_000,
   );
+});
+
+test("deep recursion under the default stack limit in the engine's thread is stopped with StackLimitExceeded, and the next script runs", async () => {
+  // In the engine's own thread the host's stack may run out before QuickJS's 512 KiB limit: the
+  // same runaway, which must read as the stack limit, not as the host's RangeError.
+  const host = {
+    start: 0,
+    seed: 1,
+    functions: [],
+    call: async () => ({ isError: false as const, value: null }),
+    print: () => undefined,
+  };
+  const error = await runScriptInThread(
+    "function f(n) { return f(n + 1) + 1; } return f(0);",
+    host,
+    DEFAULT_SANDBOX_LIMITS,
+  ).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(StackLimitExceeded);
+  expect((error as Error).message).toContain("stack overflowed (limit 512 KiB)");
+  const next = await runScriptInThread("return 1 + 1;", host, DEFAULT_SANDBOX_LIMITS);
+  expect(next.value).toBe(2);
 });
