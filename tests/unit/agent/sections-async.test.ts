@@ -182,3 +182,61 @@ test("a section's error after the preparing phase was aborted propagates: not re
   expect(reported).toEqual([]);
   expect(faux.requests).toHaveLength(0);
 });
+
+test("the selection changed while an async section rendered: the preparation renders again, with the newly selected extension's section (draw 34D)", async () => {
+  // Draw 34D: the named test changes only the instructions; taking the render whenever the
+  // instructions were unchanged (a new selection ignored) passed it.
+  const entered = deferred<void>();
+  const release = deferred<void>();
+  let engine: { docNow(c: number, name: string): unknown } | undefined;
+  let held = false;
+  const { h, root, faux } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [
+        section("notes", async ({ conversationId }) => {
+          const live = engine?.docNow(conversationId, "pi.live") as { run?: unknown } | undefined;
+          if (live?.run && !held) {
+            held = true;
+            entered.resolve();
+            await release.promise;
+          }
+          return "n";
+        }),
+      ],
+    }),
+    defineExtension({ name: "b", sections: [section("extra", () => "e")] }),
+  ]);
+  engine = h;
+  await root.configure({ extensions: ["a"] });
+  const submission = await root.submit({ type: "input", content: "one" });
+  await entered.promise;
+  await root.configure({ extensions: ["a", "b"] });
+  release.resolve();
+  expect(await submission.wait()).toMatchObject({ status: "done" });
+  expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nn\n</notes>\n\n<extra>\ne\n</extra>");
+});
+
+test("an env builder's error after the preparing phase was aborted propagates: not reported, the run ends aborted (draw 34D)", async () => {
+  // Draw 34D: the named test's section fails after the abort; a builder's failure after it was
+  // reported (the sections rendering with none) and passed every test.
+  const entered = deferred<void>();
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", sections: [section("notes", () => "n")] }));
+  const reported: unknown[] = [];
+  const { root, faux } = await open(echo, {
+    extensions,
+    env: async (_target, { signal }) => {
+      entered.resolve();
+      await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      throw new Error("builder stopped");
+    },
+    onReport: (e) => void reported.push(e),
+  });
+  const submission = await root.submit({ type: "input", content: "one" });
+  await entered.promise;
+  await root.abort();
+  expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(reported).toEqual([]);
+  expect(faux.requests).toHaveLength(0);
+});

@@ -322,3 +322,70 @@ test("an extension task in a conversation other than the root asks that conversa
   expect(await run(other.id)).toEqual({ status: "completed", result: ["b:diff"] });
   expect(await run(root.id)).toEqual({ status: "completed", result: ["a:diff"] });
 });
+
+test("each asks every registration an extension makes for the task, in registration order; a throw is reported as the very error thrown; a phase entered again under the same name resolves again (draw 34D)", async () => {
+  // Draw 34D: every named extension registered one hook for the task, reports were read by message,
+  // and each phase had a name of its own; taking one registration per extension, reporting a copy of
+  // the error, and keying the phase's hooks by its name each passed them.
+  class HookFailure extends Error {}
+  const thrown: Error[] = [];
+  type Loop = { phase: "loop"; round: number };
+  let reinstall: () => void = () => undefined;
+  const review = defineTask<Json, Loop, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "loop", round: 0 }),
+    phases: {
+      loop: async (task, runtime) => {
+        const words: string[] = [];
+        await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+          words.push(await handler("diff", api, { signal: runtime.signal }));
+        });
+        const round = task.state.checkpoint.round;
+        answers.push(words);
+        if (round === 0) reinstall();
+        await runtime.commit(() =>
+          round === 0
+            ? { status: "running", checkpoint: { phase: "loop", round: 1 } }
+            : { status: "terminal", outcome: { status: "completed", result: null } },
+        );
+      },
+    },
+    abort: abortedByHandler as never,
+  });
+  const answers: string[][] = [];
+  const pair = (a: string, b: string): Extension =>
+    defineExtension({
+      name: "pair",
+      hooks: [
+        hook("app.review", { inspect: (input: string) => `${a}:${input}` }),
+        hook("app.review", {
+          inspect: () => {
+            const error = new HookFailure(`${a} broke`);
+            thrown.push(error);
+            throw error;
+          },
+        }),
+        hook("app.review", { inspect: (input: string) => `${b}:${input}` }),
+      ],
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(pair("p1", "p2"));
+  extensions.install(answering("last", "z"));
+  reinstall = () => extensions.install(pair("q1", "q2"));
+  const reports: unknown[] = [];
+  const { h } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(answers).toEqual([
+    ["p1:diff", "p2:diff", "z:diff"],
+    ["q1:diff", "q2:diff", "z:diff"],
+  ]);
+  expect(thrown).toHaveLength(2);
+  expect(reports).toHaveLength(2);
+  for (const [i, error] of thrown.entries()) {
+    expect(reports[i]).toBe(error);
+    expect(reports[i]).toBeInstanceOf(HookFailure);
+  }
+});

@@ -17,7 +17,7 @@ import type { Json, TaskRecord } from "../../../worker/core/types.ts";
 import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
 import type { Sql } from "../../../worker/store/types.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { complete, type Go, single } from "../core/fixtures.ts";
+import { complete, type Go, single, untilAborted } from "../core/fixtures.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -632,6 +632,52 @@ test("getTask reads a task's committed record and waitForTask its terminal recei
     await expect(api.waitForTask(receipt!.id)).rejects.toThrow(CommitRefused);
   }
   never.resolve();
+});
+
+test("a tool's conversation handle: abort() leaves the background work there running; abort({ background: true }) marks and awaits it, and no background work of a conversation it does not reach (draw 34D)", async () => {
+  // Draw 34D: every named `{ background: true }` abort went through the root's Conversation handle;
+  // a tool's handle dropping the option (an ordinary abort) passed them all.
+  const slowAbort = single("test.slow-bg", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await new Promise((r) => setTimeout(r, 20));
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const ordinary = single("test.ordinary", async (_t, _r, signal) => untilAborted(signal));
+  const seen: Record<string, unknown> = {};
+  const { tool } = probe("aborter", async (api) => {
+    const [conversation, below, work, elsewhere] = await api.commit((tx) => {
+      const c = tx.createConversation({ kind: "task", taskId: api.taskId }).id;
+      const options = { ownership: { kind: "conversation" as const }, conversationId: c };
+      return [
+        c,
+        tx.createTask(slowAbort, null, { ...options, background: true }),
+        tx.createTask(ordinary, null, options),
+        tx.createTask(slowAbort, null, { ownership: { kind: "conversation" }, background: true }),
+      ] as const;
+    });
+    const handle = api.conversation(conversation)!;
+    await handle.abort();
+    seen["after abort()"] = [(await api.getTask(work))!.state, (await api.getTask(below))!.abortRequested];
+    await handle.abort({ background: true });
+    seen["after abort({ background: true })"] = (await api.getTask(below))!.state;
+    seen["elsewhere"] = await api.getTask(elsewhere);
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("aborter"), { tools: [tool], tasks: [slowAbort, ordinary] });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(seen["after abort()"]).toMatchObject([
+    { status: "terminal", outcome: { status: "aborted" } },
+    false,
+  ]);
+  expect(seen["after abort({ background: true })"]).toEqual({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  const elsewhere = seen["elsewhere"] as TaskRecord;
+  expect(elsewhere).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  expect(await h.abortTask(elsewhere.id)).toBe("marked");
+  await until(() => h.inspect().tasks.length === 0, { what: "the root's background task aborted" });
 });
 
 test("two calls wait on one task: the wait of the call aborted first rejects with WaitCancelled, and the other call still gets the terminal receipt", async () => {
