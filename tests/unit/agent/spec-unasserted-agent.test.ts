@@ -239,6 +239,38 @@ describe("pi.tool (spec §8.4)", () => {
     expect((await sub.wait()).status).toBe("done");
     expect(seen).toEqual([{ item: "from the entry" }]);
   });
+
+  test("reads its call from its own assistant entry: a later answer reusing an earlier call id runs with its own arguments (draw 34C)", async () => {
+    const seen: unknown[] = [];
+    const echoTool = defineTool({
+      name: "echo",
+      description: "echo",
+      parameters: Type.Object({ item: Type.String() }),
+      execute: async (args) => {
+        seen.push(args);
+        return textResult(args.item);
+      },
+    });
+    // Two answers calling the same tool under the same id (providers may number calls per answer).
+    const { h, root } = await open(
+      (req) => {
+        const answers = req.messages.filter((m) => m.role === "assistant").length;
+        if (answers >= 2) return fauxAssistantMessage("done");
+        const item = answers === 0 ? "first" : "second";
+        return fauxAssistantMessage([fauxToolCall("echo", { item }, { id: "c1" })], { stopReason: "toolUse" });
+      },
+      // A beforeTool hook, so each task starts at call and reads its call (with none, the answer's
+      // commit records the intent from the answer it has in hand: NOT-APPLICABLE [8.2]).
+      { tools: [echoTool], hooks: { beforeTool: [async () => undefined] } },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toEqual([{ item: "first" }, { item: "second" }]);
+    const assistants = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
+    const tasks = (await toolTasks(h)).sort((a, b) => a.id - b.id);
+    expect(tasks.map((t) => t.input)).toEqual(
+      assistants.slice(0, 2).map((a) => ({ assistant: a.id, callId: "c1" })),
+    );
+  });
 });
 
 describe("built-in entries (spec §8.1)", () => {
