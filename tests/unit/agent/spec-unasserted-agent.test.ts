@@ -280,7 +280,9 @@ describe("pi.tool (spec §8.4)", () => {
         const answers = req.messages.filter((m) => m.role === "assistant").length;
         if (answers >= 2) return fauxAssistantMessage("done");
         const item = answers === 0 ? "first" : "second";
-        return fauxAssistantMessage([fauxToolCall("echo", { item }, { id: "c1" })], { stopReason: "toolUse" });
+        return fauxAssistantMessage([fauxToolCall("echo", { item }, { id: "c1" })], {
+          stopReason: "toolUse",
+        });
       },
       // A beforeTool hook, so each task starts at call and reads its call (with none, the answer's
       // commit records the intent from the answer it has in hand: NOT-APPLICABLE [8.2]).
