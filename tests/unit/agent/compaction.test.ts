@@ -482,6 +482,12 @@ describe("Conversation.compact()", () => {
     const entries = await root.entries();
     expect(entries).toHaveLength(before + 1);
     expect(entries.slice(0, before)).toEqual(raw);
+    // And the engine's own reads still hold it (draw 34C: its entry cache dropping the summarized
+    // entries once the summary landed passed): the context as of an entry before the cut, what a
+    // fork there starts with, is every entry through it, with no head.
+    const early = await root.context({ at: raw[3]!.id });
+    expect(early.head).toBeUndefined();
+    expect(early.entries.map((e) => e.id)).toEqual(raw.slice(0, 4).map((e) => e.id));
     const compaction = entries.at(-1)!;
     expect(compaction).toMatchObject({ kind: "pi.compaction", head: 6, data: { reason: "manual" } });
     // Its data is exactly { reason } (spec §8.1; reading 23d: matched as a subset before).

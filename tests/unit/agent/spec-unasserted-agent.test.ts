@@ -239,6 +239,63 @@ describe("pi.tool (spec §8.4)", () => {
     expect((await sub.wait()).status).toBe("done");
     expect(seen).toEqual([{ item: "from the entry" }]);
   });
+
+  test("with no beforeTool hook too (created at execute, NOT-APPLICABLE [8.2]), each call's task input names only its entry and call id (draw 34C)", async () => {
+    const echoTool = defineTool({
+      name: "echo",
+      description: "echo",
+      parameters: Type.Object({ item: Type.String() }),
+      execute: async (args) => textResult(args.item),
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("echo", { item: "one" }, { id: "c1" }),
+        fauxToolCall("echo", { item: "two" }, { id: "c2" }),
+      ),
+      { tools: [echoTool] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const assistant = (await transcript(root)).find((e) => e.kind === "pi.assistant")!;
+    const tasks = (await toolTasks(h)).sort((a, b) => a.id - b.id);
+    expect(tasks.map((t) => [t.version, t.input])).toEqual([
+      [1, { assistant: assistant.id, callId: "c1" }],
+      [1, { assistant: assistant.id, callId: "c2" }],
+    ]);
+  });
+
+  test("reads its call from its own assistant entry: a later answer reusing an earlier call id runs with its own arguments (draw 34C)", async () => {
+    const seen: unknown[] = [];
+    const echoTool = defineTool({
+      name: "echo",
+      description: "echo",
+      parameters: Type.Object({ item: Type.String() }),
+      execute: async (args) => {
+        seen.push(args);
+        return textResult(args.item);
+      },
+    });
+    // Two answers calling the same tool under the same id (providers may number calls per answer).
+    const { h, root } = await open(
+      (req) => {
+        const answers = req.messages.filter((m) => m.role === "assistant").length;
+        if (answers >= 2) return fauxAssistantMessage("done");
+        const item = answers === 0 ? "first" : "second";
+        return fauxAssistantMessage([fauxToolCall("echo", { item }, { id: "c1" })], {
+          stopReason: "toolUse",
+        });
+      },
+      // A beforeTool hook, so each task starts at call and reads its call (with none, the answer's
+      // commit records the intent from the answer it has in hand: NOT-APPLICABLE [8.2]).
+      { tools: [echoTool], hooks: { beforeTool: [async () => undefined] } },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toEqual([{ item: "first" }, { item: "second" }]);
+    const assistants = (await transcript(root)).filter((e) => e.kind === "pi.assistant");
+    const tasks = (await toolTasks(h)).sort((a, b) => a.id - b.id);
+    expect(tasks.map((t) => t.input)).toEqual(
+      assistants.slice(0, 2).map((a) => ({ assistant: a.id, callId: "c1" })),
+    );
+  });
 });
 
 describe("built-in entries (spec §8.1)", () => {
