@@ -11,9 +11,10 @@
  *   rows like any others (ids come from `max(id) + 1` at open).
  * - Every row is one the engine could have written: each new conversation is ownerless with a copy
  *   of the template's documents (each its own incarnation, alive from the start), its title named by
- *   its number; entries alternate a question and an answer (copies of the template's two bodies with
- *   their text replaced), spread over the new conversations in order, so a newer conversation holds
- *   newer entries; terminal tasks are copies of a template terminal task, spread the same way.
+ *   its number; entries alternate a question and an answer (copies of the template's two entries,
+ *   kind and body, with their text replaced), spread over the new conversations in order, so a newer
+ *   conversation holds newer entries; terminal tasks are copies of a template terminal task, spread
+ *   the same way.
  * - The first entry written (the oldest) also says `RARE_WORD`, which no other entry says: a search
  *   for it must reach the oldest rows.
  * - At most `SEED_BATCH` rows of one table per transaction.
@@ -98,21 +99,37 @@ export async function bulkSeed(store: Store, seed: BulkSeed): Promise<{ firstCon
       );
     });
   }
+  // Each copy takes its template's kind with its body: the core names no entry kind of its own.
   const bodies = await store.read(async (sql) => {
-    const body = async (id: number) =>
-      String((await sql.get("SELECT body FROM entries WHERE id = ?", [id]))?.["body"]);
-    return { question: await body(seed.templateQuestion), answer: await body(seed.templateAnswer) };
+    const entry = async (id: number) => {
+      const row = await sql.get("SELECT kind, body FROM entries WHERE id = ?", [id]);
+      return { kind: String(row?.["kind"]), body: String(row?.["body"]) };
+    };
+    return { question: await entry(seed.templateQuestion), answer: await entry(seed.templateAnswer) };
   });
   await batches(entries, async (sql, from, to) => {
     const entry0 = await nextId(sql, "entries");
     await sql.run(
       `${seq} INSERT INTO entries (id, conversation_id, kind, body, by_task, head)
        SELECT ? + i - ?, ? + (i * ? / ?),
-         CASE i % 2 WHEN 0 THEN 'pi.user' ELSE 'pi.assistant' END,
+         CASE i % 2 WHEN 0 THEN ? ELSE ? END,
          replace(CASE i % 2 WHEN 0 THEN ? ELSE ? END, ?,
            CASE WHEN i = 0 THEN '${RARE_WORD} ' ELSE '' END || CASE i % 2 WHEN 0 THEN 'Seeded question ' ELSE 'Seeded answer ' END || (i + 1)),
          NULL, NULL FROM n`,
-      [from, to, entry0, from, first, count, entries, bodies.question, bodies.answer, SEED_MARKER],
+      [
+        from,
+        to,
+        entry0,
+        from,
+        first,
+        count,
+        entries,
+        bodies.question.kind,
+        bodies.answer.kind,
+        bodies.question.body,
+        bodies.answer.body,
+        SEED_MARKER,
+      ],
     );
   });
   if (tasks > 0 && seed.templateTask !== undefined) {

@@ -292,11 +292,16 @@ describe("conversations", () => {
     await started.promise;
     const taskId = liveOf(h).tools![0]!.taskId!;
     const child = await h.createConversation({ ownership: { kind: "task", taskId } });
+    // Draw 34A: a fork the task owns keeps its owner too (every owned conversation here was a plain
+    // creation, so an owner dropped from a fork's record read back passed).
+    const [at] = await root.entries({ limit: 1 });
+    const fork = await h.forkConversation(root.id, at!.id, { ownership: { kind: "task", taskId } });
     release.resolve();
     await sub.wait();
     expect((await h.getTask(taskId))?.state.status).toBe("terminal");
     const owner = { taskId, conversationId: root.id };
     expect((await h.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
+    expect((await h.transaction((tx) => tx.conversation(fork.id)))?.owner).toEqual(owner);
     // Break 30G: an owner living in a conversation other than the root (every owner above lived in
     // the root, so a pair stored with the root's id passed): its pair too stays, also after a reopen.
     const worker = await h.createTask(parkedWorker, null, {
@@ -312,6 +317,7 @@ describe("conversations", () => {
     const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
     expect((await again.transaction((tx) => tx.conversation(child.id)))?.owner).toEqual(owner);
     expect((await again.transaction((tx) => tx.conversation(grandchild.id)))?.owner).toEqual(deeper);
+    expect((await again.transaction((tx) => tx.conversation(fork.id)))?.owner).toEqual(owner);
   });
 
   test("the creation hook runs inside tx.createConversation: a raw creation has pi.agent, pi.live, pi.inbox, pi.usage and pi.provider before the call returns", async () => {

@@ -3,7 +3,7 @@
  * defaults, object fields merged key by key; a change of a settings getter makes no commit and takes
  * effect at the next reading. (The app's settings dialog is tested in settings.test.ts.)
  */
-import { fauxAssistantMessage } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { type AgentSettings, resolveSettings, retryDelayMs } from "../../../worker/agent/services.ts";
@@ -15,8 +15,8 @@ import {
   section,
   textResult,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import { cleanups, echo, open } from "./fixtures.ts";
+import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+import { callsThenAnswer, cleanups, echo, open } from "./fixtures.ts";
 
 test("defaults: retry 3 x 2 s up to 60 s, compaction 16384/20000/32768, parallel tools, one-at-a-time queues, no stream options", () => {
   // Every default, whole: a key added, dropped or changed shows here (the spec's resolved defaults
@@ -179,6 +179,47 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   // stored the new default selection in pi.agent, an agent_changed for a settings change, passed).
   expect(h.docNow(root.id, "pi.agent")).toEqual({});
   expect(agentWrites).toBe(0);
+});
+
+test("a default selection changed during a turn applies at that turn's next preparation: the request in flight keeps the tools and sections it was prepared with", async () => {
+  // Draw 34A: the test above changes the settings between two runs; the default selection kept for
+  // a run's later phases (a preparation reusing the view of the run's first, the settings pinned
+  // per run) passed it. Here it changes while the run's first request is in flight.
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("alpha")] }));
+  extensions.install(
+    defineExtension({
+      name: "b",
+      tools: [tool("beta")],
+      sections: [section("b-notes", () => "Beta notes.")],
+    }),
+  );
+  let settings: AgentSettings = { extensions: ["a"] };
+  const hold = deferred();
+  const call = callsThenAnswer(fauxToolCall("alpha", {}, { id: "call-1" }));
+  const { root, faux } = await open(
+    async (req, n) => {
+      if (n === 1) await hold.promise;
+      return call(req, n);
+    },
+    { extensions, settings: () => settings },
+  );
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => faux.requests.length === 1, { what: "first request sent" });
+  settings = { extensions: ["a", "b"] };
+  hold.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  // One run: its first request prepared before the change, its second (after the tool) after it.
+  expect(faux.requests.map((r) => r.tools)).toEqual([["alpha"], ["alpha", "beta"]]);
+  expect(faux.requests[0]!.systemPrompt ?? "").not.toContain("Beta notes.");
+  expect(faux.requests[1]!.systemPrompt).toContain("Beta notes.");
 });
 
 test("a settings object is never copied: its getters are read at every resolution, and the next resolution sees a change", async () => {

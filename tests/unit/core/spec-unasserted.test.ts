@@ -110,6 +110,52 @@ describe("inspect() never runs a migration (spec §2.2)", () => {
     expect([calls, reports.length]).toEqual([1, 1]);
     await h.close();
   });
+
+  test("a waiting task whose wait is over is shown ready without its wake continuation being run; the scheduler runs it once, after resume()", async () => {
+    // Draw 34A: the tests above catch task code through a migrate only; an inspection that previewed
+    // a drain in a dropped draft (running a wake continuation, writing nothing) passed with no migrate.
+    const T0 = Date.UTC(2026, 0, 5, 8, 0);
+    const clock = new FakeClock(T0);
+    let wakes = 0;
+    const sleeper = defineTask<Json, Go | { phase: "woke" }, Json>({
+      name: "unasserted-waker",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => void (await runtime.commit(() => timerWait({ phase: "woke" }, T0 + 1000))),
+        woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
+      },
+      wake: {
+        woke: () => {
+          wakes++;
+          return undefined;
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [sleeper], now: clock.now, timers: clock });
+    const id = await first.createTask(sleeper, null, { ownership: { kind: "conversation" } });
+    await until(() => first.inspect().tasks[0]?.state.kind === "waiting", { what: "waiting on its timer" });
+    const image = await memoryStore(store.image());
+    await first.close();
+    clock.jump(5000);
+    const h = await Harness.open(image, { tasks: [sleeper], now: clock.now, timers: clock, paused: true });
+    for (let i = 0; i < 3; i++) {
+      const [task] = h.inspect().tasks;
+      expect(task?.record.state.status).toBe("waiting");
+      expect(task?.state).toEqual({ kind: "ready", migrates: false });
+    }
+    expect(wakes).toBe(0);
+    expect(await row(image, id)).toMatchObject({ version: 1, status: "waiting" });
+    h.resume();
+    expect(await h.waitForTask(id)).toMatchObject({
+      state: { status: "terminal", outcome: { status: "completed" } },
+    });
+    expect(wakes).toBe(1);
+    await h.close();
+  });
 });
 
 describe("no free-standing task dependencies (spec §5.5)", () => {

@@ -413,6 +413,10 @@ describe("import direction", () => {
     const root = repoRoot();
     const named: string[] = [];
     const roles = new Set(["user", "assistant", "toolResult", "toolCall", "system"]);
+    // Draw 34A: a built-in name inside a longer string (SQL's `kind LIKE 'pi.%'`, a template's middle
+    // or tail), the bare namespace (`name.split(".")[0] === "pi"`) or a role quoted in SQL passed the
+    // check above, which read a string's start only; core/bulk-seed.ts named 'pi.user' so.
+    const quotedRole = new RegExp(`['"\`](${[...roles].join("|")})['"\`]`);
     for (const file of sourceFiles(root, "worker/core")) {
       const source = ts.createSourceFile(
         file,
@@ -421,8 +425,15 @@ describe("import direction", () => {
       );
       const visit = (node: ts.Node): void => {
         if (
-          (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node)) &&
-          (/^pi\./.test(node.text) || roles.has(node.text))
+          (ts.isStringLiteral(node) ||
+            ts.isNoSubstitutionTemplateLiteral(node) ||
+            ts.isTemplateHead(node) ||
+            ts.isTemplateMiddle(node) ||
+            ts.isTemplateTail(node)) &&
+          (/(^|[^\w$])pi\./.test(node.text) ||
+            node.text === "pi" ||
+            roles.has(node.text) ||
+            quotedRole.test(node.text))
         )
           named.push(`${file}: ${node.text}`);
         if (ts.isRegularExpressionLiteral(node) && /pi\\\./.test(node.text))
