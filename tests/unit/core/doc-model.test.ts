@@ -204,6 +204,47 @@ describe("incarnations (spec §3.2)", () => {
     }
   });
 
+  test("a document retired and written again in one commit is the new incarnation after a reopen too: its record, and the one a later retirement ends (draw 34B)", async () => {
+    // Draw 34B: every named retire + recreate was read back in the harness that made it; a stored
+    // value row keeping the retired incarnation's id (the new record stored, the value pointing at
+    // the old one) passed them: reopened, the old id answered and a later retirement missed the new one.
+    const store = await memoryStore();
+    const h = await open(store);
+    const made: Array<{ scope: DocScope; kind: string; old: number; id: number; at: number }> = [];
+    for (const [scope, kind] of [
+      [1, "notes"],
+      [SESSION_DOCS, "shared"],
+    ] as Array<[DocScope, string]>) {
+      const old = await h.transaction((tx) => {
+        tx.writeDoc(scope, kind, { n: 1 });
+        return tx.docRecord(scope, kind)!.id;
+      });
+      const again = await h.transaction((tx) => {
+        tx.retireDoc(scope, kind);
+        tx.writeDoc(scope, kind, { n: 2 });
+        return { id: tx.docRecord(scope, kind)!.id, at: note(tx, 1, kind) };
+      });
+      expect(again.id).toBeGreaterThan(old);
+      made.push({ scope, kind, old, ...again });
+    }
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const h2 = await open(reopened);
+    for (const { scope, kind, old, id, at } of made) {
+      expect(await h2.doc(scope, kind)).toEqual({ n: 2 });
+      expect(await h2.docRecord(scope, kind)).toMatchObject({ id, createdAt: at });
+      const end = await h2.transaction((tx) => {
+        tx.retireDoc(scope, kind);
+        return note(tx, 1, `${kind} gone`);
+      });
+      expect(await h2.docRecord(scope, kind)).toBeUndefined();
+      expect((await stored(reopened, kind)).map((r) => [r.id, r.retiredAt])).toEqual([
+        [old, at],
+        [id, end],
+      ]);
+    }
+  });
+
   test("a creation retired in the same commit has an empty lifetime", async () => {
     const store = await memoryStore();
     const h = await open(store);
