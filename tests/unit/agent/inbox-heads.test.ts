@@ -276,6 +276,44 @@ describe("reset", () => {
     expect(inboxOf(h, root.id)).toEqual({ items: [] });
   });
 
+  test("a run aborted with a reset and a follow-up queued: the abort's boundary places the reset, then the follow-up runs in its context, never stale (draw 34B)", async () => {
+    // Draw 34B: every named reset ended its run at a boundary (post-tools or final); a generation's
+    // abort answering `stale` the users queued behind a reset passed every inbox test.
+    const faux = fauxAgentModel(
+      (req) =>
+        fauxAssistantMessage(
+          userTexts(req.messages).at(-1) === "go"
+            ? "word ".repeat(200)
+            : `echo: ${userTexts(req.messages).join(" | ")}`,
+        ),
+      { tokensPerSecond: 300 },
+    );
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { partialIntervalMs: 5 },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    const run = await root.submit({ type: "input", content: "go" });
+    await until(
+      () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
+    );
+    const after = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
+    const reset = await root.reset("handoff");
+    const generation = h.docNow<LiveState & Record<string, never>>(1, "pi.live")!.run!.taskId;
+    await h.abortTask(generation);
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+    expect((await after.wait()).status).toBe("done");
+    expect((await reset.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["handoff", "after"]);
+    expect(inboxOf(h, root.id)).toEqual({ items: [] });
+  });
+
   test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {
