@@ -184,6 +184,19 @@ describe("reset", () => {
     ]);
   });
 
+  test("an empty handoff is a handoff: the reset carries it as its one user message, head itself; only an absent one leaves the model out (draw 34B)", async () => {
+    // Draw 34B: every named handoff was non-empty text; a reset dropping a falsy handoff (model
+    // absent for "") passed them.
+    const { root } = await open(echo);
+    await (await root.reset("")).wait();
+    await (await root.reset()).wait();
+    const resets = (await root.entries()).filter((e) => e.kind === "pi.reset");
+    expect(resets.map((e) => [e.head === e.id, e.model])).toEqual([
+      [true, [{ role: "user", content: "", timestamp: expect.any(Number) }]],
+      [true, undefined],
+    ]);
+  });
+
   test("a user item queued before a reset lands after it: the reset is placed first and the input runs in the new context", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {
