@@ -17,6 +17,7 @@ import {
 } from "@mariozechner/pi-ai";
 import { afterEach, expect, test } from "vitest";
 import { zeroUsage } from "../../../worker/agent/records.ts";
+import { defaultStream } from "../../../worker/agent/services.ts";
 import {
   AgentHarness,
   ConversationBusy,
@@ -552,6 +553,27 @@ test("a model gone when the request is resent after a restart fails the run no_m
   });
   expect((await assistantsOf(h)).map((m) => [m.stopReason, textOf(m)])).toEqual([["aborted", "half an ans"]]);
   expect(liveOf(h)).toEqual({});
+});
+
+test("a request resent after a restart goes to the model its attempt was prepared with, though the engine's default names another by then (draw 34B)", async () => {
+  // Draw 34B: the named resend test reopens with the pinned model gone, which the default names too;
+  // a request resolving the agent's model now (the default here), not the checkpoint's, passed it.
+  const { faux, image, inputId } = await stoppedMidStream(PARTIAL);
+  const other = { ...faux.model, id: "faux-other" };
+  const sent: string[] = [];
+  const h = await AgentHarness.open(await memoryStore(image), {
+    models: createModelResolver({ extra: [faux.model, other] }),
+    defaultModel: { provider: other.provider, modelId: other.id },
+    stream: (model, context, options) => {
+      sent.push(model.id);
+      return defaultStream(model, context, options);
+    },
+  });
+  cleanups.push(() => h.close());
+  const input = await (await h.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  expect(input.id).toBe(inputId);
+  expect((await input.wait()).status).toBe("done");
+  expect(sent).toEqual([faux.ref.modelId]);
 });
 
 test("a model gone by the time a deferred response is polled fails the run no_model", async () => {

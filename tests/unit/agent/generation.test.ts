@@ -628,13 +628,21 @@ describe("generation", () => {
 
   test("an API key echoed by a provider error never reaches the store; a provider that throws at once gives an error answer", async () => {
     const KEY = "sk-test-0123456789abcdef";
-    let mode: "echo" | "throw" = "echo";
+    let mode: "echo" | "throw" | "iterate" = "echo";
     const { root, store } = await open(() => fauxError(`401 Unauthorized: key ${KEY} is not valid`), {
       apiKey: () => KEY,
       settings: { retry: { enabled: false } },
       stream: (model, context, options) => {
         expect(options.apiKey).toBe(KEY);
         if (mode === "throw") throw new Error(`could not reach the provider with key ${KEY}`);
+        // Draw 34B: a stream made fine whose reading throws is a provider failure too.
+        if (mode === "iterate")
+          return {
+            [Symbol.asyncIterator]: () => ({
+              next: () => Promise.reject(new Error(`the stream broke with key ${KEY}`)),
+            }),
+            result: () => Promise.reject(new Error("no result")),
+          } as unknown as ReturnType<typeof defaultStream>;
         return defaultStream(model, context, options);
       },
     });
@@ -643,12 +651,16 @@ describe("generation", () => {
     mode = "throw";
     const second = await (await root.submit({ type: "input", content: "again" })).wait();
     expect(second).toMatchObject({ status: "unanswered", reason: "model_error" });
+    mode = "iterate";
+    const third = await (await root.submit({ type: "input", content: "once more" })).wait();
+    expect(third).toMatchObject({ status: "unanswered", reason: "model_error" });
     const errors = (await transcript(root))
       .filter((e) => e.kind === "pi.assistant")
       .map((e) => (messageOf(e) as AssistantMessage).errorMessage);
     expect(errors).toEqual([
       "401 Unauthorized: key [redacted] is not valid",
       "could not reach the provider with key [redacted]",
+      "the stream broke with key [redacted]",
     ]);
     const everything = await store.read(async (sql) =>
       JSON.stringify([
@@ -659,7 +671,7 @@ describe("generation", () => {
       ]),
     );
     expect(everything).not.toContain(KEY);
-    expect(JSON.stringify([first, second])).not.toContain(KEY);
+    expect(JSON.stringify([first, second, third])).not.toContain(KEY);
   });
 
   test("the harness clock (the now option) stamps the messages the engine writes: the input, and the error answer of a provider that throws", async () => {

@@ -114,6 +114,25 @@ describe("handoff", () => {
     return { ...opened, gate };
   }
 
+  test("an empty handoff from a tool is a handoff too: the run ends with a reset whose one user message is empty text (draw 34B)", async () => {
+    // Draw 34B: every named handoff was non-empty text; a round that took an empty handoff for none
+    // (the run going on, no reset) passed them.
+    const { root, faux } = await open(
+      callsOnStart(fauxToolCall("hand_off", { text: "" }, { id: "call-1" })),
+      {
+        tools: [handoffTool],
+      },
+    );
+    const settled = await (await root.submit({ type: "input", content: "start" })).wait();
+    expect(settled.status).toBe("done");
+    expect(faux.requests).toHaveLength(1);
+    const entries = await transcript(root);
+    expect(entries.map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.reset"]);
+    const reset = entries.at(-1)!;
+    expect(reset.head).toBe(reset.id);
+    expect(reset.model).toEqual([{ role: "user", content: "", timestamp: expect.any(Number) }]);
+  });
+
   test("a handoff round uses final behaviour: a follow-up queued during it is placed after the reset and starts the next run from the handoff text", async () => {
     const { root, faux, gate } = await openGatedHandoff();
     const first = await root.submit({ type: "input", content: "start" });

@@ -184,6 +184,19 @@ describe("reset", () => {
     ]);
   });
 
+  test("an empty handoff is a handoff: the reset carries it as its one user message, head itself; only an absent one leaves the model out (draw 34B)", async () => {
+    // Draw 34B: every named handoff was non-empty text; a reset dropping a falsy handoff (model
+    // absent for "") passed them.
+    const { root } = await open(echo);
+    await (await root.reset("")).wait();
+    await (await root.reset()).wait();
+    const resets = (await root.entries()).filter((e) => e.kind === "pi.reset");
+    expect(resets.map((e) => [e.head === e.id, e.model])).toEqual([
+      [true, [{ role: "user", content: "", timestamp: expect.any(Number) }]],
+      [true, undefined],
+    ]);
+  });
+
   test("a user item queued before a reset lands after it: the reset is placed first and the input runs in the new context", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {
@@ -273,6 +286,44 @@ describe("reset", () => {
     const asked = faux.requests.slice(1).map((r) => userTexts(r.messages));
     expect(asked.at(-1)).toEqual(["handoff", "first", "steer", "second"]);
     expect(faux.requests.slice(1).every((r) => !userTexts(r.messages).includes("go"))).toBe(true);
+    expect(inboxOf(h, root.id)).toEqual({ items: [] });
+  });
+
+  test("a run aborted with a reset and a follow-up queued: the abort's boundary places the reset, then the follow-up runs in its context, never stale (draw 34B)", async () => {
+    // Draw 34B: every named reset ended its run at a boundary (post-tools or final); a generation's
+    // abort answering `stale` the users queued behind a reset passed every inbox test.
+    const faux = fauxAgentModel(
+      (req) =>
+        fauxAssistantMessage(
+          userTexts(req.messages).at(-1) === "go"
+            ? "word ".repeat(200)
+            : `echo: ${userTexts(req.messages).join(" | ")}`,
+        ),
+      { tokensPerSecond: 300 },
+    );
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { partialIntervalMs: 5 },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    const run = await root.submit({ type: "input", content: "go" });
+    await until(
+      () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
+    );
+    const after = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
+    const reset = await root.reset("handoff");
+    const generation = h.docNow<LiveState & Record<string, never>>(1, "pi.live")!.run!.taskId;
+    await h.abortTask(generation);
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+    expect((await after.wait()).status).toBe("done");
+    expect((await reset.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["handoff", "after"]);
     expect(inboxOf(h, root.id)).toEqual({ items: [] });
   });
 

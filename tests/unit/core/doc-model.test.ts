@@ -20,7 +20,7 @@ import {
   type TaskId,
   type Tx,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore } from "../../../worker/testing.ts";
+import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { done, parked, single } from "./fixtures.ts";
 
 const opened: Harness[] = [];
@@ -200,6 +200,47 @@ describe("incarnations (spec §3.2)", () => {
         [first, scopeName, true],
         [second, scopeName, true],
         [third, scopeName, false],
+      ]);
+    }
+  });
+
+  test("a document retired and written again in one commit is the new incarnation after a reopen too: its record, and the one a later retirement ends (draw 34B)", async () => {
+    // Draw 34B: every named retire + recreate was read back in the harness that made it; a stored
+    // value row keeping the retired incarnation's id (the new record stored, the value pointing at
+    // the old one) passed them: reopened, the old id answered and a later retirement missed the new one.
+    const store = await memoryStore();
+    const h = await open(store);
+    const made: Array<{ scope: DocScope; kind: string; old: number; id: number; at: number }> = [];
+    for (const [scope, kind] of [
+      [1, "notes"],
+      [SESSION_DOCS, "shared"],
+    ] as Array<[DocScope, string]>) {
+      const old = await h.transaction((tx) => {
+        tx.writeDoc(scope, kind, { n: 1 });
+        return tx.docRecord(scope, kind)!.id;
+      });
+      const again = await h.transaction((tx) => {
+        tx.retireDoc(scope, kind);
+        tx.writeDoc(scope, kind, { n: 2 });
+        return { id: tx.docRecord(scope, kind)!.id, at: note(tx, 1, kind) };
+      });
+      expect(again.id).toBeGreaterThan(old);
+      made.push({ scope, kind, old, ...again });
+    }
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const h2 = await open(reopened);
+    for (const { scope, kind, old, id, at } of made) {
+      expect(await h2.doc(scope, kind)).toEqual({ n: 2 });
+      expect(await h2.docRecord(scope, kind)).toMatchObject({ id, createdAt: at });
+      const end = await h2.transaction((tx) => {
+        tx.retireDoc(scope, kind);
+        return note(tx, 1, `${kind} gone`);
+      });
+      expect(await h2.docRecord(scope, kind)).toBeUndefined();
+      expect((await stored(reopened, kind)).map((r) => [r.id, r.retiredAt])).toEqual([
+        [old, at],
+        [id, end],
       ]);
     }
   });
@@ -485,6 +526,7 @@ test("a task terminal before a reopen, no longer in memory, still has its docume
     (tx) => tx.writeDoc(taskScope(id), "scratch", { step: 2 }),
     (tx) => tx.writeDoc(taskScope(id), "other", { made: true }),
     (tx) => tx.docRecord(taskScope(id), "scratch"),
+    (tx) => tx.docVersion(taskScope(id), "scratch"), // draw 34B: the version read is an access too
   ];
   for (const [i, access] of accesses.entries()) {
     const refused = await again.transaction((tx) => access(tx)).catch((e: unknown) => e);
@@ -512,6 +554,7 @@ test("a commit that makes a task terminal refuses every later access to its docu
     (tx) => tx.patchDoc(taskScope(id), "scratch", [{ path: ["step"], set: 3 }]),
     (tx) => tx.retireDoc(taskScope(id), "scratch"),
     (tx) => tx.docRecord(taskScope(id), "scratch"),
+    (tx) => tx.docVersion(taskScope(id), "scratch"), // draw 34B: the version read is an access too
   ];
   for (const [i, access] of accesses.entries()) {
     const refused = await internals(h)
@@ -529,6 +572,55 @@ test("a commit that makes a task terminal refuses every later access to its docu
     expect(await h.doc(taskScope(id), "scratch")).toEqual({ step: 1 });
     expect(await h.doc(taskScope(id), "other")).toBeUndefined();
   }
+});
+
+test("a completing task is not terminal: its documents stay readable and writable while it waits for its owned work, and are refused from the commit that makes it terminal (draw 34B)", async () => {
+  // Draw 34B: every named refusal was of a task made terminal; a check refusing a completing task's
+  // documents too (its outcome held, its owned child still running) passed them.
+  const gate = deferred();
+  const child = single("held-child", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+  });
+  const parent = single("holder", async (task, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(child, null, { ownership: { kind: "task", taskId: task.id } });
+      tx.writeDoc(taskScope(task.id), "scratch", { step: 1 });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+  });
+  const h = await open(await memoryStore(), { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  try {
+    await until(() => internals(h).session.records.tasks.get(id)?.state.status === "completing", {
+      what: "completing",
+    });
+    const seen = await h.transaction((tx) => {
+      const before = tx.readDoc(taskScope(id), "scratch");
+      tx.writeDoc(taskScope(id), "scratch", { step: 2 });
+      tx.patchDoc(taskScope(id), "scratch", [{ path: ["more"], set: true }]);
+      return {
+        before,
+        version: tx.docVersion(taskScope(id), "scratch"),
+        record: tx.docRecord(taskScope(id), "scratch"),
+      };
+    });
+    expect(seen).toEqual({
+      before: { step: 1 },
+      version: 1,
+      record: expect.objectContaining({ kind: "scratch", scope: { kind: "task", taskId: id } }),
+    });
+    expect(await h.doc(taskScope(id), "scratch")).toEqual({ step: 2, more: true });
+    expect((await h.getTask(id))?.state.status).toBe("completing");
+  } finally {
+    gate.resolve(); // never left holding the child: the harness closes after
+  }
+  await done(h, id);
+  expect(await h.doc(taskScope(id), "scratch")).toBeUndefined();
+  await expect(h.transaction((tx) => tx.readDoc(taskScope(id), "scratch"))).rejects.toThrow(
+    /is terminal: its documents are retired/,
+  );
 });
 
 /** The values `kind` has in `conversation`'s doc_history, oldest first. */
