@@ -516,12 +516,23 @@ test("reads in a transaction see its own table and document writes, and more tab
     // (break 29G: a retirement read through to the committed value passed this test before).
     expect(tx.patchDoc(1, "app.patched", [{ path: ["n"], set: 2 }])).toEqual({ n: 2 });
     expect(tx.readDoc(1, "app.patched")).toEqual({ n: 2 });
+    // A second patch, and a patch of a document written whole earlier in this transaction, build on
+    // this transaction's own writes (draw 34bB: patches applied to the committed value passed before).
+    expect(tx.patchDoc(1, "app.patched", [{ path: ["m"], set: 3 }])).toEqual({ n: 2, m: 3 });
+    expect(tx.patchDoc(c.id, "app.doc", [{ path: ["k"], set: 2 }])).toEqual({ n: 1, k: 2 });
+    expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1, k: 2 });
     tx.retireDoc(1, "app.gone");
     expect(tx.readDoc(1, "app.gone")).toBeUndefined();
     expect(tx.docRecord(1, "app.gone")).toBeUndefined();
     expect(tx.appendEntry(c.id, { kind: "app.note" }).id).toBe(e.id + 1);
     return { conversationId: c.id, entryId: e.id };
   });
+  expect(
+    await h.transaction((tx) => [tx.readDoc(1, "app.patched"), tx.readDoc(made.conversationId, "app.doc")]),
+  ).toEqual([
+    { n: 2, m: 3 },
+    { n: 1, k: 2 },
+  ]);
   // A fork is a creation too: it returns the child's record (spec §3.7).
   await h.transaction((tx) => {
     const f = tx.forkConversation(made.conversationId, made.entryId, { ownership: { kind: "ownerless" } });
