@@ -495,6 +495,10 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.conversation(c.id)).not.toHaveProperty("parent");
     const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
     expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
+    // The task's documents are reachable in the commit that created it (draw 34bB: task documents
+    // checked against the committed tasks only were refused here, "terminal").
+    tx.writeDoc({ kind: "task", taskId: task }, "app.scratch", { t: 1 });
+    expect(tx.readDoc({ kind: "task", taskId: task }, "app.scratch")).toEqual({ t: 1 });
     tx.writeDoc(c.id, "app.doc", { n: 1 });
     expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1 });
     const sub = tx.createSubmission({
