@@ -183,6 +183,44 @@ describe("document versions", () => {
     ]);
   });
 
+  test("migrate's value is current from the read that made it: a second read in the same transaction gets it as it is, never migrated again (draw 34bB)", async () => {
+    // Draw 34bB: every named migration was read once per transaction; the staged version read
+    // through to the committed one (so a second read handed migrate its own, current, value) passed.
+    // Stored at 1 and at 2 (a version 1 row and a version 2 row are kept apart in memory).
+    const { h, store } = await harness();
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    await h.transaction((tx) => v2().write(tx, other.id, { entries: [{ text: "b" }] }));
+    const calls: number[] = [];
+    const notes = v2(calls);
+    const migrated = { entries: [{ text: "a" }] };
+    expect(
+      await h.transaction((tx) => {
+        const first = notes.read(tx, 1);
+        return [first, notes.read(tx, 1), tx.docVersion(1, NAME)];
+      }),
+    ).toEqual([migrated, migrated, 2]);
+    expect(calls).toEqual([1]);
+    expect(await row(store)).toEqual({ version: 2, value: migrated });
+    const from: number[] = [];
+    const v3 = defineDoc<{ notes: string[] }>({
+      name: NAME,
+      version: 3,
+      initial: { notes: [] },
+      migrate: (value, version) => {
+        from.push(version);
+        return { notes: (value as V2).entries.map((e) => e.text) };
+      },
+    });
+    expect(
+      await h.transaction((tx) => {
+        const first = v3.read(tx, other.id);
+        return [first, v3.read(tx, other.id), tx.docVersion(other.id, NAME)];
+      }),
+    ).toEqual([{ notes: ["b"] }, { notes: ["b"] }, 3]);
+    expect(from).toEqual([2]);
+  });
+
   test("an older stored version with no migrate is refused, not guessed", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));

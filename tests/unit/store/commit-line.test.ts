@@ -495,6 +495,10 @@ test("reads in a transaction see its own table and document writes, and more tab
     expect(tx.conversation(c.id)).not.toHaveProperty("parent");
     const task = tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: c.id });
     expect(tx.getTask(task)).toMatchObject({ id: task, conversationId: c.id, state: { status: "pending" } });
+    // The task's documents are reachable in the commit that created it (draw 34bB: task documents
+    // checked against the committed tasks only were refused here, "terminal").
+    tx.writeDoc({ kind: "task", taskId: task }, "app.scratch", { t: 1 });
+    expect(tx.readDoc({ kind: "task", taskId: task }, "app.scratch")).toEqual({ t: 1 });
     tx.writeDoc(c.id, "app.doc", { n: 1 });
     expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1 });
     const sub = tx.createSubmission({
@@ -516,12 +520,23 @@ test("reads in a transaction see its own table and document writes, and more tab
     // (break 29G: a retirement read through to the committed value passed this test before).
     expect(tx.patchDoc(1, "app.patched", [{ path: ["n"], set: 2 }])).toEqual({ n: 2 });
     expect(tx.readDoc(1, "app.patched")).toEqual({ n: 2 });
+    // A second patch, and a patch of a document written whole earlier in this transaction, build on
+    // this transaction's own writes (draw 34bB: patches applied to the committed value passed before).
+    expect(tx.patchDoc(1, "app.patched", [{ path: ["m"], set: 3 }])).toEqual({ n: 2, m: 3 });
+    expect(tx.patchDoc(c.id, "app.doc", [{ path: ["k"], set: 2 }])).toEqual({ n: 1, k: 2 });
+    expect(tx.readDoc(c.id, "app.doc")).toEqual({ n: 1, k: 2 });
     tx.retireDoc(1, "app.gone");
     expect(tx.readDoc(1, "app.gone")).toBeUndefined();
     expect(tx.docRecord(1, "app.gone")).toBeUndefined();
     expect(tx.appendEntry(c.id, { kind: "app.note" }).id).toBe(e.id + 1);
     return { conversationId: c.id, entryId: e.id };
   });
+  expect(
+    await h.transaction((tx) => [tx.readDoc(1, "app.patched"), tx.readDoc(made.conversationId, "app.doc")]),
+  ).toEqual([
+    { n: 2, m: 3 },
+    { n: 1, k: 2 },
+  ]);
   // A fork is a creation too: it returns the child's record (spec §3.7).
   await h.transaction((tx) => {
     const f = tx.forkConversation(made.conversationId, made.entryId, { ownership: { kind: "ownerless" } });
