@@ -58,8 +58,11 @@ export async function runScriptInThread(
 ): Promise<ScriptRun> {
   const lease = await leaseInterpreter(limits.memoryBytes);
   let reuse = false;
+  /** Set when the wasm was unwound mid-run (the host's stack overflowed): its heap is not freed. */
+  let unwound = false;
   // A dispose that fails leaves the instance broken: it is dropped, and the run's outcome stands.
   const dispose = (item: { dispose(): void }) => {
+    if (unwound) return;
     try {
       item.dispose();
     } catch {
@@ -82,8 +85,11 @@ export async function runScriptInThread(
         if (hostStackOverflow(error)) {
           // The script's recursion ran the host's own stack out before QuickJS's limit was reached
           // (in the engine's thread, whose stack the host's frames share): the same runaway, stopped
-          // the same way, so it reads as the stack limit. The runtime it left is not reused.
+          // the same way, so it reads as the stack limit. The runtime it left was cut mid-call: it
+          // is neither freed (QuickJS would assert on its half-built objects) nor reused; the
+          // whole instance is dropped.
           reuse = false;
+          unwound = true;
           throw new StackLimitExceeded(limits.stackBytes);
         }
         throw error;
