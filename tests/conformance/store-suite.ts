@@ -91,7 +91,20 @@ const rollbackAlone: Scenario = {
       names.map((name, i) =>
         store.commit(async (sql) => {
           await insert(name)(sql);
-          if (i === 3) throw new Error("callback 3 fails after writing");
+          if (i === 3) {
+            // A second row, then a read: a store that sends writes with its next statement (the lent
+            // client) has both rows over there before the throw, so its rollback is what drops them
+            // (draw 34b-D: a lent server that ended a rolled-back job like a finished one, so
+            // committing it, passed while this callback only wrote).
+            await insert(`${name}-b`)(sql);
+            const seen = await sql.all("SELECT key FROM meta WHERE key >= ? ORDER BY key", [name]);
+            equal(
+              seen.map((r) => String(r["key"])),
+              [name, `${name}-b`],
+              "callback 3 reads its own rows",
+            );
+            throw new Error("callback 3 fails after writing");
+          }
           return i;
         }),
       ),

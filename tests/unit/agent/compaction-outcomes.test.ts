@@ -260,8 +260,14 @@ test.each([
 ] as const)(
   "a summary attempt that is not a non-empty text stop (%s) fails the compaction with model_error, nothing placed, its spend counted",
   async (_name, summary, words) => {
-    const responder: FauxResponder = (req) =>
-      isSummary(req) ? summary() : fauxAssistantMessage(big("answer"));
+    // Each sent once, retries on as by default (draw 34b-D: a summary's non-retryable error retried
+    // like a 503 still ended model_error after its retries, 14 s later, and passed).
+    let summaries = 0;
+    const responder: FauxResponder = (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      summaries++;
+      return summary();
+    };
     const { h, root, faux } = await open(responder, { settings: { compaction: { keepRecentTokens: 150 } } });
     await chat(root, 3);
     const key = `${faux.ref.provider}/${faux.ref.modelId}`;
@@ -276,6 +282,7 @@ test.each([
     expect((await root.entries()).length).toBe(before.entries);
     expect((liveOf(h) as LiveState).compactions).toBeUndefined();
     expect(spent()).toBeGreaterThan(before.spent);
+    expect(summaries).toBe(1);
   },
 );
 

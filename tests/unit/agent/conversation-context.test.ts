@@ -220,12 +220,18 @@ test("context({ at }) is what a fork at that entry starts with, at every cutoff:
   const reset = await one({ kind: "reset", head: "self", model: [user("fresh")] });
   const kept = await one({ kind: "message", model: [assistant("kept")] });
   const summary = await one({ kind: "summary", head: kept, model: [user("summary")] });
-  await one({ kind: "message", model: [user("later")] });
+  const later = await one({ kind: "message", model: [user("later")] });
+  // A run the engine answers: its entries appended by its tasks (byTaskId set), the parent's held as
+  // published, the fork's inherited ones read from the store (draw 34b-D).
+  expect((await (await root.submit({ type: "input", content: "asked" })).wait()).status).toBe("done");
+  const run = (await root.entries()).filter((e) => e.id > later);
+  expect(run.some((e) => e.kind === "pi.assistant")).toBe(true);
+  const byTasks = run.map((e) => e.id);
   const texts = (messages: readonly Message[]) =>
     messages.map((m) =>
       typeof m.content === "string" ? m.content : m.content.map((b) => ("text" in b ? b.text : "")).join(""),
     );
-  for (const at of [first, system, edit, reset, kept, summary]) {
+  for (const at of [first, system, edit, reset, kept, summary, ...byTasks]) {
     const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
     const asOf = await root.context({ at });
     const forked = await fork.context();

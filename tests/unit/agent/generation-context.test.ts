@@ -53,6 +53,32 @@ describe("deriveContext", () => {
     expect(derived.tools).toEqual(["read", "grep"]);
     expect(derived.systemPrompt).toBe("You help, briefly.\n\nCite files.");
     expect(derived.messages.map((m) => m.role)).toEqual(["user", "user"]);
+
+    // Of the active range only: a system entry before the newest head marker's head sets nothing; and
+    // every record of an entry applies, in order (draw 34b-D: the whole transcript's system entries
+    // replayed, and an entry's first record only, each passed the case above).
+    const stale = system({ sections: { stale: "Old." }, toolsAdded: ["old"] });
+    const fresh = user("fresh");
+    const two: EntryRecord = {
+      id: ++nextId,
+      conversationId: 1,
+      kind: "pi.system",
+      model: [
+        {
+          role: "system",
+          content: "",
+          timestamp: 1,
+          sections: { base: "New." },
+          toolsAdded: ["read", "write"],
+        },
+        { role: "system", content: "", timestamp: 1, sections: { extra: "More." }, toolsRemoved: ["read"] },
+      ] as never,
+    };
+    const marker: EntryRecord = { ...user("reset"), head: fresh.id };
+    const ranged = deriveContext([stale, fresh, two, marker]);
+    expect(ranged.sections).toEqual({ base: "New.", extra: "More." });
+    expect(ranged.tools).toEqual(["write"]);
+    expect(ranged.systemPrompt).toBe("New.\n\nMore.");
   });
 
   test("replay order: a section removed with null and added again later goes to the end of the map; a tool removed and added in one message takes the new position (break 30F)", () => {

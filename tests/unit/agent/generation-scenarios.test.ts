@@ -35,6 +35,36 @@ test("a non-retryable provider error fails the run at once, though retries are o
   expect(liveOf(h).run).toBeUndefined();
 });
 
+test("a non-retryable error on a retry's attempt fails the run there: a 503 retried once, then a 400 ends it with no third request (draw 34b-D)", async () => {
+  // The test above fails on the first attempt; a run that had already retried (a retry sequence
+  // taken for a reason to retry again) passed it.
+  const { h, root, faux } = await open(
+    (req, n) =>
+      n === 1
+        ? fauxError("503 Service Unavailable")
+        : n === 2
+          ? fauxError("400 Invalid request")
+          : echo(req, n),
+    { settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } } },
+  );
+  const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(settled).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "400 Invalid request",
+  });
+  expect(faux.requests).toHaveLength(2);
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  expect(generation!.state).toEqual({
+    status: "terminal",
+    outcome: {
+      status: "failed",
+      error: { message: "400 Invalid request", detail: { reason: "model_error" } },
+    },
+  });
+  expect(liveOf(h).run).toBeUndefined();
+});
+
 test("an abort while the answer streams converts the committed partial into an aborted entry; the input is unanswered aborted and pi.live is emptied", async () => {
   const slow = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(400).trim()), {
     tokensPerSecond: 200,

@@ -24,7 +24,7 @@ import {
   USER_TOOLS_DOC,
   userToolStatuses,
 } from "../../../worker/app/user-tools/store.ts";
-import { UserToolInvalid } from "../../../worker/app/user-tools/tool.ts";
+import { UserToolInvalid, userToolExtension } from "../../../worker/app/user-tools/tool.ts";
 import { DEFAULT_SANDBOX_LIMITS, defineExtension, defineTool, textResult } from "../../../worker/index.ts";
 import { setScriptWorkers } from "../../../worker/sandbox/workers.ts";
 import {
@@ -378,6 +378,56 @@ describe("hot reload", () => {
     ]);
   });
 
+  test("an edit that keeps the body and changes only the description and parameters is the next version all the same: installed, shown active, offered as edited, run by the next call (draw 34b-D)", async () => {
+    // Every edit above changes the body; a reload that compared bodies only (a new version with the
+    // same code left the registry on the old one) passed them all.
+    const callGreet: FauxResponder = (req, n) =>
+      req.messages.at(-1)!.role === "user"
+        ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
+            stopReason: "toolUse",
+          })
+        : fauxAssistantMessage("done");
+    const faux = fauxAgentModel(callGreet);
+    closeLater(async () => faux.unregister());
+    const extensions = createRegistry();
+    const h = await AgentHarness.open(await memoryStore(), {
+      extensions,
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    closeLater(() => h.close());
+    const body = 'async (args) => "hi " + args.name';
+    await saveUserTool(h, { ...GREET, body });
+    const root = await h.root();
+    await (await root.submit({ type: "input", content: "one" })).wait();
+    const description = "Greets someone by name, politely";
+    const parameters = {
+      type: "object",
+      properties: { name: { type: "string", description: "who is greeted" } },
+      required: ["name"],
+    };
+    expect(await saveUserTool(h, { ...GREET, body, description, parameters })).toMatchObject({
+      version: 2,
+      activeVersion: 2,
+    });
+    expect(extensions.snapshot().extension("user:greet")?.tools).toMatchObject([
+      { name: "greet", description, parameters },
+    ]);
+    const sent = faux.requests.length;
+    await (await root.submit({ type: "input", content: "two" })).wait();
+    expect(faux.requests[sent]!.declarations.find((t) => t.name === "greet")).toMatchObject({
+      description,
+      parameters,
+    });
+    const results = (await root.entries())
+      .filter((e) => e.kind === "pi.tool-result")
+      .map((e) => (e.model as Array<{ details?: { result?: unknown; version?: number } }>)[0]!.details);
+    expect(results).toEqual([
+      { result: "hi Ada", version: 1, calls: 0 },
+      { result: "hi Ada", version: 2, calls: 0 },
+    ]);
+  });
+
   test("the app sees the version the registry runs, not the stored one: a stored tool the registry lacks shows none", async () => {
     // Sample 25: every check had the stored and the active version equal, so statuses that echoed the
     // stored version as the active one passed them all.
@@ -388,6 +438,12 @@ describe("hot reload", () => {
     const [status] = userToolStatuses(h);
     expect(status).toMatchObject({ name: "greet", version: 1 });
     expect(status?.activeVersion).toBeUndefined();
+    // A registry that runs an older version than the stored one shows that older one (draw 34b-D:
+    // statuses echoing the stored version whenever some version was installed passed the case above).
+    const [v1] = storedUserTools(h);
+    await saveUserTool(h, { ...GREET, body: 'async (args) => "v2 " + args.name' });
+    extensions.install(userToolExtension(v1!));
+    expect(userToolStatuses(h)).toMatchObject([{ name: "greet", version: 2, activeVersion: 1 }]);
   });
 });
 
