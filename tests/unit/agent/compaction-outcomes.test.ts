@@ -268,7 +268,10 @@ test("a compaction whose stored row is unreadable at a reopen faults with the di
   const { h } = await open(() => fauxAssistantMessage(big("answer")), { store });
   expect((await h.waitForTask(taskId)).state).toMatchObject({
     status: "terminal",
-    outcome: { status: "faulted", error: { message: expect.stringMatching(/column state is not valid JSON/) } },
+    outcome: {
+      status: "faulted",
+      error: { message: expect.stringMatching(/column state is not valid JSON/) },
+    },
   });
   // Read, not waited on: the fault and its cleanup are one commit.
   expect(liveOf(h).compactions).toBeUndefined();
