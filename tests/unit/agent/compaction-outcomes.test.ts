@@ -248,6 +248,37 @@ test("a compaction the scheduler orphans (marked by Conversation.abort(), settle
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
 });
 
+test("a compaction whose stored row is unreadable at a reopen faults with the diagnostic, and its status is removed in the commit that writes the fault (draw 34b)", async () => {
+  // Draw 34b: every named faulted compaction faulted by a throwing hook, live; the scheduler's fault
+  // of an unreadable row at open skipping the kind's cleanup (its status kept) passed them all.
+  const gate = deferred();
+  const first = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(first.root, 3);
+  const taskId = await first.root.compact();
+  await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
+  const store = await memoryStore(first.store.image());
+  await store.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [taskId]));
+  const { h } = await open(() => fauxAssistantMessage(big("answer")), { store });
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: {
+      status: "faulted",
+      error: { message: expect.stringMatching(/column state is not valid JSON/) },
+    },
+  });
+  // Read, not waited on: the fault and its cleanup are one commit.
+  expect(liveOf(h).compactions).toBeUndefined();
+  expect(liveOf(h)).toEqual({});
+  gate.resolve();
+});
+
 test.each([
   ["a length stop", () => fauxAssistantMessage("SUMMA", { stopReason: "length" }), "length"],
   ["an empty text", () => fauxAssistantMessage("   "), "empty summary"],

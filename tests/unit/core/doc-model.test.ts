@@ -1310,6 +1310,43 @@ describe("the session surface (spec §3.3, §4)", () => {
     expect(last.ended).toBe(true);
   });
 
+  test("after a reopen, documentState reads its document from the store: in a conversation not loaded yet it is bound to the stored incarnation, follows its next write and ends at its retirement; an absent name stays undefined and is not created (draw 34b)", async () => {
+    // Draw 34b: every named acquisition ran in the session that wrote the document, its conversation
+    // in memory; an acquisition that read memory only (no load) answered undefined for a stored
+    // document after a reopen and passed them.
+    const store = await memoryStore();
+    const first = await open(store);
+    const c = await first.transaction((tx) => {
+      const made = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(made.id, "d", { n: 1 });
+      return made.id;
+    });
+    await first.transaction((tx) => tx.writeDoc(c, "d", { n: 2 }));
+    const stored = (await first.docRecord(c, "d"))!;
+    await first.close();
+    const h = await open(await memoryStore(store.image()));
+    // Acquired first: nothing else has loaded the conversation's documents.
+    const state = await h.documentState(c, "d");
+    expect(await h.documentState(c, "never-written")).toBeUndefined();
+    expect(await h.docRecord(c, "never-written")).toBeUndefined();
+    expect(state?.record).toEqual(stored);
+    expect(state?.value).toEqual({ n: 2 });
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    state!.subscribe(() => seen.push({ value: state!.value, ended: state!.ended }));
+    await h.transaction((tx) => tx.writeDoc(c, "d", { n: 3 }));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ value: { n: 3 }, ended: false }]);
+    await h.transaction((tx) => {
+      tx.retireDoc(c, "d");
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([
+      { value: { n: 3 }, ended: false },
+      { value: undefined, ended: true },
+    ]);
+    expect(await h.docRecord(c, "never-written")).toBeUndefined();
+  });
+
   test("a document state asked for while a commit to its document is under way ends at that commit's value, by its baseline or by one update, never stuck before it (spec §3.7: baseline and subscription atomic)", async () => {
     const h = await open(await memoryStore());
     await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
