@@ -1040,6 +1040,8 @@ export class Harness {
       if (options.graceMs) await this.#scheduler.quiesce(options.graceMs);
       await this.#scheduler.close();
       this.#scheduler.rejectWaiters(new HarnessClosed());
+      // Commits queued at the seal settle (spec §2.2): the line drains before the store closes.
+      await this.#session.untilQuiet();
       if (!this.store.closed) await this.store.close();
     })();
     return untilDone(this.#closed, signal);

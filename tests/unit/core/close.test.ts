@@ -473,6 +473,116 @@ test("operations queued at the seal: an admitted commit settles, a queued read c
   await agentClosing;
 });
 
+test("commits queued at the seal settle and are stored in every shape: one commit per transaction, and one that must first load its conversation's documents (draw 34b)", async () => {
+  // Draw 34b: CONTRARY, fixed. The named test's queued commits all joined the group holding the line;
+  // a commit that started a later group (one commit per transaction) or went back for a load (the
+  // conversation's documents not in memory after a reopen) met a store close had already closed:
+  // rejected, and the engine stopped. Close now lets the line drain before it closes the store.
+  const store = await memoryStore();
+  const first = await Harness.open(store, { groupCommit: false });
+  const c = await first.transaction((tx) => {
+    const made = tx.createConversation({ kind: "ownerless" });
+    tx.writeDoc(made.id, "d", { n: 1 });
+    return made.id;
+  });
+  const queued = [1, 2, 3].map((n) =>
+    first.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: n })),
+  );
+  await first.close();
+  const outcomes = await Promise.allSettled(queued);
+  expect(outcomes.map((o) => (o.status === "rejected" ? String(o.reason) : o.status))).toEqual([
+    "fulfilled",
+    "fulfilled",
+    "fulfilled",
+  ]);
+  // Reopened: the conversation's documents are not in memory, so its commit goes back for them.
+  const h = await Harness.open(await memoryStore(store.image()));
+  const loading = h.transaction((tx) => {
+    tx.writeDoc(c, "d", { n: 2 });
+    return "stored";
+  });
+  const read = h.doc(c, "d");
+  await h.close();
+  expect(await loading).toBe("stored");
+  expect(await read).toEqual({ n: 1 });
+  expect(h.inspect().fatal).toBeUndefined();
+  const next = await Harness.open(await memoryStore((h.store as typeof store).image()));
+  expect((await next.entries(1)).map((e) => e.data)).toEqual([1, 2, 3]);
+  expect(await next.doc(c, "d")).toEqual({ n: 2 });
+  await next.close();
+});
+
+test("a harness opened paused and closed before any resume: inspect says closing, not paused, while commits queued at the seal settle (draw 34b)", async () => {
+  // Draw 34b: a scheduling state that asked "paused" before "closing" passed every test (each closed
+  // harness had been resumed).
+  let ran = false;
+  const job = single("paused-job", async () => {
+    ran = true;
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [job], paused: true });
+  await first.createTask(job, null, { ownership: { kind: "conversation" } });
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [job], paused: true });
+  expect(h.inspect().scheduling).toBe("paused");
+  const gate = deferred();
+  const entered = deferred();
+  const holding = h.transaction(async (tx) => {
+    entered.resolve();
+    await gate.promise;
+    tx.appendEntry(1, { kind: "note", data: "holding" });
+  });
+  const queued = h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "queued" }));
+  await entered.promise;
+  const closing = h.close();
+  expect(h.inspect().scheduling).toBe("closing");
+  gate.resolve();
+  await holding;
+  await queued;
+  expect(h.inspect().scheduling).toBe("closing");
+  await closing;
+  expect(h.inspect().scheduling).toBe("closing");
+  expect(ran).toBe(false);
+});
+
+test("idle waits asked before the seal, the harness's and a conversation's, reject with HarnessClosed, also when a commit queued at the seal settles during close (draw 34b)", async () => {
+  // Draw 34b: idle waits that took a closing harness for an idle one resolved once a queued commit
+  // settled during close; the test above waits on a task only. Close writes no outcome, so the
+  // running task stays live: the idle waits need a later commit and reject.
+  const release = deferred();
+  const stubborn = single("stubborn-idle", async () => {
+    await release.promise;
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [stubborn] });
+  await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const idle = h.waitForIdle();
+  const conversationIdle = h.waitForConversationIdle(1);
+  const gate = deferred();
+  const entered = deferred();
+  // Holding the line at the seal, and a second commit queued behind it: both settle during close.
+  const holding = h.transaction(async (tx) => {
+    entered.resolve();
+    await gate.promise;
+    tx.appendEntry(1, { kind: "note", data: "holding" });
+  });
+  const queued = h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "queued" }));
+  await entered.promise;
+  const closing = h.close();
+  const outcomes = [idle, conversationIdle].map((wait) =>
+    wait.then(
+      () => "resolved",
+      (e: unknown) => (e instanceof HarnessClosed ? "closed" : String(e)),
+    ),
+  );
+  gate.resolve();
+  await holding;
+  await queued;
+  release.resolve();
+  await closing;
+  expect(await Promise.all(outcomes)).toEqual(["closed", "closed"]);
+});
+
 test("an unsettled submission's wait asked before the seal rejects with HarnessClosed: it is not settled as unanswered by the close", async () => {
   // The test above waits on a settled submission (it resolves) and on a task; a submission still
   // running at the seal needs a later commit, so its queued wait rejects (break 28K).
