@@ -465,11 +465,15 @@ test("operations queued at the seal: an admitted commit settles, a queued read c
   // A watch and a view asked before the seal, still queued when it comes, reject: they would need later commits.
   const queuedWatch = agent.root.watch();
   const queuedView = agent.root.viewState();
+  // A read asked before the seal completes (draw 34b: a context read that checked again after its
+  // read refused it).
+  const queuedContext = agent.root.context();
   const agentClosing = agent.h.close();
   await expect(submission.wait()).rejects.toBeInstanceOf(HarnessClosed);
   expect(await queuedWait).toEqual(settled);
   await expect(queuedWatch).rejects.toBeInstanceOf(HarnessClosed);
   await expect(queuedView).rejects.toBeInstanceOf(HarnessClosed);
+  expect((await queuedContext).messages.map((m) => m.role)).toEqual(["user", "assistant"]);
   await agentClosing;
 });
 
@@ -510,6 +514,58 @@ test("commits queued at the seal settle and are stored in every shape: one commi
   expect((await next.entries(1)).map((e) => e.data)).toEqual([1, 2, 3]);
   expect(await next.doc(c, "d")).toEqual({ n: 2 });
   await next.close();
+});
+
+test("operations of several steps asked before the seal: a snapshotAsOf read completes; a fork and a deletion, whose commits would be admitted after it, are refused with HarnessClosed; close stops no engine (draw 34b)", async () => {
+  // Draw 34b: CONTRARY, fixed. Each of these reads the store more than once: asked before the seal
+  // on a reopened harness (nothing in memory), a later read met a store close had closed already
+  // (StoreClosed), and a fork whose reads got through had its commit meet the closed store, which
+  // stopped the engine (onFatal) at an ordinary close. Close now lets them end first; a commit
+  // asked after the seal is refused, as `transaction()` refuses it.
+  const store = await memoryStore();
+  const options = { forks: { rewindable: ["hist"] } };
+  const first = await Harness.open(store, options);
+  const { c, other, at, rootAt } = await first.transaction((tx) => {
+    const made = tx.createConversation({ kind: "ownerless" });
+    const entry = tx.appendEntry(made.id, { kind: "note", data: 1 });
+    tx.writeDoc(made.id, "hist", { n: 1 });
+    const rootEntry = tx.appendEntry(1, { kind: "note", data: 0 });
+    return {
+      c: made.id,
+      other: tx.createConversation({ kind: "ownerless" }).id,
+      at: entry.id,
+      rootAt: rootEntry.id,
+    };
+  });
+  await first.close();
+  const ops = {
+    snapshotAsOf: (h: Harness) => h.snapshotAsOf(c, "hist", at).then((s) => s?.value),
+    fork: (h: Harness) => h.forkRecord(c, at, { ownership: { kind: "ownerless" } }),
+    forkOfTheRoot: (h: Harness) => h.forkRecord(1, rootAt, { ownership: { kind: "ownerless" } }),
+    delete: (h: Harness) => h.deleteConversation(other),
+  };
+  const outcomes: Record<string, unknown> = {};
+  for (const [name, op] of Object.entries(ops)) {
+    const fatal: Error[] = [];
+    const h = await Harness.open(await memoryStore(store.image()), {
+      ...options,
+      onFatal: (e) => fatal.push(e),
+    });
+    const asked = op(h);
+    const closing = h.close();
+    outcomes[name] = await asked.then(
+      (value) => value,
+      (e: unknown) => (e instanceof HarnessClosed && !/stopped/.test(e.message) ? "closed" : String(e)),
+    );
+    await closing;
+    expect([fatal, h.inspect().fatal], name).toEqual([[], undefined]);
+  }
+  expect(outcomes).toEqual({
+    snapshotAsOf: { n: 1 },
+    fork: "closed",
+    forkOfTheRoot: "closed",
+    delete: "closed",
+  });
 });
 
 test("a harness opened paused and closed before any resume: inspect says closing, not paused, while commits queued at the seal settle (draw 34b)", async () => {
