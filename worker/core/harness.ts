@@ -494,6 +494,11 @@ export class Harness {
    */
   readonly #underWay = new Set<Promise<unknown>>();
 
+  /** Run an operation of several steps as one under way at close (the layer above wraps its own). */
+  protected underWay<T>(work: () => Promise<T>): Promise<T> {
+    return this.#underWayOp(work);
+  }
+
   #underWayOp<T>(work: () => Promise<T>): Promise<T> {
     const op = work();
     this.#underWay.add(op);
@@ -976,6 +981,17 @@ export class Harness {
     ids: readonly ConversationId[],
   ): Promise<Map<ConversationId, Map<string, T>>> {
     this.#notClosing();
+    return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
+  }
+
+  /**
+   * `docsIn()` for a step of an operation already under way (one asked before close's seal), which
+   * is not refused at the seal like a host's new operation.
+   */
+  storedDocsIn<T extends Json>(
+    names: readonly string[],
+    ids: readonly ConversationId[],
+  ): Promise<Map<ConversationId, Map<string, T>>> {
     return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
   }
 

@@ -8,6 +8,7 @@ import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import {
+  AgentHarness,
   defineTask,
   defineTool,
   Harness,
@@ -566,6 +567,22 @@ test("operations of several steps asked before the seal: a snapshotAsOf read com
     forkOfTheRoot: "closed",
     delete: "closed",
   });
+  // The agent's reads of several steps too: a conversation's usage roll-up (its records, then its
+  // documents) asked before the seal completes.
+  const agent = await open(echo);
+  const child = await agent.h.createConversation({ ownership: { kind: "ownerless" } });
+  await (await child.submit({ type: "input", content: "hi" })).wait();
+  await agent.h.close();
+  const reopened = await AgentHarness.open(await memoryStore(agent.store.image()), {
+    models: agent.faux.models,
+    defaultModel: agent.faux.ref,
+  });
+  const usage = reopened.conversationUsage(child.id);
+  await reopened.close();
+  const rollup = await usage;
+  expect(rollup.children).toEqual([]);
+  expect(rollup.total).toEqual(rollup.own);
+  expect(Object.keys(rollup.own.models)).toEqual(["faux/faux-1"]);
 });
 
 test("a harness opened paused and closed before any resume: inspect says closing, not paused, while commits queued at the seal settle (draw 34b)", async () => {
