@@ -469,13 +469,17 @@ export class AgentHarness extends Harness {
    * its tasks own, transitively: subagents), each counted once, under the child.
    */
   async conversationUsage(id: ConversationId): Promise<UsageRollup> {
-    // Only the records and documents of the conversation and those below it: O(its subagents), not O(store).
-    const records = (await this.loadBelow(id)) ?? [];
-    const docs = await this.docsIn<UsageState & Record<string, never>>(
-      [DOC.usage],
-      [id, ...ownedBelow(records, id)],
-    );
-    return usageRollup(records, (c) => docs.get(c)?.get(DOC.usage), id);
+    this.assertOpen();
+    // Two reads: under way at close, so one asked before its seal completes (spec §2.2).
+    return this.underWay(async () => {
+      // Only the records and documents of the conversation and those below it: O(its subagents), not O(store).
+      const records = (await this.loadBelow(id)) ?? [];
+      const docs = await this.storedDocsIn<UsageState & Record<string, never>>(
+        [DOC.usage],
+        [id, ...ownedBelow(records, id)],
+      );
+      return usageRollup(records, (c) => docs.get(c)?.get(DOC.usage), id);
+    });
   }
 
   /**

@@ -457,13 +457,16 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<ConversationRecord> {
     this.#live(signal);
-    if (!(await this.#session.conversation(parentId))) throw new UnknownConversation(parentId);
-    // Loaded ahead, so the commit normally runs once (it would load them and run again otherwise).
-    await Promise.all([this.#session.ensureForkPoint(parentId, at), this.#session.ensureDocs(parentId)]);
-    return this.#session.commit(async (tx) => {
-      const record = tx.forkConversation(parentId, at, { ownership: options.ownership });
-      await options.init?.(tx, record.id);
-      return record;
+    return this.#underWayOp(async () => {
+      if (!(await this.#session.conversation(parentId))) throw new UnknownConversation(parentId);
+      // Loaded ahead, so the commit normally runs once (it would load them and run again otherwise).
+      await Promise.all([this.#session.ensureForkPoint(parentId, at), this.#session.ensureDocs(parentId)]);
+      this.#live(signal); // admission: sealed once close began (spec §4), as `transaction()` is
+      return this.#session.commit(async (tx) => {
+        const record = tx.forkConversation(parentId, at, { ownership: options.ownership });
+        await options.init?.(tx, record.id);
+        return record;
+      });
     });
   }
 
@@ -475,10 +478,33 @@ export class Harness {
    */
   async deleteConversation(conversationId: ConversationId, signal?: AbortSignal): Promise<ConversationId[]> {
     this.#live(signal);
-    // Loaded ahead (its record, the conversations below it and their forks), so the commit normally
-    // runs once (it would load them and run again otherwise).
-    if (await this.#session.conversation(conversationId)) await this.#session.ensureScope(conversationId);
-    return this.#session.commit((tx) => tx.deleteConversation(conversationId));
+    return this.#underWayOp(async () => {
+      // Loaded ahead (its record, the conversations below it and their forks), so the commit normally
+      // runs once (it would load them and run again otherwise).
+      if (await this.#session.conversation(conversationId)) await this.#session.ensureScope(conversationId);
+      this.#live(signal); // admission: sealed once close began (spec §4)
+      return this.#session.commit((tx) => tx.deleteConversation(conversationId));
+    });
+  }
+
+  /**
+   * Operations of several steps begun before close's seal and still under way (a read after a read,
+   * or reads before a commit): close lets them end before it closes the store, so a read asked
+   * before the seal completes (spec §2.2) and none meets a closed store.
+   */
+  readonly #underWay = new Set<Promise<unknown>>();
+
+  /** Run an operation of several steps as one under way at close (the layer above wraps its own). */
+  protected underWay<T>(work: () => Promise<T>): Promise<T> {
+    return this.#underWayOp(work);
+  }
+
+  #underWayOp<T>(work: () => Promise<T>): Promise<T> {
+    const op = work();
+    this.#underWay.add(op);
+    const end = () => this.#underWay.delete(op);
+    op.then(end, end);
+    return op;
   }
 
   createTask<I, S extends Checkpoint, R>(
@@ -876,19 +902,21 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<DocumentSnapshot | undefined> {
     this.#live(signal);
-    if (!(await this.#session.conversation(conversationId))) throw new UnknownConversation(conversationId);
-    const segments = this.#session.segments(conversationId);
-    const read = await this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
-    let history = read.history;
-    if (history === undefined) {
-      const live = await this.docRecord(conversationId, name);
-      history = live && "history" in live ? live.history : this.#session.docRules(name).history;
-    }
-    if (history !== "rewindable")
-      throw new InvalidTransition(
-        `document ${name} is not rewindable: snapshotAsOf reads only documents whose record keeps their history`,
-      );
-    return read.snapshot;
+    return this.#underWayOp(async () => {
+      if (!(await this.#session.conversation(conversationId))) throw new UnknownConversation(conversationId);
+      const segments = this.#session.segments(conversationId);
+      const read = await this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
+      let history = read.history;
+      if (history === undefined) {
+        const live = await this.docRecord(conversationId, name);
+        history = live && "history" in live ? live.history : this.#session.docRules(name).history;
+      }
+      if (history !== "rewindable")
+        throw new InvalidTransition(
+          `document ${name} is not rewindable: snapshotAsOf reads only documents whose record keeps their history`,
+        );
+      return read.snapshot;
+    });
   }
 
   /**
@@ -953,6 +981,17 @@ export class Harness {
     ids: readonly ConversationId[],
   ): Promise<Map<ConversationId, Map<string, T>>> {
     this.#notClosing();
+    return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
+  }
+
+  /**
+   * `docsIn()` for a step of an operation already under way (one asked before close's seal), which
+   * is not refused at the seal like a host's new operation.
+   */
+  storedDocsIn<T extends Json>(
+    names: readonly string[],
+    ids: readonly ConversationId[],
+  ): Promise<Map<ConversationId, Map<string, T>>> {
     return this.#session.docsIn(names, ids) as Promise<Map<ConversationId, Map<string, T>>>;
   }
 
@@ -1040,6 +1079,10 @@ export class Harness {
       if (options.graceMs) await this.#scheduler.quiesce(options.graceMs);
       await this.#scheduler.close();
       this.#scheduler.rejectWaiters(new HarnessClosed());
+      // Operations begun before the seal end, and commits queued at it settle (spec §2.2): the line
+      // drains before the store closes.
+      while (this.#underWay.size > 0) await Promise.allSettled([...this.#underWay]);
+      await this.#session.untilQuiet();
       if (!this.store.closed) await this.store.close();
     })();
     return untilDone(this.#closed, signal);

@@ -521,7 +521,7 @@ export class Session {
     this.#outstanding++;
     let settled = false;
     const settle = () => {
-      if (!settled) this.#outstanding--;
+      if (!settled && --this.#outstanding === 0) for (const quiet of this.#quietWaiters.splice(0)) quiet();
       settled = true;
     };
     return new Promise<T>((resolve, reject) => {
@@ -568,6 +568,17 @@ export class Session {
    */
   get quiet(): boolean {
     return this.#outstanding === 0;
+  }
+
+  #quietWaiters: Array<() => void> = [];
+
+  /**
+   * Resolves once no commit is outstanding: close awaits it before it closes the store, so commits
+   * queued at its seal settle (spec §2.2), also one that starts a later group or goes back for a load.
+   */
+  untilQuiet(): Promise<void> {
+    if (this.#outstanding === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#quietWaiters.push(resolve));
   }
   #assembling = false;
 

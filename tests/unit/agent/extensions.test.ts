@@ -871,6 +871,12 @@ describe("Harness.open binds the registry", () => {
     // Installed by the application after open: the bound registry is the one it holds.
     registry.install(defineExtension({ name: "later", tools: [tool("late")] }));
     expect([...(await first.root.agent()).tools.keys()]).toEqual(["note", "late"]);
+    // Bound, not read once: a task installed while the harness is open reaches its task registry
+    // (draw 34b: a harness that never subscribed to the registry passed the rest of this test).
+    registry.install(defineExtension({ name: "while-open", tasks: [single("open-job", async () => {})] }));
+    expect(first.h.registry.has("open-job")).toBe(true);
+    registry.uninstall("while-open");
+    expect(first.h.registry.has("open-job")).toBe(false);
     await first.h.close();
     // Outlived: an install after the close reaches the next harness only; the closed one let go of it.
     registry.install(defineExtension({ name: "after", tasks: [single("after-job", async () => {})] }));

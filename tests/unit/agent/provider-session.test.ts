@@ -7,8 +7,13 @@ import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { providerSession } from "../../../worker/agent/provider-session.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
-import { type AgentHarness, type AgentHarnessOptions, createModelResolver } from "../../../worker/index.ts";
-import { fauxAgentModel } from "../../../worker/testing.ts";
+import {
+  type AgentHarness,
+  type AgentHarnessOptions,
+  createModelResolver,
+  HarnessClosed,
+} from "../../../worker/index.ts";
+import { fauxAgentModel, recordJobs, type StoreJob } from "../../../worker/testing.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, liveOf, open, reopen } from "./fixtures.ts";
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -263,6 +268,60 @@ test("concurrent callers of a legacy conversation all get the one session id sto
   expect(new Set(ids).size).toBe(1);
   expect(ids[0]).toMatch(UUID_V7);
   expect(await sessionOf(h, root.id)).toBe(ids[0]);
+});
+
+test("concurrent callers of two legacy conversations each get their own conversation's one session id, stored in it (draw 34b)", async () => {
+  const { h, root } = await open(echo);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await h.transaction((tx) => {
+    tx.retireDoc(root.id, "pi.provider");
+    tx.retireDoc(other.id, "pi.provider");
+  });
+  // Interleaved, all asked before any commit settles: one winner per conversation, not one in all.
+  const ids = await Promise.all([root.id, other.id, root.id, other.id].map((c) => providerSession(h, c)));
+  expect(ids[0]).toMatch(UUID_V7);
+  expect(ids[1]).toMatch(UUID_V7);
+  expect(ids[1]).not.toBe(ids[0]);
+  expect(ids).toEqual([ids[0], ids[1], ids[0], ids[1]]);
+  expect(await sessionOf(h, root.id)).toBe(ids[0]);
+  expect(await sessionOf(h, other.id)).toBe(ids[1]);
+});
+
+test("a legacy conversation whose session id cannot be stored sends no request, a generation's or a compaction's summary: the failed commit stops the engine, no uncommitted id goes out (draw 34b)", async () => {
+  for (const first of ["generation", "summary"] as const) {
+    const sent: unknown[] = [];
+    const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+      sent.push(options.sessionId);
+      return defaultStream(model, context, options);
+    };
+    const fatal: Error[] = [];
+    const { h, root, store } = await open(echo, {
+      stream,
+      onFatal: (e) => fatal.push(e),
+      settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } },
+    });
+    if (first === "summary")
+      for (const text of ["one", "two", "three"])
+        await (await root.submit({ type: "input", content: text })).wait();
+    await h.transaction((tx) => tx.retireDoc(root.id, "pi.provider"));
+    sent.length = 0;
+    // The storage fails on the transaction that writes the conversation's new pi.provider.
+    const jobs: { into: StoreJob[] } = { into: [] };
+    recordJobs(store, jobs);
+    const writesProvider = (job: StoreJob | undefined) =>
+      job?.statements.some((s) => /INTO documents/.test(s.sql) && s.params?.includes("pi.provider"));
+    store.setFaultHook((point) => {
+      if (point === "before-commit" && writesProvider(jobs.into.at(-1))) throw new Error("disk I/O error");
+    });
+    const waiting =
+      first === "generation"
+        ? (await root.submit({ type: "input", content: "four" })).wait()
+        : h.waitForTask(await root.compact());
+    await expect(waiting, first).rejects.toBeInstanceOf(HarnessClosed);
+    expect(fatal[0]?.message, first).toMatch(/disk I\/O error/);
+    expect(sent, first).toEqual([]);
+    store.setFaultHook(undefined);
+  }
 });
 
 test("a legacy conversation other than the root, read from the store after a reopen, gets its own session id committed before its first request; the root keeps its own (break 30C)", async () => {

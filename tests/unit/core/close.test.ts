@@ -8,6 +8,7 @@ import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import {
+  AgentHarness,
   defineTask,
   defineTool,
   Harness,
@@ -465,12 +466,194 @@ test("operations queued at the seal: an admitted commit settles, a queued read c
   // A watch and a view asked before the seal, still queued when it comes, reject: they would need later commits.
   const queuedWatch = agent.root.watch();
   const queuedView = agent.root.viewState();
+  // A read asked before the seal completes (draw 34b: a context read that checked again after its
+  // read refused it).
+  const queuedContext = agent.root.context();
   const agentClosing = agent.h.close();
   await expect(submission.wait()).rejects.toBeInstanceOf(HarnessClosed);
   expect(await queuedWait).toEqual(settled);
   await expect(queuedWatch).rejects.toBeInstanceOf(HarnessClosed);
   await expect(queuedView).rejects.toBeInstanceOf(HarnessClosed);
+  expect((await queuedContext).messages.map((m) => m.role)).toEqual(["user", "assistant"]);
   await agentClosing;
+});
+
+test("commits queued at the seal settle and are stored in every shape: one commit per transaction, and one that must first load its conversation's documents (draw 34b)", async () => {
+  // Draw 34b: CONTRARY, fixed. The named test's queued commits all joined the group holding the line;
+  // a commit that started a later group (one commit per transaction) or went back for a load (the
+  // conversation's documents not in memory after a reopen) met a store close had already closed:
+  // rejected, and the engine stopped. Close now lets the line drain before it closes the store.
+  const store = await memoryStore();
+  const first = await Harness.open(store, { groupCommit: false });
+  const c = await first.transaction((tx) => {
+    const made = tx.createConversation({ kind: "ownerless" });
+    tx.writeDoc(made.id, "d", { n: 1 });
+    return made.id;
+  });
+  const queued = [1, 2, 3].map((n) =>
+    first.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: n })),
+  );
+  await first.close();
+  const outcomes = await Promise.allSettled(queued);
+  expect(outcomes.map((o) => (o.status === "rejected" ? String(o.reason) : o.status))).toEqual([
+    "fulfilled",
+    "fulfilled",
+    "fulfilled",
+  ]);
+  // Reopened: the conversation's documents are not in memory, so its commit goes back for them.
+  const h = await Harness.open(await memoryStore(store.image()));
+  const loading = h.transaction((tx) => {
+    tx.writeDoc(c, "d", { n: 2 });
+    return "stored";
+  });
+  const read = h.doc(c, "d");
+  await h.close();
+  expect(await loading).toBe("stored");
+  expect(await read).toEqual({ n: 1 });
+  expect(h.inspect().fatal).toBeUndefined();
+  const next = await Harness.open(await memoryStore((h.store as typeof store).image()));
+  expect((await next.entries(1)).map((e) => e.data)).toEqual([1, 2, 3]);
+  expect(await next.doc(c, "d")).toEqual({ n: 2 });
+  await next.close();
+});
+
+test("operations of several steps asked before the seal: a snapshotAsOf read completes; a fork and a deletion, whose commits would be admitted after it, are refused with HarnessClosed; close stops no engine (draw 34b)", async () => {
+  // Draw 34b: CONTRARY, fixed. Each of these reads the store more than once: asked before the seal
+  // on a reopened harness (nothing in memory), a later read met a store close had closed already
+  // (StoreClosed), and a fork whose reads got through had its commit meet the closed store, which
+  // stopped the engine (onFatal) at an ordinary close. Close now lets them end first; a commit
+  // asked after the seal is refused, as `transaction()` refuses it.
+  const store = await memoryStore();
+  const options = { forks: { rewindable: ["hist"] } };
+  const first = await Harness.open(store, options);
+  const { c, other, at, rootAt } = await first.transaction((tx) => {
+    const made = tx.createConversation({ kind: "ownerless" });
+    const entry = tx.appendEntry(made.id, { kind: "note", data: 1 });
+    tx.writeDoc(made.id, "hist", { n: 1 });
+    const rootEntry = tx.appendEntry(1, { kind: "note", data: 0 });
+    return {
+      c: made.id,
+      other: tx.createConversation({ kind: "ownerless" }).id,
+      at: entry.id,
+      rootAt: rootEntry.id,
+    };
+  });
+  await first.close();
+  const ops = {
+    snapshotAsOf: (h: Harness) => h.snapshotAsOf(c, "hist", at).then((s) => s?.value),
+    fork: (h: Harness) => h.forkRecord(c, at, { ownership: { kind: "ownerless" } }),
+    forkOfTheRoot: (h: Harness) => h.forkRecord(1, rootAt, { ownership: { kind: "ownerless" } }),
+    delete: (h: Harness) => h.deleteConversation(other),
+  };
+  const outcomes: Record<string, unknown> = {};
+  for (const [name, op] of Object.entries(ops)) {
+    const fatal: Error[] = [];
+    const h = await Harness.open(await memoryStore(store.image()), {
+      ...options,
+      onFatal: (e) => fatal.push(e),
+    });
+    const asked = op(h);
+    const closing = h.close();
+    outcomes[name] = await asked.then(
+      (value) => value,
+      (e: unknown) => (e instanceof HarnessClosed && !/stopped/.test(e.message) ? "closed" : String(e)),
+    );
+    await closing;
+    expect([fatal, h.inspect().fatal], name).toEqual([[], undefined]);
+  }
+  expect(outcomes).toEqual({
+    snapshotAsOf: { n: 1 },
+    fork: "closed",
+    forkOfTheRoot: "closed",
+    delete: "closed",
+  });
+  // The agent's reads of several steps too: a conversation's usage roll-up (its records, then its
+  // documents) asked before the seal completes.
+  const agent = await open(echo);
+  const child = await agent.h.createConversation({ ownership: { kind: "ownerless" } });
+  await (await child.submit({ type: "input", content: "hi" })).wait();
+  await agent.h.close();
+  const reopened = await AgentHarness.open(await memoryStore(agent.store.image()), {
+    models: agent.faux.models,
+    defaultModel: agent.faux.ref,
+  });
+  const usage = reopened.conversationUsage(child.id);
+  await reopened.close();
+  const rollup = await usage;
+  expect(rollup.children).toEqual([]);
+  expect(rollup.total).toEqual(rollup.own);
+  expect(Object.keys(rollup.own.models)).toEqual(["faux/faux-1"]);
+});
+
+test("a harness opened paused and closed before any resume: inspect says closing, not paused, while commits queued at the seal settle (draw 34b)", async () => {
+  // Draw 34b: a scheduling state that asked "paused" before "closing" passed every test (each closed
+  // harness had been resumed).
+  let ran = false;
+  const job = single("paused-job", async () => {
+    ran = true;
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [job], paused: true });
+  await first.createTask(job, null, { ownership: { kind: "conversation" } });
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [job], paused: true });
+  expect(h.inspect().scheduling).toBe("paused");
+  const gate = deferred();
+  const entered = deferred();
+  const holding = h.transaction(async (tx) => {
+    entered.resolve();
+    await gate.promise;
+    tx.appendEntry(1, { kind: "note", data: "holding" });
+  });
+  const queued = h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "queued" }));
+  await entered.promise;
+  const closing = h.close();
+  expect(h.inspect().scheduling).toBe("closing");
+  gate.resolve();
+  await holding;
+  await queued;
+  expect(h.inspect().scheduling).toBe("closing");
+  await closing;
+  expect(h.inspect().scheduling).toBe("closing");
+  expect(ran).toBe(false);
+});
+
+test("idle waits asked before the seal, the harness's and a conversation's, reject with HarnessClosed, also when a commit queued at the seal settles during close (draw 34b)", async () => {
+  // Draw 34b: idle waits that took a closing harness for an idle one resolved once a queued commit
+  // settled during close; the test above waits on a task only. Close writes no outcome, so the
+  // running task stays live: the idle waits need a later commit and reject.
+  const release = deferred();
+  const stubborn = single("stubborn-idle", async () => {
+    await release.promise;
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [stubborn] });
+  await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const idle = h.waitForIdle();
+  const conversationIdle = h.waitForConversationIdle(1);
+  const gate = deferred();
+  const entered = deferred();
+  // Holding the line at the seal, and a second commit queued behind it: both settle during close.
+  const holding = h.transaction(async (tx) => {
+    entered.resolve();
+    await gate.promise;
+    tx.appendEntry(1, { kind: "note", data: "holding" });
+  });
+  const queued = h.transaction((tx) => void tx.appendEntry(1, { kind: "note", data: "queued" }));
+  await entered.promise;
+  const closing = h.close();
+  const outcomes = [idle, conversationIdle].map((wait) =>
+    wait.then(
+      () => "resolved",
+      (e: unknown) => (e instanceof HarnessClosed ? "closed" : String(e)),
+    ),
+  );
+  gate.resolve();
+  await holding;
+  await queued;
+  release.resolve();
+  await closing;
+  expect(await Promise.all(outcomes)).toEqual(["closed", "closed"]);
 });
 
 test("an unsettled submission's wait asked before the seal rejects with HarnessClosed: it is not settled as unanswered by the close", async () => {

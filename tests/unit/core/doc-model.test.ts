@@ -1282,10 +1282,17 @@ describe("the session surface (spec §3.3, §4)", () => {
     await new Promise((r) => setTimeout(r, 0));
     expect(seen.length).toBe(1);
 
+    // Its end, too, reaches the subscriber off the line (draw 34b: an end told inline passed).
+    const endOnTheLine: number[] = [];
+    const stopEnd = h.subscribe((change) => {
+      if (change.docs.some((d) => d.name === "d")) endOnTheLine.push(seen.length);
+    });
     await h.transaction((tx) => {
       tx.retireDoc(1, "d");
       tx.writeDoc(1, "d", { n: 9 });
     });
+    stopEnd();
+    expect(endOnTheLine).toEqual([1]);
     await new Promise((r) => setTimeout(r, 0));
     expect(seen).toEqual([
       { value: { n: 2 }, ended: false },
