@@ -37,7 +37,7 @@
  * Figures only: a missed bar prints FAIL and the run still exits 0. Env: BENCH_SECONDS (per workload,
  * default 3), BENCH_ROUNDS (throughput rounds per kind, default 3), BENCH_RECOVERY_ROUNDS (default 5),
  * BENCH_SEED (terminal tasks, default 10000), BENCH_CONVERSATIONS (default 1000), BENCH_ONLY=throughput|opfs-shapes|recovery|tabs|size|chat, BENCH_ANSWERS (second-tab answers, default 8),
- * BENCH_CHAT_ENTRIES (default 5000), BENCH_MIRROR_MB (the growth rows' sizes, default "1,10,50"; "" for none).
+ * BENCH_RECOVERY_PROFILE=1 (recovery.ts: CPU profiles of the engine's start), BENCH_CHAT_ENTRIES (default 5000), BENCH_MIRROR_MB (the growth rows' sizes, default "1,10,50"; "" for none).
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";

@@ -18,6 +18,13 @@
  * creating its worker, its script, the wasm compile, the store's open, the one commit.
  * Figures only: a missed aim prints FAIL.
  *
+ * BENCH_RECOVERY_PROFILE=1 also records a CPU profile of each app round's engine (its SharedWorker,
+ * from before its first line: the browser waits for the profiler at the worker's start) to
+ * test-results/profiles/recovery-engine-<round>.cpuprofile, and prints its busy time in the parts of
+ * the engine's timeline (to the store opened, the harness open, to the first tick). The profiler's
+ * own cost slows those rounds: read their shares, not their times. A build with `--minify false`
+ * names the functions.
+ *
  * The store kind (`BENCH_RECOVERY_KIND`, default `opfs-lent`, the kind a new store gets; `idb` for
  * the stores made before it): the app is opened with it forced, and the floor opens the same store the
  * same way (for opfs-lent, its page lends the SharedWorker the app's own lent store worker).
@@ -28,6 +35,7 @@ import type { EngineStats, EngineTimeline, TickerStatus } from "../../worker/pro
 import type { LentOpenParts } from "../../worker/store/lent/wire.ts";
 import { Cdp, engine, type LaunchedBrowser, type StaticServer } from "../e2e/browser.ts";
 import type { FloorKind, FloorResult } from "../e2e/fixtures/recovery-floor/protocol.ts";
+import { type CpuProfile, saveProfile, selfTime } from "./cpu-profile.ts";
 import type { BenchKit } from "./long-chat.ts";
 import { machineLoad } from "./report.ts";
 
@@ -37,6 +45,7 @@ const SEED = env("BENCH_SEED", 10_000);
 const SEED_CONVERSATIONS = env("BENCH_CONVERSATIONS", 1000);
 const AIM_MS = 300;
 const KIND: FloorKind = process.env.BENCH_RECOVERY_KIND === "idb" ? "idb" : "opfs-lent";
+const PROFILE = process.env.BENCH_RECOVERY_PROFILE === "1";
 /** How long an old SharedWorker may take to go away before the round gives up. */
 const WORKER_GONE_TIMEOUT_MS = 120_000;
 
@@ -72,6 +81,60 @@ async function freshPage(b: LaunchedBrowser, page: Page): Promise<{ page: Page; 
     cdp.close();
   }
   return { page: await b.newPage(), waitedMs: Date.now() - started };
+}
+
+/**
+ * Profile the next SharedWorker the browser starts from before its first line (it waits for the
+ * profiler: CDP auto-attach with waitForDebuggerOnStart; every other new target is let go at once).
+ * The returned stop ends the profile, saves it, and prints its busy time in the parts of `timeline`.
+ */
+async function profileNextEngine(
+  b: LaunchedBrowser,
+  round: number,
+): Promise<(t: EngineTimeline) => Promise<void>> {
+  const cdp = await Cdp.connect(b.wsEndpoint);
+  let engineSession: string | undefined;
+  cdp.onEvent((method, params) => {
+    if (method !== "Target.attachedToTarget") return;
+    const { sessionId, targetInfo } = params as { sessionId: string; targetInfo: { type: string } };
+    void (async () => {
+      if (targetInfo.type === "shared_worker" && !engineSession) {
+        engineSession = sessionId;
+        await cdp.send("Profiler.enable", {}, sessionId);
+        await cdp.send("Profiler.setSamplingInterval", { interval: 100 }, sessionId);
+        await cdp.send("Profiler.start", {}, sessionId);
+      }
+      await cdp.send("Runtime.runIfWaitingForDebugger", {}, sessionId).catch(() => undefined);
+    })();
+  });
+  await cdp.send("Target.setAutoAttach", { autoAttach: true, waitForDebuggerOnStart: true, flatten: true });
+  return async (t) => {
+    try {
+      if (!engineSession) throw new Error("no SharedWorker started to profile");
+      const { profile } = await cdp.send<{ profile: CpuProfile }>("Profiler.stop", {}, engineSession);
+      saveProfile(`recovery-engine-${round}.cpuprofile`, profile);
+      // The profile starts about when the worker does: its parts are taken from its start.
+      const opened = (t.migratedAt ?? t.openedAt!) - t.startedAt;
+      const parts: Array<[string, number, number]> = [
+        ["first line to store opened", 0, opened],
+        ["harness open", opened, t.readyAt! - t.startedAt],
+        ["to the first tick", t.readyAt! - t.startedAt, t.firstTickAt! - t.startedAt],
+      ];
+      console.log(
+        `  engine profile, round ${round} (test-results/profiles/recovery-engine-${round}.cpuprofile):`,
+      );
+      for (const [name, from, to] of parts) {
+        const self = selfTime(profile, { within: { from, to }, startedAt: 0 });
+        const busy = self.reduce((sum, [, ms]) => sum + ms, 0);
+        const top = self.slice(0, 5).map(([fn, ms]) => `${fn} ${ms.toFixed(1)}`);
+        console.log(
+          `    ${name}: ${busy.toFixed(0)} ms busy of ${(to - from).toFixed(0)}; ${top.join(" | ")}`,
+        );
+      }
+    } finally {
+      cdp.close();
+    }
+  };
 }
 
 /**
@@ -235,6 +298,7 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
     floorRows.push([String(round), ...floor.map((ms) => `${fmt(ms)} ms`)]);
     const leftFloor = await freshPage(b, page);
     page = leftFloor.page;
+    const profiled = PROFILE ? await profileNextEngine(b, round) : undefined;
     await page.goto(url);
     await waitReady(page);
     const origin = await page.evaluate(() => performance.timeOrigin);
@@ -243,6 +307,7 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
       () => engine<EngineStats>(page, "debug.stats"),
       (s) => s.timeline.firstTickAt !== undefined,
     );
+    await profiled?.(stats.timeline);
     const parts = recoveryParts(stats.timeline, origin);
     recoveries.push(parts);
     const total = parts.at(-1)!;
