@@ -126,30 +126,40 @@ async function fetchTimingOut(): Promise<never> {
   throw new Error("unreachable");
 }
 
-test("pi.agent changed while an async section rendered: the preparation renders again for the new agent", async () => {
+/**
+ * Extension "a" with one section, "notes" (text "n"), whose first render inside a published run is
+ * held until `release` (the preparing phase's render: a creating commit's attempt runs before the
+ * run is published). `bind` gives it the engine whose `pi.live` it reads.
+ */
+function heldNotes() {
   const entered = deferred<void>();
   const release = deferred<void>();
   let engine: { docNow(c: number, name: string): unknown } | undefined;
   let held = false;
-  const { h, root, faux } = await setup([
-    defineExtension({
-      name: "a",
-      sections: [
-        section("notes", async ({ conversationId }) => {
-          // Hold the preparing phase's render (the run is published by then; a creating commit's
-          // attempt runs before it is).
-          const live = engine?.docNow(conversationId, "pi.live") as { run?: unknown } | undefined;
-          if (live?.run && !held) {
-            held = true;
-            entered.resolve();
-            await release.promise;
-          }
-          return "n";
-        }),
-      ],
-    }),
-  ]);
-  engine = h;
+  const extension = defineExtension({
+    name: "a",
+    sections: [
+      section("notes", async ({ conversationId }) => {
+        const live = engine?.docNow(conversationId, "pi.live") as { run?: unknown } | undefined;
+        if (live?.run && !held) {
+          held = true;
+          entered.resolve();
+          await release.promise;
+        }
+        return "n";
+      }),
+    ],
+  });
+  const bind = (h: { docNow(c: number, name: string): unknown }) => {
+    engine = h;
+  };
+  return { entered, release, extension, bind };
+}
+
+test("pi.agent changed while an async section rendered: the preparation renders again for the new agent", async () => {
+  const { entered, release, extension, bind } = heldNotes();
+  const { h, root, faux } = await setup([extension]);
+  bind(h);
   const submission = await root.submit({ type: "input", content: "one" });
   await entered.promise;
   await root.configure({ instructions: "Be brief." });
@@ -186,28 +196,12 @@ test("a section's error after the preparing phase was aborted propagates: not re
 test("the selection changed while an async section rendered: the preparation renders again, with the newly selected extension's section (draw 34D)", async () => {
   // Draw 34D: the named test changes only the instructions; taking the render whenever the
   // instructions were unchanged (a new selection ignored) passed it.
-  const entered = deferred<void>();
-  const release = deferred<void>();
-  let engine: { docNow(c: number, name: string): unknown } | undefined;
-  let held = false;
+  const { entered, release, extension, bind } = heldNotes();
   const { h, root, faux } = await setup([
-    defineExtension({
-      name: "a",
-      sections: [
-        section("notes", async ({ conversationId }) => {
-          const live = engine?.docNow(conversationId, "pi.live") as { run?: unknown } | undefined;
-          if (live?.run && !held) {
-            held = true;
-            entered.resolve();
-            await release.promise;
-          }
-          return "n";
-        }),
-      ],
-    }),
+    extension,
     defineExtension({ name: "b", sections: [section("extra", () => "e")] }),
   ]);
-  engine = h;
+  bind(h);
   await root.configure({ extensions: ["a"] });
   const submission = await root.submit({ type: "input", content: "one" });
   await entered.promise;
