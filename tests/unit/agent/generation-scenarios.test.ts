@@ -9,22 +9,21 @@ import { AgentHarness } from "../../../worker/index.ts";
 import { deferred, fauxAgentModel, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { cleanups, echo, gatedTool, liveOf, messageOf, open, textOf, transcript } from "./fixtures.ts";
 
-test("a non-retryable provider error fails the run at once, though retries are on: unanswered model_error with the error text, the generation failed", async () => {
-  const { h, root, faux } = await open(
-    (req, n) => (n === 1 ? fauxError("400 Invalid request") : echo(req, n)),
-    {
-      settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } },
-    },
-  );
+/**
+ * Submit "hi" to `opened`'s root and read the run ended by the provider's 400 after `requests`
+ * requests: the input unanswered model_error with the provider's words, the generation failed
+ * with them as its message and the reason as detail, pi.live emptied.
+ */
+async function expectEndedOn400(opened: Awaited<ReturnType<typeof open>>, requests: number): Promise<void> {
+  const { h, root, faux } = opened;
   const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
   expect(settled).toMatchObject({
     status: "unanswered",
     reason: "model_error",
     detail: "400 Invalid request",
   });
-  expect(faux.requests).toHaveLength(1);
+  expect(faux.requests).toHaveLength(requests);
   const [generation] = await h.tasks({ kind: "pi.generation" });
-  // The failed outcome carries the provider's words as its message and the reason as detail.
   expect(generation!.state).toEqual({
     status: "terminal",
     outcome: {
@@ -33,12 +32,19 @@ test("a non-retryable provider error fails the run at once, though retries are o
     },
   });
   expect(liveOf(h).run).toBeUndefined();
+}
+
+test("a non-retryable provider error fails the run at once, though retries are on: unanswered model_error with the error text, the generation failed", async () => {
+  const opened = await open((req, n) => (n === 1 ? fauxError("400 Invalid request") : echo(req, n)), {
+    settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } },
+  });
+  await expectEndedOn400(opened, 1);
 });
 
 test("a non-retryable error on a retry's attempt fails the run there: a 503 retried once, then a 400 ends it with no third request (draw 34b-D)", async () => {
   // The test above fails on the first attempt; a run that had already retried (a retry sequence
   // taken for a reason to retry again) passed it.
-  const { h, root, faux } = await open(
+  const opened = await open(
     (req, n) =>
       n === 1
         ? fauxError("503 Service Unavailable")
@@ -47,22 +53,7 @@ test("a non-retryable error on a retry's attempt fails the run there: a 503 retr
           : echo(req, n),
     { settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } } },
   );
-  const settled = await (await root.submit({ type: "input", content: "hi" })).wait();
-  expect(settled).toMatchObject({
-    status: "unanswered",
-    reason: "model_error",
-    detail: "400 Invalid request",
-  });
-  expect(faux.requests).toHaveLength(2);
-  const [generation] = await h.tasks({ kind: "pi.generation" });
-  expect(generation!.state).toEqual({
-    status: "terminal",
-    outcome: {
-      status: "failed",
-      error: { message: "400 Invalid request", detail: { reason: "model_error" } },
-    },
-  });
-  expect(liveOf(h).run).toBeUndefined();
+  await expectEndedOn400(opened, 2);
 });
 
 test("an abort while the answer streams converts the committed partial into an aborted entry; the input is unanswered aborted and pi.live is emptied", async () => {
