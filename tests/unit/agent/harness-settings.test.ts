@@ -107,7 +107,8 @@ test("retry.maxAgentDelayMs, the specification's name for the backoff cap, caps 
   expect(resolveSettings({ retry: { maxDelayMs: 3000 } }).retry.maxDelayMs).toBe(3000);
 });
 
-test("a settings getter is read anew at each use: changing it makes no commit, and the next reading follows it; a changed default selection reaches the next request through one pi.system delta", async () => {
+/** A registry of extension "a" (tool alpha) and extension "b" (tool beta, section b-notes). */
+function twoExtensions(): ReturnType<typeof createRegistry> {
   const tool = (name: string) =>
     defineTool({
       name,
@@ -124,6 +125,11 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
       sections: [section("b-notes", () => "Beta notes.")],
     }),
   );
+  return extensions;
+}
+
+test("a settings getter is read anew at each use: changing it makes no commit, and the next reading follows it; a changed default selection reaches the next request through one pi.system delta", async () => {
+  const extensions = twoExtensions();
   let settings: AgentSettings = { followUpMode: "one-at-a-time", extensions: ["a"] };
   let reads = 0;
   const { h, root, faux } = await open(echo, {
@@ -185,22 +191,7 @@ test("a default selection changed during a turn applies at that turn's next prep
   // Draw 34A: the test above changes the settings between two runs; the default selection kept for
   // a run's later phases (a preparation reusing the view of the run's first, the settings pinned
   // per run) passed it. Here it changes while the run's first request is in flight.
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
-  const extensions = createRegistry();
-  extensions.install(defineExtension({ name: "a", tools: [tool("alpha")] }));
-  extensions.install(
-    defineExtension({
-      name: "b",
-      tools: [tool("beta")],
-      sections: [section("b-notes", () => "Beta notes.")],
-    }),
-  );
+  const extensions = twoExtensions();
   let settings: AgentSettings = { extensions: ["a"] };
   const hold = deferred();
   const call = callsThenAnswer(fauxToolCall("alpha", {}, { id: "call-1" }));
