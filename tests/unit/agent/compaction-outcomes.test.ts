@@ -189,11 +189,10 @@ test("a faulted compaction's status is removed in the commit that writes the fau
 });
 
 /**
- * A compaction summarizing when its engine stopped, reopened by an engine whose definition is older
- * than the stored task (so it cannot run: orphaned, task_too_old, once aborted); `orphaning` collects
- * the pi.live value each commit that ends the task writes.
+ * A compaction left summarizing (its summary request held by `gate`) after three exchanges: the
+ * committed image at that moment as a new memory store, and the compaction's task id.
  */
-async function tooOldCompactionReopened() {
+async function summarizingImage() {
   const gate = deferred();
   const first = await open(
     async (req) => {
@@ -206,8 +205,17 @@ async function tooOldCompactionReopened() {
   await chat(first.root, 3);
   const taskId = await first.root.compact();
   await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
+  return { gate, store: await memoryStore(first.store.image()), taskId };
+}
+
+/**
+ * A compaction summarizing when its engine stopped, reopened by an engine whose definition is older
+ * than the stored task (so it cannot run: orphaned, task_too_old, once aborted); `orphaning` collects
+ * the pi.live value each commit that ends the task writes.
+ */
+async function tooOldCompactionReopened() {
   // The committed image while it summarizes, opened by an engine whose definition is older.
-  const store = await memoryStore(first.store.image());
+  const { store, taskId } = await summarizingImage();
   await store.commit((sql) => sql.run("UPDATE tasks SET version = 99 WHERE id = ?", [taskId]));
   const { h, root } = await open(() => fauxAssistantMessage(big("answer")), { store });
   expect((liveOf(h) as LiveState).compactions?.map((s) => s.taskId)).toEqual([taskId]);
@@ -251,19 +259,7 @@ test("a compaction the scheduler orphans (marked by Conversation.abort(), settle
 test("a compaction whose stored row is unreadable at a reopen faults with the diagnostic, and its status is removed in the commit that writes the fault (draw 34b)", async () => {
   // Draw 34b: every named faulted compaction faulted by a throwing hook, live; the scheduler's fault
   // of an unreadable row at open skipping the kind's cleanup (its status kept) passed them all.
-  const gate = deferred();
-  const first = await open(
-    async (req) => {
-      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
-      await gate.promise;
-      return fauxAssistantMessage("SUMMARY");
-    },
-    { settings: { compaction: { keepRecentTokens: 150 } } },
-  );
-  await chat(first.root, 3);
-  const taskId = await first.root.compact();
-  await expect.poll(() => first.faux.requests.filter(isSummary).length).toBe(1);
-  const store = await memoryStore(first.store.image());
+  const { gate, store, taskId } = await summarizingImage();
   await store.commit((sql) => sql.run("UPDATE tasks SET state = '{bad' WHERE id = ?", [taskId]));
   const { h } = await open(() => fauxAssistantMessage(big("answer")), { store });
   expect((await h.waitForTask(taskId)).state).toMatchObject({
