@@ -279,7 +279,23 @@ const closing: Scenario = {
     );
     const reopened = await kit.reopen(store);
     equal(await keys(reopened), ["admitted"], "what a reopen finds");
-    await reopened.close();
+    // Draw 34c: a commit whose callback awaits a read when close is called settles too (the lent
+    // client failing the requests on the wire at close passed: the commit above had sent nothing yet).
+    const reading = deferred();
+    const midway = reopened.commit(async (sql) => {
+      const read = sql.all("SELECT 1");
+      reading.resolve();
+      await read;
+      await insert("midway")(sql);
+      return "ok";
+    });
+    await reading.promise;
+    const closing = reopened.close();
+    equal(await midway, "ok", "a commit awaiting a read at close");
+    await closing;
+    const again = await kit.reopen(reopened);
+    equal(await keys(again), ["admitted", "midway"], "what the second reopen finds");
+    await again.close();
   },
 };
 

@@ -815,6 +815,45 @@ test("a task asks only the hooks of the extensions its conversation selects, in 
   expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`, `b:${reversed.id}`, `a:${reversed.id}`]);
 });
 
+test("an aborted call in a conversation other than the root asks the onAbort hooks of that conversation's selection, not the root's (draw 34c)", async () => {
+  // Draw 34c: the selection tests asked afterResponse, and every onAbort test aborted a call in the
+  // root; an abort handler taking the root's hooks passed them.
+  const { started, tool: slow } = slowUntilAborted();
+  const asked: string[] = [];
+  const onAbortOf = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.tool", {
+          onAbort: (call, result) => {
+            asked.push(`${name}:${call.name}`);
+            return textResult(`${textOf(result as never).trim()} +${name}`);
+          },
+        }),
+      ],
+    });
+  const { h, root } = await withExtensions(callsThenAnswer(fauxToolCall("slow", {}, { id: "c1" })), [
+    defineExtension({ name: "tools", tools: [slow] }),
+    onAbortOf("a"),
+    onAbortOf("b"),
+  ]);
+  await root.configure({ extensions: ["tools", "a"] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["tools", "b"] },
+  });
+  const sub = await other.submit({ type: "input", content: "go" });
+  await started.promise;
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(task?.conversationId).toBe(other.id);
+  expect(await h.abortTask(task!.id)).toBe("marked");
+  expect((await h.waitForTask(task!.id)).state).toMatchObject({ outcome: { status: "aborted" } });
+  expect((await sub.wait()).status).toBe("done");
+  expect(asked).toEqual(["b:slow"]);
+  const [result] = await toolResults(other);
+  expect(textOf(messageOf(result!))).toMatch(/^durable \+b/);
+});
+
 test("a changed selection is the next task's hooks: a conversation reconfigured from [a] to [b, a], then to none of them, asks exactly those, in that order", async () => {
   // Break 30B: every named test configured each conversation once, before its only run; hooks kept
   // per conversation from its first resolution passed them.

@@ -830,6 +830,7 @@ describe("a waiting task without its definition", () => {
     expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
     // Break 30K: the migrated input is the one stored and run (an input left as stored passed when
     // migrate returned it unchanged).
+    const given = new Set<string>();
     const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
       name: "def-waiter",
       version: 2,
@@ -840,10 +841,16 @@ describe("a waiting task without its definition", () => {
         migrated: async (t, runtime) => void (await runtime.commit(() => complete(`v2 ${t.input}`))),
       },
       abort: async () => undefined,
-      migrate: (input) => ({ input: (input as number) + 1000, checkpoint: { phase: "migrated" } }),
+      migrate: (input, checkpoint, from) => {
+        given.add(JSON.stringify([input, checkpoint, from]));
+        return { input: (input as number) + 1000, checkpoint: { phase: "migrated" } };
+      },
     });
     h.registry.register(v2);
     expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: `v2 ${otherId + 1000}` });
+    // Draw 34c: migrate is given the waiting task's stored input, checkpoint and version (a migrate
+    // handed no checkpoint for a waiting task passed when it ignored the one it was given).
+    expect([...given]).toEqual([JSON.stringify([otherId, { phase: "joined" }, 1])]);
     expect((await h.getTask(waiterId))?.input).toBe(otherId + 1000);
     expect((await h.getTask(waiterId))?.version).toBe(2);
     await h.close();
@@ -968,6 +975,7 @@ describe("a waiting task whose definition is unregistered while it waits", () =>
     expect((await h.getTask(waiterId))?.state.status).toBe("waiting");
     // Break 30K: the migrated input is the one stored and run (an input left as stored passed when
     // migrate returned it unchanged).
+    const given = new Set<string>();
     const v2 = defineTask<number, { phase: "go" } | { phase: "joined" } | { phase: "migrated" }, Json>({
       name: "rt-waiter",
       version: 2,
@@ -978,10 +986,16 @@ describe("a waiting task whose definition is unregistered while it waits", () =>
         migrated: async (t, runtime) => void (await runtime.commit(() => complete(`v2 ${t.input}`))),
       },
       abort: async () => undefined,
-      migrate: (input) => ({ input: (input as number) + 1000, checkpoint: { phase: "migrated" } }),
+      migrate: (input, checkpoint, from) => {
+        given.add(JSON.stringify([input, checkpoint, from]));
+        return { input: (input as number) + 1000, checkpoint: { phase: "migrated" } };
+      },
     });
     h.registry.register(v2);
     expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: `v2 ${otherId + 1000}` });
+    // Draw 34c: migrate is given the waiting task's stored input, checkpoint and version (a migrate
+    // handed no checkpoint for a waiting task passed when it ignored the one it was given).
+    expect([...given]).toEqual([JSON.stringify([otherId, { phase: "joined" }, 1])]);
     expect((await h.getTask(waiterId))?.input).toBe(otherId + 1000);
     expect((await h.getTask(waiterId))?.version).toBe(2);
     await h.close();
