@@ -16,6 +16,28 @@ const note = (n: number, head?: number) => ({
   entry: { kind: "app.note", data: { n }, model: [], ...(head !== undefined ? { head } : {}) },
 });
 
+/**
+ * A harness on `faux` (partials every 5 ms) whose root was asked "go" and is streaming its answer
+ * (a partial committed): the harness, the root and that submission.
+ */
+async function streamingGo(faux: ReturnType<typeof fauxAgentModel>) {
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    settings: { partialIntervalMs: 5 },
+  });
+  cleanups.push(async () => {
+    await h.close().catch(() => undefined);
+    faux.unregister();
+  });
+  const root = await h.root();
+  const run = await root.submit({ type: "input", content: "go" });
+  await until(
+    () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
+  );
+  return { h, root, run };
+}
+
 describe("head writes", () => {
   test("placed at once: a head older than the active range start is stale; at or after it is placed", async () => {
     const { root } = await open(echo);
@@ -301,20 +323,7 @@ describe("reset", () => {
         ),
       { tokensPerSecond: 300 },
     );
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: faux.models,
-      defaultModel: faux.ref,
-      settings: { partialIntervalMs: 5 },
-    });
-    cleanups.push(async () => {
-      await h.close().catch(() => undefined);
-      faux.unregister();
-    });
-    const root = await h.root();
-    const run = await root.submit({ type: "input", content: "go" });
-    await until(
-      () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
-    );
+    const { h, root, run } = await streamingGo(faux);
     const after = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
     const reset = await root.reset("handoff");
     const generation = h.docNow<LiveState & Record<string, never>>(1, "pi.live")!.run!.taskId;
@@ -352,20 +361,7 @@ describe("reset", () => {
   test("busy: at the final boundary it follows the answer, whose input is already done", async () => {
     // No tool round: the answer streams slowly, the reset is queued meanwhile.
     const faux = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(100)), { tokensPerSecond: 300 });
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: faux.models,
-      defaultModel: faux.ref,
-      settings: { partialIntervalMs: 5 },
-    });
-    cleanups.push(async () => {
-      await h.close().catch(() => undefined);
-      faux.unregister();
-    });
-    const root = await h.root();
-    const run = await root.submit({ type: "input", content: "go" });
-    await until(
-      () => h.docNow<LiveState & Record<string, never>>(1, "pi.live")?.generation?.message !== undefined,
-    );
+    const { root, run } = await streamingGo(faux);
     const reset = await root.reset("next");
     const answered = await run.wait();
     const placed = await reset.wait();
