@@ -674,6 +674,38 @@ describe("generation", () => {
     expect(JSON.stringify([first, second, third])).not.toContain(KEY);
   });
 
+  test("a provider stream that sends no done or error event answers through its result: the answer, or the error it ends with (draw 34C)", async () => {
+    // Draw 34C: every test's stream sent a done event; a stream whose final message comes only from
+    // result() (a host's own stream function) is read too, its error classified like any other.
+    let mode: "answer" | "error" = "answer";
+    const { root } = await open(echo, {
+      settings: { retry: { enabled: false } },
+      stream: () => {
+        const s = createAssistantMessageEventStream();
+        const message =
+          mode === "answer"
+            ? fauxAssistantMessage("from the result", { timestamp: 1 })
+            : fauxAssistantMessage("", { stopReason: "error", errorMessage: "400 bad request", timestamp: 1 });
+        queueMicrotask(() => s.end(message));
+        return s;
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    mode = "error";
+    expect(await (await root.submit({ type: "input", content: "again" })).wait()).toMatchObject({
+      status: "unanswered",
+      reason: "model_error",
+    });
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => [m.stopReason, m.errorMessage])).toEqual([
+      ["stop", undefined],
+      ["error", "400 bad request"],
+    ]);
+    expect(answers[0]!.content).toEqual([{ type: "text", text: "from the result" }]);
+  });
+
   test("the harness clock (the now option) stamps the messages the engine writes: the input, and the error answer of a provider that throws", async () => {
     // Spec §2.2 HarnessOptions.now: "Wall clock for sleeps, retries, message timestamps, and task
     // lifecycle times" (sample 25: only conversation and task times were asserted; the error answer
