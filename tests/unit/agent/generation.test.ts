@@ -685,7 +685,11 @@ describe("generation", () => {
         const message =
           mode === "answer"
             ? fauxAssistantMessage("from the result", { timestamp: 1 })
-            : fauxAssistantMessage("", { stopReason: "error", errorMessage: "400 bad request", timestamp: 1 });
+            : fauxAssistantMessage("", {
+                stopReason: "error",
+                errorMessage: "400 bad request",
+                timestamp: 1,
+              });
         queueMicrotask(() => s.end(message));
         return s;
       },
