@@ -248,6 +248,24 @@ describe("retry", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
+  test("a rate limit or a server error said only by its status (the SDK's 429 status code (no body)) is retried like a 503 (draw 34C)", async () => {
+    // Draw 34C: every retried error was a 503 with its reason in words; 429 dropped from the
+    // retryable statuses passed every test.
+    const said = ["429 status code (no body)", "500 status code (no body)", "529 status code (no body)"];
+    const { root, faux } = await open(
+      (req, n) => (n <= said.length ? fauxError(said[n - 1]!) : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 1, maxDelayMs: 4, maxRetries: 3 } },
+      },
+    );
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => m.errorMessage ?? m.stopReason)).toEqual([...said, "stop"]);
+    expect(faux.requests).toHaveLength(4);
+  });
+
   test("a retryable error moves to retry at the Harness clock's now + retryDelayMs(policy, attempt): the deadline doubles with the attempt", async () => {
     // The Harness clock is ours: it moves only when the test moves it (spec §8.3: until = now +
     // retryDelayMs(policy, attempt), on the clock the Harness was opened with). Sample 22.
