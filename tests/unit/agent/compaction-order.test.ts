@@ -180,3 +180,33 @@ test("a fork inherits where its parent's summary starts the range: in a live for
   expect((await (await head(summary!.head!, "AT")).wait()).status).toBe("done");
   expect(await firstText(fork)).toBe("AT");
 });
+
+test("a fork compacting over its inherited history: the summary is headed at an inherited entry, and nothing is deleted, in the fork or its parent (draw 34C)", async () => {
+  // Draw 34C: every named compaction summarized the conversation's own entries; a fork's summary
+  // cuts into its parent's entries, which it reads but does not hold.
+  const { h, root } = await open(
+    async (req) => fauxAssistantMessage(isSummary(req) ? "SUMMARY" : big("answer")),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 1, 3);
+  const parentBefore = await root.entries();
+  const fork = await root.fork(parentBefore.at(-1)!.id, { ownership: { kind: "ownerless" } });
+  const inherited = await fork.entries();
+  expect(inherited).toEqual(parentBefore);
+  const task = await fork.compact();
+  expect((await placement(h, task)).status).toBe("done");
+  const after = await fork.entries();
+  expect(after.slice(0, inherited.length)).toEqual(inherited);
+  const [summary] = summaries(after);
+  expect(after).toHaveLength(inherited.length + 1);
+  expect(summary).toMatchObject({ conversationId: fork.id });
+  // Headed at an inherited entry (the fork holds none of its own before the summary).
+  expect(inherited.map((e) => e.id)).toContain(summary!.head);
+  expect(summary!.head).toBeGreaterThan(inherited[0]!.id);
+  expect(await root.entries()).toEqual(parentBefore);
+  expect((await root.context()).head).toBeUndefined();
+  expect(await firstText(fork)).toContain("SUMMARY");
+  // The parent's own next turn still starts from its whole history.
+  await chat(root, 4, 1);
+  expect(await firstText(root)).toContain("q1");
+});

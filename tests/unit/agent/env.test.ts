@@ -23,7 +23,7 @@ import {
   workspaceEnv,
 } from "../../../worker/index.ts";
 import { deferred } from "../../../worker/testing.ts";
-import { callsThenAnswer, messageOf, open, reopen, textOf, toolResults } from "./fixtures.ts";
+import { callsThenAnswer, diagnosticsOf, messageOf, open, reopen, textOf, toolResults } from "./fixtures.ts";
 
 /** A section that says whether the environment's workspace holds notes.md. */
 const notesSection = defineExtension({
@@ -82,7 +82,7 @@ test("a builder that throws: the call's result is an ordinary error, the prepara
     throw new Error("no environment today");
   };
   const ls = fauxToolCall("ls", {}, { id: "l1" });
-  const { root, faux } = await open(callsThenAnswer(ls), {
+  const { h, root, faux } = await open(callsThenAnswer(ls), {
     extensions: registry(),
     env,
     onReport: (e) => void reported.push((e as Error).message),
@@ -92,6 +92,15 @@ test("a builder that throws: the call's result is an ordinary error, the prepara
   });
   const [result] = await resultText(root);
   expect(result).toMatch(/^Error: no environment today/);
+  // Draw 34C: a throw from the builder is one from execute (spec §8.4): a tool_error, and the call's
+  // task failed with its result entry (a builder's throw settled completed, without the code, passed).
+  const [entry] = await toolResults(root);
+  expect(diagnosticsOf(entry!).map((d) => [d.severity, d.code])).toEqual([["error", "tool_error"]]);
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(task!.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", result: { entryId: entry!.id } },
+  });
   expect(faux.requests[0]!.systemPrompt).toBe("<notes>\nno env\n</notes>");
   expect(reported).toContain("no environment today");
 });

@@ -132,6 +132,32 @@ describe("a network failure while offline", () => {
     expect(faux.requests).toHaveLength(4);
   });
 
+  test("a retry after an offline wait is at now + retryDelayMs of the attempts made online: the first retry waits the base delay, not a doubled one (draw 34C)", async () => {
+    // Draw 34C: the backoff counting the attempt that failed offline (a doubled first delay) passed
+    // every test: the retries after an offline wait were counted, never timed.
+    let clock = 2_000_000_000;
+    const network = networkSwitch({ online: false });
+    const { h, root, faux } = await open(
+      (req, n) =>
+        n === 1 ? fauxError(OFFLINE) : n === 2 ? fauxError("503 Service Unavailable") : echo(req, n),
+      {
+        now: () => clock,
+        settings: { retry: { baseDelayMs: 40, maxDelayMs: 10_000, maxRetries: 2 } },
+        network,
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => network.waiting === 1, { what: "the run waits for the network" });
+    network.set(true);
+    await until(() => liveOf(h).generation?.retry !== undefined && faux.requests.length === 2, {
+      what: "the retry after the 503",
+    });
+    expect(liveOf(h).generation).toMatchObject({ attempt: 2, retry: { at: 2_000_000_000 + 40 } });
+    clock += 10_000;
+    expect((await sub.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(3);
+  });
+
   test("a reload while waiting waits again, sends nothing until the network returns, then answers once", async () => {
     const crash = await crashingStore({ at: Number.POSITIVE_INFINITY });
     const { h, root, faux, network } = await openOffline({ store: crash.store });

@@ -248,6 +248,24 @@ describe("retry", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
+  test("a rate limit or a server error said only by its status (the SDK's 429 status code (no body)) is retried like a 503 (draw 34C)", async () => {
+    // Draw 34C: every retried error was a 503 with its reason in words; 429 dropped from the
+    // retryable statuses passed every test.
+    const said = ["429 status code (no body)", "500 status code (no body)", "529 status code (no body)"];
+    const { root, faux } = await open(
+      (req, n) => (n <= said.length ? fauxError(said[n - 1]!) : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 1, maxDelayMs: 4, maxRetries: 3 } },
+      },
+    );
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => m.errorMessage ?? m.stopReason)).toEqual([...said, "stop"]);
+    expect(faux.requests).toHaveLength(4);
+  });
+
   test("a retryable error moves to retry at the Harness clock's now + retryDelayMs(policy, attempt): the deadline doubles with the attempt", async () => {
     // The Harness clock is ours: it moves only when the test moves it (spec §8.3: until = now +
     // retryDelayMs(policy, attempt), on the clock the Harness was opened with). Sample 22.
@@ -672,6 +690,42 @@ describe("generation", () => {
     );
     expect(everything).not.toContain(KEY);
     expect(JSON.stringify([first, second, third])).not.toContain(KEY);
+  });
+
+  test("a provider stream that sends no done or error event answers through its result: the answer, or the error it ends with (draw 34C)", async () => {
+    // Draw 34C: every test's stream sent a done event; a stream whose final message comes only from
+    // result() (a host's own stream function) is read too, its error classified like any other.
+    let mode: "answer" | "error" = "answer";
+    const { root } = await open(echo, {
+      settings: { retry: { enabled: false } },
+      stream: () => {
+        const s = createAssistantMessageEventStream();
+        const message =
+          mode === "answer"
+            ? fauxAssistantMessage("from the result", { timestamp: 1 })
+            : fauxAssistantMessage("", {
+                stopReason: "error",
+                errorMessage: "400 bad request",
+                timestamp: 1,
+              });
+        queueMicrotask(() => s.end(message));
+        return s;
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    mode = "error";
+    expect(await (await root.submit({ type: "input", content: "again" })).wait()).toMatchObject({
+      status: "unanswered",
+      reason: "model_error",
+    });
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => [m.stopReason, m.errorMessage])).toEqual([
+      ["stop", undefined],
+      ["error", "400 bad request"],
+    ]);
+    expect(answers[0]!.content).toEqual([{ type: "text", text: "from the result" }]);
   });
 
   test("the harness clock (the now option) stamps the messages the engine writes: the input, and the error answer of a provider that throws", async () => {

@@ -509,6 +509,58 @@ describe("recovery of an interrupted call", () => {
     // Interrupted, not executed to its end: no durationMs (spec §8.4).
     expect(messageOf(result!)).not.toHaveProperty("durationMs");
   });
+
+  test("an interrupted call's slot is done with its entry and keeps no output, while a safe call of its round runs again (draw 34C)", async () => {
+    // Draw 34C: the done slots read were those of calls that ran to their end, aborted or faulted; an
+    // interrupted call's settling keeping its printed output in its done slot passed every test (the
+    // round ended in the same breath and removed its slots).
+    const first = itemTool({ holdFirst: true, output: "progress: step 1 of 3\n" });
+    const again = deferred();
+    let slowRuns = 0;
+    const slow = defineTool({
+      name: "slow",
+      description: "Runs until released, again after a restart",
+      parameters: Type.Object({}),
+      replay: "safe",
+      async execute(_args, api) {
+        const run = ++slowRuns;
+        // Held until released (the second run) or aborted (the engine closing under either).
+        await new Promise<void>((resolve, reject) => {
+          if (run > 1) void again.promise.then(() => resolve());
+          api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+        });
+        return textResult("slow");
+      },
+    });
+    const respond = callsThenAnswer(
+      fauxToolCall("apply", { item: "x" }, { id: "call-1" }),
+      fauxToolCall("slow", {}, { id: "call-2" }),
+    );
+    const { h, root, store, faux } = await open(respond, { tools: [first.tool, slow] });
+    await root.submit({ type: "input", content: "go" });
+    await first.started.promise;
+    await until(() => Boolean(liveOf(h).tools?.find((s) => s.callId === "call-1")?.output));
+    const h2 = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [itemTool({}).tool, slow],
+    });
+    await until(
+      () => slowRuns === 2 && liveOf(h2).tools?.find((s) => s.callId === "call-1")?.status === "done",
+      {
+        what: "the unsafe call interrupted, the safe one running again",
+      },
+    );
+    const [result] = await toolResults(await h2.root());
+    const slot = liveOf(h2).tools?.find((s) => s.callId === "call-1");
+    expect(slot).toMatchObject({ status: "done", entry: result!.id });
+    expect(slot).not.toHaveProperty("output");
+    expect(textOf(messageOf(result!))).toContain("progress: step 1 of 3");
+    expect(liveOf(h2).tools?.find((s) => s.callId === "call-2")?.status).toBe("running");
+    again.resolve();
+    await (await h2.root()).waitForIdle();
+    expect((await toolResults(await h2.root())).map((e) => textOf(messageOf(e)))).toContain("slow");
+  });
 });
 
 test("a safe replay restarts the call from a clean slot: the earlier execution's details and diagnostics are removed, so the result carries only the new execution's", async () => {

@@ -1331,6 +1331,50 @@ describe("parallel and sequential rounds", () => {
     expect(() => defineTool({ ...serial, executionMode: "sometimes" as never })).toThrow(TypeError);
   });
 
+  test("a sequential round whose first call throws goes on: the call fails with a tool_error result, the next call runs, and the run is answered (draw 34C)", async () => {
+    // Draw 34C: every throwing call was in a parallel round or alone; a failed call ending its
+    // sequential round (the later calls never started) was caught only by a restart's interrupted call.
+    const thrower = defineTool({
+      name: "thrower",
+      description: "Throws",
+      parameters: Type.Object({}),
+      executionMode: "sequential",
+      execute: async () => {
+        throw new Error("it broke");
+      },
+    });
+    const ran: string[] = [];
+    const after = defineTool({
+      name: "after",
+      description: "Runs after",
+      parameters: Type.Object({}),
+      execute: async () => {
+        ran.push("after");
+        return textResult("after done");
+      },
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("thrower", {}, { id: "call-1" }),
+        fauxToolCall("after", {}, { id: "call-2" }),
+      ),
+      { tools: [thrower, after] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(ran).toEqual(["after"]);
+    const results = await toolResults(root);
+    const texts = results.map((e) => textOf(messageOf(e)));
+    expect(texts).toHaveLength(2);
+    expect(texts[0]).toMatch(/^Error: it broke/);
+    expect(texts[1]).toBe("after done");
+    expect(diagnosticsOf(results[0]!).map((d) => d.code)).toEqual(["tool_error"]);
+    const tasks = await h.tasks({ kind: "pi.tool" });
+    expect(tasks.map((t) => t.state)).toEqual([
+      expect.objectContaining({ outcome: expect.objectContaining({ status: "failed" }) }),
+      expect.objectContaining({ outcome: expect.objectContaining({ status: "completed" }) }),
+    ]);
+  });
+
   test("a sequential round survives a restart: the interrupted call gets its result, then the next one runs", async () => {
     const first = itemTool({ holdFirst: true });
     const later = defineTool({
