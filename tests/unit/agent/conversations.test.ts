@@ -586,6 +586,11 @@ describe("conversations", () => {
     expect(before.filter((e) => e.kind === "pi.system")).toHaveLength(1);
     await root.configure({ instructions: "Be verbose." });
     expect(await root.entries()).toEqual(before);
+    // Every field, through the handle and through configure(tx) (draw 34c: a model change that
+    // appended an entry of its own, as some harnesses record one, passed with instructions alone).
+    await root.configure({ model: faux.ref, tools: null, extensions: null });
+    await h.transaction((tx) => configure(tx, root.id, { model: faux.ref, thinkingLevel: "low" }));
+    expect(await root.entries()).toEqual(before);
     expect(root.busy).toBe(false);
     expect(faux.requests).toHaveLength(1);
     await (await root.submit({ type: "input", content: "two" })).wait();

@@ -4,7 +4,7 @@
  */
 import { type AssistantMessage, fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
-import { contextView } from "../../../worker/agent/conversation/context.ts";
+import { contextView, UNANSWERED_TOOL_CALL } from "../../../worker/agent/conversation/context.ts";
 import { deriveContext, type EntryRecord } from "../../../worker/index.ts";
 import { textOf } from "./fixtures.ts";
 
@@ -392,6 +392,32 @@ describe("deriveContext", () => {
       "result:true",
       "user:steer",
       "assistant:mid",
+      "user:next",
+      "assistant:final",
+    ]);
+  });
+
+  test("a result found before its assistant is not moved forward to it: a retry reusing the id of an aborted attempt's call gets a synthetic error result and the earlier one is dropped", () => {
+    // Draw 34c: rule 7 moves the results found between an assistant and the next one; a search from
+    // the transcript's start passed every test (no result ever preceded a call with its id). Some
+    // providers number calls afresh each turn: the aborted attempt's result must not answer the retry
+    // (here followed by a later turn: the newest assistant's results are paired apart from the rest).
+    const { messages } = deriveContext([
+      user("q"),
+      assistant([call("c1")], "aborted"),
+      result("c1", "from the aborted attempt"),
+      assistant([call("c1")], "toolUse"),
+      user("next"),
+      assistant("final"),
+    ]);
+    expect(
+      messages.map((m) =>
+        m.role === "toolResult" ? `result:${m.isError}:${textOf(m)}` : `${m.role}:${textOf(m)}`,
+      ),
+    ).toEqual([
+      "user:q",
+      "assistant:call:t",
+      `result:true:${UNANSWERED_TOOL_CALL}`,
       "user:next",
       "assistant:final",
     ]);

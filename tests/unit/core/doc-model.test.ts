@@ -463,6 +463,45 @@ describe("scopes (spec §3.1-3.2)", () => {
     await h.close();
   });
 
+  test("a task's several documents read back at a reopen are all retired in its terminal commit (draw 34c)", async () => {
+    // Draw 34c: the tests above retire one document read back at a reopen, or several made by the
+    // live engine; an open that recorded only the first live document of each task passed them.
+    const store = await memoryStore();
+    const hold = parked("holder");
+    const h = await open(store, { tasks: [hold] });
+    const id = await h.createTask(hold, null, { ownership: { kind: "conversation" } });
+    await h.transaction((tx) => {
+      tx.writeDoc(taskScope(id), "first", { n: 1 });
+      tx.writeDoc(taskScope(id), "second", { n: 2 });
+    });
+    await h.transaction((tx) => tx.writeDoc(taskScope(id), "third", { n: 3 }));
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened, { tasks: [hold] });
+    const seen: { terminal: boolean; retired: string[] }[] = [];
+    const stop = again.subscribe((change) => {
+      const terminal = change.tasks.some((t) => t.id === id && t.state.status === "terminal");
+      const retired = change.docs.filter((d) => d.value === undefined).map((d) => d.name);
+      if (terminal || retired.length > 0) seen.push({ terminal, retired: retired.sort() });
+    });
+    await again.abortTask(id);
+    await done(again, id);
+    stop();
+    expect(seen).toEqual([{ terminal: true, retired: ["first", "second", "third"] }]);
+    for (const name of ["first", "second", "third"]) {
+      expect(await again.docRecord(taskScope(id), name)).toBeUndefined();
+      expect(await stored(reopened, name)).toEqual([
+        {
+          id: expect.any(Number),
+          scope: "task",
+          createdAt: expect.any(Number),
+          retiredAt: expect.any(Number),
+        },
+      ]);
+    }
+    await again.close();
+  });
+
   test("a task that ends failed, or faulted by a throwing phase, retires its documents too (draw 32d)", async () => {
     // Draw 32d: the tests above end their tasks completed, aborted or orphaned; a retirement kept to
     // those outcomes (a failed or a faulted task's documents left live) passed them.
