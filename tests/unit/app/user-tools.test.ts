@@ -274,6 +274,14 @@ describe("saving a user tool", () => {
   });
 });
 
+/** A model that answers each user message with a call of `greet` for Ada, and anything else with "done". */
+const callGreet: FauxResponder = (req, n) =>
+  req.messages.at(-1)!.role === "user"
+    ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
+        stopReason: "toolUse",
+      })
+    : fauxAssistantMessage("done");
+
 describe("hot reload", () => {
   test("an edit while a call runs: that call finishes on the old version, the next call runs the new one", async () => {
     const started = deferred();
@@ -291,12 +299,6 @@ describe("hot reload", () => {
     });
     const extensions = createRegistry();
     extensions.install(defineExtension({ name: "test-gate", tools: [gate] }));
-    const callGreet: FauxResponder = (req, n) =>
-      req.messages.at(-1)!.role === "user"
-        ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
-            stopReason: "toolUse",
-          })
-        : fauxAssistantMessage("done");
     const faux = fauxAgentModel(callGreet);
     closeLater(async () => faux.unregister());
     const h = await AgentHarness.open(await memoryStore(), {
@@ -334,12 +336,6 @@ describe("hot reload", () => {
     const inHook = deferred();
     const release = deferred();
     let hooked = 0;
-    const callGreet: FauxResponder = (req, n) =>
-      req.messages.at(-1)!.role === "user"
-        ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
-            stopReason: "toolUse",
-          })
-        : fauxAssistantMessage("done");
     const faux = fauxAgentModel(callGreet);
     closeLater(async () => faux.unregister());
     const h = await AgentHarness.open(await memoryStore(), {
@@ -381,12 +377,6 @@ describe("hot reload", () => {
   test("an edit that keeps the body and changes only the description and parameters is the next version all the same: installed, shown active, offered as edited, run by the next call (draw 34b-D)", async () => {
     // Every edit above changes the body; a reload that compared bodies only (a new version with the
     // same code left the registry on the old one) passed them all.
-    const callGreet: FauxResponder = (req, n) =>
-      req.messages.at(-1)!.role === "user"
-        ? fauxAssistantMessage([fauxToolCall("greet", { name: "Ada" }, { id: `call-${n}` })], {
-            stopReason: "toolUse",
-          })
-        : fauxAssistantMessage("done");
     const faux = fauxAgentModel(callGreet);
     closeLater(async () => faux.unregister());
     const extensions = createRegistry();
