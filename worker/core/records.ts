@@ -377,6 +377,7 @@ export class Records {
   }
 
   putTask(record: TaskRecord): void {
+    inertTask(record);
     const before = this.tasks.get(record.id);
     this.tasks.set(record.id, record);
     const live = record.state.status !== "terminal";
@@ -1005,6 +1006,7 @@ export class Overlay {
   }
 
   #putTask(record: TaskRecord): void {
+    inertTask(record);
     (this.#tasks ??= new Map()).set(record.id, record);
   }
 
@@ -1151,6 +1153,18 @@ export function taskRecord(
 }
 
 /** A copy of `t` with `patch` applied (`taskRecord`'s field order). */
+/**
+ * Freeze a task record as it is put (spec §5.1: no transaction replaces a task or marks it; the
+ * scheduler and abortTask own those). tx.getTask and Harness.getTask hand out the stored record
+ * itself, so a write to an unfrozen one marked or replaced the task in memory, never in the store
+ * (draw 34cB). Records are built whole (patchTask) and never changed once put.
+ */
+export function inertTask(record: TaskRecord): TaskRecord {
+  if (Object.isFrozen(record)) return record;
+  if (record.owner) Object.freeze(record.owner);
+  return Object.freeze(record);
+}
+
 export function patchTask(t: TaskRecord, patch: TaskPatch): TaskRecord {
   const r: Writable<TaskRecord> = {
     id: t.id,

@@ -49,7 +49,7 @@ import {
   validateOverlay,
   writeOverlay,
 } from "./persist.ts";
-import { type DocRules, Overlay, Records, splitDocKey } from "./records.ts";
+import { type DocRules, inertTask, Overlay, Records, splitDocKey } from "./records.ts";
 import { schema } from "./schema.ts";
 import { type TxContext, TxImpl } from "./tx.ts";
 import {
@@ -952,7 +952,8 @@ export class Session {
     const row = await this.store.read((sql) =>
       sql.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]),
     );
-    return row ? taskFromRow(row).record : undefined;
+    // Inert like a record in memory (records.ts inertTask): the caller gets a record, not a handle.
+    return row ? inertTask(taskFromRow(row).record) : undefined;
   }
 }
 

@@ -671,6 +671,44 @@ test("a task never returns pending or completing: its commit is refused with Inv
   await h.close();
 });
 
+test("a task record read in a transaction or from the harness is inert: a write to it is refused, and no mark, background flag or state is written through it, also after a reopen (draw 34cB)", async () => {
+  // Draw 34cB: Tx has no op that replaces a task or marks it (the scheduler and abortTask own those,
+  // spec §5.1), but tx.getTask and Harness.getTask handed out the engine's own record: a write of
+  // abortRequested to it marked the task in memory, and its next pass aborted it (never stored).
+  const gate = deferred();
+  let started = false;
+  const held = single("inert-held", async (_t, runtime) => {
+    started = true;
+    await gate.promise;
+    await runtime.commit(() => complete("done"));
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [held] });
+  const id = await h.createTask(held, null, { ownership: { kind: "conversation" } });
+  await until(() => started, { what: "the task running" });
+  const writes = (record: TaskRecord) => {
+    expect(() => Object.assign(record, { abortRequested: true })).toThrow(TypeError);
+    expect(() => Object.assign(record, { background: true })).toThrow(TypeError);
+    expect(() =>
+      Object.assign(record, { state: { status: "pending", checkpoint: { phase: "go" } } }),
+    ).toThrow(TypeError);
+  };
+  await h.transaction((tx) => {
+    writes(tx.getTask(id)!);
+    expect(tx.getTask(id)).toMatchObject({ abortRequested: false, background: false });
+  });
+  writes((await h.getTask(id))!);
+  gate.resolve();
+  expect(outcome(await h.waitForTask(id))).toMatchObject({ status: "completed" });
+  expect(await h.getTask(id)).toMatchObject({ abortRequested: false, background: false });
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(store.image()), { tasks: [held] });
+  await reopened.transaction((tx) => writes(tx.getTask(id)!));
+  writes((await reopened.getTask(id))!);
+  expect(await reopened.getTask(id)).toMatchObject({ abortRequested: false, state: { status: "terminal" } });
+  await reopened.close();
+});
+
 test("a child task is created in its owner's conversation with its owner recorded; a missing owner or another conversation is refused", async () => {
   const child = parked("recorded-child");
   const refusals: string[] = [];
