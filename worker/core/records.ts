@@ -1152,7 +1152,6 @@ export function taskRecord(
   return r;
 }
 
-/** A copy of `t` with `patch` applied (`taskRecord`'s field order). */
 /**
  * Freeze a task record as it is put (spec §5.1: no transaction replaces a task or marks it; the
  * scheduler and abortTask own those). tx.getTask and Harness.getTask hand out the stored record
@@ -1165,6 +1164,7 @@ export function inertTask(record: TaskRecord): TaskRecord {
   return Object.freeze(record);
 }
 
+/** A copy of `t` with `patch` applied (`taskRecord`'s field order). */
 export function patchTask(t: TaskRecord, patch: TaskPatch): TaskRecord {
   const r: Writable<TaskRecord> = {
     id: t.id,
