@@ -407,10 +407,37 @@ test("settles an abort with default content bounds when the tool, still installe
   expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
 });
 
+test("settles a child conversation's abort with default content bounds when its own pi.agent tools leave the tool out, though the root still offers it (draw 34d)", async () => {
+  // Draw 34d: the named tests' calls ran in the root; bounds resolved for the root conversation, not
+  // the call's, passed them and bounded this replacement by the two lines of a tool the child no
+  // longer offers.
+  const { started, tool: bounded } = boundedUntilAborted();
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "tooling", tools: [bounded] }));
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("bounded", {}, { id: "c1" })), {
+    extensions,
+    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
+  });
+  const child = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await child.submit({ type: "input", content: "go" });
+  await started.promise;
+  await child.configure({ tools: { remove: ["bounded"] } });
+  expect([...(await child.agent()).tools.keys()]).not.toContain("bounded");
+  expect([...(await root.agent()).tools.keys()]).toContain("bounded");
+  const [task] = await h.tasks({ kind: "pi.tool" });
+  expect(task!.conversationId).toBe(child.id);
+  expect(await h.abortTask(task!.id)).toBe("marked");
+  expect((await h.waitForTask(task!.id)).state).toMatchObject({ outcome: { status: "aborted" } });
+  const [result] = await toolResults(child);
+  expect(textOf(messageOf(result!)).startsWith("one\ntwo\nthree\nfour")).toBe(true);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+});
+
 test("replays the hook after close before settlement, retaining the abort mark and application note", async () => {
   const asked: string[] = [];
   const firstAsk = deferred();
   let executions = 0;
+  let closingChainRan = 0;
   const reports: unknown[] = [];
   // The hook reads the call and an application's note, a document committed before the abort.
   const NOTES = "test.abort-notes";
@@ -447,6 +474,12 @@ test("replays the hook after close before settlement, retaining the abort mark a
           await new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
           return textResult(await note(call, api));
         },
+        // Draw 34d: the close's abort error ends the chain; a chain that swallowed it (reporting
+        // nothing) went on to this hook in the closing engine, and every assertion below passed.
+        async () => {
+          closingChainRan++;
+          return undefined;
+        },
       ],
     },
   });
@@ -459,8 +492,9 @@ test("replays the hook after close before settlement, retaining the abort mark a
   void h.abortTask(task!.id).catch(() => undefined);
   await firstAsk.promise;
   await h.close();
-  // Close settles nothing: the hook's throw is not reported as a hook failure.
+  // Close settles nothing: the hook's throw is not reported as a hook failure, nor does the chain go on.
   expect(reports).toEqual([]);
+  expect(closingChainRan).toBe(0);
   const h2 = await reopen(store, {
     models: faux.models,
     defaultModel: faux.ref,

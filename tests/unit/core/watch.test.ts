@@ -413,6 +413,34 @@ test("every observer of a conversation shares one mount, built by the first and 
   expect(subscriptions.count).toBe(0);
 });
 
+test("the paged mount (the tab's watch) is shared the same way and dropped after its last watch: a later paged watch builds it again from committed state and follows the commits after it (draw 34d)", async () => {
+  // Draw 34d: every named test observed the plain mount; a paged mount kept in its map after its
+  // last watch stopped (unsubscribed) handed the next tab a stale view that followed nothing.
+  const { h, root } = await open(echo);
+  const subscriptions = countSubscriptions(h);
+  const a = await h.pageMount(root.id).watch();
+  const mounted = h.pageMount(root.id);
+  const b = await h.pageMount(root.id).watch();
+  expect(h.pageMount(root.id)).toBe(mounted);
+  expect(subscriptions.count).toBe(1);
+  expect(a.value).toBe(b.value);
+  await a.stop();
+  await b.stop();
+  expect(subscriptions.count).toBe(0);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const c = await h.pageMount(root.id).watch();
+  expect(h.pageMount(root.id)).not.toBe(mounted);
+  expect(subscriptions.count).toBe(1);
+  expect(c.value.entries.map((e) => (e.data as { n: number }).n)).toEqual([1]);
+  const seen: number[][] = [];
+  c.start((f) => void seen.push(f.value.entries.map((e) => (e.data as { n: number }).n)));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await until(() => seen.length === 1, { what: "the rebuilt paged mount's frame" });
+  expect(seen).toEqual([[1, 2]]);
+  await c.stop();
+  expect(subscriptions.count).toBe(0);
+});
+
 test("a watch or an attached observer asked for while the mount's last observer stops joins a live mount and follows the commits after it (draw 31b)", async () => {
   // Draw 31b: every named test let each watch() settle before the next stop(); a watch() whose
   // mount was taken from the map just before its last observer stopped attached to the dropped mount.
