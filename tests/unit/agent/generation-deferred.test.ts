@@ -634,12 +634,14 @@ describe("deferred responses (poll)", () => {
     const image = await memoryStore(store.image());
     await first.close();
     const fetched: string[] = [];
+    const handles: unknown[] = [];
     const second = await AgentHarness.open(image, {
       models: createModelResolver({
         extra: [faux.model],
         deferred: {
           async fetchDeferred(model, handle) {
             fetched.push(handle.id);
+            handles.push(handle);
             return answer("fetched after restart", model);
           },
         },
@@ -660,6 +662,8 @@ describe("deferred responses (poll)", () => {
     });
     expect((await again.wait()).status).toBe("done");
     expect(fetched).toEqual(["job-7"]);
+    // The stored handle is the provider's whole, not its id alone (draw 34dA).
+    expect(handles).toEqual([{ id: "job-7", pollAfterMs: 60_000 }]);
     expect(sent.count).toBe(1);
     const entries = (await (await second.root()).entries()).filter((e) => e.kind === "pi.assistant");
     expect(entries.map(textOf)).toEqual(["fetched after restart"]);

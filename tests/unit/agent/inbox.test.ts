@@ -1204,11 +1204,22 @@ describe("submission records", () => {
       status: "done",
       entry: note.id,
     });
+    // A write on the idle path (idle, empty inbox) is done at once: its entry only, no answer (draw 34dA).
+    const atOnce = await root.submit({ type: "write", entry: { kind: "app.note", data: "at once" } });
+    const atOnceEntry = (await transcript(root)).at(-1)!;
+    expect(atOnceEntry.kind).toBe("app.note");
+    expect(await atOnce.record()).toEqual({
+      id: atOnce.id,
+      conversationId: root.id,
+      type: "write",
+      status: "done",
+      entry: atOnceEntry.id,
+    });
   });
 
   test("an unanswered input keeps the entry it was placed with, and has none when it was withdrawn queued; neither has an answer", async () => {
     const hold = deferred();
-    const { root } = await open(async (req, n) => {
+    const { h, root, store, faux } = await open(async (req, n) => {
       if (n === 1) await hold.promise;
       return echo(req, n);
     });
@@ -1237,6 +1248,15 @@ describe("submission records", () => {
       mode: "followUp",
       reason: "aborted",
     });
+    // Read back from the store after a reopen, both the same: the placed one keeps its entry (draw 34dA).
+    await h.close();
+    const again = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => again.close().catch(() => undefined));
+    expect(await (await again.submission(placed.id))!.record()).toEqual(p);
+    expect(await (await again.submission(queued.id))!.record()).toEqual(q);
   });
 
   test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {

@@ -201,6 +201,34 @@ test("a task-owned conversation's requests, its generations' and its compaction 
   expect(childRequests.map((s) => s.sessionId)).toEqual(childRequests.map(() => childId));
 });
 
+test("a fork's requests, its generations' and its compaction summary's, pass the fork's own session id, not its parent's (draw 34dA)", async () => {
+  // Every conversation above was created, none forked: requests of a fork passing its parent's session
+  // id (the id resolved through the fork's parent) passed them all.
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(echo, {
+    stream,
+    settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } },
+  });
+  await (await root.submit({ type: "input", content: "in the root" })).wait();
+  const at = (await root.entries()).at(-1)!.id;
+  const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
+  const rootId = await sessionOf(h, root.id);
+  const forkId = await sessionOf(h, fork.id);
+  expect(forkId).not.toBe(rootId);
+  const before = sent.length;
+  await (await fork.submit({ type: "input", content: "in the fork" })).wait();
+  const compaction = await fork.compact();
+  expect((await h.waitForTask(compaction)).state).toMatchObject({ outcome: { status: "completed" } });
+  const forkRequests = sent.slice(before);
+  expect(forkRequests.filter((s) => !s.summary).length).toBeGreaterThan(0);
+  expect(forkRequests.filter((s) => s.summary)).toHaveLength(1);
+  expect(forkRequests.map((s) => s.sessionId)).toEqual(forkRequests.map(() => forkId));
+});
+
 test("a legacy conversation without pi.provider gets a UUIDv7 session id committed before its first request, and keeps it", async () => {
   const sent: unknown[] = [];
   // What is committed when the request is sent (a synchronous read of the committed state).

@@ -490,6 +490,30 @@ test("a child task lives in its owner's conversation: naming another conversatio
     ),
   ).rejects.toBeInstanceOf(InvalidTransition);
   expect((await h.tasks({ kind: "kid-elsewhere" })).length).toBe(before);
+  // (draw 34dA) A refusal caught inside the callback still creates nothing: the commit goes on without
+  // the child, another conversation's or a background one; and `background: false` is no background.
+  const { caught, plain } = await h.transaction((tx) => {
+    const caught: unknown[] = [];
+    for (const bad of [{ conversationId: 1 }, { conversationId: other.id, background: true }])
+      try {
+        tx.createTask(kid, null, { ownership: { kind: "task", taskId: ownerTask }, ...bad });
+      } catch (error) {
+        caught.push(error);
+      }
+    const plain = tx.createTask(kid, null, {
+      ownership: { kind: "task", taskId: ownerTask },
+      background: false,
+    });
+    return { caught, plain };
+  });
+  expect(caught).toHaveLength(2);
+  for (const error of caught) expect(error).toBeInstanceOf(InvalidTransition);
+  expect((await h.tasks({ kind: "kid-elsewhere" })).length).toBe(before + 1);
+  expect(await h.getTask(plain)).toMatchObject({
+    owner: ownerTask,
+    conversationId: other.id,
+    background: false,
+  });
   await h.close();
 });
 
