@@ -210,6 +210,50 @@ test("an abort-marked tool task the scheduler orphans at open (its definition ca
   expect(liveOf(h)).toEqual({});
 });
 
+test("a tool task orphaned at open after its output was stored writes no result entry from that output; the model sees a synthesized error result", async () => {
+  // Draw 34d: the scheduler's cleanup turning a slot's stored output into a result entry (as an
+  // interrupted call's result carries it) passed every named test: none of their tools printed.
+  const release = deferred();
+  const printer = (printed: { resolve: () => void }) =>
+    defineTool({
+      name: "hold",
+      description: "Print, then wait until released",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        api.output("partial line\n");
+        printed.resolve();
+        await release.promise;
+        return textResult("hold finished");
+      },
+    });
+  const printed = deferred();
+  const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [printer(printed)],
+  });
+  const input = await first.root.submit({ type: "input", content: "go" });
+  await printed.promise;
+  await until(() => liveOf(first.h).tools?.[0]?.output === "partial line\n", { what: "the output stored" });
+  const store = await memoryStore(first.store.image());
+  release.resolve();
+  const [stored] = await first.h.tasks({ kind: "pi.tool" });
+  await store.commit((sql) =>
+    sql.run("UPDATE tasks SET version = 99, abort_requested = 1 WHERE id = ?", [stored!.id]),
+  );
+  const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    store,
+    tools: [printer(deferred())],
+  });
+  expect((await h.waitForTask(stored!.id)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
+  expect(await toolResults(root)).toEqual([]);
+  const result = faux.requests.at(-1)!.messages.find((m) => m.role === "toolResult");
+  expect(result).toMatchObject({ toolCallId: "c1", isError: true });
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a tool task whose stored checkpoint is unreadable at open faults, its slot done without an entry while another call of its round still runs; the run continues with a synthesized error result", async () => {
   // Break 30L: a fault written for an unreadable row skipped the definition's cleanup (the slot
   // stayed running) and every test passed; the named ones fault a live task.

@@ -261,6 +261,39 @@ test.each(["a terminating round", "a reset at the boundary"] as const)(
   },
 );
 
+test("steers placed at two successive post-tools boundaries all join the run, and its answer settles all three inputs", async () => {
+  // Draw 34d: the tests above place steers at one boundary; a second boundary's hand-over keeping
+  // only the first input and its own new steers (dropping the earlier steer) passed them all.
+  const gate = gatedTool();
+  const fin = gatedTool("fin");
+  const { h, root } = await open(
+    async (req) => {
+      const rounds = req.messages.filter((m) => m.role === "assistant").length;
+      if (rounds === 0)
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      if (rounds === 1)
+        return fauxAssistantMessage([fauxToolCall("fin", {}, { id: "c2" })], { stopReason: "toolUse" });
+      return fauxAssistantMessage("answered all three");
+    },
+    { tools: [gate.tool, fin.tool] },
+  );
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const steer1 = await root.submit({ type: "input", content: "steer one", whenBusy: "steer" });
+  gate.release.resolve();
+  await fin.started.promise;
+  expect(liveOf(h).run?.inputs).toEqual([first.id, steer1.id]);
+  const steer2 = await root.submit({ type: "input", content: "steer two", whenBusy: "steer" });
+  fin.release.resolve();
+  const a = await first.wait();
+  expect(a.status).toBe("done");
+  const answer = (a as { answer: number }).answer;
+  await until(() => liveOf(h).run === undefined, { what: "the run ended" });
+  // Read as records once the run is over (a wait on an input left placed would hang).
+  expect(await steer1.record()).toMatchObject({ status: "done", answer });
+  expect(await steer2.record()).toMatchObject({ status: "done", answer });
+});
+
 test("a boundary places the selected writes before the selected user items, even a write queued after them", async () => {
   const { root, hold, first } = await busyWithHeldAnswer({});
   const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });

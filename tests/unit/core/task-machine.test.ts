@@ -1293,6 +1293,30 @@ describe("transactions", () => {
     await engineStillRuns(h);
     await h.close();
   });
+
+  test("a task's own commit may not make its child background: the commit is refused, no child is made, the owner goes on", async () => {
+    const h = await Harness.open(await memoryStore(), { tasks: [ping] });
+    let refused: unknown;
+    const maker = single("background-child-maker", async (task, runtime) => {
+      try {
+        await runtime.commit((tx) => {
+          tx.createTask(ping, null, { ownership: { kind: "task", taskId: task.id }, background: true });
+          return complete("made");
+        });
+      } catch (error) {
+        refused = error;
+        await runtime.commit(() => complete("refused"));
+      }
+    });
+    const id = await h.createTask(maker, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "refused" });
+    expect(refused).toBeInstanceOf(InvalidTransition);
+    // Nothing of the refused commit landed: the owner is the only task made.
+    expect(h.inspect().tasks.map((t) => t.record.id)).not.toContain(id + 1);
+    expect(await h.getTask(id + 1)).toBeUndefined();
+    await engineStillRuns(h);
+    await h.close();
+  });
 });
 
 describe("commits a handler may not make", () => {
