@@ -198,6 +198,11 @@ describe("the registry", () => {
         .tools()
         .map((t) => `${t.extension}:${t.tool.name}`),
     ).toEqual(["one:t", "one:u", "two:u", "two:t"]);
+    // Draw 34d (D, 5): tool names and section keys are two namespaces: a tool and a section of one
+    // name in one extension install (a registry checking both against one set passed).
+    registry.install({ name: "both", tools: [tool("notes")], sections: [s("notes")] });
+    expect(published).toBe(3);
+    expect(registry.snapshot().extension("both")?.sections?.map((x) => x.key)).toEqual(["notes"]);
   });
 
   test("an invalid install replacing an installed extension throws, publishes nothing, and the installed one stays", () => {
