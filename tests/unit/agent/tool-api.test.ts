@@ -971,6 +971,44 @@ test("two calls of a parallel round aborted together: each result is built from 
   ]);
 });
 
+test("aborted calls whose last details are falsy (0, false, null) keep them in their results", async () => {
+  // Draw 34d (D, 2): every named test's details were objects, so a result that kept the slot's
+  // details only when truthy passed them.
+  const reporting = (last: Json) => async (api: ToolApi) => {
+    await api.details({ first: true });
+    await api.details(last);
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  };
+  const zero = probe("zero", reporting(0));
+  const no = probe("no", reporting(false));
+  const nil = probe("nil", reporting(null));
+  const { h, root } = await open(calls("zero", "no", "nil"), { tools: [zero.tool, no.tool, nil.tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => {
+    const slots = liveOf(h).tools ?? [];
+    return (
+      slots.length === 3 &&
+      slots.every((s) => s.details === null || (s.details !== undefined && typeof s.details !== "object"))
+    );
+  });
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  const results = await toolResults(root);
+  expect(
+    results.map((r) => {
+      const m = messageOf(r) as { details?: Json };
+      return ["details" in m, m.details];
+    }),
+  ).toEqual([
+    [true, 0],
+    [true, false],
+    [true, null],
+  ]);
+});
+
 test("an interrupted call's result is built from its slot too: the durable output, the last details, and the recorded diagnostics before the interrupted one", async () => {
   const reporting = async (api: ToolApi): Promise<ToolResult> => {
     api.output("partial line\n");
