@@ -853,6 +853,39 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   await expect(seen.api!.snapshot("app.note", other.id)).rejects.toThrow(CommitRefused);
 });
 
+test("snapshot rejects once the call's invocation is aborted, while a tool that ignores the signal still runs", async () => {
+  // Draw 34d (D, 11): the named test reads after the call returned; a binding that ended only when
+  // execute settled (not at the abort) passed it.
+  const Note = defineDoc<{ text: string }>("app.note", { text: "" });
+  const started = deferred();
+  const gate = deferred();
+  const reads: unknown[] = [];
+  const { tool, seen } = probe("probe", async (api) => {
+    reads.push(await api.snapshot(Note));
+    started.resolve();
+    await gate.promise; // the signal is ignored
+    reads.push(api.signal.aborted);
+    for (const read of [() => api.snapshot(Note), () => api.snapshot("app.note")])
+      reads.push(
+        await read().then(
+          () => "read",
+          (e: unknown) => (e instanceof CommitRefused ? e.reason : String(e)),
+        ),
+      );
+    return textResult("late");
+  });
+  const { root } = await open(calls("probe"), { tools: [tool] });
+  await root.commit((tx) => tx.writeDoc(root.id, "app.note", { text: "n" }));
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const aborting = root.abort();
+  await until(() => seen.api?.signal.aborted === true);
+  gate.resolve();
+  await aborting;
+  expect((await sub.wait()).status).toBe("unanswered");
+  expect(reads).toEqual([{ text: "n" }, true, "invocation_ended", "invocation_ended"]);
+});
+
 test("snapshot through a token of a newer version migrates in memory only: the stored value keeps its version until a transaction reads it through the token (break 30A)", async () => {
   // Break 30A: the read-only migration was shown through Harness.snapshot only; a tool's snapshot
   // storing the migration it made (a transaction read for an older stored version) passed every test.
