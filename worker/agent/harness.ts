@@ -50,7 +50,7 @@ import {
 } from "./records.ts";
 import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
 import { type ApprovalAnswer, type ApprovalRequest, decideApproval } from "./tools/approval.ts";
-import { createSubagentTask } from "./tools/builtin/subagent.ts";
+import { createSubagentTask, SUBAGENT_TASK } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
 import { createToolTask } from "./tools/task/definition.ts";
 import { ownedBelow, sumUsage, type UsageRollup, usageRollup } from "./usage.ts";
@@ -247,10 +247,15 @@ export class AgentHarness extends Harness {
    * tasks stay blocked until it is installed again).
    */
   #syncTasks(): void {
+    // A built-in task is never an extension's (spec §7.1): a registry of another make listing one
+    // under a built-in name does not replace the harness's own.
+    const { generation, tool, compaction, subagent } = this.builtin;
+    const own = new Set([generation, tool, compaction, subagent].map((d) => d.name));
     const wanted = new Map(
       this.extensions
         .snapshot()
         .tasks()
+        .filter((t) => !own.has(t.name))
         .map((t) => [t.name, t] as const),
     );
     for (const name of this.#extensionTasks) if (!wanted.has(name)) this.registry.unregister(name);
@@ -277,6 +282,13 @@ export class AgentHarness extends Harness {
     const missing = snapshot && BUILTIN_TASKS.filter((name) => !snapshot.hasTask(name));
     if (missing?.length)
       throw new RegistryInvalid(`the registry lacks the built-in tasks ${missing.join(", ")}`);
+    // Nor may it define one (spec §7.1: task names are unique across the built-ins and extensions).
+    const builtins = new Set<string>([...BUILTIN_TASKS, SUBAGENT_TASK]);
+    const claimed = snapshot?.tasks().filter((t) => builtins.has(t.name)) ?? [];
+    if (claimed.length)
+      throw new RegistryInvalid(
+        `the registry defines the built-in tasks ${claimed.map((t) => t.name).join(", ")}`,
+      );
     // pi-ai (models, providers, tool validation) is loaded on demand; every agent task relies on it.
     // It is awaited before `prepare` (so before any task can start), not before the open's read: the
     // store's migration check and load run while pi-ai's chunk is fetched and evaluated.

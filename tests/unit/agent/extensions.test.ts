@@ -198,6 +198,16 @@ describe("the registry", () => {
         .tools()
         .map((t) => `${t.extension}:${t.tool.name}`),
     ).toEqual(["one:t", "one:u", "two:u", "two:t"]);
+    // Draw 34d (D, 5): tool names and section keys are two namespaces: a tool and a section of one
+    // name in one extension install (a registry checking both against one set passed).
+    registry.install({ name: "both", tools: [tool("notes")], sections: [s("notes")] });
+    expect(published).toBe(3);
+    expect(
+      registry
+        .snapshot()
+        .extension("both")
+        ?.sections?.map((x) => x.key),
+    ).toEqual(["notes"]);
   });
 
   test("an invalid install replacing an installed extension throws, publishes nothing, and the installed one stays", () => {
@@ -860,6 +870,45 @@ describe("Harness.open binds the registry", () => {
       expect((refused as Error).message).toContain(builtin);
     }
     expect(prepared).toEqual([]);
+  });
+
+  test("a registry of another make listing a task under a built-in name is refused at open, and one listed later never replaces the built-in", async () => {
+    // Draw 34d (D, 18): only createRegistry's install checked task names against the built-ins; a reader
+    // of another make listing pi.tool (or pi.subagent) had its definition registered over the harness's own.
+    const real = createRegistry();
+    const store = await memoryStore();
+    for (const builtin of ["pi.generation", "pi.tool", "pi.compaction", SUBAGENT_TASK]) {
+      const claimed = single(builtin, async () => {});
+      const claiming: RegistryReader = {
+        subscribe: (l) => real.subscribe(l),
+        snapshot: () => ({
+          ...real.snapshot(),
+          tasks: () => [claimed],
+          task: (name: string) => (name === builtin ? claimed : undefined),
+        }),
+      };
+      const refused = await AgentHarness.open(store, {
+        extensions: claiming as ReturnType<typeof createRegistry>,
+      }).catch((e: unknown) => e);
+      expect(refused, builtin).toBeInstanceOf(RegistryInvalid);
+      expect((refused as Error).message).toContain(builtin);
+    }
+    // A reader that lists one only after open: the harness keeps its own definition.
+    let late: ReturnType<typeof single> | undefined;
+    const reader: RegistryReader = {
+      subscribe: (l) => real.subscribe(l),
+      snapshot: () => ({
+        ...real.snapshot(),
+        tasks: () => (late ? [late] : []),
+        task: (name: string) => (late && name === late.name ? late : undefined),
+      }),
+    };
+    const { h } = await open(echo, { store, extensions: reader as ReturnType<typeof createRegistry> });
+    const own = h.registry.get("pi.tool");
+    late = single("pi.tool", async () => {});
+    real.install({ name: "nudge" });
+    expect(h.registry.get("pi.tool")).toBe(own);
+    await h.close();
   });
 
   test("the registry is the application's: open binds it as given, it outlives a closed harness and serves the next open; nothing of it is stored", async () => {

@@ -853,6 +853,39 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   await expect(seen.api!.snapshot("app.note", other.id)).rejects.toThrow(CommitRefused);
 });
 
+test("snapshot rejects once the call's invocation is aborted, while a tool that ignores the signal still runs", async () => {
+  // Draw 34d (D, 11): the named test reads after the call returned; a binding that ended only when
+  // execute settled (not at the abort) passed it.
+  const Note = defineDoc<{ text: string }>("app.note", { text: "" });
+  const started = deferred();
+  const gate = deferred();
+  const reads: unknown[] = [];
+  const { tool, seen } = probe("probe", async (api) => {
+    reads.push(await api.snapshot(Note));
+    started.resolve();
+    await gate.promise; // the signal is ignored
+    reads.push(api.signal.aborted);
+    for (const read of [() => api.snapshot(Note), () => api.snapshot("app.note")])
+      reads.push(
+        await read().then(
+          () => "read",
+          (e: unknown) => (e instanceof CommitRefused ? e.reason : String(e)),
+        ),
+      );
+    return textResult("late");
+  });
+  const { root } = await open(calls("probe"), { tools: [tool] });
+  await root.commit((tx) => tx.writeDoc(root.id, "app.note", { text: "n" }));
+  const sub = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  const aborting = root.abort();
+  await until(() => seen.api?.signal.aborted === true);
+  gate.resolve();
+  await aborting;
+  expect((await sub.wait()).status).toBe("unanswered");
+  expect(reads).toEqual([{ text: "n" }, true, "invocation_ended", "invocation_ended"]);
+});
+
 test("snapshot through a token of a newer version migrates in memory only: the stored value keeps its version until a transaction reads it through the token (break 30A)", async () => {
   // Break 30A: the read-only migration was shown through Harness.snapshot only; a tool's snapshot
   // storing the migration it made (a transaction read for an older stored version) passed every test.
@@ -968,6 +1001,44 @@ test("two calls of a parallel round aborted together: each result is built from 
   ).toEqual([
     ["left line\n", { of: "left" }, ["left is slow", "aborted"]],
     ["right line\n", { of: "right" }, ["right is slow", "aborted"]],
+  ]);
+});
+
+test("aborted calls whose last details are falsy (0, false, null) keep them in their results", async () => {
+  // Draw 34d (D, 2): every named test's details were objects, so a result that kept the slot's
+  // details only when truthy passed them.
+  const reporting = (last: Json) => async (api: ToolApi) => {
+    await api.details({ first: true });
+    await api.details(last);
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  };
+  const zero = probe("zero", reporting(0));
+  const no = probe("no", reporting(false));
+  const nil = probe("nil", reporting(null));
+  const { h, root } = await open(calls("zero", "no", "nil"), { tools: [zero.tool, no.tool, nil.tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => {
+    const slots = liveOf(h).tools ?? [];
+    return (
+      slots.length === 3 &&
+      slots.every((s) => s.details === null || (s.details !== undefined && typeof s.details !== "object"))
+    );
+  });
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  const results = await toolResults(root);
+  expect(
+    results.map((r) => {
+      const m = messageOf(r) as { details?: Json };
+      return ["details" in m, m.details];
+    }),
+  ).toEqual([
+    [true, 0],
+    [true, false],
+    [true, null],
   ]);
 });
 

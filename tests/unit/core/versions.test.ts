@@ -76,6 +76,30 @@ describe("versioned task definitions from extensions", () => {
     });
   });
 
+  test("a migration to a falsy input (0, false, an empty string, null) is the input the task resumes with and the one stored", async () => {
+    // Draw 34d (D, 13): every named test migrated to an object, so a reservation that kept the stored
+    // input whenever the migrated one was falsy passed them.
+    const falsy: Json[] = [0, false, "", null];
+    const { image, ids } = await storeWith(
+      falsy.map(() => parked("ext.job", 1)),
+      falsy.map((_, i) => ({ v1: i })),
+    );
+    const { h } = await openWith(
+      image,
+      jobV2((input, checkpoint) => ({
+        input: falsy[(input as { v1: number }).v1]!,
+        checkpoint: checkpoint as Go,
+      })),
+    );
+    for (const [i, id] of ids.entries()) {
+      expect(outcome(await done(h, id)), String(falsy[i])).toEqual({
+        status: "completed",
+        result: { ran: 2, input: falsy[i]! },
+      });
+      expect(JSON.parse(String((await row(image, id))?.["input"])), String(falsy[i])).toEqual(falsy[i]);
+    }
+  });
+
   test("a stored task's migration runs once when it resumes: the drain plans once, in its commit's draft", async () => {
     const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
     let calls = 0;
