@@ -457,7 +457,7 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<ConversationRecord> {
     this.#live(signal);
-    return this.#underWayOp(async () => {
+    return this.underWay(async () => {
       if (!(await this.#session.conversation(parentId))) throw new UnknownConversation(parentId);
       // Loaded ahead, so the commit normally runs once (it would load them and run again otherwise).
       await Promise.all([this.#session.ensureForkPoint(parentId, at), this.#session.ensureDocs(parentId)]);
@@ -478,7 +478,7 @@ export class Harness {
    */
   async deleteConversation(conversationId: ConversationId, signal?: AbortSignal): Promise<ConversationId[]> {
     this.#live(signal);
-    return this.#underWayOp(async () => {
+    return this.underWay(async () => {
       // Loaded ahead (its record, the conversations below it and their forks), so the commit normally
       // runs once (it would load them and run again otherwise).
       if (await this.#session.conversation(conversationId)) await this.#session.ensureScope(conversationId);
@@ -496,10 +496,6 @@ export class Harness {
 
   /** Run an operation of several steps as one under way at close (the layer above wraps its own). */
   protected underWay<T>(work: () => Promise<T>): Promise<T> {
-    return this.#underWayOp(work);
-  }
-
-  #underWayOp<T>(work: () => Promise<T>): Promise<T> {
     const op = work();
     this.#underWay.add(op);
     const end = () => this.#underWay.delete(op);
@@ -902,7 +898,7 @@ export class Harness {
     signal?: AbortSignal,
   ): Promise<DocumentSnapshot | undefined> {
     this.#live(signal);
-    return this.#underWayOp(async () => {
+    return this.underWay(async () => {
       if (!(await this.#session.conversation(conversationId))) throw new UnknownConversation(conversationId);
       const segments = this.#session.segments(conversationId);
       const read = await this.#session.store.read((sql) => readAsOf(sql, conversationId, segments, name, at));
@@ -986,9 +982,9 @@ export class Harness {
 
   /**
    * `docsIn()` for a step of an operation already under way (one asked before close's seal), which
-   * is not refused at the seal like a host's new operation.
+   * is not refused at the seal like a host's new operation. Protected: a host's read is a new one.
    */
-  storedDocsIn<T extends Json>(
+  protected storedDocsIn<T extends Json>(
     names: readonly string[],
     ids: readonly ConversationId[],
   ): Promise<Map<ConversationId, Map<string, T>>> {
