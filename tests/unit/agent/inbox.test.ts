@@ -721,6 +721,30 @@ describe("submissions", () => {
     expect(h.inspect().submissions).toEqual([]);
   });
 
+  test("requestId: an empty string is a requestId like any other: a retried submit with the empty requestId returns the first, one after the other, at once, inside a transaction and after a reopen", async () => {
+    // Draw 35A: every named requestId was a non-empty string; a lookup skipped for a falsy requestId
+    // (`if (draft.requestId)`) admitted a retried "" twice and passed every test.
+    const { h, root, store, faux } = await open(echo);
+    const input = { type: "input" as const, content: "once", requestId: "" };
+    const a = await root.submit(input);
+    expect((await a.record()).requestId).toBe("");
+    expect((await root.submit(input)).id).toBe(a.id);
+    const [b, c] = await Promise.all([root.submit(input), root.submit(input)]);
+    expect([b.id, c.id]).toEqual([a.id, a.id]);
+    expect(await h.transaction((tx) => h.submitIn(tx, root.id, input).id)).toBe(a.id);
+    await a.wait();
+    await h.close();
+    const reopened = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => reopened.close().catch(() => undefined));
+    expect((await (await reopened.root()).submit(input)).id).toBe(a.id);
+    expect(await reopened.transaction((tx) => reopened.submitIn(tx, root.id, input).id)).toBe(a.id);
+    expect(kinds(await transcript(await reopened.root()))).toEqual(["pi.user", "pi.assistant"]);
+    expect(faux.requests).toHaveLength(1);
+  });
+
   test("a failed run leaves queued follow-ups in the inbox until the next submission places them", async () => {
     const hold = deferred();
     const { h, root } = await open(async (req, n) => {
