@@ -865,6 +865,30 @@ describe("the inbox", () => {
     expect((await after.wait()).status).toBe("done");
   });
 
+  test("two Submission.abort calls at once on one queued submission: one withdraws it (aborted), the other finds it settled, for an input and a write", async () => {
+    // Draw 35A: every named abort came one after the other; an abort judging the status it read
+    // before its commit answered "aborted" twice (and would answer so for one placed meanwhile).
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "never mind" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    const kept = await root.submit({ type: "input", content: "kept" });
+    for (const item of [queued, write]) {
+      const answers = await Promise.all([item.abort(), item.abort()]);
+      expect(answers.toSorted()).toEqual(["aborted", "settled"]);
+      expect(await item.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    }
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([kept.id]);
+    release.resolve();
+    await first.wait();
+    await root.waitForIdle();
+    expect((await kept.wait()).status).toBe("done");
+  });
+
   test("Submission.abort withdraws a queued input (aborted), and reports already_placed and settled otherwise", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
