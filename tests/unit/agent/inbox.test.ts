@@ -721,6 +721,30 @@ describe("submissions", () => {
     expect(h.inspect().submissions).toEqual([]);
   });
 
+  test("requestId: an empty string is a requestId like any other: a retried submit with the empty requestId returns the first, one after the other, at once, inside a transaction and after a reopen", async () => {
+    // Draw 35A: every named requestId was a non-empty string; a lookup skipped for a falsy requestId
+    // (`if (draft.requestId)`) admitted a retried "" twice and passed every test.
+    const { h, root, store, faux } = await open(echo);
+    const input = { type: "input" as const, content: "once", requestId: "" };
+    const a = await root.submit(input);
+    expect((await a.record()).requestId).toBe("");
+    expect((await root.submit(input)).id).toBe(a.id);
+    const [b, c] = await Promise.all([root.submit(input), root.submit(input)]);
+    expect([b.id, c.id]).toEqual([a.id, a.id]);
+    expect(await h.transaction((tx) => h.submitIn(tx, root.id, input).id)).toBe(a.id);
+    await a.wait();
+    await h.close();
+    const reopened = await AgentHarness.open(await memoryStore(store.image()), {
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    cleanups.push(() => reopened.close().catch(() => undefined));
+    expect((await (await reopened.root()).submit(input)).id).toBe(a.id);
+    expect(await reopened.transaction((tx) => reopened.submitIn(tx, root.id, input).id)).toBe(a.id);
+    expect(kinds(await transcript(await reopened.root()))).toEqual(["pi.user", "pi.assistant"]);
+    expect(faux.requests).toHaveLength(1);
+  });
+
   test("a failed run leaves queued follow-ups in the inbox until the next submission places them", async () => {
     const hold = deferred();
     const { h, root } = await open(async (req, n) => {
@@ -839,6 +863,30 @@ describe("the inbox", () => {
     expect(entries.some((e) => e.kind === "app.note")).toBe(false);
     expect((await before.wait()).status).toBe("done");
     expect((await after.wait()).status).toBe("done");
+  });
+
+  test("two Submission.abort calls at once on one queued submission: one withdraws it (aborted), the other finds it settled, for an input and a write", async () => {
+    // Draw 35A: every named abort came one after the other; an abort judging the status it read
+    // before its commit answered "aborted" twice (and would answer so for one placed meanwhile).
+    const { tool, started, release } = gatedTool();
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const queued = await root.submit({ type: "input", content: "never mind" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
+    const kept = await root.submit({ type: "input", content: "kept" });
+    for (const item of [queued, write]) {
+      const answers = await Promise.all([item.abort(), item.abort()]);
+      expect(answers.toSorted()).toEqual(["aborted", "settled"]);
+      expect(await item.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    }
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([kept.id]);
+    release.resolve();
+    await first.wait();
+    await root.waitForIdle();
+    expect((await kept.wait()).status).toBe("done");
   });
 
   test("Submission.abort withdraws a queued input (aborted), and reports already_placed and settled otherwise", async () => {

@@ -427,6 +427,40 @@ test("commits admitted before close settle and are stored before the store close
   await next.close();
 });
 
+test("a conversation abort asked after the seal is refused and commits nothing: no abort mark is stored, and the next engine runs the task to its own end (draw 35A)", async () => {
+  // Draw 35A: every refusal after the seal was judged by its rejection alone; a conversation abort
+  // that skipped its progress gate while closing was admitted after the seal, stored its marks, and
+  // then rejected.
+  const release = deferred();
+  const worker = single("worker", async (_t, runtime) => {
+    await release.promise;
+    await runtime.commit(() => complete("own end"));
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [worker] });
+  const id = await h.createTask(worker, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const gate = deferred();
+  const inCallback = deferred();
+  const holding = h.transaction(async () => {
+    inCallback.resolve();
+    await gate.promise;
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  // Asked while a commit holds the line: an abort let through would queue behind it.
+  const refused = h.abortConversation(1 as never).catch((e: unknown) => e);
+  gate.resolve();
+  await holding;
+  expect(await refused).toBeInstanceOf(HarnessClosed);
+  release.resolve();
+  await closing;
+  const next = await Harness.open(await memoryStore(store.image()), { tasks: [worker] });
+  expect(await next.getTask(id)).toMatchObject({ abortRequested: false });
+  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "own end" });
+  await next.close();
+});
+
 test("operations queued at the seal: an admitted commit settles, a queued read completes, a task wait, a watch and a view reject with HarnessClosed, a settled submission's wait resolves; inspect says closing", async () => {
   const release = deferred();
   const stubborn = single("stubborn", async () => {
