@@ -147,3 +147,29 @@ test("a retried summary request goes to the model pinned at select, though the c
   const pinned = `${faux.ref.provider}/${faux.ref.modelId}`;
   expect(models).toEqual([pinned, pinned]);
 });
+
+test("a fork's summary request summarizes the history it inherits with its own: <conversation> holds the parent's entries through the fork point, then the fork's (draw 35)", async () => {
+  // Draw 35: every summary-request test compacts the root; a summary that read only the entries of the
+  // compacting conversation itself (a fork's inherited history left out) passed them all.
+  const summaries: string[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) summaries.push(textOf(context.messages[0]!));
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(
+    (req) => fauxAssistantMessage(req.systemPrompt === SUMMARY_SYSTEM_PROMPT ? "SUMMARY" : "ok"),
+    { stream, settings: { compaction: { keepRecentTokens: 1, reserveTokens: 1000 } } },
+  );
+  for (const text of ["one", "two"]) await (await root.submit({ type: "input", content: text })).wait();
+  const at = (await root.entries()).at(-1)!.id;
+  const fork = await root.fork(at, { ownership: { kind: "ownerless" } });
+  for (const text of ["three", "four"]) await (await fork.submit({ type: "input", content: text })).wait();
+  const id = await fork.compact();
+  expect((await h.waitForTask(id)).state).toMatchObject({ outcome: { status: "completed" } });
+  expect(summaries).toHaveLength(1);
+  const match = /^<conversation>\n([\s\S]*)\n<\/conversation>\n\n/.exec(summaries[0]!);
+  expect(match, summaries[0]).not.toBeNull();
+  const body = match![1]!;
+  for (const text of ["[User]: one", "[User]: two", "[User]: three"]) expect(body).toContain(text);
+  expect(body.indexOf("[User]: one")).toBeLessThan(body.indexOf("[User]: three"));
+});

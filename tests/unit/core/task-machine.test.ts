@@ -257,6 +257,18 @@ describe("faults", () => {
       /phase go returned without committing/,
     );
     expect(memoRuns).toBe(1);
+    // A returned state equal to the one it replaces is still a new state (draw 35, 20): committing
+    // the same checkpoint again is progress, the phase runs again, and does not fault.
+    let sameRuns = 0;
+    const same = single("same-checkpoint", async (_t, runtime) => {
+      sameRuns++;
+      await runtime.commit(() =>
+        sameRuns === 1 ? { status: "running", checkpoint: { phase: "go" } } : complete("again"),
+      );
+    });
+    const sid = await h.createTask(same, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, sid))).toEqual({ status: "completed", result: "again" });
+    expect(sameRuns).toBe(2);
     await engineStillRuns(h);
     await h.close();
   });

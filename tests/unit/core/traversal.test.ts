@@ -964,6 +964,42 @@ test("abort() on a conversation whose owner is still running withdraws that conv
   expect(await h.abortTask(ownerId)).toBe("marked");
 });
 
+test("a direct operation on a conversation owned by a background task starts inside it: waitForIdle() waits for that conversation's work and abort() marks it, never the background owner (draw 35)", async () => {
+  // Draw 35: the background boundary applied at the starting conversation itself (work in a
+  // conversation a background task owns unreachable from that conversation's own handle) passed
+  // every test: the background tests traverse from above, the direct-operation tests' owners are ordinary.
+  const worker = parked("bg-inner-worker");
+  let owned: number | undefined;
+  const owner = single("bg-live-owner", async (_t, runtime, signal) => {
+    await runtime.commit((tx) => {
+      owned = tx.createConversation({ kind: "task", taskId: runtime.taskId }).id;
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await untilAborted(signal);
+  });
+  const { h } = await open(echo, { tasks: [owner, worker] });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => owned !== undefined, { what: "owned conversation created" });
+  const workerId: TaskId = await h.transaction((tx) =>
+    tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned! }),
+  );
+  await until(() => running(h) === 2, { what: "owner and worker running" });
+  const inner = h.conversation(owned!)!;
+  let idle = false;
+  const idleWait = inner.waitForIdle().then(() => {
+    idle = true;
+  });
+  await new Promise((r) => setTimeout(r, 30));
+  expect(idle).toBe(false);
+  await inner.abort();
+  await idleWait;
+  expect(outcome(await h.getTask(workerId))).toMatchObject({ status: "aborted" });
+  const ownerRecord = await h.getTask(ownerId);
+  expect(ownerRecord?.abortRequested).toBe(false);
+  expect(ownerRecord?.state.status).toBe("running");
+  expect(await h.abortTask(ownerId)).toBe("marked");
+});
+
 test("abort({ background: true }) withdraws the queued inputs of every conversation it reaches, not only its own: a follow-up queued below a finished owner is unanswered (aborted), a queued write there stays", async () => {
   const { root, h, owned, workerId, faux } = await workBelowAFinishedOwner({ background: true });
   const gate = deferred();
