@@ -486,6 +486,23 @@ test("tool_execution_update of a running slot whose details and diagnostics were
   expect(updates(both, noDiagnostics)).toEqual([
     { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", diagnostics: [] },
   ]);
+  // Draw 35C: only a removed value sends null: details that are present but falsy (0, false, "") are
+  // sent as they are (a deriver sending `details || null` passed, every details here being an
+  // object), and removing one of them sends null.
+  const withDetails = (details: Json) => viewWith({ tools: [{ ...kept, details }] });
+  const bare = viewWith({ tools: [{ ...kept }] });
+  expect(updates(bare, withDetails(0))).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", details: 0 },
+  ]);
+  expect(updates(withDetails(0), withDetails(false))).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", details: false },
+  ]);
+  expect(updates(withDetails(false), withDetails(""))).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", details: "" },
+  ]);
+  expect(updates(withDetails(0), bare)).toEqual([
+    { type: "tool_execution_update", toolCallId: "c1", toolName: "probe", details: null },
+  ]);
 });
 
 test("tool_execution_update of a running slot that records a second diagnostic carries the slot's whole current list, not the new one alone", () => {

@@ -20,6 +20,7 @@ import {
   ExtensionInvalid,
   hook,
   type Json,
+  type PromptSection,
   RegistryInvalid,
   type RegistryReader,
   SUBAGENT_TASK,
@@ -257,8 +258,22 @@ describe("the registry", () => {
     }).not.toThrow();
     expect(built).toBe(parts);
     expect(() => section("", () => undefined)).not.toThrow();
+    // Draw 35C: nor does section() check its render or options: a section holding a render that is
+    // no function builds, holding what it was given (a section() refusing one passed).
+    const odd = { render: "not a function" as unknown as PromptSection["render"] };
+    expect(section("k", odd.render, { tag: false })).toEqual({ key: "k", render: odd.render, tag: false });
     // install() is where they are refused.
     expect(invalid(() => createRegistry().install(built!))).toBe("duplicate_tool");
+    // Draw 35C: an extension without a usable name (install's invalid_name) builds too: a
+    // defineExtension refusing an empty or missing name passed, every extension here being named.
+    for (const nameless of [{ name: "" }, {}, { name: 5 }] as unknown as Extension[]) {
+      let made: Extension | undefined;
+      expect(() => {
+        made = defineExtension(nameless);
+      }).not.toThrow();
+      expect(made).toBe(nameless);
+      expect(invalid(() => createRegistry().install(made!))).toBe("invalid_name");
+    }
   });
 
   test("wrapTool() and wrapSection() check nothing: any name or key, built-in or reserved, builds a wrapper naming it", () => {

@@ -776,5 +776,25 @@ test("a live mount's frames set a created document's key and delete a retired on
       .filter((k) => k !== "app.extra")
       .sort(),
   );
+  // Draw 35C: a document whose value is falsy (null, 0, false, "") is created, not retired: its key
+  // is set (a frame deleting the key of any null value passed, every document here being an object).
+  await h.transaction((tx) => {
+    tx.writeDoc(root.id, "app.nil", null);
+    tx.writeDoc(root.id, "app.zero", 0);
+    tx.writeDoc(root.id, "app.no", false);
+    tx.writeDoc(root.id, "app.empty", "");
+  });
+  await until(() => seen.length === 3, { what: "the falsy documents' frame" });
+  for (const view of [seen[2]!.value, (await root.viewState()) as { docs: Record<string, unknown> }])
+    expect(
+      Object.entries(view.docs).filter(([k]) => ["app.nil", "app.zero", "app.no", "app.empty"].includes(k)),
+    ).toEqual(
+      expect.arrayContaining([
+        ["app.nil", null],
+        ["app.zero", 0],
+        ["app.no", false],
+        ["app.empty", ""],
+      ]),
+    );
   await watch.stop();
 });
