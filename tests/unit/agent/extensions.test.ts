@@ -802,6 +802,36 @@ describe("extension tasks", () => {
     expect(blocked(h)).toEqual([]);
   });
 
+  test("an uninstalled extension defining two tasks: the pending tasks of both stay blocked, and both resume when reinstalled (draw 35D)", async () => {
+    // Draw 35D: the named tests' extensions define one task each; an uninstall that unregistered only
+    // the first of an extension's task definitions passed them.
+    const first = single(
+      "ext.first",
+      async (_t, runtime) => void (await runtime.commit(() => complete("one"))),
+    );
+    const second = single(
+      "ext.second",
+      async (_t, runtime) => void (await runtime.commit(() => complete("two"))),
+    );
+    const jobs: Extension = { name: "jobs", tasks: [first, second] };
+    const extensions = createRegistry();
+    extensions.install(jobs);
+    const { h } = await open(echo, { extensions });
+    extensions.uninstall(jobs);
+    const a = await h.createTask(first, null, { ownership: { kind: "conversation" } });
+    const b = await h.createTask(second, null, { ownership: { kind: "conversation" } });
+    await until(() => blocked(h).length === 2, { what: "both blocked" });
+    expect(blocked(h)).toEqual([
+      { id: a, kind: "ext.first", reason: "missing_task" },
+      { id: b, kind: "ext.second", reason: "missing_task" },
+    ]);
+    expect((await h.getTask(b))?.state.status).toBe("pending");
+    extensions.install(jobs);
+    expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "one" });
+    expect(outcome(await done(h, b))).toEqual({ status: "completed", result: "two" });
+    expect(blocked(h)).toEqual([]);
+  });
+
   test("an uninstalled extension's task that was already waiting stays blocked once its wait ends, and resumes when reinstalled", async () => {
     // Break 30P: the test above creates its task after the uninstall, pending; a blocked waiting task
     // written back to pending (its wait lost) passed it.
