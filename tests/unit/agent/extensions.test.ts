@@ -990,4 +990,20 @@ describe("Harness.open binds the registry", () => {
         .map((t) => t.tool.name),
     ).toEqual(["x", "y"]);
   });
+
+  test("registerTools replaces the harness-options extension in place, in one publication: an extension installed after it stays after it (draw 35D)", async () => {
+    // Draw 35D: the test above has no other extension; registerTools moving harness-options to the
+    // end (an uninstall and an install) passed it.
+    const extensions = createRegistry();
+    extensions.install({ name: "a", tools: [tool("a1")] });
+    const { h } = await open(() => fauxAssistantMessage("ok"), { tools: [tool("x")], extensions });
+    extensions.install({ name: "b", tools: [tool("b1")] });
+    let published = 0;
+    extensions.subscribe(() => published++);
+    h.registerTools(tool("y"));
+    expect(published).toBe(1);
+    const now = extensions.snapshot();
+    expect(now.installed().map((e) => e.name)).toEqual(["a", "harness-options", "b"]);
+    expect(now.tools().map((t) => t.tool.name)).toEqual(["a1", "x", "y", "b1"]);
+  });
 });
