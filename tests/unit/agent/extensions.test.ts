@@ -817,6 +817,36 @@ describe("extension tasks", () => {
     expect(blocked(h)).toEqual([]);
   });
 
+  test("an uninstalled extension defining two tasks: the pending tasks of both stay blocked, and both resume when reinstalled (draw 35D)", async () => {
+    // Draw 35D: the named tests' extensions define one task each; an uninstall that unregistered only
+    // the first of an extension's task definitions passed them.
+    const first = single(
+      "ext.first",
+      async (_t, runtime) => void (await runtime.commit(() => complete("one"))),
+    );
+    const second = single(
+      "ext.second",
+      async (_t, runtime) => void (await runtime.commit(() => complete("two"))),
+    );
+    const jobs: Extension = { name: "jobs", tasks: [first, second] };
+    const extensions = createRegistry();
+    extensions.install(jobs);
+    const { h } = await open(echo, { extensions });
+    extensions.uninstall(jobs);
+    const a = await h.createTask(first, null, { ownership: { kind: "conversation" } });
+    const b = await h.createTask(second, null, { ownership: { kind: "conversation" } });
+    await until(() => blocked(h).length === 2, { what: "both blocked" });
+    expect(blocked(h)).toEqual([
+      { id: a, kind: "ext.first", reason: "missing_task" },
+      { id: b, kind: "ext.second", reason: "missing_task" },
+    ]);
+    expect((await h.getTask(b))?.state.status).toBe("pending");
+    extensions.install(jobs);
+    expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "one" });
+    expect(outcome(await done(h, b))).toEqual({ status: "completed", result: "two" });
+    expect(blocked(h)).toEqual([]);
+  });
+
   test("an uninstalled extension's task that was already waiting stays blocked once its wait ends, and resumes when reinstalled", async () => {
     // Break 30P: the test above creates its task after the uninstall, pending; a blocked waiting task
     // written back to pending (its wait lost) passed it.
@@ -974,5 +1004,21 @@ describe("Harness.open binds the registry", () => {
         .tools()
         .map((t) => t.tool.name),
     ).toEqual(["x", "y"]);
+  });
+
+  test("registerTools replaces the harness-options extension in place, in one publication: an extension installed after it stays after it (draw 35D)", async () => {
+    // Draw 35D: the test above has no other extension; registerTools moving harness-options to the
+    // end (an uninstall and an install) passed it.
+    const extensions = createRegistry();
+    extensions.install({ name: "a", tools: [tool("a1")] });
+    const { h } = await open(() => fauxAssistantMessage("ok"), { tools: [tool("x")], extensions });
+    extensions.install({ name: "b", tools: [tool("b1")] });
+    let published = 0;
+    extensions.subscribe(() => published++);
+    h.registerTools(tool("y"));
+    expect(published).toBe(1);
+    const now = extensions.snapshot();
+    expect(now.installed().map((e) => e.name)).toEqual(["a", "harness-options", "b"]);
+    expect(now.tools().map((t) => t.tool.name)).toEqual(["a1", "x", "y", "b1"]);
   });
 });

@@ -815,6 +815,32 @@ test("a task asks only the hooks of the extensions its conversation selects, in 
   expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`, `b:${reversed.id}`, `a:${reversed.id}`]);
 });
 
+test("the hooks given as harness options are asked only of conversations whose selection holds harness-options, in its place (draw 35D)", async () => {
+  // Draw 35D: every selection test installed its hooks as extensions; the options' hooks (the
+  // harness-options extension) asked of every conversation whatever its selection passed them.
+  const asked: string[] = [];
+  const { h, root } = await withExtensions(
+    echo,
+    [
+      defineExtension({
+        name: "a",
+        hooks: [
+          hook("pi.generation", { afterResponse: (_m, ctx) => void asked.push(`a:${ctx.conversationId}`) }),
+        ],
+      }),
+    ],
+    { hooks: { afterResponse: [(_m, ctx) => void asked.push(`options:${ctx.conversationId}`)] } },
+  );
+  await root.configure({ extensions: ["a"] });
+  const both = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["harness-options", "a"] },
+  });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  await (await both.submit({ type: "input", content: "two" })).wait();
+  expect(asked).toEqual([`a:${root.id}`, `options:${both.id}`, `a:${both.id}`]);
+});
+
 test("an aborted call in a conversation other than the root asks the onAbort hooks of that conversation's selection, not the root's (draw 34c)", async () => {
   // Draw 34c: the selection tests asked afterResponse, and every onAbort test aborted a call in the
   // root; an abort handler taking the root's hooks passed them.

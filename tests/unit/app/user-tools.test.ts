@@ -7,7 +7,7 @@
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { createRegistry, type ExtensionRegistry } from "../../../worker/agent/extensions/registry.ts";
 import { AgentHarness } from "../../../worker/agent/harness.ts";
 import { SETTINGS_CONVERSATION } from "../../../worker/agent/models/keys.ts";
@@ -271,6 +271,30 @@ describe("saving a user tool", () => {
     } finally {
       setScriptWorkers(undefined);
     }
+  });
+
+  test("a user tool's body runs under codemode's own CPU budget (DEFAULT_SANDBOX_LIMITS), not a looser one (draw 35D)", async () => {
+    // Draw 35D: the CPU budget was the one limit still unread (a test of it would run 10 s of CPU); a
+    // user tool under a 60 s budget passed. The sandbox's clock is made to advance 80 ms at each
+    // reading, so every short stretch between two tool calls counts as 160 ms and codemode's budget is
+    // spent after about 63 calls, well before the call limit; a looser budget meets the call limit first.
+    const { h } = await openApp();
+    await saveUserTool(h, {
+      ...GREET,
+      name: "grind",
+      parameters: { type: "object", properties: {} },
+      body: `async (args, tools) => { for (let i = 0; i <= ${DEFAULT_SANDBOX_LIMITS.calls}; i++) await tools.ls({ path: "." }).catch(() => null); return 1; }`,
+    });
+    const root = (await h.root()).id;
+    let fake = performance.now();
+    const now = vi.spyOn(performance, "now").mockImplementation(() => (fake += 80));
+    let answer: string;
+    try {
+      answer = await ask(h, root, "use my tool grind");
+    } finally {
+      now.mockRestore();
+    }
+    expect(answer).toContain(`used more than ${DEFAULT_SANDBOX_LIMITS.cpuMs} ms of CPU time in total`);
   });
 });
 
