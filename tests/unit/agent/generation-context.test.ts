@@ -431,6 +431,10 @@ describe("deriveContext", () => {
         "pi.assistant",
         fauxAssistantMessage([], { stopReason: "error", errorMessage: "503", timestamp: 1 }),
       ),
+      // Draw 35b: an error answer is judged by its stop reason alone, not by an errorMessage (a
+      // provider may give none), and an aborted answer carrying a tool call goes too.
+      entry("pi.assistant", fauxAssistantMessage("no message", { stopReason: "error", timestamp: 1 })),
+      assistant([call("c-aborted")], "aborted"),
       // A deferred stop reason (spec §2.1 rule 9), and a placeholder carrying a deferred handle.
       assistant("later", "deferred" as AssistantMessage["stopReason"]),
       entry("pi.assistant", {

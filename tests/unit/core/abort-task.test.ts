@@ -397,6 +397,40 @@ test("abortTask on a task that ended under an earlier engine returns `terminal` 
   await h.close();
 });
 
+test("abortTask on a terminal task of a conversation moved away returns `terminal`, while the move is pending and once it is finished: the move's refusal is for live tasks (draw 35b)", async () => {
+  // Draw 35b, 9: every named terminal task lived in a conversation at home; a moved-away check ahead
+  // of the terminal one (ConversationMoved for an ended task) passed them.
+  const moveIds = { input: (i: Json) => i, checkpoint: (cp: Go) => cp };
+  const quick = defineTask<Json, Go, Json>({
+    ...single("quick-moved", async (_t, runtime) => void (await runtime.commit(() => complete("q")))),
+    moveIds,
+  });
+  const mover = defineTask<Json, Go, Json>({ ...parked("parked-moved"), moveIds });
+  const sender = await Harness.open(await memoryStore(), { tasks: [quick, mover] });
+  const c = await sender.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const finished = await sender.createTask(quick, null, {
+    ownership: { kind: "conversation" },
+    conversationId: c,
+  });
+  const before = await done(sender, finished);
+  const live = await sender.createTask(mover, null, {
+    ownership: { kind: "conversation" },
+    conversationId: c,
+  });
+  await until(() => running(sender) === 1, { what: "running" });
+  const pkg = await sender.prepareMove("T-abort-terminal", c);
+  expect(await sender.abortTask(finished)).toBe("terminal");
+  const receiver = await Harness.open(await memoryStore(), { tasks: [quick, mover], paused: true });
+  const adopted = await receiver.adoptMove(JSON.parse(JSON.stringify(pkg)));
+  await sender.finishMove("T-abort-terminal", adopted);
+  expect(await sender.abortTask(finished)).toBe("terminal");
+  expect(outcome(await sender.getTask(live))).toEqual({ status: "orphaned", reason: "moved" });
+  expect(await sender.abortTask(live)).toBe("terminal");
+  expect(await sender.getTask(finished)).toEqual(before);
+  await receiver.close();
+  await sender.close();
+});
+
 test("a pending task that never ran reaches its abort handler once marked: its phase never runs (spec §5.4)", async () => {
   const log: string[] = [];
   const task = defineTask<Json, Go, Json>({

@@ -122,6 +122,45 @@ describe("incarnations (spec §3.2)", () => {
     expect(fresh).toBeGreaterThan(other.id);
   });
 
+  test("a fork's copy of a document is a new incarnation of the fork's commit: a new id, its createdAt the fork commit's position, not its source's; so after a reopen too (draw 35b)", async () => {
+    // Draw 35b, 16: every named incarnation was made by a write; a fork's copy stamped with its
+    // source's createdAt passed them all.
+    const store = await memoryStore();
+    const h = await open(store);
+    const made = await h.transaction((tx) => {
+      tx.writeDoc(1, "notes", { n: 1 });
+      return { id: tx.docRecord(1, "notes")!.id, entry: note(tx, 1, "one") };
+    });
+    await h.transaction((tx) => note(tx, 1, "two"));
+    const forked = await h.transaction((tx) => {
+      const c = tx.forkConversation(1, made.entry, { ownership: { kind: "ownerless" } }).id;
+      return { c, record: tx.docRecord(c, "notes")! };
+    });
+    // The fork's commit appends no entry: its position is the id the next entry gets.
+    const next = await h.transaction((tx) => note(tx, forked.c, "in the fork"));
+    expect(next).toBeGreaterThan(made.entry + 1);
+    const expected = {
+      id: expect.any(Number),
+      kind: "notes",
+      scope: { kind: "conversation", conversationId: forked.c },
+      history: "latest",
+      fork: "current",
+      createdAt: next,
+    };
+    expect(forked.record).toEqual(expected);
+    expect(forked.record.id).toBeGreaterThan(made.id);
+    expect(await h.docRecord(forked.c, "notes")).toEqual(forked.record);
+    expect((await h.docRecord(1, "notes"))?.createdAt).toBe(made.entry);
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened);
+    expect(await again.docRecord(forked.c, "notes")).toEqual(forked.record);
+    expect((await stored(reopened, "notes")).map((r) => [r.id, r.createdAt, r.retiredAt])).toEqual([
+      [made.id, made.entry, undefined],
+      [forked.record.id, next, undefined],
+    ]);
+  });
+
   test("after a reopen, retireDoc ends stored incarnations of a conversation nothing loaded yet, two in one commit; a recreation in that commit starts at version 1", async () => {
     // draw 33, 1: every named retirement was of a document already in memory, one a commit, stored
     // at version 1; a retirement that did not load the conversation's documents first (so found

@@ -151,6 +151,15 @@ describe("document tokens per scope (spec §3.1)", () => {
       scratch1.write(tx, id, { step: 3 });
       prefs1.write(tx, { theme: "dark" });
     });
+    // A read-only snapshot migrates in memory only, at these scopes too (draw 35b, 11: a session or
+    // task snapshot that stored its migration passed every named test): nothing stored changes.
+    expect([await h.snapshot(prefs2), await h.snapshot(scratch2, id)]).toEqual([
+      { look: "dark" },
+      { steps: 3 },
+    ]);
+    expect(await rows(store, "app.prefs")).toEqual([{ key: 0, value: { theme: "dark" } }]);
+    expect(await rows(store, "app.scratch")).toEqual([{ key: -id, value: { step: 3 } }]);
+    expect([await versionOf(store, "app.prefs"), await versionOf(store, "app.scratch")]).toEqual([1, 1]);
     expect(await h.transaction((tx) => [prefs2.read(tx), scratch2.read(tx, id)])).toEqual([
       { look: "dark" },
       { steps: 3 },

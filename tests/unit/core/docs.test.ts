@@ -401,6 +401,31 @@ describe("document versions", () => {
     expect(await row(store)).toEqual({ version: 1, value: { items: [] } });
   });
 
+  test("a migrate() that returns no JSON object is refused before the read writes: a transaction that catches the refusal commits the stored value untouched (draw 35b)", async () => {
+    // Draw 35b, 3: every named migrate refusal escaped its transaction, so a read that wrote the
+    // migrated value before checking it passed them; caught here, the commit must store nothing of it.
+    const { h, store } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: [] }));
+    for (const returned of [["entries"], "entries", null, { entries: [], at: new Date(0) }]) {
+      const bad = defineDoc<V2>({
+        name: NAME,
+        version: 2,
+        initial: { entries: [] },
+        migrate: () => returned as never,
+      });
+      const caught = await h.transaction((tx) => {
+        try {
+          bad.read(tx, 1);
+          return "handed back";
+        } catch (error) {
+          return error;
+        }
+      });
+      expect(caught).toBeInstanceOf(Error);
+      expect(await row(store)).toEqual({ version: 1, value: { items: [] } });
+    }
+  });
+
   test("an initial() function that returns no JSON object is refused when it is called, by the creating read, which stores nothing", async () => {
     // spec §3.1: "`initial()` and `migrate()` return JSON objects"; the function form is only
     // called when a transaction creates the document.
