@@ -80,6 +80,45 @@ test("a stop whose text comes in several blocks is one summary: every block is p
   expect(text).toContain("<summary>\nFIRST PART SECOND PART\n</summary>");
 });
 
+test("thinking is not summary text: a stop with thinking only fails model_error with nothing placed; beside text, only the text is placed (draw 35b C)", async () => {
+  // Draw 35b C: thinking blocks read as the summary's text passed every test (no summary answer
+  // carried thinking).
+  let withText = false;
+  const { h, root } = await open(
+    (req) =>
+      isSummary(req)
+        ? fauxAssistantMessage(
+            [
+              { type: "thinking", thinking: "PRIVATE REASONING" },
+              ...(withText ? [{ type: "text" as const, text: "THE SUMMARY" }] : []),
+            ],
+            { stopReason: "stop" },
+          )
+        : fauxAssistantMessage(big("answer")),
+    { settings: { compaction: { keepRecentTokens: 150 } } },
+  );
+  await chat(root, 3);
+  const before = (await root.entries()).length;
+  const first = await root.compact();
+  expect((await h.waitForTask(first)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", error: { message: "empty summary", detail: { reason: "model_error" } } },
+  });
+  expect((await root.entries()).length).toBe(before);
+  withText = true;
+  const second = await root.compact();
+  expect((await h.waitForTask(second)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
+  });
+  const placed = (await root.entries()).at(-1)!;
+  expect(placed.kind).toBe("pi.compaction");
+  const [message] = placed.model as unknown as Array<{ content: Array<{ text: string }> }>;
+  const text = message!.content[0]!.text;
+  expect(text).toContain("<summary>\nTHE SUMMARY\n</summary>");
+  expect(text).not.toContain("PRIVATE REASONING");
+});
+
 test("a retryable summary error retries only while the policy read at classification allows it: maxRetries counts retries, and a policy turned off while the attempt is out fails it", async () => {
   // maxRetries 1: the first attempt and one retry, then model_error.
   const exhausted = await open(

@@ -11,6 +11,7 @@ import { isNetworkError, isRetryableError } from "../../../worker/agent/services
 import type { MemoryStore } from "../../../worker/index.ts";
 import {
   crashingStore,
+  deferred,
   type FauxResponder,
   fauxError,
   type NetworkSwitch,
@@ -224,6 +225,29 @@ describe("other failures are as before", () => {
     expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error", detail: OFFLINE });
     expect(faux.requests).toHaveLength(1);
     expect(network.checks).toBe(0);
+  });
+
+  test("the retry policy is read when the offline failure is classified: turned off while the request is out, it fails at once and the network is not asked (draw 35b C)", async () => {
+    // Draw 35b C: the policy's enabled flag for the offline wait read as the request was sent
+    // passed every test (the disabled one above is disabled from the start).
+    const network = networkSwitch({ online: false });
+    const gate = deferred();
+    let retry = { enabled: true };
+    const { root, faux } = await open(
+      async () => {
+        await gate.promise;
+        return fauxError(OFFLINE);
+      },
+      { settings: () => ({ retry: { ...retry, baseDelayMs: 5 } }), network },
+    );
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => faux.requests.length === 1, { what: "request sent" });
+    retry = { enabled: false };
+    gate.resolve();
+    await until(() => !root.busy || network.checks > 0, { what: "the failure classified" });
+    expect(network.checks).toBe(0);
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error", detail: OFFLINE });
+    expect(faux.requests).toHaveLength(1);
   });
 
   test("a rejected key fails at once, offline or not, and the network is not asked", async () => {

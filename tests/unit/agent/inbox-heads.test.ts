@@ -166,6 +166,30 @@ describe("head writes", () => {
     expect(await (await root.submit(note(4, 1))).wait()).toEqual({ status: "unanswered", reason: "stale" });
     expect((await (await root.submit(note(5, 2))).wait()).status).toBe("done");
   });
+
+  test("a fork inherits the active range start: a head older than it is stale in the child and in its own fork, live and after a reopen (draw 35b C)", async () => {
+    // Draw 35b C: the fork's inherited range start dropped at the fork (so the child read "no head")
+    // passed every head-write test, each of which wrote to the root.
+    const ownerless = { ownership: { kind: "ownerless" as const } };
+    const store = await memoryStore();
+    const setup = await open(echo, { store });
+    for (let n = 1; n <= 3; n++) await (await setup.root.submit(note(n))).wait();
+    expect((await (await setup.root.submit(note(4, 3))).wait()).status).toBe("done"); // the range starts at 3
+    const child = await setup.root.fork(4, ownerless);
+    const grandchild = await child.fork(4, ownerless);
+    for (const c of [child, grandchild]) {
+      expect(await (await c.submit(note(5, 2))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+      expect(inboxOf(setup.h, c.id).items).toEqual([]);
+    }
+    const [childId, grandchildId] = [child.id, grandchild.id];
+    await setup.h.close();
+    const again = await open(echo, { store: await memoryStore(store.image()) });
+    for (const id of [childId, grandchildId]) {
+      const c = (await again.h.loadedConversation(id))!;
+      expect(await (await c.submit(note(6, 2))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+      expect((await (await c.submit(note(7, 3))).wait()).status).toBe("done");
+    }
+  });
 });
 
 describe("reset", () => {

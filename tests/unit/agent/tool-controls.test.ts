@@ -141,3 +141,31 @@ test("addTools edits the filter also in a round that ends the run by a handoff",
   expect((await root.entries()).map((e) => e.kind)).toContain("pi.reset");
   expect((h.docNow(root.id, DOC.agent) as AgentState).tools).toEqual(["unlock-and-hand-off", "secret"]);
 });
+
+test("addTools takes every asked name out of a { remove } filter, from several results, and keeps the rest of pi.agent (draw 35b C)", async () => {
+  // Draw 35b C: a { remove } edit that took out only the first name asked, and an edit that wrote
+  // the filter without the agent's other fields, passed every test (one result asking one name of a
+  // { remove } list; agents holding a tools filter only).
+  const grant = defineTool({
+    name: "grant",
+    description: "asks for other",
+    parameters: Type.Object({}),
+    execute: async () => ({ content: [{ type: "text", text: "granted" }], control: { addTools: ["other"] } }),
+  });
+  const both: FauxResponder = (req) =>
+    req.messages.some((m) => m.role === "toolResult")
+      ? fauxAssistantMessage("done")
+      : fauxAssistantMessage(
+          [fauxToolCall("unlock", {}, { id: "c1" }), fauxToolCall("grant", {}, { id: "c2" })],
+          { stopReason: "toolUse" },
+        );
+  const { h, root, faux } = await open(both, {
+    tools: [unlock, grant, plain("secret"), plain("other"), plain("third")],
+    root: { agent: { instructions: "kept", tools: { remove: ["secret", "third", "other"] } } },
+  });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(h.docNow(root.id, DOC.agent)).toEqual({ instructions: "kept", tools: { remove: ["third"] } });
+  expect(faux.requests[0]!.tools).toEqual(["unlock", "grant"]);
+  expect(faux.requests[1]!.tools).toEqual(["unlock", "grant", "secret", "other"]);
+  expect(faux.requests[1]!.systemPrompt).toContain("kept");
+});
