@@ -186,3 +186,37 @@ test("a summary already queued survives Conversation.abort(); Submission.abort()
   expect((await second.run.wait()).status).toBe("done");
   expect((await root.entries()).filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
 });
+
+test("a summary already queued survives Conversation.abort({ background: true }) too; the next boundary places it (draw 35b)", async () => {
+  // Draw 35b: abort({ background: true }) withdrawing the queued writes of the conversations it
+  // reaches (as it withdraws their queued inputs) passed every test, each aborting without it.
+  const hold = gatedTool();
+  const responder: FauxResponder = (req) => {
+    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+    const answered = req.messages.at(-1)?.role === "toolResult";
+    return lastUser.startsWith("hold") && !answered
+      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+          stopReason: "toolUse",
+        })
+      : fauxAssistantMessage(big("answer"));
+  };
+  const { h, root } = await open(responder, {
+    tools: [hold.tool],
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  await chat(root, 3);
+  const run = await root.submit({ type: "input", content: "hold on" });
+  await until(() => (liveOf(h) as LiveState).tools?.[0]?.status === "running", { what: "tool running" });
+  const taskId = await root.compact();
+  const record = await h.waitForTask(taskId);
+  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
+    .submissionId;
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  await root.abort({ background: true });
+  expect((await run.wait()).status).toBe("unanswered");
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  await (await root.submit({ type: "input", content: "next" })).wait();
+  expect((await h.submissionRecord(id))?.status).toBe("done");
+  expect((await root.entries()).filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
+});
