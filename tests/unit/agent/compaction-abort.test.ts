@@ -6,10 +6,12 @@
  * withdraws it. (A manual compaction under way is aborted by Conversation.abort(): `compaction`.)
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { startBackgroundCompaction } from "../../../worker/agent/compaction/start.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
-import { AgentHarness, type Conversation, type LiveState } from "../../../worker/index.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { AgentHarness, type Conversation, defineTool, type LiveState } from "../../../worker/index.ts";
 import {
   deferred,
   type FauxRequest,
@@ -185,4 +187,84 @@ test("a summary already queued survives Conversation.abort(); Submission.abort()
   hold.release.resolve();
   expect((await second.run.wait()).status).toBe("done");
   expect((await root.entries()).filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
+});
+
+test("a summary already queued survives Conversation.abort({ background: true }) too; the next boundary places it (draw 35b)", async () => {
+  // Draw 35b: abort({ background: true }) withdrawing the queued writes of the conversations it
+  // reaches (as it withdraws their queued inputs) passed every test, each aborting without it.
+  const hold = gatedTool();
+  const responder: FauxResponder = (req) => {
+    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+    const answered = req.messages.at(-1)?.role === "toolResult";
+    return lastUser.startsWith("hold") && !answered
+      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
+          stopReason: "toolUse",
+        })
+      : fauxAssistantMessage(big("answer"));
+  };
+  const { h, root } = await open(responder, {
+    tools: [hold.tool],
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  await chat(root, 3);
+  const run = await root.submit({ type: "input", content: "hold on" });
+  await until(() => (liveOf(h) as LiveState).tools?.[0]?.status === "running", { what: "tool running" });
+  const taskId = await root.compact();
+  const record = await h.waitForTask(taskId);
+  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
+    .submissionId;
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  await root.abort({ background: true });
+  expect((await run.wait()).status).toBe("unanswered");
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  await (await root.submit({ type: "input", content: "next" })).wait();
+  expect((await h.submissionRecord(id))?.status).toBe("done");
+  expect((await root.entries()).filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
+});
+
+test("a summary already queued survives a tool's conversation handle abort() too; the next boundary places it (draw 35b)", async () => {
+  // Draw 35b: a tool's conversation handle abort() withdrawing the queued writes (a queued summary)
+  // of the conversations it reaches passed every test, none of which aborts through that handle.
+  const hold = gatedTool();
+  let target = 0;
+  const aborter = defineTool({
+    name: "aborter",
+    description: "Abort another conversation",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      await api.conversation(target)!.abort();
+      return textResult("aborted it");
+    },
+  });
+  const responder: FauxResponder = (req) => {
+    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+    const answered = req.messages.at(-1)?.role === "toolResult";
+    const call = lastUser.startsWith("hold") ? "hold" : lastUser === "abort it" ? "aborter" : undefined;
+    return call && !answered
+      ? fauxAssistantMessage([fauxToolCall(call, {}, { id: `call-${req.messages.length}` })], {
+          stopReason: "toolUse",
+        })
+      : fauxAssistantMessage(big("answer"));
+  };
+  const { h, root } = await open(responder, {
+    tools: [hold.tool, aborter],
+    settings: { compaction: { keepRecentTokens: 150 } },
+  });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  target = other.id;
+  await chat(other, 3);
+  const run = await other.submit({ type: "input", content: "hold on" });
+  await hold.started.promise;
+  const record = await h.waitForTask(await other.compact());
+  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
+    .submissionId;
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  expect((await (await root.submit({ type: "input", content: "abort it" })).wait()).status).toBe("done");
+  expect((await run.wait()).status).toBe("unanswered");
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  await (await other.submit({ type: "input", content: "next" })).wait();
+  expect((await h.submissionRecord(id))?.status).toBe("done");
+  expect((await other.entries()).filter((e) => e.kind === "pi.compaction")).toHaveLength(1);
 });

@@ -135,6 +135,10 @@ describe("beforeCompact", () => {
   test("the first decision wins; a throwing hook is reported and the next one asked", async () => {
     const reports: unknown[] = [];
     const asked: string[] = [];
+    // Draw 35b: the report is the very error thrown (a copy with its message passed when reports were
+    // read by message), and the hooks that pass and decide are async (a decision not awaited, taken
+    // for a malformed one, passed when every hook here was synchronous).
+    const broke = new Error("hook broke");
     const { h, root, faux } = await open(echoOrSummary, {
       settings,
       onReport: (error) => reports.push(error),
@@ -142,14 +146,16 @@ describe("beforeCompact", () => {
         beforeCompact: [
           () => {
             asked.push("throws");
-            throw new Error("hook broke");
+            throw broke;
           },
-          () => {
+          async () => {
             asked.push("passes");
+            await Promise.resolve();
             return undefined;
           },
-          () => {
+          async () => {
             asked.push("decides");
+            await new Promise((resolve) => setTimeout(resolve, 1));
             return { summary: "SECOND" };
           },
           () => {
@@ -163,6 +169,8 @@ describe("beforeCompact", () => {
     await h.waitForTask(await root.compact());
     expect(asked).toEqual(["throws", "passes", "decides"]);
     expect(reports.map((e) => (e as Error).message)).toEqual(["hook broke"]);
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toBe(broke);
     expect(summaryText((await root.entries()).at(-1)!)).toContain("<summary>\nSECOND\n</summary>");
     expect(faux.requests.filter(isSummary)).toEqual([]);
   });

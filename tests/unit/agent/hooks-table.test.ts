@@ -880,6 +880,43 @@ test("an aborted call in a conversation other than the root asks the onAbort hoo
   expect(textOf(messageOf(result!))).toMatch(/^durable \+b/);
 });
 
+test("a compaction in a conversation other than the root asks the beforeCompact hooks of that conversation's selection, not the root's (draw 35b)", async () => {
+  // Draw 35b: every beforeCompact test compacted the root; a compaction asking the root's hooks
+  // passed them.
+  const big = (label: string) => `${label} ${"x".repeat(400)}`;
+  const respond: FauxResponder = (req) =>
+    req.systemPrompt === SUMMARY_SYSTEM_PROMPT
+      ? fauxAssistantMessage("MODEL SUMMARY")
+      : fauxAssistantMessage(big("a"));
+  const asked: string[] = [];
+  const summaryOf = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.compaction", {
+          beforeCompact: () => {
+            asked.push(name);
+            return { summary: `FROM ${name}` };
+          },
+        }),
+      ],
+    });
+  const { h, root, faux } = await withExtensions(respond, [summaryOf("a"), summaryOf("b")], {
+    settings: { compaction: { keepRecentTokens: 250 } },
+  });
+  await root.configure({ extensions: ["a"] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["b"] },
+  });
+  for (let i = 1; i <= 4; i++) await (await other.submit({ type: "input", content: big(`q${i}`) })).wait();
+  const record = await h.waitForTask(await other.compact());
+  expect(record.state).toMatchObject({ outcome: { status: "completed" } });
+  expect(asked).toEqual(["b"]);
+  expect(faux.requests.filter((r) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT)).toEqual([]);
+  expect(JSON.stringify((await other.entries()).at(-1)!.model)).toContain("FROM b");
+});
+
 test("a changed selection is the next task's hooks: a conversation reconfigured from [a] to [b, a], then to none of them, asks exactly those, in that order", async () => {
   // Break 30B: every named test configured each conversation once, before its only run; hooks kept
   // per conversation from its first resolution passed them.
