@@ -76,6 +76,23 @@ test("a cancelled close wait leaves the shutdown going: with no later close() th
   expect(store.closed).toBe(true);
 });
 
+test("a close whose signal was aborted before the call still seals admission and begins the shutdown: it rejects WaitCancelled, later admissions are refused, and the store closes on its own (draw 35bB)", async () => {
+  // Draw 35bB: every named cancel came after close() was called; a close() that answered an
+  // already-aborted signal first (as an admission check does) left admission open and began no shutdown.
+  const job = single("after-cancel", async () => undefined);
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [job] });
+  await expect(h.close({}, AbortSignal.abort())).rejects.toBeInstanceOf(WaitCancelled);
+  expect(h.closed).toBe(true);
+  await expect(h.createTask(job, null, { ownership: { kind: "conversation" } })).rejects.toBeInstanceOf(
+    HarnessClosed,
+  );
+  await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  expect(() => h.resume()).toThrow(HarnessClosed);
+  await until(() => store.closed, { what: "the store closed without another close()" });
+  await h.close();
+});
+
 test("a cancelled close wait does not cut the grace short: a phase that reaches its commit within graceMs after the cancel still commits it", async () => {
   // Break 29H: every cancelled wait was of a close without a grace, so a cancel that also ended the
   // grace (the shutdown stopping the phase at the cancel) passed them.
