@@ -243,9 +243,13 @@ test("a close that begins while the step after a phase is being stored starts no
     });
     void h.transaction((tx) => tx.writeDoc(1, "app.beside", { n: 1 }));
   });
-  const id = await h.createTask(twoStep(async () => void ran.push("second")), null, {
-    ownership: { kind: "conversation" },
-  });
+  const id = await h.createTask(
+    twoStep(async () => void ran.push("second")),
+    null,
+    {
+      ownership: { kind: "conversation" },
+    },
+  );
   await until(() => closing !== undefined, { what: "the close begun at the step's commit" });
   await closing;
   store.setFaultHook(undefined);
