@@ -595,7 +595,12 @@ describe("deferred responses (poll)", () => {
     const sent = { count: 0 };
     const store = await memoryStore();
     let polledEarly = 0;
+    // The host is told the poll time before the wait, and again by the engine that resumes it (draw
+    // 35bB: a poll that armed no wake-up passed every test; a sleeping host would never poll).
+    const wakes: number[] = [];
+    const resumedWakes: number[] = [];
     const first = await AgentHarness.open(store, {
+      wakeAt: (at) => wakes.push(at),
       models: createModelResolver({
         extra: [faux.model],
         deferred: {
@@ -631,11 +636,13 @@ describe("deferred responses (poll)", () => {
     // The poll waits for its time: nothing is fetched before it.
     await new Promise((r) => setTimeout(r, 50));
     expect(polledEarly).toBe(0);
+    expect(wakes).toEqual([pollAt]);
     const image = await memoryStore(store.image());
     await first.close();
     const fetched: string[] = [];
     const handles: unknown[] = [];
     const second = await AgentHarness.open(image, {
+      wakeAt: (at) => resumedWakes.push(at),
       models: createModelResolver({
         extra: [faux.model],
         deferred: {
@@ -662,6 +669,7 @@ describe("deferred responses (poll)", () => {
     });
     expect((await again.wait()).status).toBe("done");
     expect(fetched).toEqual(["job-7"]);
+    expect(resumedWakes).toEqual([pollAt]);
     // The stored handle is the provider's whole, not its id alone (draw 34dA).
     expect(handles).toEqual([{ id: "job-7", pollAfterMs: 60_000 }]);
     expect(sent.count).toBe(1);

@@ -76,6 +76,23 @@ test("a cancelled close wait leaves the shutdown going: with no later close() th
   expect(store.closed).toBe(true);
 });
 
+test("a close whose signal was aborted before the call still seals admission and begins the shutdown: it rejects WaitCancelled, later admissions are refused, and the store closes on its own (draw 35bB)", async () => {
+  // Draw 35bB: every named cancel came after close() was called; a close() that answered an
+  // already-aborted signal first (as an admission check does) left admission open and began no shutdown.
+  const job = single("after-cancel", async () => undefined);
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [job] });
+  await expect(h.close({}, AbortSignal.abort())).rejects.toBeInstanceOf(WaitCancelled);
+  expect(h.closed).toBe(true);
+  await expect(h.createTask(job, null, { ownership: { kind: "conversation" } })).rejects.toBeInstanceOf(
+    HarnessClosed,
+  );
+  await expect(h.transaction(() => undefined)).rejects.toBeInstanceOf(HarnessClosed);
+  expect(() => h.resume()).toThrow(HarnessClosed);
+  await until(() => store.closed, { what: "the store closed without another close()" });
+  await h.close();
+});
+
 test("a cancelled close wait does not cut the grace short: a phase that reaches its commit within graceMs after the cancel still commits it", async () => {
   // Break 29H: every cancelled wait was of a close without a grace, so a cancel that also ended the
   // grace (the shutdown stopping the phase at the cancel) passed them.
@@ -183,6 +200,67 @@ test("close() stops a running task without writing an outcome or an abort mark: 
   next.resume();
   expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "resumed 0" });
   expect(outcome(await done(next, bg))).toEqual({ status: "completed", result: "resumed 1" });
+  await next.close();
+});
+
+test("a close that begins while the step after a phase is being stored starts no next phase: the task stays at its new checkpoint and the next engine runs it (draw 35bB)", async () => {
+  // Draw 35bB: the named tests' closes begin while a phase runs; a step decided "run" just before the
+  // seal (its commit on the line, the close begun as that commit was stored) started the next phase
+  // after close began, unchecked, and passed them.
+  type Two = { phase: "first" } | { phase: "second" };
+  const ran: string[] = [];
+  const twoStep = (second: () => Promise<void>) =>
+    defineTask<Json, Two, Json>({
+      name: "step-at-seal",
+      version: 1,
+      initial: () => ({ phase: "first" }),
+      abort: async () => undefined,
+      phases: {
+        first: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }))),
+        second: async (_t, runtime) => {
+          await second();
+          await runtime.commit(() => complete("second ran"));
+        },
+      },
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [twoStep(async () => void ran.push("second"))] });
+  let closing: Promise<void> | undefined;
+  let armed = false;
+  // When the first phase's checkpoint is published, another commit is asked at once, so the step
+  // after the phase is decided on the line in the next group; that group's COMMIT begins the close.
+  h.subscribe((change) => {
+    if (armed) return;
+    const moved = change.tasks.find(
+      (t) => (t.state as { checkpoint?: { phase: string } }).checkpoint?.phase === "second",
+    );
+    if (!moved) return;
+    armed = true;
+    store.setFaultHook((point) => {
+      if (point !== "before-commit" || closing) return;
+      closing = h.close();
+    });
+    void h.transaction((tx) => tx.writeDoc(1, "app.beside", { n: 1 }));
+  });
+  const id = await h.createTask(
+    twoStep(async () => void ran.push("second")),
+    null,
+    {
+      ownership: { kind: "conversation" },
+    },
+  );
+  await until(() => closing !== undefined, { what: "the close begun at the step's commit" });
+  await closing;
+  store.setFaultHook(undefined);
+  expect(ran).toEqual([]);
+  const image = await memoryStore(store.image());
+  expect(JSON.parse((await row(image, id))?.["state"] as string)).toMatchObject({
+    checkpoint: { phase: "second" },
+  });
+  const next = await Harness.open(image, { tasks: [twoStep(async () => void ran.push("resumed"))] });
+  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "second ran" });
+  expect(ran).toEqual(["resumed"]);
   await next.close();
 });
 

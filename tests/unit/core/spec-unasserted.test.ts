@@ -232,6 +232,53 @@ describe("no free-standing task dependencies (spec §5.5)", () => {
     expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "owner" });
     await h.close();
   });
+  test("children an owner creates in its own phase commit, two at once, start while its next phase still runs, each without waiting for the other (draw 35bB)", async () => {
+    // Draw 35bB: the named tests create their tasks from outside, one commit each; a drain skipped
+    // for a commit that also moves the creating task's checkpoint (so its children waited for the
+    // owner's invocation to end) passed them. Both definitions are installed at open, so no
+    // registration on creation kicks the scheduler for them.
+    const gate = deferred();
+    const started: string[] = [];
+    const child = defineTask<Json, Go, Json>({
+      ...parked("spawned"),
+      phases: {
+        go: async (task, runtime) => {
+          started.push(String(task.input));
+          if (task.input === "first") await gate.promise;
+          await runtime.commit(() => complete(task.input));
+        },
+      },
+    });
+    const owner = defineTask<Json, { phase: "spawn" } | { phase: "hold" }, Json>({
+      name: "spawner",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      abort: async () => undefined,
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            tx.createTask(child, "first", { ownership: { kind: "task", taskId: runtime.taskId } });
+            tx.createTask(child, "second", { ownership: { kind: "task", taskId: runtime.taskId } });
+            return { status: "running", checkpoint: { phase: "hold" } };
+          });
+        },
+        hold: async (_t, runtime) => {
+          await gate.promise;
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
+    const a = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => started.length === 2, { timeoutMs: 2000, what: "both children started" });
+    expect([...started].sort()).toEqual(["first", "second"]);
+    expect((await h.getTask(a))?.state.status).toBe("running");
+    const second = (await h.tasks({ kind: "spawned" })).find((t) => t.input === "second")!;
+    expect(outcome(await done(h, second.id))).toEqual({ status: "completed", result: "second" });
+    gate.resolve();
+    expect(outcome(await done(h, a))).toEqual({ status: "completed", result: "owner" });
+    await h.close();
+  });
 });
 
 describe("a never-settling handler never hands over (spec §5.4)", () => {

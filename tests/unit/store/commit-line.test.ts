@@ -7,7 +7,7 @@
  */
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
-import { DOC, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
+import { DOC, defineDoc, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 import { complete, done, single } from "../core/fixtures.ts";
@@ -369,6 +369,38 @@ test("a publication carries every record of a commit that writes several of a ki
       [-written.tasks[0]!, "app.task", { n: 3 }],
     ]),
   );
+  await h.close();
+});
+
+test("a publication carries a deletion, and each document item its stored definition version and incarnation, which a documentState follows (draw 35bB)", async () => {
+  // Draw 35bB: the named tests' commits created and retired, never deleted a conversation, and
+  // read a document item's name and value only; a change set without its deleted conversations, or
+  // with every item at version 1, passed them (a deletion's watchers hung elsewhere).
+  const h = await Harness.open(await memoryStore());
+  const notes = defineDoc<{ n: number }>({
+    name: "app.versioned",
+    version: 2,
+    initial: { n: 0 },
+    migrate: (value) => value as { n: number },
+  });
+  const doomed = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  await h.transaction((tx) => tx.writeDoc(1, "app.versioned", { n: 0 }));
+  const state = await h.documentState(1, "app.versioned");
+  expect(state?.version).toBe(1);
+  const seen: Array<{ docs: unknown[]; deleted: unknown }> = [];
+  const stop = h.subscribe((change) =>
+    seen.push({ docs: [...change.docs], deleted: change.deletedConversations }),
+  );
+  await h.transaction((tx) => notes.write(tx, 1, { n: 1 }));
+  expect(await h.deleteConversation(doomed)).toEqual([doomed]);
+  stop();
+  const meta = internals(h).session.records.docMeta.get("1:app.versioned");
+  expect(seen[0]!.docs).toEqual([
+    { conversationId: 1, name: "app.versioned", value: { n: 1 }, version: 2, id: meta!.id },
+  ]);
+  expect(seen.map((s) => s.deleted).filter((d) => d !== undefined)).toEqual([[doomed]]);
+  expect(state?.value).toEqual({ n: 1 });
+  expect(state?.version).toBe(2);
   await h.close();
 });
 
