@@ -103,6 +103,34 @@ export interface AppSuite {
   relaunch(): Promise<LaunchedBrowser>;
 }
 
+/**
+ * For a failed test's report: each open page's address, the words of its alerts and status lines
+ * (an error the app showed but never logged) and what its composer still holds (a message never
+ * sent), read with a short bound.
+ */
+async function shown(browser: LaunchedBrowser | undefined): Promise<string> {
+  const pages = browser?.browser.contexts().flatMap((c) => c.pages()) ?? [];
+  const lines = await Promise.all(
+    pages.map(async (page, i) => {
+      const words = await Promise.race([
+        page
+          .evaluate(() => {
+            const words = [...document.querySelectorAll('[role="alert"], [role="status"], [aria-live]')]
+              .map((el) => (el.textContent ?? "").trim())
+              .filter(Boolean);
+            const box = document.querySelector<HTMLTextAreaElement>('[aria-label="message"]');
+            if (box?.value) words.push(`composer still holds: ${box.value.slice(0, 200)}`);
+            return words.join(" | ");
+          })
+          .catch((e: unknown) => `(unreadable: ${e instanceof Error ? e.message : String(e)})`),
+        new Promise<string>((resolve) => setTimeout(() => resolve("(no answer in 2 s)"), 2000)),
+      ]);
+      return `[page ${i}] ${page.url()}: ${words || "(no alert or status text)"}`;
+    }),
+  );
+  return lines.join("\n") || "(no page open)";
+}
+
 /** Register the file's hooks and hand back its server, browser and page opener. */
 export function appSuite(options: { logTail?: number } = {}): AppSuite {
   const tail = options.logTail ?? 200;
@@ -123,7 +151,7 @@ export function appSuite(options: { logTail?: number } = {}): AppSuite {
   afterEach(async (context) => {
     if (context.task.result?.state === "fail") {
       console.log(
-        `page logs:\n${logs.slice(-tail).join("\n")}\nchromium stderr (tail):\n${browser?.log().slice(-3000)}`,
+        `page logs:\n${logs.slice(-tail).join("\n")}\nwhat the pages showed:\n${await shown(browser)}\nchromium stderr (tail):\n${browser?.log().slice(-3000)}`,
       );
     }
     await browser?.close();
