@@ -1060,6 +1060,12 @@ describe("compaction a generation waits for", () => {
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
     // Blocking: owned by the generation, which waited on it alone with allSettled, then prepared again.
     const task = states.find((t) => t.kind === "pi.compaction")!;
+    // Headed at the first kept entry, the cut its summary request was pinned with (draw 35c: the
+    // direct append headed one entry later passed, the next request still led by the summary).
+    const pinned = states.find(
+      (t) => t.id === task.id && (t.state as { checkpoint?: { phase?: string } }).checkpoint?.phase === "summarize",
+    );
+    expect(compaction.head).toBe((pinned!.state as { checkpoint: { firstKept: number } }).checkpoint.firstKept);
     const owner = states.find((t) => t.id === task.owner);
     expect(owner?.kind).toBe("pi.generation");
     expect(states.filter((t) => t.id === task.owner).map((t) => t.state)).toContainEqual(
