@@ -528,7 +528,15 @@ describe("Conversation.compact()", () => {
       models: faux.models,
       defaultModel: faux.ref,
     });
-    expect((await (await other.root()).viewState()).entries.map((e) => e.id)).toEqual(view);
+    const reopened = await other.root();
+    expect((await reopened.viewState()).entries.map((e) => e.id)).toEqual(view);
+    // Raw history stays across a reopen too (draw 35c: the entry cache loaded at a reopen from the
+    // summary's head on passed): the reopened engine reads every stored entry, and the context as of
+    // an entry before the cut.
+    expect((await reopened.entries()).map((e) => e.id)).toEqual((await root.entries()).map((e) => e.id));
+    expect((await reopened.context({ at: raw[3]!.id })).entries.map((e) => e.id)).toEqual(
+      raw.slice(0, 4).map((e) => e.id),
+    );
     await other.close();
   });
 
