@@ -1071,9 +1071,13 @@ describe("compaction a generation waits for", () => {
     // Headed at the first kept entry, the cut its summary request was pinned with (draw 35c: the
     // direct append headed one entry later passed, the next request still led by the summary).
     const pinned = states.find(
-      (t) => t.id === task.id && (t.state as { checkpoint?: { phase?: string } }).checkpoint?.phase === "summarize",
+      (t) =>
+        t.id === task.id &&
+        (t.state as { checkpoint?: { phase?: string } }).checkpoint?.phase === "summarize",
     );
-    expect(compaction.head).toBe((pinned!.state as { checkpoint: { firstKept: number } }).checkpoint.firstKept);
+    expect(compaction.head).toBe(
+      (pinned!.state as { checkpoint: { firstKept: number } }).checkpoint.firstKept,
+    );
     const owner = states.find((t) => t.id === task.owner);
     expect(owner?.kind).toBe("pi.generation");
     expect(states.filter((t) => t.id === task.owner).map((t) => t.state)).toContainEqual(
