@@ -256,4 +256,41 @@ describe("beforeCompact", () => {
     expect(textOf(faux.requests.at(-1)!.messages.at(-1)!)).toBe(big(`q${turn}`));
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   });
+
+  test("a blocking compaction whose hook supplies the summary appends it directly, completes with {entryId}, and its generation's request starts from it (draw 35c)", async () => {
+    // Draw 35c: the hook's summary admitted as a write submission even for a blocking compaction
+    // passed every test (the waiting run sent its request uncompacted, the summary queued behind it).
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 1200 });
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 } },
+      hooks: { beforeCompact: [() => ({ summary: "HOOK SUMMARY" })] },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    let turn = 0;
+    while ((await h.tasks({ kind: "pi.compaction" })).length === 0 && turn < 12) {
+      turn++;
+      const settled = await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait();
+      expect(settled.status).toBe("done");
+    }
+    const [task] = await h.tasks({ kind: "pi.compaction" });
+    expect(task!.input).toEqual({ reason: "threshold", blocking: true });
+    const compaction = (await root.entries()).find((e) => e.kind === "pi.compaction")!;
+    expect(summaryText(compaction)).toContain("<summary>\nHOOK SUMMARY\n</summary>");
+    expect(task!.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: compaction.id } },
+    });
+    // Appended directly, before the run's request: no summary request, no write submission, and the
+    // request that answered the run's input starts from the summary.
+    expect(faux.requests.filter(isSummary)).toEqual([]);
+    const sent = faux.requests.at(-1)!;
+    expect(textOf(sent.messages[0]!)).toContain("<summary>\nHOOK SUMMARY\n</summary>");
+    expect(textOf(sent.messages.at(-1)!)).toBe(big(`q${turn}`));
+  });
 });

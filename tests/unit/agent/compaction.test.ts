@@ -528,7 +528,15 @@ describe("Conversation.compact()", () => {
       models: faux.models,
       defaultModel: faux.ref,
     });
-    expect((await (await other.root()).viewState()).entries.map((e) => e.id)).toEqual(view);
+    const reopened = await other.root();
+    expect((await reopened.viewState()).entries.map((e) => e.id)).toEqual(view);
+    // Raw history stays across a reopen too (draw 35c: the entry cache loaded at a reopen from the
+    // summary's head on passed): the reopened engine reads every stored entry, and the context as of
+    // an entry before the cut.
+    expect((await reopened.entries()).map((e) => e.id)).toEqual((await root.entries()).map((e) => e.id));
+    expect((await reopened.context({ at: raw[3]!.id })).entries.map((e) => e.id)).toEqual(
+      raw.slice(0, 4).map((e) => e.id),
+    );
     await other.close();
   });
 
@@ -1060,6 +1068,16 @@ describe("compaction a generation waits for", () => {
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
     // Blocking: owned by the generation, which waited on it alone with allSettled, then prepared again.
     const task = states.find((t) => t.kind === "pi.compaction")!;
+    // Headed at the first kept entry, the cut its summary request was pinned with (draw 35c: the
+    // direct append headed one entry later passed, the next request still led by the summary).
+    const pinned = states.find(
+      (t) =>
+        t.id === task.id &&
+        (t.state as { checkpoint?: { phase?: string } }).checkpoint?.phase === "summarize",
+    );
+    expect(compaction.head).toBe(
+      (pinned!.state as { checkpoint: { firstKept: number } }).checkpoint.firstKept,
+    );
     const owner = states.find((t) => t.id === task.owner);
     expect(owner?.kind).toBe("pi.generation");
     expect(states.filter((t) => t.id === task.owner).map((t) => t.state)).toContainEqual(
