@@ -258,6 +258,17 @@ test("models is the harness's models: the resolver given to open, which knows th
   expect(other.seen.api!.models).toBe(second.faux.models);
 });
 
+test("models is the harness's models in a call of a conversation other than the root too (draw 35c)", async () => {
+  // Draw 35c: the named test's call ran in the root; an api handing a conversation other than the
+  // root a resolver of its own (a copy of the harness's) passed it.
+  const { tool, seen } = probe("probe", async () => textResult("ok"));
+  const { h, faux } = await open(calls("probe"), { tools: [tool] });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(seen.api!.models).toBe(faux.models);
+  expect(seen.api!.models.resolve(faux.ref)?.id).toBe(faux.ref.modelId);
+});
+
 test("diagnostic() records a remark in the call's slot with the next progress commit and in the result: the api's first, then the result's, then the harness's; a warn is not an error; a bad one is a TypeError; it throws after the call ended", async () => {
   const started = deferred();
   const gate = deferred();
