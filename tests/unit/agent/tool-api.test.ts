@@ -334,6 +334,45 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   expect(() => seen.api!.diagnostic({ severity: "info", message: "late" })).toThrow(CommitRefused);
 });
 
+test("diagnostic() throws once the call's invocation was signalled by an abort, and that late remark is not in the aborted result (draw 35c)", async () => {
+  // Draw 35c: "throws after the call ended" was tried at a call that returned; a diagnostic() that
+  // checked the invocation's end only, accepting a remark after the abort signal, passed every test.
+  const reported = deferred();
+  let late: unknown = "not thrown";
+  const { tool } = probe("probe", async (api) => {
+    api.diagnostic({ severity: "warn", message: "before the abort" });
+    const aborted = new Promise((_, reject) =>
+      api.signal.addEventListener(
+        "abort",
+        () => {
+          try {
+            api.diagnostic({ severity: "info", message: "after the abort" });
+          } catch (error) {
+            late = error;
+          }
+          reject(api.signal.reason);
+        },
+        { once: true },
+      ),
+    );
+    reported.resolve();
+    await aborted;
+    return textResult("never");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await reported.promise;
+  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined);
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  expect(late).toBeInstanceOf(CommitRefused);
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
+    ["warn", "before the abort"],
+    ["error", "aborted"],
+  ]);
+});
+
 test("diagnostic() records the remark as it was when called: a tool reusing one object for its next remark changes neither the slot's nor the result's first (draw 32b)", async () => {
   // Draw 32b: the named test passed a fresh object to each call; a buffer keeping the caller's
   // object, not a copy taken at the call, passed it, and a later change to the object rewrote
