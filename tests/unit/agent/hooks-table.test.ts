@@ -636,14 +636,26 @@ describe("the hooks table: composition in extension order, and what a throw does
   test("afterTools: every observer runs, in order, with the round's results; a throw is reported and the next runs", async () => {
     const { tool } = itemTool({});
     const seen: string[] = [];
-    const { root, reported } = await withExtensions(
+    // Draw 35c: the reports were read by message; a chain reporting a copy of each error passed.
+    const xError = new Error("x broke");
+    let yError: Error | undefined;
+    const { root, reported, errors } = await withExtensions(
       callsThenAnswer(
         fauxToolCall("apply", { item: "x" }, { id: "c1" }),
         fauxToolCall("apply", { item: "y" }, { id: "c2" }),
       ),
       [
         defineExtension({ name: "tools", tools: [tool] }),
-        defineExtension({ name: "x", hooks: [hook("pi.generation", { afterTools: boom("x") })] }),
+        defineExtension({
+          name: "x",
+          hooks: [
+            hook("pi.generation", {
+              afterTools: () => {
+                throw xError;
+              },
+            }),
+          ],
+        }),
         // Break 30G: an async observer is awaited (its rejection reported, the next run only once it
         // settled); a chain that did not await the afterTools hooks passed the synchronous ones.
         defineExtension({
@@ -652,7 +664,8 @@ describe("the hooks table: composition in extension order, and what a throw does
             hook("pi.generation", {
               afterTools: async () => {
                 await new Promise((r) => setTimeout(r, 5));
-                throw new Error("y broke");
+                yError = new Error("y broke");
+                throw yError;
               },
             }),
           ],
@@ -684,6 +697,9 @@ describe("the hooks table: composition in extension order, and what a throw does
     });
     expect(seen).toEqual(["a:c1,c2", "a settled", "b:c1,c2"]);
     expect(reported).toEqual(["x broke", "y broke"]);
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toBe(xError);
+    expect(errors[1]).toBe(yError);
   });
 
   test("beforeCompact: the first decision wins; a throw is reported and the next is asked", async () => {
@@ -915,6 +931,35 @@ test("a compaction in a conversation other than the root asks the beforeCompact 
   expect(asked).toEqual(["b"]);
   expect(faux.requests.filter((r) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT)).toEqual([]);
   expect(JSON.stringify((await other.entries()).at(-1)!.model)).toContain("FROM b");
+});
+
+test("afterTools in a conversation other than the root asks the observers of that conversation's selection, not the root's (draw 35c)", async () => {
+  // Draw 35c: every afterTools test ran its round in the root; a round asking the root's afterTools
+  // hooks passed them.
+  const { tool } = itemTool({});
+  const seen: string[] = [];
+  const observer = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.generation", {
+          afterTools: (results) => void seen.push(`${name}:${results.map((r) => r.callId)}`),
+        }),
+      ],
+    });
+  const { h, root } = await withExtensions(
+    callsThenAnswer(fauxToolCall("apply", { item: "x" }, { id: "c1" })),
+    [defineExtension({ name: "tools", tools: [tool] }), observer("a"), observer("b")],
+  );
+  await root.configure({ extensions: ["tools", "a"] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["tools", "b"] },
+  });
+  expect(await (await other.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(seen).toEqual(["b:c1"]);
 });
 
 test("a changed selection is the next task's hooks: a conversation reconfigured from [a] to [b, a], then to none of them, asks exactly those, in that order", async () => {

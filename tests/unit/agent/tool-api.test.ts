@@ -258,6 +258,17 @@ test("models is the harness's models: the resolver given to open, which knows th
   expect(other.seen.api!.models).toBe(second.faux.models);
 });
 
+test("models is the harness's models in a call of a conversation other than the root too (draw 35c)", async () => {
+  // Draw 35c: the named test's call ran in the root; an api handing a conversation other than the
+  // root a resolver of its own (a copy of the harness's) passed it.
+  const { tool, seen } = probe("probe", async () => textResult("ok"));
+  const { h, faux } = await open(calls("probe"), { tools: [tool] });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  expect((await (await other.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(seen.api!.models).toBe(faux.models);
+  expect(seen.api!.models.resolve(faux.ref)?.id).toBe(faux.ref.modelId);
+});
+
 test("diagnostic() records a remark in the call's slot with the next progress commit and in the result: the api's first, then the result's, then the harness's; a warn is not an error; a bad one is a TypeError; it throws after the call ended", async () => {
   const started = deferred();
   const gate = deferred();
@@ -321,6 +332,45 @@ test("diagnostic() records a remark in the call's slot with the next progress co
   // The slot is done and no longer carries them; after the call, diagnostic() throws.
   expect(liveOf(h).tools).toBeUndefined();
   expect(() => seen.api!.diagnostic({ severity: "info", message: "late" })).toThrow(CommitRefused);
+});
+
+test("diagnostic() throws once the call's invocation was signalled by an abort, and that late remark is not in the aborted result (draw 35c)", async () => {
+  // Draw 35c: "throws after the call ended" was tried at a call that returned; a diagnostic() that
+  // checked the invocation's end only, accepting a remark after the abort signal, passed every test.
+  const reported = deferred();
+  let late: unknown = "not thrown";
+  const { tool } = probe("probe", async (api) => {
+    api.diagnostic({ severity: "warn", message: "before the abort" });
+    const aborted = new Promise((_, reject) =>
+      api.signal.addEventListener(
+        "abort",
+        () => {
+          try {
+            api.diagnostic({ severity: "info", message: "after the abort" });
+          } catch (error) {
+            late = error;
+          }
+          reject(api.signal.reason);
+        },
+        { once: true },
+      ),
+    );
+    reported.resolve();
+    await aborted;
+    return textResult("never");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await reported.promise;
+  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined);
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  expect(late).toBeInstanceOf(CommitRefused);
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => [d.severity, d.code ?? d.message])).toEqual([
+    ["warn", "before the abort"],
+    ["error", "aborted"],
+  ]);
 });
 
 test("diagnostic() records the remark as it was when called: a tool reusing one object for its next remark changes neither the slot's nor the result's first (draw 32b)", async () => {

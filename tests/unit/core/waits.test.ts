@@ -18,6 +18,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import {
+  abortedByHandler,
   complete,
   done,
   engineStillRuns,
@@ -148,6 +149,127 @@ describe("waits", () => {
     expect((await h.getTask(other))?.abortRequested).toBe(false);
     gate.resolve();
     expect(outcome(await done(h, other))?.status).toBe("completed");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("a wait on id 0, a negative id or a fractional id is an InvalidTransition like any missing task: nothing stored (draw 35c)", async () => {
+    // Draw 35c: the missing task tried was far past the last (99 999); an existence check counting id
+    // 0 as a task (ids start at 1) passed every test.
+    // The waiter resumes in another phase, so a wait wrongly accepted ends it ("waited"), never loops.
+    const caught = new Map<TaskId, unknown>();
+    const waiter = defineTask<{ on: number }, { phase: "go" } | { phase: "after" }, string>({
+      name: "odd-id-waiter",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          try {
+            await runtime.commit((tx) => {
+              tx.appendEntry(runtime.conversationId, { kind: "app.with-wait", data: runtime.taskId });
+              return {
+                status: "waiting",
+                checkpoint: { phase: "after" },
+                on: [task.input.on],
+                policy: "allSettled",
+              };
+            });
+          } catch (error) {
+            caught.set(runtime.taskId, error);
+            await runtime.commit(() => ({
+              status: "terminal",
+              outcome: { status: "completed", result: "carried on" },
+            }));
+          }
+        },
+        after: async (_t, runtime) =>
+          void (await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "completed", result: "waited" },
+          }))),
+      },
+      abort: abortedByHandler as never,
+    });
+    const h = await Harness.open(await memoryStore());
+    for (const on of [0, -1, 1.5]) {
+      const id = await h.createTask(waiter, { on }, { ownership: { kind: "conversation" } });
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+      expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+      expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    }
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  /**
+   * A task that, in one commit, creates a child of its own and a grandchild (owned by that child),
+   * and waits failFast on `which` of them (and on `foreign` after them): its outcome and what it caught.
+   */
+  async function failFastOnCreated(which: "child" | "grandchild", foreign?: TaskId) {
+    const caught: unknown[] = [];
+    const kid = parked("fast-kid");
+    const grandkid = parked("fast-grandkid");
+    const waiter = single("fast-waiter", async (_t, runtime) => {
+      try {
+        await runtime.commit((tx) => {
+          tx.appendEntry(runtime.conversationId, { kind: "app.with-wait", data: runtime.taskId });
+          const child = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          const grandchild = tx.createTask(grandkid, null, { ownership: { kind: "task", taskId: child } });
+          const on = [which === "child" ? child : grandchild, ...(foreign === undefined ? [] : [foreign])];
+          return { status: "waiting", checkpoint: { phase: "go" }, on, policy: "failFast" };
+        });
+      } catch (error) {
+        caught.push(error);
+        await runtime.commit(() => complete("carried on"));
+      }
+    });
+    return { waiter, caught, tasks: [kid, grandkid, waiter] };
+  }
+
+  test("failFast on its own child and then a task it does not own is an InvalidTransition: every task of `on` is checked, not only the first; nothing stored (draw 35c)", async () => {
+    // Draw 35c: every refused failFast named one foreign task; the ownership check made for the first
+    // task of `on` alone passed every test.
+    const gate = deferred();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("bystander", async (_t, runtime) => {
+        await gate.promise;
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    const { waiter, caught } = await failFastOnCreated("child", other);
+    const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toBeInstanceOf(InvalidTransition);
+    expect(caught[0]).not.toBeInstanceOf(WaitCycle);
+    expect((caught[0] as Error).message).toContain(`task ${other} is not owned`);
+    // Nothing of the refused commit: no entry, no child, and the foreign task unmarked.
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    expect(await h.getTask(other + 2)).toBeUndefined();
+    expect((await h.getTask(other))?.abortRequested).toBe(false);
+    gate.resolve();
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  test("failFast on a grandchild (owned by its child, not by it) is an InvalidTransition: failFast waits only on tasks it owns itself (draw 35c)", async () => {
+    // Draw 35c: every refused failFast named a conversation-owned task; a check that took the owned work
+    // of its owned work as its own passed every test.
+    const h = await Harness.open(await memoryStore());
+    const { waiter, caught } = await failFastOnCreated("grandchild");
+    const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toBeInstanceOf(InvalidTransition);
+    expect(caught[0]).not.toBeInstanceOf(WaitCycle);
+    expect((caught[0] as Error).message).toContain("is not owned by");
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    expect(await h.getTask(id + 1)).toBeUndefined();
     await engineStillRuns(h);
     await h.close();
   });
