@@ -879,6 +879,13 @@ describe("conversations", () => {
     expect(bookmark.is(undefined)).toBe(false);
     expect(() => defineEntry("pi.mine")).toThrow(TypeError);
     expect(() => defineEntry("")).toThrow(TypeError);
+    // Only the `pi.` namespace is reserved: a kind that merely begins with the letters is the app's
+    // (draw 35cA: a check by `startsWith("pi")` refused these and passed).
+    for (const kind of ["pizza.order", "pi-extension.note", "pi"]) {
+      const own = defineEntry(kind);
+      expect(own.kind).toBe(kind);
+      expect(own.is(own.draft(null) as never)).toBe(true);
+    }
   });
 
   test("a configure during a request applies at the next preparation: the request in flight keeps the prompt it was prepared with", async () => {
