@@ -7,7 +7,14 @@
  */
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
-import { DOC, defineDoc, Harness, type LiveState, UnknownTask, type UsageState } from "../../../worker/index.ts";
+import {
+  DOC,
+  defineDoc,
+  Harness,
+  type LiveState,
+  UnknownTask,
+  type UsageState,
+} from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 import { complete, done, single } from "../core/fixtures.ts";
