@@ -553,7 +553,8 @@ describe("conversations", () => {
     const fork = await core.transaction(
       (tx) => tx.forkConversation(id, at, { ownership: { kind: "ownerless" } }).id,
     );
-    for (const c of [id, fork])
+    // The root too: the plain harness made it at its open (draw 35cA).
+    for (const c of [1, id, fork])
       expect(await Promise.all(BUILT_IN_DOCS.map((name) => core.doc(c, name)))).toEqual(
         BUILT_IN_DOCS.map(() => undefined),
       );
@@ -563,7 +564,9 @@ describe("conversations", () => {
     expect(await h.doc(id, "pi.agent")).toBeUndefined();
     // Loading it into an agent harness adds none of them either: nothing is backfilled.
     await h.loadedConversation(fork);
-    for (const c of [id, fork])
+    // Nor does asking the agent harness for the root the plain one made (draw 35cA: `root()`
+    // backfilling an existing root that lacks pi.agent passed): root() writes nothing when it exists.
+    for (const c of [1, id, fork])
       expect(await Promise.all(BUILT_IN_DOCS.map((name) => h.doc(c, name)))).toEqual(
         BUILT_IN_DOCS.map(() => undefined),
       );
@@ -879,6 +882,13 @@ describe("conversations", () => {
     expect(bookmark.is(undefined)).toBe(false);
     expect(() => defineEntry("pi.mine")).toThrow(TypeError);
     expect(() => defineEntry("")).toThrow(TypeError);
+    // Only the `pi.` namespace is reserved: a kind that merely begins with the letters is the app's
+    // (draw 35cA: a check by `startsWith("pi")` refused these and passed).
+    for (const kind of ["pizza.order", "pi-extension.note", "pi"]) {
+      const own = defineEntry(kind);
+      expect(own.kind).toBe(kind);
+      expect(own.is(own.draft(null) as never)).toBe(true);
+    }
   });
 
   test("a configure during a request applies at the next preparation: the request in flight keeps the prompt it was prepared with", async () => {

@@ -373,6 +373,40 @@ test("abortTask on a terminal task returns `terminal` and writes nothing: its re
   await h.close();
 });
 
+test("abortTask committed in one group after the commit that ends the task answers `terminal` and marks nothing: it judges the task by that group's state, not the published record (draw 35cA)", async () => {
+  // Draw 35cA (sections-0-4:249): every named terminal task had ended in a published commit; an
+  // abortTask reading the published record (still running) while the group it joins has just ended
+  // the task answered `marked` and passed them.
+  const gate = deferred();
+  const quick = single("quick-in-group", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("q"));
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [quick] });
+  const id = await h.createTask(quick, null, conversationOwned);
+  await until(() => running(h) === 1, { what: "running" });
+  // Hold the store's next transaction: a group in flight, so the next requests gather behind it.
+  const hold = deferred();
+  const original = store.commit.bind(store);
+  store.commit = (async (work: Parameters<typeof store.commit>[0]) => {
+    await hold.promise;
+    return original(work);
+  }) as typeof store.commit;
+  const blocker = h.transaction((tx) => tx.writeDoc(1, "test.blocker", { n: 1 }));
+  gate.resolve();
+  // The task's ending commit is requested (it waits behind the held group), then the abort.
+  await new Promise((r) => setTimeout(r, 20));
+  const answer = h.abortTask(id);
+  hold.resolve();
+  await blocker;
+  expect(await answer).toBe("terminal");
+  const ended = await done(h, id);
+  expect(outcome(ended)).toEqual({ status: "completed", result: "q" });
+  expect(ended.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("abortTask on a task that ended under an earlier engine returns `terminal` and writes nothing (its record is not in memory after a reopen)", async () => {
   // spec §2.2: "Aborting an already terminal task returns `terminal`; an unknown ID rejects." A reopened
   // engine loads only live tasks, so the terminal one is known by its stored row alone.

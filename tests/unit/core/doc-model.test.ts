@@ -579,6 +579,21 @@ describe("scopes (spec §3.1-3.2)", () => {
           retiredAt: expect.any(Number),
         },
       ]);
+      // And refused, as a completed or aborted task's are (draw 35cA, sections-0-4:333: a refusal kept
+      // to those two outcomes let a failed or faulted task's documents be read, written anew, patched,
+      // looked up and versioned): each access InvalidTransition, nothing written.
+      const scope = taskScope(id);
+      const name = `${status}-doc`;
+      for (const access of [
+        (tx: Tx) => tx.readDoc(scope, name),
+        (tx: Tx) => tx.writeDoc(scope, name, { again: true }),
+        (tx: Tx) => tx.patchDoc(scope, name, [{ path: ["x"], set: 1 }]),
+        (tx: Tx) => tx.retireDoc(scope, name),
+        (tx: Tx) => tx.docRecord(scope, name),
+        (tx: Tx) => tx.docVersion(scope, name),
+      ])
+        await expect(h.transaction((tx) => void access(tx))).rejects.toBeInstanceOf(InvalidTransition);
+      expect(await stored(store, name)).toEqual(rows);
     }
     await h.close();
   });
@@ -909,6 +924,13 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
     });
     expect(await bare.doc(taskScope(task), "scratch")).toBeUndefined();
     expect(await bare.docRecord(taskScope(task), "scratch")).toBeUndefined();
+    // And refused, as a completed or aborted task's are (draw 35cA, sections-0-4:333).
+    await expect(bare.transaction((tx) => tx.readDoc(taskScope(task), "scratch"))).rejects.toBeInstanceOf(
+      InvalidTransition,
+    );
+    await expect(
+      bare.transaction((tx) => tx.writeDoc(taskScope(task), "scratch", { step: 3 })),
+    ).rejects.toBeInstanceOf(InvalidTransition);
     const rows = await stored(bareStore, "scratch");
     expect(rows).toEqual([
       { id: scratch.id, scope: "task", createdAt: entry, retiredAt: expect.any(Number) },

@@ -7,7 +7,14 @@
  */
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
-import { DOC, defineDoc, Harness, type LiveState, type UsageState } from "../../../worker/index.ts";
+import {
+  DOC,
+  defineDoc,
+  Harness,
+  type LiveState,
+  UnknownTask,
+  type UsageState,
+} from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { echo, open } from "../agent/fixtures.ts";
 import { complete, done, single } from "../core/fixtures.ts";
@@ -869,6 +876,35 @@ test("a commit whose callback throws is not observable to the commits grouped af
   expect(await h.doc(1, "test.seen")).toEqual({ n: 1 });
   expect(await h.doc(1, "test.value")).toEqual({ n: 1 });
   expect((await h.entries(1)).filter((e) => e.kind === "app.note")).toEqual([]);
+  await h.close();
+});
+
+test("a callback that throws alone, in a commit of its own, hands out no id: the next commit's task, entry and conversation take the ids it would have taken, and the ids it drew stay unknown (draw 35cA)", async () => {
+  // Draw 35cA (sections-0-4:72): the id counters advanced on the line by a dropped callback (a task,
+  // an entry, a conversation id consumed though nothing was stored) passed every test above: each
+  // throwing callback was grouped with others, none drew an id, and none asked for an id after it.
+  const store = await memoryStore();
+  const idle = single("idle", async () => undefined);
+  const h = await Harness.open(store, { tasks: [idle], onFatal: () => undefined });
+  const thrown = new Error("fails after drawing ids");
+  const failed = h.transaction((tx) => {
+    tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: 1 });
+    tx.appendEntry(1, { kind: "app.note", data: "never stored" });
+    tx.createConversation({ kind: "ownerless" });
+    throw thrown;
+  });
+  await expect(failed).rejects.toBe(thrown);
+  // Nothing it drew exists: the task id is unknown (not an ended task), the conversation too.
+  expect(await h.getTask(1)).toBeUndefined();
+  await expect(h.abortTask(1)).rejects.toBeInstanceOf(UnknownTask);
+  // The session goes on, and the next commit draws the same ids.
+  const ids = await h.transaction((tx) => ({
+    task: tx.createTask(idle, null, { ownership: { kind: "conversation" }, conversationId: 1 }),
+    entry: tx.appendEntry(1, { kind: "app.note", data: "stored" }).id,
+    conversation: tx.createConversation({ kind: "ownerless" }).id,
+  }));
+  expect(ids).toEqual({ task: 1, entry: 1, conversation: 2 });
+  await expect(h.abortTask(2)).rejects.toBeInstanceOf(UnknownTask);
   await h.close();
 });
 
