@@ -8,8 +8,8 @@ import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import type { AgentSettings } from "../../../worker/index.ts";
-import { defineTool } from "../../../worker/index.ts";
-import { deferred, fauxError, until } from "../../../worker/testing.ts";
+import { AgentHarness, DOC, defineTool } from "../../../worker/index.ts";
+import { deferred, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
   echo,
@@ -509,4 +509,47 @@ test("a boundary removes the items it selects from anywhere in the inbox and kee
   answer.resolve();
   expect((await run.wait()).status).toBe("done");
   expect((await f2.wait()).status).toBe("done");
+});
+test("the items a boundary removes from between retained ones are removed so in the stored inbox too: a store reopened after it reads the retained items in their order (draw 35c)", async () => {
+  const tool = gatedTool("hold");
+  const answer = deferred();
+  let n = 0;
+  const { h, root, faux, store } = await open(
+    async (req) => {
+      n++;
+      if (n === 1)
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      if (n === 2) await answer.promise;
+      return echo(req, n);
+    },
+    { tools: [tool.tool], settings: { steeringMode: "all" } },
+  );
+  const run = await root.submit({ type: "input", content: "go" });
+  await tool.started.promise;
+  const f1 = await root.submit({ type: "input", content: "f1" });
+  const s1 = await root.submit({ type: "input", content: "s1", whenBusy: "steer" });
+  const f2 = await root.submit({ type: "input", content: "f2" });
+  const s2 = await root.submit({ type: "input", content: "s2", whenBusy: "steer" });
+  const f3 = await root.submit({ type: "input", content: "f3" });
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual([f1.id, s1.id, f2.id, s2.id, f3.id]);
+  tool.release.resolve();
+  // One commit takes both steers out (two removals, each below a retained item).
+  await until(() => faux.requests.length === 2, { what: "the continuation's request" });
+  const retained = [
+    [f1.id, "followUp"],
+    [f2.id, "followUp"],
+    [f3.id, "followUp"],
+  ];
+  expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual(retained);
+  const other = await AgentHarness.open(await memoryStore(store.image()), {
+    models: faux.models,
+    defaultModel: faux.ref,
+    paused: true,
+  });
+  const stored = (await other.doc(root.id, DOC.inbox)) as { items: { id: number; mode: string }[] };
+  expect(stored.items.map((i) => [i.id, i.mode])).toEqual(retained);
+  await other.close();
+  answer.resolve();
+  expect((await run.wait()).status).toBe("done");
+  expect((await f3.wait()).status).toBe("done");
 });

@@ -152,6 +152,33 @@ describe("submissions", () => {
     expect(inboxOf(h).items).toEqual([]);
   });
 
+  test("a steer queued behind a run whose task is aborted, with no follow-up beside it, starts the next run at the abort's final boundary (draw 35c)", async () => {
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const steer = await root.submit({ type: "input", content: "two", whenBusy: "steer" });
+    expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual([[steer.id, "steer"]]);
+    const taskId = liveOf(h).run!.taskId;
+    expect(await h.abortTask(taskId)).toBe("marked");
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    // Steers are selected at a final boundary as follow-ups are: the steer is placed and answered,
+    // not left queued with nothing live to answer it.
+    await root.waitForIdle();
+    expect(inboxOf(h).items).toEqual([]);
+    expect(await steer.wait()).toMatchObject({ status: "done" });
+    const entries = await transcript(root);
+    expect(entries.filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)))).toEqual([
+      "one",
+      "two",
+    ]);
+    expect(textOf(messageOf(entries.at(-1)!))).toBe("echo: two");
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
   test("a fork starts with an empty inbox: its parent's queued follow-up stays with the parent", async () => {
     const hold = deferred();
     const { h, root } = await open(async (req, n) => {

@@ -620,6 +620,52 @@ test("a held failed outcome reaches the conversations its task owns like an abor
   expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
 });
 
+test("a held faulted outcome reaches the conversations its task owns like an abort mark too: their queued inputs are withdrawn, queued writes stay (draw 35c)", async () => {
+  // Draw 35c: the named tests hold an abort mark or a failed outcome; a cascade reaching the
+  // conversations of failed holders only (not faulted ones) passed them.
+  const fault = deferred();
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "faulting-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async () => {
+        await fault.promise;
+        throw new Error("a bug in the phase");
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { tool, started } = gatedTool();
+  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner],
+    onReport: () => undefined,
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const running = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  const hint = { role: "user", content: "a hint", timestamp: 0 };
+  const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+  fault.resolve();
+  expect(await running.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(outcome(await h.waitForTask(ownerId))).toMatchObject({ status: "faulted" });
+  expect((await queued.record()).status).toBe("unanswered");
+  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
 test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
   // Draw 28c: the cascade's conversations were always owned by the task aborted directly.
   const outer = conversationOwner("outer-owner");
