@@ -11,7 +11,13 @@ import { expect, test } from "vitest";
 import { startBackgroundCompaction } from "../../../worker/agent/compaction/start.ts";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
-import { AgentHarness, type Conversation, defineTool, type LiveState } from "../../../worker/index.ts";
+import {
+  AgentHarness,
+  type Conversation,
+  defineTool,
+  type LiveState,
+  type TaskId,
+} from "../../../worker/index.ts";
 import {
   deferred,
   type FauxRequest,
@@ -24,6 +30,34 @@ import { cleanups, gatedTool, liveOf, open, textOf } from "./fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
 const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
+
+/**
+ * The model of the queued-summary tests: a summary request answers "SUMMARY"; an input that starts
+ * with "hold" (or is a key of `calls`) calls the `hold` tool (or the named one) until its result is
+ * in; anything else answers with about 100 tokens.
+ */
+function holdingResponder(calls: Record<string, string> = {}): FauxResponder {
+  return (req) => {
+    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
+    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
+    const answered = req.messages.at(-1)?.role === "toolResult";
+    const call = lastUser.startsWith("hold") ? "hold" : calls[lastUser];
+    return call && !answered
+      ? fauxAssistantMessage([fauxToolCall(call, {}, { id: `call-${req.messages.length}` })], {
+          stopReason: "toolUse",
+        })
+      : fauxAssistantMessage(big("answer"));
+  };
+}
+
+/** The summary submission a finished background compaction queued (checked still queued). */
+async function queuedSummary(h: AgentHarness, taskId: TaskId): Promise<number> {
+  const record = await h.waitForTask(taskId);
+  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
+    .submissionId;
+  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  return id;
+}
 
 /** A 100-token answer for the conversation; "SUMMARY" for the summarizer once `gate` opens. */
 function gatedSummaries() {
@@ -147,32 +181,19 @@ test("a blocking compaction is aborted with its generation, before the generatio
 
 test("a summary already queued survives Conversation.abort(); Submission.abort() withdraws it", async () => {
   const hold = gatedTool();
-  const responder: FauxResponder = (req) => {
-    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
-    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
-    const answered = req.messages.at(-1)?.role === "toolResult";
-    return lastUser.startsWith("hold") && !answered
-      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
-          stopReason: "toolUse",
-        })
-      : fauxAssistantMessage(big("answer"));
-  };
+  const responder = holdingResponder();
   const { h, root } = await open(responder, {
     tools: [hold.tool],
     settings: { compaction: { keepRecentTokens: 150 } },
   });
   await chat(root, 3);
-  const queuedSummary = async () => {
+  const holdThenCompact = async () => {
     const run = await root.submit({ type: "input", content: "hold on" });
     await until(() => (liveOf(h) as LiveState).tools?.[0]?.status === "running", { what: "tool running" });
     const taskId = await root.compact();
-    const record = await h.waitForTask(taskId);
-    const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
-      .submissionId;
-    expect((await h.submissionRecord(id))?.status).toBe("queued");
-    return { run, id };
+    return { run, id: await queuedSummary(h, taskId) };
   };
-  const first = await queuedSummary();
+  const first = await holdThenCompact();
   await root.abort();
   expect((await first.run.wait()).status).toBe("unanswered");
   expect((await h.submissionRecord(first.id))?.status).toBe("queued");
@@ -181,7 +202,7 @@ test("a summary already queued survives Conversation.abort(); Submission.abort()
   expect((await h.submissionRecord(first.id))?.status).toBe("done");
   const placed = (await root.entries()).filter((e) => e.kind === "pi.compaction");
   expect(placed).toHaveLength(1);
-  const second = await queuedSummary();
+  const second = await holdThenCompact();
   await (await h.submission(second.id))!.abort();
   expect((await h.submissionRecord(second.id))?.status).toBe("unanswered");
   hold.release.resolve();
@@ -193,16 +214,7 @@ test("a summary already queued survives Conversation.abort({ background: true })
   // Draw 35b: abort({ background: true }) withdrawing the queued writes of the conversations it
   // reaches (as it withdraws their queued inputs) passed every test, each aborting without it.
   const hold = gatedTool();
-  const responder: FauxResponder = (req) => {
-    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
-    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
-    const answered = req.messages.at(-1)?.role === "toolResult";
-    return lastUser.startsWith("hold") && !answered
-      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: `call-${req.messages.length}` })], {
-          stopReason: "toolUse",
-        })
-      : fauxAssistantMessage(big("answer"));
-  };
+  const responder = holdingResponder();
   const { h, root } = await open(responder, {
     tools: [hold.tool],
     settings: { compaction: { keepRecentTokens: 150 } },
@@ -210,11 +222,7 @@ test("a summary already queued survives Conversation.abort({ background: true })
   await chat(root, 3);
   const run = await root.submit({ type: "input", content: "hold on" });
   await until(() => (liveOf(h) as LiveState).tools?.[0]?.status === "running", { what: "tool running" });
-  const taskId = await root.compact();
-  const record = await h.waitForTask(taskId);
-  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
-    .submissionId;
-  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  const id = await queuedSummary(h, await root.compact());
   await root.abort({ background: true });
   expect((await run.wait()).status).toBe("unanswered");
   expect((await h.submissionRecord(id))?.status).toBe("queued");
@@ -237,17 +245,7 @@ test("a summary already queued survives a tool's conversation handle abort() too
       return textResult("aborted it");
     },
   });
-  const responder: FauxResponder = (req) => {
-    if (isSummary(req)) return fauxAssistantMessage("SUMMARY");
-    const lastUser = textOf([...req.messages].reverse().find((m) => m.role === "user")!);
-    const answered = req.messages.at(-1)?.role === "toolResult";
-    const call = lastUser.startsWith("hold") ? "hold" : lastUser === "abort it" ? "aborter" : undefined;
-    return call && !answered
-      ? fauxAssistantMessage([fauxToolCall(call, {}, { id: `call-${req.messages.length}` })], {
-          stopReason: "toolUse",
-        })
-      : fauxAssistantMessage(big("answer"));
-  };
+  const responder = holdingResponder({ "abort it": "aborter" });
   const { h, root } = await open(responder, {
     tools: [hold.tool, aborter],
     settings: { compaction: { keepRecentTokens: 150 } },
@@ -257,10 +255,7 @@ test("a summary already queued survives a tool's conversation handle abort() too
   await chat(other, 3);
   const run = await other.submit({ type: "input", content: "hold on" });
   await hold.started.promise;
-  const record = await h.waitForTask(await other.compact());
-  const id = (record.state as unknown as { outcome: { result: { submissionId: number } } }).outcome.result
-    .submissionId;
-  expect((await h.submissionRecord(id))?.status).toBe("queued");
+  const id = await queuedSummary(h, await other.compact());
   expect((await (await root.submit({ type: "input", content: "abort it" })).wait()).status).toBe("done");
   expect((await run.wait()).status).toBe("unanswered");
   expect((await h.submissionRecord(id))?.status).toBe("queued");
