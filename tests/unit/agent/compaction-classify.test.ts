@@ -7,7 +7,7 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
-import type { ChangeSet, Conversation, UsageState } from "../../../worker/index.ts";
+import type { AgentHarness, ChangeSet, Conversation, UsageState } from "../../../worker/index.ts";
 import { deferred, type FauxRequest, fauxError, until } from "../../../worker/testing.ts";
 import { open } from "./fixtures.ts";
 
@@ -53,6 +53,19 @@ test("text beside a tool call is not a summary: the compaction fails model_error
   );
 });
 
+/** Compact `root` now, expect the compaction completed, and read the text of the pi.compaction it placed last. */
+async function compactedText(h: AgentHarness, root: Conversation): Promise<string> {
+  const taskId = await root.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
+  });
+  const placed = (await root.entries()).at(-1)!;
+  expect(placed.kind).toBe("pi.compaction");
+  const [message] = placed.model as unknown as Array<{ content: Array<{ text: string }> }>;
+  return message!.content[0]!.text;
+}
+
 test("a stop whose text comes in several blocks is one summary: every block is placed, in order (break 29B)", async () => {
   const { h, root } = await open(
     (req) =>
@@ -68,16 +81,7 @@ test("a stop whose text comes in several blocks is one summary: every block is p
     { settings: { compaction: { keepRecentTokens: 150 } } },
   );
   await chat(root, 3);
-  const taskId = await root.compact();
-  expect((await h.waitForTask(taskId)).state).toMatchObject({
-    status: "terminal",
-    outcome: { status: "completed" },
-  });
-  const placed = (await root.entries()).at(-1)!;
-  expect(placed.kind).toBe("pi.compaction");
-  const [message] = placed.model as unknown as Array<{ content: Array<{ text: string }> }>;
-  const text = message!.content[0]!.text;
-  expect(text).toContain("<summary>\nFIRST PART SECOND PART\n</summary>");
+  expect(await compactedText(h, root)).toContain("<summary>\nFIRST PART SECOND PART\n</summary>");
 });
 
 test("thinking is not summary text: a stop with thinking only fails model_error with nothing placed; beside text, only the text is placed (draw 35b C)", async () => {
@@ -106,15 +110,7 @@ test("thinking is not summary text: a stop with thinking only fails model_error 
   });
   expect((await root.entries()).length).toBe(before);
   withText = true;
-  const second = await root.compact();
-  expect((await h.waitForTask(second)).state).toMatchObject({
-    status: "terminal",
-    outcome: { status: "completed" },
-  });
-  const placed = (await root.entries()).at(-1)!;
-  expect(placed.kind).toBe("pi.compaction");
-  const [message] = placed.model as unknown as Array<{ content: Array<{ text: string }> }>;
-  const text = message!.content[0]!.text;
+  const text = await compactedText(h, root);
   expect(text).toContain("<summary>\nTHE SUMMARY\n</summary>");
   expect(text).not.toContain("PRIVATE REASONING");
 });
