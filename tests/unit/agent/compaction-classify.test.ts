@@ -155,6 +155,30 @@ test("a retryable summary error retries only while the policy read at classifica
   expect(flipped.faux.requests.filter(isSummary)).toHaveLength(1);
 });
 
+test("a summary's retry policy is read anew at each classification: retried once, then turned off while the retry is out, the retry's error fails it (draw 35d)", async () => {
+  // Spec §2.2: settings are read at every resolution. A policy kept from the summary's first
+  // classification (enabled, maxRetries 3) would retry the second error too.
+  const gate = deferred();
+  let retry = { enabled: true, maxRetries: 3 };
+  const { h, root, faux } = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      if (faux.requests.filter(isSummary).length === 2) await gate.promise;
+      return fauxError("503 Service Unavailable");
+    },
+    { settings: () => ({ compaction: { keepRecentTokens: 150 }, retry: { ...retry, baseDelayMs: 1 } }) },
+  );
+  await chat(root, 3);
+  const task = await root.compact();
+  await until(() => faux.requests.filter(isSummary).length === 2, { what: "summary retried" });
+  retry = { enabled: false, maxRetries: 3 };
+  gate.resolve();
+  expect((await h.waitForTask(task)).state).toMatchObject({
+    outcome: { status: "failed", error: { detail: { reason: "model_error" } } },
+  });
+  expect(faux.requests.filter(isSummary)).toHaveLength(2);
+});
+
 test("a summary's durable retries count against settings.retry alone: stream.maxRetries is the provider's own, inside each request (break 30F)", async () => {
   // Spec §2.2: stream.maxRetries is the provider's retries inside one request; the retry policy
   // counts durable attempts, for a summary as for generation. Break 30F: a summary retry budget

@@ -830,6 +830,38 @@ describe("conversations", () => {
     });
   });
 
+  test("several configure calls in one commit each edit what the one before wrote: in the creating commit and in a later one, also after a reopen (draw 35d)", async () => {
+    // Spec §2.2: configure edits pi.agent inside the commit, so a second call in the same commit
+    // starts from the first one's write (a base read once per commit loses the first's fields).
+    const faux = fauxAgentModel(echo);
+    const store = await memoryStore();
+    const h = await AgentHarness.open(store, { models: faux.models, defaultModel: faux.ref });
+    const root = await h.root();
+    const id = await h.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      configure(tx, created.id, { thinkingLevel: "high" });
+      configure(tx, created.id, { instructions: "Second." });
+      configure(tx, root.id, { instructions: "Root's." });
+      configure(tx, root.id, { thinkingLevel: "low" });
+      return created.id;
+    });
+    expect(await h.conversation(id)!.agentState()).toEqual({
+      thinkingLevel: "high",
+      instructions: "Second.",
+    });
+    expect(await root.agentState()).toEqual({ instructions: "Root's.", thinkingLevel: "low" });
+    await h.transaction((tx) => {
+      configure(tx, id, { instructions: null });
+      configure(tx, id, { thinkingLevel: "minimal" });
+    });
+    expect(await h.conversation(id)!.agentState()).toEqual({ thinkingLevel: "minimal" });
+    await h.close();
+    const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    expect(await (await h2.loadedConversation(id))!.agentState()).toEqual({ thinkingLevel: "minimal" });
+    expect(await (await h2.root()).agentState()).toEqual({ instructions: "Root's.", thinkingLevel: "low" });
+    await h2.close();
+  });
+
   test("configure replaces whole fields: a given object replaces the stored one, never merged into it; null clears; a field given as undefined is left as stored", async () => {
     // The rule (configure, spec §2.2): a given field replaces, null clears, undefined leaves (break 26H: the
     // named tests gave no object over a stored object, and never an explicit undefined).

@@ -59,6 +59,34 @@ test("cancelling a close wait does not reopen admission; a later close() awaits 
   expect(store.closed).toBe(true);
 });
 
+test("cancelling one of several close waits pending at once cancels only that one: the others, with or without a signal, resolve with the shutdown (draw 35d)", async () => {
+  // spec §2.2: "Cancelling a close() call cancels only that wait". The named tests cancel the only
+  // pending wait; a cancel that rejected every pending close() wait passed them.
+  const release = deferred();
+  const stubborn = single("stubborn-two-waits", async () => {
+    await release.promise;
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [stubborn] });
+  await h.createTask(stubborn, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  const plain = h.close();
+  const kept = new AbortController();
+  const withSignal = h.close({}, kept.signal);
+  const cancelled = new AbortController();
+  const third = h.close({}, cancelled.signal);
+  let settled = 0;
+  const others = Promise.all([plain, withSignal].map((p) => p.then(() => settled++)));
+  cancelled.abort();
+  await expect(third).rejects.toBeInstanceOf(WaitCancelled);
+  expect(settled).toBe(0);
+  expect(store.closed).toBe(false);
+  release.resolve();
+  await others;
+  expect(settled).toBe(2);
+  expect(store.closed).toBe(true);
+});
+
 test("a cancelled close wait leaves the shutdown going: with no later close() the store still closes once the stubborn task returned, and two later calls resolve with it", async () => {
   // spec §2.2: "Cancelling a close() call cancels only that wait; shutdown continues, and every later
   // close() awaits the same shutdown."
