@@ -379,6 +379,34 @@ describe("scopes (spec §3.1-3.2)", () => {
     expect((await stored(store, "notes")).length).toBe(1);
   });
 
+  test("a task document of a task in a conversation other than the root records that conversation, and goes with it when it is deleted (draw 35dB)", async () => {
+    // Draw 35dB: the named test's task lived in the root, so a task document's record naming the root
+    // whatever the task's conversation passed it; here the task lives in another conversation, one
+    // document made in the task's own creating commit and one in a later commit.
+    const store = await memoryStore();
+    const hold = parked("holder");
+    const h = await open(store, { tasks: [hold] });
+    const { c, id } = await h.transaction((tx) => {
+      const c = tx.createConversation({ kind: "ownerless" }).id;
+      const id = tx.createTask(hold, null, { ownership: { kind: "conversation" }, conversationId: c });
+      tx.writeDoc(taskScope(id), "early", { n: 1 });
+      return { c, id };
+    });
+    await h.transaction((tx) => tx.writeDoc(taskScope(id), "late", { n: 2 }));
+    const owners = () =>
+      store.read((sql) =>
+        sql.all("SELECT kind, conversation_id FROM doc_records WHERE task_id = ? ORDER BY kind", [id]),
+      );
+    expect(await owners()).toEqual([
+      { kind: "early", conversation_id: c },
+      { kind: "late", conversation_id: c },
+    ]);
+    await h.abortTask(id);
+    await done(h, id);
+    await h.deleteConversation(c);
+    expect(await owners()).toEqual([]);
+  });
+
   test("a task's documents are retired in the commit it becomes terminal, those it made in that commit too; a terminal task's documents cannot be reached; a fork copies none", async () => {
     const store = await memoryStore();
     const hold = parked("holder");

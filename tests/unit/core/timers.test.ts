@@ -193,6 +193,28 @@ describe("the durable timer", () => {
     await h.close();
   });
 
+  test("a task waiting on its timer that a crash left marked for abort runs its abort handler at the reopen, before its time; the timer never fires (draw 35dB)", async () => {
+    // Draw 35dB: every named restart was of a running task (or a pending one); the mark read back
+    // for rows not waiting only (a waiting marked task keeping its wait, then running its phase)
+    // passed them, and the live abort of a waiting task takes another path.
+    const clock = new FakeClock(T0);
+    const store = await memoryStore();
+    const h = await open(store, clock);
+    const id = await h.createTask(alarmTask, { at: T0 + HOUR }, { ownership: { kind: "conversation" } });
+    await waitingOnTimer(h, id);
+    const crashed = await memoryStore(store.image());
+    await h.close();
+    // The store as a crash right after the marking commit leaves it, before the abort invocation began.
+    await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+    const again = await open(crashed, clock);
+    expect(outcome(await done(again, id))).toEqual({ status: "aborted", reason: "aborted" });
+    clock.advance(2 * HOUR);
+    await settle();
+    expect(await again.doc(SESSION_DOCS, "fired")).toBeUndefined();
+    expect(again.nextTimer()).toBeUndefined();
+    await again.close();
+  });
+
   test("the earliest due time is told to the host whenever it changes", async () => {
     const clock = new FakeClock(T0);
     const told: Array<number | undefined> = [];

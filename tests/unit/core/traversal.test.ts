@@ -572,6 +572,36 @@ test("the cascade starts below the cancelled task though it owns a child task: t
   expect((await busy.record()).status).toBe("placed");
 });
 
+test("a cancelled task living in a task-owned conversation: the cascade starts below it, so that conversation keeps its queued input and its run (draw 35dB)", async () => {
+  // Draw 35dB: each named cancelled task lived in the root, an ownerless conversation; a cascade
+  // that also reached the cancelled task's own conversation when a task owns it passed them. Here the
+  // cancelled task lives in a conversation its owner's task owns, busy with a run and a queued input.
+  const owner = conversationOwner("own-conv-owner");
+  const worker = parked("owned-conv-worker");
+  const { tool, started } = gatedTool();
+  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner, worker],
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const workerId = await h.createTask(worker, null, {
+    ownership: { kind: "conversation" },
+    conversationId: owned.id,
+  });
+  const running = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  expect(await h.abortTask(workerId)).toBe("marked");
+  expect(outcome(await h.waitForTask(workerId))?.status).toBe("aborted");
+  await settle();
+  expect((await queued.record()).status).toBe("queued");
+  expect(inboxOf(h, owned.id).items.map((i) => i.id)).toEqual([queued.id]);
+  expect((await running.record()).status).toBe("placed");
+  expect(liveOf(h, owned.id).run).toBeDefined();
+});
+
 test("a held failed outcome reaches the conversations its task owns like an abort mark: their queued inputs are withdrawn, queued writes stay (break 31D)", async () => {
   // Break 31D: the conversations a cascade reaches were taken from abort-marked owners only; a held
   // failed outcome (cancellation intent too, spec §5.4) marked the run there but left its queue.

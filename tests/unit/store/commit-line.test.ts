@@ -411,6 +411,51 @@ test("a publication carries a deletion, and each document item its stored defini
   await h.close();
 });
 
+test("a publication carries the move records its commit wrote, each already adopted: a prepared, a finished and a refused transfer (draw 35dB)", async () => {
+  // Draw 35dB: no named commit wrote a move record; a change set without its moves passed every
+  // commit-line test (only a conversation-list test failed).
+  const h = await Harness.open(await memoryStore());
+  const c = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const seen: unknown[][] = [];
+  const stop = h.subscribe((change) => {
+    const moves = change.moves ?? [];
+    // Adopted already: each record is the one the harness answers with inside the listener.
+    for (const m of moves) expect(h.moveRecord(m.role, m.transfer)).toBe(m);
+    if (moves.length > 0)
+      seen.push(moves.map((m) => ({ role: m.role, transfer: m.transfer, status: m.status })));
+  });
+  await h.prepareMove("T-out", c);
+  await h.finishMove("T-out", 7);
+  await h.refuseMove("T-in");
+  stop();
+  expect(seen).toEqual([
+    [{ role: "out", transfer: "T-out", status: "pending" }],
+    [{ role: "out", transfer: "T-out", status: "done" }],
+    [{ role: "in", transfer: "T-in", status: "refused" }],
+  ]);
+  await h.close();
+});
+
+test("a commit listener that throws does not keep the commit from the listeners after it, nor fail the commit (draw 35dB)", async () => {
+  // Draw 35dB: every named listener returned normally; a publication loop stopped by the first
+  // listener that throws (the error still swallowed) passed every commit-line test.
+  const h = await Harness.open(await memoryStore());
+  const heard: number[] = [];
+  const stopBad = h.subscribe(() => {
+    throw new Error("listener fault");
+  });
+  const stop = h.subscribe((change) => heard.push(change.entries.length));
+  await h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  await h.transaction((tx) => {
+    tx.appendEntry(1, { kind: "app.note", data: 2 });
+    tx.appendEntry(1, { kind: "app.note", data: 3 });
+  });
+  expect(heard).toEqual([1, 2]);
+  stopBad();
+  stop();
+  await h.close();
+});
+
 test("each publication's sequence is greater than the one before, for commits alone and commits grouped in one transaction", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
