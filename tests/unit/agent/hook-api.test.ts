@@ -106,6 +106,57 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
   ]);
 });
 
+test("a hook's memo of a falsy value (0, false, an empty string, null) is written and wins: a later candidate gets it, afterTool reads it (draw 35d)", async () => {
+  // Draw 35d: api.memo handing on its candidate only when truthy (a falsy one read as "no
+  // candidate": nothing written) passed every test; every hook memo was a non-empty string.
+  const falsy = { zero: 0, no: false, empty: "", none: null } as const;
+  const seen: Record<string, unknown> = {};
+  let harness: AgentHarness | undefined;
+  let taskId = -1;
+  const registry = createRegistry();
+  registry.install(defineExtension({ name: "tools", tools: [item] }));
+  registry.install(
+    defineExtension({
+      name: "observer",
+      hooks: [
+        hook("pi.tool", {
+          beforeTool: async (_call, api) => {
+            taskId = api.taskId;
+            for (const [name, value] of Object.entries(falsy)) {
+              seen[`first:${name}`] = await api.memo(`observer:${name}`, value);
+              seen[`again:${name}`] = await api.memo(`observer:${name}`, "later");
+            }
+            return undefined;
+          },
+          afterTool: async (_call, api) => {
+            for (const name of Object.keys(falsy)) seen[`after:${name}`] = await api.memo(`observer:${name}`);
+            const record = await harness!.getTask(api.taskId);
+            seen["memos"] = record?.state.status === "running" ? record.memos : undefined;
+            return undefined;
+          },
+        }),
+      ],
+    }),
+  );
+  const { root, h } = await open(callsThenAnswer(fauxToolCall("item", {}, { id: "c1" })), {
+    extensions: registry,
+  });
+  harness = h;
+  await (await root.submit({ type: "input", content: "go" })).wait();
+  expect(taskId).toBeGreaterThanOrEqual(0);
+  for (const [name, value] of Object.entries(falsy)) {
+    expect(seen[`first:${name}`], name).toBe(value);
+    expect(seen[`again:${name}`], name).toBe(value);
+    expect(seen[`after:${name}`], name).toBe(value);
+  }
+  expect(seen["memos"]).toMatchObject({
+    "observer:zero": 0,
+    "observer:no": false,
+    "observer:empty": "",
+    "observer:none": null,
+  });
+});
+
 test("a hook's ctx.signal is its asking phase's signal: aborting the run while a beforeTool hook waits aborts it", async () => {
   const seen: string[] = [];
   let started!: () => void;

@@ -215,6 +215,46 @@ test("a nested call's tool is resolved when its task runs: taken out of the agen
   await h.close();
 });
 
+test("a nested call with invalid arguments gets an invalid_arguments result and its tool never runs (draw 35d)", async () => {
+  // Draw 35d: every invalid_arguments case was a model's call; a nested call run with its arguments
+  // unvalidated (the tool ran without the text its schema requires) passed every test.
+  const log: unknown[] = [];
+  const echo = defineTool({
+    name: "echo",
+    description: "echo text",
+    parameters: Type.Object({ text: Type.String() }),
+    execute: async (args) => {
+      log.push(args.text);
+      return { content: [{ type: "text", text: `echo:${args.text}` }] };
+    },
+  });
+  const caller = defineTool({
+    name: "batch",
+    description: "calls echo with a bad argument, then a good one",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      const a = await api.executeTool("echo", { wrong: 1 });
+      const b = await api.executeTool("echo", { text: "two" });
+      const text = [...a.content, ...b.content].map((c) => (c.type === "text" ? c.text : "")).join(",");
+      return { content: [{ type: "text", text: `${a.isError === true}|${text}` }] };
+    },
+  });
+  respond();
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({ extra: [model] }),
+    defaultModel: { provider: model.provider, modelId: model.id },
+    tools: [echo, caller],
+  });
+  const root = await h.root();
+  await (await root.submit({ type: "input", content: "go", requestId: "r" })).wait();
+  expect(log).toEqual(["two"]);
+  const result = (await root.entries()).find((e) => e.kind === "pi.tool-result");
+  expect(JSON.stringify(result?.model)).toContain("true|invalid_arguments");
+  const nested = (await h.tasks({ kind: "pi.tool" })).filter((t) => "nested" in (t.input as object));
+  expect(nested).toHaveLength(2);
+  await h.close();
+});
+
 test("a nested call's result carries its diagnostics as a call's does: the api's first, then the result's (draw 32b)", async () => {
   // Draw 32b: every diagnostics test was a model's call; a nested result keeping only the result's
   // own diagnostics (the api's dropped) passed every test.

@@ -19,6 +19,7 @@ import {
   setExtensionEnabled,
 } from "../../../worker/app/extensions.ts";
 import {
+  removeUserTool,
   saveUserTool,
   storedUserTools,
   USER_TOOLS_DOC,
@@ -351,6 +352,54 @@ describe("hot reload", () => {
       { result: "v1 Ada", version: 1, calls: 1 },
       { result: "v2 Ada", version: 2, calls: 0 },
     ]);
+  });
+
+  test("a removal while a call runs: that call finishes on its version, the next call finds no tool, and the registry runs none (draw 35d)", async () => {
+    // Draw 35d: every named reload was an edit; a removal that left user:greet installed (the sync's
+    // uninstall skipped) passed every user-tools test: the next call still ran the removed tool.
+    const started = deferred();
+    const release = deferred();
+    const gate = defineTool({
+      name: "gate",
+      description: "waits for the test",
+      parameters: Type.Object({}),
+      replay: "safe",
+      async execute() {
+        started.resolve();
+        await release.promise;
+        return textResult("open");
+      },
+    });
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "test-gate", tools: [gate] }));
+    const faux = fauxAgentModel(callGreet);
+    closeLater(async () => faux.unregister());
+    const h = await AgentHarness.open(await memoryStore(), {
+      extensions,
+      models: faux.models,
+      defaultModel: faux.ref,
+    });
+    closeLater(() => h.close());
+    await saveUserTool(h, {
+      ...GREET,
+      body: 'async (args, tools) => { await tools.gate({}); return "v1 " + args.name; }',
+    });
+    const root = await h.root();
+    const one = await root.submit({ type: "input", content: "one" });
+    await started.promise;
+    await removeUserTool(h, "greet");
+    release.resolve();
+    expect(userToolStatuses(h)).toEqual([]);
+    expect(userExtensions(h.extensions)).toEqual([]);
+    expect(await one.wait()).toMatchObject({ status: "done" });
+    await (await root.submit({ type: "input", content: "two" })).wait();
+    const results = (await root.entries())
+      .filter((e) => e.kind === "pi.tool-result")
+      .map((e) => (e.model as Array<{ details?: unknown; content: Array<{ text?: string }> }>)[0]!);
+    expect(results).toHaveLength(2);
+    expect(results[0]!.details).toEqual({ result: "v1 Ada", version: 1, calls: 1 });
+    expect(results[1]!.details).toBeUndefined();
+    expect(JSON.stringify(results[1]!.content)).toContain("tool greet is not available");
   });
 
   test("an edit while a call is still in its beforeTool hook: that call runs the version its phase resolved, the next call the new one", async () => {
