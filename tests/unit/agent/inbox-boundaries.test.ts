@@ -367,6 +367,30 @@ test("a queued input's pi.user entry is stamped with the harness clock at placem
   ]);
 });
 
+test("a steer's pi.user entry placed at the post-tools boundary is one UserMessage stamped with the harness clock at placement (draw 35d)", async () => {
+  // Draw 35d: the test above places a follow-up at the final boundary; a post-tools placement
+  // stamped with Date.now() passed it.
+  let clock = 1_000;
+  const gate = gatedTool();
+  const { root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gate.tool],
+    now: () => clock,
+  });
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  clock = 3_000;
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  clock = 7_000;
+  gate.release.resolve();
+  await first.wait();
+  expect((await steer.wait()).status).toBe("done");
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user");
+  expect(users.map((e) => e.model)).toEqual([
+    [{ role: "user", content: "go", timestamp: 1_000 }],
+    [{ role: "user", content: "steer", timestamp: 7_000 }],
+  ]);
+});
+
 test("writes never start a generation: a write on an idle conversation is done at once and no run begins", async () => {
   const { h, root, faux } = await open(echo);
   const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });

@@ -1004,6 +1004,28 @@ describe("tool hooks", () => {
     const [result] = await toolResults(root);
     expect(textOf(messageOf(result!))).toBe("counted 7");
   });
+
+  test("with no beforeTool hook the call's validation converts the model's arguments: the tool runs with them converted (draw 35d)", async () => {
+    // Draw 35d: the tests above convert with a beforeTool hook (the call phase); the intent the
+    // answer's commit records when no hook is installed kept the unconverted arguments and passed them.
+    const ran: unknown[] = [];
+    const counter = defineTool({
+      name: "count",
+      description: "counts",
+      parameters: Type.Object({ n: Type.Number() }),
+      execute: async (args) => {
+        ran.push(args);
+        return textResult(`counted ${args.n}`);
+      },
+    });
+    const { root } = await open(callsThenAnswer(fauxToolCall("count", { n: "7" }, { id: "call-1" })), {
+      tools: [counter],
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(ran).toEqual([{ n: 7 }]);
+    const [result] = await toolResults(root);
+    expect(textOf(messageOf(result!))).toBe("counted 7");
+  });
 });
 
 describe("parallel and sequential rounds", () => {

@@ -350,6 +350,68 @@ test("an abort-marked waiting task leaves its wait for its abort handler only on
   await h.close();
 });
 
+test("an abort-marked waiting task waits, before its abort handler, for a task of its `on` in a conversation it owns; the foreign task in `on` is not awaited (draw 35d)", async () => {
+  // Draw 35d: the test above owns its waited-on child directly; an abort invocation held back for
+  // live child tasks only (not the tasks of conversations the waiter owns) passed it.
+  const log: string[] = [];
+  const kidGate = deferred();
+  const other = parked("owned-conv-other");
+  const kid = single("owned-conv-kid", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      log.push("abort:kid");
+      await kidGate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  let kidId: TaskId | undefined;
+  const waiter = defineTask<TaskId, Go | { phase: "joined" }, Json>({
+    name: "owned-conv-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          kidId = tx.createTask(kid, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return {
+            status: "waiting",
+            checkpoint: { phase: "joined" },
+            on: [kidId, task.input],
+            policy: "allSettled",
+          };
+        });
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+    },
+    abort: async (_t, runtime) => {
+      log.push(`abort:waiter kid=${(await runtime.getTask(kidId!))?.state.status}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [waiter, other, kid] });
+  const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+  const id = await h.createTask(waiter, otherId, { ownership: { kind: "conversation" } });
+  await until(
+    () => running(h) === 2 && h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"),
+    { what: "the kid and the other running, the waiter waiting" },
+  );
+  try {
+    expect(await h.abortTask(id)).toBe("marked");
+    await until(() => log.includes("abort:kid"), { what: "the kid's abort handler" });
+    await settle();
+    // The kid in the waiter's own conversation is still live: the waiter's abort handler has not started.
+    expect(log).toEqual(["abort:kid"]);
+  } finally {
+    kidGate.resolve();
+  }
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:kid", "abort:waiter kid=terminal"]);
+  const stillRunning = await h.getTask(otherId);
+  expect(stillRunning?.state.status).toBe("running");
+  expect(stillRunning?.abortRequested).toBe(false);
+  await h.close();
+});
+
 test("an abort-marked waiting task does not wait for a foreign task in its `on` that is itself aborting: its abort handler runs while the other's still drains (break 31E)", async () => {
   // Break 31E: the named foreign tasks were never marked, so a waiting task's abort invocation held
   // back until the marked tasks of its `on` ended passed them.
