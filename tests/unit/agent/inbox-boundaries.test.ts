@@ -294,6 +294,52 @@ test("steers placed at two successive post-tools boundaries all join the run, an
   expect(await steer2.record()).toMatchObject({ status: "done", answer });
 });
 
+test("steeringMode is read at each post-tools boundary of one run: switched from one-at-a-time to all between two tool rounds, the second round places every waiting steer (draw 35e)", async () => {
+  // Draw 35e: the mode was only ever switched between two final boundaries; a steeringMode read once
+  // per run (at its first tool round) passed every test.
+  const gate = gatedTool();
+  const fin = gatedTool("fin");
+  let settings: AgentSettings = { steeringMode: "one-at-a-time" };
+  const { h, root, faux } = await open(
+    async (req) => {
+      const rounds = req.messages.filter((m) => m.role === "assistant").length;
+      if (rounds === 0)
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      if (rounds === 1)
+        return fauxAssistantMessage([fauxToolCall("fin", {}, { id: "c2" })], { stopReason: "toolUse" });
+      return fauxAssistantMessage("answered");
+    },
+    { tools: [gate.tool, fin.tool], settings: () => settings },
+  );
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const a = await root.submit({ type: "input", content: "A", whenBusy: "steer" });
+  const b = await root.submit({ type: "input", content: "B", whenBusy: "steer" });
+  gate.release.resolve();
+  await fin.started.promise;
+  // The first post-tools boundary, one-at-a-time: A alone joined the run.
+  expect(liveOf(h).run?.inputs).toEqual([first.id, a.id]);
+  expect((await b.record()).status).toBe("queued");
+  const c = await root.submit({ type: "input", content: "C", whenBusy: "steer" });
+  settings = { steeringMode: "all" };
+  fin.release.resolve();
+  const answer = ((await first.wait()) as { answer: number }).answer;
+  await until(() => liveOf(h).run === undefined, { what: "the run ended" });
+  for (const s of [a, b, c]) expect(await s.record()).toMatchObject({ status: "done", answer });
+  expect(kinds(await transcript(root))).toEqual([
+    "pi.user",
+    "pi.assistant",
+    "pi.tool-result",
+    "pi.user",
+    "pi.assistant",
+    "pi.tool-result",
+    "pi.user",
+    "pi.user",
+    "pi.assistant",
+  ]);
+  expect(faux.requests).toHaveLength(3);
+});
+
 test("a boundary places the selected writes before the selected user items, even a write queued after them", async () => {
   const { root, hold, first } = await busyWithHeldAnswer({});
   const note = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
