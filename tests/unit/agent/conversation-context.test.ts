@@ -135,6 +135,27 @@ test("context() read again after more entries (derived on from the first read) s
   expect(view.messages).toEqual([user("first"), assistant("an answer", []), user("second")]);
 });
 
+test("context() without a head starts at the transcript's first entry even when it is model-less: leading notes are in entries and contribute no message (draw 35e)", async () => {
+  // Draw 35e: every named context read's transcript began with a message entry; a range without a
+  // head cut to its first message entry passed them.
+  const { root } = await open(echo);
+  const [note, marker, q] = await append(root, [
+    { kind: "app.note" },
+    { kind: "app.marker" },
+    { kind: "pi.user", model: [user("first")] },
+  ]);
+  const view = await root.context();
+  expect(view.head).toBeUndefined();
+  expect(view.entries.map((e) => e.id)).toEqual([note, marker, q]);
+  expect(view.contributions).toEqual([[], [], [user("first")]]);
+  expect(view.messages).toEqual([user("first")]);
+  // A transcript of model-less entries only is whole too, with no message.
+  const other = await root.fork(marker!, { ownership: { kind: "ownerless" } });
+  const only = await other.context();
+  expect(only.entries.map((e) => e.id)).toEqual([note, marker]);
+  expect(only.messages).toEqual([]);
+});
+
 test("a head between a call and its results: the results cut from their call are never sent, their raw entries stay in the view", async () => {
   const { root } = await open(echo);
   const [, , , second] = await append(root, [

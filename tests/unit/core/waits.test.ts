@@ -1441,6 +1441,73 @@ test("allSettled resumes only once every awaited task is terminal, reads complet
   await h.close();
 });
 
+test("allSettled waits through an awaited child held in completing for its own child: the parent resumes only at the final commit and reads both outcomes in order (draw 35e)", async () => {
+  // Draw 35e: every named allSettled test's children end terminal at once; a wait taken as settled
+  // when an awaited task only holds its outcome (completing) passed them.
+  const release = deferred();
+  const grandchild = single("as-grandchild", async (_t, runtime) => {
+    await release.promise;
+    await runtime.commit(() => complete("grand"));
+  });
+  const holder = single("as-holder", async (_t, runtime) => {
+    // Its child first (a finishing commit may not create one), then its outcome: held while it runs.
+    await runtime.commit((tx) => {
+      tx.createTask(grandchild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  const plain = single("as-plain", async (_t, runtime) => {
+    await runtime.commit(() => complete("plain"));
+  });
+  let read: unknown[] | undefined;
+  let resumedWith: string | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "as-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const kids = [holder, plain].map((d) =>
+            tx.createTask(d, null, { ownership: { kind: "task", taskId: runtime.taskId } }),
+          );
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "allSettled" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        resumedWith = (await runtime.getTask(kids[0]!))?.state.status;
+        read = await runtime.outcomes(kids);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [grandchild, holder, plain, parent] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  const records = internals(h).session.records.tasks;
+  const of = (kind: string) => [...records.values()].find((t) => t.kind === kind);
+  await until(
+    () => of("as-holder")?.state.status === "completing" && of("as-plain")?.state.status === "terminal",
+    {
+      what: "the holder held, the plain child ended",
+    },
+  );
+  await settle();
+  expect((await h.getTask(id))?.state.status).toBe("waiting");
+  expect(read).toBeUndefined();
+  release.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(resumedWith).toBe("terminal");
+  expect(read).toEqual([
+    { status: "completed", result: "held" },
+    { status: "completed", result: "plain" },
+  ]);
+  await h.close();
+});
+
 test("failFast marks a sibling that is itself waiting: it and the task it waits on are aborted, the parent is not, and reads [failed, aborted]", async () => {
   // Break 29G: every named test's siblings were running when the policy fired; a policy marking only
   // running and pending siblings passed them.
