@@ -259,7 +259,11 @@ describe("reset", () => {
     expect([own.kind, own.head === own.id]).toEqual(["pi.reset", true]);
     await (await child.submit({ type: "input", content: "next" })).wait();
     expect(userTexts(s.faux.requests.at(-1)!.messages)).toEqual(["child handoff", "next"]);
-    expect((await child.viewState()).entries.map((e) => e.kind)).toEqual(["pi.reset", "pi.user", "pi.assistant"]);
+    expect((await child.viewState()).entries.map((e) => e.kind)).toEqual([
+      "pi.reset",
+      "pi.user",
+      "pi.assistant",
+    ]);
     // The fork's range starts at its own reset now, not at the parent's: a head before it is stale
     // (a head store that kept the fork's inherited start passed every other check here).
     expect(await (await child.submit(note(1, at))).wait()).toEqual({ status: "unanswered", reason: "stale" });
@@ -271,8 +275,15 @@ describe("reset", () => {
     await s.h.close();
     s = await open(echo, { store: await memoryStore(store.image()) });
     const reopened = (await s.h.loadedConversation(childId))!;
-    expect((await reopened.viewState()).entries.map((e) => e.kind)).toEqual(["pi.reset", "pi.user", "pi.assistant"]);
-    expect(await (await reopened.submit(note(2, at))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await reopened.viewState()).entries.map((e) => e.kind)).toEqual([
+      "pi.reset",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(await (await reopened.submit(note(2, at))).wait()).toEqual({
+      status: "unanswered",
+      reason: "stale",
+    });
     await (await reopened.submit({ type: "input", content: "again" })).wait();
     expect(userTexts(s.faux.requests.at(-1)!.messages)).toEqual(["child handoff", "next", "again"]);
   });

@@ -1466,7 +1466,10 @@ describe("submission records", () => {
     );
     await new Promise((r) => setTimeout(r, 20)); // the waits are listening now
     cancel.abort();
-    const ended = await Promise.race([outcome, new Promise((r) => setTimeout(() => r("still waiting"), 500))]);
+    const ended = await Promise.race([
+      outcome,
+      new Promise((r) => setTimeout(() => r("still waiting"), 500)),
+    ]);
     expect(ended).toBeInstanceOf(WaitCancelled);
     expect((await sub.record()).status).toBe("placed");
     hold.resolve();

@@ -126,7 +126,8 @@ test("a harness clock at 0 is a time: a task started at 0 keeps startedAt 0 acro
   const endedId = await first.createTask(ping, null, { ownership: { kind: "conversation" } });
   const ended = await done(first, endedId);
   expect([ended.startedAt, ended.endedAt]).toEqual([0, 0]);
-  await until(async () => (await first.getTask(liveId))?.startedAt === 0, { what: "the live task started" });
+  await until(() => running(first) === 1, { what: "the live task started" });
+  expect((await first.getTask(liveId))?.startedAt).toBe(0);
   await first.close();
   const h = await Harness.open(await memoryStore(store.image()), { tasks: [live, ping], now: () => 7 });
   const reopened = (await h.getTask(liveId))!;
