@@ -243,6 +243,51 @@ describe("reset", () => {
     ]);
   });
 
+  test("a fork's own reset heads itself in the fork: its next request starts from its handoff, live and after a reopen, over a reset its parent placed before the fork point; the parent keeps its range (draw 35e)", async () => {
+    // Draw 35e: every named reset was the root's; a head marker looked up parent first passed them.
+    const store = await memoryStore();
+    let s = await open(echo, { store });
+    await (await s.root.submit({ type: "input", content: "old" })).wait();
+    await (await s.root.reset("parent handoff")).wait();
+    await (await s.root.submit({ type: "input", content: "kept" })).wait();
+    const at = (await s.root.entries()).at(-1)!.id;
+    const child = await s.root.fork(at, { ownership: { kind: "ownerless" } });
+    const childId = child.id;
+    const reset = await child.reset("child handoff");
+    expect((await reset.wait()).status).toBe("done");
+    const own = (await child.entries()).at(-1)!;
+    expect([own.kind, own.head === own.id]).toEqual(["pi.reset", true]);
+    await (await child.submit({ type: "input", content: "next" })).wait();
+    expect(userTexts(s.faux.requests.at(-1)!.messages)).toEqual(["child handoff", "next"]);
+    expect((await child.viewState()).entries.map((e) => e.kind)).toEqual([
+      "pi.reset",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    // The fork's range starts at its own reset now, not at the parent's: a head before it is stale
+    // (a head store that kept the fork's inherited start passed every other check here).
+    expect(await (await child.submit(note(1, at))).wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect((await s.root.viewState()).entries.map((e) => e.kind)).toEqual([
+      "pi.reset",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    await s.h.close();
+    s = await open(echo, { store: await memoryStore(store.image()) });
+    const reopened = (await s.h.loadedConversation(childId))!;
+    expect((await reopened.viewState()).entries.map((e) => e.kind)).toEqual([
+      "pi.reset",
+      "pi.user",
+      "pi.assistant",
+    ]);
+    expect(await (await reopened.submit(note(2, at))).wait()).toEqual({
+      status: "unanswered",
+      reason: "stale",
+    });
+    await (await reopened.submit({ type: "input", content: "again" })).wait();
+    expect(userTexts(s.faux.requests.at(-1)!.messages)).toEqual(["child handoff", "next", "again"]);
+  });
+
   test("a user item queued before a reset lands after it: the reset is placed first and the input runs in the new context", async () => {
     const hold = gatedTool();
     const responder: FauxResponder = (req) => {

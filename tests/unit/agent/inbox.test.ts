@@ -1448,6 +1448,35 @@ describe("submission records", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("cancelling Submission.wait() while it waits (its signal aborted after the wait began) ends that wait only: another wait of it and the input go on (draw 35e)", async () => {
+    // Draw 35e: every named cancellation aborted the signal before the wait reached its listener; a
+    // wait that read the signal once, on entry, passed them and never ended when cancelled later.
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const sub = await root.submit({ type: "input", content: "one" });
+    const cancel = new AbortController();
+    const cancelled = sub.wait(cancel.signal);
+    const other = sub.wait();
+    const outcome = cancelled.then(
+      () => "resolved",
+      (error: unknown) => error,
+    );
+    await new Promise((r) => setTimeout(r, 20)); // the waits are listening now
+    cancel.abort();
+    const ended = await Promise.race([
+      outcome,
+      new Promise((r) => setTimeout(() => r("still waiting"), 500)),
+    ]);
+    expect(ended).toBeInstanceOf(WaitCancelled);
+    expect((await sub.record()).status).toBe("placed");
+    hold.resolve();
+    expect((await other).status).toBe("done");
+    expect((await sub.wait()).status).toBe("done");
+  });
+
   test("cancelling the wait of a queued input withdraws nothing: it stays queued in its inbox place, and is placed and answered later", async () => {
     // spec §2.2: "Cancelling wait() only cancels that wait. It does not withdraw the submission". A
     // placed input cannot be withdrawn at all, so only a queued one shows the clause.

@@ -23,6 +23,7 @@ import {
   type Go,
   outcome,
   parked,
+  ping,
   row,
   running,
   single,
@@ -112,6 +113,31 @@ test("startedAt carries through a completing hold and a reopen; endedAt is the f
   const final = await done(h, id);
   expect(outcome(final)).toEqual({ status: "completed", result: "held" });
   expect([final.startedAt, final.endedAt]).toEqual([1000, 4000]);
+  await h.close();
+});
+
+test("a harness clock at 0 is a time: a task started at 0 keeps startedAt 0 across a reopen, and one ended at 0 reads endedAt 0 back (draw 35e)", async () => {
+  // Draw 35e: every named test's clock was 1000 or more; a stored time of 0 read back as absent
+  // (a truthiness test on the row's column) passed them.
+  const store = await memoryStore();
+  const live = parked("zero-live");
+  const first = await Harness.open(store, { tasks: [live, ping], now: () => 0 });
+  const liveId = await first.createTask(live, null, { ownership: { kind: "conversation" } });
+  const endedId = await first.createTask(ping, null, { ownership: { kind: "conversation" } });
+  const ended = await done(first, endedId);
+  expect([ended.startedAt, ended.endedAt]).toEqual([0, 0]);
+  await until(() => running(first) === 1, { what: "the live task started" });
+  expect((await first.getTask(liveId))?.startedAt).toBe(0);
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [live, ping], now: () => 7 });
+  const reopened = (await h.getTask(liveId))!;
+  expect(reopened.state.status).toBe("running");
+  expect(reopened.startedAt).toBe(0);
+  expect(reopened.endedAt).toBeUndefined();
+  expect([(await h.getTask(endedId))?.startedAt, (await h.getTask(endedId))?.endedAt]).toEqual([0, 0]);
+  expect(await h.abortTask(liveId)).toBe("marked");
+  const final = await done(h, liveId);
+  expect([final.startedAt, final.endedAt]).toEqual([0, 7]);
   await h.close();
 });
 
