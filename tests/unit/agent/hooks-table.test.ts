@@ -609,7 +609,14 @@ describe("the hooks table: composition in extension order, and what a throw does
         defineExtension({
           name: "a",
           hooks: [
-            hook("pi.tool", { onAbort: (_c, result) => textResult(`${textOf(result as never).trim()} +a`) }),
+            // Draw 35eD: an async replacement is awaited and chained; a chain that took a hook's promise
+            // for no replacement passed when every hook was synchronous.
+            hook("pi.tool", {
+              onAbort: async (_c, result) => {
+                await Promise.resolve();
+                return textResult(`${textOf(result as never).trim()} +a`);
+              },
+            }),
           ],
         }),
         defineExtension({ name: "y", hooks: [hook("pi.tool", { onAbort: throws(thrown[1]!) })] }),

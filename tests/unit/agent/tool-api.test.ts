@@ -485,8 +485,14 @@ test("details() replaces the running details with a complete value and resolves 
     await api.details({ running: true });
     return textResult("owned", { final: true });
   }).tool;
-  const { h, root, faux } = await open(calls("probe", "boom", "own"), {
-    tools: [tool, boom, own],
+  // Draw 35eD: own details that are falsy are still its own; a result read as "without details"
+  // when its details were 0 took the last running value.
+  const ownZero = probe("ownZero", async (api) => {
+    await api.details({ running: true });
+    return textResult("zero", 0);
+  }).tool;
+  const { h, root, faux } = await open(calls("probe", "boom", "own", "ownZero"), {
+    tools: [tool, boom, own, ownZero],
     settings: { outputIntervalMs: 60_000 },
   });
   ctx.h = h;
@@ -520,6 +526,7 @@ test("details() replaces the running details with a complete value and resolves 
   expect(diagnosticsOf(failed!).map((d) => d.code)).toEqual(["tool_error"]);
   expect(failedMessage.details).toEqual({ partial: true });
   expect((messageOf(byName("own")) as { details?: Json }).details).toEqual({ final: true });
+  expect((messageOf(byName("ownZero")) as { details?: Json }).details).toBe(0);
   await expect(seen.api!.details({ late: true })).rejects.toThrow(CommitRefused);
 });
 
