@@ -602,12 +602,15 @@ test("a cancelled task living in a task-owned conversation: the cascade starts b
   expect(liveOf(h, owned.id).run).toBeDefined();
 });
 
-test("a held failed outcome reaches the conversations its task owns like an abort mark: their queued inputs are withdrawn, queued writes stay (break 31D)", async () => {
-  // Break 31D: the conversations a cascade reaches were taken from abort-marked owners only; a held
-  // failed outcome (cancellation intent too, spec §5.4) marked the run there but left its queue.
-  const fail = deferred();
+/**
+ * A task that creates a conversation it owns and then ends `failed` (a committed outcome) or
+ * `faulted` (its phase throws) while a run there holds it: the cascade reaches that conversation
+ * like an abort mark, withdrawing its queued input and keeping its queued write.
+ */
+async function heldOutcomeReachesOwned(end: "failed" | "faulted"): Promise<void> {
+  const finish = deferred();
   const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "failing-owner",
+    name: `${end}-owner`,
     version: 1,
     initial: () => ({ phase: "go" }),
     phases: {
@@ -618,7 +621,8 @@ test("a held failed outcome reaches the conversations its task owns like an abor
         });
       },
       hold: async (_t, runtime) => {
-        await fail.promise;
+        await finish.promise;
+        if (end === "faulted") throw new Error("a bug in the phase");
         await runtime.commit(() => ({
           status: "terminal",
           outcome: { status: "failed", error: { message: "gave up" } },
@@ -632,6 +636,8 @@ test("a held failed outcome reaches the conversations its task owns like an abor
   const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
     tools: [tool],
     tasks: [owner],
+    // The faulting phase's throw is reported; a failed outcome reports nothing.
+    ...(end === "faulted" ? { onReport: () => undefined } : {}),
   });
   const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
   await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
@@ -641,59 +647,25 @@ test("a held failed outcome reaches the conversations its task owns like an abor
   const queued = await owned.submit({ type: "input", content: "queued input" });
   const hint = { role: "user", content: "a hint", timestamp: 0 };
   const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
-  fail.resolve();
+  finish.resolve();
   expect(await running.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
-  expect(outcome(await h.waitForTask(ownerId))).toMatchObject({ status: "failed" });
+  expect(outcome(await h.waitForTask(ownerId))).toMatchObject({ status: end });
   expect((await queued.record()).status).toBe("unanswered");
   expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect((await write.record()).status).toBe("queued");
   expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+}
+
+test("a held failed outcome reaches the conversations its task owns like an abort mark: their queued inputs are withdrawn, queued writes stay (break 31D)", async () => {
+  // Break 31D: the conversations a cascade reaches were taken from abort-marked owners only; a held
+  // failed outcome (cancellation intent too, spec §5.4) marked the run there but left its queue.
+  await heldOutcomeReachesOwned("failed");
 });
 
 test("a held faulted outcome reaches the conversations its task owns like an abort mark too: their queued inputs are withdrawn, queued writes stay (draw 35c)", async () => {
   // Draw 35c: the named tests hold an abort mark or a failed outcome; a cascade reaching the
   // conversations of failed holders only (not faulted ones) passed them.
-  const fault = deferred();
-  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "faulting-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          return { status: "running", checkpoint: { phase: "hold" } };
-        });
-      },
-      hold: async () => {
-        await fault.promise;
-        throw new Error("a bug in the phase");
-      },
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
-  const { tool, started } = gatedTool();
-  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
-    tools: [tool],
-    tasks: [owner],
-    onReport: () => undefined,
-  });
-  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
-  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
-  const running = await owned.submit({ type: "input", content: "work" });
-  await started.promise;
-  const queued = await owned.submit({ type: "input", content: "queued input" });
-  const hint = { role: "user", content: "a hint", timestamp: 0 };
-  const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
-  fault.resolve();
-  expect(await running.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
-  expect(outcome(await h.waitForTask(ownerId))).toMatchObject({ status: "faulted" });
-  expect((await queued.record()).status).toBe("unanswered");
-  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
-  expect((await write.record()).status).toBe("queued");
-  expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+  await heldOutcomeReachesOwned("faulted");
 });
 
 test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
