@@ -307,38 +307,47 @@ const callGreet: FauxResponder = (req, n) =>
       })
     : fauxAssistantMessage("done");
 
+/**
+ * A harness whose user tool `greet` (version 1) calls the extension tool `gate` before it answers
+ * "v1 <name>", and a run in the root whose call of it is held at the gate: `release` opens it.
+ */
+async function greetHeldAtGate() {
+  const started = deferred();
+  const release = deferred();
+  const gate = defineTool({
+    name: "gate",
+    description: "waits for the test",
+    parameters: Type.Object({}),
+    replay: "safe",
+    async execute() {
+      started.resolve();
+      await release.promise;
+      return textResult("open");
+    },
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "test-gate", tools: [gate] }));
+  const faux = fauxAgentModel(callGreet);
+  closeLater(async () => faux.unregister());
+  const h = await AgentHarness.open(await memoryStore(), {
+    extensions,
+    models: faux.models,
+    defaultModel: faux.ref,
+  });
+  closeLater(() => h.close());
+  await saveUserTool(h, {
+    ...GREET,
+    body: 'async (args, tools) => { await tools.gate({}); return "v1 " + args.name; }',
+  });
+  const root = await h.root();
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  return { h, root, one, release };
+}
+
 describe("hot reload", () => {
   test("an edit while a call runs: that call finishes on the old version, the next call runs the new one", async () => {
-    const started = deferred();
-    const release = deferred();
-    const gate = defineTool({
-      name: "gate",
-      description: "waits for the test",
-      parameters: Type.Object({}),
-      replay: "safe",
-      async execute() {
-        started.resolve();
-        await release.promise;
-        return textResult("open");
-      },
-    });
-    const extensions = createRegistry();
-    extensions.install(defineExtension({ name: "test-gate", tools: [gate] }));
-    const faux = fauxAgentModel(callGreet);
-    closeLater(async () => faux.unregister());
-    const h = await AgentHarness.open(await memoryStore(), {
-      extensions,
-      models: faux.models,
-      defaultModel: faux.ref,
-    });
-    closeLater(() => h.close());
-    await saveUserTool(h, {
-      ...GREET,
-      body: 'async (args, tools) => { await tools.gate({}); return "v1 " + args.name; }',
-    });
-    const root = await h.root();
-    const one = await root.submit({ type: "input", content: "one" });
-    await started.promise;
+    const { h, root, one, release } = await greetHeldAtGate();
     const v2 = await saveUserTool(h, { ...GREET, body: 'async (args) => "v2 " + args.name' });
     // The app shows the reload took effect: the registry runs version 2.
     expect(v2).toMatchObject({ version: 2, activeVersion: 2 });
@@ -357,36 +366,7 @@ describe("hot reload", () => {
   test("a removal while a call runs: that call finishes on its version, the next call finds no tool, and the registry runs none (draw 35d)", async () => {
     // Draw 35d: every named reload was an edit; a removal that left user:greet installed (the sync's
     // uninstall skipped) passed every user-tools test: the next call still ran the removed tool.
-    const started = deferred();
-    const release = deferred();
-    const gate = defineTool({
-      name: "gate",
-      description: "waits for the test",
-      parameters: Type.Object({}),
-      replay: "safe",
-      async execute() {
-        started.resolve();
-        await release.promise;
-        return textResult("open");
-      },
-    });
-    const extensions = createRegistry();
-    extensions.install(defineExtension({ name: "test-gate", tools: [gate] }));
-    const faux = fauxAgentModel(callGreet);
-    closeLater(async () => faux.unregister());
-    const h = await AgentHarness.open(await memoryStore(), {
-      extensions,
-      models: faux.models,
-      defaultModel: faux.ref,
-    });
-    closeLater(() => h.close());
-    await saveUserTool(h, {
-      ...GREET,
-      body: 'async (args, tools) => { await tools.gate({}); return "v1 " + args.name; }',
-    });
-    const root = await h.root();
-    const one = await root.submit({ type: "input", content: "one" });
-    await started.promise;
+    const { h, root, one, release } = await greetHeldAtGate();
     await removeUserTool(h, "greet");
     release.resolve();
     expect(userToolStatuses(h)).toEqual([]);
