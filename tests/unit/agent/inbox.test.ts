@@ -37,6 +37,20 @@ import {
 
 const parkedWorker = parked("inbox.worker");
 
+/**
+ * A harness whose root runs "work": the model calls the gated tool `hold`, and the call is held
+ * (its `release` opens it), so what the root is sent next queues behind that run.
+ */
+async function rootHeldInATool() {
+  const { tool, started, release } = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+  });
+  const first = await root.submit({ type: "input", content: "work" });
+  await started.promise;
+  return { h, root, first, release };
+}
+
 describe("submissions", () => {
   test("an input on an idle conversation is placed at once, starts a run, and settles done with the answer", async () => {
     const { h, root } = await open(echo);
@@ -864,12 +878,7 @@ describe("the inbox", () => {
   });
 
   test("Submission.abort withdraws a queued write too (unanswered aborted), removing only its own item: the others keep their order", async () => {
-    const { tool, started, release } = gatedTool();
-    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
-      tools: [tool],
-    });
-    const first = await root.submit({ type: "input", content: "work" });
-    await started.promise;
+    const { h, root, first, release } = await rootHeldInATool();
     const before = await root.submit({ type: "input", content: "before" });
     const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
     const after = await root.submit({ type: "input", content: "after" });
@@ -895,12 +904,7 @@ describe("the inbox", () => {
   test("two Submission.abort calls at once on one queued submission: one withdraws it (aborted), the other finds it settled, for an input and a write", async () => {
     // Draw 35A: every named abort came one after the other; an abort judging the status it read
     // before its commit answered "aborted" twice (and would answer so for one placed meanwhile).
-    const { tool, started, release } = gatedTool();
-    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
-      tools: [tool],
-    });
-    const first = await root.submit({ type: "input", content: "work" });
-    await started.promise;
+    const { h, root, first, release } = await rootHeldInATool();
     const queued = await root.submit({ type: "input", content: "never mind" });
     const write = await root.submit({ type: "write", entry: { kind: "app.note", data: { n: 1 } } });
     const kept = await root.submit({ type: "input", content: "kept" });
@@ -917,12 +921,7 @@ describe("the inbox", () => {
   });
 
   test("Submission.abort withdraws a queued input (aborted), and reports already_placed and settled otherwise", async () => {
-    const { tool, started, release } = gatedTool();
-    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
-      tools: [tool],
-    });
-    const first = await root.submit({ type: "input", content: "work" });
-    await started.promise;
+    const { h, root, first, release } = await rootHeldInATool();
     const queued = await root.submit({ type: "input", content: "never mind" });
     // Every still-queued item is withdrawn the same way: a steer and a write too (the table's row).
     const steer = await root.submit({ type: "input", content: "steer never mind", whenBusy: "steer" });
@@ -1480,12 +1479,7 @@ describe("submission records", () => {
   test("cancelling the wait of a queued input withdraws nothing: it stays queued in its inbox place, and is placed and answered later", async () => {
     // spec §2.2: "Cancelling wait() only cancels that wait. It does not withdraw the submission". A
     // placed input cannot be withdrawn at all, so only a queued one shows the clause.
-    const { tool, started, release } = gatedTool();
-    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
-      tools: [tool],
-    });
-    const first = await root.submit({ type: "input", content: "work" });
-    await started.promise;
+    const { h, root, first, release } = await rootHeldInATool();
     const queued = await root.submit({ type: "input", content: "later" });
     const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
     for (const sub of [queued, steer]) {
