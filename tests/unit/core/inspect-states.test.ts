@@ -290,6 +290,8 @@ test("a wait on a live task and a time shows both, then only the time once the t
         }))),
       woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
     },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
   });
   const other = parked("inspect-awaited-with-time");
   const h = await Harness.open(await memoryStore(), { tasks: [both, other], now: clock.now, timers: clock });
@@ -318,6 +320,8 @@ test("a timer wait reopened paused at exactly its due time is ready, as the sche
       go: async (_t, runtime) => void (await runtime.commit(() => timerWait({ phase: "woke" }, T0 + 1000))),
       woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
     },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
   });
   const store = await memoryStore();
   const first = await Harness.open(store, { tasks: [sleeper], now: clock.now, timers: clock });
