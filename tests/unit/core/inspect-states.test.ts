@@ -270,6 +270,74 @@ test("a waiting task lists only the live part of its wait", async () => {
   await h.close();
 });
 
+test("a wait on a live task and a time shows both, then only the time once the task ended; it wakes at the time (draw 36A)", async () => {
+  // Draw 36A: every named waiting state had a task list or a time, never both; the time of a wait
+  // whose list still had a live task dropped from its inspection passed them all.
+  const T0 = Date.UTC(2026, 0, 5, 8, 0);
+  const clock = new FakeClock(T0);
+  const both = defineTask<TaskId, Go | { phase: "woke" }, Json>({
+    name: "inspect-task-and-time",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "woke" },
+          on: [task.input],
+          policy: "allSettled",
+          until: T0 + 1000,
+        }))),
+      woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const other = parked("inspect-awaited-with-time");
+  const h = await Harness.open(await memoryStore(), { tasks: [both, other], now: clock.now, timers: clock });
+  const live = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+  const waiter = await h.createTask(both, live, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(h, waiter)?.kind === "waiting", { what: "waiter waiting" });
+  expect(stateOf(h, waiter)).toEqual({ kind: "waiting", on: [live], until: T0 + 1000 });
+  await h.abortTask(live);
+  await done(h, live);
+  expect(stateOf(h, waiter)).toEqual({ kind: "waiting", on: [], until: T0 + 1000 });
+  clock.advance(1000);
+  expect(outcome(await done(h, waiter))).toEqual({ status: "completed", result: "woke" });
+  await h.close();
+});
+
+test("a timer wait reopened paused at exactly its due time is ready, as the scheduler reserves it, not waiting (draw 36A)", async () => {
+  // Draw 36A: the named due-time cases read the clock well past the due time; an inspection that
+  // still called a wait due exactly now waiting (>= for >) passed them all.
+  const T0 = Date.UTC(2026, 0, 5, 8, 0);
+  const clock = new FakeClock(T0);
+  const sleeper = defineTask<Json, Go | { phase: "woke" }, Json>({
+    name: "inspect-due-now",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => void (await runtime.commit(() => timerWait({ phase: "woke" }, T0 + 1000))),
+      woke: async (_t, runtime) => void (await runtime.commit(() => complete("woke"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [sleeper], now: clock.now, timers: clock });
+  const id = await first.createTask(sleeper, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(first, id)?.kind === "waiting", { what: "sleeper waiting" });
+  expect(stateOf(first, id)).toEqual({ kind: "waiting", on: [], until: T0 + 1000 });
+  const image = await memoryStore(store.image());
+  await first.close();
+  clock.jump(1000);
+  const h = await Harness.open(image, { tasks: [sleeper], now: clock.now, timers: clock, paused: true });
+  expect(stateOf(h, id)).toEqual({ kind: "ready", migrates: false });
+  h.resume();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "woke" });
+  await h.close();
+});
+
 test("an abort-marked owner without its definition waits for its live owned work, then is orphaned", async () => {
   const child = parked("inspect-kid");
   const owner = waitsOnOwnedChild("inspect-ghost-owner", child);
