@@ -1172,11 +1172,17 @@ describe("the inbox", () => {
     const again = await root.submit({ type: "input", content: "later", requestId: "in" });
     expect(again.id).toBe(input.id);
     expect(await again.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
-    const writeAgain = await root.submit({ type: "write", entry: { kind: "app.note", data: 1 }, requestId: "wr" });
+    const writeAgain = await root.submit({
+      type: "write",
+      entry: { kind: "app.note", data: 1 },
+      requestId: "wr",
+    });
     expect(writeAgain.id).toBe(write.id);
-    expect(await h.transaction((tx) => h.submitIn(tx, root.id, { type: "input", content: "x", requestId: "in" }).id)).toBe(
-      input.id,
-    );
+    expect(
+      await h.transaction(
+        (tx) => h.submitIn(tx, root.id, { type: "input", content: "x", requestId: "in" }).id,
+      ),
+    ).toBe(input.id);
     // Nothing admitted anew: only the held run's input is unsettled.
     expect(h.inspect().submissions.map((x) => x.id)).toEqual([first.id]);
     release.resolve();
@@ -1202,7 +1208,8 @@ describe("the inbox", () => {
     expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
     // A raw transaction, both ways round: refused there too, and the commit writes nothing.
     const written = await h.transaction(
-      (tx) => h.submitIn(tx, root.id, { type: "write", requestId: "w", entry: { kind: "app.note", data: 2 } }).id,
+      (tx) =>
+        h.submitIn(tx, root.id, { type: "write", requestId: "w", entry: { kind: "app.note", data: 2 } }).id,
     );
     await expect(
       h.transaction((tx) => h.submitIn(tx, root.id, { type: "input", content: "hi", requestId: "w" })),

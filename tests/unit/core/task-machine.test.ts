@@ -151,7 +151,10 @@ describe("faults", () => {
       ),
     );
     for (const [i, id] of ids.entries())
-      expect(outcome(await done(h, id, 2000))).toEqual({ status: "faulted", error: { message: thrown[i]![2] } });
+      expect(outcome(await done(h, id, 2000))).toEqual({
+        status: "faulted",
+        error: { message: thrown[i]![2] },
+      });
     await engineStillRuns(h);
     await h.close();
   });
