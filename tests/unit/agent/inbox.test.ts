@@ -1161,6 +1161,70 @@ describe("the inbox", () => {
     expect(faux.requests).toHaveLength(0);
   });
 
+  test("requestId: a retried submit of a submission withdrawn unanswered returns that submission, for an input and a write, through a handle and a raw transaction (draw 36B)", async () => {
+    // Draw 36B: a dedupe that skipped unanswered records (a retry after a withdrawal admitted anew)
+    // passed every test: each retried submission had been placed or settled done.
+    const { h, root, first, release } = await rootHeldInATool();
+    const input = await root.submit({ type: "input", content: "later", requestId: "in" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: 1 }, requestId: "wr" });
+    expect(await input.abort()).toBe("aborted");
+    expect(await write.abort()).toBe("aborted");
+    const again = await root.submit({ type: "input", content: "later", requestId: "in" });
+    expect(again.id).toBe(input.id);
+    expect(await again.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    const writeAgain = await root.submit({
+      type: "write",
+      entry: { kind: "app.note", data: 1 },
+      requestId: "wr",
+    });
+    expect(writeAgain.id).toBe(write.id);
+    expect(
+      await h.transaction(
+        (tx) => h.submitIn(tx, root.id, { type: "input", content: "x", requestId: "in" }).id,
+      ),
+    ).toBe(input.id);
+    // Nothing admitted anew: only the held run's input is unsettled.
+    expect(h.inspect().submissions.map((x) => x.id)).toEqual([first.id]);
+    release.resolve();
+    await first.wait();
+    await root.waitForIdle();
+    const kindsAfter = kinds(await transcript(root));
+    expect(kindsAfter.filter((k) => k === "pi.user")).toHaveLength(1);
+    expect(kindsAfter).not.toContain("app.note");
+  });
+
+  test("a requestId reused for the other type is refused also when both are submitted at once, and inside a transaction (submitIn), either way round (draw 36B)", async () => {
+    // Draw 36B: the type check moved to the handle's lookup before the commit (the admitting commit
+    // handing back the other type's submission) passed: every reuse came one after the other.
+    const { h, root, faux } = await open(echo);
+    const [input, write] = await Promise.allSettled([
+      root.submit({ type: "input", content: "hi", requestId: "both" }),
+      root.submit({ type: "write", requestId: "both", entry: { kind: "app.note", data: 1 } }),
+    ]);
+    expect(input.status).toBe("fulfilled");
+    expect(write.status).toBe("rejected");
+    expect((write as PromiseRejectedResult).reason).toBeInstanceOf(InvalidTransition);
+    await root.waitForIdle();
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+    // A raw transaction, both ways round: refused there too, and the commit writes nothing.
+    const written = await h.transaction(
+      (tx) =>
+        h.submitIn(tx, root.id, { type: "write", requestId: "w", entry: { kind: "app.note", data: 2 } }).id,
+    );
+    await expect(
+      h.transaction((tx) => h.submitIn(tx, root.id, { type: "input", content: "hi", requestId: "w" })),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+    await expect(
+      h.transaction((tx) =>
+        h.submitIn(tx, root.id, { type: "write", requestId: "both", entry: { kind: "app.note", data: 3 } }),
+      ),
+    ).rejects.toBeInstanceOf(InvalidTransition);
+    expect(await h.transaction((tx) => tx.submissionByRequest(root.id, "w")?.id)).toBe(written);
+    await root.waitForIdle();
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant", "app.note"]);
+    expect(faux.requests).toHaveLength(1);
+  });
+
   test("a requestId used for an input cannot be reused for a write", async () => {
     const { h, root } = await open(echo);
     const first = await root.submit({ type: "input", content: "hi", requestId: "same" });

@@ -128,6 +128,37 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("a phase that throws an Error with an empty message, or a falsy value (undefined, null, 0, an empty string), faults with that message as text (draw 36B)", async () => {
+    // Draw 36B: a thrown falsy value not taken as a failure (the task faulted for committing no
+    // checkpoint instead), and an empty message replaced by the error's text, passed every test.
+    const h = await Harness.open(await memoryStore());
+    const thrown: Array<[string, unknown, string]> = [
+      ["empty-message", new Error(""), ""],
+      ["undefined", undefined, "undefined"],
+      ["null", null, "null"],
+      ["zero", 0, "0"],
+      ["empty-string", "", ""],
+    ];
+    const ids = await Promise.all(
+      thrown.map(([name, value]) =>
+        h.createTask(
+          single(`falsy-thrower-${name}`, async () => {
+            throw value;
+          }),
+          null,
+          { ownership: { kind: "conversation" } },
+        ),
+      ),
+    );
+    for (const [i, id] of ids.entries())
+      expect(outcome(await done(h, id, 2000))).toEqual({
+        status: "faulted",
+        error: { message: thrown[i]![2] },
+      });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("step rule 4 comes before rule 5: a phase that committed a new checkpoint and then threw faults with its error, and the next phase never runs; an abort handler's throw faults with its error too", async () => {
     const h = await Harness.open(await memoryStore());
     const ran: string[] = [];

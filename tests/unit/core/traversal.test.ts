@@ -133,7 +133,7 @@ test("a terminal owner never cascades: new work in the conversation of an aborte
     await release.promise;
     await runtime.commit(() => complete("later"));
   });
-  const { h, root } = await open(echo, { tasks: [owner, later] });
+  const { h, root, store, faux } = await open(echo, { tasks: [owner, later] });
   const ownerId: TaskId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
   await until(() => running(h) === 1, { what: "the owner running" });
   expect(await h.abortTask(ownerId)).toBe("marked");
@@ -165,6 +165,11 @@ test("a terminal owner never cascades: new work in the conversation of an aborte
   });
   await until(() => idle, { what: "the root idle" });
   expect((await h.getTask(laterId))?.abortRequested).toBe(false);
+  // And what the store holds: read back after a reopen, the record keeps the aborted owner's edge
+  // (draw 36B: the owner columns cleared when an owner ended other than completed passed).
+  await h.close();
+  const again = await reopen(store, { tasks: [owner, later], models: faux.models, defaultModel: faux.ref });
+  expect((await again.loadConversation(owned))?.owner).toEqual({ conversationId: root.id, taskId: ownerId });
 });
 
 test("taskGraph() keeps live work in a conversation whose owner task is terminal", async () => {

@@ -836,6 +836,38 @@ test("100 commits requested together share one transaction; one whose callback t
   await reopened.close();
 });
 
+test("an async callback that rejects after an await is dropped alone, its writes with it, between async commits of the same group (draw 36B)", async () => {
+  // Draw 36B: a rejection of an async callback's promise taken as its value (the callback's writes
+  // committed, its caller resolved with the error) passed every test: all threw synchronously.
+  const store = await memoryStore();
+  const h = await Harness.open(store);
+  const before = store.stats.transactions;
+  const thrown = new Error("async callback fails after writing");
+  const results = await Promise.allSettled(
+    [0, 1, 2].map((i) =>
+      h.transaction(async (tx) => {
+        tx.writeDoc(1, `test.async-${i}`, { i });
+        await Promise.resolve();
+        tx.appendEntry(1, { kind: "app.note", data: `async ${i}` });
+        if (i === 1) throw thrown;
+        return i;
+      }),
+    ),
+  );
+  expect(store.stats.transactions - before).toBe(1);
+  expect(results[1]).toMatchObject({ status: "rejected" });
+  expect((results[1] as PromiseRejectedResult).reason).toBe(thrown);
+  expect(results.map((r) => (r.status === "fulfilled" ? r.value : "rejected"))).toEqual([0, "rejected", 2]);
+  expect(await h.doc(1, "test.async-1")).toBeUndefined();
+  const image = store.image();
+  await h.close();
+  const reopened = await Harness.open(await memoryStore(image));
+  expect((await reopened.entries(1)).map((e) => e.data)).toEqual(["async 0", "async 2"]);
+  expect(await reopened.doc(1, "test.async-1")).toBeUndefined();
+  expect(await reopened.doc(1, "test.async-2")).toEqual({ i: 2 });
+  await reopened.close();
+});
+
 test("a group whose commits write a rewindable document and append entries stores the rows, the entries and the history rows in one storage transaction", async () => {
   // Break 29I: the history rows written in a transaction of their own after COMMIT passed every test
   // above (none wrote a document that keeps history); a failure between the two would leave a stored
