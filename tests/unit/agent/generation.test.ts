@@ -84,7 +84,10 @@ describe("request hooks", () => {
     const lasts = faux.requests.map((r) => textOf(r.messages.at(-1)!));
     expect(lasts).toEqual(["injected 1", "injected 2", "injected 3"]);
     // Each replacement was for its own request only: none of them reached a later one.
-    expect(faux.requests[2]!.messages.filter((m) => m.role === "user").map(textOf)).toEqual(["hi", "injected 3"]);
+    expect(faux.requests[2]!.messages.filter((m) => m.role === "user").map(textOf)).toEqual([
+      "hi",
+      "injected 3",
+    ]);
   });
 
   test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {
