@@ -540,6 +540,26 @@ describe("Conversation.compact()", () => {
     await other.close();
   });
 
+  test("in a fork, raw history stays too: after the fork's own summary its entries and the inherited ones are all read, and the context as of an inherited entry is the parent's through it", async () => {
+    // Draw 36C: every raw-history check compacted the root; a fork's history holds its parent's
+    // entries through the fork point, read by the same cache.
+    const { root } = await open(echoOrSummary, { settings: { compaction: { keepRecentTokens: 250 } } });
+    await chat(root, 2);
+    const inherited = await root.entries();
+    const fork = await root.fork(inherited.at(-1)!.id, { ownership: { kind: "ownerless" } });
+    await chat(fork, 3);
+    const raw = await fork.entries();
+    expect(raw.slice(0, inherited.length)).toEqual(inherited);
+    const taskId = await fork.compact();
+    await fork.harness.waitForTask(taskId);
+    const entries = await fork.entries();
+    expect(entries.at(-1)).toMatchObject({ kind: "pi.compaction", conversationId: fork.id });
+    expect(entries.slice(0, raw.length)).toEqual(raw);
+    expect((await fork.context({ at: inherited[1]!.id })).entries.map((e) => e.id)).toEqual(
+      inherited.slice(0, 2).map((e) => e.id),
+    );
+  });
+
   test("in a conversation other than the root: the summary is that conversation's write submission compaction:<taskId>, placed at once when idle, and the root gets nothing", async () => {
     // Break 28H: every other compaction test compacts the root, so a summary admitted to the
     // root conversation whatever the task's conversation passed them.
