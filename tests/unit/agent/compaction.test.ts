@@ -22,6 +22,7 @@ import {
   summarizedPart,
 } from "../../../worker/agent/conversation/context.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { defaultStream } from "../../../worker/agent/services.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
@@ -863,6 +864,40 @@ describe("Conversation.compact()", () => {
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
     expect(usage().models[key]!.input).toBeGreaterThan(before);
     expect(Object.keys(usage().models)).toEqual([key]);
+  });
+
+  test("a retry after the agent changed during the failed attempt still sends the pinned request: its model and thinking level, not the agent's new ones", async () => {
+    // Draw 36C: the retry re-pinning the request from the agent as it is then passed every test (no
+    // test changed the agent between a failed summary and its retry).
+    let summaries = 0;
+    let conversation: Conversation | undefined;
+    const sent: Array<[string, unknown]> = [];
+    const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+      if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) sent.push([model.id, options?.reasoning]);
+      return defaultStream(model, context, options);
+    };
+    const { h, root, faux } = await open(
+      async (req) => {
+        if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+        if (++summaries > 1) return fauxAssistantMessage("SUMMARY");
+        // The agent names another model and thinking level before the failed attempt is classified.
+        await conversation!.configure({
+          model: { provider: faux.ref.provider, modelId: "another-model" },
+          thinkingLevel: "high",
+        });
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 1 } }, stream },
+    );
+    conversation = root;
+    await chat(root, 3);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(summaries).toBe(2);
+    expect(sent).toEqual([
+      [faux.ref.modelId, undefined],
+      [faux.ref.modelId, undefined],
+    ]);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {
