@@ -21,8 +21,8 @@ import {
   rangeContributions,
   summarizedPart,
 } from "../../../worker/agent/conversation/context.ts";
-import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { defaultStream } from "../../../worker/agent/services.ts";
+import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
   AgentHarness,
