@@ -20,7 +20,7 @@ import {
 import { type Deferred, deferred, until } from "../../../worker/testing.ts";
 import { complete, untilAborted } from "../core/fixtures.ts";
 import { collect } from "./events-fixtures.ts";
-import { callsThenAnswer, faultingHook, gatedTool, liveOf, open } from "./fixtures.ts";
+import { callsThenAnswer, faultingHook, gatedTool, liveOf, open, reopen } from "./fixtures.ts";
 
 /** A task parked until the test opens its gate (by input name); its abort handler waits on `abort.<name>`. */
 function gatedNodes() {
@@ -218,6 +218,114 @@ test("lets a tool that owns live work finish its call at the hold while the gene
   expect(toolAtNextRequest).toEqual([undefined]);
   const [record] = await h.tasks({ kind: "pi.tool" });
   expect(record!.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+});
+
+test("a held tool stays completing when the work in its conversation hands on to a task created in the same commit that ends the first, and the generation resumes only once that one ends", async () => {
+  // Draw 36C: the tasks a commit creates in an owned conversation not counted by the release pass (only
+  // the stored ones) passed every test: each owned conversation's work was one task that simply ended.
+  const { node, gate } = gatedNodes();
+  const handOn = defineTask<string, { phase: "go" }, Json>({
+    name: "test.hand-on",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime, signal) => {
+        await Promise.race([gate(task.input).promise, untilAborted(signal)]);
+        await runtime.commit((tx) => {
+          tx.createTask(node, "next", {
+            ownership: { kind: "conversation" },
+            conversationId: task.conversationId,
+          });
+          return complete(task.input);
+        });
+      },
+    },
+    abort: async (_task, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const delegate = defineTool({
+    name: "delegate",
+    description: "Starts work in a conversation it owns",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) => {
+        const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+        tx.createTask(handOn, "first", { ownership: { kind: "conversation" }, conversationId: child.id });
+      });
+      return textResult("started");
+    },
+  });
+  const respond = callsThenAnswer(fauxToolCall("delegate", {}, { id: "c1" }));
+  const toolAtNextRequest: Array<string | undefined> = [];
+  const { h, root } = await open(
+    (req, n) => {
+      if (n > 1)
+        toolAtNextRequest.push(h.inspect().tasks.find((t) => t.record.kind === "pi.tool")?.state.kind);
+      return respond(req, n);
+    },
+    { tasks: [node, handOn], tools: [delegate] },
+  );
+  const submission = await root.submit({ type: "input", content: "go" });
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "the call's slot done" });
+  const tool = liveOf(h).tools![0]!.taskId!;
+  gate("first").resolve();
+  await until(() => h.inspect().tasks.some((t) => t.record.input === "next"), {
+    what: "the next task created",
+  });
+  const first = h.inspect().tasks.find((t) => t.record.input === "first");
+  // Terminal: inspect() shows live tasks only.
+  expect(first).toBeUndefined();
+  expect(stateOf(h, tool)).toBe("completing");
+  expect(toolAtNextRequest).toEqual([]);
+  gate("next").resolve();
+  expect((await submission.wait()).status).toBe("done");
+  expect(toolAtNextRequest).toEqual([undefined]);
+});
+
+test("a tool held completing by its owned conversation's work is still held after a reopen: the reopened engine sends the next request only once that work ends", async () => {
+  // Draw 36C: every hold was seen in the engine that made it; here the image is reopened (a crash)
+  // while the tool task holds, before the owned conversation's task is loaded again.
+  const { node, gate } = gatedNodes();
+  const delegate = defineTool({
+    name: "delegate",
+    description: "Starts work in a conversation it owns",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await api.commit((tx) => {
+        const child = tx.createConversation({ kind: "task", taskId: api.taskId });
+        tx.createTask(node, "sub", { ownership: { kind: "conversation" }, conversationId: child.id });
+      });
+      return textResult("started");
+    },
+  });
+  const respond = callsThenAnswer(fauxToolCall("delegate", {}, { id: "c1" }));
+  let h2: AgentHarness | undefined;
+  const toolAtNextRequest: Array<string | undefined> = [];
+  const { h, root, store, faux } = await open(
+    (req, n) => {
+      if (n > 1)
+        toolAtNextRequest.push(h2?.inspect().tasks.find((t) => t.record.kind === "pi.tool")?.state.kind);
+      return respond(req, n);
+    },
+    { tasks: [node], tools: [delegate] },
+  );
+  void root.submit({ type: "input", content: "go", requestId: "r" });
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "the call's slot done" });
+  const tool = liveOf(h).tools![0]!.taskId!;
+  expect(stateOf(h, tool)).toBe("completing");
+  h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tasks: [node], tools: [delegate] });
+  // The crashed engine is stopped (its image copied first), so only the reopened one answers.
+  await h.close();
+  const again = await (await h2.root()).submit({ type: "input", content: "go", requestId: "r" });
+  await until(() => h2!.inspect().tasks.some((t) => t.record.input === "sub" && t.state.kind === "running"), {
+    what: "the owned conversation's task running again",
+  });
+  expect(stateOf(h2, tool)).toBe("completing");
+  expect(toolAtNextRequest).toEqual([]);
+  gate("sub").resolve();
+  expect((await again.wait()).status).toBe("done");
+  expect(toolAtNextRequest).toEqual([undefined]);
 });
 
 test("with a second call in the round that ends at once, the generation still waits for the held tool's final commit: the next request is sent only once both tool tasks are terminal", async () => {

@@ -21,6 +21,7 @@ import {
   rangeContributions,
   summarizedPart,
 } from "../../../worker/agent/conversation/context.ts";
+import { defaultStream } from "../../../worker/agent/services.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
@@ -540,6 +541,26 @@ describe("Conversation.compact()", () => {
     await other.close();
   });
 
+  test("in a fork, raw history stays too: after the fork's own summary its entries and the inherited ones are all read, and the context as of an inherited entry is the parent's through it", async () => {
+    // Draw 36C: every raw-history check compacted the root; a fork's history holds its parent's
+    // entries through the fork point, read by the same cache.
+    const { root } = await open(echoOrSummary, { settings: { compaction: { keepRecentTokens: 250 } } });
+    await chat(root, 2);
+    const inherited = await root.entries();
+    const fork = await root.fork(inherited.at(-1)!.id, { ownership: { kind: "ownerless" } });
+    await chat(fork, 3);
+    const raw = await fork.entries();
+    expect(raw.slice(0, inherited.length)).toEqual(inherited);
+    const taskId = await fork.compact();
+    await fork.harness.waitForTask(taskId);
+    const entries = await fork.entries();
+    expect(entries.at(-1)).toMatchObject({ kind: "pi.compaction", conversationId: fork.id });
+    expect(entries.slice(0, raw.length)).toEqual(raw);
+    expect((await fork.context({ at: inherited[1]!.id })).entries.map((e) => e.id)).toEqual(
+      inherited.slice(0, 2).map((e) => e.id),
+    );
+  });
+
   test("in a conversation other than the root: the summary is that conversation's write submission compaction:<taskId>, placed at once when idle, and the root gets nothing", async () => {
     // Break 28H: every other compaction test compacts the root, so a summary admitted to the
     // root conversation whatever the task's conversation passed them.
@@ -843,6 +864,40 @@ describe("Conversation.compact()", () => {
     expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
     expect(usage().models[key]!.input).toBeGreaterThan(before);
     expect(Object.keys(usage().models)).toEqual([key]);
+  });
+
+  test("a retry after the agent changed during the failed attempt still sends the pinned request: its model and thinking level, not the agent's new ones", async () => {
+    // Draw 36C: the retry re-pinning the request from the agent as it is then passed every test (no
+    // test changed the agent between a failed summary and its retry).
+    let summaries = 0;
+    let conversation: Conversation | undefined;
+    const sent: Array<[string, unknown]> = [];
+    const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+      if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) sent.push([model.id, options?.reasoning]);
+      return defaultStream(model, context, options);
+    };
+    const { h, root, faux } = await open(
+      async (req) => {
+        if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+        if (++summaries > 1) return fauxAssistantMessage("SUMMARY");
+        // The agent names another model and thinking level before the failed attempt is classified.
+        await conversation!.configure({
+          model: { provider: faux.ref.provider, modelId: "another-model" },
+          thinkingLevel: "high",
+        });
+        return fauxError("503 Service Unavailable");
+      },
+      { settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 1 } }, stream },
+    );
+    conversation = root;
+    await chat(root, 3);
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(summaries).toBe(2);
+    expect(sent).toEqual([
+      [faux.ref.modelId, undefined],
+      [faux.ref.modelId, undefined],
+    ]);
   });
 
   test("compact() returns the id of a conversation-owned, non-background task, and the conversation's idle waits include it", async () => {

@@ -286,6 +286,37 @@ test("a toolUse answer without tool calls is classified like stop: the run answe
   expect(faux.requests).toHaveLength(1);
 });
 
+test("a toolUse answer without tool calls is like stop past its status too: an onYield continuation carries the run on, and the next request sends the answer", async () => {
+  // Draw 36C: a continuation dropped for a toolUse answer, and a toolUse answer without calls left out
+  // of later requests, each passed every test (the one such answer built had no continuation and no
+  // request after it).
+  let continued = false;
+  const { root, faux } = await open(
+    (_req, n) =>
+      n === 1
+        ? fauxAssistantMessage("no calls after all", { stopReason: "toolUse" })
+        : fauxAssistantMessage("the end"),
+    {
+      hooks: {
+        onYield: [
+          () => {
+            if (continued) return undefined;
+            continued = true;
+            return "go on";
+          },
+        ],
+      },
+    },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  const settled = await input.wait();
+  const entries = await transcript(root);
+  expect(entries.map((e) => textOf(messageOf(e)))).toEqual(["go", "no calls after all", "go on", "the end"]);
+  expect(settled).toMatchObject({ status: "done", answer: entries[3]!.id });
+  expect(faux.requests).toHaveLength(2);
+  expect(faux.requests[1]!.messages.map(textOf)).toEqual(["go", "no calls after all", "go on"]);
+});
+
 test("a stop or length answer that carries tool calls starts no round: it is classified as what it says, and the run answers with it", async () => {
   // Break 30E: a round started for any answer holding tool calls, whatever its stop reason, passed
   // every named test (their calls always came with toolUse). Spec §8.3: only `toolUse` with at

@@ -61,6 +61,35 @@ describe("request hooks", () => {
     expect(faux.requests[1]!.messages.map(textOf)).toEqual(["hi", "echo: injected", "again", "injected"]);
   });
 
+  test("beforeRequest runs for every request of a run: a retried attempt and the request after a tool round each get their own replacement", async () => {
+    // Draw 36C: a hook run only for a run's first attempt passed every test (each built one request
+    // per run, or resent one after a reopen); here a retry and a tool round follow the first request.
+    let hooked = 0;
+    const { tool } = itemTool({});
+    const answers = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { root, faux } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : answers(req, n)),
+      {
+        tools: [tool],
+        settings: { retry: { baseDelayMs: 1 } },
+        hooks: {
+          beforeRequest: [
+            (messages) => [...messages, { role: "user", content: `injected ${++hooked}`, timestamp: 0 }],
+          ],
+        },
+      },
+    );
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    expect(hooked).toBe(3);
+    const lasts = faux.requests.map((r) => textOf(r.messages.at(-1)!));
+    expect(lasts).toEqual(["injected 1", "injected 2", "injected 3"]);
+    // Each replacement was for its own request only: none of them reached a later one.
+    expect(faux.requests[2]!.messages.filter((m) => m.role === "user").map(textOf)).toEqual([
+      "hi",
+      "injected 3",
+    ]);
+  });
+
   test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {
     const hold = deferred();
     let hooked = 0;
