@@ -30,9 +30,9 @@ import {
   wrapSection,
   wrapTool,
 } from "../../../worker/index.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { blocked, complete, done, outcome, single } from "../core/fixtures.ts";
-import { callsThenAnswer, echo, open, toolResults } from "./fixtures.ts";
+import { callsThenAnswer, echo, open, reopen, toolResults } from "./fixtures.ts";
 
 const tool = (name: string, text = name) =>
   defineTool({
@@ -915,6 +915,44 @@ describe("Harness.open binds the registry", () => {
       expect((refused as Error).message).toContain(builtin);
     }
     expect(prepared).toEqual([]);
+  });
+
+  test("a reopen over live work refuses a registry lacking a built-in task too, before the recovered task runs", async () => {
+    // Draw 36D: a check made only when the store held no conversation or task yet (its first open)
+    // passed the test above, whose store is always fresh.
+    const { h, root, faux, store } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      { settings: { retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 } } },
+    );
+    await root.submit({ type: "input", content: "hi" });
+    await until(
+      () =>
+        h
+          .inspect()
+          .tasks.some(
+            (t) =>
+              t.record.kind === "pi.generation" &&
+              (t.record.state as { checkpoint?: { phase?: string } }).checkpoint?.phase === "retry",
+          ),
+      { what: "the backoff" },
+    );
+    await h.close();
+    const real = createRegistry();
+    for (const builtin of ["pi.generation", "pi.tool", "pi.compaction"]) {
+      const lacking: RegistryReader = {
+        subscribe: (l) => real.subscribe(l),
+        snapshot: () => ({ ...real.snapshot(), hasTask: (name: string) => name !== builtin }),
+      };
+      const refused = await reopen(store, {
+        models: faux.models,
+        defaultModel: faux.ref,
+        now: () => Date.now() + 120_000, // past the backoff: a recovered retry would be sent at once
+        extensions: lacking as ReturnType<typeof createRegistry>,
+      }).catch((e: unknown) => e);
+      expect(refused, builtin).toBeInstanceOf(RegistryInvalid);
+      expect((refused as Error).message).toContain(builtin);
+    }
+    expect(faux.requests).toHaveLength(1);
   });
 
   test("a registry of another make listing a task under a built-in name is refused at open, and one listed later never replaces the built-in", async () => {

@@ -815,6 +815,9 @@ describe("tool hooks", () => {
           () => {
             throw ownAbort;
           },
+          // A rejection without a reason (undefined) is a failure too (draw 36D: a chain that
+          // reported only truthy errors swallowed it).
+          () => Promise.reject(),
           (call, result) => {
             seen.push(`${call.name}: ${textOf(result as never)}`);
             return textResult(`rolled back (${textOf(result as never).trim()})`);
@@ -828,7 +831,7 @@ describe("tool hooks", () => {
     await root.abort();
     expect(seen).toEqual(["slow: half done\n"]);
     // Each hook's failure itself is reported, once (not a copy or a wrapper).
-    expect(reported).toHaveLength(3);
+    expect(reported).toEqual([failure, rejection, ownAbort, undefined]);
     expect(reported[0]).toBe(failure);
     expect(reported[1]).toBe(rejection);
     expect(reported[2]).toBe(ownAbort);

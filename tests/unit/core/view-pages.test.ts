@@ -170,6 +170,32 @@ describe("a head marker on a paged view", () => {
   });
 });
 
+test("a paged watch, a commit of a plain entry then a raw head: further back than mounted the count stays and only carried entries from its head on show; at a carried entry none is left", async () => {
+  // Draw 36D: the mount classifying a commit's entries as a head change only when its first entry
+  // carries a head passed every test (each raw head was alone in its commit, or the first).
+  const { h, root } = await open(echo);
+  const total = FIRST_PAGE + 40;
+  await notes(h, root.id, 1, total);
+  const watch = await h.pageMount(root.id).watch();
+  const frames: ConversationView[] = [];
+  watch.start((frame) => void frames.push(frame.value));
+  const carried = watch.value.entries.map((e) => e.id);
+  const first = (await h.entries(root.id))[0]!.id;
+  // A raw head further back than the mounted range (at the first note, uncarried).
+  await notes(h, root.id, total + 1, total + 2, new Map([[total + 2, first]]));
+  await expect.poll(() => frames.length).toBe(1);
+  const [plain, back] = (await h.entries(root.id)).slice(-2).map((e) => e.id);
+  expect(frames[0]!.entries.map((e) => e.id)).toEqual([back, ...carried, plain]);
+  expect(frames[0]!.older).toBe(40);
+  // A raw head at a carried entry after a plain one: nothing uncarried is left in the range.
+  await notes(h, root.id, total + 3, total + 4, new Map([[total + 4, carried[1]!]]));
+  await expect.poll(() => frames.length).toBe(2);
+  const [plain2, at] = (await h.entries(root.id)).slice(-2).map((e) => e.id);
+  expect(frames[1]!.entries.map((e) => e.id)).toEqual([at, ...carried.slice(1), plain, plain2]);
+  expect(frames[1]!.older).toBeUndefined();
+  await watch.stop();
+});
+
 test("a tab's round trip: the paged watch's view, commits after it, then pages before its first entry rebuild the whole view", async () => {
   const { h, root } = await open(echo);
   await notes(h, root.id, 1, FIRST_PAGE + 300);
