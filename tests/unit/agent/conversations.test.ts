@@ -931,7 +931,9 @@ describe("conversations", () => {
       for (const d of falsy) tx.appendEntry(root.id, count.draft(d));
     });
     const counted = (await root.entries()).filter(count.is);
-    expect(counted.map((e) => [e.kind, "data" in e, e.data])).toEqual(falsy.map((d) => ["app.count", true, d]));
+    expect(counted.map((e) => [e.kind, "data" in e, e.data])).toEqual(
+      falsy.map((d) => ["app.count", true, d]),
+    );
   });
 
   test("a configure during a request applies at the next preparation: the request in flight keeps the prompt it was prepared with", async () => {
