@@ -921,6 +921,19 @@ describe("conversations", () => {
       expect(own.kind).toBe(kind);
       expect(own.is(own.draft(null) as never)).toBe(true);
     }
+    // A draft keeps its data whatever it is: a falsy value is the entry's data, appended and read back
+    // as given (draw 36b-A: a draft that left out a falsy data passed, every data above being an
+    // object or only asked of `is()`).
+    const count = defineEntry<number | boolean | string | null>("app.count");
+    const falsy = [0, false, "", null];
+    expect(falsy.map((d) => count.draft(d))).toEqual(falsy.map((data) => ({ kind: "app.count", data })));
+    await h.transaction((tx) => {
+      for (const d of falsy) tx.appendEntry(root.id, count.draft(d));
+    });
+    const counted = (await root.entries()).filter(count.is);
+    expect(counted.map((e) => [e.kind, "data" in e, e.data])).toEqual(
+      falsy.map((d) => ["app.count", true, d]),
+    );
   });
 
   test("a configure during a request applies at the next preparation: the request in flight keeps the prompt it was prepared with", async () => {

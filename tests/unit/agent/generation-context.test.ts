@@ -102,6 +102,24 @@ describe("deriveContext", () => {
     expect(derived.tools).toEqual(["write", "grep", "read"]);
   });
 
+  test("replay: an empty-string section is a section (only null removes: a later text replaces it in place); a tool added again while offered is offered once (draw 36b)", () => {
+    // Spec §2: "a string adds or replaces a section, while null removes it". Draw 36b-A: a replay
+    // that dropped a falsy section ("" taken as null) and one that pushed an offered tool again
+    // passed every named test (none writes an empty section or re-adds a tool it did not remove).
+    const derived = deriveContext([
+      system({ sections: { base: "You help.", notes: "", cwd: "In /w." }, toolsAdded: ["read", "write"] }),
+      user("q"),
+      system({ sections: { notes: "Keep notes." }, toolsAdded: ["read", "grep"] }),
+    ]);
+    expect(Object.keys(derived.sections)).toEqual(["base", "notes", "cwd"]);
+    expect(derived.systemPrompt).toBe("You help.\n\nKeep notes.\n\nIn /w.");
+    expect(derived.tools).toEqual(["read", "write", "grep"]);
+    // An empty section stays in the map as given; it adds no text to the prompt.
+    const empty = deriveContext([system({ sections: { base: "You help.", notes: "" } })]);
+    expect(empty.sections).toEqual({ base: "You help.", notes: "" });
+    expect(empty.systemPrompt).toBe("You help.");
+  });
+
   test("model-less entries contribute no message", () => {
     const note: EntryRecord = { id: ++nextId, conversationId: 1, kind: "app.note", data: "for the UI" };
     expect(deriveContext([user("q"), note, assistant("a")]).messages.map((m) => m.role)).toEqual([

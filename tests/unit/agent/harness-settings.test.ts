@@ -33,6 +33,21 @@ test("defaults: retry 3 x 2 s up to 60 s, compaction 16384/20000/32768, parallel
     followUpMode: "one-at-a-time",
     contextRetentionMs: 600_000,
   });
+  // A default stands only for a key not given: a given 0 is kept (draw 36b-A: the intervals and the
+  // pacing rate defaulted with `||`, so 0, every partial at once or no size pacing, became 100 ms and
+  // 100 KiB/s, and passed every named test). Spec §2.2: every field over its built-in default.
+  const zeros = resolveSettings({
+    partialIntervalMs: 0,
+    outputIntervalMs: 0,
+    progressBytesPerSecond: 0,
+    contextRetentionMs: 0,
+  });
+  expect([
+    zeros.partialIntervalMs,
+    zeros.outputIntervalMs,
+    zeros.progressBytesPerSecond,
+    zeros.contextRetentionMs,
+  ]).toEqual([0, 0, 0, 0]);
 });
 
 test("partial retry and compaction settings merge key by key with the defaults", () => {

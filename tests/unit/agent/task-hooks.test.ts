@@ -276,12 +276,25 @@ test("with no selection of its own, an extension task asks the hooks of settings
   extensions.install(answering("a", "a"));
   extensions.install(answering("b", "b"));
   extensions.install(answering("unselected", "u"));
-  const { h, root } = await open(echo, { extensions, settings: { extensions: ["jobs", "b", "a"] } });
+  // The base through a settings getter, read at each resolution (draw 36b-A: the hook source keeping
+  // the base of its first reading passed every test: the base never changed).
+  let base = ["jobs", "b", "a"];
+  const { h, root } = await open(echo, {
+    extensions,
+    settings: {
+      get extensions() {
+        return base;
+      },
+    },
+  });
   const run = async () =>
     outcome(await done(h, await h.createTask(review, null, { ownership: { kind: "conversation" } })));
   expect(await run()).toEqual({ status: "completed", result: ["b:diff", "a:diff"] });
   await root.configure({ extensions: { remove: ["b"] } });
   expect(await run()).toEqual({ status: "completed", result: ["a:diff"] });
+  // The host's base changes, with no commit: the next task's phase asks the new base, still edited.
+  base = ["jobs", "a", "unselected", "b"];
+  expect(await run()).toEqual({ status: "completed", result: ["a:diff", "u:diff"] });
 });
 
 test("an extension task in a conversation other than the root asks that conversation's selected hooks, not the root's", async () => {

@@ -318,6 +318,58 @@ test("an entry a task appends in its memo factory's commit records byTaskId = th
   await h.close();
 });
 
+test("an entry a wake continuation appends records byTaskId = the woken task, beside the child's own in the same commit, also as stored (draw 36b)", async () => {
+  // Draw 36b-A: a wake runs inside the commit of the child that satisfied the wait; a wake's
+  // transaction that attributed nothing passed every named test (they append through
+  // runtime.commit and runtime.memo only).
+  const child = single("wake-note-child", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.appendEntry(runtime.conversationId, { kind: "note", data: "by the child" });
+      return complete(null);
+    });
+  });
+  const parent = defineTask<null, { phase: "spawn" } | { phase: "join" }, Json>({
+    name: "wake-note-parent",
+    version: 1,
+    initial: () => ({ phase: "spawn" }),
+    phases: {
+      spawn: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "join" }, on: [id], policy: "allSettled" };
+        });
+      },
+      join: async (_t, runtime) => void (await runtime.commit(() => complete("by handler"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    wake: {
+      join: (tx: Tx, task: { id: TaskId; conversationId: number }) => {
+        tx.appendEntry(task.conversationId as never, { kind: "note", data: "by the wake" });
+        return complete("woken");
+      },
+    } as never,
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toMatchObject({ status: "completed", result: "woken" });
+  const childId = (await h.entries(1)).find((e) => e.data === "by the child")?.byTaskId;
+  expect(childId).toBeDefined();
+  expect(childId).not.toBe(id);
+  const attributed = (entries: readonly EntryRecord[]) =>
+    entries.filter((e) => e.kind === "note").map((e) => [e.data, e.byTaskId]);
+  const expected = [
+    ["by the child", childId],
+    ["by the wake", id],
+  ];
+  expect(attributed(await h.entries(1))).toEqual(expected);
+  await h.close();
+  const again = await Harness.open(await memoryStore(store.image()), { tasks: [parent, child] });
+  expect(attributed(await again.entries(1))).toEqual(expected);
+  await again.close();
+});
+
 test("a memo factory runs only while no winner is stored: a later factory of the same name neither runs nor commits its writes", async () => {
   // break 30O: a factory run before the winner was looked up (its entry committed, its value
   // dropped) passed every memo test: each factory there was the first of its name.
