@@ -385,6 +385,9 @@ export class Session {
    * A fork point is a fact about committed entries and documents: `at` must be committed.
    */
   ensureForkPoint(parent: ConversationId, at: number): Promise<void> {
+    // Not an entry id: tx.forkConversation refuses it without a fork point (and "3" must not be
+    // kept under entry 3's key).
+    if (!Number.isSafeInteger(at) || at <= 0) return Promise.resolve();
     const key = forkPointKey(parent, at);
     if (this.records.forkPoints.has(key)) return Promise.resolve();
     return this.store.read(async (sql) => {

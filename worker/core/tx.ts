@@ -245,6 +245,9 @@ export class TxImpl implements Tx {
   ): ConversationRecord {
     const o = this.#open();
     if (!o.conversation(parentId)) throw new UnknownConversation(parentId);
+    // No entry has an id that is not a positive integer (a string "3" would share the fork point
+    // key of entry 3: draw 36b).
+    if (!Number.isSafeInteger(at) || at <= 0) throw new EntryNotVisible(parentId, at);
     const point = o.base.forkPoints.get(forkPointKey(parentId, at));
     if (!point) {
       o.missingFork ??= { parent: parentId, at };

@@ -491,6 +491,22 @@ describe("fork", () => {
   // Break 30N: contrary, fixed: the engine cached a fork point at its first load, the invisible ones
   // too, so an entry id refused before it was committed stayed refused once it was a committed,
   // visible entry of the parent's history (by the handle and by a raw transaction alike).
+  test("a fork point that is no entry id (its id as a string, a fraction, NaN, 0, -1) is refused as not visible, by the handle and by a raw transaction, and nothing is created (draw 36b)", async () => {
+    const { h, root } = await open(echo);
+    await ask(root, "one");
+    const first = (await root.entries())[0]!.id;
+    for (const at of [String(first), first + 0.5, Number.NaN, 0, -1] as number[]) {
+      await expect(root.fork(at, ownerless)).rejects.toThrow(EntryNotVisible);
+      await expect(h.transaction((tx) => tx.forkConversation(root.id, at, ownerless))).rejects.toThrow(
+        EntryNotVisible,
+      );
+    }
+    // Nothing was created: the next conversation takes the id right after the root's.
+    const child = await root.fork(first, ownerless);
+    expect(child.id).toBe(root.id + 1);
+    expect((await child.entries()).map((e) => e.id)).toEqual([first]);
+  });
+
   test("a fork at an entry refused before it existed is accepted once that entry is committed in the parent's history", async () => {
     const { h, root } = await open(echo);
     await ask(root, "one");

@@ -10,6 +10,7 @@ import {
   CommitRefused,
   defineTask,
   Harness,
+  HarnessClosed,
   type Json,
   OwnerNotLive,
   type TaskId,
@@ -292,6 +293,47 @@ describe("the handler's third argument", () => {
     for (const signal of seen) expect(signal).toBeInstanceOf(AbortSignal);
     expect((seen[0] as AbortSignal).aborted).toBe(true);
     await h.close();
+  });
+
+  // Draw 36b: every test reading an abort handler's third argument only checked that it was a
+  // signal; one handed a fresh signal that never aborts passed them all, and a close then waited
+  // for the handler for ever.
+  test("an abort handler's third argument is the invocation's signal: runtime.signal is the same one, and a close aborts it with HarnessClosed (draw 36b)", async () => {
+    const seen: { signal?: AbortSignal; runtimeSignal?: AbortSignal; reason?: unknown } = {};
+    const started = deferred();
+    const release = deferred();
+    const reached = deferred();
+    const def = single(
+      "parked-abort",
+      async (_t, _r, signal) => {
+        reached.resolve();
+        await untilAborted(signal);
+      },
+      {
+        abort: async (_t, runtime, signal) => {
+          seen.signal = signal;
+          seen.runtimeSignal = runtime.signal;
+          started.resolve();
+          seen.reason = await Promise.race([untilAborted(signal).catch((e: unknown) => e), release.promise]);
+        },
+      },
+    );
+    const h = await Harness.open(await memoryStore(), { tasks: [def] });
+    try {
+      const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+      await reached.promise;
+      void h.abortTask(id).catch(() => undefined);
+      await started.promise;
+      expect(seen.signal).toBeInstanceOf(AbortSignal);
+      expect(seen.signal).toBe(seen.runtimeSignal);
+      expect(seen.signal!.aborted).toBe(false);
+      await h.close();
+      expect(seen.signal!.aborted).toBe(true);
+      expect(seen.reason).toBeInstanceOf(HarnessClosed);
+    } finally {
+      release.resolve();
+      await h.close();
+    }
   });
 
   // Draw 33cB: every test reading the third argument read it in a task's first phase; a later phase

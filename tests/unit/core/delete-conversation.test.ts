@@ -241,8 +241,12 @@ describe("a deletion is refused, with its reason, and changes nothing", () => {
     expect((await two.record()).status).toBe("queued");
     expect(inboxOf(h, c.id).items.map((i) => i.id)).toEqual([two.id]);
     const waiting = two.wait();
+    expect(h.inspect().submissions.map((s) => s.id)).toEqual([two.id]);
 
     expect(await h.deleteConversation(c.id)).toEqual([c.id]);
+    // Settled by the deletion, so inspect() leaves it out (draw 36b: a deletion that kept the
+    // conversation's unsettled submissions in memory listed it queued).
+    expect(h.inspect().submissions).toEqual([]);
     expect(await waiting).toEqual({ status: "unanswered", reason: "deleted" });
     expect(await two.wait()).toEqual({ status: "unanswered", reason: "deleted" });
     expect(await rowsOf(store, c.id)).toEqual({});

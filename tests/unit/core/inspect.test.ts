@@ -146,6 +146,35 @@ describe("taskGraph() and inspect() take the specification's shapes", () => {
     expect(h.inspect().submissions).toEqual([]);
   });
 
+  test("after a reopen the stored queued and placed submissions are listed, of both types, and a settled one is not (draw 36b)", async () => {
+    // Draw 36b: every named test stayed in one open; a reopen that loaded only the queued ones
+    // (leaving out the placed input whose run the crash cut) passed them all.
+    const gate = deferred();
+    const { h, root, store } = await open(async (req, call) => {
+      await gate.promise;
+      return echo(req, call);
+    });
+    const done = await root.submit({ type: "write", entry: { kind: "app.note", data: 0 } });
+    expect((await done.record()).status).toBe("done");
+    const placed = await root.submit({ type: "input", content: "one" });
+    const queued = await root.submit({ type: "input", content: "two" });
+    const write = await root.submit({ type: "write", entry: { kind: "app.note", data: 1 } });
+    const image = store.image();
+    gate.resolve();
+    await placed.wait();
+    await h.close();
+    const again = await open(echo, { store: await memoryStore(image), paused: true });
+    expect(again.h.inspect().submissions.map((s) => [s.id, s.type, s.status])).toEqual([
+      [placed.id, "input", "placed"],
+      [queued.id, "input", "queued"],
+      [write.id, "write", "queued"],
+    ]);
+    again.h.resume();
+    for (const id of [placed.id, queued.id, write.id])
+      expect((await (await again.h.submission(id))!.wait()).status).toBe("done");
+    expect(again.h.inspect().submissions).toEqual([]);
+  });
+
   test("a task without a definition is blocked with the reason; the graph shows it pending at its phase", async () => {
     const { image, ids } = await storeWith([parked("ghost")]);
     const h = await Harness.open(image, { tasks: [ping] });

@@ -566,6 +566,8 @@ test("reads in a transaction see its own table and document writes, and more tab
   await h.transaction((tx) => {
     tx.writeDoc(1, "app.patched", { n: 1 });
     tx.writeDoc(1, "app.gone", { g: 1 });
+    tx.writeDoc(1, "app.versioned", { v: 1 }, 2);
+    for (const name of ["app.zero", "app.null", "app.false", "app.empty"]) tx.writeDoc(1, name, { was: 1 });
   });
   const made = await h.transaction((tx) => {
     const c = tx.createConversation({ kind: "ownerless" });
@@ -612,15 +614,27 @@ test("reads in a transaction see its own table and document writes, and more tab
     tx.retireDoc(1, "app.gone");
     expect(tx.readDoc(1, "app.gone")).toBeUndefined();
     expect(tx.docRecord(1, "app.gone")).toBeUndefined();
+    // The version this transaction writes is read back over the committed one (draw 36b: a version
+    // read from the committed documents first passed this test before).
+    expect(tx.docVersion(1, "app.versioned")).toBe(2);
+    tx.writeDoc(1, "app.versioned", { v: 2 }, 5);
+    expect(tx.docVersion(1, "app.versioned")).toBe(5);
+    // A falsy value this transaction writes over a committed one is read back as written (draw 36b:
+    // a read that took the committed value for a falsy one passed this test before).
+    const falsy = { "app.zero": 0, "app.null": null, "app.false": false, "app.empty": "" };
+    for (const [name, value] of Object.entries(falsy)) tx.writeDoc(1, name, value);
+    for (const [name, value] of Object.entries(falsy)) expect(tx.readDoc(1, name)).toBe(value);
     expect(tx.appendEntry(c.id, { kind: "app.note" }).id).toBe(e.id + 1);
     return { conversationId: c.id, entryId: e.id };
   });
   expect(
-    await h.transaction((tx) => [tx.readDoc(1, "app.patched"), tx.readDoc(made.conversationId, "app.doc")]),
-  ).toEqual([
-    { n: 2, m: 3 },
-    { n: 1, k: 2 },
-  ]);
+    await h.transaction((tx) => [
+      tx.readDoc(1, "app.patched"),
+      tx.readDoc(made.conversationId, "app.doc"),
+      tx.docVersion(1, "app.versioned"),
+      ["app.zero", "app.null", "app.false", "app.empty"].map((name) => tx.readDoc(1, name)),
+    ]),
+  ).toEqual([{ n: 2, m: 3 }, { n: 1, k: 2 }, 5, [0, null, false, ""]]);
   // A fork is a creation too: it returns the child's record (spec §3.7).
   await h.transaction((tx) => {
     const f = tx.forkConversation(made.conversationId, made.entryId, { ownership: { kind: "ownerless" } });
