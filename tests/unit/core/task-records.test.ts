@@ -942,6 +942,30 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
   await h.close();
 });
 
+test("runtime reads of a task that ended before a reopen: getTask() reads its stored record, waitForTask() resolves with it and outcomes() answers it (draw 36b)", async () => {
+  // Draw 36b: runtime.getTask() reading only the records in memory (a task ended before the reopen
+  // read as missing) passed the named test, whose tasks all ended in the same open.
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [ping] });
+  const endedId = await first.createTask(ping, "old", { ownership: { kind: "conversation" } });
+  const ended = await done(first, endedId);
+  await first.close();
+  const seen: Record<string, unknown> = {};
+  const reader = single("late-reader", async (_t, runtime) => {
+    seen.getTask = (await runtime.getTask(endedId)) ?? null;
+    seen.waited = await runtime.waitForTask(endedId);
+    seen.outcomes = await runtime.outcomes([endedId]);
+    await runtime.commit(() => complete("read"));
+  });
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [ping, reader] });
+  const id = await h.createTask(reader, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "read" });
+  expect(seen.getTask).toEqual(ended);
+  expect(seen.waited).toEqual(ended);
+  expect(seen.outcomes).toEqual([outcome(ended)]);
+  await h.close();
+});
+
 test("a runtime commit after its task's own terminal commit, in the same invocation, is refused with CommitRefused (not_running) and writes nothing", async () => {
   let second: unknown;
   const twice = single("twice", async (_t, runtime) => {
