@@ -694,6 +694,8 @@ test("a held completed outcome is no cancellation intent for the conversations i
         await runtime.commit(() => complete("owner done"));
       },
     },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
   });
   const { tool, started, release } = gatedTool();
   const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
@@ -707,7 +709,10 @@ test("a held completed outcome is no cancellation intent for the conversations i
   await started.promise;
   const queued = await owned.submit({ type: "input", content: "queued input" });
   finish.resolve();
-  await until(async () => (await h.getTask(ownerId))?.state.status === "completing", { what: "owner held" });
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === ownerId && t.record.state.status === "completing"),
+    { what: "owner held" },
+  );
   await settle();
   expect((await queued.record()).status).toBe("queued");
   expect(liveOf(h, owned.id).run).toBeDefined();
