@@ -110,6 +110,32 @@ test("an application edit placed while a compaction summarizes is lost", async (
   expect(await firstText(root)).toContain("SUMMARY B");
 });
 
+test("an application edit placed while a compaction summarizes is lost only for what the summary cuts: an edit of an entry the summary keeps still applies after it (draw 36b)", async () => {
+  // Draw 36b: the named edit test edits a summarized entry only; a derivation that read the edits of
+  // the entries after the newest marker only (an edit placed before the summary landed dropped)
+  // passed it.
+  const { h, root, b, releaseB } = await withBSummarizing();
+  const last = (await root.entries()).filter((e) => e.kind === "pi.user").at(-1)!;
+  const edit = await root.submit({
+    type: "write",
+    entry: {
+      kind: "app.redact",
+      edits: [
+        { target: last.id, action: "replace", messages: [{ role: "user", content: "EDITED", timestamp: 0 }] },
+      ],
+    },
+  });
+  expect((await edit.wait()).status).toBe("done");
+  releaseB();
+  expect((await placement(h, b)).status).toBe("done");
+  const [summary] = summaries(await root.entries());
+  expect(summary!.head!).toBeLessThanOrEqual(last.id);
+  const texts = (await root.context()).messages.map((m) => textOf(m));
+  expect(texts[0]).toContain("SUMMARY B");
+  expect(texts).toContain("EDITED");
+  expect(texts).not.toContain(textOf((last.model as unknown as Message[])[0]!));
+});
+
 test("an application head placed while a compaction summarizes is undone when the summary cuts past it", async () => {
   const { h, root, b, releaseB } = await withBSummarizing();
   const users = (await root.entries()).filter((e) => e.kind === "pi.user");

@@ -932,13 +932,16 @@ test("a move's ending of the sender's tasks drops their memos as any terminal re
 });
 
 test("runtime reads: now() is the harness clock, report() reaches onReport, getTask() the committed record, waitForTask() the terminal receipt, outcomes() in the order asked and rejecting while one is live", async () => {
-  const clock = 7000;
+  let clock = 7000;
   const reports: unknown[] = [];
   const seen: Record<string, unknown> = {};
   const quick = single("quick", async (t, runtime) => void (await runtime.commit(() => complete(t.input))));
   const slow = parked("slow");
   const reader = single("reader", async (_t, runtime) => {
     seen.now = runtime.now();
+    // The clock is read on every call, not kept from the first (draw 36b).
+    clock = 7500;
+    seen.nowLater = runtime.now();
     const remark = new Error("a non-fatal remark");
     runtime.report(remark);
     seen.reported = reports.includes(remark);
@@ -959,6 +962,12 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
     seen.getTask = (await runtime.getTask(a)) ?? null;
     seen.receiptA = receiptA;
     seen.order = (await runtime.outcomes([b, a])).map((o) => o.status === "completed" && o.result);
+    // One outcome per id asked, a repeated id too; an id with no task rejects like a live one (draw 36b).
+    seen.repeated = (await runtime.outcomes([b, a, b])).map((o) => o.status === "completed" && o.result);
+    seen.missing = await runtime.outcomes([a, 9999 as TaskId]).then(
+      () => "resolved",
+      (e: unknown) => (e as Error).constructor.name,
+    );
     seen.live = await runtime.outcomes([a, live]).then(
       () => "resolved",
       (e: unknown) => (e as Error).constructor.name,
@@ -973,12 +982,39 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
   const id = await h.createTask(reader, null, { ownership: { kind: "conversation" } });
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "read" });
   expect(seen.now).toBe(7000);
+  expect(seen.nowLater).toBe(7500);
   expect(seen.reported).toBe(true);
   expect(reports.map((e) => (e as Error).message)).toEqual(["a non-fatal remark"]);
   expect(seen.receipt).toEqual({ status: "terminal", outcome: { status: "completed", result: "b" } });
   expect(seen.getTask).toEqual(seen.receiptA);
   expect(seen.order).toEqual(["b", "a"]);
+  expect(seen.repeated).toEqual(["b", "a", "b"]);
+  expect(seen.missing).toBe("InvalidTransition");
   expect(seen.live).toBe("InvalidTransition");
+  await h.close();
+});
+
+test("runtime reads of a task that ended before a reopen: getTask() reads its stored record, waitForTask() resolves with it and outcomes() answers it (draw 36b)", async () => {
+  // Draw 36b: runtime.getTask() reading only the records in memory (a task ended before the reopen
+  // read as missing) passed the named test, whose tasks all ended in the same open.
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [ping] });
+  const endedId = await first.createTask(ping, "old", { ownership: { kind: "conversation" } });
+  const ended = await done(first, endedId);
+  await first.close();
+  const seen: Record<string, unknown> = {};
+  const reader = single("late-reader", async (_t, runtime) => {
+    seen.getTask = (await runtime.getTask(endedId)) ?? null;
+    seen.waited = await runtime.waitForTask(endedId);
+    seen.outcomes = await runtime.outcomes([endedId]);
+    await runtime.commit(() => complete("read"));
+  });
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [ping, reader] });
+  const id = await h.createTask(reader, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "read" });
+  expect(seen.getTask).toEqual(ended);
+  expect(seen.waited).toEqual(ended);
+  expect(seen.outcomes).toEqual([outcome(ended)]);
   await h.close();
 });
 

@@ -673,6 +673,56 @@ test("a held faulted outcome reaches the conversations its task owns like an abo
   await heldOutcomeReachesOwned("faulted");
 });
 
+test("a held completed outcome is no cancellation intent for the conversations its task owns: their run finishes unmarked and their queued input stays queued, then is answered (draw 36b)", async () => {
+  // Draw 36b: the named held-completed tests own a child task, never a conversation; a cascade that
+  // reached the conversations of every completing owner (a completed hold too) withdrew the queued
+  // input of a conversation whose owner only waits, and passed them.
+  const finish = deferred();
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "completed-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, runtime) => {
+        await finish.promise;
+        await runtime.commit(() => complete("owner done"));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { tool, started, release } = gatedTool();
+  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner],
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const working = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  finish.resolve();
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === ownerId && t.record.state.status === "completing"),
+    { what: "owner held" },
+  );
+  await settle();
+  expect((await queued.record()).status).toBe("queued");
+  expect(liveOf(h, owned.id).run).toBeDefined();
+  release.resolve();
+  expect(await working.wait()).toMatchObject({ status: "done" });
+  expect(await queued.wait()).toMatchObject({ status: "done" });
+  expect(outcome(await h.waitForTask(ownerId))).toEqual({ status: "completed", result: "owner done" });
+  await h.close();
+});
+
 test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
   // Draw 28c: the cascade's conversations were always owned by the task aborted directly.
   const outer = conversationOwner("outer-owner");

@@ -937,6 +937,11 @@ describe("waits on held tasks", () => {
     await until(() => status.get(waiterId) === "waiting", { what: "waiter waiting" });
     await settle();
     expect(status.get(waiterId)).toBe("waiting");
+    // Inspection treats the held task as live too: the waiter is shown waiting on it (draw 36b).
+    expect(h.inspect().tasks.find((t) => t.record.id === waiterId)?.state).toEqual({
+      kind: "waiting",
+      on: [heldId],
+    });
     gate.resolve();
     expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "held" });
     // The waiter left `waiting` only after the held task's final commit.
