@@ -535,7 +535,7 @@ test("a partial is normalized to strict JSON before it is stored: NaN becomes nu
   // Inside a content block too (draw 36b, 5: only the message's own fields were normalized, its
   // blocks copied as given, passed): a tool call streaming NaN and undefined in its arguments and an
   // undefined field of its own is stored normalized, by a patch adding the block.
-  const call = { ...fauxToolCall("hold", { n: Number.NaN, skip: undefined, list: [undefined, 1] }, { id: "c9" }) };
+  const call = fauxToolCall("hold", { n: Number.NaN, skip: undefined, list: [undefined, 1] }, { id: "c9" });
   const third = {
     ...later,
     content: [fauxText("half an answer"), { ...call, thoughtSignature: undefined }],
