@@ -132,6 +132,20 @@ test("settings.extensions takes extension objects for their names", async () => 
   expect(mixed.faux.requests[0]!.tools).toEqual(["note", "fetch"]);
 });
 
+test("settings given as a function: extension objects in its extensions stand for their names too, at each reading (draw 36b)", async () => {
+  // Draw 36b: every named test gave settings as an object; the selection's base taking the list a
+  // settings function returns as given (objects left in, selecting nothing) passed them all.
+  const extensions = createRegistry();
+  for (const e of [Coding, Notes, Web]) extensions.install(e);
+  let current: { extensions: (string | typeof Web)[] } = { extensions: ["notes", Web] };
+  const { root, faux } = await open(echo, { extensions, settings: () => current });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(faux.requests[0]!.tools).toEqual(["note", "fetch"]);
+  current = { extensions: [Web] };
+  await (await root.submit({ type: "input", content: "again" })).wait();
+  expect(faux.requests[1]!.tools).toEqual(["fetch"]);
+});
+
 test("settings.extensions holding an old object of an extension installed again selects the installed one", async () => {
   // The spec's own example (§7.1): settings holding an old Skills object resolve to the installed skills.
   const extensions = createRegistry();

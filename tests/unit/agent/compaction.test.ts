@@ -539,6 +539,21 @@ describe("Conversation.compact()", () => {
       raw.slice(0, 4).map((e) => e.id),
     );
     await other.close();
+    // A second summary keeps it all too (draw 36b, 20: the entry cache dropping the entries before
+    // the previous summary's cut once the next head lands passed): every entry is still read, the
+    // context before the first cut is every entry through it, and the one as of the first summary
+    // starts from it.
+    await chat(root, 4);
+    const stored = await root.entries();
+    const second = await root.compact();
+    expect((await h.waitForTask(second)).state).toMatchObject({ outcome: { status: "completed" } });
+    const after = await root.entries();
+    expect(after.filter((e) => e.kind === "pi.compaction")).toHaveLength(2);
+    expect(after.slice(0, stored.length)).toEqual(stored);
+    expect((await root.context({ at: raw[3]!.id })).entries.map((e) => e.id)).toEqual(
+      raw.slice(0, 4).map((e) => e.id),
+    );
+    expect((await root.context({ at: compaction.id })).head?.id).toBe(compaction.id);
   });
 
   test("in a fork, raw history stays too: after the fork's own summary its entries and the inherited ones are all read, and the context as of an inherited entry is the parent's through it", async () => {

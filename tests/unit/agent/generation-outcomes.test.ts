@@ -532,6 +532,23 @@ test("a partial is normalized to strict JSON before it is stored: NaN becomes nu
   expect(patched.usage.cost.input).toBeNull();
   expect(patched.usage.cost.total).toBeNull();
   expect("responseId" in patched).toBe(false);
+  // Inside a content block too (draw 36b, 5: only the message's own fields were normalized, its
+  // blocks copied as given, passed): a tool call streaming NaN and undefined in its arguments and an
+  // undefined field of its own is stored normalized, by a patch adding the block.
+  const call = fauxToolCall("hold", { n: Number.NaN, skip: undefined, list: [undefined, 1] }, { id: "c9" });
+  const third = {
+    ...later,
+    content: [fauxText("half an answer"), { ...call, thoughtSignature: undefined }],
+  } as unknown as AssistantMessage;
+  model.partial(model.requests[0]!, third);
+  await until(() => liveOf(h).generation!.message!.content.length === 2, { what: "third partial committed" });
+  expect(liveOf(h).generation!.message!.content[1]).toEqual({
+    type: "toolCall",
+    id: "c9",
+    name: "hold",
+    arguments: { n: null, list: [null, 1] },
+  });
+  expect(Object.keys(liveOf(h).generation!.message!.content[1]!)).not.toContain("thoughtSignature");
   model.answer(model.requests[0]!, fauxAssistantMessage("the answer"));
   expect((await input.wait()).status).toBe("done");
 });

@@ -1356,6 +1356,42 @@ describe("parallel and sequential rounds", () => {
     expect(() => defineTool({ ...serial, executionMode: "sometimes" as never })).toThrow(TypeError);
   });
 
+  test("a tool with executionMode sequential makes its round sequential wherever it stands: first of three calls, the others not sequential (draw 36b)", async () => {
+    // Draw 36b: every named round had the sequential tool last; reading only the last call's tool
+    // passed them all.
+    const s = gatedTool("serial");
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const serial = defineTool({ ...s.tool, executionMode: "sequential" });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("serial", {}, { id: "call-1" }),
+        fauxToolCall("first", {}, { id: "call-2" }),
+        fauxToolCall("second", {}, { id: "call-3" }),
+      ),
+      { tools: [serial, a.tool, b.tool] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await s.started.promise;
+    expect(liveOf(h).tools?.map((t) => [t.name, t.status, t.taskId !== undefined])).toEqual([
+      ["serial", "running", true],
+      ["first", "pending", false],
+      ["second", "pending", false],
+    ]);
+    s.release.resolve();
+    await a.started.promise;
+    expect(liveOf(h).tools?.map((t) => t.status)).toEqual(["done", "running", "pending"]);
+    a.release.resolve();
+    await b.started.promise;
+    b.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "serial finished",
+      "first finished",
+      "second finished",
+    ]);
+  });
+
   test("a sequential round whose first call throws goes on: the call fails with a tool_error result, the next call runs, and the run is answered (draw 34C)", async () => {
     // Draw 34C: every throwing call was in a parallel round or alone; a failed call ending its
     // sequential round (the later calls never started) was caught only by a restart's interrupted call.
