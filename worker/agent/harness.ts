@@ -48,7 +48,14 @@ import {
   type TaskDocToken,
   type UsageState,
 } from "./records.ts";
-import { type AgentServices, defaultStream, extensionNames, resolvers, resolveSettings } from "./services.ts";
+import {
+  type AgentServices,
+  checkSettings,
+  defaultStream,
+  extensionNames,
+  resolvers,
+  resolveSettings,
+} from "./services.ts";
 import { type ApprovalAnswer, type ApprovalRequest, decideApproval } from "./tools/approval.ts";
 import { createSubagentTask, SUBAGENT_TASK } from "./tools/builtin/subagent.ts";
 import type { ToolDefinition } from "./tools/contract.ts";
@@ -185,7 +192,8 @@ export class AgentHarness extends Harness {
         () => extensions.snapshot(),
         readAgent,
         report,
-        () => extensionNames((typeof settings === "function" ? settings() : settings)?.extensions),
+        () =>
+          extensionNames(checkSettings(typeof settings === "function" ? settings() : settings)?.extensions),
       ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       secrets: options.secrets ?? (() => storedApiKeyValues((c, name) => this.docNow(c, name))),

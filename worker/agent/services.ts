@@ -140,7 +140,23 @@ export interface ResolvedSettings {
  */
 export function resolveSettings(s: AgentSettings | undefined): ResolvedSettings {
   if (s === undefined) return RESOLVED_DEFAULTS;
-  return resolveGiven(s);
+  return resolveGiven(checkSettings(s));
+}
+
+/**
+ * Settings as read: an object, or undefined for none. Anything else is a TypeError where it is read:
+ * a Promise (a settings function must answer synchronously, spec §2.2; read as an object it would
+ * silently give every default), `null`, a number, a string, an array.
+ */
+export function checkSettings(s: unknown): AgentSettings | undefined {
+  if (s === undefined) return undefined;
+  if (typeof s !== "object" || s === null || Array.isArray(s))
+    throw new TypeError(
+      `settings must be an object (got ${s === null ? "null" : Array.isArray(s) ? "an array" : typeof s})`,
+    );
+  if (typeof (s as { then?: unknown }).then === "function")
+    throw new TypeError("settings must be read synchronously: a settings function returned a Promise");
+  return s as AgentSettings;
 }
 
 function resolveGiven(s: AgentSettings | undefined): ResolvedSettings {

@@ -294,3 +294,32 @@ test("compaction settings are read anew at each run's threshold check: enabled b
   );
   expect(await h.tasks({ kind: "pi.compaction" })).toHaveLength(1);
 });
+
+test("settings that are not an object are a TypeError where they are read: a getter's Promise faults the run with that message, nothing answered; a Promise, null or an array given at open refuse the open", async () => {
+  // Spec §2.2: settings are synchronous. A getter answering a Promise (or an object given as one)
+  // read as settings would silently resolve to every default (draw 36b-A: refused by the type only).
+  const { h, root, faux } = await open(echo, {
+    settings: () => Promise.resolve({ followUpMode: "all" }) as unknown as AgentSettings,
+  });
+  expect(() => h.services.settings()).toThrow(
+    new TypeError("settings must be read synchronously: a settings function returned a Promise"),
+  );
+  const outcome = await (await root.submit({ type: "input", content: "one" })).wait();
+  expect(outcome).toEqual({
+    status: "unanswered",
+    reason: "faulted",
+    detail: "settings must be read synchronously: a settings function returned a Promise",
+  });
+  expect(faux.requests).toHaveLength(0);
+  expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user"]);
+  for (const [given, said] of [
+    [Promise.resolve({}), "settings must be read synchronously: a settings function returned a Promise"],
+    [null, "settings must be an object (got null)"],
+    [[], "settings must be an object (got an array)"],
+    [7, "settings must be an object (got number)"],
+  ] as const) {
+    await expect(open(echo, { settings: given as unknown as AgentSettings })).rejects.toThrow(
+      new TypeError(said),
+    );
+  }
+});
