@@ -744,6 +744,12 @@ describe("conversations", () => {
     ).rejects.toThrow("fork init refused");
     expect(h.conversationRecords()).toHaveLength(before);
     expect(commits).toHaveLength(1);
+    // Draw 36c: a refused creation takes no id either: the fork after the refused createConversation
+    // is the next id, and so is the fork after the refused fork (a counter advanced outside the
+    // rolled-back commit passed every test).
+    expect(fork.id).toBe(made.id + 1);
+    const next = await root.fork(at, { ownership: { kind: "ownerless" } });
+    expect(next.id).toBe(fork.id + 1);
     stop();
   });
 

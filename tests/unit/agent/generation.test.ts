@@ -401,12 +401,12 @@ describe("retry", () => {
     // whose baseDelayMs and maxDelayMs were kept from the run's first classification passed them.
     let clock = 1_000_000_000;
     let settings: AgentSettings = { retry: { baseDelayMs: 40, maxDelayMs: 10_000 } };
-    const held = [deferred(), deferred()];
+    const held = [deferred(), deferred(), deferred()];
     let sent = 0;
     const { h, root, faux } = await open(
       async (req, n) => {
         const i = sent++;
-        if (i >= 2) return echo(req, n);
+        if (i >= 3) return echo(req, n);
         await held[i]!.promise;
         return fauxError("503 Service Unavailable");
       },
@@ -420,9 +420,15 @@ describe("retry", () => {
       )?.checkpoint?.phase;
     const sub = await root.submit({ type: "input", content: "hi" });
     const deadlines: number[] = [];
-    for (const [i, base] of [300, 500].entries()) {
+    // Draw 36c: the third classification lowers maxDelayMs (a cap kept from the run's first
+    // classification, with baseDelayMs read afresh, passed every test).
+    for (const [i, [base, cap]] of [
+      [300, 10_000],
+      [500, 10_000],
+      [500, 700],
+    ].entries()) {
       await until(() => faux.requests.length === i + 1, { what: `request ${i + 1} sent` });
-      settings = { retry: { baseDelayMs: base, maxDelayMs: 10_000 } };
+      settings = { retry: { baseDelayMs: base!, maxDelayMs: cap! } };
       const at = clock;
       held[i]!.resolve();
       await until(() => phase() === "retry" && liveOf(h).generation?.retry !== undefined, {
@@ -431,8 +437,9 @@ describe("retry", () => {
       deadlines.push(liveOf(h).generation!.retry!.at - at);
       clock += 10_000; // past the deadline: the sleep ends at its next look at the clock
     }
-    // Attempt 1: 300; attempt 2: 500 doubled, each read when its attempt was classified.
-    expect(deadlines).toEqual([300, 1000]);
+    // Attempt 1: 300; attempt 2: 500 doubled; attempt 3: 500 quadrupled, capped at 700; each read
+    // when its attempt was classified.
+    expect(deadlines).toEqual([300, 1000, 700]);
     expect((await sub.wait()).status).toBe("done");
   });
 

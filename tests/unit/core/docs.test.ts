@@ -13,7 +13,14 @@ import {
   type MemoryStore,
   NotJson,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, memoryStore, recordJobs, type StoreJob } from "../../../worker/testing.ts";
+import {
+  type Deferred,
+  deferred,
+  fauxAgentModel,
+  memoryStore,
+  recordJobs,
+  type StoreJob,
+} from "../../../worker/testing.ts";
 import { echo } from "../agent/fixtures.ts";
 
 const NAME = "app.notes";
@@ -488,6 +495,43 @@ describe("absent documents (spec §3.3, §12: only a typed tx.doc() creates one)
       }),
     ).rejects.toThrow("changed my mind");
     expect(await h.snapshot(other, 1)).toBeUndefined();
+  });
+
+  test("a snapshot reads published documents only: one created or rewritten by a commit not yet answered is absent or as it was", async () => {
+    // Draw 36c: every named snapshot came after its commit had resolved; a snapshot reading the
+    // commit line (the merged commits of a group not yet published) passed them all.
+    const { h, store } = await harness();
+    const notes = v2();
+    expect(await h.snapshot(notes, 1)).toBeUndefined(); // its documents loaded
+    const commit = store.commit.bind(store);
+    let held: { entered: Deferred<void>; gate: Deferred<void> } | undefined;
+    // The store's job is done; the harness hears back only when the gate opens.
+    store.commit = ((work: never) =>
+      commit(work).then(async (result: unknown) => {
+        const hold = held;
+        held = undefined;
+        if (hold) {
+          hold.entered.resolve();
+          await hold.gate.promise;
+        }
+        return result;
+      })) as typeof store.commit;
+    const seenWhileHeld = async (value: V2) => {
+      const hold = { entered: deferred(), gate: deferred() };
+      held = hold;
+      const pending = h.transaction((tx) => notes.write(tx, 1, value));
+      await hold.entered.promise;
+      try {
+        return await h.snapshot(notes, 1);
+      } finally {
+        hold.gate.resolve();
+        await pending;
+      }
+    };
+    expect(await seenWhileHeld({ entries: [{ text: "one" }] })).toBeUndefined();
+    expect(await h.snapshot(notes, 1)).toEqual({ entries: [{ text: "one" }] });
+    expect(await seenWhileHeld({ entries: [{ text: "two" }] })).toEqual({ entries: [{ text: "one" }] });
+    expect(await h.snapshot(notes, 1)).toEqual({ entries: [{ text: "two" }] });
   });
 
   test("a snapshot in a conversation without the document is undefined, whatever another conversation holds", async () => {

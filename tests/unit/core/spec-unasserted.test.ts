@@ -18,9 +18,18 @@ import { complete, done, type Go, outcome, parked, row, running, settle, storeWi
 
 describe("inspect() never runs a migration (spec §2.2)", () => {
   test("a newer definition with migrate shows ready { migrates: true } and migrate is not called; one without migrate shows migration_failed; a failing migrate shows failed only after the scheduler tried it, once", async () => {
-    const { image, ids } = await storeWith([parked("older"), parked("plain")]);
-    const [older, plain] = ids as [TaskId, TaskId];
+    const { image, ids } = await storeWith([parked("older"), parked("plain"), parked("same")]);
+    const [older, plain, same] = ids as [TaskId, TaskId, TaskId];
     let calls = 0;
+    // Draw 36c: a definition of the stored version that has a migrate migrates nothing (a flag read
+    // from the definition having a migrate, not from the versions, passed every test).
+    const sameVersion = defineTask<Json, Go, Json>({
+      ...parked("same"),
+      migrate: () => {
+        calls++;
+        throw new Error("never called: same version");
+      },
+    });
     const failing = defineTask<Json, Go, Json>({
       ...parked("older", 2),
       migrate: () => {
@@ -28,12 +37,13 @@ describe("inspect() never runs a migration (spec §2.2)", () => {
         throw new Error("cannot migrate");
       },
     });
-    const h = await Harness.open(image, { tasks: [failing, parked("plain", 2)], paused: true });
+    const h = await Harness.open(image, { tasks: [failing, parked("plain", 2), sameVersion], paused: true });
     for (let i = 0; i < 3; i++) {
       const states = h.inspect().tasks.map((t) => [t.record.id, t.state.kind, t.state]);
       expect(states).toEqual([
         [older, "ready", { kind: "ready", migrates: true }],
         [plain, "blocked", expect.objectContaining({ kind: "blocked", reason: "migration_failed" })],
+        [same, "ready", { kind: "ready", migrates: false }],
       ]);
     }
     expect(calls).toBe(0);
