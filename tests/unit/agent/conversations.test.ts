@@ -415,6 +415,43 @@ describe("conversations", () => {
     expect(await root.agentState()).toEqual({ instructions: "Owner's.", thinkingLevel: "low" });
   });
 
+  test("a task-owned fork made by a raw tx.forkConversation in a tool's commit is created with its own pi.inbox too: { items: [] } before the call returns, mounted, its record conversation-scoped, latest, initial (draw 36cB)", async () => {
+    // Draw 36cB: every named creation of a task-owned conversation was a plain child, every fork
+    // ownerless; a creation hook leaving pi.inbox out for a fork that a task owns passed them all
+    // (reads of an absent inbox fall back to an empty one).
+    let at = 0;
+    const seen: Array<{ id: number; docs: unknown[] }> = [];
+    const spawn = defineTool({
+      name: "spawn",
+      description: "Fork the conversation, owned by this call",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        seen.push(
+          await api.commit((tx) => {
+            const fork = tx.forkConversation(1, at, { ownership: { kind: "task", taskId: api.taskId } });
+            return { id: fork.id, docs: BUILT_IN_DOCS.map((name) => tx.readDoc(fork.id, name)) };
+          }),
+        );
+        return textResult("forked");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("spawn", {}, { id: "call-1" })), {
+      tools: [spawn],
+    });
+    expect(root.id).toBe(1);
+    at = await h.transaction((tx) => tx.appendEntry(root.id, { kind: "app.note", data: 1 }).id);
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [{ id, docs }] = seen as [{ id: number; docs: unknown[] }];
+    expect(h.conversationRecord(id)).toMatchObject({ parent: { conversationId: root.id, at } });
+    expect(docs[BUILT_IN_DOCS.indexOf("pi.inbox")]).toEqual({ items: [] });
+    expect((await h.conversation(id)!.viewState()).docs["pi.inbox"]).toEqual({ items: [] });
+    expect(await h.docRecord(id, "pi.inbox")).toMatchObject({
+      scope: { kind: "conversation", conversationId: id },
+      history: "latest",
+      fork: "initial",
+    });
+  });
+
   test("onConversationCreated runs after the built-in hook in the creating commit; a throw there creates nothing", async () => {
     let fail = false;
     const seen: Array<{ id: number; live: unknown }> = [];

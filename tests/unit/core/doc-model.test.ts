@@ -9,6 +9,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
+  ConversationMoved,
   type DocScope,
   EntryNotVisible,
   Harness,
@@ -197,6 +198,53 @@ describe("incarnations (spec §3.2)", () => {
       { id: made.notes, scope: "conversation", createdAt: made.at, retiredAt: retired.at },
       { id: retired.notes, scope: "conversation", createdAt: retired.at, retiredAt: undefined },
     ]);
+  });
+
+  test("a document patched and then retired in one commit stays retired, in memory and after a reopen: its patches are not stored (draw 36cB)", async () => {
+    // Draw 36cB: every named retirement was of a document written whole or not touched in its
+    // commit; a retirement that kept the commit's patches of that document (stored as patch rows, so
+    // the documents row was never deleted) passed them all.
+    const store = await memoryStore();
+    const h = await open(store);
+    const c = await h.transaction((tx) => {
+      const made = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(made.id, "notes", { text: "a" });
+      return made.id;
+    });
+    await h.transaction((tx) => {
+      tx.patchDoc(c, "notes", [{ path: ["text"], append: "b" }]);
+      tx.retireDoc(c, "notes");
+      expect(tx.readDoc(c, "notes")).toBeUndefined();
+    });
+    expect(await h.doc(c, "notes")).toBeUndefined();
+    await h.close();
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened);
+    expect(await again.doc(c, "notes")).toBeUndefined();
+    expect(await again.transaction((tx) => tx.docRecord(c, "notes"))).toBeUndefined();
+    expect((await stored(reopened, "notes")).map((r) => r.retiredAt)).toEqual([expect.any(Number)]);
+    await again.close();
+  });
+
+  test("a raw transaction cannot retire, write or patch a document of a conversation moving away: each is ConversationMoved and the document stays (draw 36cB)", async () => {
+    // Draw 36cB: no named retirement was of a conversation away; a retireDoc that skipped the
+    // moved-away check (ending a document the package had already carried off) passed them all.
+    const h = await open(await memoryStore());
+    const c = await h.transaction((tx) => {
+      const made = tx.createConversation({ kind: "ownerless" });
+      tx.writeDoc(made.id, "notes", { text: "a" });
+      return made.id;
+    });
+    await h.prepareMove("T-docs", c);
+    const changes: Array<(tx: Tx) => void> = [
+      (tx) => tx.retireDoc(c, "notes"),
+      (tx) => tx.writeDoc(c, "notes", { text: "b" }),
+      (tx) => void tx.patchDoc(c, "notes", [{ path: ["text"], append: "b" }]),
+    ];
+    for (const change of changes)
+      await expect(h.transaction(change)).rejects.toBeInstanceOf(ConversationMoved);
+    expect(await h.doc(c, "notes")).toEqual({ text: "a" });
+    expect(await h.transaction((tx) => tx.docRecord(c, "notes")?.id)).toEqual(expect.any(Number));
   });
 
   test("a session or a task document retired and written again is a new incarnation too, in the same commit or a later one: a new, larger id, the old one's record retired", async () => {

@@ -527,6 +527,55 @@ test("memos survive checkpoint commits: a later phase reads the winner stored by
   await h.close();
 });
 
+test("memos survive a reopen: after a crash, a resumed phase reads the stored winners (a null one too) and a new candidate gets them (draw 36cB)", async () => {
+  // Draw 36cB: every named memo was read back in the process that stored it; a task record loaded at
+  // open without its memos (the first writer forgotten by recovery) passed them all.
+  const seen: Json[] = [];
+  const reached = deferred();
+  const hold = deferred();
+  let first = true;
+  const def = defineTask<Json, Go | { phase: "second" }, Json>({
+    name: "memo-reopen",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.memo("key", "first");
+        await runtime.memo("none", null);
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }));
+      },
+      second: async (_t, runtime) => {
+        if (first) {
+          first = false;
+          reached.resolve();
+          await hold.promise;
+          return;
+        }
+        for (const value of [
+          await runtime.memo<string>("key"),
+          await runtime.memo("key", "later"),
+          await runtime.memo<Json>("none", 1),
+        ])
+          seen.push(value === undefined ? "absent" : value);
+        await runtime.commit(() => complete(null));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [def] });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  await reached.promise;
+  const crashed = await memoryStore(store.image());
+  const again = await Harness.open(crashed, { tasks: [def] });
+  expect((await again.getTask(id))?.memos).toEqual({ key: "first", none: null });
+  await done(again, id);
+  expect(seen).toEqual(["first", "first", null]);
+  await again.close();
+  hold.resolve();
+  await h.close();
+});
+
 test("a commit whose callback returns undefined leaves the task state unchanged while its writes land; a returned state lands in one commit with them", async () => {
   const between = deferred<Json>();
   const gate = deferred();
