@@ -217,7 +217,7 @@ describe("tools", () => {
     expect((await sub.wait()).status).toBe("done");
     expect(seen).toEqual([{ item: "x" }]);
     const results = await toolResults(root);
-    const second = results.find((r) => messageOf(r).toolCallId === "call-2");
+    const second = results.find((r) => (messageOf(r) as ToolResultMessage).toolCallId === "call-2");
     expect(results).toHaveLength(2);
     expect(diagnosticsOf(second!).map((d) => d.code)).toEqual(["invalid_arguments"]);
     expect(phases.get("call-2") ?? []).not.toContain("execute");
