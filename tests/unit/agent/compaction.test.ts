@@ -881,6 +881,46 @@ describe("Conversation.compact()", () => {
     expect(Object.keys(usage().models)).toEqual([key]);
   });
 
+  test("a summary's spend is added to the conversation's ledger: the tools' spend already counted stays (draw 36c)", async () => {
+    // Draw 36c: a summary's spend written over the ledger (its tools member reset) passed every test:
+    // no test had a tool's own spend counted before a compaction.
+    const spend = defineTool({
+      name: "spend",
+      description: "A tool with a model of its own",
+      parameters: Type.Object({}),
+      execute: async () => ({
+        ...textResult("spent"),
+        usage: {
+          input: 7,
+          output: 1,
+          cacheRead: 0,
+          cacheWrite: 0,
+          totalTokens: 8,
+          cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+        },
+      }),
+    });
+    const responder: FauxResponder = (req, n) =>
+      isSummary(req)
+        ? fauxAssistantMessage("SUMMARY")
+        : n === 1
+          ? fauxAssistantMessage([fauxToolCall("spend", {}, { id: "s1" })], { stopReason: "toolUse" })
+          : fauxAssistantMessage(big("answer"));
+    const { h, root, faux } = await open(responder, {
+      tools: [spend],
+      settings: { compaction: { keepRecentTokens: 150 } },
+    });
+    await chat(root, 3);
+    const usage = () => h.docNow(1, "pi.usage") as unknown as UsageState;
+    expect(usage().tools["spend"]?.totalTokens).toBe(8);
+    const key = `${faux.ref.provider}/${faux.ref.modelId}`;
+    const before = usage().models[key]!.input;
+    const taskId = await root.compact();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(usage().models[key]!.input).toBeGreaterThan(before);
+    expect(usage().tools).toEqual({ spend: expect.objectContaining({ totalTokens: 8 }) });
+  });
+
   test("a retry after the agent changed during the failed attempt still sends the pinned request: its model and thinking level, not the agent's new ones", async () => {
     // Draw 36C: the retry re-pinning the request from the agent as it is then passed every test (no
     // test changed the agent between a failed summary and its retry).

@@ -190,6 +190,39 @@ describe("tools", () => {
     },
   );
 
+  test("several calls in one answer are each judged on their own: a valid call's intent does not carry a later call with invalid arguments, which commits its error result without intent (draw 36c)", async () => {
+    // Draw 36c: the named test has one call per answer; a round whose first call's decision was
+    // reused for the next (its validation skipped) passed every test.
+    const effects = new KeyedEffects();
+    const seen: Array<{ item: string }> = [];
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("apply", { item: "x" }, { id: "call-1" }),
+        fauxToolCall("apply", { wrong: 1 }, { id: "call-2" }),
+      ),
+      { tools: [keyedEffectTool(effects, { name: "apply", seen })] },
+    );
+    const phases = new Map<string, string[]>();
+    h.subscribe((change: ChangeSet) => {
+      for (const t of change.tasks)
+        if (t.kind === "pi.tool" && "checkpoint" in t.state) {
+          const callId = (t.input as { callId: string }).callId;
+          phases.set(callId, [
+            ...(phases.get(callId) ?? []),
+            (t.state.checkpoint as { phase: string }).phase,
+          ]);
+        }
+    });
+    const sub = await root.submit({ type: "input", content: "go" });
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([{ item: "x" }]);
+    const results = await toolResults(root);
+    const second = results.find((r) => (messageOf(r) as ToolResultMessage).toolCallId === "call-2");
+    expect(results).toHaveLength(2);
+    expect(diagnosticsOf(second!).map((d) => d.code)).toEqual(["invalid_arguments"]);
+    expect(phases.get("call-2") ?? []).not.toContain("execute");
+  });
+
   test("beforeTool can rewrite the arguments: the tool sees the rewritten ones", async () => {
     const effects = new KeyedEffects();
     const seen: Array<{ item: string }> = [];

@@ -1317,6 +1317,32 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.close();
   });
 
+  test("documentState follows its incarnation through falsy values (null, 0, false, an empty string): only a retirement ends it (draw 36c)", async () => {
+    // Draw 36c: a state that took a falsy committed value for a retirement passed every test: the
+    // named ones write objects only.
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    const state = (await h.documentState(1, "d"))!;
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    for (const value of [null, 0, false, ""] as Json[]) {
+      await h.transaction((tx) => tx.writeDoc(1, "d", value));
+      await new Promise((r) => setTimeout(r, 0));
+      expect(state.ended).toBe(false);
+      expect(state.value).toBe(value);
+    }
+    expect(seen).toEqual([
+      { value: null, ended: false },
+      { value: 0, ended: false },
+      { value: false, ended: false },
+      { value: "", ended: false },
+    ]);
+    await h.transaction((tx) => tx.retireDoc(1, "d"));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen.at(-1)).toEqual({ value: undefined, ended: true });
+    await h.close();
+  });
+
   test("documentState is bound to its own conversation's incarnation: the same name written and retired in a fork and in another conversation neither updates nor ends it", async () => {
     // Break 30B: every named test had one conversation holding the name; a state that matched a
     // change by the document's name alone, whatever its conversation, passed them.
