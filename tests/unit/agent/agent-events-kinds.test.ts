@@ -798,6 +798,27 @@ test("tool_execution_start carries the arguments of the call's intent, as a befo
   expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{ item: "rewritten" }]);
 });
 
+test("tool_execution_start carries an intent whose arguments a beforeTool hook emptied to {}, not the answer's (draw 36c)", async () => {
+  // Draw 36c: every intent had a member; a deriver taking an empty intent as absent (falling back to
+  // the answer's call) passed every test.
+  const tool = defineTool({
+    name: "apply",
+    description: "Apply an item",
+    parameters: Type.Object({ item: Type.Optional(Type.String()) }),
+    execute: async (args) => textResult(args.item ?? "none"),
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("apply", { item: "asked" }, { id: "c1" })), {
+    tools: [tool],
+    hooks: { beforeTool: [() => ({ arguments: {} })] },
+  });
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  await until(() => batches.flat().some((e) => e.type === "run_end"), { what: "run end" });
+  await stream.stop();
+  expect(ofType(batches, "tool_execution_start").map((e) => e.args)).toEqual([{}]);
+});
+
 test("a call that waited for approval gets tool_execution_start once it is approved and runs, with its arguments; none while it waits", async () => {
   // Break 29C: every start was derived from a slot going pending to running; a deriver that started
   // only those (not a slot leaving awaiting_approval) sent no start for an approved call, and passed.

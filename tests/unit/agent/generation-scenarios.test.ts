@@ -113,6 +113,32 @@ test("a run whose input something else already settled still ends on abort; the 
   expect(liveOf(h)).toEqual({});
 });
 
+test("a run whose input something else already answered done still ends on abort; the done answer stays, not overwritten by unanswered aborted (draw 36c)", async () => {
+  // Draw 36c: every earlier settlement was unanswered; settling a run's inputs that skipped only
+  // unanswered ones (overwriting a done answer with unanswered aborted) passed every test.
+  const hold = deferred();
+  const { h, root } = await open(async (req, n) => {
+    await hold.promise;
+    return echo(req, n);
+  });
+  const submission = await root.submit({ type: "input", content: "hi" });
+  await until(() => liveOf(h).run !== undefined, { what: "the run" });
+  await h.transaction((tx) => {
+    const record = tx.submission(submission.id)!;
+    const { payload: _p, ...rest } = record as typeof record & { payload?: unknown };
+    tx.updateSubmission({ ...rest, status: "done", answer: 1 } as typeof record);
+  });
+  const taskId = liveOf(h).run!.taskId;
+  expect(await h.abortTask(taskId)).toBe("marked");
+  hold.resolve();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect(await submission.record()).toMatchObject({ status: "done", answer: 1 });
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a run of two inputs, the first settled by something else, still ends on abort: the earlier settlement stays and the other input is unanswered aborted (break 31H)", async () => {
   const gate = gatedTool();
   const hold = deferred();

@@ -350,3 +350,27 @@ test("a baseline after a compaction omits a retained tools-only delta too, and t
   expect(systemOf(baseline).sections).toEqual({ role: ROLE, instructions: I("third") });
   expect(conversationRequests(faux).at(-1)!.tools).toEqual(toolsBefore);
 });
+
+test("a second compaction that keeps the first rebaseline: the next baseline omits that baseline too (draw 36c)", async () => {
+  // Draw 36c: every retained pi.system entry was a plain delta; a rebaseline omitting only retained
+  // entries without edits of their own (an earlier baseline left replaying) passed every test.
+  const { h, root, faux } = await open(respond, options());
+  const { compaction } = await compactedWithRetainedDelta(root, h);
+  await ask(root, "q4");
+  const first = (await entriesAfter(root, compaction.id)).find((e) => e.kind === "pi.system")!;
+  expect(first.edits?.length).toBeGreaterThan(0);
+  await h.waitForTask(await root.compact());
+  const second = (await root.entries()).at(-1)!;
+  expect(second.kind).toBe("pi.compaction");
+  // The precondition: the second head retains the first baseline.
+  expect(second.head).toBeLessThanOrEqual(first.id);
+  const retained = (await root.entries()).filter(
+    (e) => e.kind === "pi.system" && e.id >= second.head! && e.id < second.id,
+  );
+  expect(retained.map((e) => e.id)).toContain(first.id);
+  await ask(root, "q5");
+  const baseline = (await entriesAfter(root, second.id)).find((e) => e.kind === "pi.system")!;
+  expect(baseline.edits).toEqual(retained.map((e) => ({ target: e.id, action: "omit" })));
+  expect(systemOf(baseline).sections).toEqual({ role: ROLE, instructions: I("second") });
+  expect(conversationRequests(faux).at(-1)!.systemPrompt).toBe(`${ROLE}\n\n${I("second")}`);
+});
