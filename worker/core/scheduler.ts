@@ -728,8 +728,10 @@ export class Scheduler {
     // (#check blocked a version change without migrate; the test only narrows the type.)
     if (definition.version === t.version || !definition.migrate) return { ok: true, definition };
     try {
-      const checkpoint = (t.state as { checkpoint?: Json }).checkpoint ?? null;
-      const migrated = definition.migrate(t.input, checkpoint, t.version) as {
+      // Copies, as a document's migrate gets: the stored record is frozen, and a migrate that
+      // builds its result in place (an old input given a new field) must not fault on it.
+      const checkpoint = structuredClone((t.state as { checkpoint?: Json }).checkpoint ?? null);
+      const migrated = definition.migrate(structuredClone(t.input), checkpoint, t.version) as {
         input: Json;
         checkpoint: Json;
       };

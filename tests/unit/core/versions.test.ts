@@ -118,6 +118,35 @@ describe("versioned task definitions from extensions", () => {
     expect(calls).toBe(1);
   });
 
+  test("a migrate that builds on its input and checkpoint in place gets copies of them: the task resumes with what it returned, the stored version-1 record untouched until the migrated one is stored", async () => {
+    // A document's migrate gets a copy it may change (spec §3.4); a task's got the stored record's
+    // own frozen input and checkpoint, so a migrate adding a field in place blocked its task with
+    // migration_failed ("object is not extensible": draw 36d-B).
+    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data", list: [1] }]);
+    const seen: Json[] = [];
+    const { h } = await openWith(
+      image,
+      jobV2((input, checkpoint) => {
+        seen.push(structuredClone(input));
+        const grown = input as { v1: string; list: number[]; added?: boolean };
+        grown.added = true;
+        grown.list.push(2);
+        (checkpoint as { moved?: boolean }).moved = true;
+        return { input: grown, checkpoint: checkpoint as Go };
+      }),
+    );
+    expect(outcome(await done(h, ids[0]!))).toEqual({
+      status: "completed",
+      result: { ran: 2, input: { v1: "data", list: [1, 2], added: true } },
+    });
+    expect(seen).toEqual([{ v1: "data", list: [1] }]);
+    expect(JSON.parse(String((await row(image, ids[0]!))?.["input"]))).toEqual({
+      v1: "data",
+      list: [1, 2],
+      added: true,
+    });
+  });
+
   test("the migrated checkpoint is the one the task resumes at", async () => {
     const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
     type V2 = { phase: "go" } | { phase: "renamed"; from: number };
