@@ -118,7 +118,7 @@ describe("versioned task definitions from extensions", () => {
     expect(calls).toBe(1);
   });
 
-  test("a migrate that builds on its input and checkpoint in place gets copies of them: the task resumes with what it returned, the stored version-1 record untouched until the migrated one is stored", async () => {
+  test("a migrate that builds on its input and checkpoint in place gets copies of them: the task resumes with what it returned, and that is what is stored", async () => {
     // A document's migrate gets a copy it may change (spec §3.4); a task's got the stored record's
     // own frozen input and checkpoint, so a migrate adding a field in place blocked its task with
     // migration_failed ("object is not extensible": draw 36d-B).
