@@ -327,6 +327,19 @@ describe("deriveContext", () => {
       "result:c1",
       "assistant",
     ]);
+    // A second result for a call already answered is an orphan too (draw 36dA: every matching result
+    // kept passed the cases above, each call answered once): the first answers it, the second goes.
+    const twice = deriveContext([
+      user("q"),
+      assistant([call("c1"), call("c2")], "toolUse"),
+      result("c1", "r1"),
+      result("c1", "again"),
+      result("c2", "r2"),
+      assistant("a"),
+    ]).messages;
+    expect(
+      twice.map((m) => (m.role === "toolResult" ? `result:${m.toolCallId}:${textOf(m)}` : m.role)),
+    ).toEqual(["user", "assistant", "result:c1:r1", "result:c2:r2", "assistant"]);
   });
 
   test("a tool result that appears after a later user message is moved right after its call", () => {

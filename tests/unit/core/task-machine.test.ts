@@ -689,6 +689,28 @@ describe("committed values are frozen", () => {
     await h.close();
   });
 
+  test("a value its caller froze only at the top is frozen through: a document's and an entry's nested parts cannot be mutated after the commit (draw 36d)", async () => {
+    // Draw 36dA: a check that took any frozen object as checked already (a shallow freeze by the
+    // caller) left the nested parts writable, so a caller's later write changed memory, never the store.
+    const store = await memoryStore();
+    const h = await Harness.open(store);
+    const value = Object.freeze({ items: ["a"], nested: { n: 1 } });
+    await h.transaction((tx) => tx.writeDoc(1, "shallow-doc", value));
+    expect(() => value.items.push("b")).toThrow(TypeError);
+    expect(() => {
+      value.nested.n = 2;
+    }).toThrow(TypeError);
+    const data = { text: "x", parts: ["p"] };
+    await h.transaction((tx) => tx.appendEntry(1, Object.freeze({ kind: "note", data })));
+    expect(() => {
+      data.text = "y";
+    }).toThrow(TypeError);
+    expect(() => data.parts.push("q")).toThrow(TypeError);
+    expect(await h.doc(1, "shallow-doc")).toEqual({ items: ["a"], nested: { n: 1 } });
+    expect((await internals(h).session.entries(1)).map((e) => e.data)).toEqual([{ text: "x", parts: ["p"] }]);
+    await h.close();
+  });
+
   test("a task record loaded from the store after a reopen is frozen too: mutating what getTask returns changes neither memory nor the next read", async () => {
     // Found by break 30B beside its document case: a live task read back at open was handed out as
     // parsed, so a reader's push into its input changed the engine's record.
