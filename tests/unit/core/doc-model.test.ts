@@ -407,6 +407,36 @@ describe("scopes (spec §3.1-3.2)", () => {
     expect((await third.docRecord(SESSION_DOCS, "prefs"))?.id).toBe(id);
   });
 
+  test("a session document's retirement survives close and reopen: the retired one stays gone, one retired and written again in one commit reads back its new incarnation (draw 36dB)", async () => {
+    // Draw 36dB: the named tests never retire a session document before a reopen; a commit that
+    // kept the session scope's stored row at a retirement (the value back after the reopen) passed them.
+    const store = await memoryStore();
+    const h = await open(store);
+    await h.transaction((tx) => {
+      tx.writeDoc(SESSION_DOCS, "prefs", { theme: "dark" });
+      tx.writeDoc(SESSION_DOCS, "draft", { text: "a" });
+      tx.writeDoc(SESSION_DOCS, "kept", { n: 1 });
+    });
+    const first = (await h.docRecord(SESSION_DOCS, "draft"))!.id;
+    await h.transaction((tx) => {
+      tx.retireDoc(SESSION_DOCS, "prefs");
+      tx.retireDoc(SESSION_DOCS, "draft");
+      tx.writeDoc(SESSION_DOCS, "draft", { text: "b" });
+    });
+    const second = (await h.docRecord(SESSION_DOCS, "draft"))!.id;
+    expect(second).not.toBe(first);
+    await h.close();
+
+    const reopened = await memoryStore(store.image());
+    const again = await open(reopened);
+    expect(await again.doc(SESSION_DOCS, "prefs")).toBeUndefined();
+    expect(await again.docRecord(SESSION_DOCS, "prefs")).toBeUndefined();
+    expect(await again.doc(SESSION_DOCS, "draft")).toEqual({ text: "b" });
+    expect((await again.docRecord(SESSION_DOCS, "draft"))?.id).toBe(second);
+    expect(await again.doc(SESSION_DOCS, "kept")).toEqual({ n: 1 });
+    expect((await stored(reopened, "prefs")).map((r) => r.retiredAt)).toEqual([expect.any(Number)]);
+  });
+
   test("a conversation's documents, their records and history go with it when it is deleted", async () => {
     const store = await memoryStore();
     const h = await open(store, { forks: { asOf: ["hist"] } });

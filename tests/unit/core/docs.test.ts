@@ -286,6 +286,37 @@ describe("document versions", () => {
     });
   });
 
+  test("migrate gets a copy of a value written earlier in its own transaction: the transaction's value and the caller's object stay as written (draw 36dB)", async () => {
+    // Draw 36dB: the named test migrates committed values only, which are frozen; a copy made only
+    // of frozen values (the transaction's own older-version write handed to migrate as it is)
+    // passed it, the mutating migrate changing the transaction's value and its caller's object.
+    const { h, store } = await harness();
+    const mutating = defineDoc<V2>({
+      name: NAME,
+      version: 2,
+      initial: { entries: [] },
+      migrate: (value) => {
+        const old = value as V1;
+        old.items.push("added by migrate");
+        return { entries: old.items.map((text) => ({ text })) };
+      },
+    });
+    const written: V1 = { items: ["a"] };
+    const seen = await h.transaction((tx) => {
+      tx.writeDoc(1, NAME, written, 1);
+      const before = tx.readDoc(1, NAME);
+      const migrated = mutating.read(tx, 1);
+      return { before, migrated };
+    });
+    expect(written).toEqual({ items: ["a"] });
+    expect(seen.before).toEqual({ items: ["a"] });
+    expect(seen.migrated).toEqual({ entries: [{ text: "a" }, { text: "added by migrate" }] });
+    expect(await row(store)).toEqual({
+      version: 2,
+      value: { entries: [{ text: "a" }, { text: "added by migrate" }] },
+    });
+  });
+
   test("the first transaction that reads a migrated document stores it at the new version even when the migration changed nothing; a snapshot of it writes nothing", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["same"] }));

@@ -418,6 +418,59 @@ test("a conversation-owned task created in a task's commit defaults to that task
   await h.close();
 });
 
+test("a conversation-owned task created in a memo factory or a wake continuation defaults to the committing task's conversation, not the root (draw 36dB)", async () => {
+  // Draw 36dB: the named default tests create through runtime.commit (and an abort handler's); a memo
+  // factory's or a wake's transaction not bound to its task (the sibling in the root) passed them.
+  const sibling = single("sibling", async (_t, runtime) => void (await runtime.commit(() => complete(null))));
+  const child = single(
+    "default-child",
+    async (_t, runtime) => void (await runtime.commit(() => complete(null))),
+  );
+  const created: Record<string, TaskId> = {};
+  const parent = defineTask<null, { phase: "spawn" } | { phase: "join" }, Json>({
+    name: "default-parent",
+    version: 1,
+    initial: () => ({ phase: "spawn" }),
+    phases: {
+      spawn: async (_t, runtime) => {
+        await runtime.memo("made", (tx) => {
+          created["memo"] = tx.createTask(sibling, null, { ownership: { kind: "conversation" } });
+          return 1;
+        });
+        await runtime.commit((tx) => {
+          const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "join" }, on: [id], policy: "allSettled" };
+        });
+      },
+      join: async (_t, runtime) => void (await runtime.commit(() => complete("by handler"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    wake: {
+      join: (tx: Tx) => {
+        created["wake"] = tx.createTask(sibling, null, { ownership: { kind: "conversation" } });
+        return complete("woken");
+      },
+    } as never,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child, sibling] });
+  const other = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await h.transaction((tx) =>
+    tx.createTask(parent, null, { ownership: { kind: "conversation" }, conversationId: other }),
+  );
+  expect(outcome(await done(h, id))).toMatchObject({ status: "completed", result: "woken" });
+  for (const how of ["memo", "wake"]) {
+    expect(created[how]).toBeDefined();
+    const record = await done(h, created[how]!);
+    expect({ how, conversationId: record.conversationId, owner: record.owner }).toEqual({
+      how,
+      conversationId: other,
+      owner: undefined,
+    });
+  }
+  await h.close();
+});
+
 test("an abort invocation's commit is the task's commit too: its entries record byTaskId and a conversation-owned task it creates defaults to the task's conversation", async () => {
   // The run invocation is parked; the abort handler (a fresh invocation, spec §5.4) commits through runtime.commit.
   const sibling = single("sibling", async (_t, runtime) => void (await runtime.commit(() => complete(null))));
