@@ -338,6 +338,27 @@ describe("retry", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("a retry policy whose baseDelayMs is 0 retries at the Harness clock's now: a zero delay is a delay, not an absent one (draw 36d)", async () => {
+    const clock = 2_000_000_000;
+    const { h, root, faux } = await open(
+      (req, n) => (n === 1 ? fauxError("503 Service Unavailable") : echo(req, n)),
+      { now: () => clock, settings: { retry: { baseDelayMs: 0, maxDelayMs: 10_000 } } },
+    );
+    const ats: number[] = [];
+    const stop = h.subscribe(() => {
+      const at = liveOf(h).generation?.retry?.at;
+      if (at !== undefined) ats.push(at);
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => ats.length > 0, { what: "the retry's deadline" });
+    expect(ats[0]).toBe(clock);
+    // The clock never moves: the retry is sent only because its deadline is now.
+    expect((await sub.wait()).status).toBe("done");
+    stop();
+    expect([...new Set(ats)]).toEqual([clock]);
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("the retry policy is read when an attempt is classified: retries turned off while a request is in flight give up at once; turned on, they retry", async () => {
     const hold = deferred();
     let settings: AgentSettings = { retry: { baseDelayMs: 5, maxDelayMs: 20 } };

@@ -329,6 +329,28 @@ describe("submissions", () => {
     expect(inboxOf(h).items).toEqual([]);
   });
 
+  test("steer: with an afterTools hook (the round closed by the tools phase, not the wake) the steer is placed after the round and joins the run (draw 36d)", async () => {
+    const { tool, started, release } = gatedTool();
+    const seen: string[][] = [];
+    const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+      hooks: { afterTools: [(results) => void seen.push(results.map((r) => r.callId))] },
+    });
+    const input = await root.submit({ type: "input", content: "work" });
+    await started.promise;
+    const steer = await root.submit({ type: "input", content: "also this", whenBusy: "steer" });
+    release.resolve();
+    const a = await input.wait();
+    const b = await steer.wait();
+    const entries = await transcript(root);
+    expect(seen).toEqual([["call-1"]]);
+    expect(kinds(entries)).toEqual(["pi.user", "pi.assistant", "pi.tool-result", "pi.user", "pi.assistant"]);
+    expect(a).toEqual({ status: "done", answer: entries[4]!.id, entry: entries[0]!.id });
+    expect(b).toEqual({ status: "done", answer: entries[4]!.id, entry: entries[3]!.id });
+    expect(faux.requests.map(roles)).toEqual([["user"], ["user", "assistant", "toolResult", "user"]]);
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
   test("steer: placed after the current tool round and joins the run", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

@@ -1514,6 +1514,32 @@ describe("commits a handler may not make", () => {
     await h.close();
   });
 
+  test("an abort handler may not wait through an async commit callback either: the wait it resolves to is refused and, uncaught, faults its task (draw 36d)", async () => {
+    const waiter = single("abort-async-waiter", async (_t, _r, signal) => untilAborted(signal), {
+      // A second abort invocation (the wait let through) ends aborted rather than loop.
+      abort: async (_t, runtime) => {
+        const again = (await runtime.memo("tried")) !== undefined;
+        await runtime.memo("tried", true);
+        await runtime.commit(async () => {
+          await Promise.resolve();
+          return again
+            ? { status: "terminal", outcome: { status: "aborted" } }
+            : { status: "waiting", checkpoint: { phase: "go" }, on: [], policy: "allSettled" };
+        });
+      },
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h) === 1, { what: "the async waiter running" });
+    expect(await h.abortTask(id)).toBe("marked");
+    expect(outcome(await done(h, id))).toMatchObject({
+      status: "faulted",
+      error: { message: "an abort handler may not wait" },
+    });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("a runtime kept after its invocation ended refuses every operation: commits, reads, memos, waits and hook dispatch; its signal is aborted and a wait left pending rejects when it ends", async () => {
     let kept: TaskRuntime<Json, Go, Json> | undefined;
     let keptHookApi: TaskRuntime | undefined;
