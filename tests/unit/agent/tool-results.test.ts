@@ -583,7 +583,11 @@ test("a nested call interrupted by a restart is not run again when unsafe: it en
   await root.submit({ type: "input", content: "go" });
   await first.started.promise;
   const second = itemTool({});
-  const h2 = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [batch, second.tool] });
+  const h2 = await reopen(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [batch, second.tool],
+  });
   const root2 = await h2.root();
   await root2.waitForIdle();
   expect(second.seen).toEqual([]);
