@@ -493,6 +493,31 @@ describe("retry", () => {
     expect(textOf(messageOf(last(entries)))).toBe("echo: again");
     expect(alternationProblems(entries)).toEqual([]);
   });
+
+  test("giving up after maxRetries on the request after a tool round settles every input of the run: a steer placed at its tool boundary is unanswered model_error too (draw 36d)", async () => {
+    // Draw 36d: the named test's run had one input and failed on its first request; a give-up that
+    // settled only the run's first input passed every generation test.
+    const item = itemTool({ holdFirst: true });
+    const tools = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      (req, n) =>
+        req.messages.some((m) => m.role === "assistant")
+          ? fauxError("503 Service Unavailable")
+          : tools(req, n),
+      { tools: [item.tool], settings: { retry: { baseDelayMs: 1, maxDelayMs: 2, maxRetries: 1 } } },
+    );
+    const first = await root.submit({ type: "input", content: "one" });
+    await item.started.promise;
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    item.release.resolve();
+    const gaveUp = { status: "unanswered", reason: "model_error", detail: "503 Service Unavailable" };
+    expect(await first.wait()).toMatchObject(gaveUp);
+    expect(await steer.record()).toMatchObject(gaveUp);
+    // The first request and two attempts (one retry) of the one after the tool round.
+    expect(faux.requests).toHaveLength(3);
+    await root.waitForIdle();
+    expect(liveOf(h).run).toBeUndefined();
+  });
 });
 
 describe("generation", () => {
