@@ -612,6 +612,41 @@ describe("generation", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("the retry budget holds across a reopen inside the backoff: the attempt after it is counted from the stored one, and maxRetries exhausted gives up (draw 36d)", async () => {
+    // Draw 36d: the reopened backoff tests checked the retry's time only; a retry phase that counted
+    // the attempt after a reopen from 1 again (a fresh budget) passed every generation test.
+    let clock = 2_000_000_000;
+    const settings = { retry: { baseDelayMs: 40, maxDelayMs: 10_000, maxRetries: 1 } };
+    const { h, root, faux, store } = await open(() => fauxError("503 Service Unavailable"), {
+      now: () => clock,
+      settings,
+    });
+    await root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "the backoff" });
+    await h.close();
+    clock += 30;
+    const again = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      now: () => clock,
+      settings,
+    });
+    const root2 = await again.root();
+    clock += 11;
+    await until(() => faux.requests.length === 2, { what: "the retry at the stored deadline" });
+    const sub = await root2.submit({ type: "input", content: "hi", requestId: "r" });
+    let settled: unknown;
+    void sub.wait().then((s) => {
+      settled = s;
+    });
+    await until(() => settled !== undefined || liveOf(again).generation?.retry !== undefined, {
+      what: "the retried attempt classified",
+    });
+    expect(liveOf(again).generation?.retry).toBeUndefined();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
+  });
+
   test("a retry prepares the next attempt with the agent as it is after the backoff", async () => {
     // Spec §8.3: "retry sleeps until until, then returns to prepare with the next attempt, so agent
     // and settings changes made during the backoff apply." (Reading 22b: the attempt number and an
