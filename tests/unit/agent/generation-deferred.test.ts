@@ -393,6 +393,52 @@ describe("deferred responses (poll)", () => {
     expect(reports[0]).toBe(thrown);
   });
 
+  test("a poll's afterResponse observer that throws after the poll was aborted propagates: not reported, the next observer not asked, the run ends aborted (draw 36d)", async () => {
+    // Draw 36d: the abort-propagation rows were tried on the request path only; a poll whose
+    // afterResponse guard never saw the phase's signal (reporting the error, asking the next) passed.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const entered = deferred();
+    const leave = deferred();
+    const calls: string[] = [];
+    const reports: unknown[] = [];
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: { fetchDeferred: async (model) => answer("polled", model) },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-abort-observer", pollAfterMs: 0 }, { count: 0 }),
+      onReport: (error) => void reports.push(error),
+      hooks: {
+        afterResponse: [
+          async () => {
+            calls.push("x");
+            entered.resolve();
+            await leave.promise;
+            throw new Error("failed while aborting");
+          },
+          () => void calls.push("b"),
+        ],
+      },
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const input = await root.submit({ type: "input", content: "later" });
+    await entered.promise;
+    const aborting = root.abort();
+    await until(() =>
+      h.inspect().tasks.some((t) => t.record.kind === "pi.generation" && t.record.abortRequested),
+    );
+    leave.resolve();
+    await aborting;
+    expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(calls).toEqual(["x"]);
+    expect(reports).toEqual([]);
+  });
+
   test("a deferred answer moves to poll at now + pollAfterMs, or now + 5000 without one", async () => {
     // Spec §8.3: "pollAt = now + (handle.pollAfterMs ?? 5000)", on the harness clock. (Reading 22b:
     // the poll time was only checked to be later, and the default never.)

@@ -514,6 +514,31 @@ describe("retry", () => {
     expect(textOf(messageOf(last(entries)))).toBe("echo: again");
     expect(alternationProblems(entries)).toEqual([]);
   });
+
+  test("giving up after maxRetries on the request after a tool round settles every input of the run: a steer placed at its tool boundary is unanswered model_error too (draw 36d)", async () => {
+    // Draw 36d: the named test's run had one input and failed on its first request; a give-up that
+    // settled only the run's first input passed every generation test.
+    const item = itemTool({ holdFirst: true });
+    const tools = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      (req, n) =>
+        req.messages.some((m) => m.role === "assistant")
+          ? fauxError("503 Service Unavailable")
+          : tools(req, n),
+      { tools: [item.tool], settings: { retry: { baseDelayMs: 1, maxDelayMs: 2, maxRetries: 1 } } },
+    );
+    const first = await root.submit({ type: "input", content: "one" });
+    await item.started.promise;
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    item.release.resolve();
+    const gaveUp = { status: "unanswered", reason: "model_error", detail: "503 Service Unavailable" };
+    expect(await first.wait()).toMatchObject(gaveUp);
+    expect(await steer.record()).toMatchObject(gaveUp);
+    // The first request and two attempts (one retry) of the one after the tool round.
+    expect(faux.requests).toHaveLength(3);
+    await root.waitForIdle();
+    expect(liveOf(h).run).toBeUndefined();
+  });
 });
 
 describe("generation", () => {
@@ -606,6 +631,41 @@ describe("generation", () => {
     await until(() => faux.requests.length === 2, { what: "the retry at the stored deadline" });
     const sub = await (await again.root()).submit({ type: "input", content: "hi", requestId: "r" });
     expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("the retry budget holds across a reopen inside the backoff: the attempt after it is counted from the stored one, and maxRetries exhausted gives up (draw 36d)", async () => {
+    // Draw 36d: the reopened backoff tests checked the retry's time only; a retry phase that counted
+    // the attempt after a reopen from 1 again (a fresh budget) passed every generation test.
+    let clock = 2_000_000_000;
+    const settings = { retry: { baseDelayMs: 40, maxDelayMs: 10_000, maxRetries: 1 } };
+    const { h, root, faux, store } = await open(() => fauxError("503 Service Unavailable"), {
+      now: () => clock,
+      settings,
+    });
+    await root.submit({ type: "input", content: "hi", requestId: "r" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "the backoff" });
+    await h.close();
+    clock += 30;
+    const again = await reopen(store, {
+      models: faux.models,
+      defaultModel: faux.ref,
+      now: () => clock,
+      settings,
+    });
+    const root2 = await again.root();
+    clock += 11;
+    await until(() => faux.requests.length === 2, { what: "the retry at the stored deadline" });
+    const sub = await root2.submit({ type: "input", content: "hi", requestId: "r" });
+    let settled: unknown;
+    void sub.wait().then((s) => {
+      settled = s;
+    });
+    await until(() => settled !== undefined || liveOf(again).generation?.retry !== undefined, {
+      what: "the retried attempt classified",
+    });
+    expect(liveOf(again).generation?.retry).toBeUndefined();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(faux.requests).toHaveLength(2);
   });
 
   test("a retry prepares the next attempt with the agent as it is after the backoff", async () => {

@@ -563,6 +563,44 @@ describe("recovery of an interrupted call", () => {
   });
 });
 
+test("a nested call interrupted by a restart is not run again when unsafe: it ends failed with an interrupted error result its rerun caller gets back (draw 36d)", async () => {
+  // Draw 36d: recovery was only tried on top-level calls; a nested call's interrupted settling
+  // ending `completed` (its caller still getting an error result) passed every test.
+  const batch = defineTool({
+    name: "batch",
+    description: "Calls apply",
+    parameters: Type.Object({}),
+    replay: "safe",
+    async execute(_args, api) {
+      const r = await api.executeTool("apply", { item: "x" });
+      const text = r.content.map((part) => (part.type === "text" ? part.text : "")).join("");
+      return textResult(`nested: ${r.isError === true} ${text}`);
+    },
+  });
+  const first = itemTool({ holdFirst: true });
+  const respond = callsThenAnswer(fauxToolCall("batch", {}, { id: "call-1" }));
+  const { root, store, faux } = await open(respond, { tools: [batch, first.tool] });
+  await root.submit({ type: "input", content: "go" });
+  await first.started.promise;
+  const second = itemTool({});
+  const h2 = await reopen(store, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tools: [batch, second.tool],
+  });
+  const root2 = await h2.root();
+  await root2.waitForIdle();
+  expect(second.seen).toEqual([]);
+  const [result] = await toolResults(root2);
+  expect(textOf(messageOf(result!))).toMatch(/^nested: true interrupted/);
+  const nested = (await h2.tasks({ kind: "pi.tool" })).filter((t) => "nested" in (t.input as object));
+  expect(nested).toHaveLength(1);
+  expect(nested[0]!.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "failed", result: { isError: true } },
+  });
+});
+
 test("a safe replay restarts the call from a clean slot: the earlier execution's details and diagnostics are removed, so the result carries only the new execution's", async () => {
   // Reading 23e (spec §9.4: "removed ones, as when a safe replay restarts the tool, send `null` and
   // `[]`"): the restart removed the output only, so a replayed call kept the first execution's details

@@ -191,12 +191,20 @@ describe("waits", () => {
       abort: abortedByHandler as never,
     });
     const h = await Harness.open(await memoryStore());
+    let last = 0;
     for (const on of [0, -1, 1.5]) {
       const id = await h.createTask(waiter, { on }, { ownership: { kind: "conversation" } });
       expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "carried on" });
       expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
       expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+      last = id;
     }
+    // Nor the id right after the last task, the next to be given (draw 36d: an existence check
+    // counting that id as a task passed every test).
+    const next = await h.createTask(waiter, { on: last + 2 }, { ownership: { kind: "conversation" } });
+    expect(next).toBe(last + 1);
+    expect(outcome(await done(h, next))).toEqual({ status: "completed", result: "carried on" });
+    expect(caught.get(next)).toBeInstanceOf(InvalidTransition);
     expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
     await engineStillRuns(h);
     await h.close();

@@ -220,8 +220,12 @@ test("a conversation's watch gets no frame for a publication that touches only a
   const childSeen: Frame<unknown>[] = [];
   childWatch.start((f) => void childSeen.push(f));
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  // Nor its parent's documents (draw 36d: a fork's mount that also took its parent's document
+  // writes passed, only a parent's entry having been written after the fork).
+  await h.transaction((tx) => tx.writeDoc(root.id, "app.parent", { p: 1 }));
   await settle();
   expect(childSeen).toEqual([]);
+  expect("app.parent" in childWatch.value.docs).toBe(false);
   await (await child.submit({ type: "write", entry: { kind: "note", data: { n: 4 } } })).wait();
   await until(() => childSeen.length === 1, { what: "a frame for the fork's own entry" });
   expect(notes(childWatch.value)).toEqual([2, 4]);
