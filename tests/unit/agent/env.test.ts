@@ -6,7 +6,7 @@
  * throw is reported and the sections render with none). Without a builder there is no environment,
  * whatever workspace (`fs`) the harness holds; `workspaceEnv(fs)` gives every conversation that one.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
@@ -22,7 +22,7 @@ import {
   type WorkspaceFs,
   workspaceEnv,
 } from "../../../worker/index.ts";
-import { deferred } from "../../../worker/testing.ts";
+import { deferred, fauxError } from "../../../worker/testing.ts";
 import { callsThenAnswer, diagnosticsOf, messageOf, open, reopen, textOf, toolResults } from "./fixtures.ts";
 
 /** A section that says whether the environment's workspace holds notes.md. */
@@ -197,6 +197,24 @@ test("the builder is called at each use, off the commit line: once per preparati
   await (await opened.root.submit({ type: "input", content: "again" })).wait();
   expect(opened.faux.requests).toHaveLength(3);
   expect(calls).toBe(5);
+});
+
+test("a retried request's preparation builds the environment again: each attempt is a use", async () => {
+  // Draw 36eA: every per-use test counted preparations of distinct requests; a preparation that
+  // kept the environment built for its task's earlier attempt (a retry after a 503) passed them.
+  let calls = 0;
+  const env: EnvBuilder = () => {
+    calls++;
+    return { fs: new MemoryFs() };
+  };
+  let requests = 0;
+  const { root, faux } = await open(
+    () => (++requests === 1 ? fauxError("503 Service Unavailable") : fauxAssistantMessage("ok")),
+    { extensions: registry(), env, settings: { retry: { baseDelayMs: 1, maxDelayMs: 5 } } },
+  );
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(faux.requests).toHaveLength(2);
+  expect(calls).toBe(2);
 });
 
 test("the builder's target reads the asking conversation's committed documents as they are at that use: a document written between two uses is seen by the second, another conversation's by neither", async () => {

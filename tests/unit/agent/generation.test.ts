@@ -1056,6 +1056,24 @@ describe("generation", () => {
     expect(sent).toEqual([5, 5]);
   });
 
+  test("settings.stream options are pinned as a copy: the caller's settings object is neither frozen nor shared, so a later change reaches the next attempt only", async () => {
+    // Draw 36eA: the pinned options were taken by a shallow copy; the metadata object, the
+    // caller's own, was then committed (and frozen) inside the checkpoint, and the caller could no
+    // longer change its settings. Every named test gave a new settings object each time.
+    const stream: StreamSettings = { metadata: { user: "u1" } };
+    const sent: unknown[] = [];
+    const record: AgentHarnessOptions["stream"] = (model, context, options) => {
+      sent.push(structuredClone(options.metadata));
+      return defaultStream(model, context, options);
+    };
+    const { root } = await open(echo, { stream: record, settings: () => ({ stream }) });
+    expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+    expect(Object.isFrozen(stream.metadata)).toBe(false);
+    stream.metadata!["user"] = "u2";
+    expect((await (await root.submit({ type: "input", content: "two" })).wait()).status).toBe("done");
+    expect(sent).toEqual([{ user: "u1" }, { user: "u2" }]);
+  });
+
   test("bad stream settings are refused when the harness opens", async () => {
     const bad: unknown[] = [
       { nope: 1 },

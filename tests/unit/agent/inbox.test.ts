@@ -442,6 +442,45 @@ describe("submissions", () => {
     await other.waitForIdle();
   });
 
+  test("a tool's conversation handle keeps the requestId: a retried submit returns the first submission, one after the other and at once, and the record carries it", async () => {
+    // Draw 36eA: the handle's path (tools/handle.ts) passes requestId on by itself; one that
+    // dropped it (each retry a new submission, the record without its requestId) passed every test.
+    const ids: number[] = [];
+    let otherId = 0;
+    const poke = defineTool({
+      name: "poke",
+      description: "submits to the other conversation with requestIds",
+      parameters: Type.Object({}),
+      execute: async (_args, api) => {
+        const handle = api.conversation(otherId)!;
+        ids.push((await handle.submit({ content: "first", requestId: "r" })).id);
+        ids.push((await handle.submit({ content: "again", requestId: "r" })).id);
+        const both = await Promise.all([
+          handle.submit({ content: "s1", requestId: "s" }),
+          handle.submit({ content: "s2", requestId: "s" }),
+        ]);
+        for (const sub of both) ids.push(sub.id);
+        return textResult("poked");
+      },
+    });
+    const { h, root } = await open(
+      (req) =>
+        req.messages.some((m) => m.role === "assistant") || textOf(req.messages[0]!) !== "go"
+          ? fauxAssistantMessage("done")
+          : fauxAssistantMessage([fauxToolCall("poke", {}, { id: "call-1" })], { stopReason: "toolUse" }),
+      { tools: [poke] },
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    otherId = other.id;
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(ids[1]).toBe(ids[0]);
+    expect(ids[3]).toBe(ids[2]);
+    expect(ids[2]).not.toBe(ids[0]);
+    const records = await Promise.all([ids[0]!, ids[2]!].map((id) => h.submissionRecord(id)));
+    expect(records.map((r) => r?.requestId)).toEqual(["r", "s"]);
+    await other.waitForIdle();
+  });
+
   test("the post-tools boundary places a queued write and a queued steer together: the write first, the steer after it, both in the run's next request", async () => {
     // Break 30I: every named test queued a write or a steer, never both at one boundary; a
     // boundary that placed the writes and dropped the steers beside them passed.

@@ -63,6 +63,26 @@ async function row(store: MemoryStore): Promise<{ version: number; value: Json }
 }
 
 describe("document versions", () => {
+  test("an older stored empty object is a stored value like any other: migrated from its version, never replaced by the initial value (draw 36eA)", async () => {
+    // Draw 36eA: every migrated value held something; a read that took an older stored `{}` for an
+    // absent document (initial() written, migrate never called) passed every test.
+    const { h, store } = await harness();
+    await h.transaction((tx) => tx.writeDoc(1, NAME, {}, 1));
+    const calls: number[] = [];
+    const notes = defineDoc<V2 & { from?: number }>({
+      name: NAME,
+      version: 2,
+      initial: () => ({ entries: [] }),
+      migrate: (value, from) => {
+        calls.push(from);
+        return { entries: [], from, ...(value as object) };
+      },
+    });
+    expect(await h.transaction((tx) => notes.read(tx, 1))).toEqual({ entries: [], from: 1 });
+    expect(await row(store)).toEqual({ version: 2, value: { entries: [], from: 1 } });
+    expect(calls).toEqual([1]);
+  });
+
   test("an older stored value is migrated on typed access and stored by the transaction that read it", async () => {
     const { h, store } = await harness();
     await h.transaction((tx) => v1.write(tx, 1, { items: ["a", "b"] }));
