@@ -1142,6 +1142,36 @@ describe("compaction a generation waits for", () => {
     return { h, root: await h.root(), faux };
   }
 
+  test("a blocking compaction in its backoff still shows blocking in pi.live: each status it writes, the retry's with its backoff, is blocking (draw 36eB)", async () => {
+    // Draw 36eB: the named retry test's compaction is manual (blocking false); a status that dropped
+    // blocking while in its backoff passed it.
+    let summaries = 0;
+    const responder: FauxResponder = (req) =>
+      isSummary(req)
+        ? ++summaries === 1
+          ? fauxError("503 Service Unavailable")
+          : fauxAssistantMessage("SUMMARY")
+        : echoOrSummary(req, 0);
+    const { h, root, faux } = await small(responder, 1200);
+    const statuses: unknown[] = [];
+    h.subscribe((change) => {
+      const live = change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id);
+      const compactions = (live?.value as LiveState | undefined)?.compactions;
+      if (compactions) statuses.push(...compactions);
+    });
+    let turn = 0;
+    while (summaries < 2 && turn < 12) {
+      turn++;
+      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
+        "done",
+      );
+    }
+    expect(faux.requests.filter(isSummary)).toHaveLength(2);
+    expect(statuses.map((s) => (s as { attempt: number }).attempt)).toEqual(expect.arrayContaining([1, 2]));
+    expect(statuses.some((s) => (s as { retry?: unknown }).retry !== undefined)).toBe(true);
+    for (const s of statuses) expect(s).toMatchObject({ reason: "threshold", blocking: true });
+  });
+
   test("above contextWindow - reserveTokens, prepare compacts first, then sends the request starting from the summary", async () => {
     const { h, root, faux } = await small(echoOrSummary, 1200);
     // Every task state committed, to find who owned the compaction and how it was waited for.

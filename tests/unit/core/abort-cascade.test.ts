@@ -86,6 +86,46 @@ test("cascade marks are derived in a commit of their own, never in the commit th
   await h.close();
 });
 
+test("cascade marks are derived in a commit of their own when the owner is not running either: abortTask on a waiting owner marks it alone, its running child in a later commit (draw 36eB)", async () => {
+  // Draw 36eB: the named test's owner runs when aborted; an abortTask that marked a non-running
+  // owner's children in its own marking commit passed every abort test.
+  const child = parked("cascade-waited-child");
+  const waiter = defineTask<Json, Go | { phase: "joined" }, Json>({
+    name: "cascade-waiting-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
+        });
+      },
+      joined: async (_t, runtime) => {
+        await runtime.commit(() => complete("joined"));
+      },
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [waiter, child] });
+  const { changes, latest } = trackTasks(h);
+  const id = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => running(h) === 1 && h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"),
+    { what: "the child running, its owner waiting" },
+  );
+  const childId = [...latest.values()].find((t) => t.owner === id)?.id as TaskId;
+  expect(await h.abortTask(id)).toBe("marked");
+  await done(h, id);
+  const ownerMarked = changes.findIndex((c) => c.some((t) => t.id === id && t.abortRequested));
+  const childMarked = changes.findIndex((c) => c.some((t) => t.id === childId && t.abortRequested));
+  expect(ownerMarked).toBeGreaterThanOrEqual(0);
+  expect(childMarked).toBeGreaterThan(ownerMarked);
+  await h.close();
+});
+
 test("a cascade mark is signalled only after its commit: the running child's committed record already carries the mark when its signal fires", async () => {
   // Break 29N: the signalling rule was named with abortTask's own mark only; cascade marks signalled
   // as they were derived, inside the scheduler's commit, passed every abort test.
