@@ -556,6 +556,23 @@ test("an answer that ends aborted without an abort mark is a model error: the in
   expect(generation?.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
 });
 
+test("an answer that ends aborted without an abort mark is never retried, though its text reads retryable and retries are on: one request, unanswered model_error (draw 36e C)", async () => {
+  // Draw 36e C: an unmarked aborted answer classified like an error (a 503 text retried) passed
+  // every named test, whose aborted answer's text reads as no retryable error.
+  const { root, faux } = await open(
+    () => fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "503 Service Unavailable" }),
+    { settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } } },
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  expect(await input.wait()).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "503 Service Unavailable",
+  });
+  expect(faux.requests).toHaveLength(1);
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+});
+
 test("a finished call's slot is done with its entry and keeps no output while the rest of the round runs", async () => {
   const quick = defineTool({
     name: "quick",
