@@ -411,6 +411,42 @@ test("an executed call's result carries durationMs; an aborted call's result and
   expect(messageOf(unavailable!)).not.toHaveProperty("durationMs");
 });
 
+test("a call beforeTool blocks and one with invalid arguments are never executed: their results carry no durationMs (draw 36e C)", async () => {
+  // Draw 36e C: a harness-written blocked or invalid_arguments result given durationMs 0 passed the
+  // test above, whose never-executed call is an un-offered one (written by the round, not the task).
+  let executed = 0;
+  const typed = defineTool({
+    name: "typed",
+    description: "Takes a number",
+    parameters: Type.Object({ n: Type.Number() }),
+    async execute() {
+      executed++;
+      return textResult("ran");
+    },
+  });
+  const { root } = await open(
+    callsThenAnswer(
+      fauxToolCall("typed", { n: 1 }, { id: "b1" }),
+      fauxToolCall("typed", { n: "not a number" }, { id: "i1" }),
+    ),
+    {
+      tools: [typed],
+      hooks: { beforeTool: [(call) => (call.id === "b1" ? { block: "not here" } : undefined)] },
+    },
+  );
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(executed).toBe(0);
+  const results = await toolResults(root);
+  expect(results.map((r) => (messageOf(r) as { toolCallId: string }).toolCallId).sort()).toEqual([
+    "b1",
+    "i1",
+  ]);
+  for (const r of results) {
+    expect(messageOf(r)).toMatchObject({ isError: true });
+    expect(messageOf(r)).not.toHaveProperty("durationMs");
+  }
+});
+
 test("durationMs is how long execute() took, throwing or not, and nothing before or after it: the environment's building and the afterTool chain are not counted", async () => {
   // The monotonic clock, pushed forward by the tools and the hook (never read for an assertion of time).
   const real = performance.now.bind(performance);
