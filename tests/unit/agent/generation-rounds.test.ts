@@ -411,6 +411,42 @@ test("an executed call's result carries durationMs; an aborted call's result and
   expect(messageOf(unavailable!)).not.toHaveProperty("durationMs");
 });
 
+test("a call beforeTool blocks and one with invalid arguments are never executed: their results carry no durationMs (draw 36e C)", async () => {
+  // Draw 36e C: a harness-written blocked or invalid_arguments result given durationMs 0 passed the
+  // test above, whose never-executed call is an un-offered one (written by the round, not the task).
+  let executed = 0;
+  const typed = defineTool({
+    name: "typed",
+    description: "Takes a number",
+    parameters: Type.Object({ n: Type.Number() }),
+    async execute() {
+      executed++;
+      return textResult("ran");
+    },
+  });
+  const { root } = await open(
+    callsThenAnswer(
+      fauxToolCall("typed", { n: 1 }, { id: "b1" }),
+      fauxToolCall("typed", { n: "not a number" }, { id: "i1" }),
+    ),
+    {
+      tools: [typed],
+      hooks: { beforeTool: [(call) => (call.id === "b1" ? { block: "not here" } : undefined)] },
+    },
+  );
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(executed).toBe(0);
+  const results = await toolResults(root);
+  expect(results.map((r) => (messageOf(r) as { toolCallId: string }).toolCallId).sort()).toEqual([
+    "b1",
+    "i1",
+  ]);
+  for (const r of results) {
+    expect(messageOf(r)).toMatchObject({ isError: true });
+    expect(messageOf(r)).not.toHaveProperty("durationMs");
+  }
+});
+
 test("durationMs is how long execute() took, throwing or not, and nothing before or after it: the environment's building and the afterTool chain are not counted", async () => {
   // The monotonic clock, pushed forward by the tools and the hook (never read for an assertion of time).
   const real = performance.now.bind(performance);
@@ -554,6 +590,23 @@ test("an answer that ends aborted without an abort mark is a model error: the in
   const [generation] = await h.tasks({ kind: "pi.generation" });
   expect(generation?.abortRequested).toBe(false);
   expect(generation?.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
+});
+
+test("an answer that ends aborted without an abort mark is never retried, though its text reads retryable and retries are on: one request, unanswered model_error (draw 36e C)", async () => {
+  // Draw 36e C: an unmarked aborted answer classified like an error (a 503 text retried) passed
+  // every named test, whose aborted answer's text reads as no retryable error.
+  const { root, faux } = await open(
+    () => fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "503 Service Unavailable" }),
+    { settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } } },
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  expect(await input.wait()).toMatchObject({
+    status: "unanswered",
+    reason: "model_error",
+    detail: "503 Service Unavailable",
+  });
+  expect(faux.requests).toHaveLength(1);
+  expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
 });
 
 test("a finished call's slot is done with its entry and keeps no output while the rest of the round runs", async () => {

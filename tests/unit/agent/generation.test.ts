@@ -193,6 +193,30 @@ describe("request hooks", () => {
     expect(seen).toEqual([["length", 0]]);
   });
 
+  test("afterResponse sees an answer that ends aborted without an abort mark too, before its error entry is committed (draw 36e C)", async () => {
+    // A terminal message like any other (draw 36e C: the hook skipped for a stopReason "aborted" passed).
+    const seen: Array<[string, number]> = [];
+    const { root } = await open(
+      () => fauxAssistantMessage("cut off", { stopReason: "aborted", errorMessage: "the provider hung up" }),
+      {
+        hooks: {
+          afterResponse: [
+            async (m) =>
+              void seen.push([
+                m.stopReason,
+                (await root.entries()).filter((e) => e.kind === "pi.assistant").length,
+              ]),
+          ],
+        },
+      },
+    );
+    expect(await (await root.submit({ type: "input", content: "hi" })).wait()).toMatchObject({
+      status: "unanswered",
+      reason: "model_error",
+    });
+    expect(seen).toEqual([["aborted", 0]]);
+  });
+
   test("an onYield continuation's pi.user entry is one UserMessage stamped with the Harness clock (spec §8.1)", async () => {
     let yields = 0;
     const { root } = await open(echo, {
