@@ -605,6 +605,39 @@ test("a section wrapper that returns a section of another key drops its target w
   expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.system", "pi.assistant"]);
 });
 
+test("a throwing section wrapper is reported with its own error (the same object, its class kept) at every preparation, not once (draw 36e-D)", async () => {
+  // Draw 36e-D: the named tests read the reports' messages after one run; a report of a new Error
+  // carrying only the message passed them.
+  class WrapError extends Error {
+    readonly code = "wrap_down";
+  }
+  const broken = new WrapError("cwd wrapper broke");
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({ name: "base", sections: [section("role", () => "r"), section("cwd", () => "/repo")] }),
+  );
+  extensions.install(
+    defineExtension({
+      name: "breaker",
+      wraps: [
+        wrapSection("cwd", () => {
+          throw broken;
+        }),
+      ],
+    }),
+  );
+  const reported: unknown[] = [];
+  const { root, faux } = await open(echo, { extensions, onReport: (e) => void reported.push(e) });
+  expect(await (await root.submit({ type: "input", content: "one" })).wait()).toMatchObject({ status: "done" });
+  expect(reported.length).toBeGreaterThan(0);
+  for (const e of reported) expect(e).toBe(broken);
+  const afterFirst = reported.length;
+  expect(await (await root.submit({ type: "input", content: "two" })).wait()).toMatchObject({ status: "done" });
+  expect(reported.length).toBeGreaterThan(afterFirst);
+  for (const e of reported) expect(e).toBe(broken);
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual(["<role>\nr\n</role>", "<role>\nr\n</role>"]);
+});
+
 test("wrappers apply after every selected extension's tools and sections: an earlier extension's wrapper decorates the tool and section a later one put in place", async () => {
   const tool = (name: string, text: string) =>
     defineTool({
