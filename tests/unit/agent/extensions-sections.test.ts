@@ -659,11 +659,15 @@ test("a throwing section wrapper is reported with its own error (the same object
   );
   const reported: unknown[] = [];
   const { root, faux } = await open(echo, { extensions, onReport: (e) => void reported.push(e) });
-  expect(await (await root.submit({ type: "input", content: "one" })).wait()).toMatchObject({ status: "done" });
+  expect(await (await root.submit({ type: "input", content: "one" })).wait()).toMatchObject({
+    status: "done",
+  });
   expect(reported.length).toBeGreaterThan(0);
   for (const e of reported) expect(e).toBe(broken);
   const afterFirst = reported.length;
-  expect(await (await root.submit({ type: "input", content: "two" })).wait()).toMatchObject({ status: "done" });
+  expect(await (await root.submit({ type: "input", content: "two" })).wait()).toMatchObject({
+    status: "done",
+  });
   expect(reported.length).toBeGreaterThan(afterFirst);
   for (const e of reported) expect(e).toBe(broken);
   expect(faux.requests.map((r) => r.systemPrompt)).toEqual(["<role>\nr\n</role>", "<role>\nr\n</role>"]);

@@ -516,7 +516,12 @@ describe("deriveContext", () => {
         { ...fauxAssistantMessage("", { timestamp: 1 }), stopReason: "deferred" },
         fauxAssistantMessage("kept two", { timestamp: 1 }),
       ] as never;
-    const several: EntryRecord = { id: ++nextId, conversationId: 1, kind: "app.import", model: failedThree() };
+    const several: EntryRecord = {
+      id: ++nextId,
+      conversationId: 1,
+      kind: "app.import",
+      model: failedThree(),
+    };
     expect(texts([user("q"), several])).toEqual(["user:q", "assistant:kept one", "assistant:kept two"]);
     const view = contextView([user("q"), several]);
     expect(view.entries.map((e) => e.id)).toContain(several.id);
@@ -526,6 +531,10 @@ describe("deriveContext", () => {
       ...base,
       edits: [{ target: answer.id, action: "replace", messages: failedThree() }],
     };
-    expect(texts([user("again"), answer, edit])).toEqual(["user:again", "assistant:kept one", "assistant:kept two"]);
+    expect(texts([user("again"), answer, edit])).toEqual([
+      "user:again",
+      "assistant:kept one",
+      "assistant:kept two",
+    ]);
   });
 });
