@@ -512,6 +512,37 @@ test("a throwing section is reported with its own error: the same object, its cl
   }
 });
 
+test("a section that throws a falsy value (undefined, null, 0, an empty string), sync or async, keeps the text shown before and is reported; the request is still sent (draw 36e-D)", async () => {
+  // Draw 36e-D: every throwing section threw an Error; a failure whose thrown value is falsy taken
+  // as "rendered nothing" (the section dropped from the prompt, nothing reported) passed them all.
+  for (const thrown of [undefined, null, 0, ""]) {
+    for (const mode of ["sync", "async"] as const) {
+      const label = `${mode} ${JSON.stringify(thrown) ?? "undefined"}`;
+      let broken = false;
+      const render = () => {
+        if (broken) throw thrown;
+        return "noon";
+      };
+      const extensions = createRegistry();
+      extensions.install(
+        defineExtension({
+          name: "a",
+          sections: [section("clock", mode === "sync" ? render : async () => render())],
+        }),
+      );
+      const reported: unknown[] = [];
+      const { root, faux } = await open(echo, { extensions, onReport: (e) => void reported.push(e) });
+      await (await root.submit({ type: "input", content: "one" })).wait();
+      broken = true;
+      expect(await (await root.submit({ type: "input", content: "two" })).wait(), label).toMatchObject({
+        status: "done",
+      });
+      expect(reported, label).toEqual([thrown]);
+      expect(faux.requests[1]!.systemPrompt, label).toBe("<clock>\nnoon\n</clock>");
+    }
+  }
+});
+
 test("wrappers decorate the winning tool and section; a wrapper that renames or throws drops its target (reported); one without a target does nothing", async () => {
   const tool = (name: string, text: string) =>
     defineTool({
@@ -603,6 +634,43 @@ test("a section wrapper that returns a section of another key drops its target w
   expect(faux.requests[0]!.systemPrompt).toBe("<role>\nr\n</role>");
   expect(reported.some((m) => /cwd.*elsewhere/.test(m))).toBe(true);
   expect((await root.entries()).map((e) => e.kind)).toEqual(["pi.user", "pi.system", "pi.assistant"]);
+});
+
+test("a throwing section wrapper is reported with its own error (the same object, its class kept) at every preparation, not once (draw 36e-D)", async () => {
+  // Draw 36e-D: the named tests read the reports' messages after one run; a report of a new Error
+  // carrying only the message passed them.
+  class WrapError extends Error {
+    readonly code = "wrap_down";
+  }
+  const broken = new WrapError("cwd wrapper broke");
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({ name: "base", sections: [section("role", () => "r"), section("cwd", () => "/repo")] }),
+  );
+  extensions.install(
+    defineExtension({
+      name: "breaker",
+      wraps: [
+        wrapSection("cwd", () => {
+          throw broken;
+        }),
+      ],
+    }),
+  );
+  const reported: unknown[] = [];
+  const { root, faux } = await open(echo, { extensions, onReport: (e) => void reported.push(e) });
+  expect(await (await root.submit({ type: "input", content: "one" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(reported.length).toBeGreaterThan(0);
+  for (const e of reported) expect(e).toBe(broken);
+  const afterFirst = reported.length;
+  expect(await (await root.submit({ type: "input", content: "two" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(reported.length).toBeGreaterThan(afterFirst);
+  for (const e of reported) expect(e).toBe(broken);
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual(["<role>\nr\n</role>", "<role>\nr\n</role>"]);
 });
 
 test("wrappers apply after every selected extension's tools and sections: an earlier extension's wrapper decorates the tool and section a later one put in place", async () => {

@@ -502,4 +502,39 @@ describe("deriveContext", () => {
     };
     expect(texts([user("again"), answer, edit])).toEqual(["user:again"]);
   });
+
+  test("every failed answer of an entry is left out, not only its first: an aborted, an error and a deferred answer in one entry, and in one edit's replacement (draw 36e-D)", () => {
+    // Draw 36e-D: each entry or replacement of the named tests held one failed answer; leaving out
+    // only the first failed answer of an entry (the others sent) passed them all.
+    const texts = (entries: EntryRecord[]) =>
+      deriveContext(entries).messages.map((m) => `${m.role}:${textOf(m)}`);
+    const failedThree = () =>
+      [
+        fauxAssistantMessage("cut short", { stopReason: "aborted", timestamp: 1 }),
+        fauxAssistantMessage("kept one", { timestamp: 1 }),
+        fauxAssistantMessage("half", { stopReason: "error", errorMessage: "503", timestamp: 1 }),
+        { ...fauxAssistantMessage("", { timestamp: 1 }), stopReason: "deferred" },
+        fauxAssistantMessage("kept two", { timestamp: 1 }),
+      ] as never;
+    const several: EntryRecord = {
+      id: ++nextId,
+      conversationId: 1,
+      kind: "app.import",
+      model: failedThree(),
+    };
+    expect(texts([user("q"), several])).toEqual(["user:q", "assistant:kept one", "assistant:kept two"]);
+    const view = contextView([user("q"), several]);
+    expect(view.entries.map((e) => e.id)).toContain(several.id);
+    const answer = assistant("the answer");
+    const { model: _model, ...base } = entry("app.edit", {});
+    const edit: EntryRecord = {
+      ...base,
+      edits: [{ target: answer.id, action: "replace", messages: failedThree() }],
+    };
+    expect(texts([user("again"), answer, edit])).toEqual([
+      "user:again",
+      "assistant:kept one",
+      "assistant:kept two",
+    ]);
+  });
 });
