@@ -163,6 +163,8 @@ export class AgentHarness extends Harness {
   /** The services every agent task reads: the options with their defaults, bound to this harness. */
   #makeServices(options: AgentHarnessOptions, extensions: ExtensionRegistry): AgentServices {
     const settings = options.settings;
+    // The host's settings as read now: a getter's answer or the object (checked by resolveSettings).
+    const readSettings = () => (typeof settings === "function" ? settings() : settings);
     // Settings given as an object are checked here, where they enter; a getter's at each reading.
     if (typeof settings !== "function") resolveSettings(settings);
     const report = options.onReport ?? (() => undefined);
@@ -186,14 +188,13 @@ export class AgentHarness extends Harness {
           ? await options.env({ conversationId: c, read: (name) => this.docNow(c, name) }, { signal })
           : undefined,
       stream: options.stream ?? defaultStream,
-      settings: () => resolveSettings(typeof settings === "function" ? settings() : settings),
+      settings: () => resolveSettings(readSettings()),
       readAgent,
       ...resolvers(
         () => extensions.snapshot(),
         readAgent,
         report,
-        () =>
-          extensionNames(checkSettings(typeof settings === "function" ? settings() : settings)?.extensions),
+        () => extensionNames(checkSettings(readSettings())?.extensions),
       ),
       apiKey: options.apiKey ?? ((provider) => storedApiKey((c, name) => this.docNow(c, name), provider)),
       secrets: options.secrets ?? (() => storedApiKeyValues((c, name) => this.docNow(c, name))),

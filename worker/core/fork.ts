@@ -166,6 +166,8 @@ export async function newestHead(
 }
 
 export const forkPointKey = (parent: ConversationId, at: EntryId): string => `${parent}:${at}`;
+/** Whether `at` can name an entry at all (a positive safe integer): the string "3" must not share entry 3's fork point key. */
+export const isEntryId = (at: unknown): at is EntryId => Number.isSafeInteger(at) && (at as number) >= 1;
 
 /**
  * The fork point of the conversation whose visible history is `segments` at entry `at`. Which

@@ -35,7 +35,14 @@ import {
   readDocsNamed,
 } from "./doc-load.ts";
 import { HarnessClosed } from "./errors.ts";
-import { ancestry, forkPointKey, loadForkPoint, readVisibleEntries, type Segment } from "./fork.ts";
+import {
+  ancestry,
+  forkPointKey,
+  isEntryId,
+  loadForkPoint,
+  readVisibleEntries,
+  type Segment,
+} from "./fork.ts";
 import { checkNewOwners } from "./ownership.ts";
 import { type EntryPage, readActivePage } from "./pages.ts";
 import {
@@ -385,9 +392,8 @@ export class Session {
    * A fork point is a fact about committed entries and documents: `at` must be committed.
    */
   ensureForkPoint(parent: ConversationId, at: number): Promise<void> {
-    // Not an entry id: tx.forkConversation refuses it without a fork point (and "3" must not be
-    // kept under entry 3's key).
-    if (!Number.isSafeInteger(at) || at <= 0) return Promise.resolve();
+    // Not an entry id: tx.forkConversation refuses it without a fork point.
+    if (!isEntryId(at)) return Promise.resolve();
     const key = forkPointKey(parent, at);
     if (this.records.forkPoints.has(key)) return Promise.resolve();
     return this.store.read(async (sql) => {

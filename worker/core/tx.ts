@@ -8,7 +8,7 @@ import type { AnyTaskDefinition, CreateTaskOptions, Tx } from "./define.ts";
 import { deletionSet } from "./delete.ts";
 import type { DocPatch } from "./doc-patch.ts";
 import { ConversationMoved, EntryNotVisible, InvalidTransition, UnknownConversation } from "./errors.ts";
-import { type DocumentFork, forkPointKey } from "./fork.ts";
+import { type DocumentFork, forkPointKey, isEntryId } from "./fork.ts";
 import { liveOwner } from "./ownership.ts";
 import { assertJson, sealBuilt } from "./persist.ts";
 import { type DocMeta, type DocSemantics, type Overlay, semanticsOf, taskRecord } from "./records.ts";
@@ -245,9 +245,8 @@ export class TxImpl implements Tx {
   ): ConversationRecord {
     const o = this.#open();
     if (!o.conversation(parentId)) throw new UnknownConversation(parentId);
-    // No entry has an id that is not a positive integer (a string "3" would share the fork point
-    // key of entry 3: draw 36b).
-    if (!Number.isSafeInteger(at) || at <= 0) throw new EntryNotVisible(parentId, at);
+    // No entry has an id that is not a positive integer (draw 36b).
+    if (!isEntryId(at)) throw new EntryNotVisible(parentId, at);
     const point = o.base.forkPoints.get(forkPointKey(parentId, at));
     if (!point) {
       o.missingFork ??= { parent: parentId, at };
