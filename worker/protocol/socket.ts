@@ -20,7 +20,8 @@
  * - a watch keeps the id its consumer got for its whole life (`watches.unwatch` takes that id);
  * - a call made while disconnected waits for the connection up to `waitMs`, then fails with a
  *   `Disconnected` error; a call in flight when the socket drops fails with `Disconnected` too (it is
- *   not repeated: the caller knows whether repeating it is safe). A watch is held instead: opened
+ *   not repeated: the caller knows whether repeating it is safe; the tab's submits, carrying a
+ *   requestId, are: src/lib/across-drops.ts). A watch is held instead: opened
  *   while disconnected, or cut off while opening, it opens on the next connection (its call
  *   resolves then), and only the engine's own refusal (`UnknownConversation`) or `close()` fails it;
  * - a refused token (the server's close code 4401/4403, an HTTP 401/403 answer to the handshake

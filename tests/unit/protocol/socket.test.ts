@@ -10,6 +10,7 @@
  */
 import { afterEach, describe, expect, test } from "vitest";
 import { WebSocket } from "ws";
+import { acrossDrops } from "../../../src/lib/across-drops.ts";
 import {
   applyFrame,
   type ConversationSummary,
@@ -187,6 +188,39 @@ describe("a server connection over a real WebSocket", () => {
     await until(() => short.connection.state.state === "reconnecting", { what: "reconnecting" });
     const error = await short.connection.api.conversations.list().catch((e: unknown) => e);
     expect(error).toMatchObject({ name: "Disconnected" });
+  });
+
+  test("a submit in flight when the socket drops fails Disconnected; carried across the drop it is made again with its requestId, once answered", async () => {
+    const { engine, server: s } = await server();
+    const { connection } = connect(s, { waitMs: 5000 });
+    await connected(connection);
+    // The server crashes after it took the first submit (its answer never leaves) and comes back.
+    const run = engine.tab("x").run as { submit: (...a: unknown[]) => Promise<unknown> };
+    const submit = run.submit;
+    let drops = 0;
+    run.submit = async (...args) => {
+      const answer = await submit(...args);
+      if (drops++ === 0) s.dropAll();
+      else if (drops === 2) s.dropAll();
+      return answer;
+    };
+    const raw = await connection.api.run
+      .submit(1, { text: "hi", requestId: "raw-1" })
+      .catch((e: unknown) => e);
+    expect(raw).toMatchObject({ name: "Disconnected" });
+    await connected(connection);
+
+    const carried = await acrossDrops(
+      (requestId) => connection.api.run.submit(1, { text: "what is it?", requestId }),
+      { pauseMs: 5, requestId: "req-1" },
+    );
+    expect(carried).toBe(3);
+    const submits = engine.log.filter((l) => l.startsWith("run.submit"));
+    expect(submits).toEqual([
+      'run.submit([1,{"text":"hi","requestId":"raw-1"}])',
+      'run.submit([1,{"text":"what is it?","requestId":"req-1"}])',
+      'run.submit([1,{"text":"what is it?","requestId":"req-1"}])',
+    ]);
   });
 
   test("the back-off doubles with jitter up to its cap, and starts over after a connection", async () => {
