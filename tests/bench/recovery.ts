@@ -179,6 +179,7 @@ async function floorRound(
 /** The lent worker's steps (LentOpenParts), and when its port reached the SharedWorker. */
 const LENT_STEPS = [
   "lent worker's first line",
+  "its wasm compile began",
   "its wasm compiled",
   "its port at the SharedWorker",
   "the open asked there",
@@ -193,6 +194,7 @@ function lentSteps(parts: LentOpenParts | undefined, origin: number, portAt: num
   if (!parts) return [];
   return [
     parts.scriptAt,
+    parts.compileAt,
     parts.wasmAt,
     portAt,
     parts.askedAt,

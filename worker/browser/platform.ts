@@ -15,6 +15,7 @@ export type OpenPart =
   | "lentOpenAt"
   // The lent worker's own steps, on its clock (worker/store/lent/wire.ts `LentOpenParts`).
   | "lentScriptAt"
+  | "lentCompileAt"
   | "lentWasmAt"
   | "lentAskedAt"
   | "lentInstanceAt"
@@ -24,6 +25,7 @@ export type OpenPart =
 /** The timeline's part for each of the lent worker's own steps (`LentOpenParts`, same order). */
 export const LENT_PARTS = {
   scriptAt: "lentScriptAt",
+  compileAt: "lentCompileAt",
   wasmAt: "lentWasmAt",
   askedAt: "lentAskedAt",
   instanceAt: "lentInstanceAt",

@@ -20,10 +20,12 @@ const now = () => performance.timeOrigin + performance.now();
 /** When this worker reached each step of the open (sent with its answer: the recovery bench's parts). */
 const parts: { -readonly [K in keyof LentOpenParts]: LentOpenParts[K] } = { scriptAt: now() };
 /** Compile the store's wasm (once: a second call finds it compiled), stamping when it is. */
-const compile = () =>
-  preloadBrowserStore({ kind: "opfs" }).then(() => {
+const compile = () => {
+  parts.compileAt ??= now();
+  return preloadBrowserStore({ kind: "opfs" }).then(() => {
     parts.wasmAt ??= now();
   });
+};
 
 /** Whether a tab other than `own` holds or awaits its tab lock. */
 async function otherTabOpen(own: string): Promise<boolean> {

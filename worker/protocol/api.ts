@@ -921,6 +921,8 @@ export interface EngineTimeline {
   readonly lentOpenAt?: number;
   /** opfs-lent, on the lent worker's clock: its script's first line. */
   readonly lentScriptAt?: number;
+  /** opfs-lent, on the lent worker's clock: its store's wasm compile began. */
+  readonly lentCompileAt?: number;
   /** opfs-lent, on the lent worker's clock: its store's wasm compiled. */
   readonly lentWasmAt?: number;
   /** opfs-lent, on the lent worker's clock: the engine's open arrived there. */

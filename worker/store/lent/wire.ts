@@ -129,6 +129,8 @@ export interface LentOk {
 export interface LentOpenParts {
   /** The worker's script ran its first line. */
   readonly scriptAt: number;
+  /** The store's wasm compile began (a spare asks first whether another tab is open). */
+  readonly compileAt?: number;
   /** The store's wasm was compiled (before the open asked, or inside it). */
   readonly wasmAt?: number;
   /** The engine's `open` arrived. */
@@ -309,7 +311,7 @@ export function isRequest(data: unknown): data is LentRequest {
 }
 
 const OK_KEYS = new Set(["id", "ok", "rows", "results", "schemaVersion", "wasmBytes", "parts"]);
-const PART_KEYS = new Set(["scriptAt", "wasmAt", "askedAt", "instanceAt", "vfsAt", "fileAt", "openedAt"]);
+const PART_KEYS = new Set(["scriptAt", "compileAt", "wasmAt", "askedAt", "instanceAt", "vfsAt", "fileAt", "openedAt"]);
 
 /** Open parts: only the known steps, each a finite time, `scriptAt` there. */
 function isOpenParts(p: unknown): boolean {
