@@ -359,3 +359,35 @@ test("context() leaves aborted, error and deferred answers out of its messages b
     ),
   ).toEqual(["user:q", `assistant:${JSON.stringify([{ type: "text", text: "done" }])}`]);
 });
+
+test("context() keeps a pi.system entry's system record as its contribution, one a run's preparation wrote and a raw one alike; messages leave them out and their sections replay (draw 37, 1)", async () => {
+  // Spec §2.1 rule 6 keeps every positional system message and its changes; ContextView.contributions
+  // are each entry's model messages after edits and rule 9. Draw 37-A: a view that dropped system
+  // records from the contributions (as `messages` leaves them out, pi-ai 0.73.1 having no system role)
+  // passed every named test and every file that reads contributions.
+  const { root } = await open(echo);
+  await root.configure({ instructions: "be brief" });
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  const raw = {
+    role: "system",
+    content: "",
+    timestamp: 1,
+    sections: { extra: "Cite files." },
+  } as unknown as Message;
+  const [added] = await append(root, [{ kind: "pi.system", model: [raw] }]);
+  const view = await root.context();
+  const systems = view.entries.flatMap((e, i) =>
+    e.kind === "pi.system" ? [{ e, c: view.contributions[i]! }] : [],
+  );
+  expect(systems.length).toBe(2);
+  for (const { e, c } of systems) {
+    expect(c).toEqual(e.model);
+    expect(c.map((m) => m.role as string)).toEqual(["system"]);
+  }
+  expect(systems[1]!.e.id).toBe(added);
+  expect((systems[0]!.c[0] as unknown as { sections: Record<string, string> }).sections).toMatchObject({
+    instructions: "<instructions>\nbe brief\n</instructions>",
+  });
+  expect(view.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+  expect(view.sections).toMatchObject({ extra: "Cite files." });
+});

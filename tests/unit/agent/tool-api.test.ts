@@ -785,6 +785,56 @@ test("two calls wait on one task: the wait of the call aborted first rejects wit
   expect((await sub.wait()).status).toBe("done");
 });
 
+test("two calls wait for another conversation's idle through their handles: the call aborted first stops only its own wait, with WaitCancelled; the work there goes on and the other call's wait resolves when it ends (draw 37, 15)", async () => {
+  // Spec §2.2: cancelling an idle wait aborts only that waiter. Draw 37-A: every named idle wait was a
+  // host's (Harness or Conversation); a tool's conversation handle whose wait dropped the call's
+  // signal (the aborted call kept waiting for the other conversation's idle) passed them all.
+  const gate = deferred();
+  const work = gatedTask("test.work", gate.promise);
+  const shared: { other?: number; keeper?: boolean; quitter?: boolean; kept?: boolean } = {};
+  let quitError: unknown;
+  const { tool: keeper } = probe("keeper", async (api) => {
+    shared.keeper = true;
+    await api.conversation(shared.other!)!.waitForIdle();
+    shared.kept = true;
+    return textResult("kept");
+  });
+  const { tool: quitter } = probe("quitter", async (api) => {
+    shared.quitter = true;
+    try {
+      await api.conversation(shared.other!)!.waitForIdle();
+    } catch (error) {
+      quitError = error;
+      throw error;
+    }
+    return textResult("never");
+  });
+  const { h, root } = await open(calls("keeper", "quitter"), { tools: [keeper, quitter], tasks: [work] });
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  shared.other = other.id;
+  const id = await h.transaction((tx) =>
+    tx.createTask(work, { n: 1 }, { ownership: { kind: "conversation" }, conversationId: other.id }),
+  );
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => Boolean(shared.keeper && shared.quitter));
+  await new Promise((r) => setTimeout(r, 10)); // both waits are registered
+  const quitterTask = liveOf(h).tools!.find((t) => t.name === "quitter")!.taskId!;
+  // abortTask joins the call, so it answers once the call's wait has ended.
+  const marked = h.abortTask(quitterTask);
+  await until(() => quitError !== undefined, { what: "the aborted call's wait ended", timeoutMs: 2000 });
+  expect(await marked).toBe("marked");
+  expect(quitError).toBeInstanceOf(WaitCancelled);
+  expect(shared.kept).toBeUndefined();
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  gate.resolve();
+  await until(() => shared.kept === true, { what: "the keeper's wait resolved", timeoutMs: 2000 });
+  expect((await h.getTask(id))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
+  });
+  expect((await sub.wait()).status).toBe("done");
+});
+
 test("getTask reads the committed record while a later commit is on its way to the store: an abort mark merged but not stored is not read until it is", async () => {
   // Draw 32B left this open: a getTask reading the commit line (the group merged in memory, its
   // COMMIT not returned) passed every test. The store here holds one commit after its statements

@@ -1442,6 +1442,36 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.close();
   });
 
+  test("documentState of a session or a task document after a reopen, before any read loaded its scope, starts at the stored value and follows its commits (draw 37, 2)", async () => {
+    // Spec §2.2: the generic Session document operations are the Harness's; §3.3 documentState is
+    // bound to the committed incarnation. Draw 37-A: a documentState that loaded the documents of
+    // conversations only (a session or task scope read from memory alone, absent after a reopen)
+    // passed every named test: each state they acquired was a live engine's or a conversation's.
+    const hold = parked("holder");
+    const store = await memoryStore();
+    const h = await open(store, { tasks: [hold] });
+    const id = await h.transaction((tx) => {
+      const id = tx.createTask(hold, null, { ownership: { kind: "conversation" } });
+      tx.writeDoc(taskScope(id), "scratch", { step: 1 });
+      tx.writeDoc({ kind: "session" }, "shared", { n: 1 });
+      return id;
+    });
+    await h.close();
+    const again = await open(await memoryStore(store.image()), { tasks: [hold] });
+    const ofSession = await again.documentState({ kind: "session" }, "shared");
+    const ofTask = await again.documentState(taskScope(id), "scratch");
+    expect([ofSession?.value, ofTask?.value]).toEqual([{ n: 1 }, { step: 1 }]);
+    await again.transaction((tx) => {
+      tx.writeDoc({ kind: "session" }, "shared", { n: 2 });
+      tx.writeDoc(taskScope(id), "scratch", { step: 2 });
+    });
+    expect([ofSession?.value, ofTask?.value]).toEqual([{ n: 2 }, { step: 2 }]);
+    ofSession?.dispose();
+    ofTask?.dispose();
+    await again.abortTask(id);
+    await again.close();
+  });
+
   test("documentState in a conversation other than the root ends when the conversation is deleted; a listener unsubscribed is not told, and disposing one state leaves another of the same document following", async () => {
     // Break 28H: the named tests use the root only and never unsubscribe: a state the deletion of
     // its conversation left following, and an unsubscribe that kept the listener, passed them.

@@ -240,6 +240,44 @@ describe("Harness.waitForIdle", () => {
     await Promise.all(others);
     expect((await h.tasks()).map((t) => t.abortRequested)).toEqual([false]);
   });
+
+  test("an idle wait whose signal was cancelled before it was asked rejects at once, the harness's and a conversation's alike; the work and the other waiters go on (draw 37, 15)", async () => {
+    // Draw 37-A: a wait that added its listener to an already cancelled signal (never told) passed the
+    // named test, whose cancellations all come while the wait is pending: the conversation's wait went
+    // on and resolved with the work.
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      await hold.promise;
+      return echo(req, n);
+    });
+    const sub = await root.submit({ type: "input", content: "one" });
+    const other = root.waitForIdle();
+    const cancelled = new AbortController();
+    cancelled.abort();
+    const ended: string[] = [];
+    // Each asked from an async caller: Harness.waitForIdle refuses a cancelled signal by a throw at the call.
+    const asks = [
+      async () => h.waitForIdle(cancelled.signal),
+      async () => root.waitForIdle(cancelled.signal),
+    ];
+    const waits = asks.map((ask, i) =>
+      ask().then(
+        () => void ended.push(`${i === 0 ? "harness" : "conversation"} resolved`),
+        (error: unknown) => {
+          expect(error).toBeInstanceOf(WaitCancelled);
+          ended.push(`${i === 0 ? "harness" : "conversation"} cancelled`);
+        },
+      ),
+    );
+    // Both end before the work does: a commit and a turn of the event loop later, the run still held.
+    await h.transaction(() => undefined);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(ended).toEqual(["harness cancelled", "conversation cancelled"]);
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    await Promise.all([other, ...waits]);
+    expect((await h.tasks()).map((t) => t.abortRequested)).toEqual([false]);
+  });
 });
 
 describe("abortSubmission", () => {
