@@ -66,7 +66,12 @@ function both(advice: string): { open: string; run: string } {
 
 /** An error's message, or the thrown value as text. Every layer above uses this one (core re-exports it). */
 export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    // A value with no text of its own (no prototype, a toString that throws): its tag, never a throw.
+    return Object.prototype.toString.call(error);
+  }
 }
 
 /** The name and message of an error and of its causes (a StoreFailed wraps the SQLite error). */

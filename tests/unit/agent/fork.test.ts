@@ -559,6 +559,22 @@ describe("fork", () => {
     });
     await expect(before).rejects.toThrow(/cannot be created in a commit that writes its document app.note/);
     await expect(before).rejects.toBeInstanceOf(InvalidTransition);
+    // The value it already holds, written again before the fork, is a write too (draw 37: a check that
+    // let an unchanged value through passed): a whole write and a typed one, each refused.
+    const unchanged = h.transaction((tx) => {
+      tx.writeDoc(root.id, "app.note", { n: 1 });
+      tx.forkConversation(root.id, at, ownerless);
+    });
+    await expect(unchanged).rejects.toThrow(
+      /cannot be created in a commit that writes its document app.note/,
+    );
+    const unchangedTyped = h.transaction((tx) => {
+      plan.write(tx, root.id, { n: 1 });
+      tx.forkConversation(root.id, at, ownerless);
+    });
+    await expect(unchangedTyped).rejects.toThrow(
+      /cannot be created in a commit that writes its document app.plan/,
+    );
     expect(h.conversationRecords().length).toBe(conversationsBefore);
     expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
     expect(await h.doc(root.id, "app.new")).toBeUndefined();

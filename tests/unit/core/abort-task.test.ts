@@ -293,6 +293,48 @@ test("an abort invocation resolves the registry as it is then, not the definitio
   await h.close();
 });
 
+test("abortTask on a running task whose definition was unregistered only marks it: it is orphaned after its run invocation returned, never by the marking commit (draw 37)", async () => {
+  // Draw 37, 17: the marking commit settling a blocked task that still had an active invocation
+  // passed every test (the one running orphan above reads only the final outcome).
+  const started = deferred();
+  const release = deferred();
+  let returned = false;
+  const going = defineTask<Json, Go, Json>({
+    ...parked("unregistered-while-running"),
+    phases: {
+      go: async (_t, _runtime, signal) => {
+        started.resolve();
+        await new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => resolve(), { once: true }),
+        );
+        await release.promise; // cleans up for a while after the signal
+        returned = true;
+      },
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [going] });
+  const id = await h.createTask(going, null, conversationOwned);
+  await started.promise;
+  h.registry.unregister("unregistered-while-running");
+  const writes: string[] = [];
+  h.subscribe((change) => {
+    for (const t of change.tasks)
+      if (t.id === id)
+        writes.push(
+          `${t.abortRequested ? "marked" : "unmarked"} ${t.state.status}${returned ? " after return" : ""}`,
+        );
+  });
+  const result = h.abortTask(id);
+  setTimeout(() => release.resolve(), 50);
+  expect(await result).toBe("marked");
+  expect(returned).toBe(true);
+  expect(outcome(await done(h, id))).toEqual({ status: "orphaned", reason: "missing_task" });
+  expect(writes[0]).toBe("marked running");
+  expect(writes.at(-1)).toBe("marked terminal after return");
+  expect(writes.filter((w) => w.includes("terminal"))).toEqual(["marked terminal after return"]);
+  await h.close();
+});
+
 test("an abort invocation of a task its run invocation left running migrates it too: a definition replaced while it ran, then the abort, runs the new abort handler on the migrated record (break 31bA)", async () => {
   // Break 31bA: the named migration test's task is pending when its abort invocation is reserved; a
   // reservation that started a running task's abort invocation without migrating it passed.

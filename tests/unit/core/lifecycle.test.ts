@@ -6,6 +6,7 @@ import { describe, expect, test } from "vitest";
 import {
   AgentHarness,
   type Conversation,
+  Harness,
   HarnessClosed,
   Submission,
   WaitCancelled,
@@ -93,6 +94,24 @@ describe("a paused open and resume()", () => {
     await h.close();
     expect(h.inspect().scheduling).toBe("closing");
     expect(() => h.resume()).toThrow(HarnessClosed);
+  });
+
+  test("inspect() writes nothing on a store without a root conversation either: no commit, the root is still absent (draw 37)", async () => {
+    // Draw 37, 8: the test above inspects a store that has its root; an inspect() that created an
+    // absent root (a write, through ensureRoot) passed it and every core test (each opens its root).
+    const store = await memoryStore();
+    const h = await Harness.open(store, { paused: true, root: "lazy" });
+    cleanups.push(() => h.close().catch(() => undefined));
+    let commits = 0;
+    const stop = h.subscribe(() => void commits++);
+    for (let i = 0; i < 3; i++)
+      expect(h.inspect()).toMatchObject({ scheduling: "paused", tasks: [], submissions: [] });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(commits).toBe(0);
+    expect(await h.loadConversation(1)).toBeUndefined();
+    expect(h.inspect().scheduling).toBe("paused");
+    stop();
+    await h.close();
   });
 
   test("a progress call resumes a paused harness: Submission.wait", async () => {

@@ -166,6 +166,56 @@ describe("inspect() never runs a migration (spec §2.2)", () => {
     expect(wakes).toBe(1);
     await h.close();
   });
+  test("an abort-marked task is shown ready { migrates: true } without its migrate being called: its abort invocation's migration is the scheduler's to run, after resume() (draw 37)", async () => {
+    // Draw 37, 8: every test above inspects a task without an abort mark; an inspection that judged
+    // a marked task as its abort invocation would (resolving the definition, so running migrate)
+    // passed them all.
+    const release = deferred();
+    const first = defineTask<Json, Go, Json>({
+      ...parked("unasserted-marked"),
+      abort: async (_t, _runtime, signal) => {
+        release.resolve();
+        // Waits for the close: the task is stored running with its mark, no outcome.
+        await new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => resolve(), { once: true }),
+        );
+      },
+    });
+    const store = await memoryStore();
+    const h1 = await Harness.open(store, { tasks: [first] });
+    const id = await h1.createTask(first, null, { ownership: { kind: "conversation" } });
+    await until(() => running(h1) === 1, { what: "running" });
+    expect(await h1.abortTask(id)).toBe("marked");
+    await release.promise; // its abort invocation has begun
+    await h1.close();
+    const image = await memoryStore(store.image());
+    let calls = 0;
+    const newer = defineTask<Json, Go, Json>({
+      ...first,
+      version: 2,
+      migrate: (input) => {
+        calls++;
+        return { input, checkpoint: { phase: "go" } };
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "v2" },
+        }))),
+    });
+    const h = await Harness.open(image, { tasks: [newer], paused: true });
+    for (let i = 0; i < 3; i++) {
+      const [task] = h.inspect().tasks;
+      expect(task?.record.abortRequested).toBe(true);
+      expect(task?.state).toEqual({ kind: "ready", migrates: true });
+    }
+    expect(calls).toBe(0);
+    expect(await row(image, id)).toMatchObject({ version: 1, status: "pending" });
+    h.resume();
+    expect(outcome(await done(h, id))).toEqual({ status: "aborted", reason: "v2" });
+    expect(calls).toBeGreaterThan(0);
+    await h.close();
+  });
 });
 
 describe("no free-standing task dependencies (spec §5.5)", () => {

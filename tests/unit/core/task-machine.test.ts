@@ -159,6 +159,46 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("a phase that throws a value with no text of its own (an object without a prototype, one whose toString throws) faults too, and never runs again (draw 37)", async () => {
+    // Draw 37, 16: contrary: turning such a value into the fault's text threw inside the step, so its
+    // write was refused, the task stayed running and the next reservation ran the phase again. A
+    // second call completes instead, so a lost fault shows as an outcome rather than as a loop.
+    const h = await Harness.open(await memoryStore(), { onReport: () => undefined });
+    const thrown: Array<[string, unknown]> = [
+      ["no-prototype", Object.create(null)],
+      [
+        "throwing-to-string",
+        {
+          toString() {
+            throw new Error("no text");
+          },
+        },
+      ],
+    ];
+    const calls = new Map<string, number>();
+    const ids = await Promise.all(
+      thrown.map(([name, value]) =>
+        h.createTask(
+          single(`textless-thrower-${name}`, async (_t, runtime) => {
+            calls.set(name, (calls.get(name) ?? 0) + 1);
+            if (calls.get(name)! > 1) return void (await runtime.commit(() => complete("ran again")));
+            throw value;
+          }),
+          null,
+          { ownership: { kind: "conversation" } },
+        ),
+      ),
+    );
+    for (const id of ids)
+      expect(outcome(await done(h, id, 2000))).toEqual({
+        status: "faulted",
+        error: { message: expect.any(String) },
+      });
+    expect([...calls.values()]).toEqual([1, 1]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("step rule 4 comes before rule 5: a phase that committed a new checkpoint and then threw faults with its error, and the next phase never runs; an abort handler's throw faults with its error too", async () => {
     const h = await Harness.open(await memoryStore());
     const ran: string[] = [];

@@ -1260,6 +1260,7 @@ test("reservation durably moves a waiting task that may resume to running: its n
   const store = await memoryStore();
   const gate = deferred();
   const seen: string[] = [];
+  const states: unknown[] = [];
   const child = single("resume-child", async (_t, runtime) => {
     await gate.promise;
     await runtime.commit(() => complete("child"));
@@ -1278,6 +1279,9 @@ test("reservation durably moves a waiting task that may resume to running: its n
       after: async (task, runtime) => {
         const stored = await store.read((sql) => sql.get("SELECT status FROM tasks WHERE id = ?", [task.id]));
         seen.push(String(stored?.["status"]), task.state.status);
+        // The whole running state, nothing left of the wait it came from (draw 37: a reservation that
+        // kept the wait's `on` and `policy` beside the running status passed).
+        states.push(task.state, (await runtime.getTask(task.id))?.state);
         await runtime.commit(() => complete("resumed"));
       },
     },
@@ -1294,6 +1298,37 @@ test("reservation durably moves a waiting task that may resume to running: its n
   gate.resolve();
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "resumed" });
   expect(seen).toEqual(["running", "running"]);
+  expect(states).toEqual([
+    { status: "running", checkpoint: { phase: "after" } },
+    { status: "running", checkpoint: { phase: "after" } },
+  ]);
+  await h.close();
+});
+
+test("a phase's task argument is its whole running record: a later phase gets the memos committed before it, as the stored record holds them (draw 37)", async () => {
+  // Draw 37, 20: handlers handed their record without its memos passed every core test (each read
+  // memos through runtime.memo or a commit callback's current record).
+  const seen: unknown[] = [];
+  const memoed = defineTask<Json, Go | { phase: "next" }, Json>({
+    name: "memo-record",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.memo("k", "first");
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "next" } }));
+      },
+      next: async (task, runtime) => {
+        seen.push(task.memos, (await runtime.getTask(task.id))?.memos);
+        await runtime.commit(() => complete("done"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [memoed] });
+  const id = await h.createTask(memoed, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "done" });
+  expect(seen).toEqual([{ k: "first" }, { k: "first" }]);
   await h.close();
 });
 
