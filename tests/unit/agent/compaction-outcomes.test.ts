@@ -337,6 +337,32 @@ test("two compactions under way at once: pi.live lists a status for each, and ea
   expect((liveOf(h) as LiveState).compactions).toBeUndefined();
 });
 
+test("two compactions under way at once stay listed in task id order when the first enters its retry: its status keeps its place (draw 37C)", async () => {
+  // Draw 37, 4 (spec §8.2: pi.live.compactions lists the live compaction tasks in task id order):
+  // the named tests rewrote a status only while it was the only one, or the last one.
+  const gate = deferred();
+  let summaries = 0;
+  const { h, root } = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      if (++summaries === 1) return fauxError("503 Service Unavailable");
+      await gate.promise;
+      return fauxAssistantMessage("SUMMARY");
+    },
+    { settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 60_000 } } },
+  );
+  await chat(root, 3);
+  const first = await root.compact();
+  const second = await root.compact();
+  await expect
+    .poll(() => ((liveOf(h) as LiveState).compactions ?? []).filter((s) => s.retry !== undefined).length)
+    .toBe(1);
+  const statuses = (liveOf(h) as LiveState).compactions!;
+  expect(statuses.map((s) => s.taskId)).toEqual([first, second]);
+  expect(statuses.map((s) => s.attempt)).toEqual([1, 1]);
+  gate.resolve();
+});
+
 test("a compaction that faults beside another under way removes only its own status: the other's stays until its own outcome (break 31E)", async () => {
   // Break 31E: the faulted compaction of the named test ran alone, so a fault's cleanup that emptied
   // pi.live.compactions passed it. The second beforeCompact call throws (its reporter too).

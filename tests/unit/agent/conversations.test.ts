@@ -484,6 +484,28 @@ describe("conversations", () => {
     expect(await h.transaction((tx) => tx.conversation(rawFork + 1))).toBeUndefined();
   });
 
+  test("onConversationCreated finds the conversation's pi.inbox already made, { items: [] }, on every creation path (draw 37C)", async () => {
+    // Draw 37, 5 (spec §6: pi.inbox is created with every conversation, by the built-in creation
+    // hook, which runs before the host's, spec §2.2): the inbox written after the host's hook passed
+    // every named test, which read it only once the creating commit was done.
+    const seen: Array<{ id: number; inbox: unknown }> = [];
+    const { h, root } = await open(echo, {
+      onConversationCreated: (tx, record) => {
+        seen.push({ id: record.id, inbox: tx.readDoc(record.id, "pi.inbox") });
+      },
+    });
+    const made = await h.createConversation({ ownership: { kind: "ownerless" } });
+    await (await made.submit({ type: "input", content: "one" })).wait();
+    const at = (await made.entries()).at(-1)!.id;
+    const raw = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+    const forked = (await made.fork(at, { ownership: { kind: "ownerless" } })).id;
+    const rawFork = await h.transaction(
+      (tx) => tx.forkConversation(made.id, at, { ownership: { kind: "ownerless" } }).id,
+    );
+    const ids = [root.id, made.id, raw, forked, rawFork];
+    expect(seen.filter((s) => ids.includes(s.id))).toEqual(ids.map((id) => ({ id, inbox: { items: [] } })));
+  });
+
   test("a throw in onConversationCreated fails the creating commit though the callback catches it: a raw creation and a raw fork commit nothing", async () => {
     // Break 30D (contrary): a transaction that caught the hook's throw committed the conversation
     // without the host's documents, and its other writes with it.

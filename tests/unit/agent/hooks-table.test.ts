@@ -1405,3 +1405,48 @@ function slowUntilAborted() {
   });
   return { started, tool };
 }
+
+test("a tool call keeps the afterTool hooks of the selection its phase resolved: a reconfigure while it runs reaches only the next call (draw 37C)", async () => {
+  // Draw 37, 3: the named tests changed a selection between runs, or the registry during a call; a
+  // tool's afterTool read from the committed pi.agent at dispatch (the phase's snapshot kept) passed.
+  const started = deferred();
+  const release = deferred();
+  let first = true;
+  const work = defineTool({
+    name: "work",
+    description: "work",
+    parameters: Type.Object({}),
+    async execute() {
+      if (first) {
+        first = false;
+        started.resolve();
+        await release.promise;
+      }
+      return textResult("ran");
+    },
+  });
+  const tagger = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} ${name}`) }),
+      ],
+    });
+  const eachTurn: FauxResponder = (req, n) =>
+    req.messages[req.messages.length - 1]!.role === "user"
+      ? fauxAssistantMessage([fauxToolCall("work", {}, { id: `call-${n}` })], { stopReason: "toolUse" })
+      : fauxAssistantMessage("done");
+  const { root } = await withExtensions(eachTurn, [
+    defineExtension({ name: "tools", tools: [work] }),
+    tagger("a"),
+    tagger("b"),
+  ]);
+  await root.configure({ extensions: ["tools", "a"] });
+  const one = await root.submit({ type: "input", content: "one" });
+  await started.promise;
+  await root.configure({ extensions: ["tools", "b"] });
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["ran a", "ran b"]);
+});

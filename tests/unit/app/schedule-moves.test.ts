@@ -144,6 +144,24 @@ describe("a schedule moved with its conversation", () => {
     expect(await notes(server, remote)).toBe(1);
   });
 
+  test("its task arrives background: the new home's record says so, and Conversation.abort() there leaves it asleep (draw 37C)", async () => {
+    // Draw 37, 18 (spec §5.5: a conversation-owned task may be background, and stays one): a move
+    // adopting every task as non-background failed the tests above only by their timeout.
+    const { browser, server } = await homes();
+    const c = await scheduled(browser);
+    expect((await scheduleTasks(browser)).map((t) => t.background)).toEqual([true]);
+    const out = await new Moves(browser, { peer: () => harnessPeer(() => server) }).moveOut(c, "server");
+    expect(out.status).toBe("done");
+    const remote = (out as { remote: ConversationId }).remote;
+    await sleepingUntil(server, DUE);
+    expect((await scheduleTasks(server)).map((t) => t.background)).toEqual([true]);
+    await server.requireConversation(remote).abort();
+    expect((await scheduleTasks(server)).map((t) => [t.state.status, t.abortRequested])).toEqual([
+      ["waiting", false],
+    ]);
+    await sleepingUntil(server, DUE);
+  });
+
   test("due while the move is under way: fired once, by the home it arrives in", async () => {
     const { clock, browser, server } = await homes();
     const c = await scheduled(browser);

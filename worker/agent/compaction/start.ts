@@ -35,7 +35,13 @@ export function setStatus(
     attempt: progress.attempt,
     ...(progress.retry ? { retry: progress.retry } : {}),
   };
-  writeStatuses(tx, task.conversationId, (others) => [...others, status], task.id);
+  // Listed in task id order (spec §8.2): a status rewritten in its retry keeps its place.
+  writeStatuses(
+    tx,
+    task.conversationId,
+    (others) => [...others, status].sort((a, b) => a.taskId - b.taskId),
+    task.id,
+  );
 }
 
 /** Remove a compaction's status: in the commit that decides its outcome. */
