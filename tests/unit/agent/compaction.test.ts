@@ -1852,6 +1852,48 @@ describe("compaction a generation waits for", () => {
     expect(answers).toHaveLength(3);
   });
 
+  test("a length answer with no output at the context window is never an overflow either: nothing compacts, it fails as the empty answer it is (draw 37-D)", async () => {
+    // Spec §8.3: "A stop or length response is never classified as overflow". pi-ai's
+    // isContextOverflow calls a length stop with no output at 99% of the window a silent overflow:
+    // the stop test above never built that form. Here such an answer is kept (as the empty answer
+    // the app could not read, an error that fails the run) and no compaction starts.
+    let turn = 0;
+    const faux = fauxAgentModel(
+      (req) =>
+        isSummary(req)
+          ? fauxAssistantMessage("SUMMARY")
+          : ++turn < 3
+            ? fauxAssistantMessage(big("answer"))
+            : fauxAssistantMessage([], { stopReason: "length" }),
+      { contextWindow: 30 },
+    );
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      settings: { compaction: { reserveTokens: -1_000_000, keepRecentTokens: 10, backgroundTokens: 0 } },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    for (let i = 1; i <= 2; i++)
+      expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
+        "done",
+      );
+    const third = await (await root.submit({ type: "input", content: big("q3") })).wait();
+    expect(third).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const answers = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(answers).toHaveLength(3);
+    const last = (answers.at(-1)!.model as unknown as AssistantMessage[])[0]!;
+    expect(last.content).toEqual([]);
+    expect(last.usage.output).toBe(0);
+    expect(isContextOverflow({ ...last, stopReason: "length" }, 30)).toBe(true);
+    expect(await h.tasks({ kind: "pi.compaction" })).toEqual([]);
+    expect(faux.requests.filter(isSummary)).toHaveLength(0);
+    expect(faux.requests).toHaveLength(3);
+  });
+
   test("an overflow's compaction is the generation's, with reason overflow, and runs with retries turned off; a second overflow fails the run", async () => {
     let overflowed = 0;
     const responder: FauxResponder = (req) => {

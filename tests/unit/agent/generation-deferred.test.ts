@@ -321,6 +321,51 @@ describe("deferred responses (poll)", () => {
     ]);
   });
 
+  test("a poll's failed answer is classified as its request's attempt: with maxRetries 1, the second attempt's failed poll is not retried and the run fails (draw 37-D)", async () => {
+    // Spec §8.3: a poll's result "is classified as above": retried while `attempt <= maxRetries`, at
+    // now + retryDelayMs(policy, attempt). The named retry tests failed requests, never polls; a
+    // poll's answer classified as a first attempt retried without end, each deadline the first's.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    let fetches = 0;
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            if (++fetches <= 2) throw new Error("503 Service Unavailable");
+            return answer("ready now", model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      settings: { retry: { baseDelayMs: 1, maxRetries: 1 } },
+      stream: deferringStream({ id: "job-a", pollAfterMs: 0 }, sent),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const retries: unknown[] = [];
+    h.subscribe((change) => {
+      for (const t of change.tasks) {
+        const state = t.state as { status: string; checkpoint?: { phase: string; attempt: number } };
+        if (t.kind === "pi.generation" && state.checkpoint?.phase === "retry")
+          retries.push({ attempt: state.checkpoint.attempt });
+      }
+    });
+    const root = await h.root();
+    const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
+    expect(settled).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect([sent.count, fetches]).toEqual([2, 2]);
+    expect(retries).toEqual([{ attempt: 1 }]);
+    const assistants = (await root.entries()).filter((e) => e.kind === "pi.assistant");
+    expect(assistants.map((e) => (e.model as unknown as AssistantMessage[])[0]?.stopReason)).toEqual([
+      "error",
+      "error",
+    ]);
+  });
+
   test("the retry policy is read when a poll's answer is classified: retries turned off while the poll runs, a failed poll fails the run at once", async () => {
     // Spec §8.3: "The settings' retry policy is read when the attempt's result is classified". Break
     // 31F: a policy read as the poll phase began (before its sleep and fetch) passed every test; the

@@ -490,6 +490,37 @@ test("a publication's sequence advances for every commit, also one that appends 
   await h.close();
 });
 
+test("a commit that goes back for a load is numbered when it is published: its sequence is greater than that of a commit requested after it and published first (draw 37-D)", async () => {
+  // Draw 37-D: sequences numbered as commits were requested passed both tests above, whose commits
+  // are published in the order they were asked for. A commit whose conversation's documents are not
+  // in memory (after a reopen) waits for them, and a commit asked after it is published first.
+  const store = await memoryStore();
+  const first = await Harness.open(store);
+  const c = await first.transaction((tx) => {
+    const made = tx.createConversation({ kind: "ownerless" });
+    tx.writeDoc(made.id, "d", { n: 1 });
+    return made.id;
+  });
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()));
+  const published: Array<[number, string]> = [];
+  const stop = h.subscribe((change) =>
+    published.push([
+      change.seq,
+      change.docs.length > 0 ? "loaded" : change.entries.length > 0 ? "note" : "other",
+    ]),
+  );
+  const loading = h.transaction((tx) => tx.writeDoc(c, "d", { n: 2 }));
+  const note = h.transaction((tx) => void tx.appendEntry(1, { kind: "app.note", data: 1 }));
+  await Promise.all([loading, note]);
+  const order = published.map(([, what]) => what).filter((what) => what !== "other");
+  expect(order).toEqual(["note", "loaded"]);
+  for (let i = 1; i < published.length; i++) expect(published[i]![0]).toBeGreaterThan(published[i - 1]![0]);
+  expect(await h.doc(c, "d")).toEqual({ n: 2 });
+  stop();
+  await h.close();
+});
+
 test("once admitted, a commit whose caller cancels its signal still commits and resolves", async () => {
   const store = await memoryStore();
   const h = await Harness.open(store);
