@@ -311,7 +311,16 @@ export function isRequest(data: unknown): data is LentRequest {
 }
 
 const OK_KEYS = new Set(["id", "ok", "rows", "results", "schemaVersion", "wasmBytes", "parts"]);
-const PART_KEYS = new Set(["scriptAt", "compileAt", "wasmAt", "askedAt", "instanceAt", "vfsAt", "fileAt", "openedAt"]);
+const PART_KEYS = new Set([
+  "scriptAt",
+  "compileAt",
+  "wasmAt",
+  "askedAt",
+  "instanceAt",
+  "vfsAt",
+  "fileAt",
+  "openedAt",
+]);
 
 /** Open parts: only the known steps, each a finite time, `scriptAt` there. */
 function isOpenParts(p: unknown): boolean {
