@@ -364,9 +364,9 @@ export class Harness {
   /**
    * Resolves when no ordinary work is live anywhere: every live task sits below a background
    * boundary (spec §2.2, §5.4). A progress call: it resumes a paused harness. The signal cancels
-   * only this wait.
+   * only this wait. A refusal (closed, cancelled) is a rejected promise, never a throw at the call.
    */
-  waitForIdle(signal?: AbortSignal): Promise<void> {
+  async waitForIdle(signal?: AbortSignal): Promise<void> {
     this.#live(signal);
     this.resume();
     return this.waitUntil(() => !this.#ordinaryWorkLive(), signal);
@@ -644,9 +644,10 @@ export class Harness {
 
   /**
    * Resolves when ordinary traversal from a conversation (owned conversations included, also those of
-   * finished owners; background work excluded) reaches no live task. A progress call.
+   * finished owners; background work excluded) reaches no live task. A progress call; a refusal
+   * (closed, cancelled) is a rejected promise, never a throw at the call.
    */
-  waitForConversationIdle(conversationId: ConversationId, signal?: AbortSignal): Promise<void> {
+  async waitForConversationIdle(conversationId: ConversationId, signal?: AbortSignal): Promise<void> {
     this.resume();
     const records = this.#session.records;
     const view = {
@@ -662,7 +663,7 @@ export class Harness {
    * conversation away under `transfer`, stop its tasks here, and resolve with the package (again
    * with the same transfer while pending: the same package). Refuses with MoveRefused, changing nothing.
    */
-  prepareMove(
+  async prepareMove(
     transfer: string,
     conversationId: ConversationId,
     options: { also?: (tx: Tx) => void } = {},
@@ -672,7 +673,7 @@ export class Harness {
   }
 
   /** Step 2, on the receiver: adopt a package in one commit; resolves with its conversation here. */
-  adoptMove(
+  async adoptMove(
     pkg: unknown,
     options: { also?: (tx: Tx, conversationId: ConversationId) => void } = {},
   ): Promise<ConversationId> {
@@ -681,13 +682,18 @@ export class Harness {
   }
 
   /** Step 2's first half for a package sent in parts (receiver): store one part. Idempotent. */
-  stageMovePart(transfer: string, index: number, count: number, part: string): Promise<move.StageAnswer> {
+  async stageMovePart(
+    transfer: string,
+    index: number,
+    count: number,
+    part: string,
+  ): Promise<move.StageAnswer> {
     this.#live();
     return move.stage(this.#moves, transfer, index, count, part);
   }
 
   /** Step 2 for a package sent in parts (receiver): adopt the staged parts in one commit. */
-  adoptStagedMove(
+  async adoptStagedMove(
     transfer: string,
     options: { also?: (tx: Tx, conversationId: ConversationId) => void } = {},
   ): Promise<ConversationId> {
@@ -696,7 +702,7 @@ export class Harness {
   }
 
   /** Step 3, on the sender: the move is done, as the receiver's conversation `remote`. Idempotent. */
-  finishMove(
+  async finishMove(
     transfer: string,
     remote: ConversationId,
     options: { also?: (tx: Tx) => void } = {},
@@ -706,13 +712,13 @@ export class Harness {
   }
 
   /** Undo a pending move on the sender, once the receiver durably refused it. Idempotent. */
-  cancelMove(transfer: string, options: { also?: (tx: Tx) => void } = {}): Promise<void> {
+  async cancelMove(transfer: string, options: { also?: (tx: Tx) => void } = {}): Promise<void> {
     this.#live();
     return move.cancel(this.#moves, transfer, options.also);
   }
 
   /** The receiver's durable refusal of a transfer (or the id it adopted it as). */
-  refuseMove(transfer: string, options: { also?: (tx: Tx) => void } = {}): Promise<move.RefuseAnswer> {
+  async refuseMove(transfer: string, options: { also?: (tx: Tx) => void } = {}): Promise<move.RefuseAnswer> {
     this.#live();
     return move.refuse(this.#moves, transfer, options.also);
   }

@@ -260,6 +260,46 @@ describe("Harness.waitForIdle", () => {
     expect((await h.tasks()).map((t) => t.abortRequested)).toEqual([false]);
   });
 
+  test("an idle wait refuses by a rejected promise, never a throw at the call: a cancelled signal (WaitCancelled) and a closed harness (HarnessClosed), the harness's and a conversation's alike, and a move's steps", async () => {
+    const { h, root } = await open(echo);
+    const cancelled = new AbortController();
+    cancelled.abort();
+    const refusals: unknown[] = [];
+    const asked = (ask: () => Promise<void>) => {
+      let promise: Promise<void>;
+      try {
+        promise = ask();
+      } catch (error) {
+        refusals.push(`thrown at the call: ${(error as Error).name}`);
+        return;
+      }
+      return promise.then(
+        () => refusals.push("resolved"),
+        (error: unknown) => refusals.push((error as Error).name),
+      );
+    };
+    await asked(() => h.waitForIdle(cancelled.signal));
+    await asked(() => root.waitForIdle(cancelled.signal));
+    await asked(() => h.waitUntil(() => true, cancelled.signal));
+    await h.close();
+    await asked(() => h.waitForIdle());
+    await asked(() => root.waitForIdle());
+    await asked(() => h.waitUntil(() => false));
+    // The move's steps refuse the same way once closed.
+    await asked(() => h.cancelMove("a-transfer"));
+    await asked(() => h.stageMovePart("a-transfer", 0, 2, "part"));
+    expect(refusals).toEqual([
+      "WaitCancelled",
+      "WaitCancelled",
+      "WaitCancelled",
+      "HarnessClosed",
+      "HarnessClosed",
+      "HarnessClosed",
+      "HarnessClosed",
+      "HarnessClosed",
+    ]);
+  });
+
   test("an idle wait whose signal was cancelled before it was asked rejects at once, the harness's and a conversation's alike; the work and the other waiters go on (draw 37, 15)", async () => {
     // Draw 37-A: a wait that added its listener to an already cancelled signal (never told) passed the
     // named test, whose cancellations all come while the wait is pending: the conversation's wait went
@@ -274,7 +314,7 @@ describe("Harness.waitForIdle", () => {
     const cancelled = new AbortController();
     cancelled.abort();
     const ended: string[] = [];
-    // Each asked from an async caller: Harness.waitForIdle refuses a cancelled signal by a throw at the call.
+    // Each asked from an async caller (the refusal is a rejected promise either way: the test above).
     const asks = [
       async () => h.waitForIdle(cancelled.signal),
       async () => root.waitForIdle(cancelled.signal),
