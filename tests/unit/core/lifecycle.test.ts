@@ -265,8 +265,8 @@ describe("Harness.waitForIdle", () => {
     const cancelled = new AbortController();
     cancelled.abort();
     const refusals: unknown[] = [];
-    const asked = (ask: () => Promise<void>) => {
-      let promise: Promise<void>;
+    const asked = (ask: () => Promise<unknown>) => {
+      let promise: Promise<unknown>;
       try {
         promise = ask();
       } catch (error) {
