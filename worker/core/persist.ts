@@ -636,15 +636,21 @@ export function entryFromRow(row: Row): EntryRecord {
   };
 }
 
-/** An entry row read back whole (its values out of line joined: spill.ts). */
-export function readEntryRow(sql: Sql, row: Row): Promise<EntryRecord> {
-  return unspill(sql, entryFromRow(row));
+/**
+ * An entry row read back whole (its values out of line joined: spill.ts), frozen like a committed
+ * one (spec §1.5: entries are immutable; the agent's entry cache shares what it loads).
+ */
+export async function readEntryRow(sql: Sql, row: Row): Promise<EntryRecord> {
+  const entry = await unspill(sql, entryFromRow(row));
+  sealLoaded(entry);
+  return entry;
 }
 
-/** Entry rows read back whole, in their order (no await per row unless one was spilled). */
+/** Entry rows read back whole, in their order (no await per row unless one was spilled), frozen. */
 export async function readEntryRows(sql: Sql, rows: readonly Row[]): Promise<EntryRecord[]> {
   const out = rows.map(entryFromRow);
   for (let i = 0; i < out.length; i++) if (isSpilled(out[i]!)) out[i] = await unspill(sql, out[i]!);
+  for (const entry of out) sealLoaded(entry);
   return out;
 }
 

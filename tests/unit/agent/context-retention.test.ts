@@ -123,3 +123,46 @@ test("retention counts per conversation: one idle past contextRetentionMs is dro
   await someCommit(h);
   expect([cached(h), cached(h, other.id)]).toEqual([false, false]);
 });
+
+test("a read restarts an idle conversation's retention: Conversation.context() while idle keeps its entries for contextRetentionMs from that read (draw 37b)", async () => {
+  // Draw 37bA: retention counted only from the load and from going idle, a later read of the cached
+  // entries not counting, passed every test above: each read an idle conversation once at most.
+  let offset = 0;
+  const { h, root } = await open(echo, {
+    now: () => Date.now() + offset,
+    settings: { contextRetentionMs: 60_000 },
+  });
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  offset += 50_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  expect((await root.context()).entries.length).toBeGreaterThan(0);
+  offset += 50_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  offset += 11_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(false);
+});
+
+test("an answer that takes longer than contextRetentionMs still leaves the conversation its retention once idle: the entries stay until it has passed from the run's end (draw 37b)", async () => {
+  // Draw 37bA, contrary: retention counted from the last read or the last check that found the
+  // conversation busy; a run whose answer came back more than contextRetentionMs after its request
+  // read (no commit between) dropped its entries the moment it went idle, kept for 0 ms, not 60 s.
+  let offset = 0;
+  const { h, root } = await open(
+    () => {
+      offset += 3_600_000;
+      return fauxAssistantMessage("done");
+    },
+    { now: () => Date.now() + offset, settings: { contextRetentionMs: 60_000 } },
+  );
+  expect((await (await root.submit({ type: "input", content: "one" })).wait()).status).toBe("done");
+  expect(cached(h)).toBe(true);
+  offset += 59_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(true);
+  offset += 2_000;
+  await someCommit(h);
+  expect(cached(h)).toBe(false);
+});

@@ -481,6 +481,46 @@ describe("submissions", () => {
     await other.waitForIdle();
   });
 
+  test("a tool's conversation handle takes UserInput as given: content parts, text only or with an image, are stored and sent as parts, a string as a string (draw 37b)", async () => {
+    // Draw 37bA: the handle's path (tools/handle.ts) builds its own draft; one that joined text-only
+    // parts into one string passed model-ref's UserInput test, which submits through Conversation.submit.
+    const parts = [
+      { type: "text" as const, text: "first part" },
+      { type: "text" as const, text: "second part" },
+    ];
+    const image = { type: "image" as const, data: "iVBORw0KGgo=", mimeType: "image/png" };
+    let otherId = 0;
+    const poke = defineTool({
+      name: "poke",
+      description: "submits content parts to the other conversation",
+      parameters: Type.Object({}),
+      execute: async (_args, api) => {
+        const handle = api.conversation(otherId)!;
+        for (const content of [parts, [parts[1]!, image], "plain"]) await handle.submit({ content });
+        return textResult("poked");
+      },
+    });
+    const { h, root, faux } = await open(
+      (req) =>
+        req.messages.some((m) => m.role === "assistant") || textOf(req.messages[0]!) !== "go"
+          ? fauxAssistantMessage("done")
+          : fauxAssistantMessage([fauxToolCall("poke", {}, { id: "call-1" })], { stopReason: "toolUse" }),
+      { tools: [poke] },
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    otherId = other.id;
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    await other.waitForIdle();
+    const users = (await transcript(other))
+      .filter((e) => e.kind === "pi.user")
+      .map((e) => messageOf(e).content);
+    expect(users).toEqual([parts, [parts[1], image], "plain"]);
+    const sent = faux.requests
+      .map((r) => r.messages.filter((m) => m.role === "user").map((m) => m.content))
+      .filter((contents) => contents.length === 3);
+    expect(sent.at(-1)).toEqual([parts, [parts[1], image], "plain"]);
+  });
+
   test("the post-tools boundary places a queued write and a queued steer together: the write first, the steer after it, both in the run's next request", async () => {
     // Break 30I: every named test queued a write or a steer, never both at one boundary; a
     // boundary that placed the writes and dropped the steers beside them passed.

@@ -251,6 +251,17 @@ test("a legacy conversation without pi.provider gets a UUIDv7 session id committ
   expect(sent).toEqual([stored]);
   // Committed before the request went out, not after it.
   expect(committedAtSend).toEqual([stored]);
+  // Draw 37bA: the document this path creates is the table's too (version 1, the schema's one field,
+  // latest, fork initial); one written with a second field passed every test, all of which read
+  // the stored document's shape only where the creation hook made it.
+  const provider = await h.docVersioned(root.id, "pi.provider");
+  expect(provider.version).toBe(1);
+  expect(provider.value).toEqual({ sessionId: stored });
+  const record = await h.docRecord(root.id, "pi.provider");
+  expect(record && "history" in record ? [record.history, record.fork] : record).toEqual([
+    "latest",
+    "initial",
+  ]);
   await (await root.submit({ type: "input", content: "two" })).wait();
   expect(sent).toEqual([stored, stored]);
 });

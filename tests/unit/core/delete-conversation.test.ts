@@ -147,6 +147,35 @@ describe("deleting a conversation", () => {
     pastUsed(await fresh(h));
     expect(h.conversationRecord(older.id)).toBeDefined();
   });
+
+  test("after a deletion, records made later count too: a reopen hands out ids above them, not from the deletion's marks (draw 37b)", async () => {
+    // Draw 37bA: the marks a deletion keeps taken over the newest rows (not the larger of the two)
+    // passed the test above, which reopens right after the deletion, when the marks are the larger.
+    const { h, store, faux } = await open(echo);
+    const doomed = await h.createConversation(ownerless);
+    await (await doomed.submit({ type: "input", content: "hi" })).wait();
+    await h.deleteConversation(doomed.id);
+    const later = await h.createConversation(ownerless);
+    const sub = await later.submit({ type: "input", content: "after the deletion" });
+    await sub.wait();
+    const used = {
+      conversation: later.id as number,
+      entry: Math.max(...(await later.entries()).map((e) => e.id)),
+      task: Math.max(...(await h.tasks()).filter((t) => t.conversationId === later.id).map((t) => t.id)),
+      submission: sub.id as number,
+    };
+    const reopened = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    const c = await reopened.createConversation(ownerless);
+    const s = await c.submit({ type: "input", content: "again" });
+    await s.wait();
+    expect(c.id).toBeGreaterThan(used.conversation);
+    expect(Math.min(...(await c.entries()).map((e) => e.id))).toBeGreaterThan(used.entry);
+    expect(
+      Math.min(...(await reopened.tasks()).filter((t) => t.conversationId === c.id).map((t) => t.id)),
+    ).toBeGreaterThan(used.task);
+    expect(s.id).toBeGreaterThan(used.submission);
+    expect((await reopened.loadedConversation(later.id))?.id).toBe(later.id);
+  });
 });
 
 describe("a deletion is refused, with its reason, and changes nothing", () => {

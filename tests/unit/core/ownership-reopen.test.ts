@@ -237,9 +237,11 @@ test("keeps a finished background ancestor a boundary after reopen, which { back
   await until(() => h.inspect().tasks.some((t) => t.record.id === belowId && t.state.kind === "running"), {
     what: "below running",
   });
-  // Below a finished background task: neither the root's nor the harness's ordinary work.
-  await root.waitForIdle();
-  await h.waitForIdle();
+  // Below a finished background task: neither the root's nor the harness's ordinary work. Draw 37bA:
+  // asserted settled, not awaited, so an edge read back without its background flag fails here
+  // rather than by the test's timeout.
+  expect(await settles(root.waitForIdle())).toBe(true);
+  expect(await settles(h.waitForIdle())).toBe(true);
   await root.abort();
   expect(await h.getTask(belowId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
   await root.abort({ background: true });
@@ -250,8 +252,8 @@ test("keeps a finished background ancestor a boundary for work below it that was
   // Break 28F: the named test creates the work below after the reopen, so its chain is read when it
   // is first named; here the open itself must read the chain of a recovered task's conversation.
   const { h, root, belowId } = await reopenedBelowFinishedBackground();
-  await root.waitForIdle();
-  await h.waitForIdle();
+  expect(await settles(root.waitForIdle())).toBe(true);
+  expect(await settles(h.waitForIdle())).toBe(true);
   await root.abort();
   expect(await h.getTask(belowId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
   await root.abort({ background: true });

@@ -824,6 +824,41 @@ describe("committed values are frozen", () => {
     expect(Object.isFrozen(next!.slot)).toBe(true);
     await h.close();
   });
+
+  test("an entry read back from the store after a reopen is frozen too, its own and a fork's inherited one: a reader's write throws and changes no later read (draw 37b)", async () => {
+    // Draw 37bA: entries read back from the store were handed out as parsed, writable, and the
+    // agent's entry cache keeps and shares what it loads, so a reader's write to a conversation's
+    // context entry after a reopen changed what the next request was built from, never the store.
+    const store = await memoryStore();
+    const first = await Harness.open(store);
+    const own = await first.transaction((tx) =>
+      tx.appendEntry(1, { kind: "note", data: { text: "x", parts: ["p"] } }),
+    );
+    const fork = await first.transaction((tx) =>
+      tx.forkConversation(1, own.id, { ownership: { kind: "ownerless" } }),
+    );
+    const image = store.image();
+    await first.close();
+    const h = await Harness.open(await memoryStore(image));
+    const reads = [
+      (await h.entries(1)).find((e) => e.id === own.id),
+      (await h.entries(fork.id)).find((e) => e.id === own.id),
+      await h.entry(own.id),
+    ];
+    for (const entry of reads) {
+      const data = entry!.data as { text: string; parts: string[] };
+      expect(() => Object.assign(entry!, { kind: "changed" })).toThrow(TypeError);
+      expect(() => {
+        data.text = "y";
+      }).toThrow(TypeError);
+      expect(() => data.parts.push("q")).toThrow(TypeError);
+    }
+    expect((await h.entries(1)).find((e) => e.id === own.id)).toMatchObject({
+      kind: "note",
+      data: { text: "x", parts: ["p"] },
+    });
+    await h.close();
+  });
 });
 
 /**

@@ -34,6 +34,8 @@ export class EntryCache {
   #buffers = new Map<ConversationId, ChangeSet[]>();
   /** When each cached conversation was last read or seen busy (the clock of `options.now`). */
   #usedAt = new Map<ConversationId, number>();
+  /** Cached conversations last seen busy (a read or a check): the check that finds one idle starts its retention. */
+  #seenBusy = new Set<ConversationId>();
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** When the armed timer is due (the clock of `options.now`). */
   #timerDue = Number.POSITIVE_INFINITY;
@@ -53,6 +55,7 @@ export class EntryCache {
       for (const c of change.deletedConversations ?? []) {
         this.#entries.delete(c);
         this.#usedAt.delete(c);
+        this.#seenBusy.delete(c);
       }
       this.expire();
     });
@@ -119,12 +122,16 @@ export class EntryCache {
     for (const c of this.#entries.keys()) {
       if (this.options.busy(c)) {
         this.#usedAt.set(c, now);
+        this.#seenBusy.add(c);
         continue;
       }
+      // It went idle since it was last seen busy: its retention starts now (spec §2.2: busy ones always keep it).
+      if (this.#seenBusy.delete(c)) this.#usedAt.set(c, now);
       retention ??= Math.max(0, this.options.retentionMs());
       const due = (this.#usedAt.get(c) ?? now) + retention;
       if (due <= now) {
         this.#entries.delete(c);
+        this.#seenBusy.delete(c);
         this.#usedAt.delete(c);
       } else next = Math.min(next, due);
     }
@@ -139,6 +146,7 @@ export class EntryCache {
 
   #touch(conversationId: ConversationId): void {
     this.#usedAt.set(conversationId, this.options.now());
+    if (this.options.busy(conversationId)) this.#seenBusy.add(conversationId);
     if (this.#timer === undefined && !this.#disposed) this.#arm(Math.max(0, this.options.retentionMs()));
   }
 
