@@ -905,6 +905,36 @@ describe("records keep the rules (spec §3.2, §3.7)", () => {
     expect(await bare.docRecord(fork, "hist")).toMatchObject({ history: "rewindable", fork: "asOf" });
   });
 
+  test("a document whose record says fork initial keeps that rule when reopened without the code: a fork copies none of it, latest or rewindable, and its record still says initial (draw 37b)", async () => {
+    // Draw 37b: every named test reopened an "asOf" or "current" record; a load that dropped a
+    // stored "initial" fork rule (the bare process then took "current" for it) passed them all.
+    const store = await memoryStore();
+    const h = await open(store, {
+      forks: { rewindable: ["notes"], initial: (name) => name === "notes" || name === "pad" },
+    });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "notes", { n: 1 });
+      tx.writeDoc(1, "pad", { p: 1 });
+      return note(tx, 1, "1");
+    });
+    await h.close();
+    // Reopened by code that does not name either document.
+    const bare = await open(await memoryStore(store.image()));
+    expect(await bare.docRecord(1, "notes")).toMatchObject({ history: "rewindable", fork: "initial" });
+    expect(await bare.docRecord(1, "pad")).toMatchObject({ history: "latest", fork: "initial" });
+    const fork = await bare.transaction(
+      (tx) => tx.forkConversation(1, e1, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await bare.doc(fork, "notes")).toBeUndefined();
+    expect(await bare.doc(fork, "pad")).toBeUndefined();
+    expect(await bare.docRecord(fork, "notes")).toBeUndefined();
+    expect(await bare.docRecord(fork, "pad")).toBeUndefined();
+    // The parent's data is all there: nothing hidden by the missing code.
+    expect(await bare.doc(1, "notes")).toEqual({ n: 1 });
+    expect(await bare.doc(1, "pad")).toEqual({ p: 1 });
+    expect((await bare.snapshotAsOf(1, "notes", e1))?.value).toEqual({ n: 1 });
+  });
+
   test("a fork copies an asOf document as of its entry even when the parent retired it since, and leaves out one first written after the entry", async () => {
     const h = await open(await memoryStore(), { forks: { asOf: ["hist", "later"] } });
     const e1 = await h.transaction((tx) => {
