@@ -768,6 +768,80 @@ describe("deferred responses (poll)", () => {
     expect(entries.map(textOf)).toEqual(["fetched after restart"]);
   });
 
+  test("a restart after a still-deferred poll polls the poll's new handle, stored whole with its poll time; the request is not sent again (draw 37b)", async () => {
+    // Draw 37bC: every restart test reopened after the request's own deferral; a still-deferred
+    // poll storing the old handle with the new id (the new handle's pollAfterMs lost) passed them.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    const store = await memoryStore();
+    let firstPolls = 0;
+    const first = await AgentHarness.open(store, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            firstPolls++;
+            if (firstPolls === 1)
+              return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 60_000 } };
+            return new Promise<never>(() => undefined);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 20 }, sent),
+    });
+    await (await first.root()).submit({ type: "input", content: "answer later", requestId: "r1" });
+    const checkpointOf = async (h: AgentHarness) => {
+      const [generation] = await h.tasks({ kind: "pi.generation" });
+      return (generation?.state as { checkpoint?: { phase: string; handle?: unknown; pollAt?: number } })
+        ?.checkpoint;
+    };
+    const livePollAt = () =>
+      (internals(first).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    // The first poll (20 ms after the request) answers "later" again, a minute on.
+    await until(() => firstPolls >= 1 && (livePollAt() ?? 0) > Date.now() + 30_000, {
+      what: "the still-deferred poll's commit",
+    });
+    const cp = await checkpointOf(first);
+    const pollAt = livePollAt();
+    expect(cp?.phase).toBe("poll");
+    expect(cp?.handle).toEqual({ id: "job-2", pollAfterMs: 60_000 });
+    expect(cp?.pollAt).toBe(pollAt);
+    expect(cp?.pollAt).toBeGreaterThan(Date.now());
+    const image = await memoryStore(store.image());
+    await first.close();
+    const handles: unknown[] = [];
+    const second = await AgentHarness.open(image, {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model, handle) {
+            handles.push(handle);
+            return answer("fetched after restart", model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "never", pollAfterMs: 1 }, sent),
+      // The stored poll is a minute away: let the clock have moved on.
+      now: () => Date.now() + 120_000,
+    });
+    cleanups.push(async () => {
+      await second.close();
+      faux.unregister();
+    });
+    const again = await (await second.root()).submit({
+      type: "input",
+      content: "answer later",
+      requestId: "r1",
+    });
+    expect((await again.wait()).status).toBe("done");
+    expect(handles).toEqual([{ id: "job-2", pollAfterMs: 60_000 }]);
+    expect(sent.count).toBe(1);
+    const entries = (await (await second.root()).entries()).filter((e) => e.kind === "pi.assistant");
+    expect(entries.map(textOf)).toEqual(["fetched after restart"]);
+  });
+
   test("reopened before the stored pollAt, the poll still sleeps until it: nothing is fetched earlier, then the stored handle once", async () => {
     // Break 29C: the restart test above reopens with a clock already past the stored poll time, so
     // a recovered poll that fetched at once, skipping its sleep, passed every test.

@@ -348,10 +348,27 @@ test("a generation whose stored row is unreadable at open faults with the diagno
 });
 
 test("an orphaned tool task (aborted while its definition cannot take it) leaves its slot done without an entry; the run continues with a synthesized error result", async () => {
-  const gate = gatedTool("hold");
-  const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [gate.tool] });
+  // Draw 37bC: the orphaned call had printed nothing, so an orphaning cleanup that kept the slot's
+  // output and details (a slot holds output only while running, spec §8.2) passed; it prints first.
+  const started = deferred();
+  const printing = defineTool({
+    name: "hold",
+    description: "print, then wait until aborted",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("partial line\n");
+      await api.details({ step: 1 });
+      started.resolve();
+      await new Promise<void>((_resolve, reject) => {
+        api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true });
+      });
+      return textResult("hold finished");
+    },
+  });
+  const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), { tools: [printing] });
   const input = await first.root.submit({ type: "input", content: "go" });
-  await gate.started.promise;
+  await started.promise;
+  await until(() => liveOf(first.h).tools?.[0]?.output === "partial line\n", { what: "the output stored" });
   // The committed image while the tool runs, opened by an engine whose tool definition is older.
   const store = await memoryStore(first.store.image());
   const [stored] = await first.h.tasks({ kind: "pi.tool" });
@@ -378,6 +395,8 @@ test("an orphaned tool task (aborted while its definition cannot take it) leaves
   expect(slotAtEnd).toHaveLength(1);
   expect(slotAtEnd[0]).toMatchObject({ callId: "c1", status: "done" });
   expect(slotAtEnd[0]).not.toHaveProperty("entry");
+  for (const key of ["output", "droppedBytes", "droppedLines", "details", "diagnostics"])
+    expect(slotAtEnd[0]).not.toHaveProperty(key);
   // The run goes on: the model is asked again with an error result for the call, and answers.
   expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
   const root = await h.root();

@@ -378,3 +378,29 @@ describe("each intent is one transaction", () => {
     await h.close();
   });
 });
+
+describe("the submit intent's mode", () => {
+  test("submit-with-title queues by the request's mode on a busy conversation: steer as a steer, followUp and none as follow-ups, in the inbox and in each record (draw 37b)", async () => {
+    // Draw 37bC: every queued-mode test submitted through the engine's own handles; the app's
+    // submit intent always asking for a follow-up (its request's mode dropped) passed them all.
+    const h = await AgentHarness.open(await memoryStore(), { ...options, paused: true });
+    const c = (await h.root()).id;
+    // Paused: the first input is placed and its run started, so the conversation stays busy.
+    expect((await submitWithTitle(h, c, { text: "first" })).status).toBe("placed");
+    const steer = await submitWithTitle(h, c, { text: "steer now", mode: "steer" });
+    const follow = await submitWithTitle(h, c, { text: "after that", mode: "followUp" });
+    const plain = await submitWithTitle(h, c, { text: "and then" });
+    expect([steer, follow, plain].map((s) => [s.status, s.mode])).toEqual([
+      ["queued", "steer"],
+      ["queued", "followUp"],
+      ["queued", "followUp"],
+    ]);
+    const inbox = (await h.doc(c, "pi.inbox")) as { items: Array<{ id: number; mode: string }> };
+    expect(inbox.items.map((i) => [i.id, i.mode])).toEqual([
+      [steer.id, "steer"],
+      [follow.id, "followUp"],
+      [plain.id, "followUp"],
+    ]);
+    await h.close();
+  });
+});

@@ -522,6 +522,29 @@ describe("refusals", () => {
     });
   });
 
+  test("an idle conversation moves with its built-in documents: the adopted one has pi.live {} and the others as they were (draw 37b)", async () => {
+    // Draw 37bC: every move carried a conversation mid-round, whose pi.live holds something; an
+    // adoption that skipped empty documents (an idle conversation's pi.live {}) passed every test.
+    const { browser, server } = await homes();
+    const c = (await browser.harness.createConversation({ ownership: { kind: "ownerless" } })).id;
+    const docs = async (home: Home, id: number) =>
+      Object.fromEntries(
+        await Promise.all(
+          ["pi.live", "pi.inbox", "pi.usage", "pi.provider"].map(async (name) => [
+            name,
+            await home.harness.doc(id, name),
+          ]),
+        ),
+      );
+    const sent = await docs(browser, c);
+    expect(sent["pi.live"]).toEqual({});
+    const pkg = JSON.parse(JSON.stringify(await browser.harness.prepareMove("T-idle", c))) as MovePackage;
+    const adopted = await server.harness.adoptMove(pkg);
+    expect(await docs(server, adopted)).toEqual(sent);
+    const view = await (await server.harness.requireLoadedConversation(adopted)).viewState();
+    expect(view.docs["pi.live"]).toEqual({});
+  });
+
   test("submitting to a moving conversation is refused with where it stands; other conversations go on", async () => {
     const { browser } = await homes();
     const c = await midToolRound(browser);
