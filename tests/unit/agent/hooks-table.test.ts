@@ -969,6 +969,53 @@ test("afterTools in a conversation other than the root asks the observers of tha
   expect(seen).toEqual(["b:c1"]);
 });
 
+test("afterTools sees every call of the round, a call its request did not offer among them: the round's result entries in call order (draw 37b)", async () => {
+  // Draw 37b: every afterTools test's round called offered tools only; results built from the calls
+  // that ran as tool tasks (the not-offered call's slot, done with its entry and no task, left out)
+  // passed them.
+  const { tool } = itemTool({});
+  const seen: Array<Array<{ callId: string; name: string; entryId: number | undefined; isError: boolean }>> =
+    [];
+  const { root } = await withExtensions(
+    callsThenAnswer(
+      fauxToolCall("apply", { item: "x" }, { id: "c1" }),
+      fauxToolCall("ghost", {}, { id: "c2" }),
+      fauxToolCall("apply", { item: "y" }, { id: "c3" }),
+    ),
+    [
+      defineExtension({ name: "tools", tools: [tool] }),
+      defineExtension({
+        name: "a",
+        hooks: [
+          hook("pi.generation", {
+            afterTools: (results) =>
+              void seen.push(
+                results.map(({ callId, name, entryId, isError }) => ({ callId, name, entryId, isError })),
+              ),
+          }),
+        ],
+      }),
+    ],
+  );
+  expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+    status: "done",
+  });
+  const entries = await toolResults(root);
+  const entryOf = (callId: string) =>
+    entries.find((e) => (messageOf(e) as { toolCallId?: string }).toolCallId === callId)?.id;
+  expect(diagnosticsOf(entries.find((e) => entryOf("c2") === e.id)!).map((d) => d.code)).toEqual([
+    "tool_unavailable",
+  ]);
+  expect(seen).toEqual([
+    [
+      { callId: "c1", name: "apply", entryId: entryOf("c1"), isError: false },
+      { callId: "c2", name: "ghost", entryId: entryOf("c2"), isError: true },
+      { callId: "c3", name: "apply", entryId: entryOf("c3"), isError: false },
+    ],
+  ]);
+  expect(new Set(seen[0]!.map((r) => r.entryId)).size).toBe(3);
+});
+
 test("a changed selection is the next task's hooks: a conversation reconfigured from [a] to [b, a], then to none of them, asks exactly those, in that order", async () => {
   // Break 30B: every named test configured each conversation once, before its only run; hooks kept
   // per conversation from its first resolution passed them.
