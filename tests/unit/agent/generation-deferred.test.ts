@@ -24,6 +24,7 @@ import {
   defineTool,
   type LiveState,
   type ModelResolver,
+  type Store,
   type StreamFn,
   textResult,
 } from "../../../worker/index.ts";
@@ -64,6 +65,46 @@ function answer(text: string, model: { api: string; provider: string; id: string
 
 const textOf = (e: { model?: unknown }) =>
   ((e.model as AssistantMessage[])[0]?.content ?? []).map((b) => ("text" in b ? b.text : "")).join("");
+
+/**
+ * Reopen `image` two minutes on (past a stored poll a minute away), with a provider whose fetch
+ * answers "fetched after restart" and records each handle it was given, and submit the run's input
+ * again under its requestId "r1" (it returns the first submission); resolves once that run is done.
+ */
+async function reopenAndFetch(
+  image: Store,
+  faux: ReturnType<typeof fauxAgentModel>,
+  sent: { count: number },
+  options: { wakeAt?: (at: number) => void } = {},
+): Promise<{ second: AgentHarness; handles: DeferredHandle[] }> {
+  const handles: DeferredHandle[] = [];
+  const second = await AgentHarness.open(image, {
+    ...(options.wakeAt ? { wakeAt: options.wakeAt } : {}),
+    models: createModelResolver({
+      extra: [faux.model],
+      deferred: {
+        async fetchDeferred(model, handle) {
+          handles.push(handle);
+          return answer("fetched after restart", model);
+        },
+      },
+    }),
+    defaultModel: faux.ref,
+    stream: deferringStream({ id: "never", pollAfterMs: 1 }, sent),
+    now: () => Date.now() + 120_000,
+  });
+  cleanups.push(async () => {
+    await second.close();
+    faux.unregister();
+  });
+  const again = await (await second.root()).submit({
+    type: "input",
+    content: "answer later",
+    requestId: "r1",
+  });
+  expect((await again.wait()).status).toBe("done");
+  return { second, handles };
+}
 
 describe("deferred responses (poll)", () => {
   test("a fetched answer is stamped with the harness clock (the now option), not the provider's time", async () => {
@@ -730,36 +771,10 @@ describe("deferred responses (poll)", () => {
     expect(wakes).toEqual([pollAt]);
     const image = await memoryStore(store.image());
     await first.close();
-    const fetched: string[] = [];
-    const handles: unknown[] = [];
-    const second = await AgentHarness.open(image, {
+    const { second, handles } = await reopenAndFetch(image, faux, sent, {
       wakeAt: (at) => resumedWakes.push(at),
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          async fetchDeferred(model, handle) {
-            fetched.push(handle.id);
-            handles.push(handle);
-            return answer("fetched after restart", model);
-          },
-        },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "never", pollAfterMs: 1 }, sent),
-      // The stored poll is a minute away: let the clock have moved on.
-      now: () => Date.now() + 120_000,
     });
-    cleanups.push(async () => {
-      await second.close();
-      faux.unregister();
-    });
-    const again = await (await second.root()).submit({
-      type: "input",
-      content: "answer later",
-      requestId: "r1",
-    });
-    expect((await again.wait()).status).toBe("done");
-    expect(fetched).toEqual(["job-7"]);
+    expect(handles.map((h) => h.id)).toEqual(["job-7"]);
     expect(resumedWakes).toEqual([pollAt]);
     // The stored handle is the provider's whole, not its id alone (draw 34dA).
     expect(handles).toEqual([{ id: "job-7", pollAfterMs: 60_000 }]);
@@ -810,32 +825,7 @@ describe("deferred responses (poll)", () => {
     expect(cp?.pollAt).toBeGreaterThan(Date.now());
     const image = await memoryStore(store.image());
     await first.close();
-    const handles: unknown[] = [];
-    const second = await AgentHarness.open(image, {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          async fetchDeferred(model, handle) {
-            handles.push(handle);
-            return answer("fetched after restart", model);
-          },
-        },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "never", pollAfterMs: 1 }, sent),
-      // The stored poll is a minute away: let the clock have moved on.
-      now: () => Date.now() + 120_000,
-    });
-    cleanups.push(async () => {
-      await second.close();
-      faux.unregister();
-    });
-    const again = await (await second.root()).submit({
-      type: "input",
-      content: "answer later",
-      requestId: "r1",
-    });
-    expect((await again.wait()).status).toBe("done");
+    const { second, handles } = await reopenAndFetch(image, faux, sent);
     expect(handles).toEqual([{ id: "job-2", pollAfterMs: 60_000 }]);
     expect(sent.count).toBe(1);
     const entries = (await (await second.root()).entries()).filter((e) => e.kind === "pi.assistant");
