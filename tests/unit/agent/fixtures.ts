@@ -141,6 +141,27 @@ export function gatedTool(name = "hold") {
   return { tool, started, release };
 }
 
+/** A tool whose first call reports it started and waits for the gate; every later call runs at once. Each answers "ran". */
+export function heldFirstCallTool(name = "work") {
+  const started = deferred();
+  const release = deferred();
+  let first = true;
+  const tool = defineTool({
+    name,
+    description: name,
+    parameters: Type.Object({}),
+    async execute() {
+      if (first) {
+        first = false;
+        started.resolve();
+        await release.promise;
+      }
+      return textResult("ran");
+    },
+  });
+  return { tool, started, release };
+}
+
 /**
  * The transcript alternates validly: it starts with a user message, every tool call's result follows
  * its assistant message (before any other message), no result appears elsewhere, and two assistant

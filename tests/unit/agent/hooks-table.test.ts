@@ -23,6 +23,7 @@ import {
   callsThenAnswer,
   diagnosticsOf,
   echo,
+  heldFirstCallTool,
   itemTool,
   liveOf,
   messageOf,
@@ -1456,22 +1457,7 @@ function slowUntilAborted() {
 test("a tool call keeps the afterTool hooks of the selection its phase resolved: a reconfigure while it runs reaches only the next call (draw 37C)", async () => {
   // Draw 37, 3: the named tests changed a selection between runs, or the registry during a call; a
   // tool's afterTool read from the committed pi.agent at dispatch (the phase's snapshot kept) passed.
-  const started = deferred();
-  const release = deferred();
-  let first = true;
-  const work = defineTool({
-    name: "work",
-    description: "work",
-    parameters: Type.Object({}),
-    async execute() {
-      if (first) {
-        first = false;
-        started.resolve();
-        await release.promise;
-      }
-      return textResult("ran");
-    },
-  });
+  const { tool: work, started, release } = heldFirstCallTool();
   const tagger = (name: string) =>
     defineExtension({
       name,

@@ -16,7 +16,15 @@ import {
   textResult,
 } from "../../../worker/index.ts";
 import { deferred, type FauxResponder } from "../../../worker/testing.ts";
-import { callsThenAnswer, echo, messageOf, open, textOf, toolResults } from "../agent/fixtures.ts";
+import {
+  callsThenAnswer,
+  echo,
+  heldFirstCallTool,
+  messageOf,
+  open,
+  textOf,
+  toolResults,
+} from "../agent/fixtures.ts";
 
 /** Every user message gets one call of `work`, then an answer. */
 const callWorkEachTurn: FauxResponder = (req, n) => {
@@ -144,22 +152,7 @@ test("a call running when its tool is replaced keeps the old definition through 
 test("a tool call keeps the afterTool hooks its phase resolved: a replacement installed while it runs reaches only the next call", async () => {
   // Draw 28d (spec §7.1: a phase's handlers and hooks use the snapshot taken at its start): the
   // named tests replaced generation hooks and the tool itself, never a tool hook during a call.
-  const started = deferred();
-  const release = deferred();
-  let first = true;
-  const work = defineTool({
-    name: "work",
-    description: "work",
-    parameters: Type.Object({}),
-    async execute() {
-      if (first) {
-        first = false;
-        started.resolve();
-        await release.promise;
-      }
-      return textResult("ran");
-    },
-  });
+  const { tool: work, started, release } = heldFirstCallTool();
   const tagger = (name: string) =>
     defineExtension({
       name: "tagger",
