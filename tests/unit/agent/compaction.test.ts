@@ -1825,11 +1825,8 @@ describe("compaction a generation waits for", () => {
     }
   });
 
-  test("a stop answer is never an overflow, though its usage is above the context window", async () => {
-    // Spec §8.3: "A stop or length response is never classified as overflow" (pi-ai's
-    // isContextOverflow calls it a silent overflow). Thresholds are kept out of the way with a
-    // negative reserve, so only an overflow could compact here. (Reading 22b.)
-    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 30 });
+  /** A harness on `faux` whose compaction thresholds are out of the way (a negative reserve): only an overflow could compact. */
+  async function openThresholdsAway(faux: ReturnType<typeof fauxAgentModel>): Promise<AgentHarness> {
     const h = await AgentHarness.open(await memoryStore(), {
       models: faux.models,
       defaultModel: faux.ref,
@@ -1839,6 +1836,15 @@ describe("compaction a generation waits for", () => {
       await h.close().catch(() => undefined);
       faux.unregister();
     });
+    return h;
+  }
+
+  test("a stop answer is never an overflow, though its usage is above the context window", async () => {
+    // Spec §8.3: "A stop or length response is never classified as overflow" (pi-ai's
+    // isContextOverflow calls it a silent overflow). Thresholds are kept out of the way with a
+    // negative reserve, so only an overflow could compact here. (Reading 22b.)
+    const faux = fauxAgentModel(echoOrSummary, { contextWindow: 30 });
+    const h = await openThresholdsAway(faux);
     const root = await h.root();
     for (let i = 1; i <= 3; i++)
       expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
@@ -1867,15 +1873,7 @@ describe("compaction a generation waits for", () => {
             : fauxAssistantMessage([], { stopReason: "length" }),
       { contextWindow: 30 },
     );
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: faux.models,
-      defaultModel: faux.ref,
-      settings: { compaction: { reserveTokens: -1_000_000, keepRecentTokens: 10, backgroundTokens: 0 } },
-    });
-    cleanups.push(async () => {
-      await h.close().catch(() => undefined);
-      faux.unregister();
-    });
+    const h = await openThresholdsAway(faux);
     const root = await h.root();
     for (let i = 1; i <= 2; i++)
       expect((await (await root.submit({ type: "input", content: big(`q${i}`) })).wait()).status).toBe(
