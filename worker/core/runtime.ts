@@ -222,8 +222,10 @@ export class Invocation {
     if (this.mode === "abort") {
       if (this.scheduler.closing) return STOP;
       if (!after) return { kind: "run", task: t };
-      const error =
-        after.failure?.error ?? new Error(`abort handler of ${t.kind} returned without a terminal outcome`);
+      // A thrown value is the handler's failure whatever it is (undefined and null too: rule 4).
+      const error = after.failure
+        ? after.failure.error
+        : new Error(`abort handler of ${t.kind} returned without a terminal outcome`);
       return { kind: "fault", error };
     }
     if (this.scheduler.stopping) return STOP;

@@ -438,6 +438,39 @@ describe("deferred responses (poll)", () => {
     expect(sent.count).toBe(1);
   });
 
+  test("the retry policy is read when a poll's answer is classified: retries turned on while the poll runs, a failed poll is retried", async () => {
+    // Spec §8.3: "The settings' retry policy is read when the attempt's result is classified". Draw
+    // 37c: the poll tests turned retries off while a poll ran, never on, so a poll that retried only
+    // when both the poll's start and its classification allowed it passed every test.
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const sent = { count: 0 };
+    let fetches = 0;
+    let retry = { enabled: false, baseDelayMs: 1 };
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            if (++fetches > 1) return answer("ready now", model);
+            retry = { enabled: true, baseDelayMs: 1 };
+            throw new Error("503 Service Unavailable");
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      settings: () => ({ retry }),
+      stream: deferringStream({ id: "job-on", pollAfterMs: 0 }, sent),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const settled = await (await root.submit({ type: "input", content: "answer later" })).wait();
+    expect(settled).toMatchObject({ status: "done" });
+    expect([sent.count, fetches]).toEqual([2, 2]);
+  });
+
   test("a poll's answer is observed by every afterResponse observer in order: a throw is reported (the error thrown) and the next runs", async () => {
     // Break 28P: the hooks table's afterResponse row was read on the request path only; a poll that
     // asked only its first observer passed every test.

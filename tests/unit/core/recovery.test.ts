@@ -137,6 +137,56 @@ describe("starting checkpoint and resumed phases", () => {
     await second.close();
   });
 
+  test("a resumed phase that commits its own phase again runs on in the same invocation, and its next pass is not resumed (draw 37c)", async () => {
+    // Draw 37c, 1: the named test's resumed phase moved to another phase; an invocation that cleared
+    // `resumed` only when the phase changed name (a loop's next pass still told it may have been cut
+    // off) passed every test.
+    const loopSeen: string[] = [];
+    const gate = deferred();
+    type Loop = { phase: "loop"; n: number };
+    const loopOf = (cutOff: boolean) =>
+      defineTask<null, Loop, Json>({
+        name: "resumed-loop",
+        version: 1,
+        initial: () => ({ phase: "loop", n: 0 }),
+        phases: {
+          loop: async (t, runtime, signal) => {
+            const n = t.state.checkpoint.n;
+            loopSeen.push(`loop ${n} resumed=${runtime.resumed}`);
+            if (cutOff) {
+              gate.resolve();
+              await untilAborted(signal);
+              return;
+            }
+            await runtime.commit(() =>
+              n < 2
+                ? { status: "running", checkpoint: { phase: "loop", n: n + 1 } }
+                : complete(`looped ${n}`),
+            );
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const store = await memoryStore();
+    const first = await Harness.open(store, { tasks: [loopOf(true)] });
+    const id = await first.createTask(loopOf(true), null, { ownership: { kind: "conversation" } });
+    await gate.promise;
+    // The image is taken while the loop's first pass runs: the crash leaves it running in storage.
+    const image = await memoryStore(store.image());
+    await first.close();
+    const second = await Harness.open(image, { tasks: [loopOf(false)] });
+    expect(outcome(await done(second, id))).toEqual({ status: "completed", result: "looped 2" });
+    expect(loopSeen).toEqual([
+      "loop 0 resumed=false",
+      "loop 0 resumed=true",
+      "loop 1 resumed=false",
+      "loop 2 resumed=false",
+    ]);
+    await engineStillRuns(second);
+    await second.close();
+  });
+
   test("a phase cut off mid-run stays resumed when the engine that turned it back to pending never ran it (found by sim seed 820)", async () => {
     seen.length = 0;
     const gate = deferred();

@@ -237,6 +237,42 @@ describe("faults", () => {
     await h.close();
   });
 
+  test("an abort handler that throws a value other than an Error faults with that value as text, a falsy one (undefined, null, 0) too (draw 37c)", async () => {
+    // Draw 37c, 14: every abort handler that threw in the tests threw an Error, so an abort step that
+    // took only an Error as the handler's failure (any other value read as a handler that returned
+    // without an outcome) passed them; and, with no break, a thrown undefined or null was reported
+    // as "returned without a terminal outcome" (rule 4 is an uncaught error, whatever the value).
+    const h = await Harness.open(await memoryStore());
+    const thrown: Array<[string, unknown, string]> = [
+      ["string", "boom in abort as a string", "boom in abort as a string"],
+      ["undefined", undefined, "undefined"],
+      ["null", null, "null"],
+      ["zero", 0, "0"],
+    ];
+    const ids = await Promise.all(
+      thrown.map(([name, value]) =>
+        h.createTask(
+          single(`abort-value-thrower-${name}`, async (_t, _r, signal) => untilAborted(signal), {
+            abort: async () => {
+              throw value;
+            },
+          }),
+          null,
+          { ownership: { kind: "conversation" } },
+        ),
+      ),
+    );
+    await until(() => running(h) === thrown.length, { what: "all running" });
+    for (const id of ids) await h.abortTask(id);
+    for (const [i, id] of ids.entries())
+      expect(outcome(await done(h, id, 2000))).toEqual({
+        status: "faulted",
+        error: { message: thrown[i]![2] },
+      });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("step rule 1 comes before rule 4: a phase that committed waiting, or a terminal outcome, and then threw is not faulted: the wait stands and resumes, the outcome stands", async () => {
     const h = await Harness.open(await memoryStore());
     const gate = deferred();

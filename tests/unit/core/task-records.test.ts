@@ -946,7 +946,8 @@ test("a completing record carries no memos: they are dropped at the hold, not at
     });
     await runtime.commit(() => complete("held"));
   });
-  const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [holder, kid] });
   const latest = new Map<TaskId, TaskRecord>();
   h.subscribe((change) => {
     for (const t of change.tasks) latest.set(t.id, t);
@@ -955,6 +956,12 @@ test("a completing record carries no memos: they are dropped at the hold, not at
   await until(() => latest.get(id)?.state.status === "completing", { what: "holder completing" });
   expect(latest.get(id)?.memos).toBeUndefined();
   expect((await h.getTask(id))?.memos).toBeUndefined();
+  // Draw 37c: dropped in the stored row too. A hold that changes only the state and the memos was
+  // written by the narrow update (state only) when an absent memo set counted as unchanged, so the
+  // row kept the memos for the next engine while every in-memory record had none.
+  const held = await row(store, id);
+  expect(held?.["status"]).toBe("completing");
+  expect(held?.["memos"]).toBeNull();
   await h.abortTask(id);
   await h.close();
 });
