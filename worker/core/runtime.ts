@@ -57,6 +57,8 @@ export class Invocation {
   #done: Promise<void> | undefined;
   #resolveDone: (() => void) | undefined;
   #finished = false;
+  /** Whether this invocation reported its definition gone from the registry (spec §5.4: once). */
+  #missingReported = false;
   readonly runtime: TaskRuntime;
   #resumed: boolean;
 
@@ -241,6 +243,15 @@ export class Invocation {
       };
     }
     const replacement = this.scheduler.registry.get(t.kind);
+    if (!replacement && !this.#missingReported) {
+      // Missing is reported like a definition that cannot reserve (spec §5.4); the task runs on.
+      this.#missingReported = true;
+      this.scheduler.report(
+        new Error(
+          `${t.kind} is no longer registered: task ${t.id} runs on under the definition it started with`,
+        ),
+      );
+    }
     if (replacement && replacement !== this.definition) {
       // Hand over only to a definition that can reserve the task (spec §5.4): the same version, or a
       // higher one with `migrate`. Otherwise run on under this one, report it once per definition,

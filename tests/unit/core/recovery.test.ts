@@ -327,6 +327,29 @@ describe("migrate", () => {
     await h.close();
   });
 
+  test("a migrate that returns no checkpoint object is a failed migration: the task stays pending and blocked (migration_failed), never run or faulted, its record unchanged (draw 37c)", async () => {
+    const { image, ids } = await storeWith([parked("evolving", 1)], [{ old: 1 }]);
+    const reports: unknown[] = [];
+    const seen: Json[] = [];
+    // Incompatible code of another shape: the migration returns, but its checkpoint is no state.
+    const malformed = v2(() => ({ input: { upgraded: 1 }, checkpoint: 42 as unknown as V2State }), seen);
+    const h = await Harness.open(image, { tasks: [malformed, ping], onReport: (e) => reports.push(e) });
+    // Judged: shown blocked, or gone from the live tasks (run and ended).
+    await until(() => blocked(h).length === 1 || !h.inspect().tasks.some((t) => t.record.id === ids[0]), {
+      what: "judged",
+    });
+    expect(blocked(h)[0]).toMatchObject({ id: ids[0], reason: "migration_failed" });
+    await engineStillRuns(h);
+    expect(seen).toEqual([]);
+    expect(reports).toHaveLength(1);
+    const task = await h.getTask(ids[0]!);
+    expect(task?.state.status).toBe("pending");
+    expect(task?.version).toBe(1);
+    const stored = await row(image, ids[0]!);
+    expect(stored?.["version"]).toBe(1);
+    await h.close();
+  });
+
   test("a failed migration is reported once per task and per definition object: two tasks failing under one definition report twice; a second failing object is tried and reported once more", async () => {
     const { image, ids } = await storeWith(
       [parked("evolving", 1), parked("evolving", 1)],

@@ -1291,8 +1291,57 @@ describe("the task runtime", () => {
     const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
     expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
-    const unfit = reports.filter((r) => r.includes("swap-gone"));
+    const unfit = reports.filter((r) => r.includes("swap-gone") && r.includes("cannot take over"));
     expect(unfit.map((r) => r.match(/version (\d) cannot take over/)?.[1])).toEqual(["2", "3"]);
+    await h.close();
+  });
+  test("a replacement gone from the registry is reported too, once: the task runs on under its definition across every later boundary (draw 37c)", async () => {
+    // Draw 37c, contrary: spec §5.4 has the invocation report a missing definition as it reports one
+    // that cannot reserve; the engine reported unfit ones only.
+    const log: string[] = [];
+    const reports: string[] = [];
+    let h!: Harness;
+    const original = countingTask({
+      name: "swap-missing",
+      label: "A",
+      version: 1,
+      last: 4,
+      log,
+      at: (n) => (n === 1 ? h.registry.unregister("swap-missing") : undefined),
+    });
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
+    const missing = reports.filter((r) => r.includes("swap-missing"));
+    expect(missing).toHaveLength(1);
+    expect(missing[0]).toMatch(/swap-missing is no longer registered: task \d+ runs on/);
+    await h.close();
+  });
+  test("two unfit definitions of one version are two resolved definitions: each is reported once (draw 37c)", async () => {
+    // Draw 37c: the named tests' unfit definitions each had a version of its own, so a report kept
+    // once per version (not per definition object) passed them.
+    const log: string[] = [];
+    const reports: string[] = [];
+    let h!: Harness;
+    const at: Record<number, () => void> = {};
+    const make = (label: string, version: number) =>
+      countingTask({ name: "swap-same-version", label, version, last: 4, log, at: (n) => at[n]?.() });
+    const original = make("A", 1);
+    at[1] = () => h.registry.register(make("B", 2));
+    at[2] = () => h.registry.register(make("C", 2));
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
+    const unfit = reports.filter((r) => r.includes("swap-same-version"));
+    expect(unfit.map((r) => r.match(/version (\d) cannot take over/)?.[1])).toEqual(["2", "2"]);
     await h.close();
   });
   test("an older version cannot reserve either: the task runs on under its definition and the engine reports it once", async () => {
