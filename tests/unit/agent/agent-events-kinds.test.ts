@@ -27,6 +27,7 @@ import {
   type DeferredAnswer,
   DOC,
   defineExtension,
+  defineTask,
   defineTool,
   type Json,
   type LiveState,
@@ -305,6 +306,42 @@ test("task_failed when a task of the conversation faults, before its turn and ru
   expect(ofType(batches, "task_failed")).toEqual([
     { type: "task_failed", taskId: generation!.id, kind: "pi.generation", message: "hook bug" },
   ]);
+});
+
+// Draw 37c: every faulting task built wrote a mounted document or entry in its faulting commit (a
+// run's cleanup); a mount that handed its observers only the publications touching its view (no
+// revision, and no events either) passed every test.
+test("task_failed for a task whose faulting commit touches no entry and no document: the view makes no revision, the stream still gets the event (draw 37c)", async () => {
+  const job = defineTask<null, { phase: "go" }, Json>({
+    name: "app.quiet-job",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async () => {
+        throw new Error("quiet bug");
+      },
+    },
+    abort: async () => undefined,
+  });
+  const { h, root } = await open(echo, { tasks: [job] });
+  const watch = await root.watch();
+  const frames: unknown[] = [];
+  watch.start(async (f) => void frames.push(f));
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const before = watch.value;
+  const id = await h.createTask(job, null, { ownership: { kind: "conversation" }, conversationId: root.id });
+  expect((await h.waitForTask(id)).state).toMatchObject({ outcome: { status: "faulted" } });
+  expect(frames).toEqual([]);
+  expect(watch.value).toBe(before);
+  // A commit of the stream's own conversation after it: once its event is in, the job's is too.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => ofType(batches, "entry_appended").length === 1, { what: "the note" });
+  expect(ofType(batches, "task_failed")).toEqual([
+    { type: "task_failed", taskId: id, kind: "app.quiet-job", message: "quiet bug" },
+  ]);
+  await watch.stop();
+  await stream.stop();
 });
 
 test("task_failed follows the stream's own conversation: a task that faults in another conversation emits none (break 31G)", async () => {
@@ -632,6 +669,41 @@ test("one commit with every kind of change gives its events in the specification
     "run_start",
     "turn_start",
   ]);
+});
+
+// Draw 37c: every commit built appended one model-less entry, or none, beside message entries never
+// after them; the model-less entries' events moved behind every message's passed every test.
+test("one commit's entries keep their append order across kinds: a model-less entry between two messages is appended between their events (draw 37c)", () => {
+  const deriver = new EventDeriver(1, [], undefined);
+  const view: ConversationView = {
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: {} },
+  };
+  const user = (id: number, text: string) => ({
+    id,
+    conversationId: 1,
+    kind: "pi.user",
+    model: [{ role: "user", content: text, timestamp: 0 }],
+  });
+  const change = {
+    seq: 4,
+    tasks: [],
+    entries: [
+      user(40, "first"),
+      { id: 41, conversationId: 1, kind: "app.note", data: {} },
+      user(42, "second"),
+    ],
+    conversations: [],
+    submissions: [],
+    docs: [],
+  };
+  const events = deriver.derive(change as never, view, view);
+  expect(
+    events.map((e) =>
+      e.type === "message_end" || e.type === "entry_appended" ? `${e.type} ${e.entry.id}` : e.type,
+    ),
+  ).toEqual(["message_start", "message_end 40", "entry_appended 41", "message_start", "message_end 42"]);
 });
 
 test("one commit's first group keeps its order (starts, partial update, tool updates, retry/deferred), and a tool result's end precedes its message, before tools ending without an entry", () => {

@@ -102,6 +102,36 @@ describe("beforeCompact", () => {
     expect(entries.map((e) => e.kind)).toContain("pi.system");
   });
 
+  test("the summarized entries hold an entry before the cut that contributes no message (draw 37c)", async () => {
+    // Spec §8.7: the summarized entries are the non-marker entries before the cut, not only those
+    // with messages. Draw 37c: entries with an empty contribution left out of the hook's entries
+    // passed every test (every entry before the cut carried a message).
+    const seen: BeforeCompactInput[] = [];
+    const { root } = await open(echoOrSummary, {
+      settings,
+      hooks: {
+        beforeCompact: [
+          (input) => {
+            seen.push(input);
+            return { decline: true };
+          },
+        ],
+      },
+    });
+    await chat(root, 1);
+    await (await root.submit({ type: "write", entry: { kind: "app.note", data: "no message" } })).wait();
+    await chat(root, 3);
+    const all = await root.entries();
+    const note = all.find((e) => e.kind === "app.note")!;
+    await root.compact();
+    await expect.poll(() => seen.length).toBe(1);
+    const { entries, messages, firstKept } = seen[0]!;
+    expect(note.id).toBeLessThan(firstKept);
+    expect(entries.map((e) => e.id)).toEqual(all.filter((e) => e.id < firstKept).map((e) => e.id));
+    expect(entries.map((e) => e.kind)).toContain("app.note");
+    expect(messages).toHaveLength(entries.length - 1);
+  });
+
   test("a supplied summary is placed like the model's, headed at the first kept entry, without a request", async () => {
     const seen: BeforeCompactInput[] = [];
     const { h, root, faux } = await open(echoOrSummary, {

@@ -153,6 +153,55 @@ describe("waits", () => {
     await h.close();
   });
 
+  // Draw 37c: every refused failFast named a live foreign task (or, after a restart, one not in
+  // memory); a check skipping foreign tasks already terminal in memory passed every test.
+  test("failFast on a foreign task already terminal in this process is an InvalidTransition too: terminal ones need allSettled as well (draw 37c)", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const h = await Harness.open(await memoryStore());
+    const other = await h.createTask(
+      single("ended-bystander", async (_t, runtime) => {
+        await runtime.commit(() => complete("bystander"));
+      }),
+      null,
+      { ownership: { kind: "conversation" } },
+    );
+    expect(outcome(await done(h, other))?.status).toBe("completed");
+    // Resumes in another phase, so an accepted wait ends the task as "waited" rather than waiting again.
+    const once = defineTask<TaskId, Go | { phase: "after" }, Json>({
+      name: "fail-fast-once",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (task, runtime) => {
+          try {
+            await runtime.commit((tx) => {
+              tx.appendEntry(runtime.conversationId, { kind: "app.with-wait", data: runtime.taskId });
+              return {
+                status: "waiting",
+                checkpoint: { phase: "after" },
+                on: [task.input],
+                policy: "failFast",
+              };
+            });
+          } catch (error) {
+            caught.set(runtime.taskId, error);
+            await runtime.commit(() => complete("refused"));
+          }
+        },
+        after: async (_t, runtime) => void (await runtime.commit(() => complete("waited"))),
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const id = await h.createTask(once, other, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "refused" });
+    expect(caught.get(id)).toBeInstanceOf(InvalidTransition);
+    expect(caught.get(id)).not.toBeInstanceOf(WaitCycle);
+    expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("a wait on id 0, a negative id or a fractional id is an InvalidTransition like any missing task: nothing stored (draw 35c)", async () => {
     // Draw 35c: the missing task tried was far past the last (99 999); an existence check counting id
     // 0 as a task (ids start at 1) passed every test.
@@ -466,6 +515,50 @@ describe("waits", () => {
     expect(outcome(await done(h, low))).toEqual({ status: "completed", result: "carried on" });
     expect((await h.entries(1)).filter((e) => e.kind === "app.with-wait")).toEqual([]);
     await h.abortTask(top);
+    await engineStillRuns(h);
+    await h.close();
+  });
+
+  // Draw 37c: the owner chain was only built through owner tasks; a chain that skipped the task
+  // owning the waiter's conversation passed every test (the wait-for walk still refused the wait,
+  // as a cycle, not as a wait on an owner).
+  test("a task in a conversation a task owns, waiting on that owner, is a WaitCycle: the owner chain runs through owning conversations (draw 37c)", async () => {
+    const caught = new Map<TaskId, unknown>();
+    const probe = prober(caught);
+    const release = deferred();
+    type OwnerState = Go | { phase: "finish" };
+    const owner = defineTask<null, OwnerState, Json>({
+      name: "conv-owner",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            tx.createTask(
+              probe,
+              { on: runtime.taskId, policy: "allSettled" },
+              { ownership: { kind: "conversation" }, conversationId: c.id },
+            );
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_t, runtime) => {
+          await release.promise;
+          await runtime.commit(() => complete("owner"));
+        },
+      },
+      abort: async () => undefined,
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [owner, probe] });
+    const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    await until(() => caught.size > 0, { what: "the owned conversation's task's wait refused" });
+    const [low] = [...caught.keys()];
+    expect(caught.get(low!)).toBeInstanceOf(WaitCycle);
+    expect((caught.get(low!) as Error).message).toContain(`task ${ownerId}, which owns it`);
+    expect(outcome(await done(h, low!))).toEqual({ status: "completed", result: "carried on" });
+    release.resolve();
+    expect(outcome(await done(h, ownerId))).toEqual({ status: "completed", result: "owner" });
     await engineStillRuns(h);
     await h.close();
   });
