@@ -66,6 +66,34 @@ test("sections render in extension order, a later same key in place, tagged by d
   );
 });
 
+test("a wrapped section keeps its place: the wrapper decorates it where the extensions put it, before the instructions", async () => {
+  // Draw 37c, 3: every section wrapper of the named tests wrapped a section that was already last
+  // (or alone); a wrapped section put at the end of the prompt passed them all.
+  const { root, faux, ask } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "You help."), section("style", () => "Be terse.")],
+    }),
+    defineExtension({
+      name: "b",
+      sections: [section("files", () => "f.txt")],
+      wraps: [
+        wrapSection("role", (s) => ({
+          ...s,
+          render: async (input, context) => `${await s.render(input, context)} Gladly.`,
+        })),
+      ],
+    }),
+  ]);
+  await root.configure({ instructions: "Answer in French." });
+  await ask("hi");
+  expect(faux.requests[0]!.systemPrompt).toBe(
+    "<role>\nYou help. Gladly.\n</role>\n\n<style>\nBe terse.\n</style>\n\n<files>\nf.txt\n</files>\n\n<instructions>\nAnswer in French.\n</instructions>",
+  );
+  const agent = await root.agent();
+  expect(agent.sections.map((s) => s.key)).toEqual(["role", "style", "files", "instructions"]);
+});
+
 test("instructions set after a first request still come last: the next request, prepared in its creating commit, adds them after every section", async () => {
   // The first request renders in a phase of its own; the next, with the transcript at hand, in the
   // commit that creates its generation (a second rendering path): both put the instructions last.

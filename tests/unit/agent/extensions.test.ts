@@ -648,6 +648,21 @@ describe("selection in pi.agent", () => {
     ).rejects.toThrow("settings.extensions must be a list of extension names");
   });
 
+  test("an empty settings.extensions is an empty base, not an absent one: nothing is selected by default, and { add } edits the empty list", async () => {
+    // Draw 37c, 13: every named test's base held names; an empty list read as no setting (every
+    // installed extension selected) passed them all.
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    const { root, h, faux } = await open(echo, { extensions, settings: { extensions: [] } });
+    expect(h.services.agent(root.id).extensions).toEqual([]);
+    expect((await root.agent()).extensions).toEqual([]);
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(faux.requests[0]!.tools ?? []).toEqual([]);
+    await root.configure({ extensions: { add: ["b"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["b"]);
+  });
+
   test("pi.agent stores names, never code; an uninstalled extension's conversations stop getting it", async () => {
     const { root, faux, h, extensions, store } = await setup();
     await root.configure({ extensions: ["a", "b"] });

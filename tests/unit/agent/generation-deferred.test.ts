@@ -632,6 +632,54 @@ describe("deferred responses (poll)", () => {
     expect(polls).toHaveLength(1);
   });
 
+  test("a still-deferred poll with pollAfterMs 0 is not polled again at the same time: the next poll waits for the clock to pass the previous poll time", async () => {
+    // Draw 37c, 17: a still-deferred poll that dropped the previous pollAt + 1 floor passed the named
+    // tests (their clock runs) and made the standing-clock test above spin without end; here the
+    // polls are counted, each fetch answering after a timer, so the break fails an assertion.
+    const T = 1_700_000_000_000;
+    let clock = T;
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const polls: number[] = [];
+    let h!: AgentHarness;
+    h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model],
+        deferred: {
+          async fetchDeferred(model) {
+            polls.push(
+              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
+            );
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            if (polls.length === 1)
+              return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
+            return answer("ready now", model);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
+      now: () => clock,
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    const pollAt = () =>
+      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    await until(() => polls.length >= 2 || pollAt() === T + 1, {
+      timeoutMs: 5000,
+      what: "the second poll time",
+    });
+    // The clock stood at T: one poll so far, the next due at T + 1.
+    expect(polls).toEqual([T]);
+    clock = T + 1;
+    expect((await sub.wait()).status).toBe("done");
+    expect(polls).toEqual([T, T + 1]);
+    expect(textOf((await root.entries()).at(-1)!)).toBe("ready now");
+  });
+
   test("a still-deferred poll moves to poll at now + the new handle's pollAfterMs (spec: max(now + pollAfterMs, previous pollAt + 1)), not the old handle's, not one later (draw 32c)", async () => {
     // Appendix A.9: "pollAt = max(now + (pollAfterMs ?? 5000), previousPollAt + 1)". The clock stands
     // at T: the first handle (pollAfterMs 0) is due at T, its poll answers still deferred with a new

@@ -747,6 +747,47 @@ describe("generation", () => {
     expect(textOf(answer)).toBe("from the second");
   });
 
+  test("a retry finds no model when the model was cleared during the backoff: the run fails no_model at the retried attempt's preparation, its error entry kept", async () => {
+    // Draw 37c, 5: every no_model test found the model missing at a first attempt; a preparation that
+    // checked the model only for attempt 1 passed them all (the retried attempt then faulted).
+    const faux = fauxAgentModel(() => fauxError("503 Service Unavailable"));
+    const store = await memoryStore();
+    // No default model: the conversation's own is the only one.
+    const h = await AgentHarness.open(store, {
+      models: faux.models,
+      settings: { retry: { baseDelayMs: 500, maxDelayMs: 500 } },
+    });
+    cleanups.push(async () => {
+      await h.close().catch(() => undefined);
+      faux.unregister();
+    });
+    const root = await h.root();
+    await root.configure({ model: faux.ref });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => Boolean(liveOf(h).generation?.retry), { what: "the backoff" });
+    await root.configure({ model: null }); // during the backoff
+    expect(await sub.wait()).toEqual({
+      status: "unanswered",
+      reason: "no_model",
+      detail: "no model is configured",
+    });
+    expect(faux.requests).toHaveLength(1);
+    expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
+    expect((messageOf(last(await transcript(root))) as AssistantMessage).stopReason).toBe("error");
+    expect(liveOf(h)).toEqual({});
+    const failed = await h.tasks({ kind: "pi.generation" });
+    expect(failed.map((t) => t.state)).toEqual([
+      {
+        status: "terminal",
+        outcome: expect.objectContaining({
+          status: "failed",
+          error: { message: "no model is configured", detail: { reason: "no_model" } },
+        }),
+      },
+    ]);
+    expect(root.busy).toBe(false);
+  });
+
   test("the host is told each backoff deadline (wakeAt) before the wait, and again by the engine that resumes it", async () => {
     const wakes: number[] = [];
     const settings = { retry: { baseDelayMs: 300, maxDelayMs: 300 } };
