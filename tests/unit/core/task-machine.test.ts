@@ -929,6 +929,34 @@ function countingTask(o: {
   });
 }
 
+/**
+ * Run a counting task `name` (label A, version 1, steps 1 to 4) to its end while the registry
+ * changes under it: as step n runs, `swaps[n]` acts on the registry (`make(label, version)` builds a
+ * definition of the same name). Resolves with the outcome, the steps as they ran, and every report.
+ */
+async function runUnderSwaps(
+  name: string,
+  swaps: Record<
+    number,
+    (h: Harness, make: (label: string, version: number) => ReturnType<typeof countingTask>) => void
+  >,
+) {
+  const log: string[] = [];
+  const reports: string[] = [];
+  let h!: Harness;
+  const make = (label: string, version: number) =>
+    countingTask({ name, label, version, last: 4, log, at: (n) => swaps[n]?.(h, make) });
+  const original = make("A", 1);
+  h = await Harness.open(await memoryStore(), {
+    tasks: [original],
+    onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+  });
+  const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+  const result = outcome(await done(h, id));
+  await h.close();
+  return { result, log, reports: reports.filter((r) => r.includes(name)) };
+}
+
 describe("the task runtime", () => {
   test("memos: first writer wins; the terminal record drops the memos and the checkpoint, and stays queryable", async () => {
     const stored = deferred();
@@ -1274,75 +1302,45 @@ describe("the task runtime", () => {
     await h.close();
   });
   test("a replacement gone from the registry, then two unfit ones: the task runs on under its definition, each unfit definition reported once", async () => {
-    const log: string[] = [];
-    const reports: string[] = [];
-    let h!: Harness;
-    const at: Record<number, () => void> = {};
-    const make = (label: string, version: number) =>
-      countingTask({ name: "swap-gone", label, version, last: 4, log, at: (n) => at[n]?.() });
-    const original = make("A", 1);
-    at[1] = () => h.registry.unregister("swap-gone");
-    at[2] = () => h.registry.register(make("B", 2));
-    at[3] = () => h.registry.register(make("C", 3));
-    h = await Harness.open(await memoryStore(), {
-      tasks: [original],
-      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    const { result, log, reports } = await runUnderSwaps("swap-gone", {
+      1: (h) => h.registry.unregister("swap-gone"),
+      2: (h, make) => h.registry.register(make("B", 2)),
+      3: (h, make) => h.registry.register(make("C", 3)),
     });
-    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(result).toEqual({ status: "completed", result: "A" });
     expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
-    const unfit = reports.filter((r) => r.includes("swap-gone") && r.includes("cannot take over"));
+    const unfit = reports.filter((r) => r.includes("cannot take over"));
     expect(unfit.map((r) => r.match(/version (\d) cannot take over/)?.[1])).toEqual(["2", "3"]);
-    await h.close();
   });
   test("a replacement gone from the registry is reported too, once: the task runs on under its definition across every later boundary (draw 37c)", async () => {
     // Draw 37c, contrary: spec §5.4 has the invocation report a missing definition as it reports one
     // that cannot reserve; the engine reported unfit ones only.
-    const log: string[] = [];
-    const reports: string[] = [];
-    let h!: Harness;
-    const original = countingTask({
-      name: "swap-missing",
-      label: "A",
-      version: 1,
-      last: 4,
+    const {
+      result,
       log,
-      at: (n) => (n === 1 ? h.registry.unregister("swap-missing") : undefined),
+      reports: missing,
+    } = await runUnderSwaps("swap-missing", {
+      1: (h) => h.registry.unregister("swap-missing"),
     });
-    h = await Harness.open(await memoryStore(), {
-      tasks: [original],
-      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
-    });
-    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(result).toEqual({ status: "completed", result: "A" });
     expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
-    const missing = reports.filter((r) => r.includes("swap-missing"));
     expect(missing).toHaveLength(1);
     expect(missing[0]).toMatch(/swap-missing is no longer registered: task \d+ runs on/);
-    await h.close();
   });
   test("two unfit definitions of one version are two resolved definitions: each is reported once (draw 37c)", async () => {
     // Draw 37c: the named tests' unfit definitions each had a version of its own, so a report kept
     // once per version (not per definition object) passed them.
-    const log: string[] = [];
-    const reports: string[] = [];
-    let h!: Harness;
-    const at: Record<number, () => void> = {};
-    const make = (label: string, version: number) =>
-      countingTask({ name: "swap-same-version", label, version, last: 4, log, at: (n) => at[n]?.() });
-    const original = make("A", 1);
-    at[1] = () => h.registry.register(make("B", 2));
-    at[2] = () => h.registry.register(make("C", 2));
-    h = await Harness.open(await memoryStore(), {
-      tasks: [original],
-      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    const {
+      result,
+      log,
+      reports: unfit,
+    } = await runUnderSwaps("swap-same-version", {
+      1: (h, make) => h.registry.register(make("B", 2)),
+      2: (h, make) => h.registry.register(make("C", 2)),
     });
-    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "A" });
+    expect(result).toEqual({ status: "completed", result: "A" });
     expect(log).toEqual(["A:1", "A:2", "A:3", "A:4"]);
-    const unfit = reports.filter((r) => r.includes("swap-same-version"));
     expect(unfit.map((r) => r.match(/version (\d) cannot take over/)?.[1])).toEqual(["2", "2"]);
-    await h.close();
   });
   test("an older version cannot reserve either: the task runs on under its definition and the engine reports it once", async () => {
     // Break 26C: only higher replacements were set up, so an older one taken for a handover (the
@@ -1378,24 +1376,13 @@ describe("transactions", () => {
   test("after an unfit replacement the task looks again at every boundary: a fit one registered later takes it over at the next boundary (break 31E)", async () => {
     // Break 31E: every named test ran on to the end under its first definition once a replacement
     // was unfit, so an invocation that stopped looking after the first unfit one passed them.
-    const log: string[] = [];
-    const reports: string[] = [];
-    let h!: Harness;
-    const at: Record<number, () => void> = {};
-    const make = (label: string, version: number) =>
-      countingTask({ name: "swap-later", label, version, last: 4, log, at: (n) => at[n]?.() });
-    const original = make("A", 1);
-    at[1] = () => h.registry.register(make("B", 2));
-    at[2] = () => h.registry.register(make("C", 1));
-    h = await Harness.open(await memoryStore(), {
-      tasks: [original],
-      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    const { result, log, reports } = await runUnderSwaps("swap-later", {
+      1: (h, make) => h.registry.register(make("B", 2)),
+      2: (h, make) => h.registry.register(make("C", 1)),
     });
-    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
-    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "C" });
+    expect(result).toEqual({ status: "completed", result: "C" });
     expect(log).toEqual(["A:1", "A:2", "C:3", "C:4"]);
-    expect(reports.filter((r) => r.includes("swap-later"))).toHaveLength(1);
-    await h.close();
+    expect(reports).toHaveLength(1);
   });
   test("a transaction used after its callback ended is refused", async () => {
     const h = await Harness.open(await memoryStore());
