@@ -216,7 +216,7 @@ export async function resendAsFork(
       const copied: AgentChange = {
         ...(source.model ? { model: source.model } : {}),
         ...(source.thinkingLevel ? { thinkingLevel: source.thinkingLevel } : {}),
-        ...(source.instructions ? { instructions: source.instructions } : {}),
+        ...(source.instructions !== undefined ? { instructions: source.instructions } : {}),
       };
       if (Object.keys(copied).length > 0) configure(tx, id, copied);
       submitTitledIn(h, tx, id, request, kept);

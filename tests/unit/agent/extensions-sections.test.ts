@@ -119,6 +119,24 @@ test("instructions set after a first request still come last: the next request, 
   ]);
 });
 
+test("empty instructions are still set: the agent lists them last and both rendering paths send them tagged, like an empty section", async () => {
+  // "Extension sections, then `instructions` when set" (spec §2.2): an empty string is set, as a
+  // section rendering "" is kept (tagged, empty). A truthiness check left them out of both.
+  const { root, faux, ask } = await setup([
+    defineExtension({ name: "a", sections: [section("role", () => "You help.")] }),
+  ]);
+  await root.configure({ instructions: "" });
+  await ask("hi");
+  await ask("again");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<role>\nYou help.\n</role>\n\n<instructions>\n\n</instructions>",
+    "<role>\nYou help.\n</role>\n\n<instructions>\n\n</instructions>",
+  ]);
+  const agent = await root.agent();
+  expect(agent.instructions).toBe("");
+  expect(agent.sections.map((s) => s.key)).toEqual(["role", "instructions"]);
+});
+
 test("sections follow the selection's extension order, not install order; a later same key still replaces in place", async () => {
   const { root, faux, ask } = await setup([
     defineExtension({

@@ -60,7 +60,7 @@ export async function renderSections(
     }
     place(out, s, text, input.shown, options.report);
   }
-  if (instructions) out["instructions"] = tagged("instructions", instructions);
+  if (instructions !== undefined) out["instructions"] = tagged("instructions", instructions);
   return out;
 }
 
@@ -89,7 +89,7 @@ export function renderSectionsNow(
     }
     place(out, s, text, input.shown, report);
   }
-  if (instructions) out["instructions"] = tagged("instructions", instructions);
+  if (instructions !== undefined) out["instructions"] = tagged("instructions", instructions);
   return out;
 }
 
