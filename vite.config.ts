@@ -43,7 +43,9 @@ function noNodeFsInPiAi(): Plugin {
  * arrive (src/lib/engine-start.ts). Vite folds every module script of index.html into one entry, whose
  * code runs only once its whole import graph is fetched, so start.ts is an entry of its own (see
  * `build.rolldownOptions.input`) and this plugin puts its script ahead of the app's: the built chunk
- * in a build, the source under `vite serve`.
+ * in a build, the source under `vite serve`. It is `async`: it runs as soon as it is fetched, not
+ * after the document is parsed (a deferred script also waits for the stylesheet); the app calls the
+ * same start first thing in case it runs first, and a second call starts nothing.
  */
 function earlyEngineStart(): Plugin {
   const source = "src/start.ts";
@@ -67,7 +69,11 @@ function earlyEngineStart(): Plugin {
           src = `${base}${chunk.fileName}`;
         }
         return [
-          { tag: "script", attrs: { type: "module", crossorigin: true, src }, injectTo: "head-prepend" },
+          {
+            tag: "script",
+            attrs: { type: "module", async: true, crossorigin: true, src },
+            injectTo: "head-prepend",
+          },
         ];
       },
     },
@@ -93,7 +99,9 @@ export default defineConfig({
     earlyEngineStart(),
     VitePWA({
       registerType: "autoUpdate",
-      injectRegister: "script",
+      // Deferred: a plain script in the head would hold the parser (and so the app) until it and the
+      // stylesheet before it arrive.
+      injectRegister: "script-defer",
       includeAssets: ["icon-192.png", "icon-512.png"],
       manifest: {
         name: "Durable Agent",

@@ -15,6 +15,9 @@
  * - the worker's name is its configuration (store, build, test flags), computed here for both;
  * - only the SharedWorker engine starts early: the dedicated-worker fallback needs the tab's host
  *   lock first (engine.svelte.ts), and a taken-over early worker is handed out once;
+ * - the start runs once a page: the first script is `async` (it runs once fetched, not after the
+ *   parse), so the engine client calls the start too before it looks for the early worker, and the
+ *   later of the two calls starts nothing (never a second engine connection or tab id);
  * - the tab's id is made once: the engine client takes it (`earlyTabId`) with the worker, and never
  *   offers the side channel again when this module did (a second offer would replace the first);
  * - the tab's lock is asked for before the side channel's hello is sent (the engine, granted that
@@ -71,6 +74,12 @@ export interface EarlyTab {
   readonly offered: boolean;
 }
 
+/** The performance mark set as the page asks for its engine's worker (the floor's page sets it too). */
+export const WORKER_ASKED_MARK = "durable-agent:worker-asked";
+
+/** Whether `startEngineEarly` has run on this page (it starts at most once). */
+let begun = false;
+
 /** A worker started early, not taken yet, and whether its script failed to load meanwhile. */
 let early: { name: string; worker: SharedWorker; failed: boolean; tab: EarlyTab | undefined } | undefined;
 
@@ -105,9 +114,17 @@ function announceTab(params: URLSearchParams, query: URLSearchParams): EarlyTab 
   return { tabId, held, offered: true };
 }
 
-/** Start the engine's worker for this page now (nothing where the page does not use the SharedWorker). */
+/**
+ * Start the engine's worker for this page now (nothing where the page does not use the SharedWorker),
+ * once: the first script (async, so it may run before or after the app's) and the engine client both
+ * call it, and whichever comes second starts nothing.
+ */
 export function startEngineEarly(params: URLSearchParams): void {
-  if (early || !usesSharedWorker(params)) return;
+  if (begun) return;
+  begun = true;
+  if (!usesSharedWorker(params)) return;
+  // The recovery bench reads when the page asked for its worker (tests/bench/recovery.ts).
+  performance.mark(WORKER_ASKED_MARK);
   const query = workerQuery(params);
   const started = {
     name: query.toString(),

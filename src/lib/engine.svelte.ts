@@ -26,6 +26,7 @@ import {
   earlyTabId,
   holdTabLock,
   sharedEngineWorker,
+  startEngineEarly,
   takeEarlyWorker,
   usesSharedWorker,
   workerQuery,
@@ -65,6 +66,8 @@ export class EngineClient {
 
   constructor(readonly params: URLSearchParams) {
     this.storeName = params.get("store") ?? DEFAULT_STORE_NAME;
+    // The first script is async: should the app run first, it starts the worker here (once a page).
+    startEngineEarly(params);
     this.tabId = earlyTabId(workerQuery(params)) ?? crypto.randomUUID();
     const claimed = Number(params.get("protocol"));
     this.protocol =

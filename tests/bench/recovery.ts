@@ -146,7 +146,7 @@ async function floorRound(
   server: StaticServer,
   store: string,
   kit: BenchKit,
-): Promise<{ parts: number[]; lent: number[] }> {
+): Promise<{ parts: number[]; lent: number[]; steps: number[] }> {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Network.enable");
   await cdp.send("Network.setBypassServiceWorker", { bypass: true });
@@ -169,11 +169,48 @@ async function floorRound(
         r.committedAt - origin,
       ],
       lent: lentSteps(r.lent, origin, r.wasmAt),
+      steps: await pageSteps(page, r.createdAt),
     };
   } finally {
     await cdp.send("Network.setBypassServiceWorker", { bypass: false }).catch(() => undefined);
     await cdp.detach().catch(() => undefined);
   }
+}
+
+const PAGE_STEPS = [
+  "its service worker started",
+  "the document fetched",
+  "the first script fetched",
+  "the document parsed",
+  "its script asked for the worker",
+  "the worker created (its time origin)",
+] as const;
+
+/**
+ * The page's own steps up to creating its worker (PAGE_STEPS), in ms from its navigation start, by
+ * Navigation and Resource Timing: the service worker's start (NaN: none answered), the document's
+ * response end, the first script's response end, the parse's end (domInteractive), when its script
+ * asked for the worker (the mark src/lib/engine-start.ts WORKER_ASKED_MARK), and `createdAt`.
+ */
+async function pageSteps(page: Page, createdAt: number): Promise<number[]> {
+  const [origin, steps] = await page.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0] as PerformanceNavigationTiming | undefined;
+    const scripts = performance
+      .getEntriesByType("resource")
+      .filter((r) => (r as PerformanceResourceTiming).initiatorType === "script")
+      .map((r) => (r as PerformanceResourceTiming).responseEnd);
+    return [
+      performance.timeOrigin,
+      [
+        nav && nav.workerStart > 0 ? nav.workerStart : Number.NaN,
+        nav?.responseEnd ?? Number.NaN,
+        scripts.length > 0 ? Math.min(...scripts) : Number.NaN,
+        nav?.domInteractive ?? Number.NaN,
+        performance.getEntriesByName("durable-agent:worker-asked")[0]?.startTime ?? Number.NaN,
+      ],
+    ] as const;
+  });
+  return [...steps, createdAt - origin];
 }
 
 /** The lent worker's steps (LentOpenParts), and when its port reached the SharedWorker. */
@@ -290,12 +327,15 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
   const opens: number[][] = [];
   const lentFloor: number[][] = [];
   const lentApp: number[][] = [];
+  const pageFloor: number[][] = [];
+  const pageApp: number[][] = [];
   let ticks = 0;
   for (let round = 1; round <= ROUNDS; round++) {
     const leftApp = await freshPage(b, page);
     page = leftApp.page;
-    const { parts: floor, lent } = await floorRound(page, server, store, kit);
+    const { parts: floor, lent, steps } = await floorRound(page, server, store, kit);
     floors.push(floor);
+    pageFloor.push(steps);
     if (lent.length > 0) lentFloor.push(lent);
     floorRows.push([String(round), ...floor.map((ms) => `${fmt(ms)} ms`)]);
     const leftFloor = await freshPage(b, page);
@@ -310,6 +350,7 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
       (s) => s.timeline.firstTickAt !== undefined,
     );
     await profiled?.(stats.timeline);
+    pageApp.push(await pageSteps(page, stats.timeline.createdAt!));
     const parts = recoveryParts(stats.timeline, origin);
     recoveries.push(parts);
     const total = parts.at(-1)!;
@@ -398,13 +439,19 @@ export async function recovery(b: LaunchedBrowser, server: StaticServer, kit: Be
     "\nthe app's store open in parts (each from the end of the one before, the first from the later of the lock and the compile; 0: not stamped)",
   );
   table(openRows);
+  // A step some round did not stamp (a spare that compiled inside the open) counts in none.
+  const stamped = (runs: number[][]) =>
+    runs[0]!.map((_, i) => {
+      const xs = runs.map((r) => r[i]!).filter((x) => !Number.isNaN(x));
+      return xs.length === 0 ? undefined : median(xs);
+    });
+  const pf = stamped(pageFloor);
+  const pa = stamped(pageApp);
+  console.log(
+    "\nthe page up to creating its worker, from its navigation start (medians; Navigation and Resource Timing; -: none)",
+  );
+  table([["step", "floor", "recovery"], ...PAGE_STEPS.map((step, i) => [step, ms(pf[i]), ms(pa[i])])]);
   if (lentFloor.length > 0 && lentApp.length > 0) {
-    // A step some round did not stamp (a spare that compiled inside the open) counts in none.
-    const stamped = (runs: number[][]) =>
-      runs[0]!.map((_, i) => {
-        const xs = runs.map((r) => r[i]!).filter((x) => !Number.isNaN(x));
-        return xs.length === 0 ? undefined : median(xs);
-      });
     const lf = stamped(lentFloor);
     const la = stamped(lentApp);
     const between = (a: number | undefined, b: number | undefined) =>

@@ -104,6 +104,20 @@ test("the engine client takes the worker started early, once, and only for the s
   expect(m.takeEarlyWorker(m.workerQuery(params))).toBeUndefined();
 });
 
+test("the start runs once a page: a later call, after the worker was taken, starts no second engine connection or tab", async () => {
+  // The first script is async: it may run before the app's engine client or after it, and both call
+  // the start. Whichever comes second must start nothing (a second side channel would offer another tab).
+  const m = await fresh();
+  const params = new URLSearchParams("store=s1");
+  m.startEngineEarly(params);
+  const tabId = m.earlyTabId(m.workerQuery(params));
+  expect(tabId).toEqual(expect.any(String));
+  expect(m.takeEarlyWorker(m.workerQuery(params))).toBeDefined();
+  m.startEngineEarly(params);
+  expect(FakeSharedWorker.made).toHaveLength(2);
+  expect(m.takeEarlyWorker(m.workerQuery(params))).toBeUndefined();
+});
+
 test("a script that failed to load before the client took the worker is reported", async () => {
   const m = await fresh();
   const params = new URLSearchParams("");
