@@ -105,7 +105,7 @@ function announceTab(params: URLSearchParams, query: URLSearchParams): EarlyTab 
   if (typeof Worker !== "function") return undefined;
   const tabId = crypto.randomUUID();
   const held = holdTabLock(tabId);
-  // The spare decides itself whether to compile its wasm (only where no other tab of the app is open).
+  // The spare compiles its wasm at once (worker/entry/lent-store.ts says why).
   const spare = query.get("storeKind") === "idb" ? undefined : spareStoreWorker(tabId);
   offerScriptWorkers(sharedEngineWorker(query).port, tabId, {
     protocol: PROTOCOL_VERSION,

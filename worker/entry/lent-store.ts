@@ -6,11 +6,14 @@
  * engine's end closes, the store closes (a transaction in flight rolls back) and the worker ends, so
  * the file's handle is free for the next lender. Its wasm starts compiling as soon as it connects.
  * A spare (`spare: tabId`: the tab's first script started it before the engine asked, and lent it
- * with its hello: src/lib/engine-start.ts) compiles only where no other tab of the app is open (else
- * an older tab lends the store), and ends itself when the engine sends nothing within
- * SPARE_STORE_MS; the engine uses a spare's port only well within that (PRELENT_MS).
+ * with its hello: src/lib/engine-start.ts) compiles at once too, and ends itself when the engine sends
+ * nothing within SPARE_STORE_MS; the engine uses a spare's port only well within that (PRELENT_MS).
+ * Asking first whether another tab is open (and so lends the store) cost the first tab its head
+ * start: the engine's open arrived before the lock query's answer, and the compile began only then
+ * (about 30-50 ms later on the recovery bench); a spare in a second tab compiles for nothing instead
+ * (one compile on a worker thread, freed when the spare ends).
  */
-import { SPARE_STORE_MS, tabLockName } from "../protocol/browser.ts";
+import { SPARE_STORE_MS } from "../protocol/browser.ts";
 import { openBrowserStore, preloadBrowserStore, wasmMemoryBytes } from "../store/browser.ts";
 import { serveLentStore } from "../store/lent/server.ts";
 import type { LentOpenParts } from "../store/lent/wire.ts";
@@ -27,13 +30,6 @@ const compile = () => {
   });
 };
 
-/** Whether a tab other than `own` holds or awaits its tab lock. */
-async function otherTabOpen(own: string): Promise<boolean> {
-  const { held = [], pending = [] } = await navigator.locks.query();
-  const prefix = tabLockName("");
-  return [...held, ...pending].some((l) => l.name?.startsWith(prefix) && l.name !== tabLockName(own));
-}
-
 scope.addEventListener(
   "message",
   (event: MessageEvent<{ type?: unknown; port?: unknown; spare?: unknown }>) => {
@@ -42,11 +38,8 @@ scope.addEventListener(
     if (typeof spare === "string") {
       const unused = setTimeout(() => scope.close(), SPARE_STORE_MS);
       port.addEventListener("message", () => clearTimeout(unused), { once: true });
-      void otherTabOpen(spare).then(
-        (other) => (other ? undefined : compile()),
-        () => undefined,
-      );
-    } else void compile();
+    }
+    void compile();
     void serveLentStore(port, {
       open: async (name) => {
         parts.askedAt = now();
