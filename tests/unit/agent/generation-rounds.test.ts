@@ -447,6 +447,34 @@ test("a call beforeTool blocks and one with invalid arguments are never executed
   }
 });
 
+test("a call whose environment could not be built never executed: its tool_error result carries no durationMs (draw 38 D)", async () => {
+  // Draw 38 D: contrary: the builder's throw was raised inside the timed span, so the tool_error
+  // result carried a durationMs near 0 though execute() never ran (spec §8.4: results of calls that
+  // did not execute have none).
+  let executed = 0;
+  const tool = defineTool({
+    name: "work",
+    description: "Runs in the conversation's environment",
+    parameters: Type.Object({}),
+    async execute() {
+      executed++;
+      return textResult("ran");
+    },
+  });
+  const { root } = await open(callsThenAnswer(fauxToolCall("work", {}, { id: "e1" })), {
+    tools: [tool],
+    env: () => {
+      throw new Error("no environment today");
+    },
+  });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(executed).toBe(0);
+  const [result] = await toolResults(root);
+  expect(messageOf(result!)).toMatchObject({ toolCallId: "e1", isError: true });
+  expect(textOf(messageOf(result!))).toContain("no environment today");
+  expect(messageOf(result!)).not.toHaveProperty("durationMs");
+});
+
 test("durationMs is how long execute() took, throwing or not, and nothing before or after it: the environment's building and the afterTool chain are not counted", async () => {
   // The monotonic clock, pushed forward by the tools and the hook (never read for an assertion of time).
   const real = performance.now.bind(performance);

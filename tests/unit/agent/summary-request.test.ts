@@ -173,3 +173,39 @@ test("a fork's summary request summarizes the history it inherits with its own: 
   for (const text of ["[User]: one", "[User]: two", "[User]: three"]) expect(body).toContain(text);
   expect(body.indexOf("[User]: one")).toBeLessThan(body.indexOf("[User]: three"));
 });
+
+test("a retried summary request sends the maxTokens pinned at select, though the compaction settings changed meanwhile (draw 38 D)", async () => {
+  // Draw 38 D: the named tests never change reserveTokens while a summary is out; a summary request
+  // that computed maxTokens from the settings at send time, not the pinned value, passed them.
+  const sent: unknown[] = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    if (context.systemPrompt === SUMMARY_SYSTEM_PROMPT) sent.push(options.maxTokens);
+    return defaultStream(model, context, options);
+  };
+  let summaries = 0;
+  // Read at every resolution: the change below reaches everything that reads the settings anew.
+  const settings = { compaction: { keepRecentTokens: 1, reserveTokens: 1000 }, retry: { baseDelayMs: 1 } };
+  const { h, root } = await open(
+    async (req) => {
+      if (req.systemPrompt !== SUMMARY_SYSTEM_PROMPT) return fauxAssistantMessage("ok");
+      summaries++;
+      if (summaries === 1) {
+        settings.compaction = { keepRecentTokens: 1, reserveTokens: 500 };
+        return fauxError("503 overloaded");
+      }
+      return fauxAssistantMessage(`SUMMARY ${summaries}`);
+    },
+    { stream, settings },
+  );
+  for (const text of ["one", "two", "three"])
+    await (await root.submit({ type: "input", content: text })).wait();
+  const id = await root.compact();
+  expect((await h.waitForTask(id)).state).toMatchObject({ outcome: { status: "completed" } });
+  // floor(0.8 * 1000) pinned at select, for the first attempt and its retry alike.
+  expect(sent).toEqual([800, 800]);
+  // A compaction selected after the change pins the new value.
+  for (const text of ["four", "five"]) await (await root.submit({ type: "input", content: text })).wait();
+  const later = await root.compact();
+  expect((await h.waitForTask(later)).state).toMatchObject({ outcome: { status: "completed" } });
+  expect(sent).toEqual([800, 800, 400]);
+});

@@ -198,6 +198,52 @@ test("onAbort's replacement keeps the diagnostics the chain hands on, the harnes
   });
 });
 
+test("onAbort's replacement that hands on diagnostics of its own without the aborted one: the harness's aborted and truncation diagnostics come after them, last (draw 38 D)", async () => {
+  // Draw 38 D: every hook of the named tests hands on the aborted diagnostic (a fresh result keeps the
+  // recorded list, a spread keeps it), so a harness that put its re-added aborted diagnostic before
+  // the hook's own passed them.
+  const started = deferred();
+  const tool = defineTool({
+    name: "tail",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, maxBytes: 4096, retain: "tail" },
+    async execute(_args, api) {
+      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
+    tools: [tool],
+    settings: { outputIntervalMs: 1 },
+    hooks: {
+      onAbort: [
+        (_call, result) => ({
+          ...result,
+          content: [{ type: "text", text: "one\ntwo\nthree\nfour" }],
+          // The hook's own list, in place of the one it was given.
+          diagnostics: [{ severity: "info", code: "policy", message: "cancelled by policy" }],
+        }),
+      ],
+    },
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined, { what: "the diagnostic stored" });
+  const toolTask = liveOf(h).tools![0]!.taskId!;
+  await h.abortTask(toolTask);
+  expect((await input.wait()).status).toBe("done");
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["policy", "aborted", "truncated"]);
+  expect(messageOf(result!).content[0]).toEqual({ type: "text", text: "three\nfour" });
+  expect((await h.getTask(toolTask))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+});
+
 test("a tool's slot updates apply only while its slot exists: output after the slot went is not stored, and its aborted result has no partial output", async () => {
   const more = deferred();
   const tool = defineTool({

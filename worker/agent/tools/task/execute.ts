@@ -97,7 +97,8 @@ interface Execution {
   failed: boolean;
   /** The result carries the retained output, so what its bounds dropped is reported. */
   fromOutput: boolean;
-  durationMs: number;
+  /** Absent when execute() never ran (the environment could not be built). */
+  durationMs: number | undefined;
 }
 
 /**
@@ -168,7 +169,9 @@ export async function runTool(
     result = { ...result, content: [...result.content, { type: "text", text: `Error: ${message}` }] };
   }
   ended = true;
-  const durationMs = Math.round(performance.now() - started);
+  // How long execute() took; a call whose environment could not be built never executed, so its
+  // result has none (spec §8.4; draw 38 D).
+  const durationMs = envFailed ? undefined : Math.round(performance.now() - started);
   await output.stop();
   if (runtime.aborted) {
     output.settle(runtime.signal.reason);
