@@ -626,7 +626,22 @@ export class Harness {
         options,
       );
       const reached = new Set([conversationId]);
-      if (options.background) for (const id of scope) reached.add(overlay.task(id)!.conversationId);
+      if (options.background) {
+        for (const id of scope) reached.add(overlay.task(id)!.conversationId);
+        // Also a conversation below with no live work, its queue left by a failed run (spec §5.4:
+        // "the queued inputs of every conversation it reaches"). Those with queued items are in memory.
+        const records = overlay.base.conversations;
+        for (const record of records.values()) {
+          let up = record.owner?.conversationId;
+          for (let steps = 0; up !== undefined && steps < 100_000; steps++) {
+            if (up === conversationId) {
+              if (overlay.away(record.id) === undefined) reached.add(record.id);
+              break;
+            }
+            up = records.get(up)?.owner?.conversationId;
+          }
+        }
+      }
       options.inCommit?.(tx, reached);
       return { scope, marked: scope.filter((id) => mark(overlay, id)) };
     });

@@ -5,7 +5,7 @@
  * operations (ownership of created tasks, reads, waits), the committed document reader, and that
  * each is refused once the call ended.
  */
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { defineDoc } from "../../../worker/agent/records.ts";
@@ -21,6 +21,7 @@ import { complete, type Go, single, untilAborted } from "../core/fixtures.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
+  inboxOf,
   liveOf,
   messageOf,
   open,
@@ -737,6 +738,48 @@ test("a tool's conversation handle: abort() leaves the background work there run
   await until(() => h.inspect().tasks.length === 0, { what: "the root's background task aborted" });
 });
 
+test("a tool's conversation handle: abort() withdraws the queued steer and follow-up inputs of that conversation (unanswered, aborted) and keeps its queued write (draw 38, 17)", async () => {
+  // Spec §5.4, §6: Conversation.abort() withdraws queued inputs but keeps writes. Draw 38-B: every
+  // named withdrawal was a host's Conversation.abort(); a tool's handle that withdrew the steer
+  // inputs only (its own copy of the withdrawal) passed them all.
+  const gate = deferred();
+  const shared: { other?: number } = {};
+  const { tool } = probe("aborter", async (api) => {
+    await api.conversation(shared.other!)!.abort();
+    return textResult("aborted");
+  });
+  const root = callsThenAnswer(fauxToolCall("aborter", {}, { id: "call-1" }));
+  const { h, root: rootConversation } = await open(
+    async (req, n) => {
+      if (!JSON.stringify(req.messages).includes('"hold"')) return root(req, n);
+      await gate.promise;
+      return fauxAssistantMessage("late");
+    },
+    { tools: [tool] },
+  );
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  shared.other = other.id;
+  const first = await other.submit({ type: "input", content: "hold" });
+  await until(() => other.busy, { what: "a run in the other conversation" });
+  const steer = await other.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  const followUp = await other.submit({ type: "input", content: "follow" });
+  const write = await other.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  expect(inboxOf(h, other.id).items.map((i) => i.mode)).toEqual(["steer", "followUp", "write"]);
+  let marked = false;
+  h.subscribe((change) => {
+    if (change.tasks.some((t) => t.conversationId === other.id && t.abortRequested)) marked = true;
+  });
+  const sub = await rootConversation.submit({ type: "input", content: "go" });
+  await until(() => marked, { what: "the other conversation's run marked" });
+  gate.resolve(); // the faux model is deaf to the signal: let the aborted request return
+  expect((await sub.wait()).status).toBe("done");
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await steer.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await followUp.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, other.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
 test("two calls wait on one task: the wait of the call aborted first rejects with WaitCancelled, and the other call still gets the terminal receipt", async () => {
   // Draw 32B: every named wait was the only one on its task; a cancelled wait that dropped every
   // wait on the task (not only its own) passed them, and the other call then waited forever.
@@ -833,6 +876,51 @@ test("two calls wait for another conversation's idle through their handles: the 
     outcome: { status: "completed" },
   });
   expect((await sub.wait()).status).toBe("done");
+});
+
+test("a tool's conversation handle waits for the idle of that conversation itself, whose owner still runs elsewhere: the wait resolves once the work there ended, never waiting for the owner (draw 38, 1)", async () => {
+  // Spec §5.4: direct conversation operations start inside that conversation regardless of its
+  // owner. Draw 38-B: every named direct idle wait was a host's Conversation.waitForIdle(); a tool's
+  // handle whose wait started at the owner's conversation passed them all.
+  const gate = deferred();
+  const work = gatedTask("test.work", gate.promise);
+  let owned: number | undefined;
+  const owner = single("test.owner", async (_t, runtime, signal) => {
+    await runtime.commit((tx) => {
+      owned = tx.createConversation({ kind: "task", taskId: runtime.taskId }).id;
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await untilAborted(signal);
+  });
+  const shared: { workId?: number; ownerId?: number } = {};
+  const seen: Record<string, unknown> = {};
+  const { tool } = probe("idler", async (api) => {
+    await api.conversation(owned!)!.waitForIdle();
+    const ownerRecord = (await api.getTask(shared.ownerId!))!;
+    seen["owner"] = [ownerRecord.state.status, ownerRecord.abortRequested];
+    seen["work"] = (await api.getTask(shared.workId!))!.state;
+    return textResult("idle");
+  });
+  const { h, root } = await open(calls("idler"), { tools: [tool], tasks: [owner, work] });
+  const elsewhere = await h.createConversation({ ownership: { kind: "ownerless" } });
+  shared.ownerId = await h.transaction((tx) =>
+    tx.createTask(owner, null, { ownership: { kind: "conversation" }, conversationId: elsewhere.id }),
+  );
+  await until(() => owned !== undefined, { what: "the owned conversation created" });
+  shared.workId = await h.transaction((tx) =>
+    tx.createTask(work, { n: 1 }, { ownership: { kind: "conversation" }, conversationId: owned! }),
+  );
+  const sub = await root.submit({ type: "input", content: "go" });
+  gate.resolve();
+  await until(() => seen["owner"] !== undefined, {
+    what: "the handle's wait resolved",
+    timeoutMs: 2000,
+  }).catch(() => undefined);
+  // Only now the owner ends: a wait that started at the owner's conversation resolves after this.
+  expect(await h.abortTask(shared.ownerId)).toBe("marked");
+  expect((await sub.wait()).status).toBe("done");
+  expect(seen["work"]).toEqual({ status: "terminal", outcome: { status: "completed", result: { n: 1 } } });
+  expect(seen["owner"]).toEqual(["running", false]);
 });
 
 test("getTask reads the committed record while a later commit is on its way to the store: an abort mark merged but not stored is not read until it is", async () => {

@@ -7,6 +7,7 @@ import { expect, test } from "vitest";
 import type { AnyTaskDefinition } from "../../../worker/core/define.ts";
 import { internals } from "../../../worker/core/internals.ts";
 import {
+  CommitRefused,
   type ConversationId,
   defineTask,
   Harness,
@@ -784,6 +785,56 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
   expect(log).toEqual([]);
   expect(await h.abortTask(id)).toBe("terminal");
+  await h.close();
+});
+
+test("a held outcome is final for its own invocation too: a runtime commit the handler makes after the commit that held it is refused, and the task stays completing with its outcome (draw 38, 20)", async () => {
+  // Spec §5.5 rule 2: no phase, runtime commit, or abort handler runs again. Draw 38-B: every named
+  // test's handler returned after its finishing commit; a runtime gate that let a completing task
+  // commit (one more checkpoint took it back to running) passed them all.
+  let kidId: TaskId | undefined;
+  let refused: unknown;
+  const kid = single("late-kid", async (_t, _r, signal) => untilAborted(signal));
+  const holder = defineTask<Json, Go | { phase: "finish" } | { phase: "again" }, Json>({
+    name: "late-holder",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => {
+        await runtime.commit(() => complete("held"));
+        try {
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "again" } }));
+        } catch (error) {
+          refused = error;
+        }
+      },
+      again: async (_t, runtime) => void (await runtime.commit(() => complete("ran again"))),
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "completing", { what: "holder completing" });
+  await settle();
+  expect(refused).toBeInstanceOf(CommitRefused);
+  expect((await h.getTask(id))?.state).toEqual({
+    status: "completing",
+    outcome: { status: "completed", result: "held" },
+  });
+  expect(await h.abortTask(id)).toBe("marked");
+  const final = await done(h, id);
+  expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
+  expect(final.abortRequested).toBe(true);
+  expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
   await h.close();
 });
 
