@@ -1011,6 +1011,36 @@ test("getTask and waitForTask read a task that ended before a restart: its store
   expect(reads).toEqual([ended, ended]);
 });
 
+test("an entry a tool appends through api.commit records byTaskId = the call's tool task, live, as stored and after a reopen; a host commit's carries none (draw 38)", async () => {
+  // Draw 38A: the named byTaskId tests append through runtime.commit, runtime.memo and a wake
+  // continuation; a tool's api.commit written as a host commit (no task context) passed them all.
+  const ids: { task?: number; returned?: unknown } = {};
+  const { tool } = probe("writer", async (api) => {
+    ids.task = api.taskId;
+    ids.returned = await api.commit((tx) =>
+      tx.appendEntry(api.conversationId, { kind: "app.note", data: "by the tool" }),
+    );
+    return textResult("ok");
+  });
+  const { h, root, store, faux } = await open(calls("writer"), { tools: [tool] });
+  await h.transaction((tx) => tx.appendEntry(root.id, { kind: "app.note", data: "by the host" }));
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const toolTask = await h.getTask(ids.task!);
+  expect(toolTask!.kind).toBe("pi.tool");
+  const notes = (entries: readonly { kind: string; data?: unknown; byTaskId?: number }[]) =>
+    entries.filter((e) => e.kind === "app.note").map((e) => [e.data, e.byTaskId]);
+  expect(notes([ids.returned as never])).toEqual([["by the tool", ids.task]]);
+  expect(notes(await h.entries(root.id))).toEqual([
+    ["by the host", undefined],
+    ["by the tool", ids.task],
+  ]);
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [tool] });
+  expect(notes(await again.entries(root.id))).toEqual([
+    ["by the host", undefined],
+    ["by the tool", ids.task],
+  ]);
+});
+
 test("snapshot reads committed documents, by name or token, of its conversation or another; an absent one is undefined and is not created; it rejects after the call ended", async () => {
   const Note = defineDoc<{ text: string }>("app.note", { text: "" });
   const Absent = defineDoc<{ text: string }>("app.absent", { text: "" });

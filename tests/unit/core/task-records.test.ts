@@ -1497,6 +1497,8 @@ test("an entry keeps every field of its shape as appended, published, read and r
     { kind: "note", data: null },
     { kind: "note", data: { nested: [1, "two"] }, model: [{ role: "user", content: "seen", timestamp: 1 }] },
     { kind: "note", model: [], head: "self" as const },
+    // Draw 38A: an empty edits list dropped at append (read back without the field) passed every test.
+    { kind: "note", data: "no edits", edits: [] },
   ];
   const byTask = [{ role: "user", content: "by the task", timestamp: 2 }];
   const writer = single("shape-writer", async (_t, runtime) => {
