@@ -1009,6 +1009,44 @@ describe("deferred responses (poll)", () => {
     await root.waitForIdle();
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
+  test("abort while polling after the conversation's model changed: the cancellation is asked of the poll's own model, not the new one (draw 38C)", async () => {
+    // Spec §8: cancelDeferred is called with the model of the continuation. Draw 38C: an abort
+    // handler resolving the conversation's current model passed every test (none changed the
+    // model while polling before the abort).
+    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+    const other = { ...faux.model, id: "faux-other" };
+    const cancelled: string[] = [];
+    const h = await AgentHarness.open(await memoryStore(), {
+      models: createModelResolver({
+        extra: [faux.model, other],
+        deferred: {
+          fetchDeferred: () => new Promise(() => undefined),
+          async cancelDeferred(model, handle) {
+            cancelled.push(`${handle.id} ${model.id}`);
+          },
+        },
+      }),
+      defaultModel: faux.ref,
+      stream: deferringStream({ id: "job-38", pollAfterMs: 60_000 }, { count: 0 }),
+    });
+    cleanups.push(async () => {
+      await h.close();
+      faux.unregister();
+    });
+    const root = await h.root();
+    const sub = await root.submit({ type: "input", content: "answer later" });
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    await root.configure({ model: { provider: other.provider, modelId: other.id } });
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(cancelled).toEqual([`job-38 ${faux.model.id}`]);
+    await root.waitForIdle();
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
+
   test("abort while a poll's fetch is in flight (its pollAt passed) cancels the handle too, and the input ends unanswered (aborted)", async () => {
     // Break 30I: the named test aborted during the sleep before the first poll (pollAt a minute
     // ahead); a handler that cancels only while the poll is still ahead passed it.

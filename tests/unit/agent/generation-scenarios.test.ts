@@ -88,6 +88,43 @@ test("an abort while the answer streams converts the committed partial into an a
   });
 });
 
+test("an abort while the answer streams with a follow-up queued converts the committed partial too, before the abort's final boundary places the follow-up (NOT-APPLICABLE [6], draw 38C)", async () => {
+  // Draw 38C: the abort handler converting the partial only when it ends the run bare (the route
+  // with a queued follow-up removing pi.live's generation, and the partial with it, unconverted)
+  // passed every test: none aborted a run holding a partial while an input was queued.
+  const slow = fauxAgentModel(() => fauxAssistantMessage("word ".repeat(400).trim()), {
+    tokensPerSecond: 200,
+  });
+  cleanups.push(async () => slow.unregister());
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: slow.models,
+    defaultModel: slow.ref,
+    settings: { partialIntervalMs: 20 },
+  });
+  cleanups.push(() => h.close().catch(() => undefined));
+  const root = await h.root();
+  const submission = await root.submit({ type: "input", content: "hi" });
+  const message = () => (liveOf(h).generation as { message?: AssistantMessage } | undefined)?.message;
+  await until(() => (message()?.content.length ?? 0) > 0, { what: "a committed partial" });
+  const partial = textOf(message()!);
+  const follow = await root.submit({ type: "input", content: "then" });
+  const taskId = liveOf(h).run!.taskId;
+  expect(await h.abortTask(taskId)).toBe("marked");
+  expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  const entries = await transcript(root);
+  // The aborted run's converted partial comes before the follow-up's pi.user entry.
+  expect(entries.slice(0, 3).map((e) => e.kind)).toEqual(["pi.user", "pi.assistant", "pi.user"]);
+  const converted = messageOf(entries[1]!) as AssistantMessage;
+  expect(converted.stopReason).toBe("aborted");
+  expect(textOf(converted).startsWith(partial)).toBe(true);
+  expect(textOf(messageOf(entries[2]!))).toBe("then");
+  expect((await h.waitForTask(taskId)).state).toEqual({
+    status: "terminal",
+    outcome: { status: "aborted", reason: "aborted" },
+  });
+  expect(await follow.wait()).toMatchObject({ status: "done" });
+});
+
 test("a run whose input something else already settled still ends on abort; the earlier settlement stays", async () => {
   const hold = deferred();
   const { h, root } = await open(async (req, n) => {

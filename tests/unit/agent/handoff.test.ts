@@ -141,6 +141,9 @@ describe("handoff", () => {
     expect((await follow.record()).status).toBe("queued");
     gate.resolve();
     expect((await first.wait()).status).toBe("done");
+    // The commit that settles the first input applies the final boundary: the follow-up has left
+    // the inbox by then (draw 38C, 7: a handoff round ending the run bare failed here only by a timeout).
+    expect((await follow.record()).status).not.toBe("queued");
     // No further submission: the final boundary of the handoff round placed it, after the reset.
     expect((await follow.wait()).status).toBe("done");
     expect((await transcript(root)).map((e) => e.kind)).toEqual([

@@ -737,6 +737,10 @@ describe("tools", () => {
     gate.resolve();
     const entries = () => transcript(root);
     expect(await first.wait()).toMatchObject({ status: "done" });
+    // The commit that settles the first input applies the final boundary (spec §6: a terminating
+    // round is a successful run end): the follow-up has left the inbox by then (draw 38C, 7: a
+    // terminating round ending the run bare, the follow-up left queued, failed here only by a timeout).
+    expect((await follow.record()).status).not.toBe("queued");
     // No further submission: the final boundary of the terminating round placed it.
     expect((await follow.wait()).status).toBe("done");
     expect(kinds(await entries())).toEqual([
