@@ -1131,37 +1131,49 @@ test("abort({ background: true }) withdraws the queued inputs of every conversat
   expect(outcome(await h.getTask(workerId))?.status).toBe("aborted");
 });
 
-test("abort({ background: true }) withdraws the queued inputs of a conversation it reaches that has no live work: the follow-up a failed run left queued below a finished owner is unanswered (aborted), the write stays (draw 38, 17)", async () => {
-  // Draw 38-B: the conversations whose inputs it withdrew were only those of the live tasks it
-  // reached; a conversation reached below a finished owner, idle with a queued follow-up, kept it.
-  const hold = deferred();
-  const { h, root } = await open(
-    async (req, n) => {
-      if (n === 1) {
-        await hold.promise;
-        return fauxError("400 invalid request");
-      }
-      return echo(req, n);
-    },
-    { tasks: [founder] },
-  );
-  const founderId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
-  const done = await h.waitForTask(founderId);
-  const ownedId = (done.state as { outcome: { result: number } }).outcome.result;
-  const owned = h.conversation(ownedId)!;
-  const first = await owned.submit({ type: "input", content: "one" });
-  const left = await owned.submit({ type: "input", content: "two" });
-  const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
-  hold.resolve();
-  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
-  await owned.waitForIdle();
-  // Idle, with no live task, and its inbox holding the follow-up and the write.
-  expect((await left.record()).status).toBe("queued");
-  await root.abort({ background: true });
-  expect(await h.submissionRecord(left.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
-  expect((await h.submissionRecord(write.id))?.status).toBe("queued");
-  expect(inboxOf(h, ownedId).items.map((i) => i.mode)).toEqual(["write"]);
-});
+test.each(["in memory", "after a reopen"])(
+  "abort({ background: true }) withdraws the queued inputs of a conversation it reaches that has no live work: the follow-up a failed run left queued below a finished owner is unanswered (aborted), the write stays (draw 38, 17; %s)",
+  async (when) => {
+    // Draw 38-B: the conversations whose inputs it withdrew were only those of the live tasks it
+    // reached; a conversation reached below a finished owner, idle with a queued follow-up, kept it.
+    // After a reopen that conversation is not in memory (no live work reads it at open): the abort
+    // loads the conversations below before it judges.
+    const hold = deferred();
+    const { h, root, store, faux } = await open(
+      async (req, n) => {
+        if (n === 1) {
+          await hold.promise;
+          return fauxError("400 invalid request");
+        }
+        return echo(req, n);
+      },
+      { tasks: [founder] },
+    );
+    const founderId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
+    const done = await h.waitForTask(founderId);
+    const ownedId = (done.state as { outcome: { result: number } }).outcome.result;
+    const owned = h.conversation(ownedId)!;
+    const first = await owned.submit({ type: "input", content: "one" });
+    const left = await owned.submit({ type: "input", content: "two" });
+    const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+    hold.resolve();
+    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    await owned.waitForIdle();
+    // Idle, with no live task, and its inbox holding the follow-up and the write.
+    expect((await left.record()).status).toBe("queued");
+    let engine = h;
+    let main = root;
+    if (when === "after a reopen") {
+      await h.close();
+      engine = await reopen(store, { models: faux.models, defaultModel: faux.ref, tasks: [founder] });
+      main = engine.conversation(root.id)!;
+    }
+    await main.abort({ background: true });
+    expect(await engine.submissionRecord(left.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await engine.submissionRecord(write.id))?.status).toBe("queued");
+    expect(inboxOf(engine, ownedId).items.map((i) => i.mode)).toEqual(["write"]);
+  },
+);
 
 test("a terminal owner never cascades: the queued inputs of a conversation an aborted owner owned stay queued and are answered in order", async () => {
   const owner = conversationOwner("aborted-inbox-owner");
