@@ -205,7 +205,9 @@ export function agentView(
   const instructions = state.instructions;
   return {
     ...resolved,
-    ...(instructions !== undefined ? { sections: [...resolved.sections, instructionsSection(instructions)] } : {}),
+    ...(instructions !== undefined
+      ? { sections: [...resolved.sections, instructionsSection(instructions)] }
+      : {}),
     state,
     ...(model ? { model } : {}),
     thinkingLevel: state.thinkingLevel ?? "off",
