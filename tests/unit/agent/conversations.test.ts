@@ -211,6 +211,27 @@ describe("conversations", () => {
     expect(await h.tasks({ kind: "handle-work" })).toEqual([]);
   });
 
+  test("ownership is never inferred in a conversation handle's commit: its tx.createConversation and tx.forkConversation without one are refused (InvalidTransition) and nothing is created (draw 38b)", async () => {
+    // Draw 38b A: the handle's commit taking a missing conversation ownership as ownerless passed
+    // every named test, whose handle refusals were of tx.createTask and of the handle's own fork().
+    const { h } = await open(echo);
+    const root = await h.root();
+    const at = await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note", data: "fork here" }).id);
+    const errors: unknown[] = [];
+    for (const attempt of [
+      (tx: Tx) => tx.createConversation(undefined as never),
+      (tx: Tx) => tx.forkConversation(root.id, at, {} as never),
+    ])
+      errors.push(await root.commit((tx) => void attempt(tx)).catch((e: unknown) => e));
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(InvalidTransition);
+      expect(String(error)).toMatch(/explicit ownership/);
+    }
+    // Nothing was created: the next conversation made takes the id after the root.
+    const next = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(next.id).toBe(ROOT_CONVERSATION_ID + 1);
+  });
+
   test("a conversation owned by a task starts with a copy of its owner conversation's agent; later owner changes do not reach it", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

@@ -8,7 +8,14 @@ import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
 import { AgentHarness, defineTool, InvalidTransition, type LiveState } from "../../../worker/index.ts";
-import { deferred, type FauxResponder, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
+import {
+  deferred,
+  type FauxResponder,
+  fauxAgentModel,
+  memoryStore,
+  until,
+  within,
+} from "../../../worker/testing.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, inboxOf, open, textOf, transcript } from "./fixtures.ts";
 
 const note = (n: number, head?: number) => ({
@@ -425,6 +432,27 @@ describe("reset", () => {
     expect(faux.requests).toHaveLength(2); // no request continued the reset run
     expect(userTexts(faux.requests[1]!.messages)).toEqual(["handoff", "after"]);
     await root.waitForIdle();
+  });
+
+  test("busy: reset() resolves once its write is admitted, while it is still queued; the boundary places it later (draw 38b)", async () => {
+    // Draw 38b A: a reset() that resolved only once its write was placed made the named busy test
+    // hang rather than fail; here the tool stays held until reset() has resolved.
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) =>
+      req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage(`echo: ${userTexts(req.messages).join(" | ")}`)
+        : fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" });
+    const { root } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const reset = await within(root.reset("handoff"), 2000, "reset() resolved before its placement");
+    // Admitted durably, not placed: queued while the run holds its tool.
+    expect(await reset.record()).toMatchObject({ type: "write", status: "queued" });
+    expect((await root.entries()).map((e) => e.kind)).not.toContain("pi.reset");
+    hold.release.resolve();
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    const placed = (await root.entries()).find((e) => e.kind === "pi.reset")!;
+    expect(await reset.wait()).toEqual({ status: "done", entry: placed.id });
   });
 
   test("busy: at the final boundary it follows the answer, whose input is already done", async () => {

@@ -1041,6 +1041,39 @@ test("an entry a tool appends through api.commit records byTaskId = the call's t
   ]);
 });
 
+test("ownership is never inferred in a tool's api.commit: a conversation created or forked there without naming its ownership is refused (InvalidTransition), and only the one named as the call's own is created (draw 38b)", async () => {
+  // Draw 38b A: api.commit taking a missing ownership as the call's task passed every named test,
+  // which refuse it in a task's own commit through the core runtime and in a host's commit only.
+  const errors: unknown[] = [];
+  const at = { id: 0 };
+  const made: { task?: number; named?: number } = {};
+  const { tool } = probe("maker", async (api) => {
+    made.task = api.taskId;
+    for (const attempt of [
+      (tx: Parameters<Parameters<ToolApi["commit"]>[0]>[0]) => tx.createConversation(undefined as never),
+      (tx: Parameters<Parameters<ToolApi["commit"]>[0]>[0]) =>
+        tx.forkConversation(api.conversationId, at.id as never, {} as never),
+    ]) {
+      try {
+        await api.commit((tx) => void attempt(tx));
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    made.named = await api.commit((tx) => tx.createConversation({ kind: "task", taskId: api.taskId }).id);
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("maker"), { tools: [tool] });
+  at.id = await h.transaction((tx) => tx.appendEntry(root.id, { kind: "app.note", data: "fork here" }).id);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(errors).toHaveLength(2);
+  for (const error of errors) {
+    expect(error).toBeInstanceOf(InvalidTransition);
+    expect(String(error)).toMatch(/explicit ownership/);
+  }
+  expect(h.conversationsOwnedBy(made.task! as never)).toEqual([made.named]);
+});
+
 test("snapshot reads committed documents, by name or token, of its conversation or another; an absent one is undefined and is not created; it rejects after the call ended", async () => {
   const Note = defineDoc<{ text: string }>("app.note", { text: "" });
   const Absent = defineDoc<{ text: string }>("app.absent", { text: "" });
