@@ -1064,3 +1064,39 @@ test("inbox_update and usage_changed: a retired pi.inbox or pi.usage reads as it
   expect(ofType(batches, "usage_changed").map((e) => e.usage)).toEqual([{ models: {}, tools: {} }]);
   expect(ofType(batches, "inbox_update").map((e) => e.items)).toEqual([[]]);
 });
+
+test("a commit that clears the open partial ends it with the assistant entry only: another message entry before it gets its own message_start (draw 38b)", () => {
+  // Draw 38b: in every named commit that cleared a partial the assistant entry came first; a deriver
+  // that closed the open partial with whatever message entry came first (a user entry given only
+  // its message_end, the assistant entry a second message_start) passed them.
+  const deriver = new EventDeriver(
+    1,
+    [{ id: 5, kind: "pi.generation", conversationId: 1, state: { status: "running" } }] as never,
+    undefined,
+  );
+  const partial = fauxAssistantMessage("Hel");
+  const answer = fauxAssistantMessage("Hello");
+  const viewWith = (live: LiveState): ConversationView => ({
+    conversation: { id: 1, createdAt: 0 },
+    entries: [],
+    docs: { [DOC.live]: live as unknown as Json },
+  });
+  const before = viewWith({ generation: { taskId: 5 as never, attempt: 1, message: partial } });
+  const after = viewWith({});
+  const user = { role: "user" as const, content: "note", timestamp: 0 };
+  const userEntry = { id: 30, conversationId: 1, kind: "pi.user", model: [user] };
+  const assistantEntry = { id: 31, conversationId: 1, kind: "pi.assistant", model: [answer] };
+  const change = {
+    seq: 4,
+    tasks: [],
+    entries: [userEntry, assistantEntry],
+    conversations: [],
+    submissions: [],
+    docs: [{ conversationId: 1, name: DOC.live, value: {} }],
+  };
+  expect(deriver.derive(change as never, before, after)).toEqual([
+    { type: "message_start", message: user },
+    { type: "message_end", entry: userEntry },
+    { type: "message_end", entry: assistantEntry },
+  ]);
+});

@@ -936,6 +936,34 @@ test("a child task is created in its owner's conversation with its owner recorde
   await h.close();
 });
 
+test("a child task ended before its owner keeps its owner recorded, also read back after a reopen (draw 38b)", async () => {
+  // Draw 38b: every named reading of a child's owner was of a live child or in the open harness; a
+  // terminal row read back without its owner passed them.
+  const parent = single("ended-child-parent", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(ping, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+    });
+    await runtime.commit(() => complete("parent"));
+  });
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [parent, ping] });
+  const other = await first.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  const id = await first.createTask(parent, null, {
+    ownership: { kind: "conversation" },
+    conversationId: other,
+  });
+  const childId = (id + 1) as TaskId;
+  expect(outcome(await done(first, id))).toEqual({ status: "completed", result: "parent" });
+  expect(await first.getTask(childId)).toMatchObject({ owner: id, conversationId: other, kind: "ping" });
+  await first.close();
+  const h = await Harness.open(await memoryStore(store.image()), { tasks: [parent, ping] });
+  const child = (await h.getTask(childId))!;
+  expect(child.state.status).toBe("terminal");
+  expect(child).toMatchObject({ owner: id, conversationId: other });
+  expect((await h.tasks({ kind: "ping" })).map((t) => [t.id, t.owner])).toEqual([[childId, id]]);
+  await h.close();
+});
+
 test("a completing record carries no memos: they are dropped at the hold, not at the final commit", async () => {
   const kid = parked("memo-kid");
   const holder = single("memo-holder", async (_t, runtime) => {

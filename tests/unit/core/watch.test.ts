@@ -7,7 +7,7 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { Watch } from "../../../worker/core/observe.ts";
-import { type Frame, watchEvents } from "../../../worker/index.ts";
+import { type Frame, UnknownConversation, watchEvents } from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { echo, open, reopen } from "../agent/fixtures.ts";
 import { parked, settle } from "./fixtures.ts";
@@ -378,6 +378,41 @@ test("a watch, an agent event stream and viewState() are observers of the same o
   await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
   await until(() => seen.length > 0, { what: "the stream delivered the commit after the watch left" });
   await events2.stop();
+  expect(subscriptions.count).toBe(0);
+});
+
+test("an observer that ends by its own listener's failure leaves the mount like one that stops: the last one's failure drops it (draw 38b)", async () => {
+  // Draw 38b: every named observer left by stop(); a mount released only by a stop kept its commit
+  // subscription after its last watch ended with listener_error.
+  const { h, root } = await open(echo);
+  const subscriptions = countSubscriptions(h);
+  const kept = await root.watch();
+  const failing = await root.watch();
+  const mounted = h.mount(root.id);
+  failing.start(() => {
+    throw new Error("listener failed");
+  });
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  expect(await failing.closed).toBe("listener_error");
+  expect(subscriptions.count).toBe(1);
+  expect(h.mount(root.id)).toBe(mounted);
+  kept.start(() => {
+    throw new Error("the last one fails too");
+  });
+  expect(await kept.closed).toBe("listener_error");
+  expect(subscriptions.count).toBe(0);
+  expect(h.mount(root.id)).not.toBe(mounted);
+});
+
+test("a first observer whose mount cannot be built (its conversation deleted) leaves nothing mounted: no commit subscription stays (draw 38b)", async () => {
+  // Draw 38b: every named first observer built its mount; a mount whose load failed dropped from
+  // the map but kept its commit subscription passed them.
+  const { h } = await open(echo);
+  const subscriptions = countSubscriptions(h);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  await h.deleteConversation(other.id);
+  await expect(other.watch()).rejects.toBeInstanceOf(UnknownConversation);
+  await expect(other.viewState()).rejects.toBeInstanceOf(UnknownConversation);
   expect(subscriptions.count).toBe(0);
 });
 
