@@ -343,10 +343,19 @@ test("a tool order change removes every offered tool and adds the desired ones i
     toolsAdded: ["bash", "read", "edit"],
     toolsRemoved: ["read", "bash", "edit"],
   });
+  // Two additions appended in the desired order (not sorted): still an addition only (draw 38b).
+  await root.configure({ tools: ["bash"] });
+  await ask("five");
+  expect(await toolsOf(4)).toEqual({ toolsAdded: undefined, toolsRemoved: ["read", "edit"] });
+  await root.configure({ tools: ["bash", "read", "edit"] });
+  await ask("six");
+  expect(await toolsOf(5)).toEqual({ toolsAdded: ["read", "edit"], toolsRemoved: undefined });
   expect(faux.requests.map((r) => r.tools)).toEqual([
     ["read", "edit", "bash"],
     ["read", "bash"],
     ["read", "bash", "edit"],
+    ["bash", "read", "edit"],
+    ["bash"],
     ["bash", "read", "edit"],
   ]);
 });

@@ -176,6 +176,42 @@ test("a run whose input something else already answered done still ends on abort
   expect(liveOf(h)).toEqual({});
 });
 
+test("a run whose input something else already settled, with a follow-up queued, still ends on abort at its final boundary: the settlement stays and the follow-up starts the next run (draw 38b)", async () => {
+  // Draw 38b: the abort handler placing the queued follow-up only when the run still had an input
+  // of its own to settle (the follow-up left queued, nothing live to answer it) passed every test:
+  // none aborted a run whose input was settled elsewhere while an input was queued.
+  const hold = deferred();
+  const { h, root } = await open(async (req, n) => {
+    if (n === 1) await hold.promise;
+    return echo(req, n);
+  });
+  const submission = await root.submit({ type: "input", content: "hi" });
+  await until(() => liveOf(h).run !== undefined, { what: "the run" });
+  const follow = await root.submit({ type: "input", content: "then" });
+  await h.transaction((tx) => {
+    const record = tx.submission(submission.id)!;
+    const { payload: _p, ...rest } = record as typeof record & { payload?: unknown };
+    tx.updateSubmission({ ...rest, status: "unanswered", reason: "withdrawn" } as typeof record);
+  });
+  const taskId = liveOf(h).run!.taskId;
+  // The held responder ignores the abort signal: release it while the abort joins the invocation.
+  const marking = h.abortTask(taskId);
+  await until(() => h.inspect().tasks.some((t) => t.record.id === taskId && t.record.abortRequested), {
+    what: "the mark",
+  });
+  hold.resolve();
+  expect(await marking).toBe("marked");
+  expect((await h.waitForTask(taskId)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect(await submission.record()).toMatchObject({ status: "unanswered", reason: "withdrawn" });
+  // The abort's own commit placed the follow-up (its final boundary): not left queued.
+  expect(["placed", "done"]).toContain((await follow.record()).status);
+  expect(await follow.wait()).toMatchObject({ status: "done" });
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a run of two inputs, the first settled by something else, still ends on abort: the earlier settlement stays and the other input is unanswered aborted (break 31H)", async () => {
   const gate = gatedTool();
   const hold = deferred();

@@ -1628,6 +1628,9 @@ describe("commits a handler may not make", () => {
       timerWait<Go>({ phase: "go" }, Date.now() + 3_600_000),
       { status: "waiting", checkpoint: { phase: "go" }, on: [sleeper], policy: "allSettled" },
       { status: "waiting", checkpoint: { phase: "go" }, on: [finished], policy: "allSettled" },
+      // Under either join policy: a failFast wait (on nothing, an abort handler owning no child) is
+      // refused the same (draw 38b).
+      { status: "waiting", checkpoint: { phase: "go" }, on: [], policy: "failFast" },
     ];
     for (const next of waits) {
       const later = single(
