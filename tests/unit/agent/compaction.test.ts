@@ -374,6 +374,30 @@ describe("the cut reads contributions", () => {
     expect(selectCut([...range.slice(0, 6), replace as unknown as EntryRecord], 350)).toBe(4);
   });
 
+  test("an entry an edit replaces with several messages adds them all to the walk (draw 38b)", () => {
+    // Draw 38b: a walk counting only the first message of an entry's contribution passed every
+    // test; only a replacement gives one entry more than one message.
+    const [q] = user(90, hundred("p")).model as unknown as unknown[];
+    const [a] = assistant(91, hundred("s")).model as unknown as unknown[];
+    const replace = {
+      id: 7,
+      conversationId: 1,
+      kind: "app.redact",
+      edits: [{ target: 3, action: "replace", messages: [q, a] }],
+    };
+    const range = [
+      user(1, hundred("q")),
+      assistant(2, hundred("a")),
+      user(3, hundred("z")),
+      assistant(4, hundred("b")),
+      user(5, hundred("c")),
+      assistant(6, hundred("d")),
+      replace as unknown as EntryRecord,
+    ];
+    // 6, 5 and 4 make 300; 3's two messages make 500, reaching 450 there: the cut is 3.
+    expect(selectCut(range, 450)).toBe(3);
+  });
+
   test("the head marker adds nothing to the walk: with the history after it under the budget there is nothing to compact, however long the summary", () => {
     // Spec §8.7 rules 2 and 3 walk the non-marker entries. Break 31F: a walk over the whole range
     // (the marker's summary counted) passed every test; it differs where the marker's head is an
