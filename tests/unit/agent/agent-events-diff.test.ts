@@ -98,6 +98,8 @@ test("tool_execution_update output: a rewritten window, or a trim the new text d
   expect(outputChange("ab\ncd\n", "cd\nef\n", 3)).toEqual({ trimStart: 3, append: "ef\n" });
   // Rewritten from the start, nothing trimmed: the whole window is set.
   expect(outputChange("ab\ncd\n", "xy\n", 0)).toEqual({ set: "xy\n" });
+  // Rewritten and longer, nothing trimmed: growth alone is no append (draw 38c).
+  expect(outputChange("ab\n", "xy\nzz\n", 0)).toEqual({ set: "xy\nzz\n" });
   // Bytes were dropped, but what is left does not start with the kept part: set, not a trim.
   expect(outputChange("ab\ncd\n", "zz\nef\n", 3)).toEqual({ set: "zz\nef\n" });
   // Cleared: set to the empty window.

@@ -210,6 +210,29 @@ test("a consumer more than 100 batches behind gets one snapshot of the newest st
   await stream.stop();
 });
 
+test("an overflow counts a commit that changes only what the snapshot shows: a consumer 100 batches behind gets a compaction's retry backoff in one snapshot (draw 38c)", async () => {
+  const { h, root } = await open(() => fauxAssistantMessage("unused"));
+  const stream = await watchEvents(h, root.id);
+  const status = { taskId: 900, reason: "manual" as const, blocking: false, attempt: 1 };
+  const writeLive = (live: LiveState) => h.transaction((tx) => tx.writeDoc(root.id, DOC.live, live as never));
+  await writeLive({ compactions: [status] });
+  for (let n = 2; n <= 100; n++)
+    await (await root.submit({ type: "write", entry: { kind: "note", data: { n } } })).wait();
+  expect(stream.pending).toBe(100);
+  // A retry backoff emits no event (it shows only in a snapshot's compactions), yet it is a commit.
+  const retried = { ...status, attempt: 2, retry: { at: 123_456, error: "overloaded" } };
+  await writeLive({ compactions: [retried] });
+  expect(stream.pending).toBe(1);
+  expect(stream.collapsed).toBe(100);
+  const { batches, seen } = collect(stream);
+  await seen;
+  expect(batches).toHaveLength(1);
+  const [snapshot] = batches[0]!;
+  expect(snapshot?.type).toBe("snapshot");
+  expect((snapshot as Extract<AgentEvent, { type: "snapshot" }>).compactions).toEqual([retried]);
+  await stream.stop();
+});
+
 /**
  * A tool printing `lines` one by one into a window of `maxBytes` that keeps its tail (sized to hold
  * two lines), each committed before the next is printed: the tool_execution_update events' outputs,

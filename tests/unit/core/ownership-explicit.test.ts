@@ -523,11 +523,13 @@ test("a child task that names no conversation lands in its owner's, also when a 
   const kid = parked("kid-of-another");
   let childId: TaskId | undefined;
   let ownerId: TaskId | undefined;
+  const created = deferred();
   const committer = single("foreign-committer", async (_t, runtime) => {
     await runtime.commit((tx) => {
       childId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: ownerId! } });
       return undefined;
     });
+    created.resolve();
     await runtime.commit(() => complete(null));
   });
   const h = await Harness.open(await memoryStore(), { tasks: [kid, committer] });
@@ -536,6 +538,10 @@ test("a child task that names no conversation lands in its owner's, also when a 
     tx.createTask(kid, null, { ownership: { kind: "conversation" }, conversationId: other.id }),
   );
   const by = await h.createTask(committer, null, conversationOwned);
+  // Draw 38c: the owner recorded is the one named, not the committing task (which would then hold
+  // completing for the parked child): read as soon as the child is committed.
+  await created.promise;
+  expect(await h.getTask(childId!)).toMatchObject({ owner: ownerId, conversationId: other.id });
   expect(outcome(await done(h, by))).toEqual({ status: "completed", result: null });
   expect((await h.getTask(by))?.conversationId).toBe(ROOT_CONVERSATION_ID);
   expect(await h.getTask(childId!)).toMatchObject({ owner: ownerId, conversationId: other.id });
