@@ -258,3 +258,19 @@ test("UserInput is UserMessage content: a string or content parts, stored and se
   const sent = faux.requests.map((r) => r.messages.filter((m) => m.role === "user").map((m) => m.content));
   expect(sent.at(-1)).toEqual([parts, [parts[1], image], "plain"]);
 });
+
+test("UserInput's empty forms are UserInput too: an empty string placed at once and an empty parts list queued behind it are stored and sent as given (draw 38c)", async () => {
+  // Draw 38c: an input check refusing an empty string (a plausible "nothing to send" guard) passed
+  // every named test, each of which submitted text.
+  const faux = model((req) => fauxAssistantMessage(`seen ${req.messages.length}`));
+  const h = await openOn(await memoryStore(), faux);
+  const root = await h.root();
+  await root.configure({ model: faux.ref });
+  const a = await root.submit({ type: "input", content: "" });
+  const b = await root.submit({ type: "input", content: [] }); // queued behind a
+  for (const s of [a, b]) expect((await s.wait()).status).toBe("done");
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user").map((e) => messageOf(e).content);
+  expect(users).toEqual(["", []]);
+  const sent = faux.requests.map((r) => r.messages.filter((m) => m.role === "user").map((m) => m.content));
+  expect(sent.at(-1)).toEqual(["", []]);
+});

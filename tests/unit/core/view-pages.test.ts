@@ -13,7 +13,7 @@ import {
   pageCursor,
 } from "../../../worker/core/view-ops.ts";
 import type { AgentHarness, ConversationId, EntryRecord } from "../../../worker/index.ts";
-import { echo, open } from "../agent/fixtures.ts";
+import { echo, open, reopen } from "../agent/fixtures.ts";
 
 const ownerless = { ownership: { kind: "ownerless" as const } };
 
@@ -103,6 +103,23 @@ describe("pages of the active range", () => {
     const whole = (await child.viewState()).entries;
     expect(numbers(whole)).toEqual([5, 3, 4, 6, 101, 102, 103]);
     expect((await walk(h, child.id, 2)).entries).toEqual(whole);
+  });
+
+  test("a fork cut at its parent's head marker itself starts at that marker's head: its view, its pages and its context, also after a reopen (draw 38c)", async () => {
+    const { h, root, faux, store } = await open(echo);
+    const ids = (await notes(h, root.id, 1, 4)).map((e) => e.id);
+    const parent = await notes(h, root.id, 5, 6, new Map([[5, ids[2]!]]));
+    const marker = parent.find((e) => (e.data as { n: number }).n === 5)!;
+    const child = await root.fork(marker.id, ownerless); // the cutoff is the marker: H is at the cutoff
+    await notes(h, child.id, 101, 102);
+    const whole = (await child.viewState()).entries;
+    expect(numbers(whole)).toEqual([5, 3, 4, 101, 102]);
+    expect((await walk(h, child.id, 2)).entries).toEqual(whole);
+    expect(numbers((await child.context()).entries)).toEqual([5, 3, 4, 101, 102]);
+    const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    await again.loadConversation(child.id);
+    expect(numbers((await again.conversation(child.id)!.viewState()).entries)).toEqual([5, 3, 4, 101, 102]);
+    expect((await walk(again, child.id, 2)).entries).toEqual(whole);
   });
 });
 
