@@ -1339,3 +1339,25 @@ test("an interrupted call's result is built from its slot too: the durable outpu
     ["error", "interrupted"],
   ]);
 });
+
+test("an aborted call's details are the last value whole, replacing the one before: no field of the earlier object is merged in", async () => {
+  // Draw 38c: every named test's successive details either never reached a harness-written result
+  // or were not two objects, so a progress commit that merged the new object into the stored one passed.
+  const reporting = async (api: ToolApi): Promise<ToolResult> => {
+    await api.details({ first: true, shared: 1 });
+    await api.details({ shared: 2, second: "yes" });
+    await new Promise((_, reject) =>
+      api.signal.addEventListener("abort", () => reject(api.signal.reason), { once: true }),
+    );
+    return textResult("never");
+  };
+  const { tool } = probe("replacer", reporting);
+  const { h, root } = await open(calls("replacer"), { tools: [tool] });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await until(() => (liveOf(h).tools?.[0]?.details as { second?: string } | undefined)?.second === "yes");
+  expect(liveOf(h).tools?.[0]?.details).toEqual({ shared: 2, second: "yes" });
+  await root.abort();
+  expect((await sub.wait()).status).toBe("unanswered");
+  const [result] = await toolResults(root);
+  expect((messageOf(result!) as { details?: Json }).details).toEqual({ shared: 2, second: "yes" });
+});

@@ -180,3 +180,48 @@ test("finalizes a held outcome whose work drained before the crash, and keeps on
   expect(outcome(await done(h2, lives))).toEqual({ status: "completed", result: "held lives" });
   await h2.close();
 });
+
+test("a held fault whose work drained before the crash is finalized at open with its cleanup, in the commit that makes it terminal (draw 38c)", async () => {
+  // The fault marks its kid for abort; the kid's abort handler keeps it live until the close.
+  const kid = single("held-fault.kid", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, _r, signal) => untilAborted(signal),
+  });
+  const cleaned = new Set<TaskId>();
+  const holder = defineTask<Json, Go, Json>({
+    name: "held-fault.holder",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createTask(kid, null, { ownership: { kind: "task", taskId: task.id } });
+          return { status: "running", checkpoint: { phase: "go" } };
+        });
+        throw new Error("holder broke");
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    cleanUp: (_tx, task) => {
+      // Only in the commit that makes the fault terminal: never while it is held.
+      if (task.state.status === "terminal") cleaned.add(task.id);
+    },
+  });
+  const store = await memoryStore();
+  const h1 = await Harness.open(store, { tasks: [holder, kid] });
+  const id = await h1.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => stateOf(h1, id) === "completing", { what: "the fault held" });
+  expect(cleaned.size).toBe(0);
+  const kidId = (await h1.tasks({ kind: "held-fault.kid" })).find((k) => k.owner === id)!.id;
+  const crashed = await memoryStore(store.image());
+  await h1.close();
+  // The crash came right after the kid committed its outcome, before the release.
+  await storeTerminal(crashed, kidId, { status: "completed", result: null });
+  const paused = await Harness.open(crashed, { tasks: [holder, kid], paused: true });
+  expect((await paused.getTask(id))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "holder broke" } },
+  });
+  expect([...cleaned]).toEqual([id]);
+  await paused.close();
+});

@@ -1657,6 +1657,44 @@ describe("commits a handler may not make", () => {
         error: { message: "an abort handler may not wait" },
       });
     }
+    // A wait on the task's own child, finished (an abort handler runs only once its owned work
+    // drained), is refused too under either policy (draw 38c): its own children are no exception.
+    const quick = single("abort-waiter-own-child", async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: 1 } }));
+    });
+    for (const policy of ["failFast", "allSettled"] as const) {
+      let child: TaskId | undefined;
+      const parent = single(
+        `abort-waiter-own-${policy}`,
+        async (task, runtime, signal) => {
+          await runtime.commit((tx) => {
+            child = tx.createTask(quick, null, { ownership: { kind: "task", taskId: task.id } });
+            return { status: "running", checkpoint: { phase: "go" } };
+          });
+          await untilAborted(signal);
+        },
+        {
+          // A second abort invocation (the wait let through) ends aborted rather than loop.
+          abort: async (_t, runtime) => {
+            const again = (await runtime.memo("tried")) !== undefined;
+            await runtime.memo("tried", true);
+            await runtime.commit(() =>
+              again
+                ? { status: "terminal", outcome: { status: "aborted" } }
+                : { status: "waiting", checkpoint: { phase: "go" }, on: [child!], policy },
+            );
+          },
+        },
+      );
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      await until(() => child !== undefined, { what: "the own child created" });
+      await done(h, child!);
+      expect(await h.abortTask(id)).toBe("marked");
+      expect(outcome(await done(h, id))).toMatchObject({
+        status: "faulted",
+        error: { message: "an abort handler may not wait" },
+      });
+    }
     expect((await h.getTask(sleeper))?.state.status).toBe("running");
     await h.abortTask(sleeper);
     await done(h, sleeper);
