@@ -12,6 +12,7 @@ import {
   deferred,
   type FauxResponder,
   fauxAgentModel,
+  fauxError,
   memoryStore,
   until,
   within,
@@ -409,6 +410,36 @@ describe("reset", () => {
     expect((await reset.wait()).status).toBe("done");
     await root.waitForIdle();
     expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["handoff", "after"]);
+    expect(inboxOf(h, root.id)).toEqual({ items: [] });
+  });
+
+  test("a failed run leaves a follow-up and a reset queued: the next input's admission boundary places the reset, then the follow-up runs in its context, never stale (draw 38c-B)", async () => {
+    // Draw 38c-B: every named reset was placed by a run's own boundary; the final boundary an input's
+    // admission runs on an idle conversation with a non-empty inbox answering `stale` the users
+    // queued before a reset it placed passed every inbox test.
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const one = await root.submit({ type: "input", content: "one" });
+    const two = await root.submit({ type: "input", content: "two", whenBusy: "followUp" });
+    const reset = await root.reset("handoff");
+    hold.resolve();
+    expect(await one.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(root.busy).toBe(false);
+    expect(inboxOf(h, root.id).items.map((i) => i.id)).toEqual([two.id, reset.id]);
+    const three = await root.submit({ type: "input", content: "three", whenBusy: "followUp" });
+    expect((await reset.wait()).status).toBe("done");
+    expect((await two.wait()).status).toBe("done");
+    expect((await three.wait()).status).toBe("done");
+    await root.waitForIdle();
+    // The follow-up ran after the reset, in its context: the failed run's "one" is gone from it.
+    expect(userTexts(faux.requests[1]!.messages)).toEqual(["handoff", "two"]);
+    expect(userTexts(faux.requests.at(-1)!.messages)).toEqual(["handoff", "two", "three"]);
     expect(inboxOf(h, root.id)).toEqual({ items: [] });
   });
 

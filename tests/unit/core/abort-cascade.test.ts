@@ -778,6 +778,10 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   ]);
   expect(answer).toBe("marked");
   expect(latest.get(id)?.state.status).toBe("completing");
+  // Draw 38c-B: the mark is cancellation intent on a task that holds a completed outcome too; a
+  // holder judged by its held outcome alone left the kid unmarked, which only a timeout showed.
+  await settle();
+  expect(latest.get(kidId as TaskId)?.abortRequested).toBe(true);
   kidGate.resolve();
   const final = await done(h, id);
   expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
