@@ -10,6 +10,7 @@ import { Type } from "typebox";
 import { expect, test } from "vitest";
 import { readDoc, writeDoc } from "../../../worker/agent/records.ts";
 import {
+  type AgentHooks,
   createRegistry,
   DOC,
   defineExtension,
@@ -31,6 +32,40 @@ import {
   textOf,
   toolResults,
 } from "./fixtures.ts";
+
+/** The onAbort hooks `open` takes. */
+type OnAbortHooks = NonNullable<AgentHooks["onAbort"]>;
+
+/**
+ * A call of `tail` (it keeps the last two lines of its result) underway: it has stored a diagnostic
+ * of its own ("progress") and works until aborted; `onAbort` are the run's hooks.
+ */
+async function tailCallUnderway(onAbort: OnAbortHooks) {
+  const started = deferred();
+  const tool = defineTool({
+    name: "tail",
+    description: "Works until aborted",
+    parameters: Type.Object({}),
+    outputLimits: { maxLines: 2, maxBytes: 4096, retain: "tail" },
+    async execute(_args, api) {
+      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
+      started.resolve();
+      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
+      return textResult("never");
+    },
+  });
+  const opened = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
+    tools: [tool],
+    settings: { outputIntervalMs: 1 },
+    hooks: { onAbort },
+  });
+  const input = await opened.root.submit({ type: "input", content: "go" });
+  await started.promise;
+  await until(() => liveOf(opened.h).tools?.[0]?.diagnostics !== undefined, {
+    what: "the diagnostic stored",
+  });
+  return { ...opened, input };
+}
 
 test("a host close and the unsafe recovery after it never run onAbort: the call ends interrupted, its task failed", async () => {
   const aborts: string[] = [];
@@ -112,28 +147,8 @@ test("an abort while beforeTool decides runs onAbort once, with an empty result,
 });
 
 test("onAbort's replacement content is bounded by the tool's own limits, with the harness diagnostics last", async () => {
-  const started = deferred();
-  const tool = defineTool({
-    name: "tail",
-    description: "Works until aborted",
-    parameters: Type.Object({}),
-    outputLimits: { maxLines: 2, retain: "tail" },
-    async execute(_args, api) {
-      // The call's own diagnostic: the harness's (aborted, truncated) come after it.
-      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
-      started.resolve();
-      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
-      return textResult("never");
-    },
-  });
-  const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
-    tools: [tool],
-    settings: { outputIntervalMs: 1 },
-    hooks: { onAbort: [() => textResult("one\ntwo\nthree\nfour")] },
-  });
-  const input = await root.submit({ type: "input", content: "go" });
-  await started.promise;
-  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined, { what: "the diagnostic stored" });
+  // The call's own diagnostic: the harness's (aborted, truncated) come after it.
+  const { h, root, input } = await tailCallUnderway([() => textResult("one\ntwo\nthree\nfour")]);
   await root.abort();
   expect((await input.wait()).status).toBe("unanswered");
   const [result] = await toolResults(root);
@@ -152,38 +167,16 @@ test("onAbort's replacement keeps the diagnostics the chain hands on, the harnes
   // Break 30B: the named test's hook returns a fresh result (no diagnostics), so a harness that
   // dropped the chain's own diagnostics for the call's recorded ones passed it. The upstream scenario
   // spreads the given result and aborts the tool task alone (the run goes on to its answer).
-  const started = deferred();
-  const tool = defineTool({
-    name: "tail",
-    description: "Works until aborted",
-    parameters: Type.Object({}),
-    outputLimits: { maxLines: 2, maxBytes: 4096, retain: "tail" },
-    async execute(_args, api) {
-      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
-      started.resolve();
-      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
-      return textResult("never");
-    },
-  });
-  const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
-    tools: [tool],
-    settings: { outputIntervalMs: 1 },
-    hooks: {
-      onAbort: [
-        (_call, result) => ({
-          ...result,
-          content: [{ type: "text", text: "one\ntwo\nthree\nfour" }],
-          diagnostics: [
-            ...(result.diagnostics ?? []),
-            { severity: "info", code: "policy", message: "cancelled by policy" },
-          ],
-        }),
+  const { h, root, input } = await tailCallUnderway([
+    (_call, result) => ({
+      ...result,
+      content: [{ type: "text", text: "one\ntwo\nthree\nfour" }],
+      diagnostics: [
+        ...(result.diagnostics ?? []),
+        { severity: "info", code: "policy", message: "cancelled by policy" },
       ],
-    },
-  });
-  const input = await root.submit({ type: "input", content: "go" });
-  await started.promise;
-  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined, { what: "the diagnostic stored" });
+    }),
+  ]);
   const toolTask = liveOf(h).tools![0]!.taskId!;
   await h.abortTask(toolTask);
   // The call alone was aborted: the run goes on and the model answers.
@@ -202,36 +195,14 @@ test("onAbort's replacement that hands on diagnostics of its own without the abo
   // Draw 38 D: every hook of the named tests hands on the aborted diagnostic (a fresh result keeps the
   // recorded list, a spread keeps it), so a harness that put its re-added aborted diagnostic before
   // the hook's own passed them.
-  const started = deferred();
-  const tool = defineTool({
-    name: "tail",
-    description: "Works until aborted",
-    parameters: Type.Object({}),
-    outputLimits: { maxLines: 2, maxBytes: 4096, retain: "tail" },
-    async execute(_args, api) {
-      api.diagnostic({ severity: "info", code: "progress", message: "checkpoint" });
-      started.resolve();
-      await new Promise((_, reject) => api.signal.addEventListener("abort", () => reject(api.signal.reason)));
-      return textResult("never");
-    },
-  });
-  const { h, root } = await open(callsThenAnswer(fauxToolCall("tail", {}, { id: "c1" })), {
-    tools: [tool],
-    settings: { outputIntervalMs: 1 },
-    hooks: {
-      onAbort: [
-        (_call, result) => ({
-          ...result,
-          content: [{ type: "text", text: "one\ntwo\nthree\nfour" }],
-          // The hook's own list, in place of the one it was given.
-          diagnostics: [{ severity: "info", code: "policy", message: "cancelled by policy" }],
-        }),
-      ],
-    },
-  });
-  const input = await root.submit({ type: "input", content: "go" });
-  await started.promise;
-  await until(() => liveOf(h).tools?.[0]?.diagnostics !== undefined, { what: "the diagnostic stored" });
+  const { h, root, input } = await tailCallUnderway([
+    (_call, result) => ({
+      ...result,
+      content: [{ type: "text", text: "one\ntwo\nthree\nfour" }],
+      // The hook's own list, in place of the one it was given.
+      diagnostics: [{ severity: "info", code: "policy", message: "cancelled by policy" }],
+    }),
+  ]);
   const toolTask = liveOf(h).tools![0]!.taskId!;
   await h.abortTask(toolTask);
   expect((await input.wait()).status).toBe("done");
