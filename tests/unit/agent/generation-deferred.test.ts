@@ -66,6 +66,39 @@ function answer(text: string, model: { api: string; provider: string; id: string
 const textOf = (e: { model?: unknown }) =>
   ((e.model as AssistantMessage[])[0]?.content ?? []).map((b) => ("text" in b ? b.text : "")).join("");
 
+type FauxModel = ReturnType<typeof fauxAgentModel>["model"];
+
+/** The deferred-answer hooks of a model resolver. */
+type DeferredHooks = NonNullable<NonNullable<Parameters<typeof createModelResolver>[0]>["deferred"]>;
+
+/**
+ * A harness on a new memory store whose every request is answered later with the handle `job`, the
+ * provider's `hooks` fetching and cancelling (`extra`: more models beside the faux one, made from
+ * it); its root's input "answer later" submitted. Closed after the test.
+ */
+async function awaitingAnswer(
+  job: DeferredHandle,
+  hooks: DeferredHooks,
+  options: { extra?: (model: FauxModel) => FauxModel[] } = {},
+) {
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  const h = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({
+      extra: [faux.model, ...(options.extra?.(faux.model) ?? [])],
+      deferred: hooks,
+    }),
+    defaultModel: faux.ref,
+    stream: deferringStream(job, { count: 0 }),
+  });
+  cleanups.push(async () => {
+    await h.close();
+    faux.unregister();
+  });
+  const root = await h.root();
+  const sub = await root.submit({ type: "input", content: "answer later" });
+  return { faux, h, root, sub };
+}
+
 /**
  * Reopen `image` two minutes on (past a stored poll a minute away), with a provider whose fetch
  * answers "fetched after restart" and records each handle it was given, and submit the run's input
@@ -973,31 +1006,20 @@ describe("deferred responses (poll)", () => {
   });
 
   test("abort while polling cancels the handle and leaves the input unanswered (aborted)", async () => {
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const cancelled: string[] = [];
     // The cancellation gets the checkpoint's model and a signal (spec §8).
     const models: string[] = [];
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          fetchDeferred: () => new Promise(() => undefined),
-          async cancelDeferred(model, handle, signal) {
-            // A live signal: the abort invocation's, not the cancelled poll's (reading 23d).
-            models.push(`cancel ${model.id} ${signal instanceof AbortSignal && !signal.aborted}`);
-            cancelled.push(handle.id);
-          },
+    const { faux, h, root, sub } = await awaitingAnswer(
+      { id: "job-9", pollAfterMs: 60_000 },
+      {
+        fetchDeferred: () => new Promise(() => undefined),
+        async cancelDeferred(model, handle, signal) {
+          // A live signal: the abort invocation's, not the cancelled poll's (reading 23d).
+          models.push(`cancel ${model.id} ${signal instanceof AbortSignal && !signal.aborted}`);
+          cancelled.push(handle.id);
         },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "job-9", pollAfterMs: 60_000 }, { count: 0 }),
-    });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    const root = await h.root();
-    const sub = await root.submit({ type: "input", content: "answer later" });
+      },
+    );
     await until(
       () =>
         (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
@@ -1013,28 +1035,18 @@ describe("deferred responses (poll)", () => {
     // Spec §8: cancelDeferred is called with the model of the continuation. Draw 38C: an abort
     // handler resolving the conversation's current model passed every test (none changed the
     // model while polling before the abort).
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
-    const other = { ...faux.model, id: "faux-other" };
     const cancelled: string[] = [];
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model, other],
-        deferred: {
-          fetchDeferred: () => new Promise(() => undefined),
-          async cancelDeferred(model, handle) {
-            cancelled.push(`${handle.id} ${model.id}`);
-          },
+    const { faux, h, root, sub } = await awaitingAnswer(
+      { id: "job-38", pollAfterMs: 60_000 },
+      {
+        fetchDeferred: () => new Promise(() => undefined),
+        async cancelDeferred(model, handle) {
+          cancelled.push(`${handle.id} ${model.id}`);
         },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "job-38", pollAfterMs: 60_000 }, { count: 0 }),
-    });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    const root = await h.root();
-    const sub = await root.submit({ type: "input", content: "answer later" });
+      },
+      { extra: (model) => [{ ...model, id: "faux-other" }] },
+    );
+    const other = { provider: faux.model.provider, id: "faux-other" };
     await until(
       () =>
         (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
@@ -1050,34 +1062,23 @@ describe("deferred responses (poll)", () => {
   test("abort while a poll's fetch is in flight (its pollAt passed) cancels the handle too, and the input ends unanswered (aborted)", async () => {
     // Break 30I: the named test aborted during the sleep before the first poll (pollAt a minute
     // ahead); a handler that cancels only while the poll is still ahead passed it.
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
     const cancelled: string[] = [];
     const fetching = deferred();
-    const h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          // In flight until its signal aborts (a fetch that honours the signal, as pi-ai's do).
-          fetchDeferred: (_model, _handle, signal) => {
-            fetching.resolve();
-            return new Promise((_, reject) =>
-              signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
-            );
-          },
-          async cancelDeferred(_model, handle) {
-            cancelled.push(handle.id);
-          },
+    const { h, root, sub } = await awaitingAnswer(
+      { id: "job-10", pollAfterMs: 0 },
+      {
+        // In flight until its signal aborts (a fetch that honours the signal, as pi-ai's do).
+        fetchDeferred: (_model, _handle, signal) => {
+          fetching.resolve();
+          return new Promise((_, reject) =>
+            signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+          );
         },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "job-10", pollAfterMs: 0 }, { count: 0 }),
-    });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    const root = await h.root();
-    const sub = await root.submit({ type: "input", content: "answer later" });
+        async cancelDeferred(_model, handle) {
+          cancelled.push(handle.id);
+        },
+      },
+    );
     await fetching.promise;
     const cp = (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred;
     expect(cp?.pollAt).toBeLessThanOrEqual(Date.now());
