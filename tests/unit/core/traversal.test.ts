@@ -5,7 +5,7 @@
  */
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { expect, test } from "vitest";
-import { defineTask, type Json, type TaskId } from "../../../worker/index.ts";
+import { type Conversation, defineTask, type Json, type TaskId } from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, gatedTool, inboxOf, liveOf, open, reopen } from "../agent/fixtures.ts";
 import { complete, type Go, outcome, parked, running, settle, single, untilAborted } from "./fixtures.ts";
@@ -1131,36 +1131,45 @@ test("abort({ background: true }) withdraws the queued inputs of every conversat
   expect(outcome(await h.getTask(workerId))?.status).toBe("aborted");
 });
 
+/** A model whose first answer waits for `hold`, then fails (a 400); the others echo. */
+function failingFirst(hold: { promise: Promise<void> }): Parameters<typeof open>[0] {
+  return async (req, n) => {
+    if (n === 1) {
+      await hold.promise;
+      return fauxError("400 invalid request");
+    }
+    return echo(req, n);
+  };
+}
+
+/**
+ * Submit "one", "two" and a write to `owned`, then release `hold`: the first run fails, and leaves
+ * the conversation idle, with no live task, its inbox holding the follow-up and the write.
+ */
+async function queueLeftByAFailedRun(owned: Conversation, hold: { resolve(): void }) {
+  const first = await owned.submit({ type: "input", content: "one" });
+  const left = await owned.submit({ type: "input", content: "two" });
+  const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  hold.resolve();
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  await owned.waitForIdle();
+  expect((await left.record()).status).toBe("queued");
+  return { left, write };
+}
+
 test.each(["in memory", "after a reopen"])(
   "abort({ background: true }) withdraws the queued inputs of a conversation it reaches that has no live work: the follow-up a failed run left queued below a finished owner is unanswered (aborted), the write stays (draw 38, 17; %s)",
   async (when) => {
     // Draw 38-B: the conversations whose inputs it withdrew were only those of the live tasks it
     // reached; a conversation reached below a finished owner, idle with a queued follow-up, kept it.
-    // After a reopen that conversation is not in memory (no live work reads it at open): the abort
-    // loads the conversations below before it judges.
+    // After a reopen it is in memory because the open loads every conversation holding queued
+    // inputs, with its owner chain.
     const hold = deferred();
-    const { h, root, store, faux } = await open(
-      async (req, n) => {
-        if (n === 1) {
-          await hold.promise;
-          return fauxError("400 invalid request");
-        }
-        return echo(req, n);
-      },
-      { tasks: [founder] },
-    );
+    const { h, root, store, faux } = await open(failingFirst(hold), { tasks: [founder] });
     const founderId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
     const done = await h.waitForTask(founderId);
     const ownedId = (done.state as { outcome: { result: number } }).outcome.result;
-    const owned = h.conversation(ownedId)!;
-    const first = await owned.submit({ type: "input", content: "one" });
-    const left = await owned.submit({ type: "input", content: "two" });
-    const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
-    hold.resolve();
-    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
-    await owned.waitForIdle();
-    // Idle, with no live task, and its inbox holding the follow-up and the write.
-    expect((await left.record()).status).toBe("queued");
+    const { left, write } = await queueLeftByAFailedRun(h.conversation(ownedId)!, hold);
     let engine = h;
     let main = root;
     if (when === "after a reopen") {
@@ -1207,28 +1216,11 @@ test.each(["in memory", "after a reopen"])(
   async (when) => {
     const owner = conversationOwner("idle-inbox-owner");
     const hold = deferred();
-    const { h, store, faux } = await open(
-      async (req, n) => {
-        if (n === 1) {
-          await hold.promise;
-          return fauxError("400 invalid request");
-        }
-        return echo(req, n);
-      },
-      { tasks: [owner] },
-    );
+    const { h, store, faux } = await open(failingFirst(hold), { tasks: [owner] });
     const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
     await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
     const ownedId = h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id;
-    const owned = h.conversation(ownedId)!;
-    const first = await owned.submit({ type: "input", content: "one" });
-    const left = await owned.submit({ type: "input", content: "two" });
-    const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
-    hold.resolve();
-    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
-    await owned.waitForIdle();
-    // Idle, with no live task, and its inbox holding the follow-up and the write.
-    expect((await left.record()).status).toBe("queued");
+    const { left, write } = await queueLeftByAFailedRun(h.conversation(ownedId)!, hold);
     let engine = h;
     if (when === "after a reopen") {
       await h.close();
