@@ -99,6 +99,46 @@ async function awaitingAnswer(
   return { faux, h, root, sub };
 }
 
+/** The moment the standing-clock tests start at. */
+const T = 1_700_000_000_000;
+
+/**
+ * A harness on a new memory store whose clock stands at `clock.at` (T until the test moves it), every
+ * request answered later with job-1 (pollAfterMs 0); each poll records the pollAt it ran for in
+ * `polls`, then answers with `answerPoll` (given the poll's number, from 1). Its root's input "answer
+ * later" is submitted; `pollAt()` reads the live poll time.
+ */
+async function pollingOnAStandingClock(
+  answerPoll: (model: FauxModel, n: number) => AssistantMessage | Promise<AssistantMessage>,
+) {
+  const clock = { at: T };
+  const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
+  const polls: number[] = [];
+  const pollAt = () =>
+    (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+  const h: AgentHarness = await AgentHarness.open(await memoryStore(), {
+    models: createModelResolver({
+      extra: [faux.model],
+      deferred: {
+        async fetchDeferred(model) {
+          polls.push(pollAt()!);
+          return answerPoll(model as FauxModel, polls.length);
+        },
+      },
+    }),
+    defaultModel: faux.ref,
+    stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
+    now: () => clock.at,
+  });
+  cleanups.push(async () => {
+    await h.close();
+    faux.unregister();
+  });
+  const root = await h.root();
+  const sub = await root.submit({ type: "input", content: "answer later" });
+  return { h, root, sub, polls, pollAt, clock };
+}
+
 /**
  * Reopen `image` two minutes on (past a stored poll a minute away), with a provider whose fetch
  * answers "fetched after restart" and records each handle it was given, and submit the run's input
@@ -594,7 +634,6 @@ describe("deferred responses (poll)", () => {
   test("a deferred answer moves to poll at now + pollAfterMs, or now + 5000 without one", async () => {
     // Spec §8.3: "pollAt = now + (handle.pollAfterMs ?? 5000)", on the harness clock. (Reading 22b:
     // the poll time was only checked to be later, and the default never.)
-    const T = 1_700_000_000_000;
     for (const [handle, expected] of [
       [{ id: "job-a", pollAfterMs: 20 }, T + 20],
       [{ id: "job-b" }, T + 5000],
@@ -629,33 +668,10 @@ describe("deferred responses (poll)", () => {
   test("a still-deferred poll moves pollAt strictly later, even with pollAfterMs 0 and a clock that stands still", async () => {
     // Spec §8.3: "A still deferred result moves pollAt strictly later." (Reading 22b: only seen with
     // a 20 ms pollAfterMs on a running clock, where any later poll time is later anyway.)
-    const T = 1_700_000_000_000;
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
-    const polls: number[] = [];
-    let h!: AgentHarness;
-    h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          async fetchDeferred(model) {
-            polls.push(
-              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
-            );
-            return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
-          },
-        },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
-      now: () => T,
-    });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    await (await h.root()).submit({ type: "input", content: "answer later" });
-    const pollAt = () =>
-      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    const { h, polls, pollAt } = await pollingOnAStandingClock((model) => ({
+      ...answer("", model),
+      deferred: { id: "job-2", pollAfterMs: 0 },
+    }));
     await until(() => polls.length >= 1 && pollAt() !== T, { timeoutMs: 5000, what: "a later poll time" });
     // Due at once (T), polled, still deferred: the next poll is at T + 1, which this clock never reaches.
     expect(polls).toEqual([T]);
@@ -669,45 +685,18 @@ describe("deferred responses (poll)", () => {
     // Draw 37c, 17: a still-deferred poll that dropped the previous pollAt + 1 floor passed the named
     // tests (their clock runs) and made the standing-clock test above spin without end; here the
     // polls are counted, each fetch answering after a timer, so the break fails an assertion.
-    const T = 1_700_000_000_000;
-    let clock = T;
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
-    const polls: number[] = [];
-    let h!: AgentHarness;
-    h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          async fetchDeferred(model) {
-            polls.push(
-              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
-            );
-            await new Promise((resolve) => setTimeout(resolve, 5));
-            if (polls.length === 1)
-              return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
-            return answer("ready now", model);
-          },
-        },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
-      now: () => clock,
+    const { root, sub, polls, pollAt, clock } = await pollingOnAStandingClock(async (model, n) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      if (n === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
+      return answer("ready now", model);
     });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    const root = await h.root();
-    const sub = await root.submit({ type: "input", content: "answer later" });
-    const pollAt = () =>
-      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
     await until(() => polls.length >= 2 || pollAt() === T + 1, {
       timeoutMs: 5000,
       what: "the second poll time",
     });
     // The clock stood at T: one poll so far, the next due at T + 1.
     expect(polls).toEqual([T]);
-    clock = T + 1;
+    clock.at = T + 1;
     expect((await sub.wait()).status).toBe("done");
     expect(polls).toEqual([T, T + 1]);
     expect(textOf((await root.entries()).at(-1)!)).toBe("ready now");
@@ -718,43 +707,18 @@ describe("deferred responses (poll)", () => {
     // at T: the first handle (pollAfterMs 0) is due at T, its poll answers still deferred with a new
     // handle of pollAfterMs 20 (then one without pollAfterMs): T + 20, then T + 5000, each from the
     // poll's now. (Draw 32c: the poll took max(now, previous + 1) + pollAfterMs, T + 21.)
-    const T = 1_700_000_000_000;
-    let clock = T;
-    const faux = fauxAgentModel(() => fauxAssistantMessage("unused"));
-    const polls: number[] = [];
-    let h!: AgentHarness;
-    h = await AgentHarness.open(await memoryStore(), {
-      models: createModelResolver({
-        extra: [faux.model],
-        deferred: {
-          async fetchDeferred(model) {
-            polls.push(
-              (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation!.deferred!.pollAt,
-            );
-            if (polls.length === 1)
-              return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } };
-            return { ...answer("", model), deferred: { id: "job-3" } };
-          },
-        },
-      }),
-      defaultModel: faux.ref,
-      stream: deferringStream({ id: "job-1", pollAfterMs: 0 }, { count: 0 }),
-      now: () => clock,
-    });
-    cleanups.push(async () => {
-      await h.close();
-      faux.unregister();
-    });
-    await (await h.root()).submit({ type: "input", content: "answer later" });
-    const pollAt = () =>
-      (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred?.pollAt;
+    const { h, polls, pollAt, clock } = await pollingOnAStandingClock((model, n) =>
+      n === 1
+        ? { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 20 } }
+        : { ...answer("", model), deferred: { id: "job-3" } },
+    );
     await until(() => polls.length >= 1 && pollAt() !== T, { timeoutMs: 5000, what: "the second poll time" });
     expect(polls).toEqual([T]);
     expect(pollAt()).toBe(T + 20);
     const [generation] = await h.tasks({ kind: "pi.generation" });
     expect(generation!.state).toMatchObject({ checkpoint: { phase: "poll", pollAt: T + 20 } });
     // The clock moves past it: polled at T + 30, still deferred without pollAfterMs: T + 30 + 5000.
-    clock = T + 30;
+    clock.at = T + 30;
     await until(() => polls.length >= 2 && pollAt() !== T + 20, {
       timeoutMs: 5000,
       what: "the third poll time",
