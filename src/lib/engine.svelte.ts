@@ -41,7 +41,9 @@ export const LIST_PAGE = 100;
 export const LIST_MOST = 500;
 
 export class EngineClient {
-  status = $state.raw<EngineStatus>({ phase: "starting", detail: "connecting to the engine" });
+  #status = $state.raw<EngineStatus>({ phase: "starting", detail: "connecting to the engine" });
+  /** Called once the status leaves "starting" (`pastStarting`). */
+  #onPastStarting: (() => void)[] = [];
   /** The newest conversations (a page of the engine's list: `watchPage`), newest first. */
   conversations = $state.raw<ConversationSummary[]>([]);
   /** How many conversations the engine lists in all. */
@@ -72,6 +74,33 @@ export class EngineClient {
     const claimed = Number(params.get("protocol"));
     this.protocol =
       params.get("debug") === "1" && Number.isInteger(claimed) && claimed > 0 ? claimed : PROTOCOL_VERSION;
+  }
+
+  /** The engine's status as this tab last heard it (or its own, while the engine cannot be reached). */
+  get status(): EngineStatus {
+    return this.#status;
+  }
+
+  set status(status: EngineStatus) {
+    this.#status = status;
+    if (status.phase === "starting") return;
+    for (const settle of this.#onPastStarting.splice(0)) settle();
+  }
+
+  /**
+   * Resolves once the status leaves "starting" (the engine is ready, failed, waits for another tab,
+   * ...), or after `capMs` whichever is first: src/main.ts mounts the app then (its mount would
+   * take the cores the engine's open needs, and before the open it has nothing to show).
+   */
+  pastStarting(capMs: number): Promise<void> {
+    if (this.#status.phase !== "starting") return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, capMs);
+      this.#onPastStarting.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /** Hold `tab:<id>` for the tab's whole life (unless the first script does); resolves once it is held. */

@@ -22,8 +22,8 @@ test("the app mounts under its strict CSP and installs its service worker", asyn
     });
     page.on("pageerror", (e) => problems.push(e.message));
     await page.goto(server.url);
-    // Independent of what the shell shows: the Svelte app mounted and names itself.
-    await page.waitForFunction(() => (document.getElementById("app")?.childElementCount ?? 0) > 0);
+    // The Svelte app mounted (index.html's static shell has no engine status) and names itself.
+    await page.locator('[data-testid="engine-status"]').waitFor({ state: "attached" });
     expect(await page.title()).toBe("Durable Agent");
     await page.getByText("Durable Agent").first().waitFor();
     const csp = await page.locator('meta[http-equiv="Content-Security-Policy"]').getAttribute("content");
@@ -43,6 +43,43 @@ test("the app mounts under its strict CSP and installs its service worker", asyn
     expect(manifest?.name).toBe("Durable Agent");
     expect(manifest?.icons.length).toBeGreaterThan(0);
     expect(problems).toEqual([]);
+  } finally {
+    await b.close();
+  }
+});
+
+test("the static shell paints first; the app mounts once the engine has left starting, and replaces the shell", async () => {
+  const b = await launchBrowser();
+  try {
+    const page = await b.newPage();
+    // The shell as the browser first shows it: index.html alone, before any script runs.
+    await page.route(/\.js$/, (route) => route.abort());
+    await page.goto(`${server.url}?store=${crypto.randomUUID()}`);
+    const shell = page.locator("#app .boot-shell");
+    await shell.waitFor();
+    expect(await shell.locator("header").textContent()).toContain("Durable Agent");
+    expect(await shell.getByRole("status").textContent()).toBe("Starting…");
+    await page.unroute(/\.js$/);
+    await page.reload();
+    await page.locator('[data-testid="engine-status"][data-phase="ready"]').waitFor({ state: "attached" });
+    const seen = await page.evaluate(() => {
+      const mount = performance.getEntriesByName("durable-agent:app-mounted")[0] as
+        | PerformanceMark
+        | undefined;
+      return {
+        phase: (mount?.detail as { phase?: string } | undefined)?.phase,
+        mountedAt: mount?.startTime,
+        paintedAt: performance.getEntriesByName("first-contentful-paint")[0]?.startTime,
+      };
+    });
+    // Mounted once, after the engine answered: not while it was still starting.
+    expect(seen.phase).toBeDefined();
+    expect(seen.phase).not.toBe("starting");
+    expect(seen.mountedAt).toBeGreaterThan(0);
+    // The shell was painted before the mount, and is gone with it.
+    expect(seen.paintedAt).toBeLessThan(seen.mountedAt!);
+    expect(await page.locator(".boot-shell").count()).toBe(0);
+    expect(await page.locator("#app header").count()).toBe(1);
   } finally {
     await b.close();
   }
