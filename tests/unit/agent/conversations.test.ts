@@ -834,6 +834,27 @@ describe("conversations", () => {
     stop();
   });
 
+  test("a fork's agent change applies over the parent's agent as of the fork entry, field by field, before init (draw 39)", async () => {
+    // Draw 39A: every fork with an `agent` option forked a parent whose agent held no field it left;
+    // a fork writing its agent change over an empty agent (the asOf copy lost) passed every test.
+    const { root, faux } = await open(echo);
+    await root.configure({ instructions: "Be terse.", thinkingLevel: "low", model: faux.ref });
+    await (await root.submit({ type: "input", content: "hello" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    await root.configure({ model: null });
+    const initSaw: unknown[] = [];
+    const fork = await root.fork(at, {
+      ownership: { kind: "ownerless" },
+      agent: { thinkingLevel: "high", instructions: null },
+      init: (tx, id) => {
+        initSaw.push(tx.readDoc(id, "pi.agent"));
+      },
+    });
+    expect(initSaw).toEqual([{ thinkingLevel: "high", model: faux.ref }]);
+    expect(await fork.agentState()).toEqual({ thinkingLevel: "high", model: faux.ref });
+    expect(await root.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
+  });
+
   test("an async init (ConversationInit may return a promise) is awaited in the creating commit of createConversation, fork and root(): its writes after an await land there, a rejection creates nothing", async () => {
     // Break 28J: every init above was synchronous; an init called without awaiting its promise
     // passed them all (its throw is synchronous).
@@ -1062,6 +1083,26 @@ describe("conversations", () => {
     expect(await other.commit((tx) => tx.appendEntry(other.id, { kind: "app.note" }).conversationId)).toBe(
       other.id,
     );
+  });
+
+  test("Conversation.commit() binds a background conversation-owned task too: it lands in the bound conversation, background (draw 39)", async () => {
+    // Draw 39A: every task the bound commits in the tests created was a foreground one; a binding
+    // that defaulted only non-background tasks (a background one landing in the root) passed them.
+    const { h } = await open(echo);
+    const noop = single("bound-background-noop", async (_t, runtime) => {
+      await runtime.commit(() => complete(null));
+    });
+    h.registry.register(noop);
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    const [background, foreground] = await other.commit((tx) => [
+      tx.createTask(noop, null, { ownership: { kind: "conversation" }, background: true }),
+      tx.createTask(noop, null, { ownership: { kind: "conversation" }, background: false }),
+    ]);
+    const records = await Promise.all([h.getTask(background!), h.getTask(foreground!)]);
+    expect(records.map((r) => [r?.conversationId, r?.background])).toEqual([
+      [other.id, true],
+      [other.id, false],
+    ]);
   });
 
   test("Conversation.commit() stays bound after an await in its callback: a conversation-owned task an async callback creates later lands in the bound conversation (draw 33c)", async () => {

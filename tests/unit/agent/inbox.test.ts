@@ -1231,6 +1231,34 @@ describe("the inbox", () => {
     }
   });
 
+  test("a write carrying edits queued behind a run is placed at the boundary with its edits: the entry keeps them and the next request follows them (draw 39)", async () => {
+    // Draw 39A: every write with edits in the tests was placed at once on an idle conversation; a
+    // queued write placed at a boundary without its edits (inbox.ts placeAtBoundary) passed them all.
+    const { tool, started, release } = gatedTool();
+    const { root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+      tools: [tool],
+    });
+    const first = await root.submit({ type: "input", content: "my password is hunter2" });
+    await started.promise;
+    const [secret] = await transcript(root);
+    const edits = [
+      {
+        target: secret!.id,
+        action: "replace" as const,
+        messages: [{ role: "user" as const, content: "[redacted]", timestamp: 1 }],
+      },
+    ];
+    const edit = await root.submit({ type: "write", entry: { kind: "app.redact", edits } });
+    expect((await edit.record()).status).toBe("queued");
+    release.resolve();
+    expect((await edit.wait()).status).toBe("done");
+    await first.wait();
+    const placed = (await transcript(root)).find((e) => e.kind === "app.redact");
+    expect(placed?.edits).toEqual(edits);
+    expect(faux.requests).toHaveLength(2);
+    expect(faux.requests[1]!.messages.filter((m) => m.role === "user").map(textOf)).toEqual(["[redacted]"]);
+  });
+
   test("a submission of an unknown type, or an input with an unknown whenBusy, is refused at submit and writes nothing", async () => {
     // Spec §2.2: whenBusy is "steer" | "followUp" | "reject"; anything else is bad input at the door,
     // not a follow-up (found in session 21: it was queued as one).
