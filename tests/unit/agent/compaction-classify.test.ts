@@ -9,7 +9,7 @@ import { expect, test } from "vitest";
 import { SUMMARY_SYSTEM_PROMPT } from "../../../worker/agent/compaction/task.ts";
 import type { AgentHarness, ChangeSet, Conversation, UsageState } from "../../../worker/index.ts";
 import { deferred, type FauxRequest, fauxError, until } from "../../../worker/testing.ts";
-import { open } from "./fixtures.ts";
+import { liveOf, open } from "./fixtures.ts";
 
 const big = (label: string) => `${label} ${"x".repeat(400)}`; // about 100 tokens
 const isSummary = (r: FauxRequest) => r.systemPrompt === SUMMARY_SYSTEM_PROMPT;
@@ -175,6 +175,69 @@ test("a summary's retry policy is read anew at each classification: retried once
   gate.resolve();
   expect((await h.waitForTask(task)).state).toMatchObject({
     outcome: { status: "failed", error: { detail: { reason: "model_error" } } },
+  });
+  expect(faux.requests.filter(isSummary)).toHaveLength(2);
+});
+
+test("a summary's maxRetries is read at classification: lowered while a retried summary request is out, its error fails the compaction (draw 39, 19)", async () => {
+  // Draw 39, 19: maxRetries taken from the policy read as the summary request was sent (enabled read
+  // at classification) passed every test: each moved enabled while a request was out, never maxRetries.
+  const gate = deferred();
+  let maxRetries = 3;
+  const { h, root, faux } = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      if (faux.requests.filter(isSummary).length === 2) await gate.promise;
+      return fauxError("503 Service Unavailable");
+    },
+    { settings: () => ({ compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 1, maxRetries } }) },
+  );
+  await chat(root, 3);
+  const task = await root.compact();
+  await until(() => faux.requests.filter(isSummary).length === 2, { what: "summary retried" });
+  maxRetries = 1;
+  gate.resolve();
+  expect((await h.waitForTask(task)).state).toMatchObject({
+    outcome: { status: "failed", error: { detail: { reason: "model_error" } } },
+  });
+  expect(faux.requests.filter(isSummary)).toHaveLength(2);
+});
+
+test("a summary's backoff delay is read at classification too: baseDelayMs changed while the summary request is out sets that retry's deadline (draw 39, 19)", async () => {
+  // Spec §8.3 / §8.7: the retry policy is read when the attempt's result is classified, its backoff
+  // delay too. Draw 39, 19: a delay computed from the policy read as the summary request was sent
+  // passed every test (each summary test kept baseDelayMs fixed while the request was out).
+  let clock = 1_000_000_000;
+  let baseDelayMs = 40;
+  const gate = deferred();
+  const { h, root, faux } = await open(
+    async (req) => {
+      if (!isSummary(req)) return fauxAssistantMessage(big("answer"));
+      if (faux.requests.filter(isSummary).length === 1) {
+        await gate.promise;
+        return fauxError("503 Service Unavailable");
+      }
+      return fauxAssistantMessage("SUMMARY");
+    },
+    {
+      now: () => clock,
+      settings: () => ({ compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs, maxDelayMs: 60_000 } }),
+    },
+  );
+  await chat(root, 3);
+  const task = await root.compact();
+  await until(() => faux.requests.filter(isSummary).length === 1, { what: "summary sent" });
+  baseDelayMs = 300;
+  const at = clock;
+  gate.resolve();
+  await until(() => liveOf(h, root.id).compactions?.[0]?.retry !== undefined, {
+    what: "summary retry scheduled",
+  });
+  expect(liveOf(h, root.id).compactions![0]!.retry!.at - at).toBe(300);
+  clock += 10_000; // past the deadline: the sleep ends at its next look at the clock
+  expect((await h.waitForTask(task)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed" },
   });
   expect(faux.requests.filter(isSummary)).toHaveLength(2);
 });

@@ -83,11 +83,34 @@ describe("request hooks", () => {
     expect(hooked).toBe(3);
     const lasts = faux.requests.map((r) => textOf(r.messages.at(-1)!));
     expect(lasts).toEqual(["injected 1", "injected 2", "injected 3"]);
-    // Each replacement was for its own request only: none of them reached a later one.
-    expect(faux.requests[2]!.messages.filter((m) => m.role === "user").map(textOf)).toEqual([
-      "hi",
-      "injected 3",
+    // Each replacement was for its own request only: none of them reached a later one, nor the
+    // hooks of a later one (draw 39, 3: a retried attempt's hook handed the failed attempt's
+    // replacement, not the transcript, passed while only the tool round's request was read).
+    expect(faux.requests.map((r) => r.messages.filter((m) => m.role === "user").map(textOf))).toEqual([
+      ["hi", "injected 1"],
+      ["hi", "injected 2"],
+      ["hi", "injected 3"],
     ]);
+  });
+
+  test("a beforeRequest hook that returns nothing replaces nothing: the request keeps an earlier hook's replacement (draw 39, 3)", async () => {
+    // Draw 39, 3: a hook returning undefined taken as a return to the transcript's messages (an
+    // earlier hook's replacement dropped) passed every test: no chain ended with a hook that kept.
+    const seen: string[][] = [];
+    const { root, faux } = await open(echo, {
+      hooks: {
+        beforeRequest: [
+          (messages) => [...messages, { role: "user", content: "injected", timestamp: 0 }],
+          (messages) => {
+            seen.push(messages.map(textOf));
+            return undefined;
+          },
+        ],
+      },
+    });
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    expect(seen).toEqual([["hi", "injected"]]);
+    expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "injected"]);
   });
 
   test("recovery resends an interrupted request and runs beforeRequest again for it", async () => {

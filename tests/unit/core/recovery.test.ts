@@ -1019,6 +1019,56 @@ test("a held outcome is never migrated: a newer definition leaves it and its sto
   await h.close();
 });
 
+test("a held fault is never migrated either: released with a newer definition registered, it keeps its stored version and its cleanup runs (draw 39, 5)", async () => {
+  // Draw 39, 5: the release of a held fault resolving the definition for its cleanup the way a
+  // reservation does (running the newer definition's migrate) passed every test: each held outcome
+  // met by a newer definition was completed, which has no cleanup.
+  const kid = parked("faulted-held-kid");
+  const fail = deferred();
+  const holder = single("faulting-holder", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await fail.promise;
+    throw new Error("holder broke");
+  });
+  const reports: unknown[] = [];
+  const h = await Harness.open(await memoryStore(), {
+    tasks: [holder, kid],
+    onReport: (e) => reports.push(e),
+  });
+  let held = false;
+  h.subscribe((change) => {
+    if (change.tasks.some((t) => t.kind === "faulting-holder" && t.state.status === "completing"))
+      held = true;
+  });
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "holder and kid running" });
+  const cleaned: TaskId[] = [];
+  h.registry.register(
+    defineTask<Json, Go, Json>({
+      name: "faulting-holder",
+      version: 2,
+      initial: () => ({ phase: "go" }),
+      phases: { go: async () => undefined },
+      abort: async () => undefined,
+      migrate: () => {
+        throw new Error("must not migrate a held outcome");
+      },
+      cleanUp: (_tx, task) => void cleaned.push(task.id),
+    }),
+  );
+  fail.resolve();
+  const final = await done(h, id);
+  expect(outcome(final)?.status).toBe("faulted");
+  expect(final.version).toBe(1);
+  expect(cleaned).toEqual([id]);
+  expect(held).toBe(true);
+  expect(reports.some((e) => String(e).includes("migrat"))).toBe(false);
+  await h.close();
+});
+
 describe("a waiting task whose definition is unregistered while it waits", () => {
   // Reading 23e: the upstream scenarios dispose the waiter's registration while the engine runs; the
   // tests above open a second engine without it.

@@ -172,6 +172,55 @@ test("a terminal owner never cascades: new work in the conversation of an aborte
   expect((await again.loadConversation(owned))?.owner).toEqual({ conversationId: root.id, taskId: ownerId });
 });
 
+test("a terminal owner never cascades whatever its outcome: new work in the conversation of an owner that ended failed is not marked and runs to its end, and an input there is answered (draw 39, 10)", async () => {
+  // Draw 39, 10: a terminal owner whose outcome is failed taken as cancelling (spec §8.4: "ending
+  // failed, like aborted, records cancellation intent", read past the owner's end) passed every
+  // test: each terminal owner below which new work ran had completed or been aborted.
+  const failing = defineTask<Json, Go | { phase: "end" }, Json>({
+    name: "failed-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "end" } };
+        });
+      },
+      end: async (_t, runtime) => {
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "failed", error: { message: "gave up" } },
+        }));
+      },
+    },
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const release = deferred();
+  const later = single("later-below-failed", async (_t, runtime) => {
+    await release.promise;
+    await runtime.commit(() => complete("later"));
+  });
+  const { h } = await open(echo, { tasks: [failing, later] });
+  const ownerId: TaskId = await h.createTask(failing, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await h.waitForTask(ownerId))?.status).toBe("failed");
+  const owned = h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id;
+  const laterId: TaskId = await h.transaction((tx) =>
+    tx.createTask(later, null, { ownership: { kind: "conversation" }, conversationId: owned }),
+  );
+  await until(() => running(h) === 1, { what: "the later task running" });
+  expect(await h.getTask(laterId)).toMatchObject({ abortRequested: false, state: { status: "running" } });
+  release.resolve();
+  expect((await h.waitForTask(laterId)).state).toEqual({
+    status: "terminal",
+    outcome: { status: "completed", result: "later" },
+  });
+  const input = await h.conversation(owned)!.submit({ type: "input", content: "are you there?" });
+  expect((await input.wait()).status).toBe("done");
+});
+
 test("taskGraph() keeps live work in a conversation whose owner task is terminal", async () => {
   const { h, workerId } = await workBelowAFinishedOwner();
   expect(JSON.stringify(h.taskGraph())).toContain(`"id":${workerId},`);

@@ -183,6 +183,70 @@ test("a listener that throws synchronously (a plain function, not a rejected pro
   expect(await watch.stop()).toBe("listener_error");
 });
 
+test("a callback still running when its watch stops may reject later: the rejection is observed, never unhandled, and the end stays stopped (draw 39, 6)", async () => {
+  // Spec §9.2: "The first termination reason wins, and every late rejection is observed." Draw 39,
+  // 6: a delivery that rethrew a failure arriving after the watch had ended (an unhandled rejection)
+  // passed every test: no listener failed after its watch was stopped.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+  process.on("unhandledRejection", onUnhandled);
+  try {
+    const watch = new Watch(0);
+    const entered = deferred();
+    const fail = deferred();
+    watch.push(frame(1));
+    watch.push(frame(2));
+    const seen: number[] = [];
+    watch.start(async (f) => {
+      seen.push(f.value);
+      entered.resolve();
+      await fail.promise;
+      throw new Error("late listener failure");
+    });
+    await entered.promise;
+    expect(await watch.stop()).toBe("stopped");
+    fail.resolve();
+    await settle();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(unhandled).toEqual([]);
+    expect(await watch.closed).toBe("stopped");
+    expect(seen).toEqual([1]);
+  } finally {
+    process.off("unhandledRejection", onUnhandled);
+  }
+});
+
+test("an agent event stream whose listener throws ends with listener_error too, and only that stream: another stream and a watch of the same conversation go on (draw 39, 6)", async () => {
+  // Draw 39, 6: an event stream that swallowed its listener's failure (the stream left open, its
+  // later batches still delivered) passed every test: each throwing listener was a conversation
+  // watch's or a bare Watch's.
+  const { root, h } = await open(echo);
+  const failing = await watchEvents(h, root.id);
+  const other = await watchEvents(h, root.id);
+  const watch = await root.watch();
+  let failingCalls = 0;
+  const otherSeen: unknown[] = [];
+  const watchSeen: number[] = [];
+  failing.start(async () => {
+    failingCalls++;
+    throw new Error("events listener bug");
+  });
+  other.start((batch) => void otherSeen.push(...batch));
+  watch.start((f) => void watchSeen.push(f.value.entries.length));
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  expect(await Promise.race([failing.closed, settle().then(() => "still open")])).toBe("listener_error");
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await until(() => watchSeen.at(-1) === 2, { what: "the watch goes on" });
+  await until(() => otherSeen.filter((e) => (e as { type: string }).type === "entry_appended").length === 2, {
+    what: "the other stream goes on",
+  });
+  expect(failingCalls).toBe(1);
+  expect(failing.pending).toBe(0);
+  expect(await failing.stop()).toBe("listener_error");
+  await other.stop();
+  await watch.stop();
+});
+
 test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
   const parkedWorker = parked("watch.worker");
   const { h, root } = await open(echo, { tasks: [parkedWorker] });
