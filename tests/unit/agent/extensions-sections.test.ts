@@ -475,6 +475,35 @@ test("a throwing section keeps the text shown before and is reported; the reques
   expect((await systems())[0]!.sections).toEqual({ clock: "<clock>\nnoon\n</clock>" });
 });
 
+test("a throwing section whose shown text is empty keeps that empty text: reported, the request still sent, no pi.system written, sync and async (draw 39-D)", async () => {
+  // Draw 39-D: every test above kept a text with something in it; a kept text read by truthiness
+  // (an empty shown text taken for none, the section removed by a new pi.system) passed them all.
+  for (const mode of ["sync", "async"] as const) {
+    let broken = false;
+    const render = () => {
+      if (broken) throw new Error("empty broke");
+      return "";
+    };
+    const { ask, faux, reported, systems } = await setup([
+      defineExtension({
+        name: "a",
+        sections: [
+          section("empty", mode === "sync" ? render : async () => render(), { tag: false }),
+          section("clock", () => "noon"),
+        ],
+      }),
+    ]);
+    await ask("one");
+    expect((await systems())[0]!.sections, mode).toEqual({ empty: "", clock: "<clock>\nnoon\n</clock>" });
+    broken = true;
+    expect(await ask("two"), mode).toMatchObject({ status: "done" });
+    expect(reported, mode).toEqual(["empty broke"]);
+    expect(faux.requests, mode).toHaveLength(2);
+    expect(faux.requests[1]!.systemPrompt, mode).toBe(faux.requests[0]!.systemPrompt);
+    expect(await systems(), mode).toHaveLength(1);
+  }
+});
+
 // Break 28R: the named test's later request renders in its creating commit; an async section, which
 // renders in a phase of its own, dropping its text when it rejects passed it.
 test("an async section that rejects keeps the text shown before and is reported; the request is still sent", async () => {

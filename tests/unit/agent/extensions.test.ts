@@ -1042,6 +1042,33 @@ describe("Harness.open binds the registry", () => {
     expect(third.h.extensions.snapshot().extension("notes")).toBeUndefined();
   });
 
+  test("a harness opened without a registry gets one of its own: two such harnesses share no extension, and neither outlives into the next (draw 39-D)", async () => {
+    // Draw 39-D: a process-wide default registry (shared by every open given none) passed the test
+    // above, which always passes one; the registry is the application's, never the process's.
+    const first = await open(echo, { tools: [tool("first-only")] });
+    const second = await open(echo, { tools: [tool("second-only")] });
+    expect(second.h.extensions).not.toBe(first.h.extensions);
+    expect(
+      first.h.extensions
+        .snapshot()
+        .tools()
+        .map((t) => t.tool.name),
+    ).toEqual(["first-only"]);
+    expect(
+      second.h.extensions
+        .snapshot()
+        .tools()
+        .map((t) => t.tool.name),
+    ).toEqual(["second-only"]);
+    first.h.extensions.install(defineExtension({ name: "mine", tools: [tool("mine")] }));
+    expect(second.h.extensions.snapshot().extension("mine")).toBeUndefined();
+    await first.h.close();
+    const third = await AgentHarness.open(await memoryStore());
+    expect(third.extensions).not.toBe(first.h.extensions);
+    expect(third.extensions.snapshot().installed()).toEqual([]);
+    await third.close();
+  });
+
   test("the tools option is shorthand for an extension of the harness's registry", async () => {
     const { h } = await open(() => fauxAssistantMessage("ok"), { tools: [tool("x")] });
     expect(

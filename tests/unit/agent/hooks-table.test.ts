@@ -839,6 +839,42 @@ test("a task asks only the hooks of the extensions its conversation selects, in 
   expect(asked).toEqual([`a:${root.id}`, `b:${other.id}`, `b:${reversed.id}`, `a:${reversed.id}`]);
 });
 
+test("a built-in task asks only the hooks registered for its own name: a selected extension's handlers registered for another task, under a built-in hook's name, are not asked (draw 39-D)", async () => {
+  // Draw 39-D: hooks composed by handler name whatever task they were registered for passed every
+  // test above, whose every registration named the task that asks it.
+  const { tool } = itemTool({});
+  const asked: string[] = [];
+  const { root } = await withExtensions(
+    callsThenAnswer(fauxToolCall("apply", { item: "go" }, { id: "c1" })),
+    [
+      defineExtension({
+        name: "mixed",
+        tools: [tool],
+        hooks: [
+          hook("pi.generation", { afterResponse: () => void asked.push("generation:afterResponse") }),
+          hook("pi.tool", { afterTool: () => void asked.push("tool:afterTool") }),
+          // Registered for other tasks: an extension's own task, and the tool task under generation hooks.
+          hook("x.job", {
+            beforeRequest: () => void asked.push("x.job:beforeRequest"),
+            afterResponse: () => void asked.push("x.job:afterResponse"),
+            beforeTool: () => void asked.push("x.job:beforeTool"),
+          }),
+          hook("pi.tool", {
+            afterResponse: () => void asked.push("pi.tool:afterResponse"),
+          } as never),
+          hook("pi.compaction", {
+            afterTool: () => void asked.push("pi.compaction:afterTool"),
+          } as never),
+        ],
+      }),
+    ],
+  );
+  expect(await (await root.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(asked).toEqual(["generation:afterResponse", "tool:afterTool", "generation:afterResponse"]);
+});
+
 test("the hooks given as harness options are asked only of conversations whose selection holds harness-options, in its place (draw 35D)", async () => {
   // Draw 35D: every selection test installed its hooks as extensions; the options' hooks (the
   // harness-options extension) asked of every conversation whatever its selection passed them.

@@ -196,6 +196,41 @@ describe("an imported tool is opt-in", () => {
     expect(again.h.services.agent(id).tools.has("greet")).toBe(true);
   });
 
+  test("the settings show it as imported where it is on too: in the imported conversation and one switched on, until it is enabled everywhere (draw 39-D)", async () => {
+    // Draw 39-D: the test above reads the settings of a conversation that does not select it; the mark
+    // shown only where the tool is off passed every test of this file.
+    const text = await greetFile();
+    const target = await openApp();
+    const other = (await target.h.root()).id;
+    const id = await importWithUserTools(target.h, text, { documents: DOCS });
+    const greet = async (c: number) =>
+      (await conversationExtensions(target.h, c)).find((e) => e.name === "user:greet");
+    const shown = { name: "user:greet", user: true, tools: ["greet"] };
+    expect(await greet(id)).toEqual({ ...shown, enabled: true, imported: true });
+    await setExtensionEnabled(target.h, other, "user:greet", true);
+    expect(await greet(other)).toEqual({ ...shown, enabled: true, imported: true });
+    await enableUserToolEverywhere(target.h, "greet");
+    expect(await greet(id)).toEqual({ ...shown, enabled: true });
+    expect(await greet(other)).toEqual({ ...shown, enabled: true });
+  });
+
+  test("a tool stored already with the carried code did not arrive by import: it stays unmarked and every conversation keeps it (draw 39-D)", async () => {
+    // Draw 39-D: an import marking a stored tool of the same code imported (opt-in) passed every test
+    // of this file, whose same-name tools had other code or whose target stored none.
+    const text = await greetFile();
+    const target = await openApp();
+    await saveUserTool(target.h, GREET);
+    const other = (await target.h.root()).id;
+    const id = await importWithUserTools(target.h, text, { documents: DOCS });
+    expect(storedUserTools(target.h)).toHaveLength(1);
+    expect(storedUserTools(target.h)[0]).not.toHaveProperty("imported");
+    expect(userToolStatuses(target.h)[0]).not.toHaveProperty("imported");
+    expect(target.h.services.agent(other).tools.has("greet")).toBe(true);
+    expect(target.h.services.agent(id).tools.has("greet")).toBe(true);
+    const fresh = (await target.h.createConversation({ ownership: { kind: "ownerless" } })).id;
+    expect(target.h.services.agent(fresh).tools.has("greet")).toBe(true);
+  });
+
   test("the per-conversation switch adds it to one conversation and drops it again", async () => {
     const text = await greetFile();
     const target = await openApp();
