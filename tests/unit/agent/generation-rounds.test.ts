@@ -190,6 +190,30 @@ test("the answer's commit writes one slot per call, in call order: an un-offered
   expect((await input.wait()).status).toBe("done");
 });
 
+test("a round whose every call is un-offered: the answer's commit still writes one done slot per call, in call order, each with its result entry and no taskId (draw 39, 1)", async () => {
+  // Draw 39, 1: every named round had an offered call; an answer's commit that wrote no slots when
+  // it started no tool task passed every test.
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("nope", {}, { id: "u1" }), fauxToolCall("gone", {}, { id: "u2" })),
+  );
+  const answerCommits: Array<{ entries: { id: number; kind: string }[]; live: LiveState | undefined }> = [];
+  h.subscribe((change) => {
+    if (answerCommits.length > 0 || !change.entries.some((e) => e.kind === "pi.assistant")) return;
+    const live = change.docs.find((d) => d.conversationId === 1 && d.name === DOC.live)?.value as
+      | LiveState
+      | undefined;
+    answerCommits.push({ entries: [...change.entries], live });
+  });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const [commit] = answerCommits;
+  const results = commit!.entries.filter((e) => e.kind === "pi.tool-result");
+  expect(results).toHaveLength(2);
+  expect(commit!.live?.tools).toEqual([
+    { callId: "u1", name: "nope", status: "done", entry: results[0]!.id },
+    { callId: "u2", name: "gone", status: "done", entry: results[1]!.id },
+  ]);
+});
+
 test("abortTask on the generation aborts its whole parallel round: every call gets its result, then the input is unanswered", async () => {
   const a = gatedTool("a");
   const b = gatedTool("b");

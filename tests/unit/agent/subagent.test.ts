@@ -311,6 +311,51 @@ describe("background subagent", () => {
     );
   });
 
+  test("the answer posted while the parent is busy queues as a follow-up, in the inbox and in its record, and starts a run of its own after the parent's answer (draw 39, 4)", async () => {
+    // Draw 39, 4: every queued-mode test submitted through a conversation or a tool's handle; the
+    // reporter's own admission posting its answer as a steer passed every test (the parent was idle).
+    let started!: () => void;
+    const running = new Promise<void>((r) => {
+      started = r;
+    });
+    const release = deferred<void>();
+    const busy = deferred<void>();
+    const base = responder({ childCallsProbe: true, background: true });
+    faux = fauxAgentModel(async (req: FauxRequest) => {
+      if (userText(req.messages.findLast((m) => m.role === "user")) === "keep busy") {
+        await busy.promise;
+        return fauxAssistantMessage("was busy");
+      }
+      return base(req);
+    });
+    harness = await AgentHarness.open(await memoryStore(), {
+      models: faux.models,
+      defaultModel: faux.ref,
+      tools: [createSubagentTool(), probeTool({ started, release: release.promise })],
+    });
+    const h = harness;
+    const root = await h.root();
+    await (await root.submit({ type: "input", content: "delegate it" })).wait();
+    await running;
+    const hold = await root.submit({ type: "input", content: "keep busy" });
+    await until(() => root.busy);
+    release.resolve();
+    const inboxItems = () =>
+      h.docNow<{ items: { id: number; mode: string }[] }>(root.id, "pi.inbox")?.items ?? [];
+    await until(() => inboxItems().length === 1, { what: "the answer queued" });
+    const [item] = inboxItems();
+    const posted = await h.submissionRecord(item!.id as never);
+    busy.resolve();
+    expect(item!.mode).toBe("followUp");
+    expect([posted?.status, (posted as { mode?: string } | undefined)?.mode]).toEqual(["queued", "followUp"]);
+    expect((await hold.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(assistantTexts(await root.entries()).slice(-2)).toEqual([
+      "was busy",
+      "noted the subagent's answer",
+    ]);
+  });
+
   test("survives the parent's abort; abort({ background: true }) ends it bottom-up", async () => {
     let started!: () => void;
     const running = new Promise<void>((r) => {

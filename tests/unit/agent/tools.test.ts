@@ -729,7 +729,9 @@ describe("tools", () => {
   });
 
   test("a terminating round uses final behaviour: a follow-up queued during it is placed when the round ends the run, and starts the next run", async () => {
-    const { root, faux, gate } = await openTerminatingRound("next answer");
+    const { root, faux, gate, h } = await openTerminatingRound("next answer");
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
     const first = await root.submit({ type: "input", content: "go" });
     await until(() => faux.requests.length === 1, { what: "the round running" });
     const follow = await root.submit({ type: "input", content: "then this" });
@@ -741,6 +743,15 @@ describe("tools", () => {
     // round is a successful run end): the follow-up has left the inbox by then (draw 38C, 7: a
     // terminating round ending the run bare, the follow-up left queued, failed here only by a timeout).
     expect((await follow.record()).status).not.toBe("queued");
+    // Draw 39, 13: that commit places it and hands it a successor run of its own (a boundary that
+    // placed it and ended the run bare failed here only by a timeout).
+    const placing = changes.find((c) =>
+      c.submissions.some((x) => x.id === follow.id && x.status === "placed"),
+    );
+    const live = placing?.docs.find((d) => d.name === "pi.live")?.value as
+      | { run?: { inputs: number[] } }
+      | undefined;
+    expect(live?.run?.inputs).toEqual([follow.id]);
     // No further submission: the final boundary of the terminating round placed it.
     expect((await follow.wait()).status).toBe("done");
     expect(kinds(await entries())).toEqual([
@@ -1571,5 +1582,5 @@ async function openTerminatingRound(answer: string) {
         : fauxAssistantMessage(answer),
     { tools: [finishLater] },
   );
-  return { root: opened.root, faux: opened.faux, gate };
+  return { root: opened.root, faux: opened.faux, gate, h: opened.h };
 }

@@ -295,6 +295,43 @@ test("aborting a background task directly marks its ordinary owned work; a backg
   await h.close();
 });
 
+test("aborting directly a background task that holds completed (an anchor whose owned conversation still works) marks it and aborts the ordinary work in that conversation; its completed outcome stays (draw 39, 7)", async () => {
+  // Draw 39, 7: each named background task was running when aborted; abortTask answering `marked`
+  // for a held background task without marking it passed them, and the anchor's work ran on.
+  const worker = parked("anchor-worker");
+  // The anchor's conversation and its work first; completing in the same commit would refuse them.
+  const anchor = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name: "anchor",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => complete("anchored"))),
+    },
+    abort: abortedByHandler,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [anchor, worker] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(anchor, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => latest.get(id)?.state.status === "completing" && running(h) === 1, {
+    what: "the anchor holding completed while its conversation's worker runs",
+  });
+  const workerId = [...latest.values()].find((t) => t.kind === "anchor-worker")?.id as TaskId;
+  expect(await h.abortTask(id)).toBe("marked");
+  expect((await h.getTask(id))?.abortRequested).toBe(true);
+  expect(outcome(await done(h, workerId))?.status).toBe("aborted");
+  const final = await done(h, id);
+  expect([final.abortRequested, outcome(final)]).toEqual([true, { status: "completed", result: "anchored" }]);
+  await engineStillRuns(h);
+  await h.close();
+});
+
 test("an abort-marked waiting task does not wait for a task it waits on but does not own", async () => {
   const other = parked("other");
   const aborted = deferred();

@@ -585,6 +585,39 @@ test("a cascade treats the conversations it reaches like Conversation.abort(): t
   expect((await rootQueued.record()).status).toBe("queued");
 });
 
+test("a background task aborted directly treats the conversation it owns like Conversation.abort(): its queued inputs are withdrawn, its queued write stays, its run is aborted (draw 39, 7)", async () => {
+  // Draw 39, 7: every cascade test's cancelled owner was ordinary; a cascade that skipped the
+  // conversations a background owner owns (a boundary taken for the whole subtree) passed them.
+  const owner = conversationOwner("background-inbox-owner");
+  const { tool, started } = gatedTool();
+  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner],
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" }, background: true });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const working = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  const steer = await owned.submit({ type: "input", content: "queued steer", whenBusy: "steer" });
+  const write = await owned.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  expect(await h.abortTask(ownerId)).toBe("marked");
+  expect(outcome(await h.waitForTask(ownerId))?.status).toBe("aborted");
+  expect(await working.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  // Withdrawn while queued: never placed, so no entry.
+  for (const withdrawn of [queued, steer]) {
+    const record = await withdrawn.record();
+    expect([record.status, record.status === "unanswered" && record.reason, record.entry]).toEqual([
+      "unanswered",
+      "aborted",
+      undefined,
+    ]);
+  }
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
 test("the cascade starts below the cancelled task though it owns a child task: the child lives in the task's own conversation, whose queued input stays", async () => {
   // Break 30D: the conversations of the tasks a cascade marks treated like Conversation.abort()
   // passed the test above, whose owner has no child task; a child task lives in its owner's
