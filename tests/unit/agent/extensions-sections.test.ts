@@ -313,6 +313,28 @@ test("an order change's two pi.system entries land in the one preparing commit, 
   expect(faux.requests[1]?.systemPrompt).toBe("<style>\nterse\n</style>\n\n<role>\nhelper\n</role>");
 });
 
+test("a system message that carries only tool changes has content empty too: no sections and no text (draw 39b)", async () => {
+  // Draw 39b, 5: every written system message of the named tests carried sections; a tools-only
+  // delta written with its tool names as content passed them all.
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: name,
+      parameters: Type.Object({}),
+      execute: async () => textResult(name),
+    });
+  const { root, ask, systems } = await setup([
+    defineExtension({ name: "a", tools: [tool("read"), tool("edit")] }),
+  ]);
+  await root.configure({ tools: ["read"] });
+  await ask("one");
+  await root.configure({ tools: ["read", "edit"] });
+  await ask("two");
+  const all = await systems();
+  expect(all.at(-1)).toMatchObject({ sections: {}, toolsAdded: ["edit"] });
+  for (const m of all) expect(m.content).toBe("");
+});
+
 test("a tool order change removes every offered tool and adds the desired ones in order; a plain addition appends", async () => {
   const tool = (name: string) =>
     defineTool({

@@ -102,6 +102,26 @@ test("agent() of a conversation with no pi.agent resolves it as {}: the host def
   expect(commits).toBe(1);
 });
 
+test("agent() of a conversation with no pi.agent is {} even when the root's agent holds fields: nothing is borrowed (draw 39b)", async () => {
+  // Draw 39b, 9: the named test's root held an empty pi.agent; an absent document read as the root's
+  // stored agent passed it.
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("one")] }));
+  const store = await memoryStore();
+  const core = await Harness.open(store);
+  const id = await core.transaction((tx) => tx.createConversation({ kind: "ownerless" }).id);
+  await core.close();
+  const { h, root, faux } = await open(echo, { extensions, store: await memoryStore(store.image()) });
+  await root.configure({ instructions: "Answer in French.", thinkingLevel: "high", tools: [] });
+  const bare = (await h.loadedConversation(id))!;
+  expect(await bare.agentState()).toEqual({});
+  const agent = await bare.agent();
+  expect(agent.instructions).toBeUndefined();
+  expect(agent.thinkingLevel).toBe("off");
+  expect(agent.model).toEqual(faux.ref);
+  expect([...agent.tools.keys()]).toEqual(["one"]);
+});
+
 test("agent() sets thinkingLevel even with no model at all: no stored model and no host default resolve to thinking off, no model", async () => {
   // Break 29E: every named test had a host default model; a thinking level set only beside a model
   // passed them.
