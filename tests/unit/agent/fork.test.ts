@@ -609,6 +609,34 @@ describe("fork", () => {
     expect(h.inspect().tasks.filter((t) => t.record.conversationId === childId)).toEqual([]);
   });
 
+  test("a fork's source may not change in the forking commit also when that commit created another conversation first or forked another parent first: the write after the fork is refused and nothing is created (draw 39b)", async () => {
+    // Draw 39b: every named forking commit created only the one fork; a refusal that stopped looking
+    // at the first conversation created in the commit that was not a child of the parent passed them.
+    const { h, root } = await open(echo);
+    await ask(root, "one");
+    const at = (await root.entries()).at(-1)!.id;
+    const other = await h.createConversation(ownerless);
+    await ask(other, "other");
+    const otherAt = (await other.entries()).at(-1)!.id;
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.note", { n: 1 }));
+    const conversationsBefore = h.conversationRecords().length;
+    const first: Array<(tx: Tx) => void> = [
+      (tx) => void tx.createConversation({ kind: "ownerless" }),
+      (tx) => void tx.forkConversation(other.id, otherAt, ownerless),
+    ];
+    for (const before of first) {
+      const refused = h.transaction((tx) => {
+        before(tx);
+        tx.forkConversation(root.id, at, ownerless);
+        tx.writeDoc(root.id, "app.note", { n: 2 });
+      });
+      await expect(refused).rejects.toThrow(/forked in this commit/);
+      await expect(refused).rejects.toBeInstanceOf(InvalidTransition);
+    }
+    expect(h.conversationRecords().length).toBe(conversationsBefore);
+    expect(await h.doc(root.id, "app.note")).toEqual({ n: 1 });
+  });
+
   test("a fork of a busy conversation copies none of its tasks: the child's pi.live names no run, generation or tool slot, the child is idle and its own input starts its own run", async () => {
     // Spec §3.7: tasks are never copied; so no document of the child may name the parent's run task
     // or tool tasks (break 28B: a fork copying pi.live made the child busy with the parent's run).

@@ -112,6 +112,27 @@ describe("writes take the ordered passive path", () => {
     expect(inboxOf(h).items).toEqual([]);
   });
 
+  test("a reset on an idle conversation with a non-empty inbox takes the same path: it queues behind the waiting follow-up, and the final boundary of the same commit places it first and starts the follow-up from its handoff (draw 39b)", async () => {
+    // Draw 39b: every named reset was on an idle conversation with an empty inbox or a busy one; a
+    // reset appended at once whenever the conversation was idle (no final boundary) passed them.
+    const { h, root, two, faux } = await failedRunWithFollowUp();
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
+    const reset = await root.reset("handoff");
+    const admission = changes.find((c) => c.submissions.some((x) => x.id === reset.id));
+    expect(
+      admission?.submissions.map((x) => [x.id, x.status]).sort((a, b) => Number(a[0]) - Number(b[0])),
+    ).toEqual([
+      [two.id, "placed"],
+      [reset.id, "done"],
+    ]);
+    expect(admission?.entries.map((e) => e.kind)).toEqual(["pi.reset", "pi.user"]);
+    expect(admission?.tasks.map((t) => [t.kind, t.state.status])).toEqual([["pi.generation", "pending"]]);
+    expect((await two.wait(AbortSignal.timeout(5000))).status).toBe("done");
+    expect(faux.requests.at(-1)!.messages.map((m) => textOf(m))).toEqual(["handoff", "two"]);
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
   test("an input on an idle conversation with a non-empty inbox queues by its whenBusy: steer as a steer (so the final boundary places it with the follow-up), reject as a follow-up (not refused: the conversation is not busy)", async () => {
     const steer = await failedRunWithFollowUp();
     const three = await steer.root.submit({ type: "input", content: "three", whenBusy: "steer" });

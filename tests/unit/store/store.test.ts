@@ -385,6 +385,64 @@ describe("the schema the core hands over", () => {
     }
   });
 
+  test("a store of every older version keeps the rows of its conversations, entries and submissions tables when it opens at the current schema, a settled submission with a requestId among them (draw 39b)", async () => {
+    // Draw 39b: the named test opened only empty older stores; a later migration clearing settled
+    // submissions passed it and every migration test.
+    const current = await memoryStore();
+    const made = await Harness.open(current);
+    await made.transaction((tx) => {
+      const other = tx.createConversation({ kind: "ownerless" });
+      const entry = tx.appendEntry(1, { kind: "note", data: "kept" });
+      tx.appendEntry(other.id, { kind: "note", data: "kept too" });
+      tx.createSubmission({
+        conversationId: 1,
+        type: "write",
+        status: "done",
+        entry: entry.id,
+        requestId: "r1",
+      });
+      tx.createSubmission({ conversationId: other.id, type: "write", status: "queued" });
+    });
+    await made.close();
+    const tables = ["conversations", "entries", "submissions"] as const;
+    const ids = async (s: MemoryStore, table: string) =>
+      (await s.read((sql) => sql.all(`SELECT id FROM ${table} ORDER BY id`))).map((r) => r["id"]);
+    const expected = new Map<string, unknown[]>();
+    const rows = new Map<string, Record<string, unknown>[]>();
+    const source = await memoryStore(current.image());
+    for (const table of tables) {
+      expected.set(table, await ids(source, table));
+      rows.set(table, await source.read((sql) => sql.all(`SELECT * FROM ${table}`)));
+    }
+    await source.close();
+    expect(expected.get("submissions")).toHaveLength(2);
+    for (let from = 1; from < SCHEMA_VERSION; from++) {
+      const old = await memoryStore(undefined, { schemaVersion: from });
+      await old.commit(async (sql) => {
+        for (const table of tables) {
+          const columns = new Set(
+            (await sql.all(`PRAGMA table_info(${table})`)).map((c) => String(c["name"])),
+          );
+          for (const row of rows.get(table)!) {
+            const kept = Object.keys(row).filter((c) => columns.has(c));
+            await sql.run(
+              `INSERT INTO ${table} (${kept.join(", ")}) VALUES (${kept.map(() => "?").join(", ")})`,
+              kept.map((c) => row[c] as never),
+            );
+          }
+        }
+      });
+      const image = old.image();
+      await old.close();
+      const store = await openStore({ kind: "memory", image });
+      const h = await Harness.open(store);
+      expect(store.schemaVersion).toBe(SCHEMA_VERSION);
+      for (const table of tables)
+        expect([from, table, await ids(store, table)]).toEqual([from, table, expected.get(table)]);
+      await h.close();
+    }
+  });
+
   test("a store whose schema is newer than this build refuses to open (StoreOpenError, migration) and is closed", async () => {
     const store = await memoryStore();
     await store.commit((sql) => sql.run(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`));
