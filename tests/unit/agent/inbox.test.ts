@@ -269,6 +269,37 @@ describe("submissions", () => {
     expect(kinds(await transcript(child)).filter((k) => k === "pi.user")).toHaveLength(1);
   });
 
+  test("a fork of an idle parent whose failed run left a follow-up queued starts with an empty inbox too: the follow-up stays with the parent", async () => {
+    // Draw 39b-C: every named test forked a busy parent; a fork that took an idle parent's queue
+    // (the follow-up a failed run left waiting) passed them all.
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const one = await root.submit({ type: "input", content: "one" });
+    const two = await root.submit({ type: "input", content: "two" });
+    hold.resolve();
+    expect(await one.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(root.busy).toBe(false);
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([two.id]);
+    const at = (await transcript(root)).at(-1)!.id;
+    const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+    expect(await h.doc(child.id, DOC.inbox)).toEqual({ items: [] });
+    expect(child.busy).toBe(false);
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([two.id]);
+    // The parent's next submission places its own follow-up; nothing reaches the fork.
+    const three = await root.submit({ type: "input", content: "three" });
+    expect((await two.wait()).status).toBe("done");
+    expect((await three.wait()).status).toBe("done");
+    await child.waitForIdle();
+    expect(kinds(await transcript(child)).filter((k) => k === "pi.user")).toHaveLength(1);
+    expect(inboxOf(h, child.id)).toEqual({ items: [] });
+  });
+
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
     const { h, root, faux, store } = await open(async (req, n) => {
@@ -440,6 +471,55 @@ describe("submissions", () => {
     release.resolve();
     expect((await held.wait()).status).toBe("done");
     await other.waitForIdle();
+  });
+
+  test("a tool's conversation handle refuses by whenBusy reject too: ConversationBusy on a busy conversation, and no submission, no inbox item, no entry written", async () => {
+    // Draw 39b-C: every reject test submitted through Conversation.submit or a raw submitIn; the
+    // tool handle's path (tools/handle.ts) passes whenBusy on by itself, and one that dropped
+    // `reject` (the input queued as a follow-up) passed them all.
+    const { tool: hold, started, release } = gatedTool();
+    let otherId = 0;
+    let refused: unknown;
+    const poke = defineTool({
+      name: "poke",
+      description: "submits a refusable input to the other conversation",
+      parameters: Type.Object({}),
+      execute: async (_args, api) => {
+        try {
+          await api.conversation(otherId)!.submit({ content: "poke", whenBusy: "reject" });
+        } catch (error) {
+          refused = error;
+        }
+        return textResult("poked");
+      },
+    });
+    const { h, root } = await open(
+      (req) =>
+        req.messages.some((m) => m.role === "assistant")
+          ? fauxAssistantMessage("done")
+          : fauxAssistantMessage(
+              [fauxToolCall(textOf(req.messages[0]!) === "hold" ? "hold" : "poke", {}, { id: "call-1" })],
+              { stopReason: "toolUse" },
+            ),
+      { tools: [hold, poke] },
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    otherId = other.id;
+    const held = await other.submit({ type: "input", content: "hold" });
+    await started.promise;
+    const before = await transcript(other);
+    const sub = await root.submit({ type: "input", content: "poke" });
+    expect((await sub.wait()).status).toBe("done");
+    expect(refused).toBeInstanceOf(ConversationBusy);
+    expect(inboxOf(h, other.id).items).toEqual([]);
+    expect(await transcript(other)).toEqual(before);
+    // No submission record was written for the refusal: the next one takes the very next id.
+    const note = await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
+    expect(note.id).toBe(sub.id + 1);
+    release.resolve();
+    expect((await held.wait()).status).toBe("done");
+    await other.waitForIdle();
+    expect((await other.entries()).filter((e) => e.kind === "pi.user")).toHaveLength(1);
   });
 
   test("a tool's conversation handle keeps the requestId: a retried submit returns the first submission, one after the other and at once, and the record carries it", async () => {
