@@ -247,6 +247,22 @@ test("usage_changed and inbox_update follow the stream's own conversation: anoth
   await stream.stop();
 });
 
+test("agent_changed follows the stream's own conversation: another conversation configured emits none (draw 39b D)", async () => {
+  const { h, root, faux } = await open(echo);
+  const stream = await watchEvents(h, root.id);
+  const { batches } = collect(stream);
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  // Its pi.agent is written twice; the stream's own agent is never touched.
+  await other.configure({ model: faux.ref, thinkingLevel: "low" });
+  await other.configure({ thinkingLevel: "high" });
+  // A commit of the stream's own conversation after them: once its event is in, theirs would be too.
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note" }));
+  await until(() => ofType(batches, "entry_appended").length === 1, { what: "the note" });
+  expect(ofType(batches, "agent_changed")).toEqual([]);
+  expect(batches.flat().map((e) => e.type)).toEqual(["entry_appended"]);
+  await stream.stop();
+});
+
 test("inbox_update lists the queued items (submission and mode) as inputs queue and leave", async () => {
   const gate = gatedTool("hold");
   const { h, root } = await open(

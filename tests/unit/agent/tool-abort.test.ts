@@ -215,6 +215,35 @@ test("onAbort's replacement that hands on diagnostics of its own without the abo
   });
 });
 
+test("onAbort's replacement of two text blocks has each bounded by the tool's own limits, not the first alone (draw 39b D)", async () => {
+  // Draw 39b D: every named replacement had one text block, so a harness bounding only the first
+  // text block of a hook's content passed them.
+  const { root, input } = await tailCallUnderway([
+    () => ({
+      content: [
+        { type: "text", text: "one\ntwo\nthree\nfour" },
+        { type: "text", text: "five\nsix\nseven\neight" },
+      ],
+      isError: true,
+    }),
+  ]);
+  await root.abort();
+  expect((await input.wait()).status).toBe("unanswered");
+  const [result] = await toolResults(root);
+  expect(diagnosticsOf(result!).map((d) => d.code)).toEqual([
+    "progress",
+    "aborted",
+    "truncated",
+    "truncated",
+  ]);
+  const content = messageOf(result!).content;
+  expect(content.slice(0, 2)).toEqual([
+    { type: "text", text: "three\nfour" },
+    { type: "text", text: "seven\neight" },
+  ]);
+  expect(textOf(messageOf(result!))).not.toContain("five\nsix");
+});
+
 test("a tool's slot updates apply only while its slot exists: output after the slot went is not stored, and its aborted result has no partial output", async () => {
   const more = deferred();
   const tool = defineTool({

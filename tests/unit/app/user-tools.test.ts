@@ -252,6 +252,30 @@ describe("saving a user tool", () => {
     );
   });
 
+  test("a body checked at save runs under codemode's own memory limit and time slice (DEFAULT_SANDBOX_LIMITS), not looser ones (draw 39b D)", async () => {
+    // Draw 39b D: what a body runs when it is defined runs at the save's check, a second sandbox run
+    // besides the call's; the named tests read the limits of calls only, and the refused rows read
+    // the check's stop as any time or slice, so a check under a 1 GiB memory limit or a 1 s slice passed.
+    const { h } = await openApp();
+    const hoard = await saveUserTool(h, {
+      ...GREET,
+      name: "hoard",
+      body: "(() => { const kept = []; for (let i = 0; i < 100; i++) kept.push('y'.repeat(1024 * 1024) + i); return kept.length; })()",
+    }).catch((e: unknown) => e);
+    expect(hoard).toBeInstanceOf(UserToolInvalid);
+    expect((hoard as Error).message).toContain(
+      `ran out of memory (limit ${DEFAULT_SANDBOX_LIMITS.memoryBytes / 1024 / 1024} MiB)`,
+    );
+    const spin = await saveUserTool(h, {
+      ...GREET,
+      name: "spin",
+      body: "(() => { while (true) {} })()",
+    }).catch((e: unknown) => e);
+    expect(spin).toBeInstanceOf(UserToolInvalid);
+    expect((spin as Error).message).toContain(`ran ${DEFAULT_SANDBOX_LIMITS.sliceMs} ms without yielding`);
+    expect(storedUserTools(h)).toEqual([]);
+  });
+
   test("a user tool's body runs under codemode's own stack limit (DEFAULT_SANDBOX_LIMITS), not a looser one", async () => {
     // Draw 33c: the stack limit was the one sandbox limit no test read; a user tool under a 4 MiB
     // stack passed. In script workers (the browser's page engine): in the engine's own thread, the

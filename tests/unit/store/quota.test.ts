@@ -209,3 +209,51 @@ test("a full disk stops the work that was running too: a running phase is signal
   store.setFaultHook(undefined);
   await h.close();
 });
+
+test("an uncertain failure stops the running work at once: when the failed commit rejects, the running phase is signalled with it and a wait on its task has rejected HarnessClosed (draw 39b D)", async () => {
+  // Draw 39b D: the test above builds a certain failure (before COMMIT) and catches a scheduler left
+  // running only by polling, a waiter left waiting only by the test's timeout. Here the failure is the
+  // uncertain one (after COMMIT), and both are read as the failed commit rejects.
+  let seen: AbortSignal | undefined;
+  const started = deferred();
+  const long = defineTask<Json, { phase: "go" }, Json>({
+    name: "long",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, _runtime, signal) => {
+        seen = signal;
+        started.resolve();
+        await new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => resolve(), { once: true }),
+        );
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [long], onFatal: () => undefined });
+  const id = await h.createTask(long, null, { ownership: { kind: "conversation" } });
+  await started.promise;
+  let waited: unknown = "still waiting";
+  void h.waitForTask(id).then(
+    (v) => (waited = v),
+    (e) => (waited = e),
+  );
+  let failOnce = true;
+  store.setFaultHook((point) => {
+    if (point === "after-commit" && failOnce) {
+      failOnce = false;
+      throw new Error("connection lost after COMMIT");
+    }
+  });
+  await expect(h.transaction((tx) => tx.appendEntry(1, { kind: "app.note", data: 1 }))).rejects.toThrow(
+    /connection lost/,
+  );
+  expect(waited).toBeInstanceOf(HarnessClosed);
+  expect(seen?.aborted).toBe(true);
+  expect(String((seen!.reason as Error).message)).toMatch(/connection lost/);
+  store.setFaultHook(undefined);
+  await h.close();
+});
