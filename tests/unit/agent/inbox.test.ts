@@ -6,7 +6,7 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { describe, expect, test } from "vitest";
-import { textResult } from "../../../worker/agent/tools/contract.ts";
+import { type ToolConversation, textResult } from "../../../worker/agent/tools/contract.ts";
 import {
   AgentHarness,
   type ChangeSet,
@@ -49,6 +49,60 @@ async function rootHeldInATool() {
   const first = await root.submit({ type: "input", content: "work" });
   await started.promise;
   return { h, root, first, release };
+}
+
+/**
+ * A harness with another ownerless conversation held in the gated tool `hold` (its `release` opens
+ * it), and a root whose model calls `poke` on an input of "poke": the tool runs `use` with its
+ * handle on the other, busy, conversation (tools/handle.ts's path, not Conversation.submit's).
+ */
+async function pokeABusyConversation(use: (handle: ToolConversation) => Promise<void>) {
+  const { tool: hold, started, release } = gatedTool();
+  let otherId = 0;
+  const poke = defineTool({
+    name: "poke",
+    description: "submits to the other conversation",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      await use(api.conversation(otherId)!);
+      return textResult("poked");
+    },
+  });
+  const { h, root } = await open(
+    (req) =>
+      req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage("done")
+        : fauxAssistantMessage(
+            [fauxToolCall(textOf(req.messages[0]!) === "hold" ? "hold" : "poke", {}, { id: "call-1" })],
+            { stopReason: "toolUse" },
+          ),
+    { tools: [hold, poke] },
+  );
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  otherId = other.id;
+  const held = await other.submit({ type: "input", content: "hold" });
+  await started.promise;
+  return { h, root, other, held, release };
+}
+
+/**
+ * The root's first input ("one") fails with a model error once "two" has queued behind it: the
+ * failed run leaves "two" queued as a follow-up in the idle root's inbox.
+ */
+async function failedRunLeavesAFollowUp() {
+  const hold = deferred();
+  const { h, root } = await open(async (req, n) => {
+    if (n === 1) {
+      await hold.promise;
+      return fauxError("400 invalid request");
+    }
+    return echo(req, n);
+  });
+  const first = await root.submit({ type: "input", content: "one" });
+  const followUp = await root.submit({ type: "input", content: "two" });
+  hold.resolve();
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  return { h, root, first, followUp };
 }
 
 describe("submissions", () => {
@@ -272,18 +326,7 @@ describe("submissions", () => {
   test("a fork of an idle parent whose failed run left a follow-up queued starts with an empty inbox too: the follow-up stays with the parent", async () => {
     // Draw 39b-C: every named test forked a busy parent; a fork that took an idle parent's queue
     // (the follow-up a failed run left waiting) passed them all.
-    const hold = deferred();
-    const { h, root } = await open(async (req, n) => {
-      if (n === 1) {
-        await hold.promise;
-        return fauxError("400 invalid request");
-      }
-      return echo(req, n);
-    });
-    const one = await root.submit({ type: "input", content: "one" });
-    const two = await root.submit({ type: "input", content: "two" });
-    hold.resolve();
-    expect(await one.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const { h, root, followUp: two } = await failedRunLeavesAFollowUp();
     expect(root.busy).toBe(false);
     expect(inboxOf(h).items.map((i) => i.id)).toEqual([two.id]);
     const at = (await transcript(root)).at(-1)!.id;
@@ -426,36 +469,13 @@ describe("submissions", () => {
   test("a tool's conversation handle queues by whenBusy too: steer as a steer, followUp and the default as follow-ups, in the inbox and in each record", async () => {
     // Draw 32cC: every queued-mode test submitted through Conversation.submit; the tool handle's path
     // (tools/handle.ts) passes whenBusy on by itself, and one that dropped a steer passed them all.
-    const { tool: hold, started, release } = gatedTool();
     const ids: number[] = [];
-    let otherId = 0;
-    const poke = defineTool({
-      name: "poke",
-      description: "submits three inputs to the other conversation",
-      parameters: Type.Object({}),
-      execute: async (_args, api) => {
-        const handle = api.conversation(otherId)!;
-        for (const whenBusy of ["steer", "followUp", undefined] as const)
-          ids.push(
-            (await handle.submit({ content: `poke ${whenBusy}`, ...(whenBusy ? { whenBusy } : {}) })).id,
-          );
-        return textResult("poked");
-      },
+    const { h, root, other, held, release } = await pokeABusyConversation(async (handle) => {
+      for (const whenBusy of ["steer", "followUp", undefined] as const)
+        ids.push(
+          (await handle.submit({ content: `poke ${whenBusy}`, ...(whenBusy ? { whenBusy } : {}) })).id,
+        );
     });
-    const { h, root } = await open(
-      (req) =>
-        req.messages.some((m) => m.role === "assistant")
-          ? fauxAssistantMessage("done")
-          : fauxAssistantMessage(
-              [fauxToolCall(textOf(req.messages[0]!) === "hold" ? "hold" : "poke", {}, { id: "call-1" })],
-              { stopReason: "toolUse" },
-            ),
-      { tools: [hold, poke] },
-    );
-    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
-    otherId = other.id;
-    const held = await other.submit({ type: "input", content: "hold" });
-    await started.promise;
     expect((await (await root.submit({ type: "input", content: "poke" })).wait()).status).toBe("done");
     expect(inboxOf(h, other.id).items.map((i) => [i.id, i.mode])).toEqual([
       [ids[0], "steer"],
@@ -477,36 +497,14 @@ describe("submissions", () => {
     // Draw 39b-C: every reject test submitted through Conversation.submit or a raw submitIn; the
     // tool handle's path (tools/handle.ts) passes whenBusy on by itself, and one that dropped
     // `reject` (the input queued as a follow-up) passed them all.
-    const { tool: hold, started, release } = gatedTool();
-    let otherId = 0;
     let refused: unknown;
-    const poke = defineTool({
-      name: "poke",
-      description: "submits a refusable input to the other conversation",
-      parameters: Type.Object({}),
-      execute: async (_args, api) => {
-        try {
-          await api.conversation(otherId)!.submit({ content: "poke", whenBusy: "reject" });
-        } catch (error) {
-          refused = error;
-        }
-        return textResult("poked");
-      },
+    const { h, root, other, held, release } = await pokeABusyConversation(async (handle) => {
+      try {
+        await handle.submit({ content: "poke", whenBusy: "reject" });
+      } catch (error) {
+        refused = error;
+      }
     });
-    const { h, root } = await open(
-      (req) =>
-        req.messages.some((m) => m.role === "assistant")
-          ? fauxAssistantMessage("done")
-          : fauxAssistantMessage(
-              [fauxToolCall(textOf(req.messages[0]!) === "hold" ? "hold" : "poke", {}, { id: "call-1" })],
-              { stopReason: "toolUse" },
-            ),
-      { tools: [hold, poke] },
-    );
-    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
-    otherId = other.id;
-    const held = await other.submit({ type: "input", content: "hold" });
-    await started.promise;
     const before = await transcript(other);
     const sub = await root.submit({ type: "input", content: "poke" });
     expect((await sub.wait()).status).toBe("done");
@@ -968,18 +966,7 @@ describe("submissions", () => {
   });
 
   test("a failed run leaves queued follow-ups in the inbox until the next submission places them", async () => {
-    const hold = deferred();
-    const { h, root } = await open(async (req, n) => {
-      if (n === 1) {
-        await hold.promise;
-        return fauxError("400 invalid request");
-      }
-      return echo(req, n);
-    });
-    const first = await root.submit({ type: "input", content: "one" });
-    const followUp = await root.submit({ type: "input", content: "two" });
-    hold.resolve();
-    expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    const { h, root, followUp } = await failedRunLeavesAFollowUp();
     await root.waitForIdle();
     expect(root.busy).toBe(false);
     expect((await followUp.record()).status).toBe("queued");
