@@ -31,6 +31,15 @@ type System = {
 };
 const systemOf = (e: EntryRecord) => (e.model as unknown as System[])[0]!;
 
+/** A tool named `name` that answers its name (the tests here tell tools apart by name alone). */
+const tool = (name: string) =>
+  defineTool({
+    name,
+    description: name,
+    parameters: Type.Object({}),
+    execute: async () => textResult(name),
+  });
+
 async function setup(list: Extension[]) {
   const extensions = createRegistry();
   for (const e of list) extensions.install(e);
@@ -316,13 +325,6 @@ test("an order change's two pi.system entries land in the one preparing commit, 
 test("a system message that carries only tool changes has content empty too: no sections and no text (draw 39b)", async () => {
   // Draw 39b, 5: every written system message of the named tests carried sections; a tools-only
   // delta written with its tool names as content passed them all.
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   const { root, ask, systems } = await setup([
     defineExtension({ name: "a", tools: [tool("read"), tool("edit")] }),
   ]);
@@ -336,13 +338,6 @@ test("a system message that carries only tool changes has content empty too: no 
 });
 
 test("a tool order change removes every offered tool and adds the desired ones in order; a plain addition appends", async () => {
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   const { root, faux, ask, systems } = await setup([
     defineExtension({ name: "a", tools: [tool("read"), tool("edit"), tool("bash")] }),
   ]);
@@ -385,13 +380,6 @@ test("a tool order change removes every offered tool and adds the desired ones i
 test("a reorder with a removal, and an addition between retained tools, each remove every offered tool and add the desired ones in order", async () => {
   // Break 29E: the named test reordered retained tools only; a reset that kept a removed tool offered,
   // and an order check blind to where an addition goes, passed it.
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   const { root, faux, ask, systems } = await setup([
     defineExtension({ name: "a", tools: [tool("read"), tool("edit"), tool("bash")] }),
   ]);
@@ -421,13 +409,6 @@ test("a reorder with a removal, and an addition between retained tools, each rem
 });
 
 test("tool changes ride on the last planned section entry, or on an entry of their own when the sections are unchanged", async () => {
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   let style = "terse";
   const { root, ask, systems } = await setup([
     defineExtension({
@@ -698,13 +679,6 @@ test("wrappers decorate the winning tool and section; a wrapper that renames or 
 test("a wrapper that returns nothing, or its target without a name, drops its target, reported: the tool and the section are gone from the request", async () => {
   // break 30O: every dropping wrapper threw or returned another name; a result with no name at all
   // (undefined, or the name left out) dropped silently or was kept, and passed.
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   const { root, faux, ask, reported } = await setup([
     defineExtension({
       name: "base",
@@ -906,13 +880,6 @@ test("a section reads committed documents of the conversation it renders for thr
 });
 
 test("several wrappers of one tool or section compose in the selection's extension order, then each extension's own order, before the tools filter", async () => {
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   const mark = (m: string) => wrapTool("bash", (t) => ({ ...t, description: `${t.description}+${m}` }));
   const markSection = (m: string) =>
     wrapSection("role", (s) => ({
@@ -940,13 +907,6 @@ test("several wrappers of one tool or section compose in the selection's extensi
 });
 
 test("only the selected extensions' wrappers apply, and they run before the tools filter: a deselected extension's wrapper decorates nothing, and a wrapper of a tool the filter then drops still runs (its throw reported)", async () => {
-  const tool = (name: string) =>
-    defineTool({
-      name,
-      description: name,
-      parameters: Type.Object({}),
-      execute: async () => textResult(name),
-    });
   const { h, root, faux, ask, reported } = await setup([
     defineExtension({
       name: "base",
