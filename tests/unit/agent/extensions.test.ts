@@ -1042,6 +1042,19 @@ describe("Harness.open binds the registry", () => {
     expect(third.h.extensions.snapshot().extension("notes")).toBeUndefined();
   });
 
+  test("an application registry still empty at open is bound as given: what it installs later reaches the harness (draw 39c)", async () => {
+    // Draw 39c: an empty registry taken for no registry (a fresh one bound instead) passed the test
+    // above, whose registry holds an extension before open.
+    const registry = createRegistry();
+    const { h, root } = await open(echo, { extensions: registry });
+    expect(h.extensions).toBe(registry);
+    registry.install(
+      defineExtension({ name: "later", tools: [tool("late")], tasks: [single("late-job", async () => {})] }),
+    );
+    expect([...(await root.agent()).tools.keys()]).toEqual(["late"]);
+    expect(h.registry.has("late-job")).toBe(true);
+  });
+
   test("a harness opened without a registry gets one of its own: two such harnesses share no extension, and neither outlives into the next (draw 39-D)", async () => {
     // Draw 39-D: a process-wide default registry (shared by every open given none) passed the test
     // above, which always passes one; the registry is the application's, never the process's.

@@ -307,12 +307,24 @@ describe("reset", () => {
     const { root, faux } = await open(responder, { tools: [hold.tool] });
     const run = await root.submit({ type: "input", content: "go" });
     await hold.started.promise;
+    const placedAt = (await run.record()).entry;
+    expect(placedAt).toEqual(expect.any(Number));
     // Queued first, the reset after it: ID order alone would place the input before the reset.
     const early = await root.submit({ type: "input", content: "early", whenBusy: "followUp" });
     const reset = await root.reset("handoff");
     expect(early.id).toBeLessThan(reset.id);
     hold.release.resolve();
     expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    // Unanswered by the reset, the input keeps the entry it was placed with (draw 39c: a reset's
+    // settlement dropping it passed every inbox test, whose unanswered inputs were aborted).
+    expect(await run.record()).toEqual({
+      id: run.id,
+      conversationId: root.id,
+      type: "input",
+      status: "unanswered",
+      reason: "reset",
+      entry: placedAt,
+    });
     expect((await reset.wait()).status).toBe("done");
     expect((await early.wait()).status).toBe("done");
     expect(faux.requests).toHaveLength(2);

@@ -23,6 +23,7 @@ import {
   callsThenAnswer,
   cleanups,
   echo,
+  faultingHook,
   gatedTool,
   inboxOf,
   kinds,
@@ -1591,6 +1592,34 @@ describe("submission records", () => {
     cleanups.push(() => again.close().catch(() => undefined));
     expect(await (await again.submission(placed.id))!.record()).toEqual(p);
     expect(await (await again.submission(queued.id))!.record()).toEqual(q);
+  });
+
+  test("an input of a run that faulted keeps the entry it was placed with: the first input and a steer placed at its tool boundary, each read exactly (draw 39c)", async () => {
+    // Draw 39c: the named unanswered-input test settles by an abort; a scheduler-written fault
+    // (its own settling route) that dropped the placed inputs' entries passed every inbox test.
+    const gate = gatedTool("hold");
+    let responses = 0;
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [gate.tool],
+      ...faultingHook("afterResponse", "hook bug", () => ++responses >= 2),
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    await gate.started.promise;
+    const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+    gate.release.resolve();
+    await first.wait();
+    const users = (await transcript(root)).filter((e) => e.kind === "pi.user").map((e) => e.id);
+    expect(users).toHaveLength(2);
+    const faulted = {
+      conversationId: root.id,
+      type: "input",
+      status: "unanswered",
+      reason: "faulted",
+      detail: "hook bug",
+    };
+    expect(await first.record()).toEqual({ id: first.id, ...faulted, entry: users[0] });
+    expect(await steer.record()).toEqual({ id: steer.id, ...faulted, mode: "steer", entry: users[1] });
+    expect(liveOf(h)).toEqual({});
   });
 
   test("Harness.submission() finds a submission again after a reopen, also once it settled", async () => {

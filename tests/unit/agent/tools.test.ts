@@ -1183,6 +1183,40 @@ describe("parallel and sequential rounds", () => {
     }
   });
 
+  test("toolExecution sequential holds for a round whose tools each say executionMode parallel: the second call waits for the first (draw 39c)", async () => {
+    // Draw 39c: a tool's own executionMode "parallel" taken to override the setting passed every
+    // named test (their sequential rounds call tools that leave executionMode unset).
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      {
+        tools: [
+          defineTool({ ...a.tool, executionMode: "parallel" }),
+          defineTool({ ...b.tool, executionMode: "parallel" }),
+        ],
+        settings: { toolExecution: "sequential" },
+      },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await a.started.promise;
+    expect(liveOf(h).tools?.map((t) => [t.name, t.status, t.taskId !== undefined])).toEqual([
+      ["first", "running", true],
+      ["second", "pending", false],
+    ]);
+    a.release.resolve();
+    await b.started.promise;
+    b.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual([
+      "first finished",
+      "second finished",
+    ]);
+  });
+
   test("a sequential round led by an un-offered call: while each later call runs, pi.live lists it under its own task and the run stays with the generation (draw 33C)", async () => {
     // Draw 33C: every sequential round tested began with an offered call, so a continuation that
     // named the next call's slot by its position among the round's tasks (not by its call id) passed:
